@@ -1,0 +1,90 @@
+/**
+ * Builds the provisioner's HTTP API as a fastify instance (not listening): server.ts starts it,
+ * tests call app.inject() or listen on port 0.
+ */
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import rateLimit from '@fastify/rate-limit';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type pg from 'pg';
+import type { Config } from '../config.ts';
+import type { SecretBox } from '../crypto.ts';
+import { errors } from '../errors.ts';
+import type { Catalog } from '../../runtime/catalog.ts';
+import { TenantService } from '../tenants/service.ts';
+import { registerAuth } from './auth.ts';
+import type { AppContext } from './context.ts';
+import { installErrorHandler } from './error-handler.ts';
+import { createMetrics } from './metrics.ts';
+import { ApiKeyInfo, Cluster, ErrorBody, Operation, Tenant } from './schemas.ts';
+import { auditRoutes } from './routes/audit.ts';
+import { clusterRoutes } from './routes/clusters.ts';
+import { healthRoutes } from './routes/health.ts';
+import { keyRoutes } from './routes/keys.ts';
+import { operationRoutes } from './routes/operations.ts';
+import { runtimeVersionRoutes } from './routes/runtime-versions.ts';
+import { signupRoutes } from './routes/signup.ts';
+import { tenantRoutes } from './routes/tenants.ts';
+
+export interface AppDeps {
+  config: Config;
+  pool: pg.Pool;
+  box: SecretBox;
+  catalog: Catalog;
+  /** A pino logger; no logging when absent. */
+  logger?: FastifyBaseLogger;
+}
+
+export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; ctx: AppContext }> {
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    bodyLimit: deps.config.bodyLimit,
+    trustProxy: false,
+    requestIdHeader: false,
+    genReqId: () => crypto.randomUUID(),
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  const metrics = createMetrics(deps.pool);
+  const ctx: AppContext = {
+    config: deps.config,
+    pool: deps.pool,
+    box: deps.box,
+    catalog: deps.catalog,
+    tenants: new TenantService({ pool: deps.pool, box: deps.box, catalog: deps.catalog }),
+    metrics,
+  };
+
+  installErrorHandler(app);
+  for (const schema of [ErrorBody, Tenant, Operation, Cluster, ApiKeyInfo]) app.addSchema(schema);
+
+  await app.register(swagger, {
+    openapi: {
+      info: { title: 'Hosted runtimes provisioner', version: '1', description: 'Tenant signup, lifecycle, runtime versions and root clusters.' },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearer: [] }],
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list' } });
+  app.addHook('onRoute', (route) => {
+    if (route.url.startsWith('/docs')) route.config = { ...(route.config ?? {}), public: true };
+  });
+  await app.register(rateLimit, {
+    global: false,
+    errorResponseBuilder: (_req, context) => errors.rateLimited(Math.ceil(context.ttl / 1000)),
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.httpDuration.observe(
+      { method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
+  });
+  registerAuth(app, deps.pool);
+
+  for (const routes of [healthRoutes, signupRoutes, tenantRoutes, operationRoutes, runtimeVersionRoutes, clusterRoutes, keyRoutes, auditRoutes]) {
+    await app.register(routes(ctx));
+  }
+  return { app, ctx };
+}

@@ -1,0 +1,69 @@
+/**
+ * Authentication and role checks, as one scope-level hook: every route declares the roles that
+ * may call it in `config.roles` (or `config.public`), and the hook resolves the bearer key before
+ * the handler runs. Tenant keys only ever see their own tenant: other tenants' ids answer 404.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type pg from 'pg';
+import type { Role } from '../auth/keys.ts';
+import { looksLikeKey } from '../auth/keys.ts';
+import { errors } from '../errors.ts';
+import { lookupKey } from '../store/keys.ts';
+import type { Actor } from '../store/audit.ts';
+
+export interface Auth {
+  keyId: string;
+  role: Role;
+  tenantId: string | null;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    auth: Auth | null;
+  }
+  interface FastifyContextConfig {
+    /** Roles allowed to call the route; admin is always allowed. */
+    roles?: readonly Role[];
+    /** No key required (signup, health, docs). */
+    public?: boolean;
+  }
+}
+
+export function bearerToken(header: string | undefined): string {
+  if (header === undefined || header === '') throw errors.unauthenticated();
+  const m = /^Bearer ([^\s]+)$/i.exec(header);
+  if (!m || !looksLikeKey(m[1]!)) throw errors.unauthenticated();
+  return m[1]!;
+}
+
+export function registerAuth(app: FastifyInstance, pool: pg.Pool): void {
+  app.decorateRequest('auth', null);
+  app.addHook('onRequest', async (request) => {
+    const cfg = request.routeOptions.config;
+    if (cfg.public || request.routeOptions.url === undefined) return;
+    const token = bearerToken(request.headers.authorization);
+    const identity = await lookupKey(pool, token);
+    if (!identity) throw errors.invalidKey();
+    request.auth = identity;
+    const roles = cfg.roles ?? [];
+    if (identity.role !== 'admin' && !roles.includes(identity.role)) {
+      throw errors.forbidden(`role '${identity.role}' may not call ${request.method} ${request.routeOptions.url}`);
+    }
+  });
+}
+
+export function authOf(request: FastifyRequest): Auth {
+  if (!request.auth) throw errors.unauthenticated();
+  return request.auth;
+}
+
+export function actorOf(request: FastifyRequest): Actor {
+  const a = request.auth;
+  return a ? { id: a.keyId, role: a.role } : { id: 'public', role: 'public' };
+}
+
+/** Throws 404 (not 403) when a tenant-bound key addresses another tenant, so ids do not leak. */
+export function assertTenantAccess(request: FastifyRequest, tenantId: string): void {
+  const a = authOf(request);
+  if ((a.role === 'tenant' || a.role === 'runtime') && a.tenantId !== tenantId) throw errors.notFound('tenant', tenantId);
+}

@@ -1,0 +1,18 @@
+import type pg from 'pg';
+import type { Config } from '../config.ts';
+import type { SecretBox } from '../crypto.ts';
+import type { Catalog } from '../../runtime/catalog.ts';
+import type { TenantService } from '../tenants/service.ts';
+import type { Metrics } from './metrics.ts';
+
+/** What route plugins get: built once in app.ts, never read from globals. */
+export interface AppContext {
+  config: Config;
+  pool: pg.Pool;
+  box: SecretBox;
+  catalog: Catalog;
+  tenants: TenantService;
+  metrics: Metrics;
+  /** Called after a key is revoked (the tunnel server closes tunnels that use it). */
+  onKeyRevoked?: (keyId: string) => void;
+}

@@ -1,0 +1,124 @@
+import { Type } from 'typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Accepted, IdParams, Semver, StringEnum, withErrors } from '../schemas.ts';
+import { actorOf, assertTenantAccess, authOf } from '../auth.ts';
+import { decodeCursor, encodeCursor } from '../cursor.ts';
+import { errors } from '../../errors.ts';
+import { PHASES, listTenants, toTenant } from '../../store/tenants.ts';
+import type { AppContext } from '../context.ts';
+
+const ListQuery = Type.Object({
+  phase: Type.Optional(StringEnum(PHASES)),
+  runtimeVersion: Type.Optional(Semver),
+  cluster: Type.Optional(Type.String({ maxLength: 63 })),
+  plan: Type.Optional(Type.String({ maxLength: 40 })),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+  cursor: Type.Optional(Type.String({ maxLength: 512 })),
+}, { additionalProperties: false });
+
+const PatchBody = Type.Object({
+  plan: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
+  runtimeVersion: Type.Optional(Semver),
+  suspended: Type.Optional(Type.Boolean()),
+}, { additionalProperties: false, minProperties: 1 });
+
+const UpgradeBody = Type.Object({ version: Semver }, { additionalProperties: false });
+
+const READ = ['operator', 'tenant'] as const;
+
+export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => async (app) => {
+  app.get('/v1/tenants', {
+    config: { roles: READ },
+    schema: {
+      summary: 'List tenants', tags: ['tenants'], querystring: ListQuery,
+      response: withErrors({ 200: Type.Object({ items: Type.Array(Type.Ref('Tenant')), nextCursor: Type.Union([Type.String(), Type.Null()]) }) }),
+    },
+  }, async (request) => {
+    const q = request.query;
+    const auth = authOf(request);
+    const limit = q.limit ?? 50;
+    const rows = await listTenants(ctx.pool, {
+      ...(q.phase ? { phase: q.phase } : {}),
+      ...(q.runtimeVersion ? { runtimeVersion: q.runtimeVersion } : {}),
+      ...(q.cluster ? { cluster: q.cluster } : {}),
+      ...(q.plan ? { plan: q.plan } : {}),
+      ...(auth.role === 'tenant' && auth.tenantId ? { onlyId: auth.tenantId } : {}),
+      ...(q.cursor ? { after: decodeCursor(ctx.box, 'tenants', q.cursor) } : {}),
+      limit: limit + 1,
+    });
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    return {
+      items: page.map(toTenant),
+      nextCursor: rows.length > limit && last ? encodeCursor(ctx.box, 'tenants', { ts: last.cursor_ts, id: last.id }) : null,
+    };
+  });
+
+  app.get('/v1/tenants/:id', {
+    config: { roles: READ },
+    schema: { summary: 'Get a tenant', tags: ['tenants'], params: IdParams, response: withErrors({ 200: Type.Ref('Tenant') }) },
+  }, async (request) => {
+    assertTenantAccess(request, request.params.id);
+    return ctx.tenants.get(request.params.id);
+  });
+
+  app.patch('/v1/tenants/:id', {
+    config: { roles: READ },
+    schema: {
+      summary: 'Change a tenant spec (plan, runtimeVersion, suspended)', tags: ['tenants'],
+      params: IdParams, body: PatchBody, response: withErrors({ 202: Accepted }),
+    },
+  }, async (request, reply) => {
+    assertTenantAccess(request, request.params.id);
+    const auth = authOf(request);
+    if (auth.role === 'tenant' && request.body.plan !== undefined) {
+      throw errors.forbidden('a tenant key cannot change its plan; contact an operator');
+    }
+    const out = await ctx.tenants.change({ ...actorOf(request), role: auth.role }, request.params.id, request.body, 'update', request.id);
+    return reply.status(202).send(out);
+  });
+
+  app.post('/v1/tenants/:id/upgrade', {
+    config: { roles: READ },
+    schema: {
+      summary: 'Upgrade (or roll back) the tenant runtime', tags: ['tenants'],
+      params: IdParams, body: UpgradeBody, response: withErrors({ 202: Accepted }),
+    },
+  }, async (request, reply) => {
+    assertTenantAccess(request, request.params.id);
+    const auth = authOf(request);
+    const out = await ctx.tenants.change({ ...actorOf(request), role: auth.role }, request.params.id,
+      { runtimeVersion: request.body.version }, 'upgrade', request.id, 'version');
+    return reply.status(202).send(out);
+  });
+
+  for (const [action, change] of [['suspend', { suspended: true }], ['resume', { suspended: false }]] as const) {
+    app.post(`/v1/tenants/:id/${action}`, {
+      config: { roles: READ },
+      schema: { summary: `${action === 'suspend' ? 'Suspend' : 'Resume'} a tenant`, tags: ['tenants'], params: IdParams, response: withErrors({ 202: Accepted }) },
+    }, async (request, reply) => {
+      assertTenantAccess(request, request.params.id);
+      const auth = authOf(request);
+      const out = await ctx.tenants.change({ ...actorOf(request), role: auth.role }, request.params.id, change, action, request.id);
+      return reply.status(202).send(out);
+    });
+  }
+
+  app.post('/v1/tenants/:id/retry', {
+    config: { roles: READ },
+    schema: { summary: 'Retry a stalled or failing tenant now', tags: ['tenants'], params: IdParams, response: withErrors({ 202: Accepted }) },
+  }, async (request, reply) => {
+    assertTenantAccess(request, request.params.id);
+    return reply.status(202).send(await ctx.tenants.retry(actorOf(request), request.params.id, request.id));
+  });
+
+  app.delete('/v1/tenants/:id', {
+    config: { roles: READ },
+    schema: { summary: 'Delete a tenant (a tombstone is kept)', tags: ['tenants'], params: IdParams, response: withErrors({ 202: Accepted }) },
+  }, async (request, reply) => {
+    assertTenantAccess(request, request.params.id);
+    const auth = authOf(request);
+    const out = await ctx.tenants.change({ ...actorOf(request), role: auth.role }, request.params.id, { deleted: true }, 'delete', request.id);
+    return reply.status(202).send(out);
+  });
+};

@@ -1,0 +1,131 @@
+/**
+ * JSON schemas (TypeBox) shared by routes: request types are derived from them and fastify
+ * validates requests and serializes responses with them, so nothing is written twice.
+ */
+import { Type, type Static, type TSchema } from 'typebox';
+import { PHASES, OPERATION_KINDS } from '../store/tenants.ts';
+import { OPERATION_STATES } from '../store/operations.ts';
+import { AVAILABILITIES } from '../store/versions.ts';
+
+export const StringEnum = <T extends readonly string[]>(values: T, opts: { description?: string } = {}) =>
+  Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...opts });
+
+export const Uuid = Type.String({ format: 'uuid', description: 'UUID' });
+export const DnsLabel = Type.String({
+  minLength: 1,
+  maxLength: 40,
+  pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+  description: 'lower-case DNS label: letters, digits and dashes, starting and ending with a letter or digit',
+});
+export const Semver = Type.String({ pattern: '^\\d+\\.\\d+\\.\\d+$', maxLength: 32, description: 'x.y.z' });
+
+export const ErrorBody = Type.Object({
+  error: Type.Object({
+    code: Type.String(),
+    message: Type.String(),
+    field: Type.Optional(Type.String()),
+    details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    requestId: Type.Optional(Type.String()),
+  }),
+}, { $id: 'Error' });
+
+export const Condition = Type.Object({
+  type: Type.String(),
+  status: StringEnum(['True', 'False', 'Unknown'] as const),
+  reason: Type.String(),
+  message: Type.String(),
+  lastTransitionTime: Type.String({ format: 'date-time' }),
+});
+
+export const TenantSpec = Type.Object({
+  plan: Type.String(),
+  runtimeVersion: Type.String(),
+  suspended: Type.Boolean(),
+  deleted: Type.Boolean(),
+});
+
+export const Tenant = Type.Object({
+  id: Uuid,
+  organization: Type.String(),
+  email: Type.String(),
+  generation: Type.Integer(),
+  spec: TenantSpec,
+  status: Type.Object({
+    phase: StringEnum(PHASES),
+    observedGeneration: Type.Integer(),
+    runtimeVersion: Type.Union([Type.String(), Type.Null()]),
+    previousRuntimeVersion: Type.Union([Type.String(), Type.Null()]),
+    cluster: Type.Union([Type.String(), Type.Null()]),
+    endpoints: Type.Record(Type.String(), Type.String()),
+    conditions: Type.Array(Condition),
+    lastOperationId: Type.Union([Uuid, Type.Null()]),
+    tunnel: Type.Optional(Type.Object({ connected: Type.Boolean(), since: Type.Union([Type.String(), Type.Null()]) })),
+  }),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' }),
+  deletedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+}, { $id: 'Tenant' });
+
+export const Operation = Type.Object({
+  id: Uuid,
+  tenantId: Uuid,
+  kind: StringEnum(OPERATION_KINDS),
+  generation: Type.Integer(),
+  fromVersion: Type.Union([Type.String(), Type.Null()]),
+  toVersion: Type.Union([Type.String(), Type.Null()]),
+  state: StringEnum(OPERATION_STATES),
+  attempt: Type.Integer(),
+  error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),
+  createdAt: Type.String({ format: 'date-time' }),
+  startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+}, { $id: 'Operation' });
+
+export const Accepted = Type.Object({
+  tenant: Type.Ref('Tenant'),
+  operationId: Uuid,
+});
+
+export const RuntimeVersionInfo = Type.Object({
+  version: Type.String(),
+  releaseDate: Type.String(),
+  channel: StringEnum(['stable', 'latest'] as const),
+  availability: StringEnum(AVAILABILITIES),
+  default: Type.Boolean(),
+  components: Type.Record(Type.String(), Type.String()),
+  upgrade: Type.Object({ minFrom: Type.Optional(Type.String()) }),
+});
+
+export const Cluster = Type.Object({
+  id: Uuid,
+  name: Type.String(),
+  region: Type.String(),
+  labels: Type.Record(Type.String(), Type.String()),
+  capacity: Type.Integer(),
+  plans: Type.Array(Type.String()),
+  cordoned: Type.Boolean(),
+  tenants: Type.Integer(),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' }),
+}, { $id: 'Cluster' });
+
+export const ApiKeyInfo = Type.Object({
+  id: Uuid,
+  prefix: Type.String(),
+  role: StringEnum(['admin', 'operator', 'tenant', 'runtime'] as const),
+  tenantId: Type.Union([Uuid, Type.Null()]),
+  name: Type.String(),
+  createdBy: Type.Union([Type.String(), Type.Null()]),
+  createdAt: Type.String({ format: 'date-time' }),
+  revokedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+}, { $id: 'ApiKey' });
+
+export const IdParams = Type.Object({ id: Uuid }, { additionalProperties: false });
+
+/** Standard error responses every authenticated route can give. */
+export function withErrors<T extends Record<number, TSchema>>(ok: T) {
+  const ref = Type.Ref('Error');
+  return { ...ok, 400: ref, 401: ref, 403: ref, 404: ref, 409: ref, 413: ref, 415: ref, 422: ref, 429: ref, 500: ref, 503: ref };
+}
+
+export type TenantT = Static<typeof Tenant>;

@@ -1,0 +1,96 @@
+/**
+ * `provisioner serve`: validates config, opens the database (embedded when DATABASE_URL is
+ * unset), makes sure an admin key exists, starts the HTTP API and shuts everything down in order
+ * on SIGTERM/SIGINT.
+ */
+import pino from 'pino';
+import type { FastifyInstance } from 'fastify';
+import { loadConfig, type Config } from './config.ts';
+import { SecretBox, loadOrCreateDevKey } from './crypto.ts';
+import { openDatabase, type Database } from './db/database.ts';
+import { buildApp } from './http/app.ts';
+import { createKey, hasActiveAdmin, keyExists } from './store/keys.ts';
+import { catalog } from '../runtime/catalog.ts';
+import type pg from 'pg';
+
+export interface Running {
+  config: Config;
+  app: FastifyInstance;
+  db: Database;
+  url: string;
+  /** Stops accepting requests, finishes in-flight ones, closes the database. */
+  close(): Promise<void>;
+}
+
+/** Ensures an admin key exists. Returns a newly generated key when it had to make one. */
+export async function bootstrapAdmin(pool: pg.Pool, token: string | undefined): Promise<string | undefined> {
+  if (token !== undefined) {
+    if (!(await keyExists(pool, token))) await createKey(pool, { role: 'admin', name: 'bootstrap (PROVISIONER_ADMIN_TOKEN)', createdBy: 'system', key: token });
+    return undefined;
+  }
+  if (await hasActiveAdmin(pool)) return undefined;
+  const { key } = await createKey(pool, { role: 'admin', name: 'bootstrap (generated)', createdBy: 'system' });
+  return key;
+}
+
+export async function startServer(config: Config, opts: { out?: (line: string) => void } = {}): Promise<Running> {
+  const out = opts.out ?? ((line: string) => process.stdout.write(line + '\n'));
+  const logger = pino({
+    level: config.logLevel,
+    redact: { paths: ['req.headers.authorization', 'apiKey', 'key', 'kubeconfig', '*.kubeconfig'], censor: '[redacted]' },
+  });
+  let key = config.encryptionKey;
+  if (!key) {
+    const dev = await loadOrCreateDevKey(config.dataDir);
+    key = dev.key;
+    logger.warn({ path: dev.path, created: dev.created },
+      'PROVISIONER_ENCRYPTION_KEY is not set: using a development key kept in the data dir; set it in production');
+  }
+  const db = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    log: (msg) => logger.info(msg),
+  });
+  if (db.embedded) logger.info({ dataDir: config.dataDir }, 'using embedded PostgreSQL (DATABASE_URL is not set)');
+  try {
+    const generated = await bootstrapAdmin(db.pool, config.adminToken);
+    if (generated) {
+      out('');
+      out('  A bootstrap admin API key was generated. It is shown once and stored only as a hash:');
+      out(`    ${generated}`);
+      out('  Set PROVISIONER_ADMIN_TOKEN to use a key of your own.');
+      out('');
+    }
+    const { app } = await buildApp({ config, pool: db.pool, box: new SecretBox(key), catalog, logger });
+    const url = await app.listen({ port: config.port, host: config.host });
+    return {
+      config, app, db, url,
+      async close() {
+        await app.close();
+        await db.close();
+      },
+    };
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+}
+
+/** Runs until SIGTERM/SIGINT; exits 0 after a clean shutdown. */
+export async function serve(env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const config = loadConfig(env);
+  const running = await startServer(config);
+  running.app.log.info({ url: running.url }, 'provisioner listening');
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    running.app.log.info({ signal }, 'shutting down');
+    running.close().then(() => process.exit(0), (err: unknown) => {
+      running.app.log.error({ err }, 'shutdown failed');
+      process.exit(1);
+    });
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}

@@ -1,0 +1,59 @@
+import type { Queryable } from '../db/tx.ts';
+
+export interface Actor {
+  /** API key id, or 'public' for unauthenticated signup, or 'system'. */
+  id: string;
+  role: string;
+}
+
+export interface AuditEntry {
+  action: string;
+  targetType: string;
+  targetId: string;
+  before?: unknown;
+  after?: unknown;
+  requestId?: string;
+}
+
+export async function writeAudit(db: Queryable, actor: Actor, e: AuditEntry): Promise<void> {
+  await db.query(
+    `INSERT INTO audit_log (actor, actor_role, action, target_type, target_id, before, after, request_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    [actor.id, actor.role, e.action, e.targetType, e.targetId,
+      e.before === undefined ? null : JSON.stringify(e.before),
+      e.after === undefined ? null : JSON.stringify(e.after), e.requestId ?? null],
+  );
+}
+
+export interface AuditRow {
+  id: number;
+  at: string;
+  actor: string;
+  actorRole: string;
+  action: string;
+  targetType: string;
+  targetId: string;
+  before: unknown;
+  after: unknown;
+  requestId: string | null;
+}
+
+export async function listAudit(
+  db: Queryable,
+  q: { targetType?: string; targetId?: string; beforeId?: number; limit: number },
+): Promise<AuditRow[]> {
+  const { rows } = await db.query<{
+    id: number; at: Date; actor: string; actor_role: string; action: string; target_type: string;
+    target_id: string; before: unknown; after: unknown; request_id: string | null;
+  }>(
+    `SELECT * FROM audit_log
+      WHERE ($1::text IS NULL OR target_type = $1) AND ($2::text IS NULL OR target_id = $2)
+        AND ($3::bigint IS NULL OR id < $3)
+      ORDER BY id DESC LIMIT $4`,
+    [q.targetType ?? null, q.targetId ?? null, q.beforeId ?? null, q.limit],
+  );
+  return rows.map((r) => ({
+    id: r.id, at: r.at.toISOString(), actor: r.actor, actorRole: r.actor_role, action: r.action,
+    targetType: r.target_type, targetId: r.target_id, before: r.before, after: r.after, requestId: r.request_id,
+  }));
+}

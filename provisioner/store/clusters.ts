@@ -1,0 +1,73 @@
+import type { Queryable } from '../db/tx.ts';
+
+export interface RootCluster {
+  id: string;
+  name: string;
+  region: string;
+  labels: Record<string, string>;
+  capacity: number;
+  plans: string[];
+  cordoned: boolean;
+  /** Live (not deleted) tenants placed on this cluster. */
+  tenants: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+interface ClusterRow {
+  id: string;
+  name: string;
+  region: string;
+  labels: Record<string, string>;
+  capacity: number;
+  plans: string[];
+  cordoned: boolean;
+  tenants: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const SELECT = `SELECT c.id, c.name, c.region, c.labels, c.capacity, c.plans, c.cordoned, c.created_at, c.updated_at,
+  (SELECT count(*)::int FROM tenants t WHERE t.cluster_id = c.id AND t.phase <> 'Deleted') AS tenants
+  FROM root_clusters c`;
+
+function toCluster(r: ClusterRow): RootCluster {
+  return {
+    id: r.id, name: r.name, region: r.region, labels: r.labels, capacity: r.capacity, plans: r.plans,
+    cordoned: r.cordoned, tenants: r.tenants, createdAt: r.created_at.toISOString(), updatedAt: r.updated_at.toISOString(),
+  };
+}
+
+export async function listClusters(db: Queryable): Promise<RootCluster[]> {
+  const { rows } = await db.query<ClusterRow>(`${SELECT} ORDER BY c.name`);
+  return rows.map(toCluster);
+}
+
+export async function getClusterByName(db: Queryable, name: string): Promise<RootCluster | undefined> {
+  const { rows } = await db.query<ClusterRow>(`${SELECT} WHERE c.name = $1`, [name]);
+  return rows[0] ? toCluster(rows[0]) : undefined;
+}
+
+export async function insertCluster(
+  db: Queryable,
+  c: { name: string; region: string; labels: Record<string, string>; capacity: number; plans: string[]; kubeconfigEnc: Buffer },
+): Promise<RootCluster> {
+  await db.query(
+    `INSERT INTO root_clusters (name, region, labels, capacity, plans, kubeconfig_enc) VALUES ($1, $2, $3, $4, $5, $6)`,
+    [c.name, c.region, JSON.stringify(c.labels), c.capacity, c.plans, c.kubeconfigEnc],
+  );
+  return (await getClusterByName(db, c.name))!;
+}
+
+export async function setCordoned(db: Queryable, name: string, cordoned: boolean): Promise<RootCluster | undefined> {
+  const { rowCount } = await db.query('UPDATE root_clusters SET cordoned = $2, updated_at = now() WHERE name = $1', [name, cordoned]);
+  return rowCount ? getClusterByName(db, name) : undefined;
+}
+
+export async function getClusterKubeconfig(db: Queryable, id: string): Promise<{ name: string; enc: Buffer } | undefined> {
+  const { rows } = await db.query<{ name: string; kubeconfig_enc: Buffer }>(
+    'SELECT name, kubeconfig_enc FROM root_clusters WHERE id = $1',
+    [id],
+  );
+  return rows[0] ? { name: rows[0].name, enc: rows[0].kubeconfig_enc } : undefined;
+}

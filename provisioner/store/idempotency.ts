@@ -1,0 +1,57 @@
+/**
+ * Idempotency keys: the first request with a key stores its response (encrypted: a signup
+ * response holds an API key) in the same transaction that does the work, so a retry with the
+ * same key and body gets the same answer and a concurrent duplicate waits for the first.
+ * Records older than 24 hours are pruned.
+ */
+import { createHash } from 'node:crypto';
+import type { SecretBox } from '../crypto.ts';
+import type { Queryable } from '../db/tx.ts';
+
+export type Claim =
+  | { kind: 'new' }
+  | { kind: 'replay'; status: number; body: unknown }
+  | { kind: 'mismatch' }
+  | { kind: 'in-progress' };
+
+/** Canonical JSON (sorted keys) so that key order does not change the request hash. */
+export function requestHash(body: unknown): string {
+  const canon = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(canon);
+    if (v && typeof v === 'object') {
+      return Object.fromEntries(Object.keys(v).sort().map((k) => [k, canon((v as Record<string, unknown>)[k])]));
+    }
+    return v;
+  };
+  return createHash('sha256').update(JSON.stringify(canon(body) ?? null)).digest('hex');
+}
+
+/** Must run inside the transaction that does the work. Blocks while another transaction holds the key. */
+export async function claimKey(db: Queryable, box: SecretBox, scope: string, key: string, hash: string): Promise<Claim> {
+  const ins = await db.query(
+    `INSERT INTO idempotency_keys (scope, key, request_hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1`,
+    [scope, key, hash],
+  );
+  if ((ins.rowCount ?? 0) > 0) return { kind: 'new' };
+  const { rows } = await db.query<{ request_hash: string; response_status: number | null; response_enc: Buffer | null }>(
+    'SELECT request_hash, response_status, response_enc FROM idempotency_keys WHERE scope = $1 AND key = $2',
+    [scope, key],
+  );
+  const row = rows[0];
+  if (!row) return { kind: 'in-progress' };
+  if (row.request_hash !== hash) return { kind: 'mismatch' };
+  if (row.response_status === null || row.response_enc === null) return { kind: 'in-progress' };
+  const body: unknown = JSON.parse(box.decrypt(row.response_enc, `${scope}/${key}`).toString('utf8'));
+  return { kind: 'replay', status: row.response_status, body };
+}
+
+export async function storeResponse(db: Queryable, box: SecretBox, scope: string, key: string, status: number, body: unknown): Promise<void> {
+  await db.query('UPDATE idempotency_keys SET response_status = $3, response_enc = $4 WHERE scope = $1 AND key = $2', [
+    scope, key, status, box.encrypt(JSON.stringify(body), `${scope}/${key}`),
+  ]);
+}
+
+export async function pruneKeys(db: Queryable, olderThanHours = 24): Promise<number> {
+  const { rowCount } = await db.query(`DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(hours => $1)`, [olderThanHours]);
+  return rowCount ?? 0;
+}

@@ -1,0 +1,95 @@
+import type { Role } from '../auth/keys.ts';
+import { generateKey, hashKey, keyPrefix } from '../auth/keys.ts';
+import type { Queryable } from '../db/tx.ts';
+
+export interface ApiKeyInfo {
+  id: string;
+  prefix: string;
+  role: Role;
+  tenantId: string | null;
+  name: string;
+  createdBy: string | null;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+interface KeyRow {
+  id: string;
+  prefix: string;
+  role: Role;
+  tenant_id: string | null;
+  name: string;
+  created_by: string | null;
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+function toInfo(r: KeyRow): ApiKeyInfo {
+  return {
+    id: r.id, prefix: r.prefix, role: r.role, tenantId: r.tenant_id, name: r.name, createdBy: r.created_by,
+    createdAt: r.created_at.toISOString(), revokedAt: r.revoked_at?.toISOString() ?? null,
+  };
+}
+
+/** Creates a key and returns it in clear exactly once, with its stored description. */
+export async function createKey(
+  db: Queryable,
+  k: { role: Role; tenantId?: string | null; name: string; createdBy: string | null; key?: string },
+): Promise<{ key: string; info: ApiKeyInfo }> {
+  const key = k.key ?? generateKey(k.role);
+  const { rows } = await db.query<KeyRow>(
+    `INSERT INTO api_keys (key_hash, prefix, role, tenant_id, name, created_by) VALUES ($1, $2, $3, $4, $5, $6)
+     RETURNING id, prefix, role, tenant_id, name, created_by, created_at, revoked_at`,
+    [hashKey(key), keyPrefix(key), k.role, k.tenantId ?? null, k.name, k.createdBy],
+  );
+  return { key, info: toInfo(rows[0]!) };
+}
+
+export interface KeyIdentity {
+  keyId: string;
+  role: Role;
+  tenantId: string | null;
+}
+
+/** Resolves a presented key to its identity; undefined when unknown or revoked. */
+export async function lookupKey(db: Queryable, key: string): Promise<KeyIdentity | undefined> {
+  const { rows } = await db.query<{ id: string; role: Role; tenant_id: string | null }>(
+    'SELECT id, role, tenant_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
+    [hashKey(key)],
+  );
+  const r = rows[0];
+  return r ? { keyId: r.id, role: r.role, tenantId: r.tenant_id } : undefined;
+}
+
+export async function keyExists(db: Queryable, key: string): Promise<boolean> {
+  const { rowCount } = await db.query('SELECT 1 FROM api_keys WHERE key_hash = $1', [hashKey(key)]);
+  return (rowCount ?? 0) > 0;
+}
+
+export async function hasActiveAdmin(db: Queryable): Promise<boolean> {
+  const { rowCount } = await db.query(`SELECT 1 FROM api_keys WHERE role = 'admin' AND revoked_at IS NULL LIMIT 1`);
+  return (rowCount ?? 0) > 0;
+}
+
+export async function listKeys(db: Queryable, q: { tenantId?: string; includeRevoked: boolean }): Promise<ApiKeyInfo[]> {
+  const { rows } = await db.query<KeyRow>(
+    `SELECT id, prefix, role, tenant_id, name, created_by, created_at, revoked_at FROM api_keys
+      WHERE ($1::uuid IS NULL OR tenant_id = $1) AND ($2 OR revoked_at IS NULL) ORDER BY created_at, id`,
+    [q.tenantId ?? null, q.includeRevoked],
+  );
+  return rows.map(toInfo);
+}
+
+export async function getKey(db: Queryable, id: string): Promise<ApiKeyInfo | undefined> {
+  const { rows } = await db.query<KeyRow>(
+    'SELECT id, prefix, role, tenant_id, name, created_by, created_at, revoked_at FROM api_keys WHERE id = $1',
+    [id],
+  );
+  return rows[0] ? toInfo(rows[0]) : undefined;
+}
+
+/** Revokes a key; revoking twice keeps the first revocation time. */
+export async function revokeKey(db: Queryable, id: string): Promise<ApiKeyInfo | undefined> {
+  await db.query('UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1', [id]);
+  return getKey(db, id);
+}

@@ -1,0 +1,273 @@
+/**
+ * Tenant rows: the desired spec (with its generation) and the observed status. Spec changes go
+ * through changeSpec(), which bumps the generation, queues an operation and NOTIFYs workers in
+ * the caller's transaction.
+ */
+import type { Queryable } from '../db/tx.ts';
+
+export const PHASES = ['Pending', 'Provisioning', 'Ready', 'Updating', 'Suspended', 'Failed', 'Deleting', 'Deleted'] as const;
+export type Phase = (typeof PHASES)[number];
+
+export const OPERATION_KINDS = ['create', 'update', 'upgrade', 'suspend', 'resume', 'delete', 'resync', 'retry'] as const;
+export type OperationKind = (typeof OPERATION_KINDS)[number];
+
+/** The channel workers LISTEN on; the payload is the tenant id. */
+export const TENANT_CHANNEL = 'tenant_due';
+
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+}
+
+export interface TenantSpec {
+  plan: string;
+  runtimeVersion: string;
+  suspended: boolean;
+  deleted: boolean;
+}
+
+export interface Tenant {
+  id: string;
+  organization: string;
+  email: string;
+  generation: number;
+  spec: TenantSpec;
+  status: {
+    phase: Phase;
+    observedGeneration: number;
+    runtimeVersion: string | null;
+    previousRuntimeVersion: string | null;
+    cluster: string | null;
+    endpoints: Record<string, string>;
+    conditions: Condition[];
+    lastOperationId: string | null;
+  };
+  createdAt: string;
+  updatedAt: string;
+  deletedAt: string | null;
+}
+
+export interface TenantRow {
+  id: string;
+  organization: string;
+  email: string;
+  plan: string;
+  runtime_version: string;
+  suspended: boolean;
+  deleted: boolean;
+  generation: number;
+  phase: Phase;
+  observed_generation: number;
+  actual_runtime_version: string | null;
+  previous_runtime_version: string | null;
+  cluster_id: string | null;
+  cluster_name: string | null;
+  endpoints: Record<string, string>;
+  conditions: Condition[];
+  last_operation_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+  deleted_at: Date | null;
+  cursor_ts: string;
+}
+
+export const TENANT_COLUMNS = `t.*, c.name AS cluster_name, t.created_at::text AS cursor_ts`;
+export const TENANT_FROM = `tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id`;
+
+export function toTenant(r: TenantRow): Tenant {
+  return {
+    id: r.id,
+    organization: r.organization,
+    email: r.email,
+    generation: r.generation,
+    spec: { plan: r.plan, runtimeVersion: r.runtime_version, suspended: r.suspended, deleted: r.deleted },
+    status: {
+      phase: r.phase,
+      observedGeneration: r.observed_generation,
+      runtimeVersion: r.actual_runtime_version,
+      previousRuntimeVersion: r.previous_runtime_version,
+      cluster: r.cluster_name,
+      endpoints: r.endpoints,
+      conditions: r.conditions,
+      lastOperationId: r.last_operation_id,
+    },
+    createdAt: r.created_at.toISOString(),
+    updatedAt: r.updated_at.toISOString(),
+    deletedAt: r.deleted_at ? r.deleted_at.toISOString() : null,
+  };
+}
+
+export async function getTenantRow(db: Queryable, id: string, forUpdate = false): Promise<TenantRow | undefined> {
+  const { rows } = await db.query<TenantRow>(
+    `SELECT ${TENANT_COLUMNS} FROM ${TENANT_FROM} WHERE t.id = $1${forUpdate ? ' FOR UPDATE OF t' : ''}`,
+    [id],
+  );
+  return rows[0];
+}
+
+export function condition(type: string, status: Condition['status'], reason: string, message: string, now = new Date()): Condition {
+  return { type, status, reason, message, lastTransitionTime: now.toISOString() };
+}
+
+/** Replaces conditions by type, keeping lastTransitionTime when the status did not change. */
+export function mergeConditions(current: Condition[], updates: Condition[]): Condition[] {
+  const out = current.filter((c) => !updates.some((u) => u.type === c.type));
+  for (const u of updates) {
+    const prev = current.find((c) => c.type === u.type);
+    out.push(prev && prev.status === u.status ? { ...u, lastTransitionTime: prev.lastTransitionTime } : u);
+  }
+  const order = ['Ready', 'Reconciling', 'Stalled'];
+  return out.sort((a, b) => (order.indexOf(a.type) + 1 || 99) - (order.indexOf(b.type) + 1 || 99));
+}
+
+export interface InsertTenant {
+  organization: string;
+  email: string;
+  plan: string;
+  runtimeVersion: string;
+}
+
+export async function insertTenant(db: Queryable, t: InsertTenant): Promise<string> {
+  const conditions = [
+    condition('Ready', 'False', 'Pending', 'waiting for the first reconcile'),
+    condition('Reconciling', 'True', 'SpecChanged', 'tenant created; provisioning is queued'),
+  ];
+  const { rows } = await db.query<{ id: string }>(
+    `INSERT INTO tenants (organization, email, plan, runtime_version, conditions)
+     VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+    [t.organization, t.email, t.plan, t.runtimeVersion, JSON.stringify(conditions)],
+  );
+  return rows[0]!.id;
+}
+
+export interface QueuedOperation {
+  id: string;
+  kind: OperationKind;
+  generation: number;
+  fromVersion: string | null;
+  toVersion: string | null;
+}
+
+/**
+ * Applies a spec change in the caller's transaction: bumps the generation, marks the tenant
+ * Reconciling, clears a Stalled state and the retry timer, inserts a queued operation and
+ * NOTIFYs the workers. Returns the operation.
+ */
+export async function changeSpec(
+  db: Queryable,
+  tenant: TenantRow,
+  change: Partial<Pick<TenantSpec, 'plan' | 'runtimeVersion' | 'suspended' | 'deleted'>>,
+  kind: OperationKind,
+  message: string,
+): Promise<QueuedOperation> {
+  const spec = {
+    plan: change.plan ?? tenant.plan,
+    runtimeVersion: change.runtimeVersion ?? tenant.runtime_version,
+    suspended: change.suspended ?? tenant.suspended,
+    deleted: change.deleted ?? tenant.deleted,
+  };
+  const generation = tenant.generation + 1;
+  const updates = [condition('Reconciling', 'True', 'SpecChanged', message)];
+  if (tenant.conditions.some((c) => c.type === 'Stalled')) {
+    updates.push(condition('Stalled', 'False', 'SpecChanged', 'spec changed; reconciling again'));
+  }
+  const conditions = mergeConditions(tenant.conditions, updates);
+  const fromVersion = tenant.actual_runtime_version ?? tenant.runtime_version;
+  const { rows } = await db.query<{ id: string }>(
+    `WITH upd AS (
+       UPDATE tenants SET plan = $2, runtime_version = $3, suspended = $4, deleted = $5, generation = $6,
+              conditions = $7, stalled = false, consecutive_failures = 0, next_attempt_at = NULL,
+              phase = CASE WHEN $5 AND phase <> 'Deleted' THEN 'Deleting' ELSE phase END,
+              deleted_at = CASE WHEN $5 THEN coalesce(deleted_at, now()) ELSE deleted_at END,
+              updated_at = now()
+        WHERE id = $1)
+     INSERT INTO operations (tenant_id, kind, generation, from_version, to_version)
+     VALUES ($1, $8, $6, $9, $10) RETURNING id`,
+    [tenant.id, spec.plan, spec.runtimeVersion, spec.suspended, spec.deleted, generation,
+      JSON.stringify(conditions), kind, fromVersion, spec.runtimeVersion],
+  );
+  const opId = rows[0]!.id;
+  await db.query('UPDATE tenants SET last_operation_id = $2 WHERE id = $1', [tenant.id, opId]);
+  await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, tenant.id]);
+  return { id: opId, kind, generation, fromVersion, toVersion: spec.runtimeVersion };
+}
+
+/**
+ * An operator's or tenant's explicit retry: clears Stalled and the backoff timer so that the
+ * tenant is due at once, without changing the spec.
+ */
+export async function requestRetry(db: Queryable, tenant: TenantRow): Promise<QueuedOperation> {
+  const conditions = mergeConditions(tenant.conditions, [
+    condition('Reconciling', 'True', 'RetryRequested', 'retry requested'),
+    ...(tenant.conditions.some((c) => c.type === 'Stalled')
+      ? [condition('Stalled', 'False', 'RetryRequested', 'retry requested; reconciling again')]
+      : []),
+  ]);
+  await db.query(
+    `UPDATE tenants SET stalled = false, consecutive_failures = 0, next_attempt_at = now(), conditions = $2,
+            updated_at = now() WHERE id = $1`,
+    [tenant.id, JSON.stringify(conditions)],
+  );
+  const fromVersion = tenant.actual_runtime_version ?? tenant.runtime_version;
+  const id = await insertOperation(db, tenant.id, 'retry', tenant.generation, fromVersion, tenant.runtime_version);
+  await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, tenant.id]);
+  return { id, kind: 'retry', generation: tenant.generation, fromVersion, toVersion: tenant.runtime_version };
+}
+
+export async function insertOperation(
+  db: Queryable,
+  tenantId: string,
+  kind: OperationKind,
+  generation: number,
+  fromVersion: string | null,
+  toVersion: string | null,
+): Promise<string> {
+  const { rows } = await db.query<{ id: string }>(
+    `INSERT INTO operations (tenant_id, kind, generation, from_version, to_version) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+    [tenantId, kind, generation, fromVersion, toVersion],
+  );
+  const id = rows[0]!.id;
+  await db.query('UPDATE tenants SET last_operation_id = $2 WHERE id = $1', [tenantId, id]);
+  return id;
+}
+
+export interface TenantFilter {
+  phase?: Phase;
+  runtimeVersion?: string;
+  cluster?: string;
+  plan?: string;
+  /** Restricts the listing to one tenant (tenant keys). */
+  onlyId?: string;
+  after?: { ts: string; id: string };
+  limit: number;
+}
+
+export async function listTenants(db: Queryable, f: TenantFilter): Promise<TenantRow[]> {
+  const where: string[] = [];
+  const args: unknown[] = [];
+  const add = (sql: string, v: unknown) => {
+    args.push(v);
+    where.push(sql.replace('?', `$${args.length}`));
+  };
+  if (f.phase) add('t.phase = ?', f.phase);
+  else where.push(`t.phase <> 'Deleted'`);
+  if (f.runtimeVersion) add('t.runtime_version = ?', f.runtimeVersion);
+  if (f.cluster) add('c.name = ?', f.cluster);
+  if (f.plan) add('t.plan = ?', f.plan);
+  if (f.onlyId) add('t.id = ?', f.onlyId);
+  if (f.after) {
+    args.push(f.after.ts, f.after.id);
+    where.push(`(t.created_at, t.id) > ($${args.length - 1}::timestamptz, $${args.length}::uuid)`);
+  }
+  args.push(f.limit);
+  const { rows } = await db.query<TenantRow>(
+    `SELECT ${TENANT_COLUMNS} FROM ${TENANT_FROM}
+      ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
+      ORDER BY t.created_at, t.id LIMIT $${args.length}`,
+    args,
+  );
+  return rows;
+}

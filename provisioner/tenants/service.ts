@@ -1,0 +1,184 @@
+/**
+ * Tenant lifecycle rules on the API side: signup, and every spec change (plan, version,
+ * suspension, deletion, retry). Each change is validated against the catalog and the plans,
+ * then written with its queued operation, its audit row and a NOTIFY in one transaction.
+ */
+import type pg from 'pg';
+import type { Role } from '../auth/keys.ts';
+import type { SecretBox } from '../crypto.ts';
+import { withTx, pgCode, pgConstraint } from '../db/tx.ts';
+import { errors } from '../errors.ts';
+import { writeAudit, type Actor } from '../store/audit.ts';
+import { claimKey, requestHash, storeResponse } from '../store/idempotency.ts';
+import { createKey } from '../store/keys.ts';
+import {
+  changeSpec, getTenantRow, insertOperation, insertTenant, requestRetry, toTenant,
+  type OperationKind, type Tenant, type TenantRow, type TenantSpec,
+} from '../store/tenants.ts';
+import { availabilityOf } from '../store/versions.ts';
+import type { Catalog } from '../../runtime/catalog.ts';
+import { compareVersions } from '../../runtime/catalog.ts';
+import { PLANS, PLAN_NAMES, DEFAULT_PLAN } from '../../tenants/plans.ts';
+import type { Queryable } from '../db/tx.ts';
+
+export interface TenantServiceDeps {
+  pool: pg.Pool;
+  box: SecretBox;
+  catalog: Catalog;
+}
+
+export interface SignupInput {
+  organization: string;
+  email: string;
+  plan?: string | undefined;
+  runtimeVersion?: string | undefined;
+}
+
+export interface SignupResult {
+  tenant: Tenant;
+  apiKey: string;
+  operationId: string;
+}
+
+export interface Accepted {
+  tenant: Tenant;
+  operationId: string;
+}
+
+export class TenantService {
+  readonly #d: TenantServiceDeps;
+
+  constructor(deps: TenantServiceDeps) {
+    this.#d = deps;
+  }
+
+  /** Validates that `version` may be installed by `role` (public signups count as tenants). */
+  async checkInstallable(db: Queryable, version: string, role: Role | 'public', field = 'runtimeVersion'): Promise<void> {
+    if (!this.#d.catalog.get(version)) throw errors.unknownVersion(version, field);
+    const availability = await availabilityOf(db, version);
+    if (availability === 'withdrawn' || (availability === 'deprecated' && (role === 'tenant' || role === 'public'))) {
+      throw errors.versionUnavailable(version, availability, field);
+    }
+  }
+
+  /** Upgrade rules: forward moves follow the catalog's path; a rollback only to the version last run. */
+  checkVersionChange(tenant: TenantRow, to: string, field = 'version'): void {
+    const from = tenant.runtime_version;
+    if (compareVersions(to, from) < 0) {
+      const previous = tenant.previous_runtime_version;
+      const allowedBack = previous === to || (tenant.actual_runtime_version === to && to !== from);
+      const catalogSays = this.#d.catalog.canRollback?.(from, to) ?? true;
+      if (!allowedBack || !catalogSays) {
+        throw errors.upgradeRefused(
+          `runtime version ${to} is older than ${from}: a rollback can only return to the version the tenant last ran` +
+            (previous ? ` (${previous})` : ' (none recorded)'),
+          previous ? [previous] : [],
+          field,
+        );
+      }
+      return;
+    }
+    const answer = this.#d.catalog.upgradePath(from, to);
+    if (!answer.allowed) throw errors.upgradeRefused(answer.reason, answer.path, field);
+  }
+
+  async signup(input: SignupInput, idempotencyKey: string | undefined, requestId: string): Promise<{ status: number; body: SignupResult }> {
+    const plan = input.plan ?? DEFAULT_PLAN;
+    if (!PLANS[plan]) throw errors.unknownPlan(plan, PLAN_NAMES);
+    const runtimeVersion = input.runtimeVersion ?? this.#d.catalog.defaultVersion('stable');
+    const body = { organization: input.organization, email: input.email, plan: input.plan, runtimeVersion: input.runtimeVersion };
+    return withTx(this.#d.pool, async (tx) => {
+      if (idempotencyKey !== undefined) {
+        const claim = await claimKey(tx, this.#d.box, 'signup', idempotencyKey, requestHash(body));
+        if (claim.kind === 'replay') return { status: claim.status, body: claim.body as SignupResult };
+        if (claim.kind === 'mismatch') throw errors.idempotencyMismatch();
+        if (claim.kind === 'in-progress') throw errors.idempotencyInProgress();
+      }
+      await this.checkInstallable(tx, runtimeVersion, 'public');
+      let id: string;
+      try {
+        id = await insertTenant(tx, { organization: input.organization, email: input.email, plan, runtimeVersion });
+      } catch (err) {
+        if (pgCode(err) === '23505' && pgConstraint(err) === 'tenants_organization_live') throw errors.organizationTaken(input.organization);
+        throw err;
+      }
+      const operationId = await insertOperation(tx, id, 'create', 1, null, runtimeVersion);
+      const { key, info } = await createKey(tx, { role: 'tenant', tenantId: id, name: 'signup', createdBy: 'public' });
+      await tx.query(`SELECT pg_notify('tenant_due', $1)`, [id]);
+      const tenant = toTenant((await getTenantRow(tx, id))!);
+      await writeAudit(tx, { id: 'public', role: 'public' }, {
+        action: 'tenant.signup', targetType: 'tenant', targetId: id, after: { ...tenant, apiKeyId: info.id }, requestId,
+      });
+      const result: SignupResult = { tenant, apiKey: key, operationId };
+      if (idempotencyKey !== undefined) await storeResponse(tx, this.#d.box, 'signup', idempotencyKey, 202, result);
+      return { status: 202, body: result };
+    });
+  }
+
+  async get(id: string): Promise<Tenant> {
+    const row = await getTenantRow(this.#d.pool, id);
+    if (!row) throw errors.notFound('tenant', id);
+    return toTenant(row);
+  }
+
+  /**
+   * Applies a spec change. A change that leaves the spec as it is queues nothing and answers with
+   * the tenant's last operation, so that repeating a request is harmless.
+   */
+  async change(
+    actor: Actor & { role: Role },
+    id: string,
+    change: Partial<Pick<TenantSpec, 'plan' | 'runtimeVersion' | 'suspended' | 'deleted'>>,
+    kind: OperationKind,
+    requestId: string,
+    versionField = 'runtimeVersion',
+  ): Promise<Accepted> {
+    return withTx(this.#d.pool, async (tx) => {
+      const row = await getTenantRow(tx, id, true);
+      if (!row) throw errors.notFound('tenant', id);
+      if (row.deleted) {
+        if (kind === 'delete') return { tenant: toTenant(row), operationId: row.last_operation_id! };
+        throw errors.tenantDeleted(id);
+      }
+      if (change.plan !== undefined && !PLANS[change.plan]) throw errors.unknownPlan(change.plan, PLAN_NAMES);
+      if (change.runtimeVersion !== undefined && change.runtimeVersion !== row.runtime_version) {
+        await this.checkInstallable(tx, change.runtimeVersion, actor.role, versionField);
+        this.checkVersionChange(row, change.runtimeVersion, versionField);
+      }
+      const effective = Object.fromEntries(
+        Object.entries(change).filter(([k, v]) => v !== undefined && v !== (row as unknown as Record<string, unknown>)[k === 'runtimeVersion' ? 'runtime_version' : k]),
+      );
+      if (Object.keys(effective).length === 0) return { tenant: toTenant(row), operationId: row.last_operation_id! };
+      const op = await changeSpec(tx, row, effective, kindFor(kind, effective), describe(effective));
+      const after = (await getTenantRow(tx, id))!;
+      await writeAudit(tx, actor, {
+        action: `tenant.${op.kind}`, targetType: 'tenant', targetId: id,
+        before: toTenant(row).spec, after: toTenant(after).spec, requestId,
+      });
+      return { tenant: toTenant(after), operationId: op.id };
+    });
+  }
+
+  async retry(actor: Actor, id: string, requestId: string): Promise<Accepted> {
+    return withTx(this.#d.pool, async (tx) => {
+      const row = await getTenantRow(tx, id, true);
+      if (!row) throw errors.notFound('tenant', id);
+      if (row.phase === 'Deleted') throw errors.tenantDeleted(id);
+      const op = await requestRetry(tx, row);
+      await writeAudit(tx, actor, { action: 'tenant.retry', targetType: 'tenant', targetId: id, requestId });
+      return { tenant: toTenant((await getTenantRow(tx, id))!), operationId: op.id };
+    });
+  }
+}
+
+function kindFor(requested: OperationKind, effective: Record<string, unknown>): OperationKind {
+  const keys = Object.keys(effective);
+  if (requested !== 'update') return requested;
+  if (keys.length === 1 && keys[0] === 'runtimeVersion') return 'upgrade';
+  if (keys.length === 1 && keys[0] === 'suspended') return effective.suspended ? 'suspend' : 'resume';
+  return 'update';
+}
+
+function describe(effective: Record<string, unknown>): string {
+  return 'spec changed: ' + Object.entries(effective).map(([k, v]) => `${k}=${String(v)}`).join(', ');
+}
