@@ -1,0 +1,102 @@
+/**
+ * `ANY /v1/tenants/:id/runtime/*`: forwards the request through the tenant's tunnel to its
+ * runtime's request router and streams the response back. Bodies are streamed both ways, never
+ * buffered whole. The caller's own credentials (Authorization, Cookie) never reach the runtime;
+ * the control plane's signed request token does.
+ *
+ * Register without fastify-plugin: the plugin replaces the content-type parsers in its own scope
+ * only, so that bodies of any type stream through untouched.
+ */
+import type { FastifyContextConfig, FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { AppError, errors } from '../errors.ts';
+import { headerListFrom, headersObject } from '../../runtime/protocol/headers.ts';
+import { REQUEST_TOKEN_HEADER } from '../../runtime/protocol/request-token.ts';
+import { TunnelError, type TunnelServer } from './server.ts';
+
+export interface TunnelRouteOptions {
+  tunnel: TunnelServer;
+  /** May the caller act on this tenant? (tenant keys: own tenant only; admin, operator: any; runtime keys: none). */
+  canAccessTenant: (request: FastifyRequest, tenantId: string) => boolean | Promise<boolean>;
+  /** Extra route config, e.g. `{ roles: ['tenant', 'operator'] }` for the app's auth hook. */
+  routeConfig?: FastifyContextConfig;
+  /** The caller's identity recorded in the request token (e.g. its API key id). */
+  subjectOf?: (request: FastifyRequest) => string | undefined;
+}
+
+/** Caller headers that never cross into a runtime. */
+const DROP = new Set(['host', 'authorization', 'cookie', REQUEST_TOKEN_HEADER, 'expect']);
+
+const UUID = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+
+/** The runtime-side path: everything after /v1/tenants/:id/runtime in the raw (undecoded) URL. */
+export function runtimePath(rawUrl: string): string {
+  const q = rawUrl.indexOf('?');
+  const pathname = q === -1 ? rawUrl : rawUrl.slice(0, q);
+  const query = q === -1 ? '' : rawUrl.slice(q);
+  let idx = -1;
+  for (let i = 0; i < 5; i++) {
+    idx = pathname.indexOf('/', idx + 1);
+    if (idx === -1) break;
+  }
+  const rest = idx === -1 ? '/' : pathname.slice(idx);
+  return (rest === '' ? '/' : rest) + query;
+}
+
+export function appErrorFromTunnel(err: TunnelError): AppError {
+  if (err.code === 'RUNTIME_UNREACHABLE') return errors.unavailable('RUNTIME_UNREACHABLE', err.message);
+  return new AppError(err.code, err.statusCode === 499 ? 400 : err.statusCode, err.message, { cause: err });
+}
+
+export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, opts) => {
+  app.removeAllContentTypeParsers();
+  // Leave every body unread: the handler streams request.raw itself.
+  app.addContentTypeParser('*', (_request, _payload, done) => done(null));
+
+  const handler = async (request: FastifyRequest<{ Params: { id: string } }>): Promise<{ tenantId: string }> => {
+    const tenantId = request.params.id;
+    if (!(await opts.canAccessTenant(request, tenantId))) throw errors.notFound('tenant', tenantId);
+    return { tenantId };
+  };
+
+  app.route<{ Params: { id: string } }>({
+    method: ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'],
+    url: '/v1/tenants/:id/runtime/*',
+    ...(opts.routeConfig ? { config: opts.routeConfig } : {}),
+    schema: {
+      params: { type: 'object', properties: { id: { type: 'string', pattern: UUID }, '*': { type: 'string' } }, required: ['id'] },
+    },
+    handler: async (request, reply) => {
+      const { tenantId } = await handler(request);
+      const raw = request.raw;
+      const hasBody = (raw.headers['content-length'] !== undefined && raw.headers['content-length'] !== '0') || raw.headers['transfer-encoding'] !== undefined;
+      const headers = headerListFrom(raw.rawHeaders, DROP);
+      headers.push(['x-request-id', request.id]);
+      headers.push(['x-forwarded-for', request.ip]);
+      const aborter = new AbortController();
+      const onClose = (): void => {
+        if (!reply.raw.writableFinished) aborter.abort();
+      };
+      reply.raw.once('close', onClose);
+      const subject = opts.subjectOf?.(request);
+      let res;
+      try {
+        res = await opts.tunnel.forward(tenantId, {
+          method: request.method,
+          path: runtimePath(raw.url ?? '/'),
+          headers,
+          body: hasBody ? raw : null,
+          signal: aborter.signal,
+          ...(subject !== undefined ? { subject } : {}),
+        });
+      } catch (err) {
+        if (err instanceof TunnelError) throw appErrorFromTunnel(err);
+        throw err;
+      }
+      reply.code(res.status);
+      reply.headers(headersObject(res.headers));
+      // A break mid-body cannot change the status any more: the response is cut off.
+      res.body.on('error', (err) => request.log.warn({ err: err.message, tenantId }, 'runtime response broke off'));
+      return reply.send(res.body);
+    },
+  });
+};

@@ -1,0 +1,410 @@
+/**
+ * The tunnel server: accepts runtime connections at the HTTP upgrade of `/v1/tunnel`
+ * (authenticated before the upgrade, never in verifyClient), keeps one tunnel per tenant, and
+ * forwards HTTP exchanges to a tenant's runtime as streams with flow control.
+ *
+ * It never touches the database: authentication and revocation come in through `authenticate`
+ * and `disconnectKey` / `disconnectTenant`.
+ */
+import { EventEmitter } from 'node:events';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex, Readable } from 'node:stream';
+import pino, { type BaseLogger } from 'pino';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { CloseCode, type HeaderList, ResetCode, SUBPROTOCOL, TUNNEL_PATH } from '../../runtime/protocol/frames.ts';
+import { startHeartbeat } from '../../runtime/protocol/heartbeat.ts';
+import { Mux, type TunnelStream, TunnelStreamError } from '../../runtime/protocol/mux.ts';
+import { REQUEST_TOKEN_HEADER } from '../../runtime/protocol/request-token.ts';
+import { TunnelRegistry, type TunnelConnection } from './registry.ts';
+import type { RequestSigner } from './request-token.ts';
+
+/** pino's logger, or fastify's `app.log`. */
+export type TunnelLogger = BaseLogger & { child(bindings: Record<string, unknown>): BaseLogger };
+
+export interface TunnelIdentity {
+  tenantId: string;
+  /** Id of the runtime API key; used to close its tunnel when the key is revoked. */
+  keyId: string;
+}
+
+export interface TunnelLimits {
+  /** Largest WebSocket message accepted, bytes (default 1 MiB). */
+  maxPayload: number;
+  /** Concurrent requests per tunnel (default 512); more are refused with RUNTIME_BUSY. */
+  maxStreams: number;
+  /** Per-stream flow-control window, bytes (default 256 KiB). Memory per tunnel ≤ maxStreams × streamWindow. */
+  streamWindow: number;
+  /** Largest body chunk per frame, bytes (default 64 KiB). */
+  maxChunkBytes: number;
+  /** Largest request/response head (method, path, headers), bytes (default 16 KiB). */
+  maxHeaderBytes: number;
+  /** Time from forwarding a request to the runtime's response head (default 30 s). */
+  requestTimeoutMs: number;
+  /** A stream with no traffic for this long is reset (default 120 s). */
+  idleTimeoutMs: number;
+  /** Ping interval; a runtime silent for a whole interval is disconnected (default 15 s). */
+  heartbeatIntervalMs: number;
+  /** Time for `authenticate` and for the runtime's hello (default 10 s). */
+  handshakeTimeoutMs: number;
+  /** Re-run `authenticate` on open tunnels this often, closing revoked ones; 0 disables (default 60 s). */
+  revalidateIntervalMs: number;
+}
+
+export const DEFAULT_TUNNEL_LIMITS: Readonly<TunnelLimits> = Object.freeze({
+  maxPayload: 1024 * 1024,
+  maxStreams: 512,
+  streamWindow: 256 * 1024,
+  maxChunkBytes: 64 * 1024,
+  maxHeaderBytes: 16 * 1024,
+  requestTimeoutMs: 30_000,
+  idleTimeoutMs: 120_000,
+  heartbeatIntervalMs: 15_000,
+  handshakeTimeoutMs: 10_000,
+  revalidateIntervalMs: 60_000,
+});
+
+export interface TunnelServerOptions extends Partial<TunnelLimits> {
+  /** Resolves a runtime token to its tenant, or null when unknown or revoked. */
+  authenticate: (token: string) => Promise<TunnelIdentity | null>;
+  /** Signs each forwarded request for the runtime's app-proxy; without it no token is attached. */
+  signer?: RequestSigner;
+  logger?: TunnelLogger;
+  /** Upgrade path (default /v1/tunnel). */
+  path?: string;
+}
+
+export interface ForwardRequest {
+  method: string;
+  /** Path and query as the runtime sees it, starting with '/'. */
+  path: string;
+  /** Header pairs without hop-by-hop headers; a caller's request token header is dropped. */
+  headers: HeaderList;
+  /** Request body, streamed; null for none. */
+  body: Readable | null;
+  /** Caller's API key id, recorded in the request token. */
+  subject?: string;
+  /** Aborting resets the stream (the caller went away). */
+  signal?: AbortSignal;
+}
+
+export interface ForwardResponse {
+  status: number;
+  headers: HeaderList;
+  /** The response body; it errors with a TunnelStreamError if the stream breaks mid-body. */
+  body: Readable;
+  stream: TunnelStream;
+}
+
+/** Codes of forward() failures before a response head arrived. */
+export type TunnelErrorCode =
+  | 'RUNTIME_UNREACHABLE'
+  | 'RUNTIME_BUSY'
+  | 'RUNTIME_TIMEOUT'
+  | 'REQUEST_HEADERS_TOO_LARGE'
+  | 'RUNTIME_BAD_RESPONSE'
+  | 'RUNTIME_UPSTREAM_ERROR'
+  | 'RUNTIME_DISCONNECTED'
+  | 'REQUEST_CANCELLED';
+
+export class TunnelError extends Error {
+  readonly code: TunnelErrorCode;
+  readonly statusCode: number;
+  constructor(code: TunnelErrorCode, statusCode: number, message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'TunnelError';
+    this.code = code;
+    this.statusCode = statusCode;
+  }
+}
+
+export interface TunnelStatus {
+  connected: boolean;
+  /** ISO time the current tunnel connected. */
+  since?: string;
+  activeStreams?: number;
+}
+
+export interface TunnelStats {
+  tunnels: number;
+  streams: number;
+  /** Body bytes held in memory by this process for all streams (received, not yet consumed). */
+  bufferedBytes: number;
+}
+
+interface TunnelServerEvents {
+  connect: [TunnelIdentity];
+  disconnect: [TunnelIdentity, number, string];
+  replace: [TunnelIdentity];
+}
+
+export interface TunnelServer {
+  /** For `server.on('upgrade')`: returns false (and does nothing) when the path is not the tunnel's. */
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean;
+  forward(tenantId: string, request: ForwardRequest): Promise<ForwardResponse>;
+  status(tenantId: string): TunnelStatus;
+  stats(): TunnelStats;
+  /** Closes tunnels using this runtime key (call after revoking it); returns how many. */
+  disconnectKey(keyId: string): number;
+  /** Closes the tenant's tunnel; returns how many. */
+  disconnectTenant(tenantId: string): number;
+  /** connect / disconnect / replace events, for logs, metrics and tests. */
+  readonly events: EventEmitter<TunnelServerEvents>;
+  readonly limits: Readonly<TunnelLimits>;
+  /** Refuses new tunnels and closes open ones with 1001 (going away). */
+  close(): Promise<void>;
+}
+
+function reject(socket: Duplex, status: number, reason: string, message: string, extra: Record<string, string> = {}): void {
+  if (socket.destroyed) return;
+  const body = JSON.stringify({ error: { code: reason, message } });
+  const headers = [
+    `HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : status === 400 ? 'Bad Request' : status === 503 ? 'Service Unavailable' : 'Error'}`,
+    'Connection: close',
+    'Content-Type: application/json',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    ...Object.entries(extra).map(([k, v]) => `${k}: ${v}`),
+  ];
+  socket.end(`${headers.join('\r\n')}\r\n\r\n${body}`);
+}
+
+function validateLimits(l: TunnelLimits): void {
+  for (const [k, v] of Object.entries(l)) {
+    if (!Number.isInteger(v) || v < 0) throw new RangeError(`tunnel limit ${k} must be a non-negative integer, got ${String(v)}`);
+  }
+  if (l.maxHeaderBytes * 2 + 256 > l.maxPayload) throw new RangeError('tunnel maxPayload must exceed twice maxHeaderBytes');
+  if (l.maxChunkBytes + 64 > l.maxPayload) throw new RangeError('tunnel maxPayload must exceed maxChunkBytes');
+  if (l.streamWindow < 1024) throw new RangeError('tunnel streamWindow must be at least 1024 bytes');
+}
+
+function bearer(header: string | undefined): string | null {
+  const m = header === undefined ? null : /^Bearer ([\x21-\x7e]{1,512})$/i.exec(header);
+  return m ? m[1]! : null;
+}
+
+function errorFromReset(err: TunnelStreamError, headSent: boolean): TunnelError {
+  switch (err.code) {
+    case ResetCode.refused:
+      return new TunnelError('RUNTIME_BUSY', 503, `the runtime is busy: ${err.message}; retry shortly`, err);
+    case ResetCode.timeout:
+    case ResetCode.idle:
+      return new TunnelError('RUNTIME_TIMEOUT', 504, `the runtime did not answer in time: ${err.message}`, err);
+    case ResetCode.headersTooLarge:
+      return !err.remote && headSent
+        ? new TunnelError('RUNTIME_BAD_RESPONSE', 502, `the runtime's response was refused: ${err.message}`, err)
+        : new TunnelError('REQUEST_HEADERS_TOO_LARGE', 431, `request headers are too large: ${err.message}`, err);
+    case ResetCode.upstream:
+      return new TunnelError('RUNTIME_UPSTREAM_ERROR', 502, `the runtime could not serve the request: ${err.message}`, err);
+    case ResetCode.connectionLost:
+      return new TunnelError('RUNTIME_DISCONNECTED', 502, `the runtime disconnected during the request: ${err.message}`, err);
+    case ResetCode.cancelled:
+      return new TunnelError('REQUEST_CANCELLED', 499, 'the request was cancelled', err);
+    default:
+      return new TunnelError('RUNTIME_BAD_RESPONSE', 502, `the runtime broke the protocol: ${err.code} ${err.message}`, err);
+  }
+}
+
+export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
+  const limits: TunnelLimits = { ...DEFAULT_TUNNEL_LIMITS };
+  for (const k of Object.keys(DEFAULT_TUNNEL_LIMITS) as Array<keyof TunnelLimits>) {
+    const v = opts[k];
+    if (v !== undefined) limits[k] = v;
+  }
+  validateLimits(limits);
+  const log: TunnelLogger = opts.logger ?? pino({ enabled: false });
+  const path = opts.path ?? TUNNEL_PATH;
+  const registry = new TunnelRegistry();
+  const events = new EventEmitter<TunnelServerEvents>();
+  const pending = new Set<Mux>();
+  let closing = false;
+
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: limits.maxPayload,
+    perMessageDeflate: false,
+    clientTracking: false,
+    skipUTF8Validation: true,
+    handleProtocols: (protocols) => (protocols.has(SUBPROTOCOL) ? SUBPROTOCOL : false),
+  });
+
+  function onConnection(ws: WebSocket, id: TunnelIdentity, token: string, req: IncomingMessage): void {
+    const mux = new Mux(ws, {
+      role: 'server',
+      window: limits.streamWindow,
+      maxMessageBytes: limits.maxPayload,
+      maxStreams: limits.maxStreams,
+      maxHeaderBytes: limits.maxHeaderBytes,
+      idleTimeoutMs: limits.idleTimeoutMs,
+      maxChunkBytes: limits.maxChunkBytes,
+    });
+    pending.add(mux);
+    const remoteAddress = req.socket.remoteAddress;
+    const clog = log.child({ tenantId: id.tenantId, keyId: id.keyId, remoteAddress });
+    ws.on('error', (err) => clog.warn({ err: err.message }, 'tunnel socket error'));
+    startHeartbeat(ws, limits.heartbeatIntervalMs, () => clog.warn('tunnel missed its heartbeat; terminating'));
+    const helloTimer = setTimeout(() => mux.close(CloseCode.protocolError, 'no hello in time'), limits.handshakeTimeoutMs);
+    helloTimer.unref();
+    let conn: TunnelConnection | undefined;
+    let revalidate: NodeJS.Timeout | undefined;
+
+    mux.once('ready', () => {
+      clearTimeout(helloTimer);
+      pending.delete(mux);
+      if (closing) {
+        mux.close(CloseCode.goingAway, 'server shutting down');
+        return;
+      }
+      conn = { tenantId: id.tenantId, keyId: id.keyId, since: new Date(), remoteAddress, mux };
+      const old = registry.set(conn);
+      if (old) {
+        clog.info({ replacedSince: old.since.toISOString() }, 'tunnel replaced an older connection');
+        events.emit('replace', id);
+      }
+      clog.info('tunnel connected');
+      events.emit('connect', id);
+      if (limits.revalidateIntervalMs > 0) {
+        revalidate = setInterval(() => {
+          opts.authenticate(token).then(
+            (still) => {
+              if (still === null || still.tenantId !== id.tenantId) {
+                clog.info('runtime token no longer valid; closing tunnel');
+                if (conn) registry.delete(conn);
+                mux.close(CloseCode.revoked, 'runtime token revoked');
+              }
+            },
+            (err: unknown) => clog.warn({ err: err instanceof Error ? err.message : String(err) }, 'could not revalidate runtime token'),
+          );
+        }, limits.revalidateIntervalMs);
+        revalidate.unref();
+      }
+    });
+
+    mux.once('close', (code, reason) => {
+      clearTimeout(helloTimer);
+      clearInterval(revalidate);
+      pending.delete(mux);
+      if (conn) {
+        registry.delete(conn);
+        clog.info({ code, reason }, 'tunnel disconnected');
+        events.emit('disconnect', id, code, reason);
+      }
+    });
+  }
+
+  function handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
+    const url = req.url ?? '';
+    const q = url.indexOf('?');
+    if ((q === -1 ? url : url.slice(0, q)) !== path) return false;
+    socket.on('error', () => socket.destroy());
+    if (closing) {
+      reject(socket, 503, 'SHUTTING_DOWN', 'the control plane is shutting down; reconnect to another replica', { 'Retry-After': '1' });
+      return true;
+    }
+    const offered = (req.headers['sec-websocket-protocol'] ?? '').split(',').map((s) => s.trim());
+    if (!offered.includes(SUBPROTOCOL)) {
+      reject(socket, 400, 'UNSUPPORTED_TUNNEL_PROTOCOL', `offer the WebSocket subprotocol '${SUBPROTOCOL}'`);
+      return true;
+    }
+    const token = bearer(req.headers.authorization);
+    if (token === null) {
+      reject(socket, 401, 'UNAUTHENTICATED', 'send "Authorization: Bearer <runtime token>"', { 'WWW-Authenticate': 'Bearer' });
+      return true;
+    }
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      reject(socket, 503, 'AUTH_TIMEOUT', 'authentication took too long; retry');
+    }, limits.handshakeTimeoutMs);
+    timer.unref();
+    opts.authenticate(token).then(
+      (id) => {
+        clearTimeout(timer);
+        if (timedOut || socket.destroyed) return;
+        if (id === null) {
+          log.info({ remoteAddress: req.socket.remoteAddress }, 'tunnel refused: invalid or revoked runtime token');
+          reject(socket, 401, 'INVALID_API_KEY', 'runtime token is not valid or has been revoked', { 'WWW-Authenticate': 'Bearer' });
+          return;
+        }
+        if (closing) {
+          reject(socket, 503, 'SHUTTING_DOWN', 'the control plane is shutting down');
+          return;
+        }
+        wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, id, token, req));
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        log.error({ err: err instanceof Error ? err.message : String(err) }, 'tunnel authentication failed');
+        reject(socket, 503, 'AUTH_UNAVAILABLE', 'authentication is unavailable; retry');
+      },
+    );
+    return true;
+  }
+
+  function forward(tenantId: string, request: ForwardRequest): Promise<ForwardResponse> {
+    const conn = registry.get(tenantId);
+    if (!conn || !conn.mux.ready) {
+      return Promise.reject(new TunnelError('RUNTIME_UNREACHABLE', 503, `the runtime of tenant '${tenantId}' is not connected; it may be starting or unreachable, retry later`));
+    }
+    const headers = request.headers.filter(([k]) => k !== REQUEST_TOKEN_HEADER);
+    if (opts.signer) {
+      headers.push([REQUEST_TOKEN_HEADER, opts.signer.sign({ tenantId, method: request.method, path: request.path, ...(request.subject !== undefined ? { subject: request.subject } : {}) })]);
+    }
+    let stream: TunnelStream;
+    try {
+      stream = conn.mux.open({ method: request.method, path: request.path, headers });
+    } catch (err) {
+      if (err instanceof TunnelStreamError) return Promise.reject(errorFromReset(err, false));
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+    return new Promise<ForwardResponse>((resolve, rejectPromise) => {
+      let settled = false;
+      const timer = setTimeout(() => stream.reset(ResetCode.timeout, `no response within ${limits.requestTimeoutMs} ms`), limits.requestTimeoutMs);
+      timer.unref();
+      const onAbort = (): void => stream.reset(ResetCode.cancelled, 'the caller went away');
+      request.signal?.addEventListener('abort', onAbort, { once: true });
+      stream.once('close', () => request.signal?.removeEventListener('abort', onAbort));
+      stream.once('response', (head) => {
+        clearTimeout(timer);
+        settled = true;
+        resolve({ status: head.status, headers: head.headers, body: stream.body, stream });
+      });
+      stream.once('reset', (err) => {
+        clearTimeout(timer);
+        if (!settled) {
+          settled = true;
+          rejectPromise(errorFromReset(err, true));
+        }
+      });
+      if (request.signal?.aborted) onAbort();
+      stream.sendBody(request.body);
+    });
+  }
+
+  return {
+    handleUpgrade,
+    forward,
+    events,
+    limits,
+    status(tenantId) {
+      const conn = registry.get(tenantId);
+      return conn ? { connected: true, since: conn.since.toISOString(), activeStreams: conn.mux.streamCount } : { connected: false };
+    },
+    stats() {
+      let streams = 0;
+      let bufferedBytes = 0;
+      for (const c of registry.all()) {
+        streams += c.mux.streamCount;
+        bufferedBytes += c.mux.bufferedBytes;
+      }
+      return { tunnels: registry.all().length, streams, bufferedBytes };
+    },
+    disconnectKey: (keyId) => registry.disconnectKey(keyId),
+    disconnectTenant: (tenantId) => registry.disconnectTenant(tenantId),
+    async close() {
+      closing = true;
+      for (const m of pending) m.close(CloseCode.goingAway, 'server shutting down');
+      pending.clear();
+      registry.closeAll(CloseCode.goingAway, 'server shutting down');
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+}

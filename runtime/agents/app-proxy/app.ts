@@ -1,0 +1,77 @@
+/**
+ * The app-proxy's HTTP app. Every route but /healthz requires the control plane's request token
+ * (x-hrt-request-token): a request that did not come through the control plane gets 401.
+ */
+import type { KeyObject } from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyServerOptions } from 'fastify';
+import { REQUEST_TOKEN_HEADER } from '../../protocol/request-token.ts';
+import { ReplayCache, verifyRequestToken } from './request-token.ts';
+import type { RuntimeInfoSource } from './runtime-info.ts';
+
+export interface AppProxyOptions {
+  tenantId: string;
+  /** The control plane's Ed25519 public key. */
+  publicKey: KeyObject;
+  runtimeInfo: RuntimeInfoSource;
+  logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance'];
+  now?: () => number;
+  skewSeconds?: number;
+  /** Extra routes under the same token check (used by the benchmark; future actions). */
+  routes?: FastifyPluginAsync;
+}
+
+function unauthorized(code: string, message: string): { error: { code: string; message: string } } {
+  return { error: { code, message } };
+}
+
+export async function buildAppProxy(opts: AppProxyOptions): Promise<FastifyInstance> {
+  const now = opts.now ?? Date.now;
+  const replay = new ReplayCache();
+  const logger = opts.logger;
+  const app = Fastify({
+    ...(logger !== undefined && typeof logger === 'object' && 'child' in logger ? { loggerInstance: logger } : { logger: logger ?? false }),
+    bodyLimit: 1024 * 1024,
+  });
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  await app.register(async (api) => {
+    api.addHook('onRequest', async (request, reply) => {
+      const raw = request.headers[REQUEST_TOKEN_HEADER];
+      if (typeof raw !== 'string' || raw === '') {
+        return reply.code(401).send(unauthorized('UNAUTHENTICATED', `request did not come through the control plane: ${REQUEST_TOKEN_HEADER} is missing`));
+      }
+      const nowMs = now();
+      const result = verifyRequestToken(raw, {
+        publicKey: opts.publicKey,
+        tenantId: opts.tenantId,
+        method: request.method,
+        path: request.url,
+        nowMs,
+        ...(opts.skewSeconds !== undefined ? { skewSeconds: opts.skewSeconds } : {}),
+      });
+      if (!result.ok) {
+        request.log.warn({ reason: result.reason }, 'request token refused');
+        return reply.code(401).send(unauthorized('INVALID_REQUEST_TOKEN', `request token refused: ${result.reason}`));
+      }
+      if (!replay.use(result.claims.jti, result.claims.exp, nowMs)) {
+        return reply.code(401).send(unauthorized('INVALID_REQUEST_TOKEN', 'request token refused: already used'));
+      }
+      request.log.debug({ caller: result.claims.sub, jti: result.claims.jti }, 'request token accepted');
+      return undefined;
+    });
+
+    api.get('/api/runtime', async (_request, reply) => {
+      try {
+        return await opts.runtimeInfo();
+      } catch (err) {
+        app.log.error({ err }, 'runtime info unavailable');
+        return reply.code(503).send({ error: { code: 'RUNTIME_INFO_UNAVAILABLE', message: 'runtime information cannot be read right now' } });
+      }
+    });
+
+    if (opts.routes) await api.register(opts.routes);
+  });
+
+  return app;
+}

@@ -1,0 +1,53 @@
+/** App-proxy configuration, from the environment (validated once at start). */
+import { ConfigError, type Env, int, type LogLevel, logLevel, secret, str } from '../common/config.ts';
+import { loadPublicKey } from './request-token.ts';
+import { fileRuntimeInfo, parseRuntimeInfo, type RuntimeInfoSource, staticRuntimeInfo } from './runtime-info.ts';
+import type { KeyObject } from 'node:crypto';
+
+export interface AppProxyConfig {
+  port: number;
+  host: string;
+  /** TENANT_ID: the tenant this runtime belongs to (tokens for others are refused). */
+  tenantId: string;
+  /** CONTROL_PLANE_PUBLIC_KEY or CONTROL_PLANE_PUBLIC_KEY_FILE: Ed25519 public key, PEM. */
+  publicKey: KeyObject;
+  /** RUNTIME_INFO_FILE (mounted ConfigMap JSON), or RUNTIME_VERSION + RUNTIME_COMPONENTS (JSON). */
+  runtimeInfo: RuntimeInfoSource;
+  logLevel: LogLevel;
+}
+
+export function loadAppProxyConfig(env: Env = process.env): AppProxyConfig {
+  const tenantId = str(env, 'TENANT_ID');
+  const pem = secret(env, 'CONTROL_PLANE_PUBLIC_KEY');
+  let publicKey: KeyObject;
+  try {
+    publicKey = loadPublicKey(pem.value.replace(/\\n/g, '\n'));
+  } catch (err) {
+    throw new ConfigError(pem.file ? 'CONTROL_PLANE_PUBLIC_KEY_FILE' : 'CONTROL_PLANE_PUBLIC_KEY', err instanceof Error ? err.message : 'is not a PEM public key');
+  }
+  let runtimeInfo: RuntimeInfoSource;
+  const file = env.RUNTIME_INFO_FILE;
+  if (file !== undefined && file !== '') {
+    runtimeInfo = fileRuntimeInfo(file);
+  } else {
+    let components: unknown;
+    try {
+      components = JSON.parse(str(env, 'RUNTIME_COMPONENTS', '{}'));
+    } catch {
+      throw new ConfigError('RUNTIME_COMPONENTS', 'is not JSON; expected {"argoCd": "7.9.1", ...}');
+    }
+    try {
+      runtimeInfo = staticRuntimeInfo(parseRuntimeInfo({ version: str(env, 'RUNTIME_VERSION'), components }, 'RUNTIME_VERSION/RUNTIME_COMPONENTS'));
+    } catch (err) {
+      throw new ConfigError('RUNTIME_COMPONENTS', err instanceof Error ? err.message : 'is invalid');
+    }
+  }
+  return {
+    port: int(env, 'PORT', 8082, 0, 65535),
+    host: str(env, 'HOST', '0.0.0.0'),
+    tenantId,
+    publicKey,
+    runtimeInfo,
+    logLevel: logLevel(env),
+  };
+}

@@ -1,0 +1,215 @@
+/**
+ * The tunnel client: dials out to the control plane's tunnel endpoint with the runtime token,
+ * serves every stream the control plane opens by making the same HTTP request to the request
+ * router, and keeps the tunnel up (heartbeats; reconnect with exponential backoff and jitter).
+ */
+import { EventEmitter } from 'node:events';
+import http from 'node:http';
+import https from 'node:https';
+import { pipeline } from 'node:stream';
+import pino, { type BaseLogger } from 'pino';
+import WebSocket from 'ws';
+import { CloseCode, type RequestHead, ResetCode, SUBPROTOCOL } from '../../protocol/frames.ts';
+import { headerListFrom, headersObject } from '../../protocol/headers.ts';
+import { startHeartbeat } from '../../protocol/heartbeat.ts';
+import { Mux, type TunnelStream } from '../../protocol/mux.ts';
+import { backoffDelay, type BackoffOptions, DEFAULT_BACKOFF } from './backoff.ts';
+
+export interface TunnelClientOptions {
+  /** ws:// or wss:// URL of the control plane's /v1/tunnel. */
+  url: string;
+  /** The runtime token; a function is called on every connect (a rotated Secret is picked up). */
+  token: string | (() => string);
+  /** Base URL of the request router, e.g. http://127.0.0.1:8081. */
+  upstream: string;
+  logger?: BaseLogger;
+  /** Per-stream window granted to the server (default 256 KiB). */
+  window?: number;
+  /** Largest WebSocket message accepted (default 1 MiB). */
+  maxPayload?: number;
+  /** Concurrent streams served (default 512). */
+  maxStreams?: number;
+  /** Largest request head accepted (default 16 KiB). */
+  maxHeaderBytes?: number;
+  /** Largest body chunk per frame (default 64 KiB). */
+  maxChunkBytes?: number;
+  /** Streams without traffic for this long are reset (default 120 s). */
+  idleTimeoutMs?: number;
+  /** Ping interval; a server silent for a whole interval is dropped and redialled (default 15 s). */
+  heartbeatIntervalMs?: number;
+  /** Time allowed for the WebSocket handshake (default 10 s). */
+  handshakeTimeoutMs?: number;
+  backoff?: Partial<BackoffOptions>;
+  /** Upstream keep-alive sockets (default 256). */
+  maxUpstreamSockets?: number;
+}
+
+interface TunnelClientEvents {
+  /** The tunnel is up and serving. */
+  connected: [];
+  /** The tunnel went down; a reconnect follows unless the client is closing. */
+  disconnected: [number, string];
+  /** The control plane refused the upgrade (401: bad or revoked token). */
+  rejected: [number];
+  reconnecting: [number, number];
+}
+
+export interface TunnelClient {
+  readonly events: EventEmitter<TunnelClientEvents>;
+  readonly connected: boolean;
+  /** When the current tunnel came up. */
+  readonly since: Date | null;
+  readonly activeStreams: number;
+  close(): Promise<void>;
+}
+
+/** Zero masks make ws skip masking: the tunnel is TLS between two servers, no proxy cache to poison. */
+function zeroMask(mask: Buffer): void {
+  mask.fill(0);
+}
+
+export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
+  const log = opts.logger ?? pino({ enabled: false });
+  const upstream = new URL(opts.upstream);
+  const isHttps = upstream.protocol === 'https:';
+  const agent = isHttps
+    ? new https.Agent({ keepAlive: true, maxSockets: opts.maxUpstreamSockets ?? 256 })
+    : new http.Agent({ keepAlive: true, maxSockets: opts.maxUpstreamSockets ?? 256 });
+  const request = isHttps ? https.request : http.request;
+  const backoff: BackoffOptions = { ...DEFAULT_BACKOFF, ...opts.backoff };
+  const maxPayload = opts.maxPayload ?? 1024 * 1024;
+  const events = new EventEmitter<TunnelClientEvents>();
+  let ws: WebSocket | null = null;
+  let mux: Mux | null = null;
+  let since: Date | null = null;
+  let attempt = 0;
+  let retryTimer: NodeJS.Timeout | null = null;
+  let closing = false;
+  let closed: (() => void) | null = null;
+
+  function serve(stream: TunnelStream, head: RequestHead): void {
+    const req = request({
+      protocol: upstream.protocol,
+      hostname: upstream.hostname,
+      port: upstream.port,
+      method: head.method,
+      path: head.path,
+      headers: headersObject(head.headers),
+      agent,
+    });
+    req.on('response', (res) => {
+      stream.respond({ status: res.statusCode ?? 502, headers: headerListFrom(res.rawHeaders) });
+      stream.sendBody(res);
+    });
+    req.on('error', (err) => stream.reset(ResetCode.upstream, `request router: ${err.message}`));
+    stream.once('reset', () => req.destroy());
+    pipeline(stream.body, req, () => {});
+  }
+
+  function schedule(delay: number): void {
+    if (closing) return;
+    events.emit('reconnecting', attempt, delay);
+    log.info({ attempt, delayMs: delay }, 'reconnecting');
+    attempt++;
+    retryTimer = setTimeout(connect, delay);
+  }
+
+  function connect(): void {
+    retryTimer = null;
+    if (closing) return;
+    let status = 0;
+    let token: string;
+    try {
+      token = typeof opts.token === 'function' ? opts.token() : opts.token;
+    } catch (err) {
+      log.error({ err: err instanceof Error ? err.message : String(err) }, 'cannot read the runtime token');
+      schedule(backoffDelay(attempt, backoff));
+      return;
+    }
+    const socket = new WebSocket(opts.url, SUBPROTOCOL, {
+      headers: { authorization: `Bearer ${token}` },
+      maxPayload,
+      perMessageDeflate: false,
+      handshakeTimeout: opts.handshakeTimeoutMs ?? 10_000,
+      skipUTF8Validation: true,
+      generateMask: zeroMask,
+    });
+    ws = socket;
+    socket.on('unexpected-response', (_req, res) => {
+      status = res.statusCode ?? 0;
+      res.resume();
+      log.warn({ status }, status === 401 ? 'control plane refused the runtime token' : 'control plane refused the tunnel');
+      events.emit('rejected', status);
+      socket.terminate();
+    });
+    socket.on('error', (err) => log.debug({ err: err.message }, 'tunnel socket error'));
+    socket.on('open', () => {
+      const m = new Mux(socket, {
+        role: 'client',
+        window: opts.window ?? 256 * 1024,
+        maxMessageBytes: maxPayload,
+        maxStreams: opts.maxStreams ?? 512,
+        maxHeaderBytes: opts.maxHeaderBytes ?? 16 * 1024,
+        idleTimeoutMs: opts.idleTimeoutMs ?? 120_000,
+        maxChunkBytes: opts.maxChunkBytes ?? 64 * 1024,
+      });
+      mux = m;
+      startHeartbeat(socket, opts.heartbeatIntervalMs ?? 15_000, () => log.warn('control plane missed its heartbeat; redialling'));
+      m.on('stream', serve);
+      m.once('ready', () => {
+        attempt = 0;
+        since = new Date();
+        log.info('tunnel connected');
+        events.emit('connected');
+      });
+    });
+    socket.once('close', (code, reasonBuf) => {
+      const reason = reasonBuf.toString('utf8');
+      const wasUp = since !== null;
+      ws = null;
+      mux = null;
+      since = null;
+      if (wasUp) {
+        log.info({ code, reason }, 'tunnel disconnected');
+        events.emit('disconnected', code, reason);
+      }
+      if (closing) {
+        closed?.();
+        return;
+      }
+      // Replaced, revoked or refused: another instance holds the tunnel or the token is bad;
+      // retry slowly rather than fight over it.
+      const slow = code === CloseCode.replaced || code === CloseCode.revoked || status === 401 || status === 403;
+      schedule(slow ? backoffDelay(30, backoff) : backoffDelay(attempt, backoff));
+    });
+  }
+
+  connect();
+
+  return {
+    events,
+    get connected() {
+      return mux?.ready ?? false;
+    },
+    get since() {
+      return since;
+    },
+    get activeStreams() {
+      return mux?.streamCount ?? 0;
+    },
+    close() {
+      closing = true;
+      if (retryTimer) clearTimeout(retryTimer);
+      agent.destroy();
+      const socket = ws;
+      if (!socket || socket.readyState === socket.CLOSED) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        closed = resolve;
+        if (socket.readyState === socket.CONNECTING) socket.terminate();
+        else if (mux) mux.close(CloseCode.goingAway, 'runtime shutting down');
+        else socket.close(CloseCode.goingAway, 'runtime shutting down');
+        setTimeout(() => socket.terminate(), 2000).unref();
+      });
+    },
+  };
+}
