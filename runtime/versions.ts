@@ -1,29 +1,97 @@
 /**
- * Runtime versions. Each pins every component it installs; `upgrade.minFrom` makes older
- * versions step through an intermediate release.
+ * Runtime versions. Each pins every component it installs; the upgrade and rollback rules are
+ * explained in runtime/catalog.ts.
+ *
+ * Every chart pin is a published chart version. Sources (see docs/pulumi.md, "Version pins"):
+ *  - argo-cd, argo-workflows, argo-rollouts, argo-events: the `version:` field of
+ *    charts/<chart>/Chart.yaml in the argoproj/argo-helm repository, at the commit that released
+ *    it (date in the comment next to each pin; the app version is the chart's appVersion).
+ *  - vcluster: release tags v<version> of loft-sh/vcluster (the chart in chart/ is published with
+ *    the release's version); `kubernetes` is the default k8s distro image tag of that chart
+ *    version (controlPlane.distro.k8s.image.tag, or the apiServer image tag before 0.25).
  */
 import type { RuntimeVersion } from './catalog.ts';
 
 export const VERSIONS: readonly RuntimeVersion[] = [
   {
     version: '1.3.0',
-    releaseDate: '2026-06-02',
+    releaseDate: '2025-04-10',
     channel: 'stable',
-    components: { vcluster: '0.24.1', kubernetes: 'v1.31.6', argoCd: '7.8.2', argoWorkflows: '0.45.4', argoRollouts: '2.39.0', argoEvents: '2.4.13', agents: '1.3.0' },
+    components: {
+      vcluster: '0.24.1', // tag v0.24.1, 2025-04-07
+      kubernetes: 'v1.32.1',
+      argoCd: '7.8.2', // 2025-02-06, Argo CD v2.14.2
+      argoWorkflows: '0.45.4', // 2025-01-10, Argo Workflows v3.6.2
+      argoRollouts: '2.39.0', // 2025-01-31, Argo Rollouts v1.8.0
+      argoEvents: '2.4.13', // 2025-01-11, Argo Events v1.9.5
+      agents: '1.3.0',
+    },
     upgrade: {},
+    notes: 'First hosted runtime line: Argo CD 2.14, Workflows 3.6, Rollouts 1.8, Events 1.9.',
   },
   {
     version: '1.4.0',
-    releaseDate: '2026-08-18',
+    releaseDate: '2025-06-10',
     channel: 'stable',
-    components: { vcluster: '0.25.1', kubernetes: 'v1.32.3', argoCd: '7.9.1', argoWorkflows: '0.45.12', argoRollouts: '2.39.5', argoEvents: '2.4.15', agents: '1.4.0' },
+    components: {
+      vcluster: '0.25.1', // tag v0.25.1, 2025-06-04
+      kubernetes: 'v1.32.1',
+      argoCd: '7.9.1', // 2025-05-06, Argo CD v2.14.11
+      argoWorkflows: '0.45.12', // 2025-04-03, Argo Workflows v3.6.5
+      argoRollouts: '2.39.5', // 2025-04-02, Argo Rollouts v1.8.2
+      argoEvents: '2.4.15', // 2025-04-07, Argo Events v1.9.6
+      agents: '1.4.0',
+    },
     upgrade: { minFrom: '1.3.0' },
+    notes: 'vcluster 0.25 (the Kubernetes version moves to the k8s distro image tag).',
+  },
+  {
+    version: '1.4.1',
+    releaseDate: '2025-06-20',
+    channel: 'stable',
+    components: {
+      vcluster: '0.25.1',
+      kubernetes: 'v1.32.1',
+      argoCd: '7.9.1',
+      argoWorkflows: '0.45.13', // 2025-04-30, Argo Workflows v3.6.7
+      argoRollouts: '2.39.5',
+      argoEvents: '2.4.15',
+      agents: '1.4.1',
+    },
+    upgrade: { minFrom: '1.3.0' },
+    notes: 'Patch: Argo Workflows 3.6.7 and agent fixes; can be rolled back to 1.4.0.',
   },
   {
     version: '1.5.0',
-    releaseDate: '2026-10-27',
+    releaseDate: '2025-06-30',
+    channel: 'stable',
+    components: {
+      vcluster: '0.26.0', // tag v0.26.0, 2025-06-24
+      kubernetes: 'v1.32.1',
+      argoCd: '8.0.17', // 2025-06-10, Argo CD v3.0.6
+      argoWorkflows: '0.45.19', // 2025-06-20, Argo Workflows v3.6.10
+      argoRollouts: '2.39.6', // 2025-06-07, Argo Rollouts v1.8.3
+      argoEvents: '2.4.15',
+      agents: '1.5.0',
+    },
+    upgrade: { minFrom: '1.4.0', steppingStone: true },
+    rollback: { allowed: false, reason: 'Argo CD 3.0 migrates its configuration; 2.14 cannot read it back' },
+    notes: 'Argo CD 3.0. A mandatory stepping stone: every tenant passes through 1.5.x.',
+  },
+  {
+    version: '1.6.0',
+    releaseDate: '2025-09-22',
     channel: 'latest',
-    components: { vcluster: '0.26.0', kubernetes: 'v1.33.1', argoCd: '8.0.17', argoWorkflows: '0.45.19', argoRollouts: '2.40.0', argoEvents: '2.4.15', agents: '1.5.0' },
-    upgrade: { minFrom: '1.4.0' },
+    components: {
+      vcluster: '0.27.1', // tag v0.27.1, 2025-09-12
+      kubernetes: 'v1.33.4',
+      argoCd: '8.3.7', // 2025-09-12, Argo CD v3.1.5
+      argoWorkflows: '0.45.24', // 2025-09-12, Argo Workflows v3.7.2
+      argoRollouts: '2.40.4', // 2025-09-11, Argo Rollouts v1.8.3
+      argoEvents: '2.4.16', // 2025-07-14, Argo Events v1.9.7
+      agents: '1.6.0',
+    },
+    upgrade: { minFrom: '1.5.0' },
+    notes: 'Argo CD 3.1, Workflows 3.7, Kubernetes 1.33 in the vcluster.',
   },
 ];

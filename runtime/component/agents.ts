@@ -1,0 +1,117 @@
+/**
+ * The runtime agents that run next to Argo inside a tenant's vcluster, and what each may do.
+ * Plain data: the GitOpsRuntime component turns each entry into a ServiceAccount, RBAC, a
+ * Deployment and (when it serves traffic) a Service.
+ *
+ *  - tunnel-client: dials out to the control plane's tunnel server with the runtime token and
+ *    forwards requests to the request router. No Kubernetes API access.
+ *  - request-router: routes tunnelled requests: API calls to the app-proxy, webhooks to Argo
+ *    Events. No Kubernetes API access.
+ *  - app-proxy: verifies requests signed by the control plane (its public key), serves runtime
+ *    info (the runtime-versions ConfigMap) and state-changing actions on non-GitOps objects
+ *    (terminating a Workflow, aborting or promoting a Rollout).
+ *  - event-reporter: watches Applications, Rollouts and Workflows and reports them in batches;
+ *    replicas shard objects by name hash and coordinate through Leases.
+ */
+import type * as k8s from '@pulumi/kubernetes';
+
+export type AgentName = 'tunnel-client' | 'request-router' | 'app-proxy' | 'event-reporter';
+
+/** Keys of the runtime credentials Secret. */
+export const CREDENTIAL_KEYS = {
+  token: 'runtime-token',
+  tunnelUrl: 'tunnel-url',
+  controlPlaneUrl: 'control-plane-url',
+  publicKey: 'control-plane-public-key',
+} as const;
+
+type CredentialKey = (typeof CREDENTIAL_KEYS)[keyof typeof CREDENTIAL_KEYS];
+
+export interface AgentDefinition {
+  name: AgentName;
+  replicas: number;
+  /** Port the agent serves (HTTP, health endpoints included). */
+  port: number;
+  /** Whether other pods call it (a Service is created). */
+  service: boolean;
+  /** Whether it talks to the Kubernetes API (otherwise no token is mounted). */
+  apiAccess: boolean;
+  resources: { requests: { cpu: string; memory: string }; limits: { cpu: string; memory: string } };
+  /** Credentials Secret keys exposed as environment variables (env name -> key). */
+  secretEnv: Readonly<Record<string, CredentialKey>>;
+  /** Rules granted cluster-wide inside the vcluster. */
+  clusterRules: k8s.types.input.rbac.v1.PolicyRule[];
+  /** Rules granted in the runtime namespace only. */
+  namespaceRules: k8s.types.input.rbac.v1.PolicyRule[];
+}
+
+export const AGENT_PORT = 8080;
+/** Namespace of the agents inside the vcluster. */
+export const RUNTIME_NAMESPACE = 'hosted-runtime';
+/** ConfigMap recording the runtime version and every component version. */
+export const VERSIONS_CONFIGMAP = 'runtime-versions';
+/** Secret holding the runtime token and the control plane's addresses and public key. */
+export const CREDENTIALS_SECRET = 'runtime-credentials';
+/** Events the event reporter queues per replica before its overflow policy applies. */
+export const EVENT_QUEUE_LIMIT = 1000;
+
+const small = { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '250m', memory: '128Mi' } };
+
+export const AGENTS: readonly AgentDefinition[] = [
+  {
+    name: 'tunnel-client',
+    replicas: 1, // one tunnel per runtime: a newer connection replaces an older one
+    port: AGENT_PORT,
+    service: false,
+    apiAccess: false,
+    resources: small,
+    secretEnv: { RUNTIME_TOKEN: CREDENTIAL_KEYS.token, TUNNEL_URL: CREDENTIAL_KEYS.tunnelUrl },
+    clusterRules: [],
+    namespaceRules: [],
+  },
+  {
+    name: 'request-router',
+    replicas: 2,
+    port: AGENT_PORT,
+    service: true,
+    apiAccess: false,
+    resources: small,
+    secretEnv: {},
+    clusterRules: [],
+    namespaceRules: [],
+  },
+  {
+    name: 'app-proxy',
+    replicas: 2,
+    port: AGENT_PORT,
+    service: true,
+    apiAccess: true,
+    resources: { requests: { cpu: '50m', memory: '96Mi' }, limits: { cpu: '500m', memory: '256Mi' } },
+    secretEnv: { CONTROL_PLANE_PUBLIC_KEY: CREDENTIAL_KEYS.publicKey },
+    clusterRules: [
+      // Terminate/stop/retry a Workflow: a patch of spec.shutdown (no create, no delete).
+      { apiGroups: ['argoproj.io'], resources: ['workflows'], verbs: ['get', 'list', 'watch', 'patch'] },
+      // Abort/promote/retry a Rollout (spec and status patches).
+      { apiGroups: ['argoproj.io'], resources: ['rollouts', 'rollouts/status'], verbs: ['get', 'list', 'watch', 'patch'] },
+    ],
+    namespaceRules: [
+      { apiGroups: [''], resources: ['configmaps'], resourceNames: [VERSIONS_CONFIGMAP], verbs: ['get', 'watch'] },
+    ],
+  },
+  {
+    name: 'event-reporter',
+    replicas: 2,
+    port: AGENT_PORT,
+    service: false,
+    apiAccess: true,
+    resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '500m', memory: '256Mi' } },
+    secretEnv: { RUNTIME_TOKEN: CREDENTIAL_KEYS.token, CONTROL_PLANE_URL: CREDENTIAL_KEYS.controlPlaneUrl },
+    clusterRules: [
+      { apiGroups: ['argoproj.io'], resources: ['applications', 'rollouts', 'workflows'], verbs: ['get', 'list', 'watch'] },
+    ],
+    namespaceRules: [
+      // Shard membership: one Lease per replica.
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update'] },
+    ],
+  },
+];

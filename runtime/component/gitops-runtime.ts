@@ -1,0 +1,176 @@
+/**
+ * GitOpsRuntime: installs a tenant's GitOps runtime into its vcluster. Argo CD, Argo Workflows,
+ * Argo Rollouts and Argo Events from their upstream charts at the catalog's versions, the
+ * runtime-versions ConfigMap, the agents with their credentials Secret, and Argo CD cluster
+ * Secrets for the tenant's managed clusters.
+ *
+ * Every child goes through the vcluster provider given in `opts.provider` (children inherit
+ * their parent's provider). Values do not depend on the runtime version except the pinned chart
+ * versions and agent image tag, so a version change touches only what the version changes.
+ */
+import * as k8s from '@pulumi/kubernetes';
+import * as pulumi from '@pulumi/pulumi';
+import { catalog as defaultCatalog, type Catalog, type ComponentPins } from '../catalog.ts';
+import { AGENTS, CREDENTIAL_KEYS, CREDENTIALS_SECRET, RUNTIME_NAMESPACE, VERSIONS_CONFIGMAP } from './agents.ts';
+import { createAgentWorkload } from './agent-workload.ts';
+import { ARGO_CD_NAMESPACE, ARGO_CD_SERVER, ARGO_RELEASES, type ArgoComponent } from './argo-releases.ts';
+import { chartSource, type ChartRepositories } from './chart-source.ts';
+import { CLUSTER_SECRET_LABEL, clusterSecretName, managedClusterProblem, type ManagedCluster } from './cluster-secret.ts';
+
+export const GITOPS_RUNTIME_TYPE = 'hosted:runtime:GitOpsRuntime';
+/** Path of the tunnel endpoint on the control plane (runtime/protocol uses the same). */
+export const DEFAULT_TUNNEL_PATH = '/v1/tunnel';
+
+export interface GitOpsRuntimeArgs {
+  /**
+   * Runtime version from the catalog. A plain string, not an Input: it selects what is
+   * installed, and an unknown version must fail before anything is registered.
+   */
+  readonly version: string;
+  /** Catalog to resolve `version` in (the built-in catalog by default). */
+  readonly catalog?: Catalog;
+  /** Token the agents present to the control plane (tunnel and event reports). Kept secret. */
+  readonly runtimeToken: pulumi.Input<string>;
+  /** Base https URL of the control plane (event reports go there). */
+  readonly controlPlaneUrl: pulumi.Input<string>;
+  /** WebSocket URL of the tunnel server; derived from controlPlaneUrl by default (wss://…/v1/tunnel). */
+  readonly tunnelUrl?: pulumi.Input<string>;
+  /** PEM public key of the control plane; the app-proxy verifies forwarded requests with it. */
+  readonly controlPlanePublicKey: pulumi.Input<string>;
+  /** Chart repository overrides (mirror URL, oci:// or local directory); upstream when absent. */
+  readonly chartRepositories?: ChartRepositories;
+  /** Image repository prefix of the agents: images are `<prefix>/<agent>:<tag>`. */
+  readonly agentImageRepository?: pulumi.Input<string>;
+  /** Clusters the tenant's Argo CD deploys to (written as Argo CD cluster Secrets). */
+  readonly managedClusters?: readonly ManagedCluster[];
+}
+
+export const DEFAULT_AGENT_IMAGE_REPOSITORY = 'hosted-runtimes';
+
+export class GitOpsRuntime extends pulumi.ComponentResource {
+  /** The runtime version installed. */
+  public readonly runtimeVersion: pulumi.Output<string>;
+  /** Every component version the runtime version pins. */
+  public readonly componentVersions: pulumi.Output<ComponentPins>;
+  /** Namespace of the agents inside the vcluster. */
+  public readonly namespace: pulumi.Output<string>;
+  /** In-vcluster address of the Argo CD API server. */
+  public readonly argoCdServer: pulumi.Output<string>;
+  /** The Helm releases, by component. */
+  public readonly releases: Readonly<Record<ArgoComponent, k8s.helm.v3.Release>>;
+
+  constructor(name: string, args: GitOpsRuntimeArgs, opts?: pulumi.ComponentResourceOptions) {
+    super(GITOPS_RUNTIME_TYPE, name, {}, opts);
+    const catalog = args.catalog ?? defaultCatalog;
+    const entry = catalog.get(args.version);
+    if (!entry) {
+      throw new pulumi.ResourceError(`GitOpsRuntime ${name}: runtime version '${args.version}' is not in the catalog (known: ${catalog.versions.map((v) => v.version).join(', ')})`, this);
+    }
+    const names = new Set<string>();
+    for (const cluster of args.managedClusters ?? []) {
+      const problem = managedClusterProblem(cluster);
+      if (problem) throw new pulumi.ResourceError(`GitOpsRuntime ${name}: ${problem}`, this);
+      if (names.has(cluster.name)) throw new pulumi.ResourceError(`GitOpsRuntime ${name}: managed cluster '${cluster.name}' is listed twice`, this);
+      names.add(cluster.name);
+    }
+    const pins = entry.components;
+    const child = { parent: this };
+
+    // Argo components: one release each, CRDs installed and kept by their own chart.
+    const releases = {} as Record<ArgoComponent, k8s.helm.v3.Release>;
+    for (const spec of ARGO_RELEASES) {
+      releases[spec.component] = new k8s.helm.v3.Release(`${name}-${spec.chart}`, {
+        name: spec.releaseName,
+        namespace: spec.namespace,
+        createNamespace: true,
+        ...chartSource('argo', spec.chart, pins[spec.component], args.chartRepositories),
+        values: spec.values,
+        skipCrds: false,
+        atomic: false,
+        cleanupOnFail: true,
+        maxHistory: 5,
+        timeout: 600,
+      }, child);
+    }
+    this.releases = releases;
+
+    const namespace = new k8s.core.v1.Namespace(`${name}-namespace`, {
+      metadata: {
+        name: RUNTIME_NAMESPACE,
+        labels: {
+          'app.kubernetes.io/part-of': 'hosted-runtime',
+          'pod-security.kubernetes.io/enforce': 'restricted',
+          'pod-security.kubernetes.io/enforce-version': 'latest',
+        },
+      },
+    }, child);
+
+    const versions = new k8s.core.v1.ConfigMap(`${name}-versions`, {
+      metadata: { name: VERSIONS_CONFIGMAP, namespace: RUNTIME_NAMESPACE, labels: { 'app.kubernetes.io/part-of': 'hosted-runtime' } },
+      data: {
+        runtimeVersion: entry.version,
+        releaseDate: entry.releaseDate,
+        channel: entry.channel,
+        ...pins,
+      },
+    }, { ...child, dependsOn: [namespace] });
+
+    const tunnelUrl = args.tunnelUrl ?? pulumi.output(args.controlPlaneUrl).apply((url) => {
+      const u = new URL(url);
+      u.protocol = u.protocol === 'http:' ? 'ws:' : 'wss:';
+      u.pathname = `${u.pathname.replace(/\/+$/, '')}${DEFAULT_TUNNEL_PATH}`;
+      return u.toString();
+    });
+    const credentials = new k8s.core.v1.Secret(`${name}-credentials`, {
+      metadata: { name: CREDENTIALS_SECRET, namespace: RUNTIME_NAMESPACE, labels: { 'app.kubernetes.io/part-of': 'hosted-runtime' } },
+      type: 'Opaque',
+      stringData: {
+        [CREDENTIAL_KEYS.token]: pulumi.secret(args.runtimeToken),
+        [CREDENTIAL_KEYS.tunnelUrl]: tunnelUrl,
+        [CREDENTIAL_KEYS.controlPlaneUrl]: args.controlPlaneUrl,
+        [CREDENTIAL_KEYS.publicKey]: args.controlPlanePublicKey,
+      },
+    }, { ...child, dependsOn: [namespace], additionalSecretOutputs: ['stringData', 'data'] });
+
+    for (const agent of AGENTS) {
+      createAgentWorkload({
+        name,
+        agent,
+        imageRepository: args.agentImageRepository ?? DEFAULT_AGENT_IMAGE_REPOSITORY,
+        imageTag: pins.agents,
+        parent: this,
+        dependsOn: agent.name === 'event-reporter'
+          ? [namespace, credentials, versions, releases.argoCd, releases.argoRollouts, releases.argoWorkflows]
+          : [namespace, credentials, versions],
+      });
+    }
+
+    for (const cluster of args.managedClusters ?? []) {
+      new k8s.core.v1.Secret(`${name}-cluster-${cluster.name}`, {
+        metadata: {
+          name: clusterSecretName(cluster),
+          namespace: ARGO_CD_NAMESPACE,
+          labels: { [CLUSTER_SECRET_LABEL]: 'cluster', 'app.kubernetes.io/part-of': 'hosted-runtime' },
+        },
+        type: 'Opaque',
+        stringData: {
+          name: cluster.name,
+          server: cluster.server,
+          ...(cluster.namespaces?.length ? { namespaces: cluster.namespaces.join(',') } : {}),
+          config: pulumi.secret(pulumi.output(cluster.config).apply((c) => JSON.stringify(c))),
+        },
+      }, { ...child, dependsOn: [releases.argoCd], additionalSecretOutputs: ['stringData', 'data'] });
+    }
+
+    this.runtimeVersion = pulumi.output(entry.version);
+    this.componentVersions = pulumi.output({ ...pins });
+    this.namespace = pulumi.output(RUNTIME_NAMESPACE);
+    this.argoCdServer = pulumi.output(ARGO_CD_SERVER);
+    this.registerOutputs({
+      runtimeVersion: this.runtimeVersion,
+      componentVersions: this.componentVersions,
+      namespace: this.namespace,
+      argoCdServer: this.argoCdServer,
+    });
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * Bounded wait for the kubeconfig Secret a vcluster exports (`vc-<release>`, key `config`). The
+ * Secret appears a little after the Helm release reports ready; the tenant program waits for it
+ * (polling the root cluster's API) before reading it through Pulumi, and fails with a clear
+ * message when it does not appear in time.
+ */
+import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+
+export interface SecretWaitRequest {
+  /** Kubeconfig contents of the root cluster. */
+  kubeconfig: string;
+  namespace: string;
+  name: string;
+  /** Key that must be present in the Secret's data. */
+  key: string;
+  timeoutMs: number;
+  /** Delay between polls (default 2 s). */
+  intervalMs?: number;
+}
+
+/** Resolves once the Secret holds `key`; rejects after `timeoutMs`. */
+export type SecretWaiter = (request: SecretWaitRequest) => Promise<void>;
+
+export class KubeconfigTimeoutError extends Error {
+  override name = 'KubeconfigTimeoutError';
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export const waitForSecretKey: SecretWaiter = async (request) => {
+  const kc = new KubeConfig();
+  kc.loadFromString(request.kubeconfig);
+  const api = kc.makeApiClient(CoreV1Api);
+  const deadline = Date.now() + request.timeoutMs;
+  const interval = request.intervalMs ?? 2000;
+  let last = 'not found';
+  for (;;) {
+    try {
+      const secret = await api.readNamespacedSecret({ name: request.name, namespace: request.namespace });
+      if (secret.data?.[request.key]) return;
+      last = `present without key '${request.key}'`;
+    } catch (err) {
+      if (!(err instanceof ApiException) || (err.code !== 404 && err.code < 500)) throw err;
+      last = err.code === 404 ? 'not found' : `API answered ${err.code}`;
+    }
+    const left = deadline - Date.now();
+    if (left <= 0) {
+      throw new KubeconfigTimeoutError(
+        `kubeconfig Secret ${request.namespace}/${request.name} did not appear within ${Math.round(request.timeoutMs / 1000)} s (last: ${last}); ` +
+          'check the vcluster control plane pods in that namespace',
+      );
+    }
+    await sleep(Math.min(interval, left));
+  }
+};

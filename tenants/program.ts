@@ -1,0 +1,43 @@
+/**
+ * The per-tenant Pulumi program, run by the provisioner's engine as an Automation API inline
+ * program (`LocalWorkspace.createOrSelectStack({ stackName, projectName, program: tenantProgram })`
+ * after `stack.setAllConfig(stackConfig(input))`). Inputs come from stack config
+ * (tenants/config.ts); the returned object becomes the stack outputs:
+ *
+ *   namespace, vclusterEndpoint, argoCdUrl, runtimeVersion, componentVersions, suspended
+ */
+import * as k8s from '@pulumi/kubernetes';
+import type { Catalog } from '../runtime/catalog.ts';
+import { readTenantConfig } from './config.ts';
+import type { SecretWaiter } from './kubeconfig-wait.ts';
+import { Tenant } from './tenant.ts';
+
+export interface TenantProgramOptions {
+  /** Catalog (built-in by default). */
+  catalog?: Catalog;
+  /** How to wait for the vcluster's exported kubeconfig (the default polls the root cluster). */
+  waitForSecret?: SecretWaiter;
+}
+
+/** Builds an inline program with options (tests and the benchmark inject a waiter). */
+export function createTenantProgram(options: TenantProgramOptions = {}): () => Promise<Record<string, unknown>> {
+  return async () => {
+    const settings = readTenantConfig(options.catalog);
+    const rootProvider = new k8s.Provider('root', {
+      kubeconfig: settings.rootKubeconfig,
+      enableServerSideApply: true,
+    });
+    const tenant = new Tenant(`tenant-${settings.tenantId}`, {
+      settings,
+      rootProvider,
+      catalog: options.catalog,
+      waitForSecret: options.waitForSecret,
+    });
+    return Promise.resolve({ ...tenant.outputs });
+  };
+}
+
+/** The inline program the engine runs. */
+export function tenantProgram(): Promise<Record<string, unknown>> {
+  return createTenantProgram()();
+}

@@ -1,0 +1,82 @@
+/**
+ * Values of the vcluster chart for a tenant. The keys follow the chart's values.schema.json of
+ * the pinned versions (0.24–0.27; the schema rejects unknown keys):
+ *  - Kubernetes version: `controlPlane.distro.k8s.version` up to 0.24, the k8s distro image tag
+ *    `controlPlane.distro.k8s.image.tag` from 0.25 (where `version` is deprecated);
+ *  - suspension: `controlPlane.statefulSet.highAvailability.replicas: 0` (the statefulset template
+ *    passes the value through; the backing store and the exported kubeconfig Secret stay);
+ *  - the kubeconfig export: `exportKubeConfig.server` (an address the provisioner can reach) and
+ *    `exportKubeConfig.context`;
+ *  - isolation: `policies.podSecurityStandard: restricted` inside the vcluster. The chart's own
+ *    ResourceQuota, LimitRange and NetworkPolicy are disabled: the tenant program owns those
+ *    objects (plan-driven, validated), and a second quota would cap tenants at the chart
+ *    defaults (20 pods).
+ */
+import { compareVersions } from '../runtime/catalog.ts';
+import type { Plan } from './plans.ts';
+
+export interface VclusterValuesInput {
+  /** vcluster chart version (decides where the Kubernetes version goes). */
+  chartVersion: string;
+  /** Kubernetes version of the virtual cluster, e.g. v1.32.1. */
+  kubernetes: string;
+  plan: Plan;
+  suspended: boolean;
+  /** URL written into the exported kubeconfig. */
+  exportServer: string;
+  /** Context name in the exported kubeconfig. */
+  context: string;
+  /** PriorityClass of the control plane pods ('' for none). */
+  priorityClassName: string;
+}
+
+/** UID the control plane runs as (non-root, so the namespace can enforce `restricted`). */
+export const CONTROL_PLANE_UID = 12345;
+
+export function vclusterValues(input: VclusterValuesInput): Record<string, unknown> {
+  const legacyVersionKey = compareVersions(input.chartVersion, '0.25.0') < 0;
+  const k8s: Record<string, unknown> = legacyVersionKey
+    ? { enabled: true, version: input.kubernetes }
+    : { enabled: true, image: { tag: input.kubernetes } };
+  k8s.securityContext = restrictedContainer();
+  const { plan } = input;
+  return {
+    controlPlane: {
+      distro: { k8s },
+      statefulSet: {
+        highAvailability: { replicas: input.suspended ? 0 : 1 },
+        resources: {
+          requests: { ...plan.controlPlane.requests },
+          limits: { ...plan.controlPlane.limits },
+        },
+        scheduling: { priorityClassName: input.priorityClassName },
+        security: {
+          podSecurityContext: { runAsNonRoot: true, fsGroup: CONTROL_PLANE_UID, seccompProfile: { type: 'RuntimeDefault' } },
+          containerSecurityContext: restrictedContainer(),
+        },
+        persistence: { volumeClaim: { enabled: true, size: plan.controlPlane.storage, retentionPolicy: 'Retain' } },
+      },
+      service: { spec: { type: 'ClusterIP' } },
+      ingress: { enabled: false },
+    },
+    policies: {
+      podSecurityStandard: 'restricted',
+      resourceQuota: { enabled: false },
+      limitRange: { enabled: false },
+      networkPolicy: { enabled: false },
+    },
+    exportKubeConfig: { server: input.exportServer, context: input.context },
+    telemetry: { enabled: false },
+  };
+}
+
+function restrictedContainer(): Record<string, unknown> {
+  return {
+    allowPrivilegeEscalation: false,
+    runAsNonRoot: true,
+    runAsUser: CONTROL_PLANE_UID,
+    runAsGroup: CONTROL_PLANE_UID,
+    capabilities: { drop: ['ALL'] },
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
+}

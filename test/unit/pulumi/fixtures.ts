@@ -1,0 +1,39 @@
+/**
+ * Shared inputs for the Pulumi program tests.
+ */
+import { stackConfig, type TenantInput } from '../../../tenants/config.ts';
+import type { SecretWaitRequest } from '../../../tenants/kubeconfig-wait.ts';
+
+export const PUBLIC_KEY = '-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAexample\n-----END PUBLIC KEY-----\n';
+
+export function tenantInput(overrides: Partial<TenantInput> = {}): TenantInput {
+  return {
+    tenantId: '3f2a9c1e-7b4d-4e8a-9c2f-1a2b3c4d5e6f',
+    organization: 'acme',
+    plan: 'team',
+    runtimeVersion: '1.4.0',
+    suspended: false,
+    rootKubeconfig: 'apiVersion: v1\nkind: Config\n# root cluster\n',
+    runtimeToken: 'rt_secret_token',
+    controlPlaneUrl: 'https://control.example.test',
+    controlPlanePublicKey: PUBLIC_KEY,
+    ...overrides,
+  };
+}
+
+export function tenantConfig(overrides: Partial<TenantInput> = {}) {
+  return stackConfig(tenantInput(overrides));
+}
+
+/** A waiter that records its calls and answers at once. */
+export function recordingWaiter(): { calls: SecretWaitRequest[]; waiter: (r: SecretWaitRequest) => Promise<void> } {
+  const calls: SecretWaitRequest[] = [];
+  return { calls, waiter: (r) => { calls.push(r); return Promise.resolve(); } };
+}
+
+/** Name of the provider a resource was registered with (from the `urn::id` reference). */
+export function providerName(ref: string | undefined): string | undefined {
+  if (!ref) return undefined;
+  const urn = ref.split('::').slice(0, -1).join('::');
+  return urn.split('::').at(-1);
+}
