@@ -1,0 +1,110 @@
+import { randomUUID } from 'node:crypto';
+import t from 'tap';
+import WebSocket, { WebSocketServer } from 'ws';
+import { CloseCode, decodeFrame, encodeFrame, PROTOCOL_VERSION, SUBPROTOCOL } from '../../../runtime/protocol/frames.ts';
+import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
+import { connected, ready, request, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens } from './harness.ts';
+
+const tokens = new StubRuntimeTokens();
+const callers = new StubCallers();
+const admin = { authorization: `Bearer ${callers.add('admin')}` };
+
+t.test('after a control-plane restart the client is reconnected and serving within 5 s', async (t) => {
+  const tenantId = randomUUID();
+  let cp = await startControlPlane({ tokens, callers });
+  const port = cp.port;
+  const runtime = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
+  t.teardown(async () => {
+    await runtime.close();
+    await cp.close();
+  });
+  await ready(cp, runtime);
+  const down = new Promise<void>((resolve) => runtime.client.events.once('disconnected', () => resolve()));
+  await cp.close();
+  await down;
+  const restartedAt = Date.now();
+  cp = await startControlPlane({ tokens, callers, port });
+  await ready(cp, runtime, 5000);
+  const res = await request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/runtime`, { headers: admin });
+  const elapsed = Date.now() - restartedAt;
+  t.equal(res.status, 200, 'serving through the new control plane');
+  t.ok(elapsed < 5000, `reconnected and served in ${elapsed} ms`);
+});
+
+t.test('a new connection of the same runtime replaces the old one with a clear close code', async (t) => {
+  const tenantId = randomUUID();
+  const cp = await startControlPlane({ tokens, callers });
+  const { token } = tokens.issue(tenantId);
+  const first = await startRuntime(tenantId, cp, token);
+  t.teardown(async () => {
+    await first.close();
+    await cp.close();
+  });
+  await ready(cp, first);
+  const since1 = cp.tunnel.status(tenantId).since!;
+  const replacedCode = new Promise<number>((resolve) => first.client.events.once('disconnected', (code) => resolve(code)));
+  const replaced = new Promise<void>((resolve) => cp.tunnel.events.once('replace', () => resolve()));
+  const second = await startRuntime(tenantId, cp, token);
+  t.teardown(() => second.close());
+  await connected(second.client);
+  await replaced;
+  t.equal(await replacedCode, CloseCode.replaced, 'old connection closed with 4001 (replaced)');
+  const status = cp.tunnel.status(tenantId);
+  t.equal(status.connected, true);
+  t.ok(Date.parse(status.since!) >= Date.parse(since1), 'since is the new connection\'s');
+  const res = await request(`${cp.base}/v1/tenants/${tenantId}/runtime/webhooks/hook`, { method: 'POST', headers: admin, body: Buffer.from('x') });
+  t.equal(res.status, 200);
+  t.equal(second.webhooks.length, 1, 'the new runtime serves');
+  t.equal(first.webhooks.length, 0, 'the old one does not');
+  t.equal(first.client.connected, false, 'the replaced client does not fight back at once');
+});
+
+t.test('the server terminates a runtime that stops answering heartbeats', async (t) => {
+  const tenantId = randomUUID();
+  const cp = await startControlPlane({ tokens, callers, limits: { heartbeatIntervalMs: 100 } });
+  t.teardown(() => cp.close());
+  const ws = new WebSocket(cp.wsUrl, SUBPROTOCOL, { headers: { authorization: `Bearer ${tokens.issue(tenantId).token}` }, autoPong: false });
+  ws.on('error', () => {});
+  await new Promise((resolve) => ws.once('open', resolve));
+  ws.send(encodeFrame({ type: 'hello', streamId: 0, hello: { version: PROTOCOL_VERSION, window: 65536, maxMessageBytes: 1 << 20, maxStreams: 10 } }));
+  const gone = new Promise<number>((resolve) => cp.tunnel.events.once('disconnect', (_id, code) => resolve(code)));
+  const started = Date.now();
+  await gone;
+  t.ok(Date.now() - started < 2000, `terminated after ${Date.now() - started} ms`);
+  t.equal(cp.tunnel.status(tenantId).connected, false);
+});
+
+t.test('the client drops a control plane that stops answering heartbeats and redials', async (t) => {
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', autoPong: false, handleProtocols: () => SUBPROTOCOL });
+  await new Promise((resolve) => wss.once('listening', resolve));
+  let connections = 0;
+  wss.on('connection', (ws) => {
+    connections++;
+    ws.on('message', (data: Buffer) => void decodeFrame(data));
+    ws.send(encodeFrame({ type: 'hello', streamId: 0, hello: { version: PROTOCOL_VERSION, window: 65536, maxMessageBytes: 1 << 20, maxStreams: 10 } }));
+  });
+  const port = (wss.address() as { port: number }).port;
+  const client = startTunnelClient({ url: `ws://127.0.0.1:${port}/v1/tunnel`, token: 'hrt_runtime_xxxxxxxxxxxxxxxxxxxxxxxx', upstream: 'http://127.0.0.1:1', heartbeatIntervalMs: 100 });
+  t.teardown(async () => {
+    await client.close();
+    for (const c of wss.clients) c.terminate();
+    await new Promise((resolve) => wss.close(resolve));
+  });
+  await connected(client);
+  await new Promise<void>((resolve) => client.events.once('disconnected', () => resolve()));
+  await connected(client);
+  t.ok(connections >= 2, 'redialled after the missed heartbeat');
+});
+
+t.test('closing the tunnel server says going-away to the runtime', async (t) => {
+  const tenantId = randomUUID();
+  const cp = await startControlPlane({ tokens, callers });
+  const rt = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
+  t.teardown(() => rt.close());
+  await ready(cp, rt);
+  const code = new Promise<number>((resolve) => rt.client.events.once('disconnected', (c) => resolve(c)));
+  await cp.close();
+  t.equal(await code, CloseCode.goingAway);
+  const again = await request(`${cp.base}/healthz`).catch((e: Error) => e);
+  t.ok(again instanceof Error, 'the control plane is down');
+});
