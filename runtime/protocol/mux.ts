@@ -5,8 +5,9 @@
  * it will accept on a new stream before granting more (`window`). A sender never sends more data
  * than its credit; a receiver grants credit back (a `window` frame) only once the bytes it
  * received were handed on to the stream's consumer. So at most `window` bytes of one stream are
- * buffered anywhere, a consumer that stops reading stalls only its own stream, and the memory one
- * tunnel can hold is bounded by maxStreams × window.
+ * buffered anywhere (plus the body Readable's own buffer, at most 64 KiB and one chunk), a
+ * consumer that stops reading stalls only its own stream, and the memory one tunnel can hold is
+ * bounded by maxStreams × (window + 128 KiB).
  */
 import { EventEmitter } from 'node:events';
 import { Readable } from 'node:stream';
@@ -66,6 +67,9 @@ class IncomingBody extends Readable {
   constructor(stream: TunnelStream, highWaterMark: number) {
     super({ highWaterMark });
     this.#stream = stream;
+    // A reset with nobody reading yet must not become an unhandled 'error' (a crash); consumers
+    // that pipe or iterate still get the error through their own listeners.
+    this.on('error', () => {});
   }
 
   /** Bytes received and not yet handed to the consumer, plus what the Readable holds. */

@@ -1,0 +1,119 @@
+import { randomUUID } from 'node:crypto';
+import net from 'node:net';
+import t from 'tap';
+import WebSocket from 'ws';
+import { CloseCode, encodeFrame, PROTOCOL_VERSION, SUBPROTOCOL } from '../../../runtime/protocol/frames.ts';
+import { json, ready, request, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens, until } from './harness.ts';
+
+const tokens = new StubRuntimeTokens();
+const callers = new StubCallers();
+const admin = { authorization: `Bearer ${callers.add('admin')}` };
+const cp = await startControlPlane({
+  tokens,
+  callers,
+  limits: { maxPayload: 256 * 1024, maxStreams: 5, requestTimeoutMs: 500, maxHeaderBytes: 4096 },
+});
+const tenantId = randomUUID();
+const runtime = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
+const base = `${cp.base}/v1/tenants/${tenantId}/runtime`;
+t.teardown(async () => {
+  await runtime.close();
+  await cp.close();
+});
+await ready(cp, runtime);
+
+const code = (res: { body: Buffer }): string => (json(res as never) as { error: { code: string } }).error.code;
+const stillServing = async (): Promise<number> => (await request(`${base}/api/runtime`, { headers: admin })).status;
+
+/** An authenticated raw tunnel connection that has said hello. */
+async function rawTunnel(): Promise<WebSocket> {
+  const other = randomUUID();
+  const ws = new WebSocket(cp.wsUrl, SUBPROTOCOL, { headers: { authorization: `Bearer ${tokens.issue(other).token}` } });
+  ws.on('error', () => {});
+  await new Promise((resolve) => ws.once('open', resolve));
+  ws.send(encodeFrame({ type: 'hello', streamId: 0, hello: { version: PROTOCOL_VERSION, window: 65536, maxMessageBytes: 1 << 20, maxStreams: 10 } }));
+  await until(() => cp.tunnel.status(other).connected, 2000, 'raw tunnel registered');
+  return ws;
+}
+
+const closeCode = (ws: WebSocket): Promise<number> => new Promise((resolve) => ws.once('close', (c) => resolve(c)));
+
+t.test('no tunnel connected → 503 RUNTIME_UNREACHABLE', async (t) => {
+  const res = await request(`${cp.base}/v1/tenants/${randomUUID()}/runtime/api/runtime`, { headers: admin });
+  t.equal(res.status, 503);
+  t.equal(code(res), 'RUNTIME_UNREACHABLE');
+  t.match((json(res) as { error: { message: string } }).error.message, /not connected/);
+});
+
+t.test('an oversize frame closes that tunnel with 1009 and nothing else', async (t) => {
+  const ws = await rawTunnel();
+  const closed = closeCode(ws);
+  ws.send(Buffer.alloc(512 * 1024, 1));
+  t.equal(await closed, CloseCode.messageTooBig);
+  t.equal(await stillServing(), 200, 'the server and other tunnels carry on');
+});
+
+t.test('a malformed frame closes the tunnel with a protocol-error code', async (t) => {
+  const ws = await rawTunnel();
+  const closed = closeCode(ws);
+  ws.send(Buffer.from([PROTOCOL_VERSION, 99, 0, 0, 0, 1]));
+  t.equal(await closed, CloseCode.protocolError);
+  const ws2 = await rawTunnel();
+  const closed2 = closeCode(ws2);
+  ws2.send('text frames are not the protocol');
+  t.equal(await closed2, CloseCode.protocolError);
+  t.equal(await stillServing(), 200);
+});
+
+t.test('a header flood on the upgrade is refused by the HTTP server', async (t) => {
+  const sock = net.connect(cp.port, '127.0.0.1');
+  const reply = new Promise<string>((resolve) => {
+    let buf = '';
+    sock.on('data', (d) => (buf += d.toString()));
+    sock.on('close', () => resolve(buf));
+    sock.on('error', () => resolve(buf));
+  });
+  const flood = Array.from({ length: 2000 }, (_, i) => `x-flood-${i}: ${'v'.repeat(40)}`).join('\r\n');
+  sock.write(`GET /v1/tunnel HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n${flood}\r\n\r\n`);
+  t.match(await reply, /^HTTP\/1\.1 431/);
+  t.equal(await stillServing(), 200);
+});
+
+t.test('request headers over the tunnel limit → 431 on that request only', async (t) => {
+  const headers: Record<string, string> = { ...admin };
+  for (let i = 0; i < 60; i++) headers[`x-big-${i}`] = 'v'.repeat(100);
+  const res = await request(`${base}/api/runtime`, { headers });
+  t.equal(res.status, 431);
+  t.equal(code(res), 'REQUEST_HEADERS_TOO_LARGE');
+  t.equal(await stillServing(), 200);
+});
+
+t.test('a response head over the limit from the runtime → 502, the tunnel stays up', async (t) => {
+  const res = await request(`${base}/api/test/big-headers?headers=80&size=100`, { headers: admin });
+  t.equal(res.status, 502);
+  t.equal(code(res), 'RUNTIME_BAD_RESPONSE');
+  t.equal(cp.tunnel.status(tenantId).connected, true);
+  t.equal(await stillServing(), 200);
+});
+
+t.test('more concurrent requests than maxStreams → 503 RUNTIME_BUSY for the extra one', async (t) => {
+  const held = Array.from({ length: 5 }, () => request(`${base}/api/test/barrier?n=1000`, { headers: admin }));
+  await until(() => runtime.state.barrierWaiting.length === 5, 3000, 'five requests held at the runtime');
+  const extra = await request(`${base}/api/runtime`, { headers: admin });
+  t.equal(extra.status, 503);
+  t.equal(code(extra), 'RUNTIME_BUSY');
+  for (const release of runtime.state.barrierWaiting.splice(0)) release();
+  const statuses = (await Promise.all(held)).map((r) => r.status);
+  t.same(statuses, [200, 200, 200, 200, 200], 'the five held requests are answered normally');
+  await until(() => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0, 2000, 'streams released');
+  t.equal(await stillServing(), 200);
+});
+
+t.test('no response head within the request timeout → 504 RUNTIME_TIMEOUT', async (t) => {
+  const started = Date.now();
+  const res = await request(`${base}/api/test/barrier?n=1000`, { headers: admin });
+  t.equal(res.status, 504);
+  t.equal(code(res), 'RUNTIME_TIMEOUT');
+  t.ok(Date.now() - started < 3000);
+  for (const release of runtime.state.barrierWaiting.splice(0)) release();
+});
