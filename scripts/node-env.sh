@@ -31,3 +31,9 @@ if [ ! -f "$stamp" ] || ! cmp -s "$ROOT/package-lock.json" "$stamp"; then
   cp "$ROOT/package-lock.json" "$stamp"
 fi
 export PATH="$ROOT/node_modules/.bin:$PATH"
+
+# tap compiles its plugin set at install time; .taprc turns the ts-node plugin off (Node strips
+# types itself), so rebuild tap whenever a fresh install brought the default set back.
+if grep -q '@tapjs/typescript' "$ROOT/node_modules/@tapjs/test/test-built/dist/esm/index.js" 2>/dev/null; then
+  (cd "$ROOT" && tap build >&2)
+fi

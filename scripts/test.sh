@@ -37,6 +37,15 @@ tap_tier() { # tier
   echo "== $tier: $pass passed, $fail failed"
 }
 
+# One embedded PostgreSQL for the whole run (each test file creates its own database on it),
+# unless DATABASE_URL points at a server to use instead.
+if [ -z "${DATABASE_URL:-}" ] && [ -z "${TEST_PG_URL:-}" ]; then
+  coproc PGSERVER { exec node "$ROOT/scripts/test-postgres.ts"; }
+  trap 'kill "$PGSERVER_PID" 2>/dev/null; wait "$PGSERVER_PID" 2>/dev/null' EXIT
+  if ! read -r -t 120 TEST_PG_URL <&"${PGSERVER[0]}"; then echo "could not start the test PostgreSQL" >&2; echo "0 passed, 1 failed"; exit 1; fi
+  export TEST_PG_URL
+fi
+
 check typecheck tsc -p tsconfig.json --noEmit
 check lint eslint --max-warnings 0 .
 for tier in "${tiers[@]}"; do

@@ -16,6 +16,7 @@ import { TenantService } from '../tenants/service.ts';
 import { registerAuth } from './auth.ts';
 import type { AppContext } from './context.ts';
 import { installErrorHandler } from './error-handler.ts';
+import { installValidation } from './validation.ts';
 import { createMetrics } from './metrics.ts';
 import { ApiKeyInfo, Cluster, ErrorBody, Operation, Tenant } from './schemas.ts';
 import { auditRoutes } from './routes/audit.ts';
@@ -43,7 +44,6 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     trustProxy: false,
     requestIdHeader: false,
     genReqId: () => crypto.randomUUID(),
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const metrics = createMetrics(deps.pool);
@@ -57,6 +57,9 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
   };
 
   installErrorHandler(app);
+  installValidation(app);
+  // JSON only: without this parser text/plain bodies would reach validation instead of a 415.
+  app.removeContentTypeParser('text/plain');
   for (const schema of [ErrorBody, Tenant, Operation, Cluster, ApiKeyInfo]) app.addSchema(schema);
 
   await app.register(swagger, {

@@ -66,9 +66,7 @@ export class TenantService {
     const from = tenant.runtime_version;
     if (compareVersions(to, from) < 0) {
       const previous = tenant.previous_runtime_version;
-      const allowedBack = previous === to || (tenant.actual_runtime_version === to && to !== from);
-      const catalogSays = this.#d.catalog.canRollback?.(from, to) ?? true;
-      if (!allowedBack || !catalogSays) {
+      if (previous !== to) {
         throw errors.upgradeRefused(
           `runtime version ${to} is older than ${from}: a rollback can only return to the version the tenant last ran` +
             (previous ? ` (${previous})` : ' (none recorded)'),
@@ -76,6 +74,8 @@ export class TenantService {
           field,
         );
       }
+      const answer = this.#d.catalog.rollbackAnswer(from, to);
+      if (!answer.allowed) throw errors.upgradeRefused(answer.reason, [], field);
       return;
     }
     const answer = this.#d.catalog.upgradePath(from, to);

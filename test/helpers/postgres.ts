@@ -1,0 +1,55 @@
+/**
+ * Test databases. Each test file gets its own freshly migrated database on one server:
+ * DATABASE_URL when set (it must allow CREATE DATABASE), else TEST_PG_URL (the embedded server
+ * scripts/test.sh starts for a whole run), else an embedded server started for this file.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { createPool } from '../../provisioner/db/database.ts';
+import { startEmbeddedPostgres } from '../../provisioner/db/embedded.ts';
+import { migrate } from '../../provisioner/db/migrate.ts';
+
+export interface TestDatabase {
+  url: string;
+  pool: pg.Pool;
+  /** Connection string of the server's maintenance database (for CREATE DATABASE). */
+  adminUrl: string;
+  drop(): Promise<void>;
+}
+
+async function serverUrl(): Promise<{ url: string; stop: () => Promise<void> }> {
+  const given = process.env.DATABASE_URL || process.env.TEST_PG_URL;
+  if (given) return { url: given, stop: async () => {} };
+  const dir = await mkdtemp(join(tmpdir(), 'hrt-pg-'));
+  const server = await startEmbeddedPostgres(dir);
+  return { url: server.url, stop: async () => { await server.stop(); await rm(dir, { recursive: true, force: true }); } };
+}
+
+export async function createTestDatabase(opts: { migrate?: boolean } = {}): Promise<TestDatabase> {
+  const server = await serverUrl();
+  const name = `test_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: server.url });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(server.url);
+  url.pathname = `/${name}`;
+  const pool = createPool(url.toString());
+  if (opts.migrate !== false) await migrate(pool);
+  return {
+    url: url.toString(),
+    pool,
+    adminUrl: server.url,
+    async drop() {
+      await pool.end();
+      const c = new pg.Client({ connectionString: server.url });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+      await server.stop();
+    },
+  };
+}

@@ -1,0 +1,146 @@
+import t from 'tap';
+import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
+import { setAvailability } from '../../../provisioner/store/versions.ts';
+import { catalog } from '../../../runtime/catalog.ts';
+
+const api = await createTestApi();
+t.teardown(() => api.close());
+
+const post = (payload: unknown, headers: Record<string, string> = {}) =>
+  api.app.inject({ method: 'POST', url: '/v1/signup', headers, payload: payload as object });
+
+t.test('signup creates a pending tenant with defaults, a queued create operation and a working tenant key', async (t) => {
+  const org = uniqueOrg('acme');
+  const res = await post({ organization: org, email: 'ops@acme.example' });
+  t.equal(res.statusCode, 202);
+  const body = res.json();
+  t.equal(body.tenant.organization, org);
+  t.equal(body.tenant.spec.plan, 'free');
+  t.equal(body.tenant.spec.runtimeVersion, catalog.defaultVersion('stable'));
+  t.equal(body.tenant.status.phase, 'Pending');
+  t.equal(body.tenant.generation, 1);
+  t.equal(body.tenant.status.observedGeneration, 0);
+  t.match(body.apiKey, /^hrt_tenant_/);
+  const op = await api.request('GET', `/v1/operations/${body.operationId}`, { key: body.apiKey });
+  t.equal(op.statusCode, 200);
+  t.match(op.json(), { kind: 'create', state: 'queued', tenantId: body.tenant.id, toVersion: body.tenant.spec.runtimeVersion });
+  const own = await api.request('GET', `/v1/tenants/${body.tenant.id}`, { key: body.apiKey });
+  t.equal(own.statusCode, 200);
+  t.equal(own.json().id, body.tenant.id);
+  const { rows } = await api.db.pool.query<{ key_hash: Buffer }>('SELECT key_hash FROM api_keys WHERE tenant_id = $1', [body.tenant.id]);
+  t.equal(rows.length, 1, 'one key stored for the tenant');
+  t.not(rows[0]!.key_hash.toString('utf8'), body.apiKey, 'the key is not stored in clear');
+});
+
+t.test('signup writes an audit row without the API key', async (t) => {
+  const { tenantId, apiKey } = await api.signup();
+  const { rows } = await api.db.pool.query<{ action: string; actor: string; after: unknown }>(
+    `SELECT action, actor, after FROM audit_log WHERE target_id = $1`, [tenantId]);
+  t.equal(rows.length, 1);
+  t.equal(rows[0]!.action, 'tenant.signup');
+  t.equal(rows[0]!.actor, 'public');
+  t.notOk(JSON.stringify(rows[0]!.after).includes(apiKey), 'audit row does not hold the key');
+});
+
+t.test('a duplicate organization is refused with 409 naming the field', async (t) => {
+  const org = uniqueOrg();
+  t.equal((await post({ organization: org, email: 'a@b.io' })).statusCode, 202);
+  const res = await post({ organization: org, email: 'c@d.io' });
+  t.equal(res.statusCode, 409);
+  t.match(res.json(), { error: { code: 'ORGANIZATION_TAKEN', field: 'organization' } });
+});
+
+t.test('Idempotency-Key: the same key and body return the first answer', async (t) => {
+  const payload = { organization: uniqueOrg(), email: 'x@y.io' };
+  const first = await post(payload, { 'idempotency-key': 'key-1-' + payload.organization });
+  const second = await post(payload, { 'idempotency-key': 'key-1-' + payload.organization });
+  t.equal(first.statusCode, 202);
+  t.equal(second.statusCode, 202);
+  t.same(second.json(), first.json(), 'replayed body is identical, including the API key');
+  const { rows } = await api.db.pool.query('SELECT id FROM tenants WHERE organization = $1', [payload.organization]);
+  t.equal(rows.length, 1, 'one tenant created');
+});
+
+t.test('Idempotency-Key: the same key with a different body is 409', async (t) => {
+  const key = 'key-2-' + uniqueOrg();
+  t.equal((await post({ organization: uniqueOrg(), email: 'x@y.io' }, { 'idempotency-key': key })).statusCode, 202);
+  const res = await post({ organization: uniqueOrg(), email: 'x@y.io' }, { 'idempotency-key': key });
+  t.equal(res.statusCode, 409);
+  t.match(res.json(), { error: { code: 'IDEMPOTENCY_KEY_REUSED', field: 'Idempotency-Key' } });
+});
+
+t.test('a second signup with the same Idempotency-Key under concurrency creates one tenant', async (t) => {
+  const payload = { organization: uniqueOrg('race'), email: 'r@race.io' };
+  const key = 'race-' + payload.organization;
+  const results = await Promise.all(Array.from({ length: 12 }, () => post(payload, { 'idempotency-key': key })));
+  t.same(results.map((r) => r.statusCode), Array(12).fill(202), 'every request answered 202');
+  const ids = new Set(results.map((r) => r.json().tenant.id));
+  t.equal(ids.size, 1, 'all answers name the same tenant');
+  const { rows } = await api.db.pool.query('SELECT count(*)::int AS n FROM tenants WHERE organization = $1', [payload.organization]);
+  t.equal(rows[0].n, 1);
+});
+
+t.test('concurrent signups for one organization without a key: one wins, the others get 409', async (t) => {
+  const org = uniqueOrg('dup');
+  const results = await Promise.all(Array.from({ length: 8 }, () => post({ organization: org, email: 'd@d.io' })));
+  t.equal(results.filter((r) => r.statusCode === 202).length, 1);
+  t.equal(results.filter((r) => r.statusCode === 409).length, 7);
+  const { rows } = await api.db.pool.query('SELECT count(*)::int AS n FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE t.organization = $1', [org]);
+  t.equal(rows[0].n, 1, 'losers left no keys behind');
+});
+
+t.test('bad input is a 4xx naming what was wrong, and writes nothing', async (t) => {
+  const before = (await api.db.pool.query('SELECT count(*)::int AS n FROM tenants')).rows[0].n;
+  const cases: Array<[string, () => Promise<{ statusCode: number; json: () => { error: { code: string; field?: string } } }>, number, string, string | undefined]> = [
+    ['malformed JSON', () => api.app.inject({ method: 'POST', url: '/v1/signup', headers: { 'content-type': 'application/json' }, payload: '{"organization": "x",' }), 400, 'INVALID_JSON', undefined],
+    ['empty JSON body', () => api.app.inject({ method: 'POST', url: '/v1/signup', headers: { 'content-type': 'application/json' }, payload: '' }), 400, 'INVALID_JSON', undefined],
+    ['wrong content type', () => api.app.inject({ method: 'POST', url: '/v1/signup', headers: { 'content-type': 'text/plain' }, payload: 'organization=x' }), 415, 'UNSUPPORTED_MEDIA_TYPE', undefined],
+    ['unknown field', () => post({ organization: uniqueOrg(), email: 'a@b.io', admin: true }), 400, 'VALIDATION_FAILED', 'admin'],
+    ['missing email', () => post({ organization: uniqueOrg() }), 400, 'VALIDATION_FAILED', 'email'],
+    ['bad email', () => post({ organization: uniqueOrg(), email: 'not-an-email' }), 400, 'VALIDATION_FAILED', 'email'],
+    ['organization not a DNS label', () => post({ organization: 'Acme Corp', email: 'a@b.io' }), 400, 'VALIDATION_FAILED', 'organization'],
+    ['organization wrong type', () => post({ organization: 42, email: 'a@b.io' }), 400, 'VALIDATION_FAILED', 'organization'],
+    ['unknown plan', () => post({ organization: uniqueOrg(), email: 'a@b.io', plan: 'platinum' }), 400, 'UNKNOWN_PLAN', 'plan'],
+    ['unknown version', () => post({ organization: uniqueOrg(), email: 'a@b.io', runtimeVersion: '9.9.9' }), 400, 'UNKNOWN_RUNTIME_VERSION', 'runtimeVersion'],
+    ['version not semver', () => post({ organization: uniqueOrg(), email: 'a@b.io', runtimeVersion: 'latest' }), 400, 'VALIDATION_FAILED', 'runtimeVersion'],
+    ['oversize body', () => post({ organization: uniqueOrg(), email: 'a@b.io', pad: 'x'.repeat(200_000) }), 413, 'PAYLOAD_TOO_LARGE', undefined],
+    ['idempotency key with spaces', () => post({ organization: uniqueOrg(), email: 'a@b.io' }, { 'idempotency-key': 'has space' }), 400, 'VALIDATION_FAILED', 'Idempotency-Key'],
+  ];
+  for (const [name, run, status, code, field] of cases) {
+    const res = await run();
+    t.equal(res.statusCode, status, `${name}: status`);
+    const body = res.json();
+    t.equal(body.error.code, code, `${name}: code`);
+    if (field) t.equal(body.error.field, field, `${name}: field`);
+  }
+  const after = (await api.db.pool.query('SELECT count(*)::int AS n FROM tenants')).rows[0].n;
+  t.equal(after, before, 'no tenant was written');
+});
+
+t.test('withdrawn and deprecated versions cannot be chosen at signup', async (t) => {
+  const [oldest] = catalog.versions;
+  await setAvailability(api.db.pool, oldest!.version, 'withdrawn', 'test');
+  let res = await post({ organization: uniqueOrg(), email: 'a@b.io', runtimeVersion: oldest!.version });
+  t.equal(res.statusCode, 422);
+  t.match(res.json(), { error: { code: 'RUNTIME_VERSION_UNAVAILABLE', field: 'runtimeVersion' } });
+  await setAvailability(api.db.pool, oldest!.version, 'deprecated', 'test');
+  res = await post({ organization: uniqueOrg(), email: 'a@b.io', runtimeVersion: oldest!.version });
+  t.equal(res.statusCode, 422);
+  t.match(res.json().error.message, /deprecated/);
+  await setAvailability(api.db.pool, oldest!.version, 'available', 'test');
+  res = await post({ organization: uniqueOrg(), email: 'a@b.io', runtimeVersion: oldest!.version });
+  t.equal(res.statusCode, 202);
+});
+
+t.test('5xx answers leak no internals', async (t) => {
+  const broken = await createTestApi();
+  await broken.db.pool.query('DROP TABLE audit_log');
+  const res = await broken.app.inject({ method: 'POST', url: '/v1/signup', payload: { organization: uniqueOrg(), email: 'a@b.io' } });
+  t.equal(res.statusCode, 500);
+  t.same(Object.keys(res.json().error).sort(), ['code', 'message', 'requestId']);
+  t.equal(res.json().error.message, 'internal error');
+  t.notMatch(res.body, /audit_log|relation|postgres/i);
+  const { rows } = await broken.db.pool.query('SELECT count(*)::int AS n FROM tenants');
+  t.equal(rows[0].n, 0, 'the failed signup left no tenant behind');
+  await broken.close();
+});
