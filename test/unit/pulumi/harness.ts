@@ -40,7 +40,7 @@ users: [{name: vc, user: {token: fake}}]
 
 /** Extra outputs a mock returns, per type, on top of echoing the inputs. */
 function computed(type: string, inputs: Record<string, any>, id: string | undefined): Record<string, any> {
-  if (type === 'kubernetes:core/v1:Secret' && id !== undefined) {
+  if (type === 'kubernetes:core/v1:Secret' && id) {
     // A read of the vcluster's exported kubeconfig Secret.
     const [namespace, name] = id.split('/');
     return { metadata: { name, namespace }, data: { config: Buffer.from(FAKE_KUBECONFIG).toString('base64') } };
@@ -87,11 +87,11 @@ export async function runProgram(
       const inputs = unwrapSecrets(args.inputs);
       const info = meta.get(`${args.type}::${args.name}`);
       resources.push({
-        type: args.type, name: args.name, inputs, custom: args.custom ?? true, provider: args.provider, id: args.id,
+        type: args.type, name: args.name, inputs, custom: args.custom ?? true, provider: args.provider, id: args.id || undefined,
         parent: info?.parent ?? '', providerName: info?.providerName,
       });
       const state = { ...inputs, ...computed(args.type, inputs, args.id) };
-      return { id: args.id ?? `${args.name}-id`, state };
+      return { id: args.id || `${args.name}-id`, state };
     },
     call(args) {
       return args.inputs;

@@ -1,0 +1,188 @@
+/**
+ * The tenant program for every plan and every catalog version: what it registers, where, with
+ * which values; every plain object valid against the Kubernetes schemas.
+ */
+import t from 'tap';
+import { catalog } from '../../../runtime/catalog.ts';
+import { PLANS, PLAN_NAMES } from '../../../tenants/plans.ts';
+import { createTenantProgram } from '../../../tenants/program.ts';
+import { PRIVATE_RANGES } from '../../../tenants/network-policies.ts';
+import { runProgram, type RunResult } from './harness.ts';
+import { providerName, recordingWaiter, tenantConfig, tenantInput } from './fixtures.ts';
+import { validateObjects, plainObjects } from './validate-manifests.ts';
+
+const id = tenantInput().tenantId;
+const ns = `tenant-${id}`;
+const rootName = 'root';
+const vclusterProvider = `tenant-${id}-vcluster-provider`;
+const releases = (r: RunResult) => r.ofType('kubernetes:helm.sh/v3:Release');
+
+for (const planName of PLAN_NAMES) {
+  for (const version of catalog.versions) {
+    t.test(`plan ${planName}, runtime ${version.version}`, async (t) => {
+      const waiter = recordingWaiter();
+      const r = await runProgram(createTenantProgram({ waitForSecret: waiter.waiter }), tenantConfig({ plan: planName, runtimeVersion: version.version }));
+      const plan = PLANS[planName]!;
+      const pins = version.components;
+
+      t.test('every plain Kubernetes object is valid against its schema', async (t) => {
+        t.same(validateObjects(r.resources), []);
+        t.ok(plainObjects(r.resources).length > 20);
+      });
+
+      t.test('root-cluster objects all live in the tenant namespace', async (t) => {
+        const onRoot = r.resources.filter((x) => providerName(x.provider) === rootName);
+        t.ok(onRoot.length > 0);
+        for (const x of onRoot) {
+          const where = x.type === 'kubernetes:core/v1:Namespace' ? x.inputs.metadata.name : (x.inputs.metadata?.namespace ?? x.inputs.namespace ?? x.id?.split('/')[0]);
+          t.equal(where, ns, `${x.type} ${x.name} is in ${ns}`);
+        }
+      });
+
+      t.test('runtime objects go through the vcluster provider and are children of the runtime', async (t) => {
+        const runtimeChildren = r.resources.filter((x) => x.parent === `tenant-${id}-runtime`);
+        t.ok(runtimeChildren.length >= 20);
+        for (const x of runtimeChildren) t.equal(providerName(x.provider), vclusterProvider, `${x.type} ${x.name}`);
+        const components = r.resources.filter((x) => !x.custom).map((x) => `${x.type} ${x.name} <- ${x.parent}`);
+        t.same(components.sort(), [
+          `hosted:runtime:GitOpsRuntime tenant-${id}-runtime <- tenant-${id}`,
+          `hosted:tenant:Tenant tenant-${id} <- `,
+          `hosted:tenant:TenantNamespace tenant-${id}-ns <- tenant-${id}`,
+          `hosted:tenant:VirtualCluster tenant-${id}-vcluster <- tenant-${id}`,
+          `pulumi:pulumi:Stack tenant-test-test <- `,
+        ].sort());
+      });
+
+      t.test('namespace carries Pod Security restricted and ownership labels', async (t) => {
+        const nsObj = r.byName(`tenant-${id}-ns-namespace`);
+        t.match(nsObj.inputs.metadata.labels, {
+          'pod-security.kubernetes.io/enforce': 'restricted',
+          'hosted.gitops/tenant-id': id,
+          'hosted.gitops/plan': planName,
+        });
+        t.equal(nsObj.inputs.metadata.annotations['hosted.gitops/organization'], 'acme');
+      });
+
+      t.test('quota and limit range come from the plan', async (t) => {
+        const quota = r.byName(`tenant-${id}-ns-quota`).inputs.spec.hard;
+        t.equal(quota['requests.cpu'], plan.quota.cpu);
+        t.equal(quota['requests.memory'], plan.quota.memory);
+        t.equal(quota.pods, String(plan.quota.pods));
+        t.equal(quota['requests.storage'], plan.quota.storage);
+        t.equal(quota['services.loadbalancers'], '0', 'no direct exposure');
+        const limits = r.byName(`tenant-${id}-ns-limits`).inputs.spec.limits;
+        const container = limits.find((l: { type: string }) => l.type === 'Container');
+        t.same(container.max, plan.container.max);
+        t.same(container.defaultRequest, plan.container.defaultRequest);
+      });
+
+      t.test('vcluster release is pinned by the catalog, with plan resources and export address', async (t) => {
+        const vc = releases(r).find((x) => x.inputs.chart === 'vcluster')!;
+        t.equal(vc.inputs.version, pins.vcluster);
+        t.equal(vc.inputs.namespace, ns);
+        t.equal(providerName(vc.provider), rootName);
+        const values = vc.inputs.values;
+        t.equal(values.controlPlane.statefulSet.highAvailability.replicas, 1);
+        t.same(values.controlPlane.statefulSet.resources.requests, plan.controlPlane.requests);
+        t.equal(values.controlPlane.statefulSet.persistence.volumeClaim.size, plan.controlPlane.storage);
+        t.equal(values.exportKubeConfig.server, `https://vcluster.${ns}.svc:443`);
+        t.equal(values.policies.podSecurityStandard, 'restricted');
+        t.equal(values.policies.resourceQuota.enabled, false, 'the program owns the quota');
+        const k8sDistro = values.controlPlane.distro.k8s;
+        const kubeVersion = k8sDistro.image?.tag ?? k8sDistro.version;
+        t.equal(kubeVersion, pins.kubernetes);
+        t.equal('version' in k8sDistro && 'image' in k8sDistro, false, 'one place for the Kubernetes version');
+      });
+
+      t.test('kubeconfig is awaited with a bound, then read from vc-<release>', async (t) => {
+        t.equal(waiter.calls.length, 1);
+        t.match(waiter.calls[0], { namespace: ns, name: 'vc-vcluster', key: 'config', timeoutMs: 300_000 });
+        const read = r.ofType('kubernetes:core/v1:Secret').find((x) => x.id !== undefined)!;
+        t.equal(read.id, `${ns}/vc-vcluster`);
+      });
+
+      t.test('the runtime installs the pinned Argo charts, once each', async (t) => {
+        const byChart = Object.fromEntries(releases(r).filter((x) => x.inputs.chart !== 'vcluster').map((x) => [x.inputs.chart, x]));
+        t.same(Object.keys(byChart).sort(), ['argo-cd', 'argo-events', 'argo-rollouts', 'argo-workflows']);
+        t.equal(byChart['argo-cd'].inputs.version, pins.argoCd);
+        t.equal(byChart['argo-workflows'].inputs.version, pins.argoWorkflows);
+        t.equal(byChart['argo-rollouts'].inputs.version, pins.argoRollouts);
+        t.equal(byChart['argo-events'].inputs.version, pins.argoEvents);
+        for (const rel of Object.values(byChart)) t.equal(rel.inputs.repositoryOpts.repo, 'https://argoproj.github.io/argo-helm');
+        t.same(byChart['argo-cd'].inputs.values.crds, { install: true, keep: true });
+        t.equal(byChart['argo-rollouts'].inputs.values.installCRDs, true);
+      });
+
+      t.test('the versions ConfigMap records the runtime and every component', async (t) => {
+        const cm = r.ofType('kubernetes:core/v1:ConfigMap')[0]!;
+        t.same(cm.inputs.data, { runtimeVersion: version.version, releaseDate: version.releaseDate, channel: version.channel, ...pins });
+      });
+
+      t.test('agents run restricted with their own service accounts and pinned image', async (t) => {
+        const deployments = r.ofType('kubernetes:apps/v1:Deployment');
+        t.same(deployments.map((d) => d.inputs.metadata.name).sort(), ['app-proxy', 'event-reporter', 'request-router', 'tunnel-client']);
+        for (const d of deployments) {
+          const pod = d.inputs.spec.template.spec;
+          const c = pod.containers[0];
+          t.equal(c.image, `hosted-runtimes/${d.inputs.metadata.name}:${pins.agents}`);
+          t.equal(pod.serviceAccountName, d.inputs.metadata.name);
+          t.equal(pod.securityContext.runAsNonRoot, true);
+          t.same(c.securityContext.capabilities.drop, ['ALL']);
+          t.equal(c.securityContext.allowPrivilegeEscalation, false);
+          t.ok(c.resources.requests.cpu && c.resources.limits.memory);
+        }
+        const tunnel = deployments.find((d) => d.inputs.metadata.name === 'tunnel-client')!;
+        t.equal(tunnel.inputs.spec.template.spec.automountServiceAccountToken, false, 'no API token for the tunnel client');
+      });
+
+      t.test('outputs report the status the provisioner records', async (t) => {
+        t.same(r.outputs, {
+          namespace: ns,
+          vclusterEndpoint: `https://vcluster.${ns}.svc:443`,
+          argoCdUrl: `https://control.example.test/v1/tenants/${id}/argo-cd/`,
+          runtimeVersion: version.version,
+          componentVersions: pins,
+          suspended: false,
+        });
+      });
+    });
+  }
+}
+
+t.test('network policies: deny by default, platform ingress, DNS, API, internet without private ranges', async (t) => {
+  const r = await runProgram(createTenantProgram({ waitForSecret: recordingWaiter().waiter }), tenantConfig({ egressAllowedCidrs: ['10.20.0.0/16'] }));
+  const policies = Object.fromEntries(r.ofType('kubernetes:networking.k8s.io/v1:NetworkPolicy').map((p) => [p.inputs.metadata.name, p.inputs.spec]));
+  t.same(policies['default-deny'], { podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
+  const from = policies['allow-platform-ingress'].ingress[0].from[0].namespaceSelector.matchExpressions[0];
+  t.same(from.values, ['ingress-nginx', 'hosted-platform']);
+  t.same(policies['allow-dns-egress'].egress[0].ports.map((p: { port: number }) => p.port), [53, 53]);
+  const internet = policies['allow-internet-egress'].egress[0].to;
+  t.same(internet[0].ipBlock, { cidr: '0.0.0.0/0', except: [...PRIVATE_RANGES] });
+  t.ok(internet[0].ipBlock.except.includes('169.254.0.0/16'), 'cloud metadata is unreachable');
+  t.same(internet[1].ipBlock, { cidr: '10.20.0.0/16' }, 'the configured private range is allowed');
+  t.equal(Object.keys(policies).length, 6);
+});
+
+t.test('chart repositories can point at a mirror or a local directory', async (t) => {
+  const r = await runProgram(createTenantProgram({ waitForSecret: recordingWaiter().waiter }), tenantConfig({
+    chartRepositories: { argo: 'https://mirror.internal/argo', vcluster: '/opt/charts' },
+  }));
+  const vc = r.ofType('kubernetes:helm.sh/v3:Release').find((x) => String(x.inputs.chart).includes('vcluster'))!;
+  t.equal(vc.inputs.chart, '/opt/charts/vcluster-0.25.1.tgz');
+  t.equal(vc.inputs.repositoryOpts, undefined);
+  const cd = r.ofType('kubernetes:helm.sh/v3:Release').find((x) => x.inputs.chart === 'argo-cd')!;
+  t.equal(cd.inputs.repositoryOpts.repo, 'https://mirror.internal/argo');
+});
+
+t.test('managed clusters become Argo CD cluster secrets with secret credentials', async (t) => {
+  const r = await runProgram(createTenantProgram({ waitForSecret: recordingWaiter().waiter }), tenantConfig({
+    managedClusters: [{ name: 'prod-eu', server: 'https://prod-eu.example.test', namespaces: ['apps'], config: { bearerToken: 'tok', tlsClientConfig: { caData: 'Q0E=' } } }],
+  }));
+  const secret = r.ofType('kubernetes:core/v1:Secret').find((x) => x.inputs.metadata?.name === 'cluster-prod-eu')!;
+  t.equal(secret.inputs.metadata.namespace, 'argocd');
+  t.equal(secret.inputs.metadata.labels['argocd.argoproj.io/secret-type'], 'cluster');
+  t.same(JSON.parse(secret.inputs.stringData.config), { bearerToken: 'tok', tlsClientConfig: { caData: 'Q0E=' } });
+  t.equal(secret.inputs.stringData.namespaces, 'apps');
+  t.equal(providerName(secret.provider), vclusterProvider);
+  t.same(validateObjects([secret]), []);
+});

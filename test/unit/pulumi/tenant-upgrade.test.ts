@@ -1,0 +1,71 @@
+/**
+ * Upgrading a tenant between two catalog versions changes exactly the pinned components: the
+ * registered inputs of both runs differ only in resources whose pins changed.
+ */
+import t from 'tap';
+import { catalog, type ComponentPins } from '../../../runtime/catalog.ts';
+import { createTenantProgram } from '../../../tenants/program.ts';
+import { runProgram, type Registered } from './harness.ts';
+import { recordingWaiter, tenantConfig } from './fixtures.ts';
+
+const run = (runtimeVersion: string, suspended = false) =>
+  runProgram(createTenantProgram({ waitForSecret: recordingWaiter().waiter }), tenantConfig({ runtimeVersion, suspended }));
+
+function changed(a: Registered[], b: Registered[]): string[] {
+  const before = new Map(a.map((r) => [r.name, JSON.stringify(r.inputs)]));
+  const after = new Map(b.map((r) => [r.name, JSON.stringify(r.inputs)]));
+  t.same([...before.keys()].sort(), [...after.keys()].sort(), 'same resources before and after');
+  return [...after.keys()].filter((n) => before.get(n) !== after.get(n)).sort();
+}
+
+const suffixFor: Record<keyof ComponentPins, string[]> = {
+  vcluster: ['-vcluster-release'],
+  kubernetes: ['-vcluster-release'],
+  argoCd: ['-runtime-argo-cd'],
+  argoWorkflows: ['-runtime-argo-workflows'],
+  argoRollouts: ['-runtime-argo-rollouts'],
+  argoEvents: ['-runtime-argo-events'],
+  agents: ['-runtime-tunnel-client-deployment', '-runtime-request-router-deployment', '-runtime-app-proxy-deployment', '-runtime-event-reporter-deployment'],
+};
+
+const versions = catalog.versions;
+for (let i = 1; i < versions.length; i++) {
+  const from = versions[i - 1]!;
+  const to = versions[i]!;
+  t.test(`upgrade ${from.version} -> ${to.version} changes exactly the pinned components`, async (t) => {
+    const a = await run(from.version);
+    const b = await run(to.version);
+    const diffPins = (Object.keys(to.components) as (keyof ComponentPins)[]).filter((k) => from.components[k] !== to.components[k]);
+    const expected = new Set(diffPins.flatMap((k) => suffixFor[k]));
+    expected.add('-runtime-versions'); // the versions ConfigMap always records the new version
+    const got = changed(a.resources, b.resources).map((n) => n.replace(/^tenant-[0-9a-f-]+?(?=-(runtime|vcluster|ns)\b)/, ''));
+    t.same(got, [...expected].sort(), `pins changed: ${diffPins.join(', ')}`);
+  });
+}
+
+t.test('a patch release that changes only Argo Workflows and the agents leaves Argo CD alone', async (t) => {
+  const a = await run('1.4.0');
+  const b = await run('1.4.1');
+  const names = changed(a.resources, b.resources);
+  t.notOk(names.some((n) => n.endsWith('-argo-cd') || n.endsWith('-vcluster-release')));
+  t.ok(names.some((n) => n.endsWith('-argo-workflows')));
+});
+
+t.test('suspension scales the vcluster to zero and leaves the runtime untouched', async (t) => {
+  const running = await run('1.5.0', false);
+  const suspended = await run('1.5.0', true);
+  const names = changed(running.resources, suspended.resources);
+  t.same(names.map((n) => n.replace(/^tenant-[0-9a-f-]+?(?=-vcluster)/, '')), ['-vcluster-release'], 'only the vcluster release changes');
+  const release = suspended.resources.find((r) => r.name.endsWith('-vcluster-release'))!;
+  t.equal(release.inputs.values.controlPlane.statefulSet.highAvailability.replicas, 0);
+  t.equal(release.inputs.skipAwait, true, 'no ready pods to wait for');
+  t.equal(suspended.outputs.suspended, true);
+  const resumed = await run('1.5.0', false);
+  t.same(changed(running.resources, resumed.resources), [], 'resuming restores the running state exactly');
+});
+
+t.test('while suspended the program does not wait for the kubeconfig to (re)appear', async (t) => {
+  const waiter = recordingWaiter();
+  await runProgram(createTenantProgram({ waitForSecret: waiter.waiter }), tenantConfig({ suspended: true }));
+  t.equal(waiter.calls.length, 0);
+});
