@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# Builds the end-to-end toolchain (Kubernetes control plane, etcd, KWOK, Pulumi CLI, Node.js
+# language host, Kubernetes provider plugin) with `go build` from pinned Go modules, into a
+# cache folder outside the repository, and prints that folder's bin directory as the LAST
+# line of stdout:
+#
+#     BIN=$(bash scripts/toolchain.sh | tail -1)
+#
+# Progress goes to stderr. The cache folder is
+#     ${XDG_CACHE_HOME:-$HOME/.cache}/hosted-runtimes/toolchain/<hash>/bin
+# where <hash> covers the pinned versions below, the Go version and every go.mod/go.sum under
+# tools/. A complete folder is reused as is (the second run takes well under a second).
+#
+# Every binary is attempted even when an earlier one fails. Failures are listed in
+# <bin>/../FAILED (one line each: binary, error, log file) and the script then exits 1, still
+# printing the bin directory last so that callers can use what was built. A later run retries
+# only the binaries that are missing. <bin>/../versions.txt records what each binary is.
+#
+# Options:
+#   --force        delete this hash's folder first and rebuild everything
+#   --only NAME    build only the named binary (repeatable), e.g. --only kwok
+#   --print-dir    print the cache folder that would be used and exit (no build)
+#
+# Environment:
+#   TOOLCHAIN_CACHE      overrides ${XDG_CACHE_HOME:-$HOME/.cache}/hosted-runtimes/toolchain
+#   TOOLCHAIN_NICE       niceness of the compiler processes (default 15)
+#   PULUMI_KUBERNETES_SRC  source tree of github.com/pulumi/pulumi-kubernetes (see
+#                        docs/toolchain.md: the Go module proxy refuses that module), default
+#                        <cache>/sources/pulumi-kubernetes
+#
+# Documentation, measured build times and the smoke test: docs/toolchain.md, tools/smoke.sh.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TOOLS="$ROOT/tools"
+
+# ---- pinned versions -----------------------------------------------------------------
+# Bump TOOLCHAIN_FORMAT when the way binaries are built changes without a version change.
+TOOLCHAIN_FORMAT=1
+K8S_VERSION=v1.34.4             # tools/kubernetes: k8s.io/kubernetes + staging modules v0.34.4
+ETCD_VERSION=v3.6.5             # tools/etcd: the etcd release Kubernetes v1.34.4 is tested with
+KWOK_VERSION=v0.8.0             # tools/kwok
+PULUMI_VERSION=v3.259.0         # tools/pulumi: newest pkg/v3 the Go module proxy serves
+PULUMI_NODEJS_HOST_VERSION=v3.68.0  # tools/pulumi-language-nodejs: last SDK release containing it
+PULUMI_KUBERNETES_WANTED=v4.34.2    # what the npm @pulumi/kubernetes package asks for
+# ---------------------------------------------------------------------------------------
+
+CACHE_ROOT="${TOOLCHAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hosted-runtimes/toolchain}"
+NICE="${TOOLCHAIN_NICE:-15}"
+FORCE=0
+PRINT_DIR=0
+ONLY=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --force) FORCE=1 ;;
+    --only) shift; ONLY+=("${1:?--only needs a binary name}") ;;
+    --print-dir) PRINT_DIR=1 ;;
+    -h|--help) sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "toolchain: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+log() { printf '[toolchain %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+if ! command -v go >/dev/null 2>&1; then
+  log "Go is not installed: cannot build the toolchain (see docs/toolchain.md)"
+  exit 3
+fi
+GO_VERSION="$(go env GOVERSION)"
+
+# ---- cache key -----------------------------------------------------------------------
+hash_inputs() {
+  printf 'format=%s\nk8s=%s\netcd=%s\nkwok=%s\npulumi=%s\nnodejs-host=%s\nkubernetes-provider=%s\ngo=%s\n' \
+    "$TOOLCHAIN_FORMAT" "$K8S_VERSION" "$ETCD_VERSION" "$KWOK_VERSION" "$PULUMI_VERSION" \
+    "$PULUMI_NODEJS_HOST_VERSION" "$PULUMI_KUBERNETES_WANTED" "$GO_VERSION"
+  (cd "$TOOLS" && find . -name go.mod -o -name go.sum -o -name '*.go' | LC_ALL=C sort | while read -r f; do
+    printf '%s ' "$f"; sha256sum < "$f"
+  done)
+}
+HASH="$(hash_inputs | sha256sum | cut -c1-16)"
+DIR="$CACHE_ROOT/$HASH"
+BIN="$DIR/bin"
+if [ "$PRINT_DIR" = 1 ]; then echo "$DIR"; exit 0; fi
+
+ALL=(etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
+     pulumi pulumi-language-nodejs pulumi-resource-kubernetes)
+if [ ${#ONLY[@]} -gt 0 ]; then WANT=("${ONLY[@]}"); else WANT=("${ALL[@]}"); fi
+
+PK_SRC="${PULUMI_KUBERNETES_SRC:-$CACHE_ROOT/sources/pulumi-kubernetes}"
+# The provider is rebuilt when its source revision or its build recipe changes.
+pk_rev() {
+  local src=none
+  if [ -f "$PK_SRC/REVISION" ]; then src="$(head -1 "$PK_SRC/REVISION")"; fi
+  echo "$src recipe-$(sha256sum < "$TOOLS/pulumi-kubernetes/build.sh" | cut -c1-12)"
+}
+
+# Everything wanted is present, nothing failed, and the provider came from the same source:
+complete() {
+  [ -f "$DIR/FAILED" ] && return 1
+  local b
+  for b in "${WANT[@]}"; do [ -x "$BIN/$b" ] || return 1; done
+  if [[ " ${WANT[*]} " == *" pulumi-resource-kubernetes "* ]]; then
+    [ "$(cat "$DIR/pulumi-kubernetes.rev" 2>/dev/null)" = "$(pk_rev)" ] || return 1
+  fi
+  return 0
+}
+
+if [ "$FORCE" = 0 ] && complete; then
+  log "reusing $DIR"
+  echo "$BIN"
+  exit 0
+fi
+
+mkdir -p "$CACHE_ROOT"
+# One builder at a time per cache folder; a second caller waits and then reuses the result.
+exec 9>"$CACHE_ROOT/$HASH.lock"
+if ! flock -n 9; then
+  log "another toolchain build holds $CACHE_ROOT/$HASH.lock; waiting"
+  flock 9
+fi
+if [ "$FORCE" = 1 ]; then rm -rf "$DIR"; fi
+if complete; then log "reusing $DIR (built by a concurrent run)"; echo "$BIN"; exit 0; fi
+
+mkdir -p "$BIN" "$DIR/logs"
+FAILED_TMP="$DIR/FAILED.tmp"
+: > "$FAILED_TMP"
+rm -f "$DIR/FAILED"
+SECONDS_TOTAL_START=$(date +%s)
+
+export CGO_ENABLED=0
+export GOFLAGS="-mod=readonly -buildvcs=false"
+# The tools modules pin everything: never resolve a different Go toolchain.
+export GOTOOLCHAIN=local
+
+record_version() { # name version-line build-seconds
+  local name="$1" line="$2" secs="$3" size
+  size=$(stat -c %s "$BIN/$name" 2>/dev/null || echo 0)
+  grep -v "^$name	" "$DIR/versions.txt" 2>/dev/null > "$DIR/versions.txt.tmp" || true
+  printf '%s\t%s\tbuild_seconds=%s\tsize_bytes=%s\n' "$name" "$line" "$secs" "$size" >> "$DIR/versions.txt.tmp"
+  LC_ALL=C sort "$DIR/versions.txt.tmp" > "$DIR/versions.txt"
+  rm -f "$DIR/versions.txt.tmp"
+}
+
+fail() { # name logfile
+  local name="$1" logf="$2" err
+  err="$(grep -m1 -E 'error|cannot|undefined|[0-9]+:[0-9]+: |fatal|Forbidden|not available' "$logf" 2>/dev/null || true)"
+  [ -n "$err" ] || err="$(tail -1 "$logf" 2>/dev/null)"
+  printf '%s: %s (log: %s)\n' "$name" "$err" "$logf" >> "$FAILED_TMP"
+  log "FAILED $name: $err"
+  tail -n 15 "$logf" | sed 's/^/    /' >&2
+}
+
+wanted() { [[ " ${WANT[*]} " == *" $1 "* ]]; }
+
+# build NAME MODULE_DIR PACKAGE VERSION_LINE [LDFLAGS...]
+build() {
+  local name="$1" moddir="$2" pkg="$3" vline="$4"; shift 4
+  wanted "$name" || return 0
+  if [ -x "$BIN/$name" ] && [ "$FORCE" = 0 ]; then log "$name: present"; return 0; fi
+  local logf="$DIR/logs/$name.log" start end
+  log "building $name ($vline) from $pkg"
+  start=$(date +%s)
+  if (cd "$moddir" && nice -n "$NICE" go build -trimpath -ldflags "-s -w $*" \
+        -o "$BIN/.$name.tmp" "$pkg") > "$logf" 2>&1; then
+    mv -f "$BIN/.$name.tmp" "$BIN/$name"
+    end=$(date +%s)
+    record_version "$name" "$vline" "$((end - start))"
+    log "built $name in $((end - start)) s ($(du -h "$BIN/$name" | cut -f1))"
+  else
+    rm -f "$BIN/.$name.tmp"
+    fail "$name" "$logf"
+  fi
+}
+
+# ---- etcd ----------------------------------------------------------------------------
+build etcd "$TOOLS/etcd" go.etcd.io/etcd/server/v3 "go.etcd.io/etcd/server/v3 $ETCD_VERSION"
+build etcdctl "$TOOLS/etcd" go.etcd.io/etcd/etcdctl/v3 "go.etcd.io/etcd/etcdctl/v3 $ETCD_VERSION"
+
+# ---- Kubernetes ----------------------------------------------------------------------
+k8s_minor="${K8S_VERSION#v1.}"; k8s_minor="${k8s_minor%%.*}"
+K8S_LDFLAGS=()
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  K8S_LDFLAGS+=("-X $p.gitVersion=$K8S_VERSION" "-X $p.gitMajor=1" "-X $p.gitMinor=$k8s_minor"
+                "-X $p.gitTreeState=clean")
+done
+for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  build "$b" "$TOOLS/kubernetes" "k8s.io/kubernetes/cmd/$b" "k8s.io/kubernetes $K8S_VERSION" "${K8S_LDFLAGS[@]}"
+done
+
+# ---- KWOK ----------------------------------------------------------------------------
+for b in kwok kwokctl; do
+  build "$b" "$TOOLS/kwok" "sigs.k8s.io/kwok/cmd/$b" "sigs.k8s.io/kwok $KWOK_VERSION" \
+    "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
+done
+
+# ---- Pulumi --------------------------------------------------------------------------
+build pulumi "$TOOLS/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
+  "github.com/pulumi/pulumi/pkg/v3 $PULUMI_VERSION" \
+  "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION"
+build pulumi-language-nodejs "$TOOLS/pulumi-language-nodejs" \
+  github.com/pulumi/pulumi/sdk/v3/nodejs/cmd/pulumi-language-nodejs \
+  "github.com/pulumi/pulumi/sdk/v3 $PULUMI_NODEJS_HOST_VERSION (nodejs/cmd/pulumi-language-nodejs)" \
+  "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_NODEJS_HOST_VERSION"
+
+# ---- Pulumi Kubernetes provider (from a source tree; see docs/toolchain.md) ----------
+build_kubernetes_provider() {
+  local name=pulumi-resource-kubernetes
+  wanted "$name" || return 0
+  local rev; rev="$(pk_rev)"
+  if [ -x "$BIN/$name" ] && [ "$FORCE" = 0 ] && [ "$(cat "$DIR/pulumi-kubernetes.rev" 2>/dev/null)" = "$rev" ]; then
+    log "$name: present"; return 0
+  fi
+  local logf="$DIR/logs/$name.log" start end
+  start=$(date +%s)
+  : > "$logf"
+  if [ ! -f "$PK_SRC/provider/go.mod" ]; then
+    {
+      echo "error: no source tree of github.com/pulumi/pulumi-kubernetes at $PK_SRC"
+      echo "The Go module proxy refuses github.com/pulumi/pulumi-kubernetes/provider/v4 at every version"
+      echo "(403 'This module version is not available'), so the provider is built from a source tree:"
+      echo "run tools/pulumi-kubernetes/import-source.sh <checkout-or-git-dir> [rev] first (docs/toolchain.md)."
+    } > "$logf"
+    fail "$name" "$logf"
+    return 0
+  fi
+  log "building $name from $PK_SRC (revision $rev)"
+  if PK_SRC="$PK_SRC" PK_BUILD="$DIR/build/pulumi-kubernetes" K8S_TOOLS="$TOOLS/kubernetes" \
+       OUT="$BIN/.$name.tmp" NICE="$NICE" \
+       bash "$TOOLS/pulumi-kubernetes/build.sh" > "$logf" 2>&1; then
+    mv -f "$BIN/.$name.tmp" "$BIN/$name"
+    echo "$rev" > "$DIR/pulumi-kubernetes.rev"
+    end=$(date +%s)
+    record_version "$name" "github.com/pulumi/pulumi-kubernetes $(cat "$DIR/build/pulumi-kubernetes/VERSION" 2>/dev/null) source $rev (npm @pulumi/kubernetes wants $PULUMI_KUBERNETES_WANTED)" "$((end - start))"
+    log "built $name in $((end - start)) s ($(du -h "$BIN/$name" | cut -f1))"
+  else
+    rm -f "$BIN/.$name.tmp"
+    fail "$name" "$logf"
+  fi
+}
+build_kubernetes_provider
+
+# ---- summary -------------------------------------------------------------------------
+total=$(( $(date +%s) - SECONDS_TOTAL_START ))
+if [ -s "$FAILED_TMP" ]; then
+  mv -f "$FAILED_TMP" "$DIR/FAILED"
+  log "done in ${total} s with failures (listed in $DIR/FAILED):"
+  sed 's/^/    /' "$DIR/FAILED" >&2
+  echo "$BIN"
+  exit 1
+fi
+rm -f "$FAILED_TMP"
+log "done in ${total} s: $BIN ($(du -sh "$DIR" | cut -f1) in the cache folder)"
+echo "$BIN"
