@@ -2,7 +2,7 @@
  * Provisioner configuration: read from the environment once at start-up, validated into a typed
  * object and passed down. Nothing else in the code reads process.env.
  */
-import { isAbsolute, resolve } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -24,6 +24,47 @@ export interface Config {
   bodyLimit: number;
   /** Signups allowed per client address per minute (PROVISIONER_SIGNUP_RATE_LIMIT, default 20). */
   signupRateLimit: number;
+  /** Reconciler and engine settings (see docs/reconciler.md). */
+  reconciler: ReconcilerConfig;
+  engine: EngineConfig;
+}
+
+export interface ReconcilerConfig {
+  /** Concurrent reconciles in this process (PROVISIONER_WORKERS, default 2). */
+  workers: number;
+  /** Concurrent reconciles per root cluster across all processes (PROVISIONER_CLUSTER_PARALLELISM, default 4). */
+  clusterParallelism: number;
+  /** Lease time to live (PROVISIONER_LEASE_TTL_SECONDS, default 30); heartbeats renew it every third of it. */
+  leaseTtlSeconds: number;
+  /** Periodic resync (drift detection) of Ready tenants (PROVISIONER_RESYNC_SECONDS, default 3600; 0 turns it off). */
+  resyncSeconds: number;
+  /** Consecutive failures before a tenant is Stalled (PROVISIONER_MAX_FAILURES, default 5). */
+  maxFailures: number;
+  /** First retry delay (PROVISIONER_BACKOFF_BASE_SECONDS, default 10); grows ×3 per failure. */
+  backoffBaseSeconds: number;
+  /** Longest retry delay (PROVISIONER_BACKOFF_CAP_SECONDS, default 600). */
+  backoffCapSeconds: number;
+  /** Polling interval, the safety net under LISTEN/NOTIFY (PROVISIONER_POLL_MS, default 2000). */
+  pollMs: number;
+  /** How long shutdown waits for running operations before handing leases back (PROVISIONER_SHUTDOWN_GRACE_SECONDS, default 20). */
+  shutdownGraceSeconds: number;
+}
+
+export interface EngineConfig {
+  /** `pulumi` runs the tenants program through the Automation API; `none` starts no reconciler (PROVISIONER_ENGINE). */
+  kind: 'pulumi' | 'none';
+  /** Pulumi state backend (PULUMI_BACKEND_URL); default: the provisioner's Postgres, table pulumi_state. */
+  backendUrl: string | undefined;
+  /** Secrets provider (PROVISIONER_SECRETS_PROVIDER, default `passphrase`; KMS URLs pass through). */
+  secretsProvider: string;
+  /** Passphrase for the passphrase secrets provider (PULUMI_CONFIG_PASSPHRASE). */
+  passphrase: string | undefined;
+  /** Folder holding the Pulumi CLI (`bin/pulumi` or `pulumi`) (PROVISIONER_PULUMI_CLI_DIR); default: PATH. */
+  cliDir: string | undefined;
+  /** PULUMI_HOME for the engine (PROVISIONER_PULUMI_HOME, default `<dataDir>/engine/.pulumi`). */
+  pulumiHome: string;
+  /** Base URL runtimes use to reach the control plane (PROVISIONER_PUBLIC_URL, default http://HOST:PORT). */
+  publicUrl: string;
 }
 
 export class ConfigError extends Error {
@@ -57,6 +98,60 @@ function encryptionKey(raw: string | undefined): Buffer | undefined {
   return key;
 }
 
+function url(env: Env, name: string, schemes: string[]): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(name, `is not a URL (expected ${schemes.map((s) => `${s}//…`).join(' or ')})`);
+  }
+  if (!schemes.includes(parsed.protocol)) throw new ConfigError(name, `scheme '${parsed.protocol}' is not supported; use ${schemes.join(', ')}`);
+  return raw;
+}
+
+function loadReconcilerConfig(env: Env): ReconcilerConfig {
+  const backoffBaseSeconds = int(env, 'PROVISIONER_BACKOFF_BASE_SECONDS', 10, 1, 3600);
+  const backoffCapSeconds = int(env, 'PROVISIONER_BACKOFF_CAP_SECONDS', 600, 1, 86_400);
+  if (backoffCapSeconds < backoffBaseSeconds) {
+    throw new ConfigError('PROVISIONER_BACKOFF_CAP_SECONDS', `${backoffCapSeconds} is below PROVISIONER_BACKOFF_BASE_SECONDS (${backoffBaseSeconds})`);
+  }
+  return {
+    workers: int(env, 'PROVISIONER_WORKERS', 2, 1, 256),
+    clusterParallelism: int(env, 'PROVISIONER_CLUSTER_PARALLELISM', 4, 1, 1024),
+    leaseTtlSeconds: int(env, 'PROVISIONER_LEASE_TTL_SECONDS', 30, 3, 3600),
+    resyncSeconds: int(env, 'PROVISIONER_RESYNC_SECONDS', 3600, 0, 30 * 86_400),
+    maxFailures: int(env, 'PROVISIONER_MAX_FAILURES', 5, 1, 100),
+    backoffBaseSeconds,
+    backoffCapSeconds,
+    pollMs: int(env, 'PROVISIONER_POLL_MS', 2000, 50, 600_000),
+    shutdownGraceSeconds: int(env, 'PROVISIONER_SHUTDOWN_GRACE_SECONDS', 20, 0, 3600),
+  };
+}
+
+function loadEngineConfig(env: Env, dataDir: string, host: string, port: number): EngineConfig {
+  const kind = env.PROVISIONER_ENGINE === undefined || env.PROVISIONER_ENGINE === '' ? 'pulumi' : env.PROVISIONER_ENGINE;
+  if (kind !== 'pulumi' && kind !== 'none') throw new ConfigError('PROVISIONER_ENGINE', `'${kind}' is not one of pulumi, none`);
+  const secretsProvider = env.PROVISIONER_SECRETS_PROVIDER === undefined || env.PROVISIONER_SECRETS_PROVIDER === '' ? 'passphrase' : env.PROVISIONER_SECRETS_PROVIDER;
+  if (secretsProvider !== 'passphrase' && !/^[a-z0-9]+:\/\//.test(secretsProvider)) {
+    throw new ConfigError('PROVISIONER_SECRETS_PROVIDER', `'${secretsProvider}' must be 'passphrase' or a KMS URL such as awskms://…, gcpkms://…, azurekeyvault://…, hashivault://…`);
+  }
+  const passphrase = env.PULUMI_CONFIG_PASSPHRASE === '' ? undefined : env.PULUMI_CONFIG_PASSPHRASE;
+  const cliDir = env.PROVISIONER_PULUMI_CLI_DIR === undefined || env.PROVISIONER_PULUMI_CLI_DIR === '' ? undefined : resolve(env.PROVISIONER_PULUMI_CLI_DIR);
+  const home = env.PROVISIONER_PULUMI_HOME === undefined || env.PROVISIONER_PULUMI_HOME === '' ? join(dataDir, 'engine', '.pulumi') : resolve(env.PROVISIONER_PULUMI_HOME);
+  const publicHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  return {
+    kind,
+    backendUrl: url(env, 'PULUMI_BACKEND_URL', ['postgres:', 'postgresql:', 'file:', 's3:', 'gs:', 'azblob:']),
+    secretsProvider,
+    passphrase,
+    cliDir,
+    pulumiHome: home,
+    publicUrl: url(env, 'PROVISIONER_PUBLIC_URL', ['https:', 'http:']) ?? `http://${publicHost.includes(':') ? `[${publicHost}]` : publicHost}:${port}`,
+  };
+}
+
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config {
@@ -81,15 +176,19 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
   const logLevel = (env.LOG_LEVEL ?? 'info') as LogLevel;
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `'${logLevel}' is not one of ${LOG_LEVELS.join(', ')}`);
   const dataDirRaw = env.PROVISIONER_DATA_DIR && env.PROVISIONER_DATA_DIR !== '' ? env.PROVISIONER_DATA_DIR : './.data';
+  const port = int(env, 'PORT', 8080, 0, 65535);
+  const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(cwd, dataDirRaw);
   return {
-    port: int(env, 'PORT', 8080, 0, 65535),
+    port,
     host,
     databaseUrl,
-    dataDir: isAbsolute(dataDirRaw) ? dataDirRaw : resolve(cwd, dataDirRaw),
+    dataDir,
     adminToken,
     encryptionKey: encryptionKey(env.PROVISIONER_ENCRYPTION_KEY),
     logLevel,
     bodyLimit: int(env, 'PROVISIONER_BODY_LIMIT', 64 * 1024, 1024, 16 * 1024 * 1024),
     signupRateLimit: int(env, 'PROVISIONER_SIGNUP_RATE_LIMIT', 20, 1, 1_000_000),
+    reconciler: loadReconcilerConfig(env),
+    engine: loadEngineConfig(env, dataDir, host, port),
   };
 }

@@ -1,0 +1,93 @@
+/**
+ * The engine drives one tenant's stack: it brings the tenant's namespace, vcluster and runtime to
+ * the spec (up), reads drift (refresh), tears everything down (destroy), reads outputs, and
+ * clears a stale lock (cancel). The reconciler owns the when and the bookkeeping; the engine
+ * only runs the program. Implementations: PulumiEngine (pulumi.ts) and, for tests only,
+ * ScriptedEngine (scripted-engine.ts).
+ */
+
+/** What the engine needs to run one tenant's program. Secret fields are never logged. */
+export interface StackInput {
+  tenantId: string;
+  organization: string;
+  plan: string;
+  runtimeVersion: string;
+  suspended: boolean;
+  /** Root cluster the tenant is placed on. */
+  clusterName: string;
+  /** Kubeconfig (contents) of the root cluster. Secret. */
+  rootKubeconfig: string;
+  /** Token the runtime's agents present to the control plane. Secret. */
+  runtimeToken: string;
+}
+
+/** A structured engine event, reduced to what the operation log shows. */
+export interface EngineEventSummary {
+  /** e.g. resourcePreEvent, resOutputsEvent, diagnosticEvent, summaryEvent. */
+  type: string;
+  /** One readable line (no secrets: the engine masks them). */
+  message: string;
+}
+
+export interface RunOptions {
+  /** Engine output as it arrives (may hold several lines). */
+  onOutput?: (text: string) => void;
+  onEvent?: (event: EngineEventSummary) => void;
+  /** Aborts the running engine command. */
+  signal?: AbortSignal;
+}
+
+/** Resource changes by kind (create, update, delete, same, …) as the engine counted them. */
+export type ChangeSummary = Record<string, number>;
+
+export interface EngineResult {
+  outputs: Record<string, unknown>;
+  changes: ChangeSummary;
+}
+
+export type EngineErrorCode =
+  | 'EngineUnavailable' // CLI missing or too old; nothing ran
+  | 'Cancelled' // aborted through the AbortSignal
+  | 'ConcurrentUpdate' // the stack is locked by another update
+  | 'ProgramFailed' // the program or a resource failed
+  | 'EngineFailed'; // anything else
+
+export class EngineError extends Error {
+  override name = 'EngineError';
+  readonly code: EngineErrorCode;
+  constructor(code: EngineErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+export type EngineAvailability = { available: true } | { available: false; message: string };
+
+export interface Engine {
+  /** Short name for logs (pulumi, scripted). */
+  readonly name: string;
+  /**
+   * Finds the engine's tools and installs plugins, once; may be called again to re-check after it
+   * reported unavailability. Never throws for a missing CLI: that shows in availability().
+   */
+  start(): Promise<void>;
+  availability(): EngineAvailability;
+  /** Creates or updates the stack to match the input. */
+  up(input: StackInput, opts?: RunOptions): Promise<EngineResult>;
+  /** Reads the real state into the stack; `clearPendingCreates` drops creates a crash interrupted. */
+  refresh(input: StackInput, opts?: RunOptions & { clearPendingCreates?: boolean }): Promise<EngineResult>;
+  /** Destroys every resource of the stack and removes the stack. */
+  destroy(input: StackInput, opts?: RunOptions): Promise<EngineResult>;
+  outputs(input: StackInput): Promise<Record<string, unknown>>;
+  /** Clears the stack's lock (after a crash: only call when the old owner is proven gone). */
+  cancel(input: StackInput): Promise<void>;
+  /** Releases anything held (child processes, temporary files). */
+  close(): Promise<void>;
+}
+
+/** Collapses an error thrown by an engine into the operation's stored error. */
+export function engineErrorOf(err: unknown): { code: string; message: string } {
+  if (err instanceof EngineError) return { code: err.code, message: err.message };
+  const message = err instanceof Error ? err.message : String(err);
+  return { code: 'EngineFailed', message };
+}

@@ -1,0 +1,242 @@
+/**
+ * The Pulumi engine: runs the tenants program inline through the Automation API (LocalWorkspace),
+ * project `tenants`, stack `tenant-<id>`, one work directory per tenant. What it does is planned
+ * in pulumi-plan.ts (testable without the CLI); this file only carries the plans out.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import {
+  CommandError, ConcurrentUpdateError, LocalWorkspace, PulumiCommand,
+  type EngineEvent, type OpMap, type OutputMap, type PulumiFn, type Stack,
+} from '@pulumi/pulumi/automation/index.js';
+import {
+  EngineError, type ChangeSummary, type Engine, type EngineAvailability, type EngineEventSummary, type EngineResult,
+  type RunOptions, type StackInput,
+} from './engine.ts';
+import {
+  INSTALL_HINT, cliRootFor, cliVersionProblem, planStack, redactUrl, requiredPlugins,
+  type PulumiPlanOptions, type StackPlan,
+} from './pulumi-plan.ts';
+
+export interface PulumiEngineOptions extends PulumiPlanOptions {
+  /** The inline program (the tenants/ program). */
+  program: PulumiFn;
+  /** Folder with the CLI; undefined: PATH. */
+  cliDir: string | undefined;
+  /** Version of the kubernetes provider plugin to install at start-up. */
+  kubernetesPluginVersion: string;
+  /** Resource operations in parallel per stack (bounded: engine memory grows with it). */
+  parallel?: number;
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
+/** One readable line for an engine event, or undefined for events not worth a log line. */
+export function summarizeEvent(e: EngineEvent): EngineEventSummary | undefined {
+  if (e.resourcePreEvent) {
+    const m = e.resourcePreEvent.metadata;
+    if (m.op === 'same') return undefined;
+    return { type: 'resourcePreEvent', message: `${m.op} ${m.type} ${m.urn.split('::').at(-1) ?? m.urn}` };
+  }
+  if (e.resOutputsEvent) {
+    const m = e.resOutputsEvent.metadata;
+    if (m.op === 'same') return undefined;
+    return { type: 'resOutputsEvent', message: `done ${m.op} ${m.type} ${m.urn.split('::').at(-1) ?? m.urn}` };
+  }
+  if (e.resOpFailedEvent) {
+    const m = e.resOpFailedEvent.metadata;
+    return { type: 'resOpFailedEvent', message: `failed ${m.op} ${m.type} ${m.urn.split('::').at(-1) ?? m.urn}` };
+  }
+  if (e.diagnosticEvent && (e.diagnosticEvent.severity === 'error' || e.diagnosticEvent.severity === 'warning')) {
+    return { type: 'diagnosticEvent', message: `${e.diagnosticEvent.severity}: ${e.diagnosticEvent.message.trim()}` };
+  }
+  if (e.summaryEvent) {
+    return { type: 'summaryEvent', message: `summary: ${formatChanges(e.summaryEvent.resourceChanges)} in ${e.summaryEvent.durationSeconds}s` };
+  }
+  return undefined;
+}
+
+export function formatChanges(changes: OpMap | ChangeSummary | undefined): string {
+  const entries = Object.entries(changes ?? {}).filter(([, n]) => typeof n === 'number' && n > 0);
+  return entries.length ? entries.map(([k, n]) => `${k} ${String(n)}`).join(', ') : 'no changes';
+}
+
+function toChanges(map: OpMap | undefined): ChangeSummary {
+  const out: ChangeSummary = {};
+  for (const [k, v] of Object.entries(map ?? {})) if (typeof v === 'number') out[k] = v;
+  return out;
+}
+
+function plainOutputs(outputs: OutputMap): Record<string, unknown> {
+  // Secret outputs stay out of tenant status: only plain values are kept.
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(outputs)) if (!v.secret) out[k] = v.value as unknown;
+  return out;
+}
+
+function mapError(err: unknown, signal: AbortSignal | undefined): EngineError {
+  if (err instanceof EngineError) return err;
+  if (signal?.aborted) return new EngineError('Cancelled', 'the engine was cancelled', { cause: err });
+  if (err instanceof ConcurrentUpdateError) {
+    return new EngineError('ConcurrentUpdate', 'the stack is locked by another update (a stale lock is cleared by crash recovery)', { cause: err });
+  }
+  if (err instanceof CommandError) {
+    // The CLI's message ends with its stderr; keep the tail, where the cause is. The CLI masks secrets.
+    const text = err.message.length > 4000 ? '…' + err.message.slice(-4000) : err.message;
+    return new EngineError('ProgramFailed', text, { cause: err });
+  }
+  return new EngineError('EngineFailed', err instanceof Error ? err.message : String(err), { cause: err });
+}
+
+export class PulumiEngine implements Engine {
+  readonly name = 'pulumi';
+  readonly #o: PulumiEngineOptions;
+  #command: PulumiCommand | undefined;
+  #availability: EngineAvailability = { available: false, message: `the Pulumi engine has not started yet` };
+  #starting: Promise<void> | undefined;
+
+  constructor(opts: PulumiEngineOptions) {
+    this.#o = opts;
+  }
+
+  availability(): EngineAvailability {
+    return this.#availability;
+  }
+
+  /** Finds the CLI and installs plugins; concurrent calls share one attempt (serialised). */
+  start(): Promise<void> {
+    this.#starting ??= this.#start().finally(() => {
+      this.#starting = undefined;
+    });
+    return this.#starting;
+  }
+
+  async #start(): Promise<void> {
+    const root = cliRootFor(this.#o.cliDir, existsSync);
+    let command: PulumiCommand;
+    try {
+      command = await PulumiCommand.get({ ...(root ? { root } : {}), skipVersionCheck: true });
+    } catch (err) {
+      const where = root ? `in ${root}/bin` : 'on PATH';
+      this.#availability = { available: false, message: `the Pulumi CLI was not found ${where}: ${INSTALL_HINT}` };
+      this.#o.log?.('pulumi CLI not found', { where, err: err instanceof Error ? err.message : String(err) });
+      return;
+    }
+    const problem = cliVersionProblem(command.version?.version ?? null);
+    if (problem) {
+      this.#availability = { available: false, message: problem };
+      return;
+    }
+    try {
+      await mkdir(this.#o.pulumiHome, { recursive: true });
+      const ws = await LocalWorkspace.create({ pulumiCommand: command, pulumiHome: this.#o.pulumiHome, envVars: this.#env() });
+      for (const p of requiredPlugins(this.#o.kubernetesPluginVersion)) {
+        this.#o.log?.('installing engine plugin', { plugin: p.name, version: p.version });
+        await ws.installPlugin(p.name, p.version, p.kind);
+      }
+    } catch (err) {
+      this.#availability = {
+        available: false,
+        message: `the Pulumi CLI could not install its plugins (${err instanceof Error ? err.message.slice(0, 500) : String(err)}); check network access or pre-install them into ${this.#o.pulumiHome}`,
+      };
+      return;
+    }
+    this.#command = command;
+    this.#availability = { available: true };
+    this.#o.log?.('pulumi engine ready', { version: command.version?.version, backend: redactUrl(this.#o.backendUrl) });
+  }
+
+  #env(): Record<string, string> {
+    return planStack(
+      { tenantId: 'probe', organization: '', plan: '', runtimeVersion: '', suspended: false, clusterName: '', rootKubeconfig: '', runtimeToken: '' },
+      { ...this.#o, stackConfig: () => ({}) },
+    ).envVars;
+  }
+
+  #require(): PulumiCommand {
+    if (!this.#command || !this.#availability.available) {
+      throw new EngineError('EngineUnavailable', this.#availability.available ? 'the Pulumi engine has not started' : this.#availability.message);
+    }
+    return this.#command;
+  }
+
+  async #stack(input: StackInput, withConfig: boolean): Promise<{ stack: Stack; plan: StackPlan }> {
+    const pulumiCommand = this.#require();
+    const plan = planStack(input, this.#o);
+    await mkdir(plan.workDir, { recursive: true });
+    const stack = await LocalWorkspace.createOrSelectStack(
+      { stackName: plan.stackName, projectName: plan.projectName, program: this.#o.program },
+      {
+        workDir: plan.workDir,
+        pulumiHome: this.#o.pulumiHome,
+        pulumiCommand,
+        envVars: plan.envVars,
+        secretsProvider: plan.secretsProvider,
+        projectSettings: { name: plan.projectName, runtime: 'nodejs', backend: { url: plan.envVars.PULUMI_BACKEND_URL! } },
+      },
+    );
+    if (withConfig) await stack.setAllConfig(plan.config);
+    return { stack, plan };
+  }
+
+  #handlers(opts: RunOptions | undefined): { onOutput?: (s: string) => void; onEvent?: (e: EngineEvent) => void; signal?: AbortSignal } {
+    const onEvent = opts?.onEvent;
+    return {
+      ...(opts?.onOutput ? { onOutput: opts.onOutput } : {}),
+      ...(onEvent ? { onEvent: (e: EngineEvent) => { const s = summarizeEvent(e); if (s) onEvent(s); } } : {}),
+      ...(opts?.signal ? { signal: opts.signal } : {}),
+    };
+  }
+
+  async up(input: StackInput, opts?: RunOptions): Promise<EngineResult> {
+    try {
+      const { stack } = await this.#stack(input, true);
+      const res = await stack.up({ ...this.#handlers(opts), parallel: this.#o.parallel ?? 16 });
+      return { outputs: plainOutputs(res.outputs), changes: toChanges(res.summary.resourceChanges) };
+    } catch (err) {
+      throw mapError(err, opts?.signal);
+    }
+  }
+
+  async refresh(input: StackInput, opts?: RunOptions & { clearPendingCreates?: boolean }): Promise<EngineResult> {
+    try {
+      const { stack } = await this.#stack(input, true);
+      const res = await stack.refresh({ ...this.#handlers(opts), ...(opts?.clearPendingCreates ? { clearPendingCreates: true } : {}) });
+      return { outputs: plainOutputs(await stack.outputs()), changes: toChanges(res.summary.resourceChanges) };
+    } catch (err) {
+      throw mapError(err, opts?.signal);
+    }
+  }
+
+  async destroy(input: StackInput, opts?: RunOptions): Promise<EngineResult> {
+    try {
+      const { stack, plan } = await this.#stack(input, true);
+      const res = await stack.destroy({ ...this.#handlers(opts), remove: true });
+      await rm(plan.workDir, { recursive: true, force: true });
+      return { outputs: {}, changes: toChanges(res.summary.resourceChanges) };
+    } catch (err) {
+      throw mapError(err, opts?.signal);
+    }
+  }
+
+  async outputs(input: StackInput): Promise<Record<string, unknown>> {
+    try {
+      const { stack } = await this.#stack(input, false);
+      return plainOutputs(await stack.outputs());
+    } catch (err) {
+      throw mapError(err, undefined);
+    }
+  }
+
+  async cancel(input: StackInput): Promise<void> {
+    try {
+      const { stack } = await this.#stack(input, false);
+      await stack.cancel();
+    } catch (err) {
+      throw mapError(err, undefined);
+    }
+  }
+
+  async close(): Promise<void> {
+    // Nothing long-lived: each command is a child process the Automation API waits for.
+  }
+}

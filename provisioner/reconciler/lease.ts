@@ -1,0 +1,216 @@
+/**
+ * Leases: which worker may reconcile a tenant. A lease is (lease_owner, lease_expires_at) on the
+ * tenant row. Claiming takes due tenants whose lease is free or expired with FOR UPDATE SKIP
+ * LOCKED; a heartbeat renews the leases a worker holds; the transaction that records an
+ * outcome releases the lease. Every write after the claim is fenced by `lease_owner = $owner`.
+ */
+import type pg from 'pg';
+import type { Queryable } from '../db/tx.ts';
+import type { Condition, Phase } from '../store/tenants.ts';
+import { choosePlacement, type ClusterLoad } from './placement.ts';
+
+/** The tenant as claimed: the spec snapshot (generation G) the attempt works from. */
+export interface ClaimedTenant {
+  id: string;
+  organization: string;
+  plan: string;
+  runtime_version: string;
+  suspended: boolean;
+  deleted: boolean;
+  generation: number;
+  phase: Phase;
+  observed_generation: number;
+  actual_runtime_version: string | null;
+  previous_runtime_version: string | null;
+  cluster_id: string | null;
+  conditions: Condition[];
+  consecutive_failures: number;
+  next_attempt_at: Date | null;
+  runtime_token_enc: Buffer | null;
+  /** placed: run it; no-capacity: record NoCapacity and release. */
+  placement: 'placed' | 'no-capacity' | 'none-needed';
+  placementMessage?: string;
+}
+
+export interface ClaimOptions {
+  owner: string;
+  limit: number;
+  leaseTtlMs: number;
+  clusterParallelism: number;
+  /** 0 turns periodic resync off. */
+  resyncMs: number;
+}
+
+interface DueRow {
+  id: string;
+  cluster_id: string | null;
+  plan: string;
+  deleted: boolean;
+}
+
+/**
+ * Selects and row-locks due tenants that no live lease holds, most urgent first (spec changes,
+ * then retries, then resyncs). Rows other transactions hold are skipped, not waited for.
+ */
+export async function selectDueTenants(db: Queryable, limit: number, resyncMs: number): Promise<DueRow[]> {
+  const { rows } = await db.query<DueRow>(
+    `SELECT t.id, t.cluster_id, t.plan, t.deleted FROM tenants t
+      WHERE NOT t.stalled AND t.phase <> 'Deleted'
+        AND (t.lease_expires_at IS NULL OR t.lease_expires_at < now())
+        AND ((t.next_attempt_at IS NULL AND t.generation <> t.observed_generation)
+          OR t.next_attempt_at <= now()
+          OR ($2::float8 > 0 AND t.next_attempt_at IS NULL AND t.generation = t.observed_generation
+              AND t.phase IN ('Ready', 'Suspended')
+              AND (t.last_reconciled_at IS NULL OR t.last_reconciled_at < now() - make_interval(secs => $2::float8 / 1000))))
+      ORDER BY (t.generation = t.observed_generation), coalesce(t.next_attempt_at, t.updated_at)
+      LIMIT $1
+      FOR UPDATE OF t SKIP LOCKED`,
+    [limit, resyncMs],
+  );
+  return rows;
+}
+
+/**
+ * Locks root cluster rows in id order (no deadlocks) so that concurrent claimers count leases and
+ * tenants per cluster one after the other: the per-cluster bounds hold across processes.
+ */
+export async function lockClusters(db: Queryable, ids: string[], all: boolean): Promise<Omit<ClusterLoad, 'tenants' | 'leases'>[]> {
+  const { rows } = await db.query<Omit<ClusterLoad, 'tenants' | 'leases'>>(
+    `SELECT id, name, capacity, plans, cordoned FROM root_clusters
+      WHERE $2 OR id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`,
+    [ids, all],
+  );
+  return rows;
+}
+
+/** Live leases and live tenants per cluster (committed state; call after lockClusters). */
+export async function countClusterLoad(db: Queryable, ids: string[]): Promise<Map<string, { leases: number; tenants: number }>> {
+  const { rows } = await db.query<{ cluster_id: string; leases: number; tenants: number }>(
+    `SELECT cluster_id,
+            count(*) FILTER (WHERE lease_owner IS NOT NULL AND lease_expires_at > now())::int AS leases,
+            count(*) FILTER (WHERE phase <> 'Deleted')::int AS tenants
+       FROM tenants WHERE cluster_id = ANY($1::uuid[]) GROUP BY cluster_id`,
+    [ids],
+  );
+  return new Map(rows.map((r) => [r.cluster_id, { leases: r.leases, tenants: r.tenants }]));
+}
+
+/** Sets the lease (and a first placement) on the chosen tenants; returns their snapshots. */
+export async function takeLeases(
+  db: Queryable,
+  owner: string,
+  leaseTtlMs: number,
+  picks: Array<{ id: string; clusterId: string | null }>,
+): Promise<Omit<ClaimedTenant, 'placement'>[]> {
+  if (picks.length === 0) return [];
+  const { rows } = await db.query<Omit<ClaimedTenant, 'placement'>>(
+    `UPDATE tenants t SET lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2::float8 / 1000),
+            cluster_id = coalesce(t.cluster_id, x.cluster_id)
+       FROM unnest($3::uuid[], $4::uuid[]) AS x(id, cluster_id)
+      WHERE t.id = x.id
+      RETURNING t.id, t.organization, t.plan, t.runtime_version, t.suspended, t.deleted, t.generation, t.phase,
+                t.observed_generation, t.actual_runtime_version, t.previous_runtime_version, t.cluster_id,
+                t.conditions, t.consecutive_failures, t.next_attempt_at, t.runtime_token_enc`,
+    [owner, leaseTtlMs, picks.map((p) => p.id), picks.map((p) => p.clusterId)],
+  );
+  return rows;
+}
+
+/**
+ * Claims up to `limit` due tenants in one transaction: selects them (SKIP LOCKED), respects the
+ * per-cluster parallelism, places unplaced tenants, and takes the leases. Tenants whose cluster
+ * is busy stay unclaimed (still due); tenants no cluster can take are claimed as `no-capacity`
+ * so that the worker records the condition and a retry time.
+ */
+export async function claimDueTenants(pool: pg.Pool, o: ClaimOptions): Promise<ClaimedTenant[]> {
+  if (o.limit <= 0) return [];
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    // Look a little further than the free slots: some candidates may sit on busy clusters.
+    const due = await selectDueTenants(client, o.limit * 3, o.resyncMs);
+    if (due.length === 0) {
+      await client.query('COMMIT');
+      return [];
+    }
+    const needPlacement = due.some((d) => d.cluster_id === null && !d.deleted);
+    const placedIds = [...new Set(due.flatMap((d) => (d.cluster_id ? [d.cluster_id] : [])))];
+    const clusters = placedIds.length > 0 || needPlacement ? await lockClusters(client, placedIds, needPlacement) : [];
+    const load = clusters.length > 0 ? await countClusterLoad(client, clusters.map((c) => c.id)) : new Map<string, { leases: number; tenants: number }>();
+    const loads: ClusterLoad[] = clusters.map((c) => ({ ...c, leases: load.get(c.id)?.leases ?? 0, tenants: load.get(c.id)?.tenants ?? 0 }));
+    const byId = new Map(loads.map((c) => [c.id, c]));
+
+    const picks: Array<{ id: string; clusterId: string | null; placement: ClaimedTenant['placement']; message?: string }> = [];
+    for (const d of due) {
+      if (picks.length >= o.limit) break;
+      if (d.cluster_id !== null) {
+        const c = byId.get(d.cluster_id);
+        if (c && c.leases >= o.clusterParallelism) continue; // busy: stays due
+        if (c) c.leases += 1;
+        picks.push({ id: d.id, clusterId: null, placement: 'placed' });
+      } else if (d.deleted) {
+        picks.push({ id: d.id, clusterId: null, placement: 'none-needed' }); // never placed: nothing to destroy
+      } else {
+        const decision = choosePlacement(loads, d.plan, o.clusterParallelism);
+        if (decision.kind === 'busy') continue;
+        if (decision.kind === 'no-capacity') {
+          picks.push({ id: d.id, clusterId: null, placement: 'no-capacity', message: decision.message });
+          continue;
+        }
+        const c = byId.get(decision.clusterId)!;
+        c.leases += 1;
+        c.tenants += 1;
+        picks.push({ id: d.id, clusterId: decision.clusterId, placement: 'placed' });
+      }
+    }
+    const taken = await takeLeases(client, o.owner, o.leaseTtlMs, picks.map((p) => ({ id: p.id, clusterId: p.clusterId })));
+    await client.query('COMMIT');
+    const pickById = new Map(picks.map((p) => [p.id, p]));
+    return taken.map((t) => {
+      const p = pickById.get(t.id)!;
+      return { ...t, placement: p.placement, ...(p.message !== undefined ? { placementMessage: p.message } : {}) };
+    });
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/** Renews the leases this owner still holds; returns each held tenant's current spec markers. */
+export async function renewLeases(
+  db: Queryable,
+  owner: string,
+  ids: string[],
+  leaseTtlMs: number,
+): Promise<Array<{ id: string; generation: number; deleted: boolean }>> {
+  if (ids.length === 0) return [];
+  const { rows } = await db.query<{ id: string; generation: number; deleted: boolean }>(
+    `UPDATE tenants SET lease_expires_at = now() + make_interval(secs => $3::float8 / 1000)
+      WHERE id = ANY($2::uuid[]) AND lease_owner = $1
+      RETURNING id, generation, deleted`,
+    [owner, ids, leaseTtlMs],
+  );
+  return rows;
+}
+
+/** Reads a held tenant's spec markers (after a NOTIFY) without touching the lease. */
+export async function readSpecMarkers(db: Queryable, id: string): Promise<{ generation: number; deleted: boolean; owner: string | null } | undefined> {
+  const { rows } = await db.query<{ generation: number; deleted: boolean; lease_owner: string | null }>(
+    'SELECT generation, deleted, lease_owner FROM tenants WHERE id = $1',
+    [id],
+  );
+  const r = rows[0];
+  return r ? { generation: r.generation, deleted: r.deleted, owner: r.lease_owner } : undefined;
+}
+
+/** Hands leases back (graceful shutdown): another worker may claim them at once. */
+export async function releaseLeases(db: Queryable, owner: string, ids: string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const { rowCount } = await db.query(
+    `UPDATE tenants SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ANY($2::uuid[]) AND lease_owner = $1`,
+    [owner, ids],
+  );
+  return rowCount ?? 0;
+}

@@ -1,0 +1,98 @@
+/**
+ * Streams engine output into operation_logs: lines are buffered and appended in batches (every
+ * `flushMs` or `maxBatch` lines), each batch followed by a NOTIFY on `operation_log` so that
+ * followers read it at once. Known secret values are masked before anything is stored.
+ */
+import type pg from 'pg';
+import { appendLog } from '../store/operations.ts';
+import { OPERATION_LOG_CHANNEL } from './outcome.ts';
+
+const MAX_LINE = 4000;
+
+/** Values worth masking from a kubeconfig: keys, certificates, tokens, passwords. */
+export function kubeconfigSecrets(kubeconfig: string): string[] {
+  const out: string[] = [];
+  for (const m of kubeconfig.matchAll(/(?:-data|token|password|secret)\s*:\s*["']?([^\s"']{12,})/gi)) out.push(m[1]!);
+  return out;
+}
+
+export class LogWriter {
+  readonly #pool: pg.Pool;
+  readonly #operationId: string;
+  readonly #secrets: string[];
+  readonly #flushMs: number;
+  readonly #maxBatch: number;
+  #buffer: Array<{ stream: string; line: string }> = [];
+  #partial = '';
+  #timer: NodeJS.Timeout | undefined;
+  #chain: Promise<void> = Promise.resolve();
+  #errors = 0;
+
+  constructor(pool: pg.Pool, operationId: string, opts: { secrets?: string[]; flushMs?: number; maxBatch?: number } = {}) {
+    this.#pool = pool;
+    this.#operationId = operationId;
+    this.#secrets = (opts.secrets ?? []).filter((s) => s.length >= 8).sort((a, b) => b.length - a.length);
+    this.#flushMs = opts.flushMs ?? 100;
+    this.#maxBatch = opts.maxBatch ?? 200;
+  }
+
+  /** Appends engine output (may hold partial lines; they are joined). */
+  output(text: string, stream = 'engine'): void {
+    const parts = (this.#partial + text).split('\n');
+    this.#partial = parts.pop() ?? '';
+    for (const p of parts) this.line(p, stream);
+  }
+
+  line(line: string, stream = 'reconciler'): void {
+    let clean = line.replace(/\r$/, '');
+    for (const s of this.#secrets) clean = clean.split(s).join('[secret]');
+    if (clean.length > MAX_LINE) clean = clean.slice(0, MAX_LINE) + '…';
+    this.#buffer.push({ stream, line: clean });
+    if (this.#buffer.length >= this.#maxBatch) this.#schedule(0);
+    else this.#schedule(this.#flushMs);
+  }
+
+  #schedule(ms: number): void {
+    if (this.#timer && ms > 0) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      void this.flush();
+    }, ms);
+  }
+
+  /** Writes what is buffered; resolves when it is stored. Never rejects (log loss is counted). */
+  flush(): Promise<void> {
+    if (this.#timer) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+    const batch = this.#buffer;
+    this.#buffer = [];
+    if (batch.length === 0) return this.#chain;
+    this.#chain = this.#chain.then(async () => {
+      try {
+        await appendLog(this.#pool, this.#operationId, batch);
+        await this.#pool.query('SELECT pg_notify($1, $2)', [OPERATION_LOG_CHANNEL, this.#operationId]);
+      } catch {
+        this.#errors += batch.length;
+      }
+    });
+    return this.#chain;
+  }
+
+  /** Flushes the partial last line and everything buffered. */
+  async close(): Promise<void> {
+    if (this.#partial !== '') {
+      const rest = this.#partial;
+      this.#partial = '';
+      this.line(rest, 'engine');
+    }
+    await this.flush();
+  }
+
+  /** Lines that could not be stored (database errors). */
+  get lostLines(): number {
+    return this.#errors;
+  }
+}

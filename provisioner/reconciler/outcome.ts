@@ -1,0 +1,213 @@
+/**
+ * The end of an attempt: status, operation result and lease release in ONE transaction, fenced
+ * by the lease (when another worker took the tenant over, nothing is written). Each function is
+ * one outcome: success, failure, cancellation, or waiting (no capacity, engine unavailable).
+ */
+import type pg from 'pg';
+import { withTx, type Queryable } from '../db/tx.ts';
+import { condition, mergeConditions, TENANT_CHANNEL, type Condition, type Phase } from '../store/tenants.ts';
+import { lockHeldTenant } from './attempt.ts';
+import type { ClaimedTenant } from './lease.ts';
+
+/** Channel that announces new log lines and the end of an operation; payload: operation id. */
+export const OPERATION_LOG_CHANNEL = 'operation_log';
+
+export interface OperationError {
+  code: string;
+  message: string;
+}
+
+async function finishOperation(db: Queryable, id: string, state: 'succeeded' | 'failed' | 'cancelled', error: OperationError | null): Promise<void> {
+  await db.query(`UPDATE operations SET state = $2, error = $3, finished_at = now() WHERE id = $1`, [id, state, error ? JSON.stringify(error) : null]);
+  await db.query('SELECT pg_notify($1, $2)', [OPERATION_LOG_CHANNEL, id]);
+}
+
+/** Revokes every API key of a deleted tenant (tenant and runtime keys). */
+export async function revokeTenantKeys(db: Queryable, tenantId: string): Promise<number> {
+  const { rowCount } = await db.query('UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE tenant_id = $1 AND revoked_at IS NULL', [tenantId]);
+  return rowCount ?? 0;
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === 'string' && v !== '' ? v : undefined;
+}
+
+/** Endpoints the tenant sees, from the program's outputs (plain string outputs ending in Url/Endpoint). */
+export function endpointsFrom(outputs: Record<string, unknown>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(outputs)) {
+    const s = str(v);
+    if (s && /(Url|URL|Endpoint|endpoint|url)$/.test(k)) out[k] = s;
+  }
+  return out;
+}
+
+export interface SuccessInput {
+  tenant: ClaimedTenant;
+  operationId: string;
+  outputs: Record<string, unknown>;
+}
+
+/**
+ * Records a successful attempt: observed_generation = G, phase, versions, endpoints, conditions,
+ * operation succeeded, lease released. When the spec moved on meanwhile (generation > G) the
+ * tenant stays due. Returns false when the lease was lost.
+ */
+export async function recordSuccess(pool: pg.Pool, owner: string, s: SuccessInput): Promise<boolean> {
+  const t = s.tenant;
+  return withTx(pool, async (db) => {
+    const held = await lockHeldTenant(db, t.id, owner);
+    if (!held) return false;
+    const moved = held.generation > t.generation;
+    const phase: Phase = t.deleted ? 'Deleted' : held.deleted ? 'Deleting' : t.suspended ? 'Suspended' : 'Ready';
+    const version = t.deleted ? t.actual_runtime_version : str(s.outputs.runtimeVersion) ?? t.runtime_version;
+    const ready = phase === 'Deleted'
+      ? condition('Ready', 'False', 'Deleted', 'the runtime and its virtual cluster were deleted')
+      : phase === 'Suspended'
+        ? condition('Ready', 'False', 'Suspended', 'the runtime is suspended')
+        : condition('Ready', 'True', 'Ready', `runtime ${version ?? ''} is ready`.replace('  ', ' '));
+    const updates: Condition[] = [
+      ready,
+      moved
+        ? condition('Reconciling', 'True', 'SpecChanged', `generation ${held.generation} arrived during the operation; reconciling again`)
+        : condition('Reconciling', 'False', 'ReconcileSucceeded', `generation ${t.generation} applied`),
+    ];
+    if (held.conditions.some((c) => c.type === 'Stalled')) updates.push(condition('Stalled', 'False', 'ReconcileSucceeded', 'the last operation succeeded'));
+    const endpoints = t.deleted ? {} : endpointsFrom(s.outputs);
+    await db.query(
+      `UPDATE tenants SET observed_generation = $2, phase = $3,
+              previous_runtime_version = CASE WHEN actual_runtime_version IS NOT NULL AND actual_runtime_version IS DISTINCT FROM $4
+                                              THEN actual_runtime_version ELSE previous_runtime_version END,
+              actual_runtime_version = $4, endpoints = $5, conditions = $6,
+              consecutive_failures = 0, stalled = false, next_attempt_at = NULL, last_reconciled_at = now(),
+              runtime_token_enc = CASE WHEN $7 THEN NULL ELSE runtime_token_enc END,
+              lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+        WHERE id = $1`,
+      [t.id, t.generation, phase, version, JSON.stringify(endpoints), JSON.stringify(mergeConditions(held.conditions, updates)), t.deleted],
+    );
+    if (t.deleted) await revokeTenantKeys(db, t.id);
+    await finishOperation(db, s.operationId, 'succeeded', null);
+    if (moved) await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, t.id]);
+    return true;
+  });
+}
+
+export interface FailureInput {
+  tenant: ClaimedTenant;
+  operationId: string;
+  error: OperationError;
+  maxFailures: number;
+  /** Delay before the next attempt for a given failure count. */
+  backoffMs: (failures: number) => number;
+}
+
+/**
+ * Records a failed attempt: operation failed; consecutive_failures + 1 and a retry time with
+ * backoff; at maxFailures the tenant is Stalled (phase Failed) until its spec changes or a retry
+ * is requested. A failure of an outdated generation (the spec moved on) does not count.
+ * Returns the failure count, or undefined when the lease was lost.
+ */
+export async function recordFailure(pool: pg.Pool, owner: string, f: FailureInput): Promise<{ failures: number; stalled: boolean; retryInMs: number | null } | undefined> {
+  const t = f.tenant;
+  return withTx(pool, async (db) => {
+    const held = await lockHeldTenant(db, t.id, owner);
+    if (!held) return undefined;
+    await finishOperation(db, f.operationId, 'failed', f.error);
+    if (held.generation > t.generation) {
+      // The spec changed during the attempt: the new generation gets a fresh start (changeSpec reset the counters).
+      const conditions = mergeConditions(held.conditions, [
+        condition('Reconciling', 'True', 'SpecChanged', `generation ${held.generation} arrived while generation ${t.generation} failed: ${f.error.message}`.slice(0, 2000)),
+      ]);
+      await db.query(
+        `UPDATE tenants SET conditions = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = now() WHERE id = $1`,
+        [t.id, JSON.stringify(conditions)],
+      );
+      await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, t.id]);
+      return { failures: held.consecutive_failures, stalled: false, retryInMs: 0 };
+    }
+    const failures = held.consecutive_failures + 1;
+    const stalled = failures >= f.maxFailures;
+    const message = `${f.error.code}: ${f.error.message}`.slice(0, 2000);
+    const neverRan = held.actual_runtime_version === null;
+    const updates: Condition[] = stalled
+      ? [
+          condition('Ready', 'False', 'UpdateFailed', message),
+          condition('Reconciling', 'False', 'Stalled', `gave up after ${failures} consecutive failures`),
+          condition('Stalled', 'True', 'UpdateFailed', `${failures} consecutive failures; the last: ${message}. Change the spec or request a retry.`.slice(0, 2000)),
+        ]
+      : [
+          ...(neverRan ? [condition('Ready', 'False', 'ReconcileFailed', message)] : []),
+          condition('Reconciling', 'True', 'RetryingAfterFailure', `attempt failed (${failures}/${f.maxFailures}): ${message}`.slice(0, 2000)),
+        ];
+    const retryInMs = stalled ? null : f.backoffMs(failures);
+    await db.query(
+      `UPDATE tenants SET consecutive_failures = $2, stalled = $3,
+              next_attempt_at = CASE WHEN $3 THEN NULL ELSE now() + make_interval(secs => $4::float8 / 1000) END,
+              phase = CASE WHEN $3 THEN 'Failed' ELSE phase END,
+              conditions = $5, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+        WHERE id = $1`,
+      [t.id, failures, stalled, retryInMs ?? 0, JSON.stringify(mergeConditions(held.conditions, updates))],
+    );
+    return { failures, stalled, retryInMs };
+  });
+}
+
+/**
+ * Records an attempt the worker aborted because the spec moved on (a delete arrived during a
+ * create): operation cancelled, no failure counted, lease released, and workers woken so the
+ * newer generation runs at once. Returns false when the lease was lost.
+ */
+export async function recordCancelled(pool: pg.Pool, owner: string, t: ClaimedTenant, operationId: string, message: string): Promise<boolean> {
+  return withTx(pool, async (db) => {
+    const held = await lockHeldTenant(db, t.id, owner);
+    if (!held) return false;
+    await finishOperation(db, operationId, 'cancelled', { code: 'Cancelled', message });
+    const conditions = mergeConditions(held.conditions, [condition('Reconciling', 'True', 'Cancelled', message)]);
+    await db.query(
+      `UPDATE tenants SET conditions = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = now() WHERE id = $1`,
+      [t.id, JSON.stringify(conditions)],
+    );
+    await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, t.id]);
+    return true;
+  });
+}
+
+/**
+ * Records why a due tenant cannot run yet (NoCapacity, EngineUnavailable): Ready=False with the
+ * reason, a retry time, lease released. The queued operation stays queued and the failure
+ * counter is untouched: waiting for capacity or for the CLI is not the tenant's failure.
+ */
+export async function recordWaiting(
+  pool: pg.Pool,
+  owner: string,
+  t: ClaimedTenant,
+  reason: 'NoCapacity' | 'EngineUnavailable',
+  message: string,
+  retryInMs: number,
+): Promise<boolean> {
+  return withTx(pool, async (db) => {
+    const held = await lockHeldTenant(db, t.id, owner);
+    if (!held) return false;
+    const conditions = mergeConditions(held.conditions, [
+      condition('Ready', 'False', reason, message.slice(0, 2000)),
+      condition('Reconciling', 'True', reason === 'NoCapacity' ? 'WaitingForCapacity' : 'WaitingForEngine', `retrying in ${Math.round(retryInMs / 1000)}s`),
+    ]);
+    await db.query(
+      `UPDATE tenants SET conditions = $2, next_attempt_at = now() + make_interval(secs => $3::float8 / 1000),
+              lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+        WHERE id = $1`,
+      [t.id, JSON.stringify(conditions), retryInMs],
+    );
+    return true;
+  });
+}
+
+/** Makes tenants that wait for the engine due at once (the engine just became available). */
+export async function wakeEngineWaiters(db: Queryable): Promise<number> {
+  const { rowCount } = await db.query(
+    `UPDATE tenants SET next_attempt_at = now()
+      WHERE next_attempt_at > now() AND NOT stalled AND phase <> 'Deleted'
+        AND conditions @> '[{"type": "Ready", "reason": "EngineUnavailable"}]'::jsonb`,
+  );
+  return rowCount ?? 0;
+}

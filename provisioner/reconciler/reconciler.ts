@@ -1,0 +1,491 @@
+/**
+ * The reconcile loop of one provisioner process. It claims due tenants (lease.ts) up to its
+ * worker count, runs one attempt per tenant through the engine, renews its leases by heartbeat,
+ * and records each outcome in the transaction that releases the lease (outcome.ts).
+ * LISTEN `tenant_due` wakes it at once; polling every `pollMs` is the truth.
+ *
+ * Cancellation: when a running tenant's spec turns to deleted (seen by NOTIFY or heartbeat) the
+ * engine is aborted and the attempt recorded as cancelled; the delete then runs. When the lease
+ * is lost (another process took the tenant over after this one stalled) the engine is aborted
+ * and nothing is written. Shutdown: stop claiming, wait up to a grace period, then abort what
+ * still runs and hand the leases back (the next owner recovers the stack first).
+ */
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type pg from 'pg';
+import pino from 'pino';
+import type { SecretBox } from '../crypto.ts';
+import { withTx } from '../db/tx.ts';
+import { getClusterKubeconfig } from '../store/clusters.ts';
+import { appendLog } from '../store/operations.ts';
+import { TENANT_CHANNEL } from '../store/tenants.ts';
+import { engineErrorOf, type Engine, type EngineResult, type RunOptions, type StackInput } from '../engine/engine.ts';
+import { recoveryPlan } from '../engine/pulumi-plan.ts';
+import { startAttempt, type StartedAttempt } from './attempt.ts';
+import { backoffMs, type BackoffOptions } from './backoff.ts';
+import { claimDueTenants, readSpecMarkers, releaseLeases, renewLeases, type ClaimedTenant } from './lease.ts';
+import { Listener } from './listener.ts';
+import { LogWriter, kubeconfigSecrets } from './log-writer.ts';
+import { recordCancelled, recordFailure, recordSuccess, recordWaiting, wakeEngineWaiters } from './outcome.ts';
+import { ensureRuntimeToken } from './runtime-token.ts';
+
+export type ReconcilerLog = Pick<pino.Logger, 'info' | 'warn' | 'error' | 'debug'>;
+
+export interface ReconcilerOptions {
+  pool: pg.Pool;
+  engine: Engine;
+  /** Decrypts root-cluster kubeconfigs and runtime tokens. */
+  box: SecretBox;
+  /** Lease owner id; default `<host>:<pid>:<random>`. */
+  owner?: string;
+  /** Concurrent attempts in this process (default 2). */
+  workers?: number;
+  /** Concurrent attempts per root cluster across all processes (default 4). */
+  clusterParallelism?: number;
+  leaseTtlMs?: number;
+  /** Default: a third of the lease TTL. */
+  heartbeatMs?: number;
+  pollMs?: number;
+  /** Resync interval of Ready/Suspended tenants; 0 turns it off (default). */
+  resyncMs?: number;
+  maxFailures?: number;
+  backoff?: BackoffOptions;
+  /** Retry delay of a tenant no cluster can take (default 30 s). */
+  noCapacityRetryMs?: number;
+  /** Retry delay while the engine is unavailable, and how often the engine is re-checked (default 60 s). */
+  engineRetryMs?: number;
+  /** LISTEN for `tenant_due` (default true); polling alone still finds everything. */
+  listen?: boolean;
+  logFlushMs?: number;
+  logger?: ReconcilerLog;
+  random?: () => number;
+}
+
+type AbortReason = 'deleted' | 'lease-lost' | 'shutdown' | 'crash';
+
+interface ActiveRun {
+  tenant: ClaimedTenant;
+  controller: AbortController;
+  reason: AbortReason | undefined;
+  operationId: string | undefined;
+  done: Promise<void>;
+}
+
+export interface ReconcilerStats {
+  claimed: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+  waiting: number;
+  leaseLost: number;
+  handedBack: number;
+}
+
+export class Reconciler {
+  readonly owner: string;
+  readonly #o: Required<Omit<ReconcilerOptions, 'owner' | 'logger' | 'random' | 'heartbeatMs'>> & { heartbeatMs: number };
+  readonly #log: ReconcilerLog;
+  readonly #random: () => number;
+  readonly #active = new Map<string, ActiveRun>();
+  readonly stats: ReconcilerStats = { claimed: 0, succeeded: 0, failed: 0, cancelled: 0, waiting: 0, leaseLost: 0, handedBack: 0 };
+  #listener: Listener | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #engineCheck: NodeJS.Timeout | undefined;
+  #loop: Promise<void> | undefined;
+  #stopping = false;
+  #kicked = false;
+  #wake: (() => void) | undefined;
+  #lastRenewOk = Date.now();
+
+  constructor(opts: ReconcilerOptions) {
+    const leaseTtlMs = opts.leaseTtlMs ?? 30_000;
+    this.owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+    this.#o = {
+      pool: opts.pool,
+      engine: opts.engine,
+      box: opts.box,
+      workers: opts.workers ?? 2,
+      clusterParallelism: opts.clusterParallelism ?? 4,
+      leaseTtlMs,
+      heartbeatMs: opts.heartbeatMs ?? Math.max(50, Math.floor(leaseTtlMs / 3)),
+      pollMs: opts.pollMs ?? 2000,
+      resyncMs: opts.resyncMs ?? 0,
+      maxFailures: opts.maxFailures ?? 5,
+      backoff: opts.backoff ?? { baseMs: 10_000, capMs: 600_000 },
+      noCapacityRetryMs: opts.noCapacityRetryMs ?? 30_000,
+      engineRetryMs: opts.engineRetryMs ?? 60_000,
+      listen: opts.listen ?? true,
+      logFlushMs: opts.logFlushMs ?? 100,
+    };
+    this.#log = opts.logger ?? pino({ level: 'silent' });
+    this.#random = opts.random ?? Math.random;
+  }
+
+  /** Tenants this process is reconciling now. */
+  get running(): string[] {
+    return [...this.#active.keys()];
+  }
+
+  get listening(): boolean {
+    return this.#listener?.connected ?? false;
+  }
+
+  /** Starts the engine (CLI check, plugins), the listener, the heartbeat and the loop. */
+  async start(): Promise<void> {
+    await this.#startEngine();
+    if (this.#o.listen) {
+      this.#listener = new Listener({
+        pool: this.#o.pool,
+        channels: [TENANT_CHANNEL],
+        onNotify: (_ch, id) => this.#onNotify(id),
+        onConnect: () => this.kick(),
+        onError: (err, retryInMs) => this.#log.warn({ err: String(err), retryInMs }, 'reconciler listener lost its connection; reconnecting'),
+      });
+      await this.#listener.start();
+    }
+    this.#heartbeat = setInterval(() => void this.#beat(), this.#o.heartbeatMs);
+    this.#loop = this.#run();
+    this.#log.info({ owner: this.owner, workers: this.#o.workers, engine: this.#o.engine.name }, 'reconciler started');
+  }
+
+  async #startEngine(): Promise<void> {
+    try {
+      await this.#o.engine.start();
+    } catch (err) {
+      this.#log.error({ err: String(err) }, 'engine start failed');
+    }
+    const a = this.#o.engine.availability();
+    if (a.available) return;
+    this.#log.warn({ message: a.message }, 'engine unavailable: due tenants get condition EngineUnavailable; re-checking periodically');
+    this.#engineCheck = setTimeout(() => void this.#recheckEngine(), this.#o.engineRetryMs);
+  }
+
+  async #recheckEngine(): Promise<void> {
+    this.#engineCheck = undefined;
+    if (this.#stopping) return;
+    try {
+      await this.#o.engine.start();
+    } catch (err) {
+      this.#log.error({ err: String(err) }, 'engine start failed');
+    }
+    if (this.#o.engine.availability().available) {
+      const woken = await wakeEngineWaiters(this.#o.pool).catch(() => 0);
+      this.#log.info({ woken }, 'engine available again');
+      this.kick();
+    } else if (!this.#stopping) {
+      this.#engineCheck = setTimeout(() => void this.#recheckEngine(), this.#o.engineRetryMs);
+    }
+  }
+
+  /** Wakes the loop to claim now. */
+  kick(): void {
+    this.#kicked = true;
+    const w = this.#wake;
+    this.#wake = undefined;
+    w?.();
+  }
+
+  #sleep(ms: number): Promise<void> {
+    if (this.#kicked) {
+      this.#kicked = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const t = setTimeout(() => {
+        this.#wake = undefined;
+        resolve();
+      }, ms);
+      this.#wake = () => {
+        clearTimeout(t);
+        this.#kicked = false;
+        resolve();
+      };
+    });
+  }
+
+  async #run(): Promise<void> {
+    let errors = 0;
+    while (!this.#stopping) {
+      const free = this.#o.workers - this.#active.size;
+      let claimed = 0;
+      if (free > 0) {
+        this.#kicked = false;
+        try {
+          const list = await claimDueTenants(this.#o.pool, {
+            owner: this.owner, limit: free, leaseTtlMs: this.#o.leaseTtlMs, clusterParallelism: this.#o.clusterParallelism, resyncMs: this.#o.resyncMs,
+          });
+          errors = 0;
+          claimed = list.length;
+          this.stats.claimed += claimed;
+          for (const t of list) this.#launch(t);
+        } catch (err) {
+          errors += 1;
+          const delay = Math.min(10_000, 100 * 2 ** errors);
+          this.#log.error({ err: String(err), retryInMs: delay }, 'claiming due tenants failed');
+          await this.#sleep(delay);
+          continue;
+        }
+      }
+      if (this.#stopping) break;
+      if (free > 0 && claimed === free) continue; // there may be more due right now
+      await this.#sleep(this.#o.pollMs);
+    }
+  }
+
+  #launch(t: ClaimedTenant): void {
+    const run: ActiveRun = { tenant: t, controller: new AbortController(), reason: undefined, operationId: undefined, done: Promise.resolve() };
+    this.#active.set(t.id, run);
+    run.done = this.#attempt(run)
+      .catch((err: unknown) => this.#log.error({ err: String(err), tenant: t.id }, 'reconcile attempt crashed'))
+      .finally(() => {
+        if (this.#active.get(t.id) === run) this.#active.delete(t.id);
+        this.kick();
+      });
+  }
+
+  #onNotify(tenantId: string): void {
+    const run = this.#active.get(tenantId);
+    if (!run) {
+      this.kick();
+      return;
+    }
+    if (run.tenant.deleted || run.reason) return;
+    readSpecMarkers(this.#o.pool, tenantId).then((m) => {
+      if (m?.deleted) this.#abort(run, 'deleted');
+    }, () => {});
+  }
+
+  #abort(run: ActiveRun, reason: AbortReason): void {
+    if (run.reason) return;
+    run.reason = reason;
+    this.#log.info({ tenant: run.tenant.id, reason }, 'aborting the running engine');
+    run.controller.abort(new Error(reason));
+  }
+
+  async #beat(): Promise<void> {
+    const ids = [...this.#active.keys()];
+    if (ids.length === 0) {
+      this.#lastRenewOk = Date.now();
+      return;
+    }
+    try {
+      const rows = await renewLeases(this.#o.pool, this.owner, ids, this.#o.leaseTtlMs);
+      this.#lastRenewOk = Date.now();
+      const held = new Map(rows.map((r) => [r.id, r]));
+      for (const id of ids) {
+        const run = this.#active.get(id);
+        if (!run || run.reason) continue;
+        const m = held.get(id);
+        if (!m) {
+          // Only abort if the attempt had started: a run that just released its lease is finishing.
+          if (run.operationId !== undefined) this.#abort(run, 'lease-lost');
+        } else if (m.deleted && !run.tenant.deleted) {
+          this.#abort(run, 'deleted');
+        }
+      }
+    } catch (err) {
+      this.#log.warn({ err: String(err) }, 'lease heartbeat failed');
+      if (Date.now() - this.#lastRenewOk > this.#o.leaseTtlMs) {
+        // The leases have expired by now: another process may own these tenants.
+        for (const run of this.#active.values()) this.#abort(run, 'lease-lost');
+      }
+    }
+  }
+
+  async #attempt(run: ActiveRun): Promise<void> {
+    const t = run.tenant;
+    const { pool, engine, box } = this.#o;
+    if (t.placement === 'no-capacity') {
+      await recordWaiting(pool, this.owner, t, 'NoCapacity', t.placementMessage ?? 'no root cluster can take this tenant', this.#o.noCapacityRetryMs);
+      this.stats.waiting += 1;
+      return;
+    }
+    const availability = engine.availability();
+    if (!availability.available && t.placement !== 'none-needed') {
+      await recordWaiting(pool, this.owner, t, 'EngineUnavailable', availability.message, this.#o.engineRetryMs);
+      this.stats.waiting += 1;
+      return;
+    }
+    const begun = await withTx(pool, async (db) => {
+      const started = await startAttempt(db, t, this.owner);
+      if (!started) return undefined;
+      const token = !t.deleted && t.placement === 'placed' ? await ensureRuntimeToken(db, box, t.id, t.runtime_token_enc) : '';
+      return { started, token };
+    });
+    if (!begun) {
+      this.stats.leaseLost += 1;
+      return;
+    }
+    const { started, token } = begun;
+    run.operationId = started.operationId;
+    let log: LogWriter | undefined;
+    try {
+      const input = t.placement === 'placed' ? await this.#stackInput(t, token) : undefined;
+      log = new LogWriter(pool, started.operationId, {
+        flushMs: this.#o.logFlushMs,
+        secrets: input ? [input.runtimeToken, ...kubeconfigSecrets(input.rootKubeconfig)] : [],
+      });
+      this.#describe(log, t, started);
+      const opts: RunOptions = {
+        onOutput: (text) => log!.output(text),
+        onEvent: (e) => log!.line(`${e.type}: ${e.message}`, 'event'),
+        signal: run.controller.signal,
+      };
+      let result: EngineResult = { outputs: {}, changes: {} };
+      if (!input) {
+        log.line('the tenant was never placed on a root cluster: nothing to destroy');
+      } else {
+        if (started.interrupted) await this.#recover(log, input, opts, started);
+        if (t.deleted) {
+          result = await engine.destroy(input, opts);
+          log.line('stack destroyed and removed; API keys of the tenant revoked');
+        } else if (started.kind === 'resync') {
+          const refreshed = await engine.refresh(input, opts);
+          const drift = driftOf(refreshed.changes);
+          log.line(drift ? `drift detected by refresh: ${drift}` : 'no drift detected by refresh');
+          result = await engine.up(input, opts);
+          const corrected = driftOf(result.changes);
+          log.line(corrected ? `drift corrected by update: ${corrected}` : 'nothing to correct');
+        } else {
+          result = await engine.up(input, opts);
+        }
+      }
+      log.line(`operation succeeded (generation ${t.generation})`);
+      await log.close();
+      if (await recordSuccess(pool, this.owner, { tenant: t, operationId: started.operationId, outputs: result.outputs })) this.stats.succeeded += 1;
+      else this.stats.leaseLost += 1;
+    } catch (err) {
+      const reason = run.reason;
+      const error = engineErrorOf(err);
+      if (reason === 'lease-lost' || reason === 'crash') {
+        this.stats.leaseLost += 1;
+        await log?.close();
+        return;
+      }
+      if (reason === 'shutdown') {
+        log?.line('the provisioner is shutting down: engine stopped; the lease is handed back and the next owner recovers the stack');
+        await log?.close();
+        return;
+      }
+      if (reason === 'deleted') {
+        const message = 'cancelled: the tenant was deleted while this operation ran; the delete runs next';
+        log?.line(message);
+        await log?.close();
+        if (await recordCancelled(pool, this.owner, t, started.operationId, message)) this.stats.cancelled += 1;
+        return;
+      }
+      log?.line(`operation failed: ${error.code}: ${error.message}`);
+      await log?.close();
+      if (!log) await appendLog(pool, started.operationId, [{ stream: 'reconciler', line: `operation failed: ${error.code}: ${error.message}` }]).catch(() => {});
+      const out = await recordFailure(pool, this.owner, {
+        tenant: t, operationId: started.operationId, error, maxFailures: this.#o.maxFailures,
+        backoffMs: (n) => backoffMs(n, this.#o.backoff, this.#random),
+      });
+      if (out) this.stats.failed += 1;
+      else this.stats.leaseLost += 1;
+    }
+  }
+
+  #describe(log: LogWriter, t: ClaimedTenant, s: StartedAttempt): void {
+    const action = t.deleted ? 'destroy' : s.kind === 'resync' ? 'refresh + update (resync)' : 'update';
+    log.line(`attempt ${s.attempt} of ${s.kind} operation ${s.operationId}: ${action} for generation ${t.generation} (runtime ${t.runtime_version}, plan ${t.plan}${t.suspended ? ', suspended' : ''}) by ${this.owner}`);
+    if (s.superseded.length > 0) log.line(`coalesced ${s.superseded.length} older operation(s) into this one: ${s.superseded.join(', ')}`);
+  }
+
+  async #recover(log: LogWriter, input: StackInput, opts: RunOptions, s: StartedAttempt): Promise<void> {
+    const prev = s.interruptedOperation;
+    log.line(`recovery: operation ${prev?.id ?? '?'} (owner ${prev?.owner ?? 'unknown'}) did not finish and its lease is gone`);
+    for (const step of recoveryPlan()) {
+      log.line(`recovery: ${step.step}${step.step === 'refresh' ? ' --clear-pending-creates' : ''}: ${step.why}`);
+      if (step.step === 'cancel') {
+        try {
+          await this.#o.engine.cancel(input);
+        } catch (err) {
+          // No lock to clear (the stack may not exist yet) is not an error worth failing for.
+          log.line(`recovery: cancel reported: ${engineErrorOf(err).message}`);
+        }
+      } else {
+        await this.#o.engine.refresh(input, { ...opts, clearPendingCreates: true });
+      }
+    }
+    log.line('recovery: done');
+  }
+
+  async #stackInput(t: ClaimedTenant, runtimeToken: string): Promise<StackInput> {
+    const cluster = await getClusterKubeconfig(this.#o.pool, t.cluster_id!);
+    if (!cluster) throw new Error(`root cluster ${t.cluster_id ?? '?'} of the tenant is not registered`);
+    return {
+      tenantId: t.id,
+      organization: t.organization,
+      plan: t.plan,
+      runtimeVersion: t.runtime_version,
+      suspended: t.suspended,
+      clusterName: cluster.name,
+      rootKubeconfig: this.#o.box.decrypt(cluster.enc, `cluster/${cluster.name}`).toString('utf8'),
+      runtimeToken,
+    };
+  }
+
+  /**
+   * Graceful stop: no new claims; running attempts get `graceMs` to finish; the rest are aborted
+   * and their leases handed back (their operations stay `running`, so the next owner recovers
+   * the stack before running it again).
+   */
+  async stop(opts: { graceMs?: number } = {}): Promise<void> {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    if (this.#engineCheck) clearTimeout(this.#engineCheck);
+    this.kick();
+    await this.#loop;
+    const grace = opts.graceMs ?? 20_000;
+    const pending = [...this.#active.values()];
+    if (pending.length > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all(pending.map((r) => r.done)),
+        new Promise<void>((resolve) => { timer = setTimeout(resolve, grace); }),
+      ]);
+      clearTimeout(timer);
+    }
+    const left = [...this.#active.values()];
+    for (const run of left) this.#abort(run, 'shutdown');
+    await Promise.all(left.map((r) => r.done));
+    const handed = await releaseLeases(this.#o.pool, this.owner, left.map((r) => r.tenant.id)).catch(() => 0);
+    this.stats.handedBack += handed;
+    if (handed > 0) this.#log.info({ handed }, 'leases handed back at shutdown');
+    if (this.#heartbeat) clearInterval(this.#heartbeat);
+    await this.#listener?.stop();
+    await this.#o.engine.close();
+  }
+
+  /**
+   * Stops as if the process died (tests, benchmarks): no outcome is written and no lease is
+   * released; the leases expire and another process takes the tenants over.
+   */
+  async crash(): Promise<void> {
+    this.#stopping = true;
+    if (this.#engineCheck) clearTimeout(this.#engineCheck);
+    if (this.#heartbeat) clearInterval(this.#heartbeat);
+    this.kick();
+    for (const run of this.#active.values()) this.#abort(run, 'crash');
+    await this.#listener?.stop();
+    await this.#loop;
+    await Promise.all([...this.#active.values()].map((r) => r.done));
+  }
+
+  /** Drops the listener connection (tests: NOTIFY loss and reconnect). */
+  simulateListenerDisconnect(): void {
+    this.#listener?.simulateDisconnect();
+  }
+}
+
+function driftOf(changes: Record<string, number>): string {
+  return Object.entries(changes).filter(([k, n]) => k !== 'same' && n > 0).map(([k, n]) => `${k} ${n}`).join(', ');
+}
+
+/** Creates and starts a reconciler. */
+export async function startReconciler(opts: ReconcilerOptions): Promise<Reconciler> {
+  const r = new Reconciler(opts);
+  await r.start();
+  return r;
+}

@@ -1,0 +1,126 @@
+/**
+ * Reconciler test harness: a fresh migrated database, a SecretBox, root clusters with encrypted
+ * kubeconfigs, tenants created the way the API creates them (row + queued operation + NOTIFY),
+ * reconcilers with short timings, and bounded waits on database state.
+ */
+import { randomBytes } from 'node:crypto';
+import { SecretBox } from '../../../provisioner/crypto.ts';
+import { withTx } from '../../../provisioner/db/tx.ts';
+import { ScriptedEngine, type ScriptedEngineOptions } from '../../../provisioner/engine/scripted-engine.ts';
+import { Reconciler, type ReconcilerOptions } from '../../../provisioner/reconciler/reconciler.ts';
+import { insertCluster } from '../../../provisioner/store/clusters.ts';
+import {
+  changeSpec, getTenantRow, insertOperation, insertTenant, requestRetry, TENANT_CHANNEL,
+  type OperationKind, type TenantRow, type TenantSpec,
+} from '../../../provisioner/store/tenants.ts';
+import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
+
+export const KUBECONFIG = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://10.0.0.1:6443", certificate-authority-data: Q0VSVElGSUNBVEVEQVRBLXRlc3Q=}}]
+users: [{name: u, user: {token: root-cluster-secret-token-0123456789}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`;
+
+export interface Harness {
+  db: TestDatabase;
+  box: SecretBox;
+  reconcilers: Reconciler[];
+  addCluster(name: string, o?: { capacity?: number; plans?: string[]; cordoned?: boolean }): Promise<string>;
+  createTenant(o?: { plan?: string; runtimeVersion?: string }): Promise<{ id: string; operationId: string }>;
+  change(id: string, change: Partial<TenantSpec>, kind: OperationKind): Promise<string>;
+  retry(id: string): Promise<string>;
+  tenant(id: string): Promise<TenantRow & { stalled: boolean; consecutive_failures: number; next_attempt_at: Date | null; lease_owner: string | null; lease_expires_at: Date | null }>;
+  operations(id: string): Promise<Array<{ id: string; kind: string; state: string; attempt: number; owner: string | null; generation: number; error: { code: string; message: string } | null }>>;
+  logLines(operationId: string): Promise<string[]>;
+  reconciler(engine: ScriptedEngine, o?: Partial<ReconcilerOptions>): Promise<Reconciler>;
+  close(): Promise<void>;
+}
+
+let orgs = 0;
+
+export async function createHarness(): Promise<Harness> {
+  const db = await createTestDatabase();
+  const box = new SecretBox(randomBytes(32));
+  const reconcilers: Reconciler[] = [];
+  const h: Harness = {
+    db, box, reconcilers,
+    async addCluster(name, o = {}) {
+      const c = await insertCluster(db.pool, {
+        name, region: 'eu-1', labels: {}, capacity: o.capacity ?? 100, plans: o.plans ?? [],
+        kubeconfigEnc: box.encrypt(KUBECONFIG, `cluster/${name}`),
+      });
+      if (o.cordoned) await db.pool.query('UPDATE root_clusters SET cordoned = true WHERE id = $1', [c.id]);
+      return c.id;
+    },
+    async createTenant(o = {}) {
+      return withTx(db.pool, async (tx) => {
+        orgs += 1;
+        const version = o.runtimeVersion ?? '1.0.0';
+        const id = await insertTenant(tx, { organization: `org-${orgs}-${randomBytes(3).toString('hex')}`, email: 'a@example.com', plan: o.plan ?? 'free', runtimeVersion: version });
+        const operationId = await insertOperation(tx, id, 'create', 1, null, version);
+        await tx.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, id]);
+        return { id, operationId };
+      });
+    },
+    async change(id, change, kind) {
+      return withTx(db.pool, async (tx) => {
+        const row = (await getTenantRow(tx, id, true))!;
+        return (await changeSpec(tx, row, change, kind, `test ${kind}`)).id;
+      });
+    },
+    async retry(id) {
+      return withTx(db.pool, async (tx) => (await requestRetry(tx, (await getTenantRow(tx, id, true))!)).id);
+    },
+    async tenant(id) {
+      const { rows } = await db.pool.query(`SELECT t.*, c.name AS cluster_name FROM tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id WHERE t.id = $1`, [id]);
+      return rows[0] as Awaited<ReturnType<Harness['tenant']>>;
+    },
+    async operations(id) {
+      const { rows } = await db.pool.query(
+        `SELECT id, kind, state, attempt, owner, generation, error FROM operations WHERE tenant_id = $1 ORDER BY created_at, id`, [id]);
+      return rows as Awaited<ReturnType<Harness['operations']>>;
+    },
+    async logLines(operationId) {
+      const { rows } = await db.pool.query<{ line: string }>('SELECT line FROM operation_logs WHERE operation_id = $1 ORDER BY seq', [operationId]);
+      return rows.map((r) => r.line);
+    },
+    async reconciler(engine, o = {}) {
+      const r = new Reconciler({
+        pool: db.pool, engine, box, workers: 4, leaseTtlMs: 3000, pollMs: 200, logFlushMs: 20,
+        backoff: { baseMs: 100, capMs: 2000, jitter: 0 }, noCapacityRetryMs: 200, engineRetryMs: 200, ...o,
+      });
+      reconcilers.push(r);
+      await r.start();
+      return r;
+    },
+    async close() {
+      for (const r of reconcilers) await r.stop({ graceMs: 0 }).catch(() => {});
+      await db.drop();
+    },
+  };
+  return h;
+}
+
+export function scripted(o?: ScriptedEngineOptions): ScriptedEngine {
+  return new ScriptedEngine(o);
+}
+
+/** Polls `check` every `everyMs` until it returns a value other than undefined/false; fails after `timeoutMs`. */
+export async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 10_000, everyMs = 20): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** A promise with its resolve function (gates for the scripted engine). */
+export function gate(): { promise: Promise<void>; open: () => void } {
+  let open: () => void = () => {};
+  const promise = new Promise<void>((r) => { open = r; });
+  return { promise, open };
+}

@@ -1,0 +1,144 @@
+import t from 'tap';
+import { EngineError } from '../../../provisioner/engine/engine.ts';
+import { createKey, lookupKey } from '../../../provisioner/store/keys.ts';
+import { createHarness, gate, scripted, until, KUBECONFIG } from './harness.ts';
+
+const h = await createHarness();
+t.teardown(() => h.close());
+await h.addCluster('root-a');
+
+t.test('a new tenant is provisioned: Ready, outputs in status, operation succeeded, lease released', async (t) => {
+  const engine = scripted({ script: () => ({ lines: ['creating namespace', 'creating vcluster'] }) });
+  const r = await h.reconciler(engine);
+  const { id, operationId } = await h.createTenant({ runtimeVersion: '1.2.0' });
+  const row = await until('Ready', async () => { const x = await h.tenant(id); return x.phase === 'Ready' && x; });
+  t.equal(row.observed_generation, 1);
+  t.equal(row.actual_runtime_version, '1.2.0');
+  t.equal(row.cluster_name, 'root-a');
+  t.match(row.endpoints, { vclusterEndpoint: /^https:/, argoCdUrl: /^https:/ });
+  t.match(row.conditions.find((c) => c.type === 'Ready'), { status: 'True' });
+  t.match(row.conditions.find((c) => c.type === 'Reconciling'), { status: 'False' });
+  t.equal(row.lease_owner, null);
+  const [op] = await h.operations(id);
+  t.match(op, { id: operationId, state: 'succeeded', attempt: 1, owner: r.owner });
+  const lines = await h.logLines(operationId);
+  t.ok(lines.includes('creating vcluster'), 'engine output is in the operation log');
+  t.ok(lines.some((l) => l.startsWith('attempt 1 of create operation')));
+  t.notOk(lines.some((l) => l.includes('root-cluster-secret-token')), 'no secret in the log');
+  const call = engine.callsFor(id)[0]!;
+  t.equal(call.input.rootKubeconfig, KUBECONFIG, 'the engine got the decrypted kubeconfig');
+  t.ok(await lookupKey(h.db.pool, call.input.runtimeToken), 'the runtime token is a live runtime key');
+  t.equal((await lookupKey(h.db.pool, call.input.runtimeToken))?.role, 'runtime');
+  await r.stop();
+});
+
+t.test('two quick changes while an operation runs coalesce into one more run of the newest spec', async (t) => {
+  const g = gate();
+  const engine = scripted({ script: (c) => (c.input.runtimeVersion === '1.0.0' ? { gate: g.promise } : undefined) });
+  const r = await h.reconciler(engine);
+  const { id } = await h.createTenant({ runtimeVersion: '1.0.0' });
+  await until('create running', async () => engine.callsFor(id).length === 1);
+  const up1 = await h.change(id, { runtimeVersion: '1.1.0' }, 'upgrade');
+  const up2 = await h.change(id, { runtimeVersion: '1.2.0' }, 'upgrade');
+  g.open();
+  const row = await until('generation 3 applied', async () => { const x = await h.tenant(id); return x.observed_generation === 3 && x; });
+  t.equal(row.actual_runtime_version, '1.2.0');
+  t.equal(row.previous_runtime_version, '1.0.0');
+  t.same(engine.callsFor(id).map((c) => c.input.runtimeVersion), ['1.0.0', '1.2.0'], 'the middle spec never ran');
+  const ops = await h.operations(id);
+  t.match(ops.find((o) => o.id === up1), { state: 'superseded' });
+  t.match(ops.find((o) => o.id === up2), { state: 'succeeded' });
+  await r.stop();
+});
+
+t.test('failures back off with growing delays, then the tenant is Stalled; a retry clears it', async (t) => {
+  let failing = true;
+  const engine = scripted({ script: () => (failing ? { fail: new EngineError('ProgramFailed', 'helm release failed: boom') } : undefined) });
+  const r = await h.reconciler(engine, { maxFailures: 3, backoff: { baseMs: 150, capMs: 5000, jitter: 0 } });
+  const { id } = await h.createTenant();
+  const row = await until('Stalled', async () => { const x = await h.tenant(id); return x.stalled && x; }, 15_000);
+  const calls = engine.callsFor(id);
+  t.equal(calls.length, 3);
+  const gaps = [calls[1]!.startedAt - calls[0]!.endedAt!, calls[2]!.startedAt - calls[1]!.endedAt!];
+  t.ok(gaps[0]! >= 140, `first retry waited ${gaps[0]} ms (>= 150 ms)`);
+  t.ok(gaps[1]! >= 440, `second retry waited ${gaps[1]} ms (>= 450 ms)`);
+  t.equal(row.phase, 'Failed');
+  t.equal(row.consecutive_failures, 3);
+  t.match(row.conditions.find((c) => c.type === 'Stalled'), { status: 'True', reason: 'UpdateFailed', message: /helm release failed: boom/ });
+  const ops = await h.operations(id);
+  t.same(ops.map((o) => [o.state, o.attempt]), [['failed', 1], ['failed', 2], ['failed', 3]], 'one operation row per attempt');
+  t.match(ops[0]!.error, { code: 'ProgramFailed', message: /boom/ });
+  // Stalled: nothing runs any more.
+  await new Promise((res) => setTimeout(res, 400));
+  t.equal(engine.callsFor(id).length, 3, 'a stalled tenant is not retried by itself');
+
+  failing = false;
+  const retryOp = await h.retry(id);
+  const ready = await until('Ready after retry', async () => { const x = await h.tenant(id); return x.phase === 'Ready' && x; });
+  t.equal(ready.stalled, false);
+  t.match(ready.conditions.find((c) => c.type === 'Stalled'), { status: 'False' });
+  t.match((await h.operations(id)).find((o) => o.id === retryOp), { state: 'succeeded', kind: 'retry' });
+  await r.stop();
+});
+
+t.test('a spec change clears Stalled and runs again', async (t) => {
+  const engine = scripted({ script: (c) => (c.input.runtimeVersion === '1.0.0' ? { fail: new EngineError('ProgramFailed', 'bad') } : undefined) });
+  const r = await h.reconciler(engine, { maxFailures: 1 });
+  const { id } = await h.createTenant({ runtimeVersion: '1.0.0' });
+  await until('Stalled', async () => (await h.tenant(id)).stalled);
+  await h.change(id, { runtimeVersion: '1.1.0' }, 'upgrade');
+  const row = await until('Ready', async () => { const x = await h.tenant(id); return x.phase === 'Ready' && x; });
+  t.equal(row.actual_runtime_version, '1.1.0');
+  await r.stop();
+});
+
+t.test('a delete during a create cancels the create, then destroys; keys revoked, tombstone kept', async (t) => {
+  const g = gate();
+  const engine = scripted({ script: (c) => (c.kind === 'up' ? { gate: g.promise } : undefined) });
+  const r = await h.reconciler(engine);
+  const { id, operationId } = await h.createTenant();
+  const tenantKey = (await createKey(h.db.pool, { role: 'tenant', tenantId: id, name: 'owner', createdBy: 'test' })).key;
+  await until('create running', async () => engine.callsFor(id).length === 1);
+  const del = await h.change(id, { deleted: true }, 'delete');
+  const row = await until('Deleted', async () => { const x = await h.tenant(id); return x.phase === 'Deleted' && x; });
+  g.open();
+  t.same(engine.callsFor(id).map((c) => [c.kind, c.outcome]), [['up', 'cancelled'], ['destroy', 'ok']]);
+  const ops = await h.operations(id);
+  t.match(ops.find((o) => o.id === operationId), { state: 'cancelled', error: { code: 'Cancelled' } });
+  t.match(ops.find((o) => o.id === del), { state: 'succeeded' });
+  t.equal(row.deleted, true);
+  t.ok(row.deleted_at, 'tombstone keeps its deletion time');
+  t.equal(await lookupKey(h.db.pool, tenantKey), undefined, 'tenant key revoked');
+  const { rows } = await h.db.pool.query('SELECT count(*)::int AS n FROM api_keys WHERE tenant_id = $1 AND revoked_at IS NULL', [id]);
+  t.equal(rows[0].n, 0, 'runtime key revoked too');
+  t.same(row.endpoints, {});
+  await r.stop();
+});
+
+t.test('status and operation result are written in one transaction', async (t) => {
+  await h.db.pool.query(`CREATE FUNCTION test_refuse_success() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN IF NEW.state = 'succeeded' AND NEW.kind = 'create' THEN RAISE EXCEPTION 'refused by test'; END IF; RETURN NEW; END $$`);
+  await h.db.pool.query(`CREATE TRIGGER test_refuse BEFORE UPDATE ON operations FOR EACH ROW EXECUTE FUNCTION test_refuse_success()`);
+  t.teardown(() => h.db.pool.query('DROP TRIGGER test_refuse ON operations; DROP FUNCTION test_refuse_success()'));
+  const engine = scripted();
+  const r = await h.reconciler(engine, { maxFailures: 1 });
+  const { id, operationId } = await h.createTenant();
+  const row = await until('attempt recorded', async () => { const x = await h.tenant(id); return x.stalled && x; });
+  t.equal(row.observed_generation, 0, 'the status write rolled back with the operation write');
+  t.not(row.phase, 'Ready');
+  t.match((await h.operations(id)).find((o) => o.id === operationId), { state: 'failed' });
+  await r.stop();
+});
+
+t.test('a resync runs refresh + up and logs the drift it corrected', async (t) => {
+  const engine = scripted({ script: (c) => (c.kind === 'refresh' ? { changes: { update: 2, same: 10 } } : c.kind === 'up' ? { changes: { update: 2 } } : undefined) });
+  const r = await h.reconciler(engine, { resyncMs: 300 });
+  const { id } = await h.createTenant();
+  await until('Ready', async () => (await h.tenant(id)).phase === 'Ready');
+  const resync = await until('a resync ran', async () => (await h.operations(id)).find((o) => o.kind === 'resync' && o.state === 'succeeded'));
+  const lines = await h.logLines(resync.id);
+  t.ok(lines.includes('drift detected by refresh: update 2'), 'drift logged');
+  t.ok(lines.includes('drift corrected by update: update 2'));
+  t.equal((await h.tenant(id)).phase, 'Ready', 'a resync keeps the phase');
+  await r.stop();
+});
