@@ -62,7 +62,14 @@ export async function startEmbeddedPostgres(
   if (!existsSync(join(dataDir, 'PG_VERSION'))) {
     log(`initialising embedded PostgreSQL in ${dataDir}`);
     if (isRoot) await chmod(dir, 0o755);
-    await server.initialise();
+    try {
+      await server.initialise();
+    } catch (err) {
+      const hint = isRoot && /Permission denied/.test(String(err))
+        ? ` (running as root, PostgreSQL runs as the 'postgres' user: every folder above ${dir} must be searchable by it)`
+        : '';
+      throw new Error(`could not initialise the embedded PostgreSQL in ${dataDir}${hint}`, { cause: err });
+    }
   }
   await server.start();
   return {

@@ -60,11 +60,16 @@ export const runtimeVersionRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox
     return describe(version, availability);
   });
 
+  const Resources = Type.Object({ cpu: Type.String(), memory: Type.String() });
+  const PlanInfo = Type.Object({
+    name: Type.String(),
+    quota: Type.Object({
+      cpu: Type.String(), memory: Type.String(), limits: Resources, pods: Type.Integer(), storage: Type.String(), pvcs: Type.Integer(),
+    }),
+    container: Type.Object({ defaultRequest: Resources, default: Resources, max: Resources }),
+  });
   app.get('/v1/plans', {
     config: { public: true },
-    schema: {
-      summary: 'Plans and what they include', tags: ['tenants'],
-      response: withErrors({ 200: Type.Object({ items: Type.Array(Type.Object({ name: Type.String(), quota: Type.Record(Type.String(), Type.Union([Type.String(), Type.Number()])) })) }) }),
-    },
-  }, async () => ({ items: Object.values(PLANS).map((p) => ({ name: p.name, quota: { ...p.quota } })) }));
+    schema: { summary: 'Plans and what they include', tags: ['tenants'], response: withErrors({ 200: Type.Object({ items: Type.Array(PlanInfo) }) }) },
+  }, async () => ({ items: Object.values(PLANS).map((p) => ({ name: p.name, quota: p.quota, container: p.container })) }));
 };

@@ -1,0 +1,57 @@
+import t from 'tap';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { loadConfig } from '../../../provisioner/config.ts';
+import { startServer } from '../../../provisioner/server.ts';
+
+const run = promisify(execFile);
+const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
+
+t.test('the embedded database keeps data across restarts, and the admin key is generated once', async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'hrt-restart-'));
+  await chmod(dataDir, 0o755); // as root, PostgreSQL runs as the postgres user and must traverse it
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const env = { PORT: '0', PROVISIONER_DATA_DIR: dataDir, LOG_LEVEL: 'silent' };
+  const printed: string[] = [];
+
+  const first = await startServer(loadConfig(env), { out: (l) => printed.push(l) });
+  const adminKey = printed.map((l) => l.trim()).find((l) => l.startsWith('hrt_admin_'));
+  t.ok(adminKey, 'a generated admin key is printed');
+  const signup = await fetch(`${first.url}/v1/signup`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ organization: 'persisted', email: 'p@p.io' }),
+  });
+  t.equal(signup.status, 202);
+  const { tenant } = (await signup.json()) as { tenant: { id: string } };
+  const keyFile = await readFile(join(dataDir, 'encryption.key'), 'utf8');
+  await first.close();
+
+  printed.length = 0;
+  const second = await startServer(loadConfig(env), { out: (l) => printed.push(l) });
+  t.teardown(() => second.close());
+  t.notOk(printed.some((l) => l.includes('hrt_admin_')), 'no second admin key');
+  t.equal(await readFile(join(dataDir, 'encryption.key'), 'utf8'), keyFile, 'the development encryption key is kept');
+  const res = await fetch(`${second.url}/v1/tenants/${tenant.id}`, { headers: { authorization: `Bearer ${adminKey}` } });
+  t.equal(res.status, 200, 'the first admin key still works');
+  t.equal(((await res.json()) as { organization: string }).organization, 'persisted');
+});
+
+t.test('a bad configuration value stops start-up with a message naming it', async (t) => {
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ PORT: 'eighty' }, /PORT: 'eighty' is not a whole number/],
+    [{ PORT: '70000' }, /PORT: 70000 is outside/],
+    [{ DATABASE_URL: 'mysql://x' }, /DATABASE_URL: scheme 'mysql:' is not supported/],
+    [{ PROVISIONER_ENCRYPTION_KEY: 'short' }, /PROVISIONER_ENCRYPTION_KEY: must be 32 bytes/],
+    [{ PROVISIONER_ADMIN_TOKEN: 'tiny' }, /PROVISIONER_ADMIN_TOKEN: must be at least 24/],
+    [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL: 'loud' is not one of/],
+  ];
+  for (const [env, message] of cases) {
+    const err = await run(process.execPath, [bin, 'serve'], { env: { ...process.env, ...env } }).then(() => null, (e: { code: number; stderr: string }) => e);
+    t.ok(err, `${JSON.stringify(env)} fails`);
+    t.equal(err?.code, 2, 'exit code 2');
+    t.match(err?.stderr, message);
+  }
+});
