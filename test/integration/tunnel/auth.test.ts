@@ -37,13 +37,13 @@ function upgradeStatus(headers: Record<string, string>, protocol: string | undef
 
 const errCode = (res: { body: Buffer }): string => (json(res as never) as { error: { code: string } }).error.code;
 
-t.test('a bad or missing runtime token gets 401 before the upgrade', async (t) => {
+void t.test('a bad or missing runtime token gets 401 before the upgrade', async (t) => {
   t.equal(await upgradeStatus({ authorization: 'Bearer hrt_runtime_not-a-real-token-at-all' }), 401);
   t.equal(await upgradeStatus({}), 401);
   t.equal(await upgradeStatus({ authorization: `Bearer ${a.token}` }, 'some-other-protocol'), 400, 'an unknown protocol version is refused');
 });
 
-t.test('a tunnel client with a bad token reports the rejection', async (t) => {
+void t.test('a tunnel client with a bad token reports the rejection', async (t) => {
   const bad = await startRuntime(randomUUID(), cp, 'hrt_runtime_wrong-wrong-wrong-wrong');
   const status = await new Promise<number>((resolve) => bad.client.events.once('rejected', resolve));
   t.equal(status, 401);
@@ -51,7 +51,7 @@ t.test('a tunnel client with a bad token reports the rejection', async (t) => {
   await bad.close();
 });
 
-t.test('a tenant key reaches only its own tenant\'s runtime', async (t) => {
+void t.test('a tenant key reaches only its own tenant\'s runtime', async (t) => {
   const keyA = callers.add('tenant', tenantA);
   const keyB = callers.add('tenant', tenantB);
   t.equal((await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, { headers: { authorization: `Bearer ${keyA}` } })).status, 200);
@@ -67,7 +67,7 @@ t.test('a tenant key reaches only its own tenant\'s runtime', async (t) => {
   t.equal(bad.status, 400, 'a malformed tenant id is a 400');
 });
 
-t.test("a runtime never receives another tenant's traffic", async (t) => {
+void t.test("a runtime never receives another tenant's traffic", async (t) => {
   const admin = callers.add('admin');
   const before = runtimeA.webhooks.length;
   const res = await request(`${cp.base}/v1/tenants/${tenantB}/runtime/webhooks/x`, { method: 'POST', headers: { authorization: `Bearer ${admin}` }, body: Buffer.from('{}') });
@@ -76,7 +76,7 @@ t.test("a runtime never receives another tenant's traffic", async (t) => {
   t.equal(runtimeA.webhooks.length, before, "tenant A's runtime saw nothing");
 });
 
-t.test('a request that did not come through the control plane is refused by the app-proxy', async (t) => {
+void t.test('a request that did not come through the control plane is refused by the app-proxy', async (t) => {
   const direct = await request(`${runtimeA.appProxyBase}/api/runtime`);
   t.equal(direct.status, 401);
   t.equal(errCode(direct), 'UNAUTHENTICATED');
@@ -105,7 +105,7 @@ t.test('a request that did not come through the control plane is refused by the 
   t.equal((await request(`${runtimeA.appProxyBase}/healthz`)).status, 200, 'health needs no token');
 });
 
-t.test('a caller cannot smuggle its own request token through the control plane', async (t) => {
+void t.test('a caller cannot smuggle its own request token through the control plane', async (t) => {
   const key = callers.add('tenant', tenantA);
   const signer = createRequestSigner({ privateKeyPem: generateRequestSigningKeys().privateKeyPem });
   const res = await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, {
@@ -114,7 +114,7 @@ t.test('a caller cannot smuggle its own request token through the control plane'
   t.equal(res.status, 200, "the control plane replaces it with its own");
 });
 
-t.test('revoking a runtime key closes its tunnel and refuses the next upgrade', async (t) => {
+void t.test('revoking a runtime key closes its tunnel and refuses the next upgrade', async (t) => {
   const tenant = randomUUID();
   const issued = tokens.issue(tenant);
   const rt = await startRuntime(tenant, cp, issued.token);
@@ -128,7 +128,7 @@ t.test('revoking a runtime key closes its tunnel and refuses the next upgrade', 
   t.equal(await upgradeStatus({ authorization: `Bearer ${issued.token}` }), 401);
 });
 
-t.test('a key revoked elsewhere is noticed by revalidation and its tunnel closed', async (t) => {
+void t.test('a key revoked elsewhere is noticed by revalidation and its tunnel closed', async (t) => {
   const tenant = randomUUID();
   const issued = tokens.issue(tenant);
   const rt = await startRuntime(tenant, cp, issued.token);

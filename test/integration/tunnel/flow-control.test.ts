@@ -11,7 +11,7 @@ import { ready, request, startControlPlane, startRuntime, StubCallers, StubRunti
 const WINDOW = 256 * 1024;
 const CHUNK = 64 * 1024;
 
-t.test('a receiver that stops reading holds at most one window; the sender stops producing', async (t) => {
+void t.test('a receiver that stops reading holds at most one window; the sender stops producing', async (t) => {
   const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', handleProtocols: () => SUBPROTOCOL });
   await new Promise((resolve) => wss.once('listening', resolve));
   const port = (wss.address() as AddressInfo).port;
@@ -82,7 +82,7 @@ t.test('a receiver that stops reading holds at most one window; the sender stops
   t.ok(produced > before, 'reading again resumes the sender');
 });
 
-t.test('end to end: a caller that stops reading a 1 GiB response stalls only its own stream', async (t) => {
+void t.test('end to end: a caller that stops reading a 1 GiB response stalls only its own stream', async (t) => {
   const tokens = new StubRuntimeTokens();
   const callers = new StubCallers();
   const admin = { authorization: `Bearer ${callers.add('admin')}` };

@@ -119,10 +119,19 @@ export async function startControlPlane(
   };
 }
 
-/** Deterministic body bytes: byte i is (i * 31 + 7) & 0xff. */
+const PERIOD = 256;
+const BASE = Buffer.allocUnsafe(1024 * 1024 + PERIOD);
+for (let i = 0; i < BASE.length; i++) BASE[i] = (i * 31 + 7) & 0xff;
+
+/** Deterministic body bytes: byte i is (i * 31 + 7) & 0xff (period 256), cheap to make. */
 export function pattern(size: number, offset = 0): Buffer {
+  if (size <= 1024 * 1024) return BASE.subarray(offset % PERIOD, (offset % PERIOD) + size);
   const buf = Buffer.allocUnsafe(size);
-  for (let i = 0; i < size; i++) buf[i] = ((offset + i) * 31 + 7) & 0xff;
+  for (let done = 0; done < size; ) {
+    const n = Math.min(1024 * 1024, size - done);
+    BASE.copy(buf, done, (offset + done) % PERIOD, ((offset + done) % PERIOD) + n);
+    done += n;
+  }
   return buf;
 }
 
@@ -181,7 +190,7 @@ export function testRoutes(state: TestRouteState): FastifyPluginAsync {
     });
     api.post('/api/test/echo', async (request, reply) => {
       reply.header('content-type', 'application/octet-stream');
-      return reply.send(request.body as Readable);
+      return reply.send(request.body);
     });
     api.post('/api/test/digest', async (request) => {
       const hash = createHash('sha256');
@@ -219,7 +228,7 @@ export interface Runtime {
   appProxyBase: string;
   routerBase: string;
   state: TestRouteState;
-  webhooks: Array<{ method: string; url: string; body: string }>;
+  webhooks: Array<{ method: string; url: string; body: string; bytes: number; sha256: string }>;
   close(): Promise<void>;
 }
 
@@ -243,7 +252,8 @@ export async function startRuntimeServices(tenantId: string, publicKeyPem = KEYS
     const parts: Buffer[] = [];
     req.on('data', (c: Buffer) => parts.push(c));
     req.on('end', () => {
-      webhooks.push({ method: req.method ?? '', url: req.url ?? '', body: Buffer.concat(parts).toString() });
+      const all = Buffer.concat(parts);
+      webhooks.push({ method: req.method ?? '', url: req.url ?? '', body: all.toString(), bytes: all.length, sha256: sha256(all) });
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ received: true, url: req.url }));
     });
   });
@@ -272,8 +282,9 @@ export async function startRuntime(
   cp: { wsUrl: string },
   token: string,
   clientOpts: Partial<TunnelClientOptions> = {},
+  publicKeyPem = KEYS.publicKeyPem,
 ): Promise<Runtime> {
-  const services = await startRuntimeServices(tenantId);
+  const services = await startRuntimeServices(tenantId, publicKeyPem);
   const client = startTunnelClient({ url: cp.wsUrl, token, upstream: services.routerBase, maxUpstreamSockets: 2048, ...clientOpts });
   return {
     ...services,

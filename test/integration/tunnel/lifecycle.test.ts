@@ -9,7 +9,7 @@ const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
 const admin = { authorization: `Bearer ${callers.add('admin')}` };
 
-t.test('after a control-plane restart the client is reconnected and serving within 5 s', async (t) => {
+void t.test('after a control-plane restart the client is reconnected and serving within 5 s', async (t) => {
   const tenantId = randomUUID();
   let cp = await startControlPlane({ tokens, callers });
   const port = cp.port;
@@ -31,7 +31,7 @@ t.test('after a control-plane restart the client is reconnected and serving with
   t.ok(elapsed < 5000, `reconnected and served in ${elapsed} ms`);
 });
 
-t.test('a new connection of the same runtime replaces the old one with a clear close code', async (t) => {
+void t.test('a new connection of the same runtime replaces the old one with a clear close code', async (t) => {
   const tenantId = randomUUID();
   const cp = await startControlPlane({ tokens, callers });
   const { token } = tokens.issue(tenantId);
@@ -59,7 +59,7 @@ t.test('a new connection of the same runtime replaces the old one with a clear c
   t.equal(first.client.connected, false, 'the replaced client does not fight back at once');
 });
 
-t.test('the server terminates a runtime that stops answering heartbeats', async (t) => {
+void t.test('the server terminates a runtime that stops answering heartbeats', async (t) => {
   const tenantId = randomUUID();
   const cp = await startControlPlane({ tokens, callers, limits: { heartbeatIntervalMs: 100 } });
   t.teardown(() => cp.close());
@@ -74,7 +74,7 @@ t.test('the server terminates a runtime that stops answering heartbeats', async 
   t.equal(cp.tunnel.status(tenantId).connected, false);
 });
 
-t.test('the client drops a control plane that stops answering heartbeats and redials', async (t) => {
+void t.test('the client drops a control plane that stops answering heartbeats and redials', async (t) => {
   const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', autoPong: false, handleProtocols: () => SUBPROTOCOL });
   await new Promise((resolve) => wss.once('listening', resolve));
   let connections = 0;
@@ -96,7 +96,7 @@ t.test('the client drops a control plane that stops answering heartbeats and red
   t.ok(connections >= 2, 'redialled after the missed heartbeat');
 });
 
-t.test('closing the tunnel server says going-away to the runtime', async (t) => {
+void t.test('closing the tunnel server says going-away to the runtime', async (t) => {
   const tenantId = randomUUID();
   const cp = await startControlPlane({ tokens, callers });
   const rt = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);

@@ -38,14 +38,14 @@ async function rawTunnel(): Promise<WebSocket> {
 
 const closeCode = (ws: WebSocket): Promise<number> => new Promise((resolve) => ws.once('close', (c) => resolve(c)));
 
-t.test('no tunnel connected → 503 RUNTIME_UNREACHABLE', async (t) => {
+void t.test('no tunnel connected → 503 RUNTIME_UNREACHABLE', async (t) => {
   const res = await request(`${cp.base}/v1/tenants/${randomUUID()}/runtime/api/runtime`, { headers: admin });
   t.equal(res.status, 503);
   t.equal(code(res), 'RUNTIME_UNREACHABLE');
   t.match((json(res) as { error: { message: string } }).error.message, /not connected/);
 });
 
-t.test('an oversize frame closes that tunnel with 1009 and nothing else', async (t) => {
+void t.test('an oversize frame closes that tunnel with 1009 and nothing else', async (t) => {
   const ws = await rawTunnel();
   const closed = closeCode(ws);
   ws.send(Buffer.alloc(512 * 1024, 1));
@@ -53,7 +53,7 @@ t.test('an oversize frame closes that tunnel with 1009 and nothing else', async 
   t.equal(await stillServing(), 200, 'the server and other tunnels carry on');
 });
 
-t.test('a malformed frame closes the tunnel with a protocol-error code', async (t) => {
+void t.test('a malformed frame closes the tunnel with a protocol-error code', async (t) => {
   const ws = await rawTunnel();
   const closed = closeCode(ws);
   ws.send(Buffer.from([PROTOCOL_VERSION, 99, 0, 0, 0, 1]));
@@ -65,7 +65,7 @@ t.test('a malformed frame closes the tunnel with a protocol-error code', async (
   t.equal(await stillServing(), 200);
 });
 
-t.test('a header flood on the upgrade is refused by the HTTP server', async (t) => {
+void t.test('a header flood on the upgrade is refused by the HTTP server', async (t) => {
   const sock = net.connect(cp.port, '127.0.0.1');
   const reply = new Promise<string>((resolve) => {
     let buf = '';
@@ -79,7 +79,7 @@ t.test('a header flood on the upgrade is refused by the HTTP server', async (t) 
   t.equal(await stillServing(), 200);
 });
 
-t.test('request headers over the tunnel limit → 431 on that request only', async (t) => {
+void t.test('request headers over the tunnel limit → 431 on that request only', async (t) => {
   const headers: Record<string, string> = { ...admin };
   for (let i = 0; i < 60; i++) headers[`x-big-${i}`] = 'v'.repeat(100);
   const res = await request(`${base}/api/runtime`, { headers });
@@ -88,7 +88,7 @@ t.test('request headers over the tunnel limit → 431 on that request only', asy
   t.equal(await stillServing(), 200);
 });
 
-t.test('a response head over the limit from the runtime → 502, the tunnel stays up', async (t) => {
+void t.test('a response head over the limit from the runtime → 502, the tunnel stays up', async (t) => {
   const res = await request(`${base}/api/test/big-headers?headers=80&size=100`, { headers: admin });
   t.equal(res.status, 502);
   t.equal(code(res), 'RUNTIME_BAD_RESPONSE');
@@ -96,7 +96,7 @@ t.test('a response head over the limit from the runtime → 502, the tunnel stay
   t.equal(await stillServing(), 200);
 });
 
-t.test('more concurrent requests than maxStreams → 503 RUNTIME_BUSY for the extra one', async (t) => {
+void t.test('more concurrent requests than maxStreams → 503 RUNTIME_BUSY for the extra one', async (t) => {
   const held = Array.from({ length: 5 }, () => request(`${base}/api/test/barrier?n=1000`, { headers: admin }));
   await until(() => runtime.state.barrierWaiting.length === 5, 3000, 'five requests held at the runtime');
   const extra = await request(`${base}/api/runtime`, { headers: admin });
@@ -109,7 +109,7 @@ t.test('more concurrent requests than maxStreams → 503 RUNTIME_BUSY for the ex
   t.equal(await stillServing(), 200);
 });
 
-t.test('no response head within the request timeout → 504 RUNTIME_TIMEOUT', async (t) => {
+void t.test('no response head within the request timeout → 504 RUNTIME_TIMEOUT', async (t) => {
   const started = Date.now();
   const res = await request(`${base}/api/test/barrier?n=1000`, { headers: admin });
   t.equal(res.status, 504);

@@ -15,21 +15,21 @@ t.teardown(async () => {
 });
 await ready(cp, runtime);
 
-t.test('GET /api/runtime through the tunnel returns the runtime and component versions', async (t) => {
+void t.test('GET /api/runtime through the tunnel returns the runtime and component versions', async (t) => {
   const res = await request(`${base}/api/runtime`, { headers: auth });
   t.equal(res.status, 200);
   t.same(json(res), { runtimeVersion: '1.5.0', components: { argoCd: '8.0.17', argoEvents: '2.4.15' } });
   t.match(res.headers['content-type'], /application\/json/);
 });
 
-t.test('tenant status shows the tunnel connected and since when', async (t) => {
+void t.test('tenant status shows the tunnel connected and since when', async (t) => {
   const s = cp.tunnel.status(tenantId);
   t.equal(s.connected, true);
   t.ok(s.since && Date.parse(s.since) <= Date.now());
   t.same(cp.tunnel.status(randomUUID()), { connected: false });
 });
 
-t.test('the caller\'s credentials do not reach the runtime; a signed request token does', async (t) => {
+void t.test('the caller\'s credentials do not reach the runtime; a signed request token does', async (t) => {
   const res = await request(`${base}/api/test/headers?x=1`, { headers: { ...auth, cookie: 'session=secret', 'x-custom': 'kept' } });
   t.equal(res.status, 200);
   const { headers } = json(res) as { headers: Record<string, string> };
@@ -39,13 +39,13 @@ t.test('the caller\'s credentials do not reach the runtime; a signed request tok
   t.match(headers['x-hrt-request-token'], /^[\w-]+\.[\w-]+\.[\w-]+$/);
 });
 
-t.test('small POST body round trip', async (t) => {
+void t.test('small POST body round trip', async (t) => {
   const res = await request(`${base}/api/test/echo`, { method: 'POST', headers: { ...auth, 'content-type': 'text/plain' }, body: Buffer.from('hello tunnel') });
   t.equal(res.status, 200);
   t.equal(res.body.toString(), 'hello tunnel');
 });
 
-t.test('several-MB bodies in both directions arrive intact', async (t) => {
+void t.test('several-MB bodies in both directions arrive intact', async (t) => {
   const up = pattern(8 * 1024 * 1024 + 123);
   const res = await request(`${base}/api/test/digest`, { method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: up });
   t.equal(res.status, 200);
@@ -62,7 +62,7 @@ t.test('several-MB bodies in both directions arrive intact', async (t) => {
   t.equal(sha256(echo.body), sha256(up), 'an 8 MB echo (both directions at once) is intact');
 });
 
-t.test('500 concurrent streams on one tunnel', async (t) => {
+void t.test('500 concurrent streams on one tunnel', async (t) => {
   let peak = 0;
   const watch = setInterval(() => {
     peak = Math.max(peak, cp.tunnel.status(tenantId).activeStreams ?? 0);
@@ -74,14 +74,14 @@ t.test('500 concurrent streams on one tunnel', async (t) => {
   t.equal((await request(`${base}/api/runtime`, { headers: auth })).status, 200, 'still serving afterwards');
 });
 
-t.test('webhooks reach the event source through the tunnel', async (t) => {
+void t.test('webhooks reach the event source through the tunnel', async (t) => {
   const res = await request(`${base}/webhooks/github/push?x=1`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: Buffer.from('{"ref":"main"}') });
   t.equal(res.status, 200);
   t.same(json(res), { received: true, url: '/github/push?x=1' });
   t.equal(runtime.webhooks.at(-1)?.body, '{"ref":"main"}');
 });
 
-t.test('unknown runtime paths are 404 from the router', async (t) => {
+void t.test('unknown runtime paths are 404 from the router', async (t) => {
   const res = await request(`${base}/nothing/here`, { headers: auth });
   t.equal(res.status, 404);
   t.equal((json(res) as { error: { code: string } }).error.code, 'ROUTE_NOT_FOUND');

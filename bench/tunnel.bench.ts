@@ -1,0 +1,213 @@
+/**
+ * Tunnel benchmark: the same requests direct to the app-proxy and through
+ * control plane → tunnel → request router → app-proxy, in one run, on loopback.
+ *
+ *   bash scripts/run-node.sh node bench/tunnel.bench.ts
+ *
+ * The runtime side (tunnel client, router, app-proxy) runs in a child process, as it would in its
+ * own pods; the control plane and the load generator run in this process. Every loop is bounded.
+ * Prints a Markdown table (and JSON with --json).
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import os from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { createRequestSigner } from '../provisioner/tunnel/request-token.ts';
+import { KEYS, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens, until, type Runtime } from '../test/integration/tunnel/harness.ts';
+
+type Msg = { type: 'started'; appProxyBase: string } | { type: 'rss'; rss: number } | { type: 'produced'; produced: number };
+
+function ask<T extends Msg['type']>(child: ChildProcess, type: T): Promise<Extract<Msg, { type: T }>> {
+  return new Promise((resolve) => {
+    const on = (m: Msg): void => {
+      if (m.type !== type) return;
+      child.off('message', on);
+      resolve(m as Extract<Msg, { type: T }>);
+    };
+    child.on('message', on);
+    child.send(type);
+  });
+}
+
+/** BENCH_WINDOW / BENCH_CHUNK (bytes) override the stream window and frame size; defaults are the library's. */
+function tuning(): { window: number; chunk: number } {
+  return { window: Number(process.env.BENCH_WINDOW ?? 256 * 1024), chunk: Number(process.env.BENCH_CHUNK ?? 64 * 1024) };
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+/** One GET; resolves with the body size and the time to the last byte, in ms. */
+function get(url: string, headers: http.OutgoingHttpHeaders): Promise<{ bytes: number; ms: number; status: number }> {
+  const started = process.hrtime.bigint();
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { headers, agent }, (res) => {
+      let bytes = 0;
+      res.on('data', (c: Buffer) => (bytes += c.length));
+      res.on('end', () => resolve({ bytes, status: res.statusCode ?? 0, ms: Number(process.hrtime.bigint() - started) / 1e6 }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+  });
+}
+
+interface Target {
+  name: string;
+  url: (path: string) => string;
+  headers: (path: string) => http.OutgoingHttpHeaders;
+}
+
+/** `count` requests with `concurrency` in flight; returns MB/s and requests/s. */
+async function throughput(target: Target, size: number, count: number, concurrency: number): Promise<{ mbps: number; rps: number }> {
+  const path = `/api/test/bytes?size=${size}`;
+  let next = 0;
+  let bytes = 0;
+  const started = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) {
+        next++;
+        const r = await get(target.url(path), target.headers(path));
+        if (r.status !== 200 || r.bytes !== size) throw new Error(`${target.name}: status ${r.status}, ${r.bytes} bytes`);
+        bytes += r.bytes;
+      }
+    }),
+  );
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  return { mbps: bytes / 1048576 / seconds, rps: count / seconds };
+}
+
+async function latencies(target: Target, count: number): Promise<number[]> {
+  const path = '/api/test/bytes?size=1024';
+  const out: number[] = [];
+  for (let i = 0; i < count; i++) out.push((await get(target.url(path), target.headers(path))).ms);
+  return out.sort((a, b) => a - b);
+}
+
+const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!;
+
+async function main(): Promise<void> {
+  const tokens = new StubRuntimeTokens();
+  const callers = new StubCallers();
+  const admin = callers.add('admin');
+  const tenantId = randomUUID();
+  const { window, chunk } = tuning();
+  const cp = await startControlPlane({ tokens, callers, limits: { streamWindow: window, maxChunkBytes: chunk } });
+  const child = fork(fileURLToPath(import.meta.url), ['--runtime', tenantId, cp.wsUrl, tokens.issue(tenantId).token], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, BENCH_PUBLIC_KEY: KEYS.publicKeyPem } });
+  const started = await new Promise<Extract<Msg, { type: 'started' }>>((resolve) => child.once('message', (m: Msg) => m.type === 'started' && resolve(m)));
+  await until(() => cp.tunnel.status(tenantId).connected, 5000, 'tunnel up');
+
+  const signer = createRequestSigner({ privateKeyPem: KEYS.privateKeyPem });
+  const direct: Target = {
+    name: 'direct',
+    url: (p) => `${started.appProxyBase}${p}`,
+    // The app-proxy accepts nothing unsigned: direct requests carry a fresh token too.
+    headers: (p) => ({ 'x-hrt-request-token': signer.sign({ tenantId, method: 'GET', path: p }) }),
+  };
+  const tunnel: Target = {
+    name: 'tunnel',
+    url: (p) => `${cp.base}/v1/tenants/${tenantId}/runtime${p}`,
+    headers: () => ({ authorization: `Bearer ${admin}` }),
+  };
+
+  const rows: Array<{ size: string; direct: { mbps: number; rps: number }; tunnel: { mbps: number; rps: number } }> = [];
+  const plans: Array<[string, number, number, number]> = [
+    ['1 KB', 1024, 4000, 16],
+    ['1 MB', 1024 * 1024, 300, 4],
+    ['10 MB', 10 * 1024 * 1024, 40, 2],
+  ];
+  for (const [label, size, count, conc] of plans) {
+    await throughput(direct, size, Math.ceil(count / 10), conc); // warm-up
+    await throughput(tunnel, size, Math.ceil(count / 10), conc);
+    const d = await throughput(direct, size, count, conc);
+    const t = await throughput(tunnel, size, count, conc);
+    rows.push({ size: label, direct: d, tunnel: t });
+  }
+
+  await latencies(direct, 200);
+  await latencies(tunnel, 200);
+  const ld = await latencies(direct, 2000);
+  const lt = await latencies(tunnel, 2000);
+
+  // RSS while a 1 GiB response goes to a reader that stopped reading.
+  const rssBeforeCp = process.memoryUsage().rss;
+  const rssBeforeRt = (await ask(child, 'rss')).rss;
+  const req = http.get(`${tunnel.url(`/api/test/producer?size=${1024 * 1024 * 1024}`)}`, { headers: tunnel.headers('') });
+  const res = await new Promise<http.IncomingMessage>((resolve) => req.once('response', resolve));
+  res.pause();
+  let last = -1;
+  let stable = 0;
+  for (let i = 0; i < 200 && stable < 5; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    const { produced } = await ask(child, 'produced');
+    stable = produced === last ? stable + 1 : 0;
+    last = produced;
+  }
+  const rssAfterCp = process.memoryUsage().rss;
+  const rssAfterRt = (await ask(child, 'rss')).rss;
+  const buffered = cp.tunnel.stats().bufferedBytes;
+  req.destroy();
+
+  child.send('stop');
+  await new Promise((resolve) => child.once('exit', resolve));
+  await cp.close();
+  agent.destroy();
+
+  const mb = (n: number): string => (n / 1048576).toFixed(1);
+  const ten = rows.find((r) => r.size === '10 MB')!;
+  const addedP50 = pct(lt, 50) - pct(ld, 50);
+  const result = {
+    date: new Date().toISOString(),
+    tuning: tuning(),
+    loadAverage: os.loadavg().map((n) => Number(n.toFixed(2))),
+    machine: `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${mb(os.totalmem())} MiB RAM, Node ${process.version}, ${os.platform()} ${os.release()}`,
+    throughput: rows,
+    latency1k: { directP50: pct(ld, 50), directP99: pct(ld, 99), tunnelP50: pct(lt, 50), tunnelP99: pct(lt, 99), addedP50, addedP99: pct(lt, 99) - pct(ld, 99) },
+    stalledReader: {
+      producedMiB: Number(mb(last)),
+      controlPlaneRssGrowthMiB: Number(mb(rssAfterCp - rssBeforeCp)),
+      runtimeRssGrowthMiB: Number(mb(rssAfterRt - rssBeforeRt)),
+      controlPlaneBufferedBytes: buffered,
+    },
+    targets: {
+      tenMbRatio: ten.tunnel.mbps / ten.direct.mbps,
+      tenMbRatioOk: ten.tunnel.mbps / ten.direct.mbps >= 0.5,
+      addedP50Ok: addedP50 <= 1,
+      rssOk: rssAfterCp - rssBeforeCp < 64 * 1048576 && rssAfterRt - rssBeforeRt < 64 * 1048576,
+    },
+  };
+  if (process.argv.includes('--json')) {
+    console.log(JSON.stringify(result, null, 2));
+    return;
+  }
+  console.log(`tunnel benchmark, ${result.date}\n${result.machine}\nwindow ${result.tuning.window} B, chunk ${result.tuning.chunk} B, load average at the end ${result.loadAverage.join(' / ')}\n`);
+  console.log('| body | direct MB/s | tunnel MB/s | ratio | direct req/s | tunnel req/s |');
+  console.log('| --- | --- | --- | --- | --- | --- |');
+  for (const r of rows) {
+    console.log(`| ${r.size} | ${r.direct.mbps.toFixed(1)} | ${r.tunnel.mbps.toFixed(1)} | ${(r.tunnel.mbps / r.direct.mbps).toFixed(2)} | ${r.direct.rps.toFixed(0)} | ${r.tunnel.rps.toFixed(0)} |`);
+  }
+  const l = result.latency1k;
+  console.log(`\n1 KB GET latency (sequential, 2000 requests): direct p50 ${l.directP50.toFixed(3)} ms p99 ${l.directP99.toFixed(3)} ms; tunnel p50 ${l.tunnelP50.toFixed(3)} ms p99 ${l.tunnelP99.toFixed(3)} ms; added p50 ${l.addedP50.toFixed(3)} ms, p99 ${l.addedP99.toFixed(3)} ms`);
+  const s = result.stalledReader;
+  console.log(`stalled reader of a 1 GiB response: runtime produced ${s.producedMiB} MiB then stopped; RSS growth control plane ${s.controlPlaneRssGrowthMiB} MiB, runtime ${s.runtimeRssGrowthMiB} MiB; control plane buffered ${s.controlPlaneBufferedBytes} bytes`);
+  console.log(`\ntargets: 10 MB ratio ${result.targets.tenMbRatio.toFixed(2)} (≥ 0.50: ${result.targets.tenMbRatioOk ? 'met' : 'MISSED'}), added p50 ≤ 1 ms: ${result.targets.addedP50Ok ? 'met' : 'MISSED'}, RSS growth < 64 MiB: ${result.targets.rssOk ? 'met' : 'MISSED'}`);
+}
+
+// ---- child: the runtime -------------------------------------------------------------------
+async function runtimeChild(): Promise<void> {
+  const [, , , tenantId, wsUrl, token] = process.argv as [string, string, string, string, string, string];
+  const { window, chunk } = tuning();
+  const runtime: Runtime = await startRuntime(tenantId, { wsUrl }, token, { window, maxChunkBytes: chunk }, process.env.BENCH_PUBLIC_KEY);
+  await new Promise<void>((resolve) => (runtime.client.connected ? resolve() : runtime.client.events.once('connected', () => resolve())));
+  process.send?.({ type: 'started', appProxyBase: runtime.appProxyBase } satisfies Msg);
+  process.once('disconnect', () => process.exit(0));
+  process.on('message', (m: string) => {
+    if (m === 'rss') process.send?.({ type: 'rss', rss: process.memoryUsage().rss } satisfies Msg);
+    if (m === 'produced') process.send?.({ type: 'produced', produced: runtime.state.produced } satisfies Msg);
+    if (m === 'stop') void runtime.close().then(() => process.exit(0));
+  });
+}
+
+
+if (process.argv[2] === '--runtime') await runtimeChild();
+else await main();

@@ -1,0 +1,52 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { createRouter } from '../../../runtime/agents/request-router/router.ts';
+import { json, pattern, request, sha256, startRuntimeServices } from './harness.ts';
+
+const services = await startRuntimeServices('tenant-router');
+t.teardown(() => services.close());
+const r = services.routerBase;
+
+void t.test('/api/* goes to the app-proxy, which refuses requests without a control-plane token', async (t) => {
+  const res = await request(`${r}/api/runtime`);
+  t.equal(res.status, 401);
+  t.equal((json(res) as { error: { code: string } }).error.code, 'UNAUTHENTICATED');
+});
+
+void t.test('/webhooks/* goes to the event source without the prefix, bodies streamed', async (t) => {
+  const body = pattern(3 * 1024 * 1024);
+  const res = await request(`${r}/webhooks/github/push?delivery=1`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body });
+  t.equal(res.status, 200);
+  t.same(json(res), { received: true, url: '/github/push?delivery=1' });
+  const seen = services.webhooks.at(-1)!;
+  t.equal(seen.method, 'POST');
+  t.equal(seen.bytes, body.length);
+  t.equal(seen.sha256, sha256(body), 'the 3 MB body arrived intact');
+});
+
+void t.test('anything else is 404, and /healthz is the router\'s own health', async (t) => {
+  const res = await request(`${r}/argocd/applications`);
+  t.equal(res.status, 404);
+  t.equal((json(res) as { error: { code: string } }).error.code, 'ROUTE_NOT_FOUND');
+  t.equal((await request(`${r}/healthz`)).status, 200);
+  t.equal((await request(`${r}/apix`)).status, 404, 'only /api and /api/… match');
+});
+
+void t.test('an unreachable upstream is a 502 that names it', async (t) => {
+  const dead = http.createServer();
+  await new Promise<void>((resolve) => dead.listen(0, '127.0.0.1', resolve));
+  const port = (dead.address() as AddressInfo).port;
+  await new Promise((resolve) => dead.close(resolve));
+  const router = createRouter({ appProxyUrl: `http://127.0.0.1:${port}`, eventSourceUrl: `http://127.0.0.1:${port}` });
+  const server = http.createServer(router.handler);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    router.close();
+    server.closeAllConnections();
+    server.close();
+  });
+  const res = await request(`http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks/x`);
+  t.equal(res.status, 502);
+  t.match((json(res) as { error: { message: string } }).error.message, /event-source could not be reached/);
+});
