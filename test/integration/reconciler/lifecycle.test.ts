@@ -1,5 +1,6 @@
 import t from 'tap';
 import { EngineError } from '../../../provisioner/engine/engine.ts';
+import type { CallScript } from '../../../provisioner/engine/scripted-engine.ts';
 import { createKey, lookupKey } from '../../../provisioner/store/keys.ts';
 import { createHarness, gate, scripted, until, KUBECONFIG } from './harness.ts';
 
@@ -131,7 +132,9 @@ t.test('status and operation result are written in one transaction', async (t) =
 });
 
 t.test('a resync runs refresh + up and logs the drift it corrected', async (t) => {
-  const engine = scripted({ script: (c) => (c.kind === 'refresh' ? { changes: { update: 2, same: 10 } } : c.kind === 'up' ? { changes: { update: 2 } } : undefined) });
+  const engine = scripted({
+    script: (c): CallScript | undefined => (c.kind === 'refresh' ? { changes: { update: 2, same: 10 } } : c.kind === 'up' ? { changes: { update: 2 } } : undefined),
+  });
   const r = await h.reconciler(engine, { resyncMs: 300 });
   const { id } = await h.createTenant();
   await until('Ready', async () => (await h.tenant(id)).phase === 'Ready');

@@ -1,0 +1,50 @@
+import t from 'tap';
+import { followOperationLog, OperationLogHub, OperationNotFoundError } from '../../../provisioner/reconciler/log-follow.ts';
+import { createHarness, gate, scripted, until } from './harness.ts';
+
+const h = await createHarness();
+t.teardown(() => h.close());
+await h.addCluster('root-a');
+
+t.test('following a running operation streams lines as they are written and ends with the operation', async (t) => {
+  const g = gate();
+  const engine = scripted({ script: () => ({ lines: ['step one', 'step two'], gate: g.promise }) });
+  const r = await h.reconciler(engine);
+  const hub = new OperationLogHub(h.db.pool);
+  t.teardown(() => hub.close());
+  const { id, operationId } = await h.createTenant();
+  await until('running', async () => engine.callsFor(id).length === 1);
+  const got: Array<{ line: string; at: number }> = [];
+  const following = (async () => {
+    for await (const l of hub.follow(operationId, { pollMs: 60_000 })) got.push({ line: l.line, at: Date.now() });
+  })();
+  await until('first lines streamed', async () => got.some((l) => l.line === 'step two'), 5000, 5);
+  t.ok(!got.some((l) => l.line.startsWith('operation succeeded')), 'the operation is still running');
+  const opened = Date.now();
+  g.open();
+  await following;
+  const last = got.at(-1)!;
+  t.match(last.line, /^operation succeeded/);
+  t.ok(last.at - opened < 2000, `streamed and ended ${last.at - opened} ms after the engine finished (poll interval 60 s: by NOTIFY)`);
+  const seqs: number[] = [];
+  for await (const l of followOperationLog(h.db.pool, operationId, { afterSeq: 0 })) seqs.push(l.seq);
+  t.equal(seqs.length, got.length, 'a finished operation reads the whole log and ends');
+  t.same([...seqs].sort((a, b) => a - b), seqs, 'in order');
+  const tail: string[] = [];
+  for await (const l of followOperationLog(h.db.pool, operationId, { afterSeq: seqs[1]! })) tail.push(l.line);
+  t.equal(tail.length, seqs.length - 2, 'afterSeq resumes (SSE Last-Event-ID)');
+  await r.stop();
+});
+
+t.test('an unknown operation is an error; an abort ends the follow', async (t) => {
+  await t.rejects(async () => { for await (const _ of followOperationLog(h.db.pool, '00000000-0000-0000-0000-000000000000')) break; }, OperationNotFoundError);
+  const { operationId } = await h.createTenant(); // queued, no reconciler: never finishes
+  const ac = new AbortController();
+  const lines: string[] = [];
+  const following = (async () => {
+    for await (const l of followOperationLog(h.db.pool, operationId, { signal: ac.signal, pollMs: 50 })) lines.push(l.line);
+  })();
+  setTimeout(() => ac.abort(), 150);
+  await following;
+  t.same(lines, []);
+});

@@ -1,0 +1,63 @@
+import t from 'tap';
+import { createHarness, scripted, until } from './harness.ts';
+
+const h = await createHarness();
+t.teardown(() => h.close());
+await h.addCluster('root-a');
+
+t.test('NOTIFY wakes an idle reconciler at once (polling every 60 s)', async (t) => {
+  const engine = scripted();
+  const r = await h.reconciler(engine, { pollMs: 60_000 });
+  await until('listening', async () => r.listening);
+  const before = Date.now();
+  const { id } = await h.createTenant();
+  await until('engine started', async () => engine.callsFor(id).length > 0, 3000, 5);
+  const latency = engine.callsFor(id)[0]!.startedAt - before;
+  t.ok(latency < 1000, `spec change → engine start in ${latency} ms`);
+  await r.stop();
+});
+
+t.test('with no notifications at all, polling still finds every due tenant', async (t) => {
+  const engine = scripted();
+  const r = await h.reconciler(engine, { listen: false, pollMs: 100 });
+  const ids = [(await h.createTenant()).id, (await h.createTenant()).id, (await h.createTenant()).id];
+  await until('all Ready', async () => (await Promise.all(ids.map((id) => h.tenant(id)))).every((x) => x.phase === 'Ready'), 5000);
+  t.equal(r.listening, false);
+  t.pass('found by polling');
+  await r.stop();
+});
+
+t.test('the listener reconnects after losing its connection', async (t) => {
+  const engine = scripted();
+  const r = await h.reconciler(engine, { pollMs: 60_000 });
+  await until('listening', async () => r.listening);
+  r.simulateListenerDisconnect();
+  t.equal(r.listening, false);
+  await until('listening again', async () => r.listening, 5000);
+  const { id } = await h.createTenant();
+  await until('woken by NOTIFY after the reconnect', async () => engine.callsFor(id).length > 0, 3000);
+  t.pass('woken');
+  await r.stop();
+});
+
+t.test('an unavailable engine: EngineUnavailable condition with install help, no busy loop, resumes when available', async (t) => {
+  const engine = scripted({ unavailable: 'the Pulumi CLI was not found on PATH: install the Pulumi CLI 3.181.0 or newer' });
+  const r = await h.reconciler(engine, { engineRetryMs: 300 });
+  const { id, operationId } = await h.createTenant();
+  const row = await until('EngineUnavailable', async () => {
+    const x = await h.tenant(id);
+    return x.conditions.some((c) => c.type === 'Ready' && c.reason === 'EngineUnavailable') && x;
+  });
+  t.match(row.conditions.find((c) => c.type === 'Ready')?.message, /install the Pulumi CLI/);
+  t.equal(row.consecutive_failures, 0);
+  t.ok(row.next_attempt_at && row.next_attempt_at.getTime() > Date.now(), 'retry scheduled in the future');
+  const claims = r.stats.claimed;
+  await new Promise((res) => setTimeout(res, 200));
+  t.ok(r.stats.claimed - claims <= 1, 'no busy loop while waiting');
+  t.equal((await h.operations(id))[0]!.state, 'queued');
+  engine.setAvailability({ available: true });
+  await until('Ready once the engine is back', async () => (await h.tenant(id)).phase === 'Ready', 5000);
+  t.match((await h.operations(id))[0], { id: operationId, state: 'succeeded' });
+  t.ok(engine.startCalls >= 2, 'the engine was re-checked');
+  await r.stop();
+});
