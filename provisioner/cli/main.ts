@@ -1,33 +1,46 @@
 /**
  * Command line entry. `serve` and `migrate` act locally; every other command is a client of the
- * HTTP API (see api-commands.ts).
+ * HTTP API (api-commands.ts), configured by --url/--token or PROVISIONER_URL/PROVISIONER_TOKEN.
  */
 import { Command, CommanderError } from 'commander';
 import { ConfigError, loadConfig } from '../config.ts';
 import { openDatabase } from '../db/database.ts';
 import { serve } from '../server.ts';
+import { addApiCommands, type Io } from './api-commands.ts';
+import { ApiError } from './client.ts';
 
-export async function main(argv: string[]): Promise<number> {
+const defaultIo: Io = {
+  out: (s) => process.stdout.write(s + '\n'),
+  err: (s) => process.stderr.write(s + '\n'),
+  env: process.env,
+};
+
+export async function main(argv: string[], io: Io = defaultIo): Promise<number> {
   const program = new Command('provisioner')
     .description('Control plane for hosted GitOps runtimes')
+    .option('--url <url>', 'provisioner API URL (env PROVISIONER_URL, default http://127.0.0.1:8080)')
+    .option('--token <key>', 'API key (env PROVISIONER_TOKEN)')
+    .option('--json', 'print the API JSON instead of tables')
     .exitOverride()
-    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+    .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) });
 
   program.command('serve')
     .description('run the provisioner API (embedded PostgreSQL when DATABASE_URL is unset)')
     .action(async () => {
-      await serve();
+      await serve(io.env);
       await new Promise(() => {}); // runs until a signal handler exits the process
     });
 
   program.command('migrate')
     .description('apply database migrations and exit')
     .action(async () => {
-      const config = loadConfig();
+      const config = loadConfig(io.env);
       const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
       await db.close();
-      process.stdout.write('migrations applied\n');
+      io.out('migrations applied');
     });
+
+  addApiCommands(program, io);
 
   try {
     await program.parseAsync(argv, { from: 'user' });
@@ -35,10 +48,14 @@ export async function main(argv: string[]): Promise<number> {
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode;
     if (err instanceof ConfigError) {
-      process.stderr.write(`provisioner: invalid configuration: ${err.message}\n`);
+      io.err(`provisioner: invalid configuration: ${err.message}`);
       return 2;
     }
-    process.stderr.write(`provisioner: ${err instanceof Error ? err.message : String(err)}\n`);
+    if (err instanceof ApiError) {
+      io.err(`provisioner: ${err.code}: ${err.message}${err.field ? ` (field: ${err.field})` : ''}`);
+      return err.status === 0 ? 3 : 1;
+    }
+    io.err(`provisioner: ${err instanceof Error ? err.message : String(err)}`);
     return 1;
   }
 }

@@ -13,6 +13,7 @@ import type { SecretBox } from '../crypto.ts';
 import { errors } from '../errors.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { TenantService } from '../tenants/service.ts';
+import { OperationLogHub } from '../reconciler/log-follow.ts';
 import { registerAuth } from './auth.ts';
 import type { AppContext } from './context.ts';
 import { installErrorHandler } from './error-handler.ts';
@@ -54,7 +55,9 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     catalog: deps.catalog,
     tenants: new TenantService({ pool: deps.pool, box: deps.box, catalog: deps.catalog }),
     metrics,
+    logHub: new OperationLogHub(deps.pool),
   };
+  app.addHook('onClose', async () => ctx.logHub.close());
 
   installErrorHandler(app);
   installValidation(app);

@@ -4,6 +4,7 @@ import type { SecretBox } from '../crypto.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import type { TenantService } from '../tenants/service.ts';
 import type { Metrics } from './metrics.ts';
+import type { OperationLogHub } from '../reconciler/log-follow.ts';
 
 /** What route plugins get: built once in app.ts, never read from globals. */
 export interface AppContext {
@@ -13,6 +14,8 @@ export interface AppContext {
   catalog: Catalog;
   tenants: TenantService;
   metrics: Metrics;
+  /** Live operation log followers share one LISTEN connection. */
+  logHub: OperationLogHub;
   /** Called after a key is revoked (the tunnel server closes tunnels that use it). */
   onKeyRevoked?: (keyId: string) => void;
 }

@@ -1,10 +1,10 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { IdParams, withErrors } from '../schemas.ts';
+import { IdParams, StringEnum, withErrors } from '../schemas.ts';
 import { assertTenantAccess } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors } from '../../errors.ts';
-import { getOperation, listOperations } from '../../store/operations.ts';
+import { getOperation, listOperations, readLog } from '../../store/operations.ts';
 import { getTenantRow } from '../../store/tenants.ts';
 import type { AppContext } from '../context.ts';
 
@@ -48,5 +48,56 @@ export const operationRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => a
     }
     assertTenantAccess(request, op.tenantId);
     return op;
+  });
+
+  const LogLine = Type.Object({ seq: Type.Integer(), stream: Type.String(), line: Type.String(), at: Type.String() });
+  app.get('/v1/operations/:id/log', {
+    config: { roles: READ },
+    schema: {
+      summary: "An operation's log; with follow=1, a Server-Sent Events stream of new lines until the operation ends",
+      description: 'SSE events: `state` (data {state}) first, `line` (data {seq, stream, line, at}, id = seq) per line, `end` (data {state}) last. ' +
+        'Reconnect with Last-Event-ID (or after=) to resume.',
+      tags: ['operations'], params: IdParams,
+      querystring: Type.Object({
+        follow: Type.Optional(StringEnum(['1', '0', 'true', 'false'] as const, { description: '1 or true: stream with Server-Sent Events' })),
+        after: Type.Optional(Type.Integer({ minimum: 0, description: 'return lines after this sequence number' })),
+        limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, default: 1000 })),
+      }, { additionalProperties: false }),
+      response: withErrors({ 200: Type.Object({ items: Type.Array(LogLine), state: Type.String(), nextAfter: Type.Integer() }) }),
+    },
+  }, async (request, reply) => {
+    const op = await getOperation(ctx.pool, request.params.id);
+    const auth = request.auth;
+    if (!op || ((auth?.role === 'tenant' || auth?.role === 'runtime') && auth.tenantId !== op.tenantId)) {
+      throw errors.notFound('operation', request.params.id);
+    }
+    const lastEventId = Number(request.headers['last-event-id']);
+    const after = request.query.after ?? (Number.isInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0);
+    const follow = request.query.follow === '1' || request.query.follow === 'true';
+    if (!follow) {
+      const items = await readLog(ctx.pool, op.id, after, request.query.limit ?? 1000);
+      return { items, state: op.state, nextAfter: items.at(-1)?.seq ?? after };
+    }
+    const abort = new AbortController();
+    request.raw.on('close', () => abort.abort());
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no', connection: 'keep-alive' });
+    const send = (event: string, data: unknown, id?: number) =>
+      res.write(`${id !== undefined ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    send('state', { state: op.state });
+    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
+    try {
+      for await (const line of ctx.logHub.follow(op.id, { afterSeq: after, signal: abort.signal })) {
+        if (!send('line', line, line.seq)) await new Promise((r) => res.once('drain', r));
+      }
+      if (!abort.signal.aborted) send('end', { state: (await getOperation(ctx.pool, op.id))?.state ?? 'unknown' });
+    } catch (err) {
+      request.log.error({ err }, 'log follow failed');
+      send('error', { code: 'INTERNAL', message: 'log stream failed' });
+    } finally {
+      clearInterval(keepAlive);
+      res.end();
+    }
   });
 };

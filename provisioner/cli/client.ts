@@ -1,0 +1,85 @@
+/**
+ * The CLI's HTTP client. Every non-2xx answer becomes an ApiError carrying the API's stable code
+ * and message, which the CLI prints and turns into a non-zero exit.
+ */
+export class ApiError extends Error {
+  readonly code: string;
+  readonly status: number;
+  readonly field: string | undefined;
+  constructor(status: number, code: string, message: string, field?: string) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+    this.field = field;
+  }
+}
+
+export interface ClientOptions {
+  url: string;
+  token: string | undefined;
+}
+
+export class ApiClient {
+  readonly #base: string;
+  readonly #token: string | undefined;
+
+  constructor(opts: ClientOptions) {
+    this.#base = opts.url.replace(/\/+$/, '');
+    this.#token = opts.token;
+  }
+
+  async #fetch(method: string, path: string, body?: unknown, accept = 'application/json'): Promise<Response> {
+    const headers: Record<string, string> = { accept };
+    if (this.#token) headers.authorization = `Bearer ${this.#token}`;
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    let res: Response;
+    try {
+      res = await fetch(this.#base + path, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+    } catch (err) {
+      throw new ApiError(0, 'CONNECTION_FAILED', `cannot reach the provisioner at ${this.#base}: ${(err as Error & { cause?: Error }).cause?.message ?? (err as Error).message}`);
+    }
+    if (!res.ok) {
+      let code = `HTTP_${res.status}`;
+      let message = res.statusText;
+      let field: string | undefined;
+      try {
+        const e = ((await res.json()) as { error?: { code?: string; message?: string; field?: string } }).error;
+        code = e?.code ?? code;
+        message = e?.message ?? message;
+        field = e?.field;
+      } catch {
+        // not a JSON error body: keep the HTTP status
+      }
+      throw new ApiError(res.status, code, message, field);
+    }
+    return res;
+  }
+
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    return (await (await this.#fetch(method, path, body)).json()) as T;
+  }
+
+  /** Server-Sent Events from `path`: yields each event's name and parsed data until the stream ends. */
+  async *events(path: string): AsyncGenerator<{ event: string; data: unknown }> {
+    const res = await this.#fetch('GET', path, undefined, 'text/event-stream');
+    if (!res.body) return;
+    const decoder = new TextDecoder();
+    let buf = '';
+    for await (const chunk of res.body) {
+      buf += decoder.decode(chunk as Uint8Array, { stream: true });
+      let idx: number;
+      while ((idx = buf.indexOf('\n\n')) >= 0) {
+        const block = buf.slice(0, idx);
+        buf = buf.slice(idx + 2);
+        let event = 'message';
+        const data: string[] = [];
+        for (const line of block.split('\n')) {
+          if (line.startsWith('event:')) event = line.slice(6).trim();
+          else if (line.startsWith('data:')) data.push(line.slice(5).trimStart());
+        }
+        if (data.length > 0) yield { event, data: JSON.parse(data.join('\n')) as unknown };
+      }
+    }
+  }
+}

@@ -1,0 +1,110 @@
+import t from 'tap';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createTestApi } from '../../helpers/api.ts';
+import { main } from '../../../provisioner/cli/main.ts';
+import { appendLog } from '../../../provisioner/store/operations.ts';
+import { catalog } from '../../../runtime/catalog.ts';
+
+const api = await createTestApi();
+const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
+t.teardown(() => api.close());
+
+async function cli(args: string[], token = api.adminKey): Promise<{ code: number; out: string; err: string; lines: string[] }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(['--url', url, '--token', token, ...args], { out: (s) => out.push(s), err: (s) => err.push(s), env: {} });
+  return { code, out: out.join('\n'), err: err.join('\n'), lines: out };
+}
+
+const [v1, v2] = catalog.versions.map((v) => v.version) as [string, string];
+
+t.test('tenants list/get print tables; --json prints the API answer', async (t) => {
+  const { tenantId, body } = await api.signup({ runtimeVersion: v1 });
+  const list = await cli(['tenants', 'list']);
+  t.equal(list.code, 0);
+  t.match(list.lines[0], /^ID\s+ORGANIZATION\s+PHASE/);
+  t.match(list.out, new RegExp(`${tenantId}\\s+${body.tenant.organization}\\s+Pending`));
+  const get = await cli(['--json', 'tenants', 'get', tenantId]);
+  t.equal(JSON.parse(get.out).id, tenantId);
+  const human = await cli(['tenants', 'get', tenantId]);
+  t.match(human.out, /conditions:\nTYPE\s+STATUS\s+REASON/);
+});
+
+t.test('upgrade through the CLI; a refused skip exits non-zero with the API code and the path', async (t) => {
+  const { tenantId } = await api.signup({ runtimeVersion: v1 });
+  await api.db.pool.query(`UPDATE tenants SET actual_runtime_version = $2 WHERE id = $1`, [tenantId, v1]);
+  const ok = await cli(['tenants', 'upgrade', tenantId, v2], api.operatorKey);
+  t.equal(ok.code, 0, ok.err);
+  t.match(ok.out, /operations logs [0-9a-f-]+ --follow/);
+  const target = catalog.versions.map((v) => v.version).find((v) => !catalog.upgradePath(v2, v).allowed && catalog.upgradePath(v2, v).path.length > 1);
+  if (target) {
+    const refused = await cli(['tenants', 'upgrade', tenantId, target], api.operatorKey);
+    t.equal(refused.code, 1);
+    t.match(refused.err, /UPGRADE_PATH_REFUSED: .*cannot be reached/);
+  }
+  const unknown = await cli(['tenants', 'get', '00000000-0000-4000-8000-000000000000']);
+  t.equal(unknown.code, 1);
+  t.match(unknown.err, /TENANT_NOT_FOUND/);
+  const unauth = await cli(['tenants', 'list'], 'hrt_admin_' + 'x'.repeat(43));
+  t.match(unauth.err, /INVALID_API_KEY/);
+  const down = await main(['--url', 'http://127.0.0.1:1', 'tenants', 'list'], { out: () => {}, err: () => {}, env: {} });
+  t.equal(down, 3, 'an unreachable API has its own exit code');
+});
+
+t.test('suspend, resume, retry, delete, and operations list', async (t) => {
+  const { tenantId } = await api.signup();
+  for (const verb of ['suspend', 'resume', 'retry', 'delete']) t.equal((await cli(['tenants', verb, tenantId])).code, 0, verb);
+  const ops = await cli(['operations', 'list', tenantId]);
+  for (const kind of ['create', 'suspend', 'resume', 'retry', 'delete']) t.match(ops.out, new RegExp(`\\s${kind}\\s`), kind);
+});
+
+t.test('clusters add/list/cordon and keys create/revoke', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'hrt-cli-'));
+  const kc = join(dir, 'kubeconfig');
+  await writeFile(kc, 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n');
+  t.equal((await cli(['clusters', 'add', 'cli-1', '--region', 'eu-1', '--capacity', '3', '--kubeconfig', kc, '--label', 'tier=gold'])).code, 0);
+  t.match((await cli(['clusters', 'list'])).out, /cli-1\s+eu-1\s+0\s+3\s+false\s+all/);
+  t.match((await cli(['clusters', 'cordon', 'cli-1'])).out, /cordoned/);
+  const badCap = await cli(['clusters', 'add', 'cli-2', '--region', 'eu-1', '--capacity', 'lots', '--kubeconfig', kc]);
+  t.equal(badCap.code, 1);
+  t.match(badCap.err, /--capacity must be a whole number/);
+  const created = await cli(['--json', 'keys', 'create', '--role', 'operator', '--name', 'cli']);
+  const { key, info } = JSON.parse(created.out);
+  t.equal((await cli(['versions', 'list'], key)).code, 0, 'new key works');
+  t.equal((await cli(['keys', 'revoke', info.id])).code, 0);
+  t.match((await cli(['clusters', 'list'], key)).err, /INVALID_API_KEY/, 'revoked key is refused');
+});
+
+t.test('the log endpoint returns the whole log, and follow streams lines as they are written until the operation ends', async (t) => {
+  const { tenantId, operationId } = await api.signup();
+  await appendLog(api.db.pool, operationId, [{ line: 'Updating (tenant-x)' }, { line: '+ namespace created' }]);
+  const whole = await api.request('GET', `/v1/operations/${operationId}/log`);
+  t.same(whole.json().items.map((l: { line: string }) => l.line), ['Updating (tenant-x)', '+ namespace created']);
+  t.equal(whole.json().state, 'queued');
+  const after = await api.request('GET', `/v1/operations/${operationId}/log?after=${whole.json().items[0].seq}`);
+  t.same(after.json().items.map((l: { line: string }) => l.line), ['+ namespace created']);
+
+  await api.db.pool.query(`UPDATE operations SET state = 'running' WHERE id = $1`, [operationId]);
+  const following = cli(['operations', 'logs', operationId, '--follow']);
+  // Write more lines while the CLI follows, then finish the operation.
+  const writer = (async () => {
+    for (let i = 1; i <= 5; i++) {
+      await new Promise((r) => setTimeout(r, 30));
+      await appendLog(api.db.pool, operationId, [{ line: `step ${i}` }]);
+      await api.db.pool.query(`SELECT pg_notify('operation_log', $1)`, [operationId]);
+    }
+    await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE id = $1`, [operationId]);
+    await api.db.pool.query(`SELECT pg_notify('operation_log', $1)`, [operationId]);
+  })();
+  const [res] = await Promise.all([following, writer]);
+  t.equal(res.code, 0, res.err);
+  t.same(res.lines, ['Updating (tenant-x)', '+ namespace created', 'step 1', 'step 2', 'step 3', 'step 4', 'step 5']);
+  t.match(res.err, /ended: succeeded/);
+
+  const other = await api.signup();
+  const foreign = await api.request('GET', `/v1/operations/${operationId}/log`, { key: other.apiKey });
+  t.equal(foreign.statusCode, 404, "another tenant cannot read this tenant's log");
+  t.ok(tenantId);
+});
