@@ -78,7 +78,7 @@ export function addApiCommands(program: Command, io: Io): void {
         if (o.cluster) q.set('cluster', o.cluster);
         if (o.plan) q.set('plan', o.plan);
         if (cursor) q.set('cursor', cursor);
-        const page: { items: Tenant[]; nextCursor: string | null } = await client().request('GET', `/v1/tenants?${q}`);
+        const page: { items: Tenant[]; nextCursor: string | null } = await client().request('GET', `/v1/tenants?${q.toString()}`);
         items.push(...page.items);
         cursor = o.all ? page.nextCursor : null;
       } while (cursor);

@@ -8,7 +8,6 @@ t.teardown(() => api.close());
 
 const versions = catalog.versions.map((v) => v.version);
 const [v1, v2] = versions as [string, string, ...string[]];
-const newest = versions.at(-1)!;
 
 /** Marks the tenant as running `version` (what the reconciler records after a successful up). */
 async function observe(id: string, version: string, previous: string | null = null) {
