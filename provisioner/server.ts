@@ -9,6 +9,8 @@ import { loadConfig, type Config } from './config.ts';
 import { SecretBox, loadOrCreateDevKey } from './crypto.ts';
 import { openDatabase, type Database } from './db/database.ts';
 import { buildApp } from './http/app.ts';
+import { createEngine } from './engine/create.ts';
+import { Reconciler } from './reconciler/reconciler.ts';
 import { createKey, hasActiveAdmin, keyExists } from './store/keys.ts';
 import { catalog } from '../runtime/catalog.ts';
 import type pg from 'pg';
@@ -18,6 +20,8 @@ export interface Running {
   app: FastifyInstance;
   db: Database;
   url: string;
+  /** The reconcile loop; undefined with PROVISIONER_ENGINE=none. */
+  reconciler: Reconciler | undefined;
   /** Stops accepting requests, finishes in-flight ones, closes the database. */
   close(): Promise<void>;
 }
@@ -61,11 +65,21 @@ export async function startServer(config: Config, opts: { out?: (line: string) =
       out('  Set PROVISIONER_ADMIN_TOKEN to use a key of your own.');
       out('');
     }
-    const { app } = await buildApp({ config, pool: db.pool, box: new SecretBox(key), catalog, logger });
+    const box = new SecretBox(key);
+    const { app } = await buildApp({ config, pool: db.pool, box, catalog, logger });
     const url = await app.listen({ port: config.port, host: config.host });
+    let reconciler: Reconciler | undefined;
+    try {
+      reconciler = await startReconciler(config, db, box, logger);
+    } catch (err) {
+      await app.close();
+      throw err;
+    }
     return {
-      config, app, db, url,
+      config, app, db, url, reconciler,
       async close() {
+        // Stop claiming, let running operations finish within the grace period, hand back the rest.
+        await reconciler?.stop({ graceMs: config.reconciler.shutdownGraceSeconds * 1000 });
         await app.close();
         await db.close();
       },
@@ -74,6 +88,37 @@ export async function startServer(config: Config, opts: { out?: (line: string) =
     await db.close();
     throw err;
   }
+}
+
+/** Starts the reconcile loop with the configured engine (none: no loop; the API still serves). */
+async function startReconciler(config: Config, db: Database, box: SecretBox, logger: pino.Logger): Promise<Reconciler | undefined> {
+  const log = logger.child({ component: 'reconciler' });
+  const engine = await createEngine(config.engine, {
+    dataDir: config.dataDir,
+    databaseUrl: db.url,
+    controlPlanePublicKey: undefined,
+    log: (msg, fields) => log.info(fields ?? {}, msg),
+  });
+  if (!engine) {
+    log.warn('PROVISIONER_ENGINE=none: no reconciler runs; tenants stay as they are');
+    return undefined;
+  }
+  const r = config.reconciler;
+  const reconciler = new Reconciler({
+    pool: db.pool,
+    engine,
+    box,
+    workers: r.workers,
+    clusterParallelism: r.clusterParallelism,
+    leaseTtlMs: r.leaseTtlSeconds * 1000,
+    pollMs: r.pollMs,
+    resyncMs: r.resyncSeconds * 1000,
+    maxFailures: r.maxFailures,
+    backoff: { baseMs: r.backoffBaseSeconds * 1000, capMs: r.backoffCapSeconds * 1000 },
+    logger: log,
+  });
+  await reconciler.start();
+  return reconciler;
 }
 
 /** Runs until SIGTERM/SIGINT; exits 0 after a clean shutdown. */

@@ -89,7 +89,7 @@ export function envVarsFor(opts: Pick<PulumiPlanOptions, 'backendUrl' | 'secrets
     PULUMI_DIY_BACKEND_NO_LEGACY_WARNING: 'true',
   };
   if (opts.secretsProvider === 'passphrase') {
-    if (opts.passphrase === undefined) throw new Error('PULUMI_CONFIG_PASSPHRASE must be set when the secrets provider is passphrase');
+    if (opts.passphrase === undefined) throw new Error('PULUMI_CONFIG_PASSPHRASE is not set: set it (it encrypts the stacks\' secrets; keep it safe) or set PROVISIONER_SECRETS_PROVIDER to a KMS URL');
     env.PULUMI_CONFIG_PASSPHRASE = opts.passphrase;
   }
   return env;

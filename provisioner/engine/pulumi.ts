@@ -28,6 +28,8 @@ export interface PulumiEngineOptions extends PulumiPlanOptions {
   /** Resource operations in parallel per stack (bounded: engine memory grows with it). */
   parallel?: number;
   log?: (msg: string, fields?: Record<string, unknown>) => void;
+  /** A configuration problem that keeps the engine unavailable (shown to tenants as EngineUnavailable). */
+  configProblem?: string;
 }
 
 /** One readable line for an engine event, or undefined for events not worth a log line. */
@@ -111,6 +113,12 @@ export class PulumiEngine implements Engine {
   }
 
   async #start(): Promise<void> {
+    try {
+      this.#env();
+    } catch (err) {
+      this.#availability = { available: false, message: err instanceof Error ? err.message : String(err) };
+      return;
+    }
     const root = cliRootFor(this.#o.cliDir, existsSync);
     let command: PulumiCommand;
     try {
@@ -121,7 +129,7 @@ export class PulumiEngine implements Engine {
       this.#o.log?.('pulumi CLI not found', { where, err: err instanceof Error ? err.message : String(err) });
       return;
     }
-    const problem = cliVersionProblem(command.version?.version ?? null);
+    const problem = cliVersionProblem(command.version?.version ?? null) ?? this.#o.configProblem;
     if (problem) {
       this.#availability = { available: false, message: problem };
       return;
