@@ -8,7 +8,7 @@
  */
 import * as pulumi from '@pulumi/pulumi';
 import { catalog as defaultCatalog, type Catalog } from '../runtime/catalog.ts';
-import { isLocalPath, UPSTREAM_REPOSITORIES, type ChartRepositories, type RepositoryName } from '../runtime/component/chart-source.ts';
+import { isLocalPath, UPSTREAM_REPOSITORIES, type ChartRepositories } from '../runtime/component/chart-source.ts';
 import { managedClusterProblem, type ManagedClusterConfig } from '../runtime/component/cluster-secret.ts';
 import { PLANS } from './plans.ts';
 
@@ -251,7 +251,7 @@ export function readTenantConfig(catalog: Catalog = defaultCatalog): TenantSetti
     runtimeToken,
     controlPlaneUrl: input.controlPlaneUrl,
     controlPlanePublicKey: input.controlPlanePublicKey,
-    chartRepositories: (input.chartRepositories ?? {}) as Partial<Record<RepositoryName, string>>,
+    chartRepositories: input.chartRepositories ?? {},
     vclusterServerTemplate: input.vclusterServerTemplate ?? DEFAULTS.vclusterServerTemplate,
     egressAllowedCidrs: input.egressAllowedCidrs ?? [],
     kubernetesApiCidrs: input.kubernetesApiCidrs ?? [...DEFAULTS.kubernetesApiCidrs],

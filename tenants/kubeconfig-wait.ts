@@ -4,7 +4,7 @@
  * (polling the root cluster's API) before reading it through Pulumi, and fails with a clear
  * message when it does not appear in time.
  */
-import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 
 export interface SecretWaitRequest {
   /** Kubeconfig contents of the root cluster. */
@@ -33,23 +33,30 @@ export const waitForSecretKey: SecretWaiter = async (request) => {
   const api = kc.makeApiClient(CoreV1Api);
   const deadline = Date.now() + request.timeoutMs;
   const interval = request.intervalMs ?? 2000;
-  let last = 'not found';
+  let last: string;
   for (;;) {
     try {
       const secret = await api.readNamespacedSecret({ name: request.name, namespace: request.namespace });
       if (secret.data?.[request.key]) return;
       last = `present without key '${request.key}'`;
     } catch (err) {
-      if (!(err instanceof ApiException) || (err.code !== 404 && err.code < 500)) throw err;
-      last = err.code === 404 ? 'not found' : `API answered ${err.code}`;
+      // client-node rejects with an ApiException carrying the HTTP status in `code`.
+      const code = statusOf(err);
+      if (code === undefined || (code !== 404 && code < 500)) throw err;
+      last = code === 404 ? 'not found' : `API answered ${code}`;
     }
     const left = deadline - Date.now();
     if (left <= 0) {
       throw new KubeconfigTimeoutError(
-        `kubeconfig Secret ${request.namespace}/${request.name} did not appear within ${Math.round(request.timeoutMs / 1000)} s (last: ${last}); ` +
+        `kubeconfig Secret ${request.namespace}/${request.name} did not appear within ${request.timeoutMs / 1000} s (last: ${last}); ` +
           'check the vcluster control plane pods in that namespace',
       );
     }
     await sleep(Math.min(interval, left));
   }
 };
+
+function statusOf(err: unknown): number | undefined {
+  if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
+  return typeof err.code === 'number' ? err.code : undefined;
+}

@@ -30,15 +30,52 @@ export interface VclusterValuesInput {
   priorityClassName: string;
 }
 
+interface ContainerSecurity {
+  allowPrivilegeEscalation: boolean;
+  runAsNonRoot: boolean;
+  runAsUser: number;
+  runAsGroup: number;
+  capabilities: { drop: string[] };
+  seccompProfile: { type: 'RuntimeDefault' };
+}
+
+type Resources = { cpu: string; memory: string };
+
+/** The subset of the vcluster chart's values this program sets. */
+export interface VclusterValues {
+  controlPlane: {
+    distro: { k8s: { enabled: true; version?: string; image?: { tag: string }; securityContext: ContainerSecurity } };
+    statefulSet: {
+      highAvailability: { replicas: number };
+      resources: { requests: Resources; limits: Resources };
+      scheduling: { priorityClassName: string };
+      security: {
+        podSecurityContext: { runAsNonRoot: boolean; fsGroup: number; seccompProfile: { type: 'RuntimeDefault' } };
+        containerSecurityContext: ContainerSecurity;
+      };
+      persistence: { volumeClaim: { enabled: boolean; size: string; retentionPolicy: 'Retain' | 'Delete' } };
+    };
+    service: { spec: { type: 'ClusterIP' } };
+    ingress: { enabled: boolean };
+  };
+  policies: {
+    podSecurityStandard: '' | 'privileged' | 'baseline' | 'restricted';
+    resourceQuota: { enabled: boolean };
+    limitRange: { enabled: boolean };
+    networkPolicy: { enabled: boolean };
+  };
+  exportKubeConfig: { server: string; context: string };
+  telemetry: { enabled: boolean };
+}
+
 /** UID the control plane runs as (non-root, so the namespace can enforce `restricted`). */
 export const CONTROL_PLANE_UID = 12345;
 
-export function vclusterValues(input: VclusterValuesInput): Record<string, unknown> {
+export function vclusterValues(input: VclusterValuesInput): VclusterValues {
   const legacyVersionKey = compareVersions(input.chartVersion, '0.25.0') < 0;
-  const k8s: Record<string, unknown> = legacyVersionKey
-    ? { enabled: true, version: input.kubernetes }
-    : { enabled: true, image: { tag: input.kubernetes } };
-  k8s.securityContext = restrictedContainer();
+  const k8s: VclusterValues['controlPlane']['distro']['k8s'] = legacyVersionKey
+    ? { enabled: true, version: input.kubernetes, securityContext: restrictedContainer() }
+    : { enabled: true, image: { tag: input.kubernetes }, securityContext: restrictedContainer() };
   const { plan } = input;
   return {
     controlPlane: {
@@ -70,7 +107,7 @@ export function vclusterValues(input: VclusterValuesInput): Record<string, unkno
   };
 }
 
-function restrictedContainer(): Record<string, unknown> {
+function restrictedContainer(): ContainerSecurity {
   return {
     allowPrivilegeEscalation: false,
     runAsNonRoot: true,

@@ -9,8 +9,8 @@ import * as pulumi from '@pulumi/pulumi';
 export interface Registered {
   type: string;
   name: string;
-  /** Inputs as the mock monitor received them (secrets unwrapped). */
-  inputs: Record<string, any>;
+  /** Inputs as the mock monitor received them (secrets unwrapped). Read them with `inputsOf`. */
+  inputs: Record<string, unknown>;
   custom: boolean;
   /** `urn::id` of the provider, for custom resources. */
   provider?: string;
@@ -38,8 +38,18 @@ current-context: vc
 users: [{name: vc, user: {token: fake}}]
 `;
 
+/** The inputs of a registered resource, typed as the caller expects them to be. */
+export function inputsOf<T>(resource: Registered): T {
+  return resource.inputs as T;
+}
+
+function metadataOf(inputs: Record<string, unknown>): Record<string, unknown> | undefined {
+  const m = inputs.metadata;
+  return typeof m === 'object' && m !== null ? (m as Record<string, unknown>) : undefined;
+}
+
 /** Extra outputs a mock returns, per type, on top of echoing the inputs. */
-function computed(type: string, inputs: Record<string, any>, id: string | undefined): Record<string, any> {
+function computed(type: string, inputs: Record<string, unknown>, id: string | undefined): Record<string, unknown> {
   if (type === 'kubernetes:core/v1:Secret' && id) {
     // A read of the vcluster's exported kubeconfig Secret.
     const [namespace, name] = id.split('/');
@@ -51,17 +61,20 @@ function computed(type: string, inputs: Record<string, any>, id: string | undefi
   if (type === 'kubernetes:helm.sh/v3:Release') {
     return { status: { name: inputs.name, namespace: inputs.namespace, status: 'deployed', version: inputs.version ?? '' } };
   }
-  if (type.startsWith('kubernetes:') && inputs.metadata && !inputs.metadata.name) {
-    return { metadata: { ...inputs.metadata, name: `${type.split(':').pop()!.toLowerCase()}-generated` } };
+  const metadata = metadataOf(inputs);
+  if (type.startsWith('kubernetes:') && metadata && !metadata.name) {
+    return { metadata: { ...metadata, name: `${type.split(':').pop()!.toLowerCase()}-generated` } };
   }
   return {};
 }
 
-function unwrapSecrets(value: any): any {
+/** Replaces serialized secrets ({<sig>: <secret sig>, value}) by their values. */
+function unwrapSecrets(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(unwrapSecrets);
   if (value && typeof value === 'object') {
-    if (value['4dabf18193072939515e22adb298388d'] === '1b47061264138c4ac30d75fd1eb44270') return unwrapSecrets(value.value);
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, unwrapSecrets(v)]));
+    const record = value as Record<string, unknown>;
+    if (record['4dabf18193072939515e22adb298388d'] === '1b47061264138c4ac30d75fd1eb44270') return unwrapSecrets(record.value);
+    return Object.fromEntries(Object.entries(record).map(([k, v]) => [k, unwrapSecrets(v)]));
   }
   return value;
 }
@@ -84,7 +97,7 @@ export async function runProgram(
   const meta = new Map<string, { parent: string; providerName?: string }>();
   pulumi.runtime.setMocks({
     newResource(args) {
-      const inputs = unwrapSecrets(args.inputs);
+      const inputs = unwrapSecrets(args.inputs) as Record<string, unknown>;
       const info = meta.get(`${args.type}::${args.name}`);
       resources.push({
         type: args.type, name: args.name, inputs, custom: args.custom ?? true, provider: args.provider, id: args.id || undefined,
@@ -135,4 +148,32 @@ export async function runProgram(
 function nameOf(resource: pulumi.Resource): string {
   const urn = (resource as unknown as { __name?: string }).__name;
   return urn ?? '';
+}
+
+export interface ObjectMeta {
+  name?: string;
+  namespace?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
+/** Metadata of a registered Kubernetes object (empty when it has none). */
+export function metaOf(resource: Registered): ObjectMeta {
+  const m = resource.inputs.metadata;
+  return typeof m === 'object' && m !== null ? m : {};
+}
+
+/** Inputs of a helm.v3.Release as the tests read them. */
+export interface ReleaseInputs<V = Record<string, unknown>> {
+  name?: string;
+  namespace?: string;
+  chart: string;
+  version?: string;
+  repositoryOpts?: { repo?: string };
+  skipAwait?: boolean;
+  values: V;
+}
+
+export function releaseOf<V = Record<string, unknown>>(resource: Registered): ReleaseInputs<V> {
+  return resource.inputs as unknown as ReleaseInputs<V>;
 }

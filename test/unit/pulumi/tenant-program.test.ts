@@ -7,7 +7,11 @@ import { catalog } from '../../../runtime/catalog.ts';
 import { PLANS, PLAN_NAMES } from '../../../tenants/plans.ts';
 import { createTenantProgram } from '../../../tenants/program.ts';
 import { PRIVATE_RANGES } from '../../../tenants/network-policies.ts';
-import { runProgram, type RunResult } from './harness.ts';
+import type { IDeployment } from 'kubernetes-models/apps/v1';
+import type { ILimitRange, IResourceQuota, ISecret } from 'kubernetes-models/v1';
+import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import type { VclusterValues } from '../../../tenants/vcluster-values.ts';
+import { inputsOf, metaOf, releaseOf, runProgram, type RunResult } from './harness.ts';
 import { providerName, recordingWaiter, tenantConfig, tenantInput } from './fixtures.ts';
 import { validateObjects, plainObjects } from './validate-manifests.ts';
 
@@ -34,7 +38,7 @@ for (const planName of PLAN_NAMES) {
         const onRoot = r.resources.filter((x) => providerName(x.provider) === rootName);
         t.ok(onRoot.length > 0);
         for (const x of onRoot) {
-          const where = x.type === 'kubernetes:core/v1:Namespace' ? x.inputs.metadata.name : (x.inputs.metadata?.namespace ?? x.inputs.namespace ?? x.id?.split('/')[0]);
+          const where = x.type === 'kubernetes:core/v1:Namespace' ? metaOf(x).name : (metaOf(x).namespace ?? x.inputs.namespace ?? x.id?.split('/')[0]);
           t.equal(where, ns, `${x.type} ${x.name} is in ${ns}`);
         }
       });
@@ -55,33 +59,34 @@ for (const planName of PLAN_NAMES) {
 
       t.test('namespace carries Pod Security restricted and ownership labels', async (t) => {
         const nsObj = r.byName(`tenant-${id}-ns-namespace`);
-        t.match(nsObj.inputs.metadata.labels, {
+        t.match(metaOf(nsObj).labels, {
           'pod-security.kubernetes.io/enforce': 'restricted',
           'hosted.gitops/tenant-id': id,
           'hosted.gitops/plan': planName,
         });
-        t.equal(nsObj.inputs.metadata.annotations['hosted.gitops/organization'], 'acme');
+        t.equal(metaOf(nsObj).annotations?.['hosted.gitops/organization'], 'acme');
       });
 
       t.test('quota and limit range come from the plan', async (t) => {
-        const quota = r.byName(`tenant-${id}-ns-quota`).inputs.spec.hard;
+        const quota = inputsOf<IResourceQuota>(r.byName(`tenant-${id}-ns-quota`)).spec!.hard!;
         t.equal(quota['requests.cpu'], plan.quota.cpu);
         t.equal(quota['requests.memory'], plan.quota.memory);
         t.equal(quota.pods, String(plan.quota.pods));
         t.equal(quota['requests.storage'], plan.quota.storage);
         t.equal(quota['services.loadbalancers'], '0', 'no direct exposure');
-        const limits = r.byName(`tenant-${id}-ns-limits`).inputs.spec.limits;
-        const container = limits.find((l: { type: string }) => l.type === 'Container');
+        const limits = inputsOf<ILimitRange>(r.byName(`tenant-${id}-ns-limits`)).spec!.limits;
+        const container = limits.find((l) => l.type === 'Container')!;
         t.same(container.max, plan.container.max);
         t.same(container.defaultRequest, plan.container.defaultRequest);
       });
 
       t.test('vcluster release is pinned by the catalog, with plan resources and export address', async (t) => {
-        const vc = releases(r).find((x) => x.inputs.chart === 'vcluster')!;
-        t.equal(vc.inputs.version, pins.vcluster);
-        t.equal(vc.inputs.namespace, ns);
-        t.equal(providerName(vc.provider), rootName);
-        const values = vc.inputs.values;
+        const vcResource = releases(r).find((x) => x.inputs.chart === 'vcluster')!;
+        const vc = releaseOf<VclusterValues>(vcResource);
+        t.equal(vc.version, pins.vcluster);
+        t.equal(vc.namespace, ns);
+        t.equal(providerName(vcResource.provider), rootName);
+        const values = vc.values;
         t.equal(values.controlPlane.statefulSet.highAvailability.replicas, 1);
         t.same(values.controlPlane.statefulSet.resources.requests, plan.controlPlane.requests);
         t.equal(values.controlPlane.statefulSet.persistence.volumeClaim.size, plan.controlPlane.storage);
@@ -102,15 +107,17 @@ for (const planName of PLAN_NAMES) {
       });
 
       t.test('the runtime installs the pinned Argo charts, once each', async (t) => {
-        const byChart = Object.fromEntries(releases(r).filter((x) => x.inputs.chart !== 'vcluster').map((x) => [x.inputs.chart, x]));
-        t.same(Object.keys(byChart).sort(), ['argo-cd', 'argo-events', 'argo-rollouts', 'argo-workflows']);
-        t.equal(byChart['argo-cd'].inputs.version, pins.argoCd);
-        t.equal(byChart['argo-workflows'].inputs.version, pins.argoWorkflows);
-        t.equal(byChart['argo-rollouts'].inputs.version, pins.argoRollouts);
-        t.equal(byChart['argo-events'].inputs.version, pins.argoEvents);
-        for (const rel of Object.values(byChart)) t.equal(rel.inputs.repositoryOpts.repo, 'https://argoproj.github.io/argo-helm');
-        t.same(byChart['argo-cd'].inputs.values.crds, { install: true, keep: true });
-        t.equal(byChart['argo-rollouts'].inputs.values.installCRDs, true);
+        const argo = releases(r).map((x) => releaseOf(x)).filter((x) => x.chart !== 'vcluster');
+        const byChart = new Map(argo.map((x) => [x.chart, x]));
+        t.same([...byChart.keys()].sort(), ['argo-cd', 'argo-events', 'argo-rollouts', 'argo-workflows']);
+        t.equal(argo.length, 4, 'one release per component');
+        t.equal(byChart.get('argo-cd')?.version, pins.argoCd);
+        t.equal(byChart.get('argo-workflows')?.version, pins.argoWorkflows);
+        t.equal(byChart.get('argo-rollouts')?.version, pins.argoRollouts);
+        t.equal(byChart.get('argo-events')?.version, pins.argoEvents);
+        for (const rel of argo) t.equal(rel.repositoryOpts?.repo, 'https://argoproj.github.io/argo-helm');
+        t.same(byChart.get('argo-cd')?.values.crds, { install: true, keep: true });
+        t.equal(byChart.get('argo-rollouts')?.values.installCRDs, true);
       });
 
       t.test('the versions ConfigMap records the runtime and every component', async (t) => {
@@ -119,20 +126,20 @@ for (const planName of PLAN_NAMES) {
       });
 
       t.test('agents run restricted with their own service accounts and pinned image', async (t) => {
-        const deployments = r.ofType('kubernetes:apps/v1:Deployment');
-        t.same(deployments.map((d) => d.inputs.metadata.name).sort(), ['app-proxy', 'event-reporter', 'request-router', 'tunnel-client']);
+        const deployments = r.ofType('kubernetes:apps/v1:Deployment').map((d) => inputsOf<IDeployment>(d));
+        t.same(deployments.map((d) => d.metadata?.name).sort(), ['app-proxy', 'event-reporter', 'request-router', 'tunnel-client']);
         for (const d of deployments) {
-          const pod = d.inputs.spec.template.spec;
-          const c = pod.containers[0];
-          t.equal(c.image, `hosted-runtimes/${d.inputs.metadata.name}:${pins.agents}`);
-          t.equal(pod.serviceAccountName, d.inputs.metadata.name);
-          t.equal(pod.securityContext.runAsNonRoot, true);
-          t.same(c.securityContext.capabilities.drop, ['ALL']);
-          t.equal(c.securityContext.allowPrivilegeEscalation, false);
-          t.ok(c.resources.requests.cpu && c.resources.limits.memory);
+          const pod = d.spec!.template.spec!;
+          const c = pod.containers[0]!;
+          t.equal(c.image, `hosted-runtimes/${d.metadata?.name}:${pins.agents}`);
+          t.equal(pod.serviceAccountName, d.metadata?.name);
+          t.equal(pod.securityContext?.runAsNonRoot, true);
+          t.same(c.securityContext?.capabilities?.drop, ['ALL']);
+          t.equal(c.securityContext?.allowPrivilegeEscalation, false);
+          t.ok(c.resources?.requests?.cpu && c.resources.limits?.memory);
         }
-        const tunnel = deployments.find((d) => d.inputs.metadata.name === 'tunnel-client')!;
-        t.equal(tunnel.inputs.spec.template.spec.automountServiceAccountToken, false, 'no API token for the tunnel client');
+        const tunnel = deployments.find((d) => d.metadata?.name === 'tunnel-client')!;
+        t.equal(tunnel.spec!.template.spec!.automountServiceAccountToken, false, 'no API token for the tunnel client');
       });
 
       t.test('outputs report the status the provisioner records', async (t) => {
@@ -151,38 +158,42 @@ for (const planName of PLAN_NAMES) {
 
 t.test('network policies: deny by default, platform ingress, DNS, API, internet without private ranges', async (t) => {
   const r = await runProgram(createTenantProgram({ waitForSecret: recordingWaiter().waiter }), tenantConfig({ egressAllowedCidrs: ['10.20.0.0/16'] }));
-  const policies = Object.fromEntries(r.ofType('kubernetes:networking.k8s.io/v1:NetworkPolicy').map((p) => [p.inputs.metadata.name, p.inputs.spec]));
-  t.same(policies['default-deny'], { podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
-  const from = policies['allow-platform-ingress'].ingress[0].from[0].namespaceSelector.matchExpressions[0];
+  const policies = new Map(r.ofType('kubernetes:networking.k8s.io/v1:NetworkPolicy').map((p) => [metaOf(p).name, inputsOf<INetworkPolicy>(p).spec!]));
+  const policy = (name: string) => policies.get(name)!;
+  t.same(policy('default-deny'), { podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
+  const from = policy('allow-platform-ingress').ingress![0]!.from![0]!.namespaceSelector!.matchExpressions![0]!;
   t.same(from.values, ['ingress-nginx', 'hosted-platform']);
-  t.same(policies['allow-dns-egress'].egress[0].ports.map((p: { port: number }) => p.port), [53, 53]);
-  const internet = policies['allow-internet-egress'].egress[0].to;
-  t.same(internet[0].ipBlock, { cidr: '0.0.0.0/0', except: [...PRIVATE_RANGES] });
-  t.ok(internet[0].ipBlock.except.includes('169.254.0.0/16'), 'cloud metadata is unreachable');
-  t.same(internet[1].ipBlock, { cidr: '10.20.0.0/16' }, 'the configured private range is allowed');
-  t.equal(Object.keys(policies).length, 6);
+  t.same(policy('allow-dns-egress').egress![0]!.ports!.map((p) => p.port), [53, 53]);
+  const internet = policy('allow-internet-egress').egress![0]!.to!;
+  t.same(internet[0]!.ipBlock, { cidr: '0.0.0.0/0', except: [...PRIVATE_RANGES] });
+  t.ok(internet[0]!.ipBlock!.except!.includes('169.254.0.0/16'), 'cloud metadata is unreachable');
+  t.same(internet[1]!.ipBlock, { cidr: '10.20.0.0/16' }, 'the configured private range is allowed');
+  t.equal(policies.size, 6);
 });
 
 t.test('chart repositories can point at a mirror or a local directory', async (t) => {
   const r = await runProgram(createTenantProgram({ waitForSecret: recordingWaiter().waiter }), tenantConfig({
     chartRepositories: { argo: 'https://mirror.internal/argo', vcluster: '/opt/charts' },
   }));
-  const vc = r.ofType('kubernetes:helm.sh/v3:Release').find((x) => String(x.inputs.chart).includes('vcluster'))!;
-  t.equal(vc.inputs.chart, '/opt/charts/vcluster-0.25.1.tgz');
-  t.equal(vc.inputs.repositoryOpts, undefined);
-  const cd = r.ofType('kubernetes:helm.sh/v3:Release').find((x) => x.inputs.chart === 'argo-cd')!;
-  t.equal(cd.inputs.repositoryOpts.repo, 'https://mirror.internal/argo');
+  const all = r.ofType('kubernetes:helm.sh/v3:Release').map((x) => releaseOf(x));
+  const vc = all.find((x) => x.chart.includes('vcluster'))!;
+  t.equal(vc.chart, '/opt/charts/vcluster-0.25.1.tgz');
+  t.equal(vc.repositoryOpts, undefined);
+  t.equal(vc.version, undefined, 'a packaged chart carries its version');
+  const cd = all.find((x) => x.chart === 'argo-cd')!;
+  t.equal(cd.repositoryOpts?.repo, 'https://mirror.internal/argo');
 });
 
 t.test('managed clusters become Argo CD cluster secrets with secret credentials', async (t) => {
   const r = await runProgram(createTenantProgram({ waitForSecret: recordingWaiter().waiter }), tenantConfig({
     managedClusters: [{ name: 'prod-eu', server: 'https://prod-eu.example.test', namespaces: ['apps'], config: { bearerToken: 'tok', tlsClientConfig: { caData: 'Q0E=' } } }],
   }));
-  const secret = r.ofType('kubernetes:core/v1:Secret').find((x) => x.inputs.metadata?.name === 'cluster-prod-eu')!;
-  t.equal(secret.inputs.metadata.namespace, 'argocd');
-  t.equal(secret.inputs.metadata.labels['argocd.argoproj.io/secret-type'], 'cluster');
-  t.same(JSON.parse(secret.inputs.stringData.config), { bearerToken: 'tok', tlsClientConfig: { caData: 'Q0E=' } });
-  t.equal(secret.inputs.stringData.namespaces, 'apps');
+  const secret = r.ofType('kubernetes:core/v1:Secret').find((x) => metaOf(x).name === 'cluster-prod-eu')!;
+  const data = inputsOf<ISecret>(secret).stringData!;
+  t.equal(metaOf(secret).namespace, 'argocd');
+  t.equal(metaOf(secret).labels?.['argocd.argoproj.io/secret-type'], 'cluster');
+  t.same(JSON.parse(data.config!), { bearerToken: 'tok', tlsClientConfig: { caData: 'Q0E=' } });
+  t.equal(data.namespaces, 'apps');
   t.equal(providerName(secret.provider), vclusterProvider);
   t.same(validateObjects([secret]), []);
 });

@@ -5,7 +5,8 @@
 import t from 'tap';
 import { catalog, type ComponentPins } from '../../../runtime/catalog.ts';
 import { createTenantProgram } from '../../../tenants/program.ts';
-import { runProgram, type Registered } from './harness.ts';
+import type { VclusterValues } from '../../../tenants/vcluster-values.ts';
+import { releaseOf, runProgram, type Registered } from './harness.ts';
 import { recordingWaiter, tenantConfig } from './fixtures.ts';
 
 const run = (runtimeVersion: string, suspended = false) =>
@@ -56,9 +57,9 @@ t.test('suspension scales the vcluster to zero and leaves the runtime untouched'
   const suspended = await run('1.5.0', true);
   const names = changed(running.resources, suspended.resources);
   t.same(names.map((n) => n.replace(/^tenant-[0-9a-f-]+?(?=-vcluster)/, '')), ['-vcluster-release'], 'only the vcluster release changes');
-  const release = suspended.resources.find((r) => r.name.endsWith('-vcluster-release'))!;
-  t.equal(release.inputs.values.controlPlane.statefulSet.highAvailability.replicas, 0);
-  t.equal(release.inputs.skipAwait, true, 'no ready pods to wait for');
+  const release = releaseOf<VclusterValues>(suspended.resources.find((r) => r.name.endsWith('-vcluster-release'))!);
+  t.equal(release.values.controlPlane.statefulSet.highAvailability.replicas, 0);
+  t.equal(release.skipAwait, true, 'no ready pods to wait for');
   t.equal(suspended.outputs.suspended, true);
   const resumed = await run('1.5.0', false);
   t.same(changed(running.resources, resumed.resources), [], 'resuming restores the running state exactly');

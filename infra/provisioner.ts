@@ -1,0 +1,144 @@
+/**
+ * Provisioner: the control plane service on one root cluster. ServiceAccount with the RBAC it
+ * needs (infra/provisioner-rbac.ts), a long-lived token for the cluster registry's kubeconfig,
+ * its secrets, Deployment, Service and Ingress (TLS from cert-manager, WebSocket-friendly
+ * timeouts for the tunnel).
+ */
+import * as k8s from '@pulumi/kubernetes';
+import * as pulumi from '@pulumi/pulumi';
+import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from '../runtime/component/pod-security.ts';
+import { PROVISIONER_RULES } from './provisioner-rbac.ts';
+
+export const PROVISIONER_TYPE = 'hosted:infra:Provisioner';
+const NAME = 'provisioner';
+const PORT = 8080;
+
+export interface ProvisionerArgs {
+  /** Platform namespace (created by the caller). */
+  readonly namespace: pulumi.Input<string>;
+  /** Provisioner image. */
+  readonly image: pulumi.Input<string>;
+  /** Host name of the Ingress. */
+  readonly host: pulumi.Input<string>;
+  /** cert-manager ClusterIssuer for the Ingress certificate. */
+  readonly clusterIssuer: pulumi.Input<string>;
+  /** Secret and key holding the Postgres DSN. */
+  readonly databaseSecret: { name: pulumi.Input<string>; key: pulumi.Input<string> };
+  /** PROVISIONER_ENCRYPTION_KEY (secret). */
+  readonly encryptionKey: pulumi.Input<string>;
+  /** API server URL written into the registry kubeconfig. */
+  readonly apiServer: pulumi.Input<string>;
+  /** Name of the cluster (the kubeconfig's context). */
+  readonly clusterName: string;
+  /** Replicas (default 2; leases make them safe to run side by side). */
+  readonly replicas?: number;
+}
+
+export class Provisioner extends pulumi.ComponentResource {
+  /** Kubeconfig for the provisioner's own ServiceAccount (secret): what the cluster registry stores. */
+  public readonly kubeconfig: pulumi.Output<string>;
+  public readonly serviceAccountName: pulumi.Output<string>;
+
+  constructor(name: string, args: ProvisionerArgs, opts?: pulumi.ComponentResourceOptions) {
+    super(PROVISIONER_TYPE, name, {}, opts);
+    const replicas = args.replicas ?? 2;
+    if (!Number.isInteger(replicas) || replicas < 1) throw new pulumi.ResourceError(`Provisioner ${name}: replicas must be a positive whole number`, this);
+    const child = { parent: this };
+    const labels = { 'app.kubernetes.io/name': NAME, 'app.kubernetes.io/part-of': 'hosted-platform' };
+    const metadata = { name: NAME, namespace: args.namespace, labels };
+
+    const account = new k8s.core.v1.ServiceAccount(`${name}-sa`, { metadata }, child);
+    const role = new k8s.rbac.v1.ClusterRole(`${name}-clusterrole`, { metadata: { name: 'hosted-platform:provisioner', labels }, rules: PROVISIONER_RULES }, child);
+    new k8s.rbac.v1.ClusterRoleBinding(`${name}-clusterrolebinding`, {
+      metadata: { name: 'hosted-platform:provisioner', labels },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'hosted-platform:provisioner' },
+      subjects: [{ kind: 'ServiceAccount', name: NAME, namespace: args.namespace }],
+    }, { ...child, dependsOn: [role, account] });
+
+    const token = new k8s.core.v1.Secret(`${name}-token`, {
+      metadata: { name: `${NAME}-token`, namespace: args.namespace, labels, annotations: { 'kubernetes.io/service-account.name': NAME } },
+      type: 'kubernetes.io/service-account-token',
+    }, { ...child, dependsOn: [account], additionalSecretOutputs: ['data'] });
+    this.kubeconfig = pulumi.secret(pulumi.all([token.data, args.apiServer]).apply(([data, server]) => {
+      const tokenB64 = data?.token;
+      const ca = data?.['ca.crt'];
+      if (!tokenB64 || !ca) throw new pulumi.ResourceError(`Provisioner ${name}: the ServiceAccount token Secret has no token yet`, this);
+      return serviceAccountKubeconfig(args.clusterName, server, ca, Buffer.from(tokenB64, 'base64').toString('utf8'));
+    }));
+
+    const secrets = new k8s.core.v1.Secret(`${name}-secrets`, {
+      metadata: { name: `${NAME}-secrets`, namespace: args.namespace, labels },
+      type: 'Opaque',
+      stringData: { 'encryption-key': pulumi.secret(args.encryptionKey) },
+    }, { ...child, additionalSecretOutputs: ['stringData', 'data'] });
+
+    new k8s.apps.v1.Deployment(`${name}-deployment`, {
+      metadata,
+      spec: {
+        replicas,
+        selector: { matchLabels: { 'app.kubernetes.io/name': NAME } },
+        template: {
+          metadata: { labels },
+          spec: {
+            serviceAccountName: NAME,
+            securityContext: restrictedPodSecurityContext(),
+            containers: [{
+              name: NAME,
+              image: args.image,
+              ports: [{ name: 'http', containerPort: PORT, protocol: 'TCP' }],
+              env: [
+                { name: 'HOST', value: '0.0.0.0' },
+                { name: 'PORT', value: String(PORT) },
+                { name: 'PROVISIONER_PUBLIC_URL', value: pulumi.interpolate`https://${args.host}` },
+                { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: args.databaseSecret.name, key: args.databaseSecret.key } } },
+                { name: 'PROVISIONER_ENCRYPTION_KEY', valueFrom: { secretKeyRef: { name: `${NAME}-secrets`, key: 'encryption-key' } } },
+              ],
+              resources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { cpu: '2', memory: '2Gi' } },
+              securityContext: restrictedContainerSecurityContext(),
+              readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 10 },
+              livenessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 20 },
+              volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }, { name: 'engine', mountPath: '/var/lib/provisioner' }],
+            }],
+            volumes: [{ name: 'tmp', emptyDir: {} }, { name: 'engine', emptyDir: { sizeLimit: '10Gi' } }],
+          },
+        },
+      },
+    }, { ...child, dependsOn: [account, secrets] });
+
+    new k8s.core.v1.Service(`${name}-service`, {
+      metadata,
+      spec: { type: 'ClusterIP', selector: { 'app.kubernetes.io/name': NAME }, ports: [{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }] },
+    }, child);
+
+    new k8s.networking.v1.Ingress(`${name}-ingress`, {
+      metadata: {
+        ...metadata,
+        annotations: {
+          'cert-manager.io/cluster-issuer': args.clusterIssuer,
+          // Tunnels are long-lived WebSockets.
+          'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600',
+          'nginx.ingress.kubernetes.io/proxy-send-timeout': '3600',
+        },
+      },
+      spec: {
+        ingressClassName: 'nginx',
+        tls: [{ hosts: [args.host], secretName: `${NAME}-tls` }],
+        rules: [{ host: args.host, http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: NAME, port: { name: 'http' } } } }] } }],
+      },
+    }, child);
+
+    this.serviceAccountName = pulumi.output(NAME);
+    this.registerOutputs({ kubeconfig: this.kubeconfig, serviceAccountName: this.serviceAccountName });
+  }
+}
+
+export function serviceAccountKubeconfig(cluster: string, server: string, caBase64: string, token: string): string {
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: cluster, cluster: { server, 'certificate-authority-data': caBase64 } }],
+    users: [{ name: `${cluster}-provisioner`, user: { token } }],
+    contexts: [{ name: cluster, context: { cluster, user: `${cluster}-provisioner` } }],
+    'current-context': cluster,
+  }, null, 2);
+}

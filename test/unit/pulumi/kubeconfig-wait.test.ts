@@ -1,0 +1,57 @@
+/**
+ * The bounded wait for the vcluster's exported kubeconfig Secret, against a fake API server.
+ */
+import t from 'tap';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeconfigTimeoutError, waitForSecretKey } from '../../../tenants/kubeconfig-wait.ts';
+
+async function fakeApi(answers: (n: number) => { status: number; body: unknown }) {
+  let calls = 0;
+  const paths: string[] = [];
+  const server = createServer((req, res) => {
+    paths.push(req.url ?? '');
+    const a = answers(calls++);
+    res.writeHead(a.status, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(a.body));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  const kubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: 'http://127.0.0.1:${port}', insecure-skip-tls-verify: true}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+users: [{name: u, user: {token: t}}]
+`;
+  return { kubeconfig, paths, get calls() { return calls; }, close: () => new Promise((r) => server.close(r)) };
+}
+
+const notFound = { status: 404, body: { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 } };
+const secret = (data: Record<string, string>) => ({ status: 200, body: { kind: 'Secret', apiVersion: 'v1', metadata: { name: 'vc-vcluster' }, data } });
+
+t.test('resolves once the Secret appears with its key', async (t) => {
+  const api = await fakeApi((n) => (n < 2 ? notFound : n < 3 ? secret({ other: 'eA==' }) : secret({ config: 'eA==' })));
+  t.teardown(api.close);
+  await waitForSecretKey({ kubeconfig: api.kubeconfig, namespace: 'tenant-a', name: 'vc-vcluster', key: 'config', timeoutMs: 5000, intervalMs: 10 });
+  t.equal(api.calls, 4);
+  t.equal(api.paths[0], '/api/v1/namespaces/tenant-a/secrets/vc-vcluster');
+});
+
+t.test('gives up after the bound with a message naming the Secret', async (t) => {
+  const api = await fakeApi(() => notFound);
+  t.teardown(api.close);
+  const started = Date.now();
+  const err = await waitForSecretKey({ kubeconfig: api.kubeconfig, namespace: 'tenant-a', name: 'vc-vcluster', key: 'config', timeoutMs: 200, intervalMs: 20 })
+    .then(() => undefined, (e: unknown) => e);
+  t.ok(err instanceof KubeconfigTimeoutError);
+  t.match((err as Error).message, /tenant-a\/vc-vcluster did not appear within 0.2 s \(last: not found\)/);
+  t.ok(Date.now() - started < 2000, 'the bound holds');
+});
+
+t.test('a permission error fails at once instead of waiting', async (t) => {
+  const api = await fakeApi(() => ({ status: 403, body: { kind: 'Status', code: 403, reason: 'Forbidden' } }));
+  t.teardown(api.close);
+  await t.rejects(waitForSecretKey({ kubeconfig: api.kubeconfig, namespace: 'n', name: 'vc-vcluster', key: 'config', timeoutMs: 5000, intervalMs: 10 }));
+  t.equal(api.calls, 1);
+});

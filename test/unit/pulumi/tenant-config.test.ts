@@ -1,0 +1,54 @@
+/**
+ * The stack config contract between the provisioner's engine and the tenant program.
+ */
+import t from 'tap';
+import { stackConfig, TenantConfigError, validateTenantInput } from '../../../tenants/config.ts';
+import { createTenantProgram } from '../../../tenants/program.ts';
+import type { ISecret } from 'kubernetes-models/v1';
+import type { VclusterValues } from '../../../tenants/vcluster-values.ts';
+import { inputsOf, metaOf, releaseOf, runProgram } from './harness.ts';
+import { recordingWaiter, tenantInput } from './fixtures.ts';
+
+t.test('secrets are marked secret, everything under the tenant namespace', async (t) => {
+  const config = stackConfig(tenantInput({ managedClusters: [{ name: 'prod', server: 'https://prod.example.test', config: { bearerToken: 'x' } }] }));
+  const secret = Object.entries(config).filter(([, v]) => v.secret).map(([k]) => k).sort();
+  t.same(secret, ['tenant:managedClusterCredentials', 'tenant:rootKubeconfig', 'tenant:runtimeToken']);
+  t.ok(Object.keys(config).every((k) => k.startsWith('tenant:')));
+  t.equal(config['tenant:suspended']!.value, 'false');
+  t.notMatch(config['tenant:managedClusters']!.value, /bearerToken/, 'credentials never in plain config');
+});
+
+t.test('bad input is refused with the field named', async (t) => {
+  const cases: [Parameters<typeof tenantInput>[0], string][] = [
+    [{ tenantId: 'Tenant_1' }, 'tenantId'],
+    [{ plan: 'platinum' }, 'plan'],
+    [{ runtimeVersion: '0.0.1' }, 'runtimeVersion'],
+    [{ controlPlaneUrl: 'ftp://x' }, 'controlPlaneUrl'],
+    [{ egressAllowedCidrs: ['10.0.0.0/33'] }, 'egressAllowedCidrs'],
+    [{ vclusterServerTemplate: 'https://{cluster}.svc' }, 'vclusterServerTemplate'],
+    [{ kubeconfigTimeoutSeconds: 0 }, 'kubeconfigTimeoutSeconds'],
+    [{ chartRepositories: { vcluster: 'charts' } }, 'chartRepositories.vcluster'],
+    [{ managedClusters: [{ name: 'a', server: 'http://insecure', config: {} }] }, 'managedClusters'],
+  ];
+  for (const [override, field] of cases) {
+    const err = t.throws(() => validateTenantInput(tenantInput(override))) as unknown as TenantConfigError;
+    t.equal(err.field, field, `${JSON.stringify(override)} names ${field}`);
+  }
+});
+
+t.test('the program reads back what stackConfig wrote, secrets stay secret in outputs', async (t) => {
+  const waiter = recordingWaiter();
+  const r = await runProgram(createTenantProgram({ waitForSecret: waiter.waiter }), stackConfig(tenantInput({
+    vclusterServerTemplate: 'https://{release}-{namespace}.vc.example.test',
+    kubeconfigTimeoutSeconds: 45,
+    priorityClassName: '',
+  })));
+  t.equal(waiter.calls[0]!.timeoutMs, 45_000);
+  t.equal(waiter.calls[0]!.kubeconfig, tenantInput().rootKubeconfig, 'the root kubeconfig reaches the waiter');
+  t.match(r.outputs.vclusterEndpoint, /^https:\/\/vcluster-tenant-[0-9a-f-]+\.vc\.example\.test$/);
+  const vc = r.resources.find((x) => x.name.endsWith('-vcluster-release'))!;
+  t.equal(releaseOf<VclusterValues>(vc).values.controlPlane.statefulSet.scheduling.priorityClassName, '');
+  const creds = inputsOf<ISecret>(r.resources.find((x) => metaOf(x).name === 'runtime-credentials')!).stringData!;
+  t.equal(creds['runtime-token'], 'rt_secret_token');
+  t.equal(creds['tunnel-url'], 'wss://control.example.test/v1/tunnel');
+});
