@@ -1,10 +1,10 @@
 /**
- * The start of a reconcile attempt, in one transaction fenced by the lease: pick the newest open
- * operation (older queued or interrupted ones are superseded: coalescing), or open a new one for
- * a retry or a resync, mark it running, and show the running phase on the tenant.
+ * The start of a reconcile attempt, fenced by the lease: pick the newest open operation (older
+ * queued or interrupted ones are superseded: coalescing), or open a new one for a retry or a
+ * resync, mark it running, and show the running phase on the tenant.
  */
 import type { Queryable } from '../db/tx.ts';
-import type { OperationKind, Phase } from '../store/tenants.ts';
+import type { Condition, OperationKind, Phase } from '../store/tenants.ts';
 import { condition, mergeConditions } from '../store/tenants.ts';
 import type { ClaimedTenant } from './lease.ts';
 
@@ -16,6 +16,8 @@ export interface StartedAttempt {
   interrupted: boolean;
   /** Operations this attempt replaced (coalesced). */
   superseded: string[];
+  /** The tenant's conditions as this attempt wrote them. */
+  conditions: Condition[];
   /** Why recovery is needed, for the operation log. */
   interruptedOperation?: { id: string; owner: string | null };
 }
@@ -42,26 +44,15 @@ export async function lockHeldTenant(
   return rows[0];
 }
 
-/** Queued and running operations of a tenant, newest first, row-locked. */
-export async function lockOpenOperations(db: Queryable, tenantId: string): Promise<OpenOperation[]> {
+/** Queued and running operations of a tenant, newest first. */
+export async function readOpenOperations(db: Queryable, tenantId: string): Promise<OpenOperation[]> {
   const { rows } = await db.query<OpenOperation>(
     `SELECT id, kind, state, owner, attempt FROM operations
       WHERE tenant_id = $1 AND state IN ('queued', 'running')
-      ORDER BY created_at DESC, id DESC FOR UPDATE`,
+      ORDER BY created_at DESC, id DESC`,
     [tenantId],
   );
   return rows;
-}
-
-/** Marks older open operations superseded by `by`. */
-export async function supersedeOperations(db: Queryable, ids: string[], by: string): Promise<void> {
-  if (ids.length === 0) return;
-  await db.query(
-    `UPDATE operations SET state = 'superseded', finished_at = now(),
-            error = jsonb_build_object('code', 'Superseded', 'message', 'coalesced into operation ' || $2::text)
-      WHERE id = ANY($1::uuid[])`,
-    [ids, by],
-  );
 }
 
 /** Opens an operation for an attempt that has none queued: a retry after a failure, or a resync. */
@@ -83,30 +74,10 @@ export async function insertAttemptOperation(db: Queryable, t: ClaimedTenant): P
   return rows[0]!;
 }
 
-/** Marks the chosen operation running for this owner (attempt + 1). */
-export async function markOperationRunning(db: Queryable, id: string, owner: string): Promise<number> {
-  const { rows } = await db.query<{ attempt: number }>(
-    `UPDATE operations SET state = 'running', attempt = attempt + 1, owner = $2, started_at = coalesce(started_at, now()),
-            error = NULL, finished_at = NULL
-      WHERE id = $1 RETURNING attempt`,
-    [id, owner],
-  );
-  return rows[0]!.attempt;
-}
-
 export function runningPhase(t: ClaimedTenant, kind: OperationKind): Phase {
   if (t.deleted) return 'Deleting';
   if (kind === 'resync') return t.phase;
   return t.actual_runtime_version === null ? 'Provisioning' : 'Updating';
-}
-
-/** Shows the running phase and Reconciling=True on the tenant. */
-export async function markTenantReconciling(db: Queryable, t: ClaimedTenant, phase: Phase, reason: string, message: string, operationId: string): Promise<void> {
-  const conditions = mergeConditions(t.conditions, [condition('Reconciling', 'True', reason, message)]);
-  await db.query(
-    `UPDATE tenants SET phase = $2, conditions = $3, last_operation_id = $4, updated_at = now() WHERE id = $1`,
-    [t.id, phase, JSON.stringify(conditions), operationId],
-  );
 }
 
 const REASONS: Record<Phase, string> = {
@@ -114,22 +85,61 @@ const REASONS: Record<Phase, string> = {
   Failed: 'Retrying', Deleting: 'Deleting', Deleted: 'Deleted',
 };
 
+/** A runtime key to create with the attempt (its clear value goes to the engine). */
+export interface NewRuntimeKey {
+  hash: Buffer;
+  prefix: string;
+  enc: Buffer;
+}
+
 /**
- * Starts the attempt in the caller's transaction. Undefined when the lease was lost meanwhile
- * (another worker took the tenant over): the caller must not run the engine.
+ * Marks the chosen operation running (attempt + 1), supersedes older open ones, shows the running
+ * phase and Reconciling=True on the tenant and, on a first attempt, stores the runtime key: one
+ * statement, fenced by the lease (nothing changes when this owner lost it). Returns the attempt.
  */
-export async function startAttempt(db: Queryable, t: ClaimedTenant, owner: string): Promise<StartedAttempt | undefined> {
-  const held = await lockHeldTenant(db, t.id, owner);
-  if (!held) return undefined;
-  const open = await lockOpenOperations(db, t.id);
+export async function markAttemptRunning(
+  db: Queryable,
+  a: { tenantId: string; owner: string; chosen: string; older: string[]; phase: Phase; conditions: Condition[]; runtimeKey: NewRuntimeKey | undefined },
+): Promise<number | undefined> {
+  const { rows } = await db.query<{ attempt: number }>(
+    `WITH held AS (
+       UPDATE tenants SET phase = $4, conditions = $5, last_operation_id = $3, updated_at = now(),
+              runtime_token_enc = coalesce(runtime_token_enc, $8)
+        WHERE id = $1 AND lease_owner = $2 RETURNING id),
+     key AS (
+       INSERT INTO api_keys (key_hash, prefix, role, tenant_id, name, created_by)
+       SELECT $6, $7, 'runtime', id, 'runtime agents (made by the reconciler)', 'system' FROM held WHERE $6::bytea IS NOT NULL),
+     sup AS (
+       UPDATE operations SET state = 'superseded', finished_at = now(),
+              error = jsonb_build_object('code', 'Superseded', 'message', 'coalesced into operation ' || $3::text)
+        WHERE id = ANY($9::uuid[]) AND EXISTS (SELECT 1 FROM held))
+     UPDATE operations SET state = 'running', attempt = attempt + 1, owner = $2, started_at = coalesce(started_at, now()),
+            error = NULL, finished_at = NULL
+      WHERE id = $3 AND EXISTS (SELECT 1 FROM held)
+      RETURNING attempt`,
+    [a.tenantId, a.owner, a.chosen, a.phase, JSON.stringify(a.conditions), a.runtimeKey?.hash ?? null, a.runtimeKey?.prefix ?? null,
+      a.runtimeKey?.enc ?? null, a.older],
+  );
+  return rows[0]?.attempt;
+}
+
+/**
+ * Starts the attempt: reads the open operations, picks the newest (older ones are coalesced into
+ * it) or opens one for a retry or resync, and marks it running in one fenced statement.
+ * Undefined when the lease was lost meanwhile: the caller must not run the engine. An
+ * operation queued between the read and the write stays queued; its generation keeps the tenant
+ * due, so it runs next (not lost).
+ */
+export async function startAttempt(db: Queryable, t: ClaimedTenant, owner: string, runtimeKey?: NewRuntimeKey): Promise<StartedAttempt | undefined> {
+  const open = await readOpenOperations(db, t.id);
   const chosen = open[0] ?? (await insertAttemptOperation(db, t));
   const older = open.slice(1);
   const running = open.filter((o) => o.state === 'running');
-  await supersedeOperations(db, older.map((o) => o.id), chosen.id);
-  const attempt = await markOperationRunning(db, chosen.id, owner);
   const phase = runningPhase(t, chosen.kind);
   const verb = t.deleted ? 'deleting the runtime' : chosen.kind === 'resync' ? 'checking for drift' : phase === 'Provisioning' ? 'provisioning the runtime' : 'updating the runtime';
-  await markTenantReconciling(db, t, phase, REASONS[phase], `${verb} (operation ${chosen.id}, attempt ${attempt})`, chosen.id);
+  const conditions = mergeConditions(t.conditions, [condition('Reconciling', 'True', REASONS[phase], `${verb} (operation ${chosen.id}, attempt ${chosen.attempt + 1})`)]);
+  const attempt = await markAttemptRunning(db, { tenantId: t.id, owner, chosen: chosen.id, older: older.map((o) => o.id), phase, conditions, runtimeKey });
+  if (attempt === undefined) return undefined;
   const first = running[0];
   return {
     operationId: chosen.id,
@@ -137,6 +147,7 @@ export async function startAttempt(db: Queryable, t: ClaimedTenant, owner: strin
     attempt,
     interrupted: running.length > 0,
     superseded: older.map((o) => o.id),
+    conditions,
     ...(first ? { interruptedOperation: { id: first.id, owner: first.owner } } : {}),
   };
 }

@@ -4,7 +4,7 @@
  * followers read it at once. Known secret values are masked before anything is stored.
  */
 import type pg from 'pg';
-import { appendLog } from '../store/operations.ts';
+import type { Queryable } from '../db/tx.ts';
 import { OPERATION_LOG_CHANNEL } from './outcome.ts';
 
 const MAX_LINE = 4000;
@@ -14,6 +14,18 @@ export function kubeconfigSecrets(kubeconfig: string): string[] {
   const out: string[] = [];
   for (const m of kubeconfig.matchAll(/(?:-data|token|password|secret)\s*:\s*["']?([^\s"']{12,})/gi)) out.push(m[1]!);
   return out;
+}
+
+/** Appends lines and announces them on `operation_log`, in one statement. */
+export async function appendLogAndNotify(db: Queryable, operationId: string, lines: Array<{ stream: string; line: string }>): Promise<void> {
+  await db.query(
+    `WITH ins AS (
+       INSERT INTO operation_logs (operation_id, stream, line)
+       SELECT $1, s, l FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(s, l, n) ORDER BY n
+       RETURNING 1)
+     SELECT pg_notify($4, $1::text) WHERE EXISTS (SELECT 1 FROM ins)`,
+    [operationId, lines.map((l) => l.stream), lines.map((l) => l.line), OPERATION_LOG_CHANNEL],
+  );
 }
 
 export class LogWriter {
@@ -72,8 +84,7 @@ export class LogWriter {
     if (batch.length === 0) return this.#chain;
     this.#chain = this.#chain.then(async () => {
       try {
-        await appendLog(this.#pool, this.#operationId, batch);
-        await this.#pool.query('SELECT pg_notify($1, $2)', [OPERATION_LOG_CHANNEL, this.#operationId]);
+        await appendLogAndNotify(this.#pool, this.#operationId, batch);
       } catch {
         this.#errors += batch.length;
       }

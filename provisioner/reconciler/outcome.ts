@@ -22,12 +22,6 @@ async function finishOperation(db: Queryable, id: string, state: 'succeeded' | '
   await db.query('SELECT pg_notify($1, $2)', [OPERATION_LOG_CHANNEL, id]);
 }
 
-/** Revokes every API key of a deleted tenant (tenant and runtime keys). */
-export async function revokeTenantKeys(db: Queryable, tenantId: string): Promise<number> {
-  const { rowCount } = await db.query('UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE tenant_id = $1 AND revoked_at IS NULL', [tenantId]);
-  return rowCount ?? 0;
-}
-
 function str(v: unknown): string | undefined {
   return typeof v === 'string' && v !== '' ? v : undefined;
 }
@@ -46,48 +40,84 @@ export interface SuccessInput {
   tenant: ClaimedTenant;
   operationId: string;
   outputs: Record<string, unknown>;
+  /** The tenant's conditions as the attempt left them (the fast path merges into these). */
+  conditions: Condition[];
+}
+
+function successStatus(t: ClaimedTenant, outputs: Record<string, unknown>, current: { generation: number; deleted: boolean; conditions: Condition[] }) {
+  const moved = current.generation > t.generation;
+  const phase: Phase = t.deleted ? 'Deleted' : current.deleted ? 'Deleting' : t.suspended ? 'Suspended' : 'Ready';
+  const version = t.deleted ? t.actual_runtime_version : str(outputs.runtimeVersion) ?? t.runtime_version;
+  const ready = phase === 'Deleted'
+    ? condition('Ready', 'False', 'Deleted', 'the runtime and its virtual cluster were deleted')
+    : phase === 'Suspended'
+      ? condition('Ready', 'False', 'Suspended', 'the runtime is suspended')
+      : condition('Ready', 'True', 'Ready', version ? `runtime ${version} is ready` : 'the runtime is ready');
+  const updates: Condition[] = [
+    ready,
+    moved
+      ? condition('Reconciling', 'True', 'SpecChanged', `generation ${current.generation} arrived during the operation; reconciling again`)
+      : condition('Reconciling', 'False', 'ReconcileSucceeded', `generation ${t.generation} applied`),
+  ];
+  if (current.conditions.some((c) => c.type === 'Stalled')) updates.push(condition('Stalled', 'False', 'ReconcileSucceeded', 'the last operation succeeded'));
+  return { moved, phase, version, conditions: mergeConditions(current.conditions, updates), endpoints: t.deleted ? {} : endpointsFrom(outputs) };
+}
+
+/**
+ * Writes a success in one statement (one transaction): tenant status, lease release, the
+ * operation, operations queued for this generation or older (a retry requested meanwhile: it is
+ * satisfied), key revocation on delete, and the log NOTIFY. Fenced by the lease and by the
+ * generation: returns false when either moved (the caller then takes the locking path).
+ */
+export async function writeSuccess(
+  db: Queryable,
+  owner: string,
+  t: ClaimedTenant,
+  operationId: string,
+  expectedGeneration: number,
+  st: ReturnType<typeof successStatus>,
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `WITH ten AS (
+       UPDATE tenants SET observed_generation = $3, phase = $4,
+              previous_runtime_version = CASE WHEN actual_runtime_version IS NOT NULL AND actual_runtime_version IS DISTINCT FROM $5
+                                              THEN actual_runtime_version ELSE previous_runtime_version END,
+              actual_runtime_version = $5, endpoints = $6, conditions = $7,
+              consecutive_failures = 0, stalled = false, next_attempt_at = NULL, last_reconciled_at = now(),
+              runtime_token_enc = CASE WHEN $8 THEN NULL ELSE runtime_token_enc END,
+              lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+        WHERE id = $1 AND lease_owner = $2 AND generation = $10 RETURNING id),
+     keys AS (
+       UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL AND $8 AND EXISTS (SELECT 1 FROM ten)),
+     sup AS (
+       UPDATE operations SET state = 'superseded', finished_at = now(),
+              error = jsonb_build_object('code', 'Superseded', 'message', 'satisfied by operation ' || $9::text)
+        WHERE tenant_id = $1 AND state = 'queued' AND generation <= $3 AND id <> $9 AND EXISTS (SELECT 1 FROM ten)),
+     op AS (
+       UPDATE operations SET state = 'succeeded', error = NULL, finished_at = now()
+        WHERE id = $9 AND EXISTS (SELECT 1 FROM ten) RETURNING id)
+     SELECT pg_notify('${OPERATION_LOG_CHANNEL}', id::text) FROM op`,
+    [t.id, owner, t.generation, st.phase, st.version, JSON.stringify(st.endpoints), JSON.stringify(st.conditions), t.deleted, operationId, expectedGeneration],
+  );
+  return (rowCount ?? 0) > 0;
 }
 
 /**
  * Records a successful attempt: observed_generation = G, phase, versions, endpoints, conditions,
- * operation succeeded, lease released. When the spec moved on meanwhile (generation > G) the
- * tenant stays due. Returns false when the lease was lost.
+ * operation succeeded, lease released, all in one transaction. When the spec moved on meanwhile
+ * (generation > G) the tenant stays due and workers are woken. Returns false when the lease was lost.
  */
 export async function recordSuccess(pool: pg.Pool, owner: string, s: SuccessInput): Promise<boolean> {
   const t = s.tenant;
+  // Fast path: the spec did not move (the common case): one statement.
+  const fast = successStatus(t, s.outputs, { generation: t.generation, deleted: t.deleted, conditions: s.conditions });
+  if (await writeSuccess(pool, owner, t, s.operationId, t.generation, fast)) return true;
   return withTx(pool, async (db) => {
     const held = await lockHeldTenant(db, t.id, owner);
     if (!held) return false;
-    const moved = held.generation > t.generation;
-    const phase: Phase = t.deleted ? 'Deleted' : held.deleted ? 'Deleting' : t.suspended ? 'Suspended' : 'Ready';
-    const version = t.deleted ? t.actual_runtime_version : str(s.outputs.runtimeVersion) ?? t.runtime_version;
-    const ready = phase === 'Deleted'
-      ? condition('Ready', 'False', 'Deleted', 'the runtime and its virtual cluster were deleted')
-      : phase === 'Suspended'
-        ? condition('Ready', 'False', 'Suspended', 'the runtime is suspended')
-        : condition('Ready', 'True', 'Ready', `runtime ${version ?? ''} is ready`.replace('  ', ' '));
-    const updates: Condition[] = [
-      ready,
-      moved
-        ? condition('Reconciling', 'True', 'SpecChanged', `generation ${held.generation} arrived during the operation; reconciling again`)
-        : condition('Reconciling', 'False', 'ReconcileSucceeded', `generation ${t.generation} applied`),
-    ];
-    if (held.conditions.some((c) => c.type === 'Stalled')) updates.push(condition('Stalled', 'False', 'ReconcileSucceeded', 'the last operation succeeded'));
-    const endpoints = t.deleted ? {} : endpointsFrom(s.outputs);
-    await db.query(
-      `UPDATE tenants SET observed_generation = $2, phase = $3,
-              previous_runtime_version = CASE WHEN actual_runtime_version IS NOT NULL AND actual_runtime_version IS DISTINCT FROM $4
-                                              THEN actual_runtime_version ELSE previous_runtime_version END,
-              actual_runtime_version = $4, endpoints = $5, conditions = $6,
-              consecutive_failures = 0, stalled = false, next_attempt_at = NULL, last_reconciled_at = now(),
-              runtime_token_enc = CASE WHEN $7 THEN NULL ELSE runtime_token_enc END,
-              lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-        WHERE id = $1`,
-      [t.id, t.generation, phase, version, JSON.stringify(endpoints), JSON.stringify(mergeConditions(held.conditions, updates)), t.deleted],
-    );
-    if (t.deleted) await revokeTenantKeys(db, t.id);
-    await finishOperation(db, s.operationId, 'succeeded', null);
-    if (moved) await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, t.id]);
+    const st = successStatus(t, s.outputs, held);
+    if (!(await writeSuccess(db, owner, t, s.operationId, held.generation, st))) return false;
+    if (st.moved) await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, t.id]);
     return true;
   });
 }

@@ -15,7 +15,6 @@ import { hostname } from 'node:os';
 import type pg from 'pg';
 import pino from 'pino';
 import type { SecretBox } from '../crypto.ts';
-import { withTx } from '../db/tx.ts';
 import { getClusterKubeconfig } from '../store/clusters.ts';
 import { appendLog } from '../store/operations.ts';
 import { TENANT_CHANNEL } from '../store/tenants.ts';
@@ -27,7 +26,7 @@ import { claimDueTenants, readSpecMarkers, releaseLeases, renewLeases, type Clai
 import { Listener } from './listener.ts';
 import { LogWriter, kubeconfigSecrets } from './log-writer.ts';
 import { recordCancelled, recordFailure, recordSuccess, recordWaiting, wakeEngineWaiters } from './outcome.ts';
-import { ensureRuntimeToken } from './runtime-token.ts';
+import { runtimeTokenFor } from './runtime-token.ts';
 
 export type ReconcilerLog = Pick<pino.Logger, 'info' | 'warn' | 'error' | 'debug'>;
 
@@ -96,6 +95,7 @@ export class Reconciler {
   #kicked = false;
   #wake: (() => void) | undefined;
   #lastRenewOk = Date.now();
+  readonly #kubeconfigs = new Map<string, { name: string; kubeconfig: string; until: number }>();
 
   constructor(opts: ReconcilerOptions) {
     const leaseTtlMs = opts.leaseTtlMs ?? 30_000;
@@ -306,17 +306,13 @@ export class Reconciler {
       this.stats.waiting += 1;
       return;
     }
-    const begun = await withTx(pool, async (db) => {
-      const started = await startAttempt(db, t, this.owner);
-      if (!started) return undefined;
-      const token = !t.deleted && t.placement === 'placed' ? await ensureRuntimeToken(db, box, t.id, t.runtime_token_enc) : '';
-      return { started, token };
-    });
-    if (!begun) {
+    const needsToken = !t.deleted && t.placement === 'placed';
+    const { token, newKey } = needsToken ? runtimeTokenFor(box, t.id, t.runtime_token_enc) : { token: '', newKey: undefined };
+    const started = await startAttempt(pool, t, this.owner, newKey);
+    if (!started) {
       this.stats.leaseLost += 1;
       return;
     }
-    const { started, token } = begun;
     run.operationId = started.operationId;
     let log: LogWriter | undefined;
     try {
@@ -352,7 +348,7 @@ export class Reconciler {
       }
       log.line(`operation succeeded (generation ${t.generation})`);
       await log.close();
-      if (await recordSuccess(pool, this.owner, { tenant: t, operationId: started.operationId, outputs: result.outputs })) this.stats.succeeded += 1;
+      if (await recordSuccess(pool, this.owner, { tenant: t, operationId: started.operationId, outputs: result.outputs, conditions: started.conditions })) this.stats.succeeded += 1;
       else this.stats.leaseLost += 1;
     } catch (err) {
       const reason = run.reason;
@@ -411,9 +407,19 @@ export class Reconciler {
     log.line('recovery: done');
   }
 
+  /** Root-cluster kubeconfigs, decrypted, kept for a short while (a rotation shows within 30 s). */
+  async #kubeconfig(clusterId: string): Promise<{ name: string; kubeconfig: string }> {
+    const hit = this.#kubeconfigs.get(clusterId);
+    if (hit && hit.until > Date.now()) return hit;
+    const cluster = await getClusterKubeconfig(this.#o.pool, clusterId);
+    if (!cluster) throw new Error(`root cluster ${clusterId} of the tenant is not registered`);
+    const entry = { name: cluster.name, kubeconfig: this.#o.box.decrypt(cluster.enc, `cluster/${cluster.name}`).toString('utf8'), until: Date.now() + 30_000 };
+    this.#kubeconfigs.set(clusterId, entry);
+    return entry;
+  }
+
   async #stackInput(t: ClaimedTenant, runtimeToken: string): Promise<StackInput> {
-    const cluster = await getClusterKubeconfig(this.#o.pool, t.cluster_id!);
-    if (!cluster) throw new Error(`root cluster ${t.cluster_id ?? '?'} of the tenant is not registered`);
+    const cluster = await this.#kubeconfig(t.cluster_id!);
     return {
       tenantId: t.id,
       organization: t.organization,
@@ -421,7 +427,7 @@ export class Reconciler {
       runtimeVersion: t.runtime_version,
       suspended: t.suspended,
       clusterName: cluster.name,
-      rootKubeconfig: this.#o.box.decrypt(cluster.enc, `cluster/${cluster.name}`).toString('utf8'),
+      rootKubeconfig: cluster.kubeconfig,
       runtimeToken,
     };
   }

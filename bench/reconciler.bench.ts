@@ -1,0 +1,183 @@
+/**
+ * Reconciler benchmark (`bash scripts/run-node.sh node bench/reconciler.bench.ts`, `--json` for
+ * machine-readable output). One embedded PostgreSQL (or DATABASE_URL / TEST_PG_URL), 10,000
+ * tenants, an engine test double that returns at once. Measures, in one run:
+ *  - baseline: a bare SKIP LOCKED queue (claim + complete one row per statement) at the same
+ *    concurrency: the ceiling any Postgres-backed loop on this machine can reach;
+ *  - throughput: 10,000 creates (placement, operation rows, runtime keys, logs, status) → Ready;
+ *  - latency: spec change committed → engine start, with the default 2 workers and a 2 s poll
+ *    (so NOTIFY does the work), p50/p99 over 300 changes;
+ *  - lease takeover: a child process holding 20 leases is SIGKILLed; time until a surviving
+ *    reconciler has restarted all 20, relative to the lease TTL;
+ *  - RSS of the benchmark process (reconciler + driver) during the throughput phase.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import pg from 'pg';
+import { SecretBox } from '../provisioner/crypto.ts';
+import { createPool } from '../provisioner/db/database.ts';
+import { startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
+import { migrate } from '../provisioner/db/migrate.ts';
+import { withTx } from '../provisioner/db/tx.ts';
+import { ScriptedEngine } from '../provisioner/engine/scripted-engine.ts';
+import { Reconciler } from '../provisioner/reconciler/reconciler.ts';
+import { changeSpec, getTenantRow } from '../provisioner/store/tenants.ts';
+
+const TENANTS = Number(process.env.BENCH_TENANTS ?? 10_000);
+const CLUSTERS = 10;
+const WORKERS = Number(process.env.BENCH_WORKERS ?? 16);
+const LATENCY_CHANGES = 300;
+const TAKEOVER_TENANTS = 20;
+const TTL_MS = Number(process.env.BENCH_TTL_MS ?? 2000);
+const KUBECONFIG = 'apiVersion: v1\nkind: Config\nusers: [{name: u, user: {token: bench-token-0123456789}}]\n';
+
+function pct(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function child(url: string, keyHex: string): Promise<void> {
+  const pool = createPool(url, 10);
+  const engine = new ScriptedEngine({
+    script: () => ({ gate: new Promise<void>(() => {}) }), // never finishes: the process is killed
+    onStart: (c) => process.stdout.write(`started ${c.tenantId}\n`),
+  });
+  const r = new Reconciler({ pool, engine, box: new SecretBox(Buffer.from(keyHex, 'hex')), owner: 'doomed', workers: TAKEOVER_TENANTS, clusterParallelism: 100, leaseTtlMs: TTL_MS, pollMs: 100 });
+  await r.start();
+  process.stdout.write('ready\n');
+}
+
+async function main(): Promise<void> {
+  const json = process.argv.includes('--json');
+  const say = (s: string) => { if (!json) console.log(s); };
+  const given = process.env.DATABASE_URL || process.env.TEST_PG_URL;
+  const dir = await mkdtemp(join(tmpdir(), 'hrt-bench-rec-'));
+  await chmod(dir, 0o755); // PostgreSQL may run as another user (when the benchmark runs as root)
+  const server = given ? undefined : await startEmbeddedPostgres(join(dir, 'pg'));
+  const adminUrl = given ?? server!.url;
+  const name = `bench_reconciler_${randomBytes(3).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  const u = new URL(adminUrl);
+  u.pathname = `/${name}`;
+  const url = u.toString();
+  const pool = createPool(url, 40);
+  const results: Record<string, unknown> = { date: new Date().toISOString(), cpus: cpus().length, tenants: TENANTS, workers: WORKERS };
+  try {
+    await migrate(pool);
+    const key = randomBytes(32);
+    const box = new SecretBox(key);
+    for (let i = 0; i < CLUSTERS; i++) {
+      const n = `root-${i}`;
+      await pool.query('INSERT INTO root_clusters (name, region, capacity, kubeconfig_enc) VALUES ($1, $2, $3, $4)',
+        [n, 'eu-1', Math.ceil((TENANTS * 1.2) / CLUSTERS) + TAKEOVER_TENANTS, box.encrypt(KUBECONFIG, `cluster/${n}`)]);
+    }
+
+    // Baseline: a bare SKIP LOCKED queue at the same concurrency.
+    await pool.query('CREATE TABLE bench_jobs (id int PRIMARY KEY, done boolean NOT NULL DEFAULT false)');
+    await pool.query('INSERT INTO bench_jobs SELECT g FROM generate_series(1, $1) g', [TENANTS]);
+    let t0 = performance.now();
+    await Promise.all(Array.from({ length: WORKERS }, async () => {
+      for (;;) {
+        const { rowCount } = await pool.query(`UPDATE bench_jobs SET done = true WHERE id = (SELECT id FROM bench_jobs WHERE NOT done LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id`);
+        if (!rowCount) return;
+      }
+    }));
+    const baselinePerSec = TENANTS / ((performance.now() - t0) / 1000);
+    results.baselineJobsPerSec = Math.round(baselinePerSec);
+    say(`baseline: bare SKIP LOCKED queue, ${WORKERS} loops: ${baselinePerSec.toFixed(0)} jobs/s`);
+
+    // Throughput: 10,000 creates.
+    await pool.query(`INSERT INTO tenants (organization, email, plan, runtime_version)
+                      SELECT 'bench-' || g, 'bench@example.com', 'free', '1.0.0' FROM generate_series(1, $1) g`, [TENANTS]);
+    await pool.query(`INSERT INTO operations (tenant_id, kind, generation, to_version) SELECT id, 'create', 1, '1.0.0' FROM tenants`);
+    await pool.query('ANALYZE');
+    const engine = new ScriptedEngine();
+    let rssPeak = process.memoryUsage().rss;
+    const sampler = setInterval(() => { rssPeak = Math.max(rssPeak, process.memoryUsage().rss); }, 100);
+    const fast = new Reconciler({ pool, engine, box, owner: 'bench-throughput', workers: WORKERS, clusterParallelism: Math.ceil(WORKERS / 2), pollMs: 200, leaseTtlMs: 30_000 });
+    t0 = performance.now();
+    await fast.start();
+    for (;;) {
+      const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM tenants WHERE phase = 'Ready'`);
+      if (rows[0]!.n >= TENANTS) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    await fast.stop();
+    clearInterval(sampler);
+    const perSec = TENANTS / seconds;
+    results.reconcilesPerSec = Math.round(perSec);
+    results.ratioToBaseline = Number((perSec / baselinePerSec).toFixed(3));
+    results.rssPeakMB = Math.round(rssPeak / 1024 / 1024);
+    results.violations = engine.violations.length;
+    say(`throughput: ${TENANTS} creates → Ready in ${seconds.toFixed(1)} s = ${perSec.toFixed(0)} reconciles/s (${WORKERS} workers, 1 process); ratio to baseline ${(perSec / baselinePerSec).toFixed(2)}`);
+    say(`RSS peak of the benchmark process: ${results.rssPeakMB as number} MB; overlapping engine calls: ${engine.violations.length}`);
+
+    // Latency: spec change → engine start, default workers (2), poll 2 s.
+    const started = new Map<string, number>();
+    const latEngine = new ScriptedEngine({ onStart: (c) => { if (!started.has(c.tenantId)) started.set(c.tenantId, performance.now()); } });
+    const idle = new Reconciler({ pool, engine: latEngine, box, owner: 'bench-latency', pollMs: 2000 });
+    await idle.start();
+    const { rows: some } = await pool.query<{ id: string }>(`SELECT id FROM tenants ORDER BY random() LIMIT $1`, [LATENCY_CHANGES]);
+    const changedAt = new Map<string, number>();
+    for (const { id } of some) {
+      await withTx(pool, async (tx) => changeSpec(tx, (await getTenantRow(tx, id, true))!, { runtimeVersion: '1.1.0' }, 'upgrade', 'bench'));
+      changedAt.set(id, performance.now());
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const deadline = Date.now() + 30_000;
+    while (started.size < some.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await idle.stop();
+    const lat = some.map(({ id }) => (started.get(id) ?? Infinity) - changedAt.get(id)!).sort((a, b) => a - b);
+    results.latencyP50Ms = Number(pct(lat, 50).toFixed(1));
+    results.latencyP99Ms = Number(pct(lat, 99).toFixed(1));
+    say(`latency spec change → engine start (2 workers, poll 2 s, NOTIFY): p50 ${pct(lat, 50).toFixed(1)} ms, p99 ${pct(lat, 99).toFixed(1)} ms, max ${lat.at(-1)!.toFixed(1)} ms`);
+
+    // Lease takeover after kill -9.
+    await pool.query(`INSERT INTO tenants (organization, email, plan, runtime_version)
+                      SELECT 'takeover-' || g, 'bench@example.com', 'free', '1.0.0' FROM generate_series(1, $1) g`, [TAKEOVER_TENANTS]);
+    await pool.query(`INSERT INTO operations (tenant_id, kind, generation, to_version)
+                      SELECT id, 'create', 1, '1.0.0' FROM tenants WHERE organization LIKE 'takeover-%'`);
+    const proc = spawn(process.execPath, [process.argv[1]!, '--child', url, key.toString('hex')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const childStarted = new Set<string>();
+    const lines = createInterface({ input: proc.stdout });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('the child did not start all operations')), 30_000);
+      lines.on('line', (l) => {
+        if (l.startsWith('started ')) childStarted.add(l.slice(8));
+        if (childStarted.size >= TAKEOVER_TENANTS) { clearTimeout(timer); resolve(); }
+      });
+    });
+    const takeover = new Map<string, number>();
+    const survivorEngine = new ScriptedEngine({ onStart: (c) => { if (c.kind === 'up' && !takeover.has(c.tenantId)) takeover.set(c.tenantId, performance.now()); } });
+    const survivor = new Reconciler({ pool, engine: survivorEngine, box, owner: 'survivor', workers: TAKEOVER_TENANTS, clusterParallelism: 100, leaseTtlMs: TTL_MS, pollMs: 200 });
+    await survivor.start();
+    const killedAt = performance.now();
+    proc.kill('SIGKILL');
+    const until = Date.now() + TTL_MS * 5 + 10_000;
+    while (takeover.size < TAKEOVER_TENANTS && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    await survivor.stop();
+    const times = [...childStarted].map((id) => (takeover.get(id) ?? Infinity) - killedAt).sort((a, b) => a - b);
+    results.ttlMs = TTL_MS;
+    results.takeoverMaxMs = Math.round(times.at(-1)!);
+    results.takeoverOverTtlMs = Math.round(times.at(-1)! - TTL_MS);
+    say(`lease takeover after SIGKILL (TTL ${TTL_MS} ms, ${TAKEOVER_TENANTS} tenants): first ${times[0]!.toFixed(0)} ms, last ${times.at(-1)!.toFixed(0)} ms = TTL + ${(times.at(-1)! - TTL_MS).toFixed(0)} ms (recovery ran: ${survivorEngine.calls.filter((c) => c.kind === 'cancel').length} stale-lock clears)`);
+    results.loadavg = loadavg().map((x) => Number(x.toFixed(1)));
+    say(`load average at the end: ${(results.loadavg as number[]).join(' ')}`);
+    if (json) console.log(JSON.stringify(results));
+  } finally {
+    await pool.end();
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+    await admin.end();
+    await server?.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[2] === '--child') await child(process.argv[3]!, process.argv[4]!);
+else await main();
