@@ -187,7 +187,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     encryptionKey: encryptionKey(env.PROVISIONER_ENCRYPTION_KEY),
     logLevel,
     bodyLimit: int(env, 'PROVISIONER_BODY_LIMIT', 64 * 1024, 1024, 16 * 1024 * 1024),
-    signupRateLimit: int(env, 'PROVISIONER_SIGNUP_RATE_LIMIT', 20, 1, 1_000_000),
+    signupRateLimit: int(env, 'PROVISIONER_SIGNUP_RATE_LIMIT', 20, 1, 1_000_000_000),
     reconciler: loadReconcilerConfig(env),
     engine: loadEngineConfig(env, dataDir, host, port),
   };

@@ -3,6 +3,7 @@
  * tests call app.inject() or listen on port 0.
  */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -14,6 +15,9 @@ import { errors } from '../errors.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { TenantService } from '../tenants/service.ts';
 import { OperationLogHub } from '../reconciler/log-follow.ts';
+import { createRequestSigner, createTunnelServer, generateRequestSigningKeys, tunnelRoutes, type TunnelLimits } from '../tunnel/index.ts';
+import { lookupKey } from '../store/keys.ts';
+import { assertTenantAccess } from './auth.ts';
 import { registerAuth } from './auth.ts';
 import type { AppContext } from './context.ts';
 import { installErrorHandler } from './error-handler.ts';
@@ -34,13 +38,17 @@ export interface AppDeps {
   pool: pg.Pool;
   box: SecretBox;
   catalog: Catalog;
+  /** Ed25519 private key (PEM) that signs requests forwarded to runtimes; generated when absent (tests). */
+  requestSigningKeyPem?: string;
+  /** Tunnel limits (defaults in provisioner/tunnel). */
+  tunnelLimits?: Partial<TunnelLimits>;
   /** A pino logger; no logging when absent. */
-  logger?: FastifyBaseLogger;
+  logger?: Logger;
 }
 
 export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; ctx: AppContext }> {
   const app = Fastify({
-    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    ...(deps.logger ? { loggerInstance: deps.logger as unknown as FastifyBaseLogger } : { logger: false }),
     bodyLimit: deps.config.bodyLimit,
     trustProxy: false,
     requestIdHeader: false,
@@ -48,6 +56,21 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const metrics = createMetrics(deps.pool);
+  const signer = createRequestSigner({ privateKeyPem: deps.requestSigningKeyPem ?? generateRequestSigningKeys().privateKeyPem });
+  const tunnel = createTunnelServer({
+    // Only runtime keys open tunnels, each for the one tenant it is bound to.
+    authenticate: async (token) => {
+      const id = await lookupKey(deps.pool, token);
+      return id?.role === 'runtime' && id.tenantId ? { tenantId: id.tenantId, keyId: id.keyId } : null;
+    },
+    signer,
+    ...(deps.logger ? { logger: deps.logger.child({ component: 'tunnel' }) } : {}),
+    ...deps.tunnelLimits,
+  });
+  app.server.on('upgrade', (req, socket, head) => {
+    if (!tunnel.handleUpgrade(req, socket, head)) socket.destroy();
+  });
+  app.addHook('onClose', async () => tunnel.close());
   const ctx: AppContext = {
     config: deps.config,
     pool: deps.pool,
@@ -56,6 +79,9 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     tenants: new TenantService({ pool: deps.pool, box: deps.box, catalog: deps.catalog }),
     metrics,
     logHub: new OperationLogHub(deps.pool),
+    tunnel,
+    requestSigningPublicKeyPem: signer.publicKeyPem,
+    onKeyRevoked: (keyId) => tunnel.disconnectKey(keyId),
   };
   app.addHook('onClose', async () => ctx.logHub.close());
 
@@ -92,5 +118,14 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
   for (const routes of [healthRoutes, signupRoutes, tenantRoutes, operationRoutes, runtimeVersionRoutes, clusterRoutes, keyRoutes, auditRoutes]) {
     await app.register(routes(ctx));
   }
+  await app.register(tunnelRoutes, {
+    tunnel,
+    canAccessTenant: (request, tenantId) => {
+      assertTenantAccess(request, tenantId);
+      return true;
+    },
+    routeConfig: { roles: ['operator', 'tenant'] },
+    subjectOf: (request) => request.auth?.keyId,
+  });
   return { app, ctx };
 }

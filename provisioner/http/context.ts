@@ -5,6 +5,7 @@ import type { Catalog } from '../../runtime/catalog.ts';
 import type { TenantService } from '../tenants/service.ts';
 import type { Metrics } from './metrics.ts';
 import type { OperationLogHub } from '../reconciler/log-follow.ts';
+import type { TunnelServer } from '../tunnel/index.ts';
 
 /** What route plugins get: built once in app.ts, never read from globals. */
 export interface AppContext {
@@ -16,6 +17,10 @@ export interface AppContext {
   metrics: Metrics;
   /** Live operation log followers share one LISTEN connection. */
   logHub: OperationLogHub;
+  /** Tunnels of connected runtimes. */
+  tunnel: TunnelServer;
+  /** Public half of the request-signing key; runtimes verify forwarded requests with it. */
+  requestSigningPublicKeyPem: string;
   /** Called after a key is revoked (the tunnel server closes tunnels that use it). */
-  onKeyRevoked?: (keyId: string) => void;
+  onKeyRevoked: (keyId: string) => void;
 }

@@ -17,7 +17,6 @@ const CreateBody = Type.Object({
 
 /** API key management: admin only (admin passes every role check, so `roles` is empty). */
 export const keyRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => async (app) => {
-  const onKeyRevoked = ctx.onKeyRevoked;
 
   app.post('/v1/keys', {
     config: { roles: [] },
@@ -69,7 +68,7 @@ export const keyRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => async (
       await writeAudit(tx, actorOf(request), { action: 'key.revoke', targetType: 'api_key', targetId: after.id, before, after, requestId: request.id });
       return after;
     });
-    onKeyRevoked?.(info.id);
+    ctx.onKeyRevoked(info.id);
     return info;
   });
 };

@@ -26,7 +26,16 @@ const UpgradeBody = Type.Object({ version: Semver }, { additionalProperties: fal
 
 const READ = ['operator', 'tenant'] as const;
 
+type TenantView = ReturnType<typeof toTenant> & { status: { tunnel?: { connected: boolean; since: string | null } } };
+
+
 export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => async (app) => {
+  /** Adds whether the tenant's runtime tunnel is connected (to this provisioner process) and since when. */
+  const withTunnel = (t: ReturnType<typeof toTenant>): TenantView => {
+    const s = ctx.tunnel.status(t.id);
+    return { ...t, status: { ...t.status, tunnel: { connected: s.connected, since: s.since ?? null } } };
+  };
+
   app.get('/v1/tenants', {
     config: { roles: READ },
     schema: {
@@ -49,7 +58,7 @@ export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
     const page = rows.slice(0, limit);
     const last = page.at(-1);
     return {
-      items: page.map(toTenant),
+      items: page.map((r) => withTunnel(toTenant(r))),
       nextCursor: rows.length > limit && last ? encodeCursor(ctx.box, 'tenants', { ts: last.cursor_ts, id: last.id }) : null,
     };
   });
@@ -59,7 +68,7 @@ export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
     schema: { summary: 'Get a tenant', tags: ['tenants'], params: IdParams, response: withErrors({ 200: Type.Ref('Tenant') }) },
   }, async (request) => {
     assertTenantAccess(request, request.params.id);
-    return ctx.tenants.get(request.params.id);
+    return withTunnel(await ctx.tenants.get(request.params.id));
   });
 
   app.patch('/v1/tenants/:id', {

@@ -1,0 +1,85 @@
+/**
+ * The whole path on loopback with the real pieces: the provisioner app (real keys in Postgres),
+ * a runtime's tunnel client dialling /v1/tunnel with a runtime key, the request router and the
+ * app-proxy verifying the control plane's signature.
+ */
+import t from 'tap';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { once } from 'node:events';
+import { createTestApi } from '../../helpers/api.ts';
+import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
+import { createRouter } from '../../../runtime/agents/request-router/router.ts';
+import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
+import { loadPublicKey } from '../../../runtime/agents/app-proxy/request-token.ts';
+import { staticRuntimeInfo } from '../../../runtime/agents/app-proxy/runtime-info.ts';
+
+const api = await createTestApi();
+const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
+t.teardown(() => api.close());
+
+const a = await api.signup();
+const b = await api.signup();
+const runtimeKey = (await api.request('POST', '/v1/keys', { body: { role: 'runtime', name: 'runtime a', tenantId: a.tenantId } })).json();
+
+const proxy = await buildAppProxy({
+  tenantId: a.tenantId,
+  publicKey: loadPublicKey(api.ctx.requestSigningPublicKeyPem),
+  runtimeInfo: staticRuntimeInfo({ runtimeVersion: '1.4.0', components: { argoCd: '7.9.1' } }),
+});
+const proxyUrl = await proxy.listen({ port: 0, host: '127.0.0.1' });
+const router = createRouter({ appProxyUrl: proxyUrl, eventSourceUrl: 'http://127.0.0.1:9' });
+const routerServer = http.createServer(router.handler).listen(0, '127.0.0.1');
+await once(routerServer, 'listening');
+const client = startTunnelClient({
+  url: base.replace('http', 'ws') + '/v1/tunnel',
+  token: runtimeKey.key,
+  upstream: `http://127.0.0.1:${(routerServer.address() as AddressInfo).port}`,
+  backoff: { initialMs: 50, maxMs: 200 },
+});
+t.teardown(async () => {
+  await client.close();
+  router.close();
+  routerServer.close();
+  await proxy.close();
+});
+if (!client.connected) await once(client.events, 'connected');
+
+t.test('a tenant reaches its own runtime through the tunnel; status shows the tunnel', async (t) => {
+  const res = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, { headers: { authorization: `Bearer ${a.apiKey}` } });
+  t.equal(res.status, 200);
+  t.match(await res.json(), { runtimeVersion: '1.4.0' });
+  const tenant = (await api.request('GET', `/v1/tenants/${a.tenantId}`)).json();
+  t.equal(tenant.status.tunnel.connected, true);
+  t.ok(Date.parse(tenant.status.tunnel.since) > 0);
+  const other = (await api.request('GET', `/v1/tenants/${b.tenantId}`)).json();
+  t.same(other.status.tunnel, { connected: false, since: null });
+});
+
+t.test("no tunnel is 503 RUNTIME_UNREACHABLE; another tenant's key is 404", async (t) => {
+  const none = await fetch(`${base}/v1/tenants/${b.tenantId}/runtime/api/runtime`, { headers: { authorization: `Bearer ${b.apiKey}` } });
+  t.equal(none.status, 503);
+  t.equal(((await none.json()) as { error: { code: string } }).error.code, 'RUNTIME_UNREACHABLE');
+  const cross = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, { headers: { authorization: `Bearer ${b.apiKey}` } });
+  t.equal(cross.status, 404);
+  const asRuntime = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, { headers: { authorization: `Bearer ${runtimeKey.key}` } });
+  t.equal(asRuntime.status, 403, 'a runtime key cannot call its own runtime through the API');
+  const noKey = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`);
+  t.equal(noKey.status, 401);
+});
+
+t.test('a tenant key cannot open a tunnel; revoking the runtime key closes its tunnel and refuses reconnects', async (t) => {
+  const { WebSocket } = await import('ws');
+  const ws = new WebSocket(base.replace('http', 'ws') + '/v1/tunnel', 'hrt-tunnel.v1', { headers: { authorization: `Bearer ${a.apiKey}` } });
+  const [status] = await new Promise<[number]>((resolve) => ws.on('unexpected-response', (_req, res) => resolve([res.statusCode ?? 0])));
+  t.equal(status, 401);
+  const rejected = once(client.events, 'rejected');
+  const down = once(client.events, 'disconnected');
+  const revoke = await api.request('DELETE', `/v1/keys/${runtimeKey.info.id}`);
+  t.equal(revoke.statusCode, 200);
+  const [code] = (await down) as [number];
+  t.equal(code, 4003, 'closed with the revoked close code');
+  t.same(await rejected, [401], 'the reconnect is refused');
+  const res = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, { headers: { authorization: `Bearer ${a.apiKey}` } });
+  t.equal(res.status, 503);
+});
