@@ -130,8 +130,8 @@ export async function runProgram(
     return program();
   });
   const resolved = (await settle(outputs ?? {})) as Record<string, unknown>;
-  // Let every pending registration reach the mock monitor.
-  await new Promise((r) => setTimeout(r, 20));
+  // Let every pending registration reach the mock monitor (drains the RPC queue).
+  await pulumi.runtime.disconnect();
   return {
     resources,
     outputs: resolved,
