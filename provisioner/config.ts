@@ -2,6 +2,7 @@
  * Provisioner configuration: read from the environment once at start-up, validated into a typed
  * object and passed down. Nothing else in the code reads process.env.
  */
+import { createPrivateKey } from 'node:crypto';
 import { isAbsolute, join, resolve } from 'node:path';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -19,6 +20,8 @@ export interface Config {
   adminToken: string | undefined;
   /** 32-byte AES-256-GCM key for secrets at rest; undefined means "generate one in dataDir". */
   encryptionKey: Buffer | undefined;
+  /** Ed25519 private key (PEM) signing requests forwarded to runtimes (PROVISIONER_REQUEST_SIGNING_KEY); undefined: kept in dataDir. */
+  requestSigningKeyPem: string | undefined;
   logLevel: LogLevel;
   /** Largest accepted request body in bytes (PROVISIONER_BODY_LIMIT, default 65536). */
   bodyLimit: number;
@@ -85,6 +88,17 @@ function int(env: Env, name: string, fallback: number, min: number, max: number)
   const n = Number(raw);
   if (n < min || n > max) throw new ConfigError(name, `${n} is outside ${min}..${max}`);
   return n;
+}
+
+function signingKey(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  try {
+    const key = createPrivateKey(raw);
+    if (key.asymmetricKeyType !== 'ed25519') throw new Error(key.asymmetricKeyType);
+  } catch {
+    throw new ConfigError('PROVISIONER_REQUEST_SIGNING_KEY', 'must be an Ed25519 private key in PEM (e.g. `openssl genpkey -algorithm ed25519`)');
+  }
+  return raw;
 }
 
 function encryptionKey(raw: string | undefined): Buffer | undefined {
@@ -185,6 +199,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     dataDir,
     adminToken,
     encryptionKey: encryptionKey(env.PROVISIONER_ENCRYPTION_KEY),
+    requestSigningKeyPem: signingKey(env.PROVISIONER_REQUEST_SIGNING_KEY),
     logLevel,
     bodyLimit: int(env, 'PROVISIONER_BODY_LIMIT', 64 * 1024, 1024, 16 * 1024 * 1024),
     signupRateLimit: int(env, 'PROVISIONER_SIGNUP_RATE_LIMIT', 20, 1, 1_000_000_000),

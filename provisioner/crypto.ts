@@ -3,7 +3,7 @@
  * version byte (1) | nonce (12) | auth tag (16) | ciphertext. `aad` binds a value to its row
  * (e.g. the cluster name) so that ciphertexts cannot be swapped between rows.
  */
-import { createCipheriv, createDecipheriv, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, generateKeyPairSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -62,4 +62,17 @@ export async function loadOrCreateDevKey(dataDir: string): Promise<{ key: Buffer
   const key = randomBytes(32);
   await writeFile(path, key.toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
   return { key, created: true, path };
+}
+
+/**
+ * The development fallback when PROVISIONER_REQUEST_SIGNING_KEY is unset: an Ed25519 key made
+ * once and kept in `<dataDir>/request-signing.pem` (mode 0600).
+ */
+export async function loadOrCreateSigningKey(dataDir: string): Promise<{ pem: string; created: boolean; path: string }> {
+  const path = join(dataDir, 'request-signing.pem');
+  if (existsSync(path)) return { pem: await readFile(path, 'utf8'), created: false, path };
+  await mkdir(dataDir, { recursive: true });
+  const pem = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  await writeFile(path, pem, { mode: 0o600, flag: 'wx' });
+  return { pem, created: true, path };
 }

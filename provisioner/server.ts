@@ -6,7 +6,7 @@
 import pino from 'pino';
 import type { FastifyInstance } from 'fastify';
 import { loadConfig, type Config } from './config.ts';
-import { SecretBox, loadOrCreateDevKey } from './crypto.ts';
+import { SecretBox, loadOrCreateDevKey, loadOrCreateSigningKey } from './crypto.ts';
 import { openDatabase, type Database } from './db/database.ts';
 import { buildApp } from './http/app.ts';
 import { createEngine } from './engine/create.ts';
@@ -50,6 +50,12 @@ export async function startServer(config: Config, opts: { out?: (line: string) =
     logger.warn({ path: dev.path, created: dev.created },
       'PROVISIONER_ENCRYPTION_KEY is not set: using a development key kept in the data dir; set it in production');
   }
+  let signingKeyPem = config.requestSigningKeyPem;
+  if (!signingKeyPem) {
+    const dev = await loadOrCreateSigningKey(config.dataDir);
+    signingKeyPem = dev.pem;
+    if (dev.created) logger.warn({ path: dev.path }, 'PROVISIONER_REQUEST_SIGNING_KEY is not set: generated a request-signing key in the data dir');
+  }
   const db = await openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
@@ -66,11 +72,11 @@ export async function startServer(config: Config, opts: { out?: (line: string) =
       out('');
     }
     const box = new SecretBox(key);
-    const { app } = await buildApp({ config, pool: db.pool, box, catalog, logger });
+    const { app, ctx } = await buildApp({ config, pool: db.pool, box, catalog, logger, requestSigningKeyPem: signingKeyPem });
     const url = await app.listen({ port: config.port, host: config.host });
     let reconciler: Reconciler | undefined;
     try {
-      reconciler = await startReconciler(config, db, box, logger);
+      reconciler = await startReconciler(config, db, box, logger, ctx.requestSigningPublicKeyPem);
     } catch (err) {
       await app.close();
       throw err;
@@ -91,12 +97,12 @@ export async function startServer(config: Config, opts: { out?: (line: string) =
 }
 
 /** Starts the reconcile loop with the configured engine (none: no loop; the API still serves). */
-async function startReconciler(config: Config, db: Database, box: SecretBox, logger: pino.Logger): Promise<Reconciler | undefined> {
+async function startReconciler(config: Config, db: Database, box: SecretBox, logger: pino.Logger, publicKeyPem: string): Promise<Reconciler | undefined> {
   const log = logger.child({ component: 'reconciler' });
   const engine = await createEngine(config.engine, {
     dataDir: config.dataDir,
     databaseUrl: db.url,
-    controlPlanePublicKey: undefined,
+    controlPlanePublicKey: publicKeyPem,
     log: (msg, fields) => log.info(fields ?? {}, msg),
   });
   if (!engine) {
