@@ -25,6 +25,7 @@ import { migrate } from '../provisioner/db/migrate.ts';
 import { withTx } from '../provisioner/db/tx.ts';
 import { ScriptedEngine } from '../provisioner/engine/scripted-engine.ts';
 import { Reconciler } from '../provisioner/reconciler/reconciler.ts';
+import { createWritePool } from '../provisioner/reconciler/write-pool.ts';
 import { changeSpec, getTenantRow } from '../provisioner/store/tenants.ts';
 
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 10_000);
@@ -33,6 +34,8 @@ const WORKERS = Number(process.env.BENCH_WORKERS ?? 16);
 const LATENCY_CHANGES = 300;
 const TAKEOVER_TENANTS = 20;
 const TTL_MS = Number(process.env.BENCH_TTL_MS ?? 2000);
+/** BENCH_DURABLE=1: attempt bookkeeping on the durable pool too (synchronous_commit on). */
+const durable = process.env.BENCH_DURABLE === '1';
 const KUBECONFIG = 'apiVersion: v1\nkind: Config\nusers: [{name: u, user: {token: bench-token-0123456789}}]\n';
 
 function pct(sorted: number[], p: number): number {
@@ -66,9 +69,12 @@ async function main(): Promise<void> {
   u.pathname = `/${name}`;
   const url = u.toString();
   const pool = createPool(url, 40);
+  const closers: Array<() => Promise<void>> = [];
   const results: Record<string, unknown> = { date: new Date().toISOString(), cpus: cpus().length, tenants: TENANTS, workers: WORKERS };
   try {
     await migrate(pool);
+    const writePool = durable ? pool : createWritePool(url, WORKERS + 2);
+    closers.push(async () => { if (writePool !== pool) await writePool.end(); });
     const key = randomBytes(32);
     const box = new SecretBox(key);
     for (let i = 0; i < CLUSTERS; i++) {
@@ -99,7 +105,7 @@ async function main(): Promise<void> {
     const engine = new ScriptedEngine();
     let rssPeak = process.memoryUsage().rss;
     const sampler = setInterval(() => { rssPeak = Math.max(rssPeak, process.memoryUsage().rss); }, 100);
-    const fast = new Reconciler({ pool, engine, box, owner: 'bench-throughput', workers: WORKERS, clusterParallelism: Math.ceil(WORKERS / 2), pollMs: 200, leaseTtlMs: 30_000 });
+    const fast = new Reconciler({ pool, writePool, engine, box, owner: 'bench-throughput', workers: WORKERS, clusterParallelism: Math.ceil(WORKERS / 2), pollMs: 200, leaseTtlMs: 30_000 });
     t0 = performance.now();
     await fast.start();
     for (;;) {
@@ -115,13 +121,17 @@ async function main(): Promise<void> {
     results.ratioToBaseline = Number((perSec / baselinePerSec).toFixed(3));
     results.rssPeakMB = Math.round(rssPeak / 1024 / 1024);
     results.violations = engine.violations.length;
-    say(`throughput: ${TENANTS} creates → Ready in ${seconds.toFixed(1)} s = ${perSec.toFixed(0)} reconciles/s (${WORKERS} workers, 1 process); ratio to baseline ${(perSec / baselinePerSec).toFixed(2)}`);
+    results.writePool = durable ? 'durable' : 'synchronous_commit=off';
+    say(`throughput: ${TENANTS} creates → Ready in ${seconds.toFixed(1)} s = ${perSec.toFixed(0)} reconciles/s (${WORKERS} workers, 1 process, bookkeeping ${results.writePool as string}); ratio to baseline ${(perSec / baselinePerSec).toFixed(2)}`);
+    results.avgBatch = Number((fast.stats.claimed / Math.max(1, fast.stats.claims)).toFixed(1));
+    results.avgClaimMs = Number((fast.stats.claimMs / Math.max(1, fast.stats.claims)).toFixed(1));
+    say(`claims: ${fast.stats.claims}, ${results.avgBatch as number} tenants per claim, ${results.avgClaimMs as number} ms per claim transaction`);
     say(`RSS peak of the benchmark process: ${results.rssPeakMB as number} MB; overlapping engine calls: ${engine.violations.length}`);
 
     // Latency: spec change → engine start, default workers (2), poll 2 s.
     const started = new Map<string, number>();
     const latEngine = new ScriptedEngine({ onStart: (c) => { if (!started.has(c.tenantId)) started.set(c.tenantId, performance.now()); } });
-    const idle = new Reconciler({ pool, engine: latEngine, box, owner: 'bench-latency', pollMs: 2000 });
+    const idle = new Reconciler({ pool, writePool, engine: latEngine, box, owner: 'bench-latency', pollMs: 2000 });
     await idle.start();
     const { rows: some } = await pool.query<{ id: string }>(`SELECT id FROM tenants ORDER BY random() LIMIT $1`, [LATENCY_CHANGES]);
     const changedAt = new Map<string, number>();
@@ -155,7 +165,7 @@ async function main(): Promise<void> {
     });
     const takeover = new Map<string, number>();
     const survivorEngine = new ScriptedEngine({ onStart: (c) => { if (c.kind === 'up' && !takeover.has(c.tenantId)) takeover.set(c.tenantId, performance.now()); } });
-    const survivor = new Reconciler({ pool, engine: survivorEngine, box, owner: 'survivor', workers: TAKEOVER_TENANTS, clusterParallelism: 100, leaseTtlMs: TTL_MS, pollMs: 200 });
+    const survivor = new Reconciler({ pool, writePool, engine: survivorEngine, box, owner: 'survivor', workers: TAKEOVER_TENANTS, clusterParallelism: 100, leaseTtlMs: TTL_MS, pollMs: 200 });
     await survivor.start();
     const killedAt = performance.now();
     proc.kill('SIGKILL');
@@ -171,6 +181,7 @@ async function main(): Promise<void> {
     say(`load average at the end: ${(results.loadavg as number[]).join(' ')}`);
     if (json) console.log(JSON.stringify(results));
   } finally {
+    for (const c of closers) await c();
     await pool.end();
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
     await admin.end();

@@ -11,6 +11,7 @@ import { openDatabase, type Database } from './db/database.ts';
 import { buildApp } from './http/app.ts';
 import { createEngine } from './engine/create.ts';
 import { Reconciler } from './reconciler/reconciler.ts';
+import { createWritePool } from './reconciler/write-pool.ts';
 import { createKey, hasActiveAdmin, keyExists } from './store/keys.ts';
 import { catalog } from '../runtime/catalog.ts';
 import type pg from 'pg';
@@ -75,10 +76,12 @@ export async function startServer(config: Config, opts: { out?: (line: string) =
     const { app, ctx } = await buildApp({ config, pool: db.pool, box, catalog, logger, requestSigningKeyPem: signingKeyPem });
     const url = await app.listen({ port: config.port, host: config.host });
     let reconciler: Reconciler | undefined;
+    const writePool = createWritePool(db.url, Math.max(4, config.reconciler.workers + 2));
     try {
-      reconciler = await startReconciler(config, db, box, logger, ctx.requestSigningPublicKeyPem);
+      reconciler = await startReconciler(config, db, writePool, box, logger, ctx.requestSigningPublicKeyPem);
     } catch (err) {
       await app.close();
+      await writePool.end();
       throw err;
     }
     return {
@@ -86,6 +89,7 @@ export async function startServer(config: Config, opts: { out?: (line: string) =
       async close() {
         // Stop claiming, let running operations finish within the grace period, hand back the rest.
         await reconciler?.stop({ graceMs: config.reconciler.shutdownGraceSeconds * 1000 });
+        await writePool.end();
         await app.close();
         await db.close();
       },
@@ -97,7 +101,9 @@ export async function startServer(config: Config, opts: { out?: (line: string) =
 }
 
 /** Starts the reconcile loop with the configured engine (none: no loop; the API still serves). */
-async function startReconciler(config: Config, db: Database, box: SecretBox, logger: pino.Logger, publicKeyPem: string): Promise<Reconciler | undefined> {
+async function startReconciler(
+  config: Config, db: Database, writePool: pg.Pool, box: SecretBox, logger: pino.Logger, publicKeyPem: string,
+): Promise<Reconciler | undefined> {
   const log = logger.child({ component: 'reconciler' });
   const engine = await createEngine(config.engine, {
     dataDir: config.dataDir,
@@ -112,6 +118,7 @@ async function startReconciler(config: Config, db: Database, box: SecretBox, log
   const r = config.reconciler;
   const reconciler = new Reconciler({
     pool: db.pool,
+    writePool,
     engine,
     box,
     workers: r.workers,

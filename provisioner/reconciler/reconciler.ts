@@ -31,7 +31,13 @@ import { runtimeTokenFor } from './runtime-token.ts';
 export type ReconcilerLog = Pick<pino.Logger, 'info' | 'warn' | 'error' | 'debug'>;
 
 export interface ReconcilerOptions {
+  /** Durable pool: claims, heartbeats, hand-backs. */
   pool: pg.Pool;
+  /**
+   * Pool for attempt bookkeeping (start, logs, outcomes); default `pool`. createWritePool() gives
+   * one with synchronous_commit=off (see write-pool.ts for why that is safe).
+   */
+  writePool?: pg.Pool;
   engine: Engine;
   /** Decrypts root-cluster kubeconfigs and runtime tokens. */
   box: SecretBox;
@@ -71,6 +77,10 @@ interface ActiveRun {
 }
 
 export interface ReconcilerStats {
+  /** Claim transactions that returned at least one tenant. */
+  claims: number;
+  /** Milliseconds spent in claim transactions. */
+  claimMs: number;
   claimed: number;
   succeeded: number;
   failed: number;
@@ -82,11 +92,12 @@ export interface ReconcilerStats {
 
 export class Reconciler {
   readonly owner: string;
-  readonly #o: Required<Omit<ReconcilerOptions, 'owner' | 'logger' | 'random' | 'heartbeatMs'>> & { heartbeatMs: number };
+  readonly #o: Required<Omit<ReconcilerOptions, 'owner' | 'logger' | 'random' | 'heartbeatMs' | 'writePool'>> & { heartbeatMs: number };
+  readonly #w: pg.Pool;
   readonly #log: ReconcilerLog;
   readonly #random: () => number;
   readonly #active = new Map<string, ActiveRun>();
-  readonly stats: ReconcilerStats = { claimed: 0, succeeded: 0, failed: 0, cancelled: 0, waiting: 0, leaseLost: 0, handedBack: 0 };
+  readonly stats: ReconcilerStats = { claims: 0, claimMs: 0, claimed: 0, succeeded: 0, failed: 0, cancelled: 0, waiting: 0, leaseLost: 0, handedBack: 0 };
   #listener: Listener | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #engineCheck: NodeJS.Timeout | undefined;
@@ -117,6 +128,7 @@ export class Reconciler {
       listen: opts.listen ?? true,
       logFlushMs: opts.logFlushMs ?? 100,
     };
+    this.#w = opts.writePool ?? opts.pool;
     this.#log = opts.logger ?? pino({ level: 'silent' });
     this.#random = opts.random ?? Math.random;
   }
@@ -211,11 +223,16 @@ export class Reconciler {
       if (free > 0) {
         this.#kicked = false;
         try {
+          const began = performance.now();
           const list = await claimDueTenants(this.#o.pool, {
             owner: this.owner, limit: free, leaseTtlMs: this.#o.leaseTtlMs, clusterParallelism: this.#o.clusterParallelism, resyncMs: this.#o.resyncMs,
           });
           errors = 0;
           claimed = list.length;
+          if (claimed > 0) {
+            this.stats.claims += 1;
+            this.stats.claimMs += performance.now() - began;
+          }
           this.stats.claimed += claimed;
           for (const t of list) this.#launch(t);
         } catch (err) {
@@ -294,7 +311,8 @@ export class Reconciler {
 
   async #attempt(run: ActiveRun): Promise<void> {
     const t = run.tenant;
-    const { pool, engine, box } = this.#o;
+    const { engine, box } = this.#o;
+    const pool = this.#w;
     if (t.placement === 'no-capacity') {
       await recordWaiting(pool, this.owner, t, 'NoCapacity', t.placementMessage ?? 'no root cluster can take this tenant', this.#o.noCapacityRetryMs);
       this.stats.waiting += 1;
