@@ -41,7 +41,10 @@ tap_tier() { # tier
 # unless DATABASE_URL points at a server to use instead.
 if [ -z "${DATABASE_URL:-}" ] && [ -z "${TEST_PG_URL:-}" ]; then
   coproc PGSERVER { exec node "$ROOT/scripts/test-postgres.ts"; }
-  trap 'kill "$PGSERVER_PID" 2>/dev/null; wait "$PGSERVER_PID" 2>/dev/null' EXIT
+  pg_pid=$PGSERVER_PID
+  pg_in=${PGSERVER[1]}
+  # Closing its stdin stops the server (signals would also reach this script's process group).
+  trap 'rc=$?; eval "exec ${pg_in}>&-"; wait "$pg_pid" 2>/dev/null; exit $rc' EXIT
   if ! read -r -t 120 TEST_PG_URL <&"${PGSERVER[0]}"; then echo "could not start the test PostgreSQL" >&2; echo "0 passed, 1 failed"; exit 1; fi
   export TEST_PG_URL
 fi
