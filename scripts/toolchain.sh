@@ -100,6 +100,7 @@ complete() {
   [ -f "$DIR/FAILED" ] && return 1
   local b
   for b in "${WANT[@]}"; do [ -x "$BIN/$b" ] || return 1; done
+  if [[ " ${WANT[*]} " == *" kwok "* ]]; then [ -s "$DIR/share/kwok-stages.yaml" ] || return 1; fi
   if [[ " ${WANT[*]} " == *" pulumi-resource-kubernetes "* ]]; then
     [ "$(cat "$DIR/pulumi-kubernetes.rev" 2>/dev/null)" = "$(pk_rev)" ] || return 1
   fi
@@ -144,7 +145,7 @@ record_version() { # name version-line build-seconds
 
 fail() { # name logfile
   local name="$1" logf="$2" err
-  err="$(grep -m1 -E 'error|cannot|undefined|[0-9]+:[0-9]+: |fatal|Forbidden|not available' "$logf" 2>/dev/null || true)"
+  err="$(grep -v '^go: downloading' "$logf" 2>/dev/null | grep -m1 -E 'error|cannot|undefined|[0-9]+:[0-9]+: |fatal|Forbidden|not available' || true)"
   [ -n "$err" ] || err="$(tail -1 "$logf" 2>/dev/null)"
   printf '%s: %s (log: %s)\n' "$name" "$err" "$logf" >> "$FAILED_TMP"
   log "FAILED $name: $err"
@@ -193,6 +194,33 @@ for b in kwok kwokctl; do
   build "$b" "$TOOLS/kwok" "sigs.k8s.io/kwok/cmd/$b" "sigs.k8s.io/kwok $KWOK_VERSION" \
     "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
 done
+
+# KWOK needs Stage objects (what to do with nodes and pods) as a --config file. These are the
+# stages kwokctl uses by default, taken from the pinned module, into <dir>/share/kwok-stages.yaml:
+# nodes become Ready and keep a heartbeat; pods become Running/Ready, complete, and are deleted.
+install_kwok_stages() {
+  wanted kwok || return 0
+  local out="$DIR/share/kwok-stages.yaml" d f
+  [ -s "$out" ] && [ "$FORCE" = 0 ] && return 0
+  mkdir -p "$DIR/share"
+  d="$(cd "$TOOLS/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok 2>/dev/null)"
+  if [ -z "$d" ] || [ ! -d "$d/kustomize/stage" ]; then
+    (cd "$TOOLS/kwok" && go mod download sigs.k8s.io/kwok) >/dev/null 2>&1
+    d="$(cd "$TOOLS/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok 2>/dev/null)"
+  fi
+  : > "$out.tmp"
+  for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    if [ ! -f "$d/kustomize/stage/$f" ]; then
+      echo "error: $d/kustomize/stage/$f not found" > "$DIR/logs/kwok-stages.log"
+      fail kwok-stages "$DIR/logs/kwok-stages.log"; rm -f "$out.tmp"; return 0
+    fi
+    { echo '---'; cat "$d/kustomize/stage/$f"; } >> "$out.tmp"
+  done
+  mv -f "$out.tmp" "$out"
+  log "wrote $out"
+}
+install_kwok_stages
 
 # ---- Pulumi --------------------------------------------------------------------------
 build pulumi "$TOOLS/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \

@@ -43,12 +43,13 @@ export GOFLAGS="-buildvcs=false -mod=mod"
 
 # Modules the provider requires that the Go module proxy refuses (403 "This module version is
 # not available"), and what this build uses instead:
-#  - github.com/fluxcd/pkg/ssa at an untagged pseudo-version: the nearest later tag the proxy
-#    serves whose k8s.io requirements match the provider's (v0.36.x), v0.74.0.
+#  - github.com/fluxcd/pkg/ssa at an untagged pseudo-version: v0.77.0 instead, a later tag that
+#    the proxy serves whole and that requires the same k8s.io/* v0.36.2 as the provider
+#    (v0.72.0 and v0.75.0 are refused; v0.74.0 compiles but its .info is refused).
 #  - github.com/pulumi/pulumi-dotnet/pulumi-language-dotnet/v3 (all versions): only the
 #    generator's .NET SDK output imports it; that function is stubbed out in the build copy.
 if grep -q 'github.com/fluxcd/pkg/ssa v0.71.1-0.20260424094917-4f94dc680419' go.mod; then
-  go mod edit -require github.com/fluxcd/pkg/ssa@v0.74.0
+  go mod edit -require github.com/fluxcd/pkg/ssa@v0.77.0
 fi
 if grep -q 'pulumi-language-dotnet' go.mod; then
   go mod edit -droprequire github.com/pulumi/pulumi-dotnet/pulumi-language-dotnet/v3
@@ -60,7 +61,8 @@ if grep -q 'pulumi-language-dotnet' go.mod; then
     skip {next}
     {print}' "$f" > "$f.new" && mv "$f.new" "$f"
 fi
-go mod download
+# No `go mod download` of the whole graph: it asks the proxy for .info files it sometimes
+# refuses; go build fetches only the .mod and .zip files of what it compiles.
 
 CMD=cmd/pulumi-resource-kubernetes
 LDFLAGS="-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$VERSION"
