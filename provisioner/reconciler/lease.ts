@@ -48,26 +48,53 @@ interface DueRow {
   deleted: boolean;
 }
 
-/**
- * Selects and row-locks due tenants that no live lease holds, most urgent first (spec changes,
- * then retries, then resyncs). Rows other transactions hold are skipped, not waited for.
- */
-export async function selectDueTenants(db: Queryable, limit: number, resyncMs: number): Promise<DueRow[]> {
+const NOT_LEASED = `NOT t.stalled AND t.phase <> 'Deleted' AND (t.lease_expires_at IS NULL OR t.lease_expires_at < now())`;
+
+/** Tenants whose spec changed, oldest change first (index tenants_spec_due), row-locked, skipping locked rows. */
+export async function selectSpecChanged(db: Queryable, limit: number): Promise<DueRow[]> {
   const { rows } = await db.query<DueRow>(
     `SELECT t.id, t.cluster_id, t.plan, t.deleted FROM tenants t
-      WHERE NOT t.stalled AND t.phase <> 'Deleted'
-        AND (t.lease_expires_at IS NULL OR t.lease_expires_at < now())
-        AND ((t.next_attempt_at IS NULL AND t.generation <> t.observed_generation)
-          OR t.next_attempt_at <= now()
-          OR ($2::float8 > 0 AND t.next_attempt_at IS NULL AND t.generation = t.observed_generation
-              AND t.phase IN ('Ready', 'Suspended')
-              AND (t.last_reconciled_at IS NULL OR t.last_reconciled_at < now() - make_interval(secs => $2::float8 / 1000))))
-      ORDER BY (t.generation = t.observed_generation), coalesce(t.next_attempt_at, t.updated_at)
-      LIMIT $1
-      FOR UPDATE OF t SKIP LOCKED`,
+      WHERE t.generation <> t.observed_generation AND t.next_attempt_at IS NULL AND ${NOT_LEASED}
+      ORDER BY t.updated_at LIMIT $1 FOR UPDATE OF t SKIP LOCKED`,
+    [limit],
+  );
+  return rows;
+}
+
+/** Tenants whose retry time has come, earliest first (index tenants_retry_due). */
+export async function selectRetryDue(db: Queryable, limit: number): Promise<DueRow[]> {
+  const { rows } = await db.query<DueRow>(
+    `SELECT t.id, t.cluster_id, t.plan, t.deleted FROM tenants t
+      WHERE t.next_attempt_at <= now() AND ${NOT_LEASED}
+      ORDER BY t.next_attempt_at LIMIT $1 FOR UPDATE OF t SKIP LOCKED`,
+    [limit],
+  );
+  return rows;
+}
+
+/** Ready/Suspended tenants whose periodic resync is due, least recently reconciled first (index tenants_resync_due). */
+export async function selectResyncDue(db: Queryable, limit: number, resyncMs: number): Promise<DueRow[]> {
+  const { rows } = await db.query<DueRow>(
+    `SELECT t.id, t.cluster_id, t.plan, t.deleted FROM tenants t
+      WHERE t.phase IN ('Ready', 'Suspended') AND t.generation = t.observed_generation AND t.next_attempt_at IS NULL
+        AND (t.last_reconciled_at IS NULL OR t.last_reconciled_at < now() - make_interval(secs => $2::float8 / 1000))
+        AND ${NOT_LEASED}
+      ORDER BY t.last_reconciled_at NULLS FIRST LIMIT $1 FOR UPDATE OF t SKIP LOCKED`,
     [limit, resyncMs],
   );
   return rows;
+}
+
+/**
+ * Selects and row-locks due tenants that no live lease holds, most urgent first: spec changes,
+ * then retries, then resyncs — each from its own partial index, so a claim reads only the rows
+ * it returns. Rows other transactions hold are skipped, not waited for.
+ */
+export async function selectDueTenants(db: Queryable, limit: number, resyncMs: number): Promise<DueRow[]> {
+  const due = await selectSpecChanged(db, limit);
+  if (due.length < limit) due.push(...(await selectRetryDue(db, limit - due.length)));
+  if (due.length < limit && resyncMs > 0) due.push(...(await selectResyncDue(db, limit - due.length, resyncMs)));
+  return due;
 }
 
 /**
