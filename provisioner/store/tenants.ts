@@ -143,6 +143,39 @@ export async function insertTenant(db: Queryable, t: InsertTenant): Promise<stri
   return rows[0]!.id;
 }
 
+/**
+ * A signup in one statement: the tenant, its queued create operation, its API key (hash only), the
+ * audit row and the NOTIFY. Ids are made by the caller so the tenant can name its operation.
+ */
+export async function insertSignup(
+  db: Queryable,
+  s: InsertTenant & {
+    tenantId: string;
+    operationId: string;
+    key: { id: string; hash: Buffer; prefix: string };
+    audit: { after: unknown; requestId: string };
+  },
+): Promise<TenantRow> {
+  const conditions = [
+    condition('Ready', 'False', 'Pending', 'waiting for the first reconcile'),
+    condition('Reconciling', 'True', 'SpecChanged', 'tenant created; provisioning is queued'),
+  ];
+  const { rows } = await db.query<TenantRow>(
+    `WITH t AS (
+       INSERT INTO tenants (id, organization, email, plan, runtime_version, conditions, last_operation_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *),
+     op AS (INSERT INTO operations (id, tenant_id, kind, generation, to_version) SELECT $7, id, 'create', 1, runtime_version FROM t),
+     k AS (INSERT INTO api_keys (id, key_hash, prefix, role, tenant_id, name, created_by)
+           SELECT $8, $9, $10, 'tenant', id, 'signup', 'public' FROM t),
+     a AS (INSERT INTO audit_log (actor, actor_role, action, target_type, target_id, after, request_id)
+           SELECT 'public', 'public', 'tenant.signup', 'tenant', id::text, $11, $12 FROM t)
+     SELECT t.*, NULL::text AS cluster_name, t.created_at::text AS cursor_ts, pg_notify('${TENANT_CHANNEL}', t.id::text) IS NULL AS _n FROM t`,
+    [s.tenantId, s.organization, s.email, s.plan, s.runtimeVersion, JSON.stringify(conditions), s.operationId,
+      s.key.id, s.key.hash, s.key.prefix, JSON.stringify(s.audit.after), s.audit.requestId],
+  );
+  return rows[0]!;
+}
+
 export interface QueuedOperation {
   id: string;
   kind: OperationKind;

@@ -3,16 +3,17 @@
  * suspension, deletion, retry). Each change is validated against the catalog and the plans,
  * then written with its queued operation, its audit row and a NOTIFY in one transaction.
  */
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
+import { generateKey, hashKey, keyPrefix } from '../auth/keys.ts';
 import type { Role } from '../auth/keys.ts';
 import type { SecretBox } from '../crypto.ts';
 import { withTx, pgCode, pgConstraint } from '../db/tx.ts';
 import { errors } from '../errors.ts';
 import { writeAudit, type Actor } from '../store/audit.ts';
 import { claimKey, requestHash, storeResponse } from '../store/idempotency.ts';
-import { createKey } from '../store/keys.ts';
 import {
-  changeSpec, getTenantRow, insertOperation, insertTenant, requestRetry, toTenant,
+  changeSpec, getTenantRow, insertSignup, requestRetry, toTenant,
   type OperationKind, type Tenant, type TenantRow, type TenantSpec,
 } from '../store/tenants.ts';
 import { availabilityOf } from '../store/versions.ts';
@@ -95,20 +96,22 @@ export class TenantService {
         if (claim.kind === 'in-progress') throw errors.idempotencyInProgress();
       }
       await this.checkInstallable(tx, runtimeVersion, 'public');
-      let id: string;
+      const tenantId = randomUUID();
+      const operationId = randomUUID();
+      const keyId = randomUUID();
+      const key = generateKey('tenant');
+      let row;
       try {
-        id = await insertTenant(tx, { organization: input.organization, email: input.email, plan, runtimeVersion });
+        row = await insertSignup(tx, {
+          tenantId, operationId, organization: input.organization, email: input.email, plan, runtimeVersion,
+          key: { id: keyId, hash: hashKey(key), prefix: keyPrefix(key) },
+          audit: { after: { organization: input.organization, email: input.email, spec: { plan, runtimeVersion }, operationId, apiKeyId: keyId }, requestId },
+        });
       } catch (err) {
         if (pgCode(err) === '23505' && pgConstraint(err) === 'tenants_organization_live') throw errors.organizationTaken(input.organization);
         throw err;
       }
-      const operationId = await insertOperation(tx, id, 'create', 1, null, runtimeVersion);
-      const { key, info } = await createKey(tx, { role: 'tenant', tenantId: id, name: 'signup', createdBy: 'public' });
-      await tx.query(`SELECT pg_notify('tenant_due', $1)`, [id]);
-      const tenant = toTenant((await getTenantRow(tx, id))!);
-      await writeAudit(tx, { id: 'public', role: 'public' }, {
-        action: 'tenant.signup', targetType: 'tenant', targetId: id, after: { ...tenant, apiKeyId: info.id }, requestId,
-      });
+      const tenant = toTenant(row);
       const result: SignupResult = { tenant, apiKey: key, operationId };
       if (idempotencyKey !== undefined) await storeResponse(tx, this.#d.box, 'signup', idempotencyKey, 202, result);
       return { status: 202, body: result };
