@@ -27,6 +27,8 @@ export interface Config {
   bodyLimit: number;
   /** Signups allowed per client address per minute (PROVISIONER_SIGNUP_RATE_LIMIT, default 20). */
   signupRateLimit: number;
+  /** How long a resolved API key is cached in a process (PROVISIONER_KEY_CACHE_MS, default 2000; 0 turns it off). */
+  keyCacheMs: number;
   /** Reconciler and engine settings (see docs/reconciler.md). */
   reconciler: ReconcilerConfig;
   engine: EngineConfig;
@@ -68,6 +70,14 @@ export interface EngineConfig {
   pulumiHome: string;
   /** Base URL runtimes use to reach the control plane (PROVISIONER_PUBLIC_URL, default http://HOST:PORT). */
   publicUrl: string;
+  /**
+   * Chart repository overrides handed to the tenants program as `tenant:chartRepositories`
+   * (PROVISIONER_CHART_REPOSITORIES, JSON such as `{"argo": "/srv/charts", "vcluster": "oci://…"}`;
+   * default: upstream repositories). Checked in full by the program's config contract.
+   */
+  chartRepositories: Record<string, string> | undefined;
+  /** Server of the exported vcluster kubeconfig, `tenant:vclusterServerTemplate` (PROVISIONER_VCLUSTER_SERVER_TEMPLATE; default the program's). */
+  vclusterServerTemplate: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -163,7 +173,27 @@ function loadEngineConfig(env: Env, dataDir: string, host: string, port: number)
     cliDir,
     pulumiHome: home,
     publicUrl: url(env, 'PROVISIONER_PUBLIC_URL', ['https:', 'http:']) ?? `http://${publicHost.includes(':') ? `[${publicHost}]` : publicHost}:${port}`,
+    chartRepositories: chartRepositories(env.PROVISIONER_CHART_REPOSITORIES),
+    vclusterServerTemplate: env.PROVISIONER_VCLUSTER_SERVER_TEMPLATE === undefined || env.PROVISIONER_VCLUSTER_SERVER_TEMPLATE === '' ? undefined : env.PROVISIONER_VCLUSTER_SERVER_TEMPLATE,
   };
+}
+
+function chartRepositories(raw: string | undefined): Record<string, string> | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const name = 'PROVISIONER_CHART_REPOSITORIES';
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new ConfigError(name, 'is not JSON; expected an object such as {"argo": "/srv/charts"}');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError(name, 'must be a JSON object of repository name to location');
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(parsed)) {
+    if (typeof v !== 'string' || v === '') throw new ConfigError(name, `'${k}' must be a non-empty string (URL or directory)`);
+    out[k] = v;
+  }
+  return out;
 }
 
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -203,6 +233,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     logLevel,
     bodyLimit: int(env, 'PROVISIONER_BODY_LIMIT', 64 * 1024, 1024, 16 * 1024 * 1024),
     signupRateLimit: int(env, 'PROVISIONER_SIGNUP_RATE_LIMIT', 20, 1, 1_000_000_000),
+    keyCacheMs: int(env, 'PROVISIONER_KEY_CACHE_MS', 2000, 0, 60_000),
     reconciler: loadReconcilerConfig(env),
     engine: loadEngineConfig(env, dataDir, host, port),
   };

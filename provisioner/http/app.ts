@@ -17,6 +17,7 @@ import { TenantService } from '../tenants/service.ts';
 import { OperationLogHub } from '../reconciler/log-follow.ts';
 import { createRequestSigner, createTunnelServer, generateRequestSigningKeys, tunnelRoutes, type TunnelLimits } from '../tunnel/index.ts';
 import { lookupKey } from '../store/keys.ts';
+import { KeyCache } from '../auth/key-cache.ts';
 import { assertTenantAccess } from './auth.ts';
 import { registerAuth } from './auth.ts';
 import type { AppContext } from './context.ts';
@@ -56,6 +57,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const metrics = createMetrics(deps.pool);
+  const keyCache = new KeyCache({ ttlMs: deps.config.keyCacheMs });
   const signer = createRequestSigner({ privateKeyPem: deps.requestSigningKeyPem ?? generateRequestSigningKeys().privateKeyPem });
   const tunnel = createTunnelServer({
     // Only runtime keys open tunnels, each for the one tenant it is bound to.
@@ -81,7 +83,11 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     logHub: new OperationLogHub(deps.pool),
     tunnel,
     requestSigningPublicKeyPem: signer.publicKeyPem,
-    onKeyRevoked: (keyId) => tunnel.disconnectKey(keyId),
+    onKeyRevoked: (keyId) => {
+      keyCache.revoke(keyId);
+      tunnel.disconnectKey(keyId);
+    },
+    keyCache,
   };
   app.addHook('onClose', async () => ctx.logHub.close());
 
@@ -113,7 +119,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
       reply.elapsedTime / 1000,
     );
   });
-  registerAuth(app, deps.pool);
+  registerAuth(app, deps.pool, keyCache);
 
   for (const routes of [healthRoutes, signupRoutes, tenantRoutes, operationRoutes, runtimeVersionRoutes, clusterRoutes, keyRoutes, auditRoutes]) {
     await app.register(routes(ctx));

@@ -6,9 +6,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import type { Role } from '../auth/keys.ts';
-import { looksLikeKey } from '../auth/keys.ts';
+import { hashKey, looksLikeKey } from '../auth/keys.ts';
+import type { KeyCache } from '../auth/key-cache.ts';
 import { errors } from '../errors.ts';
-import { lookupKey } from '../store/keys.ts';
+import { lookupKeyHash } from '../store/keys.ts';
 import type { Actor } from '../store/audit.ts';
 
 export interface Auth {
@@ -36,14 +37,20 @@ export function bearerToken(header: string | undefined): string {
   return m[1]!;
 }
 
-export function registerAuth(app: FastifyInstance, pool: pg.Pool): void {
+export function registerAuth(app: FastifyInstance, pool: pg.Pool, cache: KeyCache): void {
   app.decorateRequest('auth', null);
   app.addHook('onRequest', async (request) => {
     const cfg = request.routeOptions.config;
     if (cfg.public || request.routeOptions.url === undefined) return;
     const token = bearerToken(request.headers.authorization);
-    const identity = await lookupKey(pool, token);
-    if (!identity) throw errors.invalidKey();
+    const hash = hashKey(token);
+    const cacheKey = hash.toString('base64');
+    let identity = cache.get(cacheKey);
+    if (!identity) {
+      identity = await lookupKeyHash(pool, hash);
+      if (!identity) throw errors.invalidKey();
+      cache.set(cacheKey, identity);
+    }
     request.auth = identity;
     const roles = cfg.roles ?? [];
     if (identity.role !== 'admin' && !roles.includes(identity.role)) {

@@ -6,6 +6,7 @@ import type { TenantService } from '../tenants/service.ts';
 import type { Metrics } from './metrics.ts';
 import type { OperationLogHub } from '../reconciler/log-follow.ts';
 import type { TunnelServer } from '../tunnel/index.ts';
+import type { KeyCache } from '../auth/key-cache.ts';
 
 /** What route plugins get: built once in app.ts, never read from globals. */
 export interface AppContext {
@@ -23,4 +24,6 @@ export interface AppContext {
   requestSigningPublicKeyPem: string;
   /** Called after a key is revoked (the tunnel server closes tunnels that use it). */
   onKeyRevoked: (keyId: string) => void;
+  /** Resolved API keys, briefly (see auth/key-cache.ts). */
+  keyCache: KeyCache;
 }

@@ -53,9 +53,13 @@ export interface KeyIdentity {
 
 /** Resolves a presented key to its identity; undefined when unknown or revoked. */
 export async function lookupKey(db: Queryable, key: string): Promise<KeyIdentity | undefined> {
+  return lookupKeyHash(db, hashKey(key));
+}
+
+export async function lookupKeyHash(db: Queryable, hash: Buffer): Promise<KeyIdentity | undefined> {
   const { rows } = await db.query<{ id: string; role: Role; tenant_id: string | null }>(
     'SELECT id, role, tenant_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
-    [hashKey(key)],
+    [hash],
   );
   const r = rows[0];
   return r ? { keyId: r.id, role: r.role, tenantId: r.tenant_id } : undefined;

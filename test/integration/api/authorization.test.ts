@@ -108,6 +108,19 @@ t.test('missing, malformed, unknown and revoked keys are 401', async (t) => {
   t.equal(after.json().error.code, 'INVALID_API_KEY');
 });
 
+t.test('a key revoked behind the API stops working within the key cache TTL', async (t) => {
+  const created = (await api.request('POST', '/v1/keys', { body: { role: 'operator', name: 'elsewhere' } })).json();
+  t.equal((await api.request('GET', '/v1/clusters', { key: created.key })).statusCode, 200, 'resolved and cached');
+  await api.db.pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [created.info.id]);
+  const deadline = Date.now() + api.config.keyCacheMs + 2000;
+  let status = 200;
+  while (status === 200 && Date.now() < deadline) {
+    status = (await api.request('GET', '/v1/clusters', { key: created.key })).statusCode;
+    if (status === 200) await new Promise((r) => setTimeout(r, 100));
+  }
+  t.equal(status, 401, 'refused once the cached entry expired');
+});
+
 t.test('public routes need no key', async (t) => {
   for (const url of ['/healthz', '/readyz', '/v1/runtime-versions', '/v1/plans', '/docs/json']) {
     t.equal((await api.request('GET', url, { key: null })).statusCode, 200, url);

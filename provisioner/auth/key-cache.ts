@@ -1,0 +1,51 @@
+/**
+ * A short-lived cache of resolved API keys, so that a busy client does not cost a database round
+ * trip per request. Entries live `ttlMs` (2 s by default) and are dropped at once when a key is
+ * revoked through this process; a key revoked by another replica stops working within `ttlMs`.
+ * Unknown keys are not cached (a flood of bad keys cannot evict good ones), and the cache is
+ * bounded: when full, the oldest entries go first.
+ */
+import type { KeyIdentity } from '../store/keys.ts';
+
+export class KeyCache {
+  readonly #entries = new Map<string, { identity: KeyIdentity; expires: number }>();
+  readonly #ttlMs: number;
+  readonly #max: number;
+  readonly #now: () => number;
+
+  constructor(opts: { ttlMs?: number; max?: number; now?: () => number } = {}) {
+    this.#ttlMs = opts.ttlMs ?? 2000;
+    this.#max = opts.max ?? 10_000;
+    this.#now = opts.now ?? Date.now;
+  }
+
+  /** Cache key: the key's SHA-256 (the clear key is never kept). */
+  get(hash: string): KeyIdentity | undefined {
+    const e = this.#entries.get(hash);
+    if (!e) return undefined;
+    if (e.expires <= this.#now()) {
+      this.#entries.delete(hash);
+      return undefined;
+    }
+    return e.identity;
+  }
+
+  set(hash: string, identity: KeyIdentity): void {
+    if (this.#ttlMs <= 0) return;
+    if (this.#entries.size >= this.#max) {
+      const oldest = this.#entries.keys().next();
+      if (!oldest.done) this.#entries.delete(oldest.value);
+    }
+    this.#entries.set(hash, { identity, expires: this.#now() + this.#ttlMs });
+  }
+
+  /** Drops every entry of a key id (after a revocation). */
+  revoke(keyId: string): void {
+    for (const [hash, e] of this.#entries) if (e.identity.keyId === keyId) this.#entries.delete(hash);
+  }
+
+  /** Drops the entries of a tenant's keys (after the tenant is deleted). */
+  revokeTenant(tenantId: string): void {
+    for (const [hash, e] of this.#entries) if (e.identity.tenantId === tenantId) this.#entries.delete(hash);
+  }
+}
