@@ -1,4 +1,5 @@
 import t from 'tap';
+import { createPool } from '../../../provisioner/db/database.ts';
 import { createHarness, gate, scripted, until } from './harness.ts';
 
 const h = await createHarness();
@@ -56,7 +57,10 @@ t.test('heartbeats keep a long operation\'s lease alive', async (t) => {
 t.test('two reconcilers on one database never run one tenant twice', async (t) => {
   const engine = scripted({ script: () => ({ delayMs: 1 + Math.floor(Math.random() * 4) }) });
   const a = await h.reconciler(engine, { owner: 'pool-a', workers: 8, clusterParallelism: 100, pollMs: 50 });
-  const b = await h.reconciler(engine, { owner: 'pool-b', workers: 8, clusterParallelism: 100, pollMs: 50 });
+  // A second process: its own connection pool (and so its own LISTEN connection) on the same database.
+  const otherPool = createPool(h.db.url, 12);
+  t.teardown(() => otherPool.end());
+  const b = await h.reconciler(engine, { pool: otherPool, owner: 'pool-b', workers: 8, clusterParallelism: 100, pollMs: 50 });
   const ids: string[] = [];
   for (let i = 0; i < 300; i++) ids.push((await h.createTenant()).id);
   // A second spec change for a third of them, while the first round runs.
