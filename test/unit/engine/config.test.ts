@@ -1,0 +1,34 @@
+import t from 'tap';
+import { ConfigError, loadConfig } from '../../../provisioner/config.ts';
+
+t.test('reconciler and engine settings: defaults', async (t) => {
+  const c = loadConfig({ PROVISIONER_DATA_DIR: '/data', PORT: '9090' }, '/');
+  t.same(c.reconciler, {
+    workers: 2, clusterParallelism: 4, leaseTtlSeconds: 30, resyncSeconds: 3600, maxFailures: 5,
+    backoffBaseSeconds: 10, backoffCapSeconds: 600, pollMs: 2000, shutdownGraceSeconds: 20,
+  });
+  t.match(c.engine, { kind: 'pulumi', backendUrl: undefined, secretsProvider: 'passphrase', pulumiHome: '/data/engine/.pulumi', publicUrl: 'http://127.0.0.1:9090' });
+});
+
+t.test('bad values are refused with the variable named', async (t) => {
+  const bad: Array<[Record<string, string>, string, RegExp]> = [
+    [{ PROVISIONER_WORKERS: '0' }, 'PROVISIONER_WORKERS', /outside 1\.\.256/],
+    [{ PROVISIONER_LEASE_TTL_SECONDS: 'soon' }, 'PROVISIONER_LEASE_TTL_SECONDS', /not a whole number/],
+    [{ PROVISIONER_BACKOFF_BASE_SECONDS: '60', PROVISIONER_BACKOFF_CAP_SECONDS: '30' }, 'PROVISIONER_BACKOFF_CAP_SECONDS', /below PROVISIONER_BACKOFF_BASE_SECONDS/],
+    [{ PROVISIONER_ENGINE: 'terraform' }, 'PROVISIONER_ENGINE', /not one of pulumi, none/],
+    [{ PULUMI_BACKEND_URL: 'mysql://x/y' }, 'PULUMI_BACKEND_URL', /scheme 'mysql:' is not supported/],
+    [{ PROVISIONER_SECRETS_PROVIDER: 'rot13' }, 'PROVISIONER_SECRETS_PROVIDER', /must be 'passphrase' or a KMS URL/],
+    [{ PROVISIONER_PUBLIC_URL: 'ftp://cp' }, 'PROVISIONER_PUBLIC_URL', /not supported/],
+  ];
+  for (const [env, variable, message] of bad) {
+    let err: unknown;
+    try {
+      loadConfig(env, '/');
+    } catch (e) {
+      err = e;
+    }
+    t.ok(err instanceof ConfigError && err.variable === variable, `${variable} named`);
+    t.match((err as Error).message, message);
+  }
+  t.equal(loadConfig({ PROVISIONER_ENGINE: 'none', PROVISIONER_RESYNC_SECONDS: '0', PROVISIONER_SECRETS_PROVIDER: 'awskms://alias/pulumi' }, '/').engine.kind, 'none');
+});
