@@ -19,10 +19,20 @@ export interface EngineDeps {
   log?: (msg: string, fields?: Record<string, unknown>) => void;
 }
 
+/** Program settings that come from the provisioner's configuration rather than the tenant. */
+export interface ProgramOverrides {
+  /** `tenant:chartRepositories` (PROVISIONER_CHART_REPOSITORIES). */
+  chartRepositories?: Record<string, string> | undefined;
+  /** `tenant:vclusterServerTemplate` (PROVISIONER_VCLUSTER_SERVER_TEMPLATE). */
+  vclusterServerTemplate?: string | undefined;
+}
+
 /** Maps the engine's input to the tenants program's stack config (tenants/config.ts). */
-export async function tenantsStackConfig(publicUrl: string, publicKey: string): Promise<(input: StackInput) => ConfigMap> {
+export async function tenantsStackConfig(publicUrl: string, publicKey: string, overrides: ProgramOverrides = {}): Promise<(input: StackInput) => ConfigMap> {
   const { stackConfig } = await import('../../tenants/config.ts');
   return (input) => stackConfig({
+    ...(overrides.chartRepositories ? { chartRepositories: overrides.chartRepositories } : {}),
+    ...(overrides.vclusterServerTemplate ? { vclusterServerTemplate: overrides.vclusterServerTemplate } : {}),
     tenantId: input.tenantId,
     organization: input.organization,
     plan: input.plan,
@@ -47,7 +57,7 @@ export async function createEngine(config: EngineConfig, deps: EngineDeps): Prom
   const [{ PulumiEngine }, { tenantProgram }] = await Promise.all([import('./pulumi.ts'), import('../../tenants/program.ts')]);
   const publicKey = deps.controlPlanePublicKey;
   const stackConfig = publicKey
-    ? await tenantsStackConfig(config.publicUrl, publicKey)
+    ? await tenantsStackConfig(config.publicUrl, publicKey, { chartRepositories: config.chartRepositories, vclusterServerTemplate: config.vclusterServerTemplate })
     : () => ({});
   return new PulumiEngine({
     program: tenantProgram,

@@ -1,0 +1,147 @@
+/**
+ * The public surface the tests drive: real HTTP to the provisioner child process and the
+ * `provisioner` CLI (`node bin/provisioner.ts --url … --token …`).
+ */
+import { join } from 'node:path';
+import { REPO_ROOT } from './provisioner-process.ts';
+import { run, StopWaiting, until } from './processes.ts';
+
+export interface TenantView {
+  id: string;
+  organization: string;
+  generation: number;
+  spec: { plan: string; runtimeVersion: string; suspended: boolean; deleted: boolean };
+  status: {
+    phase: string;
+    observedGeneration: number;
+    runtimeVersion: string | null;
+    previousRuntimeVersion: string | null;
+    cluster: string | null;
+    endpoints: Record<string, string> | null;
+    conditions: Array<{ type: string; status: string; reason: string; message: string }>;
+    lastOperationId: string | null;
+  };
+  deletedAt: string | null;
+}
+
+export interface OperationView {
+  id: string;
+  kind: string;
+  state: string;
+  attempt: number;
+  fromVersion: string | null;
+  toVersion: string | null;
+  error: { code: string; message: string } | null;
+}
+
+export interface SignupAnswer {
+  tenant: TenantView;
+  apiKey: string;
+  operationId: string;
+}
+
+export interface ApiResponse<T> {
+  status: number;
+  body: T;
+}
+
+export class ApiClient {
+  readonly url: string;
+  readonly token: string;
+
+  constructor(url: string, token: string) {
+    this.url = url;
+    this.token = token;
+  }
+
+  withToken(token: string): ApiClient {
+    return new ApiClient(this.url, token);
+  }
+
+  async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResponse<T>> {
+    const res = await fetch(`${this.url}${path}`, {
+      method,
+      headers: {
+        ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...headers,
+      },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      signal: AbortSignal.timeout(30_000),
+    });
+    const text = await res.text();
+    return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
+  }
+
+  /** Like request(), but throws unless the status is `expected`. */
+  async expect<T>(expected: number, method: string, path: string, body?: unknown): Promise<T> {
+    const res = await this.request<T>(method, path, body);
+    if (res.status !== expected) throw new Error(`${method} ${path}: expected ${expected}, got ${res.status}: ${JSON.stringify(res.body)}`);
+    return res.body;
+  }
+
+  tenant(id: string): Promise<TenantView> {
+    return this.expect<TenantView>(200, 'GET', `/v1/tenants/${id}`);
+  }
+
+  async operations(tenantId: string): Promise<OperationView[]> {
+    return (await this.expect<{ items: OperationView[] }>(200, 'GET', `/v1/tenants/${tenantId}/operations?limit=100`)).items;
+  }
+
+  operation(id: string): Promise<OperationView> {
+    return this.expect<OperationView>(200, 'GET', `/v1/operations/${id}`);
+  }
+
+  async logLines(operationId: string): Promise<string[]> {
+    const log = await this.expect<{ items: Array<{ line: string }> }>(200, 'GET', `/v1/operations/${operationId}/log`);
+    return log.items.map((l) => l.line);
+  }
+
+  /**
+   * Waits until the tenant's phase is `phase` with the spec observed; throws at once, with the
+   * operation log's tail, when the tenant turns Failed/Stalled or its last operation failed.
+   */
+  async waitForPhase(id: string, phase: string, timeoutMs: number): Promise<TenantView> {
+    return until(`tenant ${id} ${phase}`, timeoutMs, async () => {
+      const t = await this.tenant(id);
+      if (t.status.phase === 'Failed' || t.status.conditions.some((c) => c.type === 'Stalled' && c.status === 'True')) {
+        throw new StopWaiting(`tenant ${id} is ${t.status.phase}: ${JSON.stringify(t.status.conditions)}${await this.#lastLogTail(t)}`);
+      }
+      if (t.status.phase === phase && t.status.observedGeneration === t.generation) return t;
+      // A failed attempt would be retried with backoff; in these tests it is a failure at once.
+      if (t.status.lastOperationId) {
+        const op = await this.operation(t.status.lastOperationId);
+        if (op.state === 'failed') throw new StopWaiting(`operation ${op.kind} ${op.id} of tenant ${id} failed: ${op.error?.code ?? ''} ${(op.error?.message ?? '').slice(-1500)}${await this.#lastLogTail(t)}`);
+      }
+      return undefined;
+    }, 1000).catch(async (err: unknown) => {
+      if (err instanceof StopWaiting) throw err;
+      const t = await this.tenant(id).catch(() => undefined);
+      throw new Error(`${err instanceof Error ? err.message : String(err)}${t ? await this.#lastLogTail(t) : ''}`);
+    });
+  }
+
+  async #lastLogTail(t: TenantView): Promise<string> {
+    if (!t.status.lastOperationId) return '';
+    const lines = await this.logLines(t.status.lastOperationId).catch(() => []);
+    return `\n--- last operation log (tail) ---\n${lines.slice(-25).map((l) => l.slice(0, 400)).join('\n')}`;
+  }
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the `provisioner` CLI against the API. */
+export async function cli(url: string, token: string, args: string[]): Promise<CliResult> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [join(REPO_ROOT, 'bin', 'provisioner.ts'), '--url', url, '--token', token, ...args], { timeoutMs: 60_000 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { stdout?: string; stderr?: string; exitCode?: number | null; message?: string };
+    if (e.exitCode === undefined) throw err;
+    return { code: e.exitCode ?? -1, stdout: e.stdout ?? '', stderr: e.stderr ?? e.message ?? '' };
+  }
+}

@@ -1,0 +1,244 @@
+/**
+ * Local test charts, packaged at run time into one directory of `<chart>-<version>.tgz` files
+ * (the layout `chartRepositories` accepts as a local directory, runtime/component/chart-source.ts).
+ * Nothing is fetched: every chart here is a small stand-in written for the tests.
+ *
+ *  - `vcluster` at every vcluster version the catalog pins: a StatefulSet named after the release
+ *    that honours `controlPlane.statefulSet.highAvailability.replicas` (0 when suspended), the
+ *    resources, priority class and security contexts the program sets, and a ClusterIP Service.
+ *    Annotations record the chart version, the Kubernetes version and `exportKubeConfig.server`.
+ *    (The vcluster itself, i.e. its API server, is emulated by vcluster-emulator.ts.)
+ *  - `argo-cd`, `argo-workflows`, `argo-rollouts`, `argo-events` at every version the catalog pins:
+ *    a ConfigMap `<release>-chart-info` recording chart name and version, a one-replica
+ *    Deployment whose image tag is the chart version, and one CRD in `crds/` (as the real charts
+ *    install theirs), so an upgrade visibly changes what exists in the tenant's API server.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Catalog } from '../../../runtime/catalog.ts';
+import { tarGz, type TarEntry } from './tar.ts';
+
+const VCLUSTER_STATEFULSET = `apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: {{ .Release.Name }}
+  namespace: {{ .Release.Namespace }}
+  labels:
+    app: vcluster
+    release: {{ .Release.Name }}
+    chart: vcluster-{{ .Chart.Version }}
+  annotations:
+    e2e.hosted-runtimes/chart-version: {{ .Chart.Version | quote }}
+    e2e.hosted-runtimes/kubernetes-version: {{ .Values.controlPlane.distro.k8s.image.tag | default .Values.controlPlane.distro.k8s.version | default "" | quote }}
+    e2e.hosted-runtimes/export-server: {{ .Values.exportKubeConfig.server | default "" | quote }}
+spec:
+  replicas: {{ .Values.controlPlane.statefulSet.highAvailability.replicas }}
+  serviceName: {{ .Release.Name }}-headless
+  podManagementPolicy: Parallel
+  selector:
+    matchLabels:
+      app: vcluster
+      release: {{ .Release.Name }}
+  template:
+    metadata:
+      labels:
+        app: vcluster
+        release: {{ .Release.Name }}
+    spec:
+      {{- with .Values.controlPlane.statefulSet.scheduling.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
+      automountServiceAccountToken: false
+      securityContext:
+        {{- toYaml .Values.controlPlane.statefulSet.security.podSecurityContext | nindent 8 }}
+      containers:
+        - name: syncer
+          image: "vcluster-e2e/syncer:{{ .Chart.Version }}"
+          resources:
+            {{- toYaml .Values.controlPlane.statefulSet.resources | nindent 12 }}
+          securityContext:
+            {{- toYaml .Values.controlPlane.statefulSet.security.containerSecurityContext | nindent 12 }}
+`;
+
+const VCLUSTER_SERVICE = `apiVersion: v1
+kind: Service
+metadata:
+  name: {{ .Release.Name }}
+  namespace: {{ .Release.Namespace }}
+  labels:
+    app: vcluster
+    release: {{ .Release.Name }}
+spec:
+  type: {{ .Values.controlPlane.service.spec.type | default "ClusterIP" }}
+  selector:
+    app: vcluster
+    release: {{ .Release.Name }}
+  ports:
+    - name: https
+      port: 443
+      targetPort: 8443
+      protocol: TCP
+`;
+
+const VCLUSTER_VALUES = `controlPlane:
+  distro:
+    k8s:
+      enabled: true
+      image:
+        tag: ""
+  statefulSet:
+    highAvailability:
+      replicas: 1
+    resources:
+      requests: {cpu: 200m, memory: 256Mi}
+      limits: {cpu: "1", memory: 1Gi}
+    scheduling:
+      priorityClassName: ""
+    security:
+      podSecurityContext: {}
+      containerSecurityContext: {}
+  service:
+    spec:
+      type: ClusterIP
+exportKubeConfig:
+  server: ""
+`;
+
+const ARGO_CONFIGMAP = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-chart-info
+  namespace: {{ .Release.Namespace }}
+  labels:
+    helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+data:
+  chart: {{ .Chart.Name | quote }}
+  version: {{ .Chart.Version | quote }}
+  appVersion: {{ .Chart.AppVersion | quote }}
+`;
+
+const ARGO_DEPLOYMENT = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}-controller
+  namespace: {{ .Release.Namespace }}
+  labels:
+    app.kubernetes.io/name: {{ .Chart.Name }}
+    helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: {{ .Chart.Name }}
+      app.kubernetes.io/instance: {{ .Release.Name }}
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: {{ .Chart.Name }}
+        app.kubernetes.io/instance: {{ .Release.Name }}
+    spec:
+      automountServiceAccountToken: false
+      securityContext:
+        runAsNonRoot: true
+        seccompProfile: {type: RuntimeDefault}
+      containers:
+        - name: controller
+          image: "argo-e2e/{{ .Chart.Name }}:{{ .Chart.Version }}"
+          resources:
+            requests: {cpu: 10m, memory: 32Mi}
+            limits: {cpu: 100m, memory: 64Mi}
+          securityContext:
+            allowPrivilegeEscalation: false
+            runAsNonRoot: true
+            runAsUser: 999
+            capabilities: {drop: [ALL]}
+            readOnlyRootFilesystem: true
+`;
+
+/** One CRD per Argo chart (plural, kind, group), as the real charts install. */
+const ARGO_CRDS: Record<string, { plural: string; kind: string }> = {
+  'argo-cd': { plural: 'applications', kind: 'Application' },
+  'argo-workflows': { plural: 'workflows', kind: 'Workflow' },
+  'argo-rollouts': { plural: 'rollouts', kind: 'Rollout' },
+  'argo-events': { plural: 'eventsources', kind: 'EventSource' },
+};
+
+function crd(plural: string, kind: string): string {
+  return `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: ${plural}.argoproj.io
+spec:
+  group: argoproj.io
+  names:
+    kind: ${kind}
+    listKind: ${kind}List
+    plural: ${plural}
+    singular: ${kind.toLowerCase()}
+  scope: Namespaced
+  versions:
+    - name: v1alpha1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+`;
+}
+
+function chartYaml(name: string, version: string): string {
+  return `apiVersion: v2\nname: ${name}\nversion: ${version}\nappVersion: "${version}"\ndescription: End-to-end test stand-in for the ${name} chart\ntype: application\n`;
+}
+
+export interface TestChartRepository {
+  /** Directory of `<chart>-<version>.tgz` files. */
+  dir: string;
+  /** Every packaged file name. */
+  files: string[];
+}
+
+/** Packages the test charts at every version the catalog pins into `dir`. */
+export async function writeTestCharts(dir: string, catalog: Catalog): Promise<TestChartRepository> {
+  await mkdir(dir, { recursive: true });
+  const wanted = new Map<string, Set<string>>();
+  const add = (chart: string, version: string) => {
+    const set = wanted.get(chart) ?? new Set<string>();
+    set.add(version);
+    wanted.set(chart, set);
+  };
+  for (const v of catalog.versions) {
+    add('vcluster', v.components.vcluster);
+    add('argo-cd', v.components.argoCd);
+    add('argo-workflows', v.components.argoWorkflows);
+    add('argo-rollouts', v.components.argoRollouts);
+    add('argo-events', v.components.argoEvents);
+  }
+  const files: string[] = [];
+  for (const [chart, versions] of wanted) {
+    for (const version of versions) {
+      const entries: TarEntry[] = [{ path: `${chart}/Chart.yaml`, content: chartYaml(chart, version) }];
+      if (chart === 'vcluster') {
+        entries.push(
+          { path: `${chart}/values.yaml`, content: VCLUSTER_VALUES },
+          { path: `${chart}/templates/statefulset.yaml`, content: VCLUSTER_STATEFULSET },
+          { path: `${chart}/templates/service.yaml`, content: VCLUSTER_SERVICE },
+        );
+      } else {
+        const c = ARGO_CRDS[chart]!;
+        entries.push(
+          { path: `${chart}/values.yaml`, content: '{}\n' },
+          { path: `${chart}/crds/${c.plural}.yaml`, content: crd(c.plural, c.kind) },
+          { path: `${chart}/templates/chart-info.yaml`, content: ARGO_CONFIGMAP },
+          { path: `${chart}/templates/controller.yaml`, content: ARGO_DEPLOYMENT },
+        );
+      }
+      const file = `${chart}-${version}.tgz`;
+      await writeFile(join(dir, file), tarGz(entries));
+      files.push(file);
+    }
+  }
+  return { dir, files };
+}
+
+export { ARGO_CRDS };

@@ -1,0 +1,233 @@
+/**
+ * One end-to-end environment per test file: a root control plane (etcd, API server, controllers,
+ * scheduler, KWOK nodes) registered through the API, the vcluster emulator, the local chart
+ * repository, a database for the provisioner (also its Pulumi state backend) and the provisioner
+ * child process. Everything is torn down in t.teardown, also when a test failed: processes are
+ * killed with their process groups and the temp folder is removed (E2E_KEEP=1 keeps it).
+ *
+ * Test files take a lock first, so files run one after another even under `tap --jobs 2`:
+ * each environment needs most of a 2-core machine while a tenant is being provisioned.
+ */
+import { mkdir, mkdtemp, open, readFile, rm, unlink, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api, SchedulingV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { Test } from 'tap';
+import { catalog } from '../../../runtime/catalog.ts';
+import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
+import { ApiClient, type SignupAnswer } from './api-client.ts';
+import { writeTestCharts } from './charts.ts';
+import { startEtcd, startKubeControlPlane, toolchainFrom, type Etcd, type KubeControlPlane, type Toolchain } from './control-plane.ts';
+import { backendUrlFor } from '../../../provisioner/engine/pulumi-plan.ts';
+import { run, StopWaiting, until } from './processes.ts';
+import { newSecrets, preparePulumiHome, provisionerEnv, startProvisioner, type ProvisionerProcess, type ProvisionerSettings } from './provisioner-process.ts';
+import { VclusterEmulator } from './vcluster-emulator.ts';
+
+export const ROOT_CLUSTER = 'e2e-root';
+
+export interface E2EOptions {
+  /** PROVISIONER_RESYNC_SECONDS (0: off). */
+  resyncSeconds?: number;
+  /** Fake nodes in the root cluster. */
+  rootNodes?: number;
+  extraEnv?: Record<string, string>;
+}
+
+export interface E2E {
+  dir: string;
+  toolchain: Toolchain;
+  etcd: Etcd;
+  root: KubeControlPlane;
+  emulator: VclusterEmulator;
+  db: TestDatabase;
+  settings: ProvisionerSettings;
+  provisioner: ProvisionerProcess;
+  /** Admin API client of the running provisioner. */
+  api: ApiClient;
+  /** Starts the provisioner again (after a crash) on the same port, database and data dir. */
+  restartProvisioner(): Promise<ProvisionerProcess>;
+  signup(organization: string, runtimeVersion: string, plan?: string): Promise<SignupAnswer>;
+  /** The admin kubeconfig of the tenant's vcluster as exported into `vc-vcluster` on the root. */
+  tenantKubeconfig(tenantId: string): Promise<string>;
+  timing(name: string, seconds: number): void;
+  /** Runs the toolchain's `pulumi` CLI against the provisioner's state backend (same env as the engine). */
+  pulumi(args: string[]): Promise<{ stdout: string; stderr: string }>;
+}
+
+/** The toolchain bin folder from HRT_TOOLCHAIN_BIN (exported by test/e2e/prepare.sh). */
+export function toolchainBin(): string {
+  const bin = process.env.HRT_TOOLCHAIN_BIN;
+  if (!bin) throw new Error('HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e (it sources test/e2e/prepare.sh)');
+  for (const b of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'pulumi', 'pulumi-resource-kubernetes']) {
+    if (!existsSync(join(bin, b))) throw new Error(`${join(bin, b)} is missing: scripts/toolchain.sh did not build it (see ${join(bin, '..', 'FAILED')})`);
+  }
+  return bin;
+}
+
+const LOCK = join(tmpdir(), 'hosted-runtimes-e2e.lock');
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** An exclusive lock across test files (a lock file holding the owner's pid; stale owners are ignored). */
+async function acquireRunLock(timeoutMs: number): Promise<() => Promise<void>> {
+  await until('the end-to-end run lock', timeoutMs, async () => {
+    try {
+      const fh = await open(LOCK, 'wx');
+      await fh.writeFile(String(process.pid));
+      await fh.close();
+      return true;
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'EEXIST') throw new StopWaiting(String(err));
+      const owner = Number((await readFile(LOCK, 'utf8').catch(() => '')).trim());
+      if (owner && !alive(owner)) await unlink(LOCK).catch(() => {});
+      return false;
+    }
+  }, 1000);
+  return async () => {
+    const owner = Number((await readFile(LOCK, 'utf8').catch(() => '')).trim());
+    if (owner === process.pid) await unlink(LOCK).catch(() => {});
+  };
+}
+
+/** Timings of this run, appended as JSON lines to E2E_TIMINGS_FILE when set. */
+async function recordTiming(t: Test, name: string, seconds: number): Promise<void> {
+  t.comment(`timing: ${name} = ${seconds.toFixed(1)} s`);
+  const file = process.env.E2E_TIMINGS_FILE;
+  if (file) await writeFile(file, JSON.stringify({ name, seconds: Number(seconds.toFixed(1)), at: new Date().toISOString() }) + '\n', { flag: 'a' });
+}
+
+async function createPriorityClass(kc: KubeConfig): Promise<void> {
+  // What infra/ installs on every root cluster; the vcluster control plane runs with it.
+  await kc.makeApiClient(SchedulingV1Api).createPriorityClass({
+    body: { apiVersion: 'scheduling.k8s.io/v1', kind: 'PriorityClass', metadata: { name: 'tenant-control-plane' }, value: 1_000_000, globalDefault: false },
+  });
+}
+
+export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
+  const bin = toolchainBin();
+  const release = await acquireRunLock(20 * 60_000);
+  const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-'));
+  const cleanups: Array<() => Promise<void>> = [release];
+  let failed = false;
+  t.teardown(async () => {
+    failed = failed || !t.passing();
+    for (const c of [...cleanups].reverse()) {
+      try {
+        await c();
+      } catch (err) {
+        console.error(`e2e teardown: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+  });
+  const log = (msg: string) => t.comment(msg);
+  try {
+    const toolchain = toolchainFrom(bin);
+    const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
+    cleanups.push(() => etcd.stop());
+    const root = await startKubeControlPlane(toolchain, { name: 'root', dir: join(dir, 'root'), etcdUrl: etcd.url, etcdPrefix: '/root', nodes: opts.rootNodes ?? 3 });
+    cleanups.push(() => root.stop());
+    await recordTiming(t, 'root control plane start (etcd excluded)', root.startSeconds);
+    await createPriorityClass(root.kc);
+
+    const emulator = new VclusterEmulator({ toolchain, root: root.kc, etcdUrl: etcd.url, dir: join(dir, 'vclusters'), log });
+    emulator.start();
+    cleanups.push(() => emulator.stop());
+
+    const charts = await writeTestCharts(join(dir, 'charts'), catalog);
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const pulumiHome = join(dir, 'pulumi-home');
+    await preparePulumiHome(pulumiHome, bin);
+    // The Pulumi CLI's Postgres backend (lib/pq) requires TLS unless told otherwise, and the
+    // test server has none: say so in the URL (node-postgres reads sslmode=disable the same way).
+    const databaseUrl = new URL(db.url);
+    databaseUrl.searchParams.set('sslmode', 'disable');
+    const settings: ProvisionerSettings = {
+      toolchainBin: bin,
+      databaseUrl: databaseUrl.toString(),
+      dataDir: join(dir, 'provisioner-data'),
+      pulumiHome,
+      chartDir: charts.dir,
+      ...newSecrets(),
+      logFile: join(dir, 'provisioner.log'),
+      ...(opts.resyncSeconds !== undefined ? { resyncSeconds: opts.resyncSeconds } : {}),
+      ...(opts.extraEnv ? { env: opts.extraEnv } : {}),
+    };
+    await mkdir(settings.dataDir, { recursive: true });
+    let provisioner = await startProvisioner(settings);
+    await waitForEngine(settings.logFile, 0);
+    const current = () => provisioner;
+    cleanups.push(async () => {
+      await current().process.stop(10_000);
+      if (failed || !t.passing()) {
+        console.error(`--- provisioner log (tail) ---\n${await current().process.tail(60)}`);
+      }
+    });
+    const api = new ApiClient(provisioner.url, settings.adminToken);
+    await api.expect(201, 'POST', '/v1/clusters', { name: ROOT_CLUSTER, region: 'local', capacity: 50, kubeconfig: root.kubeconfig });
+
+    if (process.env.E2E_KEEP !== '1') cleanups.unshift(() => rm(dir, { recursive: true, force: true }));
+    else t.comment(`E2E_KEEP=1: keeping ${dir}`);
+
+    const e2e: E2E = {
+      dir, toolchain, etcd, root, emulator, db, settings,
+      get provisioner() { return provisioner; },
+      api,
+      async restartProvisioner() {
+        const before = (await readFile(settings.logFile, 'utf8').catch(() => '')).length;
+        provisioner = await startProvisioner(settings, provisioner.port);
+        await waitForEngine(settings.logFile, before);
+        return provisioner;
+      },
+      async signup(organization, runtimeVersion, plan = 'team') {
+        const res = await new ApiClient(provisioner.url, '').request<SignupAnswer>('POST', '/v1/signup',
+          { organization, email: `ops@${organization}.example`, plan, runtimeVersion }, { 'idempotency-key': `e2e-${organization}` });
+        if (res.status !== 202) throw new Error(`signup ${organization}: ${res.status} ${JSON.stringify(res.body)}`);
+        return res.body;
+      },
+      async tenantKubeconfig(tenantId) {
+        const secret = await root.kc.makeApiClient(CoreV1Api).readNamespacedSecret({ name: 'vc-vcluster', namespace: `tenant-${tenantId}` });
+        const data = secret.data?.config;
+        if (!data) throw new Error(`Secret tenant-${tenantId}/vc-vcluster has no config`);
+        return Buffer.from(data, 'base64').toString('utf8');
+      },
+      timing(name, seconds) {
+        void recordTiming(t, name, seconds);
+      },
+      async pulumi(args) {
+        const env = {
+          ...provisionerEnv(settings, provisioner.port),
+          PULUMI_HOME: settings.pulumiHome,
+          PULUMI_BACKEND_URL: backendUrlFor(undefined, settings.databaseUrl),
+          PULUMI_DIY_BACKEND_NO_LEGACY_WARNING: 'true',
+        };
+        await mkdir(join(dir, 'pulumi-cli'), { recursive: true });
+        return run(join(bin, 'pulumi'), [...args, '--non-interactive'], { env, cwd: join(dir, 'pulumi-cli'), timeoutMs: 120_000 });
+      },
+    };
+    return e2e;
+  } catch (err) {
+    failed = true;
+    throw err;
+  }
+}
+
+/** Waits for the engine's start-up verdict in the provisioner log written after `offset`. */
+async function waitForEngine(logFile: string, offset: number): Promise<void> {
+  await until('the Pulumi engine to start in the provisioner', 120_000, async () => {
+    const text = (await readFile(logFile, 'utf8')).slice(offset);
+    if (text.includes('engine unavailable')) {
+      const line = text.split('\n').find((l) => l.includes('engine unavailable'));
+      throw new StopWaiting(`the provisioner's Pulumi engine is unavailable: ${line ?? ''}`);
+    }
+    return text.includes('reconciler started');
+  }, 500);
+}

@@ -1,0 +1,73 @@
+/**
+ * Reading the clusters in the tests (@kubernetes/client-node): clients from a kubeconfig, "does it
+ * exist" for 404s, and what the test charts and the runtime recorded in an API server.
+ */
+import { ApiextensionsV1Api, AppsV1Api, CoreV1Api, KubeConfig, NetworkingV1Api } from '@kubernetes/client-node';
+import { ARGO_RELEASES } from '../../../runtime/component/argo-releases.ts';
+
+export interface Kube {
+  kc: KubeConfig;
+  server: string;
+  core: CoreV1Api;
+  apps: AppsV1Api;
+  net: NetworkingV1Api;
+  ext: ApiextensionsV1Api;
+}
+
+export function kube(kubeconfig: string | KubeConfig): Kube {
+  let kc: KubeConfig;
+  if (typeof kubeconfig === 'string') {
+    kc = new KubeConfig();
+    kc.loadFromString(kubeconfig);
+  } else {
+    kc = kubeconfig;
+  }
+  return {
+    kc,
+    server: kc.getCurrentCluster()?.server ?? '',
+    core: kc.makeApiClient(CoreV1Api),
+    apps: kc.makeApiClient(AppsV1Api),
+    net: kc.makeApiClient(NetworkingV1Api),
+    ext: kc.makeApiClient(ApiextensionsV1Api),
+  };
+}
+
+/** HTTP status of a client-node error (ApiException.code), if any. */
+export function statusOf(err: unknown): number | undefined {
+  if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
+  return typeof err.code === 'number' ? err.code : undefined;
+}
+
+/** True when the read succeeds, false on 404; other errors propagate. */
+export async function exists(read: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await read();
+    return true;
+  } catch (err) {
+    if (statusOf(err) === 404) return false;
+    throw err;
+  }
+}
+
+/** Chart version each Argo release recorded in its `<release>-chart-info` ConfigMap, by chart. */
+export async function installedChartVersions(k: Kube): Promise<Record<string, string | undefined>> {
+  const out: Record<string, string | undefined> = {};
+  for (const r of ARGO_RELEASES) {
+    try {
+      const cm = await k.core.readNamespacedConfigMap({ name: `${r.releaseName}-chart-info`, namespace: r.namespace });
+      out[r.chart] = cm.data?.version;
+    } catch (err) {
+      if (statusOf(err) !== 404) throw err;
+      out[r.chart] = undefined;
+    }
+  }
+  return out;
+}
+
+/** Names of the Deployments in a namespace that are Available. */
+export async function availableDeployments(k: Kube, namespace: string): Promise<string[]> {
+  const list = await k.apps.listNamespacedDeployment({ namespace });
+  return list.items
+    .filter((d) => d.status?.conditions?.some((c) => c.type === 'Available' && c.status === 'True'))
+    .map((d) => d.metadata?.name ?? '');
+}
