@@ -258,6 +258,7 @@ build_kubernetes_provider() {
        bash "$TOOLS/pulumi-kubernetes/build.sh" > "$logf" 2>&1; then
     mv -f "$BIN/.$name.tmp" "$BIN/$name"
     echo "$rev" > "$DIR/pulumi-kubernetes.rev"
+    rm -rf "$DIR/build"   # the scratch copy (~120 MB) is only needed while building
     end=$(date +%s)
     record_version "$name" "github.com/pulumi/pulumi-kubernetes $(cat "$DIR/build/pulumi-kubernetes/VERSION" 2>/dev/null) source $rev (npm @pulumi/kubernetes wants $PULUMI_KUBERNETES_WANTED)" "$((end - start))"
     log "built $name in $((end - start)) s ($(du -h "$BIN/$name" | cut -f1))"

@@ -23,6 +23,7 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/toolchain-smoke.XXXXXX")"
 PASSED=0
 FAILED=0
 PIDS=()
+NAMES=()
 T0=$(date +%s%N)
 
 log() { printf '[smoke %6.1fs] %s\n' "$(( ($(date +%s%N) - T0) / 1000000 ))e-3" "$*" >&2; }
@@ -33,7 +34,23 @@ die() {
 }
 cleanup() {
   local rc=$?
+  # SIGTERM in reverse start order; whatever has not exited after 10 s gets SIGKILL
+  # (kube-apiserver's graceful shutdown otherwise waits about a minute for its watches).
   for ((i=${#PIDS[@]}-1; i>=0; i--)); do kill "${PIDS[$i]}" 2>/dev/null || true; done
+  local deadline=$(( $(date +%s) + 10 )) p alive
+  while :; do
+    alive=0
+    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      for i in "${!PIDS[@]}"; do
+        kill -0 "${PIDS[$i]}" 2>/dev/null || continue
+        log "${NAMES[$i]} still running 10 s after SIGTERM: SIGKILL"; kill -9 "${PIDS[$i]}" 2>/dev/null || true
+      done
+      break
+    fi
+    sleep 0.2
+  done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   if [ "$rc" != 0 ]; then
     log "logs in $WORK/*.log (last lines):"
@@ -101,7 +118,7 @@ export KUBECONFIG
 pass "certificates and kubeconfig"
 
 # ---- 2. control plane ----------------------------------------------------------------
-start() { local name="$1"; shift; "$@" > "$WORK/$name.log" 2>&1 & PIDS+=($!); }
+start() { local name="$1"; shift; "$@" > "$WORK/$name.log" 2>&1 & PIDS+=($!); NAMES+=("$name"); }
 wait_for() { # description timeout-seconds command...
   local what="$1" limit="$2"; shift 2
   local end=$(( $(date +%s) + limit ))
