@@ -101,10 +101,12 @@ export function toTenant(r: TenantRow): Tenant {
 }
 
 export async function getTenantRow(db: Queryable, id: string, forUpdate = false): Promise<TenantRow | undefined> {
-  const { rows } = await db.query<TenantRow>(
-    `SELECT ${TENANT_COLUMNS} FROM ${TENANT_FROM} WHERE t.id = $1${forUpdate ? ' FOR UPDATE OF t' : ''}`,
-    [id],
-  );
+  // Named: the hottest read of the API is parsed and planned once per connection.
+  const { rows } = await db.query<TenantRow>({
+    name: forUpdate ? 'tenant-by-id-for-update' : 'tenant-by-id',
+    text: `SELECT ${TENANT_COLUMNS} FROM ${TENANT_FROM} WHERE t.id = $1${forUpdate ? ' FOR UPDATE OF t' : ''}`,
+    values: [id],
+  });
   return rows[0];
 }
 
