@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the end-to-end toolchain (Kubernetes control plane, etcd, KWOK, Pulumi CLI, Node.js
-# language host, Kubernetes provider plugin) with `go build` from pinned Go modules, into a
+# language host) with `go build` from pinned Go modules, into a
 # cache folder outside the repository, and prints that folder's bin directory as the LAST
 # line of stdout:
 #
@@ -24,9 +24,11 @@
 # Environment:
 #   TOOLCHAIN_CACHE      overrides ${XDG_CACHE_HOME:-$HOME/.cache}/hosted-runtimes/toolchain
 #   TOOLCHAIN_NICE       niceness of the compiler processes (default 15)
-#   PULUMI_KUBERNETES_SRC  source tree of github.com/pulumi/pulumi-kubernetes (see
-#                        docs/toolchain.md: the Go module proxy refuses that module), default
-#                        <cache>/sources/pulumi-kubernetes
+#
+# The Kubernetes provider plugin (pulumi-resource-kubernetes) is not built: the Go module proxy
+# refuses github.com/pulumi/pulumi-kubernetes/provider/v4 at every version (403 "This module
+# version is not available"). The end-to-end tier uses a provider binary only when one is
+# supplied (PULUMI_KUBERNETES_PROVIDER, see docs/e2e.md).
 #
 # Documentation, measured build times and the smoke test: docs/toolchain.md, tools/smoke.sh.
 set -uo pipefail
@@ -36,7 +38,7 @@ TOOLS="$ROOT/tools"
 
 # ---- pinned versions -----------------------------------------------------------------
 # Bump TOOLCHAIN_FORMAT when the way binaries are built changes without a version change.
-TOOLCHAIN_FORMAT=1
+TOOLCHAIN_FORMAT=2
 K8S_VERSION=v1.34.4             # tools/kubernetes: k8s.io/kubernetes + staging modules v0.34.4
 ETCD_VERSION=v3.6.5             # tools/etcd: the etcd release Kubernetes v1.34.4 is tested with
 KWOK_VERSION=v0.8.0             # tools/kwok
@@ -84,26 +86,15 @@ BIN="$DIR/bin"
 if [ "$PRINT_DIR" = 1 ]; then echo "$DIR"; exit 0; fi
 
 ALL=(etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl
-     pulumi pulumi-language-nodejs pulumi-resource-kubernetes)
+     pulumi pulumi-language-nodejs)
 if [ ${#ONLY[@]} -gt 0 ]; then WANT=("${ONLY[@]}"); else WANT=("${ALL[@]}"); fi
 
-PK_SRC="${PULUMI_KUBERNETES_SRC:-$CACHE_ROOT/sources/pulumi-kubernetes}"
-# The provider is rebuilt when its source revision or its build recipe changes.
-pk_rev() {
-  local src=none
-  if [ -f "$PK_SRC/REVISION" ]; then src="$(head -1 "$PK_SRC/REVISION")"; fi
-  echo "$src recipe-$(sha256sum < "$TOOLS/pulumi-kubernetes/build.sh" | cut -c1-12)"
-}
-
-# Everything wanted is present, nothing failed, and the provider came from the same source:
+# Everything wanted is present and nothing failed:
 complete() {
   [ -f "$DIR/FAILED" ] && return 1
   local b
   for b in "${WANT[@]}"; do [ -x "$BIN/$b" ] || return 1; done
   if [[ " ${WANT[*]} " == *" kwok "* ]]; then [ -s "$DIR/share/kwok-stages.yaml" ] || return 1; fi
-  if [[ " ${WANT[*]} " == *" pulumi-resource-kubernetes "* ]]; then
-    [ "$(cat "$DIR/pulumi-kubernetes.rev" 2>/dev/null)" = "$(pk_rev)" ] || return 1
-  fi
   return 0
 }
 
@@ -231,43 +222,9 @@ build pulumi-language-nodejs "$TOOLS/pulumi-language-nodejs" \
   "github.com/pulumi/pulumi/sdk/v3 $PULUMI_NODEJS_HOST_VERSION (nodejs/cmd/pulumi-language-nodejs)" \
   "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_NODEJS_HOST_VERSION"
 
-# ---- Pulumi Kubernetes provider (from a source tree; see docs/toolchain.md) ----------
-build_kubernetes_provider() {
-  local name=pulumi-resource-kubernetes
-  wanted "$name" || return 0
-  local rev; rev="$(pk_rev)"
-  if [ -x "$BIN/$name" ] && [ "$FORCE" = 0 ] && [ "$(cat "$DIR/pulumi-kubernetes.rev" 2>/dev/null)" = "$rev" ]; then
-    log "$name: present"; return 0
-  fi
-  local logf="$DIR/logs/$name.log" start end
-  start=$(date +%s)
-  : > "$logf"
-  if [ ! -f "$PK_SRC/provider/go.mod" ]; then
-    {
-      echo "error: no source tree of github.com/pulumi/pulumi-kubernetes at $PK_SRC"
-      echo "The Go module proxy refuses github.com/pulumi/pulumi-kubernetes/provider/v4 at every version"
-      echo "(403 'This module version is not available'), so the provider is built from a source tree:"
-      echo "run tools/pulumi-kubernetes/import-source.sh <checkout-or-git-dir> [rev] first (docs/toolchain.md)."
-    } > "$logf"
-    fail "$name" "$logf"
-    return 0
-  fi
-  log "building $name from $PK_SRC (revision $rev)"
-  if PK_SRC="$PK_SRC" PK_BUILD="$DIR/build/pulumi-kubernetes" K8S_TOOLS="$TOOLS/kubernetes" \
-       OUT="$BIN/.$name.tmp" NICE="$NICE" \
-       bash "$TOOLS/pulumi-kubernetes/build.sh" > "$logf" 2>&1; then
-    mv -f "$BIN/.$name.tmp" "$BIN/$name"
-    echo "$rev" > "$DIR/pulumi-kubernetes.rev"
-    rm -rf "$DIR/build"   # the scratch copy (~120 MB) is only needed while building
-    end=$(date +%s)
-    record_version "$name" "github.com/pulumi/pulumi-kubernetes $(cat "$DIR/build/pulumi-kubernetes/VERSION" 2>/dev/null) source $rev (npm @pulumi/kubernetes wants $PULUMI_KUBERNETES_WANTED)" "$((end - start))"
-    log "built $name in $((end - start)) s ($(du -h "$BIN/$name" | cut -f1))"
-  else
-    rm -f "$BIN/.$name.tmp"
-    fail "$name" "$logf"
-  fi
-}
-build_kubernetes_provider
+# ---- Pulumi Kubernetes provider ---------------------------------------------------------
+# Not built: the Go module proxy refuses github.com/pulumi/pulumi-kubernetes (see the header).
+record_version pulumi-resource-kubernetes "not built: the Go module proxy refuses github.com/pulumi/pulumi-kubernetes/provider/v4 $PULUMI_KUBERNETES_WANTED (403 This module version is not available)" 0
 
 # ---- summary -------------------------------------------------------------------------
 total=$(( $(date +%s) - SECONDS_TOTAL_START ))

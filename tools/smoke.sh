@@ -7,7 +7,8 @@
 #   3. kwok with the stages from <toolchain>/share/kwok-stages.yaml; one fake node is created
 #      and must become Ready; a 2-replica Deployment must become Available
 #   4. `pulumi up` / `pulumi destroy` of a Node.js program (through pulumi-language-nodejs) that
-#      creates a ConfigMap with the Kubernetes provider, file:// backend, no plugin downloads
+#      creates a ConfigMap with the Kubernetes provider (needs a pulumi-resource-kubernetes on
+#      PATH: the toolchain cannot build it, see docs/toolchain.md), file:// backend
 #   5. the same through the Automation API with an inline program (no language host: this is
 #      how the provisioner drives Pulumi)
 #
