@@ -1,12 +1,16 @@
 # Sourced by scripts/test.sh before the end-to-end tier (do not execute it; do not `set -e` here).
 # Builds or reuses the toolchain (scripts/toolchain.sh: Kubernetes control plane, etcd, KWOK,
-# Pulumi CLI, Node.js language host, Kubernetes provider plugin) and exports its bin folder as
-# HRT_TOOLCHAIN_BIN. Returns non-zero with a printed reason when the tier cannot run (no Go, a
-# required binary could not be built); scripts/test.sh then skips the tier, or fails it when
-# CI=true. See docs/e2e.md.
+# Pulumi CLI, Node.js language host) and exports its bin folder as HRT_TOOLCHAIN_BIN. Returns
+# non-zero with a printed reason when the tier cannot run (no Go, a required binary could not be
+# built); scripts/test.sh then skips the tier, or fails it when CI=true. See docs/e2e.md.
+#
+# The Kubernetes provider plugin is optional: HRT_KUBERNETES_PROVIDER is exported when one is
+# available (PULUMI_KUBERNETES_PROVIDER=/path/to/pulumi-resource-kubernetes, or a
+# pulumi-resource-kubernetes in the toolchain's bin folder). Without it the files that need it
+# report themselves skipped with the reason; the rest of the tier runs.
 
 _hrt_e2e_prepare() {
-  local root out rc bin missing b
+  local root out rc bin missing b provider
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
   if ! command -v go >/dev/null 2>&1; then
     echo "e2e: skipped: Go is not installed; the end-to-end toolchain is built from Go modules (docs/toolchain.md, docs/e2e.md)"
@@ -25,7 +29,7 @@ _hrt_e2e_prepare() {
     return 1
   fi
   missing=()
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok pulumi pulumi-resource-kubernetes; do
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok pulumi; do
     [ -x "$bin/$b" ] || missing+=("$b")
   done
   [ -s "$bin/../share/kwok-stages.yaml" ] || missing+=("share/kwok-stages.yaml")
@@ -39,6 +43,16 @@ _hrt_e2e_prepare() {
   fi
   export HRT_TOOLCHAIN_BIN="$bin"
   echo "e2e: toolchain $HRT_TOOLCHAIN_BIN"
+  provider="${PULUMI_KUBERNETES_PROVIDER:-}"
+  if [ -z "$provider" ] && [ -x "$bin/pulumi-resource-kubernetes" ]; then provider="$bin/pulumi-resource-kubernetes"; fi
+  if [ -n "$provider" ] && [ -x "$provider" ]; then
+    export HRT_KUBERNETES_PROVIDER="$provider"
+    echo "e2e: Kubernetes provider plugin $HRT_KUBERNETES_PROVIDER"
+  else
+    unset HRT_KUBERNETES_PROVIDER
+    echo "e2e: no Kubernetes provider plugin (pulumi-resource-kubernetes is not built by scripts/toolchain.sh: docs/toolchain.md);" \
+      "the tests that need it are reported as skipped; set PULUMI_KUBERNETES_PROVIDER=/path/to/pulumi-resource-kubernetes to run them"
+  fi
   return 0
 }
 

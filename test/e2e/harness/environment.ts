@@ -8,7 +8,7 @@
  * Test files take a lock first, so files run one after another even under `tap --jobs 2`:
  * each environment needs most of a 2-core machine while a tenant is being provisioned.
  */
-import { mkdir, mkdtemp, open, readFile, rm, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readFile, rm, symlink, unlink, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -59,10 +59,29 @@ export interface E2E {
 export function toolchainBin(): string {
   const bin = process.env.HRT_TOOLCHAIN_BIN;
   if (!bin) throw new Error('HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e (it sources test/e2e/prepare.sh)');
-  for (const b of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'pulumi', 'pulumi-resource-kubernetes']) {
+  for (const b of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'pulumi']) {
     if (!existsSync(join(bin, b))) throw new Error(`${join(bin, b)} is missing: scripts/toolchain.sh did not build it (see ${join(bin, '..', 'FAILED')})`);
   }
   return bin;
+}
+
+/**
+ * The Kubernetes provider plugin binary (HRT_KUBERNETES_PROVIDER from prepare.sh, or
+ * PULUMI_KUBERNETES_PROVIDER), or undefined when none is available.
+ */
+export function kubernetesProvider(): string | undefined {
+  for (const p of [process.env.HRT_KUBERNETES_PROVIDER, process.env.PULUMI_KUBERNETES_PROVIDER]) {
+    if (p && existsSync(p)) return p;
+  }
+  const inBin = process.env.HRT_TOOLCHAIN_BIN ? join(process.env.HRT_TOOLCHAIN_BIN, 'pulumi-resource-kubernetes') : undefined;
+  return inBin && existsSync(inBin) ? inBin : undefined;
+}
+
+/** Why a file that provisions tenants cannot run here, or undefined when it can. */
+export function provisioningUnavailable(): string | undefined {
+  if (kubernetesProvider()) return undefined;
+  return 'no Kubernetes provider plugin: scripts/toolchain.sh does not build pulumi-resource-kubernetes (docs/toolchain.md); ' +
+    'set PULUMI_KUBERNETES_PROVIDER=/path/to/pulumi-resource-kubernetes to run the tenant lifecycle';
 }
 
 const LOCK = join(tmpdir(), 'hosted-runtimes-e2e.lock');
@@ -113,6 +132,8 @@ async function createPriorityClass(kc: KubeConfig): Promise<void> {
 
 export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
   const bin = toolchainBin();
+  const provider = kubernetesProvider();
+  if (!provider) throw new Error(provisioningUnavailable());
   const release = await acquireRunLock(20 * 60_000);
   const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-'));
   const cleanups: Array<() => Promise<void>> = [release];
@@ -144,14 +165,20 @@ export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
     const charts = await writeTestCharts(join(dir, 'charts'), catalog);
     const db = await createTestDatabase();
     cleanups.push(() => db.drop());
+    // The provider plugin goes on the provisioner's PATH (the CLI takes an ambient plugin first)
+    // and into its PULUMI_HOME under the SDK's version (the engine's start-up install finds it).
+    const pluginBin = join(dir, 'plugin-bin');
+    await mkdir(pluginBin, { recursive: true });
+    await symlink(provider, join(pluginBin, 'pulumi-resource-kubernetes'));
     const pulumiHome = join(dir, 'pulumi-home');
-    await preparePulumiHome(pulumiHome, bin);
+    await preparePulumiHome(pulumiHome, provider);
     // The Pulumi CLI's Postgres backend (lib/pq) requires TLS unless told otherwise, and the
     // test server has none: say so in the URL (node-postgres reads sslmode=disable the same way).
     const databaseUrl = new URL(db.url);
     databaseUrl.searchParams.set('sslmode', 'disable');
     const settings: ProvisionerSettings = {
       toolchainBin: bin,
+      pluginBin,
       databaseUrl: databaseUrl.toString(),
       dataDir: join(dir, 'provisioner-data'),
       pulumiHome,
@@ -168,7 +195,10 @@ export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
     cleanups.push(async () => {
       await current().process.stop(10_000);
       if (failed || !t.passing()) {
-        console.error(`--- provisioner log (tail) ---\n${await current().process.tail(60)}`);
+        // Warnings, errors and the reconciler's own lines; request logs are noise here.
+        const lines = (await current().process.tail(2000)).split('\n')
+          .filter((l) => !l.startsWith('{') || /"level":[456]0|"component":"reconciler"/.test(l));
+        console.error(`--- provisioner log (warnings, errors, reconciler; tail) ---\n${lines.slice(-40).join('\n')}`);
       }
     });
     const api = new ApiClient(provisioner.url, settings.adminToken);

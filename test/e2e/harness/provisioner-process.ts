@@ -25,16 +25,18 @@ export function kubernetesSdkVersion(): string {
  * toolchain's binary under the version the SDK requests), as an air-gapped install would
  * pre-seed it: `pulumi plugin install` then finds it and downloads nothing.
  */
-export async function preparePulumiHome(home: string, toolchainBin: string): Promise<void> {
+export async function preparePulumiHome(home: string, providerBinary: string): Promise<void> {
   const dir = join(home, 'plugins', `resource-kubernetes-v${kubernetesSdkVersion()}`);
   await mkdir(dir, { recursive: true });
-  await symlink(join(toolchainBin, 'pulumi-resource-kubernetes'), join(dir, 'pulumi-resource-kubernetes')).catch((err: unknown) => {
+  await symlink(providerBinary, join(dir, 'pulumi-resource-kubernetes')).catch((err: unknown) => {
     if ((err as { code?: string }).code !== 'EEXIST') throw err;
   });
 }
 
 export interface ProvisionerSettings {
   toolchainBin: string;
+  /** Folder holding `pulumi-resource-kubernetes` (a link to the provider binary). */
+  pluginBin: string;
   databaseUrl: string;
   dataDir: string;
   pulumiHome: string;
@@ -72,8 +74,8 @@ export function provisionerEnv(s: ProvisionerSettings, port: number): Record<str
   }
   return {
     ...base,
-    // The toolchain first: pulumi, its language host and the provider plugin; then this Node.
-    PATH: `${s.toolchainBin}:${resolve(process.execPath, '..')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+    // The toolchain first (pulumi, its language host), the provider plugin, then this Node.
+    PATH: `${s.toolchainBin}:${s.pluginBin}:${resolve(process.execPath, '..')}:${process.env.PATH ?? '/usr/bin:/bin'}`,
     PORT: String(port),
     HOST: '127.0.0.1',
     DATABASE_URL: s.databaseUrl,

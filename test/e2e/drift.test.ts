@@ -1,0 +1,54 @@
+/**
+ * End-to-end: drift correction with the real provisioner process and Pulumi. Delete the tenant's
+ * ResourceQuota by hand on the root cluster: the next periodic resync (refresh + update) restores
+ * it, and its operation log says so.
+ */
+import t from 'tap';
+import { provisioningUnavailable, startE2E } from './harness/environment.ts';
+import { exists, kube } from './harness/kube.ts';
+import { until } from './harness/processes.ts';
+
+t.setTimeout(20 * 60_000);
+
+const VERSION = '1.4.1';
+const RESYNC_SECONDS = 30;
+const PROVISION_TIMEOUT = 5 * 60_000;
+// Provisioning needs the Kubernetes provider plugin; without it this file reports itself skipped.
+const skip = provisioningUnavailable();
+if (skip) t.plan(0, skip);
+else await drift();
+
+async function drift(): Promise<void> {
+  const e2e = await startE2E(t, { resyncSeconds: RESYNC_SECONDS });
+  const root = kube(e2e.root.kc);
+
+  t.test('drift: a ResourceQuota deleted by hand is restored by the next resync, and the log says so', async (t) => {
+    const signup = await e2e.signup('driftco', VERSION);
+    const tenantId = signup.tenant.id;
+    const ns = `tenant-${tenantId}`;
+    await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
+    const quotas = await root.core.listNamespacedResourceQuota({ namespace: ns });
+    t.equal(quotas.items.length, 1, 'the tenant has its quota');
+    const quota = quotas.items[0]!.metadata!.name!;
+    const before = new Set((await e2e.api.operations(tenantId)).map((o) => o.id));
+    await root.core.deleteNamespacedResourceQuota({ name: quota, namespace: ns });
+    const deletedAt = Date.now();
+    t.notOk(await exists(() => root.core.readNamespacedResourceQuota({ name: quota, namespace: ns })), 'quota deleted by hand');
+
+    // A resync that started after the deletion and corrected it.
+    const op = await until('a resync that corrects the drift', (RESYNC_SECONDS + 240) * 1000, async () => {
+      for (const o of await e2e.api.operations(tenantId)) {
+        if (before.has(o.id) || o.kind !== 'resync' || o.state !== 'succeeded') continue;
+        const lines = await e2e.api.logLines(o.id);
+        if (lines.some((l) => l.startsWith('drift detected by refresh:'))) return { op: o, lines };
+      }
+      return undefined;
+    }, 2000);
+    e2e.timing('drift → corrected by resync', (Date.now() - deletedAt) / 1000);
+    t.ok(op.lines.some((l) => /^drift detected by refresh: \S+ \d+/.test(l)), `the log says drift was detected (${op.lines.find((l) => l.startsWith('drift detected')) ?? ''})`);
+    t.ok(op.lines.some((l) => /^drift corrected by update: .*create 1/.test(l)), 'and that the update created the missing object again');
+    t.ok(await exists(() => root.core.readNamespacedResourceQuota({ name: quota, namespace: ns })), 'the quota is back');
+    const tenant = await e2e.api.tenant(tenantId);
+    t.equal(tenant.status.phase, 'Ready', 'the tenant stays Ready');
+  });
+}

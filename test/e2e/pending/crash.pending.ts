@@ -1,0 +1,88 @@
+/**
+ * End-to-end: crash recovery with the real provisioner process and Pulumi. SIGKILL the
+ * provisioner (its whole process group, the Pulumi CLI and provider included) while its engine is
+ * creating the tenant's resources, start it again: the tenant reaches Ready, the stack has no
+ * pending operations and no stale lock, and no resource exists twice.
+ *
+ * PENDING (not run by scripts/test.sh: the name is not *.test.ts): it fails on a product bug —
+ * after a crash during the vcluster Helm install, recovery drops the pending create and the next
+ * up fails with `cannot re-use a name that is still in use` (docs/e2e.md, "Findings"). Move it
+ * to test/e2e/crash.test.ts once recovery handles interrupted Helm releases.
+ */
+import t from 'tap';
+import { provisioningUnavailable, startE2E } from '../harness/environment.ts';
+import { exists, kube } from '../harness/kube.ts';
+import { until } from '../harness/processes.ts';
+
+t.setTimeout(20 * 60_000);
+
+const VERSION = '1.4.1';
+const PROVISION_TIMEOUT = 5 * 60_000;
+// Provisioning needs the Kubernetes provider plugin; without it this file reports itself skipped.
+const skip = provisioningUnavailable();
+if (skip) t.plan(0, skip);
+else await crash();
+
+async function crash(): Promise<void> {
+  const e2e = await startE2E(t);
+  const root = kube(e2e.root.kc);
+
+  interface StackExport {
+    deployment?: {
+      pending_operations?: unknown[];
+      resources?: Array<{ urn: string; type: string; id?: string; delete?: boolean }>;
+    };
+  }
+
+  t.test('crash during a provisioning up: a restarted provisioner recovers the stack and finishes', async (t) => {
+    const signup = await e2e.signup('crashco', VERSION);
+    const tenantId = signup.tenant.id;
+    const ns = `tenant-${tenantId}`;
+    // Wait until the engine is really creating resources (the vcluster release is on its way).
+    await until('the engine to be creating resources', 180_000, async () => {
+      const lines = await e2e.api.logLines(signup.operationId);
+      return lines.some((l) => /create kubernetes:helm\.sh\/v3:Release/.test(l)) && (await exists(() => root.core.readNamespace({ name: ns })));
+    }, 250);
+    const killedAt = Date.now();
+    await e2e.provisioner.process.kill();
+    t.pass('provisioner killed with SIGKILL in the middle of the up');
+    t.equal((await e2e.api.operation(signup.operationId).catch(() => undefined)), undefined, 'the API is down');
+
+    await e2e.restartProvisioner();
+    const ready = await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
+    e2e.timing('crash → restart → Ready', (Date.now() - killedAt) / 1000);
+    t.equal(ready.status.runtimeVersion, VERSION, 'the tenant is Ready on its version');
+
+    const ops = await e2e.api.operations(tenantId);
+    t.notOk(ops.some((o) => o.state === 'running' || o.state === 'queued'), 'no operation is left open');
+    const finishing = ops.find((o) => o.state === 'succeeded');
+    t.ok(finishing, 'an operation succeeded after the restart');
+    const lines = await e2e.api.logLines(finishing!.id);
+    t.ok(lines.some((l) => /recovery: operation .* did not finish/.test(l)), 'the log records the recovery');
+    t.ok(lines.some((l) => l.startsWith('recovery: cancel')), 'the stale lock was cleared');
+    t.ok(lines.some((l) => l.startsWith('recovery: refresh --clear-pending-creates')), 'pending creates were cleared');
+
+    const exported = JSON.parse((await e2e.pulumi(['stack', 'export', '--stack', `organization/tenants/tenant-${tenantId}`])).stdout) as StackExport;
+    t.same(exported.deployment?.pending_operations ?? [], [], 'the stack has no pending operations');
+    const resources = exported.deployment?.resources ?? [];
+    t.ok(resources.length > 20, `the stack holds the tenant's resources (${resources.length})`);
+    const urns = resources.filter((r) => !r.delete).map((r) => r.urn);
+    t.equal(new Set(urns).size, urns.length, 'no resource is in the stack twice');
+    const locks = await e2e.db.pool.query<{ key: string }>(`SELECT key FROM pulumi_state WHERE key LIKE '%/locks/%'`);
+    t.same(locks.rows.map((r) => r.key), [], 'no lock is left in the state backend');
+
+    // And in the clusters: one vcluster, one Helm release record of it, one of each runtime release.
+    const sets = await root.apps.listNamespacedStatefulSet({ namespace: ns });
+    t.same(sets.items.map((s) => s.metadata?.name), ['vcluster'], 'one vcluster StatefulSet on the root');
+    const releases = await root.core.listNamespacedSecret({ namespace: ns, labelSelector: 'owner=helm,name=vcluster,status=deployed' });
+    t.equal(releases.items.length, 1, 'one deployed Helm release of the vcluster');
+    const vc = kube(await e2e.tenantKubeconfig(tenantId));
+    for (const [namespace, release] of [['argocd', 'argocd'], ['argo', 'argo-workflows'], ['argo-rollouts', 'argo-rollouts'], ['argo-events', 'argo-events']] as const) {
+      const deployed = await vc.core.listNamespacedSecret({ namespace, labelSelector: `owner=helm,name=${release},status=deployed` });
+      t.equal(deployed.items.length, 1, `one deployed Helm release ${release} in the vcluster`);
+    }
+    const agents = await vc.apps.listNamespacedDeployment({ namespace: 'hosted-runtime' });
+    const names = agents.items.map((d) => d.metadata?.name ?? '');
+    t.equal(new Set(names).size, names.length, 'each agent Deployment exists once');
+  });
+}
