@@ -100,6 +100,22 @@ export async function startServer(config: Config, opts: { out?: (line: string) =
   }
 }
 
+/** Secrets the Pulumi CLI may print (its errors quote the backend URL): masked in operation logs. */
+export function engineSecrets(config: Config, databaseUrl: string): string[] {
+  const out: string[] = [];
+  for (const raw of [databaseUrl, config.engine.backendUrl]) {
+    if (!raw) continue;
+    try {
+      const url = new URL(raw);
+      if (url.password) out.push(url.password, decodeURIComponent(url.password));
+    } catch {
+      // not a URL: nothing to mask
+    }
+  }
+  if (config.engine.passphrase) out.push(config.engine.passphrase);
+  return [...new Set(out)];
+}
+
 /** Starts the reconcile loop with the configured engine (none: no loop; the API still serves). */
 async function startReconciler(
   config: Config, db: Database, writePool: pg.Pool, box: SecretBox, logger: pino.Logger, publicKeyPem: string,
@@ -129,6 +145,7 @@ async function startReconciler(
     maxFailures: r.maxFailures,
     backoff: { baseMs: r.backoffBaseSeconds * 1000, capMs: r.backoffCapSeconds * 1000 },
     logger: log,
+    logSecrets: engineSecrets(config, db.url),
   });
   await reconciler.start();
   return reconciler;

@@ -63,6 +63,8 @@ export interface ReconcilerOptions {
   listen?: boolean;
   logFlushMs?: number;
   logger?: ReconcilerLog;
+  /** Values masked in every operation log besides each tenant's own secrets (backend passwords, the passphrase). */
+  logSecrets?: string[];
   random?: () => number;
 }
 
@@ -112,6 +114,7 @@ export class Reconciler {
     const leaseTtlMs = opts.leaseTtlMs ?? 30_000;
     this.owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
     this.#o = {
+      logSecrets: opts.logSecrets ?? [],
       pool: opts.pool,
       engine: opts.engine,
       box: opts.box,
@@ -324,8 +327,12 @@ export class Reconciler {
       this.stats.waiting += 1;
       return;
     }
-    const needsToken = !t.deleted && t.placement === 'placed';
-    const { token, newKey } = needsToken ? runtimeTokenFor(box, t.id, t.runtime_token_enc) : { token: '', newKey: undefined };
+    // A delete passes the stored token (the stack config must stay valid for destroy) and never
+    // mints a new one; a tenant deleted before its first attempt has no stack worth a token.
+    const needsToken = t.placement === 'placed' && (!t.deleted || t.runtime_token_enc !== null);
+    const { token, newKey } = needsToken
+      ? runtimeTokenFor(box, t.id, t.runtime_token_enc)
+      : { token: t.deleted ? 'deleted-tenant-has-no-runtime-token' : '', newKey: undefined };
     const started = await startAttempt(pool, t, this.owner, newKey);
     if (!started) {
       this.stats.leaseLost += 1;
@@ -337,7 +344,7 @@ export class Reconciler {
       const input = t.placement === 'placed' ? await this.#stackInput(t, token) : undefined;
       log = new LogWriter(pool, started.operationId, {
         flushMs: this.#o.logFlushMs,
-        secrets: input ? [input.runtimeToken, ...kubeconfigSecrets(input.rootKubeconfig)] : [],
+        secrets: [...(this.#o.logSecrets ?? []), ...(input ? [input.runtimeToken, ...kubeconfigSecrets(input.rootKubeconfig)] : [])],
       });
       this.#describe(log, t, started);
       const opts: RunOptions = {
