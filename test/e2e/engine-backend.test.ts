@@ -14,7 +14,7 @@
  */
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readlink, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -40,6 +40,18 @@ const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
 const root = await startKubeControlPlane(toolchain, { name: 'engine', dir: join(dir, 'root'), etcdUrl: etcd.url, etcdPrefix: '/engine', nodes: 1 });
 const db = await createTestDatabase();
 t.teardown(async () => {
+  // The update killed on purpose leaves its provider plugin processes behind: end those too.
+  for (const pid of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(pid)) continue;
+    const cwd = await readlink(`/proc/${pid}/cwd`).catch(() => '');
+    if (cwd.startsWith(dir)) {
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }
   await root.stop();
   await etcd.stop();
   await db.drop();
