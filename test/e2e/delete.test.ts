@@ -2,17 +2,12 @@
  * End-to-end: deleting a tenant through the CLI removes its namespace from the root cluster and
  * its stack from the Pulumi state backend (the provisioner's pulumi_state table), tombstones the
  * tenant and revokes its keys, and leaves another tenant on the same root cluster alone.
- *
- * PENDING (not run by scripts/test.sh: the name is not *.test.ts): it fails on a product bug,
- * `EngineFailed: tenant config 'runtimeToken': must not be empty` — the reconciler gives a deleted
- * tenant's destroy no runtime token (docs/e2e.md, "Findings"). Move it to test/e2e/delete.test.ts
- * once that is fixed; with the fix it passed (2026-11-21).
  */
 import t from 'tap';
-import { cli } from '../harness/api-client.ts';
-import { provisioningUnavailable, startE2E } from '../harness/environment.ts';
-import { exists, kube } from '../harness/kube.ts';
-import { until } from '../harness/processes.ts';
+import { cli } from './harness/api-client.ts';
+import { provisioningUnavailable, startE2E } from './harness/environment.ts';
+import { exists, kube } from './harness/kube.ts';
+import { until } from './harness/processes.ts';
 
 t.setTimeout(20 * 60_000);
 
