@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `npm test`: type-check, lint, then every test tier (unit, integration, e2e), and a final line
-# `N passed, N failed` counting every tap assertion plus one check each for type-check and lint.
+# `N passed, N failed, N skipped` counting every tap assertion plus one check each for type-check
+# and lint (skipped tests are counted apart, never as passed).
 # `npm test -- unit integration` runs only the named tiers (type-check and lint always run).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/node-env.sh"
@@ -10,6 +11,7 @@ tiers=("$@")
 [ ${#tiers[@]} -gt 0 ] || tiers=(unit integration e2e)
 passed=0
 failed=0
+skipped=0
 failures=()
 logdir="$(mktemp -d)"
 
@@ -30,11 +32,13 @@ tap_tier() { # tier
   summary="$(grep -E '^# \{ total: ' "$out" | tail -1)"
   pass="$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary")"
   fail="$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")"
-  pass=${pass:-0}; fail=${fail:-0}
+  skip="$(sed -nE 's/.*(skip|todo): ([0-9]+).*/\2/p' <<<"$summary")"
+  pass=${pass:-0}; fail=${fail:-0}; skip=${skip:-0}
+  skipped=$((skipped + skip))
   if [ "$status" -ne 0 ] && [ "$fail" -eq 0 ]; then fail=1; fi
   passed=$((passed + pass)); failed=$((failed + fail))
   [ "$fail" -eq 0 ] || failures+=("$tier")
-  echo "== $tier: $pass passed, $fail failed"
+  echo "== $tier: $pass passed, $fail failed, $skip skipped"
 }
 
 # One embedded PostgreSQL for the whole run (each test file creates its own database on it),
@@ -65,5 +69,5 @@ done
 
 rm -rf "$logdir"
 [ ${#failures[@]} -eq 0 ] || echo "failed: ${failures[*]}"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
