@@ -6,7 +6,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 
 export interface ManagedProcess {
   readonly name: string;
@@ -157,17 +156,8 @@ export async function until<T>(what: string, timeoutMs: number, check: () => Pro
   }
 }
 
-/** A free TCP port on 127.0.0.1 (bound and released; good enough on a test machine). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
-    });
-  });
-}
+/** A free TCP port on 127.0.0.1 (the provisioner's own helper). */
+export { freePort } from '../../../provisioner/db/embedded.ts';
 
 /** Runs a command to completion; rejects with its output when it fails or runs past `timeoutMs`. */
 export async function run(command: string, args: string[], opts: StartOptions & { timeoutMs?: number; input?: string } = {}): Promise<{ stdout: string; stderr: string }> {
