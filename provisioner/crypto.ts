@@ -76,3 +76,17 @@ export async function loadOrCreateSigningKey(dataDir: string): Promise<{ pem: st
   await writeFile(path, pem, { mode: 0o600, flag: 'wx' });
   return { pem, created: true, path };
 }
+
+/**
+ * The development fallback when the passphrase secrets provider is used without
+ * PULUMI_CONFIG_PASSPHRASE: a passphrase made once and kept in `<dataDir>/pulumi-passphrase`
+ * (mode 0600). Losing it makes the stacks' secrets unreadable: set it explicitly in production.
+ */
+export async function loadOrCreateDevPassphrase(dataDir: string): Promise<{ passphrase: string; created: boolean; path: string }> {
+  const path = join(dataDir, 'pulumi-passphrase');
+  if (existsSync(path)) return { passphrase: (await readFile(path, 'utf8')).trim(), created: false, path };
+  await mkdir(dataDir, { recursive: true });
+  const passphrase = randomBytes(24).toString('base64url');
+  await writeFile(path, passphrase + '\n', { mode: 0o600, flag: 'wx' });
+  return { passphrase, created: true, path };
+}

@@ -6,7 +6,7 @@
 import pino from 'pino';
 import type { FastifyInstance } from 'fastify';
 import { loadConfig, type Config } from './config.ts';
-import { SecretBox, loadOrCreateDevKey, loadOrCreateSigningKey } from './crypto.ts';
+import { SecretBox, loadOrCreateDevKey, loadOrCreateDevPassphrase, loadOrCreateSigningKey } from './crypto.ts';
 import { openDatabase, type Database } from './db/database.ts';
 import { buildApp } from './http/app.ts';
 import { createEngine } from './engine/create.ts';
@@ -38,7 +38,8 @@ export async function bootstrapAdmin(pool: pg.Pool, token: string | undefined): 
   return key;
 }
 
-export async function startServer(config: Config, opts: { out?: (line: string) => void } = {}): Promise<Running> {
+export async function startServer(given: Config, opts: { out?: (line: string) => void } = {}): Promise<Running> {
+  let config = given;
   const out = opts.out ?? ((line: string) => process.stdout.write(line + '\n'));
   const logger = pino({
     level: config.logLevel,
@@ -50,6 +51,12 @@ export async function startServer(config: Config, opts: { out?: (line: string) =
     key = dev.key;
     logger.warn({ path: dev.path, created: dev.created },
       'PROVISIONER_ENCRYPTION_KEY is not set: using a development key kept in the data dir; set it in production');
+  }
+  if (config.engine.kind === 'pulumi' && config.engine.secretsProvider === 'passphrase' && config.engine.passphrase === undefined) {
+    const dev = await loadOrCreateDevPassphrase(config.dataDir);
+    config = { ...config, engine: { ...config.engine, passphrase: dev.passphrase } };
+    logger.warn({ path: dev.path, created: dev.created },
+      'PULUMI_CONFIG_PASSPHRASE is not set: using a development passphrase kept in the data dir; set it (or a KMS secrets provider) in production');
   }
   let signingKeyPem = config.requestSigningKeyPem;
   if (!signingKeyPem) {

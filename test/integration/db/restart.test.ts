@@ -27,6 +27,7 @@ t.test('the embedded database keeps data across restarts, and the admin key is g
   t.equal(signup.status, 202);
   const { tenant } = (await signup.json()) as { tenant: { id: string } };
   const keyFile = await readFile(join(dataDir, 'encryption.key'), 'utf8');
+  const passphrase = await readFile(join(dataDir, 'pulumi-passphrase'), 'utf8');
   await first.close();
 
   printed.length = 0;
@@ -34,6 +35,7 @@ t.test('the embedded database keeps data across restarts, and the admin key is g
   t.teardown(() => second.close());
   t.notOk(printed.some((l) => l.includes('hrt_admin_')), 'no second admin key');
   t.equal(await readFile(join(dataDir, 'encryption.key'), 'utf8'), keyFile, 'the development encryption key is kept');
+  t.equal(await readFile(join(dataDir, 'pulumi-passphrase'), 'utf8'), passphrase, 'the development Pulumi passphrase is kept');
   const res = await fetch(`${second.url}/v1/tenants/${tenant.id}`, { headers: { authorization: `Bearer ${adminKey}` } });
   t.equal(res.status, 200, 'the first admin key still works');
   t.equal(((await res.json()) as { organization: string }).organization, 'persisted');
