@@ -47,21 +47,25 @@ export class SecretBox {
   }
 }
 
+/** A secret file in the data dir: read when present, otherwise made once with mode 0600. */
+async function loadOrCreateSecretFile(dataDir: string, name: string, make: () => string): Promise<{ text: string; created: boolean; path: string }> {
+  const path = join(dataDir, name);
+  if (existsSync(path)) return { text: await readFile(path, 'utf8'), created: false, path };
+  await mkdir(dataDir, { recursive: true });
+  const text = make();
+  await writeFile(path, text, { mode: 0o600, flag: 'wx' });
+  return { text, created: true, path };
+}
+
 /**
  * The development fallback when PROVISIONER_ENCRYPTION_KEY is unset: a key generated once and
  * kept in `<dataDir>/encryption.key` (mode 0600). Returns the key and whether it was just made.
  */
 export async function loadOrCreateDevKey(dataDir: string): Promise<{ key: Buffer; created: boolean; path: string }> {
-  const path = join(dataDir, 'encryption.key');
-  if (existsSync(path)) {
-    const key = Buffer.from((await readFile(path, 'utf8')).trim(), 'hex');
-    if (key.length !== 32) throw new Error(`${path} does not hold a 32-byte hex key`);
-    return { key, created: false, path };
-  }
-  await mkdir(dataDir, { recursive: true });
-  const key = randomBytes(32);
-  await writeFile(path, key.toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
-  return { key, created: true, path };
+  const f = await loadOrCreateSecretFile(dataDir, 'encryption.key', () => randomBytes(32).toString('hex') + '\n');
+  const key = Buffer.from(f.text.trim(), 'hex');
+  if (key.length !== 32) throw new Error(`${f.path} does not hold a 32-byte hex key`);
+  return { key, created: f.created, path: f.path };
 }
 
 /**
@@ -69,12 +73,9 @@ export async function loadOrCreateDevKey(dataDir: string): Promise<{ key: Buffer
  * once and kept in `<dataDir>/request-signing.pem` (mode 0600).
  */
 export async function loadOrCreateSigningKey(dataDir: string): Promise<{ pem: string; created: boolean; path: string }> {
-  const path = join(dataDir, 'request-signing.pem');
-  if (existsSync(path)) return { pem: await readFile(path, 'utf8'), created: false, path };
-  await mkdir(dataDir, { recursive: true });
-  const pem = generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-  await writeFile(path, pem, { mode: 0o600, flag: 'wx' });
-  return { pem, created: true, path };
+  const f = await loadOrCreateSecretFile(dataDir, 'request-signing.pem',
+    () => generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString());
+  return { pem: f.text, created: f.created, path: f.path };
 }
 
 /**
@@ -83,10 +84,6 @@ export async function loadOrCreateSigningKey(dataDir: string): Promise<{ pem: st
  * (mode 0600). Losing it makes the stacks' secrets unreadable: set it explicitly in production.
  */
 export async function loadOrCreateDevPassphrase(dataDir: string): Promise<{ passphrase: string; created: boolean; path: string }> {
-  const path = join(dataDir, 'pulumi-passphrase');
-  if (existsSync(path)) return { passphrase: (await readFile(path, 'utf8')).trim(), created: false, path };
-  await mkdir(dataDir, { recursive: true });
-  const passphrase = randomBytes(24).toString('base64url');
-  await writeFile(path, passphrase + '\n', { mode: 0o600, flag: 'wx' });
-  return { passphrase, created: true, path };
+  const f = await loadOrCreateSecretFile(dataDir, 'pulumi-passphrase', () => randomBytes(24).toString('base64url') + '\n');
+  return { passphrase: f.text.trim(), created: f.created, path: f.path };
 }
