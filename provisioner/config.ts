@@ -4,6 +4,7 @@
  */
 import { createPrivateKey } from 'node:crypto';
 import { isAbsolute, join, resolve } from 'node:path';
+import { ConfigError, int, type Env } from '../runtime/agents/common/config.ts';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -80,25 +81,8 @@ export interface EngineConfig {
   vclusterServerTemplate: string | undefined;
 }
 
-export class ConfigError extends Error {
-  readonly variable: string;
-  constructor(variable: string, message: string) {
-    super(`${variable}: ${message}`);
-    this.name = 'ConfigError';
-    this.variable = variable;
-  }
-}
-
-type Env = Record<string, string | undefined>;
-
-function int(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `'${raw}' is not a whole number`);
-  const n = Number(raw);
-  if (n < min || n > max) throw new ConfigError(name, `${n} is outside ${min}..${max}`);
-  return n;
-}
+// Variable parsing and its error type are shared with the runtime agents.
+export { ConfigError };
 
 function signingKey(raw: string | undefined): string | undefined {
   if (raw === undefined || raw === '') return undefined;
