@@ -3,11 +3,12 @@
  * unset), makes sure an admin key exists, starts the HTTP API and shuts everything down in order
  * on SIGTERM/SIGINT.
  */
-import pino from 'pino';
+import type pino from 'pino';
 import type { FastifyInstance } from 'fastify';
 import { loadConfig, type Config } from './config.ts';
 import { SecretBox, loadOrCreateDevKey, loadOrCreateDevPassphrase, loadOrCreateSigningKey } from './crypto.ts';
 import { openDatabase, type Database } from './db/database.ts';
+import { createLogger } from './logger.ts';
 import { buildApp } from './http/app.ts';
 import { createEngine } from './engine/create.ts';
 import { Reconciler } from './reconciler/reconciler.ts';
@@ -41,10 +42,7 @@ export async function bootstrapAdmin(pool: pg.Pool, token: string | undefined): 
 export async function startServer(given: Config, opts: { out?: (line: string) => void } = {}): Promise<Running> {
   let config = given;
   const out = opts.out ?? ((line: string) => process.stdout.write(line + '\n'));
-  const logger = pino({
-    level: config.logLevel,
-    redact: { paths: ['req.headers.authorization', 'apiKey', 'key', 'kubeconfig', '*.kubeconfig'], censor: '[redacted]' },
-  });
+  const logger = createLogger(config.logLevel);
   let key = config.encryptionKey;
   if (!key) {
     const dev = await loadOrCreateDevKey(config.dataDir);
