@@ -18,6 +18,11 @@ export function hashKey(key: string): Buffer {
   return createHash('sha256').update(key).digest();
 }
 
+/** hashKey() as base64, computed in one step (the key cache's key). */
+export function hashKeyBase64(key: string): string {
+  return createHash('sha256').update(key).digest('base64');
+}
+
 /** The first characters of a key, safe to show in listings and logs. */
 export function keyPrefix(key: string): string {
   return key.slice(0, key.indexOf('_', 4) + 7);

@@ -24,6 +24,7 @@ import type { AppContext } from './context.ts';
 import { installErrorHandler } from './error-handler.ts';
 import { installValidation } from './validation.ts';
 import { createMetrics } from './metrics.ts';
+import { RequestLog } from './request-log.ts';
 import { ApiKeyInfo, Cluster, ErrorBody, Operation, Tenant } from './schemas.ts';
 import { auditRoutes } from './routes/audit.ts';
 import { clusterRoutes } from './routes/clusters.ts';
@@ -54,6 +55,8 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     trustProxy: false,
     requestIdHeader: false,
     genReqId: () => crypto.randomUUID(),
+    // One line per request, successful reads at debug level (see request-log.ts).
+    logController: new RequestLog(),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const metrics = createMetrics(deps.pool);
@@ -113,11 +116,12 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     errorResponseBuilder: (_req, context) => errors.rateLimited(Math.ceil(context.ttl / 1000)),
   });
 
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     metrics.httpDuration.observe(
       { method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) },
       reply.elapsedTime / 1000,
     );
+    done();
   });
   registerAuth(app, deps.pool, keyCache);
 

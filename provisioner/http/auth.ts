@@ -6,7 +6,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import type { Role } from '../auth/keys.ts';
-import { hashKey, looksLikeKey } from '../auth/keys.ts';
+import { hashKeyBase64, looksLikeKey } from '../auth/keys.ts';
 import type { KeyCache } from '../auth/key-cache.ts';
 import { errors } from '../errors.ts';
 import { lookupKeyHash } from '../store/keys.ts';
@@ -40,21 +40,22 @@ export function bearerToken(header: string | undefined): string {
 export function registerAuth(app: FastifyInstance, pool: pg.Pool, cache: KeyCache): void {
   app.decorateRequest('auth', null);
   app.addHook('onRequest', async (request) => {
-    const cfg = request.routeOptions.config;
-    if (cfg.public || request.routeOptions.url === undefined) return;
+    // request.routeOptions builds a new object on every read: read it once.
+    const route = request.routeOptions;
+    const cfg = route.config;
+    if (cfg.public || route.url === undefined) return;
     const token = bearerToken(request.headers.authorization);
-    const hash = hashKey(token);
-    const cacheKey = hash.toString('base64');
+    const cacheKey = hashKeyBase64(token);
     let identity = cache.get(cacheKey);
     if (!identity) {
-      identity = await lookupKeyHash(pool, hash);
+      identity = await lookupKeyHash(pool, Buffer.from(cacheKey, 'base64'));
       if (!identity) throw errors.invalidKey();
       cache.set(cacheKey, identity);
     }
     request.auth = identity;
     const roles = cfg.roles ?? [];
     if (identity.role !== 'admin' && !roles.includes(identity.role)) {
-      throw errors.forbidden(`role '${identity.role}' may not call ${request.method} ${request.routeOptions.url}`);
+      throw errors.forbidden(`role '${identity.role}' may not call ${request.method} ${route.url}`);
     }
   });
 }
