@@ -74,7 +74,13 @@ export interface TenantRow {
   cursor_ts: string;
 }
 
-export const TENANT_COLUMNS = `t.*, c.name AS cluster_name, t.created_at::text AS cursor_ts`;
+/**
+ * The columns of a TenantRow, named (not `t.*`): the reconciler's bookkeeping columns (lease,
+ * backoff) are not read, so the hot read parses and transfers only what toTenant() needs.
+ */
+export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.runtime_version, t.suspended, t.deleted, t.generation,
+  t.phase, t.observed_generation, t.actual_runtime_version, t.previous_runtime_version, t.cluster_id, c.name AS cluster_name,
+  t.endpoints, t.conditions, t.last_operation_id, t.created_at, t.updated_at, t.deleted_at, t.created_at::text AS cursor_ts`;
 export const TENANT_FROM = `tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id`;
 
 export function toTenant(r: TenantRow): Tenant {
