@@ -162,6 +162,24 @@ export function encodeFrame(frame: Frame): Buffer {
   }
 }
 
+/**
+ * Writes a data frame carrying `pieces` (together `bytes` long) into `target`, which must hold at
+ * least HEADER_BYTES + bytes, and returns the frame, a view of `target`: the sender gathers
+ * several body chunks into one frame and reuses frame buffers instead of allocating per chunk.
+ */
+export function encodeDataFrameInto(target: Buffer, streamId: number, pieces: readonly Buffer[], bytes: number): Buffer {
+  if (!Number.isInteger(streamId) || streamId <= 0 || streamId > MAX_STREAM_ID) throw new RangeError(`stream id ${streamId} is out of range`);
+  const n = HEADER_BYTES + bytes;
+  if (target.length < n) throw new RangeError(`frame buffer of ${target.length} bytes is too small for ${bytes} bytes of data`);
+  target[0] = PROTOCOL_VERSION;
+  target[1] = FrameType.data;
+  target.writeUInt32BE(streamId, 2);
+  let offset = HEADER_BYTES;
+  for (const p of pieces) offset += p.copy(target, offset);
+  if (offset !== n) throw new RangeError(`data pieces hold ${offset - HEADER_BYTES} bytes, not ${bytes}`);
+  return target.subarray(0, n);
+}
+
 function parseJson(payload: Buffer, what: string): Record<string, unknown> {
   let value: unknown;
   try {

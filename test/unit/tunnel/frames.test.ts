@@ -1,5 +1,5 @@
 import t from 'tap';
-import { decodeFrame, encodeFrame, type Frame, headBytes, PROTOCOL_VERSION, ProtocolError, ResetCode } from '../../../runtime/protocol/frames.ts';
+import { decodeFrame, encodeDataFrameInto, encodeFrame, type Frame, headBytes, PROTOCOL_VERSION, ProtocolError, ResetCode } from '../../../runtime/protocol/frames.ts';
 
 void t.test('every frame type survives an encode/decode round trip', async (t) => {
   const frames: Frame[] = [
@@ -17,6 +17,16 @@ void t.test('every frame type survives an encode/decode round trip', async (t) =
 void t.test('data frames carry raw bytes after a 6-byte header, not JSON', async (t) => {
   const buf = encodeFrame({ type: 'data', streamId: 0x01020304, chunk: Buffer.from('abc') });
   t.same([...buf], [PROTOCOL_VERSION, 4, 1, 2, 3, 4, 97, 98, 99]);
+});
+
+void t.test('a data frame gathered from several pieces into a reused buffer decodes like an encoded one', async (t) => {
+  const target = Buffer.alloc(64, 0xee);
+  const frame = encodeDataFrameInto(target, 7, [Buffer.from('ab'), Buffer.from(''), Buffer.from('cde')], 5);
+  t.equal(frame.buffer, target.buffer, 'a view of the target, no new allocation');
+  t.same(frame, encodeFrame({ type: 'data', streamId: 7, chunk: Buffer.from('abcde') }));
+  t.throws(() => encodeDataFrameInto(Buffer.alloc(8), 7, [Buffer.from('abcde')], 5), RangeError, 'target too small');
+  t.throws(() => encodeDataFrameInto(target, 7, [Buffer.from('abc')], 5), RangeError, 'pieces shorter than announced');
+  t.throws(() => encodeDataFrameInto(target, 0, [Buffer.from('a')], 1), RangeError, 'stream id 0');
 });
 
 void t.test('malformed frames are refused with a ProtocolError, never a crash', async (t) => {
