@@ -7,6 +7,7 @@
  * Register without fastify-plugin: the plugin replaces the content-type parsers in its own scope
  * only, so that bodies of any type stream through untouched.
  */
+import { Transform, type Readable } from 'node:stream';
 import type { FastifyContextConfig, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { AppError, errors } from '../errors.ts';
 import { headerListFrom, headersObject } from '../../runtime/protocol/headers.ts';
@@ -42,6 +43,28 @@ export function runtimePath(rawUrl: string): string {
   return (rest === '' ? '/' : rest) + query;
 }
 
+/** 413 naming the limit (PAYLOAD_TOO_LARGE, as for the provisioner's own JSON bodies). */
+export function requestBodyTooLarge(limit: number, declared?: number): AppError {
+  const size = declared === undefined ? 'request body is' : `request body of ${declared} bytes is`;
+  return new AppError('PAYLOAD_TOO_LARGE', 413, `${size} larger than the limit of ${limit} bytes for requests forwarded to a runtime`, { details: { limit } });
+}
+
+class BodyTooLarge extends Error {}
+
+/** Passes `body` through, failing it as soon as more than `limit` bytes have gone by. */
+function limitBody(body: Readable, limit: number): Readable {
+  let seen = 0;
+  const counter = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      seen += chunk.length;
+      if (seen > limit) cb(new BodyTooLarge(`request body is larger than the limit of ${limit} bytes`));
+      else cb(null, chunk);
+    },
+  });
+  body.on('error', (err) => counter.destroy(err));
+  return body.pipe(counter);
+}
+
 export function appErrorFromTunnel(err: TunnelError): AppError {
   if (err.code === 'RUNTIME_UNREACHABLE') return errors.unavailable('RUNTIME_UNREACHABLE', err.message);
   return new AppError(err.code, err.statusCode === 499 ? 400 : err.statusCode, err.message, { cause: err });
@@ -69,6 +92,15 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
       const { tenantId } = await handler(request);
       const raw = request.raw;
       const hasBody = (raw.headers['content-length'] !== undefined && raw.headers['content-length'] !== '0') || raw.headers['transfer-encoding'] !== undefined;
+      const limit = opts.tunnel.limits.maxRequestBodyBytes;
+      const declared = raw.headers['content-length'] === undefined ? undefined : Number(raw.headers['content-length']);
+      if (limit > 0 && declared !== undefined && declared > limit) {
+        // The body is never read: close the connection rather than drain it.
+        reply.header('connection', 'close');
+        throw requestBodyTooLarge(limit, declared);
+      }
+      // A declared length is enforced by Node's parser; a chunked body is counted as it streams.
+      const body = !hasBody ? null : limit > 0 && declared === undefined ? limitBody(raw, limit) : raw;
       const headers = headerListFrom(raw.rawHeaders, DROP);
       headers.push(['x-request-id', request.id]);
       headers.push(['x-forwarded-for', request.ip]);
@@ -84,11 +116,15 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
           method: request.method,
           path: runtimePath(raw.url ?? '/'),
           headers,
-          body: hasBody ? raw : null,
+          body,
           signal: aborter.signal,
           ...(subject !== undefined ? { subject } : {}),
         });
       } catch (err) {
+        if (body !== null && body !== raw && body.errored instanceof BodyTooLarge) {
+          reply.header('connection', 'close');
+          throw requestBodyTooLarge(limit);
+        }
         if (err instanceof TunnelError) throw appErrorFromTunnel(err);
         throw err;
       }

@@ -38,6 +38,12 @@ export interface TunnelLimits {
   maxChunkBytes: number;
   /** Largest request/response head (method, path, headers), bytes (default 16 KiB). */
   maxHeaderBytes: number;
+  /**
+   * Largest request body the forwarding route accepts, bytes (default 64 MiB; 0: no limit). A
+   * larger declared Content-Length is answered 413 before anything is forwarded; a chunked body
+   * that grows past it is cut off and answered 413 (unless the runtime already answered).
+   */
+  maxRequestBodyBytes: number;
   /** Time from forwarding a request to the runtime's response head (default 30 s). */
   requestTimeoutMs: number;
   /** A stream with no traffic for this long is reset (default 120 s). */
@@ -56,6 +62,7 @@ export const DEFAULT_TUNNEL_LIMITS: Readonly<TunnelLimits> = Object.freeze({
   streamWindow: 256 * 1024,
   maxChunkBytes: 64 * 1024,
   maxHeaderBytes: 16 * 1024,
+  maxRequestBodyBytes: 64 * 1024 * 1024,
   requestTimeoutMs: 30_000,
   idleTimeoutMs: 120_000,
   heartbeatIntervalMs: 15_000,
@@ -104,7 +111,8 @@ export type TunnelErrorCode =
   | 'RUNTIME_BAD_RESPONSE'
   | 'RUNTIME_UPSTREAM_ERROR'
   | 'RUNTIME_DISCONNECTED'
-  | 'REQUEST_CANCELLED';
+  | 'REQUEST_CANCELLED'
+  | 'SHUTTING_DOWN';
 
 export class TunnelError extends Error {
   readonly code: TunnelErrorCode;
@@ -339,7 +347,11 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     return true;
   }
 
+  const shuttingDown = (cause?: unknown): TunnelError =>
+    new TunnelError('SHUTTING_DOWN', 503, 'the control plane is shutting down; retry the request (another replica will serve it)', cause);
+
   function forward(tenantId: string, request: ForwardRequest): Promise<ForwardResponse> {
+    if (closing) return Promise.reject(shuttingDown());
     const conn = registry.get(tenantId);
     if (!conn || !conn.mux.ready) {
       return Promise.reject(new TunnelError('RUNTIME_UNREACHABLE', 503, `the runtime of tenant '${tenantId}' is not connected; it may be starting or unreachable, retry later`));
@@ -371,7 +383,8 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
         clearTimeout(timer);
         if (!settled) {
           settled = true;
-          rejectPromise(errorFromReset(err, true));
+          // Streams cut by close() fail as a shutdown, not as a runtime that went away.
+          rejectPromise(closing && err.code === ResetCode.connectionLost ? shuttingDown(err) : errorFromReset(err, true));
         }
       });
       if (request.signal?.aborted) onAbort();

@@ -3,7 +3,7 @@ import t from 'tap';
 import WebSocket, { WebSocketServer } from 'ws';
 import { CloseCode, decodeFrame, encodeFrame, PROTOCOL_VERSION, SUBPROTOCOL } from '../../../runtime/protocol/frames.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
-import { connected, ready, request, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens } from './harness.ts';
+import { connected, json, ready, request, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens, until } from './harness.ts';
 
 const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
@@ -107,4 +107,32 @@ void t.test('closing the tunnel server says going-away to the runtime', async (t
   t.equal(await code, CloseCode.goingAway);
   const again = await request(`${cp.base}/healthz`).catch((e: Error) => e);
   t.ok(again instanceof Error, 'the control plane is down');
+});
+
+void t.test('on shutdown, requests in flight and new ones get 503 SHUTTING_DOWN, new tunnels are refused, the runtime hears going-away', async (t) => {
+  const tenantId = randomUUID();
+  const cp = await startControlPlane({ tokens, callers });
+  t.teardown(() => cp.close());
+  const rt = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
+  t.teardown(() => rt.close());
+  await ready(cp, rt);
+  const headers = { authorization: `Bearer ${callers.add('admin')}` };
+  const base = `${cp.base}/v1/tenants/${tenantId}/runtime`;
+  const held = request(`${base}/api/test/barrier?n=1000`, { headers });
+  await until(() => rt.state.barrierWaiting.length === 1, 3000, 'request held at the runtime');
+  const code = new Promise<number>((resolve) => rt.client.events.once('disconnected', (c) => resolve(c)));
+  await cp.tunnel.close();
+  t.equal(await code, CloseCode.goingAway, 'the runtime is told the server is going away');
+  const inFlight = await held;
+  t.equal(inFlight.status, 503);
+  const body = json(inFlight) as { error: { code: string; message: string } };
+  t.equal(body.error.code, 'SHUTTING_DOWN');
+  t.match(body.error.message, 'shutting down');
+  const later = await request(`${base}/api/runtime`, { headers });
+  t.equal(later.status, 503);
+  t.equal((json(later) as { error: { code: string } }).error.code, 'SHUTTING_DOWN');
+  // The runtime redials; the upgrade is refused with 503 until this replica is gone.
+  const rejected = await new Promise<number>((resolve) => rt.client.events.once('rejected', resolve));
+  t.equal(rejected, 503);
+  for (const release of rt.state.barrierWaiting.splice(0)) release();
 });

@@ -3,7 +3,8 @@ import net from 'node:net';
 import t from 'tap';
 import WebSocket from 'ws';
 import { CloseCode, encodeFrame, PROTOCOL_VERSION, SUBPROTOCOL } from '../../../runtime/protocol/frames.ts';
-import { json, ready, request, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens, until } from './harness.ts';
+import { Readable } from 'node:stream';
+import { json, pattern, ready, request, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens, until } from './harness.ts';
 
 const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
@@ -11,7 +12,7 @@ const admin = { authorization: `Bearer ${callers.add('admin')}` };
 const cp = await startControlPlane({
   tokens,
   callers,
-  limits: { maxPayload: 256 * 1024, maxStreams: 5, requestTimeoutMs: 500, maxHeaderBytes: 4096 },
+  limits: { maxPayload: 256 * 1024, maxStreams: 5, requestTimeoutMs: 500, maxHeaderBytes: 4096, maxRequestBodyBytes: 64 * 1024 },
 });
 const tenantId = randomUUID();
 const runtime = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
@@ -116,4 +117,45 @@ void t.test('no response head within the request timeout → 504 RUNTIME_TIMEOUT
   t.equal(code(res), 'RUNTIME_TIMEOUT');
   t.ok(Date.now() - started < 3000);
   for (const release of runtime.state.barrierWaiting.splice(0)) release();
+});
+
+const LIMIT = 64 * 1024;
+const postDigest = (body: Buffer | Readable): ReturnType<typeof request> =>
+  request(`${base}/api/test/digest`, { method: 'POST', headers: { ...admin, 'content-type': 'application/octet-stream' }, body });
+
+void t.test('a request body at the limit is forwarded whole', async (t) => {
+  const res = await postDigest(pattern(LIMIT));
+  t.equal(res.status, 200);
+  t.equal((json(res) as { bytes: number }).bytes, LIMIT);
+});
+
+void t.test('a declared Content-Length over the limit → 413 naming the limit, nothing forwarded', async (t) => {
+  const streamsBefore = cp.tunnel.status(tenantId).activeStreams;
+  const res = await postDigest(pattern(LIMIT + 1));
+  t.equal(res.status, 413);
+  t.equal(code(res), 'PAYLOAD_TOO_LARGE');
+  const message = (json(res) as { error: { message: string } }).error.message;
+  t.match(message, `${LIMIT + 1} bytes`);
+  t.match(message, `limit of ${LIMIT} bytes`);
+  t.equal(res.headers.connection, 'close');
+  t.equal(cp.tunnel.status(tenantId).activeStreams, streamsBefore);
+  t.equal(await stillServing(), 200);
+});
+
+void t.test('a chunked request body that grows past the limit → 413 naming the limit', async (t) => {
+  const chunks = Array.from({ length: 8 }, (_, i) => pattern(16 * 1024, i * 16 * 1024));
+  const res = await postDigest(Readable.from(chunks));
+  t.equal(res.status, 413);
+  t.equal(code(res), 'PAYLOAD_TOO_LARGE');
+  t.match((json(res) as { error: { message: string } }).error.message, `limit of ${LIMIT} bytes`);
+  await until(() => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0, 2000, 'the stream was reset');
+  t.equal(cp.tunnel.status(tenantId).connected, true);
+  t.equal(await stillServing(), 200);
+});
+
+void t.test('a chunked request body within the limit is forwarded whole', async (t) => {
+  const chunks = Array.from({ length: 4 }, (_, i) => pattern(16 * 1024, i * 16 * 1024));
+  const res = await postDigest(Readable.from(chunks));
+  t.equal(res.status, 200);
+  t.equal((json(res) as { bytes: number }).bytes, LIMIT);
 });
