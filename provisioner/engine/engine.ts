@@ -6,6 +6,10 @@
  * ScriptedEngine (scripted-engine.ts).
  */
 
+import type { InterruptedResource } from './helm-recovery.ts';
+
+export type { InterruptedResource };
+
 /** What the engine needs to run one tenant's program. Secret fields are never logged. */
 export interface StackInput {
   tenantId: string;
@@ -81,6 +85,11 @@ export interface Engine {
   outputs(input: StackInput): Promise<Record<string, unknown>>;
   /** Clears the stack's lock (after a crash: only call when the old owner is proven gone). */
   cancel(input: StackInput): Promise<void>;
+  /**
+   * The resources an interrupted operation left pending in the stack's state, with their
+   * provider's inputs (secrets revealed: never log them). Empty for a stack without any.
+   */
+  interrupted(input: StackInput): Promise<InterruptedResource[]>;
   /** Releases anything held (child processes, temporary files). */
   close(): Promise<void>;
 }

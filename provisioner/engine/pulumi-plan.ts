@@ -43,6 +43,7 @@ export interface StackPlan {
 
 export type RecoveryStep =
   | { step: 'cancel'; why: string }
+  | { step: 'release-helm'; why: string }
   | { step: 'refresh'; clearPendingCreates: true; why: string };
 
 export function stackNameFor(tenantId: string): string {
@@ -113,6 +114,7 @@ export function planStack(input: StackInput, opts: PulumiPlanOptions): StackPlan
 export function recoveryPlan(): RecoveryStep[] {
   return [
     { step: 'cancel', why: 'the previous operation did not finish and its lease proves the owner gone: clear the stale stack lock' },
+    { step: 'release-helm', why: 'Helm releases the interrupted operation was installing or upgrading keep a pending record that blocks every later install or upgrade: remove it (the objects already created are adopted by the next run)' },
     { step: 'refresh', clearPendingCreates: true, why: 'drop pending creates the interrupted operation left in the state, then read the real state' },
   ];
 }

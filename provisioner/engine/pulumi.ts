@@ -11,8 +11,9 @@ import {
 } from '@pulumi/pulumi/automation/index.js';
 import {
   EngineError, type ChangeSummary, type Engine, type EngineAvailability, type EngineEventSummary, type EngineResult,
-  type RunOptions, type StackInput,
+  type InterruptedResource, type RunOptions, type StackInput,
 } from './engine.ts';
+import { interruptedResources } from './helm-recovery.ts';
 import {
   INSTALL_HINT, cliRootFor, cliVersionProblem, planStack, redactUrl, requiredPlugins,
   type PulumiPlanOptions, type StackPlan,
@@ -239,6 +240,16 @@ export class PulumiEngine implements Engine {
     try {
       const { stack } = await this.#stack(input, false);
       await stack.cancel();
+    } catch (err) {
+      throw mapError(err, undefined);
+    }
+  }
+
+  async interrupted(input: StackInput): Promise<InterruptedResource[]> {
+    try {
+      const { stack } = await this.#stack(input, false);
+      // The Automation API exports with --show-secrets: the provider kubeconfigs come back readable.
+      return interruptedResources(await stack.exportStack());
     } catch (err) {
       throw mapError(err, undefined);
     }

@@ -4,9 +4,9 @@
  * failure, output lines, outputs), honours the AbortSignal, records every call, and detects two
  * calls running at once for one tenant (`violations`). The real engine runs in the end-to-end tier.
  */
-import { EngineError, type Engine, type EngineAvailability, type EngineResult, type RunOptions, type StackInput } from './engine.ts';
+import { EngineError, type Engine, type EngineAvailability, type EngineResult, type InterruptedResource, type RunOptions, type StackInput } from './engine.ts';
 
-export type EngineCallKind = 'up' | 'refresh' | 'destroy' | 'outputs' | 'cancel';
+export type EngineCallKind = 'up' | 'refresh' | 'destroy' | 'outputs' | 'cancel' | 'interrupted';
 
 export interface EngineCall {
   kind: EngineCallKind;
@@ -29,6 +29,8 @@ export interface CallScript {
   lines?: string[];
   outputs?: Record<string, unknown>;
   changes?: Record<string, number>;
+  /** What an `interrupted` call reports (default: nothing pending). */
+  interrupted?: InterruptedResource[];
 }
 
 export interface ScriptedEngineOptions {
@@ -89,7 +91,9 @@ export class ScriptedEngine implements Engine {
     return this.calls.filter((c) => c.tenantId === tenantId);
   }
 
-  async #run(kind: EngineCallKind, input: StackInput, opts: RunOptions & { clearPendingCreates?: boolean } = {}): Promise<EngineResult> {
+  async #run(
+    kind: EngineCallKind, input: StackInput, opts: RunOptions & { clearPendingCreates?: boolean } = {}, onScript?: (s: CallScript) => void,
+  ): Promise<EngineResult> {
     if (!this.#availability.available) throw new EngineError('EngineUnavailable', this.#availability.message);
     const call: EngineCall = { kind, tenantId: input.tenantId, input, clearPendingCreates: opts.clearPendingCreates === true, startedAt: Date.now() };
     this.calls.push(call);
@@ -100,6 +104,7 @@ export class ScriptedEngine implements Engine {
     try {
       this.#onStart?.(call);
       const s = this.#script(call) ?? {};
+      onScript?.(s);
       for (const line of s.lines ?? []) opts.onOutput?.(line + '\n');
       await waitFor(s, opts.signal);
       if (s.fail) throw s.fail;
@@ -138,6 +143,14 @@ export class ScriptedEngine implements Engine {
 
   async cancel(input: StackInput): Promise<void> {
     await this.#run('cancel', input);
+  }
+
+  async interrupted(input: StackInput): Promise<InterruptedResource[]> {
+    let pending: InterruptedResource[] = [];
+    await this.#run('interrupted', input, {}, (s) => {
+      pending = s.interrupted ?? [];
+    });
+    return pending;
   }
 
   async close(): Promise<void> {}

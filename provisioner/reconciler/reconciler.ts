@@ -19,6 +19,7 @@ import { getClusterKubeconfig } from '../store/clusters.ts';
 import { appendLog } from '../store/operations.ts';
 import { TENANT_CHANNEL } from '../store/tenants.ts';
 import { engineErrorOf, type Engine, type EngineResult, type RunOptions, type StackInput } from '../engine/engine.ts';
+import { describeRepair, repairHelmReleases } from '../engine/helm-recovery.ts';
 import { recoveryPlan } from '../engine/pulumi-plan.ts';
 import { startAttempt, type StartedAttempt } from './attempt.ts';
 import { backoffMs, type BackoffOptions } from './backoff.ts';
@@ -424,6 +425,16 @@ export class Reconciler {
         } catch (err) {
           // No lock to clear (the stack may not exist yet) is not an error worth failing for.
           log.line(`recovery: cancel reported: ${engineErrorOf(err).message}`);
+        }
+      } else if (step.step === 'release-helm') {
+        // A release that cannot be repaired here fails the next up with Helm's own message and
+        // is retried with backoff; it does not stop the rest of the recovery.
+        try {
+          const pending = await this.#o.engine.interrupted(input);
+          log.line(`recovery: ${pending.length} pending operation(s) in the stack${pending.length ? ': ' + pending.map((p) => `${p.operation} ${p.type} ${p.urn.split('::').at(-1)}`).join(', ') : ''}`);
+          for (const repair of await repairHelmReleases(pending)) log.line(`recovery: ${describeRepair(repair)}`);
+        } catch (err) {
+          log.line(`recovery: could not read the stack's pending operations: ${engineErrorOf(err).message}`);
         }
       } else {
         await this.#o.engine.refresh(input, { ...opts, clearPendingCreates: true });

@@ -23,6 +23,7 @@ import * as pulumi from '@pulumi/pulumi';
 import { LocalWorkspace, PulumiCommand, type Stack } from '@pulumi/pulumi/automation/index.js';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { backendUrlFor, planStack, recoveryPlan } from '../../provisioner/engine/pulumi-plan.ts';
+import { interruptedResources, repairHelmReleases } from '../../provisioner/engine/helm-recovery.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom } from './harness/control-plane.ts';
 import { until } from './harness/processes.ts';
@@ -153,8 +154,11 @@ t.test('a CLI killed mid-update leaves a stale lock; the recovery plan clears it
   t.match(String(blocked), /locked|ConcurrentUpdate|currently being updated/i, 'the stack is locked by the dead update');
 
   const steps = recoveryPlan();
-  t.same(steps.map((x) => x.step), ['cancel', 'refresh']);
+  t.same(steps.map((x) => x.step), ['cancel', 'release-helm', 'refresh']);
   await s.cancel();
+  const pending = interruptedResources(await s.exportStack());
+  t.same(pending.map((p) => [p.operation, p.type]), [['creating', 'pulumi-nodejs:dynamic:Resource']], 'the export names the interrupted create');
+  t.same(await repairHelmReleases(pending), [], 'no Helm release to repair');
   await s.refresh({ clearPendingCreates: true });
   const up = await s.up();
   t.equal(up.summary.result, 'succeeded', 'the next up succeeds');

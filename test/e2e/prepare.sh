@@ -4,10 +4,11 @@
 # non-zero with a printed reason when the tier cannot run (no Go, a required binary could not be
 # built); scripts/test.sh then skips the tier, or fails it when CI=true. See docs/e2e.md.
 #
-# The Kubernetes provider plugin is optional: HRT_KUBERNETES_PROVIDER is exported when one is
-# available (PULUMI_KUBERNETES_PROVIDER=/path/to/pulumi-resource-kubernetes, or a
-# pulumi-resource-kubernetes in the toolchain's bin folder). Without it the files that need it
-# report themselves skipped with the reason; the rest of the tier runs.
+# The Kubernetes provider plugin: the real one when given (PULUMI_KUBERNETES_PROVIDER=/path/to/
+# pulumi-resource-kubernetes, or a pulumi-resource-kubernetes in the toolchain's bin folder);
+# otherwise the test double in test/e2e/provider-double (built here from Go modules: the real
+# plugin's module is not served by the Go module proxy). Exported as HRT_KUBERNETES_PROVIDER, with
+# HRT_KUBERNETES_PROVIDER_KIND=real|double. A double that does not build stops the tier.
 
 _hrt_e2e_prepare() {
   local root out rc bin missing b provider
@@ -46,12 +47,17 @@ _hrt_e2e_prepare() {
   provider="${PULUMI_KUBERNETES_PROVIDER:-}"
   if [ -z "$provider" ] && [ -x "$bin/pulumi-resource-kubernetes" ]; then provider="$bin/pulumi-resource-kubernetes"; fi
   if [ -n "$provider" ] && [ -x "$provider" ]; then
-    export HRT_KUBERNETES_PROVIDER="$provider"
+    export HRT_KUBERNETES_PROVIDER="$provider" HRT_KUBERNETES_PROVIDER_KIND=real
     echo "e2e: Kubernetes provider plugin $HRT_KUBERNETES_PROVIDER"
   else
-    unset HRT_KUBERNETES_PROVIDER
-    echo "e2e: no Kubernetes provider plugin (pulumi-resource-kubernetes is not built by scripts/toolchain.sh: docs/toolchain.md);" \
-      "the tests that need it are reported as skipped; set PULUMI_KUBERNETES_PROVIDER=/path/to/pulumi-resource-kubernetes to run them"
+    echo "e2e: no real Kubernetes provider plugin (the Go module proxy refuses its module: docs/toolchain.md);" \
+      "using the test double test/e2e/provider-double (docs/e2e.md); set PULUMI_KUBERNETES_PROVIDER=/path/to/pulumi-resource-kubernetes for the real one"
+    out="$(bash "$root/test/e2e/provider-double/build.sh")" || {
+      echo "e2e: the provider test double did not build (test/e2e/provider-double/build.sh exited with $?)"
+      return 1
+    }
+    export HRT_KUBERNETES_PROVIDER="$(printf '%s\n' "$out" | tail -n 1)" HRT_KUBERNETES_PROVIDER_KIND=double
+    echo "e2e: Kubernetes provider test double $HRT_KUBERNETES_PROVIDER"
   fi
   return 0
 }

@@ -80,8 +80,8 @@ export function kubernetesProvider(): string | undefined {
 /** Why a file that provisions tenants cannot run here, or undefined when it can. */
 export function provisioningUnavailable(): string | undefined {
   if (kubernetesProvider()) return undefined;
-  return 'no Kubernetes provider plugin: scripts/toolchain.sh does not build pulumi-resource-kubernetes (docs/toolchain.md); ' +
-    'set PULUMI_KUBERNETES_PROVIDER=/path/to/pulumi-resource-kubernetes to run the tenant lifecycle';
+  return 'no Kubernetes provider plugin: run the tier through scripts/test.sh e2e (it builds the test double, docs/e2e.md) ' +
+    'or set PULUMI_KUBERNETES_PROVIDER=/path/to/pulumi-resource-kubernetes';
 }
 
 const LOCK = join(tmpdir(), 'hosted-runtimes-e2e.lock');
@@ -134,6 +134,9 @@ export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
   const bin = toolchainBin();
   const provider = kubernetesProvider();
   if (!provider) throw new Error(provisioningUnavailable());
+  t.comment(process.env.HRT_KUBERNETES_PROVIDER_KIND === 'double'
+    ? `Kubernetes provider: the test double (test/e2e/provider-double) at ${provider}`
+    : `Kubernetes provider: ${provider}`);
   const release = await acquireRunLock(20 * 60_000);
   const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-'));
   const cleanups: Array<() => Promise<void>> = [release];

@@ -25,7 +25,7 @@ t.test('a crashed worker\'s tenant is taken over once its lease expires, and the
   await h.db.pool.query(`UPDATE tenants SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
   const row = await until('Ready on the survivor', async () => { const x = await h.tenant(id); return x.phase === 'Ready' && x; });
   t.equal(row.lease_owner, null);
-  t.same(engine2.callsFor(id).map((c) => [c.kind, c.clearPendingCreates]), [['cancel', false], ['refresh', true], ['up', false]],
+  t.same(engine2.callsFor(id).map((c) => [c.kind, c.clearPendingCreates]), [['cancel', false], ['interrupted', false], ['refresh', true], ['up', false]],
     'recovery: cancel the stale lock, refresh with pending creates cleared, then up');
   const [op] = await h.operations(id);
   t.match(op, { id: operationId, state: 'succeeded', attempt: 2, owner: 'survivor' }, 'the interrupted operation continues as attempt 2');
@@ -112,7 +112,7 @@ t.test('graceful shutdown waits for running operations, then hands leases back',
   const next = scripted();
   const r2 = await h.reconciler(next, { owner: 'next' });
   await until('taken over at once', async () => (await h.tenant(second)).phase === 'Ready', 5000);
-  t.same(next.callsFor(second).map((c) => c.kind), ['cancel', 'refresh', 'up']);
+  t.same(next.callsFor(second).map((c) => c.kind), ['cancel', 'interrupted', 'refresh', 'up']);
   t.ok([a.id, b.id].includes(second));
   await r2.stop();
 });

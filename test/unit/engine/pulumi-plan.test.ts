@@ -58,9 +58,9 @@ t.test('stack config from the tenant: kubeconfig and runtime token are secret, t
   t.match(redactConfig(plan.config), { 'tenant:rootKubeconfig': '[secret]', 'tenant:plan': 'free' });
 });
 
-t.test('recovery: clear the stale lock, then refresh with pending creates cleared', async (t) => {
-  t.same(recoveryPlan().map((s) => s.step), ['cancel', 'refresh']);
-  t.match(recoveryPlan()[1], { clearPendingCreates: true });
+t.test('recovery: clear the stale lock, release pending Helm records, then refresh with pending creates cleared', async (t) => {
+  t.same(recoveryPlan().map((s) => s.step), ['cancel', 'release-helm', 'refresh']);
+  t.match(recoveryPlan()[2], { clearPendingCreates: true });
 });
 
 t.test('CLI discovery and version check', async (t) => {

@@ -1,0 +1,184 @@
+/**
+ * Helm releases an interrupted operation left behind. The Kubernetes provider installs and
+ * upgrades `kubernetes:helm.sh/v3:Release` resources through the Helm library, which writes the
+ * release record (a Secret `sh.helm.release.v1.<release>.v<revision>`, labels `owner=helm`,
+ * `name`, `status`, `version`) as `pending-install` / `pending-upgrade` / `pending-rollback` before
+ * it touches any object and marks it `deployed` or `failed` at the end. When the provisioner dies
+ * in between, the record stays pending and every later attempt fails: an install with "cannot
+ * re-use a name that is still in use", an upgrade with "another operation (install/upgrade/
+ * rollback) is in progress". Pulumi's own recovery (`refresh --clear-pending-creates`) only
+ * forgets the resource; the record is still there.
+ *
+ * Crash recovery therefore reads the stack's pending operations (with secrets shown, for the
+ * provider's kubeconfig) and removes the pending records of the releases they name. The next
+ * install or upgrade then runs as if the interrupted one had not started; the objects the
+ * interrupted one had already created carry the release's ownership annotations, so Helm adopts
+ * them instead of creating them twice. Deployed and failed revisions are never touched.
+ */
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+
+export const HELM_RELEASE_TYPE = 'kubernetes:helm.sh/v3:Release';
+const SECRET_SIG_KEY = '4dabf18193072939515e22adb298388d';
+const PENDING = new Set(['pending-install', 'pending-upgrade', 'pending-rollback']);
+
+/** A resource an interrupted Pulumi operation was working on (from the stack's pending operations). */
+export interface InterruptedResource {
+  urn: string;
+  type: string;
+  /** creating, updating, deleting, reading, importing. */
+  operation: string;
+  inputs: Record<string, unknown>;
+  /** The explicit provider's inputs (secrets revealed), when the resource has one in the state. */
+  providerInputs?: Record<string, unknown>;
+}
+
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Replaces secret envelopes of a `stack export --show-secrets` with their values. */
+export function revealSecrets(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(revealSecrets);
+  if (!isObject(value)) return value;
+  if (SECRET_SIG_KEY in value) {
+    if (typeof value.plaintext === 'string') return revealSecrets(JSON.parse(value.plaintext));
+    return undefined; // still encrypted: not usable
+  }
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, revealSecrets(v)]));
+}
+
+/**
+ * The pending operations of an exported deployment (`stack export --show-secrets`), each with its
+ * provider's inputs. Tolerates a missing or empty deployment.
+ */
+export function interruptedResources(exported: unknown): InterruptedResource[] {
+  const deployment = isObject(exported) && isObject(exported.deployment) ? exported.deployment : undefined;
+  if (!deployment) return [];
+  const resources = Array.isArray(deployment.resources) ? deployment.resources.filter(isObject) : [];
+  const pending = Array.isArray(deployment.pending_operations) ? deployment.pending_operations.filter(isObject) : [];
+  const providers = new Map<string, Json>();
+  for (const r of resources) {
+    if (typeof r.urn === 'string' && typeof r.id === 'string' && typeof r.type === 'string' && r.type.startsWith('pulumi:providers:')) {
+      providers.set(`${r.urn}::${r.id}`, isObject(r.inputs) ? r.inputs : {});
+    }
+  }
+  const out: InterruptedResource[] = [];
+  for (const op of pending) {
+    const r = op.resource;
+    if (!isObject(r) || typeof r.urn !== 'string' || typeof r.type !== 'string') continue;
+    const item: InterruptedResource = {
+      urn: r.urn,
+      type: r.type,
+      operation: typeof op.type === 'string' ? op.type : 'unknown',
+      inputs: isObject(r.inputs) ? (revealSecrets(r.inputs) as Json) : {},
+    };
+    const providerInputs = typeof r.provider === 'string' ? providers.get(r.provider) : undefined;
+    if (providerInputs) item.providerInputs = revealSecrets(providerInputs) as Json;
+    out.push(item);
+  }
+  return out;
+}
+
+/** A Helm release record as listed from the cluster. */
+export interface HelmRecord {
+  name: string;
+  status: string;
+  revision: number;
+}
+
+/** The records to delete: the pending ones (never a deployed, failed or superseded revision). */
+export function pendingRecords(records: HelmRecord[]): HelmRecord[] {
+  return records.filter((r) => PENDING.has(r.status)).sort((a, b) => a.revision - b.revision);
+}
+
+/** What recovery did for one release (one operation-log line each). */
+export interface ReleaseRepair {
+  urn: string;
+  release: string;
+  namespace: string;
+  /** Record names deleted. */
+  deleted: string[];
+  /** Why nothing could be done (no kubeconfig, API error); undefined on success. */
+  problem?: string;
+}
+
+/** How to reach a cluster: the default uses @kubernetes/client-node. */
+export interface HelmRecordStore {
+  list(namespace: string, release: string): Promise<HelmRecord[]>;
+  remove(namespace: string, name: string): Promise<void>;
+}
+
+export function kubeRecordStore(kubeconfig: string): HelmRecordStore {
+  const kc = new KubeConfig();
+  kc.loadFromString(kubeconfig);
+  const api = kc.makeApiClient(CoreV1Api);
+  return {
+    async list(namespace, release) {
+      const list = await api.listNamespacedSecret({ namespace, labelSelector: `owner=helm,name=${release}` });
+      return list.items.map((s) => ({
+        name: s.metadata?.name ?? '',
+        status: s.metadata?.labels?.status ?? '',
+        revision: Number(s.metadata?.labels?.version ?? 0),
+      }));
+    },
+    async remove(namespace, name) {
+      try {
+        await api.deleteNamespacedSecret({ name, namespace });
+      } catch (err) {
+        if (isObject(err) && err.code === 404) return;
+        throw err;
+      }
+    },
+  };
+}
+
+function kubeconfigOf(inputs: Record<string, unknown> | undefined): string | undefined {
+  const value = inputs?.kubeconfig;
+  if (typeof value !== 'string' || value.trim() === '') return undefined;
+  // The provider accepts a path too; recovery only uses contents (the tenants program passes contents).
+  return /apiVersion|clusters/.test(value) ? value : undefined;
+}
+
+/**
+ * Removes the pending records of every Helm release an interrupted operation was creating or
+ * updating. Never throws: each release's outcome (or problem) is returned for the operation log.
+ */
+export async function repairHelmReleases(
+  interrupted: InterruptedResource[],
+  storeFor: (kubeconfig: string) => HelmRecordStore = kubeRecordStore,
+): Promise<ReleaseRepair[]> {
+  const repairs: ReleaseRepair[] = [];
+  for (const r of interrupted) {
+    if (r.type !== HELM_RELEASE_TYPE || (r.operation !== 'creating' && r.operation !== 'updating')) continue;
+    const release = typeof r.inputs.name === 'string' ? r.inputs.name : '';
+    const namespace = typeof r.inputs.namespace === 'string' && r.inputs.namespace !== '' ? r.inputs.namespace : 'default';
+    const repair: ReleaseRepair = { urn: r.urn, release, namespace, deleted: [] };
+    repairs.push(repair);
+    if (!release) {
+      repair.problem = 'the release has no name in its inputs';
+      continue;
+    }
+    const kubeconfig = kubeconfigOf(r.providerInputs);
+    if (!kubeconfig) {
+      repair.problem = 'its provider has no kubeconfig contents in the state';
+      continue;
+    }
+    try {
+      const store = storeFor(kubeconfig);
+      for (const record of pendingRecords(await store.list(namespace, release))) {
+        await store.remove(namespace, record.name);
+        repair.deleted.push(`${record.name} (${record.status})`);
+      }
+    } catch (err) {
+      repair.problem = `the cluster answered: ${err instanceof Error ? err.message.split('\n')[0]!.slice(0, 300) : String(err)}`;
+    }
+  }
+  return repairs;
+}
+
+/** One operation-log line per repair. */
+export function describeRepair(r: ReleaseRepair): string {
+  const what = `Helm release ${r.namespace}/${r.release || '?'}`;
+  if (r.problem) return `${what}: not repaired, ${r.problem}`;
+  if (r.deleted.length === 0) return `${what}: no pending record`;
+  return `${what}: deleted pending record(s) ${r.deleted.join(', ')}`;
+}

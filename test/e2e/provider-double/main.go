@@ -1,0 +1,40 @@
+// Command pulumi-resource-kubernetes (test double) is a stand-in for the Pulumi Kubernetes
+// provider plugin, used by the end-to-end tier only when the real plugin is not available
+// (the Go module proxy refuses github.com/pulumi/pulumi-kubernetes; docs/e2e.md).
+//
+// It speaks the real provider protocol (gRPC, pulumirpc.ResourceProvider) to the real Pulumi
+// engine and does real work against real API servers:
+//
+//   - `pulumi:providers:kubernetes`: `kubeconfig` (contents or a path);
+//   - every `kubernetes:<group>/<version>:<Kind>` resource: server-side apply with a field
+//     manager, read, delete (waiting until the object is gone); Deployments are awaited until
+//     Available and Namespaces until Active, as the real provider does;
+//   - `kubernetes:helm.sh/v3:Release` from a local chart archive: install, upgrade, uninstall
+//     and status through the Helm library (the same library the real provider embeds), so a
+//     crash during an install leaves the same `pending-install` release record behind.
+//
+// What it does not do (the program under test does not rely on it): schema, previews beyond
+// echoing inputs, chart repositories, await logic for other kinds, drift in object contents
+// (a refresh reports an object that was deleted by hand; it does not diff edited fields).
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/provider"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+)
+
+// version is what the npm @pulumi/kubernetes package asks the engine for.
+const version = "4.34.2"
+
+func main() {
+	err := provider.Main("kubernetes", func(host *provider.HostClient) (pulumirpc.ResourceProviderServer, error) {
+		return newProvider(host), nil
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pulumi-resource-kubernetes (test double): %v\n", err)
+		os.Exit(1)
+	}
+}

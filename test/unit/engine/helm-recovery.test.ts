@@ -1,0 +1,117 @@
+import t from 'tap';
+import {
+  HELM_RELEASE_TYPE, describeRepair, interruptedResources, pendingRecords, repairHelmReleases, revealSecrets,
+  type HelmRecord, type HelmRecordStore, type InterruptedResource,
+} from '../../../provisioner/engine/helm-recovery.ts';
+
+const SIG = '4dabf18193072939515e22adb298388d';
+const secret = (value: unknown) => ({ [SIG]: '1b47061264138c4ac30d75fd1eb44270', plaintext: JSON.stringify(value) });
+const KUBECONFIG = 'apiVersion: v1\nkind: Config\nclusters: []\n';
+const ROOT_PROVIDER = 'urn:pulumi:tenant-1::tenants::pulumi:providers:kubernetes::root';
+
+/** The shape `pulumi stack export --show-secrets` prints after a crash during the vcluster install. */
+function exported(pendingType = 'creating') {
+  return {
+    version: 3,
+    deployment: {
+      resources: [
+        { urn: ROOT_PROVIDER, id: 'prov-1', type: 'pulumi:providers:kubernetes', inputs: { kubeconfig: secret(KUBECONFIG), enableServerSideApply: 'true' } },
+        { urn: 'urn:pulumi:tenant-1::tenants::kubernetes:core/v1:Namespace::ns', id: 'tenant-1', type: 'kubernetes:core/v1:Namespace', provider: `${ROOT_PROVIDER}::prov-1` },
+      ],
+      pending_operations: [
+        {
+          type: pendingType,
+          resource: {
+            urn: 'urn:pulumi:tenant-1::tenants::hosted:tenant:VirtualCluster$kubernetes:helm.sh/v3:Release::t-release',
+            type: HELM_RELEASE_TYPE,
+            inputs: { name: 'vcluster', namespace: 'tenant-1', values: secret({ a: 1 }) },
+            provider: `${ROOT_PROVIDER}::prov-1`,
+          },
+        },
+      ],
+    },
+  };
+}
+
+t.test('revealSecrets replaces secret envelopes with their values, deeply', async (t) => {
+  t.same(revealSecrets({ a: secret('x'), b: [secret({ c: 2 })], d: 3 }), { a: 'x', b: [{ c: 2 }], d: 3 });
+  t.equal(revealSecrets({ [SIG]: '1b47061264138c4ac30d75fd1eb44270', ciphertext: 'abc' }), undefined, 'an encrypted value is not usable');
+});
+
+t.test('interruptedResources lists pending operations with their provider inputs', async (t) => {
+  const [r, ...rest] = interruptedResources(exported());
+  t.same(rest, []);
+  t.equal(r!.type, HELM_RELEASE_TYPE);
+  t.equal(r!.operation, 'creating');
+  t.same(r!.inputs, { name: 'vcluster', namespace: 'tenant-1', values: { a: 1 } });
+  t.equal(r!.providerInputs?.kubeconfig, KUBECONFIG, 'the provider kubeconfig is revealed');
+  t.same(interruptedResources({ version: 3, deployment: {} }), []);
+  t.same(interruptedResources(undefined), []);
+  t.same(interruptedResources({ deployment: { pending_operations: [{ type: 'creating' }, 'junk'] } }), [], 'malformed entries are ignored');
+});
+
+t.test('pendingRecords keeps only pending revisions, oldest first', async (t) => {
+  const records: HelmRecord[] = [
+    { name: 'sh.helm.release.v1.x.v3', status: 'pending-upgrade', revision: 3 },
+    { name: 'sh.helm.release.v1.x.v1', status: 'superseded', revision: 1 },
+    { name: 'sh.helm.release.v1.x.v2', status: 'deployed', revision: 2 },
+    { name: 'sh.helm.release.v1.x.v4', status: 'failed', revision: 4 },
+    { name: 'sh.helm.release.v1.y.v1', status: 'pending-install', revision: 1 },
+  ];
+  t.same(pendingRecords(records).map((r) => r.name), ['sh.helm.release.v1.y.v1', 'sh.helm.release.v1.x.v3']);
+});
+
+/** In-memory record store (a double of the API server; the e2e crash test uses a real one). */
+function memoryStore(records: Record<string, HelmRecord[]>, seen: string[] = []): (kubeconfig: string) => HelmRecordStore {
+  return (kubeconfig) => {
+    seen.push(kubeconfig);
+    return {
+      list: async (namespace, release) => (records[`${namespace}/${release}`] ?? []).slice(),
+      remove: async (namespace, name) => {
+        for (const key of Object.keys(records)) {
+          if (key.startsWith(`${namespace}/`)) records[key] = records[key]!.filter((r) => r.name !== name);
+        }
+      },
+    };
+  };
+}
+
+t.test('repairHelmReleases deletes the pending record of an interrupted install, with the provider kubeconfig', async (t) => {
+  const records = { 'tenant-1/vcluster': [{ name: 'sh.helm.release.v1.vcluster.v1', status: 'pending-install', revision: 1 }] };
+  const seen: string[] = [];
+  const repairs = await repairHelmReleases(interruptedResources(exported()), memoryStore(records, seen));
+  t.same(seen, [KUBECONFIG]);
+  t.same(records['tenant-1/vcluster'], [], 'the pending record is gone');
+  t.same(repairs.map(describeRepair), ['Helm release tenant-1/vcluster: deleted pending record(s) sh.helm.release.v1.vcluster.v1 (pending-install)']);
+});
+
+t.test('an interrupted upgrade loses only its pending revision', async (t) => {
+  const records = {
+    'tenant-1/vcluster': [
+      { name: 'sh.helm.release.v1.vcluster.v1', status: 'deployed', revision: 1 },
+      { name: 'sh.helm.release.v1.vcluster.v2', status: 'pending-upgrade', revision: 2 },
+    ],
+  };
+  await repairHelmReleases(interruptedResources(exported('updating')), memoryStore(records));
+  t.same(records['tenant-1/vcluster'].map((r) => r.status), ['deployed']);
+});
+
+t.test('nothing is touched for deletes, other types, or releases without a pending record', async (t) => {
+  const records = { 'tenant-1/vcluster': [{ name: 'sh.helm.release.v1.vcluster.v1', status: 'deployed', revision: 1 }] };
+  t.same(await repairHelmReleases(interruptedResources(exported('deleting')), memoryStore(records)), []);
+  const other: InterruptedResource = { urn: 'u', type: 'kubernetes:core/v1:Secret', operation: 'creating', inputs: {} };
+  t.same(await repairHelmReleases([other], memoryStore(records)), []);
+  const repairs = await repairHelmReleases(interruptedResources(exported()), memoryStore(records));
+  t.same(repairs.map(describeRepair), ['Helm release tenant-1/vcluster: no pending record']);
+  t.equal(records['tenant-1/vcluster'].length, 1);
+});
+
+t.test('problems are reported, not thrown', async (t) => {
+  const noProvider = { ...interruptedResources(exported())[0]!, providerInputs: undefined };
+  const [a] = await repairHelmReleases([noProvider], memoryStore({}));
+  t.match(describeRepair(a!), /not repaired, its provider has no kubeconfig contents/);
+  const failing = () => ({ list: () => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:6443\nmore')), remove: () => Promise.resolve() });
+  const [b] = await repairHelmReleases(interruptedResources(exported()), failing);
+  t.equal(describeRepair(b!), 'Helm release tenant-1/vcluster: not repaired, the cluster answered: connect ECONNREFUSED 127.0.0.1:6443');
+  t.notMatch(describeRepair(b!), /apiVersion/, 'the kubeconfig never reaches the log line');
+});
