@@ -4,9 +4,10 @@
  *
  *   bash scripts/run-node.sh node bench/tunnel.bench.ts
  *
- * The runtime side (tunnel client, router, app-proxy) runs in a child process, as it would in its
- * own pods; the control plane and the load generator run in this process. Every loop is bounded.
- * Prints a Markdown table (and JSON with --json).
+ * Every component runs in its own process, as in a deployment (where each is its own pod): the
+ * control plane, the tunnel client, the request router and the app-proxy are child processes;
+ * this process only generates load, so the load generator's own work is not charged to the
+ * control plane. Every loop is bounded. Prints a Markdown table (and JSON with --json).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -14,9 +15,22 @@ import http from 'node:http';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { createRequestSigner } from '../provisioner/tunnel/request-token.ts';
-import { KEYS, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens, until, type Runtime } from '../test/integration/tunnel/harness.ts';
+import type { AddressInfo } from 'node:net';
+import { buildAppProxy } from '../runtime/agents/app-proxy/app.ts';
+import { loadPublicKey } from '../runtime/agents/app-proxy/request-token.ts';
+import { staticRuntimeInfo } from '../runtime/agents/app-proxy/runtime-info.ts';
+import { createRouter } from '../runtime/agents/request-router/router.ts';
+import { startTunnelClient } from '../runtime/agents/tunnel-client/client.ts';
+import { KEYS, startControlPlane, StubCallers, StubRuntimeTokens, TestRouteState, testRoutes } from '../test/integration/tunnel/harness.ts';
 
-type Msg = { type: 'started'; appProxyBase: string } | { type: 'rss'; rss: number } | { type: 'produced'; produced: number };
+type Role = 'cp' | 'app' | 'router' | 'client';
+/** Replies of the child processes; each answers the request of the same type. */
+type Msg =
+  | { type: 'started'; base: string; wsUrl?: string; runtimeToken?: string; adminToken?: string }
+  | { type: 'rss'; rss: number }
+  | { type: 'produced'; produced: number }
+  | { type: 'connected'; connected: boolean }
+  | { type: 'buffered'; bytes: number };
 
 function ask<T extends Msg['type']>(child: ChildProcess, type: T): Promise<Extract<Msg, { type: T }>> {
   return new Promise((resolve) => {
@@ -28,6 +42,16 @@ function ask<T extends Msg['type']>(child: ChildProcess, type: T): Promise<Extra
     child.on('message', on);
     child.send(type);
   });
+}
+
+/** Starts `role` in its own process and waits for its 'started' message. */
+async function spawn(role: Role, args: string[]): Promise<{ child: ChildProcess; started: Extract<Msg, { type: 'started' }> }> {
+  const child = fork(fileURLToPath(import.meta.url), ['--role', role, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, BENCH_PUBLIC_KEY: KEYS.publicKeyPem, BENCH_PRIVATE_KEY: KEYS.privateKeyPem } });
+  const started = await new Promise<Extract<Msg, { type: 'started' }>>((resolve, reject) => {
+    child.once('message', (m: Msg) => (m.type === 'started' ? resolve(m) : reject(new Error(`${role}: unexpected ${m.type}`))));
+    child.once('exit', (code) => reject(new Error(`${role} exited with ${String(code)}`)));
+  });
+  return { child, started };
 }
 
 /** BENCH_WINDOW / BENCH_CHUNK (bytes) override the stream window and frame size; defaults are the library's. */
@@ -87,27 +111,27 @@ async function latencies(target: Target, count: number): Promise<number[]> {
 const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!;
 
 async function main(): Promise<void> {
-  const tokens = new StubRuntimeTokens();
-  const callers = new StubCallers();
-  const admin = callers.add('admin');
   const tenantId = randomUUID();
-  const { window, chunk } = tuning();
-  const cp = await startControlPlane({ tokens, callers, limits: { streamWindow: window, maxChunkBytes: chunk } });
-  const child = fork(fileURLToPath(import.meta.url), ['--runtime', tenantId, cp.wsUrl, tokens.issue(tenantId).token], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, BENCH_PUBLIC_KEY: KEYS.publicKeyPem } });
-  const started = await new Promise<Extract<Msg, { type: 'started' }>>((resolve) => child.once('message', (m: Msg) => m.type === 'started' && resolve(m)));
-  await until(() => cp.tunnel.status(tenantId).connected, 5000, 'tunnel up');
+  const cp = await spawn('cp', [tenantId]);
+  const app = await spawn('app', [tenantId]);
+  const router = await spawn('router', [app.started.base]);
+  const client = await spawn('client', [cp.started.wsUrl!, cp.started.runtimeToken!, router.started.base]);
+  const runtimeProcs = [client.child, router.child, app.child];
+  const children = [cp.child, ...runtimeProcs];
+  for (let i = 0; i < 500 && !(await ask(cp.child, 'connected')).connected; i++) await new Promise((r) => setTimeout(r, 10));
+  if (!(await ask(cp.child, 'connected')).connected) throw new Error('the tunnel did not come up');
 
   const signer = createRequestSigner({ privateKeyPem: KEYS.privateKeyPem });
   const direct: Target = {
     name: 'direct',
-    url: (p) => `${started.appProxyBase}${p}`,
+    url: (p) => `${app.started.base}${p}`,
     // The app-proxy accepts nothing unsigned: direct requests carry a fresh token too.
     headers: (p) => ({ 'x-hrt-request-token': signer.sign({ tenantId, method: 'GET', path: p }) }),
   };
   const tunnel: Target = {
     name: 'tunnel',
-    url: (p) => `${cp.base}/v1/tenants/${tenantId}/runtime${p}`,
-    headers: () => ({ authorization: `Bearer ${admin}` }),
+    url: (p) => `${cp.started.base}/v1/tenants/${tenantId}/runtime${p}`,
+    headers: () => ({ authorization: `Bearer ${cp.started.adminToken!}` }),
   };
 
   const rows: Array<{ size: string; direct: { mbps: number; rps: number }; tunnel: { mbps: number; rps: number } }> = [];
@@ -130,8 +154,9 @@ async function main(): Promise<void> {
   const lt = await latencies(tunnel, 2000);
 
   // RSS while a 1 GiB response goes to a reader that stopped reading.
-  const rssBeforeCp = process.memoryUsage().rss;
-  const rssBeforeRt = (await ask(child, 'rss')).rss;
+  const runtimeRss = async (): Promise<number> => (await Promise.all(runtimeProcs.map((c) => ask(c, 'rss')))).reduce((n, m) => n + m.rss, 0);
+  const rssBeforeCp = (await ask(cp.child, 'rss')).rss;
+  const rssBeforeRt = await runtimeRss();
   const req = http.get(`${tunnel.url(`/api/test/producer?size=${1024 * 1024 * 1024}`)}`, { headers: tunnel.headers('') });
   const res = await new Promise<http.IncomingMessage>((resolve) => req.once('response', resolve));
   res.pause();
@@ -139,18 +164,19 @@ async function main(): Promise<void> {
   let stable = 0;
   for (let i = 0; i < 200 && stable < 5; i++) {
     await new Promise((r) => setTimeout(r, 100));
-    const { produced } = await ask(child, 'produced');
+    const { produced } = await ask(app.child, 'produced');
     stable = produced === last ? stable + 1 : 0;
     last = produced;
   }
-  const rssAfterCp = process.memoryUsage().rss;
-  const rssAfterRt = (await ask(child, 'rss')).rss;
-  const buffered = cp.tunnel.stats().bufferedBytes;
+  const rssAfterCp = (await ask(cp.child, 'rss')).rss;
+  const rssAfterRt = await runtimeRss();
+  const buffered = (await ask(cp.child, 'buffered')).bytes;
   req.destroy();
 
-  child.send('stop');
-  await new Promise((resolve) => child.once('exit', resolve));
-  await cp.close();
+  for (const c of children) {
+    c.send('stop');
+    await new Promise((resolve) => c.once('exit', resolve));
+  }
   agent.destroy();
 
   const mb = (n: number): string => (n / 1048576).toFixed(1);
@@ -193,21 +219,68 @@ async function main(): Promise<void> {
   console.log(`\ntargets: 10 MB ratio ${result.targets.tenMbRatio.toFixed(2)} (≥ 0.50: ${result.targets.tenMbRatioOk ? 'met' : 'MISSED'}), added p50 ≤ 1 ms: ${result.targets.addedP50Ok ? 'met' : 'MISSED'}, RSS growth < 64 MiB: ${result.targets.rssOk ? 'met' : 'MISSED'}`);
 }
 
-// ---- child: the runtime -------------------------------------------------------------------
-async function runtimeChild(): Promise<void> {
-  const [, , , tenantId, wsUrl, token] = process.argv as [string, string, string, string, string, string];
+// ---- children: one component each -------------------------------------------------------
+async function child(role: Role, args: string[]): Promise<void> {
   const { window, chunk } = tuning();
-  const runtime: Runtime = await startRuntime(tenantId, { wsUrl }, token, { window, maxChunkBytes: chunk }, process.env.BENCH_PUBLIC_KEY);
-  await new Promise<void>((resolve) => (runtime.client.connected ? resolve() : runtime.client.events.once('connected', () => resolve())));
-  process.send?.({ type: 'started', appProxyBase: runtime.appProxyBase } satisfies Msg);
+  const publicKeyPem = process.env.BENCH_PUBLIC_KEY!;
+  let close: () => Promise<unknown>;
+  let started: Extract<Msg, { type: 'started' }>;
+  let answer: (type: string) => Msg | undefined = () => undefined;
+  if (role === 'cp') {
+    const [tenantId] = args as [string];
+    const tokens = new StubRuntimeTokens();
+    const callers = new StubCallers();
+    // Sign with the key pair the load generator and the app-proxy know (each process has its own KEYS).
+    const signer = createRequestSigner({ privateKeyPem: process.env.BENCH_PRIVATE_KEY! });
+    const cp = await startControlPlane({ tokens, callers, limits: { streamWindow: window, maxChunkBytes: chunk, signer } });
+    started = { type: 'started', base: cp.base, wsUrl: cp.wsUrl, runtimeToken: tokens.issue(tenantId).token, adminToken: callers.add('admin') };
+    answer = (type) =>
+      type === 'connected' ? { type, connected: cp.tunnel.status(tenantId).connected } : type === 'buffered' ? { type, bytes: cp.tunnel.stats().bufferedBytes } : undefined;
+    close = () => cp.close();
+  } else if (role === 'app') {
+    const [tenantId] = args as [string];
+    const state = new TestRouteState();
+    const appProxy = await buildAppProxy({
+      tenantId,
+      publicKey: loadPublicKey(publicKeyPem),
+      runtimeInfo: staticRuntimeInfo({ runtimeVersion: '1.5.0', components: { argoCd: '8.0.17', argoEvents: '2.4.15' } }),
+      routes: testRoutes(state),
+    });
+    await appProxy.listen({ port: 0, host: '127.0.0.1' });
+    started = { type: 'started', base: `http://127.0.0.1:${(appProxy.server.address() as AddressInfo).port}` };
+    answer = (type) => (type === 'produced' ? { type, produced: state.produced } : undefined);
+    close = () => appProxy.close();
+  } else if (role === 'router') {
+    const [appProxyUrl] = args as [string];
+    // No webhooks in this benchmark: the event source address is never dialled.
+    const router = createRouter({ appProxyUrl, eventSourceUrl: 'http://127.0.0.1:9', maxSockets: 2048 });
+    const server = http.createServer(router.handler);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    started = { type: 'started', base: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+    close = async () => {
+      router.close();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    };
+  } else {
+    const [wsUrl, token, routerBase] = args as [string, string, string];
+    const client = startTunnelClient({ url: wsUrl, token, upstream: routerBase, maxUpstreamSockets: 2048, window, maxChunkBytes: chunk });
+    await new Promise<void>((resolve) => (client.connected ? resolve() : client.events.once('connected', () => resolve())));
+    started = { type: 'started', base: '' };
+    close = () => client.close();
+  }
+  process.send?.(started);
   process.once('disconnect', () => process.exit(0));
   process.on('message', (m: string) => {
-    if (m === 'rss') process.send?.({ type: 'rss', rss: process.memoryUsage().rss } satisfies Msg);
-    if (m === 'produced') process.send?.({ type: 'produced', produced: runtime.state.produced } satisfies Msg);
-    if (m === 'stop') void runtime.close().then(() => process.exit(0));
+    if (m === 'stop') {
+      void close().then(() => process.exit(0));
+      return;
+    }
+    const reply = m === 'rss' ? ({ type: 'rss', rss: process.memoryUsage().rss } satisfies Msg) : answer(m);
+    if (reply) process.send?.(reply);
   });
 }
 
-
-if (process.argv[2] === '--runtime') await runtimeChild();
+const roleAt = process.argv.indexOf('--role');
+if (roleAt !== -1) await child(process.argv[roleAt + 1] as Role, process.argv.slice(roleAt + 2));
 else await main();
