@@ -9,11 +9,18 @@
  * rollback) is in progress". Pulumi's own recovery (`refresh --clear-pending-creates`) only
  * forgets the resource; the record is still there.
  *
+ * The same message meets a crash that came after Helm finished but before Pulumi recorded the
+ * create: the release is deployed, and the state does not know it.
+ *
  * Crash recovery therefore reads the stack's pending operations (with secrets shown, for the
- * provider's kubeconfig) and removes the pending records of the releases they name. The next
- * install or upgrade then runs as if the interrupted one had not started; the objects the
- * interrupted one had already created carry the release's ownership annotations, so Helm adopts
- * them instead of creating them twice. Deployed and failed revisions are never touched.
+ * provider's kubeconfig) and, for each Helm release among them:
+ *  - an interrupted **create**: the release is not in the state (the refresh that follows drops
+ *    the pending create), so every record of it is removed, whatever its status;
+ *  - an interrupted **update**: the release is in the state; only its pending records are removed,
+ *    the deployed history stays.
+ * The next install or upgrade then runs as if the interrupted one had not started; the objects
+ * the interrupted one created carry the release's ownership annotations, so Helm adopts them
+ * instead of creating them twice.
  */
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 
@@ -85,9 +92,13 @@ export interface HelmRecord {
   revision: number;
 }
 
-/** The records to delete: the pending ones (never a deployed, failed or superseded revision). */
-export function pendingRecords(records: HelmRecord[]): HelmRecord[] {
-  return records.filter((r) => PENDING.has(r.status)).sort((a, b) => a.revision - b.revision);
+/**
+ * The records to delete, oldest first: all of them for an interrupted create (the state does not
+ * know the release), the pending ones for an interrupted update.
+ */
+export function recordsToRemove(operation: string, records: HelmRecord[]): HelmRecord[] {
+  const sorted = [...records].sort((a, b) => a.revision - b.revision);
+  return operation === 'creating' ? sorted : sorted.filter((r) => PENDING.has(r.status));
 }
 
 /** What recovery did for one release (one operation-log line each). */
@@ -95,7 +106,9 @@ export interface ReleaseRepair {
   urn: string;
   release: string;
   namespace: string;
-  /** Record names deleted. */
+  /** Records found (`name (status)`). */
+  found: string[];
+  /** Records deleted (`name (status)`). */
   deleted: string[];
   /** Why nothing could be done (no kubeconfig, API error); undefined on success. */
   problem?: string;
@@ -139,8 +152,8 @@ function kubeconfigOf(inputs: Record<string, unknown> | undefined): string | und
 }
 
 /**
- * Removes the pending records of every Helm release an interrupted operation was creating or
- * updating. Never throws: each release's outcome (or problem) is returned for the operation log.
+ * Removes the records that would block the next install or upgrade of every Helm release an
+ * interrupted operation was creating or updating (recordsToRemove). Never throws: each release's outcome (or problem) is returned for the operation log.
  */
 export async function repairHelmReleases(
   interrupted: InterruptedResource[],
@@ -151,7 +164,7 @@ export async function repairHelmReleases(
     if (r.type !== HELM_RELEASE_TYPE || (r.operation !== 'creating' && r.operation !== 'updating')) continue;
     const release = typeof r.inputs.name === 'string' ? r.inputs.name : '';
     const namespace = typeof r.inputs.namespace === 'string' && r.inputs.namespace !== '' ? r.inputs.namespace : 'default';
-    const repair: ReleaseRepair = { urn: r.urn, release, namespace, deleted: [] };
+    const repair: ReleaseRepair = { urn: r.urn, release, namespace, found: [], deleted: [] };
     repairs.push(repair);
     if (!release) {
       repair.problem = 'the release has no name in its inputs';
@@ -164,7 +177,9 @@ export async function repairHelmReleases(
     }
     try {
       const store = storeFor(kubeconfig);
-      for (const record of pendingRecords(await store.list(namespace, release))) {
+      const records = await store.list(namespace, release);
+      repair.found = [...records].sort((a, b) => a.revision - b.revision).map((x) => `${x.name} (${x.status})`);
+      for (const record of recordsToRemove(r.operation, records)) {
         await store.remove(namespace, record.name);
         repair.deleted.push(`${record.name} (${record.status})`);
       }
@@ -179,6 +194,6 @@ export async function repairHelmReleases(
 export function describeRepair(r: ReleaseRepair): string {
   const what = `Helm release ${r.namespace}/${r.release || '?'}`;
   if (r.problem) return `${what}: not repaired, ${r.problem}`;
-  if (r.deleted.length === 0) return `${what}: no pending record`;
-  return `${what}: deleted pending record(s) ${r.deleted.join(', ')}`;
+  if (r.deleted.length === 0) return `${what}: nothing to remove (${r.found.length ? `records: ${r.found.join(', ')}` : 'no record at all'})`;
+  return `${what}: removed record(s) ${r.deleted.join(', ')}`;
 }

@@ -114,7 +114,7 @@ export function planStack(input: StackInput, opts: PulumiPlanOptions): StackPlan
 export function recoveryPlan(): RecoveryStep[] {
   return [
     { step: 'cancel', why: 'the previous operation did not finish and its lease proves the owner gone: clear the stale stack lock' },
-    { step: 'release-helm', why: 'Helm releases the interrupted operation was installing or upgrading keep a pending record that blocks every later install or upgrade: remove it (the objects already created are adopted by the next run)' },
+    { step: 'release-helm', why: 'a Helm release the interrupted operation was installing or upgrading keeps a record that blocks the next install or upgrade: remove it (the objects already created are adopted by the next run)' },
     { step: 'refresh', clearPendingCreates: true, why: 'drop pending creates the interrupted operation left in the state, then read the real state' },
   ];
 }

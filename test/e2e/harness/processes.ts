@@ -4,7 +4,7 @@
  * test failed. Also bounded polling (`until`) and free loopback ports.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
+import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 
 export interface ManagedProcess {
@@ -17,7 +17,7 @@ export interface ManagedProcess {
   running(): boolean;
   /** SIGTERM to the group, then SIGKILL after `graceMs`; resolves when the process exited. */
   stop(graceMs?: number): Promise<void>;
-  /** SIGKILL to the whole group at once (a crash). */
+  /** SIGKILL to the whole group and every descendant at once (a crash, as of a container). */
   kill(): Promise<void>;
   /** The last lines of the log file. */
   tail(lines?: number): Promise<string>;
@@ -34,6 +34,47 @@ function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
       child.kill(signal);
     } catch {
       // already gone
+    }
+  }
+}
+
+/**
+ * Every process descended from `pid` (Linux /proc), found before anything is killed: the Pulumi
+ * CLI starts its plugins in process groups of their own, so killing the provisioner's group
+ * alone would leave them running as orphans, which a crashed container would not.
+ */
+export function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // Field 4 (ppid) follows the command name, which is in parentheses and may hold spaces.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const list = children.get(ppid) ?? [];
+      list.push(Number(entry));
+      children.set(ppid, list);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  const out: number[] = [];
+  const queue = [pid];
+  while (queue.length > 0) {
+    for (const c of children.get(queue.shift()!) ?? []) {
+      out.push(c);
+      queue.push(c);
+    }
+  }
+  return out;
+}
+
+function killAll(pids: number[]): void {
+  for (const p of pids) {
+    try {
+      process.kill(p, 'SIGKILL');
+    } catch {
+      // gone
     }
   }
 }
@@ -80,6 +121,7 @@ export function startProcess(name: string, command: string, args: string[], logF
     running: () => alive,
     async stop(graceMs = 5000) {
       if (!alive) return;
+      const tree = descendants(child.pid!);
       signalGroup(child, 'SIGTERM');
       let timer: NodeJS.Timeout | undefined;
       const timedOut = await Promise.race([
@@ -89,11 +131,14 @@ export function startProcess(name: string, command: string, args: string[], logF
       clearTimeout(timer);
       if (timedOut) signalGroup(child, 'SIGKILL');
       await exited;
-      // Children of the leader may outlive it: make sure the group is gone.
+      // Children of the leader may outlive it: make sure the group and the whole tree are gone.
       signalGroup(child, 'SIGKILL');
+      killAll(tree);
     },
     async kill() {
+      const tree = descendants(child.pid!);
       signalGroup(child, 'SIGKILL');
+      killAll(tree);
       await exited;
     },
     async tail(lines = 30) {

@@ -1,6 +1,6 @@
 import t from 'tap';
 import {
-  HELM_RELEASE_TYPE, describeRepair, interruptedResources, pendingRecords, repairHelmReleases, revealSecrets,
+  HELM_RELEASE_TYPE, describeRepair, interruptedResources, recordsToRemove, repairHelmReleases, revealSecrets,
   type HelmRecord, type HelmRecordStore, type InterruptedResource,
 } from '../../../provisioner/engine/helm-recovery.ts';
 
@@ -50,15 +50,16 @@ t.test('interruptedResources lists pending operations with their provider inputs
   t.same(interruptedResources({ deployment: { pending_operations: [{ type: 'creating' }, 'junk'] } }), [], 'malformed entries are ignored');
 });
 
-t.test('pendingRecords keeps only pending revisions, oldest first', async (t) => {
+t.test('recordsToRemove: every record of an interrupted create, the pending ones of an interrupted update', async (t) => {
   const records: HelmRecord[] = [
     { name: 'sh.helm.release.v1.x.v3', status: 'pending-upgrade', revision: 3 },
     { name: 'sh.helm.release.v1.x.v1', status: 'superseded', revision: 1 },
     { name: 'sh.helm.release.v1.x.v2', status: 'deployed', revision: 2 },
-    { name: 'sh.helm.release.v1.x.v4', status: 'failed', revision: 4 },
-    { name: 'sh.helm.release.v1.y.v1', status: 'pending-install', revision: 1 },
+    { name: 'sh.helm.release.v1.x.v4', status: 'pending-rollback', revision: 4 },
   ];
-  t.same(pendingRecords(records).map((r) => r.name), ['sh.helm.release.v1.y.v1', 'sh.helm.release.v1.x.v3']);
+  t.same(recordsToRemove('updating', records).map((r) => r.name), ['sh.helm.release.v1.x.v3', 'sh.helm.release.v1.x.v4']);
+  t.same(recordsToRemove('updating', records.slice(1, 3)), [], 'deployed and superseded revisions stay');
+  t.same(recordsToRemove('creating', records).map((r) => r.revision), [1, 2, 3, 4], 'a release the state does not know goes entirely');
 });
 
 /** In-memory record store (a double of the API server; the e2e crash test uses a real one). */
@@ -76,13 +77,13 @@ function memoryStore(records: Record<string, HelmRecord[]>, seen: string[] = [])
   };
 }
 
-t.test('repairHelmReleases deletes the pending record of an interrupted install, with the provider kubeconfig', async (t) => {
+t.test('repairHelmReleases removes the record of an interrupted install, with the provider kubeconfig', async (t) => {
   const records = { 'tenant-1/vcluster': [{ name: 'sh.helm.release.v1.vcluster.v1', status: 'pending-install', revision: 1 }] };
   const seen: string[] = [];
   const repairs = await repairHelmReleases(interruptedResources(exported()), memoryStore(records, seen));
   t.same(seen, [KUBECONFIG]);
   t.same(records['tenant-1/vcluster'], [], 'the pending record is gone');
-  t.same(repairs.map(describeRepair), ['Helm release tenant-1/vcluster: deleted pending record(s) sh.helm.release.v1.vcluster.v1 (pending-install)']);
+  t.same(repairs.map(describeRepair), ['Helm release tenant-1/vcluster: removed record(s) sh.helm.release.v1.vcluster.v1 (pending-install)']);
 });
 
 t.test('an interrupted upgrade loses only its pending revision', async (t) => {
@@ -96,13 +97,20 @@ t.test('an interrupted upgrade loses only its pending revision', async (t) => {
   t.same(records['tenant-1/vcluster'].map((r) => r.status), ['deployed']);
 });
 
-t.test('nothing is touched for deletes, other types, or releases without a pending record', async (t) => {
+t.test('a create interrupted after Helm finished: the deployed release the state does not know is removed', async (t) => {
+  const records = { 'tenant-1/vcluster': [{ name: 'sh.helm.release.v1.vcluster.v1', status: 'deployed', revision: 1 }] };
+  const repairs = await repairHelmReleases(interruptedResources(exported()), memoryStore(records));
+  t.same(repairs.map(describeRepair), ['Helm release tenant-1/vcluster: removed record(s) sh.helm.release.v1.vcluster.v1 (deployed)']);
+  t.same(records['tenant-1/vcluster'], []);
+});
+
+t.test('nothing is touched for deletes, other types, or an update without a pending record', async (t) => {
   const records = { 'tenant-1/vcluster': [{ name: 'sh.helm.release.v1.vcluster.v1', status: 'deployed', revision: 1 }] };
   t.same(await repairHelmReleases(interruptedResources(exported('deleting')), memoryStore(records)), []);
   const other: InterruptedResource = { urn: 'u', type: 'kubernetes:core/v1:Secret', operation: 'creating', inputs: {} };
   t.same(await repairHelmReleases([other], memoryStore(records)), []);
-  const repairs = await repairHelmReleases(interruptedResources(exported()), memoryStore(records));
-  t.same(repairs.map(describeRepair), ['Helm release tenant-1/vcluster: no pending record']);
+  const repairs = await repairHelmReleases(interruptedResources(exported('updating')), memoryStore(records));
+  t.same(repairs.map(describeRepair), ['Helm release tenant-1/vcluster: nothing to remove (records: sh.helm.release.v1.vcluster.v1 (deployed))']);
   t.equal(records['tenant-1/vcluster'].length, 1);
 });
 

@@ -4,15 +4,14 @@
  * creating the tenant's resources, start it again: the tenant reaches Ready, the stack has no
  * pending operations and no stale lock, and no resource exists twice.
  *
- * PENDING (not run by scripts/test.sh: the name is not *.test.ts): it fails on a product bug —
- * after a crash during the vcluster Helm install, recovery drops the pending create and the next
- * up fails with `cannot re-use a name that is still in use` (docs/e2e.md, "Findings"). Move it
- * to test/e2e/crash.test.ts once recovery handles interrupted Helm releases.
+ * The crash lands while the engine creates the vcluster's Helm release: the Helm record stays
+ * `pending-install`, which recovery removes (provisioner/engine/helm-recovery.ts) before it
+ * refreshes with pending creates cleared; the next install adopts what the dead one created.
  */
 import t from 'tap';
-import { provisioningUnavailable, startE2E } from '../harness/environment.ts';
-import { exists, kube } from '../harness/kube.ts';
-import { until } from '../harness/processes.ts';
+import { provisioningUnavailable, startE2E } from './harness/environment.ts';
+import { exists, kube } from './harness/kube.ts';
+import { until } from './harness/processes.ts';
 
 t.setTimeout(20 * 60_000);
 
@@ -38,17 +37,25 @@ async function crash(): Promise<void> {
     const signup = await e2e.signup('crashco', VERSION);
     const tenantId = signup.tenant.id;
     const ns = `tenant-${tenantId}`;
-    // Wait until the engine is really creating resources (the vcluster release is on its way).
-    await until('the engine to be creating resources', 180_000, async () => {
-      const lines = await e2e.api.logLines(signup.operationId);
-      return lines.some((l) => /create kubernetes:helm\.sh\/v3:Release/.test(l)) && (await exists(() => root.core.readNamespace({ name: ns })));
-    }, 250);
+    // Wait until the engine is in the middle of the vcluster's Helm install: its release record
+    // exists and is still pending (Helm waits for the control plane to become ready).
+    await until('the vcluster Helm install to be under way', 180_000, async () => {
+      if (!(await exists(() => root.core.readNamespace({ name: ns })))) return false;
+      const pending = await root.core.listNamespacedSecret({ namespace: ns, labelSelector: 'owner=helm,name=vcluster,status=pending-install' });
+      return pending.items.length > 0;
+    }, 100);
     const killedAt = Date.now();
     await e2e.provisioner.process.kill();
     t.pass('provisioner killed with SIGKILL in the middle of the up');
     t.equal((await e2e.api.operation(signup.operationId).catch(() => undefined)), undefined, 'the API is down');
 
     await e2e.restartProvisioner();
+    // The recovery's own lines, shown whatever happens next.
+    const recovery = await until('the restarted provisioner to finish its recovery', PROVISION_TIMEOUT, async () => {
+      const lines = await e2e.api.logLines(signup.operationId);
+      return lines.some((l) => l.startsWith('recovery: done')) ? lines.filter((l) => l.startsWith('recovery:')) : undefined;
+    }, 500);
+    for (const line of recovery) t.comment(line);
     const ready = await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
     e2e.timing('crash → restart → Ready', (Date.now() - killedAt) / 1000);
     t.equal(ready.status.runtimeVersion, VERSION, 'the tenant is Ready on its version');
@@ -61,6 +68,8 @@ async function crash(): Promise<void> {
     t.ok(lines.some((l) => /recovery: operation .* did not finish/.test(l)), 'the log records the recovery');
     t.ok(lines.some((l) => l.startsWith('recovery: cancel')), 'the stale lock was cleared');
     t.ok(lines.some((l) => l.startsWith('recovery: refresh --clear-pending-creates')), 'pending creates were cleared');
+    t.ok(lines.some((l) => /^recovery: Helm release .*: removed record\(s\) sh\.helm\.release\.v1\.vcluster\.v1 \(pending-install\)/.test(l)),
+      'the pending Helm record of the interrupted install was removed');
 
     const exported = JSON.parse((await e2e.pulumi(['stack', 'export', '--stack', `organization/tenants/tenant-${tenantId}`])).stdout) as StackExport;
     t.same(exported.deployment?.pending_operations ?? [], [], 'the stack has no pending operations');
