@@ -7,7 +7,10 @@
  * Every component runs in its own process, as in a deployment (where each is its own pod): the
  * control plane, the tunnel client, the request router and the app-proxy are child processes;
  * this process only generates load, so the load generator's own work is not charged to the
- * control plane. Every loop is bounded. Prints a Markdown table (and JSON with --json).
+ * control plane (BENCH_RUNTIME=one puts the three runtime components in one process instead).
+ * Direct and tunnel runs alternate (BENCH_ROUNDS rounds per body size; 1 KB latency requests
+ * alternate one by one), so both see the same load on a shared machine. Every loop is bounded.
+ * Prints a Markdown table (and JSON with --json).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -21,9 +24,9 @@ import { loadPublicKey } from '../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../runtime/agents/app-proxy/runtime-info.ts';
 import { createRouter } from '../runtime/agents/request-router/router.ts';
 import { startTunnelClient } from '../runtime/agents/tunnel-client/client.ts';
-import { KEYS, startControlPlane, StubCallers, StubRuntimeTokens, TestRouteState, testRoutes } from '../test/integration/tunnel/harness.ts';
+import { KEYS, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens, TestRouteState, testRoutes } from '../test/integration/tunnel/harness.ts';
 
-type Role = 'cp' | 'app' | 'router' | 'client';
+type Role = 'cp' | 'app' | 'router' | 'client' | 'runtime';
 /** Replies of the child processes; each answers the request of the same type. */
 type Msg =
   | { type: 'started'; base: string; wsUrl?: string; runtimeToken?: string; adminToken?: string }
@@ -57,6 +60,19 @@ async function spawn(role: Role, args: string[]): Promise<{ child: ChildProcess;
 /** BENCH_WINDOW / BENCH_CHUNK (bytes) override the stream window and frame size; defaults are the library's. */
 function tuning(): { window: number; chunk: number } {
   return { window: Number(process.env.BENCH_WINDOW ?? 256 * 1024), chunk: Number(process.env.BENCH_CHUNK ?? 64 * 1024) };
+}
+
+/** BENCH_ROUNDS: alternating direct/tunnel rounds per body size (default 3). */
+function rounds(): number {
+  return Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
+}
+
+/**
+ * BENCH_RUNTIME=split (default): tunnel client, request router and app-proxy each in its own
+ * process, as in a runtime; `one`: all three in one process (the layout of the first runs).
+ */
+function layout(): 'split' | 'one' {
+  return process.env.BENCH_RUNTIME === 'one' ? 'one' : 'split';
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
@@ -101,11 +117,14 @@ async function throughput(target: Target, size: number, count: number, concurren
   return { mbps: bytes / 1048576 / seconds, rps: count / seconds };
 }
 
-async function latencies(target: Target, count: number): Promise<number[]> {
+/** `count` sequential 1 KB GETs to each target, alternating; sorted times per target. */
+async function latencies(targets: Target[], count: number): Promise<number[][]> {
   const path = '/api/test/bytes?size=1024';
-  const out: number[] = [];
-  for (let i = 0; i < count; i++) out.push((await get(target.url(path), target.headers(path))).ms);
-  return out.sort((a, b) => a - b);
+  const out: number[][] = targets.map(() => []);
+  for (let i = 0; i < count; i++) {
+    for (const [k, target] of targets.entries()) out[k]!.push((await get(target.url(path), target.headers(path))).ms);
+  }
+  return out.map((xs) => xs.sort((a, b) => a - b));
 }
 
 const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!;
@@ -113,10 +132,17 @@ const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.leng
 async function main(): Promise<void> {
   const tenantId = randomUUID();
   const cp = await spawn('cp', [tenantId]);
-  const app = await spawn('app', [tenantId]);
-  const router = await spawn('router', [app.started.base]);
-  const client = await spawn('client', [cp.started.wsUrl!, cp.started.runtimeToken!, router.started.base]);
-  const runtimeProcs = [client.child, router.child, app.child];
+  let app: Awaited<ReturnType<typeof spawn>>;
+  let runtimeProcs: ChildProcess[];
+  if (layout() === 'split') {
+    app = await spawn('app', [tenantId]);
+    const router = await spawn('router', [app.started.base]);
+    const client = await spawn('client', [cp.started.wsUrl!, cp.started.runtimeToken!, router.started.base]);
+    runtimeProcs = [client.child, router.child, app.child];
+  } else {
+    app = await spawn('runtime', [tenantId, cp.started.wsUrl!, cp.started.runtimeToken!]);
+    runtimeProcs = [app.child];
+  }
   const children = [cp.child, ...runtimeProcs];
   for (let i = 0; i < 500 && !(await ask(cp.child, 'connected')).connected; i++) await new Promise((r) => setTimeout(r, 10));
   if (!(await ask(cp.child, 'connected')).connected) throw new Error('the tunnel did not come up');
@@ -134,24 +160,34 @@ async function main(): Promise<void> {
     headers: () => ({ authorization: `Bearer ${cp.started.adminToken!}` }),
   };
 
-  const rows: Array<{ size: string; direct: { mbps: number; rps: number }; tunnel: { mbps: number; rps: number } }> = [];
+  const rows: Array<{ size: string; direct: { mbps: number; rps: number }; tunnel: { mbps: number; rps: number }; roundRatios: number[] }> = [];
   const plans: Array<[string, number, number, number]> = [
     ['1 KB', 1024, 4000, 16],
     ['1 MB', 1024 * 1024, 300, 4],
     ['10 MB', 10 * 1024 * 1024, 40, 2],
   ];
+  // The machine is shared and its load swings within seconds: direct and tunnel alternate over
+  // several rounds and each reports its median round, so both see the same conditions.
+  const median = <T>(xs: T[], key: (x: T) => number): T => [...xs].sort((a, b) => key(a) - key(b))[Math.floor(xs.length / 2)]!;
   for (const [label, size, count, conc] of plans) {
     await throughput(direct, size, Math.ceil(count / 10), conc); // warm-up
     await throughput(tunnel, size, Math.ceil(count / 10), conc);
-    const d = await throughput(direct, size, count, conc);
-    const t = await throughput(tunnel, size, count, conc);
-    rows.push({ size: label, direct: d, tunnel: t });
+    const ds: Array<{ mbps: number; rps: number }> = [];
+    const ts: Array<{ mbps: number; rps: number }> = [];
+    const ratios: number[] = [];
+    for (let r = 0; r < rounds(); r++) {
+      const d = await throughput(direct, size, count, conc);
+      const t = await throughput(tunnel, size, count, conc);
+      ds.push(d);
+      ts.push(t);
+      ratios.push(t.mbps / d.mbps);
+    }
+    rows.push({ size: label, direct: median(ds, (x) => x.mbps), tunnel: median(ts, (x) => x.mbps), roundRatios: ratios.map((x) => Number(x.toFixed(2))) });
   }
 
-  await latencies(direct, 200);
-  await latencies(tunnel, 200);
-  const ld = await latencies(direct, 2000);
-  const lt = await latencies(tunnel, 2000);
+  // Latency: direct and tunnel requests alternate one by one.
+  await latencies([direct, tunnel], 200);
+  const [ld, lt] = await latencies([direct, tunnel], 2000) as [number[], number[]];
 
   // RSS while a 1 GiB response goes to a reader that stopped reading.
   const runtimeRss = async (): Promise<number> => (await Promise.all(runtimeProcs.map((c) => ask(c, 'rss')))).reduce((n, m) => n + m.rss, 0);
@@ -185,6 +221,8 @@ async function main(): Promise<void> {
   const result = {
     date: new Date().toISOString(),
     tuning: tuning(),
+    rounds: rounds(),
+    runtimeProcesses: layout(),
     loadAverage: os.loadavg().map((n) => Number(n.toFixed(2))),
     machine: `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${mb(os.totalmem())} MiB RAM, Node ${process.version}, ${os.platform()} ${os.release()}`,
     throughput: rows,
@@ -206,14 +244,15 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(result, null, 2));
     return;
   }
-  console.log(`tunnel benchmark, ${result.date}\n${result.machine}\nwindow ${result.tuning.window} B, chunk ${result.tuning.chunk} B, load average at the end ${result.loadAverage.join(' / ')}\n`);
-  console.log('| body | direct MB/s | tunnel MB/s | ratio | direct req/s | tunnel req/s |');
-  console.log('| --- | --- | --- | --- | --- | --- |');
+  console.log(`tunnel benchmark, ${result.date}\n${result.machine}\nruntime ${result.runtimeProcesses === 'split' ? 'in three processes' : 'in one process'}, window ${result.tuning.window} B, chunk ${result.tuning.chunk} B, load average at the end ${result.loadAverage.join(' / ')}\n`);
+  console.log(`medians of ${rounds()} alternating rounds\n`);
+  console.log('| body | direct MB/s | tunnel MB/s | ratio | ratio per round | direct req/s | tunnel req/s |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- |');
   for (const r of rows) {
-    console.log(`| ${r.size} | ${r.direct.mbps.toFixed(1)} | ${r.tunnel.mbps.toFixed(1)} | ${(r.tunnel.mbps / r.direct.mbps).toFixed(2)} | ${r.direct.rps.toFixed(0)} | ${r.tunnel.rps.toFixed(0)} |`);
+    console.log(`| ${r.size} | ${r.direct.mbps.toFixed(1)} | ${r.tunnel.mbps.toFixed(1)} | ${(r.tunnel.mbps / r.direct.mbps).toFixed(2)} | ${r.roundRatios.join(', ')} | ${r.direct.rps.toFixed(0)} | ${r.tunnel.rps.toFixed(0)} |`);
   }
   const l = result.latency1k;
-  console.log(`\n1 KB GET latency (sequential, 2000 requests): direct p50 ${l.directP50.toFixed(3)} ms p99 ${l.directP99.toFixed(3)} ms; tunnel p50 ${l.tunnelP50.toFixed(3)} ms p99 ${l.tunnelP99.toFixed(3)} ms; added p50 ${l.addedP50.toFixed(3)} ms, p99 ${l.addedP99.toFixed(3)} ms`);
+  console.log(`\n1 KB GET latency (sequential, 2000 each, alternating): direct p50 ${l.directP50.toFixed(3)} ms p99 ${l.directP99.toFixed(3)} ms; tunnel p50 ${l.tunnelP50.toFixed(3)} ms p99 ${l.tunnelP99.toFixed(3)} ms; added p50 ${l.addedP50.toFixed(3)} ms, p99 ${l.addedP99.toFixed(3)} ms`);
   const s = result.stalledReader;
   console.log(`stalled reader of a 1 GiB response: runtime produced ${s.producedMiB} MiB then stopped; RSS growth control plane ${s.controlPlaneRssGrowthMiB} MiB, runtime ${s.runtimeRssGrowthMiB} MiB; control plane buffered ${s.controlPlaneBufferedBytes} bytes`);
   console.log(`\ntargets: 10 MB ratio ${result.targets.tenMbRatio.toFixed(2)} (≥ 0.50: ${result.targets.tenMbRatioOk ? 'met' : 'MISSED'}), added p50 ≤ 1 ms: ${result.targets.addedP50Ok ? 'met' : 'MISSED'}, RSS growth < 64 MiB: ${result.targets.rssOk ? 'met' : 'MISSED'}`);
@@ -262,6 +301,13 @@ async function child(role: Role, args: string[]): Promise<void> {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
     };
+  } else if (role === 'runtime') {
+    const [tenantId, wsUrl, token] = args as [string, string, string];
+    const runtime = await startRuntime(tenantId, { wsUrl }, token, { window, maxChunkBytes: chunk }, publicKeyPem);
+    await new Promise<void>((resolve) => (runtime.client.connected ? resolve() : runtime.client.events.once('connected', () => resolve())));
+    started = { type: 'started', base: runtime.appProxyBase };
+    answer = (type) => (type === 'produced' ? { type, produced: runtime.state.produced } : undefined);
+    close = () => runtime.close();
   } else {
     const [wsUrl, token, routerBase] = args as [string, string, string];
     const client = startTunnelClient({ url: wsUrl, token, upstream: routerBase, maxUpstreamSockets: 2048, window, maxChunkBytes: chunk });
