@@ -69,7 +69,7 @@ bare.get('/constant', async () => ({ id: tenantId, organization: 'bench', phase:
 const bareUrl = await bare.listen({ port: 0, host: '127.0.0.1' });
 
 /** CPU time (µs) of this process (the servers) and of the embedded Postgres (postmaster, backends, ended backends), so far. */
-async function cpuNow(): Promise<{ server: number; postgres: number }> {
+async function cpuNow(): Promise<{ server: number; serverSystem: number; postgres: number }> {
   const u = process.cpuUsage();
   let ticks = 0;
   if (pg) {
@@ -90,7 +90,7 @@ async function cpuNow(): Promise<{ server: number; postgres: number }> {
       for (const s of stats) if (s.ppid === pm.pid) ticks += s.own;
     }
   }
-  return { server: u.user + u.system, postgres: ticks * (1e6 / 100) }; // USER_HZ is 100 on Linux
+  return { server: u.user + u.system, serverSystem: u.system, postgres: ticks * (1e6 / 100) }; // USER_HZ is 100 on Linux
 }
 
 /** Runs one measure in a fresh child process. */
@@ -106,16 +106,22 @@ function runLoad(req: LoadRequest): Promise<LoadResult> {
   });
 }
 
-type Measured = LoadResult & { serverUs: number; postgresUs: number };
+type Measured = LoadResult & { serverUs: number; serverSystemUs: number; postgresUs: number };
 
 /** One measure; also the CPU time per request of the server process and of Postgres (µs). */
 async function load(title: string, req: Omit<LoadRequest, 'duration'> & { duration?: number }): Promise<Measured> {
   const before = await cpuNow();
   const r = await runLoad({ duration: DURATION, ...req });
   const after = await cpuNow();
-  const m = { ...r, serverUs: (after.server - before.server) / r.total, postgresUs: (after.postgres - before.postgres) / r.total };
+  const m = {
+    ...r,
+    serverUs: (after.server - before.server) / r.total,
+    serverSystemUs: (after.serverSystem - before.serverSystem) / r.total,
+    postgresUs: (after.postgres - before.postgres) / r.total,
+  };
   console.log(`${title}: ${Math.round(r.rps)} req/s, p50 ${r.p50} ms, p90 ${r.p90} ms, p99 ${r.p99} ms, max ${r.max} ms, ` +
-    `CPU per request: server ${m.serverUs.toFixed(0)} µs, Postgres ${m.postgresUs.toFixed(0)} µs` + (r.failed ? `, ${r.failed} failed` : ''));
+    `CPU per request: server ${m.serverUs.toFixed(0)} µs (${m.serverSystemUs.toFixed(0)} in the kernel), Postgres ${m.postgresUs.toFixed(0)} µs` +
+    (r.failed ? `, ${r.failed} failed` : ''));
   return m;
 }
 
