@@ -14,6 +14,7 @@ import {
   type InterruptedResource, type RunOptions, type StackInput,
 } from './engine.ts';
 import { interruptedResources } from './helm-recovery.ts';
+import { purgeRemovedStack } from './state-purge.ts';
 import {
   INSTALL_HINT, cliRootFor, cliVersionProblem, planStack, redactUrl, requiredPlugins,
   type PulumiPlanOptions, type StackPlan,
@@ -221,6 +222,13 @@ export class PulumiEngine implements Engine {
       const { stack, plan } = await this.#stack(input, true);
       const res = await stack.destroy({ ...this.#handlers(opts), remove: true });
       await rm(plan.workDir, { recursive: true, force: true });
+      try {
+        const purged = await purgeRemovedStack(plan.envVars.PULUMI_BACKEND_URL!, plan.projectName, plan.stackName);
+        if (purged > 0) opts?.onOutput?.(`removed ${purged} backup/history object(s) of the stack from the state backend\n`);
+      } catch (err) {
+        // The tenant is gone either way; the leftovers only take space.
+        opts?.onOutput?.(`could not remove the stack's backup/history objects from the state backend: ${err instanceof Error ? err.message : String(err)}\n`);
+      }
       return { outputs: {}, changes: toChanges(res.summary.resourceChanges) };
     } catch (err) {
       throw mapError(err, opts?.signal);

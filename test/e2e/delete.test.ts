@@ -53,7 +53,9 @@ async function deletion(): Promise<void> {
     t.notOk(left.some(isStackFile), 'the stack is gone from the backend (pulumi_state)');
     t.notOk(left.some((k) => k.includes('/locks/')), 'no lock of the stack is left');
     t.notMatch((await e2e.pulumi(['stack', 'ls', '--all', '--json'])).stdout, stack, 'pulumi stack ls no longer lists it');
-    if (left.length > 0) t.comment(`objects of the removed stack left in pulumi_state (history/backups): ${left.join(', ')}`);
+    t.same(left, [], 'no backup or history object of the stack is left in pulumi_state');
+    t.ok((await e2e.api.logLines(tombstone.status.lastOperationId!)).some((l) => /removed \d+ backup\/history object\(s\) of the stack/.test(l)),
+      'the delete operation log says the leftovers were removed');
     const own = await e2e.api.withToken(gone.apiKey).request('GET', `/v1/tenants/${gone.tenant.id}`);
     t.equal(own.status, 401, "the deleted tenant's key is revoked");
 
