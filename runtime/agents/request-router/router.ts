@@ -8,6 +8,7 @@ import https from 'node:https';
 import { pipeline } from 'node:stream';
 import pino, { type BaseLogger } from 'pino';
 import { headerListFrom, headersObject } from '../../protocol/headers.ts';
+import { retriableUpstreamError } from '../common/retry.ts';
 
 export interface RouterOptions {
   /** Base URL of the app-proxy. */
@@ -61,30 +62,45 @@ export function createRouter(opts: RouterOptions): Router {
     const headers = headerListFrom(req.rawHeaders, new Set(['host']));
     headers.push(['x-forwarded-host', req.headers.host ?? '']);
     const basePath = target.url.pathname.replace(/\/$/, '');
-    const up = target.request({
-      protocol: target.url.protocol,
-      hostname: target.url.hostname,
-      port: target.url.port,
-      method: req.method,
-      path: basePath + path,
-      headers: headersObject(headers),
-      agent: target.agent,
-      timeout: timeoutMs,
+    let bodyBytes = 0;
+    req.on('data', (c: Buffer) => {
+      bodyBytes += c.length;
     });
-    up.on('timeout', () => up.destroy(new Error(`no response within ${timeoutMs} ms`)));
-    up.on('response', (upRes) => {
-      res.writeHead(upRes.statusCode ?? 502, headersObject(headerListFrom(upRes.rawHeaders)));
-      pipeline(upRes, res, () => {});
-    });
-    up.on('error', (err) => {
-      log.warn({ upstream: target.name, err: err.message, path }, 'upstream request failed');
-      if (!res.headersSent) sendJson(res, 502, { error: { code: 'UPSTREAM_UNAVAILABLE', message: `${target.name} could not be reached: ${err.message}` } });
-      else res.destroy();
-    });
+    let current: http.ClientRequest | null = null;
     res.on('close', () => {
-      if (!res.writableFinished) up.destroy();
+      if (!res.writableFinished) current?.destroy();
     });
-    pipeline(req, up, () => {});
+    const send = (retry: boolean): void => {
+      const up = target.request({
+        protocol: target.url.protocol,
+        hostname: target.url.hostname,
+        port: target.url.port,
+        method: req.method,
+        path: basePath + path,
+        headers: headersObject(headers),
+        agent: target.agent,
+        timeout: timeoutMs,
+      });
+      current = up;
+      up.on('timeout', () => up.destroy(new Error(`no response within ${timeoutMs} ms`)));
+      up.on('response', (upRes) => {
+        res.writeHead(upRes.statusCode ?? 502, headersObject(headerListFrom(upRes.rawHeaders)));
+        pipeline(upRes, res, () => {});
+      });
+      up.on('error', (err) => {
+        if (!retry && !res.headersSent && !res.destroyed && retriableUpstreamError(up, err, req.method ?? '') && bodyBytes === 0 && req.complete) {
+          log.debug({ upstream: target.name, err: err.message, path }, 'kept-alive upstream connection was closed under the request; retrying on a new one');
+          send(true);
+          return;
+        }
+        log.warn({ upstream: target.name, err: err.message, path }, 'upstream request failed');
+        if (!res.headersSent) sendJson(res, 502, { error: { code: 'UPSTREAM_UNAVAILABLE', message: `${target.name} could not be reached: ${err.message}` } });
+        else res.destroy();
+      });
+      if (retry) up.end();
+      else pipeline(req, up, () => {});
+    };
+    send(false);
   }
 
   const handler = (req: IncomingMessage, res: ServerResponse): void => {

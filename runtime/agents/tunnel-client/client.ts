@@ -13,6 +13,7 @@ import { CloseCode, type RequestHead, ResetCode, SUBPROTOCOL } from '../../proto
 import { headerListFrom, headersObject } from '../../protocol/headers.ts';
 import { startHeartbeat } from '../../protocol/heartbeat.ts';
 import { Mux, type TunnelStream } from '../../protocol/mux.ts';
+import { retriableUpstreamError } from '../common/retry.ts';
 import { backoffDelay, type BackoffOptions, DEFAULT_BACKOFF } from './backoff.ts';
 
 export interface TunnelClientOptions {
@@ -88,22 +89,42 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
   let closed: (() => void) | null = null;
 
   function serve(stream: TunnelStream, head: RequestHead): void {
-    const req = request({
-      protocol: upstream.protocol,
-      hostname: upstream.hostname,
-      port: upstream.port,
-      method: head.method,
-      path: head.path,
-      headers: headersObject(head.headers),
-      agent,
+    let bodyBytes = 0;
+    stream.body.on('data', (c: Buffer) => {
+      bodyBytes += c.length;
     });
-    req.on('response', (res) => {
-      stream.respond({ status: res.statusCode ?? 502, headers: headerListFrom(res.rawHeaders) });
-      stream.sendBody(res);
-    });
-    req.on('error', (err) => stream.reset(ResetCode.upstream, `request router: ${err.message}`));
-    stream.once('reset', () => req.destroy());
-    pipeline(stream.body, req, () => {});
+    let current: http.ClientRequest | null = null;
+    stream.once('reset', () => current?.destroy());
+    const send = (retry: boolean): void => {
+      const req = request({
+        protocol: upstream.protocol,
+        hostname: upstream.hostname,
+        port: upstream.port,
+        method: head.method,
+        path: head.path,
+        headers: headersObject(head.headers),
+        agent,
+      });
+      current = req;
+      let answered = false;
+      req.on('response', (res) => {
+        answered = true;
+        stream.respond({ status: res.statusCode ?? 502, headers: headerListFrom(res.rawHeaders) });
+        stream.sendBody(res);
+      });
+      req.on('error', (err) => {
+        if (stream.closed) return;
+        if (!retry && !answered && retriableUpstreamError(req, err, head.method) && bodyBytes === 0 && stream.body.readableEnded) {
+          log.debug({ err: err.message }, 'kept-alive router connection was closed under the request; retrying on a new one');
+          send(true);
+          return;
+        }
+        stream.reset(ResetCode.upstream, `request router: ${err.message}`);
+      });
+      if (retry) req.end();
+      else pipeline(stream.body, req, () => {});
+    };
+    send(false);
   }
 
   function schedule(delay: number): void {
