@@ -33,7 +33,8 @@ type Msg =
   | { type: 'rss'; rss: number }
   | { type: 'produced'; produced: number }
   | { type: 'connected'; connected: boolean }
-  | { type: 'buffered'; bytes: number };
+  | { type: 'buffered'; bytes: number }
+  | { type: 'cpu'; us: number };
 
 function ask<T extends Msg['type']>(child: ChildProcess, type: T): Promise<Extract<Msg, { type: T }>> {
   return new Promise((resolve) => {
@@ -98,10 +99,29 @@ interface Target {
 }
 
 /** `count` requests with `concurrency` in flight; returns MB/s and requests/s. */
-async function throughput(target: Target, size: number, count: number, concurrency: number): Promise<{ mbps: number; rps: number }> {
+/** The component processes, whose CPU time is measured around each throughput run. */
+let components: ChildProcess[] = [];
+
+/** CPU time (user + system) used so far: [all component processes, this load generator], in ms. */
+async function cpuMs(): Promise<[number, number]> {
+  const replies = await Promise.all(components.map((c) => ask(c, 'cpu')));
+  const own = process.cpuUsage();
+  return [replies.reduce((n, m) => n + m.us, 0) / 1000, (own.user + own.system) / 1000];
+}
+
+interface Run {
+  mbps: number;
+  rps: number;
+  /** CPU ms per MiB moved: of the product's processes (control plane, runtime) and of the load generator. */
+  cpuPerMiB: number;
+  loadgenCpuPerMiB: number;
+}
+
+async function throughput(target: Target, size: number, count: number, concurrency: number): Promise<Run> {
   const path = `/api/test/bytes?size=${size}`;
   let next = 0;
   let bytes = 0;
+  const [cpu0, own0] = await cpuMs();
   const started = process.hrtime.bigint();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
@@ -114,7 +134,9 @@ async function throughput(target: Target, size: number, count: number, concurren
     }),
   );
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  return { mbps: bytes / 1048576 / seconds, rps: count / seconds };
+  const [cpu1, own1] = await cpuMs();
+  const mib = bytes / 1048576;
+  return { mbps: mib / seconds, rps: count / seconds, cpuPerMiB: (cpu1 - cpu0) / mib, loadgenCpuPerMiB: (own1 - own0) / mib };
 }
 
 /** `count` sequential 1 KB GETs to each target, alternating; sorted times per target. */
@@ -144,6 +166,7 @@ async function main(): Promise<void> {
     runtimeProcs = [app.child];
   }
   const children = [cp.child, ...runtimeProcs];
+  components = children;
   for (let i = 0; i < 500 && !(await ask(cp.child, 'connected')).connected; i++) await new Promise((r) => setTimeout(r, 10));
   if (!(await ask(cp.child, 'connected')).connected) throw new Error('the tunnel did not come up');
 
@@ -160,7 +183,7 @@ async function main(): Promise<void> {
     headers: () => ({ authorization: `Bearer ${cp.started.adminToken!}` }),
   };
 
-  const rows: Array<{ size: string; direct: { mbps: number; rps: number }; tunnel: { mbps: number; rps: number }; roundRatios: number[] }> = [];
+  const rows: Array<{ size: string; direct: Run; tunnel: Run; roundRatios: number[]; cpu: { direct: number; tunnel: number } }> = [];
   const plans: Array<[string, number, number, number]> = [
     ['1 KB', 1024, 4000, 16],
     ['1 MB', 1024 * 1024, 300, 4],
@@ -172,8 +195,8 @@ async function main(): Promise<void> {
   for (const [label, size, count, conc] of plans) {
     await throughput(direct, size, Math.ceil(count / 10), conc); // warm-up
     await throughput(tunnel, size, Math.ceil(count / 10), conc);
-    const ds: Array<{ mbps: number; rps: number }> = [];
-    const ts: Array<{ mbps: number; rps: number }> = [];
+    const ds: Run[] = [];
+    const ts: Run[] = [];
     const ratios: number[] = [];
     for (let r = 0; r < rounds(); r++) {
       const d = await throughput(direct, size, count, conc);
@@ -182,7 +205,9 @@ async function main(): Promise<void> {
       ts.push(t);
       ratios.push(t.mbps / d.mbps);
     }
-    rows.push({ size: label, direct: median(ds, (x) => x.mbps), tunnel: median(ts, (x) => x.mbps), roundRatios: ratios.map((x) => Number(x.toFixed(2))) });
+    rows.push({ size: label, direct: median(ds, (x) => x.mbps), tunnel: median(ts, (x) => x.mbps), roundRatios: ratios.map((x) => Number(x.toFixed(2))),
+      cpu: { direct: median(ds, (x) => x.cpuPerMiB).cpuPerMiB, tunnel: median(ts, (x) => x.cpuPerMiB).cpuPerMiB },
+    });
   }
 
   // Latency: direct and tunnel requests alternate one by one.
@@ -246,11 +271,14 @@ async function main(): Promise<void> {
   }
   console.log(`tunnel benchmark, ${result.date}\n${result.machine}\nruntime ${result.runtimeProcesses === 'split' ? 'in three processes' : 'in one process'}, window ${result.tuning.window} B, chunk ${result.tuning.chunk} B, load average at the end ${result.loadAverage.join(' / ')}\n`);
   console.log(`medians of ${rounds()} alternating rounds\n`);
-  console.log('| body | direct MB/s | tunnel MB/s | ratio | ratio per round | direct req/s | tunnel req/s |');
-  console.log('| --- | --- | --- | --- | --- | --- | --- |');
+  console.log('| body | direct MB/s | tunnel MB/s | ratio | ratio per round | direct req/s | tunnel req/s | product CPU ms/MiB direct / tunnel |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const r of rows) {
-    console.log(`| ${r.size} | ${r.direct.mbps.toFixed(1)} | ${r.tunnel.mbps.toFixed(1)} | ${(r.tunnel.mbps / r.direct.mbps).toFixed(2)} | ${r.roundRatios.join(', ')} | ${r.direct.rps.toFixed(0)} | ${r.tunnel.rps.toFixed(0)} |`);
+    console.log(
+      `| ${r.size} | ${r.direct.mbps.toFixed(1)} | ${r.tunnel.mbps.toFixed(1)} | ${(r.tunnel.mbps / r.direct.mbps).toFixed(2)} | ${r.roundRatios.join(', ')} | ${r.direct.rps.toFixed(0)} | ${r.tunnel.rps.toFixed(0)} | ${r.cpu.direct.toFixed(2)} / ${r.cpu.tunnel.toFixed(2)} |`,
+    );
   }
+  console.log(`load generator CPU ms/MiB (10 MB): direct ${ten.direct.loadgenCpuPerMiB.toFixed(2)}, tunnel ${ten.tunnel.loadgenCpuPerMiB.toFixed(2)}`);
   const l = result.latency1k;
   console.log(`\n1 KB GET latency (sequential, 2000 each, alternating): direct p50 ${l.directP50.toFixed(3)} ms p99 ${l.directP99.toFixed(3)} ms; tunnel p50 ${l.tunnelP50.toFixed(3)} ms p99 ${l.tunnelP99.toFixed(3)} ms; added p50 ${l.addedP50.toFixed(3)} ms, p99 ${l.addedP99.toFixed(3)} ms`);
   const s = result.stalledReader;
@@ -322,7 +350,11 @@ async function child(role: Role, args: string[]): Promise<void> {
       void close().then(() => process.exit(0));
       return;
     }
-    const reply = m === 'rss' ? ({ type: 'rss', rss: process.memoryUsage().rss } satisfies Msg) : answer(m);
+    const cpu = (): Msg => {
+      const u = process.cpuUsage();
+      return { type: 'cpu', us: u.user + u.system };
+    };
+    const reply = m === 'rss' ? ({ type: 'rss', rss: process.memoryUsage().rss } satisfies Msg) : m === 'cpu' ? cpu() : answer(m);
     if (reply) process.send?.(reply);
   });
 }
