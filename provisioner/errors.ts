@@ -52,6 +52,10 @@ export const errors = {
     new AppError('IDEMPOTENCY_KEY_REUSED', 409, 'Idempotency-Key was already used with a different request body; use a new key for a new request', { field: 'Idempotency-Key' }),
   idempotencyInProgress: () =>
     new AppError('IDEMPOTENCY_KEY_IN_PROGRESS', 409, 'a request with this Idempotency-Key is still being processed; retry shortly', { field: 'Idempotency-Key' }),
+  unknownRegion: (region: string, known: readonly string[]) =>
+    new AppError('UNKNOWN_REGION', 400, known.length > 0
+      ? `region '${region}' has no root cluster; choose one of: ${known.join(', ')}`
+      : `region '${region}' has no root cluster (none is registered yet)`, { field: 'region' }),
   unknownPlan: (plan: string, known: readonly string[]) =>
     new AppError('UNKNOWN_PLAN', 400, `plan '${plan}' does not exist; choose one of: ${known.join(', ')}`, { field: 'plan' }),
   unknownVersion: (version: string, field = 'runtimeVersion') =>

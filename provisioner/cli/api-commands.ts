@@ -17,7 +17,7 @@ interface Tenant {
   id: string;
   organization: string;
   generation: number;
-  spec: { plan: string; runtimeVersion: string; suspended: boolean; deleted: boolean };
+  spec: { plan: string; region: string | null; runtimeVersion: string; suspended: boolean; deleted: boolean };
   status: {
     phase: string; observedGeneration: number; runtimeVersion: string | null; cluster: string | null;
     endpoints: Record<string, string>; lastOperationId: string | null;
@@ -50,6 +50,7 @@ export function addApiCommands(program: Command, io: Io): void {
     `organization:   ${t.organization}`,
     `phase:          ${t.status.phase}${t.spec.deleted ? ' (deleted)' : ''}`,
     `plan:           ${t.spec.plan}`,
+    `region:         ${t.spec.region ?? 'any'}`,
     `version:        ${t.status.runtimeVersion ?? '-'} (desired ${t.spec.runtimeVersion})`,
     `suspended:      ${t.spec.suspended}`,
     `generation:     ${t.generation} (observed ${t.status.observedGeneration})`,
@@ -66,9 +67,9 @@ export function addApiCommands(program: Command, io: Io): void {
 
   const tenants = program.command('tenants').description('list, inspect and change tenants');
   tenants.command('list')
-    .option('--phase <phase>').option('--version <version>').option('--cluster <name>').option('--plan <plan>')
+    .option('--phase <phase>').option('--version <version>').option('--cluster <name>').option('--plan <plan>').option('--region <region>')
     .option('--limit <n>', 'page size', '50').option('--all', 'follow every page')
-    .action(async (o: { phase?: string; version?: string; cluster?: string; plan?: string; limit: string; all?: boolean }) => {
+    .action(async (o: { phase?: string; version?: string; cluster?: string; plan?: string; region?: string; limit: string; all?: boolean }) => {
       const items: Tenant[] = [];
       let cursor: string | null = null;
       do {
@@ -77,6 +78,7 @@ export function addApiCommands(program: Command, io: Io): void {
         if (o.version) q.set('runtimeVersion', o.version);
         if (o.cluster) q.set('cluster', o.cluster);
         if (o.plan) q.set('plan', o.plan);
+        if (o.region) q.set('region', o.region);
         if (cursor) q.set('cursor', cursor);
         const page: { items: Tenant[]; nextCursor: string | null } = await client().request('GET', `/v1/tenants?${q.toString()}`);
         items.push(...page.items);

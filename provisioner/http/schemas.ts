@@ -39,6 +39,7 @@ export const Condition = Type.Object({
 
 export const TenantSpec = Type.Object({
   plan: Type.String(),
+  region: Type.Union([Type.String(), Type.Null()], { description: 'region placement is restricted to; null: any region' }),
   runtimeVersion: Type.String(),
   suspended: Type.Boolean(),
   deleted: Type.Boolean(),

@@ -45,6 +45,7 @@ interface DueRow {
   id: string;
   cluster_id: string | null;
   plan: string;
+  region: string | null;
   deleted: boolean;
 }
 
@@ -53,7 +54,7 @@ const NOT_LEASED = `NOT t.stalled AND t.phase <> 'Deleted' AND (t.lease_expires_
 /** Tenants whose spec changed, oldest change first (index tenants_spec_due), row-locked, skipping locked rows. */
 export async function selectSpecChanged(db: Queryable, limit: number): Promise<DueRow[]> {
   const { rows } = await db.query<DueRow>(
-    `SELECT t.id, t.cluster_id, t.plan, t.deleted FROM tenants t
+    `SELECT t.id, t.cluster_id, t.plan, t.region, t.deleted FROM tenants t
       WHERE t.generation <> t.observed_generation AND t.next_attempt_at IS NULL AND ${NOT_LEASED}
       ORDER BY t.updated_at LIMIT $1 FOR UPDATE OF t SKIP LOCKED`,
     [limit],
@@ -64,7 +65,7 @@ export async function selectSpecChanged(db: Queryable, limit: number): Promise<D
 /** Tenants whose retry time has come, earliest first (index tenants_retry_due). */
 export async function selectRetryDue(db: Queryable, limit: number): Promise<DueRow[]> {
   const { rows } = await db.query<DueRow>(
-    `SELECT t.id, t.cluster_id, t.plan, t.deleted FROM tenants t
+    `SELECT t.id, t.cluster_id, t.plan, t.region, t.deleted FROM tenants t
       WHERE t.next_attempt_at <= now() AND ${NOT_LEASED}
       ORDER BY t.next_attempt_at LIMIT $1 FOR UPDATE OF t SKIP LOCKED`,
     [limit],
@@ -75,7 +76,7 @@ export async function selectRetryDue(db: Queryable, limit: number): Promise<DueR
 /** Ready/Suspended tenants whose periodic resync is due, least recently reconciled first (index tenants_resync_due). */
 export async function selectResyncDue(db: Queryable, limit: number, resyncMs: number): Promise<DueRow[]> {
   const { rows } = await db.query<DueRow>(
-    `SELECT t.id, t.cluster_id, t.plan, t.deleted FROM tenants t
+    `SELECT t.id, t.cluster_id, t.plan, t.region, t.deleted FROM tenants t
       WHERE t.phase IN ('Ready', 'Suspended') AND t.generation = t.observed_generation AND t.next_attempt_at IS NULL
         AND (t.last_reconciled_at IS NULL OR t.last_reconciled_at < now() - make_interval(secs => $2::float8 / 1000))
         AND ${NOT_LEASED}
@@ -103,7 +104,7 @@ export async function selectDueTenants(db: Queryable, limit: number, resyncMs: n
  */
 export async function lockClusters(db: Queryable, ids: string[], all: boolean): Promise<Omit<ClusterLoad, 'tenants' | 'leases'>[]> {
   const { rows } = await db.query<Omit<ClusterLoad, 'tenants' | 'leases'>>(
-    `SELECT id, name, capacity, plans, cordoned FROM root_clusters
+    `SELECT id, name, region, capacity, plans, cordoned FROM root_clusters
       WHERE $2 OR id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`,
     [ids, all],
   );
@@ -178,7 +179,7 @@ export async function claimDueTenants(pool: pg.Pool, o: ClaimOptions): Promise<C
       } else if (d.deleted) {
         picks.push({ id: d.id, clusterId: null, placement: 'none-needed' }); // never placed: nothing to destroy
       } else {
-        const decision = choosePlacement(loads, d.plan, o.clusterParallelism);
+        const decision = choosePlacement(loads, { plan: d.plan, region: d.region }, o.clusterParallelism);
         if (decision.kind === 'busy') continue;
         if (decision.kind === 'no-capacity') {
           picks.push({ id: d.id, clusterId: null, placement: 'no-capacity', message: decision.message });

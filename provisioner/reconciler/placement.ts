@@ -1,13 +1,15 @@
 /**
  * Placement of a tenant on its first provision: the least-loaded eligible root cluster. A cluster
- * is eligible when it is not cordoned, allows the tenant's plan (an empty plan list allows all)
- * and has room (live tenants < capacity). Load is live tenants / capacity; ties go to the
- * cluster with fewer tenants, then by name. Placement is sticky: once a tenant has a cluster it
- * stays there (the claim query only places tenants without one).
+ * is eligible when it is not cordoned, is in the tenant's region (when the tenant asked for one),
+ * allows the tenant's plan (an empty plan list allows all) and has room (live tenants <
+ * capacity). Load is live tenants / capacity; ties go to the cluster with fewer tenants, then by
+ * name. Placement is sticky: once a tenant has a cluster it stays there (the claim query only
+ * places tenants without one).
  */
 export interface ClusterLoad {
   id: string;
   name: string;
+  region: string;
   capacity: number;
   plans: string[];
   cordoned: boolean;
@@ -17,23 +19,40 @@ export interface ClusterLoad {
   leases: number;
 }
 
+/** What the tenant asks of its cluster. */
+export interface PlacementRequest {
+  plan: string;
+  /** null: any region. */
+  region: string | null;
+}
+
 export type PlacementDecision =
   | { kind: 'placed'; clusterId: string }
   /** An eligible cluster exists but is at its reconcile parallelism: try again later. */
   | { kind: 'busy' }
   | { kind: 'no-capacity'; message: string };
 
-export function eligibleClusters(clusters: ClusterLoad[], plan: string): ClusterLoad[] {
-  return clusters.filter((c) => !c.cordoned && (c.plans.length === 0 || c.plans.includes(plan)) && c.tenants < c.capacity);
+/** Why a cluster cannot take the tenant, or undefined when it can. */
+export function ineligibility(c: ClusterLoad, want: PlacementRequest): string | undefined {
+  if (want.region !== null && c.region !== want.region) return `region ${c.region}`;
+  if (c.cordoned) return 'cordoned';
+  if (c.plans.length > 0 && !c.plans.includes(want.plan)) return `plan ${want.plan} not allowed`;
+  if (c.tenants >= c.capacity) return `full (${c.tenants}/${c.capacity})`;
+  return undefined;
 }
 
-export function choosePlacement(clusters: ClusterLoad[], plan: string, clusterParallelism: number): PlacementDecision {
-  const eligible = eligibleClusters(clusters, plan);
+export function eligibleClusters(clusters: ClusterLoad[], want: PlacementRequest): ClusterLoad[] {
+  return clusters.filter((c) => ineligibility(c, want) === undefined);
+}
+
+export function choosePlacement(clusters: ClusterLoad[], want: PlacementRequest, clusterParallelism: number): PlacementDecision {
+  const eligible = eligibleClusters(clusters, want);
   if (eligible.length === 0) {
     const reasons = clusters.length === 0
       ? 'no root cluster is registered'
-      : clusters.map((c) => `${c.name}: ${c.cordoned ? 'cordoned' : c.plans.length > 0 && !c.plans.includes(plan) ? `plan ${plan} not allowed` : `full (${c.tenants}/${c.capacity})`}`).join('; ');
-    return { kind: 'no-capacity', message: `no root cluster can take a ${plan} tenant (${reasons}); register a cluster or raise a capacity` };
+      : clusters.map((c) => `${c.name}: ${ineligibility(c, want)!}`).join('; ');
+    const what = want.region === null ? `a ${want.plan} tenant` : `a ${want.plan} tenant in region ${want.region}`;
+    return { kind: 'no-capacity', message: `no root cluster can take ${what} (${reasons}); register a cluster or raise a capacity` };
   }
   const free = eligible.filter((c) => c.leases < clusterParallelism);
   if (free.length === 0) return { kind: 'busy' };

@@ -71,3 +71,19 @@ export async function getClusterKubeconfig(db: Queryable, id: string): Promise<{
   );
   return rows[0] ? { name: rows[0].name, enc: rows[0].kubeconfig_enc } : undefined;
 }
+
+export interface Region {
+  name: string;
+  /** Some cluster of the region is not cordoned and has room for a new tenant. */
+  accepting: boolean;
+}
+
+/** Regions of the registered root clusters, by name. */
+export async function listRegions(db: Queryable): Promise<Region[]> {
+  const { rows } = await db.query<Region>(
+    `SELECT c.region AS name,
+            bool_or(NOT c.cordoned AND (SELECT count(*) FROM tenants t WHERE t.cluster_id = c.id AND t.phase <> 'Deleted') < c.capacity) AS accepting
+       FROM root_clusters c GROUP BY c.region ORDER BY c.region`,
+  );
+  return rows;
+}

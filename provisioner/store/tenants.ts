@@ -24,6 +24,8 @@ export interface Condition {
 
 export interface TenantSpec {
   plan: string;
+  /** Region placement is restricted to; null: any region. */
+  region: string | null;
   runtimeVersion: string;
   suspended: boolean;
   deleted: boolean;
@@ -55,6 +57,7 @@ export interface TenantRow {
   organization: string;
   email: string;
   plan: string;
+  region: string | null;
   runtime_version: string;
   suspended: boolean;
   deleted: boolean;
@@ -78,7 +81,7 @@ export interface TenantRow {
  * The columns of a TenantRow, named (not `t.*`): the reconciler's bookkeeping columns (lease,
  * backoff) are not read, so the hot read parses and transfers only what toTenant() needs.
  */
-export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.runtime_version, t.suspended, t.deleted, t.generation,
+export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, t.runtime_version, t.suspended, t.deleted, t.generation,
   t.phase, t.observed_generation, t.actual_runtime_version, t.previous_runtime_version, t.cluster_id, c.name AS cluster_name,
   t.endpoints, t.conditions, t.last_operation_id, t.created_at, t.updated_at, t.deleted_at, t.created_at::text AS cursor_ts`;
 export const TENANT_FROM = `tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id`;
@@ -89,7 +92,7 @@ export function toTenant(r: TenantRow): Tenant {
     organization: r.organization,
     email: r.email,
     generation: r.generation,
-    spec: { plan: r.plan, runtimeVersion: r.runtime_version, suspended: r.suspended, deleted: r.deleted },
+    spec: { plan: r.plan, region: r.region, runtimeVersion: r.runtime_version, suspended: r.suspended, deleted: r.deleted },
     status: {
       phase: r.phase,
       observedGeneration: r.observed_generation,
@@ -135,6 +138,8 @@ export interface InsertTenant {
   organization: string;
   email: string;
   plan: string;
+  /** Region placement is restricted to (null: any). */
+  region?: string | null;
   runtimeVersion: string;
 }
 
@@ -144,9 +149,9 @@ export async function insertTenant(db: Queryable, t: InsertTenant): Promise<stri
     condition('Reconciling', 'True', 'SpecChanged', 'tenant created; provisioning is queued'),
   ];
   const { rows } = await db.query<{ id: string }>(
-    `INSERT INTO tenants (organization, email, plan, runtime_version, conditions)
-     VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-    [t.organization, t.email, t.plan, t.runtimeVersion, JSON.stringify(conditions)],
+    `INSERT INTO tenants (organization, email, plan, runtime_version, conditions, region)
+     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+    [t.organization, t.email, t.plan, t.runtimeVersion, JSON.stringify(conditions), t.region ?? null],
   );
   return rows[0]!.id;
 }
@@ -170,8 +175,8 @@ export async function insertSignup(
   ];
   const { rows } = await db.query<TenantRow>(
     `WITH t AS (
-       INSERT INTO tenants (id, organization, email, plan, runtime_version, conditions, last_operation_id)
-       VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *),
+       INSERT INTO tenants (id, organization, email, plan, runtime_version, conditions, last_operation_id, region)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $13) RETURNING *),
      op AS (INSERT INTO operations (id, tenant_id, kind, generation, to_version) SELECT $7, id, 'create', 1, runtime_version FROM t),
      k AS (INSERT INTO api_keys (id, key_hash, prefix, role, tenant_id, name, created_by)
            SELECT $8, $9, $10, 'tenant', id, 'signup', 'public' FROM t),
@@ -179,7 +184,7 @@ export async function insertSignup(
            SELECT 'public', 'public', 'tenant.signup', 'tenant', id::text, $11, $12 FROM t)
      SELECT t.*, NULL::text AS cluster_name, t.created_at::text AS cursor_ts, pg_notify('${TENANT_CHANNEL}', t.id::text) IS NULL AS _n FROM t`,
     [s.tenantId, s.organization, s.email, s.plan, s.runtimeVersion, JSON.stringify(conditions), s.operationId,
-      s.key.id, s.key.hash, s.key.prefix, JSON.stringify(s.audit.after), s.audit.requestId],
+      s.key.id, s.key.hash, s.key.prefix, JSON.stringify(s.audit.after), s.audit.requestId, s.region ?? null],
   );
   return rows[0]!;
 }
@@ -280,6 +285,7 @@ export interface TenantFilter {
   runtimeVersion?: string;
   cluster?: string;
   plan?: string;
+  region?: string;
   /** Restricts the listing to one tenant (tenant keys). */
   onlyId?: string;
   after?: { ts: string; id: string };
@@ -298,6 +304,7 @@ export async function listTenants(db: Queryable, f: TenantFilter): Promise<Tenan
   if (f.runtimeVersion) add('t.runtime_version = ?', f.runtimeVersion);
   if (f.cluster) add('c.name = ?', f.cluster);
   if (f.plan) add('t.plan = ?', f.plan);
+  if (f.region) add('t.region = ?', f.region);
   if (f.onlyId) add('t.id = ?', f.onlyId);
   if (f.after) {
     args.push(f.after.ts, f.after.id);

@@ -17,6 +17,7 @@ import {
   type OperationKind, type Tenant, type TenantRow, type TenantSpec,
 } from '../store/tenants.ts';
 import { availabilityOf } from '../store/versions.ts';
+import { listRegions } from '../store/clusters.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { compareVersions } from '../../runtime/catalog.ts';
 import { PLANS, PLAN_NAMES, DEFAULT_PLAN } from '../../tenants/plans.ts';
@@ -33,6 +34,7 @@ export interface SignupInput {
   email: string;
   plan?: string | undefined;
   runtimeVersion?: string | undefined;
+  region?: string | undefined;
 }
 
 export interface SignupResult {
@@ -87,7 +89,7 @@ export class TenantService {
     const plan = input.plan ?? DEFAULT_PLAN;
     if (!PLANS[plan]) throw errors.unknownPlan(plan, PLAN_NAMES);
     const runtimeVersion = input.runtimeVersion ?? this.#d.catalog.defaultVersion('stable');
-    const body = { organization: input.organization, email: input.email, plan: input.plan, runtimeVersion: input.runtimeVersion };
+    const body = { organization: input.organization, email: input.email, plan: input.plan, runtimeVersion: input.runtimeVersion, region: input.region };
     return withTx(this.#d.pool, async (tx) => {
       if (idempotencyKey !== undefined) {
         const claim = await claimKey(tx, this.#d.box, 'signup', idempotencyKey, requestHash(body));
@@ -96,6 +98,10 @@ export class TenantService {
         if (claim.kind === 'in-progress') throw errors.idempotencyInProgress();
       }
       await this.checkInstallable(tx, runtimeVersion, 'public');
+      if (input.region !== undefined) {
+        const regions = await listRegions(tx);
+        if (!regions.some((r) => r.name === input.region)) throw errors.unknownRegion(input.region, regions.map((r) => r.name));
+      }
       const tenantId = randomUUID();
       const operationId = randomUUID();
       const keyId = randomUUID();
@@ -103,9 +109,9 @@ export class TenantService {
       let row;
       try {
         row = await insertSignup(tx, {
-          tenantId, operationId, organization: input.organization, email: input.email, plan, runtimeVersion,
+          tenantId, operationId, organization: input.organization, email: input.email, plan, runtimeVersion, region: input.region ?? null,
           key: { id: keyId, hash: hashKey(key), prefix: keyPrefix(key) },
-          audit: { after: { organization: input.organization, email: input.email, spec: { plan, runtimeVersion }, operationId, apiKeyId: keyId }, requestId },
+          audit: { after: { organization: input.organization, email: input.email, spec: { plan, runtimeVersion, region: input.region ?? null }, operationId, apiKeyId: keyId }, requestId },
         });
       } catch (err) {
         if (pgCode(err) === '23505' && pgConstraint(err) === 'tenants_organization_live') throw errors.organizationTaken(input.organization);

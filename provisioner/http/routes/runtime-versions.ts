@@ -6,6 +6,7 @@ import { errors } from '../../errors.ts';
 import { withTx } from '../../db/tx.ts';
 import { writeAudit } from '../../store/audit.ts';
 import { AVAILABILITIES, availabilityMap, availabilityOf, setAvailability } from '../../store/versions.ts';
+import { listRegions } from '../../store/clusters.ts';
 import { PLANS } from '../../../tenants/plans.ts';
 import type { AppContext } from '../context.ts';
 
@@ -72,4 +73,16 @@ export const runtimeVersionRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox
     config: { public: true },
     schema: { summary: 'Plans and what they include', tags: ['tenants'], response: withErrors({ 200: Type.Object({ items: Type.Array(PlanInfo) }) }) },
   }, async () => ({ items: Object.values(PLANS).map((p) => ({ name: p.name, quota: p.quota, container: p.container })) }));
+
+  const RegionInfo = Type.Object({
+    name: Type.String(),
+    accepting: Type.Boolean({ description: 'a root cluster of the region has room for a new tenant' }),
+  });
+  app.get('/v1/regions', {
+    config: { public: true },
+    schema: {
+      summary: 'Regions a signup may ask for (the regions of the registered root clusters)', tags: ['tenants'],
+      response: withErrors({ 200: Type.Object({ items: Type.Array(RegionInfo) }) }),
+    },
+  }, async () => ({ items: await listRegions(ctx.pool) }));
 };

@@ -8,6 +8,10 @@ const SignupBody = Type.Object({
   organization: DnsLabel,
   email: Type.String({ format: 'email', maxLength: 254 }),
   plan: Type.Optional(Type.String({ minLength: 1, maxLength: 40, description: 'plan name (GET /v1/plans)' })),
+  region: Type.Optional(Type.String({
+    minLength: 1, maxLength: 63, pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+    description: 'place the runtime on a root cluster of this region (GET /v1/regions lists them); default: any region',
+  })),
   runtimeVersion: Type.Optional(Semver),
 }, { additionalProperties: false });
 

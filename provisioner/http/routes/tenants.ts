@@ -12,6 +12,7 @@ const ListQuery = Type.Object({
   runtimeVersion: Type.Optional(Semver),
   cluster: Type.Optional(Type.String({ maxLength: 63 })),
   plan: Type.Optional(Type.String({ maxLength: 40 })),
+  region: Type.Optional(Type.String({ maxLength: 63 })),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
   cursor: Type.Optional(Type.String({ maxLength: 512 })),
 }, { additionalProperties: false });
@@ -51,6 +52,7 @@ export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
       ...(q.runtimeVersion ? { runtimeVersion: q.runtimeVersion } : {}),
       ...(q.cluster ? { cluster: q.cluster } : {}),
       ...(q.plan ? { plan: q.plan } : {}),
+      ...(q.region ? { region: q.region } : {}),
       ...(auth.role === 'tenant' && auth.tenantId ? { onlyId: auth.tenantId } : {}),
       ...(q.cursor ? { after: decodeCursor(ctx.box, 'tenants', q.cursor) } : {}),
       limit: limit + 1,

@@ -101,6 +101,8 @@ t.test('bad input is a 4xx naming what was wrong, and writes nothing', async (t)
     ['organization not a DNS label', () => post({ organization: 'Acme Corp', email: 'a@b.io' }), 400, 'VALIDATION_FAILED', 'organization'],
     ['organization wrong type', () => post({ organization: 42, email: 'a@b.io' }), 400, 'VALIDATION_FAILED', 'organization'],
     ['unknown plan', () => post({ organization: uniqueOrg(), email: 'a@b.io', plan: 'platinum' }), 400, 'UNKNOWN_PLAN', 'plan'],
+    ['region without a root cluster', () => post({ organization: uniqueOrg(), email: 'a@b.io', region: 'mars-1' }), 400, 'UNKNOWN_REGION', 'region'],
+    ['region not a DNS label', () => post({ organization: uniqueOrg(), email: 'a@b.io', region: 'EU West' }), 400, 'VALIDATION_FAILED', 'region'],
     ['unknown version', () => post({ organization: uniqueOrg(), email: 'a@b.io', runtimeVersion: '9.9.9' }), 400, 'UNKNOWN_RUNTIME_VERSION', 'runtimeVersion'],
     ['version not semver', () => post({ organization: uniqueOrg(), email: 'a@b.io', runtimeVersion: 'latest' }), 400, 'VALIDATION_FAILED', 'runtimeVersion'],
     ['oversize body', () => post({ organization: uniqueOrg(), email: 'a@b.io', pad: 'x'.repeat(200_000) }), 413, 'PAYLOAD_TOO_LARGE', undefined],
@@ -143,4 +145,29 @@ t.test('5xx answers leak no internals', async (t) => {
   const { rows } = await broken.db.pool.query('SELECT count(*)::int AS n FROM tenants');
   t.equal(rows[0].n, 0, 'the failed signup left no tenant behind');
   await broken.close();
+});
+
+t.test('region: listed publicly from the root clusters, chosen at signup, shown in the spec and filterable', async (t) => {
+  const kubeconfig = 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]\n' +
+    'users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
+  for (const [name, region] of [['signup-eu', 'eu-test-1'], ['signup-us', 'us-test-1']] as const) {
+    const res = await api.request('POST', '/v1/clusters', { body: { name, region, capacity: 5, kubeconfig } });
+    t.equal(res.statusCode, 201, `cluster ${name} registered`);
+  }
+  t.equal((await api.request('POST', '/v1/clusters/signup-us/cordon')).statusCode, 200, 'signup-us cordoned');
+  const regions = await api.app.inject({ method: 'GET', url: '/v1/regions' });
+  t.equal(regions.statusCode, 200, 'public: no key needed');
+  const items = regions.json().items as Array<{ name: string; accepting: boolean }>;
+  t.same(items.filter((r) => r.name.endsWith('-test-1')), [{ name: 'eu-test-1', accepting: true }, { name: 'us-test-1', accepting: false }], 'a region with only cordoned clusters is not accepting');
+
+  const res = await post({ organization: uniqueOrg(), email: 'a@b.io', region: 'eu-test-1' });
+  t.equal(res.statusCode, 202);
+  const tenant = res.json().tenant;
+  t.equal(tenant.spec.region, 'eu-test-1');
+  const other = (await post({ organization: uniqueOrg(), email: 'a@b.io' })).json().tenant;
+  t.equal(other.spec.region, null, 'no region asked: any region');
+  const listed = await api.request('GET', '/v1/tenants?region=eu-test-1', { key: api.operatorKey });
+  t.same(listed.json().items.map((x: { id: string }) => x.id), [tenant.id], 'list filter by region');
+  const bad = await post({ organization: uniqueOrg(), email: 'a@b.io', region: 'ap-test-1' });
+  t.match(bad.json(), { error: { code: 'UNKNOWN_REGION', field: 'region', message: /region 'ap-test-1' has no root cluster; choose one of: .*eu-test-1/ } });
 });

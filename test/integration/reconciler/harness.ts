@@ -27,8 +27,8 @@ export interface Harness {
   db: TestDatabase;
   box: SecretBox;
   reconcilers: Reconciler[];
-  addCluster(name: string, o?: { capacity?: number; plans?: string[]; cordoned?: boolean }): Promise<string>;
-  createTenant(o?: { plan?: string; runtimeVersion?: string }): Promise<{ id: string; operationId: string }>;
+  addCluster(name: string, o?: { capacity?: number; plans?: string[]; cordoned?: boolean; region?: string }): Promise<string>;
+  createTenant(o?: { plan?: string; runtimeVersion?: string; region?: string }): Promise<{ id: string; operationId: string }>;
   change(id: string, change: Partial<TenantSpec>, kind: OperationKind): Promise<string>;
   retry(id: string): Promise<string>;
   tenant(id: string): Promise<TenantRow & { stalled: boolean; consecutive_failures: number; next_attempt_at: Date | null; lease_owner: string | null; lease_expires_at: Date | null }>;
@@ -48,7 +48,7 @@ export async function createHarness(): Promise<Harness> {
     db, box, reconcilers,
     async addCluster(name, o = {}) {
       const c = await insertCluster(db.pool, {
-        name, region: 'eu-1', labels: {}, capacity: o.capacity ?? 100, plans: o.plans ?? [],
+        name, region: o.region ?? 'eu-1', labels: {}, capacity: o.capacity ?? 100, plans: o.plans ?? [],
         kubeconfigEnc: box.encrypt(KUBECONFIG, `cluster/${name}`),
       });
       if (o.cordoned) await db.pool.query('UPDATE root_clusters SET cordoned = true WHERE id = $1', [c.id]);
@@ -58,7 +58,7 @@ export async function createHarness(): Promise<Harness> {
       return withTx(db.pool, async (tx) => {
         orgs += 1;
         const version = o.runtimeVersion ?? '1.0.0';
-        const id = await insertTenant(tx, { organization: `org-${orgs}-${randomBytes(3).toString('hex')}`, email: 'a@example.com', plan: o.plan ?? 'free', runtimeVersion: version });
+        const id = await insertTenant(tx, { organization: `org-${orgs}-${randomBytes(3).toString('hex')}`, email: 'a@example.com', plan: o.plan ?? 'free', runtimeVersion: version, region: o.region ?? null });
         const operationId = await insertOperation(tx, id, 'create', 1, null, version);
         await tx.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, id]);
         return { id, operationId };

@@ -3,16 +3,22 @@ import { backoffMs } from '../../../provisioner/reconciler/backoff.ts';
 import { choosePlacement, type ClusterLoad } from '../../../provisioner/reconciler/placement.ts';
 import { createHarness, scripted, until } from './harness.ts';
 
-const cluster = (o: Partial<ClusterLoad> & { name: string }): ClusterLoad => ({ id: o.name, capacity: 10, plans: [], cordoned: false, tenants: 0, leases: 0, ...o });
+const FREE = { plan: 'free', region: null };
+const cluster = (o: Partial<ClusterLoad> & { name: string }): ClusterLoad => ({ id: o.name, region: 'eu-1', capacity: 10, plans: [], cordoned: false, tenants: 0, leases: 0, ...o });
 
 t.test('placement rules (pure)', async (t) => {
-  t.match(choosePlacement([cluster({ name: 'a', tenants: 5 }), cluster({ name: 'b', tenants: 2 })], 'free', 4), { kind: 'placed', clusterId: 'b' }, 'least loaded');
-  t.match(choosePlacement([cluster({ name: 'a', tenants: 5, capacity: 100 }), cluster({ name: 'b', tenants: 2, capacity: 4 })], 'free', 4), { kind: 'placed', clusterId: 'a' }, 'load is relative to capacity');
-  t.match(choosePlacement([cluster({ name: 'a', cordoned: true }), cluster({ name: 'b', tenants: 9 })], 'free', 4), { kind: 'placed', clusterId: 'b' }, 'cordoned skipped');
-  t.match(choosePlacement([cluster({ name: 'a', plans: ['enterprise'] })], 'free', 4), { kind: 'no-capacity', message: /plan free not allowed/ });
-  t.match(choosePlacement([cluster({ name: 'a', tenants: 10 })], 'free', 4), { kind: 'no-capacity', message: /full \(10\/10\)/ });
-  t.match(choosePlacement([], 'free', 4), { kind: 'no-capacity', message: /no root cluster is registered/ });
-  t.match(choosePlacement([cluster({ name: 'a', leases: 4 })], 'free', 4), { kind: 'busy' }, 'eligible but at its parallelism');
+  t.match(choosePlacement([cluster({ name: 'a', tenants: 5 }), cluster({ name: 'b', tenants: 2 })], FREE, 4), { kind: 'placed', clusterId: 'b' }, 'least loaded');
+  t.match(choosePlacement([cluster({ name: 'a', tenants: 5, capacity: 100 }), cluster({ name: 'b', tenants: 2, capacity: 4 })], FREE, 4), { kind: 'placed', clusterId: 'a' }, 'load is relative to capacity');
+  t.match(choosePlacement([cluster({ name: 'a', cordoned: true }), cluster({ name: 'b', tenants: 9 })], FREE, 4), { kind: 'placed', clusterId: 'b' }, 'cordoned skipped');
+  t.match(choosePlacement([cluster({ name: 'a', plans: ['enterprise'] })], FREE, 4), { kind: 'no-capacity', message: /plan free not allowed/ });
+  t.match(choosePlacement([cluster({ name: 'a', tenants: 10 })], FREE, 4), { kind: 'no-capacity', message: /full \(10\/10\)/ });
+  t.match(choosePlacement([], FREE, 4), { kind: 'no-capacity', message: /no root cluster is registered/ });
+  t.match(choosePlacement([cluster({ name: 'a', leases: 4 })], FREE, 4), { kind: 'busy' }, 'eligible but at its parallelism');
+  const regions = [cluster({ name: 'eu', region: 'eu-1', tenants: 8 }), cluster({ name: 'us', region: 'us-1', tenants: 1 })];
+  t.match(choosePlacement(regions, { plan: 'free', region: 'eu-1' }, 4), { kind: 'placed', clusterId: 'eu' }, 'a region constraint beats load');
+  t.match(choosePlacement(regions, FREE, 4), { kind: 'placed', clusterId: 'us' }, 'no region: any cluster');
+  t.match(choosePlacement([cluster({ name: 'eu', region: 'eu-1', tenants: 10 }), cluster({ name: 'us', region: 'us-1' })], { plan: 'free', region: 'eu-1' }, 4),
+    { kind: 'no-capacity', message: /a free tenant in region eu-1 \(eu: full \(10\/10\); us: region us-1\)/ }, 'a full region is not spilled into another');
 });
 
 t.test('backoff: 10 s × 3^(n-1), capped, jitter never exceeds the cap', async (t) => {
@@ -86,5 +92,20 @@ t.test('a tenant deleted before it was ever placed is marked Deleted without the
   t.equal(engine.callsFor(x.id).length, 0);
   const ops = await h.operations(x.id);
   t.same(ops.map((o) => o.state), ['superseded', 'succeeded'], 'the create is coalesced into the delete');
+  await r.stop();
+});
+
+t.test('a region constraint: placed in its region even when another is emptier; none there → NoCapacity naming the region', async (t) => {
+  const engine = scripted();
+  const us = await h.addCluster('root-us', { capacity: 10, region: 'us-9' });
+  await h.addCluster('root-eu-empty', { capacity: 100, region: 'eu-9' });
+  const r = await h.reconciler(engine);
+  const inUs = await h.createTenant({ plan: 'free', region: 'us-9' });
+  await until('placed', async () => (await h.tenant(inUs.id)).phase === 'Ready');
+  t.equal((await h.tenant(inUs.id)).cluster_id, us);
+  const nowhere = await h.createTenant({ plan: 'free', region: 'ap-9' });
+  const row = await until('NoCapacity', async () => { const x = await h.tenant(nowhere.id); return x.conditions.some((c) => c.reason === 'NoCapacity') && x; });
+  t.match(row.conditions.find((c) => c.reason === 'NoCapacity')?.message, /no root cluster can take a free tenant in region ap-9 \(.*root-us: region us-9/);
+  t.equal(row.cluster_id, null);
   await r.stop();
 });
