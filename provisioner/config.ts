@@ -5,6 +5,7 @@
 import { createPrivateKey } from 'node:crypto';
 import { isAbsolute, join, resolve } from 'node:path';
 import { ConfigError, int, type Env } from '../runtime/agents/common/config.ts';
+import { UPSTREAM_REPOSITORIES, isLocalPath } from '../runtime/component/chart-source.ts';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -74,7 +75,7 @@ export interface EngineConfig {
   /**
    * Chart repository overrides handed to the tenants program as `tenant:chartRepositories`
    * (PROVISIONER_CHART_REPOSITORIES, JSON such as `{"argo": "/srv/charts", "vcluster": "oci://…"}`;
-   * default: upstream repositories). Checked in full by the program's config contract.
+   * default: upstream repositories). Names and locations are checked at start-up.
    */
   chartRepositories: Record<string, string> | undefined;
   /** Server of the exported vcluster kubeconfig, `tenant:vclusterServerTemplate` (PROVISIONER_VCLUSTER_SERVER_TEMPLATE; default the program's). */
@@ -158,8 +159,24 @@ function loadEngineConfig(env: Env, dataDir: string, host: string, port: number)
     pulumiHome: home,
     publicUrl: url(env, 'PROVISIONER_PUBLIC_URL', ['https:', 'http:']) ?? `http://${publicHost.includes(':') ? `[${publicHost}]` : publicHost}:${port}`,
     chartRepositories: chartRepositories(env.PROVISIONER_CHART_REPOSITORIES),
-    vclusterServerTemplate: env.PROVISIONER_VCLUSTER_SERVER_TEMPLATE === undefined || env.PROVISIONER_VCLUSTER_SERVER_TEMPLATE === '' ? undefined : env.PROVISIONER_VCLUSTER_SERVER_TEMPLATE,
+    vclusterServerTemplate: serverTemplate(env.PROVISIONER_VCLUSTER_SERVER_TEMPLATE),
   };
+}
+
+/** The exported kubeconfig's server: an https URL once {release} and {namespace} are filled in. */
+function serverTemplate(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const name = 'PROVISIONER_VCLUSTER_SERVER_TEMPLATE';
+  const sample = raw.replaceAll('{release}', 'vcluster').replaceAll('{namespace}', 'tenant-x');
+  if (/[{}]/.test(sample)) throw new ConfigError(name, `'${raw}' has a placeholder other than {release} and {namespace}`);
+  let parsed: URL;
+  try {
+    parsed = new URL(sample);
+  } catch {
+    throw new ConfigError(name, `'${raw}' is not a URL template such as https://{release}.{namespace}.svc:443`);
+  }
+  if (parsed.protocol !== 'https:') throw new ConfigError(name, `'${raw}' must be an https URL (the vcluster API server only serves TLS)`);
+  return raw;
 }
 
 function chartRepositories(raw: string | undefined): Record<string, string> | undefined {
@@ -174,7 +191,11 @@ function chartRepositories(raw: string | undefined): Record<string, string> | un
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError(name, 'must be a JSON object of repository name to location');
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(parsed)) {
+    if (!Object.hasOwn(UPSTREAM_REPOSITORIES, k)) throw new ConfigError(name, `'${k}' is not a chart repository this product uses; known: ${Object.keys(UPSTREAM_REPOSITORIES).join(', ')}`);
     if (typeof v !== 'string' || v === '') throw new ConfigError(name, `'${k}' must be a non-empty string (URL or directory)`);
+    if (!isLocalPath(v) && !/^(https?|oci):\/\/[^/\s]+/.test(v)) {
+      throw new ConfigError(name, `'${k}': '${v}' is neither an http(s) URL, an oci:// URL nor a local path (absolute, ./…, ../… or file://…)`);
+    }
     out[k] = v;
   }
   return out;

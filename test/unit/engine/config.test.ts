@@ -32,3 +32,37 @@ t.test('bad values are refused with the variable named', async (t) => {
   }
   t.equal(loadConfig({ PROVISIONER_ENGINE: 'none', PROVISIONER_RESYNC_SECONDS: '0', PROVISIONER_SECRETS_PROVIDER: 'awskms://alias/pulumi' }, '/').engine.kind, 'none');
 });
+
+t.test('chart repositories and the vcluster server template: parsed at start-up, bad values named', async (t) => {
+  const ok = loadConfig({
+    PROVISIONER_CHART_REPOSITORIES: '{"argo": "/srv/charts", "vcluster": "oci://registry.internal/charts", "jetstack": "https://mirror.internal/jetstack"}',
+    PROVISIONER_VCLUSTER_SERVER_TEMPLATE: 'https://{release}.{namespace}.clusters.internal:8443',
+  }, '/');
+  t.same(ok.engine.chartRepositories, { argo: '/srv/charts', vcluster: 'oci://registry.internal/charts', jetstack: 'https://mirror.internal/jetstack' });
+  t.equal(ok.engine.vclusterServerTemplate, 'https://{release}.{namespace}.clusters.internal:8443');
+  const unset = loadConfig({ PROVISIONER_CHART_REPOSITORIES: '', PROVISIONER_VCLUSTER_SERVER_TEMPLATE: '' }, '/');
+  t.equal(unset.engine.chartRepositories, undefined, 'empty: upstream repositories');
+  t.equal(unset.engine.vclusterServerTemplate, undefined, "empty: the program's default");
+
+  const bad: Array<[Record<string, string>, RegExp]> = [
+    [{ PROVISIONER_CHART_REPOSITORIES: '{argo: /srv}' }, /is not JSON/],
+    [{ PROVISIONER_CHART_REPOSITORIES: '["/srv"]' }, /must be a JSON object/],
+    [{ PROVISIONER_CHART_REPOSITORIES: '{"argoo": "/srv"}' }, /'argoo' is not a chart repository this product uses; known: argo, vcluster/],
+    [{ PROVISIONER_CHART_REPOSITORIES: '{"argo": 7}' }, /'argo' must be a non-empty string/],
+    [{ PROVISIONER_CHART_REPOSITORIES: '{"argo": "charts"}' }, /'argo': 'charts' is neither an http\(s\) URL, an oci:\/\/ URL nor a local path/],
+    [{ PROVISIONER_VCLUSTER_SERVER_TEMPLATE: 'https://{release}.{ns}.svc' }, /placeholder other than \{release\} and \{namespace\}/],
+    [{ PROVISIONER_VCLUSTER_SERVER_TEMPLATE: 'http://{release}.{namespace}.svc' }, /must be an https URL/],
+    [{ PROVISIONER_VCLUSTER_SERVER_TEMPLATE: '{release}.{namespace}.svc' }, /is not a URL template/],
+  ];
+  for (const [env, message] of bad) {
+    let err: unknown;
+    try {
+      loadConfig(env, '/');
+    } catch (e) {
+      err = e;
+    }
+    const variable = Object.keys(env)[0];
+    t.ok(err instanceof ConfigError && err.variable === variable, `${variable} named`);
+    t.match((err as Error).message, message);
+  }
+});
