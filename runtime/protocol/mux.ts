@@ -10,7 +10,7 @@
  * bounded by maxStreams × (window + 128 KiB).
  */
 import { EventEmitter } from 'node:events';
-import { Readable } from 'node:stream';
+import { type Duplex, Readable } from 'node:stream';
 import type WebSocket from 'ws';
 import {
   CloseCode,
@@ -421,6 +421,8 @@ export class Mux extends EventEmitter<MuxEvents> {
   #maxChunk: number;
   /** Data-frame buffers whose write has completed, reused for later frames (no allocation per chunk). */
   readonly #framePool: Buffer[] = [];
+  /** The socket while it is corked for this event-loop turn. */
+  #corked: Duplex | null = null;
 
   constructor(ws: WebSocket, options: MuxOptions) {
     super();
@@ -496,8 +498,30 @@ export class Mux extends EventEmitter<MuxEvents> {
 
   send(frame: Frame): void {
     if (this.#closed || this.#ws.readyState !== this.#ws.OPEN) return;
+    this.#cork();
     this.#ws.send(encodeFrame(frame), { binary: true });
   }
+
+  /**
+   * Holds this event-loop turn's frames (of every stream: heads, data, end, window updates) in
+   * the socket until the turn's end, so they leave in one write system call instead of one
+   * each. ws has no public cork; its socket is reached through `_socket`, and without it frames
+   * simply go out one by one.
+   */
+  #cork(): void {
+    if (this.#corked) return;
+    const socket = (this.#ws as unknown as { _socket?: Duplex })._socket;
+    if (!socket || typeof socket.cork !== 'function' || socket.destroyed) return;
+    socket.cork();
+    this.#corked = socket;
+    setImmediate(this.#uncork);
+  }
+
+  readonly #uncork = (): void => {
+    const socket = this.#corked;
+    this.#corked = null;
+    if (socket && !socket.destroyed) socket.uncork();
+  };
 
   /**
    * Sends one data frame. The frame is built in a pooled buffer that goes back to the pool once
@@ -511,6 +535,7 @@ export class Mux extends EventEmitter<MuxEvents> {
     if (buf === undefined || buf.length < size) buf = Buffer.allocUnsafeSlow(size);
     const frame = encodeDataFrameInto(buf, streamId, pieces, bytes);
     const pooled = buf;
+    this.#cork();
     this.#ws.send(frame, { binary: true }, () => {
       if (this.#framePool.length < FRAME_POOL_SIZE) this.#framePool.push(pooled);
     });

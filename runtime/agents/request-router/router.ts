@@ -5,7 +5,6 @@
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
-import { pipeline } from 'node:stream';
 import pino, { type BaseLogger } from 'pino';
 import { headerListFrom, headersObject } from '../../protocol/headers.ts';
 import { retriableUpstreamError } from '../common/retry.ts';
@@ -85,7 +84,9 @@ export function createRouter(opts: RouterOptions): Router {
       up.on('timeout', () => up.destroy(new Error(`no response within ${timeoutMs} ms`)));
       up.on('response', (upRes) => {
         res.writeHead(upRes.statusCode ?? 502, headersObject(headerListFrom(upRes.rawHeaders)));
-        pipeline(upRes, res, () => {});
+        // pipe, not pipeline (which costs an AbortController and a DOMException per request).
+        upRes.on('error', () => res.destroy());
+        upRes.pipe(res);
       });
       up.on('error', (err) => {
         if (!retry && !res.headersSent && !res.destroyed && retriableUpstreamError(up, err, req.method ?? '') && bodyBytes === 0 && req.complete) {
@@ -98,7 +99,10 @@ export function createRouter(opts: RouterOptions): Router {
         else res.destroy();
       });
       if (retry) up.end();
-      else pipeline(req, up, () => {});
+      else {
+        req.on('error', () => up.destroy());
+        req.pipe(up);
+      }
     };
     send(false);
   }
