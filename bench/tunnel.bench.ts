@@ -99,14 +99,14 @@ interface Target {
 }
 
 /** `count` requests with `concurrency` in flight; returns MB/s and requests/s. */
-/** The component processes, whose CPU time is measured around each throughput run. */
-let components: ChildProcess[] = [];
+/** The component processes by name, whose CPU time is measured around each throughput run. */
+let components: Array<[string, ChildProcess]> = [];
 
-/** CPU time (user + system) used so far: [all component processes, this load generator], in ms. */
-async function cpuMs(): Promise<[number, number]> {
-  const replies = await Promise.all(components.map((c) => ask(c, 'cpu')));
+/** CPU time (user + system) used so far, ms: [all component processes, this load generator, per component]. */
+async function cpuMs(): Promise<[number, number, number[]]> {
+  const each = (await Promise.all(components.map(([, c]) => ask(c, 'cpu')))).map((m) => m.us / 1000);
   const own = process.cpuUsage();
-  return [replies.reduce((n, m) => n + m.us, 0) / 1000, (own.user + own.system) / 1000];
+  return [each.reduce((n, x) => n + x, 0), (own.user + own.system) / 1000, each];
 }
 
 interface Run {
@@ -115,13 +115,15 @@ interface Run {
   /** CPU ms per MiB moved: of the product's processes (control plane, runtime) and of the load generator. */
   cpuPerMiB: number;
   loadgenCpuPerMiB: number;
+  /** CPU ms per MiB of each component process (names as in `components`). */
+  componentCpuPerMiB: Record<string, number>;
 }
 
 async function throughput(target: Target, size: number, count: number, concurrency: number): Promise<Run> {
   const path = `/api/test/bytes?size=${size}`;
   let next = 0;
   let bytes = 0;
-  const [cpu0, own0] = await cpuMs();
+  const [cpu0, own0, each0] = await cpuMs();
   const started = process.hrtime.bigint();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
@@ -134,9 +136,10 @@ async function throughput(target: Target, size: number, count: number, concurren
     }),
   );
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  const [cpu1, own1] = await cpuMs();
+  const [cpu1, own1, each1] = await cpuMs();
   const mib = bytes / 1048576;
-  return { mbps: mib / seconds, rps: count / seconds, cpuPerMiB: (cpu1 - cpu0) / mib, loadgenCpuPerMiB: (own1 - own0) / mib };
+  const componentCpuPerMiB = Object.fromEntries(components.map(([name], i) => [name, Number(((each1[i]! - each0[i]!) / mib).toFixed(2))]));
+  return { mbps: mib / seconds, rps: count / seconds, cpuPerMiB: (cpu1 - cpu0) / mib, loadgenCpuPerMiB: (own1 - own0) / mib, componentCpuPerMiB };
 }
 
 /** `count` sequential 1 KB GETs to each target, alternating; sorted times per target. */
@@ -156,17 +159,20 @@ async function main(): Promise<void> {
   const cp = await spawn('cp', [tenantId]);
   let app: Awaited<ReturnType<typeof spawn>>;
   let runtimeProcs: ChildProcess[];
+  let names: string[];
   if (layout() === 'split') {
     app = await spawn('app', [tenantId]);
     const router = await spawn('router', [app.started.base]);
     const client = await spawn('client', [cp.started.wsUrl!, cp.started.runtimeToken!, router.started.base]);
     runtimeProcs = [client.child, router.child, app.child];
+    names = ['tunnel client', 'router', 'app-proxy'];
   } else {
     app = await spawn('runtime', [tenantId, cp.started.wsUrl!, cp.started.runtimeToken!]);
     runtimeProcs = [app.child];
+    names = ['runtime'];
   }
   const children = [cp.child, ...runtimeProcs];
-  components = children;
+  components = children.map((c, i) => [i === 0 ? 'control plane' : names[i - 1]!, c]);
   for (let i = 0; i < 500 && !(await ask(cp.child, 'connected')).connected; i++) await new Promise((r) => setTimeout(r, 10));
   if (!(await ask(cp.child, 'connected')).connected) throw new Error('the tunnel did not come up');
 
@@ -278,7 +284,12 @@ async function main(): Promise<void> {
       `| ${r.size} | ${r.direct.mbps.toFixed(1)} | ${r.tunnel.mbps.toFixed(1)} | ${(r.tunnel.mbps / r.direct.mbps).toFixed(2)} | ${r.roundRatios.join(', ')} | ${r.direct.rps.toFixed(0)} | ${r.tunnel.rps.toFixed(0)} | ${r.cpu.direct.toFixed(2)} / ${r.cpu.tunnel.toFixed(2)} |`,
     );
   }
-  console.log(`load generator CPU ms/MiB (10 MB): direct ${ten.direct.loadgenCpuPerMiB.toFixed(2)}, tunnel ${ten.tunnel.loadgenCpuPerMiB.toFixed(2)}`);
+  console.log(`\n10 MB, CPU ms per MiB: load generator direct ${ten.direct.loadgenCpuPerMiB.toFixed(2)}, tunnel ${ten.tunnel.loadgenCpuPerMiB.toFixed(2)}; through the tunnel, by process: ${Object.entries(ten.tunnel.componentCpuPerMiB).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  const one = rows.find((r) => r.size === '1 KB');
+  if (one) {
+    const perRequest = (run: Run): string => Object.entries(run.componentCpuPerMiB).map(([k, v]) => `${k} ${((v * 1000) / 1024).toFixed(0)}`).join(', ');
+    console.log(`1 KB, CPU µs per request by process: direct ${perRequest(one.direct)}; tunnel ${perRequest(one.tunnel)}`);
+  }
   const l = result.latency1k;
   console.log(`\n1 KB GET latency (sequential, 2000 each, alternating): direct p50 ${l.directP50.toFixed(3)} ms p99 ${l.directP99.toFixed(3)} ms; tunnel p50 ${l.tunnelP50.toFixed(3)} ms p99 ${l.tunnelP99.toFixed(3)} ms; added p50 ${l.addedP50.toFixed(3)} ms, p99 ${l.addedP99.toFixed(3)} ms`);
   const s = result.stalledReader;
