@@ -9,6 +9,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
@@ -106,16 +107,22 @@ func releaseOutputs(inputs resource.PropertyMap, rel *release.Release) resource.
 	return outs
 }
 
-func (c *cluster) installRelease(ctx context.Context, props resource.PropertyMap) (string, resource.PropertyMap, error) {
+// prepare parses a release's inputs, loads its chart and a Helm configuration for its namespace.
+func (c *cluster) prepare(props resource.PropertyMap) (releaseArgs, *chart.Chart, *action.Configuration, error) {
 	a, err := parseRelease(props)
 	if err != nil {
-		return "", nil, err
+		return a, nil, nil, err
 	}
 	ch, err := loader.Load(a.chart)
 	if err != nil {
-		return "", nil, fmt.Errorf("release %s: load chart: %w", a.name, err)
+		return a, nil, nil, fmt.Errorf("release %s: load chart: %w", a.name, err)
 	}
 	cfg, err := c.helm(a.namespace)
+	return a, ch, cfg, err
+}
+
+func (c *cluster) installRelease(ctx context.Context, props resource.PropertyMap) (string, resource.PropertyMap, error) {
+	a, ch, cfg, err := c.prepare(props)
 	if err != nil {
 		return "", nil, err
 	}
@@ -133,15 +140,7 @@ func (c *cluster) installRelease(ctx context.Context, props resource.PropertyMap
 }
 
 func (c *cluster) upgradeRelease(ctx context.Context, props resource.PropertyMap) (string, resource.PropertyMap, error) {
-	a, err := parseRelease(props)
-	if err != nil {
-		return "", nil, err
-	}
-	ch, err := loader.Load(a.chart)
-	if err != nil {
-		return "", nil, fmt.Errorf("release %s: load chart: %w", a.name, err)
-	}
-	cfg, err := c.helm(a.namespace)
+	a, ch, cfg, err := c.prepare(props)
 	if err != nil {
 		return "", nil, err
 	}
