@@ -6,6 +6,7 @@ import { createPrivateKey } from 'node:crypto';
 import { isAbsolute, join, resolve } from 'node:path';
 import { ConfigError, int, type Env } from '../runtime/agents/common/config.ts';
 import { UPSTREAM_REPOSITORIES, isLocalPath } from '../runtime/component/chart-source.ts';
+import { DEFAULT_TUNNEL_LIMITS, type TunnelLimits } from './tunnel/limits.ts';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -34,6 +35,8 @@ export interface Config {
   /** Reconciler and engine settings (see docs/reconciler.md). */
   reconciler: ReconcilerConfig;
   engine: EngineConfig;
+  /** Limits of the runtime tunnel and the forwarding route (docs/tunnel.md). */
+  tunnel: TunnelLimits;
 }
 
 export interface ReconcilerConfig {
@@ -241,5 +244,36 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     keyCacheMs: int(env, 'PROVISIONER_KEY_CACHE_MS', 2000, 0, 60_000),
     reconciler: loadReconcilerConfig(env),
     engine: loadEngineConfig(env, dataDir, host, port),
+    tunnel: loadTunnelLimits(env),
   };
+}
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+/** PROVISIONER_TUNNEL_*: every tunnel limit, defaults from the tunnel server. */
+function loadTunnelLimits(env: Env): TunnelLimits {
+  const d = DEFAULT_TUNNEL_LIMITS;
+  const seconds = (name: string, fallbackMs: number, min: number, max: number) => int(env, name, fallbackMs / 1000, min, max) * 1000;
+  const limits: TunnelLimits = {
+    maxPayload: int(env, 'PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES', d.maxPayload, 16 * KiB, 64 * MiB),
+    maxStreams: int(env, 'PROVISIONER_TUNNEL_MAX_STREAMS', d.maxStreams, 1, 65_535),
+    streamWindow: int(env, 'PROVISIONER_TUNNEL_STREAM_WINDOW_BYTES', d.streamWindow, 16 * KiB, 64 * MiB),
+    maxChunkBytes: int(env, 'PROVISIONER_TUNNEL_MAX_CHUNK_BYTES', d.maxChunkBytes, KiB, 16 * MiB),
+    maxHeaderBytes: int(env, 'PROVISIONER_TUNNEL_MAX_HEADER_BYTES', d.maxHeaderBytes, KiB, MiB),
+    maxRequestBodyBytes: int(env, 'PROVISIONER_TUNNEL_MAX_REQUEST_BODY_BYTES', d.maxRequestBodyBytes, 0, 1024 * 1024 * MiB),
+    requestTimeoutMs: seconds('PROVISIONER_TUNNEL_REQUEST_TIMEOUT_SECONDS', d.requestTimeoutMs, 1, 3600),
+    idleTimeoutMs: seconds('PROVISIONER_TUNNEL_IDLE_TIMEOUT_SECONDS', d.idleTimeoutMs, 1, 86_400),
+    heartbeatIntervalMs: seconds('PROVISIONER_TUNNEL_HEARTBEAT_SECONDS', d.heartbeatIntervalMs, 1, 3600),
+    handshakeTimeoutMs: seconds('PROVISIONER_TUNNEL_HANDSHAKE_TIMEOUT_SECONDS', d.handshakeTimeoutMs, 1, 600),
+    revalidateIntervalMs: seconds('PROVISIONER_TUNNEL_REVALIDATE_SECONDS', d.revalidateIntervalMs, 0, 86_400),
+  };
+  // A frame carries one chunk or one head plus a small header: both must fit a message.
+  if (limits.maxChunkBytes + KiB > limits.maxPayload) {
+    throw new ConfigError('PROVISIONER_TUNNEL_MAX_CHUNK_BYTES', `${limits.maxChunkBytes} leaves no room for the frame header in PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES (${limits.maxPayload}); keep it at least 1 KiB smaller`);
+  }
+  if (limits.maxHeaderBytes + KiB > limits.maxPayload) {
+    throw new ConfigError('PROVISIONER_TUNNEL_MAX_HEADER_BYTES', `${limits.maxHeaderBytes} does not fit PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES (${limits.maxPayload}) with the frame header`);
+  }
+  return limits;
 }

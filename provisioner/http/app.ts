@@ -70,6 +70,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     },
     signer,
     ...(deps.logger ? { logger: deps.logger.child({ component: 'tunnel' }) } : {}),
+    ...deps.config.tunnel,
     ...deps.tunnelLimits,
   });
   app.server.on('upgrade', (req, socket, head) => {

@@ -1,0 +1,65 @@
+/**
+ * Tunnel limits set through the provisioner's configuration (PROVISIONER_TUNNEL_*) reach the real
+ * app: a runtime's tunnel client forwards to a plain HTTP upstream, and the forwarding route
+ * answers with the provisioner's own error handler.
+ */
+import t from 'tap';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { once } from 'node:events';
+import { createTestApi } from '../../helpers/api.ts';
+import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
+
+const LIMIT = 4096;
+const api = await createTestApi({ env: { PROVISIONER_TUNNEL_MAX_REQUEST_BODY_BYTES: String(LIMIT) } });
+const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
+t.teardown(() => api.close());
+
+const tenant = await api.signup();
+const runtimeKey = (await api.request('POST', '/v1/keys', { body: { role: 'runtime', name: 'runtime', tenantId: tenant.tenantId } })).json();
+// Test double of the runtime side: an upstream that answers with the size of what it received.
+const upstream = http.createServer((req, res) => {
+  let n = 0;
+  req.on('data', (c: Buffer) => { n += c.length; });
+  req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ received: n })));
+}).listen(0, '127.0.0.1');
+await once(upstream, 'listening');
+const client = startTunnelClient({
+  url: base.replace('http', 'ws') + '/v1/tunnel',
+  token: runtimeKey.key,
+  upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+  backoff: { initialMs: 50, maxMs: 200 },
+});
+t.teardown(async () => {
+  await client.close();
+  upstream.close();
+});
+if (!client.connected) await once(client.events, 'connected');
+
+const post = (body: Buffer | AsyncIterable<Buffer>, headers: Record<string, string> = {}) => {
+  // A streamed body needs `duplex: 'half'`, which the DOM RequestInit type does not list yet.
+  const init = { method: 'POST', body, headers: { authorization: `Bearer ${tenant.apiKey}`, ...headers }, duplex: 'half' };
+  return fetch(`${base}/v1/tenants/${tenant.tenantId}/runtime/api/upload`, init as unknown as RequestInit);
+};
+
+t.test('PROVISIONER_TUNNEL_MAX_REQUEST_BODY_BYTES: a body within the limit is forwarded, a larger one is 413 naming the limit', async (t) => {
+  const ok = await post(Buffer.alloc(LIMIT, 1));
+  t.equal(ok.status, 200);
+  t.same(await ok.json(), { received: LIMIT });
+
+  const declared = await post(Buffer.alloc(LIMIT + 1, 1));
+  t.equal(declared.status, 413, 'declared Content-Length over the limit');
+  const body = await declared.json() as { error: { code: string; message: string } };
+  t.equal(body.error.code, 'PAYLOAD_TOO_LARGE');
+  t.match(body.error.message, new RegExp(String(LIMIT)), 'the message names the limit');
+
+  async function* chunks(): AsyncIterable<Buffer> {
+    for (let i = 0; i < 4; i++) yield Buffer.alloc(2048, 2);
+  }
+  const chunked = await post(chunks());
+  t.equal(chunked.status, 413, 'a chunked body that grows past the limit');
+  t.equal(((await chunked.json()) as { error: { code: string } }).error.code, 'PAYLOAD_TOO_LARGE');
+
+  const after = await post(Buffer.from('small'));
+  t.equal(after.status, 200, 'the tunnel keeps serving');
+});
