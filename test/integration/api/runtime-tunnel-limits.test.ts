@@ -1,7 +1,7 @@
 /**
- * Tunnel limits set through the provisioner's configuration (PROVISIONER_TUNNEL_*) reach the real
- * app: a runtime's tunnel client forwards to a plain HTTP upstream, and the forwarding route
- * answers with the provisioner's own error handler.
+ * Tunnel limits set through the provisioner's configuration (PROVISIONER_TUNNEL_*) and the tunnel's
+ * shutdown, through the real app: a runtime's tunnel client forwards to a plain HTTP upstream, and
+ * the forwarding route answers with the provisioner's own error handler.
  */
 import t from 'tap';
 import http from 'node:http';
@@ -19,6 +19,7 @@ const tenant = await api.signup();
 const runtimeKey = (await api.request('POST', '/v1/keys', { body: { role: 'runtime', name: 'runtime', tenantId: tenant.tenantId } })).json();
 // Test double of the runtime side: an upstream that answers with the size of what it received.
 const upstream = http.createServer((req, res) => {
+  if (req.url === '/api/hang') return; // never answers: a request in flight at shutdown
   let n = 0;
   req.on('data', (c: Buffer) => { n += c.length; });
   req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ received: n })));
@@ -62,4 +63,19 @@ t.test('PROVISIONER_TUNNEL_MAX_REQUEST_BODY_BYTES: a body within the limit is fo
 
   const after = await post(Buffer.from('small'));
   t.equal(after.status, 200, 'the tunnel keeps serving');
+});
+
+t.test('shutdown of the tunnel server: a request in flight and a new one get 503 SHUTTING_DOWN from the app', async (t) => {
+  const url = `${base}/v1/tenants/${tenant.tenantId}/runtime/api/hang`;
+  const headers = { authorization: `Bearer ${tenant.apiKey}` };
+  const inFlight = fetch(url, { headers });
+  await new Promise((resolve) => setTimeout(resolve, 300)); // forwarded and waiting for the runtime
+  await api.ctx.tunnel.close();
+  const cut = await inFlight;
+  t.equal(cut.status, 503);
+  t.equal(((await cut.json()) as { error: { code: string } }).error.code, 'SHUTTING_DOWN');
+  const later = await fetch(url, { headers });
+  t.equal(later.status, 503);
+  const body = (await later.json()) as { error: { code: string; message: string } };
+  t.match(body.error, { code: 'SHUTTING_DOWN', message: /shutting down/ });
 });
