@@ -7,15 +7,20 @@
  * The crash lands while the engine creates the vcluster's Helm release: the Helm record stays
  * `pending-install`, which recovery removes (provisioner/engine/helm-recovery.ts) before it
  * refreshes with pending creates cleared; the next install adopts what the dead one created.
+ * A second test crashes an upgrade while the vcluster release is `pending-upgrade`: recovery
+ * removes only that revision's record and the upgrade completes.
  */
 import t from 'tap';
 import { provisioningUnavailable, startE2E } from './harness/environment.ts';
 import { exists, kube } from './harness/kube.ts';
 import { until } from './harness/processes.ts';
+import { catalog } from '../../runtime/catalog.ts';
 
 t.setTimeout(20 * 60_000);
 
 const VERSION = '1.4.1';
+/** The next version the catalog allows from VERSION (its vcluster chart differs). */
+const UPGRADE_TO = '1.5.0';
 const PROVISION_TIMEOUT = 5 * 60_000;
 // Provisioning needs the Kubernetes provider plugin; without it this file reports itself skipped.
 const skip = provisioningUnavailable();
@@ -93,5 +98,43 @@ async function crash(): Promise<void> {
     const agents = await vc.apps.listNamespacedDeployment({ namespace: 'hosted-runtime' });
     const names = agents.items.map((d) => d.metadata?.name ?? '');
     t.equal(new Set(names).size, names.length, 'each agent Deployment exists once');
+  });
+
+  t.test('crash during an upgrade: the pending Helm upgrade record is removed and the upgrade completes', async (t) => {
+    const signup = await e2e.signup('crashup', VERSION);
+    const tenantId = signup.tenant.id;
+    const ns = `tenant-${tenantId}`;
+    await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
+    const accepted = await e2e.api.expect<{ operationId: string }>(202, 'POST', `/v1/tenants/${tenantId}/upgrade`, { version: UPGRADE_TO });
+    // Kill while Helm upgrades the vcluster release: its new revision's record is pending-upgrade.
+    await until('the vcluster Helm upgrade to be under way', 180_000, async () => {
+      const pending = await root.core.listNamespacedSecret({ namespace: ns, labelSelector: 'owner=helm,name=vcluster,status=pending-upgrade' });
+      return pending.items.length > 0;
+    }, 100);
+    const killedAt = Date.now();
+    await e2e.provisioner.process.kill();
+    t.pass('provisioner killed with SIGKILL in the middle of the upgrade');
+
+    await e2e.restartProvisioner();
+    const ready = await until(`the tenant on ${UPGRADE_TO}`, PROVISION_TIMEOUT, async () => {
+      const x = await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
+      return x.status.runtimeVersion === UPGRADE_TO ? x : undefined;
+    });
+    e2e.timing('crash during upgrade → restart → Ready', (Date.now() - killedAt) / 1000);
+    t.equal(ready.status.previousRuntimeVersion, VERSION, 'the upgrade completed');
+    const lines = await e2e.api.logLines(accepted.operationId);
+    for (const line of lines.filter((l) => l.startsWith('recovery:'))) t.comment(line);
+    t.ok(lines.some((l) => /^recovery: \d+ pending operation\(s\) in the stack: .*updating kubernetes:helm\.sh\/v3:Release/.test(l)), 'recovery saw the interrupted update');
+    t.ok(lines.some((l) => /^recovery: Helm release .*\/vcluster: removed record\(s\) sh\.helm\.release\.v1\.vcluster\.v2 \(pending-upgrade\)$/.test(l)),
+      'only the pending revision of the vcluster release was removed');
+
+    const records = await root.core.listNamespacedSecret({ namespace: ns, labelSelector: 'owner=helm,name=vcluster' });
+    const statuses = records.items.map((r) => r.metadata?.labels?.status).sort();
+    t.same(statuses, ['deployed', 'superseded'], 'the release history: the first install superseded, the upgrade deployed');
+    const sts = await root.apps.readNamespacedStatefulSet({ name: 'vcluster', namespace: ns });
+    const toPins = catalog.get(UPGRADE_TO)!.components;
+    t.equal(sts.metadata?.annotations?.['e2e.hosted-runtimes/chart-version'], toPins.vcluster, `the vcluster runs chart ${toPins.vcluster}`);
+    const exported = JSON.parse((await e2e.pulumi(['stack', 'export', '--stack', `organization/tenants/tenant-${tenantId}`])).stdout) as StackExport;
+    t.same(exported.deployment?.pending_operations ?? [], [], 'the stack has no pending operations');
   });
 }
