@@ -50,5 +50,17 @@ async function drift(): Promise<void> {
     t.ok(await exists(() => root.core.readNamespacedResourceQuota({ name: quota, namespace: ns })), 'the quota is back');
     const tenant = await e2e.api.tenant(tenantId);
     t.equal(tenant.status.phase, 'Ready', 'the tenant stays Ready');
+
+    // The next resync of the now untouched tenant has nothing to correct.
+    const next = await until('the next resync', (RESYNC_SECONDS + 240) * 1000, async () => {
+      for (const o of await e2e.api.operations(tenantId)) {
+        if (before.has(o.id) || o.id === op.op.id || o.kind !== 'resync' || o.state !== 'succeeded') continue;
+        return { op: o, lines: await e2e.api.logLines(o.id) };
+      }
+      return undefined;
+    }, 2000);
+    for (const line of next.lines.filter((l) => /drift|nothing to correct/.test(l))) t.comment(`next resync: ${line}`);
+    t.ok(next.lines.includes('nothing to correct'), 'the next resync of an untouched tenant changes nothing');
+    t.equal((await e2e.api.tenant(tenantId)).status.phase, 'Ready');
   });
 }
