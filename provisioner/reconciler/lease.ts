@@ -6,24 +6,13 @@
  */
 import type pg from 'pg';
 import type { Queryable } from '../db/tx.ts';
-import type { Condition, Phase } from '../store/tenants.ts';
+import type { TenantRow } from '../store/tenants.ts';
 import { choosePlacement, type ClusterLoad } from './placement.ts';
 
 /** The tenant as claimed: the spec snapshot (generation G) the attempt works from. */
-export interface ClaimedTenant {
-  id: string;
-  organization: string;
-  plan: string;
-  runtime_version: string;
-  suspended: boolean;
-  deleted: boolean;
-  generation: number;
-  phase: Phase;
-  observed_generation: number;
-  actual_runtime_version: string | null;
-  previous_runtime_version: string | null;
-  cluster_id: string | null;
-  conditions: Condition[];
+export interface ClaimedTenant extends Pick<TenantRow,
+  'id' | 'organization' | 'plan' | 'runtime_version' | 'suspended' | 'deleted' | 'generation' | 'phase' | 'observed_generation' |
+  'actual_runtime_version' | 'previous_runtime_version' | 'cluster_id' | 'conditions'> {
   consecutive_failures: number;
   next_attempt_at: Date | null;
   runtime_token_enc: Buffer | null;

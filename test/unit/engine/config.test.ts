@@ -1,5 +1,17 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { ConfigError, loadConfig } from '../../../provisioner/config.ts';
+
+/** loadConfig(env) must throw a ConfigError naming `variable` with a message matching `message`. */
+function refused(t: Test, env: Record<string, string>, variable: string, message: RegExp): void {
+  let err: unknown;
+  try {
+    loadConfig(env, '/');
+  } catch (e) {
+    err = e;
+  }
+  t.ok(err instanceof ConfigError && err.variable === variable, `${variable} named`);
+  t.match((err as Error).message, message);
+}
 
 t.test('reconciler and engine settings: defaults', async (t) => {
   const c = loadConfig({ PROVISIONER_DATA_DIR: '/data', PORT: '9090' }, '/');
@@ -20,16 +32,7 @@ t.test('bad values are refused with the variable named', async (t) => {
     [{ PROVISIONER_SECRETS_PROVIDER: 'rot13' }, 'PROVISIONER_SECRETS_PROVIDER', /must be 'passphrase' or a KMS URL/],
     [{ PROVISIONER_PUBLIC_URL: 'ftp://cp' }, 'PROVISIONER_PUBLIC_URL', /not supported/],
   ];
-  for (const [env, variable, message] of bad) {
-    let err: unknown;
-    try {
-      loadConfig(env, '/');
-    } catch (e) {
-      err = e;
-    }
-    t.ok(err instanceof ConfigError && err.variable === variable, `${variable} named`);
-    t.match((err as Error).message, message);
-  }
+  for (const [env, variable, message] of bad) refused(t, env, variable, message);
   t.equal(loadConfig({ PROVISIONER_ENGINE: 'none', PROVISIONER_RESYNC_SECONDS: '0', PROVISIONER_SECRETS_PROVIDER: 'awskms://alias/pulumi' }, '/').engine.kind, 'none');
 });
 
@@ -54,17 +57,7 @@ t.test('chart repositories and the vcluster server template: parsed at start-up,
     [{ PROVISIONER_VCLUSTER_SERVER_TEMPLATE: 'http://{release}.{namespace}.svc' }, /must be an https URL/],
     [{ PROVISIONER_VCLUSTER_SERVER_TEMPLATE: '{release}.{namespace}.svc' }, /is not a URL template/],
   ];
-  for (const [env, message] of bad) {
-    let err: unknown;
-    try {
-      loadConfig(env, '/');
-    } catch (e) {
-      err = e;
-    }
-    const variable = Object.keys(env)[0];
-    t.ok(err instanceof ConfigError && err.variable === variable, `${variable} named`);
-    t.match((err as Error).message, message);
-  }
+  for (const [env, message] of bad) refused(t, env, Object.keys(env)[0]!, message);
 });
 
 t.test('tunnel limits: defaults from the tunnel server, each one settable, bad values named', async (t) => {
@@ -87,14 +80,5 @@ t.test('tunnel limits: defaults from the tunnel server, each one settable, bad v
     [{ PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES: '16384', PROVISIONER_TUNNEL_MAX_CHUNK_BYTES: '8192' }, 'PROVISIONER_TUNNEL_MAX_HEADER_BYTES', /does not fit/],
     [{ PROVISIONER_TUNNEL_HEARTBEAT_SECONDS: '0' }, 'PROVISIONER_TUNNEL_HEARTBEAT_SECONDS', /outside 1\.\.3600/],
   ];
-  for (const [env, variable, message] of bad) {
-    let err: unknown;
-    try {
-      loadConfig(env, '/');
-    } catch (e) {
-      err = e;
-    }
-    t.ok(err instanceof ConfigError && err.variable === variable, `${variable} named`);
-    t.match((err as Error).message, message);
-  }
+  for (const [env, variable, message] of bad) refused(t, env, variable, message);
 });
