@@ -8,7 +8,8 @@
  * `pending-install`, which recovery removes (provisioner/engine/helm-recovery.ts) before it
  * refreshes with pending creates cleared; the next install adopts what the dead one created.
  * A second test crashes an upgrade while the vcluster release is `pending-upgrade`: recovery
- * removes only that revision's record and the upgrade completes.
+ * removes only that revision's record and the upgrade completes. A third crashes a delete: the
+ * restarted provisioner finishes the destroy and nothing of the tenant is left.
  */
 import t from 'tap';
 import { provisioningUnavailable, startE2E } from './harness/environment.ts';
@@ -136,5 +137,37 @@ async function crash(): Promise<void> {
     t.equal(sts.metadata?.annotations?.['e2e.hosted-runtimes/chart-version'], toPins.vcluster, `the vcluster runs chart ${toPins.vcluster}`);
     const exported = JSON.parse((await e2e.pulumi(['stack', 'export', '--stack', `organization/tenants/tenant-${tenantId}`])).stdout) as StackExport;
     t.same(exported.deployment?.pending_operations ?? [], [], 'the stack has no pending operations');
+  });
+
+  t.test('crash during a delete: the restarted provisioner finishes the destroy', async (t) => {
+    const signup = await e2e.signup('crashdel', VERSION);
+    const tenantId = signup.tenant.id;
+    const ns = `tenant-${tenantId}`;
+    const stack = `tenant-${tenantId}`;
+    await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
+    await e2e.api.expect(202, 'DELETE', `/v1/tenants/${tenantId}`);
+    // Kill while the destroy runs: Helm is uninstalling the vcluster release or the namespace is terminating.
+    await until('the destroy to be under way', 180_000, async () => {
+      const uninstalling = await root.core.listNamespacedSecret({ namespace: ns, labelSelector: 'owner=helm,name=vcluster,status=uninstalling' }).catch(() => undefined);
+      if (uninstalling && uninstalling.items.length > 0) return true;
+      const namespace = await root.core.readNamespace({ name: ns }).catch(() => undefined);
+      return namespace?.metadata?.deletionTimestamp !== undefined;
+    }, 100);
+    const killedAt = Date.now();
+    await e2e.provisioner.process.kill();
+    t.pass('provisioner killed with SIGKILL in the middle of the destroy');
+
+    await e2e.restartProvisioner();
+    const tombstone = await e2e.api.waitForPhase(tenantId, 'Deleted', PROVISION_TIMEOUT);
+    e2e.timing('crash during delete → restart → Deleted', (Date.now() - killedAt) / 1000);
+    t.ok(tombstone.deletedAt, 'the tenant is a tombstone');
+    const ops = await e2e.api.operations(tenantId);
+    t.notOk(ops.some((o) => o.state === 'running' || o.state === 'queued'), 'no operation is left open');
+    const lines = await e2e.api.logLines(ops[0]!.id);
+    t.ok(lines.some((l) => /recovery: operation .* did not finish/.test(l)), 'the delete ran again through recovery');
+    await until(`namespace ${ns} to be gone`, 60_000, async () => !(await exists(() => root.core.readNamespace({ name: ns }))));
+    t.pass('the namespace is gone from the root');
+    const keys = await e2e.db.pool.query<{ key: string }>(`SELECT key FROM pulumi_state WHERE key LIKE '%/' || $1 || '%'`, [stack]);
+    t.same(keys.rows.map((r) => r.key), [], 'nothing of the stack is left in the state backend');
   });
 }
