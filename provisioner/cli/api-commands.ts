@@ -1,5 +1,5 @@
 /**
- * API client commands: tenants, operations, clusters, versions and keys. Each prints a readable
+ * API client commands: tenants, operations, clusters, regions, versions and keys. Each prints a readable
  * table, or the API's JSON with --json.
  */
 import { readFile } from 'node:fs/promises';
@@ -168,6 +168,11 @@ export function addApiCommands(program: Command, io: Io): void {
       print(c, () => `cluster ${c.name} ${c.cordoned ? 'cordoned: no new tenants will be placed on it' : 'uncordoned'}`);
     });
   }
+
+  program.command('regions').description('regions of the root clusters (what a signup may ask for)').action(async () => {
+    const { items } = await client().request<{ items: Array<{ name: string; accepting: boolean }> }>('GET', '/v1/regions');
+    print({ items }, () => table(['REGION', 'ACCEPTING'], items.map((r) => [r.name, r.accepting])));
+  });
 
   const versions = program.command('versions').description('runtime versions');
   versions.command('list').action(async () => {

@@ -67,6 +67,7 @@ t.test('clusters add/list/cordon and keys create/revoke', async (t) => {
   t.equal((await cli(['clusters', 'add', 'cli-1', '--region', 'eu-1', '--capacity', '3', '--kubeconfig', kc, '--label', 'tier=gold'])).code, 0);
   t.match((await cli(['clusters', 'list'])).out, /cli-1\s+eu-1\s+0\s+3\s+false\s+all/);
   t.match((await cli(['clusters', 'cordon', 'cli-1'])).out, /cordoned/);
+  t.match((await cli(['regions'])).out, /eu-1\s+false/, 'regions: the only cluster of eu-1 is cordoned, so it does not accept tenants');
   const badCap = await cli(['clusters', 'add', 'cli-2', '--region', 'eu-1', '--capacity', 'lots', '--kubeconfig', kc]);
   t.equal(badCap.code, 1);
   t.match(badCap.err, /--capacity must be a whole number/);
