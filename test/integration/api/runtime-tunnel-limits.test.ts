@@ -5,10 +5,9 @@
  */
 import t from 'tap';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { createTestApi } from '../../helpers/api.ts';
-import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
+import { connectRuntime } from '../../helpers/runtime.ts';
 
 const LIMIT = 4096;
 const api = await createTestApi({ env: { PROVISIONER_TUNNEL_MAX_REQUEST_BODY_BYTES: String(LIMIT) } });
@@ -16,7 +15,6 @@ const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(() => api.close());
 
 const tenant = await api.signup();
-const runtimeKey = (await api.request('POST', '/v1/keys', { body: { role: 'runtime', name: 'runtime', tenantId: tenant.tenantId } })).json();
 // Test double of the runtime side: an upstream that answers with the size of what it received.
 const upstream = http.createServer((req, res) => {
   if (req.url === '/api/hang') return; // never answers: a request in flight at shutdown
@@ -25,17 +23,11 @@ const upstream = http.createServer((req, res) => {
   req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ received: n })));
 }).listen(0, '127.0.0.1');
 await once(upstream, 'listening');
-const client = startTunnelClient({
-  url: base.replace('http', 'ws') + '/v1/tunnel',
-  token: runtimeKey.key,
-  upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
-  backoff: { initialMs: 50, maxMs: 200 },
-});
+const { client } = await connectRuntime(api, base, tenant.tenantId, upstream);
 t.teardown(async () => {
   await client.close();
   upstream.close();
 });
-if (!client.connected) await once(client.events, 'connected');
 
 const post = (body: Buffer | AsyncIterable<Buffer>, headers: Record<string, string> = {}) => {
   // A streamed body needs `duplex: 'half'`, which the DOM RequestInit type does not list yet.

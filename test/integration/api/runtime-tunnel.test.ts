@@ -5,10 +5,9 @@
  */
 import t from 'tap';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { createTestApi } from '../../helpers/api.ts';
-import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
+import { connectRuntime } from '../../helpers/runtime.ts';
 import { createRouter } from '../../../runtime/agents/request-router/router.ts';
 import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../../runtime/agents/app-proxy/request-token.ts';
@@ -20,7 +19,6 @@ t.teardown(() => api.close());
 
 const a = await api.signup();
 const b = await api.signup();
-const runtimeKey = (await api.request('POST', '/v1/keys', { body: { role: 'runtime', name: 'runtime a', tenantId: a.tenantId } })).json();
 
 const proxy = await buildAppProxy({
   tenantId: a.tenantId,
@@ -31,19 +29,13 @@ const proxyUrl = await proxy.listen({ port: 0, host: '127.0.0.1' });
 const router = createRouter({ appProxyUrl: proxyUrl, eventSourceUrl: 'http://127.0.0.1:9' });
 const routerServer = http.createServer(router.handler).listen(0, '127.0.0.1');
 await once(routerServer, 'listening');
-const client = startTunnelClient({
-  url: base.replace('http', 'ws') + '/v1/tunnel',
-  token: runtimeKey.key,
-  upstream: `http://127.0.0.1:${(routerServer.address() as AddressInfo).port}`,
-  backoff: { initialMs: 50, maxMs: 200 },
-});
+const { client, runtimeKey } = await connectRuntime(api, base, a.tenantId, routerServer, 'runtime a');
 t.teardown(async () => {
   await client.close();
   router.close();
   routerServer.close();
   await proxy.close();
 });
-if (!client.connected) await once(client.events, 'connected');
 
 t.test('a tenant reaches its own runtime through the tunnel; status shows the tunnel', async (t) => {
   const res = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, { headers: { authorization: `Bearer ${a.apiKey}` } });
