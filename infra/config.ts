@@ -10,6 +10,9 @@
  *   database            { mode: cnpg | external, instances?, storage? }
  *   databaseUrl         (secret) Postgres DSN, when database.mode is external
  *   encryptionKey       (secret) PROVISIONER_ENCRYPTION_KEY (kubeconfigs at rest)
+ *   requestSigningKey   (secret) PROVISIONER_REQUEST_SIGNING_KEY: the Ed25519 private key (PEM) every
+ *                       replica signs requests to runtimes with; one key, or a runtime would refuse
+ *                       the requests of replicas whose key it was not given
  *   clusterIssuer       cert-manager ClusterIssuer for the provisioner's Ingress (default letsencrypt)
  *   chartRepositories   overrides per chart repository (mirror URL, oci:// or local directory)
  */
@@ -46,6 +49,7 @@ export interface InfraConfig {
   database: DatabaseConfig;
   databaseUrl?: pulumi.Output<string>;
   encryptionKey: pulumi.Output<string>;
+  requestSigningKey: pulumi.Output<string>;
   clusterIssuer: string;
   chartRepositories: ChartRepositories;
 }
@@ -88,6 +92,7 @@ export function readInfraConfig(): InfraConfig {
     database,
     databaseUrl,
     encryptionKey: config.requireSecret('encryptionKey'),
+    requestSigningKey: config.requireSecret('requestSigningKey'),
     clusterIssuer: config.get('clusterIssuer') ?? 'letsencrypt',
     chartRepositories: config.getObject<ChartRepositories>('chartRepositories') ?? {},
   };

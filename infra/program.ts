@@ -26,6 +26,7 @@ export function infraProgram(): Promise<Record<string, unknown>> {
       database: config.database,
       databaseUrl: config.databaseUrl,
       encryptionKey: config.encryptionKey,
+      requestSigningKey: config.requestSigningKey,
       clusterIssuer: config.clusterIssuer,
       chartRepositories: config.chartRepositories,
     }, { provider });

@@ -26,6 +26,8 @@ export interface ProvisionerArgs {
   readonly databaseSecret: { name: pulumi.Input<string>; key: pulumi.Input<string> };
   /** PROVISIONER_ENCRYPTION_KEY (secret). */
   readonly encryptionKey: pulumi.Input<string>;
+  /** PROVISIONER_REQUEST_SIGNING_KEY (secret): one key for all replicas, runtimes verify it. */
+  readonly requestSigningKey: pulumi.Input<string>;
   /** API server URL written into the registry kubeconfig. */
   readonly apiServer: pulumi.Input<string>;
   /** Name of the cluster (the kubeconfig's context). */
@@ -69,7 +71,7 @@ export class Provisioner extends pulumi.ComponentResource {
     const secrets = new k8s.core.v1.Secret(`${name}-secrets`, {
       metadata: { name: `${NAME}-secrets`, namespace: args.namespace, labels },
       type: 'Opaque',
-      stringData: { 'encryption-key': pulumi.secret(args.encryptionKey) },
+      stringData: { 'encryption-key': pulumi.secret(args.encryptionKey), 'request-signing-key': pulumi.secret(args.requestSigningKey) },
     }, { ...child, additionalSecretOutputs: ['stringData', 'data'] });
 
     new k8s.apps.v1.Deployment(`${name}-deployment`, {
@@ -89,9 +91,13 @@ export class Provisioner extends pulumi.ComponentResource {
               env: [
                 { name: 'HOST', value: '0.0.0.0' },
                 { name: 'PORT', value: String(PORT) },
+                // Replicas relay requests for runtimes whose tunnel another replica holds, pod to pod.
+                { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+                { name: 'PROVISIONER_ADVERTISE_URL', value: `http://$(POD_IP):${PORT}` },
                 { name: 'PROVISIONER_PUBLIC_URL', value: pulumi.interpolate`https://${args.host}` },
                 { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: args.databaseSecret.name, key: args.databaseSecret.key } } },
                 { name: 'PROVISIONER_ENCRYPTION_KEY', valueFrom: { secretKeyRef: { name: `${NAME}-secrets`, key: 'encryption-key' } } },
+                { name: 'PROVISIONER_REQUEST_SIGNING_KEY', valueFrom: { secretKeyRef: { name: `${NAME}-secrets`, key: 'request-signing-key' } } },
               ],
               resources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { cpu: '2', memory: '2Gi' } },
               securityContext: restrictedContainerSecurityContext(),

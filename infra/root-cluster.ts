@@ -25,6 +25,8 @@ export interface RootClusterArgs {
   readonly databaseUrl?: pulumi.Input<string>;
   /** PROVISIONER_ENCRYPTION_KEY (secret). */
   readonly encryptionKey: pulumi.Input<string>;
+  /** PROVISIONER_REQUEST_SIGNING_KEY (secret, Ed25519 PEM), the same for every replica. */
+  readonly requestSigningKey: pulumi.Input<string>;
   /** cert-manager ClusterIssuer for the provisioner's Ingress. */
   readonly clusterIssuer: pulumi.Input<string>;
   /** Chart repository overrides. */
@@ -125,6 +127,7 @@ export class RootCluster extends pulumi.ComponentResource {
       clusterIssuer: args.clusterIssuer,
       databaseSecret: database.secret,
       encryptionKey: args.encryptionKey,
+      requestSigningKey: args.requestSigningKey,
       apiServer: cluster.apiServer,
       clusterName: cluster.name,
     }, { ...child, dependsOn: [namespace, database] });

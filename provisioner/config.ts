@@ -2,6 +2,8 @@
  * Provisioner configuration: read from the environment once at start-up, validated into a typed
  * object and passed down. Nothing else in the code reads process.env.
  */
+import os from 'node:os';
+import type { AddressInfo } from 'node:net';
 import { createPrivateKey } from 'node:crypto';
 import { isAbsolute, join, resolve } from 'node:path';
 import { ConfigError, int, type Env } from '../runtime/agents/common/config.ts';
@@ -32,6 +34,11 @@ export interface Config {
   signupRateLimit: number;
   /** How long a resolved API key is cached in a process (PROVISIONER_KEY_CACHE_MS, default 2000; 0 turns it off). */
   keyCacheMs: number;
+  /**
+   * Where other provisioner replicas reach this one, to relay requests for runtimes whose tunnel
+   * this replica holds (PROVISIONER_ADVERTISE_URL; default: the listen address).
+   */
+  advertiseUrl: string | undefined;
   /** Reconciler and engine settings (see docs/reconciler.md). */
   reconciler: ReconcilerConfig;
   engine: EngineConfig;
@@ -204,6 +211,22 @@ function chartRepositories(raw: string | undefined): Record<string, string> | un
   return out;
 }
 
+/** PROVISIONER_ADVERTISE_URL: an http(s) origin, e.g. http://10.0.3.7:8080. */
+function advertiseUrlFrom(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError('PROVISIONER_ADVERTISE_URL', `'${raw}' is not a URL; expected http://<address of this replica>:<port>`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError('PROVISIONER_ADVERTISE_URL', `scheme '${url.protocol}' is not supported; use http:// or https://`);
+  if (url.pathname !== '/' || url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
+    throw new ConfigError('PROVISIONER_ADVERTISE_URL', `'${raw}' must be an origin only (scheme, host, port), without path, query or credentials`);
+  }
+  return url.origin;
+}
+
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config {
@@ -242,6 +265,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     bodyLimit: int(env, 'PROVISIONER_BODY_LIMIT', 64 * 1024, 1024, 16 * 1024 * 1024),
     signupRateLimit: int(env, 'PROVISIONER_SIGNUP_RATE_LIMIT', 20, 1, 1_000_000_000),
     keyCacheMs: int(env, 'PROVISIONER_KEY_CACHE_MS', 2000, 0, 60_000),
+    advertiseUrl: advertiseUrlFrom(env.PROVISIONER_ADVERTISE_URL),
     reconciler: loadReconcilerConfig(env),
     engine: loadEngineConfig(env, dataDir, host, port),
     tunnel: loadTunnelLimits(env),
@@ -276,4 +300,20 @@ function loadTunnelLimits(env: Env): TunnelLimits {
     throw new ConfigError('PROVISIONER_TUNNEL_MAX_HEADER_BYTES', `${limits.maxHeaderBytes} does not fit PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES (${limits.maxPayload}) with the frame header`);
   }
   return limits;
+}
+
+/**
+ * The address other replicas reach this one at: PROVISIONER_ADVERTISE_URL, else the listen
+ * address, with a wildcard host replaced by this machine's first non-loopback IPv4 address (a
+ * pod's IP in Kubernetes).
+ */
+export function advertiseUrl(config: Config, address: AddressInfo | string | null): string {
+  if (config.advertiseUrl) return config.advertiseUrl;
+  const port = address !== null && typeof address === 'object' ? address.port : config.port;
+  let host = config.host;
+  if (host === '0.0.0.0' || host === '::') {
+    const ipv4 = Object.values(os.networkInterfaces()).flat().find((i) => i?.family === 'IPv4' && !i.internal);
+    host = ipv4?.address ?? '127.0.0.1';
+  }
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }

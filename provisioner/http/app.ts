@@ -2,6 +2,7 @@
  * Builds the provisioner's HTTP API as a fastify instance (not listening): server.ts starts it,
  * tests call app.inject() or listen on port 0.
  */
+import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import rateLimit from '@fastify/rate-limit';
@@ -9,13 +10,13 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type pg from 'pg';
-import type { Config } from '../config.ts';
+import { advertiseUrl, type Config } from '../config.ts';
 import type { SecretBox } from '../crypto.ts';
 import { errors } from '../errors.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { TenantService } from '../tenants/service.ts';
 import { OperationLogHub } from '../reconciler/log-follow.ts';
-import { createRequestSigner, createTunnelServer, generateRequestSigningKeys, tunnelRoutes, type TunnelLimits } from '../tunnel/index.ts';
+import { createRequestSigner, createTunnelServer, generateRequestSigningKeys, TunnelDirectory, tunnelRoutes, type TunnelLimits } from '../tunnel/index.ts';
 import { lookupKey } from '../store/keys.ts';
 import { KeyCache } from '../auth/key-cache.ts';
 import { assertTenantAccess } from './auth.ts';
@@ -46,7 +47,10 @@ export interface AppDeps {
   tunnelLimits?: Partial<TunnelLimits>;
   /** A pino logger; no logging when absent. */
   logger?: Logger;
+  /** This process's replica id in the tunnel directory (default: a new UUID). */
+  replicaId?: string;
 }
+
 
 export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; ctx: AppContext }> {
   const app = Fastify({
@@ -76,7 +80,17 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
   app.server.on('upgrade', (req, socket, head) => {
     if (!tunnel.handleUpgrade(req, socket, head)) socket.destroy();
   });
-  app.addHook('onClose', async () => tunnel.close());
+  const tunnelDirectory = new TunnelDirectory({
+    pool: deps.pool,
+    tunnel,
+    replicaId: deps.replicaId ?? randomUUID(),
+    advertiseUrl: () => advertiseUrl(deps.config, app.server.address()),
+    ...(deps.logger ? { logger: deps.logger.child({ component: 'tunnel-directory' }) } : {}),
+  });
+  await tunnelDirectory.start();
+  // Tunnels are upgraded sockets the HTTP server would wait for: close them before it closes.
+  app.addHook('preClose', async () => tunnel.close());
+  app.addHook('onClose', async () => tunnelDirectory.stop());
   const ctx: AppContext = {
     config: deps.config,
     pool: deps.pool,
@@ -86,6 +100,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     metrics,
     logHub: new OperationLogHub(deps.pool),
     tunnel,
+    tunnelDirectory,
     requestSigningPublicKeyPem: signer.publicKeyPem,
     onKeyRevoked: (keyId) => {
       keyCache.revoke(keyId);
@@ -137,6 +152,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     },
     routeConfig: { roles: ['operator', 'tenant'] },
     subjectOf: (request) => request.auth?.keyId,
+    peers: { replicaId: tunnelDirectory.replicaId, owner: (tenantId) => tunnelDirectory.owner(tenantId) },
   });
   return { app, ctx };
 }

@@ -5,7 +5,7 @@ import type { Catalog } from '../../runtime/catalog.ts';
 import type { TenantService } from '../tenants/service.ts';
 import type { Metrics } from './metrics.ts';
 import type { OperationLogHub } from '../reconciler/log-follow.ts';
-import type { TunnelServer } from '../tunnel/index.ts';
+import type { TunnelDirectory, TunnelServer } from '../tunnel/index.ts';
 import type { KeyCache } from '../auth/key-cache.ts';
 
 /** What route plugins get: built once in app.ts, never read from globals. */
@@ -20,6 +20,8 @@ export interface AppContext {
   logHub: OperationLogHub;
   /** Tunnels of connected runtimes. */
   tunnel: TunnelServer;
+  /** Which replica holds each runtime's tunnel (shared through Postgres). */
+  tunnelDirectory: TunnelDirectory;
   /** Public half of the request-signing key; runtimes verify forwarded requests with it. */
   requestSigningPublicKeyPem: string;
   /** Called after a key is revoked (the tunnel server closes tunnels that use it). */

@@ -4,6 +4,7 @@
  * the caller's transaction.
  */
 import type { Queryable } from '../db/tx.ts';
+import { liveTunnel } from './tunnels.ts';
 
 export const PHASES = ['Pending', 'Provisioning', 'Ready', 'Updating', 'Suspended', 'Failed', 'Deleting', 'Deleted'] as const;
 export type Phase = (typeof PHASES)[number];
@@ -75,6 +76,9 @@ export interface TenantRow {
   updated_at: Date;
   deleted_at: Date | null;
   cursor_ts: string;
+  /** Replica holding the runtime's tunnel, when a live row says so (runtime_tunnels); absent from writes' RETURNING. */
+  tunnel_replica?: string | null;
+  tunnel_since?: Date | null;
 }
 
 /**
@@ -83,8 +87,11 @@ export interface TenantRow {
  */
 export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, t.runtime_version, t.suspended, t.deleted, t.generation,
   t.phase, t.observed_generation, t.actual_runtime_version, t.previous_runtime_version, t.cluster_id, c.name AS cluster_name,
-  t.endpoints, t.conditions, t.last_operation_id, t.created_at, t.updated_at, t.deleted_at, t.created_at::text AS cursor_ts`;
-export const TENANT_FROM = `tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id`;
+  t.endpoints, t.conditions, t.last_operation_id, t.created_at, t.updated_at, t.deleted_at, t.created_at::text AS cursor_ts,
+  rt.replica_id AS tunnel_replica, rt.connected_at AS tunnel_since`;
+/** With the runtime's tunnel row while its replica renews it (store/tunnels.ts). */
+export const TENANT_FROM = `tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id
+  LEFT JOIN runtime_tunnels rt ON rt.tenant_id = t.id AND ${liveTunnel('rt')}`;
 
 export function toTenant(r: TenantRow): Tenant {
   return {

@@ -6,6 +6,8 @@ import { CloseCode } from '../../runtime/protocol/frames.ts';
 import type { Mux } from '../../runtime/protocol/mux.ts';
 
 export interface TunnelConnection {
+  /** Unique per connection; tells a tenant's successive tunnels apart across replicas. */
+  connectionId: string;
   tenantId: string;
   keyId: string;
   /** When the tunnel became ready. */
@@ -36,6 +38,18 @@ export class TunnelRegistry {
   delete(conn: TunnelConnection): boolean {
     if (this.#byTenant.get(conn.tenantId) !== conn) return false;
     this.#byTenant.delete(conn.tenantId);
+    return true;
+  }
+
+  /**
+   * Closes the tenant's tunnel if it is still connection `connectionId` (the runtime connected
+   * again, to another replica); returns whether it did.
+   */
+  closeReplaced(tenantId: string, connectionId: string, reason = 'replaced by a newer connection of the same runtime (to another replica)'): boolean {
+    const conn = this.#byTenant.get(tenantId);
+    if (!conn || conn.connectionId !== connectionId) return false;
+    this.#byTenant.delete(tenantId);
+    conn.mux.close(CloseCode.replaced, reason);
     return true;
   }
 

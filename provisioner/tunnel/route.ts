@@ -12,6 +12,8 @@ import type { FastifyContextConfig, FastifyPluginAsync, FastifyRequest } from 'f
 import { AppError, errors } from '../errors.ts';
 import { headerListFrom, headersObject } from '../../runtime/protocol/headers.ts';
 import { REQUEST_TOKEN_HEADER } from '../../runtime/protocol/request-token.ts';
+import type { TunnelOwner } from './directory.ts';
+import { RELAY_HEADER, relayToReplica } from './relay.ts';
 import { TunnelError, type TunnelServer } from './server.ts';
 
 export interface TunnelRouteOptions {
@@ -22,10 +24,18 @@ export interface TunnelRouteOptions {
   routeConfig?: FastifyContextConfig;
   /** The caller's identity recorded in the request token (e.g. its API key id). */
   subjectOf?: (request: FastifyRequest) => string | undefined;
+  /**
+   * The other provisioner replicas: when the tenant's tunnel is not held here, the request is
+   * relayed to the replica that holds it (see relay.ts). Without it, such requests get 503.
+   */
+  peers?: {
+    replicaId: string;
+    owner: (tenantId: string) => Promise<TunnelOwner | undefined>;
+  };
 }
 
 /** Caller headers that never cross into a runtime. */
-const DROP = new Set(['host', 'authorization', 'cookie', REQUEST_TOKEN_HEADER, 'expect']);
+const DROP = new Set(['host', 'authorization', 'cookie', REQUEST_TOKEN_HEADER, 'expect', RELAY_HEADER]);
 
 const UUID = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 
@@ -101,6 +111,33 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
       }
       // A declared length is enforced by Node's parser; a chunked body is counted as it streams.
       const body = !hasBody ? null : limit > 0 && declared === undefined ? limitBody(raw, limit) : raw;
+      // Held by another replica: relay there (once; a relayed request is served here or not at all).
+      if (opts.peers && !opts.tunnel.status(tenantId).connected && raw.headers[RELAY_HEADER] === undefined) {
+        const owner = await opts.peers.owner(tenantId);
+        if (owner) {
+          const aborter = new AbortController();
+          reply.raw.once('close', () => {
+            if (!reply.raw.writableFinished) aborter.abort();
+          });
+          let res;
+          try {
+            res = await relayToReplica({
+              owner, tenantId, replicaId: opts.peers.replicaId, raw, body, requestId: request.id,
+              timeoutMs: opts.tunnel.limits.requestTimeoutMs + 5000, signal: aborter.signal,
+            });
+          } catch (err) {
+            if (body !== null && body !== raw && body.errored instanceof BodyTooLarge) {
+              reply.header('connection', 'close');
+              throw requestBodyTooLarge(limit);
+            }
+            throw err;
+          }
+          reply.code(res.status);
+          reply.headers(res.headers);
+          res.body.on('error', (err) => request.log.warn({ err: err.message, tenantId, replica: owner.replicaId }, 'relayed runtime response broke off'));
+          return reply.send(res.body);
+        }
+      }
       const headers = headerListFrom(raw.rawHeaders, DROP);
       headers.push(['x-request-id', request.id]);
       headers.push(['x-forwarded-for', request.ip]);

@@ -6,6 +6,7 @@
  * It never touches the database: authentication and revocation come in through `authenticate`
  * and `disconnectKey` / `disconnectTenant`.
  */
+import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
@@ -90,6 +91,15 @@ export interface TunnelStatus {
   /** ISO time the current tunnel connected. */
   since?: string;
   activeStreams?: number;
+  /** Id of the current connection. */
+  connectionId?: string;
+}
+
+/** A tunnel of this process, as the connect/disconnect events and connections() describe it. */
+export interface TunnelInfo {
+  tenantId: string;
+  connectionId: string;
+  since: Date;
 }
 
 export interface TunnelStats {
@@ -100,8 +110,8 @@ export interface TunnelStats {
 }
 
 interface TunnelServerEvents {
-  connect: [TunnelIdentity];
-  disconnect: [TunnelIdentity, number, string];
+  connect: [TunnelIdentity, TunnelInfo];
+  disconnect: [TunnelIdentity, number, string, TunnelInfo];
   replace: [TunnelIdentity];
 }
 
@@ -115,6 +125,10 @@ export interface TunnelServer {
   disconnectKey(keyId: string): number;
   /** Closes the tenant's tunnel; returns how many. */
   disconnectTenant(tenantId: string): number;
+  /** Closes the tenant's tunnel with CloseCode.replaced if it is still `connectionId`. */
+  closeReplaced(tenantId: string, connectionId: string): boolean;
+  /** The tunnels of this process. */
+  connections(): TunnelInfo[];
   /** connect / disconnect / replace events, for logs, metrics and tests. */
   readonly events: EventEmitter<TunnelServerEvents>;
   readonly limits: Readonly<TunnelLimits>;
@@ -221,14 +235,14 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
         mux.close(CloseCode.goingAway, 'server shutting down');
         return;
       }
-      conn = { tenantId: id.tenantId, keyId: id.keyId, since: new Date(), remoteAddress, mux };
+      conn = { connectionId: randomUUID(), tenantId: id.tenantId, keyId: id.keyId, since: new Date(), remoteAddress, mux };
       const old = registry.set(conn);
       if (old) {
         clog.info({ replacedSince: old.since.toISOString() }, 'tunnel replaced an older connection');
         events.emit('replace', id);
       }
-      clog.info('tunnel connected');
-      events.emit('connect', id);
+      clog.info({ connectionId: conn.connectionId }, 'tunnel connected');
+      events.emit('connect', id, { tenantId: conn.tenantId, connectionId: conn.connectionId, since: conn.since });
       if (limits.revalidateIntervalMs > 0) {
         revalidate = setInterval(() => {
           opts.authenticate(token).then(
@@ -252,8 +266,8 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       pending.delete(mux);
       if (conn) {
         registry.delete(conn);
-        clog.info({ code, reason }, 'tunnel disconnected');
-        events.emit('disconnect', id, code, reason);
+        clog.info({ code, reason, connectionId: conn.connectionId }, 'tunnel disconnected');
+        events.emit('disconnect', id, code, reason, { tenantId: conn.tenantId, connectionId: conn.connectionId, since: conn.since });
       }
     });
   }
@@ -359,7 +373,7 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     limits,
     status(tenantId) {
       const conn = registry.get(tenantId);
-      return conn ? { connected: true, since: conn.since.toISOString(), activeStreams: conn.mux.streamCount } : { connected: false };
+      return conn ? { connected: true, since: conn.since.toISOString(), activeStreams: conn.mux.streamCount, connectionId: conn.connectionId } : { connected: false };
     },
     stats() {
       let streams = 0;
@@ -372,6 +386,8 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     },
     disconnectKey: (keyId) => registry.disconnectKey(keyId),
     disconnectTenant: (tenantId) => registry.disconnectTenant(tenantId),
+    closeReplaced: (tenantId, connectionId) => registry.closeReplaced(tenantId, connectionId),
+    connections: () => registry.all().map((c) => ({ tenantId: c.tenantId, connectionId: c.connectionId, since: c.since })),
     async close() {
       closing = true;
       for (const m of pending) m.close(CloseCode.goingAway, 'server shutting down');

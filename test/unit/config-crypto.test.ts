@@ -1,6 +1,6 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { loadConfig, ConfigError } from '../../provisioner/config.ts';
+import { advertiseUrl, loadConfig, ConfigError } from '../../provisioner/config.ts';
 import { SecretBox } from '../../provisioner/crypto.ts';
 import { decodeCursor, encodeCursor } from '../../provisioner/http/cursor.ts';
 import { generateKey, hashKey, keyPrefix, looksLikeKey } from '../../provisioner/auth/keys.ts';
@@ -13,6 +13,20 @@ t.test('config defaults follow the documented contract', async (t) => {
   const b64 = randomBytes(32).toString('base64');
   t.equal(loadConfig({ PROVISIONER_ENCRYPTION_KEY: b64 }).encryptionKey?.toString('base64'), b64);
   t.throws(() => loadConfig({ HOST: 'a b' }), ConfigError);
+});
+
+t.test('PROVISIONER_ADVERTISE_URL: an http(s) origin; the default follows the listen address', async (t) => {
+  t.equal(loadConfig({}).advertiseUrl, undefined);
+  t.equal(loadConfig({ PROVISIONER_ADVERTISE_URL: 'http://10.0.3.7:8080' }).advertiseUrl, 'http://10.0.3.7:8080');
+  t.equal(loadConfig({ PROVISIONER_ADVERTISE_URL: 'https://provisioner-0.provisioner.platform.svc/' }).advertiseUrl, 'https://provisioner-0.provisioner.platform.svc');
+  for (const bad of ['10.0.3.7:8080', 'ftp://10.0.3.7', 'http://10.0.3.7:8080/api', 'http://u:p@10.0.3.7', 'not a url']) {
+    t.throws(() => loadConfig({ PROVISIONER_ADVERTISE_URL: bad }), { name: 'ConfigError', message: /PROVISIONER_ADVERTISE_URL/ }, bad);
+  }
+  const listening = { address: '0.0.0.0', family: 'IPv4', port: 43210 };
+  t.equal(advertiseUrl(loadConfig({ HOST: '127.0.0.1' }), listening), 'http://127.0.0.1:43210');
+  t.match(advertiseUrl(loadConfig({ HOST: '0.0.0.0' }), listening), /^http:\/\/\d+\.\d+\.\d+\.\d+:43210$/, 'a wildcard host becomes an address of this machine');
+  t.equal(advertiseUrl(loadConfig({ HOST: '::1' }), listening), 'http://[::1]:43210');
+  t.equal(advertiseUrl(loadConfig({ PROVISIONER_ADVERTISE_URL: 'http://10.0.3.7:8080' }), listening), 'http://10.0.3.7:8080');
 });
 
 t.test('sealed values round-trip, are randomised, and detect tampering', async (t) => {

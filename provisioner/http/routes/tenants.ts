@@ -4,7 +4,7 @@ import { Accepted, IdParams, Semver, StringEnum, withErrors } from '../schemas.t
 import { actorOf, assertTenantAccess, authOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors } from '../../errors.ts';
-import { PHASES, listTenants, toTenant } from '../../store/tenants.ts';
+import { PHASES, getTenantRow, listTenants, toTenant, type TenantRow } from '../../store/tenants.ts';
 import type { AppContext } from '../context.ts';
 
 const ListQuery = Type.Object({
@@ -31,10 +31,17 @@ type TenantView = ReturnType<typeof toTenant> & { status: { tunnel?: { connected
 
 
 export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => async (app) => {
-  /** Adds whether the tenant's runtime tunnel is connected (to this provisioner process) and since when. */
-  const withTunnel = (t: ReturnType<typeof toTenant>): TenantView => {
+  /**
+   * The tenant with whether its runtime's tunnel is connected, to any replica, and since when:
+   * this process knows its own tunnels exactly; another replica's comes from the directory row
+   * read with the tenant (a row of this replica is ignored: it may be a close not yet written).
+   */
+  const withTunnel = (row: TenantRow): TenantView => {
+    const t = toTenant(row);
     const s = ctx.tunnel.status(t.id);
-    return { ...t, status: { ...t.status, tunnel: { connected: s.connected, since: s.since ?? null } } };
+    const elsewhere = !s.connected && row.tunnel_replica != null && row.tunnel_replica !== ctx.tunnelDirectory.replicaId && row.tunnel_since != null;
+    const tunnel = s.connected ? { connected: true, since: s.since ?? null } : elsewhere ? { connected: true, since: row.tunnel_since!.toISOString() } : { connected: false, since: null };
+    return { ...t, status: { ...t.status, tunnel } };
   };
 
   app.get('/v1/tenants', {
@@ -60,7 +67,7 @@ export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
     const page = rows.slice(0, limit);
     const last = page.at(-1);
     return {
-      items: page.map((r) => withTunnel(toTenant(r))),
+      items: page.map((r) => withTunnel(r)),
       nextCursor: rows.length > limit && last ? encodeCursor(ctx.box, 'tenants', { ts: last.cursor_ts, id: last.id }) : null,
     };
   });
@@ -70,7 +77,9 @@ export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
     schema: { summary: 'Get a tenant', tags: ['tenants'], params: IdParams, response: withErrors({ 200: Type.Ref('Tenant') }) },
   }, async (request) => {
     assertTenantAccess(request, request.params.id);
-    return withTunnel(await ctx.tenants.get(request.params.id));
+    const row = await getTenantRow(ctx.pool, request.params.id);
+    if (!row) throw errors.notFound('tenant', request.params.id);
+    return withTunnel(row);
   });
 
   app.patch('/v1/tenants/:id', {

@@ -24,6 +24,7 @@ const config = (extra: Record<string, { value: string; secret: boolean }> = {}) 
   [`${P}:kubeconfigs`]: { value: JSON.stringify({ 'eu-1': 'apiVersion: v1\nkind: Config\n' }), secret: true },
   [`${P}:provisionerImage`]: { value: 'hosted-runtimes/provisioner:0.1.0', secret: false },
   [`${P}:encryptionKey`]: { value: 'k'.repeat(44), secret: true },
+  [`${P}:requestSigningKey`]: { value: '-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIEXAMPLEEXAMPLEEXAMPLEEXAMPLEEXAMPLEEXAM\n-----END PRIVATE KEY-----\n', secret: true },
   ...extra,
 });
 
@@ -65,6 +66,10 @@ t.test('provisioner: DSN from the CNPG app secret, restricted pod, WebSocket-fri
   const env = new Map(pod.containers[0]!.env!.map((e) => [e.name, e]));
   t.same(env.get('DATABASE_URL')?.valueFrom?.secretKeyRef, { name: 'provisioner-db-app', key: 'uri' });
   t.equal(env.get('PROVISIONER_PUBLIC_URL')?.value, 'https://gitops-eu.example.test');
+  t.same(env.get('PROVISIONER_REQUEST_SIGNING_KEY')?.valueFrom?.secretKeyRef, { name: 'provisioner-secrets', key: 'request-signing-key' }, 'every replica signs with the same key');
+  t.same(env.get('POD_IP')?.valueFrom?.fieldRef, { fieldPath: 'status.podIP' });
+  t.equal(env.get('PROVISIONER_ADVERTISE_URL')?.value, 'http://$(POD_IP):8080', 'replicas reach each other pod to pod');
+  t.ok(pod.containers[0]!.env!.findIndex((e) => e.name === 'POD_IP') < pod.containers[0]!.env!.findIndex((e) => e.name === 'PROVISIONER_ADVERTISE_URL'), 'POD_IP is defined before it is referenced');
   t.equal(pod.securityContext?.runAsNonRoot, true);
   const ing = inputsOf<IIngress>(r.byName('eu-1-provisioner-ingress'));
   t.equal(ing.spec!.rules![0]!.host, 'gitops-eu.example.test');

@@ -1,0 +1,192 @@
+/**
+ * Two provisioner replicas (two apps, each with its own pool, on one database, both listening on
+ * loopback) and a runtime whose tunnel is connected to one of them: requests and tenant status
+ * work through either replica, a reconnect to the other replica replaces the first tunnel, and a
+ * replica that is gone or no longer renews its rows is not relayed to.
+ */
+import t from 'tap';
+import http from 'node:http';
+import { createHash } from 'node:crypto';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { createTestApi } from '../../helpers/api.ts';
+import { connectRuntime } from '../../helpers/runtime.ts';
+import { buildApp } from '../../../provisioner/http/app.ts';
+import { createPool } from '../../../provisioner/db/database.ts';
+import { catalog } from '../../../runtime/catalog.ts';
+import { CloseCode, RELAY_HEADER } from '../../../provisioner/tunnel/index.ts';
+
+const a = await createTestApi();
+const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
+const poolB = createPool(a.db.url, 5);
+const b = await buildApp({ config: a.config, pool: poolB, box: a.ctx.box, catalog, replicaId: 'replica-b' });
+const baseB = await b.app.listen({ port: 0, host: '127.0.0.1' });
+let bClosed = false;
+t.teardown(async () => {
+  if (!bClosed) await b.app.close();
+  await poolB.end();
+  await a.close();
+});
+
+const tenant = await a.signup();
+const other = await a.signup();
+
+/** The runtime: answers with what it received (method, path, body length and hash, whether the request token came along). */
+const seen: string[] = [];
+const upstream = http.createServer((req, res) => {
+  seen.push(`${req.method ?? ''} ${req.url ?? ''}`);
+  const hash = createHash('sha256');
+  let bytes = 0;
+  req.on('data', (c: Buffer) => {
+    bytes += c.length;
+    hash.update(c);
+  });
+  req.on('end', () => {
+    if (req.url?.startsWith('/big')) {
+      const size = Number(new URL(req.url, 'http://x').searchParams.get('size'));
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': size, 'x-runtime': 'yes' });
+      res.end(Buffer.alloc(size, 7));
+      return;
+    }
+    res.writeHead(201, { 'content-type': 'application/json', 'x-runtime': 'yes' });
+    res.end(JSON.stringify({ method: req.method, path: req.url, bytes, sha256: hash.digest('hex'), signed: typeof req.headers['x-hrt-request-token'] === 'string', relayHeader: req.headers[RELAY_HEADER] ?? null }));
+  });
+}).listen(0, '127.0.0.1');
+await once(upstream, 'listening');
+t.teardown(() => upstream.close());
+
+const runtimeOnA = await connectRuntime(a, baseA, tenant.tenantId, upstream, 'runtime on a');
+t.teardown(() => runtimeOnA.client.close());
+// The directory row is written right after the tunnel connects; renew() waits for pending writes.
+await a.ctx.tunnelDirectory.renew();
+
+/** The runtime after it reconnected to replica B (the fourth test). */
+let runtimeOnB: Awaited<ReturnType<typeof connectRuntime>> | undefined;
+t.teardown(() => runtimeOnB?.client.close());
+
+const auth = (key: string) => ({ authorization: `Bearer ${key}` });
+const tunnelOf = async (base: string, id: string) => ((await (await fetch(`${base}/v1/tenants/${id}`, { headers: auth(a.operatorKey) })).json()) as { status: { tunnel: { connected: boolean; since: string | null } } }).status.tunnel;
+
+t.test('a runtime connected to replica A is reached through replica B, bodies streamed both ways', async (t) => {
+  const get = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/info?x=1`, { headers: auth(tenant.apiKey) });
+  t.equal(get.status, 201);
+  t.equal(get.headers.get('x-runtime'), 'yes');
+  t.match(await get.json(), { method: 'GET', path: '/api/info?x=1', bytes: 0, signed: true, relayHeader: null });
+
+  const body = Buffer.alloc(3 * 1024 * 1024 + 17, 5);
+  const post = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/upload`, {
+    method: 'POST', headers: { ...auth(tenant.apiKey), 'content-type': 'application/octet-stream' }, body,
+  });
+  t.equal(post.status, 201);
+  t.match(await post.json(), { method: 'POST', bytes: body.length, sha256: createHash('sha256').update(body).digest('hex') }, 'the whole request body arrived');
+
+  const big = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/big?size=${5 * 1024 * 1024}`, { headers: auth(a.operatorKey) });
+  t.equal(big.status, 200);
+  t.equal((await big.arrayBuffer()).byteLength, 5 * 1024 * 1024, 'the whole response body came back');
+});
+
+t.test('tenant status through either replica shows the tunnel, with the same since', async (t) => {
+  const viaA = await tunnelOf(baseA, tenant.tenantId);
+  const viaB = await tunnelOf(baseB, tenant.tenantId);
+  t.equal(viaA.connected, true);
+  t.same(viaB, viaA);
+  t.same(await tunnelOf(baseB, other.tenantId), { connected: false, since: null });
+  const list = (await (await fetch(`${baseB}/v1/tenants?limit=200`, { headers: auth(a.operatorKey) })).json()) as { items: Array<{ id: string; status: { tunnel: { connected: boolean } } }> };
+  t.equal(list.items.find((i) => i.id === tenant.tenantId)?.status.tunnel.connected, true, 'the list shows it too');
+});
+
+t.test('authorization is checked before relaying; a relayed request is never relayed again', async (t) => {
+  const before = seen.length;
+  const cross = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/info`, { headers: auth(other.apiKey) });
+  t.equal(cross.status, 404, "another tenant's key cannot reach the runtime through B either");
+  const hop = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/info`, { headers: { ...auth(tenant.apiKey), [RELAY_HEADER]: 'replica-x' } });
+  t.equal(hop.status, 503);
+  t.equal(((await hop.json()) as { error: { code: string } }).error.code, 'RUNTIME_UNREACHABLE');
+  t.equal(seen.length, before, 'the runtime saw none of these');
+});
+
+t.test('the runtime reconnecting to replica B replaces its tunnel on A; A then relays to B', async (t) => {
+  const replaced = new Promise<number>((resolve) => {
+    runtimeOnA.client.events.once('disconnected', (code) => {
+      // One runtime, one tunnel client: stop the old one as a restarted runtime would be gone.
+      void runtimeOnA.client.close();
+      resolve(code);
+    });
+  });
+  runtimeOnB = await connectRuntime(a, baseB, tenant.tenantId, upstream, 'runtime on b');
+  t.equal(await replaced, CloseCode.replaced, 'A closed its tunnel with the replaced close code');
+  await b.ctx.tunnelDirectory.renew();
+  t.equal(a.ctx.tunnel.status(tenant.tenantId).connected, false);
+  t.equal(b.ctx.tunnel.status(tenant.tenantId).connected, true);
+  const viaA = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtime/api/info`, { headers: auth(tenant.apiKey) });
+  t.equal(viaA.status, 201);
+  t.same(await tunnelOf(baseA, tenant.tenantId), await tunnelOf(baseB, tenant.tenantId));
+
+  const rows = await a.db.pool.query('SELECT replica_id FROM runtime_tunnels WHERE tenant_id = $1', [tenant.tenantId]);
+  t.same(rows.rows, [{ replica_id: 'replica-b' }], 'one row, held by B');
+});
+
+t.test('a lost directory row is written again at the next renewal', async (t) => {
+  await a.db.pool.query('DELETE FROM runtime_tunnels WHERE tenant_id = $1', [tenant.tenantId]);
+  t.equal((await tunnelOf(baseA, tenant.tenantId)).connected, false, 'without the row A cannot know');
+  await b.ctx.tunnelDirectory.renew();
+  await b.ctx.tunnelDirectory.renew();
+  t.equal((await tunnelOf(baseA, tenant.tenantId)).connected, true);
+});
+
+t.test('a replacement whose notification was missed is found by the next renewal', async (t) => {
+  const third = await a.signup();
+  const runtime = await connectRuntime(a, baseA, third.tenantId, upstream, 'runtime of the third tenant');
+  await a.ctx.tunnelDirectory.renew();
+  const closed = new Promise<number>((resolve) => {
+    runtime.client.events.once('disconnected', (code) => {
+      void runtime.client.close();
+      resolve(code);
+    });
+  });
+  // Another replica's newer connection, written without a notification.
+  await a.db.pool.query(`UPDATE runtime_tunnels SET connection_id = gen_random_uuid(), replica_id = 'replica-z', connected_at = now() WHERE tenant_id = $1`, [third.tenantId]);
+  t.equal(a.ctx.tunnel.status(third.tenantId).connected, true, 'nothing told A yet');
+  await a.ctx.tunnelDirectory.renew();
+  t.equal(await closed, CloseCode.replaced);
+  t.equal(a.ctx.tunnel.status(third.tenantId).connected, false);
+  t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels WHERE tenant_id = $1', [third.tenantId])).rows, [{ replica_id: 'replica-z' }], "the other replica's row stays");
+  await a.db.pool.query('DELETE FROM runtime_tunnels WHERE tenant_id = $1', [third.tenantId]);
+});
+
+t.test('a replica that stopped renewing is not relayed to; one that cannot be reached is 503 naming it', async (t) => {
+  const closed = http.createServer();
+  closed.listen(0, '127.0.0.1');
+  await once(closed, 'listening');
+  const deadPort = (closed.address() as AddressInfo).port;
+  closed.close();
+  await a.db.pool.query(
+    `INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at) VALUES ($1, gen_random_uuid(), 'replica-dead', $2, now())`,
+    [other.tenantId, `http://127.0.0.1:${deadPort}`]);
+  const res = await fetch(`${baseA}/v1/tenants/${other.tenantId}/runtime/api/info`, { headers: auth(other.apiKey) });
+  t.equal(res.status, 503);
+  const err = ((await res.json()) as { error: { code: string; message: string } }).error;
+  t.equal(err.code, 'RUNTIME_UNREACHABLE');
+  t.match(err.message, /replica-dead, which could not be reached/);
+
+  await a.db.pool.query(`UPDATE runtime_tunnels SET seen_at = now() - interval '1 hour' WHERE tenant_id = $1`, [other.tenantId]);
+  t.same(await tunnelOf(baseA, other.tenantId), { connected: false, since: null }, 'an expired row does not count');
+  const stale = await fetch(`${baseA}/v1/tenants/${other.tenantId}/runtime/api/info`, { headers: auth(other.apiKey) });
+  t.equal(stale.status, 503);
+  t.match(((await stale.json()) as { error: { message: string } }).error.message, /is not connected/);
+  await a.ctx.tunnelDirectory.renew();
+  t.same((await a.db.pool.query('SELECT 1 FROM runtime_tunnels WHERE tenant_id = $1', [other.tenantId])).rows, [], 'swept');
+});
+
+t.test('a replica shutting down removes its rows; the runtime is then unreachable through the others until it reconnects', async (t) => {
+  t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels')).rows, [{ replica_id: 'replica-b' }]);
+  const down = once(runtimeOnB!.client.events, 'disconnected');
+  // Returns promptly with a tunnel open: tunnels close before the HTTP server waits for its sockets.
+  await b.app.close();
+  bClosed = true;
+  t.equal(((await down) as [number])[0], CloseCode.goingAway, 'the runtime was told the replica is going away');
+  t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels')).rows, []);
+  t.same(await tunnelOf(baseA, tenant.tenantId), { connected: false, since: null });
+  const res = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtime/api/info`, { headers: auth(tenant.apiKey) });
+  t.equal(res.status, 503);
+});
