@@ -15,6 +15,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { createRequestSigner } from '../provisioner/tunnel/request-token.ts';
@@ -26,7 +27,7 @@ import { createRouter } from '../runtime/agents/request-router/router.ts';
 import { startTunnelClient } from '../runtime/agents/tunnel-client/client.ts';
 import { KEYS, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens, TestRouteState, testRoutes } from '../test/integration/tunnel/harness.ts';
 
-type Role = 'cp' | 'app' | 'router' | 'client' | 'runtime';
+type Role = 'cp' | 'app' | 'router' | 'client' | 'runtime' | 'tcp';
 /** Replies of the child processes; each answers the request of the same type. */
 type Msg =
   | { type: 'started'; base: string; wsUrl?: string; runtimeToken?: string; adminToken?: string }
@@ -50,7 +51,7 @@ function ask<T extends Msg['type']>(child: ChildProcess, type: T): Promise<Extra
 
 /** Starts `role` in its own process and waits for its 'started' message. */
 async function spawn(role: Role, args: string[]): Promise<{ child: ChildProcess; started: Extract<Msg, { type: 'started' }> }> {
-  const child = fork(fileURLToPath(import.meta.url), ['--role', role, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, BENCH_PUBLIC_KEY: KEYS.publicKeyPem, BENCH_PRIVATE_KEY: KEYS.privateKeyPem } });
+  const child = fork(fileURLToPath(import.meta.url), ['--role', role, ...args], { execArgv: [...process.execArgv, ...(process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean)], stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, BENCH_PUBLIC_KEY: KEYS.publicKeyPem, BENCH_PRIVATE_KEY: KEYS.privateKeyPem } });
   const started = await new Promise<Extract<Msg, { type: 'started' }>>((resolve, reject) => {
     child.once('message', (m: Msg) => (m.type === 'started' ? resolve(m) : reject(new Error(`${role}: unexpected ${m.type}`))));
     child.once('exit', (code) => reject(new Error(`${role} exited with ${String(code)}`)));
@@ -160,9 +161,11 @@ async function main(): Promise<void> {
   let app: Awaited<ReturnType<typeof spawn>>;
   let runtimeProcs: ChildProcess[];
   let names: string[];
+  let routerBase: string | undefined;
   if (layout() === 'split') {
     app = await spawn('app', [tenantId]);
     const router = await spawn('router', [app.started.base]);
+    routerBase = router.started.base;
     const client = await spawn('client', [cp.started.wsUrl!, cp.started.runtimeToken!, router.started.base]);
     runtimeProcs = [client.child, router.child, app.child];
     names = ['tunnel client', 'router', 'app-proxy'];
@@ -188,8 +191,25 @@ async function main(): Promise<void> {
     url: (p) => `${cp.started.base}/v1/tenants/${tenantId}/runtime${p}`,
     headers: () => ({ authorization: `Bearer ${cp.started.adminToken!}` }),
   };
+  // Split layout only: the floor. Three processes that only copy bytes between TCP sockets (no
+  // HTTP, no tunnel) in front of the app-proxy: what any chain of three Node.js relays can reach
+  // on this machine, measured in the same rounds.
+  const floorRelays: ChildProcess[] = [];
+  let floorBase: string | undefined;
+  if (layout() === 'split') {
+    let upstream = app.started.base;
+    for (let i = 0; i < 3; i++) {
+      const relay = await spawn('tcp', [upstream]);
+      floorRelays.push(relay.child);
+      upstream = relay.started.base;
+    }
+    floorBase = upstream;
+  }
+  const floor: Target | undefined = floorBase === undefined ? undefined : { name: 'floor', url: (p) => `${floorBase}${p}`, headers: direct.headers };
+  // Split layout only: requests to the request router (→ app-proxy), to tell its hop from the rest.
+  const viaRouter: Target | undefined = routerBase === undefined ? undefined : { name: 'router', url: (p) => `${routerBase}${p}`, headers: direct.headers };
 
-  const rows: Array<{ size: string; direct: Run; tunnel: Run; roundRatios: number[]; cpu: { direct: number; tunnel: number } }> = [];
+  const rows: Array<{ size: string; direct: Run; tunnel: Run; roundRatios: number[]; cpu: { direct: number; tunnel: number }; floorRatio?: number }> = [];
   const plans: Array<[string, number, number, number]> = [
     ['1 KB', 1024, 4000, 16],
     ['1 MB', 1024 * 1024, 300, 4],
@@ -201,24 +221,29 @@ async function main(): Promise<void> {
   for (const [label, size, count, conc] of plans) {
     await throughput(direct, size, Math.ceil(count / 10), conc); // warm-up
     await throughput(tunnel, size, Math.ceil(count / 10), conc);
+    if (floor) await throughput(floor, size, Math.ceil(count / 10), conc);
     const ds: Run[] = [];
     const ts: Run[] = [];
     const ratios: number[] = [];
+    const floorRatios: number[] = [];
     for (let r = 0; r < rounds(); r++) {
       const d = await throughput(direct, size, count, conc);
       const t = await throughput(tunnel, size, count, conc);
+      if (floor) floorRatios.push((await throughput(floor, size, count, conc)).mbps / d.mbps);
       ds.push(d);
       ts.push(t);
       ratios.push(t.mbps / d.mbps);
     }
     rows.push({ size: label, direct: median(ds, (x) => x.mbps), tunnel: median(ts, (x) => x.mbps), roundRatios: ratios.map((x) => Number(x.toFixed(2))),
       cpu: { direct: median(ds, (x) => x.cpuPerMiB).cpuPerMiB, tunnel: median(ts, (x) => x.cpuPerMiB).cpuPerMiB },
+      ...(floor ? { floorRatio: Number(median(floorRatios, (x) => x).toFixed(2)) } : {}),
     });
   }
 
-  // Latency: direct and tunnel requests alternate one by one.
-  await latencies([direct, tunnel], 200);
-  const [ld, lt] = await latencies([direct, tunnel], 2000) as [number[], number[]];
+  // Latency: direct and tunnel requests (and router ones, split layout) alternate one by one.
+  const latencyTargets = viaRouter ? [direct, tunnel, viaRouter] : [direct, tunnel];
+  await latencies(latencyTargets, 200);
+  const [ld, lt, lr] = await latencies(latencyTargets, 2000) as [number[], number[], number[] | undefined];
 
   // RSS while a 1 GiB response goes to a reader that stopped reading.
   const runtimeRss = async (): Promise<number> => (await Promise.all(runtimeProcs.map((c) => ask(c, 'rss')))).reduce((n, m) => n + m.rss, 0);
@@ -240,7 +265,7 @@ async function main(): Promise<void> {
   const buffered = (await ask(cp.child, 'buffered')).bytes;
   req.destroy();
 
-  for (const c of children) {
+  for (const c of [...children, ...floorRelays]) {
     c.send('stop');
     await new Promise((resolve) => c.once('exit', resolve));
   }
@@ -257,7 +282,10 @@ async function main(): Promise<void> {
     loadAverage: os.loadavg().map((n) => Number(n.toFixed(2))),
     machine: `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${mb(os.totalmem())} MiB RAM, Node ${process.version}, ${os.platform()} ${os.release()}`,
     throughput: rows,
-    latency1k: { directP50: pct(ld, 50), directP99: pct(ld, 99), tunnelP50: pct(lt, 50), tunnelP99: pct(lt, 99), addedP50, addedP99: pct(lt, 99) - pct(ld, 99) },
+    latency1k: {
+      directP50: pct(ld, 50), directP99: pct(ld, 99), tunnelP50: pct(lt, 50), tunnelP99: pct(lt, 99), addedP50, addedP99: pct(lt, 99) - pct(ld, 99),
+      ...(lr ? { routerP50: pct(lr, 50), routerP99: pct(lr, 99) } : {}),
+    },
     stalledReader: {
       producedMiB: Number(mb(last)),
       controlPlaneRssGrowthMiB: Number(mb(rssAfterCp - rssBeforeCp)),
@@ -277,11 +305,11 @@ async function main(): Promise<void> {
   }
   console.log(`tunnel benchmark, ${result.date}\n${result.machine}\nruntime ${result.runtimeProcesses === 'split' ? 'in three processes' : 'in one process'}, window ${result.tuning.window} B, chunk ${result.tuning.chunk} B, load average at the end ${result.loadAverage.join(' / ')}\n`);
   console.log(`medians of ${rounds()} alternating rounds\n`);
-  console.log('| body | direct MB/s | tunnel MB/s | ratio | ratio per round | direct req/s | tunnel req/s | product CPU ms/MiB direct / tunnel |');
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+  console.log('| body | direct MB/s | tunnel MB/s | ratio | ratio per round | floor ratio (3 TCP relays) | direct req/s | tunnel req/s | product CPU ms/MiB direct / tunnel |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const r of rows) {
     console.log(
-      `| ${r.size} | ${r.direct.mbps.toFixed(1)} | ${r.tunnel.mbps.toFixed(1)} | ${(r.tunnel.mbps / r.direct.mbps).toFixed(2)} | ${r.roundRatios.join(', ')} | ${r.direct.rps.toFixed(0)} | ${r.tunnel.rps.toFixed(0)} | ${r.cpu.direct.toFixed(2)} / ${r.cpu.tunnel.toFixed(2)} |`,
+      `| ${r.size} | ${r.direct.mbps.toFixed(1)} | ${r.tunnel.mbps.toFixed(1)} | ${(r.tunnel.mbps / r.direct.mbps).toFixed(2)} | ${r.roundRatios.join(', ')} | ${r.floorRatio ?? '—'} | ${r.direct.rps.toFixed(0)} | ${r.tunnel.rps.toFixed(0)} | ${r.cpu.direct.toFixed(2)} / ${r.cpu.tunnel.toFixed(2)} |`,
     );
   }
   console.log(`\n10 MB, CPU ms per MiB: load generator direct ${ten.direct.loadgenCpuPerMiB.toFixed(2)}, tunnel ${ten.tunnel.loadgenCpuPerMiB.toFixed(2)}; through the tunnel, by process: ${Object.entries(ten.tunnel.componentCpuPerMiB).map(([k, v]) => `${k} ${v}`).join(', ')}`);
@@ -292,6 +320,9 @@ async function main(): Promise<void> {
   }
   const l = result.latency1k;
   console.log(`\n1 KB GET latency (sequential, 2000 each, alternating): direct p50 ${l.directP50.toFixed(3)} ms p99 ${l.directP99.toFixed(3)} ms; tunnel p50 ${l.tunnelP50.toFixed(3)} ms p99 ${l.tunnelP99.toFixed(3)} ms; added p50 ${l.addedP50.toFixed(3)} ms, p99 ${l.addedP99.toFixed(3)} ms`);
+  if (l.routerP50 !== undefined) {
+    console.log(`  of the added p50: request router hop ${(l.routerP50 - l.directP50).toFixed(3)} ms (router p50 ${l.routerP50.toFixed(3)} ms); control plane, tunnel and tunnel client ${(l.tunnelP50 - l.routerP50).toFixed(3)} ms`);
+  }
   const s = result.stalledReader;
   console.log(`stalled reader of a 1 GiB response: runtime produced ${s.producedMiB} MiB then stopped; RSS growth control plane ${s.controlPlaneRssGrowthMiB} MiB, runtime ${s.runtimeRssGrowthMiB} MiB; control plane buffered ${s.controlPlaneBufferedBytes} bytes`);
   console.log(`\ntargets: 10 MB ratio ${result.targets.tenMbRatio.toFixed(2)} (≥ 0.50: ${result.targets.tenMbRatioOk ? 'met' : 'MISSED'}), added p50 ≤ 1 ms: ${result.targets.addedP50Ok ? 'met' : 'MISSED'}, RSS growth < 64 MiB: ${result.targets.rssOk ? 'met' : 'MISSED'}`);
@@ -347,6 +378,24 @@ async function child(role: Role, args: string[]): Promise<void> {
     started = { type: 'started', base: runtime.appProxyBase };
     answer = (type) => (type === 'produced' ? { type, produced: runtime.state.produced } : undefined);
     close = () => runtime.close();
+  } else if (role === 'tcp') {
+    const upstream = new URL(args[0]!);
+    const server = net.createServer((down) => {
+      const up = net.connect(Number(upstream.port), upstream.hostname);
+      down.on('error', () => up.destroy());
+      up.on('error', () => down.destroy());
+      down.pipe(up);
+      up.pipe(down);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    started = { type: 'started', base: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+    close = async () => {
+      await new Promise((r) => {
+        server.close(r);
+        server.unref();
+        setTimeout(r, 100).unref();
+      });
+    };
   } else {
     const [wsUrl, token, routerBase] = args as [string, string, string];
     const client = startTunnelClient({ url: wsUrl, token, upstream: routerBase, maxUpstreamSockets: 2048, window, maxChunkBytes: chunk });
