@@ -83,6 +83,8 @@ export class Provisioner extends pulumi.ComponentResource {
           metadata: { labels },
           spec: {
             serviceAccountName: NAME,
+            // Shutdown runs the reconciler's grace (20 s) and the tunnel drain (10 s) side by side.
+            terminationGracePeriodSeconds: 40,
             securityContext: restrictedPodSecurityContext(),
             containers: [{
               name: NAME,

@@ -291,6 +291,7 @@ function loadTunnelLimits(env: Env): TunnelLimits {
     heartbeatIntervalMs: seconds('PROVISIONER_TUNNEL_HEARTBEAT_SECONDS', d.heartbeatIntervalMs, 1, 3600),
     handshakeTimeoutMs: seconds('PROVISIONER_TUNNEL_HANDSHAKE_TIMEOUT_SECONDS', d.handshakeTimeoutMs, 1, 600),
     revalidateIntervalMs: seconds('PROVISIONER_TUNNEL_REVALIDATE_SECONDS', d.revalidateIntervalMs, 0, 86_400),
+    drainTimeoutMs: seconds('PROVISIONER_TUNNEL_DRAIN_SECONDS', d.drainTimeoutMs, 0, 600),
   };
   // A frame carries one chunk or one head plus a small header: both must fit a message.
   if (limits.maxChunkBytes + KiB > limits.maxPayload) {

@@ -92,10 +92,13 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
     return {
       config, app, db, url, reconciler,
       async close() {
-        // Stop claiming, let running operations finish within the grace period, hand back the rest.
-        await reconciler?.stop({ graceMs: config.reconciler.shutdownGraceSeconds * 1000 });
+        // At the same time: stop claiming, let running operations finish within their grace period
+        // and hand back the rest; drain the tunnels while the API keeps serving, then stop it.
+        await Promise.all([
+          reconciler?.stop({ graceMs: config.reconciler.shutdownGraceSeconds * 1000 }),
+          app.close(),
+        ]);
         await writePool.end();
-        await app.close();
         await db.close();
       },
     };

@@ -61,6 +61,9 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     genReqId: () => crypto.randomUUID(),
     // One line per request, successful reads at debug level (see request-log.ts).
     logController: new RequestLog(),
+    // Keep serving while shutting down (tunnels drain in preClose; a terminating pod still gets
+    // traffic until the endpoints change): requests then fail, if at all, with our own errors.
+    return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const metrics = createMetrics(deps.pool);

@@ -29,6 +29,11 @@ export interface TunnelLimits {
   handshakeTimeoutMs: number;
   /** Re-run `authenticate` on open tunnels this often, closing revoked ones; 0 disables (default 60 s). */
   revalidateIntervalMs: number;
+  /**
+   * On shutdown, how long requests in flight may take to finish while their runtimes reconnect
+   * elsewhere (default 10 s; 0: close at once). See TunnelServer.close().
+   */
+  drainTimeoutMs: number;
 }
 
 export const DEFAULT_TUNNEL_LIMITS: Readonly<TunnelLimits> = Object.freeze({
@@ -43,4 +48,5 @@ export const DEFAULT_TUNNEL_LIMITS: Readonly<TunnelLimits> = Object.freeze({
   heartbeatIntervalMs: 15_000,
   handshakeTimeoutMs: 10_000,
   revalidateIntervalMs: 60_000,
+  drainTimeoutMs: 10_000,
 });

@@ -47,7 +47,8 @@ export class TunnelRegistry {
    */
   closeReplaced(tenantId: string, connectionId: string, reason = 'replaced by a newer connection of the same runtime (to another replica)'): boolean {
     const conn = this.#byTenant.get(tenantId);
-    if (!conn || conn.connectionId !== connectionId) return false;
+    // A draining tunnel closes once its requests are done (the runtime has already moved on).
+    if (!conn || conn.connectionId !== connectionId || conn.mux.draining) return false;
     this.#byTenant.delete(tenantId);
     conn.mux.close(CloseCode.replaced, reason);
     return true;

@@ -112,7 +112,8 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
       // A declared length is enforced by Node's parser; a chunked body is counted as it streams.
       const body = !hasBody ? null : limit > 0 && declared === undefined ? limitBody(raw, limit) : raw;
       // Held by another replica: relay there (once; a relayed request is served here or not at all).
-      if (opts.peers && !opts.tunnel.status(tenantId).connected && raw.headers[RELAY_HEADER] === undefined) {
+      // (While this replica shuts down, its tunnels drain: a runtime that reconnected elsewhere is relayed to.)
+      if (opts.peers && (!opts.tunnel.accepting || !opts.tunnel.status(tenantId).connected) && raw.headers[RELAY_HEADER] === undefined) {
         const owner = await opts.peers.owner(tenantId);
         if (owner) {
           const aborter = new AbortController();

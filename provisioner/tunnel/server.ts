@@ -132,7 +132,14 @@ export interface TunnelServer {
   /** connect / disconnect / replace events, for logs, metrics and tests. */
   readonly events: EventEmitter<TunnelServerEvents>;
   readonly limits: Readonly<TunnelLimits>;
-  /** Refuses new tunnels and closes open ones with 1001 (going away). */
+  /** False once close() began: no new tunnels, no new requests through this process's tunnels. */
+  readonly accepting: boolean;
+  /**
+   * Refuses new tunnels and new requests, then drains: runtimes that understand it get a goaway
+   * (they dial a new connection, which the load balancer sends to another replica) while their
+   * requests in flight finish here, for at most `drainTimeoutMs`; the rest, and runtimes that do
+   * not understand goaway, are closed with 1001 (going away).
+   */
   close(): Promise<void>;
 }
 
@@ -388,10 +395,29 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     disconnectTenant: (tenantId) => registry.disconnectTenant(tenantId),
     closeReplaced: (tenantId, connectionId) => registry.closeReplaced(tenantId, connectionId),
     connections: () => registry.all().map((c) => ({ tenantId: c.tenantId, connectionId: c.connectionId, since: c.since })),
+    get accepting() {
+      return !closing;
+    },
     async close() {
       closing = true;
       for (const m of pending) m.close(CloseCode.goingAway, 'server shutting down');
       pending.clear();
+      const draining: Array<Promise<void>> = [];
+      for (const conn of registry.all()) {
+        if (limits.drainTimeoutMs > 0 && conn.mux.goAway('the control plane replica is shutting down; reconnect')) {
+          const busy = conn.mux.streamCount;
+          if (busy > 0) log.info({ tenantId: conn.tenantId, streams: busy }, 'tunnel draining: requests in flight finish while the runtime reconnects');
+          draining.push(new Promise<void>((resolve) => (conn.mux.ready ? conn.mux.once('close', () => resolve()) : resolve())));
+        }
+      }
+      if (draining.length > 0) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([Promise.all(draining), new Promise<void>((resolve) => (timer = setTimeout(resolve, limits.drainTimeoutMs)))]);
+        clearTimeout(timer);
+      }
+      for (const conn of registry.all()) {
+        if (conn.mux.streamCount > 0) log.warn({ tenantId: conn.tenantId, streams: conn.mux.streamCount }, 'drain time is up: cutting requests still in flight');
+      }
       registry.closeAll(CloseCode.goingAway, 'server shutting down');
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },

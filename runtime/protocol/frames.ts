@@ -14,6 +14,11 @@
  * the server opens it with `open` (request head), both sides send `data` then `end` for their body,
  * the client answers with `response` (response head); either side may `reset` it. Each side grants
  * the other per-stream credit with `window` frames (see mux.ts).
+ *
+ * Connection-level frames use stream id 0: `hello` (first frame of each side) and `goaway` (the
+ * server is going away: open no new streams, dial a new connection, let the open streams finish
+ * on this one). An end announces in its hello's `features` which optional frames it understands;
+ * `goaway` is sent only to a peer that announced it, so an older runtime is closed as before.
  */
 
 export const PROTOCOL_VERSION = 1;
@@ -22,6 +27,9 @@ export const SUBPROTOCOL = `hrt-tunnel.v${PROTOCOL_VERSION}`;
 /** Path of the tunnel endpoint on the control plane. */
 export const TUNNEL_PATH = '/v1/tunnel';
 export const HEADER_BYTES = 6;
+/** Optional frames an end understands, announced in its hello. */
+export const FEATURES = ['goaway'] as const;
+export type Feature = (typeof FEATURES)[number];
 
 export const FrameType = {
   hello: 1,
@@ -31,6 +39,7 @@ export const FrameType = {
   end: 5,
   window: 6,
   reset: 7,
+  goaway: 8,
 } as const;
 export type FrameTypeName = keyof typeof FrameType;
 
@@ -45,6 +54,8 @@ export interface Hello {
   maxMessageBytes: number;
   /** Most concurrent streams the sender accepts. */
   maxStreams: number;
+  /** Optional frames the sender understands (unknown names are ignored). */
+  features?: string[];
 }
 
 export interface RequestHead {
@@ -108,7 +119,8 @@ export type Frame =
   | { type: 'data'; streamId: number; chunk: Buffer }
   | { type: 'end'; streamId: number }
   | { type: 'window'; streamId: number; increment: number }
-  | { type: 'reset'; streamId: number; code: ResetCode; message: string };
+  | { type: 'reset'; streamId: number; code: ResetCode; message: string }
+  | { type: 'goaway'; streamId: 0; message: string };
 
 export class ProtocolError extends Error {
   constructor(message: string) {
@@ -159,6 +171,8 @@ export function encodeFrame(frame: Frame): Buffer {
     }
     case 'reset':
       return json(FrameType.reset, frame.streamId, { code: frame.code, message: frame.message });
+    case 'goaway':
+      return json(FrameType.goaway, 0, { message: frame.message });
   }
 }
 
@@ -221,7 +235,8 @@ export function decodeFrame(buf: Buffer): Frame {
   const type = buf[1];
   const streamId = buf.readUInt32BE(2);
   const payload = buf.subarray(HEADER_BYTES);
-  if (type !== FrameType.hello && streamId === 0) throw new ProtocolError('stream frames must not use stream id 0');
+  const connectionLevel = type === FrameType.hello || type === FrameType.goaway;
+  if (!connectionLevel && streamId === 0) throw new ProtocolError('stream frames must not use stream id 0');
   switch (type) {
     case FrameType.hello: {
       if (streamId !== 0) throw new ProtocolError('hello must use stream id 0');
@@ -234,8 +249,14 @@ export function decodeFrame(buf: Buffer): Frame {
           window: positiveInt(o, 'window', 'hello'),
           maxMessageBytes: positiveInt(o, 'maxMessageBytes', 'hello'),
           maxStreams: positiveInt(o, 'maxStreams', 'hello'),
+          ...(Array.isArray(o.features) ? { features: (o.features as unknown[]).filter((f): f is string => typeof f === 'string' && f.length <= 64).slice(0, 32) } : {}),
         },
       };
+    }
+    case FrameType.goaway: {
+      if (streamId !== 0) throw new ProtocolError('goaway must use stream id 0');
+      const o = parseJson(payload, 'goaway');
+      return { type: 'goaway', streamId: 0, message: typeof o.message === 'string' ? o.message.slice(0, 1024) : '' };
     }
     case FrameType.open: {
       const o = parseJson(payload, 'open');

@@ -16,6 +16,7 @@ import {
   CloseCode,
   decodeFrame,
   encodeDataFrameInto,
+  FEATURES,
   encodeFrame,
   type Frame,
   HEADER_BYTES,
@@ -407,6 +408,8 @@ interface MuxEvents {
   ready: [Hello];
   /** Client side: the server opened a stream. */
   stream: [TunnelStream, RequestHead];
+  /** Client side: the server is going away; open streams finish here, new ones need a new connection. */
+  goaway: [string];
   /** The WebSocket closed; every stream has been reset. */
   close: [number, string];
 }
@@ -418,6 +421,8 @@ export class Mux extends EventEmitter<MuxEvents> {
   #peer: Hello | null = null;
   #nextId = 1;
   #closed = false;
+  /** No new streams: a goaway was sent (server) or received (client). */
+  #draining = false;
   #maxChunk: number;
   /** Data-frame buffers whose write has completed, reused for later frames (no allocation per chunk). */
   readonly #framePool: Buffer[] = [];
@@ -435,8 +440,32 @@ export class Mux extends EventEmitter<MuxEvents> {
     this.send({
       type: 'hello',
       streamId: 0,
-      hello: { version: PROTOCOL_VERSION, window: this.options.window, maxMessageBytes: this.options.maxMessageBytes, maxStreams: this.options.maxStreams },
+      hello: { version: PROTOCOL_VERSION, window: this.options.window, maxMessageBytes: this.options.maxMessageBytes, maxStreams: this.options.maxStreams, features: [...FEATURES] },
     });
+  }
+
+  /** A goaway was sent or received: the open streams finish, no new one starts. */
+  get draining(): boolean {
+    return this.#draining;
+  }
+
+  /**
+   * Server side: tells a peer that understands it to dial a new connection and lets the open
+   * streams finish here; the connection closes (1001) when the last one ends. Returns false, and
+   * does nothing, when the peer did not announce `goaway` (close it instead).
+   */
+  goAway(message: string): boolean {
+    if (this.options.role !== 'server') throw new Error('only the server sends goaway');
+    if (this.#closed || !this.#peer?.features?.includes('goaway')) return false;
+    if (this.#draining) return true;
+    this.#draining = true;
+    this.send({ type: 'goaway', streamId: 0, message });
+    this.#closeIfDrained();
+    return true;
+  }
+
+  #closeIfDrained(): void {
+    if (this.#draining && this.#streams.size === 0 && this.options.role === 'server') this.close(CloseCode.goingAway, 'drained');
   }
 
   get ready(): boolean {
@@ -472,6 +501,7 @@ export class Mux extends EventEmitter<MuxEvents> {
     if (this.options.role !== 'server') throw new Error('only the server opens streams');
     const peer = this.#peer;
     if (!peer || this.#closed) throw new TunnelStreamError(ResetCode.connectionLost, 'the tunnel is not connected', false);
+    if (this.#draining) throw new TunnelStreamError(ResetCode.connectionLost, 'the tunnel is draining; the runtime is reconnecting', false);
     if (this.#streams.size >= this.maxStreams) {
       throw new TunnelStreamError(ResetCode.refused, `the tunnel already carries its maximum of ${this.maxStreams} concurrent requests`, false);
     }
@@ -543,6 +573,7 @@ export class Mux extends EventEmitter<MuxEvents> {
 
   forget(id: number): void {
     this.#streams.delete(id);
+    this.#closeIfDrained();
   }
 
   close(code: number, reason: string): void {
@@ -605,6 +636,17 @@ export class Mux extends EventEmitter<MuxEvents> {
     }
     if (!this.#peer) {
       this.#protocolError('stream frame before hello');
+      return;
+    }
+    if (frame.type === 'goaway') {
+      if (this.options.role !== 'client') {
+        this.#protocolError('only the server sends goaway');
+        return;
+      }
+      if (!this.#draining) {
+        this.#draining = true;
+        this.emit('goaway', frame.message);
+      }
       return;
     }
     if (frame.type === 'open') {

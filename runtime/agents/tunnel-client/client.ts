@@ -51,6 +51,8 @@ interface TunnelClientEvents {
   disconnected: [number, string];
   /** The control plane refused the upgrade (401: bad or revoked token). */
   rejected: [number];
+  /** The control plane replica is going away: a new connection is being dialled, open requests finish on the old one. */
+  draining: [string];
   reconnecting: [number, number];
 }
 
@@ -86,6 +88,8 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
   let retryTimer: NodeJS.Timeout | null = null;
   let closing = false;
   let closed: (() => void) | null = null;
+  /** Connections told to go away, finishing their open requests. */
+  const draining = new Set<Mux>();
 
   function serve(stream: TunnelStream, head: RequestHead): void {
     let bodyBytes = 0;
@@ -148,6 +152,8 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
       schedule(backoffDelay(attempt, backoff));
       return;
     }
+    /** Set when the server sent goaway on this connection and a new one was dialled. */
+    let drained: Mux | null = null;
     const socket = new WebSocket(opts.url, SUBPROTOCOL, {
       headers: { authorization: `Bearer ${token}` },
       maxPayload,
@@ -178,6 +184,19 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
       mux = m;
       startHeartbeat(socket, opts.heartbeatIntervalMs ?? 15_000, () => log.warn('control plane missed its heartbeat; redialling'));
       m.on('stream', serve);
+      m.once('goaway', (message) => {
+        // This connection only finishes its open requests now; dial the next one at once.
+        if (ws !== socket || closing) return;
+        log.info({ message, openRequests: m.streamCount }, 'control plane is going away; reconnecting while open requests finish');
+        drained = m;
+        draining.add(m);
+        ws = null;
+        mux = null;
+        since = null;
+        attempt = 0;
+        events.emit('draining', message);
+        connect();
+      });
       m.once('ready', () => {
         attempt = 0;
         since = new Date();
@@ -187,6 +206,12 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
     });
     socket.once('close', (code, reasonBuf) => {
       const reason = reasonBuf.toString('utf8');
+      if (drained) {
+        // A drained connection ending: its successor was dialled when the goaway came.
+        draining.delete(drained);
+        log.info({ code, reason }, 'drained tunnel closed');
+        return;
+      }
       const wasUp = since !== null;
       ws = null;
       mux = null;
@@ -223,6 +248,8 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
       closing = true;
       if (retryTimer) clearTimeout(retryTimer);
       agent.destroy();
+      for (const d of draining) d.close(CloseCode.goingAway, 'runtime shutting down');
+      draining.clear();
       const socket = ws;
       if (!socket || socket.readyState === socket.CLOSED) return Promise.resolve();
       return new Promise<void>((resolve) => {

@@ -19,7 +19,8 @@ void t.test('after a control-plane restart the client is reconnected and serving
     await cp.close();
   });
   await ready(cp, runtime);
-  const down = new Promise<void>((resolve) => runtime.client.events.once('disconnected', () => resolve()));
+  // A closing control plane tells the runtime to go away (it redials at once) and closes the drained tunnel.
+  const down = new Promise<void>((resolve) => runtime.client.events.once('draining', () => resolve()));
   await cp.close();
   await down;
   const restartedAt = Date.now();
@@ -96,20 +97,22 @@ void t.test('the client drops a control plane that stops answering heartbeats an
   t.ok(connections >= 2, 'redialled after the missed heartbeat');
 });
 
-void t.test('closing the tunnel server says going-away to the runtime', async (t) => {
+void t.test('closing the tunnel server tells the runtime to go away and closes the drained tunnel with going-away', async (t) => {
   const tenantId = randomUUID();
   const cp = await startControlPlane({ tokens, callers });
   const rt = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
   t.teardown(() => rt.close());
   await ready(cp, rt);
-  const code = new Promise<number>((resolve) => rt.client.events.once('disconnected', (c) => resolve(c)));
+  const told = new Promise<string>((resolve) => rt.client.events.once('draining', resolve));
+  const closed = new Promise<[number, string]>((resolve) => cp.tunnel.events.once('disconnect', (_id, code, reason) => resolve([code, reason])));
   await cp.close();
-  t.equal(await code, CloseCode.goingAway);
+  t.match(await told, /shutting down; reconnect/);
+  t.same(await closed, [CloseCode.goingAway, 'drained'], 'nothing was in flight: closed at once');
   const again = await request(`${cp.base}/healthz`).catch((e: Error) => e);
   t.ok(again instanceof Error, 'the control plane is down');
 });
 
-void t.test('on shutdown, requests in flight and new ones get 503 SHUTTING_DOWN, new tunnels are refused, the runtime hears going-away', async (t) => {
+void t.test('on shutdown, requests in flight finish (drain), new ones get 503 SHUTTING_DOWN, new tunnels are refused', async (t) => {
   const tenantId = randomUUID();
   const cp = await startControlPlane({ tokens, callers });
   t.teardown(() => cp.close());
@@ -120,19 +123,55 @@ void t.test('on shutdown, requests in flight and new ones get 503 SHUTTING_DOWN,
   const base = `${cp.base}/v1/tenants/${tenantId}/runtime`;
   const held = request(`${base}/api/test/barrier?n=1000`, { headers });
   await until(() => rt.state.barrierWaiting.length === 1, 3000, 'request held at the runtime');
-  const code = new Promise<number>((resolve) => rt.client.events.once('disconnected', (c) => resolve(c)));
-  await cp.tunnel.close();
-  t.equal(await code, CloseCode.goingAway, 'the runtime is told the server is going away');
-  const inFlight = await held;
-  t.equal(inFlight.status, 503);
-  const body = json(inFlight) as { error: { code: string; message: string } };
-  t.equal(body.error.code, 'SHUTTING_DOWN');
-  t.match(body.error.message, 'shutting down');
+  const told = new Promise<string>((resolve) => rt.client.events.once('draining', resolve));
+  const closing = cp.tunnel.close();
+  await told;
   const later = await request(`${base}/api/runtime`, { headers });
-  t.equal(later.status, 503);
+  t.equal(later.status, 503, 'a new request is not started on a draining tunnel');
   t.equal((json(later) as { error: { code: string } }).error.code, 'SHUTTING_DOWN');
-  // The runtime redials; the upgrade is refused with 503 until this replica is gone.
+  // The runtime redials at once; this replica refuses it with 503 (the load balancer would pick another).
   const rejected = await new Promise<number>((resolve) => rt.client.events.once('rejected', resolve));
   t.equal(rejected, 503);
+  t.equal(cp.tunnel.status(tenantId).activeStreams, 1, 'the request in flight is still carried');
   for (const release of rt.state.barrierWaiting.splice(0)) release();
+  const inFlight = await held;
+  t.equal(inFlight.status, 200, 'the request in flight finished');
+  t.same(json(inFlight), { ok: true });
+  await closing;
+  t.equal(cp.tunnel.status(tenantId).connected, false);
+});
+
+void t.test('the drain ends after drainTimeoutMs: requests still in flight get 503 SHUTTING_DOWN', async (t) => {
+  const tenantId = randomUUID();
+  const cp = await startControlPlane({ tokens, callers, limits: { drainTimeoutMs: 300 } });
+  t.teardown(() => cp.close());
+  const rt = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
+  t.teardown(() => rt.close());
+  await ready(cp, rt);
+  const headers = { authorization: `Bearer ${callers.add('admin')}` };
+  const held = request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/test/barrier?n=1000`, { headers });
+  await until(() => rt.state.barrierWaiting.length === 1, 3000, 'request held at the runtime');
+  await cp.tunnel.close();
+  const cut = await held;
+  t.equal(cut.status, 503);
+  t.equal((json(cut) as { error: { code: string } }).error.code, 'SHUTTING_DOWN');
+  for (const release of rt.state.barrierWaiting.splice(0)) release();
+});
+
+void t.test('a runtime that does not understand goaway is closed with going-away at once', async (t) => {
+  const tenantId = randomUUID();
+  const cp = await startControlPlane({ tokens, callers });
+  t.teardown(() => cp.close());
+  const ws = new WebSocket(cp.wsUrl, SUBPROTOCOL, { headers: { authorization: `Bearer ${tokens.issue(tenantId).token}` } });
+  ws.binaryType = 'nodebuffer';
+  await new Promise((resolve) => ws.once('open', resolve));
+  // A hello without `features`, as a runtime of an earlier release sends it.
+  ws.send(encodeFrame({ type: 'hello', streamId: 0, hello: { version: PROTOCOL_VERSION, window: 65536, maxMessageBytes: 1 << 20, maxStreams: 8 } }));
+  await until(() => cp.tunnel.status(tenantId).connected, 3000, 'tunnel up');
+  const frames: string[] = [];
+  ws.on('message', (data: Buffer) => frames.push(decodeFrame(data).type));
+  const code = new Promise<number>((resolve) => ws.once('close', resolve));
+  await cp.tunnel.close();
+  t.equal(await code, CloseCode.goingAway);
+  t.notOk(frames.includes('goaway'), 'no frame it does not know was sent');
 });

@@ -71,6 +71,7 @@ t.test('provisioner: DSN from the CNPG app secret, restricted pod, WebSocket-fri
   t.equal(env.get('PROVISIONER_ADVERTISE_URL')?.value, 'http://$(POD_IP):8080', 'replicas reach each other pod to pod');
   t.ok(pod.containers[0]!.env!.findIndex((e) => e.name === 'POD_IP') < pod.containers[0]!.env!.findIndex((e) => e.name === 'PROVISIONER_ADVERTISE_URL'), 'POD_IP is defined before it is referenced');
   t.equal(pod.securityContext?.runAsNonRoot, true);
+  t.ok((pod.terminationGracePeriodSeconds ?? 30) >= 20 + 10, 'room for the reconciler grace and the tunnel drain');
   const ing = inputsOf<IIngress>(r.byName('eu-1-provisioner-ingress'));
   t.equal(ing.spec!.rules![0]!.host, 'gitops-eu.example.test');
   t.equal(ing.metadata!.annotations!['nginx.ingress.kubernetes.io/proxy-read-timeout'], '3600');

@@ -70,3 +70,33 @@ void t.test('a large body is cut into frames of at most maxChunkBytes, within cr
   t.ok(sizes.length < Math.ceil(data.length / 10_007), 'fewer frames than source chunks');
   t.equal(stream.error, null);
 });
+
+void t.test('goaway: the client hears it, the open stream finishes, no new stream opens, the connection then closes with 1001', async (t) => {
+  const { server, client } = await pair(t);
+  t.same(client.peer?.features, ['goaway'], 'each end announces the optional frames it understands');
+  let served: TunnelStream | undefined;
+  client.on('stream', (s) => (served = s));
+  const stream = server.open({ method: 'GET', path: '/slow', headers: [] });
+  stream.sendBody(null);
+  await new Promise((r) => setImmediate(r));
+  const heard = new Promise<string>((resolve) => client.once('goaway', resolve));
+  t.equal(server.goAway('replica going away'), true);
+  t.equal(await heard, 'replica going away');
+  t.ok(server.draining && client.draining);
+  t.throws(() => server.open({ method: 'GET', path: '/new', headers: [] }), { code: 'CONNECTION_LOST' }, 'no new stream on a draining connection');
+  const closed = new Promise<number>((resolve) => client.once('close', resolve));
+  served!.respond({ status: 200, headers: [] });
+  served!.sendBody(null);
+  const head = await new Promise<{ status: number }>((resolve) => stream.once('response', resolve));
+  t.equal(head.status, 200, 'the open stream was answered after the goaway');
+  await collect(stream);
+  t.equal(await closed, 1001, 'closed once the last stream ended');
+});
+
+void t.test('goAway() returns false and sends nothing to a peer that did not announce it', async (t) => {
+  const { server } = await pair(t);
+  (server.peer as { features?: string[] }).features = undefined;
+  t.equal(server.goAway('x'), false);
+  t.equal(server.draining, false);
+  t.equal(server.ready, true, 'the connection is left to the caller');
+});
