@@ -1,7 +1,8 @@
 /**
  * A short-lived cache of resolved API keys, so that a busy client does not cost a database round
  * trip per request. Entries live `ttlMs` (2 s by default) and are dropped at once when a key is
- * revoked through this process; a key revoked by another replica stops working within `ttlMs`.
+ * revoked (through this process, or another replica's NOTIFY `api_key_revoked`: http/app.ts); if
+ * that notification is missed, a revoked key stops working within `ttlMs`.
  * Unknown keys are not cached (a flood of bad keys cannot evict good ones), and the cache is
  * bounded: when full, the oldest entries go first.
  */

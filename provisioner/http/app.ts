@@ -17,7 +17,7 @@ import type { Catalog } from '../../runtime/catalog.ts';
 import { TenantService } from '../tenants/service.ts';
 import { OperationLogHub } from '../reconciler/log-follow.ts';
 import { createRequestSigner, createTunnelServer, generateRequestSigningKeys, TunnelDirectory, tunnelRoutes, type TunnelLimits } from '../tunnel/index.ts';
-import { lookupKey } from '../store/keys.ts';
+import { KEY_REVOKED_CHANNEL, lookupKey } from '../store/keys.ts';
 import { KeyCache } from '../auth/key-cache.ts';
 import { assertTenantAccess } from './auth.ts';
 import { registerAuth } from './auth.ts';
@@ -88,6 +88,13 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     tunnel,
     replicaId: deps.replicaId ?? randomUUID(),
     advertiseUrl: () => advertiseUrl(deps.config, app.server.address()),
+    // A key revoked through any replica: drop it from this replica's cache, close its tunnel here.
+    also: {
+      [KEY_REVOKED_CHANNEL]: (keyId) => {
+        keyCache.revoke(keyId);
+        tunnel.disconnectKey(keyId);
+      },
+    },
     ...(deps.logger ? { logger: deps.logger.child({ component: 'tunnel-directory' }) } : {}),
   });
   await tunnelDirectory.start();

@@ -43,6 +43,11 @@ export interface TunnelDirectoryOptions {
   advertiseUrl: () => string;
   /** Renewal interval (default 10 s; must stay well below the lease). */
   renewMs?: number;
+  /**
+   * Other channels to hear on the directory's LISTEN connection (one connection per replica),
+   * e.g. key revocations made by other replicas: channel → handler of the payload.
+   */
+  also?: Record<string, (payload: string) => void>;
   logger?: BaseLogger;
 }
 
@@ -79,8 +84,11 @@ export class TunnelDirectory {
     this.#log = opts.logger ?? pino({ enabled: false });
     this.#listener = new Listener({
       pool: opts.pool,
-      channels: [TUNNEL_CHANNEL],
-      onNotify: (_channel, tenantId) => this.#check(tenantId),
+      channels: [TUNNEL_CHANNEL, ...Object.keys(opts.also ?? {})],
+      onNotify: (channel, payload) => {
+        if (channel === TUNNEL_CHANNEL) this.#check(payload);
+        else opts.also?.[channel]?.(payload);
+      },
       // Notifications sent while disconnected are lost: compare the table with our tunnels now.
       onConnect: () => this.#renewSoon(),
       onError: (err, retryInMs) => this.#log.warn({ err: message(err), retryInMs }, 'tunnel directory lost its LISTEN connection; reconnecting'),

@@ -154,6 +154,16 @@ t.test('a replacement whose notification was missed is found by the next renewal
   await a.db.pool.query('DELETE FROM runtime_tunnels WHERE tenant_id = $1', [third.tenantId]);
 });
 
+t.test('a runtime key revoked through one replica closes its tunnel on the other at once', async (t) => {
+  const fourth = await a.signup();
+  const runtime = await connectRuntime(a, baseB, fourth.tenantId, upstream, 'runtime of the fourth tenant');
+  t.teardown(() => runtime.client.close());
+  const closed = new Promise<number>((resolve) => runtime.client.events.once('disconnected', resolve));
+  const revoke = await fetch(`${baseA}/v1/keys/${runtime.runtimeKey.info.id}`, { method: 'DELETE', headers: auth(a.adminKey) });
+  t.equal(revoke.status, 200);
+  t.equal(await closed, CloseCode.revoked, 'B closed it with the revoked close code, without waiting for its revalidation');
+});
+
 t.test('a replica that stopped renewing is not relayed to; one that cannot be reached is 503 naming it', async (t) => {
   const closed = http.createServer();
   closed.listen(0, '127.0.0.1');
