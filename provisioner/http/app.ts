@@ -24,7 +24,7 @@ import { registerAuth } from './auth.ts';
 import type { AppContext } from './context.ts';
 import { installErrorHandler } from './error-handler.ts';
 import { installValidation } from './validation.ts';
-import { createMetrics } from './metrics.ts';
+import { createMetrics, registerTunnelMetrics } from './metrics.ts';
 import { RequestLog } from './request-log.ts';
 import { ApiKeyInfo, Cluster, ErrorBody, Operation, Tenant } from './schemas.ts';
 import { auditRoutes } from './routes/audit.ts';
@@ -83,6 +83,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
   app.server.on('upgrade', (req, socket, head) => {
     if (!tunnel.handleUpgrade(req, socket, head)) socket.destroy();
   });
+  const onRelay = registerTunnelMetrics(metrics, tunnel);
   const tunnelDirectory = new TunnelDirectory({
     pool: deps.pool,
     tunnel,
@@ -162,7 +163,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     },
     routeConfig: { roles: ['operator', 'tenant'] },
     subjectOf: (request) => request.auth?.keyId,
-    peers: { replicaId: tunnelDirectory.replicaId, owner: (tenantId) => tunnelDirectory.owner(tenantId) },
+    peers: { replicaId: tunnelDirectory.replicaId, owner: (tenantId) => tunnelDirectory.owner(tenantId), onRelay },
   });
   return { app, ctx };
 }

@@ -1,9 +1,11 @@
 /**
  * Prometheus metrics: process defaults, HTTP request durations by route and status, and the
- * number of tenants per phase (read from the database at scrape time).
+ * number of tenants per phase (read from the database at scrape time); the runtime tunnels of
+ * this replica (registerTunnelMetrics).
  */
 import client from 'prom-client';
 import type pg from 'pg';
+import type { TunnelServer } from '../tunnel/index.ts';
 
 export interface Metrics {
   registry: client.Registry;
@@ -32,4 +34,32 @@ export function createMetrics(pool: pg.Pool): Metrics {
     },
   });
   return { registry, httpDuration };
+}
+
+/** Outcomes of relaying a request to the replica that holds the runtime's tunnel. */
+export type RelayOutcome = 'relayed' | 'unreachable';
+
+/**
+ * Tunnels held by this replica, their open streams and buffered bytes (read at scrape time),
+ * tunnel connects/disconnects by close code, and requests relayed to other replicas. Returns the
+ * relay counter's increment.
+ */
+export function registerTunnelMetrics(metrics: Metrics, tunnel: TunnelServer): (outcome: RelayOutcome) => void {
+  const registers = [metrics.registry];
+  const gauge = (name: string, help: string, read: () => number): void => {
+    new client.Gauge({ name, help, registers, collect() { this.set(read()); } });
+  };
+  gauge('provisioner_tunnels', 'Runtime tunnels connected to this replica', () => tunnel.stats().tunnels);
+  gauge('provisioner_tunnel_streams', 'Requests in flight through this replica\'s tunnels', () => tunnel.stats().streams);
+  gauge('provisioner_tunnel_buffered_bytes', 'Body bytes this replica holds for tunnel streams', () => tunnel.stats().bufferedBytes);
+  const connects = new client.Counter({ name: 'provisioner_tunnel_connects_total', help: 'Runtime tunnels that connected to this replica', registers });
+  const disconnects = new client.Counter({
+    name: 'provisioner_tunnel_disconnects_total', help: 'Runtime tunnels closed, by WebSocket close code', labelNames: ['code'] as const, registers,
+  });
+  tunnel.events.on('connect', () => connects.inc());
+  tunnel.events.on('disconnect', (_id, code) => disconnects.inc({ code: String(code) }));
+  const relays = new client.Counter({
+    name: 'provisioner_tunnel_relays_total', help: 'Requests relayed to the replica holding the runtime\'s tunnel, by outcome', labelNames: ['outcome'] as const, registers,
+  });
+  return (outcome) => relays.inc({ outcome });
 }

@@ -31,6 +31,8 @@ export interface TunnelRouteOptions {
   peers?: {
     replicaId: string;
     owner: (tenantId: string) => Promise<TunnelOwner | undefined>;
+    /** Told of every relay attempt (metrics). */
+    onRelay?: (outcome: 'relayed' | 'unreachable') => void;
   };
 }
 
@@ -131,8 +133,10 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
               reply.header('connection', 'close');
               throw requestBodyTooLarge(limit);
             }
+            opts.peers.onRelay?.('unreachable');
             throw err;
           }
+          opts.peers.onRelay?.('relayed');
           reply.code(res.status);
           reply.headers(res.headers);
           res.body.on('error', (err) => request.log.warn({ err: err.message, tenantId, replica: owner.replicaId }, 'relayed runtime response broke off'));

@@ -188,6 +188,18 @@ t.test('a replica that stopped renewing is not relayed to; one that cannot be re
   t.same((await a.db.pool.query('SELECT 1 FROM runtime_tunnels WHERE tenant_id = $1', [other.tenantId])).rows, [], 'swept');
 });
 
+t.test('metrics: tunnels per replica, connects and disconnects by close code, relays by outcome', async (t) => {
+  const scrape = async (base: string) => (await fetch(`${base}/metrics`)).text();
+  const ma = await scrape(baseA);
+  const mb = await scrape(baseB);
+  t.match(mb, /^provisioner_tunnels 1$/m, 'B holds the one tunnel');
+  t.match(ma, /^provisioner_tunnels 0$/m);
+  t.match(ma, /^provisioner_tunnel_relays_total\{outcome="relayed"\} [1-9]\d*$/m, 'A relayed to B');
+  t.match(ma, /^provisioner_tunnel_relays_total\{outcome="unreachable"\} [1-9]\d*$/m, 'and failed to reach the dead replica');
+  t.match(ma, /^provisioner_tunnel_disconnects_total\{code="4001"\} [1-9]\d*$/m, "A's tunnel was replaced");
+  t.match(mb, /^provisioner_tunnel_connects_total [1-9]\d*$/m);
+});
+
 t.test('a replica shutting down removes its rows; the runtime is then unreachable through the others until it reconnects', async (t) => {
   t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels')).rows, [{ replica_id: 'replica-b' }]);
   const told = once(runtimeOnB!.client.events, 'draining');
