@@ -33,6 +33,8 @@ export interface RelayInput {
   requestId: string;
   /** Time allowed for the other replica's response head. */
   timeoutMs: number;
+  /** Then, the longest pause in the response body (the tunnel's own stream idle timeout applies behind it). */
+  idleTimeoutMs: number;
   signal: AbortSignal;
 }
 
@@ -78,7 +80,7 @@ export function relayToReplica(input: RelayInput): Promise<RelayResponse> {
       fail(new AppError('REQUEST_CANCELLED', 400, 'the request was cancelled'));
     };
     input.signal.addEventListener('abort', onAbort, { once: true });
-    req.on('timeout', () => req.destroy(new Error(`no response within ${input.timeoutMs} ms`)));
+    req.on('timeout', () => req.destroy(new Error(settled ? `response idle for ${input.idleTimeoutMs} ms` : `no response within ${input.timeoutMs} ms`)));
     req.on('error', (err) => {
       // A body over the limit fails the body stream first; the route reports that itself.
       fail(unreachable(input, err.message));
@@ -86,6 +88,7 @@ export function relayToReplica(input: RelayInput): Promise<RelayResponse> {
     req.on('response', (res) => {
       input.signal.removeEventListener('abort', onAbort);
       settled = true;
+      req.setTimeout(input.idleTimeoutMs);
       const out: Record<string, string | string[]> = {};
       for (const [k, v] of Object.entries(res.headers)) if (v !== undefined && !HOP.has(k)) out[k] = v;
       resolve({ status: res.statusCode ?? 502, headers: out, body: res });

@@ -126,7 +126,7 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
           try {
             res = await relayToReplica({
               owner, tenantId, replicaId: opts.peers.replicaId, raw, body, requestId: request.id,
-              timeoutMs: opts.tunnel.limits.requestTimeoutMs + 5000, signal: aborter.signal,
+              timeoutMs: opts.tunnel.limits.requestTimeoutMs + 5000, idleTimeoutMs: opts.tunnel.limits.idleTimeoutMs + 5000, signal: aborter.signal,
             });
           } catch (err) {
             if (body !== null && body !== raw && body.errored instanceof BodyTooLarge) {
