@@ -18,17 +18,41 @@ export interface TunnelConnection {
 
 export class TunnelRegistry {
   readonly #byTenant = new Map<string, TunnelConnection>();
+  /** Replaced connections finishing their open requests. */
+  readonly #replaced = new Set<TunnelConnection>();
+  readonly #drainMs: number;
+
+  /** `drainMs`: how long a replaced connection may finish its open requests (0: closed at once). */
+  constructor(drainMs = 0) {
+    this.#drainMs = drainMs;
+  }
 
   get(tenantId: string): TunnelConnection | undefined {
     return this.#byTenant.get(tenantId);
   }
 
-  /** Makes `conn` the tenant's tunnel; returns the connection it replaced, already closed. */
+  /**
+   * Makes `conn` the tenant's tunnel; returns the connection it replaced. New requests go to
+   * `conn` at once; the old one is told (goaway, no reconnect) and finishes its open requests for
+   * at most `drainMs`, then closes with CloseCode.replaced — at once when it has none, or when its
+   * runtime does not understand goaway.
+   */
   set(conn: TunnelConnection): TunnelConnection | undefined {
     const old = this.#byTenant.get(conn.tenantId);
     this.#byTenant.set(conn.tenantId, conn);
     if (old && old !== conn) {
-      old.mux.close(CloseCode.replaced, 'replaced by a newer connection of the same runtime');
+      const reason = 'replaced by a newer connection of the same runtime';
+      if (this.#drainMs > 0 && old.mux.goAway(reason, { reconnect: false, closeCode: CloseCode.replaced, closeReason: reason })) {
+        this.#replaced.add(old);
+        const timer = setTimeout(() => old.mux.close(CloseCode.replaced, reason), this.#drainMs);
+        timer.unref();
+        old.mux.once('close', () => {
+          clearTimeout(timer);
+          this.#replaced.delete(old);
+        });
+      } else {
+        old.mux.close(CloseCode.replaced, reason);
+      }
       return old;
     }
     return undefined;
@@ -80,7 +104,8 @@ export class TunnelRegistry {
   }
 
   closeAll(code: number, reason: string): void {
-    for (const conn of this.all()) conn.mux.close(code, reason);
+    for (const conn of [...this.all(), ...this.#replaced]) conn.mux.close(code, reason);
     this.#byTenant.clear();
+    this.#replaced.clear();
   }
 }

@@ -201,7 +201,7 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
   validateLimits(limits);
   const log: TunnelLogger = opts.logger ?? pino({ enabled: false });
   const path = opts.path ?? TUNNEL_PATH;
-  const registry = new TunnelRegistry();
+  const registry = new TunnelRegistry(limits.drainTimeoutMs);
   const events = new EventEmitter<TunnelServerEvents>();
   const pending = new Set<Mux>();
   let closing = false;

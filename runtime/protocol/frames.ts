@@ -120,7 +120,7 @@ export type Frame =
   | { type: 'end'; streamId: number }
   | { type: 'window'; streamId: number; increment: number }
   | { type: 'reset'; streamId: number; code: ResetCode; message: string }
-  | { type: 'goaway'; streamId: 0; message: string };
+  | { type: 'goaway'; streamId: 0; message: string; reconnect: boolean };
 
 export class ProtocolError extends Error {
   constructor(message: string) {
@@ -172,7 +172,7 @@ export function encodeFrame(frame: Frame): Buffer {
     case 'reset':
       return json(FrameType.reset, frame.streamId, { code: frame.code, message: frame.message });
     case 'goaway':
-      return json(FrameType.goaway, 0, { message: frame.message });
+      return json(FrameType.goaway, 0, { message: frame.message, reconnect: frame.reconnect });
   }
 }
 
@@ -256,7 +256,7 @@ export function decodeFrame(buf: Buffer): Frame {
     case FrameType.goaway: {
       if (streamId !== 0) throw new ProtocolError('goaway must use stream id 0');
       const o = parseJson(payload, 'goaway');
-      return { type: 'goaway', streamId: 0, message: typeof o.message === 'string' ? o.message.slice(0, 1024) : '' };
+      return { type: 'goaway', streamId: 0, message: typeof o.message === 'string' ? o.message.slice(0, 1024) : '', reconnect: o.reconnect !== false };
     }
     case FrameType.open: {
       const o = parseJson(payload, 'open');

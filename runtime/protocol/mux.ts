@@ -408,8 +408,12 @@ interface MuxEvents {
   ready: [Hello];
   /** Client side: the server opened a stream. */
   stream: [TunnelStream, RequestHead];
-  /** Client side: the server is going away; open streams finish here, new ones need a new connection. */
-  goaway: [string];
+  /**
+   * Client side: no new streams will come on this connection; the open ones finish here.
+   * `reconnect`: dial a new connection (the server replica is going away); false: another
+   * connection of this runtime took over, do not.
+   */
+  goaway: [string, boolean];
   /** The WebSocket closed; every stream has been reset. */
   close: [number, string];
 }
@@ -423,6 +427,8 @@ export class Mux extends EventEmitter<MuxEvents> {
   #closed = false;
   /** No new streams: a goaway was sent (server) or received (client). */
   #draining = false;
+  /** Close code and reason once drained. */
+  #drainedClose: [number, string] = [CloseCode.goingAway, 'drained'];
   #maxChunk: number;
   /** Data-frame buffers whose write has completed, reused for later frames (no allocation per chunk). */
   readonly #framePool: Buffer[] = [];
@@ -454,18 +460,35 @@ export class Mux extends EventEmitter<MuxEvents> {
    * streams finish here; the connection closes (1001) when the last one ends. Returns false, and
    * does nothing, when the peer did not announce `goaway` (close it instead).
    */
-  goAway(message: string): boolean {
+  goAway(message: string, opts: { reconnect?: boolean; closeCode?: number; closeReason?: string } = {}): boolean {
     if (this.options.role !== 'server') throw new Error('only the server sends goaway');
     if (this.#closed || !this.#peer?.features?.includes('goaway')) return false;
     if (this.#draining) return true;
     this.#draining = true;
-    this.send({ type: 'goaway', streamId: 0, message });
+    this.#drainedClose = [opts.closeCode ?? CloseCode.goingAway, opts.closeReason ?? 'drained'];
+    this.send({ type: 'goaway', streamId: 0, message, reconnect: opts.reconnect ?? true });
     this.#closeIfDrained();
     return true;
   }
 
   #closeIfDrained(): void {
-    if (this.#draining && this.#streams.size === 0 && this.options.role === 'server') this.close(CloseCode.goingAway, 'drained');
+    if (this.#draining && this.#streams.size === 0 && this.options.role === 'server') this.close(...this.#drainedClose);
+  }
+
+  /** Resolves once no stream is open (at once when none is), or after `ms`. */
+  idle(ms: number): Promise<void> {
+    if (this.#streams.size === 0 || this.#closed) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearInterval(poll);
+        clearTimeout(timer);
+        resolve();
+      };
+      const poll = setInterval(() => {
+        if (this.#streams.size === 0 || this.#closed) done();
+      }, 50);
+      const timer = setTimeout(done, ms);
+    });
   }
 
   get ready(): boolean {
@@ -645,7 +668,7 @@ export class Mux extends EventEmitter<MuxEvents> {
       }
       if (!this.#draining) {
         this.#draining = true;
-        this.emit('goaway', frame.message);
+        this.emit('goaway', frame.message, frame.reconnect);
       }
       return;
     }

@@ -62,7 +62,11 @@ export interface TunnelClient {
   /** When the current tunnel came up. */
   readonly since: Date | null;
   readonly activeStreams: number;
-  close(): Promise<void>;
+  /**
+   * Stops reconnecting and closes the tunnel (1001). With `graceMs`, requests in flight get that
+   * long to finish first (a runtime pod being replaced: its successor has taken the new ones).
+   */
+  close(opts?: { graceMs?: number }): Promise<void>;
 }
 
 /** Zero masks make ws skip masking: the tunnel is TLS between two servers, no proxy cache to poison. */
@@ -184,7 +188,13 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
       mux = m;
       startHeartbeat(socket, opts.heartbeatIntervalMs ?? 15_000, () => log.warn('control plane missed its heartbeat; redialling'));
       m.on('stream', serve);
-      m.once('goaway', (message) => {
+      m.once('goaway', (message, reconnect) => {
+        if (!reconnect) {
+          // Another connection of this runtime (a newer pod) took over: finish the open requests;
+          // the server then closes this one as replaced.
+          log.info({ message, openRequests: m.streamCount }, 'tunnel replaced; finishing open requests');
+          return;
+        }
         // This connection only finishes its open requests now; dial the next one at once.
         if (ws !== socket || closing) return;
         log.info({ message, openRequests: m.streamCount }, 'control plane is going away; reconnecting while open requests finish');
@@ -244,9 +254,15 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
     get activeStreams() {
       return mux?.streamCount ?? 0;
     },
-    close() {
+    async close(opts = {}) {
       closing = true;
       if (retryTimer) clearTimeout(retryTimer);
+      const graceMs = opts.graceMs ?? 0;
+      if (graceMs > 0) {
+        const open = [mux, ...draining].filter((m): m is Mux => m !== null && m.streamCount > 0);
+        if (open.length > 0) log.info({ openRequests: open.reduce((n, m) => n + m.streamCount, 0), graceMs }, 'letting open requests finish before closing the tunnel');
+        await Promise.all(open.map((m) => m.idle(graceMs)));
+      }
       agent.destroy();
       for (const d of draining) d.close(CloseCode.goingAway, 'runtime shutting down');
       draining.clear();

@@ -28,7 +28,8 @@ await runService('tunnel-client', () => loadTunnelClientConfig(), async (config,
   log.info({ port, tunnelUrl: config.tunnelUrl, routerUrl: config.routerUrl }, 'tunnel client started');
   return {
     async close() {
-      await client.close();
+      // Requests in flight may finish (the service's own grace is 10 s).
+      await client.close({ graceMs: 8000 });
       await closeServer(health);
     },
   };

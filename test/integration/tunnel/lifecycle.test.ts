@@ -175,3 +175,52 @@ void t.test('a runtime that does not understand goaway is closed with going-away
   t.equal(await code, CloseCode.goingAway);
   t.notOk(frames.includes('goaway'), 'no frame it does not know was sent');
 });
+
+void t.test('a replaced connection finishes its open requests, takes no new ones, then closes as replaced', async (t) => {
+  const tenantId = randomUUID();
+  const cp = await startControlPlane({ tokens, callers });
+  t.teardown(() => cp.close());
+  const { token } = tokens.issue(tenantId);
+  const first = await startRuntime(tenantId, cp, token);
+  t.teardown(() => first.close());
+  await ready(cp, first);
+  const headers = { authorization: `Bearer ${callers.add('admin')}` };
+  const base = `${cp.base}/v1/tenants/${tenantId}/runtime`;
+  const held = request(`${base}/api/test/barrier?n=1000`, { headers });
+  await until(() => first.state.barrierWaiting.length === 1, 3000, 'request held at the first runtime');
+  const closedAs = new Promise<number>((resolve) => first.client.events.once('disconnected', resolve));
+  let redialled = false;
+  first.client.events.on('draining', () => (redialled = true));
+  const second = await startRuntime(tenantId, cp, token);
+  t.teardown(() => second.close());
+  await connected(second.client);
+  await until(() => cp.tunnel.status(tenantId).connected && second.client.connected, 3000, 'the second runtime holds the tunnel');
+  const fresh = await request(`${base}/webhooks/hook`, { method: 'POST', headers, body: Buffer.from('x') });
+  t.equal(fresh.status, 200);
+  t.equal(second.webhooks.length, 1, 'new requests go to the new connection');
+  t.equal(first.webhooks.length, 0);
+  for (const release of first.state.barrierWaiting.splice(0)) release();
+  const done = await held;
+  t.equal(done.status, 200, 'the request open on the replaced connection finished');
+  t.equal(await closedAs, CloseCode.replaced, 'then the old connection closed as replaced');
+  t.equal(redialled, false, 'the replaced runtime was told not to redial');
+});
+
+void t.test('a runtime closing with a grace lets its open requests finish first', async (t) => {
+  const tenantId = randomUUID();
+  const cp = await startControlPlane({ tokens, callers });
+  t.teardown(() => cp.close());
+  const rt = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
+  t.teardown(() => rt.close());
+  await ready(cp, rt);
+  const headers = { authorization: `Bearer ${callers.add('admin')}` };
+  const held = request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/test/barrier?n=1000`, { headers });
+  await until(() => rt.state.barrierWaiting.length === 1, 3000, 'request held at the runtime');
+  const closing = rt.client.close({ graceMs: 5000 });
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal(rt.client.connected, true, 'still connected while a request is open');
+  for (const release of rt.state.barrierWaiting.splice(0)) release();
+  t.equal((await held).status, 200);
+  await closing;
+  await until(() => !cp.tunnel.status(tenantId).connected, 3000, 'the tunnel closed');
+});

@@ -11,13 +11,14 @@ void t.test('every frame type survives an encode/decode round trip', async (t) =
     { type: 'window', streamId: 9, increment: 65536 },
     { type: 'reset', streamId: 11, code: ResetCode.refused, message: 'busy' },
     { type: 'hello', streamId: 0, hello: { version: PROTOCOL_VERSION, window: 65536, maxMessageBytes: 1048576, maxStreams: 8, features: ['goaway'] } },
-    { type: 'goaway', streamId: 0, message: 'replica shutting down' },
+    { type: 'goaway', streamId: 0, message: 'replica shutting down', reconnect: true },
+    { type: 'goaway', streamId: 0, message: 'replaced', reconnect: false },
   ];
   for (const f of frames) t.same(decodeFrame(encodeFrame(f)), f, f.type);
 });
 
 void t.test('goaway is a connection frame; unknown features in a hello are kept as names, nothing else', async (t) => {
-  const onStream = encodeFrame({ type: 'goaway', streamId: 0, message: 'x' });
+  const onStream = encodeFrame({ type: 'goaway', streamId: 0, message: 'x', reconnect: true });
   onStream.writeUInt32BE(3, 2);
   t.throws(() => decodeFrame(onStream), ProtocolError);
   const hello = Buffer.concat([Buffer.from([PROTOCOL_VERSION, 1, 0, 0, 0, 0]), Buffer.from(JSON.stringify({ version: 1, window: 1024, maxMessageBytes: 65536, maxStreams: 1, features: ['goaway', 'future', 7, null] }))]);
