@@ -248,6 +248,12 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
         clog.info({ replacedSince: old.since.toISOString() }, 'tunnel replaced an older connection');
         events.emit('replace', id);
       }
+      const current = conn;
+      mux.once('goaway', (message) => {
+        // The runtime is shutting down: route nothing new to it; it closes when its requests are done.
+        clog.info({ message, openRequests: mux.streamCount }, 'runtime is going away; no new requests for this tunnel');
+        registry.delete(current);
+      });
       clog.info({ connectionId: conn.connectionId }, 'tunnel connected');
       events.emit('connect', id, { tenantId: conn.tenantId, connectionId: conn.connectionId, since: conn.since });
       if (limits.revalidateIntervalMs > 0) {

@@ -409,9 +409,9 @@ interface MuxEvents {
   /** Client side: the server opened a stream. */
   stream: [TunnelStream, RequestHead];
   /**
-   * Client side: no new streams will come on this connection; the open ones finish here.
-   * `reconnect`: dial a new connection (the server replica is going away); false: another
-   * connection of this runtime took over, do not.
+   * No new streams on this connection; the open ones finish here. Client side: `reconnect` says
+   * whether to dial a new connection (the server replica is going away) or not (another
+   * connection of this runtime took over). Server side: the runtime is shutting down.
    */
   goaway: [string, boolean];
   /** The WebSocket closed; every stream has been reset. */
@@ -456,12 +456,14 @@ export class Mux extends EventEmitter<MuxEvents> {
   }
 
   /**
-   * Server side: tells a peer that understands it to dial a new connection and lets the open
-   * streams finish here; the connection closes (1001) when the last one ends. Returns false, and
-   * does nothing, when the peer did not announce `goaway` (close it instead).
+   * Server side: tells a peer that understands it to dial a new connection (or not:
+   * `reconnect: false`) and lets the open streams finish here; the connection closes
+   * (`closeCode`, default 1001) when the last one ends.
+   * Client side: asks the server to open no more streams here (the runtime is shutting down);
+   * the client closes the connection itself once its open streams are done.
+   * Returns false, and does nothing, when the peer did not announce `goaway`.
    */
   goAway(message: string, opts: { reconnect?: boolean; closeCode?: number; closeReason?: string } = {}): boolean {
-    if (this.options.role !== 'server') throw new Error('only the server sends goaway');
     if (this.#closed || !this.#peer?.features?.includes('goaway')) return false;
     if (this.#draining) return true;
     this.#draining = true;
@@ -662,10 +664,6 @@ export class Mux extends EventEmitter<MuxEvents> {
       return;
     }
     if (frame.type === 'goaway') {
-      if (this.options.role !== 'client') {
-        this.#protocolError('only the server sends goaway');
-        return;
-      }
       if (!this.#draining) {
         this.#draining = true;
         this.emit('goaway', frame.message, frame.reconnect);

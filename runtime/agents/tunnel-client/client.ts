@@ -259,6 +259,8 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
       if (retryTimer) clearTimeout(retryTimer);
       const graceMs = opts.graceMs ?? 0;
       if (graceMs > 0) {
+        // Ask the control plane to send nothing new (a control plane without goaway keeps sending).
+        if (mux && mux.streamCount > 0) mux.goAway('runtime shutting down', { reconnect: false });
         const open = [mux, ...draining].filter((m): m is Mux => m !== null && m.streamCount > 0);
         if (open.length > 0) log.info({ openRequests: open.reduce((n, m) => n + m.streamCount, 0), graceMs }, 'letting open requests finish before closing the tunnel');
         await Promise.all(open.map((m) => m.idle(graceMs)));

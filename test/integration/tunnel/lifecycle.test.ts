@@ -217,10 +217,13 @@ void t.test('a runtime closing with a grace lets its open requests finish first'
   const held = request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/test/barrier?n=1000`, { headers });
   await until(() => rt.state.barrierWaiting.length === 1, 3000, 'request held at the runtime');
   const closing = rt.client.close({ graceMs: 5000 });
-  await new Promise((r) => setTimeout(r, 100));
-  t.equal(rt.client.connected, true, 'still connected while a request is open');
+  await until(() => !cp.tunnel.status(tenantId).connected, 3000, 'the control plane routes nothing new to it');
+  const fresh = await request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/runtime`, { headers });
+  t.equal(fresh.status, 503, 'a new request is not sent to a runtime that is going away');
+  t.equal((json(fresh) as { error: { code: string } }).error.code, 'RUNTIME_UNREACHABLE');
+  t.equal(rt.state.barrierWaiting.length, 1, 'the open request is still being served');
   for (const release of rt.state.barrierWaiting.splice(0)) release();
   t.equal((await held).status, 200);
   await closing;
-  await until(() => !cp.tunnel.status(tenantId).connected, 3000, 'the tunnel closed');
+  t.equal(rt.client.connected, false, 'then the tunnel closed');
 });
