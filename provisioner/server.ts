@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { loadConfig, type Config } from './config.ts';
 import { SecretBox, loadOrCreateDevKey, loadOrCreateDevPassphrase, loadOrCreateSigningKey } from './crypto.ts';
 import { openDatabase, type Database } from './db/database.ts';
+import { leaveShutdownToCaller } from './db/embedded.ts';
 import { createLogger } from './logger.ts';
 import { buildApp } from './http/app.ts';
 import { createEngine } from './engine/create.ts';
@@ -163,6 +164,8 @@ async function startReconciler(
 export async function serve(env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const config = loadConfig(env);
   const running = await startServer(config);
+  // This process stops the embedded PostgreSQL itself, last (running.close()).
+  leaveShutdownToCaller();
   running.app.log.info({ url: running.url }, 'provisioner listening');
   let stopping = false;
   const stop = (signal: string) => {

