@@ -34,7 +34,7 @@ t.test('SIGTERM: requests through a tunnel finish, the runtime is told to go awa
   });
   const logs: Array<{ msg?: string; url?: string }> = [];
   const base = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on('line', (line) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
       let entry: { msg?: string; url?: string };
       try {
         entry = JSON.parse(line) as { msg?: string; url?: string };
