@@ -7,17 +7,18 @@
  * its tunnel. RELAY_HEADER marks the hop; a relayed request is never relayed again, so a
  * directory that is out of date cannot make requests circle between replicas.
  */
-import http, { type IncomingMessage } from 'node:http';
+import http, { type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import https from 'node:https';
 import type { Readable } from 'node:stream';
 import { AppError, errors } from '../errors.ts';
+import { headerListFrom, headersObject } from '../../runtime/protocol/headers.ts';
 import type { TunnelOwner } from './directory.ts';
 
 /** Set on a relayed request to the id of the replica that relayed it. */
 export const RELAY_HEADER = 'x-provisioner-relayed-by';
 
-/** Hop-by-hop headers (RFC 9110 §7.6.1) and those the hop sets itself. */
-const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'host', 'expect', RELAY_HEADER]);
+/** Besides hop-by-hop headers (dropped by headerListFrom): those the hop sets itself. */
+const REPLACED = new Set(['host', 'expect', 'x-request-id', RELAY_HEADER]);
 
 const agents = { http: new http.Agent({ keepAlive: true, maxSockets: 256 }), https: new https.Agent({ keepAlive: true, maxSockets: 256 }) };
 
@@ -40,7 +41,7 @@ export interface RelayInput {
 
 export interface RelayResponse {
   status: number;
-  headers: Record<string, string | string[]>;
+  headers: OutgoingHttpHeaders;
   body: IncomingMessage;
 }
 
@@ -51,16 +52,7 @@ function unreachable(input: RelayInput, detail: string): AppError {
 
 export function relayToReplica(input: RelayInput): Promise<RelayResponse> {
   const target = new URL(input.raw.url ?? '/', input.owner.url);
-  const headers: Record<string, string | string[]> = {};
-  const raw = input.raw.rawHeaders;
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = raw[i]!.toLowerCase();
-    if (HOP.has(name)) continue;
-    const prev = headers[name];
-    headers[name] = prev === undefined ? raw[i + 1]! : Array.isArray(prev) ? [...prev, raw[i + 1]!] : [prev, raw[i + 1]!];
-  }
-  headers[RELAY_HEADER] = input.replicaId;
-  headers['x-request-id'] = input.requestId;
+  const headers = headersObject([...headerListFrom(input.raw.rawHeaders, REPLACED), [RELAY_HEADER, input.replicaId], ['x-request-id', input.requestId]]);
   const isHttps = target.protocol === 'https:';
   return new Promise<RelayResponse>((resolve, reject) => {
     let settled = false;
@@ -89,9 +81,7 @@ export function relayToReplica(input: RelayInput): Promise<RelayResponse> {
       input.signal.removeEventListener('abort', onAbort);
       settled = true;
       req.setTimeout(input.idleTimeoutMs);
-      const out: Record<string, string | string[]> = {};
-      for (const [k, v] of Object.entries(res.headers)) if (v !== undefined && !HOP.has(k)) out[k] = v;
-      resolve({ status: res.statusCode ?? 502, headers: out, body: res });
+      resolve({ status: res.statusCode ?? 502, headers: headersObject(headerListFrom(res.rawHeaders)), body: res });
     });
     if (input.body) {
       input.body.on('error', (err) => req.destroy(err));

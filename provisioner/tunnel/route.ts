@@ -7,6 +7,7 @@
  * Register without fastify-plugin: the plugin replaces the content-type parsers in its own scope
  * only, so that bodies of any type stream through untouched.
  */
+import type { OutgoingHttpHeaders } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
 import type { FastifyContextConfig, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { AppError, errors } from '../errors.ts';
@@ -113,68 +114,55 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
       }
       // A declared length is enforced by Node's parser; a chunked body is counted as it streams.
       const body = !hasBody ? null : limit > 0 && declared === undefined ? limitBody(raw, limit) : raw;
+      const aborter = new AbortController();
+      reply.raw.once('close', () => {
+        if (!reply.raw.writableFinished) aborter.abort();
+      });
+      /** Rethrows a failure before the response head, as 413 when the body outgrew the limit. */
+      const failed = (err: unknown): never => {
+        if (body !== null && body !== raw && body.errored instanceof BodyTooLarge) {
+          reply.header('connection', 'close');
+          throw requestBodyTooLarge(limit);
+        }
+        throw err instanceof TunnelError ? appErrorFromTunnel(err) : err;
+      };
+      /** Streams the runtime's answer back; a break mid-body cannot change the status any more. */
+      const answer = (status: number, headers: OutgoingHttpHeaders, resBody: Readable, via?: string) => {
+        reply.code(status);
+        reply.headers(headers);
+        resBody.on('error', (err) => request.log.warn({ err: err.message, tenantId, ...(via ? { replica: via } : {}) }, 'runtime response broke off'));
+        return reply.send(resBody);
+      };
+
       // Held by another replica: relay there (once; a relayed request is served here or not at all).
       // (While this replica shuts down, its tunnels drain: a runtime that reconnected elsewhere is relayed to.)
       if (opts.peers && (!opts.tunnel.accepting || !opts.tunnel.status(tenantId).connected) && raw.headers[RELAY_HEADER] === undefined) {
         const owner = await opts.peers.owner(tenantId);
         if (owner) {
-          const aborter = new AbortController();
-          reply.raw.once('close', () => {
-            if (!reply.raw.writableFinished) aborter.abort();
+          const res = await relayToReplica({
+            owner, tenantId, replicaId: opts.peers.replicaId, raw, body, requestId: request.id,
+            timeoutMs: opts.tunnel.limits.requestTimeoutMs + 5000, idleTimeoutMs: opts.tunnel.limits.idleTimeoutMs + 5000, signal: aborter.signal,
+          }).catch((err: unknown) => {
+            opts.peers?.onRelay?.('unreachable');
+            return failed(err);
           });
-          let res;
-          try {
-            res = await relayToReplica({
-              owner, tenantId, replicaId: opts.peers.replicaId, raw, body, requestId: request.id,
-              timeoutMs: opts.tunnel.limits.requestTimeoutMs + 5000, idleTimeoutMs: opts.tunnel.limits.idleTimeoutMs + 5000, signal: aborter.signal,
-            });
-          } catch (err) {
-            if (body !== null && body !== raw && body.errored instanceof BodyTooLarge) {
-              reply.header('connection', 'close');
-              throw requestBodyTooLarge(limit);
-            }
-            opts.peers.onRelay?.('unreachable');
-            throw err;
-          }
           opts.peers.onRelay?.('relayed');
-          reply.code(res.status);
-          reply.headers(res.headers);
-          res.body.on('error', (err) => request.log.warn({ err: err.message, tenantId, replica: owner.replicaId }, 'relayed runtime response broke off'));
-          return reply.send(res.body);
+          return answer(res.status, res.headers, res.body, owner.replicaId);
         }
       }
       const headers = headerListFrom(raw.rawHeaders, DROP);
       headers.push(['x-request-id', request.id]);
       headers.push(['x-forwarded-for', request.ip]);
-      const aborter = new AbortController();
-      const onClose = (): void => {
-        if (!reply.raw.writableFinished) aborter.abort();
-      };
-      reply.raw.once('close', onClose);
       const subject = opts.subjectOf?.(request);
-      let res;
-      try {
-        res = await opts.tunnel.forward(tenantId, {
-          method: request.method,
-          path: runtimePath(raw.url ?? '/'),
-          headers,
-          body,
-          signal: aborter.signal,
-          ...(subject !== undefined ? { subject } : {}),
-        });
-      } catch (err) {
-        if (body !== null && body !== raw && body.errored instanceof BodyTooLarge) {
-          reply.header('connection', 'close');
-          throw requestBodyTooLarge(limit);
-        }
-        if (err instanceof TunnelError) throw appErrorFromTunnel(err);
-        throw err;
-      }
-      reply.code(res.status);
-      reply.headers(headersObject(res.headers));
-      // A break mid-body cannot change the status any more: the response is cut off.
-      res.body.on('error', (err) => request.log.warn({ err: err.message, tenantId }, 'runtime response broke off'));
-      return reply.send(res.body);
+      const res = await opts.tunnel.forward(tenantId, {
+        method: request.method,
+        path: runtimePath(raw.url ?? '/'),
+        headers,
+        body,
+        signal: aborter.signal,
+        ...(subject !== undefined ? { subject } : {}),
+      }).catch(failed);
+      return answer(res.status, headersObject(res.headers), res.body);
     },
   });
 };

@@ -408,19 +408,11 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       closing = true;
       for (const m of pending) m.close(CloseCode.goingAway, 'server shutting down');
       pending.clear();
-      const draining: Array<Promise<void>> = [];
-      for (const conn of registry.all()) {
-        if (limits.drainTimeoutMs > 0 && conn.mux.goAway('the control plane replica is shutting down; reconnect')) {
-          const busy = conn.mux.streamCount;
-          if (busy > 0) log.info({ tenantId: conn.tenantId, streams: busy }, 'tunnel draining: requests in flight finish while the runtime reconnects');
-          draining.push(new Promise<void>((resolve) => (conn.mux.ready ? conn.mux.once('close', () => resolve()) : resolve())));
-        }
+      const draining = registry.all().filter((conn) => limits.drainTimeoutMs > 0 && conn.mux.goAway('the control plane replica is shutting down; reconnect'));
+      for (const conn of draining) {
+        if (conn.mux.streamCount > 0) log.info({ tenantId: conn.tenantId, streams: conn.mux.streamCount }, 'tunnel draining: requests in flight finish while the runtime reconnects');
       }
-      if (draining.length > 0) {
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([Promise.all(draining), new Promise<void>((resolve) => (timer = setTimeout(resolve, limits.drainTimeoutMs)))]);
-        clearTimeout(timer);
-      }
+      await Promise.all(draining.map((conn) => conn.mux.idle(limits.drainTimeoutMs)));
       for (const conn of registry.all()) {
         if (conn.mux.streamCount > 0) log.warn({ tenantId: conn.tenantId, streams: conn.mux.streamCount }, 'drain time is up: cutting requests still in flight');
       }

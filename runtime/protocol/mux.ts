@@ -427,6 +427,8 @@ export class Mux extends EventEmitter<MuxEvents> {
   #closed = false;
   /** No new streams: a goaway was sent (server) or received (client). */
   #draining = false;
+  /** Callers of idle() waiting for the last stream to end. */
+  readonly #idleWaiters: Array<() => void> = [];
   /** Close code and reason once drained. */
   #drainedClose: [number, string] = [CloseCode.goingAway, 'drained'];
   #maxChunk: number;
@@ -481,16 +483,16 @@ export class Mux extends EventEmitter<MuxEvents> {
   idle(ms: number): Promise<void> {
     if (this.#streams.size === 0 || this.#closed) return Promise.resolve();
     return new Promise<void>((resolve) => {
-      const done = (): void => {
-        clearInterval(poll);
+      const timer = setTimeout(resolve, ms);
+      this.#idleWaiters.push(() => {
         clearTimeout(timer);
         resolve();
-      };
-      const poll = setInterval(() => {
-        if (this.#streams.size === 0 || this.#closed) done();
-      }, 50);
-      const timer = setTimeout(done, ms);
+      });
     });
+  }
+
+  #notifyIdle(): void {
+    if (this.#streams.size === 0) for (const wake of this.#idleWaiters.splice(0)) wake();
   }
 
   get ready(): boolean {
@@ -598,6 +600,7 @@ export class Mux extends EventEmitter<MuxEvents> {
 
   forget(id: number): void {
     this.#streams.delete(id);
+    this.#notifyIdle();
     this.#closeIfDrained();
   }
 
@@ -617,6 +620,7 @@ export class Mux extends EventEmitter<MuxEvents> {
     this.#closed = true;
     for (const s of [...this.#streams.values()]) s.lost(message);
     this.#streams.clear();
+    this.#notifyIdle();
   }
 
   #protocolError(message: string): void {

@@ -9,6 +9,25 @@ const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
 const admin = { authorization: `Bearer ${callers.add('admin')}` };
 
+/**
+ * A control plane and a connected runtime with one request held at the runtime's barrier route
+ * (released by the test through `rt.state.barrierWaiting`).
+ */
+async function heldRequest(t: { teardown(fn: () => unknown): void }, limits: Parameters<typeof startControlPlane>[0]['limits'] = {}) {
+  const tenantId = randomUUID();
+  const cp = await startControlPlane({ tokens, callers, limits });
+  t.teardown(() => cp.close());
+  const { token } = tokens.issue(tenantId);
+  const rt = await startRuntime(tenantId, cp, token);
+  t.teardown(() => rt.close());
+  await ready(cp, rt);
+  const headers = { authorization: `Bearer ${callers.add('admin')}` };
+  const base = `${cp.base}/v1/tenants/${tenantId}/runtime`;
+  const held = request(`${base}/api/test/barrier?n=1000`, { headers });
+  await until(() => rt.state.barrierWaiting.length === 1, 3000, 'request held at the runtime');
+  return { tenantId, token, cp, rt, headers, base, held };
+}
+
 void t.test('after a control-plane restart the client is reconnected and serving within 5 s', async (t) => {
   const tenantId = randomUUID();
   let cp = await startControlPlane({ tokens, callers });
@@ -113,16 +132,7 @@ void t.test('closing the tunnel server tells the runtime to go away and closes t
 });
 
 void t.test('on shutdown, requests in flight finish (drain), new ones get 503 SHUTTING_DOWN, new tunnels are refused', async (t) => {
-  const tenantId = randomUUID();
-  const cp = await startControlPlane({ tokens, callers });
-  t.teardown(() => cp.close());
-  const rt = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
-  t.teardown(() => rt.close());
-  await ready(cp, rt);
-  const headers = { authorization: `Bearer ${callers.add('admin')}` };
-  const base = `${cp.base}/v1/tenants/${tenantId}/runtime`;
-  const held = request(`${base}/api/test/barrier?n=1000`, { headers });
-  await until(() => rt.state.barrierWaiting.length === 1, 3000, 'request held at the runtime');
+  const { tenantId, cp, rt, headers, base, held } = await heldRequest(t);
   const told = new Promise<string>((resolve) => rt.client.events.once('draining', resolve));
   const closing = cp.tunnel.close();
   await told;
@@ -142,15 +152,7 @@ void t.test('on shutdown, requests in flight finish (drain), new ones get 503 SH
 });
 
 void t.test('the drain ends after drainTimeoutMs: requests still in flight get 503 SHUTTING_DOWN', async (t) => {
-  const tenantId = randomUUID();
-  const cp = await startControlPlane({ tokens, callers, limits: { drainTimeoutMs: 300 } });
-  t.teardown(() => cp.close());
-  const rt = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
-  t.teardown(() => rt.close());
-  await ready(cp, rt);
-  const headers = { authorization: `Bearer ${callers.add('admin')}` };
-  const held = request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/test/barrier?n=1000`, { headers });
-  await until(() => rt.state.barrierWaiting.length === 1, 3000, 'request held at the runtime');
+  const { cp, rt, held } = await heldRequest(t, { drainTimeoutMs: 300 });
   await cp.tunnel.close();
   const cut = await held;
   t.equal(cut.status, 503);
@@ -177,17 +179,7 @@ void t.test('a runtime that does not understand goaway is closed with going-away
 });
 
 void t.test('a replaced connection finishes its open requests, takes no new ones, then closes as replaced', async (t) => {
-  const tenantId = randomUUID();
-  const cp = await startControlPlane({ tokens, callers });
-  t.teardown(() => cp.close());
-  const { token } = tokens.issue(tenantId);
-  const first = await startRuntime(tenantId, cp, token);
-  t.teardown(() => first.close());
-  await ready(cp, first);
-  const headers = { authorization: `Bearer ${callers.add('admin')}` };
-  const base = `${cp.base}/v1/tenants/${tenantId}/runtime`;
-  const held = request(`${base}/api/test/barrier?n=1000`, { headers });
-  await until(() => first.state.barrierWaiting.length === 1, 3000, 'request held at the first runtime');
+  const { tenantId, token, cp, rt: first, headers, base, held } = await heldRequest(t);
   const closedAs = new Promise<number>((resolve) => first.client.events.once('disconnected', resolve));
   let redialled = false;
   first.client.events.on('draining', () => (redialled = true));
@@ -207,18 +199,10 @@ void t.test('a replaced connection finishes its open requests, takes no new ones
 });
 
 void t.test('a runtime closing with a grace lets its open requests finish first', async (t) => {
-  const tenantId = randomUUID();
-  const cp = await startControlPlane({ tokens, callers });
-  t.teardown(() => cp.close());
-  const rt = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
-  t.teardown(() => rt.close());
-  await ready(cp, rt);
-  const headers = { authorization: `Bearer ${callers.add('admin')}` };
-  const held = request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/test/barrier?n=1000`, { headers });
-  await until(() => rt.state.barrierWaiting.length === 1, 3000, 'request held at the runtime');
+  const { tenantId, cp, rt, headers, base, held } = await heldRequest(t);
   const closing = rt.client.close({ graceMs: 5000 });
   await until(() => !cp.tunnel.status(tenantId).connected, 3000, 'the control plane routes nothing new to it');
-  const fresh = await request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/runtime`, { headers });
+  const fresh = await request(`${base}/api/runtime`, { headers });
   t.equal(fresh.status, 503, 'a new request is not sent to a runtime that is going away');
   t.equal((json(fresh) as { error: { code: string } }).error.code, 'RUNTIME_UNREACHABLE');
   t.equal(rt.state.barrierWaiting.length, 1, 'the open request is still being served');
