@@ -9,6 +9,10 @@
  * the server's event loop. The API runs as `provisioner serve` builds it, with its logger at info
  * level writing to /dev/null. BENCH_SECONDS sets the length of each measure (10 s).
  *
+ * A third GET measure spreads the reads over 1,000 tenants, each with its own key, taken in turn:
+ * what many runtimes and CLIs polling their own tenants look like (key lookups every time a key's
+ * cache entry expires, a different row per read).
+ *
  * At 50 connections the latency is mostly queueing (Little's law: 50 in flight / throughput); the
  * 10-connection rows show the per-request cost with less of it.
  *
@@ -58,10 +62,20 @@ await pool.query('ANALYZE');
 const { rows } = await pool.query<{ id: string }>(`SELECT id FROM tenants ORDER BY random() LIMIT 1`);
 const tenantId = rows[0]!.id;
 const tenantKey = (await createKey(pool, { role: 'tenant', tenantId, name: 'bench', createdBy: 'bench' })).key;
+const POLLERS = 1000;
+const pollers: { path: string; authorization: string }[] = [];
+for (const { id } of (await pool.query<{ id: string }>(`SELECT id FROM tenants ORDER BY random() LIMIT $1`, [POLLERS])).rows) {
+  const key = (await createKey(pool, { role: 'tenant', tenantId: id, name: 'bench', createdBy: 'bench' })).key;
+  pollers.push({ path: `/v1/tenants/${id}`, authorization: `Bearer ${key}` });
+}
 
 const config = loadConfig({ DATABASE_URL: url, PROVISIONER_SIGNUP_RATE_LIMIT: '1000000000', LOG_LEVEL: 'info' });
 const logger = createLogger(config.logLevel, '/dev/null');
-const { app } = await buildApp({ config, pool, box: new SecretBox(randomBytes(32)), catalog, logger });
+const readConcurrency = process.env.BENCH_READ_CONCURRENCY ? Number(process.env.BENCH_READ_CONCURRENCY) : undefined;
+const { app, ctx } = await buildApp({
+  config, pool, box: new SecretBox(randomBytes(32)), catalog, logger,
+  ...(readConcurrency ? { tenantReads: { concurrency: readConcurrency } } : {}),
+});
 const apiUrl = await app.listen({ port: 0, host: '127.0.0.1' });
 
 const bare = Fastify({ logger: false });
@@ -106,22 +120,26 @@ function runLoad(req: LoadRequest): Promise<LoadResult> {
   });
 }
 
-type Measured = LoadResult & { serverUs: number; serverSystemUs: number; postgresUs: number };
+type Measured = LoadResult & { serverUs: number; serverSystemUs: number; postgresUs: number; batch: number };
 
 /** One measure; also the CPU time per request of the server process and of Postgres (µs). */
 async function load(title: string, req: Omit<LoadRequest, 'duration'> & { duration?: number }): Promise<Measured> {
   const before = await cpuNow();
+  const readsBefore = ctx.tenantReader.stats();
   const r = await runLoad({ duration: DURATION, ...req });
   const after = await cpuNow();
+  const reads = ctx.tenantReader.stats();
+  const batches = reads.batches - readsBefore.batches;
   const m = {
     ...r,
     serverUs: (after.server - before.server) / r.total,
     serverSystemUs: (after.serverSystem - before.serverSystem) / r.total,
     postgresUs: (after.postgres - before.postgres) / r.total,
+    batch: batches ? (reads.reads - readsBefore.reads) / batches : 0,
   };
   console.log(`${title}: ${Math.round(r.rps)} req/s, p50 ${r.p50} ms, p90 ${r.p90} ms, p99 ${r.p99} ms, max ${r.max} ms, ` +
     `CPU per request: server ${m.serverUs.toFixed(0)} µs (${m.serverSystemUs.toFixed(0)} in the kernel), Postgres ${m.postgresUs.toFixed(0)} µs` +
-    (r.failed ? `, ${r.failed} failed` : ''));
+    (m.batch ? `, ${m.batch.toFixed(1)} reads per statement` : '') + (r.failed ? `, ${r.failed} failed` : ''));
   return m;
 }
 
@@ -144,6 +162,7 @@ if (inspector) {
   await writeFile(profile!, JSON.stringify(p));
   inspector.disconnect();
 }
+const many = await load(`GET, 50 conn., ${POLLERS} tenants`, { ...getReq, connections: 50, rotate: pollers });
 const rows10 = { base: await load('baseline, 10 conn.', { ...baseReq, connections: 10 }), get: await load('GET, 10 conn.', { ...getReq, connections: 10 }) };
 const signup = await load('POST /v1/signup, 50 conn.', {
   url: `${apiUrl}/v1/signup`, method: 'POST', headers: { 'content-type': 'application/json' }, connections: 50, signupPrefix: `s-${process.pid}`,
@@ -161,8 +180,9 @@ for (const [c, r] of [[50, rows50], [10, rows10]] as const) {
   console.log(`| ${c} | ${Math.round(r.base.rps)} req/s, ${lat(r.base)} | ${Math.round(r.get.rps)} req/s | ${pct(r)} | ${lat(r.get)} | ` +
     `${r.base.serverUs.toFixed(0)} µs; ${cpu(r.get)} | ≥ 35%, p99 < 25 ms |`);
 }
+console.log(`| 50, ${POLLERS} tenants, own keys | (50 row) | ${Math.round(many.rps)} req/s | ${pct({ base: base50, get: many })} | ${lat(many)} | ${cpu(many)} | — |`);
 console.log(`| signup, 50 | — | ${Math.round(signup.rps)} /s | — | ${lat(signup)} | ${cpu(signup)} | ≥ 300/s |`);
-const failed = rows50.get.failed + rows10.get.failed + signup.failed;
+const failed = rows50.get.failed + many.failed + rows10.get.failed + signup.failed;
 if (failed > 0) console.log(`WARNING: ${failed} failed requests (non-2xx, errors, timeouts)`);
 
 await app.close();

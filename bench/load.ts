@@ -12,6 +12,8 @@ export interface LoadRequest {
   duration: number;
   method?: 'GET' | 'POST';
   headers?: Record<string, string>;
+  /** Requests take these paths and authorization headers in turn (one tenant after another), instead of `url`'s path. */
+  rotate?: { path: string; authorization: string }[];
   /** POST bodies `{"organization":"<prefix>-<n>","email":"x@y.io"}`, n counting up: one new signup per request. */
   signupPrefix?: string;
 }
@@ -29,6 +31,7 @@ export interface LoadResult {
 process.once('message', (req: LoadRequest) => {
   let n = 0;
   const signupPrefix = req.signupPrefix;
+  const rotate = req.rotate;
   const opts: autocannon.Options = {
     url: req.url,
     connections: req.connections,
@@ -37,6 +40,14 @@ process.once('message', (req: LoadRequest) => {
     headers: req.headers ?? {},
     ...(signupPrefix === undefined ? {} : {
       requests: [{ setupRequest: (r) => ({ ...r, body: JSON.stringify({ organization: `${signupPrefix}-${++n}`, email: 'x@y.io' }) }) }],
+    }),
+    ...(rotate === undefined ? {} : {
+      requests: [{
+        setupRequest: (r) => {
+          const next = rotate[n++ % rotate.length]!;
+          return { ...r, path: next.path, headers: { ...r.headers, authorization: next.authorization } };
+        },
+      }],
     }),
   };
   autocannon(opts).then((r) => {

@@ -15,6 +15,7 @@ import type { SecretBox } from '../crypto.ts';
 import { errors } from '../errors.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { TenantService } from '../tenants/service.ts';
+import { createTenantReader, type TenantReaderOptions } from '../store/tenant-reader.ts';
 import { OperationLogHub } from '../reconciler/log-follow.ts';
 import { createRequestSigner, createTunnelServer, generateRequestSigningKeys, TunnelDirectory, tunnelRoutes, type TunnelLimits } from '../tunnel/index.ts';
 import { KEY_REVOKED_CHANNEL, lookupKey } from '../store/keys.ts';
@@ -49,6 +50,8 @@ export interface AppDeps {
   logger?: Logger;
   /** This process's replica id in the tunnel directory (default: a new UUID). */
   replicaId?: string;
+  /** Batching of single-tenant reads (defaults in store/tenant-reader.ts). */
+  tenantReads?: TenantReaderOptions;
 }
 
 
@@ -118,8 +121,10 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
       tunnel.disconnectKey(keyId);
     },
     keyCache,
+    tenantReader: createTenantReader(deps.pool, deps.tenantReads),
   };
   app.addHook('onClose', async () => ctx.logHub.close());
+  app.addHook('onClose', async () => ctx.tenantReader.close());
 
   installErrorHandler(app);
   installValidation(app);

@@ -7,6 +7,7 @@ import type { Metrics } from './metrics.ts';
 import type { OperationLogHub } from '../reconciler/log-follow.ts';
 import type { TunnelDirectory, TunnelServer } from '../tunnel/index.ts';
 import type { KeyCache } from '../auth/key-cache.ts';
+import type { TenantReader } from '../store/tenant-reader.ts';
 
 /** What route plugins get: built once in app.ts, never read from globals. */
 export interface AppContext {
@@ -28,4 +29,6 @@ export interface AppContext {
   onKeyRevoked: (keyId: string) => void;
   /** Resolved API keys, briefly (see auth/key-cache.ts). */
   keyCache: KeyCache;
+  /** Batched reads of single tenants (store/tenant-reader.ts). */
+  tenantReader: TenantReader;
 }

@@ -4,7 +4,7 @@ import { Accepted, IdParams, Semver, StringEnum, withErrors } from '../schemas.t
 import { actorOf, assertTenantAccess, authOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors } from '../../errors.ts';
-import { PHASES, getTenantRow, listTenants, toTenant, type TenantRow } from '../../store/tenants.ts';
+import { PHASES, listTenants, toTenant, type TenantRow } from '../../store/tenants.ts';
 import type { AppContext } from '../context.ts';
 
 const ListQuery = Type.Object({
@@ -77,7 +77,7 @@ export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
     schema: { summary: 'Get a tenant', tags: ['tenants'], params: IdParams, response: withErrors({ 200: Type.Ref('Tenant') }) },
   }, async (request) => {
     assertTenantAccess(request, request.params.id);
-    const row = await getTenantRow(ctx.pool, request.params.id);
+    const row = await ctx.tenantReader.get(request.params.id);
     if (!row) throw errors.notFound('tenant', request.params.id);
     return withTunnel(row);
   });
