@@ -69,12 +69,12 @@ for (const { id } of (await pool.query<{ id: string }>(`SELECT id FROM tenants O
   pollers.push({ path: `/v1/tenants/${id}`, authorization: `Bearer ${key}` });
 }
 
-const config = loadConfig({ DATABASE_URL: url, PROVISIONER_SIGNUP_RATE_LIMIT: '1000000000', LOG_LEVEL: 'info' });
+const config = loadConfig({ DATABASE_URL: url, PROVISIONER_SIGNUP_RATE_LIMIT: '1000000000', LOG_LEVEL: 'info', ...(process.env.BENCH_KEY_CACHE_MS ? { PROVISIONER_KEY_CACHE_MS: process.env.BENCH_KEY_CACHE_MS } : {}) });
 const logger = createLogger(config.logLevel, '/dev/null');
 const readConcurrency = process.env.BENCH_READ_CONCURRENCY ? Number(process.env.BENCH_READ_CONCURRENCY) : undefined;
 const { app, ctx } = await buildApp({
   config, pool, box: new SecretBox(randomBytes(32)), catalog, logger,
-  ...(readConcurrency ? { tenantReads: { concurrency: readConcurrency } } : {}),
+  ...(readConcurrency ? { hotReads: { concurrency: readConcurrency } } : {}),
 });
 const apiUrl = await app.listen({ port: 0, host: '127.0.0.1' });
 
@@ -120,26 +120,29 @@ function runLoad(req: LoadRequest): Promise<LoadResult> {
   });
 }
 
-type Measured = LoadResult & { serverUs: number; serverSystemUs: number; postgresUs: number; batch: number };
+type Measured = LoadResult & { serverUs: number; serverSystemUs: number; postgresUs: number };
 
 /** One measure; also the CPU time per request of the server process and of Postgres (µs). */
 async function load(title: string, req: Omit<LoadRequest, 'duration'> & { duration?: number }): Promise<Measured> {
   const before = await cpuNow();
-  const readsBefore = ctx.tenantReader.stats();
+  const readsBefore = ctx.reads.stats();
   const r = await runLoad({ duration: DURATION, ...req });
   const after = await cpuNow();
-  const reads = ctx.tenantReader.stats();
-  const batches = reads.batches - readsBefore.batches;
+  const reads = ctx.reads.stats();
+  /** Reads per statement of one kind during this measure, when there were any. */
+  const perStatement = (kind: 'tenants' | 'keys', what: string): string => {
+    const batches = reads[kind].batches - readsBefore[kind].batches;
+    return batches ? `, ${((reads[kind].reads - readsBefore[kind].reads) / batches).toFixed(1)} ${what} per statement (${batches} statements)` : '';
+  };
   const m = {
     ...r,
     serverUs: (after.server - before.server) / r.total,
     serverSystemUs: (after.serverSystem - before.serverSystem) / r.total,
     postgresUs: (after.postgres - before.postgres) / r.total,
-    batch: batches ? (reads.reads - readsBefore.reads) / batches : 0,
   };
   console.log(`${title}: ${Math.round(r.rps)} req/s, p50 ${r.p50} ms, p90 ${r.p90} ms, p99 ${r.p99} ms, max ${r.max} ms, ` +
     `CPU per request: server ${m.serverUs.toFixed(0)} µs (${m.serverSystemUs.toFixed(0)} in the kernel), Postgres ${m.postgresUs.toFixed(0)} µs` +
-    (m.batch ? `, ${m.batch.toFixed(1)} reads per statement` : '') + (r.failed ? `, ${r.failed} failed` : ''));
+    perStatement('tenants', 'tenant reads') + perStatement('keys', 'key lookups') + (r.failed ? `, ${r.failed} failed` : ''));
   return m;
 }
 

@@ -15,7 +15,7 @@ import type { SecretBox } from '../crypto.ts';
 import { errors } from '../errors.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { TenantService } from '../tenants/service.ts';
-import { createTenantReader, type TenantReaderOptions } from '../store/tenant-reader.ts';
+import { createHotReads, type BatchOptions } from '../store/batched-reads.ts';
 import { OperationLogHub } from '../reconciler/log-follow.ts';
 import { createRequestSigner, createTunnelServer, generateRequestSigningKeys, TunnelDirectory, tunnelRoutes, type TunnelLimits } from '../tunnel/index.ts';
 import { KEY_REVOKED_CHANNEL, lookupKey } from '../store/keys.ts';
@@ -50,8 +50,8 @@ export interface AppDeps {
   logger?: Logger;
   /** This process's replica id in the tunnel directory (default: a new UUID). */
   replicaId?: string;
-  /** Batching of single-tenant reads (defaults in store/tenant-reader.ts). */
-  tenantReads?: TenantReaderOptions;
+  /** Batching of the API's hot reads (defaults in store/batched-reads.ts). */
+  hotReads?: BatchOptions;
 }
 
 
@@ -121,10 +121,10 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
       tunnel.disconnectKey(keyId);
     },
     keyCache,
-    tenantReader: createTenantReader(deps.pool, deps.tenantReads),
+    reads: createHotReads(deps.pool, deps.hotReads),
   };
   app.addHook('onClose', async () => ctx.logHub.close());
-  app.addHook('onClose', async () => ctx.tenantReader.close());
+  app.addHook('onClose', async () => ctx.reads.close());
 
   installErrorHandler(app);
   installValidation(app);
@@ -155,7 +155,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     );
     done();
   });
-  registerAuth(app, deps.pool, keyCache);
+  registerAuth(app, ctx.reads.key, keyCache);
 
   for (const routes of [healthRoutes, signupRoutes, tenantRoutes, operationRoutes, runtimeVersionRoutes, clusterRoutes, keyRoutes, auditRoutes]) {
     await app.register(routes(ctx));

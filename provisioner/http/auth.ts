@@ -4,12 +4,11 @@
  * the handler runs. Tenant keys only ever see their own tenant: other tenants' ids answer 404.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type pg from 'pg';
 import type { Role } from '../auth/keys.ts';
 import { hashKeyBase64, looksLikeKey } from '../auth/keys.ts';
 import type { KeyCache } from '../auth/key-cache.ts';
 import { errors } from '../errors.ts';
-import { lookupKeyHash } from '../store/keys.ts';
+import type { KeyIdentity } from '../store/keys.ts';
 import type { Actor } from '../store/audit.ts';
 
 export interface Auth {
@@ -37,7 +36,8 @@ export function bearerToken(header: string | undefined): string {
   return m[1]!;
 }
 
-export function registerAuth(app: FastifyInstance, pool: pg.Pool, cache: KeyCache): void {
+/** `lookup` resolves a key's SHA-256 (base64) when the cache does not have it. */
+export function registerAuth(app: FastifyInstance, lookup: (hashBase64: string) => Promise<KeyIdentity | undefined>, cache: KeyCache): void {
   app.decorateRequest('auth', null);
   app.addHook('onRequest', async (request) => {
     // request.routeOptions builds a new object on every read: read it once.
@@ -48,7 +48,7 @@ export function registerAuth(app: FastifyInstance, pool: pg.Pool, cache: KeyCach
     const cacheKey = hashKeyBase64(token);
     let identity = cache.get(cacheKey);
     if (!identity) {
-      identity = await lookupKeyHash(pool, Buffer.from(cacheKey, 'base64'));
+      identity = await lookup(cacheKey);
       if (!identity) throw errors.invalidKey();
       cache.set(cacheKey, identity);
     }

@@ -7,7 +7,7 @@ import type { Metrics } from './metrics.ts';
 import type { OperationLogHub } from '../reconciler/log-follow.ts';
 import type { TunnelDirectory, TunnelServer } from '../tunnel/index.ts';
 import type { KeyCache } from '../auth/key-cache.ts';
-import type { TenantReader } from '../store/tenant-reader.ts';
+import type { HotReads } from '../store/batched-reads.ts';
 
 /** What route plugins get: built once in app.ts, never read from globals. */
 export interface AppContext {
@@ -29,6 +29,6 @@ export interface AppContext {
   onKeyRevoked: (keyId: string) => void;
   /** Resolved API keys, briefly (see auth/key-cache.ts). */
   keyCache: KeyCache;
-  /** Batched reads of single tenants (store/tenant-reader.ts). */
-  tenantReader: TenantReader;
+  /** Batched reads of a tenant and of an API key (store/batched-reads.ts). */
+  reads: HotReads;
 }

@@ -65,6 +65,17 @@ export async function lookupKeyHash(db: Queryable, hash: Buffer): Promise<KeyIde
   return r ? { keyId: r.id, role: r.role, tenantId: r.tenant_id } : undefined;
 }
 
+/** Identities of several key hashes (base64) in one statement; unknown and revoked keys are absent. */
+export async function lookupKeyHashes(db: Queryable, hashes: readonly string[]): Promise<Map<string, KeyIdentity>> {
+  const { rows } = await db.query<{ id: string; role: Role; tenant_id: string | null; hash: string }>({
+    name: 'keys-by-hashes',
+    text: `SELECT id, role, tenant_id, encode(key_hash, 'base64') AS hash FROM api_keys
+           WHERE key_hash = ANY($1::bytea[]) AND revoked_at IS NULL`,
+    values: [hashes.map((h) => Buffer.from(h, 'base64'))],
+  });
+  return new Map(rows.map((r) => [r.hash, { keyId: r.id, role: r.role, tenantId: r.tenant_id }]));
+}
+
 export async function keyExists(db: Queryable, key: string): Promise<boolean> {
   const { rowCount } = await db.query('SELECT 1 FROM api_keys WHERE key_hash = $1', [hashKey(key)]);
   return (rowCount ?? 0) > 0;

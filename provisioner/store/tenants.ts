@@ -126,6 +126,16 @@ export async function getTenantRow(db: Queryable, id: string, forUpdate = false)
   return rows[0];
 }
 
+/** Several tenant rows by id (lower-case UUIDs) in one statement, by id; unknown ids are absent. */
+export async function getTenantRows(db: Queryable, ids: readonly string[]): Promise<Map<string, TenantRow>> {
+  const { rows } = await db.query<TenantRow>({
+    name: 'tenants-by-ids',
+    text: `SELECT ${TENANT_COLUMNS} FROM ${TENANT_FROM} WHERE t.id = ANY($1::uuid[])`,
+    values: [ids],
+  });
+  return new Map(rows.map((r) => [r.id, r]));
+}
+
 export function condition(type: string, status: Condition['status'], reason: string, message: string, now = new Date()): Condition {
   return { type, status, reason, message, lastTransitionTime: now.toISOString() };
 }

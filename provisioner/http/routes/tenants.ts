@@ -77,7 +77,7 @@ export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
     schema: { summary: 'Get a tenant', tags: ['tenants'], params: IdParams, response: withErrors({ 200: Type.Ref('Tenant') }) },
   }, async (request) => {
     assertTenantAccess(request, request.params.id);
-    const row = await ctx.tenantReader.get(request.params.id);
+    const row = await ctx.reads.tenant(request.params.id);
     if (!row) throw errors.notFound('tenant', request.params.id);
     return withTunnel(row);
   });

@@ -1,10 +1,12 @@
 /**
- * GET /v1/tenants/:id reads through the batching TenantReader on real Postgres: many reads at once
- * share statements and each still gets its own tenant, and a write committed before a read is
- * always in its answer, also while other reads keep batches at the database.
+ * The API's batched hot reads (store/batched-reads.ts) on real Postgres: GET /v1/tenants/:id and
+ * key lookups. Many reads at once share statements and each still gets its own tenant and
+ * identity, and a write committed before a read is always in its answer, also while other reads
+ * keep batches at the database.
  */
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
+import { createKey } from '../../../provisioner/store/keys.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -12,7 +14,7 @@ t.teardown(() => api.close());
 const tenants = await Promise.all(Array.from({ length: 20 }, () => api.signup()));
 
 t.test('200 reads of 20 tenants at once, each with its own key: each gets its own tenant, in fewer statements', async (t) => {
-  const before = api.ctx.tenantReader.stats();
+  const before = api.ctx.reads.stats();
   const res = await Promise.all(Array.from({ length: 200 }, (_, i) => {
     const tenant = tenants[i % tenants.length]!;
     return api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key: tenant.apiKey }).then((r) => ({ r, tenant }));
@@ -20,9 +22,12 @@ t.test('200 reads of 20 tenants at once, each with its own key: each gets its ow
   t.same(res.map(({ r }) => r.statusCode), res.map(() => 200));
   t.same(res.map(({ r }) => `${r.json().id} ${r.json().organization}`), res.map(({ tenant }) => `${tenant.tenantId} ${tenant.body.tenant.organization}`),
     'every read answered with its own tenant');
-  const after = api.ctx.tenantReader.stats();
-  t.equal(after.reads - before.reads, 200);
-  t.ok(after.batches - before.batches < 200, `200 reads took ${after.batches - before.batches} statements`);
+  const after = api.ctx.reads.stats();
+  t.equal(after.tenants.reads - before.tenants.reads, 200);
+  t.ok(after.tenants.batches - before.tenants.batches < 50, `200 reads took ${after.tenants.batches - before.tenants.batches} statements`);
+  const lookups = after.keys.reads - before.keys.reads;
+  t.ok(lookups >= 20, `each of the 20 keys was looked up (${lookups} lookups)`);
+  t.ok(after.keys.batches - before.keys.batches < lookups, `${lookups} key lookups took ${after.keys.batches - before.keys.batches} statements`);
 });
 
 t.test('a write committed before a read is in its answer, while other reads keep statements in flight', async (t) => {
@@ -50,6 +55,20 @@ t.test('a write committed before a read is in its answer, while other reads keep
   t.ok(polled > 60, `the pollers read ${polled} times meanwhile`);
 });
 
+t.test('key lookups in batches: unknown, revoked and valid keys presented together each get their own answer', async (t) => {
+  const tenant = tenants[4]!;
+  const fresh = await createKey(api.db.pool, { role: 'tenant', tenantId: tenant.tenantId, name: 'fresh', createdBy: 'test' });
+  const revoked = await createKey(api.db.pool, { role: 'tenant', tenantId: tenant.tenantId, name: 'revoked', createdBy: 'test' });
+  await api.db.pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [revoked.info.id]);
+  const unknown = fresh.key.slice(0, -4) + (fresh.key.endsWith('AAAA') ? 'BBBB' : 'AAAA');
+  const before = api.ctx.reads.stats().keys;
+  const res = await Promise.all([fresh.key, revoked.key, unknown, fresh.key].map((key) =>
+    api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key })));
+  t.same(res.map((r) => r.statusCode), [200, 401, 401, 200]);
+  t.same(res.map((r) => r.statusCode === 200 ? r.json().id : r.json().error.code), [tenant.tenantId, 'INVALID_API_KEY', 'INVALID_API_KEY', tenant.tenantId]);
+  t.ok(api.ctx.reads.stats().keys.batches - before.batches <= 2, 'looked up together');
+});
+
 t.test('unknown ids and other tenants\' ids answer as before', async (t) => {
   const missing = await api.request('GET', '/v1/tenants/00000000-0000-4000-8000-000000000000');
   t.equal(missing.statusCode, 404);
@@ -60,14 +79,14 @@ t.test('unknown ids and other tenants\' ids answer as before', async (t) => {
   t.equal(cross.json().error.code, 'TENANT_NOT_FOUND');
 });
 
-t.test('the reader runs on a connection of its own, leaves the API pool\'s settings alone, and closes with the app', async (t) => {
+t.test('the hot reads run on a connection of their own, leave the API pool\'s settings alone, and close with the app', async (t) => {
   const other = await createTestApi();
   const readerSessions = async () => (await other.db.pool.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%t.id = ANY($1::uuid[])%'`,
   )).rows[0]!.n;
   const { tenantId } = await other.signup();
   t.equal((await other.request('GET', `/v1/tenants/${tenantId}`)).statusCode, 200);
-  t.equal(await readerSessions(), 1, 'one reader connection (concurrency 1)');
+  t.equal(await readerSessions(), 1, 'one connection for tenant reads (concurrency 1)');
   const { rows } = await other.db.pool.query<{ plan: string }>(
     `SELECT current_setting('plan_cache_mode') AS plan`,
   );
