@@ -25,7 +25,7 @@ import { registerAuth } from './auth.ts';
 import type { AppContext } from './context.ts';
 import { installErrorHandler } from './error-handler.ts';
 import { installValidation } from './validation.ts';
-import { createMetrics, registerTunnelMetrics } from './metrics.ts';
+import { createMetrics, registerReadMetrics, registerTunnelMetrics } from './metrics.ts';
 import { RequestLog } from './request-log.ts';
 import { ApiKeyInfo, Cluster, ErrorBody, Operation, Tenant } from './schemas.ts';
 import { auditRoutes } from './routes/audit.ts';
@@ -125,6 +125,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
   };
   app.addHook('onClose', async () => ctx.logHub.close());
   app.addHook('onClose', async () => ctx.reads.close());
+  registerReadMetrics(metrics, ctx.reads);
 
   installErrorHandler(app);
   installValidation(app);

@@ -1,11 +1,12 @@
 /**
  * Prometheus metrics: process defaults, HTTP request durations by route and status, and the
  * number of tenants per phase (read from the database at scrape time); the runtime tunnels of
- * this replica (registerTunnelMetrics).
+ * this replica (registerTunnelMetrics); the batched hot reads (registerReadMetrics).
  */
 import client from 'prom-client';
 import type pg from 'pg';
 import type { TunnelServer } from '../tunnel/index.ts';
+import type { HotReads } from '../store/batched-reads.ts';
 
 export interface Metrics {
   registry: client.Registry;
@@ -62,4 +63,24 @@ export function registerTunnelMetrics(metrics: Metrics, tunnel: TunnelServer): (
     name: 'provisioner_tunnel_relays_total', help: 'Requests relayed to the replica holding the runtime\'s tunnel, by outcome', labelNames: ['outcome'] as const, registers,
   });
   return (outcome) => relays.inc({ outcome });
+}
+
+/**
+ * Reads answered by the batched hot reads and the statements that answered them, by kind (tenant,
+ * key): their ratio is the mean batch size, and statements per second the database load they make.
+ */
+export function registerReadMetrics(metrics: Metrics, reads: HotReads): void {
+  const counter = (name: string, help: string, field: 'reads' | 'batches'): void => {
+    new client.Counter({
+      name, help, labelNames: ['kind'] as const, registers: [metrics.registry],
+      collect() {
+        const s = reads.stats();
+        this.reset();
+        this.inc({ kind: 'tenant' }, s.tenants[field]);
+        this.inc({ kind: 'key' }, s.keys[field]);
+      },
+    });
+  };
+  counter('provisioner_hot_reads_total', 'Tenant reads and key lookups answered through batched statements', 'reads');
+  counter('provisioner_hot_read_statements_total', 'Batched statements sent for tenant reads and key lookups', 'batches');
 }

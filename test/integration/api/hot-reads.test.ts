@@ -69,6 +69,25 @@ t.test('key lookups in batches: unknown, revoked and valid keys presented togeth
   t.ok(api.ctx.reads.stats().keys.batches - before.batches <= 2, 'looked up together');
 });
 
+t.test('/metrics counts the reads and the statements that answered them, by kind', async (t) => {
+  const scrape = async () => {
+    const text = (await api.request('GET', '/metrics', { key: null })).body;
+    const value = (name: string, kind: string) => Number(new RegExp(`^${name}\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+    return {
+      tenantReads: value('provisioner_hot_reads_total', 'tenant'), tenantStatements: value('provisioner_hot_read_statements_total', 'tenant'),
+      keyReads: value('provisioner_hot_reads_total', 'key'),
+    };
+  };
+  const before = await scrape();
+  const tenant = tenants[5]!;
+  const { key } = await createKey(api.db.pool, { role: 'tenant', tenantId: tenant.tenantId, name: 'never used', createdBy: 'test' });
+  await Promise.all(Array.from({ length: 30 }, () => api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key })));
+  const after = await scrape();
+  t.equal(after.tenantReads - before.tenantReads, 30);
+  t.ok(after.tenantStatements - before.tenantStatements >= 1 && after.tenantStatements - before.tenantStatements < 30, 'fewer statements than reads');
+  t.ok(after.keyReads > before.keyReads, 'the new key\'s lookup is counted too');
+});
+
 t.test('unknown ids and other tenants\' ids answer as before', async (t) => {
   const missing = await api.request('GET', '/v1/tenants/00000000-0000-4000-8000-000000000000');
   t.equal(missing.statusCode, 404);
