@@ -18,7 +18,8 @@ import { TenantService } from '../tenants/service.ts';
 import { createHotReads, type BatchOptions } from '../store/batched-reads.ts';
 import { OperationLogHub } from '../reconciler/log-follow.ts';
 import { createRequestSigner, createTunnelServer, generateRequestSigningKeys, TunnelDirectory, tunnelRoutes, type TunnelLimits } from '../tunnel/index.ts';
-import { KEY_REVOKED_CHANNEL, lookupKey } from '../store/keys.ts';
+import { KEY_REVOKED_CHANNEL } from '../store/keys.ts';
+import { hashKeyBase64 } from '../auth/keys.ts';
 import { KeyCache } from '../auth/key-cache.ts';
 import { assertTenantAccess } from './auth.ts';
 import { registerAuth } from './auth.ts';
@@ -54,7 +55,6 @@ export interface AppDeps {
   hotReads?: BatchOptions;
 }
 
-
 export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; ctx: AppContext }> {
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger as unknown as FastifyBaseLogger } : { logger: false }),
@@ -71,11 +71,12 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
 
   const metrics = createMetrics(deps.pool);
   const keyCache = new KeyCache({ ttlMs: deps.config.keyCacheMs });
+  const reads = createHotReads(deps.pool, deps.hotReads);
   const signer = createRequestSigner({ privateKeyPem: deps.requestSigningKeyPem ?? generateRequestSigningKeys().privateKeyPem });
   const tunnel = createTunnelServer({
     // Only runtime keys open tunnels, each for the one tenant it is bound to.
     authenticate: async (token) => {
-      const id = await lookupKey(deps.pool, token);
+      const id = await reads.key(hashKeyBase64(token));
       return id?.role === 'runtime' && id.tenantId ? { tenantId: id.tenantId, keyId: id.keyId } : null;
     },
     signer,
@@ -87,18 +88,17 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     if (!tunnel.handleUpgrade(req, socket, head)) socket.destroy();
   });
   const onRelay = registerTunnelMetrics(metrics, tunnel);
+  /** A key was revoked (here, or through another replica): drop it from the cache, close its tunnel here. */
+  const onKeyRevoked = (keyId: string): void => {
+    keyCache.revoke(keyId);
+    tunnel.disconnectKey(keyId);
+  };
   const tunnelDirectory = new TunnelDirectory({
     pool: deps.pool,
     tunnel,
     replicaId: deps.replicaId ?? randomUUID(),
     advertiseUrl: () => advertiseUrl(deps.config, app.server.address()),
-    // A key revoked through any replica: drop it from this replica's cache, close its tunnel here.
-    also: {
-      [KEY_REVOKED_CHANNEL]: (keyId) => {
-        keyCache.revoke(keyId);
-        tunnel.disconnectKey(keyId);
-      },
-    },
+    also: { [KEY_REVOKED_CHANNEL]: onKeyRevoked },
     ...(deps.logger ? { logger: deps.logger.child({ component: 'tunnel-directory' }) } : {}),
   });
   await tunnelDirectory.start();
@@ -116,12 +116,9 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     tunnel,
     tunnelDirectory,
     requestSigningPublicKeyPem: signer.publicKeyPem,
-    onKeyRevoked: (keyId) => {
-      keyCache.revoke(keyId);
-      tunnel.disconnectKey(keyId);
-    },
+    onKeyRevoked,
     keyCache,
-    reads: createHotReads(deps.pool, deps.hotReads),
+    reads,
   };
   app.addHook('onClose', async () => ctx.logHub.close());
   app.addHook('onClose', async () => ctx.reads.close());

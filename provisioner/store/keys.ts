@@ -103,11 +103,10 @@ export async function getKey(db: Queryable, id: string): Promise<ApiKeyInfo | un
   return rows[0] ? toInfo(rows[0]) : undefined;
 }
 
-/** Revokes a key; revoking twice keeps the first revocation time. */
 /** The NOTIFY channel told of every revocation (payload: the key id), for other provisioner replicas. */
 export const KEY_REVOKED_CHANNEL = 'api_key_revoked';
 
-/** Revokes a key; every replica hears of it when the caller's transaction commits. */
+/** Revokes a key (revoking twice keeps the first revocation time); every replica hears of it when the caller's transaction commits. */
 export async function revokeKey(db: Queryable, id: string): Promise<ApiKeyInfo | undefined> {
   await db.query(`WITH r AS (UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id)
                   SELECT pg_notify('${KEY_REVOKED_CHANNEL}', id::text) FROM r`, [id]);

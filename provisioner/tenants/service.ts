@@ -124,12 +124,6 @@ export class TenantService {
     });
   }
 
-  async get(id: string): Promise<Tenant> {
-    const row = await getTenantRow(this.#d.pool, id);
-    if (!row) throw errors.notFound('tenant', id);
-    return toTenant(row);
-  }
-
   /**
    * Applies a spec change. A change that leaves the spec as it is queues nothing and answers with
    * the tenant's last operation, so that repeating a request is harmless.

@@ -192,6 +192,11 @@ function errorFromReset(err: TunnelStreamError, headSent: boolean): TunnelError 
   }
 }
 
+/** A connection as the connect/disconnect events and connections() describe it. */
+function infoOf(conn: TunnelConnection): TunnelInfo {
+  return { tenantId: conn.tenantId, connectionId: conn.connectionId, since: conn.since };
+}
+
 export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
   const limits: TunnelLimits = { ...DEFAULT_TUNNEL_LIMITS };
   for (const k of Object.keys(DEFAULT_TUNNEL_LIMITS) as Array<keyof TunnelLimits>) {
@@ -255,7 +260,7 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
         registry.delete(current);
       });
       clog.info({ connectionId: conn.connectionId }, 'tunnel connected');
-      events.emit('connect', id, { tenantId: conn.tenantId, connectionId: conn.connectionId, since: conn.since });
+      events.emit('connect', id, infoOf(conn));
       if (limits.revalidateIntervalMs > 0) {
         revalidate = setInterval(() => {
           opts.authenticate(token).then(
@@ -280,7 +285,7 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       if (conn) {
         registry.delete(conn);
         clog.info({ code, reason, connectionId: conn.connectionId }, 'tunnel disconnected');
-        events.emit('disconnect', id, code, reason, { tenantId: conn.tenantId, connectionId: conn.connectionId, since: conn.since });
+        events.emit('disconnect', id, code, reason, infoOf(conn));
       }
     });
   }
@@ -400,7 +405,7 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     disconnectKey: (keyId) => registry.disconnectKey(keyId),
     disconnectTenant: (tenantId) => registry.disconnectTenant(tenantId),
     closeReplaced: (tenantId, connectionId) => registry.closeReplaced(tenantId, connectionId),
-    connections: () => registry.all().map((c) => ({ tenantId: c.tenantId, connectionId: c.connectionId, since: c.since })),
+    connections: () => registry.all().map(infoOf),
     get accepting() {
       return !closing;
     },

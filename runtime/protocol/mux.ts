@@ -483,11 +483,16 @@ export class Mux extends EventEmitter<MuxEvents> {
   idle(ms: number): Promise<void> {
     if (this.#streams.size === 0 || this.#closed) return Promise.resolve();
     return new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this.#idleWaiters.push(() => {
+      const wake = (): void => {
         clearTimeout(timer);
         resolve();
-      });
+      };
+      // On time-out the waiter goes too: a long-lived busy connection keeps no stale ones.
+      const timer = setTimeout(() => {
+        this.#idleWaiters.splice(this.#idleWaiters.indexOf(wake), 1);
+        resolve();
+      }, ms);
+      this.#idleWaiters.push(wake);
     });
   }
 
