@@ -8,7 +8,7 @@ import { createPrivateKey } from 'node:crypto';
 import { isAbsolute, join, resolve } from 'node:path';
 import { ConfigError, int, type Env } from '../runtime/agents/common/config.ts';
 import { UPSTREAM_REPOSITORIES, isLocalPath } from '../runtime/component/chart-source.ts';
-import { DEFAULT_TUNNEL_LIMITS, type TunnelLimits } from './tunnel/limits.ts';
+import { DEFAULT_TUNNEL_LIMITS, tunnelLimitProblems, type TunnelLimits } from './tunnel/limits.ts';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -275,31 +275,34 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
 const KiB = 1024;
 const MiB = 1024 * KiB;
 
-/** PROVISIONER_TUNNEL_*: every tunnel limit, defaults from the tunnel server. */
+/** The variable that sets each tunnel limit, its range, and whether it is given in seconds (the limit in ms). */
+const TUNNEL_VARIABLES: { readonly [K in keyof TunnelLimits]: { variable: string; min: number; max: number; seconds?: true } } = {
+  maxPayload: { variable: 'PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES', min: 16 * KiB, max: 64 * MiB },
+  maxStreams: { variable: 'PROVISIONER_TUNNEL_MAX_STREAMS', min: 1, max: 65_535 },
+  streamWindow: { variable: 'PROVISIONER_TUNNEL_STREAM_WINDOW_BYTES', min: 16 * KiB, max: 64 * MiB },
+  maxChunkBytes: { variable: 'PROVISIONER_TUNNEL_MAX_CHUNK_BYTES', min: KiB, max: 16 * MiB },
+  maxHeaderBytes: { variable: 'PROVISIONER_TUNNEL_MAX_HEADER_BYTES', min: KiB, max: MiB },
+  maxRequestBodyBytes: { variable: 'PROVISIONER_TUNNEL_MAX_REQUEST_BODY_BYTES', min: 0, max: 1024 * 1024 * MiB },
+  requestTimeoutMs: { variable: 'PROVISIONER_TUNNEL_REQUEST_TIMEOUT_SECONDS', min: 1, max: 3600, seconds: true },
+  idleTimeoutMs: { variable: 'PROVISIONER_TUNNEL_IDLE_TIMEOUT_SECONDS', min: 1, max: 86_400, seconds: true },
+  heartbeatIntervalMs: { variable: 'PROVISIONER_TUNNEL_HEARTBEAT_SECONDS', min: 1, max: 3600, seconds: true },
+  handshakeTimeoutMs: { variable: 'PROVISIONER_TUNNEL_HANDSHAKE_TIMEOUT_SECONDS', min: 1, max: 600, seconds: true },
+  revalidateIntervalMs: { variable: 'PROVISIONER_TUNNEL_REVALIDATE_SECONDS', min: 0, max: 86_400, seconds: true },
+  drainTimeoutMs: { variable: 'PROVISIONER_TUNNEL_DRAIN_SECONDS', min: 0, max: 600, seconds: true },
+};
+
+/**
+ * PROVISIONER_TUNNEL_*: every tunnel limit, defaults from the tunnel server; a combination the
+ * tunnel server would refuse (tunnelLimitProblems) is refused here, naming the variable.
+ */
 function loadTunnelLimits(env: Env): TunnelLimits {
-  const d = DEFAULT_TUNNEL_LIMITS;
-  const seconds = (name: string, fallbackMs: number, min: number, max: number) => int(env, name, fallbackMs / 1000, min, max) * 1000;
-  const limits: TunnelLimits = {
-    maxPayload: int(env, 'PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES', d.maxPayload, 16 * KiB, 64 * MiB),
-    maxStreams: int(env, 'PROVISIONER_TUNNEL_MAX_STREAMS', d.maxStreams, 1, 65_535),
-    streamWindow: int(env, 'PROVISIONER_TUNNEL_STREAM_WINDOW_BYTES', d.streamWindow, 16 * KiB, 64 * MiB),
-    maxChunkBytes: int(env, 'PROVISIONER_TUNNEL_MAX_CHUNK_BYTES', d.maxChunkBytes, KiB, 16 * MiB),
-    maxHeaderBytes: int(env, 'PROVISIONER_TUNNEL_MAX_HEADER_BYTES', d.maxHeaderBytes, KiB, MiB),
-    maxRequestBodyBytes: int(env, 'PROVISIONER_TUNNEL_MAX_REQUEST_BODY_BYTES', d.maxRequestBodyBytes, 0, 1024 * 1024 * MiB),
-    requestTimeoutMs: seconds('PROVISIONER_TUNNEL_REQUEST_TIMEOUT_SECONDS', d.requestTimeoutMs, 1, 3600),
-    idleTimeoutMs: seconds('PROVISIONER_TUNNEL_IDLE_TIMEOUT_SECONDS', d.idleTimeoutMs, 1, 86_400),
-    heartbeatIntervalMs: seconds('PROVISIONER_TUNNEL_HEARTBEAT_SECONDS', d.heartbeatIntervalMs, 1, 3600),
-    handshakeTimeoutMs: seconds('PROVISIONER_TUNNEL_HANDSHAKE_TIMEOUT_SECONDS', d.handshakeTimeoutMs, 1, 600),
-    revalidateIntervalMs: seconds('PROVISIONER_TUNNEL_REVALIDATE_SECONDS', d.revalidateIntervalMs, 0, 86_400),
-    drainTimeoutMs: seconds('PROVISIONER_TUNNEL_DRAIN_SECONDS', d.drainTimeoutMs, 0, 600),
-  };
-  // A frame carries one chunk or one head plus a small header: both must fit a message.
-  if (limits.maxChunkBytes + KiB > limits.maxPayload) {
-    throw new ConfigError('PROVISIONER_TUNNEL_MAX_CHUNK_BYTES', `${limits.maxChunkBytes} leaves no room for the frame header in PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES (${limits.maxPayload}); keep it at least 1 KiB smaller`);
+  const limits = { ...DEFAULT_TUNNEL_LIMITS };
+  for (const limit of Object.keys(TUNNEL_VARIABLES) as Array<keyof TunnelLimits>) {
+    const { variable, min, max, seconds } = TUNNEL_VARIABLES[limit];
+    limits[limit] = seconds ? int(env, variable, DEFAULT_TUNNEL_LIMITS[limit] / 1000, min, max) * 1000 : int(env, variable, DEFAULT_TUNNEL_LIMITS[limit], min, max);
   }
-  if (limits.maxHeaderBytes + KiB > limits.maxPayload) {
-    throw new ConfigError('PROVISIONER_TUNNEL_MAX_HEADER_BYTES', `${limits.maxHeaderBytes} does not fit PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES (${limits.maxPayload}) with the frame header`);
-  }
+  const [problem] = tunnelLimitProblems(limits, (limit) => TUNNEL_VARIABLES[limit].variable);
+  if (problem) throw new ConfigError(TUNNEL_VARIABLES[problem.limit].variable, problem.message);
   return limits;
 }
 

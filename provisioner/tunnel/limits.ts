@@ -1,3 +1,5 @@
+import { headMessageBytes } from '../../runtime/protocol/frames.ts';
+
 /**
  * Limits of the control plane's side of the runtime tunnel and of the forwarding route, with
  * their defaults. Every one can be set through PROVISIONER_TUNNEL_* (provisioner/config.ts).
@@ -9,9 +11,9 @@ export interface TunnelLimits {
   maxStreams: number;
   /** Per-stream flow-control window, bytes (default 256 KiB). Memory per tunnel ≤ maxStreams × streamWindow. */
   streamWindow: number;
-  /** Largest body chunk per frame, bytes (default 64 KiB). */
+  /** Largest body chunk per frame, bytes (default 64 KiB; at least CHUNK_FRAME_ROOM below maxPayload). */
   maxChunkBytes: number;
-  /** Largest request/response head (method, path, headers), bytes (default 16 KiB). */
+  /** Largest request/response head (method, path, headers), bytes (default 16 KiB; maxPayload must hold headMessageBytes of it). */
   maxHeaderBytes: number;
   /**
    * Largest request body the forwarding route accepts, bytes (default 64 MiB; 0: no limit). A
@@ -50,3 +52,44 @@ export const DEFAULT_TUNNEL_LIMITS: Readonly<TunnelLimits> = Object.freeze({
   revalidateIntervalMs: 60_000,
   drainTimeoutMs: 10_000,
 });
+
+/** Room kept in a message for the frame around a body chunk (the header is 6 bytes; documented as 1 KiB). */
+export const CHUNK_FRAME_ROOM = 1024;
+/** Smallest per-stream window: a stream must be able to carry at least one small chunk. */
+export const MIN_STREAM_WINDOW = 1024;
+
+export interface TunnelLimitProblem {
+  /** The limit to change. */
+  limit: keyof TunnelLimits;
+  /** What is wrong, naming the limits through `name` and without the offending limit's own name in front. */
+  message: string;
+}
+
+/**
+ * Why a set of limits cannot work together, or [] when it can: the one rule the provisioner's
+ * configuration (which names the PROVISIONER_TUNNEL_* variables) and the tunnel server (which
+ * refuses to start) both apply. `name` spells a limit in the messages.
+ */
+export function tunnelLimitProblems(limits: TunnelLimits, name: (limit: keyof TunnelLimits) => string = (limit) => limit): TunnelLimitProblem[] {
+  const problems: TunnelLimitProblem[] = [];
+  for (const [limit, value] of Object.entries(limits) as Array<[keyof TunnelLimits, number]>) {
+    if (!Number.isInteger(value) || value < 0) problems.push({ limit, message: `must be a non-negative integer, got ${String(value)}` });
+  }
+  if (problems.length > 0) return problems;
+  const { maxPayload, maxChunkBytes, maxHeaderBytes, streamWindow } = limits;
+  if (maxChunkBytes + CHUNK_FRAME_ROOM > maxPayload) {
+    problems.push({
+      limit: 'maxChunkBytes',
+      message: `${maxChunkBytes} leaves no room for the frame header in ${name('maxPayload')} (${maxPayload}); keep it at least ${CHUNK_FRAME_ROOM} bytes smaller`,
+    });
+  }
+  const headRoom = headMessageBytes(maxHeaderBytes);
+  if (headRoom > maxPayload) {
+    problems.push({
+      limit: 'maxHeaderBytes',
+      message: `${maxHeaderBytes} does not fit ${name('maxPayload')} (${maxPayload}) with the frame header: a head travels as JSON, which escaping can double, so ${name('maxPayload')} must be at least ${headRoom} (2 × ${name('maxHeaderBytes')} + 256); lower ${name('maxHeaderBytes')} to at most ${Math.floor((maxPayload - 256) / 2)} or raise ${name('maxPayload')}`,
+    });
+  }
+  if (streamWindow < MIN_STREAM_WINDOW) problems.push({ limit: 'streamWindow', message: `${streamWindow} is below ${MIN_STREAM_WINDOW} bytes` });
+  return problems;
+}

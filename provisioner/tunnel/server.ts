@@ -16,7 +16,7 @@ import { CloseCode, type HeaderList, ResetCode, SUBPROTOCOL, TUNNEL_PATH } from 
 import { startHeartbeat } from '../../runtime/protocol/heartbeat.ts';
 import { Mux, type TunnelStream, TunnelStreamError } from '../../runtime/protocol/mux.ts';
 import { REQUEST_TOKEN_HEADER } from '../../runtime/protocol/request-token.ts';
-import { DEFAULT_TUNNEL_LIMITS, type TunnelLimits } from './limits.ts';
+import { DEFAULT_TUNNEL_LIMITS, tunnelLimitProblems, type TunnelLimits } from './limits.ts';
 import { TunnelRegistry, type TunnelConnection } from './registry.ts';
 import type { RequestSigner } from './request-token.ts';
 
@@ -156,15 +156,6 @@ function reject(socket: Duplex, status: number, reason: string, message: string,
   socket.end(`${headers.join('\r\n')}\r\n\r\n${body}`);
 }
 
-function validateLimits(l: TunnelLimits): void {
-  for (const [k, v] of Object.entries(l)) {
-    if (!Number.isInteger(v) || v < 0) throw new RangeError(`tunnel limit ${k} must be a non-negative integer, got ${String(v)}`);
-  }
-  if (l.maxHeaderBytes * 2 + 256 > l.maxPayload) throw new RangeError('tunnel maxPayload must exceed twice maxHeaderBytes');
-  if (l.maxChunkBytes + 64 > l.maxPayload) throw new RangeError('tunnel maxPayload must exceed maxChunkBytes');
-  if (l.streamWindow < 1024) throw new RangeError('tunnel streamWindow must be at least 1024 bytes');
-}
-
 function bearer(header: string | undefined): string | null {
   const m = header === undefined ? null : /^Bearer ([\x21-\x7e]{1,512})$/i.exec(header);
   return m ? m[1]! : null;
@@ -203,7 +194,8 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     const v = opts[k];
     if (v !== undefined) limits[k] = v;
   }
-  validateLimits(limits);
+  const problems = tunnelLimitProblems(limits);
+  if (problems.length > 0) throw new RangeError(`tunnel limits: ${problems.map((p) => `${p.limit} ${p.message}`).join('; ')}`);
   const log: TunnelLogger = opts.logger ?? pino({ enabled: false });
   const path = opts.path ?? TUNNEL_PATH;
   const registry = new TunnelRegistry(limits.drainTimeoutMs);

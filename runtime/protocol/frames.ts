@@ -27,6 +27,14 @@ export const SUBPROTOCOL = `hrt-tunnel.v${PROTOCOL_VERSION}`;
 /** Path of the tunnel endpoint on the control plane. */
 export const TUNNEL_PATH = '/v1/tunnel';
 export const HEADER_BYTES = 6;
+
+/**
+ * The WebSocket message a request or response head of `headBytes` may need: heads travel as JSON,
+ * whose escaping can at most double their size, plus the frame and the structure around it.
+ */
+export function headMessageBytes(headBytes: number): number {
+  return headBytes * 2 + 256;
+}
 /** Optional frames an end understands, announced in its hello. */
 export const FEATURES = ['goaway'] as const;
 export type Feature = (typeof FEATURES)[number];

@@ -20,6 +20,7 @@ import {
   encodeFrame,
   type Frame,
   HEADER_BYTES,
+  headMessageBytes,
   headBytes,
   type Hello,
   PROTOCOL_VERSION,
@@ -553,8 +554,7 @@ export class Mux extends EventEmitter<MuxEvents> {
     const bytes = headBytes(head);
     if (bytes > this.options.maxHeaderBytes) return `head of ${bytes} bytes is larger than the limit of ${this.options.maxHeaderBytes} bytes`;
     const peerMax = this.#peer?.maxMessageBytes ?? this.options.maxMessageBytes;
-    // JSON escaping can at most double the size (plus the structure around it).
-    if (bytes * 2 + 256 > peerMax) return `head of ${bytes} bytes does not fit the peer's message limit of ${peerMax} bytes`;
+    if (headMessageBytes(bytes) > peerMax) return `head of ${bytes} bytes does not fit the peer's message limit of ${peerMax} bytes`;
     return null;
   }
 

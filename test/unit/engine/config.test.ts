@@ -83,3 +83,19 @@ t.test('tunnel limits: defaults from the tunnel server, each one settable, bad v
   ];
   for (const [env, variable, message] of bad) refused(t, env, variable, message);
 });
+
+t.test('tunnel limits: a combination the tunnel server cannot run with is refused at start-up, naming the variable', async (t) => {
+  const { createTunnelServer } = await import('../../../provisioner/tunnel/server.ts');
+  const authenticate = () => Promise.resolve(null);
+  // A 15 KiB head fits a 16 KiB message byte for byte, but not once JSON escaping doubles it.
+  const tooLargeHeads = { PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES: '16384', PROVISIONER_TUNNEL_MAX_HEADER_BYTES: '15360', PROVISIONER_TUNNEL_MAX_CHUNK_BYTES: '8192' };
+  refused(t, tooLargeHeads, 'PROVISIONER_TUNNEL_MAX_HEADER_BYTES', /does not fit PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES \(16384\).*at least 30976/);
+  // The largest head that fits: 2 × 8064 + 256 = 16384. Config and server agree on both sides of the line.
+  const largest = loadConfig({ ...tooLargeHeads, PROVISIONER_TUNNEL_MAX_HEADER_BYTES: '8064' }, '/').tunnel;
+  t.equal(largest.maxHeaderBytes, 8064, 'a head limit of 8064 bytes with a 16384-byte payload is accepted');
+  const server = createTunnelServer({ ...largest, authenticate });
+  t.ok(server, 'the tunnel server starts with every limit the configuration accepted');
+  await server.close();
+  refused(t, { ...tooLargeHeads, PROVISIONER_TUNNEL_MAX_HEADER_BYTES: '8065' }, 'PROVISIONER_TUNNEL_MAX_HEADER_BYTES', /does not fit/);
+  t.throws(() => createTunnelServer({ ...largest, maxHeaderBytes: 8065, authenticate }), { name: 'RangeError', message: /maxHeaderBytes 8065 does not fit maxPayload/ }, 'the tunnel server applies the same rule');
+});
