@@ -35,8 +35,7 @@ t.test('every spec change bumps the generation, queues one operation, writes an 
   const listener = new pg.Client({ connectionString: api.db.url });
   await listener.connect();
   await listener.query('LISTEN tenant_due');
-  const notified: string[] = [];
-  listener.on('notification', (n) => notified.push(n.payload ?? ''));
+  const notified = new Promise<string>((resolve) => listener.on('notification', (n) => { if (n.payload === tenantId) resolve(n.payload); }));
 
   const res = await api.request('POST', `/v1/tenants/${tenantId}/suspend`, { key: api.operatorKey });
   t.equal(res.statusCode, 202);
@@ -49,8 +48,8 @@ t.test('every spec change bumps the generation, queues one operation, writes an 
   const audit = await api.db.pool.query(`SELECT action, before, after FROM audit_log WHERE target_id = $1 AND action = 'tenant.suspend'`, [tenantId]);
   t.equal(audit.rows.length, 1);
   t.match(audit.rows[0], { before: { suspended: false }, after: { suspended: true } });
-  for (let i = 0; i < 50 && !notified.includes(tenantId); i++) await new Promise((r) => setTimeout(r, 20));
-  t.ok(notified.includes(tenantId), 'workers were notified with the tenant id');
+  const timeout = new Promise<string>((resolve) => setTimeout(() => resolve('no notification within 10 s'), 10_000).unref());
+  t.equal(await Promise.race([notified, timeout]), tenantId, 'workers were notified with the tenant id');
   await listener.end();
 });
 
@@ -127,14 +126,13 @@ t.test('rollback returns only to the version the tenant last ran, when the catal
 
   const crossing = versions.flatMap((a) => versions.map((b) => [a, b] as const))
     .find(([a, b]) => compareDesc(a, b) && !catalog.canRollback(a, b));
-  if (crossing) {
-    const [hi, lo] = crossing;
-    const third = await api.signup({ runtimeVersion: lo });
-    await api.db.pool.query(`UPDATE tenants SET runtime_version = $2, actual_runtime_version = $2, previous_runtime_version = $3 WHERE id = $1`, [third.tenantId, hi, lo]);
-    const r = await api.request('POST', `/v1/tenants/${third.tenantId}/upgrade`, { body: { version: lo } });
-    t.equal(r.statusCode, 422, `catalog refuses ${hi} -> ${lo} even though it ran before`);
-    t.equal(r.json().error.message, (catalog.rollbackAnswer(hi, lo) as { reason: string }).reason);
-  }
+  if (!crossing) throw new Error('precondition: the catalog has a pair of versions whose rollback it refuses');
+  const [hi, lo] = crossing;
+  const third = await api.signup({ runtimeVersion: lo });
+  await api.db.pool.query(`UPDATE tenants SET runtime_version = $2, actual_runtime_version = $2, previous_runtime_version = $3 WHERE id = $1`, [third.tenantId, hi, lo]);
+  const r = await api.request('POST', `/v1/tenants/${third.tenantId}/upgrade`, { body: { version: lo } });
+  t.equal(r.statusCode, 422, `catalog refuses ${hi} -> ${lo} even though it ran before`);
+  t.equal(r.json().error.message, (catalog.rollbackAnswer(hi, lo) as { reason: string }).reason);
 });
 
 function compareDesc(a: string, b: string): boolean {
@@ -226,12 +224,26 @@ t.test('list filters by phase, plan, version and cluster, pages with a cursor, a
     t.equal(r.statusCode, 400);
     t.match(r.json().error, { code: 'INVALID_CURSOR', field: 'cursor' });
   }
-  const byPhase = (await api.request('GET', '/v1/tenants?phase=Pending&limit=200')).json();
-  t.ok(byPhase.items.every((x: { status: { phase: string } }) => x.status.phase === 'Pending'));
+  // Positive and negative cases for each filter: one of the five is made Ready and placed on a
+  // cluster (as the reconciler would record it), the others stay Pending and unplaced.
+  const [placed, ...unplaced] = created as [string, ...string[]];
+  const cluster = `list-filter-${Date.now()}`;
+  const { rows: [{ id: clusterId }] } = await api.db.pool.query(
+    `INSERT INTO root_clusters (name, region, capacity, kubeconfig_enc) VALUES ($1, 'eu-test-1', 10, '\\x00') RETURNING id`, [cluster]);
+  await api.db.pool.query(`UPDATE tenants SET phase = 'Ready', cluster_id = $2 WHERE id = $1`, [placed, clusterId]);
+  const ids = (body: { items: Array<{ id: string }> }): string[] => body.items.map((x) => x.id);
+  const byReady = (await api.request('GET', `/v1/tenants?phase=Ready&plan=${plan}&limit=200`)).json();
+  t.same(ids(byReady), [placed], 'phase=Ready lists the Ready tenant and no Pending one');
+  const byPending = (await api.request('GET', `/v1/tenants?phase=Pending&plan=${plan}&limit=200`)).json();
+  t.same(ids(byPending), unplaced, 'phase=Pending lists the four Pending tenants and not the Ready one');
   const byVersion = (await api.request('GET', `/v1/tenants?runtimeVersion=${v1}&limit=200`)).json();
-  t.ok(byVersion.items.length > 0 && byVersion.items.every((x: { spec: { runtimeVersion: string } }) => x.spec.runtimeVersion === v1));
-  const byCluster = (await api.request('GET', '/v1/tenants?cluster=nowhere')).json();
-  t.same(byCluster.items, []);
+  t.ok(byVersion.items.length > 0 && byVersion.items.every((x: { spec: { runtimeVersion: string } }) => x.spec.runtimeVersion === v1),
+    `runtimeVersion=${v1} lists at least one tenant, each on ${v1}`);
+  const byCluster = (await api.request('GET', `/v1/tenants?cluster=${cluster}&limit=200`)).json();
+  t.same(ids(byCluster), [placed], 'cluster= lists exactly the tenant placed there');
+  t.equal(byCluster.items[0].status.cluster, cluster, 'and shows the cluster in its status');
+  const byNowhere = (await api.request('GET', '/v1/tenants?cluster=nowhere')).json();
+  t.same(byNowhere.items, [], 'an unknown cluster lists nothing');
   for (const q of ['limit=0', 'limit=201', 'limit=ten', 'phase=Happy', 'sort=name']) {
     const r = await api.request('GET', `/v1/tenants?${q}`);
     t.equal(r.statusCode, 400, q);

@@ -41,10 +41,13 @@ t.test('an unknown operation is an error; an abort ends the follow', async (t) =
   const { operationId } = await h.createTenant(); // queued, no reconciler: never finishes
   const ac = new AbortController();
   const lines: string[] = [];
+  let ended = false;
   const following = (async () => {
     for await (const l of followOperationLog(h.db.pool, operationId, { signal: ac.signal, pollMs: 50 })) lines.push(l.line);
-  })();
-  setTimeout(() => ac.abort(), 150);
-  await following;
-  t.same(lines, []);
+  })().finally(() => { ended = true; });
+  await new Promise((resolve) => setTimeout(resolve, 200)); // several polls of an operation that never finishes
+  t.equal(ended, false, 'the follow of an unfinished operation keeps waiting');
+  ac.abort();
+  await following; // the abort ends it (otherwise the test times out here)
+  t.same(lines, [], 'an operation nobody ran has no log lines');
 });
