@@ -16,8 +16,10 @@ t.teardown(() => api.close());
 
 const tenant = await api.signup();
 // Test double of the runtime side: an upstream that answers with the size of what it received.
+let hanging: () => void = () => {};
+const hangReached = new Promise<void>((resolve) => { hanging = resolve; });
 const upstream = http.createServer((req, res) => {
-  if (req.url === '/api/hang') return; // never answers: a request in flight at shutdown
+  if (req.url === '/api/hang') return hanging(); // never answers: a request in flight at shutdown
   let n = 0;
   req.on('data', (c: Buffer) => { n += c.length; });
   req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ received: n })));
@@ -61,7 +63,7 @@ t.test('shutdown of the tunnel server: a request in flight and a new one get 503
   const url = `${base}/v1/tenants/${tenant.tenantId}/runtime/api/hang`;
   const headers = { authorization: `Bearer ${tenant.apiKey}` };
   const inFlight = fetch(url, { headers });
-  await new Promise((resolve) => setTimeout(resolve, 300)); // forwarded and waiting for the runtime
+  await hangReached; // forwarded through the tunnel and waiting at the runtime's upstream
   await api.ctx.tunnel.close();
   const cut = await inFlight;
   t.equal(cut.status, 503);

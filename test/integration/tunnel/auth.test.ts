@@ -51,7 +51,11 @@ void t.test('a tunnel client with a bad token reports the rejection', async (t) 
   await bad.close();
 });
 
-void t.test('a tenant key reaches only its own tenant\'s runtime', async (t) => {
+// The access decision here is the harness's TEST DOUBLE (StubCallers.canAccessTenant); what this
+// checks is that the forwarding route obeys it: refused callers get 404 and nothing is forwarded.
+// The real app's roles on this route (a runtime key is 403 there) are tested through the real
+// access check in test/integration/api/runtime-tunnel.test.ts and authorization.test.ts.
+void t.test('the forwarding route answers 404 TENANT_NOT_FOUND to every caller the access check refuses', async (t) => {
   const keyA = callers.add('tenant', tenantA);
   const keyB = callers.add('tenant', tenantB);
   t.equal((await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, { headers: { authorization: `Bearer ${keyA}` } })).status, 200);
@@ -59,7 +63,8 @@ void t.test('a tenant key reaches only its own tenant\'s runtime', async (t) => 
   t.equal(cross.status, 404, "tenant B's key on tenant A's route");
   t.equal(errCode(cross), 'TENANT_NOT_FOUND');
   const runtimeKey = callers.add('runtime', tenantA);
-  t.equal((await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, { headers: { authorization: `Bearer ${runtimeKey}` } })).status, 404, 'runtime keys may not use the route');
+  t.equal((await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, { headers: { authorization: `Bearer ${runtimeKey}` } })).status, 404,
+    'a runtime key, which the access double refuses, gets 404');
   t.equal((await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`)).status, 401, 'no key');
   const op = callers.add('operator');
   t.equal((await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, { headers: { authorization: `Bearer ${op}` } })).status, 200, 'operators reach any runtime');
