@@ -28,7 +28,7 @@ void t.test('a receiver that stops reading holds at most one window; the sender 
     client.close(1000, 'done');
     await new Promise((resolve) => wss.close(resolve));
   });
-  await until(() => server.ready && client.ready, 2000, 'hello exchanged');
+  await until(() => server.ready && client.ready, 10_000, 'hello exchanged');
 
   let produced = 0;
   client.on('stream', (stream) => {

@@ -83,7 +83,7 @@ void t.test('tunnel client: a GET on a reused router connection that is reset is
     await cp.close();
   });
   await connected(client);
-  await until(() => cp.tunnel.status(tenantId).connected, 5000, 'server sees the tunnel');
+  await until(() => cp.tunnel.status(tenantId).connected, 10_000, 'server sees the tunnel');
   const base = `${cp.base}/v1/tenants/${tenantId}/runtime`;
   for (let i = 0; i < 3; i++) {
     const res = await request(`${base}/api/x`, { headers: admin });

@@ -24,7 +24,7 @@ async function heldRequest(t: { teardown(fn: () => unknown): void }, limits: Par
   const headers = { authorization: `Bearer ${callers.add('admin')}` };
   const base = `${cp.base}/v1/tenants/${tenantId}/runtime`;
   const held = request(`${base}/api/test/barrier?n=1000`, { headers });
-  await until(() => rt.state.barrierWaiting.length === 1, 3000, 'request held at the runtime');
+  await until(() => rt.state.barrierWaiting.length === 1, 10_000, 'request held at the runtime');
   return { tenantId, token, cp, rt, headers, base, held };
 }
 
@@ -169,7 +169,7 @@ void t.test('a runtime that does not understand goaway is closed with going-away
   await new Promise((resolve) => ws.once('open', resolve));
   // A hello without `features`, as a runtime of an earlier release sends it.
   ws.send(encodeFrame({ type: 'hello', streamId: 0, hello: { version: PROTOCOL_VERSION, window: 65536, maxMessageBytes: 1 << 20, maxStreams: 8 } }));
-  await until(() => cp.tunnel.status(tenantId).connected, 3000, 'tunnel up');
+  await until(() => cp.tunnel.status(tenantId).connected, 10_000, 'tunnel up');
   const frames: string[] = [];
   ws.on('message', (data: Buffer) => frames.push(decodeFrame(data).type));
   const code = new Promise<number>((resolve) => ws.once('close', resolve));
@@ -186,7 +186,7 @@ void t.test('a replaced connection finishes its open requests, takes no new ones
   const second = await startRuntime(tenantId, cp, token);
   t.teardown(() => second.close());
   await connected(second.client);
-  await until(() => cp.tunnel.status(tenantId).connected && second.client.connected, 3000, 'the second runtime holds the tunnel');
+  await until(() => cp.tunnel.status(tenantId).connected && second.client.connected, 10_000, 'the second runtime holds the tunnel');
   const fresh = await request(`${base}/webhooks/hook`, { method: 'POST', headers, body: Buffer.from('x') });
   t.equal(fresh.status, 200);
   t.equal(second.webhooks.length, 1, 'new requests go to the new connection');
@@ -201,7 +201,7 @@ void t.test('a replaced connection finishes its open requests, takes no new ones
 void t.test('a runtime closing with a grace lets its open requests finish first', async (t) => {
   const { tenantId, cp, rt, headers, base, held } = await heldRequest(t);
   const closing = rt.client.close({ graceMs: 5000 });
-  await until(() => !cp.tunnel.status(tenantId).connected, 3000, 'the control plane routes nothing new to it');
+  await until(() => !cp.tunnel.status(tenantId).connected, 10_000, 'the control plane routes nothing new to it');
   const fresh = await request(`${base}/api/runtime`, { headers });
   t.equal(fresh.status, 503, 'a new request is not sent to a runtime that is going away');
   t.equal((json(fresh) as { error: { code: string } }).error.code, 'RUNTIME_UNREACHABLE');

@@ -35,7 +35,7 @@ async function rawTunnel(): Promise<WebSocket> {
   ws.on('error', () => {});
   await new Promise((resolve) => ws.once('open', resolve));
   ws.send(encodeFrame({ type: 'hello', streamId: 0, hello: { version: PROTOCOL_VERSION, window: 65536, maxMessageBytes: 1 << 20, maxStreams: 10 } }));
-  await until(() => cp.tunnel.status(other).connected, 2000, 'raw tunnel registered');
+  await until(() => cp.tunnel.status(other).connected, 10_000, 'raw tunnel registered');
   return ws;
 }
 
@@ -101,14 +101,14 @@ void t.test('a response head over the limit from the runtime → 502, the tunnel
 
 void t.test('more concurrent requests than maxStreams → 503 RUNTIME_BUSY for the extra one', async (t) => {
   const held = Array.from({ length: 5 }, () => request(`${base}/api/test/barrier?n=1000`, { headers: admin }));
-  await until(() => runtime.state.barrierWaiting.length === 5, 3000, 'five requests held at the runtime');
+  await until(() => runtime.state.barrierWaiting.length === 5, 10_000, 'five requests held at the runtime');
   const extra = await request(`${base}/api/runtime`, { headers: admin });
   t.equal(extra.status, 503);
   t.equal(code(extra), 'RUNTIME_BUSY');
   for (const release of runtime.state.barrierWaiting.splice(0)) release();
   const statuses = (await Promise.all(held)).map((r) => r.status);
   t.same(statuses, [200, 200, 200, 200, 200], 'the five held requests are answered normally');
-  await until(() => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0, 2000, 'streams released');
+  await until(() => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0, 10_000, 'streams released');
   t.equal(await stillServing(), 200);
 });
 
@@ -161,7 +161,7 @@ void t.test('a chunked request body that grows past the limit → 413 naming the
   t.equal(res.status, 413);
   t.equal(code(res), 'PAYLOAD_TOO_LARGE');
   t.match((json(res) as { error: { message: string } }).error.message, `limit of ${LIMIT} bytes`);
-  await until(() => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0, 2000, 'the stream was reset');
+  await until(() => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0, 10_000, 'the stream was reset');
   t.equal(cp.tunnel.status(tenantId).connected, true);
   t.equal(await stillServing(), 200);
 });

@@ -71,7 +71,7 @@ void t.test('500 concurrent streams on one tunnel', async (t) => {
   for (const release of runtime.state.barrierWaiting.splice(0)) release();
   const results = await pending;
   t.equal(results.filter((r) => r.status === 200).length, 500, 'all 500 answered');
-  await until(() => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0, 5000, 'streams released');
+  await until(() => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0, 10_000, 'streams released');
   t.equal((await request(`${base}/api/runtime`, { headers: auth })).status, 200, 'still serving afterwards');
 });
 
