@@ -79,7 +79,7 @@ t.test('tunnel limits: defaults from the tunnel server, each one settable, bad v
     [{ PROVISIONER_TUNNEL_MAX_CHUNK_BYTES: '1048576' }, 'PROVISIONER_TUNNEL_MAX_CHUNK_BYTES', /leaves no room for the frame header/],
     [{ PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES: '16384', PROVISIONER_TUNNEL_MAX_CHUNK_BYTES: '8192' }, 'PROVISIONER_TUNNEL_MAX_HEADER_BYTES', /does not fit/],
     [{ PROVISIONER_TUNNEL_HEARTBEAT_SECONDS: '0' }, 'PROVISIONER_TUNNEL_HEARTBEAT_SECONDS', /outside 1\.\.3600/],
-    [{ PROVISIONER_TUNNEL_DRAIN_SECONDS: '-1' }, 'PROVISIONER_TUNNEL_DRAIN_SECONDS', /./],
+    [{ PROVISIONER_TUNNEL_DRAIN_SECONDS: '-1' }, 'PROVISIONER_TUNNEL_DRAIN_SECONDS', /'-1' is not a whole number/],
   ];
   for (const [env, variable, message] of bad) refused(t, env, variable, message);
 });
