@@ -1,73 +1,144 @@
 /**
- * One error type for the whole provisioner. Every failure a client can see has a stable `code`,
- * an HTTP status and a message that says what was wrong and what to do; `field` names the input
- * at fault where there is one. 5xx details stay in the logs (see http/error-handler.ts).
+ * Every error code the provisioner answers with, in one closed list: each code's HTTP status and
+ * when it is used. The codes are part of the public API (docs/api.md lists each; a unit test
+ * keeps the two equal): never rename one, add new ones here.
+ *
+ * One error type for the whole provisioner, AppError, is built from a code of this list (an
+ * unknown code does not compile) and takes its status from it. Every failure a client can see has
+ * a message that says what was wrong and what to do; `field` names the input at fault where there
+ * is one. 5xx details stay in the logs (see http/error-handler.ts).
  */
+export const ERROR_CODES = {
+  VALIDATION_FAILED: { status: 400, description: 'a field is missing, unknown, of the wrong type or format (`field` names it)' },
+  INVALID_JSON: { status: 400, description: 'the body is not JSON (or empty with a JSON content type)' },
+  INVALID_CONTENT_LENGTH: { status: 400, description: 'Content-Length does not match the body' },
+  INVALID_CURSOR: { status: 400, description: 'a pagination cursor was altered or belongs to another listing' },
+  UNKNOWN_PLAN: { status: 400, description: 'the plan does not exist; the message lists those that do' },
+  UNKNOWN_RUNTIME_VERSION: { status: 400, description: 'the runtime version is not in the catalog; the message says where the catalog is' },
+  UNKNOWN_REGION: { status: 400, description: 'no root cluster is registered in the region; the message lists those that are' },
+  BAD_REQUEST: { status: 400, description: 'another malformed request (the status is the one the HTTP layer reported, 4xx)' },
+  REQUEST_CANCELLED: { status: 400, description: 'the caller cancelled a request forwarded to a runtime' },
+  UNSUPPORTED_TUNNEL_PROTOCOL: { status: 400, description: 'a tunnel upgrade did not offer the tunnel WebSocket subprotocol' },
+  UNAUTHENTICATED: { status: 401, description: 'no or malformed `Authorization` header' },
+  INVALID_API_KEY: { status: 401, description: 'unknown or revoked key' },
+  FORBIDDEN: { status: 403, description: 'the role may not call the route' },
+  TENANT_NOT_FOUND: { status: 404, description: 'no such tenant (or one a tenant key may not see)' },
+  OPERATION_NOT_FOUND: { status: 404, description: 'no such operation (or one a tenant key may not see)' },
+  CLUSTER_NOT_FOUND: { status: 404, description: 'no root cluster of that name' },
+  API_KEY_NOT_FOUND: { status: 404, description: 'no API key with that id' },
+  RUNTIME_VERSION_NOT_FOUND: { status: 404, description: 'the runtime version is not in the catalog' },
+  ROUTE_NOT_FOUND: { status: 404, description: 'no route for this method and path' },
+  ORGANIZATION_TAKEN: { status: 409, description: 'a live tenant already has the organization name' },
+  CLUSTER_EXISTS: { status: 409, description: 'a root cluster of that name is already registered' },
+  TENANT_DELETED: { status: 409, description: 'the tenant is deleted; only reads are allowed' },
+  IDEMPOTENCY_KEY_REUSED: { status: 409, description: 'the Idempotency-Key was used with another body' },
+  IDEMPOTENCY_KEY_IN_PROGRESS: { status: 409, description: 'a request with the Idempotency-Key is still being processed; retry shortly' },
+  CANNOT_REVOKE_OWN_KEY: { status: 409, description: 'a key tried to revoke itself' },
+  PAYLOAD_TOO_LARGE: { status: 413, description: 'body over `PROVISIONER_BODY_LIMIT`, or over the tunnel\'s request body limit (the message names it)' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'not `application/json`' },
+  RUNTIME_VERSION_UNAVAILABLE: { status: 422, description: 'withdrawn (or deprecated, for tenants and signups)' },
+  UPGRADE_PATH_REFUSED: { status: 422, description: '`details.path` lists the versions to go through' },
+  RATE_LIMITED: { status: 429, description: 'with `Retry-After`' },
+  REQUEST_HEADERS_TOO_LARGE: { status: 431, description: 'the headers of a request forwarded to a runtime are too large for the tunnel' },
+  INTERNAL: { status: 500, description: 'details only in the server log' },
+  RUNTIME_BAD_RESPONSE: { status: 502, description: 'the runtime\'s response was refused or broke the tunnel protocol' },
+  RUNTIME_UPSTREAM_ERROR: { status: 502, description: 'the runtime could not serve the request' },
+  RUNTIME_DISCONNECTED: { status: 502, description: 'the runtime disconnected during the request' },
+  RUNTIME_UNREACHABLE: { status: 503, description: 'the tenant\'s runtime has no tunnel (or the replica holding it cannot be reached)' },
+  RUNTIME_BUSY: { status: 503, description: 'the tunnel has as many requests in flight as it allows' },
+  SHUTTING_DOWN: { status: 503, description: 'the replica is shutting down; retry (another replica serves it)' },
+  AUTH_TIMEOUT: { status: 503, description: 'a tunnel upgrade\'s authentication took too long' },
+  AUTH_UNAVAILABLE: { status: 503, description: 'a tunnel upgrade could not be authenticated right now' },
+  RUNTIME_TIMEOUT: { status: 504, description: 'the runtime did not answer in time' },
+} as const satisfies Record<string, { status: number; description: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The HTTP status a code answers with. */
+export function statusOf(code: ErrorCode): number {
+  return ERROR_CODES[code].status;
+}
+
+export interface AppErrorOptions {
+  field?: string;
+  details?: Record<string, unknown>;
+  cause?: unknown;
+  /** Only for BAD_REQUEST, which keeps the 4xx status the HTTP layer reported. */
+  status?: number;
+}
+
 export class AppError extends Error {
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly statusCode: number;
   readonly field: string | undefined;
   readonly details: Record<string, unknown> | undefined;
 
-  constructor(
-    code: string,
-    statusCode: number,
-    message: string,
-    opts: { field?: string; details?: Record<string, unknown>; cause?: unknown } = {},
-  ) {
+  constructor(code: ErrorCode, message: string, opts: AppErrorOptions = {}) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'AppError';
     this.code = code;
-    this.statusCode = statusCode;
+    this.statusCode = opts.status ?? statusOf(code);
     this.field = opts.field;
     this.details = opts.details;
   }
 }
 
-type Opts = { field?: string; details?: Record<string, unknown>; cause?: unknown };
+/** What `errors.notFound` may be asked about, and the code each answers with. */
+const NOT_FOUND = {
+  tenant: 'TENANT_NOT_FOUND',
+  operation: 'OPERATION_NOT_FOUND',
+  cluster: 'CLUSTER_NOT_FOUND',
+  'API key': 'API_KEY_NOT_FOUND',
+  'runtime version': 'RUNTIME_VERSION_NOT_FOUND',
+} as const satisfies Record<string, ErrorCode>;
 
-/** Factories, one per stable code. The code strings are part of the public API: never rename. */
+/** Factories for the errors built in more than one place or with a message worth keeping in one place. */
 export const errors = {
   validation: (message: string, field?: string, details?: Record<string, unknown>) =>
-    new AppError('VALIDATION_FAILED', 400, message, { ...(field ? { field } : {}), ...(details ? { details } : {}) }),
-  invalidJson: (message: string) => new AppError('INVALID_JSON', 400, message),
+    new AppError('VALIDATION_FAILED', message, { ...(field ? { field } : {}), ...(details ? { details } : {}) }),
+  invalidJson: (message: string) => new AppError('INVALID_JSON', message),
+  invalidContentLength: () => new AppError('INVALID_CONTENT_LENGTH', 'Content-Length does not match the body'),
+  badRequest: (status: number, message: string) => new AppError('BAD_REQUEST', message, { status }),
   unsupportedMediaType: (type: string) =>
-    new AppError('UNSUPPORTED_MEDIA_TYPE', 415, `content type '${type}' is not supported: send application/json`),
-  payloadTooLarge: (limit: number) =>
-    new AppError('PAYLOAD_TOO_LARGE', 413, `request body is larger than the limit of ${limit} bytes`),
+    new AppError('UNSUPPORTED_MEDIA_TYPE', `content type '${type}' is not supported: send application/json`),
+  /** 413 naming the limit when it is known (`details.limit`). */
+  payloadTooLarge: (message = 'request body is too large', limit?: number) =>
+    new AppError('PAYLOAD_TOO_LARGE', message, limit === undefined ? {} : { details: { limit } }),
   invalidCursor: () =>
-    new AppError('INVALID_CURSOR', 400, 'cursor is not valid: pass back the nextCursor value from a previous page unchanged', { field: 'cursor' }),
+    new AppError('INVALID_CURSOR', 'cursor is not valid: pass back the nextCursor value from a previous page unchanged', { field: 'cursor' }),
   unauthenticated: (message = 'missing or malformed Authorization header: send "Authorization: Bearer <api key>"') =>
-    new AppError('UNAUTHENTICATED', 401, message),
-  invalidKey: () => new AppError('INVALID_API_KEY', 401, 'API key is not valid or has been revoked'),
-  forbidden: (message: string) => new AppError('FORBIDDEN', 403, message),
-  notFound: (what: string, id: string) => new AppError(`${what.toUpperCase().replace(/[^A-Z]+/g, '_')}_NOT_FOUND`, 404, `${what} '${id}' was not found`),
-  routeNotFound: (method: string, url: string) => new AppError('ROUTE_NOT_FOUND', 404, `no route ${method} ${url}`),
-  conflict: (code: string, message: string, opts: Opts = {}) => new AppError(code, 409, message, opts),
+    new AppError('UNAUTHENTICATED', message),
+  invalidKey: () => new AppError('INVALID_API_KEY', 'API key is not valid or has been revoked'),
+  forbidden: (message: string) => new AppError('FORBIDDEN', message),
+  notFound: (what: keyof typeof NOT_FOUND, id: string) => new AppError(NOT_FOUND[what], `${what} '${id}' was not found`),
+  routeNotFound: (method: string, url: string) => new AppError('ROUTE_NOT_FOUND', `no route ${method} ${url}`),
   tenantDeleted: (id: string) =>
-    new AppError('TENANT_DELETED', 409, `tenant '${id}' has been deleted; only reads are allowed on a deleted tenant`),
+    new AppError('TENANT_DELETED', `tenant '${id}' has been deleted; only reads are allowed on a deleted tenant`),
   organizationTaken: (org: string) =>
-    new AppError('ORGANIZATION_TAKEN', 409, `organization '${org}' is already registered`, { field: 'organization' }),
+    new AppError('ORGANIZATION_TAKEN', `organization '${org}' is already registered`, { field: 'organization' }),
+  clusterExists: (name: string) => new AppError('CLUSTER_EXISTS', `cluster '${name}' is already registered`, { field: 'name' }),
+  cannotRevokeOwnKey: () => new AppError('CANNOT_REVOKE_OWN_KEY', 'a key cannot revoke itself; use another admin key'),
   idempotencyMismatch: () =>
-    new AppError('IDEMPOTENCY_KEY_REUSED', 409, 'Idempotency-Key was already used with a different request body; use a new key for a new request', { field: 'Idempotency-Key' }),
+    new AppError('IDEMPOTENCY_KEY_REUSED', 'Idempotency-Key was already used with a different request body; use a new key for a new request', { field: 'Idempotency-Key' }),
   idempotencyInProgress: () =>
-    new AppError('IDEMPOTENCY_KEY_IN_PROGRESS', 409, 'a request with this Idempotency-Key is still being processed; retry shortly', { field: 'Idempotency-Key' }),
+    new AppError('IDEMPOTENCY_KEY_IN_PROGRESS', 'a request with this Idempotency-Key is still being processed; retry shortly', { field: 'Idempotency-Key' }),
   unknownRegion: (region: string, known: readonly string[]) =>
-    new AppError('UNKNOWN_REGION', 400, known.length > 0
+    new AppError('UNKNOWN_REGION', known.length > 0
       ? `region '${region}' has no root cluster; choose one of: ${known.join(', ')}`
       : `region '${region}' has no root cluster (none is registered yet)`, { field: 'region' }),
   unknownPlan: (plan: string, known: readonly string[]) =>
-    new AppError('UNKNOWN_PLAN', 400, `plan '${plan}' does not exist; choose one of: ${known.join(', ')}`, { field: 'plan' }),
+    new AppError('UNKNOWN_PLAN', `plan '${plan}' does not exist; choose one of: ${known.join(', ')}`, { field: 'plan' }),
   unknownVersion: (version: string, field = 'runtimeVersion') =>
-    new AppError('UNKNOWN_RUNTIME_VERSION', 400, `runtime version '${version}' is not in the catalog (GET /v1/runtime-versions lists them)`, { field }),
+    new AppError('UNKNOWN_RUNTIME_VERSION', `runtime version '${version}' is not in the catalog (GET /v1/runtime-versions lists them)`, { field }),
   versionUnavailable: (version: string, availability: string, field = 'runtimeVersion') =>
-    new AppError('RUNTIME_VERSION_UNAVAILABLE', 422, `runtime version '${version}' is ${availability} and cannot be installed`, { field }),
+    new AppError('RUNTIME_VERSION_UNAVAILABLE', `runtime version '${version}' is ${availability} and cannot be installed`, { field }),
   upgradeRefused: (message: string, path: readonly string[], field = 'version') =>
-    new AppError('UPGRADE_PATH_REFUSED', 422, message, { field, details: { path } }),
+    new AppError('UPGRADE_PATH_REFUSED', message, { field, details: { path } }),
   rateLimited: (retryAfterSeconds: number) =>
-    new AppError('RATE_LIMITED', 429, `too many requests; retry in ${retryAfterSeconds} s`),
-  unavailable: (code: string, message: string) => new AppError(code, 503, message),
-  internal: (cause?: unknown) => new AppError('INTERNAL', 500, 'internal error', { cause }),
+    new AppError('RATE_LIMITED', `too many requests; retry in ${retryAfterSeconds} s`),
+  runtimeUnreachable: (message: string) => new AppError('RUNTIME_UNREACHABLE', message),
+  requestCancelled: () => new AppError('REQUEST_CANCELLED', 'the request was cancelled'),
+  internal: (cause?: unknown) => new AppError('INTERNAL', 'internal error', { cause }),
 };
 
 export function isAppError(err: unknown): err is AppError {

@@ -51,19 +51,19 @@ export function toAppError(err: FastifyError & { validation?: AjvError[]; valida
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return errors.unsupportedMediaType(String(err.message.split(': ').at(-1) ?? ''));
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new AppError('PAYLOAD_TOO_LARGE', 413, 'request body is too large');
+      return errors.payloadTooLarge();
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return errors.invalidJson("body is empty but content-type is 'application/json': send a JSON object");
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return errors.invalidJson('body is not valid JSON');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return new AppError('INVALID_CONTENT_LENGTH', 400, 'Content-Length does not match the body');
+      return errors.invalidContentLength();
     default:
   }
   if (err instanceof SyntaxError && err.statusCode === 400) return errors.invalidJson('body is not valid JSON');
   if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
-    if (err.statusCode === 429) return new AppError('RATE_LIMITED', 429, err.message);
-    return new AppError('BAD_REQUEST', err.statusCode, err.message);
+    if (err.statusCode === 429) return new AppError('RATE_LIMITED', err.message);
+    return errors.badRequest(err.statusCode, err.message);
   }
   return errors.internal(err);
 }
@@ -85,6 +85,6 @@ export function installErrorHandler(app: FastifyInstance): void {
   });
   app.setNotFoundHandler((request, reply) => {
     const err = errors.routeNotFound(request.method, request.url.split('?')[0]!);
-    return reply.status(404).send({ error: { code: err.code, message: err.message, requestId: request.id } });
+    return reply.status(err.statusCode).send({ error: { code: err.code, message: err.message, requestId: request.id } });
   });
 }

@@ -6,6 +6,7 @@ import { Type, type Static, type TSchema } from 'typebox';
 import { PHASES, OPERATION_KINDS } from '../store/tenants.ts';
 import { OPERATION_STATES } from '../store/operations.ts';
 import { AVAILABILITIES } from '../store/versions.ts';
+import { ERROR_CODES, type ErrorCode } from '../errors.ts';
 
 export const StringEnum = <T extends readonly string[]>(values: T, opts: { description?: string } = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...opts });
@@ -21,7 +22,7 @@ export const Semver = Type.String({ pattern: '^\\d+\\.\\d+\\.\\d+$', maxLength: 
 
 export const ErrorBody = Type.Object({
   error: Type.Object({
-    code: Type.String(),
+    code: StringEnum(Object.keys(ERROR_CODES) as ErrorCode[], { description: 'stable error code (docs/api.md lists them)' }),
     message: Type.String(),
     field: Type.Optional(Type.String()),
     details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),

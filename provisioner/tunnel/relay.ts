@@ -46,7 +46,7 @@ export interface RelayResponse {
 }
 
 function unreachable(input: RelayInput, detail: string): AppError {
-  return errors.unavailable('RUNTIME_UNREACHABLE',
+  return errors.runtimeUnreachable(
     `the runtime of tenant '${input.tenantId}' is connected to provisioner replica ${input.owner.replicaId}, which could not be reached (${detail}); retry shortly`);
 }
 
@@ -69,7 +69,7 @@ export function relayToReplica(input: RelayInput): Promise<RelayResponse> {
     };
     const onAbort = (): void => {
       req.destroy();
-      fail(new AppError('REQUEST_CANCELLED', 400, 'the request was cancelled'));
+      fail(errors.requestCancelled());
     };
     input.signal.addEventListener('abort', onAbort, { once: true });
     req.on('timeout', () => req.destroy(new Error(settled ? `response idle for ${input.idleTimeoutMs} ms` : `no response within ${input.timeoutMs} ms`)));

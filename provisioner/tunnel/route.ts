@@ -59,7 +59,7 @@ export function runtimePath(rawUrl: string): string {
 /** 413 naming the limit (PAYLOAD_TOO_LARGE, as for the provisioner's own JSON bodies). */
 export function requestBodyTooLarge(limit: number, declared?: number): AppError {
   const size = declared === undefined ? 'request body is' : `request body of ${declared} bytes is`;
-  return new AppError('PAYLOAD_TOO_LARGE', 413, `${size} larger than the limit of ${limit} bytes for requests forwarded to a runtime`, { details: { limit } });
+  return errors.payloadTooLarge(`${size} larger than the limit of ${limit} bytes for requests forwarded to a runtime`, limit);
 }
 
 class BodyTooLarge extends Error {}
@@ -79,8 +79,8 @@ function limitBody(body: Readable, limit: number): Readable {
 }
 
 export function appErrorFromTunnel(err: TunnelError): AppError {
-  if (err.code === 'RUNTIME_UNREACHABLE') return errors.unavailable('RUNTIME_UNREACHABLE', err.message);
-  return new AppError(err.code, err.statusCode === 499 ? 400 : err.statusCode, err.message, { cause: err });
+  if (err.code === 'RUNTIME_UNREACHABLE') return errors.runtimeUnreachable(err.message);
+  return new AppError(err.code, err.message, { cause: err });
 }
 
 export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, opts) => {

@@ -16,6 +16,7 @@ import { CloseCode, type HeaderList, ResetCode, SUBPROTOCOL, TUNNEL_PATH } from 
 import { startHeartbeat } from '../../runtime/protocol/heartbeat.ts';
 import { Mux, type TunnelStream, TunnelStreamError } from '../../runtime/protocol/mux.ts';
 import { REQUEST_TOKEN_HEADER } from '../../runtime/protocol/request-token.ts';
+import { statusOf, type ErrorCode } from '../errors.ts';
 import { DEFAULT_TUNNEL_LIMITS, tunnelLimitProblems, type TunnelLimits } from './limits.ts';
 import { TunnelRegistry, type TunnelConnection } from './registry.ts';
 import type { RequestSigner } from './request-token.ts';
@@ -63,8 +64,8 @@ export interface ForwardResponse {
   stream: TunnelStream;
 }
 
-/** Codes of forward() failures before a response head arrived. */
-export type TunnelErrorCode =
+/** Codes of forward() failures before a response head arrived (from the provisioner's list, errors.ts). */
+export type TunnelErrorCode = Extract<ErrorCode,
   | 'RUNTIME_UNREACHABLE'
   | 'RUNTIME_BUSY'
   | 'RUNTIME_TIMEOUT'
@@ -73,16 +74,17 @@ export type TunnelErrorCode =
   | 'RUNTIME_UPSTREAM_ERROR'
   | 'RUNTIME_DISCONNECTED'
   | 'REQUEST_CANCELLED'
-  | 'SHUTTING_DOWN';
+  | 'SHUTTING_DOWN'>;
 
 export class TunnelError extends Error {
   readonly code: TunnelErrorCode;
+  /** The HTTP status the code answers with (errors.ts). */
   readonly statusCode: number;
-  constructor(code: TunnelErrorCode, statusCode: number, message: string, cause?: unknown) {
+  constructor(code: TunnelErrorCode, message: string, cause?: unknown) {
     super(message, cause === undefined ? undefined : { cause });
     this.name = 'TunnelError';
     this.code = code;
-    this.statusCode = statusCode;
+    this.statusCode = statusOf(code);
   }
 }
 
@@ -143,9 +145,10 @@ export interface TunnelServer {
   close(): Promise<void>;
 }
 
-function reject(socket: Duplex, status: number, reason: string, message: string, extra: Record<string, string> = {}): void {
+function reject(socket: Duplex, code: ErrorCode, message: string, extra: Record<string, string> = {}): void {
   if (socket.destroyed) return;
-  const body = JSON.stringify({ error: { code: reason, message } });
+  const status = statusOf(code);
+  const body = JSON.stringify({ error: { code, message } });
   const headers = [
     `HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : status === 400 ? 'Bad Request' : status === 503 ? 'Service Unavailable' : 'Error'}`,
     'Connection: close',
@@ -164,22 +167,22 @@ function bearer(header: string | undefined): string | null {
 function errorFromReset(err: TunnelStreamError, headSent: boolean): TunnelError {
   switch (err.code) {
     case ResetCode.refused:
-      return new TunnelError('RUNTIME_BUSY', 503, `the runtime is busy: ${err.message}; retry shortly`, err);
+      return new TunnelError('RUNTIME_BUSY', `the runtime is busy: ${err.message}; retry shortly`, err);
     case ResetCode.timeout:
     case ResetCode.idle:
-      return new TunnelError('RUNTIME_TIMEOUT', 504, `the runtime did not answer in time: ${err.message}`, err);
+      return new TunnelError('RUNTIME_TIMEOUT', `the runtime did not answer in time: ${err.message}`, err);
     case ResetCode.headersTooLarge:
       return !err.remote && headSent
-        ? new TunnelError('RUNTIME_BAD_RESPONSE', 502, `the runtime's response was refused: ${err.message}`, err)
-        : new TunnelError('REQUEST_HEADERS_TOO_LARGE', 431, `request headers are too large: ${err.message}`, err);
+        ? new TunnelError('RUNTIME_BAD_RESPONSE', `the runtime's response was refused: ${err.message}`, err)
+        : new TunnelError('REQUEST_HEADERS_TOO_LARGE', `request headers are too large: ${err.message}`, err);
     case ResetCode.upstream:
-      return new TunnelError('RUNTIME_UPSTREAM_ERROR', 502, `the runtime could not serve the request: ${err.message}`, err);
+      return new TunnelError('RUNTIME_UPSTREAM_ERROR', `the runtime could not serve the request: ${err.message}`, err);
     case ResetCode.connectionLost:
-      return new TunnelError('RUNTIME_DISCONNECTED', 502, `the runtime disconnected during the request: ${err.message}`, err);
+      return new TunnelError('RUNTIME_DISCONNECTED', `the runtime disconnected during the request: ${err.message}`, err);
     case ResetCode.cancelled:
-      return new TunnelError('REQUEST_CANCELLED', 499, 'the request was cancelled', err);
+      return new TunnelError('REQUEST_CANCELLED', 'the request was cancelled', err);
     default:
-      return new TunnelError('RUNTIME_BAD_RESPONSE', 502, `the runtime broke the protocol: ${err.code} ${err.message}`, err);
+      return new TunnelError('RUNTIME_BAD_RESPONSE', `the runtime broke the protocol: ${err.code} ${err.message}`, err);
   }
 }
 
@@ -288,23 +291,23 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     if ((q === -1 ? url : url.slice(0, q)) !== path) return false;
     socket.on('error', () => socket.destroy());
     if (closing) {
-      reject(socket, 503, 'SHUTTING_DOWN', 'the control plane is shutting down; reconnect to another replica', { 'Retry-After': '1' });
+      reject(socket, 'SHUTTING_DOWN', 'the control plane is shutting down; reconnect to another replica', { 'Retry-After': '1' });
       return true;
     }
     const offered = (req.headers['sec-websocket-protocol'] ?? '').split(',').map((s) => s.trim());
     if (!offered.includes(SUBPROTOCOL)) {
-      reject(socket, 400, 'UNSUPPORTED_TUNNEL_PROTOCOL', `offer the WebSocket subprotocol '${SUBPROTOCOL}'`);
+      reject(socket, 'UNSUPPORTED_TUNNEL_PROTOCOL', `offer the WebSocket subprotocol '${SUBPROTOCOL}'`);
       return true;
     }
     const token = bearer(req.headers.authorization);
     if (token === null) {
-      reject(socket, 401, 'UNAUTHENTICATED', 'send "Authorization: Bearer <runtime token>"', { 'WWW-Authenticate': 'Bearer' });
+      reject(socket, 'UNAUTHENTICATED', 'send "Authorization: Bearer <runtime token>"', { 'WWW-Authenticate': 'Bearer' });
       return true;
     }
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      reject(socket, 503, 'AUTH_TIMEOUT', 'authentication took too long; retry');
+      reject(socket, 'AUTH_TIMEOUT', 'authentication took too long; retry');
     }, limits.handshakeTimeoutMs);
     timer.unref();
     opts.authenticate(token).then(
@@ -313,11 +316,11 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
         if (timedOut || socket.destroyed) return;
         if (id === null) {
           log.info({ remoteAddress: req.socket.remoteAddress }, 'tunnel refused: invalid or revoked runtime token');
-          reject(socket, 401, 'INVALID_API_KEY', 'runtime token is not valid or has been revoked', { 'WWW-Authenticate': 'Bearer' });
+          reject(socket, 'INVALID_API_KEY', 'runtime token is not valid or has been revoked', { 'WWW-Authenticate': 'Bearer' });
           return;
         }
         if (closing) {
-          reject(socket, 503, 'SHUTTING_DOWN', 'the control plane is shutting down');
+          reject(socket, 'SHUTTING_DOWN', 'the control plane is shutting down');
           return;
         }
         wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, id, token, req));
@@ -325,20 +328,20 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       (err: unknown) => {
         clearTimeout(timer);
         log.error({ err: err instanceof Error ? err.message : String(err) }, 'tunnel authentication failed');
-        reject(socket, 503, 'AUTH_UNAVAILABLE', 'authentication is unavailable; retry');
+        reject(socket, 'AUTH_UNAVAILABLE', 'authentication is unavailable; retry');
       },
     );
     return true;
   }
 
   const shuttingDown = (cause?: unknown): TunnelError =>
-    new TunnelError('SHUTTING_DOWN', 503, 'the control plane is shutting down; retry the request (another replica will serve it)', cause);
+    new TunnelError('SHUTTING_DOWN', 'the control plane is shutting down; retry the request (another replica will serve it)', cause);
 
   function forward(tenantId: string, request: ForwardRequest): Promise<ForwardResponse> {
     if (closing) return Promise.reject(shuttingDown());
     const conn = registry.get(tenantId);
     if (!conn || !conn.mux.ready) {
-      return Promise.reject(new TunnelError('RUNTIME_UNREACHABLE', 503, `the runtime of tenant '${tenantId}' is not connected; it may be starting or unreachable, retry later`));
+      return Promise.reject(new TunnelError('RUNTIME_UNREACHABLE', `the runtime of tenant '${tenantId}' is not connected; it may be starting or unreachable, retry later`));
     }
     const headers = request.headers.filter(([k]) => k !== REQUEST_TOKEN_HEADER);
     if (opts.signer) {

@@ -67,7 +67,7 @@ export const clusterRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asy
           kubeconfigEnc: ctx.box.encrypt(b.kubeconfig, `cluster/${b.name}`),
         });
       } catch (err) {
-        if (pgCode(err) === '23505') throw errors.conflict('CLUSTER_EXISTS', `cluster '${b.name}' is already registered`, { field: 'name' });
+        if (pgCode(err) === '23505') throw errors.clusterExists(b.name);
         throw err;
       }
       await writeAudit(tx, actorOf(request), { action: 'cluster.register', targetType: 'cluster', targetId: c.name, after: c, requestId: request.id });

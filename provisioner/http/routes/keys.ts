@@ -63,7 +63,7 @@ export const keyRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => async (
     const info = await withTx(ctx.pool, async (tx) => {
       const before = await getKey(tx, request.params.id);
       if (!before) throw errors.notFound('API key', request.params.id);
-      if (before.id === request.auth?.keyId) throw errors.conflict('CANNOT_REVOKE_OWN_KEY', 'a key cannot revoke itself; use another admin key');
+      if (before.id === request.auth?.keyId) throw errors.cannotRevokeOwnKey();
       const after = (await revokeKey(tx, request.params.id))!;
       await writeAudit(tx, actorOf(request), { action: 'key.revoke', targetType: 'api_key', targetId: after.id, before, after, requestId: request.id });
       return after;

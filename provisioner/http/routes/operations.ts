@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { IdParams, StringEnum, withErrors } from '../schemas.ts';
 import { assertTenantAccess } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
-import { errors } from '../../errors.ts';
+import { errors, type ErrorCode } from '../../errors.ts';
 import { getOperation, listOperations, readLog } from '../../store/operations.ts';
 import { getTenantRow } from '../../store/tenants.ts';
 import type { AppContext } from '../context.ts';
@@ -94,7 +94,7 @@ export const operationRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => a
       if (!abort.signal.aborted) send('end', { state: (await getOperation(ctx.pool, op.id))?.state ?? 'unknown' });
     } catch (err) {
       request.log.error({ err }, 'log follow failed');
-      send('error', { code: 'INTERNAL', message: 'log stream failed' });
+      send('error', { code: 'INTERNAL', message: 'log stream failed' } satisfies { code: ErrorCode; message: string });
     } finally {
       clearInterval(keepAlive);
       res.end();

@@ -93,7 +93,7 @@ export async function startControlPlane(
   const app = Fastify({ logger: false, forceCloseConnections: true });
   // TEST DOUBLE of the app's auth hook and error handler, in the app's error shape.
   app.addHook('onRequest', async (request) => {
-    if (!opts.callers.of(request)) throw new AppError('UNAUTHENTICATED', 401, 'missing or unknown API key');
+    if (!opts.callers.of(request)) throw new AppError('UNAUTHENTICATED', 'missing or unknown API key');
   });
   app.setErrorHandler((err: FastifyError | AppError, _request, reply) => {
     const status = err.statusCode ?? 500;
