@@ -49,6 +49,7 @@ export const ERROR_CODES = {
   SHUTTING_DOWN: { status: 503, description: 'the replica is shutting down; retry (another replica serves it)' },
   AUTH_TIMEOUT: { status: 503, description: 'a tunnel upgrade\'s authentication took too long' },
   AUTH_UNAVAILABLE: { status: 503, description: 'a tunnel upgrade could not be authenticated right now' },
+  DATABASE_UNAVAILABLE: { status: 503, description: 'PostgreSQL cannot be reached (an outage or a restart); retry after `Retry-After` seconds' },
   RUNTIME_TIMEOUT: { status: 504, description: 'the runtime did not answer in time' },
 } as const satisfies Record<string, { status: number; description: string }>;
 
@@ -137,6 +138,8 @@ export const errors = {
   rateLimited: (retryAfterSeconds: number) =>
     new AppError('RATE_LIMITED', `too many requests; retry in ${retryAfterSeconds} s`),
   runtimeUnreachable: (message: string) => new AppError('RUNTIME_UNREACHABLE', message),
+  databaseUnavailable: (retryAfterSeconds: number, cause?: unknown) =>
+    new AppError('DATABASE_UNAVAILABLE', `the database is unavailable; retry in ${retryAfterSeconds} s`, { cause }),
   requestCancelled: () => new AppError('REQUEST_CANCELLED', 'the request was cancelled'),
   internal: (cause?: unknown) => new AppError('INTERNAL', 'internal error', { cause }),
 };

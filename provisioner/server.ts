@@ -7,6 +7,7 @@ import type pino from 'pino';
 import type { FastifyInstance } from 'fastify';
 import { loadConfig, type Config } from './config.ts';
 import { SecretBox, loadOrCreateDevKey, loadOrCreateDevPassphrase, loadOrCreateSigningKey } from './crypto.ts';
+import { DatabaseHealth } from './db/availability.ts';
 import { openDatabase, type Database } from './db/database.ts';
 import { leaveShutdownToCaller } from './db/embedded.ts';
 import { createLogger } from './logger.ts';
@@ -67,6 +68,7 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     log: (msg) => logger.info(msg),
+    health: new DatabaseHealth(logger.child({ component: 'database' })),
   });
   if (db.embedded) logger.info({ dataDir: config.dataDir }, 'using embedded PostgreSQL (DATABASE_URL is not set)');
   try {
@@ -82,7 +84,7 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
     const { app, ctx } = await buildApp({ config, pool: db.pool, box, catalog, logger, requestSigningKeyPem: signingKeyPem });
     const url = await app.listen({ port: config.port, host: config.host });
     let reconciler: Reconciler | undefined;
-    const writePool = createWritePool(db.url, Math.max(4, config.reconciler.workers + 2));
+    const writePool = createWritePool(db.url, Math.max(4, config.reconciler.workers + 2), db.health);
     try {
       reconciler = await startReconciler(config, db, writePool, box, logger, ctx.requestSigningPublicKeyPem);
     } catch (err) {
@@ -99,14 +101,27 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
           reconciler?.stop({ graceMs: config.reconciler.shutdownGraceSeconds * 1000 }),
           app.close(),
         ]);
-        await writePool.end();
-        await db.close();
+        // The database's part is bounded: a database that is gone or hangs costs at most this.
+        await within(DATABASE_CLOSE_MS, Promise.allSettled([writePool.end(), db.close()]), () =>
+          logger.warn({ afterMs: DATABASE_CLOSE_MS }, 'the database connections did not close in time; leaving them'));
       },
     };
   } catch (err) {
     await db.close();
     throw err;
   }
+}
+
+/** Longest wait for the database connections (and an embedded server) to close at shutdown. */
+const DATABASE_CLOSE_MS = 1_500;
+
+/** Waits for `work` at most `ms`; calls `late` when it gave up. */
+async function within(ms: number, work: Promise<unknown>, late: () => void): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(true), ms); });
+  const outcome = await Promise.race([work.then(() => false), timedOut]);
+  clearTimeout(timer);
+  if (outcome) late();
 }
 
 /** Secrets the Pulumi CLI may print (its errors quote the backend URL): masked in operation logs. */

@@ -4,6 +4,7 @@
  */
 import { join } from 'node:path';
 import pg from 'pg';
+import { CONNECT_TIMEOUT_MS, DatabaseHealth, guardPool } from './availability.ts';
 import { startEmbeddedPostgres, type EmbeddedServer } from './embedded.ts';
 import { migrate } from './migrate.ts';
 
@@ -14,14 +15,15 @@ export interface Database {
   pool: pg.Pool;
   url: string;
   embedded: boolean;
+  /** Whether the database answers (shared by every pool of this database). */
+  health: DatabaseHealth;
   close(): Promise<void>;
 }
 
-export function createPool(url: string, max = 20): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000 });
-  // An idle client that loses its server must not crash the process; the pool replaces it.
-  pool.on('error', () => {});
-  return pool;
+/** A pool whose clients' errors are handled, idle or checked out (db/availability.ts). */
+export function createPool(url: string, max = 20, health?: DatabaseHealth): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  return guardPool(pool, health);
 }
 
 export async function openDatabase(opts: {
@@ -29,14 +31,16 @@ export async function openDatabase(opts: {
   dataDir: string;
   log?: (msg: string) => void;
   poolSize?: number;
+  health?: DatabaseHealth;
 }): Promise<Database> {
+  const health = opts.health ?? new DatabaseHealth();
   let embedded: EmbeddedServer | undefined;
   let url = opts.databaseUrl;
   if (url === undefined) {
     embedded = await startEmbeddedPostgres(join(opts.dataDir, 'postgres'), opts.log);
     url = embedded.url;
   }
-  const pool = createPool(url, opts.poolSize);
+  const pool = createPool(url, opts.poolSize, health);
   try {
     await migrate(pool);
   } catch (err) {
@@ -48,6 +52,7 @@ export async function openDatabase(opts: {
     pool,
     url,
     embedded: embedded !== undefined,
+    health,
     async close() {
       await pool.end();
       await embedded?.stop();

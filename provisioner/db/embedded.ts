@@ -87,6 +87,7 @@ async function makeSearchable(paths: string[], log: (msg: string) => void): Prom
 export async function startEmbeddedPostgres(
   dir: string,
   log: (msg: string) => void = () => {},
+  opts: { port?: number } = {},
 ): Promise<EmbeddedServer> {
   await mkdir(dir, { recursive: true });
   const pwFile = join(dir, 'pg-password');
@@ -98,7 +99,7 @@ export async function startEmbeddedPostgres(
     password = randomBytes(18).toString('base64url');
     await writeFile(pwFile, password + '\n', { mode: 0o600 });
   }
-  const port = await freePort();
+  const port = opts.port ?? await freePort();
   const isRoot = userInfo().uid === 0;
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({

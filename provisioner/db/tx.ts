@@ -2,19 +2,34 @@ import type pg from 'pg';
 
 export type Queryable = Pick<pg.PoolClient, 'query'>;
 
-/** Runs `fn` in a transaction on one pooled client; rolls back on any error. */
+/**
+ * Runs `fn` in a transaction on one pooled client; rolls back on any error. A client whose
+ * connection fails meanwhile (the server went away) throws from the query in flight, its error
+ * event is handled by the pool's guard (db/availability.ts), and it is dropped, not reused.
+ */
 export async function withTx<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  let broken: Error | undefined;
   try {
     await client.query('BEGIN');
     const out = await fn(client);
     await client.query('COMMIT');
     return out;
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
+    broken = await rollback(client, err);
     throw err;
   } finally {
-    client.release();
+    client.release(broken);
+  }
+}
+
+/** Rolls back; returns an error to release the client with when even that failed (drop it). */
+export async function rollback(client: pg.PoolClient, cause: unknown): Promise<Error | undefined> {
+  try {
+    await client.query('ROLLBACK');
+    return undefined;
+  } catch {
+    return cause instanceof Error ? cause : new Error(String(cause));
   }
 }
 

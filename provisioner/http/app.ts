@@ -12,6 +12,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type pg from 'pg';
 import { advertiseUrl, type Config } from '../config.ts';
 import type { SecretBox } from '../crypto.ts';
+import { healthOf } from '../db/availability.ts';
 import { errors } from '../errors.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { TenantService } from '../tenants/service.ts';
@@ -124,7 +125,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
   app.addHook('onClose', async () => ctx.reads.close());
   registerReadMetrics(metrics, ctx.reads);
 
-  installErrorHandler(app);
+  installErrorHandler(app, { health: healthOf(deps.pool) });
   installValidation(app);
   // JSON only: without this parser text/plain bodies would reach validation instead of a 415.
   app.removeContentTypeParser('text/plain');

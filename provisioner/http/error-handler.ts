@@ -1,10 +1,20 @@
 /**
  * The one error handler: AppErrors keep their code and status; fastify's own 4xx errors
- * (validation, content type, body size, JSON syntax) become AppErrors that name the field;
- * everything else is a 500 whose body says nothing about internals.
+ * (validation, content type, body size, JSON syntax) become AppErrors that name the field; a
+ * database that cannot be reached is 503 DATABASE_UNAVAILABLE; everything else is a 500 whose
+ * body says nothing about internals. Every 503 carries Retry-After and is logged as a warning
+ * without a stack, at most one line per code every few seconds (an outage is one condition, not
+ * an error per request).
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { DATABASE_RETRY_AFTER_SECONDS, isConnectionError, type DatabaseHealth } from '../db/availability.ts';
 import { AppError, errors, isAppError } from '../errors.ts';
+
+/** Retry-After of each 503 code (seconds); others get DEFAULT_RETRY_AFTER_SECONDS. */
+const RETRY_AFTER: Record<string, number> = { DATABASE_UNAVAILABLE: DATABASE_RETRY_AFTER_SECONDS };
+const DEFAULT_RETRY_AFTER_SECONDS = 5;
+/** One warning per 503 code in this window; the next one says how many were left out. */
+const UNAVAILABLE_LOG_WINDOW_MS = 10_000;
 
 interface AjvError {
   instancePath?: string;
@@ -60,6 +70,7 @@ export function toAppError(err: FastifyError & { validation?: AjvError[]; valida
       return errors.invalidContentLength();
     default:
   }
+  if (isConnectionError(err)) return errors.databaseUnavailable(DATABASE_RETRY_AFTER_SECONDS, err);
   if (err instanceof SyntaxError && err.statusCode === 400) return errors.invalidJson('body is not valid JSON');
   if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
     if (err.statusCode === 429) return new AppError('RATE_LIMITED', err.message);
@@ -68,10 +79,42 @@ export function toAppError(err: FastifyError & { validation?: AjvError[]; valida
   return errors.internal(err);
 }
 
-export function installErrorHandler(app: FastifyInstance): void {
+/** Logs at most one line per key per window, counting the ones it leaves out. */
+export class RateLimitedLog {
+  readonly #windowMs: number;
+  readonly #now: () => number;
+  readonly #seen = new Map<string, { at: number; suppressed: number }>();
+
+  constructor(windowMs: number, now: () => number = Date.now) {
+    this.#windowMs = windowMs;
+    this.#now = now;
+  }
+
+  /** Calls `write(suppressed)` when `key` was not written within the window; else counts it. */
+  maybe(key: string, write: (suppressed: number) => void): void {
+    const now = this.#now();
+    const s = this.#seen.get(key);
+    if (s && now - s.at < this.#windowMs) {
+      s.suppressed++;
+      return;
+    }
+    this.#seen.set(key, { at: now, suppressed: 0 });
+    write(s?.suppressed ?? 0);
+  }
+}
+
+export function installErrorHandler(app: FastifyInstance, opts: { health?: DatabaseHealth } = {}): void {
+  const unavailableLog = new RateLimitedLog(UNAVAILABLE_LOG_WINDOW_MS);
   app.setErrorHandler((raw: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const err = toAppError(raw);
-    if (err.statusCode >= 500) request.log.error({ err: raw }, 'request failed');
+    if (err.code === 'DATABASE_UNAVAILABLE') opts.health?.down(err.cause ?? raw);
+    if (err.statusCode === 503) {
+      if (!reply.hasHeader('retry-after')) reply.header('retry-after', String(RETRY_AFTER[err.code] ?? DEFAULT_RETRY_AFTER_SECONDS));
+      unavailableLog.maybe(err.code, (suppressed) => request.log.warn(
+        { code: err.code, url: request.routeOptions.url, ...(suppressed > 0 ? { suppressed } : {}) },
+        suppressed > 0 ? `${err.message} (and ${suppressed} more like it in the last ${UNAVAILABLE_LOG_WINDOW_MS / 1000} s)` : err.message,
+      ));
+    } else if (err.statusCode >= 500) request.log.error({ err: raw }, 'request failed');
     else request.log.info({ code: err.code, field: err.field }, err.message);
     return reply.status(err.statusCode).send({
       error: {

@@ -5,7 +5,7 @@
  * outcome releases the lease. Every write after the claim is fenced by `lease_owner = $owner`.
  */
 import type pg from 'pg';
-import type { Queryable } from '../db/tx.ts';
+import { rollback, type Queryable } from '../db/tx.ts';
 import type { TenantRow } from '../store/tenants.ts';
 import { choosePlacement, type ClusterLoad } from './placement.ts';
 
@@ -142,6 +142,7 @@ export async function takeLeases(
 export async function claimDueTenants(pool: pg.Pool, o: ClaimOptions): Promise<ClaimedTenant[]> {
   if (o.limit <= 0) return [];
   const client = await pool.connect();
+  let broken: Error | undefined;
   try {
     await client.query('BEGIN');
     // Look a little further than the free slots: some candidates may sit on busy clusters.
@@ -188,10 +189,10 @@ export async function claimDueTenants(pool: pg.Pool, o: ClaimOptions): Promise<C
       return { ...t, placement: p.placement, ...(p.message !== undefined ? { placementMessage: p.message } : {}) };
     });
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
+    broken = await rollback(client, err);
     throw err;
   } finally {
-    client.release();
+    client.release(broken);
   }
 }
 

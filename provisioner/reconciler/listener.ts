@@ -20,7 +20,6 @@ export class Listener {
   #stopped = false;
   #attempt = 0;
   #timer: NodeJS.Timeout | undefined;
-  #connecting: Promise<void> | undefined;
 
   constructor(opts: ListenerOptions) {
     this.#o = opts;
@@ -32,8 +31,7 @@ export class Listener {
 
   start(): Promise<void> {
     this.#stopped = false;
-    this.#connecting = this.#connect();
-    return this.#connecting;
+    return this.#connect();
   }
 
   async #connect(): Promise<void> {
@@ -78,7 +76,7 @@ export class Listener {
     this.#o.onError?.(err, Math.round(delay));
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
-      this.#connecting = this.#connect();
+      void this.#connect();
     }, delay);
   }
 
@@ -91,7 +89,8 @@ export class Listener {
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
-    await this.#connecting;
+    // A connection attempt still under way is not waited for (the database may be gone): it
+    // releases its client itself when it sees the stop.
     const c = this.#client;
     this.#client = undefined;
     if (c) {

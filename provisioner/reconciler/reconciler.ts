@@ -15,6 +15,7 @@ import { hostname } from 'node:os';
 import type pg from 'pg';
 import pino from 'pino';
 import type { SecretBox } from '../crypto.ts';
+import { DatabaseHealth, healthOf, isConnectionError } from '../db/availability.ts';
 import { getClusterKubeconfig } from '../store/clusters.ts';
 import { appendLog } from '../store/operations.ts';
 import { TENANT_CHANNEL } from '../store/tenants.ts';
@@ -67,7 +68,12 @@ export interface ReconcilerOptions {
   /** Values masked in every operation log besides each tenant's own secrets (backend passwords, the passphrase). */
   logSecrets?: string[];
   random?: () => number;
+  /** Reachability of the database (default: the one `pool` reports to). */
+  health?: DatabaseHealth;
 }
+
+/** Longest wait between claims while the database is unreachable. */
+const PAUSED_RETRY_MS = 2_000;
 
 type AbortReason = 'deleted' | 'lease-lost' | 'shutdown' | 'crash';
 
@@ -95,10 +101,13 @@ export interface ReconcilerStats {
 
 export class Reconciler {
   readonly owner: string;
-  readonly #o: Required<Omit<ReconcilerOptions, 'owner' | 'logger' | 'random' | 'heartbeatMs' | 'writePool'>> & { heartbeatMs: number };
+  readonly #o: Required<Omit<ReconcilerOptions, 'owner' | 'logger' | 'random' | 'heartbeatMs' | 'writePool' | 'health'>> & { heartbeatMs: number };
   readonly #w: pg.Pool;
   readonly #log: ReconcilerLog;
   readonly #random: () => number;
+  readonly #health: DatabaseHealth;
+  readonly #onDatabaseUp = (): void => this.kick();
+  #paused = false;
   readonly #active = new Map<string, ActiveRun>();
   readonly stats: ReconcilerStats = { claims: 0, claimMs: 0, claimed: 0, succeeded: 0, failed: 0, cancelled: 0, waiting: 0, leaseLost: 0, handedBack: 0 };
   #listener: Listener | undefined;
@@ -135,6 +144,12 @@ export class Reconciler {
     this.#w = opts.writePool ?? opts.pool;
     this.#log = opts.logger ?? pino({ level: 'silent' });
     this.#random = opts.random ?? Math.random;
+    this.#health = opts.health ?? healthOf(opts.pool);
+  }
+
+  /** True while the database is unreachable: no claims; retried every second or two until it answers. */
+  get paused(): boolean {
+    return this.#paused;
   }
 
   /** Tenants this process is reconciling now. */
@@ -160,6 +175,7 @@ export class Reconciler {
       await this.#listener.start();
     }
     this.#heartbeat = setInterval(() => void this.#beat(), this.#o.heartbeatMs);
+    this.#health.on('up', this.#onDatabaseUp);
     this.#loop = this.#run();
     this.#log.info({ owner: this.owner, workers: this.#o.workers, engine: this.#o.engine.name }, 'reconciler started');
   }
@@ -232,6 +248,10 @@ export class Reconciler {
             owner: this.owner, limit: free, leaseTtlMs: this.#o.leaseTtlMs, clusterParallelism: this.#o.clusterParallelism, resyncMs: this.#o.resyncMs,
           });
           errors = 0;
+          if (this.#paused) {
+            this.#paused = false;
+            this.#log.info('database reachable: reconciler resumed');
+          }
           claimed = list.length;
           if (claimed > 0) {
             this.stats.claims += 1;
@@ -241,6 +261,16 @@ export class Reconciler {
           for (const t of list) this.#launch(t);
         } catch (err) {
           errors += 1;
+          if (isConnectionError(err)) {
+            // An outage: pause (one line), try again soon; a reconnect anywhere in the process wakes it.
+            this.#health.down(err);
+            if (!this.#paused) {
+              this.#paused = true;
+              this.#log.warn({ err: String(err) }, 'database unreachable: reconciler paused; running attempts keep their leases until the lease TTL');
+            }
+            await this.#sleep(Math.min(PAUSED_RETRY_MS, 100 * 2 ** errors));
+            continue;
+          }
           const delay = Math.min(10_000, 100 * 2 ** errors);
           this.#log.error({ err: String(err), retryInMs: delay }, 'claiming due tenants failed');
           await this.#sleep(delay);
@@ -305,7 +335,8 @@ export class Reconciler {
         }
       }
     } catch (err) {
-      this.#log.warn({ err: String(err) }, 'lease heartbeat failed');
+      if (isConnectionError(err)) this.#health.down(err); // said once, by the health
+      else this.#log.warn({ err: String(err) }, 'lease heartbeat failed');
       if (Date.now() - this.#lastRenewOk > this.#o.leaseTtlMs) {
         // The leases have expired by now: another process may own these tenants.
         for (const run of this.#active.values()) this.#abort(run, 'lease-lost');
@@ -476,6 +507,7 @@ export class Reconciler {
   async stop(opts: { graceMs?: number } = {}): Promise<void> {
     if (this.#stopping) return;
     this.#stopping = true;
+    this.#health.off('up', this.#onDatabaseUp);
     if (this.#engineCheck) clearTimeout(this.#engineCheck);
     this.kick();
     await this.#loop;
@@ -506,6 +538,7 @@ export class Reconciler {
    */
   async crash(): Promise<void> {
     this.#stopping = true;
+    this.#health.off('up', this.#onDatabaseUp);
     if (this.#engineCheck) clearTimeout(this.#engineCheck);
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     this.kick();

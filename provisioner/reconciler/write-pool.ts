@@ -7,12 +7,12 @@
  * stay on the durable pool: mutual exclusion never depends on an unflushed commit.
  */
 import pg from 'pg';
+import { CONNECT_TIMEOUT_MS, guardPool, type DatabaseHealth } from '../db/availability.ts';
 
-export function createWritePool(url: string, max = 10): pg.Pool {
+export function createWritePool(url: string, max = 10, health?: DatabaseHealth): pg.Pool {
   const pool = new pg.Pool({
-    connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: 10_000,
+    connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     options: '-c synchronous_commit=off',
   });
-  pool.on('error', () => {});
-  return pool;
+  return guardPool(pool, health);
 }

@@ -11,6 +11,7 @@
  */
 import DataLoader from 'dataloader';
 import pg from 'pg';
+import { guardPool, healthOf } from '../db/availability.ts';
 import type { Queryable } from '../db/tx.ts';
 import { lookupKeyHashes, type KeyIdentity } from './keys.ts';
 import { getTenantRows, type TenantRow } from './tenants.ts';
@@ -114,7 +115,7 @@ export function hotReadsOn(db: Queryable, opts: BatchOptions = {}, close: () => 
  */
 export function createHotReads(api: pg.Pool, opts: BatchOptions = {}): HotReads {
   const pool = new pg.Pool({ ...api.options, max: 2 * concurrencyOf(opts), options: '-c plan_cache_mode=force_generic_plan' });
-  // A lost idle connection must not crash the process; the pool replaces it.
-  pool.on('error', () => {});
+  // A lost connection, idle or reading, must not crash the process; it reports to the API pool's health.
+  guardPool(pool, healthOf(api));
   return hotReadsOn(pool, opts, () => pool.end());
 }
