@@ -8,6 +8,7 @@ import { createPrivateKey } from 'node:crypto';
 import { isAbsolute, join, resolve } from 'node:path';
 import { ConfigError, int, type Env } from '../runtime/agents/common/config.ts';
 import { UPSTREAM_REPOSITORIES, isLocalPath } from '../runtime/component/chart-source.ts';
+import { DEFAULT_RECONCILER_SETTINGS } from './reconciler/settings.ts';
 import { DEFAULT_TUNNEL_LIMITS, tunnelLimitProblems, type TunnelLimits } from './tunnel/limits.ts';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -39,7 +40,7 @@ export interface Config {
    * this replica holds (PROVISIONER_ADVERTISE_URL; default: the listen address).
    */
   advertiseUrl: string | undefined;
-  /** Reconciler and engine settings (see docs/reconciler.md). */
+  /** Reconciler and engine settings (see docs/reconciler.md); defaults in reconciler/settings.ts. */
   reconciler: ReconcilerConfig;
   engine: EngineConfig;
   /** Limits of the runtime tunnel and the forwarding route (docs/tunnel.md). */
@@ -131,21 +132,22 @@ function url(env: Env, name: string, schemes: string[]): string | undefined {
 }
 
 function loadReconcilerConfig(env: Env): ReconcilerConfig {
-  const backoffBaseSeconds = int(env, 'PROVISIONER_BACKOFF_BASE_SECONDS', 10, 1, 3600);
-  const backoffCapSeconds = int(env, 'PROVISIONER_BACKOFF_CAP_SECONDS', 600, 1, 86_400);
+  const d = DEFAULT_RECONCILER_SETTINGS;
+  const backoffBaseSeconds = int(env, 'PROVISIONER_BACKOFF_BASE_SECONDS', d.backoff.baseMs / 1000, 1, 3600);
+  const backoffCapSeconds = int(env, 'PROVISIONER_BACKOFF_CAP_SECONDS', d.backoff.capMs / 1000, 1, 86_400);
   if (backoffCapSeconds < backoffBaseSeconds) {
     throw new ConfigError('PROVISIONER_BACKOFF_CAP_SECONDS', `${backoffCapSeconds} is below PROVISIONER_BACKOFF_BASE_SECONDS (${backoffBaseSeconds})`);
   }
   return {
-    workers: int(env, 'PROVISIONER_WORKERS', 2, 1, 256),
-    clusterParallelism: int(env, 'PROVISIONER_CLUSTER_PARALLELISM', 4, 1, 1024),
-    leaseTtlSeconds: int(env, 'PROVISIONER_LEASE_TTL_SECONDS', 30, 3, 3600),
-    resyncSeconds: int(env, 'PROVISIONER_RESYNC_SECONDS', 3600, 0, 30 * 86_400),
-    maxFailures: int(env, 'PROVISIONER_MAX_FAILURES', 5, 1, 100),
+    workers: int(env, 'PROVISIONER_WORKERS', d.workers, 1, 256),
+    clusterParallelism: int(env, 'PROVISIONER_CLUSTER_PARALLELISM', d.clusterParallelism, 1, 1024),
+    leaseTtlSeconds: int(env, 'PROVISIONER_LEASE_TTL_SECONDS', d.leaseTtlMs / 1000, 3, 3600),
+    resyncSeconds: int(env, 'PROVISIONER_RESYNC_SECONDS', d.resyncMs / 1000, 0, 30 * 86_400),
+    maxFailures: int(env, 'PROVISIONER_MAX_FAILURES', d.maxFailures, 1, 100),
     backoffBaseSeconds,
     backoffCapSeconds,
-    pollMs: int(env, 'PROVISIONER_POLL_MS', 2000, 50, 600_000),
-    shutdownGraceSeconds: int(env, 'PROVISIONER_SHUTDOWN_GRACE_SECONDS', 20, 0, 3600),
+    pollMs: int(env, 'PROVISIONER_POLL_MS', d.pollMs, 50, 600_000),
+    shutdownGraceSeconds: int(env, 'PROVISIONER_SHUTDOWN_GRACE_SECONDS', d.shutdownGraceMs / 1000, 0, 3600),
   };
 }
 

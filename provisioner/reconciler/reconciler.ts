@@ -29,6 +29,7 @@ import { Listener } from './listener.ts';
 import { LogWriter, kubeconfigSecrets } from './log-writer.ts';
 import { recordCancelled, recordFailure, recordSuccess, recordWaiting, wakeEngineWaiters } from './outcome.ts';
 import { runtimeTokenFor } from './runtime-token.ts';
+import { DEFAULT_RECONCILER_SETTINGS as DEFAULTS } from './settings.ts';
 
 export type ReconcilerLog = Pick<pino.Logger, 'info' | 'warn' | 'error' | 'debug'>;
 
@@ -45,21 +46,22 @@ export interface ReconcilerOptions {
   box: SecretBox;
   /** Lease owner id; default `<host>:<pid>:<random>`. */
   owner?: string;
-  /** Concurrent attempts in this process (default 2). */
+  // Defaults of the settings below: DEFAULT_RECONCILER_SETTINGS (settings.ts).
+  /** Concurrent attempts in this process. */
   workers?: number;
-  /** Concurrent attempts per root cluster across all processes (default 4). */
+  /** Concurrent attempts per root cluster across all processes. */
   clusterParallelism?: number;
   leaseTtlMs?: number;
   /** Default: a third of the lease TTL. */
   heartbeatMs?: number;
   pollMs?: number;
-  /** Resync interval of Ready/Suspended tenants; 0 turns it off (default). */
+  /** Resync interval of Ready/Suspended tenants; 0 turns it off. */
   resyncMs?: number;
   maxFailures?: number;
   backoff?: BackoffOptions;
-  /** Retry delay of a tenant no cluster can take (default 30 s). */
+  /** Retry delay of a tenant no cluster can take. */
   noCapacityRetryMs?: number;
-  /** Retry delay while the engine is unavailable, and how often the engine is re-checked (default 60 s). */
+  /** Retry delay while the engine is unavailable, and how often the engine is re-checked. */
   engineRetryMs?: number;
   /** LISTEN for `tenant_due` (default true); polling alone still finds everything. */
   listen?: boolean;
@@ -121,25 +123,25 @@ export class Reconciler {
   readonly #kubeconfigs = new Map<string, { name: string; kubeconfig: string; until: number }>();
 
   constructor(opts: ReconcilerOptions) {
-    const leaseTtlMs = opts.leaseTtlMs ?? 30_000;
+    const leaseTtlMs = opts.leaseTtlMs ?? DEFAULTS.leaseTtlMs;
     this.owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
     this.#o = {
       logSecrets: opts.logSecrets ?? [],
       pool: opts.pool,
       engine: opts.engine,
       box: opts.box,
-      workers: opts.workers ?? 2,
-      clusterParallelism: opts.clusterParallelism ?? 4,
+      workers: opts.workers ?? DEFAULTS.workers,
+      clusterParallelism: opts.clusterParallelism ?? DEFAULTS.clusterParallelism,
       leaseTtlMs,
       heartbeatMs: opts.heartbeatMs ?? Math.max(50, Math.floor(leaseTtlMs / 3)),
-      pollMs: opts.pollMs ?? 2000,
-      resyncMs: opts.resyncMs ?? 0,
-      maxFailures: opts.maxFailures ?? 5,
-      backoff: opts.backoff ?? { baseMs: 10_000, capMs: 600_000 },
-      noCapacityRetryMs: opts.noCapacityRetryMs ?? 30_000,
-      engineRetryMs: opts.engineRetryMs ?? 60_000,
+      pollMs: opts.pollMs ?? DEFAULTS.pollMs,
+      resyncMs: opts.resyncMs ?? DEFAULTS.resyncMs,
+      maxFailures: opts.maxFailures ?? DEFAULTS.maxFailures,
+      backoff: opts.backoff ?? DEFAULTS.backoff,
+      noCapacityRetryMs: opts.noCapacityRetryMs ?? DEFAULTS.noCapacityRetryMs,
+      engineRetryMs: opts.engineRetryMs ?? DEFAULTS.engineRetryMs,
       listen: opts.listen ?? true,
-      logFlushMs: opts.logFlushMs ?? 100,
+      logFlushMs: opts.logFlushMs ?? DEFAULTS.logFlushMs,
     };
     this.#w = opts.writePool ?? opts.pool;
     this.#log = opts.logger ?? pino({ level: 'silent' });
@@ -511,7 +513,7 @@ export class Reconciler {
     if (this.#engineCheck) clearTimeout(this.#engineCheck);
     this.kick();
     await this.#loop;
-    const grace = opts.graceMs ?? 20_000;
+    const grace = opts.graceMs ?? DEFAULTS.shutdownGraceMs;
     const pending = [...this.#active.values()];
     if (pending.length > 0) {
       let timer: NodeJS.Timeout | undefined;
