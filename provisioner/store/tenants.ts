@@ -151,6 +151,14 @@ export function mergeConditions(current: Condition[], updates: Condition[]): Con
   return out.sort((a, b) => (order.indexOf(a.type) + 1 || 99) - (order.indexOf(b.type) + 1 || 99));
 }
 
+/** A new tenant's conditions: not Ready yet, its first reconcile queued. */
+export function initialConditions(now = new Date()): Condition[] {
+  return [
+    condition('Ready', 'False', 'Pending', 'waiting for the first reconcile', now),
+    condition('Reconciling', 'True', 'SpecChanged', 'tenant created; provisioning is queued', now),
+  ];
+}
+
 export interface InsertTenant {
   organization: string;
   email: string;
@@ -161,10 +169,7 @@ export interface InsertTenant {
 }
 
 export async function insertTenant(db: Queryable, t: InsertTenant): Promise<string> {
-  const conditions = [
-    condition('Ready', 'False', 'Pending', 'waiting for the first reconcile'),
-    condition('Reconciling', 'True', 'SpecChanged', 'tenant created; provisioning is queued'),
-  ];
+  const conditions = initialConditions();
   const { rows } = await db.query<{ id: string }>(
     `INSERT INTO tenants (organization, email, plan, runtime_version, conditions, region)
      VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
@@ -186,10 +191,7 @@ export async function insertSignup(
     audit: { after: unknown; requestId: string };
   },
 ): Promise<TenantRow> {
-  const conditions = [
-    condition('Ready', 'False', 'Pending', 'waiting for the first reconcile'),
-    condition('Reconciling', 'True', 'SpecChanged', 'tenant created; provisioning is queued'),
-  ];
+  const conditions = initialConditions();
   const { rows } = await db.query<TenantRow>(
     `WITH t AS (
        INSERT INTO tenants (id, organization, email, plan, runtime_version, conditions, last_operation_id, region)
