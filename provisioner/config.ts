@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { createPrivateKey } from 'node:crypto';
 import { isAbsolute, join, resolve } from 'node:path';
 import { ConfigError, int, type Env } from '../runtime/agents/common/config.ts';
-import { UPSTREAM_REPOSITORIES, isLocalPath } from '../runtime/component/chart-source.ts';
+import { chartRepositoryProblem, vclusterServerTemplateProblem } from '../tenants/config.ts';
 import { DEFAULT_RECONCILER_SETTINGS } from './reconciler/settings.ts';
 import { DEFAULT_TUNNEL_LIMITS, tunnelLimitProblems, type TunnelLimits } from './tunnel/limits.ts';
 
@@ -175,22 +175,15 @@ function loadEngineConfig(env: Env, dataDir: string, host: string, port: number)
   };
 }
 
-/** The exported kubeconfig's server: an https URL once {release} and {namespace} are filled in. */
+/** The exported kubeconfig's server: an https URL once {release} and {namespace} are filled in (tenants/config.ts). */
 function serverTemplate(raw: string | undefined): string | undefined {
   if (raw === undefined || raw === '') return undefined;
-  const name = 'PROVISIONER_VCLUSTER_SERVER_TEMPLATE';
-  const sample = raw.replaceAll('{release}', 'vcluster').replaceAll('{namespace}', 'tenant-x');
-  if (/[{}]/.test(sample)) throw new ConfigError(name, `'${raw}' has a placeholder other than {release} and {namespace}`);
-  let parsed: URL;
-  try {
-    parsed = new URL(sample);
-  } catch {
-    throw new ConfigError(name, `'${raw}' is not a URL template such as https://{release}.{namespace}.svc:443`);
-  }
-  if (parsed.protocol !== 'https:') throw new ConfigError(name, `'${raw}' must be an https URL (the vcluster API server only serves TLS)`);
+  const problem = vclusterServerTemplateProblem(raw, { httpsOnly: true });
+  if (problem) throw new ConfigError('PROVISIONER_VCLUSTER_SERVER_TEMPLATE', problem);
   return raw;
 }
 
+/** A JSON object of repository name to location, each checked as the tenants program does (tenants/config.ts). */
 function chartRepositories(raw: string | undefined): Record<string, string> | undefined {
   if (raw === undefined || raw === '') return undefined;
   const name = 'PROVISIONER_CHART_REPOSITORIES';
@@ -202,13 +195,10 @@ function chartRepositories(raw: string | undefined): Record<string, string> | un
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError(name, 'must be a JSON object of repository name to location');
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(parsed)) {
-    if (!Object.hasOwn(UPSTREAM_REPOSITORIES, k)) throw new ConfigError(name, `'${k}' is not a chart repository this product uses; known: ${Object.keys(UPSTREAM_REPOSITORIES).join(', ')}`);
-    if (typeof v !== 'string' || v === '') throw new ConfigError(name, `'${k}' must be a non-empty string (URL or directory)`);
-    if (!isLocalPath(v) && !/^(https?|oci):\/\/[^/\s]+/.test(v)) {
-      throw new ConfigError(name, `'${k}': '${v}' is neither an http(s) URL, an oci:// URL nor a local path (absolute, ./…, ../… or file://…)`);
-    }
-    out[k] = v;
+  for (const [repository, location] of Object.entries(parsed)) {
+    const problem = chartRepositoryProblem(repository, location);
+    if (problem) throw new ConfigError(name, problem);
+    out[repository] = location as string;
   }
   return out;
 }

@@ -6,10 +6,11 @@
  * Secrets (root kubeconfig, runtime token, managed-cluster credentials) are marked secret and
  * stay Pulumi secrets inside the program.
  */
-import * as pulumi from '@pulumi/pulumi';
+import type * as pulumi from '@pulumi/pulumi';
 import { catalog as defaultCatalog, type Catalog } from '../runtime/catalog.ts';
+import { DEFAULT_AGENT_IMAGE_REPOSITORY } from '../runtime/component/agents.ts';
 import { isLocalPath, UPSTREAM_REPOSITORIES, type ChartRepositories } from '../runtime/component/chart-source.ts';
-import { managedClusterProblem, type ManagedClusterConfig } from '../runtime/component/cluster-secret.ts';
+import { managedClustersProblem, type ManagedClusterConfig } from '../runtime/component/cluster-secret.ts';
 import { PLANS } from './plans.ts';
 
 export const CONFIG_NAMESPACE = 'tenant';
@@ -89,7 +90,7 @@ export const DEFAULTS = {
   ingressNamespaces: ['ingress-nginx', 'hosted-platform'],
   kubernetesApiCidrs: ['0.0.0.0/0'],
   priorityClassName: 'tenant-control-plane',
-  agentImageRepository: 'hosted-runtimes',
+  agentImageRepository: DEFAULT_AGENT_IMAGE_REPOSITORY,
   argoCdUrlTemplate: '{controlPlaneUrl}/v1/tenants/{tenantId}/argo-cd/',
 } as const;
 
@@ -121,6 +122,40 @@ function httpsUrl(field: string, value: string): void {
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new TenantConfigError(field, `'${value}' must be an http(s) URL`);
 }
 
+/**
+ * Why a chart repository override cannot be used, or undefined: the repository must be one this
+ * product installs from, the location an http(s) or oci:// URL with a host, or a local directory.
+ * The provisioner checks PROVISIONER_CHART_REPOSITORIES with it at start-up.
+ */
+export function chartRepositoryProblem(repository: string, location: unknown): string | undefined {
+  const known = Object.keys(UPSTREAM_REPOSITORIES).join(', ');
+  if (!Object.hasOwn(UPSTREAM_REPOSITORIES, repository)) return `'${repository}' is not a chart repository this product uses; known: ${known}`;
+  if (typeof location !== 'string' || location === '') return `'${repository}' must be a non-empty string (URL or directory)`;
+  if (!isLocalPath(location) && !/^(https?|oci):\/\/[^/\s]+/.test(location)) {
+    return `'${repository}': '${location}' is neither an http(s) URL, an oci:// URL nor a local path (absolute, ./…, ../… or file://…)`;
+  }
+  return undefined;
+}
+
+/**
+ * Why a vcluster server template cannot be used, or undefined: a URL once `{release}` and
+ * `{namespace}` are filled in, with no other placeholder. http is allowed unless `httpsOnly`
+ * (the provisioner's setting, since the vcluster API server only serves TLS).
+ */
+export function vclusterServerTemplateProblem(template: string, opts: { httpsOnly?: boolean } = {}): string | undefined {
+  const sample = template.replaceAll('{release}', 'vcluster').replaceAll('{namespace}', 'tenant-x');
+  if (/[{}]/.test(sample)) return `'${template}' has a placeholder other than {release} and {namespace}`;
+  let url: URL;
+  try {
+    url = new URL(sample);
+  } catch {
+    return `'${template}' is not a URL template such as ${DEFAULTS.vclusterServerTemplate}`;
+  }
+  if (opts.httpsOnly && url.protocol !== 'https:') return `'${template}' must be an https URL (the vcluster API server only serves TLS)`;
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return `'${template}' must be an http(s) URL`;
+  return undefined;
+}
+
 /** Checks an input and throws a TenantConfigError naming the first bad field. */
 export function validateTenantInput(input: TenantInput, catalog: Catalog = defaultCatalog): void {
   if (!TENANT_ID.test(input.tenantId) || input.tenantId.length > 56) {
@@ -134,17 +169,11 @@ export function validateTenantInput(input: TenantInput, catalog: Catalog = defau
   httpsUrl('controlPlaneUrl', input.controlPlaneUrl);
   if (!input.controlPlanePublicKey.includes('PUBLIC KEY')) throw new TenantConfigError('controlPlanePublicKey', 'must be a PEM public key');
   for (const [repo, location] of Object.entries(input.chartRepositories ?? {})) {
-    if (!(repo in UPSTREAM_REPOSITORIES)) throw new TenantConfigError(`chartRepositories.${repo}`, `unknown repository (known: ${Object.keys(UPSTREAM_REPOSITORIES).join(', ')})`);
-    if (typeof location !== 'string' || !(isLocalPath(location) || /^(https?|oci):\/\//.test(location))) {
-      throw new TenantConfigError(`chartRepositories.${repo}`, 'must be an http(s) URL, an oci:// URL or a local directory');
-    }
+    const problem = chartRepositoryProblem(repo, location);
+    if (problem) throw new TenantConfigError(`chartRepositories.${repo}`, problem);
   }
-  const template = input.vclusterServerTemplate;
-  if (template !== undefined) {
-    const unknown = [...template.matchAll(/\{([^}]*)\}/g)].map((m) => m[1]).filter((p) => p !== 'release' && p !== 'namespace');
-    if (unknown.length > 0) throw new TenantConfigError('vclusterServerTemplate', `unknown placeholder {${unknown[0]}} (use {release} and {namespace})`);
-    httpsUrl('vclusterServerTemplate', template.replaceAll('{release}', 'r').replaceAll('{namespace}', 'n'));
-  }
+  const templateProblem = input.vclusterServerTemplate === undefined ? undefined : vclusterServerTemplateProblem(input.vclusterServerTemplate);
+  if (templateProblem) throw new TenantConfigError('vclusterServerTemplate', templateProblem);
   for (const [field, list] of [['egressAllowedCidrs', input.egressAllowedCidrs], ['kubernetesApiCidrs', input.kubernetesApiCidrs]] as const) {
     for (const cidr of list ?? []) if (!isCidr(cidr)) throw new TenantConfigError(field, `'${cidr}' is not an IPv4 CIDR`);
   }
@@ -153,13 +182,8 @@ export function validateTenantInput(input: TenantInput, catalog: Catalog = defau
     throw new TenantConfigError('kubeconfigTimeoutSeconds', 'must be a whole number of seconds between 1 and 3600');
   }
   for (const ns of input.ingressNamespaces ?? []) if (!DNS_LABEL.test(ns)) throw new TenantConfigError('ingressNamespaces', `'${ns}' is not a namespace name`);
-  const names = new Set<string>();
-  for (const cluster of input.managedClusters ?? []) {
-    const problem = managedClusterProblem(cluster);
-    if (problem) throw new TenantConfigError('managedClusters', problem);
-    if (names.has(cluster.name)) throw new TenantConfigError('managedClusters', `'${cluster.name}' is listed twice`);
-    names.add(cluster.name);
-  }
+  const clustersProblem = managedClustersProblem(input.managedClusters ?? []);
+  if (clustersProblem) throw new TenantConfigError('managedClusters', clustersProblem);
 }
 
 export type StackConfig = Record<string, { value: string; secret: boolean }>;
@@ -208,16 +232,13 @@ export function stackConfig(input: TenantInput, catalog: Catalog = defaultCatalo
  * Reads and validates the stack config inside the program. Throws a TenantConfigError naming the
  * field when something is missing or malformed.
  */
-export function readTenantConfig(catalog: Catalog = defaultCatalog): TenantSettings {
-  const config = new pulumi.Config(CONFIG_NAMESPACE);
+export function readTenantConfig(config: pulumi.Config, catalog: Catalog = defaultCatalog): TenantSettings {
   const list = <T>(name: string): T | undefined => config.getObject<T>(name);
   // Secrets stay Outputs (never read as plaintext here).
   const rootKubeconfig = config.requireSecret('rootKubeconfig');
   const runtimeToken = config.requireSecret('runtimeToken');
   const clusters = list<{ name: string; server: string; namespaces?: string[] }[]>('managedClusters') ?? [];
-  const credentials = clusters.length > 0
-    ? config.requireSecretObject<Record<string, ManagedClusterConfig>>('managedClusterCredentials')
-    : pulumi.secret<Record<string, ManagedClusterConfig>>({});
+  const credentials = clusters.length > 0 ? config.requireSecretObject<Record<string, ManagedClusterConfig>>('managedClusterCredentials') : undefined;
   const timeout = config.getNumber('kubeconfigTimeoutSeconds');
   const input: TenantInput = {
     tenantId: config.require('tenantId'),
@@ -260,7 +281,7 @@ export function readTenantConfig(catalog: Catalog = defaultCatalog): TenantSetti
     priorityClassName: input.priorityClassName ?? DEFAULTS.priorityClassName,
     agentImageRepository: input.agentImageRepository ?? DEFAULTS.agentImageRepository,
     argoCdUrlTemplate: input.argoCdUrlTemplate ?? DEFAULTS.argoCdUrlTemplate,
-    managedClusters: clusters.map((c) => ({
+    managedClusters: credentials === undefined ? [] : clusters.map((c) => ({
       ...c,
       config: credentials.apply((all) => {
         const found = all[c.name];

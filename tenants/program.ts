@@ -7,8 +7,9 @@
  *   namespace, vclusterEndpoint, argoCdUrl, runtimeVersion, componentVersions, suspended
  */
 import * as k8s from '@pulumi/kubernetes';
+import * as pulumi from '@pulumi/pulumi';
 import type { Catalog } from '../runtime/catalog.ts';
-import { readTenantConfig } from './config.ts';
+import { CONFIG_NAMESPACE, readTenantConfig } from './config.ts';
 import type { SecretWaiter } from './kubeconfig-wait.ts';
 import { Tenant } from './tenant.ts';
 
@@ -22,7 +23,7 @@ export interface TenantProgramOptions {
 /** Builds an inline program with options (tests and the benchmark inject a waiter). */
 export function createTenantProgram(options: TenantProgramOptions = {}): () => Promise<Record<string, unknown>> {
   return async () => {
-    const settings = readTenantConfig(options.catalog);
+    const settings = readTenantConfig(new pulumi.Config(CONFIG_NAMESPACE), options.catalog);
     const rootProvider = new k8s.Provider('root', {
       kubeconfig: settings.rootKubeconfig,
       enableServerSideApply: true,

@@ -15,6 +15,9 @@
  */
 import type * as k8s from '@pulumi/kubernetes';
 
+/** Image repository prefix of the agents unless a tenant's config names another: images are `<prefix>/<agent>:<tag>`. */
+export const DEFAULT_AGENT_IMAGE_REPOSITORY = 'hosted-runtimes';
+
 export type AgentName = 'tunnel-client' | 'request-router' | 'app-proxy' | 'event-reporter';
 
 /** Keys of the runtime credentials Secret. */

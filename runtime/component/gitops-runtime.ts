@@ -11,15 +11,14 @@
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
 import { catalog as defaultCatalog, type Catalog, type ComponentPins } from '../catalog.ts';
-import { AGENTS, CREDENTIAL_KEYS, CREDENTIALS_SECRET, RUNTIME_NAMESPACE, VERSIONS_CONFIGMAP } from './agents.ts';
+import { AGENTS, CREDENTIAL_KEYS, CREDENTIALS_SECRET, DEFAULT_AGENT_IMAGE_REPOSITORY, RUNTIME_NAMESPACE, VERSIONS_CONFIGMAP } from './agents.ts';
 import { createAgentWorkload } from './agent-workload.ts';
 import { ARGO_CD_NAMESPACE, ARGO_CD_SERVER, ARGO_RELEASES, type ArgoComponent } from './argo-releases.ts';
 import { chartSource, type ChartRepositories } from './chart-source.ts';
-import { CLUSTER_SECRET_LABEL, clusterSecretName, managedClusterProblem, type ManagedCluster } from './cluster-secret.ts';
+import { CLUSTER_SECRET_LABEL, clusterSecretName, managedClustersProblem, type ManagedCluster } from './cluster-secret.ts';
+import { TUNNEL_PATH } from '../protocol/frames.ts';
 
 export const GITOPS_RUNTIME_TYPE = 'hosted:runtime:GitOpsRuntime';
-/** Path of the tunnel endpoint on the control plane (runtime/protocol uses the same). */
-export const DEFAULT_TUNNEL_PATH = '/v1/tunnel';
 
 export interface GitOpsRuntimeArgs {
   /**
@@ -45,8 +44,6 @@ export interface GitOpsRuntimeArgs {
   readonly managedClusters?: readonly ManagedCluster[];
 }
 
-export const DEFAULT_AGENT_IMAGE_REPOSITORY = 'hosted-runtimes';
-
 export class GitOpsRuntime extends pulumi.ComponentResource {
   /** The runtime version installed. */
   public readonly runtimeVersion: pulumi.Output<string>;
@@ -66,13 +63,8 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
     if (!entry) {
       throw new pulumi.ResourceError(`GitOpsRuntime ${name}: runtime version '${args.version}' is not in the catalog (known: ${catalog.versions.map((v) => v.version).join(', ')})`, this);
     }
-    const names = new Set<string>();
-    for (const cluster of args.managedClusters ?? []) {
-      const problem = managedClusterProblem(cluster);
-      if (problem) throw new pulumi.ResourceError(`GitOpsRuntime ${name}: ${problem}`, this);
-      if (names.has(cluster.name)) throw new pulumi.ResourceError(`GitOpsRuntime ${name}: managed cluster '${cluster.name}' is listed twice`, this);
-      names.add(cluster.name);
-    }
+    const problem = managedClustersProblem(args.managedClusters ?? []);
+    if (problem) throw new pulumi.ResourceError(`GitOpsRuntime ${name}: ${problem}`, this);
     const pins = entry.components;
     const child = { parent: this };
 
@@ -118,7 +110,7 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
     const tunnelUrl = args.tunnelUrl ?? pulumi.output(args.controlPlaneUrl).apply((url) => {
       const u = new URL(url);
       u.protocol = u.protocol === 'http:' ? 'ws:' : 'wss:';
-      u.pathname = `${u.pathname.replace(/\/+$/, '')}${DEFAULT_TUNNEL_PATH}`;
+      u.pathname = `${u.pathname.replace(/\/+$/, '')}${TUNNEL_PATH}`;
       return u.toString();
     });
     const credentials = new k8s.core.v1.Secret(`${name}-credentials`, {

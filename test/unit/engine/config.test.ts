@@ -58,6 +58,12 @@ t.test('chart repositories and the vcluster server template: parsed at start-up,
     [{ PROVISIONER_VCLUSTER_SERVER_TEMPLATE: '{release}.{namespace}.svc' }, /is not a URL template/],
   ];
   for (const [env, message] of bad) refused(t, env, Object.keys(env)[0]!, message);
+
+  // One validator (tenants/config.ts): the tenants program also takes an http server, the provisioner only https.
+  const { validateTenantInput } = await import('../../../tenants/config.ts');
+  const { tenantInput } = await import('../pulumi/fixtures.ts');
+  t.doesNotThrow(() => validateTenantInput(tenantInput({ vclusterServerTemplate: 'http://{release}.{namespace}.svc' })), 'the tenants program accepts an http server template');
+  t.throws(() => validateTenantInput(tenantInput({ chartRepositories: { argo: 'charts' } })), { field: 'chartRepositories.argo', message: /'argo': 'charts' is neither an http\(s\) URL/ }, 'the tenants program refuses what the provisioner refuses, with the same words');
 });
 
 t.test('tunnel limits: defaults from the tunnel server, each one settable, bad values named', async (t) => {

@@ -29,6 +29,8 @@ t.test('bad input is refused with the field named', async (t) => {
     [{ kubeconfigTimeoutSeconds: 0 }, 'kubeconfigTimeoutSeconds'],
     [{ chartRepositories: { vcluster: 'charts' } }, 'chartRepositories.vcluster'],
     [{ managedClusters: [{ name: 'a', server: 'http://insecure', config: {} }] }, 'managedClusters'],
+    [{ managedClusters: [{ name: 'a', server: 'https://a.example.test', config: {} }, { name: 'a', server: 'https://b.example.test', config: {} }] }, 'managedClusters'],
+    [{ chartRepositories: { argo: 'https://' } }, 'chartRepositories.argo'],
   ];
   for (const [override, field] of cases) {
     const err = t.throws(() => validateTenantInput(tenantInput(override))) as unknown as TenantConfigError;
