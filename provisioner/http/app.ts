@@ -16,6 +16,7 @@ import { healthOf } from '../db/availability.ts';
 import { errors } from '../errors.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { TenantService } from '../tenants/service.ts';
+import { ClusterService } from '../clusters/service.ts';
 import { createHotReads, type BatchOptions } from '../store/batched-reads.ts';
 import { OperationLogHub } from '../reconciler/log-follow.ts';
 import { createRequestSigner, createTunnelServer, generateRequestSigningKeys, TunnelDirectory, tunnelRoutes, type TunnelLimits } from '../tunnel/index.ts';
@@ -112,6 +113,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     box: deps.box,
     catalog: deps.catalog,
     tenants: new TenantService({ pool: deps.pool, box: deps.box, catalog: deps.catalog }),
+    clusters: new ClusterService({ pool: deps.pool, box: deps.box }),
     metrics,
     logHub: new OperationLogHub(deps.pool),
     tunnel,

@@ -9,7 +9,7 @@ import { hashKeyBase64, looksLikeKey } from '../auth/keys.ts';
 import type { KeyCache } from '../auth/key-cache.ts';
 import { errors } from '../errors.ts';
 import type { KeyIdentity } from '../store/keys.ts';
-import type { Actor } from '../store/audit.ts';
+import type { Actor, Requester } from '../store/audit.ts';
 
 export interface Auth {
   keyId: string;
@@ -68,6 +68,11 @@ export function authOf(request: FastifyRequest): Auth {
 export function actorOf(request: FastifyRequest): Actor {
   const a = request.auth;
   return a ? { id: a.keyId, role: a.role } : { id: 'public', role: 'public' };
+}
+
+/** The caller and the request, as services record them in audit rows. */
+export function requesterOf(request: FastifyRequest): Requester {
+  return { actor: actorOf(request), requestId: request.id };
 }
 
 /** Throws 404 (not 403) when a tenant-bound key addresses another tenant, so ids do not leak. */

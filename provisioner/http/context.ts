@@ -3,6 +3,7 @@ import type { Config } from '../config.ts';
 import type { SecretBox } from '../crypto.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import type { TenantService } from '../tenants/service.ts';
+import type { ClusterService } from '../clusters/service.ts';
 import type { Metrics } from './metrics.ts';
 import type { OperationLogHub } from '../reconciler/log-follow.ts';
 import type { TunnelDirectory, TunnelServer } from '../tunnel/index.ts';
@@ -16,6 +17,7 @@ export interface AppContext {
   box: SecretBox;
   catalog: Catalog;
   tenants: TenantService;
+  clusters: ClusterService;
   metrics: Metrics;
   /** Live operation log followers share one LISTEN connection. */
   logHub: OperationLogHub;

@@ -6,6 +6,12 @@ export interface Actor {
   role: string;
 }
 
+/** Who asks for a change, through which request: what a service records in the audit row. */
+export interface Requester {
+  actor: Actor;
+  requestId: string;
+}
+
 export interface AuditEntry {
   action: string;
   targetType: string;
