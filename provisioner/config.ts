@@ -10,6 +10,7 @@ import { ConfigError, int, type Env } from '../runtime/agents/common/config.ts';
 import { chartRepositoryProblem, vclusterServerTemplateProblem } from '../tenants/config.ts';
 import { DEFAULT_RECONCILER_SETTINGS } from './reconciler/settings.ts';
 import { DEFAULT_TUNNEL_LIMITS, tunnelLimitProblems, type TunnelLimits } from './tunnel/limits.ts';
+import type { KubeconfigPolicy } from './kubeconfig/policy.ts';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -45,6 +46,8 @@ export interface Config {
   engine: EngineConfig;
   /** Limits of the runtime tunnel and the forwarding route (docs/tunnel.md). */
   tunnel: TunnelLimits;
+  /** What an operator-registered kubeconfig may hold beyond inline credentials (docs/security.md). */
+  kubeconfig: KubeconfigPolicy;
 }
 
 export interface ReconcilerConfig {
@@ -261,7 +264,30 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     reconciler: loadReconcilerConfig(env),
     engine: loadEngineConfig(env, dataDir, host, port),
     tunnel: loadTunnelLimits(env),
+    kubeconfig: loadKubeconfigPolicy(env),
   };
+}
+
+/**
+ * PROVISIONER_KUBECONFIG_EXEC_COMMANDS: absolute paths of the commands a registered cluster's
+ * kubeconfig may run as `exec` credential plugin (comma-separated; unset: exec is refused).
+ * PROVISIONER_KUBECONFIG_INSECURE_TLS=true: accept `insecure-skip-tls-verify` (development only).
+ */
+function loadKubeconfigPolicy(env: Env): KubeconfigPolicy {
+  const raw = env.PROVISIONER_KUBECONFIG_EXEC_COMMANDS ?? '';
+  const execCommands = raw.split(',').map((c) => c.trim()).filter((c) => c !== '');
+  for (const c of execCommands) {
+    if (!isAbsolute(c)) throw new ConfigError('PROVISIONER_KUBECONFIG_EXEC_COMMANDS', `'${c}' is not an absolute path; list the exact commands a kubeconfig may run, e.g. /usr/local/bin/aws-iam-authenticator`);
+  }
+  return { execCommands, allowInsecureTls: bool(env, 'PROVISIONER_KUBECONFIG_INSECURE_TLS', false) };
+}
+
+function bool(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'true' || raw === '1') return true;
+  if (raw === 'false' || raw === '0') return false;
+  throw new ConfigError(name, `'${raw}' is not one of true, false`);
 }
 
 const KiB = 1024;

@@ -149,6 +149,7 @@ async function startReconciler(
     dataDir: config.dataDir,
     databaseUrl: db.url,
     controlPlanePublicKey: publicKeyPem,
+    kubeconfigPolicy: config.kubeconfig,
     log: (msg, fields) => log.info(fields ?? {}, msg),
   });
   if (!engine) {
@@ -170,6 +171,7 @@ async function startReconciler(
     backoff: { baseMs: r.backoffBaseSeconds * 1000, capMs: r.backoffCapSeconds * 1000 },
     logger: log,
     logSecrets: engineSecrets(config, db.url),
+    kubeconfigPolicy: config.kubeconfig,
   });
   await reconciler.start();
   return reconciler;

@@ -12,6 +12,7 @@ import { DEFAULT_AGENT_IMAGE_REPOSITORY } from '../runtime/component/agents.ts';
 import { isLocalPath, UPSTREAM_REPOSITORIES, type ChartRepositories } from '../runtime/component/chart-source.ts';
 import { managedClustersProblem, type ManagedClusterConfig } from '../runtime/component/cluster-secret.ts';
 import { PLANS } from './plans.ts';
+import { checkKubeconfig, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '../provisioner/kubeconfig/policy.ts';
 
 export const CONFIG_NAMESPACE = 'tenant';
 
@@ -59,6 +60,8 @@ export interface TenantInput {
   argoCdUrlTemplate?: string;
   /** Managed clusters registered in the tenant's Argo CD; `config` holds credentials (secret). */
   managedClusters?: { name: string; server: string; namespaces?: string[]; config: ManagedClusterConfig }[];
+  /** The kubeconfig policy the operator configured (default: strict, provisioner/kubeconfig/policy.ts). */
+  kubeconfigPolicy?: KubeconfigPolicy;
 }
 
 /** The config the program works from (secrets as Outputs). */
@@ -68,8 +71,10 @@ export interface TenantSettings {
   plan: string;
   runtimeVersion: string;
   suspended: boolean;
+  /** The root cluster's kubeconfig as the policy sanitised it (the raw config value is never used). */
   rootKubeconfig: pulumi.Output<string>;
   runtimeToken: pulumi.Output<string>;
+  kubeconfigPolicy: KubeconfigPolicy;
   controlPlaneUrl: string;
   controlPlanePublicKey: string;
   chartRepositories: ChartRepositories;
@@ -184,6 +189,12 @@ export function validateTenantInput(input: TenantInput, catalog: Catalog = defau
   for (const ns of input.ingressNamespaces ?? []) if (!DNS_LABEL.test(ns)) throw new TenantConfigError('ingressNamespaces', `'${ns}' is not a namespace name`);
   const clustersProblem = managedClustersProblem(input.managedClusters ?? []);
   if (clustersProblem) throw new TenantConfigError('managedClusters', clustersProblem);
+  const policy = input.kubeconfigPolicy;
+  if (policy !== undefined) {
+    if (typeof policy !== 'object' || policy === null || !Array.isArray(policy.execCommands) || !policy.execCommands.every((c) => typeof c === 'string') || typeof policy.allowInsecureTls !== 'boolean') {
+      throw new TenantConfigError('kubeconfigPolicy', 'must be {"execCommands": [strings], "allowInsecureTls": boolean}');
+    }
+  }
 }
 
 export type StackConfig = Record<string, { value: string; secret: boolean }>;
@@ -216,6 +227,7 @@ export function stackConfig(input: TenantInput, catalog: Catalog = defaultCatalo
     ['priorityClassName', input.priorityClassName],
     ['agentImageRepository', input.agentImageRepository],
     ['argoCdUrlTemplate', input.argoCdUrlTemplate],
+    ['kubeconfigPolicy', input.kubeconfigPolicy],
   ];
   for (const [name, value] of optional) {
     if (value === undefined) continue;
@@ -235,7 +247,7 @@ export function stackConfig(input: TenantInput, catalog: Catalog = defaultCatalo
 export function readTenantConfig(config: pulumi.Config, catalog: Catalog = defaultCatalog): TenantSettings {
   const list = <T>(name: string): T | undefined => config.getObject<T>(name);
   // Secrets stay Outputs (never read as plaintext here).
-  const rootKubeconfig = config.requireSecret('rootKubeconfig');
+  const rawKubeconfig = config.requireSecret('rootKubeconfig');
   const runtimeToken = config.requireSecret('runtimeToken');
   const clusters = list<{ name: string; server: string; namespaces?: string[] }[]>('managedClusters') ?? [];
   const credentials = clusters.length > 0 ? config.requireSecretObject<Record<string, ManagedClusterConfig>>('managedClusterCredentials') : undefined;
@@ -260,8 +272,12 @@ export function readTenantConfig(config: pulumi.Config, catalog: Catalog = defau
     agentImageRepository: config.get('agentImageRepository'),
     argoCdUrlTemplate: config.get('argoCdUrlTemplate'),
     managedClusters: clusters.map((c) => ({ ...c, config: {} })),
+    kubeconfigPolicy: list<KubeconfigPolicy>('kubeconfigPolicy'),
   };
   validateTenantInput(input, catalog);
+  const kubeconfigPolicy = input.kubeconfigPolicy ?? STRICT_KUBECONFIG_POLICY;
+  // The provider and the kubeconfig wait only ever see the policy's sanitised copy.
+  const rootKubeconfig = rawKubeconfig.apply((text) => checkKubeconfig(text, kubeconfigPolicy).text);
   return {
     tenantId: input.tenantId,
     organization: input.organization,
@@ -270,6 +286,7 @@ export function readTenantConfig(config: pulumi.Config, catalog: Catalog = defau
     suspended: input.suspended,
     rootKubeconfig,
     runtimeToken,
+    kubeconfigPolicy,
     controlPlaneUrl: input.controlPlaneUrl,
     controlPlanePublicKey: input.controlPlanePublicKey,
     chartRepositories: input.chartRepositories ?? {},

@@ -4,7 +4,9 @@
  * (polling the root cluster's API) before reading it through Pulumi, and fails with a clear
  * message when it does not appear in time.
  */
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { kubeConfigFrom } from '../provisioner/kubeconfig/client.ts';
+import type { KubeconfigPolicy } from '../provisioner/kubeconfig/policy.ts';
 
 export interface SecretWaitRequest {
   /** Kubeconfig contents of the root cluster. */
@@ -16,6 +18,8 @@ export interface SecretWaitRequest {
   timeoutMs: number;
   /** Delay between polls (default 2 s). */
   intervalMs?: number;
+  /** What the kubeconfig may hold (default strict: no exec, no file, TLS verified). */
+  policy?: KubeconfigPolicy;
 }
 
 /** Resolves once the Secret holds `key`; rejects after `timeoutMs`. */
@@ -28,8 +32,8 @@ export class KubeconfigTimeoutError extends Error {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export const waitForSecretKey: SecretWaiter = async (request) => {
-  const kc = new KubeConfig();
-  kc.loadFromString(request.kubeconfig);
+  // Checked before use: a kubeconfig that runs a command or reads a file is refused here too.
+  const kc = kubeConfigFrom(request.kubeconfig, request.policy);
   const api = kc.makeApiClient(CoreV1Api);
   const deadline = Date.now() + request.timeoutMs;
   const interval = request.intervalMs ?? 2000;

@@ -69,6 +69,7 @@ export class Tenant extends pulumi.ComponentResource {
       serverTemplate: s.vclusterServerTemplate,
       priorityClassName: s.priorityClassName,
       rootKubeconfig: s.rootKubeconfig,
+      kubeconfigPolicy: s.kubeconfigPolicy,
       kubeconfigTimeoutSeconds: s.kubeconfigTimeoutSeconds,
       chartRepositories: s.chartRepositories,
       waitForSecret: args.waitForSecret,

@@ -8,6 +8,7 @@ import * as pulumi from '@pulumi/pulumi';
 import { catalog as defaultCatalog, type Catalog } from '../runtime/catalog.ts';
 import { chartSource, type ChartRepositories } from '../runtime/component/chart-source.ts';
 import { waitForSecretKey, type SecretWaiter } from './kubeconfig-wait.ts';
+import type { KubeconfigPolicy } from '../provisioner/kubeconfig/policy.ts';
 import { PLANS } from './plans.ts';
 import { vclusterValues } from './vcluster-values.ts';
 
@@ -33,6 +34,8 @@ export interface VirtualClusterArgs {
   readonly priorityClassName: string;
   /** Kubeconfig of the root cluster (secret), for the bounded wait. */
   readonly rootKubeconfig: pulumi.Input<string>;
+  /** Policy the root kubeconfig is checked against before the wait uses it (default strict). */
+  readonly kubeconfigPolicy?: KubeconfigPolicy;
   /** Seconds to wait for the exported kubeconfig Secret. */
   readonly kubeconfigTimeoutSeconds: number;
   /** Chart repository overrides. */
@@ -93,7 +96,10 @@ export class VirtualCluster extends pulumi.ComponentResource {
       .all([this.release.status, args.namespace, args.rootKubeconfig])
       .apply(async ([status, ns, kubeconfig]) => {
         if (!args.suspended) {
-          await waiter({ kubeconfig, namespace: ns, name: secretName, key: KUBECONFIG_KEY, timeoutMs: args.kubeconfigTimeoutSeconds * 1000 });
+          await waiter({
+            kubeconfig, namespace: ns, name: secretName, key: KUBECONFIG_KEY, timeoutMs: args.kubeconfigTimeoutSeconds * 1000,
+            ...(args.kubeconfigPolicy ? { policy: args.kubeconfigPolicy } : {}),
+          });
         }
         void status;
         return `${ns}/${secretName}`;

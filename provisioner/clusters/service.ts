@@ -10,11 +10,14 @@ import { errors } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import { getClusterByName, insertCluster, listClusters, setCordoned, type RootCluster } from '../store/clusters.ts';
 import { PLAN_NAMES } from '../../tenants/plans.ts';
-import { validateKubeconfig } from './kubeconfig.ts';
+import { admitKubeconfig } from '../kubeconfig/admit.ts';
+import type { KubeconfigPolicy } from '../kubeconfig/policy.ts';
 
 export interface ClusterServiceDeps {
   pool: pg.Pool;
   box: SecretBox;
+  /** What a registered kubeconfig may hold (config.kubeconfig; docs/api.md). */
+  kubeconfigPolicy: KubeconfigPolicy;
 }
 
 export interface ClusterRegistration {
@@ -32,10 +35,12 @@ export interface ClusterRegistration {
 export class ClusterService {
   readonly #pool: pg.Pool;
   readonly #box: SecretBox;
+  readonly #kubeconfigPolicy: KubeconfigPolicy;
 
   constructor(deps: ClusterServiceDeps) {
     this.#pool = deps.pool;
     this.#box = deps.box;
+    this.#kubeconfigPolicy = deps.kubeconfigPolicy;
   }
 
   list(): Promise<RootCluster[]> {
@@ -49,7 +54,7 @@ export class ClusterService {
   }
 
   async register(input: ClusterRegistration, by: Requester): Promise<RootCluster> {
-    validateKubeconfig(input.kubeconfig);
+    await admitKubeconfig(input.kubeconfig, this.#kubeconfigPolicy);
     for (const p of input.plans ?? []) if (!PLAN_NAMES.includes(p)) throw errors.unknownPlan(p, PLAN_NAMES);
     return withTx(this.#pool, async (tx) => {
       let cluster;

@@ -8,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import type { EngineConfig } from '../config.ts';
 import type { Engine, StackInput } from './engine.ts';
+import type { KubeconfigPolicy } from '../kubeconfig/policy.ts';
 import { backendUrlFor, type ConfigMap } from './pulumi-plan.ts';
 
 export interface EngineDeps {
@@ -16,6 +17,8 @@ export interface EngineDeps {
   databaseUrl: string;
   /** PEM public key runtimes verify forwarded requests with (request-signing key of the tunnel). */
   controlPlanePublicKey: string | undefined;
+  /** What a stored root-cluster kubeconfig may hold (config.kubeconfig). */
+  kubeconfigPolicy?: KubeconfigPolicy;
   log?: (msg: string, fields?: Record<string, unknown>) => void;
 }
 
@@ -25,6 +28,8 @@ export interface ProgramOverrides {
   chartRepositories?: Record<string, string> | undefined;
   /** `tenant:vclusterServerTemplate` (PROVISIONER_VCLUSTER_SERVER_TEMPLATE). */
   vclusterServerTemplate?: string | undefined;
+  /** `tenant:kubeconfigPolicy` (PROVISIONER_KUBECONFIG_*): the program checks the root kubeconfig again with it. */
+  kubeconfigPolicy?: KubeconfigPolicy | undefined;
 }
 
 /** Maps the engine's input to the tenants program's stack config (tenants/config.ts). */
@@ -33,6 +38,7 @@ export async function tenantsStackConfig(publicUrl: string, publicKey: string, o
   return (input) => stackConfig({
     ...(overrides.chartRepositories ? { chartRepositories: overrides.chartRepositories } : {}),
     ...(overrides.vclusterServerTemplate ? { vclusterServerTemplate: overrides.vclusterServerTemplate } : {}),
+    ...(overrides.kubeconfigPolicy ? { kubeconfigPolicy: overrides.kubeconfigPolicy } : {}),
     tenantId: input.tenantId,
     organization: input.organization,
     plan: input.plan,
@@ -57,7 +63,7 @@ export async function createEngine(config: EngineConfig, deps: EngineDeps): Prom
   const [{ PulumiEngine }, { tenantProgram }] = await Promise.all([import('./pulumi.ts'), import('../../tenants/program.ts')]);
   const publicKey = deps.controlPlanePublicKey;
   const stackConfig = publicKey
-    ? await tenantsStackConfig(config.publicUrl, publicKey, { chartRepositories: config.chartRepositories, vclusterServerTemplate: config.vclusterServerTemplate })
+    ? await tenantsStackConfig(config.publicUrl, publicKey, { chartRepositories: config.chartRepositories, vclusterServerTemplate: config.vclusterServerTemplate, kubeconfigPolicy: deps.kubeconfigPolicy })
     : () => ({});
   return new PulumiEngine({
     program: tenantProgram,

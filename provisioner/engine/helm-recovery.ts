@@ -22,7 +22,9 @@
  * the interrupted one created carry the release's ownership annotations, so Helm adopts them
  * instead of creating them twice.
  */
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { kubeConfigFrom } from '../kubeconfig/client.ts';
+import { describeRefusal, KubeconfigPolicyError, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
 
 export const HELM_RELEASE_TYPE = 'kubernetes:helm.sh/v3:Release';
 const SECRET_SIG_KEY = '4dabf18193072939515e22adb298388d';
@@ -120,9 +122,9 @@ export interface HelmRecordStore {
   remove(namespace: string, name: string): Promise<void>;
 }
 
-export function kubeRecordStore(kubeconfig: string): HelmRecordStore {
-  const kc = new KubeConfig();
-  kc.loadFromString(kubeconfig);
+/** A kubeconfig read back from a stack's state is checked by the kubeconfig policy before use. */
+export function kubeRecordStore(kubeconfig: string, policy: KubeconfigPolicy = STRICT_KUBECONFIG_POLICY): HelmRecordStore {
+  const kc = kubeConfigFrom(kubeconfig, policy);
   const api = kc.makeApiClient(CoreV1Api);
   return {
     async list(namespace, release) {
@@ -184,10 +186,21 @@ export async function repairHelmReleases(
         repair.deleted.push(`${record.name} (${record.status})`);
       }
     } catch (err) {
-      repair.problem = `the cluster answered: ${err instanceof Error ? err.message.split('\n')[0]!.slice(0, 300) : String(err)}`;
+      repair.problem = clusterProblem(err);
     }
   }
   return repairs;
+}
+
+/**
+ * Why a cluster call failed, for the operation log a tenant reads: the policy's refusal, the
+ * HTTP status, or the network error's code. Never the response body (it is the upstream's text).
+ */
+function clusterProblem(err: unknown): string {
+  if (err instanceof KubeconfigPolicyError) return describeRefusal(err);
+  if (isObject(err) && typeof err.code === 'number') return `the cluster answered HTTP ${err.code}`;
+  const code = isObject(err) && isObject(err.cause) && typeof err.cause.code === 'string' ? err.cause.code : isObject(err) && typeof err.code === 'string' ? err.code : undefined;
+  return `the cluster could not be reached${code ? ` (${code})` : ''}`;
 }
 
 /** One operation-log line per repair. */

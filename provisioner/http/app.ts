@@ -113,7 +113,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     box: deps.box,
     catalog: deps.catalog,
     tenants: new TenantService({ pool: deps.pool, box: deps.box, catalog: deps.catalog }),
-    clusters: new ClusterService({ pool: deps.pool, box: deps.box }),
+    clusters: new ClusterService({ pool: deps.pool, box: deps.box, kubeconfigPolicy: deps.config.kubeconfig }),
     metrics,
     logHub: new OperationLogHub(deps.pool),
     tunnel,

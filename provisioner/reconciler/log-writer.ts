@@ -4,16 +4,41 @@
  * followers read it at once. Known secret values are masked before anything is stored.
  */
 import type pg from 'pg';
+import { parse } from 'yaml';
 import type { Queryable } from '../db/tx.ts';
 import { OPERATION_LOG_CHANNEL } from './outcome.ts';
 
 const MAX_LINE = 4000;
 
-/** Values worth masking from a kubeconfig: keys, certificates, tokens, passwords. */
+const SECRET_FIELD = /(?:-data|token|password|secret|key)$/i;
+
+/**
+ * Values worth masking from a kubeconfig (YAML or JSON): keys, certificates, tokens, passwords,
+ * and the values of an exec plugin's environment. The document is parsed, not matched as text,
+ * so every spelling and quoting is found; an unparsable one yields nothing (it is never used).
+ */
 export function kubeconfigSecrets(kubeconfig: string): string[] {
-  const out: string[] = [];
-  for (const m of kubeconfig.matchAll(/(?:-data|token|password|secret)\s*:\s*["']?([^\s"']{12,})/gi)) out.push(m[1]!);
-  return out;
+  let doc: unknown;
+  try {
+    doc = parse(kubeconfig, { maxAliasCount: 16 });
+  } catch {
+    return [];
+  }
+  const out = new Set<string>();
+  const walk = (value: unknown, key: string): void => {
+    if (typeof value === 'string') {
+      if (SECRET_FIELD.test(key) && value.length >= 6) out.add(value);
+    } else if (Array.isArray(value)) {
+      for (const v of value) walk(v, key);
+    } else if (typeof value === 'object' && value !== null) {
+      const entries = Object.entries(value as Record<string, unknown>);
+      // exec env: [{name, value}]: every value is treated as a secret.
+      if (key === 'env') for (const [k, v] of entries) if (k === 'value') walk(v, 'secret');
+      for (const [k, v] of entries) walk(v, k);
+    }
+  };
+  walk(doc, '');
+  return [...out];
 }
 
 /** Appends lines and announces them on `operation_log`, in one statement. */

@@ -19,8 +19,9 @@ import { DatabaseHealth, healthOf, isConnectionError } from '../db/availability.
 import { getClusterKubeconfig } from '../store/clusters.ts';
 import { appendLog } from '../store/operations.ts';
 import { TENANT_CHANNEL } from '../store/tenants.ts';
-import { engineErrorOf, type Engine, type EngineResult, type RunOptions, type StackInput } from '../engine/engine.ts';
-import { describeRepair, repairHelmReleases } from '../engine/helm-recovery.ts';
+import { EngineError, engineErrorOf, type Engine, type EngineResult, type RunOptions, type StackInput } from '../engine/engine.ts';
+import { describeRepair, kubeRecordStore, repairHelmReleases } from '../engine/helm-recovery.ts';
+import { checkKubeconfig, KubeconfigPolicyError, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
 import { recoveryPlan } from '../engine/pulumi-plan.ts';
 import { startAttempt, type StartedAttempt } from './attempt.ts';
 import { backoffMs, type BackoffOptions } from './backoff.ts';
@@ -69,6 +70,8 @@ export interface ReconcilerOptions {
   logger?: ReconcilerLog;
   /** Values masked in every operation log besides each tenant's own secrets (backend passwords, the passphrase). */
   logSecrets?: string[];
+  /** What a stored root-cluster kubeconfig may hold; checked again on every load (default strict). */
+  kubeconfigPolicy?: KubeconfigPolicy;
   random?: () => number;
   /** Reachability of the database (default: the one `pool` reports to). */
   health?: DatabaseHealth;
@@ -127,6 +130,7 @@ export class Reconciler {
     this.owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
     this.#o = {
       logSecrets: opts.logSecrets ?? [],
+      kubeconfigPolicy: opts.kubeconfigPolicy ?? STRICT_KUBECONFIG_POLICY,
       pool: opts.pool,
       engine: opts.engine,
       box: opts.box,
@@ -465,7 +469,8 @@ export class Reconciler {
         try {
           const pending = await this.#o.engine.interrupted(input);
           log.line(`recovery: ${pending.length} pending operation(s) in the stack${pending.length ? ': ' + pending.map((p) => `${p.operation} ${p.type} ${p.urn.split('::').at(-1)}`).join(', ') : ''}`);
-          for (const repair of await repairHelmReleases(pending)) log.line(`recovery: ${describeRepair(repair)}`);
+          const policy = this.#o.kubeconfigPolicy;
+          for (const repair of await repairHelmReleases(pending, (kubeconfig) => kubeRecordStore(kubeconfig, policy))) log.line(`recovery: ${describeRepair(repair)}`);
         } catch (err) {
           log.line(`recovery: could not read the stack's pending operations: ${engineErrorOf(err).message}`);
         }
@@ -476,13 +481,24 @@ export class Reconciler {
     log.line('recovery: done');
   }
 
-  /** Root-cluster kubeconfigs, decrypted, kept for a short while (a rotation shows within 30 s). */
+  /**
+   * Root-cluster kubeconfigs, decrypted and checked by the kubeconfig policy (the engine only gets
+   * the sanitised copy), kept for a short while (a rotation shows within 30 s). A stored
+   * kubeconfig the policy refuses fails the operation before anything uses it.
+   */
   async #kubeconfig(clusterId: string): Promise<{ name: string; kubeconfig: string }> {
     const hit = this.#kubeconfigs.get(clusterId);
     if (hit && hit.until > Date.now()) return hit;
     const cluster = await getClusterKubeconfig(this.#o.pool, clusterId);
     if (!cluster) throw new Error(`root cluster ${clusterId} of the tenant is not registered`);
-    const entry = { name: cluster.name, kubeconfig: this.#o.box.decrypt(cluster.enc, `cluster/${cluster.name}`).toString('utf8'), until: Date.now() + 30_000 };
+    let checked;
+    try {
+      checked = checkKubeconfig(this.#o.box.decrypt(cluster.enc, `cluster/${cluster.name}`).toString('utf8'), this.#o.kubeconfigPolicy);
+    } catch (err) {
+      if (!(err instanceof KubeconfigPolicyError)) throw err;
+      throw new EngineError('ProgramFailed', `the kubeconfig of root cluster '${cluster.name}' is refused: ${err.message}; nothing was run against the cluster (register the cluster with an inline-credential kubeconfig)`);
+    }
+    const entry = { name: cluster.name, kubeconfig: checked.text, until: Date.now() + 30_000 };
     this.#kubeconfigs.set(clusterId, entry);
     return entry;
   }

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { EngineError } from '../../../provisioner/engine/engine.ts';
 import type { CallScript } from '../../../provisioner/engine/scripted-engine.ts';
+import { checkKubeconfig } from '../../../provisioner/kubeconfig/policy.ts';
 import { createKey, lookupKey } from '../../../provisioner/store/keys.ts';
 import { createHarness, gate, scripted, until, KUBECONFIG } from './harness.ts';
 
@@ -27,7 +28,7 @@ t.test('a new tenant is provisioned: Ready, outputs in status, operation succeed
   t.ok(lines.some((l) => l.startsWith('attempt 1 of create operation')));
   t.notOk(lines.some((l) => l.includes('root-cluster-secret-token')), 'no secret in the log');
   const call = engine.callsFor(id)[0]!;
-  t.equal(call.input.rootKubeconfig, KUBECONFIG, 'the engine got the decrypted kubeconfig');
+  t.equal(call.input.rootKubeconfig, checkKubeconfig(KUBECONFIG).text, 'the engine got the decrypted kubeconfig as the policy sanitised it');
   t.ok(await lookupKey(h.db.pool, call.input.runtimeToken), 'the runtime token is a live runtime key');
   t.equal((await lookupKey(h.db.pool, call.input.runtimeToken))?.role, 'runtime');
   await r.stop();

@@ -118,8 +118,38 @@ t.test('problems are reported, not thrown', async (t) => {
   const noProvider = { ...interruptedResources(exported())[0]!, providerInputs: undefined };
   const [a] = await repairHelmReleases([noProvider], memoryStore({}));
   t.match(describeRepair(a!), /not repaired, its provider has no kubeconfig contents/);
-  const failing = () => ({ list: () => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:6443\nmore')), remove: () => Promise.resolve() });
+  const refused = Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443\nmore'), { code: 'ECONNREFUSED' }) });
+  const failing = () => ({ list: () => Promise.reject(refused), remove: () => Promise.resolve() });
   const [b] = await repairHelmReleases(interruptedResources(exported()), failing);
-  t.equal(describeRepair(b!), 'Helm release tenant-1/vcluster: not repaired, the cluster answered: connect ECONNREFUSED 127.0.0.1:6443');
+  t.equal(describeRepair(b!), 'Helm release tenant-1/vcluster: not repaired, the cluster could not be reached (ECONNREFUSED)');
   t.notMatch(describeRepair(b!), /apiVersion/, 'the kubeconfig never reaches the log line');
+});
+
+t.test('an upstream answer body never reaches the operation log line, only its status', async (t) => {
+  // client-node's ApiException carries the HTTP status in `code` and the upstream's body in its message.
+  const upstream = Object.assign(new Error('HTTP-Code: 500\nMessage: Unknown API Status Code!\nBody: "upstream-said-this-private-thing"'), { code: 500, body: 'upstream-said-this-private-thing' });
+  const [r] = await repairHelmReleases(interruptedResources(exported()), () => ({ list: () => Promise.reject(upstream), remove: () => Promise.resolve() }));
+  t.equal(describeRepair(r!), 'Helm release tenant-1/vcluster: not repaired, the cluster answered HTTP 500');
+  t.notMatch(describeRepair(r!), /upstream-said/, 'the upstream body is not in the line');
+});
+
+t.test('recovery with a provider kubeconfig whose exec would write a marker runs nothing', async (t) => {
+  const { mkdtempSync, existsSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const dir = mkdtempSync(join(tmpdir(), 'helm-exec-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const marker = join(dir, 'marker');
+  const execKubeconfig = JSON.stringify({
+    apiVersion: 'v1', kind: 'Config', 'current-context': 'x',
+    clusters: [{ name: 'c', cluster: { server: 'https://10.0.0.1:6443' } }],
+    contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+    users: [{ name: 'u', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: '/bin/sh', args: ['-c', `touch ${marker}`] } } }],
+  });
+  const state = exported();
+  state.deployment.resources[0]!.inputs = { kubeconfig: secret(execKubeconfig), enableServerSideApply: 'true' };
+  // The default store: @kubernetes/client-node behind the kubeconfig policy.
+  const [r] = await repairHelmReleases(interruptedResources(state));
+  t.match(describeRepair(r!), /not repaired, kubeconfig refused: users\[0\]\.user\.exec/);
+  t.notOk(existsSync(marker), 'the exec command never ran');
 });

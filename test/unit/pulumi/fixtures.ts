@@ -6,6 +6,10 @@ import type { SecretWaitRequest } from '../../../tenants/kubeconfig-wait.ts';
 
 export const PUBLIC_KEY = '-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAexample\n-----END PUBLIC KEY-----\n';
 
+/** A root kubeconfig the kubeconfig policy accepts (inline token). */
+export const ROOT_KUBECONFIG = 'apiVersion: v1\nkind: Config\n# root cluster\nclusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]\n' +
+  'users: [{name: u, user: {token: root-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
+
 export function tenantInput(overrides: Partial<TenantInput> = {}): TenantInput {
   return {
     tenantId: '3f2a9c1e-7b4d-4e8a-9c2f-1a2b3c4d5e6f',
@@ -13,7 +17,7 @@ export function tenantInput(overrides: Partial<TenantInput> = {}): TenantInput {
     plan: 'team',
     runtimeVersion: '1.4.0',
     suspended: false,
-    rootKubeconfig: 'apiVersion: v1\nkind: Config\n# root cluster\n',
+    rootKubeconfig: ROOT_KUBECONFIG,
     runtimeToken: 'rt_secret_token',
     controlPlaneUrl: 'https://control.example.test',
     controlPlanePublicKey: PUBLIC_KEY,

@@ -4,7 +4,15 @@
 import t from 'tap';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { KubeconfigTimeoutError, waitForSecretKey } from '../../../tenants/kubeconfig-wait.ts';
+import { KubeconfigPolicyError } from '../../../provisioner/kubeconfig/policy.ts';
+
+/** The fake API server speaks plain http: these waits run with TLS verification off, allowed explicitly. */
+const PLAIN_HTTP_TEST_POLICY = { execCommands: [], allowInsecureTls: true };
 
 async function fakeApi(answers: (n: number) => { status: number; body: unknown }) {
   let calls = 0;
@@ -33,7 +41,7 @@ const secret = (data: Record<string, string>) => ({ status: 200, body: { kind: '
 t.test('resolves once the Secret appears with its key', async (t) => {
   const api = await fakeApi((n) => (n < 2 ? notFound : n < 3 ? secret({ other: 'eA==' }) : secret({ config: 'eA==' })));
   t.teardown(api.close);
-  await waitForSecretKey({ kubeconfig: api.kubeconfig, namespace: 'tenant-a', name: 'vc-vcluster', key: 'config', timeoutMs: 5000, intervalMs: 10 });
+  await waitForSecretKey({ kubeconfig: api.kubeconfig, namespace: 'tenant-a', name: 'vc-vcluster', key: 'config', timeoutMs: 5000, intervalMs: 10, policy: PLAIN_HTTP_TEST_POLICY });
   t.equal(api.calls, 4);
   t.equal(api.paths[0], '/api/v1/namespaces/tenant-a/secrets/vc-vcluster');
 });
@@ -42,7 +50,7 @@ t.test('gives up after the bound with a message naming the Secret', async (t) =>
   const api = await fakeApi(() => notFound);
   t.teardown(api.close);
   const started = Date.now();
-  const err = await waitForSecretKey({ kubeconfig: api.kubeconfig, namespace: 'tenant-a', name: 'vc-vcluster', key: 'config', timeoutMs: 200, intervalMs: 20 })
+  const err = await waitForSecretKey({ kubeconfig: api.kubeconfig, namespace: 'tenant-a', name: 'vc-vcluster', key: 'config', timeoutMs: 200, intervalMs: 20, policy: PLAIN_HTTP_TEST_POLICY })
     .then(() => undefined, (e: unknown) => e);
   t.ok(err instanceof KubeconfigTimeoutError);
   t.match((err as Error).message, /tenant-a\/vc-vcluster did not appear within 0.2 s \(last: not found\)/);
@@ -52,6 +60,40 @@ t.test('gives up after the bound with a message naming the Secret', async (t) =>
 t.test('a permission error fails at once instead of waiting', async (t) => {
   const api = await fakeApi(() => ({ status: 403, body: { kind: 'Status', code: 403, reason: 'Forbidden' } }));
   t.teardown(api.close);
-  await t.rejects(waitForSecretKey({ kubeconfig: api.kubeconfig, namespace: 'n', name: 'vc-vcluster', key: 'config', timeoutMs: 5000, intervalMs: 10 }));
+  await t.rejects(waitForSecretKey({ kubeconfig: api.kubeconfig, namespace: 'n', name: 'vc-vcluster', key: 'config', timeoutMs: 5000, intervalMs: 10, policy: PLAIN_HTTP_TEST_POLICY }));
   t.equal(api.calls, 1);
+});
+
+t.test('a kubeconfig whose exec would write a marker runs nothing and is refused naming the field', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kc-exec-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const marker = join(dir, 'marker');
+  const kubeconfig = JSON.stringify({
+    apiVersion: 'v1', kind: 'Config', 'current-context': 'x',
+    clusters: [{ name: 'c', cluster: { server: 'https://10.0.0.1:6443' } }],
+    contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+    users: [{ name: 'u', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: '/bin/sh', args: ['-c', `touch ${marker}`] } } }],
+  });
+  const err = await waitForSecretKey({ kubeconfig, namespace: 'n', name: 'vc-vcluster', key: 'config', timeoutMs: 300, intervalMs: 10 }).then(() => undefined, (e: unknown) => e);
+  t.ok(err instanceof KubeconfigPolicyError, 'refused by the kubeconfig policy');
+  t.match((err as Error).message, 'users[0].user.exec');
+  t.notOk(existsSync(marker), 'the exec command never ran');
+});
+
+t.test('a token-file naming a FIFO is refused without opening it', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'kc-fifo-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const fifo = join(dir, 'fifo');
+  execFileSync('mkfifo', [fifo]);
+  const kubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: 'https://10.0.0.1:6443'}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+users: [{name: u, user: {token-file: '${fifo}'}}]
+`;
+  const started = Date.now();
+  const err = await waitForSecretKey({ kubeconfig, namespace: 'n', name: 'vc-vcluster', key: 'config', timeoutMs: 300, intervalMs: 10 }).then(() => undefined, (e: unknown) => e);
+  t.match((err as KubeconfigPolicyError).path, 'users[0].user.token-file');
+  t.ok(Date.now() - started < 1000, 'nothing blocked on the FIFO');
 });

@@ -2,6 +2,7 @@
  * The stack config contract between the provisioner's engine and the tenant program.
  */
 import t from 'tap';
+import { checkKubeconfig } from '../../../provisioner/kubeconfig/policy.ts';
 import { stackConfig, TenantConfigError, validateTenantInput } from '../../../tenants/config.ts';
 import { createTenantProgram } from '../../../tenants/program.ts';
 import type { ISecret } from 'kubernetes-models/v1';
@@ -46,7 +47,7 @@ t.test('the program reads back what stackConfig wrote, secrets stay secret in ou
     priorityClassName: '',
   })));
   t.equal(waiter.calls[0]!.timeoutMs, 45_000);
-  t.equal(waiter.calls[0]!.kubeconfig, tenantInput().rootKubeconfig, 'the root kubeconfig reaches the waiter');
+  t.equal(waiter.calls[0]!.kubeconfig, checkKubeconfig(tenantInput().rootKubeconfig).text, 'the root kubeconfig reaches the waiter as the policy sanitised it');
   t.match(r.outputs.vclusterEndpoint, /^https:\/\/vcluster-tenant-[0-9a-f-]+\.vc\.example\.test$/);
   const vc = r.resources.find((x) => x.name.endsWith('-vcluster-release'))!;
   t.equal(releaseOf<VclusterValues>(vc).values.controlPlane.statefulSet.scheduling.priorityClassName, '');

@@ -1,0 +1,95 @@
+/**
+ * The kubeconfig policy on its own: what it refuses (with the field's path), what it keeps, and
+ * that the sanitised copy holds only the current context.
+ */
+import t from 'tap';
+import { stringify } from 'yaml';
+import { checkKubeconfig, KubeconfigPolicyError, STRICT_KUBECONFIG_POLICY } from '../../../provisioner/kubeconfig/policy.ts';
+import { kubeconfigSecrets } from '../../../provisioner/reconciler/log-writer.ts';
+
+type Doc = Record<string, unknown>;
+const base = (cluster: Doc = {}, user: Doc = {}): Doc => ({
+  apiVersion: 'v1', kind: 'Config',
+  clusters: [{ name: 'c', cluster: { server: 'https://10.0.0.1:6443', 'certificate-authority-data': 'Q0EtZGF0YQ==', ...cluster } }],
+  users: [{ name: 'u', user: { token: 'inline-token-0123456789', ...user } }],
+  contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+  'current-context': 'x',
+});
+
+const refusedOf = (doc: Doc | string, policy = STRICT_KUBECONFIG_POLICY): KubeconfigPolicyError => {
+  try {
+    checkKubeconfig(typeof doc === 'string' ? doc : stringify(doc), policy);
+  } catch (err) {
+    if (err instanceof KubeconfigPolicyError) return err;
+    throw err;
+  }
+  throw new Error('accepted');
+};
+
+t.test('every field that runs a command, reads a file or bypasses TLS is refused with its path', async (t) => {
+  const cases: Array<[Doc, string]> = [
+    [base({}, { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: '/bin/sh', args: ['-c', 'id'] } }), 'users[0].user.exec'],
+    [base({}, { 'auth-provider': { name: 'gcp', config: {} } }), 'users[0].user.auth-provider'],
+    [base({}, { 'token-file': '/etc/passwd' }), 'users[0].user.token-file'],
+    [base({}, { tokenFile: '/etc/passwd' }), 'users[0].user.tokenFile'],
+    [base({}, { 'client-certificate': '/etc/cert.pem' }), 'users[0].user.client-certificate'],
+    [base({}, { 'client-key': '/etc/key.pem' }), 'users[0].user.client-key'],
+    [base({ 'certificate-authority': '/etc/ca.pem' }), 'clusters[0].cluster.certificate-authority'],
+    [base({ 'proxy-url': 'http://10.0.0.2:3128' }), 'clusters[0].cluster.proxy-url'],
+    [base({ 'insecure-skip-tls-verify': true }), 'clusters[0].cluster.insecure-skip-tls-verify'],
+    [base({}, { 'made-up': 'x' }), 'users[0].user.made-up'],
+    [{ ...base(), 'current-context': 'nope' }, 'current-context'],
+    [base({ server: 'ftp://x' }), 'clusters[0].cluster.server'],
+  ];
+  for (const [doc, path] of cases) {
+    const err = refusedOf(doc);
+    t.equal(err.path, path, `refused at ${path}`);
+    t.match(err.message, path, `the message names ${path}`);
+  }
+});
+
+t.test('a refused entry is refused even when the current context does not use it', async (t) => {
+  const doc = base();
+  (doc.users as Doc[]).push({ name: 'other', user: { exec: { command: '/bin/sh' } } });
+  t.equal(refusedOf(doc).path, 'users[1].user.exec');
+});
+
+t.test('JSON kubeconfigs are checked the same way', async (t) => {
+  t.equal(refusedOf(JSON.stringify(base({}, { 'token-file': '/x' }))).path, 'users[0].user.token-file');
+  t.equal(checkKubeconfig(JSON.stringify(base())).server.host, '10.0.0.1:6443');
+});
+
+t.test('exec is accepted only for a command the operator listed, never interactive', async (t) => {
+  const policy = { execCommands: ['/usr/local/bin/aws-iam-authenticator'], allowInsecureTls: false };
+  t.equal(refusedOf(base({}, { exec: { command: '/bin/sh' } }), policy).path, 'users[0].user.exec.command');
+  const ok = checkKubeconfig(stringify(base({}, { exec: { command: '/usr/local/bin/aws-iam-authenticator', args: ['token'], interactiveMode: 'Always' } })), policy);
+  t.match(JSON.parse(ok.text).users[0].user.exec, { command: '/usr/local/bin/aws-iam-authenticator', interactiveMode: 'Never' });
+  t.ok(checkKubeconfig(stringify(base({ 'insecure-skip-tls-verify': true })), { execCommands: [], allowInsecureTls: true }), 'insecure TLS only when allowed');
+});
+
+t.test('the sanitised copy holds only the current context, its cluster and user, with inline data', async (t) => {
+  const doc = base();
+  (doc.clusters as Doc[]).push({ name: 'unused', cluster: { server: 'https://10.9.9.9' } });
+  doc.preferences = {};
+  const checked = checkKubeconfig(stringify(doc));
+  const out = JSON.parse(checked.text);
+  t.same(out.clusters.map((c: Doc) => c.name), ['c']);
+  t.same(out.users, [{ name: 'u', user: { token: 'inline-token-0123456789' } }]);
+  t.same(checked.secrets, ['inline-token-0123456789']);
+  t.notOk('preferences' in out);
+});
+
+t.test('unparsable, aliased bombs and duplicate keys are refused without a path', async (t) => {
+  t.match(refusedOf('not: [valid').message, /could not be parsed/);
+  t.match(refusedOf('a: 1\na: 2\n').message, /could not be parsed/);
+  const bomb = 'a: &a ["x","x"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n';
+  t.match(refusedOf(bomb).message, /could not be parsed|not a kubeconfig field/);
+});
+
+t.test('log masking parses the kubeconfig: JSON and YAML, every quoting', async (t) => {
+  const token = 'json-token-abcdefghijklmnop';
+  t.same(kubeconfigSecrets(JSON.stringify(base({}, { token }))).sort(), ['Q0EtZGF0YQ==', token].sort());
+  t.ok(kubeconfigSecrets(`users: [{name: u, user: {"token": '${token}'}}]`).includes(token), 'flow YAML with quoted keys');
+  t.ok(kubeconfigSecrets(stringify({ users: [{ name: 'u', user: { exec: { command: 'x', env: [{ name: 'AWS_SECRET', value: 'env-secret-value' }] } } }] })).includes('env-secret-value'), 'exec env values');
+  t.same(kubeconfigSecrets('not: [valid'), []);
+});
