@@ -17,6 +17,7 @@ import { errors } from '../errors.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { TenantService } from '../tenants/service.ts';
 import { ClusterService } from '../clusters/service.ts';
+import { KeyService } from '../keys/service.ts';
 import { createHotReads, type BatchOptions } from '../store/batched-reads.ts';
 import { OperationLogHub } from '../reconciler/log-follow.ts';
 import { createRequestSigner, createTunnelServer, generateRequestSigningKeys, TunnelDirectory, tunnelRoutes, type TunnelLimits } from '../tunnel/index.ts';
@@ -114,12 +115,12 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     catalog: deps.catalog,
     tenants: new TenantService({ pool: deps.pool, box: deps.box, catalog: deps.catalog }),
     clusters: new ClusterService({ pool: deps.pool, box: deps.box, kubeconfigPolicy: deps.config.kubeconfig }),
+    keys: new KeyService({ pool: deps.pool, onRevoked: onKeyRevoked }),
     metrics,
     logHub: new OperationLogHub(deps.pool),
     tunnel,
     tunnelDirectory,
     requestSigningPublicKeyPem: signer.publicKeyPem,
-    onKeyRevoked,
     keyCache,
     reads,
   };

@@ -4,6 +4,7 @@ import type { SecretBox } from '../crypto.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import type { TenantService } from '../tenants/service.ts';
 import type { ClusterService } from '../clusters/service.ts';
+import type { KeyService } from '../keys/service.ts';
 import type { Metrics } from './metrics.ts';
 import type { OperationLogHub } from '../reconciler/log-follow.ts';
 import type { TunnelDirectory, TunnelServer } from '../tunnel/index.ts';
@@ -18,6 +19,7 @@ export interface AppContext {
   catalog: Catalog;
   tenants: TenantService;
   clusters: ClusterService;
+  keys: KeyService;
   metrics: Metrics;
   /** Live operation log followers share one LISTEN connection. */
   logHub: OperationLogHub;
@@ -27,8 +29,6 @@ export interface AppContext {
   tunnelDirectory: TunnelDirectory;
   /** Public half of the request-signing key; runtimes verify forwarded requests with it. */
   requestSigningPublicKeyPem: string;
-  /** Called after a key is revoked (the tunnel server closes tunnels that use it). */
-  onKeyRevoked: (keyId: string) => void;
   /** Resolved API keys, briefly (see auth/key-cache.ts). */
   keyCache: KeyCache;
   /** Batched reads of a tenant and of an API key (store/batched-reads.ts). */
