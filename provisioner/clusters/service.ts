@@ -8,7 +8,7 @@ import type { SecretBox } from '../crypto.ts';
 import { pgCode, withTx } from '../db/tx.ts';
 import { errors } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
-import { getClusterByName, insertCluster, listClusters, setCordoned, type RootCluster } from '../store/clusters.ts';
+import { getClusterByName, insertCluster, listClusters, listRegions, setCordoned, type Region, type RootCluster } from '../store/clusters.ts';
 import { PLAN_NAMES } from '../../tenants/plans.ts';
 import { admitKubeconfig } from '../kubeconfig/admit.ts';
 import type { KubeconfigPolicy } from '../kubeconfig/policy.ts';
@@ -45,6 +45,11 @@ export class ClusterService {
 
   list(): Promise<RootCluster[]> {
     return listClusters(this.#pool);
+  }
+
+  /** The regions of the registered clusters, each saying whether a new tenant can be placed there. */
+  regions(): Promise<Region[]> {
+    return listRegions(this.#pool);
   }
 
   async get(name: string): Promise<RootCluster> {

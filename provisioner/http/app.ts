@@ -18,6 +18,7 @@ import type { Catalog } from '../../runtime/catalog.ts';
 import { TenantService } from '../tenants/service.ts';
 import { ClusterService } from '../clusters/service.ts';
 import { KeyService } from '../keys/service.ts';
+import { RuntimeVersionService } from '../runtime-versions/service.ts';
 import { createHotReads, type BatchOptions } from '../store/batched-reads.ts';
 import { OperationLogHub } from '../reconciler/log-follow.ts';
 import { createRequestSigner, createTunnelServer, generateRequestSigningKeys, TunnelDirectory, tunnelRoutes, type TunnelLimits } from '../tunnel/index.ts';
@@ -116,6 +117,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     tenants: new TenantService({ pool: deps.pool, box: deps.box, catalog: deps.catalog }),
     clusters: new ClusterService({ pool: deps.pool, box: deps.box, kubeconfigPolicy: deps.config.kubeconfig }),
     keys: new KeyService({ pool: deps.pool, onRevoked: onKeyRevoked }),
+    runtimeVersions: new RuntimeVersionService({ pool: deps.pool, catalog: deps.catalog }),
     metrics,
     logHub: new OperationLogHub(deps.pool),
     tunnel,

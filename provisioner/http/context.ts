@@ -5,6 +5,7 @@ import type { Catalog } from '../../runtime/catalog.ts';
 import type { TenantService } from '../tenants/service.ts';
 import type { ClusterService } from '../clusters/service.ts';
 import type { KeyService } from '../keys/service.ts';
+import type { RuntimeVersionService } from '../runtime-versions/service.ts';
 import type { Metrics } from './metrics.ts';
 import type { OperationLogHub } from '../reconciler/log-follow.ts';
 import type { TunnelDirectory, TunnelServer } from '../tunnel/index.ts';
@@ -20,6 +21,7 @@ export interface AppContext {
   tenants: TenantService;
   clusters: ClusterService;
   keys: KeyService;
+  runtimeVersions: RuntimeVersionService;
   metrics: Metrics;
   /** Live operation log followers share one LISTEN connection. */
   logHub: OperationLogHub;
