@@ -39,5 +39,5 @@ t.test('the server runs the reconciler; without a Pulumi CLI tenants get EngineU
   const health = await fetch(`${running.url}/healthz`);
   t.equal(health.status, 200, 'the API keeps serving');
   await running.close();
-  t.pass('closed cleanly');
+  await t.rejects(fetch(`${running.url}/healthz`), 'after close the server no longer accepts connections');
 });
