@@ -36,7 +36,7 @@ const TAKEOVER_TENANTS = 20;
 const TTL_MS = Number(process.env.BENCH_TTL_MS ?? 2000);
 /** BENCH_DURABLE=1: attempt bookkeeping on the durable pool too (synchronous_commit on). */
 const durable = process.env.BENCH_DURABLE === '1';
-const KUBECONFIG = 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]\nusers: [{name: u, user: {token: bench-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
+const KUBECONFIG = 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\nusers: [{name: u, user: {token: bench-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
 
 function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;

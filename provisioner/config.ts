@@ -11,6 +11,7 @@ import { chartRepositoryProblem, vclusterServerTemplateProblem } from '../tenant
 import { DEFAULT_RECONCILER_SETTINGS } from './reconciler/settings.ts';
 import { DEFAULT_TUNNEL_LIMITS, tunnelLimitProblems, type TunnelLimits } from './tunnel/limits.ts';
 import type { KubeconfigPolicy } from './kubeconfig/policy.ts';
+import { parseCidr } from './kubeconfig/address.ts';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -272,6 +273,9 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
  * PROVISIONER_KUBECONFIG_EXEC_COMMANDS: absolute paths of the commands a registered cluster's
  * kubeconfig may run as `exec` credential plugin (comma-separated; unset: exec is refused).
  * PROVISIONER_KUBECONFIG_INSECURE_TLS=true: accept `insecure-skip-tls-verify` (development only).
+ * PROVISIONER_CLUSTER_ALLOWED_CIDRS: loopback/private ranges a registered cluster's server may be
+ * in (comma-separated CIDRs; unset: public addresses only). PROVISIONER_CLUSTER_ALLOW_HTTP=true:
+ * accept plain http servers (tests only).
  */
 function loadKubeconfigPolicy(env: Env): KubeconfigPolicy {
   const raw = env.PROVISIONER_KUBECONFIG_EXEC_COMMANDS ?? '';
@@ -279,7 +283,16 @@ function loadKubeconfigPolicy(env: Env): KubeconfigPolicy {
   for (const c of execCommands) {
     if (!isAbsolute(c)) throw new ConfigError('PROVISIONER_KUBECONFIG_EXEC_COMMANDS', `'${c}' is not an absolute path; list the exact commands a kubeconfig may run, e.g. /usr/local/bin/aws-iam-authenticator`);
   }
-  return { execCommands, allowInsecureTls: bool(env, 'PROVISIONER_KUBECONFIG_INSECURE_TLS', false) };
+  const allowedCidrs = (env.PROVISIONER_CLUSTER_ALLOWED_CIDRS ?? '').split(',').map((c) => c.trim()).filter((c) => c !== '');
+  for (const c of allowedCidrs) {
+    if (!parseCidr(c)) throw new ConfigError('PROVISIONER_CLUSTER_ALLOWED_CIDRS', `'${c}' is not a CIDR such as 10.0.0.0/8 or fd00::/8`);
+  }
+  return {
+    execCommands,
+    allowInsecureTls: bool(env, 'PROVISIONER_KUBECONFIG_INSECURE_TLS', false),
+    allowedCidrs,
+    allowHttp: bool(env, 'PROVISIONER_CLUSTER_ALLOW_HTTP', false),
+  };
 }
 
 function bool(env: Env, name: string, fallback: boolean): boolean {

@@ -12,7 +12,7 @@ import { DEFAULT_AGENT_IMAGE_REPOSITORY } from '../runtime/component/agents.ts';
 import { isLocalPath, UPSTREAM_REPOSITORIES, type ChartRepositories } from '../runtime/component/chart-source.ts';
 import { managedClustersProblem, type ManagedClusterConfig } from '../runtime/component/cluster-secret.ts';
 import { PLANS } from './plans.ts';
-import { checkKubeconfig, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '../provisioner/kubeconfig/policy.ts';
+import { pinKubeconfig, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '../provisioner/kubeconfig/policy.ts';
 
 export const CONFIG_NAMESPACE = 'tenant';
 
@@ -191,8 +191,9 @@ export function validateTenantInput(input: TenantInput, catalog: Catalog = defau
   if (clustersProblem) throw new TenantConfigError('managedClusters', clustersProblem);
   const policy = input.kubeconfigPolicy;
   if (policy !== undefined) {
-    if (typeof policy !== 'object' || policy === null || !Array.isArray(policy.execCommands) || !policy.execCommands.every((c) => typeof c === 'string') || typeof policy.allowInsecureTls !== 'boolean') {
-      throw new TenantConfigError('kubeconfigPolicy', 'must be {"execCommands": [strings], "allowInsecureTls": boolean}');
+    const strings = (v: unknown) => Array.isArray(v) && v.every((c) => typeof c === 'string');
+    if (typeof policy !== 'object' || policy === null || !strings(policy.execCommands) || !strings(policy.allowedCidrs) || typeof policy.allowInsecureTls !== 'boolean' || typeof policy.allowHttp !== 'boolean') {
+      throw new TenantConfigError('kubeconfigPolicy', 'must be {"execCommands": [strings], "allowInsecureTls": boolean, "allowedCidrs": [strings], "allowHttp": boolean}');
     }
   }
 }
@@ -277,7 +278,7 @@ export function readTenantConfig(config: pulumi.Config, catalog: Catalog = defau
   validateTenantInput(input, catalog);
   const kubeconfigPolicy = input.kubeconfigPolicy ?? STRICT_KUBECONFIG_POLICY;
   // The provider and the kubeconfig wait only ever see the policy's sanitised copy.
-  const rootKubeconfig = rawKubeconfig.apply((text) => checkKubeconfig(text, kubeconfigPolicy).text);
+  const rootKubeconfig = rawKubeconfig.apply(async (text) => (await pinKubeconfig(text, kubeconfigPolicy)).text);
   return {
     tenantId: input.tenantId,
     organization: input.organization,

@@ -33,7 +33,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 export const waitForSecretKey: SecretWaiter = async (request) => {
   // Checked before use: a kubeconfig that runs a command or reads a file is refused here too.
-  const kc = kubeConfigFrom(request.kubeconfig, request.policy);
+  const kc = await kubeConfigFrom(request.kubeconfig, request.policy);
   const api = kc.makeApiClient(CoreV1Api);
   const deadline = Date.now() + request.timeoutMs;
   const interval = request.intervalMs ?? 2000;
@@ -46,7 +46,13 @@ export const waitForSecretKey: SecretWaiter = async (request) => {
     } catch (err) {
       // client-node rejects with an ApiException carrying the HTTP status in `code`.
       const code = statusOf(err);
-      if (code === undefined || (code !== 404 && code < 500)) throw err;
+      // The error carries the upstream's answer body: only its status or network error code
+      // goes on (the message ends up in an operation log the tenant reads).
+      const where = `reading Secret ${request.namespace}/${request.name} on the root cluster`;
+      // eslint-disable-next-line preserve-caught-error -- the cause holds the upstream's body, which must not travel on
+      if (code === undefined) throw new Error(`${where}: the API server could not be reached${networkCode(err)}`);
+      // eslint-disable-next-line preserve-caught-error -- as above
+      if (code !== 404 && code < 500) throw new Error(`${where}: the API server answered HTTP ${code}`);
       last = code === 404 ? 'not found' : `API answered ${code}`;
     }
     const left = deadline - Date.now();
@@ -63,4 +69,12 @@ export const waitForSecretKey: SecretWaiter = async (request) => {
 function statusOf(err: unknown): number | undefined {
   if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
   return typeof err.code === 'number' ? err.code : undefined;
+}
+
+function networkCode(err: unknown): string {
+  const cause = typeof err === 'object' && err !== null && 'cause' in err ? err.cause : undefined;
+  for (const e of [cause, err]) {
+    if (typeof e === 'object' && e !== null && 'code' in e && typeof e.code === 'string') return ` (${e.code})`;
+  }
+  return '';
 }

@@ -124,10 +124,11 @@ export interface HelmRecordStore {
 
 /** A kubeconfig read back from a stack's state is checked by the kubeconfig policy before use. */
 export function kubeRecordStore(kubeconfig: string, policy: KubeconfigPolicy = STRICT_KUBECONFIG_POLICY): HelmRecordStore {
-  const kc = kubeConfigFrom(kubeconfig, policy);
-  const api = kc.makeApiClient(CoreV1Api);
+  let client: Promise<CoreV1Api> | undefined;
+  const apiOf = (): Promise<CoreV1Api> => (client ??= kubeConfigFrom(kubeconfig, policy).then((kc) => kc.makeApiClient(CoreV1Api)));
   return {
     async list(namespace, release) {
+      const api = await apiOf();
       const list = await api.listNamespacedSecret({ namespace, labelSelector: `owner=helm,name=${release}` });
       return list.items.map((s) => ({
         name: s.metadata?.name ?? '',
@@ -136,6 +137,7 @@ export function kubeRecordStore(kubeconfig: string, policy: KubeconfigPolicy = S
       }));
     },
     async remove(namespace, name) {
+      const api = await apiOf();
       try {
         await api.deleteNamespacedSecret({ name, namespace });
       } catch (err) {

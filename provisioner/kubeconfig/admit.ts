@@ -4,12 +4,12 @@
  * stored or used.
  */
 import { errors } from '../errors.ts';
-import { checkKubeconfig, KubeconfigPolicyError, type CheckedKubeconfig, type KubeconfigPolicy } from './policy.ts';
+import { pinKubeconfig, KubeconfigPolicyError, type CheckedKubeconfig, type KubeconfigPolicy } from './policy.ts';
 
 /** Checks a kubeconfig from a request body field (`field`, default `kubeconfig`); 400 when refused. */
 export async function admitKubeconfig(text: string, policy: KubeconfigPolicy, field = 'kubeconfig'): Promise<CheckedKubeconfig> {
   try {
-    return await Promise.resolve(checkKubeconfig(text, policy));
+    return await pinKubeconfig(text, policy);
   } catch (err) {
     if (err instanceof KubeconfigPolicyError) throw errors.validation(`${field} ${err.message}`, field, err.path ? { path: err.path } : undefined);
     throw err;

@@ -4,10 +4,12 @@
  * (which would otherwise read `token-file` and run `exec` as the kubeconfig says).
  */
 import { KubeConfig } from '@kubernetes/client-node';
-import { checkKubeconfig, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from './policy.ts';
+import type { Lookup } from './address.ts';
+import { pinKubeconfig, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from './policy.ts';
 
-export function kubeConfigFrom(text: string, policy: KubeconfigPolicy = STRICT_KUBECONFIG_POLICY): KubeConfig {
-  const checked = checkKubeconfig(text, policy);
+/** Checked, resolved once and pinned to the checked address (pinKubeconfig). */
+export async function kubeConfigFrom(text: string, policy: KubeconfigPolicy = STRICT_KUBECONFIG_POLICY, lookup?: Lookup): Promise<KubeConfig> {
+  const checked = await pinKubeconfig(text, policy, lookup);
   const kc = new KubeConfig();
   kc.loadFromString(checked.text);
   return kc;

@@ -18,18 +18,29 @@
  * the current context, its cluster and its user: @kubernetes/client-node and the Pulumi provider
  * only ever see that. Never hand a kubeconfig to `KubeConfig.loadFromString` without passing it
  * through here first (loadFromString reads `token-file` synchronously).
+ *
+ * The server must be https (plain http only when an operator allows it) and its address passes
+ * the outbound address policy (address.ts): checked here when it is an IP literal, and by
+ * pinKubeconfig, which resolves a name once and pins the sanitised copy to the checked address
+ * (`tls-server-name` keeps TLS verification on the name).
  */
+import { isIP } from 'node:net';
 import { parse } from 'yaml';
+import { addressProblem, AddressRefusedError, hostOf, resolveChecked, type Lookup } from './address.ts';
 
 export interface KubeconfigPolicy {
   /** Commands `users[].user.exec.command` may name (exact match); empty: exec is refused. */
   execCommands: readonly string[];
   /** Whether `insecure-skip-tls-verify: true` is accepted. */
   allowInsecureTls: boolean;
+  /** Loopback and private ranges the server may be in (CIDRs); link-local, unspecified and multicast never. */
+  allowedCidrs: readonly string[];
+  /** Whether a plain http server is accepted (tests and development only). */
+  allowHttp: boolean;
 }
 
 /** No exec, TLS always verified: what a tenant-supplied kubeconfig always gets. */
-export const STRICT_KUBECONFIG_POLICY: KubeconfigPolicy = Object.freeze({ execCommands: Object.freeze([]), allowInsecureTls: false });
+export const STRICT_KUBECONFIG_POLICY: KubeconfigPolicy = Object.freeze({ execCommands: Object.freeze([]), allowInsecureTls: false, allowedCidrs: Object.freeze([]), allowHttp: false });
 
 /** A kubeconfig refused by the policy; `path` names the field (`users[0].user.exec`). */
 export class KubeconfigPolicyError extends Error {
@@ -45,6 +56,8 @@ export class KubeconfigPolicyError extends Error {
 export interface CheckedKubeconfig {
   /** The cluster's server URL as given (`https://host:port`). */
   server: URL;
+  /** Where the current cluster's server is in the document (`clusters[0].cluster.server`). */
+  serverPath: string;
   /** The minimal kubeconfig (JSON) with only the current context, its cluster and user. */
   text: string;
   /** Every secret value it holds (tokens, keys, passwords): masked wherever output is logged. */
@@ -124,7 +137,33 @@ export function checkKubeconfig(text: string, policy: KubeconfigPolicy = STRICT_
     contexts: [{ name: context.name, context: context.body }],
     'current-context': context.name,
   };
-  return { server, text: JSON.stringify(sanitised), secrets };
+  return { server, serverPath: `${cluster.path}.cluster.server`, text: JSON.stringify(sanitised), secrets };
+}
+
+/**
+ * checkKubeconfig, then the outbound address policy on the current cluster's server: a name is
+ * resolved once, every address checked, and the sanitised copy points at the checked address
+ * (with `tls-server-name` set to the name, so the certificate is still verified against it).
+ * What it returns never makes a client look the name up again.
+ */
+export async function pinKubeconfig(text: string, policy: KubeconfigPolicy = STRICT_KUBECONFIG_POLICY, lookup?: Lookup): Promise<CheckedKubeconfig> {
+  const checked = checkKubeconfig(text, policy);
+  let address: string;
+  try {
+    address = await resolveChecked(checked.server, policy, lookup);
+  } catch (err) {
+    if (err instanceof AddressRefusedError) throw new KubeconfigPolicyError(checked.serverPath, err.message);
+    throw err;
+  }
+  const host = hostOf(checked.server);
+  if (address === host) return checked;
+  const doc = JSON.parse(checked.text) as { clusters: [{ cluster: Json }] };
+  const cluster = doc.clusters[0].cluster;
+  const pinned = new URL(checked.server.href);
+  pinned.hostname = address.includes(':') ? `[${address}]` : address;
+  cluster.server = pinned.href.replace(/\/$/, '');
+  if (typeof cluster['tls-server-name'] !== 'string') cluster['tls-server-name'] = host;
+  return { ...checked, text: JSON.stringify(doc) };
 }
 
 function unknownField(path: string): never {
@@ -192,8 +231,14 @@ function checkCluster(path: string, body: Json, policy: KubeconfigPolicy): Json 
   } catch {
     throw new KubeconfigPolicyError(`${path}.server`, `'${server}' is not a URL`);
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new KubeconfigPolicyError(`${path}.server`, `'${server}' is not an http(s) URL`);
+  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && policy.allowHttp)) {
+    throw new KubeconfigPolicyError(`${path}.server`, `'${server}' is not an https URL (the control plane only talks TLS to a cluster)`);
+  }
   if (url.username || url.password) throw new KubeconfigPolicyError(`${path}.server`, 'must not hold credentials');
+  if (url.search || url.hash) throw new KubeconfigPolicyError(`${path}.server`, 'must not hold a query or fragment');
+  const host = hostOf(url);
+  const problem = isIP(host) !== 0 ? addressProblem(host, policy) : undefined;
+  if (problem) throw new KubeconfigPolicyError(`${path}.server`, problem);
   return kept;
 }
 

@@ -21,7 +21,7 @@ import { appendLog } from '../store/operations.ts';
 import { TENANT_CHANNEL } from '../store/tenants.ts';
 import { EngineError, engineErrorOf, type Engine, type EngineResult, type RunOptions, type StackInput } from '../engine/engine.ts';
 import { describeRepair, kubeRecordStore, repairHelmReleases } from '../engine/helm-recovery.ts';
-import { checkKubeconfig, KubeconfigPolicyError, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import { pinKubeconfig, KubeconfigPolicyError, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
 import { recoveryPlan } from '../engine/pulumi-plan.ts';
 import { startAttempt, type StartedAttempt } from './attempt.ts';
 import { backoffMs, type BackoffOptions } from './backoff.ts';
@@ -493,7 +493,7 @@ export class Reconciler {
     if (!cluster) throw new Error(`root cluster ${clusterId} of the tenant is not registered`);
     let checked;
     try {
-      checked = checkKubeconfig(this.#o.box.decrypt(cluster.enc, `cluster/${cluster.name}`).toString('utf8'), this.#o.kubeconfigPolicy);
+      checked = await pinKubeconfig(this.#o.box.decrypt(cluster.enc, `cluster/${cluster.name}`).toString('utf8'), this.#o.kubeconfigPolicy);
     } catch (err) {
       if (!(err instanceof KubeconfigPolicyError)) throw err;
       throw new EngineError('ProgramFailed', `the kubeconfig of root cluster '${cluster.name}' is refused: ${err.message}; nothing was run against the cluster (register the cluster with an inline-credential kubeconfig)`);

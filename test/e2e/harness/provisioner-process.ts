@@ -95,6 +95,8 @@ export function provisionerEnv(s: ProvisionerSettings, port: number): Record<str
     PROVISIONER_BACKOFF_CAP_SECONDS: '30',
     PROVISIONER_SHUTDOWN_GRACE_SECONDS: '5',
     PROVISIONER_SIGNUP_RATE_LIMIT: '100000',
+    // The root and vcluster API servers of this tier listen on loopback (https).
+    PROVISIONER_CLUSTER_ALLOWED_CIDRS: '127.0.0.0/8',
     PROVISIONER_CHART_REPOSITORIES: JSON.stringify({ argo: s.chartDir, vcluster: s.chartDir }),
     LOG_LEVEL: 'info',
     ...s.env,

@@ -12,7 +12,7 @@ const b = await api.signup({ runtimeVersion: v1 });
 const runtimeKey = (await createKey(api.db.pool, { role: 'runtime', tenantId: a.tenantId, name: 'runtime a', createdBy: 'test' })).key;
 const kubeconfig = `apiVersion: v1
 kind: Config
-clusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]
+clusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]
 users: [{name: u, user: {token: secret-token}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x

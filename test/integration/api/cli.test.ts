@@ -64,7 +64,7 @@ t.test('suspend, resume, retry, delete, and operations list', async (t) => {
 t.test('clusters add/list/cordon and keys create/revoke', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'hrt-cli-'));
   const kc = join(dir, 'kubeconfig');
-  await writeFile(kc, 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n');
+  await writeFile(kc, 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n');
   t.equal((await cli(['clusters', 'add', 'cli-1', '--region', 'eu-1', '--capacity', '3', '--kubeconfig', kc, '--label', 'tier=gold'])).code, 0);
   t.match((await cli(['clusters', 'list'])).out, /cli-1\s+eu-1\s+0\s+3\s+false\s+all/);
   t.match((await cli(['clusters', 'cordon', 'cli-1'])).out, /cordoned/);

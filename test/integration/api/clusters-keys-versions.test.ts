@@ -5,7 +5,7 @@ import { catalog } from '../../../runtime/catalog.ts';
 const api = await createTestApi();
 t.teardown(() => api.close());
 
-const kubeconfig = (server = 'https://10.0.0.1:6443') => `apiVersion: v1
+const kubeconfig = (server = 'https://203.0.113.10:6443') => `apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: "${server}"}}]
 users: [{name: u, user: {token: very-secret-token}}]

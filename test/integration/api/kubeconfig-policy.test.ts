@@ -20,7 +20,7 @@ t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 type Doc = Record<string, unknown>;
 const kubeconfig = (cluster: Doc = {}, user: Doc = {}): string => stringify({
   apiVersion: 'v1', kind: 'Config', 'current-context': 'x',
-  clusters: [{ name: 'c', cluster: { server: 'https://10.0.0.1:6443', ...cluster } }],
+  clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10:6443', ...cluster } }],
   users: [{ name: 'u', user: { token: 'inline-token-0123456789', ...user } }],
   contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
 });
@@ -48,7 +48,7 @@ t.test('each refused kubeconfig field is a 400 naming it; nothing is stored', as
     [kubeconfig({ 'certificate-authority': '/etc/hostname' }), 'clusters[0].cluster.certificate-authority'],
     [kubeconfig({ 'proxy-url': 'http://10.0.0.9:3128' }), 'clusters[0].cluster.proxy-url'],
     [kubeconfig({ 'insecure-skip-tls-verify': true }), 'clusters[0].cluster.insecure-skip-tls-verify'],
-    [JSON.stringify({ apiVersion: 'v1', kind: 'Config', 'current-context': 'x', clusters: [{ name: 'c', cluster: { server: 'https://10.0.0.1' } }], contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }], users: [{ name: 'u', user: { 'token-file': '/etc/hostname' } }] }), 'users[0].user.token-file'],
+    [JSON.stringify({ apiVersion: 'v1', kind: 'Config', 'current-context': 'x', clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10' } }], contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }], users: [{ name: 'u', user: { 'token-file': '/etc/hostname' } }] }), 'users[0].user.token-file'],
   ];
   for (const [text, path] of cases) {
     const res = await register(text);
@@ -78,6 +78,27 @@ t.test('a token-file naming a FIFO does not stall the server, and the answer tel
 });
 
 t.test('an inline-credential kubeconfig in JSON is accepted', async (t) => {
-  const res = await register(JSON.stringify({ apiVersion: 'v1', kind: 'Config', 'current-context': 'x', clusters: [{ name: 'c', cluster: { server: 'https://10.0.0.1:6443', 'certificate-authority-data': 'Q0E=' } }], contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }], users: [{ name: 'u', user: { 'client-certificate-data': 'Q0VSVA==', 'client-key-data': 'S0VZ' } }] }));
+  const res = await register(JSON.stringify({ apiVersion: 'v1', kind: 'Config', 'current-context': 'x', clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10:6443', 'certificate-authority-data': 'Q0E=' } }], contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }], users: [{ name: 'u', user: { 'client-certificate-data': 'Q0VSVA==', 'client-key-data': 'S0VZ' } }] }));
   t.equal(res.status, 201, JSON.stringify(res.body));
+});
+
+t.test('server addresses the control plane must not reach are refused at registration, naming the server', async (t) => {
+  const servers = ['https://127.0.0.1:6443', 'https://[::1]:5432', 'https://169.254.169.254', 'https://[::ffff:169.254.169.254]', 'https://0.0.0.0:22',
+    'https://2130706433:6443', 'https://0x7f000001:6443', 'https://localhost:6443', 'http://203.0.113.10:6443'];
+  for (const server of servers) {
+    const res = await register(kubeconfig({ server }));
+    t.equal(res.status, 400, `${server}: 400`);
+    t.match(res.body.error?.message, 'clusters[0].cluster.server', `${server}: the message names the server field`);
+  }
+});
+
+t.test('an operator may allow loopback ranges at start-up; link-local stays refused', async (t) => {
+  const allowing = await createTestApi({ env: { PROVISIONER_CLUSTER_ALLOWED_CIDRS: '127.0.0.0/8,::1/128' } });
+  t.teardown(() => allowing.close());
+  const send = (server: string, name: string) => allowing.request('POST', '/v1/clusters', { key: allowing.operatorKey, body: { name, region: 'eu', capacity: 1, kubeconfig: kubeconfig({ server }) } });
+  t.equal((await send('https://127.0.0.1:6443', 'loop')).statusCode, 201, 'loopback allowed by PROVISIONER_CLUSTER_ALLOWED_CIDRS');
+  t.equal((await send('https://localhost:6443', 'loop-name')).statusCode, 201, 'a name resolving to loopback too');
+  const metadata = await send('https://169.254.169.254', 'meta');
+  t.equal(metadata.statusCode, 400, 'link-local is never allowed');
+  t.match(metadata.json().error.message, /link-local/);
 });

@@ -148,7 +148,7 @@ t.test('5xx answers leak no internals', async (t) => {
 });
 
 t.test('region: listed publicly from the root clusters, chosen at signup, shown in the spec and filterable', async (t) => {
-  const kubeconfig = 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://10.0.0.1:6443"}}]\n' +
+  const kubeconfig = 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
     'users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
   for (const [name, region] of [['signup-eu', 'eu-test-1'], ['signup-us', 'us-test-1']] as const) {
     const res = await api.request('POST', '/v1/clusters', { body: { name, region, capacity: 5, kubeconfig } });

@@ -17,7 +17,7 @@ import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts
 
 export const KUBECONFIG = `apiVersion: v1
 kind: Config
-clusters: [{name: c, cluster: {server: "https://10.0.0.1:6443", certificate-authority-data: Q0VSVElGSUNBVEVEQVRBLXRlc3Q=}}]
+clusters: [{name: c, cluster: {server: "https://203.0.113.10:6443", certificate-authority-data: Q0VSVElGSUNBVEVEQVRBLXRlc3Q=}}]
 users: [{name: u, user: {token: root-cluster-secret-token-0123456789}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x

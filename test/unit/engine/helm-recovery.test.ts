@@ -142,7 +142,7 @@ t.test('recovery with a provider kubeconfig whose exec would write a marker runs
   const marker = join(dir, 'marker');
   const execKubeconfig = JSON.stringify({
     apiVersion: 'v1', kind: 'Config', 'current-context': 'x',
-    clusters: [{ name: 'c', cluster: { server: 'https://10.0.0.1:6443' } }],
+    clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10:6443' } }],
     contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
     users: [{ name: 'u', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: '/bin/sh', args: ['-c', `touch ${marker}`] } } }],
   });

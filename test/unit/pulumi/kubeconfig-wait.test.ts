@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import { KubeconfigTimeoutError, waitForSecretKey } from '../../../tenants/kubeconfig-wait.ts';
 import { KubeconfigPolicyError } from '../../../provisioner/kubeconfig/policy.ts';
 
-/** The fake API server speaks plain http: these waits run with TLS verification off, allowed explicitly. */
-const PLAIN_HTTP_TEST_POLICY = { execCommands: [], allowInsecureTls: true };
+/** The fake API server speaks plain http on loopback: these waits run with http, loopback and no TLS verification, allowed explicitly. */
+const PLAIN_HTTP_TEST_POLICY = { execCommands: [], allowInsecureTls: true, allowedCidrs: ['127.0.0.0/8'], allowHttp: true };
 
 async function fakeApi(answers: (n: number) => { status: number; body: unknown }) {
   let calls = 0;
@@ -57,11 +57,14 @@ t.test('gives up after the bound with a message naming the Secret', async (t) =>
   t.ok(Date.now() - started < 2000, 'the bound holds');
 });
 
-t.test('a permission error fails at once instead of waiting', async (t) => {
-  const api = await fakeApi(() => ({ status: 403, body: { kind: 'Status', code: 403, reason: 'Forbidden' } }));
+t.test('a permission error fails at once instead of waiting, without the upstream body', async (t) => {
+  const api = await fakeApi(() => ({ status: 403, body: { kind: 'Status', code: 403, reason: 'Forbidden', message: 'upstream-private-text' } }));
   t.teardown(api.close);
   await t.rejects(waitForSecretKey({ kubeconfig: api.kubeconfig, namespace: 'n', name: 'vc-vcluster', key: 'config', timeoutMs: 5000, intervalMs: 10, policy: PLAIN_HTTP_TEST_POLICY }));
   t.equal(api.calls, 1);
+  const err = await waitForSecretKey({ kubeconfig: api.kubeconfig, namespace: 'n', name: 'vc-vcluster', key: 'config', timeoutMs: 5000, intervalMs: 10, policy: PLAIN_HTTP_TEST_POLICY }).then(() => undefined, (e: unknown) => e);
+  t.equal((err as Error).message, 'reading Secret n/vc-vcluster on the root cluster: the API server answered HTTP 403', 'status only');
+  t.notMatch((err as Error).message, /upstream-private-text/, 'the upstream body is not in the error');
 });
 
 t.test('a kubeconfig whose exec would write a marker runs nothing and is refused naming the field', async (t) => {
@@ -70,7 +73,7 @@ t.test('a kubeconfig whose exec would write a marker runs nothing and is refused
   const marker = join(dir, 'marker');
   const kubeconfig = JSON.stringify({
     apiVersion: 'v1', kind: 'Config', 'current-context': 'x',
-    clusters: [{ name: 'c', cluster: { server: 'https://10.0.0.1:6443' } }],
+    clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10:6443' } }],
     contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
     users: [{ name: 'u', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: '/bin/sh', args: ['-c', `touch ${marker}`] } } }],
   });
@@ -87,7 +90,7 @@ t.test('a token-file naming a FIFO is refused without opening it', async (t) => 
   execFileSync('mkfifo', [fifo]);
   const kubeconfig = `apiVersion: v1
 kind: Config
-clusters: [{name: c, cluster: {server: 'https://10.0.0.1:6443'}}]
+clusters: [{name: c, cluster: {server: 'https://203.0.113.10:6443'}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 users: [{name: u, user: {token-file: '${fifo}'}}]
