@@ -22,6 +22,7 @@ import { SecretBox } from '../provisioner/crypto.ts';
 import { createPool } from '../provisioner/db/database.ts';
 import { startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
 import { migrate } from '../provisioner/db/migrate.ts';
+import { Notifications } from '../provisioner/db/notifications.ts';
 import { withTx } from '../provisioner/db/tx.ts';
 import { ScriptedEngine } from '../provisioner/engine/scripted-engine.ts';
 import { Reconciler } from '../provisioner/reconciler/reconciler.ts';
@@ -48,8 +49,10 @@ async function child(url: string, keyHex: string): Promise<void> {
     script: () => ({ gate: new Promise<void>(() => {}) }), // never finishes: the process is killed
     onStart: (c) => process.stdout.write(`started ${c.tenantId}\n`),
   });
-  const r = new Reconciler({ pool, engine, box: new SecretBox(Buffer.from(keyHex, 'hex')), owner: 'doomed', workers: TAKEOVER_TENANTS, clusterParallelism: 100, leaseTtlMs: TTL_MS, pollMs: 100 });
+  const notifications = new Notifications({ pool });
+  const r = new Reconciler({ pool, notifications, engine, box: new SecretBox(Buffer.from(keyHex, 'hex')), owner: 'doomed', workers: TAKEOVER_TENANTS, clusterParallelism: 100, leaseTtlMs: TTL_MS, pollMs: 100 });
   await r.start();
+  await notifications.start();
   process.stdout.write('ready\n');
 }
 
@@ -77,6 +80,10 @@ async function main(): Promise<void> {
     closers.push(async () => { if (writePool !== pool) await writePool.end(); });
     const key = randomBytes(32);
     const box = new SecretBox(key);
+    // This process's LISTEN connection, shared by the reconcilers below (one at a time), as in the provisioner.
+    const notifications = new Notifications({ pool });
+    await notifications.start();
+    closers.push(() => notifications.stop());
     for (let i = 0; i < CLUSTERS; i++) {
       const n = `root-${i}`;
       await pool.query('INSERT INTO root_clusters (name, region, capacity, kubeconfig_enc) VALUES ($1, $2, $3, $4)',
@@ -105,7 +112,7 @@ async function main(): Promise<void> {
     const engine = new ScriptedEngine();
     let rssPeak = process.memoryUsage().rss;
     const sampler = setInterval(() => { rssPeak = Math.max(rssPeak, process.memoryUsage().rss); }, 100);
-    const fast = new Reconciler({ pool, writePool, engine, box, owner: 'bench-throughput', workers: WORKERS, clusterParallelism: Math.ceil(WORKERS / 2), pollMs: 200, leaseTtlMs: 30_000 });
+    const fast = new Reconciler({ pool, writePool, notifications, engine, box, owner: 'bench-throughput', workers: WORKERS, clusterParallelism: Math.ceil(WORKERS / 2), pollMs: 200, leaseTtlMs: 30_000 });
     t0 = performance.now();
     await fast.start();
     for (;;) {
@@ -131,7 +138,7 @@ async function main(): Promise<void> {
     // Latency: spec change → engine start, default workers (2), poll 2 s.
     const started = new Map<string, number>();
     const latEngine = new ScriptedEngine({ onStart: (c) => { if (!started.has(c.tenantId)) started.set(c.tenantId, performance.now()); } });
-    const idle = new Reconciler({ pool, writePool, engine: latEngine, box, owner: 'bench-latency', pollMs: 2000 });
+    const idle = new Reconciler({ pool, writePool, notifications, engine: latEngine, box, owner: 'bench-latency', pollMs: 2000 });
     await idle.start();
     const { rows: some } = await pool.query<{ id: string }>(`SELECT id FROM tenants ORDER BY random() LIMIT $1`, [LATENCY_CHANGES]);
     const changedAt = new Map<string, number>();
@@ -166,7 +173,7 @@ async function main(): Promise<void> {
     });
     const takeover = new Map<string, number>();
     const survivorEngine = new ScriptedEngine({ onStart: (c) => { if (c.kind === 'up' && !takeover.has(c.tenantId)) takeover.set(c.tenantId, performance.now()); } });
-    const survivor = new Reconciler({ pool, writePool, engine: survivorEngine, box, owner: 'survivor', workers: TAKEOVER_TENANTS, clusterParallelism: 100, leaseTtlMs: TTL_MS, pollMs: 200 });
+    const survivor = new Reconciler({ pool, writePool, notifications, engine: survivorEngine, box, owner: 'survivor', workers: TAKEOVER_TENANTS, clusterParallelism: 100, leaseTtlMs: TTL_MS, pollMs: 200 });
     await survivor.start();
     const killedAt = performance.now();
     proc.kill('SIGKILL');

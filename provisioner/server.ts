@@ -10,6 +10,7 @@ import { SecretBox, loadOrCreateDevKey, loadOrCreateDevPassphrase, loadOrCreateS
 import { DatabaseHealth } from './db/availability.ts';
 import { openDatabase, type Database } from './db/database.ts';
 import { leaveShutdownToCaller } from './db/embedded.ts';
+import { Notifications } from './db/notifications.ts';
 import { createLogger } from './logger.ts';
 import { buildApp } from './http/app.ts';
 import { createEngine } from './engine/create.ts';
@@ -26,6 +27,8 @@ export interface Running {
   url: string;
   /** The reconcile loop; undefined with PROVISIONER_ENGINE=none. */
   reconciler: Reconciler | undefined;
+  /** The process's one LISTEN connection (db/notifications.ts). */
+  notifications: Notifications;
   /** Stops accepting requests, finishes in-flight ones, closes the database. */
   close(): Promise<void>;
 }
@@ -81,19 +84,24 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
       out('');
     }
     const box = new SecretBox(key);
-    const { app, ctx } = await buildApp({ config, pool: db.pool, box, catalog, logger, requestSigningKeyPem: signingKeyPem });
+    // One LISTEN connection for the process: the app's and the reconciler's subscriptions share it.
+    const notifications = new Notifications({ pool: db.pool, logger: logger.child({ component: 'notifications' }) });
+    const { app, ctx } = await buildApp({ config, pool: db.pool, box, catalog, logger, requestSigningKeyPem: signingKeyPem, notifications });
     const url = await app.listen({ port: config.port, host: config.host });
     let reconciler: Reconciler | undefined;
     const writePool = createWritePool(db.url, Math.max(4, config.reconciler.workers + 2), db.health);
     try {
-      reconciler = await startReconciler(config, db, writePool, box, logger, ctx.requestSigningPublicKeyPem);
+      reconciler = await startReconciler(config, db, writePool, box, logger, ctx.requestSigningPublicKeyPem, notifications);
+      await notifications.start();
     } catch (err) {
+      await reconciler?.stop({ graceMs: 0 });
       await app.close();
+      await notifications.stop();
       await writePool.end();
       throw err;
     }
     return {
-      config, app, db, url, reconciler,
+      config, app, db, url, reconciler, notifications,
       async close() {
         // At the same time: stop claiming, let running operations finish within their grace period
         // and hand back the rest; drain the tunnels while the API keeps serving, then stop it.
@@ -101,8 +109,9 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
           reconciler?.stop({ graceMs: config.reconciler.shutdownGraceSeconds * 1000 }),
           app.close(),
         ]);
-        // The database's part is bounded: a database that is gone or hangs costs at most this.
-        await within(DATABASE_CLOSE_MS, Promise.allSettled([writePool.end(), db.close()]), () =>
+        // The database's part is bounded: a database that is gone or hangs costs at most this. The
+        // notifications hub hands its connection back before the pool ends.
+        await within(DATABASE_CLOSE_MS, Promise.allSettled([writePool.end(), notifications.stop().then(() => db.close())]), () =>
           logger.warn({ afterMs: DATABASE_CLOSE_MS }, 'the database connections did not close in time; leaving them'));
       },
     };
@@ -143,6 +152,7 @@ export function engineSecrets(config: Config, databaseUrl: string): string[] {
 /** Starts the reconcile loop with the configured engine (none: no loop; the API still serves). */
 async function startReconciler(
   config: Config, db: Database, writePool: pg.Pool, box: SecretBox, logger: pino.Logger, publicKeyPem: string,
+  notifications: Notifications,
 ): Promise<Reconciler | undefined> {
   const log = logger.child({ component: 'reconciler' });
   const engine = await createEngine(config.engine, {
@@ -160,6 +170,7 @@ async function startReconciler(
   const reconciler = new Reconciler({
     pool: db.pool,
     writePool,
+    notifications,
     engine,
     box,
     workers: r.workers,

@@ -21,6 +21,7 @@ import { KeyService } from '../keys/service.ts';
 import { RuntimeVersionService } from '../runtime-versions/service.ts';
 import { createHotReads, type BatchOptions } from '../store/batched-reads.ts';
 import { OperationLogHub } from '../reconciler/log-follow.ts';
+import { Notifications } from '../db/notifications.ts';
 import { createRequestSigner, createTunnelServer, generateRequestSigningKeys, TunnelDirectory, tunnelRoutes, type TunnelLimits } from '../tunnel/index.ts';
 import { KEY_REVOKED_CHANNEL } from '../store/keys.ts';
 import { hashKeyBase64 } from '../auth/keys.ts';
@@ -57,6 +58,8 @@ export interface AppDeps {
   replicaId?: string;
   /** Batching of the API's hot reads (defaults in store/batched-reads.ts). */
   hotReads?: BatchOptions;
+  /** The process's notifications hub, started by the caller; absent: the app makes (and stops) its own. */
+  notifications?: Notifications;
 }
 
 export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; ctx: AppContext }> {
@@ -73,6 +76,11 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  const ownHub = deps.notifications === undefined;
+  const notifications = deps.notifications ?? new Notifications({
+    pool: deps.pool,
+    ...(deps.logger ? { logger: deps.logger.child({ component: 'notifications' }) } : {}),
+  });
   const metrics = createMetrics(deps.pool);
   const keyCache = new KeyCache({ ttlMs: deps.config.keyCacheMs });
   const reads = createHotReads(deps.pool, deps.hotReads);
@@ -97,15 +105,17 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     keyCache.revoke(keyId);
     tunnel.disconnectKey(keyId);
   };
+  notifications.subscribe(KEY_REVOKED_CHANNEL, onKeyRevoked);
   const tunnelDirectory = new TunnelDirectory({
     pool: deps.pool,
+    notifications,
     tunnel,
     replicaId: deps.replicaId ?? randomUUID(),
     advertiseUrl: () => advertiseUrl(deps.config, app.server.address()),
-    also: { [KEY_REVOKED_CHANNEL]: onKeyRevoked },
     ...(deps.logger ? { logger: deps.logger.child({ component: 'tunnel-directory' }) } : {}),
   });
   await tunnelDirectory.start();
+  if (ownHub) await notifications.start();
   // Tunnels are upgraded sockets the HTTP server would wait for: close them before it closes.
   app.addHook('preClose', async () => tunnel.close());
   app.addHook('onClose', async () => tunnelDirectory.stop());
@@ -119,7 +129,8 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     keys: new KeyService({ pool: deps.pool, onRevoked: onKeyRevoked }),
     runtimeVersions: new RuntimeVersionService({ pool: deps.pool, catalog: deps.catalog }),
     metrics,
-    logHub: new OperationLogHub(deps.pool),
+    logHub: new OperationLogHub(deps.pool, notifications),
+    notifications,
     tunnel,
     tunnelDirectory,
     requestSigningPublicKeyPem: signer.publicKeyPem,
@@ -128,6 +139,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
   };
   app.addHook('onClose', async () => ctx.logHub.close());
   app.addHook('onClose', async () => ctx.reads.close());
+  if (ownHub) app.addHook('onClose', async () => notifications.stop());
   registerReadMetrics(metrics, ctx.reads);
 
   installErrorHandler(app, { health: healthOf(deps.pool) });

@@ -11,6 +11,7 @@ import type { OperationLogHub } from '../reconciler/log-follow.ts';
 import type { TunnelDirectory, TunnelServer } from '../tunnel/index.ts';
 import type { KeyCache } from '../auth/key-cache.ts';
 import type { HotReads } from '../store/batched-reads.ts';
+import type { Notifications } from '../db/notifications.ts';
 
 /** What route plugins get: built once in app.ts, never read from globals. */
 export interface AppContext {
@@ -23,8 +24,10 @@ export interface AppContext {
   keys: KeyService;
   runtimeVersions: RuntimeVersionService;
   metrics: Metrics;
-  /** Live operation log followers share one LISTEN connection. */
+  /** Live operation log followers, woken through the notifications hub. */
   logHub: OperationLogHub;
+  /** The process's one LISTEN connection (db/notifications.ts). */
+  notifications: Notifications;
   /** Tunnels of connected runtimes. */
   tunnel: TunnelServer;
   /** Which replica holds each runtime's tunnel (shared through Postgres). */

@@ -2,12 +2,12 @@
  * Following an operation's log live: an async iterator over log lines that first returns what is
  * stored, then new lines as the engine writes them, and ends once the operation has finished and
  * every line has been read. New lines are announced by NOTIFY on `operation_log` (payload: the
- * operation id) through one shared LISTEN connection per hub; polling (`pollMs`) covers lost
+ * operation id) through the process's notifications hub; polling (`pollMs`) covers lost
  * notifications and a hub that cannot listen.
  */
 import type pg from 'pg';
 import { readLog, type LogLine } from '../store/operations.ts';
-import { Listener } from './listener.ts';
+import type { Notifications, Unsubscribe } from '../db/notifications.ts';
 import { OPERATION_LOG_CHANNEL } from './outcome.ts';
 
 const FINISHED = new Set(['succeeded', 'failed', 'cancelled', 'superseded']);
@@ -27,30 +27,25 @@ export interface FollowOptions {
   batch?: number;
 }
 
-/** Shares one LISTEN connection among all followers of a process. */
+/** Wakes the followers of a process on `operation_log` notifications (one subscription to the hub). */
 export class OperationLogHub {
   readonly #pool: pg.Pool;
+  readonly #notifications: Notifications | undefined;
   readonly #waiters = new Map<string, Set<() => void>>();
-  #listener: Listener | undefined;
-  readonly #listen: boolean;
+  #unsubscribe: Unsubscribe | undefined;
 
-  constructor(pool: pg.Pool, opts: { listen?: boolean } = {}) {
+  /** Without `notifications` followers only poll. */
+  constructor(pool: pg.Pool, notifications?: Notifications) {
     this.#pool = pool;
-    this.#listen = opts.listen ?? true;
+    this.#notifications = notifications;
   }
 
   #ensureListening(): void {
-    if (!this.#listen || this.#listener) return;
-    this.#listener = new Listener({
-      pool: this.#pool,
-      channels: [OPERATION_LOG_CHANNEL],
-      onNotify: (_channel, id) => this.#wake(id),
-      // After a reconnect anything may have been missed: wake everyone to read.
-      onConnect: () => {
-        for (const id of this.#waiters.keys()) this.#wake(id);
-      },
+    if (this.#unsubscribe) return;
+    // After a reconnect anything may have been missed: wake everyone to read.
+    this.#unsubscribe = this.#notifications?.subscribe(OPERATION_LOG_CHANNEL, (id) => this.#wake(id), () => {
+      for (const id of [...this.#waiters.keys()]) this.#wake(id);
     });
-    void this.#listener.start();
   }
 
   #wake(id: string): void {
@@ -91,8 +86,8 @@ export class OperationLogHub {
 
   async close(): Promise<void> {
     for (const id of [...this.#waiters.keys()]) this.#wake(id);
-    await this.#listener?.stop();
-    this.#listener = undefined;
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
   }
 }
 

@@ -16,6 +16,7 @@ import type pg from 'pg';
 import pino from 'pino';
 import type { SecretBox } from '../crypto.ts';
 import { DatabaseHealth, healthOf, isConnectionError } from '../db/availability.ts';
+import type { Notifications, Unsubscribe } from '../db/notifications.ts';
 import { getClusterKubeconfig } from '../store/clusters.ts';
 import { appendLog } from '../store/operations.ts';
 import { TENANT_CHANNEL } from '../store/tenants.ts';
@@ -26,7 +27,6 @@ import { recoveryPlan } from '../engine/pulumi-plan.ts';
 import { startAttempt, type StartedAttempt } from './attempt.ts';
 import { backoffMs, type BackoffOptions } from './backoff.ts';
 import { claimDueTenants, readSpecMarkers, releaseLeases, renewLeases, type ClaimedTenant } from './lease.ts';
-import { Listener } from './listener.ts';
 import { LogWriter, kubeconfigSecrets } from './log-writer.ts';
 import { recordCancelled, recordFailure, recordSuccess, recordWaiting, wakeEngineWaiters } from './outcome.ts';
 import { runtimeTokenFor } from './runtime-token.ts';
@@ -64,8 +64,8 @@ export interface ReconcilerOptions {
   noCapacityRetryMs?: number;
   /** Retry delay while the engine is unavailable, and how often the engine is re-checked. */
   engineRetryMs?: number;
-  /** LISTEN for `tenant_due` (default true); polling alone still finds everything. */
-  listen?: boolean;
+  /** The process's notifications hub: LISTEN for `tenant_due` through it. Without one, polling alone still finds everything. */
+  notifications?: Notifications;
   logFlushMs?: number;
   logger?: ReconcilerLog;
   /** Values masked in every operation log besides each tenant's own secrets (backend passwords, the passphrase). */
@@ -106,7 +106,7 @@ export interface ReconcilerStats {
 
 export class Reconciler {
   readonly owner: string;
-  readonly #o: Required<Omit<ReconcilerOptions, 'owner' | 'logger' | 'random' | 'heartbeatMs' | 'writePool' | 'health'>> & { heartbeatMs: number };
+  readonly #o: Required<Omit<ReconcilerOptions, 'owner' | 'logger' | 'random' | 'heartbeatMs' | 'writePool' | 'health' | 'notifications'>> & { heartbeatMs: number };
   readonly #w: pg.Pool;
   readonly #log: ReconcilerLog;
   readonly #random: () => number;
@@ -115,7 +115,8 @@ export class Reconciler {
   #paused = false;
   readonly #active = new Map<string, ActiveRun>();
   readonly stats: ReconcilerStats = { claims: 0, claimMs: 0, claimed: 0, succeeded: 0, failed: 0, cancelled: 0, waiting: 0, leaseLost: 0, handedBack: 0 };
-  #listener: Listener | undefined;
+  readonly #notifications: Notifications | undefined;
+  #unsubscribe: Unsubscribe | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #engineCheck: NodeJS.Timeout | undefined;
   #loop: Promise<void> | undefined;
@@ -144,10 +145,10 @@ export class Reconciler {
       backoff: opts.backoff ?? DEFAULTS.backoff,
       noCapacityRetryMs: opts.noCapacityRetryMs ?? DEFAULTS.noCapacityRetryMs,
       engineRetryMs: opts.engineRetryMs ?? DEFAULTS.engineRetryMs,
-      listen: opts.listen ?? true,
       logFlushMs: opts.logFlushMs ?? DEFAULTS.logFlushMs,
     };
     this.#w = opts.writePool ?? opts.pool;
+    this.#notifications = opts.notifications;
     this.#log = opts.logger ?? pino({ level: 'silent' });
     this.#random = opts.random ?? Math.random;
     this.#health = opts.health ?? healthOf(opts.pool);
@@ -164,22 +165,14 @@ export class Reconciler {
   }
 
   get listening(): boolean {
-    return this.#listener?.connected ?? false;
+    return this.#unsubscribe !== undefined && (this.#notifications?.listening(TENANT_CHANNEL) ?? false);
   }
 
-  /** Starts the engine (CLI check, plugins), the listener, the heartbeat and the loop. */
+  /** Starts the engine (CLI check, plugins), the subscription to `tenant_due`, the heartbeat and the loop. */
   async start(): Promise<void> {
     await this.#startEngine();
-    if (this.#o.listen) {
-      this.#listener = new Listener({
-        pool: this.#o.pool,
-        channels: [TENANT_CHANNEL],
-        onNotify: (_ch, id) => this.#onNotify(id),
-        onConnect: () => this.kick(),
-        onError: (err, retryInMs) => this.#log.warn({ err: String(err), retryInMs }, 'reconciler listener lost its connection; reconnecting'),
-      });
-      await this.#listener.start();
-    }
+    // Whenever notifications may have been missed (the hub reconnected): claim now.
+    this.#unsubscribe = this.#notifications?.subscribe(TENANT_CHANNEL, (id) => this.#onNotify(id), () => this.kick());
     this.#heartbeat = setInterval(() => void this.#beat(), this.#o.heartbeatMs);
     this.#health.on('up', this.#onDatabaseUp);
     this.#loop = this.#run();
@@ -546,7 +539,8 @@ export class Reconciler {
     this.stats.handedBack += handed;
     if (handed > 0) this.#log.info({ handed }, 'leases handed back at shutdown');
     if (this.#heartbeat) clearInterval(this.#heartbeat);
-    await this.#listener?.stop();
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
     await this.#o.engine.close();
   }
 
@@ -561,14 +555,10 @@ export class Reconciler {
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     this.kick();
     for (const run of this.#active.values()) this.#abort(run, 'crash');
-    await this.#listener?.stop();
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
     await this.#loop;
     await Promise.all([...this.#active.values()].map((r) => r.done));
-  }
-
-  /** Drops the listener connection (tests: NOTIFY loss and reconnect). */
-  simulateListenerDisconnect(): void {
-    this.#listener?.simulateDisconnect();
   }
 }
 

@@ -16,7 +16,7 @@
  */
 import type pg from 'pg';
 import pino, { type BaseLogger } from 'pino';
-import { Listener } from '../reconciler/listener.ts';
+import type { Notifications, Unsubscribe } from '../db/notifications.ts';
 import { liveTunnel, TUNNEL_LEASE_SECONDS } from '../store/tunnels.ts';
 import type { TunnelInfo, TunnelServer } from './server.ts';
 
@@ -36,6 +36,8 @@ export interface TunnelOwner {
 
 export interface TunnelDirectoryOptions {
   pool: pg.Pool;
+  /** The process's notifications hub: the directory hears `runtime_tunnel` through it. */
+  notifications: Notifications;
   tunnel: TunnelServer;
   /** This replica's id (unique per process). */
   replicaId: string;
@@ -43,11 +45,6 @@ export interface TunnelDirectoryOptions {
   advertiseUrl: () => string;
   /** Renewal interval (default 10 s; must stay well below the lease). */
   renewMs?: number;
-  /**
-   * Other channels to hear on the directory's LISTEN connection (one connection per replica),
-   * e.g. key revocations made by other replicas: channel → handler of the payload.
-   */
-  also?: Record<string, (payload: string) => void>;
   logger?: BaseLogger;
 }
 
@@ -64,7 +61,7 @@ export class TunnelDirectory {
   readonly #local = new Map<string, Local>();
   /** Writes per tenant run in order (connect, then disconnect of the same connection). */
   readonly #queue = new Map<string, Promise<void>>();
-  readonly #listener: Listener;
+  #unsubscribe: Unsubscribe | undefined;
   #timer: NodeJS.Timeout | undefined;
   #renewing: Promise<void> | undefined;
   #stopped = false;
@@ -82,17 +79,6 @@ export class TunnelDirectory {
   constructor(opts: TunnelDirectoryOptions) {
     this.#o = opts;
     this.#log = opts.logger ?? pino({ enabled: false });
-    this.#listener = new Listener({
-      pool: opts.pool,
-      channels: [TUNNEL_CHANNEL, ...Object.keys(opts.also ?? {})],
-      onNotify: (channel, payload) => {
-        if (channel === TUNNEL_CHANNEL) this.#check(payload);
-        else opts.also?.[channel]?.(payload);
-      },
-      // Notifications sent while disconnected are lost: compare the table with our tunnels now.
-      onConnect: () => this.#renewSoon(),
-      onError: (err, retryInMs) => this.#log.warn({ err: message(err), retryInMs }, 'tunnel directory lost its LISTEN connection; reconnecting'),
-    });
   }
 
   get replicaId(): string {
@@ -102,7 +88,8 @@ export class TunnelDirectory {
   async start(): Promise<void> {
     this.#o.tunnel.events.on('connect', this.#onConnect);
     this.#o.tunnel.events.on('disconnect', this.#onDisconnect);
-    await this.#listener.start();
+    // Notifications sent while the hub was disconnected are lost: compare the table with our tunnels then.
+    this.#unsubscribe = this.#o.notifications.subscribe(TUNNEL_CHANNEL, (tenantId) => this.#check(tenantId), () => this.#renewSoon());
     const every = this.#o.renewMs ?? 10_000;
     this.#timer = setInterval(() => this.#renewSoon(), every);
     this.#timer.unref();
@@ -114,7 +101,8 @@ export class TunnelDirectory {
     clearInterval(this.#timer);
     this.#o.tunnel.events.off('connect', this.#onConnect);
     this.#o.tunnel.events.off('disconnect', this.#onDisconnect);
-    await this.#listener.stop();
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
     await this.#renewing;
     await Promise.all([...this.#queue.values()]);
     try {

@@ -131,8 +131,9 @@ t.test('health, readiness, metrics, OpenAPI and unknown routes', async (t) => {
 
 t.test('readiness fails when the database is unreachable', async (t) => {
   const other = await createTestApi();
-  // The tunnel directory holds a LISTEN connection of the pool: hand it back so the pool can end.
+  // The notifications hub holds a LISTEN connection of the pool: hand it back so the pool can end.
   await other.ctx.tunnelDirectory.stop();
+  await other.ctx.notifications.stop();
   await other.db.pool.end();
   const res = await other.app.inject({ method: 'GET', url: '/readyz' });
   t.equal(res.statusCode, 503);

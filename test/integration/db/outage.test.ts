@@ -99,7 +99,8 @@ t.test('Postgres SIGKILLed under signup load: 503 with Retry-After in the gap, e
     if (!closed) await running.close();
   });
   const reconciler = new Reconciler({
-    pool: running.db.pool, engine: new ScriptedEngine(), box: new SecretBox(randomBytes(32)), pollMs: 100, listen: true,
+    pool: running.db.pool, engine: new ScriptedEngine(), box: new SecretBox(randomBytes(32)), pollMs: 100,
+    notifications: running.notifications,
   });
   await reconciler.start();
   t.teardown(() => reconciler.stop({ graceMs: 0 }));
@@ -185,7 +186,7 @@ t.test('shutdown with the database gone takes at most 2 s', async (t) => {
   const s = await ownServer();
   t.teardown(() => rm(s.dir, { recursive: true, force: true }));
   const { running } = await provisionerOn(s, t);
-  const reconciler = new Reconciler({ pool: running.db.pool, engine: new ScriptedEngine(), box: new SecretBox(randomBytes(32)), pollMs: 100 });
+  const reconciler = new Reconciler({ pool: running.db.pool, engine: new ScriptedEngine(), box: new SecretBox(randomBytes(32)), pollMs: 100, notifications: running.notifications });
   await reconciler.start();
   // A signup before, and a request while the database is gone: connections of every kind exist.
   const ok = await fetch(`${running.url}/v1/signup`, {

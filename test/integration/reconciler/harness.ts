@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { SecretBox } from '../../../provisioner/crypto.ts';
+import { Notifications } from '../../../provisioner/db/notifications.ts';
 import { withTx } from '../../../provisioner/db/tx.ts';
 import { ScriptedEngine, type ScriptedEngineOptions } from '../../../provisioner/engine/scripted-engine.ts';
 import { Reconciler, type ReconcilerOptions } from '../../../provisioner/reconciler/reconciler.ts';
@@ -34,7 +35,13 @@ export interface Harness {
   tenant(id: string): Promise<TenantRow & { stalled: boolean; consecutive_failures: number; next_attempt_at: Date | null; lease_owner: string | null; lease_expires_at: Date | null }>;
   operations(id: string): Promise<Array<{ id: string; kind: string; state: string; attempt: number; owner: string | null; generation: number; error: { code: string; message: string } | null }>>;
   logLines(operationId: string): Promise<string[]>;
-  reconciler(engine: ScriptedEngine, o?: Partial<ReconcilerOptions>): Promise<Reconciler>;
+  /**
+   * A reconciler as one process runs it, with a notifications hub of its own (none with
+   * `listen: false`: polling only).
+   */
+  reconciler(engine: ScriptedEngine, o?: Partial<ReconcilerOptions> & { listen?: boolean }): Promise<Reconciler>;
+  /** The notifications hub of a reconciler made by `reconciler()`. */
+  notificationsOf(r: Reconciler): Notifications | undefined;
   close(): Promise<void>;
 }
 
@@ -44,6 +51,7 @@ export async function createHarness(): Promise<Harness> {
   const db = await createTestDatabase();
   const box = new SecretBox(randomBytes(32));
   const reconcilers: Reconciler[] = [];
+  const hubs = new Map<Reconciler, Notifications>();
   const h: Harness = {
     db, box, reconcilers,
     async addCluster(name, o = {}) {
@@ -86,17 +94,25 @@ export async function createHarness(): Promise<Harness> {
       const { rows } = await db.pool.query<{ line: string }>('SELECT line FROM operation_logs WHERE operation_id = $1 ORDER BY seq', [operationId]);
       return rows.map((r) => r.line);
     },
-    async reconciler(engine, o = {}) {
+    async reconciler(engine, { listen = true, ...o } = {}) {
+      const notifications = listen ? new Notifications({ pool: o.pool ?? db.pool }) : undefined;
       const r = new Reconciler({
         pool: db.pool, engine, box, workers: 4, leaseTtlMs: 3000, pollMs: 200, logFlushMs: 20,
-        backoff: { baseMs: 100, capMs: 2000, jitter: 0 }, noCapacityRetryMs: 200, engineRetryMs: 200, ...o,
+        backoff: { baseMs: 100, capMs: 2000, jitter: 0 }, noCapacityRetryMs: 200, engineRetryMs: 200,
+        ...(notifications ? { notifications } : {}), ...o,
       });
       reconcilers.push(r);
+      if (notifications) hubs.set(r, notifications);
       await r.start();
+      await notifications?.start();
       return r;
+    },
+    notificationsOf(r) {
+      return hubs.get(r);
     },
     async close() {
       for (const r of reconcilers) await r.stop({ graceMs: 0 }).catch(() => {});
+      for (const hub of hubs.values()) await hub.stop();
       await db.drop();
     },
   };

@@ -59,8 +59,12 @@ t.test('two reconcilers on one database never run one tenant twice', async (t) =
   const a = await h.reconciler(engine, { owner: 'pool-a', workers: 8, clusterParallelism: 100, pollMs: 50 });
   // A second process: its own connection pool (and so its own LISTEN connection) on the same database.
   const otherPool = createPool(h.db.url, 12);
-  t.teardown(() => otherPool.end());
   const b = await h.reconciler(engine, { pool: otherPool, owner: 'pool-b', workers: 8, clusterParallelism: 100, pollMs: 50 });
+  t.teardown(async () => {
+    // Its LISTEN connection is a client of that pool: hand it back so the pool can end.
+    await h.notificationsOf(b)?.stop();
+    await otherPool.end();
+  });
   const ids: string[] = [];
   for (let i = 0; i < 300; i++) ids.push((await h.createTenant()).id);
   // A second spec change for a third of them, while the first round runs.

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { Notifications } from '../../../provisioner/db/notifications.ts';
 import { followOperationLog, OperationLogHub, OperationNotFoundError } from '../../../provisioner/reconciler/log-follow.ts';
 import { createHarness, gate, scripted, until } from './harness.ts';
 
@@ -10,8 +11,13 @@ t.test('following a running operation streams lines as they are written and ends
   const g = gate();
   const engine = scripted({ script: () => ({ lines: ['step one', 'step two'], gate: g.promise }) });
   const r = await h.reconciler(engine);
-  const hub = new OperationLogHub(h.db.pool);
-  t.teardown(() => hub.close());
+  const notifications = new Notifications({ pool: h.db.pool });
+  await notifications.start();
+  const hub = new OperationLogHub(h.db.pool, notifications);
+  t.teardown(async () => {
+    await hub.close();
+    await notifications.stop();
+  });
   const { id, operationId } = await h.createTenant();
   await until('running', async () => engine.callsFor(id).length === 1);
   const got: Array<{ line: string; at: number }> = [];

@@ -31,7 +31,7 @@ t.test('the listener reconnects after losing its connection', async (t) => {
   const engine = scripted();
   const r = await h.reconciler(engine, { pollMs: 60_000 });
   await until('listening', async () => r.listening);
-  r.simulateListenerDisconnect();
+  h.notificationsOf(r)!.simulateDisconnect();
   t.equal(r.listening, false);
   await until('listening again', async () => r.listening, 5000);
   const { id } = await h.createTenant();
