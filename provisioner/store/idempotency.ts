@@ -2,7 +2,12 @@
  * Idempotency keys: the first request with a key stores its response (encrypted: a signup
  * response holds an API key) in the same transaction that does the work, so a retry with the
  * same key and body gets the same answer and a concurrent duplicate waits for the first.
- * Records older than 24 hours are pruned.
+ *
+ * The key is a secret (whoever presents it gets the stored answer): only its SHA-256 is stored,
+ * the answer is encrypted bound to that hash, and a record is replayed only within
+ * REPLAY_WINDOW_HOURS of the first request; after that the key starts afresh. The public route
+ * only takes high-entropy keys (http/routes/signup.ts), so a stranger cannot guess one, nor
+ * learn from a 409 which keys others use.
  */
 import { createHash } from 'node:crypto';
 import type { SecretBox } from '../crypto.ts';
@@ -26,8 +31,19 @@ export function requestHash(body: unknown): string {
   return createHash('sha256').update(JSON.stringify(canon(body) ?? null)).digest('hex');
 }
 
+/** How long a stored answer is replayed. */
+export const REPLAY_WINDOW_HOURS = 1;
+
+/** What is stored for a key: its SHA-256 (hex), never the key. */
+export function keyDigest(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
 /** Must run inside the transaction that does the work. Blocks while another transaction holds the key. */
-export async function claimKey(db: Queryable, box: SecretBox, scope: string, key: string, hash: string): Promise<Claim> {
+export async function claimKey(db: Queryable, box: SecretBox, scope: string, rawKey: string, hash: string): Promise<Claim> {
+  const key = keyDigest(rawKey);
+  // A record past the replay window is forgotten: the key starts afresh.
+  await db.query(`DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND created_at < now() - make_interval(hours => $3)`, [scope, key, REPLAY_WINDOW_HOURS]);
   const ins = await db.query(
     `INSERT INTO idempotency_keys (scope, key, request_hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1`,
     [scope, key, hash],
@@ -45,7 +61,8 @@ export async function claimKey(db: Queryable, box: SecretBox, scope: string, key
   return { kind: 'replay', status: row.response_status, body };
 }
 
-export async function storeResponse(db: Queryable, box: SecretBox, scope: string, key: string, status: number, body: unknown): Promise<void> {
+export async function storeResponse(db: Queryable, box: SecretBox, scope: string, rawKey: string, status: number, body: unknown): Promise<void> {
+  const key = keyDigest(rawKey);
   await db.query('UPDATE idempotency_keys SET response_status = $3, response_enc = $4 WHERE scope = $1 AND key = $2', [
     scope, key, status, box.encrypt(JSON.stringify(body), `${scope}/${key}`),
   ]);

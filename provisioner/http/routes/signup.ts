@@ -21,7 +21,12 @@ const SignupResponse = Type.Object({
   operationId: Type.String({ format: 'uuid' }),
 });
 
-const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+/**
+ * The public route's Idempotency-Key is a secret that replays the first answer (with its API
+ * key): at least 22 characters of base64url, hex or a UUID (128 bits of randomness), never a
+ * counter or a short word.
+ */
+const IDEMPOTENCY_KEY = /^[A-Za-z0-9_-]{22,255}$/;
 
 export const signupRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => async (app) => {
   app.post('/v1/signup', {
@@ -31,7 +36,7 @@ export const signupRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
     },
     schema: {
       summary: 'Sign a new tenant up',
-      description: 'Creates the tenant and queues its provisioning. Honors Idempotency-Key: the same key and body return the first answer.',
+      description: 'Creates the tenant and queues its provisioning. Honors Idempotency-Key (22+ random characters: a UUID or `openssl rand -hex 16`): the same key and body return the first answer within an hour.',
       tags: ['tenants'],
       body: SignupBody,
       headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String()) }),
@@ -40,7 +45,7 @@ export const signupRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
   }, async (request, reply) => {
     const key = request.headers['idempotency-key'];
     if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
-      throw errors.validation('Idempotency-Key must be 1 to 255 printable ASCII characters', 'Idempotency-Key');
+      throw errors.validation('Idempotency-Key must be 22 to 255 characters of A-Z, a-z, 0-9, - and _ (a random value such as a UUID or `openssl rand -hex 16`): it is the secret that replays the answer', 'Idempotency-Key');
     }
     const { status, body } = await ctx.tenants.signup(request.body, key, request.id);
     return reply.status(status as 202).send(body);

@@ -8,6 +8,7 @@
  * Test files take a lock first, so files run one after another even under `tap --jobs 2`:
  * each environment needs most of a 2-core machine while a tenant is being provisioned.
  */
+import { randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, open, readFile, rm, symlink, unlink, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -222,7 +223,7 @@ export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
       },
       async signup(organization, runtimeVersion, plan = 'team') {
         const res = await new ApiClient(provisioner.url, '').request<SignupAnswer>('POST', '/v1/signup',
-          { organization, email: `ops@${organization}.example`, plan, runtimeVersion }, { 'idempotency-key': `e2e-${organization}` });
+          { organization, email: `ops@${organization}.example`, plan, runtimeVersion }, { 'idempotency-key': `e2e-${organization}-${randomUUID()}` });
         if (res.status !== 202) throw new Error(`signup ${organization}: ${res.status} ${JSON.stringify(res.body)}`);
         return res.body;
       },

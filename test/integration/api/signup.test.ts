@@ -1,3 +1,4 @@
+import { createHash, randomUUID } from 'node:crypto';
 import t from 'tap';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { setAvailability } from '../../../provisioner/store/versions.ts';
@@ -52,8 +53,9 @@ t.test('a duplicate organization is refused with 409 naming the field', async (t
 
 t.test('Idempotency-Key: the same key and body return the first answer', async (t) => {
   const payload = { organization: uniqueOrg(), email: 'x@y.io' };
-  const first = await post(payload, { 'idempotency-key': 'key-1-' + payload.organization });
-  const second = await post(payload, { 'idempotency-key': 'key-1-' + payload.organization });
+  const key = randomUUID();
+  const first = await post(payload, { 'idempotency-key': key });
+  const second = await post(payload, { 'idempotency-key': key });
   t.equal(first.statusCode, 202);
   t.equal(second.statusCode, 202);
   t.same(second.json(), first.json(), 'replayed body is identical, including the API key');
@@ -62,7 +64,7 @@ t.test('Idempotency-Key: the same key and body return the first answer', async (
 });
 
 t.test('Idempotency-Key: the same key with a different body is 409', async (t) => {
-  const key = 'key-2-' + uniqueOrg();
+  const key = randomUUID();
   t.equal((await post({ organization: uniqueOrg(), email: 'x@y.io' }, { 'idempotency-key': key })).statusCode, 202);
   const res = await post({ organization: uniqueOrg(), email: 'x@y.io' }, { 'idempotency-key': key });
   t.equal(res.statusCode, 409);
@@ -71,7 +73,7 @@ t.test('Idempotency-Key: the same key with a different body is 409', async (t) =
 
 t.test('a second signup with the same Idempotency-Key under concurrency creates one tenant', async (t) => {
   const payload = { organization: uniqueOrg('race'), email: 'r@race.io' };
-  const key = 'race-' + payload.organization;
+  const key = randomUUID();
   const results = await Promise.all(Array.from({ length: 12 }, () => post(payload, { 'idempotency-key': key })));
   t.same(results.map((r) => r.statusCode), Array(12).fill(202), 'every request answered 202');
   const ids = new Set(results.map((r) => r.json().tenant.id));
@@ -106,7 +108,8 @@ t.test('bad input is a 4xx naming what was wrong, and writes nothing', async (t)
     ['unknown version', () => post({ organization: uniqueOrg(), email: 'a@b.io', runtimeVersion: '9.9.9' }), 400, 'UNKNOWN_RUNTIME_VERSION', 'runtimeVersion'],
     ['version not semver', () => post({ organization: uniqueOrg(), email: 'a@b.io', runtimeVersion: 'latest' }), 400, 'VALIDATION_FAILED', 'runtimeVersion'],
     ['oversize body', () => post({ organization: uniqueOrg(), email: 'a@b.io', pad: 'x'.repeat(200_000) }), 413, 'PAYLOAD_TOO_LARGE', undefined],
-    ['idempotency key with spaces', () => post({ organization: uniqueOrg(), email: 'a@b.io' }, { 'idempotency-key': 'has space' }), 400, 'VALIDATION_FAILED', 'Idempotency-Key'],
+    ['idempotency key with spaces', () => post({ organization: uniqueOrg(), email: 'a@b.io' }, { 'idempotency-key': 'has space has space has space' }), 400, 'VALIDATION_FAILED', 'Idempotency-Key'],
+    ['idempotency key too short to be secret', () => post({ organization: uniqueOrg(), email: 'a@b.io' }, { 'idempotency-key': '7f1c2b' }), 400, 'VALIDATION_FAILED', 'Idempotency-Key'],
   ];
   for (const [name, run, status, code, field] of cases) {
     const res = await run();
@@ -170,4 +173,35 @@ t.test('region: listed publicly from the root clusters, chosen at signup, shown 
   t.same(listed.json().items.map((x: { id: string }) => x.id), [tenant.id], 'list filter by region');
   const bad = await post({ organization: uniqueOrg(), email: 'a@b.io', region: 'ap-test-1' });
   t.match(bad.json(), { error: { code: 'UNKNOWN_REGION', field: 'region', message: /region 'ap-test-1' has no root cluster; choose one of: .*eu-test-1/ } });
+});
+
+t.test('an idempotency replay never hands the API key to a stranger', async (t) => {
+  const payload = { organization: uniqueOrg('victim'), email: 'owner@victim.example' };
+  // The victim used a short, guessable key (the README's example used to be one): refused, nothing stored.
+  const guessable = await post(payload, { 'idempotency-key': '7f1c2b' });
+  t.equal(guessable.statusCode, 400, 'a guessable key is refused');
+  t.notOk(JSON.stringify(guessable.json()).includes('hrt_'), 'no key in the answer');
+  const key = randomUUID();
+  const first = await post(payload, { 'idempotency-key': key });
+  t.equal(first.statusCode, 202);
+  // A stranger who knows the body but not the key: a new signup of the same organization, no replay.
+  const stranger = await post(payload, { 'idempotency-key': randomUUID() });
+  t.equal(stranger.statusCode, 409, 'the stranger gets a conflict on the organization');
+  t.notOk(stranger.body.includes(first.json().apiKey), 'and not the victim\'s key');
+  // The key is stored only as its hash.
+  const { rows } = await api.db.pool.query<{ key: string }>('SELECT key FROM idempotency_keys');
+  t.notOk(rows.some((r) => r.key === key), 'the raw key is not stored');
+  t.ok(rows.some((r) => r.key === createHash('sha256').update(key).digest('hex')), 'its SHA-256 is');
+});
+
+t.test('the replay window is bounded: after an hour the key no longer replays the answer', async (t) => {
+  const payload = { organization: uniqueOrg('late'), email: 'late@example.com' };
+  const key = randomUUID();
+  const first = await post(payload, { 'idempotency-key': key });
+  t.equal(first.statusCode, 202);
+  await api.db.pool.query(`UPDATE idempotency_keys SET created_at = now() - interval '61 minutes' WHERE key = $1`, [createHash('sha256').update(key).digest('hex')]);
+  const late = await post(payload, { 'idempotency-key': key });
+  t.equal(late.statusCode, 409, 'treated as a new signup of a taken organization');
+  t.equal(late.json().error.code, 'ORGANIZATION_TAKEN');
+  t.notOk(late.body.includes(first.json().apiKey), 'the API key is not replayed');
 });
