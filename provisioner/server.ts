@@ -9,7 +9,7 @@ import { loadConfig, type Config } from './config.ts';
 import { SecretBox, loadOrCreateDevKey, loadOrCreateDevPassphrase, loadOrCreateSigningKey } from './crypto.ts';
 import { DatabaseHealth } from './db/availability.ts';
 import { openDatabase, type Database } from './db/database.ts';
-import { leaveShutdownToCaller } from './db/embedded.ts';
+import { leaveShutdownToCaller, type EmbeddedLog } from './db/embedded.ts';
 import { Notifications } from './db/notifications.ts';
 import { createLogger } from './logger.ts';
 import { buildApp } from './http/app.ts';
@@ -72,6 +72,7 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
     dataDir: config.dataDir,
     log: (msg) => logger.info(msg),
     health: new DatabaseHealth(logger.child({ component: 'database' })),
+    embeddedLog: pinoLines(logger.child({ component: 'embedded-postgres' })),
   });
   if (db.embedded) logger.info({ dataDir: config.dataDir }, 'using embedded PostgreSQL (DATABASE_URL is not set)');
   try {
@@ -119,6 +120,15 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
     await db.close();
     throw err;
   }
+}
+
+/** An EmbeddedLog writing to pino (message last, fields first). */
+function pinoLines(log: pino.Logger): EmbeddedLog {
+  return {
+    info: (msg, fields) => log.info(fields ?? {}, msg),
+    warn: (msg, fields) => log.warn(fields ?? {}, msg),
+    error: (msg, fields) => log.error(fields ?? {}, msg),
+  };
 }
 
 /** Longest wait for the database connections (and an embedded server) to close at shutdown. */

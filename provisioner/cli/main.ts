@@ -55,7 +55,22 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       io.err(`provisioner: ${err.code}: ${err.message}${err.field ? ` (field: ${err.field})` : ''}`);
       return err.status === 0 ? 3 : 1;
     }
-    io.err(`provisioner: ${err instanceof Error ? err.message : String(err)}`);
+    io.err(`provisioner: ${explain(err)}`);
     return 1;
   }
+}
+
+/** An error and the errors it wraps, each message once: the real cause, never `undefined`. */
+export function explain(err: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = err, depth = 0; depth < 6; depth++) {
+    if (e === undefined || e === null) {
+      if (depth === 0) parts.push(`failed without an error message (${String(e)})`);
+      break;
+    }
+    const message = e instanceof Error ? e.message || e.name : typeof e === 'string' ? e : JSON.stringify(e);
+    if (!parts.some((p) => p.includes(message))) parts.push(message);
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  return parts.join(': ');
 }

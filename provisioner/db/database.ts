@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import pg from 'pg';
 import { CONNECT_TIMEOUT_MS, DatabaseHealth, guardPool } from './availability.ts';
-import { startEmbeddedPostgres, type EmbeddedServer } from './embedded.ts';
+import { startEmbeddedPostgres, type EmbeddedLog, type EmbeddedServer } from './embedded.ts';
 import { migrate } from './migrate.ts';
 
 // int8 (bigint) columns hold generations and counters well below 2^53: read them as numbers.
@@ -32,12 +32,17 @@ export async function openDatabase(opts: {
   log?: (msg: string) => void;
   poolSize?: number;
   health?: DatabaseHealth;
+  /** Lines about the embedded server by level (its death, restarts, a left-over server stopped). */
+  embeddedLog?: EmbeddedLog;
 }): Promise<Database> {
   const health = opts.health ?? new DatabaseHealth();
   let embedded: EmbeddedServer | undefined;
   let url = opts.databaseUrl;
   if (url === undefined) {
-    embedded = await startEmbeddedPostgres(join(opts.dataDir, 'postgres'), opts.log);
+    // Supervised: a server that dies is restarted on the same port; the pool reconnects to it.
+    embedded = await startEmbeddedPostgres(join(opts.dataDir, 'postgres'), opts.log, {
+      supervise: true, ...(opts.embeddedLog ? { logger: opts.embeddedLog } : {}),
+    });
     url = embedded.url;
   }
   const pool = createPool(url, opts.poolSize, health);
