@@ -86,7 +86,7 @@ t.test('a killed provisioner leaves its PostgreSQL behind; the next start stops 
   const adminToken = `hrt_admin_${randomBytes(24).toString('hex')}`;
   const env = {
     PORT: '0', PROVISIONER_DATA_DIR: dataDir, PROVISIONER_ENGINE: 'none', LOG_LEVEL: 'info', DATABASE_URL: '',
-    PROVISIONER_ADMIN_TOKEN: adminToken, PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+    PROVISIONER_SIGNUP_RATE_LIMIT: '100000', PROVISIONER_ADMIN_TOKEN: adminToken, PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
   };
 
   const first = await startProvisioner(t, env);
@@ -122,7 +122,10 @@ t.test('a killed provisioner leaves its PostgreSQL behind; the next start stops 
     if (res.status === 202) recoveredAt = Date.now();
     else gap.push(res.status);
     return res.status === 202;
-  }, 30_000);
+  }, 30_000).catch((err: unknown) => {
+    t.comment(`provisioner log since the kill: ${JSON.stringify(second.logs.filter((l) => (l.level ?? 0) >= 40).slice(-10))}; answers: ${JSON.stringify(gap.slice(-5))}`);
+    throw err;
+  });
   t.same([...new Set(gap)].filter((s) => s !== 503), [], `while PostgreSQL restarted, signups answered 503 only (${gap.length} of them)`);
   t.ok(recoveredAt - killedAt <= 5000, `signups succeed again ${recoveredAt - killedAt} ms after PostgreSQL was killed (at most 5000)`);
   const died = second.logs.filter((l) => /embedded PostgreSQL exited unexpectedly/.test(l.msg ?? ''));
