@@ -64,7 +64,7 @@ export interface AppErrorOptions {
   field?: string;
   details?: Record<string, unknown>;
   cause?: unknown;
-  /** Only for BAD_REQUEST, which keeps the 4xx status the HTTP layer reported. */
+  /** Only for BAD_REQUEST, which keeps the 4xx status the HTTP layer reported (and for copies, see withField). */
   status?: number;
 }
 
@@ -81,6 +81,13 @@ export class AppError extends Error {
     this.statusCode = opts.status ?? statusOf(code);
     this.field = opts.field;
     this.details = opts.details;
+  }
+
+  /** The same error about an input the API names differently (a route mapping a body field to a spec field). */
+  withField(field: string): AppError {
+    return new AppError(this.code, this.message, {
+      field, status: this.statusCode, ...(this.details ? { details: this.details } : {}), ...(this.cause === undefined ? {} : { cause: this.cause }),
+    });
   }
 }
 

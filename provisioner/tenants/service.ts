@@ -10,7 +10,7 @@ import type { Role } from '../auth/keys.ts';
 import type { SecretBox } from '../crypto.ts';
 import { withTx, pgCode, pgConstraint } from '../db/tx.ts';
 import { errors } from '../errors.ts';
-import { writeAudit, type Actor } from '../store/audit.ts';
+import { writeAudit, type Requester } from '../store/audit.ts';
 import { claimKey, requestHash, storeResponse } from '../store/idempotency.ts';
 import {
   changeSpec, getTenantRow, insertSignup, requestRetry, toTenant,
@@ -43,6 +43,16 @@ export interface SignupResult {
   operationId: string;
 }
 
+/** A change of a tenant's spec, and who asks for it. */
+export interface SpecChangeRequest {
+  tenantId: string;
+  change: Partial<Pick<TenantSpec, 'plan' | 'runtimeVersion' | 'suspended' | 'deleted'>>;
+  /** What was asked for; an `update` that only changes the version or suspension is recorded as an upgrade, suspend or resume. */
+  kind: OperationKind;
+  /** The caller: its role decides which versions it may install. */
+  by: Requester & { actor: { role: Role } };
+}
+
 export interface Accepted {
   tenant: Tenant;
   operationId: string;
@@ -56,16 +66,17 @@ export class TenantService {
   }
 
   /** Validates that `version` may be installed by `role` (public signups count as tenants). */
-  async checkInstallable(db: Queryable, version: string, role: Role | 'public', field = 'runtimeVersion'): Promise<void> {
-    if (!this.#d.catalog.get(version)) throw errors.unknownVersion(version, field);
+  async checkInstallable(db: Queryable, version: string, role: Role | 'public'): Promise<void> {
+    if (!this.#d.catalog.get(version)) throw errors.unknownVersion(version, 'runtimeVersion');
     const availability = await availabilityOf(db, version);
     if (availability === 'withdrawn' || (availability === 'deprecated' && (role === 'tenant' || role === 'public'))) {
-      throw errors.versionUnavailable(version, availability, field);
+      throw errors.versionUnavailable(version, availability, 'runtimeVersion');
     }
   }
 
   /** Upgrade rules: forward moves follow the catalog's path; a rollback only to the version last run. */
-  checkVersionChange(tenant: TenantRow, to: string, field = 'version'): void {
+  checkVersionChange(tenant: TenantRow, to: string): void {
+    const field = 'runtimeVersion';
     const from = tenant.runtime_version;
     if (compareVersions(to, from) < 0) {
       const previous = tenant.previous_runtime_version;
@@ -126,16 +137,11 @@ export class TenantService {
 
   /**
    * Applies a spec change. A change that leaves the spec as it is queues nothing and answers with
-   * the tenant's last operation, so that repeating a request is harmless.
+   * the tenant's last operation, so that repeating a request is harmless. Errors about the version
+   * name the spec's field, `runtimeVersion`.
    */
-  async change(
-    actor: Actor & { role: Role },
-    id: string,
-    change: Partial<Pick<TenantSpec, 'plan' | 'runtimeVersion' | 'suspended' | 'deleted'>>,
-    kind: OperationKind,
-    requestId: string,
-    versionField = 'runtimeVersion',
-  ): Promise<Accepted> {
+  async change(request: SpecChangeRequest): Promise<Accepted> {
+    const { tenantId: id, change, kind, by: { actor, requestId } } = request;
     return withTx(this.#d.pool, async (tx) => {
       const row = await getTenantRow(tx, id, true);
       if (!row) throw errors.notFound('tenant', id);
@@ -145,8 +151,8 @@ export class TenantService {
       }
       if (change.plan !== undefined && !PLANS[change.plan]) throw errors.unknownPlan(change.plan, PLAN_NAMES);
       if (change.runtimeVersion !== undefined && change.runtimeVersion !== row.runtime_version) {
-        await this.checkInstallable(tx, change.runtimeVersion, actor.role, versionField);
-        this.checkVersionChange(row, change.runtimeVersion, versionField);
+        await this.checkInstallable(tx, change.runtimeVersion, actor.role);
+        this.checkVersionChange(row, change.runtimeVersion);
       }
       const effective = Object.fromEntries(
         Object.entries(change).filter(([k, v]) => v !== undefined && v !== (row as unknown as Record<string, unknown>)[k === 'runtimeVersion' ? 'runtime_version' : k]),
@@ -162,7 +168,8 @@ export class TenantService {
     });
   }
 
-  async retry(actor: Actor, id: string, requestId: string): Promise<Accepted> {
+  /** Queues a new attempt now for a stalled or failing tenant. */
+  async retry(id: string, { actor, requestId }: Requester): Promise<Accepted> {
     return withTx(this.#d.pool, async (tx) => {
       const row = await getTenantRow(tx, id, true);
       if (!row) throw errors.notFound('tenant', id);

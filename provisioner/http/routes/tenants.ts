@@ -1,10 +1,12 @@
 import { Type } from 'typebox';
+import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Accepted, IdParams, Semver, StringEnum, withErrors } from '../schemas.ts';
-import { actorOf, assertTenantAccess, authOf } from '../auth.ts';
+import { assertTenantAccess, authOf, requesterOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
-import { errors } from '../../errors.ts';
+import { errors, isAppError } from '../../errors.ts';
 import { PHASES, listTenants, toTenant, type TenantRow } from '../../store/tenants.ts';
+import type { SpecChangeRequest } from '../../tenants/service.ts';
 import type { AppContext } from '../context.ts';
 
 const ListQuery = Type.Object({
@@ -28,6 +30,16 @@ const UpgradeBody = Type.Object({ version: Semver }, { additionalProperties: fal
 const READ = ['operator', 'tenant'] as const;
 
 type TenantView = ReturnType<typeof toTenant> & { status: { tunnel?: { connected: boolean; since: string | null } } };
+
+/** The caller of a spec change, with its role (which versions it may install depends on it). */
+function changerOf(request: FastifyRequest): SpecChangeRequest['by'] {
+  return { actor: { id: authOf(request).keyId, role: authOf(request).role }, requestId: request.id };
+}
+
+/** The upgrade body calls the spec's runtimeVersion `version`: errors about it name that field. */
+function asVersionField(err: unknown): never {
+  throw isAppError(err) && err.field === 'runtimeVersion' ? err.withField('version') : err;
+}
 
 
 export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => async (app) => {
@@ -90,11 +102,11 @@ export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
     },
   }, async (request, reply) => {
     assertTenantAccess(request, request.params.id);
-    const auth = authOf(request);
-    if (auth.role === 'tenant' && request.body.plan !== undefined) {
+    const by = changerOf(request);
+    if (by.actor.role === 'tenant' && request.body.plan !== undefined) {
       throw errors.forbidden('a tenant key cannot change its plan; contact an operator');
     }
-    const out = await ctx.tenants.change({ ...actorOf(request), role: auth.role }, request.params.id, request.body, 'update', request.id);
+    const out = await ctx.tenants.change({ tenantId: request.params.id, change: request.body, kind: 'update', by });
     return reply.status(202).send(out);
   });
 
@@ -106,9 +118,8 @@ export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
     },
   }, async (request, reply) => {
     assertTenantAccess(request, request.params.id);
-    const auth = authOf(request);
-    const out = await ctx.tenants.change({ ...actorOf(request), role: auth.role }, request.params.id,
-      { runtimeVersion: request.body.version }, 'upgrade', request.id, 'version');
+    const out = await ctx.tenants.change({ tenantId: request.params.id, change: { runtimeVersion: request.body.version }, kind: 'upgrade', by: changerOf(request) })
+      .catch(asVersionField);
     return reply.status(202).send(out);
   });
 
@@ -118,8 +129,7 @@ export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
       schema: { summary: `${action === 'suspend' ? 'Suspend' : 'Resume'} a tenant`, tags: ['tenants'], params: IdParams, response: withErrors({ 202: Accepted }) },
     }, async (request, reply) => {
       assertTenantAccess(request, request.params.id);
-      const auth = authOf(request);
-      const out = await ctx.tenants.change({ ...actorOf(request), role: auth.role }, request.params.id, change, action, request.id);
+      const out = await ctx.tenants.change({ tenantId: request.params.id, change, kind: action, by: changerOf(request) });
       return reply.status(202).send(out);
     });
   }
@@ -129,7 +139,7 @@ export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
     schema: { summary: 'Retry a stalled or failing tenant now', tags: ['tenants'], params: IdParams, response: withErrors({ 202: Accepted }) },
   }, async (request, reply) => {
     assertTenantAccess(request, request.params.id);
-    return reply.status(202).send(await ctx.tenants.retry(actorOf(request), request.params.id, request.id));
+    return reply.status(202).send(await ctx.tenants.retry(request.params.id, requesterOf(request)));
   });
 
   app.delete('/v1/tenants/:id', {
@@ -137,8 +147,7 @@ export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
     schema: { summary: 'Delete a tenant (a tombstone is kept)', tags: ['tenants'], params: IdParams, response: withErrors({ 202: Accepted }) },
   }, async (request, reply) => {
     assertTenantAccess(request, request.params.id);
-    const auth = authOf(request);
-    const out = await ctx.tenants.change({ ...actorOf(request), role: auth.role }, request.params.id, { deleted: true }, 'delete', request.id);
+    const out = await ctx.tenants.change({ tenantId: request.params.id, change: { deleted: true }, kind: 'delete', by: changerOf(request) });
     return reply.status(202).send(out);
   });
 };

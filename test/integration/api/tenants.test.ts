@@ -88,7 +88,7 @@ t.test('PATCH changes plan, version and suspension; bad bodies name the field', 
   }
 });
 
-t.test('upgrade follows the catalog: allowed step, refused skip with the path', async (t) => {
+t.test('upgrade follows the catalog: allowed step, refused skip with the path; errors name the field sent', async (t) => {
   const { tenantId } = await api.signup({ runtimeVersion: v1 });
   await observe(tenantId, v1);
   const refused = versions.find((to) => !catalog.upgradePath(v1, to).allowed && catalog.upgradePath(v1, to).path.length > 1);
@@ -99,6 +99,11 @@ t.test('upgrade follows the catalog: allowed step, refused skip with the path', 
   t.match(skip.json().error, { code: 'UPGRADE_PATH_REFUSED', field: 'version' });
   t.match(skip.json().error.message, `cannot be reached from ${v1}`);
   t.same(skip.json().error.details.path, answer.path, 'the error carries the path to follow');
+  const viaPatch = await api.request('PATCH', `/v1/tenants/${tenantId}`, { body: { runtimeVersion: refused } });
+  t.match(viaPatch.json().error, { code: 'UPGRADE_PATH_REFUSED', field: 'runtimeVersion' }, 'through PATCH the same refusal names runtimeVersion, the field sent');
+  const unknown = await api.request('POST', `/v1/tenants/${tenantId}/upgrade`, { body: { version: '0.0.9' } });
+  t.equal(unknown.statusCode, 400, 'an upgrade to a version outside the catalog is a 400');
+  t.match(unknown.json().error, { code: 'UNKNOWN_RUNTIME_VERSION', field: 'version' }, 'the upgrade error names version, the field sent');
   const up = await api.request('POST', `/v1/tenants/${tenantId}/upgrade`, { body: { version: v2 } });
   t.equal(up.statusCode, 202);
   const op = (await api.request('GET', `/v1/operations/${up.json().operationId}`)).json();
