@@ -26,7 +26,6 @@ import { createRequestSigner, createTunnelServer, generateRequestSigningKeys, Tu
 import { KEY_REVOKED_CHANNEL } from '../store/keys.ts';
 import { hashKeyBase64 } from '../auth/keys.ts';
 import { KeyCache } from '../auth/key-cache.ts';
-import { assertTenantAccess } from './auth.ts';
 import { registerAuth } from './auth.ts';
 import type { AppContext } from './context.ts';
 import { installErrorHandler } from './error-handler.ts';
@@ -178,10 +177,8 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
   }
   await app.register(tunnelRoutes, {
     tunnel,
-    canAccessTenant: (request, tenantId) => {
-      assertTenantAccess(request, tenantId);
-      return true;
-    },
+    // Checked before the handler, as for every /v1/tenants/:id route (http/auth.ts).
+    canAccessTenant: () => true,
     routeConfig: { roles: ['operator', 'tenant'] },
     subjectOf: (request) => request.auth?.keyId,
     peers: { replicaId: tunnelDirectory.replicaId, owner: (tenantId) => tunnelDirectory.owner(tenantId), onRelay },

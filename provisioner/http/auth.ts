@@ -1,7 +1,9 @@
 /**
  * Authentication and role checks, as one scope-level hook: every route declares the roles that
  * may call it in `config.roles` (or `config.public`), and the hook resolves the bearer key before
- * the handler runs. Tenant keys only ever see their own tenant: other tenants' ids answer 404.
+ * the handler runs. Tenant keys only ever see their own tenant: every route of one tenant
+ * (`/v1/tenants/:id` and below) gets a preHandler that answers 404 for other tenants' ids, so no
+ * handler checks it itself (and a new route cannot forget it).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Role } from '../auth/keys.ts';
@@ -39,6 +41,12 @@ export function bearerToken(header: string | undefined): string {
 /** `lookup` resolves a key's SHA-256 (base64) when the cache does not have it. */
 export function registerAuth(app: FastifyInstance, lookup: (hashBase64: string) => Promise<KeyIdentity | undefined>, cache: KeyCache): void {
   app.decorateRequest('auth', null);
+  // After validation (preHandler), so that a malformed id is still a 400 for every caller.
+  app.addHook('onRoute', (route) => {
+    if (!TENANT_ROUTE.test(route.url)) return;
+    const own = route.preHandler === undefined ? [] : Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler];
+    route.preHandler = [tenantAccess, ...own];
+  });
   app.addHook('onRequest', async (request) => {
     // request.routeOptions builds a new object on every read: read it once.
     const route = request.routeOptions;
@@ -68,6 +76,13 @@ export function authOf(request: FastifyRequest): Auth {
 export function actorOf(request: FastifyRequest): Actor {
   const a = request.auth;
   return a ? { id: a.keyId, role: a.role } : { id: 'public', role: 'public' };
+}
+
+/** The routes of one tenant, whose `:id` a tenant-bound key may only name when it is its own. */
+const TENANT_ROUTE = /^\/v1\/tenants\/:id(\/|$)/;
+
+async function tenantAccess(request: FastifyRequest): Promise<void> {
+  assertTenantAccess(request, (request.params as { id: string }).id);
 }
 
 /** The caller and the request, as services record them in audit rows. */

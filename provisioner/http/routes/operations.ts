@@ -1,16 +1,25 @@
 import { Type } from 'typebox';
+import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { IdParams, StringEnum, withErrors } from '../schemas.ts';
-import { assertTenantAccess } from '../auth.ts';
+import { authOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors, type ErrorCode } from '../../errors.ts';
-import { getOperation, listOperations, readLog } from '../../store/operations.ts';
+import { getOperation, listOperations, readLog, type Operation } from '../../store/operations.ts';
 import { getTenantRow } from '../../store/tenants.ts';
 import type { AppContext } from '../context.ts';
 
 const READ = ['operator', 'tenant'] as const;
 
 export const operationRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => async (app) => {
+  /** The operation, when the caller may see it: tenant-bound keys get 404 for other tenants' operations. */
+  const visibleOperation = async (request: FastifyRequest, id: string): Promise<Operation> => {
+    const op = await getOperation(ctx.pool, id);
+    const auth = authOf(request);
+    if (!op || ((auth.role === 'tenant' || auth.role === 'runtime') && auth.tenantId !== op.tenantId)) throw errors.notFound('operation', id);
+    return op;
+  };
+
   app.get('/v1/tenants/:id/operations', {
     config: { roles: READ },
     schema: {
@@ -22,7 +31,6 @@ export const operationRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => a
       response: withErrors({ 200: Type.Object({ items: Type.Array(Type.Ref('Operation')), nextCursor: Type.Union([Type.String(), Type.Null()]) }) }),
     },
   }, async (request) => {
-    assertTenantAccess(request, request.params.id);
     if (!(await getTenantRow(ctx.pool, request.params.id))) throw errors.notFound('tenant', request.params.id);
     const limit = request.query.limit ?? 50;
     const rows = await listOperations(ctx.pool, request.params.id, {
@@ -40,15 +48,7 @@ export const operationRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => a
   app.get('/v1/operations/:id', {
     config: { roles: READ },
     schema: { summary: 'Get an operation', tags: ['operations'], params: IdParams, response: withErrors({ 200: Type.Ref('Operation') }) },
-  }, async (request) => {
-    const op = await getOperation(ctx.pool, request.params.id);
-    const auth = request.auth;
-    if (!op || ((auth?.role === 'tenant' || auth?.role === 'runtime') && auth.tenantId !== op.tenantId)) {
-      throw errors.notFound('operation', request.params.id);
-    }
-    assertTenantAccess(request, op.tenantId);
-    return op;
-  });
+  }, async (request) => visibleOperation(request, request.params.id));
 
   const LogLine = Type.Object({ seq: Type.Integer(), stream: Type.String(), line: Type.String(), at: Type.String() });
   app.get('/v1/operations/:id/log', {
@@ -66,11 +66,7 @@ export const operationRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => a
       response: withErrors({ 200: Type.Object({ items: Type.Array(LogLine), state: Type.String(), nextAfter: Type.Integer() }) }),
     },
   }, async (request, reply) => {
-    const op = await getOperation(ctx.pool, request.params.id);
-    const auth = request.auth;
-    if (!op || ((auth?.role === 'tenant' || auth?.role === 'runtime') && auth.tenantId !== op.tenantId)) {
-      throw errors.notFound('operation', request.params.id);
-    }
+    const op = await visibleOperation(request, request.params.id);
     const lastEventId = Number(request.headers['last-event-id']);
     const after = request.query.after ?? (Number.isInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0);
     const follow = request.query.follow === '1' || request.query.follow === 'true';
