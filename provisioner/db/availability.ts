@@ -15,8 +15,13 @@ export const CONNECT_TIMEOUT_MS = 5_000;
 export const DATABASE_RETRY_AFTER_SECONDS = 2;
 
 const NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNABORTED']);
-/** admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections (a server starting or restarting). */
-const PG_CODES = new Set(['57P01', '57P02', '57P03', '53300']);
+/**
+ * admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections (a server starting or
+ * restarting), and read_only_sql_transaction: after a failover the address may still lead to the
+ * old primary, now a standby. node-postgres has no `target_session_attrs`; instead such a
+ * connection counts as lost, is dropped, and the next one is tried (and the request retried).
+ */
+const PG_CODES = new Set(['57P01', '57P02', '57P03', '53300', '25006']);
 const MESSAGES = [
   /Connection terminated/i,
   /timeout exceeded when trying to connect/i,

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { isConnectionError } from './availability.ts';
 
 export type Queryable = Pick<pg.PoolClient, 'query'>;
 
@@ -23,13 +24,18 @@ export async function withTx<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Pr
   }
 }
 
-/** Rolls back; returns an error to release the client with when even that failed (drop it). */
+/**
+ * Rolls back; returns an error to release the client with (the pool then drops it) when even that
+ * failed, or when the transaction failed for a connection's reason (e.g. the server became a
+ * read-only standby after a failover: the next connection may reach the new primary).
+ */
 export async function rollback(client: pg.PoolClient, cause: unknown): Promise<Error | undefined> {
+  const drop = cause instanceof Error ? cause : new Error(String(cause));
   try {
     await client.query('ROLLBACK');
-    return undefined;
+    return isConnectionError(cause) ? drop : undefined;
   } catch {
-    return cause instanceof Error ? cause : new Error(String(cause));
+    return drop;
   }
 }
 

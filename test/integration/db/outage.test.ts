@@ -87,7 +87,17 @@ interface Answer {
   tenantId?: string;
 }
 
-t.test('Postgres SIGKILLed under signup load: 503 with Retry-After in the gap, every 202 kept, back within 5 s', async (t) => {
+/**
+ * How the database goes away: SIGKILL of the postmaster (a crash; the restart runs crash
+ * recovery), or a fast shutdown (`pg_ctl -m fast stop`: sessions end with 57P01 admin_shutdown)
+ * as in a restart or a switchover of an external server.
+ */
+const outages = {
+  'SIGKILLed': killPostgres,
+  'stopped (fast shutdown) and started again': (s: OwnServer) => s.server.stop(),
+};
+
+for (const [how, stop] of Object.entries(outages)) t.test(`Postgres ${how} under signup load: 503 with Retry-After in the gap, every 202 kept, back within 5 s`, async (t) => {
   const s = await ownServer();
   t.teardown(async () => {
     await s.server.stop().catch(() => {});
@@ -137,7 +147,7 @@ t.test('Postgres SIGKILLed under signup load: 503 with Retry-After in the gap, e
   };
   await ok(0, 40);
   const killedAt = Date.now();
-  await killPostgres(s);
+  await stop(s);
   // The outage, seen from outside: at least one 503 while the server is gone.
   for (let i = 0; i < 500 && !answers.some((a) => a.at > killedAt && a.status === 503); i++) await new Promise((r) => setTimeout(r, 10));
   const ready = await fetch(`${running.url}/readyz`);

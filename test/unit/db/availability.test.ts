@@ -11,6 +11,7 @@ t.test('connection errors are told from other failures', async (t) => {
     withCode('57P01', 'terminating connection due to administrator command'),
     withCode('57P03', 'the database system is starting up'),
     withCode('08006'),
+    withCode('25006', 'cannot execute INSERT in a read-only transaction'),
     new Error('Connection terminated unexpectedly'),
     new Error('timeout exceeded when trying to connect'),
     new AggregateError([withCode('ECONNREFUSED')], ''),
