@@ -5,6 +5,10 @@
  * namespace (`tenant:tenantId`, …), so they do not depend on the engine's project name.
  * Secrets (root kubeconfig, runtime token, managed-cluster credentials) are marked secret and
  * stay Pulumi secrets inside the program.
+ *
+ * Every setting is described once, in TENANT_FIELDS (how it is written and read back, whether it
+ * is secret, its default, what makes it wrong); a new setting is a TenantInput field and a row
+ * there. TenantSettings (what the program works from) is derived from both.
  */
 import type * as pulumi from '@pulumi/pulumi';
 import { catalog as defaultCatalog, type Catalog } from '../runtime/catalog.ts';
@@ -16,7 +20,7 @@ import { pinKubeconfig, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '
 
 export const CONFIG_NAMESPACE = 'tenant';
 
-/** What the engine knows about a tenant and its root cluster. */
+/** What the engine knows about a tenant and its root cluster: the program's settings, as written. */
 export interface TenantInput {
   /** Tenant id (the provisioner's uuid); the namespace is `tenant-<id>`. */
   tenantId: string;
@@ -64,44 +68,10 @@ export interface TenantInput {
   kubeconfigPolicy?: KubeconfigPolicy;
 }
 
-/** The config the program works from (secrets as Outputs). */
-export interface TenantSettings {
-  tenantId: string;
-  organization: string;
-  plan: string;
-  runtimeVersion: string;
-  suspended: boolean;
-  /** The root cluster's kubeconfig as the policy sanitised it (the raw config value is never used). */
-  rootKubeconfig: pulumi.Output<string>;
-  runtimeToken: pulumi.Output<string>;
-  kubeconfigPolicy: KubeconfigPolicy;
-  controlPlaneUrl: string;
-  controlPlanePublicKey: string;
-  chartRepositories: ChartRepositories;
-  vclusterServerTemplate: string;
-  egressAllowedCidrs: string[];
-  kubernetesApiCidrs: string[];
-  kubeconfigTimeoutSeconds: number;
-  ingressNamespaces: string[];
-  priorityClassName: string;
-  agentImageRepository: string;
-  argoCdUrlTemplate: string;
-  managedClusters: { name: string; server: string; namespaces?: string[]; config: pulumi.Output<ManagedClusterConfig> }[];
-}
-
-export const DEFAULTS = {
-  vclusterServerTemplate: 'https://{release}.{namespace}.svc:443',
-  kubeconfigTimeoutSeconds: 300,
-  ingressNamespaces: ['ingress-nginx', 'hosted-platform'],
-  kubernetesApiCidrs: ['0.0.0.0/0'],
-  priorityClassName: 'tenant-control-plane',
-  agentImageRepository: DEFAULT_AGENT_IMAGE_REPOSITORY,
-  argoCdUrlTemplate: '{controlPlaneUrl}/v1/tenants/{tenantId}/argo-cd/',
-} as const;
-
 const TENANT_ID = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const CIDR = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\/(\d|[12]\d|3[0-2])$/;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const DEFAULT_SERVER_TEMPLATE = 'https://{release}.{namespace}.svc:443';
 
 export class TenantConfigError extends Error {
   override name = 'TenantConfigError';
@@ -117,15 +87,30 @@ function isCidr(value: string): boolean {
   return m !== null && m.slice(1, 5).every((o) => Number(o) <= 255);
 }
 
-function httpsUrl(field: string, value: string): void {
+function httpUrlProblem(value: string): string | undefined {
   let url: URL;
   try {
     url = new URL(value);
   } catch {
-    throw new TenantConfigError(field, `'${value}' is not a URL`);
+    return `'${value}' is not a URL`;
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new TenantConfigError(field, `'${value}' must be an http(s) URL`);
+  return url.protocol === 'https:' || url.protocol === 'http:' ? undefined : `'${value}' must be an http(s) URL`;
 }
+
+/** A problem with a value: a message, or a message about one part of it (`chartRepositories.argo`). */
+type Problem = string | { field: string; message: string };
+
+/** `each` applied to every item of a list of strings. */
+function listProblem(value: unknown, each: (item: string) => string | undefined): Problem | undefined {
+  if (!Array.isArray(value) || !value.every((v) => typeof v === 'string')) return 'must be a list of strings';
+  for (const item of value) {
+    const problem = each(item);
+    if (problem) return problem;
+  }
+  return undefined;
+}
+
+const notEmpty = (value: string): string | undefined => (value.trim() === '' ? 'must not be empty' : undefined);
 
 /**
  * Why a chart repository override cannot be used, or undefined: the repository must be one this
@@ -154,48 +139,159 @@ export function vclusterServerTemplateProblem(template: string, opts: { httpsOnl
   try {
     url = new URL(sample);
   } catch {
-    return `'${template}' is not a URL template such as ${DEFAULTS.vclusterServerTemplate}`;
+    return `'${template}' is not a URL template such as ${DEFAULT_SERVER_TEMPLATE}`;
   }
   if (opts.httpsOnly && url.protocol !== 'https:') return `'${template}' must be an https URL (the vcluster API server only serves TLS)`;
   if (url.protocol !== 'https:' && url.protocol !== 'http:') return `'${template}' must be an http(s) URL`;
   return undefined;
 }
 
+/** How a setting is written as a stack config value and read back; decode throws on malformed text. */
+interface Codec<T> {
+  encode(value: T): string;
+  decode(text: string): T;
+}
+
+const text: Codec<string> = { encode: (value) => value, decode: (t) => t };
+const boolean: Codec<boolean> = {
+  encode: (value) => String(value),
+  decode: (t) => {
+    if (t !== 'true' && t !== 'false') throw new Error(`'${t}' is neither true nor false`);
+    return t === 'true';
+  },
+};
+/** JSON; the value's shape is checked by the field's `problem`. */
+function json<T>(): Codec<T> {
+  return { encode: (value) => JSON.stringify(value), decode: (t) => JSON.parse(t) as T };
+}
+
+interface Field<T, Secret extends boolean = boolean> {
+  /** Marked secret in the stack config; a pulumi.Output in the program, never read as plaintext there. */
+  secret: Secret;
+  codec: Codec<T>;
+  /** The program's value when the stack config leaves the setting out; without one it is required. */
+  fallback?: () => T;
+  /** Why a value cannot be used, or undefined. */
+  problem?: (value: T, catalog: Catalog) => Problem | undefined;
+}
+
+type Rest<T> = Omit<Field<T>, 'secret' | 'codec'>;
+const plain = <T>(codec: Codec<T>, rest: Rest<T> = {}): Field<T, false> => ({ secret: false, codec, ...rest });
+const secret = <T>(codec: Codec<T>, rest: Rest<T> = {}): Field<T, true> => ({ secret: true, codec, ...rest });
+
+/** Managed clusters: the one setting written in two parts (plain registrations, secret credentials); see stackConfig. */
+type FieldName = Exclude<keyof TenantInput, 'managedClusters'>;
+type Value<K extends keyof TenantInput> = NonNullable<TenantInput[K]>;
+
+/**
+ * Every tenant setting but managed clusters, in the order they are checked: how each is stored,
+ * its default in the program, and what makes it wrong. The config key is `tenant:<name>`.
+ */
+export const TENANT_FIELDS = {
+  tenantId: plain(text, {
+    problem: (id) => (TENANT_ID.test(id) && id.length <= 56 ? undefined : `'${id}' must be lowercase letters, digits and '-', at most 56 characters`),
+  }),
+  organization: plain(text, { problem: notEmpty }),
+  plan: plain(text, { problem: (plan) => (PLANS[plan] ? undefined : `unknown plan '${plan}' (known: ${Object.keys(PLANS).join(', ')})`) }),
+  runtimeVersion: plain(text, {
+    problem: (version, catalog) => (catalog.get(version) ? undefined : `runtime version '${version}' is not in the catalog`),
+  }),
+  suspended: plain(boolean, { fallback: () => false }),
+  rootKubeconfig: secret(text, { problem: notEmpty }),
+  runtimeToken: secret(text, { problem: notEmpty }),
+  controlPlaneUrl: plain(text, { problem: httpUrlProblem }),
+  controlPlanePublicKey: plain(text, { problem: (pem) => (pem.includes('PUBLIC KEY') ? undefined : 'must be a PEM public key') }),
+  chartRepositories: plain(json<ChartRepositories>(), {
+    fallback: () => ({}),
+    problem: (repositories) => {
+      if (typeof repositories !== 'object' || repositories === null || Array.isArray(repositories)) return 'must be an object of repository name to location';
+      for (const [repository, location] of Object.entries(repositories)) {
+        const message = chartRepositoryProblem(repository, location);
+        if (message) return { field: `chartRepositories.${repository}`, message };
+      }
+      return undefined;
+    },
+  }),
+  vclusterServerTemplate: plain(text, { fallback: () => DEFAULT_SERVER_TEMPLATE, problem: (template) => vclusterServerTemplateProblem(template) }),
+  egressAllowedCidrs: plain(json<string[]>(), { fallback: () => [], problem: (cidrs) => listProblem(cidrs, cidrProblem) }),
+  kubernetesApiCidrs: plain(json<string[]>(), { fallback: () => ['0.0.0.0/0'], problem: (cidrs) => listProblem(cidrs, cidrProblem) }),
+  kubeconfigTimeoutSeconds: plain(json<number>(), {
+    fallback: () => 300,
+    problem: (s) => (Number.isInteger(s) && s >= 1 && s <= 3600 ? undefined : 'must be a whole number of seconds between 1 and 3600'),
+  }),
+  ingressNamespaces: plain(json<string[]>(), {
+    fallback: () => ['ingress-nginx', 'hosted-platform'],
+    problem: (namespaces) => listProblem(namespaces, (ns) => (DNS_LABEL.test(ns) ? undefined : `'${ns}' is not a namespace name`)),
+  }),
+  priorityClassName: plain(text, { fallback: () => 'tenant-control-plane' }),
+  agentImageRepository: plain(text, { fallback: () => DEFAULT_AGENT_IMAGE_REPOSITORY }),
+  argoCdUrlTemplate: plain(text, { fallback: () => '{controlPlaneUrl}/v1/tenants/{tenantId}/argo-cd/' }),
+  kubeconfigPolicy: plain(json<KubeconfigPolicy>(), {
+    fallback: () => STRICT_KUBECONFIG_POLICY,
+    problem: (policy) => {
+      const strings = (v: unknown) => Array.isArray(v) && v.every((c) => typeof c === 'string');
+      return typeof policy === 'object' && policy !== null && strings(policy.execCommands) && strings(policy.allowedCidrs) && typeof policy.allowInsecureTls === 'boolean' && typeof policy.allowHttp === 'boolean'
+        ? undefined
+        : 'must be {"execCommands": [strings], "allowInsecureTls": boolean, "allowedCidrs": [strings], "allowHttp": boolean}';
+    },
+  }),
+} satisfies { [K in FieldName]-?: Field<Value<K>> };
+
+function cidrProblem(cidr: string): string | undefined {
+  return isCidr(cidr) ? undefined : `'${cidr}' is not an IPv4 CIDR`;
+}
+
+const FIELD_NAMES = Object.keys(TENANT_FIELDS) as FieldName[];
+type SecretName = { [K in FieldName]: (typeof TENANT_FIELDS)[K]['secret'] extends true ? K : never }[FieldName];
+
+/** A managed cluster as the program sees it: credentials stay a secret Output. */
+export interface ManagedClusterSetting {
+  name: string;
+  server: string;
+  namespaces?: string[];
+  config: pulumi.Output<ManagedClusterConfig>;
+}
+
+/**
+ * Settings the provisioner fills in from its own configuration, the same for every tenant
+ * (provisioner/engine/create.ts); the engine's StackInput carries the rest.
+ */
+export type DeploymentSetting = 'controlPlaneUrl' | 'controlPlanePublicKey' | 'chartRepositories' | 'vclusterServerTemplate' | 'kubeconfigPolicy';
+
+/**
+ * The config the program works from: every setting present (defaults filled in), secrets as
+ * Outputs; rootKubeconfig is the copy the kubeconfig policy sanitised (the raw value is never used).
+ */
+export type TenantSettings = { [K in FieldName]: K extends SecretName ? pulumi.Output<Value<K>> : Value<K> } & {
+  managedClusters: ManagedClusterSetting[];
+};
+
+/** Throws a TenantConfigError naming `name` (or the part of it the problem names) when `value` is wrong. */
+function check(name: string, field: Field<unknown>, value: unknown, catalog: Catalog): void {
+  const problem = field.problem?.(value, catalog);
+  if (problem === undefined) return;
+  if (typeof problem === 'string') throw new TenantConfigError(name, problem);
+  throw new TenantConfigError(problem.field, problem.message);
+}
+
+function managedClustersCheck(clusters: unknown): void {
+  if (!Array.isArray(clusters)) throw new TenantConfigError('managedClusters', 'must be a list of clusters');
+  const problem = managedClustersProblem(clusters as Array<{ name: string; server: string }>);
+  if (problem) throw new TenantConfigError('managedClusters', problem);
+}
+
 /** Checks an input and throws a TenantConfigError naming the first bad field. */
 export function validateTenantInput(input: TenantInput, catalog: Catalog = defaultCatalog): void {
-  if (!TENANT_ID.test(input.tenantId) || input.tenantId.length > 56) {
-    throw new TenantConfigError('tenantId', `'${input.tenantId}' must be lowercase letters, digits and '-', at most 56 characters`);
-  }
-  if (input.organization.trim() === '') throw new TenantConfigError('organization', 'must not be empty');
-  if (!PLANS[input.plan]) throw new TenantConfigError('plan', `unknown plan '${input.plan}' (known: ${Object.keys(PLANS).join(', ')})`);
-  if (!catalog.get(input.runtimeVersion)) throw new TenantConfigError('runtimeVersion', `runtime version '${input.runtimeVersion}' is not in the catalog`);
-  if (input.rootKubeconfig.trim() === '') throw new TenantConfigError('rootKubeconfig', 'must not be empty');
-  if (input.runtimeToken.trim() === '') throw new TenantConfigError('runtimeToken', 'must not be empty');
-  httpsUrl('controlPlaneUrl', input.controlPlaneUrl);
-  if (!input.controlPlanePublicKey.includes('PUBLIC KEY')) throw new TenantConfigError('controlPlanePublicKey', 'must be a PEM public key');
-  for (const [repo, location] of Object.entries(input.chartRepositories ?? {})) {
-    const problem = chartRepositoryProblem(repo, location);
-    if (problem) throw new TenantConfigError(`chartRepositories.${repo}`, problem);
-  }
-  const templateProblem = input.vclusterServerTemplate === undefined ? undefined : vclusterServerTemplateProblem(input.vclusterServerTemplate);
-  if (templateProblem) throw new TenantConfigError('vclusterServerTemplate', templateProblem);
-  for (const [field, list] of [['egressAllowedCidrs', input.egressAllowedCidrs], ['kubernetesApiCidrs', input.kubernetesApiCidrs]] as const) {
-    for (const cidr of list ?? []) if (!isCidr(cidr)) throw new TenantConfigError(field, `'${cidr}' is not an IPv4 CIDR`);
-  }
-  const timeout = input.kubeconfigTimeoutSeconds;
-  if (timeout !== undefined && (!Number.isInteger(timeout) || timeout < 1 || timeout > 3600)) {
-    throw new TenantConfigError('kubeconfigTimeoutSeconds', 'must be a whole number of seconds between 1 and 3600');
-  }
-  for (const ns of input.ingressNamespaces ?? []) if (!DNS_LABEL.test(ns)) throw new TenantConfigError('ingressNamespaces', `'${ns}' is not a namespace name`);
-  const clustersProblem = managedClustersProblem(input.managedClusters ?? []);
-  if (clustersProblem) throw new TenantConfigError('managedClusters', clustersProblem);
-  const policy = input.kubeconfigPolicy;
-  if (policy !== undefined) {
-    const strings = (v: unknown) => Array.isArray(v) && v.every((c) => typeof c === 'string');
-    if (typeof policy !== 'object' || policy === null || !strings(policy.execCommands) || !strings(policy.allowedCidrs) || typeof policy.allowInsecureTls !== 'boolean' || typeof policy.allowHttp !== 'boolean') {
-      throw new TenantConfigError('kubeconfigPolicy', 'must be {"execCommands": [strings], "allowInsecureTls": boolean, "allowedCidrs": [strings], "allowHttp": boolean}');
+  for (const name of FIELD_NAMES) {
+    const field = TENANT_FIELDS[name] as Field<unknown>;
+    const value = input[name];
+    if (value === undefined) {
+      if (!field.fallback) throw new TenantConfigError(name, 'is required');
+      continue;
     }
+    check(name, field, value, catalog);
   }
+  if (input.managedClusters !== undefined) managedClustersCheck(input.managedClusters);
 }
 
 export type StackConfig = Record<string, { value: string; secret: boolean }>;
@@ -205,107 +301,62 @@ const key = (name: string): string => `${CONFIG_NAMESPACE}:${name}`;
 /** The Automation API config map for a tenant (validated; secrets marked). */
 export function stackConfig(input: TenantInput, catalog: Catalog = defaultCatalog): StackConfig {
   validateTenantInput(input, catalog);
-  const plain = (value: string) => ({ value, secret: false });
-  const secret = (value: string) => ({ value, secret: true });
-  const config: StackConfig = {
-    [key('tenantId')]: plain(input.tenantId),
-    [key('organization')]: plain(input.organization),
-    [key('plan')]: plain(input.plan),
-    [key('runtimeVersion')]: plain(input.runtimeVersion),
-    [key('suspended')]: plain(String(input.suspended)),
-    [key('rootKubeconfig')]: secret(input.rootKubeconfig),
-    [key('runtimeToken')]: secret(input.runtimeToken),
-    [key('controlPlaneUrl')]: plain(input.controlPlaneUrl),
-    [key('controlPlanePublicKey')]: plain(input.controlPlanePublicKey),
-  };
-  const optional: [string, unknown][] = [
-    ['chartRepositories', input.chartRepositories],
-    ['vclusterServerTemplate', input.vclusterServerTemplate],
-    ['egressAllowedCidrs', input.egressAllowedCidrs],
-    ['kubernetesApiCidrs', input.kubernetesApiCidrs],
-    ['kubeconfigTimeoutSeconds', input.kubeconfigTimeoutSeconds],
-    ['ingressNamespaces', input.ingressNamespaces],
-    ['priorityClassName', input.priorityClassName],
-    ['agentImageRepository', input.agentImageRepository],
-    ['argoCdUrlTemplate', input.argoCdUrlTemplate],
-    ['kubeconfigPolicy', input.kubeconfigPolicy],
-  ];
-  for (const [name, value] of optional) {
-    if (value === undefined) continue;
-    config[key(name)] = plain(typeof value === 'string' ? value : JSON.stringify(value));
+  const config: StackConfig = {};
+  for (const name of FIELD_NAMES) {
+    const field = TENANT_FIELDS[name] as Field<unknown>;
+    const value = input[name];
+    if (value !== undefined) config[key(name)] = { value: field.codec.encode(value), secret: field.secret };
   }
   if (input.managedClusters?.length) {
-    config[key('managedClusters')] = plain(JSON.stringify(input.managedClusters.map(({ name, server, namespaces }) => ({ name, server, namespaces }))));
-    config[key('managedClusterCredentials')] = secret(JSON.stringify(Object.fromEntries(input.managedClusters.map((c) => [c.name, c.config]))));
+    const registrations = input.managedClusters.map(({ name, server, namespaces }) => ({ name, server, namespaces }));
+    config[key('managedClusters')] = { value: JSON.stringify(registrations), secret: false };
+    config[key('managedClusterCredentials')] = { value: JSON.stringify(Object.fromEntries(input.managedClusters.map((c) => [c.name, c.config]))), secret: true };
   }
   return config;
 }
 
+function decode(name: string, field: Field<unknown>, raw: string, catalog: Catalog): unknown {
+  let value: unknown;
+  try {
+    value = field.codec.decode(raw);
+  } catch (err) {
+    throw new TenantConfigError(name, `cannot be read: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  check(name, field, value, catalog);
+  return value;
+}
+
 /**
- * Reads and validates the stack config inside the program. Throws a TenantConfigError naming the
- * field when something is missing or malformed.
+ * Reads and validates the stack config inside the program (`config`: the `tenant` namespace).
+ * Throws a TenantConfigError naming the field when something is missing or malformed; secrets
+ * are checked as they resolve, and stay Outputs.
  */
 export function readTenantConfig(config: pulumi.Config, catalog: Catalog = defaultCatalog): TenantSettings {
-  const list = <T>(name: string): T | undefined => config.getObject<T>(name);
-  // Secrets stay Outputs (never read as plaintext here).
-  const rawKubeconfig = config.requireSecret('rootKubeconfig');
-  const runtimeToken = config.requireSecret('runtimeToken');
-  const clusters = list<{ name: string; server: string; namespaces?: string[] }[]>('managedClusters') ?? [];
+  const settings: Record<string, unknown> = {};
+  for (const name of FIELD_NAMES) {
+    const field = TENANT_FIELDS[name] as Field<unknown>;
+    const raw = field.secret ? config.getSecret(name) : config.get(name);
+    if (raw === undefined) {
+      if (!field.fallback) throw new TenantConfigError(name, 'is missing from the stack config');
+      settings[name] = field.fallback();
+    } else {
+      settings[name] = typeof raw === 'string' ? decode(name, field, raw, catalog) : raw.apply((text) => decode(name, field, text, catalog));
+    }
+  }
+  // The provider and the kubeconfig wait only ever see the policy's sanitised copy of the root kubeconfig.
+  const policy = settings.kubeconfigPolicy as KubeconfigPolicy;
+  settings.rootKubeconfig = (settings.rootKubeconfig as pulumi.Output<string>).apply(async (text) => (await pinKubeconfig(text, policy)).text);
+  const clustersText = config.get('managedClusters');
+  const clusters = clustersText === undefined ? [] : (decode('managedClusters', plain(json<unknown>()), clustersText, catalog) as Array<Omit<ManagedClusterSetting, 'config'>>);
+  managedClustersCheck(clusters);
   const credentials = clusters.length > 0 ? config.requireSecretObject<Record<string, ManagedClusterConfig>>('managedClusterCredentials') : undefined;
-  const timeout = config.getNumber('kubeconfigTimeoutSeconds');
-  const input: TenantInput = {
-    tenantId: config.require('tenantId'),
-    organization: config.require('organization'),
-    plan: config.require('plan'),
-    runtimeVersion: config.require('runtimeVersion'),
-    suspended: config.getBoolean('suspended') ?? false,
-    rootKubeconfig: 'validated-as-output',
-    runtimeToken: 'validated-as-output',
-    controlPlaneUrl: config.require('controlPlaneUrl'),
-    controlPlanePublicKey: config.require('controlPlanePublicKey'),
-    chartRepositories: list<ChartRepositories>('chartRepositories'),
-    vclusterServerTemplate: config.get('vclusterServerTemplate'),
-    egressAllowedCidrs: list<string[]>('egressAllowedCidrs'),
-    kubernetesApiCidrs: list<string[]>('kubernetesApiCidrs'),
-    kubeconfigTimeoutSeconds: timeout,
-    ingressNamespaces: list<string[]>('ingressNamespaces'),
-    priorityClassName: config.get('priorityClassName'),
-    agentImageRepository: config.get('agentImageRepository'),
-    argoCdUrlTemplate: config.get('argoCdUrlTemplate'),
-    managedClusters: clusters.map((c) => ({ ...c, config: {} })),
-    kubeconfigPolicy: list<KubeconfigPolicy>('kubeconfigPolicy'),
-  };
-  validateTenantInput(input, catalog);
-  const kubeconfigPolicy = input.kubeconfigPolicy ?? STRICT_KUBECONFIG_POLICY;
-  // The provider and the kubeconfig wait only ever see the policy's sanitised copy.
-  const rootKubeconfig = rawKubeconfig.apply(async (text) => (await pinKubeconfig(text, kubeconfigPolicy)).text);
-  return {
-    tenantId: input.tenantId,
-    organization: input.organization,
-    plan: input.plan,
-    runtimeVersion: input.runtimeVersion,
-    suspended: input.suspended,
-    rootKubeconfig,
-    runtimeToken,
-    kubeconfigPolicy,
-    controlPlaneUrl: input.controlPlaneUrl,
-    controlPlanePublicKey: input.controlPlanePublicKey,
-    chartRepositories: input.chartRepositories ?? {},
-    vclusterServerTemplate: input.vclusterServerTemplate ?? DEFAULTS.vclusterServerTemplate,
-    egressAllowedCidrs: input.egressAllowedCidrs ?? [],
-    kubernetesApiCidrs: input.kubernetesApiCidrs ?? [...DEFAULTS.kubernetesApiCidrs],
-    kubeconfigTimeoutSeconds: input.kubeconfigTimeoutSeconds ?? DEFAULTS.kubeconfigTimeoutSeconds,
-    ingressNamespaces: input.ingressNamespaces ?? [...DEFAULTS.ingressNamespaces],
-    priorityClassName: input.priorityClassName ?? DEFAULTS.priorityClassName,
-    agentImageRepository: input.agentImageRepository ?? DEFAULTS.agentImageRepository,
-    argoCdUrlTemplate: input.argoCdUrlTemplate ?? DEFAULTS.argoCdUrlTemplate,
-    managedClusters: credentials === undefined ? [] : clusters.map((c) => ({
-      ...c,
-      config: credentials.apply((all) => {
-        const found = all[c.name];
-        if (!found) throw new TenantConfigError('managedClusterCredentials', `no credentials for managed cluster '${c.name}'`);
-        return found;
-      }),
-    })),
-  };
+  settings.managedClusters = credentials === undefined ? [] : clusters.map((c): ManagedClusterSetting => ({
+    ...c,
+    config: credentials.apply((all) => {
+      const found = all[c.name];
+      if (!found) throw new TenantConfigError('managedClusterCredentials', `no credentials for managed cluster '${c.name}'`);
+      return found;
+    }),
+  }));
+  return settings as TenantSettings;
 }

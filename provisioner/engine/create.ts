@@ -35,17 +35,12 @@ export interface ProgramOverrides {
 /** Maps the engine's input to the tenants program's stack config (tenants/config.ts). */
 export async function tenantsStackConfig(publicUrl: string, publicKey: string, overrides: ProgramOverrides = {}): Promise<(input: StackInput) => ConfigMap> {
   const { stackConfig } = await import('../../tenants/config.ts');
+  // The tenant's settings as they are, the deployment's from the configuration (stackConfig reads only settings).
   return (input) => stackConfig({
+    ...input,
     ...(overrides.chartRepositories ? { chartRepositories: overrides.chartRepositories } : {}),
     ...(overrides.vclusterServerTemplate ? { vclusterServerTemplate: overrides.vclusterServerTemplate } : {}),
     ...(overrides.kubeconfigPolicy ? { kubeconfigPolicy: overrides.kubeconfigPolicy } : {}),
-    tenantId: input.tenantId,
-    organization: input.organization,
-    plan: input.plan,
-    runtimeVersion: input.runtimeVersion,
-    suspended: input.suspended,
-    rootKubeconfig: input.rootKubeconfig,
-    runtimeToken: input.runtimeToken,
     controlPlaneUrl: publicUrl,
     controlPlanePublicKey: publicKey,
   });

@@ -6,24 +6,20 @@
  * ScriptedEngine (scripted-engine.ts).
  */
 
+import type { DeploymentSetting, TenantInput } from '../../tenants/config.ts';
 import type { InterruptedResource } from './helm-recovery.ts';
 
 export type { InterruptedResource };
 
-/** What the engine needs to run one tenant's program. Secret fields are never logged. */
-export interface StackInput {
-  tenantId: string;
-  organization: string;
-  plan: string;
-  runtimeVersion: string;
-  suspended: boolean;
-  /** Root cluster the tenant is placed on. */
+/**
+ * What the engine needs to run one tenant's program: the tenant's settings (the program's
+ * TenantInput without those the provisioner's configuration supplies, see create.ts) and the
+ * root cluster it is placed on. Secret fields are never logged.
+ */
+export type StackInput = Omit<TenantInput, DeploymentSetting> & {
+  /** Root cluster the tenant is placed on (rootKubeconfig is its kubeconfig). */
   clusterName: string;
-  /** Kubeconfig (contents) of the root cluster. Secret. */
-  rootKubeconfig: string;
-  /** Token the runtime's agents present to the control plane. Secret. */
-  runtimeToken: string;
-}
+};
 
 /** A structured engine event, reduced to what the operation log shows. */
 export interface EngineEventSummary {

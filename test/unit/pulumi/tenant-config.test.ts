@@ -55,3 +55,39 @@ t.test('the program reads back what stackConfig wrote, secrets stay secret in ou
   t.equal(creds['runtime-token'], 'rt_secret_token');
   t.equal(creds['tunnel-url'], 'wss://control.example.test/v1/tunnel');
 });
+
+t.test('reading back: every setting as written, the defaults for those left out, a missing or malformed one named', async (t) => {
+  const pulumi = await import('@pulumi/pulumi');
+  const { readTenantConfig } = await import('../../../tenants/config.ts');
+  const use = (config: Record<string, { value: string; secret: boolean }>) => {
+    pulumi.runtime.setAllConfig(
+      Object.fromEntries(Object.entries(config).map(([k, v]) => [k, v.value])),
+      Object.entries(config).filter(([, v]) => v.secret).map(([k]) => k),
+    );
+    return () => readTenantConfig(new pulumi.Config('tenant'));
+  };
+  const written = stackConfig(tenantInput({ egressAllowedCidrs: ['10.1.0.0/16'], kubeconfigTimeoutSeconds: 45, suspended: true }));
+  const settings = use(written)();
+  t.match(settings, {
+    tenantId: tenantInput().tenantId, organization: 'acme', plan: 'team', runtimeVersion: '1.4.0', suspended: true,
+    controlPlaneUrl: 'https://control.example.test', egressAllowedCidrs: ['10.1.0.0/16'], kubeconfigTimeoutSeconds: 45,
+  }, 'the written settings are read back as they were');
+  t.same({
+    chartRepositories: settings.chartRepositories, vclusterServerTemplate: settings.vclusterServerTemplate, kubernetesApiCidrs: settings.kubernetesApiCidrs,
+    ingressNamespaces: settings.ingressNamespaces, priorityClassName: settings.priorityClassName, agentImageRepository: settings.agentImageRepository,
+    argoCdUrlTemplate: settings.argoCdUrlTemplate, managedClusters: settings.managedClusters,
+  }, {
+    chartRepositories: {}, vclusterServerTemplate: 'https://{release}.{namespace}.svc:443', kubernetesApiCidrs: ['0.0.0.0/0'],
+    ingressNamespaces: ['ingress-nginx', 'hosted-platform'], priorityClassName: 'tenant-control-plane', agentImageRepository: 'hosted-runtimes',
+    argoCdUrlTemplate: '{controlPlaneUrl}/v1/tenants/{tenantId}/argo-cd/', managedClusters: [],
+  }, 'the settings left out get their defaults');
+  t.ok(pulumi.Output.isInstance(settings.rootKubeconfig) && pulumi.Output.isInstance(settings.runtimeToken), 'secrets are Outputs, not plaintext');
+  const token = await new Promise((resolve) => settings.runtimeToken.apply(resolve));
+  t.equal(token, 'rt_secret_token', 'the runtime token resolves to what was written');
+
+  const { 'tenant:plan': _plan, ...withoutPlan } = written;
+  t.throws(use(withoutPlan), { name: 'TenantConfigError', field: 'plan', message: /missing from the stack config/ }, 'a required setting left out is named');
+  t.throws(use({ ...written, 'tenant:kubeconfigTimeoutSeconds': { value: 'soon', secret: false } }), { field: 'kubeconfigTimeoutSeconds', message: /cannot be read/ }, 'malformed JSON is named');
+  t.throws(use({ ...written, 'tenant:suspended': { value: 'yes', secret: false } }), { field: 'suspended', message: /'yes' is neither true nor false/ }, 'a malformed boolean is named');
+  t.throws(use({ ...written, 'tenant:ingressNamespaces': { value: '"ingress-nginx"', secret: false } }), { field: 'ingressNamespaces', message: /must be a list of strings/ }, 'a value of the wrong shape is named');
+});
