@@ -9,10 +9,14 @@ import { rollback, type Queryable } from '../db/tx.ts';
 import type { TenantRow } from '../store/tenants.ts';
 import { choosePlacement, type ClusterLoad } from './placement.ts';
 
+/** The tenant columns an attempt works from, read as the lease is taken (the type and the query both come from this list). */
+const CLAIMED_COLUMNS = [
+  'id', 'organization', 'plan', 'runtime_version', 'suspended', 'deleted', 'generation', 'phase', 'observed_generation',
+  'actual_runtime_version', 'previous_runtime_version', 'cluster_id', 'conditions',
+] as const satisfies ReadonlyArray<keyof TenantRow>;
+
 /** The tenant as claimed: the spec snapshot (generation G) the attempt works from. */
-export interface ClaimedTenant extends Pick<TenantRow,
-  'id' | 'organization' | 'plan' | 'runtime_version' | 'suspended' | 'deleted' | 'generation' | 'phase' | 'observed_generation' |
-  'actual_runtime_version' | 'previous_runtime_version' | 'cluster_id' | 'conditions'> {
+export interface ClaimedTenant extends Pick<TenantRow, (typeof CLAIMED_COLUMNS)[number]> {
   consecutive_failures: number;
   next_attempt_at: Date | null;
   runtime_token_enc: Buffer | null;
@@ -125,9 +129,7 @@ export async function takeLeases(
             cluster_id = coalesce(t.cluster_id, x.cluster_id)
        FROM unnest($3::uuid[], $4::uuid[]) AS x(id, cluster_id)
       WHERE t.id = x.id
-      RETURNING t.id, t.organization, t.plan, t.runtime_version, t.suspended, t.deleted, t.generation, t.phase,
-                t.observed_generation, t.actual_runtime_version, t.previous_runtime_version, t.cluster_id,
-                t.conditions, t.consecutive_failures, t.next_attempt_at, t.runtime_token_enc`,
+      RETURNING ${CLAIMED_COLUMNS.map((c) => `t.${c}`).join(', ')}, t.consecutive_failures, t.next_attempt_at, t.runtime_token_enc`,
     [owner, leaseTtlMs, picks.map((p) => p.id), picks.map((p) => p.clusterId)],
   );
   return rows;
