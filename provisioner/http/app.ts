@@ -32,6 +32,7 @@ import { installErrorHandler } from './error-handler.ts';
 import { installValidation } from './validation.ts';
 import { createMetrics, registerReadMetrics, registerTunnelMetrics } from './metrics.ts';
 import { RequestLog } from './request-log.ts';
+import { KeyStreams } from './streams.ts';
 import { ApiKeyInfo, Cluster, ErrorBody, Operation, Tenant } from './schemas.ts';
 import { auditRoutes } from './routes/audit.ts';
 import { clusterRoutes } from './routes/clusters.ts';
@@ -99,10 +100,12 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     if (!tunnel.handleUpgrade(req, socket, head)) socket.destroy();
   });
   const onRelay = registerTunnelMetrics(metrics, tunnel);
-  /** A key was revoked (here, or through another replica): drop it from the cache, close its tunnel here. */
+  const streams = new KeyStreams();
+  /** A key was revoked (here, or through another replica): drop it from the cache, close its tunnel and its streams here. */
   const onKeyRevoked = (keyId: string): void => {
     keyCache.revoke(keyId);
     tunnel.disconnectKey(keyId);
+    streams.closeKey(keyId);
   };
   notifications.subscribe(KEY_REVOKED_CHANNEL, onKeyRevoked);
   const tunnelDirectory = new TunnelDirectory({
@@ -135,6 +138,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; c
     requestSigningPublicKeyPem: signer.publicKeyPem,
     keyCache,
     reads,
+    streams,
   };
   app.addHook('onClose', async () => ctx.logHub.close());
   app.addHook('onClose', async () => ctx.reads.close());

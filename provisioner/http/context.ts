@@ -10,6 +10,7 @@ import type { Metrics } from './metrics.ts';
 import type { OperationLogHub } from '../reconciler/log-follow.ts';
 import type { TunnelDirectory, TunnelServer } from '../tunnel/index.ts';
 import type { KeyCache } from '../auth/key-cache.ts';
+import type { KeyStreams } from './streams.ts';
 import type { HotReads } from '../store/batched-reads.ts';
 import type { Notifications } from '../db/notifications.ts';
 
@@ -38,4 +39,6 @@ export interface AppContext {
   keyCache: KeyCache;
   /** Batched reads of a tenant and of an API key (store/batched-reads.ts). */
   reads: HotReads;
+  /** Open event streams by API key: a revoked key's streams end at once. */
+  streams: KeyStreams;
 }

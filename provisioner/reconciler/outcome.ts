@@ -6,6 +6,7 @@
 import type pg from 'pg';
 import { withTx, type Queryable } from '../db/tx.ts';
 import { condition, mergeConditions, TENANT_CHANNEL, type Condition, type Phase } from '../store/tenants.ts';
+import { KEY_REVOKED_CHANNEL } from '../store/keys.ts';
 import { lockHeldTenant } from './attempt.ts';
 import type { ClaimedTenant } from './lease.ts';
 
@@ -88,7 +89,7 @@ export async function writeSuccess(
               lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
         WHERE id = $1 AND lease_owner = $2 AND generation = $10 RETURNING id),
      keys AS (
-       UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL AND $8 AND EXISTS (SELECT 1 FROM ten)),
+       UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL AND $8 AND EXISTS (SELECT 1 FROM ten) RETURNING id),
      sup AS (
        UPDATE operations SET state = 'superseded', finished_at = now(),
               error = jsonb_build_object('code', 'Superseded', 'message', 'satisfied by operation ' || $9::text)
@@ -96,7 +97,10 @@ export async function writeSuccess(
      op AS (
        UPDATE operations SET state = 'succeeded', error = NULL, finished_at = now()
         WHERE id = $9 AND EXISTS (SELECT 1 FROM ten) RETURNING id)
-     SELECT pg_notify('${OPERATION_LOG_CHANNEL}', id::text) FROM op`,
+     SELECT pg_notify('${OPERATION_LOG_CHANNEL}', id::text) FROM op
+     UNION ALL
+     -- The same notice as every other revocation: each replica closes the keys' tunnels and streams at once.
+     SELECT pg_notify('${KEY_REVOKED_CHANNEL}', id::text) FROM keys`,
     [t.id, owner, t.generation, st.phase, st.version, JSON.stringify(st.endpoints), JSON.stringify(st.conditions), t.deleted, operationId, expectedGeneration],
   );
   return (rowCount ?? 0) > 0;

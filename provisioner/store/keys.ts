@@ -106,6 +106,19 @@ export async function getKey(db: Queryable, id: string): Promise<ApiKeyInfo | un
 /** The NOTIFY channel told of every revocation (payload: the key id), for other provisioner replicas. */
 export const KEY_REVOKED_CHANNEL = 'api_key_revoked';
 
+/**
+ * Revokes a tenant's live keys (all of them, or those of the given roles) the way revokeKey does:
+ * every replica hears of each when the caller's transaction commits. Returns their ids.
+ */
+export async function revokeTenantKeys(db: Queryable, tenantId: string, roles?: Role[]): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `WITH r AS (UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL AND ($2::text[] IS NULL OR role = ANY($2::text[])) RETURNING id)
+     SELECT id, pg_notify('${KEY_REVOKED_CHANNEL}', id::text) FROM r`,
+    [tenantId, roles ?? null],
+  );
+  return rows.map((r) => r.id);
+}
+
 /** Revokes a key (revoking twice keeps the first revocation time); every replica hears of it when the caller's transaction commits. */
 export async function revokeKey(db: Queryable, id: string): Promise<ApiKeyInfo | undefined> {
   await db.query(`WITH r AS (UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id)

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { generateKey, hashKey, keyPrefix } from '../auth/keys.ts';
 import type { Role } from '../auth/keys.ts';
+import { revokeTenantKeys } from '../store/keys.ts';
 import type { SecretBox } from '../crypto.ts';
 import { withTx, pgCode, pgConstraint } from '../db/tx.ts';
 import { errors } from '../errors.ts';
@@ -159,6 +160,9 @@ export class TenantService {
       );
       if (Object.keys(effective).length === 0) return { tenant: toTenant(row), operationId: row.last_operation_id! };
       const op = await changeSpec(tx, row, effective, kindFor(kind, effective), describe(effective));
+      // A deleted tenant's runtime is reached no more: its runtime keys are revoked now (every
+      // replica closes the tunnel); the tenant's own keys stay for reads until the destroy is done.
+      if (effective.deleted === true) await revokeTenantKeys(tx, id, ['runtime']);
       const after = (await getTenantRow(tx, id))!;
       await writeAudit(tx, actor, {
         action: `tenant.${op.kind}`, targetType: 'tenant', targetId: id,

@@ -76,6 +76,9 @@ export const operationRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => a
     }
     const abort = new AbortController();
     request.raw.on('close', () => abort.abort());
+    let revoked = false;
+    const auth = request.auth;
+    const unregister = auth ? ctx.streams.add(auth.keyId, () => { revoked = true; abort.abort(); }) : () => {};
     reply.hijack();
     const res = reply.raw;
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no', connection: 'keep-alive' });
@@ -88,10 +91,12 @@ export const operationRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => a
         if (!send('line', line, line.seq)) await new Promise((r) => res.once('drain', r));
       }
       if (!abort.signal.aborted) send('end', { state: (await getOperation(ctx.pool, op.id))?.state ?? 'unknown' });
+      else if (revoked) send('error', { code: 'INVALID_API_KEY', message: 'the API key of this stream was revoked' } satisfies { code: ErrorCode; message: string });
     } catch (err) {
       request.log.error({ err }, 'log follow failed');
       send('error', { code: 'INTERNAL', message: 'log stream failed' } satisfies { code: ErrorCode; message: string });
     } finally {
+      unregister();
       clearInterval(keepAlive);
       res.end();
     }
