@@ -43,12 +43,12 @@ async function deletion(): Promise<void> {
     const tombstone = await e2e.api.waitForPhase(gone.tenant.id, 'Deleted', PROVISION_TIMEOUT);
     const seconds = (Date.now() - started) / 1000;
     e2e.timing('delete', seconds);
-    t.ok(seconds < 240, `delete took ${seconds.toFixed(1)} s (target < 60 s)`);
+    t.ok(seconds < 240, `delete took ${seconds.toFixed(1)} s (bound checked: < 240 s; the target is in docs/benchmarks.md)`);
     t.ok(tombstone.deletedAt, 'the tenant is a tombstone with deletedAt');
     t.equal(tombstone.spec.deleted, true);
 
     await until(`namespace ${namespace} to be gone`, 60_000, async () => !(await exists(() => root.core.readNamespace({ name: namespace }))));
-    t.pass('the tenant namespace is gone from the root');
+    t.notOk(await exists(() => root.core.readNamespace({ name: namespace })), 'the tenant namespace is gone from the root');
     const left = await stackKeys();
     t.notOk(left.some(isStackFile), 'the stack is gone from the backend (pulumi_state)');
     t.notOk(left.some((k) => k.includes('/locks/')), 'no lock of the stack is left');

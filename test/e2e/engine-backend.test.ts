@@ -26,6 +26,7 @@ import { backendUrlFor, planStack, recoveryPlan } from '../../provisioner/engine
 import { interruptedResources, repairHelmReleases } from '../../provisioner/engine/helm-recovery.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom } from './harness/control-plane.ts';
+import { statusOf } from './harness/kube.ts';
 import { until } from './harness/processes.ts';
 
 t.setTimeout(15 * 60_000);
@@ -104,8 +105,12 @@ async function stack(): Promise<Stack> {
     },
   );
 }
+/** The ConfigMap, or undefined when the API server says 404; any other error fails the test. */
 async function configMap(name: string) {
-  return core.readNamespacedConfigMap({ name, namespace: 'default' }).then((c) => c, () => undefined);
+  return core.readNamespacedConfigMap({ name, namespace: 'default' }).then((c) => c, (err: unknown) => {
+    if (statusOf(err) === 404) return undefined;
+    throw err;
+  });
 }
 async function stackKeys(): Promise<string[]> {
   // The stack file itself (history and backups are kept by the backend on purpose).

@@ -1,7 +1,8 @@
 /**
  * End-to-end: the tenant lifecycle on a real root control plane, through the real provisioner
- * process, the real Pulumi CLI and kubernetes provider, and a real (emulated-vcluster) API server
- * per tenant. Signup → Ready, two concurrent tenants stay isolated, upgrade (and a refused skip),
+ * process and the real Pulumi CLI, with the Kubernetes provider plugin that PULUMI_KUBERNETES_PROVIDER
+ * names or else its test double (the file's TAP comment says which), and a real kube-apiserver per
+ * tenant standing in for the vcluster (test/e2e/harness/vcluster-emulator.ts). Signup → Ready, two concurrent tenants stay isolated, upgrade (and a refused skip),
  * suspend/resume (delete: delete.test.ts). Only the public API and the CLI drive the provisioner.
  */
 import t from 'tap';
@@ -23,6 +24,13 @@ const fromPins = catalog.get(FROM)!.components;
 const toPins = catalog.get(TO)!.components;
 
 const PROVISION_TIMEOUT = 5 * 60_000;
+
+/** What a refused Kubernetes API call failed with: its HTTP status, error code and message. */
+function describeRefusal(err: unknown): string {
+  const e = err as { code?: unknown; statusCode?: unknown; message?: unknown; cause?: { code?: unknown; message?: unknown } };
+  const parts: unknown[] = [e.code, e.statusCode, e.message, e.cause?.code, e.cause?.message];
+  return parts.filter((x): x is string | number => typeof x === 'string' || typeof x === 'number').join(' ');
+}
 // Provisioning needs the Kubernetes provider plugin; without it this file reports itself skipped.
 const skip = provisioningUnavailable();
 if (skip) t.plan(0, skip);
@@ -59,7 +67,7 @@ async function lifecycle(): Promise<void> {
     t.equal(signup.tenant.status.phase, 'Pending', 'signup answers at once with a Pending tenant');
     const ready = await e2e.api.waitForPhase(signup.tenant.id, 'Ready', PROVISION_TIMEOUT);
     e2e.timing('signup → Ready (one tenant)', seconds(started));
-    t.ok(seconds(started) < 240, `signup → Ready took ${seconds(started).toFixed(1)} s (target < 60 s)`);
+    t.ok(seconds(started) < 240, `signup → Ready took ${seconds(started).toFixed(1)} s (bound checked: < 240 s; the target is in docs/benchmarks.md)`);
     const a = await provisioned('a', ready, signup.apiKey, signup.operationId);
     const ns = a.namespace;
 
@@ -142,9 +150,14 @@ async function lifecycle(): Promise<void> {
     t.notOk(await exists(() => c.vc.core.readNamespacedConfigMap({ name: 'only-in-bravo', namespace: 'default' })), 'charlie does not see it');
     t.notOk(await exists(() => root.core.readNamespacedConfigMap({ name: 'only-in-bravo', namespace: 'default' })), 'nor does the root');
 
-    // One tenant's credentials do not open the other's API server.
-    const crossed = kube(b.vc.kc.exportConfig().replace(b.vc.server, c.vc.server));
-    await t.rejects(crossed.core.listNamespace(), 'bravo\'s kubeconfig is refused by charlie\'s API server (separate CAs)');
+    // One tenant's credentials do not open the other's API server, in either direction: the
+    // refusal must be the TLS handshake (another CA) or a 401, not a connection that failed.
+    for (const [from, to, fromName, toName] of [[b, c, 'bravo', 'charlie'], [c, b, 'charlie', 'bravo']] as const) {
+      const crossed = kube(from.vc.kc.exportConfig().replace(from.vc.server, to.vc.server));
+      const refusal = await crossed.core.listNamespace().then(() => 'accepted', (err: unknown) => describeRefusal(err));
+      t.match(refusal, /certificate|unauthori[sz]ed|\b401\b/i, `${fromName}'s kubeconfig is refused by ${toName}'s API server by TLS or 401 (got: ${refusal})`);
+      t.notMatch(refusal, /ECONNREFUSED|ECONNRESET|ETIMEDOUT/, `${toName}'s API server was up and answered`);
+    }
 
     // Each runtime has its own objects; each namespace its own guard rails.
     for (const [name, p] of [['bravo', b], ['charlie', c]] as const) {
@@ -188,7 +201,7 @@ async function lifecycle(): Promise<void> {
       return x.status.runtimeVersion === TO ? x : undefined;
     });
     e2e.timing(`upgrade ${FROM} → ${TO}`, seconds(started));
-    t.ok(seconds(started) < 240, `upgrade took ${seconds(started).toFixed(1)} s (target < 45 s)`);
+    t.ok(seconds(started) < 240, `upgrade took ${seconds(started).toFixed(1)} s (bound checked: < 240 s; the target is in docs/benchmarks.md)`);
     t.equal(after.status.previousRuntimeVersion, FROM, 'status remembers the previous version');
 
     t.same(await installedChartVersions(a.vc), expectedCharts(toPins), 'the new chart versions are in the tenant API server');
@@ -223,7 +236,8 @@ async function lifecycle(): Promise<void> {
     t.equal(sts.spec?.replicas, 0, 'the vcluster StatefulSet is scaled to zero');
     await until('the vcluster pods to be gone', 60_000, async () =>
       (await root.core.listNamespacedPod({ namespace: a.namespace, labelSelector: 'app=vcluster' })).items.length === 0);
-    t.pass('no vcluster pod runs while suspended');
+    const pods = await root.core.listNamespacedPod({ namespace: a.namespace, labelSelector: 'app=vcluster' });
+    t.equal(pods.items.length, 0, 'no vcluster pod is left on the root while suspended');
     t.ok(await exists(() => root.core.readNamespacedSecret({ name: 'vc-vcluster', namespace: a.namespace })), 'the exported kubeconfig stays');
 
     started = Date.now();
@@ -235,6 +249,10 @@ async function lifecycle(): Promise<void> {
     const back = await root.apps.readNamespacedStatefulSet({ name: 'vcluster', namespace: a.namespace });
     t.equal(back.spec?.replicas, 1, 'the vcluster StatefulSet is back to one replica');
     t.equal(back.status?.readyReplicas, 1, 'and ready');
-    t.same(await installedChartVersions(a.vc), expectedCharts(toPins), 'the runtime is as it was');
+    // The emulated tenant API server (a kube-apiserver process of the harness) keeps running while
+    // the StatefulSet is at zero, so this checks that suspend and resume left the runtime's
+    // releases as they were — not that its state survived a real control-plane restart.
+    t.same(await installedChartVersions(a.vc), expectedCharts(toPins),
+      'the runtime\'s releases are as they were (the emulated tenant API server stays up while suspended)');
   });
 }
