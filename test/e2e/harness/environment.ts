@@ -138,6 +138,8 @@ export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
   t.comment(process.env.HRT_KUBERNETES_PROVIDER_KIND === 'double'
     ? `Kubernetes provider: the test double (test/e2e/provider-double) at ${provider}`
     : `Kubernetes provider: ${provider}`);
+  t.comment('stand-ins: each tenant API server is a kube-apiserver started by the harness (test/e2e/harness/vcluster-emulator.ts), ' +
+    'not a vcluster; the vcluster and Argo charts are local stand-in charts (test/e2e/harness/charts.ts)');
   const release = await acquireRunLock(20 * 60_000);
   const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-'));
   const cleanups: Array<() => Promise<void>> = [release];
