@@ -39,15 +39,21 @@ t.test('a crashed worker\'s tenant is taken over once its lease expires, and the
 t.test('heartbeats keep a long operation\'s lease alive', async (t) => {
   const g = gate();
   const engine = scripted({ script: () => ({ gate: g.promise }) });
-  const r = await h.reconciler(engine, { leaseTtlMs: 600, heartbeatMs: 100 });
+  // A TTL of 20 heartbeats: a loaded machine may delay a heartbeat, not twenty in a row.
+  const r = await h.reconciler(engine, { leaseTtlMs: 2000, heartbeatMs: 100 });
   const { id } = await h.createTenant();
   await until('running', async () => engine.callsFor(id).length === 1);
   const first = (await h.tenant(id)).lease_expires_at!;
   await until('lease renewed', async () => (await h.tenant(id)).lease_expires_at!.getTime() > first.getTime() + 150);
   const other = scripted();
   const r2 = await h.reconciler(other, { pollMs: 50 });
-  await new Promise((res) => setTimeout(res, 1000));
-  t.equal(other.callsFor(id).length, 0, 'nobody takes over a renewed lease (waited longer than the TTL)');
+  // Wait until the first lease would have expired (by the database's clock), plus several polls.
+  await until('the first lease\'s expiry passed', async () => {
+    const { rows } = await h.db.pool.query<{ past: boolean }>('SELECT now() > $1::timestamptz + interval \'300 milliseconds\' AS past', [first]);
+    return rows[0]!.past;
+  }, 10_000);
+  t.ok((await h.tenant(id)).lease_expires_at!.getTime() > first.getTime(), 'the lease was renewed past its first expiry');
+  t.equal(other.callsFor(id).length, 0, 'nobody took over the renewed lease after its first expiry passed');
   g.open();
   await until('Ready', async () => (await h.tenant(id)).phase === 'Ready');
   await r.stop();
@@ -100,7 +106,9 @@ t.test('graceful shutdown waits for running operations, then hands leases back',
   const a = await h.createTenant();
   const b = await h.createTenant();
   await until('both running', async () => engine.calls.length === 2);
-  const stopping = r.stop({ graceMs: 400 });
+  // The grace is long enough for the released operation to finish on a loaded machine; the
+  // other one stays gated, so the stop waits the whole grace before handing it back.
+  const stopping = r.stop({ graceMs: 3000 });
   quick.open();
   await stopping;
   const first = engine.calls[0]!.tenantId;
