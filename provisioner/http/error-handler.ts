@@ -9,6 +9,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DATABASE_RETRY_AFTER_SECONDS, isConnectionError, type DatabaseHealth } from '../db/availability.ts';
 import { AppError, errors, isAppError } from '../errors.ts';
+import { RateLimitedLog } from '../logger.ts';
 
 /** Retry-After of each 503 code (seconds); others get DEFAULT_RETRY_AFTER_SECONDS. */
 const RETRY_AFTER: Record<string, number> = { DATABASE_UNAVAILABLE: DATABASE_RETRY_AFTER_SECONDS };
@@ -77,30 +78,6 @@ export function toAppError(err: FastifyError & { validation?: AjvError[]; valida
     return errors.badRequest(err.statusCode, err.message);
   }
   return errors.internal(err);
-}
-
-/** Logs at most one line per key per window, counting the ones it leaves out. */
-export class RateLimitedLog {
-  readonly #windowMs: number;
-  readonly #now: () => number;
-  readonly #seen = new Map<string, { at: number; suppressed: number }>();
-
-  constructor(windowMs: number, now: () => number = Date.now) {
-    this.#windowMs = windowMs;
-    this.#now = now;
-  }
-
-  /** Calls `write(suppressed)` when `key` was not written within the window; else counts it. */
-  maybe(key: string, write: (suppressed: number) => void): void {
-    const now = this.#now();
-    const s = this.#seen.get(key);
-    if (s && now - s.at < this.#windowMs) {
-      s.suppressed++;
-      return;
-    }
-    this.#seen.set(key, { at: now, suppressed: 0 });
-    write(s?.suppressed ?? 0);
-  }
 }
 
 export function installErrorHandler(app: FastifyInstance, opts: { health?: DatabaseHealth } = {}): void {

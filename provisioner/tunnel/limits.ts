@@ -29,6 +29,13 @@ export interface TunnelLimits {
   heartbeatIntervalMs: number;
   /** Time for `authenticate` and for the runtime's hello (default 10 s). */
   handshakeTimeoutMs: number;
+  /**
+   * Upgrades being authenticated at once (default 512). More are shed at once with 503
+   * AUTH_UNAVAILABLE and Retry-After: 1 (the client retries with its jittered backoff): after a
+   * restart, thousands of runtimes redial within seconds, and a handshake the server cannot take
+   * yet costs nothing when refused but memory and database reads when queued.
+   */
+  maxPendingHandshakes: number;
   /** Re-run `authenticate` on open tunnels this often, closing revoked ones; 0 disables (default 60 s). */
   revalidateIntervalMs: number;
   /**
@@ -49,6 +56,7 @@ export const DEFAULT_TUNNEL_LIMITS: Readonly<TunnelLimits> = Object.freeze({
   idleTimeoutMs: 120_000,
   heartbeatIntervalMs: 15_000,
   handshakeTimeoutMs: 10_000,
+  maxPendingHandshakes: 512,
   revalidateIntervalMs: 60_000,
   drainTimeoutMs: 10_000,
 });

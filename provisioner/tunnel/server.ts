@@ -17,6 +17,7 @@ import { startHeartbeat } from '../../runtime/protocol/heartbeat.ts';
 import { Mux, type TunnelStream, TunnelStreamError } from '../../runtime/protocol/mux.ts';
 import { REQUEST_TOKEN_HEADER } from '../../runtime/protocol/request-token.ts';
 import { statusOf, type ErrorCode } from '../errors.ts';
+import { RateLimitedLog } from '../logger.ts';
 import { DEFAULT_TUNNEL_LIMITS, tunnelLimitProblems, type TunnelLimits } from './limits.ts';
 import { TunnelRegistry, type TunnelConnection } from './registry.ts';
 import type { RequestSigner } from './request-token.ts';
@@ -204,6 +205,10 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
   const registry = new TunnelRegistry(limits.drainTimeoutMs);
   const events = new EventEmitter<TunnelServerEvents>();
   const pending = new Set<Mux>();
+  /** Upgrades whose token is being checked (shed above limits.maxPendingHandshakes). */
+  let authenticating = 0;
+  /** Authentication failures (the database is down): one line per 10 s, not one per runtime. */
+  const authFailureLog = new RateLimitedLog(10_000);
   let closing = false;
 
   const wss = new WebSocketServer({
@@ -304,16 +309,26 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       reject(socket, 'UNAUTHENTICATED', 'send "Authorization: Bearer <runtime token>"', { 'WWW-Authenticate': 'Bearer' });
       return true;
     }
-    let timedOut = false;
+    if (authenticating >= limits.maxPendingHandshakes) {
+      reject(socket, 'AUTH_UNAVAILABLE', 'too many tunnel handshakes in progress; retry shortly', { 'Retry-After': '1' });
+      return true;
+    }
+    authenticating++;
+    let settled = false;
+    const settle = (): boolean => {
+      if (settled) return false;
+      settled = true;
+      authenticating--;
+      clearTimeout(timer);
+      return true;
+    };
     const timer = setTimeout(() => {
-      timedOut = true;
-      reject(socket, 'AUTH_TIMEOUT', 'authentication took too long; retry');
+      if (settle()) reject(socket, 'AUTH_TIMEOUT', 'authentication took too long; retry', { 'Retry-After': '1' });
     }, limits.handshakeTimeoutMs);
     timer.unref();
     opts.authenticate(token).then(
       (id) => {
-        clearTimeout(timer);
-        if (timedOut || socket.destroyed) return;
+        if (!settle() || socket.destroyed) return;
         if (id === null) {
           log.info({ remoteAddress: req.socket.remoteAddress }, 'tunnel refused: invalid or revoked runtime token');
           reject(socket, 'INVALID_API_KEY', 'runtime token is not valid or has been revoked', { 'WWW-Authenticate': 'Bearer' });
@@ -326,9 +341,10 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
         wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, id, token, req));
       },
       (err: unknown) => {
-        clearTimeout(timer);
-        log.error({ err: err instanceof Error ? err.message : String(err) }, 'tunnel authentication failed');
-        reject(socket, 'AUTH_UNAVAILABLE', 'authentication is unavailable; retry');
+        if (!settle()) return;
+        authFailureLog.maybe('auth', (suppressed) => log.warn(
+          { err: err instanceof Error ? err.message : String(err), ...(suppressed > 0 ? { suppressed } : {}) }, 'tunnel authentication failed'));
+        reject(socket, 'AUTH_UNAVAILABLE', 'authentication is unavailable; retry', { 'Retry-After': '2' });
       },
     );
     return true;

@@ -13,7 +13,7 @@ import { headerListFrom, headersObject } from '../../protocol/headers.ts';
 import { startHeartbeat } from '../../protocol/heartbeat.ts';
 import { Mux, type TunnelStream } from '../../protocol/mux.ts';
 import { retriableUpstreamError } from '../common/retry.ts';
-import { backoffDelay, type BackoffOptions, DEFAULT_BACKOFF } from './backoff.ts';
+import { backoffDelay, type BackoffOptions, DEFAULT_BACKOFF, slowRetryDelay } from './backoff.ts';
 
 export interface TunnelClientOptions {
   /** ws:// or wss:// URL of the control plane's /v1/tunnel. */
@@ -139,7 +139,9 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
   function schedule(delay: number): void {
     if (closing) return;
     events.emit('reconnecting', attempt, delay);
-    log.info({ attempt, delayMs: delay }, 'reconnecting');
+    // The first retries at info, then every tenth: a long outage is not a line every few seconds.
+    if (attempt < 3 || attempt % 10 === 0) log.info({ attempt, delayMs: delay }, 'reconnecting');
+    else log.debug({ attempt, delayMs: delay }, 'reconnecting');
     attempt++;
     retryTimer = setTimeout(connect, delay);
   }
@@ -237,7 +239,9 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
       // Replaced, revoked or refused: another instance holds the tunnel or the token is bad;
       // retry slowly rather than fight over it.
       const slow = code === CloseCode.replaced || code === CloseCode.revoked || status === 401 || status === 403;
-      schedule(slow ? backoffDelay(30, backoff) : backoffDelay(attempt, backoff));
+      // A 503 (the server sheds handshakes it cannot take yet, or is shutting down) is retried with
+      // the normal backoff: it is what the full jitter spreads.
+      schedule(slow ? slowRetryDelay() : backoffDelay(attempt, backoff));
     });
   }
 

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { DatabaseHealth, isConnectionError } from '../../../provisioner/db/availability.ts';
-import { RateLimitedLog } from '../../../provisioner/http/error-handler.ts';
+import { RateLimitedLog } from '../../../provisioner/logger.ts';
 
 const withCode = (code: string, message = 'x') => Object.assign(new Error(message), { code });
 

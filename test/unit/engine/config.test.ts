@@ -74,10 +74,11 @@ t.test('tunnel limits: defaults from the tunnel server, each one settable, bad v
     PROVISIONER_TUNNEL_MAX_CHUNK_BYTES: '131072', PROVISIONER_TUNNEL_MAX_HEADER_BYTES: '8192', PROVISIONER_TUNNEL_MAX_REQUEST_BODY_BYTES: '0',
     PROVISIONER_TUNNEL_REQUEST_TIMEOUT_SECONDS: '5', PROVISIONER_TUNNEL_IDLE_TIMEOUT_SECONDS: '60', PROVISIONER_TUNNEL_HEARTBEAT_SECONDS: '5',
     PROVISIONER_TUNNEL_HANDSHAKE_TIMEOUT_SECONDS: '3', PROVISIONER_TUNNEL_REVALIDATE_SECONDS: '0', PROVISIONER_TUNNEL_DRAIN_SECONDS: '30',
+    PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES: '100',
   }, '/');
   t.same(c.tunnel, {
     maxPayload: 2097152, maxStreams: 64, streamWindow: 65536, maxChunkBytes: 131072, maxHeaderBytes: 8192, maxRequestBodyBytes: 0,
-    requestTimeoutMs: 5000, idleTimeoutMs: 60_000, heartbeatIntervalMs: 5000, handshakeTimeoutMs: 3000, revalidateIntervalMs: 0, drainTimeoutMs: 30_000,
+    requestTimeoutMs: 5000, idleTimeoutMs: 60_000, heartbeatIntervalMs: 5000, handshakeTimeoutMs: 3000, maxPendingHandshakes: 100, revalidateIntervalMs: 0, drainTimeoutMs: 30_000,
   });
   const bad: Array<[Record<string, string>, string, RegExp]> = [
     [{ PROVISIONER_TUNNEL_MAX_STREAMS: '0' }, 'PROVISIONER_TUNNEL_MAX_STREAMS', /outside 1\.\.65535/],

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { backoffDelay } from '../../../runtime/agents/tunnel-client/backoff.ts';
+import { backoffDelay, DEFAULT_BACKOFF, slowRetryDelay } from '../../../runtime/agents/tunnel-client/backoff.ts';
 import { loadTunnelClientConfig } from '../../../runtime/agents/tunnel-client/config.ts';
 import { loadRouterConfig } from '../../../runtime/agents/request-router/config.ts';
 import { loadAppProxyConfig } from '../../../runtime/agents/app-proxy/config.ts';
@@ -8,13 +8,14 @@ import { runtimePath } from '../../../provisioner/tunnel/route.ts';
 import { headerListFrom } from '../../../runtime/protocol/headers.ts';
 import { generateRequestSigningKeys } from '../../../provisioner/tunnel/request-token.ts';
 
-void t.test('reconnect delays grow exponentially, are capped, and are jittered', async (t) => {
-  const opts = { initialMs: 200, maxMs: 30_000, factor: 2 };
-  t.equal(backoffDelay(0, opts, () => 0), 100);
-  t.equal(backoffDelay(0, opts, () => 1), 200);
-  t.equal(backoffDelay(3, opts, () => 1), 1600);
-  t.equal(backoffDelay(50, opts, () => 1), 30_000);
-  t.equal(backoffDelay(50, opts, () => 0), 15_000);
+void t.test('reconnect delays grow exponentially, are capped at 4 s by default, and fully jittered', async (t) => {
+  t.equal(backoffDelay(0, DEFAULT_BACKOFF, () => 0), 0, 'full jitter: the delay may be 0');
+  t.equal(backoffDelay(0, DEFAULT_BACKOFF, () => 1), 200, 'the first ceiling is the initial delay');
+  t.equal(backoffDelay(3, DEFAULT_BACKOFF, () => 1), 1600, 'then doubling');
+  t.equal(backoffDelay(50, DEFAULT_BACKOFF, () => 1), 4000, 'after any number of attempts, at most the 4 s cap');
+  t.equal(backoffDelay(50, DEFAULT_BACKOFF, () => 0.5), 2000, 'uniform below the cap');
+  t.equal(backoffDelay(50, { initialMs: 200, maxMs: 30_000, factor: 2 }, () => 1), 30_000, 'a configured cap is kept');
+  t.ok(slowRetryDelay(() => 0) >= 15_000 && slowRetryDelay(() => 1) <= 30_000, 'a refused runtime waits 15 to 30 s');
 });
 
 void t.test('tunnel client configuration is validated at start', async (t) => {
