@@ -13,6 +13,7 @@ import { leaveShutdownToCaller, type EmbeddedLog } from './db/embedded.ts';
 import { Notifications } from './db/notifications.ts';
 import { createLogger } from './logger.ts';
 import { buildApp } from './http/app.ts';
+import { registerDriftMetrics } from './http/metrics.ts';
 import { createEngine } from './engine/create.ts';
 import { Reconciler } from './reconciler/reconciler.ts';
 import { createWritePool } from './reconciler/write-pool.ts';
@@ -93,6 +94,7 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
     const writePool = createWritePool(db.url, Math.max(4, config.reconciler.workers + 2), db.health);
     try {
       reconciler = await startReconciler(config, db, writePool, box, logger, ctx.requestSigningPublicKeyPem, notifications);
+      if (reconciler) registerDriftMetrics(ctx.metrics, reconciler.stats);
       await notifications.start();
     } catch (err) {
       await reconciler?.stop({ graceMs: 0 });

@@ -40,9 +40,32 @@ export interface RunOptions {
 /** Resource changes by kind (create, update, delete, same, …) as the engine counted them. */
 export type ChangeSummary = Record<string, number>;
 
+/**
+ * One resource step of an `up` or `refresh` as the engine reported it when the step finished
+ * (secret values masked by the engine). What the drift rule (reconciler/drift.ts) reads.
+ */
+export interface ResourceStep {
+  /** create, update, delete, replace, read, same, … (a refresh reports update, delete or same). */
+  op: string;
+  urn: string;
+  /** e.g. kubernetes:core/v1:ResourceQuota */
+  type: string;
+  /** A provider's resource (an object, a Helm release), not a component. */
+  custom: boolean;
+  /** The resource is only read by the program (`.get` of an existing object), not managed by it. */
+  external: boolean;
+  /** Property paths the provider's diff named (detailed diff, else changed keys). */
+  diffs: string[];
+  /** Inputs and outputs before and after the step (absent when there is no such state). */
+  old?: { id: string; inputs: Record<string, unknown>; outputs: Record<string, unknown> };
+  new?: { id: string; inputs: Record<string, unknown>; outputs: Record<string, unknown> };
+}
+
 export interface EngineResult {
   outputs: Record<string, unknown>;
   changes: ChangeSummary;
+  /** The finished resource steps other than `same` (up and refresh; empty for destroy). */
+  steps: ResourceStep[];
 }
 
 export type EngineErrorCode =

@@ -7,11 +7,11 @@ import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import {
   CommandError, ConcurrentUpdateError, LocalWorkspace, PulumiCommand,
-  type EngineEvent, type OpMap, type OutputMap, type PulumiFn, type Stack,
+  type EngineEvent, type OpMap, type OutputMap, type PulumiFn, type Stack, type StepEventMetadata, type StepEventStateMetadata,
 } from '@pulumi/pulumi/automation/index.js';
 import {
   EngineError, type ChangeSummary, type Engine, type EngineAvailability, type EngineEventSummary, type EngineResult,
-  type InterruptedResource, type RunOptions, type StackInput,
+  type InterruptedResource, type ResourceStep, type RunOptions, type StackInput,
 } from './engine.ts';
 import { interruptedResources } from './helm-recovery.ts';
 import { purgeRemovedStack } from './state-purge.ts';
@@ -62,6 +62,32 @@ export function summarizeEvent(e: EngineEvent): EngineEventSummary | undefined {
 export function formatChanges(changes: OpMap | ChangeSummary | undefined): string {
   const entries = Object.entries(changes ?? {}).filter(([, n]) => typeof n === 'number' && n > 0);
   return entries.length ? entries.map(([k, n]) => `${k} ${String(n)}`).join(', ') : 'no changes';
+}
+
+/**
+ * The finished resource step of an event (resOutputsEvent), or undefined for any other event and
+ * for `same` steps. The engine sends `external` on a state (a resource the program only reads)
+ * although the SDK's type does not declare it.
+ */
+export function stepOf(e: EngineEvent): ResourceStep | undefined {
+  const m: StepEventMetadata | undefined = e.resOutputsEvent?.metadata;
+  if (!m || m.op === 'same') return undefined;
+  const state = (s: StepEventStateMetadata | undefined): ResourceStep['old'] =>
+    s ? { id: s.id, inputs: s.inputs ?? {}, outputs: s.outputs ?? {} } : undefined;
+  const external = (s: StepEventStateMetadata | undefined): boolean => (s as { external?: boolean } | undefined)?.external === true;
+  const detailed = Object.keys(m.detailedDiff ?? {});
+  const old = state(m.old);
+  const neu = state(m.new);
+  return {
+    op: m.op,
+    urn: m.urn,
+    type: m.type,
+    custom: (m.old ?? m.new)?.custom === true,
+    external: m.op === 'read' || external(m.old) || external(m.new),
+    diffs: detailed.length > 0 ? detailed : (m.diffs ?? []),
+    ...(old ? { old } : {}),
+    ...(neu ? { new: neu } : {}),
+  };
 }
 
 function toChanges(map: OpMap | undefined): ChangeSummary {
@@ -188,11 +214,21 @@ export class PulumiEngine implements Engine {
     return { stack, plan };
   }
 
-  #handlers(opts: RunOptions | undefined): { onOutput?: (s: string) => void; onEvent?: (e: EngineEvent) => void; signal?: AbortSignal } {
+  /** The Automation API's handlers for one command; the finished resource steps go to `steps`. */
+  #handlers(opts: RunOptions | undefined, steps?: ResourceStep[]): { onOutput?: (s: string) => void; onEvent?: (e: EngineEvent) => void; signal?: AbortSignal } {
     const onEvent = opts?.onEvent;
     return {
       ...(opts?.onOutput ? { onOutput: opts.onOutput } : {}),
-      ...(onEvent ? { onEvent: (e: EngineEvent) => { const s = summarizeEvent(e); if (s) onEvent(s); } } : {}),
+      onEvent: (e: EngineEvent) => {
+        if (steps) {
+          const step = stepOf(e);
+          if (step) steps.push(step);
+        }
+        if (onEvent) {
+          const s = summarizeEvent(e);
+          if (s) onEvent(s);
+        }
+      },
       ...(opts?.signal ? { signal: opts.signal } : {}),
     };
   }
@@ -200,8 +236,9 @@ export class PulumiEngine implements Engine {
   async up(input: StackInput, opts?: RunOptions): Promise<EngineResult> {
     try {
       const { stack } = await this.#stack(input, true);
-      const res = await stack.up({ ...this.#handlers(opts), parallel: this.#o.parallel ?? 16 });
-      return { outputs: plainOutputs(res.outputs), changes: toChanges(res.summary.resourceChanges) };
+      const steps: ResourceStep[] = [];
+      const res = await stack.up({ ...this.#handlers(opts, steps), parallel: this.#o.parallel ?? 16 });
+      return { outputs: plainOutputs(res.outputs), changes: toChanges(res.summary.resourceChanges), steps };
     } catch (err) {
       throw mapError(err, opts?.signal);
     }
@@ -210,8 +247,9 @@ export class PulumiEngine implements Engine {
   async refresh(input: StackInput, opts?: RunOptions & { clearPendingCreates?: boolean }): Promise<EngineResult> {
     try {
       const { stack } = await this.#stack(input, true);
-      const res = await stack.refresh({ ...this.#handlers(opts), ...(opts?.clearPendingCreates ? { clearPendingCreates: true } : {}) });
-      return { outputs: plainOutputs(await stack.outputs()), changes: toChanges(res.summary.resourceChanges) };
+      const steps: ResourceStep[] = [];
+      const res = await stack.refresh({ ...this.#handlers(opts, steps), ...(opts?.clearPendingCreates ? { clearPendingCreates: true } : {}) });
+      return { outputs: plainOutputs(await stack.outputs()), changes: toChanges(res.summary.resourceChanges), steps };
     } catch (err) {
       throw mapError(err, opts?.signal);
     }
@@ -229,7 +267,7 @@ export class PulumiEngine implements Engine {
         // The tenant is gone either way; the leftovers only take space.
         opts?.onOutput?.(`could not remove the stack's backup/history objects from the state backend: ${err instanceof Error ? err.message : String(err)}\n`);
       }
-      return { outputs: {}, changes: toChanges(res.summary.resourceChanges) };
+      return { outputs: {}, changes: toChanges(res.summary.resourceChanges), steps: [] };
     } catch (err) {
       throw mapError(err, opts?.signal);
     }

@@ -4,7 +4,9 @@
  * failure, output lines, outputs), honours the AbortSignal, records every call, and detects two
  * calls running at once for one tenant (`violations`). The real engine runs in the end-to-end tier.
  */
-import { EngineError, type Engine, type EngineAvailability, type EngineResult, type InterruptedResource, type RunOptions, type StackInput } from './engine.ts';
+import {
+  EngineError, type Engine, type EngineAvailability, type EngineResult, type InterruptedResource, type ResourceStep, type RunOptions, type StackInput,
+} from './engine.ts';
 
 export type EngineCallKind = 'up' | 'refresh' | 'destroy' | 'outputs' | 'cancel' | 'interrupted';
 
@@ -29,6 +31,8 @@ export interface CallScript {
   lines?: string[];
   outputs?: Record<string, unknown>;
   changes?: Record<string, number>;
+  /** The resource steps an up or refresh reports (default: none, nothing changed). */
+  steps?: ResourceStep[];
   /** What an `interrupted` call reports (default: nothing pending). */
   interrupted?: InterruptedResource[];
 }
@@ -113,6 +117,7 @@ export class ScriptedEngine implements Engine {
       return {
         outputs: s.outputs ?? (kind === 'destroy' ? {} : { runtimeVersion: input.runtimeVersion, vclusterEndpoint: `https://vc-${input.tenantId}.example.test`, argoCdUrl: `https://argocd-${input.tenantId}.example.test` }),
         changes: s.changes ?? {},
+        steps: s.steps ?? [],
       };
     } catch (err) {
       call.outcome = err instanceof EngineError && err.code === 'Cancelled' ? 'cancelled' : 'failed';

@@ -84,3 +84,29 @@ export function registerReadMetrics(metrics: Metrics, reads: HotReads): void {
   counter('provisioner_hot_reads_total', 'Tenant reads and key lookups answered through batched statements', 'reads');
   counter('provisioner_hot_read_statements_total', 'Batched statements sent for tenant reads and key lookups', 'batches');
 }
+
+/** What the drift counters read from the reconciler (ReconcilerStats). */
+export interface DriftStats {
+  resyncsWithDrift: number;
+  drift: ReadonlyMap<string, { kind: string; change: string; count: number }>;
+}
+
+/**
+ * Drift found by this replica's resyncs: resyncs whose refresh found drift, and the drifted
+ * objects by kind and change (`deleted`, `changed`). The operation log names each object.
+ */
+export function registerDriftMetrics(metrics: Metrics, stats: DriftStats): void {
+  const registers = [metrics.registry];
+  new client.Counter({
+    name: 'provisioner_resyncs_with_drift_total', help: 'Resyncs whose refresh found a managed object deleted or changed by hand', registers,
+    collect() { this.reset(); this.inc(stats.resyncsWithDrift); },
+  });
+  new client.Counter({
+    name: 'provisioner_drifted_objects_total', help: 'Managed objects found deleted or changed by hand by a resync, by kind and change',
+    labelNames: ['kind', 'change'] as const, registers,
+    collect() {
+      this.reset();
+      for (const d of stats.drift.values()) this.inc({ kind: d.kind, change: d.change }, d.count);
+    },
+  });
+}

@@ -26,6 +26,7 @@ import { pinKubeconfig, KubeconfigPolicyError, STRICT_KUBECONFIG_POLICY, type Ku
 import { recoveryPlan } from '../engine/pulumi-plan.ts';
 import { startAttempt, type StartedAttempt } from './attempt.ts';
 import { backoffMs, type BackoffOptions } from './backoff.ts';
+import { corrections, describeCorrection, describeDrift, describeStateOnly, refreshFindings } from './drift.ts';
 import { claimDueTenants, readSpecMarkers, releaseLeases, renewLeases, type ClaimedTenant } from './lease.ts';
 import { LogWriter, kubeconfigSecrets } from './log-writer.ts';
 import { recordCancelled, recordFailure, recordSuccess, recordWaiting, wakeEngineWaiters } from './outcome.ts';
@@ -102,6 +103,9 @@ export interface ReconcilerStats {
   waiting: number;
   leaseLost: number;
   handedBack: number;
+  /** Resyncs whose refresh found drift, and the drifted objects by `kind` and `change` (deleted, changed). */
+  resyncsWithDrift: number;
+  drift: Map<string, { kind: string; change: string; count: number }>;
 }
 
 export class Reconciler {
@@ -114,7 +118,9 @@ export class Reconciler {
   readonly #onDatabaseUp = (): void => this.kick();
   #paused = false;
   readonly #active = new Map<string, ActiveRun>();
-  readonly stats: ReconcilerStats = { claims: 0, claimMs: 0, claimed: 0, succeeded: 0, failed: 0, cancelled: 0, waiting: 0, leaseLost: 0, handedBack: 0 };
+  readonly stats: ReconcilerStats = {
+    claims: 0, claimMs: 0, claimed: 0, succeeded: 0, failed: 0, cancelled: 0, waiting: 0, leaseLost: 0, handedBack: 0, resyncsWithDrift: 0, drift: new Map(),
+  };
   readonly #notifications: Notifications | undefined;
   #unsubscribe: Unsubscribe | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
@@ -383,7 +389,7 @@ export class Reconciler {
         onEvent: (e) => log!.line(`${e.type}: ${e.message}`, 'event'),
         signal: run.controller.signal,
       };
-      let result: EngineResult = { outputs: {}, changes: {} };
+      let result: EngineResult = { outputs: {}, changes: {}, steps: [] };
       if (!input) {
         log.line('the tenant was never placed on a root cluster: nothing to destroy');
       } else {
@@ -393,11 +399,11 @@ export class Reconciler {
           log.line('stack destroyed and removed; API keys of the tenant revoked');
         } else if (started.kind === 'resync') {
           const refreshed = await engine.refresh(input, opts);
-          const drift = driftOf(refreshed.changes);
-          log.line(drift ? `drift detected by refresh: ${drift}` : 'no drift detected by refresh');
+          this.#logDrift(log, t, refreshFindings(refreshed.steps));
           result = await engine.up(input, opts);
-          const corrected = driftOf(result.changes);
-          log.line(corrected ? `drift corrected by update: ${corrected}` : 'nothing to correct');
+          const corrected = corrections(result.steps);
+          for (const c of corrected) log.line(`drift corrected: ${describeCorrection(c)}`);
+          if (corrected.length === 0) log.line('nothing to correct');
         } else {
           result = await engine.up(input, opts);
         }
@@ -436,6 +442,24 @@ export class Reconciler {
       if (out) this.stats.failed += 1;
       else this.stats.leaseLost += 1;
     }
+  }
+
+  /** The refresh's findings in the operation log, the process log and the drift counters. */
+  #logDrift(log: LogWriter, t: ClaimedTenant, found: ReturnType<typeof refreshFindings>): void {
+    for (const d of found.drift) log.line(`drift detected: ${describeDrift(d)}`);
+    if (found.drift.length === 0) log.line('no drift detected by refresh');
+    if (found.stateOnly.length > 0) {
+      log.line(`refresh recorded changes that are not drift (status, server-set or other managers' fields, reads): ${found.stateOnly.map(describeStateOnly).join('; ')}`);
+    }
+    if (found.drift.length === 0) return;
+    this.stats.resyncsWithDrift += 1;
+    for (const d of found.drift) {
+      const key = `${d.kind}\t${d.change}`;
+      const entry = this.stats.drift.get(key) ?? { kind: d.kind, change: d.change, count: 0 };
+      entry.count += 1;
+      this.stats.drift.set(key, entry);
+    }
+    this.#log.info({ tenantId: t.id, drift: found.drift.map(describeDrift) }, 'drift detected');
   }
 
   #describe(log: LogWriter, t: ClaimedTenant, s: StartedAttempt): void {
@@ -560,10 +584,6 @@ export class Reconciler {
     await this.#loop;
     await Promise.all([...this.#active.values()].map((r) => r.done));
   }
-}
-
-function driftOf(changes: Record<string, number>): string {
-  return Object.entries(changes).filter(([k, n]) => k !== 'same' && n > 0).map(([k, n]) => `${k} ${n}`).join(', ');
 }
 
 /** Creates and starts a reconciler. */

@@ -40,13 +40,14 @@ async function drift(): Promise<void> {
       for (const o of await e2e.api.operations(tenantId)) {
         if (before.has(o.id) || o.kind !== 'resync' || o.state !== 'succeeded') continue;
         const lines = await e2e.api.logLines(o.id);
-        if (lines.some((l) => l.startsWith('drift detected by refresh:'))) return { op: o, lines };
+        if (lines.some((l) => l.startsWith('drift detected: '))) return { op: o, lines };
       }
       return undefined;
     }, 2000);
     e2e.timing('drift → corrected by resync', (Date.now() - deletedAt) / 1000);
-    t.ok(op.lines.some((l) => /^drift detected by refresh: \S+ \d+/.test(l)), `the log says drift was detected (${op.lines.find((l) => l.startsWith('drift detected')) ?? ''})`);
-    t.ok(op.lines.some((l) => /^drift corrected by update: .*create 1/.test(l)), 'and that the update created the missing object again');
+    for (const line of op.lines.filter((l) => /drift|nothing to correct/.test(l))) t.comment(`correcting resync: ${line}`);
+    t.same(op.lines.filter((l) => l.startsWith('drift detected: ')), [`drift detected: ResourceQuota ${ns}/${quota}: deleted`], 'the log names the deleted quota as the one drift');
+    t.same(op.lines.filter((l) => l.startsWith('drift corrected: ')), [`drift corrected: ResourceQuota ${ns}/${quota}: created`], 'and the update that created it again as the one correction');
     t.ok(await exists(() => root.core.readNamespacedResourceQuota({ name: quota, namespace: ns })), 'the quota is back');
     const tenant = await e2e.api.tenant(tenantId);
     t.equal(tenant.status.phase, 'Ready', 'the tenant stays Ready');
@@ -60,7 +61,8 @@ async function drift(): Promise<void> {
       return undefined;
     }, 2000);
     for (const line of next.lines.filter((l) => /drift|nothing to correct/.test(l))) t.comment(`next resync: ${line}`);
-    t.ok(next.lines.includes('nothing to correct'), 'the next resync of an untouched tenant changes nothing');
+    t.ok(next.lines.includes('no drift detected by refresh'), 'the next resync of an untouched tenant finds no drift');
+    t.ok(next.lines.includes('nothing to correct'), 'and changes nothing');
     t.equal((await e2e.api.tenant(tenantId)).status.phase, 'Ready');
   });
 }

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { EngineError } from '../../../provisioner/engine/engine.ts';
+import { EngineError, type ResourceStep } from '../../../provisioner/engine/engine.ts';
 import type { CallScript } from '../../../provisioner/engine/scripted-engine.ts';
 import { checkKubeconfig } from '../../../provisioner/kubeconfig/policy.ts';
 import { createKey, lookupKey } from '../../../provisioner/store/keys.ts';
@@ -132,17 +132,56 @@ t.test('status and operation result are written in one transaction', async (t) =
   await r.stop();
 });
 
-t.test('a resync runs refresh + up and logs the drift it corrected', async (t) => {
+t.test('a resync runs refresh + up and logs which objects drifted and what the update corrected', async (t) => {
+  const quota = (id: string): ResourceStep => ({
+    op: 'delete', urn: 'urn:pulumi:s::tenants::kubernetes:core/v1:ResourceQuota::quota', type: 'kubernetes:core/v1:ResourceQuota', custom: true, external: false, diffs: [],
+    old: { id: `tenant-${id}/quota`, inputs: { spec: { hard: { pods: '20' } } }, outputs: { spec: { hard: { pods: '20' } }, status: {} } },
+  });
+  const read: ResourceStep = {
+    op: 'update', urn: 'urn:pulumi:s::tenants::kubernetes:core/v1:Secret::kubeconfig', type: 'kubernetes:core/v1:Secret', custom: true, external: true, diffs: [],
+    old: { id: 'ns/vc-vcluster', inputs: {}, outputs: { metadata: { resourceVersion: '1' } } },
+    new: { id: 'ns/vc-vcluster', inputs: {}, outputs: { metadata: { resourceVersion: '2' } } },
+  };
   const engine = scripted({
-    script: (c): CallScript | undefined => (c.kind === 'refresh' ? { changes: { update: 2, same: 10 } } : c.kind === 'up' ? { changes: { update: 2 } } : undefined),
+    script: (c): CallScript | undefined => {
+      if (c.kind === 'refresh') return { changes: { update: 1, delete: 1, same: 10 }, steps: [quota(c.tenantId), read] };
+      const created = { ...quota(c.tenantId), op: 'create' };
+      if (c.kind === 'up') return { changes: { create: 1, read: 1 }, steps: [created, { ...read, op: 'read' }] };
+      return undefined;
+    },
   });
   const r = await h.reconciler(engine, { resyncMs: 300 });
   const { id } = await h.createTenant();
   await until('Ready', async () => (await h.tenant(id)).phase === 'Ready');
   const resync = await until('a resync ran', async () => (await h.operations(id)).find((o) => o.kind === 'resync' && o.state === 'succeeded'));
   const lines = await h.logLines(resync.id);
-  t.ok(lines.includes('drift detected by refresh: update 2'), 'drift logged');
-  t.ok(lines.includes('drift corrected by update: update 2'));
+  t.ok(lines.includes(`drift detected: ResourceQuota tenant-${id}/quota: deleted`), 'the log names the drifted object and how it drifted');
+  t.ok(lines.includes(`drift corrected: ResourceQuota tenant-${id}/quota: created`), 'and what the update did about it');
+  t.notOk(lines.some((l) => /^drift (detected|corrected): Secret/.test(l)), 'the read Secret is neither drift nor a correction');
+  t.ok(lines.some((l) => l.startsWith('refresh recorded changes that are not drift') && l.includes('Secret ns/vc-vcluster (read by the program)')), 'its changed state is named as not drift');
   t.equal((await h.tenant(id)).phase, 'Ready', 'a resync keeps the phase');
+  await r.stop();
+  // Every refresh of this engine (of any tenant the reconciler resynced) reports the quota deleted.
+  const resyncs = engine.calls.filter((c) => c.kind === 'refresh' && c.outcome === 'ok').length;
+  t.equal(r.stats.resyncsWithDrift, resyncs, 'every resync is counted as one with drift');
+  t.same([...r.stats.drift.values()], [{ kind: 'ResourceQuota', change: 'deleted', count: resyncs }], 'the drifted objects are counted by kind and change');
+});
+
+t.test('a resync of an untouched tenant: no drift, nothing to correct', async (t) => {
+  const statusOnly: ResourceStep = {
+    op: 'update', urn: 'urn:pulumi:s::tenants::kubernetes:core/v1:ResourceQuota::quota', type: 'kubernetes:core/v1:ResourceQuota', custom: true, external: false, diffs: [],
+    old: { id: 'ns/quota', inputs: { spec: { hard: { pods: '20' } } }, outputs: { spec: { hard: { pods: '20' } }, status: {} } },
+    new: { id: 'ns/quota', inputs: { spec: { hard: { pods: '20' } } }, outputs: { spec: { hard: { pods: '20' } }, status: { used: { pods: '2' } } } },
+  };
+  const engine = scripted({
+    script: (c): CallScript | undefined => (c.kind === 'refresh' ? { changes: { update: 1 }, steps: [statusOnly] } : c.kind === 'up' ? { changes: { read: 1, same: 9 } } : undefined),
+  });
+  const r = await h.reconciler(engine, { resyncMs: 300 });
+  const { id } = await h.createTenant();
+  const resync = await until('a resync ran', async () => (await h.operations(id)).find((o) => o.kind === 'resync' && o.state === 'succeeded'));
+  const lines = await h.logLines(resync.id);
+  t.ok(lines.includes('no drift detected by refresh'), 'a status change is not drift');
+  t.ok(lines.includes('nothing to correct'), 'an update that only read is no correction');
+  t.equal(r.stats.resyncsWithDrift, 0);
   await r.stop();
 });
