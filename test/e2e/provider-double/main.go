@@ -13,9 +13,14 @@
 //     and status through the Helm library (the same library the real provider embeds), so a
 //     crash during an install leaves the same `pending-install` release record behind.
 //
+// A refresh reads every object back as the real provider does: the live object becomes the
+// state's outputs (status, server-set fields and all), and the live values of the fields the
+// program set become its inputs, so a field edited by hand shows in the next update's diff and
+// is applied again, and an object deleted by hand is reported gone.
+//
 // What it does not do (the program under test does not rely on it): schema, previews beyond
-// echoing inputs, chart repositories, await logic for other kinds, drift in object contents
-// (a refresh reports an object that was deleted by hand; it does not diff edited fields).
+// echoing inputs, chart repositories, await logic for other kinds, the real provider's
+// normalisation of inputs before diffing (it compares inputs key by key).
 package main
 
 import (

@@ -301,3 +301,55 @@ func (c *cluster) deleteObject(ctx context.Context, token, id string) error {
 	}
 	return nil
 }
+
+// liveInputs is what a refresh records as the object's inputs, as the real provider's Read does
+// ("pruned live state"): the live values of exactly the fields the last applied inputs set, so a
+// field changed by hand shows in the next update's diff and is applied again, while fields the
+// server or other managers set stay out. A Secret's `stringData` is write-only (the server
+// folds it into `data`), so the applied value is kept.
+func liveInputs(live, applied resource.PropertyMap) resource.PropertyMap {
+	out := prune(live, applied)
+	if sd, ok := applied["stringData"]; ok && applied["kind"].IsString() && applied["kind"].StringValue() == "Secret" {
+		out["stringData"] = sd
+	}
+	return out
+}
+
+func prune(live, applied resource.PropertyMap) resource.PropertyMap {
+	out := resource.PropertyMap{}
+	for k, a := range applied {
+		if l, ok := live[k]; ok {
+			out[k] = pruneValue(l, a)
+		}
+	}
+	return out
+}
+
+func pruneValue(live, applied resource.PropertyValue) resource.PropertyValue {
+	secret := applied.IsSecret() || live.IsSecret()
+	if applied.IsSecret() {
+		applied = applied.SecretValue().Element
+	}
+	if live.IsSecret() {
+		live = live.SecretValue().Element
+	}
+	out := live
+	switch {
+	case applied.IsObject() && live.IsObject():
+		out = resource.NewObjectProperty(prune(live.ObjectValue(), applied.ObjectValue()))
+	case applied.IsArray() && live.IsArray():
+		l, a := live.ArrayValue(), applied.ArrayValue()
+		items := make([]resource.PropertyValue, 0, len(a))
+		for i := range a {
+			if i >= len(l) {
+				break
+			}
+			items = append(items, pruneValue(l[i], a[i]))
+		}
+		out = resource.NewArrayProperty(items)
+	}
+	if secret {
+		return resource.MakeSecret(out)
+	}
+	return out
+}

@@ -310,7 +310,8 @@ func (p *kubeProvider) Update(_ context.Context, req *pulumirpc.UpdateRequest) (
 }
 
 // Read returns the live state, or an empty id when the object (or release) no longer exists.
-// The inputs are handed back unchanged.
+// An object's inputs become the live values of the fields they set (liveInputs), as the real
+// provider's; a read object's (no inputs) and a release's inputs are handed back unchanged.
 func (p *kubeProvider) Read(_ context.Context, req *pulumirpc.ReadRequest) (*pulumirpc.ReadResponse, error) {
 	c, err := p.target()
 	if err != nil {
@@ -339,7 +340,19 @@ func (p *kubeProvider) Read(_ context.Context, req *pulumirpc.ReadRequest) (*pul
 	if err != nil {
 		return nil, err
 	}
-	return &pulumirpc.ReadResponse{Id: req.GetId(), Properties: props, Inputs: req.GetInputs()}, nil
+	inputs := req.GetInputs()
+	if req.GetType() != releaseType {
+		applied, err := unmarshal(req.GetInputs())
+		if err != nil {
+			return nil, err
+		}
+		if len(applied) > 0 {
+			if inputs, err = marshal(liveInputs(outs, applied)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &pulumirpc.ReadResponse{Id: req.GetId(), Properties: props, Inputs: inputs}, nil
 }
 
 func (p *kubeProvider) Delete(_ context.Context, req *pulumirpc.DeleteRequest) (*emptypb.Empty, error) {
