@@ -81,7 +81,7 @@ export interface ReconcilerOptions {
 /** Longest wait between claims while the database is unreachable. */
 const PAUSED_RETRY_MS = 2_000;
 
-type AbortReason = 'deleted' | 'lease-lost' | 'shutdown' | 'crash';
+type AbortReason = 'deleted' | 'lease-lost' | 'shutdown';
 
 interface ActiveRun {
   tenant: ClaimedTenant;
@@ -415,7 +415,7 @@ export class Reconciler {
     } catch (err) {
       const reason = run.reason;
       const error = engineErrorOf(err);
-      if (reason === 'lease-lost' || reason === 'crash') {
+      if (reason === 'lease-lost') {
         this.stats.leaseLost += 1;
         await log?.close();
         return;
@@ -566,23 +566,6 @@ export class Reconciler {
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
     await this.#o.engine.close();
-  }
-
-  /**
-   * Stops as if the process died (tests, benchmarks): no outcome is written and no lease is
-   * released; the leases expire and another process takes the tenants over.
-   */
-  async crash(): Promise<void> {
-    this.#stopping = true;
-    this.#health.off('up', this.#onDatabaseUp);
-    if (this.#engineCheck) clearTimeout(this.#engineCheck);
-    if (this.#heartbeat) clearInterval(this.#heartbeat);
-    this.kick();
-    for (const run of this.#active.values()) this.#abort(run, 'crash');
-    this.#unsubscribe?.();
-    this.#unsubscribe = undefined;
-    await this.#loop;
-    await Promise.all([...this.#active.values()].map((r) => r.done));
   }
 }
 

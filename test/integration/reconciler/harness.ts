@@ -3,7 +3,10 @@
  * kubeconfigs, tenants created the way the API creates them (row + queued operation + NOTIFY),
  * reconcilers with short timings, and bounded waits on database state.
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
 import { SecretBox } from '../../../provisioner/crypto.ts';
 import { Notifications } from '../../../provisioner/db/notifications.ts';
 import { withTx } from '../../../provisioner/db/tx.ts';
@@ -42,14 +45,28 @@ export interface Harness {
   reconciler(engine: ScriptedEngine, o?: Partial<ReconcilerOptions> & { listen?: boolean }): Promise<Reconciler>;
   /** The notifications hub of a reconciler made by `reconciler()`. */
   notificationsOf(r: Reconciler): Notifications | undefined;
+  /**
+   * A reconciler in a child process (doomed-worker.ts) whose operations never finish, to be
+   * killed with SIGKILL as a crashed provisioner would be.
+   */
+  doomedWorker(o: { owner: string; leaseTtlMs: number }): Promise<DoomedWorker>;
   close(): Promise<void>;
+}
+
+export interface DoomedWorker {
+  /** Resolves once the worker's engine started an operation for the tenant. */
+  started(tenantId: string): Promise<void>;
+  /** SIGKILL; resolves once the process is gone. */
+  kill(): Promise<void>;
 }
 
 let orgs = 0;
 
 export async function createHarness(): Promise<Harness> {
   const db = await createTestDatabase();
-  const box = new SecretBox(randomBytes(32));
+  const boxKey = randomBytes(32);
+  const box = new SecretBox(boxKey);
+  const workers: Array<() => Promise<void>> = [];
   const reconcilers: Reconciler[] = [];
   const hubs = new Map<Reconciler, Notifications>();
   const h: Harness = {
@@ -110,7 +127,38 @@ export async function createHarness(): Promise<Harness> {
     notificationsOf(r) {
       return hubs.get(r);
     },
+    async doomedWorker({ owner, leaseTtlMs }) {
+      const script = new URL('./doomed-worker.ts', import.meta.url).pathname;
+      const proc = spawn(process.execPath, [script, db.url, boxKey.toString('hex'), owner, String(leaseTtlMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const exited = once(proc, 'exit');
+      const kill = async () => {
+        if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+        await exited;
+      };
+      workers.push(kill);
+      const started = new Set<string>();
+      const waiting = new Map<string, () => void>();
+      const ready = new Promise<void>((resolve, reject) => {
+        void exited.then(() => reject(new Error(`the doomed worker ${owner} exited before it was ready`)));
+        createInterface({ input: proc.stdout }).on('line', (line) => {
+          if (line === 'ready') resolve();
+          if (!line.startsWith('started ')) return;
+          const id = line.slice('started '.length);
+          started.add(id);
+          waiting.get(id)?.();
+        });
+      });
+      await ready;
+      return {
+        started: (id) => started.has(id) ? Promise.resolve() : new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(() => reject(new Error(`the doomed worker ${owner} did not start ${id} within 10 s`)), 10_000);
+          waiting.set(id, () => { clearTimeout(timer); resolve(); });
+        }),
+        kill,
+      };
+    },
     async close() {
+      for (const kill of workers) await kill();
       for (const r of reconcilers) await r.stop({ graceMs: 0 }).catch(() => {});
       for (const hub of hubs.values()) await hub.stop();
       await db.drop();

@@ -8,12 +8,10 @@ await h.addCluster('root-a', { capacity: 1000 });
 await h.addCluster('root-b', { capacity: 1000 });
 
 t.test('a crashed worker\'s tenant is taken over once its lease expires, and the stack is recovered first', async (t) => {
-  const g = gate();
-  const engine1 = scripted({ script: () => ({ gate: g.promise }) });
-  const r1 = await h.reconciler(engine1, { owner: 'crashing-worker', leaseTtlMs: 60_000 });
+  const doomed = await h.doomedWorker({ owner: 'crashing-worker', leaseTtlMs: 60_000 });
   const { id, operationId } = await h.createTenant();
-  await until('create running on worker 1', async () => engine1.callsFor(id).length === 1);
-  await r1.crash();
+  await doomed.started(id);
+  await doomed.kill();
   const held = await h.tenant(id);
   t.equal(held.lease_owner, 'crashing-worker', 'the dead worker still holds the lease');
 
@@ -32,7 +30,6 @@ t.test('a crashed worker\'s tenant is taken over once its lease expires, and the
   const lines = await h.logLines(operationId);
   t.ok(lines.some((l) => /recovery: operation .* \(owner crashing-worker\) did not finish/.test(l)), 'recovery recorded in the log');
   t.ok(lines.some((l) => l.startsWith('recovery: refresh --clear-pending-creates')));
-  g.open();
   await r2.stop();
 });
 
