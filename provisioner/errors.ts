@@ -140,7 +140,7 @@ export const errors = {
     new AppError('UNKNOWN_RUNTIME_VERSION', `runtime version '${version}' is not in the catalog (GET /v1/runtime-versions lists them)`, { field }),
   versionUnavailable: (version: string, availability: string, field = 'runtimeVersion') =>
     new AppError('RUNTIME_VERSION_UNAVAILABLE', `runtime version '${version}' is ${availability} and cannot be installed`, { field }),
-  upgradeRefused: (message: string, path: readonly string[], field = 'version') =>
+  upgradeRefused: (message: string, path: readonly string[], field: string) =>
     new AppError('UPGRADE_PATH_REFUSED', message, { field, details: { path } }),
   rateLimited: (retryAfterSeconds: number) =>
     new AppError('RATE_LIMITED', `too many requests; retry in ${retryAfterSeconds} s`),

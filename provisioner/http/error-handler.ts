@@ -8,11 +8,11 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DATABASE_RETRY_AFTER_SECONDS, isConnectionError, type DatabaseHealth } from '../db/availability.ts';
-import { AppError, errors, isAppError } from '../errors.ts';
+import { AppError, errors, isAppError, type ErrorCode } from '../errors.ts';
 import { RateLimitedLog } from '../logger.ts';
 
 /** Retry-After of each 503 code (seconds); others get DEFAULT_RETRY_AFTER_SECONDS. */
-const RETRY_AFTER: Record<string, number> = { DATABASE_UNAVAILABLE: DATABASE_RETRY_AFTER_SECONDS };
+const RETRY_AFTER: Partial<Record<ErrorCode, number>> = { DATABASE_UNAVAILABLE: DATABASE_RETRY_AFTER_SECONDS };
 const DEFAULT_RETRY_AFTER_SECONDS = 5;
 /** One warning per 503 code in this window; the next one says how many were left out. */
 const UNAVAILABLE_LOG_WINDOW_MS = 10_000;
