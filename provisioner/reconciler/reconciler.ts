@@ -92,6 +92,8 @@ interface ActiveRun {
 }
 
 export interface ReconcilerStats {
+  /** Every look for due tenants that reached the database (polls, wake-ups, catch-ups). */
+  polls: number;
   /** Claim transactions that returned at least one tenant. */
   claims: number;
   /** Milliseconds spent in claim transactions. */
@@ -119,7 +121,7 @@ export class Reconciler {
   #paused = false;
   readonly #active = new Map<string, ActiveRun>();
   readonly stats: ReconcilerStats = {
-    claims: 0, claimMs: 0, claimed: 0, succeeded: 0, failed: 0, cancelled: 0, waiting: 0, leaseLost: 0, handedBack: 0, resyncsWithDrift: 0, drift: new Map(),
+    polls: 0, claims: 0, claimMs: 0, claimed: 0, succeeded: 0, failed: 0, cancelled: 0, waiting: 0, leaseLost: 0, handedBack: 0, resyncsWithDrift: 0, drift: new Map(),
   };
   readonly #notifications: Notifications | undefined;
   #unsubscribe: Unsubscribe | undefined;
@@ -253,6 +255,7 @@ export class Reconciler {
             owner: this.owner, limit: free, leaseTtlMs: this.#o.leaseTtlMs, clusterParallelism: this.#o.clusterParallelism, resyncMs: this.#o.resyncMs,
           });
           errors = 0;
+          this.stats.polls += 1;
           if (this.#paused) {
             this.#paused = false;
             this.#log.info('database reachable: reconciler resumed');

@@ -11,9 +11,10 @@ t.test('NOTIFY wakes an idle reconciler at once (polling every 60 s)', async (t)
   await until('listening', async () => r.listening);
   const before = Date.now();
   const { id } = await h.createTenant();
-  await until('engine started', async () => engine.callsFor(id).length > 0, 3000, 5);
+  await until('engine started', async () => engine.callsFor(id).length > 0, 10_000, 5);
   const latency = engine.callsFor(id)[0]!.startedAt - before;
-  t.ok(latency < 1000, `spec change → engine start in ${latency} ms`);
+  // Polling would take 60 s; the bound only has to tell a wake-up from a poll on a loaded machine.
+  t.ok(latency < 10_000, `spec change → engine start in ${latency} ms (bound checked: < 10 s, the poll is every 60 s)`);
   await r.stop();
 });
 
@@ -22,8 +23,8 @@ t.test('with no notifications at all, polling still finds every due tenant', asy
   const r = await h.reconciler(engine, { listen: false, pollMs: 100 });
   const ids = [(await h.createTenant()).id, (await h.createTenant()).id, (await h.createTenant()).id];
   await until('all Ready', async () => (await Promise.all(ids.map((id) => h.tenant(id)))).every((x) => x.phase === 'Ready'), 5000);
-  t.equal(r.listening, false);
-  t.pass('found by polling');
+  t.equal(r.listening, false, 'the reconciler never listened');
+  t.ok(r.stats.polls >= 1, 'and found every due tenant by polling');
   await r.stop();
 });
 
@@ -31,12 +32,16 @@ t.test('the listener reconnects after losing its connection', async (t) => {
   const engine = scripted();
   const r = await h.reconciler(engine, { pollMs: 60_000 });
   await until('listening', async () => r.listening);
+  const pollsBefore = r.stats.polls;
   h.notificationsOf(r)!.simulateDisconnect();
   t.equal(r.listening, false);
-  await until('listening again', async () => r.listening, 5000);
+  await until('listening again', async () => r.listening, 10_000);
+  // The reconnect triggers one catch-up look; only a tenant created after it proves that NOTIFY
+  // wakes the reconciler again (the next poll is 60 s away).
+  await until('the catch-up look after the reconnect', async () => r.stats.polls > pollsBefore, 10_000);
   const { id } = await h.createTenant();
-  await until('woken by NOTIFY after the reconnect', async () => engine.callsFor(id).length > 0, 3000);
-  t.pass('woken');
+  await until('woken by NOTIFY after the reconnect', async () => engine.callsFor(id).length > 0, 10_000);
+  t.ok(engine.callsFor(id).length > 0, 'a tenant created after the reconnect and its catch-up is reconciled within 10 s (the poll is 60 s away)');
   await r.stop();
 });
 
