@@ -206,6 +206,24 @@ export async function recordCancelled(pool: pg.Pool, owner: string, t: ClaimedTe
   });
 }
 
+/** Retry delays of a waiting tenant: the first, then as long as it has waited so far, up to the cap. */
+export interface WaitBackoff {
+  firstMs: number;
+  capMs: number;
+}
+
+/**
+ * How long a tenant waiting for `reason` waits before its next try: `firstMs` when it starts
+ * waiting, then as long as it has been not Ready so far (Ready=False's lastTransitionTime), so the
+ * delays double, up to `capMs`. The event that frees it (wakeWaiters) makes it due earlier.
+ */
+export function waitingRetryMs(conditions: Condition[], reason: 'NoCapacity' | 'EngineUnavailable', wait: WaitBackoff, now = Date.now()): number {
+  const ready = conditions.find((c) => c.type === 'Ready');
+  if (ready?.status !== 'False' || ready.reason !== reason) return Math.min(wait.capMs, wait.firstMs);
+  const waited = now - Date.parse(ready.lastTransitionTime);
+  return Math.round(Math.min(wait.capMs, Math.max(wait.firstMs, Number.isFinite(waited) ? waited : 0)));
+}
+
 /**
  * Records why a due tenant cannot run yet (NoCapacity, EngineUnavailable): Ready=False with the
  * reason, a retry time, lease released. The queued operation stays queued and the failure
@@ -217,11 +235,12 @@ export async function recordWaiting(
   t: ClaimedTenant,
   reason: 'NoCapacity' | 'EngineUnavailable',
   message: string,
-  retryInMs: number,
+  wait: WaitBackoff,
 ): Promise<boolean> {
   return withTx(pool, async (db) => {
     const held = await lockHeldTenant(db, t.id, owner);
     if (!held) return false;
+    const retryInMs = waitingRetryMs(held.conditions, reason, wait);
     const conditions = mergeConditions(held.conditions, [
       condition('Ready', 'False', reason, message.slice(0, 2000)),
       condition('Reconciling', 'True', reason === 'NoCapacity' ? 'WaitingForCapacity' : 'WaitingForEngine', `retrying in ${Math.round(retryInMs / 1000)}s`),
@@ -236,12 +255,3 @@ export async function recordWaiting(
   });
 }
 
-/** Makes tenants that wait for the engine due at once (the engine just became available). */
-export async function wakeEngineWaiters(db: Queryable): Promise<number> {
-  const { rowCount } = await db.query(
-    `UPDATE tenants SET next_attempt_at = now()
-      WHERE next_attempt_at > now() AND NOT stalled AND phase <> 'Deleted'
-        AND conditions @> '[{"type": "Ready", "reason": "EngineUnavailable"}]'::jsonb`,
-  );
-  return rowCount ?? 0;
-}

@@ -19,7 +19,7 @@ import { DatabaseHealth, healthOf, isConnectionError } from '../db/availability.
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
 import { getClusterKubeconfig } from '../store/clusters.ts';
 import { appendLog } from '../store/operations.ts';
-import { TENANT_CHANNEL } from '../store/tenants.ts';
+import { TENANT_CHANNEL, wakeWaiters } from '../store/tenants.ts';
 import { EngineError, engineErrorOf, type Engine, type EngineResult, type RunOptions, type StackInput } from '../engine/engine.ts';
 import { describeRepair, kubeRecordStore, repairHelmReleases } from '../engine/helm-recovery.ts';
 import { pinKubeconfig, KubeconfigPolicyError, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
@@ -29,7 +29,7 @@ import { backoffMs, type BackoffOptions } from './backoff.ts';
 import { corrections, describeCorrection, describeDrift, describeStateOnly, refreshFindings } from './drift.ts';
 import { claimDueTenants, readSpecMarkers, releaseLeases, renewLeases, type ClaimedTenant } from './lease.ts';
 import { LogWriter, kubeconfigSecrets } from './log-writer.ts';
-import { recordCancelled, recordFailure, recordSuccess, recordWaiting, wakeEngineWaiters } from './outcome.ts';
+import { recordCancelled, recordFailure, recordSuccess, recordWaiting } from './outcome.ts';
 import { runtimeTokenFor } from './runtime-token.ts';
 import { DEFAULT_RECONCILER_SETTINGS as DEFAULTS } from './settings.ts';
 
@@ -65,6 +65,8 @@ export interface ReconcilerOptions {
   noCapacityRetryMs?: number;
   /** Retry delay while the engine is unavailable, and how often the engine is re-checked. */
   engineRetryMs?: number;
+  /** Longest retry delay of a tenant waiting for capacity or for the engine (default 1 h; the freeing event wakes it sooner). */
+  waitCapMs?: number;
   /** The process's notifications hub: LISTEN for `tenant_due` through it. Without one, polling alone still finds everything. */
   notifications?: Notifications;
   logFlushMs?: number;
@@ -153,6 +155,7 @@ export class Reconciler {
       backoff: opts.backoff ?? DEFAULTS.backoff,
       noCapacityRetryMs: opts.noCapacityRetryMs ?? DEFAULTS.noCapacityRetryMs,
       engineRetryMs: opts.engineRetryMs ?? DEFAULTS.engineRetryMs,
+      waitCapMs: opts.waitCapMs ?? DEFAULTS.waitCapMs,
       logFlushMs: opts.logFlushMs ?? DEFAULTS.logFlushMs,
     };
     this.#w = opts.writePool ?? opts.pool;
@@ -208,7 +211,7 @@ export class Reconciler {
       this.#log.error({ err: String(err) }, 'engine start failed');
     }
     if (this.#o.engine.availability().available) {
-      const woken = await wakeEngineWaiters(this.#o.pool).catch(() => 0);
+      const woken = await wakeWaiters(this.#o.pool, 'EngineUnavailable').catch(() => 0);
       this.#log.info({ woken }, 'engine available again');
       this.kick();
     } else if (!this.#stopping) {
@@ -357,13 +360,13 @@ export class Reconciler {
     const { engine, box } = this.#o;
     const pool = this.#w;
     if (t.placement === 'no-capacity') {
-      await recordWaiting(pool, this.owner, t, 'NoCapacity', t.placementMessage ?? 'no root cluster can take this tenant', this.#o.noCapacityRetryMs);
+      await recordWaiting(pool, this.owner, t, 'NoCapacity', t.placementMessage ?? 'no root cluster can take this tenant', { firstMs: this.#o.noCapacityRetryMs, capMs: this.#o.waitCapMs });
       this.stats.waiting += 1;
       return;
     }
     const availability = engine.availability();
     if (!availability.available && t.placement !== 'none-needed') {
-      await recordWaiting(pool, this.owner, t, 'EngineUnavailable', availability.message, this.#o.engineRetryMs);
+      await recordWaiting(pool, this.owner, t, 'EngineUnavailable', availability.message, { firstMs: this.#o.engineRetryMs, capMs: this.#o.waitCapMs });
       this.stats.waiting += 1;
       return;
     }

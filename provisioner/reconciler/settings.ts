@@ -21,6 +21,13 @@ export const DEFAULT_RECONCILER_SETTINGS = Object.freeze({
   noCapacityRetryMs: 30_000,
   /** Retry delay while the engine is unavailable, and how often the engine is re-checked. */
   engineRetryMs: 60_000,
+  /**
+   * Waiting tenants (NoCapacity, EngineUnavailable) retry after the delays above, then after as
+   * long as they have waited, up to this cap; the event that frees them (a cluster registered or
+   * uncordoned, the engine found) makes them due at once. 10,000 tenants waiting at the cap cost
+   * about 3 claims a second.
+   */
+  waitCapMs: 3_600_000,
   /** How often an attempt's log lines are written out. */
   logFlushMs: 100,
   /** How long a stop waits for running attempts before handing their leases back. */

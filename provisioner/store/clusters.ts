@@ -1,4 +1,5 @@
 import type { Queryable } from '../db/tx.ts';
+import { wakeWaiters } from './tenants.ts';
 
 export interface RootCluster {
   id: string;
@@ -56,11 +57,14 @@ export async function insertCluster(
     `INSERT INTO root_clusters (name, region, labels, capacity, plans, kubeconfig_enc) VALUES ($1, $2, $3, $4, $5, $6)`,
     [c.name, c.region, JSON.stringify(c.labels), c.capacity, c.plans, c.kubeconfigEnc],
   );
+  // A new cluster may take the tenants waiting for capacity: they are due now, not at their backoff.
+  await wakeWaiters(db, 'NoCapacity');
   return (await getClusterByName(db, c.name))!;
 }
 
 export async function setCordoned(db: Queryable, name: string, cordoned: boolean): Promise<RootCluster | undefined> {
   const { rowCount } = await db.query('UPDATE root_clusters SET cordoned = $2, updated_at = now() WHERE name = $1', [name, cordoned]);
+  if (rowCount && !cordoned) await wakeWaiters(db, 'NoCapacity');
   return rowCount ? getClusterByName(db, name) : undefined;
 }
 

@@ -15,6 +15,22 @@ export type OperationKind = (typeof OPERATION_KINDS)[number];
 /** The channel workers LISTEN on; the payload is the tenant id. */
 export const TENANT_CHANNEL = 'tenant_due';
 
+/**
+ * Makes the tenants waiting for something outside themselves (`reason`: NoCapacity or
+ * EngineUnavailable) due at once, and wakes the reconcilers: called by the event that may free
+ * them (a cluster registered or uncordoned; the engine found). Their backoff is otherwise long.
+ */
+export async function wakeWaiters(db: Queryable, reason: 'NoCapacity' | 'EngineUnavailable'): Promise<number> {
+  const { rowCount } = await db.query(
+    `UPDATE tenants SET next_attempt_at = now()
+      WHERE next_attempt_at > now() AND NOT stalled AND phase <> 'Deleted'
+        AND conditions @> jsonb_build_array(jsonb_build_object('type', 'Ready', 'reason', $1::text))`,
+    [reason],
+  );
+  if (rowCount) await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, '']);
+  return rowCount ?? 0;
+}
+
 export interface Condition {
   type: string;
   status: 'True' | 'False' | 'Unknown';

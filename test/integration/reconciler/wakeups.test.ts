@@ -66,3 +66,22 @@ t.test('an unavailable engine: EngineUnavailable condition with install help, no
   t.ok(engine.startCalls >= 2, 'the engine was re-checked');
   await r.stop();
 });
+
+t.test('a tenant waiting for capacity is woken by the cluster that can take it, not by its (long) backoff', async (t) => {
+  const engine = scripted();
+  const r = await h.reconciler(engine, { pollMs: 60_000, noCapacityRetryMs: 600_000 });
+  await until('listening', async () => r.listening);
+  const { id } = await h.createTenant({ region: 'far-away' });
+  const waiting = await until('NoCapacity', async () => {
+    const x = await h.tenant(id);
+    return x.conditions.some((c) => c.type === 'Ready' && c.reason === 'NoCapacity') && x;
+  });
+  t.ok(waiting.next_attempt_at && waiting.next_attempt_at.getTime() - Date.now() > 500_000, 'the next try is 10 min away');
+  const claims = r.stats.claimed;
+  const registered = Date.now();
+  await h.addCluster('root-far', { region: 'far-away' });
+  await until('Ready on the new cluster', async () => (await h.tenant(id)).phase === 'Ready', 10_000);
+  t.ok(Date.now() - registered < 10_000, `Ready ${Date.now() - registered} ms after the cluster was registered`);
+  t.ok(r.stats.claimed > claims, 'claimed again after the registration');
+  await r.stop();
+});
