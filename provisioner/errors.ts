@@ -22,6 +22,7 @@ export const ERROR_CODES = {
   UNAUTHENTICATED: { status: 401, description: 'no or malformed `Authorization` header' },
   INVALID_API_KEY: { status: 401, description: 'unknown or revoked key' },
   FORBIDDEN: { status: 403, description: 'the role may not call the route' },
+  SUSPENDED_BY_OPERATOR: { status: 403, description: 'an operator suspended the tenant: only an operator may resume it (the message gives the reason)' },
   TENANT_NOT_FOUND: { status: 404, description: 'no such tenant (or one a tenant key may not see)' },
   OPERATION_NOT_FOUND: { status: 404, description: 'no such operation (or one a tenant key may not see)' },
   CLUSTER_NOT_FOUND: { status: 404, description: 'no root cluster of that name' },
@@ -118,6 +119,8 @@ export const errors = {
     new AppError('UNAUTHENTICATED', message),
   invalidKey: () => new AppError('INVALID_API_KEY', 'API key is not valid or has been revoked'),
   forbidden: (message: string) => new AppError('FORBIDDEN', message),
+  suspendedByOperator: (reason: string | null) =>
+    new AppError('SUSPENDED_BY_OPERATOR', `an operator suspended this tenant${reason ? ` (${reason})` : ''}; only an operator can resume it: contact support`),
   notFound: (what: keyof typeof NOT_FOUND, id: string) => new AppError(NOT_FOUND[what], `${what} '${id}' was not found`),
   routeNotFound: (method: string, url: string) => new AppError('ROUTE_NOT_FOUND', `no route ${method} ${url}`),
   tenantDeleted: (id: string) =>

@@ -62,6 +62,10 @@ export const Tenant = Type.Object({
     conditions: Type.Array(Condition),
     lastOperationId: Type.Union([Uuid, Type.Null()]),
     tunnel: Type.Optional(Type.Object({ connected: Type.Boolean(), since: Type.Union([Type.String(), Type.Null()]) })),
+    suspension: Type.Optional(Type.Object({
+      by: StringEnum(['operator', 'tenant'] as const, { description: 'an operator\'s suspension is lifted only by an operator' }),
+      reason: Type.Union([Type.String(), Type.Null()]),
+    }, { description: 'present while suspended' })),
   }),
   createdAt: Type.String({ format: 'date-time' }),
   updatedAt: Type.String({ format: 'date-time' }),

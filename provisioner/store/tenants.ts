@@ -63,6 +63,8 @@ export interface Tenant {
     endpoints: Record<string, string>;
     conditions: Condition[];
     lastOperationId: string | null;
+    /** While suspended: who suspended it (an operator's suspension only an operator lifts) and why. */
+    suspension?: { by: 'operator' | 'tenant'; reason: string | null };
   };
   createdAt: string;
   updatedAt: string;
@@ -77,6 +79,9 @@ export interface TenantRow {
   region: string | null;
   runtime_version: string;
   suspended: boolean;
+  /** Who suspended it (migration 005); null when not suspended. */
+  suspended_by: 'operator' | 'tenant' | null;
+  suspension_reason: string | null;
   deleted: boolean;
   generation: number;
   phase: Phase;
@@ -101,7 +106,7 @@ export interface TenantRow {
  * The columns of a TenantRow, named (not `t.*`): the reconciler's bookkeeping columns (lease,
  * backoff) are not read, so the hot read parses and transfers only what toTenant() needs.
  */
-export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, t.runtime_version, t.suspended, t.deleted, t.generation,
+export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, t.runtime_version, t.suspended, t.suspended_by, t.suspension_reason, t.deleted, t.generation,
   t.phase, t.observed_generation, t.actual_runtime_version, t.previous_runtime_version, t.cluster_id, c.name AS cluster_name,
   t.endpoints, t.conditions, t.last_operation_id, t.created_at, t.updated_at, t.deleted_at, t.created_at::text AS cursor_ts,
   rt.replica_id AS tunnel_replica, rt.connected_at AS tunnel_since`;
@@ -125,6 +130,7 @@ export function toTenant(r: TenantRow): Tenant {
       endpoints: r.endpoints,
       conditions: r.conditions,
       lastOperationId: r.last_operation_id,
+      ...(r.suspended && r.suspended_by ? { suspension: { by: r.suspended_by, reason: r.suspension_reason } } : {}),
     },
     createdAt: r.created_at.toISOString(),
     updatedAt: r.updated_at.toISOString(),
@@ -274,6 +280,11 @@ export async function changeSpec(
   await db.query('UPDATE tenants SET last_operation_id = $2 WHERE id = $1', [tenant.id, opId]);
   await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, tenant.id]);
   return { id: opId, kind, generation, fromVersion, toVersion: spec.runtimeVersion };
+}
+
+/** Records who suspended a tenant and why (both null when it is resumed). */
+export async function setSuspender(db: Queryable, tenantId: string, by: 'operator' | 'tenant' | null, reason: string | null): Promise<void> {
+  await db.query('UPDATE tenants SET suspended_by = $2, suspension_reason = $3 WHERE id = $1', [tenantId, by, reason]);
 }
 
 /**

@@ -14,7 +14,7 @@ import { errors } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import { claimKey, requestHash, storeResponse } from '../store/idempotency.ts';
 import {
-  changeSpec, getTenantRow, insertSignup, requestRetry, toTenant,
+  changeSpec, getTenantRow, insertSignup, requestRetry, setSuspender, toTenant,
   type OperationKind, type Tenant, type TenantRow, type TenantSpec,
 } from '../store/tenants.ts';
 import { availabilityOf } from '../store/versions.ts';
@@ -50,8 +50,10 @@ export interface SpecChangeRequest {
   change: Partial<Pick<TenantSpec, 'plan' | 'runtimeVersion' | 'suspended' | 'deleted'>>;
   /** What was asked for; an `update` that only changes the version or suspension is recorded as an upgrade, suspend or resume. */
   kind: OperationKind;
-  /** The caller: its role decides which versions it may install. */
+  /** The caller: its role decides which versions it may install, and which suspensions it may lift. */
   by: Requester & { actor: { role: Role } };
+  /** Why the tenant is suspended (an operator's suspension; shown to the tenant when it tries to resume). */
+  reason?: string | undefined;
 }
 
 export interface Accepted {
@@ -151,6 +153,10 @@ export class TenantService {
         throw errors.tenantDeleted(id);
       }
       if (change.plan !== undefined && !PLANS[change.plan]) throw errors.unknownPlan(change.plan, PLAN_NAMES);
+      // Who suspended decides who may resume: a tenant lifts only its own suspension.
+      if (change.suspended === false && row.suspended && row.suspended_by !== 'tenant' && actor.role === 'tenant') {
+        throw errors.suspendedByOperator(row.suspension_reason);
+      }
       if (change.runtimeVersion !== undefined && change.runtimeVersion !== row.runtime_version) {
         await this.checkInstallable(tx, change.runtimeVersion, actor.role);
         this.checkVersionChange(row, change.runtimeVersion);
@@ -158,15 +164,22 @@ export class TenantService {
       const effective = Object.fromEntries(
         Object.entries(change).filter(([k, v]) => v !== undefined && v !== (row as unknown as Record<string, unknown>)[k === 'runtimeVersion' ? 'runtime_version' : k]),
       );
+      const suspender = actor.role === 'tenant' ? 'tenant' : 'operator';
+      if (change.suspended === true && row.suspended && (row.suspended_by !== suspender || (request.reason ?? null) !== row.suspension_reason)) {
+        // Already suspended: an operator's suspension takes over a tenant's own (and its reason); a tenant cannot take over an operator's.
+        if (suspender === 'operator') await setSuspender(tx, id, 'operator', request.reason ?? null);
+      }
       if (Object.keys(effective).length === 0) return { tenant: toTenant(row), operationId: row.last_operation_id! };
       const op = await changeSpec(tx, row, effective, kindFor(kind, effective), describe(effective));
+      if (effective.suspended === true) await setSuspender(tx, id, suspender, suspender === 'operator' ? request.reason ?? null : null);
+      if (effective.suspended === false) await setSuspender(tx, id, null, null);
       // A deleted tenant's runtime is reached no more: its runtime keys are revoked now (every
       // replica closes the tunnel); the tenant's own keys stay for reads until the destroy is done.
       if (effective.deleted === true) await revokeTenantKeys(tx, id, ['runtime']);
       const after = (await getTenantRow(tx, id))!;
       await writeAudit(tx, actor, {
         action: `tenant.${op.kind}`, targetType: 'tenant', targetId: id,
-        before: toTenant(row).spec, after: toTenant(after).spec, requestId,
+        before: toTenant(row).spec, after: { ...toTenant(after).spec, ...(effective.suspended === true ? { suspendedBy: suspender, ...(request.reason ? { reason: request.reason } : {}) } : {}) }, requestId,
       });
       return { tenant: toTenant(after), operationId: op.id };
     });

@@ -26,6 +26,16 @@ const PatchBody = Type.Object({
 }, { additionalProperties: false, minProperties: 1 });
 
 const UpgradeBody = Type.Object({ version: Semver }, { additionalProperties: false });
+/** The suspend route's body is optional (no body at all is the common case): checked here, not by the schema. */
+function suspendReason(body: unknown): string | undefined {
+  if (body === undefined || body === null) return undefined;
+  if (typeof body !== 'object' || Array.isArray(body)) throw errors.validation('the body, when sent, must be an object such as {"reason": "…"}', 'body');
+  for (const key of Object.keys(body)) if (key !== 'reason') throw errors.validation(`'${key}' is not a field of a suspension; only reason is`, key);
+  const reason = (body as { reason?: unknown }).reason;
+  if (reason === undefined) return undefined;
+  if (typeof reason !== 'string' || reason.length < 1 || reason.length > 500) throw errors.validation('reason must be a string of 1 to 500 characters', 'reason');
+  return reason;
+}
 
 const READ = ['operator', 'tenant'] as const;
 
@@ -120,15 +130,32 @@ export const tenantRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => asyn
     return reply.status(202).send(out);
   });
 
-  for (const [action, change] of [['suspend', { suspended: true }], ['resume', { suspended: false }]] as const) {
-    app.post(`/v1/tenants/:id/${action}`, {
-      config: { roles: READ },
-      schema: { summary: `${action === 'suspend' ? 'Suspend' : 'Resume'} a tenant`, tags: ['tenants'], params: IdParams, response: withErrors({ 202: Accepted }) },
-    }, async (request, reply) => {
-      const out = await ctx.tenants.change({ tenantId: request.params.id, change, kind: action, by: changerOf(request) });
-      return reply.status(202).send(out);
-    });
-  }
+  app.post('/v1/tenants/:id/suspend', {
+    config: { roles: READ },
+    schema: {
+      summary: 'Suspend a tenant', tags: ['tenants'],
+      description: 'Optional body {"reason": "…"} (operators only; the tenant sees it). An operator\'s suspension can only be lifted by an operator; a tenant\'s own by either.',
+      params: IdParams, response: withErrors({ 202: Accepted }),
+    },
+  }, async (request, reply) => {
+    const by = changerOf(request);
+    const reason = suspendReason(request.body);
+    if (reason !== undefined && by.actor.role === 'tenant') throw errors.validation('only an operator gives a reason for a suspension', 'reason');
+    const out = await ctx.tenants.change({ tenantId: request.params.id, change: { suspended: true }, kind: 'suspend', by, reason });
+    return reply.status(202).send(out);
+  });
+
+  app.post('/v1/tenants/:id/resume', {
+    config: { roles: READ },
+    schema: {
+      summary: 'Resume a tenant', tags: ['tenants'],
+      description: 'A tenant key resumes only a suspension the tenant applied itself (403 SUSPENDED_BY_OPERATOR otherwise).',
+      params: IdParams, response: withErrors({ 202: Accepted }),
+    },
+  }, async (request, reply) => {
+    const out = await ctx.tenants.change({ tenantId: request.params.id, change: { suspended: false }, kind: 'resume', by: changerOf(request) });
+    return reply.status(202).send(out);
+  });
 
   app.post('/v1/tenants/:id/retry', {
     config: { roles: READ },
