@@ -215,14 +215,14 @@ let exitHook = false;
  */
 class SupervisedPostgres {
   readonly events = new EventEmitter<{ exit: [code: number | null, signal: NodeJS.Signals | null]; ready: [] }>();
-  readonly #o: SupervisedOptions;
+  readonly #options: SupervisedOptions;
   #child: ChildProcess | undefined;
   #stopping = false;
   #restartTimer: NodeJS.Timeout | undefined;
   #restarting: Promise<void> | undefined;
 
   constructor(o: SupervisedOptions) {
-    this.#o = o;
+    this.#options = o;
   }
 
   get pid(): number | undefined {
@@ -230,7 +230,7 @@ class SupervisedPostgres {
   }
 
   async start(): Promise<void> {
-    await stopOrphan(this.#o.dataDir, this.#o.log);
+    await stopOrphan(this.#options.dataDir, this.#options.log);
     await this.#spawn();
   }
 
@@ -238,9 +238,9 @@ class SupervisedPostgres {
     return new Promise<void>((resolve, reject) => {
       void postgresBinary().then((bin) => {
         const child = spawn(bin, [
-          '-D', this.#o.dataDir, '-p', String(this.#o.port),
+          '-D', this.#options.dataDir, '-p', String(this.#options.port),
           '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300',
-        ], { ...(this.#o.runAs ?? {}), stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, LC_MESSAGES: 'C' } });
+        ], { ...(this.#options.runAs ?? {}), stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, LC_MESSAGES: 'C' } });
         const lines: string[] = [];
         let ready = false;
         child.stderr.setEncoding('utf8');
@@ -267,14 +267,14 @@ class SupervisedPostgres {
           live.delete(child);
           if (!ready) {
             const said = lines.filter((l) => /FATAL|ERROR|PANIC|HINT|DETAIL/.test(l)).join(' | ') || lines.slice(-3).join(' | ') || 'no output';
-            reject(new Error(`the embedded PostgreSQL in ${this.#o.dataDir} exited during start-up (${signal ?? `code ${String(code)}`}): ${said}`));
+            reject(new Error(`the embedded PostgreSQL in ${this.#options.dataDir} exited during start-up (${signal ?? `code ${String(code)}`}): ${said}`));
             return;
           }
           if (this.#child === child) this.#child = undefined;
           if (this.#stopping) return;
           this.events.emit('exit', code, signal);
-          this.#o.log.error('embedded PostgreSQL exited unexpectedly', { code, signal, dataDir: this.#o.dataDir, restarting: this.#o.supervise });
-          if (this.#o.supervise) this.#restarting = this.#restart();
+          this.#options.log.error('embedded PostgreSQL exited unexpectedly', { code, signal, dataDir: this.#options.dataDir, restarting: this.#options.supervise });
+          if (this.#options.supervise) this.#restarting = this.#restart();
         });
       }, reject);
     });
@@ -291,12 +291,12 @@ class SupervisedPostgres {
       if (this.#stopping) return;
       try {
         await this.start();
-        this.#o.log.info('embedded PostgreSQL restarted', { afterMs: Date.now() - began, attempts: attempt + 1 });
+        this.#options.log.info('embedded PostgreSQL restarted', { afterMs: Date.now() - began, attempts: attempt + 1 });
         this.events.emit('ready');
         return;
       } catch (err) {
         // Its backends may still hold the old shared memory for a moment: say so only if it lasts.
-        if (attempt % 10 === 4) this.#o.log.warn('embedded PostgreSQL does not start again yet; retrying', { err: describe(err), attempts: attempt + 1 });
+        if (attempt % 10 === 4) this.#options.log.warn('embedded PostgreSQL does not start again yet; retrying', { err: describe(err), attempts: attempt + 1 });
       }
     }
   }

@@ -119,13 +119,13 @@ function mapError(err: unknown, signal: AbortSignal | undefined): EngineError {
 
 export class PulumiEngine implements Engine {
   readonly name = 'pulumi';
-  readonly #o: PulumiEngineOptions;
+  readonly #options: PulumiEngineOptions;
   #command: PulumiCommand | undefined;
   #availability: EngineAvailability = { available: false, message: `the Pulumi engine has not started yet` };
   #starting: Promise<void> | undefined;
 
   constructor(opts: PulumiEngineOptions) {
-    this.#o = opts;
+    this.#options = opts;
   }
 
   availability(): EngineAvailability {
@@ -147,44 +147,44 @@ export class PulumiEngine implements Engine {
       this.#availability = { available: false, message: err instanceof Error ? err.message : String(err) };
       return;
     }
-    const root = cliRootFor(this.#o.cliDir, existsSync);
+    const root = cliRootFor(this.#options.cliDir, existsSync);
     let command: PulumiCommand;
     try {
       command = await PulumiCommand.get({ ...(root ? { root } : {}), skipVersionCheck: true });
     } catch (err) {
       const where = root ? `in ${root}/bin` : 'on PATH';
       this.#availability = { available: false, message: `the Pulumi CLI was not found ${where}: ${INSTALL_HINT}` };
-      this.#o.log?.('pulumi CLI not found', { where, err: err instanceof Error ? err.message : String(err) });
+      this.#options.log?.('pulumi CLI not found', { where, err: err instanceof Error ? err.message : String(err) });
       return;
     }
-    const problem = cliVersionProblem(command.version?.version ?? null) ?? this.#o.configProblem;
+    const problem = cliVersionProblem(command.version?.version ?? null) ?? this.#options.configProblem;
     if (problem) {
       this.#availability = { available: false, message: problem };
       return;
     }
     try {
-      await mkdir(this.#o.pulumiHome, { recursive: true });
-      const ws = await LocalWorkspace.create({ pulumiCommand: command, pulumiHome: this.#o.pulumiHome, envVars: this.#env() });
-      for (const p of requiredPlugins(this.#o.kubernetesPluginVersion)) {
-        this.#o.log?.('installing engine plugin', { plugin: p.name, version: p.version });
+      await mkdir(this.#options.pulumiHome, { recursive: true });
+      const ws = await LocalWorkspace.create({ pulumiCommand: command, pulumiHome: this.#options.pulumiHome, envVars: this.#env() });
+      for (const p of requiredPlugins(this.#options.kubernetesPluginVersion)) {
+        this.#options.log?.('installing engine plugin', { plugin: p.name, version: p.version });
         await ws.installPlugin(p.name, p.version, p.kind);
       }
     } catch (err) {
       this.#availability = {
         available: false,
-        message: `the Pulumi CLI could not install its plugins (${err instanceof Error ? err.message.slice(0, 500) : String(err)}); check network access or pre-install them into ${this.#o.pulumiHome}`,
+        message: `the Pulumi CLI could not install its plugins (${err instanceof Error ? err.message.slice(0, 500) : String(err)}); check network access or pre-install them into ${this.#options.pulumiHome}`,
       };
       return;
     }
     this.#command = command;
     this.#availability = { available: true };
-    this.#o.log?.('pulumi engine ready', { version: command.version?.version, backend: redactUrl(this.#o.backendUrl) });
+    this.#options.log?.('pulumi engine ready', { version: command.version?.version, backend: redactUrl(this.#options.backendUrl) });
   }
 
   #env(): Record<string, string> {
     return planStack(
       { tenantId: 'probe', organization: '', plan: '', runtimeVersion: '', suspended: false, clusterName: '', rootKubeconfig: '', runtimeToken: '' },
-      { ...this.#o, stackConfig: () => ({}) },
+      { ...this.#options, stackConfig: () => ({}) },
     ).envVars;
   }
 
@@ -197,13 +197,13 @@ export class PulumiEngine implements Engine {
 
   async #stack(input: StackInput, withConfig: boolean): Promise<{ stack: Stack; plan: StackPlan }> {
     const pulumiCommand = this.#require();
-    const plan = planStack(input, this.#o);
+    const plan = planStack(input, this.#options);
     await mkdir(plan.workDir, { recursive: true });
     const stack = await LocalWorkspace.createOrSelectStack(
-      { stackName: plan.stackName, projectName: plan.projectName, program: this.#o.program },
+      { stackName: plan.stackName, projectName: plan.projectName, program: this.#options.program },
       {
         workDir: plan.workDir,
-        pulumiHome: this.#o.pulumiHome,
+        pulumiHome: this.#options.pulumiHome,
         pulumiCommand,
         envVars: plan.envVars,
         secretsProvider: plan.secretsProvider,
@@ -237,7 +237,7 @@ export class PulumiEngine implements Engine {
     try {
       const { stack } = await this.#stack(input, true);
       const steps: ResourceStep[] = [];
-      const res = await stack.up({ ...this.#handlers(opts, steps), parallel: this.#o.parallel ?? 16 });
+      const res = await stack.up({ ...this.#handlers(opts, steps), parallel: this.#options.parallel ?? 16 });
       return { outputs: plainOutputs(res.outputs), changes: toChanges(res.summary.resourceChanges), steps };
     } catch (err) {
       throw mapError(err, opts?.signal);

@@ -114,8 +114,8 @@ export interface ReconcilerStats {
 
 export class Reconciler {
   readonly owner: string;
-  readonly #o: Required<Omit<ReconcilerOptions, 'owner' | 'logger' | 'random' | 'heartbeatMs' | 'writePool' | 'health' | 'notifications'>> & { heartbeatMs: number };
-  readonly #w: pg.Pool;
+  readonly #settings: Required<Omit<ReconcilerOptions, 'owner' | 'logger' | 'random' | 'heartbeatMs' | 'writePool' | 'health' | 'notifications'>> & { heartbeatMs: number };
+  readonly #writePool: pg.Pool;
   readonly #log: ReconcilerLog;
   readonly #random: () => number;
   readonly #health: DatabaseHealth;
@@ -139,7 +139,7 @@ export class Reconciler {
   constructor(opts: ReconcilerOptions) {
     const leaseTtlMs = opts.leaseTtlMs ?? DEFAULTS.leaseTtlMs;
     this.owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
-    this.#o = {
+    this.#settings = {
       logSecrets: opts.logSecrets ?? [],
       kubeconfigPolicy: opts.kubeconfigPolicy ?? STRICT_KUBECONFIG_POLICY,
       pool: opts.pool,
@@ -158,7 +158,7 @@ export class Reconciler {
       waitCapMs: opts.waitCapMs ?? DEFAULTS.waitCapMs,
       logFlushMs: opts.logFlushMs ?? DEFAULTS.logFlushMs,
     };
-    this.#w = opts.writePool ?? opts.pool;
+    this.#writePool = opts.writePool ?? opts.pool;
     this.#notifications = opts.notifications;
     this.#log = opts.logger ?? pino({ level: 'silent' });
     this.#random = opts.random ?? Math.random;
@@ -184,38 +184,38 @@ export class Reconciler {
     await this.#startEngine();
     // Whenever notifications may have been missed (the hub reconnected): claim now.
     this.#unsubscribe = this.#notifications?.subscribe(TENANT_CHANNEL, (id) => this.#onNotify(id), () => this.kick());
-    this.#heartbeat = setInterval(() => void this.#beat(), this.#o.heartbeatMs);
+    this.#heartbeat = setInterval(() => void this.#beat(), this.#settings.heartbeatMs);
     this.#health.on('up', this.#onDatabaseUp);
     this.#loop = this.#run();
-    this.#log.info({ owner: this.owner, workers: this.#o.workers, engine: this.#o.engine.name }, 'reconciler started');
+    this.#log.info({ owner: this.owner, workers: this.#settings.workers, engine: this.#settings.engine.name }, 'reconciler started');
   }
 
   async #startEngine(): Promise<void> {
     try {
-      await this.#o.engine.start();
+      await this.#settings.engine.start();
     } catch (err) {
       this.#log.error({ err: String(err) }, 'engine start failed');
     }
-    const a = this.#o.engine.availability();
+    const a = this.#settings.engine.availability();
     if (a.available) return;
     this.#log.warn({ message: a.message }, 'engine unavailable: due tenants get condition EngineUnavailable; re-checking periodically');
-    this.#engineCheck = setTimeout(() => void this.#recheckEngine(), this.#o.engineRetryMs);
+    this.#engineCheck = setTimeout(() => void this.#recheckEngine(), this.#settings.engineRetryMs);
   }
 
   async #recheckEngine(): Promise<void> {
     this.#engineCheck = undefined;
     if (this.#stopping) return;
     try {
-      await this.#o.engine.start();
+      await this.#settings.engine.start();
     } catch (err) {
       this.#log.error({ err: String(err) }, 'engine start failed');
     }
-    if (this.#o.engine.availability().available) {
-      const woken = await wakeWaiters(this.#o.pool, 'EngineUnavailable').catch(() => 0);
+    if (this.#settings.engine.availability().available) {
+      const woken = await wakeWaiters(this.#settings.pool, 'EngineUnavailable').catch(() => 0);
       this.#log.info({ woken }, 'engine available again');
       this.kick();
     } else if (!this.#stopping) {
-      this.#engineCheck = setTimeout(() => void this.#recheckEngine(), this.#o.engineRetryMs);
+      this.#engineCheck = setTimeout(() => void this.#recheckEngine(), this.#settings.engineRetryMs);
     }
   }
 
@@ -248,14 +248,14 @@ export class Reconciler {
   async #run(): Promise<void> {
     let errors = 0;
     while (!this.#stopping) {
-      const free = this.#o.workers - this.#active.size;
+      const free = this.#settings.workers - this.#active.size;
       let claimed = 0;
       if (free > 0) {
         this.#kicked = false;
         try {
           const began = performance.now();
-          const list = await claimDueTenants(this.#o.pool, {
-            owner: this.owner, limit: free, leaseTtlMs: this.#o.leaseTtlMs, clusterParallelism: this.#o.clusterParallelism, resyncMs: this.#o.resyncMs,
+          const list = await claimDueTenants(this.#settings.pool, {
+            owner: this.owner, limit: free, leaseTtlMs: this.#settings.leaseTtlMs, clusterParallelism: this.#settings.clusterParallelism, resyncMs: this.#settings.resyncMs,
           });
           errors = 0;
           this.stats.polls += 1;
@@ -290,7 +290,7 @@ export class Reconciler {
       }
       if (this.#stopping) break;
       if (free > 0 && claimed === free) continue; // there may be more due right now
-      await this.#sleep(this.#o.pollMs);
+      await this.#sleep(this.#settings.pollMs);
     }
   }
 
@@ -312,7 +312,7 @@ export class Reconciler {
       return;
     }
     if (run.tenant.deleted || run.reason) return;
-    readSpecMarkers(this.#o.pool, tenantId).then((m) => {
+    readSpecMarkers(this.#settings.pool, tenantId).then((m) => {
       if (m?.deleted) this.#abort(run, 'deleted');
     }, () => {});
   }
@@ -331,7 +331,7 @@ export class Reconciler {
       return;
     }
     try {
-      const rows = await renewLeases(this.#o.pool, this.owner, ids, this.#o.leaseTtlMs);
+      const rows = await renewLeases(this.#settings.pool, this.owner, ids, this.#settings.leaseTtlMs);
       this.#lastRenewOk = Date.now();
       const held = new Map(rows.map((r) => [r.id, r]));
       for (const id of ids) {
@@ -348,7 +348,7 @@ export class Reconciler {
     } catch (err) {
       if (isConnectionError(err)) this.#health.down(err); // said once, by the health
       else this.#log.warn({ err: String(err) }, 'lease heartbeat failed');
-      if (Date.now() - this.#lastRenewOk > this.#o.leaseTtlMs) {
+      if (Date.now() - this.#lastRenewOk > this.#settings.leaseTtlMs) {
         // The leases have expired by now: another process may own these tenants.
         for (const run of this.#active.values()) this.#abort(run, 'lease-lost');
       }
@@ -357,16 +357,16 @@ export class Reconciler {
 
   async #attempt(run: ActiveRun): Promise<void> {
     const t = run.tenant;
-    const { engine, box } = this.#o;
-    const pool = this.#w;
+    const { engine, box } = this.#settings;
+    const pool = this.#writePool;
     if (t.placement === 'no-capacity') {
-      await recordWaiting(pool, this.owner, t, 'NoCapacity', t.placementMessage ?? 'no root cluster can take this tenant', { firstMs: this.#o.noCapacityRetryMs, capMs: this.#o.waitCapMs });
+      await recordWaiting(pool, this.owner, t, 'NoCapacity', t.placementMessage ?? 'no root cluster can take this tenant', { firstMs: this.#settings.noCapacityRetryMs, capMs: this.#settings.waitCapMs });
       this.stats.waiting += 1;
       return;
     }
     const availability = engine.availability();
     if (!availability.available && t.placement !== 'none-needed') {
-      await recordWaiting(pool, this.owner, t, 'EngineUnavailable', availability.message, { firstMs: this.#o.engineRetryMs, capMs: this.#o.waitCapMs });
+      await recordWaiting(pool, this.owner, t, 'EngineUnavailable', availability.message, { firstMs: this.#settings.engineRetryMs, capMs: this.#settings.waitCapMs });
       this.stats.waiting += 1;
       return;
     }
@@ -386,8 +386,8 @@ export class Reconciler {
     try {
       const input = t.placement === 'placed' ? await this.#stackInput(t, token) : undefined;
       log = new LogWriter(pool, started.operationId, {
-        flushMs: this.#o.logFlushMs,
-        secrets: [...(this.#o.logSecrets ?? []), ...(input ? [input.runtimeToken, ...kubeconfigSecrets(input.rootKubeconfig)] : [])],
+        flushMs: this.#settings.logFlushMs,
+        secrets: [...(this.#settings.logSecrets ?? []), ...(input ? [input.runtimeToken, ...kubeconfigSecrets(input.rootKubeconfig)] : [])],
       });
       this.#describe(log, t, started);
       const opts: RunOptions = {
@@ -442,8 +442,8 @@ export class Reconciler {
       await log?.close();
       if (!log) await appendLog(pool, started.operationId, [{ stream: 'reconciler', line: `operation failed: ${error.code}: ${error.message}` }]).catch(() => {});
       const out = await recordFailure(pool, this.owner, {
-        tenant: t, operationId: started.operationId, error, maxFailures: this.#o.maxFailures,
-        backoffMs: (n) => backoffMs(n, this.#o.backoff, this.#random),
+        tenant: t, operationId: started.operationId, error, maxFailures: this.#settings.maxFailures,
+        backoffMs: (n) => backoffMs(n, this.#settings.backoff, this.#random),
       });
       if (out) this.stats.failed += 1;
       else this.stats.leaseLost += 1;
@@ -481,7 +481,7 @@ export class Reconciler {
       log.line(`recovery: ${step.step}${step.step === 'refresh' ? ' --clear-pending-creates' : ''}: ${step.why}`);
       if (step.step === 'cancel') {
         try {
-          await this.#o.engine.cancel(input);
+          await this.#settings.engine.cancel(input);
         } catch (err) {
           // No lock to clear (the stack may not exist yet) is not an error worth failing for.
           log.line(`recovery: cancel reported: ${engineErrorOf(err).message}`);
@@ -490,15 +490,15 @@ export class Reconciler {
         // A release that cannot be repaired here fails the next up with Helm's own message and
         // is retried with backoff; it does not stop the rest of the recovery.
         try {
-          const pending = await this.#o.engine.interrupted(input);
+          const pending = await this.#settings.engine.interrupted(input);
           log.line(`recovery: ${pending.length} pending operation(s) in the stack${pending.length ? ': ' + pending.map((p) => `${p.operation} ${p.type} ${p.urn.split('::').at(-1)}`).join(', ') : ''}`);
-          const policy = this.#o.kubeconfigPolicy;
+          const policy = this.#settings.kubeconfigPolicy;
           for (const repair of await repairHelmReleases(pending, (kubeconfig) => kubeRecordStore(kubeconfig, policy))) log.line(`recovery: ${describeRepair(repair)}`);
         } catch (err) {
           log.line(`recovery: could not read the stack's pending operations: ${engineErrorOf(err).message}`);
         }
       } else {
-        await this.#o.engine.refresh(input, { ...opts, clearPendingCreates: true });
+        await this.#settings.engine.refresh(input, { ...opts, clearPendingCreates: true });
       }
     }
     log.line('recovery: done');
@@ -512,11 +512,11 @@ export class Reconciler {
   async #kubeconfig(clusterId: string): Promise<{ name: string; kubeconfig: string }> {
     const hit = this.#kubeconfigs.get(clusterId);
     if (hit && hit.until > Date.now()) return hit;
-    const cluster = await getClusterKubeconfig(this.#o.pool, clusterId);
+    const cluster = await getClusterKubeconfig(this.#settings.pool, clusterId);
     if (!cluster) throw new Error(`root cluster ${clusterId} of the tenant is not registered`);
     let checked;
     try {
-      checked = await pinKubeconfig(this.#o.box.decrypt(cluster.enc, `cluster/${cluster.name}`).toString('utf8'), this.#o.kubeconfigPolicy);
+      checked = await pinKubeconfig(this.#settings.box.decrypt(cluster.enc, `cluster/${cluster.name}`).toString('utf8'), this.#settings.kubeconfigPolicy);
     } catch (err) {
       if (!(err instanceof KubeconfigPolicyError)) throw err;
       throw new EngineError('ProgramFailed', `the kubeconfig of root cluster '${cluster.name}' is refused: ${err.message}; nothing was run against the cluster (register the cluster with an inline-credential kubeconfig)`);
@@ -565,13 +565,13 @@ export class Reconciler {
     const left = [...this.#active.values()];
     for (const run of left) this.#abort(run, 'shutdown');
     await Promise.all(left.map((r) => r.done));
-    const handed = await releaseLeases(this.#o.pool, this.owner, left.map((r) => r.tenant.id)).catch(() => 0);
+    const handed = await releaseLeases(this.#settings.pool, this.owner, left.map((r) => r.tenant.id)).catch(() => 0);
     this.stats.handedBack += handed;
     if (handed > 0) this.#log.info({ handed }, 'leases handed back at shutdown');
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
-    await this.#o.engine.close();
+    await this.#settings.engine.close();
   }
 }
 

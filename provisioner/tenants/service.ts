@@ -62,15 +62,15 @@ export interface Accepted {
 }
 
 export class TenantService {
-  readonly #d: TenantServiceDeps;
+  readonly #deps: TenantServiceDeps;
 
   constructor(deps: TenantServiceDeps) {
-    this.#d = deps;
+    this.#deps = deps;
   }
 
   /** Validates that `version` may be installed by `role` (public signups count as tenants). */
   async checkInstallable(db: Queryable, version: string, role: Role | 'public'): Promise<void> {
-    if (!this.#d.catalog.get(version)) throw errors.unknownVersion(version, 'runtimeVersion');
+    if (!this.#deps.catalog.get(version)) throw errors.unknownVersion(version, 'runtimeVersion');
     const availability = await availabilityOf(db, version);
     if (availability === 'withdrawn' || (availability === 'deprecated' && (role === 'tenant' || role === 'public'))) {
       throw errors.versionUnavailable(version, availability, 'runtimeVersion');
@@ -91,22 +91,22 @@ export class TenantService {
           field,
         );
       }
-      const answer = this.#d.catalog.rollbackAnswer(from, to);
+      const answer = this.#deps.catalog.rollbackAnswer(from, to);
       if (!answer.allowed) throw errors.upgradeRefused(answer.reason, [], field);
       return;
     }
-    const answer = this.#d.catalog.upgradePath(from, to);
+    const answer = this.#deps.catalog.upgradePath(from, to);
     if (!answer.allowed) throw errors.upgradeRefused(answer.reason, answer.path, field);
   }
 
   async signup(input: SignupInput, idempotencyKey: string | undefined, requestId: string): Promise<{ status: number; body: SignupResult }> {
     const plan = input.plan ?? DEFAULT_PLAN;
     if (!PLANS[plan]) throw errors.unknownPlan(plan, PLAN_NAMES);
-    const runtimeVersion = input.runtimeVersion ?? this.#d.catalog.defaultVersion('stable');
+    const runtimeVersion = input.runtimeVersion ?? this.#deps.catalog.defaultVersion('stable');
     const body = { organization: input.organization, email: input.email, plan: input.plan, runtimeVersion: input.runtimeVersion, region: input.region };
-    return withTx(this.#d.pool, async (tx) => {
+    return withTx(this.#deps.pool, async (tx) => {
       if (idempotencyKey !== undefined) {
-        const claim = await claimKey(tx, this.#d.box, 'signup', idempotencyKey, requestHash(body));
+        const claim = await claimKey(tx, this.#deps.box, 'signup', idempotencyKey, requestHash(body));
         if (claim.kind === 'replay') return { status: claim.status, body: claim.body as SignupResult };
         if (claim.kind === 'mismatch') throw errors.idempotencyMismatch();
         if (claim.kind === 'in-progress') throw errors.idempotencyInProgress();
@@ -133,7 +133,7 @@ export class TenantService {
       }
       const tenant = toTenant(row);
       const result: SignupResult = { tenant, apiKey: key, operationId };
-      if (idempotencyKey !== undefined) await storeResponse(tx, this.#d.box, 'signup', idempotencyKey, 202, result);
+      if (idempotencyKey !== undefined) await storeResponse(tx, this.#deps.box, 'signup', idempotencyKey, 202, result);
       return { status: 202, body: result };
     });
   }
@@ -145,7 +145,7 @@ export class TenantService {
    */
   async change(request: SpecChangeRequest): Promise<Accepted> {
     const { tenantId: id, change, kind, by: { actor, requestId } } = request;
-    return withTx(this.#d.pool, async (tx) => {
+    return withTx(this.#deps.pool, async (tx) => {
       const row = await getTenantRow(tx, id, true);
       if (!row) throw errors.notFound('tenant', id);
       if (row.deleted) {
@@ -187,7 +187,7 @@ export class TenantService {
 
   /** Queues a new attempt now for a stalled or failing tenant. */
   async retry(id: string, { actor, requestId }: Requester): Promise<Accepted> {
-    return withTx(this.#d.pool, async (tx) => {
+    return withTx(this.#deps.pool, async (tx) => {
       const row = await getTenantRow(tx, id, true);
       if (!row) throw errors.notFound('tenant', id);
       if (row.phase === 'Deleted') throw errors.tenantDeleted(id);

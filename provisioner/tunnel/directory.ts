@@ -56,7 +56,7 @@ interface Local {
 }
 
 export class TunnelDirectory {
-  readonly #o: TunnelDirectoryOptions;
+  readonly #options: TunnelDirectoryOptions;
   readonly #log: BaseLogger;
   readonly #local = new Map<string, Local>();
   /** Writes per tenant run in order (connect, then disconnect of the same connection). */
@@ -77,20 +77,20 @@ export class TunnelDirectory {
   };
 
   constructor(opts: TunnelDirectoryOptions) {
-    this.#o = opts;
+    this.#options = opts;
     this.#log = opts.logger ?? pino({ enabled: false });
   }
 
   get replicaId(): string {
-    return this.#o.replicaId;
+    return this.#options.replicaId;
   }
 
   async start(): Promise<void> {
-    this.#o.tunnel.events.on('connect', this.#onConnect);
-    this.#o.tunnel.events.on('disconnect', this.#onDisconnect);
+    this.#options.tunnel.events.on('connect', this.#onConnect);
+    this.#options.tunnel.events.on('disconnect', this.#onDisconnect);
     // Notifications sent while the hub was disconnected are lost: compare the table with our tunnels then.
-    this.#unsubscribe = this.#o.notifications.subscribe(TUNNEL_CHANNEL, (tenantId) => this.#check(tenantId), () => this.#renewSoon());
-    const every = this.#o.renewMs ?? 10_000;
+    this.#unsubscribe = this.#options.notifications.subscribe(TUNNEL_CHANNEL, (tenantId) => this.#check(tenantId), () => this.#renewSoon());
+    const every = this.#options.renewMs ?? 10_000;
     this.#timer = setInterval(() => this.#renewSoon(), every);
     this.#timer.unref();
   }
@@ -99,14 +99,14 @@ export class TunnelDirectory {
   async stop(): Promise<void> {
     this.#stopped = true;
     clearInterval(this.#timer);
-    this.#o.tunnel.events.off('connect', this.#onConnect);
-    this.#o.tunnel.events.off('disconnect', this.#onDisconnect);
+    this.#options.tunnel.events.off('connect', this.#onConnect);
+    this.#options.tunnel.events.off('disconnect', this.#onDisconnect);
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
     await this.#renewing;
     await Promise.all([...this.#queue.values()]);
     try {
-      await this.#o.pool.query('DELETE FROM runtime_tunnels WHERE replica_id = $1', [this.#o.replicaId]);
+      await this.#options.pool.query('DELETE FROM runtime_tunnels WHERE replica_id = $1', [this.#options.replicaId]);
     } catch (err) {
       this.#log.warn({ err: message(err) }, 'could not remove this replica from the tunnel directory; its rows expire with the lease');
     }
@@ -114,14 +114,14 @@ export class TunnelDirectory {
 
   /** The other replica holding the tenant's tunnel, if any holds it within the lease. */
   async owner(tenantId: string): Promise<TunnelOwner | undefined> {
-    const { rows } = await this.#o.pool.query<{ replica_id: string; replica_url: string; connected_at: Date }>({
+    const { rows } = await this.#options.pool.query<{ replica_id: string; replica_url: string; connected_at: Date }>({
       name: 'runtime-tunnel-owner',
       text: `SELECT replica_id, replica_url, connected_at FROM runtime_tunnels
              WHERE tenant_id = $1 AND ${liveTunnel('runtime_tunnels')}`,
       values: [tenantId],
     });
     const row = rows[0];
-    if (!row || row.replica_id === this.#o.replicaId) return undefined;
+    if (!row || row.replica_id === this.#options.replicaId) return undefined;
     return { replicaId: row.replica_id, url: row.replica_url, since: row.connected_at };
   }
 
@@ -149,7 +149,7 @@ export class TunnelDirectory {
   async #write(info: TunnelInfo): Promise<void> {
     const local = this.#local.get(info.tenantId);
     if (local?.connectionId !== info.connectionId) return; // closed before it was written
-    await this.#o.pool.query({
+    await this.#options.pool.query({
       name: 'runtime-tunnel-write',
       text: `WITH w AS (
                INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at, seen_at)
@@ -158,13 +158,13 @@ export class TunnelDirectory {
                  replica_url = EXCLUDED.replica_url, connected_at = EXCLUDED.connected_at, seen_at = now()
                RETURNING tenant_id)
              SELECT pg_notify('${TUNNEL_CHANNEL}', tenant_id::text) FROM w`,
-      values: [info.tenantId, info.connectionId, this.#o.replicaId, this.#o.advertiseUrl(), info.since],
+      values: [info.tenantId, info.connectionId, this.#options.replicaId, this.#options.advertiseUrl(), info.since],
     });
     local.written = true;
   }
 
   async #remove(tenantId: string, connectionId: string): Promise<void> {
-    await this.#o.pool.query({
+    await this.#options.pool.query({
       name: 'runtime-tunnel-remove',
       text: 'DELETE FROM runtime_tunnels WHERE tenant_id = $1 AND connection_id = $2',
       values: [tenantId, connectionId],
@@ -176,7 +176,7 @@ export class TunnelDirectory {
     const local = this.#local.get(tenantId);
     if (!local?.written || this.#stopped) return;
     this.#enqueue(tenantId, async () => {
-      const { rows } = await this.#o.pool.query<{ connection_id: string; replica_id: string }>(
+      const { rows } = await this.#options.pool.query<{ connection_id: string; replica_id: string }>(
         'SELECT connection_id, replica_id FROM runtime_tunnels WHERE tenant_id = $1', [tenantId]);
       this.#closeIfSuperseded(tenantId, local, rows[0]);
     });
@@ -184,7 +184,7 @@ export class TunnelDirectory {
 
   #closeIfSuperseded(tenantId: string, local: Local, row: { connection_id: string; replica_id: string } | undefined): boolean {
     if (!row || row.connection_id === local.connectionId || this.#local.get(tenantId) !== local) return false;
-    if (this.#o.tunnel.closeReplaced(tenantId, local.connectionId)) {
+    if (this.#options.tunnel.closeReplaced(tenantId, local.connectionId)) {
       this.#log.info({ tenantId, connectionId: local.connectionId, newReplica: row.replica_id }, 'tunnel replaced by a newer connection of the runtime to another replica');
     }
     return true;
@@ -201,11 +201,11 @@ export class TunnelDirectory {
 
   /** Renews our rows, then repairs: rows of tunnels we no longer hold go, tunnels without a row get one (or close if replaced). */
   async #renewOnce(): Promise<void> {
-    const pool = this.#o.pool;
+    const pool = this.#options.pool;
     const { rows } = await pool.query<{ tenant_id: string; connection_id: string }>({
       name: 'runtime-tunnel-renew',
       text: 'UPDATE runtime_tunnels SET seen_at = now() WHERE replica_id = $1 RETURNING tenant_id, connection_id',
-      values: [this.#o.replicaId],
+      values: [this.#options.replicaId],
     });
     const held = new Map(rows.map((r) => [r.tenant_id, r.connection_id]));
     for (const [tenantId, connectionId] of held) {
@@ -213,7 +213,7 @@ export class TunnelDirectory {
         this.#enqueue(tenantId, () => this.#remove(tenantId, connectionId));
       }
     }
-    for (const info of this.#o.tunnel.connections()) {
+    for (const info of this.#options.tunnel.connections()) {
       const local = this.#local.get(info.tenantId);
       if (!local || local.connectionId !== info.connectionId || !local.written || held.get(info.tenantId) === info.connectionId) continue;
       this.#enqueue(info.tenantId, async () => {

@@ -41,7 +41,7 @@ export interface VclusterEmulatorOptions {
 }
 
 export class VclusterEmulator {
-  readonly #o: VclusterEmulatorOptions;
+  readonly #options: VclusterEmulatorOptions;
   readonly #apps: AppsV1Api;
   readonly #core: CoreV1Api;
   readonly #clusters = new Map<string, EmulatedVcluster>();
@@ -51,7 +51,7 @@ export class VclusterEmulator {
   #loop: Promise<void> | undefined;
 
   constructor(o: VclusterEmulatorOptions) {
-    this.#o = o;
+    this.#options = o;
     this.#apps = o.root.makeApiClient(AppsV1Api);
     this.#core = o.root.makeApiClient(CoreV1Api);
   }
@@ -74,9 +74,9 @@ export class VclusterEmulator {
       try {
         await this.#tick();
       } catch (err) {
-        this.#o.log?.(`vcluster emulator: ${err instanceof Error ? err.message : String(err)}`);
+        this.#options.log?.(`vcluster emulator: ${err instanceof Error ? err.message : String(err)}`);
       }
-      await sleep(this.#o.pollMs ?? 500);
+      await sleep(this.#options.pollMs ?? 500);
     }
   }
 
@@ -92,7 +92,7 @@ export class VclusterEmulator {
         const p = this.#emulate(ns, release).catch((err: unknown) => {
           const msg = `emulating the vcluster of ${ns} failed: ${err instanceof Error ? err.message : String(err)}`;
           this.errors.push(msg);
-          this.#o.log?.(msg);
+          this.#options.log?.(msg);
         }).finally(() => this.#starting.delete(ns));
         this.#starting.set(ns, p);
       }
@@ -100,20 +100,20 @@ export class VclusterEmulator {
     for (const [ns, vc] of this.#clusters) {
       if (present.has(ns)) continue;
       this.#clusters.delete(ns);
-      this.#o.log?.(`vcluster ${ns}/${vc.release} is gone: stopping its emulated control plane`);
+      this.#options.log?.(`vcluster ${ns}/${vc.release} is gone: stopping its emulated control plane`);
       await vc.plane.stop();
     }
   }
 
   async #emulate(namespace: string, release: string): Promise<void> {
     const seenAt = Date.now();
-    this.#o.log?.(`vcluster release ${namespace}/${release} appeared: starting its API server`);
-    const plane = await startKubeControlPlane(this.#o.toolchain, {
+    this.#options.log?.(`vcluster release ${namespace}/${release} appeared: starting its API server`);
+    const plane = await startKubeControlPlane(this.#options.toolchain, {
       name: `vc-${namespace}`,
-      dir: join(this.#o.dir, namespace),
-      etcdUrl: this.#o.etcdUrl,
+      dir: join(this.#options.dir, namespace),
+      etcdUrl: this.#options.etcdUrl,
       etcdPrefix: `/vcluster/${namespace}`,
-      nodes: this.#o.nodes ?? 2,
+      nodes: this.#options.nodes ?? 2,
     });
     if (this.#stopped) {
       await plane.stop();
@@ -137,7 +137,7 @@ export class VclusterEmulator {
       await this.#core.replaceNamespacedSecret({ name, namespace, body });
     }
     this.#clusters.set(namespace, { namespace, release, plane, seenAt, exportedAt: Date.now() });
-    this.#o.log?.(`vcluster ${namespace}/${release}: API server ${plane.server} ready in ${plane.startSeconds.toFixed(1)} s, kubeconfig exported to Secret ${name}`);
+    this.#options.log?.(`vcluster ${namespace}/${release}: API server ${plane.server} ready in ${plane.startSeconds.toFixed(1)} s, kubeconfig exported to Secret ${name}`);
   }
 
   async stop(): Promise<void> {
