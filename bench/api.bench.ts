@@ -33,12 +33,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Fastify from 'fastify';
 import { loadConfig } from '../provisioner/config.ts';
-import { SecretBox } from '../provisioner/crypto.ts';
 import { createPool } from '../provisioner/db/database.ts';
 import { startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
 import { migrate } from '../provisioner/db/migrate.ts';
 import { buildApp } from '../provisioner/http/app.ts';
 import { createLogger } from '../provisioner/logger.ts';
+import { buildServices } from '../provisioner/services.ts';
 import { createKey } from '../provisioner/store/keys.ts';
 import { catalog } from '../runtime/catalog.ts';
 import type { LoadRequest, LoadResult } from './load.ts';
@@ -69,13 +69,15 @@ for (const { id } of (await pool.query<{ id: string }>(`SELECT id FROM tenants O
   pollers.push({ path: `/v1/tenants/${id}`, authorization: `Bearer ${key}` });
 }
 
-const config = loadConfig({ DATABASE_URL: url, PROVISIONER_SIGNUP_RATE_LIMIT: '1000000000', LOG_LEVEL: 'info', ...(process.env.BENCH_KEY_CACHE_MS ? { PROVISIONER_KEY_CACHE_MS: process.env.BENCH_KEY_CACHE_MS } : {}) });
+const config = loadConfig({
+  DATABASE_URL: url, PROVISIONER_SIGNUP_RATE_LIMIT: '1000000000', LOG_LEVEL: 'info', PROVISIONER_ENGINE: 'none',
+  PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'), ...(process.env.BENCH_KEY_CACHE_MS ? { PROVISIONER_KEY_CACHE_MS: process.env.BENCH_KEY_CACHE_MS } : {}) });
 const logger = createLogger(config.logLevel, '/dev/null');
 const readConcurrency = process.env.BENCH_READ_CONCURRENCY ? Number(process.env.BENCH_READ_CONCURRENCY) : undefined;
-const { app, ctx } = await buildApp({
-  config, pool, box: new SecretBox(randomBytes(32)), catalog, logger,
-  ...(readConcurrency ? { hotReads: { concurrency: readConcurrency } } : {}),
-});
+// The services and the app as `provisioner serve` builds them (without a reconciler).
+const services = await buildServices(config, { pool, url }, { logger, ...(readConcurrency ? { hotReads: { concurrency: readConcurrency } } : {}) });
+const app = await buildApp(services);
+await services.start();
 const apiUrl = await app.listen({ port: 0, host: '127.0.0.1' });
 
 const bare = Fastify({ logger: false });
@@ -125,10 +127,10 @@ type Measured = LoadResult & { serverUs: number; serverSystemUs: number; postgre
 /** One measure; also the CPU time per request of the server process and of Postgres (µs). */
 async function load(title: string, req: Omit<LoadRequest, 'duration'> & { duration?: number }): Promise<Measured> {
   const before = await cpuNow();
-  const readsBefore = ctx.reads.stats();
+  const readsBefore = services.reads.stats();
   const r = await runLoad({ duration: DURATION, ...req });
   const after = await cpuNow();
-  const reads = ctx.reads.stats();
+  const reads = services.reads.stats();
   /** Reads per statement of one kind during this measure, when there were any. */
   const perStatement = (kind: 'tenants' | 'keys', what: string): string => {
     const batches = reads[kind].batches - readsBefore[kind].batches;
@@ -189,6 +191,7 @@ const failed = rows50.get.failed + many.failed + rows10.get.failed + signup.fail
   rows50.base.failed + rows10.base.failed;
 
 await app.close();
+await services.stop();
 await bare.close();
 await pool.end();
 await pg?.stop();

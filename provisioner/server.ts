@@ -1,35 +1,32 @@
 /**
- * `provisioner serve`: validates config, opens the database (embedded when DATABASE_URL is
- * unset), makes sure an admin key exists, starts the HTTP API and shuts everything down in order
- * on SIGTERM/SIGINT.
+ * `provisioner serve`: validates config, resolves the development secrets kept in the data dir,
+ * opens the database (embedded when DATABASE_URL is unset), makes sure an admin key exists,
+ * builds the services (services.ts) and the HTTP API over them, starts them, and shuts everything
+ * down in order on SIGTERM/SIGINT (docs/operations.md "Stopping a provisioner").
  */
-import type pino from 'pino';
 import type { FastifyInstance } from 'fastify';
+import type pino from 'pino';
+import type pg from 'pg';
 import { loadConfig, type Config } from './config.ts';
-import { SecretBox, loadOrCreateDevKey, loadOrCreateDevPassphrase, loadOrCreateSigningKey } from './crypto.ts';
+import { loadOrCreateDevKey, loadOrCreateDevPassphrase, loadOrCreateSigningKey } from './crypto.ts';
 import { DatabaseHealth } from './db/availability.ts';
 import { openDatabase, type Database } from './db/database.ts';
 import { leaveShutdownToCaller, type EmbeddedLog } from './db/embedded.ts';
-import { Notifications } from './db/notifications.ts';
 import { createLogger } from './logger.ts';
 import { buildApp } from './http/app.ts';
-import { registerDriftMetrics } from './http/metrics.ts';
-import { createEngine } from './engine/create.ts';
-import { Reconciler } from './reconciler/reconciler.ts';
-import { createWritePool } from './reconciler/write-pool.ts';
+import type { Reconciler } from './reconciler/reconciler.ts';
+import { buildServices, type Services } from './services.ts';
 import { createKey, hasActiveAdmin, keyExists } from './store/keys.ts';
-import { catalog } from '../runtime/catalog.ts';
-import type pg from 'pg';
 
 export interface Running {
   config: Config;
   app: FastifyInstance;
   db: Database;
   url: string;
-  /** The reconcile loop; undefined with PROVISIONER_ENGINE=none. */
+  /** The process's services (services.ts). */
+  services: Services;
+  /** The reconcile loop (services.reconciler); undefined with PROVISIONER_ENGINE=none. */
   reconciler: Reconciler | undefined;
-  /** The process's one LISTEN connection (db/notifications.ts). */
-  notifications: Notifications;
   /** Stops accepting requests, finishes in-flight ones, closes the database. */
   close(): Promise<void>;
 }
@@ -45,14 +42,15 @@ export async function bootstrapAdmin(pool: pg.Pool, token: string | undefined): 
   return key;
 }
 
-export async function startServer(given: Config, opts: { out?: (line: string) => void } = {}): Promise<Running> {
+/**
+ * Fills in the secrets left unset with development ones kept in the data dir (each with a
+ * warning): the encryption key, the Pulumi passphrase, the request-signing key.
+ */
+async function withDevelopmentSecrets(given: Config, logger: pino.Logger): Promise<Config> {
   let config = given;
-  const out = opts.out ?? ((line: string) => process.stdout.write(line + '\n'));
-  const logger = createLogger(config.logLevel);
-  let key = config.encryptionKey;
-  if (!key) {
+  if (!config.encryptionKey) {
     const dev = await loadOrCreateDevKey(config.dataDir);
-    key = dev.key;
+    config = { ...config, encryptionKey: dev.key };
     logger.warn({ path: dev.path, created: dev.created },
       'PROVISIONER_ENCRYPTION_KEY is not set: using a development key kept in the data dir; set it in production');
   }
@@ -62,12 +60,18 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
     logger.warn({ path: dev.path, created: dev.created },
       'PULUMI_CONFIG_PASSPHRASE is not set: using a development passphrase kept in the data dir; set it (or a KMS secrets provider) in production');
   }
-  let signingKeyPem = config.requestSigningKeyPem;
-  if (!signingKeyPem) {
+  if (!config.requestSigningKeyPem) {
     const dev = await loadOrCreateSigningKey(config.dataDir);
-    signingKeyPem = dev.pem;
+    config = { ...config, requestSigningKeyPem: dev.pem };
     if (dev.created) logger.warn({ path: dev.path }, 'PROVISIONER_REQUEST_SIGNING_KEY is not set: generated a request-signing key in the data dir');
   }
+  return config;
+}
+
+export async function startServer(given: Config, opts: { out?: (line: string) => void } = {}): Promise<Running> {
+  const out = opts.out ?? ((line: string) => process.stdout.write(line + '\n'));
+  const logger = createLogger(given.logLevel);
+  const config = await withDevelopmentSecrets(given, logger);
   const db = await openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
@@ -85,39 +89,35 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
       out('  Set PROVISIONER_ADMIN_TOKEN to use a key of your own.');
       out('');
     }
-    const box = new SecretBox(key);
-    // One LISTEN connection for the process: the app's and the reconciler's subscriptions share it.
-    const notifications = new Notifications({ pool: db.pool, logger: logger.child({ component: 'notifications' }) });
-    const { app, ctx } = await buildApp({ config, pool: db.pool, box, catalog, logger, requestSigningKeyPem: signingKeyPem, notifications });
-    const url = await app.listen({ port: config.port, host: config.host });
-    let reconciler: Reconciler | undefined;
-    const writePool = createWritePool(db.url, Math.max(4, config.reconciler.workers + 2), db.health);
+    const services = await buildServices(config, db, { logger });
+    let app: FastifyInstance | undefined;
     try {
-      reconciler = await startReconciler(config, db, writePool, box, logger, ctx.requestSigningPublicKeyPem, notifications);
-      if (reconciler) registerDriftMetrics(ctx.metrics, reconciler.stats);
-      await notifications.start();
+      app = await buildApp(services);
+      await services.start();
+      const url = await app.listen({ port: config.port, host: config.host });
+      await services.reconciler?.start();
+      const running = app;
+      return {
+        config, app, db, url, services, reconciler: services.reconciler,
+        async close() {
+          // At the same time: stop claiming, let running operations finish within their grace period
+          // and hand back the rest; drain the tunnels while the API keeps serving, then stop it.
+          await Promise.all([
+            services.reconciler?.stop({ graceMs: config.reconciler.shutdownGraceSeconds * 1000 }),
+            running.close(),
+          ]);
+          // The database's part is bounded: a database that is gone or hangs costs at most this.
+          // The services hand their connections back (the LISTEN one, the write pool) before the pool ends.
+          await within(DATABASE_CLOSE_MS, Promise.allSettled([services.stop().finally(() => db.close())]), () =>
+            logger.warn({ afterMs: DATABASE_CLOSE_MS }, 'the database connections did not close in time; leaving them'));
+        },
+      };
     } catch (err) {
-      await reconciler?.stop({ graceMs: 0 });
-      await app.close();
-      await notifications.stop();
-      await writePool.end();
+      await services.reconciler?.stop({ graceMs: 0 }).catch(() => {});
+      await app?.close();
+      await services.stop();
       throw err;
     }
-    return {
-      config, app, db, url, reconciler, notifications,
-      async close() {
-        // At the same time: stop claiming, let running operations finish within their grace period
-        // and hand back the rest; drain the tunnels while the API keeps serving, then stop it.
-        await Promise.all([
-          reconciler?.stop({ graceMs: config.reconciler.shutdownGraceSeconds * 1000 }),
-          app.close(),
-        ]);
-        // The database's part is bounded: a database that is gone or hangs costs at most this. The
-        // notifications hub hands its connection back before the pool ends.
-        await within(DATABASE_CLOSE_MS, Promise.allSettled([writePool.end(), notifications.stop().then(() => db.close())]), () =>
-          logger.warn({ afterMs: DATABASE_CLOSE_MS }, 'the database connections did not close in time; leaving them'));
-      },
-    };
   } catch (err) {
     await db.close();
     throw err;
@@ -143,61 +143,6 @@ async function within(ms: number, work: Promise<unknown>, late: () => void): Pro
   const outcome = await Promise.race([work.then(() => false), timedOut]);
   clearTimeout(timer);
   if (outcome) late();
-}
-
-/** Secrets the Pulumi CLI may print (its errors quote the backend URL): masked in operation logs. */
-export function engineSecrets(config: Config, databaseUrl: string): string[] {
-  const out: string[] = [];
-  for (const raw of [databaseUrl, config.engine.backendUrl]) {
-    if (!raw) continue;
-    try {
-      const url = new URL(raw);
-      if (url.password) out.push(url.password, decodeURIComponent(url.password));
-    } catch {
-      // not a URL: nothing to mask
-    }
-  }
-  if (config.engine.passphrase) out.push(config.engine.passphrase);
-  return [...new Set(out)];
-}
-
-/** Starts the reconcile loop with the configured engine (none: no loop; the API still serves). */
-async function startReconciler(
-  config: Config, db: Database, writePool: pg.Pool, box: SecretBox, logger: pino.Logger, publicKeyPem: string,
-  notifications: Notifications,
-): Promise<Reconciler | undefined> {
-  const log = logger.child({ component: 'reconciler' });
-  const engine = await createEngine(config.engine, {
-    dataDir: config.dataDir,
-    databaseUrl: db.url,
-    controlPlanePublicKey: publicKeyPem,
-    kubeconfigPolicy: config.kubeconfig,
-    log: (msg, fields) => log.info(fields ?? {}, msg),
-  });
-  if (!engine) {
-    log.warn('PROVISIONER_ENGINE=none: no reconciler runs; tenants stay as they are');
-    return undefined;
-  }
-  const r = config.reconciler;
-  const reconciler = new Reconciler({
-    pool: db.pool,
-    writePool,
-    notifications,
-    engine,
-    box,
-    workers: r.workers,
-    clusterParallelism: r.clusterParallelism,
-    leaseTtlMs: r.leaseTtlSeconds * 1000,
-    pollMs: r.pollMs,
-    resyncMs: r.resyncSeconds * 1000,
-    maxFailures: r.maxFailures,
-    backoff: { baseMs: r.backoffBaseSeconds * 1000, capMs: r.backoffCapSeconds * 1000 },
-    logger: log,
-    logSecrets: engineSecrets(config, db.url),
-    kubeconfigPolicy: config.kubeconfig,
-  });
-  await reconciler.start();
-  return reconciler;
 }
 
 /** Runs until SIGTERM/SIGINT; exits 0 after a clean shutdown. */

@@ -1,21 +1,23 @@
 /**
- * An API under test: the real fastify app on a fresh, migrated database, with an admin key and an
- * operator key, and small helpers for requests through app.inject().
+ * An API under test: the process's services and the real fastify app over them, built the way
+ * `provisioner serve` builds them (buildServices, buildApp), on a fresh, migrated database, with
+ * an admin key and an operator key, and small helpers for requests through app.inject(). No
+ * reconciler runs (PROVISIONER_ENGINE=none unless the env says otherwise).
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import type { LightMyRequestResponse } from 'fastify';
+import type pg from 'pg';
 import { loadConfig, type Config } from '../../provisioner/config.ts';
-import { SecretBox } from '../../provisioner/crypto.ts';
 import { buildApp } from '../../provisioner/http/app.ts';
-import type { AppContext } from '../../provisioner/http/context.ts';
+import { buildServices, type Services, type ServicesOptions } from '../../provisioner/services.ts';
 import { createKey } from '../../provisioner/store/keys.ts';
-import { catalog, type Catalog } from '../../runtime/catalog.ts';
+import type { Catalog } from '../../runtime/catalog.ts';
 import { createTestDatabase, type TestDatabase } from './postgres.ts';
 
 export interface TestApi {
   app: FastifyInstance;
-  ctx: AppContext;
+  services: Services;
   db: TestDatabase;
   config: Config;
   adminKey: string;
@@ -37,16 +39,45 @@ export function uniqueOrg(prefix = 'org'): string {
   return `${prefix}-${orgCounter}-${randomBytes(3).toString('hex')}`;
 }
 
+/** One provisioner process's services and app, started (not listening); close() stops them as serve does. */
+export interface TestReplica {
+  app: FastifyInstance;
+  services: Services;
+  close(): Promise<void>;
+}
+
+/** Builds and starts services and app as `provisioner serve` does, on the given pool. */
+export async function startReplica(config: Config, db: { pool: pg.Pool; url: string }, opts: ServicesOptions = {}): Promise<TestReplica> {
+  const services = await buildServices(config, db, opts);
+  const app = await buildApp(services);
+  await services.start();
+  await app.ready();
+  let closed: Promise<void> | undefined;
+  return {
+    app, services,
+    close() {
+      closed ??= (async () => {
+        await services.reconciler?.stop({ graceMs: 0 });
+        await app.close();
+        await services.stop();
+      })();
+      return closed;
+    },
+  };
+}
+
 export async function createTestApi(opts: { env?: Record<string, string>; catalog?: Catalog } = {}): Promise<TestApi> {
   const db = await createTestDatabase();
-  const config = loadConfig({ DATABASE_URL: db.url, PROVISIONER_SIGNUP_RATE_LIMIT: '100000', ...opts.env });
-  const box = new SecretBox(randomBytes(32));
-  const { app, ctx } = await buildApp({ config, pool: db.pool, box, catalog: opts.catalog ?? catalog });
-  await app.ready();
+  const config = loadConfig({
+    DATABASE_URL: db.url, PROVISIONER_SIGNUP_RATE_LIMIT: '100000', PROVISIONER_ENGINE: 'none',
+    PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'), ...opts.env,
+  });
+  const replica = await startReplica(config, db, opts.catalog ? { catalog: opts.catalog } : {});
+  const { app, services } = replica;
   const adminKey = (await createKey(db.pool, { role: 'admin', name: 'test admin', createdBy: 'test' })).key;
   const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'test operator', createdBy: 'test' })).key;
   const api: TestApi = {
-    app, ctx, db, config, adminKey, operatorKey,
+    app, services, db, config, adminKey, operatorKey,
     async request(method, url, o = {}) {
       const key = o.key === undefined ? adminKey : o.key;
       const headers: Record<string, string> = { ...(key ? { authorization: `Bearer ${key}` } : {}), ...o.headers };
@@ -62,7 +93,7 @@ export async function createTestApi(opts: { env?: Record<string, string>; catalo
       return { tenantId: parsed.tenant.id, apiKey: parsed.apiKey, operationId: parsed.operationId, body: parsed };
     },
     async close() {
-      await app.close();
+      await replica.close();
       await db.drop();
     },
   };

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { loadConfig } from '../../provisioner/config.ts';
-import { engineSecrets } from '../../provisioner/server.ts';
+import { engineSecrets } from '../../provisioner/services.ts';
 
 t.test('the state backend passwords and the passphrase are masked in operation logs', async (t) => {
   const config = loadConfig({

@@ -23,8 +23,8 @@ t.test('a root cluster is registered with its kubeconfig encrypted at rest and n
   t.notMatch(res.body, /very-secret-token/);
   const { rows } = await api.db.pool.query<{ kubeconfig_enc: Buffer }>(`SELECT kubeconfig_enc FROM root_clusters WHERE name = 'eu-west-1a'`);
   t.notOk(rows[0]!.kubeconfig_enc.toString('latin1').includes('very-secret-token'), 'not stored in clear');
-  t.equal(api.ctx.box.decrypt(rows[0]!.kubeconfig_enc, 'cluster/eu-west-1a').toString(), kubeconfig(), 'decrypts back');
-  t.throws(() => api.ctx.box.decrypt(rows[0]!.kubeconfig_enc, 'cluster/other'), 'bound to its cluster name');
+  t.equal(api.services.box.decrypt(rows[0]!.kubeconfig_enc, 'cluster/eu-west-1a').toString(), kubeconfig(), 'decrypts back');
+  t.throws(() => api.services.box.decrypt(rows[0]!.kubeconfig_enc, 'cluster/other'), 'bound to its cluster name');
   const list = (await api.request('GET', '/v1/clusters')).json();
   t.same(list.items.map((c: { name: string }) => c.name), ['eu-west-1a']);
   t.notMatch(JSON.stringify(list), /very-secret-token/);
@@ -131,14 +131,12 @@ t.test('health, readiness, metrics, OpenAPI and unknown routes', async (t) => {
 
 t.test('readiness fails when the database is unreachable', async (t) => {
   const other = await createTestApi();
-  // The notifications hub holds a LISTEN connection of the pool: hand it back so the pool can end.
-  await other.ctx.tunnelDirectory.stop();
-  await other.ctx.notifications.stop();
+  // The services hold connections of the pool (the LISTEN one): hand them back so the pool can end.
+  await other.services.stop();
   await other.db.pool.end();
   const res = await other.app.inject({ method: 'GET', url: '/readyz' });
   t.equal(res.statusCode, 503);
   t.equal(res.json().checks.database, 'unreachable');
-  await other.app.close();
   other.db.pool.end = async () => {};
-  await other.db.drop();
+  await other.close();
 });

@@ -14,7 +14,7 @@ t.teardown(() => api.close());
 const tenants = await Promise.all(Array.from({ length: 20 }, () => api.signup()));
 
 t.test('200 reads of 20 tenants at once, each with its own key: each gets its own tenant, in fewer statements', async (t) => {
-  const before = api.ctx.reads.stats();
+  const before = api.services.reads.stats();
   const res = await Promise.all(Array.from({ length: 200 }, (_, i) => {
     const tenant = tenants[i % tenants.length]!;
     return api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key: tenant.apiKey }).then((r) => ({ r, tenant }));
@@ -22,7 +22,7 @@ t.test('200 reads of 20 tenants at once, each with its own key: each gets its ow
   t.same(res.map(({ r }) => r.statusCode), res.map(() => 200));
   t.same(res.map(({ r }) => `${r.json().id} ${r.json().organization}`), res.map(({ tenant }) => `${tenant.tenantId} ${tenant.body.tenant.organization}`),
     'every read answered with its own tenant');
-  const after = api.ctx.reads.stats();
+  const after = api.services.reads.stats();
   t.equal(after.tenants.reads - before.tenants.reads, 200);
   t.ok(after.tenants.batches - before.tenants.batches < 50, `200 reads took ${after.tenants.batches - before.tenants.batches} statements`);
   const lookups = after.keys.reads - before.keys.reads;
@@ -61,12 +61,12 @@ t.test('key lookups in batches: unknown, revoked and valid keys presented togeth
   const revoked = await createKey(api.db.pool, { role: 'tenant', tenantId: tenant.tenantId, name: 'revoked', createdBy: 'test' });
   await api.db.pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [revoked.info.id]);
   const unknown = fresh.key.slice(0, -4) + (fresh.key.endsWith('AAAA') ? 'BBBB' : 'AAAA');
-  const before = api.ctx.reads.stats().keys;
+  const before = api.services.reads.stats().keys;
   const res = await Promise.all([fresh.key, revoked.key, unknown, fresh.key].map((key) =>
     api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key })));
   t.same(res.map((r) => r.statusCode), [200, 401, 401, 200]);
   t.same(res.map((r) => r.statusCode === 200 ? r.json().id : r.json().error.code), [tenant.tenantId, 'INVALID_API_KEY', 'INVALID_API_KEY', tenant.tenantId]);
-  t.ok(api.ctx.reads.stats().keys.batches - before.batches <= 2, 'looked up together');
+  t.ok(api.services.reads.stats().keys.batches - before.batches <= 2, 'looked up together');
 });
 
 t.test('/metrics counts the reads and the statements that answered them, by kind', async (t) => {
@@ -98,7 +98,7 @@ t.test('unknown ids and other tenants\' ids answer as before', async (t) => {
   t.equal(cross.json().error.code, 'TENANT_NOT_FOUND');
 });
 
-t.test('the hot reads run on a connection of their own, leave the API pool\'s settings alone, and close with the app', async (t) => {
+t.test('the hot reads run on a connection of their own, leave the API pool\'s settings alone, and close when the provisioner stops', async (t) => {
   const other = await createTestApi();
   const readerSessions = async () => (await other.db.pool.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%t.id = ANY($1::uuid[])%'`,
@@ -110,8 +110,10 @@ t.test('the hot reads run on a connection of their own, leave the API pool\'s se
     `SELECT current_setting('plan_cache_mode') AS plan`,
   );
   t.equal(rows[0]!.plan, 'auto', 'the API pool keeps the default plan cache mode');
+  // Stopped as `provisioner serve` stops: the app, then the services (which own the hot reads).
   await other.app.close();
+  await other.services.stop();
   for (let i = 0; i < 50 && (await readerSessions()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
-  t.equal(await readerSessions(), 0, 'closed with the app');
+  t.equal(await readerSessions(), 0, 'closed when the services stopped');
   await other.db.drop();
 });

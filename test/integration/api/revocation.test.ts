@@ -6,21 +6,19 @@
 import t from 'tap';
 import http from 'node:http';
 import { once } from 'node:events';
-import { createTestApi } from '../../helpers/api.ts';
+import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
-import { buildApp } from '../../../provisioner/http/app.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
-import { catalog } from '../../../runtime/catalog.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
 
 const a = await createTestApi();
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
 const poolB = createPool(a.db.url, 5);
-const b = await buildApp({ config: a.config, pool: poolB, box: a.ctx.box, catalog, replicaId: 'replica-b' });
+const b = await startReplica(a.config, { pool: poolB, url: a.db.url }, { replicaId: 'replica-b' });
 const baseB = await b.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(async () => {
-  await b.app.close();
+  await b.close();
   await poolB.end();
   await a.close();
 });
@@ -89,7 +87,7 @@ t.test('the destroy that completes a delete revokes the tenant\'s keys with the 
     'users: [{name: u, user: {token: root-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
   t.equal((await a.request('POST', '/v1/clusters', { key: a.operatorKey, body: { name: 'revoke-root', region: 'eu', capacity: 10, kubeconfig } })).statusCode, 201);
   // TEST DOUBLE engine: every call succeeds at once (the reconciler, database and notices are real).
-  const reconciler = new Reconciler({ pool: a.db.pool, engine: new ScriptedEngine(), box: a.ctx.box, pollMs: 100, logFlushMs: 10 });
+  const reconciler = new Reconciler({ pool: a.db.pool, engine: new ScriptedEngine(), box: a.services.box, pollMs: 100, logFlushMs: 10 });
   await reconciler.start();
   t.teardown(() => reconciler.stop({ graceMs: 0 }));
   const tenant = await a.signup();

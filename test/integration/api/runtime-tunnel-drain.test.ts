@@ -10,19 +10,17 @@ import http from 'node:http';
 import net from 'node:net';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { createTestApi } from '../../helpers/api.ts';
+import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
-import { buildApp } from '../../../provisioner/http/app.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
-import { catalog } from '../../../runtime/catalog.ts';
 
 const a = await createTestApi();
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
 const poolB = createPool(a.db.url, 5);
-const b = await buildApp({ config: a.config, pool: poolB, box: a.ctx.box, catalog, replicaId: 'replica-b' });
+const b = await startReplica(a.config, { pool: poolB, url: a.db.url }, { replicaId: 'replica-b' });
 const baseB = await b.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(async () => {
-  await b.app.close();
+  await b.close();
   await poolB.end();
   await a.close();
 });
@@ -68,11 +66,11 @@ async function until(check: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 1000 && !check(); i++) await new Promise((r) => setTimeout(r, 10)); // up to 10 s on a loaded machine
   if (!check()) throw new Error(`timed out waiting until ${what}`);
 }
-await until(() => a.ctx.tunnel.status(tenant.tenantId).connected, 'A holds the tunnel');
+await until(() => a.services.tunnel.status(tenant.tenantId).connected, 'A holds the tunnel');
 const auth = { authorization: `Bearer ${tenant.apiKey}` };
 
 t.test('a replica shutting down drains: the running request finishes, new ones go to the replica the runtime moved to', async (t) => {
-  t.equal(a.ctx.tunnel.status(tenant.tenantId).connected, true, 'the runtime is connected to A');
+  t.equal(a.services.tunnel.status(tenant.tenantId).connected, true, 'the runtime is connected to A');
   const slow = fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtime/api/slow`, { headers: auth });
   await arrived;
 
@@ -83,9 +81,9 @@ t.test('a replica shutting down drains: the running request finishes, new ones g
   const closingA = a.app.close();
   await draining;
   await reconnected;
-  await until(() => b.ctx.tunnel.status(tenant.tenantId).connected, 'B holds the tunnel');
-  t.equal(b.ctx.tunnel.status(tenant.tenantId).connected, true, 'the runtime reconnected, to B');
-  await b.ctx.tunnelDirectory.renew();
+  await until(() => b.services.tunnel.status(tenant.tenantId).connected, 'B holds the tunnel');
+  t.equal(b.services.tunnel.status(tenant.tenantId).connected, true, 'the runtime reconnected, to B');
+  await b.services.tunnelDirectory.renew();
 
   const viaB = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/new`, { headers: auth });
   t.equal(viaB.status, 201, 'B serves new requests');
@@ -98,6 +96,6 @@ t.test('a replica shutting down drains: the running request finishes, new ones g
   t.equal(res.status, 200, 'the request that was running when A began to shut down finished');
   t.equal((await res.arrayBuffer()).byteLength, SLOW_BYTES, 'with its whole body');
   await closingA;
-  t.equal(a.ctx.tunnel.status(tenant.tenantId).connected, false);
-  t.equal(b.ctx.tunnel.status(tenant.tenantId).connected, true, 'the new tunnel was not closed as a replacement of the drained one');
+  t.equal(a.services.tunnel.status(tenant.tenantId).connected, false);
+  t.equal(b.services.tunnel.status(tenant.tenantId).connected, true, 'the new tunnel was not closed as a replacement of the drained one');
 });

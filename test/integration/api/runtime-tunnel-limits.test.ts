@@ -64,7 +64,7 @@ t.test('shutdown of the tunnel server: a request in flight and a new one get 503
   const headers = { authorization: `Bearer ${tenant.apiKey}` };
   const inFlight = fetch(url, { headers });
   await hangReached; // forwarded through the tunnel and waiting at the runtime's upstream
-  await api.ctx.tunnel.close();
+  await api.services.tunnel.close();
   const cut = await inFlight;
   t.equal(cut.status, 503);
   t.equal(((await cut.json()) as { error: { code: string } }).error.code, 'SHUTTING_DOWN');

@@ -9,21 +9,18 @@ import http from 'node:http';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { createTestApi } from '../../helpers/api.ts';
+import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
-import { buildApp } from '../../../provisioner/http/app.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
-import { catalog } from '../../../runtime/catalog.ts';
 import { CloseCode, RELAY_HEADER } from '../../../provisioner/tunnel/index.ts';
 
 const a = await createTestApi();
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
 const poolB = createPool(a.db.url, 5);
-const b = await buildApp({ config: a.config, pool: poolB, box: a.ctx.box, catalog, replicaId: 'replica-b' });
+const b = await startReplica(a.config, { pool: poolB, url: a.db.url }, { replicaId: 'replica-b' });
 const baseB = await b.app.listen({ port: 0, host: '127.0.0.1' });
-let bClosed = false;
 t.teardown(async () => {
-  if (!bClosed) await b.app.close();
+  await b.close();
   await poolB.end();
   await a.close();
 });
@@ -58,7 +55,7 @@ t.teardown(() => upstream.close());
 const runtimeOnA = await connectRuntime(a, baseA, tenant.tenantId, upstream, 'runtime on a');
 t.teardown(() => runtimeOnA.client.close());
 // The directory row is written right after the tunnel connects; renew() waits for pending writes.
-await a.ctx.tunnelDirectory.renew();
+await a.services.tunnelDirectory.renew();
 
 /** The runtime after it reconnected to replica B (the fourth test). */
 let runtimeOnB: Awaited<ReturnType<typeof connectRuntime>> | undefined;
@@ -115,9 +112,9 @@ t.test('the runtime reconnecting to replica B replaces its tunnel on A; A then r
   });
   runtimeOnB = await connectRuntime(a, baseB, tenant.tenantId, upstream, 'runtime on b');
   t.equal(await replaced, CloseCode.replaced, 'A closed its tunnel with the replaced close code');
-  await b.ctx.tunnelDirectory.renew();
-  t.equal(a.ctx.tunnel.status(tenant.tenantId).connected, false);
-  t.equal(b.ctx.tunnel.status(tenant.tenantId).connected, true);
+  await b.services.tunnelDirectory.renew();
+  t.equal(a.services.tunnel.status(tenant.tenantId).connected, false);
+  t.equal(b.services.tunnel.status(tenant.tenantId).connected, true);
   const viaA = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtime/api/info`, { headers: auth(tenant.apiKey) });
   t.equal(viaA.status, 201);
   t.same(await tunnelOf(baseA, tenant.tenantId), await tunnelOf(baseB, tenant.tenantId));
@@ -129,15 +126,15 @@ t.test('the runtime reconnecting to replica B replaces its tunnel on A; A then r
 t.test('a lost directory row is written again at the next renewal', async (t) => {
   await a.db.pool.query('DELETE FROM runtime_tunnels WHERE tenant_id = $1', [tenant.tenantId]);
   t.equal((await tunnelOf(baseA, tenant.tenantId)).connected, false, 'without the row A cannot know');
-  await b.ctx.tunnelDirectory.renew();
-  await b.ctx.tunnelDirectory.renew();
+  await b.services.tunnelDirectory.renew();
+  await b.services.tunnelDirectory.renew();
   t.equal((await tunnelOf(baseA, tenant.tenantId)).connected, true);
 });
 
 t.test('a replacement whose notification was missed is found by the next renewal', async (t) => {
   const third = await a.signup();
   const runtime = await connectRuntime(a, baseA, third.tenantId, upstream, 'runtime of the third tenant');
-  await a.ctx.tunnelDirectory.renew();
+  await a.services.tunnelDirectory.renew();
   const closed = new Promise<number>((resolve) => {
     runtime.client.events.once('disconnected', (code) => {
       void runtime.client.close();
@@ -146,10 +143,10 @@ t.test('a replacement whose notification was missed is found by the next renewal
   });
   // Another replica's newer connection, written without a notification.
   await a.db.pool.query(`UPDATE runtime_tunnels SET connection_id = gen_random_uuid(), replica_id = 'replica-z', connected_at = now() WHERE tenant_id = $1`, [third.tenantId]);
-  t.equal(a.ctx.tunnel.status(third.tenantId).connected, true, 'nothing told A yet');
-  await a.ctx.tunnelDirectory.renew();
+  t.equal(a.services.tunnel.status(third.tenantId).connected, true, 'nothing told A yet');
+  await a.services.tunnelDirectory.renew();
   t.equal(await closed, CloseCode.replaced);
-  t.equal(a.ctx.tunnel.status(third.tenantId).connected, false);
+  t.equal(a.services.tunnel.status(third.tenantId).connected, false);
   t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels WHERE tenant_id = $1', [third.tenantId])).rows, [{ replica_id: 'replica-z' }], "the other replica's row stays");
   await a.db.pool.query('DELETE FROM runtime_tunnels WHERE tenant_id = $1', [third.tenantId]);
 });
@@ -184,7 +181,7 @@ t.test('a replica that stopped renewing is not relayed to; one that cannot be re
   const stale = await fetch(`${baseA}/v1/tenants/${other.tenantId}/runtime/api/info`, { headers: auth(other.apiKey) });
   t.equal(stale.status, 503);
   t.match(((await stale.json()) as { error: { message: string } }).error.message, /is not connected/);
-  await a.ctx.tunnelDirectory.renew();
+  await a.services.tunnelDirectory.renew();
   t.same((await a.db.pool.query('SELECT 1 FROM runtime_tunnels WHERE tenant_id = $1', [other.tenantId])).rows, [], 'swept');
 });
 
@@ -204,8 +201,7 @@ t.test('a replica shutting down removes its rows; the runtime is then unreachabl
   t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels')).rows, [{ replica_id: 'replica-b' }]);
   const told = once(runtimeOnB!.client.events, 'draining');
   // Returns promptly with a tunnel open: tunnels close before the HTTP server waits for its sockets.
-  await b.app.close();
-  bClosed = true;
+  await b.close();
   t.match(((await told) as [string])[0], /shutting down/, 'the runtime was told to reconnect elsewhere');
   t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels')).rows, []);
   t.same(await tunnelOf(baseA, tenant.tenantId), { connected: false, since: null });

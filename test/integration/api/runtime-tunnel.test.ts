@@ -22,7 +22,7 @@ const b = await api.signup();
 
 const proxy = await buildAppProxy({
   tenantId: a.tenantId,
-  publicKey: loadPublicKey(api.ctx.requestSigningPublicKeyPem),
+  publicKey: loadPublicKey(api.services.signer.publicKeyPem),
   runtimeInfo: staticRuntimeInfo({ runtimeVersion: '1.4.0', components: { argoCd: '7.9.1' } }),
 });
 const proxyUrl = await proxy.listen({ port: 0, host: '127.0.0.1' });

@@ -105,7 +105,7 @@ t.test('a provisioner process opens one LISTEN connection for the reconciler, th
   });
   const running = await startServer(config, { out: () => {} });
   t.teardown(() => running.close());
-  t.ok(running.reconciler?.listening, 'the reconciler listens for due tenants');
+  await until('the reconciler listens for due tenants', async () => running.reconciler?.listening === true, 5000);
   const signup = await fetch(`${running.url}/v1/signup`, {
     method: 'POST', headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ organization: `org-${randomBytes(3).toString('hex')}`, email: 'a@example.com' }),

@@ -110,7 +110,7 @@ for (const [how, stop] of Object.entries(outages)) t.test(`Postgres ${how} under
   });
   const reconciler = new Reconciler({
     pool: running.db.pool, engine: new ScriptedEngine(), box: new SecretBox(randomBytes(32)), pollMs: 100,
-    notifications: running.notifications,
+    notifications: running.services.notifications,
   });
   await reconciler.start();
   t.teardown(() => reconciler.stop({ graceMs: 0 }));
@@ -196,7 +196,7 @@ t.test('shutdown with the database gone takes at most 2 s', async (t) => {
   const s = await ownServer();
   t.teardown(() => rm(s.dir, { recursive: true, force: true }));
   const { running } = await provisionerOn(s, t);
-  const reconciler = new Reconciler({ pool: running.db.pool, engine: new ScriptedEngine(), box: new SecretBox(randomBytes(32)), pollMs: 100, notifications: running.notifications });
+  const reconciler = new Reconciler({ pool: running.db.pool, engine: new ScriptedEngine(), box: new SecretBox(randomBytes(32)), pollMs: 100, notifications: running.services.notifications });
   await reconciler.start();
   // A signup before, and a request while the database is gone: connections of every kind exist.
   const ok = await fetch(`${running.url}/v1/signup`, {

@@ -1,0 +1,244 @@
+/**
+ * The process's services, built in one place from the configuration and the database: what the
+ * HTTP API serves from (http/app.ts registers routes over them), what runs beside it (the
+ * reconciler, the tunnel directory), and what they share (the notifications hub, the key cache,
+ * batched reads, the request signer). server.ts starts and stops them; tests build them through
+ * the same function (test/helpers/api.ts).
+ *
+ *   notifications ─┬─ reconciler (tenant_due)          tunnel server ─ tunnel directory (runtime_tunnel)
+ *                  ├─ tunnel directory                 request signer ─ tunnel server, engine (public key)
+ *                  ├─ key revocations (api_key_revoked) → key cache, tunnel server
+ *                  └─ operation log hub (operation_log)
+ */
+import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { advertiseUrl, type Config } from './config.ts';
+import { SecretBox } from './crypto.ts';
+import type { DatabaseHealth } from './db/availability.ts';
+import { Notifications } from './db/notifications.ts';
+import { createEngine } from './engine/create.ts';
+import { hashKeyBase64 } from './auth/keys.ts';
+import { KeyCache } from './auth/key-cache.ts';
+import { createMetrics, registerDriftMetrics, registerReadMetrics, registerTunnelMetrics, type Metrics, type RelayOutcome } from './http/metrics.ts';
+import { KeyStreams } from './http/streams.ts';
+import { OperationLogHub } from './reconciler/log-follow.ts';
+import { Reconciler } from './reconciler/reconciler.ts';
+import { createWritePool } from './reconciler/write-pool.ts';
+import { createHotReads, type BatchOptions, type HotReads } from './store/batched-reads.ts';
+import { KEY_REVOKED_CHANNEL } from './store/keys.ts';
+import { ClusterService } from './clusters/service.ts';
+import { KeyService } from './keys/service.ts';
+import { RuntimeVersionService } from './runtime-versions/service.ts';
+import { TenantService } from './tenants/service.ts';
+import {
+  createRequestSigner, createTunnelServer, generateRequestSigningKeys, TunnelDirectory,
+  type RequestSigner, type TunnelLimits, type TunnelServer,
+} from './tunnel/index.ts';
+import { catalog as runtimeCatalog, type Catalog } from '../runtime/catalog.ts';
+
+/** The database the services use: openDatabase()'s, or a test database. */
+export interface ServicesDatabase {
+  pool: pg.Pool;
+  url: string;
+  health?: DatabaseHealth;
+}
+
+export interface ServicesOptions {
+  /** A pino logger; no logging when absent. */
+  logger?: Logger;
+  /** The runtime version catalog (default: runtime/catalog.ts). */
+  catalog?: Catalog;
+  /** This process's replica id in the tunnel directory (default: a new UUID). */
+  replicaId?: string;
+  /** Batching of the API's hot reads (defaults in store/batched-reads.ts). */
+  hotReads?: BatchOptions;
+  /** Tunnel limits over the configured ones (tests). */
+  tunnelLimits?: Partial<TunnelLimits>;
+}
+
+export interface Services {
+  config: Config;
+  /** The process's logger (the HTTP server logs through it); undefined: no logging. */
+  logger: Logger | undefined;
+  pool: pg.Pool;
+  box: SecretBox;
+  catalog: Catalog;
+  /** The process's one LISTEN connection (db/notifications.ts). */
+  notifications: Notifications;
+  /** Batched reads of a tenant and of an API key (store/batched-reads.ts). */
+  reads: HotReads;
+  /** Resolved API keys, briefly (auth/key-cache.ts). */
+  keyCache: KeyCache;
+  /** Open event streams by API key: a revoked key's streams end at once. */
+  streams: KeyStreams;
+  metrics: Metrics;
+  /** Counts relays to other replicas in the metrics. */
+  onRelay: (outcome: RelayOutcome) => void;
+  /** Signs requests forwarded to runtimes; its public half goes to every runtime. */
+  signer: RequestSigner;
+  /** Tunnels of connected runtimes. */
+  tunnel: TunnelServer;
+  /** Which replica holds each runtime's tunnel (shared through Postgres). */
+  tunnelDirectory: TunnelDirectory;
+  tenants: TenantService;
+  clusters: ClusterService;
+  keys: KeyService;
+  runtimeVersions: RuntimeVersionService;
+  /** Live operation log followers, woken through the notifications hub. */
+  logHub: OperationLogHub;
+  /** The reconcile loop (not started); undefined with PROVISIONER_ENGINE=none. */
+  reconciler: Reconciler | undefined;
+  /** Tunnels arrive as upgrades of this HTTP server, and other replicas reach this one at its address. */
+  attachHttpServer(server: Server): void;
+  /** Starts the tunnel directory and the notifications hub (the reconciler is started on its own). */
+  start(): Promise<void>;
+  /**
+   * Stops what start() started and what the services hold: the directory's rows of this replica,
+   * log followers, batched reads, the LISTEN connection, the reconciler's write pool. Call after
+   * the reconciler and the HTTP server stopped; the database pool stays the caller's. A second
+   * call waits for the first.
+   */
+  stop(): Promise<void>;
+}
+
+/**
+ * Builds the services of one provisioner process. `config.encryptionKey` must be set (server.ts
+ * resolves the development key first); without `config.requestSigningKeyPem` a signing key is
+ * generated for this process.
+ */
+export async function buildServices(config: Config, db: ServicesDatabase, opts: ServicesOptions = {}): Promise<Services> {
+  if (!config.encryptionKey) throw new Error('buildServices: config.encryptionKey is not set');
+  const { pool } = db;
+  const logger = opts.logger;
+  const child = (component: string): { logger?: Logger } => (logger ? { logger: logger.child({ component }) } : {});
+  const box = new SecretBox(config.encryptionKey);
+  const catalog = opts.catalog ?? runtimeCatalog;
+
+  const notifications = new Notifications({ pool, ...child('notifications') });
+  const metrics = createMetrics(pool);
+  const keyCache = new KeyCache({ ttlMs: config.keyCacheMs });
+  const reads = createHotReads(pool, opts.hotReads);
+  registerReadMetrics(metrics, reads);
+
+  const signer = createRequestSigner({ privateKeyPem: config.requestSigningKeyPem ?? generateRequestSigningKeys().privateKeyPem });
+  const tunnel = createTunnelServer({
+    // Only runtime keys open tunnels, each for the one tenant it is bound to.
+    authenticate: async (token) => {
+      const id = await reads.key(hashKeyBase64(token));
+      return id?.role === 'runtime' && id.tenantId ? { tenantId: id.tenantId, keyId: id.keyId } : null;
+    },
+    signer,
+    ...child('tunnel'),
+    ...config.tunnel,
+    ...opts.tunnelLimits,
+  });
+  const onRelay = registerTunnelMetrics(metrics, tunnel);
+  const streams = new KeyStreams();
+  /** A key was revoked (here, or through another replica): drop it from the cache, close its tunnel and its streams here. */
+  const onKeyRevoked = (keyId: string): void => {
+    keyCache.revoke(keyId);
+    tunnel.disconnectKey(keyId);
+    streams.closeKey(keyId);
+  };
+  notifications.subscribe(KEY_REVOKED_CHANNEL, onKeyRevoked);
+  let httpServer: Server | undefined;
+  const tunnelDirectory = new TunnelDirectory({
+    pool,
+    notifications,
+    tunnel,
+    replicaId: opts.replicaId ?? randomUUID(),
+    advertiseUrl: () => advertiseUrl(config, httpServer?.address() ?? null),
+    ...child('tunnel-directory'),
+  });
+
+  const reconcilerParts = await buildReconciler(config, db, box, signer.publicKeyPem, notifications, logger);
+  if (reconcilerParts) registerDriftMetrics(metrics, reconcilerParts.reconciler.stats);
+  const logHub = new OperationLogHub(pool, notifications);
+  let stopped: Promise<void> | undefined;
+
+  return {
+    config, logger, pool, box, catalog, notifications, reads, keyCache, streams, metrics, onRelay, signer, tunnel, tunnelDirectory,
+    tenants: new TenantService({ pool, box, catalog }),
+    clusters: new ClusterService({ pool, box, kubeconfigPolicy: config.kubeconfig }),
+    keys: new KeyService({ pool, onRevoked: onKeyRevoked }),
+    runtimeVersions: new RuntimeVersionService({ pool, catalog }),
+    logHub,
+    reconciler: reconcilerParts?.reconciler,
+    attachHttpServer(server) {
+      httpServer = server;
+      server.on('upgrade', (req, socket, head) => {
+        if (!tunnel.handleUpgrade(req, socket, head)) socket.destroy();
+      });
+    },
+    async start() {
+      await tunnelDirectory.start();
+      await notifications.start();
+    },
+    stop() {
+      stopped ??= (async () => {
+        await tunnelDirectory.stop();
+        await logHub.close();
+        await reads.close();
+        await notifications.stop();
+        await reconcilerParts?.writePool.end();
+      })();
+      return stopped;
+    },
+  };
+}
+
+/** The reconcile loop with the configured engine (none: no loop; the API still serves). */
+async function buildReconciler(
+  config: Config, db: ServicesDatabase, box: SecretBox, publicKeyPem: string, notifications: Notifications, logger: Logger | undefined,
+): Promise<{ reconciler: Reconciler; writePool: pg.Pool } | undefined> {
+  const log = logger?.child({ component: 'reconciler' });
+  const engine = await createEngine(config.engine, {
+    dataDir: config.dataDir,
+    databaseUrl: db.url,
+    controlPlanePublicKey: publicKeyPem,
+    kubeconfigPolicy: config.kubeconfig,
+    ...(log ? { log: (msg, fields) => log.info(fields ?? {}, msg) } : {}),
+  });
+  if (!engine) {
+    log?.warn('PROVISIONER_ENGINE=none: no reconciler runs; tenants stay as they are');
+    return undefined;
+  }
+  const r = config.reconciler;
+  const writePool = createWritePool(db.url, Math.max(4, r.workers + 2), db.health);
+  const reconciler = new Reconciler({
+    pool: db.pool,
+    writePool,
+    notifications,
+    engine,
+    box,
+    workers: r.workers,
+    clusterParallelism: r.clusterParallelism,
+    leaseTtlMs: r.leaseTtlSeconds * 1000,
+    pollMs: r.pollMs,
+    resyncMs: r.resyncSeconds * 1000,
+    maxFailures: r.maxFailures,
+    backoff: { baseMs: r.backoffBaseSeconds * 1000, capMs: r.backoffCapSeconds * 1000 },
+    ...(log ? { logger: log } : {}),
+    logSecrets: engineSecrets(config, db.url),
+    kubeconfigPolicy: config.kubeconfig,
+  });
+  return { reconciler, writePool };
+}
+
+/** Secrets the Pulumi CLI may print (its errors quote the backend URL): masked in operation logs. */
+export function engineSecrets(config: Config, databaseUrl: string): string[] {
+  const out: string[] = [];
+  for (const raw of [databaseUrl, config.engine.backendUrl]) {
+    if (!raw) continue;
+    try {
+      const url = new URL(raw);
+      if (url.password) out.push(url.password, decodeURIComponent(url.password));
+    } catch {
+      // not a URL: nothing to mask
+    }
+  }
+  if (config.engine.passphrase) out.push(config.engine.passphrase);
+  return [...new Set(out)];
+}
