@@ -20,12 +20,8 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { createRequestSigner } from '../provisioner/tunnel/request-token.ts';
 import type { AddressInfo } from 'node:net';
-import { buildAppProxy } from '../runtime/agents/app-proxy/app.ts';
-import { loadPublicKey } from '../runtime/agents/app-proxy/request-token.ts';
-import { staticRuntimeInfo } from '../runtime/agents/app-proxy/runtime-info.ts';
-import { createRouter } from '../runtime/agents/request-router/router.ts';
 import { startTunnelClient } from '../runtime/agents/tunnel-client/client.ts';
-import { KEYS, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens, TestRouteState, testRoutes } from '../test/integration/tunnel/harness.ts';
+import { KEYS, startAppProxy, startControlPlane, startRequestRouter, startRuntime, StubCallers, StubRuntimeTokens } from '../test/integration/tunnel/harness.ts';
 
 type Role = 'cp' | 'app' | 'router' | 'client' | 'runtime' | 'tcp';
 /** Replies of the child processes; each answers the request of the same type. */
@@ -348,29 +344,16 @@ async function child(role: Role, args: string[]): Promise<void> {
     close = () => cp.close();
   } else if (role === 'app') {
     const [tenantId] = args as [string];
-    const state = new TestRouteState();
-    const appProxy = await buildAppProxy({
-      tenantId,
-      publicKey: loadPublicKey(publicKeyPem),
-      runtimeInfo: staticRuntimeInfo({ runtimeVersion: '1.5.0', components: { argoCd: '8.0.17', argoEvents: '2.4.15' } }),
-      routes: testRoutes(state),
-    });
-    await appProxy.listen({ port: 0, host: '127.0.0.1' });
-    started = { type: 'started', base: `http://127.0.0.1:${(appProxy.server.address() as AddressInfo).port}` };
-    answer = (type) => (type === 'produced' ? { type, produced: state.produced } : undefined);
+    const appProxy = await startAppProxy(tenantId, publicKeyPem);
+    started = { type: 'started', base: appProxy.base };
+    answer = (type) => (type === 'produced' ? { type, produced: appProxy.state.produced } : undefined);
     close = () => appProxy.close();
   } else if (role === 'router') {
     const [appProxyUrl] = args as [string];
     // No webhooks in this benchmark: the event source address is never dialled.
-    const router = createRouter({ appProxyUrl, eventSourceUrl: 'http://127.0.0.1:9', maxSockets: 2048 });
-    const server = http.createServer(router.handler);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    started = { type: 'started', base: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
-    close = async () => {
-      router.close();
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
-    };
+    const router = await startRequestRouter(appProxyUrl, 'http://127.0.0.1:9');
+    started = { type: 'started', base: router.base };
+    close = () => router.close();
   } else if (role === 'runtime') {
     const [tenantId, wsUrl, token] = args as [string, string, string];
     const runtime = await startRuntime(tenantId, { wsUrl }, token, { window, maxChunkBytes: chunk }, publicKeyPem);

@@ -236,8 +236,8 @@ function listen(server: http.Server): Promise<number> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
 }
 
-/** app-proxy + stub event source + request router, without a tunnel client. */
-export async function startRuntimeServices(tenantId: string, publicKeyPem = KEYS.publicKeyPem): Promise<Omit<Runtime, 'client'> & { routerPort: number }> {
+/** The app-proxy with the TEST DOUBLE routes, on loopback (port 0). */
+export async function startAppProxy(tenantId: string, publicKeyPem = KEYS.publicKeyPem): Promise<{ base: string; state: TestRouteState; close(): Promise<void> }> {
   const state = new TestRouteState();
   const appProxy = await buildAppProxy({
     tenantId,
@@ -246,7 +246,28 @@ export async function startRuntimeServices(tenantId: string, publicKeyPem = KEYS
     routes: testRoutes(state),
   });
   await appProxy.listen({ port: 0, host: '127.0.0.1' });
-  const appPort = (appProxy.server.address() as AddressInfo).port;
+  return { base: `http://127.0.0.1:${(appProxy.server.address() as AddressInfo).port}`, state, close: () => appProxy.close() };
+}
+
+/** The request router in front of an app-proxy and an event source, on loopback (port 0). */
+export async function startRequestRouter(appProxyUrl: string, eventSourceUrl: string): Promise<{ base: string; port: number; close(): Promise<void> }> {
+  const router = createRouter({ appProxyUrl, eventSourceUrl, maxSockets: 2048 });
+  const server = http.createServer(router.handler);
+  const port = await listen(server);
+  return {
+    base: `http://127.0.0.1:${port}`,
+    port,
+    async close() {
+      router.close();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+/** app-proxy + stub event source + request router, without a tunnel client. */
+export async function startRuntimeServices(tenantId: string, publicKeyPem = KEYS.publicKeyPem): Promise<Omit<Runtime, 'client'> & { routerPort: number }> {
+  const appProxy = await startAppProxy(tenantId, publicKeyPem);
   const webhooks: Runtime['webhooks'] = [];
   const eventSource = http.createServer((req, res) => {
     const parts: Buffer[] = [];
@@ -258,21 +279,17 @@ export async function startRuntimeServices(tenantId: string, publicKeyPem = KEYS
     });
   });
   const eventPort = await listen(eventSource);
-  const router = createRouter({ appProxyUrl: `http://127.0.0.1:${appPort}`, eventSourceUrl: `http://127.0.0.1:${eventPort}`, maxSockets: 2048 });
-  const routerServer = http.createServer(router.handler);
-  const routerPort = await listen(routerServer);
+  const router = await startRequestRouter(appProxy.base, `http://127.0.0.1:${eventPort}`);
   return {
     tenantId,
-    appProxyBase: `http://127.0.0.1:${appPort}`,
-    routerBase: `http://127.0.0.1:${routerPort}`,
-    routerPort,
-    state,
+    appProxyBase: appProxy.base,
+    routerBase: router.base,
+    routerPort: router.port,
+    state: appProxy.state,
     webhooks,
     async close() {
-      router.close();
-      routerServer.closeAllConnections();
       eventSource.closeAllConnections();
-      await Promise.all([new Promise((r) => routerServer.close(r)), new Promise((r) => eventSource.close(r)), appProxy.close()]);
+      await Promise.all([router.close(), new Promise((r) => eventSource.close(r)), appProxy.close()]);
     },
   };
 }
