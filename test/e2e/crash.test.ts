@@ -12,26 +12,15 @@
  * restarted provisioner finishes the destroy and nothing of the tenant is left.
  */
 import t from 'tap';
-import { provisioningUnavailable, startE2E } from './harness/environment.ts';
+import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { exists, kube } from './harness/kube.ts';
 import { until } from './harness/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
 
-t.setTimeout(20 * 60_000);
-
 const VERSION = '1.4.1';
 /** The next version the catalog allows from VERSION (its vcluster chart differs). */
 const UPGRADE_TO = '1.5.0';
-const PROVISION_TIMEOUT = 5 * 60_000;
-// Provisioning needs the Kubernetes provider plugin; without it this file reports itself skipped.
-const skip = provisioningUnavailable();
-if (skip) t.plan(0, skip);
-else await crash();
-
-async function crash(): Promise<void> {
-  const e2e = await startE2E(t);
-  const root = kube(e2e.root.kc);
-
+await provisioningSuite(t, async (e2e, root) => {
   interface StackExport {
     deployment?: {
       pending_operations?: unknown[];
@@ -170,4 +159,4 @@ async function crash(): Promise<void> {
     const keys = await e2e.db.pool.query<{ key: string }>(`SELECT key FROM pulumi_state WHERE key LIKE '%/' || $1 || '%'`, [stack]);
     t.same(keys.rows.map((r) => r.key), [], 'nothing of the stack is left in the state backend');
   });
-}
+});

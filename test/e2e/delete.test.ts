@@ -5,23 +5,12 @@
  */
 import t from 'tap';
 import { cli } from './harness/api-client.ts';
-import { provisioningUnavailable, startE2E } from './harness/environment.ts';
-import { exists, kube } from './harness/kube.ts';
+import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
+import { exists } from './harness/kube.ts';
 import { until } from './harness/processes.ts';
 
-t.setTimeout(20 * 60_000);
-
 const VERSION = '1.4.1';
-const PROVISION_TIMEOUT = 5 * 60_000;
-// Provisioning needs the Kubernetes provider plugin; without it this file reports itself skipped.
-const skip = provisioningUnavailable();
-if (skip) t.plan(0, skip);
-else await deletion();
-
-async function deletion(): Promise<void> {
-  const e2e = await startE2E(t);
-  const root = kube(e2e.root.kc);
-
+await provisioningSuite(t, async (e2e, root) => {
   t.test('delete: namespace gone from the root, stack removed from the backend, tenant tombstoned', async (t) => {
     const [gone, kept] = await Promise.all([e2e.signup('leaving', VERSION), e2e.signup('staying', VERSION)]);
     await Promise.all([
@@ -64,4 +53,4 @@ async function deletion(): Promise<void> {
     t.ok(await exists(() => root.core.readNamespace({ name: `tenant-${kept.tenant.id}` })), 'with its namespace');
     t.equal(other.status.lastOperationId, kept.operationId, 'and no operation ran for it');
   });
-}
+});

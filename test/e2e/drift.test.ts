@@ -4,24 +4,13 @@
  * it, and its operation log says so.
  */
 import t from 'tap';
-import { provisioningUnavailable, startE2E } from './harness/environment.ts';
-import { exists, kube } from './harness/kube.ts';
+import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
+import { exists } from './harness/kube.ts';
 import { until } from './harness/processes.ts';
-
-t.setTimeout(20 * 60_000);
 
 const VERSION = '1.4.1';
 const RESYNC_SECONDS = 30;
-const PROVISION_TIMEOUT = 5 * 60_000;
-// Provisioning needs the Kubernetes provider plugin; without it this file reports itself skipped.
-const skip = provisioningUnavailable();
-if (skip) t.plan(0, skip);
-else await drift();
-
-async function drift(): Promise<void> {
-  const e2e = await startE2E(t, { resyncSeconds: RESYNC_SECONDS });
-  const root = kube(e2e.root.kc);
-
+await provisioningSuite(t, async (e2e, root) => {
   t.test('drift: a ResourceQuota deleted by hand is restored by the next resync, and the log says so', async (t) => {
     const signup = await e2e.signup('driftco', VERSION);
     const tenantId = signup.tenant.id;
@@ -65,4 +54,4 @@ async function drift(): Promise<void> {
     t.ok(next.lines.includes('nothing to correct'), 'and changes nothing');
     t.equal((await e2e.api.tenant(tenantId)).status.phase, 'Ready');
   });
-}
+}, { resyncSeconds: RESYNC_SECONDS });

@@ -7,12 +7,11 @@
  */
 import t from 'tap';
 import { cli, type TenantView } from './harness/api-client.ts';
-import { provisioningUnavailable, startE2E, ROOT_CLUSTER } from './harness/environment.ts';
+import { ROOT_CLUSTER } from './harness/environment.ts';
+import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { availableDeployments, exists, installedChartVersions, kube, type Kube } from './harness/kube.ts';
 import { until } from './harness/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
-
-t.setTimeout(20 * 60_000);
 
 // An upgrade pair the catalog allows directly (1.4.1 → 1.5.0: vcluster 0.25 → 0.26, Argo CD 7 → 8,
 // Workflows and Rollouts change, Events stays), and a skip it refuses (1.4.1 → 1.6.0 jumps the
@@ -23,22 +22,13 @@ const SKIP = '1.6.0';
 const fromPins = catalog.get(FROM)!.components;
 const toPins = catalog.get(TO)!.components;
 
-const PROVISION_TIMEOUT = 5 * 60_000;
-
 /** What a refused Kubernetes API call failed with: its HTTP status, error code and message. */
 function describeRefusal(err: unknown): string {
   const e = err as { code?: unknown; statusCode?: unknown; message?: unknown; cause?: { code?: unknown; message?: unknown } };
   const parts: unknown[] = [e.code, e.statusCode, e.message, e.cause?.code, e.cause?.message];
   return parts.filter((x): x is string | number => typeof x === 'string' || typeof x === 'number').join(' ');
 }
-// Provisioning needs the Kubernetes provider plugin; without it this file reports itself skipped.
-const skip = provisioningUnavailable();
-if (skip) t.plan(0, skip);
-else await lifecycle();
-
-async function lifecycle(): Promise<void> {
-  const e2e = await startE2E(t);
-  const root = kube(e2e.root.kc);
+await provisioningSuite(t, async (e2e, root) => {
   const seconds = (since: number) => (Date.now() - since) / 1000;
 
   interface Provisioned {
@@ -255,4 +245,4 @@ async function lifecycle(): Promise<void> {
     t.same(await installedChartVersions(a.vc), expectedCharts(toPins),
       'the runtime\'s releases are as they were (the emulated tenant API server stays up while suspended)');
   });
-}
+});
