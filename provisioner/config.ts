@@ -3,7 +3,7 @@
  * object and passed down. Nothing else in the code reads process.env.
  */
 import os from 'node:os';
-import type { AddressInfo } from 'node:net';
+import { isIP, type AddressInfo } from 'node:net';
 import { createPrivateKey } from 'node:crypto';
 import { isAbsolute, join, resolve } from 'node:path';
 import { ConfigError, int, type Env } from '../runtime/agents/common/config.ts';
@@ -37,6 +37,12 @@ export interface Config {
   signupRateLimit: number;
   /** How long a resolved API key is cached in a process (PROVISIONER_KEY_CACHE_MS, default 2000; 0 turns it off). */
   keyCacheMs: number;
+  /** Longest time a caller may take to send a whole request, headers and body (PROVISIONER_REQUEST_TIMEOUT_SECONDS, default 60). */
+  requestTimeoutMs: number;
+  /** Event streams (log follow) one API key may hold open at once (PROVISIONER_SSE_STREAMS_PER_KEY, default 20). */
+  sseStreamsPerKey: number;
+  /** Proxies (IPs or CIDRs) whose X-Forwarded-For is believed for the client address (PROVISIONER_TRUSTED_PROXIES; default none). */
+  trustedProxies: string[];
   /**
    * Where other provisioner replicas reach this one, to relay requests for runtimes whose tunnel
    * this replica holds (PROVISIONER_ADVERTISE_URL; default: the listen address).
@@ -261,6 +267,9 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     bodyLimit: int(env, 'PROVISIONER_BODY_LIMIT', 64 * 1024, 1024, 16 * 1024 * 1024),
     signupRateLimit: int(env, 'PROVISIONER_SIGNUP_RATE_LIMIT', 20, 1, 1_000_000_000),
     keyCacheMs: int(env, 'PROVISIONER_KEY_CACHE_MS', 2000, 0, 60_000),
+    requestTimeoutMs: int(env, 'PROVISIONER_REQUEST_TIMEOUT_SECONDS', 60, 1, 3600) * 1000,
+    sseStreamsPerKey: int(env, 'PROVISIONER_SSE_STREAMS_PER_KEY', 20, 1, 10_000),
+    trustedProxies: trustedProxies(env.PROVISIONER_TRUSTED_PROXIES),
     advertiseUrl: advertiseUrlFrom(env.PROVISIONER_ADVERTISE_URL),
     reconciler: loadReconcilerConfig(env),
     engine: loadEngineConfig(env, dataDir, host, port),
@@ -293,6 +302,15 @@ function loadKubeconfigPolicy(env: Env): KubeconfigPolicy {
     allowedCidrs,
     allowHttp: bool(env, 'PROVISIONER_CLUSTER_ALLOW_HTTP', false),
   };
+}
+
+/** PROVISIONER_TRUSTED_PROXIES: comma-separated IPs or CIDRs of the ingress in front of the API. */
+function trustedProxies(raw: string | undefined): string[] {
+  const list = (raw ?? '').split(',').map((p) => p.trim()).filter((p) => p !== '');
+  for (const p of list) {
+    if (isIP(p) === 0 && !parseCidr(p)) throw new ConfigError('PROVISIONER_TRUSTED_PROXIES', `'${p}' is not an IP address or CIDR (e.g. 10.0.0.0/8)`);
+  }
+  return list;
 }
 
 function bool(env: Env, name: string, fallback: boolean): boolean {

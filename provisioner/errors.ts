@@ -40,6 +40,7 @@ export const ERROR_CODES = {
   RUNTIME_VERSION_UNAVAILABLE: { status: 422, description: 'withdrawn (or deprecated, for tenants and signups)' },
   UPGRADE_PATH_REFUSED: { status: 422, description: '`details.path` lists the versions to go through' },
   RATE_LIMITED: { status: 429, description: 'with `Retry-After`' },
+  TOO_MANY_STREAMS: { status: 429, description: 'the API key already holds `PROVISIONER_SSE_STREAMS_PER_KEY` open event streams' },
   REQUEST_HEADERS_TOO_LARGE: { status: 431, description: 'the headers of a request forwarded to a runtime are too large for the tunnel' },
   INTERNAL: { status: 500, description: 'details only in the server log' },
   RUNTIME_BAD_RESPONSE: { status: 502, description: 'the runtime\'s response was refused or broke the tunnel protocol' },
@@ -145,6 +146,8 @@ export const errors = {
     new AppError('RUNTIME_VERSION_UNAVAILABLE', `runtime version '${version}' is ${availability} and cannot be installed`, { field }),
   upgradeRefused: (message: string, path: readonly string[], field: string) =>
     new AppError('UPGRADE_PATH_REFUSED', message, { field, details: { path } }),
+  tooManyStreams: (limit: number) =>
+    new AppError('TOO_MANY_STREAMS', `this API key already follows ${limit} logs at once (the limit); close one first`),
   rateLimited: (retryAfterSeconds: number) =>
     new AppError('RATE_LIMITED', `too many requests; retry in ${retryAfterSeconds} s`),
   runtimeUnreachable: (message: string) => new AppError('RUNTIME_UNREACHABLE', message),

@@ -16,6 +16,8 @@ import { registerAuth } from './auth.ts';
 import { installErrorHandler } from './error-handler.ts';
 import { installValidation } from './validation.ts';
 import { RequestLog } from './request-log.ts';
+import { installSecurityHeaders } from './security-headers.ts';
+import http from 'node:http';
 import { ApiKeyInfo, Cluster, ErrorBody, Operation, Tenant } from './schemas.ts';
 import { auditRoutes } from './routes/audit.ts';
 import { clusterRoutes } from './routes/clusters.ts';
@@ -30,7 +32,16 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   const app = Fastify({
     ...(services.logger ? { loggerInstance: services.logger as unknown as FastifyBaseLogger } : { logger: false }),
     bodyLimit: services.config.bodyLimit,
-    trustProxy: false,
+    // The client address as the ingress reports it (X-Forwarded-For), only from listed proxies:
+    // the signup rate limit keys on it.
+    trustProxy: services.config.trustedProxies.length > 0 ? services.config.trustedProxies : false,
+    // A caller gets requestTimeoutMs to send a whole request (headers and body), checked every
+    // second; answers (event streams, forwarded downloads) are not limited by it.
+    serverFactory: (handler) => http.createServer({
+      requestTimeout: services.config.requestTimeoutMs,
+      headersTimeout: Math.min(services.config.requestTimeoutMs, 20_000),
+      connectionsCheckingInterval: 1000,
+    }, handler),
     requestIdHeader: false,
     genReqId: () => crypto.randomUUID(),
     // One line per request, successful reads at debug level (see request-log.ts).
@@ -59,7 +70,12 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   app.addHook('onRoute', (route) => {
     if (route.url.startsWith('/docs')) route.config = { ...(route.config ?? {}), public: true };
   });
-  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { docExpansion: 'list' } });
+  installSecurityHeaders(app);
+  // Swagger UI's own CSP (hashes of its inline assets), scoped to /docs, replaces the API's there.
+  await app.register(swaggerUi, {
+    routePrefix: '/docs', uiConfig: { docExpansion: 'list' },
+    staticCSP: true, transformStaticCSP: (header) => header.replace(/\s*upgrade-insecure-requests;?/, '').replace("frame-ancestors 'self'", "frame-ancestors 'none'"),
+  });
   await app.register(rateLimit, {
     global: false,
     errorResponseBuilder: (_req, context) => errors.rateLimited(Math.ceil(context.ttl / 1000)),

@@ -37,8 +37,34 @@ export interface TunnelRouteOptions {
   };
 }
 
-/** Caller headers that never cross into a runtime. */
-const DROP = new Set(['host', 'authorization', 'cookie', REQUEST_TOKEN_HEADER, 'expect', RELAY_HEADER]);
+/** Caller headers that never cross into a runtime (the forwarding headers are set by this hop, from the address it trusts). */
+const DROP = new Set(['host', 'authorization', 'cookie', REQUEST_TOKEN_HEADER, 'expect', RELAY_HEADER, 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'forwarded']);
+
+/**
+ * A runtime's response headers that reach the caller: content and caching headers, and the
+ * runtime's own `x-` headers. Never cookies (the control plane's origin is not the runtime's),
+ * CORS, HSTS or security policies (the API sets its own).
+ */
+const RESPONSE_HEADERS = new Set(['content-type', 'content-length', 'content-encoding', 'content-language', 'content-range', 'content-disposition', 'accept-ranges',
+  'cache-control', 'etag', 'last-modified', 'expires', 'vary', 'retry-after', 'location', 'date']);
+const NEVER_X = /^x-(forwarded-|frame-options|xss-protection|content-type-options)/;
+/** Content types the API origin serves as they are; anything else (HTML, SVG, XML, scripts) is served as a download. */
+const SAFE_TYPES = /^(application\/([\w.+-]+\+)?json|application\/(octet-stream|x-ndjson|yaml|x-yaml|gzip|zip|x-tar|grpc(\+proto)?|protobuf|x-protobuf)|text\/(plain|event-stream|csv)|image\/(png|jpeg|gif|webp))\s*(;|$)/i;
+
+export function runtimeResponseHeaders(headers: OutgoingHttpHeaders): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const key = name.toLowerCase();
+    if (value === undefined || !(RESPONSE_HEADERS.has(key) || (key.startsWith('x-') && !NEVER_X.test(key)))) continue;
+    out[key] = value;
+  }
+  const type = out['content-type'];
+  if (type !== undefined && !SAFE_TYPES.test(String(type))) {
+    out['content-type'] = 'application/octet-stream';
+    out['content-disposition'] = 'attachment';
+  }
+  return out;
+}
 
 const UUID = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 
@@ -129,7 +155,7 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
       /** Streams the runtime's answer back; a break mid-body cannot change the status any more. */
       const answer = (status: number, headers: OutgoingHttpHeaders, resBody: Readable, via?: string) => {
         reply.code(status);
-        reply.headers(headers);
+        reply.headers(runtimeResponseHeaders(headers));
         resBody.on('error', (err) => request.log.warn({ err: err.message, tenantId, ...(via ? { replica: via } : {}) }, 'runtime response broke off'));
         return reply.send(resBody);
       };

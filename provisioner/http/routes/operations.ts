@@ -3,6 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { IdParams, StringEnum, withErrors } from '../schemas.ts';
 import { authOf } from '../auth.ts';
+import { SECURITY_HEADERS } from '../security-headers.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors, type ErrorCode } from '../../errors.ts';
 import { getOperation, listOperations, readLog, type Operation } from '../../store/operations.ts';
@@ -74,6 +75,7 @@ export const operationRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => a
       const items = await readLog(ctx.pool, op.id, after, request.query.limit ?? 1000);
       return { items, state: op.state, nextAfter: items.at(-1)?.seq ?? after };
     }
+    if (request.auth && ctx.streams.count(request.auth.keyId) >= ctx.config.sseStreamsPerKey) throw errors.tooManyStreams(ctx.config.sseStreamsPerKey);
     const abort = new AbortController();
     request.raw.on('close', () => abort.abort());
     let revoked = false;
@@ -81,7 +83,7 @@ export const operationRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => a
     const unregister = auth ? ctx.streams.add(auth.keyId, () => { revoked = true; abort.abort(); }) : () => {};
     reply.hijack();
     const res = reply.raw;
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no', connection: 'keep-alive' });
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no', connection: 'keep-alive', ...SECURITY_HEADERS });
     const send = (event: string, data: unknown, id?: number) =>
       res.write(`${id !== undefined ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     send('state', { state: op.state });
