@@ -16,7 +16,9 @@
 // A refresh reads every object back as the real provider does: the live object becomes the
 // state's outputs (status, server-set fields and all), and the live values of the fields the
 // program set become its inputs, so a field edited by hand shows in the next update's diff and
-// is applied again, and an object deleted by hand is reported gone.
+// is applied again, and an object deleted by hand is reported gone. Objects the program only
+// reads record their inputs under `__inputs` as the real provider does (readInputs), so each
+// refresh changes their recorded state.
 //
 // What it does not do (the program under test does not rely on it): schema, previews beyond
 // echoing inputs, chart repositories, await logic for other kinds, the real provider's

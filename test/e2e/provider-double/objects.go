@@ -353,3 +353,38 @@ func pruneValue(live, applied resource.PropertyValue) resource.PropertyValue {
 	}
 	return out
 }
+
+// readInputs is what the real provider records as the inputs (`__inputs` in the outputs) of an
+// object the program only reads (`.get`, no inputs): on the first read, every field of the live
+// object but status and server-set metadata; on a refresh of it, only its identity. So every
+// refresh of a read object changes its recorded state and the engine counts an update, and the
+// next update's read changes it back, as with the real provider (issue 19).
+func readInputs(live resource.PropertyMap, first bool) resource.PropertyMap {
+	meta := resource.PropertyMap{}
+	if m := live["metadata"]; m.IsObject() {
+		for _, k := range []resource.PropertyKey{"name", "namespace"} {
+			if v, ok := m.ObjectValue()[k]; ok {
+				meta[k] = v
+			}
+		}
+	}
+	out := resource.PropertyMap{"apiVersion": live["apiVersion"], "kind": live["kind"], "metadata": resource.NewObjectProperty(meta)}
+	if !first {
+		return out
+	}
+	for k, v := range live {
+		if k != "status" && k != "metadata" && k != "__inputs" {
+			out[k] = v
+		}
+	}
+	if m := live["metadata"]; m.IsObject() {
+		for k, v := range m.ObjectValue() {
+			switch k {
+			case "uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink":
+			default:
+				meta[k] = v
+			}
+		}
+	}
+	return out
+}

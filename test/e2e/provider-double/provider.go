@@ -336,10 +336,6 @@ func (p *kubeProvider) Read(_ context.Context, req *pulumirpc.ReadRequest) (*pul
 	if !found {
 		return &pulumirpc.ReadResponse{Id: ""}, nil
 	}
-	props, err := marshal(outs)
-	if err != nil {
-		return nil, err
-	}
 	inputs := req.GetInputs()
 	if req.GetType() != releaseType {
 		applied, err := unmarshal(req.GetInputs())
@@ -347,10 +343,18 @@ func (p *kubeProvider) Read(_ context.Context, req *pulumirpc.ReadRequest) (*pul
 			return nil, err
 		}
 		if len(applied) > 0 {
-			if inputs, err = marshal(liveInputs(outs, applied)); err != nil {
+			refreshed := liveInputs(outs, applied)
+			outs["__inputs"] = resource.NewObjectProperty(refreshed)
+			if inputs, err = marshal(refreshed); err != nil {
 				return nil, err
 			}
+		} else {
+			outs["__inputs"] = resource.NewObjectProperty(readInputs(outs, len(olds) == 0))
 		}
+	}
+	props, err := marshal(outs)
+	if err != nil {
+		return nil, err
 	}
 	return &pulumirpc.ReadResponse{Id: req.GetId(), Properties: props, Inputs: inputs}, nil
 }
