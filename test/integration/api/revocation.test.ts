@@ -52,6 +52,9 @@ t.test('deleting a tenant through another replica closes its tunnel within 1 s',
   const tenant = await a.signup();
   const runtime = await connectRuntime(a, baseA, tenant.tenantId, upstream);
   t.teardown(() => runtime.client.close());
+  // The directory row that lets B relay to A is written right after the tunnel connects; renew()
+  // waits for that write.
+  await a.services.tunnelDirectory.renew();
   t.equal((await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/x`, { headers: auth(a.operatorKey) })).status, 200, 'reachable through B before');
   const disconnected = once(runtime.client.events, 'disconnected');
   const started = Date.now();

@@ -9,6 +9,8 @@ import { loadConfig } from '../../../provisioner/config.ts';
 import { startServer } from '../../../provisioner/server.ts';
 
 const run = promisify(execFile);
+// Starts embedded PostgreSQL twice and the CLI six times: more than tap's default file timeout on a loaded machine.
+t.setTimeout(300_000);
 const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
 
 t.test('the embedded database keeps data across restarts, and the admin key is generated once', async (t) => {
@@ -50,10 +52,13 @@ t.test('a bad configuration value stops start-up with a message naming it', asyn
     [{ PROVISIONER_ADMIN_TOKEN: 'tiny' }, /PROVISIONER_ADMIN_TOKEN: must be at least 24/],
     [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL: 'loud' is not one of/],
   ];
-  for (const [env, message] of cases) {
-    const err = await run(process.execPath, [bin, 'serve'], { env: { ...process.env, ...env } }).then(() => null, (e: { code: number; stderr: string }) => e);
+  // The six processes run side by side: each loads the whole CLI, which takes seconds on a loaded machine.
+  const results = await Promise.all(cases.map(([env]) =>
+    run(process.execPath, [bin, 'serve'], { env: { ...process.env, ...env } }).then(() => null, (e: { code: number; stderr: string }) => e)));
+  cases.forEach(([env, message], i) => {
+    const err = results[i];
     t.ok(err, `${JSON.stringify(env)} fails`);
     t.equal(err?.code, 2, 'exit code 2');
     t.match(err?.stderr, message);
-  }
+  });
 });
