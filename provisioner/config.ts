@@ -337,6 +337,7 @@ const TUNNEL_VARIABLES: { readonly [K in keyof TunnelLimits]: { variable: string
   heartbeatIntervalMs: { variable: 'PROVISIONER_TUNNEL_HEARTBEAT_SECONDS', min: 1, max: 3600, seconds: true },
   handshakeTimeoutMs: { variable: 'PROVISIONER_TUNNEL_HANDSHAKE_TIMEOUT_SECONDS', min: 1, max: 600, seconds: true },
   maxPendingHandshakes: { variable: 'PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES', min: 1, max: 1_000_000 },
+  maxPendingHandshakesPerTenant: { variable: 'PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES_PER_TENANT', min: 1, max: 1000 },
   revalidateIntervalMs: { variable: 'PROVISIONER_TUNNEL_REVALIDATE_SECONDS', min: 0, max: 86_400, seconds: true },
   drainTimeoutMs: { variable: 'PROVISIONER_TUNNEL_DRAIN_SECONDS', min: 0, max: 600, seconds: true },
 };

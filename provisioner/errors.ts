@@ -40,6 +40,7 @@ export const ERROR_CODES = {
   RUNTIME_VERSION_UNAVAILABLE: { status: 422, description: 'withdrawn (or deprecated, for tenants and signups)' },
   UPGRADE_PATH_REFUSED: { status: 422, description: '`details.path` lists the versions to go through' },
   RATE_LIMITED: { status: 429, description: 'with `Retry-After`' },
+  TOO_MANY_TUNNEL_HANDSHAKES: { status: 429, description: 'the tenant already has `PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES_PER_TENANT` tunnel connections waiting for their hello' },
   TOO_MANY_STREAMS: { status: 429, description: 'the API key already holds `PROVISIONER_SSE_STREAMS_PER_KEY` open event streams' },
   REQUEST_HEADERS_TOO_LARGE: { status: 431, description: 'the headers of a request forwarded to a runtime are too large for the tunnel' },
   INTERNAL: { status: 500, description: 'details only in the server log' },

@@ -36,6 +36,13 @@ export interface TunnelLimits {
    * yet costs nothing when refused but memory and database reads when queued.
    */
   maxPendingHandshakes: number;
+  /**
+   * Authenticated connections of one tenant still waiting for their hello (default 4). A runtime
+   * dials one tunnel (two while a replica replaces another); more upgrades with the same tenant's
+   * token are refused with 429 TOO_MANY_TUNNEL_HANDSHAKES, so one key cannot hold hundreds of
+   * sockets until the handshake timeout.
+   */
+  maxPendingHandshakesPerTenant: number;
   /** Re-run `authenticate` on open tunnels this often, closing revoked ones; 0 disables (default 60 s). */
   revalidateIntervalMs: number;
   /**
@@ -57,6 +64,7 @@ export const DEFAULT_TUNNEL_LIMITS: Readonly<TunnelLimits> = Object.freeze({
   heartbeatIntervalMs: 15_000,
   handshakeTimeoutMs: 10_000,
   maxPendingHandshakes: 512,
+  maxPendingHandshakesPerTenant: 4,
   revalidateIntervalMs: 60_000,
   drainTimeoutMs: 10_000,
 });

@@ -151,7 +151,7 @@ function reject(socket: Duplex, code: ErrorCode, message: string, extra: Record<
   const status = statusOf(code);
   const body = JSON.stringify({ error: { code, message } });
   const headers = [
-    `HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : status === 400 ? 'Bad Request' : status === 503 ? 'Service Unavailable' : 'Error'}`,
+    `HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : status === 400 ? 'Bad Request' : status === 429 ? 'Too Many Requests' : status === 503 ? 'Service Unavailable' : 'Error'}`,
     'Connection: close',
     'Content-Type: application/json',
     `Content-Length: ${Buffer.byteLength(body)}`,
@@ -205,10 +205,14 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
   const registry = new TunnelRegistry(limits.drainTimeoutMs);
   const events = new EventEmitter<TunnelServerEvents>();
   const pending = new Set<Mux>();
+  /** Connections of each tenant upgraded but still waiting for their hello (limits.maxPendingHandshakesPerTenant). */
+  const pendingByTenant = new Map<string, number>();
   /** Upgrades whose token is being checked (shed above limits.maxPendingHandshakes). */
   let authenticating = 0;
   /** Authentication failures (the database is down): one line per 10 s, not one per runtime. */
   const authFailureLog = new RateLimitedLog(10_000);
+  /** Upgrades refused for a tenant with too many connections waiting for their hello: one line per tenant per 10 s. */
+  const handshakeFloodLog = new RateLimitedLog(10_000);
   let closing = false;
 
   const wss = new WebSocketServer({
@@ -231,6 +235,15 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       maxChunkBytes: limits.maxChunkBytes,
     });
     pending.add(mux);
+    pendingByTenant.set(id.tenantId, (pendingByTenant.get(id.tenantId) ?? 0) + 1);
+    let counted = true;
+    const uncount = (): void => {
+      if (!counted) return;
+      counted = false;
+      const n = (pendingByTenant.get(id.tenantId) ?? 1) - 1;
+      if (n > 0) pendingByTenant.set(id.tenantId, n);
+      else pendingByTenant.delete(id.tenantId);
+    };
     const remoteAddress = req.socket.remoteAddress;
     const clog = log.child({ tenantId: id.tenantId, keyId: id.keyId, remoteAddress });
     ws.on('error', (err) => clog.warn({ err: err.message }, 'tunnel socket error'));
@@ -243,6 +256,7 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     mux.once('ready', () => {
       clearTimeout(helloTimer);
       pending.delete(mux);
+      uncount();
       if (closing) {
         mux.close(CloseCode.goingAway, 'server shutting down');
         return;
@@ -282,6 +296,7 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       clearTimeout(helloTimer);
       clearInterval(revalidate);
       pending.delete(mux);
+      uncount();
       if (conn) {
         registry.delete(conn);
         clog.info({ code, reason, connectionId: conn.connectionId }, 'tunnel disconnected');
@@ -336,6 +351,14 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
         }
         if (closing) {
           reject(socket, 'SHUTTING_DOWN', 'the control plane is shutting down');
+          return;
+        }
+        if ((pendingByTenant.get(id.tenantId) ?? 0) >= limits.maxPendingHandshakesPerTenant) {
+          handshakeFloodLog.maybe(id.tenantId, (suppressed) => log.warn(
+            { tenantId: id.tenantId, remoteAddress: req.socket.remoteAddress, ...(suppressed > 0 ? { suppressed } : {}) },
+            'tunnel refused: too many connections of this tenant waiting for their hello'));
+          reject(socket, 'TOO_MANY_TUNNEL_HANDSHAKES',
+            `tenant ${id.tenantId} already has ${limits.maxPendingHandshakesPerTenant} tunnel connections waiting for their hello; retry after they finish`, { 'Retry-After': '5' });
           return;
         }
         wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, id, token, req));

@@ -172,3 +172,46 @@ void t.test('a chunked request body within the limit is forwarded whole', async 
   t.equal(res.status, 200);
   t.equal((json(res) as { bytes: number }).bytes, LIMIT);
 });
+
+void t.test('authenticated connections of one tenant waiting for their hello are bounded; other tenants are not affected', async (t) => {
+  const perTenant = cp.tunnel.limits.maxPendingHandshakesPerTenant;
+  const flooder = randomUUID();
+  const { token } = tokens.issue(flooder);
+  /** Opens a tunnel socket with the tenant's token and never says hello; resolves with the upgrade's answer. */
+  const silent = (tok: string): Promise<{ ws: WebSocket; status: number; code?: string }> => new Promise((resolve) => {
+    const ws = new WebSocket(cp.wsUrl, SUBPROTOCOL, { headers: { authorization: `Bearer ${tok}` } });
+    ws.on('error', () => {});
+    ws.once('open', () => resolve({ ws, status: 101 }));
+    ws.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ ws, status: res.statusCode ?? 0, code: (JSON.parse(body) as { error: { code: string } }).error.code }));
+    });
+  });
+  const held: WebSocket[] = [];
+  t.teardown(() => { for (const ws of held) ws.terminate(); });
+  for (let i = 0; i < perTenant; i++) {
+    const r = await silent(token);
+    held.push(r.ws);
+    t.equal(r.status, 101, `silent connection ${i + 1} of ${perTenant} is upgraded`);
+  }
+  const refused = await silent(token);
+  t.equal(refused.status, 429, `connection ${perTenant + 1} of the same tenant is refused`);
+  t.equal(refused.code, 'TOO_MANY_TUNNEL_HANDSHAKES');
+  const bystander = randomUUID();
+  const other = await silent(tokens.issue(bystander).token);
+  held.push(other.ws);
+  t.equal(other.status, 101, "another tenant's upgrade is accepted meanwhile");
+  // One waiting connection goes away: there is room again for this tenant.
+  const gone = new Promise((resolve) => held[0]!.once('close', resolve));
+  held[0]!.close();
+  await gone;
+  let again = await silent(token);
+  for (let i = 0; i < 50 && again.status !== 101; i++) {
+    await new Promise((r) => setTimeout(r, 20)); // the server sees the close a moment after the client
+    again = await silent(token);
+  }
+  held.push(again.ws);
+  t.equal(again.status, 101, 'after one of them closed, a new connection of that tenant is upgraded');
+  t.equal(await stillServing(), 200);
+});

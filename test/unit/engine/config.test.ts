@@ -74,17 +74,18 @@ t.test('tunnel limits: defaults from the tunnel server, each one settable, bad v
     PROVISIONER_TUNNEL_MAX_CHUNK_BYTES: '131072', PROVISIONER_TUNNEL_MAX_HEADER_BYTES: '8192', PROVISIONER_TUNNEL_MAX_REQUEST_BODY_BYTES: '0',
     PROVISIONER_TUNNEL_REQUEST_TIMEOUT_SECONDS: '5', PROVISIONER_TUNNEL_IDLE_TIMEOUT_SECONDS: '60', PROVISIONER_TUNNEL_HEARTBEAT_SECONDS: '5',
     PROVISIONER_TUNNEL_HANDSHAKE_TIMEOUT_SECONDS: '3', PROVISIONER_TUNNEL_REVALIDATE_SECONDS: '0', PROVISIONER_TUNNEL_DRAIN_SECONDS: '30',
-    PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES: '100',
+    PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES: '100', PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES_PER_TENANT: '2',
   }, '/');
   t.same(c.tunnel, {
     maxPayload: 2097152, maxStreams: 64, streamWindow: 65536, maxChunkBytes: 131072, maxHeaderBytes: 8192, maxRequestBodyBytes: 0,
-    requestTimeoutMs: 5000, idleTimeoutMs: 60_000, heartbeatIntervalMs: 5000, handshakeTimeoutMs: 3000, maxPendingHandshakes: 100, revalidateIntervalMs: 0, drainTimeoutMs: 30_000,
+    requestTimeoutMs: 5000, idleTimeoutMs: 60_000, heartbeatIntervalMs: 5000, handshakeTimeoutMs: 3000, maxPendingHandshakes: 100, maxPendingHandshakesPerTenant: 2, revalidateIntervalMs: 0, drainTimeoutMs: 30_000,
   });
   const bad: Array<[Record<string, string>, string, RegExp]> = [
     [{ PROVISIONER_TUNNEL_MAX_STREAMS: '0' }, 'PROVISIONER_TUNNEL_MAX_STREAMS', /outside 1\.\.65535/],
     [{ PROVISIONER_TUNNEL_MAX_REQUEST_BODY_BYTES: '64MB' }, 'PROVISIONER_TUNNEL_MAX_REQUEST_BODY_BYTES', /not a whole number/],
     [{ PROVISIONER_TUNNEL_MAX_CHUNK_BYTES: '1048576' }, 'PROVISIONER_TUNNEL_MAX_CHUNK_BYTES', /leaves no room for the frame header/],
     [{ PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES: '16384', PROVISIONER_TUNNEL_MAX_CHUNK_BYTES: '8192' }, 'PROVISIONER_TUNNEL_MAX_HEADER_BYTES', /does not fit/],
+    [{ PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES_PER_TENANT: '0' }, 'PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES_PER_TENANT', /outside 1\.\.1000/],
     [{ PROVISIONER_TUNNEL_HEARTBEAT_SECONDS: '0' }, 'PROVISIONER_TUNNEL_HEARTBEAT_SECONDS', /outside 1\.\.3600/],
     [{ PROVISIONER_TUNNEL_DRAIN_SECONDS: '-1' }, 'PROVISIONER_TUNNEL_DRAIN_SECONDS', /'-1' is not a whole number/],
   ];
