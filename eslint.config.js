@@ -9,7 +9,10 @@ export default tseslint.config(
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {
-      parserOptions: { projectService: { allowDefaultProject: ['eslint.config.js', 'test/e2e/fixtures/*.cjs'] }, tsconfigRootDir: import.meta.dirname },
+      parserOptions: {
+        projectService: { allowDefaultProject: ['eslint.config.js', 'test/e2e/fixtures/*.cjs'] },
+        tsconfigRootDir: import.meta.dirname,
+      },
     },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
@@ -36,5 +39,12 @@ export default tseslint.config(
     },
   },
   { files: ['eslint.config.js', '**/*.cjs'], ...tseslint.configs.disableTypeChecked },
-  { files: ['**/*.cjs'], rules: { '@typescript-eslint/no-require-imports': 'off' }, languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', module: 'writable', URL: 'readonly', setTimeout: 'readonly' } } },
+  {
+    files: ['**/*.cjs'],
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+    languageOptions: {
+      sourceType: 'commonjs',
+      globals: { require: 'readonly', module: 'writable', URL: 'readonly', setTimeout: 'readonly' },
+    },
+  },
 );

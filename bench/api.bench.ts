@@ -64,18 +64,28 @@ const tenantId = rows[0]!.id;
 const tenantKey = (await createKey(pool, { role: 'tenant', tenantId, name: 'bench', createdBy: 'bench' })).key;
 const POLLERS = 1000;
 const pollers: { path: string; authorization: string }[] = [];
-for (const { id } of (await pool.query<{ id: string }>(`SELECT id FROM tenants ORDER BY random() LIMIT $1`, [POLLERS])).rows) {
+for (const { id } of (await pool.query<{ id: string }>(`SELECT id FROM tenants ORDER BY random() LIMIT $1`, [POLLERS]))
+  .rows) {
   const key = (await createKey(pool, { role: 'tenant', tenantId: id, name: 'bench', createdBy: 'bench' })).key;
   pollers.push({ path: `/v1/tenants/${id}`, authorization: `Bearer ${key}` });
 }
 
 const config = loadConfig({
-  DATABASE_URL: url, PROVISIONER_SIGNUP_RATE_LIMIT: '1000000000', LOG_LEVEL: 'info', PROVISIONER_ENGINE: 'none',
-  PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'), ...(process.env.BENCH_KEY_CACHE_MS ? { PROVISIONER_KEY_CACHE_MS: process.env.BENCH_KEY_CACHE_MS } : {}) });
+  DATABASE_URL: url,
+  PROVISIONER_SIGNUP_RATE_LIMIT: '1000000000',
+  LOG_LEVEL: 'info',
+  PROVISIONER_ENGINE: 'none',
+  PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+  ...(process.env.BENCH_KEY_CACHE_MS ? { PROVISIONER_KEY_CACHE_MS: process.env.BENCH_KEY_CACHE_MS } : {}),
+});
 const logger = createLogger(config.logLevel, '/dev/null');
 const readConcurrency = process.env.BENCH_READ_CONCURRENCY ? Number(process.env.BENCH_READ_CONCURRENCY) : undefined;
 // The services and the app as `provisioner serve` builds them (without a reconciler).
-const services = await buildServices(config, { pool, url }, { logger, ...(readConcurrency ? { hotReads: { concurrency: readConcurrency } } : {}) });
+const services = await buildServices(
+  config,
+  { pool, url },
+  { logger, ...(readConcurrency ? { hotReads: { concurrency: readConcurrency } } : {}) },
+);
 const app = await buildApp(services);
 await services.start();
 const apiUrl = await app.listen({ port: 0, host: '127.0.0.1' });
@@ -96,7 +106,13 @@ async function cpuNow(): Promise<{ server: number; serverSystem: number; postgre
         const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8');
         const f = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
         // stat fields 4 (ppid), 14-17 (utime, stime, cutime, cstime), counted from `state`.
-        stats.push({ pid, ppid: f[1]!, own: Number(f[11]) + Number(f[12]), children: Number(f[13]) + Number(f[14]), postmaster: cmdline.includes(dir) });
+        stats.push({
+          pid,
+          ppid: f[1]!,
+          own: Number(f[11]) + Number(f[12]),
+          children: Number(f[13]) + Number(f[14]),
+          postmaster: cmdline.includes(dir),
+        });
       } catch {
         // the process ended meanwhile
       }
@@ -134,7 +150,9 @@ async function load(title: string, req: Omit<LoadRequest, 'duration'> & { durati
   /** Reads per statement of one kind during this measure, when there were any. */
   const perStatement = (kind: 'tenants' | 'keys', what: string): string => {
     const batches = reads[kind].batches - readsBefore[kind].batches;
-    return batches ? `, ${((reads[kind].reads - readsBefore[kind].reads) / batches).toFixed(1)} ${what} per statement (${batches} statements)` : '';
+    return batches
+      ? `, ${((reads[kind].reads - readsBefore[kind].reads) / batches).toFixed(1)} ${what} per statement (${batches} statements)`
+      : '';
   };
   const m = {
     ...r,
@@ -142,15 +160,23 @@ async function load(title: string, req: Omit<LoadRequest, 'duration'> & { durati
     serverSystemUs: (after.serverSystem - before.serverSystem) / r.total,
     postgresUs: (after.postgres - before.postgres) / r.total,
   };
-  console.log(`${title}: ${Math.round(r.rps)} req/s, p50 ${r.p50} ms, p90 ${r.p90} ms, p99 ${r.p99} ms, max ${r.max} ms, ` +
-    `CPU per request: server ${m.serverUs.toFixed(0)} µs (${m.serverSystemUs.toFixed(0)} in the kernel), Postgres ${m.postgresUs.toFixed(0)} µs` +
-    perStatement('tenants', 'tenant reads') + perStatement('keys', 'key lookups') + (r.failed ? `, ${r.failed} failed` : ''));
+  console.log(
+    `${title}: ${Math.round(r.rps)} req/s, p50 ${r.p50} ms, p90 ${r.p90} ms, p99 ${r.p99} ms, max ${r.max} ms, ` +
+      `CPU per request: server ${m.serverUs.toFixed(0)} µs (${m.serverSystemUs.toFixed(0)} in the kernel), Postgres ${m.postgresUs.toFixed(0)} µs` +
+      perStatement('tenants', 'tenant reads') +
+      perStatement('keys', 'key lookups') +
+      (r.failed ? `, ${r.failed} failed` : ''),
+  );
   return m;
 }
 
 const getReq = { url: `${apiUrl}/v1/tenants/${tenantId}`, headers: { authorization: `Bearer ${tenantKey}` } };
 const baseReq = { url: `${bareUrl}/constant` };
-console.log(`load average before: ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+console.log(
+  `load average before: ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ')}`,
+);
 await load('warm-up (API)', { ...getReq, connections: 50, duration: 3 });
 await load('warm-up (baseline)', { ...baseReq, connections: 50, duration: 2 });
 const base50 = await load('baseline, 50 conn.', { ...baseReq, connections: 50 });
@@ -168,9 +194,16 @@ if (inspector) {
   inspector.disconnect();
 }
 const many = await load(`GET, 50 conn., ${POLLERS} tenants`, { ...getReq, connections: 50, rotate: pollers });
-const rows10 = { base: await load('baseline, 10 conn.', { ...baseReq, connections: 10 }), get: await load('GET, 10 conn.', { ...getReq, connections: 10 }) };
+const rows10 = {
+  base: await load('baseline, 10 conn.', { ...baseReq, connections: 10 }),
+  get: await load('GET, 10 conn.', { ...getReq, connections: 10 }),
+};
 const signup = await load('POST /v1/signup, 50 conn.', {
-  url: `${apiUrl}/v1/signup`, method: 'POST', headers: { 'content-type': 'application/json' }, connections: 50, signupPrefix: `s-${process.pid}`,
+  url: `${apiUrl}/v1/signup`,
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  connections: 50,
+  signupPrefix: `s-${process.pid}`,
 });
 const load1 = loadavg()[0]!.toFixed(1);
 
@@ -179,16 +212,25 @@ const lat = (r: LoadResult): string => `p50 ${r.p50} / p99 ${r.p99} ms`;
 console.log('');
 console.log(`load average (1 min) at the end: ${load1}`);
 const cpu = (r: Measured): string => `${r.serverUs.toFixed(0)} + ${r.postgresUs.toFixed(0)} µs`;
-console.log('| connections | baseline | authorized GET | ratio | GET latency | CPU/request: server + Postgres (baseline; GET) | target |');
+console.log(
+  '| connections | baseline | authorized GET | ratio | GET latency | CPU/request: server + Postgres (baseline; GET) | target |',
+);
 console.log('| --- | --- | --- | --- | --- | --- | --- |');
-for (const [c, r] of [[50, rows50], [10, rows10]] as const) {
-  console.log(`| ${c} | ${Math.round(r.base.rps)} req/s, ${lat(r.base)} | ${Math.round(r.get.rps)} req/s | ${pct(r)} | ${lat(r.get)} | ` +
-    `${r.base.serverUs.toFixed(0)} µs; ${cpu(r.get)} | ≥ 35%, p99 < 25 ms |`);
+for (const [c, r] of [
+  [50, rows50],
+  [10, rows10],
+] as const) {
+  console.log(
+    `| ${c} | ${Math.round(r.base.rps)} req/s, ${lat(r.base)} | ${Math.round(r.get.rps)} req/s | ${pct(r)} | ${lat(r.get)} | ` +
+      `${r.base.serverUs.toFixed(0)} µs; ${cpu(r.get)} | ≥ 35%, p99 < 25 ms |`,
+  );
 }
-console.log(`| 50, ${POLLERS} tenants, own keys | (50 row) | ${Math.round(many.rps)} req/s | ${pct({ base: base50, get: many })} | ${lat(many)} | ${cpu(many)} | — |`);
+console.log(
+  `| 50, ${POLLERS} tenants, own keys | (50 row) | ${Math.round(many.rps)} req/s | ${pct({ base: base50, get: many })} | ${lat(many)} | ${cpu(many)} | — |`,
+);
 console.log(`| signup, 50 | — | ${Math.round(signup.rps)} /s | — | ${lat(signup)} | ${cpu(signup)} | ≥ 300/s |`);
-const failed = rows50.get.failed + many.failed + rows10.get.failed + signup.failed +
-  rows50.base.failed + rows10.base.failed;
+const failed =
+  rows50.get.failed + many.failed + rows10.get.failed + signup.failed + rows50.base.failed + rows10.base.failed;
 
 await app.close();
 await services.stop();

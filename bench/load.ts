@@ -38,31 +38,47 @@ process.once('message', (req: LoadRequest) => {
     duration: req.duration,
     method: req.method ?? 'GET',
     headers: req.headers ?? {},
-    ...(signupPrefix === undefined ? {} : {
-      requests: [{ setupRequest: (r) => ({ ...r, body: JSON.stringify({ organization: `${signupPrefix}-${++n}`, email: 'x@y.io' }) }) }],
-    }),
-    ...(rotate === undefined ? {} : {
-      requests: [{
-        setupRequest: (r) => {
-          const next = rotate[n++ % rotate.length]!;
-          return { ...r, path: next.path, headers: { ...r.headers, authorization: next.authorization } };
-        },
-      }],
-    }),
+    ...(signupPrefix === undefined
+      ? {}
+      : {
+          requests: [
+            {
+              setupRequest: (r) => ({
+                ...r,
+                body: JSON.stringify({ organization: `${signupPrefix}-${++n}`, email: 'x@y.io' }),
+              }),
+            },
+          ],
+        }),
+    ...(rotate === undefined
+      ? {}
+      : {
+          requests: [
+            {
+              setupRequest: (r) => {
+                const next = rotate[n++ % rotate.length]!;
+                return { ...r, path: next.path, headers: { ...r.headers, authorization: next.authorization } };
+              },
+            },
+          ],
+        }),
   };
-  autocannon(opts).then((r) => {
-    const result: LoadResult = {
-      rps: r.requests.average,
-      p50: r.latency.p50,
-      p90: r.latency.p90,
-      p99: r.latency.p99,
-      max: r.latency.max,
-      total: r.requests.total,
-      failed: r.non2xx + r.errors + r.timeouts,
-    };
-    process.send!(result, () => process.exit(0));
-  }, (err: unknown) => {
-    console.error(err);
-    process.exit(1);
-  });
+  autocannon(opts).then(
+    (r) => {
+      const result: LoadResult = {
+        rps: r.requests.average,
+        p50: r.latency.p50,
+        p90: r.latency.p90,
+        p99: r.latency.p99,
+        max: r.latency.max,
+        total: r.requests.total,
+        failed: r.non2xx + r.errors + r.timeouts,
+      };
+      process.send!(result, () => process.exit(0));
+    },
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
 });

@@ -37,7 +37,8 @@ const TAKEOVER_TENANTS = 20;
 const TTL_MS = Number(process.env.BENCH_TTL_MS ?? 2000);
 /** BENCH_DURABLE=1: attempt bookkeeping on the durable pool too (synchronous_commit on). */
 const durable = process.env.BENCH_DURABLE === '1';
-const KUBECONFIG = 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\nusers: [{name: u, user: {token: bench-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
+const KUBECONFIG =
+  'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\nusers: [{name: u, user: {token: bench-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
 
 function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -50,7 +51,17 @@ async function child(url: string, keyHex: string): Promise<void> {
     onStart: (c) => process.stdout.write(`started ${c.tenantId}\n`),
   });
   const notifications = new Notifications({ pool });
-  const r = new Reconciler({ pool, notifications, engine, box: new SecretBox(Buffer.from(keyHex, 'hex')), owner: 'doomed', workers: TAKEOVER_TENANTS, clusterParallelism: 100, leaseTtlMs: TTL_MS, pollMs: 100 });
+  const r = new Reconciler({
+    pool,
+    notifications,
+    engine,
+    box: new SecretBox(Buffer.from(keyHex, 'hex')),
+    owner: 'doomed',
+    workers: TAKEOVER_TENANTS,
+    clusterParallelism: 100,
+    leaseTtlMs: TTL_MS,
+    pollMs: 100,
+  });
   await r.start();
   await notifications.start();
   process.stdout.write('ready\n');
@@ -58,7 +69,9 @@ async function child(url: string, keyHex: string): Promise<void> {
 
 async function main(): Promise<void> {
   const json = process.argv.includes('--json');
-  const say = (s: string) => { if (!json) console.log(s); };
+  const say = (s: string) => {
+    if (!json) console.log(s);
+  };
   const given = process.env.DATABASE_URL || process.env.TEST_PG_URL;
   const dir = await mkdtemp(join(tmpdir(), 'hrt-bench-rec-'));
   await chmod(dir, 0o755); // PostgreSQL may run as another user (when the benchmark runs as root)
@@ -73,11 +86,18 @@ async function main(): Promise<void> {
   const url = u.toString();
   const pool = createPool(url, 40);
   const closers: Array<() => Promise<void>> = [];
-  const results: Record<string, unknown> = { date: new Date().toISOString(), cpus: cpus().length, tenants: TENANTS, workers: WORKERS };
+  const results: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    cpus: cpus().length,
+    tenants: TENANTS,
+    workers: WORKERS,
+  };
   try {
     await migrate(pool);
     const writePool = durable ? pool : createWritePool(url, WORKERS + 2);
-    closers.push(async () => { if (writePool !== pool) await writePool.end(); });
+    closers.push(async () => {
+      if (writePool !== pool) await writePool.end();
+    });
     const key = randomBytes(32);
     const box = new SecretBox(key);
     // This process's LISTEN connection, shared by the reconcilers below (one at a time), as in the provisioner.
@@ -86,33 +106,59 @@ async function main(): Promise<void> {
     closers.push(() => notifications.stop());
     for (let i = 0; i < CLUSTERS; i++) {
       const n = `root-${i}`;
-      await pool.query('INSERT INTO root_clusters (name, region, capacity, kubeconfig_enc) VALUES ($1, $2, $3, $4)',
-        [n, 'eu-1', Math.ceil((TENANTS * 1.2) / CLUSTERS) + TAKEOVER_TENANTS, box.encrypt(KUBECONFIG, `cluster/${n}`)]);
+      await pool.query('INSERT INTO root_clusters (name, region, capacity, kubeconfig_enc) VALUES ($1, $2, $3, $4)', [
+        n,
+        'eu-1',
+        Math.ceil((TENANTS * 1.2) / CLUSTERS) + TAKEOVER_TENANTS,
+        box.encrypt(KUBECONFIG, `cluster/${n}`),
+      ]);
     }
 
     // Baseline: a bare SKIP LOCKED queue at the same concurrency.
     await pool.query('CREATE TABLE bench_jobs (id int PRIMARY KEY, done boolean NOT NULL DEFAULT false)');
     await pool.query('INSERT INTO bench_jobs SELECT g FROM generate_series(1, $1) g', [TENANTS]);
     let t0 = performance.now();
-    await Promise.all(Array.from({ length: WORKERS }, async () => {
-      for (;;) {
-        const { rowCount } = await pool.query(`UPDATE bench_jobs SET done = true WHERE id = (SELECT id FROM bench_jobs WHERE NOT done LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id`);
-        if (!rowCount) return;
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: WORKERS }, async () => {
+        for (;;) {
+          const { rowCount } = await pool.query(
+            `UPDATE bench_jobs SET done = true WHERE id = (SELECT id FROM bench_jobs WHERE NOT done LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id`,
+          );
+          if (!rowCount) return;
+        }
+      }),
+    );
     const baselinePerSec = TENANTS / ((performance.now() - t0) / 1000);
     results.baselineJobsPerSec = Math.round(baselinePerSec);
     say(`baseline: bare SKIP LOCKED queue, ${WORKERS} loops: ${baselinePerSec.toFixed(0)} jobs/s`);
 
     // Throughput: 10,000 creates.
-    await pool.query(`INSERT INTO tenants (organization, email, plan, runtime_version)
-                      SELECT 'bench-' || g, 'bench@example.com', 'free', '1.0.0' FROM generate_series(1, $1) g`, [TENANTS]);
-    await pool.query(`INSERT INTO operations (tenant_id, kind, generation, to_version) SELECT id, 'create', 1, '1.0.0' FROM tenants`);
+    await pool.query(
+      `INSERT INTO tenants (organization, email, plan, runtime_version)
+                      SELECT 'bench-' || g, 'bench@example.com', 'free', '1.0.0' FROM generate_series(1, $1) g`,
+      [TENANTS],
+    );
+    await pool.query(
+      `INSERT INTO operations (tenant_id, kind, generation, to_version) SELECT id, 'create', 1, '1.0.0' FROM tenants`,
+    );
     await pool.query('ANALYZE');
     const engine = new ScriptedEngine();
     let rssPeak = process.memoryUsage().rss;
-    const sampler = setInterval(() => { rssPeak = Math.max(rssPeak, process.memoryUsage().rss); }, 100);
-    const fast = new Reconciler({ pool, writePool, notifications, engine, box, owner: 'bench-throughput', workers: WORKERS, clusterParallelism: Math.ceil(WORKERS / 2), pollMs: 200, leaseTtlMs: 30_000 });
+    const sampler = setInterval(() => {
+      rssPeak = Math.max(rssPeak, process.memoryUsage().rss);
+    }, 100);
+    const fast = new Reconciler({
+      pool,
+      writePool,
+      notifications,
+      engine,
+      box,
+      owner: 'bench-throughput',
+      workers: WORKERS,
+      clusterParallelism: Math.ceil(WORKERS / 2),
+      pollMs: 200,
+      leaseTtlMs: 30_000,
+    });
     t0 = performance.now();
     await fast.start();
     for (;;) {
@@ -129,22 +175,44 @@ async function main(): Promise<void> {
     results.rssPeakMB = Math.round(rssPeak / 1024 / 1024);
     results.violations = engine.violations.length;
     results.writePool = durable ? 'durable' : 'synchronous_commit=off';
-    say(`throughput: ${TENANTS} creates → Ready in ${seconds.toFixed(1)} s = ${perSec.toFixed(0)} reconciles/s (${WORKERS} workers, 1 process, bookkeeping ${results.writePool as string}); ratio to baseline ${(perSec / baselinePerSec).toFixed(2)}`);
+    say(
+      `throughput: ${TENANTS} creates → Ready in ${seconds.toFixed(1)} s = ${perSec.toFixed(0)} reconciles/s (${WORKERS} workers, 1 process, bookkeeping ${results.writePool as string}); ratio to baseline ${(perSec / baselinePerSec).toFixed(2)}`,
+    );
     results.avgBatch = Number((fast.stats.claimed / Math.max(1, fast.stats.claims)).toFixed(1));
     results.avgClaimMs = Number((fast.stats.claimMs / Math.max(1, fast.stats.claims)).toFixed(1));
-    say(`claims: ${fast.stats.claims}, ${results.avgBatch as number} tenants per claim, ${results.avgClaimMs as number} ms per claim transaction`);
-    say(`RSS peak of the benchmark process: ${results.rssPeakMB as number} MB; overlapping engine calls: ${engine.violations.length}`);
+    say(
+      `claims: ${fast.stats.claims}, ${results.avgBatch as number} tenants per claim, ${results.avgClaimMs as number} ms per claim transaction`,
+    );
+    say(
+      `RSS peak of the benchmark process: ${results.rssPeakMB as number} MB; overlapping engine calls: ${engine.violations.length}`,
+    );
 
     // Latency: spec change → engine start, default workers (2), poll 2 s.
     const started = new Map<string, number>();
-    const latEngine = new ScriptedEngine({ onStart: (c) => { if (!started.has(c.tenantId)) started.set(c.tenantId, performance.now()); } });
-    const idle = new Reconciler({ pool, writePool, notifications, engine: latEngine, box, owner: 'bench-latency', pollMs: 2000 });
+    const latEngine = new ScriptedEngine({
+      onStart: (c) => {
+        if (!started.has(c.tenantId)) started.set(c.tenantId, performance.now());
+      },
+    });
+    const idle = new Reconciler({
+      pool,
+      writePool,
+      notifications,
+      engine: latEngine,
+      box,
+      owner: 'bench-latency',
+      pollMs: 2000,
+    });
     await idle.start();
-    const { rows: some } = await pool.query<{ id: string }>(`SELECT id FROM tenants ORDER BY random() LIMIT $1`, [LATENCY_CHANGES]);
+    const { rows: some } = await pool.query<{ id: string }>(`SELECT id FROM tenants ORDER BY random() LIMIT $1`, [
+      LATENCY_CHANGES,
+    ]);
     const changedAt = new Map<string, number>();
     // One change at a time: the time from its commit to its engine start, on an idle reconciler.
     for (const { id } of some) {
-      await withTx(pool, async (tx) => changeSpec(tx, (await getTenantRow(tx, id, true))!, { runtimeVersion: '1.1.0' }, 'upgrade', 'bench'));
+      await withTx(pool, async (tx) =>
+        changeSpec(tx, (await getTenantRow(tx, id, true))!, { runtimeVersion: '1.1.0' }, 'upgrade', 'bench'),
+      );
       changedAt.set(id, performance.now());
       const deadline = Date.now() + 10_000;
       while (!started.has(id) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 1));
@@ -154,26 +222,51 @@ async function main(): Promise<void> {
     const lat = some.map(({ id }) => (started.get(id) ?? Infinity) - changedAt.get(id)!).sort((a, b) => a - b);
     results.latencyP50Ms = Number(pct(lat, 50).toFixed(1));
     results.latencyP99Ms = Number(pct(lat, 99).toFixed(1));
-    say(`latency spec change → engine start (2 workers, poll 2 s, NOTIFY): p50 ${pct(lat, 50).toFixed(1)} ms, p99 ${pct(lat, 99).toFixed(1)} ms, max ${lat.at(-1)!.toFixed(1)} ms`);
+    say(
+      `latency spec change → engine start (2 workers, poll 2 s, NOTIFY): p50 ${pct(lat, 50).toFixed(1)} ms, p99 ${pct(lat, 99).toFixed(1)} ms, max ${lat.at(-1)!.toFixed(1)} ms`,
+    );
 
     // Lease takeover after kill -9.
-    await pool.query(`INSERT INTO tenants (organization, email, plan, runtime_version)
-                      SELECT 'takeover-' || g, 'bench@example.com', 'free', '1.0.0' FROM generate_series(1, $1) g`, [TAKEOVER_TENANTS]);
+    await pool.query(
+      `INSERT INTO tenants (organization, email, plan, runtime_version)
+                      SELECT 'takeover-' || g, 'bench@example.com', 'free', '1.0.0' FROM generate_series(1, $1) g`,
+      [TAKEOVER_TENANTS],
+    );
     await pool.query(`INSERT INTO operations (tenant_id, kind, generation, to_version)
                       SELECT id, 'create', 1, '1.0.0' FROM tenants WHERE organization LIKE 'takeover-%'`);
-    const proc = spawn(process.execPath, [process.argv[1]!, '--child', url, key.toString('hex')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const proc = spawn(process.execPath, [process.argv[1]!, '--child', url, key.toString('hex')], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     const childStarted = new Set<string>();
     const lines = createInterface({ input: proc.stdout });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('the child did not start all operations')), 30_000);
       lines.on('line', (l) => {
         if (l.startsWith('started ')) childStarted.add(l.slice(8));
-        if (childStarted.size >= TAKEOVER_TENANTS) { clearTimeout(timer); resolve(); }
+        if (childStarted.size >= TAKEOVER_TENANTS) {
+          clearTimeout(timer);
+          resolve();
+        }
       });
     });
     const takeover = new Map<string, number>();
-    const survivorEngine = new ScriptedEngine({ onStart: (c) => { if (c.kind === 'up' && !takeover.has(c.tenantId)) takeover.set(c.tenantId, performance.now()); } });
-    const survivor = new Reconciler({ pool, writePool, notifications, engine: survivorEngine, box, owner: 'survivor', workers: TAKEOVER_TENANTS, clusterParallelism: 100, leaseTtlMs: TTL_MS, pollMs: 200 });
+    const survivorEngine = new ScriptedEngine({
+      onStart: (c) => {
+        if (c.kind === 'up' && !takeover.has(c.tenantId)) takeover.set(c.tenantId, performance.now());
+      },
+    });
+    const survivor = new Reconciler({
+      pool,
+      writePool,
+      notifications,
+      engine: survivorEngine,
+      box,
+      owner: 'survivor',
+      workers: TAKEOVER_TENANTS,
+      clusterParallelism: 100,
+      leaseTtlMs: TTL_MS,
+      pollMs: 200,
+    });
     await survivor.start();
     const killedAt = performance.now();
     proc.kill('SIGKILL');
@@ -184,7 +277,9 @@ async function main(): Promise<void> {
     results.ttlMs = TTL_MS;
     results.takeoverMaxMs = Math.round(times.at(-1)!);
     results.takeoverOverTtlMs = Math.round(times.at(-1)! - TTL_MS);
-    say(`lease takeover after SIGKILL (TTL ${TTL_MS} ms, ${TAKEOVER_TENANTS} tenants): first ${times[0]!.toFixed(0)} ms, last ${times.at(-1)!.toFixed(0)} ms = TTL + ${(times.at(-1)! - TTL_MS).toFixed(0)} ms (recovery ran: ${survivorEngine.calls.filter((c) => c.kind === 'cancel').length} stale-lock clears)`);
+    say(
+      `lease takeover after SIGKILL (TTL ${TTL_MS} ms, ${TAKEOVER_TENANTS} tenants): first ${times[0]!.toFixed(0)} ms, last ${times.at(-1)!.toFixed(0)} ms = TTL + ${(times.at(-1)! - TTL_MS).toFixed(0)} ms (recovery ran: ${survivorEngine.calls.filter((c) => c.kind === 'cancel').length} stale-lock clears)`,
+    );
     results.loadavg = loadavg().map((x) => Number(x.toFixed(1)));
     say(`load average at the end: ${(results.loadavg as number[]).join(' ')}`);
     if (json) console.log(JSON.stringify(results));

@@ -33,7 +33,12 @@ if (process.argv[2] === 'cp') {
   process.on('message', (m: { type: string }) => {
     if (m.type === 'stats') {
       const cpu = process.cpuUsage(started);
-      process.send!({ type: 'stats', cpuUs: cpu.user + cpu.system, rss: process.memoryUsage().rss, tunnels: cp.tunnel.connections().length } satisfies Msg);
+      process.send!({
+        type: 'stats',
+        cpuUs: cpu.user + cpu.system,
+        rss: process.memoryUsage().rss,
+        tunnels: cp.tunnel.connections().length,
+      } satisfies Msg);
     }
   });
   process.send!({ type: 'started', port: cp.port } satisfies Msg);
@@ -44,7 +49,9 @@ if (process.argv[2] === 'cp') {
 function startCp(port = 0): Promise<{ child: ChildProcess; port: number }> {
   const child = fork(self, ['cp', String(port)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   return new Promise((resolve, reject) => {
-    child.once('message', (m: Msg) => (m.type === 'started' ? resolve({ child, port: m.port }) : reject(new Error('unexpected message'))));
+    child.once('message', (m: Msg) =>
+      m.type === 'started' ? resolve({ child, port: m.port }) : reject(new Error('unexpected message')),
+    );
     child.once('exit', (code) => reject(new Error(`control plane exited with ${String(code)}`)));
   });
 }
@@ -84,7 +91,9 @@ async function main(): Promise<void> {
   }
   const initialMs = await until('all connected at first', () => connected >= N);
   const atRest = await stats(first.child);
-  console.log(`${N} runtimes connected in ${(initialMs / 1000).toFixed(1)} s; control plane RSS ${(atRest.rss / 2 ** 20).toFixed(0)} MiB with ${N} tunnels`);
+  console.log(
+    `${N} runtimes connected in ${(initialMs / 1000).toFixed(1)} s; control plane RSS ${(atRest.rss / 2 ** 20).toFixed(0)} MiB with ${N} tunnels`,
+  );
 
   first.child.kill('SIGKILL');
   await until('all disconnected', () => connected <= 0);
@@ -95,9 +104,13 @@ async function main(): Promise<void> {
   const allMs = await until('all reconnected', () => connected >= N);
   const s = await stats(second.child);
   const wall = Date.now() - began;
-  console.log(`| runtimes | down | all reconnected after | control plane CPU (of one core) over that time | RSS with all tunnels | load avg (1 min) before |`);
+  console.log(
+    `| runtimes | down | all reconnected after | control plane CPU (of one core) over that time | RSS with all tunnels | load avg (1 min) before |`,
+  );
   console.log(`| --- | --- | --- | --- | --- | --- |`);
-  console.log(`| ${N} | ${DOWN_MS / 1000} s | ${(allMs / 1000).toFixed(2)} s | ${((s.cpuUs / 1000 / wall) * 100).toFixed(0)} % (${(s.cpuUs / 1e6).toFixed(2)} s) | ${(s.rss / 2 ** 20).toFixed(0)} MiB | ${loadBefore.toFixed(1)} |`);
+  console.log(
+    `| ${N} | ${DOWN_MS / 1000} s | ${(allMs / 1000).toFixed(2)} s | ${((s.cpuUs / 1000 / wall) * 100).toFixed(0)} % (${(s.cpuUs / 1e6).toFixed(2)} s) | ${(s.rss / 2 ** 20).toFixed(0)} MiB | ${loadBefore.toFixed(1)} |`,
+  );
   await Promise.all(clients.map((c) => c.close()));
   second.child.kill('SIGTERM');
   process.exit(0);

@@ -21,7 +21,15 @@ import { fileURLToPath } from 'node:url';
 import { createRequestSigner } from '../provisioner/tunnel/request-token.ts';
 import type { AddressInfo } from 'node:net';
 import { startTunnelClient } from '../runtime/agents/tunnel-client/client.ts';
-import { KEYS, startAppProxy, startControlPlane, startRequestRouter, startRuntime, StubCallers, StubRuntimeTokens } from '../test/integration/tunnel/harness.ts';
+import {
+  KEYS,
+  startAppProxy,
+  startControlPlane,
+  startRequestRouter,
+  startRuntime,
+  StubCallers,
+  StubRuntimeTokens,
+} from '../test/integration/tunnel/harness.ts';
 
 type Role = 'cp' | 'app' | 'router' | 'client' | 'runtime' | 'tcp';
 /** Replies of the child processes; each answers the request of the same type. */
@@ -46,10 +54,19 @@ function ask<T extends Msg['type']>(child: ChildProcess, type: T): Promise<Extra
 }
 
 /** Starts `role` in its own process and waits for its 'started' message. */
-async function spawn(role: Role, args: string[]): Promise<{ child: ChildProcess; started: Extract<Msg, { type: 'started' }> }> {
-  const child = fork(fileURLToPath(import.meta.url), ['--role', role, ...args], { execArgv: [...process.execArgv, ...(process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean)], stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, BENCH_PUBLIC_KEY: KEYS.publicKeyPem, BENCH_PRIVATE_KEY: KEYS.privateKeyPem } });
+async function spawn(
+  role: Role,
+  args: string[],
+): Promise<{ child: ChildProcess; started: Extract<Msg, { type: 'started' }> }> {
+  const child = fork(fileURLToPath(import.meta.url), ['--role', role, ...args], {
+    execArgv: [...process.execArgv, ...(process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean)],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, BENCH_PUBLIC_KEY: KEYS.publicKeyPem, BENCH_PRIVATE_KEY: KEYS.privateKeyPem },
+  });
   const started = await new Promise<Extract<Msg, { type: 'started' }>>((resolve, reject) => {
-    child.once('message', (m: Msg) => (m.type === 'started' ? resolve(m) : reject(new Error(`${role}: unexpected ${m.type}`))));
+    child.once('message', (m: Msg) =>
+      m.type === 'started' ? resolve(m) : reject(new Error(`${role}: unexpected ${m.type}`)),
+    );
     child.once('exit', (code) => reject(new Error(`${role} exited with ${String(code)}`)));
   });
   return { child, started };
@@ -57,7 +74,10 @@ async function spawn(role: Role, args: string[]): Promise<{ child: ChildProcess;
 
 /** BENCH_WINDOW / BENCH_CHUNK (bytes) override the stream window and frame size; defaults are the library's. */
 function tuning(): { window: number; chunk: number } {
-  return { window: Number(process.env.BENCH_WINDOW ?? 256 * 1024), chunk: Number(process.env.BENCH_CHUNK ?? 64 * 1024) };
+  return {
+    window: Number(process.env.BENCH_WINDOW ?? 256 * 1024),
+    chunk: Number(process.env.BENCH_CHUNK ?? 64 * 1024),
+  };
 }
 
 /** BENCH_ROUNDS: alternating direct/tunnel rounds per body size (default 3). */
@@ -82,7 +102,9 @@ function get(url: string, headers: http.OutgoingHttpHeaders): Promise<{ bytes: n
     const req = http.get(url, { headers, agent }, (res) => {
       let bytes = 0;
       res.on('data', (c: Buffer) => (bytes += c.length));
-      res.on('end', () => resolve({ bytes, status: res.statusCode ?? 0, ms: Number(process.hrtime.bigint() - started) / 1e6 }));
+      res.on('end', () =>
+        resolve({ bytes, status: res.statusCode ?? 0, ms: Number(process.hrtime.bigint() - started) / 1e6 }),
+      );
       res.on('error', reject);
     });
     req.on('error', reject);
@@ -127,7 +149,8 @@ async function throughput(target: Target, size: number, count: number, concurren
       while (next < count) {
         next++;
         const r = await get(target.url(path), target.headers(path));
-        if (r.status !== 200 || r.bytes !== size) throw new Error(`${target.name}: status ${r.status}, ${r.bytes} bytes`);
+        if (r.status !== 200 || r.bytes !== size)
+          throw new Error(`${target.name}: status ${r.status}, ${r.bytes} bytes`);
         bytes += r.bytes;
       }
     }),
@@ -135,8 +158,16 @@ async function throughput(target: Target, size: number, count: number, concurren
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const [cpu1, own1, each1] = await cpuMs();
   const mib = bytes / 1048576;
-  const componentCpuPerMiB = Object.fromEntries(components.map(([name], i) => [name, Number(((each1[i]! - each0[i]!) / mib).toFixed(2))]));
-  return { mbps: mib / seconds, rps: count / seconds, cpuPerMiB: (cpu1 - cpu0) / mib, loadgenCpuPerMiB: (own1 - own0) / mib, componentCpuPerMiB };
+  const componentCpuPerMiB = Object.fromEntries(
+    components.map(([name], i) => [name, Number(((each1[i]! - each0[i]!) / mib).toFixed(2))]),
+  );
+  return {
+    mbps: mib / seconds,
+    rps: count / seconds,
+    cpuPerMiB: (cpu1 - cpu0) / mib,
+    loadgenCpuPerMiB: (own1 - own0) / mib,
+    componentCpuPerMiB,
+  };
 }
 
 /** `count` sequential 1 KB GETs to each target, alternating; sorted times per target. */
@@ -149,7 +180,8 @@ async function latencies(targets: Target[], count: number): Promise<number[][]> 
   return out.map((xs) => xs.sort((a, b) => a - b));
 }
 
-const pct = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!;
+const pct = (sorted: number[], p: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!;
 
 async function main(): Promise<void> {
   const tenantId = randomUUID();
@@ -172,7 +204,8 @@ async function main(): Promise<void> {
   }
   const children = [cp.child, ...runtimeProcs];
   components = children.map((c, i) => [i === 0 ? 'control plane' : names[i - 1]!, c]);
-  for (let i = 0; i < 500 && !(await ask(cp.child, 'connected')).connected; i++) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 500 && !(await ask(cp.child, 'connected')).connected; i++)
+    await new Promise((r) => setTimeout(r, 10));
   if (!(await ask(cp.child, 'connected')).connected) throw new Error('the tunnel did not come up');
 
   const signer = createRequestSigner({ privateKeyPem: KEYS.privateKeyPem });
@@ -201,11 +234,20 @@ async function main(): Promise<void> {
     }
     floorBase = upstream;
   }
-  const floor: Target | undefined = floorBase === undefined ? undefined : { name: 'floor', url: (p) => `${floorBase}${p}`, headers: direct.headers };
+  const floor: Target | undefined =
+    floorBase === undefined ? undefined : { name: 'floor', url: (p) => `${floorBase}${p}`, headers: direct.headers };
   // Split layout only: requests to the request router (→ app-proxy), to tell its hop from the rest.
-  const viaRouter: Target | undefined = routerBase === undefined ? undefined : { name: 'router', url: (p) => `${routerBase}${p}`, headers: direct.headers };
+  const viaRouter: Target | undefined =
+    routerBase === undefined ? undefined : { name: 'router', url: (p) => `${routerBase}${p}`, headers: direct.headers };
 
-  const rows: Array<{ size: string; direct: Run; tunnel: Run; roundRatios: number[]; cpu: { direct: number; tunnel: number }; floorRatio?: number }> = [];
+  const rows: Array<{
+    size: string;
+    direct: Run;
+    tunnel: Run;
+    roundRatios: number[];
+    cpu: { direct: number; tunnel: number };
+    floorRatio?: number;
+  }> = [];
   const plans: Array<[string, number, number, number]> = [
     ['1 KB', 1024, 4000, 16],
     ['1 MB', 1024 * 1024, 300, 4],
@@ -213,7 +255,8 @@ async function main(): Promise<void> {
   ];
   // The machine is shared and its load swings within seconds: direct and tunnel alternate over
   // several rounds and each reports its median round, so both see the same conditions.
-  const median = <T>(xs: T[], key: (x: T) => number): T => [...xs].sort((a, b) => key(a) - key(b))[Math.floor(xs.length / 2)]!;
+  const median = <T>(xs: T[], key: (x: T) => number): T =>
+    [...xs].sort((a, b) => key(a) - key(b))[Math.floor(xs.length / 2)]!;
   for (const [label, size, count, conc] of plans) {
     await throughput(direct, size, Math.ceil(count / 10), conc); // warm-up
     await throughput(tunnel, size, Math.ceil(count / 10), conc);
@@ -230,7 +273,11 @@ async function main(): Promise<void> {
       ts.push(t);
       ratios.push(t.mbps / d.mbps);
     }
-    rows.push({ size: label, direct: median(ds, (x) => x.mbps), tunnel: median(ts, (x) => x.mbps), roundRatios: ratios.map((x) => Number(x.toFixed(2))),
+    rows.push({
+      size: label,
+      direct: median(ds, (x) => x.mbps),
+      tunnel: median(ts, (x) => x.mbps),
+      roundRatios: ratios.map((x) => Number(x.toFixed(2))),
       cpu: { direct: median(ds, (x) => x.cpuPerMiB).cpuPerMiB, tunnel: median(ts, (x) => x.cpuPerMiB).cpuPerMiB },
       ...(floor ? { floorRatio: Number(median(floorRatios, (x) => x).toFixed(2)) } : {}),
     });
@@ -239,13 +286,16 @@ async function main(): Promise<void> {
   // Latency: direct and tunnel requests (and router ones, split layout) alternate one by one.
   const latencyTargets = viaRouter ? [direct, tunnel, viaRouter] : [direct, tunnel];
   await latencies(latencyTargets, 200);
-  const [ld, lt, lr] = await latencies(latencyTargets, 2000) as [number[], number[], number[] | undefined];
+  const [ld, lt, lr] = (await latencies(latencyTargets, 2000)) as [number[], number[], number[] | undefined];
 
   // RSS while a 1 GiB response goes to a reader that stopped reading.
-  const runtimeRss = async (): Promise<number> => (await Promise.all(runtimeProcs.map((c) => ask(c, 'rss')))).reduce((n, m) => n + m.rss, 0);
+  const runtimeRss = async (): Promise<number> =>
+    (await Promise.all(runtimeProcs.map((c) => ask(c, 'rss')))).reduce((n, m) => n + m.rss, 0);
   const rssBeforeCp = (await ask(cp.child, 'rss')).rss;
   const rssBeforeRt = await runtimeRss();
-  const req = http.get(`${tunnel.url(`/api/test/producer?size=${1024 * 1024 * 1024}`)}`, { headers: tunnel.headers('') });
+  const req = http.get(`${tunnel.url(`/api/test/producer?size=${1024 * 1024 * 1024}`)}`, {
+    headers: tunnel.headers(''),
+  });
   const res = await new Promise<http.IncomingMessage>((resolve) => req.once('response', resolve));
   res.pause();
   let last = -1;
@@ -279,7 +329,12 @@ async function main(): Promise<void> {
     machine: `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${mb(os.totalmem())} MiB RAM, Node ${process.version}, ${os.platform()} ${os.release()}`,
     throughput: rows,
     latency1k: {
-      directP50: pct(ld, 50), directP99: pct(ld, 99), tunnelP50: pct(lt, 50), tunnelP99: pct(lt, 99), addedP50, addedP99: pct(lt, 99) - pct(ld, 99),
+      directP50: pct(ld, 50),
+      directP99: pct(ld, 99),
+      tunnelP50: pct(lt, 50),
+      tunnelP99: pct(lt, 99),
+      addedP50,
+      addedP99: pct(lt, 99) - pct(ld, 99),
       ...(lr ? { routerP50: pct(lr, 50), routerP99: pct(lr, 99) } : {}),
     },
     stalledReader: {
@@ -299,29 +354,52 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(result, null, 2));
     return;
   }
-  console.log(`tunnel benchmark, ${result.date}\n${result.machine}\nruntime ${result.runtimeProcesses === 'split' ? 'in three processes' : 'in one process'}, window ${result.tuning.window} B, chunk ${result.tuning.chunk} B, load average at the end ${result.loadAverage.join(' / ')}\n`);
+  console.log(
+    `tunnel benchmark, ${result.date}\n${result.machine}\nruntime ${result.runtimeProcesses === 'split' ? 'in three processes' : 'in one process'}, window ${result.tuning.window} B, chunk ${result.tuning.chunk} B, load average at the end ${result.loadAverage.join(' / ')}\n`,
+  );
   console.log(`medians of ${rounds()} alternating rounds\n`);
-  console.log('| body | direct MB/s | tunnel MB/s | ratio | ratio per round | floor ratio (3 TCP relays) | direct req/s | tunnel req/s | product CPU ms/MiB direct / tunnel |');
+  console.log(
+    '| body | direct MB/s | tunnel MB/s | ratio | ratio per round | floor ratio (3 TCP relays) | direct req/s | tunnel req/s | product CPU ms/MiB direct / tunnel |',
+  );
   console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const r of rows) {
     console.log(
       `| ${r.size} | ${r.direct.mbps.toFixed(1)} | ${r.tunnel.mbps.toFixed(1)} | ${(r.tunnel.mbps / r.direct.mbps).toFixed(2)} | ${r.roundRatios.join(', ')} | ${r.floorRatio ?? '—'} | ${r.direct.rps.toFixed(0)} | ${r.tunnel.rps.toFixed(0)} | ${r.cpu.direct.toFixed(2)} / ${r.cpu.tunnel.toFixed(2)} |`,
     );
   }
-  console.log(`\n10 MB, CPU ms per MiB: load generator direct ${ten.direct.loadgenCpuPerMiB.toFixed(2)}, tunnel ${ten.tunnel.loadgenCpuPerMiB.toFixed(2)}; through the tunnel, by process: ${Object.entries(ten.tunnel.componentCpuPerMiB).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  console.log(
+    `\n10 MB, CPU ms per MiB: load generator direct ${ten.direct.loadgenCpuPerMiB.toFixed(2)}, tunnel ${ten.tunnel.loadgenCpuPerMiB.toFixed(2)}; through the tunnel, by process: ${Object.entries(
+      ten.tunnel.componentCpuPerMiB,
+    )
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
+  );
   const one = rows.find((r) => r.size === '1 KB');
   if (one) {
-    const perRequest = (run: Run): string => Object.entries(run.componentCpuPerMiB).map(([k, v]) => `${k} ${((v * 1000) / 1024).toFixed(0)}`).join(', ');
-    console.log(`1 KB, CPU µs per request by process: direct ${perRequest(one.direct)}; tunnel ${perRequest(one.tunnel)}`);
+    const perRequest = (run: Run): string =>
+      Object.entries(run.componentCpuPerMiB)
+        .map(([k, v]) => `${k} ${((v * 1000) / 1024).toFixed(0)}`)
+        .join(', ');
+    console.log(
+      `1 KB, CPU µs per request by process: direct ${perRequest(one.direct)}; tunnel ${perRequest(one.tunnel)}`,
+    );
   }
   const l = result.latency1k;
-  console.log(`\n1 KB GET latency (sequential, 2000 each, alternating): direct p50 ${l.directP50.toFixed(3)} ms p99 ${l.directP99.toFixed(3)} ms; tunnel p50 ${l.tunnelP50.toFixed(3)} ms p99 ${l.tunnelP99.toFixed(3)} ms; added p50 ${l.addedP50.toFixed(3)} ms, p99 ${l.addedP99.toFixed(3)} ms`);
+  console.log(
+    `\n1 KB GET latency (sequential, 2000 each, alternating): direct p50 ${l.directP50.toFixed(3)} ms p99 ${l.directP99.toFixed(3)} ms; tunnel p50 ${l.tunnelP50.toFixed(3)} ms p99 ${l.tunnelP99.toFixed(3)} ms; added p50 ${l.addedP50.toFixed(3)} ms, p99 ${l.addedP99.toFixed(3)} ms`,
+  );
   if (l.routerP50 !== undefined) {
-    console.log(`  of the added p50: request router hop ${(l.routerP50 - l.directP50).toFixed(3)} ms (router p50 ${l.routerP50.toFixed(3)} ms); control plane, tunnel and tunnel client ${(l.tunnelP50 - l.routerP50).toFixed(3)} ms`);
+    console.log(
+      `  of the added p50: request router hop ${(l.routerP50 - l.directP50).toFixed(3)} ms (router p50 ${l.routerP50.toFixed(3)} ms); control plane, tunnel and tunnel client ${(l.tunnelP50 - l.routerP50).toFixed(3)} ms`,
+    );
   }
   const s = result.stalledReader;
-  console.log(`stalled reader of a 1 GiB response: runtime produced ${s.producedMiB} MiB then stopped; RSS growth control plane ${s.controlPlaneRssGrowthMiB} MiB, runtime ${s.runtimeRssGrowthMiB} MiB; control plane buffered ${s.controlPlaneBufferedBytes} bytes`);
-  console.log(`\ntargets: 10 MB ratio ${result.targets.tenMbRatio.toFixed(2)} (≥ 0.50: ${result.targets.tenMbRatioOk ? 'met' : 'MISSED'}), added p50 ≤ 1 ms: ${result.targets.addedP50Ok ? 'met' : 'MISSED'}, RSS growth < 64 MiB: ${result.targets.rssOk ? 'met' : 'MISSED'}`);
+  console.log(
+    `stalled reader of a 1 GiB response: runtime produced ${s.producedMiB} MiB then stopped; RSS growth control plane ${s.controlPlaneRssGrowthMiB} MiB, runtime ${s.runtimeRssGrowthMiB} MiB; control plane buffered ${s.controlPlaneBufferedBytes} bytes`,
+  );
+  console.log(
+    `\ntargets: 10 MB ratio ${result.targets.tenMbRatio.toFixed(2)} (≥ 0.50: ${result.targets.tenMbRatioOk ? 'met' : 'MISSED'}), added p50 ≤ 1 ms: ${result.targets.addedP50Ok ? 'met' : 'MISSED'}, RSS growth < 64 MiB: ${result.targets.rssOk ? 'met' : 'MISSED'}`,
+  );
 }
 
 // ---- children: one component each -------------------------------------------------------
@@ -337,10 +415,24 @@ async function child(role: Role, args: string[]): Promise<void> {
     const callers = new StubCallers();
     // Sign with the key pair the load generator and the app-proxy know (each process has its own KEYS).
     const signer = createRequestSigner({ privateKeyPem: process.env.BENCH_PRIVATE_KEY! });
-    const cp = await startControlPlane({ tokens, callers, limits: { streamWindow: window, maxChunkBytes: chunk, signer } });
-    started = { type: 'started', base: cp.base, wsUrl: cp.wsUrl, runtimeToken: tokens.issue(tenantId).token, adminToken: callers.add('admin') };
+    const cp = await startControlPlane({
+      tokens,
+      callers,
+      limits: { streamWindow: window, maxChunkBytes: chunk, signer },
+    });
+    started = {
+      type: 'started',
+      base: cp.base,
+      wsUrl: cp.wsUrl,
+      runtimeToken: tokens.issue(tenantId).token,
+      adminToken: callers.add('admin'),
+    };
     answer = (type) =>
-      type === 'connected' ? { type, connected: cp.tunnel.status(tenantId).connected } : type === 'buffered' ? { type, bytes: cp.tunnel.stats().bufferedBytes } : undefined;
+      type === 'connected'
+        ? { type, connected: cp.tunnel.status(tenantId).connected }
+        : type === 'buffered'
+          ? { type, bytes: cp.tunnel.stats().bufferedBytes }
+          : undefined;
     close = () => cp.close();
   } else if (role === 'app') {
     const [tenantId] = args as [string];
@@ -357,7 +449,9 @@ async function child(role: Role, args: string[]): Promise<void> {
   } else if (role === 'runtime') {
     const [tenantId, wsUrl, token] = args as [string, string, string];
     const runtime = await startRuntime(tenantId, { wsUrl }, token, { window, maxChunkBytes: chunk }, publicKeyPem);
-    await new Promise<void>((resolve) => (runtime.client.connected ? resolve() : runtime.client.events.once('connected', () => resolve())));
+    await new Promise<void>((resolve) =>
+      runtime.client.connected ? resolve() : runtime.client.events.once('connected', () => resolve()),
+    );
     started = { type: 'started', base: runtime.appProxyBase };
     answer = (type) => (type === 'produced' ? { type, produced: runtime.state.produced } : undefined);
     close = () => runtime.close();
@@ -381,8 +475,17 @@ async function child(role: Role, args: string[]): Promise<void> {
     };
   } else {
     const [wsUrl, token, routerBase] = args as [string, string, string];
-    const client = startTunnelClient({ url: wsUrl, token, upstream: routerBase, maxUpstreamSockets: 2048, window, maxChunkBytes: chunk });
-    await new Promise<void>((resolve) => (client.connected ? resolve() : client.events.once('connected', () => resolve())));
+    const client = startTunnelClient({
+      url: wsUrl,
+      token,
+      upstream: routerBase,
+      maxUpstreamSockets: 2048,
+      window,
+      maxChunkBytes: chunk,
+    });
+    await new Promise<void>((resolve) =>
+      client.connected ? resolve() : client.events.once('connected', () => resolve()),
+    );
     started = { type: 'started', base: '' };
     close = () => client.close();
   }
@@ -397,7 +500,8 @@ async function child(role: Role, args: string[]): Promise<void> {
       const u = process.cpuUsage();
       return { type: 'cpu', us: u.user + u.system };
     };
-    const reply = m === 'rss' ? ({ type: 'rss', rss: process.memoryUsage().rss } satisfies Msg) : m === 'cpu' ? cpu() : answer(m);
+    const reply =
+      m === 'rss' ? ({ type: 'rss', rss: process.memoryUsage().rss } satisfies Msg) : m === 'cpu' ? cpu() : answer(m);
     if (reply) process.send?.(reply);
   });
 }

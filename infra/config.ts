@@ -61,7 +61,11 @@ export class InfraConfigError extends Error {
 }
 
 /** Checks the plain part of the config; throws naming the first bad field. */
-export function validateClusters(clusters: RootClusterConfig[], database: DatabaseConfig, hasDatabaseUrl: boolean): void {
+export function validateClusters(
+  clusters: RootClusterConfig[],
+  database: DatabaseConfig,
+  hasDatabaseUrl: boolean,
+): void {
   if (clusters.length === 0) throw new InfraConfigError("config 'clusters': at least one root cluster is required");
   const names = new Set<string>();
   clusters.forEach((c, i) => {
@@ -70,12 +74,15 @@ export function validateClusters(clusters: RootClusterConfig[], database: Databa
     if (names.has(c.name)) throw new InfraConfigError(`${at}.name: '${c.name}' is listed twice`);
     names.add(c.name);
     if (!c.region) throw new InfraConfigError(`${at}.region is required`);
-    if (!Number.isInteger(c.capacity) || c.capacity < 1) throw new InfraConfigError(`${at}.capacity must be a positive whole number`);
+    if (!Number.isInteger(c.capacity) || c.capacity < 1)
+      throw new InfraConfigError(`${at}.capacity must be a positive whole number`);
     if (!/^https:\/\//.test(c.apiServer ?? '')) throw new InfraConfigError(`${at}.apiServer must be an https URL`);
     if (!c.ingressHost) throw new InfraConfigError(`${at}.ingressHost is required`);
   });
-  if (database.mode !== 'cnpg' && database.mode !== 'external') throw new InfraConfigError(`config 'database.mode': '${String(database.mode)}' must be cnpg or external`);
-  if (database.mode === 'external' && !hasDatabaseUrl) throw new InfraConfigError("config 'databaseUrl' (secret) is required when database.mode is external");
+  if (database.mode !== 'cnpg' && database.mode !== 'external')
+    throw new InfraConfigError(`config 'database.mode': '${String(database.mode)}' must be cnpg or external`);
+  if (database.mode === 'external' && !hasDatabaseUrl)
+    throw new InfraConfigError("config 'databaseUrl' (secret) is required when database.mode is external");
 }
 
 export function readInfraConfig(): InfraConfig {
@@ -87,7 +94,9 @@ export function readInfraConfig(): InfraConfig {
   const needKubeconfigs = clusters.some((c) => c.context === undefined);
   return {
     clusters,
-    kubeconfigs: needKubeconfigs ? config.requireSecretObject<Record<string, string>>('kubeconfigs') : pulumi.secret<Record<string, string>>({}),
+    kubeconfigs: needKubeconfigs
+      ? config.requireSecretObject<Record<string, string>>('kubeconfigs')
+      : pulumi.secret<Record<string, string>>({}),
     provisionerImage: config.require('provisionerImage'),
     database,
     databaseUrl,

@@ -31,35 +31,52 @@ export class PlatformDatabase extends pulumi.ComponentResource {
     super(DATABASE_TYPE, name, {}, opts);
     const child = { parent: this };
     if (args.database.mode === 'external') {
-      if (args.databaseUrl === undefined) throw new pulumi.ResourceError(`PlatformDatabase ${name}: databaseUrl is required for an external database`, this);
-      const secret = new k8s.core.v1.Secret(`${name}-dsn`, {
-        metadata: { name: 'provisioner-database', namespace: args.namespace },
-        type: 'Opaque',
-        stringData: { uri: pulumi.secret(args.databaseUrl) },
-      }, { ...child, additionalSecretOutputs: ['stringData', 'data'] });
+      if (args.databaseUrl === undefined)
+        throw new pulumi.ResourceError(
+          `PlatformDatabase ${name}: databaseUrl is required for an external database`,
+          this,
+        );
+      const secret = new k8s.core.v1.Secret(
+        `${name}-dsn`,
+        {
+          metadata: { name: 'provisioner-database', namespace: args.namespace },
+          type: 'Opaque',
+          stringData: { uri: pulumi.secret(args.databaseUrl) },
+        },
+        { ...child, additionalSecretOutputs: ['stringData', 'data'] },
+      );
       this.secret = { name: secret.metadata.name, key: pulumi.output('uri') };
     } else {
       const instances = args.database.instances ?? 2;
-      if (!Number.isInteger(instances) || instances < 1) throw new pulumi.ResourceError(`PlatformDatabase ${name}: instances must be a positive whole number`, this);
+      if (!Number.isInteger(instances) || instances < 1)
+        throw new pulumi.ResourceError(`PlatformDatabase ${name}: instances must be a positive whole number`, this);
       const { cnpg } = PLATFORM_CHARTS;
-      const operator = new k8s.helm.v3.Release(`${name}-operator`, {
-        name: 'cnpg',
-        namespace: cnpg.namespace,
-        createNamespace: true,
-        ...chartSource(cnpg.repository, cnpg.chart, cnpg.version, args.chartRepositories),
-        values: { crds: { create: true } },
-        timeout: 600,
-      }, child);
-      const cluster = new k8s.apiextensions.CustomResource(`${name}-cluster`, {
-        apiVersion: 'postgresql.cnpg.io/v1',
-        kind: 'Cluster',
-        metadata: { name: CLUSTER, namespace: args.namespace },
-        spec: {
-          instances,
-          storage: { size: args.database.storage ?? '20Gi' },
-          bootstrap: { initdb: { database: 'provisioner', owner: 'provisioner' } },
+      const operator = new k8s.helm.v3.Release(
+        `${name}-operator`,
+        {
+          name: 'cnpg',
+          namespace: cnpg.namespace,
+          createNamespace: true,
+          ...chartSource(cnpg.repository, cnpg.chart, cnpg.version, args.chartRepositories),
+          values: { crds: { create: true } },
+          timeout: 600,
         },
-      }, { ...child, dependsOn: [operator] });
+        child,
+      );
+      const cluster = new k8s.apiextensions.CustomResource(
+        `${name}-cluster`,
+        {
+          apiVersion: 'postgresql.cnpg.io/v1',
+          kind: 'Cluster',
+          metadata: { name: CLUSTER, namespace: args.namespace },
+          spec: {
+            instances,
+            storage: { size: args.database.storage ?? '20Gi' },
+            bootstrap: { initdb: { database: 'provisioner', owner: 'provisioner' } },
+          },
+        },
+        { ...child, dependsOn: [operator] },
+      );
       this.secret = { name: cluster.metadata.name.apply((n) => `${n}-app`), key: pulumi.output('uri') };
     }
     this.registerOutputs({ secretName: this.secret.name });

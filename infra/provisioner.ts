@@ -44,96 +44,166 @@ export class Provisioner extends pulumi.ComponentResource {
   constructor(name: string, args: ProvisionerArgs, opts?: pulumi.ComponentResourceOptions) {
     super(PROVISIONER_TYPE, name, {}, opts);
     const replicas = args.replicas ?? 2;
-    if (!Number.isInteger(replicas) || replicas < 1) throw new pulumi.ResourceError(`Provisioner ${name}: replicas must be a positive whole number`, this);
+    if (!Number.isInteger(replicas) || replicas < 1)
+      throw new pulumi.ResourceError(`Provisioner ${name}: replicas must be a positive whole number`, this);
     const child = { parent: this };
     const labels = { 'app.kubernetes.io/name': NAME, 'app.kubernetes.io/part-of': 'hosted-platform' };
     const metadata = { name: NAME, namespace: args.namespace, labels };
 
     const account = new k8s.core.v1.ServiceAccount(`${name}-sa`, { metadata }, child);
-    const role = new k8s.rbac.v1.ClusterRole(`${name}-clusterrole`, { metadata: { name: 'hosted-platform:provisioner', labels }, rules: PROVISIONER_RULES }, child);
-    new k8s.rbac.v1.ClusterRoleBinding(`${name}-clusterrolebinding`, {
-      metadata: { name: 'hosted-platform:provisioner', labels },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'hosted-platform:provisioner' },
-      subjects: [{ kind: 'ServiceAccount', name: NAME, namespace: args.namespace }],
-    }, { ...child, dependsOn: [role, account] });
+    const role = new k8s.rbac.v1.ClusterRole(
+      `${name}-clusterrole`,
+      { metadata: { name: 'hosted-platform:provisioner', labels }, rules: PROVISIONER_RULES },
+      child,
+    );
+    new k8s.rbac.v1.ClusterRoleBinding(
+      `${name}-clusterrolebinding`,
+      {
+        metadata: { name: 'hosted-platform:provisioner', labels },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'hosted-platform:provisioner' },
+        subjects: [{ kind: 'ServiceAccount', name: NAME, namespace: args.namespace }],
+      },
+      { ...child, dependsOn: [role, account] },
+    );
 
-    const token = new k8s.core.v1.Secret(`${name}-token`, {
-      metadata: { name: `${NAME}-token`, namespace: args.namespace, labels, annotations: { 'kubernetes.io/service-account.name': NAME } },
-      type: 'kubernetes.io/service-account-token',
-    }, { ...child, dependsOn: [account], additionalSecretOutputs: ['data'] });
-    this.kubeconfig = pulumi.secret(pulumi.all([token.data, args.apiServer]).apply(([data, server]) => {
-      const tokenB64 = data?.token;
-      const ca = data?.['ca.crt'];
-      if (!tokenB64 || !ca) throw new pulumi.ResourceError(`Provisioner ${name}: the ServiceAccount token Secret has no token yet`, this);
-      return serviceAccountKubeconfig(args.clusterName, server, ca, Buffer.from(tokenB64, 'base64').toString('utf8'));
-    }));
+    const token = new k8s.core.v1.Secret(
+      `${name}-token`,
+      {
+        metadata: {
+          name: `${NAME}-token`,
+          namespace: args.namespace,
+          labels,
+          annotations: { 'kubernetes.io/service-account.name': NAME },
+        },
+        type: 'kubernetes.io/service-account-token',
+      },
+      { ...child, dependsOn: [account], additionalSecretOutputs: ['data'] },
+    );
+    this.kubeconfig = pulumi.secret(
+      pulumi.all([token.data, args.apiServer]).apply(([data, server]) => {
+        const tokenB64 = data?.token;
+        const ca = data?.['ca.crt'];
+        if (!tokenB64 || !ca)
+          throw new pulumi.ResourceError(`Provisioner ${name}: the ServiceAccount token Secret has no token yet`, this);
+        return serviceAccountKubeconfig(args.clusterName, server, ca, Buffer.from(tokenB64, 'base64').toString('utf8'));
+      }),
+    );
 
-    const secrets = new k8s.core.v1.Secret(`${name}-secrets`, {
-      metadata: { name: `${NAME}-secrets`, namespace: args.namespace, labels },
-      type: 'Opaque',
-      stringData: { 'encryption-key': pulumi.secret(args.encryptionKey), 'request-signing-key': pulumi.secret(args.requestSigningKey) },
-    }, { ...child, additionalSecretOutputs: ['stringData', 'data'] });
+    const secrets = new k8s.core.v1.Secret(
+      `${name}-secrets`,
+      {
+        metadata: { name: `${NAME}-secrets`, namespace: args.namespace, labels },
+        type: 'Opaque',
+        stringData: {
+          'encryption-key': pulumi.secret(args.encryptionKey),
+          'request-signing-key': pulumi.secret(args.requestSigningKey),
+        },
+      },
+      { ...child, additionalSecretOutputs: ['stringData', 'data'] },
+    );
 
-    new k8s.apps.v1.Deployment(`${name}-deployment`, {
-      metadata,
-      spec: {
-        replicas,
-        selector: { matchLabels: { 'app.kubernetes.io/name': NAME } },
-        template: {
-          metadata: { labels },
-          spec: {
-            serviceAccountName: NAME,
-            // Shutdown runs the reconciler's grace (20 s) and the tunnel drain (10 s) side by side.
-            terminationGracePeriodSeconds: 40,
-            securityContext: restrictedPodSecurityContext(),
-            containers: [{
-              name: NAME,
-              image: args.image,
-              ports: [{ name: 'http', containerPort: PORT, protocol: 'TCP' }],
-              env: [
-                { name: 'HOST', value: '0.0.0.0' },
-                { name: 'PORT', value: String(PORT) },
-                // Replicas relay requests for runtimes whose tunnel another replica holds, pod to pod.
-                { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
-                { name: 'PROVISIONER_ADVERTISE_URL', value: `http://$(POD_IP):${PORT}` },
-                { name: 'PROVISIONER_PUBLIC_URL', value: pulumi.interpolate`https://${args.host}` },
-                { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: args.databaseSecret.name, key: args.databaseSecret.key } } },
-                { name: 'PROVISIONER_ENCRYPTION_KEY', valueFrom: { secretKeyRef: { name: `${NAME}-secrets`, key: 'encryption-key' } } },
-                { name: 'PROVISIONER_REQUEST_SIGNING_KEY', valueFrom: { secretKeyRef: { name: `${NAME}-secrets`, key: 'request-signing-key' } } },
+    new k8s.apps.v1.Deployment(
+      `${name}-deployment`,
+      {
+        metadata,
+        spec: {
+          replicas,
+          selector: { matchLabels: { 'app.kubernetes.io/name': NAME } },
+          template: {
+            metadata: { labels },
+            spec: {
+              serviceAccountName: NAME,
+              // Shutdown runs the reconciler's grace (20 s) and the tunnel drain (10 s) side by side.
+              terminationGracePeriodSeconds: 40,
+              securityContext: restrictedPodSecurityContext(),
+              containers: [
+                {
+                  name: NAME,
+                  image: args.image,
+                  ports: [{ name: 'http', containerPort: PORT, protocol: 'TCP' }],
+                  env: [
+                    { name: 'HOST', value: '0.0.0.0' },
+                    { name: 'PORT', value: String(PORT) },
+                    // Replicas relay requests for runtimes whose tunnel another replica holds, pod to pod.
+                    { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+                    { name: 'PROVISIONER_ADVERTISE_URL', value: `http://$(POD_IP):${PORT}` },
+                    { name: 'PROVISIONER_PUBLIC_URL', value: pulumi.interpolate`https://${args.host}` },
+                    {
+                      name: 'DATABASE_URL',
+                      valueFrom: { secretKeyRef: { name: args.databaseSecret.name, key: args.databaseSecret.key } },
+                    },
+                    {
+                      name: 'PROVISIONER_ENCRYPTION_KEY',
+                      valueFrom: { secretKeyRef: { name: `${NAME}-secrets`, key: 'encryption-key' } },
+                    },
+                    {
+                      name: 'PROVISIONER_REQUEST_SIGNING_KEY',
+                      valueFrom: { secretKeyRef: { name: `${NAME}-secrets`, key: 'request-signing-key' } },
+                    },
+                  ],
+                  resources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { cpu: '2', memory: '2Gi' } },
+                  securityContext: restrictedContainerSecurityContext(),
+                  readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 10 },
+                  livenessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 20 },
+                  volumeMounts: [
+                    { name: 'tmp', mountPath: '/tmp' },
+                    { name: 'engine', mountPath: '/var/lib/provisioner' },
+                  ],
+                },
               ],
-              resources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { cpu: '2', memory: '2Gi' } },
-              securityContext: restrictedContainerSecurityContext(),
-              readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 10 },
-              livenessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 20 },
-              volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }, { name: 'engine', mountPath: '/var/lib/provisioner' }],
-            }],
-            volumes: [{ name: 'tmp', emptyDir: {} }, { name: 'engine', emptyDir: { sizeLimit: '10Gi' } }],
+              volumes: [
+                { name: 'tmp', emptyDir: {} },
+                { name: 'engine', emptyDir: { sizeLimit: '10Gi' } },
+              ],
+            },
           },
         },
       },
-    }, { ...child, dependsOn: [account, secrets] });
+      { ...child, dependsOn: [account, secrets] },
+    );
 
-    new k8s.core.v1.Service(`${name}-service`, {
-      metadata,
-      spec: { type: 'ClusterIP', selector: { 'app.kubernetes.io/name': NAME }, ports: [{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }] },
-    }, child);
-
-    new k8s.networking.v1.Ingress(`${name}-ingress`, {
-      metadata: {
-        ...metadata,
-        annotations: {
-          'cert-manager.io/cluster-issuer': args.clusterIssuer,
-          // Tunnels are long-lived WebSockets.
-          'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600',
-          'nginx.ingress.kubernetes.io/proxy-send-timeout': '3600',
+    new k8s.core.v1.Service(
+      `${name}-service`,
+      {
+        metadata,
+        spec: {
+          type: 'ClusterIP',
+          selector: { 'app.kubernetes.io/name': NAME },
+          ports: [{ name: 'http', port: 80, targetPort: 'http', protocol: 'TCP' }],
         },
       },
-      spec: {
-        ingressClassName: 'nginx',
-        tls: [{ hosts: [args.host], secretName: `${NAME}-tls` }],
-        rules: [{ host: args.host, http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: NAME, port: { name: 'http' } } } }] } }],
+      child,
+    );
+
+    new k8s.networking.v1.Ingress(
+      `${name}-ingress`,
+      {
+        metadata: {
+          ...metadata,
+          annotations: {
+            'cert-manager.io/cluster-issuer': args.clusterIssuer,
+            // Tunnels are long-lived WebSockets.
+            'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600',
+            'nginx.ingress.kubernetes.io/proxy-send-timeout': '3600',
+          },
+        },
+        spec: {
+          ingressClassName: 'nginx',
+          tls: [{ hosts: [args.host], secretName: `${NAME}-tls` }],
+          rules: [
+            {
+              host: args.host,
+              http: {
+                paths: [
+                  { path: '/', pathType: 'Prefix', backend: { service: { name: NAME, port: { name: 'http' } } } },
+                ],
+              },
+            },
+          ],
+        },
       },
-    }, child);
+      child,
+    );
 
     this.serviceAccountName = pulumi.output(NAME);
     this.registerOutputs({ kubeconfig: this.kubeconfig, serviceAccountName: this.serviceAccountName });
@@ -141,12 +211,16 @@ export class Provisioner extends pulumi.ComponentResource {
 }
 
 export function serviceAccountKubeconfig(cluster: string, server: string, caBase64: string, token: string): string {
-  return JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: cluster, cluster: { server, 'certificate-authority-data': caBase64 } }],
-    users: [{ name: `${cluster}-provisioner`, user: { token } }],
-    contexts: [{ name: cluster, context: { cluster, user: `${cluster}-provisioner` } }],
-    'current-context': cluster,
-  }, null, 2);
+  return JSON.stringify(
+    {
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: cluster, cluster: { server, 'certificate-authority-data': caBase64 } }],
+      users: [{ name: `${cluster}-provisioner`, user: { token } }],
+      contexts: [{ name: cluster, context: { cluster, user: `${cluster}-provisioner` } }],
+      'current-context': cluster,
+    },
+    null,
+    2,
+  );
 }

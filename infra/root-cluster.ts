@@ -52,85 +52,132 @@ export class RootCluster extends pulumi.ComponentResource {
     const child = { parent: this };
     const { cluster } = args;
 
-    const namespace = new k8s.core.v1.Namespace(`${name}-namespace`, {
-      metadata: {
-        name: PLATFORM_NAMESPACE,
-        labels: {
-          'app.kubernetes.io/part-of': 'hosted-platform',
-          // The operator-managed Postgres is held to baseline; restricted is audited and warned.
-          'pod-security.kubernetes.io/enforce': 'baseline',
-          'pod-security.kubernetes.io/audit': 'restricted',
-          'pod-security.kubernetes.io/warn': 'restricted',
+    const namespace = new k8s.core.v1.Namespace(
+      `${name}-namespace`,
+      {
+        metadata: {
+          name: PLATFORM_NAMESPACE,
+          labels: {
+            'app.kubernetes.io/part-of': 'hosted-platform',
+            // The operator-managed Postgres is held to baseline; restricted is audited and warned.
+            'pod-security.kubernetes.io/enforce': 'baseline',
+            'pod-security.kubernetes.io/audit': 'restricted',
+            'pod-security.kubernetes.io/warn': 'restricted',
+          },
         },
       },
-    }, child);
+      child,
+    );
     const inNs = { ...child, dependsOn: [namespace] };
 
     const { ingressNginx, certManager } = PLATFORM_CHARTS;
-    new k8s.helm.v3.Release(`${name}-ingress-nginx`, {
-      name: 'ingress-nginx',
-      namespace: ingressNginx.namespace,
-      createNamespace: true,
-      ...chartSource(ingressNginx.repository, ingressNginx.chart, ingressNginx.version, args.chartRepositories),
-      values: { controller: { ingressClassResource: { name: 'nginx', default: true }, allowSnippetAnnotations: false, replicaCount: 2 } },
-      timeout: 600,
-    }, child);
-    new k8s.helm.v3.Release(`${name}-cert-manager`, {
-      name: 'cert-manager',
-      namespace: certManager.namespace,
-      createNamespace: true,
-      ...chartSource(certManager.repository, certManager.chart, certManager.version, args.chartRepositories),
-      values: { crds: { enabled: true, keep: true } },
-      timeout: 600,
-    }, child);
+    new k8s.helm.v3.Release(
+      `${name}-ingress-nginx`,
+      {
+        name: 'ingress-nginx',
+        namespace: ingressNginx.namespace,
+        createNamespace: true,
+        ...chartSource(ingressNginx.repository, ingressNginx.chart, ingressNginx.version, args.chartRepositories),
+        values: {
+          controller: {
+            ingressClassResource: { name: 'nginx', default: true },
+            allowSnippetAnnotations: false,
+            replicaCount: 2,
+          },
+        },
+        timeout: 600,
+      },
+      child,
+    );
+    new k8s.helm.v3.Release(
+      `${name}-cert-manager`,
+      {
+        name: 'cert-manager',
+        namespace: certManager.namespace,
+        createNamespace: true,
+        ...chartSource(certManager.repository, certManager.chart, certManager.version, args.chartRepositories),
+        values: { crds: { enabled: true, keep: true } },
+        timeout: 600,
+      },
+      child,
+    );
 
-    new k8s.scheduling.v1.PriorityClass(`${name}-tenant-priority`, {
-      metadata: { name: TENANT_PRIORITY_CLASS, labels: { 'app.kubernetes.io/part-of': 'hosted-platform' } },
-      value: 100_000,
-      globalDefault: false,
-      preemptionPolicy: 'PreemptLowerPriority',
-      description: 'vcluster control planes of tenants: scheduled before tenant workloads, never before system pods.',
-    }, child);
+    new k8s.scheduling.v1.PriorityClass(
+      `${name}-tenant-priority`,
+      {
+        metadata: { name: TENANT_PRIORITY_CLASS, labels: { 'app.kubernetes.io/part-of': 'hosted-platform' } },
+        value: 100_000,
+        globalDefault: false,
+        preemptionPolicy: 'PreemptLowerPriority',
+        description: 'vcluster control planes of tenants: scheduled before tenant workloads, never before system pods.',
+      },
+      child,
+    );
 
     const policy = (suffix: string, spec: k8s.types.input.networking.v1.NetworkPolicySpec) =>
-      new k8s.networking.v1.NetworkPolicy(`${name}-netpol-${suffix}`, { metadata: { name: suffix, namespace: PLATFORM_NAMESPACE }, spec }, inNs);
+      new k8s.networking.v1.NetworkPolicy(
+        `${name}-netpol-${suffix}`,
+        { metadata: { name: suffix, namespace: PLATFORM_NAMESPACE }, spec },
+        inNs,
+      );
     policy('default-deny-ingress', { podSelector: {}, policyTypes: ['Ingress'] });
-    policy('allow-same-namespace', { podSelector: {}, policyTypes: ['Ingress'], ingress: [{ from: [{ podSelector: {} }] }] });
+    policy('allow-same-namespace', {
+      podSelector: {},
+      policyTypes: ['Ingress'],
+      ingress: [{ from: [{ podSelector: {} }] }],
+    });
     policy('allow-ingress-controller', {
       podSelector: { matchLabels: { 'app.kubernetes.io/name': 'provisioner' } },
       policyTypes: ['Ingress'],
-      ingress: [{
-        from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ingressNginx.namespace } } }],
-        ports: [{ protocol: 'TCP', port: 8080 }],
-      }],
+      ingress: [
+        {
+          from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ingressNginx.namespace } } }],
+          ports: [{ protocol: 'TCP', port: 8080 }],
+        },
+      ],
     });
     policy('allow-cnpg-operator', {
       podSelector: { matchLabels: { 'cnpg.io/cluster': 'provisioner-db' } },
       policyTypes: ['Ingress'],
-      ingress: [{
-        from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': PLATFORM_CHARTS.cnpg.namespace } } }],
-        ports: [{ protocol: 'TCP', port: 8000 }, { protocol: 'TCP', port: 5432 }],
-      }],
+      ingress: [
+        {
+          from: [
+            { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': PLATFORM_CHARTS.cnpg.namespace } } },
+          ],
+          ports: [
+            { protocol: 'TCP', port: 8000 },
+            { protocol: 'TCP', port: 5432 },
+          ],
+        },
+      ],
     });
 
-    const database = new PlatformDatabase(`${name}-database`, {
-      namespace: PLATFORM_NAMESPACE,
-      database: args.database,
-      databaseUrl: args.databaseUrl,
-      chartRepositories: args.chartRepositories,
-    }, inNs);
+    const database = new PlatformDatabase(
+      `${name}-database`,
+      {
+        namespace: PLATFORM_NAMESPACE,
+        database: args.database,
+        databaseUrl: args.databaseUrl,
+        chartRepositories: args.chartRepositories,
+      },
+      inNs,
+    );
 
-    const provisioner = new Provisioner(`${name}-provisioner`, {
-      namespace: PLATFORM_NAMESPACE,
-      image: args.provisionerImage,
-      host: cluster.ingressHost,
-      clusterIssuer: args.clusterIssuer,
-      databaseSecret: database.secret,
-      encryptionKey: args.encryptionKey,
-      requestSigningKey: args.requestSigningKey,
-      apiServer: cluster.apiServer,
-      clusterName: cluster.name,
-    }, { ...child, dependsOn: [namespace, database] });
+    const provisioner = new Provisioner(
+      `${name}-provisioner`,
+      {
+        namespace: PLATFORM_NAMESPACE,
+        image: args.provisionerImage,
+        host: cluster.ingressHost,
+        clusterIssuer: args.clusterIssuer,
+        databaseSecret: database.secret,
+        encryptionKey: args.encryptionKey,
+        requestSigningKey: args.requestSigningKey,
+        apiServer: cluster.apiServer,
+        clusterName: cluster.name,
+      },
+      { ...child, dependsOn: [namespace, database] },
+    );
 
     this.registry = {
       name: cluster.name,

@@ -112,7 +112,10 @@ function signingKey(raw: string | undefined): string | undefined {
     const key = createPrivateKey(raw);
     if (key.asymmetricKeyType !== 'ed25519') throw new Error(key.asymmetricKeyType);
   } catch {
-    throw new ConfigError('PROVISIONER_REQUEST_SIGNING_KEY', 'must be an Ed25519 private key in PEM (e.g. `openssl genpkey -algorithm ed25519`)');
+    throw new ConfigError(
+      'PROVISIONER_REQUEST_SIGNING_KEY',
+      'must be an Ed25519 private key in PEM (e.g. `openssl genpkey -algorithm ed25519`)',
+    );
   }
   return raw;
 }
@@ -137,7 +140,8 @@ function url(env: Env, name: string, schemes: string[]): string | undefined {
   } catch {
     throw new ConfigError(name, `is not a URL (expected ${schemes.map((s) => `${s}//…`).join(' or ')})`);
   }
-  if (!schemes.includes(parsed.protocol)) throw new ConfigError(name, `scheme '${parsed.protocol}' is not supported; use ${schemes.join(', ')}`);
+  if (!schemes.includes(parsed.protocol))
+    throw new ConfigError(name, `scheme '${parsed.protocol}' is not supported; use ${schemes.join(', ')}`);
   return raw;
 }
 
@@ -146,7 +150,10 @@ function loadReconcilerConfig(env: Env): ReconcilerConfig {
   const backoffBaseSeconds = int(env, 'PROVISIONER_BACKOFF_BASE_SECONDS', d.backoff.baseMs / 1000, 1, 3600);
   const backoffCapSeconds = int(env, 'PROVISIONER_BACKOFF_CAP_SECONDS', d.backoff.capMs / 1000, 1, 86_400);
   if (backoffCapSeconds < backoffBaseSeconds) {
-    throw new ConfigError('PROVISIONER_BACKOFF_CAP_SECONDS', `${backoffCapSeconds} is below PROVISIONER_BACKOFF_BASE_SECONDS (${backoffBaseSeconds})`);
+    throw new ConfigError(
+      'PROVISIONER_BACKOFF_CAP_SECONDS',
+      `${backoffCapSeconds} is below PROVISIONER_BACKOFF_BASE_SECONDS (${backoffBaseSeconds})`,
+    );
   }
   return {
     workers: int(env, 'PROVISIONER_WORKERS', d.workers, 1, 256),
@@ -162,15 +169,29 @@ function loadReconcilerConfig(env: Env): ReconcilerConfig {
 }
 
 function loadEngineConfig(env: Env, dataDir: string, host: string, port: number): EngineConfig {
-  const kind = env.PROVISIONER_ENGINE === undefined || env.PROVISIONER_ENGINE === '' ? 'pulumi' : env.PROVISIONER_ENGINE;
-  if (kind !== 'pulumi' && kind !== 'none') throw new ConfigError('PROVISIONER_ENGINE', `'${kind}' is not one of pulumi, none`);
-  const secretsProvider = env.PROVISIONER_SECRETS_PROVIDER === undefined || env.PROVISIONER_SECRETS_PROVIDER === '' ? 'passphrase' : env.PROVISIONER_SECRETS_PROVIDER;
+  const kind =
+    env.PROVISIONER_ENGINE === undefined || env.PROVISIONER_ENGINE === '' ? 'pulumi' : env.PROVISIONER_ENGINE;
+  if (kind !== 'pulumi' && kind !== 'none')
+    throw new ConfigError('PROVISIONER_ENGINE', `'${kind}' is not one of pulumi, none`);
+  const secretsProvider =
+    env.PROVISIONER_SECRETS_PROVIDER === undefined || env.PROVISIONER_SECRETS_PROVIDER === ''
+      ? 'passphrase'
+      : env.PROVISIONER_SECRETS_PROVIDER;
   if (secretsProvider !== 'passphrase' && !/^[a-z0-9]+:\/\//.test(secretsProvider)) {
-    throw new ConfigError('PROVISIONER_SECRETS_PROVIDER', `'${secretsProvider}' must be 'passphrase' or a KMS URL such as awskms://…, gcpkms://…, azurekeyvault://…, hashivault://…`);
+    throw new ConfigError(
+      'PROVISIONER_SECRETS_PROVIDER',
+      `'${secretsProvider}' must be 'passphrase' or a KMS URL such as awskms://…, gcpkms://…, azurekeyvault://…, hashivault://…`,
+    );
   }
   const passphrase = env.PULUMI_CONFIG_PASSPHRASE === '' ? undefined : env.PULUMI_CONFIG_PASSPHRASE;
-  const cliDir = env.PROVISIONER_PULUMI_CLI_DIR === undefined || env.PROVISIONER_PULUMI_CLI_DIR === '' ? undefined : resolve(env.PROVISIONER_PULUMI_CLI_DIR);
-  const home = env.PROVISIONER_PULUMI_HOME === undefined || env.PROVISIONER_PULUMI_HOME === '' ? join(dataDir, 'engine', '.pulumi') : resolve(env.PROVISIONER_PULUMI_HOME);
+  const cliDir =
+    env.PROVISIONER_PULUMI_CLI_DIR === undefined || env.PROVISIONER_PULUMI_CLI_DIR === ''
+      ? undefined
+      : resolve(env.PROVISIONER_PULUMI_CLI_DIR);
+  const home =
+    env.PROVISIONER_PULUMI_HOME === undefined || env.PROVISIONER_PULUMI_HOME === ''
+      ? join(dataDir, 'engine', '.pulumi')
+      : resolve(env.PROVISIONER_PULUMI_HOME);
   const publicHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
   return {
     kind,
@@ -179,7 +200,9 @@ function loadEngineConfig(env: Env, dataDir: string, host: string, port: number)
     passphrase,
     cliDir,
     pulumiHome: home,
-    publicUrl: url(env, 'PROVISIONER_PUBLIC_URL', ['https:', 'http:']) ?? `http://${publicHost.includes(':') ? `[${publicHost}]` : publicHost}:${port}`,
+    publicUrl:
+      url(env, 'PROVISIONER_PUBLIC_URL', ['https:', 'http:']) ??
+      `http://${publicHost.includes(':') ? `[${publicHost}]` : publicHost}:${port}`,
     chartRepositories: chartRepositories(env.PROVISIONER_CHART_REPOSITORIES),
     vclusterServerTemplate: serverTemplate(env.PROVISIONER_VCLUSTER_SERVER_TEMPLATE),
   };
@@ -203,7 +226,8 @@ function chartRepositories(raw: string | undefined): Record<string, string> | un
   } catch {
     throw new ConfigError(name, 'is not JSON; expected an object such as {"argo": "/srv/charts"}');
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError(name, 'must be a JSON object of repository name to location');
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new ConfigError(name, 'must be a JSON object of repository name to location');
   const out: Record<string, string> = {};
   for (const [repository, location] of Object.entries(parsed)) {
     const problem = chartRepositoryProblem(repository, location);
@@ -220,11 +244,21 @@ function advertiseUrlFrom(raw: string | undefined): string | undefined {
   try {
     url = new URL(raw);
   } catch {
-    throw new ConfigError('PROVISIONER_ADVERTISE_URL', `'${raw}' is not a URL; expected http://<address of this replica>:<port>`);
+    throw new ConfigError(
+      'PROVISIONER_ADVERTISE_URL',
+      `'${raw}' is not a URL; expected http://<address of this replica>:<port>`,
+    );
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError('PROVISIONER_ADVERTISE_URL', `scheme '${url.protocol}' is not supported; use http:// or https://`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new ConfigError(
+      'PROVISIONER_ADVERTISE_URL',
+      `scheme '${url.protocol}' is not supported; use http:// or https://`,
+    );
   if (url.pathname !== '/' || url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
-    throw new ConfigError('PROVISIONER_ADVERTISE_URL', `'${raw}' must be an origin only (scheme, host, port), without path, query or credentials`);
+    throw new ConfigError(
+      'PROVISIONER_ADVERTISE_URL',
+      `'${raw}' must be an origin only (scheme, host, port), without path, query or credentials`,
+    );
   }
   return url.origin;
 }
@@ -251,7 +285,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     throw new ConfigError('PROVISIONER_ADMIN_TOKEN', 'must be at least 24 characters');
   }
   const logLevel = (env.LOG_LEVEL ?? 'info') as LogLevel;
-  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `'${logLevel}' is not one of ${LOG_LEVELS.join(', ')}`);
+  if (!LOG_LEVELS.includes(logLevel))
+    throw new ConfigError('LOG_LEVEL', `'${logLevel}' is not one of ${LOG_LEVELS.join(', ')}`);
   const dataDirRaw = env.PROVISIONER_DATA_DIR && env.PROVISIONER_DATA_DIR !== '' ? env.PROVISIONER_DATA_DIR : './.data';
   const port = int(env, 'PORT', 8080, 0, 65535);
   const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(cwd, dataDirRaw);
@@ -288,13 +323,24 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
  */
 function loadKubeconfigPolicy(env: Env): KubeconfigPolicy {
   const raw = env.PROVISIONER_KUBECONFIG_EXEC_COMMANDS ?? '';
-  const execCommands = raw.split(',').map((c) => c.trim()).filter((c) => c !== '');
+  const execCommands = raw
+    .split(',')
+    .map((c) => c.trim())
+    .filter((c) => c !== '');
   for (const c of execCommands) {
-    if (!isAbsolute(c)) throw new ConfigError('PROVISIONER_KUBECONFIG_EXEC_COMMANDS', `'${c}' is not an absolute path; list the exact commands a kubeconfig may run, e.g. /usr/local/bin/aws-iam-authenticator`);
+    if (!isAbsolute(c))
+      throw new ConfigError(
+        'PROVISIONER_KUBECONFIG_EXEC_COMMANDS',
+        `'${c}' is not an absolute path; list the exact commands a kubeconfig may run, e.g. /usr/local/bin/aws-iam-authenticator`,
+      );
   }
-  const allowedCidrs = (env.PROVISIONER_CLUSTER_ALLOWED_CIDRS ?? '').split(',').map((c) => c.trim()).filter((c) => c !== '');
+  const allowedCidrs = (env.PROVISIONER_CLUSTER_ALLOWED_CIDRS ?? '')
+    .split(',')
+    .map((c) => c.trim())
+    .filter((c) => c !== '');
   for (const c of allowedCidrs) {
-    if (!parseCidr(c)) throw new ConfigError('PROVISIONER_CLUSTER_ALLOWED_CIDRS', `'${c}' is not a CIDR such as 10.0.0.0/8 or fd00::/8`);
+    if (!parseCidr(c))
+      throw new ConfigError('PROVISIONER_CLUSTER_ALLOWED_CIDRS', `'${c}' is not a CIDR such as 10.0.0.0/8 or fd00::/8`);
   }
   return {
     execCommands,
@@ -306,9 +352,13 @@ function loadKubeconfigPolicy(env: Env): KubeconfigPolicy {
 
 /** PROVISIONER_TRUSTED_PROXIES: comma-separated IPs or CIDRs of the ingress in front of the API. */
 function trustedProxies(raw: string | undefined): string[] {
-  const list = (raw ?? '').split(',').map((p) => p.trim()).filter((p) => p !== '');
+  const list = (raw ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p !== '');
   for (const p of list) {
-    if (isIP(p) === 0 && !parseCidr(p)) throw new ConfigError('PROVISIONER_TRUSTED_PROXIES', `'${p}' is not an IP address or CIDR (e.g. 10.0.0.0/8)`);
+    if (isIP(p) === 0 && !parseCidr(p))
+      throw new ConfigError('PROVISIONER_TRUSTED_PROXIES', `'${p}' is not an IP address or CIDR (e.g. 10.0.0.0/8)`);
   }
   return list;
 }
@@ -325,7 +375,9 @@ const KiB = 1024;
 const MiB = 1024 * KiB;
 
 /** The variable that sets each tunnel limit, its range, and whether it is given in seconds (the limit in ms). */
-const TUNNEL_VARIABLES: { readonly [K in keyof TunnelLimits]: { variable: string; min: number; max: number; seconds?: true } } = {
+const TUNNEL_VARIABLES: {
+  readonly [K in keyof TunnelLimits]: { variable: string; min: number; max: number; seconds?: true };
+} = {
   maxPayload: { variable: 'PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES', min: 16 * KiB, max: 64 * MiB },
   maxStreams: { variable: 'PROVISIONER_TUNNEL_MAX_STREAMS', min: 1, max: 65_535 },
   streamWindow: { variable: 'PROVISIONER_TUNNEL_STREAM_WINDOW_BYTES', min: 16 * KiB, max: 64 * MiB },
@@ -337,7 +389,11 @@ const TUNNEL_VARIABLES: { readonly [K in keyof TunnelLimits]: { variable: string
   heartbeatIntervalMs: { variable: 'PROVISIONER_TUNNEL_HEARTBEAT_SECONDS', min: 1, max: 3600, seconds: true },
   handshakeTimeoutMs: { variable: 'PROVISIONER_TUNNEL_HANDSHAKE_TIMEOUT_SECONDS', min: 1, max: 600, seconds: true },
   maxPendingHandshakes: { variable: 'PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES', min: 1, max: 1_000_000 },
-  maxPendingHandshakesPerTenant: { variable: 'PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES_PER_TENANT', min: 1, max: 1000 },
+  maxPendingHandshakesPerTenant: {
+    variable: 'PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES_PER_TENANT',
+    min: 1,
+    max: 1000,
+  },
   revalidateIntervalMs: { variable: 'PROVISIONER_TUNNEL_REVALIDATE_SECONDS', min: 0, max: 86_400, seconds: true },
   drainTimeoutMs: { variable: 'PROVISIONER_TUNNEL_DRAIN_SECONDS', min: 0, max: 600, seconds: true },
 };
@@ -350,7 +406,9 @@ function loadTunnelLimits(env: Env): TunnelLimits {
   const limits = { ...DEFAULT_TUNNEL_LIMITS };
   for (const limit of Object.keys(TUNNEL_VARIABLES) as Array<keyof TunnelLimits>) {
     const { variable, min, max, seconds } = TUNNEL_VARIABLES[limit];
-    limits[limit] = seconds ? int(env, variable, DEFAULT_TUNNEL_LIMITS[limit] / 1000, min, max) * 1000 : int(env, variable, DEFAULT_TUNNEL_LIMITS[limit], min, max);
+    limits[limit] = seconds
+      ? int(env, variable, DEFAULT_TUNNEL_LIMITS[limit] / 1000, min, max) * 1000
+      : int(env, variable, DEFAULT_TUNNEL_LIMITS[limit], min, max);
   }
   const [problem] = tunnelLimitProblems(limits, (limit) => TUNNEL_VARIABLES[limit].variable);
   if (problem) throw new ConfigError(TUNNEL_VARIABLES[problem.limit].variable, problem.message);
@@ -367,7 +425,9 @@ export function advertiseUrl(config: Config, address: AddressInfo | string | nul
   const port = address !== null && typeof address === 'object' ? address.port : config.port;
   let host = config.host;
   if (host === '0.0.0.0' || host === '::') {
-    const ipv4 = Object.values(os.networkInterfaces()).flat().find((i) => i?.family === 'IPv4' && !i.internal);
+    const ipv4 = Object.values(os.networkInterfaces())
+      .flat()
+      .find((i) => i?.family === 'IPv4' && !i.internal);
     host = ipv4?.address ?? '127.0.0.1';
   }
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;

@@ -3,7 +3,14 @@
  * version byte (1) | nonce (12) | auth tag (16) | ciphertext. `aad` binds a value to its row
  * (e.g. the cluster name) so that ciphertexts cannot be swapped between rows.
  */
-import { createCipheriv, createDecipheriv, createHmac, generateKeyPairSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHmac,
+  generateKeyPairSync,
+  randomBytes,
+  timingSafeEqual,
+} from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -48,7 +55,11 @@ export class SecretBox {
 }
 
 /** A secret file in the data dir: read when present, otherwise made once with mode 0600. */
-async function loadOrCreateSecretFile(dataDir: string, name: string, make: () => string): Promise<{ text: string; created: boolean; path: string }> {
+async function loadOrCreateSecretFile(
+  dataDir: string,
+  name: string,
+  make: () => string,
+): Promise<{ text: string; created: boolean; path: string }> {
   const path = join(dataDir, name);
   if (existsSync(path)) return { text: await readFile(path, 'utf8'), created: false, path };
   await mkdir(dataDir, { recursive: true });
@@ -72,9 +83,12 @@ export async function loadOrCreateDevKey(dataDir: string): Promise<{ key: Buffer
  * The development fallback when PROVISIONER_REQUEST_SIGNING_KEY is unset: an Ed25519 key made
  * once and kept in `<dataDir>/request-signing.pem` (mode 0600).
  */
-export async function loadOrCreateSigningKey(dataDir: string): Promise<{ pem: string; created: boolean; path: string }> {
-  const f = await loadOrCreateSecretFile(dataDir, 'request-signing.pem',
-    () => generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString());
+export async function loadOrCreateSigningKey(
+  dataDir: string,
+): Promise<{ pem: string; created: boolean; path: string }> {
+  const f = await loadOrCreateSecretFile(dataDir, 'request-signing.pem', () =>
+    generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+  );
   return { pem: f.text, created: f.created, path: f.path };
 }
 
@@ -83,7 +97,13 @@ export async function loadOrCreateSigningKey(dataDir: string): Promise<{ pem: st
  * PULUMI_CONFIG_PASSPHRASE: a passphrase made once and kept in `<dataDir>/pulumi-passphrase`
  * (mode 0600). Losing it makes the stacks' secrets unreadable: set it explicitly in production.
  */
-export async function loadOrCreateDevPassphrase(dataDir: string): Promise<{ passphrase: string; created: boolean; path: string }> {
-  const f = await loadOrCreateSecretFile(dataDir, 'pulumi-passphrase', () => randomBytes(24).toString('base64url') + '\n');
+export async function loadOrCreateDevPassphrase(
+  dataDir: string,
+): Promise<{ passphrase: string; created: boolean; path: string }> {
+  const f = await loadOrCreateSecretFile(
+    dataDir,
+    'pulumi-passphrase',
+    () => randomBytes(24).toString('base64url') + '\n',
+  );
   return { passphrase: f.text.trim(), created: f.created, path: f.path };
 }

@@ -9,20 +9,38 @@
  * is one. 5xx details stay in the logs (see http/error-handler.ts).
  */
 export const ERROR_CODES = {
-  VALIDATION_FAILED: { status: 400, description: 'a field is missing, unknown, of the wrong type or format (`field` names it)' },
+  VALIDATION_FAILED: {
+    status: 400,
+    description: 'a field is missing, unknown, of the wrong type or format (`field` names it)',
+  },
   INVALID_JSON: { status: 400, description: 'the body is not JSON (or empty with a JSON content type)' },
   INVALID_CONTENT_LENGTH: { status: 400, description: 'Content-Length does not match the body' },
   INVALID_CURSOR: { status: 400, description: 'a pagination cursor was altered or belongs to another listing' },
   UNKNOWN_PLAN: { status: 400, description: 'the plan does not exist; the message lists those that do' },
-  UNKNOWN_RUNTIME_VERSION: { status: 400, description: 'the runtime version is not in the catalog; the message says where the catalog is' },
-  UNKNOWN_REGION: { status: 400, description: 'no root cluster is registered in the region; the message lists those that are' },
-  BAD_REQUEST: { status: 400, description: 'another malformed request (the status is the one the HTTP layer reported, 4xx)' },
+  UNKNOWN_RUNTIME_VERSION: {
+    status: 400,
+    description: 'the runtime version is not in the catalog; the message says where the catalog is',
+  },
+  UNKNOWN_REGION: {
+    status: 400,
+    description: 'no root cluster is registered in the region; the message lists those that are',
+  },
+  BAD_REQUEST: {
+    status: 400,
+    description: 'another malformed request (the status is the one the HTTP layer reported, 4xx)',
+  },
   REQUEST_CANCELLED: { status: 400, description: 'the caller cancelled a request forwarded to a runtime' },
-  UNSUPPORTED_TUNNEL_PROTOCOL: { status: 400, description: 'a tunnel upgrade did not offer the tunnel WebSocket subprotocol' },
+  UNSUPPORTED_TUNNEL_PROTOCOL: {
+    status: 400,
+    description: 'a tunnel upgrade did not offer the tunnel WebSocket subprotocol',
+  },
   UNAUTHENTICATED: { status: 401, description: 'no or malformed `Authorization` header' },
   INVALID_API_KEY: { status: 401, description: 'unknown or revoked key' },
   FORBIDDEN: { status: 403, description: 'the role may not call the route' },
-  SUSPENDED_BY_OPERATOR: { status: 403, description: 'an operator suspended the tenant: only an operator may resume it (the message gives the reason)' },
+  SUSPENDED_BY_OPERATOR: {
+    status: 403,
+    description: 'an operator suspended the tenant: only an operator may resume it (the message gives the reason)',
+  },
   TENANT_NOT_FOUND: { status: 404, description: 'no such tenant (or one a tenant key may not see)' },
   OPERATION_NOT_FOUND: { status: 404, description: 'no such operation (or one a tenant key may not see)' },
   CLUSTER_NOT_FOUND: { status: 404, description: 'no root cluster of that name' },
@@ -33,26 +51,48 @@ export const ERROR_CODES = {
   CLUSTER_EXISTS: { status: 409, description: 'a root cluster of that name is already registered' },
   TENANT_DELETED: { status: 409, description: 'the tenant is deleted; only reads are allowed' },
   IDEMPOTENCY_KEY_REUSED: { status: 409, description: 'the Idempotency-Key was used with another body' },
-  IDEMPOTENCY_KEY_IN_PROGRESS: { status: 409, description: 'a request with the Idempotency-Key is still being processed; retry shortly' },
+  IDEMPOTENCY_KEY_IN_PROGRESS: {
+    status: 409,
+    description: 'a request with the Idempotency-Key is still being processed; retry shortly',
+  },
   CANNOT_REVOKE_OWN_KEY: { status: 409, description: 'a key tried to revoke itself' },
-  PAYLOAD_TOO_LARGE: { status: 413, description: 'body over `PROVISIONER_BODY_LIMIT`, or over the tunnel\'s request body limit (the message names it)' },
+  PAYLOAD_TOO_LARGE: {
+    status: 413,
+    description: "body over `PROVISIONER_BODY_LIMIT`, or over the tunnel's request body limit (the message names it)",
+  },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'not `application/json`' },
   RUNTIME_VERSION_UNAVAILABLE: { status: 422, description: 'withdrawn (or deprecated, for tenants and signups)' },
   UPGRADE_PATH_REFUSED: { status: 422, description: '`details.path` lists the versions to go through' },
   RATE_LIMITED: { status: 429, description: 'with `Retry-After`' },
-  TOO_MANY_TUNNEL_HANDSHAKES: { status: 429, description: 'the tenant already has `PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES_PER_TENANT` tunnel connections waiting for their hello' },
-  TOO_MANY_STREAMS: { status: 429, description: 'the API key already holds `PROVISIONER_SSE_STREAMS_PER_KEY` open event streams' },
-  REQUEST_HEADERS_TOO_LARGE: { status: 431, description: 'the headers of a request forwarded to a runtime are too large for the tunnel' },
+  TOO_MANY_TUNNEL_HANDSHAKES: {
+    status: 429,
+    description:
+      'the tenant already has `PROVISIONER_TUNNEL_MAX_PENDING_HANDSHAKES_PER_TENANT` tunnel connections waiting for their hello',
+  },
+  TOO_MANY_STREAMS: {
+    status: 429,
+    description: 'the API key already holds `PROVISIONER_SSE_STREAMS_PER_KEY` open event streams',
+  },
+  REQUEST_HEADERS_TOO_LARGE: {
+    status: 431,
+    description: 'the headers of a request forwarded to a runtime are too large for the tunnel',
+  },
   INTERNAL: { status: 500, description: 'details only in the server log' },
-  RUNTIME_BAD_RESPONSE: { status: 502, description: 'the runtime\'s response was refused or broke the tunnel protocol' },
+  RUNTIME_BAD_RESPONSE: { status: 502, description: "the runtime's response was refused or broke the tunnel protocol" },
   RUNTIME_UPSTREAM_ERROR: { status: 502, description: 'the runtime could not serve the request' },
   RUNTIME_DISCONNECTED: { status: 502, description: 'the runtime disconnected during the request' },
-  RUNTIME_UNREACHABLE: { status: 503, description: 'the tenant\'s runtime has no tunnel (or the replica holding it cannot be reached)' },
+  RUNTIME_UNREACHABLE: {
+    status: 503,
+    description: "the tenant's runtime has no tunnel (or the replica holding it cannot be reached)",
+  },
   RUNTIME_BUSY: { status: 503, description: 'the tunnel has as many requests in flight as it allows' },
   SHUTTING_DOWN: { status: 503, description: 'the replica is shutting down; retry (another replica serves it)' },
-  AUTH_TIMEOUT: { status: 503, description: 'a tunnel upgrade\'s authentication took too long' },
+  AUTH_TIMEOUT: { status: 503, description: "a tunnel upgrade's authentication took too long" },
   AUTH_UNAVAILABLE: { status: 503, description: 'a tunnel upgrade could not be authenticated right now' },
-  DATABASE_UNAVAILABLE: { status: 503, description: 'PostgreSQL cannot be reached (an outage or a restart); retry after `Retry-After` seconds' },
+  DATABASE_UNAVAILABLE: {
+    status: 503,
+    description: 'PostgreSQL cannot be reached (an outage or a restart); retry after `Retry-After` seconds',
+  },
   RUNTIME_TIMEOUT: { status: 504, description: 'the runtime did not answer in time' },
 } as const satisfies Record<string, { status: number; description: string }>;
 
@@ -89,7 +129,10 @@ export class AppError extends Error {
   /** The same error about an input the API names differently (a route mapping a body field to a spec field). */
   withField(field: string): AppError {
     return new AppError(this.code, this.message, {
-      field, status: this.statusCode, ...(this.details ? { details: this.details } : {}), ...(this.cause === undefined ? {} : { cause: this.cause }),
+      field,
+      status: this.statusCode,
+      ...(this.details ? { details: this.details } : {}),
+      ...(this.cause === undefined ? {} : { cause: this.cause }),
     });
   }
 }
@@ -116,35 +159,66 @@ export const errors = {
   payloadTooLarge: (message = 'request body is too large', limit?: number) =>
     new AppError('PAYLOAD_TOO_LARGE', message, limit === undefined ? {} : { details: { limit } }),
   invalidCursor: () =>
-    new AppError('INVALID_CURSOR', 'cursor is not valid: pass back the nextCursor value from a previous page unchanged', { field: 'cursor' }),
+    new AppError(
+      'INVALID_CURSOR',
+      'cursor is not valid: pass back the nextCursor value from a previous page unchanged',
+      { field: 'cursor' },
+    ),
   unauthenticated: (message = 'missing or malformed Authorization header: send "Authorization: Bearer <api key>"') =>
     new AppError('UNAUTHENTICATED', message),
   invalidKey: () => new AppError('INVALID_API_KEY', 'API key is not valid or has been revoked'),
   forbidden: (message: string) => new AppError('FORBIDDEN', message),
   suspendedByOperator: (reason: string | null) =>
-    new AppError('SUSPENDED_BY_OPERATOR', `an operator suspended this tenant${reason ? ` (${reason})` : ''}; only an operator can resume it: contact support`),
-  notFound: (what: keyof typeof NOT_FOUND, id: string) => new AppError(NOT_FOUND[what], `${what} '${id}' was not found`),
+    new AppError(
+      'SUSPENDED_BY_OPERATOR',
+      `an operator suspended this tenant${reason ? ` (${reason})` : ''}; only an operator can resume it: contact support`,
+    ),
+  notFound: (what: keyof typeof NOT_FOUND, id: string) =>
+    new AppError(NOT_FOUND[what], `${what} '${id}' was not found`),
   routeNotFound: (method: string, url: string) => new AppError('ROUTE_NOT_FOUND', `no route ${method} ${url}`),
   tenantDeleted: (id: string) =>
     new AppError('TENANT_DELETED', `tenant '${id}' has been deleted; only reads are allowed on a deleted tenant`),
   organizationTaken: (org: string) =>
     new AppError('ORGANIZATION_TAKEN', `organization '${org}' is already registered`, { field: 'organization' }),
-  clusterExists: (name: string) => new AppError('CLUSTER_EXISTS', `cluster '${name}' is already registered`, { field: 'name' }),
+  clusterExists: (name: string) =>
+    new AppError('CLUSTER_EXISTS', `cluster '${name}' is already registered`, { field: 'name' }),
   cannotRevokeOwnKey: () => new AppError('CANNOT_REVOKE_OWN_KEY', 'a key cannot revoke itself; use another admin key'),
   idempotencyMismatch: () =>
-    new AppError('IDEMPOTENCY_KEY_REUSED', 'Idempotency-Key was already used with a different request body; use a new key for a new request', { field: 'Idempotency-Key' }),
+    new AppError(
+      'IDEMPOTENCY_KEY_REUSED',
+      'Idempotency-Key was already used with a different request body; use a new key for a new request',
+      { field: 'Idempotency-Key' },
+    ),
   idempotencyInProgress: () =>
-    new AppError('IDEMPOTENCY_KEY_IN_PROGRESS', 'a request with this Idempotency-Key is still being processed; retry shortly', { field: 'Idempotency-Key' }),
+    new AppError(
+      'IDEMPOTENCY_KEY_IN_PROGRESS',
+      'a request with this Idempotency-Key is still being processed; retry shortly',
+      { field: 'Idempotency-Key' },
+    ),
   unknownRegion: (region: string, known: readonly string[]) =>
-    new AppError('UNKNOWN_REGION', known.length > 0
-      ? `region '${region}' has no root cluster; choose one of: ${known.join(', ')}`
-      : `region '${region}' has no root cluster (none is registered yet)`, { field: 'region' }),
+    new AppError(
+      'UNKNOWN_REGION',
+      known.length > 0
+        ? `region '${region}' has no root cluster; choose one of: ${known.join(', ')}`
+        : `region '${region}' has no root cluster (none is registered yet)`,
+      { field: 'region' },
+    ),
   unknownPlan: (plan: string, known: readonly string[]) =>
-    new AppError('UNKNOWN_PLAN', `plan '${plan}' does not exist; choose one of: ${known.join(', ')}`, { field: 'plan' }),
+    new AppError('UNKNOWN_PLAN', `plan '${plan}' does not exist; choose one of: ${known.join(', ')}`, {
+      field: 'plan',
+    }),
   unknownVersion: (version: string, field = 'runtimeVersion') =>
-    new AppError('UNKNOWN_RUNTIME_VERSION', `runtime version '${version}' is not in the catalog (GET /v1/runtime-versions lists them)`, { field }),
+    new AppError(
+      'UNKNOWN_RUNTIME_VERSION',
+      `runtime version '${version}' is not in the catalog (GET /v1/runtime-versions lists them)`,
+      { field },
+    ),
   versionUnavailable: (version: string, availability: string, field = 'runtimeVersion') =>
-    new AppError('RUNTIME_VERSION_UNAVAILABLE', `runtime version '${version}' is ${availability} and cannot be installed`, { field }),
+    new AppError(
+      'RUNTIME_VERSION_UNAVAILABLE',
+      `runtime version '${version}' is ${availability} and cannot be installed`,
+      { field },
+    ),
   upgradeRefused: (message: string, path: readonly string[], field: string) =>
     new AppError('UPGRADE_PATH_REFUSED', message, { field, details: { path } }),
   tooManyStreams: (limit: number) =>

@@ -6,10 +6,16 @@ import pino from 'pino';
 import type { Config } from './config.ts';
 
 export function createLogger(level: Config['logLevel'], destination?: string): pino.Logger {
-  return pino({
-    level,
-    redact: { paths: ['req.headers.authorization', 'apiKey', 'key', 'kubeconfig', '*.kubeconfig'], censor: '[redacted]' },
-  }, destination === undefined ? undefined : pino.destination({ dest: destination, sync: true }));
+  return pino(
+    {
+      level,
+      redact: {
+        paths: ['req.headers.authorization', 'apiKey', 'key', 'kubeconfig', '*.kubeconfig'],
+        censor: '[redacted]',
+      },
+    },
+    destination === undefined ? undefined : pino.destination({ dest: destination, sync: true }),
+  );
 }
 
 /** Logs at most one line per key per window, counting the ones it leaves out. */

@@ -34,7 +34,13 @@ export interface Running {
 /** Ensures an admin key exists. Returns a newly generated key when it had to make one. */
 export async function bootstrapAdmin(pool: pg.Pool, token: string | undefined): Promise<string | undefined> {
   if (token !== undefined) {
-    if (!(await keyExists(pool, token))) await createKey(pool, { role: 'admin', name: 'bootstrap (PROVISIONER_ADMIN_TOKEN)', createdBy: 'system', key: token });
+    if (!(await keyExists(pool, token)))
+      await createKey(pool, {
+        role: 'admin',
+        name: 'bootstrap (PROVISIONER_ADMIN_TOKEN)',
+        createdBy: 'system',
+        key: token,
+      });
     return undefined;
   }
   if (await hasActiveAdmin(pool)) return undefined;
@@ -51,19 +57,31 @@ async function withDevelopmentSecrets(given: Config, logger: pino.Logger): Promi
   if (!config.encryptionKey) {
     const dev = await loadOrCreateDevKey(config.dataDir);
     config = { ...config, encryptionKey: dev.key };
-    logger.warn({ path: dev.path, created: dev.created },
-      'PROVISIONER_ENCRYPTION_KEY is not set: using a development key kept in the data dir; set it in production');
+    logger.warn(
+      { path: dev.path, created: dev.created },
+      'PROVISIONER_ENCRYPTION_KEY is not set: using a development key kept in the data dir; set it in production',
+    );
   }
-  if (config.engine.kind === 'pulumi' && config.engine.secretsProvider === 'passphrase' && config.engine.passphrase === undefined) {
+  if (
+    config.engine.kind === 'pulumi' &&
+    config.engine.secretsProvider === 'passphrase' &&
+    config.engine.passphrase === undefined
+  ) {
     const dev = await loadOrCreateDevPassphrase(config.dataDir);
     config = { ...config, engine: { ...config.engine, passphrase: dev.passphrase } };
-    logger.warn({ path: dev.path, created: dev.created },
-      'PULUMI_CONFIG_PASSPHRASE is not set: using a development passphrase kept in the data dir; set it (or a KMS secrets provider) in production');
+    logger.warn(
+      { path: dev.path, created: dev.created },
+      'PULUMI_CONFIG_PASSPHRASE is not set: using a development passphrase kept in the data dir; set it (or a KMS secrets provider) in production',
+    );
   }
   if (!config.requestSigningKeyPem) {
     const dev = await loadOrCreateSigningKey(config.dataDir);
     config = { ...config, requestSigningKeyPem: dev.pem };
-    if (dev.created) logger.warn({ path: dev.path }, 'PROVISIONER_REQUEST_SIGNING_KEY is not set: generated a request-signing key in the data dir');
+    if (dev.created)
+      logger.warn(
+        { path: dev.path },
+        'PROVISIONER_REQUEST_SIGNING_KEY is not set: generated a request-signing key in the data dir',
+      );
   }
   return config;
 }
@@ -98,7 +116,12 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
       await services.reconciler?.start();
       const running = app;
       return {
-        config, app, db, url, services, reconciler: services.reconciler,
+        config,
+        app,
+        db,
+        url,
+        services,
+        reconciler: services.reconciler,
         async close() {
           // At the same time: stop claiming, let running operations finish within their grace period
           // and hand back the rest; drain the tunnels while the API keeps serving, then stop it.
@@ -109,7 +132,8 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
           // The database's part is bounded: a database that is gone or hangs costs at most this.
           // The services hand their connections back (the LISTEN one, the write pool) before the pool ends.
           await within(DATABASE_CLOSE_MS, Promise.allSettled([services.stop().finally(() => db.close())]), () =>
-            logger.warn({ afterMs: DATABASE_CLOSE_MS }, 'the database connections did not close in time; leaving them'));
+            logger.warn({ afterMs: DATABASE_CLOSE_MS }, 'the database connections did not close in time; leaving them'),
+          );
         },
       };
     } catch (err) {
@@ -139,7 +163,9 @@ const DATABASE_CLOSE_MS = 1_500;
 /** Waits for `work` at most `ms`; calls `late` when it gave up. */
 async function within(ms: number, work: Promise<unknown>, late: () => void): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(true), ms); });
+  const timedOut = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(true), ms);
+  });
   const outcome = await Promise.race([work.then(() => false), timedOut]);
   clearTimeout(timer);
   if (outcome) late();
@@ -157,10 +183,13 @@ export async function serve(env: NodeJS.ProcessEnv = process.env): Promise<void>
     if (stopping) return;
     stopping = true;
     running.app.log.info({ signal }, 'shutting down');
-    running.close().then(() => process.exit(0), (err: unknown) => {
-      running.app.log.error({ err }, 'shutdown failed');
-      process.exit(1);
-    });
+    running.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        running.app.log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

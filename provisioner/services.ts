@@ -21,7 +21,14 @@ import { Notifications } from './db/notifications.ts';
 import { createEngine } from './engine/create.ts';
 import { hashKeyBase64 } from './auth/keys.ts';
 import { KeyCache } from './auth/key-cache.ts';
-import { createMetrics, registerDriftMetrics, registerReadMetrics, registerTunnelMetrics, type Metrics, type RelayOutcome } from './http/metrics.ts';
+import {
+  createMetrics,
+  registerDriftMetrics,
+  registerReadMetrics,
+  registerTunnelMetrics,
+  type Metrics,
+  type RelayOutcome,
+} from './http/metrics.ts';
 import { KeyStreams } from './http/streams.ts';
 import { OperationLogHub } from './reconciler/log-follow.ts';
 import { Reconciler } from './reconciler/reconciler.ts';
@@ -33,8 +40,13 @@ import { KeyService } from './keys/service.ts';
 import { RuntimeVersionService } from './runtime-versions/service.ts';
 import { TenantService } from './tenants/service.ts';
 import {
-  createRequestSigner, createTunnelServer, generateRequestSigningKeys, TunnelDirectory,
-  type RequestSigner, type TunnelLimits, type TunnelServer,
+  createRequestSigner,
+  createTunnelServer,
+  generateRequestSigningKeys,
+  TunnelDirectory,
+  type RequestSigner,
+  type TunnelLimits,
+  type TunnelServer,
 } from './tunnel/index.ts';
 import { catalog as runtimeCatalog, type Catalog } from '../runtime/catalog.ts';
 
@@ -108,7 +120,11 @@ export interface Services {
  * resolves the development key first); without `config.requestSigningKeyPem` a signing key is
  * generated for this process.
  */
-export async function buildServices(config: Config, db: ServicesDatabase, opts: ServicesOptions = {}): Promise<Services> {
+export async function buildServices(
+  config: Config,
+  db: ServicesDatabase,
+  opts: ServicesOptions = {},
+): Promise<Services> {
   if (!config.encryptionKey) throw new Error('buildServices: config.encryptionKey is not set');
   const { pool } = db;
   const logger = opts.logger;
@@ -122,7 +138,9 @@ export async function buildServices(config: Config, db: ServicesDatabase, opts: 
   const reads = createHotReads(pool, opts.hotReads);
   registerReadMetrics(metrics, reads);
 
-  const signer = createRequestSigner({ privateKeyPem: config.requestSigningKeyPem ?? generateRequestSigningKeys().privateKeyPem });
+  const signer = createRequestSigner({
+    privateKeyPem: config.requestSigningKeyPem ?? generateRequestSigningKeys().privateKeyPem,
+  });
   const tunnel = createTunnelServer({
     // Only runtime keys open tunnels, each for the one tenant it is bound to.
     authenticate: async (token) => {
@@ -159,7 +177,20 @@ export async function buildServices(config: Config, db: ServicesDatabase, opts: 
   let stopped: Promise<void> | undefined;
 
   return {
-    config, logger, pool, box, catalog, notifications, reads, keyCache, streams, metrics, onRelay, signer, tunnel, tunnelDirectory,
+    config,
+    logger,
+    pool,
+    box,
+    catalog,
+    notifications,
+    reads,
+    keyCache,
+    streams,
+    metrics,
+    onRelay,
+    signer,
+    tunnel,
+    tunnelDirectory,
     tenants: new TenantService({ pool, box, catalog }),
     clusters: new ClusterService({ pool, box, kubeconfigPolicy: config.kubeconfig }),
     keys: new KeyService({ pool, onRevoked: onKeyRevoked }),
@@ -191,7 +222,12 @@ export async function buildServices(config: Config, db: ServicesDatabase, opts: 
 
 /** The reconcile loop with the configured engine (none: no loop; the API still serves). */
 async function buildReconciler(
-  config: Config, db: ServicesDatabase, box: SecretBox, publicKeyPem: string, notifications: Notifications, logger: Logger | undefined,
+  config: Config,
+  db: ServicesDatabase,
+  box: SecretBox,
+  publicKeyPem: string,
+  notifications: Notifications,
+  logger: Logger | undefined,
 ): Promise<{ reconciler: Reconciler; writePool: pg.Pool } | undefined> {
   const log = logger?.child({ component: 'reconciler' });
   const engine = await createEngine(config.engine, {

@@ -57,9 +57,7 @@ export interface RuntimeVersion {
   notes?: string;
 }
 
-export type UpgradeAnswer =
-  | { allowed: true; path: string[] }
-  | { allowed: false; reason: string; path: string[] };
+export type UpgradeAnswer = { allowed: true; path: string[] } | { allowed: false; reason: string; path: string[] };
 
 export type RollbackAnswer = { allowed: true } | { allowed: false; reason: string };
 
@@ -134,13 +132,21 @@ export function validateCatalog(versions: readonly RuntimeVersion[]): void {
       problems.push(`version ${v.version}: releaseDate '${v.releaseDate}' is not YYYY-MM-DD`);
     }
     const pins: Record<keyof ComponentPins, RegExp> = {
-      vcluster: SEMVER, kubernetes: KUBE_VERSION, argoCd: SEMVER, argoWorkflows: SEMVER,
-      argoRollouts: SEMVER, argoEvents: SEMVER, agents: SEMVER,
+      vcluster: SEMVER,
+      kubernetes: KUBE_VERSION,
+      argoCd: SEMVER,
+      argoWorkflows: SEMVER,
+      argoRollouts: SEMVER,
+      argoEvents: SEMVER,
+      agents: SEMVER,
     };
     for (const [key, shape] of Object.entries(pins) as [keyof ComponentPins, RegExp][]) {
       const pin = (v.components as Partial<ComponentPins>)[key];
       if (pin === undefined || pin === '') problems.push(`version ${v.version}: pin '${key}' is missing`);
-      else if (!shape.test(pin)) problems.push(`version ${v.version}: pin '${key}' = '${pin}' is not ${key === 'kubernetes' ? 'vX.Y.Z' : 'X.Y.Z'}`);
+      else if (!shape.test(pin))
+        problems.push(
+          `version ${v.version}: pin '${key}' = '${pin}' is not ${key === 'kubernetes' ? 'vX.Y.Z' : 'X.Y.Z'}`,
+        );
     }
   }
   for (const v of versions) {
@@ -148,7 +154,9 @@ export function validateCatalog(versions: readonly RuntimeVersion[]): void {
     if (min === undefined) continue;
     if (!seen.has(min)) problems.push(`version ${v.version}: upgrade.minFrom ${min} is not in the catalog`);
     else if (compareVersions(min, v.version) >= 0) {
-      problems.push(`version ${v.version}: upgrade.minFrom ${min} is not older than the version (a cycle: it could never be reached)`);
+      problems.push(
+        `version ${v.version}: upgrade.minFrom ${min} is not older than the version (a cycle: it could never be reached)`,
+      );
     }
   }
   const sorted = [...versions].sort((a, b) => compareVersions(a.version, b.version));
@@ -156,9 +164,13 @@ export function validateCatalog(versions: readonly RuntimeVersion[]): void {
     const prev = sorted[i - 1]!;
     const cur = sorted[i]!;
     if (compareVersions(cur.components.vcluster, prev.components.vcluster) < 0) {
-      problems.push(`version ${cur.version}: vcluster ${cur.components.vcluster} is older than ${prev.components.vcluster} in ${prev.version}`);
+      problems.push(
+        `version ${cur.version}: vcluster ${cur.components.vcluster} is older than ${prev.components.vcluster} in ${prev.version}`,
+      );
     } else if (minorDistance(prev.components.vcluster, cur.components.vcluster) > 1) {
-      problems.push(`version ${cur.version}: vcluster moves from ${prev.components.vcluster} (in ${prev.version}) to ${cur.components.vcluster}, more than one minor at a time`);
+      problems.push(
+        `version ${cur.version}: vcluster moves from ${prev.components.vcluster} (in ${prev.version}) to ${cur.components.vcluster}, more than one minor at a time`,
+      );
     }
   }
   if (!versions.some((v) => v.channel === 'stable')) problems.push('no version is on the stable channel');
@@ -183,12 +195,19 @@ function buildCatalog(versions: readonly RuntimeVersion[]): Catalog {
   const blocker = (from: string, to: RuntimeVersion): string | undefined => {
     const min = to.upgrade.minFrom;
     if (min !== undefined && compareVersions(from, min) < 0) return min;
-    const stone = sorted.find((s) => s.upgrade.steppingStone && compareVersions(s.version, from) > 0 && compareVersions(s.version, to.version) < 0);
+    const stone = sorted.find(
+      (s) =>
+        s.upgrade.steppingStone && compareVersions(s.version, from) > 0 && compareVersions(s.version, to.version) < 0,
+    );
     if (stone) return stone.version;
     const source = byVersion.get(from);
     if (source && minorDistance(source.components.vcluster, to.components.vcluster) > 1) {
       // The oldest version whose vcluster is one minor above the source's.
-      const next = sorted.find((s) => compareVersions(s.version, from) > 0 && minorDistance(source.components.vcluster, s.components.vcluster) === 1);
+      const next = sorted.find(
+        (s) =>
+          compareVersions(s.version, from) > 0 &&
+          minorDistance(source.components.vcluster, s.components.vcluster) === 1,
+      );
       return next?.version ?? to.version;
     }
     return undefined;
@@ -199,17 +218,30 @@ function buildCatalog(versions: readonly RuntimeVersion[]): Catalog {
     const target = byVersion.get(to);
     if (!target) return { allowed: false, reason: `runtime version ${to} is not in the catalog` };
     if (!source) return { allowed: false, reason: `runtime version ${from} is not in the catalog` };
-    if (compareVersions(to, from) >= 0) return { allowed: false, reason: `runtime version ${to} is not older than ${from}` };
-    const refusing = sorted.filter((v) => compareVersions(v.version, to) > 0 && compareVersions(v.version, from) <= 0 && v.rollback?.allowed === false);
+    if (compareVersions(to, from) >= 0)
+      return { allowed: false, reason: `runtime version ${to} is not older than ${from}` };
+    const refusing = sorted.filter(
+      (v) =>
+        compareVersions(v.version, to) > 0 && compareVersions(v.version, from) <= 0 && v.rollback?.allowed === false,
+    );
     if (refusing.length > 0) {
       const first = refusing[0]!;
-      return { allowed: false, reason: `runtime version ${from} cannot be rolled back to ${to}: ${first.version} cannot be undone${first.rollback?.reason ? ` (${first.rollback.reason})` : ''}` };
+      return {
+        allowed: false,
+        reason: `runtime version ${from} cannot be rolled back to ${to}: ${first.version} cannot be undone${first.rollback?.reason ? ` (${first.rollback.reason})` : ''}`,
+      };
     }
     if (minorDistance(source.components.vcluster, target.components.vcluster) !== 0) {
-      return { allowed: false, reason: `runtime version ${from} cannot be rolled back to ${to}: vcluster ${source.components.vcluster} cannot be downgraded to ${target.components.vcluster}` };
+      return {
+        allowed: false,
+        reason: `runtime version ${from} cannot be rolled back to ${to}: vcluster ${source.components.vcluster} cannot be downgraded to ${target.components.vcluster}`,
+      };
     }
     if (minorDistance(source.components.kubernetes, target.components.kubernetes) !== 0) {
-      return { allowed: false, reason: `runtime version ${from} cannot be rolled back to ${to}: Kubernetes ${source.components.kubernetes} cannot be downgraded to ${target.components.kubernetes}` };
+      return {
+        allowed: false,
+        reason: `runtime version ${from} cannot be rolled back to ${to}: Kubernetes ${source.components.kubernetes} cannot be downgraded to ${target.components.kubernetes}`,
+      };
     }
     return { allowed: true };
   };
@@ -242,7 +274,12 @@ function buildCatalog(versions: readonly RuntimeVersion[]): Catalog {
       while (queue.length > 0) {
         const cur = queue.shift()!;
         for (const next of [...sorted].reverse()) {
-          if (seen.has(next.version) || compareVersions(next.version, cur) <= 0 || compareVersions(next.version, to) > 0) continue;
+          if (
+            seen.has(next.version) ||
+            compareVersions(next.version, cur) <= 0 ||
+            compareVersions(next.version, to) > 0
+          )
+            continue;
           if (blocker(cur, next) !== undefined) continue;
           seen.add(next.version);
           prev.set(next.version, cur);
@@ -251,11 +288,13 @@ function buildCatalog(versions: readonly RuntimeVersion[]): Catalog {
       }
       const reachable = prev.has(to);
       const path: string[] = [];
-      if (reachable) for (let v: string | undefined = to; v !== undefined && v !== from; v = prev.get(v)) path.unshift(v);
+      if (reachable)
+        for (let v: string | undefined = to; v !== undefined && v !== from; v = prev.get(v)) path.unshift(v);
       const first = reachable ? path[0]! : firstBlocker;
       return {
         allowed: false,
-        reason: `runtime version ${to} cannot be reached from ${from}: upgrade to ${series(first)} first` +
+        reason:
+          `runtime version ${to} cannot be reached from ${from}: upgrade to ${series(first)} first` +
           (reachable ? ` (path: ${path.join(' -> ')})` : ''),
         path,
       };

@@ -61,7 +61,9 @@ if [ -z "${DATABASE_URL:-}" ] && [ -z "${TEST_PG_URL:-}" ]; then
 fi
 
 check typecheck tsc -p tsconfig.json --noEmit
-check lint eslint --max-warnings 0 .
+# Lint: eslint's rules, then the formatting (prettier, .prettierrc.json; `npm run format` rewrites).
+lint() { eslint --max-warnings 0 . && prettier --check --log-level warn '**/*.{ts,js,cjs,mjs}'; }
+check lint lint
 for tier in "${tiers[@]}"; do
   case "$tier" in
     e2e)

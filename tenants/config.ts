@@ -119,8 +119,10 @@ const notEmpty = (value: string): string | undefined => (value.trim() === '' ? '
  */
 export function chartRepositoryProblem(repository: string, location: unknown): string | undefined {
   const known = Object.keys(UPSTREAM_REPOSITORIES).join(', ');
-  if (!Object.hasOwn(UPSTREAM_REPOSITORIES, repository)) return `'${repository}' is not a chart repository this product uses; known: ${known}`;
-  if (typeof location !== 'string' || location === '') return `'${repository}' must be a non-empty string (URL or directory)`;
+  if (!Object.hasOwn(UPSTREAM_REPOSITORIES, repository))
+    return `'${repository}' is not a chart repository this product uses; known: ${known}`;
+  if (typeof location !== 'string' || location === '')
+    return `'${repository}' must be a non-empty string (URL or directory)`;
   if (!isLocalPath(location) && !/^(https?|oci):\/\/[^/\s]+/.test(location)) {
     return `'${repository}': '${location}' is neither an http(s) URL, an oci:// URL nor a local path (absolute, ./…, ../… or file://…)`;
   }
@@ -132,7 +134,10 @@ export function chartRepositoryProblem(repository: string, location: unknown): s
  * `{namespace}` are filled in, with no other placeholder. http is allowed unless `httpsOnly`
  * (the provisioner's setting, since the vcluster API server only serves TLS).
  */
-export function vclusterServerTemplateProblem(template: string, opts: { httpsOnly?: boolean } = {}): string | undefined {
+export function vclusterServerTemplateProblem(
+  template: string,
+  opts: { httpsOnly?: boolean } = {},
+): string | undefined {
   const sample = template.replaceAll('{release}', 'vcluster').replaceAll('{namespace}', 'tenant-x');
   if (/[{}]/.test(sample)) return `'${template}' has a placeholder other than {release} and {namespace}`;
   let url: URL;
@@ -141,7 +146,8 @@ export function vclusterServerTemplateProblem(template: string, opts: { httpsOnl
   } catch {
     return `'${template}' is not a URL template such as ${DEFAULT_SERVER_TEMPLATE}`;
   }
-  if (opts.httpsOnly && url.protocol !== 'https:') return `'${template}' must be an https URL (the vcluster API server only serves TLS)`;
+  if (opts.httpsOnly && url.protocol !== 'https:')
+    return `'${template}' must be an https URL (the vcluster API server only serves TLS)`;
   if (url.protocol !== 'https:' && url.protocol !== 'http:') return `'${template}' must be an http(s) URL`;
   return undefined;
 }
@@ -189,22 +195,31 @@ type Value<K extends keyof TenantInput> = NonNullable<TenantInput[K]>;
  */
 export const TENANT_FIELDS = {
   tenantId: plain(text, {
-    problem: (id) => (TENANT_ID.test(id) && id.length <= 56 ? undefined : `'${id}' must be lowercase letters, digits and '-', at most 56 characters`),
+    problem: (id) =>
+      TENANT_ID.test(id) && id.length <= 56
+        ? undefined
+        : `'${id}' must be lowercase letters, digits and '-', at most 56 characters`,
   }),
   organization: plain(text, { problem: notEmpty }),
-  plan: plain(text, { problem: (plan) => (PLANS[plan] ? undefined : `unknown plan '${plan}' (known: ${Object.keys(PLANS).join(', ')})`) }),
+  plan: plain(text, {
+    problem: (plan) => (PLANS[plan] ? undefined : `unknown plan '${plan}' (known: ${Object.keys(PLANS).join(', ')})`),
+  }),
   runtimeVersion: plain(text, {
-    problem: (version, catalog) => (catalog.get(version) ? undefined : `runtime version '${version}' is not in the catalog`),
+    problem: (version, catalog) =>
+      catalog.get(version) ? undefined : `runtime version '${version}' is not in the catalog`,
   }),
   suspended: plain(boolean, { fallback: () => false }),
   rootKubeconfig: secret(text, { problem: notEmpty }),
   runtimeToken: secret(text, { problem: notEmpty }),
   controlPlaneUrl: plain(text, { problem: httpUrlProblem }),
-  controlPlanePublicKey: plain(text, { problem: (pem) => (pem.includes('PUBLIC KEY') ? undefined : 'must be a PEM public key') }),
+  controlPlanePublicKey: plain(text, {
+    problem: (pem) => (pem.includes('PUBLIC KEY') ? undefined : 'must be a PEM public key'),
+  }),
   chartRepositories: plain(json<ChartRepositories>(), {
     fallback: () => ({}),
     problem: (repositories) => {
-      if (typeof repositories !== 'object' || repositories === null || Array.isArray(repositories)) return 'must be an object of repository name to location';
+      if (typeof repositories !== 'object' || repositories === null || Array.isArray(repositories))
+        return 'must be an object of repository name to location';
       for (const [repository, location] of Object.entries(repositories)) {
         const message = chartRepositoryProblem(repository, location);
         if (message) return { field: `chartRepositories.${repository}`, message };
@@ -212,16 +227,27 @@ export const TENANT_FIELDS = {
       return undefined;
     },
   }),
-  vclusterServerTemplate: plain(text, { fallback: () => DEFAULT_SERVER_TEMPLATE, problem: (template) => vclusterServerTemplateProblem(template) }),
-  egressAllowedCidrs: plain(json<string[]>(), { fallback: () => [], problem: (cidrs) => listProblem(cidrs, cidrProblem) }),
-  kubernetesApiCidrs: plain(json<string[]>(), { fallback: () => ['0.0.0.0/0'], problem: (cidrs) => listProblem(cidrs, cidrProblem) }),
+  vclusterServerTemplate: plain(text, {
+    fallback: () => DEFAULT_SERVER_TEMPLATE,
+    problem: (template) => vclusterServerTemplateProblem(template),
+  }),
+  egressAllowedCidrs: plain(json<string[]>(), {
+    fallback: () => [],
+    problem: (cidrs) => listProblem(cidrs, cidrProblem),
+  }),
+  kubernetesApiCidrs: plain(json<string[]>(), {
+    fallback: () => ['0.0.0.0/0'],
+    problem: (cidrs) => listProblem(cidrs, cidrProblem),
+  }),
   kubeconfigTimeoutSeconds: plain(json<number>(), {
     fallback: () => 300,
-    problem: (s) => (Number.isInteger(s) && s >= 1 && s <= 3600 ? undefined : 'must be a whole number of seconds between 1 and 3600'),
+    problem: (s) =>
+      Number.isInteger(s) && s >= 1 && s <= 3600 ? undefined : 'must be a whole number of seconds between 1 and 3600',
   }),
   ingressNamespaces: plain(json<string[]>(), {
     fallback: () => ['ingress-nginx', 'hosted-platform'],
-    problem: (namespaces) => listProblem(namespaces, (ns) => (DNS_LABEL.test(ns) ? undefined : `'${ns}' is not a namespace name`)),
+    problem: (namespaces) =>
+      listProblem(namespaces, (ns) => (DNS_LABEL.test(ns) ? undefined : `'${ns}' is not a namespace name`)),
   }),
   priorityClassName: plain(text, { fallback: () => 'tenant-control-plane' }),
   agentImageRepository: plain(text, { fallback: () => DEFAULT_AGENT_IMAGE_REPOSITORY }),
@@ -230,7 +256,12 @@ export const TENANT_FIELDS = {
     fallback: () => STRICT_KUBECONFIG_POLICY,
     problem: (policy) => {
       const strings = (v: unknown) => Array.isArray(v) && v.every((c) => typeof c === 'string');
-      return typeof policy === 'object' && policy !== null && strings(policy.execCommands) && strings(policy.allowedCidrs) && typeof policy.allowInsecureTls === 'boolean' && typeof policy.allowHttp === 'boolean'
+      return typeof policy === 'object' &&
+        policy !== null &&
+        strings(policy.execCommands) &&
+        strings(policy.allowedCidrs) &&
+        typeof policy.allowInsecureTls === 'boolean' &&
+        typeof policy.allowHttp === 'boolean'
         ? undefined
         : 'must be {"execCommands": [strings], "allowInsecureTls": boolean, "allowedCidrs": [strings], "allowHttp": boolean}';
     },
@@ -256,7 +287,8 @@ export interface ManagedClusterSetting {
  * Settings the provisioner fills in from its own configuration, the same for every tenant
  * (provisioner/engine/create.ts); the engine's StackInput carries the rest.
  */
-export type DeploymentSetting = 'controlPlaneUrl' | 'controlPlanePublicKey' | 'chartRepositories' | 'vclusterServerTemplate' | 'kubeconfigPolicy';
+export type DeploymentSetting =
+  'controlPlaneUrl' | 'controlPlanePublicKey' | 'chartRepositories' | 'vclusterServerTemplate' | 'kubeconfigPolicy';
 
 /**
  * The config the program works from: every setting present (defaults filled in), secrets as
@@ -310,7 +342,10 @@ export function stackConfig(input: TenantInput, catalog: Catalog = defaultCatalo
   if (input.managedClusters?.length) {
     const registrations = input.managedClusters.map(({ name, server, namespaces }) => ({ name, server, namespaces }));
     config[key('managedClusters')] = { value: JSON.stringify(registrations), secret: false };
-    config[key('managedClusterCredentials')] = { value: JSON.stringify(Object.fromEntries(input.managedClusters.map((c) => [c.name, c.config]))), secret: true };
+    config[key('managedClusterCredentials')] = {
+      value: JSON.stringify(Object.fromEntries(input.managedClusters.map((c) => [c.name, c.config]))),
+      secret: true,
+    };
   }
   return config;
 }
@@ -340,23 +375,43 @@ export function readTenantConfig(config: pulumi.Config, catalog: Catalog = defau
       if (!field.fallback) throw new TenantConfigError(name, 'is missing from the stack config');
       settings[name] = field.fallback();
     } else {
-      settings[name] = typeof raw === 'string' ? decode(name, field, raw, catalog) : raw.apply((text) => decode(name, field, text, catalog));
+      settings[name] =
+        typeof raw === 'string'
+          ? decode(name, field, raw, catalog)
+          : raw.apply((text) => decode(name, field, text, catalog));
     }
   }
   // The provider and the kubeconfig wait only ever see the policy's sanitised copy of the root kubeconfig.
   const policy = settings.kubeconfigPolicy as KubeconfigPolicy;
-  settings.rootKubeconfig = (settings.rootKubeconfig as pulumi.Output<string>).apply(async (text) => (await pinKubeconfig(text, policy)).text);
+  settings.rootKubeconfig = (settings.rootKubeconfig as pulumi.Output<string>).apply(
+    async (text) => (await pinKubeconfig(text, policy)).text,
+  );
   const clustersText = config.get('managedClusters');
-  const clusters = clustersText === undefined ? [] : (decode('managedClusters', plain(json<unknown>()), clustersText, catalog) as Array<Omit<ManagedClusterSetting, 'config'>>);
+  const clusters =
+    clustersText === undefined
+      ? []
+      : (decode('managedClusters', plain(json<unknown>()), clustersText, catalog) as Array<
+          Omit<ManagedClusterSetting, 'config'>
+        >);
   managedClustersCheck(clusters);
-  const credentials = clusters.length > 0 ? config.requireSecretObject<Record<string, ManagedClusterConfig>>('managedClusterCredentials') : undefined;
-  settings.managedClusters = credentials === undefined ? [] : clusters.map((c): ManagedClusterSetting => ({
-    ...c,
-    config: credentials.apply((all) => {
-      const found = all[c.name];
-      if (!found) throw new TenantConfigError('managedClusterCredentials', `no credentials for managed cluster '${c.name}'`);
-      return found;
-    }),
-  }));
+  const credentials =
+    clusters.length > 0
+      ? config.requireSecretObject<Record<string, ManagedClusterConfig>>('managedClusterCredentials')
+      : undefined;
+  settings.managedClusters =
+    credentials === undefined
+      ? []
+      : clusters.map((c): ManagedClusterSetting => ({
+          ...c,
+          config: credentials.apply((all) => {
+            const found = all[c.name];
+            if (!found)
+              throw new TenantConfigError(
+                'managedClusterCredentials',
+                `no credentials for managed cluster '${c.name}'`,
+              );
+            return found;
+          }),
+        }));
   return settings as TenantSettings;
 }

@@ -10,7 +10,14 @@
 import type * as k8s from '@pulumi/kubernetes';
 
 /** Ranges public-internet egress excludes: RFC 1918, CGNAT (RFC 6598), loopback, link-local. */
-export const PRIVATE_RANGES: readonly string[] = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16'];
+export const PRIVATE_RANGES: readonly string[] = [
+  '10.0.0.0/8',
+  '172.16.0.0/12',
+  '192.168.0.0/16',
+  '100.64.0.0/10',
+  '127.0.0.0/8',
+  '169.254.0.0/16',
+];
 
 export interface NetworkPolicyOptions {
   /** Namespaces allowed to reach the tenant (platform ingress controller, provisioner). */
@@ -42,7 +49,17 @@ export function tenantNetworkPolicies(opts: NetworkPolicyOptions): NamedPolicy[]
       spec: {
         podSelector: {},
         policyTypes: ['Ingress'],
-        ingress: [{ from: [{ namespaceSelector: { matchExpressions: [{ key: NAME_LABEL, operator: 'In', values: [...opts.ingressNamespaces] }] } }] }],
+        ingress: [
+          {
+            from: [
+              {
+                namespaceSelector: {
+                  matchExpressions: [{ key: NAME_LABEL, operator: 'In', values: [...opts.ingressNamespaces] }],
+                },
+              },
+            ],
+          },
+        ],
       },
     },
     {
@@ -50,10 +67,20 @@ export function tenantNetworkPolicies(opts: NetworkPolicyOptions): NamedPolicy[]
       spec: {
         podSelector: {},
         policyTypes: ['Egress'],
-        egress: [{
-          to: [{ namespaceSelector: { matchLabels: { [NAME_LABEL]: 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
-          ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }],
-        }],
+        egress: [
+          {
+            to: [
+              {
+                namespaceSelector: { matchLabels: { [NAME_LABEL]: 'kube-system' } },
+                podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
+              },
+            ],
+            ports: [
+              { protocol: 'UDP', port: 53 },
+              { protocol: 'TCP', port: 53 },
+            ],
+          },
+        ],
       },
     },
     {
@@ -61,10 +88,15 @@ export function tenantNetworkPolicies(opts: NetworkPolicyOptions): NamedPolicy[]
       spec: {
         podSelector: {},
         policyTypes: ['Egress'],
-        egress: [{
-          to: opts.kubernetesApiCidrs.map((cidr) => ({ ipBlock: { cidr } })),
-          ports: [{ protocol: 'TCP', port: 443 }, { protocol: 'TCP', port: 6443 }],
-        }],
+        egress: [
+          {
+            to: opts.kubernetesApiCidrs.map((cidr) => ({ ipBlock: { cidr } })),
+            ports: [
+              { protocol: 'TCP', port: 443 },
+              { protocol: 'TCP', port: 6443 },
+            ],
+          },
+        ],
       },
     },
     {
@@ -72,12 +104,14 @@ export function tenantNetworkPolicies(opts: NetworkPolicyOptions): NamedPolicy[]
       spec: {
         podSelector: {},
         policyTypes: ['Egress'],
-        egress: [{
-          to: [
-            { ipBlock: { cidr: '0.0.0.0/0', except: [...PRIVATE_RANGES] } },
-            ...opts.egressAllowedCidrs.map((cidr) => ({ ipBlock: { cidr } })),
-          ],
-        }],
+        egress: [
+          {
+            to: [
+              { ipBlock: { cidr: '0.0.0.0/0', except: [...PRIVATE_RANGES] } },
+              ...opts.egressAllowedCidrs.map((cidr) => ({ ipBlock: { cidr } })),
+            ],
+          },
+        ],
       },
     },
   ];

@@ -19,7 +19,11 @@ export interface Plan {
     pvcs: number;
   };
   /** Per-container defaults and maximum (LimitRange). */
-  container: { defaultRequest: { cpu: string; memory: string }; default: { cpu: string; memory: string }; max: { cpu: string; memory: string } };
+  container: {
+    defaultRequest: { cpu: string; memory: string };
+    default: { cpu: string; memory: string };
+    max: { cpu: string; memory: string };
+  };
   /** The vcluster control plane (StatefulSet) resources and datastore volume. */
   controlPlane: { requests: { cpu: string; memory: string }; limits: { cpu: string; memory: string }; storage: string };
 }
@@ -28,19 +32,38 @@ export const PLANS: Readonly<Record<string, Plan>> = {
   free: {
     name: 'free',
     quota: { cpu: '4', memory: '8Gi', limits: { cpu: '8', memory: '12Gi' }, pods: 30, storage: '10Gi', pvcs: 5 },
-    container: { defaultRequest: { cpu: '50m', memory: '64Mi' }, default: { cpu: '500m', memory: '512Mi' }, max: { cpu: '2', memory: '4Gi' } },
+    container: {
+      defaultRequest: { cpu: '50m', memory: '64Mi' },
+      default: { cpu: '500m', memory: '512Mi' },
+      max: { cpu: '2', memory: '4Gi' },
+    },
     controlPlane: { requests: { cpu: '200m', memory: '256Mi' }, limits: { cpu: '1', memory: '1Gi' }, storage: '5Gi' },
   },
   team: {
     name: 'team',
     quota: { cpu: '16', memory: '32Gi', limits: { cpu: '32', memory: '48Gi' }, pods: 100, storage: '50Gi', pvcs: 20 },
-    container: { defaultRequest: { cpu: '100m', memory: '128Mi' }, default: { cpu: '1', memory: '1Gi' }, max: { cpu: '4', memory: '8Gi' } },
+    container: {
+      defaultRequest: { cpu: '100m', memory: '128Mi' },
+      default: { cpu: '1', memory: '1Gi' },
+      max: { cpu: '4', memory: '8Gi' },
+    },
     controlPlane: { requests: { cpu: '500m', memory: '512Mi' }, limits: { cpu: '2', memory: '2Gi' }, storage: '10Gi' },
   },
   enterprise: {
     name: 'enterprise',
-    quota: { cpu: '64', memory: '128Gi', limits: { cpu: '128', memory: '192Gi' }, pods: 400, storage: '500Gi', pvcs: 100 },
-    container: { defaultRequest: { cpu: '100m', memory: '128Mi' }, default: { cpu: '2', memory: '2Gi' }, max: { cpu: '16', memory: '32Gi' } },
+    quota: {
+      cpu: '64',
+      memory: '128Gi',
+      limits: { cpu: '128', memory: '192Gi' },
+      pods: 400,
+      storage: '500Gi',
+      pvcs: 100,
+    },
+    container: {
+      defaultRequest: { cpu: '100m', memory: '128Mi' },
+      default: { cpu: '2', memory: '2Gi' },
+      max: { cpu: '16', memory: '32Gi' },
+    },
     controlPlane: { requests: { cpu: '1', memory: '1Gi' }, limits: { cpu: '4', memory: '4Gi' }, storage: '20Gi' },
   },
 };

@@ -45,31 +45,43 @@ export class TenantNamespace extends pulumi.ComponentResource {
     super(TENANT_NAMESPACE_TYPE, name, {}, opts);
     const plan = PLANS[args.plan];
     if (!plan) throw new pulumi.ResourceError(`TenantNamespace ${name}: unknown plan '${args.plan}'`, this);
-    if (args.ingressNamespaces.length === 0) throw new pulumi.ResourceError(`TenantNamespace ${name}: ingressNamespaces must name at least the provisioner's namespace`, this);
+    if (args.ingressNamespaces.length === 0)
+      throw new pulumi.ResourceError(
+        `TenantNamespace ${name}: ingressNamespaces must name at least the provisioner's namespace`,
+        this,
+      );
     const nsName = tenantNamespaceName(args.tenantId);
     const labels = ownershipLabels(args.tenantId, plan.name);
     const child = { parent: this };
 
-    const ns = new k8s.core.v1.Namespace(`${name}-namespace`, {
-      metadata: {
-        name: nsName,
-        labels: {
-          ...labels,
-          'pod-security.kubernetes.io/enforce': 'restricted',
-          'pod-security.kubernetes.io/enforce-version': 'latest',
-          'pod-security.kubernetes.io/audit': 'restricted',
-          'pod-security.kubernetes.io/warn': 'restricted',
+    const ns = new k8s.core.v1.Namespace(
+      `${name}-namespace`,
+      {
+        metadata: {
+          name: nsName,
+          labels: {
+            ...labels,
+            'pod-security.kubernetes.io/enforce': 'restricted',
+            'pod-security.kubernetes.io/enforce-version': 'latest',
+            'pod-security.kubernetes.io/audit': 'restricted',
+            'pod-security.kubernetes.io/warn': 'restricted',
+          },
+          annotations: { 'hosted.gitops/organization': args.organization },
         },
-        annotations: { 'hosted.gitops/organization': args.organization },
       },
-    }, child);
+      child,
+    );
     const inNs = { ...child, dependsOn: [ns] };
     const meta = (n: string) => ({ name: n, namespace: nsName, labels });
 
     new k8s.core.v1.ResourceQuota(`${name}-quota`, { metadata: meta('tenant-quota'), spec: quotaSpec(plan) }, inNs);
     new k8s.core.v1.LimitRange(`${name}-limits`, { metadata: meta('tenant-limits'), spec: limitRangeSpec(plan) }, inNs);
     for (const policy of tenantNetworkPolicies(args)) {
-      new k8s.networking.v1.NetworkPolicy(`${name}-netpol-${policy.name}`, { metadata: meta(policy.name), spec: policy.spec }, inNs);
+      new k8s.networking.v1.NetworkPolicy(
+        `${name}-netpol-${policy.name}`,
+        { metadata: meta(policy.name), spec: policy.spec },
+        inNs,
+      );
     }
     this.namespace = ns.metadata.name;
     this.registerOutputs({ namespace: this.namespace });

@@ -51,49 +51,63 @@ export class Tenant extends pulumi.ComponentResource {
     const catalog = args.catalog ?? defaultCatalog;
     const root = { parent: this, provider: args.rootProvider };
 
-    const ns = new TenantNamespace(`${name}-ns`, {
-      tenantId: s.tenantId,
-      organization: s.organization,
-      plan: s.plan,
-      ingressNamespaces: s.ingressNamespaces,
-      egressAllowedCidrs: s.egressAllowedCidrs,
-      kubernetesApiCidrs: s.kubernetesApiCidrs,
-    }, root);
+    const ns = new TenantNamespace(
+      `${name}-ns`,
+      {
+        tenantId: s.tenantId,
+        organization: s.organization,
+        plan: s.plan,
+        ingressNamespaces: s.ingressNamespaces,
+        egressAllowedCidrs: s.egressAllowedCidrs,
+        kubernetesApiCidrs: s.kubernetesApiCidrs,
+      },
+      root,
+    );
 
-    this.virtualCluster = new VirtualCluster(`${name}-vcluster`, {
-      namespace: ns.namespace,
-      runtimeVersion: s.runtimeVersion,
-      catalog,
-      plan: s.plan,
-      suspended: s.suspended,
-      serverTemplate: s.vclusterServerTemplate,
-      priorityClassName: s.priorityClassName,
-      rootKubeconfig: s.rootKubeconfig,
-      kubeconfigPolicy: s.kubeconfigPolicy,
-      kubeconfigTimeoutSeconds: s.kubeconfigTimeoutSeconds,
-      chartRepositories: s.chartRepositories,
-      waitForSecret: args.waitForSecret,
-    }, { ...root, dependsOn: [ns] });
+    this.virtualCluster = new VirtualCluster(
+      `${name}-vcluster`,
+      {
+        namespace: ns.namespace,
+        runtimeVersion: s.runtimeVersion,
+        catalog,
+        plan: s.plan,
+        suspended: s.suspended,
+        serverTemplate: s.vclusterServerTemplate,
+        priorityClassName: s.priorityClassName,
+        rootKubeconfig: s.rootKubeconfig,
+        kubeconfigPolicy: s.kubeconfigPolicy,
+        kubeconfigTimeoutSeconds: s.kubeconfigTimeoutSeconds,
+        chartRepositories: s.chartRepositories,
+        waitForSecret: args.waitForSecret,
+      },
+      { ...root, dependsOn: [ns] },
+    );
 
-    this.runtime = new GitOpsRuntime(`${name}-runtime`, {
-      version: s.runtimeVersion,
-      catalog,
-      runtimeToken: s.runtimeToken,
-      controlPlaneUrl: s.controlPlaneUrl,
-      controlPlanePublicKey: s.controlPlanePublicKey,
-      chartRepositories: s.chartRepositories,
-      agentImageRepository: s.agentImageRepository,
-      managedClusters: s.managedClusters,
-    }, { parent: this, provider: this.virtualCluster.provider });
+    this.runtime = new GitOpsRuntime(
+      `${name}-runtime`,
+      {
+        version: s.runtimeVersion,
+        catalog,
+        runtimeToken: s.runtimeToken,
+        controlPlaneUrl: s.controlPlaneUrl,
+        controlPlanePublicKey: s.controlPlanePublicKey,
+        chartRepositories: s.chartRepositories,
+        agentImageRepository: s.agentImageRepository,
+        managedClusters: s.managedClusters,
+      },
+      { parent: this, provider: this.virtualCluster.provider },
+    );
 
     const nsName = tenantNamespaceName(s.tenantId);
     this.outputs = {
       namespace: ns.namespace,
       vclusterEndpoint: this.virtualCluster.endpoint,
-      argoCdUrl: pulumi.output(s.argoCdUrlTemplate
-        .replaceAll('{controlPlaneUrl}', s.controlPlaneUrl.replace(/\/+$/, ''))
-        .replaceAll('{tenantId}', s.tenantId)
-        .replaceAll('{namespace}', nsName)),
+      argoCdUrl: pulumi.output(
+        s.argoCdUrlTemplate
+          .replaceAll('{controlPlaneUrl}', s.controlPlaneUrl.replace(/\/+$/, ''))
+          .replaceAll('{tenantId}', s.tenantId)
+          .replaceAll('{namespace}', nsName),
+      ),
       runtimeVersion: this.runtime.runtimeVersion,
       componentVersions: this.runtime.componentVersions,
       suspended: pulumi.output(s.suspended),

@@ -88,7 +88,11 @@ export function vclusterValues(input: VclusterValuesInput): VclusterValues {
         },
         scheduling: { priorityClassName: input.priorityClassName },
         security: {
-          podSecurityContext: { runAsNonRoot: true, fsGroup: CONTROL_PLANE_UID, seccompProfile: { type: 'RuntimeDefault' } },
+          podSecurityContext: {
+            runAsNonRoot: true,
+            fsGroup: CONTROL_PLANE_UID,
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
           containerSecurityContext: restrictedContainer(),
         },
         persistence: { volumeClaim: { enabled: true, size: plan.controlPlane.storage, retentionPolicy: 'Retain' } },

@@ -61,7 +61,11 @@ export class VirtualCluster extends pulumi.ComponentResource {
     super(VIRTUAL_CLUSTER_TYPE, name, {}, opts);
     const catalog = args.catalog ?? defaultCatalog;
     const version = catalog.get(args.runtimeVersion);
-    if (!version) throw new pulumi.ResourceError(`VirtualCluster ${name}: runtime version '${args.runtimeVersion}' is not in the catalog`, this);
+    if (!version)
+      throw new pulumi.ResourceError(
+        `VirtualCluster ${name}: runtime version '${args.runtimeVersion}' is not in the catalog`,
+        this,
+      );
     const plan = PLANS[args.plan];
     if (!plan) throw new pulumi.ResourceError(`VirtualCluster ${name}: unknown plan '${args.plan}'`, this);
     if (!Number.isFinite(args.kubeconfigTimeoutSeconds) || args.kubeconfigTimeoutSeconds <= 0) {
@@ -70,26 +74,34 @@ export class VirtualCluster extends pulumi.ComponentResource {
     const { vcluster, kubernetes } = version.components;
     const waiter = args.waitForSecret ?? waitForSecretKey;
 
-    this.endpoint = pulumi.output(args.namespace).apply((ns) => exportServer(args.serverTemplate, VCLUSTER_RELEASE, ns));
-    this.release = new k8s.helm.v3.Release(`${name}-release`, {
-      name: VCLUSTER_RELEASE,
-      namespace: args.namespace,
-      ...chartSource('vcluster', 'vcluster', vcluster, args.chartRepositories),
-      values: pulumi.all([args.namespace, this.endpoint]).apply(([ns, server]) => vclusterValues({
-        chartVersion: vcluster,
-        kubernetes,
-        plan,
-        suspended: args.suspended,
-        exportServer: server,
-        context: ns,
-        priorityClassName: args.priorityClassName,
-      })),
-      // A suspended control plane has no ready pods to wait for.
-      skipAwait: args.suspended,
-      cleanupOnFail: true,
-      maxHistory: 5,
-      timeout: 900,
-    }, { parent: this });
+    this.endpoint = pulumi
+      .output(args.namespace)
+      .apply((ns) => exportServer(args.serverTemplate, VCLUSTER_RELEASE, ns));
+    this.release = new k8s.helm.v3.Release(
+      `${name}-release`,
+      {
+        name: VCLUSTER_RELEASE,
+        namespace: args.namespace,
+        ...chartSource('vcluster', 'vcluster', vcluster, args.chartRepositories),
+        values: pulumi.all([args.namespace, this.endpoint]).apply(([ns, server]) =>
+          vclusterValues({
+            chartVersion: vcluster,
+            kubernetes,
+            plan,
+            suspended: args.suspended,
+            exportServer: server,
+            context: ns,
+            priorityClassName: args.priorityClassName,
+          }),
+        ),
+        // A suspended control plane has no ready pods to wait for.
+        skipAwait: args.suspended,
+        cleanupOnFail: true,
+        maxHistory: 5,
+        timeout: 900,
+      },
+      { parent: this },
+    );
 
     const secretName = `vc-${VCLUSTER_RELEASE}`;
     const secretId = pulumi
@@ -97,23 +109,40 @@ export class VirtualCluster extends pulumi.ComponentResource {
       .apply(async ([status, ns, kubeconfig]) => {
         if (!args.suspended) {
           await waiter({
-            kubeconfig, namespace: ns, name: secretName, key: KUBECONFIG_KEY, timeoutMs: args.kubeconfigTimeoutSeconds * 1000,
+            kubeconfig,
+            namespace: ns,
+            name: secretName,
+            key: KUBECONFIG_KEY,
+            timeoutMs: args.kubeconfigTimeoutSeconds * 1000,
             ...(args.kubeconfigPolicy ? { policy: args.kubeconfigPolicy } : {}),
           });
         }
         void status;
         return `${ns}/${secretName}`;
       });
-    const exported = k8s.core.v1.Secret.get(`${name}-kubeconfig`, secretId, { parent: this, dependsOn: [this.release] });
-    this.kubeconfig = pulumi.secret(exported.data.apply((data) => {
-      const encoded = data[KUBECONFIG_KEY];
-      if (!encoded) throw new pulumi.ResourceError(`VirtualCluster ${name}: Secret ${secretName} has no '${KUBECONFIG_KEY}' key`, this);
-      return Buffer.from(encoded, 'base64').toString('utf8');
-    }));
-    this.provider = new k8s.Provider(`${name}-provider`, {
-      kubeconfig: this.kubeconfig,
-      enableServerSideApply: true,
-    }, { parent: this });
+    const exported = k8s.core.v1.Secret.get(`${name}-kubeconfig`, secretId, {
+      parent: this,
+      dependsOn: [this.release],
+    });
+    this.kubeconfig = pulumi.secret(
+      exported.data.apply((data) => {
+        const encoded = data[KUBECONFIG_KEY];
+        if (!encoded)
+          throw new pulumi.ResourceError(
+            `VirtualCluster ${name}: Secret ${secretName} has no '${KUBECONFIG_KEY}' key`,
+            this,
+          );
+        return Buffer.from(encoded, 'base64').toString('utf8');
+      }),
+    );
+    this.provider = new k8s.Provider(
+      `${name}-provider`,
+      {
+        kubeconfig: this.kubeconfig,
+        enableServerSideApply: true,
+      },
+      { parent: this },
+    );
     this.registerOutputs({ endpoint: this.endpoint, kubeconfig: this.kubeconfig });
   }
 }

@@ -19,18 +19,42 @@ interface Tenant {
   generation: number;
   spec: { plan: string; region: string | null; runtimeVersion: string; suspended: boolean; deleted: boolean };
   status: {
-    phase: string; observedGeneration: number; runtimeVersion: string | null; cluster: string | null;
-    endpoints: Record<string, string>; lastOperationId: string | null;
+    phase: string;
+    observedGeneration: number;
+    runtimeVersion: string | null;
+    cluster: string | null;
+    endpoints: Record<string, string>;
+    lastOperationId: string | null;
     conditions: Array<{ type: string; status: string; reason: string; message: string; lastTransitionTime: string }>;
   };
   createdAt: string;
 }
 interface Operation {
-  id: string; tenantId: string; kind: string; state: string; attempt: number; fromVersion: string | null; toVersion: string | null;
-  error: { code: string; message: string } | null; createdAt: string; startedAt: string | null; finishedAt: string | null;
+  id: string;
+  tenantId: string;
+  kind: string;
+  state: string;
+  attempt: number;
+  fromVersion: string | null;
+  toVersion: string | null;
+  error: { code: string; message: string } | null;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
 }
-interface Accepted { tenant: Tenant; operationId: string }
-interface Cluster { name: string; region: string; capacity: number; tenants: number; cordoned: boolean; plans: string[]; labels: Record<string, string> }
+interface Accepted {
+  tenant: Tenant;
+  operationId: string;
+}
+interface Cluster {
+  name: string;
+  region: string;
+  capacity: number;
+  tenants: number;
+  cordoned: boolean;
+  plans: string[];
+  labels: Record<string, string>;
+}
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'superseded']);
 
@@ -45,56 +69,106 @@ export function addApiCommands(program: Command, io: Io): void {
   const json = (): boolean => program.opts<{ json?: boolean }>().json === true;
   const print = (data: unknown, text: () => string) => io.out(json() ? JSON.stringify(data, null, 2) : text());
 
-  const showTenant = (t: Tenant) => [
-    `id:             ${t.id}`,
-    `organization:   ${t.organization}`,
-    `phase:          ${t.status.phase}${t.spec.deleted ? ' (deleted)' : ''}`,
-    `plan:           ${t.spec.plan}`,
-    `region:         ${t.spec.region ?? 'any'}`,
-    `version:        ${t.status.runtimeVersion ?? '-'} (desired ${t.spec.runtimeVersion})`,
-    `suspended:      ${t.spec.suspended}`,
-    `generation:     ${t.generation} (observed ${t.status.observedGeneration})`,
-    `cluster:        ${t.status.cluster ?? '-'}`,
-    ...Object.entries(t.status.endpoints).map(([k, v]) => `${(k + ':').padEnd(16)}${v}`),
-    `last operation: ${t.status.lastOperationId ?? '-'}`,
-    'conditions:',
-    table(['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'], t.status.conditions.map((c) => [c.type, c.status, c.reason, age(c.lastTransitionTime), c.message])),
-  ].join('\n');
+  const showTenant = (t: Tenant) =>
+    [
+      `id:             ${t.id}`,
+      `organization:   ${t.organization}`,
+      `phase:          ${t.status.phase}${t.spec.deleted ? ' (deleted)' : ''}`,
+      `plan:           ${t.spec.plan}`,
+      `region:         ${t.spec.region ?? 'any'}`,
+      `version:        ${t.status.runtimeVersion ?? '-'} (desired ${t.spec.runtimeVersion})`,
+      `suspended:      ${t.spec.suspended}`,
+      `generation:     ${t.generation} (observed ${t.status.observedGeneration})`,
+      `cluster:        ${t.status.cluster ?? '-'}`,
+      ...Object.entries(t.status.endpoints).map(([k, v]) => `${(k + ':').padEnd(16)}${v}`),
+      `last operation: ${t.status.lastOperationId ?? '-'}`,
+      'conditions:',
+      table(
+        ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
+        t.status.conditions.map((c) => [c.type, c.status, c.reason, age(c.lastTransitionTime), c.message]),
+      ),
+    ].join('\n');
 
-  const accepted = (a: Accepted, verb: string) => print(a, () =>
-    `${verb} ${a.tenant.organization} (${a.tenant.id}): generation ${a.tenant.generation}, operation ${a.operationId}\n` +
-    `follow it with: provisioner operations logs ${a.operationId} --follow`);
+  const accepted = (a: Accepted, verb: string) =>
+    print(
+      a,
+      () =>
+        `${verb} ${a.tenant.organization} (${a.tenant.id}): generation ${a.tenant.generation}, operation ${a.operationId}\n` +
+        `follow it with: provisioner operations logs ${a.operationId} --follow`,
+    );
 
   const tenants = program.command('tenants').description('list, inspect and change tenants');
-  tenants.command('list')
-    .option('--phase <phase>').option('--version <version>').option('--cluster <name>').option('--plan <plan>').option('--region <region>')
-    .option('--limit <n>', 'page size', '50').option('--all', 'follow every page')
-    .action(async (o: { phase?: string; version?: string; cluster?: string; plan?: string; region?: string; limit: string; all?: boolean }) => {
-      const items: Tenant[] = [];
-      let cursor: string | null = null;
-      do {
-        const q = new URLSearchParams({ limit: o.limit });
-        if (o.phase) q.set('phase', o.phase);
-        if (o.version) q.set('runtimeVersion', o.version);
-        if (o.cluster) q.set('cluster', o.cluster);
-        if (o.plan) q.set('plan', o.plan);
-        if (o.region) q.set('region', o.region);
-        if (cursor) q.set('cursor', cursor);
-        const page: { items: Tenant[]; nextCursor: string | null } = await client().request('GET', `/v1/tenants?${q.toString()}`);
-        items.push(...page.items);
-        cursor = o.all ? page.nextCursor : null;
-      } while (cursor);
-      print({ items }, () => table(['ID', 'ORGANIZATION', 'PHASE', 'PLAN', 'VERSION', 'DESIRED', 'CLUSTER', 'AGE'],
-        items.map((t) => [t.id, t.organization, t.status.phase, t.spec.plan, t.status.runtimeVersion, t.spec.runtimeVersion, t.status.cluster, age(t.createdAt)])));
-    });
+  tenants
+    .command('list')
+    .option('--phase <phase>')
+    .option('--version <version>')
+    .option('--cluster <name>')
+    .option('--plan <plan>')
+    .option('--region <region>')
+    .option('--limit <n>', 'page size', '50')
+    .option('--all', 'follow every page')
+    .action(
+      async (o: {
+        phase?: string;
+        version?: string;
+        cluster?: string;
+        plan?: string;
+        region?: string;
+        limit: string;
+        all?: boolean;
+      }) => {
+        const items: Tenant[] = [];
+        let cursor: string | null = null;
+        do {
+          const q = new URLSearchParams({ limit: o.limit });
+          if (o.phase) q.set('phase', o.phase);
+          if (o.version) q.set('runtimeVersion', o.version);
+          if (o.cluster) q.set('cluster', o.cluster);
+          if (o.plan) q.set('plan', o.plan);
+          if (o.region) q.set('region', o.region);
+          if (cursor) q.set('cursor', cursor);
+          const page: { items: Tenant[]; nextCursor: string | null } = await client().request(
+            'GET',
+            `/v1/tenants?${q.toString()}`,
+          );
+          items.push(...page.items);
+          cursor = o.all ? page.nextCursor : null;
+        } while (cursor);
+        print({ items }, () =>
+          table(
+            ['ID', 'ORGANIZATION', 'PHASE', 'PLAN', 'VERSION', 'DESIRED', 'CLUSTER', 'AGE'],
+            items.map((t) => [
+              t.id,
+              t.organization,
+              t.status.phase,
+              t.spec.plan,
+              t.status.runtimeVersion,
+              t.spec.runtimeVersion,
+              t.status.cluster,
+              age(t.createdAt),
+            ]),
+          ),
+        );
+      },
+    );
   tenants.command('get <id>').action(async (id: string) => {
     const t = await client().request<Tenant>('GET', `/v1/tenants/${encodeURIComponent(id)}`);
     print(t, () => showTenant(t));
   });
-  tenants.command('upgrade <id> <version>').description('upgrade (or roll back) one tenant').action(async (id: string, version: string) => {
-    accepted(await client().request<Accepted>('POST', `/v1/tenants/${encodeURIComponent(id)}/upgrade`, { version }), `upgrading to ${version}:`);
-  });
-  for (const [name, verb] of [['suspend', 'suspending'], ['resume', 'resuming'], ['retry', 'retrying']] as const) {
+  tenants
+    .command('upgrade <id> <version>')
+    .description('upgrade (or roll back) one tenant')
+    .action(async (id: string, version: string) => {
+      accepted(
+        await client().request<Accepted>('POST', `/v1/tenants/${encodeURIComponent(id)}/upgrade`, { version }),
+        `upgrading to ${version}:`,
+      );
+    });
+  for (const [name, verb] of [
+    ['suspend', 'suspending'],
+    ['resume', 'resuming'],
+    ['retry', 'retrying'],
+  ] as const) {
     tenants.command(`${name} <id>`).action(async (id: string) => {
       accepted(await client().request<Accepted>('POST', `/v1/tenants/${encodeURIComponent(id)}/${name}`), `${verb}`);
     });
@@ -104,98 +178,217 @@ export function addApiCommands(program: Command, io: Io): void {
   });
 
   const ops = program.command('operations').description('operations and their logs');
-  ops.command('list <tenantId>').option('--limit <n>', 'how many', '20').action(async (tenantId: string, o: { limit: string }) => {
-    const page = await client().request<{ items: Operation[] }>('GET', `/v1/tenants/${encodeURIComponent(tenantId)}/operations?limit=${encodeURIComponent(o.limit)}`);
-    print(page, () => table(['ID', 'KIND', 'STATE', 'ATTEMPT', 'FROM', 'TO', 'AGE', 'ERROR'],
-      page.items.map((p) => [p.id, p.kind, p.state, p.attempt, p.fromVersion, p.toVersion, age(p.createdAt), p.error?.message])));
-  });
+  ops
+    .command('list <tenantId>')
+    .option('--limit <n>', 'how many', '20')
+    .action(async (tenantId: string, o: { limit: string }) => {
+      const page = await client().request<{ items: Operation[] }>(
+        'GET',
+        `/v1/tenants/${encodeURIComponent(tenantId)}/operations?limit=${encodeURIComponent(o.limit)}`,
+      );
+      print(page, () =>
+        table(
+          ['ID', 'KIND', 'STATE', 'ATTEMPT', 'FROM', 'TO', 'AGE', 'ERROR'],
+          page.items.map((p) => [
+            p.id,
+            p.kind,
+            p.state,
+            p.attempt,
+            p.fromVersion,
+            p.toVersion,
+            age(p.createdAt),
+            p.error?.message,
+          ]),
+        ),
+      );
+    });
   ops.command('get <id>').action(async (id: string) => {
     const p = await client().request<Operation>('GET', `/v1/operations/${encodeURIComponent(id)}`);
-    print(p, () => table(['FIELD', 'VALUE'], Object.entries(p).map(([k, v]) => [k, typeof v === 'object' && v !== null ? JSON.stringify(v) : (v as string)])));
+    print(p, () =>
+      table(
+        ['FIELD', 'VALUE'],
+        Object.entries(p).map(([k, v]) => [k, typeof v === 'object' && v !== null ? JSON.stringify(v) : (v as string)]),
+      ),
+    );
   });
-  ops.command('logs <id>').option('-f, --follow', 'stream new lines until the operation ends').action(async (id: string, o: { follow?: boolean }) => {
-    const path = `/v1/operations/${encodeURIComponent(id)}/log${o.follow ? '?follow=1' : ''}`;
-    if (!o.follow) {
-      const log = await client().request<{ items: Array<{ line: string; stream: string }>; state: string }>('GET', path);
-      print(log, () => log.items.map((l) => l.line).join('\n'));
-      return;
-    }
-    let state = 'unknown';
-    const started = Date.now();
-    for await (const ev of client().events(path)) {
-      if (ev.event === 'line') {
-        const l = ev.data as { line: string };
-        io.out(json() ? JSON.stringify(l) : l.line);
-      } else if (ev.event === 'state') {
-        const s = ev.data as { state: string };
-        if (s.state !== state && !json()) io.err(`-- operation ${id}: ${s.state} (${Math.round((Date.now() - started) / 1000)}s)`);
-        state = s.state;
-      } else if (ev.event === 'end') {
-        state = (ev.data as { state: string }).state;
-        if (!json()) io.err(`-- operation ${id} ended: ${state}`);
+  ops
+    .command('logs <id>')
+    .option('-f, --follow', 'stream new lines until the operation ends')
+    .action(async (id: string, o: { follow?: boolean }) => {
+      const path = `/v1/operations/${encodeURIComponent(id)}/log${o.follow ? '?follow=1' : ''}`;
+      if (!o.follow) {
+        const log = await client().request<{ items: Array<{ line: string; stream: string }>; state: string }>(
+          'GET',
+          path,
+        );
+        print(log, () => log.items.map((l) => l.line).join('\n'));
+        return;
       }
-    }
-    if (!TERMINAL.has(state)) throw new Error(`log stream ended before the operation finished (state ${state})`);
-    if (state === 'failed') throw new Error(`operation ${id} failed`);
-  });
+      let state = 'unknown';
+      const started = Date.now();
+      for await (const ev of client().events(path)) {
+        if (ev.event === 'line') {
+          const l = ev.data as { line: string };
+          io.out(json() ? JSON.stringify(l) : l.line);
+        } else if (ev.event === 'state') {
+          const s = ev.data as { state: string };
+          if (s.state !== state && !json())
+            io.err(`-- operation ${id}: ${s.state} (${Math.round((Date.now() - started) / 1000)}s)`);
+          state = s.state;
+        } else if (ev.event === 'end') {
+          state = (ev.data as { state: string }).state;
+          if (!json()) io.err(`-- operation ${id} ended: ${state}`);
+        }
+      }
+      if (!TERMINAL.has(state)) throw new Error(`log stream ended before the operation finished (state ${state})`);
+      if (state === 'failed') throw new Error(`operation ${id} failed`);
+    });
 
   const clusters = program.command('clusters').description('root clusters');
   clusters.command('list').action(async () => {
     const { items } = await client().request<{ items: Cluster[] }>('GET', '/v1/clusters');
-    print({ items }, () => table(['NAME', 'REGION', 'TENANTS', 'CAPACITY', 'CORDONED', 'PLANS'],
-      items.map((c) => [c.name, c.region, c.tenants, c.capacity, c.cordoned, c.plans.join(',') || 'all'])));
+    print({ items }, () =>
+      table(
+        ['NAME', 'REGION', 'TENANTS', 'CAPACITY', 'CORDONED', 'PLANS'],
+        items.map((c) => [c.name, c.region, c.tenants, c.capacity, c.cordoned, c.plans.join(',') || 'all']),
+      ),
+    );
   });
-  clusters.command('add <name>')
-    .requiredOption('--region <region>').requiredOption('--capacity <n>').requiredOption('--kubeconfig <file>')
-    .option('--label <k=v...>', 'label (repeatable)').option('--plans <list>', 'comma-separated plans allowed')
-    .action(async (name: string, o: { region: string; capacity: string; kubeconfig: string; label?: string[]; plans?: string }) => {
-      const capacity = Number(o.capacity);
-      if (!Number.isInteger(capacity) || capacity < 0) throw new Error(`--capacity must be a whole number, got '${o.capacity}'`);
-      const labels = Object.fromEntries((o.label ?? []).map((kv) => {
-        const i = kv.indexOf('=');
-        if (i <= 0) throw new Error(`--label must be key=value, got '${kv}'`);
-        return [kv.slice(0, i), kv.slice(i + 1)];
-      }));
-      const kubeconfig = await readFile(o.kubeconfig, 'utf8');
-      const c = await client().request<Cluster>('POST', '/v1/clusters', {
-        name, region: o.region, capacity, labels, kubeconfig, ...(o.plans ? { plans: o.plans.split(',').filter(Boolean) } : {}),
-      });
-      print(c, () => `registered cluster ${c.name} (${c.region}, capacity ${c.capacity})`);
-    });
+  clusters
+    .command('add <name>')
+    .requiredOption('--region <region>')
+    .requiredOption('--capacity <n>')
+    .requiredOption('--kubeconfig <file>')
+    .option('--label <k=v...>', 'label (repeatable)')
+    .option('--plans <list>', 'comma-separated plans allowed')
+    .action(
+      async (
+        name: string,
+        o: { region: string; capacity: string; kubeconfig: string; label?: string[]; plans?: string },
+      ) => {
+        const capacity = Number(o.capacity);
+        if (!Number.isInteger(capacity) || capacity < 0)
+          throw new Error(`--capacity must be a whole number, got '${o.capacity}'`);
+        const labels = Object.fromEntries(
+          (o.label ?? []).map((kv) => {
+            const i = kv.indexOf('=');
+            if (i <= 0) throw new Error(`--label must be key=value, got '${kv}'`);
+            return [kv.slice(0, i), kv.slice(i + 1)];
+          }),
+        );
+        const kubeconfig = await readFile(o.kubeconfig, 'utf8');
+        const c = await client().request<Cluster>('POST', '/v1/clusters', {
+          name,
+          region: o.region,
+          capacity,
+          labels,
+          kubeconfig,
+          ...(o.plans ? { plans: o.plans.split(',').filter(Boolean) } : {}),
+        });
+        print(c, () => `registered cluster ${c.name} (${c.region}, capacity ${c.capacity})`);
+      },
+    );
   for (const action of ['cordon', 'uncordon'] as const) {
     clusters.command(`${action} <name>`).action(async (name: string) => {
       const c = await client().request<Cluster>('POST', `/v1/clusters/${encodeURIComponent(name)}/${action}`);
-      print(c, () => `cluster ${c.name} ${c.cordoned ? 'cordoned: no new tenants will be placed on it' : 'uncordoned'}`);
+      print(
+        c,
+        () => `cluster ${c.name} ${c.cordoned ? 'cordoned: no new tenants will be placed on it' : 'uncordoned'}`,
+      );
     });
   }
 
-  program.command('regions').description('regions of the root clusters (what a signup may ask for)').action(async () => {
-    const { items } = await client().request<{ items: Array<{ name: string; accepting: boolean }> }>('GET', '/v1/regions');
-    print({ items }, () => table(['REGION', 'ACCEPTING'], items.map((r) => [r.name, r.accepting])));
-  });
+  program
+    .command('regions')
+    .description('regions of the root clusters (what a signup may ask for)')
+    .action(async () => {
+      const { items } = await client().request<{ items: Array<{ name: string; accepting: boolean }> }>(
+        'GET',
+        '/v1/regions',
+      );
+      print({ items }, () =>
+        table(
+          ['REGION', 'ACCEPTING'],
+          items.map((r) => [r.name, r.accepting]),
+        ),
+      );
+    });
 
   const versions = program.command('versions').description('runtime versions');
   versions.command('list').action(async () => {
-    const v = await client().request<{ items: Array<{ version: string; channel: string; availability: string; default: boolean; releaseDate: string; components: Record<string, string> }> }>('GET', '/v1/runtime-versions');
-    print(v, () => table(['VERSION', 'CHANNEL', 'AVAILABILITY', 'DEFAULT', 'RELEASED', 'ARGO CD', 'VCLUSTER'],
-      v.items.map((x) => [x.version, x.channel, x.availability, x.default ? '*' : '', x.releaseDate, x.components.argoCd, x.components.vcluster])));
+    const v = await client().request<{
+      items: Array<{
+        version: string;
+        channel: string;
+        availability: string;
+        default: boolean;
+        releaseDate: string;
+        components: Record<string, string>;
+      }>;
+    }>('GET', '/v1/runtime-versions');
+    print(v, () =>
+      table(
+        ['VERSION', 'CHANNEL', 'AVAILABILITY', 'DEFAULT', 'RELEASED', 'ARGO CD', 'VCLUSTER'],
+        v.items.map((x) => [
+          x.version,
+          x.channel,
+          x.availability,
+          x.default ? '*' : '',
+          x.releaseDate,
+          x.components.argoCd,
+          x.components.vcluster,
+        ]),
+      ),
+    );
   });
-  versions.command('set <version> <availability>').description('mark a version available, deprecated or withdrawn').action(async (version: string, availability: string) => {
-    const v = await client().request<{ version: string; availability: string }>('PUT', `/v1/runtime-versions/${encodeURIComponent(version)}/availability`, { availability });
-    print(v, () => `runtime version ${v.version} is now ${v.availability}`);
-  });
+  versions
+    .command('set <version> <availability>')
+    .description('mark a version available, deprecated or withdrawn')
+    .action(async (version: string, availability: string) => {
+      const v = await client().request<{ version: string; availability: string }>(
+        'PUT',
+        `/v1/runtime-versions/${encodeURIComponent(version)}/availability`,
+        { availability },
+      );
+      print(v, () => `runtime version ${v.version} is now ${v.availability}`);
+    });
 
   const keys = program.command('keys').description('API keys (admin)');
-  keys.command('create').requiredOption('--role <role>', 'admin | operator | tenant | runtime').requiredOption('--name <name>')
+  keys
+    .command('create')
+    .requiredOption('--role <role>', 'admin | operator | tenant | runtime')
+    .requiredOption('--name <name>')
     .option('--tenant <id>', 'tenant the key is bound to (tenant and runtime keys)')
     .action(async (o: { role: string; name: string; tenant?: string }) => {
-      const r = await client().request<{ key: string; info: { id: string; role: string } }>('POST', '/v1/keys', { role: o.role, name: o.name, ...(o.tenant ? { tenantId: o.tenant } : {}) });
+      const r = await client().request<{ key: string; info: { id: string; role: string } }>('POST', '/v1/keys', {
+        role: o.role,
+        name: o.name,
+        ...(o.tenant ? { tenantId: o.tenant } : {}),
+      });
       print(r, () => `created ${r.info.role} key ${r.info.id}; it is shown only now:\n${r.key}`);
     });
-  keys.command('list').option('--revoked', 'include revoked keys').action(async (o: { revoked?: boolean }) => {
-    const r = await client().request<{ items: Array<{ id: string; prefix: string; role: string; name: string; tenantId: string | null; createdAt: string; revokedAt: string | null }> }>('GET', `/v1/keys${o.revoked ? '?includeRevoked=true' : ''}`);
-    print(r, () => table(['ID', 'PREFIX', 'ROLE', 'NAME', 'TENANT', 'AGE', 'REVOKED'], r.items.map((k) => [k.id, k.prefix + '…', k.role, k.name, k.tenantId, age(k.createdAt), k.revokedAt])));
-  });
+  keys
+    .command('list')
+    .option('--revoked', 'include revoked keys')
+    .action(async (o: { revoked?: boolean }) => {
+      const r = await client().request<{
+        items: Array<{
+          id: string;
+          prefix: string;
+          role: string;
+          name: string;
+          tenantId: string | null;
+          createdAt: string;
+          revokedAt: string | null;
+        }>;
+      }>('GET', `/v1/keys${o.revoked ? '?includeRevoked=true' : ''}`);
+      print(r, () =>
+        table(
+          ['ID', 'PREFIX', 'ROLE', 'NAME', 'TENANT', 'AGE', 'REVOKED'],
+          r.items.map((k) => [k.id, k.prefix + '…', k.role, k.name, k.tenantId, age(k.createdAt), k.revokedAt]),
+        ),
+      );
+    });
   keys.command('revoke <id>').action(async (id: string) => {
     const r = await client().request<{ id: string; revokedAt: string }>('DELETE', `/v1/keys/${encodeURIComponent(id)}`);
     print(r, () => `revoked key ${r.id} at ${r.revokedAt}`);

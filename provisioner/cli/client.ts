@@ -35,9 +35,17 @@ export class ApiClient {
     if (body !== undefined) headers['content-type'] = 'application/json';
     let res: Response;
     try {
-      res = await fetch(this.#base + path, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+      res = await fetch(this.#base + path, {
+        method,
+        headers,
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
     } catch (err) {
-      throw new ApiError(0, 'CONNECTION_FAILED', `cannot reach the provisioner at ${this.#base}: ${(err as Error & { cause?: Error }).cause?.message ?? (err as Error).message}`);
+      throw new ApiError(
+        0,
+        'CONNECTION_FAILED',
+        `cannot reach the provisioner at ${this.#base}: ${(err as Error & { cause?: Error }).cause?.message ?? (err as Error).message}`,
+      );
     }
     if (!res.ok) {
       let code = `HTTP_${res.status}`;

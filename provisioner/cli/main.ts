@@ -24,14 +24,16 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) });
 
-  program.command('serve')
+  program
+    .command('serve')
     .description('run the provisioner API (embedded PostgreSQL when DATABASE_URL is unset)')
     .action(async () => {
       await serve(io.env);
       await new Promise(() => {}); // runs until a signal handler exits the process
     });
 
-  program.command('migrate')
+  program
+    .command('migrate')
     .description('apply database migrations and exit')
     .action(async () => {
       const config = loadConfig(io.env);

@@ -8,7 +8,15 @@ import type { SecretBox } from '../crypto.ts';
 import { pgCode, withTx } from '../db/tx.ts';
 import { errors } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
-import { getClusterByName, insertCluster, listClusters, listRegions, setCordoned, type Region, type RootCluster } from '../store/clusters.ts';
+import {
+  getClusterByName,
+  insertCluster,
+  listClusters,
+  listRegions,
+  setCordoned,
+  type Region,
+  type RootCluster,
+} from '../store/clusters.ts';
 import { PLAN_NAMES } from '../../tenants/plans.ts';
 import { admitKubeconfig } from '../kubeconfig/admit.ts';
 import type { KubeconfigPolicy } from '../kubeconfig/policy.ts';
@@ -65,14 +73,24 @@ export class ClusterService {
       let cluster;
       try {
         cluster = await insertCluster(tx, {
-          name: input.name, region: input.region, capacity: input.capacity, labels: input.labels ?? {}, plans: input.plans ?? [],
+          name: input.name,
+          region: input.region,
+          capacity: input.capacity,
+          labels: input.labels ?? {},
+          plans: input.plans ?? [],
           kubeconfigEnc: this.#box.encrypt(input.kubeconfig, `cluster/${input.name}`),
         });
       } catch (err) {
         if (pgCode(err) === '23505') throw errors.clusterExists(input.name);
         throw err;
       }
-      await writeAudit(tx, by.actor, { action: 'cluster.register', targetType: 'cluster', targetId: cluster.name, after: cluster, requestId: by.requestId });
+      await writeAudit(tx, by.actor, {
+        action: 'cluster.register',
+        targetType: 'cluster',
+        targetId: cluster.name,
+        after: cluster,
+        requestId: by.requestId,
+      });
       return cluster;
     });
   }
@@ -84,8 +102,12 @@ export class ClusterService {
       if (!before) throw errors.notFound('cluster', name);
       const after = (await setCordoned(tx, name, cordoned))!;
       await writeAudit(tx, by.actor, {
-        action: cordoned ? 'cluster.cordon' : 'cluster.uncordon', targetType: 'cluster', targetId: after.name,
-        before: { cordoned: before.cordoned }, after: { cordoned: after.cordoned }, requestId: by.requestId,
+        action: cordoned ? 'cluster.cordon' : 'cluster.uncordon',
+        targetType: 'cluster',
+        targetId: after.name,
+        before: { cordoned: before.cordoned },
+        after: { cordoned: after.cordoned },
+        requestId: by.requestId,
       });
       return after;
     });

@@ -14,7 +14,17 @@ export const CONNECT_TIMEOUT_MS = 5_000;
 /** Seconds a client is told to wait (Retry-After) while the database is unavailable. */
 export const DATABASE_RETRY_AFTER_SECONDS = 2;
 
-const NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'ECONNABORTED']);
+const NODE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ECONNABORTED',
+]);
 /**
  * admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections (a server starting or
  * restarting), and read_only_sql_transaction: after a failover the address may still lead to the
@@ -84,7 +94,10 @@ export class DatabaseHealth extends EventEmitter<{ down: [reason: string]; up: [
     this.#reason = describeConnectionError(err);
     if (this.#downSince !== undefined) return;
     this.#downSince = new Date();
-    this.#log?.error({ reason: this.#reason }, 'database unavailable: API requests that need it answer 503 DATABASE_UNAVAILABLE, the reconciler pauses');
+    this.#log?.error(
+      { reason: this.#reason },
+      'database unavailable: API requests that need it answer 503 DATABASE_UNAVAILABLE, the reconciler pauses',
+    );
     this.emit('down', this.#reason);
   }
 

@@ -22,7 +22,12 @@ export interface Database {
 
 /** A pool whose clients' errors are handled, idle or checked out (db/availability.ts). */
 export function createPool(url: string, max = 20, health?: DatabaseHealth): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  const pool = new pg.Pool({
+    connectionString: url,
+    max,
+    idleTimeoutMillis: 30_000,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+  });
   return guardPool(pool, health);
 }
 
@@ -41,7 +46,8 @@ export async function openDatabase(opts: {
   if (url === undefined) {
     // Supervised: a server that dies is restarted on the same port; the pool reconnects to it.
     embedded = await startEmbeddedPostgres(join(opts.dataDir, 'postgres'), opts.log, {
-      supervise: true, ...(opts.embeddedLog ? { logger: opts.embeddedLog } : {}),
+      supervise: true,
+      ...(opts.embeddedLog ? { logger: opts.embeddedLog } : {}),
     });
     url = embedded.url;
   }

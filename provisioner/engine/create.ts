@@ -33,17 +33,22 @@ export interface ProgramOverrides {
 }
 
 /** Maps the engine's input to the tenants program's stack config (tenants/config.ts). */
-export async function tenantsStackConfig(publicUrl: string, publicKey: string, overrides: ProgramOverrides = {}): Promise<(input: StackInput) => ConfigMap> {
+export async function tenantsStackConfig(
+  publicUrl: string,
+  publicKey: string,
+  overrides: ProgramOverrides = {},
+): Promise<(input: StackInput) => ConfigMap> {
   const { stackConfig } = await import('../../tenants/config.ts');
   // The tenant's settings as they are, the deployment's from the configuration (stackConfig reads only settings).
-  return (input) => stackConfig({
-    ...input,
-    ...(overrides.chartRepositories ? { chartRepositories: overrides.chartRepositories } : {}),
-    ...(overrides.vclusterServerTemplate ? { vclusterServerTemplate: overrides.vclusterServerTemplate } : {}),
-    ...(overrides.kubeconfigPolicy ? { kubeconfigPolicy: overrides.kubeconfigPolicy } : {}),
-    controlPlaneUrl: publicUrl,
-    controlPlanePublicKey: publicKey,
-  });
+  return (input) =>
+    stackConfig({
+      ...input,
+      ...(overrides.chartRepositories ? { chartRepositories: overrides.chartRepositories } : {}),
+      ...(overrides.vclusterServerTemplate ? { vclusterServerTemplate: overrides.vclusterServerTemplate } : {}),
+      ...(overrides.kubeconfigPolicy ? { kubeconfigPolicy: overrides.kubeconfigPolicy } : {}),
+      controlPlaneUrl: publicUrl,
+      controlPlanePublicKey: publicKey,
+    });
 }
 
 async function kubernetesPluginVersion(): Promise<string> {
@@ -55,10 +60,17 @@ async function kubernetesPluginVersion(): Promise<string> {
 
 export async function createEngine(config: EngineConfig, deps: EngineDeps): Promise<Engine | undefined> {
   if (config.kind === 'none') return undefined;
-  const [{ PulumiEngine }, { tenantProgram }] = await Promise.all([import('./pulumi.ts'), import('../../tenants/program.ts')]);
+  const [{ PulumiEngine }, { tenantProgram }] = await Promise.all([
+    import('./pulumi.ts'),
+    import('../../tenants/program.ts'),
+  ]);
   const publicKey = deps.controlPlanePublicKey;
   const stackConfig = publicKey
-    ? await tenantsStackConfig(config.publicUrl, publicKey, { chartRepositories: config.chartRepositories, vclusterServerTemplate: config.vclusterServerTemplate, kubeconfigPolicy: deps.kubeconfigPolicy })
+    ? await tenantsStackConfig(config.publicUrl, publicKey, {
+        chartRepositories: config.chartRepositories,
+        vclusterServerTemplate: config.vclusterServerTemplate,
+        kubeconfigPolicy: deps.kubeconfigPolicy,
+      })
     : () => ({});
   return new PulumiEngine({
     program: tenantProgram,
@@ -70,7 +82,12 @@ export async function createEngine(config: EngineConfig, deps: EngineDeps): Prom
     cliDir: config.cliDir,
     kubernetesPluginVersion: await kubernetesPluginVersion(),
     stackConfig,
-    ...(publicKey ? {} : { configProblem: 'the control plane request-signing public key is not configured, so runtimes could not verify forwarded requests; configure the tunnel request-signing key' }),
+    ...(publicKey
+      ? {}
+      : {
+          configProblem:
+            'the control plane request-signing public key is not configured, so runtimes could not verify forwarded requests; configure the tunnel request-signing key',
+        }),
     ...(deps.log ? { log: deps.log } : {}),
   });
 }

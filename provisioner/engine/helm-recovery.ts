@@ -24,7 +24,12 @@
  */
 import { CoreV1Api } from '@kubernetes/client-node';
 import { kubeConfigFrom } from '../kubeconfig/client.ts';
-import { describeRefusal, KubeconfigPolicyError, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import {
+  describeRefusal,
+  KubeconfigPolicyError,
+  STRICT_KUBECONFIG_POLICY,
+  type KubeconfigPolicy,
+} from '../kubeconfig/policy.ts';
 
 export const HELM_RELEASE_TYPE = 'kubernetes:helm.sh/v3:Release';
 const SECRET_SIG_KEY = '4dabf18193072939515e22adb298388d';
@@ -66,7 +71,12 @@ export function interruptedResources(exported: unknown): InterruptedResource[] {
   const pending = Array.isArray(deployment.pending_operations) ? deployment.pending_operations.filter(isObject) : [];
   const providers = new Map<string, Json>();
   for (const r of resources) {
-    if (typeof r.urn === 'string' && typeof r.id === 'string' && typeof r.type === 'string' && r.type.startsWith('pulumi:providers:')) {
+    if (
+      typeof r.urn === 'string' &&
+      typeof r.id === 'string' &&
+      typeof r.type === 'string' &&
+      r.type.startsWith('pulumi:providers:')
+    ) {
       providers.set(`${r.urn}::${r.id}`, isObject(r.inputs) ? r.inputs : {});
     }
   }
@@ -123,9 +133,13 @@ export interface HelmRecordStore {
 }
 
 /** A kubeconfig read back from a stack's state is checked by the kubeconfig policy before use. */
-export function kubeRecordStore(kubeconfig: string, policy: KubeconfigPolicy = STRICT_KUBECONFIG_POLICY): HelmRecordStore {
+export function kubeRecordStore(
+  kubeconfig: string,
+  policy: KubeconfigPolicy = STRICT_KUBECONFIG_POLICY,
+): HelmRecordStore {
   let client: Promise<CoreV1Api> | undefined;
-  const apiOf = (): Promise<CoreV1Api> => (client ??= kubeConfigFrom(kubeconfig, policy).then((kc) => kc.makeApiClient(CoreV1Api)));
+  const apiOf = (): Promise<CoreV1Api> =>
+    (client ??= kubeConfigFrom(kubeconfig, policy).then((kc) => kc.makeApiClient(CoreV1Api)));
   return {
     async list(namespace, release) {
       const api = await apiOf();
@@ -167,7 +181,8 @@ export async function repairHelmReleases(
   for (const r of interrupted) {
     if (r.type !== HELM_RELEASE_TYPE || (r.operation !== 'creating' && r.operation !== 'updating')) continue;
     const release = typeof r.inputs.name === 'string' ? r.inputs.name : '';
-    const namespace = typeof r.inputs.namespace === 'string' && r.inputs.namespace !== '' ? r.inputs.namespace : 'default';
+    const namespace =
+      typeof r.inputs.namespace === 'string' && r.inputs.namespace !== '' ? r.inputs.namespace : 'default';
     const repair: ReleaseRepair = { urn: r.urn, release, namespace, found: [], deleted: [] };
     repairs.push(repair);
     if (!release) {
@@ -201,7 +216,12 @@ export async function repairHelmReleases(
 function clusterProblem(err: unknown): string {
   if (err instanceof KubeconfigPolicyError) return describeRefusal(err);
   if (isObject(err) && typeof err.code === 'number') return `the cluster answered HTTP ${err.code}`;
-  const code = isObject(err) && isObject(err.cause) && typeof err.cause.code === 'string' ? err.cause.code : isObject(err) && typeof err.code === 'string' ? err.code : undefined;
+  const code =
+    isObject(err) && isObject(err.cause) && typeof err.cause.code === 'string'
+      ? err.cause.code
+      : isObject(err) && typeof err.code === 'string'
+        ? err.code
+        : undefined;
   return `the cluster could not be reached${code ? ` (${code})` : ''}`;
 }
 
@@ -209,6 +229,7 @@ function clusterProblem(err: unknown): string {
 export function describeRepair(r: ReleaseRepair): string {
   const what = `Helm release ${r.namespace}/${r.release || '?'}`;
   if (r.problem) return `${what}: not repaired, ${r.problem}`;
-  if (r.deleted.length === 0) return `${what}: nothing to remove (${r.found.length ? `records: ${r.found.join(', ')}` : 'no record at all'})`;
+  if (r.deleted.length === 0)
+    return `${what}: nothing to remove (${r.found.length ? `records: ${r.found.join(', ')}` : 'no record at all'})`;
   return `${what}: removed record(s) ${r.deleted.join(', ')}`;
 }

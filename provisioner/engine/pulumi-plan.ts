@@ -82,7 +82,9 @@ export function redactUrl(raw: string): string {
   }
 }
 
-export function envVarsFor(opts: Pick<PulumiPlanOptions, 'backendUrl' | 'secretsProvider' | 'passphrase' | 'pulumiHome'>): Record<string, string> {
+export function envVarsFor(
+  opts: Pick<PulumiPlanOptions, 'backendUrl' | 'secretsProvider' | 'passphrase' | 'pulumiHome'>,
+): Record<string, string> {
   const env: Record<string, string> = {
     PULUMI_BACKEND_URL: opts.backendUrl,
     PULUMI_HOME: opts.pulumiHome,
@@ -90,7 +92,10 @@ export function envVarsFor(opts: Pick<PulumiPlanOptions, 'backendUrl' | 'secrets
     PULUMI_DIY_BACKEND_NO_LEGACY_WARNING: 'true',
   };
   if (opts.secretsProvider === 'passphrase') {
-    if (opts.passphrase === undefined) throw new Error('PULUMI_CONFIG_PASSPHRASE is not set: set it (it encrypts the stacks\' secrets; keep it safe) or set PROVISIONER_SECRETS_PROVIDER to a KMS URL');
+    if (opts.passphrase === undefined)
+      throw new Error(
+        "PULUMI_CONFIG_PASSPHRASE is not set: set it (it encrypts the stacks' secrets; keep it safe) or set PROVISIONER_SECRETS_PROVIDER to a KMS URL",
+      );
     env.PULUMI_CONFIG_PASSPHRASE = opts.passphrase;
   }
   return env;
@@ -113,9 +118,19 @@ export function planStack(input: StackInput, opts: PulumiPlanOptions): StackPlan
  */
 export function recoveryPlan(): RecoveryStep[] {
   return [
-    { step: 'cancel', why: 'the previous operation did not finish and its lease proves the owner gone: clear the stale stack lock' },
-    { step: 'release-helm', why: 'a Helm release the interrupted operation was installing or upgrading keeps a record that blocks the next install or upgrade: remove it (the objects already created are adopted by the next run)' },
-    { step: 'refresh', clearPendingCreates: true, why: 'drop pending creates the interrupted operation left in the state, then read the real state' },
+    {
+      step: 'cancel',
+      why: 'the previous operation did not finish and its lease proves the owner gone: clear the stale stack lock',
+    },
+    {
+      step: 'release-helm',
+      why: 'a Helm release the interrupted operation was installing or upgrading keeps a record that blocks the next install or upgrade: remove it (the objects already created are adopted by the next run)',
+    },
+    {
+      step: 'refresh',
+      clearPendingCreates: true,
+      why: 'drop pending creates the interrupted operation left in the state, then read the real state',
+    },
   ];
 }
 
@@ -126,7 +141,12 @@ export function redactConfig(config: ConfigMap): Record<string, string> {
 
 /** Compares dotted versions (3.181.0 vs 3.99.1); prerelease tags are ignored. */
 export function compareCliVersions(a: string, b: string): number {
-  const parts = (v: string) => v.replace(/^v/, '').split(/[-+]/)[0]!.split('.').map((p) => Number(p) || 0);
+  const parts = (v: string) =>
+    v
+      .replace(/^v/, '')
+      .split(/[-+]/)[0]!
+      .split('.')
+      .map((p) => Number(p) || 0);
   const pa = parts(a);
   const pb = parts(b);
   for (let i = 0; i < 3; i++) {

@@ -6,18 +6,41 @@
 import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import {
-  CommandError, ConcurrentUpdateError, LocalWorkspace, PulumiCommand,
-  type EngineEvent, type OpMap, type OutputMap, type PulumiFn, type Stack, type StepEventMetadata, type StepEventStateMetadata,
+  CommandError,
+  ConcurrentUpdateError,
+  LocalWorkspace,
+  PulumiCommand,
+  type EngineEvent,
+  type OpMap,
+  type OutputMap,
+  type PulumiFn,
+  type Stack,
+  type StepEventMetadata,
+  type StepEventStateMetadata,
 } from '@pulumi/pulumi/automation/index.js';
 import {
-  EngineError, type ChangeSummary, type Engine, type EngineAvailability, type EngineEventSummary, type EngineResult,
-  type InterruptedResource, type ResourceStep, type RunOptions, type StackInput,
+  EngineError,
+  type ChangeSummary,
+  type Engine,
+  type EngineAvailability,
+  type EngineEventSummary,
+  type EngineResult,
+  type InterruptedResource,
+  type ResourceStep,
+  type RunOptions,
+  type StackInput,
 } from './engine.ts';
 import { interruptedResources } from './helm-recovery.ts';
 import { purgeRemovedStack } from './state-purge.ts';
 import {
-  INSTALL_HINT, cliRootFor, cliVersionProblem, planStack, redactUrl, requiredPlugins,
-  type PulumiPlanOptions, type StackPlan,
+  INSTALL_HINT,
+  cliRootFor,
+  cliVersionProblem,
+  planStack,
+  redactUrl,
+  requiredPlugins,
+  type PulumiPlanOptions,
+  type StackPlan,
 } from './pulumi-plan.ts';
 
 export interface PulumiEngineOptions extends PulumiPlanOptions {
@@ -54,7 +77,10 @@ export function summarizeEvent(e: EngineEvent): EngineEventSummary | undefined {
     return { type: 'diagnosticEvent', message: `${e.diagnosticEvent.severity}: ${e.diagnosticEvent.message.trim()}` };
   }
   if (e.summaryEvent) {
-    return { type: 'summaryEvent', message: `summary: ${formatChanges(e.summaryEvent.resourceChanges)} in ${e.summaryEvent.durationSeconds}s` };
+    return {
+      type: 'summaryEvent',
+      message: `summary: ${formatChanges(e.summaryEvent.resourceChanges)} in ${e.summaryEvent.durationSeconds}s`,
+    };
   }
   return undefined;
 }
@@ -74,7 +100,8 @@ export function stepOf(e: EngineEvent): ResourceStep | undefined {
   if (!m || m.op === 'same') return undefined;
   const state = (s: StepEventStateMetadata | undefined): ResourceStep['old'] =>
     s ? { id: s.id, inputs: s.inputs ?? {}, outputs: s.outputs ?? {} } : undefined;
-  const external = (s: StepEventStateMetadata | undefined): boolean => (s as { external?: boolean } | undefined)?.external === true;
+  const external = (s: StepEventStateMetadata | undefined): boolean =>
+    (s as { external?: boolean } | undefined)?.external === true;
   const detailed = Object.keys(m.detailedDiff ?? {});
   const old = state(m.old);
   const neu = state(m.new);
@@ -107,7 +134,11 @@ function mapError(err: unknown, signal: AbortSignal | undefined): EngineError {
   if (err instanceof EngineError) return err;
   if (signal?.aborted) return new EngineError('Cancelled', 'the engine was cancelled', { cause: err });
   if (err instanceof ConcurrentUpdateError) {
-    return new EngineError('ConcurrentUpdate', 'the stack is locked by another update (a stale lock is cleared by crash recovery)', { cause: err });
+    return new EngineError(
+      'ConcurrentUpdate',
+      'the stack is locked by another update (a stale lock is cleared by crash recovery)',
+      { cause: err },
+    );
   }
   if (err instanceof CommandError) {
     // The CLI's message ends with its stderr; keep the tail, where the cause is. The CLI masks secrets.
@@ -164,7 +195,11 @@ export class PulumiEngine implements Engine {
     }
     try {
       await mkdir(this.#options.pulumiHome, { recursive: true });
-      const ws = await LocalWorkspace.create({ pulumiCommand: command, pulumiHome: this.#options.pulumiHome, envVars: this.#env() });
+      const ws = await LocalWorkspace.create({
+        pulumiCommand: command,
+        pulumiHome: this.#options.pulumiHome,
+        envVars: this.#env(),
+      });
       for (const p of requiredPlugins(this.#options.kubernetesPluginVersion)) {
         this.#options.log?.('installing engine plugin', { plugin: p.name, version: p.version });
         await ws.installPlugin(p.name, p.version, p.kind);
@@ -178,19 +213,34 @@ export class PulumiEngine implements Engine {
     }
     this.#command = command;
     this.#availability = { available: true };
-    this.#options.log?.('pulumi engine ready', { version: command.version?.version, backend: redactUrl(this.#options.backendUrl) });
+    this.#options.log?.('pulumi engine ready', {
+      version: command.version?.version,
+      backend: redactUrl(this.#options.backendUrl),
+    });
   }
 
   #env(): Record<string, string> {
     return planStack(
-      { tenantId: 'probe', organization: '', plan: '', runtimeVersion: '', suspended: false, clusterName: '', rootKubeconfig: '', runtimeToken: '' },
+      {
+        tenantId: 'probe',
+        organization: '',
+        plan: '',
+        runtimeVersion: '',
+        suspended: false,
+        clusterName: '',
+        rootKubeconfig: '',
+        runtimeToken: '',
+      },
       { ...this.#options, stackConfig: () => ({}) },
     ).envVars;
   }
 
   #require(): PulumiCommand {
     if (!this.#command || !this.#availability.available) {
-      throw new EngineError('EngineUnavailable', this.#availability.available ? 'the Pulumi engine has not started' : this.#availability.message);
+      throw new EngineError(
+        'EngineUnavailable',
+        this.#availability.available ? 'the Pulumi engine has not started' : this.#availability.message,
+      );
     }
     return this.#command;
   }
@@ -207,7 +257,11 @@ export class PulumiEngine implements Engine {
         pulumiCommand,
         envVars: plan.envVars,
         secretsProvider: plan.secretsProvider,
-        projectSettings: { name: plan.projectName, runtime: 'nodejs', backend: { url: plan.envVars.PULUMI_BACKEND_URL! } },
+        projectSettings: {
+          name: plan.projectName,
+          runtime: 'nodejs',
+          backend: { url: plan.envVars.PULUMI_BACKEND_URL! },
+        },
       },
     );
     if (withConfig) await stack.setAllConfig(plan.config);
@@ -215,7 +269,10 @@ export class PulumiEngine implements Engine {
   }
 
   /** The Automation API's handlers for one command; the finished resource steps go to `steps`. */
-  #handlers(opts: RunOptions | undefined, steps?: ResourceStep[]): { onOutput?: (s: string) => void; onEvent?: (e: EngineEvent) => void; signal?: AbortSignal } {
+  #handlers(
+    opts: RunOptions | undefined,
+    steps?: ResourceStep[],
+  ): { onOutput?: (s: string) => void; onEvent?: (e: EngineEvent) => void; signal?: AbortSignal } {
     const onEvent = opts?.onEvent;
     return {
       ...(opts?.onOutput ? { onOutput: opts.onOutput } : {}),
@@ -248,7 +305,10 @@ export class PulumiEngine implements Engine {
     try {
       const { stack } = await this.#stack(input, true);
       const steps: ResourceStep[] = [];
-      const res = await stack.refresh({ ...this.#handlers(opts, steps), ...(opts?.clearPendingCreates ? { clearPendingCreates: true } : {}) });
+      const res = await stack.refresh({
+        ...this.#handlers(opts, steps),
+        ...(opts?.clearPendingCreates ? { clearPendingCreates: true } : {}),
+      });
       return { outputs: plainOutputs(await stack.outputs()), changes: toChanges(res.summary.resourceChanges), steps };
     } catch (err) {
       throw mapError(err, opts?.signal);
@@ -262,10 +322,13 @@ export class PulumiEngine implements Engine {
       await rm(plan.workDir, { recursive: true, force: true });
       try {
         const purged = await purgeRemovedStack(plan.envVars.PULUMI_BACKEND_URL!, plan.projectName, plan.stackName);
-        if (purged > 0) opts?.onOutput?.(`removed ${purged} backup/history object(s) of the stack from the state backend\n`);
+        if (purged > 0)
+          opts?.onOutput?.(`removed ${purged} backup/history object(s) of the stack from the state backend\n`);
       } catch (err) {
         // The tenant is gone either way; the leftovers only take space.
-        opts?.onOutput?.(`could not remove the stack's backup/history objects from the state backend: ${err instanceof Error ? err.message : String(err)}\n`);
+        opts?.onOutput?.(
+          `could not remove the stack's backup/history objects from the state backend: ${err instanceof Error ? err.message : String(err)}\n`,
+        );
       }
       return { outputs: {}, changes: toChanges(res.summary.resourceChanges), steps: [] };
     } catch (err) {

@@ -5,7 +5,14 @@
  * calls running at once for one tenant (`violations`). The real engine runs in the end-to-end tier.
  */
 import {
-  EngineError, type Engine, type EngineAvailability, type EngineResult, type InterruptedResource, type ResourceStep, type RunOptions, type StackInput,
+  EngineError,
+  type Engine,
+  type EngineAvailability,
+  type EngineResult,
+  type InterruptedResource,
+  type ResourceStep,
+  type RunOptions,
+  type StackInput,
 } from './engine.ts';
 
 export type EngineCallKind = 'up' | 'refresh' | 'destroy' | 'outputs' | 'cancel' | 'interrupted';
@@ -96,10 +103,19 @@ export class ScriptedEngine implements Engine {
   }
 
   async #run(
-    kind: EngineCallKind, input: StackInput, opts: RunOptions & { clearPendingCreates?: boolean } = {}, onScript?: (s: CallScript) => void,
+    kind: EngineCallKind,
+    input: StackInput,
+    opts: RunOptions & { clearPendingCreates?: boolean } = {},
+    onScript?: (s: CallScript) => void,
   ): Promise<EngineResult> {
     if (!this.#availability.available) throw new EngineError('EngineUnavailable', this.#availability.message);
-    const call: EngineCall = { kind, tenantId: input.tenantId, input, clearPendingCreates: opts.clearPendingCreates === true, startedAt: Date.now() };
+    const call: EngineCall = {
+      kind,
+      tenantId: input.tenantId,
+      input,
+      clearPendingCreates: opts.clearPendingCreates === true,
+      startedAt: Date.now(),
+    };
     this.calls.push(call);
     const active = (this.#running.get(input.tenantId) ?? 0) + 1;
     this.#running.set(input.tenantId, active);
@@ -115,7 +131,15 @@ export class ScriptedEngine implements Engine {
       opts.onEvent?.({ type: 'summaryEvent', message: `summary: ${kind} done` });
       call.outcome = 'ok';
       return {
-        outputs: s.outputs ?? (kind === 'destroy' ? {} : { runtimeVersion: input.runtimeVersion, vclusterEndpoint: `https://vc-${input.tenantId}.example.test`, argoCdUrl: `https://argocd-${input.tenantId}.example.test` }),
+        outputs:
+          s.outputs ??
+          (kind === 'destroy'
+            ? {}
+            : {
+                runtimeVersion: input.runtimeVersion,
+                vclusterEndpoint: `https://vc-${input.tenantId}.example.test`,
+                argoCdUrl: `https://argocd-${input.tenantId}.example.test`,
+              }),
         changes: s.changes ?? {},
         steps: s.steps ?? [],
       };

@@ -46,7 +46,9 @@ export async function purgeRemovedStack(backendUrl: string, project: string, sta
   const client = new pg.Client({ connectionString: backend.connectionString });
   await client.connect();
   try {
-    const res = await client.query(`DELETE FROM "${backend.table}" WHERE key LIKE ANY($1::text[])`, [leftoverPatterns(project, stack)]);
+    const res = await client.query(`DELETE FROM "${backend.table}" WHERE key LIKE ANY($1::text[])`, [
+      leftoverPatterns(project, stack),
+    ]);
     return res.rowCount ?? 0;
   } finally {
     await client.end();

@@ -37,11 +37,15 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     trustProxy: services.config.trustedProxies.length > 0 ? services.config.trustedProxies : false,
     // A caller gets requestTimeoutMs to send a whole request (headers and body), checked every
     // second; answers (event streams, forwarded downloads) are not limited by it.
-    serverFactory: (handler) => http.createServer({
-      requestTimeout: services.config.requestTimeoutMs,
-      headersTimeout: Math.min(services.config.requestTimeoutMs, 20_000),
-      connectionsCheckingInterval: 1000,
-    }, handler),
+    serverFactory: (handler) =>
+      http.createServer(
+        {
+          requestTimeout: services.config.requestTimeoutMs,
+          headersTimeout: Math.min(services.config.requestTimeoutMs, 20_000),
+          connectionsCheckingInterval: 1000,
+        },
+        handler,
+      ),
     requestIdHeader: false,
     genReqId: () => crypto.randomUUID(),
     // One line per request, successful reads at debug level (see request-log.ts).
@@ -62,7 +66,11 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
 
   await app.register(swagger, {
     openapi: {
-      info: { title: 'Hosted runtimes provisioner', version: '1', description: 'Tenant signup, lifecycle, runtime versions and root clusters.' },
+      info: {
+        title: 'Hosted runtimes provisioner',
+        version: '1',
+        description: 'Tenant signup, lifecycle, runtime versions and root clusters.',
+      },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
       security: [{ bearer: [] }],
     },
@@ -73,8 +81,11 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   installSecurityHeaders(app);
   // Swagger UI's own CSP (hashes of its inline assets), scoped to /docs, replaces the API's there.
   await app.register(swaggerUi, {
-    routePrefix: '/docs', uiConfig: { docExpansion: 'list' },
-    staticCSP: true, transformStaticCSP: (header) => header.replace(/\s*upgrade-insecure-requests;?/, '').replace("frame-ancestors 'self'", "frame-ancestors 'none'"),
+    routePrefix: '/docs',
+    uiConfig: { docExpansion: 'list' },
+    staticCSP: true,
+    transformStaticCSP: (header) =>
+      header.replace(/\s*upgrade-insecure-requests;?/, '').replace("frame-ancestors 'self'", "frame-ancestors 'none'"),
   });
   await app.register(rateLimit, {
     global: false,
@@ -90,7 +101,16 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   });
   registerAuth(app, services.reads.key, services.keyCache);
 
-  for (const routes of [healthRoutes, signupRoutes, tenantRoutes, operationRoutes, runtimeVersionRoutes, clusterRoutes, keyRoutes, auditRoutes]) {
+  for (const routes of [
+    healthRoutes,
+    signupRoutes,
+    tenantRoutes,
+    operationRoutes,
+    runtimeVersionRoutes,
+    clusterRoutes,
+    keyRoutes,
+    auditRoutes,
+  ]) {
     await app.register(routes(services));
   }
   const { tunnel, tunnelDirectory, onRelay } = services;

@@ -39,12 +39,17 @@ export function bearerToken(header: string | undefined): string {
 }
 
 /** `lookup` resolves a key's SHA-256 (base64) when the cache does not have it. */
-export function registerAuth(app: FastifyInstance, lookup: (hashBase64: string) => Promise<KeyIdentity | undefined>, cache: KeyCache): void {
+export function registerAuth(
+  app: FastifyInstance,
+  lookup: (hashBase64: string) => Promise<KeyIdentity | undefined>,
+  cache: KeyCache,
+): void {
   app.decorateRequest('auth', null);
   // After validation (preHandler), so that a malformed id is still a 400 for every caller.
   app.addHook('onRoute', (route) => {
     if (!TENANT_ROUTE.test(route.url)) return;
-    const own = route.preHandler === undefined ? [] : Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler];
+    const own =
+      route.preHandler === undefined ? [] : Array.isArray(route.preHandler) ? route.preHandler : [route.preHandler];
     route.preHandler = [tenantAccess, ...own];
   });
   app.addHook('onRequest', async (request) => {
@@ -93,5 +98,6 @@ export function requesterOf(request: FastifyRequest): Requester {
 /** Throws 404 (not 403) when a tenant-bound key addresses another tenant, so ids do not leak. */
 export function assertTenantAccess(request: FastifyRequest, tenantId: string): void {
   const a = authOf(request);
-  if ((a.role === 'tenant' || a.role === 'runtime') && a.tenantId !== tenantId) throw errors.notFound('tenant', tenantId);
+  if ((a.role === 'tenant' || a.role === 'runtime') && a.tenantId !== tenantId)
+    throw errors.notFound('tenant', tenantId);
 }

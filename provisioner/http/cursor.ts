@@ -17,14 +17,21 @@ export function encodeCursor(box: SecretBox, kind: string, pos: Position): strin
 
 export function decodeCursor(box: SecretBox, kind: string, cursor: string): Position {
   const [body, mac, extra] = cursor.split('.');
-  if (!body || !mac || extra !== undefined || !box.verifyMac(body, Buffer.from(mac, 'base64url'))) throw errors.invalidCursor();
+  if (!body || !mac || extra !== undefined || !box.verifyMac(body, Buffer.from(mac, 'base64url')))
+    throw errors.invalidCursor();
   let parsed: unknown;
   try {
     parsed = JSON.parse(Buffer.from(body, 'base64url').toString('utf8'));
   } catch {
     throw errors.invalidCursor();
   }
-  if (!Array.isArray(parsed) || parsed.length !== 3 || parsed[0] !== kind || typeof parsed[1] !== 'string' || typeof parsed[2] !== 'string') {
+  if (
+    !Array.isArray(parsed) ||
+    parsed.length !== 3 ||
+    parsed[0] !== kind ||
+    typeof parsed[1] !== 'string' ||
+    typeof parsed[2] !== 'string'
+  ) {
     throw errors.invalidCursor();
   }
   return { ts: parsed[1], id: parsed[2] };

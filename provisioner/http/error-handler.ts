@@ -86,11 +86,16 @@ export function installErrorHandler(app: FastifyInstance, opts: { health?: Datab
     const err = toAppError(raw);
     if (err.code === 'DATABASE_UNAVAILABLE') opts.health?.down(err.cause ?? raw);
     if (err.statusCode === 503) {
-      if (!reply.hasHeader('retry-after')) reply.header('retry-after', String(RETRY_AFTER[err.code] ?? DEFAULT_RETRY_AFTER_SECONDS));
-      unavailableLog.maybe(err.code, (suppressed) => request.log.warn(
-        { code: err.code, url: request.routeOptions.url, ...(suppressed > 0 ? { suppressed } : {}) },
-        suppressed > 0 ? `${err.message} (and ${suppressed} more like it in the last ${UNAVAILABLE_LOG_WINDOW_MS / 1000} s)` : err.message,
-      ));
+      if (!reply.hasHeader('retry-after'))
+        reply.header('retry-after', String(RETRY_AFTER[err.code] ?? DEFAULT_RETRY_AFTER_SECONDS));
+      unavailableLog.maybe(err.code, (suppressed) =>
+        request.log.warn(
+          { code: err.code, url: request.routeOptions.url, ...(suppressed > 0 ? { suppressed } : {}) },
+          suppressed > 0
+            ? `${err.message} (and ${suppressed} more like it in the last ${UNAVAILABLE_LOG_WINDOW_MS / 1000} s)`
+            : err.message,
+        ),
+      );
     } else if (err.statusCode >= 500) request.log.error({ err: raw }, 'request failed');
     else request.log.info({ code: err.code, field: err.field }, err.message);
     return reply.status(err.statusCode).send({
@@ -105,6 +110,8 @@ export function installErrorHandler(app: FastifyInstance, opts: { health?: Datab
   });
   app.setNotFoundHandler((request, reply) => {
     const err = errors.routeNotFound(request.method, request.url.split('?')[0]!);
-    return reply.status(err.statusCode).send({ error: { code: err.code, message: err.message, requestId: request.id } });
+    return reply
+      .status(err.statusCode)
+      .send({ error: { code: err.code, message: err.message, requestId: request.id } });
   });
 }

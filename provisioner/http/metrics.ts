@@ -30,7 +30,9 @@ export function createMetrics(pool: pg.Pool): Metrics {
     registers: [registry],
     async collect() {
       this.reset();
-      const { rows } = await pool.query<{ phase: string; n: number }>('SELECT phase, count(*)::int AS n FROM tenants GROUP BY phase');
+      const { rows } = await pool.query<{ phase: string; n: number }>(
+        'SELECT phase, count(*)::int AS n FROM tenants GROUP BY phase',
+      );
       for (const r of rows) this.set({ phase: r.phase }, r.n);
     },
   });
@@ -48,19 +50,44 @@ export type RelayOutcome = 'relayed' | 'unreachable';
 export function registerTunnelMetrics(metrics: Metrics, tunnel: TunnelServer): (outcome: RelayOutcome) => void {
   const registers = [metrics.registry];
   const gauge = (name: string, help: string, read: () => number): void => {
-    new client.Gauge({ name, help, registers, collect() { this.set(read()); } });
+    new client.Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        this.set(read());
+      },
+    });
   };
   gauge('provisioner_tunnels', 'Runtime tunnels connected to this replica', () => tunnel.stats().tunnels);
-  gauge('provisioner_tunnel_streams', 'Requests in flight through this replica\'s tunnels', () => tunnel.stats().streams);
-  gauge('provisioner_tunnel_buffered_bytes', 'Body bytes this replica holds for tunnel streams', () => tunnel.stats().bufferedBytes);
-  const connects = new client.Counter({ name: 'provisioner_tunnel_connects_total', help: 'Runtime tunnels that connected to this replica', registers });
+  gauge(
+    'provisioner_tunnel_streams',
+    "Requests in flight through this replica's tunnels",
+    () => tunnel.stats().streams,
+  );
+  gauge(
+    'provisioner_tunnel_buffered_bytes',
+    'Body bytes this replica holds for tunnel streams',
+    () => tunnel.stats().bufferedBytes,
+  );
+  const connects = new client.Counter({
+    name: 'provisioner_tunnel_connects_total',
+    help: 'Runtime tunnels that connected to this replica',
+    registers,
+  });
   const disconnects = new client.Counter({
-    name: 'provisioner_tunnel_disconnects_total', help: 'Runtime tunnels closed, by WebSocket close code', labelNames: ['code'] as const, registers,
+    name: 'provisioner_tunnel_disconnects_total',
+    help: 'Runtime tunnels closed, by WebSocket close code',
+    labelNames: ['code'] as const,
+    registers,
   });
   tunnel.events.on('connect', () => connects.inc());
   tunnel.events.on('disconnect', (_id, code) => disconnects.inc({ code: String(code) }));
   const relays = new client.Counter({
-    name: 'provisioner_tunnel_relays_total', help: 'Requests relayed to the replica holding the runtime\'s tunnel, by outcome', labelNames: ['outcome'] as const, registers,
+    name: 'provisioner_tunnel_relays_total',
+    help: "Requests relayed to the replica holding the runtime's tunnel, by outcome",
+    labelNames: ['outcome'] as const,
+    registers,
   });
   return (outcome) => relays.inc({ outcome });
 }
@@ -72,7 +99,10 @@ export function registerTunnelMetrics(metrics: Metrics, tunnel: TunnelServer): (
 export function registerReadMetrics(metrics: Metrics, reads: HotReads): void {
   const counter = (name: string, help: string, field: 'reads' | 'batches'): void => {
     new client.Counter({
-      name, help, labelNames: ['kind'] as const, registers: [metrics.registry],
+      name,
+      help,
+      labelNames: ['kind'] as const,
+      registers: [metrics.registry],
       collect() {
         const s = reads.stats();
         this.reset();
@@ -82,7 +112,11 @@ export function registerReadMetrics(metrics: Metrics, reads: HotReads): void {
     });
   };
   counter('provisioner_hot_reads_total', 'Tenant reads and key lookups answered through batched statements', 'reads');
-  counter('provisioner_hot_read_statements_total', 'Batched statements sent for tenant reads and key lookups', 'batches');
+  counter(
+    'provisioner_hot_read_statements_total',
+    'Batched statements sent for tenant reads and key lookups',
+    'batches',
+  );
 }
 
 /** What the drift counters read from the reconciler (ReconcilerStats). */
@@ -98,12 +132,19 @@ export interface DriftStats {
 export function registerDriftMetrics(metrics: Metrics, stats: DriftStats): void {
   const registers = [metrics.registry];
   new client.Counter({
-    name: 'provisioner_resyncs_with_drift_total', help: 'Resyncs whose refresh found a managed object deleted or changed by hand', registers,
-    collect() { this.reset(); this.inc(stats.resyncsWithDrift); },
+    name: 'provisioner_resyncs_with_drift_total',
+    help: 'Resyncs whose refresh found a managed object deleted or changed by hand',
+    registers,
+    collect() {
+      this.reset();
+      this.inc(stats.resyncsWithDrift);
+    },
   });
   new client.Counter({
-    name: 'provisioner_drifted_objects_total', help: 'Managed objects found deleted or changed by hand by a resync, by kind and change',
-    labelNames: ['kind', 'change'] as const, registers,
+    name: 'provisioner_drifted_objects_total',
+    help: 'Managed objects found deleted or changed by hand by a resync, by kind and change',
+    labelNames: ['kind', 'change'] as const,
+    registers,
     collect() {
       this.reset();
       for (const d of stats.drift.values()) this.inc({ kind: d.kind, change: d.change }, d.count);

@@ -21,7 +21,8 @@ export class RequestLog extends LogController {
       return;
     }
     const line = { req: request, res: reply, responseTime: reply.elapsedTime };
-    if (reply.statusCode < 400 && (request.method === 'GET' || request.method === 'HEAD')) log.debug(line, 'request completed');
+    if (reply.statusCode < 400 && (request.method === 'GET' || request.method === 'HEAD'))
+      log.debug(line, 'request completed');
     else log.info(line, 'request completed');
   }
 }

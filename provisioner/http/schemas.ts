@@ -20,15 +20,20 @@ export const DnsLabel = Type.String({
 });
 export const Semver = Type.String({ pattern: '^\\d+\\.\\d+\\.\\d+$', maxLength: 32, description: 'x.y.z' });
 
-export const ErrorBody = Type.Object({
-  error: Type.Object({
-    code: StringEnum(Object.keys(ERROR_CODES) as ErrorCode[], { description: 'stable error code (docs/api.md lists them)' }),
-    message: Type.String(),
-    field: Type.Optional(Type.String()),
-    details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-    requestId: Type.Optional(Type.String()),
-  }),
-}, { $id: 'Error' });
+export const ErrorBody = Type.Object(
+  {
+    error: Type.Object({
+      code: StringEnum(Object.keys(ERROR_CODES) as ErrorCode[], {
+        description: 'stable error code (docs/api.md lists them)',
+      }),
+      message: Type.String(),
+      field: Type.Optional(Type.String()),
+      details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+      requestId: Type.Optional(Type.String()),
+    }),
+  },
+  { $id: 'Error' },
+);
 
 export const Condition = Type.Object({
   type: Type.String(),
@@ -40,52 +45,69 @@ export const Condition = Type.Object({
 
 export const TenantSpec = Type.Object({
   plan: Type.String(),
-  region: Type.Union([Type.String(), Type.Null()], { description: 'region placement is restricted to; null: any region' }),
+  region: Type.Union([Type.String(), Type.Null()], {
+    description: 'region placement is restricted to; null: any region',
+  }),
   runtimeVersion: Type.String(),
   suspended: Type.Boolean(),
   deleted: Type.Boolean(),
 });
 
-export const Tenant = Type.Object({
-  id: Uuid,
-  organization: Type.String(),
-  email: Type.String(),
-  generation: Type.Integer(),
-  spec: TenantSpec,
-  status: Type.Object({
-    phase: StringEnum(PHASES),
-    observedGeneration: Type.Integer(),
-    runtimeVersion: Type.Union([Type.String(), Type.Null()]),
-    previousRuntimeVersion: Type.Union([Type.String(), Type.Null()]),
-    cluster: Type.Union([Type.String(), Type.Null()]),
-    endpoints: Type.Record(Type.String(), Type.String()),
-    conditions: Type.Array(Condition),
-    lastOperationId: Type.Union([Uuid, Type.Null()]),
-    tunnel: Type.Optional(Type.Object({ connected: Type.Boolean(), since: Type.Union([Type.String(), Type.Null()]) })),
-    suspension: Type.Optional(Type.Object({
-      by: StringEnum(['operator', 'tenant'] as const, { description: 'an operator\'s suspension is lifted only by an operator' }),
-      reason: Type.Union([Type.String(), Type.Null()]),
-    }, { description: 'present while suspended' })),
-  }),
-  createdAt: Type.String({ format: 'date-time' }),
-  updatedAt: Type.String({ format: 'date-time' }),
-  deletedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-}, { $id: 'Tenant' });
+export const Tenant = Type.Object(
+  {
+    id: Uuid,
+    organization: Type.String(),
+    email: Type.String(),
+    generation: Type.Integer(),
+    spec: TenantSpec,
+    status: Type.Object({
+      phase: StringEnum(PHASES),
+      observedGeneration: Type.Integer(),
+      runtimeVersion: Type.Union([Type.String(), Type.Null()]),
+      previousRuntimeVersion: Type.Union([Type.String(), Type.Null()]),
+      cluster: Type.Union([Type.String(), Type.Null()]),
+      endpoints: Type.Record(Type.String(), Type.String()),
+      conditions: Type.Array(Condition),
+      lastOperationId: Type.Union([Uuid, Type.Null()]),
+      tunnel: Type.Optional(
+        Type.Object({ connected: Type.Boolean(), since: Type.Union([Type.String(), Type.Null()]) }),
+      ),
+      suspension: Type.Optional(
+        Type.Object(
+          {
+            by: StringEnum(['operator', 'tenant'] as const, {
+              description: "an operator's suspension is lifted only by an operator",
+            }),
+            reason: Type.Union([Type.String(), Type.Null()]),
+          },
+          { description: 'present while suspended' },
+        ),
+      ),
+    }),
+    createdAt: Type.String({ format: 'date-time' }),
+    updatedAt: Type.String({ format: 'date-time' }),
+    deletedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  },
+  { $id: 'Tenant' },
+);
 
-export const Operation = Type.Object({
-  id: Uuid,
-  tenantId: Uuid,
-  kind: StringEnum(OPERATION_KINDS),
-  generation: Type.Integer(),
-  fromVersion: Type.Union([Type.String(), Type.Null()]),
-  toVersion: Type.Union([Type.String(), Type.Null()]),
-  state: StringEnum(OPERATION_STATES),
-  attempt: Type.Integer(),
-  error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),
-  createdAt: Type.String({ format: 'date-time' }),
-  startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-}, { $id: 'Operation' });
+export const Operation = Type.Object(
+  {
+    id: Uuid,
+    tenantId: Uuid,
+    kind: StringEnum(OPERATION_KINDS),
+    generation: Type.Integer(),
+    fromVersion: Type.Union([Type.String(), Type.Null()]),
+    toVersion: Type.Union([Type.String(), Type.Null()]),
+    state: StringEnum(OPERATION_STATES),
+    attempt: Type.Integer(),
+    error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),
+    createdAt: Type.String({ format: 'date-time' }),
+    startedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    finishedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  },
+  { $id: 'Operation' },
+);
 
 export const Accepted = Type.Object({
   tenant: Type.Ref('Tenant'),
@@ -102,36 +124,55 @@ export const RuntimeVersionInfo = Type.Object({
   upgrade: Type.Object({ minFrom: Type.Optional(Type.String()) }),
 });
 
-export const Cluster = Type.Object({
-  id: Uuid,
-  name: Type.String(),
-  region: Type.String(),
-  labels: Type.Record(Type.String(), Type.String()),
-  capacity: Type.Integer(),
-  plans: Type.Array(Type.String()),
-  cordoned: Type.Boolean(),
-  tenants: Type.Integer(),
-  createdAt: Type.String({ format: 'date-time' }),
-  updatedAt: Type.String({ format: 'date-time' }),
-}, { $id: 'Cluster' });
+export const Cluster = Type.Object(
+  {
+    id: Uuid,
+    name: Type.String(),
+    region: Type.String(),
+    labels: Type.Record(Type.String(), Type.String()),
+    capacity: Type.Integer(),
+    plans: Type.Array(Type.String()),
+    cordoned: Type.Boolean(),
+    tenants: Type.Integer(),
+    createdAt: Type.String({ format: 'date-time' }),
+    updatedAt: Type.String({ format: 'date-time' }),
+  },
+  { $id: 'Cluster' },
+);
 
-export const ApiKeyInfo = Type.Object({
-  id: Uuid,
-  prefix: Type.String(),
-  role: StringEnum(['admin', 'operator', 'tenant', 'runtime'] as const),
-  tenantId: Type.Union([Uuid, Type.Null()]),
-  name: Type.String(),
-  createdBy: Type.Union([Type.String(), Type.Null()]),
-  createdAt: Type.String({ format: 'date-time' }),
-  revokedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-}, { $id: 'ApiKey' });
+export const ApiKeyInfo = Type.Object(
+  {
+    id: Uuid,
+    prefix: Type.String(),
+    role: StringEnum(['admin', 'operator', 'tenant', 'runtime'] as const),
+    tenantId: Type.Union([Uuid, Type.Null()]),
+    name: Type.String(),
+    createdBy: Type.Union([Type.String(), Type.Null()]),
+    createdAt: Type.String({ format: 'date-time' }),
+    revokedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  },
+  { $id: 'ApiKey' },
+);
 
 export const IdParams = Type.Object({ id: Uuid }, { additionalProperties: false });
 
 /** Standard error responses every authenticated route can give. */
 export function withErrors<T extends Record<number, TSchema>>(ok: T) {
   const ref = Type.Ref('Error');
-  return { ...ok, 400: ref, 401: ref, 403: ref, 404: ref, 409: ref, 413: ref, 415: ref, 422: ref, 429: ref, 500: ref, 503: ref };
+  return {
+    ...ok,
+    400: ref,
+    401: ref,
+    403: ref,
+    404: ref,
+    409: ref,
+    413: ref,
+    415: ref,
+    422: ref,
+    429: ref,
+    500: ref,
+    503: ref,
+  };
 }
 
 export type TenantT = Static<typeof Tenant>;

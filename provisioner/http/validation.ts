@@ -8,7 +8,13 @@ import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 
 function makeAjv(coerce: boolean): Ajv {
-  const opts: Options = { coerceTypes: coerce ? 'array' : false, useDefaults: true, removeAdditional: false, allErrors: false, strict: false };
+  const opts: Options = {
+    coerceTypes: coerce ? 'array' : false,
+    useDefaults: true,
+    removeAdditional: false,
+    allErrors: false,
+    strict: false,
+  };
   const ajv = new Ajv(opts);
   addFormats.default(ajv);
   return ajv;

@@ -37,21 +37,36 @@ export class KeyService {
   async create(input: NewKey, by: Requester): Promise<{ key: string; info: ApiKeyInfo }> {
     const bound = input.role === 'tenant' || input.role === 'runtime';
     if (bound && !input.tenantId) throw errors.validation(`a ${input.role} key needs tenantId`, 'tenantId');
-    if (!bound && input.tenantId) throw errors.validation(`an ${input.role} key cannot be bound to a tenant`, 'tenantId');
+    if (!bound && input.tenantId)
+      throw errors.validation(`an ${input.role} key cannot be bound to a tenant`, 'tenantId');
     return withTx(this.#pool, async (tx) => {
       if (input.tenantId) {
         const tenant = await getTenantRow(tx, input.tenantId);
         if (!tenant) throw errors.notFound('tenant', input.tenantId);
         if (tenant.deleted) throw errors.tenantDeleted(input.tenantId);
       }
-      const created = await createKey(tx, { role: input.role, tenantId: input.tenantId ?? null, name: input.name, createdBy: by.actor.id });
-      await writeAudit(tx, by.actor, { action: 'key.create', targetType: 'api_key', targetId: created.info.id, after: created.info, requestId: by.requestId });
+      const created = await createKey(tx, {
+        role: input.role,
+        tenantId: input.tenantId ?? null,
+        name: input.name,
+        createdBy: by.actor.id,
+      });
+      await writeAudit(tx, by.actor, {
+        action: 'key.create',
+        targetType: 'api_key',
+        targetId: created.info.id,
+        after: created.info,
+        requestId: by.requestId,
+      });
       return created;
     });
   }
 
   list(filter: { tenantId?: string | undefined; includeRevoked: boolean }): Promise<ApiKeyInfo[]> {
-    return listKeys(this.#pool, { ...(filter.tenantId ? { tenantId: filter.tenantId } : {}), includeRevoked: filter.includeRevoked });
+    return listKeys(this.#pool, {
+      ...(filter.tenantId ? { tenantId: filter.tenantId } : {}),
+      includeRevoked: filter.includeRevoked,
+    });
   }
 
   /** Revokes a key; the caller's own key cannot be revoked (there would be no admin key left to undo it). */
@@ -61,7 +76,14 @@ export class KeyService {
       if (!before) throw errors.notFound('API key', id);
       if (before.id === by.actor.id) throw errors.cannotRevokeOwnKey();
       const after = (await revokeKey(tx, id))!;
-      await writeAudit(tx, by.actor, { action: 'key.revoke', targetType: 'api_key', targetId: after.id, before, after, requestId: by.requestId });
+      await writeAudit(tx, by.actor, {
+        action: 'key.revoke',
+        targetType: 'api_key',
+        targetId: after.id,
+        before,
+        after,
+        requestId: by.requestId,
+      });
       return after;
     });
     this.#onRevoked(info.id);

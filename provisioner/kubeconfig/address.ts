@@ -79,7 +79,8 @@ export function addressProblem(address: string, policy: AddressPolicy): string |
   const version = isIP(address);
   if (version === 0) return `'${address}' is not an IP address`;
   const family = version === 4 ? 'ipv4' : 'ipv6';
-  for (const [list, what] of NEVER_LISTS) if (list.check(address, family)) return `${address} is ${what}; the control plane never connects there`;
+  for (const [list, what] of NEVER_LISTS)
+    if (list.check(address, family)) return `${address} is ${what}; the control plane never connects there`;
   for (const [list, what] of INTERNAL_LISTS) {
     if (list.check(address, family) && !allowList(policy.allowedCidrs).check(address, family)) {
       return `${address} is ${what}; the control plane only connects there when PROVISIONER_CLUSTER_ALLOWED_CIDRS lists its range`;

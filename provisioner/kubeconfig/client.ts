@@ -8,7 +8,11 @@ import type { Lookup } from './address.ts';
 import { pinKubeconfig, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from './policy.ts';
 
 /** Checked, resolved once and pinned to the checked address (pinKubeconfig). */
-export async function kubeConfigFrom(text: string, policy: KubeconfigPolicy = STRICT_KUBECONFIG_POLICY, lookup?: Lookup): Promise<KubeConfig> {
+export async function kubeConfigFrom(
+  text: string,
+  policy: KubeconfigPolicy = STRICT_KUBECONFIG_POLICY,
+  lookup?: Lookup,
+): Promise<KubeConfig> {
   const checked = await pinKubeconfig(text, policy, lookup);
   const kc = new KubeConfig();
   kc.loadFromString(checked.text);

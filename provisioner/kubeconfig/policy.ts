@@ -40,7 +40,12 @@ export interface KubeconfigPolicy {
 }
 
 /** No exec, TLS always verified: what a tenant-supplied kubeconfig always gets. */
-export const STRICT_KUBECONFIG_POLICY: KubeconfigPolicy = Object.freeze({ execCommands: Object.freeze([]), allowInsecureTls: false, allowedCidrs: Object.freeze([]), allowHttp: false });
+export const STRICT_KUBECONFIG_POLICY: KubeconfigPolicy = Object.freeze({
+  execCommands: Object.freeze([]),
+  allowInsecureTls: false,
+  allowedCidrs: Object.freeze([]),
+  allowHttp: false,
+});
 
 /** A kubeconfig refused by the policy; `path` names the field (`users[0].user.exec`). */
 export class KubeconfigPolicyError extends Error {
@@ -92,7 +97,15 @@ const STRINGS = {
 } as const;
 /** Fields accepted and dropped from the sanitised copy (informational only). */
 const IGNORED = new Set(['extensions', 'preferences', 'disable-compression']);
-const EXEC_FIELDS = new Set(['apiVersion', 'command', 'args', 'env', 'installHint', 'provideClusterInfo', 'interactiveMode']);
+const EXEC_FIELDS = new Set([
+  'apiVersion',
+  'command',
+  'args',
+  'env',
+  'installHint',
+  'provideClusterInfo',
+  'interactiveMode',
+]);
 
 /** Most entries a kubeconfig may hold per list (a real one has a handful). */
 const MAX_ENTRIES = 64;
@@ -106,21 +119,31 @@ export function checkKubeconfig(text: string, policy: KubeconfigPolicy = STRICT_
   try {
     doc = parse(text, { maxAliasCount: 16, uniqueKeys: true, prettyErrors: false });
   } catch (err) {
-    throw new KubeconfigPolicyError('', `could not be parsed as YAML or JSON: ${(err as Error).message.split('\n')[0]}`);
+    throw new KubeconfigPolicyError(
+      '',
+      `could not be parsed as YAML or JSON: ${(err as Error).message.split('\n')[0]}`,
+    );
   }
-  if (!isObject(doc)) throw new KubeconfigPolicyError('', 'must be a YAML or JSON object with clusters, users, contexts and current-context');
+  if (!isObject(doc))
+    throw new KubeconfigPolicyError(
+      '',
+      'must be a YAML or JSON object with clusters, users, contexts and current-context',
+    );
   const secrets: string[] = [];
   for (const key of Object.keys(doc)) {
     if (!['clusters', 'users', 'contexts', ...STRINGS.top].includes(key) && !IGNORED.has(key)) unknownField(key);
   }
-  for (const key of STRINGS.top) if (doc[key] !== undefined && typeof doc[key] !== 'string') throw new KubeconfigPolicyError(key, 'must be a string');
+  for (const key of STRINGS.top)
+    if (doc[key] !== undefined && typeof doc[key] !== 'string')
+      throw new KubeconfigPolicyError(key, 'must be a string');
 
   const clusters = namedList(doc, 'clusters', 'cluster', (path, body) => checkCluster(path, body, policy));
   const users = namedList(doc, 'users', 'user', (path, body) => checkUser(path, body, policy, secrets));
   const contexts = namedList(doc, 'contexts', 'context', (path, body) => checkSection(path, body, 'context'));
 
   const current = doc['current-context'];
-  if (typeof current !== 'string' || current === '') throw new KubeconfigPolicyError('current-context', 'must name one of the contexts');
+  if (typeof current !== 'string' || current === '')
+    throw new KubeconfigPolicyError('current-context', 'must name one of the contexts');
   const context = contexts.get(current);
   if (!context) throw new KubeconfigPolicyError('current-context', `'${current}' is not one of the contexts`);
   const cluster = typeof context.body.cluster === 'string' ? clusters.get(context.body.cluster) : undefined;
@@ -146,7 +169,11 @@ export function checkKubeconfig(text: string, policy: KubeconfigPolicy = STRICT_
  * (with `tls-server-name` set to the name, so the certificate is still verified against it).
  * What it returns never makes a client look the name up again.
  */
-export async function pinKubeconfig(text: string, policy: KubeconfigPolicy = STRICT_KUBECONFIG_POLICY, lookup?: Lookup): Promise<CheckedKubeconfig> {
+export async function pinKubeconfig(
+  text: string,
+  policy: KubeconfigPolicy = STRICT_KUBECONFIG_POLICY,
+  lookup?: Lookup,
+): Promise<CheckedKubeconfig> {
   const checked = checkKubeconfig(text, policy);
   let address: string;
   try {
@@ -170,19 +197,30 @@ function unknownField(path: string): never {
   throw new KubeconfigPolicyError(path, 'is not a kubeconfig field this service accepts');
 }
 
-interface Entry { name: string; path: string; body: Json }
+interface Entry {
+  name: string;
+  path: string;
+  body: Json;
+}
 
-function namedList(doc: Json, list: 'clusters' | 'users' | 'contexts', section: string, check: (path: string, body: Json) => Json): Map<string, Entry> {
+function namedList(
+  doc: Json,
+  list: 'clusters' | 'users' | 'contexts',
+  section: string,
+  check: (path: string, body: Json) => Json,
+): Map<string, Entry> {
   const value = doc[list];
   if (value === undefined || value === null) return new Map();
   if (!Array.isArray(value)) throw new KubeconfigPolicyError(list, 'must be a list');
-  if (value.length > MAX_ENTRIES) throw new KubeconfigPolicyError(list, `holds ${value.length} entries; at most ${MAX_ENTRIES} are accepted`);
+  if (value.length > MAX_ENTRIES)
+    throw new KubeconfigPolicyError(list, `holds ${value.length} entries; at most ${MAX_ENTRIES} are accepted`);
   const out = new Map<string, Entry>();
   value.forEach((item: unknown, i) => {
     const path = `${list}[${i}]`;
     if (!isObject(item)) throw new KubeconfigPolicyError(path, 'must be an object with name and ' + section);
     for (const key of Object.keys(item)) if (key !== 'name' && key !== section) unknownField(`${path}.${key}`);
-    if (typeof item.name !== 'string' || item.name === '') throw new KubeconfigPolicyError(`${path}.name`, 'must be a non-empty string');
+    if (typeof item.name !== 'string' || item.name === '')
+      throw new KubeconfigPolicyError(`${path}.name`, 'must be a non-empty string');
     const body = item[section] ?? {};
     if (!isObject(body)) throw new KubeconfigPolicyError(`${path}.${section}`, 'must be an object');
     out.set(item.name, { name: item.name, path, body: check(`${path}.${section}`, body) });
@@ -191,7 +229,12 @@ function namedList(doc: Json, list: 'clusters' | 'users' | 'contexts', section: 
 }
 
 /** Checks the fields of one section against the refused and accepted lists; returns what is kept. */
-function checkSection(path: string, body: Json, section: 'cluster' | 'user' | 'context', extra: Record<string, (value: unknown) => unknown> = {}): Json {
+function checkSection(
+  path: string,
+  body: Json,
+  section: 'cluster' | 'user' | 'context',
+  extra: Record<string, (value: unknown) => unknown> = {},
+): Json {
   const kept: Json = {};
   for (const [key, value] of Object.entries(body)) {
     const here = `${path}.${key}`;
@@ -218,7 +261,10 @@ function checkCluster(path: string, body: Json, policy: KubeconfigPolicy): Json 
       if (value === false) return undefined;
       if (value !== true) throw new KubeconfigPolicyError(`${path}.insecure-skip-tls-verify`, 'must be a boolean');
       if (!policy.allowInsecureTls) {
-        throw new KubeconfigPolicyError(`${path}.insecure-skip-tls-verify`, 'turns off TLS verification; give the API server\'s CA in certificate-authority-data');
+        throw new KubeconfigPolicyError(
+          `${path}.insecure-skip-tls-verify`,
+          "turns off TLS verification; give the API server's CA in certificate-authority-data",
+        );
       }
       return true;
     },
@@ -232,7 +278,10 @@ function checkCluster(path: string, body: Json, policy: KubeconfigPolicy): Json 
     throw new KubeconfigPolicyError(`${path}.server`, `'${server}' is not a URL`);
   }
   if (url.protocol !== 'https:' && !(url.protocol === 'http:' && policy.allowHttp)) {
-    throw new KubeconfigPolicyError(`${path}.server`, `'${server}' is not an https URL (the control plane only talks TLS to a cluster)`);
+    throw new KubeconfigPolicyError(
+      `${path}.server`,
+      `'${server}' is not an https URL (the control plane only talks TLS to a cluster)`,
+    );
   }
   if (url.username || url.password) throw new KubeconfigPolicyError(`${path}.server`, 'must not hold credentials');
   if (url.search || url.hash) throw new KubeconfigPolicyError(`${path}.server`, 'must not hold a query or fragment');
@@ -246,11 +295,15 @@ function checkUser(path: string, body: Json, policy: KubeconfigPolicy, secrets: 
   const kept = checkSection(path, body, 'user', {
     exec: (value) => checkExec(`${path}.exec`, value, policy),
     'as-groups': (value) => {
-      if (!Array.isArray(value) || !value.every((g) => typeof g === 'string')) throw new KubeconfigPolicyError(`${path}.as-groups`, 'must be a list of strings');
+      if (!Array.isArray(value) || !value.every((g) => typeof g === 'string'))
+        throw new KubeconfigPolicyError(`${path}.as-groups`, 'must be a list of strings');
       return value;
     },
     'as-user-extra': (value) => {
-      if (!isObject(value) || !Object.values(value).every((v) => Array.isArray(v) && v.every((x) => typeof x === 'string'))) {
+      if (
+        !isObject(value) ||
+        !Object.values(value).every((v) => Array.isArray(v) && v.every((x) => typeof x === 'string'))
+      ) {
         throw new KubeconfigPolicyError(`${path}.as-user-extra`, 'must map names to lists of strings');
       }
       return value;
@@ -268,13 +321,19 @@ function checkExec(path: string, value: unknown, policy: KubeconfigPolicy): Json
   if (!isObject(value)) throw new KubeconfigPolicyError(path, 'must be an object');
   for (const key of Object.keys(value)) if (!EXEC_FIELDS.has(key)) unknownField(`${path}.${key}`);
   if (typeof value.command !== 'string' || !policy.execCommands.includes(value.command)) {
-    throw new KubeconfigPolicyError(`${path}.command`, `'${String(value.command)}' is not one of the commands allowed by PROVISIONER_KUBECONFIG_EXEC_COMMANDS`);
+    throw new KubeconfigPolicyError(
+      `${path}.command`,
+      `'${String(value.command)}' is not one of the commands allowed by PROVISIONER_KUBECONFIG_EXEC_COMMANDS`,
+    );
   }
   if (value.args !== undefined && (!Array.isArray(value.args) || !value.args.every((a) => typeof a === 'string'))) {
     throw new KubeconfigPolicyError(`${path}.args`, 'must be a list of strings');
   }
   if (value.env !== undefined && value.env !== null) {
-    if (!Array.isArray(value.env) || !value.env.every((e) => isObject(e) && typeof e.name === 'string' && typeof e.value === 'string')) {
+    if (
+      !Array.isArray(value.env) ||
+      !value.env.every((e) => isObject(e) && typeof e.name === 'string' && typeof e.value === 'string')
+    ) {
       throw new KubeconfigPolicyError(`${path}.env`, 'must be a list of {name, value} strings');
     }
   }

@@ -35,8 +35,23 @@ export async function lockHeldTenant(
   db: Queryable,
   id: string,
   owner: string,
-): Promise<{ generation: number; deleted: boolean; conditions: ClaimedTenant['conditions']; consecutive_failures: number; actual_runtime_version: string | null } | undefined> {
-  const { rows } = await db.query<{ generation: number; deleted: boolean; conditions: ClaimedTenant['conditions']; consecutive_failures: number; actual_runtime_version: string | null }>(
+): Promise<
+  | {
+      generation: number;
+      deleted: boolean;
+      conditions: ClaimedTenant['conditions'];
+      consecutive_failures: number;
+      actual_runtime_version: string | null;
+    }
+  | undefined
+> {
+  const { rows } = await db.query<{
+    generation: number;
+    deleted: boolean;
+    conditions: ClaimedTenant['conditions'];
+    consecutive_failures: number;
+    actual_runtime_version: string | null;
+  }>(
     `SELECT generation, deleted, conditions, consecutive_failures, actual_runtime_version FROM tenants
       WHERE id = $1 AND lease_owner = $2 FOR UPDATE`,
     [id, owner],
@@ -57,7 +72,14 @@ export async function readOpenOperations(db: Queryable, tenantId: string): Promi
 
 /** Opens an operation for an attempt that has none queued: a retry after a failure, or a resync. */
 export async function insertAttemptOperation(db: Queryable, t: ClaimedTenant): Promise<OpenOperation> {
-  const { rows: last } = await db.query<{ kind: OperationKind; state: string; attempt: number; from_version: string | null; to_version: string | null; generation: number }>(
+  const { rows: last } = await db.query<{
+    kind: OperationKind;
+    state: string;
+    attempt: number;
+    from_version: string | null;
+    to_version: string | null;
+    generation: number;
+  }>(
     `SELECT kind, state, attempt, from_version, to_version, generation FROM operations
       WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1`,
     [t.id],
@@ -81,8 +103,14 @@ export function runningPhase(t: ClaimedTenant, kind: OperationKind): Phase {
 }
 
 const REASONS: Record<Phase, string> = {
-  Pending: 'Pending', Provisioning: 'Provisioning', Ready: 'Resyncing', Updating: 'Updating', Suspended: 'Resyncing',
-  Failed: 'Retrying', Deleting: 'Deleting', Deleted: 'Deleted',
+  Pending: 'Pending',
+  Provisioning: 'Provisioning',
+  Ready: 'Resyncing',
+  Updating: 'Updating',
+  Suspended: 'Resyncing',
+  Failed: 'Retrying',
+  Deleting: 'Deleting',
+  Deleted: 'Deleted',
 };
 
 /** A runtime key to create with the attempt (its clear value goes to the engine). */
@@ -99,7 +127,15 @@ export interface NewRuntimeKey {
  */
 export async function markAttemptRunning(
   db: Queryable,
-  a: { tenantId: string; owner: string; chosen: string; older: string[]; phase: Phase; conditions: Condition[]; runtimeKey: NewRuntimeKey | undefined },
+  a: {
+    tenantId: string;
+    owner: string;
+    chosen: string;
+    older: string[];
+    phase: Phase;
+    conditions: Condition[];
+    runtimeKey: NewRuntimeKey | undefined;
+  },
 ): Promise<number | undefined> {
   const { rows } = await db.query<{ attempt: number }>(
     `WITH held AS (
@@ -117,8 +153,17 @@ export async function markAttemptRunning(
             error = NULL, finished_at = NULL
       WHERE id = $3 AND EXISTS (SELECT 1 FROM held)
       RETURNING attempt`,
-    [a.tenantId, a.owner, a.chosen, a.phase, JSON.stringify(a.conditions), a.runtimeKey?.hash ?? null, a.runtimeKey?.prefix ?? null,
-      a.runtimeKey?.enc ?? null, a.older],
+    [
+      a.tenantId,
+      a.owner,
+      a.chosen,
+      a.phase,
+      JSON.stringify(a.conditions),
+      a.runtimeKey?.hash ?? null,
+      a.runtimeKey?.prefix ?? null,
+      a.runtimeKey?.enc ?? null,
+      a.older,
+    ],
   );
   return rows[0]?.attempt;
 }
@@ -130,15 +175,36 @@ export async function markAttemptRunning(
  * operation queued between the read and the write stays queued; its generation keeps the tenant
  * due, so it runs next (not lost).
  */
-export async function startAttempt(db: Queryable, t: ClaimedTenant, owner: string, runtimeKey?: NewRuntimeKey): Promise<StartedAttempt | undefined> {
+export async function startAttempt(
+  db: Queryable,
+  t: ClaimedTenant,
+  owner: string,
+  runtimeKey?: NewRuntimeKey,
+): Promise<StartedAttempt | undefined> {
   const open = await readOpenOperations(db, t.id);
   const chosen = open[0] ?? (await insertAttemptOperation(db, t));
   const older = open.slice(1);
   const running = open.filter((o) => o.state === 'running');
   const phase = runningPhase(t, chosen.kind);
-  const verb = t.deleted ? 'deleting the runtime' : chosen.kind === 'resync' ? 'checking for drift' : phase === 'Provisioning' ? 'provisioning the runtime' : 'updating the runtime';
-  const conditions = mergeConditions(t.conditions, [condition('Reconciling', 'True', REASONS[phase], `${verb} (operation ${chosen.id}, attempt ${chosen.attempt + 1})`)]);
-  const attempt = await markAttemptRunning(db, { tenantId: t.id, owner, chosen: chosen.id, older: older.map((o) => o.id), phase, conditions, runtimeKey });
+  const verb = t.deleted
+    ? 'deleting the runtime'
+    : chosen.kind === 'resync'
+      ? 'checking for drift'
+      : phase === 'Provisioning'
+        ? 'provisioning the runtime'
+        : 'updating the runtime';
+  const conditions = mergeConditions(t.conditions, [
+    condition('Reconciling', 'True', REASONS[phase], `${verb} (operation ${chosen.id}, attempt ${chosen.attempt + 1})`),
+  ]);
+  const attempt = await markAttemptRunning(db, {
+    tenantId: t.id,
+    owner,
+    chosen: chosen.id,
+    older: older.map((o) => o.id),
+    phase,
+    conditions,
+    runtimeKey,
+  });
   if (attempt === undefined) return undefined;
   const first = running[0];
   return {

@@ -76,7 +76,17 @@ export function corrections(steps: readonly ResourceStep[]): Correction[] {
   return out;
 }
 
-const CHANGING_OPS = new Set(['create', 'update', 'replace', 'delete', 'create-replacement', 'delete-replaced', 'discard', 'import', 'import-replacement']);
+const CHANGING_OPS = new Set([
+  'create',
+  'update',
+  'replace',
+  'delete',
+  'create-replacement',
+  'delete-replaced',
+  'discard',
+  'import',
+  'import-replacement',
+]);
 
 /** `ResourceQuota tenant-x/quota: spec.hard changed`, `… : deleted`. */
 export function describeDrift(d: Drift): string {
@@ -116,7 +126,8 @@ type Path = (string | number)[];
 export function changedPaths(a: unknown, b: unknown, prefix: Path = []): Path[] {
   if (isObject(a) && isObject(b)) {
     const out: Path[] = [];
-    for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) out.push(...changedPaths(a[k], b[k], [...prefix, k]));
+    for (const k of new Set([...Object.keys(a), ...Object.keys(b)]))
+      out.push(...changedPaths(a[k], b[k], [...prefix, k]));
     return out;
   }
   if (Array.isArray(a) && Array.isArray(b)) {
@@ -129,7 +140,8 @@ export function changedPaths(a: unknown, b: unknown, prefix: Path = []): Path[] 
 
 function equalLeaf(a: unknown, b: unknown): boolean {
   if (a === b) return true;
-  if (isObject(a) || isObject(b) || Array.isArray(a) || Array.isArray(b)) return JSON.stringify(a) === JSON.stringify(b);
+  if (isObject(a) || isObject(b) || Array.isArray(a) || Array.isArray(b))
+    return JSON.stringify(a) === JSON.stringify(b);
   return false;
 }
 

@@ -11,8 +11,19 @@ import { choosePlacement, type ClusterLoad } from './placement.ts';
 
 /** The tenant columns an attempt works from, read as the lease is taken (the type and the query both come from this list). */
 const CLAIMED_COLUMNS = [
-  'id', 'organization', 'plan', 'runtime_version', 'suspended', 'deleted', 'generation', 'phase', 'observed_generation',
-  'actual_runtime_version', 'previous_runtime_version', 'cluster_id', 'conditions',
+  'id',
+  'organization',
+  'plan',
+  'runtime_version',
+  'suspended',
+  'deleted',
+  'generation',
+  'phase',
+  'observed_generation',
+  'actual_runtime_version',
+  'previous_runtime_version',
+  'cluster_id',
+  'conditions',
 ] as const satisfies ReadonlyArray<keyof TenantRow>;
 
 /** The tenant as claimed: the spec snapshot (generation G) the attempt works from. */
@@ -95,7 +106,11 @@ export async function selectDueTenants(db: Queryable, limit: number, resyncMs: n
  * Locks root cluster rows in id order (no deadlocks) so that concurrent claimers count leases and
  * tenants per cluster one after the other: the per-cluster bounds hold across processes.
  */
-export async function lockClusters(db: Queryable, ids: string[], all: boolean): Promise<Omit<ClusterLoad, 'tenants' | 'leases'>[]> {
+export async function lockClusters(
+  db: Queryable,
+  ids: string[],
+  all: boolean,
+): Promise<Omit<ClusterLoad, 'tenants' | 'leases'>[]> {
   const { rows } = await db.query<Omit<ClusterLoad, 'tenants' | 'leases'>>(
     `SELECT id, name, region, capacity, plans, cordoned FROM root_clusters
       WHERE $2 OR id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`,
@@ -105,7 +120,10 @@ export async function lockClusters(db: Queryable, ids: string[], all: boolean): 
 }
 
 /** Live leases and live tenants per cluster (committed state; call after lockClusters). */
-export async function countClusterLoad(db: Queryable, ids: string[]): Promise<Map<string, { leases: number; tenants: number }>> {
+export async function countClusterLoad(
+  db: Queryable,
+  ids: string[],
+): Promise<Map<string, { leases: number; tenants: number }>> {
   // Two counts, each from its own partial index (tenants_live_leases, tenants_live_by_cluster):
   // one statement with FILTERs would read every tenant row of the clusters.
   const [leases, tenants] = await Promise.all([
@@ -167,11 +185,26 @@ export async function claimDueTenants(pool: pg.Pool, o: ClaimOptions): Promise<C
     const needPlacement = due.some((d) => d.cluster_id === null && !d.deleted);
     const placedIds = [...new Set(due.flatMap((d) => (d.cluster_id ? [d.cluster_id] : [])))];
     const clusters = placedIds.length > 0 || needPlacement ? await lockClusters(client, placedIds, needPlacement) : [];
-    const load = clusters.length > 0 ? await countClusterLoad(client, clusters.map((c) => c.id)) : new Map<string, { leases: number; tenants: number }>();
-    const loads: ClusterLoad[] = clusters.map((c) => ({ ...c, leases: load.get(c.id)?.leases ?? 0, tenants: load.get(c.id)?.tenants ?? 0 }));
+    const load =
+      clusters.length > 0
+        ? await countClusterLoad(
+            client,
+            clusters.map((c) => c.id),
+          )
+        : new Map<string, { leases: number; tenants: number }>();
+    const loads: ClusterLoad[] = clusters.map((c) => ({
+      ...c,
+      leases: load.get(c.id)?.leases ?? 0,
+      tenants: load.get(c.id)?.tenants ?? 0,
+    }));
     const byId = new Map(loads.map((c) => [c.id, c]));
 
-    const picks: Array<{ id: string; clusterId: string | null; placement: ClaimedTenant['placement']; message?: string }> = [];
+    const picks: Array<{
+      id: string;
+      clusterId: string | null;
+      placement: ClaimedTenant['placement'];
+      message?: string;
+    }> = [];
     for (const d of due) {
       if (picks.length >= o.limit) break;
       if (d.cluster_id !== null) {
@@ -194,7 +227,12 @@ export async function claimDueTenants(pool: pg.Pool, o: ClaimOptions): Promise<C
         picks.push({ id: d.id, clusterId: decision.clusterId, placement: 'placed' });
       }
     }
-    const taken = await takeLeases(client, o.owner, o.leaseTtlMs, picks.map((p) => ({ id: p.id, clusterId: p.clusterId })));
+    const taken = await takeLeases(
+      client,
+      o.owner,
+      o.leaseTtlMs,
+      picks.map((p) => ({ id: p.id, clusterId: p.clusterId })),
+    );
     await client.query('COMMIT');
     const pickById = new Map(picks.map((p) => [p.id, p]));
     return taken.map((t) => {
@@ -227,7 +265,10 @@ export async function renewLeases(
 }
 
 /** Reads a held tenant's spec markers (after a NOTIFY) without touching the lease. */
-export async function readSpecMarkers(db: Queryable, id: string): Promise<{ generation: number; deleted: boolean; owner: string | null } | undefined> {
+export async function readSpecMarkers(
+  db: Queryable,
+  id: string,
+): Promise<{ generation: number; deleted: boolean; owner: string | null } | undefined> {
   const { rows } = await db.query<{ generation: number; deleted: boolean; lease_owner: string | null }>(
     'SELECT generation, deleted, lease_owner FROM tenants WHERE id = $1',
     [id],

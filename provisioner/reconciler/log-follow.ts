@@ -43,9 +43,13 @@ export class OperationLogHub {
   #ensureListening(): void {
     if (this.#unsubscribe) return;
     // After a reconnect anything may have been missed: wake everyone to read.
-    this.#unsubscribe = this.#notifications?.subscribe(OPERATION_LOG_CHANNEL, (id) => this.#wake(id), () => {
-      for (const id of [...this.#waiters.keys()]) this.#wake(id);
-    });
+    this.#unsubscribe = this.#notifications?.subscribe(
+      OPERATION_LOG_CHANNEL,
+      (id) => this.#wake(id),
+      () => {
+        for (const id of [...this.#waiters.keys()]) this.#wake(id);
+      },
+    );
   }
 
   #wake(id: string): void {
@@ -108,7 +112,8 @@ export async function* followOperationLog(
   let after = opts.afterSeq ?? 0;
   const batch = opts.batch ?? 500;
   const pollMs = opts.pollMs ?? 1000;
-  if ((await operationState(pool, operationId)) === undefined) throw new OperationNotFoundError(`operation ${operationId} does not exist`);
+  if ((await operationState(pool, operationId)) === undefined)
+    throw new OperationNotFoundError(`operation ${operationId} does not exist`);
   while (!opts.signal?.aborted) {
     const armed = opts.hub?.arm(operationId, pollMs, opts.signal);
     // Read the state first: lines are stored before an operation finishes, so a finished state

@@ -42,7 +42,11 @@ export function kubeconfigSecrets(kubeconfig: string): string[] {
 }
 
 /** Appends lines and announces them on `operation_log`, in one statement. */
-export async function appendLogAndNotify(db: Queryable, operationId: string, lines: Array<{ stream: string; line: string }>): Promise<void> {
+export async function appendLogAndNotify(
+  db: Queryable,
+  operationId: string,
+  lines: Array<{ stream: string; line: string }>,
+): Promise<void> {
   await db.query(
     `WITH ins AS (
        INSERT INTO operation_logs (operation_id, stream, line)
@@ -65,7 +69,11 @@ export class LogWriter {
   #chain: Promise<void> = Promise.resolve();
   #errors = 0;
 
-  constructor(pool: pg.Pool, operationId: string, opts: { secrets?: string[]; flushMs?: number; maxBatch?: number } = {}) {
+  constructor(
+    pool: pg.Pool,
+    operationId: string,
+    opts: { secrets?: string[]; flushMs?: number; maxBatch?: number } = {},
+  ) {
     this.#pool = pool;
     this.#operationId = operationId;
     this.#secrets = (opts.secrets ?? []).filter((s) => s.length >= 8).sort((a, b) => b.length - a.length);

@@ -18,8 +18,17 @@ export interface OperationError {
   message: string;
 }
 
-async function finishOperation(db: Queryable, id: string, state: 'succeeded' | 'failed' | 'cancelled', error: OperationError | null): Promise<void> {
-  await db.query(`UPDATE operations SET state = $2, error = $3, finished_at = now() WHERE id = $1`, [id, state, error ? JSON.stringify(error) : null]);
+async function finishOperation(
+  db: Queryable,
+  id: string,
+  state: 'succeeded' | 'failed' | 'cancelled',
+  error: OperationError | null,
+): Promise<void> {
+  await db.query(`UPDATE operations SET state = $2, error = $3, finished_at = now() WHERE id = $1`, [
+    id,
+    state,
+    error ? JSON.stringify(error) : null,
+  ]);
   await db.query('SELECT pg_notify($1, $2)', [OPERATION_LOG_CHANNEL, id]);
 }
 
@@ -45,23 +54,40 @@ export interface SuccessInput {
   conditions: Condition[];
 }
 
-function successStatus(t: ClaimedTenant, outputs: Record<string, unknown>, current: { generation: number; deleted: boolean; conditions: Condition[] }) {
+function successStatus(
+  t: ClaimedTenant,
+  outputs: Record<string, unknown>,
+  current: { generation: number; deleted: boolean; conditions: Condition[] },
+) {
   const moved = current.generation > t.generation;
   const phase: Phase = t.deleted ? 'Deleted' : current.deleted ? 'Deleting' : t.suspended ? 'Suspended' : 'Ready';
-  const version = t.deleted ? t.actual_runtime_version : str(outputs.runtimeVersion) ?? t.runtime_version;
-  const ready = phase === 'Deleted'
-    ? condition('Ready', 'False', 'Deleted', 'the runtime and its virtual cluster were deleted')
-    : phase === 'Suspended'
-      ? condition('Ready', 'False', 'Suspended', 'the runtime is suspended')
-      : condition('Ready', 'True', 'Ready', version ? `runtime ${version} is ready` : 'the runtime is ready');
+  const version = t.deleted ? t.actual_runtime_version : (str(outputs.runtimeVersion) ?? t.runtime_version);
+  const ready =
+    phase === 'Deleted'
+      ? condition('Ready', 'False', 'Deleted', 'the runtime and its virtual cluster were deleted')
+      : phase === 'Suspended'
+        ? condition('Ready', 'False', 'Suspended', 'the runtime is suspended')
+        : condition('Ready', 'True', 'Ready', version ? `runtime ${version} is ready` : 'the runtime is ready');
   const updates: Condition[] = [
     ready,
     moved
-      ? condition('Reconciling', 'True', 'SpecChanged', `generation ${current.generation} arrived during the operation; reconciling again`)
+      ? condition(
+          'Reconciling',
+          'True',
+          'SpecChanged',
+          `generation ${current.generation} arrived during the operation; reconciling again`,
+        )
       : condition('Reconciling', 'False', 'ReconcileSucceeded', `generation ${t.generation} applied`),
   ];
-  if (current.conditions.some((c) => c.type === 'Stalled')) updates.push(condition('Stalled', 'False', 'ReconcileSucceeded', 'the last operation succeeded'));
-  return { moved, phase, version, conditions: mergeConditions(current.conditions, updates), endpoints: t.deleted ? {} : endpointsFrom(outputs) };
+  if (current.conditions.some((c) => c.type === 'Stalled'))
+    updates.push(condition('Stalled', 'False', 'ReconcileSucceeded', 'the last operation succeeded'));
+  return {
+    moved,
+    phase,
+    version,
+    conditions: mergeConditions(current.conditions, updates),
+    endpoints: t.deleted ? {} : endpointsFrom(outputs),
+  };
 }
 
 /**
@@ -101,7 +127,18 @@ export async function writeSuccess(
      UNION ALL
      -- The same notice as every other revocation: each replica closes the keys' tunnels and streams at once.
      SELECT pg_notify('${KEY_REVOKED_CHANNEL}', id::text) FROM keys`,
-    [t.id, owner, t.generation, st.phase, st.version, JSON.stringify(st.endpoints), JSON.stringify(st.conditions), t.deleted, operationId, expectedGeneration],
+    [
+      t.id,
+      owner,
+      t.generation,
+      st.phase,
+      st.version,
+      JSON.stringify(st.endpoints),
+      JSON.stringify(st.conditions),
+      t.deleted,
+      operationId,
+      expectedGeneration,
+    ],
   );
   return (rowCount ?? 0) > 0;
 }
@@ -141,7 +178,11 @@ export interface FailureInput {
  * is requested. A failure of an outdated generation (the spec moved on) does not count.
  * Returns the failure count, or undefined when the lease was lost.
  */
-export async function recordFailure(pool: pg.Pool, owner: string, f: FailureInput): Promise<{ failures: number; stalled: boolean; retryInMs: number | null } | undefined> {
+export async function recordFailure(
+  pool: pg.Pool,
+  owner: string,
+  f: FailureInput,
+): Promise<{ failures: number; stalled: boolean; retryInMs: number | null } | undefined> {
   const t = f.tenant;
   return withTx(pool, async (db) => {
     const held = await lockHeldTenant(db, t.id, owner);
@@ -150,7 +191,15 @@ export async function recordFailure(pool: pg.Pool, owner: string, f: FailureInpu
     if (held.generation > t.generation) {
       // The spec changed during the attempt: the new generation gets a fresh start (changeSpec reset the counters).
       const conditions = mergeConditions(held.conditions, [
-        condition('Reconciling', 'True', 'SpecChanged', `generation ${held.generation} arrived while generation ${t.generation} failed: ${f.error.message}`.slice(0, 2000)),
+        condition(
+          'Reconciling',
+          'True',
+          'SpecChanged',
+          `generation ${held.generation} arrived while generation ${t.generation} failed: ${f.error.message}`.slice(
+            0,
+            2000,
+          ),
+        ),
       ]);
       await db.query(
         `UPDATE tenants SET conditions = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = now() WHERE id = $1`,
@@ -167,11 +216,24 @@ export async function recordFailure(pool: pg.Pool, owner: string, f: FailureInpu
       ? [
           condition('Ready', 'False', 'UpdateFailed', message),
           condition('Reconciling', 'False', 'Stalled', `gave up after ${failures} consecutive failures`),
-          condition('Stalled', 'True', 'UpdateFailed', `${failures} consecutive failures; the last: ${message}. Change the spec or request a retry.`.slice(0, 2000)),
+          condition(
+            'Stalled',
+            'True',
+            'UpdateFailed',
+            `${failures} consecutive failures; the last: ${message}. Change the spec or request a retry.`.slice(
+              0,
+              2000,
+            ),
+          ),
         ]
       : [
           ...(neverRan ? [condition('Ready', 'False', 'ReconcileFailed', message)] : []),
-          condition('Reconciling', 'True', 'RetryingAfterFailure', `attempt failed (${failures}/${f.maxFailures}): ${message}`.slice(0, 2000)),
+          condition(
+            'Reconciling',
+            'True',
+            'RetryingAfterFailure',
+            `attempt failed (${failures}/${f.maxFailures}): ${message}`.slice(0, 2000),
+          ),
         ];
     const retryInMs = stalled ? null : f.backoffMs(failures);
     await db.query(
@@ -191,7 +253,13 @@ export async function recordFailure(pool: pg.Pool, owner: string, f: FailureInpu
  * create): operation cancelled, no failure counted, lease released, and workers woken so the
  * newer generation runs at once. Returns false when the lease was lost.
  */
-export async function recordCancelled(pool: pg.Pool, owner: string, t: ClaimedTenant, operationId: string, message: string): Promise<boolean> {
+export async function recordCancelled(
+  pool: pg.Pool,
+  owner: string,
+  t: ClaimedTenant,
+  operationId: string,
+  message: string,
+): Promise<boolean> {
   return withTx(pool, async (db) => {
     const held = await lockHeldTenant(db, t.id, owner);
     if (!held) return false;
@@ -217,7 +285,12 @@ export interface WaitBackoff {
  * waiting, then as long as it has been not Ready so far (Ready=False's lastTransitionTime), so the
  * delays double, up to `capMs`. The event that frees it (wakeWaiters) makes it due earlier.
  */
-export function waitingRetryMs(conditions: Condition[], reason: 'NoCapacity' | 'EngineUnavailable', wait: WaitBackoff, now = Date.now()): number {
+export function waitingRetryMs(
+  conditions: Condition[],
+  reason: 'NoCapacity' | 'EngineUnavailable',
+  wait: WaitBackoff,
+  now = Date.now(),
+): number {
   const ready = conditions.find((c) => c.type === 'Ready');
   if (ready?.status !== 'False' || ready.reason !== reason) return Math.min(wait.capMs, wait.firstMs);
   const waited = now - Date.parse(ready.lastTransitionTime);
@@ -243,7 +316,12 @@ export async function recordWaiting(
     const retryInMs = waitingRetryMs(held.conditions, reason, wait);
     const conditions = mergeConditions(held.conditions, [
       condition('Ready', 'False', reason, message.slice(0, 2000)),
-      condition('Reconciling', 'True', reason === 'NoCapacity' ? 'WaitingForCapacity' : 'WaitingForEngine', `retrying in ${Math.round(retryInMs / 1000)}s`),
+      condition(
+        'Reconciling',
+        'True',
+        reason === 'NoCapacity' ? 'WaitingForCapacity' : 'WaitingForEngine',
+        `retrying in ${Math.round(retryInMs / 1000)}s`,
+      ),
     ]);
     await db.query(
       `UPDATE tenants SET conditions = $2, next_attempt_at = now() + make_interval(secs => $3::float8 / 1000),
@@ -254,4 +332,3 @@ export async function recordWaiting(
     return true;
   });
 }
-

@@ -45,17 +45,30 @@ export function eligibleClusters(clusters: ClusterLoad[], want: PlacementRequest
   return clusters.filter((c) => ineligibility(c, want) === undefined);
 }
 
-export function choosePlacement(clusters: ClusterLoad[], want: PlacementRequest, clusterParallelism: number): PlacementDecision {
+export function choosePlacement(
+  clusters: ClusterLoad[],
+  want: PlacementRequest,
+  clusterParallelism: number,
+): PlacementDecision {
   const eligible = eligibleClusters(clusters, want);
   if (eligible.length === 0) {
-    const reasons = clusters.length === 0
-      ? 'no root cluster is registered'
-      : clusters.map((c) => `${c.name}: ${ineligibility(c, want)!}`).join('; ');
+    const reasons =
+      clusters.length === 0
+        ? 'no root cluster is registered'
+        : clusters.map((c) => `${c.name}: ${ineligibility(c, want)!}`).join('; ');
     const what = want.region === null ? `a ${want.plan} tenant` : `a ${want.plan} tenant in region ${want.region}`;
-    return { kind: 'no-capacity', message: `no root cluster can take ${what} (${reasons}); register a cluster or raise a capacity` };
+    return {
+      kind: 'no-capacity',
+      message: `no root cluster can take ${what} (${reasons}); register a cluster or raise a capacity`,
+    };
   }
   const free = eligible.filter((c) => c.leases < clusterParallelism);
   if (free.length === 0) return { kind: 'busy' };
-  free.sort((a, b) => a.tenants / Math.max(1, a.capacity) - b.tenants / Math.max(1, b.capacity) || a.tenants - b.tenants || a.name.localeCompare(b.name));
+  free.sort(
+    (a, b) =>
+      a.tenants / Math.max(1, a.capacity) - b.tenants / Math.max(1, b.capacity) ||
+      a.tenants - b.tenants ||
+      a.name.localeCompare(b.name),
+  );
   return { kind: 'placed', clusterId: free[0]!.id };
 }

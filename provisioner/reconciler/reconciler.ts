@@ -20,9 +20,21 @@ import type { Notifications, Unsubscribe } from '../db/notifications.ts';
 import { getClusterKubeconfig } from '../store/clusters.ts';
 import { appendLog } from '../store/operations.ts';
 import { TENANT_CHANNEL, wakeWaiters } from '../store/tenants.ts';
-import { EngineError, engineErrorOf, type Engine, type EngineResult, type RunOptions, type StackInput } from '../engine/engine.ts';
+import {
+  EngineError,
+  engineErrorOf,
+  type Engine,
+  type EngineResult,
+  type RunOptions,
+  type StackInput,
+} from '../engine/engine.ts';
 import { describeRepair, kubeRecordStore, repairHelmReleases } from '../engine/helm-recovery.ts';
-import { pinKubeconfig, KubeconfigPolicyError, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import {
+  pinKubeconfig,
+  KubeconfigPolicyError,
+  STRICT_KUBECONFIG_POLICY,
+  type KubeconfigPolicy,
+} from '../kubeconfig/policy.ts';
 import { recoveryPlan } from '../engine/pulumi-plan.ts';
 import { startAttempt, type StartedAttempt } from './attempt.ts';
 import { backoffMs, type BackoffOptions } from './backoff.ts';
@@ -114,7 +126,9 @@ export interface ReconcilerStats {
 
 export class Reconciler {
   readonly owner: string;
-  readonly #settings: Required<Omit<ReconcilerOptions, 'owner' | 'logger' | 'random' | 'heartbeatMs' | 'writePool' | 'health' | 'notifications'>> & { heartbeatMs: number };
+  readonly #settings: Required<
+    Omit<ReconcilerOptions, 'owner' | 'logger' | 'random' | 'heartbeatMs' | 'writePool' | 'health' | 'notifications'>
+  > & { heartbeatMs: number };
   readonly #writePool: pg.Pool;
   readonly #log: ReconcilerLog;
   readonly #random: () => number;
@@ -123,7 +137,18 @@ export class Reconciler {
   #paused = false;
   readonly #active = new Map<string, ActiveRun>();
   readonly stats: ReconcilerStats = {
-    polls: 0, claims: 0, claimMs: 0, claimed: 0, succeeded: 0, failed: 0, cancelled: 0, waiting: 0, leaseLost: 0, handedBack: 0, resyncsWithDrift: 0, drift: new Map(),
+    polls: 0,
+    claims: 0,
+    claimMs: 0,
+    claimed: 0,
+    succeeded: 0,
+    failed: 0,
+    cancelled: 0,
+    waiting: 0,
+    leaseLost: 0,
+    handedBack: 0,
+    resyncsWithDrift: 0,
+    drift: new Map(),
   };
   readonly #notifications: Notifications | undefined;
   #unsubscribe: Unsubscribe | undefined;
@@ -183,11 +208,18 @@ export class Reconciler {
   async start(): Promise<void> {
     await this.#startEngine();
     // Whenever notifications may have been missed (the hub reconnected): claim now.
-    this.#unsubscribe = this.#notifications?.subscribe(TENANT_CHANNEL, (id) => this.#onNotify(id), () => this.kick());
+    this.#unsubscribe = this.#notifications?.subscribe(
+      TENANT_CHANNEL,
+      (id) => this.#onNotify(id),
+      () => this.kick(),
+    );
     this.#heartbeat = setInterval(() => void this.#beat(), this.#settings.heartbeatMs);
     this.#health.on('up', this.#onDatabaseUp);
     this.#loop = this.#run();
-    this.#log.info({ owner: this.owner, workers: this.#settings.workers, engine: this.#settings.engine.name }, 'reconciler started');
+    this.#log.info(
+      { owner: this.owner, workers: this.#settings.workers, engine: this.#settings.engine.name },
+      'reconciler started',
+    );
   }
 
   async #startEngine(): Promise<void> {
@@ -198,7 +230,10 @@ export class Reconciler {
     }
     const a = this.#settings.engine.availability();
     if (a.available) return;
-    this.#log.warn({ message: a.message }, 'engine unavailable: due tenants get condition EngineUnavailable; re-checking periodically');
+    this.#log.warn(
+      { message: a.message },
+      'engine unavailable: due tenants get condition EngineUnavailable; re-checking periodically',
+    );
     this.#engineCheck = setTimeout(() => void this.#recheckEngine(), this.#settings.engineRetryMs);
   }
 
@@ -255,7 +290,11 @@ export class Reconciler {
         try {
           const began = performance.now();
           const list = await claimDueTenants(this.#settings.pool, {
-            owner: this.owner, limit: free, leaseTtlMs: this.#settings.leaseTtlMs, clusterParallelism: this.#settings.clusterParallelism, resyncMs: this.#settings.resyncMs,
+            owner: this.owner,
+            limit: free,
+            leaseTtlMs: this.#settings.leaseTtlMs,
+            clusterParallelism: this.#settings.clusterParallelism,
+            resyncMs: this.#settings.resyncMs,
           });
           errors = 0;
           this.stats.polls += 1;
@@ -277,7 +316,10 @@ export class Reconciler {
             this.#health.down(err);
             if (!this.#paused) {
               this.#paused = true;
-              this.#log.warn({ err: String(err) }, 'database unreachable: reconciler paused; running attempts keep their leases until the lease TTL');
+              this.#log.warn(
+                { err: String(err) },
+                'database unreachable: reconciler paused; running attempts keep their leases until the lease TTL',
+              );
             }
             await this.#sleep(Math.min(PAUSED_RETRY_MS, 100 * 2 ** errors));
             continue;
@@ -295,7 +337,13 @@ export class Reconciler {
   }
 
   #launch(t: ClaimedTenant): void {
-    const run: ActiveRun = { tenant: t, controller: new AbortController(), reason: undefined, operationId: undefined, done: Promise.resolve() };
+    const run: ActiveRun = {
+      tenant: t,
+      controller: new AbortController(),
+      reason: undefined,
+      operationId: undefined,
+      done: Promise.resolve(),
+    };
     this.#active.set(t.id, run);
     run.done = this.#attempt(run)
       .catch((err: unknown) => this.#log.error({ err: String(err), tenant: t.id }, 'reconcile attempt crashed'))
@@ -312,9 +360,12 @@ export class Reconciler {
       return;
     }
     if (run.tenant.deleted || run.reason) return;
-    readSpecMarkers(this.#settings.pool, tenantId).then((m) => {
-      if (m?.deleted) this.#abort(run, 'deleted');
-    }, () => {});
+    readSpecMarkers(this.#settings.pool, tenantId).then(
+      (m) => {
+        if (m?.deleted) this.#abort(run, 'deleted');
+      },
+      () => {},
+    );
   }
 
   #abort(run: ActiveRun, reason: AbortReason): void {
@@ -346,7 +397,8 @@ export class Reconciler {
         }
       }
     } catch (err) {
-      if (isConnectionError(err)) this.#health.down(err); // said once, by the health
+      if (isConnectionError(err))
+        this.#health.down(err); // said once, by the health
       else this.#log.warn({ err: String(err) }, 'lease heartbeat failed');
       if (Date.now() - this.#lastRenewOk > this.#settings.leaseTtlMs) {
         // The leases have expired by now: another process may own these tenants.
@@ -360,13 +412,23 @@ export class Reconciler {
     const { engine, box } = this.#settings;
     const pool = this.#writePool;
     if (t.placement === 'no-capacity') {
-      await recordWaiting(pool, this.owner, t, 'NoCapacity', t.placementMessage ?? 'no root cluster can take this tenant', { firstMs: this.#settings.noCapacityRetryMs, capMs: this.#settings.waitCapMs });
+      await recordWaiting(
+        pool,
+        this.owner,
+        t,
+        'NoCapacity',
+        t.placementMessage ?? 'no root cluster can take this tenant',
+        { firstMs: this.#settings.noCapacityRetryMs, capMs: this.#settings.waitCapMs },
+      );
       this.stats.waiting += 1;
       return;
     }
     const availability = engine.availability();
     if (!availability.available && t.placement !== 'none-needed') {
-      await recordWaiting(pool, this.owner, t, 'EngineUnavailable', availability.message, { firstMs: this.#settings.engineRetryMs, capMs: this.#settings.waitCapMs });
+      await recordWaiting(pool, this.owner, t, 'EngineUnavailable', availability.message, {
+        firstMs: this.#settings.engineRetryMs,
+        capMs: this.#settings.waitCapMs,
+      });
       this.stats.waiting += 1;
       return;
     }
@@ -387,7 +449,10 @@ export class Reconciler {
       const input = t.placement === 'placed' ? await this.#stackInput(t, token) : undefined;
       log = new LogWriter(pool, started.operationId, {
         flushMs: this.#settings.logFlushMs,
-        secrets: [...(this.#settings.logSecrets ?? []), ...(input ? [input.runtimeToken, ...kubeconfigSecrets(input.rootKubeconfig)] : [])],
+        secrets: [
+          ...(this.#settings.logSecrets ?? []),
+          ...(input ? [input.runtimeToken, ...kubeconfigSecrets(input.rootKubeconfig)] : []),
+        ],
       });
       this.#describe(log, t, started);
       const opts: RunOptions = {
@@ -416,7 +481,15 @@ export class Reconciler {
       }
       log.line(`operation succeeded (generation ${t.generation})`);
       await log.close();
-      if (await recordSuccess(pool, this.owner, { tenant: t, operationId: started.operationId, outputs: result.outputs, conditions: started.conditions })) this.stats.succeeded += 1;
+      if (
+        await recordSuccess(pool, this.owner, {
+          tenant: t,
+          operationId: started.operationId,
+          outputs: result.outputs,
+          conditions: started.conditions,
+        })
+      )
+        this.stats.succeeded += 1;
       else this.stats.leaseLost += 1;
     } catch (err) {
       const reason = run.reason;
@@ -427,7 +500,9 @@ export class Reconciler {
         return;
       }
       if (reason === 'shutdown') {
-        log?.line('the provisioner is shutting down: engine stopped; the lease is handed back and the next owner recovers the stack');
+        log?.line(
+          'the provisioner is shutting down: engine stopped; the lease is handed back and the next owner recovers the stack',
+        );
         await log?.close();
         return;
       }
@@ -440,9 +515,15 @@ export class Reconciler {
       }
       log?.line(`operation failed: ${error.code}: ${error.message}`);
       await log?.close();
-      if (!log) await appendLog(pool, started.operationId, [{ stream: 'reconciler', line: `operation failed: ${error.code}: ${error.message}` }]).catch(() => {});
+      if (!log)
+        await appendLog(pool, started.operationId, [
+          { stream: 'reconciler', line: `operation failed: ${error.code}: ${error.message}` },
+        ]).catch(() => {});
       const out = await recordFailure(pool, this.owner, {
-        tenant: t, operationId: started.operationId, error, maxFailures: this.#settings.maxFailures,
+        tenant: t,
+        operationId: started.operationId,
+        error,
+        maxFailures: this.#settings.maxFailures,
         backoffMs: (n) => backoffMs(n, this.#settings.backoff, this.#random),
       });
       if (out) this.stats.failed += 1;
@@ -455,7 +536,9 @@ export class Reconciler {
     for (const d of found.drift) log.line(`drift detected: ${describeDrift(d)}`);
     if (found.drift.length === 0) log.line('no drift detected by refresh');
     if (found.stateOnly.length > 0) {
-      log.line(`refresh recorded changes that are not drift (status, server-set or other managers' fields, reads): ${found.stateOnly.map(describeStateOnly).join('; ')}`);
+      log.line(
+        `refresh recorded changes that are not drift (status, server-set or other managers' fields, reads): ${found.stateOnly.map(describeStateOnly).join('; ')}`,
+      );
     }
     if (found.drift.length === 0) return;
     this.stats.resyncsWithDrift += 1;
@@ -470,13 +553,18 @@ export class Reconciler {
 
   #describe(log: LogWriter, t: ClaimedTenant, s: StartedAttempt): void {
     const action = t.deleted ? 'destroy' : s.kind === 'resync' ? 'refresh + update (resync)' : 'update';
-    log.line(`attempt ${s.attempt} of ${s.kind} operation ${s.operationId}: ${action} for generation ${t.generation} (runtime ${t.runtime_version}, plan ${t.plan}${t.suspended ? ', suspended' : ''}) by ${this.owner}`);
-    if (s.superseded.length > 0) log.line(`coalesced ${s.superseded.length} older operation(s) into this one: ${s.superseded.join(', ')}`);
+    log.line(
+      `attempt ${s.attempt} of ${s.kind} operation ${s.operationId}: ${action} for generation ${t.generation} (runtime ${t.runtime_version}, plan ${t.plan}${t.suspended ? ', suspended' : ''}) by ${this.owner}`,
+    );
+    if (s.superseded.length > 0)
+      log.line(`coalesced ${s.superseded.length} older operation(s) into this one: ${s.superseded.join(', ')}`);
   }
 
   async #recover(log: LogWriter, input: StackInput, opts: RunOptions, s: StartedAttempt): Promise<void> {
     const prev = s.interruptedOperation;
-    log.line(`recovery: operation ${prev?.id ?? '?'} (owner ${prev?.owner ?? 'unknown'}) did not finish and its lease is gone`);
+    log.line(
+      `recovery: operation ${prev?.id ?? '?'} (owner ${prev?.owner ?? 'unknown'}) did not finish and its lease is gone`,
+    );
     for (const step of recoveryPlan()) {
       log.line(`recovery: ${step.step}${step.step === 'refresh' ? ' --clear-pending-creates' : ''}: ${step.why}`);
       if (step.step === 'cancel') {
@@ -491,9 +579,12 @@ export class Reconciler {
         // is retried with backoff; it does not stop the rest of the recovery.
         try {
           const pending = await this.#settings.engine.interrupted(input);
-          log.line(`recovery: ${pending.length} pending operation(s) in the stack${pending.length ? ': ' + pending.map((p) => `${p.operation} ${p.type} ${p.urn.split('::').at(-1)}`).join(', ') : ''}`);
+          log.line(
+            `recovery: ${pending.length} pending operation(s) in the stack${pending.length ? ': ' + pending.map((p) => `${p.operation} ${p.type} ${p.urn.split('::').at(-1)}`).join(', ') : ''}`,
+          );
           const policy = this.#settings.kubeconfigPolicy;
-          for (const repair of await repairHelmReleases(pending, (kubeconfig) => kubeRecordStore(kubeconfig, policy))) log.line(`recovery: ${describeRepair(repair)}`);
+          for (const repair of await repairHelmReleases(pending, (kubeconfig) => kubeRecordStore(kubeconfig, policy)))
+            log.line(`recovery: ${describeRepair(repair)}`);
         } catch (err) {
           log.line(`recovery: could not read the stack's pending operations: ${engineErrorOf(err).message}`);
         }
@@ -516,10 +607,16 @@ export class Reconciler {
     if (!cluster) throw new Error(`root cluster ${clusterId} of the tenant is not registered`);
     let checked;
     try {
-      checked = await pinKubeconfig(this.#settings.box.decrypt(cluster.enc, `cluster/${cluster.name}`).toString('utf8'), this.#settings.kubeconfigPolicy);
+      checked = await pinKubeconfig(
+        this.#settings.box.decrypt(cluster.enc, `cluster/${cluster.name}`).toString('utf8'),
+        this.#settings.kubeconfigPolicy,
+      );
     } catch (err) {
       if (!(err instanceof KubeconfigPolicyError)) throw err;
-      throw new EngineError('ProgramFailed', `the kubeconfig of root cluster '${cluster.name}' is refused: ${err.message}; nothing was run against the cluster (register the cluster with an inline-credential kubeconfig)`);
+      throw new EngineError(
+        'ProgramFailed',
+        `the kubeconfig of root cluster '${cluster.name}' is refused: ${err.message}; nothing was run against the cluster (register the cluster with an inline-credential kubeconfig)`,
+      );
     }
     const entry = { name: cluster.name, kubeconfig: checked.text, until: Date.now() + 30_000 };
     this.#kubeconfigs.set(clusterId, entry);
@@ -558,14 +655,20 @@ export class Reconciler {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         Promise.all(pending.map((r) => r.done)),
-        new Promise<void>((resolve) => { timer = setTimeout(resolve, grace); }),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, grace);
+        }),
       ]);
       clearTimeout(timer);
     }
     const left = [...this.#active.values()];
     for (const run of left) this.#abort(run, 'shutdown');
     await Promise.all(left.map((r) => r.done));
-    const handed = await releaseLeases(this.#settings.pool, this.owner, left.map((r) => r.tenant.id)).catch(() => 0);
+    const handed = await releaseLeases(
+      this.#settings.pool,
+      this.owner,
+      left.map((r) => r.tenant.id),
+    ).catch(() => 0);
     this.stats.handedBack += handed;
     if (handed > 0) this.#log.info({ handed }, 'leases handed back at shutdown');
     if (this.#heartbeat) clearInterval(this.#heartbeat);

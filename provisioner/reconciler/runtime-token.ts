@@ -16,8 +16,15 @@ export function runtimeTokenAad(tenantId: string): string {
  * The tenant's clear runtime token: decrypted when stored, else a new key whose hash and
  * encrypted value the attempt stores (markAttemptRunning) in the statement that starts it.
  */
-export function runtimeTokenFor(box: SecretBox, tenantId: string, enc: Buffer | null): { token: string; newKey?: NewRuntimeKey } {
+export function runtimeTokenFor(
+  box: SecretBox,
+  tenantId: string,
+  enc: Buffer | null,
+): { token: string; newKey?: NewRuntimeKey } {
   if (enc) return { token: box.decrypt(enc, runtimeTokenAad(tenantId)).toString('utf8') };
   const token = generateKey('runtime');
-  return { token, newKey: { hash: hashKey(token), prefix: keyPrefix(token), enc: box.encrypt(token, runtimeTokenAad(tenantId)) } };
+  return {
+    token,
+    newKey: { hash: hashKey(token), prefix: keyPrefix(token), enc: box.encrypt(token, runtimeTokenAad(tenantId)) },
+  };
 }

@@ -11,7 +11,10 @@ import { CONNECT_TIMEOUT_MS, guardPool, type DatabaseHealth } from '../db/availa
 
 export function createWritePool(url: string, max = 10, health?: DatabaseHealth): pg.Pool {
   const pool = new pg.Pool({
-    connectionString: url, max, idleTimeoutMillis: 30_000, connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    connectionString: url,
+    max,
+    idleTimeoutMillis: 30_000,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     options: '-c synchronous_commit=off',
   });
   return guardPool(pool, health);

@@ -51,8 +51,12 @@ export class RuntimeVersionService {
       const before = await availabilityOf(tx, version);
       await setAvailability(tx, version, availability, by.actor.id);
       await writeAudit(tx, by.actor, {
-        action: 'runtime_version.availability', targetType: 'runtime_version', targetId: version,
-        before: { availability: before }, after: { availability }, requestId: by.requestId,
+        action: 'runtime_version.availability',
+        targetType: 'runtime_version',
+        targetId: version,
+        before: { availability: before },
+        after: { availability },
+        requestId: by.requestId,
       });
     });
     return this.#view(version, availability);

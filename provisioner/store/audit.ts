@@ -25,9 +25,16 @@ export async function writeAudit(db: Queryable, actor: Actor, e: AuditEntry): Pr
   await db.query(
     `INSERT INTO audit_log (actor, actor_role, action, target_type, target_id, before, after, request_id)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-    [actor.id, actor.role, e.action, e.targetType, e.targetId,
+    [
+      actor.id,
+      actor.role,
+      e.action,
+      e.targetType,
+      e.targetId,
       e.before === undefined ? null : JSON.stringify(e.before),
-      e.after === undefined ? null : JSON.stringify(e.after), e.requestId ?? null],
+      e.after === undefined ? null : JSON.stringify(e.after),
+      e.requestId ?? null,
+    ],
   );
 }
 
@@ -49,8 +56,16 @@ export async function listAudit(
   q: { targetType?: string; targetId?: string; beforeId?: number; limit: number },
 ): Promise<AuditRow[]> {
   const { rows } = await db.query<{
-    id: number; at: Date; actor: string; actor_role: string; action: string; target_type: string;
-    target_id: string; before: unknown; after: unknown; request_id: string | null;
+    id: number;
+    at: Date;
+    actor: string;
+    actor_role: string;
+    action: string;
+    target_type: string;
+    target_id: string;
+    before: unknown;
+    after: unknown;
+    request_id: string | null;
   }>(
     `SELECT * FROM audit_log
       WHERE ($1::text IS NULL OR target_type = $1) AND ($2::text IS NULL OR target_id = $2)
@@ -59,7 +74,15 @@ export async function listAudit(
     [q.targetType ?? null, q.targetId ?? null, q.beforeId ?? null, q.limit],
   );
   return rows.map((r) => ({
-    id: r.id, at: r.at.toISOString(), actor: r.actor, actorRole: r.actor_role, action: r.action,
-    targetType: r.target_type, targetId: r.target_id, before: r.before, after: r.after, requestId: r.request_id,
+    id: r.id,
+    at: r.at.toISOString(),
+    actor: r.actor,
+    actorRole: r.actor_role,
+    action: r.action,
+    targetType: r.target_type,
+    targetId: r.target_id,
+    before: r.before,
+    after: r.after,
+    requestId: r.request_id,
   }));
 }

@@ -78,7 +78,8 @@ export class BatchedReads<V> {
 
 function concurrencyOf(opts: BatchOptions): number {
   const n = opts.concurrency ?? 1;
-  if (!Number.isInteger(n) || n < 1) throw new RangeError(`read concurrency must be a positive integer, got ${opts.concurrency}`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new RangeError(`read concurrency must be a positive integer, got ${opts.concurrency}`);
   return n;
 }
 
@@ -96,7 +97,11 @@ export interface HotReads {
 }
 
 /** The hot reads on `db` (tests); see createHotReads for the product's. */
-export function hotReadsOn(db: Queryable, opts: BatchOptions = {}, close: () => Promise<void> = async () => {}): HotReads {
+export function hotReadsOn(
+  db: Queryable,
+  opts: BatchOptions = {},
+  close: () => Promise<void> = async () => {},
+): HotReads {
   const tenants = new BatchedReads((ids) => getTenantRows(db, ids), opts);
   const keys = new BatchedReads((hashes) => lookupKeyHashes(db, hashes), opts);
   return {
@@ -114,7 +119,11 @@ export function hotReadsOn(db: Queryable, opts: BatchOptions = {}, close: () => 
  * which costs more than the read itself.
  */
 export function createHotReads(api: pg.Pool, opts: BatchOptions = {}): HotReads {
-  const pool = new pg.Pool({ ...api.options, max: 2 * concurrencyOf(opts), options: '-c plan_cache_mode=force_generic_plan' });
+  const pool = new pg.Pool({
+    ...api.options,
+    max: 2 * concurrencyOf(opts),
+    options: '-c plan_cache_mode=force_generic_plan',
+  });
   // A lost connection, idle or reading, must not crash the process; it reports to the API pool's health.
   guardPool(pool, healthOf(api));
   return hotReadsOn(pool, opts, () => pool.end());

@@ -34,8 +34,16 @@ const SELECT = `SELECT c.id, c.name, c.region, c.labels, c.capacity, c.plans, c.
 
 function toCluster(r: ClusterRow): RootCluster {
   return {
-    id: r.id, name: r.name, region: r.region, labels: r.labels, capacity: r.capacity, plans: r.plans,
-    cordoned: r.cordoned, tenants: r.tenants, createdAt: r.created_at.toISOString(), updatedAt: r.updated_at.toISOString(),
+    id: r.id,
+    name: r.name,
+    region: r.region,
+    labels: r.labels,
+    capacity: r.capacity,
+    plans: r.plans,
+    cordoned: r.cordoned,
+    tenants: r.tenants,
+    createdAt: r.created_at.toISOString(),
+    updatedAt: r.updated_at.toISOString(),
   };
 }
 
@@ -51,7 +59,14 @@ export async function getClusterByName(db: Queryable, name: string): Promise<Roo
 
 export async function insertCluster(
   db: Queryable,
-  c: { name: string; region: string; labels: Record<string, string>; capacity: number; plans: string[]; kubeconfigEnc: Buffer },
+  c: {
+    name: string;
+    region: string;
+    labels: Record<string, string>;
+    capacity: number;
+    plans: string[];
+    kubeconfigEnc: Buffer;
+  },
 ): Promise<RootCluster> {
   await db.query(
     `INSERT INTO root_clusters (name, region, labels, capacity, plans, kubeconfig_enc) VALUES ($1, $2, $3, $4, $5, $6)`,
@@ -63,12 +78,18 @@ export async function insertCluster(
 }
 
 export async function setCordoned(db: Queryable, name: string, cordoned: boolean): Promise<RootCluster | undefined> {
-  const { rowCount } = await db.query('UPDATE root_clusters SET cordoned = $2, updated_at = now() WHERE name = $1', [name, cordoned]);
+  const { rowCount } = await db.query('UPDATE root_clusters SET cordoned = $2, updated_at = now() WHERE name = $1', [
+    name,
+    cordoned,
+  ]);
   if (rowCount && !cordoned) await wakeWaiters(db, 'NoCapacity');
   return rowCount ? getClusterByName(db, name) : undefined;
 }
 
-export async function getClusterKubeconfig(db: Queryable, id: string): Promise<{ name: string; enc: Buffer } | undefined> {
+export async function getClusterKubeconfig(
+  db: Queryable,
+  id: string,
+): Promise<{ name: string; enc: Buffer } | undefined> {
   const { rows } = await db.query<{ name: string; kubeconfig_enc: Buffer }>(
     'SELECT name, kubeconfig_enc FROM root_clusters WHERE id = $1',
     [id],

@@ -14,21 +14,24 @@ import type { SecretBox } from '../crypto.ts';
 import type { Queryable } from '../db/tx.ts';
 
 export type Claim =
-  | { kind: 'new' }
-  | { kind: 'replay'; status: number; body: unknown }
-  | { kind: 'mismatch' }
-  | { kind: 'in-progress' };
+  { kind: 'new' } | { kind: 'replay'; status: number; body: unknown } | { kind: 'mismatch' } | { kind: 'in-progress' };
 
 /** Canonical JSON (sorted keys) so that key order does not change the request hash. */
 export function requestHash(body: unknown): string {
   const canon = (v: unknown): unknown => {
     if (Array.isArray(v)) return v.map(canon);
     if (v && typeof v === 'object') {
-      return Object.fromEntries(Object.keys(v).sort().map((k) => [k, canon((v as Record<string, unknown>)[k])]));
+      return Object.fromEntries(
+        Object.keys(v)
+          .sort()
+          .map((k) => [k, canon((v as Record<string, unknown>)[k])]),
+      );
     }
     return v;
   };
-  return createHash('sha256').update(JSON.stringify(canon(body) ?? null)).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify(canon(body) ?? null))
+    .digest('hex');
 }
 
 /** How long a stored answer is replayed. */
@@ -40,19 +43,32 @@ export function keyDigest(key: string): string {
 }
 
 /** Must run inside the transaction that does the work. Blocks while another transaction holds the key. */
-export async function claimKey(db: Queryable, box: SecretBox, scope: string, rawKey: string, hash: string): Promise<Claim> {
+export async function claimKey(
+  db: Queryable,
+  box: SecretBox,
+  scope: string,
+  rawKey: string,
+  hash: string,
+): Promise<Claim> {
   const key = keyDigest(rawKey);
   // A record past the replay window is forgotten: the key starts afresh.
-  await db.query(`DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND created_at < now() - make_interval(hours => $3)`, [scope, key, REPLAY_WINDOW_HOURS]);
+  await db.query(
+    `DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND created_at < now() - make_interval(hours => $3)`,
+    [scope, key, REPLAY_WINDOW_HOURS],
+  );
   const ins = await db.query(
     `INSERT INTO idempotency_keys (scope, key, request_hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1`,
     [scope, key, hash],
   );
   if ((ins.rowCount ?? 0) > 0) return { kind: 'new' };
-  const { rows } = await db.query<{ request_hash: string; response_status: number | null; response_enc: Buffer | null }>(
-    'SELECT request_hash, response_status, response_enc FROM idempotency_keys WHERE scope = $1 AND key = $2',
-    [scope, key],
-  );
+  const { rows } = await db.query<{
+    request_hash: string;
+    response_status: number | null;
+    response_enc: Buffer | null;
+  }>('SELECT request_hash, response_status, response_enc FROM idempotency_keys WHERE scope = $1 AND key = $2', [
+    scope,
+    key,
+  ]);
   const row = rows[0];
   if (!row) return { kind: 'in-progress' };
   if (row.request_hash !== hash) return { kind: 'mismatch' };
@@ -61,14 +77,27 @@ export async function claimKey(db: Queryable, box: SecretBox, scope: string, raw
   return { kind: 'replay', status: row.response_status, body };
 }
 
-export async function storeResponse(db: Queryable, box: SecretBox, scope: string, rawKey: string, status: number, body: unknown): Promise<void> {
+export async function storeResponse(
+  db: Queryable,
+  box: SecretBox,
+  scope: string,
+  rawKey: string,
+  status: number,
+  body: unknown,
+): Promise<void> {
   const key = keyDigest(rawKey);
   await db.query('UPDATE idempotency_keys SET response_status = $3, response_enc = $4 WHERE scope = $1 AND key = $2', [
-    scope, key, status, box.encrypt(JSON.stringify(body), `${scope}/${key}`),
+    scope,
+    key,
+    status,
+    box.encrypt(JSON.stringify(body), `${scope}/${key}`),
   ]);
 }
 
 export async function pruneKeys(db: Queryable, olderThanHours = 24): Promise<number> {
-  const { rowCount } = await db.query(`DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(hours => $1)`, [olderThanHours]);
+  const { rowCount } = await db.query(
+    `DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(hours => $1)`,
+    [olderThanHours],
+  );
   return rowCount ?? 0;
 }

@@ -26,8 +26,14 @@ interface KeyRow {
 
 function toInfo(r: KeyRow): ApiKeyInfo {
   return {
-    id: r.id, prefix: r.prefix, role: r.role, tenantId: r.tenant_id, name: r.name, createdBy: r.created_by,
-    createdAt: r.created_at.toISOString(), revokedAt: r.revoked_at?.toISOString() ?? null,
+    id: r.id,
+    prefix: r.prefix,
+    role: r.role,
+    tenantId: r.tenant_id,
+    name: r.name,
+    createdBy: r.created_by,
+    createdAt: r.created_at.toISOString(),
+    revokedAt: r.revoked_at?.toISOString() ?? null,
   };
 }
 
@@ -86,7 +92,10 @@ export async function hasActiveAdmin(db: Queryable): Promise<boolean> {
   return (rowCount ?? 0) > 0;
 }
 
-export async function listKeys(db: Queryable, q: { tenantId?: string; includeRevoked: boolean }): Promise<ApiKeyInfo[]> {
+export async function listKeys(
+  db: Queryable,
+  q: { tenantId?: string; includeRevoked: boolean },
+): Promise<ApiKeyInfo[]> {
   const { rows } = await db.query<KeyRow>(
     `SELECT id, prefix, role, tenant_id, name, created_by, created_at, revoked_at FROM api_keys
       WHERE ($1::uuid IS NULL OR tenant_id = $1) AND ($2 OR revoked_at IS NULL) ORDER BY created_at, id`,
@@ -121,7 +130,10 @@ export async function revokeTenantKeys(db: Queryable, tenantId: string, roles?: 
 
 /** Revokes a key (revoking twice keeps the first revocation time); every replica hears of it when the caller's transaction commits. */
 export async function revokeKey(db: Queryable, id: string): Promise<ApiKeyInfo | undefined> {
-  await db.query(`WITH r AS (UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id)
-                  SELECT pg_notify('${KEY_REVOKED_CHANNEL}', id::text) FROM r`, [id]);
+  await db.query(
+    `WITH r AS (UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 RETURNING id)
+                  SELECT pg_notify('${KEY_REVOKED_CHANNEL}', id::text) FROM r`,
+    [id],
+  );
   return getKey(db, id);
 }

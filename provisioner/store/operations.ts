@@ -36,9 +36,17 @@ interface OperationRow {
 
 function toOperation(r: OperationRow): Operation {
   return {
-    id: r.id, tenantId: r.tenant_id, kind: r.kind, generation: r.generation, fromVersion: r.from_version,
-    toVersion: r.to_version, state: r.state, attempt: r.attempt, error: r.error,
-    createdAt: r.created_at.toISOString(), startedAt: r.started_at?.toISOString() ?? null,
+    id: r.id,
+    tenantId: r.tenant_id,
+    kind: r.kind,
+    generation: r.generation,
+    fromVersion: r.from_version,
+    toVersion: r.to_version,
+    state: r.state,
+    attempt: r.attempt,
+    error: r.error,
+    createdAt: r.created_at.toISOString(),
+    startedAt: r.started_at?.toISOString() ?? null,
     finishedAt: r.finished_at?.toISOString() ?? null,
   };
 }
@@ -73,7 +81,11 @@ export interface LogLine {
   at: string;
 }
 
-export async function appendLog(db: Queryable, operationId: string, lines: Array<{ stream?: string; line: string }>): Promise<void> {
+export async function appendLog(
+  db: Queryable,
+  operationId: string,
+  lines: Array<{ stream?: string; line: string }>,
+): Promise<void> {
   if (lines.length === 0) return;
   await db.query(
     `INSERT INTO operation_logs (operation_id, stream, line)

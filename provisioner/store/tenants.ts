@@ -6,10 +6,28 @@
 import type { Queryable } from '../db/tx.ts';
 import { liveTunnel } from './tunnels.ts';
 
-export const PHASES = ['Pending', 'Provisioning', 'Ready', 'Updating', 'Suspended', 'Failed', 'Deleting', 'Deleted'] as const;
+export const PHASES = [
+  'Pending',
+  'Provisioning',
+  'Ready',
+  'Updating',
+  'Suspended',
+  'Failed',
+  'Deleting',
+  'Deleted',
+] as const;
 export type Phase = (typeof PHASES)[number];
 
-export const OPERATION_KINDS = ['create', 'update', 'upgrade', 'suspend', 'resume', 'delete', 'resync', 'retry'] as const;
+export const OPERATION_KINDS = [
+  'create',
+  'update',
+  'upgrade',
+  'suspend',
+  'resume',
+  'delete',
+  'resync',
+  'retry',
+] as const;
 export type OperationKind = (typeof OPERATION_KINDS)[number];
 
 /** The channel workers LISTEN on; the payload is the tenant id. */
@@ -120,7 +138,13 @@ export function toTenant(r: TenantRow): Tenant {
     organization: r.organization,
     email: r.email,
     generation: r.generation,
-    spec: { plan: r.plan, region: r.region, runtimeVersion: r.runtime_version, suspended: r.suspended, deleted: r.deleted },
+    spec: {
+      plan: r.plan,
+      region: r.region,
+      runtimeVersion: r.runtime_version,
+      suspended: r.suspended,
+      deleted: r.deleted,
+    },
     status: {
       phase: r.phase,
       observedGeneration: r.observed_generation,
@@ -158,7 +182,13 @@ export async function getTenantRows(db: Queryable, ids: readonly string[]): Prom
   return new Map(rows.map((r) => [r.id, r]));
 }
 
-export function condition(type: string, status: Condition['status'], reason: string, message: string, now = new Date()): Condition {
+export function condition(
+  type: string,
+  status: Condition['status'],
+  reason: string,
+  message: string,
+  now = new Date(),
+): Condition {
   return { type, status, reason, message, lastTransitionTime: now.toISOString() };
 }
 
@@ -224,8 +254,21 @@ export async function insertSignup(
      a AS (INSERT INTO audit_log (actor, actor_role, action, target_type, target_id, after, request_id)
            SELECT 'public', 'public', 'tenant.signup', 'tenant', id::text, $11, $12 FROM t)
      SELECT t.*, NULL::text AS cluster_name, t.created_at::text AS cursor_ts, pg_notify('${TENANT_CHANNEL}', t.id::text) IS NULL AS _n FROM t`,
-    [s.tenantId, s.organization, s.email, s.plan, s.runtimeVersion, JSON.stringify(conditions), s.operationId,
-      s.key.id, s.key.hash, s.key.prefix, JSON.stringify(s.audit.after), s.audit.requestId, s.region ?? null],
+    [
+      s.tenantId,
+      s.organization,
+      s.email,
+      s.plan,
+      s.runtimeVersion,
+      JSON.stringify(conditions),
+      s.operationId,
+      s.key.id,
+      s.key.hash,
+      s.key.prefix,
+      JSON.stringify(s.audit.after),
+      s.audit.requestId,
+      s.region ?? null,
+    ],
   );
   return rows[0]!;
 }
@@ -273,8 +316,18 @@ export async function changeSpec(
         WHERE id = $1)
      INSERT INTO operations (tenant_id, kind, generation, from_version, to_version)
      VALUES ($1, $8, $6, $9, $10) RETURNING id`,
-    [tenant.id, spec.plan, spec.runtimeVersion, spec.suspended, spec.deleted, generation,
-      JSON.stringify(conditions), kind, fromVersion, spec.runtimeVersion],
+    [
+      tenant.id,
+      spec.plan,
+      spec.runtimeVersion,
+      spec.suspended,
+      spec.deleted,
+      generation,
+      JSON.stringify(conditions),
+      kind,
+      fromVersion,
+      spec.runtimeVersion,
+    ],
   );
   const opId = rows[0]!.id;
   await db.query('UPDATE tenants SET last_operation_id = $2 WHERE id = $1', [tenant.id, opId]);
@@ -283,7 +336,12 @@ export async function changeSpec(
 }
 
 /** Records who suspended a tenant and why (both null when it is resumed). */
-export async function setSuspender(db: Queryable, tenantId: string, by: 'operator' | 'tenant' | null, reason: string | null): Promise<void> {
+export async function setSuspender(
+  db: Queryable,
+  tenantId: string,
+  by: 'operator' | 'tenant' | null,
+  reason: string | null,
+): Promise<void> {
   await db.query('UPDATE tenants SET suspended_by = $2, suspension_reason = $3 WHERE id = $1', [tenantId, by, reason]);
 }
 

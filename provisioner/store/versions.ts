@@ -19,7 +19,12 @@ export async function availabilityOf(db: Queryable, version: string): Promise<Av
   return rows[0]?.availability ?? 'available';
 }
 
-export async function setAvailability(db: Queryable, version: string, availability: Availability, by: string): Promise<void> {
+export async function setAvailability(
+  db: Queryable,
+  version: string,
+  availability: Availability,
+  by: string,
+): Promise<void> {
   await db.query(
     `INSERT INTO runtime_version_availability (version, availability, updated_by) VALUES ($1, $2, $3)
      ON CONFLICT (version) DO UPDATE SET availability = $2, updated_by = $3, updated_at = now()`,

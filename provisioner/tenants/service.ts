@@ -14,8 +14,16 @@ import { errors } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import { claimKey, requestHash, storeResponse } from '../store/idempotency.ts';
 import {
-  changeSpec, getTenantRow, insertSignup, requestRetry, setSuspender, toTenant,
-  type OperationKind, type Tenant, type TenantRow, type TenantSpec,
+  changeSpec,
+  getTenantRow,
+  insertSignup,
+  requestRetry,
+  setSuspender,
+  toTenant,
+  type OperationKind,
+  type Tenant,
+  type TenantRow,
+  type TenantSpec,
 } from '../store/tenants.ts';
 import { availabilityOf } from '../store/versions.ts';
 import { listRegions } from '../store/clusters.ts';
@@ -99,11 +107,21 @@ export class TenantService {
     if (!answer.allowed) throw errors.upgradeRefused(answer.reason, answer.path, field);
   }
 
-  async signup(input: SignupInput, idempotencyKey: string | undefined, requestId: string): Promise<{ status: number; body: SignupResult }> {
+  async signup(
+    input: SignupInput,
+    idempotencyKey: string | undefined,
+    requestId: string,
+  ): Promise<{ status: number; body: SignupResult }> {
     const plan = input.plan ?? DEFAULT_PLAN;
     if (!PLANS[plan]) throw errors.unknownPlan(plan, PLAN_NAMES);
     const runtimeVersion = input.runtimeVersion ?? this.#deps.catalog.defaultVersion('stable');
-    const body = { organization: input.organization, email: input.email, plan: input.plan, runtimeVersion: input.runtimeVersion, region: input.region };
+    const body = {
+      organization: input.organization,
+      email: input.email,
+      plan: input.plan,
+      runtimeVersion: input.runtimeVersion,
+      region: input.region,
+    };
     return withTx(this.#deps.pool, async (tx) => {
       if (idempotencyKey !== undefined) {
         const claim = await claimKey(tx, this.#deps.box, 'signup', idempotencyKey, requestHash(body));
@@ -114,7 +132,11 @@ export class TenantService {
       await this.checkInstallable(tx, runtimeVersion, 'public');
       if (input.region !== undefined) {
         const regions = await listRegions(tx);
-        if (!regions.some((r) => r.name === input.region)) throw errors.unknownRegion(input.region, regions.map((r) => r.name));
+        if (!regions.some((r) => r.name === input.region))
+          throw errors.unknownRegion(
+            input.region,
+            regions.map((r) => r.name),
+          );
       }
       const tenantId = randomUUID();
       const operationId = randomUUID();
@@ -123,12 +145,28 @@ export class TenantService {
       let row;
       try {
         row = await insertSignup(tx, {
-          tenantId, operationId, organization: input.organization, email: input.email, plan, runtimeVersion, region: input.region ?? null,
+          tenantId,
+          operationId,
+          organization: input.organization,
+          email: input.email,
+          plan,
+          runtimeVersion,
+          region: input.region ?? null,
           key: { id: keyId, hash: hashKey(key), prefix: keyPrefix(key) },
-          audit: { after: { organization: input.organization, email: input.email, spec: { plan, runtimeVersion, region: input.region ?? null }, operationId, apiKeyId: keyId }, requestId },
+          audit: {
+            after: {
+              organization: input.organization,
+              email: input.email,
+              spec: { plan, runtimeVersion, region: input.region ?? null },
+              operationId,
+              apiKeyId: keyId,
+            },
+            requestId,
+          },
         });
       } catch (err) {
-        if (pgCode(err) === '23505' && pgConstraint(err) === 'tenants_organization_live') throw errors.organizationTaken(input.organization);
+        if (pgCode(err) === '23505' && pgConstraint(err) === 'tenants_organization_live')
+          throw errors.organizationTaken(input.organization);
         throw err;
       }
       const tenant = toTenant(row);
@@ -144,7 +182,12 @@ export class TenantService {
    * name the spec's field, `runtimeVersion`.
    */
   async change(request: SpecChangeRequest): Promise<Accepted> {
-    const { tenantId: id, change, kind, by: { actor, requestId } } = request;
+    const {
+      tenantId: id,
+      change,
+      kind,
+      by: { actor, requestId },
+    } = request;
     return withTx(this.#deps.pool, async (tx) => {
       const row = await getTenantRow(tx, id, true);
       if (!row) throw errors.notFound('tenant', id);
@@ -162,24 +205,42 @@ export class TenantService {
         this.checkVersionChange(row, change.runtimeVersion);
       }
       const effective = Object.fromEntries(
-        Object.entries(change).filter(([k, v]) => v !== undefined && v !== (row as unknown as Record<string, unknown>)[k === 'runtimeVersion' ? 'runtime_version' : k]),
+        Object.entries(change).filter(
+          ([k, v]) =>
+            v !== undefined &&
+            v !== (row as unknown as Record<string, unknown>)[k === 'runtimeVersion' ? 'runtime_version' : k],
+        ),
       );
       const suspender = actor.role === 'tenant' ? 'tenant' : 'operator';
-      if (change.suspended === true && row.suspended && (row.suspended_by !== suspender || (request.reason ?? null) !== row.suspension_reason)) {
+      if (
+        change.suspended === true &&
+        row.suspended &&
+        (row.suspended_by !== suspender || (request.reason ?? null) !== row.suspension_reason)
+      ) {
         // Already suspended: an operator's suspension takes over a tenant's own (and its reason); a tenant cannot take over an operator's.
         if (suspender === 'operator') await setSuspender(tx, id, 'operator', request.reason ?? null);
       }
       if (Object.keys(effective).length === 0) return { tenant: toTenant(row), operationId: row.last_operation_id! };
       const op = await changeSpec(tx, row, effective, kindFor(kind, effective), describe(effective));
-      if (effective.suspended === true) await setSuspender(tx, id, suspender, suspender === 'operator' ? request.reason ?? null : null);
+      if (effective.suspended === true)
+        await setSuspender(tx, id, suspender, suspender === 'operator' ? (request.reason ?? null) : null);
       if (effective.suspended === false) await setSuspender(tx, id, null, null);
       // A deleted tenant's runtime is reached no more: its runtime keys are revoked now (every
       // replica closes the tunnel); the tenant's own keys stay for reads until the destroy is done.
       if (effective.deleted === true) await revokeTenantKeys(tx, id, ['runtime']);
       const after = (await getTenantRow(tx, id))!;
       await writeAudit(tx, actor, {
-        action: `tenant.${op.kind}`, targetType: 'tenant', targetId: id,
-        before: toTenant(row).spec, after: { ...toTenant(after).spec, ...(effective.suspended === true ? { suspendedBy: suspender, ...(request.reason ? { reason: request.reason } : {}) } : {}) }, requestId,
+        action: `tenant.${op.kind}`,
+        targetType: 'tenant',
+        targetId: id,
+        before: toTenant(row).spec,
+        after: {
+          ...toTenant(after).spec,
+          ...(effective.suspended === true
+            ? { suspendedBy: suspender, ...(request.reason ? { reason: request.reason } : {}) }
+            : {}),
+        },
+        requestId,
       });
       return { tenant: toTenant(after), operationId: op.id };
     });
@@ -207,5 +268,10 @@ function kindFor(requested: OperationKind, effective: Record<string, unknown>): 
 }
 
 function describe(effective: Record<string, unknown>): string {
-  return 'spec changed: ' + Object.entries(effective).map(([k, v]) => `${k}=${String(v)}`).join(', ');
+  return (
+    'spec changed: ' +
+    Object.entries(effective)
+      .map(([k, v]) => `${k}=${String(v)}`)
+      .join(', ')
+  );
 }

@@ -89,7 +89,11 @@ export class TunnelDirectory {
     this.#options.tunnel.events.on('connect', this.#onConnect);
     this.#options.tunnel.events.on('disconnect', this.#onDisconnect);
     // Notifications sent while the hub was disconnected are lost: compare the table with our tunnels then.
-    this.#unsubscribe = this.#options.notifications.subscribe(TUNNEL_CHANNEL, (tenantId) => this.#check(tenantId), () => this.#renewSoon());
+    this.#unsubscribe = this.#options.notifications.subscribe(
+      TUNNEL_CHANNEL,
+      (tenantId) => this.#check(tenantId),
+      () => this.#renewSoon(),
+    );
     const every = this.#options.renewMs ?? 10_000;
     this.#timer = setInterval(() => this.#renewSoon(), every);
     this.#timer.unref();
@@ -108,7 +112,10 @@ export class TunnelDirectory {
     try {
       await this.#options.pool.query('DELETE FROM runtime_tunnels WHERE replica_id = $1', [this.#options.replicaId]);
     } catch (err) {
-      this.#log.warn({ err: message(err) }, 'could not remove this replica from the tunnel directory; its rows expire with the lease');
+      this.#log.warn(
+        { err: message(err) },
+        'could not remove this replica from the tunnel directory; its rows expire with the lease',
+      );
     }
   }
 
@@ -177,15 +184,24 @@ export class TunnelDirectory {
     if (!local?.written || this.#stopped) return;
     this.#enqueue(tenantId, async () => {
       const { rows } = await this.#options.pool.query<{ connection_id: string; replica_id: string }>(
-        'SELECT connection_id, replica_id FROM runtime_tunnels WHERE tenant_id = $1', [tenantId]);
+        'SELECT connection_id, replica_id FROM runtime_tunnels WHERE tenant_id = $1',
+        [tenantId],
+      );
       this.#closeIfSuperseded(tenantId, local, rows[0]);
     });
   }
 
-  #closeIfSuperseded(tenantId: string, local: Local, row: { connection_id: string; replica_id: string } | undefined): boolean {
+  #closeIfSuperseded(
+    tenantId: string,
+    local: Local,
+    row: { connection_id: string; replica_id: string } | undefined,
+  ): boolean {
     if (!row || row.connection_id === local.connectionId || this.#local.get(tenantId) !== local) return false;
     if (this.#options.tunnel.closeReplaced(tenantId, local.connectionId)) {
-      this.#log.info({ tenantId, connectionId: local.connectionId, newReplica: row.replica_id }, 'tunnel replaced by a newer connection of the runtime to another replica');
+      this.#log.info(
+        { tenantId, connectionId: local.connectionId, newReplica: row.replica_id },
+        'tunnel replaced by a newer connection of the runtime to another replica',
+      );
     }
     return true;
   }
@@ -193,7 +209,9 @@ export class TunnelDirectory {
   #renewSoon(): void {
     if (this.#stopped || this.#renewing) return;
     this.#renewing = this.#renewOnce()
-      .catch((err: unknown) => this.#log.warn({ err: message(err) }, 'tunnel directory renewal failed; retrying at the next interval'))
+      .catch((err: unknown) =>
+        this.#log.warn({ err: message(err) }, 'tunnel directory renewal failed; retrying at the next interval'),
+      )
       .finally(() => {
         this.#renewing = undefined;
       });
@@ -215,11 +233,18 @@ export class TunnelDirectory {
     }
     for (const info of this.#options.tunnel.connections()) {
       const local = this.#local.get(info.tenantId);
-      if (!local || local.connectionId !== info.connectionId || !local.written || held.get(info.tenantId) === info.connectionId) continue;
+      if (
+        !local ||
+        local.connectionId !== info.connectionId ||
+        !local.written ||
+        held.get(info.tenantId) === info.connectionId
+      )
+        continue;
       this.#enqueue(info.tenantId, async () => {
         const { rows: current } = await pool.query<{ connection_id: string; replica_id: string; fresh: boolean }>(
           `SELECT connection_id, replica_id, ${liveTunnel('runtime_tunnels')} AS fresh FROM runtime_tunnels WHERE tenant_id = $1`,
-          [info.tenantId]);
+          [info.tenantId],
+        );
         const row = current[0];
         // Another replica wrote a newer connection of this runtime: ours is replaced.
         if (row?.fresh && this.#closeIfSuperseded(info.tenantId, local, row)) return;

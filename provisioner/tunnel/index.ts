@@ -18,7 +18,19 @@ export {
   type TunnelStatus,
 } from './server.ts';
 export { tunnelRoutes, runtimePath, appErrorFromTunnel, type TunnelRouteOptions } from './route.ts';
-export { createRequestSigner, generateRequestSigningKeys, type RequestSigner, type RequestSignerOptions, type SignInput } from './request-token.ts';
+export {
+  createRequestSigner,
+  generateRequestSigningKeys,
+  type RequestSigner,
+  type RequestSignerOptions,
+  type SignInput,
+} from './request-token.ts';
 export { CloseCode, SUBPROTOCOL, TUNNEL_PATH } from '../../runtime/protocol/frames.ts';
-export { TunnelDirectory, TUNNEL_CHANNEL, TUNNEL_LEASE_SECONDS, type TunnelOwner, type TunnelDirectoryOptions } from './directory.ts';
+export {
+  TunnelDirectory,
+  TUNNEL_CHANNEL,
+  TUNNEL_LEASE_SECONDS,
+  type TunnelOwner,
+  type TunnelDirectoryOptions,
+} from './directory.ts';
 export { RELAY_HEADER } from './relay.ts';

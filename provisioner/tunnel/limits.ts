@@ -86,10 +86,14 @@ export interface TunnelLimitProblem {
  * configuration (which names the PROVISIONER_TUNNEL_* variables) and the tunnel server (which
  * refuses to start) both apply. `name` spells a limit in the messages.
  */
-export function tunnelLimitProblems(limits: TunnelLimits, name: (limit: keyof TunnelLimits) => string = (limit) => limit): TunnelLimitProblem[] {
+export function tunnelLimitProblems(
+  limits: TunnelLimits,
+  name: (limit: keyof TunnelLimits) => string = (limit) => limit,
+): TunnelLimitProblem[] {
   const problems: TunnelLimitProblem[] = [];
   for (const [limit, value] of Object.entries(limits) as Array<[keyof TunnelLimits, number]>) {
-    if (!Number.isInteger(value) || value < 0) problems.push({ limit, message: `must be a non-negative integer, got ${String(value)}` });
+    if (!Number.isInteger(value) || value < 0)
+      problems.push({ limit, message: `must be a non-negative integer, got ${String(value)}` });
   }
   if (problems.length > 0) return problems;
   const { maxPayload, maxChunkBytes, maxHeaderBytes, streamWindow } = limits;
@@ -106,6 +110,7 @@ export function tunnelLimitProblems(limits: TunnelLimits, name: (limit: keyof Tu
       message: `${maxHeaderBytes} does not fit ${name('maxPayload')} (${maxPayload}) with the frame header: a head travels as JSON, which escaping can double, so ${name('maxPayload')} must be at least ${headRoom} (2 × ${name('maxHeaderBytes')} + 256); lower ${name('maxHeaderBytes')} to at most ${Math.floor((maxPayload - 256) / 2)} or raise ${name('maxPayload')}`,
     });
   }
-  if (streamWindow < MIN_STREAM_WINDOW) problems.push({ limit: 'streamWindow', message: `${streamWindow} is below ${MIN_STREAM_WINDOW} bytes` });
+  if (streamWindow < MIN_STREAM_WINDOW)
+    problems.push({ limit: 'streamWindow', message: `${streamWindow} is below ${MIN_STREAM_WINDOW} bytes` });
   return problems;
 }

@@ -42,7 +42,10 @@ export class TunnelRegistry {
     this.#byTenant.set(conn.tenantId, conn);
     if (old && old !== conn) {
       const reason = 'replaced by a newer connection of the same runtime';
-      if (this.#drainMs > 0 && old.mux.goAway(reason, { reconnect: false, closeCode: CloseCode.replaced, closeReason: reason })) {
+      if (
+        this.#drainMs > 0 &&
+        old.mux.goAway(reason, { reconnect: false, closeCode: CloseCode.replaced, closeReason: reason })
+      ) {
         this.#replaced.add(old);
         const timer = setTimeout(() => old.mux.close(CloseCode.replaced, reason), this.#drainMs);
         timer.unref();
@@ -69,7 +72,11 @@ export class TunnelRegistry {
    * Closes the tenant's tunnel if it is still connection `connectionId` (the runtime connected
    * again, to another replica); returns whether it did.
    */
-  closeReplaced(tenantId: string, connectionId: string, reason = 'replaced by a newer connection of the same runtime (to another replica)'): boolean {
+  closeReplaced(
+    tenantId: string,
+    connectionId: string,
+    reason = 'replaced by a newer connection of the same runtime (to another replica)',
+  ): boolean {
     const conn = this.#byTenant.get(tenantId);
     // A draining tunnel closes once its requests are done (the runtime has already moved on).
     if (!conn || conn.connectionId !== connectionId || conn.mux.draining) return false;

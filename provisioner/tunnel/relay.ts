@@ -20,7 +20,10 @@ export const RELAY_HEADER = 'x-provisioner-relayed-by';
 /** Besides hop-by-hop headers (dropped by headerListFrom): those the hop sets itself. */
 const REPLACED = new Set(['host', 'expect', 'x-request-id', RELAY_HEADER]);
 
-const agents = { http: new http.Agent({ keepAlive: true, maxSockets: 256 }), https: new https.Agent({ keepAlive: true, maxSockets: 256 }) };
+const agents = {
+  http: new http.Agent({ keepAlive: true, maxSockets: 256 }),
+  https: new https.Agent({ keepAlive: true, maxSockets: 256 }),
+};
 
 export interface RelayInput {
   owner: TunnelOwner;
@@ -47,12 +50,17 @@ export interface RelayResponse {
 
 function unreachable(input: RelayInput, detail: string): AppError {
   return errors.runtimeUnreachable(
-    `the runtime of tenant '${input.tenantId}' is connected to provisioner replica ${input.owner.replicaId}, which could not be reached (${detail}); retry shortly`);
+    `the runtime of tenant '${input.tenantId}' is connected to provisioner replica ${input.owner.replicaId}, which could not be reached (${detail}); retry shortly`,
+  );
 }
 
 export function relayToReplica(input: RelayInput): Promise<RelayResponse> {
   const target = new URL(input.raw.url ?? '/', input.owner.url);
-  const headers = headersObject([...headerListFrom(input.raw.rawHeaders, REPLACED), [RELAY_HEADER, input.replicaId], ['x-request-id', input.requestId]]);
+  const headers = headersObject([
+    ...headerListFrom(input.raw.rawHeaders, REPLACED),
+    [RELAY_HEADER, input.replicaId],
+    ['x-request-id', input.requestId],
+  ]);
   const isHttps = target.protocol === 'https:';
   return new Promise<RelayResponse>((resolve, reject) => {
     let settled = false;
@@ -72,7 +80,11 @@ export function relayToReplica(input: RelayInput): Promise<RelayResponse> {
       fail(errors.requestCancelled());
     };
     input.signal.addEventListener('abort', onAbort, { once: true });
-    req.on('timeout', () => req.destroy(new Error(settled ? `response idle for ${input.idleTimeoutMs} ms` : `no response within ${input.timeoutMs} ms`)));
+    req.on('timeout', () =>
+      req.destroy(
+        new Error(settled ? `response idle for ${input.idleTimeoutMs} ms` : `no response within ${input.timeoutMs} ms`),
+      ),
+    );
     req.on('error', (err) => {
       // A body over the limit fails the body stream first; the route reports that itself.
       fail(unreachable(input, err.message));

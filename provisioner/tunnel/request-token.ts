@@ -46,9 +46,11 @@ export function createRequestSigner(opts: RequestSignerOptions): RequestSigner {
   } catch (cause) {
     throw new Error('request signing key is not a PEM private key', { cause });
   }
-  if (key.asymmetricKeyType !== 'ed25519') throw new Error(`request signing key must be Ed25519, not ${key.asymmetricKeyType ?? 'unknown'}`);
+  if (key.asymmetricKeyType !== 'ed25519')
+    throw new Error(`request signing key must be Ed25519, not ${key.asymmetricKeyType ?? 'unknown'}`);
   const ttl = opts.ttlSeconds ?? 30;
-  if (!Number.isInteger(ttl) || ttl < 1 || ttl > MAX_TOKEN_TTL_SECONDS) throw new Error(`request token ttl must be 1..${MAX_TOKEN_TTL_SECONDS} seconds`);
+  if (!Number.isInteger(ttl) || ttl < 1 || ttl > MAX_TOKEN_TTL_SECONDS)
+    throw new Error(`request token ttl must be 1..${MAX_TOKEN_TTL_SECONDS} seconds`);
   const now = opts.now ?? Date.now;
   const publicKeyPem = createPublicKey(key).export({ type: 'spki', format: 'pem' }).toString();
   return {

@@ -38,18 +38,46 @@ export interface TunnelRouteOptions {
 }
 
 /** Caller headers that never cross into a runtime (the forwarding headers are set by this hop, from the address it trusts). */
-const DROP = new Set(['host', 'authorization', 'cookie', REQUEST_TOKEN_HEADER, 'expect', RELAY_HEADER, 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'forwarded']);
+const DROP = new Set([
+  'host',
+  'authorization',
+  'cookie',
+  REQUEST_TOKEN_HEADER,
+  'expect',
+  RELAY_HEADER,
+  'x-forwarded-for',
+  'x-forwarded-host',
+  'x-forwarded-proto',
+  'x-real-ip',
+  'forwarded',
+]);
 
 /**
  * A runtime's response headers that reach the caller: content and caching headers, and the
  * runtime's own `x-` headers. Never cookies (the control plane's origin is not the runtime's),
  * CORS, HSTS or security policies (the API sets its own).
  */
-const RESPONSE_HEADERS = new Set(['content-type', 'content-length', 'content-encoding', 'content-language', 'content-range', 'content-disposition', 'accept-ranges',
-  'cache-control', 'etag', 'last-modified', 'expires', 'vary', 'retry-after', 'location', 'date']);
+const RESPONSE_HEADERS = new Set([
+  'content-type',
+  'content-length',
+  'content-encoding',
+  'content-language',
+  'content-range',
+  'content-disposition',
+  'accept-ranges',
+  'cache-control',
+  'etag',
+  'last-modified',
+  'expires',
+  'vary',
+  'retry-after',
+  'location',
+  'date',
+]);
 const NEVER_X = /^x-(forwarded-|frame-options|xss-protection|content-type-options)/;
 /** Content types the API origin serves as they are; anything else (HTML, SVG, XML, scripts) is served as a download. */
-const SAFE_TYPES = /^(application\/([\w.+-]+\+)?json|application\/(octet-stream|x-ndjson|yaml|x-yaml|gzip|zip|x-tar|grpc(\+proto)?|protobuf|x-protobuf)|text\/(plain|event-stream|csv)|image\/(png|jpeg|gif|webp))\s*(;|$)/i;
+const SAFE_TYPES =
+  /^(application\/([\w.+-]+\+)?json|application\/(octet-stream|x-ndjson|yaml|x-yaml|gzip|zip|x-tar|grpc(\+proto)?|protobuf|x-protobuf)|text\/(plain|event-stream|csv)|image\/(png|jpeg|gif|webp))\s*(;|$)/i;
 
 export function runtimeResponseHeaders(headers: OutgoingHttpHeaders): OutgoingHttpHeaders {
   const out: OutgoingHttpHeaders = {};
@@ -85,7 +113,10 @@ export function runtimePath(rawUrl: string): string {
 /** 413 naming the limit (PAYLOAD_TOO_LARGE, as for the provisioner's own JSON bodies). */
 export function requestBodyTooLarge(limit: number, declared?: number): AppError {
   const size = declared === undefined ? 'request body is' : `request body of ${declared} bytes is`;
-  return errors.payloadTooLarge(`${size} larger than the limit of ${limit} bytes for requests forwarded to a runtime`, limit);
+  return errors.payloadTooLarge(
+    `${size} larger than the limit of ${limit} bytes for requests forwarded to a runtime`,
+    limit,
+  );
 }
 
 class BodyTooLarge extends Error {}
@@ -125,12 +156,18 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
     url: '/v1/tenants/:id/runtime/*',
     ...(opts.routeConfig ? { config: opts.routeConfig } : {}),
     schema: {
-      params: { type: 'object', properties: { id: { type: 'string', pattern: UUID }, '*': { type: 'string' } }, required: ['id'] },
+      params: {
+        type: 'object',
+        properties: { id: { type: 'string', pattern: UUID }, '*': { type: 'string' } },
+        required: ['id'],
+      },
     },
     handler: async (request, reply) => {
       const { tenantId } = await handler(request);
       const raw = request.raw;
-      const hasBody = (raw.headers['content-length'] !== undefined && raw.headers['content-length'] !== '0') || raw.headers['transfer-encoding'] !== undefined;
+      const hasBody =
+        (raw.headers['content-length'] !== undefined && raw.headers['content-length'] !== '0') ||
+        raw.headers['transfer-encoding'] !== undefined;
       const limit = opts.tunnel.limits.maxRequestBodyBytes;
       const declared = raw.headers['content-length'] === undefined ? undefined : Number(raw.headers['content-length']);
       if (limit > 0 && declared !== undefined && declared > limit) {
@@ -156,18 +193,34 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
       const answer = (status: number, headers: OutgoingHttpHeaders, resBody: Readable, via?: string) => {
         reply.code(status);
         reply.headers(runtimeResponseHeaders(headers));
-        resBody.on('error', (err) => request.log.warn({ err: err.message, tenantId, ...(via ? { replica: via } : {}) }, 'runtime response broke off'));
+        resBody.on('error', (err) =>
+          request.log.warn(
+            { err: err.message, tenantId, ...(via ? { replica: via } : {}) },
+            'runtime response broke off',
+          ),
+        );
         return reply.send(resBody);
       };
 
       // Held by another replica: relay there (once; a relayed request is served here or not at all).
       // (While this replica shuts down, its tunnels drain: a runtime that reconnected elsewhere is relayed to.)
-      if (opts.peers && (!opts.tunnel.accepting || !opts.tunnel.status(tenantId).connected) && raw.headers[RELAY_HEADER] === undefined) {
+      if (
+        opts.peers &&
+        (!opts.tunnel.accepting || !opts.tunnel.status(tenantId).connected) &&
+        raw.headers[RELAY_HEADER] === undefined
+      ) {
         const owner = await opts.peers.owner(tenantId);
         if (owner) {
           const res = await relayToReplica({
-            owner, tenantId, replicaId: opts.peers.replicaId, raw, body, requestId: request.id,
-            timeoutMs: opts.tunnel.limits.requestTimeoutMs + 5000, idleTimeoutMs: opts.tunnel.limits.idleTimeoutMs + 5000, signal: aborter.signal,
+            owner,
+            tenantId,
+            replicaId: opts.peers.replicaId,
+            raw,
+            body,
+            requestId: request.id,
+            timeoutMs: opts.tunnel.limits.requestTimeoutMs + 5000,
+            idleTimeoutMs: opts.tunnel.limits.idleTimeoutMs + 5000,
+            signal: aborter.signal,
           }).catch((err: unknown) => {
             opts.peers?.onRelay?.('unreachable');
             return failed(err);
@@ -180,14 +233,16 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
       headers.push(['x-request-id', request.id]);
       headers.push(['x-forwarded-for', request.ip]);
       const subject = opts.subjectOf?.(request);
-      const res = await opts.tunnel.forward(tenantId, {
-        method: request.method,
-        path: runtimePath(raw.url ?? '/'),
-        headers,
-        body,
-        signal: aborter.signal,
-        ...(subject !== undefined ? { subject } : {}),
-      }).catch(failed);
+      const res = await opts.tunnel
+        .forward(tenantId, {
+          method: request.method,
+          path: runtimePath(raw.url ?? '/'),
+          headers,
+          body,
+          signal: aborter.signal,
+          ...(subject !== undefined ? { subject } : {}),
+        })
+        .catch(failed);
       return answer(res.status, headersObject(res.headers), res.body);
     },
   });

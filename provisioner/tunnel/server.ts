@@ -66,7 +66,8 @@ export interface ForwardResponse {
 }
 
 /** Codes of forward() failures before a response head arrived (from the provisioner's list, errors.ts). */
-export type TunnelErrorCode = Extract<ErrorCode,
+export type TunnelErrorCode = Extract<
+  ErrorCode,
   | 'RUNTIME_UNREACHABLE'
   | 'RUNTIME_BUSY'
   | 'RUNTIME_TIMEOUT'
@@ -75,7 +76,8 @@ export type TunnelErrorCode = Extract<ErrorCode,
   | 'RUNTIME_UPSTREAM_ERROR'
   | 'RUNTIME_DISCONNECTED'
   | 'REQUEST_CANCELLED'
-  | 'SHUTTING_DOWN'>;
+  | 'SHUTTING_DOWN'
+>;
 
 export class TunnelError extends Error {
   readonly code: TunnelErrorCode;
@@ -179,7 +181,11 @@ function errorFromReset(err: TunnelStreamError, headSent: boolean): TunnelError 
     case ResetCode.upstream:
       return new TunnelError('RUNTIME_UPSTREAM_ERROR', `the runtime could not serve the request: ${err.message}`, err);
     case ResetCode.connectionLost:
-      return new TunnelError('RUNTIME_DISCONNECTED', `the runtime disconnected during the request: ${err.message}`, err);
+      return new TunnelError(
+        'RUNTIME_DISCONNECTED',
+        `the runtime disconnected during the request: ${err.message}`,
+        err,
+      );
     case ResetCode.cancelled:
       return new TunnelError('REQUEST_CANCELLED', 'the request was cancelled', err);
     default:
@@ -199,7 +205,8 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     if (v !== undefined) limits[k] = v;
   }
   const problems = tunnelLimitProblems(limits);
-  if (problems.length > 0) throw new RangeError(`tunnel limits: ${problems.map((p) => `${p.limit} ${p.message}`).join('; ')}`);
+  if (problems.length > 0)
+    throw new RangeError(`tunnel limits: ${problems.map((p) => `${p.limit} ${p.message}`).join('; ')}`);
   const log: TunnelLogger = opts.logger ?? pino({ enabled: false });
   const path = opts.path ?? TUNNEL_PATH;
   const registry = new TunnelRegistry(limits.drainTimeoutMs);
@@ -248,7 +255,10 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     const clog = log.child({ tenantId: id.tenantId, keyId: id.keyId, remoteAddress });
     ws.on('error', (err) => clog.warn({ err: err.message }, 'tunnel socket error'));
     startHeartbeat(ws, limits.heartbeatIntervalMs, () => clog.warn('tunnel missed its heartbeat; terminating'));
-    const helloTimer = setTimeout(() => mux.close(CloseCode.protocolError, 'no hello in time'), limits.handshakeTimeoutMs);
+    const helloTimer = setTimeout(
+      () => mux.close(CloseCode.protocolError, 'no hello in time'),
+      limits.handshakeTimeoutMs,
+    );
     helloTimer.unref();
     let conn: TunnelConnection | undefined;
     let revalidate: NodeJS.Timeout | undefined;
@@ -261,7 +271,14 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
         mux.close(CloseCode.goingAway, 'server shutting down');
         return;
       }
-      conn = { connectionId: randomUUID(), tenantId: id.tenantId, keyId: id.keyId, since: new Date(), remoteAddress, mux };
+      conn = {
+        connectionId: randomUUID(),
+        tenantId: id.tenantId,
+        keyId: id.keyId,
+        since: new Date(),
+        remoteAddress,
+        mux,
+      };
       const old = registry.set(conn);
       if (old) {
         clog.info({ replacedSince: old.since.toISOString() }, 'tunnel replaced an older connection');
@@ -285,7 +302,11 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
                 mux.close(CloseCode.revoked, 'runtime token revoked');
               }
             },
-            (err: unknown) => clog.warn({ err: err instanceof Error ? err.message : String(err) }, 'could not revalidate runtime token'),
+            (err: unknown) =>
+              clog.warn(
+                { err: err instanceof Error ? err.message : String(err) },
+                'could not revalidate runtime token',
+              ),
           );
         }, limits.revalidateIntervalMs);
         revalidate.unref();
@@ -311,7 +332,9 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     if ((q === -1 ? url : url.slice(0, q)) !== path) return false;
     socket.on('error', () => socket.destroy());
     if (closing) {
-      reject(socket, 'SHUTTING_DOWN', 'the control plane is shutting down; reconnect to another replica', { 'Retry-After': '1' });
+      reject(socket, 'SHUTTING_DOWN', 'the control plane is shutting down; reconnect to another replica', {
+        'Retry-After': '1',
+      });
       return true;
     }
     const offered = (req.headers['sec-websocket-protocol'] ?? '').split(',').map((s) => s.trim());
@@ -321,11 +344,15 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     }
     const token = bearer(req.headers.authorization);
     if (token === null) {
-      reject(socket, 'UNAUTHENTICATED', 'send "Authorization: Bearer <runtime token>"', { 'WWW-Authenticate': 'Bearer' });
+      reject(socket, 'UNAUTHENTICATED', 'send "Authorization: Bearer <runtime token>"', {
+        'WWW-Authenticate': 'Bearer',
+      });
       return true;
     }
     if (authenticating >= limits.maxPendingHandshakes) {
-      reject(socket, 'AUTH_UNAVAILABLE', 'too many tunnel handshakes in progress; retry shortly', { 'Retry-After': '1' });
+      reject(socket, 'AUTH_UNAVAILABLE', 'too many tunnel handshakes in progress; retry shortly', {
+        'Retry-After': '1',
+      });
       return true;
     }
     authenticating++;
@@ -346,7 +373,9 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
         if (!settle() || socket.destroyed) return;
         if (id === null) {
           log.info({ remoteAddress: req.socket.remoteAddress }, 'tunnel refused: invalid or revoked runtime token');
-          reject(socket, 'INVALID_API_KEY', 'runtime token is not valid or has been revoked', { 'WWW-Authenticate': 'Bearer' });
+          reject(socket, 'INVALID_API_KEY', 'runtime token is not valid or has been revoked', {
+            'WWW-Authenticate': 'Bearer',
+          });
           return;
         }
         if (closing) {
@@ -354,19 +383,34 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
           return;
         }
         if ((pendingByTenant.get(id.tenantId) ?? 0) >= limits.maxPendingHandshakesPerTenant) {
-          handshakeFloodLog.maybe(id.tenantId, (suppressed) => log.warn(
-            { tenantId: id.tenantId, remoteAddress: req.socket.remoteAddress, ...(suppressed > 0 ? { suppressed } : {}) },
-            'tunnel refused: too many connections of this tenant waiting for their hello'));
-          reject(socket, 'TOO_MANY_TUNNEL_HANDSHAKES',
-            `tenant ${id.tenantId} already has ${limits.maxPendingHandshakesPerTenant} tunnel connections waiting for their hello; retry after they finish`, { 'Retry-After': '5' });
+          handshakeFloodLog.maybe(id.tenantId, (suppressed) =>
+            log.warn(
+              {
+                tenantId: id.tenantId,
+                remoteAddress: req.socket.remoteAddress,
+                ...(suppressed > 0 ? { suppressed } : {}),
+              },
+              'tunnel refused: too many connections of this tenant waiting for their hello',
+            ),
+          );
+          reject(
+            socket,
+            'TOO_MANY_TUNNEL_HANDSHAKES',
+            `tenant ${id.tenantId} already has ${limits.maxPendingHandshakesPerTenant} tunnel connections waiting for their hello; retry after they finish`,
+            { 'Retry-After': '5' },
+          );
           return;
         }
         wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, id, token, req));
       },
       (err: unknown) => {
         if (!settle()) return;
-        authFailureLog.maybe('auth', (suppressed) => log.warn(
-          { err: err instanceof Error ? err.message : String(err), ...(suppressed > 0 ? { suppressed } : {}) }, 'tunnel authentication failed'));
+        authFailureLog.maybe('auth', (suppressed) =>
+          log.warn(
+            { err: err instanceof Error ? err.message : String(err), ...(suppressed > 0 ? { suppressed } : {}) },
+            'tunnel authentication failed',
+          ),
+        );
         reject(socket, 'AUTH_UNAVAILABLE', 'authentication is unavailable; retry', { 'Retry-After': '2' });
       },
     );
@@ -374,17 +418,34 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
   }
 
   const shuttingDown = (cause?: unknown): TunnelError =>
-    new TunnelError('SHUTTING_DOWN', 'the control plane is shutting down; retry the request (another replica will serve it)', cause);
+    new TunnelError(
+      'SHUTTING_DOWN',
+      'the control plane is shutting down; retry the request (another replica will serve it)',
+      cause,
+    );
 
   function forward(tenantId: string, request: ForwardRequest): Promise<ForwardResponse> {
     if (closing) return Promise.reject(shuttingDown());
     const conn = registry.get(tenantId);
     if (!conn || !conn.mux.ready) {
-      return Promise.reject(new TunnelError('RUNTIME_UNREACHABLE', `the runtime of tenant '${tenantId}' is not connected; it may be starting or unreachable, retry later`));
+      return Promise.reject(
+        new TunnelError(
+          'RUNTIME_UNREACHABLE',
+          `the runtime of tenant '${tenantId}' is not connected; it may be starting or unreachable, retry later`,
+        ),
+      );
     }
     const headers = request.headers.filter(([k]) => k !== REQUEST_TOKEN_HEADER);
     if (opts.signer) {
-      headers.push([REQUEST_TOKEN_HEADER, opts.signer.sign({ tenantId, method: request.method, path: request.path, ...(request.subject !== undefined ? { subject: request.subject } : {}) })]);
+      headers.push([
+        REQUEST_TOKEN_HEADER,
+        opts.signer.sign({
+          tenantId,
+          method: request.method,
+          path: request.path,
+          ...(request.subject !== undefined ? { subject: request.subject } : {}),
+        }),
+      ]);
     }
     let stream: TunnelStream;
     try {
@@ -395,7 +456,10 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     }
     return new Promise<ForwardResponse>((resolve, rejectPromise) => {
       let settled = false;
-      const timer = setTimeout(() => stream.reset(ResetCode.timeout, `no response within ${limits.requestTimeoutMs} ms`), limits.requestTimeoutMs);
+      const timer = setTimeout(
+        () => stream.reset(ResetCode.timeout, `no response within ${limits.requestTimeoutMs} ms`),
+        limits.requestTimeoutMs,
+      );
       timer.unref();
       const onAbort = (): void => stream.reset(ResetCode.cancelled, 'the caller went away');
       request.signal?.addEventListener('abort', onAbort, { once: true });
@@ -410,7 +474,9 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
         if (!settled) {
           settled = true;
           // Streams cut by close() fail as a shutdown, not as a runtime that went away.
-          rejectPromise(closing && err.code === ResetCode.connectionLost ? shuttingDown(err) : errorFromReset(err, true));
+          rejectPromise(
+            closing && err.code === ResetCode.connectionLost ? shuttingDown(err) : errorFromReset(err, true),
+          );
         }
       });
       if (request.signal?.aborted) onAbort();
@@ -425,7 +491,14 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     limits,
     status(tenantId) {
       const conn = registry.get(tenantId);
-      return conn ? { connected: true, since: conn.since.toISOString(), activeStreams: conn.mux.streamCount, connectionId: conn.connectionId } : { connected: false };
+      return conn
+        ? {
+            connected: true,
+            since: conn.since.toISOString(),
+            activeStreams: conn.mux.streamCount,
+            connectionId: conn.connectionId,
+          }
+        : { connected: false };
     },
     stats() {
       let streams = 0;
@@ -447,13 +520,26 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       closing = true;
       for (const m of pending) m.close(CloseCode.goingAway, 'server shutting down');
       pending.clear();
-      const draining = registry.all().filter((conn) => limits.drainTimeoutMs > 0 && conn.mux.goAway('the control plane replica is shutting down; reconnect'));
+      const draining = registry
+        .all()
+        .filter(
+          (conn) =>
+            limits.drainTimeoutMs > 0 && conn.mux.goAway('the control plane replica is shutting down; reconnect'),
+        );
       for (const conn of draining) {
-        if (conn.mux.streamCount > 0) log.info({ tenantId: conn.tenantId, streams: conn.mux.streamCount }, 'tunnel draining: requests in flight finish while the runtime reconnects');
+        if (conn.mux.streamCount > 0)
+          log.info(
+            { tenantId: conn.tenantId, streams: conn.mux.streamCount },
+            'tunnel draining: requests in flight finish while the runtime reconnects',
+          );
       }
       await Promise.all(draining.map((conn) => conn.mux.idle(limits.drainTimeoutMs)));
       for (const conn of registry.all()) {
-        if (conn.mux.streamCount > 0) log.warn({ tenantId: conn.tenantId, streams: conn.mux.streamCount }, 'drain time is up: cutting requests still in flight');
+        if (conn.mux.streamCount > 0)
+          log.warn(
+            { tenantId: conn.tenantId, streams: conn.mux.streamCount },
+            'drain time is up: cutting requests still in flight',
+          );
       }
       registry.closeAll(CloseCode.goingAway, 'server shutting down');
       await new Promise<void>((resolve) => wss.close(() => resolve()));

@@ -4,7 +4,14 @@
  */
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
-import { AGENT_PORT, CREDENTIALS_SECRET, EVENT_QUEUE_LIMIT, RUNTIME_NAMESPACE, VERSIONS_CONFIGMAP, type AgentDefinition } from './agents.ts';
+import {
+  AGENT_PORT,
+  CREDENTIALS_SECRET,
+  EVENT_QUEUE_LIMIT,
+  RUNTIME_NAMESPACE,
+  VERSIONS_CONFIGMAP,
+  type AgentDefinition,
+} from './agents.ts';
 import { ARGO_CD_SERVER } from './argo-releases.ts';
 import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from './pod-security.ts';
 
@@ -46,7 +53,10 @@ function env(agent: AgentDefinition): k8s.types.input.core.v1.EnvVar[] {
       );
       break;
     case 'app-proxy':
-      vars.push({ name: 'VERSIONS_CONFIGMAP', value: VERSIONS_CONFIGMAP }, { name: 'RUNTIME_NAMESPACE', value: RUNTIME_NAMESPACE });
+      vars.push(
+        { name: 'VERSIONS_CONFIGMAP', value: VERSIONS_CONFIGMAP },
+        { name: 'RUNTIME_NAMESPACE', value: RUNTIME_NAMESPACE },
+      );
       break;
     case 'event-reporter':
       vars.push(
@@ -92,54 +102,86 @@ export function createAgentWorkload(opts: AgentWorkloadOptions): k8s.apps.v1.Dep
   const metadata = { name: agent.name, namespace: RUNTIME_NAMESPACE, labels };
   const dependsOn: pulumi.Resource[] = [...opts.dependsOn];
 
-  const account = new k8s.core.v1.ServiceAccount(`${prefix}-sa`, {
-    metadata,
-    automountServiceAccountToken: agent.apiAccess,
-  }, { ...child, dependsOn: opts.dependsOn });
+  const account = new k8s.core.v1.ServiceAccount(
+    `${prefix}-sa`,
+    {
+      metadata,
+      automountServiceAccountToken: agent.apiAccess,
+    },
+    { ...child, dependsOn: opts.dependsOn },
+  );
   dependsOn.push(account);
 
   if (agent.namespaceRules.length > 0) {
-    const role = new k8s.rbac.v1.Role(`${prefix}-role`, { metadata, rules: agent.namespaceRules }, { ...child, dependsOn: opts.dependsOn });
-    dependsOn.push(new k8s.rbac.v1.RoleBinding(`${prefix}-rolebinding`, {
-      metadata,
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: agent.name },
-      subjects: [{ kind: 'ServiceAccount', name: agent.name, namespace: RUNTIME_NAMESPACE }],
-    }, { ...child, dependsOn: [role, account] }));
+    const role = new k8s.rbac.v1.Role(
+      `${prefix}-role`,
+      { metadata, rules: agent.namespaceRules },
+      { ...child, dependsOn: opts.dependsOn },
+    );
+    dependsOn.push(
+      new k8s.rbac.v1.RoleBinding(
+        `${prefix}-rolebinding`,
+        {
+          metadata,
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: agent.name },
+          subjects: [{ kind: 'ServiceAccount', name: agent.name, namespace: RUNTIME_NAMESPACE }],
+        },
+        { ...child, dependsOn: [role, account] },
+      ),
+    );
   }
   if (agent.clusterRules.length > 0) {
     const clusterName = `hosted-runtime:${agent.name}`;
-    const role = new k8s.rbac.v1.ClusterRole(`${prefix}-clusterrole`, {
-      metadata: { name: clusterName, labels },
-      rules: agent.clusterRules,
-    }, child);
-    dependsOn.push(new k8s.rbac.v1.ClusterRoleBinding(`${prefix}-clusterrolebinding`, {
-      metadata: { name: clusterName, labels },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: clusterName },
-      subjects: [{ kind: 'ServiceAccount', name: agent.name, namespace: RUNTIME_NAMESPACE }],
-    }, { ...child, dependsOn: [role, account] }));
+    const role = new k8s.rbac.v1.ClusterRole(
+      `${prefix}-clusterrole`,
+      {
+        metadata: { name: clusterName, labels },
+        rules: agent.clusterRules,
+      },
+      child,
+    );
+    dependsOn.push(
+      new k8s.rbac.v1.ClusterRoleBinding(
+        `${prefix}-clusterrolebinding`,
+        {
+          metadata: { name: clusterName, labels },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: clusterName },
+          subjects: [{ kind: 'ServiceAccount', name: agent.name, namespace: RUNTIME_NAMESPACE }],
+        },
+        { ...child, dependsOn: [role, account] },
+      ),
+    );
   }
   if (agent.service) {
-    new k8s.core.v1.Service(`${prefix}-service`, {
+    new k8s.core.v1.Service(
+      `${prefix}-service`,
+      {
+        metadata,
+        spec: {
+          type: 'ClusterIP',
+          selector: { 'app.kubernetes.io/name': agent.name },
+          ports: [{ name: 'http', port: agent.port, targetPort: 'http', protocol: 'TCP' }],
+        },
+      },
+      { ...child, dependsOn: opts.dependsOn },
+    );
+  }
+  return new k8s.apps.v1.Deployment(
+    `${prefix}-deployment`,
+    {
       metadata,
       spec: {
-        type: 'ClusterIP',
-        selector: { 'app.kubernetes.io/name': agent.name },
-        ports: [{ name: 'http', port: agent.port, targetPort: 'http', protocol: 'TCP' }],
-      },
-    }, { ...child, dependsOn: opts.dependsOn });
-  }
-  return new k8s.apps.v1.Deployment(`${prefix}-deployment`, {
-    metadata,
-    spec: {
-      replicas: agent.replicas,
-      selector: { matchLabels: { 'app.kubernetes.io/name': agent.name } },
-      strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
-      template: {
-        metadata: { labels },
-        spec: agentPodSpec(agent, imageRef(opts.imageRepository, agent.name, opts.imageTag)),
+        replicas: agent.replicas,
+        selector: { matchLabels: { 'app.kubernetes.io/name': agent.name } },
+        strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
+        template: {
+          metadata: { labels },
+          spec: agentPodSpec(agent, imageRef(opts.imageRepository, agent.name, opts.imageTag)),
+        },
       },
     },
-  }, { ...child, dependsOn });
+    { ...child, dependsOn },
+  );
 }
 
 function imageRef(repository: pulumi.Input<string>, agent: string, tag: string): pulumi.Output<string> {

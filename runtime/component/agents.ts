@@ -95,7 +95,11 @@ export const AGENTS: readonly AgentDefinition[] = [
       // Terminate/stop/retry a Workflow: a patch of spec.shutdown (no create, no delete).
       { apiGroups: ['argoproj.io'], resources: ['workflows'], verbs: ['get', 'list', 'watch', 'patch'] },
       // Abort/promote/retry a Rollout (spec and status patches).
-      { apiGroups: ['argoproj.io'], resources: ['rollouts', 'rollouts/status'], verbs: ['get', 'list', 'watch', 'patch'] },
+      {
+        apiGroups: ['argoproj.io'],
+        resources: ['rollouts', 'rollouts/status'],
+        verbs: ['get', 'list', 'watch', 'patch'],
+      },
     ],
     namespaceRules: [
       { apiGroups: [''], resources: ['configmaps'], resourceNames: [VERSIONS_CONFIGMAP], verbs: ['get', 'watch'] },
@@ -110,11 +114,19 @@ export const AGENTS: readonly AgentDefinition[] = [
     resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '500m', memory: '256Mi' } },
     secretEnv: { RUNTIME_TOKEN: CREDENTIAL_KEYS.token, CONTROL_PLANE_URL: CREDENTIAL_KEYS.controlPlaneUrl },
     clusterRules: [
-      { apiGroups: ['argoproj.io'], resources: ['applications', 'rollouts', 'workflows'], verbs: ['get', 'list', 'watch'] },
+      {
+        apiGroups: ['argoproj.io'],
+        resources: ['applications', 'rollouts', 'workflows'],
+        verbs: ['get', 'list', 'watch'],
+      },
     ],
     namespaceRules: [
       // Shard membership: one Lease per replica.
-      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update'] },
+      {
+        apiGroups: ['coordination.k8s.io'],
+        resources: ['leases'],
+        verbs: ['get', 'list', 'watch', 'create', 'update'],
+      },
     ],
   },
 ];

@@ -33,11 +33,21 @@ export type RepositoryName = keyof typeof UPSTREAM_REPOSITORIES;
 export type ChartRepositories = Partial<Record<RepositoryName, string>>;
 
 export function isLocalPath(location: string): boolean {
-  return location.startsWith('/') || location.startsWith('./') || location.startsWith('../') || location.startsWith('file://');
+  return (
+    location.startsWith('/') ||
+    location.startsWith('./') ||
+    location.startsWith('../') ||
+    location.startsWith('file://')
+  );
 }
 
 /** Resolves a chart name and version against the configured (or upstream) repository. */
-export function chartSource(repository: RepositoryName, chart: string, version: string, overrides: ChartRepositories = {}): ChartSource {
+export function chartSource(
+  repository: RepositoryName,
+  chart: string,
+  version: string,
+  overrides: ChartRepositories = {},
+): ChartSource {
   const location = overrides[repository] ?? UPSTREAM_REPOSITORIES[repository];
   if (isLocalPath(location)) {
     const dir = location.replace(/^file:\/\//, '').replace(/\/+$/, '');
@@ -45,7 +55,9 @@ export function chartSource(repository: RepositoryName, chart: string, version: 
   }
   if (location.startsWith('oci://')) return { chart: `${location.replace(/\/+$/, '')}/${chart}`, version };
   if (!/^https?:\/\//.test(location)) {
-    throw new Error(`chart repository '${location}' for ${repository} is neither an http(s) URL, an oci:// URL nor a local path`);
+    throw new Error(
+      `chart repository '${location}' for ${repository} is neither an http(s) URL, an oci:// URL nor a local path`,
+    );
   }
   return { chart, version, repositoryOpts: { repo: location } };
 }

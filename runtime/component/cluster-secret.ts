@@ -34,13 +34,17 @@ const NAME = /^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$/;
 
 /** Returns a problem with a registration, or undefined when it is well formed. */
 export function managedClusterProblem(cluster: Pick<ManagedCluster, 'name' | 'server'>): string | undefined {
-  if (!NAME.test(cluster.name)) return `managed cluster name '${cluster.name}' must be a DNS label of at most 42 characters`;
-  if (!/^https:\/\/[^\s/]+/.test(cluster.server)) return `managed cluster '${cluster.name}': server '${cluster.server}' must be an https URL`;
+  if (!NAME.test(cluster.name))
+    return `managed cluster name '${cluster.name}' must be a DNS label of at most 42 characters`;
+  if (!/^https:\/\/[^\s/]+/.test(cluster.server))
+    return `managed cluster '${cluster.name}': server '${cluster.server}' must be an https URL`;
   return undefined;
 }
 
 /** The first problem with a tenant's list of registrations (each well formed, no name twice), or undefined. */
-export function managedClustersProblem(clusters: ReadonlyArray<Pick<ManagedCluster, 'name' | 'server'>>): string | undefined {
+export function managedClustersProblem(
+  clusters: ReadonlyArray<Pick<ManagedCluster, 'name' | 'server'>>,
+): string | undefined {
   const names = new Set<string>();
   for (const cluster of clusters) {
     const problem = managedClusterProblem(cluster);

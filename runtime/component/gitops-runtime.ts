@@ -11,11 +11,23 @@
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
 import { catalog as defaultCatalog, type Catalog, type ComponentPins } from '../catalog.ts';
-import { AGENTS, CREDENTIAL_KEYS, CREDENTIALS_SECRET, DEFAULT_AGENT_IMAGE_REPOSITORY, RUNTIME_NAMESPACE, VERSIONS_CONFIGMAP } from './agents.ts';
+import {
+  AGENTS,
+  CREDENTIAL_KEYS,
+  CREDENTIALS_SECRET,
+  DEFAULT_AGENT_IMAGE_REPOSITORY,
+  RUNTIME_NAMESPACE,
+  VERSIONS_CONFIGMAP,
+} from './agents.ts';
 import { createAgentWorkload } from './agent-workload.ts';
 import { ARGO_CD_NAMESPACE, ARGO_CD_SERVER, ARGO_RELEASES, type ArgoComponent } from './argo-releases.ts';
 import { chartSource, type ChartRepositories } from './chart-source.ts';
-import { CLUSTER_SECRET_LABEL, clusterSecretName, managedClustersProblem, type ManagedCluster } from './cluster-secret.ts';
+import {
+  CLUSTER_SECRET_LABEL,
+  clusterSecretName,
+  managedClustersProblem,
+  type ManagedCluster,
+} from './cluster-secret.ts';
 import { TUNNEL_PATH } from '../protocol/frames.ts';
 
 export const GITOPS_RUNTIME_TYPE = 'hosted:runtime:GitOpsRuntime';
@@ -61,7 +73,10 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
     const catalog = args.catalog ?? defaultCatalog;
     const entry = catalog.get(args.version);
     if (!entry) {
-      throw new pulumi.ResourceError(`GitOpsRuntime ${name}: runtime version '${args.version}' is not in the catalog (known: ${catalog.versions.map((v) => v.version).join(', ')})`, this);
+      throw new pulumi.ResourceError(
+        `GitOpsRuntime ${name}: runtime version '${args.version}' is not in the catalog (known: ${catalog.versions.map((v) => v.version).join(', ')})`,
+        this,
+      );
     }
     const problem = managedClustersProblem(args.managedClusters ?? []);
     if (problem) throw new pulumi.ResourceError(`GitOpsRuntime ${name}: ${problem}`, this);
@@ -71,58 +86,84 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
     // Argo components: one release each, CRDs installed and kept by their own chart.
     const releases = {} as Record<ArgoComponent, k8s.helm.v3.Release>;
     for (const spec of ARGO_RELEASES) {
-      releases[spec.component] = new k8s.helm.v3.Release(`${name}-${spec.chart}`, {
-        name: spec.releaseName,
-        namespace: spec.namespace,
-        createNamespace: true,
-        ...chartSource('argo', spec.chart, pins[spec.component], args.chartRepositories),
-        values: spec.values,
-        skipCrds: false,
-        atomic: false,
-        cleanupOnFail: true,
-        maxHistory: 5,
-        timeout: 600,
-      }, child);
+      releases[spec.component] = new k8s.helm.v3.Release(
+        `${name}-${spec.chart}`,
+        {
+          name: spec.releaseName,
+          namespace: spec.namespace,
+          createNamespace: true,
+          ...chartSource('argo', spec.chart, pins[spec.component], args.chartRepositories),
+          values: spec.values,
+          skipCrds: false,
+          atomic: false,
+          cleanupOnFail: true,
+          maxHistory: 5,
+          timeout: 600,
+        },
+        child,
+      );
     }
     this.releases = releases;
 
-    const namespace = new k8s.core.v1.Namespace(`${name}-namespace`, {
-      metadata: {
-        name: RUNTIME_NAMESPACE,
-        labels: {
-          'app.kubernetes.io/part-of': 'hosted-runtime',
-          'pod-security.kubernetes.io/enforce': 'restricted',
-          'pod-security.kubernetes.io/enforce-version': 'latest',
+    const namespace = new k8s.core.v1.Namespace(
+      `${name}-namespace`,
+      {
+        metadata: {
+          name: RUNTIME_NAMESPACE,
+          labels: {
+            'app.kubernetes.io/part-of': 'hosted-runtime',
+            'pod-security.kubernetes.io/enforce': 'restricted',
+            'pod-security.kubernetes.io/enforce-version': 'latest',
+          },
         },
       },
-    }, child);
+      child,
+    );
 
-    const versions = new k8s.core.v1.ConfigMap(`${name}-versions`, {
-      metadata: { name: VERSIONS_CONFIGMAP, namespace: RUNTIME_NAMESPACE, labels: { 'app.kubernetes.io/part-of': 'hosted-runtime' } },
-      data: {
-        runtimeVersion: entry.version,
-        releaseDate: entry.releaseDate,
-        channel: entry.channel,
-        ...pins,
+    const versions = new k8s.core.v1.ConfigMap(
+      `${name}-versions`,
+      {
+        metadata: {
+          name: VERSIONS_CONFIGMAP,
+          namespace: RUNTIME_NAMESPACE,
+          labels: { 'app.kubernetes.io/part-of': 'hosted-runtime' },
+        },
+        data: {
+          runtimeVersion: entry.version,
+          releaseDate: entry.releaseDate,
+          channel: entry.channel,
+          ...pins,
+        },
       },
-    }, { ...child, dependsOn: [namespace] });
+      { ...child, dependsOn: [namespace] },
+    );
 
-    const tunnelUrl = args.tunnelUrl ?? pulumi.output(args.controlPlaneUrl).apply((url) => {
-      const u = new URL(url);
-      u.protocol = u.protocol === 'http:' ? 'ws:' : 'wss:';
-      u.pathname = `${u.pathname.replace(/\/+$/, '')}${TUNNEL_PATH}`;
-      return u.toString();
-    });
-    const credentials = new k8s.core.v1.Secret(`${name}-credentials`, {
-      metadata: { name: CREDENTIALS_SECRET, namespace: RUNTIME_NAMESPACE, labels: { 'app.kubernetes.io/part-of': 'hosted-runtime' } },
-      type: 'Opaque',
-      stringData: {
-        [CREDENTIAL_KEYS.token]: pulumi.secret(args.runtimeToken),
-        [CREDENTIAL_KEYS.tunnelUrl]: tunnelUrl,
-        [CREDENTIAL_KEYS.controlPlaneUrl]: args.controlPlaneUrl,
-        [CREDENTIAL_KEYS.publicKey]: args.controlPlanePublicKey,
+    const tunnelUrl =
+      args.tunnelUrl ??
+      pulumi.output(args.controlPlaneUrl).apply((url) => {
+        const u = new URL(url);
+        u.protocol = u.protocol === 'http:' ? 'ws:' : 'wss:';
+        u.pathname = `${u.pathname.replace(/\/+$/, '')}${TUNNEL_PATH}`;
+        return u.toString();
+      });
+    const credentials = new k8s.core.v1.Secret(
+      `${name}-credentials`,
+      {
+        metadata: {
+          name: CREDENTIALS_SECRET,
+          namespace: RUNTIME_NAMESPACE,
+          labels: { 'app.kubernetes.io/part-of': 'hosted-runtime' },
+        },
+        type: 'Opaque',
+        stringData: {
+          [CREDENTIAL_KEYS.token]: pulumi.secret(args.runtimeToken),
+          [CREDENTIAL_KEYS.tunnelUrl]: tunnelUrl,
+          [CREDENTIAL_KEYS.controlPlaneUrl]: args.controlPlaneUrl,
+          [CREDENTIAL_KEYS.publicKey]: args.controlPlanePublicKey,
+        },
       },
-    }, { ...child, dependsOn: [namespace], additionalSecretOutputs: ['stringData', 'data'] });
+      { ...child, dependsOn: [namespace], additionalSecretOutputs: ['stringData', 'data'] },
+    );
 
     for (const agent of AGENTS) {
       createAgentWorkload({
@@ -131,27 +172,32 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
         imageRepository: args.agentImageRepository ?? DEFAULT_AGENT_IMAGE_REPOSITORY,
         imageTag: pins.agents,
         parent: this,
-        dependsOn: agent.name === 'event-reporter'
-          ? [namespace, credentials, versions, releases.argoCd, releases.argoRollouts, releases.argoWorkflows]
-          : [namespace, credentials, versions],
+        dependsOn:
+          agent.name === 'event-reporter'
+            ? [namespace, credentials, versions, releases.argoCd, releases.argoRollouts, releases.argoWorkflows]
+            : [namespace, credentials, versions],
       });
     }
 
     for (const cluster of args.managedClusters ?? []) {
-      new k8s.core.v1.Secret(`${name}-cluster-${cluster.name}`, {
-        metadata: {
-          name: clusterSecretName(cluster),
-          namespace: ARGO_CD_NAMESPACE,
-          labels: { [CLUSTER_SECRET_LABEL]: 'cluster', 'app.kubernetes.io/part-of': 'hosted-runtime' },
+      new k8s.core.v1.Secret(
+        `${name}-cluster-${cluster.name}`,
+        {
+          metadata: {
+            name: clusterSecretName(cluster),
+            namespace: ARGO_CD_NAMESPACE,
+            labels: { [CLUSTER_SECRET_LABEL]: 'cluster', 'app.kubernetes.io/part-of': 'hosted-runtime' },
+          },
+          type: 'Opaque',
+          stringData: {
+            name: cluster.name,
+            server: cluster.server,
+            ...(cluster.namespaces?.length ? { namespaces: cluster.namespaces.join(',') } : {}),
+            config: pulumi.secret(pulumi.output(cluster.config).apply((c) => JSON.stringify(c))),
+          },
         },
-        type: 'Opaque',
-        stringData: {
-          name: cluster.name,
-          server: cluster.server,
-          ...(cluster.namespaces?.length ? { namespaces: cluster.namespaces.join(',') } : {}),
-          config: pulumi.secret(pulumi.output(cluster.config).apply((c) => JSON.stringify(c))),
-        },
-      }, { ...child, dependsOn: [releases.argoCd], additionalSecretOutputs: ['stringData', 'data'] });
+        { ...child, dependsOn: [releases.argoCd], additionalSecretOutputs: ['stringData', 'data'] },
+      );
     }
 
     this.runtimeVersion = pulumi.output(entry.version);

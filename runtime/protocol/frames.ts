@@ -189,10 +189,17 @@ export function encodeFrame(frame: Frame): Buffer {
  * least HEADER_BYTES + bytes, and returns the frame, a view of `target`: the sender gathers
  * several body chunks into one frame and reuses frame buffers instead of allocating per chunk.
  */
-export function encodeDataFrameInto(target: Buffer, streamId: number, pieces: readonly Buffer[], bytes: number): Buffer {
-  if (!Number.isInteger(streamId) || streamId <= 0 || streamId > MAX_STREAM_ID) throw new RangeError(`stream id ${streamId} is out of range`);
+export function encodeDataFrameInto(
+  target: Buffer,
+  streamId: number,
+  pieces: readonly Buffer[],
+  bytes: number,
+): Buffer {
+  if (!Number.isInteger(streamId) || streamId <= 0 || streamId > MAX_STREAM_ID)
+    throw new RangeError(`stream id ${streamId} is out of range`);
   const n = HEADER_BYTES + bytes;
-  if (target.length < n) throw new RangeError(`frame buffer of ${target.length} bytes is too small for ${bytes} bytes of data`);
+  if (target.length < n)
+    throw new RangeError(`frame buffer of ${target.length} bytes is too small for ${bytes} bytes of data`);
   target[0] = PROTOCOL_VERSION;
   target[1] = FrameType.data;
   target.writeUInt32BE(streamId, 2);
@@ -209,7 +216,8 @@ function parseJson(payload: Buffer, what: string): Record<string, unknown> {
   } catch {
     throw new ProtocolError(`${what} payload is not valid JSON`);
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ProtocolError(`${what} payload is not an object`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new ProtocolError(`${what} payload is not an object`);
   return value as Record<string, unknown>;
 }
 
@@ -221,10 +229,13 @@ function headerList(value: unknown, what: string): HeaderList {
   if (!Array.isArray(value)) throw new ProtocolError(`${what}.headers is not a list`);
   const out: HeaderList = [];
   for (const pair of value as unknown[]) {
-    if (!Array.isArray(pair) || pair.length !== 2) throw new ProtocolError(`${what}.headers holds an entry that is not a [name, value] pair`);
+    if (!Array.isArray(pair) || pair.length !== 2)
+      throw new ProtocolError(`${what}.headers holds an entry that is not a [name, value] pair`);
     const [name, v] = pair as [unknown, unknown];
-    if (typeof name !== 'string' || !TOKEN_RE.test(name)) throw new ProtocolError(`${what}.headers holds an invalid header name`);
-    if (typeof v !== 'string' || !VALUE_RE.test(v)) throw new ProtocolError(`${what}.headers holds an invalid value for '${name}'`);
+    if (typeof name !== 'string' || !TOKEN_RE.test(name))
+      throw new ProtocolError(`${what}.headers holds an invalid header name`);
+    if (typeof v !== 'string' || !VALUE_RE.test(v))
+      throw new ProtocolError(`${what}.headers holds an invalid value for '${name}'`);
     out.push([name.toLowerCase(), v]);
   }
   return out;
@@ -232,14 +243,17 @@ function headerList(value: unknown, what: string): HeaderList {
 
 function positiveInt(obj: Record<string, unknown>, key: string, what: string): number {
   const v = obj[key];
-  if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0 || v > MAX_STREAM_ID) throw new ProtocolError(`${what}.${key} is not a positive integer`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0 || v > MAX_STREAM_ID)
+    throw new ProtocolError(`${what}.${key} is not a positive integer`);
   return v;
 }
 
 /** Decodes one WebSocket message; throws ProtocolError for anything malformed. `data` chunks share memory with `buf`. */
 export function decodeFrame(buf: Buffer): Frame {
-  if (buf.length < HEADER_BYTES) throw new ProtocolError(`frame of ${buf.length} bytes is shorter than the ${HEADER_BYTES}-byte header`);
-  if (buf[0] !== PROTOCOL_VERSION) throw new ProtocolError(`frame has protocol version ${buf[0]}; this end speaks ${PROTOCOL_VERSION}`);
+  if (buf.length < HEADER_BYTES)
+    throw new ProtocolError(`frame of ${buf.length} bytes is shorter than the ${HEADER_BYTES}-byte header`);
+  if (buf[0] !== PROTOCOL_VERSION)
+    throw new ProtocolError(`frame has protocol version ${buf[0]}; this end speaks ${PROTOCOL_VERSION}`);
   const type = buf[1];
   const streamId = buf.readUInt32BE(2);
   const payload = buf.subarray(HEADER_BYTES);
@@ -257,19 +271,31 @@ export function decodeFrame(buf: Buffer): Frame {
           window: positiveInt(o, 'window', 'hello'),
           maxMessageBytes: positiveInt(o, 'maxMessageBytes', 'hello'),
           maxStreams: positiveInt(o, 'maxStreams', 'hello'),
-          ...(Array.isArray(o.features) ? { features: (o.features as unknown[]).filter((f): f is string => typeof f === 'string' && f.length <= 64).slice(0, 32) } : {}),
+          ...(Array.isArray(o.features)
+            ? {
+                features: (o.features as unknown[])
+                  .filter((f): f is string => typeof f === 'string' && f.length <= 64)
+                  .slice(0, 32),
+              }
+            : {}),
         },
       };
     }
     case FrameType.goaway: {
       if (streamId !== 0) throw new ProtocolError('goaway must use stream id 0');
       const o = parseJson(payload, 'goaway');
-      return { type: 'goaway', streamId: 0, message: typeof o.message === 'string' ? o.message.slice(0, 1024) : '', reconnect: o.reconnect !== false };
+      return {
+        type: 'goaway',
+        streamId: 0,
+        message: typeof o.message === 'string' ? o.message.slice(0, 1024) : '',
+        reconnect: o.reconnect !== false,
+      };
     }
     case FrameType.open: {
       const o = parseJson(payload, 'open');
       const { method, path } = o;
-      if (typeof method !== 'string' || !TOKEN_RE.test(method)) throw new ProtocolError('open.method is not an HTTP method');
+      if (typeof method !== 'string' || !TOKEN_RE.test(method))
+        throw new ProtocolError('open.method is not an HTTP method');
       if (typeof path !== 'string' || !path.startsWith('/') || !VALUE_RE.test(path) || /\s/.test(path)) {
         throw new ProtocolError('open.path must start with / and hold no whitespace');
       }

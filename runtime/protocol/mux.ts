@@ -155,7 +155,10 @@ export class TunnelStream extends EventEmitter<StreamEvents> {
     this.#sendCredit = sendCredit;
     this.#recvRemaining = mux.options.window;
     this.body = new IncomingBody(this, Math.min(64 * 1024, mux.options.window));
-    this.#idle = setTimeout(() => this.reset(ResetCode.idle, `no traffic on the stream for ${mux.options.idleTimeoutMs} ms`), mux.options.idleTimeoutMs);
+    this.#idle = setTimeout(
+      () => this.reset(ResetCode.idle, `no traffic on the stream for ${mux.options.idleTimeoutMs} ms`),
+      mux.options.idleTimeoutMs,
+    );
     this.#idle.unref();
   }
 
@@ -329,7 +332,10 @@ export class TunnelStream extends EventEmitter<StreamEvents> {
         }
         this.#responded = true;
         if (headBytes(frame.head) > this.#mux.options.maxHeaderBytes) {
-          this.reset(ResetCode.headersTooLarge, `response head of ${headBytes(frame.head)} bytes is larger than the limit of ${this.#mux.options.maxHeaderBytes} bytes`);
+          this.reset(
+            ResetCode.headersTooLarge,
+            `response head of ${headBytes(frame.head)} bytes is larger than the limit of ${this.#mux.options.maxHeaderBytes} bytes`,
+          );
           return;
         }
         this.emit('response', frame.head);
@@ -340,7 +346,10 @@ export class TunnelStream extends EventEmitter<StreamEvents> {
           return;
         }
         if (frame.chunk.length > this.#recvRemaining) {
-          this.reset(ResetCode.flowControl, `peer sent ${frame.chunk.length} bytes with ${this.#recvRemaining} bytes of credit`);
+          this.reset(
+            ResetCode.flowControl,
+            `peer sent ${frame.chunk.length} bytes with ${this.#recvRemaining} bytes of credit`,
+          );
           return;
         }
         this.#recvRemaining -= frame.chunk.length;
@@ -449,7 +458,13 @@ export class Mux extends EventEmitter<MuxEvents> {
     this.send({
       type: 'hello',
       streamId: 0,
-      hello: { version: PROTOCOL_VERSION, window: this.options.window, maxMessageBytes: this.options.maxMessageBytes, maxStreams: this.options.maxStreams, features: [...FEATURES] },
+      hello: {
+        version: PROTOCOL_VERSION,
+        window: this.options.window,
+        maxMessageBytes: this.options.maxMessageBytes,
+        maxStreams: this.options.maxStreams,
+        features: [...FEATURES],
+      },
     });
   }
 
@@ -533,10 +548,20 @@ export class Mux extends EventEmitter<MuxEvents> {
   open(head: RequestHead): TunnelStream {
     if (this.options.role !== 'server') throw new Error('only the server opens streams');
     const peer = this.#peer;
-    if (!peer || this.#closed) throw new TunnelStreamError(ResetCode.connectionLost, 'the tunnel is not connected', false);
-    if (this.#draining) throw new TunnelStreamError(ResetCode.connectionLost, 'the tunnel is draining; the runtime is reconnecting', false);
+    if (!peer || this.#closed)
+      throw new TunnelStreamError(ResetCode.connectionLost, 'the tunnel is not connected', false);
+    if (this.#draining)
+      throw new TunnelStreamError(
+        ResetCode.connectionLost,
+        'the tunnel is draining; the runtime is reconnecting',
+        false,
+      );
     if (this.#streams.size >= this.maxStreams) {
-      throw new TunnelStreamError(ResetCode.refused, `the tunnel already carries its maximum of ${this.maxStreams} concurrent requests`, false);
+      throw new TunnelStreamError(
+        ResetCode.refused,
+        `the tunnel already carries its maximum of ${this.maxStreams} concurrent requests`,
+        false,
+      );
     }
     const err = this.checkHead(head);
     if (err) throw new TunnelStreamError(ResetCode.headersTooLarge, err, false);
@@ -552,9 +577,11 @@ export class Mux extends EventEmitter<MuxEvents> {
   /** Returns why `head` may not be sent, or null. */
   checkHead(head: RequestHead | ResponseHead): string | null {
     const bytes = headBytes(head);
-    if (bytes > this.options.maxHeaderBytes) return `head of ${bytes} bytes is larger than the limit of ${this.options.maxHeaderBytes} bytes`;
+    if (bytes > this.options.maxHeaderBytes)
+      return `head of ${bytes} bytes is larger than the limit of ${this.options.maxHeaderBytes} bytes`;
     const peerMax = this.#peer?.maxMessageBytes ?? this.options.maxMessageBytes;
-    if (headMessageBytes(bytes) > peerMax) return `head of ${bytes} bytes does not fit the peer's message limit of ${peerMax} bytes`;
+    if (headMessageBytes(bytes) > peerMax)
+      return `head of ${bytes} bytes does not fit the peer's message limit of ${peerMax} bytes`;
     return null;
   }
 
@@ -610,7 +637,8 @@ export class Mux extends EventEmitter<MuxEvents> {
   }
 
   close(code: number, reason: string): void {
-    if (this.#ws.readyState === this.#ws.OPEN || this.#ws.readyState === this.#ws.CONNECTING) this.#ws.close(code, reason);
+    if (this.#ws.readyState === this.#ws.OPEN || this.#ws.readyState === this.#ws.CONNECTING)
+      this.#ws.close(code, reason);
     this.#shutdown(`the tunnel closed (${code} ${reason})`);
   }
 
@@ -705,12 +733,22 @@ export class Mux extends EventEmitter<MuxEvents> {
       return;
     }
     if (this.#streams.size >= this.options.maxStreams) {
-      this.send({ type: 'reset', streamId: id, code: ResetCode.refused, message: `the runtime already serves its maximum of ${this.options.maxStreams} concurrent requests` });
+      this.send({
+        type: 'reset',
+        streamId: id,
+        code: ResetCode.refused,
+        message: `the runtime already serves its maximum of ${this.options.maxStreams} concurrent requests`,
+      });
       return;
     }
     const bytes = headBytes(head);
     if (bytes > this.options.maxHeaderBytes) {
-      this.send({ type: 'reset', streamId: id, code: ResetCode.headersTooLarge, message: `request head of ${bytes} bytes is larger than the runtime's limit of ${this.options.maxHeaderBytes} bytes` });
+      this.send({
+        type: 'reset',
+        streamId: id,
+        code: ResetCode.headersTooLarge,
+        message: `request head of ${bytes} bytes is larger than the runtime's limit of ${this.options.maxHeaderBytes} bytes`,
+      });
       return;
     }
     const stream = new TunnelStream(this, id, peer.window);

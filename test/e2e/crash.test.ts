@@ -34,55 +34,112 @@ await provisioningSuite(t, async (e2e, root) => {
     const ns = `tenant-${tenantId}`;
     // Wait until the engine is in the middle of the vcluster's Helm install: its release record
     // exists and is still pending (Helm waits for the control plane to become ready).
-    await until('the vcluster Helm install to be under way', 180_000, async () => {
-      if (!(await exists(() => root.core.readNamespace({ name: ns })))) return false;
-      const pending = await root.core.listNamespacedSecret({ namespace: ns, labelSelector: 'owner=helm,name=vcluster,status=pending-install' });
-      return pending.items.length > 0;
-    }, 100);
+    await until(
+      'the vcluster Helm install to be under way',
+      180_000,
+      async () => {
+        if (!(await exists(() => root.core.readNamespace({ name: ns })))) return false;
+        const pending = await root.core.listNamespacedSecret({
+          namespace: ns,
+          labelSelector: 'owner=helm,name=vcluster,status=pending-install',
+        });
+        return pending.items.length > 0;
+      },
+      100,
+    );
     const killedAt = Date.now();
     await e2e.provisioner.process.kill();
-    await t.rejects(fetch(`${e2e.provisioner.url}/healthz`), 'the provisioner, killed with SIGKILL in the middle of the up, no longer answers');
-    t.equal((await e2e.api.operation(signup.operationId).catch(() => undefined)), undefined, 'the API is down');
+    await t.rejects(
+      fetch(`${e2e.provisioner.url}/healthz`),
+      'the provisioner, killed with SIGKILL in the middle of the up, no longer answers',
+    );
+    t.equal(await e2e.api.operation(signup.operationId).catch(() => undefined), undefined, 'the API is down');
 
     await e2e.restartProvisioner();
     // The recovery's own lines, shown whatever happens next.
-    const recovery = await until('the restarted provisioner to finish its recovery', PROVISION_TIMEOUT, async () => {
-      const lines = await e2e.api.logLines(signup.operationId);
-      return lines.some((l) => l.startsWith('recovery: done')) ? lines.filter((l) => l.startsWith('recovery:')) : undefined;
-    }, 500);
+    const recovery = await until(
+      'the restarted provisioner to finish its recovery',
+      PROVISION_TIMEOUT,
+      async () => {
+        const lines = await e2e.api.logLines(signup.operationId);
+        return lines.some((l) => l.startsWith('recovery: done'))
+          ? lines.filter((l) => l.startsWith('recovery:'))
+          : undefined;
+      },
+      500,
+    );
     for (const line of recovery) t.comment(line);
     const ready = await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
     e2e.timing('crash → restart → Ready', (Date.now() - killedAt) / 1000);
     t.equal(ready.status.runtimeVersion, VERSION, 'the tenant is Ready on its version');
 
     const ops = await e2e.api.operations(tenantId);
-    t.notOk(ops.some((o) => o.state === 'running' || o.state === 'queued'), 'no operation is left open');
+    t.notOk(
+      ops.some((o) => o.state === 'running' || o.state === 'queued'),
+      'no operation is left open',
+    );
     const finishing = ops.find((o) => o.state === 'succeeded');
     t.ok(finishing, 'an operation succeeded after the restart');
     const lines = await e2e.api.logLines(finishing!.id);
-    t.ok(lines.some((l) => /recovery: operation .* did not finish/.test(l)), 'the log records the recovery');
-    t.ok(lines.some((l) => l.startsWith('recovery: cancel')), 'the stale lock was cleared');
-    t.ok(lines.some((l) => l.startsWith('recovery: refresh --clear-pending-creates')), 'pending creates were cleared');
-    t.ok(lines.some((l) => /^recovery: Helm release .*: removed record\(s\) sh\.helm\.release\.v1\.vcluster\.v1 \(pending-install\)/.test(l)),
-      'the pending Helm record of the interrupted install was removed');
+    t.ok(
+      lines.some((l) => /recovery: operation .* did not finish/.test(l)),
+      'the log records the recovery',
+    );
+    t.ok(
+      lines.some((l) => l.startsWith('recovery: cancel')),
+      'the stale lock was cleared',
+    );
+    t.ok(
+      lines.some((l) => l.startsWith('recovery: refresh --clear-pending-creates')),
+      'pending creates were cleared',
+    );
+    t.ok(
+      lines.some((l) =>
+        /^recovery: Helm release .*: removed record\(s\) sh\.helm\.release\.v1\.vcluster\.v1 \(pending-install\)/.test(
+          l,
+        ),
+      ),
+      'the pending Helm record of the interrupted install was removed',
+    );
 
-    const exported = JSON.parse((await e2e.pulumi(['stack', 'export', '--stack', `organization/tenants/tenant-${tenantId}`])).stdout) as StackExport;
+    const exported = JSON.parse(
+      (await e2e.pulumi(['stack', 'export', '--stack', `organization/tenants/tenant-${tenantId}`])).stdout,
+    ) as StackExport;
     t.same(exported.deployment?.pending_operations ?? [], [], 'the stack has no pending operations');
     const resources = exported.deployment?.resources ?? [];
     t.ok(resources.length > 20, `the stack holds the tenant's resources (${resources.length})`);
     const urns = resources.filter((r) => !r.delete).map((r) => r.urn);
     t.equal(new Set(urns).size, urns.length, 'no resource is in the stack twice');
     const locks = await e2e.db.pool.query<{ key: string }>(`SELECT key FROM pulumi_state WHERE key LIKE '%/locks/%'`);
-    t.same(locks.rows.map((r) => r.key), [], 'no lock is left in the state backend');
+    t.same(
+      locks.rows.map((r) => r.key),
+      [],
+      'no lock is left in the state backend',
+    );
 
     // And in the clusters: one vcluster, one Helm release record of it, one of each runtime release.
     const sets = await root.apps.listNamespacedStatefulSet({ namespace: ns });
-    t.same(sets.items.map((s) => s.metadata?.name), ['vcluster'], 'one vcluster StatefulSet on the root');
-    const releases = await root.core.listNamespacedSecret({ namespace: ns, labelSelector: 'owner=helm,name=vcluster,status=deployed' });
+    t.same(
+      sets.items.map((s) => s.metadata?.name),
+      ['vcluster'],
+      'one vcluster StatefulSet on the root',
+    );
+    const releases = await root.core.listNamespacedSecret({
+      namespace: ns,
+      labelSelector: 'owner=helm,name=vcluster,status=deployed',
+    });
     t.equal(releases.items.length, 1, 'one deployed Helm release of the vcluster');
     const vc = kube(await e2e.tenantKubeconfig(tenantId));
-    for (const [namespace, release] of [['argocd', 'argocd'], ['argo', 'argo-workflows'], ['argo-rollouts', 'argo-rollouts'], ['argo-events', 'argo-events']] as const) {
-      const deployed = await vc.core.listNamespacedSecret({ namespace, labelSelector: `owner=helm,name=${release},status=deployed` });
+    for (const [namespace, release] of [
+      ['argocd', 'argocd'],
+      ['argo', 'argo-workflows'],
+      ['argo-rollouts', 'argo-rollouts'],
+      ['argo-events', 'argo-events'],
+    ] as const) {
+      const deployed = await vc.core.listNamespacedSecret({
+        namespace,
+        labelSelector: `owner=helm,name=${release},status=deployed`,
+      });
       t.equal(deployed.items.length, 1, `one deployed Helm release ${release} in the vcluster`);
     }
     const agents = await vc.apps.listNamespacedDeployment({ namespace: 'hosted-runtime' });
@@ -95,15 +152,28 @@ await provisioningSuite(t, async (e2e, root) => {
     const tenantId = signup.tenant.id;
     const ns = `tenant-${tenantId}`;
     await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
-    const accepted = await e2e.api.expect<{ operationId: string }>(202, 'POST', `/v1/tenants/${tenantId}/upgrade`, { version: UPGRADE_TO });
+    const accepted = await e2e.api.expect<{ operationId: string }>(202, 'POST', `/v1/tenants/${tenantId}/upgrade`, {
+      version: UPGRADE_TO,
+    });
     // Kill while Helm upgrades the vcluster release: its new revision's record is pending-upgrade.
-    await until('the vcluster Helm upgrade to be under way', 180_000, async () => {
-      const pending = await root.core.listNamespacedSecret({ namespace: ns, labelSelector: 'owner=helm,name=vcluster,status=pending-upgrade' });
-      return pending.items.length > 0;
-    }, 100);
+    await until(
+      'the vcluster Helm upgrade to be under way',
+      180_000,
+      async () => {
+        const pending = await root.core.listNamespacedSecret({
+          namespace: ns,
+          labelSelector: 'owner=helm,name=vcluster,status=pending-upgrade',
+        });
+        return pending.items.length > 0;
+      },
+      100,
+    );
     const killedAt = Date.now();
     await e2e.provisioner.process.kill();
-    await t.rejects(fetch(`${e2e.provisioner.url}/healthz`), 'the provisioner, killed with SIGKILL in the middle of the upgrade, no longer answers');
+    await t.rejects(
+      fetch(`${e2e.provisioner.url}/healthz`),
+      'the provisioner, killed with SIGKILL in the middle of the upgrade, no longer answers',
+    );
 
     await e2e.restartProvisioner();
     const ready = await until(`the tenant on ${UPGRADE_TO}`, PROVISION_TIMEOUT, async () => {
@@ -114,17 +184,38 @@ await provisioningSuite(t, async (e2e, root) => {
     t.equal(ready.status.previousRuntimeVersion, VERSION, 'the upgrade completed');
     const lines = await e2e.api.logLines(accepted.operationId);
     for (const line of lines.filter((l) => l.startsWith('recovery:'))) t.comment(line);
-    t.ok(lines.some((l) => /^recovery: \d+ pending operation\(s\) in the stack: .*updating kubernetes:helm\.sh\/v3:Release/.test(l)), 'recovery saw the interrupted update');
-    t.ok(lines.some((l) => /^recovery: Helm release .*\/vcluster: removed record\(s\) sh\.helm\.release\.v1\.vcluster\.v2 \(pending-upgrade\)$/.test(l)),
-      'only the pending revision of the vcluster release was removed');
+    t.ok(
+      lines.some((l) =>
+        /^recovery: \d+ pending operation\(s\) in the stack: .*updating kubernetes:helm\.sh\/v3:Release/.test(l),
+      ),
+      'recovery saw the interrupted update',
+    );
+    t.ok(
+      lines.some((l) =>
+        /^recovery: Helm release .*\/vcluster: removed record\(s\) sh\.helm\.release\.v1\.vcluster\.v2 \(pending-upgrade\)$/.test(
+          l,
+        ),
+      ),
+      'only the pending revision of the vcluster release was removed',
+    );
 
     const records = await root.core.listNamespacedSecret({ namespace: ns, labelSelector: 'owner=helm,name=vcluster' });
     const statuses = records.items.map((r) => r.metadata?.labels?.status).sort();
-    t.same(statuses, ['deployed', 'superseded'], 'the release history: the first install superseded, the upgrade deployed');
+    t.same(
+      statuses,
+      ['deployed', 'superseded'],
+      'the release history: the first install superseded, the upgrade deployed',
+    );
     const sts = await root.apps.readNamespacedStatefulSet({ name: 'vcluster', namespace: ns });
     const toPins = catalog.get(UPGRADE_TO)!.components;
-    t.equal(sts.metadata?.annotations?.['e2e.hosted-runtimes/chart-version'], toPins.vcluster, `the vcluster runs chart ${toPins.vcluster}`);
-    const exported = JSON.parse((await e2e.pulumi(['stack', 'export', '--stack', `organization/tenants/tenant-${tenantId}`])).stdout) as StackExport;
+    t.equal(
+      sts.metadata?.annotations?.['e2e.hosted-runtimes/chart-version'],
+      toPins.vcluster,
+      `the vcluster runs chart ${toPins.vcluster}`,
+    );
+    const exported = JSON.parse(
+      (await e2e.pulumi(['stack', 'export', '--stack', `organization/tenants/tenant-${tenantId}`])).stdout,
+    ) as StackExport;
     t.same(exported.deployment?.pending_operations ?? [], [], 'the stack has no pending operations');
   });
 
@@ -136,27 +227,54 @@ await provisioningSuite(t, async (e2e, root) => {
     await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
     await e2e.api.expect(202, 'DELETE', `/v1/tenants/${tenantId}`);
     // Kill while the destroy runs: Helm is uninstalling the vcluster release or the namespace is terminating.
-    await until('the destroy to be under way', 180_000, async () => {
-      const uninstalling = await root.core.listNamespacedSecret({ namespace: ns, labelSelector: 'owner=helm,name=vcluster,status=uninstalling' }).catch(() => undefined);
-      if (uninstalling && uninstalling.items.length > 0) return true;
-      const namespace = await root.core.readNamespace({ name: ns }).catch(() => undefined);
-      return namespace?.metadata?.deletionTimestamp !== undefined;
-    }, 100);
+    await until(
+      'the destroy to be under way',
+      180_000,
+      async () => {
+        const uninstalling = await root.core
+          .listNamespacedSecret({ namespace: ns, labelSelector: 'owner=helm,name=vcluster,status=uninstalling' })
+          .catch(() => undefined);
+        if (uninstalling && uninstalling.items.length > 0) return true;
+        const namespace = await root.core.readNamespace({ name: ns }).catch(() => undefined);
+        return namespace?.metadata?.deletionTimestamp !== undefined;
+      },
+      100,
+    );
     const killedAt = Date.now();
     await e2e.provisioner.process.kill();
-    await t.rejects(fetch(`${e2e.provisioner.url}/healthz`), 'the provisioner, killed with SIGKILL in the middle of the destroy, no longer answers');
+    await t.rejects(
+      fetch(`${e2e.provisioner.url}/healthz`),
+      'the provisioner, killed with SIGKILL in the middle of the destroy, no longer answers',
+    );
 
     await e2e.restartProvisioner();
     const tombstone = await e2e.api.waitForPhase(tenantId, 'Deleted', PROVISION_TIMEOUT);
     e2e.timing('crash during delete → restart → Deleted', (Date.now() - killedAt) / 1000);
     t.ok(tombstone.deletedAt, 'the tenant is a tombstone');
     const ops = await e2e.api.operations(tenantId);
-    t.notOk(ops.some((o) => o.state === 'running' || o.state === 'queued'), 'no operation is left open');
+    t.notOk(
+      ops.some((o) => o.state === 'running' || o.state === 'queued'),
+      'no operation is left open',
+    );
     const lines = await e2e.api.logLines(ops[0]!.id);
-    t.ok(lines.some((l) => /recovery: operation .* did not finish/.test(l)), 'the delete ran again through recovery');
-    await until(`namespace ${ns} to be gone`, 60_000, async () => !(await exists(() => root.core.readNamespace({ name: ns }))));
+    t.ok(
+      lines.some((l) => /recovery: operation .* did not finish/.test(l)),
+      'the delete ran again through recovery',
+    );
+    await until(
+      `namespace ${ns} to be gone`,
+      60_000,
+      async () => !(await exists(() => root.core.readNamespace({ name: ns }))),
+    );
     t.notOk(await exists(() => root.core.readNamespace({ name: ns })), 'the namespace is gone from the root');
-    const keys = await e2e.db.pool.query<{ key: string }>(`SELECT key FROM pulumi_state WHERE key LIKE '%/' || $1 || '%'`, [stack]);
-    t.same(keys.rows.map((r) => r.key), [], 'nothing of the stack is left in the state backend');
+    const keys = await e2e.db.pool.query<{ key: string }>(
+      `SELECT key FROM pulumi_state WHERE key LIKE '%/' || $1 || '%'`,
+      [stack],
+    );
+    t.same(
+      keys.rows.map((r) => r.key),
+      [],
+      'nothing of the stack is left in the state backend',
+    );
   });
 });

@@ -20,8 +20,13 @@ await provisioningSuite(t, async (e2e, root) => {
     const namespace = `tenant-${gone.tenant.id}`;
     const stack = `tenant-${gone.tenant.id}`;
     // The DIY backend keeps one row per object: the stack itself is `.pulumi/stacks/tenants/<stack>.json`.
-    const stackKeys = async () => (await e2e.db.pool.query<{ key: string }>(
-      `SELECT key FROM pulumi_state WHERE key LIKE '%/' || $1 || '%' ORDER BY key`, [stack])).rows.map((r) => r.key);
+    const stackKeys = async () =>
+      (
+        await e2e.db.pool.query<{ key: string }>(
+          `SELECT key FROM pulumi_state WHERE key LIKE '%/' || $1 || '%' ORDER BY key`,
+          [stack],
+        )
+      ).rows.map((r) => r.key);
     const isStackFile = (k: string) => k.endsWith(`/${stack}.json`);
     t.ok((await stackKeys()).some(isStackFile), 'the stack is in the state backend (pulumi_state) before the delete');
     t.match((await e2e.pulumi(['stack', 'ls', '--all', '--json'])).stdout, stack, 'and pulumi stack ls lists it');
@@ -32,19 +37,40 @@ await provisioningSuite(t, async (e2e, root) => {
     const tombstone = await e2e.api.waitForPhase(gone.tenant.id, 'Deleted', PROVISION_TIMEOUT);
     const seconds = (Date.now() - started) / 1000;
     e2e.timing('delete', seconds);
-    t.ok(seconds < 240, `delete took ${seconds.toFixed(1)} s (bound checked: < 240 s; the target is in docs/benchmarks.md)`);
+    t.ok(
+      seconds < 240,
+      `delete took ${seconds.toFixed(1)} s (bound checked: < 240 s; the target is in docs/benchmarks.md)`,
+    );
     t.ok(tombstone.deletedAt, 'the tenant is a tombstone with deletedAt');
     t.equal(tombstone.spec.deleted, true);
 
-    await until(`namespace ${namespace} to be gone`, 60_000, async () => !(await exists(() => root.core.readNamespace({ name: namespace }))));
-    t.notOk(await exists(() => root.core.readNamespace({ name: namespace })), 'the tenant namespace is gone from the root');
+    await until(
+      `namespace ${namespace} to be gone`,
+      60_000,
+      async () => !(await exists(() => root.core.readNamespace({ name: namespace }))),
+    );
+    t.notOk(
+      await exists(() => root.core.readNamespace({ name: namespace })),
+      'the tenant namespace is gone from the root',
+    );
     const left = await stackKeys();
     t.notOk(left.some(isStackFile), 'the stack is gone from the backend (pulumi_state)');
-    t.notOk(left.some((k) => k.includes('/locks/')), 'no lock of the stack is left');
-    t.notMatch((await e2e.pulumi(['stack', 'ls', '--all', '--json'])).stdout, stack, 'pulumi stack ls no longer lists it');
+    t.notOk(
+      left.some((k) => k.includes('/locks/')),
+      'no lock of the stack is left',
+    );
+    t.notMatch(
+      (await e2e.pulumi(['stack', 'ls', '--all', '--json'])).stdout,
+      stack,
+      'pulumi stack ls no longer lists it',
+    );
     t.same(left, [], 'no backup or history object of the stack is left in pulumi_state');
-    t.ok((await e2e.api.logLines(tombstone.status.lastOperationId!)).some((l) => /removed \d+ backup\/history object\(s\) of the stack/.test(l)),
-      'the delete operation log says the leftovers were removed');
+    t.ok(
+      (await e2e.api.logLines(tombstone.status.lastOperationId!)).some((l) =>
+        /removed \d+ backup\/history object\(s\) of the stack/.test(l),
+      ),
+      'the delete operation log says the leftovers were removed',
+    );
     const own = await e2e.api.withToken(gone.apiKey).request('GET', `/v1/tenants/${gone.tenant.id}`);
     t.equal(own.status, 401, "the deleted tenant's key is revoked");
 

@@ -39,7 +39,13 @@ const { provider } = require('./fixtures/configmap-provider.cjs') as { provider:
 const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-engine-'));
 const toolchain = toolchainFrom(bin);
 const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
-const root = await startKubeControlPlane(toolchain, { name: 'engine', dir: join(dir, 'root'), etcdUrl: etcd.url, etcdPrefix: '/engine', nodes: 1 });
+const root = await startKubeControlPlane(toolchain, {
+  name: 'engine',
+  dir: join(dir, 'root'),
+  etcdUrl: etcd.url,
+  etcdPrefix: '/engine',
+  nodes: 1,
+});
 const db = await createTestDatabase();
 t.teardown(async () => {
   // The update killed on purpose leaves its provider plugin processes behind: end those too.
@@ -71,8 +77,24 @@ const dbUrl = new URL(db.url);
 dbUrl.searchParams.set('sslmode', 'disable'); // the test server has no TLS
 const tenantId = randomUUID();
 const plan = planStack(
-  { tenantId, organization: 'e2e', plan: 'free', runtimeVersion: '1.0.0', suspended: false, clusterName: 'engine', rootKubeconfig: '', runtimeToken: '' },
-  { dataDir: join(dir, 'data'), backendUrl: backendUrlFor(undefined, dbUrl.toString()), secretsProvider: 'passphrase', passphrase: 'e2e-passphrase', pulumiHome: join(dir, 'pulumi-home'), stackConfig: () => ({}) },
+  {
+    tenantId,
+    organization: 'e2e',
+    plan: 'free',
+    runtimeVersion: '1.0.0',
+    suspended: false,
+    clusterName: 'engine',
+    rootKubeconfig: '',
+    runtimeToken: '',
+  },
+  {
+    dataDir: join(dir, 'data'),
+    backendUrl: backendUrlFor(undefined, dbUrl.toString()),
+    secretsProvider: 'passphrase',
+    passphrase: 'e2e-passphrase',
+    pulumiHome: join(dir, 'pulumi-home'),
+    stackConfig: () => ({}),
+  },
 );
 await mkdir(plan.workDir, { recursive: true });
 const api = { server: root.server, ca: root.ca.certPem, cert: root.admin.certPem, key: root.admin.keyPem };
@@ -88,9 +110,16 @@ class ConfigMap extends pulumi.dynamic.Resource {
 }
 
 const program = async () => {
-  const made = names.map((name, i) => new ConfigMap(name, {
-    ...api, name, namespace: 'default', data, createDelayMs: i === 1 ? createDelayMs : 0,
-  }));
+  const made = names.map(
+    (name, i) =>
+      new ConfigMap(name, {
+        ...api,
+        name,
+        namespace: 'default',
+        data,
+        createDelayMs: i === 1 ? createDelayMs : 0,
+      }),
+  );
   return { configMaps: made.map((m) => m.id) };
 };
 
@@ -99,23 +128,34 @@ async function stack(): Promise<Stack> {
   return LocalWorkspace.createOrSelectStack(
     { stackName: plan.stackName, projectName: plan.projectName, program },
     {
-      workDir: plan.workDir, pulumiHome: plan.envVars.PULUMI_HOME!, pulumiCommand, envVars: { ...plan.envVars, NODE_PATH: nodePath },
+      workDir: plan.workDir,
+      pulumiHome: plan.envVars.PULUMI_HOME!,
+      pulumiCommand,
+      envVars: { ...plan.envVars, NODE_PATH: nodePath },
       secretsProvider: plan.secretsProvider,
-      projectSettings: { name: plan.projectName, runtime: 'nodejs', backend: { url: plan.envVars.PULUMI_BACKEND_URL! } },
+      projectSettings: {
+        name: plan.projectName,
+        runtime: 'nodejs',
+        backend: { url: plan.envVars.PULUMI_BACKEND_URL! },
+      },
     },
   );
 }
 /** The ConfigMap, or undefined when the API server says 404; any other error fails the test. */
 async function configMap(name: string) {
-  return core.readNamespacedConfigMap({ name, namespace: 'default' }).then((c) => c, (err: unknown) => {
-    if (statusOf(err) === 404) return undefined;
-    throw err;
-  });
+  return core.readNamespacedConfigMap({ name, namespace: 'default' }).then(
+    (c) => c,
+    (err: unknown) => {
+      if (statusOf(err) === 404) return undefined;
+      throw err;
+    },
+  );
 }
 async function stackKeys(): Promise<string[]> {
   // The stack file itself (history and backups are kept by the backend on purpose).
   const { rows } = await db.pool.query<{ key: string }>(
-    `SELECT key::text AS key FROM pulumi_state WHERE key::text LIKE '%/stacks/%' AND position($1 in key::text) > 0`, [plan.stackName],
+    `SELECT key::text AS key FROM pulumi_state WHERE key::text LIKE '%/stacks/%' AND position($1 in key::text) > 0`,
+    [plan.stackName],
   );
   return rows.map((r) => r.key);
 }
@@ -126,7 +166,10 @@ t.test('up creates the resources in the API server and keeps the stack in the pr
   t.equal(res.summary.result, 'succeeded');
   t.same(res.summary.resourceChanges, { create: 3 }, 'the stack and its two ConfigMaps');
   for (const name of names) t.same((await configMap(name))?.data, { version: '1' }, `${name} exists with its data`);
-  t.ok((await stackKeys()).some((k) => k.endsWith('.json')), 'the stack is stored in the pulumi_state table');
+  t.ok(
+    (await stackKeys()).some((k) => k.endsWith('.json')),
+    'the stack is stored in the pulumi_state table',
+  );
   const again = await s.up();
   t.same(again.summary.resourceChanges, { same: 3 }, 'an unchanged up changes nothing');
 });
@@ -141,49 +184,92 @@ t.test('drift: a resource deleted by hand is found by refresh and restored by up
   t.ok(await configMap(names[0]!), 'restored');
 });
 
-t.test('a CLI killed mid-update leaves a stale lock; the recovery plan clears it and the next up converges', async (t) => {
-  const s = await stack();
-  data = { version: '2' };
-  createDelayMs = 0;
-  await core.deleteNamespacedConfigMap({ name: names[1]!, namespace: 'default' });
-  await s.refresh();
-  createDelayMs = 20_000; // the second ConfigMap's create hangs: a crash lands in the middle of it
-  const running = s.up().then(() => 'finished', (err: unknown) => err);
-  await until('the update to start creating', 60_000, async () => (await configMap(names[0]!))?.data?.version === '2');
-  const killed = spawnSync('pkill', ['-KILL', '-f', `pulumi up .*${plan.stackName}`]);
-  t.equal(killed.status, 0, 'the pulumi CLI process was killed');
-  t.not(await running, 'finished', 'the interrupted update did not finish');
+t.test(
+  'a CLI killed mid-update leaves a stale lock; the recovery plan clears it and the next up converges',
+  async (t) => {
+    const s = await stack();
+    data = { version: '2' };
+    createDelayMs = 0;
+    await core.deleteNamespacedConfigMap({ name: names[1]!, namespace: 'default' });
+    await s.refresh();
+    createDelayMs = 20_000; // the second ConfigMap's create hangs: a crash lands in the middle of it
+    const running = s.up().then(
+      () => 'finished',
+      (err: unknown) => err,
+    );
+    await until(
+      'the update to start creating',
+      60_000,
+      async () => (await configMap(names[0]!))?.data?.version === '2',
+    );
+    const killed = spawnSync('pkill', ['-KILL', '-f', `pulumi up .*${plan.stackName}`]);
+    t.equal(killed.status, 0, 'the pulumi CLI process was killed');
+    t.not(await running, 'finished', 'the interrupted update did not finish');
 
-  createDelayMs = 0;
-  const blocked = await s.up().then(() => undefined, (err: unknown) => err);
-  t.match(String(blocked), /locked|ConcurrentUpdate|currently being updated/i, 'the stack is locked by the dead update');
+    createDelayMs = 0;
+    const blocked = await s.up().then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    t.match(
+      String(blocked),
+      /locked|ConcurrentUpdate|currently being updated/i,
+      'the stack is locked by the dead update',
+    );
 
-  const steps = recoveryPlan();
-  t.same(steps.map((x) => x.step), ['cancel', 'release-helm', 'refresh']);
-  await s.cancel();
-  const pending = interruptedResources(await s.exportStack());
-  t.same(pending.map((p) => [p.operation, p.type]), [['creating', 'pulumi-nodejs:dynamic:Resource']], 'the export names the interrupted create');
-  t.same(await repairHelmReleases(pending), [], 'no Helm release to repair');
-  await s.refresh({ clearPendingCreates: true });
-  const up = await s.up();
-  t.equal(up.summary.result, 'succeeded', 'the next up succeeds');
-  const state = (await s.exportStack()).deployment as { pending_operations?: unknown[]; resources?: Array<{ type: string }> };
-  t.equal((state.pending_operations ?? []).length, 0, 'no pending operations left');
-  t.equal((state.resources ?? []).filter((r) => r.type === 'pulumi-nodejs:dynamic:Resource').length, 2, 'each ConfigMap once in the state');
-  const list = await core.listNamespacedConfigMap({ namespace: 'default' });
-  for (const name of names) {
-    t.equal(list.items.filter((c) => c.metadata?.name === name).length, 1, `${name} exists once`);
-    t.same((await configMap(name))?.data, { version: '2' });
-  }
-});
+    const steps = recoveryPlan();
+    t.same(
+      steps.map((x) => x.step),
+      ['cancel', 'release-helm', 'refresh'],
+    );
+    await s.cancel();
+    const pending = interruptedResources(await s.exportStack());
+    t.same(
+      pending.map((p) => [p.operation, p.type]),
+      [['creating', 'pulumi-nodejs:dynamic:Resource']],
+      'the export names the interrupted create',
+    );
+    t.same(await repairHelmReleases(pending), [], 'no Helm release to repair');
+    await s.refresh({ clearPendingCreates: true });
+    const up = await s.up();
+    t.equal(up.summary.result, 'succeeded', 'the next up succeeds');
+    const state = (await s.exportStack()).deployment as {
+      pending_operations?: unknown[];
+      resources?: Array<{ type: string }>;
+    };
+    t.equal((state.pending_operations ?? []).length, 0, 'no pending operations left');
+    t.equal(
+      (state.resources ?? []).filter((r) => r.type === 'pulumi-nodejs:dynamic:Resource').length,
+      2,
+      'each ConfigMap once in the state',
+    );
+    const list = await core.listNamespacedConfigMap({ namespace: 'default' });
+    for (const name of names) {
+      t.equal(list.items.filter((c) => c.metadata?.name === name).length, 1, `${name} exists once`);
+      t.same((await configMap(name))?.data, { version: '2' });
+    }
+  },
+);
 
 t.test('destroy with remove takes the resources and the stack out of the backend', async (t) => {
   const s = await stack();
   const res = await s.destroy({ remove: true });
   t.equal(res.summary.result, 'succeeded');
   for (const name of names) t.equal(await configMap(name), undefined, `${name} deleted`);
-  t.same((await stackKeys()).filter((k) => k.endsWith('.json')), [], 'the stack file is gone from the state table');
-  const listed = await LocalWorkspace.create({ workDir: plan.workDir, pulumiHome: plan.envVars.PULUMI_HOME!, pulumiCommand, envVars: plan.envVars, projectSettings: { name: plan.projectName, runtime: 'nodejs', backend: { url: plan.envVars.PULUMI_BACKEND_URL! } } })
-    .then((ws) => ws.listStacks());
-  t.notOk(listed.some((x) => x.name === plan.stackName), 'the stack is gone from the backend');
+  t.same(
+    (await stackKeys()).filter((k) => k.endsWith('.json')),
+    [],
+    'the stack file is gone from the state table',
+  );
+  const listed = await LocalWorkspace.create({
+    workDir: plan.workDir,
+    pulumiHome: plan.envVars.PULUMI_HOME!,
+    pulumiCommand,
+    envVars: plan.envVars,
+    projectSettings: { name: plan.projectName, runtime: 'nodejs', backend: { url: plan.envVars.PULUMI_BACKEND_URL! } },
+  }).then((ws) => ws.listStacks());
+  t.notOk(
+    listed.some((x) => x.name === plan.stackName),
+    'the stack is gone from the backend',
+  );
 });

@@ -24,7 +24,12 @@ const toPins = catalog.get(TO)!.components;
 
 /** What a refused Kubernetes API call failed with: its HTTP status, error code and message. */
 function describeRefusal(err: unknown): string {
-  const e = err as { code?: unknown; statusCode?: unknown; message?: unknown; cause?: { code?: unknown; message?: unknown } };
+  const e = err as {
+    code?: unknown;
+    statusCode?: unknown;
+    message?: unknown;
+    cause?: { code?: unknown; message?: unknown };
+  };
   const parts: unknown[] = [e.code, e.statusCode, e.message, e.cause?.code, e.cause?.message];
   return parts.filter((x): x is string | number => typeof x === 'string' || typeof x === 'number').join(' ');
 }
@@ -40,7 +45,12 @@ await provisioningSuite(t, async (e2e, root) => {
   }
   const tenants: Record<string, Provisioned> = {};
 
-  async function provisioned(name: string, tenant: TenantView, apiKey: string, operationId: string): Promise<Provisioned> {
+  async function provisioned(
+    name: string,
+    tenant: TenantView,
+    apiKey: string,
+    operationId: string,
+  ): Promise<Provisioned> {
     const vc = kube(await e2e.tenantKubeconfig(tenant.id));
     const p = { tenant, apiKey, operationId, namespace: `tenant-${tenant.id}`, vc };
     tenants[name] = p;
@@ -48,76 +58,144 @@ await provisioningSuite(t, async (e2e, root) => {
   }
 
   function expectedCharts(pins: typeof fromPins): Record<string, string> {
-    return { 'argo-cd': pins.argoCd, 'argo-workflows': pins.argoWorkflows, 'argo-rollouts': pins.argoRollouts, 'argo-events': pins.argoEvents };
+    return {
+      'argo-cd': pins.argoCd,
+      'argo-workflows': pins.argoWorkflows,
+      'argo-rollouts': pins.argoRollouts,
+      'argo-events': pins.argoEvents,
+    };
   }
 
-  t.test('signup → Ready: tenant namespace guarded on the root, runtime only in the tenant API server, status and log', async (t) => {
-    const started = Date.now();
-    const signup = await e2e.signup('acme', FROM);
-    t.equal(signup.tenant.status.phase, 'Pending', 'signup answers at once with a Pending tenant');
-    const ready = await e2e.api.waitForPhase(signup.tenant.id, 'Ready', PROVISION_TIMEOUT);
-    e2e.timing('signup → Ready (one tenant)', seconds(started));
-    t.ok(seconds(started) < 240, `signup → Ready took ${seconds(started).toFixed(1)} s (bound checked: < 240 s; the target is in docs/benchmarks.md)`);
-    const a = await provisioned('a', ready, signup.apiKey, signup.operationId);
-    const ns = a.namespace;
+  t.test(
+    'signup → Ready: tenant namespace guarded on the root, runtime only in the tenant API server, status and log',
+    async (t) => {
+      const started = Date.now();
+      const signup = await e2e.signup('acme', FROM);
+      t.equal(signup.tenant.status.phase, 'Pending', 'signup answers at once with a Pending tenant');
+      const ready = await e2e.api.waitForPhase(signup.tenant.id, 'Ready', PROVISION_TIMEOUT);
+      e2e.timing('signup → Ready (one tenant)', seconds(started));
+      t.ok(
+        seconds(started) < 240,
+        `signup → Ready took ${seconds(started).toFixed(1)} s (bound checked: < 240 s; the target is in docs/benchmarks.md)`,
+      );
+      const a = await provisioned('a', ready, signup.apiKey, signup.operationId);
+      const ns = a.namespace;
 
-    // Root cluster: the namespace and its guard rails.
-    const namespace = await root.core.readNamespace({ name: ns });
-    t.match(namespace.metadata?.labels, {
-      'pod-security.kubernetes.io/enforce': 'restricted',
-      'pod-security.kubernetes.io/audit': 'restricted',
-      'pod-security.kubernetes.io/warn': 'restricted',
-    }, 'Pod Security restricted is enforced, audited and warned');
-    const quotas = await root.core.listNamespacedResourceQuota({ namespace: ns });
-    t.ok(quotas.items.length >= 1, 'a ResourceQuota exists');
-    t.ok(quotas.items.some((q) => q.spec?.hard?.pods !== undefined && q.spec.hard['requests.cpu'] !== undefined), 'the quota caps pods and CPU requests');
-    const limits = await root.core.listNamespacedLimitRange({ namespace: ns });
-    t.ok(limits.items.length >= 1, 'a LimitRange exists');
-    const policies = (await root.net.listNamespacedNetworkPolicy({ namespace: ns })).items.map((p) => p.metadata?.name).sort();
-    t.same(policies, ['allow-dns-egress', 'allow-internet-egress', 'allow-kube-api-egress', 'allow-platform-ingress', 'allow-same-namespace', 'default-deny'],
-      'the network policies are in place');
-    const sts = await root.apps.readNamespacedStatefulSet({ name: 'vcluster', namespace: ns });
-    t.equal(sts.spec?.replicas, 1, 'the vcluster control plane runs one replica');
-    t.equal(sts.status?.readyReplicas, 1, 'and it is ready');
-    t.equal(sts.metadata?.annotations?.['e2e.hosted-runtimes/chart-version'], fromPins.vcluster, `vcluster chart ${fromPins.vcluster}`);
-    t.equal(sts.spec?.template.spec?.priorityClassName, 'tenant-control-plane', 'the control plane runs with the tenant PriorityClass');
+      // Root cluster: the namespace and its guard rails.
+      const namespace = await root.core.readNamespace({ name: ns });
+      t.match(
+        namespace.metadata?.labels,
+        {
+          'pod-security.kubernetes.io/enforce': 'restricted',
+          'pod-security.kubernetes.io/audit': 'restricted',
+          'pod-security.kubernetes.io/warn': 'restricted',
+        },
+        'Pod Security restricted is enforced, audited and warned',
+      );
+      const quotas = await root.core.listNamespacedResourceQuota({ namespace: ns });
+      t.ok(quotas.items.length >= 1, 'a ResourceQuota exists');
+      t.ok(
+        quotas.items.some((q) => q.spec?.hard?.pods !== undefined && q.spec.hard['requests.cpu'] !== undefined),
+        'the quota caps pods and CPU requests',
+      );
+      const limits = await root.core.listNamespacedLimitRange({ namespace: ns });
+      t.ok(limits.items.length >= 1, 'a LimitRange exists');
+      const policies = (await root.net.listNamespacedNetworkPolicy({ namespace: ns })).items
+        .map((p) => p.metadata?.name)
+        .sort();
+      t.same(
+        policies,
+        [
+          'allow-dns-egress',
+          'allow-internet-egress',
+          'allow-kube-api-egress',
+          'allow-platform-ingress',
+          'allow-same-namespace',
+          'default-deny',
+        ],
+        'the network policies are in place',
+      );
+      const sts = await root.apps.readNamespacedStatefulSet({ name: 'vcluster', namespace: ns });
+      t.equal(sts.spec?.replicas, 1, 'the vcluster control plane runs one replica');
+      t.equal(sts.status?.readyReplicas, 1, 'and it is ready');
+      t.equal(
+        sts.metadata?.annotations?.['e2e.hosted-runtimes/chart-version'],
+        fromPins.vcluster,
+        `vcluster chart ${fromPins.vcluster}`,
+      );
+      t.equal(
+        sts.spec?.template.spec?.priorityClassName,
+        'tenant-control-plane',
+        'the control plane runs with the tenant PriorityClass',
+      );
 
-    // The exported kubeconfig points at the tenant's own API server, not the root's.
-    t.match(a.vc.server, /^https:\/\/127\.0\.0\.1:\d+$/, 'the exported kubeconfig points at a loopback API server');
-    t.not(a.vc.server, e2e.root.server, 'which is not the root API server');
+      // The exported kubeconfig points at the tenant's own API server, not the root's.
+      t.match(a.vc.server, /^https:\/\/127\.0\.0\.1:\d+$/, 'the exported kubeconfig points at a loopback API server');
+      t.not(a.vc.server, e2e.root.server, 'which is not the root API server');
 
-    // Tenant API server: the runtime and the Argo charts at the pinned versions.
-    const versions = await a.vc.core.readNamespacedConfigMap({ name: 'runtime-versions', namespace: 'hosted-runtime' });
-    t.match(versions.data, { runtimeVersion: FROM, vcluster: fromPins.vcluster, argoCd: fromPins.argoCd, argoWorkflows: fromPins.argoWorkflows }, 'runtime-versions ConfigMap');
-    t.same(await installedChartVersions(a.vc), expectedCharts(fromPins), 'every Argo chart at the pinned version');
-    t.ok(await exists(() => a.vc.ext.readCustomResourceDefinition({ name: 'applications.argoproj.io' })), 'the Argo CD CRD is installed in the vcluster');
-    const agents = await availableDeployments(a.vc, 'hosted-runtime');
-    t.ok(agents.length >= 4, `the agents' Deployments are Available in the vcluster (${agents.join(', ')})`);
-    t.ok(await exists(() => a.vc.core.readNamespacedSecret({ name: 'runtime-credentials', namespace: 'hosted-runtime' })), 'runtime credentials Secret in the vcluster');
+      // Tenant API server: the runtime and the Argo charts at the pinned versions.
+      const versions = await a.vc.core.readNamespacedConfigMap({
+        name: 'runtime-versions',
+        namespace: 'hosted-runtime',
+      });
+      t.match(
+        versions.data,
+        {
+          runtimeVersion: FROM,
+          vcluster: fromPins.vcluster,
+          argoCd: fromPins.argoCd,
+          argoWorkflows: fromPins.argoWorkflows,
+        },
+        'runtime-versions ConfigMap',
+      );
+      t.same(await installedChartVersions(a.vc), expectedCharts(fromPins), 'every Argo chart at the pinned version');
+      t.ok(
+        await exists(() => a.vc.ext.readCustomResourceDefinition({ name: 'applications.argoproj.io' })),
+        'the Argo CD CRD is installed in the vcluster',
+      );
+      const agents = await availableDeployments(a.vc, 'hosted-runtime');
+      t.ok(agents.length >= 4, `the agents' Deployments are Available in the vcluster (${agents.join(', ')})`);
+      t.ok(
+        await exists(() =>
+          a.vc.core.readNamespacedSecret({ name: 'runtime-credentials', namespace: 'hosted-runtime' }),
+        ),
+        'runtime credentials Secret in the vcluster',
+      );
 
-    // …and none of it in the root cluster.
-    for (const name of ['hosted-runtime', 'argocd', 'argo', 'argo-rollouts', 'argo-events']) {
-      t.notOk(await exists(() => root.core.readNamespace({ name })), `namespace ${name} does not exist on the root`);
-    }
-    t.notOk(await exists(() => root.ext.readCustomResourceDefinition({ name: 'applications.argoproj.io' })), 'no Argo CRD on the root');
+      // …and none of it in the root cluster.
+      for (const name of ['hosted-runtime', 'argocd', 'argo', 'argo-rollouts', 'argo-events']) {
+        t.notOk(await exists(() => root.core.readNamespace({ name })), `namespace ${name} does not exist on the root`);
+      }
+      t.notOk(
+        await exists(() => root.ext.readCustomResourceDefinition({ name: 'applications.argoproj.io' })),
+        'no Argo CRD on the root',
+      );
 
-    // Status through the tenant's own key.
-    const own = await e2e.api.withToken(a.apiKey).tenant(a.tenant.id);
-    t.equal(own.status.phase, 'Ready');
-    t.equal(own.status.runtimeVersion, FROM, 'status reports the installed runtime version');
-    t.equal(own.status.cluster, ROOT_CLUSTER, 'placed on the registered root cluster');
-    t.match(own.status.endpoints, { argoCdUrl: /\/v1\/tenants\/.+\/argo-cd\/$/, vclusterEndpoint: /^https:\/\// }, 'status shows the endpoints');
-    t.ok(own.status.conditions.some((c) => c.type === 'Ready' && c.status === 'True'), 'Ready=True');
+      // Status through the tenant's own key.
+      const own = await e2e.api.withToken(a.apiKey).tenant(a.tenant.id);
+      t.equal(own.status.phase, 'Ready');
+      t.equal(own.status.runtimeVersion, FROM, 'status reports the installed runtime version');
+      t.equal(own.status.cluster, ROOT_CLUSTER, 'placed on the registered root cluster');
+      t.match(
+        own.status.endpoints,
+        { argoCdUrl: /\/v1\/tenants\/.+\/argo-cd\/$/, vclusterEndpoint: /^https:\/\// },
+        'status shows the endpoints',
+      );
+      t.ok(
+        own.status.conditions.some((c) => c.type === 'Ready' && c.status === 'True'),
+        'Ready=True',
+      );
 
-    // The operation log, through the CLI, holds the engine's output.
-    const logs = await cli(e2e.provisioner.url, e2e.settings.adminToken, ['operations', 'logs', a.operationId]);
-    t.equal(logs.code, 0, 'provisioner operations logs exits 0');
-    t.match(logs.stdout, /kubernetes:helm\.sh\/v3:Release/, 'the log names the Helm releases the engine created');
-    t.match(logs.stdout, /summary: .*create \d+/, "the log has the engine's change summary");
-    t.match(logs.stdout, /operation succeeded/, 'and the outcome');
-    const op = await e2e.api.operation(a.operationId);
-    t.match(op, { kind: 'create', state: 'succeeded', toVersion: FROM }, 'the create operation succeeded');
-  });
+      // The operation log, through the CLI, holds the engine's output.
+      const logs = await cli(e2e.provisioner.url, e2e.settings.adminToken, ['operations', 'logs', a.operationId]);
+      t.equal(logs.code, 0, 'provisioner operations logs exits 0');
+      t.match(logs.stdout, /kubernetes:helm\.sh\/v3:Release/, 'the log names the Helm releases the engine created');
+      t.match(logs.stdout, /summary: .*create \d+/, "the log has the engine's change summary");
+      t.match(logs.stdout, /operation succeeded/, 'and the outcome');
+      const op = await e2e.api.operation(a.operationId);
+      t.match(op, { kind: 'create', state: 'succeeded', toVersion: FROM }, 'the create operation succeeded');
+    },
+  );
 
   t.test('two tenants provisioned concurrently on one root cluster stay isolated', async (t) => {
     const started = Date.now();
@@ -135,35 +213,72 @@ await provisioningSuite(t, async (e2e, root) => {
     t.not(b.vc.server, c.vc.server, 'separate API servers');
 
     // Something made in one tenant's cluster is not in the other's.
-    await b.vc.core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'only-in-bravo' }, data: { owner: 'bravo' } } });
-    t.ok(await exists(() => b.vc.core.readNamespacedConfigMap({ name: 'only-in-bravo', namespace: 'default' })), 'bravo sees its own object');
-    t.notOk(await exists(() => c.vc.core.readNamespacedConfigMap({ name: 'only-in-bravo', namespace: 'default' })), 'charlie does not see it');
-    t.notOk(await exists(() => root.core.readNamespacedConfigMap({ name: 'only-in-bravo', namespace: 'default' })), 'nor does the root');
+    await b.vc.core.createNamespacedConfigMap({
+      namespace: 'default',
+      body: { metadata: { name: 'only-in-bravo' }, data: { owner: 'bravo' } },
+    });
+    t.ok(
+      await exists(() => b.vc.core.readNamespacedConfigMap({ name: 'only-in-bravo', namespace: 'default' })),
+      'bravo sees its own object',
+    );
+    t.notOk(
+      await exists(() => c.vc.core.readNamespacedConfigMap({ name: 'only-in-bravo', namespace: 'default' })),
+      'charlie does not see it',
+    );
+    t.notOk(
+      await exists(() => root.core.readNamespacedConfigMap({ name: 'only-in-bravo', namespace: 'default' })),
+      'nor does the root',
+    );
 
     // One tenant's credentials do not open the other's API server, in either direction: the
     // refusal must be the TLS handshake (another CA) or a 401, not a connection that failed.
-    for (const [from, to, fromName, toName] of [[b, c, 'bravo', 'charlie'], [c, b, 'charlie', 'bravo']] as const) {
+    for (const [from, to, fromName, toName] of [
+      [b, c, 'bravo', 'charlie'],
+      [c, b, 'charlie', 'bravo'],
+    ] as const) {
       const crossed = kube(from.vc.kc.exportConfig().replace(from.vc.server, to.vc.server));
-      const refusal = await crossed.core.listNamespace().then(() => 'accepted', (err: unknown) => describeRefusal(err));
-      t.match(refusal, /certificate|unauthori[sz]ed|\b401\b/i, `${fromName}'s kubeconfig is refused by ${toName}'s API server by TLS or 401 (got: ${refusal})`);
+      const refusal = await crossed.core.listNamespace().then(
+        () => 'accepted',
+        (err: unknown) => describeRefusal(err),
+      );
+      t.match(
+        refusal,
+        /certificate|unauthori[sz]ed|\b401\b/i,
+        `${fromName}'s kubeconfig is refused by ${toName}'s API server by TLS or 401 (got: ${refusal})`,
+      );
       t.notMatch(refusal, /ECONNREFUSED|ECONNRESET|ETIMEDOUT/, `${toName}'s API server was up and answered`);
     }
 
     // Each runtime has its own objects; each namespace its own guard rails.
-    for (const [name, p] of [['bravo', b], ['charlie', c]] as const) {
+    for (const [name, p] of [
+      ['bravo', b],
+      ['charlie', c],
+    ] as const) {
       const v = await p.vc.core.readNamespacedConfigMap({ name: 'runtime-versions', namespace: 'hosted-runtime' });
       t.equal(v.data?.runtimeVersion, FROM, `${name}'s runtime in its own API server`);
       const deny = await root.net.readNamespacedNetworkPolicy({ name: 'default-deny', namespace: p.namespace });
-      t.same(deny.spec?.policyTypes?.sort(), ['Egress', 'Ingress'], `${name}'s namespace denies ingress and egress by default`);
+      t.same(
+        deny.spec?.policyTypes?.sort(),
+        ['Egress', 'Ingress'],
+        `${name}'s namespace denies ingress and egress by default`,
+      );
       const same = await root.net.readNamespacedNetworkPolicy({ name: 'allow-same-namespace', namespace: p.namespace });
-      t.notMatch(JSON.stringify(same.spec), /namespaceSelector/, `${name}'s same-namespace policy does not open other namespaces`);
+      t.notMatch(
+        JSON.stringify(same.spec),
+        /namespaceSelector/,
+        `${name}'s same-namespace policy does not open other namespaces`,
+      );
     }
 
     // Tenant keys see only their own tenant.
     const byB = await e2e.api.withToken(b.apiKey).request('GET', `/v1/tenants/${c.tenant.id}`);
     t.equal(byB.status, 404, "bravo's key cannot see charlie");
     const list = await e2e.api.withToken(b.apiKey).expect<{ items: TenantView[] }>(200, 'GET', '/v1/tenants');
-    t.same(list.items.map((x) => x.id), [b.tenant.id], "bravo's key lists only bravo");
+    t.same(
+      list.items.map((x) => x.id),
+      [b.tenant.id],
+      "bravo's key lists only bravo",
+    );
   });
 
   t.test('upgrade one tenant to the next catalog version; a skip is refused', async (t) => {
@@ -191,16 +306,31 @@ await provisioningSuite(t, async (e2e, root) => {
       return x.status.runtimeVersion === TO ? x : undefined;
     });
     e2e.timing(`upgrade ${FROM} → ${TO}`, seconds(started));
-    t.ok(seconds(started) < 240, `upgrade took ${seconds(started).toFixed(1)} s (bound checked: < 240 s; the target is in docs/benchmarks.md)`);
+    t.ok(
+      seconds(started) < 240,
+      `upgrade took ${seconds(started).toFixed(1)} s (bound checked: < 240 s; the target is in docs/benchmarks.md)`,
+    );
     t.equal(after.status.previousRuntimeVersion, FROM, 'status remembers the previous version');
 
-    t.same(await installedChartVersions(a.vc), expectedCharts(toPins), 'the new chart versions are in the tenant API server');
+    t.same(
+      await installedChartVersions(a.vc),
+      expectedCharts(toPins),
+      'the new chart versions are in the tenant API server',
+    );
     const versions = await a.vc.core.readNamespacedConfigMap({ name: 'runtime-versions', namespace: 'hosted-runtime' });
     t.equal(versions.data?.runtimeVersion, TO, 'runtime-versions says the new version');
     const argocd = await a.vc.apps.readNamespacedDeployment({ name: 'argocd-controller', namespace: 'argocd' });
-    t.equal(argocd.spec?.template.spec?.containers[0]?.image, `argo-e2e/argo-cd:${toPins.argoCd}`, 'the Argo CD workload moved to the new chart');
+    t.equal(
+      argocd.spec?.template.spec?.containers[0]?.image,
+      `argo-e2e/argo-cd:${toPins.argoCd}`,
+      'the Argo CD workload moved to the new chart',
+    );
     const sts = await root.apps.readNamespacedStatefulSet({ name: 'vcluster', namespace: a.namespace });
-    t.equal(sts.metadata?.annotations?.['e2e.hosted-runtimes/chart-version'], toPins.vcluster, `the vcluster release moved to chart ${toPins.vcluster}`);
+    t.equal(
+      sts.metadata?.annotations?.['e2e.hosted-runtimes/chart-version'],
+      toPins.vcluster,
+      `the vcluster release moved to chart ${toPins.vcluster}`,
+    );
 
     const bAfter = await e2e.api.tenant(b.tenant.id);
     t.equal(bAfter.generation, bBefore.generation, 'the other tenant was not touched (generation)');
@@ -224,11 +354,19 @@ await provisioningSuite(t, async (e2e, root) => {
     t.equal(suspended.spec.suspended, true);
     const sts = await root.apps.readNamespacedStatefulSet({ name: 'vcluster', namespace: a.namespace });
     t.equal(sts.spec?.replicas, 0, 'the vcluster StatefulSet is scaled to zero');
-    await until('the vcluster pods to be gone', 60_000, async () =>
-      (await root.core.listNamespacedPod({ namespace: a.namespace, labelSelector: 'app=vcluster' })).items.length === 0);
+    await until(
+      'the vcluster pods to be gone',
+      60_000,
+      async () =>
+        (await root.core.listNamespacedPod({ namespace: a.namespace, labelSelector: 'app=vcluster' })).items.length ===
+        0,
+    );
     const pods = await root.core.listNamespacedPod({ namespace: a.namespace, labelSelector: 'app=vcluster' });
     t.equal(pods.items.length, 0, 'no vcluster pod is left on the root while suspended');
-    t.ok(await exists(() => root.core.readNamespacedSecret({ name: 'vc-vcluster', namespace: a.namespace })), 'the exported kubeconfig stays');
+    t.ok(
+      await exists(() => root.core.readNamespacedSecret({ name: 'vc-vcluster', namespace: a.namespace })),
+      'the exported kubeconfig stays',
+    );
 
     started = Date.now();
     const r = await cli(e2e.provisioner.url, token, ['tenants', 'resume', a.tenant.id]);
@@ -242,7 +380,10 @@ await provisioningSuite(t, async (e2e, root) => {
     // The emulated tenant API server (a kube-apiserver process of the harness) keeps running while
     // the StatefulSet is at zero, so this checks that suspend and resume left the runtime's
     // releases as they were — not that its state survived a real control-plane restart.
-    t.same(await installedChartVersions(a.vc), expectedCharts(toPins),
-      'the runtime\'s releases are as they were (the emulated tenant API server stays up while suspended)');
+    t.same(
+      await installedChartVersions(a.vc),
+      expectedCharts(toPins),
+      "the runtime's releases are as they were (the emulated tenant API server stays up while suspended)",
+    );
   });
 });

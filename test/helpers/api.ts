@@ -22,13 +22,26 @@ export interface TestApi {
   config: Config;
   adminKey: string;
   operatorKey: string;
-  request(method: InjectOptions['method'], url: string, opts?: { key?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<LightMyRequestResponse>;
-  signup(body?: Record<string, unknown>, headers?: Record<string, string>): Promise<{ tenantId: string; apiKey: string; operationId: string; body: SignupBody }>;
+  request(
+    method: InjectOptions['method'],
+    url: string,
+    opts?: { key?: string | null; body?: unknown; headers?: Record<string, string> },
+  ): Promise<LightMyRequestResponse>;
+  signup(
+    body?: Record<string, unknown>,
+    headers?: Record<string, string>,
+  ): Promise<{ tenantId: string; apiKey: string; operationId: string; body: SignupBody }>;
   close(): Promise<void>;
 }
 
 export interface SignupBody {
-  tenant: { id: string; organization: string; generation: number; spec: Record<string, unknown>; status: Record<string, unknown> };
+  tenant: {
+    id: string;
+    organization: string;
+    generation: number;
+    spec: Record<string, unknown>;
+    status: Record<string, unknown>;
+  };
   apiKey: string;
   operationId: string;
 }
@@ -47,14 +60,19 @@ export interface TestReplica {
 }
 
 /** Builds and starts services and app as `provisioner serve` does, on the given pool. */
-export async function startReplica(config: Config, db: { pool: pg.Pool; url: string }, opts: ServicesOptions = {}): Promise<TestReplica> {
+export async function startReplica(
+  config: Config,
+  db: { pool: pg.Pool; url: string },
+  opts: ServicesOptions = {},
+): Promise<TestReplica> {
   const services = await buildServices(config, db, opts);
   const app = await buildApp(services);
   await services.start();
   await app.ready();
   let closed: Promise<void> | undefined;
   return {
-    app, services,
+    app,
+    services,
     close() {
       closed ??= (async () => {
         await services.reconciler?.stop({ graceMs: 0 });
@@ -69,15 +87,23 @@ export async function startReplica(config: Config, db: { pool: pg.Pool; url: str
 export async function createTestApi(opts: { env?: Record<string, string>; catalog?: Catalog } = {}): Promise<TestApi> {
   const db = await createTestDatabase();
   const config = loadConfig({
-    DATABASE_URL: db.url, PROVISIONER_SIGNUP_RATE_LIMIT: '100000', PROVISIONER_ENGINE: 'none',
-    PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'), ...opts.env,
+    DATABASE_URL: db.url,
+    PROVISIONER_SIGNUP_RATE_LIMIT: '100000',
+    PROVISIONER_ENGINE: 'none',
+    PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+    ...opts.env,
   });
   const replica = await startReplica(config, db, opts.catalog ? { catalog: opts.catalog } : {});
   const { app, services } = replica;
   const adminKey = (await createKey(db.pool, { role: 'admin', name: 'test admin', createdBy: 'test' })).key;
   const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'test operator', createdBy: 'test' })).key;
   const api: TestApi = {
-    app, services, db, config, adminKey, operatorKey,
+    app,
+    services,
+    db,
+    config,
+    adminKey,
+    operatorKey,
     async request(method, url, o = {}) {
       const key = o.key === undefined ? adminKey : o.key;
       const headers: Record<string, string> = { ...(key ? { authorization: `Bearer ${key}` } : {}), ...o.headers };
@@ -85,7 +111,9 @@ export async function createTestApi(opts: { env?: Record<string, string>; catalo
     },
     async signup(body = {}, headers = {}) {
       const res = await app.inject({
-        method: 'POST', url: '/v1/signup', headers,
+        method: 'POST',
+        url: '/v1/signup',
+        headers,
         payload: { organization: uniqueOrg(), email: 'owner@example.com', ...body },
       });
       if (res.statusCode !== 202) throw new Error(`signup failed: ${res.statusCode} ${res.body}`);

@@ -25,7 +25,13 @@ async function serverUrl(): Promise<{ url: string; stop: () => Promise<void> }> 
   if (given) return { url: given, stop: async () => {} };
   const dir = await mkdtemp(join(tmpdir(), 'hrt-pg-'));
   const server = await startEmbeddedPostgres(dir);
-  return { url: server.url, stop: async () => { await server.stop(); await rm(dir, { recursive: true, force: true }); } };
+  return {
+    url: server.url,
+    stop: async () => {
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 export async function createTestDatabase(opts: { migrate?: boolean } = {}): Promise<TestDatabase> {

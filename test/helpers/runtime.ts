@@ -14,8 +14,16 @@ export interface ConnectedRuntime {
   runtimeKey: { key: string; info: { id: string } };
 }
 
-export async function connectRuntime(api: TestApi, baseUrl: string, tenantId: string, upstream: http.Server, name = 'runtime'): Promise<ConnectedRuntime> {
-  const runtimeKey = (await api.request('POST', '/v1/keys', { body: { role: 'runtime', name, tenantId } })).json<ConnectedRuntime['runtimeKey']>();
+export async function connectRuntime(
+  api: TestApi,
+  baseUrl: string,
+  tenantId: string,
+  upstream: http.Server,
+  name = 'runtime',
+): Promise<ConnectedRuntime> {
+  const runtimeKey = (await api.request('POST', '/v1/keys', { body: { role: 'runtime', name, tenantId } })).json<
+    ConnectedRuntime['runtimeKey']
+  >();
   const client = startTunnelClient({
     url: baseUrl.replace('http', 'ws') + '/v1/tunnel',
     token: runtimeKey.key,

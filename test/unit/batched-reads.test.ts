@@ -11,14 +11,15 @@ const ID = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')
 /** Load function double: records each batch's keys and lets the test answer or fail it. */
 class HeldBatches {
   readonly sent: { keys: string[]; answer: (known?: string[]) => void; fail: (err: Error) => void }[] = [];
-  readonly load = (keys: string[]) => new Promise<Map<string, string>>((resolve, reject) => {
-    this.sent.push({
-      keys,
-      // Values for the known keys (all of them unless told otherwise).
-      answer: (known = keys) => resolve(new Map(known.map((k) => [k, `value of ${k}`]))),
-      fail: reject,
+  readonly load = (keys: string[]) =>
+    new Promise<Map<string, string>>((resolve, reject) => {
+      this.sent.push({
+        keys,
+        // Values for the known keys (all of them unless told otherwise).
+        answer: (known = keys) => resolve(new Map(known.map((k) => [k, `value of ${k}`]))),
+        fail: reject,
+      });
     });
-  });
 
   /** Waits until `n` batches have been sent. */
   async until(n: number): Promise<void> {
@@ -40,22 +41,25 @@ t.test('reads made together go in one batch, each key once; every read gets its 
   t.same(reads.stats(), { batches: 1, reads: 4 });
 });
 
-t.test('a read made while a batch is at the database is not added to it: it goes in the next one, after it', async (t) => {
-  const db = new HeldBatches();
-  const reads = new BatchedReads(db.load);
-  const first = reads.get('a');
-  await db.until(1);
-  const later = [reads.get('a'), reads.get('b')];
-  await settle();
-  t.equal(db.sent.length, 1, 'nothing more is sent while the first batch runs (concurrency 1)');
-  t.same(db.sent[0]!.keys, ['a'], 'the batch already sent did not grow');
-  db.sent[0]!.answer();
-  t.equal(await first, 'value of a');
-  await db.until(2);
-  t.same(db.sent[1]!.keys, ['a', 'b'], 'the reads that waited go together');
-  db.sent[1]!.answer();
-  t.same(await Promise.all(later), ['value of a', 'value of b']);
-});
+t.test(
+  'a read made while a batch is at the database is not added to it: it goes in the next one, after it',
+  async (t) => {
+    const db = new HeldBatches();
+    const reads = new BatchedReads(db.load);
+    const first = reads.get('a');
+    await db.until(1);
+    const later = [reads.get('a'), reads.get('b')];
+    await settle();
+    t.equal(db.sent.length, 1, 'nothing more is sent while the first batch runs (concurrency 1)');
+    t.same(db.sent[0]!.keys, ['a'], 'the batch already sent did not grow');
+    db.sent[0]!.answer();
+    t.equal(await first, 'value of a');
+    await db.until(2);
+    t.same(db.sent[1]!.keys, ['a', 'b'], 'the reads that waited go together');
+    db.sent[1]!.answer();
+    t.same(await Promise.all(later), ['value of a', 'value of b']);
+  },
+);
 
 t.test('with concurrency 2 a second batch goes while the first runs, a third waits for one of them', async (t) => {
   const db = new HeldBatches();
@@ -106,7 +110,9 @@ t.test('batches are capped at maxBatchSize; concurrency must be a positive integ
 
 t.test('tenant reads: a malformed id is not found without a statement, ids are compared lower-case', async (t) => {
   const statements: unknown[][] = [];
-  const db = { query: async (q: { values: unknown[] }) => (statements.push(q.values), { rows: [{ id: ID(1) }] }) } as unknown as Queryable;
+  const db = {
+    query: async (q: { values: unknown[] }) => (statements.push(q.values), { rows: [{ id: ID(1) }] }),
+  } as unknown as Queryable;
   const hot = hotReadsOn(db);
   t.equal(await hot.tenant('not-a-uuid'), undefined);
   t.equal(await hot.tenant(`${ID(1)}' OR true --`), undefined);

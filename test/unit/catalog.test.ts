@@ -2,9 +2,28 @@ import t from 'tap';
 import { catalog, createCatalog, validateCatalog, CatalogError, type RuntimeVersion } from '../../runtime/catalog.ts';
 import { VERSIONS } from '../../runtime/versions.ts';
 
-const pins = (vcluster: string, kubernetes = 'v1.32.1') => ({ vcluster, kubernetes, argoCd: '7.8.2', argoWorkflows: '0.45.4', argoRollouts: '2.39.0', argoEvents: '2.4.13', agents: '1.0.0' });
-const v = (version: string, vcluster: string, upgrade: RuntimeVersion['upgrade'] = {}, extra: Partial<RuntimeVersion> = {}): RuntimeVersion =>
-  ({ version, releaseDate: '2025-01-01', channel: 'stable', components: pins(vcluster), upgrade, ...extra });
+const pins = (vcluster: string, kubernetes = 'v1.32.1') => ({
+  vcluster,
+  kubernetes,
+  argoCd: '7.8.2',
+  argoWorkflows: '0.45.4',
+  argoRollouts: '2.39.0',
+  argoEvents: '2.4.13',
+  agents: '1.0.0',
+});
+const v = (
+  version: string,
+  vcluster: string,
+  upgrade: RuntimeVersion['upgrade'] = {},
+  extra: Partial<RuntimeVersion> = {},
+): RuntimeVersion => ({
+  version,
+  releaseDate: '2025-01-01',
+  channel: 'stable',
+  components: pins(vcluster),
+  upgrade,
+  ...extra,
+});
 
 t.test('the built-in catalog is valid and has at least three versions', async (t) => {
   t.doesNotThrow(() => validateCatalog(VERSIONS));
@@ -21,7 +40,8 @@ t.test('a skip over a minimum version is refused with the path to follow', async
   const answer = catalog.upgradePath('1.4.0', '1.6.0');
   t.equal(answer.allowed, false);
   t.same(answer.path, ['1.5.0', '1.6.0']);
-  if (!answer.allowed) t.match(answer.reason, /^runtime version 1\.6\.0 cannot be reached from 1\.4\.0: upgrade to 1\.5\.x first/);
+  if (!answer.allowed)
+    t.match(answer.reason, /^runtime version 1\.6\.0 cannot be reached from 1\.4\.0: upgrade to 1\.5\.x first/);
   const longer = catalog.upgradePath('1.3.0', '1.6.0');
   t.same(longer.path, ['1.4.1', '1.5.0', '1.6.0'], 'prefers the newest version of each line');
 });

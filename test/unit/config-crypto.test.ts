@@ -7,7 +7,14 @@ import { generateKey, hashKey, keyPrefix, looksLikeKey } from '../../provisioner
 
 t.test('config defaults follow the documented contract', async (t) => {
   const c = loadConfig({}, '/srv/app');
-  t.match(c, { port: 8080, host: '127.0.0.1', databaseUrl: undefined, dataDir: '/srv/app/.data', adminToken: undefined, encryptionKey: undefined });
+  t.match(c, {
+    port: 8080,
+    host: '127.0.0.1',
+    databaseUrl: undefined,
+    dataDir: '/srv/app/.data',
+    adminToken: undefined,
+    encryptionKey: undefined,
+  });
   const hex = randomBytes(32).toString('hex');
   t.equal(loadConfig({ PROVISIONER_ENCRYPTION_KEY: hex }).encryptionKey?.toString('hex'), hex);
   const b64 = randomBytes(32).toString('base64');
@@ -18,15 +25,35 @@ t.test('config defaults follow the documented contract', async (t) => {
 t.test('PROVISIONER_ADVERTISE_URL: an http(s) origin; the default follows the listen address', async (t) => {
   t.equal(loadConfig({}).advertiseUrl, undefined);
   t.equal(loadConfig({ PROVISIONER_ADVERTISE_URL: 'http://10.0.3.7:8080' }).advertiseUrl, 'http://10.0.3.7:8080');
-  t.equal(loadConfig({ PROVISIONER_ADVERTISE_URL: 'https://provisioner-0.provisioner.platform.svc/' }).advertiseUrl, 'https://provisioner-0.provisioner.platform.svc');
-  for (const bad of ['10.0.3.7:8080', 'ftp://10.0.3.7', 'http://10.0.3.7:8080/api', 'http://u:p@10.0.3.7', 'not a url']) {
-    t.throws(() => loadConfig({ PROVISIONER_ADVERTISE_URL: bad }), { name: 'ConfigError', message: /PROVISIONER_ADVERTISE_URL/ }, bad);
+  t.equal(
+    loadConfig({ PROVISIONER_ADVERTISE_URL: 'https://provisioner-0.provisioner.platform.svc/' }).advertiseUrl,
+    'https://provisioner-0.provisioner.platform.svc',
+  );
+  for (const bad of [
+    '10.0.3.7:8080',
+    'ftp://10.0.3.7',
+    'http://10.0.3.7:8080/api',
+    'http://u:p@10.0.3.7',
+    'not a url',
+  ]) {
+    t.throws(
+      () => loadConfig({ PROVISIONER_ADVERTISE_URL: bad }),
+      { name: 'ConfigError', message: /PROVISIONER_ADVERTISE_URL/ },
+      bad,
+    );
   }
   const listening = { address: '0.0.0.0', family: 'IPv4', port: 43210 };
   t.equal(advertiseUrl(loadConfig({ HOST: '127.0.0.1' }), listening), 'http://127.0.0.1:43210');
-  t.match(advertiseUrl(loadConfig({ HOST: '0.0.0.0' }), listening), /^http:\/\/\d+\.\d+\.\d+\.\d+:43210$/, 'a wildcard host becomes an address of this machine');
+  t.match(
+    advertiseUrl(loadConfig({ HOST: '0.0.0.0' }), listening),
+    /^http:\/\/\d+\.\d+\.\d+\.\d+:43210$/,
+    'a wildcard host becomes an address of this machine',
+  );
   t.equal(advertiseUrl(loadConfig({ HOST: '::1' }), listening), 'http://[::1]:43210');
-  t.equal(advertiseUrl(loadConfig({ PROVISIONER_ADVERTISE_URL: 'http://10.0.3.7:8080' }), listening), 'http://10.0.3.7:8080');
+  t.equal(
+    advertiseUrl(loadConfig({ PROVISIONER_ADVERTISE_URL: 'http://10.0.3.7:8080' }), listening),
+    'http://10.0.3.7:8080',
+  );
 });
 
 t.test('sealed values round-trip, are randomised, and detect tampering', async (t) => {
@@ -45,7 +72,11 @@ t.test('cursors are opaque and signed', async (t) => {
   const box = new SecretBox(randomBytes(32));
   const c = encodeCursor(box, 'tenants', { ts: '2026-01-01 00:00:00.123456+00', id: 'abc' });
   t.same(decodeCursor(box, 'tenants', c), { ts: '2026-01-01 00:00:00.123456+00', id: 'abc' });
-  t.throws(() => decodeCursor(box, 'operations', c), { code: 'INVALID_CURSOR' }, 'a cursor of another listing is refused');
+  t.throws(
+    () => decodeCursor(box, 'operations', c),
+    { code: 'INVALID_CURSOR' },
+    'a cursor of another listing is refused',
+  );
   t.throws(() => decodeCursor(new SecretBox(randomBytes(32)), 'tenants', c), { code: 'INVALID_CURSOR' });
 });
 

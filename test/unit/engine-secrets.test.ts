@@ -9,7 +9,10 @@ t.test('the state backend passwords and the passphrase are masked in operation l
   });
   const secrets = engineSecrets(config, 'postgres://app:app-secret-22@127.0.0.1:5432/provisioner');
   t.ok(secrets.includes('app-secret-22'), 'the provisioner database password');
-  t.ok(secrets.includes('st@te-secret-1') && secrets.includes('st%40te-secret-1'), 'the backend password, decoded and as written');
+  t.ok(
+    secrets.includes('st@te-secret-1') && secrets.includes('st%40te-secret-1'),
+    'the backend password, decoded and as written',
+  );
   t.ok(secrets.includes('correct horse battery staple'), 'the passphrase');
   t.same(engineSecrets(loadConfig({}), 'postgres://127.0.0.1/db'), [], 'nothing to mask without passwords');
 });

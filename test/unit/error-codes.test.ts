@@ -26,7 +26,12 @@ t.test('docs/api.md lists every error code of the list, each with its status', a
   const byCode = new Map(documented.map((d) => [d.code, d.status]));
   for (const code of listed) {
     t.ok(byCode.has(code), `docs/api.md lists ${code}`);
-    if (byCode.has(code)) t.equal(byCode.get(code), ERROR_CODES[code].status, `docs/api.md gives ${code} the status ${ERROR_CODES[code].status}`);
+    if (byCode.has(code))
+      t.equal(
+        byCode.get(code),
+        ERROR_CODES[code].status,
+        `docs/api.md gives ${code} the status ${ERROR_CODES[code].status}`,
+      );
   }
 });
 
@@ -41,8 +46,20 @@ t.test('docs/api.md lists no code that is not in the list, and none twice', asyn
 });
 
 t.test('an error takes its status from the list', async (t) => {
-  t.equal(errors.notFound('API key', 'k1').code, 'API_KEY_NOT_FOUND', 'notFound answers with the code of what was not found');
+  t.equal(
+    errors.notFound('API key', 'k1').code,
+    'API_KEY_NOT_FOUND',
+    'notFound answers with the code of what was not found',
+  );
   t.equal(errors.notFound('runtime version', '9.9.9').statusCode, 404, 'a not-found error is a 404');
-  t.equal(new AppError('RUNTIME_TIMEOUT', 'late').statusCode, 504, 'AppError reads the status of its code from ERROR_CODES');
-  t.equal(errors.badRequest(405, 'method not allowed').statusCode, 405, 'BAD_REQUEST keeps the 4xx status the HTTP layer reported');
+  t.equal(
+    new AppError('RUNTIME_TIMEOUT', 'late').statusCode,
+    504,
+    'AppError reads the status of its code from ERROR_CODES',
+  );
+  t.equal(
+    errors.badRequest(405, 'method not allowed').statusCode,
+    405,
+    'BAD_REQUEST keeps the 4xx status the HTTP layer reported',
+  );
 });

@@ -5,12 +5,26 @@ import pino from 'pino';
 import { RequestLog } from '../../provisioner/http/request-log.ts';
 import { hashKey, hashKeyBase64 } from '../../provisioner/auth/keys.ts';
 
-interface Line { level: number; msg: string; req?: { method: string; url: string }; res?: { statusCode: number }; responseTime?: number }
+interface Line {
+  level: number;
+  msg: string;
+  req?: { method: string; url: string };
+  res?: { statusCode: number };
+  responseTime?: number;
+}
 
 async function appLogging(level: string) {
   const lines: Line[] = [];
-  const sink = new Writable({ write(chunk: Buffer, _enc, cb) { lines.push(JSON.parse(chunk.toString()) as Line); cb(); } });
-  const app = Fastify({ loggerInstance: pino({ level }, sink) as unknown as FastifyBaseLogger, logController: new RequestLog() });
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      lines.push(JSON.parse(chunk.toString()) as Line);
+      cb();
+    },
+  });
+  const app = Fastify({
+    loggerInstance: pino({ level }, sink) as unknown as FastifyBaseLogger,
+    logController: new RequestLog(),
+  });
   app.get('/ok', async () => ({ ok: true }));
   app.get('/missing', async (_req, reply) => reply.status(404).send({ error: 'no' }));
   app.post('/ok', async () => ({ ok: true }));
@@ -24,10 +38,14 @@ t.test('one line per request; successful reads at debug, the rest at info', asyn
   await app.inject({ method: 'HEAD', url: '/ok' });
   await app.inject({ method: 'GET', url: '/missing' });
   await app.inject({ method: 'POST', url: '/ok', payload: {} });
-  t.same(lines.map((l) => [l.msg, l.req?.method, l.req?.url, l.res?.statusCode]), [
-    ['request completed', 'GET', '/missing', 404],
-    ['request completed', 'POST', '/ok', 200],
-  ], 'info: the refused read and the write, no incoming-request lines');
+  t.same(
+    lines.map((l) => [l.msg, l.req?.method, l.req?.url, l.res?.statusCode]),
+    [
+      ['request completed', 'GET', '/missing', 404],
+      ['request completed', 'POST', '/ok', 200],
+    ],
+    'info: the refused read and the write, no incoming-request lines',
+  );
   t.ok(lines.every((l) => l.level === 30 && typeof l.responseTime === 'number'));
   await app.close();
 });
@@ -36,7 +54,13 @@ t.test('at debug level successful reads are logged too, once each', async (t) =>
   const { app, lines } = await appLogging('debug');
   await app.inject({ method: 'GET', url: '/ok' });
   await app.inject({ method: 'POST', url: '/ok', payload: {} });
-  t.same(lines.map((l) => [l.level, l.req?.method, l.res?.statusCode]), [[20, 'GET', 200], [30, 'POST', 200]]);
+  t.same(
+    lines.map((l) => [l.level, l.req?.method, l.res?.statusCode]),
+    [
+      [20, 'GET', 200],
+      [30, 'POST', 200],
+    ],
+  );
   await app.close();
 });
 

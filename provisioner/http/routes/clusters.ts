@@ -6,38 +6,83 @@ import type { AppContext } from '../context.ts';
 
 const NameParams = Type.Object({ name: DnsLabel }, { additionalProperties: false });
 
-const RegisterBody = Type.Object({
-  name: DnsLabel,
-  region: Type.String({ minLength: 1, maxLength: 63, pattern: '^[a-z0-9-]+$' }),
-  capacity: Type.Integer({ minimum: 0, maximum: 100_000, description: 'maximum tenants placed on this cluster' }),
-  labels: Type.Optional(Type.Record(Type.String({ maxLength: 63 }), Type.String({ maxLength: 63 }), { maxProperties: 32 })),
-  plans: Type.Optional(Type.Array(Type.String({ maxLength: 40 }), { maxItems: 16, description: 'plans allowed here; empty means all' })),
-  kubeconfig: Type.String({ minLength: 1, maxLength: 256 * 1024, description: 'kubeconfig contents (YAML or JSON); stored encrypted' }),
-}, { additionalProperties: false });
+const RegisterBody = Type.Object(
+  {
+    name: DnsLabel,
+    region: Type.String({ minLength: 1, maxLength: 63, pattern: '^[a-z0-9-]+$' }),
+    capacity: Type.Integer({ minimum: 0, maximum: 100_000, description: 'maximum tenants placed on this cluster' }),
+    labels: Type.Optional(
+      Type.Record(Type.String({ maxLength: 63 }), Type.String({ maxLength: 63 }), { maxProperties: 32 }),
+    ),
+    plans: Type.Optional(
+      Type.Array(Type.String({ maxLength: 40 }), { maxItems: 16, description: 'plans allowed here; empty means all' }),
+    ),
+    kubeconfig: Type.String({
+      minLength: 1,
+      maxLength: 256 * 1024,
+      description: 'kubeconfig contents (YAML or JSON); stored encrypted',
+    }),
+  },
+  { additionalProperties: false },
+);
 
-export const clusterRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => async (app) => {
-  app.get('/v1/clusters', {
-    config: { roles: ['operator'] },
-    schema: { summary: 'List root clusters with their load', tags: ['clusters'], response: withErrors({ 200: Type.Object({ items: Type.Array(Type.Ref('Cluster')) }) }) },
-  }, async () => ({ items: await ctx.clusters.list() }));
-
-  app.get('/v1/clusters/:name', {
-    config: { roles: ['operator'] },
-    schema: { summary: 'Get a root cluster', tags: ['clusters'], params: NameParams, response: withErrors({ 200: Type.Ref('Cluster') }) },
-  }, async (request) => ctx.clusters.get(request.params.name));
-
-  app.post('/v1/clusters', {
-    config: { roles: ['operator'] },
-    schema: { summary: 'Register a root cluster', tags: ['clusters'], body: RegisterBody, response: withErrors({ 201: Type.Ref('Cluster') }) },
-  }, async (request, reply) => reply.status(201).send(await ctx.clusters.register(request.body, requesterOf(request))));
-
-  for (const action of ['cordon', 'uncordon'] as const) {
-    app.post(`/v1/clusters/:name/${action}`, {
-      config: { roles: ['operator'] },
-      schema: {
-        summary: action === 'cordon' ? 'Cordon a cluster: no new tenants are placed on it' : 'Uncordon a cluster',
-        tags: ['clusters'], params: NameParams, response: withErrors({ 200: Type.Ref('Cluster') }),
+export const clusterRoutes =
+  (ctx: AppContext): FastifyPluginAsyncTypebox =>
+  async (app) => {
+    app.get(
+      '/v1/clusters',
+      {
+        config: { roles: ['operator'] },
+        schema: {
+          summary: 'List root clusters with their load',
+          tags: ['clusters'],
+          response: withErrors({ 200: Type.Object({ items: Type.Array(Type.Ref('Cluster')) }) }),
+        },
       },
-    }, async (request) => ctx.clusters.setCordoned(request.params.name, action === 'cordon', requesterOf(request)));
-  }
-};
+      async () => ({ items: await ctx.clusters.list() }),
+    );
+
+    app.get(
+      '/v1/clusters/:name',
+      {
+        config: { roles: ['operator'] },
+        schema: {
+          summary: 'Get a root cluster',
+          tags: ['clusters'],
+          params: NameParams,
+          response: withErrors({ 200: Type.Ref('Cluster') }),
+        },
+      },
+      async (request) => ctx.clusters.get(request.params.name),
+    );
+
+    app.post(
+      '/v1/clusters',
+      {
+        config: { roles: ['operator'] },
+        schema: {
+          summary: 'Register a root cluster',
+          tags: ['clusters'],
+          body: RegisterBody,
+          response: withErrors({ 201: Type.Ref('Cluster') }),
+        },
+      },
+      async (request, reply) => reply.status(201).send(await ctx.clusters.register(request.body, requesterOf(request))),
+    );
+
+    for (const action of ['cordon', 'uncordon'] as const) {
+      app.post(
+        `/v1/clusters/:name/${action}`,
+        {
+          config: { roles: ['operator'] },
+          schema: {
+            summary: action === 'cordon' ? 'Cordon a cluster: no new tenants are placed on it' : 'Uncordon a cluster',
+            tags: ['clusters'],
+            params: NameParams,
+            response: withErrors({ 200: Type.Ref('Cluster') }),
+          },
+        },
+        async (request) => ctx.clusters.setCordoned(request.params.name, action === 'cordon', requesterOf(request)),
+      );
+    }
+  };

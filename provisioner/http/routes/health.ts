@@ -11,31 +11,42 @@ const Check = Type.Object({
   reason: Type.Optional(Type.String()),
 });
 
-export const healthRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => async (app) => {
-  app.get('/healthz', { config: { public: true }, schema: { hide: true, response: { 200: Check } } }, async () => ({ status: 'ok' }));
+export const healthRoutes =
+  (ctx: AppContext): FastifyPluginAsyncTypebox =>
+  async (app) => {
+    app.get('/healthz', { config: { public: true }, schema: { hide: true, response: { 200: Check } } }, async () => ({
+      status: 'ok',
+    }));
 
-  app.get('/readyz', { config: { public: true }, schema: { hide: true, response: { 200: Check, 503: Check } } }, async (_req, reply) => {
-    const checks: Record<string, string> = {};
-    const health = healthOf(ctx.pool);
-    let reason: string | undefined;
-    try {
-      await health.track(ctx.pool.query('SELECT 1'));
-      checks.database = 'ok';
-      checks.migrations = (await migrationsApplied(ctx.pool)) ? 'ok' : 'pending';
-      if (checks.migrations !== 'ok') reason = 'database migrations are pending: run `provisioner migrate` or restart a replica';
-    } catch (err) {
-      checks.database = isConnectionError(err) ? 'unreachable' : 'failing';
-      checks.migrations = 'unknown';
-      const since = health.outage?.since;
-      reason = `database ${checks.database}${since ? ` since ${since.toISOString()}` : ''}: ${describeConnectionError(err)}`;
-    }
-    const ready = Object.values(checks).every((v) => v === 'ok');
-    if (!ready) reply.header('retry-after', '2');
-    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', checks, ...(reason ? { reason } : {}) });
-  });
+    app.get(
+      '/readyz',
+      { config: { public: true }, schema: { hide: true, response: { 200: Check, 503: Check } } },
+      async (_req, reply) => {
+        const checks: Record<string, string> = {};
+        const health = healthOf(ctx.pool);
+        let reason: string | undefined;
+        try {
+          await health.track(ctx.pool.query('SELECT 1'));
+          checks.database = 'ok';
+          checks.migrations = (await migrationsApplied(ctx.pool)) ? 'ok' : 'pending';
+          if (checks.migrations !== 'ok')
+            reason = 'database migrations are pending: run `provisioner migrate` or restart a replica';
+        } catch (err) {
+          checks.database = isConnectionError(err) ? 'unreachable' : 'failing';
+          checks.migrations = 'unknown';
+          const since = health.outage?.since;
+          reason = `database ${checks.database}${since ? ` since ${since.toISOString()}` : ''}: ${describeConnectionError(err)}`;
+        }
+        const ready = Object.values(checks).every((v) => v === 'ok');
+        if (!ready) reply.header('retry-after', '2');
+        return reply
+          .status(ready ? 200 : 503)
+          .send({ status: ready ? 'ready' : 'not ready', checks, ...(reason ? { reason } : {}) });
+      },
+    );
 
-  app.get('/metrics', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
-    const body = await ctx.metrics.registry.metrics();
-    return reply.type(ctx.metrics.registry.contentType).send(body);
-  });
-};
+    app.get('/metrics', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
+      const body = await ctx.metrics.registry.metrics();
+      return reply.type(ctx.metrics.registry.contentType).send(body);
+    });
+  };

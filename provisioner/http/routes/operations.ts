@@ -12,95 +12,161 @@ import type { AppContext } from '../context.ts';
 
 const READ = ['operator', 'tenant'] as const;
 
-export const operationRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => async (app) => {
-  /** The operation, when the caller may see it: tenant-bound keys get 404 for other tenants' operations. */
-  const visibleOperation = async (request: FastifyRequest, id: string): Promise<Operation> => {
-    const op = await getOperation(ctx.pool, id);
-    const auth = authOf(request);
-    if (!op || ((auth.role === 'tenant' || auth.role === 'runtime') && auth.tenantId !== op.tenantId)) throw errors.notFound('operation', id);
-    return op;
-  };
-
-  app.get('/v1/tenants/:id/operations', {
-    config: { roles: READ },
-    schema: {
-      summary: "List a tenant's operations, newest first", tags: ['operations'], params: IdParams,
-      querystring: Type.Object({
-        limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
-        cursor: Type.Optional(Type.String({ maxLength: 512 })),
-      }, { additionalProperties: false }),
-      response: withErrors({ 200: Type.Object({ items: Type.Array(Type.Ref('Operation')), nextCursor: Type.Union([Type.String(), Type.Null()]) }) }),
-    },
-  }, async (request) => {
-    if (!(await getTenantRow(ctx.pool, request.params.id))) throw errors.notFound('tenant', request.params.id);
-    const limit = request.query.limit ?? 50;
-    const rows = await listOperations(ctx.pool, request.params.id, {
-      limit: limit + 1,
-      ...(request.query.cursor ? { before: decodeCursor(ctx.box, 'operations', request.query.cursor) } : {}),
-    });
-    const page = rows.slice(0, limit);
-    const last = page.at(-1);
-    return {
-      items: page.map(({ cursorTs: _c, ...op }) => op),
-      nextCursor: rows.length > limit && last ? encodeCursor(ctx.box, 'operations', { ts: last.cursorTs, id: last.id }) : null,
+export const operationRoutes =
+  (ctx: AppContext): FastifyPluginAsyncTypebox =>
+  async (app) => {
+    /** The operation, when the caller may see it: tenant-bound keys get 404 for other tenants' operations. */
+    const visibleOperation = async (request: FastifyRequest, id: string): Promise<Operation> => {
+      const op = await getOperation(ctx.pool, id);
+      const auth = authOf(request);
+      if (!op || ((auth.role === 'tenant' || auth.role === 'runtime') && auth.tenantId !== op.tenantId))
+        throw errors.notFound('operation', id);
+      return op;
     };
-  });
 
-  app.get('/v1/operations/:id', {
-    config: { roles: READ },
-    schema: { summary: 'Get an operation', tags: ['operations'], params: IdParams, response: withErrors({ 200: Type.Ref('Operation') }) },
-  }, async (request) => visibleOperation(request, request.params.id));
+    app.get(
+      '/v1/tenants/:id/operations',
+      {
+        config: { roles: READ },
+        schema: {
+          summary: "List a tenant's operations, newest first",
+          tags: ['operations'],
+          params: IdParams,
+          querystring: Type.Object(
+            {
+              limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+              cursor: Type.Optional(Type.String({ maxLength: 512 })),
+            },
+            { additionalProperties: false },
+          ),
+          response: withErrors({
+            200: Type.Object({
+              items: Type.Array(Type.Ref('Operation')),
+              nextCursor: Type.Union([Type.String(), Type.Null()]),
+            }),
+          }),
+        },
+      },
+      async (request) => {
+        if (!(await getTenantRow(ctx.pool, request.params.id))) throw errors.notFound('tenant', request.params.id);
+        const limit = request.query.limit ?? 50;
+        const rows = await listOperations(ctx.pool, request.params.id, {
+          limit: limit + 1,
+          ...(request.query.cursor ? { before: decodeCursor(ctx.box, 'operations', request.query.cursor) } : {}),
+        });
+        const page = rows.slice(0, limit);
+        const last = page.at(-1);
+        return {
+          items: page.map(({ cursorTs: _c, ...op }) => op),
+          nextCursor:
+            rows.length > limit && last
+              ? encodeCursor(ctx.box, 'operations', { ts: last.cursorTs, id: last.id })
+              : null,
+        };
+      },
+    );
 
-  const LogLine = Type.Object({ seq: Type.Integer(), stream: Type.String(), line: Type.String(), at: Type.String() });
-  app.get('/v1/operations/:id/log', {
-    config: { roles: READ },
-    schema: {
-      summary: "An operation's log; with follow=1, a Server-Sent Events stream of new lines until the operation ends",
-      description: 'SSE events: `state` (data {state}) first, `line` (data {seq, stream, line, at}, id = seq) per line, `end` (data {state}) last. ' +
-        'Reconnect with Last-Event-ID (or after=) to resume.',
-      tags: ['operations'], params: IdParams,
-      querystring: Type.Object({
-        follow: Type.Optional(StringEnum(['1', '0', 'true', 'false'] as const, { description: '1 or true: stream with Server-Sent Events' })),
-        after: Type.Optional(Type.Integer({ minimum: 0, description: 'return lines after this sequence number' })),
-        limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, default: 1000 })),
-      }, { additionalProperties: false }),
-      response: withErrors({ 200: Type.Object({ items: Type.Array(LogLine), state: Type.String(), nextAfter: Type.Integer() }) }),
-    },
-  }, async (request, reply) => {
-    const op = await visibleOperation(request, request.params.id);
-    const lastEventId = Number(request.headers['last-event-id']);
-    const after = request.query.after ?? (Number.isInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0);
-    const follow = request.query.follow === '1' || request.query.follow === 'true';
-    if (!follow) {
-      const items = await readLog(ctx.pool, op.id, after, request.query.limit ?? 1000);
-      return { items, state: op.state, nextAfter: items.at(-1)?.seq ?? after };
-    }
-    if (request.auth && ctx.streams.count(request.auth.keyId) >= ctx.config.sseStreamsPerKey) throw errors.tooManyStreams(ctx.config.sseStreamsPerKey);
-    const abort = new AbortController();
-    request.raw.on('close', () => abort.abort());
-    let revoked = false;
-    const auth = request.auth;
-    const unregister = auth ? ctx.streams.add(auth.keyId, () => { revoked = true; abort.abort(); }) : () => {};
-    reply.hijack();
-    const res = reply.raw;
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no', connection: 'keep-alive', ...SECURITY_HEADERS });
-    const send = (event: string, data: unknown, id?: number) =>
-      res.write(`${id !== undefined ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-    send('state', { state: op.state });
-    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
-    try {
-      for await (const line of ctx.logHub.follow(op.id, { afterSeq: after, signal: abort.signal })) {
-        if (!send('line', line, line.seq)) await new Promise((r) => res.once('drain', r));
-      }
-      if (!abort.signal.aborted) send('end', { state: (await getOperation(ctx.pool, op.id))?.state ?? 'unknown' });
-      else if (revoked) send('error', { code: 'INVALID_API_KEY', message: 'the API key of this stream was revoked' } satisfies { code: ErrorCode; message: string });
-    } catch (err) {
-      request.log.error({ err }, 'log follow failed');
-      send('error', { code: 'INTERNAL', message: 'log stream failed' } satisfies { code: ErrorCode; message: string });
-    } finally {
-      unregister();
-      clearInterval(keepAlive);
-      res.end();
-    }
-  });
-};
+    app.get(
+      '/v1/operations/:id',
+      {
+        config: { roles: READ },
+        schema: {
+          summary: 'Get an operation',
+          tags: ['operations'],
+          params: IdParams,
+          response: withErrors({ 200: Type.Ref('Operation') }),
+        },
+      },
+      async (request) => visibleOperation(request, request.params.id),
+    );
+
+    const LogLine = Type.Object({ seq: Type.Integer(), stream: Type.String(), line: Type.String(), at: Type.String() });
+    app.get(
+      '/v1/operations/:id/log',
+      {
+        config: { roles: READ },
+        schema: {
+          summary:
+            "An operation's log; with follow=1, a Server-Sent Events stream of new lines until the operation ends",
+          description:
+            'SSE events: `state` (data {state}) first, `line` (data {seq, stream, line, at}, id = seq) per line, `end` (data {state}) last. ' +
+            'Reconnect with Last-Event-ID (or after=) to resume.',
+          tags: ['operations'],
+          params: IdParams,
+          querystring: Type.Object(
+            {
+              follow: Type.Optional(
+                StringEnum(['1', '0', 'true', 'false'] as const, {
+                  description: '1 or true: stream with Server-Sent Events',
+                }),
+              ),
+              after: Type.Optional(
+                Type.Integer({ minimum: 0, description: 'return lines after this sequence number' }),
+              ),
+              limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, default: 1000 })),
+            },
+            { additionalProperties: false },
+          ),
+          response: withErrors({
+            200: Type.Object({ items: Type.Array(LogLine), state: Type.String(), nextAfter: Type.Integer() }),
+          }),
+        },
+      },
+      async (request, reply) => {
+        const op = await visibleOperation(request, request.params.id);
+        const lastEventId = Number(request.headers['last-event-id']);
+        const after = request.query.after ?? (Number.isInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0);
+        const follow = request.query.follow === '1' || request.query.follow === 'true';
+        if (!follow) {
+          const items = await readLog(ctx.pool, op.id, after, request.query.limit ?? 1000);
+          return { items, state: op.state, nextAfter: items.at(-1)?.seq ?? after };
+        }
+        if (request.auth && ctx.streams.count(request.auth.keyId) >= ctx.config.sseStreamsPerKey)
+          throw errors.tooManyStreams(ctx.config.sseStreamsPerKey);
+        const abort = new AbortController();
+        request.raw.on('close', () => abort.abort());
+        let revoked = false;
+        const auth = request.auth;
+        const unregister = auth
+          ? ctx.streams.add(auth.keyId, () => {
+              revoked = true;
+              abort.abort();
+            })
+          : () => {};
+        reply.hijack();
+        const res = reply.raw;
+        res.writeHead(200, {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache',
+          'x-accel-buffering': 'no',
+          connection: 'keep-alive',
+          ...SECURITY_HEADERS,
+        });
+        const send = (event: string, data: unknown, id?: number) =>
+          res.write(`${id !== undefined ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+        send('state', { state: op.state });
+        const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
+        try {
+          for await (const line of ctx.logHub.follow(op.id, { afterSeq: after, signal: abort.signal })) {
+            if (!send('line', line, line.seq)) await new Promise((r) => res.once('drain', r));
+          }
+          if (!abort.signal.aborted) send('end', { state: (await getOperation(ctx.pool, op.id))?.state ?? 'unknown' });
+          else if (revoked)
+            send('error', { code: 'INVALID_API_KEY', message: 'the API key of this stream was revoked' } satisfies {
+              code: ErrorCode;
+              message: string;
+            });
+        } catch (err) {
+          request.log.error({ err }, 'log follow failed');
+          send('error', { code: 'INTERNAL', message: 'log stream failed' } satisfies {
+            code: ErrorCode;
+            message: string;
+          });
+        } finally {
+          unregister();
+          clearInterval(keepAlive);
+          res.end();
+        }
+      },
+    );
+  };

@@ -4,16 +4,24 @@ import { DnsLabel, Semver, withErrors } from '../schemas.ts';
 import { errors } from '../../errors.ts';
 import type { AppContext } from '../context.ts';
 
-const SignupBody = Type.Object({
-  organization: DnsLabel,
-  email: Type.String({ format: 'email', maxLength: 254 }),
-  plan: Type.Optional(Type.String({ minLength: 1, maxLength: 40, description: 'plan name (GET /v1/plans)' })),
-  region: Type.Optional(Type.String({
-    minLength: 1, maxLength: 63, pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
-    description: 'place the runtime on a root cluster of this region (GET /v1/regions lists them); default: any region',
-  })),
-  runtimeVersion: Type.Optional(Semver),
-}, { additionalProperties: false });
+const SignupBody = Type.Object(
+  {
+    organization: DnsLabel,
+    email: Type.String({ format: 'email', maxLength: 254 }),
+    plan: Type.Optional(Type.String({ minLength: 1, maxLength: 40, description: 'plan name (GET /v1/plans)' })),
+    region: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 63,
+        pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+        description:
+          'place the runtime on a root cluster of this region (GET /v1/regions lists them); default: any region',
+      }),
+    ),
+    runtimeVersion: Type.Optional(Semver),
+  },
+  { additionalProperties: false },
+);
 
 const SignupResponse = Type.Object({
   tenant: Type.Ref('Tenant'),
@@ -28,26 +36,36 @@ const SignupResponse = Type.Object({
  */
 const IDEMPOTENCY_KEY = /^[A-Za-z0-9_-]{22,255}$/;
 
-export const signupRoutes = (ctx: AppContext): FastifyPluginAsyncTypebox => async (app) => {
-  app.post('/v1/signup', {
-    config: {
-      public: true,
-      rateLimit: { max: ctx.config.signupRateLimit, timeWindow: 60_000 },
-    },
-    schema: {
-      summary: 'Sign a new tenant up',
-      description: 'Creates the tenant and queues its provisioning. Honors Idempotency-Key (22+ random characters: a UUID or `openssl rand -hex 16`): the same key and body return the first answer within an hour.',
-      tags: ['tenants'],
-      body: SignupBody,
-      headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String()) }),
-      response: withErrors({ 202: SignupResponse }),
-    },
-  }, async (request, reply) => {
-    const key = request.headers['idempotency-key'];
-    if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
-      throw errors.validation('Idempotency-Key must be 22 to 255 characters of A-Z, a-z, 0-9, - and _ (a random value such as a UUID or `openssl rand -hex 16`): it is the secret that replays the answer', 'Idempotency-Key');
-    }
-    const { status, body } = await ctx.tenants.signup(request.body, key, request.id);
-    return reply.status(status as 202).send(body);
-  });
-};
+export const signupRoutes =
+  (ctx: AppContext): FastifyPluginAsyncTypebox =>
+  async (app) => {
+    app.post(
+      '/v1/signup',
+      {
+        config: {
+          public: true,
+          rateLimit: { max: ctx.config.signupRateLimit, timeWindow: 60_000 },
+        },
+        schema: {
+          summary: 'Sign a new tenant up',
+          description:
+            'Creates the tenant and queues its provisioning. Honors Idempotency-Key (22+ random characters: a UUID or `openssl rand -hex 16`): the same key and body return the first answer within an hour.',
+          tags: ['tenants'],
+          body: SignupBody,
+          headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String()) }),
+          response: withErrors({ 202: SignupResponse }),
+        },
+      },
+      async (request, reply) => {
+        const key = request.headers['idempotency-key'];
+        if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
+          throw errors.validation(
+            'Idempotency-Key must be 22 to 255 characters of A-Z, a-z, 0-9, - and _ (a random value such as a UUID or `openssl rand -hex 16`): it is the secret that replays the answer',
+            'Idempotency-Key',
+          );
+        }
+        const { status, body } = await ctx.tenants.signup(request.body, key, request.id);
+        return reply.status(status as 202).send(body);
+      },
+    );
+  };

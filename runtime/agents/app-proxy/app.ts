@@ -29,7 +29,9 @@ export async function buildAppProxy(opts: AppProxyOptions): Promise<FastifyInsta
   const replay = new ReplayCache();
   const logger = opts.logger;
   const app = Fastify({
-    ...(logger !== undefined && typeof logger === 'object' && 'child' in logger ? { loggerInstance: logger } : { logger: logger ?? false }),
+    ...(logger !== undefined && typeof logger === 'object' && 'child' in logger
+      ? { loggerInstance: logger }
+      : { logger: logger ?? false }),
     bodyLimit: 1024 * 1024,
   });
 
@@ -39,7 +41,14 @@ export async function buildAppProxy(opts: AppProxyOptions): Promise<FastifyInsta
     api.addHook('onRequest', async (request, reply) => {
       const raw = request.headers[REQUEST_TOKEN_HEADER];
       if (typeof raw !== 'string' || raw === '') {
-        return reply.code(401).send(unauthorized('UNAUTHENTICATED', `request did not come through the control plane: ${REQUEST_TOKEN_HEADER} is missing`));
+        return reply
+          .code(401)
+          .send(
+            unauthorized(
+              'UNAUTHENTICATED',
+              `request did not come through the control plane: ${REQUEST_TOKEN_HEADER} is missing`,
+            ),
+          );
       }
       const nowMs = now();
       const result = verifyRequestToken(raw, {
@@ -66,7 +75,9 @@ export async function buildAppProxy(opts: AppProxyOptions): Promise<FastifyInsta
         return await opts.runtimeInfo();
       } catch (err) {
         app.log.error({ err }, 'runtime info unavailable');
-        return reply.code(503).send({ error: { code: 'RUNTIME_INFO_UNAVAILABLE', message: 'runtime information cannot be read right now' } });
+        return reply.code(503).send({
+          error: { code: 'RUNTIME_INFO_UNAVAILABLE', message: 'runtime information cannot be read right now' },
+        });
       }
     });
 

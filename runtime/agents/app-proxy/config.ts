@@ -23,7 +23,10 @@ export function loadAppProxyConfig(env: Env = process.env): AppProxyConfig {
   try {
     publicKey = loadPublicKey(pem.value.replace(/\\n/g, '\n'));
   } catch (err) {
-    throw new ConfigError(pem.file ? 'CONTROL_PLANE_PUBLIC_KEY_FILE' : 'CONTROL_PLANE_PUBLIC_KEY', err instanceof Error ? err.message : 'is not a PEM public key');
+    throw new ConfigError(
+      pem.file ? 'CONTROL_PLANE_PUBLIC_KEY_FILE' : 'CONTROL_PLANE_PUBLIC_KEY',
+      err instanceof Error ? err.message : 'is not a PEM public key',
+    );
   }
   let runtimeInfo: RuntimeInfoSource;
   const file = env.RUNTIME_INFO_FILE;
@@ -37,7 +40,9 @@ export function loadAppProxyConfig(env: Env = process.env): AppProxyConfig {
       throw new ConfigError('RUNTIME_COMPONENTS', 'is not JSON; expected {"argoCd": "7.9.1", ...}');
     }
     try {
-      runtimeInfo = staticRuntimeInfo(parseRuntimeInfo({ version: str(env, 'RUNTIME_VERSION'), components }, 'RUNTIME_VERSION/RUNTIME_COMPONENTS'));
+      runtimeInfo = staticRuntimeInfo(
+        parseRuntimeInfo({ version: str(env, 'RUNTIME_VERSION'), components }, 'RUNTIME_VERSION/RUNTIME_COMPONENTS'),
+      );
     } catch (err) {
       throw new ConfigError('RUNTIME_COMPONENTS', err instanceof Error ? err.message : 'is invalid');
     }

@@ -4,7 +4,12 @@
  * until it expires (at most 60 s after it was signed).
  */
 import { createPublicKey, type KeyObject, verify } from 'node:crypto';
-import { audienceFor, MAX_TOKEN_TTL_SECONDS, type RequestTokenClaims, TOKEN_ISSUER } from '../../protocol/request-token.ts';
+import {
+  audienceFor,
+  MAX_TOKEN_TTL_SECONDS,
+  type RequestTokenClaims,
+  TOKEN_ISSUER,
+} from '../../protocol/request-token.ts';
 
 export type VerifyResult = { ok: true; claims: RequestTokenClaims } | { ok: false; reason: string };
 
@@ -21,7 +26,8 @@ export interface VerifyOptions {
 
 export function loadPublicKey(pem: string): KeyObject {
   const key = createPublicKey(pem);
-  if (key.asymmetricKeyType !== 'ed25519') throw new Error(`control plane public key must be Ed25519, not ${key.asymmetricKeyType ?? 'unknown'}`);
+  if (key.asymmetricKeyType !== 'ed25519')
+    throw new Error(`control plane public key must be Ed25519, not ${key.asymmetricKeyType ?? 'unknown'}`);
   return key;
 }
 
@@ -38,19 +44,23 @@ export function verifyRequestToken(token: string, opts: VerifyOptions): VerifyRe
   if (parts.length !== 3 || token.length > 4096) return { ok: false, reason: 'malformed token' };
   const [h, p, s] = parts as [string, string, string];
   const header = decodeJson(h);
-  if (typeof header !== 'object' || header === null || (header as { alg?: unknown }).alg !== 'EdDSA') return { ok: false, reason: 'unsupported token algorithm' };
+  if (typeof header !== 'object' || header === null || (header as { alg?: unknown }).alg !== 'EdDSA')
+    return { ok: false, reason: 'unsupported token algorithm' };
   const sig = Buffer.from(s, 'base64url');
-  if (sig.length !== 64 || !verify(null, Buffer.from(`${h}.${p}`), opts.publicKey, sig)) return { ok: false, reason: 'bad signature' };
+  if (sig.length !== 64 || !verify(null, Buffer.from(`${h}.${p}`), opts.publicKey, sig))
+    return { ok: false, reason: 'bad signature' };
   const c = decodeJson(p) as Partial<RequestTokenClaims> | undefined;
   if (typeof c !== 'object' || c === null) return { ok: false, reason: 'malformed claims' };
   const skew = opts.skewSeconds ?? 5;
   const now = opts.nowMs / 1000;
   if (c.iss !== TOKEN_ISSUER) return { ok: false, reason: 'wrong issuer' };
   if (c.aud !== audienceFor(opts.tenantId)) return { ok: false, reason: 'token is for another runtime' };
-  if (typeof c.iat !== 'number' || typeof c.exp !== 'number' || c.exp - c.iat > MAX_TOKEN_TTL_SECONDS) return { ok: false, reason: 'bad lifetime' };
+  if (typeof c.iat !== 'number' || typeof c.exp !== 'number' || c.exp - c.iat > MAX_TOKEN_TTL_SECONDS)
+    return { ok: false, reason: 'bad lifetime' };
   if (c.exp + skew < now) return { ok: false, reason: 'token expired' };
   if (c.iat - skew > now) return { ok: false, reason: 'token issued in the future' };
-  if (c.htm !== opts.method.toUpperCase() || c.htu !== opts.path) return { ok: false, reason: 'token is for another request' };
+  if (c.htm !== opts.method.toUpperCase() || c.htu !== opts.path)
+    return { ok: false, reason: 'token is for another request' };
   if (typeof c.jti !== 'string' || c.jti === '') return { ok: false, reason: 'token has no id' };
   return { ok: true, claims: c as RequestTokenClaims };
 }

@@ -12,12 +12,14 @@ export interface RuntimeInfo {
 
 /** Accepts `{version|runtimeVersion, components: {name: version}}`; throws naming what is wrong. */
 export function parseRuntimeInfo(value: unknown, source: string): RuntimeInfo {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`${source}: expected a JSON object`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new Error(`${source}: expected a JSON object`);
   const o = value as Record<string, unknown>;
   const version = o.runtimeVersion ?? o.version;
   if (typeof version !== 'string' || version === '') throw new Error(`${source}: 'version' must be a non-empty string`);
   const comps = o.components;
-  if (typeof comps !== 'object' || comps === null || Array.isArray(comps)) throw new Error(`${source}: 'components' must be an object of name: version`);
+  if (typeof comps !== 'object' || comps === null || Array.isArray(comps))
+    throw new Error(`${source}: 'components' must be an object of name: version`);
   const components: Record<string, string> = {};
   for (const [k, v] of Object.entries(comps)) {
     if (typeof v !== 'string') throw new Error(`${source}: components.${k} must be a string`);

@@ -43,7 +43,8 @@ export function url(env: Env, name: string, protocols: readonly string[], fallba
   } catch {
     throw new ConfigError(name, `'${raw}' is not a URL`);
   }
-  if (!protocols.includes(u.protocol)) throw new ConfigError(name, `scheme '${u.protocol}' is not one of ${protocols.join(', ')}`);
+  if (!protocols.includes(u.protocol))
+    throw new ConfigError(name, `scheme '${u.protocol}' is not one of ${protocols.join(', ')}`);
   return u;
 }
 
@@ -60,7 +61,10 @@ export function secret(env: Env, name: string): { value: string; file: string | 
     try {
       return { value: readFileSync(file, 'utf8').trim(), file };
     } catch (err) {
-      throw new ConfigError(`${name}_FILE`, `cannot read '${file}': ${err instanceof Error ? err.message : String(err)}`);
+      throw new ConfigError(
+        `${name}_FILE`,
+        `cannot read '${file}': ${err instanceof Error ? err.message : String(err)}`,
+      );
     }
   }
   return { value: str(env, name).trim(), file: undefined };

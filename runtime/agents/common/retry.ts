@@ -8,5 +8,7 @@ import type { ClientRequest } from 'node:http';
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 
 export function retriableUpstreamError(req: ClientRequest, err: Error, method: string): boolean {
-  return req.reusedSocket && (err as NodeJS.ErrnoException).code === 'ECONNRESET' && IDEMPOTENT.has(method.toUpperCase());
+  return (
+    req.reusedSocket && (err as NodeJS.ErrnoException).code === 'ECONNRESET' && IDEMPOTENT.has(method.toUpperCase())
+  );
 }

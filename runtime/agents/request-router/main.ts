@@ -4,16 +4,28 @@ import { closeServer, listen, runService } from '../common/service.ts';
 import { loadRouterConfig } from './config.ts';
 import { createRouter } from './router.ts';
 
-await runService('request-router', () => loadRouterConfig(), async (config, log) => {
-  const router = createRouter({ appProxyUrl: config.appProxyUrl, eventSourceUrl: config.eventSourceUrl, logger: log, upstreamTimeoutMs: config.upstreamTimeoutMs });
-  const server = http.createServer({ maxHeaderSize: 16 * 1024 }, router.handler);
-  server.keepAliveTimeout = 65_000;
-  const port = await listen(server, config.port, config.host);
-  log.info({ port, appProxyUrl: config.appProxyUrl, eventSourceUrl: config.eventSourceUrl }, 'request router started');
-  return {
-    async close() {
-      await closeServer(server);
-      router.close();
-    },
-  };
-});
+await runService(
+  'request-router',
+  () => loadRouterConfig(),
+  async (config, log) => {
+    const router = createRouter({
+      appProxyUrl: config.appProxyUrl,
+      eventSourceUrl: config.eventSourceUrl,
+      logger: log,
+      upstreamTimeoutMs: config.upstreamTimeoutMs,
+    });
+    const server = http.createServer({ maxHeaderSize: 16 * 1024 }, router.handler);
+    server.keepAliveTimeout = 65_000;
+    const port = await listen(server, config.port, config.host);
+    log.info(
+      { port, appProxyUrl: config.appProxyUrl, eventSourceUrl: config.eventSourceUrl },
+      'request router started',
+    );
+    return {
+      async close() {
+        await closeServer(server);
+        router.close();
+      },
+    };
+  },
+);

@@ -41,7 +41,10 @@ function upstream(name: string, base: string, maxSockets: number): Upstream {
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  });
   res.end(text);
 }
 
@@ -89,13 +92,26 @@ export function createRouter(opts: RouterOptions): Router {
         upRes.pipe(res);
       });
       up.on('error', (err) => {
-        if (!retry && !res.headersSent && !res.destroyed && retriableUpstreamError(up, err, req.method ?? '') && bodyBytes === 0 && req.complete) {
-          log.debug({ upstream: target.name, err: err.message, path }, 'kept-alive upstream connection was closed under the request; retrying on a new one');
+        if (
+          !retry &&
+          !res.headersSent &&
+          !res.destroyed &&
+          retriableUpstreamError(up, err, req.method ?? '') &&
+          bodyBytes === 0 &&
+          req.complete
+        ) {
+          log.debug(
+            { upstream: target.name, err: err.message, path },
+            'kept-alive upstream connection was closed under the request; retrying on a new one',
+          );
           send(true);
           return;
         }
         log.warn({ upstream: target.name, err: err.message, path }, 'upstream request failed');
-        if (!res.headersSent) sendJson(res, 502, { error: { code: 'UPSTREAM_UNAVAILABLE', message: `${target.name} could not be reached: ${err.message}` } });
+        if (!res.headersSent)
+          sendJson(res, 502, {
+            error: { code: 'UPSTREAM_UNAVAILABLE', message: `${target.name} could not be reached: ${err.message}` },
+          });
         else res.destroy();
       });
       if (retry) up.end();
@@ -119,7 +135,12 @@ export function createRouter(opts: RouterOptions): Router {
       sendJson(res, 200, { status: 'ok' });
     } else {
       req.resume();
-      sendJson(res, 404, { error: { code: 'ROUTE_NOT_FOUND', message: `no route for ${req.method ?? ''} ${pathname}: the runtime serves /api/* and /webhooks/*` } });
+      sendJson(res, 404, {
+        error: {
+          code: 'ROUTE_NOT_FOUND',
+          message: `no route for ${req.method ?? ''} ${pathname}: the runtime serves /api/* and /webhooks/*`,
+        },
+      });
     }
   };
 

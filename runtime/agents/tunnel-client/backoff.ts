@@ -14,7 +14,11 @@ export interface BackoffOptions {
 export const DEFAULT_BACKOFF: Readonly<BackoffOptions> = { initialMs: 200, maxMs: 4_000, factor: 2 };
 
 /** Delay before reconnect attempt `attempt` (0 for the first retry): uniform in [0, min(max, initial × factor^attempt)]. */
-export function backoffDelay(attempt: number, opts: BackoffOptions = DEFAULT_BACKOFF, random: () => number = Math.random): number {
+export function backoffDelay(
+  attempt: number,
+  opts: BackoffOptions = DEFAULT_BACKOFF,
+  random: () => number = Math.random,
+): number {
   const ceiling = Math.min(opts.maxMs, opts.initialMs * opts.factor ** Math.min(attempt, 30));
   return Math.round(random() * ceiling);
 }

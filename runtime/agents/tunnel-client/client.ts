@@ -121,8 +121,17 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
       });
       req.on('error', (err) => {
         if (stream.closed) return;
-        if (!retry && !answered && retriableUpstreamError(req, err, head.method) && bodyBytes === 0 && stream.body.readableEnded) {
-          log.debug({ err: err.message }, 'kept-alive router connection was closed under the request; retrying on a new one');
+        if (
+          !retry &&
+          !answered &&
+          retriableUpstreamError(req, err, head.method) &&
+          bodyBytes === 0 &&
+          stream.body.readableEnded
+        ) {
+          log.debug(
+            { err: err.message },
+            'kept-alive router connection was closed under the request; retrying on a new one',
+          );
           send(true);
           return;
         }
@@ -172,7 +181,10 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
     socket.on('unexpected-response', (_req, res) => {
       status = res.statusCode ?? 0;
       res.resume();
-      log.warn({ status }, status === 401 ? 'control plane refused the runtime token' : 'control plane refused the tunnel');
+      log.warn(
+        { status },
+        status === 401 ? 'control plane refused the runtime token' : 'control plane refused the tunnel',
+      );
       events.emit('rejected', status);
       socket.terminate();
     });
@@ -188,7 +200,9 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
         maxChunkBytes: opts.maxChunkBytes ?? 64 * 1024,
       });
       mux = m;
-      startHeartbeat(socket, opts.heartbeatIntervalMs ?? 15_000, () => log.warn('control plane missed its heartbeat; redialling'));
+      startHeartbeat(socket, opts.heartbeatIntervalMs ?? 15_000, () =>
+        log.warn('control plane missed its heartbeat; redialling'),
+      );
       m.on('stream', serve);
       m.once('goaway', (message, reconnect) => {
         if (!reconnect) {
@@ -199,7 +213,10 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
         }
         // This connection only finishes its open requests now; dial the next one at once.
         if (ws !== socket || closing) return;
-        log.info({ message, openRequests: m.streamCount }, 'control plane is going away; reconnecting while open requests finish');
+        log.info(
+          { message, openRequests: m.streamCount },
+          'control plane is going away; reconnecting while open requests finish',
+        );
         drained = m;
         draining.add(m);
         ws = null;
@@ -266,7 +283,11 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
         // Ask the control plane to send nothing new (a control plane without goaway keeps sending).
         if (mux && mux.streamCount > 0) mux.goAway('runtime shutting down', { reconnect: false });
         const open = [mux, ...draining].filter((m): m is Mux => m !== null && m.streamCount > 0);
-        if (open.length > 0) log.info({ openRequests: open.reduce((n, m) => n + m.streamCount, 0), graceMs }, 'letting open requests finish before closing the tunnel');
+        if (open.length > 0)
+          log.info(
+            { openRequests: open.reduce((n, m) => n + m.streamCount, 0), graceMs },
+            'letting open requests finish before closing the tunnel',
+          );
         await Promise.all(open.map((m) => m.idle(graceMs)));
       }
       agent.destroy();

@@ -21,11 +21,16 @@ export interface TunnelClientConfig {
 
 export function loadTunnelClientConfig(env: Env = process.env): TunnelClientConfig {
   const tunnelUrl = url(env, 'TUNNEL_URL', ['ws:', 'wss:']);
-  if (tunnelUrl.protocol === 'ws:' && !['127.0.0.1', 'localhost', '[::1]'].includes(tunnelUrl.hostname) && env.TUNNEL_ALLOW_INSECURE !== 'true') {
+  if (
+    tunnelUrl.protocol === 'ws:' &&
+    !['127.0.0.1', 'localhost', '[::1]'].includes(tunnelUrl.hostname) &&
+    env.TUNNEL_ALLOW_INSECURE !== 'true'
+  ) {
     throw new ConfigError('TUNNEL_URL', 'must use wss:// unless it points at loopback (or TUNNEL_ALLOW_INSECURE=true)');
   }
   const first = secret(env, 'RUNTIME_TOKEN');
-  if (first.value.length < 24) throw new ConfigError(first.file ? 'RUNTIME_TOKEN_FILE' : 'RUNTIME_TOKEN', 'does not look like a runtime token');
+  if (first.value.length < 24)
+    throw new ConfigError(first.file ? 'RUNTIME_TOKEN_FILE' : 'RUNTIME_TOKEN', 'does not look like a runtime token');
   const file = first.file;
   const token = file === undefined ? () => first.value : () => readFileSync(file, 'utf8').trim();
   return {

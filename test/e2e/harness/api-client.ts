@@ -58,7 +58,12 @@ export class ApiClient {
     return new ApiClient(this.url, token);
   }
 
-  async request<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResponse<T>> {
+  async request<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<ApiResponse<T>> {
     const res = await fetch(`${this.url}${path}`, {
       method,
       headers: {
@@ -76,7 +81,8 @@ export class ApiClient {
   /** Like request(), but throws unless the status is `expected`. */
   async expect<T>(expected: number, method: string, path: string, body?: unknown): Promise<T> {
     const res = await this.request<T>(method, path, body);
-    if (res.status !== expected) throw new Error(`${method} ${path}: expected ${expected}, got ${res.status}: ${JSON.stringify(res.body)}`);
+    if (res.status !== expected)
+      throw new Error(`${method} ${path}: expected ${expected}, got ${res.status}: ${JSON.stringify(res.body)}`);
     return res.body;
   }
 
@@ -85,7 +91,8 @@ export class ApiClient {
   }
 
   async operations(tenantId: string): Promise<OperationView[]> {
-    return (await this.expect<{ items: OperationView[] }>(200, 'GET', `/v1/tenants/${tenantId}/operations?limit=100`)).items;
+    return (await this.expect<{ items: OperationView[] }>(200, 'GET', `/v1/tenants/${tenantId}/operations?limit=100`))
+      .items;
   }
 
   operation(id: string): Promise<OperationView> {
@@ -102,19 +109,32 @@ export class ApiClient {
    * operation log's tail, when the tenant turns Failed/Stalled or its last operation failed.
    */
   async waitForPhase(id: string, phase: string, timeoutMs: number): Promise<TenantView> {
-    return until(`tenant ${id} ${phase}`, timeoutMs, async () => {
-      const t = await this.tenant(id);
-      if (t.status.phase === 'Failed' || t.status.conditions.some((c) => c.type === 'Stalled' && c.status === 'True')) {
-        throw new StopWaiting(`tenant ${id} is ${t.status.phase}: ${JSON.stringify(t.status.conditions)}${await this.#lastLogTail(t)}`);
-      }
-      if (t.status.phase === phase && t.status.observedGeneration === t.generation) return t;
-      // A failed attempt would be retried with backoff; in these tests it is a failure at once.
-      if (t.status.lastOperationId) {
-        const op = await this.operation(t.status.lastOperationId);
-        if (op.state === 'failed') throw new StopWaiting(`operation ${op.kind} ${op.id} of tenant ${id} failed: ${op.error?.code ?? ''} ${(op.error?.message ?? '').slice(-1500)}${await this.#lastLogTail(t)}`);
-      }
-      return undefined;
-    }, 1000).catch(async (err: unknown) => {
+    return until(
+      `tenant ${id} ${phase}`,
+      timeoutMs,
+      async () => {
+        const t = await this.tenant(id);
+        if (
+          t.status.phase === 'Failed' ||
+          t.status.conditions.some((c) => c.type === 'Stalled' && c.status === 'True')
+        ) {
+          throw new StopWaiting(
+            `tenant ${id} is ${t.status.phase}: ${JSON.stringify(t.status.conditions)}${await this.#lastLogTail(t)}`,
+          );
+        }
+        if (t.status.phase === phase && t.status.observedGeneration === t.generation) return t;
+        // A failed attempt would be retried with backoff; in these tests it is a failure at once.
+        if (t.status.lastOperationId) {
+          const op = await this.operation(t.status.lastOperationId);
+          if (op.state === 'failed')
+            throw new StopWaiting(
+              `operation ${op.kind} ${op.id} of tenant ${id} failed: ${op.error?.code ?? ''} ${(op.error?.message ?? '').slice(-1500)}${await this.#lastLogTail(t)}`,
+            );
+        }
+        return undefined;
+      },
+      1000,
+    ).catch(async (err: unknown) => {
       if (err instanceof StopWaiting) throw err;
       const t = await this.tenant(id).catch(() => undefined);
       throw new Error(`${err instanceof Error ? err.message : String(err)}${t ? await this.#lastLogTail(t) : ''}`);
@@ -124,7 +144,10 @@ export class ApiClient {
   async #lastLogTail(t: TenantView): Promise<string> {
     if (!t.status.lastOperationId) return '';
     const lines = await this.logLines(t.status.lastOperationId).catch(() => []);
-    return `\n--- last operation log (tail) ---\n${lines.slice(-25).map((l) => l.slice(0, 400)).join('\n')}`;
+    return `\n--- last operation log (tail) ---\n${lines
+      .slice(-25)
+      .map((l) => l.slice(0, 400))
+      .join('\n')}`;
   }
 }
 
@@ -137,7 +160,11 @@ export interface CliResult {
 /** Runs the `provisioner` CLI against the API. */
 export async function cli(url: string, token: string, args: string[]): Promise<CliResult> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [join(REPO_ROOT, 'bin', 'provisioner.ts'), '--url', url, '--token', token, ...args], { timeoutMs: 60_000 });
+    const { stdout, stderr } = await run(
+      process.execPath,
+      [join(REPO_ROOT, 'bin', 'provisioner.ts'), '--url', url, '--token', token, ...args],
+      { timeoutMs: 60_000 },
+    );
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { stdout?: string; stderr?: string; exitCode?: number | null; message?: string };

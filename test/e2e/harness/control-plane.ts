@@ -9,7 +9,15 @@ import { request as httpRequest } from 'node:http';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
-import { createCa, createClientCert, createServiceAccountKeys, createServingCert, kubeconfigFor, type CertificateAuthority, type ClientCertificate } from './pki.ts';
+import {
+  createCa,
+  createClientCert,
+  createServiceAccountKeys,
+  createServingCert,
+  kubeconfigFor,
+  type CertificateAuthority,
+  type ClientCertificate,
+} from './pki.ts';
 import { freePort, startProcess, until, type ManagedProcess } from './processes.ts';
 
 export interface Toolchain {
@@ -29,13 +37,25 @@ export interface Etcd {
   stop(): Promise<void>;
 }
 
-function httpGet(url: string, tls?: { ca: string; cert: string; key: string } | { rejectUnauthorized: false }): Promise<{ status: number; body: string }> {
+function httpGet(
+  url: string,
+  tls?: { ca: string; cert: string; key: string } | { rejectUnauthorized: false },
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const u = new URL(url);
-    const req = (u.protocol === 'https:' ? httpsRequest : httpRequest)(u, { method: 'GET', timeout: 5000, ...(tls ?? {}) }, (res) => {
-      let body = '';
-      res.setEncoding('utf8').on('data', (d: string) => { body += d; }).on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
+    const req = (u.protocol === 'https:' ? httpsRequest : httpRequest)(
+      u,
+      { method: 'GET', timeout: 5000, ...(tls ?? {}) },
+      (res) => {
+        let body = '';
+        res
+          .setEncoding('utf8')
+          .on('data', (d: string) => {
+            body += d;
+          })
+          .on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
     req.once('timeout', () => req.destroy(new Error(`GET ${url} timed out`)));
     req.once('error', reject);
     req.end();
@@ -47,14 +67,33 @@ export async function startEtcd(tc: Toolchain, dir: string): Promise<Etcd> {
   const client = await freePort();
   const peer = await freePort();
   const url = `http://127.0.0.1:${client}`;
-  const proc = startProcess('etcd', join(tc.bin, 'etcd'), [
-    '--name', 'e2e', '--data-dir', join(dir, 'data'),
-    '--listen-client-urls', url, '--advertise-client-urls', url,
-    '--listen-peer-urls', `http://127.0.0.1:${peer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${peer}`,
-    '--initial-cluster', `e2e=http://127.0.0.1:${peer}`, '--log-level', 'warn',
-    // Test data: no fsync per write (the machine is shared and slow).
-    '--unsafe-no-fsync', '--quota-backend-bytes', String(4 * 1024 ** 3),
-  ], join(dir, 'etcd.log'));
+  const proc = startProcess(
+    'etcd',
+    join(tc.bin, 'etcd'),
+    [
+      '--name',
+      'e2e',
+      '--data-dir',
+      join(dir, 'data'),
+      '--listen-client-urls',
+      url,
+      '--advertise-client-urls',
+      url,
+      '--listen-peer-urls',
+      `http://127.0.0.1:${peer}`,
+      '--initial-advertise-peer-urls',
+      `http://127.0.0.1:${peer}`,
+      '--initial-cluster',
+      `e2e=http://127.0.0.1:${peer}`,
+      '--log-level',
+      'warn',
+      // Test data: no fsync per write (the machine is shared and slow).
+      '--unsafe-no-fsync',
+      '--quota-backend-bytes',
+      String(4 * 1024 ** 3),
+    ],
+    join(dir, 'etcd.log'),
+  );
   await until('etcd /health', 30_000, async () => {
     if (!proc.running()) throw new Error(`etcd exited: ${await proc.tail(10)}`);
     return (await httpGet(`${url}/health`)).status === 200;
@@ -111,38 +150,111 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
     for (const p of [...processes].reverse()) await p.stop(3000);
   };
   try {
-    const api = startProcess(`${o.name}-kube-apiserver`, join(tc.bin, 'kube-apiserver'), [
-      '--etcd-servers', o.etcdUrl, '--etcd-prefix', o.etcdPrefix,
-      '--bind-address', '127.0.0.1', '--advertise-address', '127.0.0.1', '--secure-port', String(apiPort),
-      '--cert-dir', join(o.dir, 'apiserver'), '--tls-cert-file', serving.certFile, '--tls-private-key-file', serving.keyFile,
-      '--client-ca-file', ca.certFile,
-      '--service-account-issuer', 'https://kubernetes.default.svc.cluster.local',
-      '--service-account-key-file', sa.publicKeyFile, '--service-account-signing-key-file', sa.privateKeyFile,
-      '--service-cluster-ip-range', '10.96.0.0/16', '--authorization-mode', 'Node,RBAC', '--allow-privileged=true',
-      '--enable-priority-and-fairness=false', '--profiling=false',
-    ], join(o.dir, 'kube-apiserver.log'));
+    const api = startProcess(
+      `${o.name}-kube-apiserver`,
+      join(tc.bin, 'kube-apiserver'),
+      [
+        '--etcd-servers',
+        o.etcdUrl,
+        '--etcd-prefix',
+        o.etcdPrefix,
+        '--bind-address',
+        '127.0.0.1',
+        '--advertise-address',
+        '127.0.0.1',
+        '--secure-port',
+        String(apiPort),
+        '--cert-dir',
+        join(o.dir, 'apiserver'),
+        '--tls-cert-file',
+        serving.certFile,
+        '--tls-private-key-file',
+        serving.keyFile,
+        '--client-ca-file',
+        ca.certFile,
+        '--service-account-issuer',
+        'https://kubernetes.default.svc.cluster.local',
+        '--service-account-key-file',
+        sa.publicKeyFile,
+        '--service-account-signing-key-file',
+        sa.privateKeyFile,
+        '--service-cluster-ip-range',
+        '10.96.0.0/16',
+        '--authorization-mode',
+        'Node,RBAC',
+        '--allow-privileged=true',
+        '--enable-priority-and-fairness=false',
+        '--profiling=false',
+      ],
+      join(o.dir, 'kube-apiserver.log'),
+    );
     processes.push(api);
     const tls = { ca: ca.certPem, cert: admin.certPem, key: admin.keyPem };
     await until(`${o.name} kube-apiserver /readyz`, timeoutMs, async () => {
       if (!api.running()) throw new Error(`kube-apiserver exited: ${await api.tail(15)}`);
       return (await httpGet(`${server}/readyz`, tls)).status === 200;
     });
-    const common = ['--kubeconfig', kubeconfigFile, '--authentication-kubeconfig', kubeconfigFile, '--authorization-kubeconfig', kubeconfigFile,
-      '--bind-address', '127.0.0.1', '--leader-elect=false', '--profiling=false'];
-    const kcm = startProcess(`${o.name}-kube-controller-manager`, join(tc.bin, 'kube-controller-manager'), [
-      ...common, '--secure-port', String(kcmPort),
-      '--service-account-private-key-file', sa.privateKeyFile, '--root-ca-file', ca.certFile,
-      '--use-service-account-credentials=true', '--service-cluster-ip-range', '10.96.0.0/16',
-      '--concurrent-deployment-syncs', '10', '--concurrent-statefulset-syncs', '10', '--concurrent-namespace-syncs', '10',
-    ], join(o.dir, 'kube-controller-manager.log'));
+    const common = [
+      '--kubeconfig',
+      kubeconfigFile,
+      '--authentication-kubeconfig',
+      kubeconfigFile,
+      '--authorization-kubeconfig',
+      kubeconfigFile,
+      '--bind-address',
+      '127.0.0.1',
+      '--leader-elect=false',
+      '--profiling=false',
+    ];
+    const kcm = startProcess(
+      `${o.name}-kube-controller-manager`,
+      join(tc.bin, 'kube-controller-manager'),
+      [
+        ...common,
+        '--secure-port',
+        String(kcmPort),
+        '--service-account-private-key-file',
+        sa.privateKeyFile,
+        '--root-ca-file',
+        ca.certFile,
+        '--use-service-account-credentials=true',
+        '--service-cluster-ip-range',
+        '10.96.0.0/16',
+        '--concurrent-deployment-syncs',
+        '10',
+        '--concurrent-statefulset-syncs',
+        '10',
+        '--concurrent-namespace-syncs',
+        '10',
+      ],
+      join(o.dir, 'kube-controller-manager.log'),
+    );
     processes.push(kcm);
-    const sched = startProcess(`${o.name}-kube-scheduler`, join(tc.bin, 'kube-scheduler'), [...common, '--secure-port', String(schedPort)],
-      join(o.dir, 'kube-scheduler.log'));
+    const sched = startProcess(
+      `${o.name}-kube-scheduler`,
+      join(tc.bin, 'kube-scheduler'),
+      [...common, '--secure-port', String(schedPort)],
+      join(o.dir, 'kube-scheduler.log'),
+    );
     processes.push(sched);
-    const kwok = startProcess(`${o.name}-kwok`, join(tc.bin, 'kwok'), [
-      '--kubeconfig', kubeconfigFile, '--config', tc.kwokStages, '--manage-all-nodes=true',
-      '--server-address', `127.0.0.1:${kwokPort}`, '--cidr', '10.244.0.0/16', '--node-ip', '127.0.0.1',
-    ], join(o.dir, 'kwok.log'));
+    const kwok = startProcess(
+      `${o.name}-kwok`,
+      join(tc.bin, 'kwok'),
+      [
+        '--kubeconfig',
+        kubeconfigFile,
+        '--config',
+        tc.kwokStages,
+        '--manage-all-nodes=true',
+        '--server-address',
+        `127.0.0.1:${kwokPort}`,
+        '--cidr',
+        '10.244.0.0/16',
+        '--node-ip',
+        '127.0.0.1',
+      ],
+      join(o.dir, 'kwok.log'),
+    );
     processes.push(kwok);
 
     const kc = new KubeConfig();
@@ -159,9 +271,23 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
       if (kcmOk.status !== 200 || schedOk.status !== 200) return false;
       await core.readNamespacedServiceAccount({ name: 'default', namespace: 'default' });
       const nodes = await core.listNode();
-      return nodes.items.filter((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length >= o.nodes;
+      return (
+        nodes.items.filter((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))
+          .length >= o.nodes
+      );
     });
-    return { name: o.name, server, kubeconfig, kubeconfigFile, kc, ca, admin, processes, startSeconds: (Date.now() - started) / 1000, stop };
+    return {
+      name: o.name,
+      server,
+      kubeconfig,
+      kubeconfigFile,
+      kc,
+      ca,
+      admin,
+      processes,
+      startSeconds: (Date.now() - started) / 1000,
+      stop,
+    };
   } catch (err) {
     await stop();
     throw err;
@@ -176,7 +302,12 @@ function fakeNode(name: string): V1Node {
     metadata: {
       name,
       annotations: { 'node.alpha.kubernetes.io/ttl': '0', 'kwok.x-k8s.io/node': 'fake' },
-      labels: { type: 'kwok', 'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64' },
+      labels: {
+        type: 'kwok',
+        'kubernetes.io/hostname': name,
+        'kubernetes.io/os': 'linux',
+        'kubernetes.io/arch': 'amd64',
+      },
     },
     status: { allocatable: capacity, capacity },
   };

@@ -19,10 +19,24 @@ import { catalog } from '../../../runtime/catalog.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
 import { ApiClient, type SignupAnswer } from './api-client.ts';
 import { writeTestCharts } from './charts.ts';
-import { startEtcd, startKubeControlPlane, toolchainFrom, type Etcd, type KubeControlPlane, type Toolchain } from './control-plane.ts';
+import {
+  startEtcd,
+  startKubeControlPlane,
+  toolchainFrom,
+  type Etcd,
+  type KubeControlPlane,
+  type Toolchain,
+} from './control-plane.ts';
 import { backendUrlFor } from '../../../provisioner/engine/pulumi-plan.ts';
 import { run, StopWaiting, until } from './processes.ts';
-import { newSecrets, preparePulumiHome, provisionerEnv, startProvisioner, type ProvisionerProcess, type ProvisionerSettings } from './provisioner-process.ts';
+import {
+  newSecrets,
+  preparePulumiHome,
+  provisionerEnv,
+  startProvisioner,
+  type ProvisionerProcess,
+  type ProvisionerSettings,
+} from './provisioner-process.ts';
 import { VclusterEmulator } from './vcluster-emulator.ts';
 
 export const ROOT_CLUSTER = 'e2e-root';
@@ -59,9 +73,15 @@ export interface E2E {
 /** The toolchain bin folder from HRT_TOOLCHAIN_BIN (exported by test/e2e/prepare.sh). */
 export function toolchainBin(): string {
   const bin = process.env.HRT_TOOLCHAIN_BIN;
-  if (!bin) throw new Error('HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e (it sources test/e2e/prepare.sh)');
+  if (!bin)
+    throw new Error(
+      'HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e (it sources test/e2e/prepare.sh)',
+    );
   for (const b of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'pulumi']) {
-    if (!existsSync(join(bin, b))) throw new Error(`${join(bin, b)} is missing: scripts/toolchain.sh did not build it (see ${join(bin, '..', 'FAILED')})`);
+    if (!existsSync(join(bin, b)))
+      throw new Error(
+        `${join(bin, b)} is missing: scripts/toolchain.sh did not build it (see ${join(bin, '..', 'FAILED')})`,
+      );
   }
   return bin;
 }
@@ -74,15 +94,19 @@ export function kubernetesProvider(): string | undefined {
   for (const p of [process.env.HRT_KUBERNETES_PROVIDER, process.env.PULUMI_KUBERNETES_PROVIDER]) {
     if (p && existsSync(p)) return p;
   }
-  const inBin = process.env.HRT_TOOLCHAIN_BIN ? join(process.env.HRT_TOOLCHAIN_BIN, 'pulumi-resource-kubernetes') : undefined;
+  const inBin = process.env.HRT_TOOLCHAIN_BIN
+    ? join(process.env.HRT_TOOLCHAIN_BIN, 'pulumi-resource-kubernetes')
+    : undefined;
   return inBin && existsSync(inBin) ? inBin : undefined;
 }
 
 /** Why a file that provisions tenants cannot run here, or undefined when it can. */
 export function provisioningUnavailable(): string | undefined {
   if (kubernetesProvider()) return undefined;
-  return 'no Kubernetes provider plugin: run the tier through scripts/test.sh e2e (it builds the test double, docs/e2e.md) ' +
-    'or set PULUMI_KUBERNETES_PROVIDER=/path/to/pulumi-resource-kubernetes';
+  return (
+    'no Kubernetes provider plugin: run the tier through scripts/test.sh e2e (it builds the test double, docs/e2e.md) ' +
+    'or set PULUMI_KUBERNETES_PROVIDER=/path/to/pulumi-resource-kubernetes'
+  );
 }
 
 const LOCK = join(tmpdir(), 'hosted-runtimes-e2e.lock');
@@ -98,19 +122,24 @@ function alive(pid: number): boolean {
 
 /** An exclusive lock across test files (a lock file holding the owner's pid; stale owners are ignored). */
 async function acquireRunLock(timeoutMs: number): Promise<() => Promise<void>> {
-  await until('the end-to-end run lock', timeoutMs, async () => {
-    try {
-      const fh = await open(LOCK, 'wx');
-      await fh.writeFile(String(process.pid));
-      await fh.close();
-      return true;
-    } catch (err) {
-      if ((err as { code?: string }).code !== 'EEXIST') throw new StopWaiting(String(err));
-      const owner = Number((await readFile(LOCK, 'utf8').catch(() => '')).trim());
-      if (owner && !alive(owner)) await unlink(LOCK).catch(() => {});
-      return false;
-    }
-  }, 1000);
+  await until(
+    'the end-to-end run lock',
+    timeoutMs,
+    async () => {
+      try {
+        const fh = await open(LOCK, 'wx');
+        await fh.writeFile(String(process.pid));
+        await fh.close();
+        return true;
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'EEXIST') throw new StopWaiting(String(err));
+        const owner = Number((await readFile(LOCK, 'utf8').catch(() => '')).trim());
+        if (owner && !alive(owner)) await unlink(LOCK).catch(() => {});
+        return false;
+      }
+    },
+    1000,
+  );
   return async () => {
     const owner = Number((await readFile(LOCK, 'utf8').catch(() => '')).trim());
     if (owner === process.pid) await unlink(LOCK).catch(() => {});
@@ -121,13 +150,24 @@ async function acquireRunLock(timeoutMs: number): Promise<() => Promise<void>> {
 async function recordTiming(t: Test, name: string, seconds: number): Promise<void> {
   t.comment(`timing: ${name} = ${seconds.toFixed(1)} s`);
   const file = process.env.E2E_TIMINGS_FILE;
-  if (file) await writeFile(file, JSON.stringify({ name, seconds: Number(seconds.toFixed(1)), at: new Date().toISOString() }) + '\n', { flag: 'a' });
+  if (file)
+    await writeFile(
+      file,
+      JSON.stringify({ name, seconds: Number(seconds.toFixed(1)), at: new Date().toISOString() }) + '\n',
+      { flag: 'a' },
+    );
 }
 
 async function createPriorityClass(kc: KubeConfig): Promise<void> {
   // What infra/ installs on every root cluster; the vcluster control plane runs with it.
   await kc.makeApiClient(SchedulingV1Api).createPriorityClass({
-    body: { apiVersion: 'scheduling.k8s.io/v1', kind: 'PriorityClass', metadata: { name: 'tenant-control-plane' }, value: 1_000_000, globalDefault: false },
+    body: {
+      apiVersion: 'scheduling.k8s.io/v1',
+      kind: 'PriorityClass',
+      metadata: { name: 'tenant-control-plane' },
+      value: 1_000_000,
+      globalDefault: false,
+    },
   });
 }
 
@@ -135,11 +175,15 @@ export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
   const bin = toolchainBin();
   const provider = kubernetesProvider();
   if (!provider) throw new Error(provisioningUnavailable());
-  t.comment(process.env.HRT_KUBERNETES_PROVIDER_KIND === 'double'
-    ? `Kubernetes provider: the test double (test/e2e/provider-double) at ${provider}`
-    : `Kubernetes provider: ${provider}`);
-  t.comment('stand-ins: each tenant API server is a kube-apiserver started by the harness (test/e2e/harness/vcluster-emulator.ts), ' +
-    'not a vcluster; the vcluster and Argo charts are local stand-in charts (test/e2e/harness/charts.ts)');
+  t.comment(
+    process.env.HRT_KUBERNETES_PROVIDER_KIND === 'double'
+      ? `Kubernetes provider: the test double (test/e2e/provider-double) at ${provider}`
+      : `Kubernetes provider: ${provider}`,
+  );
+  t.comment(
+    'stand-ins: each tenant API server is a kube-apiserver started by the harness (test/e2e/harness/vcluster-emulator.ts), ' +
+      'not a vcluster; the vcluster and Argo charts are local stand-in charts (test/e2e/harness/charts.ts)',
+  );
   const release = await acquireRunLock(20 * 60_000);
   const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-'));
   const cleanups: Array<() => Promise<void>> = [release];
@@ -159,12 +203,24 @@ export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
     const toolchain = toolchainFrom(bin);
     const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
     cleanups.push(() => etcd.stop());
-    const root = await startKubeControlPlane(toolchain, { name: 'root', dir: join(dir, 'root'), etcdUrl: etcd.url, etcdPrefix: '/root', nodes: opts.rootNodes ?? 3 });
+    const root = await startKubeControlPlane(toolchain, {
+      name: 'root',
+      dir: join(dir, 'root'),
+      etcdUrl: etcd.url,
+      etcdPrefix: '/root',
+      nodes: opts.rootNodes ?? 3,
+    });
     cleanups.push(() => root.stop());
     await recordTiming(t, 'root control plane start (etcd excluded)', root.startSeconds);
     await createPriorityClass(root.kc);
 
-    const emulator = new VclusterEmulator({ toolchain, root: root.kc, etcdUrl: etcd.url, dir: join(dir, 'vclusters'), log });
+    const emulator = new VclusterEmulator({
+      toolchain,
+      root: root.kc,
+      etcdUrl: etcd.url,
+      dir: join(dir, 'vclusters'),
+      log,
+    });
     emulator.start();
     cleanups.push(() => emulator.stop());
 
@@ -202,20 +258,34 @@ export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
       await current().process.stop(10_000);
       if (failed || !t.passing()) {
         // Warnings, errors and the reconciler's own lines; request logs are noise here.
-        const lines = (await current().process.tail(2000)).split('\n')
+        const lines = (await current().process.tail(2000))
+          .split('\n')
           .filter((l) => !l.startsWith('{') || /"level":[456]0|"component":"reconciler"/.test(l));
         console.error(`--- provisioner log (warnings, errors, reconciler; tail) ---\n${lines.slice(-40).join('\n')}`);
       }
     });
     const api = new ApiClient(provisioner.url, settings.adminToken);
-    await api.expect(201, 'POST', '/v1/clusters', { name: ROOT_CLUSTER, region: 'local', capacity: 50, kubeconfig: root.kubeconfig });
+    await api.expect(201, 'POST', '/v1/clusters', {
+      name: ROOT_CLUSTER,
+      region: 'local',
+      capacity: 50,
+      kubeconfig: root.kubeconfig,
+    });
 
     if (process.env.E2E_KEEP !== '1') cleanups.unshift(() => rm(dir, { recursive: true, force: true }));
     else t.comment(`E2E_KEEP=1: keeping ${dir}`);
 
     const e2e: E2E = {
-      dir, toolchain, etcd, root, emulator, db, settings,
-      get provisioner() { return provisioner; },
+      dir,
+      toolchain,
+      etcd,
+      root,
+      emulator,
+      db,
+      settings,
+      get provisioner() {
+        return provisioner;
+      },
       api,
       async restartProvisioner() {
         const before = (await readFile(settings.logFile, 'utf8').catch(() => '')).length;
@@ -224,13 +294,19 @@ export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
         return provisioner;
       },
       async signup(organization, runtimeVersion, plan = 'team') {
-        const res = await new ApiClient(provisioner.url, '').request<SignupAnswer>('POST', '/v1/signup',
-          { organization, email: `ops@${organization}.example`, plan, runtimeVersion }, { 'idempotency-key': `e2e-${organization}-${randomUUID()}` });
+        const res = await new ApiClient(provisioner.url, '').request<SignupAnswer>(
+          'POST',
+          '/v1/signup',
+          { organization, email: `ops@${organization}.example`, plan, runtimeVersion },
+          { 'idempotency-key': `e2e-${organization}-${randomUUID()}` },
+        );
         if (res.status !== 202) throw new Error(`signup ${organization}: ${res.status} ${JSON.stringify(res.body)}`);
         return res.body;
       },
       async tenantKubeconfig(tenantId) {
-        const secret = await root.kc.makeApiClient(CoreV1Api).readNamespacedSecret({ name: 'vc-vcluster', namespace: `tenant-${tenantId}` });
+        const secret = await root.kc
+          .makeApiClient(CoreV1Api)
+          .readNamespacedSecret({ name: 'vc-vcluster', namespace: `tenant-${tenantId}` });
         const data = secret.data?.config;
         if (!data) throw new Error(`Secret tenant-${tenantId}/vc-vcluster has no config`);
         return Buffer.from(data, 'base64').toString('utf8');
@@ -246,7 +322,11 @@ export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
           PULUMI_DIY_BACKEND_NO_LEGACY_WARNING: 'true',
         };
         await mkdir(join(dir, 'pulumi-cli'), { recursive: true });
-        return run(join(bin, 'pulumi'), [...args, '--non-interactive'], { env, cwd: join(dir, 'pulumi-cli'), timeoutMs: 120_000 });
+        return run(join(bin, 'pulumi'), [...args, '--non-interactive'], {
+          env,
+          cwd: join(dir, 'pulumi-cli'),
+          timeoutMs: 120_000,
+        });
       },
     };
     return e2e;
@@ -258,12 +338,17 @@ export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
 
 /** Waits for the engine's start-up verdict in the provisioner log written after `offset`. */
 async function waitForEngine(logFile: string, offset: number): Promise<void> {
-  await until('the Pulumi engine to start in the provisioner', 120_000, async () => {
-    const text = (await readFile(logFile, 'utf8')).slice(offset);
-    if (text.includes('engine unavailable')) {
-      const line = text.split('\n').find((l) => l.includes('engine unavailable'));
-      throw new StopWaiting(`the provisioner's Pulumi engine is unavailable: ${line ?? ''}`);
-    }
-    return text.includes('reconciler started');
-  }, 500);
+  await until(
+    'the Pulumi engine to start in the provisioner',
+    120_000,
+    async () => {
+      const text = (await readFile(logFile, 'utf8')).slice(offset);
+      if (text.includes('engine unavailable')) {
+        const line = text.split('\n').find((l) => l.includes('engine unavailable'));
+        throw new StopWaiting(`the provisioner's Pulumi engine is unavailable: ${line ?? ''}`);
+      }
+      return text.includes('reconciler started');
+    },
+    500,
+  );
 }

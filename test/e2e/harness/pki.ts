@@ -36,28 +36,80 @@ const openssl = (args: string[], cwd: string) => run('openssl', args, { cwd, tim
 
 export async function createCa(dir: string, name: string): Promise<CertificateAuthority> {
   await mkdir(dir, { recursive: true });
-  await openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', `/CN=${name}`, '-keyout', 'ca.key', '-out', 'ca.crt'], dir);
+  await openssl(
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${name}`,
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.crt',
+    ],
+    dir,
+  );
   const certFile = join(dir, 'ca.crt');
   return { dir, certFile, keyFile: join(dir, 'ca.key'), certPem: await readFile(certFile, 'utf8') };
 }
 
-async function signed(ca: CertificateAuthority, base: string, subject: string, extensions: string): Promise<{ certFile: string; keyFile: string }> {
+async function signed(
+  ca: CertificateAuthority,
+  base: string,
+  subject: string,
+  extensions: string,
+): Promise<{ certFile: string; keyFile: string }> {
   const dir = ca.dir;
   await writeFile(join(dir, `${base}.ext`), extensions);
-  await openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-subj', subject, '-keyout', `${base}.key`, '-out', `${base}.csr`], dir);
-  await openssl(['x509', '-req', '-in', `${base}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2',
-    '-extfile', `${base}.ext`, '-out', `${base}.crt`], dir);
+  await openssl(
+    ['req', '-newkey', 'rsa:2048', '-nodes', '-subj', subject, '-keyout', `${base}.key`, '-out', `${base}.csr`],
+    dir,
+  );
+  await openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      `${base}.csr`,
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-days',
+      '2',
+      '-extfile',
+      `${base}.ext`,
+      '-out',
+      `${base}.crt`,
+    ],
+    dir,
+  );
   return { certFile: join(dir, `${base}.crt`), keyFile: join(dir, `${base}.key`) };
 }
 
 /** Serving certificate for an API server on loopback (plus the in-cluster names). */
 export async function createServingCert(ca: CertificateAuthority, base: string): Promise<ServingCertificate> {
-  return signed(ca, base, '/CN=kube-apiserver',
+  return signed(
+    ca,
+    base,
+    '/CN=kube-apiserver',
     'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n' +
-    'extendedKeyUsage=serverAuth\n');
+      'extendedKeyUsage=serverAuth\n',
+  );
 }
 
-export async function createClientCert(ca: CertificateAuthority, base: string, user: string, group: string): Promise<ClientCertificate> {
+export async function createClientCert(
+  ca: CertificateAuthority,
+  base: string,
+  user: string,
+  group: string,
+): Promise<ClientCertificate> {
   const files = await signed(ca, base, `/O=${group}/CN=${user}`, 'extendedKeyUsage=clientAuth\n');
   return { ...files, certPem: await readFile(files.certFile, 'utf8'), keyPem: await readFile(files.keyFile, 'utf8') };
 }
@@ -71,14 +123,31 @@ export async function createServiceAccountKeys(ca: CertificateAuthority, base: s
 const b64 = (s: string) => Buffer.from(s, 'utf8').toString('base64');
 
 /** A kubeconfig (YAML-compatible JSON) with the certificates inline. */
-export function kubeconfigFor(opts: { name: string; server: string; ca: CertificateAuthority; client: ClientCertificate; context?: string }): string {
+export function kubeconfigFor(opts: {
+  name: string;
+  server: string;
+  ca: CertificateAuthority;
+  client: ClientCertificate;
+  context?: string;
+}): string {
   const context = opts.context ?? opts.name;
-  return JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: opts.name, cluster: { server: opts.server, 'certificate-authority-data': b64(opts.ca.certPem) } }],
-    users: [{ name: `${opts.name}-admin`, user: { 'client-certificate-data': b64(opts.client.certPem), 'client-key-data': b64(opts.client.keyPem) } }],
-    contexts: [{ name: context, context: { cluster: opts.name, user: `${opts.name}-admin` } }],
-    'current-context': context,
-  }, null, 2);
+  return JSON.stringify(
+    {
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [
+        { name: opts.name, cluster: { server: opts.server, 'certificate-authority-data': b64(opts.ca.certPem) } },
+      ],
+      users: [
+        {
+          name: `${opts.name}-admin`,
+          user: { 'client-certificate-data': b64(opts.client.certPem), 'client-key-data': b64(opts.client.keyPem) },
+        },
+      ],
+      contexts: [{ name: context, context: { cluster: opts.name, user: `${opts.name}-admin` } }],
+      'current-context': context,
+    },
+    null,
+    2,
+  );
 }

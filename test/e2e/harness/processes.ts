@@ -85,7 +85,13 @@ export interface StartOptions {
 }
 
 /** Starts `command args` in its own process group, output appended to `logFile`. */
-export function startProcess(name: string, command: string, args: string[], logFile: string, opts: StartOptions = {}): ManagedProcess {
+export function startProcess(
+  name: string,
+  command: string,
+  args: string[],
+  logFile: string,
+  opts: StartOptions = {},
+): ManagedProcess {
   const out = createWriteStream(logFile, { flags: 'a' });
   const child = spawn(command, args, {
     detached: true,
@@ -126,7 +132,9 @@ export function startProcess(name: string, command: string, args: string[], logF
       let timer: NodeJS.Timeout | undefined;
       const timedOut = await Promise.race([
         exited.then(() => false),
-        new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(true), graceMs); }),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(true), graceMs);
+        }),
       ]);
       clearTimeout(timer);
       if (timedOut) signalGroup(child, 'SIGKILL');
@@ -184,7 +192,12 @@ export { sleep };
  * description and the last error or value). Errors thrown by `check` count as "not yet", except
  * StopWaiting, which ends the wait with that error.
  */
-export async function until<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined | null | false> | T | undefined | null | false, intervalMs = 500): Promise<T> {
+export async function until<T>(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  intervalMs = 500,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: string;
   for (;;) {
@@ -196,7 +209,8 @@ export async function until<T>(what: string, timeoutMs: number, check: () => Pro
       if (err instanceof StopWaiting) throw err;
       last = `last error: ${err instanceof Error ? err.message.slice(0, 500) : String(err)}`;
     }
-    if (Date.now() >= deadline) throw new TimeoutError(`timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${what} (${last})`);
+    if (Date.now() >= deadline)
+      throw new TimeoutError(`timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${what} (${last})`);
     await sleep(Math.min(intervalMs, Math.max(0, deadline - Date.now())));
   }
 }
@@ -205,7 +219,11 @@ export async function until<T>(what: string, timeoutMs: number, check: () => Pro
 export { freePort } from '../../../provisioner/db/embedded.ts';
 
 /** Runs a command to completion; rejects with its output when it fails or runs past `timeoutMs`. */
-export async function run(command: string, args: string[], opts: StartOptions & { timeoutMs?: number; input?: string } = {}): Promise<{ stdout: string; stderr: string }> {
+export async function run(
+  command: string,
+  args: string[],
+  opts: StartOptions & { timeoutMs?: number; input?: string } = {},
+): Promise<{ stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
       stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
@@ -214,15 +232,24 @@ export async function run(command: string, args: string[], opts: StartOptions & 
     });
     let stdout = '';
     let stderr = '';
-    child.stdout?.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
-    child.stderr?.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
+    child.stdout?.setEncoding('utf8').on('data', (d: string) => {
+      stdout += d;
+    });
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+      stderr += d;
+    });
     const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
-    child.once('error', (err) => { clearTimeout(timer); reject(err); });
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
     child.once('close', (code, signal) => {
       clearTimeout(timer);
       if (code === 0) resolve({ stdout, stderr });
       else {
-        const err = new Error(`${command} ${args.join(' ')} exited with ${code ?? signal}: ${(stderr || stdout).slice(-2000)}`);
+        const err = new Error(
+          `${command} ${args.join(' ')} exited with ${code ?? signal}: ${(stderr || stdout).slice(-2000)}`,
+        );
         Object.assign(err, { stdout, stderr, exitCode: code });
         reject(err);
       }

@@ -16,7 +16,9 @@ export const REPO_ROOT = resolve(import.meta.dirname, '..', '..', '..');
 /** The kubernetes provider version the npm SDK asks for (what the engine installs at start). */
 export function kubernetesSdkVersion(): string {
   const require = createRequire(import.meta.url);
-  const pkg = JSON.parse(readFileSync(require.resolve('@pulumi/kubernetes/package.json'), 'utf8')) as { version: string };
+  const pkg = JSON.parse(readFileSync(require.resolve('@pulumi/kubernetes/package.json'), 'utf8')) as {
+    version: string;
+  };
   return pkg.version;
 }
 
@@ -108,10 +110,16 @@ export async function startProvisioner(s: ProvisionerSettings, port?: number): P
   const started = Date.now();
   const p = port ?? (await freePort());
   const url = `http://127.0.0.1:${p}`;
-  const proc = startProcess('provisioner', process.execPath, [join(REPO_ROOT, 'bin', 'provisioner.ts'), 'serve'], s.logFile, {
-    env: provisionerEnv(s, p),
-    cwd: s.dataDir,
-  });
+  const proc = startProcess(
+    'provisioner',
+    process.execPath,
+    [join(REPO_ROOT, 'bin', 'provisioner.ts'), 'serve'],
+    s.logFile,
+    {
+      env: provisionerEnv(s, p),
+      cwd: s.dataDir,
+    },
+  );
   await until('provisioner /readyz', 90_000, async () => {
     if (!proc.running()) throw new Error(`provisioner exited: ${await proc.tail(20)}`);
     const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(3000) });

@@ -14,7 +14,11 @@ export const PROVISION_TIMEOUT = 5 * 60_000;
  * the file reports itself skipped with the reason; else starts the environment and runs `body`
  * with it and a client of the root cluster.
  */
-export async function provisioningSuite(t: Test, body: (e2e: E2E, root: Kube) => Promise<void>, opts?: E2EOptions): Promise<void> {
+export async function provisioningSuite(
+  t: Test,
+  body: (e2e: E2E, root: Kube) => Promise<void>,
+  opts?: E2EOptions,
+): Promise<void> {
   t.setTimeout(20 * 60_000);
   const skip = provisioningUnavailable();
   if (skip) {

@@ -89,11 +89,13 @@ export class VclusterEmulator {
       if (!ns || !release || s.metadata?.deletionTimestamp) continue;
       present.add(ns);
       if (!this.#clusters.has(ns) && !this.#starting.has(ns)) {
-        const p = this.#emulate(ns, release).catch((err: unknown) => {
-          const msg = `emulating the vcluster of ${ns} failed: ${err instanceof Error ? err.message : String(err)}`;
-          this.errors.push(msg);
-          this.#options.log?.(msg);
-        }).finally(() => this.#starting.delete(ns));
+        const p = this.#emulate(ns, release)
+          .catch((err: unknown) => {
+            const msg = `emulating the vcluster of ${ns} failed: ${err instanceof Error ? err.message : String(err)}`;
+            this.errors.push(msg);
+            this.#options.log?.(msg);
+          })
+          .finally(() => this.#starting.delete(ns));
         this.#starting.set(ns, p);
       }
     }
@@ -137,7 +139,9 @@ export class VclusterEmulator {
       await this.#core.replaceNamespacedSecret({ name, namespace, body });
     }
     this.#clusters.set(namespace, { namespace, release, plane, seenAt, exportedAt: Date.now() });
-    this.#options.log?.(`vcluster ${namespace}/${release}: API server ${plane.server} ready in ${plane.startSeconds.toFixed(1)} s, kubeconfig exported to Secret ${name}`);
+    this.#options.log?.(
+      `vcluster ${namespace}/${release}: API server ${plane.server} ready in ${plane.startSeconds.toFixed(1)} s, kubeconfig exported to Secret ${name}`,
+    );
   }
 
   async stop(): Promise<void> {

@@ -9,7 +9,9 @@ t.teardown(() => api.close());
 const [v1] = catalog.versions.map((v) => v.version) as [string];
 const a = await api.signup({ runtimeVersion: v1 });
 const b = await api.signup({ runtimeVersion: v1 });
-const runtimeKey = (await createKey(api.db.pool, { role: 'runtime', tenantId: a.tenantId, name: 'runtime a', createdBy: 'test' })).key;
+const runtimeKey = (
+  await createKey(api.db.pool, { role: 'runtime', tenantId: a.tenantId, name: 'runtime a', createdBy: 'test' })
+).key;
 const kubeconfig = `apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]
@@ -31,27 +33,73 @@ let n = 0;
 const routes: Route[] = [
   { name: 'list tenants', method: 'GET', url: () => '/v1/tenants', allowed: ['admin', 'operator', 'tenant'] },
   { name: 'get tenant', method: 'GET', url: (id) => `/v1/tenants/${id}`, allowed: ['admin', 'operator', 'tenant'] },
-  { name: 'tenant operations', method: 'GET', url: (id) => `/v1/tenants/${id}/operations`, allowed: ['admin', 'operator', 'tenant'] },
-  { name: 'suspend', method: 'POST', url: (id) => `/v1/tenants/${id}/suspend`, allowed: ['admin', 'operator', 'tenant'] },
+  {
+    name: 'tenant operations',
+    method: 'GET',
+    url: (id) => `/v1/tenants/${id}/operations`,
+    allowed: ['admin', 'operator', 'tenant'],
+  },
+  {
+    name: 'suspend',
+    method: 'POST',
+    url: (id) => `/v1/tenants/${id}/suspend`,
+    allowed: ['admin', 'operator', 'tenant'],
+  },
   { name: 'resume', method: 'POST', url: (id) => `/v1/tenants/${id}/resume`, allowed: ['admin', 'operator', 'tenant'] },
   { name: 'retry', method: 'POST', url: (id) => `/v1/tenants/${id}/retry`, allowed: ['admin', 'operator', 'tenant'] },
-  { name: 'patch suspended', method: 'PATCH', url: (id) => `/v1/tenants/${id}`, body: () => ({ suspended: false }), allowed: ['admin', 'operator', 'tenant'] },
+  {
+    name: 'patch suspended',
+    method: 'PATCH',
+    url: (id) => `/v1/tenants/${id}`,
+    body: () => ({ suspended: false }),
+    allowed: ['admin', 'operator', 'tenant'],
+  },
   { name: 'list clusters', method: 'GET', url: () => '/v1/clusters', allowed: ['admin', 'operator'] },
-  { name: 'register cluster', method: 'POST', url: () => '/v1/clusters', body: (i) => ({ name: `c-${i}`, region: 'eu-1', capacity: 5, kubeconfig }), allowed: ['admin', 'operator'] },
-  { name: 'set availability', method: 'PUT', url: () => `/v1/runtime-versions/${v1}/availability`, body: () => ({ availability: 'available' }), allowed: ['admin', 'operator'] },
+  {
+    name: 'register cluster',
+    method: 'POST',
+    url: () => '/v1/clusters',
+    body: (i) => ({ name: `c-${i}`, region: 'eu-1', capacity: 5, kubeconfig }),
+    allowed: ['admin', 'operator'],
+  },
+  {
+    name: 'set availability',
+    method: 'PUT',
+    url: () => `/v1/runtime-versions/${v1}/availability`,
+    body: () => ({ availability: 'available' }),
+    allowed: ['admin', 'operator'],
+  },
   { name: 'audit log', method: 'GET', url: () => '/v1/audit', allowed: ['admin', 'operator'] },
-  { name: 'create key', method: 'POST', url: () => '/v1/keys', body: () => ({ role: 'operator', name: 'k' }), allowed: ['admin'] },
+  {
+    name: 'create key',
+    method: 'POST',
+    url: () => '/v1/keys',
+    body: () => ({ role: 'operator', name: 'k' }),
+    allowed: ['admin'],
+  },
   { name: 'list keys', method: 'GET', url: () => '/v1/keys', allowed: ['admin'] },
 ];
 
-const keys: Record<Role, string> = { admin: api.adminKey, operator: api.operatorKey, tenant: a.apiKey, runtime: runtimeKey };
+const keys: Record<Role, string> = {
+  admin: api.adminKey,
+  operator: api.operatorKey,
+  tenant: a.apiKey,
+  runtime: runtimeKey,
+};
 
 t.test('each role against each route', async (t) => {
   for (const route of routes) {
     for (const role of Object.keys(keys) as Role[]) {
-      const res = await api.request(route.method, route.url(a.tenantId), { key: keys[role], ...(route.body ? { body: route.body(++n) } : {}) });
+      const res = await api.request(route.method, route.url(a.tenantId), {
+        key: keys[role],
+        ...(route.body ? { body: route.body(++n) } : {}),
+      });
       const ok = route.allowed.includes(role);
-      if (ok) t.ok(res.statusCode < 300, `${role} may ${route.name} (got ${res.statusCode} ${res.statusCode >= 300 ? res.body : ''})`);
+      if (ok)
+        t.ok(
+          res.statusCode < 300,
+          `${role} may ${route.name} (got ${res.statusCode} ${res.statusCode >= 300 ? res.body : ''})`,
+        );
       else {
         t.equal(res.statusCode, 403, `${role} may not ${route.name}`);
         t.equal(res.json().error.code, 'FORBIDDEN');
@@ -63,18 +111,32 @@ t.test('each role against each route', async (t) => {
 t.test("tenant A's key never reaches tenant B: every tenant route answers 404", async (t) => {
   const tenantRoutes = routes.filter((r) => r.url('X').includes('X'));
   t.ok(tenantRoutes.length >= 6);
-  for (const route of [...tenantRoutes,
-    { name: 'upgrade', method: 'POST', url: (id: string) => `/v1/tenants/${id}/upgrade`, body: () => ({ version: v1 }), allowed: [] },
+  for (const route of [
+    ...tenantRoutes,
+    {
+      name: 'upgrade',
+      method: 'POST',
+      url: (id: string) => `/v1/tenants/${id}/upgrade`,
+      body: () => ({ version: v1 }),
+      allowed: [],
+    },
     { name: 'delete', method: 'DELETE', url: (id: string) => `/v1/tenants/${id}`, allowed: [] },
   ] as Route[]) {
-    const res = await api.request(route.method, route.url(b.tenantId), { key: a.apiKey, ...(route.body ? { body: route.body(++n) } : {}) });
+    const res = await api.request(route.method, route.url(b.tenantId), {
+      key: a.apiKey,
+      ...(route.body ? { body: route.body(++n) } : {}),
+    });
     t.equal(res.statusCode, 404, `A cannot ${route.name} B`);
     t.equal(res.json().error.code, 'TENANT_NOT_FOUND');
   }
   const op = await api.request('GET', `/v1/operations/${b.operationId}`, { key: a.apiKey });
   t.equal(op.statusCode, 404, "A cannot read B's operation");
   const list = (await api.request('GET', '/v1/tenants?limit=200', { key: a.apiKey })).json();
-  t.same(list.items.map((x: { id: string }) => x.id), [a.tenantId], 'A lists only itself');
+  t.same(
+    list.items.map((x: { id: string }) => x.id),
+    [a.tenantId],
+    'A lists only itself',
+  );
   const stillB = (await api.request('GET', `/v1/tenants/${b.tenantId}`)).json();
   t.equal(stillB.generation, 1, 'B is untouched');
 });

@@ -11,10 +11,17 @@ const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(() => api.close());
 
-async function cli(args: string[], token = api.adminKey): Promise<{ code: number; out: string; err: string; lines: string[] }> {
+async function cli(
+  args: string[],
+  token = api.adminKey,
+): Promise<{ code: number; out: string; err: string; lines: string[] }> {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await main(['--url', url, '--token', token, ...args], { out: (s) => out.push(s), err: (s) => err.push(s), env: {} });
+  const code = await main(['--url', url, '--token', token, ...args], {
+    out: (s) => out.push(s),
+    err: (s) => err.push(s),
+    env: {},
+  });
   return { code, out: out.join('\n'), err: err.join('\n'), lines: out };
 }
 
@@ -38,8 +45,11 @@ t.test('upgrade through the CLI; a refused skip exits non-zero with the API code
   const ok = await cli(['tenants', 'upgrade', tenantId, v2], api.operatorKey);
   t.equal(ok.code, 0, ok.err);
   t.match(ok.out, /operations logs [0-9a-f-]+ --follow/);
-  const target = catalog.versions.map((v) => v.version).find((v) => !catalog.upgradePath(v2, v).allowed && catalog.upgradePath(v2, v).path.length > 1);
-  if (!target) throw new Error(`precondition: the catalog has a version that ${v2} reaches only through stepping stones`);
+  const target = catalog.versions
+    .map((v) => v.version)
+    .find((v) => !catalog.upgradePath(v2, v).allowed && catalog.upgradePath(v2, v).path.length > 1);
+  if (!target)
+    throw new Error(`precondition: the catalog has a version that ${v2} reaches only through stepping stones`);
   const path = catalog.upgradePath(v2, target).path;
   const refused = await cli(['tenants', 'upgrade', tenantId, target], api.operatorKey);
   t.equal(refused.code, 1, 'a refused upgrade exits 1');
@@ -50,25 +60,55 @@ t.test('upgrade through the CLI; a refused skip exits non-zero with the API code
   t.match(unknown.err, /TENANT_NOT_FOUND/);
   const unauth = await cli(['tenants', 'list'], 'hrt_admin_' + 'x'.repeat(43));
   t.match(unauth.err, /INVALID_API_KEY/);
-  const down = await main(['--url', 'http://127.0.0.1:1', 'tenants', 'list'], { out: () => {}, err: () => {}, env: {} });
+  const down = await main(['--url', 'http://127.0.0.1:1', 'tenants', 'list'], {
+    out: () => {},
+    err: () => {},
+    env: {},
+  });
   t.equal(down, 3, 'an unreachable API has its own exit code');
 });
 
 t.test('suspend, resume, retry, delete, and operations list', async (t) => {
   const { tenantId } = await api.signup();
-  for (const verb of ['suspend', 'resume', 'retry', 'delete']) t.equal((await cli(['tenants', verb, tenantId])).code, 0, verb);
+  for (const verb of ['suspend', 'resume', 'retry', 'delete'])
+    t.equal((await cli(['tenants', verb, tenantId])).code, 0, verb);
   const ops = await cli(['operations', 'list', tenantId]);
-  for (const kind of ['create', 'suspend', 'resume', 'retry', 'delete']) t.match(ops.out, new RegExp(`\\s${kind}\\s`), kind);
+  for (const kind of ['create', 'suspend', 'resume', 'retry', 'delete'])
+    t.match(ops.out, new RegExp(`\\s${kind}\\s`), kind);
 });
 
 t.test('clusters add/list/cordon and keys create/revoke', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'hrt-cli-'));
   const kc = join(dir, 'kubeconfig');
-  await writeFile(kc, 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n');
-  t.equal((await cli(['clusters', 'add', 'cli-1', '--region', 'eu-1', '--capacity', '3', '--kubeconfig', kc, '--label', 'tier=gold'])).code, 0);
+  await writeFile(
+    kc,
+    'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n',
+  );
+  t.equal(
+    (
+      await cli([
+        'clusters',
+        'add',
+        'cli-1',
+        '--region',
+        'eu-1',
+        '--capacity',
+        '3',
+        '--kubeconfig',
+        kc,
+        '--label',
+        'tier=gold',
+      ])
+    ).code,
+    0,
+  );
   t.match((await cli(['clusters', 'list'])).out, /cli-1\s+eu-1\s+0\s+3\s+false\s+all/);
   t.match((await cli(['clusters', 'cordon', 'cli-1'])).out, /cordoned/);
-  t.match((await cli(['regions'])).out, /eu-1\s+false/, 'regions: the only cluster of eu-1 is cordoned, so it does not accept tenants');
+  t.match(
+    (await cli(['regions'])).out,
+    /eu-1\s+false/,
+    'regions: the only cluster of eu-1 is cordoned, so it does not accept tenants',
+  );
   const badCap = await cli(['clusters', 'add', 'cli-2', '--region', 'eu-1', '--capacity', 'lots', '--kubeconfig', kc]);
   t.equal(badCap.code, 1);
   t.match(badCap.err, /--capacity must be a whole number/);
@@ -79,33 +119,44 @@ t.test('clusters add/list/cordon and keys create/revoke', async (t) => {
   t.match((await cli(['clusters', 'list'], key)).err, /INVALID_API_KEY/, 'revoked key is refused');
 });
 
-t.test('the log endpoint returns the whole log, and follow streams lines as they are written until the operation ends', async (t) => {
-  const { operationId } = await api.signup();
-  await appendLog(api.db.pool, operationId, [{ line: 'Updating (tenant-x)' }, { line: '+ namespace created' }]);
-  const whole = await api.request('GET', `/v1/operations/${operationId}/log`);
-  t.same(whole.json().items.map((l: { line: string }) => l.line), ['Updating (tenant-x)', '+ namespace created']);
-  t.equal(whole.json().state, 'queued');
-  const after = await api.request('GET', `/v1/operations/${operationId}/log?after=${whole.json().items[0].seq}`);
-  t.same(after.json().items.map((l: { line: string }) => l.line), ['+ namespace created']);
+t.test(
+  'the log endpoint returns the whole log, and follow streams lines as they are written until the operation ends',
+  async (t) => {
+    const { operationId } = await api.signup();
+    await appendLog(api.db.pool, operationId, [{ line: 'Updating (tenant-x)' }, { line: '+ namespace created' }]);
+    const whole = await api.request('GET', `/v1/operations/${operationId}/log`);
+    t.same(
+      whole.json().items.map((l: { line: string }) => l.line),
+      ['Updating (tenant-x)', '+ namespace created'],
+    );
+    t.equal(whole.json().state, 'queued');
+    const after = await api.request('GET', `/v1/operations/${operationId}/log?after=${whole.json().items[0].seq}`);
+    t.same(
+      after.json().items.map((l: { line: string }) => l.line),
+      ['+ namespace created'],
+    );
 
-  await api.db.pool.query(`UPDATE operations SET state = 'running' WHERE id = $1`, [operationId]);
-  const following = cli(['operations', 'logs', operationId, '--follow']);
-  // Write more lines while the CLI follows, then finish the operation.
-  const writer = (async () => {
-    for (let i = 1; i <= 5; i++) {
-      await new Promise((r) => setTimeout(r, 30));
-      await appendLog(api.db.pool, operationId, [{ line: `step ${i}` }]);
+    await api.db.pool.query(`UPDATE operations SET state = 'running' WHERE id = $1`, [operationId]);
+    const following = cli(['operations', 'logs', operationId, '--follow']);
+    // Write more lines while the CLI follows, then finish the operation.
+    const writer = (async () => {
+      for (let i = 1; i <= 5; i++) {
+        await new Promise((r) => setTimeout(r, 30));
+        await appendLog(api.db.pool, operationId, [{ line: `step ${i}` }]);
+        await api.db.pool.query(`SELECT pg_notify('operation_log', $1)`, [operationId]);
+      }
+      await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE id = $1`, [
+        operationId,
+      ]);
       await api.db.pool.query(`SELECT pg_notify('operation_log', $1)`, [operationId]);
-    }
-    await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE id = $1`, [operationId]);
-    await api.db.pool.query(`SELECT pg_notify('operation_log', $1)`, [operationId]);
-  })();
-  const [res] = await Promise.all([following, writer]);
-  t.equal(res.code, 0, res.err);
-  t.same(res.lines, ['Updating (tenant-x)', '+ namespace created', 'step 1', 'step 2', 'step 3', 'step 4', 'step 5']);
-  t.match(res.err, /ended: succeeded/);
+    })();
+    const [res] = await Promise.all([following, writer]);
+    t.equal(res.code, 0, res.err);
+    t.same(res.lines, ['Updating (tenant-x)', '+ namespace created', 'step 1', 'step 2', 'step 3', 'step 4', 'step 5']);
+    t.match(res.err, /ended: succeeded/);
 
-  const other = await api.signup();
-  const foreign = await api.request('GET', `/v1/operations/${operationId}/log`, { key: other.apiKey });
-  t.equal(foreign.statusCode, 404, "another tenant cannot read this tenant's log");
-});
+    const other = await api.signup();
+    const foreign = await api.request('GET', `/v1/operations/${operationId}/log`, { key: other.apiKey });
+    t.equal(foreign.statusCode, 404, "another tenant cannot read this tenant's log");
+  },
+);

@@ -16,17 +16,41 @@ current-context: x
 t.test('a root cluster is registered with its kubeconfig encrypted at rest and never returned', async (t) => {
   const res = await api.request('POST', '/v1/clusters', {
     key: api.operatorKey,
-    body: { name: 'eu-west-1a', region: 'eu-west-1', capacity: 50, labels: { tier: 'shared' }, plans: ['free', 'team'], kubeconfig: kubeconfig() },
+    body: {
+      name: 'eu-west-1a',
+      region: 'eu-west-1',
+      capacity: 50,
+      labels: { tier: 'shared' },
+      plans: ['free', 'team'],
+      kubeconfig: kubeconfig(),
+    },
   });
   t.equal(res.statusCode, 201);
-  t.match(res.json(), { name: 'eu-west-1a', region: 'eu-west-1', capacity: 50, labels: { tier: 'shared' }, plans: ['free', 'team'], cordoned: false, tenants: 0 });
+  t.match(res.json(), {
+    name: 'eu-west-1a',
+    region: 'eu-west-1',
+    capacity: 50,
+    labels: { tier: 'shared' },
+    plans: ['free', 'team'],
+    cordoned: false,
+    tenants: 0,
+  });
   t.notMatch(res.body, /very-secret-token/);
-  const { rows } = await api.db.pool.query<{ kubeconfig_enc: Buffer }>(`SELECT kubeconfig_enc FROM root_clusters WHERE name = 'eu-west-1a'`);
+  const { rows } = await api.db.pool.query<{ kubeconfig_enc: Buffer }>(
+    `SELECT kubeconfig_enc FROM root_clusters WHERE name = 'eu-west-1a'`,
+  );
   t.notOk(rows[0]!.kubeconfig_enc.toString('latin1').includes('very-secret-token'), 'not stored in clear');
-  t.equal(api.services.box.decrypt(rows[0]!.kubeconfig_enc, 'cluster/eu-west-1a').toString(), kubeconfig(), 'decrypts back');
+  t.equal(
+    api.services.box.decrypt(rows[0]!.kubeconfig_enc, 'cluster/eu-west-1a').toString(),
+    kubeconfig(),
+    'decrypts back',
+  );
   t.throws(() => api.services.box.decrypt(rows[0]!.kubeconfig_enc, 'cluster/other'), 'bound to its cluster name');
   const list = (await api.request('GET', '/v1/clusters')).json();
-  t.same(list.items.map((c: { name: string }) => c.name), ['eu-west-1a']);
+  t.same(
+    list.items.map((c: { name: string }) => c.name),
+    ['eu-west-1a'],
+  );
   t.notMatch(JSON.stringify(list), /very-secret-token/);
   const audit = await api.db.pool.query(`SELECT after::text FROM audit_log WHERE action = 'cluster.register'`);
   t.notMatch(audit.rows[0].after, /very-secret-token/, 'audit row holds no kubeconfig');
@@ -38,8 +62,18 @@ t.test('cluster registration refuses bad input with the field named', async (t) 
     [{ name: 'Bad_Name', region: 'eu', capacity: 1, kubeconfig: kubeconfig() }, 400, 'VALIDATION_FAILED', 'name'],
     [{ name: 'c2', region: 'eu', capacity: -1, kubeconfig: kubeconfig() }, 400, 'VALIDATION_FAILED', 'capacity'],
     [{ name: 'c2', region: 'eu', capacity: 1, kubeconfig: 'not: [valid' }, 400, 'VALIDATION_FAILED', 'kubeconfig'],
-    [{ name: 'c2', region: 'eu', capacity: 1, kubeconfig: 'apiVersion: v1\nkind: Config\n' }, 400, 'VALIDATION_FAILED', 'kubeconfig'],
-    [{ name: 'c2', region: 'eu', capacity: 1, kubeconfig: kubeconfig('ftp://x') }, 400, 'VALIDATION_FAILED', 'kubeconfig'],
+    [
+      { name: 'c2', region: 'eu', capacity: 1, kubeconfig: 'apiVersion: v1\nkind: Config\n' },
+      400,
+      'VALIDATION_FAILED',
+      'kubeconfig',
+    ],
+    [
+      { name: 'c2', region: 'eu', capacity: 1, kubeconfig: kubeconfig('ftp://x') },
+      400,
+      'VALIDATION_FAILED',
+      'kubeconfig',
+    ],
     [{ name: 'c2', region: 'eu', capacity: 1, plans: ['gold'], kubeconfig: kubeconfig() }, 400, 'UNKNOWN_PLAN', 'plan'],
     [{ name: 'c2', region: 'eu', capacity: 1 }, 400, 'VALIDATION_FAILED', 'kubeconfig'],
   ];
@@ -59,7 +93,10 @@ t.test('cordon and uncordon are recorded and audited; unknown clusters are 404',
   const u = await api.request('POST', '/v1/clusters/eu-west-1a/uncordon', { key: api.operatorKey });
   t.equal(u.json().cordoned, false);
   const audit = await api.db.pool.query(`SELECT action FROM audit_log WHERE target_type = 'cluster' ORDER BY id`);
-  t.same(audit.rows.map((r) => r.action), ['cluster.register', 'cluster.cordon', 'cluster.uncordon']);
+  t.same(
+    audit.rows.map((r) => r.action),
+    ['cluster.register', 'cluster.cordon', 'cluster.uncordon'],
+  );
   const missing = await api.request('POST', '/v1/clusters/nope/cordon');
   t.equal(missing.statusCode, 404);
   t.equal(missing.json().error.code, 'CLUSTER_NOT_FOUND');
@@ -67,22 +104,39 @@ t.test('cordon and uncordon are recorded and audited; unknown clusters are 404',
 
 t.test('runtime versions list the catalog with availability and the default; ops change availability', async (t) => {
   const res = (await api.request('GET', '/v1/runtime-versions', { key: null })).json();
-  t.same(res.items.map((v: { version: string }) => v.version), catalog.versions.map((v) => v.version));
+  t.same(
+    res.items.map((v: { version: string }) => v.version),
+    catalog.versions.map((v) => v.version),
+  );
   t.equal(res.defaultVersion, catalog.defaultVersion('stable'));
   t.equal(res.items.filter((v: { default: boolean }) => v.default).length, 1);
-  t.ok(res.items.every((v: { availability: string; components: Record<string, string> }) => v.availability === 'available' && v.components.argoCd));
+  t.ok(
+    res.items.every(
+      (v: { availability: string; components: Record<string, string> }) =>
+        v.availability === 'available' && v.components.argoCd,
+    ),
+  );
   const version = catalog.versions[0]!.version;
-  const put = await api.request('PUT', `/v1/runtime-versions/${version}/availability`, { key: api.operatorKey, body: { availability: 'deprecated' } });
+  const put = await api.request('PUT', `/v1/runtime-versions/${version}/availability`, {
+    key: api.operatorKey,
+    body: { availability: 'deprecated' },
+  });
   t.equal(put.statusCode, 200);
   t.equal(put.json().availability, 'deprecated');
   const after = (await api.request('GET', '/v1/runtime-versions', { key: null })).json();
   t.equal(after.items.find((v: { version: string }) => v.version === version).availability, 'deprecated');
-  const bad = await api.request('PUT', `/v1/runtime-versions/${version}/availability`, { body: { availability: 'gone' } });
+  const bad = await api.request('PUT', `/v1/runtime-versions/${version}/availability`, {
+    body: { availability: 'gone' },
+  });
   t.equal(bad.statusCode, 400);
   t.match(bad.json().error, { code: 'VALIDATION_FAILED', field: 'availability' });
-  const unknown = await api.request('PUT', '/v1/runtime-versions/9.9.9/availability', { body: { availability: 'withdrawn' } });
+  const unknown = await api.request('PUT', '/v1/runtime-versions/9.9.9/availability', {
+    body: { availability: 'withdrawn' },
+  });
   t.equal(unknown.statusCode, 404);
-  const audit = await api.db.pool.query(`SELECT before, after FROM audit_log WHERE action = 'runtime_version.availability'`);
+  const audit = await api.db.pool.query(
+    `SELECT before, after FROM audit_log WHERE action = 'runtime_version.availability'`,
+  );
   t.match(audit.rows[0], { before: { availability: 'available' }, after: { availability: 'deprecated' } });
 });
 
@@ -99,7 +153,10 @@ t.test('admin creates and revokes keys; keys are shown once and listed without s
   t.match(badRole.json().error, { code: 'VALIDATION_FAILED', field: 'role' });
   const unbound = await api.request('POST', '/v1/keys', { body: { role: 'tenant', name: 'x' } });
   t.match(unbound.json().error, { code: 'VALIDATION_FAILED', field: 'tenantId' });
-  const self = await api.request('DELETE', `/v1/keys/${(await api.request('GET', '/v1/keys')).json().items.find((k: { name: string }) => k.name === 'test admin').id}`);
+  const self = await api.request(
+    'DELETE',
+    `/v1/keys/${(await api.request('GET', '/v1/keys')).json().items.find((k: { name: string }) => k.name === 'test admin').id}`,
+  );
   t.equal(self.statusCode, 409, 'an admin key cannot revoke itself');
   const revoke = await api.request('DELETE', `/v1/keys/${info.id}`);
   t.equal(revoke.statusCode, 200);
@@ -107,13 +164,22 @@ t.test('admin creates and revokes keys; keys are shown once and listed without s
   t.equal(again.json().revokedAt, revoke.json().revokedAt, 'revoking twice keeps the first time');
   const listed = (await api.request('GET', '/v1/keys?includeRevoked=true')).json();
   t.ok(listed.items.find((k: { id: string }) => k.id === info.id).revokedAt);
-  const audit = await api.db.pool.query(`SELECT action FROM audit_log WHERE target_type = 'api_key' AND target_id = $1 ORDER BY id`, [info.id]);
-  t.same(audit.rows.map((r) => r.action), ['key.create', 'key.revoke', 'key.revoke']);
+  const audit = await api.db.pool.query(
+    `SELECT action FROM audit_log WHERE target_type = 'api_key' AND target_id = $1 ORDER BY id`,
+    [info.id],
+  );
+  t.same(
+    audit.rows.map((r) => r.action),
+    ['key.create', 'key.revoke', 'key.revoke'],
+  );
 });
 
 t.test('health, readiness, metrics, OpenAPI and unknown routes', async (t) => {
   t.same((await api.request('GET', '/healthz', { key: null })).json(), { status: 'ok' });
-  t.same((await api.request('GET', '/readyz', { key: null })).json(), { status: 'ready', checks: { database: 'ok', migrations: 'ok' } });
+  t.same((await api.request('GET', '/readyz', { key: null })).json(), {
+    status: 'ready',
+    checks: { database: 'ok', migrations: 'ok' },
+  });
   await api.signup();
   const metrics = await api.request('GET', '/metrics', { key: null });
   t.match(metrics.headers['content-type'], /text\/plain/);
@@ -121,7 +187,15 @@ t.test('health, readiness, metrics, OpenAPI and unknown routes', async (t) => {
   t.match(metrics.body, /provisioner_http_request_duration_seconds_bucket\{[^}]*route="\/v1\/signup"/);
   const spec = (await api.request('GET', '/docs/json', { key: null })).json();
   t.equal(spec.openapi.slice(0, 2), '3.');
-  for (const path of ['/v1/signup', '/v1/tenants', '/v1/tenants/{id}', '/v1/tenants/{id}/upgrade', '/v1/clusters', '/v1/keys', '/v1/runtime-versions']) {
+  for (const path of [
+    '/v1/signup',
+    '/v1/tenants',
+    '/v1/tenants/{id}',
+    '/v1/tenants/{id}/upgrade',
+    '/v1/clusters',
+    '/v1/keys',
+    '/v1/runtime-versions',
+  ]) {
     t.ok(spec.paths[path], `OpenAPI documents ${path}`);
   }
   const nf = await api.request('GET', '/v1/nothing');

@@ -13,22 +13,41 @@ t.teardown(() => api.close());
 
 const tenants = await Promise.all(Array.from({ length: 20 }, () => api.signup()));
 
-t.test('200 reads of 20 tenants at once, each with its own key: each gets its own tenant, in fewer statements', async (t) => {
-  const before = api.services.reads.stats();
-  const res = await Promise.all(Array.from({ length: 200 }, (_, i) => {
-    const tenant = tenants[i % tenants.length]!;
-    return api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key: tenant.apiKey }).then((r) => ({ r, tenant }));
-  }));
-  t.same(res.map(({ r }) => r.statusCode), res.map(() => 200));
-  t.same(res.map(({ r }) => `${r.json().id} ${r.json().organization}`), res.map(({ tenant }) => `${tenant.tenantId} ${tenant.body.tenant.organization}`),
-    'every read answered with its own tenant');
-  const after = api.services.reads.stats();
-  t.equal(after.tenants.reads - before.tenants.reads, 200);
-  t.ok(after.tenants.batches - before.tenants.batches < 50, `200 reads took ${after.tenants.batches - before.tenants.batches} statements`);
-  const lookups = after.keys.reads - before.keys.reads;
-  t.ok(lookups >= 20, `each of the 20 keys was looked up (${lookups} lookups)`);
-  t.ok(after.keys.batches - before.keys.batches < lookups, `${lookups} key lookups took ${after.keys.batches - before.keys.batches} statements`);
-});
+t.test(
+  '200 reads of 20 tenants at once, each with its own key: each gets its own tenant, in fewer statements',
+  async (t) => {
+    const before = api.services.reads.stats();
+    const res = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => {
+        const tenant = tenants[i % tenants.length]!;
+        return api
+          .request('GET', `/v1/tenants/${tenant.tenantId}`, { key: tenant.apiKey })
+          .then((r) => ({ r, tenant }));
+      }),
+    );
+    t.same(
+      res.map(({ r }) => r.statusCode),
+      res.map(() => 200),
+    );
+    t.same(
+      res.map(({ r }) => `${r.json().id} ${r.json().organization}`),
+      res.map(({ tenant }) => `${tenant.tenantId} ${tenant.body.tenant.organization}`),
+      'every read answered with its own tenant',
+    );
+    const after = api.services.reads.stats();
+    t.equal(after.tenants.reads - before.tenants.reads, 200);
+    t.ok(
+      after.tenants.batches - before.tenants.batches < 50,
+      `200 reads took ${after.tenants.batches - before.tenants.batches} statements`,
+    );
+    const lookups = after.keys.reads - before.keys.reads;
+    t.ok(lookups >= 20, `each of the 20 keys was looked up (${lookups} lookups)`);
+    t.ok(
+      after.keys.batches - before.keys.batches < lookups,
+      `${lookups} key lookups took ${after.keys.batches - before.keys.batches} statements`,
+    );
+  },
+);
 
 t.test('a write committed before a read is in its answer, while other reads keep statements in flight', async (t) => {
   const { tenantId } = tenants[0]!;
@@ -55,40 +74,72 @@ t.test('a write committed before a read is in its answer, while other reads keep
   t.ok(polled > 60, `the pollers read ${polled} times meanwhile`);
 });
 
-t.test('key lookups in batches: unknown, revoked and valid keys presented together each get their own answer', async (t) => {
-  const tenant = tenants[4]!;
-  const fresh = await createKey(api.db.pool, { role: 'tenant', tenantId: tenant.tenantId, name: 'fresh', createdBy: 'test' });
-  const revoked = await createKey(api.db.pool, { role: 'tenant', tenantId: tenant.tenantId, name: 'revoked', createdBy: 'test' });
-  await api.db.pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [revoked.info.id]);
-  const unknown = fresh.key.slice(0, -4) + (fresh.key.endsWith('AAAA') ? 'BBBB' : 'AAAA');
-  const before = api.services.reads.stats().keys;
-  const res = await Promise.all([fresh.key, revoked.key, unknown, fresh.key].map((key) =>
-    api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key })));
-  t.same(res.map((r) => r.statusCode), [200, 401, 401, 200]);
-  t.same(res.map((r) => r.statusCode === 200 ? r.json().id : r.json().error.code), [tenant.tenantId, 'INVALID_API_KEY', 'INVALID_API_KEY', tenant.tenantId]);
-  t.ok(api.services.reads.stats().keys.batches - before.batches <= 2, 'looked up together');
-});
+t.test(
+  'key lookups in batches: unknown, revoked and valid keys presented together each get their own answer',
+  async (t) => {
+    const tenant = tenants[4]!;
+    const fresh = await createKey(api.db.pool, {
+      role: 'tenant',
+      tenantId: tenant.tenantId,
+      name: 'fresh',
+      createdBy: 'test',
+    });
+    const revoked = await createKey(api.db.pool, {
+      role: 'tenant',
+      tenantId: tenant.tenantId,
+      name: 'revoked',
+      createdBy: 'test',
+    });
+    await api.db.pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [revoked.info.id]);
+    const unknown = fresh.key.slice(0, -4) + (fresh.key.endsWith('AAAA') ? 'BBBB' : 'AAAA');
+    const before = api.services.reads.stats().keys;
+    const res = await Promise.all(
+      [fresh.key, revoked.key, unknown, fresh.key].map((key) =>
+        api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key }),
+      ),
+    );
+    t.same(
+      res.map((r) => r.statusCode),
+      [200, 401, 401, 200],
+    );
+    t.same(
+      res.map((r) => (r.statusCode === 200 ? r.json().id : r.json().error.code)),
+      [tenant.tenantId, 'INVALID_API_KEY', 'INVALID_API_KEY', tenant.tenantId],
+    );
+    t.ok(api.services.reads.stats().keys.batches - before.batches <= 2, 'looked up together');
+  },
+);
 
 t.test('/metrics counts the reads and the statements that answered them, by kind', async (t) => {
   const scrape = async () => {
     const text = (await api.request('GET', '/metrics', { key: null })).body;
-    const value = (name: string, kind: string) => Number(new RegExp(`^${name}\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+    const value = (name: string, kind: string) =>
+      Number(new RegExp(`^${name}\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
     return {
-      tenantReads: value('provisioner_hot_reads_total', 'tenant'), tenantStatements: value('provisioner_hot_read_statements_total', 'tenant'),
+      tenantReads: value('provisioner_hot_reads_total', 'tenant'),
+      tenantStatements: value('provisioner_hot_read_statements_total', 'tenant'),
       keyReads: value('provisioner_hot_reads_total', 'key'),
     };
   };
   const before = await scrape();
   const tenant = tenants[5]!;
-  const { key } = await createKey(api.db.pool, { role: 'tenant', tenantId: tenant.tenantId, name: 'never used', createdBy: 'test' });
+  const { key } = await createKey(api.db.pool, {
+    role: 'tenant',
+    tenantId: tenant.tenantId,
+    name: 'never used',
+    createdBy: 'test',
+  });
   await Promise.all(Array.from({ length: 30 }, () => api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key })));
   const after = await scrape();
   t.equal(after.tenantReads - before.tenantReads, 30);
-  t.ok(after.tenantStatements - before.tenantStatements >= 1 && after.tenantStatements - before.tenantStatements < 30, 'fewer statements than reads');
-  t.ok(after.keyReads > before.keyReads, 'the new key\'s lookup is counted too');
+  t.ok(
+    after.tenantStatements - before.tenantStatements >= 1 && after.tenantStatements - before.tenantStatements < 30,
+    'fewer statements than reads',
+  );
+  t.ok(after.keyReads > before.keyReads, "the new key's lookup is counted too");
 });
 
-t.test('unknown ids and other tenants\' ids answer as before', async (t) => {
+t.test("unknown ids and other tenants' ids answer as before", async (t) => {
   const missing = await api.request('GET', '/v1/tenants/00000000-0000-4000-8000-000000000000');
   t.equal(missing.statusCode, 404);
   t.equal(missing.json().error.code, 'TENANT_NOT_FOUND');
@@ -98,22 +149,26 @@ t.test('unknown ids and other tenants\' ids answer as before', async (t) => {
   t.equal(cross.json().error.code, 'TENANT_NOT_FOUND');
 });
 
-t.test('the hot reads run on a connection of their own, leave the API pool\'s settings alone, and close when the provisioner stops', async (t) => {
-  const other = await createTestApi();
-  const readerSessions = async () => (await other.db.pool.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%t.id = ANY($1::uuid[])%'`,
-  )).rows[0]!.n;
-  const { tenantId } = await other.signup();
-  t.equal((await other.request('GET', `/v1/tenants/${tenantId}`)).statusCode, 200);
-  t.equal(await readerSessions(), 1, 'one connection for tenant reads (concurrency 1)');
-  const { rows } = await other.db.pool.query<{ plan: string }>(
-    `SELECT current_setting('plan_cache_mode') AS plan`,
-  );
-  t.equal(rows[0]!.plan, 'auto', 'the API pool keeps the default plan cache mode');
-  // Stopped as `provisioner serve` stops: the app, then the services (which own the hot reads).
-  await other.app.close();
-  await other.services.stop();
-  for (let i = 0; i < 50 && (await readerSessions()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
-  t.equal(await readerSessions(), 0, 'closed when the services stopped');
-  await other.db.drop();
-});
+t.test(
+  "the hot reads run on a connection of their own, leave the API pool's settings alone, and close when the provisioner stops",
+  async (t) => {
+    const other = await createTestApi();
+    const readerSessions = async () =>
+      (
+        await other.db.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%t.id = ANY($1::uuid[])%'`,
+        )
+      ).rows[0]!.n;
+    const { tenantId } = await other.signup();
+    t.equal((await other.request('GET', `/v1/tenants/${tenantId}`)).statusCode, 200);
+    t.equal(await readerSessions(), 1, 'one connection for tenant reads (concurrency 1)');
+    const { rows } = await other.db.pool.query<{ plan: string }>(`SELECT current_setting('plan_cache_mode') AS plan`);
+    t.equal(rows[0]!.plan, 'auto', 'the API pool keeps the default plan cache mode');
+    // Stopped as `provisioner serve` stops: the app, then the services (which own the hot reads).
+    await other.app.close();
+    await other.services.stop();
+    for (let i = 0; i < 50 && (await readerSessions()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    t.equal(await readerSessions(), 0, 'closed when the services stopped');
+    await other.db.drop();
+  },
+);

@@ -18,29 +18,48 @@ const dir = mkdtempSync(join(tmpdir(), 'kubeconfig-policy-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
 type Doc = Record<string, unknown>;
-const kubeconfig = (cluster: Doc = {}, user: Doc = {}): string => stringify({
-  apiVersion: 'v1', kind: 'Config', 'current-context': 'x',
-  clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10:6443', ...cluster } }],
-  users: [{ name: 'u', user: { token: 'inline-token-0123456789', ...user } }],
-  contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
-});
+const kubeconfig = (cluster: Doc = {}, user: Doc = {}): string =>
+  stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    'current-context': 'x',
+    clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10:6443', ...cluster } }],
+    users: [{ name: 'u', user: { token: 'inline-token-0123456789', ...user } }],
+    contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+  });
 
 let n = 0;
-async function register(text: string): Promise<{ status: number; body: { error?: { code: string; message: string; field?: string } } }> {
+async function register(
+  text: string,
+): Promise<{ status: number; body: { error?: { code: string; message: string; field?: string } } }> {
   n += 1;
   const res = await fetch(`${base}/v1/clusters`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${api.operatorKey}` },
     body: JSON.stringify({ name: `c-${n}`, region: 'eu', capacity: 1, kubeconfig: text }),
   });
-  return { status: res.status, body: await res.json() as { error?: { code: string; message: string; field?: string } } };
+  return {
+    status: res.status,
+    body: (await res.json()) as { error?: { code: string; message: string; field?: string } },
+  };
 }
 
 t.test('each refused kubeconfig field is a 400 naming it; nothing is stored', async (t) => {
   const marker = join(dir, 'exec-marker');
   const cases: Array<[string, string]> = [
-    [kubeconfig({}, { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: '/bin/sh', args: ['-c', `touch ${marker}`] } }), 'users[0].user.exec'],
-    [kubeconfig({}, { 'auth-provider': { name: 'oidc', config: { 'idp-issuer-url': 'https://x' } } }), 'users[0].user.auth-provider'],
+    [
+      kubeconfig(
+        {},
+        {
+          exec: { apiVersion: 'client.authentication.k8s.io/v1', command: '/bin/sh', args: ['-c', `touch ${marker}`] },
+        },
+      ),
+      'users[0].user.exec',
+    ],
+    [
+      kubeconfig({}, { 'auth-provider': { name: 'oidc', config: { 'idp-issuer-url': 'https://x' } } }),
+      'users[0].user.auth-provider',
+    ],
     [kubeconfig({}, { 'token-file': '/etc/hostname' }), 'users[0].user.token-file'],
     [kubeconfig({}, { tokenFile: '/etc/hostname' }), 'users[0].user.tokenFile'],
     [kubeconfig({}, { 'client-certificate': '/etc/hostname' }), 'users[0].user.client-certificate'],
@@ -48,7 +67,17 @@ t.test('each refused kubeconfig field is a 400 naming it; nothing is stored', as
     [kubeconfig({ 'certificate-authority': '/etc/hostname' }), 'clusters[0].cluster.certificate-authority'],
     [kubeconfig({ 'proxy-url': 'http://10.0.0.9:3128' }), 'clusters[0].cluster.proxy-url'],
     [kubeconfig({ 'insecure-skip-tls-verify': true }), 'clusters[0].cluster.insecure-skip-tls-verify'],
-    [JSON.stringify({ apiVersion: 'v1', kind: 'Config', 'current-context': 'x', clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10' } }], contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }], users: [{ name: 'u', user: { 'token-file': '/etc/hostname' } }] }), 'users[0].user.token-file'],
+    [
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        'current-context': 'x',
+        clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10' } }],
+        contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+        users: [{ name: 'u', user: { 'token-file': '/etc/hostname' } }],
+      }),
+      'users[0].user.token-file',
+    ],
   ];
   for (const [text, path] of cases) {
     const res = await register(text);
@@ -58,45 +87,83 @@ t.test('each refused kubeconfig field is a 400 naming it; nothing is stored', as
     t.match(res.body.error?.message, path, `${path}: the message names the field`);
   }
   t.notOk(existsSync(marker), 'the exec command never ran');
-  const list = await fetch(`${base}/v1/clusters`, { headers: { authorization: `Bearer ${api.operatorKey}` } }).then((r) => r.json() as Promise<{ items: unknown[] }>);
+  const list = await fetch(`${base}/v1/clusters`, { headers: { authorization: `Bearer ${api.operatorKey}` } }).then(
+    (r) => r.json() as Promise<{ items: unknown[] }>,
+  );
   t.equal(list.items.length, 0, 'nothing was registered');
 });
 
-t.test('a token-file naming a FIFO does not stall the server, and the answer tells nothing about the path', async (t) => {
-  const fifo = join(dir, 'fifo');
-  execFileSync('mkfifo', [fifo]);
-  const registering = register(kubeconfig({}, { token: undefined, 'token-file': fifo }));
-  const started = Date.now();
-  const health = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(5000) });
-  t.equal(health.status, 200, '/healthz answers while the registration is handled');
-  t.ok(Date.now() - started < 1000, `/healthz answered within 1 s (took ${Date.now() - started} ms)`);
-  const res = await registering;
-  t.equal(res.status, 400);
-  t.notMatch(res.body.error?.message, /ENOENT|EISDIR|no such file/i, 'no hint whether a path exists');
-  const missing = await register(kubeconfig({}, { token: undefined, 'token-file': join(dir, 'does-not-exist') }));
-  t.equal(missing.body.error?.message, res.body.error?.message?.replace(fifo, join(dir, 'does-not-exist')), 'an existing and a missing path get the same answer');
-});
+t.test(
+  'a token-file naming a FIFO does not stall the server, and the answer tells nothing about the path',
+  async (t) => {
+    const fifo = join(dir, 'fifo');
+    execFileSync('mkfifo', [fifo]);
+    const registering = register(kubeconfig({}, { token: undefined, 'token-file': fifo }));
+    const started = Date.now();
+    const health = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(5000) });
+    t.equal(health.status, 200, '/healthz answers while the registration is handled');
+    t.ok(Date.now() - started < 1000, `/healthz answered within 1 s (took ${Date.now() - started} ms)`);
+    const res = await registering;
+    t.equal(res.status, 400);
+    t.notMatch(res.body.error?.message, /ENOENT|EISDIR|no such file/i, 'no hint whether a path exists');
+    const missing = await register(kubeconfig({}, { token: undefined, 'token-file': join(dir, 'does-not-exist') }));
+    t.equal(
+      missing.body.error?.message,
+      res.body.error?.message?.replace(fifo, join(dir, 'does-not-exist')),
+      'an existing and a missing path get the same answer',
+    );
+  },
+);
 
 t.test('an inline-credential kubeconfig in JSON is accepted', async (t) => {
-  const res = await register(JSON.stringify({ apiVersion: 'v1', kind: 'Config', 'current-context': 'x', clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10:6443', 'certificate-authority-data': 'Q0E=' } }], contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }], users: [{ name: 'u', user: { 'client-certificate-data': 'Q0VSVA==', 'client-key-data': 'S0VZ' } }] }));
+  const res = await register(
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'x',
+      clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10:6443', 'certificate-authority-data': 'Q0E=' } }],
+      contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+      users: [{ name: 'u', user: { 'client-certificate-data': 'Q0VSVA==', 'client-key-data': 'S0VZ' } }],
+    }),
+  );
   t.equal(res.status, 201, JSON.stringify(res.body));
 });
 
-t.test('server addresses the control plane must not reach are refused at registration, naming the server', async (t) => {
-  const servers = ['https://127.0.0.1:6443', 'https://[::1]:5432', 'https://169.254.169.254', 'https://[::ffff:169.254.169.254]', 'https://0.0.0.0:22',
-    'https://2130706433:6443', 'https://0x7f000001:6443', 'https://localhost:6443', 'http://203.0.113.10:6443'];
-  for (const server of servers) {
-    const res = await register(kubeconfig({ server }));
-    t.equal(res.status, 400, `${server}: 400`);
-    t.match(res.body.error?.message, 'clusters[0].cluster.server', `${server}: the message names the server field`);
-  }
-});
+t.test(
+  'server addresses the control plane must not reach are refused at registration, naming the server',
+  async (t) => {
+    const servers = [
+      'https://127.0.0.1:6443',
+      'https://[::1]:5432',
+      'https://169.254.169.254',
+      'https://[::ffff:169.254.169.254]',
+      'https://0.0.0.0:22',
+      'https://2130706433:6443',
+      'https://0x7f000001:6443',
+      'https://localhost:6443',
+      'http://203.0.113.10:6443',
+    ];
+    for (const server of servers) {
+      const res = await register(kubeconfig({ server }));
+      t.equal(res.status, 400, `${server}: 400`);
+      t.match(res.body.error?.message, 'clusters[0].cluster.server', `${server}: the message names the server field`);
+    }
+  },
+);
 
 t.test('an operator may allow loopback ranges at start-up; link-local stays refused', async (t) => {
   const allowing = await createTestApi({ env: { PROVISIONER_CLUSTER_ALLOWED_CIDRS: '127.0.0.0/8,::1/128' } });
   t.teardown(() => allowing.close());
-  const send = (server: string, name: string) => allowing.request('POST', '/v1/clusters', { key: allowing.operatorKey, body: { name, region: 'eu', capacity: 1, kubeconfig: kubeconfig({ server }) } });
-  t.equal((await send('https://127.0.0.1:6443', 'loop')).statusCode, 201, 'loopback allowed by PROVISIONER_CLUSTER_ALLOWED_CIDRS');
+  const send = (server: string, name: string) =>
+    allowing.request('POST', '/v1/clusters', {
+      key: allowing.operatorKey,
+      body: { name, region: 'eu', capacity: 1, kubeconfig: kubeconfig({ server }) },
+    });
+  t.equal(
+    (await send('https://127.0.0.1:6443', 'loop')).statusCode,
+    201,
+    'loopback allowed by PROVISIONER_CLUSTER_ALLOWED_CIDRS',
+  );
   t.equal((await send('https://localhost:6443', 'loop-name')).statusCode, 201, 'a name resolving to loopback too');
   const metadata = await send('https://169.254.169.254', 'meta');
   t.equal(metadata.statusCode, 400, 'link-local is never allowed');

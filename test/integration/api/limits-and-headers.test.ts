@@ -12,7 +12,9 @@ import { once } from 'node:events';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 
-const api = await createTestApi({ env: { PROVISIONER_REQUEST_TIMEOUT_SECONDS: '2', PROVISIONER_SSE_STREAMS_PER_KEY: '2' } });
+const api = await createTestApi({
+  env: { PROVISIONER_REQUEST_TIMEOUT_SECONDS: '2', PROVISIONER_SSE_STREAMS_PER_KEY: '2' },
+});
 t.teardown(() => api.close());
 const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
 const port = Number(new URL(base).port);
@@ -20,10 +22,16 @@ const port = Number(new URL(base).port);
 t.test('a request body sent one byte at a time is cut off after the request timeout', async (t) => {
   const socket = net.connect(port, '127.0.0.1');
   await once(socket, 'connect');
-  socket.write('POST /v1/signup HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{');
+  socket.write(
+    'POST /v1/signup HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{',
+  );
   let answer = '';
-  socket.on('data', (d: Buffer) => { answer += d.toString(); });
-  const drip = setInterval(() => { if (!socket.destroyed) socket.write(' '); }, 300);
+  socket.on('data', (d: Buffer) => {
+    answer += d.toString();
+  });
+  const drip = setInterval(() => {
+    if (!socket.destroyed) socket.write(' ');
+  }, 300);
   const started = Date.now();
   await once(socket, 'close');
   clearInterval(drip);
@@ -34,20 +42,35 @@ t.test('a request body sent one byte at a time is cut off after the request time
 
 t.test('one key holds at most PROVISIONER_SSE_STREAMS_PER_KEY log streams', async (t) => {
   const tenant = await api.signup();
-  const open = async () => fetch(`${base}/v1/operations/${tenant.operationId}/log?follow=1`, { headers: { authorization: `Bearer ${tenant.apiKey}` } });
+  const open = async () =>
+    fetch(`${base}/v1/operations/${tenant.operationId}/log?follow=1`, {
+      headers: { authorization: `Bearer ${tenant.apiKey}` },
+    });
   const controllers: AbortController[] = [];
   const streams = [];
   for (let i = 0; i < 2; i++) {
     const c = new AbortController();
     controllers.push(c);
-    const res = await fetch(`${base}/v1/operations/${tenant.operationId}/log?follow=1`, { headers: { authorization: `Bearer ${tenant.apiKey}` }, signal: c.signal });
+    const res = await fetch(`${base}/v1/operations/${tenant.operationId}/log?follow=1`, {
+      headers: { authorization: `Bearer ${tenant.apiKey}` },
+      signal: c.signal,
+    });
     t.equal(res.status, 200, `stream ${i + 1} opens`);
     streams.push(res);
   }
   const third = await open();
   t.equal(third.status, 429, 'the third is refused');
   t.equal(((await third.json()) as { error: { code: string } }).error.code, 'TOO_MANY_STREAMS');
-  t.equal((await fetch(`${base}/v1/operations/${tenant.operationId}/log?follow=1`, { headers: { authorization: `Bearer ${api.operatorKey}` } }).then((r) => { void r.body?.cancel(); return r.status; })), 200, 'another key is not affected');
+  t.equal(
+    await fetch(`${base}/v1/operations/${tenant.operationId}/log?follow=1`, {
+      headers: { authorization: `Bearer ${api.operatorKey}` },
+    }).then((r) => {
+      void r.body?.cancel();
+      return r.status;
+    }),
+    200,
+    'another key is not affected',
+  );
   controllers[0]!.abort();
   let reopened = 0;
   for (let i = 0; i < 50 && reopened !== 200; i++) {
@@ -61,12 +84,18 @@ t.test('one key holds at most PROVISIONER_SSE_STREAMS_PER_KEY log streams', asyn
 });
 
 t.test('the signup rate limit keys on the address a trusted proxy reports', async (t) => {
-  const proxied = await createTestApi({ env: { PROVISIONER_SIGNUP_RATE_LIMIT: '2', PROVISIONER_TRUSTED_PROXIES: '127.0.0.1' } });
-  t.teardown(() => proxied.close());
-  const send = (app: typeof proxied, client: string) => app.app.inject({
-    method: 'POST', url: '/v1/signup', remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': client },
-    payload: { organization: uniqueOrg(), email: 'a@b.io' },
+  const proxied = await createTestApi({
+    env: { PROVISIONER_SIGNUP_RATE_LIMIT: '2', PROVISIONER_TRUSTED_PROXIES: '127.0.0.1' },
   });
+  t.teardown(() => proxied.close());
+  const send = (app: typeof proxied, client: string) =>
+    app.app.inject({
+      method: 'POST',
+      url: '/v1/signup',
+      remoteAddress: '127.0.0.1',
+      headers: { 'x-forwarded-for': client },
+      payload: { organization: uniqueOrg(), email: 'a@b.io' },
+    });
   t.equal((await send(proxied, '198.51.100.1')).statusCode, 202);
   t.equal((await send(proxied, '198.51.100.1')).statusCode, 202);
   t.equal((await send(proxied, '198.51.100.1')).statusCode, 429, 'the third from one client is limited');
@@ -75,7 +104,11 @@ t.test('the signup rate limit keys on the address a trusted proxy reports', asyn
   t.teardown(() => direct.close());
   t.equal((await send(direct, '198.51.100.3')).statusCode, 202);
   t.equal((await send(direct, '198.51.100.4')).statusCode, 202);
-  t.equal((await send(direct, '198.51.100.5')).statusCode, 429, 'without a trusted proxy a made-up X-Forwarded-For buys no budget');
+  t.equal(
+    (await send(direct, '198.51.100.5')).statusCode,
+    429,
+    'without a trusted proxy a made-up X-Forwarded-For buys no budget',
+  );
 });
 
 t.test('every API answer says nosniff with a restrictive CSP; /docs keeps a working UI with its own', async (t) => {
@@ -99,27 +132,44 @@ t.test('every API answer says nosniff with a restrictive CSP; /docs keeps a work
   t.equal((await fetch(`${base}/docs/json`)).status, 200, 'the OpenAPI document is served');
 });
 
-t.test("a runtime's cookies and HTML never reach the caller; the caller's X-Forwarded-For is not passed on", async (t) => {
-  const tenant = await api.signup();
-  const seen: http.IncomingHttpHeaders[] = [];
-  const upstream = http.createServer((req, res) => {
-    seen.push(req.headers);
-    res.writeHead(200, { 'content-type': 'text/html', 'set-cookie': 'session=stolen; Path=/', 'x-frame-options': 'ALLOWALL', 'access-control-allow-origin': '*', 'x-runtime': 'yes' });
-    res.end('<script>alert(1)</script>');
-  }).listen(0, '127.0.0.1');
-  await once(upstream, 'listening');
-  t.teardown(() => upstream.close());
-  const runtime = await connectRuntime(api, base, tenant.tenantId, upstream);
-  t.teardown(() => runtime.client.close());
-  const res = await fetch(`${base}/v1/tenants/${tenant.tenantId}/runtime/page`, { headers: { authorization: `Bearer ${tenant.apiKey}`, 'x-forwarded-for': '203.0.113.66' } });
-  t.equal(res.status, 200);
-  t.equal(res.headers.get('set-cookie'), null, 'no set-cookie');
-  t.equal(res.headers.get('access-control-allow-origin'), null, 'no CORS header from the runtime');
-  t.equal(res.headers.get('x-frame-options'), null, 'no framing header from the runtime');
-  t.equal(res.headers.get('content-type'), 'application/octet-stream', 'HTML is served as a download');
-  t.equal(res.headers.get('content-disposition'), 'attachment');
-  t.equal(res.headers.get('x-content-type-options'), 'nosniff');
-  t.equal(res.headers.get('x-runtime'), 'yes', "the runtime's own x- headers pass");
-  await res.arrayBuffer();
-  t.equal(seen.at(-1)?.['x-forwarded-for'], '127.0.0.1', "the runtime sees the caller's address as the control plane saw it, not the caller's claim");
-});
+t.test(
+  "a runtime's cookies and HTML never reach the caller; the caller's X-Forwarded-For is not passed on",
+  async (t) => {
+    const tenant = await api.signup();
+    const seen: http.IncomingHttpHeaders[] = [];
+    const upstream = http
+      .createServer((req, res) => {
+        seen.push(req.headers);
+        res.writeHead(200, {
+          'content-type': 'text/html',
+          'set-cookie': 'session=stolen; Path=/',
+          'x-frame-options': 'ALLOWALL',
+          'access-control-allow-origin': '*',
+          'x-runtime': 'yes',
+        });
+        res.end('<script>alert(1)</script>');
+      })
+      .listen(0, '127.0.0.1');
+    await once(upstream, 'listening');
+    t.teardown(() => upstream.close());
+    const runtime = await connectRuntime(api, base, tenant.tenantId, upstream);
+    t.teardown(() => runtime.client.close());
+    const res = await fetch(`${base}/v1/tenants/${tenant.tenantId}/runtime/page`, {
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'x-forwarded-for': '203.0.113.66' },
+    });
+    t.equal(res.status, 200);
+    t.equal(res.headers.get('set-cookie'), null, 'no set-cookie');
+    t.equal(res.headers.get('access-control-allow-origin'), null, 'no CORS header from the runtime');
+    t.equal(res.headers.get('x-frame-options'), null, 'no framing header from the runtime');
+    t.equal(res.headers.get('content-type'), 'application/octet-stream', 'HTML is served as a download');
+    t.equal(res.headers.get('content-disposition'), 'attachment');
+    t.equal(res.headers.get('x-content-type-options'), 'nosniff');
+    t.equal(res.headers.get('x-runtime'), 'yes', "the runtime's own x- headers pass");
+    await res.arrayBuffer();
+    t.equal(
+      seen.at(-1)?.['x-forwarded-for'],
+      '127.0.0.1',
+      "the runtime sees the caller's address as the control plane saw it, not the caller's claim",
+    );
+  },
+);

@@ -29,14 +29,20 @@ t.teardown(() => upstream.close());
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
 
 /** Opens an SSE follow of an operation on `base` with `key`; resolves with the events once the stream ends. */
-async function follow(base: string, operationId: string, key: string): Promise<{ opened: Promise<void>; ended: Promise<string> }> {
+async function follow(
+  base: string,
+  operationId: string,
+  key: string,
+): Promise<{ opened: Promise<void>; ended: Promise<string> }> {
   const res = await fetch(`${base}/v1/operations/${operationId}/log?follow=1`, { headers: auth(key) });
   if (res.status !== 200 || !res.body) throw new Error(`follow answered ${res.status}`);
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
   let text = '';
   let opened!: () => void;
-  const openedP = new Promise<void>((r) => { opened = r; });
+  const openedP = new Promise<void>((r) => {
+    opened = r;
+  });
   const ended = (async () => {
     for (;;) {
       const { done, value } = await reader.read();
@@ -55,18 +61,27 @@ t.test('deleting a tenant through another replica closes its tunnel within 1 s',
   // The directory row that lets B relay to A is written right after the tunnel connects; renew()
   // waits for that write.
   await a.services.tunnelDirectory.renew();
-  t.equal((await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/x`, { headers: auth(a.operatorKey) })).status, 200, 'reachable through B before');
+  t.equal(
+    (await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/x`, { headers: auth(a.operatorKey) })).status,
+    200,
+    'reachable through B before',
+  );
   const disconnected = once(runtime.client.events, 'disconnected');
   const started = Date.now();
-  t.equal((await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { method: 'DELETE', headers: auth(a.operatorKey) })).status, 202);
+  t.equal(
+    (await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { method: 'DELETE', headers: auth(a.operatorKey) })).status,
+    202,
+  );
   await disconnected;
   const took = Date.now() - started;
   t.ok(took < 1000, `the tunnel on replica A closed ${took} ms after the delete on B (limit 1000 ms)`);
   const after = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/x`, { headers: auth(a.operatorKey) });
-  t.equal(after.status, 503, 'the deleted tenant\'s runtime is not reached any more');
+  t.equal(after.status, 503, "the deleted tenant's runtime is not reached any more");
   t.equal(((await after.json()) as { error: { code: string } }).error.code, 'RUNTIME_UNREACHABLE');
   const key = await a.request('GET', `/v1/keys?tenantId=${tenant.tenantId}&includeRevoked=true`);
-  const runtimeKeys = key.json<{ items: Array<{ role: string; revokedAt: string | null }> }>().items.filter((k) => k.role === 'runtime');
+  const runtimeKeys = key
+    .json<{ items: Array<{ role: string; revokedAt: string | null }> }>()
+    .items.filter((k) => k.role === 'runtime');
   t.ok(runtimeKeys.length > 0 && runtimeKeys.every((k) => k.revokedAt !== null), 'its runtime keys are revoked');
 });
 
@@ -75,7 +90,9 @@ t.test('revoking a key through one replica ends its log streams on another withi
   // No reconciler runs here: the create operation stays queued, so the stream only ends when something ends it.
   const stream = await follow(baseB, tenant.operationId, tenant.apiKey);
   await stream.opened;
-  const keys = (await a.request('GET', `/v1/keys?tenantId=${tenant.tenantId}`)).json<{ items: Array<{ id: string; role: string }> }>();
+  const keys = (await a.request('GET', `/v1/keys?tenantId=${tenant.tenantId}`)).json<{
+    items: Array<{ id: string; role: string }>;
+  }>();
   const keyId = keys.items.find((k) => k.role === 'tenant')!.id;
   const started = Date.now();
   t.equal((await a.request('DELETE', `/v1/keys/${keyId}`)).statusCode, 200);
@@ -85,27 +102,57 @@ t.test('revoking a key through one replica ends its log streams on another withi
   t.match(text, /event: error\ndata: \{"code":"INVALID_API_KEY"/, 'the stream says why it ended');
 });
 
-t.test('the destroy that completes a delete revokes the tenant\'s keys with the notice: another replica refuses them at once', async (t) => {
-  const kubeconfig = 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
-    'users: [{name: u, user: {token: root-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
-  t.equal((await a.request('POST', '/v1/clusters', { key: a.operatorKey, body: { name: 'revoke-root', region: 'eu', capacity: 10, kubeconfig } })).statusCode, 201);
-  // TEST DOUBLE engine: every call succeeds at once (the reconciler, database and notices are real).
-  const reconciler = new Reconciler({ pool: a.db.pool, engine: new ScriptedEngine(), box: a.services.box, pollMs: 100, logFlushMs: 10 });
-  await reconciler.start();
-  t.teardown(() => reconciler.stop({ graceMs: 0 }));
-  const tenant = await a.signup();
-  const phase = async () => ((await (await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { headers: auth(a.operatorKey) })).json()) as { status: { phase: string } }).status.phase;
-  for (let i = 0; i < 200 && (await phase()) !== 'Ready'; i++) await new Promise((r) => setTimeout(r, 50));
-  // Replica B has the tenant's key in its cache (PROVISIONER_KEY_CACHE_MS, 2 s by default).
-  t.equal((await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { headers: auth(tenant.apiKey) })).status, 200);
-  const del = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}`, { method: 'DELETE', headers: auth(tenant.apiKey) });
-  t.equal(del.status, 202);
-  for (let i = 0; i < 200 && (await phase()) !== 'Deleted'; i++) await new Promise((r) => setTimeout(r, 25));
-  const deletedAt = Date.now();
-  let refused = false;
-  while (!refused && Date.now() - deletedAt < 1000) {
-    refused = (await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { headers: auth(tenant.apiKey) })).status === 401;
-    if (!refused) await new Promise((r) => setTimeout(r, 20));
-  }
-  t.ok(refused, `replica B refused the deleted tenant's key within 1 s of the destroy (cache alone would keep it 2 s)`);
-});
+t.test(
+  "the destroy that completes a delete revokes the tenant's keys with the notice: another replica refuses them at once",
+  async (t) => {
+    const kubeconfig =
+      'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
+      'users: [{name: u, user: {token: root-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
+    t.equal(
+      (
+        await a.request('POST', '/v1/clusters', {
+          key: a.operatorKey,
+          body: { name: 'revoke-root', region: 'eu', capacity: 10, kubeconfig },
+        })
+      ).statusCode,
+      201,
+    );
+    // TEST DOUBLE engine: every call succeeds at once (the reconciler, database and notices are real).
+    const reconciler = new Reconciler({
+      pool: a.db.pool,
+      engine: new ScriptedEngine(),
+      box: a.services.box,
+      pollMs: 100,
+      logFlushMs: 10,
+    });
+    await reconciler.start();
+    t.teardown(() => reconciler.stop({ graceMs: 0 }));
+    const tenant = await a.signup();
+    const phase = async () =>
+      (
+        (await (await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { headers: auth(a.operatorKey) })).json()) as {
+          status: { phase: string };
+        }
+      ).status.phase;
+    for (let i = 0; i < 200 && (await phase()) !== 'Ready'; i++) await new Promise((r) => setTimeout(r, 50));
+    // Replica B has the tenant's key in its cache (PROVISIONER_KEY_CACHE_MS, 2 s by default).
+    t.equal((await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { headers: auth(tenant.apiKey) })).status, 200);
+    const del = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}`, {
+      method: 'DELETE',
+      headers: auth(tenant.apiKey),
+    });
+    t.equal(del.status, 202);
+    for (let i = 0; i < 200 && (await phase()) !== 'Deleted'; i++) await new Promise((r) => setTimeout(r, 25));
+    const deletedAt = Date.now();
+    let refused = false;
+    while (!refused && Date.now() - deletedAt < 1000) {
+      refused =
+        (await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { headers: auth(tenant.apiKey) })).status === 401;
+      if (!refused) await new Promise((r) => setTimeout(r, 20));
+    }
+    t.ok(
+      refused,
+      `replica B refused the deleted tenant's key within 1 s of the destroy (cache alone would keep it 2 s)`,
+    );
+  },
+);

@@ -59,7 +59,13 @@ const upstream = http.createServer((req, res) => {
 upstream.listen(0, '127.0.0.1');
 await once(upstream, 'listening');
 t.teardown(() => upstream.close());
-const runtime = await connectRuntime(a, `http://127.0.0.1:${(balancer.address() as AddressInfo).port}`, tenant.tenantId, upstream, 'runtime');
+const runtime = await connectRuntime(
+  a,
+  `http://127.0.0.1:${(balancer.address() as AddressInfo).port}`,
+  tenant.tenantId,
+  upstream,
+  'runtime',
+);
 t.teardown(() => runtime.client.close());
 /** Waits (bounded) until `check` holds; the client hears its hello before the server has registered it. */
 async function until(check: () => boolean, what: string): Promise<void> {
@@ -69,33 +75,40 @@ async function until(check: () => boolean, what: string): Promise<void> {
 await until(() => a.services.tunnel.status(tenant.tenantId).connected, 'A holds the tunnel');
 const auth = { authorization: `Bearer ${tenant.apiKey}` };
 
-t.test('a replica shutting down drains: the running request finishes, new ones go to the replica the runtime moved to', async (t) => {
-  t.equal(a.services.tunnel.status(tenant.tenantId).connected, true, 'the runtime is connected to A');
-  const slow = fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtime/api/slow`, { headers: auth });
-  await arrived;
+t.test(
+  'a replica shutting down drains: the running request finishes, new ones go to the replica the runtime moved to',
+  async (t) => {
+    t.equal(a.services.tunnel.status(tenant.tenantId).connected, true, 'the runtime is connected to A');
+    const slow = fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtime/api/slow`, { headers: auth });
+    await arrived;
 
-  // A leaves the rotation and shuts down.
-  target = portOf(baseB);
-  const draining = once(runtime.client.events, 'draining');
-  const reconnected = once(runtime.client.events, 'connected');
-  const closingA = a.app.close();
-  await draining;
-  await reconnected;
-  await until(() => b.services.tunnel.status(tenant.tenantId).connected, 'B holds the tunnel');
-  t.equal(b.services.tunnel.status(tenant.tenantId).connected, true, 'the runtime reconnected, to B');
-  await b.services.tunnelDirectory.renew();
+    // A leaves the rotation and shuts down.
+    target = portOf(baseB);
+    const draining = once(runtime.client.events, 'draining');
+    const reconnected = once(runtime.client.events, 'connected');
+    const closingA = a.app.close();
+    await draining;
+    await reconnected;
+    await until(() => b.services.tunnel.status(tenant.tenantId).connected, 'B holds the tunnel');
+    t.equal(b.services.tunnel.status(tenant.tenantId).connected, true, 'the runtime reconnected, to B');
+    await b.services.tunnelDirectory.renew();
 
-  const viaB = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/new`, { headers: auth });
-  t.equal(viaB.status, 201, 'B serves new requests');
-  const viaA = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtime/api/late`, { headers: auth });
-  t.equal(viaA.status, 201, 'a request still reaching A while it drains is relayed to B');
-  t.same(await viaA.json(), { path: '/api/late' });
+    const viaB = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/new`, { headers: auth });
+    t.equal(viaB.status, 201, 'B serves new requests');
+    const viaA = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtime/api/late`, { headers: auth });
+    t.equal(viaA.status, 201, 'a request still reaching A while it drains is relayed to B');
+    t.same(await viaA.json(), { path: '/api/late' });
 
-  releaseSlow!();
-  const res = await slow;
-  t.equal(res.status, 200, 'the request that was running when A began to shut down finished');
-  t.equal((await res.arrayBuffer()).byteLength, SLOW_BYTES, 'with its whole body');
-  await closingA;
-  t.equal(a.services.tunnel.status(tenant.tenantId).connected, false);
-  t.equal(b.services.tunnel.status(tenant.tenantId).connected, true, 'the new tunnel was not closed as a replacement of the drained one');
-});
+    releaseSlow!();
+    const res = await slow;
+    t.equal(res.status, 200, 'the request that was running when A began to shut down finished');
+    t.equal((await res.arrayBuffer()).byteLength, SLOW_BYTES, 'with its whole body');
+    await closingA;
+    t.equal(a.services.tunnel.status(tenant.tenantId).connected, false);
+    t.equal(
+      b.services.tunnel.status(tenant.tenantId).connected,
+      true,
+      'the new tunnel was not closed as a replacement of the drained one',
+    );
+  },
+);

@@ -30,25 +30,36 @@ const other = await a.signup();
 
 /** The runtime: answers with what it received (method, path, body length and hash, whether the request token came along). */
 const seen: string[] = [];
-const upstream = http.createServer((req, res) => {
-  seen.push(`${req.method ?? ''} ${req.url ?? ''}`);
-  const hash = createHash('sha256');
-  let bytes = 0;
-  req.on('data', (c: Buffer) => {
-    bytes += c.length;
-    hash.update(c);
-  });
-  req.on('end', () => {
-    if (req.url?.startsWith('/big')) {
-      const size = Number(new URL(req.url, 'http://x').searchParams.get('size'));
-      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': size, 'x-runtime': 'yes' });
-      res.end(Buffer.alloc(size, 7));
-      return;
-    }
-    res.writeHead(201, { 'content-type': 'application/json', 'x-runtime': 'yes' });
-    res.end(JSON.stringify({ method: req.method, path: req.url, bytes, sha256: hash.digest('hex'), signed: typeof req.headers['x-hrt-request-token'] === 'string', relayHeader: req.headers[RELAY_HEADER] ?? null }));
-  });
-}).listen(0, '127.0.0.1');
+const upstream = http
+  .createServer((req, res) => {
+    seen.push(`${req.method ?? ''} ${req.url ?? ''}`);
+    const hash = createHash('sha256');
+    let bytes = 0;
+    req.on('data', (c: Buffer) => {
+      bytes += c.length;
+      hash.update(c);
+    });
+    req.on('end', () => {
+      if (req.url?.startsWith('/big')) {
+        const size = Number(new URL(req.url, 'http://x').searchParams.get('size'));
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': size, 'x-runtime': 'yes' });
+        res.end(Buffer.alloc(size, 7));
+        return;
+      }
+      res.writeHead(201, { 'content-type': 'application/json', 'x-runtime': 'yes' });
+      res.end(
+        JSON.stringify({
+          method: req.method,
+          path: req.url,
+          bytes,
+          sha256: hash.digest('hex'),
+          signed: typeof req.headers['x-hrt-request-token'] === 'string',
+          relayHeader: req.headers[RELAY_HEADER] ?? null,
+        }),
+      );
+    });
+  })
+  .listen(0, '127.0.0.1');
 await once(upstream, 'listening');
 t.teardown(() => upstream.close());
 
@@ -62,22 +73,37 @@ let runtimeOnB: Awaited<ReturnType<typeof connectRuntime>> | undefined;
 t.teardown(() => runtimeOnB?.client.close());
 
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
-const tunnelOf = async (base: string, id: string) => ((await (await fetch(`${base}/v1/tenants/${id}`, { headers: auth(a.operatorKey) })).json()) as { status: { tunnel: { connected: boolean; since: string | null } } }).status.tunnel;
+const tunnelOf = async (base: string, id: string) =>
+  (
+    (await (await fetch(`${base}/v1/tenants/${id}`, { headers: auth(a.operatorKey) })).json()) as {
+      status: { tunnel: { connected: boolean; since: string | null } };
+    }
+  ).status.tunnel;
 
 t.test('a runtime connected to replica A is reached through replica B, bodies streamed both ways', async (t) => {
-  const get = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/info?x=1`, { headers: auth(tenant.apiKey) });
+  const get = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/info?x=1`, {
+    headers: auth(tenant.apiKey),
+  });
   t.equal(get.status, 201);
   t.equal(get.headers.get('x-runtime'), 'yes');
   t.match(await get.json(), { method: 'GET', path: '/api/info?x=1', bytes: 0, signed: true, relayHeader: null });
 
   const body = Buffer.alloc(3 * 1024 * 1024 + 17, 5);
   const post = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/upload`, {
-    method: 'POST', headers: { ...auth(tenant.apiKey), 'content-type': 'application/octet-stream' }, body,
+    method: 'POST',
+    headers: { ...auth(tenant.apiKey), 'content-type': 'application/octet-stream' },
+    body,
   });
   t.equal(post.status, 201);
-  t.match(await post.json(), { method: 'POST', bytes: body.length, sha256: createHash('sha256').update(body).digest('hex') }, 'the whole request body arrived');
+  t.match(
+    await post.json(),
+    { method: 'POST', bytes: body.length, sha256: createHash('sha256').update(body).digest('hex') },
+    'the whole request body arrived',
+  );
 
-  const big = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/big?size=${5 * 1024 * 1024}`, { headers: auth(a.operatorKey) });
+  const big = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/big?size=${5 * 1024 * 1024}`, {
+    headers: auth(a.operatorKey),
+  });
   t.equal(big.status, 200);
   t.equal((await big.arrayBuffer()).byteLength, 5 * 1024 * 1024, 'the whole response body came back');
 });
@@ -88,7 +114,9 @@ t.test('tenant status through either replica shows the tunnel, with the same sin
   t.equal(viaA.connected, true);
   t.same(viaB, viaA);
   t.same(await tunnelOf(baseB, other.tenantId), { connected: false, since: null });
-  const list = (await (await fetch(`${baseB}/v1/tenants?limit=200`, { headers: auth(a.operatorKey) })).json()) as { items: Array<{ id: string; status: { tunnel: { connected: boolean } } }> };
+  const list = (await (await fetch(`${baseB}/v1/tenants?limit=200`, { headers: auth(a.operatorKey) })).json()) as {
+    items: Array<{ id: string; status: { tunnel: { connected: boolean } } }>;
+  };
   t.equal(list.items.find((i) => i.id === tenant.tenantId)?.status.tunnel.connected, true, 'the list shows it too');
 });
 
@@ -96,7 +124,9 @@ t.test('authorization is checked before relaying; a relayed request is never rel
   const before = seen.length;
   const cross = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/info`, { headers: auth(other.apiKey) });
   t.equal(cross.status, 404, "another tenant's key cannot reach the runtime through B either");
-  const hop = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/info`, { headers: { ...auth(tenant.apiKey), [RELAY_HEADER]: 'replica-x' } });
+  const hop = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/info`, {
+    headers: { ...auth(tenant.apiKey), [RELAY_HEADER]: 'replica-x' },
+  });
   t.equal(hop.status, 503);
   t.equal(((await hop.json()) as { error: { code: string } }).error.code, 'RUNTIME_UNREACHABLE');
   t.equal(seen.length, before, 'the runtime saw none of these');
@@ -142,12 +172,19 @@ t.test('a replacement whose notification was missed is found by the next renewal
     });
   });
   // Another replica's newer connection, written without a notification.
-  await a.db.pool.query(`UPDATE runtime_tunnels SET connection_id = gen_random_uuid(), replica_id = 'replica-z', connected_at = now() WHERE tenant_id = $1`, [third.tenantId]);
+  await a.db.pool.query(
+    `UPDATE runtime_tunnels SET connection_id = gen_random_uuid(), replica_id = 'replica-z', connected_at = now() WHERE tenant_id = $1`,
+    [third.tenantId],
+  );
   t.equal(a.services.tunnel.status(third.tenantId).connected, true, 'nothing told A yet');
   await a.services.tunnelDirectory.renew();
   t.equal(await closed, CloseCode.replaced);
   t.equal(a.services.tunnel.status(third.tenantId).connected, false);
-  t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels WHERE tenant_id = $1', [third.tenantId])).rows, [{ replica_id: 'replica-z' }], "the other replica's row stays");
+  t.same(
+    (await a.db.pool.query('SELECT replica_id FROM runtime_tunnels WHERE tenant_id = $1', [third.tenantId])).rows,
+    [{ replica_id: 'replica-z' }],
+    "the other replica's row stays",
+  );
   await a.db.pool.query('DELETE FROM runtime_tunnels WHERE tenant_id = $1', [third.tenantId]);
 });
 
@@ -156,9 +193,16 @@ t.test('a runtime key revoked through one replica closes its tunnel on the other
   const runtime = await connectRuntime(a, baseB, fourth.tenantId, upstream, 'runtime of the fourth tenant');
   t.teardown(() => runtime.client.close());
   const closed = new Promise<number>((resolve) => runtime.client.events.once('disconnected', resolve));
-  const revoke = await fetch(`${baseA}/v1/keys/${runtime.runtimeKey.info.id}`, { method: 'DELETE', headers: auth(a.adminKey) });
+  const revoke = await fetch(`${baseA}/v1/keys/${runtime.runtimeKey.info.id}`, {
+    method: 'DELETE',
+    headers: auth(a.adminKey),
+  });
   t.equal(revoke.status, 200);
-  t.equal(await closed, CloseCode.revoked, 'B closed it with the revoked close code, without waiting for its revalidation');
+  t.equal(
+    await closed,
+    CloseCode.revoked,
+    'B closed it with the revoked close code, without waiting for its revalidation',
+  );
 });
 
 t.test('a replica that stopped renewing is not relayed to; one that cannot be reached is 503 naming it', async (t) => {
@@ -169,20 +213,27 @@ t.test('a replica that stopped renewing is not relayed to; one that cannot be re
   closed.close();
   await a.db.pool.query(
     `INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at) VALUES ($1, gen_random_uuid(), 'replica-dead', $2, now())`,
-    [other.tenantId, `http://127.0.0.1:${deadPort}`]);
+    [other.tenantId, `http://127.0.0.1:${deadPort}`],
+  );
   const res = await fetch(`${baseA}/v1/tenants/${other.tenantId}/runtime/api/info`, { headers: auth(other.apiKey) });
   t.equal(res.status, 503);
   const err = ((await res.json()) as { error: { code: string; message: string } }).error;
   t.equal(err.code, 'RUNTIME_UNREACHABLE');
   t.match(err.message, /replica-dead, which could not be reached/);
 
-  await a.db.pool.query(`UPDATE runtime_tunnels SET seen_at = now() - interval '1 hour' WHERE tenant_id = $1`, [other.tenantId]);
+  await a.db.pool.query(`UPDATE runtime_tunnels SET seen_at = now() - interval '1 hour' WHERE tenant_id = $1`, [
+    other.tenantId,
+  ]);
   t.same(await tunnelOf(baseA, other.tenantId), { connected: false, since: null }, 'an expired row does not count');
   const stale = await fetch(`${baseA}/v1/tenants/${other.tenantId}/runtime/api/info`, { headers: auth(other.apiKey) });
   t.equal(stale.status, 503);
   t.match(((await stale.json()) as { error: { message: string } }).error.message, /is not connected/);
   await a.services.tunnelDirectory.renew();
-  t.same((await a.db.pool.query('SELECT 1 FROM runtime_tunnels WHERE tenant_id = $1', [other.tenantId])).rows, [], 'swept');
+  t.same(
+    (await a.db.pool.query('SELECT 1 FROM runtime_tunnels WHERE tenant_id = $1', [other.tenantId])).rows,
+    [],
+    'swept',
+  );
 });
 
 t.test('metrics: tunnels per replica, connects and disconnects by close code, relays by outcome', async (t) => {
@@ -192,19 +243,28 @@ t.test('metrics: tunnels per replica, connects and disconnects by close code, re
   t.match(mb, /^provisioner_tunnels 1$/m, 'B holds the one tunnel');
   t.match(ma, /^provisioner_tunnels 0$/m);
   t.match(ma, /^provisioner_tunnel_relays_total\{outcome="relayed"\} [1-9]\d*$/m, 'A relayed to B');
-  t.match(ma, /^provisioner_tunnel_relays_total\{outcome="unreachable"\} [1-9]\d*$/m, 'and failed to reach the dead replica');
+  t.match(
+    ma,
+    /^provisioner_tunnel_relays_total\{outcome="unreachable"\} [1-9]\d*$/m,
+    'and failed to reach the dead replica',
+  );
   t.match(ma, /^provisioner_tunnel_disconnects_total\{code="4001"\} [1-9]\d*$/m, "A's tunnel was replaced");
   t.match(mb, /^provisioner_tunnel_connects_total [1-9]\d*$/m);
 });
 
-t.test('a replica shutting down removes its rows; the runtime is then unreachable through the others until it reconnects', async (t) => {
-  t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels')).rows, [{ replica_id: 'replica-b' }]);
-  const told = once(runtimeOnB!.client.events, 'draining');
-  // Returns promptly with a tunnel open: tunnels close before the HTTP server waits for its sockets.
-  await b.close();
-  t.match(((await told) as [string])[0], /shutting down/, 'the runtime was told to reconnect elsewhere');
-  t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels')).rows, []);
-  t.same(await tunnelOf(baseA, tenant.tenantId), { connected: false, since: null });
-  const res = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtime/api/info`, { headers: auth(tenant.apiKey) });
-  t.equal(res.status, 503);
-});
+t.test(
+  'a replica shutting down removes its rows; the runtime is then unreachable through the others until it reconnects',
+  async (t) => {
+    t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels')).rows, [{ replica_id: 'replica-b' }]);
+    const told = once(runtimeOnB!.client.events, 'draining');
+    // Returns promptly with a tunnel open: tunnels close before the HTTP server waits for its sockets.
+    await b.close();
+    t.match(((await told) as [string])[0], /shutting down/, 'the runtime was told to reconnect elsewhere');
+    t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels')).rows, []);
+    t.same(await tunnelOf(baseA, tenant.tenantId), { connected: false, since: null });
+    const res = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtime/api/info`, {
+      headers: auth(tenant.apiKey),
+    });
+    t.equal(res.status, 503);
+  },
+);

@@ -38,7 +38,9 @@ t.teardown(async () => {
 });
 
 t.test('a tenant reaches its own runtime through the tunnel; status shows the tunnel', async (t) => {
-  const res = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, { headers: { authorization: `Bearer ${a.apiKey}` } });
+  const res = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, {
+    headers: { authorization: `Bearer ${a.apiKey}` },
+  });
   t.equal(res.status, 200);
   t.match(await res.json(), { runtimeVersion: '1.4.0' });
   const tenant = (await api.request('GET', `/v1/tenants/${a.tenantId}`)).json();
@@ -49,29 +51,44 @@ t.test('a tenant reaches its own runtime through the tunnel; status shows the tu
 });
 
 t.test("no tunnel is 503 RUNTIME_UNREACHABLE; another tenant's key is 404", async (t) => {
-  const none = await fetch(`${base}/v1/tenants/${b.tenantId}/runtime/api/runtime`, { headers: { authorization: `Bearer ${b.apiKey}` } });
+  const none = await fetch(`${base}/v1/tenants/${b.tenantId}/runtime/api/runtime`, {
+    headers: { authorization: `Bearer ${b.apiKey}` },
+  });
   t.equal(none.status, 503);
   t.equal(((await none.json()) as { error: { code: string } }).error.code, 'RUNTIME_UNREACHABLE');
-  const cross = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, { headers: { authorization: `Bearer ${b.apiKey}` } });
+  const cross = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, {
+    headers: { authorization: `Bearer ${b.apiKey}` },
+  });
   t.equal(cross.status, 404);
-  const asRuntime = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, { headers: { authorization: `Bearer ${runtimeKey.key}` } });
+  const asRuntime = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, {
+    headers: { authorization: `Bearer ${runtimeKey.key}` },
+  });
   t.equal(asRuntime.status, 403, 'a runtime key cannot call its own runtime through the API');
   const noKey = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`);
   t.equal(noKey.status, 401);
 });
 
-t.test('a tenant key cannot open a tunnel; revoking the runtime key closes its tunnel and refuses reconnects', async (t) => {
-  const { WebSocket } = await import('ws');
-  const ws = new WebSocket(base.replace('http', 'ws') + '/v1/tunnel', 'hrt-tunnel.v1', { headers: { authorization: `Bearer ${a.apiKey}` } });
-  const [status] = await new Promise<[number]>((resolve) => ws.on('unexpected-response', (_req, res) => resolve([res.statusCode ?? 0])));
-  t.equal(status, 401);
-  const rejected = once(client.events, 'rejected');
-  const down = once(client.events, 'disconnected');
-  const revoke = await api.request('DELETE', `/v1/keys/${runtimeKey.info.id}`);
-  t.equal(revoke.statusCode, 200);
-  const [code] = (await down) as [number];
-  t.equal(code, 4003, 'closed with the revoked close code');
-  t.same(await rejected, [401], 'the reconnect is refused');
-  const res = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, { headers: { authorization: `Bearer ${a.apiKey}` } });
-  t.equal(res.status, 503);
-});
+t.test(
+  'a tenant key cannot open a tunnel; revoking the runtime key closes its tunnel and refuses reconnects',
+  async (t) => {
+    const { WebSocket } = await import('ws');
+    const ws = new WebSocket(base.replace('http', 'ws') + '/v1/tunnel', 'hrt-tunnel.v1', {
+      headers: { authorization: `Bearer ${a.apiKey}` },
+    });
+    const [status] = await new Promise<[number]>((resolve) =>
+      ws.on('unexpected-response', (_req, res) => resolve([res.statusCode ?? 0])),
+    );
+    t.equal(status, 401);
+    const rejected = once(client.events, 'rejected');
+    const down = once(client.events, 'disconnected');
+    const revoke = await api.request('DELETE', `/v1/keys/${runtimeKey.info.id}`);
+    t.equal(revoke.statusCode, 200);
+    const [code] = (await down) as [number];
+    t.equal(code, 4003, 'closed with the revoked close code');
+    t.same(await rejected, [401], 'the reconnect is refused');
+    const res = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, {
+      headers: { authorization: `Bearer ${a.apiKey}` },
+    });
+    t.equal(res.status, 503);
+  },
+);

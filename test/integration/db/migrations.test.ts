@@ -24,15 +24,23 @@ t.test('two processes migrating one database at once apply each migration exactl
   const env = { ...process.env, DATABASE_URL: db.url };
   const results = await Promise.all([1, 2, 3].map(() => run(process.execPath, [bin, 'migrate'], { env })));
   for (const r of results) t.match(r.stdout, /migrations applied/);
-  const { rows } = await db.pool.query<{ version: number; n: number }>('SELECT version, count(*)::int AS n FROM schema_migrations GROUP BY version ORDER BY version');
-  t.same(rows.map((r) => r.version), (await loadMigrations()).map((m) => m.version));
+  const { rows } = await db.pool.query<{ version: number; n: number }>(
+    'SELECT version, count(*)::int AS n FROM schema_migrations GROUP BY version ORDER BY version',
+  );
+  t.same(
+    rows.map((r) => r.version),
+    (await loadMigrations()).map((m) => m.version),
+  );
   t.ok(rows.every((r) => r.n === 1));
 });
 
 t.test('a failing migration rolls back whole and names itself', async (t) => {
   const db = await createTestDatabase({ migrate: false });
   t.teardown(() => db.drop());
-  const bad = [{ version: 1, name: 'good', sql: 'CREATE TABLE a (x int)' }, { version: 2, name: 'broken', sql: 'CREATE TABLE b (y int); SELECT nope FROM nowhere' }];
+  const bad = [
+    { version: 1, name: 'good', sql: 'CREATE TABLE a (x int)' },
+    { version: 2, name: 'broken', sql: 'CREATE TABLE b (y int); SELECT nope FROM nowhere' },
+  ];
   await t.rejects(migrate(db.pool, bad), /migration 2_broken failed/);
   const { rows } = await db.pool.query(`SELECT to_regclass('b') AS b, to_regclass('a') AS a`);
   t.equal(rows[0].b, null, 'nothing of the failed migration remains');

@@ -20,9 +20,14 @@ t.teardown(() => db.drop());
 /** Backends of this test's database: how many carry the hub's application_name, and how many last ran a LISTEN. */
 async function backends(): Promise<{ hub: number; listening: number; hubPids: number[] }> {
   const { rows } = await db.pool.query<{ pid: number; application_name: string; query: string }>(
-    `SELECT pid, application_name, query FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`);
+    `SELECT pid, application_name, query FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+  );
   const hub = rows.filter((r) => r.application_name === NOTIFICATIONS_APPLICATION_NAME);
-  return { hub: hub.length, hubPids: hub.map((r) => r.pid), listening: rows.filter((r) => /^\s*LISTEN/i.test(r.query)).length };
+  return {
+    hub: hub.length,
+    hubPids: hub.map((r) => r.pid),
+    listening: rows.filter((r) => /^\s*LISTEN/i.test(r.query)).length,
+  };
 }
 
 function collector(): { got: string[]; fn: (payload: string) => void } {
@@ -30,36 +35,44 @@ function collector(): { got: string[]; fn: (payload: string) => void } {
   return { got, fn: (payload) => got.push(payload) };
 }
 
-t.test('subscribers of several channels share one connection; unsubscribing stops delivery and UNLISTENs the channel', async (t) => {
-  const hub = new Notifications({ pool: db.pool });
-  t.teardown(() => hub.stop());
-  const a = collector();
-  const b = collector();
-  const c = collector();
-  const offA = hub.subscribe('chan_a', a.fn);
-  hub.subscribe('chan_b', b.fn);
-  await hub.start();
-  t.ok(hub.listening('chan_a') && hub.listening('chan_b'), 'both channels subscribed before start are listened after it');
-  const offC = hub.subscribe('chan_a', c.fn);
-  await db.pool.query(`SELECT pg_notify('chan_a', 'one'), pg_notify('chan_b', 'two')`);
-  await until('both delivered', async () => a.got.length === 1 && b.got.length === 1 && c.got.length === 1);
-  t.same([a.got, b.got, c.got], [['one'], ['two'], ['one']], 'each subscriber got its own channel\'s payloads');
-  t.equal((await backends()).hub, 1, 'one connection for all three subscriptions');
+t.test(
+  'subscribers of several channels share one connection; unsubscribing stops delivery and UNLISTENs the channel',
+  async (t) => {
+    const hub = new Notifications({ pool: db.pool });
+    t.teardown(() => hub.stop());
+    const a = collector();
+    const b = collector();
+    const c = collector();
+    const offA = hub.subscribe('chan_a', a.fn);
+    hub.subscribe('chan_b', b.fn);
+    await hub.start();
+    t.ok(
+      hub.listening('chan_a') && hub.listening('chan_b'),
+      'both channels subscribed before start are listened after it',
+    );
+    const offC = hub.subscribe('chan_a', c.fn);
+    await db.pool.query(`SELECT pg_notify('chan_a', 'one'), pg_notify('chan_b', 'two')`);
+    await until('both delivered', async () => a.got.length === 1 && b.got.length === 1 && c.got.length === 1);
+    t.same([a.got, b.got, c.got], [['one'], ['two'], ['one']], "each subscriber got its own channel's payloads");
+    t.equal((await backends()).hub, 1, 'one connection for all three subscriptions');
 
-  offA();
-  t.ok(hub.listening('chan_a'), 'chan_a is still listened while another subscriber has it');
-  offC();
-  t.notOk(hub.listening('chan_a'), 'chan_a is no longer listened once its last subscriber left');
-  await db.pool.query(`SELECT pg_notify('chan_a', 'late'), pg_notify('chan_b', 'three')`);
-  await until('chan_b delivered', async () => b.got.length === 2);
-  t.same([a.got, c.got], [['one'], ['one']], 'nothing is delivered after unsubscribing');
-});
+    offA();
+    t.ok(hub.listening('chan_a'), 'chan_a is still listened while another subscriber has it');
+    offC();
+    t.notOk(hub.listening('chan_a'), 'chan_a is no longer listened once its last subscriber left');
+    await db.pool.query(`SELECT pg_notify('chan_a', 'late'), pg_notify('chan_b', 'three')`);
+    await until('chan_b delivered', async () => b.got.length === 2);
+    t.same([a.got, c.got], [['one'], ['one']], 'nothing is delivered after unsubscribing');
+  },
+);
 
 t.test('a subscriber failing does not stop the others', async (t) => {
   const hub = new Notifications({ pool: db.pool });
   t.teardown(() => hub.stop());
   const ok = collector();
-  hub.subscribe('chan_fail', () => { throw new Error('subscriber bug'); });
+  hub.subscribe('chan_fail', () => {
+    throw new Error('subscriber bug');
+  });
   hub.subscribe('chan_fail', ok.fn);
   await hub.start();
   await db.pool.query(`SELECT pg_notify('chan_fail', 'x')`);
@@ -72,7 +85,9 @@ t.test('after a lost connection the hub reconnects, listens again and tells subs
   t.teardown(() => hub.stop());
   const n = collector();
   let resyncs = 0;
-  hub.subscribe('chan_r', n.fn, () => { resyncs += 1; });
+  hub.subscribe('chan_r', n.fn, () => {
+    resyncs += 1;
+  });
   await hub.start();
   t.equal(resyncs, 1, 'told once when listening started');
 
@@ -94,35 +109,53 @@ t.test('after a lost connection the hub reconnects, listens again and tells subs
   t.pass('delivered after reconnecting');
 });
 
-t.test('a provisioner process opens one LISTEN connection for the reconciler, the tunnel directory, key revocations and log followers', async (t) => {
-  const dataDir = await mkdtemp(join(tmpdir(), 'hrt-notify-'));
-  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
-  const adminToken = `hrt_admin_${randomBytes(24).toString('hex')}`;
-  const config = loadConfig({
-    DATABASE_URL: db.url, PORT: '0', LOG_LEVEL: 'silent', PROVISIONER_DATA_DIR: dataDir,
-    PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'), PROVISIONER_ADMIN_TOKEN: adminToken,
-    PULUMI_CONFIG_PASSPHRASE: 'test-passphrase', PROVISIONER_PULUMI_CLI_DIR: join(dataDir, 'no-cli-here'),
-  });
-  const running = await startServer(config, { out: () => {} });
-  t.teardown(() => running.close());
-  await until('the reconciler listens for due tenants', async () => running.reconciler?.listening === true, 5000);
-  const signup = await fetch(`${running.url}/v1/signup`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ organization: `org-${randomBytes(3).toString('hex')}`, email: 'a@example.com' }),
-  });
-  const { operationId, apiKey } = (await signup.json()) as { operationId: string; apiKey: string };
-  // A live log follower (the operation stays queued: no engine can run it).
-  const abort = new AbortController();
-  const follow = await fetch(`${running.url}/v1/operations/${operationId}/log?follow=1`, { headers: { authorization: `Bearer ${apiKey}` }, signal: abort.signal });
-  t.equal(follow.status, 200, 'the log follow started');
-  await until('the log followers\' channel is listened', async () => {
-    const { rows } = await db.pool.query<{ query: string }>(
-      `SELECT query FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, [NOTIFICATIONS_APPLICATION_NAME]);
-    return rows.some((r) => r.query.includes('operation_log'));
-  }, 5000);
-  const seen = await backends();
-  t.equal(seen.hub, 1, 'one notifications connection');
-  t.equal(seen.listening, 1, 'no other backend of the process ran LISTEN');
-  abort.abort();
-  await follow.body?.cancel().catch(() => {});
-});
+t.test(
+  'a provisioner process opens one LISTEN connection for the reconciler, the tunnel directory, key revocations and log followers',
+  async (t) => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'hrt-notify-'));
+    t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+    const adminToken = `hrt_admin_${randomBytes(24).toString('hex')}`;
+    const config = loadConfig({
+      DATABASE_URL: db.url,
+      PORT: '0',
+      LOG_LEVEL: 'silent',
+      PROVISIONER_DATA_DIR: dataDir,
+      PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+      PROVISIONER_ADMIN_TOKEN: adminToken,
+      PULUMI_CONFIG_PASSPHRASE: 'test-passphrase',
+      PROVISIONER_PULUMI_CLI_DIR: join(dataDir, 'no-cli-here'),
+    });
+    const running = await startServer(config, { out: () => {} });
+    t.teardown(() => running.close());
+    await until('the reconciler listens for due tenants', async () => running.reconciler?.listening === true, 5000);
+    const signup = await fetch(`${running.url}/v1/signup`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ organization: `org-${randomBytes(3).toString('hex')}`, email: 'a@example.com' }),
+    });
+    const { operationId, apiKey } = (await signup.json()) as { operationId: string; apiKey: string };
+    // A live log follower (the operation stays queued: no engine can run it).
+    const abort = new AbortController();
+    const follow = await fetch(`${running.url}/v1/operations/${operationId}/log?follow=1`, {
+      headers: { authorization: `Bearer ${apiKey}` },
+      signal: abort.signal,
+    });
+    t.equal(follow.status, 200, 'the log follow started');
+    await until(
+      "the log followers' channel is listened",
+      async () => {
+        const { rows } = await db.pool.query<{ query: string }>(
+          `SELECT query FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`,
+          [NOTIFICATIONS_APPLICATION_NAME],
+        );
+        return rows.some((r) => r.query.includes('operation_log'));
+      },
+      5000,
+    );
+    const seen = await backends();
+    t.equal(seen.hub, 1, 'one notifications connection');
+    t.equal(seen.listening, 1, 'no other backend of the process ran LISTEN');
+    abort.abort();
+    await follow.body?.cancel().catch(() => {});
+  },
+);

@@ -71,11 +71,19 @@ async function provisionerOn(s: OwnServer, t: Test): Promise<{ running: Running;
   url.pathname = '/provisioner';
   const dataDir = await mkdtemp(join(tmpdir(), 'hrt-outage-data-'));
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
-  const running = await startServer(loadConfig({
-    PORT: '0', DATABASE_URL: url.toString(), PROVISIONER_DATA_DIR: dataDir, PROVISIONER_ENGINE: 'none', LOG_LEVEL: 'silent',
-    PROVISIONER_SIGNUP_RATE_LIMIT: '1000000', PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
-    PROVISIONER_ADMIN_TOKEN: `hrt_admin_${randomBytes(24).toString('hex')}`,
-  }), { out: () => {} });
+  const running = await startServer(
+    loadConfig({
+      PORT: '0',
+      DATABASE_URL: url.toString(),
+      PROVISIONER_DATA_DIR: dataDir,
+      PROVISIONER_ENGINE: 'none',
+      LOG_LEVEL: 'silent',
+      PROVISIONER_SIGNUP_RATE_LIMIT: '1000000',
+      PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+      PROVISIONER_ADMIN_TOKEN: `hrt_admin_${randomBytes(24).toString('hex')}`,
+    }),
+    { out: () => {} },
+  );
   return { running, dbUrl: url.toString() };
 }
 
@@ -93,119 +101,161 @@ interface Answer {
  * as in a restart or a switchover of an external server.
  */
 const outages = {
-  'SIGKILLed': killPostgres,
+  SIGKILLed: killPostgres,
   'stopped (fast shutdown) and started again': (s: OwnServer) => s.server.stop(),
 };
 
-for (const [how, stop] of Object.entries(outages)) t.test(`Postgres ${how} under signup load: 503 with Retry-After in the gap, every 202 kept, back within 5 s`, async (t) => {
-  const s = await ownServer();
-  t.teardown(async () => {
-    await s.server.stop().catch(() => {});
-    await rm(s.dir, { recursive: true, force: true });
-  });
-  const { running, dbUrl } = await provisionerOn(s, t);
-  let closed = false;
-  t.teardown(async () => {
-    if (!closed) await running.close();
-  });
-  const reconciler = new Reconciler({
-    pool: running.db.pool, engine: new ScriptedEngine(), box: new SecretBox(randomBytes(32)), pollMs: 100,
-    notifications: running.services.notifications,
-  });
-  await reconciler.start();
-  t.teardown(() => reconciler.stop({ graceMs: 0 }));
+for (const [how, stop] of Object.entries(outages))
+  t.test(
+    `Postgres ${how} under signup load: 503 with Retry-After in the gap, every 202 kept, back within 5 s`,
+    async (t) => {
+      const s = await ownServer();
+      t.teardown(async () => {
+        await s.server.stop().catch(() => {});
+        await rm(s.dir, { recursive: true, force: true });
+      });
+      const { running, dbUrl } = await provisionerOn(s, t);
+      let closed = false;
+      t.teardown(async () => {
+        if (!closed) await running.close();
+      });
+      const reconciler = new Reconciler({
+        pool: running.db.pool,
+        engine: new ScriptedEngine(),
+        box: new SecretBox(randomBytes(32)),
+        pollMs: 100,
+        notifications: running.services.notifications,
+      });
+      await reconciler.start();
+      t.teardown(() => reconciler.stop({ graceMs: 0 }));
 
-  const answers: Answer[] = [];
-  let stopLoad = false;
-  let n = 0;
-  const worker = async (): Promise<void> => {
-    while (!stopLoad && answers.length < 20_000) {
-      const org = `outage-${process.pid}-${n++}`;
-      try {
-        const res = await fetch(`${running.url}/v1/signup`, {
-          method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ organization: org, email: 'o@example.com' }),
-        });
-        const body = (await res.json()) as { tenant?: { id: string }; error?: { code: string } };
-        answers.push({ at: Date.now(), status: res.status, retryAfter: res.headers.get('retry-after'), code: body.error?.code, tenantId: body.tenant?.id });
-      } catch {
-        answers.push({ at: Date.now(), status: 'socket error', retryAfter: null });
-      }
-      // Bounded pace: a load, not a busy loop on a shared machine.
-      await new Promise((r) => setTimeout(r, 5));
-    }
-  };
-  const load = Promise.all(Array.from({ length: 4 }, () => worker()));
+      const answers: Answer[] = [];
+      let stopLoad = false;
+      let n = 0;
+      const worker = async (): Promise<void> => {
+        while (!stopLoad && answers.length < 20_000) {
+          const org = `outage-${process.pid}-${n++}`;
+          try {
+            const res = await fetch(`${running.url}/v1/signup`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ organization: org, email: 'o@example.com' }),
+            });
+            const body = (await res.json()) as { tenant?: { id: string }; error?: { code: string } };
+            answers.push({
+              at: Date.now(),
+              status: res.status,
+              retryAfter: res.headers.get('retry-after'),
+              code: body.error?.code,
+              tenantId: body.tenant?.id,
+            });
+          } catch {
+            answers.push({ at: Date.now(), status: 'socket error', retryAfter: null });
+          }
+          // Bounded pace: a load, not a busy loop on a shared machine.
+          await new Promise((r) => setTimeout(r, 5));
+        }
+      };
+      const load = Promise.all(Array.from({ length: 4 }, () => worker()));
 
-  /** When the `count`th signup after `after` succeeded. */
-  const ok = async (after: number, count = 1): Promise<number> => {
-    for (let i = 0; i < 3000; i++) {
-      const hits = answers.filter((a) => a.at > after && a.status === 202);
-      if (hits.length >= count) return hits[count - 1]!.at;
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    throw new Error(`fewer than ${count} signups succeeded`);
-  };
-  await ok(0, 40);
-  const killedAt = Date.now();
-  await stop(s);
-  // The outage, seen from outside: at least one 503 while the server is gone.
-  for (let i = 0; i < 500 && !answers.some((a) => a.at > killedAt && a.status === 503); i++) await new Promise((r) => setTimeout(r, 10));
-  const ready = await fetch(`${running.url}/readyz`);
-  const readyBody = (await ready.json()) as { status: string; checks: Record<string, string>; reason?: string };
-  t.equal(ready.status, 503, '/readyz answers 503 while the database is gone');
-  t.equal(readyBody.checks.database, 'unreachable', '/readyz names the database as the failing check');
-  t.match(readyBody.reason, /database unreachable since .*: /, '/readyz says why and since when');
-  for (let i = 0; i < 300 && !reconciler.paused; i++) await new Promise((r) => setTimeout(r, 10));
-  t.ok(reconciler.paused, 'the reconciler paused its claims');
-  await new Promise((r) => setTimeout(r, 1000)); // a representative outage under load
+      /** When the `count`th signup after `after` succeeded. */
+      const ok = async (after: number, count = 1): Promise<number> => {
+        for (let i = 0; i < 3000; i++) {
+          const hits = answers.filter((a) => a.at > after && a.status === 202);
+          if (hits.length >= count) return hits[count - 1]!.at;
+          await new Promise((r) => setTimeout(r, 10));
+        }
+        throw new Error(`fewer than ${count} signups succeeded`);
+      };
+      await ok(0, 40);
+      const killedAt = Date.now();
+      await stop(s);
+      // The outage, seen from outside: at least one 503 while the server is gone.
+      for (let i = 0; i < 500 && !answers.some((a) => a.at > killedAt && a.status === 503); i++)
+        await new Promise((r) => setTimeout(r, 10));
+      const ready = await fetch(`${running.url}/readyz`);
+      const readyBody = (await ready.json()) as { status: string; checks: Record<string, string>; reason?: string };
+      t.equal(ready.status, 503, '/readyz answers 503 while the database is gone');
+      t.equal(readyBody.checks.database, 'unreachable', '/readyz names the database as the failing check');
+      t.match(readyBody.reason, /database unreachable since .*: /, '/readyz says why and since when');
+      for (let i = 0; i < 300 && !reconciler.paused; i++) await new Promise((r) => setTimeout(r, 10));
+      t.ok(reconciler.paused, 'the reconciler paused its claims');
+      await new Promise((r) => setTimeout(r, 1000)); // a representative outage under load
 
-  await restartPostgres(s);
-  const backAt = Date.now();
-  const recoveredAt = await ok(backAt);
-  t.ok(recoveredAt - backAt <= 5000, `a signup succeeded ${recoveredAt - backAt} ms after PostgreSQL was back (at most 5000)`);
-  for (let i = 0; i < 500 && reconciler.paused; i++) await new Promise((r) => setTimeout(r, 10));
-  t.notOk(reconciler.paused, 'the reconciler resumed by itself');
-  await ok(backAt, 40);
-  stopLoad = true;
-  await load;
+      await restartPostgres(s);
+      const backAt = Date.now();
+      const recoveredAt = await ok(backAt);
+      t.ok(
+        recoveredAt - backAt <= 5000,
+        `a signup succeeded ${recoveredAt - backAt} ms after PostgreSQL was back (at most 5000)`,
+      );
+      for (let i = 0; i < 500 && reconciler.paused; i++) await new Promise((r) => setTimeout(r, 10));
+      t.notOk(reconciler.paused, 'the reconciler resumed by itself');
+      await ok(backAt, 40);
+      stopLoad = true;
+      await load;
 
-  const statuses = new Map<string, number>();
-  for (const a of answers) statuses.set(String(a.status), (statuses.get(String(a.status)) ?? 0) + 1);
-  t.comment(`answers: ${JSON.stringify(Object.fromEntries(statuses))}`);
-  t.equal(statuses.get('socket error') ?? 0, 0, 'no request ended in a reset socket');
-  t.equal(statuses.get('500') ?? 0, 0, 'no request answered 500');
-  const unavailable = answers.filter((a) => a.status === 503);
-  t.ok(unavailable.length > 0, 'the gap answered 503');
-  t.ok(unavailable.every((a) => a.code === 'DATABASE_UNAVAILABLE'), 'every 503 has code DATABASE_UNAVAILABLE');
-  t.ok(unavailable.every((a) => a.retryAfter !== null && Number(a.retryAfter) > 0), 'every 503 carries Retry-After');
-  t.same([...statuses.keys()].filter((k) => k !== '202' && k !== '503'), [], 'only 202 and 503 were answered');
+      const statuses = new Map<string, number>();
+      for (const a of answers) statuses.set(String(a.status), (statuses.get(String(a.status)) ?? 0) + 1);
+      t.comment(`answers: ${JSON.stringify(Object.fromEntries(statuses))}`);
+      t.equal(statuses.get('socket error') ?? 0, 0, 'no request ended in a reset socket');
+      t.equal(statuses.get('500') ?? 0, 0, 'no request answered 500');
+      const unavailable = answers.filter((a) => a.status === 503);
+      t.ok(unavailable.length > 0, 'the gap answered 503');
+      t.ok(
+        unavailable.every((a) => a.code === 'DATABASE_UNAVAILABLE'),
+        'every 503 has code DATABASE_UNAVAILABLE',
+      );
+      t.ok(
+        unavailable.every((a) => a.retryAfter !== null && Number(a.retryAfter) > 0),
+        'every 503 carries Retry-After',
+      );
+      t.same(
+        [...statuses.keys()].filter((k) => k !== '202' && k !== '503'),
+        [],
+        'only 202 and 503 were answered',
+      );
 
-  const acknowledged = answers.filter((a) => a.status === 202).map((a) => a.tenantId!);
-  const check = new pg.Client({ connectionString: dbUrl });
-  await check.connect();
-  const { rows } = await check.query<{ n: number }>('SELECT count(*)::int AS n FROM tenants WHERE id = ANY($1::uuid[])', [acknowledged]);
-  await check.end();
-  t.equal(rows[0]!.n, acknowledged.length, `all ${acknowledged.length} acknowledged signups are stored`);
+      const acknowledged = answers.filter((a) => a.status === 202).map((a) => a.tenantId!);
+      const check = new pg.Client({ connectionString: dbUrl });
+      await check.connect();
+      const { rows } = await check.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM tenants WHERE id = ANY($1::uuid[])',
+        [acknowledged],
+      );
+      await check.end();
+      t.equal(rows[0]!.n, acknowledged.length, `all ${acknowledged.length} acknowledged signups are stored`);
 
-  await reconciler.stop({ graceMs: 0 });
-  closed = true;
-  await running.close();
-});
+      await reconciler.stop({ graceMs: 0 });
+      closed = true;
+      await running.close();
+    },
+  );
 
 t.test('shutdown with the database gone takes at most 2 s', async (t) => {
   const s = await ownServer();
   t.teardown(() => rm(s.dir, { recursive: true, force: true }));
   const { running } = await provisionerOn(s, t);
-  const reconciler = new Reconciler({ pool: running.db.pool, engine: new ScriptedEngine(), box: new SecretBox(randomBytes(32)), pollMs: 100, notifications: running.services.notifications });
+  const reconciler = new Reconciler({
+    pool: running.db.pool,
+    engine: new ScriptedEngine(),
+    box: new SecretBox(randomBytes(32)),
+    pollMs: 100,
+    notifications: running.services.notifications,
+  });
   await reconciler.start();
   // A signup before, and a request while the database is gone: connections of every kind exist.
   const ok = await fetch(`${running.url}/v1/signup`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ organization: `down-${process.pid}`, email: 'o@example.com' }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ organization: `down-${process.pid}`, email: 'o@example.com' }),
   });
   t.equal(ok.status, 202);
   await killPostgres(s);
   const gone = await fetch(`${running.url}/v1/signup`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ organization: `down2-${process.pid}`, email: 'o@example.com' }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ organization: `down2-${process.pid}`, email: 'o@example.com' }),
   });
   t.equal(gone.status, 503, 'a signup with the database gone answers 503');
   const began = Date.now();

@@ -24,7 +24,9 @@ t.test('the embedded database keeps data across restarts, and the admin key is g
   const adminKey = printed.map((l) => l.trim()).find((l) => l.startsWith('hrt_admin_'));
   t.ok(adminKey, 'a generated admin key is printed');
   const signup = await fetch(`${first.url}/v1/signup`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ organization: 'persisted', email: 'p@p.io' }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ organization: 'persisted', email: 'p@p.io' }),
   });
   t.equal(signup.status, 202);
   const { tenant } = (await signup.json()) as { tenant: { id: string } };
@@ -35,10 +37,19 @@ t.test('the embedded database keeps data across restarts, and the admin key is g
   printed.length = 0;
   const second = await startServer(loadConfig(env), { out: (l) => printed.push(l) });
   t.teardown(() => second.close());
-  t.notOk(printed.some((l) => l.includes('hrt_admin_')), 'no second admin key');
+  t.notOk(
+    printed.some((l) => l.includes('hrt_admin_')),
+    'no second admin key',
+  );
   t.equal(await readFile(join(dataDir, 'encryption.key'), 'utf8'), keyFile, 'the development encryption key is kept');
-  t.equal(await readFile(join(dataDir, 'pulumi-passphrase'), 'utf8'), passphrase, 'the development Pulumi passphrase is kept');
-  const res = await fetch(`${second.url}/v1/tenants/${tenant.id}`, { headers: { authorization: `Bearer ${adminKey}` } });
+  t.equal(
+    await readFile(join(dataDir, 'pulumi-passphrase'), 'utf8'),
+    passphrase,
+    'the development Pulumi passphrase is kept',
+  );
+  const res = await fetch(`${second.url}/v1/tenants/${tenant.id}`, {
+    headers: { authorization: `Bearer ${adminKey}` },
+  });
   t.equal(res.status, 200, 'the first admin key still works');
   t.equal(((await res.json()) as { organization: string }).organization, 'persisted');
 });
@@ -53,8 +64,14 @@ t.test('a bad configuration value stops start-up with a message naming it', asyn
     [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL: 'loud' is not one of/],
   ];
   // The six processes run side by side: each loads the whole CLI, which takes seconds on a loaded machine.
-  const results = await Promise.all(cases.map(([env]) =>
-    run(process.execPath, [bin, 'serve'], { env: { ...process.env, ...env } }).then(() => null, (e: { code: number; stderr: string }) => e)));
+  const results = await Promise.all(
+    cases.map(([env]) =>
+      run(process.execPath, [bin, 'serve'], { env: { ...process.env, ...env } }).then(
+        () => null,
+        (e: { code: number; stderr: string }) => e,
+      ),
+    ),
+  );
   cases.forEach(([env, message], i) => {
     const err = results[i];
     t.ok(err, `${JSON.stringify(env)} fails`);

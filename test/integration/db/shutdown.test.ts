@@ -23,8 +23,13 @@ t.test('SIGTERM: requests through a tunnel finish, the runtime is told to go awa
   const adminToken = `hrt_admin_${randomBytes(24).toString('hex')}`;
   const child = spawn(process.execPath, [bin, 'serve'], {
     env: {
-      ...process.env, DATABASE_URL: db.url, PORT: '0', PROVISIONER_ENGINE: 'none', LOG_LEVEL: 'info',
-      PROVISIONER_ADMIN_TOKEN: adminToken, PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+      ...process.env,
+      DATABASE_URL: db.url,
+      PORT: '0',
+      PROVISIONER_ENGINE: 'none',
+      LOG_LEVEL: 'info',
+      PROVISIONER_ADMIN_TOKEN: adminToken,
+      PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -47,9 +52,19 @@ t.test('SIGTERM: requests through a tunnel finish, the runtime is told to go awa
     void exited.then((code) => reject(new Error(`provisioner exited with ${String(code)} before listening`)));
   });
   const admin = { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' };
-  const signup = await fetch(`${base}/v1/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ organization: 'shutdown', email: 'o@example.com' }) });
+  const signup = await fetch(`${base}/v1/signup`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ organization: 'shutdown', email: 'o@example.com' }),
+  });
   const { tenant, apiKey } = (await signup.json()) as { tenant: { id: string }; apiKey: string };
-  const runtimeKey = (await (await fetch(`${base}/v1/keys`, { method: 'POST', headers: admin, body: JSON.stringify({ role: 'runtime', name: 'runtime', tenantId: tenant.id }) })).json()) as { key: string };
+  const runtimeKey = (await (
+    await fetch(`${base}/v1/keys`, {
+      method: 'POST',
+      headers: admin,
+      body: JSON.stringify({ role: 'runtime', name: 'runtime', tenantId: tenant.id }),
+    })
+  ).json()) as { key: string };
 
   let release: () => void = () => {};
   let arrived: () => void = () => {};
@@ -62,19 +77,26 @@ t.test('SIGTERM: requests through a tunnel finish, the runtime is told to go awa
   await once(upstream, 'listening');
   t.teardown(() => upstream.close());
   const client = startTunnelClient({
-    url: `${base.replace('http', 'ws')}/v1/tunnel`, token: runtimeKey.key,
-    upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`, backoff: { initialMs: 50, maxMs: 200 },
+    url: `${base.replace('http', 'ws')}/v1/tunnel`,
+    token: runtimeKey.key,
+    upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+    backoff: { initialMs: 50, maxMs: 200 },
   });
   t.teardown(() => client.close());
   let connected = false;
-  for (let i = 0; i < 500 && !connected; i++) { // up to 10 s on a loaded machine
-    const s = (await (await fetch(`${base}/v1/tenants/${tenant.id}`, { headers: { authorization: `Bearer ${apiKey}` } })).json()) as { status: { tunnel: { connected: boolean } } };
+  for (let i = 0; i < 500 && !connected; i++) {
+    // up to 10 s on a loaded machine
+    const s = (await (
+      await fetch(`${base}/v1/tenants/${tenant.id}`, { headers: { authorization: `Bearer ${apiKey}` } })
+    ).json()) as { status: { tunnel: { connected: boolean } } };
     connected = s.status.tunnel.connected;
     if (!connected) await new Promise((r) => setTimeout(r, 20));
   }
   t.equal(connected, true, 'the provisioner reports the runtime connected before the shutdown');
 
-  const slow = fetch(`${base}/v1/tenants/${tenant.id}/runtime/api/slow`, { headers: { authorization: `Bearer ${apiKey}` } });
+  const slow = fetch(`${base}/v1/tenants/${tenant.id}/runtime/api/slow`, {
+    headers: { authorization: `Bearer ${apiKey}` },
+  });
   await slowArrived;
   const told = once(client.events, 'draining');
   child.kill('SIGTERM');

@@ -12,7 +12,8 @@ import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 
 const [url, keyHex, owner, leaseTtlMs] = process.argv.slice(2);
-if (!url || !keyHex || !owner || !leaseTtlMs) throw new Error('usage: doomed-worker.ts <database url> <box key hex> <owner> <lease TTL ms>');
+if (!url || !keyHex || !owner || !leaseTtlMs)
+  throw new Error('usage: doomed-worker.ts <database url> <box key hex> <owner> <lease TTL ms>');
 const pool = createPool(url, 4);
 const engine = new ScriptedEngine({
   script: () => ({ gate: new Promise<void>(() => {}) }), // never finishes: the process is killed
@@ -20,7 +21,14 @@ const engine = new ScriptedEngine({
 });
 const notifications = new Notifications({ pool });
 const reconciler = new Reconciler({
-  pool, notifications, engine, box: new SecretBox(Buffer.from(keyHex, 'hex')), owner, leaseTtlMs: Number(leaseTtlMs), pollMs: 200, logFlushMs: 20,
+  pool,
+  notifications,
+  engine,
+  box: new SecretBox(Buffer.from(keyHex, 'hex')),
+  owner,
+  leaseTtlMs: Number(leaseTtlMs),
+  pollMs: 200,
+  logFlushMs: 20,
 });
 await reconciler.start();
 await notifications.start();

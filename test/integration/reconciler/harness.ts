@@ -14,8 +14,15 @@ import { ScriptedEngine, type ScriptedEngineOptions } from '../../../provisioner
 import { Reconciler, type ReconcilerOptions } from '../../../provisioner/reconciler/reconciler.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import {
-  changeSpec, getTenantRow, insertOperation, insertTenant, requestRetry, TENANT_CHANNEL,
-  type OperationKind, type TenantRow, type TenantSpec,
+  changeSpec,
+  getTenantRow,
+  insertOperation,
+  insertTenant,
+  requestRetry,
+  TENANT_CHANNEL,
+  type OperationKind,
+  type TenantRow,
+  type TenantSpec,
 } from '../../../provisioner/store/tenants.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
 
@@ -31,12 +38,37 @@ export interface Harness {
   db: TestDatabase;
   box: SecretBox;
   reconcilers: Reconciler[];
-  addCluster(name: string, o?: { capacity?: number; plans?: string[]; cordoned?: boolean; region?: string }): Promise<string>;
-  createTenant(o?: { plan?: string; runtimeVersion?: string; region?: string }): Promise<{ id: string; operationId: string }>;
+  addCluster(
+    name: string,
+    o?: { capacity?: number; plans?: string[]; cordoned?: boolean; region?: string },
+  ): Promise<string>;
+  createTenant(o?: {
+    plan?: string;
+    runtimeVersion?: string;
+    region?: string;
+  }): Promise<{ id: string; operationId: string }>;
   change(id: string, change: Partial<TenantSpec>, kind: OperationKind): Promise<string>;
   retry(id: string): Promise<string>;
-  tenant(id: string): Promise<TenantRow & { stalled: boolean; consecutive_failures: number; next_attempt_at: Date | null; lease_owner: string | null; lease_expires_at: Date | null }>;
-  operations(id: string): Promise<Array<{ id: string; kind: string; state: string; attempt: number; owner: string | null; generation: number; error: { code: string; message: string } | null }>>;
+  tenant(id: string): Promise<
+    TenantRow & {
+      stalled: boolean;
+      consecutive_failures: number;
+      next_attempt_at: Date | null;
+      lease_owner: string | null;
+      lease_expires_at: Date | null;
+    }
+  >;
+  operations(id: string): Promise<
+    Array<{
+      id: string;
+      kind: string;
+      state: string;
+      attempt: number;
+      owner: string | null;
+      generation: number;
+      error: { code: string; message: string } | null;
+    }>
+  >;
   logLines(operationId: string): Promise<string[]>;
   /**
    * A reconciler as one process runs it, with a notifications hub of its own (none with
@@ -70,10 +102,16 @@ export async function createHarness(): Promise<Harness> {
   const reconcilers: Reconciler[] = [];
   const hubs = new Map<Reconciler, Notifications>();
   const h: Harness = {
-    db, box, reconcilers,
+    db,
+    box,
+    reconcilers,
     async addCluster(name, o = {}) {
       const c = await insertCluster(db.pool, {
-        name, region: o.region ?? 'eu-1', labels: {}, capacity: o.capacity ?? 100, plans: o.plans ?? [],
+        name,
+        region: o.region ?? 'eu-1',
+        labels: {},
+        capacity: o.capacity ?? 100,
+        plans: o.plans ?? [],
         kubeconfigEnc: box.encrypt(KUBECONFIG, `cluster/${name}`),
       });
       if (o.cordoned) await db.pool.query('UPDATE root_clusters SET cordoned = true WHERE id = $1', [c.id]);
@@ -83,7 +121,13 @@ export async function createHarness(): Promise<Harness> {
       return withTx(db.pool, async (tx) => {
         orgs += 1;
         const version = o.runtimeVersion ?? '1.0.0';
-        const id = await insertTenant(tx, { organization: `org-${orgs}-${randomBytes(3).toString('hex')}`, email: 'a@example.com', plan: o.plan ?? 'free', runtimeVersion: version, region: o.region ?? null });
+        const id = await insertTenant(tx, {
+          organization: `org-${orgs}-${randomBytes(3).toString('hex')}`,
+          email: 'a@example.com',
+          plan: o.plan ?? 'free',
+          runtimeVersion: version,
+          region: o.region ?? null,
+        });
         const operationId = await insertOperation(tx, id, 'create', 1, null, version);
         await tx.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, id]);
         return { id, operationId };
@@ -99,24 +143,41 @@ export async function createHarness(): Promise<Harness> {
       return withTx(db.pool, async (tx) => (await requestRetry(tx, (await getTenantRow(tx, id, true))!)).id);
     },
     async tenant(id) {
-      const { rows } = await db.pool.query(`SELECT t.*, c.name AS cluster_name FROM tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id WHERE t.id = $1`, [id]);
+      const { rows } = await db.pool.query(
+        `SELECT t.*, c.name AS cluster_name FROM tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id WHERE t.id = $1`,
+        [id],
+      );
       return rows[0] as Awaited<ReturnType<Harness['tenant']>>;
     },
     async operations(id) {
       const { rows } = await db.pool.query(
-        `SELECT id, kind, state, attempt, owner, generation, error FROM operations WHERE tenant_id = $1 ORDER BY created_at, id`, [id]);
+        `SELECT id, kind, state, attempt, owner, generation, error FROM operations WHERE tenant_id = $1 ORDER BY created_at, id`,
+        [id],
+      );
       return rows as Awaited<ReturnType<Harness['operations']>>;
     },
     async logLines(operationId) {
-      const { rows } = await db.pool.query<{ line: string }>('SELECT line FROM operation_logs WHERE operation_id = $1 ORDER BY seq', [operationId]);
+      const { rows } = await db.pool.query<{ line: string }>(
+        'SELECT line FROM operation_logs WHERE operation_id = $1 ORDER BY seq',
+        [operationId],
+      );
       return rows.map((r) => r.line);
     },
     async reconciler(engine, { listen = true, ...o } = {}) {
       const notifications = listen ? new Notifications({ pool: o.pool ?? db.pool }) : undefined;
       const r = new Reconciler({
-        pool: db.pool, engine, box, workers: 4, leaseTtlMs: 3000, pollMs: 200, logFlushMs: 20,
-        backoff: { baseMs: 100, capMs: 2000, jitter: 0 }, noCapacityRetryMs: 200, engineRetryMs: 200,
-        ...(notifications ? { notifications } : {}), ...o,
+        pool: db.pool,
+        engine,
+        box,
+        workers: 4,
+        leaseTtlMs: 3000,
+        pollMs: 200,
+        logFlushMs: 20,
+        backoff: { baseMs: 100, capMs: 2000, jitter: 0 },
+        noCapacityRetryMs: 200,
+        engineRetryMs: 200,
+        ...(notifications ? { notifications } : {}),
+        ...o,
       });
       reconcilers.push(r);
       if (notifications) hubs.set(r, notifications);
@@ -129,7 +190,9 @@ export async function createHarness(): Promise<Harness> {
     },
     async doomedWorker({ owner, leaseTtlMs }) {
       const script = new URL('./doomed-worker.ts', import.meta.url).pathname;
-      const proc = spawn(process.execPath, [script, db.url, boxKey.toString('hex'), owner, String(leaseTtlMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const proc = spawn(process.execPath, [script, db.url, boxKey.toString('hex'), owner, String(leaseTtlMs)], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
       const exited = once(proc, 'exit');
       const kill = async () => {
         if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
@@ -150,10 +213,19 @@ export async function createHarness(): Promise<Harness> {
       });
       await ready;
       return {
-        started: (id) => started.has(id) ? Promise.resolve() : new Promise<void>((resolve, reject) => {
-          const timer = setTimeout(() => reject(new Error(`the doomed worker ${owner} did not start ${id} within 10 s`)), 10_000);
-          waiting.set(id, () => { clearTimeout(timer); resolve(); });
-        }),
+        started: (id) =>
+          started.has(id)
+            ? Promise.resolve()
+            : new Promise<void>((resolve, reject) => {
+                const timer = setTimeout(
+                  () => reject(new Error(`the doomed worker ${owner} did not start ${id} within 10 s`)),
+                  10_000,
+                );
+                waiting.set(id, () => {
+                  clearTimeout(timer);
+                  resolve();
+                });
+              }),
         kill,
       };
     },
@@ -172,7 +244,12 @@ export function scripted(o?: ScriptedEngineOptions): ScriptedEngine {
 }
 
 /** Polls `check` every `everyMs` until it returns a value other than undefined/false; fails after `timeoutMs`. */
-export async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 10_000, everyMs = 20): Promise<T> {
+export async function until<T>(
+  what: string,
+  check: () => Promise<T | undefined | false>,
+  timeoutMs = 10_000,
+  everyMs = 20,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await check();
@@ -185,6 +262,8 @@ export async function until<T>(what: string, check: () => Promise<T | undefined 
 /** A promise with its resolve function (gates for the scripted engine). */
 export function gate(): { promise: Promise<void>; open: () => void } {
   let open: () => void = () => {};
-  const promise = new Promise<void>((r) => { open = r; });
+  const promise = new Promise<void>((r) => {
+    open = r;
+  });
   return { promise, open };
 }

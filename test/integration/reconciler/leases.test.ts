@@ -7,33 +7,54 @@ t.teardown(() => h.close());
 await h.addCluster('root-a', { capacity: 1000 });
 await h.addCluster('root-b', { capacity: 1000 });
 
-t.test('a crashed worker\'s tenant is taken over once its lease expires, and the stack is recovered first', async (t) => {
-  const doomed = await h.doomedWorker({ owner: 'crashing-worker', leaseTtlMs: 60_000 });
-  const { id, operationId } = await h.createTenant();
-  await doomed.started(id);
-  await doomed.kill();
-  const held = await h.tenant(id);
-  t.equal(held.lease_owner, 'crashing-worker', 'the dead worker still holds the lease');
+t.test(
+  "a crashed worker's tenant is taken over once its lease expires, and the stack is recovered first",
+  async (t) => {
+    const doomed = await h.doomedWorker({ owner: 'crashing-worker', leaseTtlMs: 60_000 });
+    const { id, operationId } = await h.createTenant();
+    await doomed.started(id);
+    await doomed.kill();
+    const held = await h.tenant(id);
+    t.equal(held.lease_owner, 'crashing-worker', 'the dead worker still holds the lease');
 
-  const engine2 = scripted();
-  const r2 = await h.reconciler(engine2, { owner: 'survivor', pollMs: 50 });
-  await new Promise((res) => setTimeout(res, 300));
-  t.equal(engine2.callsFor(id).length, 0, 'no takeover while the lease is live');
-  // Simulate the passage of the TTL instead of sleeping it.
-  await h.db.pool.query(`UPDATE tenants SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
-  const row = await until('Ready on the survivor', async () => { const x = await h.tenant(id); return x.phase === 'Ready' && x; });
-  t.equal(row.lease_owner, null);
-  t.same(engine2.callsFor(id).map((c) => [c.kind, c.clearPendingCreates]), [['cancel', false], ['interrupted', false], ['refresh', true], ['up', false]],
-    'recovery: cancel the stale lock, refresh with pending creates cleared, then up');
-  const [op] = await h.operations(id);
-  t.match(op, { id: operationId, state: 'succeeded', attempt: 2, owner: 'survivor' }, 'the interrupted operation continues as attempt 2');
-  const lines = await h.logLines(operationId);
-  t.ok(lines.some((l) => /recovery: operation .* \(owner crashing-worker\) did not finish/.test(l)), 'recovery recorded in the log');
-  t.ok(lines.some((l) => l.startsWith('recovery: refresh --clear-pending-creates')));
-  await r2.stop();
-});
+    const engine2 = scripted();
+    const r2 = await h.reconciler(engine2, { owner: 'survivor', pollMs: 50 });
+    await new Promise((res) => setTimeout(res, 300));
+    t.equal(engine2.callsFor(id).length, 0, 'no takeover while the lease is live');
+    // Simulate the passage of the TTL instead of sleeping it.
+    await h.db.pool.query(`UPDATE tenants SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+    const row = await until('Ready on the survivor', async () => {
+      const x = await h.tenant(id);
+      return x.phase === 'Ready' && x;
+    });
+    t.equal(row.lease_owner, null);
+    t.same(
+      engine2.callsFor(id).map((c) => [c.kind, c.clearPendingCreates]),
+      [
+        ['cancel', false],
+        ['interrupted', false],
+        ['refresh', true],
+        ['up', false],
+      ],
+      'recovery: cancel the stale lock, refresh with pending creates cleared, then up',
+    );
+    const [op] = await h.operations(id);
+    t.match(
+      op,
+      { id: operationId, state: 'succeeded', attempt: 2, owner: 'survivor' },
+      'the interrupted operation continues as attempt 2',
+    );
+    const lines = await h.logLines(operationId);
+    t.ok(
+      lines.some((l) => /recovery: operation .* \(owner crashing-worker\) did not finish/.test(l)),
+      'recovery recorded in the log',
+    );
+    t.ok(lines.some((l) => l.startsWith('recovery: refresh --clear-pending-creates')));
+    await r2.stop();
+  },
+);
 
-t.test('heartbeats keep a long operation\'s lease alive', async (t) => {
+t.test("heartbeats keep a long operation's lease alive", async (t) => {
   const g = gate();
   const engine = scripted({ script: () => ({ gate: g.promise }) });
   // A TTL of 20 heartbeats: a loaded machine may delay a heartbeat, not twenty in a row.
@@ -45,11 +66,21 @@ t.test('heartbeats keep a long operation\'s lease alive', async (t) => {
   const other = scripted();
   const r2 = await h.reconciler(other, { pollMs: 50 });
   // Wait until the first lease would have expired (by the database's clock), plus several polls.
-  await until('the first lease\'s expiry passed', async () => {
-    const { rows } = await h.db.pool.query<{ past: boolean }>('SELECT now() > $1::timestamptz + interval \'300 milliseconds\' AS past', [first]);
-    return rows[0]!.past;
-  }, 10_000);
-  t.ok((await h.tenant(id)).lease_expires_at!.getTime() > first.getTime(), 'the lease was renewed past its first expiry');
+  await until(
+    "the first lease's expiry passed",
+    async () => {
+      const { rows } = await h.db.pool.query<{ past: boolean }>(
+        "SELECT now() > $1::timestamptz + interval '300 milliseconds' AS past",
+        [first],
+      );
+      return rows[0]!.past;
+    },
+    10_000,
+  );
+  t.ok(
+    (await h.tenant(id)).lease_expires_at!.getTime() > first.getTime(),
+    'the lease was renewed past its first expiry',
+  );
   t.equal(other.callsFor(id).length, 0, 'nobody took over the renewed lease after its first expiry passed');
   g.open();
   await until('Ready', async () => (await h.tenant(id)).phase === 'Ready');
@@ -62,7 +93,13 @@ t.test('two reconcilers on one database never run one tenant twice', async (t) =
   const a = await h.reconciler(engine, { owner: 'pool-a', workers: 8, clusterParallelism: 100, pollMs: 50 });
   // A second process: its own connection pool (and so its own LISTEN connection) on the same database.
   const otherPool = createPool(h.db.url, 12);
-  const b = await h.reconciler(engine, { pool: otherPool, owner: 'pool-b', workers: 8, clusterParallelism: 100, pollMs: 50 });
+  const b = await h.reconciler(engine, {
+    pool: otherPool,
+    owner: 'pool-b',
+    workers: 8,
+    clusterParallelism: 100,
+    pollMs: 50,
+  });
   t.teardown(async () => {
     // Its LISTEN connection is a client of that pool: hand it back so the pool can end.
     await h.notificationsOf(b)?.stop();
@@ -72,21 +109,34 @@ t.test('two reconcilers on one database never run one tenant twice', async (t) =
   for (let i = 0; i < 300; i++) ids.push((await h.createTenant()).id);
   // A second spec change for a third of them, while the first round runs.
   for (const id of ids.slice(0, 100)) await h.change(id, { runtimeVersion: '1.1.0' }, 'upgrade');
-  await until('all applied', async () => {
-    const { rows } = await h.db.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM tenants WHERE id = ANY($1::uuid[]) AND observed_generation = generation AND phase = 'Ready'`, [ids]);
-    return rows[0]!.n === ids.length;
-  }, 60_000, 100);
+  await until(
+    'all applied',
+    async () => {
+      const { rows } = await h.db.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM tenants WHERE id = ANY($1::uuid[]) AND observed_generation = generation AND phase = 'Ready'`,
+        [ids],
+      );
+      return rows[0]!.n === ids.length;
+    },
+    60_000,
+    100,
+  );
   t.same(engine.violations, [], 'the in-engine detector saw no overlapping calls on one tenant');
   const { rows: running } = await h.db.pool.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM operations WHERE tenant_id = ANY($1::uuid[]) AND state IN ('queued', 'running')`, [ids]);
+    `SELECT count(*)::int AS n FROM operations WHERE tenant_id = ANY($1::uuid[]) AND state IN ('queued', 'running')`,
+    [ids],
+  );
   t.equal(running[0]!.n, 0, 'no operation left open');
   const { rows: overlaps } = await h.db.pool.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM operations a JOIN operations b ON a.tenant_id = b.tenant_id AND a.id < b.id
-      WHERE a.tenant_id = ANY($1::uuid[]) AND a.state = 'succeeded' AND b.state = 'succeeded' AND a.generation = b.generation`, [ids]);
+      WHERE a.tenant_id = ANY($1::uuid[]) AND a.state = 'succeeded' AND b.state = 'succeeded' AND a.generation = b.generation`,
+    [ids],
+  );
   t.equal(overlaps[0]!.n, 0, 'no generation succeeded twice');
   const { rows: owners } = await h.db.pool.query<{ owner: string; n: number }>(
-    `SELECT owner, count(*)::int AS n FROM operations WHERE tenant_id = ANY($1::uuid[]) AND state = 'succeeded' GROUP BY owner`, [ids]);
+    `SELECT owner, count(*)::int AS n FROM operations WHERE tenant_id = ANY($1::uuid[]) AND state = 'succeeded' GROUP BY owner`,
+    [ids],
+  );
   t.equal(owners.length, 2, `both pools did work (${owners.map((o) => `${o.owner}: ${o.n}`).join(', ')})`);
   const ups = engine.calls.filter((c) => ids.includes(c.tenantId) && c.kind === 'up').length;
   t.ok(ups >= 300 && ups <= 400, `${ups} engine runs for 300 creates + 100 upgrades (coalescing may save some)`);
@@ -112,7 +162,7 @@ t.test('graceful shutdown waits for running operations, then hands leases back',
   const second = engine.calls[1]!.tenantId;
   t.equal((await h.tenant(first)).phase, 'Ready', 'the operation that finished within the grace period is recorded');
   const handed = await h.tenant(second);
-  t.equal(handed.lease_owner, null, 'the unfinished one\'s lease is handed back (no waiting for expiry)');
+  t.equal(handed.lease_owner, null, "the unfinished one's lease is handed back (no waiting for expiry)");
   t.equal(handed.phase, 'Provisioning');
   t.equal(r.stats.handedBack, 1);
   const [op] = await h.operations(second);
@@ -121,7 +171,10 @@ t.test('graceful shutdown waits for running operations, then hands leases back',
   const next = scripted();
   const r2 = await h.reconciler(next, { owner: 'next' });
   await until('taken over at once', async () => (await h.tenant(second)).phase === 'Ready', 5000);
-  t.same(next.callsFor(second).map((c) => c.kind), ['cancel', 'interrupted', 'refresh', 'up']);
+  t.same(
+    next.callsFor(second).map((c) => c.kind),
+    ['cancel', 'interrupted', 'refresh', 'up'],
+  );
   t.ok([a.id, b.id].includes(second));
   await r2.stop();
 });
@@ -139,11 +192,17 @@ t.test('per-cluster parallelism holds across processes', async (t) => {
   await until('3 running', async () => engine.running === 3);
   await new Promise((res) => setTimeout(res, 300));
   t.equal(engine.running, 3, 'still 3 running on the cluster after more polls (10 workers free)');
-  const { rows } = await h.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM tenants WHERE cluster_id = $1 AND lease_owner IS NOT NULL', [clusterId]);
+  const { rows } = await h.db.pool.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM tenants WHERE cluster_id = $1 AND lease_owner IS NOT NULL',
+    [clusterId],
+  );
   t.equal(rows[0]!.n, 3, 'three live leases on the cluster');
   g.open();
   await until('all Ready', async () => {
-    const { rows: r } = await h.db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM tenants WHERE id = ANY($1::uuid[]) AND phase = 'Ready'`, [ids]);
+    const { rows: r } = await h.db.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM tenants WHERE id = ANY($1::uuid[]) AND phase = 'Ready'`,
+      [ids],
+    );
     return r[0]!.n === ids.length;
   });
   t.ok(engine.peakConcurrency <= 3, `peak ${engine.peakConcurrency} concurrent engine calls`);

@@ -13,22 +13,38 @@ t.test('a new tenant is provisioned: Ready, outputs in status, operation succeed
   const engine = scripted({ script: () => ({ lines: ['creating namespace', 'creating vcluster'] }) });
   const r = await h.reconciler(engine);
   const { id, operationId } = await h.createTenant({ runtimeVersion: '1.2.0' });
-  const row = await until('Ready', async () => { const x = await h.tenant(id); return x.phase === 'Ready' && x; });
+  const row = await until('Ready', async () => {
+    const x = await h.tenant(id);
+    return x.phase === 'Ready' && x;
+  });
   t.equal(row.observed_generation, 1);
   t.equal(row.actual_runtime_version, '1.2.0');
   t.equal(row.cluster_name, 'root-a');
   t.match(row.endpoints, { vclusterEndpoint: /^https:/, argoCdUrl: /^https:/ });
-  t.match(row.conditions.find((c) => c.type === 'Ready'), { status: 'True' });
-  t.match(row.conditions.find((c) => c.type === 'Reconciling'), { status: 'False' });
+  t.match(
+    row.conditions.find((c) => c.type === 'Ready'),
+    { status: 'True' },
+  );
+  t.match(
+    row.conditions.find((c) => c.type === 'Reconciling'),
+    { status: 'False' },
+  );
   t.equal(row.lease_owner, null);
   const [op] = await h.operations(id);
   t.match(op, { id: operationId, state: 'succeeded', attempt: 1, owner: r.owner });
   const lines = await h.logLines(operationId);
   t.ok(lines.includes('creating vcluster'), 'engine output is in the operation log');
   t.ok(lines.some((l) => l.startsWith('attempt 1 of create operation')));
-  t.notOk(lines.some((l) => l.includes('root-cluster-secret-token')), 'no secret in the log');
+  t.notOk(
+    lines.some((l) => l.includes('root-cluster-secret-token')),
+    'no secret in the log',
+  );
   const call = engine.callsFor(id)[0]!;
-  t.equal(call.input.rootKubeconfig, checkKubeconfig(KUBECONFIG).text, 'the engine got the decrypted kubeconfig as the policy sanitised it');
+  t.equal(
+    call.input.rootKubeconfig,
+    checkKubeconfig(KUBECONFIG).text,
+    'the engine got the decrypted kubeconfig as the policy sanitised it',
+  );
   t.ok(await lookupKey(h.db.pool, call.input.runtimeToken), 'the runtime token is a live runtime key');
   t.equal((await lookupKey(h.db.pool, call.input.runtimeToken))?.role, 'runtime');
   await r.stop();
@@ -43,22 +59,44 @@ t.test('two quick changes while an operation runs coalesce into one more run of 
   const up1 = await h.change(id, { runtimeVersion: '1.1.0' }, 'upgrade');
   const up2 = await h.change(id, { runtimeVersion: '1.2.0' }, 'upgrade');
   g.open();
-  const row = await until('generation 3 applied', async () => { const x = await h.tenant(id); return x.observed_generation === 3 && x; });
+  const row = await until('generation 3 applied', async () => {
+    const x = await h.tenant(id);
+    return x.observed_generation === 3 && x;
+  });
   t.equal(row.actual_runtime_version, '1.2.0');
   t.equal(row.previous_runtime_version, '1.0.0');
-  t.same(engine.callsFor(id).map((c) => c.input.runtimeVersion), ['1.0.0', '1.2.0'], 'the middle spec never ran');
+  t.same(
+    engine.callsFor(id).map((c) => c.input.runtimeVersion),
+    ['1.0.0', '1.2.0'],
+    'the middle spec never ran',
+  );
   const ops = await h.operations(id);
-  t.match(ops.find((o) => o.id === up1), { state: 'superseded' });
-  t.match(ops.find((o) => o.id === up2), { state: 'succeeded' });
+  t.match(
+    ops.find((o) => o.id === up1),
+    { state: 'superseded' },
+  );
+  t.match(
+    ops.find((o) => o.id === up2),
+    { state: 'succeeded' },
+  );
   await r.stop();
 });
 
 t.test('failures back off with growing delays, then the tenant is Stalled; a retry clears it', async (t) => {
   let failing = true;
-  const engine = scripted({ script: () => (failing ? { fail: new EngineError('ProgramFailed', 'helm release failed: boom') } : undefined) });
+  const engine = scripted({
+    script: () => (failing ? { fail: new EngineError('ProgramFailed', 'helm release failed: boom') } : undefined),
+  });
   const r = await h.reconciler(engine, { maxFailures: 3, backoff: { baseMs: 150, capMs: 5000, jitter: 0 } });
   const { id } = await h.createTenant();
-  const row = await until('Stalled', async () => { const x = await h.tenant(id); return x.stalled && x; }, 15_000);
+  const row = await until(
+    'Stalled',
+    async () => {
+      const x = await h.tenant(id);
+      return x.stalled && x;
+    },
+    15_000,
+  );
   const calls = engine.callsFor(id);
   t.equal(calls.length, 3);
   const gaps = [calls[1]!.startedAt - calls[0]!.endedAt!, calls[2]!.startedAt - calls[1]!.endedAt!];
@@ -66,9 +104,20 @@ t.test('failures back off with growing delays, then the tenant is Stalled; a ret
   t.ok(gaps[1]! >= 440, `second retry waited ${gaps[1]} ms (>= 450 ms)`);
   t.equal(row.phase, 'Failed');
   t.equal(row.consecutive_failures, 3);
-  t.match(row.conditions.find((c) => c.type === 'Stalled'), { status: 'True', reason: 'UpdateFailed', message: /helm release failed: boom/ });
+  t.match(
+    row.conditions.find((c) => c.type === 'Stalled'),
+    { status: 'True', reason: 'UpdateFailed', message: /helm release failed: boom/ },
+  );
   const ops = await h.operations(id);
-  t.same(ops.map((o) => [o.state, o.attempt]), [['failed', 1], ['failed', 2], ['failed', 3]], 'one operation row per attempt');
+  t.same(
+    ops.map((o) => [o.state, o.attempt]),
+    [
+      ['failed', 1],
+      ['failed', 2],
+      ['failed', 3],
+    ],
+    'one operation row per attempt',
+  );
   t.match(ops[0]!.error, { code: 'ProgramFailed', message: /boom/ });
   // Stalled: nothing runs any more.
   await new Promise((res) => setTimeout(res, 400));
@@ -76,20 +125,34 @@ t.test('failures back off with growing delays, then the tenant is Stalled; a ret
 
   failing = false;
   const retryOp = await h.retry(id);
-  const ready = await until('Ready after retry', async () => { const x = await h.tenant(id); return x.phase === 'Ready' && x; });
+  const ready = await until('Ready after retry', async () => {
+    const x = await h.tenant(id);
+    return x.phase === 'Ready' && x;
+  });
   t.equal(ready.stalled, false);
-  t.match(ready.conditions.find((c) => c.type === 'Stalled'), { status: 'False' });
-  t.match((await h.operations(id)).find((o) => o.id === retryOp), { state: 'succeeded', kind: 'retry' });
+  t.match(
+    ready.conditions.find((c) => c.type === 'Stalled'),
+    { status: 'False' },
+  );
+  t.match(
+    (await h.operations(id)).find((o) => o.id === retryOp),
+    { state: 'succeeded', kind: 'retry' },
+  );
   await r.stop();
 });
 
 t.test('a spec change clears Stalled and runs again', async (t) => {
-  const engine = scripted({ script: (c) => (c.input.runtimeVersion === '1.0.0' ? { fail: new EngineError('ProgramFailed', 'bad') } : undefined) });
+  const engine = scripted({
+    script: (c) => (c.input.runtimeVersion === '1.0.0' ? { fail: new EngineError('ProgramFailed', 'bad') } : undefined),
+  });
   const r = await h.reconciler(engine, { maxFailures: 1 });
   const { id } = await h.createTenant({ runtimeVersion: '1.0.0' });
   await until('Stalled', async () => (await h.tenant(id)).stalled);
   await h.change(id, { runtimeVersion: '1.1.0' }, 'upgrade');
-  const row = await until('Ready', async () => { const x = await h.tenant(id); return x.phase === 'Ready' && x; });
+  const row = await until('Ready', async () => {
+    const x = await h.tenant(id);
+    return x.phase === 'Ready' && x;
+  });
   t.equal(row.actual_runtime_version, '1.1.0');
   await r.stop();
 });
@@ -99,19 +162,38 @@ t.test('a delete during a create cancels the create, then destroys; keys revoked
   const engine = scripted({ script: (c) => (c.kind === 'up' ? { gate: g.promise } : undefined) });
   const r = await h.reconciler(engine);
   const { id, operationId } = await h.createTenant();
-  const tenantKey = (await createKey(h.db.pool, { role: 'tenant', tenantId: id, name: 'owner', createdBy: 'test' })).key;
+  const tenantKey = (await createKey(h.db.pool, { role: 'tenant', tenantId: id, name: 'owner', createdBy: 'test' }))
+    .key;
   await until('create running', async () => engine.callsFor(id).length === 1);
   const del = await h.change(id, { deleted: true }, 'delete');
-  const row = await until('Deleted', async () => { const x = await h.tenant(id); return x.phase === 'Deleted' && x; });
+  const row = await until('Deleted', async () => {
+    const x = await h.tenant(id);
+    return x.phase === 'Deleted' && x;
+  });
   g.open();
-  t.same(engine.callsFor(id).map((c) => [c.kind, c.outcome]), [['up', 'cancelled'], ['destroy', 'ok']]);
+  t.same(
+    engine.callsFor(id).map((c) => [c.kind, c.outcome]),
+    [
+      ['up', 'cancelled'],
+      ['destroy', 'ok'],
+    ],
+  );
   const ops = await h.operations(id);
-  t.match(ops.find((o) => o.id === operationId), { state: 'cancelled', error: { code: 'Cancelled' } });
-  t.match(ops.find((o) => o.id === del), { state: 'succeeded' });
+  t.match(
+    ops.find((o) => o.id === operationId),
+    { state: 'cancelled', error: { code: 'Cancelled' } },
+  );
+  t.match(
+    ops.find((o) => o.id === del),
+    { state: 'succeeded' },
+  );
   t.equal(row.deleted, true);
   t.ok(row.deleted_at, 'tombstone keeps its deletion time');
   t.equal(await lookupKey(h.db.pool, tenantKey), undefined, 'tenant key revoked');
-  const { rows } = await h.db.pool.query('SELECT count(*)::int AS n FROM api_keys WHERE tenant_id = $1 AND revoked_at IS NULL', [id]);
+  const { rows } = await h.db.pool.query(
+    'SELECT count(*)::int AS n FROM api_keys WHERE tenant_id = $1 AND revoked_at IS NULL',
+    [id],
+  );
   t.equal(rows[0].n, 0, 'runtime key revoked too');
   t.same(row.endpoints, {});
   await r.stop();
@@ -120,31 +202,54 @@ t.test('a delete during a create cancels the create, then destroys; keys revoked
 t.test('status and operation result are written in one transaction', async (t) => {
   await h.db.pool.query(`CREATE FUNCTION test_refuse_success() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN IF NEW.state = 'succeeded' AND NEW.kind = 'create' THEN RAISE EXCEPTION 'refused by test'; END IF; RETURN NEW; END $$`);
-  await h.db.pool.query(`CREATE TRIGGER test_refuse BEFORE UPDATE ON operations FOR EACH ROW EXECUTE FUNCTION test_refuse_success()`);
+  await h.db.pool.query(
+    `CREATE TRIGGER test_refuse BEFORE UPDATE ON operations FOR EACH ROW EXECUTE FUNCTION test_refuse_success()`,
+  );
   t.teardown(() => h.db.pool.query('DROP TRIGGER test_refuse ON operations; DROP FUNCTION test_refuse_success()'));
   const engine = scripted();
   const r = await h.reconciler(engine, { maxFailures: 1 });
   const { id, operationId } = await h.createTenant();
-  const row = await until('attempt recorded', async () => { const x = await h.tenant(id); return x.stalled && x; });
+  const row = await until('attempt recorded', async () => {
+    const x = await h.tenant(id);
+    return x.stalled && x;
+  });
   t.equal(row.observed_generation, 0, 'the status write rolled back with the operation write');
   t.not(row.phase, 'Ready');
-  t.match((await h.operations(id)).find((o) => o.id === operationId), { state: 'failed' });
+  t.match(
+    (await h.operations(id)).find((o) => o.id === operationId),
+    { state: 'failed' },
+  );
   await r.stop();
 });
 
 t.test('a resync runs refresh + up and logs which objects drifted and what the update corrected', async (t) => {
   const quota = (id: string): ResourceStep => ({
-    op: 'delete', urn: 'urn:pulumi:s::tenants::kubernetes:core/v1:ResourceQuota::quota', type: 'kubernetes:core/v1:ResourceQuota', custom: true, external: false, diffs: [],
-    old: { id: `tenant-${id}/quota`, inputs: { spec: { hard: { pods: '20' } } }, outputs: { spec: { hard: { pods: '20' } }, status: {} } },
+    op: 'delete',
+    urn: 'urn:pulumi:s::tenants::kubernetes:core/v1:ResourceQuota::quota',
+    type: 'kubernetes:core/v1:ResourceQuota',
+    custom: true,
+    external: false,
+    diffs: [],
+    old: {
+      id: `tenant-${id}/quota`,
+      inputs: { spec: { hard: { pods: '20' } } },
+      outputs: { spec: { hard: { pods: '20' } }, status: {} },
+    },
   });
   const read: ResourceStep = {
-    op: 'update', urn: 'urn:pulumi:s::tenants::kubernetes:core/v1:Secret::kubeconfig', type: 'kubernetes:core/v1:Secret', custom: true, external: true, diffs: [],
+    op: 'update',
+    urn: 'urn:pulumi:s::tenants::kubernetes:core/v1:Secret::kubeconfig',
+    type: 'kubernetes:core/v1:Secret',
+    custom: true,
+    external: true,
+    diffs: [],
     old: { id: 'ns/vc-vcluster', inputs: {}, outputs: { metadata: { resourceVersion: '1' } } },
     new: { id: 'ns/vc-vcluster', inputs: {}, outputs: { metadata: { resourceVersion: '2' } } },
   };
   const engine = scripted({
     script: (c): CallScript | undefined => {
-      if (c.kind === 'refresh') return { changes: { update: 1, delete: 1, same: 10 }, steps: [quota(c.tenantId), read] };
+      if (c.kind === 'refresh')
+        return { changes: { update: 1, delete: 1, same: 10 }, steps: [quota(c.tenantId), read] };
       const created = { ...quota(c.tenantId), op: 'create' };
       if (c.kind === 'up') return { changes: { create: 1, read: 1 }, steps: [created, { ...read, op: 'read' }] };
       return undefined;
@@ -153,32 +258,74 @@ t.test('a resync runs refresh + up and logs which objects drifted and what the u
   const r = await h.reconciler(engine, { resyncMs: 300 });
   const { id } = await h.createTenant();
   await until('Ready', async () => (await h.tenant(id)).phase === 'Ready');
-  const resync = await until('a resync ran', async () => (await h.operations(id)).find((o) => o.kind === 'resync' && o.state === 'succeeded'));
+  const resync = await until('a resync ran', async () =>
+    (await h.operations(id)).find((o) => o.kind === 'resync' && o.state === 'succeeded'),
+  );
   const lines = await h.logLines(resync.id);
-  t.ok(lines.includes(`drift detected: ResourceQuota tenant-${id}/quota: deleted`), 'the log names the drifted object and how it drifted');
-  t.ok(lines.includes(`drift corrected: ResourceQuota tenant-${id}/quota: created`), 'and what the update did about it');
-  t.notOk(lines.some((l) => /^drift (detected|corrected): Secret/.test(l)), 'the read Secret is neither drift nor a correction');
-  t.ok(lines.some((l) => l.startsWith('refresh recorded changes that are not drift') && l.includes('Secret ns/vc-vcluster (read by the program)')), 'its changed state is named as not drift');
+  t.ok(
+    lines.includes(`drift detected: ResourceQuota tenant-${id}/quota: deleted`),
+    'the log names the drifted object and how it drifted',
+  );
+  t.ok(
+    lines.includes(`drift corrected: ResourceQuota tenant-${id}/quota: created`),
+    'and what the update did about it',
+  );
+  t.notOk(
+    lines.some((l) => /^drift (detected|corrected): Secret/.test(l)),
+    'the read Secret is neither drift nor a correction',
+  );
+  t.ok(
+    lines.some(
+      (l) =>
+        l.startsWith('refresh recorded changes that are not drift') &&
+        l.includes('Secret ns/vc-vcluster (read by the program)'),
+    ),
+    'its changed state is named as not drift',
+  );
   t.equal((await h.tenant(id)).phase, 'Ready', 'a resync keeps the phase');
   await r.stop();
   // Every refresh of this engine (of any tenant the reconciler resynced) reports the quota deleted.
   const resyncs = engine.calls.filter((c) => c.kind === 'refresh' && c.outcome === 'ok').length;
   t.equal(r.stats.resyncsWithDrift, resyncs, 'every resync is counted as one with drift');
-  t.same([...r.stats.drift.values()], [{ kind: 'ResourceQuota', change: 'deleted', count: resyncs }], 'the drifted objects are counted by kind and change');
+  t.same(
+    [...r.stats.drift.values()],
+    [{ kind: 'ResourceQuota', change: 'deleted', count: resyncs }],
+    'the drifted objects are counted by kind and change',
+  );
 });
 
 t.test('a resync of an untouched tenant: no drift, nothing to correct', async (t) => {
   const statusOnly: ResourceStep = {
-    op: 'update', urn: 'urn:pulumi:s::tenants::kubernetes:core/v1:ResourceQuota::quota', type: 'kubernetes:core/v1:ResourceQuota', custom: true, external: false, diffs: [],
-    old: { id: 'ns/quota', inputs: { spec: { hard: { pods: '20' } } }, outputs: { spec: { hard: { pods: '20' } }, status: {} } },
-    new: { id: 'ns/quota', inputs: { spec: { hard: { pods: '20' } } }, outputs: { spec: { hard: { pods: '20' } }, status: { used: { pods: '2' } } } },
+    op: 'update',
+    urn: 'urn:pulumi:s::tenants::kubernetes:core/v1:ResourceQuota::quota',
+    type: 'kubernetes:core/v1:ResourceQuota',
+    custom: true,
+    external: false,
+    diffs: [],
+    old: {
+      id: 'ns/quota',
+      inputs: { spec: { hard: { pods: '20' } } },
+      outputs: { spec: { hard: { pods: '20' } }, status: {} },
+    },
+    new: {
+      id: 'ns/quota',
+      inputs: { spec: { hard: { pods: '20' } } },
+      outputs: { spec: { hard: { pods: '20' } }, status: { used: { pods: '2' } } },
+    },
   };
   const engine = scripted({
-    script: (c): CallScript | undefined => (c.kind === 'refresh' ? { changes: { update: 1 }, steps: [statusOnly] } : c.kind === 'up' ? { changes: { read: 1, same: 9 } } : undefined),
+    script: (c): CallScript | undefined =>
+      c.kind === 'refresh'
+        ? { changes: { update: 1 }, steps: [statusOnly] }
+        : c.kind === 'up'
+          ? { changes: { read: 1, same: 9 } }
+          : undefined,
   });
   const r = await h.reconciler(engine, { resyncMs: 300 });
   const { id } = await h.createTenant();
-  const resync = await until('a resync ran', async () => (await h.operations(id)).find((o) => o.kind === 'resync' && o.state === 'succeeded'));
+  const resync = await until('a resync ran', async () =>
+    (await h.operations(id)).find((o) => o.kind === 'resync' && o.state === 'succeeded'),
+  );
   const lines = await h.logLines(resync.id);
   t.ok(lines.includes('no drift detected by refresh'), 'a status change is not drift');
   t.ok(lines.includes('nothing to correct'), 'an update that only read is no correction');

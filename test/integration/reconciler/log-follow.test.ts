@@ -1,6 +1,10 @@
 import t from 'tap';
 import { Notifications } from '../../../provisioner/db/notifications.ts';
-import { followOperationLog, OperationLogHub, OperationNotFoundError } from '../../../provisioner/reconciler/log-follow.ts';
+import {
+  followOperationLog,
+  OperationLogHub,
+  OperationNotFoundError,
+} from '../../../provisioner/reconciler/log-follow.ts';
 import { createHarness, gate, scripted, until } from './harness.ts';
 
 const h = await createHarness();
@@ -31,11 +35,18 @@ t.test('following a running operation streams lines as they are written and ends
   await following;
   const last = got.at(-1)!;
   t.match(last.line, /^operation succeeded/);
-  t.ok(last.at - opened < 2000, `streamed and ended ${last.at - opened} ms after the engine finished (poll interval 60 s: by NOTIFY)`);
+  t.ok(
+    last.at - opened < 2000,
+    `streamed and ended ${last.at - opened} ms after the engine finished (poll interval 60 s: by NOTIFY)`,
+  );
   const seqs: number[] = [];
   for await (const l of followOperationLog(h.db.pool, operationId, { afterSeq: 0 })) seqs.push(l.seq);
   t.equal(seqs.length, got.length, 'a finished operation reads the whole log and ends');
-  t.same([...seqs].sort((a, b) => a - b), seqs, 'in order');
+  t.same(
+    [...seqs].sort((a, b) => a - b),
+    seqs,
+    'in order',
+  );
   const tail: string[] = [];
   for await (const l of followOperationLog(h.db.pool, operationId, { afterSeq: seqs[1]! })) tail.push(l.line);
   t.equal(tail.length, seqs.length - 2, 'afterSeq resumes (SSE Last-Event-ID)');
@@ -43,14 +54,19 @@ t.test('following a running operation streams lines as they are written and ends
 });
 
 t.test('an unknown operation is an error; an abort ends the follow', async (t) => {
-  await t.rejects(async () => { for await (const _ of followOperationLog(h.db.pool, '00000000-0000-0000-0000-000000000000')) break; }, OperationNotFoundError);
+  await t.rejects(async () => {
+    for await (const _ of followOperationLog(h.db.pool, '00000000-0000-0000-0000-000000000000')) break;
+  }, OperationNotFoundError);
   const { operationId } = await h.createTenant(); // queued, no reconciler: never finishes
   const ac = new AbortController();
   const lines: string[] = [];
   let ended = false;
   const following = (async () => {
-    for await (const l of followOperationLog(h.db.pool, operationId, { signal: ac.signal, pollMs: 50 })) lines.push(l.line);
-  })().finally(() => { ended = true; });
+    for await (const l of followOperationLog(h.db.pool, operationId, { signal: ac.signal, pollMs: 50 }))
+      lines.push(l.line);
+  })().finally(() => {
+    ended = true;
+  });
   await new Promise((resolve) => setTimeout(resolve, 200)); // several polls of an operation that never finishes
   t.equal(ended, false, 'the follow of an unfinished operation keeps waiting');
   ac.abort();

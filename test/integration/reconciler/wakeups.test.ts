@@ -22,7 +22,11 @@ t.test('with no notifications at all, polling still finds every due tenant', asy
   const engine = scripted();
   const r = await h.reconciler(engine, { listen: false, pollMs: 100 });
   const ids = [(await h.createTenant()).id, (await h.createTenant()).id, (await h.createTenant()).id];
-  await until('all Ready', async () => (await Promise.all(ids.map((id) => h.tenant(id)))).every((x) => x.phase === 'Ready'), 5000);
+  await until(
+    'all Ready',
+    async () => (await Promise.all(ids.map((id) => h.tenant(id)))).every((x) => x.phase === 'Ready'),
+    5000,
+  );
   t.equal(r.listening, false, 'the reconciler never listened');
   t.ok(r.stats.polls >= 1, 'and found every due tenant by polling');
   await r.stop();
@@ -41,47 +45,61 @@ t.test('the listener reconnects after losing its connection', async (t) => {
   await until('the catch-up look after the reconnect', async () => r.stats.polls > pollsBefore, 10_000);
   const { id } = await h.createTenant();
   await until('woken by NOTIFY after the reconnect', async () => engine.callsFor(id).length > 0, 10_000);
-  t.ok(engine.callsFor(id).length > 0, 'a tenant created after the reconnect and its catch-up is reconciled within 10 s (the poll is 60 s away)');
+  t.ok(
+    engine.callsFor(id).length > 0,
+    'a tenant created after the reconnect and its catch-up is reconciled within 10 s (the poll is 60 s away)',
+  );
   await r.stop();
 });
 
-t.test('an unavailable engine: EngineUnavailable condition with install help, no busy loop, resumes when available', async (t) => {
-  const engine = scripted({ unavailable: 'the Pulumi CLI was not found on PATH: install the Pulumi CLI 3.181.0 or newer' });
-  const r = await h.reconciler(engine, { engineRetryMs: 300 });
-  const { id, operationId } = await h.createTenant();
-  const row = await until('EngineUnavailable', async () => {
-    const x = await h.tenant(id);
-    return x.conditions.some((c) => c.type === 'Ready' && c.reason === 'EngineUnavailable') && x;
-  });
-  t.match(row.conditions.find((c) => c.type === 'Ready')?.message, /install the Pulumi CLI/);
-  t.equal(row.consecutive_failures, 0);
-  t.ok(row.next_attempt_at && row.next_attempt_at.getTime() > Date.now(), 'retry scheduled in the future');
-  const claims = r.stats.claimed;
-  await new Promise((res) => setTimeout(res, 200));
-  t.ok(r.stats.claimed - claims <= 1, 'no busy loop while waiting');
-  t.equal((await h.operations(id))[0]!.state, 'queued');
-  engine.setAvailability({ available: true });
-  await until('Ready once the engine is back', async () => (await h.tenant(id)).phase === 'Ready', 5000);
-  t.match((await h.operations(id))[0], { id: operationId, state: 'succeeded' });
-  t.ok(engine.startCalls >= 2, 'the engine was re-checked');
-  await r.stop();
-});
+t.test(
+  'an unavailable engine: EngineUnavailable condition with install help, no busy loop, resumes when available',
+  async (t) => {
+    const engine = scripted({
+      unavailable: 'the Pulumi CLI was not found on PATH: install the Pulumi CLI 3.181.0 or newer',
+    });
+    const r = await h.reconciler(engine, { engineRetryMs: 300 });
+    const { id, operationId } = await h.createTenant();
+    const row = await until('EngineUnavailable', async () => {
+      const x = await h.tenant(id);
+      return x.conditions.some((c) => c.type === 'Ready' && c.reason === 'EngineUnavailable') && x;
+    });
+    t.match(row.conditions.find((c) => c.type === 'Ready')?.message, /install the Pulumi CLI/);
+    t.equal(row.consecutive_failures, 0);
+    t.ok(row.next_attempt_at && row.next_attempt_at.getTime() > Date.now(), 'retry scheduled in the future');
+    const claims = r.stats.claimed;
+    await new Promise((res) => setTimeout(res, 200));
+    t.ok(r.stats.claimed - claims <= 1, 'no busy loop while waiting');
+    t.equal((await h.operations(id))[0]!.state, 'queued');
+    engine.setAvailability({ available: true });
+    await until('Ready once the engine is back', async () => (await h.tenant(id)).phase === 'Ready', 5000);
+    t.match((await h.operations(id))[0], { id: operationId, state: 'succeeded' });
+    t.ok(engine.startCalls >= 2, 'the engine was re-checked');
+    await r.stop();
+  },
+);
 
-t.test('a tenant waiting for capacity is woken by the cluster that can take it, not by its (long) backoff', async (t) => {
-  const engine = scripted();
-  const r = await h.reconciler(engine, { pollMs: 60_000, noCapacityRetryMs: 600_000 });
-  await until('listening', async () => r.listening);
-  const { id } = await h.createTenant({ region: 'far-away' });
-  const waiting = await until('NoCapacity', async () => {
-    const x = await h.tenant(id);
-    return x.conditions.some((c) => c.type === 'Ready' && c.reason === 'NoCapacity') && x;
-  });
-  t.ok(waiting.next_attempt_at && waiting.next_attempt_at.getTime() - Date.now() > 500_000, 'the next try is 10 min away');
-  const claims = r.stats.claimed;
-  const registered = Date.now();
-  await h.addCluster('root-far', { region: 'far-away' });
-  await until('Ready on the new cluster', async () => (await h.tenant(id)).phase === 'Ready', 10_000);
-  t.ok(Date.now() - registered < 10_000, `Ready ${Date.now() - registered} ms after the cluster was registered`);
-  t.ok(r.stats.claimed > claims, 'claimed again after the registration');
-  await r.stop();
-});
+t.test(
+  'a tenant waiting for capacity is woken by the cluster that can take it, not by its (long) backoff',
+  async (t) => {
+    const engine = scripted();
+    const r = await h.reconciler(engine, { pollMs: 60_000, noCapacityRetryMs: 600_000 });
+    await until('listening', async () => r.listening);
+    const { id } = await h.createTenant({ region: 'far-away' });
+    const waiting = await until('NoCapacity', async () => {
+      const x = await h.tenant(id);
+      return x.conditions.some((c) => c.type === 'Ready' && c.reason === 'NoCapacity') && x;
+    });
+    t.ok(
+      waiting.next_attempt_at && waiting.next_attempt_at.getTime() - Date.now() > 500_000,
+      'the next try is 10 min away',
+    );
+    const claims = r.stats.claimed;
+    const registered = Date.now();
+    await h.addCluster('root-far', { region: 'far-away' });
+    await until('Ready on the new cluster', async () => (await h.tenant(id)).phase === 'Ready', 10_000);
+    t.ok(Date.now() - registered < 10_000, `Ready ${Date.now() - registered} ms after the cluster was registered`);
+    t.ok(r.stats.claimed > claims, 'claimed again after the registration');
+    await r.stop();
+  },
+);

@@ -3,7 +3,17 @@ import t from 'tap';
 import WebSocket from 'ws';
 import { CloseCode, SUBPROTOCOL } from '../../../runtime/protocol/frames.ts';
 import { createRequestSigner, generateRequestSigningKeys } from '../../../provisioner/tunnel/request-token.ts';
-import { ready, json, KEYS, request, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens, until } from './harness.ts';
+import {
+  ready,
+  json,
+  KEYS,
+  request,
+  startControlPlane,
+  startRuntime,
+  StubCallers,
+  StubRuntimeTokens,
+  until,
+} from './harness.ts';
 
 const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
@@ -40,7 +50,11 @@ const errCode = (res: { body: Buffer }): string => (json(res as never) as { erro
 void t.test('a bad or missing runtime token gets 401 before the upgrade', async (t) => {
   t.equal(await upgradeStatus({ authorization: 'Bearer hrt_runtime_not-a-real-token-at-all' }), 401);
   t.equal(await upgradeStatus({}), 401);
-  t.equal(await upgradeStatus({ authorization: `Bearer ${a.token}` }, 'some-other-protocol'), 400, 'an unknown protocol version is refused');
+  t.equal(
+    await upgradeStatus({ authorization: `Bearer ${a.token}` }, 'some-other-protocol'),
+    400,
+    'an unknown protocol version is refused',
+  );
 });
 
 void t.test('a tunnel client with a bad token reports the rejection', async (t) => {
@@ -58,24 +72,54 @@ void t.test('a tunnel client with a bad token reports the rejection', async (t) 
 void t.test('the forwarding route answers 404 TENANT_NOT_FOUND to every caller the access check refuses', async (t) => {
   const keyA = callers.add('tenant', tenantA);
   const keyB = callers.add('tenant', tenantB);
-  t.equal((await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, { headers: { authorization: `Bearer ${keyA}` } })).status, 200);
-  const cross = await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, { headers: { authorization: `Bearer ${keyB}` } });
+  t.equal(
+    (
+      await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, {
+        headers: { authorization: `Bearer ${keyA}` },
+      })
+    ).status,
+    200,
+  );
+  const cross = await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, {
+    headers: { authorization: `Bearer ${keyB}` },
+  });
   t.equal(cross.status, 404, "tenant B's key on tenant A's route");
   t.equal(errCode(cross), 'TENANT_NOT_FOUND');
   const runtimeKey = callers.add('runtime', tenantA);
-  t.equal((await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, { headers: { authorization: `Bearer ${runtimeKey}` } })).status, 404,
-    'a runtime key, which the access double refuses, gets 404');
+  t.equal(
+    (
+      await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, {
+        headers: { authorization: `Bearer ${runtimeKey}` },
+      })
+    ).status,
+    404,
+    'a runtime key, which the access double refuses, gets 404',
+  );
   t.equal((await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`)).status, 401, 'no key');
   const op = callers.add('operator');
-  t.equal((await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, { headers: { authorization: `Bearer ${op}` } })).status, 200, 'operators reach any runtime');
-  const bad = await request(`${cp.base}/v1/tenants/not-a-uuid/runtime/api/runtime`, { headers: { authorization: `Bearer ${op}` } });
+  t.equal(
+    (
+      await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, {
+        headers: { authorization: `Bearer ${op}` },
+      })
+    ).status,
+    200,
+    'operators reach any runtime',
+  );
+  const bad = await request(`${cp.base}/v1/tenants/not-a-uuid/runtime/api/runtime`, {
+    headers: { authorization: `Bearer ${op}` },
+  });
   t.equal(bad.status, 400, 'a malformed tenant id is a 400');
 });
 
 void t.test("a runtime never receives another tenant's traffic", async (t) => {
   const admin = callers.add('admin');
   const before = runtimeA.webhooks.length;
-  const res = await request(`${cp.base}/v1/tenants/${tenantB}/runtime/webhooks/x`, { method: 'POST', headers: { authorization: `Bearer ${admin}` }, body: Buffer.from('{}') });
+  const res = await request(`${cp.base}/v1/tenants/${tenantB}/runtime/webhooks/x`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${admin}` },
+    body: Buffer.from('{}'),
+  });
   t.equal(res.status, 503);
   t.equal(errCode(res), 'RUNTIME_UNREACHABLE');
   t.equal(runtimeA.webhooks.length, before, "tenant A's runtime saw nothing");
@@ -94,18 +138,46 @@ void t.test('a request that did not come through the control plane is refused by
   t.equal(r1.status, 401, "a token for tenant B is refused by tenant A's runtime");
   t.match((json(r1) as { error: { message: string } }).error.message, /another runtime/);
 
-  const forged = createRequestSigner({ privateKeyPem: generateRequestSigningKeys().privateKeyPem }).sign({ tenantId: tenantA, method: 'GET', path: '/api/runtime' });
-  t.equal((await request(`${runtimeA.appProxyBase}/api/runtime`, { headers: { 'x-hrt-request-token': forged } })).status, 401, 'a token signed by another key');
+  const forged = createRequestSigner({ privateKeyPem: generateRequestSigningKeys().privateKeyPem }).sign({
+    tenantId: tenantA,
+    method: 'GET',
+    path: '/api/runtime',
+  });
+  t.equal(
+    (await request(`${runtimeA.appProxyBase}/api/runtime`, { headers: { 'x-hrt-request-token': forged } })).status,
+    401,
+    'a token signed by another key',
+  );
 
   const otherPath = signer.sign({ tenantId: tenantA, method: 'GET', path: '/api/other' });
-  t.equal((await request(`${runtimeA.appProxyBase}/api/runtime`, { headers: { 'x-hrt-request-token': otherPath } })).status, 401, 'a token for another path');
+  t.equal(
+    (await request(`${runtimeA.appProxyBase}/api/runtime`, { headers: { 'x-hrt-request-token': otherPath } })).status,
+    401,
+    'a token for another path',
+  );
 
-  const expired = createRequestSigner({ privateKeyPem: KEYS.privateKeyPem, now: () => Date.now() - 120_000 }).sign({ tenantId: tenantA, method: 'GET', path: '/api/runtime' });
-  t.equal((await request(`${runtimeA.appProxyBase}/api/runtime`, { headers: { 'x-hrt-request-token': expired } })).status, 401, 'an expired token');
+  const expired = createRequestSigner({ privateKeyPem: KEYS.privateKeyPem, now: () => Date.now() - 120_000 }).sign({
+    tenantId: tenantA,
+    method: 'GET',
+    path: '/api/runtime',
+  });
+  t.equal(
+    (await request(`${runtimeA.appProxyBase}/api/runtime`, { headers: { 'x-hrt-request-token': expired } })).status,
+    401,
+    'an expired token',
+  );
 
   const good = signer.sign({ tenantId: tenantA, method: 'GET', path: '/api/runtime' });
-  t.equal((await request(`${runtimeA.appProxyBase}/api/runtime`, { headers: { 'x-hrt-request-token': good } })).status, 200, 'a valid token');
-  t.equal((await request(`${runtimeA.appProxyBase}/api/runtime`, { headers: { 'x-hrt-request-token': good } })).status, 401, 'the same token replayed');
+  t.equal(
+    (await request(`${runtimeA.appProxyBase}/api/runtime`, { headers: { 'x-hrt-request-token': good } })).status,
+    200,
+    'a valid token',
+  );
+  t.equal(
+    (await request(`${runtimeA.appProxyBase}/api/runtime`, { headers: { 'x-hrt-request-token': good } })).status,
+    401,
+    'the same token replayed',
+  );
 
   t.equal((await request(`${runtimeA.appProxyBase}/healthz`)).status, 200, 'health needs no token');
 });
@@ -114,9 +186,12 @@ void t.test('a caller cannot smuggle its own request token through the control p
   const key = callers.add('tenant', tenantA);
   const signer = createRequestSigner({ privateKeyPem: generateRequestSigningKeys().privateKeyPem });
   const res = await request(`${cp.base}/v1/tenants/${tenantA}/runtime/api/runtime`, {
-    headers: { authorization: `Bearer ${key}`, 'x-hrt-request-token': signer.sign({ tenantId: tenantA, method: 'GET', path: '/api/runtime' }) },
+    headers: {
+      authorization: `Bearer ${key}`,
+      'x-hrt-request-token': signer.sign({ tenantId: tenantA, method: 'GET', path: '/api/runtime' }),
+    },
   });
-  t.equal(res.status, 200, "the control plane replaces it with its own");
+  t.equal(res.status, 200, 'the control plane replaces it with its own');
 });
 
 void t.test('revoking a runtime key closes its tunnel and refuses the next upgrade', async (t) => {

@@ -16,12 +16,34 @@ void t.test('a receiver that stops reading holds at most one window; the sender 
   await new Promise((resolve) => wss.once('listening', resolve));
   const port = (wss.address() as AddressInfo).port;
   const serverSide = new Promise<Mux>((resolve) => {
-    wss.once('connection', (ws) => resolve(new Mux(ws, { role: 'server', window: WINDOW, maxMessageBytes: 1 << 20, maxStreams: 10, maxHeaderBytes: 8192, idleTimeoutMs: 60_000 })));
+    wss.once('connection', (ws) =>
+      resolve(
+        new Mux(ws, {
+          role: 'server',
+          window: WINDOW,
+          maxMessageBytes: 1 << 20,
+          maxStreams: 10,
+          maxHeaderBytes: 8192,
+          idleTimeoutMs: 60_000,
+        }),
+      ),
+    );
   });
   const ws = new WebSocket(`ws://127.0.0.1:${port}`, SUBPROTOCOL);
   // The Mux must exist before the server's hello can arrive: create it in the 'open' handler.
   const client = await new Promise<Mux>((resolve) =>
-    ws.once('open', () => resolve(new Mux(ws, { role: 'client', window: WINDOW, maxMessageBytes: 1 << 20, maxStreams: 10, maxHeaderBytes: 8192, idleTimeoutMs: 60_000 }))),
+    ws.once('open', () =>
+      resolve(
+        new Mux(ws, {
+          role: 'client',
+          window: WINDOW,
+          maxMessageBytes: 1 << 20,
+          maxStreams: 10,
+          maxHeaderBytes: 8192,
+          idleTimeoutMs: 60_000,
+        }),
+      ),
+    ),
   );
   const server = await serverSide;
   t.teardown(async () => {
@@ -51,13 +73,17 @@ void t.test('a receiver that stops reading holds at most one window; the sender 
   // Nobody reads stream.body. Wait until the producer has stalled.
   let last = -1;
   let stableSince = Date.now();
-  await until(() => {
-    if (produced !== last) {
-      last = produced;
-      stableSince = Date.now();
-    }
-    return Date.now() - stableSince > 300;
-  }, 5000, 'producer stalled');
+  await until(
+    () => {
+      if (produced !== last) {
+        last = produced;
+        stableSince = Date.now();
+      }
+      return Date.now() - stableSince > 300;
+    },
+    5000,
+    'producer stalled',
+  );
   // Bound: the window (credited, not yet handed on) + the body Readable's buffer (64 KiB + one chunk).
   t.ok(stream.bufferedBytes <= WINDOW + 2 * CHUNK, `receiver holds ${stream.bufferedBytes} bytes (window ${WINDOW})`);
   t.ok(produced <= WINDOW + 16 * 1024 + 2 * CHUNK, `sender produced ${produced} bytes of 1 GiB`);
@@ -95,27 +121,41 @@ void t.test('end to end: a caller that stops reading a 1 GiB response stalls onl
   });
   await ready(cp, runtime);
 
-  const req = http.request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/test/producer?size=${1024 * 1024 * 1024}`, { headers: admin });
+  const req = http.request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/test/producer?size=${1024 * 1024 * 1024}`, {
+    headers: admin,
+  });
   const res = await new Promise<http.IncomingMessage>((resolve) => req.once('response', resolve).end());
   res.pause();
   t.equal(res.statusCode, 200);
   let last = -1;
   let stableSince = Date.now();
   let peakBuffered = 0;
-  await until(() => {
-    peakBuffered = Math.max(peakBuffered, cp.tunnel.stats().bufferedBytes);
-    if (runtime.state.produced !== last) {
-      last = runtime.state.produced;
-      stableSince = Date.now();
-    }
-    return Date.now() - stableSince > 500;
-  }, 10_000, 'producer stalled');
+  await until(
+    () => {
+      peakBuffered = Math.max(peakBuffered, cp.tunnel.stats().bufferedBytes);
+      if (runtime.state.produced !== last) {
+        last = runtime.state.produced;
+        stableSince = Date.now();
+      }
+      return Date.now() - stableSince > 500;
+    },
+    10_000,
+    'producer stalled',
+  );
   const limit = cp.tunnel.limits.streamWindow;
-  t.ok(peakBuffered <= limit + 2 * CHUNK, `control plane held at most ${peakBuffered} bytes for the stalled stream (window ${limit})`);
+  t.ok(
+    peakBuffered <= limit + 2 * CHUNK,
+    `control plane held at most ${peakBuffered} bytes for the stalled stream (window ${limit})`,
+  );
   // What remains in flight sits in kernel socket buffers of the four loopback hops, not in our processes.
-  t.ok(runtime.state.produced < 64 * 1024 * 1024, `the runtime produced ${(runtime.state.produced / 1048576).toFixed(1)} MiB of 1024 MiB, then stopped`);
+  t.ok(
+    runtime.state.produced < 64 * 1024 * 1024,
+    `the runtime produced ${(runtime.state.produced / 1048576).toFixed(1)} MiB of 1024 MiB, then stopped`,
+  );
 
-  const other = await request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/test/bytes?size=${2 * 1024 * 1024}`, { headers: admin });
+  const other = await request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/test/bytes?size=${2 * 1024 * 1024}`, {
+    headers: admin,
+  });
   t.equal(other.status, 200);
   t.equal(other.body.length, 2 * 1024 * 1024, 'other requests on the tunnel still flow');
 

@@ -7,7 +7,12 @@ import { createHash, randomUUID } from 'node:crypto';
 import http, { type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyPluginAsync, type FastifyRequest } from 'fastify';
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyPluginAsync,
+  type FastifyRequest,
+} from 'fastify';
 import { AppError } from '../../../provisioner/errors.ts';
 import { createTunnelServer, type TunnelServer, type TunnelServerOptions } from '../../../provisioner/tunnel/server.ts';
 import { tunnelRoutes } from '../../../provisioner/tunnel/route.ts';
@@ -16,7 +21,11 @@ import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../../runtime/agents/app-proxy/runtime-info.ts';
 import { createRouter } from '../../../runtime/agents/request-router/router.ts';
-import { startTunnelClient, type TunnelClient, type TunnelClientOptions } from '../../../runtime/agents/tunnel-client/client.ts';
+import {
+  startTunnelClient,
+  type TunnelClient,
+  type TunnelClientOptions,
+} from '../../../runtime/agents/tunnel-client/client.ts';
 
 export const KEYS = generateRequestSigningKeys();
 
@@ -82,9 +91,12 @@ export interface ControlPlane {
   close(): Promise<void>;
 }
 
-export async function startControlPlane(
-  opts: { tokens: StubRuntimeTokens; callers: StubCallers; port?: number; limits?: Partial<TunnelServerOptions> },
-): Promise<ControlPlane> {
+export async function startControlPlane(opts: {
+  tokens: StubRuntimeTokens;
+  callers: StubCallers;
+  port?: number;
+  limits?: Partial<TunnelServerOptions>;
+}): Promise<ControlPlane> {
   const tunnel = createTunnelServer({
     authenticate: opts.tokens.authenticate,
     signer: createRequestSigner({ privateKeyPem: KEYS.privateKeyPem }),
@@ -98,9 +110,15 @@ export async function startControlPlane(
   app.setErrorHandler((err: FastifyError | AppError, _request, reply) => {
     const status = err.statusCode ?? 500;
     const code = err instanceof AppError ? err.code : err.validation ? 'VALIDATION_FAILED' : 'INTERNAL';
-    return reply.status(status).send({ error: { code, message: status >= 500 && !(err instanceof AppError) ? 'internal error' : err.message } });
+    return reply
+      .status(status)
+      .send({ error: { code, message: status >= 500 && !(err instanceof AppError) ? 'internal error' : err.message } });
   });
-  await app.register(tunnelRoutes, { tunnel, canAccessTenant: opts.callers.canAccessTenant, subjectOf: (r) => opts.callers.of(r)?.keyId });
+  await app.register(tunnelRoutes, {
+    tunnel,
+    canAccessTenant: opts.callers.canAccessTenant,
+    subjectOf: (r) => opts.callers.of(r)?.keyId,
+  });
   app.server.on('upgrade', (req: IncomingMessage, socket, head: Buffer) => {
     if (!tunnel.handleUpgrade(req, socket, head)) socket.destroy();
   });
@@ -127,7 +145,7 @@ for (let i = 0; i < BASE.length; i++) BASE[i] = (i * 31 + 7) & 0xff;
 export function pattern(size: number, offset = 0): Buffer {
   if (size <= 1024 * 1024) return BASE.subarray(offset % PERIOD, (offset % PERIOD) + size);
   const buf = Buffer.allocUnsafe(size);
-  for (let done = 0; done < size; ) {
+  for (let done = 0; done < size;) {
     const n = Math.min(1024 * 1024, size - done);
     BASE.copy(buf, done, (offset + done) % PERIOD, ((offset + done) % PERIOD) + n);
     done += n;
@@ -237,7 +255,10 @@ function listen(server: http.Server): Promise<number> {
 }
 
 /** The app-proxy with the TEST DOUBLE routes, on loopback (port 0). */
-export async function startAppProxy(tenantId: string, publicKeyPem = KEYS.publicKeyPem): Promise<{ base: string; state: TestRouteState; close(): Promise<void> }> {
+export async function startAppProxy(
+  tenantId: string,
+  publicKeyPem = KEYS.publicKeyPem,
+): Promise<{ base: string; state: TestRouteState; close(): Promise<void> }> {
   const state = new TestRouteState();
   const appProxy = await buildAppProxy({
     tenantId,
@@ -246,11 +267,18 @@ export async function startAppProxy(tenantId: string, publicKeyPem = KEYS.public
     routes: testRoutes(state),
   });
   await appProxy.listen({ port: 0, host: '127.0.0.1' });
-  return { base: `http://127.0.0.1:${(appProxy.server.address() as AddressInfo).port}`, state, close: () => appProxy.close() };
+  return {
+    base: `http://127.0.0.1:${(appProxy.server.address() as AddressInfo).port}`,
+    state,
+    close: () => appProxy.close(),
+  };
 }
 
 /** The request router in front of an app-proxy and an event source, on loopback (port 0). */
-export async function startRequestRouter(appProxyUrl: string, eventSourceUrl: string): Promise<{ base: string; port: number; close(): Promise<void> }> {
+export async function startRequestRouter(
+  appProxyUrl: string,
+  eventSourceUrl: string,
+): Promise<{ base: string; port: number; close(): Promise<void> }> {
   const router = createRouter({ appProxyUrl, eventSourceUrl, maxSockets: 2048 });
   const server = http.createServer(router.handler);
   const port = await listen(server);
@@ -266,7 +294,10 @@ export async function startRequestRouter(appProxyUrl: string, eventSourceUrl: st
 }
 
 /** app-proxy + stub event source + request router, without a tunnel client. */
-export async function startRuntimeServices(tenantId: string, publicKeyPem = KEYS.publicKeyPem): Promise<Omit<Runtime, 'client'> & { routerPort: number }> {
+export async function startRuntimeServices(
+  tenantId: string,
+  publicKeyPem = KEYS.publicKeyPem,
+): Promise<Omit<Runtime, 'client'> & { routerPort: number }> {
   const appProxy = await startAppProxy(tenantId, publicKeyPem);
   const webhooks: Runtime['webhooks'] = [];
   const eventSource = http.createServer((req, res) => {
@@ -274,7 +305,13 @@ export async function startRuntimeServices(tenantId: string, publicKeyPem = KEYS
     req.on('data', (c: Buffer) => parts.push(c));
     req.on('end', () => {
       const all = Buffer.concat(parts);
-      webhooks.push({ method: req.method ?? '', url: req.url ?? '', body: all.toString(), bytes: all.length, sha256: sha256(all) });
+      webhooks.push({
+        method: req.method ?? '',
+        url: req.url ?? '',
+        body: all.toString(),
+        bytes: all.length,
+        sha256: sha256(all),
+      });
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ received: true, url: req.url }));
     });
   });
@@ -302,7 +339,13 @@ export async function startRuntime(
   publicKeyPem = KEYS.publicKeyPem,
 ): Promise<Runtime> {
   const services = await startRuntimeServices(tenantId, publicKeyPem);
-  const client = startTunnelClient({ url: cp.wsUrl, token, upstream: services.routerBase, maxUpstreamSockets: 2048, ...clientOpts });
+  const client = startTunnelClient({
+    url: cp.wsUrl,
+    token,
+    upstream: services.routerBase,
+    maxUpstreamSockets: 2048,
+    ...clientOpts,
+  });
   return {
     ...services,
     client,
@@ -349,7 +392,10 @@ export interface Res {
 export const agent = new http.Agent({ keepAlive: true, maxSockets: 2048 });
 
 /** One HTTP request on loopback; the body may be a Buffer or a stream. */
-export function request(url: string, opts: { method?: string; headers?: http.OutgoingHttpHeaders; body?: Buffer | Readable } = {}): Promise<Res> {
+export function request(
+  url: string,
+  opts: { method?: string; headers?: http.OutgoingHttpHeaders; body?: Buffer | Readable } = {},
+): Promise<Res> {
   return new Promise((resolve, reject) => {
     const req = http.request(url, { method: opts.method ?? 'GET', headers: opts.headers, agent }, (res) => {
       const parts: Buffer[] = [];

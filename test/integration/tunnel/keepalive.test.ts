@@ -16,7 +16,9 @@ import { connected, json, request, startControlPlane, StubCallers, StubRuntimeTo
  * the connection as soon as a second request arrives on it, as a server whose idle timeout fired
  * while the client was reusing the connection.
  */
-async function resettingUpstream(t: { teardown(fn: () => unknown): void }): Promise<{ url: string; connections: () => number; answered: () => number }> {
+async function resettingUpstream(t: {
+  teardown(fn: () => unknown): void;
+}): Promise<{ url: string; connections: () => number; answered: () => number }> {
   let connections = 0;
   let answered = 0;
   const sockets = new Set<net.Socket>();
@@ -35,7 +37,9 @@ async function resettingUpstream(t: { teardown(fn: () => unknown): void }): Prom
       if (!seen.includes('\r\n\r\n')) return;
       done = true;
       answered++;
-      socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: keep-alive\r\nKeep-Alive: timeout=60\r\n\r\nok');
+      socket.write(
+        'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: keep-alive\r\nKeep-Alive: timeout=60\r\n\r\nok',
+      );
     });
     socket.on('error', () => {});
   });
@@ -44,54 +48,72 @@ async function resettingUpstream(t: { teardown(fn: () => unknown): void }): Prom
     for (const s of sockets) s.destroy();
     await new Promise((r) => server.close(r));
   });
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, connections: () => connections, answered: () => answered };
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    connections: () => connections,
+    answered: () => answered,
+  };
 }
 
-void t.test('router: a GET on a reused connection the upstream resets is sent again; a POST with a body is not', async (t) => {
-  const up = await resettingUpstream(t);
-  const router = createRouter({ appProxyUrl: up.url, eventSourceUrl: up.url });
-  const server = http.createServer(router.handler);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(async () => {
-    router.close();
-    server.closeAllConnections();
-    await new Promise((r) => server.close(r));
-  });
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  for (let i = 0; i < 3; i++) {
-    const res = await request(`${base}/api/x`);
-    t.equal(res.status, 200, `GET ${i + 1}`);
-    t.equal(res.body.toString(), 'ok');
-  }
-  t.equal(up.answered(), 3);
-  t.ok(up.connections() >= 3, 'each retry used a fresh connection');
-  const post = await request(`${base}/api/x`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: Buffer.from('not twice') });
-  t.equal(post.status, 502, 'a request with a body is never sent twice');
-  t.equal((json(post) as { error: { code: string } }).error.code, 'UPSTREAM_UNAVAILABLE');
-});
+void t.test(
+  'router: a GET on a reused connection the upstream resets is sent again; a POST with a body is not',
+  async (t) => {
+    const up = await resettingUpstream(t);
+    const router = createRouter({ appProxyUrl: up.url, eventSourceUrl: up.url });
+    const server = http.createServer(router.handler);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.teardown(async () => {
+      router.close();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    });
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    for (let i = 0; i < 3; i++) {
+      const res = await request(`${base}/api/x`);
+      t.equal(res.status, 200, `GET ${i + 1}`);
+      t.equal(res.body.toString(), 'ok');
+    }
+    t.equal(up.answered(), 3);
+    t.ok(up.connections() >= 3, 'each retry used a fresh connection');
+    const post = await request(`${base}/api/x`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: Buffer.from('not twice'),
+    });
+    t.equal(post.status, 502, 'a request with a body is never sent twice');
+    t.equal((json(post) as { error: { code: string } }).error.code, 'UPSTREAM_UNAVAILABLE');
+  },
+);
 
-void t.test('tunnel client: a GET on a reused router connection that is reset is sent again; a POST with a body is not', async (t) => {
-  const up = await resettingUpstream(t);
-  const tokens = new StubRuntimeTokens();
-  const callers = new StubCallers();
-  const admin = { authorization: `Bearer ${callers.add('admin')}` };
-  const cp = await startControlPlane({ tokens, callers });
-  const tenantId = randomUUID();
-  const client = startTunnelClient({ url: cp.wsUrl, token: tokens.issue(tenantId).token, upstream: up.url });
-  t.teardown(async () => {
-    await client.close();
-    await cp.close();
-  });
-  await connected(client);
-  await until(() => cp.tunnel.status(tenantId).connected, 10_000, 'server sees the tunnel');
-  const base = `${cp.base}/v1/tenants/${tenantId}/runtime`;
-  for (let i = 0; i < 3; i++) {
-    const res = await request(`${base}/api/x`, { headers: admin });
-    t.equal(res.status, 200, `GET ${i + 1}`);
-    t.equal(res.body.toString(), 'ok');
-  }
-  t.equal(up.answered(), 3);
-  const post = await request(`${base}/api/x`, { method: 'POST', headers: { ...admin, 'content-type': 'text/plain' }, body: Buffer.from('not twice') });
-  t.equal(post.status, 502, 'a request with a body is never sent twice');
-  t.equal((json(post) as { error: { code: string } }).error.code, 'RUNTIME_UPSTREAM_ERROR');
-});
+void t.test(
+  'tunnel client: a GET on a reused router connection that is reset is sent again; a POST with a body is not',
+  async (t) => {
+    const up = await resettingUpstream(t);
+    const tokens = new StubRuntimeTokens();
+    const callers = new StubCallers();
+    const admin = { authorization: `Bearer ${callers.add('admin')}` };
+    const cp = await startControlPlane({ tokens, callers });
+    const tenantId = randomUUID();
+    const client = startTunnelClient({ url: cp.wsUrl, token: tokens.issue(tenantId).token, upstream: up.url });
+    t.teardown(async () => {
+      await client.close();
+      await cp.close();
+    });
+    await connected(client);
+    await until(() => cp.tunnel.status(tenantId).connected, 10_000, 'server sees the tunnel');
+    const base = `${cp.base}/v1/tenants/${tenantId}/runtime`;
+    for (let i = 0; i < 3; i++) {
+      const res = await request(`${base}/api/x`, { headers: admin });
+      t.equal(res.status, 200, `GET ${i + 1}`);
+      t.equal(res.body.toString(), 'ok');
+    }
+    t.equal(up.answered(), 3);
+    const post = await request(`${base}/api/x`, {
+      method: 'POST',
+      headers: { ...admin, 'content-type': 'text/plain' },
+      body: Buffer.from('not twice'),
+    });
+    t.equal(post.status, 502, 'a request with a body is never sent twice');
+    t.equal((json(post) as { error: { code: string } }).error.code, 'RUNTIME_UPSTREAM_ERROR');
+  },
+);

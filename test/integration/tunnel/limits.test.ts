@@ -4,7 +4,17 @@ import t from 'tap';
 import WebSocket from 'ws';
 import { CloseCode, encodeFrame, PROTOCOL_VERSION, SUBPROTOCOL } from '../../../runtime/protocol/frames.ts';
 import { Readable } from 'node:stream';
-import { json, pattern, ready, request, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens, until } from './harness.ts';
+import {
+  json,
+  pattern,
+  ready,
+  request,
+  startControlPlane,
+  startRuntime,
+  StubCallers,
+  StubRuntimeTokens,
+  until,
+} from './harness.ts';
 
 const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
@@ -14,7 +24,13 @@ const admin = { authorization: `Bearer ${callers.add('admin')}` };
 const cp = await startControlPlane({
   tokens,
   callers,
-  limits: { maxPayload: 256 * 1024, maxStreams: 5, requestTimeoutMs: 60_000, maxHeaderBytes: 4096, maxRequestBodyBytes: 64 * 1024 },
+  limits: {
+    maxPayload: 256 * 1024,
+    maxStreams: 5,
+    requestTimeoutMs: 60_000,
+    maxHeaderBytes: 4096,
+    maxRequestBodyBytes: 64 * 1024,
+  },
 });
 const tenantId = randomUUID();
 const runtime = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
@@ -31,10 +47,18 @@ const stillServing = async (): Promise<number> => (await request(`${base}/api/ru
 /** An authenticated raw tunnel connection that has said hello. */
 async function rawTunnel(): Promise<WebSocket> {
   const other = randomUUID();
-  const ws = new WebSocket(cp.wsUrl, SUBPROTOCOL, { headers: { authorization: `Bearer ${tokens.issue(other).token}` } });
+  const ws = new WebSocket(cp.wsUrl, SUBPROTOCOL, {
+    headers: { authorization: `Bearer ${tokens.issue(other).token}` },
+  });
   ws.on('error', () => {});
   await new Promise((resolve) => ws.once('open', resolve));
-  ws.send(encodeFrame({ type: 'hello', streamId: 0, hello: { version: PROTOCOL_VERSION, window: 65536, maxMessageBytes: 1 << 20, maxStreams: 10 } }));
+  ws.send(
+    encodeFrame({
+      type: 'hello',
+      streamId: 0,
+      hello: { version: PROTOCOL_VERSION, window: 65536, maxMessageBytes: 1 << 20, maxStreams: 10 },
+    }),
+  );
   await until(() => cp.tunnel.status(other).connected, 10_000, 'raw tunnel registered');
   return ws;
 }
@@ -128,13 +152,21 @@ void t.test('no response head within the request timeout → 504 RUNTIME_TIMEOUT
   const elapsed = Date.now() - started;
   t.equal(res.status, 504);
   t.equal(code(res), 'RUNTIME_TIMEOUT');
-  t.equal(held.state.barrierWaiting.length, 1, 'answered while the runtime still held the request (nothing released it)');
+  t.equal(
+    held.state.barrierWaiting.length,
+    1,
+    'answered while the runtime still held the request (nothing released it)',
+  );
   t.ok(elapsed >= timeoutMs - 5, `not answered before the ${timeoutMs} ms timeout (${elapsed} ms)`);
 });
 
 const LIMIT = 64 * 1024;
 const postDigest = (body: Buffer | Readable): ReturnType<typeof request> =>
-  request(`${base}/api/test/digest`, { method: 'POST', headers: { ...admin, 'content-type': 'application/octet-stream' }, body });
+  request(`${base}/api/test/digest`, {
+    method: 'POST',
+    headers: { ...admin, 'content-type': 'application/octet-stream' },
+    body,
+  });
 
 void t.test('a request body at the limit is forwarded whole', async (t) => {
   const res = await postDigest(pattern(LIMIT));
@@ -173,45 +205,57 @@ void t.test('a chunked request body within the limit is forwarded whole', async 
   t.equal((json(res) as { bytes: number }).bytes, LIMIT);
 });
 
-void t.test('authenticated connections of one tenant waiting for their hello are bounded; other tenants are not affected', async (t) => {
-  const perTenant = cp.tunnel.limits.maxPendingHandshakesPerTenant;
-  const flooder = randomUUID();
-  const { token } = tokens.issue(flooder);
-  /** Opens a tunnel socket with the tenant's token and never says hello; resolves with the upgrade's answer. */
-  const silent = (tok: string): Promise<{ ws: WebSocket; status: number; code?: string }> => new Promise((resolve) => {
-    const ws = new WebSocket(cp.wsUrl, SUBPROTOCOL, { headers: { authorization: `Bearer ${tok}` } });
-    ws.on('error', () => {});
-    ws.once('open', () => resolve({ ws, status: 101 }));
-    ws.once('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve({ ws, status: res.statusCode ?? 0, code: (JSON.parse(body) as { error: { code: string } }).error.code }));
+void t.test(
+  'authenticated connections of one tenant waiting for their hello are bounded; other tenants are not affected',
+  async (t) => {
+    const perTenant = cp.tunnel.limits.maxPendingHandshakesPerTenant;
+    const flooder = randomUUID();
+    const { token } = tokens.issue(flooder);
+    /** Opens a tunnel socket with the tenant's token and never says hello; resolves with the upgrade's answer. */
+    const silent = (tok: string): Promise<{ ws: WebSocket; status: number; code?: string }> =>
+      new Promise((resolve) => {
+        const ws = new WebSocket(cp.wsUrl, SUBPROTOCOL, { headers: { authorization: `Bearer ${tok}` } });
+        ws.on('error', () => {});
+        ws.once('open', () => resolve({ ws, status: 101 }));
+        ws.once('unexpected-response', (_req, res) => {
+          let body = '';
+          res.on('data', (d: Buffer) => (body += d.toString()));
+          res.on('end', () =>
+            resolve({
+              ws,
+              status: res.statusCode ?? 0,
+              code: (JSON.parse(body) as { error: { code: string } }).error.code,
+            }),
+          );
+        });
+      });
+    const held: WebSocket[] = [];
+    t.teardown(() => {
+      for (const ws of held) ws.terminate();
     });
-  });
-  const held: WebSocket[] = [];
-  t.teardown(() => { for (const ws of held) ws.terminate(); });
-  for (let i = 0; i < perTenant; i++) {
-    const r = await silent(token);
-    held.push(r.ws);
-    t.equal(r.status, 101, `silent connection ${i + 1} of ${perTenant} is upgraded`);
-  }
-  const refused = await silent(token);
-  t.equal(refused.status, 429, `connection ${perTenant + 1} of the same tenant is refused`);
-  t.equal(refused.code, 'TOO_MANY_TUNNEL_HANDSHAKES');
-  const bystander = randomUUID();
-  const other = await silent(tokens.issue(bystander).token);
-  held.push(other.ws);
-  t.equal(other.status, 101, "another tenant's upgrade is accepted meanwhile");
-  // One waiting connection goes away: there is room again for this tenant.
-  const gone = new Promise((resolve) => held[0]!.once('close', resolve));
-  held[0]!.close();
-  await gone;
-  let again = await silent(token);
-  for (let i = 0; i < 50 && again.status !== 101; i++) {
-    await new Promise((r) => setTimeout(r, 20)); // the server sees the close a moment after the client
-    again = await silent(token);
-  }
-  held.push(again.ws);
-  t.equal(again.status, 101, 'after one of them closed, a new connection of that tenant is upgraded');
-  t.equal(await stillServing(), 200);
-});
+    for (let i = 0; i < perTenant; i++) {
+      const r = await silent(token);
+      held.push(r.ws);
+      t.equal(r.status, 101, `silent connection ${i + 1} of ${perTenant} is upgraded`);
+    }
+    const refused = await silent(token);
+    t.equal(refused.status, 429, `connection ${perTenant + 1} of the same tenant is refused`);
+    t.equal(refused.code, 'TOO_MANY_TUNNEL_HANDSHAKES');
+    const bystander = randomUUID();
+    const other = await silent(tokens.issue(bystander).token);
+    held.push(other.ws);
+    t.equal(other.status, 101, "another tenant's upgrade is accepted meanwhile");
+    // One waiting connection goes away: there is room again for this tenant.
+    const gone = new Promise((resolve) => held[0]!.once('close', resolve));
+    held[0]!.close();
+    await gone;
+    let again = await silent(token);
+    for (let i = 0; i < 50 && again.status !== 101; i++) {
+      await new Promise((r) => setTimeout(r, 20)); // the server sees the close a moment after the client
+      again = await silent(token);
+    }
+    held.push(again.ws);
+    t.equal(again.status, 101, 'after one of them closed, a new connection of that tenant is upgraded');
+    t.equal(await stillServing(), 200);
+  },
+);

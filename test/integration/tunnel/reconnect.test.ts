@@ -15,70 +15,90 @@ const admin = { authorization: `Bearer ${callers.add('admin')}` };
 /** The issue's scenario: 60 s without a control plane (the client's backoff has long reached its cap). */
 const OUTAGE_MS = 60_000;
 
-void t.test('after 60 s with the control plane down, the first request through the tunnel succeeds within 5 s of it listening again', { timeout: OUTAGE_MS + 60_000 }, async (t) => {
-  const tenantId = randomUUID();
-  let cp = await startControlPlane({ tokens, callers });
-  const port = cp.port;
-  const runtime = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
-  t.teardown(async () => {
-    await runtime.close();
+void t.test(
+  'after 60 s with the control plane down, the first request through the tunnel succeeds within 5 s of it listening again',
+  { timeout: OUTAGE_MS + 60_000 },
+  async (t) => {
+    const tenantId = randomUUID();
+    let cp = await startControlPlane({ tokens, callers });
+    const port = cp.port;
+    const runtime = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
+    t.teardown(async () => {
+      await runtime.close();
+      await cp.close();
+    });
+    await ready(cp, runtime);
+    let attempts = 0;
+    runtime.client.events.on('reconnecting', () => attempts++);
     await cp.close();
-  });
-  await ready(cp, runtime);
-  let attempts = 0;
-  runtime.client.events.on('reconnecting', () => attempts++);
-  await cp.close();
-  await new Promise((r) => setTimeout(r, OUTAGE_MS));
-  t.ok(attempts >= 10, `the client kept redialling during the outage (${attempts} attempts)`);
+    await new Promise((r) => setTimeout(r, OUTAGE_MS));
+    t.ok(attempts >= 10, `the client kept redialling during the outage (${attempts} attempts)`);
 
-  cp = await startControlPlane({ tokens, callers, port });
-  const listening = Date.now();
-  let served = 0;
-  for (let i = 0; i < 200 && served === 0; i++) {
-    const res = await request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/runtime`, { headers: admin });
-    if (res.status === 200) served = Date.now();
-    else await new Promise((r) => setTimeout(r, 50));
-  }
-  t.ok(served > 0, 'a request through the tunnel succeeded');
-  t.ok(served - listening <= 5000, `the first request through the tunnel succeeded ${served - listening} ms after the control plane listened again (at most 5000)`);
-});
+    cp = await startControlPlane({ tokens, callers, port });
+    const listening = Date.now();
+    let served = 0;
+    for (let i = 0; i < 200 && served === 0; i++) {
+      const res = await request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/runtime`, { headers: admin });
+      if (res.status === 200) served = Date.now();
+      else await new Promise((r) => setTimeout(r, 50));
+    }
+    t.ok(served > 0, 'a request through the tunnel succeeded');
+    t.ok(
+      served - listening <= 5000,
+      `the first request through the tunnel succeeded ${served - listening} ms after the control plane listened again (at most 5000)`,
+    );
+  },
+);
 
-void t.test('handshakes beyond maxPendingHandshakes are shed with 503 and Retry-After; the runtime connects once there is room', async (t) => {
-  let release: () => void = () => {};
-  const gate = new Promise<void>((resolve) => (release = resolve));
-  // The token double's check waits for the test's gate: the first handshake stays pending.
-  const slow = new StubRuntimeTokens();
-  const check = slow.authenticate;
-  slow.authenticate = async (token) => {
-    await gate;
-    return check(token);
-  };
-  const held = slow.issue(randomUUID());
-  const cp = await startControlPlane({ tokens: slow, callers, limits: { maxPendingHandshakes: 1 } });
-  t.teardown(() => cp.close());
-  const upgrade = (token: string) => new Promise<http.IncomingMessage>((resolve, reject) => {
-    const req = http.request({
-      host: '127.0.0.1', port: cp.port, path: '/v1/tunnel',
-      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==', 'sec-websocket-protocol': SUBPROTOCOL, authorization: `Bearer ${token}` },
-    });
-    req.on('response', resolve);
-    req.on('upgrade', (res, socket) => {
-      socket.destroy();
-      resolve(res);
-    });
-    req.on('error', reject);
-    req.end();
-  });
-  const first = upgrade(held.token); // held in authentication by the gate
-  await new Promise((r) => setTimeout(r, 100));
-  const shed = await upgrade(slow.issue(randomUUID()).token);
-  t.equal(shed.statusCode, 503, 'a handshake beyond the limit is answered 503 at once');
-  t.equal(shed.headers['retry-after'], '1', 'with Retry-After: 1');
-  release();
-  t.equal((await first).statusCode, 101, 'the handshake that was in progress completes');
-  const tenantId = randomUUID();
-  const runtime = await startRuntime(tenantId, cp, slow.issue(tenantId).token);
-  t.teardown(() => runtime.close());
-  await ready(cp, runtime);
-  t.pass('a runtime connects once the pending handshake is done');
-});
+void t.test(
+  'handshakes beyond maxPendingHandshakes are shed with 503 and Retry-After; the runtime connects once there is room',
+  async (t) => {
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    // The token double's check waits for the test's gate: the first handshake stays pending.
+    const slow = new StubRuntimeTokens();
+    const check = slow.authenticate;
+    slow.authenticate = async (token) => {
+      await gate;
+      return check(token);
+    };
+    const held = slow.issue(randomUUID());
+    const cp = await startControlPlane({ tokens: slow, callers, limits: { maxPendingHandshakes: 1 } });
+    t.teardown(() => cp.close());
+    const upgrade = (token: string) =>
+      new Promise<http.IncomingMessage>((resolve, reject) => {
+        const req = http.request({
+          host: '127.0.0.1',
+          port: cp.port,
+          path: '/v1/tunnel',
+          headers: {
+            connection: 'Upgrade',
+            upgrade: 'websocket',
+            'sec-websocket-version': '13',
+            'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+            'sec-websocket-protocol': SUBPROTOCOL,
+            authorization: `Bearer ${token}`,
+          },
+        });
+        req.on('response', resolve);
+        req.on('upgrade', (res, socket) => {
+          socket.destroy();
+          resolve(res);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    const first = upgrade(held.token); // held in authentication by the gate
+    await new Promise((r) => setTimeout(r, 100));
+    const shed = await upgrade(slow.issue(randomUUID()).token);
+    t.equal(shed.statusCode, 503, 'a handshake beyond the limit is answered 503 at once');
+    t.equal(shed.headers['retry-after'], '1', 'with Retry-After: 1');
+    release();
+    t.equal((await first).statusCode, 101, 'the handshake that was in progress completes');
+    const tenantId = randomUUID();
+    const runtime = await startRuntime(tenantId, cp, slow.issue(tenantId).token);
+    t.teardown(() => runtime.close());
+    await ready(cp, runtime);
+    t.pass('a runtime connects once the pending handshake is done');
+  },
+);

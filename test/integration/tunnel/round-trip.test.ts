@@ -1,6 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
-import { ready, json, pattern, request, sha256, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens, until } from './harness.ts';
+import {
+  ready,
+  json,
+  pattern,
+  request,
+  sha256,
+  startControlPlane,
+  startRuntime,
+  StubCallers,
+  StubRuntimeTokens,
+  until,
+} from './harness.ts';
 
 const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
@@ -29,8 +40,10 @@ void t.test('tenant status shows the tunnel connected and since when', async (t)
   t.same(cp.tunnel.status(randomUUID()), { connected: false });
 });
 
-void t.test('the caller\'s credentials do not reach the runtime; a signed request token does', async (t) => {
-  const res = await request(`${base}/api/test/headers?x=1`, { headers: { ...auth, cookie: 'session=secret', 'x-custom': 'kept' } });
+void t.test("the caller's credentials do not reach the runtime; a signed request token does", async (t) => {
+  const res = await request(`${base}/api/test/headers?x=1`, {
+    headers: { ...auth, cookie: 'session=secret', 'x-custom': 'kept' },
+  });
   t.equal(res.status, 200);
   const { headers } = json(res) as { headers: Record<string, string> };
   t.notOk(headers.authorization, 'no Authorization');
@@ -40,14 +53,22 @@ void t.test('the caller\'s credentials do not reach the runtime; a signed reques
 });
 
 void t.test('small POST body round trip', async (t) => {
-  const res = await request(`${base}/api/test/echo`, { method: 'POST', headers: { ...auth, 'content-type': 'text/plain' }, body: Buffer.from('hello tunnel') });
+  const res = await request(`${base}/api/test/echo`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'text/plain' },
+    body: Buffer.from('hello tunnel'),
+  });
   t.equal(res.status, 200);
   t.equal(res.body.toString(), 'hello tunnel');
 });
 
 void t.test('several-MB bodies in both directions arrive intact', async (t) => {
   const up = pattern(8 * 1024 * 1024 + 123);
-  const res = await request(`${base}/api/test/digest`, { method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: up });
+  const res = await request(`${base}/api/test/digest`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/octet-stream' },
+    body: up,
+  });
   t.equal(res.status, 200);
   t.same(json(res), { bytes: up.length, sha256: sha256(up), contentType: 'application/octet-stream' });
 
@@ -57,7 +78,11 @@ void t.test('several-MB bodies in both directions arrive intact', async (t) => {
   t.equal(down.body.length, size);
   t.equal(sha256(down.body), sha256(pattern(size)));
 
-  const echo = await request(`${base}/api/test/echo`, { method: 'POST', headers: { ...auth, 'content-type': 'application/octet-stream' }, body: up });
+  const echo = await request(`${base}/api/test/echo`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/octet-stream' },
+    body: up,
+  });
   t.equal(echo.status, 200);
   t.equal(sha256(echo.body), sha256(up), 'an 8 MB echo (both directions at once) is intact');
 });
@@ -65,7 +90,9 @@ void t.test('several-MB bodies in both directions arrive intact', async (t) => {
 void t.test('500 concurrent streams on one tunnel', async (t) => {
   // The barrier holds every request at the runtime until the test releases them, so all 500 are
   // open at once when the count is read: no sampling of a moment that may pass unseen.
-  const pending = Promise.all(Array.from({ length: 500 }, () => request(`${base}/api/test/barrier?n=100000`, { headers: auth })));
+  const pending = Promise.all(
+    Array.from({ length: 500 }, () => request(`${base}/api/test/barrier?n=100000`, { headers: auth })),
+  );
   await until(() => runtime.state.barrierWaiting.length === 500, 30_000, 'all 500 requests held at the runtime');
   t.equal(cp.tunnel.status(tenantId).activeStreams, 500, 'the tunnel carries 500 streams at once');
   for (const release of runtime.state.barrierWaiting.splice(0)) release();
@@ -76,7 +103,11 @@ void t.test('500 concurrent streams on one tunnel', async (t) => {
 });
 
 void t.test('webhooks reach the event source through the tunnel', async (t) => {
-  const res = await request(`${base}/webhooks/github/push?x=1`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: Buffer.from('{"ref":"main"}') });
+  const res = await request(`${base}/webhooks/github/push?x=1`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: Buffer.from('{"ref":"main"}'),
+  });
   t.equal(res.status, 200);
   t.same(json(res), { received: true, url: '/github/push?x=1' });
   t.equal(runtime.webhooks.at(-1)?.body, '{"ref":"main"}');

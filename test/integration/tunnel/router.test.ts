@@ -16,7 +16,11 @@ void t.test('/api/* goes to the app-proxy, which refuses requests without a cont
 
 void t.test('/webhooks/* goes to the event source without the prefix, bodies streamed', async (t) => {
   const body = pattern(3 * 1024 * 1024);
-  const res = await request(`${r}/webhooks/github/push?delivery=1`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body });
+  const res = await request(`${r}/webhooks/github/push?delivery=1`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/octet-stream' },
+    body,
+  });
   t.equal(res.status, 200);
   t.same(json(res), { received: true, url: '/github/push?delivery=1' });
   const seen = services.webhooks.at(-1)!;
@@ -25,7 +29,7 @@ void t.test('/webhooks/* goes to the event source without the prefix, bodies str
   t.equal(seen.sha256, sha256(body), 'the 3 MB body arrived intact');
 });
 
-void t.test('anything else is 404, and /healthz is the router\'s own health', async (t) => {
+void t.test("anything else is 404, and /healthz is the router's own health", async (t) => {
   const res = await request(`${r}/argocd/applications`);
   t.equal(res.status, 404);
   t.equal((json(res) as { error: { code: string } }).error.code, 'ROUTE_NOT_FOUND');

@@ -16,15 +16,25 @@ t.test('connection errors are told from other failures', async (t) => {
     new Error('timeout exceeded when trying to connect'),
     new AggregateError([withCode('ECONNREFUSED')], ''),
     new Error('wrapped', { cause: withCode('ECONNRESET') }),
-  ]) t.ok(isConnectionError(err), `${String((err as { code?: string }).code ?? err.message)} is a connection error`);
-  for (const err of [withCode('23505', 'duplicate key'), withCode('42P01', 'relation does not exist'), new Error('boom'), 'ECONNREFUSED', undefined]) {
+  ])
+    t.ok(isConnectionError(err), `${String((err as { code?: string }).code ?? err.message)} is a connection error`);
+  for (const err of [
+    withCode('23505', 'duplicate key'),
+    withCode('42P01', 'relation does not exist'),
+    new Error('boom'),
+    'ECONNREFUSED',
+    undefined,
+  ]) {
     t.notOk(isConnectionError(err), `${String(err instanceof Error ? err.message : err)} is not a connection error`);
   }
 });
 
 t.test('the health logs each change of state once', async (t) => {
   const lines: string[] = [];
-  const health = new DatabaseHealth({ error: (_o, m) => lines.push(`error ${m}`), info: (_o, m) => lines.push(`info ${m}`) });
+  const health = new DatabaseHealth({
+    error: (_o, m) => lines.push(`error ${m}`),
+    info: (_o, m) => lines.push(`info ${m}`),
+  });
   const events: string[] = [];
   health.on('down', () => events.push('down')).on('up', () => events.push('up'));
   health.up();
@@ -48,5 +58,13 @@ t.test('the rate-limited log writes one line per key per window and counts the r
   log.maybe('B', (n) => written.push(['B', n]));
   now = 10_000;
   log.maybe('A', (n) => written.push(['A', n]));
-  t.same(written, [['A', 0], ['B', 0], ['A', 4]], 'first line at once, the next after the window with the 4 left out');
+  t.same(
+    written,
+    [
+      ['A', 0],
+      ['B', 0],
+      ['A', 4],
+    ],
+    'first line at once, the next after the window with the 4 left out',
+  );
 });

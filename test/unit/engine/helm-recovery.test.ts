@@ -1,7 +1,14 @@
 import t from 'tap';
 import {
-  HELM_RELEASE_TYPE, describeRepair, interruptedResources, recordsToRemove, repairHelmReleases, revealSecrets,
-  type HelmRecord, type HelmRecordStore, type InterruptedResource,
+  HELM_RELEASE_TYPE,
+  describeRepair,
+  interruptedResources,
+  recordsToRemove,
+  repairHelmReleases,
+  revealSecrets,
+  type HelmRecord,
+  type HelmRecordStore,
+  type InterruptedResource,
 } from '../../../provisioner/engine/helm-recovery.ts';
 
 const SIG = '4dabf18193072939515e22adb298388d';
@@ -15,8 +22,18 @@ function exported(pendingType = 'creating') {
     version: 3,
     deployment: {
       resources: [
-        { urn: ROOT_PROVIDER, id: 'prov-1', type: 'pulumi:providers:kubernetes', inputs: { kubeconfig: secret(KUBECONFIG), enableServerSideApply: 'true' } },
-        { urn: 'urn:pulumi:tenant-1::tenants::kubernetes:core/v1:Namespace::ns', id: 'tenant-1', type: 'kubernetes:core/v1:Namespace', provider: `${ROOT_PROVIDER}::prov-1` },
+        {
+          urn: ROOT_PROVIDER,
+          id: 'prov-1',
+          type: 'pulumi:providers:kubernetes',
+          inputs: { kubeconfig: secret(KUBECONFIG), enableServerSideApply: 'true' },
+        },
+        {
+          urn: 'urn:pulumi:tenant-1::tenants::kubernetes:core/v1:Namespace::ns',
+          id: 'tenant-1',
+          type: 'kubernetes:core/v1:Namespace',
+          provider: `${ROOT_PROVIDER}::prov-1`,
+        },
       ],
       pending_operations: [
         {
@@ -35,7 +52,11 @@ function exported(pendingType = 'creating') {
 
 t.test('revealSecrets replaces secret envelopes with their values, deeply', async (t) => {
   t.same(revealSecrets({ a: secret('x'), b: [secret({ c: 2 })], d: 3 }), { a: 'x', b: [{ c: 2 }], d: 3 });
-  t.equal(revealSecrets({ [SIG]: '1b47061264138c4ac30d75fd1eb44270', ciphertext: 'abc' }), undefined, 'an encrypted value is not usable');
+  t.equal(
+    revealSecrets({ [SIG]: '1b47061264138c4ac30d75fd1eb44270', ciphertext: 'abc' }),
+    undefined,
+    'an encrypted value is not usable',
+  );
 });
 
 t.test('interruptedResources lists pending operations with their provider inputs', async (t) => {
@@ -47,23 +68,40 @@ t.test('interruptedResources lists pending operations with their provider inputs
   t.equal(r!.providerInputs?.kubeconfig, KUBECONFIG, 'the provider kubeconfig is revealed');
   t.same(interruptedResources({ version: 3, deployment: {} }), []);
   t.same(interruptedResources(undefined), []);
-  t.same(interruptedResources({ deployment: { pending_operations: [{ type: 'creating' }, 'junk'] } }), [], 'malformed entries are ignored');
+  t.same(
+    interruptedResources({ deployment: { pending_operations: [{ type: 'creating' }, 'junk'] } }),
+    [],
+    'malformed entries are ignored',
+  );
 });
 
-t.test('recordsToRemove: every record of an interrupted create, the pending ones of an interrupted update', async (t) => {
-  const records: HelmRecord[] = [
-    { name: 'sh.helm.release.v1.x.v3', status: 'pending-upgrade', revision: 3 },
-    { name: 'sh.helm.release.v1.x.v1', status: 'superseded', revision: 1 },
-    { name: 'sh.helm.release.v1.x.v2', status: 'deployed', revision: 2 },
-    { name: 'sh.helm.release.v1.x.v4', status: 'pending-rollback', revision: 4 },
-  ];
-  t.same(recordsToRemove('updating', records).map((r) => r.name), ['sh.helm.release.v1.x.v3', 'sh.helm.release.v1.x.v4']);
-  t.same(recordsToRemove('updating', records.slice(1, 3)), [], 'deployed and superseded revisions stay');
-  t.same(recordsToRemove('creating', records).map((r) => r.revision), [1, 2, 3, 4], 'a release the state does not know goes entirely');
-});
+t.test(
+  'recordsToRemove: every record of an interrupted create, the pending ones of an interrupted update',
+  async (t) => {
+    const records: HelmRecord[] = [
+      { name: 'sh.helm.release.v1.x.v3', status: 'pending-upgrade', revision: 3 },
+      { name: 'sh.helm.release.v1.x.v1', status: 'superseded', revision: 1 },
+      { name: 'sh.helm.release.v1.x.v2', status: 'deployed', revision: 2 },
+      { name: 'sh.helm.release.v1.x.v4', status: 'pending-rollback', revision: 4 },
+    ];
+    t.same(
+      recordsToRemove('updating', records).map((r) => r.name),
+      ['sh.helm.release.v1.x.v3', 'sh.helm.release.v1.x.v4'],
+    );
+    t.same(recordsToRemove('updating', records.slice(1, 3)), [], 'deployed and superseded revisions stay');
+    t.same(
+      recordsToRemove('creating', records).map((r) => r.revision),
+      [1, 2, 3, 4],
+      'a release the state does not know goes entirely',
+    );
+  },
+);
 
 /** In-memory record store (a double of the API server; the e2e crash test uses a real one). */
-function memoryStore(records: Record<string, HelmRecord[]>, seen: string[] = []): (kubeconfig: string) => HelmRecordStore {
+function memoryStore(
+  records: Record<string, HelmRecord[]>,
+  seen: string[] = [],
+): (kubeconfig: string) => HelmRecordStore {
   return (kubeconfig) => {
     seen.push(kubeconfig);
     return {
@@ -78,12 +116,16 @@ function memoryStore(records: Record<string, HelmRecord[]>, seen: string[] = [])
 }
 
 t.test('repairHelmReleases removes the record of an interrupted install, with the provider kubeconfig', async (t) => {
-  const records = { 'tenant-1/vcluster': [{ name: 'sh.helm.release.v1.vcluster.v1', status: 'pending-install', revision: 1 }] };
+  const records = {
+    'tenant-1/vcluster': [{ name: 'sh.helm.release.v1.vcluster.v1', status: 'pending-install', revision: 1 }],
+  };
   const seen: string[] = [];
   const repairs = await repairHelmReleases(interruptedResources(exported()), memoryStore(records, seen));
   t.same(seen, [KUBECONFIG]);
   t.same(records['tenant-1/vcluster'], [], 'the pending record is gone');
-  t.same(repairs.map(describeRepair), ['Helm release tenant-1/vcluster: removed record(s) sh.helm.release.v1.vcluster.v1 (pending-install)']);
+  t.same(repairs.map(describeRepair), [
+    'Helm release tenant-1/vcluster: removed record(s) sh.helm.release.v1.vcluster.v1 (pending-install)',
+  ]);
 });
 
 t.test('an interrupted upgrade loses only its pending revision', async (t) => {
@@ -94,23 +136,37 @@ t.test('an interrupted upgrade loses only its pending revision', async (t) => {
     ],
   };
   await repairHelmReleases(interruptedResources(exported('updating')), memoryStore(records));
-  t.same(records['tenant-1/vcluster'].map((r) => r.status), ['deployed']);
+  t.same(
+    records['tenant-1/vcluster'].map((r) => r.status),
+    ['deployed'],
+  );
 });
 
-t.test('a create interrupted after Helm finished: the deployed release the state does not know is removed', async (t) => {
-  const records = { 'tenant-1/vcluster': [{ name: 'sh.helm.release.v1.vcluster.v1', status: 'deployed', revision: 1 }] };
-  const repairs = await repairHelmReleases(interruptedResources(exported()), memoryStore(records));
-  t.same(repairs.map(describeRepair), ['Helm release tenant-1/vcluster: removed record(s) sh.helm.release.v1.vcluster.v1 (deployed)']);
-  t.same(records['tenant-1/vcluster'], []);
-});
+t.test(
+  'a create interrupted after Helm finished: the deployed release the state does not know is removed',
+  async (t) => {
+    const records = {
+      'tenant-1/vcluster': [{ name: 'sh.helm.release.v1.vcluster.v1', status: 'deployed', revision: 1 }],
+    };
+    const repairs = await repairHelmReleases(interruptedResources(exported()), memoryStore(records));
+    t.same(repairs.map(describeRepair), [
+      'Helm release tenant-1/vcluster: removed record(s) sh.helm.release.v1.vcluster.v1 (deployed)',
+    ]);
+    t.same(records['tenant-1/vcluster'], []);
+  },
+);
 
 t.test('nothing is touched for deletes, other types, or an update without a pending record', async (t) => {
-  const records = { 'tenant-1/vcluster': [{ name: 'sh.helm.release.v1.vcluster.v1', status: 'deployed', revision: 1 }] };
+  const records = {
+    'tenant-1/vcluster': [{ name: 'sh.helm.release.v1.vcluster.v1', status: 'deployed', revision: 1 }],
+  };
   t.same(await repairHelmReleases(interruptedResources(exported('deleting')), memoryStore(records)), []);
   const other: InterruptedResource = { urn: 'u', type: 'kubernetes:core/v1:Secret', operation: 'creating', inputs: {} };
   t.same(await repairHelmReleases([other], memoryStore(records)), []);
   const repairs = await repairHelmReleases(interruptedResources(exported('updating')), memoryStore(records));
-  t.same(repairs.map(describeRepair), ['Helm release tenant-1/vcluster: nothing to remove (records: sh.helm.release.v1.vcluster.v1 (deployed))']);
+  t.same(repairs.map(describeRepair), [
+    'Helm release tenant-1/vcluster: nothing to remove (records: sh.helm.release.v1.vcluster.v1 (deployed))',
+  ]);
   t.equal(records['tenant-1/vcluster'].length, 1);
 });
 
@@ -118,17 +174,28 @@ t.test('problems are reported, not thrown', async (t) => {
   const noProvider = { ...interruptedResources(exported())[0]!, providerInputs: undefined };
   const [a] = await repairHelmReleases([noProvider], memoryStore({}));
   t.match(describeRepair(a!), /not repaired, its provider has no kubeconfig contents/);
-  const refused = Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443\nmore'), { code: 'ECONNREFUSED' }) });
+  const refused = Object.assign(new TypeError('fetch failed'), {
+    cause: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443\nmore'), { code: 'ECONNREFUSED' }),
+  });
   const failing = () => ({ list: () => Promise.reject(refused), remove: () => Promise.resolve() });
   const [b] = await repairHelmReleases(interruptedResources(exported()), failing);
-  t.equal(describeRepair(b!), 'Helm release tenant-1/vcluster: not repaired, the cluster could not be reached (ECONNREFUSED)');
+  t.equal(
+    describeRepair(b!),
+    'Helm release tenant-1/vcluster: not repaired, the cluster could not be reached (ECONNREFUSED)',
+  );
   t.notMatch(describeRepair(b!), /apiVersion/, 'the kubeconfig never reaches the log line');
 });
 
 t.test('an upstream answer body never reaches the operation log line, only its status', async (t) => {
   // client-node's ApiException carries the HTTP status in `code` and the upstream's body in its message.
-  const upstream = Object.assign(new Error('HTTP-Code: 500\nMessage: Unknown API Status Code!\nBody: "upstream-said-this-private-thing"'), { code: 500, body: 'upstream-said-this-private-thing' });
-  const [r] = await repairHelmReleases(interruptedResources(exported()), () => ({ list: () => Promise.reject(upstream), remove: () => Promise.resolve() }));
+  const upstream = Object.assign(
+    new Error('HTTP-Code: 500\nMessage: Unknown API Status Code!\nBody: "upstream-said-this-private-thing"'),
+    { code: 500, body: 'upstream-said-this-private-thing' },
+  );
+  const [r] = await repairHelmReleases(interruptedResources(exported()), () => ({
+    list: () => Promise.reject(upstream),
+    remove: () => Promise.resolve(),
+  }));
   t.equal(describeRepair(r!), 'Helm release tenant-1/vcluster: not repaired, the cluster answered HTTP 500');
   t.notMatch(describeRepair(r!), /upstream-said/, 'the upstream body is not in the line');
 });
@@ -141,10 +208,19 @@ t.test('recovery with a provider kubeconfig whose exec would write a marker runs
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const marker = join(dir, 'marker');
   const execKubeconfig = JSON.stringify({
-    apiVersion: 'v1', kind: 'Config', 'current-context': 'x',
+    apiVersion: 'v1',
+    kind: 'Config',
+    'current-context': 'x',
     clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10:6443' } }],
     contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
-    users: [{ name: 'u', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: '/bin/sh', args: ['-c', `touch ${marker}`] } } }],
+    users: [
+      {
+        name: 'u',
+        user: {
+          exec: { apiVersion: 'client.authentication.k8s.io/v1', command: '/bin/sh', args: ['-c', `touch ${marker}`] },
+        },
+      },
+    ],
   });
   const state = exported();
   state.deployment.resources[0]!.inputs = { kubeconfig: secret(execKubeconfig), enableServerSideApply: 'true' };

@@ -2,8 +2,17 @@ import { generateKeyPairSync } from 'node:crypto';
 import t from 'tap';
 import type { StackInput } from '../../../provisioner/engine/engine.ts';
 import {
-  backendUrlFor, cliRootFor, cliVersionProblem, envVarsFor, planStack, recoveryPlan, redactConfig, redactUrl,
-  requiredPlugins, stackNameFor, workDirFor,
+  backendUrlFor,
+  cliRootFor,
+  cliVersionProblem,
+  envVarsFor,
+  planStack,
+  recoveryPlan,
+  redactConfig,
+  redactUrl,
+  requiredPlugins,
+  stackNameFor,
+  workDirFor,
 } from '../../../provisioner/engine/pulumi-plan.ts';
 import { tenantsStackConfig } from '../../../provisioner/engine/create.ts';
 import { PulumiEngine, summarizeEvent } from '../../../provisioner/engine/pulumi.ts';
@@ -12,8 +21,14 @@ import { catalog } from '../../../runtime/catalog.ts';
 
 const tenantId = '6f1c2b9e-0a4d-4c1e-9a77-0d7e5f1b2c3d';
 const input: StackInput = {
-  tenantId, organization: 'acme', plan: 'free', runtimeVersion: catalog.versions[0]!.version, suspended: false,
-  clusterName: 'root-a', rootKubeconfig: 'apiVersion: v1\nusers: [{name: u, user: {token: very-secret-root-token}}]\n', runtimeToken: 'hrt_runtime_secret_token_value',
+  tenantId,
+  organization: 'acme',
+  plan: 'free',
+  runtimeVersion: catalog.versions[0]!.version,
+  suspended: false,
+  clusterName: 'root-a',
+  rootKubeconfig: 'apiVersion: v1\nusers: [{name: u, user: {token: very-secret-root-token}}]\n',
+  runtimeToken: 'hrt_runtime_secret_token_value',
 };
 const publicKey = generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }).toString();
 
@@ -24,25 +39,61 @@ t.test('stack name and work dir: one stack and one directory per tenant', async 
 });
 
 t.test('backend URL: the provisioner database with its own state table by default', async (t) => {
-  t.equal(backendUrlFor(undefined, 'postgresql://prov:pw@db:5432/prov?sslmode=disable'), 'postgres://prov:pw@db:5432/prov?sslmode=disable&table=pulumi_state');
+  t.equal(
+    backendUrlFor(undefined, 'postgresql://prov:pw@db:5432/prov?sslmode=disable'),
+    'postgres://prov:pw@db:5432/prov?sslmode=disable&table=pulumi_state',
+  );
   t.equal(backendUrlFor(undefined, 'postgres://prov@db/prov'), 'postgres://prov@db/prov?table=pulumi_state');
-  t.equal(backendUrlFor('postgres://s@db/state?table=stacks', 'postgres://x@y/z'), 'postgres://s@db/state?table=stacks', 'a configured table is kept');
+  t.equal(
+    backendUrlFor('postgres://s@db/state?table=stacks', 'postgres://x@y/z'),
+    'postgres://s@db/state?table=stacks',
+    'a configured table is kept',
+  );
   t.equal(backendUrlFor('file:///var/lib/state', 'postgres://x@y/z'), 'file:///var/lib/state');
   t.equal(backendUrlFor('s3://bucket/prefix', 'postgres://x@y/z'), 's3://bucket/prefix');
-  t.equal(redactUrl('postgres://prov:hunter2@db/prov?table=pulumi_state'), 'postgres://prov:redacted@db/prov?table=pulumi_state');
+  t.equal(
+    redactUrl('postgres://prov:hunter2@db/prov?table=pulumi_state'),
+    'postgres://prov:redacted@db/prov?table=pulumi_state',
+  );
 });
 
 t.test('CLI environment: backend, home, passphrase only for the passphrase provider', async (t) => {
-  const env = envVarsFor({ backendUrl: 'postgres://db/p?table=pulumi_state', secretsProvider: 'passphrase', passphrase: 'pp', pulumiHome: '/h' });
-  t.match(env, { PULUMI_BACKEND_URL: 'postgres://db/p?table=pulumi_state', PULUMI_HOME: '/h', PULUMI_CONFIG_PASSPHRASE: 'pp', PULUMI_SKIP_UPDATE_CHECK: 'true' });
-  const kms = envVarsFor({ backendUrl: 'file:///s', secretsProvider: 'awskms://alias/x', passphrase: undefined, pulumiHome: '/h' });
+  const env = envVarsFor({
+    backendUrl: 'postgres://db/p?table=pulumi_state',
+    secretsProvider: 'passphrase',
+    passphrase: 'pp',
+    pulumiHome: '/h',
+  });
+  t.match(env, {
+    PULUMI_BACKEND_URL: 'postgres://db/p?table=pulumi_state',
+    PULUMI_HOME: '/h',
+    PULUMI_CONFIG_PASSPHRASE: 'pp',
+    PULUMI_SKIP_UPDATE_CHECK: 'true',
+  });
+  const kms = envVarsFor({
+    backendUrl: 'file:///s',
+    secretsProvider: 'awskms://alias/x',
+    passphrase: undefined,
+    pulumiHome: '/h',
+  });
   t.notOk('PULUMI_CONFIG_PASSPHRASE' in kms);
-  t.throws(() => envVarsFor({ backendUrl: 'file:///s', secretsProvider: 'passphrase', passphrase: undefined, pulumiHome: '/h' }), /PULUMI_CONFIG_PASSPHRASE is not set/);
+  t.throws(
+    () =>
+      envVarsFor({ backendUrl: 'file:///s', secretsProvider: 'passphrase', passphrase: undefined, pulumiHome: '/h' }),
+    /PULUMI_CONFIG_PASSPHRASE is not set/,
+  );
 });
 
 t.test('stack config from the tenant: kubeconfig and runtime token are secret, the rest plain', async (t) => {
   const stackConfig = await tenantsStackConfig('https://cp.example.com', publicKey);
-  const plan = planStack(input, { dataDir: '/d', backendUrl: 'postgres://db/p?table=pulumi_state', secretsProvider: 'passphrase', passphrase: 'pp', pulumiHome: '/h', stackConfig });
+  const plan = planStack(input, {
+    dataDir: '/d',
+    backendUrl: 'postgres://db/p?table=pulumi_state',
+    secretsProvider: 'passphrase',
+    passphrase: 'pp',
+    pulumiHome: '/h',
+    stackConfig,
+  });
   t.equal(plan.projectName, 'tenants');
   t.equal(plan.stackName, `tenant-${tenantId}`);
   t.equal(plan.workDir, `/d/engine/${tenantId}`);
@@ -58,15 +109,32 @@ t.test('stack config from the tenant: kubeconfig and runtime token are secret, t
   t.match(redactConfig(plan.config), { 'tenant:rootKubeconfig': '[secret]', 'tenant:plan': 'free' });
 });
 
-t.test('recovery: clear the stale lock, release pending Helm records, then refresh with pending creates cleared', async (t) => {
-  t.same(recoveryPlan().map((s) => s.step), ['cancel', 'release-helm', 'refresh']);
-  t.match(recoveryPlan()[2], { clearPendingCreates: true });
-});
+t.test(
+  'recovery: clear the stale lock, release pending Helm records, then refresh with pending creates cleared',
+  async (t) => {
+    t.same(
+      recoveryPlan().map((s) => s.step),
+      ['cancel', 'release-helm', 'refresh'],
+    );
+    t.match(recoveryPlan()[2], { clearPendingCreates: true });
+  },
+);
 
 t.test('CLI discovery and version check', async (t) => {
-  t.equal(cliRootFor(undefined, () => false), undefined, 'PATH');
-  t.equal(cliRootFor('/opt/pulumi', (p) => p === '/opt/pulumi/bin/pulumi'), '/opt/pulumi');
-  t.equal(cliRootFor('/opt/pulumi/bin', (p) => p === '/opt/pulumi/bin/pulumi'), '/opt/pulumi', 'the bin folder itself');
+  t.equal(
+    cliRootFor(undefined, () => false),
+    undefined,
+    'PATH',
+  );
+  t.equal(
+    cliRootFor('/opt/pulumi', (p) => p === '/opt/pulumi/bin/pulumi'),
+    '/opt/pulumi',
+  );
+  t.equal(
+    cliRootFor('/opt/pulumi/bin', (p) => p === '/opt/pulumi/bin/pulumi'),
+    '/opt/pulumi',
+    'the bin folder itself',
+  );
   t.equal(cliVersionProblem('3.190.0'), undefined);
   t.equal(cliVersionProblem('v3.181.0'), undefined);
   t.match(cliVersionProblem('3.120.1'), /3\.120\.1 is too old .*install the Pulumi CLI 3\.181\.0/);
@@ -76,21 +144,49 @@ t.test('CLI discovery and version check', async (t) => {
 
 t.test('without a CLI the engine reports unavailability and refuses to run', async (t) => {
   const engine = new PulumiEngine({
-    program: async () => ({}), dataDir: '/tmp/none', backendUrl: 'file:///tmp/none', secretsProvider: 'passphrase', passphrase: 'x',
-    pulumiHome: '/tmp/none/.pulumi', cliDir: '/nonexistent/pulumi', kubernetesPluginVersion: '4.34.2', stackConfig: () => ({}),
+    program: async () => ({}),
+    dataDir: '/tmp/none',
+    backendUrl: 'file:///tmp/none',
+    secretsProvider: 'passphrase',
+    passphrase: 'x',
+    pulumiHome: '/tmp/none/.pulumi',
+    cliDir: '/nonexistent/pulumi',
+    kubernetesPluginVersion: '4.34.2',
+    stackConfig: () => ({}),
   });
   await engine.start();
   const a = engine.availability();
   t.equal(a.available, false);
   t.match(a, { message: /not found in \/nonexistent\/pulumi\/bin: install the Pulumi CLI/ });
-  const err = await engine.up(input).then(() => undefined, (e: unknown) => e);
+  const err = await engine.up(input).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   t.ok(err instanceof EngineError && err.code === 'EngineUnavailable', 'up throws EngineUnavailable');
 });
 
 t.test('engine events become short log lines; unchanged resources are skipped', async (t) => {
-  const meta = (op: 'create' | 'same') => ({ op, urn: 'urn:pulumi:tenant-x::tenants::kubernetes:core/v1:Namespace::tenant-x', type: 'kubernetes:core/v1:Namespace', provider: '' });
-  t.match(summarizeEvent({ sequence: 1, timestamp: 0, resourcePreEvent: { metadata: meta('create') } }), { message: 'create kubernetes:core/v1:Namespace tenant-x' });
+  const meta = (op: 'create' | 'same') => ({
+    op,
+    urn: 'urn:pulumi:tenant-x::tenants::kubernetes:core/v1:Namespace::tenant-x',
+    type: 'kubernetes:core/v1:Namespace',
+    provider: '',
+  });
+  t.match(summarizeEvent({ sequence: 1, timestamp: 0, resourcePreEvent: { metadata: meta('create') } }), {
+    message: 'create kubernetes:core/v1:Namespace tenant-x',
+  });
   t.equal(summarizeEvent({ sequence: 2, timestamp: 0, resourcePreEvent: { metadata: meta('same') } }), undefined);
-  t.match(summarizeEvent({ sequence: 3, timestamp: 0, summaryEvent: { maybeCorrupt: false, durationSeconds: 3, resourceChanges: { create: 4, same: 2 }, policyPacks: {} } }),
-    { message: 'summary: create 4, same 2 in 3s' });
+  t.match(
+    summarizeEvent({
+      sequence: 3,
+      timestamp: 0,
+      summaryEvent: {
+        maybeCorrupt: false,
+        durationSeconds: 3,
+        resourceChanges: { create: 4, same: 2 },
+        policyPacks: {},
+      },
+    }),
+    { message: 'summary: create 4, same 2 in 3s' },
+  );
 });

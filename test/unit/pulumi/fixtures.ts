@@ -7,7 +7,8 @@ import type { SecretWaitRequest } from '../../../tenants/kubeconfig-wait.ts';
 export const PUBLIC_KEY = '-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAexample\n-----END PUBLIC KEY-----\n';
 
 /** A root kubeconfig the kubeconfig policy accepts (inline token). */
-export const ROOT_KUBECONFIG = 'apiVersion: v1\nkind: Config\n# root cluster\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
+export const ROOT_KUBECONFIG =
+  'apiVersion: v1\nkind: Config\n# root cluster\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
   'users: [{name: u, user: {token: root-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
 
 export function tenantInput(overrides: Partial<TenantInput> = {}): TenantInput {
@@ -32,7 +33,13 @@ export function tenantConfig(overrides: Partial<TenantInput> = {}) {
 /** A waiter that records its calls and answers at once. */
 export function recordingWaiter(): { calls: SecretWaitRequest[]; waiter: (r: SecretWaitRequest) => Promise<void> } {
   const calls: SecretWaitRequest[] = [];
-  return { calls, waiter: (r) => { calls.push(r); return Promise.resolve(); } };
+  return {
+    calls,
+    waiter: (r) => {
+      calls.push(r);
+      return Promise.resolve();
+    },
+  };
 }
 
 /** Name of the provider a resource was registered with (from the `urn::id` reference). */

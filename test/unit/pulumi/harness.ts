@@ -56,10 +56,14 @@ function computed(type: string, inputs: Record<string, unknown>, id: string | un
     return { metadata: { name, namespace }, data: { config: Buffer.from(FAKE_KUBECONFIG).toString('base64') } };
   }
   if (type === 'kubernetes:core/v1:Secret' && inputs.type === 'kubernetes.io/service-account-token') {
-    return { data: { token: Buffer.from('sa-token').toString('base64'), 'ca.crt': Buffer.from('CA').toString('base64') } };
+    return {
+      data: { token: Buffer.from('sa-token').toString('base64'), 'ca.crt': Buffer.from('CA').toString('base64') },
+    };
   }
   if (type === 'kubernetes:helm.sh/v3:Release') {
-    return { status: { name: inputs.name, namespace: inputs.namespace, status: 'deployed', version: inputs.version ?? '' } };
+    return {
+      status: { name: inputs.name, namespace: inputs.namespace, status: 'deployed', version: inputs.version ?? '' },
+    };
   }
   const metadata = metadataOf(inputs);
   if (type.startsWith('kubernetes:') && metadata && !metadata.name) {
@@ -73,7 +77,8 @@ function unwrapSecrets(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(unwrapSecrets);
   if (value && typeof value === 'object') {
     const record = value as Record<string, unknown>;
-    if (record['4dabf18193072939515e22adb298388d'] === '1b47061264138c4ac30d75fd1eb44270') return unwrapSecrets(record.value);
+    if (record['4dabf18193072939515e22adb298388d'] === '1b47061264138c4ac30d75fd1eb44270')
+      return unwrapSecrets(record.value);
     return Object.fromEntries(Object.entries(record).map(([k, v]) => [k, unwrapSecrets(v)]));
   }
   return value;
@@ -95,21 +100,32 @@ export async function runProgram(
 ): Promise<RunResult> {
   const resources: Registered[] = [];
   const meta = new Map<string, { parent: string; providerName?: string }>();
-  pulumi.runtime.setMocks({
-    newResource(args) {
-      const inputs = unwrapSecrets(args.inputs) as Record<string, unknown>;
-      const info = meta.get(`${args.type}::${args.name}`);
-      resources.push({
-        type: args.type, name: args.name, inputs, custom: args.custom ?? true, provider: args.provider, id: args.id || undefined,
-        parent: info?.parent ?? '', providerName: info?.providerName,
-      });
-      const state = { ...inputs, ...computed(args.type, inputs, args.id) };
-      return { id: args.id || `${args.name}-id`, state };
+  pulumi.runtime.setMocks(
+    {
+      newResource(args) {
+        const inputs = unwrapSecrets(args.inputs) as Record<string, unknown>;
+        const info = meta.get(`${args.type}::${args.name}`);
+        resources.push({
+          type: args.type,
+          name: args.name,
+          inputs,
+          custom: args.custom ?? true,
+          provider: args.provider,
+          id: args.id || undefined,
+          parent: info?.parent ?? '',
+          providerName: info?.providerName,
+        });
+        const state = { ...inputs, ...computed(args.type, inputs, args.id) };
+        return { id: args.id || `${args.name}-id`, state };
+      },
+      call(args) {
+        return args.inputs;
+      },
     },
-    call(args) {
-      return args.inputs;
-    },
-  }, opts.project ?? 'tenant-test', opts.stack ?? 'test', false);
+    opts.project ?? 'tenant-test',
+    opts.stack ?? 'test',
+    false,
+  );
   const plainConfig: Record<string, string> = {};
   const secretKeys: string[] = [];
   for (const [k, v] of Object.entries(config)) {
@@ -122,7 +138,7 @@ export async function runProgram(
       const parent = args.opts.parent;
       const provider = args.opts.provider;
       meta.set(`${args.type}::${args.name}`, {
-        parent: parent ? pulumi.Resource.isInstance(parent) ? nameOf(parent) : '' : '',
+        parent: parent ? (pulumi.Resource.isInstance(parent) ? nameOf(parent) : '') : '',
         providerName: provider ? nameOf(provider) : undefined,
       });
       return undefined;

@@ -16,15 +16,33 @@ import { validateObjects } from './validate-manifests.ts';
 
 const P = 'hosted-runtimes-infra';
 const clusters = [
-  { name: 'eu-1', region: 'eu-west', labels: { tier: 'standard' }, capacity: 200, apiServer: 'https://eu-1.k8s.example.test:6443', ingressHost: 'gitops-eu.example.test' },
-  { name: 'us-1', region: 'us-east', capacity: 100, context: 'us-1-admin', apiServer: 'https://us-1.k8s.example.test:6443', ingressHost: 'gitops-us.example.test' },
+  {
+    name: 'eu-1',
+    region: 'eu-west',
+    labels: { tier: 'standard' },
+    capacity: 200,
+    apiServer: 'https://eu-1.k8s.example.test:6443',
+    ingressHost: 'gitops-eu.example.test',
+  },
+  {
+    name: 'us-1',
+    region: 'us-east',
+    capacity: 100,
+    context: 'us-1-admin',
+    apiServer: 'https://us-1.k8s.example.test:6443',
+    ingressHost: 'gitops-us.example.test',
+  },
 ];
 const config = (extra: Record<string, { value: string; secret: boolean }> = {}) => ({
   [`${P}:clusters`]: { value: JSON.stringify(clusters), secret: false },
   [`${P}:kubeconfigs`]: { value: JSON.stringify({ 'eu-1': 'apiVersion: v1\nkind: Config\n' }), secret: true },
   [`${P}:provisionerImage`]: { value: 'hosted-runtimes/provisioner:0.1.0', secret: false },
   [`${P}:encryptionKey`]: { value: 'k'.repeat(44), secret: true },
-  [`${P}:requestSigningKey`]: { value: '-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIEXAMPLEEXAMPLEEXAMPLEEXAMPLEEXAMPLEEXAM\n-----END PRIVATE KEY-----\n', secret: true },
+  [`${P}:requestSigningKey`]: {
+    value:
+      '-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIEXAMPLEEXAMPLEEXAMPLEEXAMPLEEXAMPLEEXAM\n-----END PRIVATE KEY-----\n',
+    secret: true,
+  },
   ...extra,
 });
 
@@ -37,76 +55,154 @@ t.test('two clusters: each gets the whole platform through its own provider', as
 
   for (const name of ['eu-1', 'us-1']) {
     const mine = r.resources.filter((x) => x.custom && providerName(x.provider) === `cluster-${name}`);
-    const kinds = mine.map((x) => x.type.split(':').pop() + (x.type.endsWith('Release') ? `/${releaseOf(x).chart}` : '')).sort();
-    t.same(kinds, [
-      'Cluster', 'ClusterRole', 'ClusterRoleBinding', 'Deployment', 'Ingress', 'Namespace',
-      'NetworkPolicy', 'NetworkPolicy', 'NetworkPolicy', 'NetworkPolicy', 'PriorityClass',
-      'Release/cert-manager', 'Release/cloudnative-pg', 'Release/ingress-nginx',
-      'Secret', 'Secret', 'Service', 'ServiceAccount',
-    ], `cluster ${name}`);
+    const kinds = mine
+      .map((x) => x.type.split(':').pop() + (x.type.endsWith('Release') ? `/${releaseOf(x).chart}` : ''))
+      .sort();
+    t.same(
+      kinds,
+      [
+        'Cluster',
+        'ClusterRole',
+        'ClusterRoleBinding',
+        'Deployment',
+        'Ingress',
+        'Namespace',
+        'NetworkPolicy',
+        'NetworkPolicy',
+        'NetworkPolicy',
+        'NetworkPolicy',
+        'PriorityClass',
+        'Release/cert-manager',
+        'Release/cloudnative-pg',
+        'Release/ingress-nginx',
+        'Secret',
+        'Secret',
+        'Service',
+        'ServiceAccount',
+      ],
+      `cluster ${name}`,
+    );
   }
   t.same(validateObjects(r.resources), [], 'every plain object is valid');
 });
 
-t.test('the cluster registry exports what the provisioner registers, kubeconfig from its own ServiceAccount', async (t) => {
-  const r = await runProgram(infraProgram, config(), { project: P, stack: 'dev' });
-  const registry = r.outputs.clusters as { name: string; region: string; labels: Record<string, string>; capacity: number; kubeconfig: string }[];
-  t.same(registry.map(({ name, region, labels, capacity }) => ({ name, region, labels, capacity })), [
-    { name: 'eu-1', region: 'eu-west', labels: { tier: 'standard' }, capacity: 200 },
-    { name: 'us-1', region: 'us-east', labels: {}, capacity: 100 },
-  ]);
-  const kc = JSON.parse(registry[0]!.kubeconfig);
-  t.equal(kc.clusters[0].cluster.server, 'https://eu-1.k8s.example.test:6443');
-  t.equal(kc.users[0].user.token, 'sa-token', 'the token of the provisioner ServiceAccount, not the admin kubeconfig');
-});
+t.test(
+  'the cluster registry exports what the provisioner registers, kubeconfig from its own ServiceAccount',
+  async (t) => {
+    const r = await runProgram(infraProgram, config(), { project: P, stack: 'dev' });
+    const registry = r.outputs.clusters as {
+      name: string;
+      region: string;
+      labels: Record<string, string>;
+      capacity: number;
+      kubeconfig: string;
+    }[];
+    t.same(
+      registry.map(({ name, region, labels, capacity }) => ({ name, region, labels, capacity })),
+      [
+        { name: 'eu-1', region: 'eu-west', labels: { tier: 'standard' }, capacity: 200 },
+        { name: 'us-1', region: 'us-east', labels: {}, capacity: 100 },
+      ],
+    );
+    const kc = JSON.parse(registry[0]!.kubeconfig);
+    t.equal(kc.clusters[0].cluster.server, 'https://eu-1.k8s.example.test:6443');
+    t.equal(
+      kc.users[0].user.token,
+      'sa-token',
+      'the token of the provisioner ServiceAccount, not the admin kubeconfig',
+    );
+  },
+);
 
-t.test('provisioner: DSN from the CNPG app secret, restricted pod, WebSocket-friendly ingress, PriorityClass', async (t) => {
-  const r = await runProgram(infraProgram, config(), { project: P, stack: 'dev' });
-  const pod = inputsOf<IDeployment>(r.byName('eu-1-provisioner-deployment')).spec!.template.spec!;
-  const env = new Map(pod.containers[0]!.env!.map((e) => [e.name, e]));
-  t.same(env.get('DATABASE_URL')?.valueFrom?.secretKeyRef, { name: 'provisioner-db-app', key: 'uri' });
-  t.equal(env.get('PROVISIONER_PUBLIC_URL')?.value, 'https://gitops-eu.example.test');
-  t.same(env.get('PROVISIONER_REQUEST_SIGNING_KEY')?.valueFrom?.secretKeyRef, { name: 'provisioner-secrets', key: 'request-signing-key' }, 'every replica signs with the same key');
-  t.same(env.get('POD_IP')?.valueFrom?.fieldRef, { fieldPath: 'status.podIP' });
-  t.equal(env.get('PROVISIONER_ADVERTISE_URL')?.value, 'http://$(POD_IP):8080', 'replicas reach each other pod to pod');
-  t.ok(pod.containers[0]!.env!.findIndex((e) => e.name === 'POD_IP') < pod.containers[0]!.env!.findIndex((e) => e.name === 'PROVISIONER_ADVERTISE_URL'), 'POD_IP is defined before it is referenced');
-  t.equal(pod.securityContext?.runAsNonRoot, true);
-  t.ok((pod.terminationGracePeriodSeconds ?? 30) >= 20 + 10, 'room for the reconciler grace and the tunnel drain');
-  const ing = inputsOf<IIngress>(r.byName('eu-1-provisioner-ingress'));
-  t.equal(ing.spec!.rules![0]!.host, 'gitops-eu.example.test');
-  t.equal(ing.metadata!.annotations!['nginx.ingress.kubernetes.io/proxy-read-timeout'], '3600');
-  const pc = inputsOf<IPriorityClass>(r.byName('eu-1-tenant-priority'));
-  t.equal(pc.metadata!.name, 'tenant-control-plane');
-  t.equal(pc.globalDefault, false);
-  const cnpg = r.byName('eu-1-database-cluster').inputs;
-  t.match(cnpg, { apiVersion: 'postgresql.cnpg.io/v1', kind: 'Cluster', spec: { instances: 2 } });
-  t.same(releaseOf(r.byName('eu-1-cert-manager')).values.crds, { enabled: true, keep: true });
-});
+t.test(
+  'provisioner: DSN from the CNPG app secret, restricted pod, WebSocket-friendly ingress, PriorityClass',
+  async (t) => {
+    const r = await runProgram(infraProgram, config(), { project: P, stack: 'dev' });
+    const pod = inputsOf<IDeployment>(r.byName('eu-1-provisioner-deployment')).spec!.template.spec!;
+    const env = new Map(pod.containers[0]!.env!.map((e) => [e.name, e]));
+    t.same(env.get('DATABASE_URL')?.valueFrom?.secretKeyRef, { name: 'provisioner-db-app', key: 'uri' });
+    t.equal(env.get('PROVISIONER_PUBLIC_URL')?.value, 'https://gitops-eu.example.test');
+    t.same(
+      env.get('PROVISIONER_REQUEST_SIGNING_KEY')?.valueFrom?.secretKeyRef,
+      { name: 'provisioner-secrets', key: 'request-signing-key' },
+      'every replica signs with the same key',
+    );
+    t.same(env.get('POD_IP')?.valueFrom?.fieldRef, { fieldPath: 'status.podIP' });
+    t.equal(
+      env.get('PROVISIONER_ADVERTISE_URL')?.value,
+      'http://$(POD_IP):8080',
+      'replicas reach each other pod to pod',
+    );
+    t.ok(
+      pod.containers[0]!.env!.findIndex((e) => e.name === 'POD_IP') <
+        pod.containers[0]!.env!.findIndex((e) => e.name === 'PROVISIONER_ADVERTISE_URL'),
+      'POD_IP is defined before it is referenced',
+    );
+    t.equal(pod.securityContext?.runAsNonRoot, true);
+    t.ok((pod.terminationGracePeriodSeconds ?? 30) >= 20 + 10, 'room for the reconciler grace and the tunnel drain');
+    const ing = inputsOf<IIngress>(r.byName('eu-1-provisioner-ingress'));
+    t.equal(ing.spec!.rules![0]!.host, 'gitops-eu.example.test');
+    t.equal(ing.metadata!.annotations!['nginx.ingress.kubernetes.io/proxy-read-timeout'], '3600');
+    const pc = inputsOf<IPriorityClass>(r.byName('eu-1-tenant-priority'));
+    t.equal(pc.metadata!.name, 'tenant-control-plane');
+    t.equal(pc.globalDefault, false);
+    const cnpg = r.byName('eu-1-database-cluster').inputs;
+    t.match(cnpg, { apiVersion: 'postgresql.cnpg.io/v1', kind: 'Cluster', spec: { instances: 2 } });
+    t.same(releaseOf(r.byName('eu-1-cert-manager')).values.crds, { enabled: true, keep: true });
+  },
+);
 
 t.test('provisioner RBAC manages namespaces and namespaced objects, nothing cluster-wide beyond that', async (t) => {
-  const resources = PROVISIONER_RULES.flatMap((rule) => (rule.resources as string[]).map((res) => `${(rule.apiGroups as string[])[0]}/${res}`));
+  const resources = PROVISIONER_RULES.flatMap((rule) =>
+    (rule.resources as string[]).map((res) => `${(rule.apiGroups as string[])[0]}/${res}`),
+  );
   t.ok(resources.includes('/namespaces'));
   t.ok(resources.includes('rbac.authorization.k8s.io/roles'));
-  for (const forbidden of ['/nodes', 'rbac.authorization.k8s.io/clusterroles', 'rbac.authorization.k8s.io/clusterrolebindings', 'apiextensions.k8s.io/customresourcedefinitions']) {
+  for (const forbidden of [
+    '/nodes',
+    'rbac.authorization.k8s.io/clusterroles',
+    'rbac.authorization.k8s.io/clusterrolebindings',
+    'apiextensions.k8s.io/customresourcedefinitions',
+  ]) {
     t.notOk(resources.includes(forbidden), `no ${forbidden}`);
   }
-  t.notOk(PROVISIONER_RULES.some((rule) => (rule.verbs as string[]).some((v) => v === '*' || v === 'escalate' || v === 'bind')));
+  t.notOk(
+    PROVISIONER_RULES.some((rule) =>
+      (rule.verbs as string[]).some((v) => v === '*' || v === 'escalate' || v === 'bind'),
+    ),
+  );
 });
 
 t.test('an external database keeps the DSN in a Secret and installs no operator', async (t) => {
-  const r = await runProgram(infraProgram, config({
-    [`${P}:database`]: { value: JSON.stringify({ mode: 'external' }), secret: false },
-    [`${P}:databaseUrl`]: { value: 'postgres://u:p@db.example.test/provisioner', secret: true },
-  }), { project: P, stack: 'dev' });
+  const r = await runProgram(
+    infraProgram,
+    config({
+      [`${P}:database`]: { value: JSON.stringify({ mode: 'external' }), secret: false },
+      [`${P}:databaseUrl`]: { value: 'postgres://u:p@db.example.test/provisioner', secret: true },
+    }),
+    { project: P, stack: 'dev' },
+  );
   t.equal(r.resources.filter((x) => x.inputs.chart === 'cloudnative-pg').length, 0);
-  t.equal(inputsOf<ISecret>(r.byName('eu-1-database-dsn')).stringData!.uri, 'postgres://u:p@db.example.test/provisioner');
+  t.equal(
+    inputsOf<ISecret>(r.byName('eu-1-database-dsn')).stringData!.uri,
+    'postgres://u:p@db.example.test/provisioner',
+  );
   const env = inputsOf<IDeployment>(r.byName('us-1-provisioner-deployment')).spec!.template.spec!.containers[0]!.env!;
-  t.same(env.find((e) => e.name === 'DATABASE_URL')?.valueFrom?.secretKeyRef, { name: 'provisioner-database', key: 'uri' });
+  t.same(env.find((e) => e.name === 'DATABASE_URL')?.valueFrom?.secretKeyRef, {
+    name: 'provisioner-database',
+    key: 'uri',
+  });
 });
 
 t.test('config validation names the bad field', async (t) => {
   t.throws(() => validateClusters([], { mode: 'cnpg' }, false), /at least one root cluster/);
-  t.throws(() => validateClusters([clusters[0]!, clusters[0]!], { mode: 'cnpg' }, false), /clusters\[1\]'\.name: 'eu-1' is listed twice/);
-  t.throws(() => validateClusters([{ ...clusters[0]!, apiServer: 'http://x' }], { mode: 'cnpg' }, false), /apiServer must be an https URL/);
+  t.throws(
+    () => validateClusters([clusters[0]!, clusters[0]!], { mode: 'cnpg' }, false),
+    /clusters\[1\]'\.name: 'eu-1' is listed twice/,
+  );
+  t.throws(
+    () => validateClusters([{ ...clusters[0]!, apiServer: 'http://x' }], { mode: 'cnpg' }, false),
+    /apiServer must be an https URL/,
+  );
   t.throws(() => validateClusters([clusters[0]!], { mode: 'external' }, false), /databaseUrl/);
 });

@@ -25,7 +25,10 @@ for (const planName of PLAN_NAMES) {
   for (const version of catalog.versions) {
     t.test(`plan ${planName}, runtime ${version.version}`, async (t) => {
       const waiter = recordingWaiter();
-      const r = await runProgram(createTenantProgram({ waitForSecret: waiter.waiter }), tenantConfig({ plan: planName, runtimeVersion: version.version }));
+      const r = await runProgram(
+        createTenantProgram({ waitForSecret: waiter.waiter }),
+        tenantConfig({ plan: planName, runtimeVersion: version.version }),
+      );
       const plan = PLANS[planName]!;
       const pins = version.components;
 
@@ -38,7 +41,10 @@ for (const planName of PLAN_NAMES) {
         const onRoot = r.resources.filter((x) => providerName(x.provider) === rootName);
         t.ok(onRoot.length > 0);
         for (const x of onRoot) {
-          const where = x.type === 'kubernetes:core/v1:Namespace' ? metaOf(x).name : (metaOf(x).namespace ?? x.inputs.namespace ?? x.id?.split('/')[0]);
+          const where =
+            x.type === 'kubernetes:core/v1:Namespace'
+              ? metaOf(x).name
+              : (metaOf(x).namespace ?? x.inputs.namespace ?? x.id?.split('/')[0]);
           t.equal(where, ns, `${x.type} ${x.name} is in ${ns}`);
         }
       });
@@ -48,13 +54,16 @@ for (const planName of PLAN_NAMES) {
         t.ok(runtimeChildren.length >= 20);
         for (const x of runtimeChildren) t.equal(providerName(x.provider), vclusterProvider, `${x.type} ${x.name}`);
         const components = r.resources.filter((x) => !x.custom).map((x) => `${x.type} ${x.name} <- ${x.parent}`);
-        t.same(components.sort(), [
-          `hosted:runtime:GitOpsRuntime tenant-${id}-runtime <- tenant-${id}`,
-          `hosted:tenant:Tenant tenant-${id} <- `,
-          `hosted:tenant:TenantNamespace tenant-${id}-ns <- tenant-${id}`,
-          `hosted:tenant:VirtualCluster tenant-${id}-vcluster <- tenant-${id}`,
-          `pulumi:pulumi:Stack tenant-test-test <- `,
-        ].sort());
+        t.same(
+          components.sort(),
+          [
+            `hosted:runtime:GitOpsRuntime tenant-${id}-runtime <- tenant-${id}`,
+            `hosted:tenant:Tenant tenant-${id} <- `,
+            `hosted:tenant:TenantNamespace tenant-${id}-ns <- tenant-${id}`,
+            `hosted:tenant:VirtualCluster tenant-${id}-vcluster <- tenant-${id}`,
+            `pulumi:pulumi:Stack tenant-test-test <- `,
+          ].sort(),
+        );
       });
 
       t.test('namespace carries Pod Security restricted and ownership labels', async (t) => {
@@ -107,7 +116,9 @@ for (const planName of PLAN_NAMES) {
       });
 
       t.test('the runtime installs the pinned Argo charts, once each', async (t) => {
-        const argo = releases(r).map((x) => releaseOf(x)).filter((x) => x.chart !== 'vcluster');
+        const argo = releases(r)
+          .map((x) => releaseOf(x))
+          .filter((x) => x.chart !== 'vcluster');
         const byChart = new Map(argo.map((x) => [x.chart, x]));
         t.same([...byChart.keys()].sort(), ['argo-cd', 'argo-events', 'argo-rollouts', 'argo-workflows']);
         t.equal(argo.length, 4, 'one release per component');
@@ -122,12 +133,22 @@ for (const planName of PLAN_NAMES) {
 
       t.test('the versions ConfigMap records the runtime and every component', async (t) => {
         const cm = r.ofType('kubernetes:core/v1:ConfigMap')[0]!;
-        t.same(cm.inputs.data, { runtimeVersion: version.version, releaseDate: version.releaseDate, channel: version.channel, ...pins });
+        t.same(cm.inputs.data, {
+          runtimeVersion: version.version,
+          releaseDate: version.releaseDate,
+          channel: version.channel,
+          ...pins,
+        });
       });
 
       t.test('agents run restricted with their own service accounts and pinned image', async (t) => {
         const deployments = r.ofType('kubernetes:apps/v1:Deployment').map((d) => inputsOf<IDeployment>(d));
-        t.same(deployments.map((d) => d.metadata?.name).sort(), ['app-proxy', 'event-reporter', 'request-router', 'tunnel-client']);
+        t.same(deployments.map((d) => d.metadata?.name).sort(), [
+          'app-proxy',
+          'event-reporter',
+          'request-router',
+          'tunnel-client',
+        ]);
         for (const d of deployments) {
           const pod = d.spec!.template.spec!;
           const c = pod.containers[0]!;
@@ -157,13 +178,23 @@ for (const planName of PLAN_NAMES) {
 }
 
 t.test('network policies: deny by default, platform ingress, DNS, API, internet without private ranges', async (t) => {
-  const r = await runProgram(createTenantProgram({ waitForSecret: recordingWaiter().waiter }), tenantConfig({ egressAllowedCidrs: ['10.20.0.0/16'] }));
-  const policies = new Map(r.ofType('kubernetes:networking.k8s.io/v1:NetworkPolicy').map((p) => [metaOf(p).name, inputsOf<INetworkPolicy>(p).spec!]));
+  const r = await runProgram(
+    createTenantProgram({ waitForSecret: recordingWaiter().waiter }),
+    tenantConfig({ egressAllowedCidrs: ['10.20.0.0/16'] }),
+  );
+  const policies = new Map(
+    r
+      .ofType('kubernetes:networking.k8s.io/v1:NetworkPolicy')
+      .map((p) => [metaOf(p).name, inputsOf<INetworkPolicy>(p).spec!]),
+  );
   const policy = (name: string) => policies.get(name)!;
   t.same(policy('default-deny'), { podSelector: {}, policyTypes: ['Ingress', 'Egress'] });
   const from = policy('allow-platform-ingress').ingress![0]!.from![0]!.namespaceSelector!.matchExpressions![0]!;
   t.same(from.values, ['ingress-nginx', 'hosted-platform']);
-  t.same(policy('allow-dns-egress').egress![0]!.ports!.map((p) => p.port), [53, 53]);
+  t.same(
+    policy('allow-dns-egress').egress![0]!.ports!.map((p) => p.port),
+    [53, 53],
+  );
   const internet = policy('allow-internet-egress').egress![0]!.to!;
   t.same(internet[0]!.ipBlock, { cidr: '0.0.0.0/0', except: [...PRIVATE_RANGES] });
   t.ok(internet[0]!.ipBlock!.except!.includes('169.254.0.0/16'), 'cloud metadata is unreachable');
@@ -172,9 +203,12 @@ t.test('network policies: deny by default, platform ingress, DNS, API, internet 
 });
 
 t.test('chart repositories can point at a mirror or a local directory', async (t) => {
-  const r = await runProgram(createTenantProgram({ waitForSecret: recordingWaiter().waiter }), tenantConfig({
-    chartRepositories: { argo: 'https://mirror.internal/argo', vcluster: '/opt/charts' },
-  }));
+  const r = await runProgram(
+    createTenantProgram({ waitForSecret: recordingWaiter().waiter }),
+    tenantConfig({
+      chartRepositories: { argo: 'https://mirror.internal/argo', vcluster: '/opt/charts' },
+    }),
+  );
   const all = r.ofType('kubernetes:helm.sh/v3:Release').map((x) => releaseOf(x));
   const vc = all.find((x) => x.chart.includes('vcluster'))!;
   t.equal(vc.chart, '/opt/charts/vcluster-0.25.1.tgz');
@@ -185,9 +219,19 @@ t.test('chart repositories can point at a mirror or a local directory', async (t
 });
 
 t.test('managed clusters become Argo CD cluster secrets with secret credentials', async (t) => {
-  const r = await runProgram(createTenantProgram({ waitForSecret: recordingWaiter().waiter }), tenantConfig({
-    managedClusters: [{ name: 'prod-eu', server: 'https://prod-eu.example.test', namespaces: ['apps'], config: { bearerToken: 'tok', tlsClientConfig: { caData: 'Q0E=' } } }],
-  }));
+  const r = await runProgram(
+    createTenantProgram({ waitForSecret: recordingWaiter().waiter }),
+    tenantConfig({
+      managedClusters: [
+        {
+          name: 'prod-eu',
+          server: 'https://prod-eu.example.test',
+          namespaces: ['apps'],
+          config: { bearerToken: 'tok', tlsClientConfig: { caData: 'Q0E=' } },
+        },
+      ],
+    }),
+  );
   const secret = r.ofType('kubernetes:core/v1:Secret').find((x) => metaOf(x).name === 'cluster-prod-eu')!;
   const data = inputsOf<ISecret>(secret).stringData!;
   t.equal(metaOf(secret).namespace, 'argocd');

@@ -10,7 +10,10 @@ import { releaseOf, runProgram, type Registered } from './harness.ts';
 import { recordingWaiter, tenantConfig } from './fixtures.ts';
 
 const run = (runtimeVersion: string, suspended = false) =>
-  runProgram(createTenantProgram({ waitForSecret: recordingWaiter().waiter }), tenantConfig({ runtimeVersion, suspended }));
+  runProgram(
+    createTenantProgram({ waitForSecret: recordingWaiter().waiter }),
+    tenantConfig({ runtimeVersion, suspended }),
+  );
 
 function changed(a: Registered[], b: Registered[]): string[] {
   const before = new Map(a.map((r) => [r.name, JSON.stringify(r.inputs)]));
@@ -26,7 +29,12 @@ const suffixFor: Record<keyof ComponentPins, string[]> = {
   argoWorkflows: ['-runtime-argo-workflows'],
   argoRollouts: ['-runtime-argo-rollouts'],
   argoEvents: ['-runtime-argo-events'],
-  agents: ['-runtime-tunnel-client-deployment', '-runtime-request-router-deployment', '-runtime-app-proxy-deployment', '-runtime-event-reporter-deployment'],
+  agents: [
+    '-runtime-tunnel-client-deployment',
+    '-runtime-request-router-deployment',
+    '-runtime-app-proxy-deployment',
+    '-runtime-event-reporter-deployment',
+  ],
 };
 
 const versions = catalog.versions;
@@ -36,10 +44,14 @@ for (let i = 1; i < versions.length; i++) {
   t.test(`upgrade ${from.version} -> ${to.version} changes exactly the pinned components`, async (t) => {
     const a = await run(from.version);
     const b = await run(to.version);
-    const diffPins = (Object.keys(to.components) as (keyof ComponentPins)[]).filter((k) => from.components[k] !== to.components[k]);
+    const diffPins = (Object.keys(to.components) as (keyof ComponentPins)[]).filter(
+      (k) => from.components[k] !== to.components[k],
+    );
     const expected = new Set(diffPins.flatMap((k) => suffixFor[k]));
     expected.add('-runtime-versions'); // the versions ConfigMap always records the new version
-    const got = changed(a.resources, b.resources).map((n) => n.replace(/^tenant-[0-9a-f-]+?(?=-(runtime|vcluster|ns)\b)/, ''));
+    const got = changed(a.resources, b.resources).map((n) =>
+      n.replace(/^tenant-[0-9a-f-]+?(?=-(runtime|vcluster|ns)\b)/, ''),
+    );
     t.same(got, [...expected].sort(), `pins changed: ${diffPins.join(', ')}`);
   });
 }
@@ -56,7 +68,11 @@ t.test('suspension scales the vcluster to zero and leaves the runtime untouched'
   const running = await run('1.5.0', false);
   const suspended = await run('1.5.0', true);
   const names = changed(running.resources, suspended.resources);
-  t.same(names.map((n) => n.replace(/^tenant-[0-9a-f-]+?(?=-vcluster)/, '')), ['-vcluster-release'], 'only the vcluster release changes');
+  t.same(
+    names.map((n) => n.replace(/^tenant-[0-9a-f-]+?(?=-vcluster)/, '')),
+    ['-vcluster-release'],
+    'only the vcluster release changes',
+  );
   const release = releaseOf<VclusterValues>(suspended.resources.find((r) => r.name.endsWith('-vcluster-release'))!);
   t.equal(release.values.controlPlane.statefulSet.highAvailability.replicas, 0);
   t.equal(release.skipAwait, true, 'no ready pods to wait for');

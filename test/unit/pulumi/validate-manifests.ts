@@ -31,7 +31,15 @@ const MODELS: Record<string, (data: never) => Validatable> = {
 
 /** Plain Kubernetes objects a program creates (not Helm releases, custom resources, reads or components). */
 export function plainObjects(resources: Registered[]): Registered[] {
-  return resources.filter((r) => r.custom && r.id === undefined && r.type.startsWith('kubernetes:') && !r.type.startsWith('kubernetes:helm.sh') && r.type !== 'kubernetes:apiextensions.k8s.io:CustomResource' && !r.type.startsWith('kubernetes:postgresql'));
+  return resources.filter(
+    (r) =>
+      r.custom &&
+      r.id === undefined &&
+      r.type.startsWith('kubernetes:') &&
+      !r.type.startsWith('kubernetes:helm.sh') &&
+      r.type !== 'kubernetes:apiextensions.k8s.io:CustomResource' &&
+      !r.type.startsWith('kubernetes:postgresql'),
+  );
 }
 
 /** Returns `type name: message` for every object that fails validation. */

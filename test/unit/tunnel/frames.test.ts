@@ -1,16 +1,51 @@
 import t from 'tap';
-import { decodeFrame, encodeDataFrameInto, encodeFrame, type Frame, headBytes, PROTOCOL_VERSION, ProtocolError, ResetCode } from '../../../runtime/protocol/frames.ts';
+import {
+  decodeFrame,
+  encodeDataFrameInto,
+  encodeFrame,
+  type Frame,
+  headBytes,
+  PROTOCOL_VERSION,
+  ProtocolError,
+  ResetCode,
+} from '../../../runtime/protocol/frames.ts';
 
 void t.test('every frame type survives an encode/decode round trip', async (t) => {
   const frames: Frame[] = [
-    { type: 'hello', streamId: 0, hello: { version: PROTOCOL_VERSION, window: 262144, maxMessageBytes: 1048576, maxStreams: 512 } },
-    { type: 'open', streamId: 1, head: { method: 'POST', path: '/api/x?y=1', headers: [['content-type', 'application/json'], ['set-cookie', 'a'], ['set-cookie', 'b']] } },
+    {
+      type: 'hello',
+      streamId: 0,
+      hello: { version: PROTOCOL_VERSION, window: 262144, maxMessageBytes: 1048576, maxStreams: 512 },
+    },
+    {
+      type: 'open',
+      streamId: 1,
+      head: {
+        method: 'POST',
+        path: '/api/x?y=1',
+        headers: [
+          ['content-type', 'application/json'],
+          ['set-cookie', 'a'],
+          ['set-cookie', 'b'],
+        ],
+      },
+    },
     { type: 'response', streamId: 3, head: { status: 201, headers: [['x-a', 'é ok']] } },
     { type: 'data', streamId: 5, chunk: Buffer.from([0, 1, 2, 255]) },
     { type: 'end', streamId: 7 },
     { type: 'window', streamId: 9, increment: 65536 },
     { type: 'reset', streamId: 11, code: ResetCode.refused, message: 'busy' },
-    { type: 'hello', streamId: 0, hello: { version: PROTOCOL_VERSION, window: 65536, maxMessageBytes: 1048576, maxStreams: 8, features: ['goaway'] } },
+    {
+      type: 'hello',
+      streamId: 0,
+      hello: {
+        version: PROTOCOL_VERSION,
+        window: 65536,
+        maxMessageBytes: 1048576,
+        maxStreams: 8,
+        features: ['goaway'],
+      },
+    },
     { type: 'goaway', streamId: 0, message: 'replica shutting down', reconnect: true },
     { type: 'goaway', streamId: 0, message: 'replaced', reconnect: false },
   ];
@@ -21,7 +56,18 @@ void t.test('goaway is a connection frame; unknown features in a hello are kept 
   const onStream = encodeFrame({ type: 'goaway', streamId: 0, message: 'x', reconnect: true });
   onStream.writeUInt32BE(3, 2);
   t.throws(() => decodeFrame(onStream), ProtocolError);
-  const hello = Buffer.concat([Buffer.from([PROTOCOL_VERSION, 1, 0, 0, 0, 0]), Buffer.from(JSON.stringify({ version: 1, window: 1024, maxMessageBytes: 65536, maxStreams: 1, features: ['goaway', 'future', 7, null] }))]);
+  const hello = Buffer.concat([
+    Buffer.from([PROTOCOL_VERSION, 1, 0, 0, 0, 0]),
+    Buffer.from(
+      JSON.stringify({
+        version: 1,
+        window: 1024,
+        maxMessageBytes: 65536,
+        maxStreams: 1,
+        features: ['goaway', 'future', 7, null],
+      }),
+    ),
+  ]);
   const f = decodeFrame(hello);
   t.same(f.type === 'hello' ? f.hello.features : null, ['goaway', 'future']);
 });
@@ -47,11 +93,19 @@ void t.test('malformed frames are refused with a ProtocolError, never a crash', 
     ['other version', Buffer.from([2, 4, 0, 0, 0, 1])],
     ['unknown type', Buffer.from([1, 42, 0, 0, 0, 1])],
     ['stream 0 for data', Buffer.from([1, 4, 0, 0, 0, 0])],
-    ['hello on a stream', encodeFrame({ type: 'hello', streamId: 0, hello: { version: 1, window: 1, maxMessageBytes: 1, maxStreams: 1 } }).fill(1, 5, 6)],
+    [
+      'hello on a stream',
+      encodeFrame({
+        type: 'hello',
+        streamId: 0,
+        hello: { version: 1, window: 1, maxMessageBytes: 1, maxStreams: 1 },
+      }).fill(1, 5, 6),
+    ],
     ['zero window', Buffer.from([1, 6, 0, 0, 0, 1, 0, 0, 0, 0])],
     ['end with payload', Buffer.from([1, 5, 0, 0, 0, 1, 9])],
   ];
-  const json = (type: number, value: unknown): Buffer => Buffer.concat([Buffer.from([1, type, 0, 0, 0, 1]), Buffer.from(JSON.stringify(value))]);
+  const json = (type: number, value: unknown): Buffer =>
+    Buffer.concat([Buffer.from([1, type, 0, 0, 0, 1]), Buffer.from(JSON.stringify(value))]);
   bad.push(['open not JSON', Buffer.concat([Buffer.from([1, 2, 0, 0, 0, 1]), Buffer.from('{nope')])]);
   bad.push(['open without leading slash', json(2, { method: 'GET', path: 'api', headers: [] })]);
   bad.push(['open with a CRLF in a header', json(2, { method: 'GET', path: '/', headers: [['x', 'a\r\nb: c']] })]);
@@ -62,7 +116,10 @@ void t.test('malformed frames are refused with a ProtocolError, never a crash', 
 });
 
 void t.test('an unknown reset code from a newer peer reads as INTERNAL_ERROR', async (t) => {
-  const buf = Buffer.concat([Buffer.from([1, 7, 0, 0, 0, 1]), Buffer.from(JSON.stringify({ code: 'SOMETHING_NEW', message: 'm' }))]);
+  const buf = Buffer.concat([
+    Buffer.from([1, 7, 0, 0, 0, 1]),
+    Buffer.from(JSON.stringify({ code: 'SOMETHING_NEW', message: 'm' })),
+  ]);
   t.same(decodeFrame(buf), { type: 'reset', streamId: 1, code: ResetCode.internal, message: 'm' });
 });
 

@@ -9,7 +9,14 @@ import WebSocket, { WebSocketServer } from 'ws';
 import { decodeFrame } from '../../../runtime/protocol/frames.ts';
 import { Mux, type TunnelStream } from '../../../runtime/protocol/mux.ts';
 
-const options = { window: 256 * 1024, maxMessageBytes: 1024 * 1024, maxStreams: 8, maxHeaderBytes: 4096, idleTimeoutMs: 10_000, maxChunkBytes: 64 * 1024 };
+const options = {
+  window: 256 * 1024,
+  maxMessageBytes: 1024 * 1024,
+  maxStreams: 8,
+  maxHeaderBytes: 4096,
+  idleTimeoutMs: 10_000,
+  maxChunkBytes: 64 * 1024,
+};
 
 /** A server mux and a client mux over one loopback WebSocket; `sizes` records each data frame the client receives. */
 async function pair(t: { teardown(fn: () => unknown): void }): Promise<{ server: Mux; client: Mux; sizes: number[] }> {
@@ -61,37 +68,51 @@ void t.test('a large body is cut into frames of at most maxChunkBytes, within cr
   const data = Buffer.alloc(3 * 1024 * 1024 + 123);
   for (let i = 0; i < data.length; i++) data[i] = (i * 7 + 3) & 0xff;
   // Uneven pieces, so frames gather parts of several chunks.
-  for (let off = 0; off < data.length; off += 10_007) body.write(data.subarray(off, Math.min(data.length, off + 10_007)));
+  for (let off = 0; off < data.length; off += 10_007)
+    body.write(data.subarray(off, Math.min(data.length, off + 10_007)));
   body.end();
   const got = await received;
   t.equal(createHash('sha256').update(got).digest('hex'), createHash('sha256').update(data).digest('hex'));
-  t.ok(sizes.every((n) => n <= 64 * 1024), 'no frame over maxChunkBytes');
-  t.equal(sizes.reduce((a, b) => a + b, 0), data.length);
+  t.ok(
+    sizes.every((n) => n <= 64 * 1024),
+    'no frame over maxChunkBytes',
+  );
+  t.equal(
+    sizes.reduce((a, b) => a + b, 0),
+    data.length,
+  );
   t.ok(sizes.length < Math.ceil(data.length / 10_007), 'fewer frames than source chunks');
   t.equal(stream.error, null);
 });
 
-void t.test('goaway: the client hears it, the open stream finishes, no new stream opens, the connection then closes with 1001', async (t) => {
-  const { server, client } = await pair(t);
-  t.same(client.peer?.features, ['goaway'], 'each end announces the optional frames it understands');
-  let served: TunnelStream | undefined;
-  client.on('stream', (s) => (served = s));
-  const stream = server.open({ method: 'GET', path: '/slow', headers: [] });
-  stream.sendBody(null);
-  await new Promise((r) => setImmediate(r));
-  const heard = new Promise<string>((resolve) => client.once('goaway', resolve));
-  t.equal(server.goAway('replica going away'), true);
-  t.equal(await heard, 'replica going away');
-  t.ok(server.draining && client.draining);
-  t.throws(() => server.open({ method: 'GET', path: '/new', headers: [] }), { code: 'CONNECTION_LOST' }, 'no new stream on a draining connection');
-  const closed = new Promise<number>((resolve) => client.once('close', resolve));
-  served!.respond({ status: 200, headers: [] });
-  served!.sendBody(null);
-  const head = await new Promise<{ status: number }>((resolve) => stream.once('response', resolve));
-  t.equal(head.status, 200, 'the open stream was answered after the goaway');
-  await collect(stream);
-  t.equal(await closed, 1001, 'closed once the last stream ended');
-});
+void t.test(
+  'goaway: the client hears it, the open stream finishes, no new stream opens, the connection then closes with 1001',
+  async (t) => {
+    const { server, client } = await pair(t);
+    t.same(client.peer?.features, ['goaway'], 'each end announces the optional frames it understands');
+    let served: TunnelStream | undefined;
+    client.on('stream', (s) => (served = s));
+    const stream = server.open({ method: 'GET', path: '/slow', headers: [] });
+    stream.sendBody(null);
+    await new Promise((r) => setImmediate(r));
+    const heard = new Promise<string>((resolve) => client.once('goaway', resolve));
+    t.equal(server.goAway('replica going away'), true);
+    t.equal(await heard, 'replica going away');
+    t.ok(server.draining && client.draining);
+    t.throws(
+      () => server.open({ method: 'GET', path: '/new', headers: [] }),
+      { code: 'CONNECTION_LOST' },
+      'no new stream on a draining connection',
+    );
+    const closed = new Promise<number>((resolve) => client.once('close', resolve));
+    served!.respond({ status: 200, headers: [] });
+    served!.sendBody(null);
+    const head = await new Promise<{ status: number }>((resolve) => stream.once('response', resolve));
+    t.equal(head.status, 200, 'the open stream was answered after the goaway');
+    await collect(stream);
+    t.equal(await closed, 1001, 'closed once the last stream ended');
+  },
+);
 
 void t.test('goAway() returns false and sends nothing to a peer that did not announce it', async (t) => {
   const { server } = await pair(t);

@@ -8,12 +8,26 @@ const now = 1_800_000_000_000;
 const signer = createRequestSigner({ privateKeyPem: keys.privateKeyPem, ttlSeconds: 30, now: () => now });
 const input = { tenantId: 'tenant-a', method: 'get', path: '/api/runtime?x=1', subject: 'key-1' };
 const verifyAt = (token: string, at: number, over: Partial<{ tenantId: string; method: string; path: string }> = {}) =>
-  verifyRequestToken(token, { publicKey, tenantId: 'tenant-a', method: 'GET', path: '/api/runtime?x=1', nowMs: at, ...over });
+  verifyRequestToken(token, {
+    publicKey,
+    tenantId: 'tenant-a',
+    method: 'GET',
+    path: '/api/runtime?x=1',
+    nowMs: at,
+    ...over,
+  });
 
 void t.test('a token verifies with only the public key, for its tenant, method and path', async (t) => {
   const r = verifyAt(signer.sign(input), now + 1000);
   t.ok(r.ok);
-  if (r.ok) t.match(r.claims, { aud: 'runtime:tenant-a', htm: 'GET', htu: '/api/runtime?x=1', sub: 'key-1', exp: now / 1000 + 30 });
+  if (r.ok)
+    t.match(r.claims, {
+      aud: 'runtime:tenant-a',
+      htm: 'GET',
+      htu: '/api/runtime?x=1',
+      sub: 'key-1',
+      exp: now / 1000 + 30,
+    });
   t.equal(signer.publicKeyPem, keys.publicKeyPem);
 });
 
@@ -27,7 +41,16 @@ void t.test('tokens are refused for another tenant, method or path, when expired
   const [h, p, s] = token.split('.') as [string, string, string];
   const claims = JSON.parse(Buffer.from(p, 'base64url').toString()) as Record<string, unknown>;
   const forgedPayload = Buffer.from(JSON.stringify({ ...claims, aud: 'runtime:tenant-b' })).toString('base64url');
-  t.same(verifyRequestToken(`${h}.${forgedPayload}.${s}`, { publicKey, tenantId: 'tenant-b', method: 'GET', path: '/api/runtime?x=1', nowMs: now }), { ok: false, reason: 'bad signature' });
+  t.same(
+    verifyRequestToken(`${h}.${forgedPayload}.${s}`, {
+      publicKey,
+      tenantId: 'tenant-b',
+      method: 'GET',
+      path: '/api/runtime?x=1',
+      nowMs: now,
+    }),
+    { ok: false, reason: 'bad signature' },
+  );
   t.same(verifyAt('not-a-token', now), { ok: false, reason: 'malformed token' });
   const noneAlg = `${Buffer.from('{"alg":"none"}').toString('base64url')}.${p}.`;
   t.same(verifyAt(noneAlg, now), { ok: false, reason: 'unsupported token algorithm' });
