@@ -3,13 +3,11 @@
  * means) is checked again when the reconciler loads it: placement and reconcile never hand a
  * kubeconfig with `exec` to the engine, so its command never runs.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import t from 'tap';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { waitForSecretKey } from '../../../tenants/kubeconfig-wait.ts';
 import { createHarness, scripted, until } from './harness.ts';
+import { execMarkerKubeconfig } from '../../helpers/exec-kubeconfig.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
@@ -17,28 +15,7 @@ t.teardown(() => h.close());
 t.test(
   'a stored kubeconfig with exec fails the operation before the engine runs; the command never runs',
   async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'reconcile-exec-'));
-    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-    const marker = join(dir, 'marker');
-    const kubeconfig = JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      'current-context': 'x',
-      clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10:6443' } }],
-      contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
-      users: [
-        {
-          name: 'u',
-          user: {
-            exec: {
-              apiVersion: 'client.authentication.k8s.io/v1',
-              command: '/bin/sh',
-              args: ['-c', `touch ${marker}`],
-            },
-          },
-        },
-      ],
-    });
+    const { kubeconfig, ran } = execMarkerKubeconfig(t, 'reconcile-exec-');
     await insertCluster(h.db.pool, {
       name: 'exec-root',
       region: 'eu-1',
@@ -79,7 +56,7 @@ t.test(
       'the operation error names the field',
     );
     t.equal(engine.calls.length, 0, 'the engine was never called');
-    t.notOk(existsSync(marker), 'the exec command never ran');
+    t.notOk(ran(), 'the exec command never ran');
     t.ok(
       (await h.logLines(operationId)).some((l) => l.includes('users[0].user.exec')),
       'the operation log says why',

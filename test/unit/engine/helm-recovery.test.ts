@@ -10,6 +10,7 @@ import {
   type HelmRecordStore,
   type InterruptedResource,
 } from '../../../provisioner/engine/helm-recovery.ts';
+import { execMarkerKubeconfig } from '../../helpers/exec-kubeconfig.ts';
 
 const SIG = '4dabf18193072939515e22adb298388d';
 const secret = (value: unknown) => ({ [SIG]: '1b47061264138c4ac30d75fd1eb44270', plaintext: JSON.stringify(value) });
@@ -201,31 +202,11 @@ t.test('an upstream answer body never reaches the operation log line, only its s
 });
 
 t.test('recovery with a provider kubeconfig whose exec would write a marker runs nothing', async (t) => {
-  const { mkdtempSync, existsSync, rmSync } = await import('node:fs');
-  const { tmpdir } = await import('node:os');
-  const { join } = await import('node:path');
-  const dir = mkdtempSync(join(tmpdir(), 'helm-exec-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const marker = join(dir, 'marker');
-  const execKubeconfig = JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    'current-context': 'x',
-    clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10:6443' } }],
-    contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
-    users: [
-      {
-        name: 'u',
-        user: {
-          exec: { apiVersion: 'client.authentication.k8s.io/v1', command: '/bin/sh', args: ['-c', `touch ${marker}`] },
-        },
-      },
-    ],
-  });
+  const { kubeconfig: execKubeconfig, ran } = execMarkerKubeconfig(t, 'helm-exec-');
   const state = exported();
   state.deployment.resources[0]!.inputs = { kubeconfig: secret(execKubeconfig), enableServerSideApply: 'true' };
   // The default store: @kubernetes/client-node behind the kubeconfig policy.
   const [r] = await repairHelmReleases(interruptedResources(state));
   t.match(describeRepair(r!), /not repaired, kubeconfig refused: users\[0\]\.user\.exec/);
-  t.notOk(existsSync(marker), 'the exec command never ran');
+  t.notOk(ran(), 'the exec command never ran');
 });

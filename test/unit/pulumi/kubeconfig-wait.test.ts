@@ -5,11 +5,12 @@ import t from 'tap';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeconfigTimeoutError, waitForSecretKey } from '../../../tenants/kubeconfig-wait.ts';
 import { KubeconfigPolicyError } from '../../../provisioner/kubeconfig/policy.ts';
+import { execMarkerKubeconfig } from '../../helpers/exec-kubeconfig.ts';
 
 /** The fake API server speaks plain http on loopback: these waits run with http, loopback and no TLS verification, allowed explicitly. */
 const PLAIN_HTTP_TEST_POLICY = {
@@ -132,24 +133,7 @@ t.test('a permission error fails at once instead of waiting, without the upstrea
 });
 
 t.test('a kubeconfig whose exec would write a marker runs nothing and is refused naming the field', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'kc-exec-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const marker = join(dir, 'marker');
-  const kubeconfig = JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    'current-context': 'x',
-    clusters: [{ name: 'c', cluster: { server: 'https://203.0.113.10:6443' } }],
-    contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
-    users: [
-      {
-        name: 'u',
-        user: {
-          exec: { apiVersion: 'client.authentication.k8s.io/v1', command: '/bin/sh', args: ['-c', `touch ${marker}`] },
-        },
-      },
-    ],
-  });
+  const { kubeconfig, ran } = execMarkerKubeconfig(t);
   const err = await waitForSecretKey({
     kubeconfig,
     namespace: 'n',
@@ -163,7 +147,7 @@ t.test('a kubeconfig whose exec would write a marker runs nothing and is refused
   );
   t.ok(err instanceof KubeconfigPolicyError, 'refused by the kubeconfig policy');
   t.match((err as Error).message, 'users[0].user.exec');
-  t.notOk(existsSync(marker), 'the exec command never ran');
+  t.notOk(ran(), 'the exec command never ran');
 });
 
 t.test('a token-file naming a FIFO is refused without opening it', async (t) => {
