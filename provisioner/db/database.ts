@@ -20,13 +20,17 @@ export interface Database {
   close(): Promise<void>;
 }
 
-/** A pool whose clients' errors are handled, idle or checked out (db/availability.ts). */
-export function createPool(url: string, max = 20, health?: DatabaseHealth): pg.Pool {
+/**
+ * A pool whose clients' errors are handled, idle or checked out (db/availability.ts). `extra`
+ * adds connection settings (the write pool's session options).
+ */
+export function createPool(url: string, max = 20, health?: DatabaseHealth, extra: pg.PoolConfig = {}): pg.Pool {
   const pool = new pg.Pool({
     connectionString: url,
     max,
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    ...extra,
   });
   return guardPool(pool, health);
 }

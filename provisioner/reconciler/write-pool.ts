@@ -6,16 +6,10 @@
  * (the lease then expires; engine runs are idempotent). Leases (claims, heartbeats, hand-backs)
  * stay on the durable pool: mutual exclusion never depends on an unflushed commit.
  */
-import pg from 'pg';
-import { CONNECT_TIMEOUT_MS, guardPool, type DatabaseHealth } from '../db/availability.ts';
+import type pg from 'pg';
+import type { DatabaseHealth } from '../db/availability.ts';
+import { createPool } from '../db/database.ts';
 
 export function createWritePool(url: string, max = 10, health?: DatabaseHealth): pg.Pool {
-  const pool = new pg.Pool({
-    connectionString: url,
-    max,
-    idleTimeoutMillis: 30_000,
-    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-    options: '-c synchronous_commit=off',
-  });
-  return guardPool(pool, health);
+  return createPool(url, max, health, { options: '-c synchronous_commit=off' });
 }
