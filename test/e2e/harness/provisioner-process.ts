@@ -4,7 +4,8 @@
  * toolchain, so nothing is downloaded), the DIY Postgres state backend in its own database
  * (the default: table pulumi_state), short leases and polling.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
+import { createServer } from 'node:net';
 import { mkdir, symlink } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
@@ -105,10 +106,33 @@ export function provisionerEnv(s: ProvisionerSettings, port: number): Record<str
   };
 }
 
+/** Whether 127.0.0.1:`port` can be listened on now. */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/**
+ * A free port below the kernel's ephemeral range (32768 and up on Linux). The crash tests start a
+ * provisioner again on the port of the one they killed; a port from the ephemeral range can be
+ * handed meanwhile to any outgoing connection or port-0 listener (plugins, API servers), and the
+ * restart then fails with EADDRINUSE. Below the range, only an explicit bind takes it.
+ */
+async function restartablePort(): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    const port = randomInt(20_000, 32_000);
+    if (await canListen(port)) return port;
+  }
+  return freePort();
+}
+
 /** Starts `provisioner serve` and waits for /readyz. */
 export async function startProvisioner(s: ProvisionerSettings, port?: number): Promise<ProvisionerProcess> {
   const started = Date.now();
-  const p = port ?? (await freePort());
+  const p = port ?? (await restartablePort());
   const url = `http://127.0.0.1:${p}`;
   const proc = startProcess(
     'provisioner',
