@@ -1,0 +1,176 @@
+/**
+ * The event reporter's wire contract: what a runtime's event-reporter replicas send to the control
+ * plane (`POST /v1/runtime/events`, runtime key, its own tenant only) and the rules both ends share
+ * (which replica owns an object, which of two states of an object is newer).
+ *
+ * A request body is one `EventBatch`. Every item is idempotent: the control plane stores the latest
+ * state per object (tenant, kind, namespace, name) and ignores an item that is not newer than what
+ * it holds, so a batch can be retried whole after a timeout or a 5xx.
+ */
+import { createHash } from 'node:crypto';
+
+/** The Argo kinds a runtime reports, with the API group/version/plural the reporter watches. */
+export const REPORTED_KINDS = {
+  Application: { group: 'argoproj.io', version: 'v1alpha1', plural: 'applications' },
+  Rollout: { group: 'argoproj.io', version: 'v1alpha1', plural: 'rollouts' },
+  Workflow: { group: 'argoproj.io', version: 'v1alpha1', plural: 'workflows' },
+} as const;
+export type ReportedKind = keyof typeof REPORTED_KINDS;
+export const REPORTED_KIND_NAMES = Object.keys(REPORTED_KINDS) as ReportedKind[];
+
+export const EVENTS_PATH = '/v1/runtime/events';
+/** A batch holds at most this many items and this many bytes of JSON. */
+export const MAX_BATCH_ITEMS = 500;
+export const MAX_BATCH_BYTES = 1024 * 1024;
+/** `object` is trimmed to at most this many bytes of JSON (then `truncated` is true). */
+export const MAX_OBJECT_BYTES = 256 * 1024;
+/** A replica sends a heartbeat this often; the control plane marks a runtime stale after two missed. */
+export const HEARTBEAT_INTERVAL_SECONDS = 30;
+export const STALE_AFTER_SECONDS = 2 * HEARTBEAT_INTERVAL_SECONDS;
+/** A replica sends a digest of everything it owns this often, and after every (re)connect or relist. */
+export const DIGEST_INTERVAL_SECONDS = 600;
+
+export interface ObjectKey {
+  kind: ReportedKind;
+  namespace: string;
+  name: string;
+}
+
+/** Application: what Argo CD wrote in `status` and where it deploys from and to. */
+export interface ApplicationSummary {
+  syncStatus?: string; // status.sync.status: Synced | OutOfSync | Unknown
+  healthStatus?: string; // status.health.status: Healthy | Progressing | Degraded | Suspended | Missing | Unknown
+  revision?: string; // status.sync.revision
+  operationPhase?: string; // status.operationState.phase: Running | Succeeded | Failed | Error | Terminating
+  conditions?: { type: string; message?: string }[]; // status.conditions
+  destination?: { server?: string; name?: string; namespace?: string }; // spec.destination
+  source?: { repoURL?: string; path?: string; targetRevision?: string; chart?: string }; // spec.source (or first of spec.sources)
+}
+
+/** Rollout: its phase and step, and the revisions it moves between. */
+export interface RolloutSummary {
+  phase?: string; // status.phase: Healthy | Progressing | Paused | Degraded
+  currentStep?: number; // status.currentStepIndex
+  stableRevision?: string; // status.stableRS
+  canaryRevision?: string; // status.currentPodHash
+  message?: string; // status.message
+}
+
+/** Workflow: its phase, timing and progress. */
+export interface WorkflowSummary {
+  phase?: string; // status.phase: Pending | Running | Succeeded | Failed | Error
+  startedAt?: string; // status.startedAt
+  finishedAt?: string; // status.finishedAt
+  progress?: string; // status.progress, "N/M"
+  message?: string; // status.message
+}
+
+export type ObjectSummary = ApplicationSummary | RolloutSummary | WorkflowSummary;
+
+/** The current state of an object (from a list, an ADDED or a MODIFIED watch event). */
+export interface UpsertItem extends ObjectKey {
+  type: 'upsert';
+  uid: string;
+  resourceVersion: string;
+  generation: number;
+  /** When the reporter saw this state (ISO 8601); used for lag metrics, never for ordering. */
+  observedAt: string;
+  summary: ObjectSummary;
+  /** The object without `data`/`stringData` and without managedFields, trimmed to MAX_OBJECT_BYTES. */
+  object: Record<string, unknown>;
+  truncated: boolean;
+}
+
+/** An object that was deleted (a DELETED watch event; resourceVersion is that event's). */
+export interface DeleteItem extends ObjectKey {
+  type: 'delete';
+  uid: string;
+  resourceVersion: string;
+  observedAt: string;
+}
+
+/** A replica is alive: sent every HEARTBEAT_INTERVAL_SECONDS (an empty batch with a heartbeat is fine). */
+export interface Heartbeat {
+  replica: string;
+  ownedObjects: number;
+  queueDepth: number;
+  oldestPendingSeconds: number;
+}
+
+/**
+ * Everything one replica owns at `listResourceVersion`, per kind it covers. The control plane
+ * removes (tombstones) the stored objects of that kind that `ownerOf(key, members)` assigns to
+ * this replica, that are missing from `objects`, and whose stored resourceVersion is older than
+ * `listResourceVersion` — objects deleted while the control plane could not hear.
+ */
+export interface Digest {
+  replica: string;
+  /** The live replicas (lease holders) this replica saw when it computed its share. */
+  members: string[];
+  kind: ReportedKind;
+  listResourceVersion: string;
+  objects: { namespace: string; name: string; uid: string; resourceVersion: string }[];
+}
+
+export interface EventBatch {
+  replica: string;
+  items: (UpsertItem | DeleteItem)[];
+  heartbeat?: Heartbeat;
+  digests?: Digest[];
+}
+
+/** The answer to a batch: how many items were stored and how many were older than what is stored. */
+export interface EventBatchResult {
+  applied: number;
+  stale: number;
+  removedByDigest: number;
+}
+
+/**
+ * Order of two states of the same object key. Kubernetes calls resourceVersions opaque; every
+ * etcd-backed API server (kube-apiserver, vcluster's) issues them from etcd's revision counter, a
+ * decimal integer that grows with every write anywhere in the cluster. The control plane relies on
+ * that: a state is newer when its resourceVersion is a larger integer (across uids too, so a
+ * deletion's tombstone is older than the object recreated after it). A resourceVersion that is not
+ * a decimal integer is refused (400) rather than ordered by arrival.
+ */
+export function parseResourceVersion(rv: string): bigint | undefined {
+  if (!/^[0-9]{1,19}$/.test(rv)) return undefined;
+  const n = BigInt(rv);
+  return n <= 9223372036854775807n ? n : undefined;
+}
+
+export function compareResourceVersions(a: string, b: string): number {
+  const x = parseResourceVersion(a);
+  const y = parseResourceVersion(b);
+  if (x === undefined || y === undefined)
+    throw new Error(`not a comparable resourceVersion: ${x === undefined ? a : b}`);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+export function objectKeyString(key: ObjectKey): string {
+  return `${key.kind}/${key.namespace}/${key.name}`;
+}
+
+/**
+ * Rendezvous (highest-random-weight) hashing: the member with the highest weight for a key owns
+ * it. When a member leaves, only its keys move (each to the member with the next-highest weight);
+ * when one joins, only the keys it now wins move to it: about 1/N of them.
+ */
+export function rendezvousWeight(member: string, key: string): bigint {
+  return createHash('sha256').update(member).update('\0').update(key).digest().readBigUInt64BE(0);
+}
+
+export function ownerOf(key: ObjectKey | string, members: readonly string[]): string | undefined {
+  const k = typeof key === 'string' ? key : objectKeyString(key);
+  let best: string | undefined;
+  let bestWeight = -1n;
+  for (const m of members) {
+    const w = rendezvousWeight(m, k);
+    if (w > bestWeight || (w === bestWeight && best !== undefined && m < best)) {
+      best = m;
+      bestWeight = w;
+    }
+  }
+  return best;
+}
