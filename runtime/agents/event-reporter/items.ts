@@ -1,0 +1,223 @@
+/**
+ * What the reporter says about one object: the per-kind summary the contract documents and the
+ * object itself, cleaned and trimmed. Cleaning removes what must never leave the cluster or is
+ * noise (`data`/`stringData` at any depth, managedFields, the last-applied annotation); trimming
+ * keeps the JSON under MAX_OBJECT_BYTES by dropping the largest known status lists first and, as
+ * the last resort, everything but identifying metadata (`truncated: true`).
+ */
+import {
+  MAX_OBJECT_BYTES,
+  type ApplicationSummary,
+  type DeleteItem,
+  type ObjectSummary,
+  type ReportedKind,
+  type RolloutSummary,
+  type UpsertItem,
+  type WorkflowSummary,
+} from '../../protocol/events.ts';
+
+type Obj = Record<string, unknown>;
+
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const rec = (v: unknown): Obj => (isObj(v) ? v : {});
+const text = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+
+/** Drops keys whose value is undefined, so summaries carry only what the object has. */
+function compact<T extends Obj>(o: T): T {
+  for (const k of Object.keys(o)) if (o[k] === undefined) delete o[k];
+  return o;
+}
+
+export function applicationSummary(app: Obj): ApplicationSummary {
+  const spec = rec(app.spec);
+  const status = rec(app.status);
+  const dest = rec(spec.destination);
+  const sources = Array.isArray(spec.sources) ? spec.sources : [];
+  const source = isObj(spec.source) ? spec.source : rec(sources[0]);
+  const sync = rec(status.sync);
+  const conditions = Array.isArray(status.conditions)
+    ? status.conditions.filter(isObj).map((c) => compact({ type: text(c.type) ?? 'Unknown', message: text(c.message) }))
+    : undefined;
+  const revisions = Array.isArray(sync.revisions) ? sync.revisions : [];
+  return compact({
+    syncStatus: text(sync.status),
+    healthStatus: text(rec(status.health).status),
+    revision: text(sync.revision) ?? text(revisions[0]),
+    operationPhase: text(rec(status.operationState).phase),
+    conditions: conditions && conditions.length > 0 ? conditions : undefined,
+    destination: isObj(spec.destination)
+      ? compact({ server: text(dest.server), name: text(dest.name), namespace: text(dest.namespace) })
+      : undefined,
+    source:
+      Object.keys(source).length > 0
+        ? compact({
+            repoURL: text(source.repoURL),
+            path: text(source.path),
+            targetRevision: text(source.targetRevision),
+            chart: text(source.chart),
+          })
+        : undefined,
+  });
+}
+
+export function rolloutSummary(rollout: Obj): RolloutSummary {
+  const status = rec(rollout.status);
+  return compact({
+    phase: text(status.phase),
+    currentStep: num(status.currentStepIndex),
+    stableRevision: text(status.stableRS),
+    canaryRevision: text(status.currentPodHash),
+    message: text(status.message),
+  });
+}
+
+export function workflowSummary(wf: Obj): WorkflowSummary {
+  const status = rec(wf.status);
+  return compact({
+    phase: text(status.phase),
+    startedAt: text(status.startedAt),
+    finishedAt: text(status.finishedAt),
+    progress: text(status.progress),
+    message: text(status.message),
+  });
+}
+
+export function summarize(kind: ReportedKind, obj: Obj): ObjectSummary {
+  switch (kind) {
+    case 'Application':
+      return applicationSummary(obj);
+    case 'Rollout':
+      return rolloutSummary(obj);
+    case 'Workflow':
+      return workflowSummary(obj);
+  }
+}
+
+const NEVER_REPORTED = new Set(['data', 'stringData']);
+const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
+
+/** A deep copy without `data`/`stringData` (at any depth), managedFields and the last-applied annotation. */
+export function clean(obj: Obj): Obj {
+  const copy = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(copy);
+    if (!isObj(v)) return v;
+    const out: Obj = {};
+    for (const [k, x] of Object.entries(v)) if (!NEVER_REPORTED.has(k)) out[k] = copy(x);
+    return out;
+  };
+  const out = copy(obj) as Obj;
+  const meta = rec(out.metadata);
+  delete meta.managedFields;
+  if (isObj(meta.annotations)) delete meta.annotations[LAST_APPLIED];
+  return out;
+}
+
+/**
+ * Paths dropped, in this order, while the object is larger than the bound: the lists Argo
+ * controllers grow without limit (an Application's resources and history, a Workflow's nodes and
+ * stored templates, a sync result's resources), then the spec's templates.
+ */
+const DROP_ORDER: readonly (readonly string[])[] = [
+  ['status', 'resources'],
+  ['status', 'operationState', 'syncResult', 'resources'],
+  ['status', 'history'],
+  ['status', 'nodes'],
+  ['status', 'storedTemplates'],
+  ['status', 'storedWorkflowTemplateSpec'],
+  ['status', 'artifactGCStatus'],
+  ['status', 'conditions'],
+  ['spec', 'templates'],
+];
+
+export const byteSize = (v: unknown): number => Buffer.byteLength(JSON.stringify(v), 'utf8');
+
+function dropPath(obj: Obj, path: readonly string[]): boolean {
+  let cur: unknown = obj;
+  for (const p of path.slice(0, -1)) {
+    if (!isObj(cur)) return false;
+    cur = cur[p];
+  }
+  const last = path[path.length - 1]!;
+  if (!isObj(cur) || !(last in cur)) return false;
+  delete cur[last];
+  return true;
+}
+
+/** The cleaned object within `maxBytes` of JSON, and whether anything had to go for that. */
+export function trimObject(obj: Obj, maxBytes = MAX_OBJECT_BYTES): { object: Obj; truncated: boolean } {
+  const out = clean(obj);
+  if (byteSize(out) <= maxBytes) return { object: out, truncated: false };
+  for (const path of DROP_ORDER) {
+    if (dropPath(out, path) && byteSize(out) <= maxBytes) return { object: out, truncated: true };
+  }
+  // Last resort: identity only. Labels and annotations stay when they fit (they usually do).
+  const meta = rec(out.metadata);
+  const identity: Obj = {
+    name: meta.name,
+    namespace: meta.namespace,
+    uid: meta.uid,
+    resourceVersion: meta.resourceVersion,
+    generation: meta.generation,
+    creationTimestamp: meta.creationTimestamp,
+    deletionTimestamp: meta.deletionTimestamp,
+  };
+  const minimal: Obj = { apiVersion: out.apiVersion, kind: out.kind, metadata: compact(identity) };
+  for (const extra of ['labels', 'annotations'] as const) {
+    if (meta[extra] === undefined) continue;
+    const tried = { ...minimal, metadata: { ...rec(minimal.metadata), [extra]: meta[extra] } };
+    if (byteSize(tried) <= maxBytes) Object.assign(minimal, tried);
+  }
+  return { object: minimal, truncated: true };
+}
+
+export interface ObjectMeta {
+  namespace: string;
+  name: string;
+  uid: string;
+  resourceVersion: string;
+  generation: number;
+}
+
+/** The identity of a watched object, or undefined when it lacks one (never reported). */
+export function metaOf(obj: Obj): ObjectMeta | undefined {
+  const m = rec(obj.metadata);
+  const name = text(m.name);
+  const uid = text(m.uid);
+  const resourceVersion = text(m.resourceVersion);
+  if (!name || !uid || !resourceVersion) return undefined;
+  return { namespace: text(m.namespace) ?? '', name, uid, resourceVersion, generation: num(m.generation) ?? 0 };
+}
+
+/** The upsert item for an object's current state (undefined when it has no name, uid or resourceVersion). */
+export function upsertItem(kind: ReportedKind, obj: Obj, observedAt = new Date()): UpsertItem | undefined {
+  const meta = metaOf(obj);
+  if (!meta) return undefined;
+  const { object, truncated } = trimObject(obj);
+  return {
+    type: 'upsert',
+    kind,
+    ...meta,
+    observedAt: observedAt.toISOString(),
+    summary: summarize(kind, obj),
+    object,
+    truncated,
+  };
+}
+
+export function deleteItem(
+  kind: ReportedKind,
+  meta: Pick<ObjectMeta, 'namespace' | 'name' | 'uid'>,
+  resourceVersion: string,
+  observedAt = new Date(),
+): DeleteItem {
+  return {
+    type: 'delete',
+    kind,
+    namespace: meta.namespace,
+    name: meta.name,
+    uid: meta.uid,
+    resourceVersion,
+    observedAt: observedAt.toISOString(),
+  };
+}
