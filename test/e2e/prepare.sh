@@ -9,6 +9,10 @@
 # otherwise the test double in test/e2e/provider-double (built here from Go modules: the real
 # plugin's module is not served by the Go module proxy). Exported as HRT_KUBERNETES_PROVIDER, with
 # HRT_KUBERNETES_PROVIDER_KIND=real|double. A double that does not build stops the tier.
+#
+# The real Argo CRDs (Application, AppProject, Rollout, Workflow) from the Argo projects' Go
+# modules (scripts/argo-crds.sh, cached outside the repository): exported as HRT_ARGO_CRDS_DIR.
+# When they cannot be fetched the tier does not run (and fails with CI=true), with the reason.
 
 _hrt_e2e_prepare() {
   local root out rc bin missing b provider
@@ -44,6 +48,14 @@ _hrt_e2e_prepare() {
   fi
   export HRT_TOOLCHAIN_BIN="$bin"
   echo "e2e: toolchain $HRT_TOOLCHAIN_BIN"
+  out="$(bash "$root/scripts/argo-crds.sh")"
+  rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "e2e: skipped: the Argo CRDs could not be fetched from the Argo projects' Go modules (scripts/argo-crds.sh exited with $rc; its reason is printed above)"
+    return 1
+  fi
+  export HRT_ARGO_CRDS_DIR="$(printf '%s\n' "$out" | tail -n 1)"
+  echo "e2e: Argo CRDs $HRT_ARGO_CRDS_DIR"
   provider="${PULUMI_KUBERNETES_PROVIDER:-}"
   if [ -z "$provider" ] && [ -x "$bin/pulumi-resource-kubernetes" ]; then provider="$bin/pulumi-resource-kubernetes"; fi
   if [ -n "$provider" ] && [ -x "$provider" ]; then

@@ -123,13 +123,21 @@ export interface ControlPlaneOptions {
   etcdUrl: string;
   /** etcd key prefix of this API server (separates control planes sharing the etcd). */
   etcdPrefix: string;
-  /** Fake KWOK nodes to create. */
+  /** Fake KWOK nodes to create (0 with `apiServerOnly`). */
   nodes: number;
+  /**
+   * Only the kube-apiserver: no controller-manager, scheduler or KWOK (enough for clients that
+   * list, watch and write objects; nothing garbage-collects, schedules or deletes namespaces).
+   */
+  apiServerOnly?: boolean;
   /** Generous wait bound for readiness. */
   timeoutMs?: number;
 }
 
-/** Starts an API server with controllers, scheduler and KWOK, and waits until pods can run. */
+/**
+ * Starts an API server with controllers, scheduler and KWOK, and waits until pods can run (or,
+ * with `apiServerOnly`, the API server alone, until it is ready).
+ */
 export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOptions): Promise<KubeControlPlane> {
   const started = Date.now();
   const timeoutMs = o.timeoutMs ?? 180_000;
@@ -194,6 +202,23 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
       if (!api.running()) throw new Error(`kube-apiserver exited: ${await api.tail(15)}`);
       return (await httpGet(`${server}/readyz`, tls)).status === 200;
     });
+    if (o.apiServerOnly) {
+      if (o.nodes > 0) throw new Error(`${o.name}: fake nodes need KWOK, which apiServerOnly does not start`);
+      const kc = new KubeConfig();
+      kc.loadFromString(kubeconfig);
+      return {
+        name: o.name,
+        server,
+        kubeconfig,
+        kubeconfigFile,
+        kc,
+        ca,
+        admin,
+        processes,
+        startSeconds: (Date.now() - started) / 1000,
+        stop,
+      };
+    }
     const common = [
       '--kubeconfig',
       kubeconfigFile,
