@@ -46,6 +46,10 @@ export const ERROR_CODES = {
   CLUSTER_NOT_FOUND: { status: 404, description: 'no root cluster of that name' },
   API_KEY_NOT_FOUND: { status: 404, description: 'no API key with that id' },
   RUNTIME_VERSION_NOT_FOUND: { status: 404, description: 'the runtime version is not in the catalog' },
+  RUNTIME_OBJECT_NOT_FOUND: {
+    status: 404,
+    description: "the tenant's runtime did not report that application, rollout or workflow (or it was deleted)",
+  },
   ROUTE_NOT_FOUND: { status: 404, description: 'no route for this method and path' },
   ORGANIZATION_TAKEN: { status: 409, description: 'a live tenant already has the organization name' },
   CLUSTER_EXISTS: { status: 409, description: 'a root cluster of that name is already registered' },
@@ -222,7 +226,10 @@ export const errors = {
   upgradeRefused: (message: string, path: readonly string[], field: string) =>
     new AppError('UPGRADE_PATH_REFUSED', message, { field, details: { path } }),
   tooManyStreams: (limit: number) =>
-    new AppError('TOO_MANY_STREAMS', `this API key already follows ${limit} logs at once (the limit); close one first`),
+    new AppError(
+      'TOO_MANY_STREAMS',
+      `this API key already holds ${limit} event streams at once (the limit); close one first`,
+    ),
   rateLimited: (retryAfterSeconds: number) =>
     new AppError('RATE_LIMITED', `too many requests; retry in ${retryAfterSeconds} s`),
   runtimeUnreachable: (message: string) => new AppError('RUNTIME_UNREACHABLE', message),

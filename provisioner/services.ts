@@ -8,7 +8,8 @@
  *   notifications ─┬─ reconciler (tenant_due)          tunnel server ─ tunnel directory (runtime_tunnel)
  *                  ├─ tunnel directory                 request signer ─ tunnel server, engine (public key)
  *                  ├─ key revocations (api_key_revoked) → key cache, tunnel server
- *                  └─ operation log hub (operation_log)
+ *                  ├─ operation log hub (operation_log)
+ *                  └─ runtime object change followers (runtime_object)
  */
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
@@ -25,12 +26,14 @@ import {
   createMetrics,
   registerDriftMetrics,
   registerReadMetrics,
+  registerRuntimeObjectMetrics,
   registerTunnelMetrics,
   type Metrics,
   type RelayOutcome,
 } from './http/metrics.ts';
 import { KeyStreams } from './http/streams.ts';
 import { OperationLogHub } from './reconciler/log-follow.ts';
+import { RuntimeObjectService } from './runtime-objects/service.ts';
 import { Reconciler } from './reconciler/reconciler.ts';
 import { createWritePool } from './reconciler/write-pool.ts';
 import { createHotReads, type BatchOptions, type HotReads } from './store/batched-reads.ts';
@@ -49,6 +52,7 @@ import {
   type TunnelServer,
 } from './tunnel/index.ts';
 import { catalog as runtimeCatalog, type Catalog } from '../runtime/catalog.ts';
+import { STALE_AFTER_SECONDS } from '../runtime/protocol/events.ts';
 
 /** The database the services use: openDatabase()'s, or a test database. */
 export interface ServicesDatabase {
@@ -100,6 +104,8 @@ export interface Services {
   runtimeVersions: RuntimeVersionService;
   /** Live operation log followers, woken through the notifications hub. */
   logHub: OperationLogHub;
+  /** The application state runtimes report: ingestion, reads, change followers (channel runtime_object). */
+  runtimeObjects: RuntimeObjectService;
   /** The reconcile loop (not started); undefined with PROVISIONER_ENGINE=none. */
   reconciler: Reconciler | undefined;
   /** Tunnels arrive as upgrades of this HTTP server, and other replicas reach this one at its address. */
@@ -174,6 +180,11 @@ export async function buildServices(
   const reconcilerParts = await buildReconciler(config, db, box, signer.publicKeyPem, notifications, logger);
   if (reconcilerParts) registerDriftMetrics(metrics, reconcilerParts.reconciler.stats);
   const logHub = new OperationLogHub(pool, notifications);
+  const runtimeObjects = new RuntimeObjectService({
+    pool,
+    notifications,
+    stats: registerRuntimeObjectMetrics(metrics, pool, STALE_AFTER_SECONDS),
+  });
   let stopped: Promise<void> | undefined;
 
   return {
@@ -196,6 +207,7 @@ export async function buildServices(
     keys: new KeyService({ pool, onRevoked: onKeyRevoked }),
     runtimeVersions: new RuntimeVersionService({ pool, catalog }),
     logHub,
+    runtimeObjects,
     reconciler: reconcilerParts?.reconciler,
     attachHttpServer(server) {
       httpServer = server;
@@ -211,6 +223,7 @@ export async function buildServices(
       stopped ??= (async () => {
         await tunnelDirectory.stop();
         await logHub.close();
+        runtimeObjects.close();
         await reads.close();
         await notifications.stop();
         await reconcilerParts?.writePool.end();

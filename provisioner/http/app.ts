@@ -24,6 +24,7 @@ import { clusterRoutes } from './routes/clusters.ts';
 import { healthRoutes } from './routes/health.ts';
 import { keyRoutes } from './routes/keys.ts';
 import { operationRoutes } from './routes/operations.ts';
+import { runtimeObjectRoutes } from './routes/runtime-objects.ts';
 import { runtimeVersionRoutes } from './routes/runtime-versions.ts';
 import { signupRoutes } from './routes/signup.ts';
 import { tenantRoutes } from './routes/tenants.ts';
@@ -110,6 +111,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     clusterRoutes,
     keyRoutes,
     auditRoutes,
+    runtimeObjectRoutes,
   ]) {
     await app.register(routes(services));
   }

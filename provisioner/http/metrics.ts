@@ -151,3 +151,78 @@ export function registerDriftMetrics(metrics: Metrics, stats: DriftStats): void 
     },
   });
 }
+
+/** How many tenants the objects gauge names one by one (the largest); the rest only count in the total. */
+export const TOP_TENANTS = 10;
+
+/**
+ * The application state runtimes report: items received and how they ended (`applied`, `stale`:
+ * not newer than the stored state), objects removed by digests, batch sizes; and, read from the
+ * reporters' heartbeats at scrape time (a small table, not the objects), the objects reporters own
+ * in total and for the TOP_TENANTS largest tenants (a label per tenant would be 10,000 series), and
+ * the runtimes whose reporter went stale.
+ */
+export function registerRuntimeObjectMetrics(
+  metrics: Metrics,
+  pool: pg.Pool,
+  staleAfterSeconds: number,
+): { onBatch(r: { items: number; applied: number; stale: number; removedByDigest: number }): void } {
+  const registers = [metrics.registry];
+  const items = new client.Counter({
+    name: 'provisioner_runtime_event_items_total',
+    help: 'Event reporter items received, by result: applied, or stale (not newer than the stored state)',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const removed = new client.Counter({
+    name: 'provisioner_runtime_objects_removed_by_digest_total',
+    help: 'Objects removed because a digest no longer listed them (deleted while the control plane could not hear)',
+    registers,
+  });
+  const batchSize = new client.Histogram({
+    name: 'provisioner_runtime_event_batch_items',
+    help: 'Items per event batch',
+    buckets: [0, 1, 10, 50, 100, 250, 500],
+    registers,
+  });
+  new client.Gauge({
+    name: 'provisioner_runtime_objects',
+    help: 'Objects owned by live event reporters (heartbeats within the stale window): in total (tenant="") and for the largest tenants',
+    labelNames: ['tenant'] as const,
+    registers,
+    async collect() {
+      this.reset();
+      const { rows } = await pool.query<{ tenant: string; n: string }>(
+        `WITH live AS (
+           SELECT tenant_id::text AS tenant, sum(owned_objects)::bigint AS n FROM runtime_reporters
+            WHERE last_seen > now() - make_interval(secs => $1) GROUP BY tenant_id)
+         (SELECT '' AS tenant, coalesce(sum(n), 0)::bigint AS n FROM live)
+         UNION ALL (SELECT tenant, n FROM live ORDER BY n DESC LIMIT $2)`,
+        [staleAfterSeconds, TOP_TENANTS],
+      );
+      for (const r of rows) this.set({ tenant: r.tenant }, Number(r.n));
+    },
+  });
+  new client.Gauge({
+    name: 'provisioner_runtime_reporting_stale',
+    help: 'Tenants (not deleted) whose event reporter has sent nothing within the stale window',
+    registers,
+    async collect() {
+      const { rows } = await pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM (
+           SELECT r.tenant_id FROM runtime_reporters r JOIN tenants t ON t.id = r.tenant_id AND t.phase <> 'Deleted'
+            GROUP BY r.tenant_id HAVING max(r.last_seen) <= now() - make_interval(secs => $1)) s`,
+        [staleAfterSeconds],
+      );
+      this.set(rows[0]?.n ?? 0);
+    },
+  });
+  return {
+    onBatch(r) {
+      batchSize.observe(r.items);
+      if (r.applied) items.inc({ result: 'applied' }, r.applied);
+      if (r.stale) items.inc({ result: 'stale' }, r.stale);
+      if (r.removedByDigest) removed.inc(r.removedByDigest);
+    },
+  };
+}

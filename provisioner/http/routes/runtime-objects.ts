@@ -1,0 +1,355 @@
+/**
+ * The application state runtimes report (docs/runtime.md "Stored application state"):
+ *
+ * - `POST /v1/runtime/events`: a runtime's event reporter sends an EventBatch (runtime key, its own
+ *   tenant only), with a body limit of its own (MAX_BATCH_BYTES and a margin);
+ * - `GET /v1/tenants/:id/{applications,rollouts,workflows}`: the stored objects, filtered, paged;
+ * - `GET /v1/tenants/:id/{applications,rollouts,workflows}/:namespace/:name`: one, with its object;
+ * - `GET /v1/tenants/:id/changes`: Server-Sent Events of changes, resumable with Last-Event-ID.
+ */
+import { Type, type Static } from 'typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { StringEnum, Uuid, withErrors } from '../schemas.ts';
+import { authOf } from '../auth.ts';
+import { decodeCursor, encodeCursor } from '../cursor.ts';
+import { SECURITY_HEADERS } from '../security-headers.ts';
+import { AppError, errors, type ErrorCode } from '../../errors.ts';
+import type { RuntimeObjectRow } from '../../store/runtime-objects.ts';
+import {
+  EVENTS_PATH,
+  MAX_BATCH_BYTES,
+  MAX_BATCH_ITEMS,
+  MAX_OBJECT_BYTES,
+  REPORTED_KIND_NAMES,
+  type EventBatch,
+  type ReportedKind,
+} from '../../../runtime/protocol/events.ts';
+import type { AppContext } from '../context.ts';
+
+/** The events route's body limit: a full batch and room for the JSON around it. */
+export const EVENTS_BODY_LIMIT = MAX_BATCH_BYTES + 64 * 1024;
+
+/** The paths of the three kinds, and the singular the change stream's `kind` filter takes. */
+export const KIND_PATHS = { applications: 'Application', rollouts: 'Rollout', workflows: 'Workflow' } as const;
+const KIND_FILTER = { application: 'Application', rollout: 'Rollout', workflow: 'Workflow' } as const;
+
+const Name = Type.String({ minLength: 1, maxLength: 253 });
+const Kind = StringEnum(REPORTED_KIND_NAMES);
+const Rv = Type.String({ minLength: 1, maxLength: 40, description: 'decimal resourceVersion (etcd revision)' });
+const Item = Type.Object(
+  {
+    type: StringEnum(['upsert', 'delete'] as const),
+    kind: Kind,
+    namespace: Name,
+    name: Name,
+    uid: Type.String({ minLength: 1, maxLength: 128 }),
+    resourceVersion: Rv,
+    observedAt: Type.String({ format: 'date-time' }),
+    generation: Type.Optional(Type.Integer({ minimum: 0 })),
+    summary: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    object: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    truncated: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+const Replica = Type.String({ minLength: 1, maxLength: 253 });
+const Count = Type.Integer({ minimum: 0, maximum: 2_147_483_647 });
+const BatchBody = Type.Object(
+  {
+    replica: Replica,
+    items: Type.Array(Item, { maxItems: MAX_BATCH_ITEMS }),
+    heartbeat: Type.Optional(
+      Type.Object(
+        {
+          replica: Replica,
+          ownedObjects: Count,
+          queueDepth: Count,
+          oldestPendingSeconds: Type.Number({ minimum: 0 }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    digests: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            replica: Replica,
+            members: Type.Array(Replica, { minItems: 1, maxItems: 1000 }),
+            kind: Kind,
+            listResourceVersion: Rv,
+            objects: Type.Array(
+              Type.Object(
+                { namespace: Name, name: Name, uid: Type.String({ maxLength: 128 }), resourceVersion: Rv },
+                { additionalProperties: false },
+              ),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        { maxItems: 16 },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const ObjectItem = Type.Object({
+  kind: Kind,
+  namespace: Type.String(),
+  name: Type.String(),
+  uid: Type.String(),
+  resourceVersion: Type.String(),
+  generation: Type.Integer(),
+  health: Type.Union([Type.String(), Type.Null()]),
+  sync: Type.Union([Type.String(), Type.Null()]),
+  phase: Type.Union([Type.String(), Type.Null()]),
+  summary: Type.Record(Type.String(), Type.Unknown()),
+  truncated: Type.Boolean(),
+  reportedBy: Type.String({ description: 'the reporter replica whose report this is' }),
+  observedAt: Type.String({ format: 'date-time', description: 'when the reporter saw this state' }),
+  updatedAt: Type.String({ format: 'date-time', description: 'when the control plane stored it' }),
+  ageSeconds: Type.Number({ description: 'seconds since updatedAt' }),
+});
+type ObjectItemT = Static<typeof ObjectItem>;
+
+function toItem(r: RuntimeObjectRow): ObjectItemT {
+  return {
+    kind: r.kind,
+    namespace: r.namespace,
+    name: r.name,
+    uid: r.uid,
+    resourceVersion: r.resource_version,
+    generation: Number(r.generation),
+    health: r.health,
+    sync: r.sync,
+    phase: r.phase,
+    summary: r.summary,
+    truncated: r.truncated,
+    reportedBy: r.reported_by,
+    observedAt: r.observed_at.toISOString(),
+    updatedAt: r.updated_at.toISOString(),
+    ageSeconds: Math.max(0, Math.round(r.age_seconds)),
+  };
+}
+
+const Filter = Type.String({ minLength: 1, maxLength: 63 });
+const ListQuery = Type.Object(
+  {
+    health: Type.Optional(Filter),
+    sync: Type.Optional(Filter),
+    phase: Type.Optional(Filter),
+    namespace: Type.Optional(Type.String({ minLength: 1, maxLength: 253 })),
+    namePrefix: Type.Optional(Type.String({ minLength: 1, maxLength: 253 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 100 })),
+    cursor: Type.Optional(Type.String({ maxLength: 1024 })),
+  },
+  { additionalProperties: false },
+);
+const ObjectParams = Type.Object({ id: Uuid, namespace: Name, name: Name }, { additionalProperties: false });
+const SEQ = /^[0-9]{1,19}$/;
+
+const READ = ['operator', 'tenant'] as const;
+
+export const runtimeObjectRoutes =
+  (ctx: AppContext): FastifyPluginAsyncTypebox =>
+  async (app) => {
+    const tenantMustExist = async (id: string): Promise<void> => {
+      if (!(await ctx.reads.tenant(id))) throw errors.notFound('tenant', id);
+    };
+
+    app.post(
+      EVENTS_PATH,
+      {
+        bodyLimit: EVENTS_BODY_LIMIT,
+        config: { roles: ['runtime'] },
+        schema: {
+          summary: "A runtime's event reporter reports the state of its Argo objects (runtime keys only)",
+          description:
+            'Body: an EventBatch (runtime/protocol/events.ts). Each item is stored only when its resourceVersion is larger than the stored one; ' +
+            'digests remove objects deleted while the control plane could not hear. The whole batch is applied or nothing.',
+          tags: ['runtime state'],
+          body: BatchBody,
+          response: withErrors({
+            200: Type.Object({ applied: Type.Integer(), stale: Type.Integer(), removedByDigest: Type.Integer() }),
+          }),
+        },
+      },
+      async (request) => {
+        const auth = authOf(request);
+        if (auth.role !== 'runtime' || !auth.tenantId)
+          throw errors.forbidden(`only a runtime key reports events; role '${auth.role}' may not`);
+        const length = Number(request.headers['content-length'] ?? Number.POSITIVE_INFINITY);
+        return ctx.runtimeObjects.ingest(auth.tenantId, request.body as EventBatch, !(length <= MAX_OBJECT_BYTES));
+      },
+    );
+
+    for (const [path, kind] of Object.entries(KIND_PATHS) as [keyof typeof KIND_PATHS, ReportedKind][]) {
+      app.get(
+        `/v1/tenants/:id/${path}`,
+        {
+          config: { roles: READ },
+          schema: {
+            summary: `List the ${kind}s the tenant's runtime reported`,
+            description:
+              'Deleted objects are not listed. Filters: health, sync, phase, namespace, namePrefix. ' +
+              'Ordered by namespace and name; pass nextCursor back as cursor for the next page.',
+            tags: ['runtime state'],
+            params: Type.Object({ id: Uuid }, { additionalProperties: false }),
+            querystring: ListQuery,
+            response: withErrors({
+              200: Type.Object({ items: Type.Array(ObjectItem), nextCursor: Type.Union([Type.String(), Type.Null()]) }),
+            }),
+          },
+        },
+        async (request) => {
+          const tenantId = request.params.id;
+          await tenantMustExist(tenantId);
+          const q = request.query;
+          const limit = q.limit ?? 100;
+          const after = q.cursor ? decodeCursor(ctx.box, path, q.cursor) : undefined;
+          const rows = await ctx.runtimeObjects.list(tenantId, {
+            kind,
+            ...(q.health !== undefined ? { health: q.health } : {}),
+            ...(q.sync !== undefined ? { sync: q.sync } : {}),
+            ...(q.phase !== undefined ? { phase: q.phase } : {}),
+            ...(q.namespace !== undefined ? { namespace: q.namespace } : {}),
+            ...(q.namePrefix !== undefined ? { namePrefix: q.namePrefix } : {}),
+            ...(after ? { after: { namespace: after.ts, name: after.id } } : {}),
+            limit: limit + 1,
+          });
+          const page = rows.slice(0, limit);
+          const last = page.at(-1);
+          return {
+            items: page.map(toItem),
+            nextCursor:
+              rows.length > limit && last ? encodeCursor(ctx.box, path, { ts: last.namespace, id: last.name }) : null,
+          };
+        },
+      );
+
+      app.get(
+        `/v1/tenants/:id/${path}/:namespace/:name`,
+        {
+          config: { roles: READ },
+          schema: {
+            summary: `Get one ${kind} the tenant's runtime reported, with the stored object`,
+            tags: ['runtime state'],
+            params: ObjectParams,
+            response: withErrors({
+              200: Type.Intersect([
+                ObjectItem,
+                Type.Object({ object: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]) }),
+              ]),
+            }),
+          },
+        },
+        async (request) => {
+          const { id, namespace, name } = request.params;
+          await tenantMustExist(id);
+          const row = await ctx.runtimeObjects.get(id, kind, namespace, name);
+          if (!row)
+            throw new AppError(
+              'RUNTIME_OBJECT_NOT_FOUND',
+              `${kind} '${namespace}/${name}' was not reported by the tenant's runtime (or it was deleted)`,
+            );
+          return { ...toItem(row), object: row.object ?? null };
+        },
+      );
+    }
+
+    app.get(
+      '/v1/tenants/:id/changes',
+      {
+        config: { roles: READ },
+        schema: {
+          summary: "Server-Sent Events: changes to the tenant's applications, rollouts and workflows",
+          description:
+            'Each event is `change` with id = its sequence number and data {deleted, item}. Without Last-Event-ID or after, the stream starts with ' +
+            'the next change; after=0 replays every stored object (deleted ones as deleted) first. Reconnect with Last-Event-ID to resume. ' +
+            "Changes stored through any replica reach every replica's streams.",
+          tags: ['runtime state'],
+          params: Type.Object({ id: Uuid }, { additionalProperties: false }),
+          querystring: Type.Object(
+            {
+              kind: Type.Optional(StringEnum(Object.keys(KIND_FILTER) as (keyof typeof KIND_FILTER)[])),
+              after: Type.Optional(
+                Type.String({
+                  pattern: SEQ.source,
+                  description: 'start after this sequence number (0: from the start)',
+                }),
+              ),
+            },
+            { additionalProperties: false },
+          ),
+        },
+      },
+      async (request, reply) => {
+        const tenantId = request.params.id;
+        await tenantMustExist(tenantId);
+        const lastEventId = request.headers['last-event-id'];
+        if (typeof lastEventId === 'string' && !SEQ.test(lastEventId))
+          throw errors.validation(
+            'Last-Event-ID must be the id of an event of this stream (a decimal number)',
+            'Last-Event-ID',
+          );
+        const auth = authOf(request);
+        if (ctx.streams.count(auth.keyId) >= ctx.config.sseStreamsPerKey)
+          throw errors.tooManyStreams(ctx.config.sseStreamsPerKey);
+        const afterSeq =
+          (typeof lastEventId === 'string' ? lastEventId : undefined) ??
+          request.query.after ??
+          (await ctx.runtimeObjects.latestSeq(tenantId));
+        const kind = request.query.kind ? KIND_FILTER[request.query.kind] : undefined;
+
+        const abort = new AbortController();
+        request.raw.on('close', () => abort.abort());
+        let revoked = false;
+        const unregister = ctx.streams.add(auth.keyId, () => {
+          revoked = true;
+          abort.abort();
+        });
+        reply.hijack();
+        const res = reply.raw;
+        res.writeHead(200, {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache',
+          'x-accel-buffering': 'no',
+          connection: 'keep-alive',
+          ...SECURITY_HEADERS,
+        });
+        const send = (event: string, data: unknown, id?: string) =>
+          res.write(`${id !== undefined ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+        // Tells the client where the stream starts (a comment: not an event).
+        res.write(`: after ${afterSeq}\n\n`);
+        const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
+        try {
+          for await (const row of ctx.runtimeObjects.follow(tenantId, {
+            afterSeq,
+            signal: abort.signal,
+            ...(kind ? { kind } : {}),
+          })) {
+            if (!send('change', { deleted: row.deleted, item: toItem(row) }, row.seq))
+              await new Promise<void>((r) => {
+                res.once('drain', r);
+                abort.signal.addEventListener('abort', () => r(), { once: true });
+              });
+          }
+          if (revoked)
+            send('error', { code: 'INVALID_API_KEY', message: 'the API key of this stream was revoked' } satisfies {
+              code: ErrorCode;
+              message: string;
+            });
+        } catch (err) {
+          request.log.error({ err }, 'change stream failed');
+          send('error', { code: 'INTERNAL', message: 'change stream failed' } satisfies {
+            code: ErrorCode;
+            message: string;
+          });
+        } finally {
+          unregister();
+          clearInterval(keepAlive);
+          res.end();
+        }
+      },
+    );
+  };

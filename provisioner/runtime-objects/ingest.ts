@@ -1,0 +1,115 @@
+/**
+ * What the control plane checks in an event batch beyond its JSON schema (http/routes/
+ * runtime-objects.ts), and how items become rows: every error names the field at fault
+ * (`items.3.resourceVersion`), and an item whose resourceVersion is not a decimal integer is refused
+ * rather than ordered by arrival (runtime/protocol/events.ts, parseResourceVersion).
+ */
+import { errors } from '../errors.ts';
+import {
+  MAX_OBJECT_BYTES,
+  parseResourceVersion,
+  type DeleteItem,
+  type EventBatch,
+  type UpsertItem,
+} from '../../runtime/protocol/events.ts';
+import type { ObjectWrite } from '../store/runtime-objects.ts';
+
+/** The batch's items as rows, one per object key (the newest of duplicates), and how many duplicates were older. */
+export interface PreparedBatch {
+  writes: ObjectWrite[];
+  /** Items of the batch superseded by a newer item of the same object in the same batch. */
+  superseded: number;
+}
+
+const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : null);
+
+/** The summary fields the listings filter on, by kind (a Rollout's phase is also its health). */
+export function filterColumns(item: UpsertItem): Pick<ObjectWrite, 'health' | 'sync' | 'phase'> {
+  const s = item.summary as Record<string, unknown>;
+  switch (item.kind) {
+    case 'Application':
+      return { health: str(s.healthStatus), sync: str(s.syncStatus), phase: str(s.operationPhase) };
+    case 'Rollout':
+      return { health: str(s.phase), sync: null, phase: str(s.phase) };
+    case 'Workflow':
+      return { health: null, sync: null, phase: str(s.phase) };
+  }
+}
+
+function checkResourceVersion(rv: string, field: string): bigint {
+  const n = parseResourceVersion(rv);
+  if (n === undefined)
+    throw errors.validation(
+      `${field} must be a decimal integer of at most 19 digits (the etcd revision an API server issues), got '${rv.slice(0, 40)}': states are ordered by it`,
+      field,
+    );
+  return n;
+}
+
+/**
+ * Checks what the schema cannot say and turns the items into rows. `checkObjectSizes`: whether an
+ * `object` may be larger than MAX_OBJECT_BYTES (only a body larger than that can hold one).
+ */
+export function prepareBatch(batch: EventBatch, checkObjectSizes: boolean): PreparedBatch {
+  const byKey = new Map<string, { rv: bigint; write: ObjectWrite }>();
+  let superseded = 0;
+  batch.items.forEach((item, i) => {
+    const at = `items.${i}`;
+    const rv = checkResourceVersion(item.resourceVersion, `${at}.resourceVersion`);
+    let write: ObjectWrite;
+    if (item.type === 'upsert') {
+      for (const f of ['generation', 'summary', 'object', 'truncated'] as const)
+        if ((item as Partial<UpsertItem>)[f] === undefined)
+          throw errors.validation(`${at}.${f} is required in an upsert item`, `${at}.${f}`);
+      if (checkObjectSizes && Buffer.byteLength(JSON.stringify(item.object)) > MAX_OBJECT_BYTES)
+        throw errors.validation(
+          `${at}.object is larger than ${MAX_OBJECT_BYTES} bytes of JSON: trim it and set truncated`,
+          `${at}.object`,
+        );
+      write = {
+        kind: item.kind,
+        namespace: item.namespace,
+        name: item.name,
+        uid: item.uid,
+        rv: item.resourceVersion,
+        generation: item.generation,
+        ...filterColumns(item),
+        summary: item.summary as Record<string, unknown>,
+        object: item.object,
+        truncated: item.truncated,
+        deleted: false,
+        observed_at: item.observedAt,
+      };
+    } else {
+      for (const f of ['generation', 'summary', 'object', 'truncated'] as const)
+        if ((item as unknown as Record<string, unknown>)[f] !== undefined)
+          throw errors.validation(`${at}.${f} is not a field of a delete item`, `${at}.${f}`);
+      const d: DeleteItem = item;
+      write = {
+        kind: d.kind,
+        namespace: d.namespace,
+        name: d.name,
+        uid: d.uid,
+        rv: d.resourceVersion,
+        generation: 0,
+        health: null,
+        sync: null,
+        phase: null,
+        summary: {},
+        object: null,
+        truncated: false,
+        deleted: true,
+        observed_at: d.observedAt,
+      };
+    }
+    const key = `${item.kind}/${item.namespace}/${item.name}`;
+    const prev = byKey.get(key);
+    if (prev) superseded++;
+    if (!prev || rv > prev.rv) byKey.set(key, { rv, write });
+  });
+  (batch.digests ?? []).forEach((d, i) => {
+    checkResourceVersion(d.listResourceVersion, `digests.${i}.listResourceVersion`);
+    d.objects.forEach((o, j) => checkResourceVersion(o.resourceVersion, `digests.${i}.objects.${j}.resourceVersion`));
+  });
+  return { writes: [...byKey.values()].map((v) => v.write), superseded };
+}

@@ -1,0 +1,280 @@
+/**
+ * The runtime objects a tenant's event reporter sends (migration 007): one row per object with its
+ * latest state, tombstones for deletions, and each reporter replica's heartbeat.
+ *
+ * Writes of one tenant take a transaction-level advisory lock of that tenant first: two batches of
+ * one runtime never interleave (no deadlock between multi-row upserts, a digest sees a stable set),
+ * and the change sequence (`seq`) of a tenant's rows commits in increasing order, so a change
+ * stream that has read up to seq N never finds a smaller seq committed later.
+ */
+import type { Queryable } from '../db/tx.ts';
+import { STALE_AFTER_SECONDS, type ReportedKind } from '../../runtime/protocol/events.ts';
+
+export const RUNTIME_OBJECT_CHANNEL = 'runtime_object';
+
+/** One state to store, normalized from an upsert or delete item (runtime-objects/ingest.ts). */
+export interface ObjectWrite {
+  kind: ReportedKind;
+  namespace: string;
+  name: string;
+  uid: string;
+  /** Decimal resourceVersion (the etcd revision). */
+  rv: string;
+  generation: number;
+  health: string | null;
+  sync: string | null;
+  phase: string | null;
+  summary: Record<string, unknown>;
+  object: Record<string, unknown> | null;
+  truncated: boolean;
+  deleted: boolean;
+  observed_at: string;
+}
+
+export interface HeartbeatWrite {
+  ownedObjects: number;
+  queueDepth: number;
+  oldestPendingSeconds: number;
+}
+
+/** The lock every write of a tenant's runtime objects takes first (key space of hashtextextended). */
+export async function lockTenantObjects(db: Queryable, tenantId: string): Promise<void> {
+  await db.query({
+    name: 'runtime-objects-lock',
+    text: `SELECT pg_advisory_xact_lock(hashtextextended('runtime_objects:' || $1::text, 0))`,
+    values: [tenantId],
+  });
+}
+
+/**
+ * Stores each state that is newer than the stored one (or the first of its key), in one statement.
+ * `writes` must hold each key once. Returns how many were stored.
+ */
+export async function upsertObjects(
+  db: Queryable,
+  tenantId: string,
+  replica: string,
+  writes: readonly ObjectWrite[],
+): Promise<number> {
+  if (writes.length === 0) return 0;
+  const { rowCount } = await db.query({
+    name: 'runtime-objects-upsert',
+    text: `INSERT INTO runtime_objects AS o (tenant_id, kind, namespace, name, uid, resource_version, generation, health,
+             sync, phase, summary, object, truncated, deleted, reported_by, observed_at, updated_at, seq)
+           SELECT $1::uuid, x.kind, x.namespace, x.name, x.uid, x.rv, x.generation, x.health, x.sync, x.phase,
+                  x.summary, x.object, x.truncated, x.deleted, $2, x.observed_at, now(), nextval('runtime_object_seq')
+             FROM jsonb_to_recordset($3::jsonb) AS x(kind text, namespace text, name text, uid text, rv bigint,
+                  generation bigint, health text, sync text, phase text, summary jsonb, object jsonb,
+                  truncated boolean, deleted boolean, observed_at timestamptz)
+            ORDER BY x.kind, x.namespace, x.name
+           ON CONFLICT (tenant_id, kind, namespace, name) DO UPDATE SET
+             uid = excluded.uid, resource_version = excluded.resource_version, generation = excluded.generation,
+             health = excluded.health, sync = excluded.sync, phase = excluded.phase, summary = excluded.summary,
+             object = excluded.object, truncated = excluded.truncated, deleted = excluded.deleted,
+             reported_by = excluded.reported_by, observed_at = excluded.observed_at, updated_at = now(),
+             seq = excluded.seq
+           WHERE o.resource_version < excluded.resource_version`,
+    values: [tenantId, replica, JSON.stringify(writes)],
+  });
+  return rowCount ?? 0;
+}
+
+/** Keys (namespace, name) with their stored resourceVersion: the live objects of a kind a digest may remove. */
+export async function digestCandidates(
+  db: Queryable,
+  tenantId: string,
+  kind: ReportedKind,
+  listRv: string,
+  present: readonly { namespace: string; name: string }[],
+): Promise<{ namespace: string; name: string }[]> {
+  const { rows } = await db.query<{ namespace: string; name: string }>({
+    name: 'runtime-objects-digest-candidates',
+    text: `SELECT o.namespace, o.name FROM runtime_objects o
+            WHERE o.tenant_id = $1 AND o.kind = $2 AND NOT o.deleted AND o.resource_version < $3::bigint
+              AND NOT EXISTS (SELECT 1 FROM unnest($4::text[], $5::text[]) AS p(namespace, name)
+                               WHERE p.namespace = o.namespace AND p.name = o.name)`,
+    values: [tenantId, kind, listRv, present.map((p) => p.namespace), present.map((p) => p.name)],
+  });
+  return rows;
+}
+
+/**
+ * Tombstones the given objects as deleted at `listRv` (still only those older than it). Returns how
+ * many were removed.
+ */
+export async function removeObjects(
+  db: Queryable,
+  tenantId: string,
+  kind: ReportedKind,
+  listRv: string,
+  replica: string,
+  keys: readonly { namespace: string; name: string }[],
+): Promise<number> {
+  if (keys.length === 0) return 0;
+  const { rowCount } = await db.query({
+    name: 'runtime-objects-remove',
+    text: `UPDATE runtime_objects o SET deleted = true, object = NULL, resource_version = $3::bigint,
+                  reported_by = $4, observed_at = now(), updated_at = now(), seq = nextval('runtime_object_seq')
+             FROM unnest($5::text[], $6::text[]) AS k(namespace, name)
+            WHERE o.tenant_id = $1 AND o.kind = $2 AND o.namespace = k.namespace AND o.name = k.name
+              AND NOT o.deleted AND o.resource_version < $3::bigint`,
+    values: [tenantId, kind, listRv, replica, keys.map((k) => k.namespace), keys.map((k) => k.name)],
+  });
+  return rowCount ?? 0;
+}
+
+/**
+ * Records that `replica` reported now (with its heartbeat's figures when it sent one); a replica
+ * that had gone stale starts a new run (`since`). With a heartbeat, rows of this tenant's replicas
+ * not heard of for an hour are removed (reporter pods get new names when they restart).
+ */
+export async function recordReporter(
+  db: Queryable,
+  tenantId: string,
+  replica: string,
+  hb: HeartbeatWrite | undefined,
+): Promise<void> {
+  await db.query({
+    name: 'runtime-reporters-upsert',
+    text: `INSERT INTO runtime_reporters AS r (tenant_id, replica, owned_objects, queue_depth, oldest_pending_seconds)
+           VALUES ($1, $2, coalesce($3, 0), coalesce($4, 0), coalesce($5, 0))
+           ON CONFLICT (tenant_id, replica) DO UPDATE SET
+             since = CASE WHEN r.last_seen < now() - make_interval(secs => $6) THEN now() ELSE r.since END,
+             last_seen = now(),
+             owned_objects = coalesce($3, r.owned_objects),
+             queue_depth = coalesce($4, r.queue_depth),
+             oldest_pending_seconds = coalesce($5, r.oldest_pending_seconds)`,
+    values: [
+      tenantId,
+      replica,
+      hb?.ownedObjects ?? null,
+      hb?.queueDepth ?? null,
+      hb?.oldestPendingSeconds ?? null,
+      STALE_AFTER_SECONDS,
+    ],
+  });
+  if (hb)
+    await db.query({
+      name: 'runtime-reporters-prune',
+      text: `DELETE FROM runtime_reporters WHERE tenant_id = $1 AND replica <> $2 AND last_seen < now() - interval '1 hour'`,
+      values: [tenantId, replica],
+    });
+}
+
+export async function notifyObjectChanges(db: Queryable, tenantId: string): Promise<void> {
+  await db.query({
+    name: 'runtime-objects-notify',
+    text: 'SELECT pg_notify($1, $2)',
+    values: [RUNTIME_OBJECT_CHANNEL, tenantId],
+  });
+}
+
+/** A stored object as the API shows it (without `object` unless asked for). */
+export interface RuntimeObjectRow {
+  kind: ReportedKind;
+  namespace: string;
+  name: string;
+  uid: string;
+  resource_version: string;
+  generation: string;
+  health: string | null;
+  sync: string | null;
+  phase: string | null;
+  summary: Record<string, unknown>;
+  object?: Record<string, unknown> | null;
+  truncated: boolean;
+  deleted: boolean;
+  reported_by: string;
+  observed_at: Date;
+  updated_at: Date;
+  seq: string;
+  age_seconds: number;
+}
+
+const COLUMNS = `kind, namespace, name, uid, resource_version::text, generation::text, health, sync, phase, summary,
+  truncated, deleted, reported_by, observed_at, updated_at, seq::text,
+  extract(epoch FROM now() - updated_at)::float8 AS age_seconds`;
+
+export interface ObjectFilter {
+  kind: ReportedKind;
+  health?: string;
+  sync?: string;
+  phase?: string;
+  namespace?: string;
+  namePrefix?: string;
+  /** Keyset position: the listing continues after (namespace, name). */
+  after?: { namespace: string; name: string };
+  limit: number;
+}
+
+/** A tenant's live objects of one kind in (namespace, name) order, filtered. */
+export async function listObjects(db: Queryable, tenantId: string, f: ObjectFilter): Promise<RuntimeObjectRow[]> {
+  const args: unknown[] = [tenantId, f.kind];
+  const where = ['tenant_id = $1', 'kind = $2', 'NOT deleted'];
+  const add = (sql: string, v: unknown) => {
+    args.push(v);
+    where.push(sql.replaceAll('?', `$${args.length}`));
+  };
+  if (f.health !== undefined) add('health = ?', f.health);
+  if (f.sync !== undefined) add('sync = ?', f.sync);
+  if (f.phase !== undefined) add('phase = ?', f.phase);
+  if (f.namespace !== undefined) add('namespace = ?', f.namespace);
+  // A prefix match on the name as a range (no LIKE: no escaping of % and _ needed).
+  if (f.namePrefix !== undefined) add(`(name >= ? AND left(name, length(?)) = ?)`, f.namePrefix);
+  if (f.after) {
+    args.push(f.after.namespace, f.after.name);
+    where.push(`(namespace, name) > ($${args.length - 1}, $${args.length})`);
+  }
+  args.push(f.limit);
+  const { rows } = await db.query<RuntimeObjectRow>(
+    `SELECT ${COLUMNS} FROM runtime_objects WHERE ${where.join(' AND ')}
+      ORDER BY namespace, name LIMIT $${args.length}`,
+    args,
+  );
+  return rows;
+}
+
+/** One live object with its stored `object`, or undefined (unknown or deleted). */
+export async function getObject(
+  db: Queryable,
+  tenantId: string,
+  kind: ReportedKind,
+  namespace: string,
+  name: string,
+): Promise<RuntimeObjectRow | undefined> {
+  const { rows } = await db.query<RuntimeObjectRow>({
+    name: 'runtime-object-get',
+    text: `SELECT ${COLUMNS}, object FROM runtime_objects
+            WHERE tenant_id = $1 AND kind = $2 AND namespace = $3 AND name = $4 AND NOT deleted`,
+    values: [tenantId, kind, namespace, name],
+  });
+  return rows[0];
+}
+
+/** A tenant's changes after `afterSeq` (tombstones included), oldest first. */
+export async function readChanges(
+  db: Queryable,
+  tenantId: string,
+  afterSeq: string,
+  limit: number,
+  kind?: ReportedKind,
+): Promise<RuntimeObjectRow[]> {
+  const { rows } = await db.query<RuntimeObjectRow>({
+    name: kind ? 'runtime-object-changes-kind' : 'runtime-object-changes',
+    text: `SELECT ${COLUMNS} FROM runtime_objects
+            WHERE tenant_id = $1 AND seq > $2::bigint ${kind ? 'AND kind = $4' : ''}
+            ORDER BY seq LIMIT $3`,
+    values: kind ? [tenantId, afterSeq, limit, kind] : [tenantId, afterSeq, limit],
+  });
+  return rows;
+}
+
+/** The tenant's newest change (0 when none): where a stream that asks for new changes only starts. */
+export async function latestSeq(db: Queryable, tenantId: string): Promise<string> {
+  const { rows } = await db.query<{ seq: string | null }>({
+    name: 'runtime-object-latest-seq',
+    text: 'SELECT max(seq)::text AS seq FROM runtime_objects WHERE tenant_id = $1',
+    values: [tenantId],
+  });
+  return rows[0]?.seq ?? '0';
+}

@@ -1,0 +1,309 @@
+/**
+ * The application state a runtime reports (POST /v1/runtime/events) as the API stores and serves it:
+ * listing and getting objects, the ordering rule (an older state never overwrites a newer one, also
+ * across a delete and a re-creation), digests, who may post and read, and 400s naming the field.
+ */
+import t from 'tap';
+import { createTestApi } from '../../helpers/api.ts';
+import { application, batch, deletion } from '../../helpers/events.ts';
+import { createKey } from '../../../provisioner/store/keys.ts';
+import { EVENTS_PATH, ownerOf, type EventBatchResult } from '../../../runtime/protocol/events.ts';
+
+const api = await createTestApi();
+t.teardown(() => api.close());
+
+const a = await api.signup();
+const b = await api.signup();
+const runtimeKey = async (tenantId: string) =>
+  (await createKey(api.db.pool, { role: 'runtime', tenantId, name: 'event reporter', createdBy: 'test' })).key;
+const keyA = await runtimeKey(a.tenantId);
+const keyB = await runtimeKey(b.tenantId);
+
+const post = (key: string, body: unknown) => api.request('POST', EVENTS_PATH, { key, body });
+const ingest = async (key: string, body: unknown): Promise<EventBatchResult> => {
+  const res = await post(key, body);
+  if (res.statusCode !== 200) throw new Error(`POST ${EVENTS_PATH}: ${res.statusCode} ${res.body}`);
+  return res.json<EventBatchResult>();
+};
+interface Item {
+  name: string;
+  namespace: string;
+  health: string | null;
+  sync: string | null;
+  resourceVersion: string;
+  ageSeconds: number;
+  updatedAt: string;
+  summary: Record<string, unknown>;
+}
+const list = async (tenantId: string, query = '', key?: string) => {
+  const res = await api.request('GET', `/v1/tenants/${tenantId}/applications${query}`, key ? { key } : {});
+  if (res.statusCode !== 200) throw new Error(`list: ${res.statusCode} ${res.body}`);
+  return res.json<{ items: Item[]; nextCursor: string | null }>();
+};
+
+t.test('a batch is stored and listed, filtered and paged; one object is served with its object', async (t) => {
+  const items = [
+    application('guestbook', 100, { health: 'Degraded', sync: 'OutOfSync' }),
+    application('billing', 101),
+    application('billing-api', 102, { namespace: 'team-a' }),
+    application('web', 103, { health: 'Progressing' }),
+  ];
+  t.same(await ingest(keyA, batch('reporter-0', items)), { applied: 4, stale: 0, removedByDigest: 0 }, 'all 4 stored');
+
+  const all = await list(a.tenantId);
+  t.same(
+    all.items.map((i) => `${i.namespace}/${i.name}`),
+    ['argocd/billing', 'argocd/guestbook', 'argocd/web', 'team-a/billing-api'],
+    'listed in namespace, name order',
+  );
+  const g = all.items.find((i) => i.name === 'guestbook')!;
+  t.equal(g.health, 'Degraded', 'health comes from the summary');
+  t.equal(g.sync, 'OutOfSync', 'sync comes from the summary');
+  t.equal(g.resourceVersion, '100', 'resourceVersion as reported');
+  t.ok(g.ageSeconds >= 0 && g.ageSeconds < 30 && !Number.isNaN(Date.parse(g.updatedAt)), 'item carries its age');
+
+  t.same(
+    (await list(a.tenantId, '?health=Degraded')).items.map((i) => i.name),
+    ['guestbook'],
+    'health filter',
+  );
+  t.same(
+    (await list(a.tenantId, '?sync=Synced&namespace=argocd')).items.map((i) => i.name),
+    ['billing', 'web'],
+    'sync + namespace',
+  );
+  t.same(
+    (await list(a.tenantId, '?namePrefix=bill')).items.map((i) => i.name),
+    ['billing', 'billing-api'],
+    'name prefix',
+  );
+
+  const p1 = await list(a.tenantId, '?limit=3');
+  t.equal(p1.items.length, 3, 'first page holds 3');
+  t.type(p1.nextCursor, 'string', 'a next cursor while more remain');
+  const p2 = await list(a.tenantId, `?limit=3&cursor=${encodeURIComponent(p1.nextCursor!)}`);
+  t.same(
+    p2.items.map((i) => i.name),
+    ['billing-api'],
+    'second page continues after the first',
+  );
+  t.equal(p2.nextCursor, null, 'no cursor after the last page');
+  const bad = await api.request(
+    'GET',
+    `/v1/tenants/${a.tenantId}/applications?cursor=${encodeURIComponent(p1.nextCursor! + 'x')}`,
+  );
+  t.equal(bad.json<{ error: { code: string } }>().error.code, 'INVALID_CURSOR', 'an altered cursor is refused');
+
+  const one = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/guestbook`, { key: a.apiKey });
+  t.equal(one.statusCode, 200, 'the tenant gets its own object');
+  const body = one.json<{ object: { spec: { project: string } }; truncated: boolean }>();
+  t.equal(body.object.spec.project, 'default', 'the stored object is served');
+  t.equal(body.truncated, false, 'truncated as reported');
+  const missing = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/nope`);
+  t.equal(missing.statusCode, 404, 'an unknown object is a 404');
+  t.equal(missing.json<{ error: { code: string } }>().error.code, 'RUNTIME_OBJECT_NOT_FOUND', 'with its code');
+  const rollouts = await api.request('GET', `/v1/tenants/${a.tenantId}/rollouts`);
+  t.same(rollouts.json<{ items: unknown[] }>().items, [], 'applications are not listed as rollouts');
+});
+
+t.test('an older state never overwrites a newer one, also across a delete and a re-creation', async (t) => {
+  await ingest(keyA, batch('reporter-0', [application('order', 200, { health: 'Healthy' })]));
+  const stale = await ingest(keyA, batch('reporter-1', [application('order', 150, { health: 'Degraded' })]));
+  t.same(stale, { applied: 0, stale: 1, removedByDigest: 0 }, 'the older state counts as stale');
+  const again = await ingest(keyA, batch('reporter-0', [application('order', 200, { health: 'Degraded' })]));
+  t.equal(again.stale, 1, 'the same resourceVersion again is not newer either');
+  let got = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/order`);
+  t.equal(got.json<Item>().health, 'Healthy', 'the newer state stays');
+
+  // Within one batch, the newest of several states of one object wins whatever their order.
+  const dup = await ingest(
+    keyA,
+    batch('reporter-0', [
+      application('order', 260, { health: 'Progressing' }),
+      application('order', 250, { health: 'Degraded' }),
+    ]),
+  );
+  t.same(dup, { applied: 1, stale: 1, removedByDigest: 0 }, 'one of two states of one object stored');
+  got = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/order`);
+  t.equal(got.json<Item>().resourceVersion, '260', 'the larger resourceVersion of the batch is stored');
+
+  t.equal(
+    (await ingest(keyA, batch('reporter-0', [deletion('Application', 'argocd', 'order', 300)]))).applied,
+    1,
+    'deleted',
+  );
+  got = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/order`);
+  t.equal(got.statusCode, 404, 'a deleted object is a 404');
+  t.notOk(
+    (await list(a.tenantId)).items.some((i) => i.name === 'order'),
+    'and is not listed',
+  );
+
+  const late = await ingest(keyA, batch('reporter-1', [application('order', 280)]));
+  t.equal(late.stale, 1, 'a state older than the deletion is refused');
+  t.equal(
+    (await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/order`)).statusCode,
+    404,
+    'it does not bring the deleted object back',
+  );
+
+  // A delete of an object the control plane never heard of leaves a tombstone too.
+  await ingest(keyA, batch('reporter-0', [deletion('Application', 'argocd', 'ghost', 500)]));
+  t.equal((await ingest(keyA, batch('reporter-1', [application('ghost', 450)]))).stale, 1, 'older than its deletion');
+
+  const recreated = await ingest(keyA, batch('reporter-0', [application('order', 400, { uid: 'uid-new' })]));
+  t.equal(recreated.applied, 1, 'the re-created object (new uid, larger resourceVersion) is stored');
+  got = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/order`);
+  t.equal(got.statusCode, 200, 'the re-created object is served');
+  const lateDelete = await ingest(
+    keyA,
+    batch('reporter-1', [deletion('Application', 'argocd', 'order', 300, 'uid-order')]),
+  );
+  t.equal(lateDelete.stale, 1, 'the old deletion arriving again does not delete the re-created object');
+  t.equal(
+    (await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/order`)).statusCode,
+    200,
+    'still there',
+  );
+});
+
+t.test('a digest removes the objects its replica owns that it no longer lists', async (t) => {
+  const tenant = await api.signup();
+  const key = await runtimeKey(tenant.tenantId);
+  const members = ['reporter-0', 'reporter-1'];
+  const names = Array.from({ length: 40 }, (_, i) => `app-${i}`);
+  await ingest(
+    key,
+    batch(
+      'reporter-0',
+      names.map((n, i) => application(n, 1000 + i)),
+    ),
+  );
+  const mine = names.filter(
+    (n) => ownerOf({ kind: 'Application', namespace: 'argocd', name: n }, members) === 'reporter-0',
+  );
+  t.ok(mine.length > 5 && mine.length < 35, `reporter-0 owns some of the objects (${mine.length} of 40)`);
+  const gone = mine.slice(0, 3);
+  // Objects written after the digest's list (resourceVersion larger than listResourceVersion) stay.
+  const newer = mine[3]!;
+  await ingest(key, batch('reporter-1', [application(newer, 3000)]));
+  const kept = mine.filter((n) => !gone.includes(n) && n !== newer);
+  const result = await ingest(
+    key,
+    batch('reporter-0', [], {
+      digests: [
+        {
+          replica: 'reporter-0',
+          members,
+          kind: 'Application',
+          listResourceVersion: '2000',
+          objects: kept.map((n) => ({ namespace: 'argocd', name: n, uid: `uid-argocd-${n}`, resourceVersion: '1000' })),
+        },
+      ],
+    }),
+  );
+  t.equal(result.removedByDigest, 3, 'the 3 objects missing from the digest are removed');
+  const listed = (await list(tenant.tenantId, '?limit=100')).items.map((i) => i.name);
+  for (const n of gone) t.notOk(listed.includes(n), `${n} (missing from the digest) is gone`);
+  t.ok(listed.includes(newer), 'an object newer than the digest stays');
+  t.equal(listed.length, 40 - 3, "the other replica's objects stay");
+  const late = await ingest(key, batch('reporter-1', [application(gone[0]!, 1500)]));
+  t.equal(late.stale, 1, 'a state older than the digest does not bring a removed object back');
+});
+
+t.test('who may post and read', async (t) => {
+  const asB = await post(keyB, batch('reporter-0', [application('only-b', 10)]));
+  t.equal(asB.statusCode, 200, "tenant B's runtime reports");
+  t.notOk(
+    (await list(a.tenantId)).items.some((i) => i.name === 'only-b'),
+    "B's runtime key writes into B only",
+  );
+  t.ok(
+    (await list(b.tenantId)).items.some((i) => i.name === 'only-b'),
+    "B's object is B's",
+  );
+
+  const readOther = await api.request('GET', `/v1/tenants/${b.tenantId}/applications`, { key: keyA });
+  t.equal(readOther.statusCode, 403, "a runtime key cannot read the listings (not even its own tenant's)");
+  const tenantOther = await api.request('GET', `/v1/tenants/${b.tenantId}/applications`, { key: a.apiKey });
+  t.equal(tenantOther.statusCode, 404, "a tenant key gets 404 for another tenant's listing");
+  t.equal(tenantOther.json<{ error: { code: string } }>().error.code, 'TENANT_NOT_FOUND', 'as for an unknown tenant');
+  const getOther = await api.request('GET', `/v1/tenants/${b.tenantId}/applications/argocd/only-b`, { key: a.apiKey });
+  t.equal(getOther.statusCode, 404, "and for another tenant's object");
+  t.equal((await list(a.tenantId, '', a.apiKey)).items.length > 0, true, 'a tenant key reads its own');
+  const byOperator = await api.request('GET', `/v1/tenants/${b.tenantId}/applications`, { key: api.operatorKey });
+  t.equal(byOperator.statusCode, 200, "an operator reads any tenant's");
+  const unknown = await api.request('GET', `/v1/tenants/00000000-0000-4000-8000-000000000000/applications`);
+  t.equal(unknown.json<{ error: { code: string } }>().error.code, 'TENANT_NOT_FOUND', 'an unknown tenant is a 404');
+
+  for (const [who, key] of [
+    ['a tenant key', a.apiKey],
+    ['an operator key', api.operatorKey],
+    ['an admin key', api.adminKey],
+  ] as const) {
+    const res = await post(key, batch('reporter-0', [application('intruder', 10)]));
+    t.equal(res.statusCode, 403, `${who} cannot post events`);
+  }
+  t.notOk(
+    (await list(a.tenantId)).items.some((i) => i.name === 'intruder'),
+    'nothing was stored by them',
+  );
+});
+
+t.test('bad input is a 400 naming the field, and nothing of the batch is stored', async (t) => {
+  const ok = application('never-stored', 10);
+  /** A batch with items the contract's types refuse (the API must refuse them too). */
+  const raw = (items: unknown[]) => ({ replica: 'r', items });
+  const cases: [string, unknown, string][] = [
+    ['unknown kind', raw([ok, { ...application('x', 10), kind: 'Secret' }]), 'items.1.kind'],
+    ['resourceVersion not an integer', batch('r', [ok, application('x', 'abc')]), 'items.1.resourceVersion'],
+    [
+      'resourceVersion over 19 digits',
+      batch('r', [ok, application('x', '99999999999999999999')]),
+      'items.1.resourceVersion',
+    ],
+    ['upsert without object', raw([{ ...application('x', 10), object: undefined }]), 'items.0.object'],
+    ['unknown field', raw([{ ...application('x', 10), data: { password: 'x' } }]), 'items.0.data'],
+    [
+      'too many items',
+      batch(
+        'r',
+        Array.from({ length: 501 }, (_, i) => application(`x${i}`, 10)),
+      ),
+      'items',
+    ],
+    ['missing replica', { items: [] }, 'replica'],
+    [
+      'digest with a bad listResourceVersion',
+      batch('r', [ok], {
+        digests: [{ replica: 'r', members: ['r'], kind: 'Application', listResourceVersion: 'x1', objects: [] }],
+      }),
+      'digests.0.listResourceVersion',
+    ],
+  ];
+  for (const [what, body, field] of cases) {
+    const res = await post(keyA, body);
+    const err = res.json<{ error: { code: string; field?: string; message: string } }>().error;
+    t.equal(res.statusCode, 400, `${what}: 400`);
+    t.equal(err.code, 'VALIDATION_FAILED', `${what}: VALIDATION_FAILED`);
+    t.equal(err.field, field, `${what}: names ${field} (${err.message})`);
+  }
+  t.equal(
+    (await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/never-stored`)).statusCode,
+    404,
+    'the valid item of a refused batch was not stored',
+  );
+  const big = await post(keyA, batch('r', [application('huge', 10, { padBytes: 1200 * 1024 })]));
+  t.equal(big.statusCode, 413, 'a body over the batch limit is a 413');
+  const object = await post(keyA, batch('r', [application('fat', 10, { padBytes: 300 * 1024 })]));
+  t.equal(
+    object.json<{ error: { field?: string } }>().error.field,
+    'items.0.object',
+    'an object over 256 KiB is refused',
+  );
+  const fits = await post(
+    keyA,
+    batch('r', [application('wide', 10, { padBytes: 200 * 1024 }), application('wide2', 10, { padBytes: 200 * 1024 })]),
+  );
+  t.equal(fits.statusCode, 200, 'a batch over the default body limit but within the batch limit is accepted');
+});
