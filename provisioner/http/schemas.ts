@@ -72,6 +72,21 @@ export const Tenant = Type.Object(
       tunnel: Type.Optional(
         Type.Object({ connected: Type.Boolean(), since: Type.Union([Type.String(), Type.Null()]) }),
       ),
+      reporting: Type.Optional(
+        Type.Object(
+          {
+            lastHeartbeatAt: Type.String({ format: 'date-time' }),
+            replicas: Type.Integer({
+              description: 'event reporter replicas heard from within the stale window (60 s)',
+            }),
+            objects: Type.Integer({ description: 'objects the reporting replicas own, per their heartbeats' }),
+            stale: Type.Boolean({
+              description: 'no heartbeat within the stale window (condition Reporting=False, Stale)',
+            }),
+          },
+          { description: "present once the runtime's event reporter has reported" },
+        ),
+      ),
       suspension: Type.Optional(
         Type.Object(
           {

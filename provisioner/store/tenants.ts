@@ -5,6 +5,7 @@
  */
 import type { Queryable } from '../db/tx.ts';
 import { liveTunnel } from './tunnels.ts';
+import { reportingOf, type ReporterRow, type ReportingStatus } from '../runtime-objects/reporting.ts';
 
 export const PHASES = [
   'Pending',
@@ -83,6 +84,8 @@ export interface Tenant {
     lastOperationId: string | null;
     /** While suspended: who suspended it (an operator's suspension only an operator lifts) and why. */
     suspension?: { by: 'operator' | 'tenant'; reason: string | null };
+    /** Once the runtime's event reporter has reported (runtime-objects/reporting.ts). */
+    reporting?: ReportingStatus;
   };
   createdAt: string;
   updatedAt: string;
@@ -118,6 +121,8 @@ export interface TenantRow {
   /** Replica holding the runtime's tunnel, when a live row says so (runtime_tunnels); absent from writes' RETURNING. */
   tunnel_replica?: string | null;
   tunnel_since?: Date | null;
+  /** The event reporter's replicas (runtime_reporters), null when none ever reported; absent from writes' RETURNING. */
+  reporters?: ReporterRow[] | null;
 }
 
 /**
@@ -127,12 +132,17 @@ export interface TenantRow {
 export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, t.runtime_version, t.suspended, t.suspended_by, t.suspension_reason, t.deleted, t.generation,
   t.phase, t.observed_generation, t.actual_runtime_version, t.previous_runtime_version, t.cluster_id, c.name AS cluster_name,
   t.endpoints, t.conditions, t.last_operation_id, t.created_at, t.updated_at, t.deleted_at, t.created_at::text AS cursor_ts,
-  rt.replica_id AS tunnel_replica, rt.connected_at AS tunnel_since`;
+  rt.replica_id AS tunnel_replica, rt.connected_at AS tunnel_since,
+  (SELECT json_agg(json_build_object('replica', r.replica, 'lastSeen', r.last_seen, 'since', r.since,
+          'ageSeconds', extract(epoch FROM now() - r.last_seen)::float8, 'owned', r.owned_objects))
+     FROM runtime_reporters r WHERE r.tenant_id = t.id) AS reporters`;
 /** With the runtime's tunnel row while its replica renews it (store/tunnels.ts). */
 export const TENANT_FROM = `tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id
   LEFT JOIN runtime_tunnels rt ON rt.tenant_id = t.id AND ${liveTunnel('rt')}`;
 
 export function toTenant(r: TenantRow): Tenant {
+  // A deleted tenant's runtime is gone: its reporters' silence is not news.
+  const reporting = r.deleted ? undefined : reportingOf(r.reporters);
   return {
     id: r.id,
     organization: r.organization,
@@ -152,9 +162,10 @@ export function toTenant(r: TenantRow): Tenant {
       previousRuntimeVersion: r.previous_runtime_version,
       cluster: r.cluster_name,
       endpoints: r.endpoints,
-      conditions: r.conditions,
+      conditions: reporting ? [...r.conditions, reporting.condition] : r.conditions,
       lastOperationId: r.last_operation_id,
       ...(r.suspended && r.suspended_by ? { suspension: { by: r.suspended_by, reason: r.suspension_reason } } : {}),
+      ...(reporting ? { reporting: reporting.status } : {}),
     },
     createdAt: r.created_at.toISOString(),
     updatedAt: r.updated_at.toISOString(),

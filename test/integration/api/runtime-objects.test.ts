@@ -307,3 +307,62 @@ t.test('bad input is a 400 naming the field, and nothing of the batch is stored'
   );
   t.equal(fits.statusCode, 200, 'a batch over the default body limit but within the batch limit is accepted');
 });
+
+t.test("heartbeats make the tenant's Reporting condition; silence makes it Stale", async (t) => {
+  const tenant = await api.signup();
+  const key = await runtimeKey(tenant.tenantId);
+  interface View {
+    status: {
+      conditions: { type: string; status: string; reason: string; lastTransitionTime: string }[];
+      reporting?: { lastHeartbeatAt: string; replicas: number; objects: number; stale: boolean };
+    };
+  }
+  const view = async () =>
+    (await api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key: tenant.apiKey })).json<View>();
+  const reporting = (v: View) => v.status.conditions.find((c) => c.type === 'Reporting');
+
+  let v = await view();
+  t.equal(reporting(v), undefined, 'no Reporting condition before the reporter ever reported');
+  t.equal(v.status.reporting, undefined, 'and no status.reporting');
+
+  const hb = (replica: string, owned: number) =>
+    batch(replica, [], { heartbeat: { replica, ownedObjects: owned, queueDepth: 0, oldestPendingSeconds: 0 } });
+  await ingest(key, hb('reporter-0', 30));
+  await ingest(key, hb('reporter-1', 12));
+  v = await view();
+  t.match(reporting(v), { status: 'True', reason: 'Heartbeat' }, 'Reporting=True while heartbeats flow');
+  t.match(v.status.reporting, { replicas: 2, objects: 42, stale: false }, 'two replicas owning 42 objects');
+
+  // Both replicas fall silent: their last heartbeats are now older than the stale window.
+  await api.db.pool.query(
+    `UPDATE runtime_reporters SET last_seen = now() - interval '61 seconds' WHERE tenant_id = $1`,
+    [tenant.tenantId],
+  );
+  v = await view();
+  t.match(reporting(v), { status: 'False', reason: 'Stale' }, 'Reporting=False, reason Stale, after 60 s of silence');
+  t.match(v.status.reporting, { replicas: 0, objects: 42, stale: true }, 'stale, with the last known object count');
+  const listed = (await api.request('GET', `/v1/tenants?limit=200`, { key: api.operatorKey })).json<{
+    items: (View & { id: string })[];
+  }>();
+  t.match(
+    reporting(listed.items.find((i) => i.id === tenant.tenantId)!),
+    { status: 'False', reason: 'Stale' },
+    'the tenant listing shows it too',
+  );
+  const metrics = await api.request('GET', '/metrics', { key: null });
+  t.match(metrics.body, /provisioner_runtime_reporting_stale [1-9]/, 'the stale runtime is counted in the metrics');
+
+  await ingest(key, hb('reporter-0', 31));
+  v = await view();
+  t.match(reporting(v), { status: 'True' }, 'Reporting=True again once a heartbeat arrives');
+  t.match(v.status.reporting, { replicas: 1, objects: 31, stale: false }, 'one replica reporting again');
+  t.ok(Date.now() - Date.parse(reporting(v)!.lastTransitionTime) < 30_000, 'the condition changed just now');
+});
+
+t.test('ingest metrics count items by result and batch sizes', async (t) => {
+  const m = (await api.request('GET', '/metrics', { key: null })).body;
+  t.match(m, /provisioner_runtime_event_items_total\{result="applied"\} [1-9]/, 'applied items are counted');
+  t.match(m, /provisioner_runtime_event_items_total\{result="stale"\} [1-9]/, 'stale items are counted');
+  t.match(m, /provisioner_runtime_event_batch_items_count [1-9]/, 'batch sizes are observed');
+  t.match(m, /provisioner_runtime_objects\{tenant=""\} \d+/, 'the total of reported objects is exported');
+});
