@@ -10,9 +10,14 @@
  *    (The vcluster itself, i.e. its API server, is emulated by vcluster-emulator.ts.)
  *  - `argo-cd`, `argo-workflows`, `argo-rollouts`, `argo-events` at every version the catalog pins:
  *    a ConfigMap `<release>-chart-info` recording chart name and version, a one-replica
- *    Deployment whose image tag is the chart version, and one CRD in `crds/` (as the real charts
+ *    Deployment whose image tag is the chart version, and its CRDs in `crds/` (as the real charts
  *    install theirs), so an upgrade visibly changes what exists in the tenant's API server.
+ *    The CRDs are the real ones when scripts/argo-crds.sh's folder is given (HRT_ARGO_CRDS_DIR,
+ *    exported by test/e2e/prepare.sh): Application and AppProject in argo-cd, Rollout in
+ *    argo-rollouts, Workflow in argo-workflows; otherwise, and always for argo-events, a
+ *    stand-in CRD with the real names and a schema that keeps any field.
  */
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Catalog } from '../../../runtime/catalog.ts';
@@ -187,6 +192,21 @@ spec:
 `;
 }
 
+/** The real CRD files (scripts/argo-crds.sh) each chart installs, by chart. */
+const REAL_ARGO_CRDS: Record<string, string[]> = {
+  'argo-cd': ['applications.argoproj.io', 'appprojects.argoproj.io'],
+  'argo-rollouts': ['rollouts.argoproj.io'],
+  'argo-workflows': ['workflows.argoproj.io'],
+};
+
+function realCrds(crdsDir: string | undefined, chart: string): TarEntry[] | undefined {
+  const names = REAL_ARGO_CRDS[chart];
+  if (!crdsDir || !names) return undefined;
+  const files = names.map((n) => join(crdsDir, `${n}.yaml`));
+  if (!files.every((f) => existsSync(f))) return undefined;
+  return names.map((n, i) => ({ path: `${chart}/crds/${n}.yaml`, content: readFileSync(files[i]!, 'utf8') }));
+}
+
 function chartYaml(name: string, version: string): string {
   return `apiVersion: v2\nname: ${name}\nversion: ${version}\nappVersion: "${version}"\ndescription: End-to-end test stand-in for the ${name} chart\ntype: application\n`;
 }
@@ -196,10 +216,19 @@ export interface TestChartRepository {
   dir: string;
   /** Every packaged file name. */
   files: string[];
+  /** Whether argo-cd, argo-rollouts and argo-workflows carry the real CRDs or stand-ins. */
+  argoCrds: 'real' | 'stand-in';
 }
 
-/** Packages the test charts at every version the catalog pins into `dir`. */
-export async function writeTestCharts(dir: string, catalog: Catalog): Promise<TestChartRepository> {
+/**
+ * Packages the test charts at every version the catalog pins into `dir`; the Argo charts carry
+ * the real CRDs from `argoCrdsDir` (default HRT_ARGO_CRDS_DIR) when it holds them.
+ */
+export async function writeTestCharts(
+  dir: string,
+  catalog: Catalog,
+  argoCrdsDir: string | undefined = process.env.HRT_ARGO_CRDS_DIR,
+): Promise<TestChartRepository> {
   await mkdir(dir, { recursive: true });
   const wanted = new Map<string, Set<string>>();
   const add = (chart: string, version: string) => {
@@ -215,6 +244,7 @@ export async function writeTestCharts(dir: string, catalog: Catalog): Promise<Te
     add('argo-events', v.components.argoEvents);
   }
   const files: string[] = [];
+  let realUsed = false;
   for (const [chart, versions] of wanted) {
     for (const version of versions) {
       const entries: TarEntry[] = [{ path: `${chart}/Chart.yaml`, content: chartYaml(chart, version) }];
@@ -226,9 +256,11 @@ export async function writeTestCharts(dir: string, catalog: Catalog): Promise<Te
         );
       } else {
         const c = ARGO_CRDS[chart]!;
+        const real = realCrds(argoCrdsDir, chart);
+        if (real) realUsed = true;
         entries.push(
           { path: `${chart}/values.yaml`, content: '{}\n' },
-          { path: `${chart}/crds/${c.plural}.yaml`, content: crd(c.plural, c.kind) },
+          ...(real ?? [{ path: `${chart}/crds/${c.plural}.yaml`, content: crd(c.plural, c.kind) }]),
           { path: `${chart}/templates/chart-info.yaml`, content: ARGO_CONFIGMAP },
           { path: `${chart}/templates/controller.yaml`, content: ARGO_DEPLOYMENT },
         );
@@ -238,7 +270,7 @@ export async function writeTestCharts(dir: string, catalog: Catalog): Promise<Te
       files.push(file);
     }
   }
-  return { dir, files };
+  return { dir, files, argoCrds: realUsed ? 'real' : 'stand-in' };
 }
 
 export { ARGO_CRDS };

@@ -225,6 +225,11 @@ export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
     cleanups.push(() => emulator.stop());
 
     const charts = await writeTestCharts(join(dir, 'charts'), catalog);
+    log(
+      charts.argoCrds === 'real'
+        ? `Argo CRDs in the stand-in charts: the real ones (${process.env.HRT_ARGO_CRDS_DIR}; argo-events keeps a stand-in CRD)`
+        : 'Argo CRDs in the stand-in charts: stand-ins keeping any field (HRT_ARGO_CRDS_DIR not set: run the tier through scripts/test.sh e2e for the real ones)',
+    );
     const db = await createTestDatabase();
     cleanups.push(() => db.drop());
     // The provider plugin goes on the provisioner's PATH (the CLI takes an ambient plugin first)
