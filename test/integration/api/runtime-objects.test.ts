@@ -1,12 +1,16 @@
 /**
  * The application state a runtime reports (POST /v1/runtime/events) as the API stores and serves it:
  * listing and getting objects, the ordering rule (an older state never overwrites a newer one, also
- * across a delete and a re-creation), digests, who may post and read, and 400s naming the field.
+ * across a delete and a re-creation), digests, who may post and read, 400s naming the field, the
+ * tenant's Reporting condition, the metrics, and a 503 when the database cannot be reached.
  */
 import t from 'tap';
-import { createTestApi } from '../../helpers/api.ts';
+import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { application, batch, deletion } from '../../helpers/events.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
+import { hashKeyBase64 } from '../../../provisioner/auth/keys.ts';
+import { createPool } from '../../../provisioner/db/database.ts';
+import { freePort } from '../../../provisioner/db/embedded.ts';
 import { EVENTS_PATH, ownerOf, type EventBatchResult } from '../../../runtime/protocol/events.ts';
 
 const api = await createTestApi();
@@ -365,4 +369,30 @@ t.test('ingest metrics count items by result and batch sizes', async (t) => {
   t.match(m, /provisioner_runtime_event_items_total\{result="stale"\} [1-9]/, 'stale items are counted');
   t.match(m, /provisioner_runtime_event_batch_items_count [1-9]/, 'batch sizes are observed');
   t.match(m, /provisioner_runtime_objects\{tenant=""\} \d+/, 'the total of reported objects is exported');
+});
+
+t.test('a database that cannot be reached is a 503 with Retry-After, not a crash', async (t) => {
+  // A replica whose pool points at a port where no database listens (its key is in the key cache,
+  // so the request gets as far as the ingest's transaction).
+  const url = `postgres://nobody@127.0.0.1:${await freePort()}/none`;
+  const pool = createPool(url, 2);
+  const down = await startReplica(api.config, { pool, url }, { replicaId: 'replica-without-db' });
+  t.teardown(async () => {
+    await down.close();
+    await pool.end();
+  });
+  const { rows } = await api.db.pool.query<{ id: string }>(
+    `SELECT id FROM api_keys WHERE tenant_id = $1 AND role = 'runtime' LIMIT 1`,
+    [a.tenantId],
+  );
+  down.services.keyCache.set(hashKeyBase64(keyA), { keyId: rows[0]!.id, role: 'runtime', tenantId: a.tenantId });
+  const res = await down.app.inject({
+    method: 'POST',
+    url: EVENTS_PATH,
+    headers: { authorization: `Bearer ${keyA}` },
+    payload: batch('reporter-0', [application('during-outage', 10)]),
+  });
+  t.equal(res.statusCode, 503, 'the batch is answered 503');
+  t.equal(res.json<{ error: { code: string } }>().error.code, 'DATABASE_UNAVAILABLE', 'DATABASE_UNAVAILABLE');
+  t.ok(Number(res.headers['retry-after']) > 0, 'with Retry-After, so the reporter retries the batch');
 });

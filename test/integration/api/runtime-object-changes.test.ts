@@ -1,0 +1,170 @@
+/**
+ * The change stream (GET /v1/tenants/:id/changes, Server-Sent Events) across two provisioner
+ * replicas on one database, both listening on loopback: a change posted through one replica reaches
+ * a stream held by the other, and a client that reconnects with Last-Event-ID (to the other
+ * replica) gets exactly the changes it missed.
+ */
+import t from 'tap';
+import { createTestApi, startReplica } from '../../helpers/api.ts';
+import { application, batch, deletion } from '../../helpers/events.ts';
+import { createPool } from '../../../provisioner/db/database.ts';
+import { createKey } from '../../../provisioner/store/keys.ts';
+import { EVENTS_PATH } from '../../../runtime/protocol/events.ts';
+
+const a = await createTestApi();
+const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
+const poolB = createPool(a.db.url, 5);
+const b = await startReplica(a.config, { pool: poolB, url: a.db.url }, { replicaId: 'replica-b' });
+const baseB = await b.app.listen({ port: 0, host: '127.0.0.1' });
+t.teardown(async () => {
+  await b.close();
+  await poolB.end();
+  await a.close();
+});
+
+const tenant = await a.signup();
+const runtimeKey = (
+  await createKey(a.db.pool, { role: 'runtime', tenantId: tenant.tenantId, name: 'reporter', createdBy: 'test' })
+).key;
+
+const post = async (base: string, body: unknown): Promise<void> => {
+  const res = await fetch(base + EVENTS_PATH, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${runtimeKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  if (res.status !== 200) throw new Error(`POST through ${base}: ${res.status} ${await res.text()}`);
+};
+
+interface Change {
+  id: string;
+  deleted: boolean;
+  item: { name: string; resourceVersion: string; health: string | null };
+}
+
+/** An open change stream: events arrive in `changes`; next() waits for the n-th one. */
+function openStream(base: string, opts: { lastEventId?: string; query?: string; key?: string } = {}) {
+  const abort = new AbortController();
+  const changes: Change[] = [];
+  let notify: () => void = () => {};
+  const ready = fetch(`${base}/v1/tenants/${tenant.tenantId}/changes${opts.query ?? ''}`, {
+    headers: {
+      authorization: `Bearer ${opts.key ?? tenant.apiKey}`,
+      accept: 'text/event-stream',
+      ...(opts.lastEventId ? { 'last-event-id': opts.lastEventId } : {}),
+    },
+    signal: abort.signal,
+  }).then(async (res) => {
+    if (res.status !== 200) throw new Error(`stream: ${res.status} ${await res.text()}`);
+    const started = new Promise<void>((resolve) => {
+      void (async () => {
+        const decoder = new TextDecoder();
+        let buf = '';
+        try {
+          for await (const chunk of res.body!) {
+            buf += decoder.decode(chunk as Uint8Array, { stream: true });
+            let i: number;
+            while ((i = buf.indexOf('\n\n')) >= 0) {
+              const block = buf.slice(0, i);
+              buf = buf.slice(i + 2);
+              if (block.startsWith(': after')) resolve();
+              const id = /^id: (.*)$/m.exec(block)?.[1];
+              const data = /^data: (.*)$/m.exec(block)?.[1];
+              if (/^event: change$/m.test(block) && id && data) {
+                changes.push({ id, ...(JSON.parse(data) as Omit<Change, 'id'>) });
+                notify();
+              }
+            }
+          }
+        } catch {
+          // aborted
+        }
+      })();
+    });
+    await started;
+  });
+  return {
+    ready,
+    changes,
+    /** Waits until `n` changes arrived (bounded). */
+    async until(n: number, what: string): Promise<Change[]> {
+      const deadline = Date.now() + 10_000;
+      while (changes.length < n) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${changes.length} of ${n} changes`);
+        await new Promise<void>((resolve) => {
+          notify = resolve;
+          setTimeout(resolve, 500);
+        });
+      }
+      return changes.slice(0, n);
+    },
+    close: () => abort.abort(),
+  };
+}
+
+t.test('a change posted through one replica reaches a stream on the other; Last-Event-ID resumes', async (t) => {
+  const onB = openStream(baseB);
+  await onB.ready;
+  await post(baseA, batch('reporter-0', [application('guestbook', 10), application('billing', 11)]));
+  const first = await onB.until(2, 'the first two changes on replica B');
+  t.same(
+    first.map((c) => c.item.name).sort(),
+    ['billing', 'guestbook'],
+    "replica B's stream sees both objects posted through replica A",
+  );
+  t.ok(Number(first[1]!.id) > Number(first[0]!.id), 'event ids grow');
+  const lastSeen = first[1]!.id;
+  onB.close();
+
+  // While no stream is open: one update, one stale state (not a change), one deletion, one new object.
+  await post(baseB, batch('reporter-1', [application('guestbook', 20, { health: 'Degraded' })]));
+  await post(baseA, batch('reporter-0', [application('guestbook', 15, { health: 'Progressing' })]));
+  await post(baseA, batch('reporter-0', [deletion('Application', 'argocd', 'billing', 21)]));
+  await post(baseB, batch('reporter-1', [application('web', 22)]));
+
+  const resumed = openStream(baseA, { lastEventId: lastSeen });
+  await resumed.ready;
+  const missed = await resumed.until(3, 'the three missed changes');
+  t.same(
+    missed.map((c) => `${c.item.name}:${c.deleted ? 'deleted' : c.item.health}:${c.item.resourceVersion}`),
+    ['guestbook:Degraded:20', 'billing:deleted:21', 'web:Healthy:22'],
+    'the resumed stream (on the other replica) gets exactly the missed changes, in order, the stale state not among them',
+  );
+  await post(baseB, batch('reporter-1', [application('web', 30, { health: 'Degraded' })]));
+  const live = await resumed.until(4, 'a live change after the replay');
+  t.equal(live[3]!.item.resourceVersion, '30', 'and then live changes posted through the other replica');
+  t.equal(resumed.changes.length, 4, 'nothing twice');
+  resumed.close();
+});
+
+t.test('after=0 replays every stored object; kind filters; bad Last-Event-ID is a 400', async (t) => {
+  const all = openStream(baseB, { query: '?after=0&kind=application' });
+  await all.ready;
+  const replay = await all.until(3, 'the replay');
+  t.same(
+    replay.map((c) => `${c.item.name}:${c.deleted}`).sort(),
+    ['billing:true', 'guestbook:false', 'web:false'],
+    'one event per stored object at its latest state',
+  );
+  all.close();
+  const rollouts = openStream(baseA, { query: '?after=0&kind=rollout' });
+  await rollouts.ready;
+  await post(baseA, batch('reporter-0', [application('another', 40)]));
+  const other = openStream(baseA, { query: '?after=0&kind=application' });
+  await other.ready;
+  await other.until(4, 'the application stream catching up');
+  t.equal(rollouts.changes.length, 0, 'a rollout stream gets no application changes');
+  rollouts.close();
+  other.close();
+
+  const bad = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/changes`, {
+    headers: { authorization: `Bearer ${tenant.apiKey}`, 'last-event-id': 'abc' },
+  });
+  t.equal(bad.status, 400, 'a Last-Event-ID that is not a sequence number is refused');
+  t.equal(((await bad.json()) as { error: { field: string } }).error.field, 'Last-Event-ID', 'naming it');
+  const other2 = await a.signup();
+  const foreign = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/changes`, {
+    headers: { authorization: `Bearer ${other2.apiKey}` },
+  });
+  t.equal(foreign.status, 404, "another tenant's key cannot follow this tenant's changes");
+});
