@@ -11,6 +11,8 @@ export interface Io {
   out: (s: string) => void;
   err: (s: string) => void;
   env: Record<string, string | undefined>;
+  /** Ends commands that run until interrupted (--watch, --follow); the process's own CLI passes none. */
+  signal?: AbortSignal;
 }
 
 interface Tenant {
@@ -58,14 +60,17 @@ interface Cluster {
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'superseded']);
 
+/** The API client the global options (--url, --token) or the environment configure. */
+export function apiClientOf(program: Command, io: Io): ApiClient {
+  const o = program.opts<{ url?: string; token?: string }>();
+  return new ApiClient({
+    url: o.url ?? io.env.PROVISIONER_URL ?? 'http://127.0.0.1:8080',
+    token: o.token ?? io.env.PROVISIONER_TOKEN,
+  });
+}
+
 export function addApiCommands(program: Command, io: Io): void {
-  const client = (): ApiClient => {
-    const o = program.opts<{ url?: string; token?: string }>();
-    return new ApiClient({
-      url: o.url ?? io.env.PROVISIONER_URL ?? 'http://127.0.0.1:8080',
-      token: o.token ?? io.env.PROVISIONER_TOKEN,
-    });
-  };
+  const client = (): ApiClient => apiClientOf(program, io);
   const json = (): boolean => program.opts<{ json?: boolean }>().json === true;
   const print = (data: unknown, text: () => string) => io.out(json() ? JSON.stringify(data, null, 2) : text());
 

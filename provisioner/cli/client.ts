@@ -29,7 +29,13 @@ export class ApiClient {
     this.#token = opts.token;
   }
 
-  async #fetch(method: string, path: string, body?: unknown, accept = 'application/json'): Promise<Response> {
+  async #fetch(
+    method: string,
+    path: string,
+    body?: unknown,
+    accept = 'application/json',
+    signal?: AbortSignal,
+  ): Promise<Response> {
     const headers: Record<string, string> = { accept };
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
@@ -39,6 +45,7 @@ export class ApiClient {
         method,
         headers,
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        ...(signal ? { signal } : {}),
       });
     } catch (err) {
       throw new ApiError(
@@ -68,14 +75,22 @@ export class ApiClient {
     return (await (await this.#fetch(method, path, body)).json()) as T;
   }
 
-  /** Server-Sent Events from `path`: yields each event's name and parsed data until the stream ends. */
-  async *events(path: string): AsyncGenerator<{ event: string; data: unknown }> {
-    const res = await this.#fetch('GET', path, undefined, 'text/event-stream');
+  /** Server-Sent Events from `path`: yields each event's name and parsed data until the stream ends (or `signal` aborts). */
+  async *events(path: string, signal?: AbortSignal): AsyncGenerator<{ event: string; data: unknown }> {
+    const res = await this.#fetch('GET', path, undefined, 'text/event-stream', signal);
     if (!res.body) return;
     const decoder = new TextDecoder();
     let buf = '';
-    for await (const chunk of res.body) {
-      buf += decoder.decode(chunk as Uint8Array, { stream: true });
+    const chunks = async function* (body: ReadableStream<Uint8Array>) {
+      try {
+        for await (const chunk of body) yield chunk;
+      } catch (err) {
+        if (signal?.aborted) return; // the caller ended the stream
+        throw err;
+      }
+    };
+    for await (const chunk of chunks(res.body)) {
+      buf += decoder.decode(chunk, { stream: true });
       let idx: number;
       while ((idx = buf.indexOf('\n\n')) >= 0) {
         const block = buf.slice(0, idx);

@@ -7,6 +7,7 @@ import { ConfigError, loadConfig } from '../config.ts';
 import { openDatabase } from '../db/database.ts';
 import { serve } from '../server.ts';
 import { addApiCommands, type Io } from './api-commands.ts';
+import { addAppCommands } from './app-commands.ts';
 import { ApiError } from './client.ts';
 
 const defaultIo: Io = {
@@ -43,6 +44,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     });
 
   addApiCommands(program, io);
+  addAppCommands(program, io);
 
   try {
     await program.parseAsync(argv, { from: 'user' });

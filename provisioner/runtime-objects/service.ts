@@ -31,7 +31,7 @@ export interface IngestStats {
 }
 
 export interface FollowChangesOptions {
-  /** Start after this change (0: every stored object, tombstones included). */
+  /** Start after this change (0: every live object, then every change). */
   afterSeq: string;
   kind?: ReportedKind;
   signal: AbortSignal;
@@ -100,6 +100,9 @@ export class RuntimeObjectService {
     let after = opts.afterSeq;
     const batch = opts.batch ?? 500;
     const pollMs = opts.pollMs ?? 2000;
+    // From the start, a client knows no object: deletions it could not have seen are left out (those
+    // stored before the stream began; one stored since is sent, it may remove what the replay showed).
+    const replayUpTo = after === '0' ? BigInt(await latestSeq(this.#pool, tenantId)) : 0n;
     while (!opts.signal.aborted) {
       const armed = this.#arm(tenantId, pollMs, opts.signal);
       const rows = await readChanges(this.#pool, tenantId, after, batch, opts.kind);
@@ -107,6 +110,7 @@ export class RuntimeObjectService {
       for (const row of rows) {
         if (opts.signal.aborted) return;
         after = row.seq;
+        if (row.deleted && BigInt(row.seq) <= replayUpTo) continue;
         yield row;
       }
       if (rows.length === 0) await armed.done;

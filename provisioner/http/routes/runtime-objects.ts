@@ -265,7 +265,7 @@ export const runtimeObjectRoutes =
           summary: "Server-Sent Events: changes to the tenant's applications, rollouts and workflows",
           description:
             'Each event is `change` with id = its sequence number and data {deleted, item}. Without Last-Event-ID or after, the stream starts with ' +
-            'the next change; after=0 replays every stored object (deleted ones as deleted) first. Reconnect with Last-Event-ID to resume. ' +
+            'the next change; after=0 replays every live object first. Reconnect with Last-Event-ID to resume. ' +
             "Changes stored through any replica reach every replica's streams.",
           tags: ['runtime state'],
           params: Type.Object({ id: Uuid }, { additionalProperties: false }),

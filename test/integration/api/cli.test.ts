@@ -6,6 +6,9 @@ import { createTestApi } from '../../helpers/api.ts';
 import { main } from '../../../provisioner/cli/main.ts';
 import { appendLog } from '../../../provisioner/store/operations.ts';
 import { catalog } from '../../../runtime/catalog.ts';
+import { createKey } from '../../../provisioner/store/keys.ts';
+import { EVENTS_PATH, type EventBatch } from '../../../runtime/protocol/events.ts';
+import { application, batch, deletion } from '../../helpers/events.ts';
 
 const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -160,3 +163,73 @@ t.test(
     t.equal(foreign.statusCode, 404, "another tenant cannot read this tenant's log");
   },
 );
+
+t.test('apps list/get show what the runtime reported; --watch prints changes as they come', async (t) => {
+  const { tenantId, apiKey } = await api.signup();
+  const runtimeKey = (await createKey(api.db.pool, { role: 'runtime', tenantId, name: 'reporter', createdBy: 'test' }))
+    .key;
+  const report = async (items: EventBatch['items']) => {
+    const res = await api.request('POST', EVENTS_PATH, { key: runtimeKey, body: batch('reporter-0', items) });
+    if (res.statusCode !== 200) throw new Error(`report: ${res.statusCode} ${res.body}`);
+  };
+  await report([application('guestbook', 10, { health: 'Degraded', sync: 'OutOfSync' }), application('billing', 11)]);
+
+  const list = await cli(['apps', 'list', tenantId], apiKey);
+  t.equal(list.code, 0, list.err);
+  t.match(list.lines[0], /^NAMESPACE\s+NAME\s+HEALTH\s+SYNC\s+PHASE\s+REVISION\s+AGE/, 'a table with a header');
+  t.match(list.out, /argocd\s+guestbook\s+Degraded\s+OutOfSync/, 'the degraded application is listed');
+  const degraded = await cli(['apps', 'list', tenantId, '--health', 'Degraded'], apiKey);
+  t.equal(degraded.out.split('\n').length, 2, 'only the degraded application with --health Degraded');
+  t.match(degraded.out.split('\n')[1], /guestbook/, 'and it is guestbook');
+  const asJson = await cli(['--json', 'apps', 'list', tenantId, '--sync', 'Synced'], apiKey);
+  t.same(
+    (JSON.parse(asJson.out) as { items: { name: string }[] }).items.map((i) => i.name),
+    ['billing'],
+    '--json prints the API answer, filtered',
+  );
+  const rollouts = await cli(['apps', 'list', tenantId, '--kind', 'rollout'], apiKey);
+  t.equal(rollouts.out.split('\n').length, 1, 'no rollouts: only the header');
+  const badKind = await cli(['apps', 'list', tenantId, '--kind', 'secret'], apiKey);
+  t.equal(badKind.code, 1, 'an unknown kind exits 1');
+  t.match(badKind.err, /kind must be one of: application, rollout, workflow/, 'naming the kinds');
+
+  const get = await cli(['apps', 'get', tenantId, 'application', 'argocd', 'guestbook'], apiKey);
+  t.equal(get.code, 0, get.err);
+  t.match(get.out, /health:\s+Degraded/, 'get shows the health');
+  t.match(get.out, /"project": "default"/, 'and the stored object');
+  const missing = await cli(['apps', 'get', tenantId, 'application', 'argocd', 'nope'], apiKey);
+  t.equal(missing.code, 1, 'an unknown object exits 1');
+  t.match(missing.err, /RUNTIME_OBJECT_NOT_FOUND/, 'with the API code');
+
+  // --watch: the current objects, then each change, until interrupted.
+  const abort = new AbortController();
+  const out: string[] = [];
+  let seen: () => void = () => {};
+  const watching = main(['--url', url, '--token', apiKey, 'apps', 'list', tenantId, '--watch'], {
+    out: (s) => {
+      out.push(s);
+      seen();
+    },
+    err: () => {},
+    env: {},
+    signal: abort.signal,
+  });
+  const waitFor = async (re: RegExp, what: string) => {
+    const deadline = Date.now() + 10_000;
+    while (!out.some((l) => re.test(l))) {
+      if (Date.now() > deadline) throw new Error(`--watch did not print ${what}; it printed:\n${out.join('\n')}`);
+      await new Promise<void>((r) => {
+        seen = r;
+        setTimeout(r, 500);
+      });
+    }
+  };
+  await waitFor(/UPDATED\s+argocd\s+billing/, 'the current objects');
+  await report([application('billing', 20, { health: 'Degraded' })]);
+  await waitFor(/UPDATED\s+argocd\s+billing\s+Degraded/, 'the change');
+  await report([deletion('Application', 'argocd', 'guestbook', 21)]);
+  await waitFor(/DELETED\s+argocd\s+guestbook/, 'the deletion');
+  abort.abort();
+  t.equal(await watching, 0, '--watch ends cleanly when interrupted');
+  t.match(out[0], /^EVENT\s+NAMESPACE\s+NAME/, 'with a header first');
+});

@@ -1,0 +1,168 @@
+/**
+ * `provisioner apps`: the applications, rollouts and workflows a tenant's runtime reported
+ * (GET /v1/tenants/:id/applications …, /changes). Tables by default, the API's JSON with --json.
+ */
+import type { Command } from 'commander';
+import { apiClientOf, type Io } from './api-commands.ts';
+import { age, table } from './format.ts';
+
+interface StoredObject {
+  kind: string;
+  namespace: string;
+  name: string;
+  resourceVersion: string;
+  health: string | null;
+  sync: string | null;
+  phase: string | null;
+  summary: Record<string, unknown>;
+  reportedBy: string;
+  updatedAt: string;
+}
+
+const KINDS = { application: 'applications', rollout: 'rollouts', workflow: 'workflows' } as const;
+type KindName = keyof typeof KINDS;
+
+function kindPath(kind: string): (typeof KINDS)[KindName] {
+  const k = kind.toLowerCase().replace(/s$/, '') as KindName;
+  if (!(k in KINDS)) throw new Error(`kind must be one of: ${Object.keys(KINDS).join(', ')} (got '${kind}')`);
+  return KINDS[k];
+}
+
+const HEADERS = ['NAMESPACE', 'NAME', 'HEALTH', 'SYNC', 'PHASE', 'REVISION', 'AGE'];
+const row = (o: StoredObject) => [
+  o.namespace,
+  o.name,
+  o.health,
+  o.sync,
+  o.phase,
+  (o.summary.revision as string | undefined) ?? (o.summary.stableRevision as string | undefined),
+  age(o.updatedAt),
+];
+
+interface ListOptions {
+  kind: string;
+  health?: string;
+  sync?: string;
+  phase?: string;
+  namespace?: string;
+  namePrefix?: string;
+  limit: string;
+  all?: boolean;
+  watch?: boolean;
+}
+
+export function addAppCommands(program: Command, io: Io): void {
+  const client = () => apiClientOf(program, io);
+  const json = (): boolean => program.opts<{ json?: boolean }>().json === true;
+  const apps = program
+    .command('apps')
+    .description("the applications, rollouts and workflows a tenant's runtime reported");
+
+  apps
+    .command('list <tenant>')
+    .option('--kind <kind>', 'application | rollout | workflow', 'application')
+    .option('--health <status>', 'e.g. Healthy, Degraded, Progressing')
+    .option('--sync <status>', 'Synced | OutOfSync | Unknown')
+    .option('--phase <phase>', 'operation phase, rollout or workflow phase')
+    .option('--namespace <ns>')
+    .option('--name-prefix <prefix>')
+    .option('--limit <n>', 'page size', '100')
+    .option('--all', 'follow every page')
+    .option('-w, --watch', 'then print every change as it is reported, until interrupted')
+    .action(async (tenant: string, o: ListOptions) => {
+      const path = kindPath(o.kind);
+      const filters: [string, string | undefined][] = [
+        ['health', o.health],
+        ['sync', o.sync],
+        ['phase', o.phase],
+        ['namespace', o.namespace],
+        ['namePrefix', o.namePrefix],
+      ];
+      if (o.watch) return watch(tenant, path, filters);
+      const items: StoredObject[] = [];
+      let cursor: string | null = null;
+      do {
+        const q = new URLSearchParams({ limit: o.limit });
+        for (const [k, v] of filters) if (v !== undefined) q.set(k, v);
+        if (cursor) q.set('cursor', cursor);
+        const page: { items: StoredObject[]; nextCursor: string | null } = await client().request(
+          'GET',
+          `/v1/tenants/${encodeURIComponent(tenant)}/${path}?${q.toString()}`,
+        );
+        items.push(...page.items);
+        cursor = o.all ? page.nextCursor : null;
+      } while (cursor);
+      io.out(json() ? JSON.stringify({ items }, null, 2) : table(HEADERS, items.map(row)));
+    });
+
+  /**
+   * The current objects, then each change: the stream replays every live object first (after=0),
+   * so nothing falls between a listing and the watch. Filters apply to what is printed; a
+   * deletion is printed when its namespace and name match.
+   */
+  async function watch(tenant: string, path: string, filters: [string, string | undefined][]): Promise<void> {
+    const want = Object.fromEntries(filters.filter(([, v]) => v !== undefined)) as Record<string, string>;
+    const matches = (o: StoredObject, deleted: boolean) =>
+      (want.namespace === undefined || o.namespace === want.namespace) &&
+      (want.namePrefix === undefined || o.name.startsWith(want.namePrefix)) &&
+      (deleted ||
+        ((want.health === undefined || o.health === want.health) &&
+          (want.sync === undefined || o.sync === want.sync) &&
+          (want.phase === undefined || o.phase === want.phase)));
+    const kind = path.replace(/s$/, '');
+    if (!json()) io.out(table(['EVENT', ...HEADERS], []));
+    try {
+      for await (const ev of client().events(
+        `/v1/tenants/${encodeURIComponent(tenant)}/changes?after=0&kind=${kind}`,
+        io.signal,
+      )) {
+        if (ev.event === 'error') {
+          const e = ev.data as { code: string; message: string };
+          throw new Error(`${e.code}: ${e.message}`);
+        }
+        if (ev.event !== 'change') continue;
+        const { deleted, item } = ev.data as { deleted: boolean; item: StoredObject };
+        if (!matches(item, deleted)) continue;
+        io.out(
+          json()
+            ? JSON.stringify(ev.data)
+            : [deleted ? 'DELETED' : 'UPDATED', ...row(item)].map((c) => c ?? '-').join('  '),
+        );
+      }
+    } catch (err) {
+      if (io.signal?.aborted) return;
+      throw err;
+    }
+  }
+
+  apps
+    .command('get <tenant> <kind> <namespace> <name>')
+    .description('one object with its stored state (kind: application | rollout | workflow)')
+    .action(async (tenant: string, kind: string, namespace: string, name: string) => {
+      const o = await client().request<
+        StoredObject & { uid: string; observedAt: string; object: unknown; truncated: boolean }
+      >(
+        'GET',
+        `/v1/tenants/${encodeURIComponent(tenant)}/${kindPath(kind)}/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`,
+      );
+      if (json()) return io.out(JSON.stringify(o, null, 2));
+      const s = o.summary;
+      io.out(
+        [
+          `kind:             ${o.kind}`,
+          `name:             ${o.namespace}/${o.name}`,
+          `uid:              ${o.uid}`,
+          `resourceVersion:  ${o.resourceVersion}`,
+          `health:           ${o.health ?? '-'}`,
+          `sync:             ${o.sync ?? '-'}`,
+          `phase:            ${o.phase ?? '-'}`,
+          ...Object.entries(s)
+            .filter(([k]) => !['healthStatus', 'syncStatus', 'operationPhase', 'phase'].includes(k))
+            .map(([k, v]) => `${(k + ':').padEnd(18)}${typeof v === 'string' ? v : JSON.stringify(v)}`),
+          `reported by:      ${o.reportedBy}, observed ${o.observedAt}, stored ${age(o.updatedAt)} ago`,
+          `object:${o.truncated ? ' (truncated)' : ''}`,
+          JSON.stringify(o.object, null, 2),
+        ].join('\n'),
+      );
+    });
+}
