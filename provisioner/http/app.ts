@@ -12,7 +12,8 @@ import { healthOf } from '../db/availability.ts';
 import { errors } from '../errors.ts';
 import type { Services } from '../services.ts';
 import { tunnelRoutes } from '../tunnel/index.ts';
-import { registerAuth } from './auth.ts';
+import { actorOf, registerAuth } from './auth.ts';
+import { beginRuntimeActionAudit, finishRuntimeActionAudit } from '../store/audit.ts';
 import { installErrorHandler } from './error-handler.ts';
 import { installValidation } from './validation.ts';
 import { RequestLog } from './request-log.ts';
@@ -122,6 +123,15 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     canAccessTenant: () => true,
     routeConfig: { roles: ['operator', 'tenant'] },
     subjectOf: (request) => request.auth?.keyId,
+    auditAction: async (request, tenantId, action) => {
+      const id = await beginRuntimeActionAudit(services.pool, actorOf(request), {
+        action: action.auditAction,
+        tenantId,
+        target: { kind: action.kind, namespace: action.namespace, name: action.name },
+        requestId: request.id,
+      });
+      return (outcome) => finishRuntimeActionAudit(services.pool, id, outcome);
+    },
     peers: { replicaId: tunnelDirectory.replicaId, owner: (tenantId) => tunnelDirectory.owner(tenantId), onRelay },
   });
   return app;

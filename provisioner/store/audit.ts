@@ -38,6 +38,47 @@ export async function writeAudit(db: Queryable, actor: Actor, e: AuditEntry): Pr
   );
 }
 
+/** What an audit row of a runtime action records in `after` (target: the tenant). */
+export interface RuntimeActionRecord {
+  kind: string;
+  namespace: string;
+  name: string;
+  /** The runtime's HTTP status; null until it answered (or when the answer never came). */
+  status: number | null;
+  /** The control plane's error code when the request failed before the runtime answered. */
+  error?: string;
+}
+
+/**
+ * The audit row of an action on a tenant's runtime (`runtime.<kind>.<action>`, target the tenant),
+ * written before the request is forwarded (an action is never executed unaudited), its status
+ * filled in by finishRuntimeActionAudit when the answer is known. Returns the row id.
+ */
+export async function beginRuntimeActionAudit(
+  db: Queryable,
+  actor: Actor,
+  e: { action: string; tenantId: string; target: { kind: string; namespace: string; name: string }; requestId: string },
+): Promise<number> {
+  const after: RuntimeActionRecord = { ...e.target, status: null };
+  const { rows } = await db.query<{ id: string }>(
+    `INSERT INTO audit_log (actor, actor_role, action, target_type, target_id, after, request_id)
+     VALUES ($1, $2, $3, 'tenant', $4, $5, $6) RETURNING id`,
+    [actor.id, actor.role, e.action, e.tenantId, JSON.stringify(after), e.requestId],
+  );
+  return Number(rows[0]!.id);
+}
+
+export async function finishRuntimeActionAudit(
+  db: Queryable,
+  id: number,
+  result: { status: number; error?: string },
+): Promise<void> {
+  await db.query(`UPDATE audit_log SET after = after || $2::jsonb WHERE id = $1`, [
+    id,
+    JSON.stringify(result.error === undefined ? { status: result.status } : result),
+  ]);
+}
+
 export interface AuditRow {
   id: number;
   at: string;

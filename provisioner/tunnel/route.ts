@@ -13,6 +13,7 @@ import type { FastifyContextConfig, FastifyPluginAsync, FastifyRequest } from 'f
 import { AppError, errors } from '../errors.ts';
 import { headerListFrom, headersObject } from '../../runtime/protocol/headers.ts';
 import { REQUEST_TOKEN_HEADER } from '../../runtime/protocol/request-token.ts';
+import { runtimeActionOf, type RuntimeAction } from '../../runtime/protocol/actions.ts';
 import type { TunnelOwner } from './directory.ts';
 import { RELAY_HEADER, relayToReplica } from './relay.ts';
 import { TunnelError, type TunnelServer } from './server.ts';
@@ -25,6 +26,17 @@ export interface TunnelRouteOptions {
   routeConfig?: FastifyContextConfig;
   /** The caller's identity recorded in the request token (e.g. its API key id). */
   subjectOf?: (request: FastifyRequest) => string | undefined;
+  /**
+   * Audits the actions on a runtime's Argo objects (runtime/protocol/actions.ts) that this replica
+   * forwards through its own tunnel (a relayed request is audited by the replica that serves it):
+   * called before forwarding — when it fails the request is refused and nothing reaches the
+   * runtime — and the function it returns is told the outcome.
+   */
+  auditAction?: (
+    request: FastifyRequest,
+    tenantId: string,
+    action: RuntimeAction,
+  ) => Promise<(outcome: { status: number; error?: string }) => Promise<void>>;
   /**
    * The other provisioner replicas: when the tenant's tunnel is not held here, the request is
    * relayed to the replica that holds it (see relay.ts). Without it, such requests get 503.
@@ -233,16 +245,37 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
       headers.push(['x-request-id', request.id]);
       headers.push(['x-forwarded-for', request.ip]);
       const subject = opts.subjectOf?.(request);
+      const path = runtimePath(raw.url ?? '/');
+      const action = opts.auditAction ? runtimeActionOf(request.method, path) : undefined;
+      const finish = action && opts.auditAction ? await opts.auditAction(request, tenantId, action) : undefined;
+      const record = async (outcome: { status: number; error?: string }): Promise<void> => {
+        if (!finish) return;
+        // The action has happened (or not) whatever the database says now: answer anyway.
+        await finish(outcome).catch((err: unknown) =>
+          request.log.error(
+            { err, tenantId, action: action?.auditAction },
+            'could not record the outcome of a runtime action',
+          ),
+        );
+      };
       const res = await opts.tunnel
         .forward(tenantId, {
           method: request.method,
-          path: runtimePath(raw.url ?? '/'),
+          path,
           headers,
           body,
           signal: aborter.signal,
           ...(subject !== undefined ? { subject } : {}),
         })
-        .catch(failed);
+        .catch(async (err: unknown) => {
+          try {
+            return failed(err);
+          } catch (mapped) {
+            if (mapped instanceof AppError) await record({ status: mapped.statusCode, error: mapped.code });
+            throw mapped;
+          }
+        });
+      await record({ status: res.status });
       return answer(res.status, headersObject(res.headers), res.body);
     },
   });

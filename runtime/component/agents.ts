@@ -8,8 +8,8 @@
  *  - request-router: routes tunnelled requests: API calls to the app-proxy, webhooks to Argo
  *    Events. No Kubernetes API access.
  *  - app-proxy: verifies requests signed by the control plane (its public key), serves runtime
- *    info (the runtime-versions ConfigMap) and state-changing actions on non-GitOps objects
- *    (terminating a Workflow, aborting or promoting a Rollout).
+ *    info (the runtime-versions ConfigMap) and the actions on Argo objects: refresh and sync an
+ *    Application, promote, abort or retry a Rollout, terminate or stop a Workflow.
  *  - event-reporter: watches Applications, Rollouts and Workflows and reports them in batches;
  *    replicas shard objects by name hash and coordinate through Leases.
  */
@@ -91,15 +91,15 @@ export const AGENTS: readonly AgentDefinition[] = [
     apiAccess: true,
     resources: { requests: { cpu: '50m', memory: '96Mi' }, limits: { cpu: '500m', memory: '256Mi' } },
     secretEnv: { CONTROL_PLANE_PUBLIC_KEY: CREDENTIAL_KEYS.publicKey },
+    // Only what the actions (runtime/agents/app-proxy/actions.ts) read and write: one object at a
+    // time by name (no list, no watch), merge patches (no create, update or delete).
     clusterRules: [
-      // Terminate/stop/retry a Workflow: a patch of spec.shutdown (no create, no delete).
-      { apiGroups: ['argoproj.io'], resources: ['workflows'], verbs: ['get', 'list', 'watch', 'patch'] },
-      // Abort/promote/retry a Rollout (spec and status patches).
-      {
-        apiGroups: ['argoproj.io'],
-        resources: ['rollouts', 'rollouts/status'],
-        verbs: ['get', 'list', 'watch', 'patch'],
-      },
+      // Refresh (annotation) and sync (`operation`) an Application.
+      { apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'patch'] },
+      // Promote, abort, retry a Rollout: spec and status patches, as kubectl-argo-rollouts.
+      { apiGroups: ['argoproj.io'], resources: ['rollouts', 'rollouts/status'], verbs: ['get', 'patch'] },
+      // Terminate or stop a Workflow: a patch of spec.shutdown.
+      { apiGroups: ['argoproj.io'], resources: ['workflows'], verbs: ['get', 'patch'] },
     ],
     namespaceRules: [
       { apiGroups: [''], resources: ['configmaps'], resourceNames: [VERSIONS_CONFIGMAP], verbs: ['get', 'watch'] },

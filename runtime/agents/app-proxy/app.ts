@@ -3,8 +3,15 @@
  * (x-hrt-request-token): a request that did not come through the control plane gets 401.
  */
 import type { KeyObject } from 'node:crypto';
-import Fastify, { type FastifyInstance, type FastifyPluginAsync, type FastifyServerOptions } from 'fastify';
+import Fastify, {
+  type FastifyInstance,
+  type FastifyPluginAsync,
+  type FastifyRequest,
+  type FastifyServerOptions,
+} from 'fastify';
 import { REQUEST_TOKEN_HEADER } from '../../protocol/request-token.ts';
+import { actionRoutes } from './actions.ts';
+import type { ArgoObjects } from './kube.ts';
 import { ReplayCache, verifyRequestToken } from './request-token.ts';
 import type { RuntimeInfoSource } from './runtime-info.ts';
 
@@ -16,7 +23,9 @@ export interface AppProxyOptions {
   logger?: FastifyServerOptions['logger'] | FastifyServerOptions['loggerInstance'];
   now?: () => number;
   skewSeconds?: number;
-  /** Extra routes under the same token check (used by the benchmark; future actions). */
+  /** The vcluster's Argo objects the actions act on; without it, the action routes are not served. */
+  objects?: ArgoObjects;
+  /** Extra routes under the same token check (used by the benchmark). */
   routes?: FastifyPluginAsync;
 }
 
@@ -27,6 +36,8 @@ function unauthorized(code: string, message: string): { error: { code: string; m
 export async function buildAppProxy(opts: AppProxyOptions): Promise<FastifyInstance> {
   const now = opts.now ?? Date.now;
   const replay = new ReplayCache();
+  /** The caller (request token subject) of each accepted request. */
+  const callers = new WeakMap<FastifyRequest, string>();
   const logger = opts.logger;
   const app = Fastify({
     ...(logger !== undefined && typeof logger === 'object' && 'child' in logger
@@ -67,6 +78,7 @@ export async function buildAppProxy(opts: AppProxyOptions): Promise<FastifyInsta
         return reply.code(401).send(unauthorized('INVALID_REQUEST_TOKEN', 'request token refused: already used'));
       }
       request.log.debug({ caller: result.claims.sub, jti: result.claims.jti }, 'request token accepted');
+      if (result.claims.sub !== undefined) callers.set(request, result.claims.sub);
       return undefined;
     });
 
@@ -81,6 +93,8 @@ export async function buildAppProxy(opts: AppProxyOptions): Promise<FastifyInsta
       }
     });
 
+    if (opts.objects)
+      await api.register(actionRoutes, { objects: opts.objects, subjectOf: (request) => callers.get(request) });
     if (opts.routes) await api.register(opts.routes);
   });
 

@@ -13,6 +13,10 @@ export interface AppProxyConfig {
   publicKey: KeyObject;
   /** RUNTIME_INFO_FILE (mounted ConfigMap JSON), or RUNTIME_VERSION + RUNTIME_COMPONENTS (JSON). */
   runtimeInfo: RuntimeInfoSource;
+  /** KUBECONFIG: a kubeconfig file to act with (tests, development); unset: the pod's service account. */
+  kubeconfigFile: string | undefined;
+  /** KUBE_TIMEOUT_MS (default 10000): longest wait for the API server before answering 503. */
+  kubeTimeoutMs: number;
   logLevel: LogLevel;
 }
 
@@ -47,12 +51,20 @@ export function loadAppProxyConfig(env: Env = process.env): AppProxyConfig {
       throw new ConfigError('RUNTIME_COMPONENTS', err instanceof Error ? err.message : 'is invalid');
     }
   }
+  const kubeconfigFile = env.KUBECONFIG === undefined || env.KUBECONFIG === '' ? undefined : env.KUBECONFIG;
+  if (kubeconfigFile === undefined && (env.KUBERNETES_SERVICE_HOST ?? '') === '')
+    throw new ConfigError(
+      'KUBECONFIG',
+      'is required outside a cluster (KUBERNETES_SERVICE_HOST is unset, so there is no service account to act with)',
+    );
   return {
     port: int(env, 'PORT', 8082, 0, 65535),
     host: str(env, 'HOST', '0.0.0.0'),
     tenantId,
     publicKey,
     runtimeInfo,
+    kubeconfigFile,
+    kubeTimeoutMs: int(env, 'KUBE_TIMEOUT_MS', 10_000, 100, 120_000),
     logLevel: logLevel(env),
   };
 }

@@ -1,13 +1,26 @@
 /** Entry point of the app-proxy agent: `node runtime/agents/app-proxy/main.ts`. */
 import { runService } from '../common/service.ts';
 import { buildAppProxy } from './app.ts';
+import { ConfigError } from '../common/config.ts';
 import { loadAppProxyConfig } from './config.ts';
+import { argoObjects, loadKubeConfig } from './kube.ts';
 
 await runService(
   'app-proxy',
-  () => loadAppProxyConfig(),
+  () => {
+    const config = loadAppProxyConfig();
+    try {
+      return { ...config, kube: loadKubeConfig(config.kubeconfigFile) };
+    } catch (err) {
+      const detail = err instanceof Error ? err.message : String(err);
+      throw config.kubeconfigFile
+        ? new ConfigError('KUBECONFIG', `cannot load '${config.kubeconfigFile}': ${detail}`)
+        : new ConfigError('KUBERNETES_SERVICE_HOST', `no in-cluster service account to act with: ${detail}`);
+    }
+  },
   async (config, log) => {
     const app = await buildAppProxy({
+      objects: argoObjects(config.kube, { timeoutMs: config.kubeTimeoutMs }),
       tenantId: config.tenantId,
       publicKey: config.publicKey,
       runtimeInfo: config.runtimeInfo,

@@ -73,8 +73,25 @@ void t.test('router and app-proxy configuration is validated at start', async (t
     CONTROL_PLANE_PUBLIC_KEY: publicKeyPem,
     RUNTIME_VERSION: '1.5.0',
     RUNTIME_COMPONENTS: '{"argoCd":"8.0.17"}',
+    KUBERNETES_SERVICE_HOST: '10.96.0.1',
   });
   t.same(await ok.runtimeInfo(), { runtimeVersion: '1.5.0', components: { argoCd: '8.0.17' } });
+  t.equal(ok.kubeconfigFile, undefined, 'in a pod, the app-proxy acts with its service account');
+  t.equal(ok.kubeTimeoutMs, 10_000);
+  t.throws(
+    () => loadAppProxyConfig({ TENANT_ID: 't', CONTROL_PLANE_PUBLIC_KEY: publicKeyPem, RUNTIME_VERSION: '1' }),
+    /KUBECONFIG: is required outside a cluster/,
+    'outside a pod, a kubeconfig must be named',
+  );
+  t.equal(
+    loadAppProxyConfig({
+      TENANT_ID: 't',
+      CONTROL_PLANE_PUBLIC_KEY: publicKeyPem,
+      RUNTIME_VERSION: '1',
+      KUBECONFIG: '/k',
+    }).kubeconfigFile,
+    '/k',
+  );
   t.throws(
     () => loadAppProxyConfig({ TENANT_ID: 't', CONTROL_PLANE_PUBLIC_KEY: 'nope', RUNTIME_VERSION: '1' }),
     /CONTROL_PLANE_PUBLIC_KEY/,

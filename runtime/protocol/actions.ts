@@ -1,0 +1,58 @@
+/**
+ * The app-proxy's actions on Argo objects, shared by the app-proxy (which serves them) and the
+ * control plane (which audits every one it forwards): `POST /api/<resource>/<namespace>/<name>/<action>`
+ * on the runtime, i.e. `POST /v1/tenants/:id/runtime/api/<resource>/<namespace>/<name>/<action>`
+ * on the control plane.
+ */
+
+export const ACTION_RESOURCES = {
+  applications: { kind: 'Application', actions: ['refresh', 'sync'] },
+  rollouts: { kind: 'Rollout', actions: ['promote', 'abort', 'retry'] },
+  workflows: { kind: 'Workflow', actions: ['terminate', 'stop', 'retry'] },
+} as const;
+
+export type ActionResource = keyof typeof ACTION_RESOURCES;
+export type ActionKind = (typeof ACTION_RESOURCES)[ActionResource]['kind'];
+
+export interface RuntimeAction {
+  resource: ActionResource;
+  kind: ActionKind;
+  namespace: string;
+  name: string;
+  action: string;
+  /** The audit action name, e.g. `runtime.rollout.promote`. */
+  auditAction: string;
+}
+
+function decode(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The action a runtime-side request invokes, if any. Segments are percent-decoded one by one, as
+ * the app-proxy's router decodes them, so that no spelling of an action path escapes the audit.
+ */
+export function runtimeActionOf(method: string, path: string): RuntimeAction | undefined {
+  if (method.toUpperCase() !== 'POST') return undefined;
+  const q = path.search(/[?#]/);
+  const parts = (q === -1 ? path : path.slice(0, q)).split('/');
+  if (parts.length !== 6 || parts[0] !== '') return undefined;
+  const [, api, resource, namespace, name, action] = parts.map(decode);
+  if (api !== 'api' || resource === undefined || namespace === undefined || name === undefined || action === undefined)
+    return undefined;
+  if (!Object.hasOwn(ACTION_RESOURCES, resource)) return undefined;
+  const def = ACTION_RESOURCES[resource as ActionResource];
+  if (!(def.actions as readonly string[]).includes(action) || namespace === '' || name === '') return undefined;
+  return {
+    resource: resource as ActionResource,
+    kind: def.kind,
+    namespace,
+    name,
+    action,
+    auditAction: `runtime.${def.kind.toLowerCase()}.${action}`,
+  };
+}
