@@ -22,6 +22,26 @@ import type { ArgoObjects } from '../../runtime/agents/app-proxy/kube.ts';
 
 const meta = { namespace: 'ns', name: 'x', resourceVersion: '7' };
 
+/** The `reason` of the ActionRefused that `fn` throws (undefined when it does not refuse). */
+function reasonOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+    return undefined;
+  } catch (err) {
+    return err instanceof ActionRefused ? err.reason : `not a refusal: ${String(err)}`;
+  }
+}
+
+/** The field named by the InvalidInput `p` rejects with. */
+async function fieldOf(p: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await p;
+    return undefined;
+  } catch (err) {
+    return err instanceof InvalidInput ? err.field : `not invalid input: ${String(err)}`;
+  }
+}
+
 void t.test('the control plane recognises every spelling of an action path, and nothing else', async (t) => {
   t.match(runtimeActionOf('POST', '/api/rollouts/team-a/web/promote'), {
     kind: 'Rollout',
@@ -66,14 +86,14 @@ void t.test(
       { status: { pauseConditions: null, currentStepIndex: 2 } },
       'not paused mid-canary (an analysis running): on to the next step',
     );
-    t.throws(
-      () => promotePatches({ metadata: meta, spec: canary, status: { currentStepIndex: 3 } }, false),
-      new ActionRefused('NotPaused', ''),
-      'a canary past its last step has nothing to promote',
+    t.equal(
+      reasonOf(() => promotePatches({ metadata: meta, spec: canary, status: { currentStepIndex: 3 } }, false)),
+      'NotPaused',
+      'a canary at its last step, not paused, has nothing to promote',
     );
-    t.throws(
-      () => promotePatches({ metadata: meta, spec: { strategy: { blueGreen: {} } }, status: {} }, false),
-      { reason: 'NotPaused' },
+    t.equal(
+      reasonOf(() => promotePatches({ metadata: meta, spec: { strategy: { blueGreen: {} } }, status: {} }, false)),
+      'NotPaused',
       'a blue-green Rollout that is not paused has nothing to promote',
     );
     t.same(
@@ -81,30 +101,64 @@ void t.test(
       { status: { promoteFull: true } },
       'full: status.promoteFull',
     );
-    t.throws(() => promotePatches({ metadata: meta, spec: {}, status: { currentPodHash: 'a', stableRS: 'a' } }, true), {
-      reason: 'AlreadyPromoted',
-    });
+    t.equal(
+      reasonOf(() =>
+        promotePatches({ metadata: meta, spec: {}, status: { currentPodHash: 'a', stableRS: 'a' } }, true),
+      ),
+      'AlreadyPromoted',
+      'full promotion of a Rollout whose desired version is already stable is refused',
+    );
   },
 );
 
 void t.test('Rollout abort and retry toggle status.abort and refuse the states where it changes nothing', async (t) => {
-  t.same(abortPatch({ metadata: meta, status: { currentPodHash: 'b', stableRS: 'a' } }), { status: { abort: true } });
-  t.throws(() => abortPatch({ metadata: meta, status: { abort: true } }), { reason: 'AlreadyAborted' });
-  t.throws(() => abortPatch({ metadata: meta, status: { currentPodHash: 'a', stableRS: 'a' } }), {
-    reason: 'NothingInProgress',
-  });
-  t.same(retryRolloutPatch({ metadata: meta, status: { abort: true } }), { status: { abort: false } });
-  t.throws(() => retryRolloutPatch({ metadata: meta, status: {} }), { reason: 'NotAborted' });
+  t.same(
+    abortPatch({ metadata: meta, status: { currentPodHash: 'b', stableRS: 'a' } }),
+    { status: { abort: true } },
+    'abort during an update sets status.abort',
+  );
+  t.equal(
+    reasonOf(() => abortPatch({ metadata: meta, status: { abort: true } })),
+    'AlreadyAborted',
+  );
+  t.equal(
+    reasonOf(() => abortPatch({ metadata: meta, status: { currentPodHash: 'a', stableRS: 'a' } })),
+    'NothingInProgress',
+    'a Rollout running its stable version has no update to abort',
+  );
+  t.same(
+    retryRolloutPatch({ metadata: meta, status: { abort: true } }),
+    { status: { abort: false } },
+    'retry of an aborted Rollout clears status.abort',
+  );
+  t.equal(
+    reasonOf(() => retryRolloutPatch({ metadata: meta, status: {} })),
+    'NotAborted',
+  );
 });
 
 void t.test('Workflow terminate and stop set spec.shutdown; finished Workflows and retry are refused', async (t) => {
-  t.same(shutdownPatch({ metadata: meta, status: { phase: 'Running' } }, 'Terminate'), {
-    spec: { shutdown: 'Terminate' },
-  });
-  t.same(shutdownPatch({ metadata: meta, status: {} }, 'Stop'), { spec: { shutdown: 'Stop' } });
+  t.same(
+    shutdownPatch({ metadata: meta, status: { phase: 'Running' } }, 'Terminate'),
+    { spec: { shutdown: 'Terminate' } },
+    'terminate: spec.shutdown Terminate',
+  );
+  t.same(
+    shutdownPatch({ metadata: meta, status: {} }, 'Stop'),
+    { spec: { shutdown: 'Stop' } },
+    'stop: spec.shutdown Stop',
+  );
   for (const phase of ['Succeeded', 'Failed', 'Error'])
-    t.throws(() => shutdownPatch({ metadata: meta, status: { phase } }, 'Stop'), { reason: 'Finished' }, phase);
-  t.throws(() => refuseWorkflowRetry({ metadata: meta, status: { phase: 'Running' } }), { reason: 'NotFailed' });
+    t.equal(
+      reasonOf(() => shutdownPatch({ metadata: meta, status: { phase } }, 'Stop')),
+      'Finished',
+      `a ${phase} Workflow cannot be stopped`,
+    );
+  t.equal(
+    reasonOf(() => refuseWorkflowRetry({ metadata: meta, status: { phase: 'Running' } })),
+    'NotFailed',
+    'a running Workflow cannot be retried',
+  );
   t.throws(
     () => refuseWorkflowRetry({ metadata: meta, status: { phase: 'Failed' } }),
     NotImplemented,
@@ -120,26 +174,47 @@ void t.test("Application sync builds Argo CD's operation; an operation in progre
       syncPolicy: { syncOptions: ['CreateNamespace=true'], retry: { limit: 2 } },
     },
   };
-  t.same(syncOperation(app, {}, 'key-1'), {
-    sync: {
-      source: app.spec.source,
-      revision: 'main',
-      syncOptions: ['CreateNamespace=true'],
+  t.same(
+    syncOperation(app, {}, 'key-1'),
+    {
+      sync: { source: app.spec.source, revision: 'main', syncOptions: ['CreateNamespace=true'] },
+      initiatedBy: { username: 'key-1' },
+      retry: { limit: 2 },
     },
-    initiatedBy: { username: 'key-1' },
-    retry: { limit: 2 },
-  });
-  t.match(syncOperation(app, { revision: 'v2', prune: true }, 'k'), { sync: { revision: 'v2', prune: true } });
+    "by default: the source's targetRevision, the Application's sync options and retry, no prune",
+  );
+  t.match(
+    syncOperation(app, { revision: 'v2', prune: true }, 'k'),
+    { sync: { revision: 'v2', prune: true } },
+    'the revision and prune asked for',
+  );
   const multi = {
     metadata: meta,
     spec: { sources: [{ repoURL: 'a', targetRevision: 'v1' }, { repoURL: 'b' }] },
   };
-  t.match(syncOperation(multi, {}, 'k'), { sync: { sources: multi.spec.sources, revisions: ['v1', ''] } });
-  t.throws(() => syncOperation(multi, { revision: 'x' }, 'k'), { field: 'revision' });
-  t.throws(() => refuseSync({ ...app, operation: { sync: {} } }), { reason: 'OperationInProgress' });
-  t.throws(() => refuseSync({ ...app, metadata: { ...meta, deletionTimestamp: '2026-01-01T00:00:00Z' } }), {
-    reason: 'Deleting',
-  });
+  t.match(
+    syncOperation(multi, {}, 'k'),
+    { sync: { sources: multi.spec.sources, revisions: ['v1', ''] } },
+    'several sources: each at its targetRevision',
+  );
+  t.equal(
+    await fieldOf(Promise.resolve().then(() => syncOperation(multi, { revision: 'x' }, 'k'))),
+    'revision',
+    'a single revision for several sources is refused',
+  );
+  t.equal(
+    reasonOf(() => refuseSync({ ...app, operation: { sync: {} } })),
+    'OperationInProgress',
+  );
+  t.equal(
+    reasonOf(() => refuseSync({ ...app, metadata: { ...meta, deletionTimestamp: '2026-01-01T00:00:00Z' } })),
+    'Deleting',
+  );
+  t.equal(
+    reasonOf(() => refuseSync(app)),
+    undefined,
+    'an Application with no operation can be synced',
+  );
 });
 
 void t.test('bad bodies and names are refused before the API server is asked', async (t) => {
@@ -150,11 +225,11 @@ void t.test('bad bodies and names are refused before the API server is asked', a
   };
   const run = (resource: 'applications' | 'rollouts' | 'workflows', action: string, body: unknown, name = 'x') =>
     runAction(untouched, { resource, namespace: 'ns', name, action, body, subject: 'k' });
-  await t.rejects(run('applications', 'sync', { prune: 'yes' }), new InvalidInput('prune', ''));
-  await t.rejects(run('applications', 'sync', { revision: 'a b' }), { field: 'revision' });
-  await t.rejects(run('applications', 'sync', { force: true }), { field: 'force' }, 'unknown field');
-  await t.rejects(run('applications', 'refresh', { type: 'soft' }), { field: 'type' });
-  await t.rejects(run('applications', 'sync', [1]), { field: 'body' });
-  await t.rejects(run('rollouts', 'abort', { now: true }), { field: 'now' }, 'abort takes no body');
-  await t.rejects(run('workflows', 'stop', {}, 'Bad_Name'), { field: 'name' });
+  t.equal(await fieldOf(run('applications', 'sync', { prune: 'yes' })), 'prune', 'prune must be a boolean');
+  t.equal(await fieldOf(run('applications', 'sync', { revision: 'a b' })), 'revision', 'a revision has no spaces');
+  t.equal(await fieldOf(run('applications', 'sync', { force: true })), 'force', 'an unknown field is named');
+  t.equal(await fieldOf(run('applications', 'refresh', { type: 'soft' })), 'type', 'refresh is hard or normal');
+  t.equal(await fieldOf(run('applications', 'sync', [1])), 'body', 'the body is an object');
+  t.equal(await fieldOf(run('rollouts', 'abort', { now: true })), 'now', 'abort takes no body');
+  t.equal(await fieldOf(run('workflows', 'stop', {}, 'Bad_Name')), 'name', 'the name is a DNS subdomain');
 });
