@@ -1,12 +1,15 @@
 /**
  * Streams engine output into operation_logs: lines are buffered and appended in batches (every
  * `flushMs` or `maxBatch` lines), each batch followed by a NOTIFY on `operation_log` so that
- * followers read it at once. Known secret values are masked before anything is stored.
+ * followers read it at once. Known secret values are masked before anything is stored, and the
+ * engine's lines (streams `engine` and `event`) are stored in their tenant-visible form
+ * (visible-text.ts: upstream response bodies withheld).
  */
 import type pg from 'pg';
 import { parse } from 'yaml';
 import type { Queryable } from '../db/tx.ts';
 import { OPERATION_LOG_CHANNEL } from './outcome.ts';
+import { maskSecrets, secretList, tenantVisible } from './visible-text.ts';
 
 const MAX_LINE = 4000;
 
@@ -76,7 +79,7 @@ export class LogWriter {
   ) {
     this.#pool = pool;
     this.#operationId = operationId;
-    this.#secrets = (opts.secrets ?? []).filter((s) => s.length >= 8).sort((a, b) => b.length - a.length);
+    this.#secrets = secretList(opts.secrets ?? []);
     this.#flushMs = opts.flushMs ?? 100;
     this.#maxBatch = opts.maxBatch ?? 200;
   }
@@ -88,9 +91,10 @@ export class LogWriter {
     for (const p of parts) this.line(p, stream);
   }
 
+  /** One line; stream `reconciler` for the reconciler's own words, anything else is the engine's. */
   line(line: string, stream = 'reconciler'): void {
-    let clean = line.replace(/\r$/, '');
-    for (const s of this.#secrets) clean = clean.split(s).join('[secret]');
+    const raw = line.replace(/\r$/, '');
+    let clean = stream === 'reconciler' ? maskSecrets(raw, this.#secrets) : tenantVisible(raw, this.#secrets);
     if (clean.length > MAX_LINE) clean = clean.slice(0, MAX_LINE) + '…';
     this.#buffer.push({ stream, line: clean });
     if (this.#buffer.length >= this.#maxBatch) this.#schedule(0);

@@ -43,6 +43,7 @@ import { claimDueTenants, readSpecMarkers, releaseLeases, renewLeases, type Clai
 import { LogWriter, kubeconfigSecrets } from './log-writer.ts';
 import { recordCancelled, recordFailure, recordSuccess, recordWaiting } from './outcome.ts';
 import { runtimeTokenFor } from './runtime-token.ts';
+import { maskSecrets, secretList, tenantVisible } from './visible-text.ts';
 import { DEFAULT_RECONCILER_SETTINGS as DEFAULTS } from './settings.ts';
 
 export type ReconcilerLog = Pick<pino.Logger, 'info' | 'warn' | 'error' | 'debug'>;
@@ -425,7 +426,8 @@ export class Reconciler {
     }
     const availability = engine.availability();
     if (!availability.available && t.placement !== 'none-needed') {
-      await recordWaiting(pool, this.owner, t, 'EngineUnavailable', availability.message, {
+      const message = tenantVisible(availability.message, secretList(this.#settings.logSecrets));
+      await recordWaiting(pool, this.owner, t, 'EngineUnavailable', message, {
         firstMs: this.#settings.engineRetryMs,
         capMs: this.#settings.waitCapMs,
       });
@@ -445,15 +447,14 @@ export class Reconciler {
     }
     run.operationId = started.operationId;
     let log: LogWriter | undefined;
+    let secrets = secretList(this.#settings.logSecrets);
     try {
       const input = t.placement === 'placed' ? await this.#stackInput(t, token) : undefined;
-      log = new LogWriter(pool, started.operationId, {
-        flushMs: this.#settings.logFlushMs,
-        secrets: [
-          ...(this.#settings.logSecrets ?? []),
-          ...(input ? [input.runtimeToken, ...kubeconfigSecrets(input.rootKubeconfig)] : []),
-        ],
-      });
+      secrets = secretList([
+        ...this.#settings.logSecrets,
+        ...(input ? [input.runtimeToken, ...kubeconfigSecrets(input.rootKubeconfig)] : []),
+      ]);
+      log = new LogWriter(pool, started.operationId, { flushMs: this.#settings.logFlushMs, secrets });
       this.#describe(log, t, started);
       const opts: RunOptions = {
         onOutput: (text) => log!.output(text),
@@ -493,7 +494,10 @@ export class Reconciler {
       else this.stats.leaseLost += 1;
     } catch (err) {
       const reason = run.reason;
-      const error = engineErrorOf(err);
+      const full = engineErrorOf(err);
+      // The tenant reads the operation log, the operation's error and its conditions: the
+      // engine's error in its tenant-visible form there; the whole text (secrets masked) in the server log.
+      const error = { code: full.code, message: tenantVisible(full.message, secrets) };
       if (reason === 'lease-lost') {
         this.stats.leaseLost += 1;
         await log?.close();
@@ -513,6 +517,10 @@ export class Reconciler {
         if (await recordCancelled(pool, this.owner, t, started.operationId, message)) this.stats.cancelled += 1;
         return;
       }
+      this.#log.warn(
+        { tenant: t.id, operation: started.operationId, code: full.code, err: maskSecrets(full.message, secrets) },
+        'operation failed',
+      );
       log?.line(`operation failed: ${error.code}: ${error.message}`);
       await log?.close();
       if (!log)
@@ -572,7 +580,7 @@ export class Reconciler {
           await this.#settings.engine.cancel(input);
         } catch (err) {
           // No lock to clear (the stack may not exist yet) is not an error worth failing for.
-          log.line(`recovery: cancel reported: ${engineErrorOf(err).message}`);
+          log.line(`recovery: cancel reported: ${tenantVisible(engineErrorOf(err).message)}`);
         }
       } else if (step.step === 'release-helm') {
         // A release that cannot be repaired here fails the next up with Helm's own message and
@@ -586,7 +594,9 @@ export class Reconciler {
           for (const repair of await repairHelmReleases(pending, (kubeconfig) => kubeRecordStore(kubeconfig, policy)))
             log.line(`recovery: ${describeRepair(repair)}`);
         } catch (err) {
-          log.line(`recovery: could not read the stack's pending operations: ${engineErrorOf(err).message}`);
+          log.line(
+            `recovery: could not read the stack's pending operations: ${tenantVisible(engineErrorOf(err).message)}`,
+          );
         }
       } else {
         await this.#settings.engine.refresh(input, { ...opts, clearPendingCreates: true });
