@@ -20,6 +20,7 @@ import { SecretBox } from './crypto.ts';
 import type { DatabaseHealth } from './db/availability.ts';
 import { Notifications } from './db/notifications.ts';
 import { createEngine } from './engine/create.ts';
+import type { Engine } from './engine/engine.ts';
 import { hashKeyBase64 } from './auth/keys.ts';
 import { KeyCache } from './auth/key-cache.ts';
 import {
@@ -72,6 +73,12 @@ export interface ServicesOptions {
   hotReads?: BatchOptions;
   /** Tunnel limits over the configured ones (tests). */
   tunnelLimits?: Partial<TunnelLimits>;
+  /**
+   * An engine in place of the configured one (benchmarks: the ScriptedEngine TEST DOUBLE, so that
+   * everything but the engine runs as `provisioner serve` runs it). The reconciler then runs
+   * whatever PROVISIONER_ENGINE says.
+   */
+  engine?: Engine;
 }
 
 export interface Services {
@@ -177,7 +184,15 @@ export async function buildServices(
     ...child('tunnel-directory'),
   });
 
-  const reconcilerParts = await buildReconciler(config, db, box, signer.publicKeyPem, notifications, logger);
+  const reconcilerParts = await buildReconciler(
+    config,
+    db,
+    box,
+    signer.publicKeyPem,
+    notifications,
+    logger,
+    opts.engine,
+  );
   if (reconcilerParts) registerDriftMetrics(metrics, reconcilerParts.reconciler.stats);
   const logHub = new OperationLogHub(pool, notifications);
   const runtimeObjects = new RuntimeObjectService({
@@ -241,15 +256,18 @@ async function buildReconciler(
   publicKeyPem: string,
   notifications: Notifications,
   logger: Logger | undefined,
+  given: Engine | undefined,
 ): Promise<{ reconciler: Reconciler; writePool: pg.Pool } | undefined> {
   const log = logger?.child({ component: 'reconciler' });
-  const engine = await createEngine(config.engine, {
-    dataDir: config.dataDir,
-    databaseUrl: db.url,
-    controlPlanePublicKey: publicKeyPem,
-    kubeconfigPolicy: config.kubeconfig,
-    ...(log ? { log: (msg, fields) => log.info(fields ?? {}, msg) } : {}),
-  });
+  const engine =
+    given ??
+    (await createEngine(config.engine, {
+      dataDir: config.dataDir,
+      databaseUrl: db.url,
+      controlPlanePublicKey: publicKeyPem,
+      kubeconfigPolicy: config.kubeconfig,
+      ...(log ? { log: (msg, fields) => log.info(fields ?? {}, msg) } : {}),
+    }));
   if (!engine) {
     log?.warn('PROVISIONER_ENGINE=none: no reconciler runs; tenants stay as they are');
     return undefined;

@@ -6,7 +6,8 @@
  */
 import type pg from 'pg';
 import { rollback, type Queryable } from '../db/tx.ts';
-import type { TenantRow } from '../store/tenants.ts';
+import type { Condition, TenantRow } from '../store/tenants.ts';
+import { waitingStatus, type WaitBackoff } from './outcome.ts';
 import { choosePlacement, type ClusterLoad } from './placement.ts';
 
 /** The tenant columns an attempt works from, read as the lease is taken (the type and the query both come from this list). */
@@ -31,9 +32,8 @@ export interface ClaimedTenant extends Pick<TenantRow, (typeof CLAIMED_COLUMNS)[
   consecutive_failures: number;
   next_attempt_at: Date | null;
   runtime_token_enc: Buffer | null;
-  /** placed: run it; no-capacity: record NoCapacity and release. */
-  placement: 'placed' | 'no-capacity' | 'none-needed';
-  placementMessage?: string;
+  /** placed: run it on its cluster; none-needed: a delete of a tenant never placed. */
+  placement: 'placed' | 'none-needed';
 }
 
 export interface ClaimOptions {
@@ -43,6 +43,16 @@ export interface ClaimOptions {
   clusterParallelism: number;
   /** 0 turns periodic resync off. */
   resyncMs: number;
+  /** Retry delays of a tenant no cluster can take. */
+  noCapacityWait: WaitBackoff;
+  /** Set while this process's engine is unavailable: due tenants wait (EngineUnavailable) instead of being leased. */
+  engineUnavailable?: { message: string; wait: WaitBackoff };
+}
+
+/** What a claim did: the tenants it leased, and how many due tenants it found waiting and rescheduled. */
+export interface Claim {
+  leased: ClaimedTenant[];
+  waiting: number;
 }
 
 interface DueRow {
@@ -51,14 +61,17 @@ interface DueRow {
   plan: string;
   region: string | null;
   deleted: boolean;
+  conditions: Condition[];
 }
+
+const DUE_COLUMNS = 't.id, t.cluster_id, t.plan, t.region, t.deleted, t.conditions';
 
 const NOT_LEASED = `NOT t.stalled AND t.phase <> 'Deleted' AND (t.lease_expires_at IS NULL OR t.lease_expires_at < now())`;
 
 /** Tenants whose spec changed, oldest change first (index tenants_spec_due), row-locked, skipping locked rows. */
 export async function selectSpecChanged(db: Queryable, limit: number): Promise<DueRow[]> {
   const { rows } = await db.query<DueRow>(
-    `SELECT t.id, t.cluster_id, t.plan, t.region, t.deleted FROM tenants t
+    `SELECT ${DUE_COLUMNS} FROM tenants t
       WHERE t.generation <> t.observed_generation AND t.next_attempt_at IS NULL AND ${NOT_LEASED}
       ORDER BY t.updated_at LIMIT $1 FOR UPDATE OF t SKIP LOCKED`,
     [limit],
@@ -69,7 +82,7 @@ export async function selectSpecChanged(db: Queryable, limit: number): Promise<D
 /** Tenants whose retry time has come, earliest first (index tenants_retry_due). */
 export async function selectRetryDue(db: Queryable, limit: number): Promise<DueRow[]> {
   const { rows } = await db.query<DueRow>(
-    `SELECT t.id, t.cluster_id, t.plan, t.region, t.deleted FROM tenants t
+    `SELECT ${DUE_COLUMNS} FROM tenants t
       WHERE t.next_attempt_at <= now() AND ${NOT_LEASED}
       ORDER BY t.next_attempt_at LIMIT $1 FOR UPDATE OF t SKIP LOCKED`,
     [limit],
@@ -80,7 +93,7 @@ export async function selectRetryDue(db: Queryable, limit: number): Promise<DueR
 /** Ready/Suspended tenants whose periodic resync is due, least recently reconciled first (index tenants_resync_due). */
 export async function selectResyncDue(db: Queryable, limit: number, resyncMs: number): Promise<DueRow[]> {
   const { rows } = await db.query<DueRow>(
-    `SELECT t.id, t.cluster_id, t.plan, t.region, t.deleted FROM tenants t
+    `SELECT ${DUE_COLUMNS} FROM tenants t
       WHERE t.phase IN ('Ready', 'Suspended') AND t.generation = t.observed_generation AND t.next_attempt_at IS NULL
         AND (t.last_reconciled_at IS NULL OR t.last_reconciled_at < now() - make_interval(secs => $2::float8 / 1000))
         AND ${NOT_LEASED}
@@ -165,13 +178,33 @@ export async function takeLeases(
 }
 
 /**
+ * Reschedules due tenants that cannot run yet (NoCapacity, EngineUnavailable) in the claim's
+ * transaction: Ready=False with the reason, the next try after the waiting backoff, no lease. A
+ * waiting tenant's retry so costs a share of one claim instead of a lease and a transaction of
+ * its own (docs/benchmarks.md "Cost at rest").
+ */
+async function rescheduleWaiting(
+  db: Queryable,
+  waiting: Array<{ id: string; conditions: Condition[]; retryInMs: number }>,
+): Promise<void> {
+  if (waiting.length === 0) return;
+  await db.query(
+    `UPDATE tenants t SET conditions = x.conditions, next_attempt_at = now() + make_interval(secs => x.ms / 1000),
+            lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+       FROM unnest($1::uuid[], $2::jsonb[], $3::float8[]) AS x(id, conditions, ms)
+      WHERE t.id = x.id`,
+    [waiting.map((w) => w.id), waiting.map((w) => JSON.stringify(w.conditions)), waiting.map((w) => w.retryInMs)],
+  );
+}
+
+/**
  * Claims up to `limit` due tenants in one transaction: selects them (SKIP LOCKED), respects the
  * per-cluster parallelism, places unplaced tenants, and takes the leases. Tenants whose cluster
- * is busy stay unclaimed (still due); tenants no cluster can take are claimed as `no-capacity`
- * so that the worker records the condition and a retry time.
+ * is busy stay unclaimed (still due). Tenants that cannot run yet (no cluster can take them, or
+ * the engine is unavailable) are rescheduled in the same transaction without a lease.
  */
-export async function claimDueTenants(pool: pg.Pool, o: ClaimOptions): Promise<ClaimedTenant[]> {
-  if (o.limit <= 0) return [];
+export async function claimDueTenants(pool: pg.Pool, o: ClaimOptions): Promise<Claim> {
+  if (o.limit <= 0) return { leased: [], waiting: 0 };
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
@@ -180,10 +213,22 @@ export async function claimDueTenants(pool: pg.Pool, o: ClaimOptions): Promise<C
     const due = await selectDueTenants(client, o.limit * 3, o.resyncMs);
     if (due.length === 0) {
       await client.query('COMMIT');
-      return [];
+      return { leased: [], waiting: 0 };
     }
-    const needPlacement = due.some((d) => d.cluster_id === null && !d.deleted);
-    const placedIds = [...new Set(due.flatMap((d) => (d.cluster_id ? [d.cluster_id] : [])))];
+    const waiting: Array<{ id: string; conditions: Condition[]; retryInMs: number }> = [];
+    const wait = (d: DueRow, reason: 'NoCapacity' | 'EngineUnavailable', message: string, w: WaitBackoff) =>
+      waiting.push({ id: d.id, ...waitingStatus(d.conditions, reason, message, w) });
+    // Without an engine only deletes of never-placed tenants (nothing to destroy) can run.
+    const engine = o.engineUnavailable;
+    const runnable = engine
+      ? due.filter((d) => {
+          if (d.deleted && d.cluster_id === null) return true;
+          wait(d, 'EngineUnavailable', engine.message, engine.wait);
+          return false;
+        })
+      : due;
+    const needPlacement = runnable.some((d) => d.cluster_id === null && !d.deleted);
+    const placedIds = [...new Set(runnable.flatMap((d) => (d.cluster_id ? [d.cluster_id] : [])))];
     const clusters = placedIds.length > 0 || needPlacement ? await lockClusters(client, placedIds, needPlacement) : [];
     const load =
       clusters.length > 0
@@ -199,34 +244,31 @@ export async function claimDueTenants(pool: pg.Pool, o: ClaimOptions): Promise<C
     }));
     const byId = new Map(loads.map((c) => [c.id, c]));
 
-    const picks: Array<{
-      id: string;
-      clusterId: string | null;
-      placement: ClaimedTenant['placement'];
-      message?: string;
-    }> = [];
-    for (const d of due) {
-      if (picks.length >= o.limit) break;
+    const picks: Array<{ id: string; clusterId: string | null; placement: ClaimedTenant['placement'] }> = [];
+    for (const d of runnable) {
       if (d.cluster_id !== null) {
+        if (picks.length >= o.limit) continue; // no free worker: stays due
         const c = byId.get(d.cluster_id);
         if (c && c.leases >= o.clusterParallelism) continue; // busy: stays due
         if (c) c.leases += 1;
         picks.push({ id: d.id, clusterId: null, placement: 'placed' });
       } else if (d.deleted) {
+        if (picks.length >= o.limit) continue;
         picks.push({ id: d.id, clusterId: null, placement: 'none-needed' }); // never placed: nothing to destroy
       } else {
         const decision = choosePlacement(loads, { plan: d.plan, region: d.region }, o.clusterParallelism);
-        if (decision.kind === 'busy') continue;
         if (decision.kind === 'no-capacity') {
-          picks.push({ id: d.id, clusterId: null, placement: 'no-capacity', message: decision.message });
+          wait(d, 'NoCapacity', decision.message, o.noCapacityWait);
           continue;
         }
+        if (decision.kind === 'busy' || picks.length >= o.limit) continue;
         const c = byId.get(decision.clusterId)!;
         c.leases += 1;
         c.tenants += 1;
         picks.push({ id: d.id, clusterId: decision.clusterId, placement: 'placed' });
       }
     }
+    await rescheduleWaiting(client, waiting);
     const taken = await takeLeases(
       client,
       o.owner,
@@ -235,10 +277,7 @@ export async function claimDueTenants(pool: pg.Pool, o: ClaimOptions): Promise<C
     );
     await client.query('COMMIT');
     const pickById = new Map(picks.map((p) => [p.id, p]));
-    return taken.map((t) => {
-      const p = pickById.get(t.id)!;
-      return { ...t, placement: p.placement, ...(p.message !== undefined ? { placementMessage: p.message } : {}) };
-    });
+    return { leased: taken.map((t) => ({ ...t, placement: pickById.get(t.id)!.placement })), waiting: waiting.length };
   } catch (err) {
     broken = await rollback(client, err);
     throw err;

@@ -297,6 +297,26 @@ export function waitingRetryMs(
   return Math.round(Math.min(wait.capMs, Math.max(wait.firstMs, Number.isFinite(waited) ? waited : 0)));
 }
 
+/** The conditions and the retry delay of a tenant waiting for `reason` (recordWaiting, and the claim: lease.ts). */
+export function waitingStatus(
+  current: Condition[],
+  reason: 'NoCapacity' | 'EngineUnavailable',
+  message: string,
+  wait: WaitBackoff,
+): { retryInMs: number; conditions: Condition[] } {
+  const retryInMs = waitingRetryMs(current, reason, wait);
+  const conditions = mergeConditions(current, [
+    condition('Ready', 'False', reason, message.slice(0, 2000)),
+    condition(
+      'Reconciling',
+      'True',
+      reason === 'NoCapacity' ? 'WaitingForCapacity' : 'WaitingForEngine',
+      `retrying in ${Math.round(retryInMs / 1000)}s`,
+    ),
+  ]);
+  return { retryInMs, conditions };
+}
+
 /**
  * Records why a due tenant cannot run yet (NoCapacity, EngineUnavailable): Ready=False with the
  * reason, a retry time, lease released. The queued operation stays queued and the failure
@@ -313,16 +333,7 @@ export async function recordWaiting(
   return withTx(pool, async (db) => {
     const held = await lockHeldTenant(db, t.id, owner);
     if (!held) return false;
-    const retryInMs = waitingRetryMs(held.conditions, reason, wait);
-    const conditions = mergeConditions(held.conditions, [
-      condition('Ready', 'False', reason, message.slice(0, 2000)),
-      condition(
-        'Reconciling',
-        'True',
-        reason === 'NoCapacity' ? 'WaitingForCapacity' : 'WaitingForEngine',
-        `retrying in ${Math.round(retryInMs / 1000)}s`,
-      ),
-    ]);
+    const { retryInMs, conditions } = waitingStatus(held.conditions, reason, message, wait);
     await db.query(
       `UPDATE tenants SET conditions = $2, next_attempt_at = now() + make_interval(secs => $3::float8 / 1000),
               lease_owner = NULL, lease_expires_at = NULL, updated_at = now()

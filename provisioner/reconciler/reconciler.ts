@@ -16,6 +16,7 @@ import type pg from 'pg';
 import pino from 'pino';
 import type { SecretBox } from '../crypto.ts';
 import { DatabaseHealth, healthOf, isConnectionError } from '../db/availability.ts';
+import { withTx } from '../db/tx.ts';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
 import { getClusterKubeconfig } from '../store/clusters.ts';
 import { appendLog } from '../store/operations.ts';
@@ -286,16 +287,27 @@ export class Reconciler {
     while (!this.#stopping) {
       const free = this.#settings.workers - this.#active.size;
       let claimed = 0;
+      let rescheduled = 0;
       if (free > 0) {
         this.#kicked = false;
         try {
           const began = performance.now();
-          const list = await claimDueTenants(this.#settings.pool, {
+          const availability = this.#settings.engine.availability();
+          const { leased: list, waiting } = await claimDueTenants(this.#settings.pool, {
             owner: this.owner,
             limit: free,
             leaseTtlMs: this.#settings.leaseTtlMs,
             clusterParallelism: this.#settings.clusterParallelism,
             resyncMs: this.#settings.resyncMs,
+            noCapacityWait: { firstMs: this.#settings.noCapacityRetryMs, capMs: this.#settings.waitCapMs },
+            ...(availability.available
+              ? {}
+              : {
+                  engineUnavailable: {
+                    message: tenantVisible(availability.message, secretList(this.#settings.logSecrets)),
+                    wait: { firstMs: this.#settings.engineRetryMs, capMs: this.#settings.waitCapMs },
+                  },
+                }),
           });
           errors = 0;
           this.stats.polls += 1;
@@ -304,7 +316,9 @@ export class Reconciler {
             this.#log.info('database reachable: reconciler resumed');
           }
           claimed = list.length;
-          if (claimed > 0) {
+          this.stats.waiting += waiting;
+          rescheduled = waiting;
+          if (claimed > 0 || waiting > 0) {
             this.stats.claims += 1;
             this.stats.claimMs += performance.now() - began;
           }
@@ -332,7 +346,7 @@ export class Reconciler {
         }
       }
       if (this.#stopping) break;
-      if (free > 0 && claimed === free) continue; // there may be more due right now
+      if (free > 0 && (claimed === free || rescheduled > 0)) continue; // there may be more due right now
       await this.#sleep(this.#settings.pollMs);
     }
   }
@@ -412,18 +426,7 @@ export class Reconciler {
     const t = run.tenant;
     const { engine, box } = this.#settings;
     const pool = this.#writePool;
-    if (t.placement === 'no-capacity') {
-      await recordWaiting(
-        pool,
-        this.owner,
-        t,
-        'NoCapacity',
-        t.placementMessage ?? 'no root cluster can take this tenant',
-        { firstMs: this.#settings.noCapacityRetryMs, capMs: this.#settings.waitCapMs },
-      );
-      this.stats.waiting += 1;
-      return;
-    }
+    // The engine became unavailable after the claim (the claim reschedules while it is).
     const availability = engine.availability();
     if (!availability.available && t.placement !== 'none-needed') {
       const message = tenantVisible(availability.message, secretList(this.#settings.logSecrets));
@@ -440,7 +443,8 @@ export class Reconciler {
     const { token, newKey } = needsToken
       ? runtimeTokenFor(box, t.id, t.runtime_token_enc)
       : { token: t.deleted ? 'deleted-tenant-has-no-runtime-token' : '', newKey: undefined };
-    const started = await startAttempt(pool, t, this.owner, newKey);
+    // One transaction (one commit) for the reads and writes that start the attempt.
+    const started = await withTx(pool, (tx) => startAttempt(tx, t, this.owner, newKey));
     if (!started) {
       this.stats.leaseLost += 1;
       return;

@@ -1,0 +1,389 @@
+/**
+ * Cost at rest: 10,000 tenants that need nothing (all Ready; all waiting for capacity; all
+ * waiting for the engine) and what Postgres and the provisioner spend on them over a window:
+ * CPU (fraction of one core, from /proc: the provisioner process, and Postgres' postmaster with
+ * its backends) and commits per second (pg_stat_database.xact_commit of the provisioner's
+ * database). Target (issue 24): both together under 2 % of one core and under 5 commits/s.
+ *
+ *   npm run bench -- rest     (BENCH_TENANTS=10000, BENCH_WINDOW_SECONDS=60, BENCH_SETTLE_SECONDS=20,
+ *                              BENCH_FLOOR_SECONDS=30, BENCH_SCENARIOS=ready-resync,ready,no-capacity,engine)
+ *
+ * Baseline in the same run, per scenario: the floor, i.e. the same database with the same data
+ * and no provisioner (Postgres' own background work: checkpointer, autovacuum launcher, stats).
+ *
+ * The provisioner runs in a child process as `provisioner serve` builds it (bench/provisioner-child.ts:
+ * services, API, the reconciler with the default settings; a /metrics scrape every 15 s as
+ * Prometheus would), except for the engine: the ScriptedEngine TEST DOUBLE, which returns at
+ * once, so what is measured is the control plane's own work. The embedded Postgres runs in this
+ * process's tree of processes, its data under a temporary directory.
+ *
+ * Steady state is seeded, not waited for: the Ready tenants' last resync is spread over the
+ * last resync interval (so resyncs come due evenly, as in a fleet that has run for a while);
+ * waiting tenants have waited longer than the wait cap and retry at random times within it.
+ * Every wait is bounded (BENCH_TIMEOUT_SECONDS, default 600).
+ */
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { SecretBox } from '../provisioner/crypto.ts';
+import { createPool } from '../provisioner/db/database.ts';
+import { startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
+import { migrate } from '../provisioner/db/migrate.ts';
+import { DEFAULT_RECONCILER_SETTINGS } from '../provisioner/reconciler/settings.ts';
+import {
+  countClusterLoad,
+  selectResyncDue,
+  selectRetryDue,
+  selectSpecChanged,
+} from '../provisioner/reconciler/lease.ts';
+import type { Queryable } from '../provisioner/db/tx.ts';
+import {
+  ADMIN_TOKEN,
+  addClusters,
+  childStats,
+  seedTenants,
+  sleep,
+  startProvisioner,
+  stopProvisioner,
+} from './fleet.ts';
+import type { ChildStats } from './provisioner-child.ts';
+
+const TENANTS = Number(process.env.BENCH_TENANTS ?? 10_000);
+const WINDOW_S = Number(process.env.BENCH_WINDOW_SECONDS ?? 60);
+const SETTLE_S = Number(process.env.BENCH_SETTLE_SECONDS ?? 20);
+const FLOOR_S = Number(process.env.BENCH_FLOOR_SECONDS ?? 30);
+const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_SECONDS ?? 600) * 1000;
+const SCENARIOS = (process.env.BENCH_SCENARIOS ?? 'ready-resync,ready,no-capacity,engine').split(',');
+const CLUSTERS = 10;
+const SCRAPE_MS = 15_000;
+const CLK_TCK = 100; // USER_HZ on Linux
+
+/** CPU ticks so far of the embedded Postgres (postmaster, its children, reaped children) and of one process. */
+async function cpuTicks(pgDir: string, pid: number | undefined): Promise<{ postgres: number; provisioner: number }> {
+  const stats: { pid: string; ppid: string; own: number; children: number; postmaster: boolean }[] = [];
+  for (const p of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(p)) continue;
+    try {
+      const cmdline = await readFile(`/proc/${p}/cmdline`, 'utf8');
+      const f = (await readFile(`/proc/${p}/stat`, 'utf8')).split(') ')[1]!.split(' ');
+      stats.push({
+        pid: p,
+        ppid: f[1]!,
+        own: Number(f[11]) + Number(f[12]),
+        children: Number(f[13]) + Number(f[14]),
+        postmaster: cmdline.includes(pgDir),
+      });
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  let postgres = 0;
+  for (const pm of stats.filter((s) => s.postmaster)) {
+    postgres += pm.own + pm.children;
+    for (const s of stats) if (s.ppid === pm.pid) postgres += s.own;
+  }
+  const prov = pid === undefined ? undefined : stats.find((s) => s.pid === String(pid));
+  return { postgres, provisioner: prov ? prov.own : 0 };
+}
+
+interface DbCounters {
+  commits: number;
+  rollbacks: number;
+  seqScans: number;
+  seqTupRead: number;
+  idxScans: number;
+}
+
+async function counters(admin: pg.Client, db: string): Promise<DbCounters> {
+  // A fresh snapshot each time; the statistics are read from `postgres`, so reading them commits nothing in `db`.
+  await admin.query('SELECT pg_stat_clear_snapshot()');
+  const { rows } = await admin.query<{ c: string; r: string }>(
+    'SELECT xact_commit AS c, xact_rollback AS r FROM pg_stat_database WHERE datname = $1',
+    [db],
+  );
+  return { commits: Number(rows[0]!.c), rollbacks: Number(rows[0]!.r), seqScans: 0, seqTupRead: 0, idxScans: 0 };
+}
+
+/** Sequential and index scans of `tenants` so far (read in the database itself). */
+async function tenantScans(pool: pg.Pool): Promise<Pick<DbCounters, 'seqScans' | 'seqTupRead' | 'idxScans'>> {
+  const { rows } = await pool.query<{ s: string; t: string; i: string }>(
+    `SELECT seq_scan AS s, seq_tup_read AS t, coalesce(idx_scan, 0) AS i FROM pg_stat_user_tables WHERE relname = 'tenants'`,
+  );
+  return { seqScans: Number(rows[0]!.s), seqTupRead: Number(rows[0]!.t), idxScans: Number(rows[0]!.i) };
+}
+
+interface Measure {
+  seconds: number;
+  postgresCore: number;
+  provisionerCore: number;
+  commitsPerSec: number;
+  tenantSeqScans: number;
+  tenantSeqTupRead: number;
+}
+
+async function measure(
+  admin: pg.Client,
+  pool: pg.Pool,
+  db: string,
+  pgDir: string,
+  seconds: number,
+  child?: { pid: number; url: string },
+): Promise<Measure> {
+  await sleep(1100); // let the backends flush their statistics (at most once a second)
+  const c0 = await counters(admin, db);
+  const s0 = await tenantScans(pool);
+  const t0 = await cpuTicks(pgDir, child?.pid);
+  const began = performance.now();
+  let nextScrape = child ? 0 : Infinity;
+  while (performance.now() - began < seconds * 1000) {
+    if (child && performance.now() - began >= nextScrape) {
+      const res = await fetch(`${child.url}/metrics`, {
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      });
+      await res.arrayBuffer();
+      if (res.status !== 200) throw new Error(`GET /metrics answered ${res.status}`);
+      nextScrape += SCRAPE_MS;
+    }
+    await sleep(Math.min(1000, seconds * 1000 - (performance.now() - began)));
+  }
+  const wall = (performance.now() - began) / 1000;
+  const t1 = await cpuTicks(pgDir, child?.pid);
+  await sleep(1100);
+  const c1 = await counters(admin, db);
+  const s1 = await tenantScans(pool);
+  // The first tenantScans() read is this benchmark's own commit in `db` within the window: not counted.
+  return {
+    seconds: wall,
+    postgresCore: (t1.postgres - t0.postgres) / CLK_TCK / wall,
+    provisionerCore: (t1.provisioner - t0.provisioner) / CLK_TCK / wall,
+    commitsPerSec: (c1.commits - c0.commits - 1) / wall,
+    tenantSeqScans: s1.seqScans - s0.seqScans,
+    tenantSeqTupRead: s1.seqTupRead - s0.seqTupRead,
+  };
+}
+
+/**
+ * Plans of the claim's statements and of the per-cluster counts, as lease.ts sends them (its own
+ * functions, with EXPLAIN put in front of each statement): any sequential scan of `tenants`?
+ */
+async function explainClaims(pool: pg.Pool): Promise<string[]> {
+  const client = await pool.connect();
+  const out: string[] = [];
+  let current = '';
+  const explaining: Queryable = {
+    query: (async (sql: string, params?: unknown[]) => {
+      const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params);
+      const nodes = rows
+        .map((r) =>
+          /(Seq Scan|Index Only Scan|Bitmap Index Scan|Index Scan)(?: using (\S+))? on (\w+)/.exec(r['QUERY PLAN']),
+        )
+        .filter((m): m is RegExpExecArray => m !== null)
+        .map((m) => `${m[1]}${m[2] ? ` using ${m[2]}` : ''} on ${m[3]}`);
+      out.push(`${current}: ${nodes.join(', ') || rows[0]!['QUERY PLAN']}`);
+      return { rows: [], rowCount: 0 };
+    }) as unknown as Queryable['query'],
+  };
+  try {
+    await client.query('BEGIN');
+    const { rows: ids } = await client.query<{ id: string }>('SELECT id FROM root_clusters');
+    current = 'spec changed';
+    await selectSpecChanged(explaining, 6);
+    current = 'retry due';
+    await selectRetryDue(explaining, 6);
+    current = 'resync due';
+    await selectResyncDue(explaining, 6, DEFAULT_RECONCILER_SETTINGS.resyncMs);
+    current = 'cluster leases, cluster tenants';
+    await countClusterLoad(
+      explaining,
+      ids.map((r) => r.id),
+    );
+    await client.query('ROLLBACK');
+  } finally {
+    client.release();
+  }
+  return out;
+}
+
+interface Scenario {
+  name: string;
+  title: string;
+  seed: 'ready' | 'waiting';
+  env: Record<string, string>;
+  /** Prepares the seeded database for this scenario (conditions, clusters). */
+  prepare?: (pool: pg.Pool) => Promise<void>;
+}
+
+async function main(): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'hrt-bench-rest-'));
+  await chmod(dir, 0o755); // PostgreSQL may run as another user (when the benchmark runs as root)
+  const pgDir = join(dir, 'pg');
+  const server = await startEmbeddedPostgres(pgDir);
+  const admin = new pg.Client({ connectionString: server.url });
+  await admin.connect();
+  const key = randomBytes(32);
+  const box = new SecretBox(key);
+  const rows: string[] = [];
+  const seeded = new Map<string, string>();
+  const dbUrl = (name: string) => {
+    const u = new URL(server.url);
+    u.pathname = `/${name}`;
+    return u.toString();
+  };
+
+  /** A database with TENANTS tenants reconciled by a fast reconciler: all Ready, or all waiting (no cluster). */
+  async function seed(kind: 'ready' | 'waiting'): Promise<string> {
+    const name = `bench_rest_${kind}`;
+    await admin.query(`CREATE DATABASE ${name}`);
+    const pool = createPool(dbUrl(name), 20);
+    try {
+      await migrate(pool);
+      if (kind === 'ready') await addClusters(pool, box, CLUSTERS, Math.ceil((TENANTS * 1.2) / CLUSTERS));
+      const seconds = await seedTenants(pool, box, { tenants: TENANTS, until: kind, timeoutMs: TIMEOUT_MS });
+      console.log(`seeded ${TENANTS} tenants ${kind} in ${seconds.toFixed(0)} s`);
+    } finally {
+      await pool.end();
+    }
+    return name;
+  }
+
+  const resyncMs = DEFAULT_RECONCILER_SETTINGS.resyncMs;
+  const cap = DEFAULT_RECONCILER_SETTINGS.waitCapMs;
+  const scenarios: Scenario[] = [
+    {
+      name: 'ready-resync',
+      title: `all Ready, resync every ${resyncMs / 3_600_000} h (default)`,
+      seed: 'ready',
+      env: {},
+      prepare: async (pool) => {
+        // Steady state: last resyncs spread evenly over the interval.
+        await pool.query(
+          `UPDATE tenants SET last_reconciled_at = now() - random() * make_interval(secs => $1::float8 / 1000)`,
+          [resyncMs],
+        );
+      },
+    },
+    {
+      name: 'ready',
+      title: 'all Ready, resync off (PROVISIONER_RESYNC_SECONDS=0)',
+      seed: 'ready',
+      env: { BENCH_RESYNC_SECONDS: '0' },
+    },
+    {
+      name: 'no-capacity',
+      title: `all waiting: NoCapacity (no root cluster), waited beyond the ${cap / 3_600_000} h cap`,
+      seed: 'waiting',
+      env: {},
+      prepare: async (pool) => {
+        await waitedLong(pool, 'NoCapacity', cap);
+      },
+    },
+    {
+      name: 'engine',
+      title: `all waiting: EngineUnavailable (10 clusters, no engine), waited beyond the ${cap / 3_600_000} h cap`,
+      seed: 'waiting',
+      env: { BENCH_ENGINE: 'unavailable' },
+      prepare: async (pool) => {
+        const { rows: n } = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM root_clusters');
+        if (n[0]!.n === 0) await addClusters(pool, box, CLUSTERS, Math.ceil((TENANTS * 1.2) / CLUSTERS));
+        await waitedLong(pool, 'EngineUnavailable', cap);
+      },
+    },
+  ];
+
+  console.log(
+    `cost at rest, ${TENANTS} tenants; window ${WINDOW_S} s after ${SETTLE_S} s of settling; floor ${FLOOR_S} s; ` +
+      `${cpus().length} CPUs; load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}`,
+  );
+  try {
+    for (const s of scenarios.filter((x) => SCENARIOS.includes(x.name))) {
+      let name = seeded.get(s.seed);
+      if (!name) {
+        name = await seed(s.seed);
+        seeded.set(s.seed, name);
+      }
+      // Preparation on connections of its own, closed before measuring: a backend reports its
+      // statistics (VACUUM's many transactions) when it ends, not into the floor's window.
+      const prep = createPool(dbUrl(name), 2);
+      try {
+        await s.prepare?.(prep);
+        await prep.query('VACUUM ANALYZE');
+        await prep.query('CHECKPOINT');
+        if (s.name === 'ready-resync' || s.name === 'no-capacity')
+          for (const line of await explainClaims(prep)) console.log(`  plan, ${line}`);
+      } finally {
+        await prep.end();
+      }
+      const pool = createPool(dbUrl(name), 1);
+      try {
+        const floor = await measure(admin, pool, name, pgDir, FLOOR_S);
+        const { child, url } = await startProvisioner({
+          BENCH_DATABASE_URL: dbUrl(name),
+          BENCH_KEY: key.toString('hex'),
+          ...s.env,
+        });
+        try {
+          await sleep(SETTLE_S * 1000);
+          const before = await childStats(child);
+          const m = await measure(admin, pool, name, pgDir, WINDOW_S, { pid: child.pid!, url });
+          const after = await childStats(child);
+          const d = (k: keyof ChildStats) => (after[k] - before[k]) / m.seconds;
+          const total = m.postgresCore + m.provisionerCore;
+          const extra = total - floor.postgresCore;
+          const line =
+            `| ${s.title} | ${pct(floor.postgresCore)} | ${pct(m.postgresCore)} | ${pct(m.provisionerCore)} | ` +
+            `**${pct(total)}** (${pct(extra)} above the floor) | ${floor.commitsPerSec.toFixed(2)} | **${m.commitsPerSec.toFixed(2)}** | ` +
+            `${m.tenantSeqScans} (${m.tenantSeqTupRead} rows) | ${d('polls').toFixed(2)} / ${d('claims').toFixed(2)} / ${d('claimed').toFixed(2)} | ` +
+            `${d('succeeded').toFixed(2)} / ${d('waiting').toFixed(2)} | ${(after.rss / 2 ** 20).toFixed(0)} MiB |`;
+          console.log(line);
+          rows.push(line);
+        } finally {
+          await stopProvisioner(child);
+        }
+        // A killed provisioner leaves leases behind: release them for the next scenario.
+        await pool.query(
+          'UPDATE tenants SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner IS NOT NULL',
+        );
+      } finally {
+        await pool.end();
+      }
+    }
+    console.log('');
+    console.log(
+      '| tenants at rest | Postgres, floor | Postgres | provisioner | together (of one core) | commits/s, floor | commits/s | seq scans of tenants in the window | polls / claims / claimed per s | succeeded / waiting per s | provisioner RSS |',
+    );
+    console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+    for (const r of rows) console.log(r);
+    console.log(
+      `load average at the end: ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}`,
+    );
+  } finally {
+    await admin.end();
+    await server.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Waiting for `reason` since long before the cap: the next try at a random time within the cap. */
+async function waitedLong(pool: pg.Pool, reason: 'NoCapacity' | 'EngineUnavailable', capMs: number): Promise<void> {
+  await pool.query(
+    `UPDATE tenants SET
+       conditions = (SELECT jsonb_agg(CASE WHEN c->>'type' = 'Ready'
+                                           THEN c || jsonb_build_object('reason', $1::text, 'lastTransitionTime', to_jsonb(now() - interval '1 day'))
+                                           ELSE c END)
+                       FROM jsonb_array_elements(conditions) c),
+       next_attempt_at = now() + random() * make_interval(secs => $2::float8 / 1000)`,
+    [reason, capMs],
+  );
+}
+
+function pct(core: number): string {
+  return `${(core * 100).toFixed(2)} %`;
+}
+
+await main();
