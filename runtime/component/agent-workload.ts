@@ -60,7 +60,6 @@ function env(agent: AgentDefinition): k8s.types.input.core.v1.EnvVar[] {
       break;
     case 'event-reporter':
       vars.push(
-        { name: 'SHARD_COUNT', value: String(agent.replicas) },
         { name: 'QUEUE_LIMIT', value: String(EVENT_QUEUE_LIMIT) },
         { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
         { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },

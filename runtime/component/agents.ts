@@ -11,7 +11,7 @@
  *    info (the runtime-versions ConfigMap) and the actions on Argo objects: refresh and sync an
  *    Application, promote, abort or retry a Rollout, terminate or stop a Workflow.
  *  - event-reporter: watches Applications, Rollouts and Workflows and reports them in batches;
- *    replicas shard objects by name hash and coordinate through Leases.
+ *    each object belongs to one live replica (rendezvous hashing over the replicas' Leases).
  */
 import type * as k8s from '@pulumi/kubernetes';
 
@@ -121,11 +121,12 @@ export const AGENTS: readonly AgentDefinition[] = [
       },
     ],
     namespaceRules: [
-      // Shard membership: one Lease per replica.
+      // Shard membership: one Lease per replica, deleted on shutdown (fast handover) and by the
+      // others once its replica is long gone.
       {
         apiGroups: ['coordination.k8s.io'],
         resources: ['leases'],
-        verbs: ['get', 'list', 'watch', 'create', 'update'],
+        verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'],
       },
     ],
   },

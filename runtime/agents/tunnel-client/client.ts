@@ -13,7 +13,7 @@ import { headerListFrom, headersObject } from '../../protocol/headers.ts';
 import { startHeartbeat } from '../../protocol/heartbeat.ts';
 import { Mux, type TunnelStream } from '../../protocol/mux.ts';
 import { retriableUpstreamError } from '../common/retry.ts';
-import { backoffDelay, type BackoffOptions, DEFAULT_BACKOFF, slowRetryDelay } from './backoff.ts';
+import { backoffDelay, type BackoffOptions, DEFAULT_BACKOFF, slowRetryDelay } from '../common/backoff.ts';
 
 export interface TunnelClientOptions {
   /** ws:// or wss:// URL of the control plane's /v1/tunnel. */

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { backoffDelay, DEFAULT_BACKOFF, slowRetryDelay } from '../../../runtime/agents/tunnel-client/backoff.ts';
+import { backoffDelay, DEFAULT_BACKOFF, slowRetryDelay } from '../../../runtime/agents/common/backoff.ts';
 import { loadTunnelClientConfig } from '../../../runtime/agents/tunnel-client/config.ts';
 import { loadRouterConfig } from '../../../runtime/agents/request-router/config.ts';
 import { loadAppProxyConfig } from '../../../runtime/agents/app-proxy/config.ts';

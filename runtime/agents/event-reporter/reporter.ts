@@ -1,0 +1,377 @@
+/**
+ * One event reporter replica: watches every reported kind into a local cache (all objects, every
+ * replica: a takeover is reported from memory, without a list), queues the states of the objects
+ * it owns by rendezvous hashing over the live replicas, and delivers the queue in batches with a
+ * heartbeat and digests.
+ *
+ * Ownership changes: when the live replicas change, queued objects this replica lost are dropped
+ * (their new owner reports them from its own cache), the objects it gained are queued from the
+ * cache, and a digest per kind is sent, from which the control plane removes what was deleted
+ * while nobody owned it. Digests are also sent every DIGEST_INTERVAL_SECONDS, after every list and
+ * after a watch resumed from an error.
+ */
+import { createServer, type Server } from 'node:http';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import {
+  objectKeyString,
+  REPORTED_KIND_NAMES,
+  type Digest,
+  type Heartbeat,
+  type ReportedKind,
+  type UpsertItem,
+} from '../../protocol/events.ts';
+import { closeServer, listen } from '../common/service.ts';
+import type { EventReporterConfig } from './config.ts';
+import { Sender, type PendingDigests } from './delivery.ts';
+import { byteSize, deleteItem, metaOf, upsertItem } from './items.ts';
+import { LeaseKeeper } from './leases.ts';
+import { owns } from './members.ts';
+import { createMetrics, type ReporterMetrics } from './metrics.ts';
+import { ReportQueue, type QueueItem } from './queue.ts';
+import { KindWatcher, type WatchSink } from './watcher.ts';
+
+type Obj = Record<string, unknown>;
+
+export interface ReporterOptions {
+  config: EventReporterConfig;
+  kc: KubeConfig;
+  log: Logger;
+  /** Delay between tries while a kind's CRD is missing (default 30 s). */
+  absentRetryMs?: number;
+}
+
+const kindOf = (key: string): ReportedKind => key.slice(0, key.indexOf('/')) as ReportedKind;
+
+export class EventReporter implements WatchSink {
+  readonly queue: ReportQueue;
+  readonly metrics: ReporterMetrics;
+  private readonly o: ReporterOptions;
+  private readonly log: Logger;
+  private readonly self: string;
+  private readonly caches = new Map<ReportedKind, Map<string, UpsertItem>>();
+  private readonly resourceVersions = new Map<ReportedKind, string>();
+  private readonly listed = new Set<ReportedKind>();
+  private readonly unavailable = new Set<ReportedKind>();
+  private readonly digestDue = new Map<ReportedKind, number>();
+  private digestGeneration = 0;
+  private readonly takeover = new Set<string>();
+  private takingOver: Promise<void> | undefined;
+  private members: string[] = [];
+  private readonly leases: LeaseKeeper;
+  private readonly watchers: KindWatcher[];
+  private readonly sender: Sender;
+  private server: Server | undefined;
+  private digestTimer: NodeJS.Timeout | undefined;
+  private ownedCache: { at: number; counts: Partial<Record<ReportedKind, number>> } | undefined;
+  private closing = false;
+
+  constructor(o: ReporterOptions) {
+    this.o = o;
+    this.log = o.log;
+    this.self = o.config.replica;
+    this.queue = new ReportQueue(o.config.queueLimit);
+    for (const kind of REPORTED_KIND_NAMES) this.caches.set(kind, new Map());
+    this.metrics = createMetrics({
+      queueDepth: () => this.queue.size,
+      oldestPendingSeconds: () => this.queue.oldestPendingSeconds(),
+      ownedObjects: () => this.ownedCounts(),
+      members: () => this.members.length,
+    });
+    this.leases = new LeaseKeeper({
+      kc: o.kc,
+      namespace: o.config.namespace,
+      replica: this.self,
+      leaseDurationSeconds: o.config.leaseDurationSeconds,
+      log: o.log.child({ part: 'membership' }),
+      onMembers: (m) => this.membersChanged(m),
+    });
+    this.watchers = REPORTED_KIND_NAMES.map(
+      (kind) =>
+        new KindWatcher({
+          kind,
+          kc: o.kc,
+          sink: this,
+          log: o.log,
+          ...(o.absentRetryMs !== undefined ? { absentRetryMs: o.absentRetryMs } : {}),
+        }),
+    );
+    this.sender = new Sender({
+      controlPlaneUrl: o.config.controlPlaneUrl,
+      token: o.config.token,
+      replica: this.self,
+      queue: this.queue,
+      log: o.log.child({ part: 'delivery' }),
+      metrics: this.metrics,
+      heartbeatIntervalMs: o.config.heartbeatIntervalSeconds * 1000,
+      retryMaxMs: o.config.retryMaxSeconds * 1000,
+      heartbeat: () => this.heartbeat(),
+      digestsDue: () => this.digestsDue(),
+      digests: () => this.pendingDigests(),
+    });
+  }
+
+  /** Starts the health/metrics server (resolves with its port), the Lease, the watches and delivery. */
+  async start(): Promise<number> {
+    this.server = createServer((req, res) => {
+      const path = (req.url ?? '/').split('?')[0];
+      if (path === '/healthz') {
+        res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
+      } else if (path === '/readyz') {
+        const ready = this.readiness();
+        res
+          .writeHead(ready.ready ? 200 : 503, { 'content-type': 'application/json' })
+          .end(JSON.stringify(ready) + '\n');
+      } else if (path === '/metrics') {
+        this.metrics.registry.metrics().then(
+          (text) => res.writeHead(200, { 'content-type': this.metrics.registry.contentType }).end(text),
+          (err: unknown) => {
+            this.log.warn({ err }, 'metrics failed');
+            res.writeHead(500).end();
+          },
+        );
+      } else {
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+      }
+    });
+    const port = await listen(this.server, this.o.config.port, this.o.config.host);
+    this.leases.start();
+    for (const w of this.watchers) w.start();
+    this.sender.start();
+    this.digestTimer = setInterval(
+      () => this.requestDigest(...REPORTED_KIND_NAMES),
+      this.o.config.digestIntervalSeconds * 1000,
+    );
+    this.digestTimer.unref();
+    return port;
+  }
+
+  /** SIGTERM: stop watching, delete the Lease (fast handover), deliver what is queued within the grace. */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    const deadline = Date.now() + this.o.config.shutdownGraceSeconds * 1000;
+    clearInterval(this.digestTimer);
+    await Promise.all(this.watchers.map((w) => w.stop()));
+    await this.leases.resign();
+    const left = this.queue.size;
+    const flushed = await this.sender.drain(Math.max(0, deadline - Date.now() - 500));
+    if (flushed) this.log.info({ delivered: left }, 'queue flushed');
+    else
+      this.log.warn(
+        { undelivered: this.queue.size },
+        'shutdown grace over with reports still queued (the new owners report them)',
+      );
+    if (this.server) await closeServer(this.server);
+  }
+
+  readiness(): { ready: boolean; listed: ReportedKind[]; unavailable: ReportedKind[]; holdsLease: boolean } {
+    const listed = REPORTED_KIND_NAMES.filter((k) => this.listed.has(k));
+    const unavailable = REPORTED_KIND_NAMES.filter((k) => this.unavailable.has(k));
+    const holdsLease = this.members.includes(this.self);
+    const settled = REPORTED_KIND_NAMES.every((k) => this.listed.has(k) || this.unavailable.has(k));
+    return { ready: settled && holdsLease && !this.closing, listed, unavailable, holdsLease };
+  }
+
+  private owns(key: string, members = this.members): boolean {
+    return owns(this.self, key, members);
+  }
+
+  // --- WatchSink ---
+
+  upsert(kind: ReportedKind, obj: Obj): boolean {
+    const item = upsertItem(kind, obj);
+    if (!item) return true;
+    const key = objectKeyString(item);
+    if (this.owns(key) && !this.offer(kind, key, item)) return false;
+    this.caches.get(kind)!.set(key, item);
+    return true;
+  }
+
+  remove(kind: ReportedKind, obj: Obj): boolean {
+    const meta = metaOf(obj);
+    if (!meta) return true;
+    const key = objectKeyString({ kind, namespace: meta.namespace, name: meta.name });
+    if (this.owns(key) && !this.offer(kind, key, deleteItem(kind, meta, meta.resourceVersion))) return false;
+    this.caches.get(kind)!.delete(key);
+    this.takeover.delete(key);
+    return true;
+  }
+
+  async relisted(kind: ReportedKind, items: Obj[], resourceVersion: string): Promise<void> {
+    const old = this.caches.get(kind)!;
+    const fresh = new Map<string, UpsertItem>();
+    const changed: string[] = [];
+    const observedAt = new Date();
+    for (const obj of items) {
+      const item = upsertItem(kind, obj, observedAt);
+      if (!item) continue;
+      const key = objectKeyString(item);
+      fresh.set(key, item);
+      if (old.get(key)?.resourceVersion !== item.resourceVersion) changed.push(key);
+    }
+    const deleted = [...old.values()].filter((i) => !fresh.has(objectKeyString(i)));
+    this.caches.set(kind, fresh);
+    this.resourceVersions.set(kind, resourceVersion);
+    this.listed.add(kind);
+    this.metrics.relists.inc({ kind });
+    this.log.info(
+      { kind, objects: fresh.size, changed: changed.length, deleted: deleted.length, resourceVersion },
+      'listed',
+    );
+    this.requestDigest(kind);
+    for (const prev of deleted) {
+      const key = objectKeyString(prev);
+      this.takeover.delete(key);
+      await this.offerWhenRoom(key, () => deleteItem(kind, prev, resourceVersion));
+    }
+    for (const key of changed) await this.offerWhenRoom(key, () => this.caches.get(kind)!.get(key));
+  }
+
+  advanced(kind: ReportedKind, resourceVersion: string): void {
+    this.resourceVersions.set(kind, resourceVersion);
+  }
+
+  reconnected(kind: ReportedKind): void {
+    this.requestDigest(kind);
+  }
+
+  availability(kind: ReportedKind, available: boolean): void {
+    if (available) this.unavailable.delete(kind);
+    else {
+      this.unavailable.add(kind);
+      this.digestDue.delete(kind);
+    }
+  }
+
+  waitForRoom(): Promise<void> {
+    return this.queue.waitForRoom();
+  }
+
+  onRestart(kind: ReportedKind, reason: 'closed' | 'error' | 'gone' | 'paused'): void {
+    this.metrics.watchRestarts.inc({ kind, reason });
+    if (reason === 'paused') this.metrics.backPressurePauses.inc({ kind });
+  }
+
+  // --- queueing ---
+
+  /** Queues an item of an owned object; false when the queue is full. */
+  private offer(_kind: ReportedKind, key: string, item: QueueItem): boolean {
+    const r = this.queue.put(key, item, byteSize(item));
+    if (r === 'coalesced') this.metrics.coalesced.inc();
+    return r !== 'full';
+  }
+
+  /** Queues the item `make` gives (read when there is room, so it is the latest) while the object is still owned. */
+  private async offerWhenRoom(key: string, make: () => QueueItem | undefined): Promise<void> {
+    for (;;) {
+      if (!this.owns(key)) return;
+      const item = make();
+      if (!item) return;
+      const r = this.queue.put(key, item, byteSize(item));
+      if (r === 'coalesced') this.metrics.coalesced.inc();
+      if (r !== 'full') return;
+      await this.queue.waitForRoom();
+    }
+  }
+
+  // --- membership ---
+
+  private membersChanged(members: string[]): void {
+    const before = this.members;
+    this.members = members;
+    this.ownedCache = undefined;
+    this.metrics.membershipChanges.inc();
+    const dropped = this.queue.drop((key) => !this.owns(key));
+    for (const key of [...this.takeover]) if (!this.owns(key)) this.takeover.delete(key);
+    let gained = 0;
+    for (const cache of this.caches.values()) {
+      for (const key of cache.keys()) {
+        if (this.owns(key) && !this.owns(key, before)) {
+          this.takeover.add(key);
+          gained++;
+        }
+      }
+    }
+    this.log.info({ members, before, gained, dropped }, 'live replicas changed');
+    this.requestDigest(...REPORTED_KIND_NAMES);
+    this.takingOver ??= this.drainTakeover().finally(() => {
+      this.takingOver = undefined;
+    });
+  }
+
+  private async drainTakeover(): Promise<void> {
+    while (this.takeover.size > 0 && !this.closing) {
+      const key = this.takeover.values().next().value!;
+      this.takeover.delete(key);
+      await this.offerWhenRoom(key, () => this.caches.get(kindOf(key))?.get(key));
+    }
+  }
+
+  // --- heartbeat and digests ---
+
+  private ownedCounts(): Partial<Record<ReportedKind, number>> {
+    if (this.ownedCache && Date.now() - this.ownedCache.at < 5_000) return this.ownedCache.counts;
+    const counts: Partial<Record<ReportedKind, number>> = {};
+    for (const [kind, cache] of this.caches) {
+      let n = 0;
+      for (const key of cache.keys()) if (this.owns(key)) n++;
+      counts[kind] = n;
+    }
+    this.ownedCache = { at: Date.now(), counts };
+    return counts;
+  }
+
+  private heartbeat(): Heartbeat {
+    const owned = Object.values(this.ownedCounts()).reduce((a, b) => a + (b ?? 0), 0);
+    return {
+      replica: this.self,
+      ownedObjects: owned,
+      queueDepth: this.queue.size,
+      oldestPendingSeconds: Math.round(this.queue.oldestPendingSeconds() * 1000) / 1000,
+    };
+  }
+
+  private requestDigest(...kinds: ReportedKind[]): void {
+    const gen = ++this.digestGeneration;
+    for (const k of kinds) if (!this.unavailable.has(k)) this.digestDue.set(k, gen);
+    this.sender.poke();
+  }
+
+  private digestable(kind: ReportedKind): boolean {
+    return this.listed.has(kind) && !this.unavailable.has(kind) && this.resourceVersions.has(kind);
+  }
+
+  private digestsDue(): boolean {
+    if (!this.members.includes(this.self)) return false;
+    for (const k of this.digestDue.keys()) if (this.digestable(k)) return true;
+    return false;
+  }
+
+  private pendingDigests(): PendingDigests {
+    if (!this.members.includes(this.self)) return { digests: [], commit: () => undefined };
+    const taken = new Map<ReportedKind, number>();
+    const digests: Digest[] = [];
+    for (const [kind, gen] of this.digestDue) {
+      if (!this.digestable(kind)) continue;
+      taken.set(kind, gen);
+      const objects: Digest['objects'] = [];
+      for (const [key, i] of this.caches.get(kind)!)
+        if (this.owns(key))
+          objects.push({ namespace: i.namespace, name: i.name, uid: i.uid, resourceVersion: i.resourceVersion });
+      digests.push({
+        replica: this.self,
+        members: [...this.members],
+        kind,
+        listResourceVersion: this.resourceVersions.get(kind)!,
+        objects,
+      });
+    }
+    return {
+      digests,
+      commit: () => {
+        for (const [kind, gen] of taken) if (this.digestDue.get(kind) === gen) this.digestDue.delete(kind);
+      },
+    };
+  }
+}
