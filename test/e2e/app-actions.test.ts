@@ -267,7 +267,7 @@ async function suite(): Promise<void> {
 
     const missing = await actA(`applications/${NS}/nope/sync`);
     t.equal(missing.status, 404, 'sync of an Application that does not exist is 404');
-    t.equal(missing.body.error.code, 'OBJECT_NOT_FOUND');
+    t.equal(missing.body.error.code, 'OBJECT_NOT_FOUND', 'with the code OBJECT_NOT_FOUND');
     const missingRefresh = await actA(`applications/${NS}/nope/refresh`);
     t.equal(missingRefresh.status, 404, 'refresh of an Application that does not exist is 404');
   });
@@ -301,7 +301,7 @@ async function suite(): Promise<void> {
     );
     const notPaused = await actA(`rollouts/${NS}/web/promote`);
     t.equal(notPaused.status, 409, 'promote of a Rollout that is not paused and has no step left is 409');
-    t.equal(notPaused.body.error.reason, 'NotPaused');
+    t.equal(notPaused.body.error.reason, 'NotPaused', 'with the reason NotPaused');
 
     const full = await actA(`rollouts/${NS}/web/promote`, { full: true });
     t.equal(full.status, 200, 'a full promotion is accepted while the desired version is not stable');
@@ -318,7 +318,7 @@ async function suite(): Promise<void> {
     t.equal((await read('rollouts', 'web')).status.abort, false, 'status.abort is false again');
     const retryAgain = await actA(`rollouts/${NS}/web/retry`);
     t.equal(retryAgain.status, 409, 'retrying a Rollout that is not aborted is 409');
-    t.equal(retryAgain.body.error.reason, 'NotAborted');
+    t.equal(retryAgain.body.error.reason, 'NotAborted', 'with the reason NotAborted');
 
     const missing = await actA(`rollouts/${NS}/nope/promote`);
     t.equal(missing.status, 404, 'promote of a Rollout that does not exist is 404');
@@ -339,7 +339,7 @@ async function suite(): Promise<void> {
 
     const finished = await actA(`workflows/${NS}/done/terminate`);
     t.equal(finished.status, 409, 'terminating a finished Workflow is 409');
-    t.equal(finished.body.error.reason, 'Finished');
+    t.equal(finished.body.error.reason, 'Finished', 'with the reason Finished');
     t.notOk((await read('workflows', 'done')).spec.shutdown, 'and leaves it untouched');
 
     const retryFailed = await actA(`workflows/${NS}/broken/retry`);
@@ -356,7 +356,7 @@ async function suite(): Promise<void> {
     await create('workflows', sampleWorkflow(NS, 'other'), workflowStatus({ phase: 'Running' }));
     const cross = await act(`workflows/${NS}/other/terminate`, undefined, b.apiKey, a.tenantId);
     t.equal(cross.status, 404, "tenant b's key gets 404 for tenant a's runtime");
-    t.equal(cross.body.error.code, 'TENANT_NOT_FOUND');
+    t.equal(cross.body.error.code, 'TENANT_NOT_FOUND', 'as for a tenant that does not exist');
     t.notOk((await read('workflows', 'other')).spec.shutdown, 'the Workflow is untouched');
   });
 
@@ -428,7 +428,7 @@ async function suite(): Promise<void> {
     await argo.stop();
     const res = await actA(`rollouts/${NS}/web/abort`);
     t.equal(res.status, 503, 'the action answers 503');
-    t.equal(res.body.error.code, 'KUBE_API_UNAVAILABLE');
+    t.equal(res.body.error.code, 'KUBE_API_UNAVAILABLE', 'with the code KUBE_API_UNAVAILABLE');
     t.ok(Number(res.retryAfter) > 0, 'with Retry-After');
     const rows = (
       await api.request('GET', `/v1/audit?targetType=tenant&targetId=${a.tenantId}&limit=1`, { key: api.operatorKey })

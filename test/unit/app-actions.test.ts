@@ -120,6 +120,7 @@ void t.test('Rollout abort and retry toggle status.abort and refuse the states w
   t.equal(
     reasonOf(() => abortPatch({ metadata: meta, status: { abort: true } })),
     'AlreadyAborted',
+    'an aborted Rollout cannot be aborted again',
   );
   t.equal(
     reasonOf(() => abortPatch({ metadata: meta, status: { currentPodHash: 'a', stableRS: 'a' } })),
@@ -134,6 +135,7 @@ void t.test('Rollout abort and retry toggle status.abort and refuse the states w
   t.equal(
     reasonOf(() => retryRolloutPatch({ metadata: meta, status: {} })),
     'NotAborted',
+    'a Rollout that is not aborted cannot be retried',
   );
 });
 
@@ -205,10 +207,12 @@ void t.test("Application sync builds Argo CD's operation; an operation in progre
   t.equal(
     reasonOf(() => refuseSync({ ...app, operation: { sync: {} } })),
     'OperationInProgress',
+    'an Application with an operation set cannot be synced',
   );
   t.equal(
     reasonOf(() => refuseSync({ ...app, metadata: { ...meta, deletionTimestamp: '2026-01-01T00:00:00Z' } })),
     'Deleting',
+    'an Application being deleted cannot be synced',
   );
   t.equal(
     reasonOf(() => refuseSync(app)),
