@@ -50,7 +50,15 @@ export const ERROR_CODES = {
     status: 404,
     description: "the tenant's runtime did not report that application, rollout or workflow (or it was deleted)",
   },
-  ROUTE_NOT_FOUND: { status: 404, description: 'no route for this method and path' },
+  ROUTE_NOT_FOUND: { status: 404, description: 'no route for this path' },
+  METHOD_NOT_ALLOWED: {
+    status: 405,
+    description: 'the path exists but not with this method; `Allow` lists the methods it has',
+  },
+  REQUEST_TIMEOUT: {
+    status: 408,
+    description: 'the request (headers and body) did not arrive within `PROVISIONER_REQUEST_TIMEOUT_SECONDS`',
+  },
   ORGANIZATION_TAKEN: { status: 409, description: 'a live tenant already has the organization name' },
   CLUSTER_EXISTS: { status: 409, description: 'a root cluster of that name is already registered' },
   TENANT_DELETED: { status: 409, description: 'the tenant is deleted; only reads are allowed' },
@@ -60,11 +68,17 @@ export const ERROR_CODES = {
     description: 'a request with the Idempotency-Key is still being processed; retry shortly',
   },
   CANNOT_REVOKE_OWN_KEY: { status: 409, description: 'a key tried to revoke itself' },
+  LAST_AVAILABLE_RUNTIME_VERSION: {
+    status: 409,
+    description:
+      'the change would leave no available runtime version, so signups would have none to install; make another version available first',
+  },
   PAYLOAD_TOO_LARGE: {
     status: 413,
     description: "body over `PROVISIONER_BODY_LIMIT`, or over the tunnel's request body limit (the message names it)",
   },
-  UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'not `application/json`' },
+  URI_TOO_LONG: { status: 414, description: 'a path segment is longer than 100 characters' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'not `application/json` (the message names the type sent)' },
   RUNTIME_VERSION_UNAVAILABLE: { status: 422, description: 'withdrawn (or deprecated, for tenants and signups)' },
   UPGRADE_PATH_REFUSED: { status: 422, description: '`details.path` lists the versions to go through' },
   RATE_LIMITED: { status: 429, description: 'with `Retry-After`' },
@@ -79,7 +93,8 @@ export const ERROR_CODES = {
   },
   REQUEST_HEADERS_TOO_LARGE: {
     status: 431,
-    description: 'the headers of a request forwarded to a runtime are too large for the tunnel',
+    description:
+      "the request's headers are over the server's limit (16 KiB), or, for a request forwarded to a runtime, too large for the tunnel",
   },
   INTERNAL: { status: 500, description: 'details only in the server log' },
   RUNTIME_BAD_RESPONSE: { status: 502, description: "the runtime's response was refused or broke the tunnel protocol" },
@@ -180,6 +195,14 @@ export const errors = {
   notFound: (what: keyof typeof NOT_FOUND, id: string) =>
     new AppError(NOT_FOUND[what], `${what} '${id}' was not found`),
   routeNotFound: (method: string, url: string) => new AppError('ROUTE_NOT_FOUND', `no route ${method} ${url}`),
+  methodNotAllowed: (method: string, allowed: readonly string[]) =>
+    new AppError('METHOD_NOT_ALLOWED', `${method} is not allowed here; allowed: ${allowed.join(', ')}`),
+  lastAvailableVersion: (version: string, availability: string) =>
+    new AppError(
+      'LAST_AVAILABLE_RUNTIME_VERSION',
+      `runtime version '${version}' is the last available one: marking it ${availability} would leave signups nothing to install; make another version available first`,
+      { field: 'availability' },
+    ),
   tenantDeleted: (id: string) =>
     new AppError('TENANT_DELETED', `tenant '${id}' has been deleted; only reads are allowed on a deleted tenant`),
   organizationTaken: (org: string) =>

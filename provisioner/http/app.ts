@@ -14,7 +14,9 @@ import type { Services } from '../services.ts';
 import { tunnelRoutes } from '../tunnel/index.ts';
 import { actorOf, registerAuth } from './auth.ts';
 import { beginRuntimeActionAudit, finishRuntimeActionAudit } from '../store/audit.ts';
-import { installErrorHandler } from './error-handler.ts';
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandler } from './error-handler.ts';
+import { installRequestRules } from './request-rules.ts';
+import { documentPublicRoutes, swaggerOptions } from './openapi.ts';
 import { installValidation } from './validation.ts';
 import { RequestLog } from './request-log.ts';
 import { installSecurityHeaders } from './security-headers.ts';
@@ -55,6 +57,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     // Keep serving while shutting down (tunnels drain in preClose; a terminating pod still gets
     // traffic until the endpoints change): requests then fail, if at all, with our own errors.
     return503OnClosing: false,
+    // Errors raised before a route runs, by fastify's router and by Node's HTTP parser, answer in
+    // the API's error shape too (error-handler.ts).
+    frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // Tunnels arrive as upgrades of this server; close them before it closes (it would wait for them).
@@ -62,24 +68,13 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   app.addHook('preClose', async () => services.tunnel.close());
   installErrorHandler(app, { health: healthOf(services.pool) });
   installValidation(app);
+  installRequestRules(app);
   // JSON only: without this parser text/plain bodies would reach validation instead of a 415.
   app.removeContentTypeParser('text/plain');
   for (const schema of [ErrorBody, Tenant, Operation, Cluster, ApiKeyInfo]) app.addSchema(schema);
 
-  await app.register(swagger, {
-    openapi: {
-      info: {
-        title: 'Hosted runtimes provisioner',
-        version: '1',
-        description: 'Tenant signup, lifecycle, runtime versions and root clusters.',
-      },
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
-      security: [{ bearer: [] }],
-    },
-  });
-  app.addHook('onRoute', (route) => {
-    if (route.url.startsWith('/docs')) route.config = { ...(route.config ?? {}), public: true };
-  });
+  await app.register(swagger, swaggerOptions());
+  documentPublicRoutes(app);
   installSecurityHeaders(app);
   // Swagger UI's own CSP (hashes of its inline assets), scoped to /docs, replaces the API's there.
   await app.register(swaggerUi, {
@@ -119,8 +114,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   const { tunnel, tunnelDirectory, onRelay } = services;
   await app.register(tunnelRoutes, {
     tunnel,
-    // Checked before the handler, as for every /v1/tenants/:id route (http/auth.ts).
-    canAccessTenant: () => true,
+    // Access is checked before the handler, as for every /v1/tenants/:id route (http/auth.ts);
+    // here the tenant must exist, so an unknown id is a 404 as on every other tenant route.
+    canAccessTenant: async (_request, tenantId) => (await services.reads.tenant(tenantId)) !== undefined,
     routeConfig: { roles: ['operator', 'tenant'] },
     subjectOf: (request) => request.auth?.keyId,
     auditAction: async (request, tenantId, action) => {

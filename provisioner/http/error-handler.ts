@@ -6,10 +6,15 @@
  * without a stack, at most one line per code every few seconds (an outage is one condition, not
  * an error per request).
  */
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DATABASE_RETRY_AFTER_SECONDS, isConnectionError, type DatabaseHealth } from '../db/availability.ts';
 import { AppError, errors, isAppError, type ErrorCode } from '../errors.ts';
 import { RateLimitedLog } from '../logger.ts';
+import { PATTERN_MEANINGS } from './schemas.ts';
+import { API_CSP } from './security-headers.ts';
 
 /** Retry-After of each 503 code (seconds); others get DEFAULT_RETRY_AFTER_SECONDS. */
 const RETRY_AFTER: Partial<Record<ErrorCode, number>> = { DATABASE_UNAVAILABLE: DATABASE_RETRY_AFTER_SECONDS };
@@ -24,12 +29,16 @@ interface AjvError {
   params?: Record<string, unknown>;
 }
 
+/** `idempotency-key` → `Idempotency-Key`, as the API documents headers. */
+const headerName = (name: string) =>
+  name.replace(/(^|-)([a-z])/g, (_m, dash: string, c: string) => dash + c.toUpperCase());
+
 function fieldOf(e: AjvError, context: string | undefined): string | undefined {
   const path = (e.instancePath ?? '').split('/').filter(Boolean).join('.');
-  const missing = e.params?.missingProperty ?? e.params?.additionalProperty;
+  const missing = e.params?.missingProperty ?? e.params?.additionalProperty ?? e.params?.propertyName;
   const name = [path, typeof missing === 'string' ? missing : ''].filter(Boolean).join('.');
-  if (name) return name;
-  return context === 'body' ? 'body' : context;
+  if (name) return context === 'headers' ? headerName(name) : name;
+  return context === 'body' ? 'body' : undefined;
 }
 
 function describe(e: AjvError, field: string | undefined): string {
@@ -44,23 +53,47 @@ function describe(e: AjvError, field: string | undefined): string {
     case 'format':
       return `${where} must be a valid ${String(e.params?.format)}`;
     case 'pattern':
-      return `${where} has an invalid format`;
+      return `${where} ${PATTERN_MEANINGS[String(e.params?.pattern)] ?? 'has an invalid format'}`;
+    case 'propertyNames':
+      return `${where} has a key that is not allowed (keys: 1 to 63 characters, no control characters)`;
     default:
       return `${where} ${e.message ?? 'is invalid'}`;
   }
 }
 
-export function toAppError(err: FastifyError & { validation?: AjvError[]; validationContext?: string }): AppError {
+/** A caller-supplied value quoted in a message: printable ASCII only, at most 100 characters. */
+export function quoted(value: string): string {
+  const printable = value.replace(/[^\x20-\x7e]/g, '?');
+  return printable.length > 100 ? `${printable.slice(0, 100)}…` : printable;
+}
+
+/** Statuses of errors from fastify, its plugins and Node's parser, and the code each answers with. */
+const STATUS_CODES: Partial<Record<number, ErrorCode>> = {
+  403: 'ROUTE_NOT_FOUND',
+  404: 'ROUTE_NOT_FOUND',
+  405: 'METHOD_NOT_ALLOWED',
+  408: 'REQUEST_TIMEOUT',
+  414: 'URI_TOO_LONG',
+  431: 'REQUEST_HEADERS_TOO_LARGE',
+};
+
+export function toAppError(
+  err: FastifyError & { validation?: AjvError[]; validationContext?: string },
+  request?: FastifyRequest,
+): AppError {
   if (isAppError(err)) return err;
   if (err.validation && err.validation.length > 0) {
     const first = err.validation[0]!;
-    const ctx = err.validationContext;
-    const field = fieldOf(first, ctx === 'querystring' || ctx === 'params' || ctx === 'headers' ? undefined : ctx);
+    const field = fieldOf(first, err.validationContext);
     return errors.validation(describe(first, field), field);
   }
   switch (err.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return errors.unsupportedMediaType(String(err.message.split(': ').at(-1) ?? ''));
+      return errors.unsupportedMediaType(quoted(request?.headers['content-type'] ?? '(none)'));
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new AppError('URI_TOO_LONG', 'a path segment is longer than 100 characters');
+    case 'FST_ERR_BAD_URL':
+      return errors.badRequest(400, 'the URL is not valid (bad percent-encoding)');
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return errors.payloadTooLarge();
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -75,6 +108,9 @@ export function toAppError(err: FastifyError & { validation?: AjvError[]; valida
   if (err instanceof SyntaxError && err.statusCode === 400) return errors.invalidJson('body is not valid JSON');
   if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
     if (err.statusCode === 429) return new AppError('RATE_LIMITED', err.message);
+    const code = STATUS_CODES[err.statusCode];
+    if (code === 'ROUTE_NOT_FOUND') return new AppError(code, 'not found');
+    if (code) return new AppError(code, err.message);
     return errors.badRequest(err.statusCode, err.message);
   }
   return errors.internal(err);
@@ -83,7 +119,7 @@ export function toAppError(err: FastifyError & { validation?: AjvError[]; valida
 export function installErrorHandler(app: FastifyInstance, opts: { health?: DatabaseHealth } = {}): void {
   const unavailableLog = new RateLimitedLog(UNAVAILABLE_LOG_WINDOW_MS);
   app.setErrorHandler((raw: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    const err = toAppError(raw);
+    const err = toAppError(raw, request);
     if (err.code === 'DATABASE_UNAVAILABLE') opts.health?.down(err.cause ?? raw);
     if (err.statusCode === 503) {
       if (!reply.hasHeader('retry-after'))
@@ -108,10 +144,89 @@ export function installErrorHandler(app: FastifyInstance, opts: { health?: Datab
       },
     });
   });
+  // Every route's path as a pattern, with its methods: a path that exists with other methods is a 405.
+  const paths = new Map<string, { pattern: RegExp; methods: Set<string> }>();
+  app.addHook('onRoute', (route) => {
+    const entry = paths.get(route.url) ?? { pattern: pathPattern(route.url), methods: new Set<string>() };
+    for (const m of [route.method].flat()) entry.methods.add(m);
+    paths.set(route.url, entry);
+  });
   app.setNotFoundHandler((request, reply) => {
-    const err = errors.routeNotFound(request.method, request.url.split('?')[0]!);
+    const path = request.url.split('?')[0]!;
+    const allowed = new Set<string>();
+    for (const { pattern, methods } of paths.values()) if (pattern.test(path)) for (const m of methods) allowed.add(m);
+    // A route of this method that found nothing (a file under /docs) is a 404 like any other.
+    if (allowed.has(request.method)) allowed.clear();
+    const err =
+      allowed.size > 0
+        ? errors.methodNotAllowed(request.method, [...allowed].sort())
+        : errors.routeNotFound(request.method, quoted(path));
+    if (allowed.size > 0) reply.header('allow', [...allowed].sort().join(', '));
     return reply
       .status(err.statusCode)
       .send({ error: { code: err.code, message: err.message, requestId: request.id } });
   });
+}
+
+/** `/v1/tenants/:id/runtime/*` → a RegExp matching the paths the router sends there. */
+function pathPattern(url: string): RegExp {
+  const source = url
+    .split('/')
+    .map((seg) => (seg === '*' ? '.*' : seg.startsWith(':') ? '[^/]+' : seg.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('/');
+  return new RegExp(`^${source}$`);
+}
+
+/**
+ * The answer to errors fastify raises before a route is found (fastify's `frameworkErrors`): a
+ * path parameter over the router's length limit (414) or a URL that is not valid percent-encoding
+ * (400), in the API's error shape, never echoing the path.
+ */
+export function frameworkErrorHandler(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const e = toAppError(err, request);
+  void reply.status(e.statusCode).send({ error: { code: e.code, message: e.message, requestId: request.id } });
+}
+
+/** Node's parser errors (fastify's `clientErrorHandler`), each the status and code of its answer. */
+function clientErrorOf(err: NodeJS.ErrnoException): AppError {
+  switch (err.code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new AppError('REQUEST_TIMEOUT', 'the request did not arrive in time');
+    case 'HPE_HEADER_OVERFLOW':
+      return new AppError('REQUEST_HEADERS_TOO_LARGE', 'the request line and headers are larger than 16 KiB');
+    case 'HPE_UNEXPECTED_CONTENT_LENGTH':
+    case 'HPE_INVALID_TRANSFER_ENCODING':
+      if (/Content-Length/i.test(err.message))
+        return errors.badRequest(400, 'a request may not have both Content-Length and Transfer-Encoding');
+      return errors.badRequest(400, 'the Transfer-Encoding is not valid');
+    case 'HPE_INVALID_CONTENT_LENGTH':
+      return errors.invalidContentLength();
+    default: {
+      // llhttp's reasons are fixed texts, never the request's bytes.
+      const reason = (err as { reason?: unknown }).reason;
+      return errors.badRequest(
+        400,
+        `the request is not valid HTTP/1.1${typeof reason === 'string' ? `: ${quoted(reason)}` : ''}`,
+      );
+    }
+  }
+}
+
+/**
+ * Writes the answer to a request Node's HTTP parser refused (before fastify sees it: a header
+ * over the limit, both Content-Length and Transfer-Encoding, a timeout, malformed HTTP) in the
+ * API's error shape, then closes the connection. A reset connection gets nothing.
+ */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const e = clientErrorOf(err);
+  if (socket.writable) {
+    const body = JSON.stringify({ error: { code: e.code, message: e.message, requestId: randomUUID() } });
+    socket.write(
+      `HTTP/1.1 ${e.statusCode} ${http.STATUS_CODES[e.statusCode] ?? 'Error'}\r\n` +
+        `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+        `x-content-type-options: nosniff\r\ncontent-security-policy: ${API_CSP}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }

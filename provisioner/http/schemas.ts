@@ -11,6 +11,34 @@ import { ERROR_CODES, type ErrorCode } from '../errors.ts';
 export const StringEnum = <T extends readonly string[]>(values: T, opts: { description?: string } = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...opts });
 
+/** A string without NUL characters (PostgreSQL's text cannot hold one): every request string follows it (request-rules.ts). */
+export const NUL_FREE = '^[^\\u0000]*$';
+/** A string without control characters (C0 and DEL): names and labels people read. */
+export const CONTROL_FREE = '^[^\\u0000-\\u001f\\u007f]*$';
+
+/**
+ * The public route's Idempotency-Key is a secret that replays the first answer (with its API
+ * key): at least 22 characters of base64url, hex or a UUID (128 bits of randomness), never a
+ * counter or a short word.
+ */
+export const IDEMPOTENCY_KEY = '^[A-Za-z0-9_-]{22,255}$';
+
+/** What a request pattern means, in the words of a 400's message (error-handler.ts). */
+export const PATTERN_MEANINGS: Readonly<Record<string, string>> = {
+  [NUL_FREE]: 'must not contain NUL characters',
+  [CONTROL_FREE]: 'must not contain control characters',
+  [IDEMPOTENCY_KEY]:
+    'must be 22 to 255 characters of A-Z, a-z, 0-9, - and _ (a random value such as a UUID or `openssl rand -hex 16`): it is the secret that replays the answer',
+};
+
+/** A name or label a person reads: no control characters (no NUL, newline, escape sequences). */
+export const DisplayText = (opts: { minLength?: number; maxLength: number; description?: string }) =>
+  Type.String({ ...opts, pattern: CONTROL_FREE });
+
+/** An integer of a request, with its declared range (request-rules.ts requires one, within Number.MAX_SAFE_INTEGER). */
+export const BoundedInteger = (opts: { minimum: number; maximum?: number; default?: number; description?: string }) =>
+  Type.Integer({ maximum: Number.MAX_SAFE_INTEGER, ...opts });
+
 export const Uuid = Type.String({ format: 'uuid', description: 'UUID' });
 export const DnsLabel = Type.String({
   minLength: 1,

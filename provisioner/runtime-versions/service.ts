@@ -4,7 +4,7 @@
  * of availability is written with its audit row in one transaction.
  */
 import type pg from 'pg';
-import { withTx } from '../db/tx.ts';
+import { withTx, type Queryable } from '../db/tx.ts';
 import { errors } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import { availabilityMap, availabilityOf, setAvailability, type Availability } from '../store/versions.ts';
@@ -27,6 +27,27 @@ export interface RuntimeVersionView {
   upgrade: { minFrom?: string };
 }
 
+/**
+ * The version a signup gets when it names none: the newest *available* version of the stable
+ * channel (the catalog's default unless an operator deprecated or withdrew it), else the newest
+ * available version of any channel. Availability changes never leave no version available
+ * (LAST_AVAILABLE_RUNTIME_VERSION), so there always is one (docs/decisions.md "The default
+ * runtime version is always installable").
+ */
+export function defaultVersionOf(catalog: Catalog, availability: ReadonlyMap<string, Availability>): string {
+  const available = catalog.versions.filter((v) => (availability.get(v.version) ?? 'available') === 'available');
+  const stable = available.filter((v) => v.channel === 'stable');
+  return (stable.at(-1) ?? available.at(-1))?.version ?? catalog.defaultVersion('stable');
+}
+
+/** The default version as the database says now (in `db`'s transaction, when it is one). */
+export async function currentDefaultVersion(db: Queryable, catalog: Catalog): Promise<string> {
+  return defaultVersionOf(catalog, await availabilityMap(db));
+}
+
+/** Serializes availability changes, so that two cannot together withdraw the last available version. */
+const AVAILABILITY_LOCK = 'runtime_version_availability';
+
 export class RuntimeVersionService {
   readonly #pool: pg.Pool;
   readonly #catalog: Catalog;
@@ -39,15 +60,26 @@ export class RuntimeVersionService {
   /** Every catalog version, and the default one. */
   async list(): Promise<{ items: RuntimeVersionView[]; defaultVersion: string }> {
     const overrides = await availabilityMap(this.#pool);
+    const defaultVersion = defaultVersionOf(this.#catalog, overrides);
     return {
-      items: this.#catalog.versions.map((v) => this.#view(v.version, overrides.get(v.version) ?? 'available')),
-      defaultVersion: this.#catalog.defaultVersion('stable'),
+      items: this.#catalog.versions.map((v) =>
+        this.#view(v.version, overrides.get(v.version) ?? 'available', defaultVersion),
+      ),
+      defaultVersion,
     };
   }
 
   async setAvailability(version: string, availability: Availability, by: Requester): Promise<RuntimeVersionView> {
     if (!this.#catalog.get(version)) throw errors.notFound('runtime version', version);
-    await withTx(this.#pool, async (tx) => {
+    const defaultVersion = await withTx(this.#pool, async (tx) => {
+      await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [AVAILABILITY_LOCK]);
+      const overrides = await availabilityMap(tx);
+      const after = new Map(overrides).set(version, availability);
+      if (
+        availability !== 'available' &&
+        !this.#catalog.versions.some((v) => (after.get(v.version) ?? 'available') === 'available')
+      )
+        throw errors.lastAvailableVersion(version, availability);
       const before = await availabilityOf(tx, version);
       await setAvailability(tx, version, availability, by.actor.id);
       await writeAudit(tx, by.actor, {
@@ -58,18 +90,19 @@ export class RuntimeVersionService {
         after: { availability },
         requestId: by.requestId,
       });
+      return defaultVersionOf(this.#catalog, after);
     });
-    return this.#view(version, availability);
+    return this.#view(version, availability, defaultVersion);
   }
 
-  #view(version: string, availability: Availability): RuntimeVersionView {
+  #view(version: string, availability: Availability, defaultVersion: string): RuntimeVersionView {
     const v = this.#catalog.get(version)!;
     return {
       version: v.version,
       releaseDate: v.releaseDate,
       channel: v.channel,
       availability,
-      default: v.version === this.#catalog.defaultVersion('stable'),
+      default: v.version === defaultVersion,
       components: { ...v.components },
       upgrade: v.upgrade.minFrom ? { minFrom: v.upgrade.minFrom } : {},
     };

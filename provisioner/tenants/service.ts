@@ -26,6 +26,7 @@ import {
   type TenantSpec,
 } from '../store/tenants.ts';
 import { availabilityOf } from '../store/versions.ts';
+import { currentDefaultVersion } from '../runtime-versions/service.ts';
 import { listRegions } from '../store/clusters.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { compareVersions } from '../../runtime/catalog.ts';
@@ -114,7 +115,6 @@ export class TenantService {
   ): Promise<{ status: number; body: SignupResult }> {
     const plan = input.plan ?? DEFAULT_PLAN;
     if (!PLANS[plan]) throw errors.unknownPlan(plan, PLAN_NAMES);
-    const runtimeVersion = input.runtimeVersion ?? this.#deps.catalog.defaultVersion('stable');
     const body = {
       organization: input.organization,
       email: input.email,
@@ -129,6 +129,8 @@ export class TenantService {
         if (claim.kind === 'mismatch') throw errors.idempotencyMismatch();
         if (claim.kind === 'in-progress') throw errors.idempotencyInProgress();
       }
+      // No version named: the default, which is always installable (runtime-versions/service.ts).
+      const runtimeVersion = input.runtimeVersion ?? (await currentDefaultVersion(tx, this.#deps.catalog));
       await this.checkInstallable(tx, runtimeVersion, 'public');
       if (input.region !== undefined) {
         const regions = await listRegions(tx);

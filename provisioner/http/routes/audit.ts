@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { withErrors } from '../schemas.ts';
+import { BoundedInteger, withErrors } from '../schemas.ts';
 import { listAudit } from '../../store/audit.ts';
 import type { AppContext } from '../context.ts';
 
@@ -31,8 +31,8 @@ export const auditRoutes =
             {
               targetType: Type.Optional(Type.String({ maxLength: 40 })),
               targetId: Type.Optional(Type.String({ maxLength: 100 })),
-              before: Type.Optional(Type.Integer({ minimum: 1, description: 'return entries with id below this' })),
-              limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 100 })),
+              before: Type.Optional(BoundedInteger({ minimum: 1, description: 'return entries with id below this' })),
+              limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 500, default: 100 })),
             },
             { additionalProperties: false },
           ),

@@ -1,8 +1,17 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { DnsLabel, withErrors } from '../schemas.ts';
+import { CONTROL_FREE, DnsLabel, withErrors } from '../schemas.ts';
 import { requesterOf } from '../auth.ts';
 import type { AppContext } from '../context.ts';
+
+/** The longest kubeconfig, in characters (real ones with inline certificates are 5 to 20 KiB). */
+export const KUBECONFIG_MAX_LENGTH = 128 * 1024;
+/**
+ * The route's body limit: a kubeconfig of KUBECONFIG_MAX_LENGTH characters fits even when every
+ * character is JSON-escaped (`\uXXXX`, 6 bytes), with room for the other fields; other routes keep
+ * PROVISIONER_BODY_LIMIT.
+ */
+export const REGISTER_BODY_LIMIT = 6 * KUBECONFIG_MAX_LENGTH + 64 * 1024;
 
 const NameParams = Type.Object({ name: DnsLabel }, { additionalProperties: false });
 
@@ -12,15 +21,21 @@ const RegisterBody = Type.Object(
     region: Type.String({ minLength: 1, maxLength: 63, pattern: '^[a-z0-9-]+$' }),
     capacity: Type.Integer({ minimum: 0, maximum: 100_000, description: 'maximum tenants placed on this cluster' }),
     labels: Type.Optional(
-      Type.Record(Type.String({ maxLength: 63 }), Type.String({ maxLength: 63 }), { maxProperties: 32 }),
+      Type.Unsafe<Record<string, string>>({
+        type: 'object',
+        propertyNames: { type: 'string', minLength: 1, maxLength: 63, pattern: CONTROL_FREE },
+        additionalProperties: { type: 'string', maxLength: 63, pattern: CONTROL_FREE },
+        maxProperties: 32,
+        description: 'names and values without control characters',
+      }),
     ),
     plans: Type.Optional(
       Type.Array(Type.String({ maxLength: 40 }), { maxItems: 16, description: 'plans allowed here; empty means all' }),
     ),
     kubeconfig: Type.String({
       minLength: 1,
-      maxLength: 256 * 1024,
-      description: 'kubeconfig contents (YAML or JSON); stored encrypted',
+      maxLength: KUBECONFIG_MAX_LENGTH,
+      description: `kubeconfig contents (YAML or JSON); stored encrypted. The request body may be up to ${REGISTER_BODY_LIMIT} bytes`,
     }),
   },
   { additionalProperties: false },
@@ -60,6 +75,7 @@ export const clusterRoutes =
       '/v1/clusters',
       {
         config: { roles: ['operator'] },
+        bodyLimit: Math.max(ctx.config.bodyLimit, REGISTER_BODY_LIMIT),
         schema: {
           summary: 'Register a root cluster',
           tags: ['clusters'],

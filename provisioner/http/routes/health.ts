@@ -14,13 +14,25 @@ const Check = Type.Object({
 export const healthRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>
   async (app) => {
-    app.get('/healthz', { config: { public: true }, schema: { hide: true, response: { 200: Check } } }, async () => ({
-      status: 'ok',
-    }));
+    app.get(
+      '/healthz',
+      {
+        config: { public: true },
+        schema: { summary: 'Liveness: the process serves', tags: ['health'], response: { 200: Check } },
+      },
+      async () => ({ status: 'ok' }),
+    );
 
     app.get(
       '/readyz',
-      { config: { public: true }, schema: { hide: true, response: { 200: Check, 503: Check } } },
+      {
+        config: { public: true },
+        schema: {
+          summary: 'Readiness: the database answers and its migrations are applied (503 with the reason otherwise)',
+          tags: ['health'],
+          response: { 200: Check, 503: Check },
+        },
+      },
       async (_req, reply) => {
         const checks: Record<string, string> = {};
         const health = healthOf(ctx.pool);
@@ -45,7 +57,14 @@ export const healthRoutes =
       },
     );
 
-    app.get('/metrics', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
+    const metricsSchema = {
+      summary: 'Prometheus metrics (text exposition format)',
+      tags: ['health'],
+      response: {
+        200: { description: 'Prometheus text format', content: { 'text/plain': { schema: Type.String() } } },
+      },
+    };
+    app.get('/metrics', { config: { public: true }, schema: metricsSchema }, async (_req, reply) => {
       const body = await ctx.metrics.registry.metrics();
       return reply.type(ctx.metrics.registry.contentType).send(body);
     });

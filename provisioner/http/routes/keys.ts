@@ -1,13 +1,13 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { IdParams, StringEnum, Uuid, withErrors } from '../schemas.ts';
+import { DisplayText, IdParams, StringEnum, Uuid, withErrors } from '../schemas.ts';
 import { requesterOf } from '../auth.ts';
 import type { AppContext } from '../context.ts';
 
 const CreateBody = Type.Object(
   {
     role: StringEnum(['admin', 'operator', 'tenant', 'runtime'] as const),
-    name: Type.String({ minLength: 1, maxLength: 100 }),
+    name: DisplayText({ minLength: 1, maxLength: 100 }),
     tenantId: Type.Optional(Uuid),
   },
   { additionalProperties: false },

@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { IdParams, StringEnum, withErrors } from '../schemas.ts';
+import { BoundedInteger, IdParams, StringEnum, withErrors } from '../schemas.ts';
 import { authOf } from '../auth.ts';
 import { SECURITY_HEADERS } from '../security-headers.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
@@ -34,7 +34,7 @@ export const operationRoutes =
           params: IdParams,
           querystring: Type.Object(
             {
-              limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+              limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 200, default: 50 })),
               cursor: Type.Optional(Type.String({ maxLength: 512 })),
             },
             { additionalProperties: false },
@@ -101,9 +101,9 @@ export const operationRoutes =
                 }),
               ),
               after: Type.Optional(
-                Type.Integer({ minimum: 0, description: 'return lines after this sequence number' }),
+                BoundedInteger({ minimum: 0, description: 'return lines after this sequence number' }),
               ),
-              limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 5000, default: 1000 })),
+              limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 5000, default: 1000 })),
             },
             { additionalProperties: false },
           ),
@@ -115,7 +115,7 @@ export const operationRoutes =
       async (request, reply) => {
         const op = await visibleOperation(request, request.params.id);
         const lastEventId = Number(request.headers['last-event-id']);
-        const after = request.query.after ?? (Number.isInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0);
+        const after = request.query.after ?? (Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0);
         const follow = request.query.follow === '1' || request.query.follow === 'true';
         if (!follow) {
           const items = await readLog(ctx.pool, op.id, after, request.query.limit ?? 1000);

@@ -1,7 +1,6 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { DnsLabel, Semver, withErrors } from '../schemas.ts';
-import { errors } from '../../errors.ts';
+import { DnsLabel, IDEMPOTENCY_KEY, Semver, withErrors } from '../schemas.ts';
 import type { AppContext } from '../context.ts';
 
 const SignupBody = Type.Object(
@@ -29,13 +28,6 @@ const SignupResponse = Type.Object({
   operationId: Type.String({ format: 'uuid' }),
 });
 
-/**
- * The public route's Idempotency-Key is a secret that replays the first answer (with its API
- * key): at least 22 characters of base64url, hex or a UUID (128 bits of randomness), never a
- * counter or a short word.
- */
-const IDEMPOTENCY_KEY = /^[A-Za-z0-9_-]{22,255}$/;
-
 export const signupRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>
   async (app) => {
@@ -52,18 +44,21 @@ export const signupRoutes =
             'Creates the tenant and queues its provisioning. Honors Idempotency-Key (22+ random characters: a UUID or `openssl rand -hex 16`): the same key and body return the first answer within an hour.',
           tags: ['tenants'],
           body: SignupBody,
-          headers: Type.Object({ 'idempotency-key': Type.Optional(Type.String()) }),
+          headers: Type.Object({
+            'idempotency-key': Type.Optional(
+              Type.String({
+                pattern: IDEMPOTENCY_KEY,
+                description:
+                  'a secret of 22 to 255 characters of A-Z, a-z, 0-9, - and _ (a UUID or `openssl rand -hex 16`): the same key and body replay the first answer, with its API key, for an hour; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED, and while the first request runs 409 IDEMPOTENCY_KEY_IN_PROGRESS',
+              }),
+            ),
+          }),
           response: withErrors({ 202: SignupResponse }),
         },
       },
       async (request, reply) => {
+        // The schema checked the key's form (IDEMPOTENCY_KEY).
         const key = request.headers['idempotency-key'];
-        if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
-          throw errors.validation(
-            'Idempotency-Key must be 22 to 255 characters of A-Z, a-z, 0-9, - and _ (a random value such as a UUID or `openssl rand -hex 16`): it is the secret that replays the answer',
-            'Idempotency-Key',
-          );
-        }
         const { status, body } = await ctx.tenants.signup(request.body, key, request.id);
         return reply.status(status as 202).send(body);
       },

@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Accepted, IdParams, Semver, StringEnum, withErrors } from '../schemas.ts';
+import { Accepted, BoundedInteger, CONTROL_FREE, IdParams, Semver, StringEnum, withErrors } from '../schemas.ts';
 import { authOf, requesterOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors, isAppError } from '../../errors.ts';
@@ -16,7 +16,7 @@ const ListQuery = Type.Object(
     cluster: Type.Optional(Type.String({ maxLength: 63 })),
     plan: Type.Optional(Type.String({ maxLength: 40 })),
     region: Type.Optional(Type.String({ maxLength: 63 })),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 200, default: 50 })),
     cursor: Type.Optional(Type.String({ maxLength: 512 })),
   },
   { additionalProperties: false },
@@ -43,6 +43,8 @@ function suspendReason(body: unknown): string | undefined {
   if (reason === undefined) return undefined;
   if (typeof reason !== 'string' || reason.length < 1 || reason.length > 500)
     throw errors.validation('reason must be a string of 1 to 500 characters', 'reason');
+  if (!new RegExp(CONTROL_FREE, 'u').test(reason))
+    throw errors.validation("'reason' must not contain control characters", 'reason');
   return reason;
 }
 

@@ -1,0 +1,90 @@
+/**
+ * The OpenAPI document (`/docs/json`), generated from the routes' schemas by @fastify/swagger,
+ * with what the schemas cannot say added here, so the document tells the truth about every
+ * answer the server gives (the fuzzer, scripts/fuzz.sh, checks the server against it):
+ *
+ * - public routes (signup, plans, regions, runtime versions, health, metrics) need no key;
+ * - `GET /v1/operations/{id}/log?follow=1` answers `text/event-stream`;
+ * - `/v1/tenants/{id}/runtime/{path}` answers whatever the runtime answers, or the API's errors;
+ * - `/metrics` answers Prometheus' text format.
+ */
+import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger';
+import type { FastifyInstance } from 'fastify';
+
+type Json = Record<string, unknown>;
+
+const errorContent = { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } };
+const errorResponse = (description: string) => ({ description, content: errorContent });
+
+/** The tunnel route's answers: the runtime's own, or the API's errors (docs/tunnel.md). */
+const RUNTIME_RESPONSES: Json = {
+  default: { description: "the runtime's answer, any status and content type", content: { '*/*': { schema: {} } } },
+  '400': errorResponse('malformed request, or the caller cancelled it (REQUEST_CANCELLED)'),
+  '401': errorResponse('no key, or not a valid one'),
+  '403': errorResponse('the role may not call the runtime'),
+  '404': errorResponse('no such tenant (or another tenant, for a tenant key)'),
+  '413': errorResponse("the body is over the tunnel's request body limit"),
+  '414': errorResponse('a path segment is longer than 100 characters'),
+  '431': errorResponse('the headers do not fit a tunnel frame'),
+  '502': errorResponse('RUNTIME_BAD_RESPONSE, RUNTIME_UPSTREAM_ERROR or RUNTIME_DISCONNECTED'),
+  '503': errorResponse('RUNTIME_UNREACHABLE (no tunnel), RUNTIME_BUSY or SHUTTING_DOWN; with Retry-After'),
+  '504': errorResponse('RUNTIME_TIMEOUT'),
+};
+
+function transformObject(doc: Json): Json {
+  const paths = (doc.paths ?? {}) as Record<string, Record<string, Json>>;
+  // The wildcard is a path parameter named `path` (the router calls it `*`).
+  for (const [url, item] of Object.entries(paths)) {
+    if (!url.endsWith('/{*}')) continue;
+    delete paths[url];
+    for (const op of Object.values(item)) {
+      op.parameters = ((op.parameters ?? []) as Json[]).map((p) =>
+        p.name === '*' ? { ...p, name: 'path', description: "the path on the tenant's runtime", schema: p.schema } : p,
+      );
+      op.responses = RUNTIME_RESPONSES;
+      op.summary = "Forward a request to the tenant's runtime through its tunnel";
+      op.tags = ['runtime'];
+    }
+    paths[url.replace(/\{\*\}$/, '{path}')] = item;
+  }
+  const log = paths['/v1/operations/{id}/log']?.get;
+  const ok = (log?.responses as Record<string, Json> | undefined)?.['200'];
+  if (ok) {
+    ok.description = 'the log (JSON), or with follow=1 a Server-Sent Events stream';
+    ok.content = {
+      ...(ok.content as Json),
+      'text/event-stream': {
+        schema: { type: 'string', description: 'events `state`, `line` (id = seq), `end`, or `error`' },
+      },
+    };
+  }
+  return doc;
+}
+
+export function swaggerOptions(): FastifyDynamicSwaggerOptions {
+  return {
+    openapi: {
+      info: {
+        title: 'Hosted runtimes provisioner',
+        version: '1',
+        description: 'Tenant signup, lifecycle, runtime versions and root clusters.',
+      },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearer: [] }],
+    },
+    // Shared schemas keep their $id as their name in the document (`Error`, `Tenant`, …).
+    refResolver: {
+      buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
+    },
+    transformObject: (documentObject) =>
+      'openapiObject' in documentObject ? transformObject(documentObject.openapiObject) : documentObject.swaggerObject,
+  };
+}
+
+/** Public routes (`config.public`) say so in the document: no bearer requirement. */
+export function documentPublicRoutes(app: FastifyInstance): void {
+  app.addHook('onRoute', (route) => {
+    if (route.url.startsWith('/docs')) route.config = { ...(route.config ?? {}), public: true };
+    if (route.config?.public) route.schema = { ...(route.schema ?? {}), security: [] };
+  });
+}
