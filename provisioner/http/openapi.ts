@@ -4,7 +4,7 @@
  * answer the server gives (the fuzzer, scripts/fuzz.sh, checks the server against it):
  *
  * - public routes (signup, plans, regions, runtime versions, health, metrics) need no key;
- * - `GET /v1/operations/{id}/log?follow=1` answers `text/event-stream`;
+ * - `GET /v1/operations/{id}/log?follow=1` and `GET /v1/tenants/{id}/changes` answer `text/event-stream`;
  * - `/v1/tenants/{id}/runtime/{path}` answers whatever the runtime answers, or the API's errors;
  * - `/metrics` answers Prometheus' text format.
  */
@@ -31,8 +31,31 @@ const RUNTIME_RESPONSES: Json = {
   '504': errorResponse('RUNTIME_TIMEOUT'),
 };
 
+/** Errors any /v1 route can answer (the error handler's; routes list the others they give). */
+const COMMON_ERRORS: Record<string, string> = {
+  '400': 'the request is not valid (`field` names the input at fault)',
+  '401': 'no key, or not a valid one',
+  '403': 'the role may not call the route',
+  '404': 'not found',
+  '413': 'the body is over the limit',
+  '414': 'a path segment is longer than 100 characters',
+  '415': 'the body is not JSON',
+  '429': 'too many requests',
+  '500': 'internal error',
+  '503': 'the database (or another dependency) is unavailable; with Retry-After',
+};
+
 function transformObject(doc: Json): Json {
   const paths = (doc.paths ?? {}) as Record<string, Record<string, Json>>;
+  for (const [url, item] of Object.entries(paths)) {
+    if (!url.startsWith('/v1/')) continue;
+    for (const op of Object.values(item)) {
+      const responses = (op.responses ?? {}) as Record<string, Json>;
+      for (const [status, description] of Object.entries(COMMON_ERRORS))
+        responses[status] ??= errorResponse(description);
+      op.responses = responses;
+    }
+  }
   // The wildcard is a path parameter named `path` (the router calls it `*`).
   for (const [url, item] of Object.entries(paths)) {
     if (!url.endsWith('/{*}')) continue;
@@ -41,23 +64,25 @@ function transformObject(doc: Json): Json {
       op.parameters = ((op.parameters ?? []) as Json[]).map((p) =>
         p.name === '*' ? { ...p, name: 'path', description: "the path on the tenant's runtime", schema: p.schema } : p,
       );
-      op.responses = RUNTIME_RESPONSES;
+      const { '200': _generated, ...common } = op.responses as Record<string, Json>;
+      op.responses = { ...common, ...RUNTIME_RESPONSES };
       op.summary = "Forward a request to the tenant's runtime through its tunnel";
       op.tags = ['runtime'];
     }
     paths[url.replace(/\{\*\}$/, '{path}')] = item;
   }
-  const log = paths['/v1/operations/{id}/log']?.get;
-  const ok = (log?.responses as Record<string, Json> | undefined)?.['200'];
-  if (ok) {
-    ok.description = 'the log (JSON), or with follow=1 a Server-Sent Events stream';
-    ok.content = {
-      ...(ok.content as Json),
-      'text/event-stream': {
-        schema: { type: 'string', description: 'events `state`, `line` (id = seq), `end`, or `error`' },
-      },
-    };
-  }
+  const stream = (path: string, description: string, events: string) => {
+    const ok = (paths[path]?.get?.responses as Record<string, Json> | undefined)?.['200'];
+    if (!ok) return;
+    ok.description = description;
+    ok.content = { ...(ok.content as Json), 'text/event-stream': { schema: { type: 'string', description: events } } };
+  };
+  stream(
+    '/v1/operations/{id}/log',
+    'the log (JSON), or with follow=1 a Server-Sent Events stream',
+    'events `state`, `line` (id = seq), `end`, or `error`',
+  );
+  stream('/v1/tenants/{id}/changes', 'a Server-Sent Events stream', 'events `change` (id = sequence number), `error`');
   return doc;
 }
 

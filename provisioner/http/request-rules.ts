@@ -14,6 +14,7 @@
  * Shared schema objects (TypeBox constants) are never changed: the route gets a changed copy.
  */
 import type { FastifyInstance, RouteOptions } from 'fastify';
+import { errors } from '../errors.ts';
 import { NUL_FREE } from './schemas.ts';
 
 type Schema = Record<string, unknown>;
@@ -92,8 +93,27 @@ export function applyRequestRules(schema: unknown, where: string): unknown {
   return out;
 }
 
+/** The path (`items.3.object.spec`) of the first string or key holding a NUL in a parsed JSON body. */
+export function findNul(value: unknown, path = ''): string | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') ? path || 'body' : undefined;
+  if (typeof value !== 'object' || value === null) return undefined;
+  for (const [k, v] of Object.entries(value)) {
+    const at = path ? `${path}.${k}` : k;
+    if (k.includes('\u0000')) return path || 'body';
+    const found = findNul(v, at);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
 /** Applies the rules to every route registered after this call (register it before the routes). */
 export function installRequestRules(app: FastifyInstance): void {
+  // Free-form JSON (a reported object, a summary) has no schema for its strings: the same rule,
+  // checked on the parsed body (jsonb cannot hold NUL either).
+  app.addHook('preValidation', async (request) => {
+    const field = typeof request.body === 'object' ? findNul(request.body) : undefined;
+    if (field !== undefined) throw errors.validation(`'${field}' must not contain NUL characters`, field);
+  });
   app.addHook('onRoute', (route: RouteOptions) => {
     const schema = route.schema as Record<string, unknown> | undefined;
     if (!schema) return;

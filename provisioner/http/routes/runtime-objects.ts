@@ -9,7 +9,7 @@
  */
 import { Type, type Static } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { StringEnum, Uuid, withErrors } from '../schemas.ts';
+import { BoundedInteger, StringEnum, Uuid, withErrors } from '../schemas.ts';
 import { authOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { SECURITY_HEADERS } from '../security-headers.ts';
@@ -45,7 +45,7 @@ const Item = Type.Object(
     uid: Type.String({ minLength: 1, maxLength: 128 }),
     resourceVersion: Rv,
     observedAt: Type.String({ format: 'date-time' }),
-    generation: Type.Optional(Type.Integer({ minimum: 0 })),
+    generation: Type.Optional(BoundedInteger({ minimum: 0 })),
     summary: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     object: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     truncated: Type.Optional(Type.Boolean()),
@@ -64,7 +64,7 @@ const BatchBody = Type.Object(
           replica: Replica,
           ownedObjects: Count,
           queueDepth: Count,
-          oldestPendingSeconds: Type.Number({ minimum: 0 }),
+          oldestPendingSeconds: Type.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
         },
         { additionalProperties: false },
       ),
@@ -140,13 +140,14 @@ const ListQuery = Type.Object(
     phase: Type.Optional(Filter),
     namespace: Type.Optional(Type.String({ minLength: 1, maxLength: 253 })),
     namePrefix: Type.Optional(Type.String({ minLength: 1, maxLength: 253 })),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 100 })),
+    limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 500, default: 100 })),
     cursor: Type.Optional(Type.String({ maxLength: 1024 })),
   },
   { additionalProperties: false },
 );
 const ObjectParams = Type.Object({ id: Uuid, namespace: Name, name: Name }, { additionalProperties: false });
-const SEQ = /^[0-9]{1,19}$/;
+/** A change's sequence number: up to 18 digits, always within PostgreSQL's bigint. */
+const SEQ = /^[0-9]{1,18}$/;
 
 const READ = ['operator', 'tenant'] as const;
 

@@ -9,6 +9,7 @@ import t from 'tap';
 import net from 'node:net';
 import { once } from 'node:events';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
+import { createKey } from '../../../provisioner/store/keys.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -106,6 +107,33 @@ t.test('a NUL character in any string that reaches SQL is a 400 naming the field
     t.equal(res.json().error.field, field, `${name}: the field is named`);
   }
   t.match((await call('GET', '/v1/audit?targetType=x%00')).json().error.message, /NUL/, 'the message says why');
+});
+
+t.test('a NUL deep in free-form JSON (a reported object) is a 400 naming its path', async (t) => {
+  const runtimeKey = (
+    await createKey(api.db.pool, { role: 'runtime', tenantId: tenant.tenantId, name: 'runtime', createdBy: 'test' })
+  ).key;
+  const item = {
+    type: 'upsert',
+    kind: 'Application',
+    namespace: 'argocd',
+    name: 'guestbook',
+    uid: 'u1',
+    resourceVersion: '10',
+    observedAt: new Date().toISOString(),
+    object: { spec: { source: { path: 'apps\u0000' } } },
+  };
+  const res = await call('POST', '/v1/runtime/events', { key: runtimeKey, body: { replica: 'r1', items: [item] } });
+  t.equal(res.status, 400, `400 (was ${res.text})`);
+  t.equal(res.json().error.field, 'items.0.object.spec.source.path', 'the path of the string is named');
+  const key = await call('POST', '/v1/runtime/events', {
+    key: runtimeKey,
+    body: { replica: 'r1', items: [{ ...item, object: { 'sp\u0000ec': 1 } }] },
+  });
+  t.equal(key.status, 400, 'a NUL in a key: 400');
+  const seq = await call('GET', `/v1/tenants/${tenant.tenantId}/changes?after=9999999999999999999`);
+  t.equal(seq.status, 400, 'a change sequence number beyond bigint: 400');
+  t.equal(seq.json().error.field, 'after', 'names after');
 });
 
 t.test('control characters in display names are refused', async (t) => {
