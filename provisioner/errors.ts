@@ -77,7 +77,7 @@ export const ERROR_CODES = {
     status: 413,
     description: "body over `PROVISIONER_BODY_LIMIT`, or over the tunnel's request body limit (the message names it)",
   },
-  URI_TOO_LONG: { status: 414, description: 'a path segment is longer than 100 characters' },
+  URI_TOO_LONG: { status: 414, description: 'a path parameter is longer than 256 characters' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'not `application/json` (the message names the type sent)' },
   RUNTIME_VERSION_UNAVAILABLE: { status: 422, description: 'withdrawn (or deprecated, for tenants and signups)' },
   UPGRADE_PATH_REFUSED: { status: 422, description: '`details.path` lists the versions to go through' },

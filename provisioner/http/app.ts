@@ -21,7 +21,7 @@ import { installValidation } from './validation.ts';
 import { RequestLog } from './request-log.ts';
 import { installSecurityHeaders } from './security-headers.ts';
 import http from 'node:http';
-import { ApiKeyInfo, Cluster, ErrorBody, Operation, Tenant } from './schemas.ts';
+import { ApiKeyInfo, Cluster, ErrorBody, MAX_PATH_PARAM_LENGTH, Operation, Tenant } from './schemas.ts';
 import { auditRoutes } from './routes/audit.ts';
 import { clusterRoutes } from './routes/clusters.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -57,6 +57,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     // Keep serving while shutting down (tunnels drain in preClose; a terminating pod still gets
     // traffic until the endpoints change): requests then fail, if at all, with our own errors.
     return503OnClosing: false,
+    routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
     // Errors raised before a route runs, by fastify's router and by Node's HTTP parser, answer in
     // the API's error shape too (error-handler.ts).
     frameworkErrors: frameworkErrorHandler,

@@ -91,7 +91,7 @@ export function toAppError(
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return errors.unsupportedMediaType(quoted(request?.headers['content-type'] ?? '(none)'));
     case 'FST_ERR_MAX_PARAM_LENGTH':
-      return new AppError('URI_TOO_LONG', 'a path segment is longer than 100 characters');
+      return new AppError('URI_TOO_LONG', 'a path parameter is longer than 256 characters');
     case 'FST_ERR_BAD_URL':
       return errors.badRequest(400, 'the URL is not valid (bad percent-encoding)');
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
@@ -119,6 +119,9 @@ export function toAppError(
 export function installErrorHandler(app: FastifyInstance, opts: { health?: DatabaseHealth } = {}): void {
   const unavailableLog = new RateLimitedLog(UNAVAILABLE_LOG_WINDOW_MS);
   app.setErrorHandler((raw: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    // No route matched: whatever fastify found wrong with the request on its way to the 404
+    // handler (a QUERY without Content-Type, a body it cannot parse), the answer is the 404 or 405.
+    if (request.is404) return notFound(request, reply);
     const err = toAppError(raw, request);
     if (err.code === 'DATABASE_UNAVAILABLE') opts.health?.down(err.cause ?? raw);
     if (err.statusCode === 503) {
@@ -151,7 +154,7 @@ export function installErrorHandler(app: FastifyInstance, opts: { health?: Datab
     for (const m of [route.method].flat()) entry.methods.add(m);
     paths.set(route.url, entry);
   });
-  app.setNotFoundHandler((request, reply) => {
+  const notFound = (request: FastifyRequest, reply: FastifyReply) => {
     const path = request.url.split('?')[0]!;
     const allowed = new Set<string>();
     for (const { pattern, methods } of paths.values()) if (pattern.test(path)) for (const m of methods) allowed.add(m);
@@ -165,7 +168,8 @@ export function installErrorHandler(app: FastifyInstance, opts: { health?: Datab
     return reply
       .status(err.statusCode)
       .send({ error: { code: err.code, message: err.message, requestId: request.id } });
-  });
+  };
+  app.setNotFoundHandler(notFound);
 }
 
 /** `/v1/tenants/:id/runtime/*` → a RegExp matching the paths the router sends there. */

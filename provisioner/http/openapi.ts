@@ -24,7 +24,7 @@ const RUNTIME_RESPONSES: Json = {
   '403': errorResponse('the role may not call the runtime'),
   '404': errorResponse('no such tenant (or another tenant, for a tenant key)'),
   '413': errorResponse("the body is over the tunnel's request body limit"),
-  '414': errorResponse('a path segment is longer than 100 characters'),
+  '414': errorResponse('a path parameter is longer than 256 characters'),
   '431': errorResponse('the headers do not fit a tunnel frame'),
   '502': errorResponse('RUNTIME_BAD_RESPONSE, RUNTIME_UPSTREAM_ERROR or RUNTIME_DISCONNECTED'),
   '503': errorResponse('RUNTIME_UNREACHABLE (no tunnel), RUNTIME_BUSY or SHUTTING_DOWN; with Retry-After'),
@@ -38,7 +38,7 @@ const COMMON_ERRORS: Record<string, string> = {
   '403': 'the role may not call the route',
   '404': 'not found',
   '413': 'the body is over the limit',
-  '414': 'a path segment is longer than 100 characters',
+  '414': 'a path parameter is longer than 256 characters',
   '415': 'the body is not JSON',
   '429': 'too many requests',
   '500': 'internal error',
@@ -71,18 +71,35 @@ function transformObject(doc: Json): Json {
     }
     paths[url.replace(/\{\*\}$/, '{path}')] = item;
   }
-  const stream = (path: string, description: string, events: string) => {
+  const stream = (path: string, description: string, events: string[]) => {
     const ok = (paths[path]?.get?.responses as Record<string, Json> | undefined)?.['200'];
     if (!ok) return;
     ok.description = description;
-    ok.content = { ...(ok.content as Json), 'text/event-stream': { schema: { type: 'string', description: events } } };
+    ok.content = {
+      ...(ok.content as Json),
+      'text/event-stream': {
+        schema: {
+          type: 'object',
+          description: `one Server-Sent Event: ${description}`,
+          required: ['event', 'data'],
+          properties: {
+            event: { type: 'string', enum: events },
+            data: { type: 'string', description: 'JSON' },
+            id: { type: 'string' },
+          },
+        },
+      },
+    };
   };
   stream(
     '/v1/operations/{id}/log',
-    'the log (JSON), or with follow=1 a Server-Sent Events stream',
-    'events `state`, `line` (id = seq), `end`, or `error`',
+    'the log (JSON), or with follow=1 a Server-Sent Events stream: `state` first, `line` (id = seq) per line, `end` or `error` last',
+    ['state', 'line', 'end', 'error'],
   );
-  stream('/v1/tenants/{id}/changes', 'a Server-Sent Events stream', 'events `change` (id = sequence number), `error`');
+  stream('/v1/tenants/{id}/changes', 'a Server-Sent Events stream: `change` (id = sequence number), or `error`', [
+    'change',
+    'error',
+  ]);
   return doc;
 }
 

@@ -15,7 +15,7 @@
  */
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { errors } from '../errors.ts';
-import { NUL_FREE } from './schemas.ts';
+import { MAX_PATH_PARAM_LENGTH, NUL_FREE } from './schemas.ts';
 
 type Schema = Record<string, unknown>;
 
@@ -120,6 +120,15 @@ export function installRequestRules(app: FastifyInstance): void {
     for (const part of PARTS) {
       if (schema[part] !== undefined)
         schema[part] = applyRequestRules(schema[part], `${route.method.toString()} ${route.url} ${part}`);
+    }
+    // A valid path parameter must never meet the router's length limit (414) first.
+    const params = (schema.params as Schema | undefined)?.properties;
+    for (const [name, p] of Object.entries(isSchema(params) ? params : {})) {
+      const max = isSchema(p) ? p.maxLength : undefined;
+      if (name !== '*' && typeof max === 'number' && max > MAX_PATH_PARAM_LENGTH)
+        throw new RequestSchemaError(
+          `${route.url}: path parameter '${name}' allows ${max} characters, over the router's ${MAX_PATH_PARAM_LENGTH}`,
+        );
     }
   });
 }

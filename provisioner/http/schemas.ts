@@ -11,6 +11,12 @@ import { ERROR_CODES, type ErrorCode } from '../errors.ts';
 export const StringEnum = <T extends readonly string[]>(values: T, opts: { description?: string } = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...opts });
 
+/**
+ * The router's limit on one path parameter (fastify's `maxParamLength`; longer is 414
+ * URI_TOO_LONG): above the longest path parameter a schema allows (a Kubernetes name, 253).
+ */
+export const MAX_PATH_PARAM_LENGTH = 256;
+
 /** A string without NUL characters (PostgreSQL's text cannot hold one): every request string follows it (request-rules.ts). */
 export const NUL_FREE = '^[^\\u0000]*$';
 /** A string without control characters (C0 and DEL): names and labels people read. */
