@@ -34,13 +34,15 @@ export const KIND_PATHS = { applications: 'Application', rollouts: 'Rollout', wo
 const KIND_FILTER = { application: 'Application', rollout: 'Rollout', workflow: 'Workflow' } as const;
 
 const Name = Type.String({ minLength: 1, maxLength: 253 });
+/** A reported object's namespace ('' for a cluster-scoped object, which the watched kinds are not). */
+const Namespace = Type.String({ maxLength: 253 });
 const Kind = StringEnum(REPORTED_KIND_NAMES);
 const Rv = Type.String({ minLength: 1, maxLength: 40, description: 'decimal resourceVersion (etcd revision)' });
 const Item = Type.Object(
   {
     type: StringEnum(['upsert', 'delete'] as const),
     kind: Kind,
-    namespace: Name,
+    namespace: Namespace,
     name: Name,
     uid: Type.String({ minLength: 1, maxLength: 128 }),
     resourceVersion: Rv,
@@ -79,7 +81,7 @@ const BatchBody = Type.Object(
             listResourceVersion: Rv,
             objects: Type.Array(
               Type.Object(
-                { namespace: Name, name: Name, uid: Type.String({ maxLength: 128 }), resourceVersion: Rv },
+                { namespace: Namespace, name: Name, uid: Type.String({ maxLength: 128 }), resourceVersion: Rv },
                 { additionalProperties: false },
               ),
             ),
