@@ -13,6 +13,11 @@
 # The real Argo CRDs (Application, AppProject, Rollout, Workflow) from the Argo projects' Go
 # modules (scripts/argo-crds.sh, cached outside the repository): exported as HRT_ARGO_CRDS_DIR.
 # When they cannot be fetched the tier does not run (and fails with CI=true), with the reason.
+#
+# Argo CD (application controller + repo-server, one multicall binary) and redis-standin, built
+# from the argo-cd v3 Go module by scripts/argocd.sh (its own cache; a cold build adds about
+# 5-8 minutes of 2 cores, docs/toolchain.md): exported as HRT_ARGOCD_BIN. A failed build stops the
+# tier (a failure with CI=true), with the build's reason.
 
 _hrt_e2e_prepare() {
   local root out rc bin missing b provider
@@ -56,6 +61,15 @@ _hrt_e2e_prepare() {
   fi
   export HRT_ARGO_CRDS_DIR="$(printf '%s\n' "$out" | tail -n 1)"
   echo "e2e: Argo CRDs $HRT_ARGO_CRDS_DIR"
+  echo "e2e: building or reusing Argo CD (scripts/argocd.sh; a cold build takes several minutes)"
+  out="$(bash "$root/scripts/argocd.sh")"
+  rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "e2e: skipped: Argo CD did not build from its Go module (scripts/argocd.sh exited with $rc; its reason is printed above)"
+    return 1
+  fi
+  export HRT_ARGOCD_BIN="$(printf '%s\n' "$out" | tail -n 1)"
+  echo "e2e: Argo CD $HRT_ARGOCD_BIN/argocd ($(command -v redis-server >/dev/null 2>&1 && echo 'Redis: redis-server from PATH' || echo 'Redis: no redis-server on PATH, the in-memory redis-standin'))"
   provider="${PULUMI_KUBERNETES_PROVIDER:-}"
   if [ -z "$provider" ] && [ -x "$bin/pulumi-resource-kubernetes" ]; then provider="$bin/pulumi-resource-kubernetes"; fi
   if [ -n "$provider" ] && [ -x "$provider" ]; then

@@ -161,6 +161,8 @@ export function readArgoCrds(): ArgoCrd[] {
 }
 
 export interface ArgoApiServer {
+  /** Temp folder of this API server (logs, certificates); removed by stop unless E2E_KEEP=1. */
+  dir: string;
   /** https://127.0.0.1:<port> */
   server: string;
   /** Admin kubeconfig (contents, certificates inline; the client is in system:masters). */
@@ -231,6 +233,7 @@ export async function startArgoApiServer(
     });
   }
   return {
+    dir,
     server: plane.server,
     kubeconfig: plane.kubeconfig,
     kubeconfigFile: plane.kubeconfigFile,
