@@ -18,7 +18,7 @@ import {
   shutdownPatch,
   syncOperation,
 } from '../../runtime/agents/app-proxy/actions.ts';
-import type { ArgoObjects } from '../../runtime/agents/app-proxy/kube.ts';
+import { type ArgoObjects, KubeError } from '../../runtime/agents/app-proxy/kube.ts';
 
 const meta = { namespace: 'ns', name: 'x', resourceVersion: '7' };
 
@@ -237,3 +237,113 @@ void t.test('bad bodies and names are refused before the API server is asked', a
   t.equal(await fieldOf(run('rollouts', 'abort', { now: true })), 'now', 'abort takes no body');
   t.equal(await fieldOf(run('workflows', 'stop', {}, 'Bad_Name')), 'name', 'the name is a DNS subdomain');
 });
+
+/** An ArgoObjects double: one stored object, recorded writes, scripted failures (the real API server is in the e2e tier). */
+function recordingObjects(object: Record<string, unknown>, fail: (call: string) => KubeError | undefined) {
+  const calls: string[] = [];
+  const patches: unknown[] = [];
+  const objects: ArgoObjects = {
+    get: async (plural, _ns, name) => {
+      calls.push(`get ${plural}/${name}`);
+      return structuredClone(object);
+    },
+    mergePatch: async (plural, _ns, name, patch, subresource) => {
+      const call = `patch ${plural}${subresource ? `/${subresource}` : ''}/${name}`;
+      calls.push(call);
+      const err = fail(call);
+      if (err) throw err;
+      patches.push(patch);
+      return structuredClone(object);
+    },
+  };
+  return { objects, calls, patches };
+}
+
+void t.test('sync writes with the read resourceVersion and reads again on a conflict, at most 5 times', async (t) => {
+  const app = { metadata: meta, spec: { source: { repoURL: 'r', targetRevision: 'main' } } };
+  let conflicts = 2;
+  const flaky = recordingObjects(app, () =>
+    conflicts-- > 0 ? new KubeError({ kind: 'conflict' }, 'the object has been modified') : undefined,
+  );
+  await runAction(flaky.objects, {
+    resource: 'applications',
+    namespace: 'ns',
+    name: 'x',
+    action: 'sync',
+    body: {},
+    subject: 'k',
+  });
+  t.same(
+    flaky.calls,
+    [
+      'get applications/x',
+      'patch applications/x',
+      'get applications/x',
+      'patch applications/x',
+      'get applications/x',
+      'patch applications/x',
+    ],
+    'each conflict is followed by a fresh read and a new write',
+  );
+  t.match(
+    flaky.patches[0],
+    { metadata: { resourceVersion: '7' }, status: { operationState: null } },
+    'the write is guarded by the resourceVersion read and clears the previous operation state',
+  );
+  const stuck = recordingObjects(app, () => new KubeError({ kind: 'conflict' }, 'the object has been modified'));
+  const err = await runAction(stuck.objects, {
+    resource: 'applications',
+    namespace: 'ns',
+    name: 'x',
+    action: 'sync',
+    body: {},
+    subject: 'k',
+  }).catch((e: unknown) => e);
+  t.ok(
+    err instanceof KubeError && err.failure.kind === 'conflict',
+    'a conflict that persists is answered as a conflict',
+  );
+  t.equal(stuck.calls.filter((c) => c.startsWith('patch')).length, 5, 'after 5 attempts');
+});
+
+void t.test(
+  'a Rollout CRD without a status subresource gets the whole patch on the object, as the plugin does',
+  async (t) => {
+    const ro = { metadata: meta, spec: { paused: true }, status: { pauseConditions: [{ reason: 'CanaryPauseStep' }] } };
+    const noStatus = recordingObjects(ro, (call) =>
+      call === 'patch rollouts/status/x' ? new KubeError({ kind: 'not-found' }, 'no status subresource') : undefined,
+    );
+    await runAction(noStatus.objects, {
+      resource: 'rollouts',
+      namespace: 'ns',
+      name: 'x',
+      action: 'promote',
+      body: undefined,
+      subject: 'k',
+    });
+    t.same(
+      noStatus.calls,
+      ['get rollouts/x', 'patch rollouts/status/x', 'patch rollouts/x'],
+      'status first, then the object',
+    );
+    t.same(
+      noStatus.patches,
+      [{ spec: { paused: false }, status: { pauseConditions: null } }],
+      'the object gets the unified patch: unpause and clear the pause conditions',
+    );
+    const withStatus = recordingObjects(ro, () => undefined);
+    await runAction(withStatus.objects, {
+      resource: 'rollouts',
+      namespace: 'ns',
+      name: 'x',
+      action: 'promote',
+      body: undefined,
+      subject: 'k',
+    });
+    t.same(
+      withStatus.patches,
+      [{ status: { pauseConditions: null } }, { spec: { paused: false } }],
+      'with the subresource: the status patch, then the spec patch',
+    );
+  },
+);
