@@ -1,6 +1,7 @@
 /**
  * `provisioner apps`: the applications, rollouts and workflows a tenant's runtime reported
- * (GET /v1/tenants/:id/applications …, /changes). Tables by default, the API's JSON with --json.
+ * (GET /v1/tenants/:id/applications …, /changes), and actions on them through the runtime
+ * (`apps act`: POST /v1/tenants/:id/runtime/api/…). Tables by default, the API's JSON with --json.
  */
 import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
@@ -165,4 +166,42 @@ export function addAppCommands(program: Command, io: Io): void {
         ].join('\n'),
       );
     });
+
+  apps
+    .command('act <tenant> <kind> <namespace> <name> <action>')
+    .description(
+      "an action on an object in the tenant's runtime: application refresh | sync, rollout promote | abort | retry, workflow terminate | stop",
+    )
+    .option('--revision <revision>', "sync: the revision to sync to (default: the source's targetRevision)")
+    .option('--prune', 'sync: delete resources that are no longer in git (off by default)')
+    .option('--dry-run', 'sync: a dry run')
+    .option('--normal', 'refresh: a normal refresh instead of a hard one')
+    .option('--full', 'promote: a full promotion, skipping the remaining steps, pauses and analysis')
+    .action(
+      async (
+        tenant: string,
+        kind: string,
+        namespace: string,
+        name: string,
+        action: string,
+        o: { revision?: string; prune?: boolean; dryRun?: boolean; normal?: boolean; full?: boolean },
+      ) => {
+        const body = {
+          ...(o.revision !== undefined ? { revision: o.revision } : {}),
+          ...(o.prune ? { prune: true } : {}),
+          ...(o.dryRun ? { dryRun: true } : {}),
+          ...(o.normal ? { type: 'normal' } : {}),
+          ...(o.full ? { full: true } : {}),
+        };
+        const after = await client().request<{ metadata?: { resourceVersion?: string } }>(
+          'POST',
+          `/v1/tenants/${encodeURIComponent(tenant)}/runtime/api/${kindPath(kind)}/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/${encodeURIComponent(action)}`,
+          Object.keys(body).length > 0 ? body : undefined,
+        );
+        if (json()) return io.out(JSON.stringify(after, null, 2));
+        io.out(
+          `${kind.toLowerCase().replace(/s$/, '')} ${namespace}/${name}: ${action} done (resourceVersion ${after.metadata?.resourceVersion ?? '?'})`,
+        );
+      },
+    );
 }

@@ -15,6 +15,7 @@ import { once } from 'node:events';
 import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
+import { main } from '../../../provisioner/cli/main.ts';
 
 const a = await createTestApi();
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
@@ -30,15 +31,19 @@ t.teardown(async () => {
 const tenant = await a.signup();
 const unconnected = await a.signup();
 
-/** The runtime double: records each request it receives and answers 200 with a JSON object. */
+/** The runtime double: records each request it receives (and its body) and answers 200 with a JSON object. */
 const received: string[] = [];
+const bodies: string[] = [];
 const runtimeDouble = http
   .createServer((req, res) => {
     received.push(`${req.method ?? ''} ${req.url ?? ''}`);
-    req.resume();
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => (body += c));
     req.on('end', () => {
+      bodies.push(body);
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end('{"kind":"Rollout"}');
+      res.end('{"kind":"Rollout","metadata":{"resourceVersion":"42"}}');
     });
   })
   .listen(0, '127.0.0.1');
@@ -155,4 +160,38 @@ t.test('a runtime that cannot be reached is recorded with the control plane erro
     },
     'with the status and code the caller got',
   );
+});
+
+t.test('provisioner apps act sends the action with its options and prints the outcome', async (t) => {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(
+    [
+      '--url',
+      baseB,
+      '--token',
+      tenant.apiKey,
+      'apps',
+      'act',
+      tenant.tenantId,
+      'application',
+      'argocd',
+      'guestbook',
+      'sync',
+      '--revision',
+      'v1.2.3',
+      '--prune',
+    ],
+    { out: (s) => out.push(s), err: (s) => err.push(s), env: {} },
+  );
+  t.equal(code, 0, `the command succeeds (${err.join(' ')})`);
+  t.equal(
+    received.at(-1),
+    'POST /api/applications/argocd/guestbook/sync',
+    'the runtime received the sync of that Application',
+  );
+  t.same(JSON.parse(bodies.at(-1) ?? ''), { revision: 'v1.2.3', prune: true }, 'with the revision and prune asked for');
+  t.match(out.join('\n'), /application argocd\/guestbook: sync done \(resourceVersion 42\)/, 'and says it is done');
+  const rows = await runtimeRows(tenant.tenantId);
+  t.match(rows[0], { action: 'runtime.application.sync', after: { name: 'guestbook', status: 200 } }, 'audited');
 });
