@@ -28,6 +28,7 @@ import {
   registerDriftMetrics,
   registerReadMetrics,
   registerRuntimeObjectMetrics,
+  registerRuntimeActionMetrics,
   registerTunnelMetrics,
   type Metrics,
   type RelayOutcome,
@@ -99,6 +100,8 @@ export interface Services {
   metrics: Metrics;
   /** Counts relays to other replicas in the metrics. */
   onRelay: (outcome: RelayOutcome) => void;
+  /** Counts actions on runtime objects (by action and answered status) in the metrics. */
+  onRuntimeAction: (action: string, status: number) => void;
   /** Signs requests forwarded to runtimes; its public half goes to every runtime. */
   signer: RequestSigner;
   /** Tunnels of connected runtimes. */
@@ -166,6 +169,7 @@ export async function buildServices(
     ...opts.tunnelLimits,
   });
   const onRelay = registerTunnelMetrics(metrics, tunnel);
+  const onRuntimeAction = registerRuntimeActionMetrics(metrics);
   const streams = new KeyStreams();
   /** A key was revoked (here, or through another replica): drop it from the cache, close its tunnel and its streams here. */
   const onKeyRevoked = (keyId: string): void => {
@@ -214,6 +218,7 @@ export async function buildServices(
     streams,
     metrics,
     onRelay,
+    onRuntimeAction,
     signer,
     tunnel,
     tunnelDirectory,

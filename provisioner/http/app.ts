@@ -127,7 +127,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
         target: { kind: action.kind, namespace: action.namespace, name: action.name },
         requestId: request.id,
       });
-      return (outcome) => finishRuntimeActionAudit(services.pool, id, outcome);
+      return async (outcome) => {
+        services.onRuntimeAction(action.auditAction, outcome.status);
+        await finishRuntimeActionAudit(services.pool, id, outcome);
+      };
     },
     peers: { replicaId: tunnelDirectory.replicaId, owner: (tenantId) => tunnelDirectory.owner(tenantId), onRelay },
   });

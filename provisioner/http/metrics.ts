@@ -1,7 +1,8 @@
 /**
  * Prometheus metrics: process defaults, HTTP request durations by route and status, and the
  * number of tenants per phase (read from the database at scrape time); the runtime tunnels of
- * this replica (registerTunnelMetrics); the batched hot reads (registerReadMetrics).
+ * this replica (registerTunnelMetrics); the batched hot reads (registerReadMetrics); the actions on
+ * runtime objects (registerRuntimeActionMetrics).
  */
 import client from 'prom-client';
 import type pg from 'pg';
@@ -90,6 +91,21 @@ export function registerTunnelMetrics(metrics: Metrics, tunnel: TunnelServer): (
     registers,
   });
   return (outcome) => relays.inc({ outcome });
+}
+
+/**
+ * Actions on runtime objects this replica forwarded (docs/api.md, "Runtime actions"), by action
+ * and by the status the caller got: a rise of 409s is callers racing the controllers, of 503s an
+ * unreachable runtime or vcluster API server.
+ */
+export function registerRuntimeActionMetrics(metrics: Metrics): (action: string, status: number) => void {
+  const actions = new client.Counter({
+    name: 'provisioner_runtime_actions_total',
+    help: 'Actions on runtime objects forwarded by this replica, by action and answered status',
+    labelNames: ['action', 'status'] as const,
+    registers: [metrics.registry],
+  });
+  return (action, status) => actions.inc({ action, status: String(status) });
 }
 
 /**

@@ -111,6 +111,17 @@ t.test('an action through either replica is audited once, by the replica that fo
     byAction.get('runtime.workflow.terminate')?.actor,
     "both rows name the same actor: the tenant's key",
   );
+  const metricsA = await (await fetch(`${baseA}/metrics`)).text();
+  t.match(
+    metricsA,
+    /provisioner_runtime_actions_total\{action="runtime.workflow.terminate",status="200"\} 1/,
+    'the replica that forwarded the relayed action counts it',
+  );
+  t.notMatch(
+    await (await fetch(`${baseB}/metrics`)).text(),
+    /provisioner_runtime_actions_total\{/,
+    'the relaying replica does not count it again',
+  );
 });
 
 t.test('every spelling of an action path is audited; other requests are not', async (t) => {
