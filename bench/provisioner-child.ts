@@ -7,7 +7,8 @@
  *
  * Environment: BENCH_DATABASE_URL, BENCH_KEY (hex encryption key), BENCH_ADMIN_TOKEN,
  * BENCH_ENGINE=unavailable (the engine reports itself unavailable), BENCH_ENGINE_DELAY_MS (each
- * engine call takes this long and prints a few lines), BENCH_RESYNC_SECONDS.
+ * engine call takes this long and prints a few lines), BENCH_RESYNC_SECONDS, BENCH_LOG_FILE (the server log;
+ * default /dev/null).
  *
  * IPC: sends `{type: 'ready', url}` once listening; answers `{type: 'stats', gc?}` with the
  * reconciler's counters and the process's memory (after a full GC when asked and --expose-gc).
@@ -68,7 +69,7 @@ const engine = new ScriptedEngine({
 const services = await buildServices(
   config,
   { pool, url },
-  { logger: createLogger(config.logLevel, '/dev/null'), engine },
+  { logger: createLogger(config.logLevel, process.env.BENCH_LOG_FILE ?? '/dev/null'), engine },
 );
 const app = await buildApp(services);
 await services.start();
