@@ -137,7 +137,7 @@ export async function recordReporter(
   await db.query({
     name: 'runtime-reporters-upsert',
     text: `INSERT INTO runtime_reporters AS r (tenant_id, replica, owned_objects, queue_depth, oldest_pending_seconds)
-           VALUES ($1, $2, coalesce($3, 0), coalesce($4, 0), coalesce($5, 0))
+           VALUES ($1, $2, coalesce($3, 0), coalesce($4, 0), coalesce($5::double precision, 0))
            ON CONFLICT (tenant_id, replica) DO UPDATE SET
              since = CASE WHEN r.last_seen < now() - make_interval(secs => $6) THEN now() ELSE r.since END,
              last_seen = now(),

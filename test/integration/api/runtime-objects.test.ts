@@ -396,3 +396,22 @@ t.test('a database that cannot be reached is a 503 with Retry-After, not a crash
   t.equal(res.json<{ error: { code: string } }>().error.code, 'DATABASE_UNAVAILABLE', 'DATABASE_UNAVAILABLE');
   t.ok(Number(res.headers['retry-after']) > 0, 'with Retry-After, so the reporter retries the batch');
 });
+
+t.test('a heartbeat with a fractional oldest pending age (as the reporter sends it) is stored', async (t) => {
+  const tenant = await api.signup();
+  const key = await runtimeKey(tenant.tenantId);
+  const heartbeat = { replica: 'reporter-0', ownedObjects: 3, queueDepth: 2, oldestPendingSeconds: 1.234 };
+  for (let i = 0; i < 2; i++) {
+    const res = await post(key, batch('reporter-0', [], { heartbeat }));
+    t.equal(
+      res.statusCode,
+      200,
+      `heartbeat ${i + 1} (first insert, then update) is accepted: ${res.body.slice(0, 200)}`,
+    );
+  }
+  const { rows } = await api.db.pool.query<{ oldest_pending_seconds: number }>(
+    'SELECT oldest_pending_seconds FROM runtime_reporters WHERE tenant_id = $1',
+    [tenant.tenantId],
+  );
+  t.same(rows, [{ oldest_pending_seconds: 1.234 }], 'its oldest pending age is stored as sent');
+});
