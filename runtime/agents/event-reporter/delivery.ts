@@ -4,8 +4,8 @@
  * with the runtime token. At least once: an entry leaves the queue only when the control plane
  * acknowledged the batch holding it (a retried batch is built again from the queue, so it carries
  * the latest states). Network errors, 5xx and 429 are retried with exponential backoff and full
- * jitter (Retry-After honoured); 401/403 are retried slowly (a rotated token is read again on every
- * try). Any other 4xx means the batch can never be accepted: a batch of several items is split in
+ * jitter (Retry-After honoured), a batch that met a 5xx in halves; 401/403 are retried slowly
+ * (a rotated token is read again on every try). Any other 4xx means the batch can never be accepted: a batch of several items is split in
  * halves until the offending item is alone, and that one is logged, counted and dropped.
  */
 import type { Logger } from 'pino';
@@ -47,7 +47,7 @@ export interface SenderOptions {
 
 type PostResult =
   | { kind: 'ok' }
-  | { kind: 'retry'; afterMs?: number; reason: string }
+  | { kind: 'retry'; afterMs?: number; reason: string; serverError?: boolean }
   | { kind: 'unauthorized'; status: number }
   | { kind: 'rejected'; status: number; body: string };
 
@@ -165,6 +165,9 @@ export class Sender {
             5 * 60_000,
           );
           attempt++;
+          // A batch the control plane failed on may be too large for it right now, or hold the
+          // one state it chokes on: the next tries go in halves (grown back after a success).
+          if (result.serverError && entries.length > 1) this.maxItems = Math.max(1, Math.ceil(entries.length / 2));
           if (this.healthy)
             log.warn({ reason: result.reason, retryInMs: delay }, 'could not deliver a batch; retrying with backoff');
           this.healthy = false;
@@ -237,7 +240,12 @@ export class Sender {
       if (res.ok) return { kind: 'ok' };
       if (res.status === 429 || res.status >= 500) {
         const afterMs = retryAfterMs(res.headers.get('retry-after'));
-        return { kind: 'retry', reason: `HTTP ${res.status}`, ...(afterMs !== undefined ? { afterMs } : {}) };
+        return {
+          kind: 'retry',
+          reason: `HTTP ${res.status}${body ? `: ${body.slice(0, 200)}` : ''}`,
+          serverError: res.status >= 500,
+          ...(afterMs !== undefined ? { afterMs } : {}),
+        };
       }
       if (res.status === 401 || res.status === 403) return { kind: 'unauthorized', status: res.status };
       return { kind: 'rejected', status: res.status, body };
