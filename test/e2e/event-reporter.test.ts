@@ -350,7 +350,11 @@ async function run(): Promise<void> {
     const res = await api.request('GET', `/v1/tenants/${tenant.tenantId}/applications?namePrefix=app-1&limit=100`, {
       key: tenant.apiKey,
     });
-    t.equal(res.statusCode, 200, `the tenant lists its Applications (${res.body.slice(0, 200)})`);
+    t.equal(
+      res.statusCode,
+      200,
+      `the tenant lists its Applications${res.statusCode === 200 ? '' : ` (${res.body.slice(0, 200)})`}`,
+    );
     const listed = res.json<{ items: { name: string; health: string; sync: string }[] }>().items ?? [];
     t.same(
       listed.map((i) => i.name).sort(),
