@@ -61,7 +61,13 @@ export function prepareBatch(batch: EventBatch, checkObjectSizes: boolean): Prep
       for (const f of ['generation', 'summary', 'object', 'truncated'] as const)
         if ((item as Partial<UpsertItem>)[f] === undefined)
           throw errors.validation(`${at}.${f} is required in an upsert item`, `${at}.${f}`);
-      if (checkObjectSizes && Buffer.byteLength(JSON.stringify(item.object)) > MAX_OBJECT_BYTES)
+      // Serialized once: its size is checked here and the text goes into the statement as it is.
+      const objectJson = JSON.stringify(item.object);
+      if (
+        checkObjectSizes &&
+        objectJson.length * 3 > MAX_OBJECT_BYTES &&
+        Buffer.byteLength(objectJson) > MAX_OBJECT_BYTES
+      )
         throw errors.validation(
           `${at}.object is larger than ${MAX_OBJECT_BYTES} bytes of JSON: trim it and set truncated`,
           `${at}.object`,
@@ -75,7 +81,7 @@ export function prepareBatch(batch: EventBatch, checkObjectSizes: boolean): Prep
         generation: item.generation,
         ...filterColumns(item),
         summary: item.summary as Record<string, unknown>,
-        object: item.object,
+        objectJson,
         truncated: item.truncated,
         deleted: false,
         observed_at: item.observedAt,
@@ -96,7 +102,7 @@ export function prepareBatch(batch: EventBatch, checkObjectSizes: boolean): Prep
         sync: null,
         phase: null,
         summary: {},
-        object: null,
+        objectJson: null,
         truncated: false,
         deleted: true,
         observed_at: d.observedAt,

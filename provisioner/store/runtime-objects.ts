@@ -25,10 +25,22 @@ export interface ObjectWrite {
   sync: string | null;
   phase: string | null;
   summary: Record<string, unknown>;
-  object: Record<string, unknown> | null;
+  /** The object's JSON text (serialized once, when its size was checked); null for a deletion. */
+  objectJson: string | null;
   truncated: boolean;
   deleted: boolean;
   observed_at: string;
+}
+
+/**
+ * The rows as one JSON array for jsonb_to_recordset, each object's text spliced in as it is (the
+ * objects are most of a batch's bytes: serializing them a second time would double that cost).
+ */
+export function writesJson(writes: readonly ObjectWrite[]): string {
+  const parts = writes.map(
+    ({ objectJson, ...row }) => `${JSON.stringify(row).slice(0, -1)},"object":${objectJson ?? 'null'}}`,
+  );
+  return `[${parts.join(',')}]`;
 }
 
 export interface HeartbeatWrite {
@@ -74,7 +86,7 @@ export async function upsertObjects(
              reported_by = excluded.reported_by, observed_at = excluded.observed_at, updated_at = now(),
              seq = excluded.seq
            WHERE o.resource_version < excluded.resource_version`,
-    values: [tenantId, replica, JSON.stringify(writes)],
+    values: [tenantId, replica, writesJson(writes)],
   });
   return rowCount ?? 0;
 }

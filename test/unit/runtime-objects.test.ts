@@ -7,6 +7,7 @@ import t from 'tap';
 import { filterColumns, prepareBatch } from '../../provisioner/runtime-objects/ingest.ts';
 import { reportingOf, type ReporterRow } from '../../provisioner/runtime-objects/reporting.ts';
 import { isAppError } from '../../provisioner/errors.ts';
+import { writesJson } from '../../provisioner/store/runtime-objects.ts';
 import type { UpsertItem } from '../../runtime/protocol/events.ts';
 import { application, batch, deletion } from '../helpers/events.ts';
 
@@ -102,4 +103,14 @@ t.test('the Reporting condition from heartbeat rows', async (t) => {
   );
   const at = Date.parse(stale.condition.lastTransitionTime);
   t.ok(Math.abs(at - (Date.now() - 1000)) < 2000, 'it became stale 60 s after the last heartbeat (1 s ago)');
+});
+
+t.test("the statement's rows carry each object's JSON as it was serialized for the size check", async (t) => {
+  const up = application('a', 7, { namespace: 'n' });
+  const { writes } = prepareBatch(batch('r', [up, deletion('Application', 'n', 'b', 8)]), true);
+  const rows = JSON.parse(writesJson(writes)) as Record<string, unknown>[];
+  t.same(rows[0]!.object, up.object, 'the object arrives whole');
+  t.equal(rows[0]!.rv, '7', 'beside the other columns');
+  t.equal(rows[1]!.object, null, 'a deletion has no object');
+  t.equal(rows[1]!.deleted, true, 'and is a deletion');
 });
