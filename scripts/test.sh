@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `npm test`: type-check, lint, then every test tier (unit, integration, e2e), and a final line
-# `N passed, N failed, N skipped` counting every tap assertion plus one check each for type-check
-# and lint (skipped tests are counted apart, never as passed).
+# `npm test`: type-check, lint, then every test tier (unit, integration, fuzz, e2e), and a final
+# line `N passed, N failed, N skipped` counting every tap assertion, one check each for type-check
+# and lint, and the fuzzer's checks (scripts/fuzz.sh: one per mode and one for the number of
+# cases; skipped tests are counted apart, never as passed).
 # `npm test -- unit integration` runs only the named tiers (type-check and lint always run).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/node-env.sh"
@@ -11,7 +12,7 @@ set +e
 cd "$ROOT"
 
 tiers=("$@")
-[ ${#tiers[@]} -gt 0 ] || tiers=(unit integration e2e)
+[ ${#tiers[@]} -gt 0 ] || tiers=(unit integration fuzz e2e)
 passed=0
 failed=0
 skipped=0
@@ -48,6 +49,26 @@ tap_tier() { # tier
   echo "== $tier: $pass passed, $fail failed, $skip skipped"
 }
 
+fuzz_tier() {
+  echo "== fuzz (scripts/fuzz.sh: Schemathesis against a running provisioner)"
+  local out="$logdir/fuzz.log" status line pass fail
+  bash scripts/fuzz.sh 2>&1 | tee "$out"; status=${PIPESTATUS[0]}
+  if [ "$status" -eq 2 ] && [ "${CI:-}" != "true" ]; then
+    # Outside CI a machine that cannot set Schemathesis up (no python3-venv, no root) skips the
+    # tier, counted and named; in CI that is a failure.
+    skipped=$((skipped + 1)); skipped_names+=("fuzz (scripts/fuzz.sh could not set Schemathesis up)")
+    return 0
+  fi
+  line="$(grep -E '^fuzz checks: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -1)"
+  pass="$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line")"
+  fail="$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")"
+  pass=${pass:-0}; fail=${fail:-0}
+  if [ "$status" -ne 0 ] && [ "$fail" -eq 0 ]; then fail=1; fi
+  passed=$((passed + pass)); failed=$((failed + fail))
+  [ "$fail" -eq 0 ] || failures+=("fuzz")
+  echo "== fuzz: $pass passed, $fail failed"
+}
+
 # One embedded PostgreSQL for the whole run (each test file creates its own database on it),
 # unless DATABASE_URL points at a server to use instead.
 if [ -z "${DATABASE_URL:-}" ] && [ -z "${TEST_PG_URL:-}" ]; then
@@ -76,6 +97,7 @@ for tier in "${tiers[@]}"; do
           skipped=$((skipped + 1)); skipped_names+=("e2e (whole tier: test/e2e/prepare.sh could not prepare it)")
         fi
       fi ;;
+    fuzz) fuzz_tier ;;
     *) tap_tier "$tier" ;;
   esac
 done
