@@ -4,6 +4,7 @@
  * client certificate (O=system:masters) and a service-account key pair. Kubeconfigs carry the
  * certificates inline (the provisioner stores kubeconfig contents, not paths).
  */
+import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { run } from './processes.ts';
@@ -80,7 +81,11 @@ async function signed(
       'ca.crt',
       '-CAkey',
       'ca.key',
-      '-CAcreateserial',
+      // A random serial per certificate: a shared ca.srl (-CAcreateserial) is read and rewritten
+      // by every signing, and two signings at once (serving and client certificates are made in
+      // parallel) could read it half-written ("Unable to load number from ca.srl").
+      '-set_serial',
+      `0x${randomBytes(8).toString('hex')}`,
       '-days',
       '2',
       '-extfile',
