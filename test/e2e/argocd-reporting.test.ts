@@ -5,7 +5,11 @@
  * same API server with the credentials the tenants program wrote (the runtime-credentials
  * Secret: runtime token and control plane URL); the Application's sync and health — written by
  * Argo CD itself, not by the test — appear in `GET /v1/tenants/:id/applications` within 10 s.
- * Then a new commit and a hard refresh make Argo CD report OutOfSync, which reaches the API too.
+ * Then a new commit and a hard refresh: the stored object follows Argo CD to the new revision.
+ * Last, the sync action through the tunnel (tunnel-client, request-router and app-proxy as
+ * processes with the program's credentials): the tenant's `POST …/runtime/api/applications/…/sync`
+ * reaches Argo CD, which syncs an OutOfSync Application, and the result comes back through the
+ * reporter (Synced, Succeeded, initiated by the caller's key).
  */
 import t from 'tap';
 import { writeFile } from 'node:fs/promises';
@@ -15,7 +19,8 @@ import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node
 import { ARGO_GROUP, ARGO_VERSION } from './harness/argo.ts';
 import { argoCdUnavailable, gitRepository, startArgoCd } from './harness/argocd.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
-import { freePort, startProcess, until } from './harness/processes.ts';
+import { freePort, startProcess, StopWaiting, until } from './harness/processes.ts';
+import { catalog } from '../../runtime/catalog.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const VERSION = '1.6.0';
@@ -117,7 +122,13 @@ if (argoCd) {
         const syncedAt = Date.now();
         t.equal((await live()).status?.sync?.revision, first, 'Argo CD synced the commit on main');
 
-        type Item = { namespace: string; name: string; sync?: string | null; health?: string | null };
+        type Item = {
+          namespace: string;
+          name: string;
+          sync?: string | null;
+          health?: string | null;
+          phase?: string | null;
+        };
         const listed = async () =>
           (await e2e.api.expect<{ items: Item[] }>(200, 'GET', `/v1/tenants/${tenantId}/applications`)).items.find(
             (i) => i.name === 'guestbook' && i.namespace === argocd.namespace,
@@ -172,6 +183,108 @@ if (argoCd) {
           object.object?.status?.sync?.revision,
           second,
           'the stored object carries the revision Argo CD synced last',
+        );
+
+        // The sync action through the tunnel: the runtime side (tunnel-client → request-router →
+        // app-proxy) runs as processes with the credentials the program wrote; the tenant calls the
+        // control plane, Argo CD performs the sync, and the reporter brings the result back.
+        const [routerPort, proxyPort, healthPort] = await Promise.all([freePort(), freePort(), freePort()]);
+        const agent = (name: string, env: Record<string, string>) => {
+          const p = startProcess(
+            name,
+            process.execPath,
+            [join(ROOT, `runtime/agents/${name}/main.ts`)],
+            join(e2e.dir, `${name}.log`),
+            { cwd: ROOT, env: { PATH: process.env.PATH, HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env } },
+          );
+          t.teardown(() => p.stop(3000));
+          return p;
+        };
+        const components = catalog.versions.find((v) => v.version === VERSION)!.components;
+        agent('app-proxy', {
+          PORT: String(proxyPort),
+          TENANT_ID: tenantId,
+          CONTROL_PLANE_PUBLIC_KEY: field('control-plane-public-key'),
+          RUNTIME_VERSION: VERSION,
+          RUNTIME_COMPONENTS: JSON.stringify(components),
+          KUBECONFIG: kubeconfigFile,
+        });
+        agent('request-router', {
+          PORT: String(routerPort),
+          APP_PROXY_URL: `http://127.0.0.1:${proxyPort}`,
+          // Not used here (no Argo Events webhooks in this test); required by the router.
+          EVENT_SOURCE_URL: 'http://127.0.0.1:9/',
+        });
+        agent('tunnel-client', {
+          TUNNEL_URL: field('tunnel-url'),
+          RUNTIME_TOKEN: token,
+          ROUTER_URL: `http://127.0.0.1:${routerPort}`,
+          HEALTH_PORT: String(healthPort),
+          HEALTH_HOST: '127.0.0.1',
+        });
+        await objects.createNamespacedCustomObject({
+          group: ARGO_GROUP,
+          version: ARGO_VERSION,
+          namespace: argocd.namespace,
+          plural: 'applications',
+          body: {
+            apiVersion: `${ARGO_GROUP}/${ARGO_VERSION}`,
+            kind: 'Application',
+            metadata: { name: 'manual', namespace: argocd.namespace },
+            spec: {
+              project: 'default',
+              source: { repoURL: repo.url, path: 'guestbook', targetRevision: 'main' },
+              destination: { server: 'https://kubernetes.default.svc', namespace: 'manual' },
+              syncPolicy: { syncOptions: ['CreateNamespace=true'] },
+            },
+          },
+        });
+        const item = async (name: string) =>
+          (await e2e.api.expect<{ items: Item[] }>(200, 'GET', `/v1/tenants/${tenantId}/applications`)).items.find(
+            (i) => i.name === name && i.namespace === argocd.namespace,
+          );
+        await until(
+          'manual OutOfSync in the API',
+          60_000,
+          async () => (await item('manual'))?.sync === 'OutOfSync',
+          250,
+        );
+        const tenant = e2e.api.withToken(signup.apiKey);
+        const action = `/v1/tenants/${tenantId}/runtime/api/applications/${argocd.namespace}/manual/sync`;
+        // Until the tunnel is up the control plane answers 502/503; the first 200 is the sync.
+        const answer = await until(
+          'the sync action through the tunnel',
+          60_000,
+          async () => {
+            const res = await tenant.request<{ metadata?: { name?: string } }>('POST', action, {});
+            if (res.status === 200) return res;
+            if (res.status !== 502 && res.status !== 503)
+              throw new StopWaiting(`sync answered ${res.status}: ${JSON.stringify(res.body)}`);
+            return undefined;
+          },
+          500,
+        );
+        t.equal(answer.body.metadata?.name, 'manual', 'the action answered with the Application after the change');
+        const sentAt = Date.now();
+        const synced = await until(
+          'manual Synced in the API after the action',
+          60_000,
+          async () => {
+            const i = await item('manual');
+            return i?.sync === 'Synced' && i.phase === 'Succeeded' ? i : undefined;
+          },
+          250,
+        );
+        e2e.timing('sync action → Argo CD synced → visible in the API', (Date.now() - sentAt) / 1000);
+        t.equal(synced.health, 'Healthy', 'the synced Application is reported Healthy');
+        const stored = await e2e.api.expect<{
+          object: { status?: { operationState?: { operation?: { initiatedBy?: { username?: string } } } } };
+        }>(200, 'GET', `/v1/tenants/${tenantId}/applications/${argocd.namespace}/manual`);
+        const by = stored.object.status?.operationState?.operation?.initiatedBy?.username;
+        t.ok(by && by !== 'admin', `the reported operation was initiated by the caller's key (${by})`);
+        t.ok(
+          await core.readNamespacedConfigMap({ name: 'guestbook-config', namespace: 'manual' }),
+          'Argo CD created the ConfigMap in the vcluster',
         );
       },
     );
