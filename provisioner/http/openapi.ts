@@ -91,6 +91,31 @@ function transformObject(doc: Json): Json {
       },
     };
   };
+  // Links from what creates a resource to what reads or removes it (the fuzzer's stateful phase
+  // follows them; so can a client generator).
+  const link = (path: string, method: string, status: string, links: Record<string, [string, string, string]>) => {
+    const answer = (paths[path]?.[method]?.responses as Record<string, Json> | undefined)?.[status];
+    if (!answer) return;
+    answer.links = Object.fromEntries(
+      Object.entries(links).map(([name, [target, targetMethod, from]]) => [
+        name,
+        {
+          operationRef: `#/paths/${target.replaceAll('~', '~0').replaceAll('/', '~1')}/${targetMethod}`,
+          parameters: { [/\{(\w+)\}/.exec(target)![1]!]: from },
+        },
+      ]),
+    );
+  };
+  link('/v1/signup', 'post', '202', {
+    GetTenant: ['/v1/tenants/{id}', 'get', '$response.body#/tenant/id'],
+    GetOperation: ['/v1/operations/{id}', 'get', '$response.body#/operationId'],
+    GetOperationLog: ['/v1/operations/{id}/log', 'get', '$response.body#/operationId'],
+  });
+  link('/v1/keys', 'post', '201', { RevokeKey: ['/v1/keys/{id}', 'delete', '$response.body#/info/id'] });
+  link('/v1/clusters', 'post', '201', {
+    GetCluster: ['/v1/clusters/{name}', 'get', '$response.body#/name'],
+    CordonCluster: ['/v1/clusters/{name}/cordon', 'post', '$response.body#/name'],
+  });
   stream(
     '/v1/operations/{id}/log',
     'the log (JSON), or with follow=1 a Server-Sent Events stream: `state` first, `line` (id = seq) per line, `end` or `error` last',

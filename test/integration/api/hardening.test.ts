@@ -297,7 +297,7 @@ t.test('the OpenAPI document tells the truth', async (t) => {
   interface Op {
     security?: unknown[];
     parameters?: { name: string; in: string; schema: { pattern?: string } }[];
-    responses: Record<string, { content?: Record<string, unknown> }>;
+    responses: Record<string, { content?: Record<string, unknown>; links?: Record<string, { operationRef: string }> }>;
     requestBody?: { content: Record<string, { schema: { properties: Record<string, { maxLength?: number }> } }> };
   }
   const doc = (await call('GET', '/docs/json', { key: null })).json() as unknown as {
@@ -338,6 +338,12 @@ t.test('the OpenAPI document tells the truth', async (t) => {
   });
   t.not(res.status, 413, `a kubeconfig of maxLength (${maxLength}) characters is not refused for its size`);
   t.equal(res.json().error.field, 'kubeconfig', 'it reaches the kubeconfig policy, which names the field');
+  t.equal(
+    doc.paths['/v1/keys']?.post?.responses['201']?.links?.RevokeKey?.operationRef,
+    '#/paths/~1v1~1keys~1{id}/delete',
+    'a created key links to its revocation',
+  );
+  t.ok(doc.paths['/v1/signup']?.post?.responses['202']?.links?.GetTenant, 'a signup links to its tenant');
   const idem = doc.paths['/v1/signup']?.post?.parameters?.find((p) => p.name === 'idempotency-key');
   t.ok(idem?.schema.pattern, 'the Idempotency-Key rules are in the document');
 });
