@@ -18,7 +18,6 @@ import {
   type Heartbeat,
 } from '../../protocol/events.ts';
 import { backoffDelay, slowRetryDelay } from '../common/backoff.ts';
-import { byteSize } from './items.ts';
 import type { ReporterMetrics } from './metrics.ts';
 import type { QueueEntry, ReportQueue } from './queue.ts';
 
@@ -129,17 +128,19 @@ export class Sender {
         continue;
       }
       const pending = this.o.digests();
-      const batch: EventBatch = { replica: this.o.replica, items: [] };
-      if (heartbeatDue) batch.heartbeat = this.o.heartbeat();
-      if (pending.digests.length > 0) batch.digests = pending.digests;
-      const budget = MAX_BATCH_BYTES - byteSize(batch) - 16;
+      const envelope: Omit<EventBatch, 'items'> = { replica: this.o.replica };
+      if (heartbeatDue) envelope.heartbeat = this.o.heartbeat();
+      if (pending.digests.length > 0) envelope.digests = pending.digests;
+      // The envelope is serialised here; the items are JSON already and are joined in as they are.
+      const head = JSON.stringify(envelope);
+      const budget = MAX_BATCH_BYTES - Buffer.byteLength(head) - 16;
       const entries: QueueEntry[] =
         budget > 1024 || pending.digests.length === 0 ? queue.peek(this.maxItems, Math.max(budget, 0)) : [];
-      batch.items = entries.map((e) => e.item);
-      if (byteSize(batch) > MAX_BATCH_BYTES)
-        log.warn({ bytes: byteSize(batch), items: entries.length }, 'batch is larger than the contract allows');
+      const body = `${head.slice(0, -1)},"items":[${entries.map((e) => e.item.json).join(',')}]}`;
+      if (Buffer.byteLength(body) > MAX_BATCH_BYTES)
+        log.warn({ bytes: Buffer.byteLength(body), items: entries.length }, 'batch is larger than the contract allows');
 
-      const result = await this.post(batch);
+      const result = await this.post(body);
       if (this.stopped && result.kind !== 'ok') break;
       switch (result.kind) {
         case 'ok': {
@@ -148,7 +149,7 @@ export class Sender {
           this.healthy = true;
           queue.ack(entries);
           pending.commit();
-          if (batch.heartbeat) this.lastHeartbeat = Date.now();
+          if (envelope.heartbeat) this.lastHeartbeat = Date.now();
           metrics.batches.inc({ result: 'ok' });
           const now = Date.now();
           for (const e of entries) {
@@ -197,14 +198,14 @@ export class Sender {
               response: result.body.slice(0, 500),
               object: dropped ? dropped.key : undefined,
               resourceVersion: dropped?.item.resourceVersion,
-              digests: batch.digests?.map((d) => d.kind),
+              digests: envelope.digests?.map((d) => d.kind),
             },
             'the control plane refused this report; it is dropped (sending it again cannot succeed)',
           );
           queue.ack(entries);
           pending.commit();
           if (dropped) metrics.reportsFailed.inc({ reason: `http_${result.status}` });
-          if (batch.heartbeat) this.lastHeartbeat = Date.now();
+          if (envelope.heartbeat) this.lastHeartbeat = Date.now();
           break;
         }
       }
@@ -225,7 +226,7 @@ export class Sender {
     });
   }
 
-  private async post(batch: EventBatch): Promise<PostResult> {
+  private async post(body: string): Promise<PostResult> {
     const controller = new AbortController();
     this.inFlight = controller;
     const timer = setTimeout(() => controller.abort(), this.o.requestTimeoutMs ?? 30_000);
@@ -233,22 +234,22 @@ export class Sender {
       const res = await fetch(this.url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${this.o.token()}` },
-        body: JSON.stringify(batch),
+        body,
         signal: controller.signal,
       });
-      const body = await res.text().catch(() => '');
+      const text = await res.text().catch(() => '');
       if (res.ok) return { kind: 'ok' };
       if (res.status === 429 || res.status >= 500) {
         const afterMs = retryAfterMs(res.headers.get('retry-after'));
         return {
           kind: 'retry',
-          reason: `HTTP ${res.status}${body ? `: ${body.slice(0, 200)}` : ''}`,
+          reason: `HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}`,
           serverError: res.status >= 500,
           ...(afterMs !== undefined ? { afterMs } : {}),
         };
       }
       if (res.status === 401 || res.status === 403) return { kind: 'unauthorized', status: res.status };
-      return { kind: 'rejected', status: res.status, body };
+      return { kind: 'rejected', status: res.status, body: text };
     } catch (err) {
       const cause = (err as { cause?: { code?: string } }).cause?.code;
       return { kind: 'retry', reason: cause ?? (err instanceof Error ? err.message : String(err)) };

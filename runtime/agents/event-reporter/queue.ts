@@ -9,14 +9,14 @@
  * item replaced it meanwhile (then the newer one is still to be sent). An entry keeps its place
  * when replaced, so a busy object does not starve older ones.
  */
-import type { DeleteItem, UpsertItem } from '../../protocol/events.ts';
+import type { PreparedItem } from './items.ts';
 
-export type QueueItem = UpsertItem | DeleteItem;
+export type QueueItem = PreparedItem;
 
 export interface QueueEntry {
   key: string;
   item: QueueItem;
-  /** JSON size of the item. */
+  /** JSON size of the item in bytes. */
   bytes: number;
   /** Changes whenever the item is replaced. */
   seq: number;
@@ -55,7 +55,7 @@ export class ReportQueue {
   }
 
   /** Queues the latest item of `key`; 'full' (nothing changed) when it is a new key and there is no room. */
-  put(key: string, item: QueueItem, bytes: number): PutResult {
+  put(key: string, item: QueueItem, bytes = Buffer.byteLength(item.json)): PutResult {
     const existing = this.entries.get(key);
     if (existing) {
       existing.item = item;

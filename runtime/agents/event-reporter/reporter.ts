@@ -19,12 +19,11 @@ import {
   type Digest,
   type Heartbeat,
   type ReportedKind,
-  type UpsertItem,
 } from '../../protocol/events.ts';
 import { closeServer, listen } from '../common/service.ts';
 import type { EventReporterConfig } from './config.ts';
 import { Sender, type PendingDigests } from './delivery.ts';
-import { byteSize, deleteItem, metaOf, upsertItem } from './items.ts';
+import { deleteItem, metaOf, prepare, upsertItem, type PreparedItem } from './items.ts';
 import { LeaseKeeper } from './leases.ts';
 import { owns } from './members.ts';
 import { createMetrics, type ReporterMetrics } from './metrics.ts';
@@ -49,7 +48,7 @@ export class EventReporter implements WatchSink {
   private readonly o: ReporterOptions;
   private readonly log: Logger;
   private readonly self: string;
-  private readonly caches = new Map<ReportedKind, Map<string, UpsertItem>>();
+  private readonly caches = new Map<ReportedKind, Map<string, PreparedItem>>();
   private readonly resourceVersions = new Map<ReportedKind, string>();
   private readonly listed = new Set<ReportedKind>();
   private readonly unavailable = new Set<ReportedKind>();
@@ -180,9 +179,10 @@ export class EventReporter implements WatchSink {
   // --- WatchSink ---
 
   upsert(kind: ReportedKind, obj: Obj): boolean {
-    const item = upsertItem(kind, obj);
-    if (!item) return true;
-    const key = objectKeyString(item);
+    const raw = upsertItem(kind, obj);
+    if (!raw) return true;
+    const key = objectKeyString(raw);
+    const item = prepare(raw);
     if (this.owns(key) && !this.offer(kind, key, item)) return false;
     this.caches.get(kind)!.set(key, item);
     return true;
@@ -192,7 +192,7 @@ export class EventReporter implements WatchSink {
     const meta = metaOf(obj);
     if (!meta) return true;
     const key = objectKeyString({ kind, namespace: meta.namespace, name: meta.name });
-    if (this.owns(key) && !this.offer(kind, key, deleteItem(kind, meta, meta.resourceVersion))) return false;
+    if (this.owns(key) && !this.offer(kind, key, prepare(deleteItem(kind, meta, meta.resourceVersion)))) return false;
     this.caches.get(kind)!.delete(key);
     this.takeover.delete(key);
     return true;
@@ -200,17 +200,18 @@ export class EventReporter implements WatchSink {
 
   async relisted(kind: ReportedKind, items: Obj[], resourceVersion: string): Promise<void> {
     const old = this.caches.get(kind)!;
-    const fresh = new Map<string, UpsertItem>();
+    const fresh = new Map<string, PreparedItem>();
     const changed: string[] = [];
     const observedAt = new Date();
     for (const obj of items) {
-      const item = upsertItem(kind, obj, observedAt);
-      if (!item) continue;
-      const key = objectKeyString(item);
+      const raw = upsertItem(kind, obj, observedAt);
+      if (!raw) continue;
+      const key = objectKeyString(raw);
+      const item = prepare(raw);
       fresh.set(key, item);
       if (old.get(key)?.resourceVersion !== item.resourceVersion) changed.push(key);
     }
-    const deleted = [...old.values()].filter((i) => !fresh.has(objectKeyString(i)));
+    const deleted = [...old.entries()].filter(([key]) => !fresh.has(key));
     this.caches.set(kind, fresh);
     this.resourceVersions.set(kind, resourceVersion);
     this.listed.add(kind);
@@ -220,10 +221,9 @@ export class EventReporter implements WatchSink {
       'listed',
     );
     this.requestDigest(kind);
-    for (const prev of deleted) {
-      const key = objectKeyString(prev);
+    for (const [key, prev] of deleted) {
       this.takeover.delete(key);
-      await this.offerWhenRoom(key, () => deleteItem(kind, prev, resourceVersion));
+      await this.offerWhenRoom(key, () => prepare(deleteItem(kind, prev, resourceVersion)));
     }
     for (const key of changed) await this.offerWhenRoom(key, () => this.caches.get(kind)!.get(key));
   }
@@ -257,7 +257,7 @@ export class EventReporter implements WatchSink {
 
   /** Queues an item of an owned object; false when the queue is full. */
   private offer(_kind: ReportedKind, key: string, item: QueueItem): boolean {
-    const r = this.queue.put(key, item, byteSize(item));
+    const r = this.queue.put(key, item);
     if (r === 'coalesced') this.metrics.coalesced.inc();
     return r !== 'full';
   }
@@ -268,7 +268,7 @@ export class EventReporter implements WatchSink {
       if (!this.owns(key)) return;
       const item = make();
       if (!item) return;
-      const r = this.queue.put(key, item, byteSize(item));
+      const r = this.queue.put(key, item);
       if (r === 'coalesced') this.metrics.coalesced.inc();
       if (r !== 'full') return;
       await this.queue.waitForRoom();

@@ -5,17 +5,19 @@ import { EVENTS_PATH, MAX_BATCH_ITEMS, type EventBatch } from '../../../runtime/
 import { retryAfterMs, Sender } from '../../../runtime/agents/event-reporter/delivery.ts';
 import { createMetrics } from '../../../runtime/agents/event-reporter/metrics.ts';
 import { ReportQueue, type QueueItem } from '../../../runtime/agents/event-reporter/queue.ts';
+import { prepare } from '../../../runtime/agents/event-reporter/items.ts';
 
 const TOKEN = 'rt_' + 'x'.repeat(40);
-const item = (name: string, rv: number): QueueItem => ({
-  type: 'delete',
-  kind: 'Application',
-  namespace: 'ns',
-  name,
-  uid: `uid-${name}`,
-  resourceVersion: String(rv),
-  observedAt: new Date().toISOString(),
-});
+const item = (name: string, rv: number): QueueItem =>
+  prepare({
+    type: 'delete',
+    kind: 'Application',
+    namespace: 'ns',
+    name,
+    uid: `uid-${name}`,
+    resourceVersion: String(rv),
+    observedAt: new Date().toISOString(),
+  });
 
 /** A control plane on loopback answering each batch with `answer` (real HTTP). */
 async function controlPlane(answer: (batch: EventBatch, n: number, res: ServerResponse) => void) {

@@ -1,15 +1,17 @@
 import t from 'tap';
 import { ReportQueue, type QueueItem } from '../../../runtime/agents/event-reporter/queue.ts';
+import { prepare } from '../../../runtime/agents/event-reporter/items.ts';
 
-const item = (name: string, rv: number): QueueItem => ({
-  type: 'delete',
-  kind: 'Application',
-  namespace: 'ns',
-  name,
-  uid: `uid-${name}`,
-  resourceVersion: String(rv),
-  observedAt: new Date(0).toISOString(),
-});
+const item = (name: string, rv: number): QueueItem =>
+  prepare({
+    type: 'delete',
+    kind: 'Application',
+    namespace: 'ns',
+    name,
+    uid: `uid-${name}`,
+    resourceVersion: String(rv),
+    observedAt: new Date(0).toISOString(),
+  });
 
 void t.test('latest state wins: a burst of updates to one object is one report', async (t) => {
   const q = new ReportQueue(10);
