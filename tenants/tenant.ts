@@ -87,6 +87,7 @@ export class Tenant extends pulumi.ComponentResource {
       `${name}-runtime`,
       {
         version: s.runtimeVersion,
+        tenantId: s.tenantId,
         catalog,
         runtimeToken: s.runtimeToken,
         controlPlaneUrl: s.controlPlaneUrl,

@@ -8,17 +8,20 @@ import {
   AGENT_PORT,
   CREDENTIALS_SECRET,
   EVENT_QUEUE_LIMIT,
+  RUNTIME_INFO_KEY,
   RUNTIME_NAMESPACE,
   VERSIONS_CONFIGMAP,
   type AgentDefinition,
 } from './agents.ts';
-import { ARGO_CD_SERVER } from './argo-releases.ts';
+import { WEBHOOK_EVENT_SOURCE_URL } from './argo-releases.ts';
 import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from './pod-security.ts';
 
 export interface AgentWorkloadOptions {
   /** Component name; children are named `${name}-${agent}-<kind>`. */
   name: string;
   agent: AgentDefinition;
+  /** The tenant the runtime belongs to (the app-proxy refuses requests signed for another). */
+  tenantId: pulumi.Input<string>;
   /** Image repository prefix; the image is `<prefix>/<agent>:<tag>`. */
   imageRepository: pulumi.Input<string>;
   imageTag: string;
@@ -35,31 +38,45 @@ export function agentLabels(agent: string): Record<string, string> {
   };
 }
 
-function env(agent: AgentDefinition): k8s.types.input.core.v1.EnvVar[] {
+/** Where the app-proxy's pod mounts the versions ConfigMap (its runtime info file). */
+const RUNTIME_INFO_DIR = '/etc/hosted-runtime';
+
+/**
+ * The environment of an agent: exactly the variables its config loader reads
+ * (runtime/agents/<agent>/config.ts); test/unit/pulumi/agent-env.test.ts runs each loader on it.
+ */
+function env(agent: AgentDefinition, tenantId: pulumi.Input<string>): k8s.types.input.core.v1.EnvVar[] {
   const vars: k8s.types.input.core.v1.EnvVar[] = Object.entries(agent.secretEnv).map(([name, key]) => ({
     name,
     valueFrom: { secretKeyRef: { name: CREDENTIALS_SECRET, key } },
   }));
-  vars.push({ name: 'PORT', value: String(AGENT_PORT) });
   switch (agent.name) {
     case 'tunnel-client':
-      vars.push({ name: 'ROUTER_URL', value: `http://request-router.${RUNTIME_NAMESPACE}.svc:${AGENT_PORT}` });
+      vars.push(
+        // The tunnel client serves only its health endpoints, on the port the probes call.
+        { name: 'HEALTH_PORT', value: String(AGENT_PORT) },
+        { name: 'ROUTER_URL', value: `http://request-router.${RUNTIME_NAMESPACE}.svc:${AGENT_PORT}` },
+      );
       break;
     case 'request-router':
       vars.push(
+        { name: 'PORT', value: String(AGENT_PORT) },
         { name: 'APP_PROXY_URL', value: `http://app-proxy.${RUNTIME_NAMESPACE}.svc:${AGENT_PORT}` },
-        { name: 'ARGO_CD_URL', value: `http://${ARGO_CD_SERVER}` },
-        { name: 'EVENTS_NAMESPACE', value: 'argo-events' },
+        { name: 'EVENT_SOURCE_URL', value: WEBHOOK_EVENT_SOURCE_URL },
       );
       break;
     case 'app-proxy':
       vars.push(
-        { name: 'VERSIONS_CONFIGMAP', value: VERSIONS_CONFIGMAP },
-        { name: 'RUNTIME_NAMESPACE', value: RUNTIME_NAMESPACE },
+        { name: 'PORT', value: String(AGENT_PORT) },
+        { name: 'TENANT_ID', value: tenantId },
+        // A mounted ConfigMap file, re-read when it changes: an upgrade that does not change the
+        // agents' image updates the served versions without restarting the app-proxy.
+        { name: 'RUNTIME_INFO_FILE', value: `${RUNTIME_INFO_DIR}/${RUNTIME_INFO_KEY}` },
       );
       break;
     case 'event-reporter':
       vars.push(
+        { name: 'PORT', value: String(AGENT_PORT) },
         { name: 'QUEUE_LIMIT', value: String(EVENT_QUEUE_LIMIT) },
         { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
         { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
@@ -70,7 +87,12 @@ function env(agent: AgentDefinition): k8s.types.input.core.v1.EnvVar[] {
 }
 
 /** The pod template of an agent (exported for tests and for the manifest validation). */
-export function agentPodSpec(agent: AgentDefinition, image: pulumi.Input<string>): k8s.types.input.core.v1.PodSpec {
+export function agentPodSpec(
+  agent: AgentDefinition,
+  image: pulumi.Input<string>,
+  tenantId: pulumi.Input<string>,
+): k8s.types.input.core.v1.PodSpec {
+  const runtimeInfo = agent.name === 'app-proxy';
   return {
     serviceAccountName: agent.name,
     automountServiceAccountToken: agent.apiAccess,
@@ -81,15 +103,28 @@ export function agentPodSpec(agent: AgentDefinition, image: pulumi.Input<string>
         image,
         imagePullPolicy: 'IfNotPresent',
         ports: [{ name: 'http', containerPort: agent.port, protocol: 'TCP' }],
-        env: env(agent),
+        env: env(agent, tenantId),
         resources: agent.resources,
         securityContext: restrictedContainerSecurityContext(),
         readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 10 },
         livenessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 20, failureThreshold: 3 },
-        volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+        volumeMounts: [
+          { name: 'tmp', mountPath: '/tmp' },
+          ...(runtimeInfo ? [{ name: 'runtime-info', mountPath: RUNTIME_INFO_DIR, readOnly: true }] : []),
+        ],
       },
     ],
-    volumes: [{ name: 'tmp', emptyDir: { sizeLimit: '64Mi' } }],
+    volumes: [
+      { name: 'tmp', emptyDir: { sizeLimit: '64Mi' } },
+      ...(runtimeInfo
+        ? [
+            {
+              name: 'runtime-info',
+              configMap: { name: VERSIONS_CONFIGMAP, items: [{ key: RUNTIME_INFO_KEY, path: RUNTIME_INFO_KEY }] },
+            },
+          ]
+        : []),
+    ],
   };
 }
 
@@ -175,7 +210,7 @@ export function createAgentWorkload(opts: AgentWorkloadOptions): k8s.apps.v1.Dep
         strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
         template: {
           metadata: { labels },
-          spec: agentPodSpec(agent, imageRef(opts.imageRepository, agent.name, opts.imageTag)),
+          spec: agentPodSpec(agent, imageRef(opts.imageRepository, agent.name, opts.imageTag), opts.tenantId),
         },
       },
     },

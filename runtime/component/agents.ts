@@ -53,6 +53,8 @@ export const AGENT_PORT = 8080;
 export const RUNTIME_NAMESPACE = 'hosted-runtime';
 /** ConfigMap recording the runtime version and every component version. */
 export const VERSIONS_CONFIGMAP = 'runtime-versions';
+/** Key of the versions ConfigMap holding `{runtimeVersion, components}` as JSON (the app-proxy's runtime info file). */
+export const RUNTIME_INFO_KEY = 'runtime-info.json';
 /** Secret holding the runtime token and the control plane's addresses and public key. */
 export const CREDENTIALS_SECRET = 'runtime-credentials';
 /** Events the event reporter queues per replica before its overflow policy applies. */

@@ -63,3 +63,13 @@ export function argoChartVersion(pins: ComponentPins, component: ArgoComponent):
 /** In-vcluster address of the Argo CD API server (argo-cd chart: `<fullname>-server`). */
 export const ARGO_CD_NAMESPACE = 'argocd';
 export const ARGO_CD_SERVER = `argocd-server.${ARGO_CD_NAMESPACE}.svc`;
+
+/** Namespace of Argo Events (its controller, and the tenant's event sources). */
+export const ARGO_EVENTS_NAMESPACE = 'argo-events';
+/**
+ * Where the request router sends `/webhooks/*`: the Service Argo Events creates for an
+ * EventSource named `webhook` in the Argo Events namespace (`<name>-eventsource-svc`), on the
+ * webhook event source's customary port. The tenant creates that EventSource; until it does,
+ * webhooks are answered 502 by the router.
+ */
+export const WEBHOOK_EVENT_SOURCE_URL = `http://webhook-eventsource-svc.${ARGO_EVENTS_NAMESPACE}.svc:12000`;

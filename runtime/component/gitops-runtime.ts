@@ -17,6 +17,7 @@ import {
   CREDENTIALS_SECRET,
   DEFAULT_AGENT_IMAGE_REPOSITORY,
   RUNTIME_NAMESPACE,
+  RUNTIME_INFO_KEY,
   VERSIONS_CONFIGMAP,
 } from './agents.ts';
 import { createAgentWorkload } from './agent-workload.ts';
@@ -38,6 +39,8 @@ export interface GitOpsRuntimeArgs {
    * installed, and an unknown version must fail before anything is registered.
    */
   readonly version: string;
+  /** The tenant the runtime belongs to (the app-proxy serves only requests signed for it). */
+  readonly tenantId: pulumi.Input<string>;
   /** Catalog to resolve `version` in (the built-in catalog by default). */
   readonly catalog?: Catalog;
   /** Token the agents present to the control plane (tunnel and event reports). Kept secret. */
@@ -133,6 +136,7 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
           releaseDate: entry.releaseDate,
           channel: entry.channel,
           ...pins,
+          [RUNTIME_INFO_KEY]: JSON.stringify({ runtimeVersion: entry.version, components: pins }),
         },
       },
       { ...child, dependsOn: [namespace] },
@@ -169,6 +173,7 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
       createAgentWorkload({
         name,
         agent,
+        tenantId: args.tenantId,
         imageRepository: args.agentImageRepository ?? DEFAULT_AGENT_IMAGE_REPOSITORY,
         imageTag: pins.agents,
         parent: this,

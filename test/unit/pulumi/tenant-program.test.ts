@@ -138,6 +138,7 @@ for (const planName of PLAN_NAMES) {
           releaseDate: version.releaseDate,
           channel: version.channel,
           ...pins,
+          'runtime-info.json': JSON.stringify({ runtimeVersion: version.version, components: pins }),
         });
       });
 
