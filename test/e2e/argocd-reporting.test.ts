@@ -187,7 +187,10 @@ if (argoCd) {
 
         // The sync action through the tunnel: the runtime side (tunnel-client → request-router →
         // app-proxy) runs as processes with the credentials the program wrote; the tenant calls the
-        // control plane, Argo CD performs the sync, and the reporter brings the result back.
+        // control plane, Argo CD performs the sync, and the reporter brings the result back. The
+        // processes run outside the vcluster, so the in-cluster addresses and the mounted runtime
+        // info file of the rendered Deployments are replaced by loopback ports and the same values
+        // (test/unit/pulumi/agent-env.test.ts checks the rendered environment itself).
         const [routerPort, proxyPort, healthPort] = await Promise.all([freePort(), freePort(), freePort()]);
         const agent = (name: string, env: Record<string, string>) => {
           const p = startProcess(
