@@ -4,9 +4,10 @@
  * (harness/argo.ts), syncing plain YAML from a local git repository (file://):
  *  - an Application with automated sync becomes Synced and Healthy, with the commit it deployed,
  *    and its ConfigMap exists — status written by Argo CD itself;
- *  - an Application without automated sync stays OutOfSync until a sync operation is written to
- *    it (what the app-proxy's sync action does), after which Argo CD syncs it;
- *  - a new commit is noticed after a hard refresh (the annotation the refresh action sets).
+ *  - an Application without automated sync stays OutOfSync until the app-proxy's sync action
+ *    (runtime/agents/app-proxy/actions.ts, with an admin client here) writes its operation, after
+ *    which Argo CD syncs it;
+ *  - a new commit is noticed after the app-proxy's refresh action (a hard refresh).
  */
 import t from 'tap';
 import { join } from 'node:path';
@@ -21,6 +22,8 @@ import {
 import { argoCdUnavailable, gitRepository, startArgoCd } from './harness/argocd.ts';
 import { statusOf } from './harness/kube.ts';
 import { until } from './harness/processes.ts';
+import { runAction } from '../../runtime/agents/app-proxy/actions.ts';
+import { argoObjects } from '../../runtime/agents/app-proxy/kube.ts';
 
 t.setTimeout(8 * 60_000);
 
@@ -67,6 +70,7 @@ if (unavailable) {
     plural: 'applications',
     name,
   });
+  const actions = argoObjects(argo.kc);
   const getApp = async (name: string) => (await argo.objects.getNamespacedCustomObject(ref(name))) as App;
   const application = (name: string, path: string, automated: boolean) => {
     const app = sampleApplication(argocd.namespace, name, { repoURL: repo.url, path }) as {
@@ -108,17 +112,21 @@ if (unavailable) {
       (e: unknown) => e,
     );
     t.equal(statusOf(before), 404, 'before the sync its ConfigMap does not exist');
-    // What the app-proxy's sync action writes: an operation on the Application (prune off).
-    await argo.objects.patchNamespacedCustomObject({
-      ...ref('manual'),
-      body: [
-        {
-          op: 'add',
-          path: '/operation',
-          value: { initiatedBy: { username: 'e2e' }, sync: { revision: 'main', prune: false } },
-        },
-      ],
+    // The app-proxy's sync action (runtime/agents/app-proxy/actions.ts) writes the operation.
+    const synced = await runAction(actions, {
+      resource: 'applications',
+      namespace: argocd.namespace,
+      name: 'manual',
+      action: 'sync',
+      body: {},
+      subject: 'e2e',
     });
+    t.match(
+      synced,
+      { operation: { sync: { revision: 'main' }, initiatedBy: { username: 'e2e' } } },
+      "the action answers with the operation it wrote: the source's targetRevision, by the caller",
+    );
+    t.notOk((synced.operation as { sync?: { prune?: boolean } }).sync?.prune, 'prune is off by default');
     const app = await waitFor(
       'manual Synced after the operation',
       'manual',
@@ -131,9 +139,14 @@ if (unavailable) {
 
   await t.test('a new commit shows as OutOfSync after a hard refresh', async (t) => {
     const second = await repo.commit({ 'manual/config.yaml': configMap('manual-config', 'red') }, 'manual: red');
-    await argo.objects.patchNamespacedCustomObject({
-      ...ref('manual'),
-      body: [{ op: 'add', path: '/metadata/annotations', value: { 'argocd.argoproj.io/refresh': 'hard' } }],
+    // The app-proxy's refresh action (hard by default).
+    await runAction(actions, {
+      resource: 'applications',
+      namespace: argocd.namespace,
+      name: 'manual',
+      action: 'refresh',
+      body: undefined,
+      subject: 'e2e',
     });
     const app = await waitFor(
       'manual OutOfSync at the new commit',
