@@ -3,7 +3,8 @@
  * kube-apiserver with the real Argo CRDs (test/e2e/harness/argo.ts, needs the e2e toolchain) and
  * reporting to the real control plane (a provisioner replica on loopback, Postgres).
  *
- *   npm run bench -- reporter     (BENCH_OBJECTS=10000 Applications, BENCH_ROUNDS=1 update rounds)
+ *   npm run bench -- reporter     (BENCH_OBJECTS=10000 Applications, BENCH_ROUNDS=1 update rounds,
+ *                                  BENCH_REPORTER_NODE_OPTIONS=--max-old-space-size=128 for the reporter)
  *
  * A writer creates BENCH_OBJECTS Applications (64 requests in flight, kept-alive connections),
  * then updates each BENCH_ROUNDS times. Baseline in the same run: the API server's own write rate
@@ -84,6 +85,8 @@ try {
         PORT: String(port),
         HOST: '127.0.0.1',
         LOG_LEVEL: 'warn',
+        // e.g. --max-old-space-size=128: a heap bounded as a container's memory limit bounds it.
+        ...(process.env.BENCH_REPORTER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_REPORTER_NODE_OPTIONS } : {}),
       },
     },
   );
