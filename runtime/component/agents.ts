@@ -113,7 +113,9 @@ export const AGENTS: readonly AgentDefinition[] = [
     port: AGENT_PORT,
     service: false,
     apiAccess: true,
-    resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { cpu: '500m', memory: '256Mi' } },
+    // Every replica caches every reported object: 180 MiB idle and up to 380 MiB with 10,000
+    // objects (docs/benchmarks.md, "Event reporter").
+    resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { cpu: '500m', memory: '512Mi' } },
     secretEnv: { RUNTIME_TOKEN: CREDENTIAL_KEYS.token, CONTROL_PLANE_URL: CREDENTIAL_KEYS.controlPlaneUrl },
     clusterRules: [
       {
