@@ -111,14 +111,44 @@ const EXEC_FIELDS = new Set([
 const MAX_ENTRIES = 64;
 
 /**
+ * Deepest nesting of JSON/YAML flow collections accepted. The parser recurses per level, so
+ * `[[[[…` a few thousand deep would exhaust the stack; it is refused before parsing.
+ */
+const MAX_NESTING = 32;
+
+/** The deepest nesting of `[`/`{` outside quoted strings (block nesting is bounded by the length). */
+export function flowNestingDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let quote: '"' | "'" | undefined;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quote !== undefined) {
+      if (c === '\\' && quote === '"') i++;
+      else if (c === quote) quote = undefined;
+    } else if ((c === '"' || c === "'") && (i === 0 || /[\s[{,:]/.test(text[i - 1]!))) quote = c;
+    else if (c === '[' || c === '{') max = Math.max(max, ++depth);
+    else if ((c === ']' || c === '}') && depth > 0) depth--;
+  }
+  return max;
+}
+
+/**
  * Parses and checks a kubeconfig (YAML or JSON) against the policy. Synchronous and free of I/O.
  * Throws KubeconfigPolicyError naming the field at fault.
  */
 export function checkKubeconfig(text: string, policy: KubeconfigPolicy = STRICT_KUBECONFIG_POLICY): CheckedKubeconfig {
+  if (flowNestingDepth(text) > MAX_NESTING)
+    throw new KubeconfigPolicyError('', `is nested more than ${MAX_NESTING} levels deep (a kubeconfig needs about 5)`);
   let doc: unknown;
   try {
     doc = parse(text, { maxAliasCount: 16, uniqueKeys: true, prettyErrors: false });
   } catch (err) {
+    if (err instanceof RangeError)
+      throw new KubeconfigPolicyError(
+        '',
+        `is nested more than ${MAX_NESTING} levels deep (a kubeconfig needs about 5)`,
+      );
     throw new KubeconfigPolicyError(
       '',
       `could not be parsed as YAML or JSON: ${(err as Error).message.split('\n')[0]}`,

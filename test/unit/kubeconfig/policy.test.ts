@@ -121,6 +121,21 @@ t.test('unparsable, aliased bombs and duplicate keys are refused without a path'
   t.match(refusedOf(bomb).message, /could not be parsed|not a kubeconfig field/);
 });
 
+t.test('deep nesting is refused with a plain message before the parser can exhaust its stack', async (t) => {
+  for (const [label, text] of [
+    ['JSON arrays', '['.repeat(20_000) + ']'.repeat(20_000)],
+    ['YAML flow maps', 'a: ' + '{b: '.repeat(20_000) + '1' + '}'.repeat(20_000)],
+    ["after a quote inside a plain scalar (don't)", "x: don't\ny: " + '['.repeat(20_000)],
+  ] as const) {
+    const err = refusedOf(text);
+    t.match(err.message, /nested more than 32 levels deep/, `${label}: the message names the nesting`);
+    t.notMatch(err.message, /call stack/i, `${label}: no parser internals in the message`);
+  }
+  // Brackets inside quoted strings are data, not nesting: a valid kubeconfig with one is accepted.
+  const quoted = stringify(base({ 'tls-server-name': '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[' }));
+  t.doesNotThrow(() => checkKubeconfig(quoted), 'brackets inside a quoted value do not count as nesting');
+});
+
 t.test('log masking parses the kubeconfig: JSON and YAML, every quoting', async (t) => {
   const token = 'json-token-abcdefghijklmnop';
   t.same(kubeconfigSecrets(JSON.stringify(base({}, { token }))).sort(), ['Q0EtZGF0YQ==', token].sort());
