@@ -34,7 +34,9 @@ declare module 'fastify' {
 export function bearerToken(header: string | undefined): string {
   if (header === undefined || header === '') throw errors.unauthenticated();
   const m = /^Bearer ([^\s]+)$/i.exec(header);
-  if (!m || !looksLikeKey(m[1]!)) throw errors.unauthenticated();
+  if (!m) throw errors.unauthenticated();
+  // The header is there and well-formed: what is wrong is the key itself.
+  if (!looksLikeKey(m[1]!)) throw errors.invalidKey();
   return m[1]!;
 }
 
