@@ -68,6 +68,10 @@ export const ERROR_CODES = {
     description: 'a request with the Idempotency-Key is still being processed; retry shortly',
   },
   CANNOT_REVOKE_OWN_KEY: { status: 409, description: 'a key tried to revoke itself' },
+  NOTHING_TO_RETRY: {
+    status: 409,
+    description: 'retry of a tenant that is neither stalled nor failing and has no operation under way',
+  },
   LAST_AVAILABLE_RUNTIME_VERSION: {
     status: 409,
     description:
@@ -202,6 +206,11 @@ export const errors = {
       'LAST_AVAILABLE_RUNTIME_VERSION',
       `runtime version '${version}' is the last available one: marking it ${availability} would leave signups nothing to install; make another version available first`,
       { field: 'availability' },
+    ),
+  nothingToRetry: (id: string, phase: string) =>
+    new AppError(
+      'NOTHING_TO_RETRY',
+      `tenant ${id} is ${phase}, not stalled or failing, with no operation under way: nothing to retry (change its spec with PATCH to reconcile it)`,
     ),
   tenantDeleted: (id: string) =>
     new AppError('TENANT_DELETED', `tenant '${id}' has been deleted; only reads are allowed on a deleted tenant`),

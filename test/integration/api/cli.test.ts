@@ -73,8 +73,12 @@ t.test('upgrade through the CLI; a refused skip exits non-zero with the API code
 
 t.test('suspend, resume, retry, delete, and operations list', async (t) => {
   const { tenantId } = await api.signup();
-  for (const verb of ['suspend', 'resume', 'retry', 'delete'])
+  for (const verb of ['suspend', 'resume', 'retry', 'delete']) {
+    // A retry is for a failing tenant (otherwise it answers the operation under way).
+    if (verb === 'retry')
+      await api.db.pool.query('UPDATE tenants SET consecutive_failures = 2 WHERE id = $1', [tenantId]);
     t.equal((await cli(['tenants', verb, tenantId])).code, 0, verb);
+  }
   const ops = await cli(['operations', 'list', tenantId]);
   for (const kind of ['create', 'suspend', 'resume', 'retry', 'delete'])
     t.match(ops.out, new RegExp(`\\s${kind}\\s`), kind);

@@ -254,6 +254,33 @@ t.test('retry clears Stalled and makes the tenant due at once without changing t
   t.same(rows[0], { stalled: false, consecutive_failures: 0, due: true });
 });
 
+t.test('retry queues nothing for a tenant that is neither stalled nor failing', async (t) => {
+  const { tenantId, operationId } = await api.signup();
+  const opsBefore = await api.db.pool.query('SELECT count(*)::int AS n FROM operations WHERE tenant_id = $1', [
+    tenantId,
+  ]);
+  const under = await api.request('POST', `/v1/tenants/${tenantId}/retry`, { key: api.operatorKey });
+  t.equal(under.statusCode, 202, 'a tenant whose create is queued: accepted');
+  t.equal(under.json().operationId, operationId, 'the answer is the operation already under way');
+  const opsAfter = await api.db.pool.query('SELECT count(*)::int AS n FROM operations WHERE tenant_id = $1', [
+    tenantId,
+  ]);
+  t.equal(opsAfter.rows[0].n, opsBefore.rows[0].n, 'no second operation was queued');
+
+  await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE tenant_id = $1`, [
+    tenantId,
+  ]);
+  await api.db.pool.query(`UPDATE tenants SET phase = 'Ready' WHERE id = $1`, [tenantId]);
+  const settled = await api.request('POST', `/v1/tenants/${tenantId}/retry`, { key: api.operatorKey });
+  t.equal(settled.statusCode, 409, 'a Ready tenant with nothing under way: 409');
+  t.equal(settled.json().error.code, 'NOTHING_TO_RETRY');
+  t.match(settled.json().error.message, /is Ready/, 'the message names the state');
+  const opsSettled = await api.db.pool.query('SELECT count(*)::int AS n FROM operations WHERE tenant_id = $1', [
+    tenantId,
+  ]);
+  t.equal(opsSettled.rows[0].n, opsBefore.rows[0].n, 'still no operation queued');
+});
+
 t.test(
   'list filters by phase, plan, version and cluster, pages with a cursor, and refuses tampered cursors',
   async (t) => {
