@@ -163,6 +163,16 @@ export class PulumiEngine implements Engine {
     return this.#availability;
   }
 
+  /**
+   * Marks the engine unavailable with `message` (the condition tenants get carries it). The log
+   * gets one line when the engine becomes unavailable or the reason changes, not one per re-check.
+   */
+  #unavailable(message: string, line: string, fields: Record<string, unknown> = {}): void {
+    const same = !this.#availability.available && this.#availability.message === message;
+    this.#availability = { available: false, message };
+    if (!same) this.#options.log?.(line, { ...fields, message });
+  }
+
   /** Finds the CLI and installs plugins; concurrent calls share one attempt (serialised). */
   start(): Promise<void> {
     this.#starting ??= this.#start().finally(() => {
@@ -175,22 +185,22 @@ export class PulumiEngine implements Engine {
     try {
       this.#env();
     } catch (err) {
-      this.#availability = { available: false, message: err instanceof Error ? err.message : String(err) };
+      this.#unavailable(err instanceof Error ? err.message : String(err), 'pulumi engine not configured');
       return;
     }
     const root = cliRootFor(this.#options.cliDir, existsSync);
     let command: PulumiCommand;
     try {
       command = await PulumiCommand.get({ ...(root ? { root } : {}), skipVersionCheck: true });
-    } catch (err) {
+    } catch {
+      // The SDK's error is several lines of what it tried; where it looked and the fix say it all.
       const where = root ? `in ${root}/bin` : 'on PATH';
-      this.#availability = { available: false, message: `the Pulumi CLI was not found ${where}: ${INSTALL_HINT}` };
-      this.#options.log?.('pulumi CLI not found', { where, err: err instanceof Error ? err.message : String(err) });
+      this.#unavailable(`the Pulumi CLI was not found ${where}: ${INSTALL_HINT}`, 'pulumi CLI not found', { where });
       return;
     }
     const problem = cliVersionProblem(command.version?.version ?? null) ?? this.#options.configProblem;
     if (problem) {
-      this.#availability = { available: false, message: problem };
+      this.#unavailable(problem, 'pulumi CLI not usable');
       return;
     }
     try {
@@ -205,10 +215,11 @@ export class PulumiEngine implements Engine {
         await ws.installPlugin(p.name, p.version, p.kind);
       }
     } catch (err) {
-      this.#availability = {
-        available: false,
-        message: `the Pulumi CLI could not install its plugins (${err instanceof Error ? err.message.slice(0, 500) : String(err)}); check network access or pre-install them into ${this.#options.pulumiHome}`,
-      };
+      const reason = err instanceof Error ? err.message.slice(0, 500) : String(err);
+      this.#unavailable(
+        `the Pulumi CLI could not install its plugins (${reason}); check network access or pre-install them into ${this.#options.pulumiHome}`,
+        'pulumi engine plugins not installed',
+      );
       return;
     }
     this.#command = command;

@@ -84,7 +84,9 @@ export async function startReplica(
   };
 }
 
-export async function createTestApi(opts: { env?: Record<string, string>; catalog?: Catalog } = {}): Promise<TestApi> {
+export async function createTestApi(
+  opts: { env?: Record<string, string>; catalog?: Catalog; logger?: ServicesOptions['logger'] } = {},
+): Promise<TestApi> {
   const db = await createTestDatabase();
   const config = loadConfig({
     DATABASE_URL: db.url,
@@ -93,7 +95,10 @@ export async function createTestApi(opts: { env?: Record<string, string>; catalo
     PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
     ...opts.env,
   });
-  const replica = await startReplica(config, db, opts.catalog ? { catalog: opts.catalog } : {});
+  const replica = await startReplica(config, db, {
+    ...(opts.catalog ? { catalog: opts.catalog } : {}),
+    ...(opts.logger ? { logger: opts.logger } : {}),
+  });
   const { app, services } = replica;
   const adminKey = (await createKey(db.pool, { role: 'admin', name: 'test admin', createdBy: 'test' })).key;
   const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'test operator', createdBy: 'test' })).key;

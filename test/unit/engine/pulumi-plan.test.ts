@@ -143,7 +143,9 @@ t.test('CLI discovery and version check', async (t) => {
 });
 
 t.test('without a CLI the engine reports unavailability and refuses to run', async (t) => {
+  const logged: Array<{ msg: string; fields: Record<string, unknown> | undefined }> = [];
   const engine = new PulumiEngine({
+    log: (msg, fields) => logged.push({ msg, fields }),
     program: async () => ({}),
     dataDir: '/tmp/none',
     backendUrl: 'file:///tmp/none',
@@ -163,6 +165,17 @@ t.test('without a CLI the engine reports unavailability and refuses to run', asy
     (e: unknown) => e,
   );
   t.ok(err instanceof EngineError && err.code === 'EngineUnavailable', 'up throws EngineUnavailable');
+  // The reconciler re-checks every minute: nothing changed, nothing more is logged.
+  await engine.start();
+  await engine.start();
+  t.equal(logged.length, 1, 'one log line for three checks that found the same missing CLI');
+  t.equal(logged[0]?.msg, 'pulumi CLI not found');
+  t.same(
+    Object.keys(logged[0]?.fields ?? {}).sort(),
+    ['message', 'where'],
+    "the line holds where it looked and the condition's message, not the SDK's multi-line error",
+  );
+  t.notOk(String(logged[0]?.fields?.message).includes('\n'), 'the message is one line');
 });
 
 t.test('engine events become short log lines; unchanged resources are skipped', async (t) => {
