@@ -1,11 +1,12 @@
 /**
  * Command line entry. `serve` and `migrate` act locally; every other command is a client of the
  * HTTP API (api-commands.ts), configured by --url/--token or PROVISIONER_URL/PROVISIONER_TOKEN.
+ *
+ * The server, the database and the Pulumi engine are imported only by the commands that use them:
+ * loading them costs over a second, and an API call such as `tenants list` needs none of them.
  */
 import { Command, CommanderError } from 'commander';
-import { ConfigError, loadConfig } from '../config.ts';
-import { openDatabase } from '../db/database.ts';
-import { serve } from '../server.ts';
+import { ConfigError } from '../../runtime/agents/common/config.ts';
 import { addApiCommands, type Io } from './api-commands.ts';
 import { addAppCommands } from './app-commands.ts';
 import { ApiError } from './client.ts';
@@ -29,6 +30,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     .command('serve')
     .description('run the provisioner API (embedded PostgreSQL when DATABASE_URL is unset)')
     .action(async () => {
+      const { serve } = await import('../server.ts');
       await serve(io.env);
       await new Promise(() => {}); // runs until a signal handler exits the process
     });
@@ -37,6 +39,8 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     .command('migrate')
     .description('apply database migrations and exit')
     .action(async () => {
+      const { loadConfig } = await import('../config.ts');
+      const { openDatabase } = await import('../db/database.ts');
       const config = loadConfig(io.env);
       const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
       await db.close();

@@ -1,0 +1,62 @@
+/**
+ * The installed `provisioner` command (package.json "bin" → bin/provisioner) as a newcomer runs it:
+ * a real child process, with the system's PATH (whatever Node.js it has, possibly older than the
+ * project needs) and not the project's, against a real API on loopback.
+ */
+import t from 'tap';
+import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { delimiter } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { createTestApi } from '../../helpers/api.ts';
+
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const run = promisify(execFile);
+
+const api = await createTestApi();
+const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
+t.teardown(() => api.close());
+
+/** PATH without the project's own directories (.tools/node, node_modules/.bin) the test runner added. */
+const systemPath = (process.env.PATH ?? '')
+  .split(delimiter)
+  .filter((dir) => dir && !dir.startsWith(ROOT) && !dir.includes('/.tools/'))
+  .join(delimiter);
+
+t.test('package.json names bin/provisioner as the provisioner command', async (t) => {
+  const pkg = JSON.parse(await readFile(new URL('package.json', `file://${ROOT}`), 'utf8')) as {
+    bin: Record<string, string>;
+  };
+  t.equal(pkg.bin.provisioner, 'bin/provisioner', 'the "provisioner" bin is the shell launcher, not a .ts file');
+});
+
+t.test('bin/provisioner runs the CLI with the system PATH first (any Node.js version there)', async (t) => {
+  const systemNode = await run('node', ['--version'], { env: { PATH: systemPath } }).then(
+    (r) => r.stdout.trim(),
+    () => 'none',
+  );
+  t.comment(`Node.js first on the system PATH: ${systemNode}`);
+  const { tenantId, body } = await api.signup();
+  const { stdout, stderr } = await run(`${ROOT}bin/provisioner`, ['--url', url, 'tenants', 'list'], {
+    env: { PATH: systemPath, HOME: process.env.HOME ?? '/tmp', PROVISIONER_TOKEN: api.adminKey },
+    cwd: '/',
+  });
+  t.match(stdout, /^ID\s+ORGANIZATION\s+PHASE/, `tenants list prints the table header (stderr: ${stderr})`);
+  t.match(stdout, new RegExp(`${tenantId}\\s+${body.tenant.organization}`), 'and the signed-up tenant');
+});
+
+t.test('bin/provisioner passes the CLI exit code through', async (t) => {
+  const failed = await run(
+    `${ROOT}bin/provisioner`,
+    ['--url', url, '--token', 'hrt_admin_' + 'x'.repeat(43), 'tenants', 'list'],
+    {
+      env: { PATH: systemPath, HOME: process.env.HOME ?? '/tmp' },
+    },
+  ).then(
+    () => ({ code: 0, stderr: '' }),
+    (e: { code: number; stderr: string }) => e,
+  );
+  t.equal(failed.code, 1, 'a rejected API key exits 1 through the launcher');
+  t.match(failed.stderr, /INVALID_API_KEY/, 'and the error names the API code');
+});
