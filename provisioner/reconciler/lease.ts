@@ -7,7 +7,7 @@
 import type pg from 'pg';
 import { rollback, type Queryable } from '../db/tx.ts';
 import type { Condition, TenantRow } from '../store/tenants.ts';
-import { waitingStatus, type WaitBackoff } from './outcome.ts';
+import { logWaits, waitLine, waitingStatus, type WaitBackoff } from './outcome.ts';
 import { choosePlacement, type ClusterLoad } from './placement.ts';
 
 /** The tenant columns an attempt works from, read as the lease is taken (the type and the query both come from this list). */
@@ -216,8 +216,12 @@ export async function claimDueTenants(pool: pg.Pool, o: ClaimOptions): Promise<C
       return { leased: [], waiting: 0 };
     }
     const waiting: Array<{ id: string; conditions: Condition[]; retryInMs: number }> = [];
-    const wait = (d: DueRow, reason: 'NoCapacity' | 'EngineUnavailable', message: string, w: WaitBackoff) =>
+    const waitLines: Array<{ tenantId: string; line: string }> = [];
+    const wait = (d: DueRow, reason: 'NoCapacity' | 'EngineUnavailable', message: string, w: WaitBackoff) => {
       waiting.push({ id: d.id, ...waitingStatus(d.conditions, reason, message, w) });
+      const line = waitLine(d.conditions, reason, message);
+      if (line) waitLines.push({ tenantId: d.id, line });
+    };
     // Without an engine only deletes of never-placed tenants (nothing to destroy) can run.
     const engine = o.engineUnavailable;
     const runnable = engine
@@ -269,6 +273,7 @@ export async function claimDueTenants(pool: pg.Pool, o: ClaimOptions): Promise<C
       }
     }
     await rescheduleWaiting(client, waiting);
+    await logWaits(client, waitLines);
     const taken = await takeLeases(
       client,
       o.owner,

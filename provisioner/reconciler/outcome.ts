@@ -318,6 +318,36 @@ export function waitingStatus(
 }
 
 /**
+ * The operation-log line for a tenant that starts waiting, or waits for another reason than
+ * before; undefined while it waits for the same thing (a retry is not news).
+ */
+export function waitLine(
+  current: Condition[],
+  reason: 'NoCapacity' | 'EngineUnavailable',
+  message: string,
+): string | undefined {
+  const ready = current.find((c) => c.type === 'Ready');
+  const text = message.slice(0, 2000);
+  if (ready?.status === 'False' && ready.reason === reason && ready.message === text) return undefined;
+  const what = reason === 'NoCapacity' ? 'waiting for a root cluster' : 'waiting for the Pulumi engine';
+  return `${what} (${reason}): ${text}; retrying by itself, and at once when that changes`;
+}
+
+/** Appends each waiting tenant's line to its open operations and wakes their log followers. */
+export async function logWaits(db: Queryable, lines: Array<{ tenantId: string; line: string }>): Promise<void> {
+  if (lines.length === 0) return;
+  await db.query(
+    `WITH ins AS (
+       INSERT INTO operation_logs (operation_id, stream, line)
+       SELECT o.id, 'reconciler', x.line FROM unnest($1::uuid[], $2::text[]) AS x(tenant_id, line)
+         JOIN operations o ON o.tenant_id = x.tenant_id AND o.state IN ('queued', 'running')
+       RETURNING operation_id)
+     SELECT pg_notify($3, operation_id::text) FROM (SELECT DISTINCT operation_id FROM ins) d`,
+    [lines.map((l) => l.tenantId), lines.map((l) => l.line), OPERATION_LOG_CHANNEL],
+  );
+}
+
+/**
  * Records why a due tenant cannot run yet (NoCapacity, EngineUnavailable): Ready=False with the
  * reason, a retry time, lease released. The queued operation stays queued and the failure
  * counter is untouched: waiting for capacity or for the CLI is not the tenant's failure.
@@ -334,6 +364,8 @@ export async function recordWaiting(
     const held = await lockHeldTenant(db, t.id, owner);
     if (!held) return false;
     const { retryInMs, conditions } = waitingStatus(held.conditions, reason, message, wait);
+    const line = waitLine(held.conditions, reason, message);
+    if (line) await logWaits(db, [{ tenantId: t.id, line }]);
     await db.query(
       `UPDATE tenants SET conditions = $2, next_attempt_at = now() + make_interval(secs => $3::float8 / 1000),
               lease_owner = NULL, lease_expires_at = NULL, updated_at = now()

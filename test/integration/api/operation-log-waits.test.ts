@@ -1,0 +1,71 @@
+/**
+ * A newcomer signs up a tenant and follows its operation's log: the log says why the tenant
+ * waits (no root cluster registered, the engine unavailable) in one line when the wait starts or
+ * its reason changes, not one line per retry.
+ */
+import t from 'tap';
+import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
+import { createTestApi } from '../../helpers/api.ts';
+
+async function until<T>(what: string, fn: () => Promise<T | false>, ms = 10_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v !== false) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+t.test('signup with no root cluster registered: the operation log says why the tenant waits, once', async (t) => {
+  const api = await createTestApi();
+  t.teardown(() => api.close());
+  // TEST DOUBLE engine (the reconciler, database and API are real); retries every 50 ms here.
+  const engine = new ScriptedEngine();
+  const reconciler = new Reconciler({
+    pool: api.db.pool,
+    engine,
+    box: api.services.box,
+    pollMs: 50,
+    noCapacityRetryMs: 50,
+    waitCapMs: 50,
+    engineRetryMs: 50,
+  });
+  await reconciler.start();
+  t.teardown(() => reconciler.stop({ graceMs: 0 }));
+
+  const { operationId, apiKey } = await api.signup();
+  const log = async () =>
+    (await api.request('GET', `/v1/operations/${operationId}/log`, { key: apiKey })).json<{
+      items: Array<{ stream: string; line: string }>;
+      state: string;
+    }>();
+  const first = await until('a waiting line', async () => {
+    const l = await log();
+    return l.items.length > 0 && l;
+  });
+  t.equal(first.state, 'queued', 'the operation is still queued');
+  t.match(
+    first.items[0]?.line,
+    /^waiting for a root cluster \(NoCapacity\): no root cluster can take a .* tenant \(no root cluster is registered\); register a cluster/,
+    'the line names the reason and what to do',
+  );
+  const retries = reconciler.stats.waiting;
+  await until('five more retries', async () => reconciler.stats.waiting >= retries + 5);
+  t.equal((await log()).items.length, 1, 'five more retries for the same reason add no line');
+
+  engine.setAvailability({ available: false, message: 'the Pulumi CLI was not found on PATH: install it' });
+  const second = await until('a line for the new reason', async () => {
+    const l = await log();
+    return l.items.length > 1 && l;
+  });
+  t.match(
+    second.items[1]?.line,
+    /^waiting for the Pulumi engine \(EngineUnavailable\): the Pulumi CLI was not found on PATH/,
+    'a new reason is a new line',
+  );
+  const again = reconciler.stats.waiting;
+  await until('five more retries', async () => reconciler.stats.waiting >= again + 5);
+  t.equal((await log()).items.length, 2, 'and is not repeated either');
+});
