@@ -303,9 +303,10 @@ export function addApiCommands(program: Command, io: Io): void {
     });
   }
 
-  program
-    .command('regions')
-    .description('regions of the root clusters (what a signup may ask for)')
+  const regions = program.command('regions').description('regions of the root clusters (what a signup may ask for)');
+  regions
+    .command('list', { isDefault: true }) // `provisioner regions` lists too
+    .description('regions and whether they accept new tenants')
     .action(async () => {
       const { items } = await client().request<{ items: Array<{ name: string; accepting: boolean }> }>(
         'GET',

@@ -84,6 +84,33 @@ t.test('suspend, resume, retry, delete, and operations list', async (t) => {
     t.match(ops.out, new RegExp(`\\s${kind}\\s`), kind);
 });
 
+t.test('regions and regions list both list the regions; --json prints the API answer', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'hrt-cli-'));
+  const kc = join(dir, 'kubeconfig');
+  await writeFile(
+    kc,
+    'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.11:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n',
+  );
+  const add = await cli(['clusters', 'add', 'regions-1', '--region', 'ap-9', '--capacity', '5', '--kubeconfig', kc]);
+  t.equal(add.code, 0, add.err);
+  const bare = await cli(['regions']);
+  const list = await cli(['regions', 'list']);
+  t.equal(bare.code, 0, bare.err);
+  t.equal(list.code, 0, list.err);
+  t.match(list.lines[0], /^REGION\s+ACCEPTING/, 'regions list prints a table with a header');
+  t.match(list.out, /ap-9\s+true/, 'regions list shows the new region accepting tenants');
+  t.equal(bare.out, list.out, '`regions` alone prints the same table as `regions list`');
+  const json = await cli(['--json', 'regions', 'list']);
+  t.ok(
+    (JSON.parse(json.out) as { items: { name: string; accepting: boolean }[] }).items.some(
+      (r) => r.name === 'ap-9' && r.accepting,
+    ),
+    '--json regions list prints the API items, ap-9 accepting',
+  );
+  const help = await cli(['regions', '--help']);
+  t.match(help.out, /list\s+regions and whether they accept new tenants/, 'regions --help names the list command');
+});
+
 t.test('clusters add/list/cordon and keys create/revoke', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'hrt-cli-'));
   const kc = join(dir, 'kubeconfig');
