@@ -58,6 +58,36 @@ interface Cluster {
   labels: Record<string, string>;
 }
 
+/**
+ * A command line the CLI cannot act on (a bad option value, a file that cannot be read): printed as
+ * its message alone, without the underlying error's text, and exits 1 like commander's own usage
+ * errors.
+ */
+export class UsageError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'UsageError';
+  }
+}
+
+/** The file --kubeconfig names; a file that cannot be read is a usage error naming it and why. */
+async function readKubeconfig(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why =
+      code === 'ENOENT'
+        ? 'no such file'
+        : code === 'EISDIR'
+          ? 'it is a directory'
+          : code === 'EACCES'
+            ? 'permission denied'
+            : (err as Error).message;
+    throw new UsageError(`--kubeconfig: cannot read the kubeconfig file '${file}': ${why}`, { cause: err });
+  }
+}
+
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'superseded']);
 
 /** The API client the global options (--url, --token) or the environment configure. */
@@ -281,7 +311,7 @@ export function addApiCommands(program: Command, io: Io): void {
             return [kv.slice(0, i), kv.slice(i + 1)];
           }),
         );
-        const kubeconfig = await readFile(o.kubeconfig, 'utf8');
+        const kubeconfig = await readKubeconfig(o.kubeconfig);
         const c = await client().request<Cluster>('POST', '/v1/clusters', {
           name,
           region: o.region,

@@ -7,7 +7,7 @@
  */
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../../runtime/agents/common/config.ts';
-import { addApiCommands, type Io } from './api-commands.ts';
+import { addApiCommands, UsageError, type Io } from './api-commands.ts';
 import { addAppCommands } from './app-commands.ts';
 import { ApiError } from './client.ts';
 
@@ -58,6 +58,10 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     if (err instanceof ConfigError) {
       io.err(`provisioner: invalid configuration: ${err.message}`);
       return 2;
+    }
+    if (err instanceof UsageError) {
+      io.err(`provisioner: ${err.message}`);
+      return 1;
     }
     if (err instanceof ApiError) {
       io.err(`provisioner: ${err.code}: ${err.message}${err.field ? ` (field: ${err.field})` : ''}`);

@@ -146,6 +146,27 @@ t.test('clusters add/list/cordon and keys create/revoke', async (t) => {
   const badCap = await cli(['clusters', 'add', 'cli-2', '--region', 'eu-1', '--capacity', 'lots', '--kubeconfig', kc]);
   t.equal(badCap.code, 1);
   t.match(badCap.err, /--capacity must be a whole number/);
+  const missingFile = join(dir, 'no-such-kubeconfig.yaml');
+  const noFile = await cli([
+    'clusters',
+    'add',
+    'cli-3',
+    '--region',
+    'eu-1',
+    '--capacity',
+    '3',
+    '--kubeconfig',
+    missingFile,
+  ]);
+  t.equal(noFile.code, 1, 'a missing kubeconfig file exits 1, like the other usage errors');
+  t.equal(
+    noFile.err,
+    `provisioner: --kubeconfig: cannot read the kubeconfig file '${missingFile}': no such file`,
+    'the error names the file and says it does not exist, without the raw ENOENT',
+  );
+  const dirAsFile = await cli(['clusters', 'add', 'cli-3', '--region', 'eu-1', '--capacity', '3', '--kubeconfig', dir]);
+  t.match(dirAsFile.err, `'${dir}': it is a directory`, 'a directory given as the kubeconfig is named as one');
+  t.notMatch((await cli(['clusters', 'list'])).out, /cli-3/, 'nothing was registered for cli-3');
   const created = await cli(['--json', 'keys', 'create', '--role', 'operator', '--name', 'cli']);
   const { key, info } = JSON.parse(created.out);
   t.equal((await cli(['versions', 'list'], key)).code, 0, 'new key works');
