@@ -26,6 +26,7 @@ import { KeyCache } from './auth/key-cache.ts';
 import {
   createMetrics,
   registerDriftMetrics,
+  registerReconcilerMetrics,
   registerReadMetrics,
   registerRuntimeObjectMetrics,
   registerRuntimeActionMetrics,
@@ -197,7 +198,10 @@ export async function buildServices(
     logger,
     opts.engine,
   );
-  if (reconcilerParts) registerDriftMetrics(metrics, reconcilerParts.reconciler.stats);
+  if (reconcilerParts) {
+    registerDriftMetrics(metrics, reconcilerParts.reconciler.stats);
+    registerReconcilerMetrics(metrics, pool, reconcilerParts.reconciler);
+  }
   const logHub = new OperationLogHub(pool, notifications);
   const runtimeObjects = new RuntimeObjectService({
     pool,

@@ -2,12 +2,13 @@
  * Prometheus metrics: process defaults, HTTP request durations by route and status, and the
  * number of tenants per phase (read from the database at scrape time); the runtime tunnels of
  * this replica (registerTunnelMetrics); the batched hot reads (registerReadMetrics); the actions on
- * runtime objects (registerRuntimeActionMetrics).
+ * runtime objects (registerRuntimeActionMetrics); the reconciler (registerReconcilerMetrics).
  */
 import client from 'prom-client';
 import type pg from 'pg';
 import type { TunnelServer } from '../tunnel/index.ts';
 import type { HotReads } from '../store/batched-reads.ts';
+import type { OperationResult } from '../reconciler/reconciler.ts';
 
 export interface Metrics {
   registry: client.Registry;
@@ -240,5 +241,91 @@ export function registerRuntimeObjectMetrics(
       if (r.stale) items.inc({ result: 'stale' }, r.stale);
       if (r.removedByDigest) removed.inc(r.removedByDigest);
     },
+  };
+}
+
+/** What the reconciler metrics read from the reconciler of this process. */
+export interface ReconcilerView {
+  readonly engineAvailable: boolean;
+  readonly running: readonly string[];
+  onOperation: ((kind: string, result: OperationResult, seconds: number) => void) | undefined;
+}
+
+/** Seconds an attempt runs: a scripted engine takes milliseconds, a real create of a tenant minutes. */
+const ENGINE_RUN_BUCKETS = [0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800];
+
+/**
+ * The reconciler: the queue by state (read from the database at scrape time: operations queued
+ * and running, tenants waiting for capacity, for the engine, or for a retry after a failure, and
+ * stalled ones), operations this replica finished by kind and result, how long their attempts
+ * ran, the leases it holds, and whether its engine is available. Every label takes a handful of
+ * fixed values.
+ */
+export function registerReconcilerMetrics(metrics: Metrics, pool: pg.Pool, reconciler: ReconcilerView): void {
+  const registers = [metrics.registry];
+  new client.Gauge({
+    name: 'provisioner_reconcile_queue',
+    help: 'The reconcile queue by state: operations queued or running; tenants waiting_capacity, waiting_engine, retry_backoff or stalled',
+    labelNames: ['state'] as const,
+    registers,
+    async collect() {
+      const [ops, tenants] = await Promise.all([
+        pool.query<{ queued: number; running: number }>(
+          `SELECT count(*) FILTER (WHERE state = 'queued')::int AS queued, count(*) FILTER (WHERE state = 'running')::int AS running
+             FROM operations WHERE state IN ('queued', 'running')`,
+        ),
+        pool.query<{ capacity: number; engine: number; backoff: number; stalled: number }>(
+          `SELECT count(*) FILTER (WHERE NOT stalled AND reason = 'NoCapacity')::int AS capacity,
+                  count(*) FILTER (WHERE NOT stalled AND reason = 'EngineUnavailable')::int AS engine,
+                  count(*) FILTER (WHERE NOT stalled AND reason IS DISTINCT FROM 'NoCapacity'
+                                     AND reason IS DISTINCT FROM 'EngineUnavailable')::int AS backoff,
+                  count(*) FILTER (WHERE stalled)::int AS stalled
+             FROM (SELECT t.stalled, (SELECT c->>'reason' FROM jsonb_array_elements(t.conditions) c
+                                        WHERE c->>'type' = 'Ready') AS reason
+                     FROM tenants t WHERE t.phase <> 'Deleted' AND (t.next_attempt_at IS NOT NULL OR t.stalled)) w`,
+        ),
+      ]);
+      const o = ops.rows[0]!;
+      const w = tenants.rows[0]!;
+      this.set({ state: 'queued' }, o.queued);
+      this.set({ state: 'running' }, o.running);
+      this.set({ state: 'waiting_capacity' }, w.capacity);
+      this.set({ state: 'waiting_engine' }, w.engine);
+      this.set({ state: 'retry_backoff' }, w.backoff);
+      this.set({ state: 'stalled' }, w.stalled);
+    },
+  });
+  new client.Gauge({
+    name: 'provisioner_reconciler_leases',
+    help: 'Tenant leases this replica holds (attempts running here)',
+    registers,
+    collect() {
+      this.set(reconciler.running.length);
+    },
+  });
+  new client.Gauge({
+    name: 'provisioner_engine_available',
+    help: "1 when this replica's Pulumi engine can run (CLI and plugins found), else 0",
+    registers,
+    collect() {
+      this.set(reconciler.engineAvailable ? 1 : 0);
+    },
+  });
+  const operations = new client.Counter({
+    name: 'provisioner_operations_total',
+    help: 'Operations this replica finished, by kind and result (succeeded, failed, cancelled)',
+    labelNames: ['kind', 'result'] as const,
+    registers,
+  });
+  const runs = new client.Histogram({
+    name: 'provisioner_engine_run_duration_seconds',
+    help: 'How long the attempts this replica finished ran (engine and bookkeeping), by kind and result',
+    labelNames: ['kind', 'result'] as const,
+    buckets: ENGINE_RUN_BUCKETS,
+    registers,
+  });
+  reconciler.onOperation = (kind, result, seconds) => {
+    operations.inc({ kind, result });
+    runs.observe({ kind, result }, seconds);
   };
 }

@@ -126,8 +126,13 @@ export interface ReconcilerStats {
   drift: Map<string, { kind: string; change: string; count: number }>;
 }
 
+/** How an operation this process ran ended (metrics). */
+export type OperationResult = 'succeeded' | 'failed' | 'cancelled';
+
 export class Reconciler {
   readonly owner: string;
+  /** Called once per operation this process finished: its kind, result and how long the attempt ran (seconds). */
+  onOperation: ((kind: string, result: OperationResult, seconds: number) => void) | undefined;
   readonly #settings: Required<
     Omit<ReconcilerOptions, 'owner' | 'logger' | 'random' | 'heartbeatMs' | 'writePool' | 'health' | 'notifications'>
   > & { heartbeatMs: number };
@@ -195,6 +200,11 @@ export class Reconciler {
   /** True while the database is unreachable: no claims; retried every second or two until it answers. */
   get paused(): boolean {
     return this.#paused;
+  }
+
+  /** Whether the engine can run now (the last start or re-check found the CLI and plugins). */
+  get engineAvailable(): boolean {
+    return this.#settings.engine.availability().available;
   }
 
   /** Tenants this process is reconciling now. */
@@ -450,6 +460,9 @@ export class Reconciler {
       return;
     }
     run.operationId = started.operationId;
+    const began = performance.now();
+    const finished = (result: OperationResult): void =>
+      this.onOperation?.(started.kind, result, (performance.now() - began) / 1000);
     let log: LogWriter | undefined;
     let secrets = secretList(this.#settings.logSecrets);
     try {
@@ -493,9 +506,10 @@ export class Reconciler {
           outputs: result.outputs,
           conditions: started.conditions,
         })
-      )
+      ) {
         this.stats.succeeded += 1;
-      else this.stats.leaseLost += 1;
+        finished('succeeded');
+      } else this.stats.leaseLost += 1;
     } catch (err) {
       const reason = run.reason;
       const full = engineErrorOf(err);
@@ -518,7 +532,10 @@ export class Reconciler {
         const message = 'cancelled: the tenant was deleted while this operation ran; the delete runs next';
         log?.line(message);
         await log?.close();
-        if (await recordCancelled(pool, this.owner, t, started.operationId, message)) this.stats.cancelled += 1;
+        if (await recordCancelled(pool, this.owner, t, started.operationId, message)) {
+          this.stats.cancelled += 1;
+          finished('cancelled');
+        }
         return;
       }
       this.#log.warn(
@@ -538,8 +555,10 @@ export class Reconciler {
         maxFailures: this.#settings.maxFailures,
         backoffMs: (n) => backoffMs(n, this.#settings.backoff, this.#random),
       });
-      if (out) this.stats.failed += 1;
-      else this.stats.leaseLost += 1;
+      if (out) {
+        this.stats.failed += 1;
+        finished('failed');
+      } else this.stats.leaseLost += 1;
     }
   }
 

@@ -85,7 +85,13 @@ export async function startReplica(
 }
 
 export async function createTestApi(
-  opts: { env?: Record<string, string>; catalog?: Catalog; logger?: ServicesOptions['logger'] } = {},
+  opts: {
+    env?: Record<string, string>;
+    catalog?: Catalog;
+    logger?: ServicesOptions['logger'];
+    /** An engine for a reconciler built (not started) with the services: services.reconciler. */
+    engine?: ServicesOptions['engine'];
+  } = {},
 ): Promise<TestApi> {
   const db = await createTestDatabase();
   const config = loadConfig({
@@ -98,6 +104,7 @@ export async function createTestApi(
   const replica = await startReplica(config, db, {
     ...(opts.catalog ? { catalog: opts.catalog } : {}),
     ...(opts.logger ? { logger: opts.logger } : {}),
+    ...(opts.engine ? { engine: opts.engine } : {}),
   });
   const { app, services } = replica;
   const adminKey = (await createKey(db.pool, { role: 'admin', name: 'test admin', createdBy: 'test' })).key;

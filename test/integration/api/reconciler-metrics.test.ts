@@ -1,0 +1,93 @@
+/**
+ * /metrics shows the reconciler as `provisioner serve` wires it: the queue by state, operations
+ * by kind and result, how long attempts ran, the leases this replica holds and whether its engine
+ * is available.
+ */
+import t from 'tap';
+import { EngineError } from '../../../provisioner/engine/engine.ts';
+import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { insertCluster } from '../../../provisioner/store/clusters.ts';
+import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
+import { KUBECONFIG } from '../reconciler/harness.ts';
+
+async function until<T>(what: string, fn: () => Promise<T | false>, ms = 15_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v !== false) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+t.test('after reconciles with the scripted engine, /metrics has the reconciler with plausible values', async (t) => {
+  let openGate: () => void = () => {};
+  const gate = new Promise<void>((resolve) => (openGate = resolve));
+  const failing = uniqueOrg('fails');
+  // TEST DOUBLE engine (the reconciler, database and HTTP app are real): the `fails` tenant's
+  // create fails; every other create takes at least 200 ms and waits for the gate.
+  const engine = new ScriptedEngine({
+    script: (call) =>
+      call.input.organization === failing
+        ? { fail: new EngineError('ProgramFailed', 'scripted failure') }
+        : { delayMs: 200, gate },
+  });
+  const api = await createTestApi({ engine, env: { PROVISIONER_POLL_MS: '100' } });
+  t.teardown(() => api.close());
+  await insertCluster(api.db.pool, {
+    name: 'metrics-root',
+    region: 'eu-1',
+    labels: {},
+    capacity: 10,
+    plans: [],
+    kubeconfigEnc: api.services.box.encrypt(KUBECONFIG, 'cluster/metrics-root'),
+  });
+  const reconciler = api.services.reconciler!;
+  await reconciler.start();
+  const metric = async (name: string, labels = ''): Promise<number | undefined> => {
+    const text = (await api.request('GET', '/metrics', { key: null })).body;
+    const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+    return line === undefined ? undefined : Number(line.split(' ')[1]);
+  };
+
+  t.equal(await metric('provisioner_engine_available'), 1, 'engine available: 1');
+  const ok = await api.signup();
+  await until('the create running', async () => reconciler.running.includes(ok.tenantId));
+  t.equal(await metric('provisioner_reconciler_leases'), 1, 'one lease held while the create runs');
+  t.equal(await metric('provisioner_reconcile_queue', '{state="running"}'), 1, 'queue: one operation running');
+
+  await api.signup({ organization: failing });
+  await until('the failure recorded', async () => reconciler.stats.failed === 1);
+  t.equal(await metric('provisioner_operations_total', '{kind="create",result="failed"}'), 1, 'one create failed');
+  t.equal(
+    await metric('provisioner_reconcile_queue', '{state="retry_backoff"}'),
+    1,
+    'queue: the failed tenant waits for its retry',
+  );
+
+  openGate();
+  await until('the create succeeded', async () => reconciler.stats.succeeded === 1);
+  t.equal(
+    await metric('provisioner_operations_total', '{kind="create",result="succeeded"}'),
+    1,
+    'one create succeeded',
+  );
+  t.equal(
+    await metric('provisioner_engine_run_duration_seconds_count', '{kind="create",result="succeeded"}'),
+    1,
+    'its run is one observation',
+  );
+  const seconds = (await metric('provisioner_engine_run_duration_seconds_sum', '{kind="create",result="succeeded"}'))!;
+  t.ok(seconds >= 0.2 && seconds < 30, `it ran ${seconds} s: at least the scripted 200 ms, less than 30 s`);
+  t.equal(await metric('provisioner_reconciler_leases'), 0, 'no lease held once done');
+  t.equal(await metric('provisioner_reconcile_queue', '{state="running"}'), 0, 'queue: nothing running');
+  t.equal(
+    await metric('provisioner_reconcile_queue', '{state="waiting_capacity"}'),
+    0,
+    'queue: none waits for capacity',
+  );
+
+  engine.setAvailability({ available: false, message: 'no CLI' });
+  t.equal(await metric('provisioner_engine_available'), 0, 'engine unavailable: 0');
+  await reconciler.stop({ graceMs: 0 });
+});
