@@ -5,8 +5,9 @@
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
-import { delimiter } from 'node:path';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { createTestApi } from '../../helpers/api.ts';
@@ -59,4 +60,34 @@ t.test('bin/provisioner passes the CLI exit code through', async (t) => {
   );
   t.equal(failed.code, 1, 'a rejected API key exits 1 through the launcher');
   t.match(failed.stderr, /INVALID_API_KEY/, 'and the error names the API code');
+});
+
+t.test('an API command loads neither the server nor the Pulumi engine (what made a call take seconds)', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'hrt-cli-imports-'));
+  const record = join(dir, 'modules.json');
+  const preload = join(dir, 'record-modules.mjs');
+  await writeFile(
+    preload,
+    `import { registerHooks } from 'node:module';
+import { writeFileSync } from 'node:fs';
+const urls = new Set();
+registerHooks({ resolve(specifier, context, next) { const r = next(specifier, context); urls.add(r.url); return r; } });
+process.on('exit', () => writeFileSync(${JSON.stringify(record)}, JSON.stringify([...urls])));
+`,
+  );
+  const { stdout } = await run(
+    process.execPath,
+    ['--import', preload, `${ROOT}bin/provisioner.ts`, '--url', url, '--token', api.adminKey, 'tenants', 'list'],
+    { env: { PATH: process.env.PATH ?? '' } },
+  );
+  t.match(stdout, /^ID\s+ORGANIZATION\s+PHASE/, 'tenants list answered');
+  const loaded = JSON.parse(await readFile(record, 'utf8')) as string[];
+  t.ok(
+    loaded.some((u) => u.endsWith('/provisioner/cli/api-commands.ts')),
+    'the recorder saw the CLI modules load',
+  );
+  const heavy = loaded.filter((u) =>
+    /\/node_modules\/(fastify|@pulumi|pg|@kubernetes)\/|\/provisioner\/(server|services|reconciler|engine)\b/.test(u),
+  );
+  t.same(heavy, [], 'no fastify, pg, @pulumi/*, @kubernetes/* or server/reconciler/engine module was loaded');
 });
