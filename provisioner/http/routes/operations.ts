@@ -3,9 +3,9 @@ import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { BoundedInteger, IdParams, StringEnum, withErrors } from '../schemas.ts';
 import { authOf } from '../auth.ts';
-import { SECURITY_HEADERS } from '../security-headers.ts';
+import { serveEventStream } from '../streams.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
-import { errors, type ErrorCode } from '../../errors.ts';
+import { errors } from '../../errors.ts';
 import { getOperation, listOperations, readLog, type Operation } from '../../store/operations.ts';
 import { getTenantRow } from '../../store/tenants.ts';
 import type { AppContext } from '../context.ts';
@@ -123,50 +123,21 @@ export const operationRoutes =
         }
         if (request.auth && ctx.streams.count(request.auth.keyId) >= ctx.config.sseStreamsPerKey)
           throw errors.tooManyStreams(ctx.config.sseStreamsPerKey);
-        const abort = new AbortController();
-        request.raw.on('close', () => abort.abort());
-        let revoked = false;
-        const auth = request.auth;
-        const unregister = auth
-          ? ctx.streams.add(auth.keyId, () => {
-              revoked = true;
-              abort.abort();
-            })
-          : () => {};
-        reply.hijack();
-        const res = reply.raw;
-        res.writeHead(200, {
-          'content-type': 'text/event-stream; charset=utf-8',
-          'cache-control': 'no-cache',
-          'x-accel-buffering': 'no',
-          connection: 'keep-alive',
-          ...SECURITY_HEADERS,
-        });
-        const send = (event: string, data: unknown, id?: number) =>
-          res.write(`${id !== undefined ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-        send('state', { state: op.state });
-        const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
-        try {
-          for await (const line of ctx.logHub.follow(op.id, { afterSeq: after, signal: abort.signal })) {
-            if (!send('line', line, line.seq)) await new Promise((r) => res.once('drain', r));
-          }
-          if (!abort.signal.aborted) send('end', { state: (await getOperation(ctx.pool, op.id))?.state ?? 'unknown' });
-          else if (revoked)
-            send('error', { code: 'INVALID_API_KEY', message: 'the API key of this stream was revoked' } satisfies {
-              code: ErrorCode;
-              message: string;
-            });
-        } catch (err) {
-          request.log.error({ err }, 'log follow failed');
-          send('error', { code: 'INTERNAL', message: 'log stream failed' } satisfies {
-            code: ErrorCode;
-            message: string;
-          });
-        } finally {
-          unregister();
-          clearInterval(keepAlive);
-          res.end();
-        }
+        await serveEventStream(
+          ctx.streams,
+          request,
+          reply,
+          request.auth?.keyId,
+          { log: 'log follow failed', message: 'log stream failed' },
+          async (stream) => {
+            stream.send('state', { state: op.state });
+            for await (const line of ctx.logHub.follow(op.id, { afterSeq: after, signal: stream.signal })) {
+              if (!stream.send('line', line, line.seq)) await stream.drained();
+            }
+            if (!stream.signal.aborted)
+              stream.send('end', { state: (await getOperation(ctx.pool, op.id))?.state ?? 'unknown' });
+          },
+        );
       },
     );
   };

@@ -12,8 +12,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { BoundedInteger, StringEnum, Uuid, withErrors } from '../schemas.ts';
 import { authOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
-import { SECURITY_HEADERS } from '../security-headers.ts';
-import { AppError, errors, type ErrorCode } from '../../errors.ts';
+import { serveEventStream } from '../streams.ts';
+import { AppError, errors } from '../../errors.ts';
 import type { RuntimeObjectRow } from '../../store/runtime-objects.ts';
 import {
   EVENTS_PATH,
@@ -304,55 +304,24 @@ export const runtimeObjectRoutes =
           (await ctx.runtimeObjects.latestSeq(tenantId));
         const kind = request.query.kind ? KIND_FILTER[request.query.kind] : undefined;
 
-        const abort = new AbortController();
-        request.raw.on('close', () => abort.abort());
-        let revoked = false;
-        const unregister = ctx.streams.add(auth.keyId, () => {
-          revoked = true;
-          abort.abort();
-        });
-        reply.hijack();
-        const res = reply.raw;
-        res.writeHead(200, {
-          'content-type': 'text/event-stream; charset=utf-8',
-          'cache-control': 'no-cache',
-          'x-accel-buffering': 'no',
-          connection: 'keep-alive',
-          ...SECURITY_HEADERS,
-        });
-        const send = (event: string, data: unknown, id?: string) =>
-          res.write(`${id !== undefined ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-        // Tells the client where the stream starts (a comment: not an event).
-        res.write(`: after ${afterSeq}\n\n`);
-        const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
-        try {
-          for await (const row of ctx.runtimeObjects.follow(tenantId, {
-            afterSeq,
-            signal: abort.signal,
-            ...(kind ? { kind } : {}),
-          })) {
-            if (!send('change', { deleted: row.deleted, item: toItem(row) }, row.seq))
-              await new Promise<void>((r) => {
-                res.once('drain', r);
-                abort.signal.addEventListener('abort', () => r(), { once: true });
-              });
-          }
-          if (revoked)
-            send('error', { code: 'INVALID_API_KEY', message: 'the API key of this stream was revoked' } satisfies {
-              code: ErrorCode;
-              message: string;
-            });
-        } catch (err) {
-          request.log.error({ err }, 'change stream failed');
-          send('error', { code: 'INTERNAL', message: 'change stream failed' } satisfies {
-            code: ErrorCode;
-            message: string;
-          });
-        } finally {
-          unregister();
-          clearInterval(keepAlive);
-          res.end();
-        }
+        await serveEventStream(
+          ctx.streams,
+          request,
+          reply,
+          auth.keyId,
+          { log: 'change stream failed', message: 'change stream failed' },
+          async (stream) => {
+            // Tells the client where the stream starts (a comment: not an event).
+            stream.comment(`after ${afterSeq}`);
+            for await (const row of ctx.runtimeObjects.follow(tenantId, {
+              afterSeq,
+              signal: stream.signal,
+              ...(kind ? { kind } : {}),
+            })) {
+              if (!stream.send('change', { deleted: row.deleted, item: toItem(row) }, row.seq)) await stream.drained();
+            }
+          },
+        );
       },
     );
   };
