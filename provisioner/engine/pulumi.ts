@@ -148,12 +148,37 @@ function mapError(err: unknown, signal: AbortSignal | undefined): EngineError {
   return new EngineError('EngineFailed', err instanceof Error ? err.message : String(err), { cause: err });
 }
 
+/**
+ * True for the error of a CREATE TABLE IF NOT EXISTS that lost a race with another session's
+ * (another provisioner replica on a fresh state database): the table exists by now.
+ */
+export function isStateTableRace(err: unknown): boolean {
+  const text = err instanceof Error ? `${err.message}\n${(err as { stderr?: string }).stderr ?? ''}` : String(err);
+  return /pg_type_typname_nsp_index|relation "[^"]+" already exists/.test(text);
+}
+
+async function retryStateTableRace<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (!isStateTableRace(err)) throw err;
+    return fn();
+  }
+}
+
 export class PulumiEngine implements Engine {
   readonly name = 'pulumi';
   readonly #options: PulumiEngineOptions;
   #command: PulumiCommand | undefined;
   #availability: EngineAvailability = { available: false, message: `the Pulumi engine has not started yet` };
   #starting: Promise<void> | undefined;
+  /**
+   * Settles once one stack has been selected against the state backend. The CLI creates a
+   * postgres:// backend's table on first use with CREATE TABLE IF NOT EXISTS, which two sessions
+   * racing on a fresh database can both attempt (one fails on pg_type's unique index): the first
+   * selection runs alone, the rest wait for it.
+   */
+  #backendReady: Promise<void> | undefined;
 
   constructor(opts: PulumiEngineOptions) {
     this.#options = opts;
@@ -260,21 +285,36 @@ export class PulumiEngine implements Engine {
     const pulumiCommand = this.#require();
     const plan = planStack(input, this.#options);
     await mkdir(plan.workDir, { recursive: true });
-    const stack = await LocalWorkspace.createOrSelectStack(
-      { stackName: plan.stackName, projectName: plan.projectName, program: this.#options.program },
-      {
-        workDir: plan.workDir,
-        pulumiHome: this.#options.pulumiHome,
-        pulumiCommand,
-        envVars: plan.envVars,
-        secretsProvider: plan.secretsProvider,
-        projectSettings: {
-          name: plan.projectName,
-          runtime: 'nodejs',
-          backend: { url: plan.envVars.PULUMI_BACKEND_URL! },
+    const select = (): Promise<Stack> =>
+      LocalWorkspace.createOrSelectStack(
+        { stackName: plan.stackName, projectName: plan.projectName, program: this.#options.program },
+        {
+          workDir: plan.workDir,
+          pulumiHome: this.#options.pulumiHome,
+          pulumiCommand,
+          envVars: plan.envVars,
+          secretsProvider: plan.secretsProvider,
+          projectSettings: {
+            name: plan.projectName,
+            runtime: 'nodejs',
+            backend: { url: plan.envVars.PULUMI_BACKEND_URL! },
+          },
         },
-      },
-    );
+      );
+    let stack: Stack;
+    if (this.#backendReady) {
+      await this.#backendReady;
+      stack = await retryStateTableRace(select);
+    } else {
+      const first = retryStateTableRace(select);
+      this.#backendReady = first.then(
+        () => undefined,
+        () => {
+          this.#backendReady = undefined;
+        },
+      );
+      stack = await first;
+    }
     if (withConfig) await stack.setAllConfig(plan.config);
     return { stack, plan };
   }

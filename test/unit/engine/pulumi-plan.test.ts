@@ -15,7 +15,7 @@ import {
   workDirFor,
 } from '../../../provisioner/engine/pulumi-plan.ts';
 import { tenantsStackConfig } from '../../../provisioner/engine/create.ts';
-import { PulumiEngine, summarizeEvent } from '../../../provisioner/engine/pulumi.ts';
+import { PulumiEngine, isStateTableRace, summarizeEvent } from '../../../provisioner/engine/pulumi.ts';
 import { EngineError } from '../../../provisioner/engine/engine.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 
@@ -202,4 +202,15 @@ t.test('engine events become short log lines; unchanged resources are skipped', 
     }),
     { message: 'summary: create 4, same 2 in 3s' },
   );
+});
+
+t.test('a lost race to create the state table is recognised; other backend errors are not', async (t) => {
+  const race = Object.assign(new Error('code: 255'), {
+    stderr:
+      'error: could not create stack: pq: duplicate key value violates unique constraint "pg_type_typname_nsp_index" (23505)',
+  });
+  t.ok(isStateTableRace(race), 'the pg_type unique violation of a concurrent CREATE TABLE is a race');
+  t.ok(isStateTableRace(new Error('pq: relation "pulumi_state" already exists')), 'so is "already exists"');
+  t.notOk(isStateTableRace(new Error('pq: password authentication failed for user "prov"')), 'a bad password is not');
+  t.notOk(isStateTableRace(new Error('stack "tenant-1" already exists')), 'an existing stack is not');
 });
