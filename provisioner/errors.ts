@@ -50,6 +50,7 @@ export const ERROR_CODES = {
     status: 404,
     description: "the tenant's runtime did not report that application, rollout or workflow (or it was deleted)",
   },
+  FLEET_UPGRADE_NOT_FOUND: { status: 404, description: 'no fleet upgrade with that id' },
   ROUTE_NOT_FOUND: { status: 404, description: 'no route for this path' },
   METHOD_NOT_ALLOWED: {
     status: 405,
@@ -72,6 +73,19 @@ export const ERROR_CODES = {
     status: 409,
     description: 'retry of a tenant that is neither stalled nor failing and has no operation under way',
   },
+  TENANT_IN_FLEET_UPGRADE: {
+    status: 409,
+    description:
+      'an individual version change of a tenant that a fleet upgrade holds (the message and `details.fleetUpgradeId` name it); pause or abort the fleet upgrade, or wait for it',
+  },
+  FLEET_UPGRADE_STATE: {
+    status: 409,
+    description: 'pause, resume or abort of a fleet upgrade in a state that does not allow it (`details.state`)',
+  },
+  FLEET_UPGRADE_CONFLICT: {
+    status: 409,
+    description: 'another fleet upgrade took some of the selected tenants between the plan and the start; plan again',
+  },
   LAST_AVAILABLE_RUNTIME_VERSION: {
     status: 409,
     description:
@@ -85,6 +99,10 @@ export const ERROR_CODES = {
   UNSUPPORTED_MEDIA_TYPE: { status: 415, description: 'not `application/json` (the message names the type sent)' },
   RUNTIME_VERSION_UNAVAILABLE: { status: 422, description: 'withdrawn (or deprecated, for tenants and signups)' },
   UPGRADE_PATH_REFUSED: { status: 422, description: '`details.path` lists the versions to go through' },
+  NOTHING_TO_UPGRADE: {
+    status: 422,
+    description: 'a fleet upgrade whose selector takes no tenant that can be upgraded (the dry run lists why)',
+  },
   RATE_LIMITED: { status: 429, description: 'with `Retry-After`' },
   TOO_MANY_TUNNEL_HANDSHAKES: {
     status: 429,
@@ -167,6 +185,7 @@ const NOT_FOUND = {
   cluster: 'CLUSTER_NOT_FOUND',
   'API key': 'API_KEY_NOT_FOUND',
   'runtime version': 'RUNTIME_VERSION_NOT_FOUND',
+  'fleet upgrade': 'FLEET_UPGRADE_NOT_FOUND',
 } as const satisfies Record<string, ErrorCode>;
 
 /** Factories for the errors built in more than one place or with a message worth keeping in one place. */
@@ -254,6 +273,12 @@ export const errors = {
       'RUNTIME_VERSION_UNAVAILABLE',
       `runtime version '${version}' is ${availability} and cannot be installed`,
       { field },
+    ),
+  inFleetUpgrade: (tenantId: string, fleetUpgradeId: string) =>
+    new AppError(
+      'TENANT_IN_FLEET_UPGRADE',
+      `tenant ${tenantId} is part of fleet upgrade ${fleetUpgradeId}, which is not finished: its version changes only through it (pause or abort the fleet upgrade, or wait for it)`,
+      { field: 'runtimeVersion', details: { fleetUpgradeId } },
     ),
   upgradeRefused: (message: string, path: readonly string[], field: string) =>
     new AppError('UPGRADE_PATH_REFUSED', message, { field, details: { path } }),

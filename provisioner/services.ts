@@ -45,6 +45,7 @@ import { ClusterService } from './clusters/service.ts';
 import { KeyService } from './keys/service.ts';
 import { RuntimeVersionService } from './runtime-versions/service.ts';
 import { TenantService } from './tenants/service.ts';
+import { FleetUpgradeService } from './fleet/service.ts';
 import {
   createRequestSigner,
   createTunnelServer,
@@ -113,6 +114,8 @@ export interface Services {
   clusters: ClusterService;
   keys: KeyService;
   runtimeVersions: RuntimeVersionService;
+  /** Fleet upgrades: plan, start, reads, pause/resume/abort (the driver runs beside the reconciler). */
+  fleetUpgrades: FleetUpgradeService;
   /** Live operation log followers, woken through the notifications hub. */
   logHub: OperationLogHub;
   /** The application state runtimes report: ingestion, reads, change followers (channel runtime_object). */
@@ -230,6 +233,7 @@ export async function buildServices(
     clusters: new ClusterService({ pool, box, kubeconfigPolicy: config.kubeconfig }),
     keys: new KeyService({ pool, onRevoked: onKeyRevoked }),
     runtimeVersions: new RuntimeVersionService({ pool, catalog }),
+    fleetUpgrades: new FleetUpgradeService({ pool, catalog }),
     logHub,
     runtimeObjects,
     reconciler: reconcilerParts?.reconciler,

@@ -31,6 +31,7 @@ import { runtimeObjectRoutes } from './routes/runtime-objects.ts';
 import { runtimeVersionRoutes } from './routes/runtime-versions.ts';
 import { signupRoutes } from './routes/signup.ts';
 import { tenantRoutes } from './routes/tenants.ts';
+import { fleetUpgradeRoutes } from './routes/fleet-upgrades.ts';
 
 export async function buildApp(services: Services): Promise<FastifyInstance> {
   const app = Fastify({
@@ -109,6 +110,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     keyRoutes,
     auditRoutes,
     runtimeObjectRoutes,
+    fleetUpgradeRoutes,
   ]) {
     await app.register(routes(services));
   }

@@ -32,6 +32,7 @@ import type { Catalog } from '../../runtime/catalog.ts';
 import { compareVersions } from '../../runtime/catalog.ts';
 import { PLANS, PLAN_NAMES, DEFAULT_PLAN } from '../../tenants/plans.ts';
 import type { Queryable } from '../db/tx.ts';
+import { fleetUpgradeOf } from '../fleet/store.ts';
 
 export interface TenantServiceDeps {
   pool: pg.Pool;
@@ -203,6 +204,9 @@ export class TenantService {
         throw errors.suspendedByOperator(row.suspension_reason);
       }
       if (change.runtimeVersion !== undefined && change.runtimeVersion !== row.runtime_version) {
+        // A tenant a fleet upgrade holds changes version only through it.
+        const fleet = await fleetUpgradeOf(tx, id);
+        if (fleet !== undefined) throw errors.inFleetUpgrade(id, fleet);
         await this.checkInstallable(tx, change.runtimeVersion, actor.role);
         this.checkVersionChange(row, change.runtimeVersion);
       }

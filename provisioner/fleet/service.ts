@@ -1,0 +1,520 @@
+/**
+ * Fleet upgrades on the API side: the plan (dry run), the start (the plan written with its waves
+ * and tenants, audited, in one transaction), reads, and the operator's pause, resume and abort.
+ * The driver (driver.ts) carries a started fleet upgrade out.
+ */
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { withTx, pgCode, pgConstraint, type Queryable } from '../db/tx.ts';
+import { errors, AppError } from '../errors.ts';
+import { writeAudit, type Requester } from '../store/audit.ts';
+import { availabilityMap } from '../store/versions.ts';
+import type { Catalog } from '../../runtime/catalog.ts';
+import {
+  DEFAULT_OPTIONS,
+  planFleetUpgrade,
+  type ExcludedTenant,
+  type FleetOptions,
+  type Plan,
+  type Selector,
+  type WaveSpec,
+} from './plan.ts';
+import {
+  ACTIVE_FLEET_STATES,
+  FLEET_CHANNEL,
+  fleetTenantRows,
+  getFleetRow,
+  insertFleetUpgrade,
+  listFleetRows,
+  selectCandidates,
+  stateCounts,
+  waveRows,
+  type FleetRow,
+  type FleetState,
+  type FleetTenantRow,
+  type FleetTenantState,
+  type WaveRow,
+} from './store.ts';
+
+export interface FleetUpgradeRequest {
+  targetVersion: string;
+  selector: Selector;
+  waves?: WaveSpec[] | undefined;
+  maxConcurrency?: number | undefined;
+  maxUnavailable?: number | undefined;
+  soakSeconds?: number | undefined;
+  gateTimeoutSeconds?: number | undefined;
+  failureBudget?: { maxFailures?: number | undefined; maxPercent?: number | undefined } | undefined;
+  gate?: { tunnel?: boolean | undefined; applications?: boolean | undefined } | undefined;
+}
+
+export interface PlanView {
+  targetVersion: string;
+  waves: Array<Plan['waves'][number] & { tenants: string[] }>;
+  tenants: Plan['tenants'];
+  excluded: ExcludedTenant[];
+  counts: { selected: number; upgradeable: number; excluded: number };
+}
+
+type Counts = Record<FleetTenantState, number>;
+
+export interface FleetUpgradeView {
+  id: string;
+  targetVersion: string;
+  state: FleetState;
+  stateReason: string | null;
+  selector: Selector;
+  options: FleetOptions;
+  currentWave: number;
+  abortRollback: boolean;
+  createdBy: string;
+  createdAt: string;
+  updatedAt: string;
+  finishedAt: string | null;
+  counts: Counts;
+  /** Seconds until the last wave settles, from the pace so far; null before anything finished or once finished. */
+  etaSeconds: number | null;
+  waves: Array<{
+    wave: number;
+    name: string;
+    size: number;
+    state: WaveRow['state'];
+    maxConcurrency: number;
+    maxUnavailable: number;
+    soakSeconds: number;
+    maxFailures: number | null;
+    maxFailurePercent: number | null;
+    startedAt: string | null;
+    settledAt: string | null;
+    completedAt: string | null;
+    counts: Counts;
+  }>;
+  tenants?: Array<{
+    tenantId: string;
+    organization: string;
+    wave: number | null;
+    state: FleetTenantState;
+    fromVersion: string;
+    path: string[];
+    hop: number;
+    step: { from: string; to: string; operationId: string | null; startedAt: string | null } | null;
+    gate: FleetTenantRow['gate'];
+    rolledBack: boolean;
+    reason: string | null;
+    startedAt: string | null;
+    finishedAt: string | null;
+  }>;
+}
+
+export interface FleetServiceDeps {
+  pool: pg.Pool;
+  catalog: Catalog;
+}
+
+const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
+
+function emptyCounts(): Counts {
+  return {
+    excluded: 0,
+    pending: 0,
+    upgrading: 0,
+    succeeded: 0,
+    rolling_back: 0,
+    quarantined: 0,
+    interrupted: 0,
+    cancelled: 0,
+    reverting: 0,
+    reverted: 0,
+    left: 0,
+    skipped: 0,
+  };
+}
+
+/** The request's options with the defaults filled in, checked beyond what the schema says. */
+export function fleetOptions(r: FleetUpgradeRequest): FleetOptions {
+  const waves = r.waves ?? DEFAULT_OPTIONS.waves;
+  waves.forEach((w, i) => {
+    if ((w.count === undefined) === (w.percent === undefined))
+      throw errors.validation(`waves[${i}] must have either count or percent`, `waves.${i}`);
+  });
+  const canary = waves[0]!;
+  if (canary.count === undefined || canary.count < 1 || canary.count > 5)
+    throw errors.validation('the first wave is the canary: give it a count of 1 to 5 tenants', 'waves.0.count');
+  return {
+    waves,
+    maxConcurrency: r.maxConcurrency ?? DEFAULT_OPTIONS.maxConcurrency,
+    ...(r.maxUnavailable !== undefined ? { maxUnavailable: r.maxUnavailable } : {}),
+    soakSeconds: r.soakSeconds ?? DEFAULT_OPTIONS.soakSeconds,
+    gateTimeoutSeconds: r.gateTimeoutSeconds ?? DEFAULT_OPTIONS.gateTimeoutSeconds,
+    failureBudget:
+      r.failureBudget && (r.failureBudget.maxFailures !== undefined || r.failureBudget.maxPercent !== undefined)
+        ? {
+            ...(r.failureBudget.maxFailures !== undefined ? { maxFailures: r.failureBudget.maxFailures } : {}),
+            ...(r.failureBudget.maxPercent !== undefined ? { maxPercent: r.failureBudget.maxPercent } : {}),
+          }
+        : DEFAULT_OPTIONS.failureBudget,
+    gate: {
+      tunnel: r.gate?.tunnel ?? DEFAULT_OPTIONS.gate.tunnel,
+      applications: r.gate?.applications ?? DEFAULT_OPTIONS.gate.applications,
+    },
+  };
+}
+
+function checkSelector(s: Selector): void {
+  const filters = ['versions', 'plans', 'regions', 'clusters', 'tenantIds'] as const;
+  const given = filters.filter((k) => s[k] !== undefined);
+  if (s.all === true && given.length > 0)
+    throw errors.validation(
+      'selector.all takes every tenant: leave out the other selector fields, or all',
+      'selector.all',
+    );
+  if (s.all !== true && given.length === 0)
+    throw errors.validation(
+      'the selector takes no tenant: give all: true, or versions, plans, regions, clusters or tenantIds',
+      'selector',
+    );
+  for (const k of given)
+    if (s[k]!.length === 0)
+      throw errors.validation(`selector.${k} is empty: leave it out or name at least one`, `selector.${k}`);
+}
+
+export class FleetUpgradeService {
+  readonly #deps: FleetServiceDeps;
+
+  constructor(deps: FleetServiceDeps) {
+    this.#deps = deps;
+  }
+
+  async #plan(
+    db: Queryable,
+    r: FleetUpgradeRequest,
+  ): Promise<{ plan: Plan; options: FleetOptions; unknown: ExcludedTenant[] }> {
+    const { catalog } = this.#deps;
+    if (!catalog.get(r.targetVersion)) throw errors.unknownVersion(r.targetVersion, 'targetVersion');
+    checkSelector(r.selector);
+    const options = fleetOptions(r);
+    const availability = await availabilityMap(db);
+    if ((availability.get(r.targetVersion) ?? 'available') === 'withdrawn')
+      throw errors.versionUnavailable(r.targetVersion, 'withdrawn', 'targetVersion');
+    const { candidates, unknownIds } = await selectCandidates(db, r.selector);
+    const plan = planFleetUpgrade(catalog, r.targetVersion, candidates, options);
+    // A hop through a withdrawn version cannot be made: such tenants are listed, not planned.
+    const withdrawn = (v: string) => (availability.get(v) ?? 'available') === 'withdrawn';
+    if (plan.tenants.some((t) => t.path.some(withdrawn))) {
+      const blocked = new Map(
+        plan.tenants
+          .filter((t) => t.path.some(withdrawn))
+          .map((t) => [t.tenantId, `its path ${t.path.join(' -> ')} goes through withdrawn ${t.path.find(withdrawn)}`]),
+      );
+      const kept = candidates.filter((c) => !blocked.has(c.id));
+      const again = planFleetUpgrade(catalog, r.targetVersion, kept, options);
+      for (const c of candidates)
+        if (blocked.has(c.id))
+          again.excluded.push({
+            tenantId: c.id,
+            organization: c.organization,
+            version: c.version,
+            reason: blocked.get(c.id)!,
+          });
+      return { plan: again, options, unknown: unknownOf(unknownIds) };
+    }
+    return { plan, options, unknown: unknownOf(unknownIds) };
+  }
+
+  /** The plan of a fleet upgrade, written nowhere. */
+  async plan(r: FleetUpgradeRequest): Promise<PlanView> {
+    const { plan, unknown } = await this.#plan(this.#deps.pool, r);
+    return planView(plan, unknown);
+  }
+
+  /** Starts a fleet upgrade: the plan, written with its waves and tenants, audited, and the drivers woken. */
+  async create(r: FleetUpgradeRequest, by: Requester): Promise<{ fleetUpgrade: FleetUpgradeView; plan: PlanView }> {
+    const id = randomUUID();
+    try {
+      const planned = await withTx(this.#deps.pool, async (tx) => {
+        const { plan, options, unknown } = await this.#plan(tx, r);
+        if (plan.tenants.length === 0)
+          throw new AppError(
+            'NOTHING_TO_UPGRADE',
+            `none of the ${plan.excluded.length + unknown.length} selected tenants can be upgraded to ${r.targetVersion} (the dry run lists why)`,
+            { field: 'selector', details: { excluded: plan.excluded.length + unknown.length } },
+          );
+        await insertFleetUpgrade(tx, { id, selector: r.selector, options, createdBy: by.actor.id, plan });
+        await writeAudit(tx, by.actor, {
+          action: 'fleet_upgrade.start',
+          targetType: 'fleet_upgrade',
+          targetId: id,
+          after: {
+            targetVersion: r.targetVersion,
+            selector: r.selector,
+            options,
+            tenants: plan.tenants.length,
+            excluded: plan.excluded.length + unknown.length,
+            waves: plan.waves.map((w) => w.size),
+          },
+          requestId: by.requestId,
+        });
+        await tx.query('SELECT pg_notify($1, $2)', [FLEET_CHANNEL, id]);
+        return planView(plan, unknown);
+      });
+      return { fleetUpgrade: (await this.get(id, false))!, plan: planned };
+    } catch (err) {
+      // Another fleet upgrade took one of the tenants between the plan and the insert.
+      if (pgCode(err) === '23505' && pgConstraint(err) === 'fleet_upgrade_tenants_one_active')
+        throw new AppError(
+          'FLEET_UPGRADE_CONFLICT',
+          'another fleet upgrade took some of these tenants meanwhile: run the dry run again and retry',
+        );
+      throw err;
+    }
+  }
+
+  async get(id: string, withTenants = true): Promise<FleetUpgradeView | undefined> {
+    const row = await getFleetRow(this.#deps.pool, id);
+    if (!row) return undefined;
+    const [waves, counts, tenants] = await Promise.all([
+      waveRows(this.#deps.pool, id),
+      stateCounts(this.#deps.pool, [id]),
+      withTenants ? fleetTenantRows(this.#deps.pool, id) : Promise.resolve(undefined),
+    ]);
+    return view(row, waves, counts, tenants);
+  }
+
+  async list(limit: number, state?: FleetState): Promise<FleetUpgradeView[]> {
+    const rows = await listFleetRows(this.#deps.pool, limit, state);
+    const counts = await stateCounts(
+      this.#deps.pool,
+      rows.map((r) => r.id),
+    );
+    const out: FleetUpgradeView[] = [];
+    for (const r of rows)
+      out.push(
+        view(
+          r,
+          await waveRows(this.#deps.pool, r.id),
+          counts.filter((c) => c.fleet_upgrade_id === r.id),
+          undefined,
+        ),
+      );
+    return out;
+  }
+
+  /** Nothing new starts; steps under way finish and are judged. */
+  pause(id: string, by: Requester, reason?: string): Promise<FleetUpgradeView> {
+    return this.#transition(id, by, 'pause', ['running'], async (tx) => {
+      await tx.query(
+        `UPDATE fleet_upgrades SET state = 'paused', state_reason = $2, updated_at = now() WHERE id = $1`,
+        [id, reason ?? null],
+      );
+    });
+  }
+
+  /** A paused or halted fleet upgrade goes on; after a halt the wave's failures so far are forgiven. */
+  resume(id: string, by: Requester): Promise<FleetUpgradeView> {
+    return this.#transition(id, by, 'resume', ['paused', 'halted'], async (tx, row) => {
+      if (row.state === 'halted')
+        await tx.query(
+          `UPDATE fleet_upgrade_waves w SET forgiven = (SELECT count(*) FROM fleet_upgrade_tenants ft
+              WHERE ft.fleet_upgrade_id = w.fleet_upgrade_id AND ft.wave = w.wave AND ft.state = 'quarantined')
+            WHERE w.fleet_upgrade_id = $1 AND w.wave = $2`,
+          [id, row.current_wave],
+        );
+      await tx.query(
+        `UPDATE fleet_upgrades SET state = 'running', state_reason = NULL, updated_at = now() WHERE id = $1`,
+        [id],
+      );
+    });
+  }
+
+  /** Stops the fleet upgrade: tenants not started are cancelled; with `rollback`, moved tenants go back in reverse wave order. */
+  abort(id: string, by: Requester, o: { rollback: boolean; reason?: string | undefined }): Promise<FleetUpgradeView> {
+    return this.#transition(
+      id,
+      by,
+      'abort',
+      ['running', 'paused', 'halted'],
+      async (tx) => {
+        await tx.query(
+          `UPDATE fleet_upgrade_tenants SET state = 'cancelled', active = false, reason = 'the fleet upgrade was aborted before this tenant started', finished_at = now()
+          WHERE fleet_upgrade_id = $1 AND state = 'pending'`,
+          [id],
+        );
+        await tx.query(
+          `UPDATE fleet_upgrades SET state = 'aborting', abort_rollback = $2, state_reason = $3, updated_at = now() WHERE id = $1`,
+          [id, o.rollback, o.reason ?? null],
+        );
+        // Nothing under way and nothing to roll back: aborted now (else the driver finishes it).
+        await finishAbortIfIdle(tx, id, o.rollback);
+      },
+      { rollback: o.rollback, ...(o.reason ? { reason: o.reason } : {}) },
+    );
+  }
+
+  async #transition(
+    id: string,
+    by: Requester,
+    action: 'pause' | 'resume' | 'abort',
+    from: readonly FleetState[],
+    apply: (tx: pg.PoolClient, row: FleetRow) => Promise<void>,
+    extra: Record<string, unknown> = {},
+  ): Promise<FleetUpgradeView> {
+    await withTx(this.#deps.pool, async (tx) => {
+      // Waits for a driver's tick in progress (it holds the row): the change applies to every later tick.
+      const row = await getFleetRow(tx, id, true);
+      if (!row) throw errors.notFound('fleet upgrade', id);
+      if (!from.includes(row.state))
+        throw new AppError(
+          'FLEET_UPGRADE_STATE',
+          `fleet upgrade ${id} is ${row.state}: only a ${from.join(' or ')} fleet upgrade can be ${action === 'abort' ? 'aborted' : action + 'd'}`,
+          { details: { state: row.state } },
+        );
+      await apply(tx, row);
+      await writeAudit(tx, by.actor, {
+        action: `fleet_upgrade.${action}`,
+        targetType: 'fleet_upgrade',
+        targetId: id,
+        before: { state: row.state },
+        after: { state: action === 'pause' ? 'paused' : action === 'resume' ? 'running' : 'aborting', ...extra },
+        requestId: by.requestId,
+      });
+      await tx.query('SELECT pg_notify($1, $2)', [FLEET_CHANNEL, id]);
+    });
+    return (await this.get(id, false))!;
+  }
+}
+
+/** Ends an aborting fleet upgrade with no step under way and nothing (more) to roll back. Returns whether it did. */
+export async function finishAbortIfIdle(tx: Queryable, id: string, rollback: boolean): Promise<boolean> {
+  const { rows } = await tx.query<{ busy: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM fleet_upgrade_tenants WHERE fleet_upgrade_id = $1
+                     AND (state IN ('upgrading', 'rolling_back', 'reverting')
+                          OR ($2 AND state IN ('succeeded', 'interrupted')))) AS busy`,
+    [id, rollback],
+  );
+  if (rows[0]!.busy) return false;
+  await tx.query(`UPDATE fleet_upgrades SET state = 'aborted', finished_at = now(), updated_at = now() WHERE id = $1`, [
+    id,
+  ]);
+  await tx.query('UPDATE fleet_upgrade_tenants SET active = false WHERE fleet_upgrade_id = $1 AND active', [id]);
+  return true;
+}
+
+function unknownOf(ids: string[]): ExcludedTenant[] {
+  return ids.map((id) => ({
+    tenantId: id,
+    organization: '',
+    version: '',
+    reason: 'no such tenant (or it is deleted)',
+  }));
+}
+
+function planView(plan: Plan, unknown: ExcludedTenant[]): PlanView {
+  const byWave = new Map<number, string[]>();
+  for (const t of plan.tenants) {
+    const list = byWave.get(t.wave) ?? [];
+    list.push(t.tenantId);
+    byWave.set(t.wave, list);
+  }
+  const excluded = [...plan.excluded, ...unknown];
+  return {
+    targetVersion: plan.targetVersion,
+    waves: plan.waves.map((w) => ({ ...w, tenants: byWave.get(w.wave) ?? [] })),
+    tenants: plan.tenants,
+    excluded,
+    counts: {
+      selected: plan.tenants.length + excluded.length,
+      upgradeable: plan.tenants.length,
+      excluded: excluded.length,
+    },
+  };
+}
+
+function view(
+  row: FleetRow,
+  waves: WaveRow[],
+  counts: Array<{ wave: number | null; state: FleetTenantState; n: number }>,
+  tenants: FleetTenantRow[] | undefined,
+): FleetUpgradeView {
+  const total = emptyCounts();
+  const perWave = new Map<number, Counts>();
+  for (const c of counts) {
+    total[c.state] += c.n;
+    if (c.wave === null) continue;
+    const w = perWave.get(c.wave) ?? emptyCounts();
+    w[c.state] += c.n;
+    perWave.set(c.wave, w);
+  }
+  return {
+    id: row.id,
+    targetVersion: row.target_version,
+    state: row.state,
+    stateReason: row.state_reason,
+    selector: row.selector,
+    options: row.options as unknown as FleetOptions,
+    currentWave: row.current_wave,
+    abortRollback: row.abort_rollback,
+    createdBy: row.created_by,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+    finishedAt: iso(row.finished_at),
+    counts: total,
+    etaSeconds: eta(row, waves, tenants),
+    waves: waves.map((w) => ({
+      wave: w.wave,
+      name: w.wave === 0 ? 'canary' : `wave ${w.wave}`,
+      size: w.size,
+      state: w.state,
+      maxConcurrency: w.max_concurrency,
+      maxUnavailable: w.max_unavailable,
+      soakSeconds: w.soak_seconds,
+      maxFailures: w.max_failures,
+      maxFailurePercent: w.max_failure_percent,
+      startedAt: iso(w.started_at),
+      settledAt: iso(w.settled_at),
+      completedAt: iso(w.completed_at),
+      counts: perWave.get(w.wave) ?? emptyCounts(),
+    })),
+    ...(tenants
+      ? {
+          tenants: tenants.map((t) => ({
+            tenantId: t.tenant_id,
+            organization: t.organization,
+            wave: t.wave,
+            state: t.state,
+            fromVersion: t.from_version,
+            path: t.path,
+            hop: t.hop,
+            step:
+              t.step_from && t.step_to
+                ? { from: t.step_from, to: t.step_to, operationId: t.operation_id, startedAt: iso(t.step_started_at) }
+                : null,
+            gate: t.gate,
+            rolledBack: t.rolled_back,
+            reason: t.reason,
+            startedAt: iso(t.started_at),
+            finishedAt: iso(t.finished_at),
+          })),
+        }
+      : {}),
+  };
+}
+
+/**
+ * Time left at the pace so far: the mean time a finished tenant took, times the tenants left,
+ * divided by the wave's concurrency, plus the soaks still to come. Null until a tenant finished.
+ */
+function eta(row: FleetRow, waves: WaveRow[], tenants: FleetTenantRow[] | undefined): number | null {
+  if (!ACTIVE_FLEET_STATES.includes(row.state) || row.state === 'aborting' || !tenants) return null;
+  const finished = tenants.filter((t) => t.started_at && t.finished_at && t.state === 'succeeded');
+  if (finished.length === 0) return null;
+  const mean =
+    finished.reduce((s, t) => s + (t.finished_at!.getTime() - t.started_at!.getTime()), 0) / finished.length / 1000;
+  let seconds = 0;
+  for (const w of waves) {
+    if (w.state === 'completed') continue;
+    const left = tenants.filter((t) => t.wave === w.wave && (t.state === 'pending' || t.state === 'upgrading')).length;
+    seconds +=
+      Math.ceil(left / Math.max(1, w.max_concurrency)) * mean + (w.wave < waves.length - 1 ? w.soak_seconds : 0);
+  }
+  return Math.round(seconds);
+}

@@ -1,0 +1,366 @@
+import { Type } from 'typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { BoundedInteger, CONTROL_FREE, DnsLabel, IdParams, Semver, StringEnum, Uuid, withErrors } from '../schemas.ts';
+import { requesterOf } from '../auth.ts';
+import { errors } from '../../errors.ts';
+import { FLEET_STATES, FLEET_TENANT_STATES, WAVE_STATES } from '../../fleet/store.ts';
+import type { AppContext } from '../context.ts';
+
+const OPERATOR = ['operator'] as const;
+/** The most tenants an explicit id list may name. */
+export const MAX_SELECTED_IDS = 10_000;
+/** Room for MAX_SELECTED_IDS quoted UUIDs and the rest of the body. */
+const CREATE_BODY_LIMIT = 512 * 1024;
+
+const Wave = Type.Object(
+  {
+    count: Type.Optional(BoundedInteger({ minimum: 1, maximum: 100_000, description: 'tenants in this wave' })),
+    percent: Type.Optional(
+      BoundedInteger({
+        minimum: 1,
+        maximum: 100,
+        description: 'share of all upgradeable tenants reached at the end of this wave (cumulative: 5, 25, 100)',
+      }),
+    ),
+    maxConcurrency: Type.Optional(BoundedInteger({ minimum: 1, maximum: 1000 })),
+    maxUnavailable: Type.Optional(BoundedInteger({ minimum: 1, maximum: 100_000 })),
+    soakSeconds: Type.Optional(BoundedInteger({ minimum: 0, maximum: 7 * 86400 })),
+    maxFailures: Type.Optional(BoundedInteger({ minimum: 0, maximum: 100_000 })),
+    maxFailurePercent: Type.Optional(BoundedInteger({ minimum: 0, maximum: 100 })),
+  },
+  {
+    additionalProperties: false,
+    description: 'count or percent; the other fields override the top-level options for this wave',
+  },
+);
+
+const Selector = Type.Object(
+  {
+    all: Type.Optional(Type.Boolean({ description: 'every live tenant (alone)' })),
+    versions: Type.Optional(
+      Type.Array(Semver, { maxItems: 50, description: "tenants whose spec's version is one of these" }),
+    ),
+    plans: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 40 }), { maxItems: 20 })),
+    regions: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 63 }), { maxItems: 50 })),
+    clusters: Type.Optional(Type.Array(DnsLabel, { maxItems: 200, description: 'root cluster names' })),
+    tenantIds: Type.Optional(Type.Array(Uuid, { maxItems: MAX_SELECTED_IDS })),
+  },
+  { additionalProperties: false, description: 'every field given must match; all: true takes every live tenant' },
+);
+
+const CreateBody = Type.Object(
+  {
+    targetVersion: Semver,
+    selector: Selector,
+    waves: Type.Optional(
+      Type.Array(Wave, {
+        minItems: 1,
+        maxItems: 20,
+        description: 'the first is the canary (count 1 to 5); default [{count: 1}, {percent: 25}, {percent: 100}]',
+      }),
+    ),
+    maxConcurrency: Type.Optional(BoundedInteger({ minimum: 1, maximum: 1000, description: 'per wave; default 2' })),
+    maxUnavailable: Type.Optional(
+      BoundedInteger({
+        minimum: 1,
+        maximum: 100_000,
+        description:
+          "per wave, tenants upgrading or not Ready (already unhealthy ones count); default: the wave's maxConcurrency",
+      }),
+    ),
+    soakSeconds: Type.Optional(
+      BoundedInteger({
+        minimum: 0,
+        maximum: 7 * 86400,
+        description: "wait after a wave's last tenant before the next wave; default 300",
+      }),
+    ),
+    gateTimeoutSeconds: Type.Optional(
+      BoundedInteger({
+        minimum: 1,
+        maximum: 86400,
+        description: 'a step not healthy by then fails its gate; default 1800',
+      }),
+    ),
+    failureBudget: Type.Optional(
+      Type.Object(
+        {
+          maxFailures: Type.Optional(BoundedInteger({ minimum: 0, maximum: 100_000 })),
+          maxPercent: Type.Optional(BoundedInteger({ minimum: 0, maximum: 100 })),
+        },
+        {
+          additionalProperties: false,
+          description: 'halt when more than maxFailures tenants or maxPercent % of a wave fail; default maxFailures 0',
+        },
+      ),
+    ),
+    gate: Type.Optional(
+      Type.Object(
+        {
+          tunnel: Type.Optional(
+            Type.Boolean({ description: 'the tunnel must reconnect after the upgrade (default true)' }),
+          ),
+          applications: Type.Optional(
+            Type.Boolean({ description: 'Healthy and Synced Applications no fewer than before (default true)' }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const Counts = Type.Object(Object.fromEntries(FLEET_TENANT_STATES.map((s) => [s, Type.Integer()])));
+const GateCheck = Type.Object({ name: Type.String(), ok: Type.Boolean(), detail: Type.String() });
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
+const DateTime = Type.String({ format: 'date-time' });
+
+const PlannedWave = Type.Object({
+  wave: Type.Integer(),
+  tenants: Type.Array(Uuid),
+  size: Type.Integer(),
+  maxConcurrency: Type.Integer(),
+  maxUnavailable: Type.Integer(),
+  soakSeconds: Type.Integer(),
+  maxFailures: Nullable(Type.Integer()),
+  maxFailurePercent: Nullable(Type.Number()),
+});
+
+const PlanSchema = Type.Object({
+  targetVersion: Type.String(),
+  waves: Type.Array(PlannedWave),
+  tenants: Type.Array(
+    Type.Object({
+      tenantId: Uuid,
+      organization: Type.String(),
+      cluster: Nullable(Type.String()),
+      fromVersion: Type.String(),
+      path: Type.Array(Type.String(), { description: 'every hop, in order; each a separate upgrade' }),
+      wave: Type.Integer(),
+      position: Type.Integer(),
+    }),
+  ),
+  excluded: Type.Array(
+    Type.Object({ tenantId: Uuid, organization: Type.String(), version: Type.String(), reason: Type.String() }),
+  ),
+  counts: Type.Object({ selected: Type.Integer(), upgradeable: Type.Integer(), excluded: Type.Integer() }),
+});
+
+const FleetUpgrade = Type.Object(
+  {
+    id: Uuid,
+    targetVersion: Type.String(),
+    state: StringEnum(FLEET_STATES),
+    stateReason: Nullable(Type.String()),
+    selector: Type.Record(Type.String(), Type.Unknown()),
+    options: Type.Record(Type.String(), Type.Unknown()),
+    currentWave: Type.Integer(),
+    abortRollback: Type.Boolean(),
+    createdBy: Type.String(),
+    createdAt: DateTime,
+    updatedAt: DateTime,
+    finishedAt: Nullable(DateTime),
+    counts: Counts,
+    etaSeconds: Nullable(Type.Integer()),
+    waves: Type.Array(
+      Type.Object({
+        wave: Type.Integer(),
+        name: Type.String(),
+        size: Type.Integer(),
+        state: StringEnum(WAVE_STATES),
+        maxConcurrency: Type.Integer(),
+        maxUnavailable: Type.Integer(),
+        soakSeconds: Type.Integer(),
+        maxFailures: Nullable(Type.Integer()),
+        maxFailurePercent: Nullable(Type.Number()),
+        startedAt: Nullable(DateTime),
+        settledAt: Nullable(DateTime),
+        completedAt: Nullable(DateTime),
+        counts: Counts,
+      }),
+    ),
+    tenants: Type.Optional(
+      Type.Array(
+        Type.Object({
+          tenantId: Uuid,
+          organization: Type.String(),
+          wave: Nullable(Type.Integer()),
+          state: StringEnum(FLEET_TENANT_STATES),
+          fromVersion: Type.String(),
+          path: Type.Array(Type.String()),
+          hop: Type.Integer(),
+          step: Nullable(
+            Type.Object({
+              from: Type.String(),
+              to: Type.String(),
+              operationId: Nullable(Uuid),
+              startedAt: Nullable(DateTime),
+            }),
+          ),
+          gate: Nullable(Type.Object({ passed: Type.Boolean(), checks: Type.Array(GateCheck), at: Type.String() })),
+          rolledBack: Type.Boolean(),
+          reason: Nullable(Type.String()),
+          startedAt: Nullable(DateTime),
+          finishedAt: Nullable(DateTime),
+        }),
+        { description: 'every selected tenant, excluded ones too (state excluded, with the reason)' },
+      ),
+    ),
+  },
+  { $id: 'FleetUpgrade' },
+);
+
+/**
+ * The optional body of pause and abort (no body at all is the common case), checked here: only
+ * the named fields; `reason` a display text of 1 to 500 characters.
+ */
+function optionalBody(body: unknown, fields: readonly string[]): Record<string, unknown> {
+  if (body === undefined || body === null) return {};
+  if (typeof body !== 'object' || Array.isArray(body))
+    throw errors.validation(`the body, when sent, must be an object with ${fields.join(' and/or ')}`, 'body');
+  for (const key of Object.keys(body))
+    if (!fields.includes(key)) throw errors.validation(`'${key}' is not a field here; only ${fields.join(', ')}`, key);
+  const reason = (body as { reason?: unknown }).reason;
+  if (
+    reason !== undefined &&
+    (typeof reason !== 'string' ||
+      reason.length < 1 ||
+      reason.length > 500 ||
+      !new RegExp(CONTROL_FREE, 'u').test(reason))
+  )
+    throw errors.validation('reason must be 1 to 500 characters without control characters', 'reason');
+  return body as Record<string, unknown>;
+}
+
+export const fleetUpgradeRoutes =
+  (ctx: AppContext): FastifyPluginAsyncTypebox =>
+  async (app) => {
+    app.addSchema(FleetUpgrade);
+
+    app.post(
+      '/v1/fleet-upgrades',
+      {
+        config: { roles: OPERATOR },
+        bodyLimit: Math.max(ctx.config.bodyLimit, CREATE_BODY_LIMIT),
+        schema: {
+          summary: 'Plan (dryRun=1) or start a fleet upgrade',
+          description:
+            'Moves the selected tenants to targetVersion in waves (canary first), each tenant along its catalog path, ' +
+            'with health gates, soak times and a failure budget (docs/fleet-upgrades.md). With dryRun=1 nothing is written: ' +
+            'the answer is the plan (each tenant with its path and wave, and the tenants that cannot be upgraded, with the reason).',
+          tags: ['fleet upgrades'],
+          querystring: Type.Object(
+            { dryRun: Type.Optional(StringEnum(['1', '0', 'true', 'false'] as const)) },
+            { additionalProperties: false },
+          ),
+          body: CreateBody,
+          response: withErrors({
+            200: PlanSchema,
+            201: Type.Object({ fleetUpgrade: Type.Ref('FleetUpgrade'), plan: PlanSchema }),
+          }),
+        },
+      },
+      async (request, reply) => {
+        const dry = request.query.dryRun === '1' || request.query.dryRun === 'true';
+        if (dry) return ctx.fleetUpgrades.plan(request.body);
+        const out = await ctx.fleetUpgrades.create(request.body, requesterOf(request));
+        return reply.status(201).header('location', `/v1/fleet-upgrades/${out.fleetUpgrade.id}`).send(out);
+      },
+    );
+
+    app.get(
+      '/v1/fleet-upgrades',
+      {
+        config: { roles: OPERATOR },
+        schema: {
+          summary: 'List fleet upgrades, newest first',
+          tags: ['fleet upgrades'],
+          querystring: Type.Object(
+            {
+              state: Type.Optional(StringEnum(FLEET_STATES)),
+              limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 200, default: 50 })),
+            },
+            { additionalProperties: false },
+          ),
+          response: withErrors({ 200: Type.Object({ items: Type.Array(Type.Ref('FleetUpgrade')) }) }),
+        },
+      },
+      async (request) => ({ items: await ctx.fleetUpgrades.list(request.query.limit ?? 50, request.query.state) }),
+    );
+
+    app.get(
+      '/v1/fleet-upgrades/:id',
+      {
+        config: { roles: OPERATOR },
+        schema: {
+          summary: 'A fleet upgrade: waves, every tenant with its state and last gate result, counts, ETA',
+          tags: ['fleet upgrades'],
+          params: IdParams,
+          response: withErrors({ 200: Type.Ref('FleetUpgrade') }),
+        },
+      },
+      async (request) => {
+        const f = await ctx.fleetUpgrades.get(request.params.id);
+        if (!f) throw errors.notFound('fleet upgrade', request.params.id);
+        return f;
+      },
+    );
+
+    app.post(
+      '/v1/fleet-upgrades/:id/pause',
+      {
+        config: { roles: OPERATOR },
+        schema: {
+          summary: 'Pause: nothing new starts (steps under way finish and are judged)',
+          tags: ['fleet upgrades'],
+          params: IdParams,
+          description: 'Optional body {"reason": "…"}.',
+          response: withErrors({ 200: Type.Ref('FleetUpgrade') }),
+        },
+      },
+      async (request) =>
+        ctx.fleetUpgrades.pause(
+          request.params.id,
+          requesterOf(request),
+          optionalBody(request.body, ['reason']).reason as string | undefined,
+        ),
+    );
+
+    app.post(
+      '/v1/fleet-upgrades/:id/resume',
+      {
+        config: { roles: OPERATOR },
+        schema: {
+          summary: "Resume a paused or halted fleet upgrade (a halted wave's failures so far are forgiven)",
+          tags: ['fleet upgrades'],
+          params: IdParams,
+          response: withErrors({ 200: Type.Ref('FleetUpgrade') }),
+        },
+      },
+      async (request) => ctx.fleetUpgrades.resume(request.params.id, requesterOf(request)),
+    );
+
+    app.post(
+      '/v1/fleet-upgrades/:id/abort',
+      {
+        config: { roles: OPERATOR },
+        schema: {
+          summary: 'Abort; with rollback: true, roll the moved tenants back in reverse wave order',
+          tags: ['fleet upgrades'],
+          params: IdParams,
+          description: 'Optional body {"rollback": true|false (default false), "reason": "…"}.',
+          response: withErrors({ 200: Type.Ref('FleetUpgrade') }),
+        },
+      },
+      async (request) => {
+        const body = optionalBody(request.body, ['rollback', 'reason']);
+        if (body.rollback !== undefined && typeof body.rollback !== 'boolean')
+          throw errors.validation('rollback must be true or false', 'rollback');
+        return ctx.fleetUpgrades.abort(request.params.id, requesterOf(request), {
+          rollback: body.rollback === true,
+          reason: body.reason as string | undefined,
+        });
+      },
+    );
+  };
