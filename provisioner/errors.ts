@@ -62,6 +62,10 @@ export const ERROR_CODES = {
   },
   ORGANIZATION_TAKEN: { status: 409, description: 'a live tenant already has the organization name' },
   CLUSTER_EXISTS: { status: 409, description: 'a root cluster of that name is already registered' },
+  CLUSTER_IN_USE: {
+    status: 409,
+    description: "the change would move a cluster holding tenants to another region (the tenants' region would change)",
+  },
   TENANT_DELETED: { status: 409, description: 'the tenant is deleted; only reads are allowed' },
   IDEMPOTENCY_KEY_REUSED: { status: 409, description: 'the Idempotency-Key was used with another body' },
   IDEMPOTENCY_KEY_IN_PROGRESS: {
@@ -235,6 +239,12 @@ export const errors = {
     new AppError('TENANT_DELETED', `tenant '${id}' has been deleted; only reads are allowed on a deleted tenant`),
   organizationTaken: (org: string) =>
     new AppError('ORGANIZATION_TAKEN', `organization '${org}' is already registered`, { field: 'organization' }),
+  clusterInUse: (name: string, tenants: number) =>
+    new AppError(
+      'CLUSTER_IN_USE',
+      `cluster '${name}' holds ${tenants} tenant(s): its region cannot change; register the new region's cluster under another name`,
+      { field: 'region' },
+    ),
   clusterExists: (name: string) =>
     new AppError('CLUSTER_EXISTS', `cluster '${name}' is already registered`, { field: 'name' }),
   cannotRevokeOwnKey: () => new AppError('CANNOT_REVOKE_OWN_KEY', 'a key cannot revoke itself; use another admin key'),

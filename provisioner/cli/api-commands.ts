@@ -13,6 +13,73 @@ export interface Io {
   env: Record<string, string | undefined>;
   /** Ends commands that run until interrupted (--watch, --follow); the process's own CLI passes none. */
   signal?: AbortSignal;
+  /** Standard input, read whole (`clusters import -`); default: the process's stdin. */
+  stdin?: () => Promise<string>;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** One entry of the root infra's `clusters` stack output (infra/root-cluster.ts, ClusterRegistryEntry). */
+export interface ImportedCluster {
+  name: string;
+  region: string;
+  capacity: number;
+  labels?: Record<string, string>;
+  kubeconfig: string;
+}
+
+/**
+ * The `clusters` stack output (`pulumi stack output clusters --show-secrets --json`): a JSON list
+ * of registry entries. A malformed document is a usage error naming the entry and field; a
+ * kubeconfig still hidden as `[secret]` names the missing `--show-secrets`.
+ */
+export function parseClusterRegistry(text: string, source: string): ImportedCluster[] {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    throw new UsageError(
+      `${source}: not JSON; expected the output of \`pulumi stack output clusters --show-secrets --json\``,
+    );
+  }
+  if (!Array.isArray(doc)) throw new UsageError(`${source}: expected a JSON list of clusters`);
+  if (doc.length === 0) throw new UsageError(`${source}: the list of clusters is empty`);
+  return doc.map((entry: unknown, i) => {
+    const at = `${source}: clusters[${i}]`;
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
+      throw new UsageError(`${at} is not an object`);
+    const e = entry as Record<string, unknown>;
+    for (const key of ['name', 'region', 'kubeconfig'] as const) {
+      if (typeof e[key] !== 'string' || e[key] === '') throw new UsageError(`${at}.${key} must be a non-empty string`);
+    }
+    if (e.kubeconfig === '[secret]')
+      throw new UsageError(
+        `${at}.kubeconfig is hidden ('[secret]'): run \`pulumi stack output clusters --show-secrets --json\``,
+      );
+    if (!Number.isInteger(e.capacity) || (e.capacity as number) < 0)
+      throw new UsageError(`${at}.capacity must be a whole number`);
+    if (e.labels !== undefined) {
+      const labels = e.labels;
+      if (
+        typeof labels !== 'object' ||
+        labels === null ||
+        Array.isArray(labels) ||
+        Object.values(labels).some((v) => typeof v !== 'string')
+      )
+        throw new UsageError(`${at}.labels must be an object of strings`);
+    }
+    return {
+      name: e.name as string,
+      region: e.region as string,
+      capacity: e.capacity as number,
+      ...(e.labels !== undefined ? { labels: e.labels as Record<string, string> } : {}),
+      kubeconfig: e.kubeconfig as string,
+    };
+  });
 }
 
 interface Tenant {
@@ -323,6 +390,48 @@ export function addApiCommands(program: Command, io: Io): void {
         print(c, () => `registered cluster ${c.name} (${c.region}, capacity ${c.capacity})`);
       },
     );
+  clusters
+    .command('import <file>')
+    .description(
+      "register or update every cluster of the root infra's `clusters` stack output " +
+        '(`pulumi stack output clusters --show-secrets --json | provisioner clusters import -`)',
+    )
+    .action(async (file: string) => {
+      let text: string;
+      if (file === '-') text = await (io.stdin ?? readStdin)();
+      else {
+        try {
+          text = await readFile(file, 'utf8');
+        } catch (err) {
+          throw new UsageError(`cannot read '${file}': ${(err as NodeJS.ErrnoException).code ?? String(err)}`, {
+            cause: err,
+          });
+        }
+      }
+      const entries = parseClusterRegistry(text, file === '-' ? 'stdin' : file);
+      const results: Array<{ cluster: Cluster; created: boolean; changed: string[] }> = [];
+      for (const e of entries) {
+        const { name, ...body } = e;
+        results.push(
+          await client().request<{ cluster: Cluster; created: boolean; changed: string[] }>(
+            'PUT',
+            `/v1/clusters/${encodeURIComponent(name)}`,
+            body,
+          ),
+        );
+      }
+      print({ items: results }, () =>
+        results
+          .map((r) =>
+            r.created
+              ? `registered ${r.cluster.name} (${r.cluster.region}, capacity ${r.cluster.capacity})`
+              : r.changed.length > 0
+                ? `updated ${r.cluster.name}: ${r.changed.join(', ')}`
+                : `unchanged ${r.cluster.name}`,
+          )
+          .join('\n'),
+      );
+    });
   for (const action of ['cordon', 'uncordon'] as const) {
     clusters.command(`${action} <name>`).action(async (name: string) => {
       const c = await client().request<Cluster>('POST', `/v1/clusters/${encodeURIComponent(name)}/${action}`);

@@ -13,7 +13,9 @@ import {
   insertCluster,
   listClusters,
   listRegions,
+  lockClusterKubeconfig,
   setCordoned,
+  updateCluster,
   type Region,
   type RootCluster,
 } from '../store/clusters.ts';
@@ -39,6 +41,18 @@ export interface ClusterRegistration {
   /** Kubeconfig contents (YAML or JSON). */
   kubeconfig: string;
 }
+
+/** What `put` did: the cluster as it is now, whether it was new, and which fields changed. */
+export interface ClusterPutResult {
+  cluster: RootCluster;
+  created: boolean;
+  /** Fields whose value changed (`kubeconfig` when it was replaced); empty when nothing did. */
+  changed: Array<'region' | 'capacity' | 'labels' | 'plans' | 'kubeconfig'>;
+}
+
+const sameRecord = (a: Record<string, string>, b: Record<string, string>) =>
+  JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
+const sameSet = (a: string[], b: string[]) => JSON.stringify([...a].sort()) === JSON.stringify([...b].sort());
 
 export class ClusterService {
   readonly #pool: pg.Pool;
@@ -69,30 +83,77 @@ export class ClusterService {
   async register(input: ClusterRegistration, by: Requester): Promise<RootCluster> {
     await admitKubeconfig(input.kubeconfig, this.#kubeconfigPolicy);
     for (const p of input.plans ?? []) if (!PLAN_NAMES.includes(p)) throw errors.unknownPlan(p, PLAN_NAMES);
+    return withTx(this.#pool, (tx) => this.#insert(tx, input, by));
+  }
+
+  /**
+   * Registers a cluster, or brings an existing registration to `input` (idempotent: an unchanged
+   * cluster is not written and gets no audit row). Labels and plans left out keep their value on
+   * an existing cluster; the cordon is never touched. A cluster holding tenants keeps its region.
+   */
+  async put(input: ClusterRegistration, by: Requester): Promise<ClusterPutResult> {
+    await admitKubeconfig(input.kubeconfig, this.#kubeconfigPolicy);
+    for (const p of input.plans ?? []) if (!PLAN_NAMES.includes(p)) throw errors.unknownPlan(p, PLAN_NAMES);
     return withTx(this.#pool, async (tx) => {
-      let cluster;
-      try {
-        cluster = await insertCluster(tx, {
-          name: input.name,
-          region: input.region,
-          capacity: input.capacity,
-          labels: input.labels ?? {},
-          plans: input.plans ?? [],
-          kubeconfigEnc: this.#box.encrypt(input.kubeconfig, `cluster/${input.name}`),
-        });
-      } catch (err) {
-        if (pgCode(err) === '23505') throw errors.clusterExists(input.name);
-        throw err;
-      }
+      const enc = await lockClusterKubeconfig(tx, input.name);
+      const before = enc ? await getClusterByName(tx, input.name) : undefined;
+      if (!enc || !before) return { cluster: await this.#insert(tx, input, by), created: true, changed: [] };
+      const next = {
+        region: input.region,
+        capacity: input.capacity,
+        labels: input.labels ?? before.labels,
+        plans: input.plans ?? before.plans,
+      };
+      const changed: ClusterPutResult['changed'] = [];
+      if (next.region !== before.region) changed.push('region');
+      if (next.capacity !== before.capacity) changed.push('capacity');
+      if (!sameRecord(next.labels, before.labels)) changed.push('labels');
+      if (!sameSet(next.plans, before.plans)) changed.push('plans');
+      const aad = `cluster/${input.name}`;
+      const kubeconfigChanged = this.#box.decrypt(enc, aad).toString('utf8') !== input.kubeconfig;
+      if (kubeconfigChanged) changed.push('kubeconfig');
+      if (changed.length === 0) return { cluster: before, created: false, changed };
+      if (changed.includes('region') && before.tenants > 0) throw errors.clusterInUse(input.name, before.tenants);
+      const after = (await updateCluster(tx, input.name, {
+        ...next,
+        kubeconfigEnc: kubeconfigChanged ? this.#box.encrypt(input.kubeconfig, aad) : undefined,
+      }))!;
       await writeAudit(tx, by.actor, {
-        action: 'cluster.register',
+        action: 'cluster.update',
         targetType: 'cluster',
-        targetId: cluster.name,
-        after: cluster,
+        targetId: after.name,
+        // The kubeconfig is never recorded, only that it was replaced.
+        before: { region: before.region, capacity: before.capacity, labels: before.labels, plans: before.plans },
+        after: { ...next, ...(kubeconfigChanged ? { kubeconfig: 'replaced' } : {}) },
         requestId: by.requestId,
       });
-      return cluster;
+      return { cluster: after, created: false, changed };
     });
+  }
+
+  async #insert(tx: pg.PoolClient, input: ClusterRegistration, by: Requester): Promise<RootCluster> {
+    let cluster;
+    try {
+      cluster = await insertCluster(tx, {
+        name: input.name,
+        region: input.region,
+        capacity: input.capacity,
+        labels: input.labels ?? {},
+        plans: input.plans ?? [],
+        kubeconfigEnc: this.#box.encrypt(input.kubeconfig, `cluster/${input.name}`),
+      });
+    } catch (err) {
+      if (pgCode(err) === '23505') throw errors.clusterExists(input.name);
+      throw err;
+    }
+    await writeAudit(tx, by.actor, {
+      action: 'cluster.register',
+      targetType: 'cluster',
+      targetId: cluster.name,
+      after: cluster,
+      requestId: by.requestId,
+    });
+    return cluster;
   }
 
   /** Cordons (no new tenants are placed there) or uncordons a cluster. */

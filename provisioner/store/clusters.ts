@@ -77,6 +77,37 @@ export async function insertCluster(
   return (await getClusterByName(db, c.name))!;
 }
 
+/** Changes a cluster's registration (the kubeconfig only when given). */
+export async function updateCluster(
+  db: Queryable,
+  name: string,
+  c: {
+    region: string;
+    labels: Record<string, string>;
+    capacity: number;
+    plans: string[];
+    kubeconfigEnc?: Buffer | undefined;
+  },
+): Promise<RootCluster | undefined> {
+  const { rowCount } = await db.query(
+    `UPDATE root_clusters SET region = $2, labels = $3, capacity = $4, plans = $5,
+       kubeconfig_enc = coalesce($6, kubeconfig_enc), updated_at = now() WHERE name = $1`,
+    [name, c.region, JSON.stringify(c.labels), c.capacity, c.plans, c.kubeconfigEnc ?? null],
+  );
+  // More capacity, other plans or another region may take the tenants waiting for capacity.
+  if (rowCount) await wakeWaiters(db, 'NoCapacity');
+  return rowCount ? getClusterByName(db, name) : undefined;
+}
+
+/** The encrypted kubeconfig of a cluster by name, the row locked until the transaction ends. */
+export async function lockClusterKubeconfig(db: Queryable, name: string): Promise<Buffer | undefined> {
+  const { rows } = await db.query<{ kubeconfig_enc: Buffer }>(
+    'SELECT kubeconfig_enc FROM root_clusters WHERE name = $1 FOR UPDATE',
+    [name],
+  );
+  return rows[0]?.kubeconfig_enc;
+}
+
 export async function setCordoned(db: Queryable, name: string, cordoned: boolean): Promise<RootCluster | undefined> {
   const { rowCount } = await db.query('UPDATE root_clusters SET cordoned = $2, updated_at = now() WHERE name = $1', [
     name,

@@ -41,6 +41,29 @@ const RegisterBody = Type.Object(
   { additionalProperties: false },
 );
 
+/** The registration of `PUT /v1/clusters/:name`: the name comes from the path. */
+const PutBody = Type.Omit(RegisterBody, ['name'], { additionalProperties: false });
+
+const PutAnswer = Type.Object(
+  {
+    cluster: Type.Ref('Cluster'),
+    created: Type.Boolean({ description: 'true when the cluster was not registered before' }),
+    changed: Type.Array(
+      Type.Union([
+        Type.Literal('region'),
+        Type.Literal('capacity'),
+        Type.Literal('labels'),
+        Type.Literal('plans'),
+        Type.Literal('kubeconfig'),
+      ]),
+      {
+        description: 'fields of an existing registration that changed; empty when nothing did',
+      },
+    ),
+  },
+  { additionalProperties: false },
+);
+
 export const clusterRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>
   async (app) => {
@@ -84,6 +107,29 @@ export const clusterRoutes =
         },
       },
       async (request, reply) => reply.status(201).send(await ctx.clusters.register(request.body, requesterOf(request))),
+    );
+
+    app.put(
+      '/v1/clusters/:name',
+      {
+        config: { roles: ['operator'] },
+        bodyLimit: Math.max(ctx.config.bodyLimit, REGISTER_BODY_LIMIT),
+        schema: {
+          summary: 'Register a root cluster, or update its registration (idempotent)',
+          description:
+            'Creates the cluster (201) or brings its region, capacity, labels, plans and kubeconfig to the body (200), ' +
+            'saying which fields changed. Labels and plans left out keep their value; the cordon is not touched. ' +
+            'A cluster holding tenants keeps its region (409 CLUSTER_IN_USE). `provisioner clusters import` uses it.',
+          tags: ['clusters'],
+          params: NameParams,
+          body: PutBody,
+          response: withErrors({ 200: PutAnswer, 201: PutAnswer }),
+        },
+      },
+      async (request, reply) => {
+        const result = await ctx.clusters.put({ ...request.body, name: request.params.name }, requesterOf(request));
+        return reply.status(result.created ? 201 : 200).send(result);
+      },
     );
 
     for (const action of ['cordon', 'uncordon'] as const) {

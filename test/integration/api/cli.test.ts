@@ -17,6 +17,7 @@ t.teardown(() => api.close());
 async function cli(
   args: string[],
   token = api.adminKey,
+  stdin?: string,
 ): Promise<{ code: number; out: string; err: string; lines: string[] }> {
   const out: string[] = [];
   const err: string[] = [];
@@ -24,6 +25,7 @@ async function cli(
     out: (s) => out.push(s),
     err: (s) => err.push(s),
     env: {},
+    ...(stdin !== undefined ? { stdin: () => Promise.resolve(stdin) } : {}),
   });
   return { code, out: out.join('\n'), err: err.join('\n'), lines: out };
 }
@@ -172,6 +174,135 @@ t.test('clusters add/list/cordon and keys create/revoke', async (t) => {
   t.equal((await cli(['versions', 'list'], key)).code, 0, 'new key works');
   t.equal((await cli(['keys', 'revoke', info.id])).code, 0);
   t.match((await cli(['clusters', 'list'], key)).err, /INVALID_API_KEY/, 'revoked key is refused');
+});
+
+t.test('clusters import registers or updates every cluster of the infra output, idempotently', async (t) => {
+  const kubeconfig = (server: string, token: string) =>
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'c', cluster: { server, 'certificate-authority-data': 'Q0E=' } }],
+      users: [{ name: 'u', user: { token } }],
+      contexts: [{ name: 'c', context: { cluster: 'c', user: 'u' } }],
+      'current-context': 'c',
+    });
+  // What `pulumi stack output clusters --show-secrets --json` prints (infra/root-cluster.ts).
+  const output = (capacity: number, token: string) =>
+    JSON.stringify([
+      {
+        name: 'imp-1',
+        region: 'eu-west',
+        labels: { tier: 'standard' },
+        capacity,
+        apiServer: 'https://203.0.113.21:6443',
+        kubeconfig: kubeconfig('https://203.0.113.21:6443', token),
+      },
+      {
+        name: 'imp-2',
+        region: 'us-east',
+        labels: {},
+        capacity: 100,
+        apiServer: 'https://203.0.113.22:6443',
+        kubeconfig: kubeconfig('https://203.0.113.22:6443', 'tok-2'),
+      },
+    ]);
+  const first = await cli(['clusters', 'import', '-'], api.operatorKey, output(200, 'tok-1'));
+  t.equal(first.code, 0, first.err);
+  t.same(
+    first.out.split('\n'),
+    ['registered imp-1 (eu-west, capacity 200)', 'registered imp-2 (us-east, capacity 100)'],
+    'the first import registers both and says so',
+  );
+  const audits = async () =>
+    (
+      await api.db.pool.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM audit_log WHERE target_type = 'cluster' AND target_id LIKE 'imp-%'",
+      )
+    ).rows[0]!.n;
+  const auditsAfterFirst = await audits();
+  const again = await cli(['clusters', 'import', '-'], api.operatorKey, output(200, 'tok-1'));
+  t.same(again.out.split('\n'), ['unchanged imp-1', 'unchanged imp-2'], 'the same output again changes nothing');
+  t.equal(await audits(), auditsAfterFirst, 'and writes no audit row');
+  await cli(['clusters', 'cordon', 'imp-1']);
+  const changed = await cli(['--json', 'clusters', 'import', '-'], api.operatorKey, output(250, 'tok-1-rotated'));
+  t.equal(changed.code, 0, changed.err);
+  const items = (
+    JSON.parse(changed.out) as {
+      items: Array<{
+        created: boolean;
+        changed: string[];
+        cluster: { name: string; capacity: number; cordoned: boolean };
+      }>;
+    }
+  ).items;
+  t.same(
+    items.map((r) => [r.cluster.name, r.created, r.changed]),
+    [
+      ['imp-1', false, ['capacity', 'kubeconfig']],
+      ['imp-2', false, []],
+    ],
+    'a new capacity and a rotated token are reported as what changed',
+  );
+  t.equal(items[0]!.cluster.capacity, 250, 'the capacity is updated');
+  t.equal(items[0]!.cluster.cordoned, true, 'the cordon an operator set stays');
+  const stored = (
+    await api.db.pool.query<{ before: unknown; after: Record<string, unknown> }>(
+      "SELECT before, after FROM audit_log WHERE action = 'cluster.update' AND target_id = 'imp-1'",
+    )
+  ).rows;
+  t.equal(stored.length, 1, 'one audit row for the update');
+  t.equal(stored[0]!.after.kubeconfig, 'replaced', 'the audit row says the kubeconfig was replaced');
+  t.notMatch(JSON.stringify(stored), /tok-1/, 'and holds no token');
+
+  const hidden = await cli(
+    ['clusters', 'import', '-'],
+    api.operatorKey,
+    JSON.stringify([{ name: 'imp-3', region: 'x', capacity: 1, kubeconfig: '[secret]' }]),
+  );
+  t.equal(hidden.code, 1);
+  t.match(
+    hidden.err,
+    /clusters\[0\]\.kubeconfig is hidden .*--show-secrets/,
+    'a hidden kubeconfig names --show-secrets',
+  );
+  const bad = await cli(['clusters', 'import', '-'], api.operatorKey, '{"clusters": []}');
+  t.match(bad.err, /stdin: expected a JSON list of clusters/);
+  const badCapacity = await cli(
+    ['clusters', 'import', '-'],
+    api.operatorKey,
+    JSON.stringify([{ name: 'imp-3', region: 'x', capacity: 'lots', kubeconfig: 'k' }]),
+  );
+  t.match(badCapacity.err, /clusters\[0\]\.capacity must be a whole number/);
+  t.notMatch((await cli(['clusters', 'list'])).out, /imp-3/, 'nothing was registered from a refused document');
+});
+
+t.test('PUT /v1/clusters/:name: a cluster holding tenants keeps its region', async (t) => {
+  const { tenantId } = await api.signup();
+  const { rows } = await api.db.pool.query<{ name: string; region: string }>(
+    `SELECT c.name, c.region FROM root_clusters c WHERE c.name = 'imp-2'`,
+  );
+  const cluster = rows[0]!;
+  await api.db.pool.query(
+    'UPDATE tenants SET cluster_id = (SELECT id FROM root_clusters WHERE name = $2) WHERE id = $1',
+    [tenantId, cluster.name],
+  );
+  const res = await fetch(`${url}/v1/clusters/${cluster.name}`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${api.operatorKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      region: `${cluster.region}-moved`,
+      capacity: 5,
+      kubeconfig:
+        'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n',
+    }),
+  });
+  t.equal(res.status, 409);
+  const body = (await res.json()) as { error: { code: string; field: string } };
+  t.match(body.error, { code: 'CLUSTER_IN_USE', field: 'region' }, 'the refusal names the code and the field');
+  const after = await api.db.pool.query<{ region: string }>('SELECT region FROM root_clusters WHERE name = $1', [
+    cluster.name,
+  ]);
+  t.equal(after.rows[0]!.region, cluster.region, 'nothing was changed');
 });
 
 t.test(
