@@ -13,6 +13,8 @@
  *   requestSigningKey   (secret) PROVISIONER_REQUEST_SIGNING_KEY: the Ed25519 private key (PEM) every
  *                       replica signs requests to runtimes with; one key, or a runtime would refuse
  *                       the requests of replicas whose key it was not given
+ *   pulumiPassphrase    (secret) PULUMI_CONFIG_PASSPHRASE of the provisioner's engine: the tenant stacks'
+ *                       secrets are encrypted with it, so every replica needs the same one
  *   clusterIssuer       cert-manager ClusterIssuer for the provisioner's Ingress (default letsencrypt)
  *   chartRepositories   overrides per chart repository (mirror URL, oci:// or local directory)
  */
@@ -50,6 +52,7 @@ export interface InfraConfig {
   databaseUrl?: pulumi.Output<string>;
   encryptionKey: pulumi.Output<string>;
   requestSigningKey: pulumi.Output<string>;
+  pulumiPassphrase: pulumi.Output<string>;
   clusterIssuer: string;
   chartRepositories: ChartRepositories;
 }
@@ -102,6 +105,7 @@ export function readInfraConfig(): InfraConfig {
     databaseUrl,
     encryptionKey: config.requireSecret('encryptionKey'),
     requestSigningKey: config.requireSecret('requestSigningKey'),
+    pulumiPassphrase: config.requireSecret('pulumiPassphrase'),
     clusterIssuer: config.get('clusterIssuer') ?? 'letsencrypt',
     chartRepositories: config.getObject<ChartRepositories>('chartRepositories') ?? {},
   };

@@ -8,6 +8,7 @@ import * as pulumi from '@pulumi/pulumi';
 import { chartSource, type ChartRepositories } from '../runtime/component/chart-source.ts';
 import { PLATFORM_CHARTS } from './charts.ts';
 import type { DatabaseConfig } from './config.ts';
+import { chartNamespace } from './namespaces.ts';
 
 export const DATABASE_TYPE = 'hosted:infra:PlatformDatabase';
 const CLUSTER = 'provisioner-db';
@@ -51,17 +52,17 @@ export class PlatformDatabase extends pulumi.ComponentResource {
       if (!Number.isInteger(instances) || instances < 1)
         throw new pulumi.ResourceError(`PlatformDatabase ${name}: instances must be a positive whole number`, this);
       const { cnpg } = PLATFORM_CHARTS;
+      const operatorNamespace = chartNamespace(`${name}-operator`, cnpg.namespace, child);
       const operator = new k8s.helm.v3.Release(
         `${name}-operator`,
         {
           name: 'cnpg',
           namespace: cnpg.namespace,
-          createNamespace: true,
           ...chartSource(cnpg.repository, cnpg.chart, cnpg.version, args.chartRepositories),
           values: { crds: { create: true } },
           timeout: 600,
         },
-        child,
+        { ...child, dependsOn: [operatorNamespace] },
       );
       const cluster = new k8s.apiextensions.CustomResource(
         `${name}-cluster`,

@@ -8,10 +8,13 @@ import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
 import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from '../runtime/component/pod-security.ts';
 import { PROVISIONER_RULES } from './provisioner-rbac.ts';
+import { waitForServiceAccountToken, type TokenWaiter } from './token-wait.ts';
 
 export const PROVISIONER_TYPE = 'hosted:infra:Provisioner';
 const NAME = 'provisioner';
 const PORT = 8080;
+/** Mount path of the engine's work volume: the provisioner's data dir (the root filesystem is read-only). */
+export const PROVISIONER_DATA_DIR = '/var/lib/provisioner';
 
 export interface ProvisionerArgs {
   /** Platform namespace (created by the caller). */
@@ -28,6 +31,15 @@ export interface ProvisionerArgs {
   readonly encryptionKey: pulumi.Input<string>;
   /** PROVISIONER_REQUEST_SIGNING_KEY (secret): one key for all replicas, runtimes verify it. */
   readonly requestSigningKey: pulumi.Input<string>;
+  /** PULUMI_CONFIG_PASSPHRASE (secret): every replica must decrypt the same tenant stacks. */
+  readonly pulumiPassphrase: pulumi.Input<string>;
+  /**
+   * The credentials `pulumi up` uses for this cluster (kubeconfig contents, or a context of the
+   * ambient kubeconfig): the program reads the ServiceAccount token with them once it is filled in.
+   */
+  readonly adminCredentials: { kubeconfig?: pulumi.Input<string>; context?: string };
+  /** How to wait for the token (default: poll the API server, 2 minutes at most). */
+  readonly waitForToken?: TokenWaiter;
   /** API server URL written into the registry kubeconfig. */
   readonly apiServer: pulumi.Input<string>;
   /** Name of the cluster (the kubeconfig's context). */
@@ -66,11 +78,12 @@ export class Provisioner extends pulumi.ComponentResource {
       { ...child, dependsOn: [role, account] },
     );
 
+    const tokenName = `${NAME}-token`;
     const token = new k8s.core.v1.Secret(
       `${name}-token`,
       {
         metadata: {
-          name: `${NAME}-token`,
+          name: tokenName,
           namespace: args.namespace,
           labels,
           annotations: { 'kubernetes.io/service-account.name': NAME },
@@ -79,12 +92,32 @@ export class Provisioner extends pulumi.ComponentResource {
       },
       { ...child, dependsOn: [account], additionalSecretOutputs: ['data'] },
     );
+    // The token controller fills the Secret after its creation and the provider does not wait for
+    // it: wait, then read the Secret. (In a preview of the first install the id stays unknown.)
+    const waiter = args.waitForToken ?? waitForServiceAccountToken;
+    const tokenId = pulumi
+      .all([token.metadata.namespace, args.adminCredentials.kubeconfig])
+      .apply(async ([namespace, kubeconfig]) => {
+        await waiter({
+          ...(kubeconfig !== undefined ? { kubeconfig } : {}),
+          ...(args.adminCredentials.context !== undefined ? { context: args.adminCredentials.context } : {}),
+          namespace,
+          name: tokenName,
+          timeoutMs: 120_000,
+        });
+        return `${namespace}/${tokenName}`;
+      });
+    const filled = k8s.core.v1.Secret.get(`${name}-token-filled`, tokenId, {
+      ...child,
+      dependsOn: [token],
+      additionalSecretOutputs: ['data'],
+    });
     this.kubeconfig = pulumi.secret(
-      pulumi.all([token.data, args.apiServer]).apply(([data, server]) => {
+      pulumi.all([filled.data, args.apiServer]).apply(([data, server]) => {
         const tokenB64 = data?.token;
         const ca = data?.['ca.crt'];
         if (!tokenB64 || !ca)
-          throw new pulumi.ResourceError(`Provisioner ${name}: the ServiceAccount token Secret has no token yet`, this);
+          throw new pulumi.ResourceError(`Provisioner ${name}: the ServiceAccount token Secret has no token`, this);
         return serviceAccountKubeconfig(args.clusterName, server, ca, Buffer.from(tokenB64, 'base64').toString('utf8'));
       }),
     );
@@ -97,6 +130,7 @@ export class Provisioner extends pulumi.ComponentResource {
         stringData: {
           'encryption-key': pulumi.secret(args.encryptionKey),
           'request-signing-key': pulumi.secret(args.requestSigningKey),
+          'pulumi-passphrase': pulumi.secret(args.pulumiPassphrase),
         },
       },
       { ...child, additionalSecretOutputs: ['stringData', 'data'] },
@@ -128,6 +162,8 @@ export class Provisioner extends pulumi.ComponentResource {
                     { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
                     { name: 'PROVISIONER_ADVERTISE_URL', value: `http://$(POD_IP):${PORT}` },
                     { name: 'PROVISIONER_PUBLIC_URL', value: pulumi.interpolate`https://${args.host}` },
+                    // Engine work dirs on the mounted volume: the root filesystem is read-only.
+                    { name: 'PROVISIONER_DATA_DIR', value: PROVISIONER_DATA_DIR },
                     {
                       name: 'DATABASE_URL',
                       valueFrom: { secretKeyRef: { name: args.databaseSecret.name, key: args.databaseSecret.key } },
@@ -140,6 +176,10 @@ export class Provisioner extends pulumi.ComponentResource {
                       name: 'PROVISIONER_REQUEST_SIGNING_KEY',
                       valueFrom: { secretKeyRef: { name: `${NAME}-secrets`, key: 'request-signing-key' } },
                     },
+                    {
+                      name: 'PULUMI_CONFIG_PASSPHRASE',
+                      valueFrom: { secretKeyRef: { name: `${NAME}-secrets`, key: 'pulumi-passphrase' } },
+                    },
                   ],
                   resources: { requests: { cpu: '250m', memory: '512Mi' }, limits: { cpu: '2', memory: '2Gi' } },
                   securityContext: restrictedContainerSecurityContext(),
@@ -147,7 +187,7 @@ export class Provisioner extends pulumi.ComponentResource {
                   livenessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 20 },
                   volumeMounts: [
                     { name: 'tmp', mountPath: '/tmp' },
-                    { name: 'engine', mountPath: '/var/lib/provisioner' },
+                    { name: 'engine', mountPath: PROVISIONER_DATA_DIR },
                   ],
                 },
               ],

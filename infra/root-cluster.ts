@@ -10,7 +10,9 @@ import { chartSource, type ChartRepositories } from '../runtime/component/chart-
 import { PLATFORM_CHARTS, PLATFORM_NAMESPACE, TENANT_PRIORITY_CLASS } from './charts.ts';
 import type { DatabaseConfig, RootClusterConfig } from './config.ts';
 import { PlatformDatabase } from './database.ts';
+import { chartNamespace } from './namespaces.ts';
 import { Provisioner } from './provisioner.ts';
+import type { TokenWaiter } from './token-wait.ts';
 
 export const ROOT_CLUSTER_TYPE = 'hosted:infra:RootCluster';
 
@@ -27,6 +29,12 @@ export interface RootClusterArgs {
   readonly encryptionKey: pulumi.Input<string>;
   /** PROVISIONER_REQUEST_SIGNING_KEY (secret, Ed25519 PEM), the same for every replica. */
   readonly requestSigningKey: pulumi.Input<string>;
+  /** PULUMI_CONFIG_PASSPHRASE of the provisioner's engine (secret), the same for every replica. */
+  readonly pulumiPassphrase: pulumi.Input<string>;
+  /** What `pulumi up` reaches this cluster with: kubeconfig contents or a context of the ambient kubeconfig. */
+  readonly adminCredentials: { kubeconfig?: pulumi.Input<string>; context?: string };
+  /** How to wait for the provisioner's ServiceAccount token (tests inject one). */
+  readonly waitForToken?: TokenWaiter;
   /** cert-manager ClusterIssuer for the provisioner's Ingress. */
   readonly clusterIssuer: pulumi.Input<string>;
   /** Chart repository overrides. */
@@ -71,12 +79,15 @@ export class RootCluster extends pulumi.ComponentResource {
     const inNs = { ...child, dependsOn: [namespace] };
 
     const { ingressNginx, certManager } = PLATFORM_CHARTS;
+    // The charts' namespaces are the program's, not Helm's (`createNamespace` would leave them
+    // behind on `pulumi destroy`: Helm never deletes a namespace).
+    const ingressNamespace = chartNamespace(`${name}-ingress-nginx`, ingressNginx.namespace, child);
+    const certManagerNamespace = chartNamespace(`${name}-cert-manager`, certManager.namespace, child);
     new k8s.helm.v3.Release(
       `${name}-ingress-nginx`,
       {
         name: 'ingress-nginx',
         namespace: ingressNginx.namespace,
-        createNamespace: true,
         ...chartSource(ingressNginx.repository, ingressNginx.chart, ingressNginx.version, args.chartRepositories),
         values: {
           controller: {
@@ -87,19 +98,18 @@ export class RootCluster extends pulumi.ComponentResource {
         },
         timeout: 600,
       },
-      child,
+      { ...child, dependsOn: [ingressNamespace] },
     );
     new k8s.helm.v3.Release(
       `${name}-cert-manager`,
       {
         name: 'cert-manager',
         namespace: certManager.namespace,
-        createNamespace: true,
         ...chartSource(certManager.repository, certManager.chart, certManager.version, args.chartRepositories),
         values: { crds: { enabled: true, keep: true } },
         timeout: 600,
       },
-      child,
+      { ...child, dependsOn: [certManagerNamespace] },
     );
 
     new k8s.scheduling.v1.PriorityClass(
@@ -173,6 +183,9 @@ export class RootCluster extends pulumi.ComponentResource {
         databaseSecret: database.secret,
         encryptionKey: args.encryptionKey,
         requestSigningKey: args.requestSigningKey,
+        pulumiPassphrase: args.pulumiPassphrase,
+        adminCredentials: args.adminCredentials,
+        ...(args.waitForToken ? { waitForToken: args.waitForToken } : {}),
         apiServer: cluster.apiServer,
         clusterName: cluster.name,
       },

@@ -50,15 +50,18 @@ function metadataOf(inputs: Record<string, unknown>): Record<string, unknown> | 
 
 /** Extra outputs a mock returns, per type, on top of echoing the inputs. */
 function computed(type: string, inputs: Record<string, unknown>, id: string | undefined): Record<string, unknown> {
+  if (type === 'kubernetes:core/v1:Secret' && id?.endsWith('/provisioner-token')) {
+    // A read of the provisioner's ServiceAccount token Secret (root infra), once filled in.
+    const [namespace, name] = id.split('/');
+    return {
+      metadata: { name, namespace },
+      data: { token: Buffer.from('sa-token').toString('base64'), 'ca.crt': Buffer.from('CA').toString('base64') },
+    };
+  }
   if (type === 'kubernetes:core/v1:Secret' && id) {
     // A read of the vcluster's exported kubeconfig Secret.
     const [namespace, name] = id.split('/');
     return { metadata: { name, namespace }, data: { config: Buffer.from(FAKE_KUBECONFIG).toString('base64') } };
-  }
-  if (type === 'kubernetes:core/v1:Secret' && inputs.type === 'kubernetes.io/service-account-token') {
-    return {
-      data: { token: Buffer.from('sa-token').toString('base64'), 'ca.crt': Buffer.from('CA').toString('base64') },
-    };
   }
   if (type === 'kubernetes:helm.sh/v3:Release') {
     return {

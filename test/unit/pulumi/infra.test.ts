@@ -33,6 +33,16 @@ const clusters = [
     ingressHost: 'gitops-us.example.test',
   },
 ];
+/** Token waits recorded by the program (the mocks' token Secret is filled at once). */
+const tokenWaits: Array<{ namespace: string; name: string; kubeconfig?: string; context?: string }> = [];
+const program = () =>
+  infraProgram({
+    waitForToken: (request) => {
+      tokenWaits.push(request);
+      return Promise.resolve();
+    },
+  });
+
 const config = (extra: Record<string, { value: string; secret: boolean }> = {}) => ({
   [`${P}:clusters`]: { value: JSON.stringify(clusters), secret: false },
   [`${P}:kubeconfigs`]: { value: JSON.stringify({ 'eu-1': 'apiVersion: v1\nkind: Config\n' }), secret: true },
@@ -43,11 +53,12 @@ const config = (extra: Record<string, { value: string; secret: boolean }> = {}) 
       '-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIEXAMPLEEXAMPLEEXAMPLEEXAMPLEEXAMPLEEXAM\n-----END PRIVATE KEY-----\n',
     secret: true,
   },
+  [`${P}:pulumiPassphrase`]: { value: 'passphrase-of-the-engine', secret: true },
   ...extra,
 });
 
 t.test('two clusters: each gets the whole platform through its own provider', async (t) => {
-  const r = await runProgram(infraProgram, config(), { project: P, stack: 'dev' });
+  const r = await runProgram(program, config(), { project: P, stack: 'dev' });
   const providers = r.ofType('pulumi:providers:kubernetes');
   t.same(providers.map((p) => p.name).sort(), ['cluster-eu-1', 'cluster-us-1']);
   t.equal(providers.find((p) => p.name === 'cluster-us-1')!.inputs.context, 'us-1-admin');
@@ -67,6 +78,9 @@ t.test('two clusters: each gets the whole platform through its own provider', as
         'Deployment',
         'Ingress',
         'Namespace',
+        'Namespace',
+        'Namespace',
+        'Namespace',
         'NetworkPolicy',
         'NetworkPolicy',
         'NetworkPolicy',
@@ -77,6 +91,7 @@ t.test('two clusters: each gets the whole platform through its own provider', as
         'Release/ingress-nginx',
         'Secret',
         'Secret',
+        'Secret',
         'Service',
         'ServiceAccount',
       ],
@@ -84,12 +99,23 @@ t.test('two clusters: each gets the whole platform through its own provider', as
     );
   }
   t.same(validateObjects(r.resources), [], 'every plain object is valid');
+  const namespaces = r.ofType('kubernetes:core/v1:Namespace').map((n) => inputsOf<{ metadata: { name: string } }>(n));
+  t.same(
+    [...new Set(namespaces.map((n) => n.metadata.name))].sort(),
+    ['cert-manager', 'cnpg-system', 'hosted-platform', 'ingress-nginx'],
+    "every chart's namespace is the program's (Helm would leave its own behind on destroy)",
+  );
+  t.notOk(
+    r.ofType('kubernetes:helm.sh/v3:Release').some((x) => x.inputs.createNamespace === true),
+    'no release creates its namespace',
+  );
 });
 
 t.test(
   'the cluster registry exports what the provisioner registers, kubeconfig from its own ServiceAccount',
   async (t) => {
-    const r = await runProgram(infraProgram, config(), { project: P, stack: 'dev' });
+    tokenWaits.length = 0;
+    const r = await runProgram(program, config(), { project: P, stack: 'dev' });
     const registry = r.outputs.clusters as {
       name: string;
       region: string;
@@ -111,13 +137,23 @@ t.test(
       'sa-token',
       'the token of the provisioner ServiceAccount, not the admin kubeconfig',
     );
+    const read = r.resources.filter((x) => x.id === 'hosted-platform/provisioner-token');
+    t.equal(read.length, 2, 'per cluster, the token Secret is read back once its token is filled in');
+    t.match(
+      [...tokenWaits].sort((a, b) => (a.context ?? '').localeCompare(b.context ?? '')),
+      [
+        { namespace: 'hosted-platform', kubeconfig: /kind: Config/ },
+        { namespace: 'hosted-platform', context: 'us-1-admin' },
+      ],
+      'the wait uses the credentials of pulumi up: the kubeconfig from config, or the context',
+    );
   },
 );
 
 t.test(
   'provisioner: DSN from the CNPG app secret, restricted pod, WebSocket-friendly ingress, PriorityClass',
   async (t) => {
-    const r = await runProgram(infraProgram, config(), { project: P, stack: 'dev' });
+    const r = await runProgram(program, config(), { project: P, stack: 'dev' });
     const pod = inputsOf<IDeployment>(r.byName('eu-1-provisioner-deployment')).spec!.template.spec!;
     const env = new Map(pod.containers[0]!.env!.map((e) => [e.name, e]));
     t.same(env.get('DATABASE_URL')?.valueFrom?.secretKeyRef, { name: 'provisioner-db-app', key: 'uri' });
@@ -128,6 +164,16 @@ t.test(
       'every replica signs with the same key',
     );
     t.same(env.get('POD_IP')?.valueFrom?.fieldRef, { fieldPath: 'status.podIP' });
+    t.same(
+      env.get('PULUMI_CONFIG_PASSPHRASE')?.valueFrom?.secretKeyRef,
+      { name: 'provisioner-secrets', key: 'pulumi-passphrase' },
+      'every replica decrypts the tenant stacks with the same passphrase',
+    );
+    t.equal(
+      env.get('PROVISIONER_DATA_DIR')?.value,
+      '/var/lib/provisioner',
+      'the data dir is the mounted volume (the root filesystem is read-only)',
+    );
     t.equal(
       env.get('PROVISIONER_ADVERTISE_URL')?.value,
       'http://$(POD_IP):8080',
@@ -175,7 +221,7 @@ t.test('provisioner RBAC manages namespaces and namespaced objects, nothing clus
 
 t.test('an external database keeps the DSN in a Secret and installs no operator', async (t) => {
   const r = await runProgram(
-    infraProgram,
+    program,
     config({
       [`${P}:database`]: { value: JSON.stringify({ mode: 'external' }), secret: false },
       [`${P}:databaseUrl`]: { value: 'postgres://u:p@db.example.test/provisioner', secret: true },
