@@ -41,6 +41,12 @@ import { VclusterEmulator } from './vcluster-emulator.ts';
 
 export const ROOT_CLUSTER = 'e2e-root';
 
+/**
+ * What the environment needs of its caller: a tap Test, or a benchmark's stand-in
+ * (bench/engine.bench.ts) that prints comments and runs the teardowns itself.
+ */
+export type E2EHost = Pick<Test, 'comment' | 'teardown' | 'passing'>;
+
 export interface E2EOptions {
   /** PROVISIONER_RESYNC_SECONDS (0: off). */
   resyncSeconds?: number;
@@ -147,7 +153,7 @@ async function acquireRunLock(timeoutMs: number): Promise<() => Promise<void>> {
 }
 
 /** Timings of this run, appended as JSON lines to E2E_TIMINGS_FILE when set. */
-async function recordTiming(t: Test, name: string, seconds: number): Promise<void> {
+async function recordTiming(t: E2EHost, name: string, seconds: number): Promise<void> {
   t.comment(`timing: ${name} = ${seconds.toFixed(1)} s`);
   const file = process.env.E2E_TIMINGS_FILE;
   if (file)
@@ -171,7 +177,7 @@ async function createPriorityClass(kc: KubeConfig): Promise<void> {
   });
 }
 
-export async function startE2E(t: Test, opts: E2EOptions = {}): Promise<E2E> {
+export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> {
   const bin = toolchainBin();
   const provider = kubernetesProvider();
   if (!provider) throw new Error(provisioningUnavailable());
