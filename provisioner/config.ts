@@ -9,6 +9,7 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { ConfigError, int, type Env } from '../runtime/agents/common/config.ts';
 import { chartRepositoryProblem, vclusterServerTemplateProblem } from '../tenants/config.ts';
 import { DEFAULT_RECONCILER_SETTINGS } from './reconciler/settings.ts';
+import { defaultEngineMemoryMb } from './reconciler/memory-budget.ts';
 import { DEFAULT_TUNNEL_LIMITS, tunnelLimitProblems, type TunnelLimits } from './tunnel/limits.ts';
 import type { KubeconfigPolicy } from './kubeconfig/policy.ts';
 import { parseCidr } from './kubeconfig/address.ts';
@@ -60,6 +61,12 @@ export interface Config {
 export interface ReconcilerConfig {
   /** Concurrent reconciles in this process (PROVISIONER_WORKERS, default 2). */
   workers: number;
+  /**
+   * Memory budget of this process's engine runs in MiB (PROVISIONER_ENGINE_MEMORY_MB; default: the
+   * workers at the largest measured per-run peak, reconciler/memory-budget.ts; 0: no budget). Runs
+   * are admitted by it as well as by the worker count.
+   */
+  engineMemoryMb: number;
   /** Concurrent reconciles per root cluster across all processes (PROVISIONER_CLUSTER_PARALLELISM, default 4). */
   clusterParallelism: number;
   /** Lease time to live (PROVISIONER_LEASE_TTL_SECONDS, default 30); heartbeats renew it every third of it. */
@@ -155,8 +162,10 @@ function loadReconcilerConfig(env: Env): ReconcilerConfig {
       `${backoffCapSeconds} is below PROVISIONER_BACKOFF_BASE_SECONDS (${backoffBaseSeconds})`,
     );
   }
+  const workers = int(env, 'PROVISIONER_WORKERS', d.workers, 1, 256);
   return {
-    workers: int(env, 'PROVISIONER_WORKERS', d.workers, 1, 256),
+    workers,
+    engineMemoryMb: int(env, 'PROVISIONER_ENGINE_MEMORY_MB', defaultEngineMemoryMb(workers), 0, 1_048_576),
     clusterParallelism: int(env, 'PROVISIONER_CLUSTER_PARALLELISM', d.clusterParallelism, 1, 1024),
     leaseTtlSeconds: int(env, 'PROVISIONER_LEASE_TTL_SECONDS', d.leaseTtlMs / 1000, 3, 3600),
     resyncSeconds: int(env, 'PROVISIONER_RESYNC_SECONDS', d.resyncMs / 1000, 0, 30 * 86_400),

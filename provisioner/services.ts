@@ -294,6 +294,7 @@ async function buildReconciler(
     engine,
     box,
     workers: r.workers,
+    engineMemoryMb: r.engineMemoryMb,
     clusterParallelism: r.clusterParallelism,
     leaseTtlMs: r.leaseTtlSeconds * 1000,
     pollMs: r.pollMs,

@@ -248,6 +248,8 @@ export function registerRuntimeObjectMetrics(
 export interface ReconcilerView {
   readonly engineAvailable: boolean;
   readonly running: readonly string[];
+  /** The engine memory budget (MiB; 0: none) and what the running attempts reserve of it. */
+  readonly memory: { budgetMb: number; inUseMb: number };
   onOperation: ((kind: string, result: OperationResult, seconds: number) => void) | undefined;
 }
 
@@ -301,6 +303,22 @@ export function registerReconcilerMetrics(metrics: Metrics, pool: pg.Pool, recon
     registers,
     collect() {
       this.set(reconciler.running.length);
+    },
+  });
+  new client.Gauge({
+    name: 'provisioner_engine_memory_budget_bytes',
+    help: "This replica's memory budget for engine runs (PROVISIONER_ENGINE_MEMORY_MB; 0: none)",
+    registers,
+    collect() {
+      this.set(reconciler.memory.budgetMb * 1048576);
+    },
+  });
+  new client.Gauge({
+    name: 'provisioner_engine_memory_in_use_bytes',
+    help: 'What the engine runs of this replica reserve of its memory budget now (per-kind peak estimates)',
+    registers,
+    collect() {
+      this.set(reconciler.memory.inUseMb * 1048576);
     },
   });
   new client.Gauge({

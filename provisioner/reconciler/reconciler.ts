@@ -46,6 +46,7 @@ import { recordCancelled, recordFailure, recordSuccess, recordWaiting } from './
 import { runtimeTokenFor } from './runtime-token.ts';
 import { maskSecrets, secretList, tenantVisible } from './visible-text.ts';
 import { DEFAULT_RECONCILER_SETTINGS as DEFAULTS } from './settings.ts';
+import { defaultEngineMemoryMb, MemoryBudget } from './memory-budget.ts';
 
 export type ReconcilerLog = Pick<pino.Logger, 'info' | 'warn' | 'error' | 'debug'>;
 
@@ -65,6 +66,11 @@ export interface ReconcilerOptions {
   // Defaults of the settings below: DEFAULT_RECONCILER_SETTINGS (settings.ts).
   /** Concurrent attempts in this process. */
   workers?: number;
+  /**
+   * Memory budget of this process's engine runs in MiB (memory-budget.ts): runs are admitted by
+   * it as well as by `workers`. Default: `workers` runs at the largest per-run estimate; 0: none.
+   */
+  engineMemoryMb?: number;
   /** Concurrent attempts per root cluster across all processes. */
   clusterParallelism?: number;
   leaseTtlMs?: number;
@@ -134,7 +140,10 @@ export class Reconciler {
   /** Called once per operation this process finished: its kind, result and how long the attempt ran (seconds). */
   onOperation: ((kind: string, result: OperationResult, seconds: number) => void) | undefined;
   readonly #settings: Required<
-    Omit<ReconcilerOptions, 'owner' | 'logger' | 'random' | 'heartbeatMs' | 'writePool' | 'health' | 'notifications'>
+    Omit<
+      ReconcilerOptions,
+      'owner' | 'logger' | 'random' | 'heartbeatMs' | 'writePool' | 'health' | 'notifications' | 'engineMemoryMb'
+    >
   > & { heartbeatMs: number };
   readonly #writePool: pg.Pool;
   readonly #log: ReconcilerLog;
@@ -143,6 +152,7 @@ export class Reconciler {
   readonly #onDatabaseUp = (): void => this.kick();
   #paused = false;
   readonly #active = new Map<string, ActiveRun>();
+  readonly #memory: MemoryBudget;
   readonly stats: ReconcilerStats = {
     polls: 0,
     claims: 0,
@@ -195,6 +205,7 @@ export class Reconciler {
     this.#log = opts.logger ?? pino({ level: 'silent' });
     this.#random = opts.random ?? Math.random;
     this.#health = opts.health ?? healthOf(opts.pool);
+    this.#memory = new MemoryBudget(opts.engineMemoryMb ?? defaultEngineMemoryMb(this.#settings.workers));
   }
 
   /** True while the database is unreachable: no claims; retried every second or two until it answers. */
@@ -205,6 +216,11 @@ export class Reconciler {
   /** Whether the engine can run now (the last start or re-check found the CLI and plugins). */
   get engineAvailable(): boolean {
     return this.#settings.engine.availability().available;
+  }
+
+  /** The engine memory budget (MiB; 0: none) and what the running attempts reserve of it. */
+  get memory(): { budgetMb: number; inUseMb: number } {
+    return { budgetMb: this.#memory.budgetMb, inUseMb: this.#memory.inUseMb };
   }
 
   /** Tenants this process is reconciling now. */
@@ -295,7 +311,8 @@ export class Reconciler {
   async #run(): Promise<void> {
     let errors = 0;
     while (!this.#stopping) {
-      const free = this.#settings.workers - this.#active.size;
+      // Idle workers, as far as the memory budget admits more runs (memory-budget.ts).
+      const free = this.#memory.freeSlots(this.#settings.workers - this.#active.size);
       let claimed = 0;
       let rescheduled = 0;
       if (free > 0) {
@@ -370,10 +387,14 @@ export class Reconciler {
       done: Promise.resolve(),
     };
     this.#active.set(t.id, run);
+    this.#memory.reserve(t.id);
     run.done = this.#attempt(run)
       .catch((err: unknown) => this.#log.error({ err: String(err), tenant: t.id }, 'reconcile attempt crashed'))
       .finally(() => {
-        if (this.#active.get(t.id) === run) this.#active.delete(t.id);
+        if (this.#active.get(t.id) === run) {
+          this.#active.delete(t.id);
+          this.#memory.release(t.id);
+        }
         this.kick();
       });
   }
@@ -460,6 +481,8 @@ export class Reconciler {
       return;
     }
     run.operationId = started.operationId;
+    // Reserved at the largest estimate until now: a smaller kind may leave room for another run.
+    if (this.#memory.settle(t.id, started.kind)) this.kick();
     const began = performance.now();
     const finished = (result: OperationResult): void =>
       this.onOperation?.(started.kind, result, (performance.now() - began) / 1000);

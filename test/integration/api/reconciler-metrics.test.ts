@@ -1,11 +1,12 @@
 /**
  * /metrics shows the reconciler as `provisioner serve` wires it: the queue by state, operations
  * by kind and result, how long attempts ran, the leases this replica holds and whether its engine
- * is available.
+ * is available, and its engine memory budget and what the running attempts reserve of it.
  */
 import t from 'tap';
 import { EngineError } from '../../../provisioner/engine/engine.ts';
 import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { ENGINE_RUN_PEAK_MB } from '../../../provisioner/reconciler/memory-budget.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { KUBECONFIG } from '../reconciler/harness.ts';
@@ -32,7 +33,10 @@ t.test('after reconciles with the scripted engine, /metrics has the reconciler w
         ? { fail: new EngineError('ProgramFailed', 'scripted failure') }
         : { delayMs: 200, gate },
   });
-  const api = await createTestApi({ engine, env: { PROVISIONER_POLL_MS: '100' } });
+  const api = await createTestApi({
+    engine,
+    env: { PROVISIONER_POLL_MS: '100', PROVISIONER_ENGINE_MEMORY_MB: '1500' },
+  });
   t.teardown(() => api.close());
   await insertCluster(api.db.pool, {
     name: 'metrics-root',
@@ -55,6 +59,17 @@ t.test('after reconciles with the scripted engine, /metrics has the reconciler w
   await until('the create running', async () => reconciler.running.includes(ok.tenantId));
   t.equal(await metric('provisioner_reconciler_leases'), 1, 'one lease held while the create runs');
   t.equal(await metric('provisioner_reconcile_queue', '{state="running"}'), 1, 'queue: one operation running');
+  t.equal(
+    await metric('provisioner_engine_memory_budget_bytes'),
+    1500 * 1048576,
+    'the engine memory budget as PROVISIONER_ENGINE_MEMORY_MB set it',
+  );
+  await until('the create settled at its kind', async () => reconciler.memory.inUseMb === ENGINE_RUN_PEAK_MB.create);
+  t.equal(
+    await metric('provisioner_engine_memory_in_use_bytes'),
+    ENGINE_RUN_PEAK_MB.create * 1048576,
+    "the running create reserves a create's estimate",
+  );
 
   await api.signup({ organization: failing });
   await until('the failure recorded', async () => reconciler.stats.failed === 1);
@@ -80,6 +95,7 @@ t.test('after reconciles with the scripted engine, /metrics has the reconciler w
   const seconds = (await metric('provisioner_engine_run_duration_seconds_sum', '{kind="create",result="succeeded"}'))!;
   t.ok(seconds >= 0.2 && seconds < 30, `it ran ${seconds} s: at least the scripted 200 ms, less than 30 s`);
   t.equal(await metric('provisioner_reconciler_leases'), 0, 'no lease held once done');
+  t.equal(await metric('provisioner_engine_memory_in_use_bytes'), 0, 'nothing reserved once done');
   t.equal(await metric('provisioner_reconcile_queue', '{state="running"}'), 0, 'queue: nothing running');
   t.equal(
     await metric('provisioner_reconcile_queue', '{state="waiting_capacity"}'),

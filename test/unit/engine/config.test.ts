@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap';
 import { ConfigError, loadConfig } from '../../../provisioner/config.ts';
+import { LARGEST_RUN_MB } from '../../../provisioner/reconciler/memory-budget.ts';
 
 /** loadConfig(env) must throw a ConfigError naming `variable` with a message matching `message`. */
 function refused(t: Test, env: Record<string, string>, variable: string, message: RegExp): void {
@@ -17,6 +18,7 @@ t.test('reconciler and engine settings: defaults', async (t) => {
   const c = loadConfig({ PROVISIONER_DATA_DIR: '/data', PORT: '9090' }, '/');
   t.same(c.reconciler, {
     workers: 2,
+    engineMemoryMb: 2 * LARGEST_RUN_MB,
     clusterParallelism: 4,
     leaseTtlSeconds: 30,
     resyncSeconds: 3600,
@@ -35,9 +37,20 @@ t.test('reconciler and engine settings: defaults', async (t) => {
   });
 });
 
+t.test(
+  'the engine memory budget: by default the workers at the largest per-run estimate; 0 turns it off',
+  async (t) => {
+    t.equal(loadConfig({ PROVISIONER_WORKERS: '6' }, '/').reconciler.engineMemoryMb, 6 * LARGEST_RUN_MB);
+    t.equal(loadConfig({ PROVISIONER_ENGINE_MEMORY_MB: '0' }, '/').reconciler.engineMemoryMb, 0);
+    t.equal(loadConfig({ PROVISIONER_ENGINE_MEMORY_MB: '1536' }, '/').reconciler.engineMemoryMb, 1536);
+  },
+);
+
 t.test('bad values are refused with the variable named', async (t) => {
   const bad: Array<[Record<string, string>, string, RegExp]> = [
     [{ PROVISIONER_WORKERS: '0' }, 'PROVISIONER_WORKERS', /outside 1\.\.256/],
+    [{ PROVISIONER_ENGINE_MEMORY_MB: '2000000' }, 'PROVISIONER_ENGINE_MEMORY_MB', /outside 0\.\.1048576/],
+    [{ PROVISIONER_ENGINE_MEMORY_MB: '2G' }, 'PROVISIONER_ENGINE_MEMORY_MB', /not a whole number/],
     [{ PROVISIONER_LEASE_TTL_SECONDS: 'soon' }, 'PROVISIONER_LEASE_TTL_SECONDS', /not a whole number/],
     [
       { PROVISIONER_BACKOFF_BASE_SECONDS: '60', PROVISIONER_BACKOFF_CAP_SECONDS: '30' },

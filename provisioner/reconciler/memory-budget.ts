@@ -1,0 +1,92 @@
+/**
+ * Admission of engine runs by memory (PROVISIONER_ENGINE_MEMORY_MB), besides the worker count.
+ *
+ * Each run in this process holds a reservation: the peak memory a run of its kind adds to the
+ * replica (ENGINE_RUN_PEAK_MB). A run is claimed before its kind is known (the claim takes the
+ * tenant; the attempt then opens or picks its operation), so it is reserved at the largest
+ * estimate and lowered to its kind's once the attempt has started. The claim loop asks for
+ *
+ *   free slots = min(workers − running, floor((budget − Σ reservations) / largest estimate))
+ *
+ * so a claim can never take the replica over its budget, whatever kinds it gets. One exception:
+ * with nothing running, one run is admitted even when the largest estimate alone exceeds the
+ * budget (a budget set too low slows the replica to one run at a time; it never stops it).
+ * Budget 0: no memory admission, the worker count alone.
+ */
+import type { OperationKind } from '../store/tenants.ts';
+
+/**
+ * Peak memory one engine run adds to a replica, in MiB, by operation kind: the peak of the summed
+ * RSS of the Pulumi CLI and its plugins, plus the provisioner's own RSS growth while the inline
+ * program is evaluated in it; the largest of the runs measured, rounded up to a multiple of 32 MiB
+ * for headroom. Measured by bench/engine.bench.ts (`npm run bench -- engine`; the table in
+ * docs/benchmarks.md "Engine runs", 2026-11-23, with the Kubernetes provider test double: the
+ * real provider plugin is a larger binary; measure again with PULUMI_KUBERNETES_PROVIDER before
+ * relying on these for it).
+ */
+export const ENGINE_RUN_PEAK_MB = Object.freeze({
+  create: 384,
+  update: 320,
+  upgrade: 320,
+  suspend: 320,
+  resume: 288,
+  delete: 288,
+  resync: 320,
+  // A retry repeats an operation of any kind.
+  retry: 384,
+} satisfies Record<OperationKind, number>);
+
+/** The largest estimate: what a run is reserved at until its kind is known. */
+export const LARGEST_RUN_MB = Math.max(...Object.values(ENGINE_RUN_PEAK_MB));
+
+/** The default budget: the worker count at the largest estimate (the budget then limits nothing the workers do not). */
+export function defaultEngineMemoryMb(workers: number): number {
+  return workers * LARGEST_RUN_MB;
+}
+
+export class MemoryBudget {
+  /** MiB; 0: no budget. */
+  readonly budgetMb: number;
+  readonly #estimates: Readonly<Record<OperationKind, number>>;
+  readonly #largest: number;
+  readonly #held = new Map<string, number>();
+
+  constructor(budgetMb: number, estimates: Readonly<Record<OperationKind, number>> = ENGINE_RUN_PEAK_MB) {
+    this.budgetMb = budgetMb;
+    this.#estimates = estimates;
+    this.#largest = Math.max(...Object.values(estimates));
+  }
+
+  /** MiB reserved by the runs in this process now. */
+  get inUseMb(): number {
+    let sum = 0;
+    for (const mb of this.#held.values()) sum += mb;
+    return sum;
+  }
+
+  /** How many runs may be claimed now, with `freeWorkers` workers idle. */
+  freeSlots(freeWorkers: number): number {
+    if (freeWorkers <= 0) return 0;
+    if (this.budgetMb <= 0) return freeWorkers;
+    if (this.#held.size === 0) return Math.min(freeWorkers, Math.max(1, Math.floor(this.budgetMb / this.#largest)));
+    return Math.min(freeWorkers, Math.max(0, Math.floor((this.budgetMb - this.inUseMb) / this.#largest)));
+  }
+
+  /** A claimed run, kind not known yet: reserved at the largest estimate. */
+  reserve(id: string): void {
+    this.#held.set(id, this.#largest);
+  }
+
+  /** The run's kind is known: its reservation becomes that kind's estimate. True when that freed memory. */
+  settle(id: string, kind: OperationKind): boolean {
+    const before = this.#held.get(id);
+    if (before === undefined) return false;
+    const now = this.#estimates[kind];
+    this.#held.set(id, now);
+    return now < before;
+  }
+
+  release(id: string): void {
+    this.#held.delete(id);
+  }
+}
