@@ -117,7 +117,7 @@ function line(m: Measured | (TreeUsage & { engineMs: number })): string {
   return (
     `engine ${(m.engineMs / 1000).toFixed(1)} s, tree CPU ${(m.treeCpuMs / 1000).toFixed(2)} s (sampled ${(m.sampledCpuMs / 1000).toFixed(2)} s), ` +
     `host CPU ${(m.rootCpuMs / 1000).toFixed(2)} s, peak tree RSS ${m.peakTreeRssMb.toFixed(0)} MiB (ΣHWM ${m.sumHwmMb.toFixed(0)}), ` +
-    `host RSS +${m.rootRssGrowthMb.toFixed(0)} MiB, processes ${JSON.stringify(m.processes)}, ${m.samples} samples at ${m.sampleMs.toFixed(1)} ms`
+    `host RSS +${m.rootRssGrowthMb.toFixed(0)} MiB, processes ${JSON.stringify(m.processes)} (largest peak RSS of one, MiB: ${JSON.stringify(m.peakByCommandMb)}), ${m.samples} samples at ${m.sampleMs.toFixed(1)} ms`
   );
 }
 

@@ -110,6 +110,8 @@ export interface TreeUsage {
   rootRssGrowthMb: number;
   /** Descendants seen, by command name. */
   processes: Record<string, number>;
+  /** The largest own peak RSS (VmHWM, MiB) of any one process, by command name. */
+  peakByCommandMb: Record<string, number>;
   samples: number;
   /** Mean time one sample took (ms): the sampler's own cost. */
   sampleMs: number;
@@ -183,10 +185,12 @@ export class TreeSampler {
       if (alive.get(pid!)?.startTicks !== start) reapedStartCpu += cpu;
     }
     const processes: Record<string, number> = {};
+    const peakByCommandMb: Record<string, number> = {};
     let sampledCpuMs = 0;
     let hwmKb = 0;
     for (const p of this.#seen.values()) {
       processes[p.comm] = (processes[p.comm] ?? 0) + 1;
+      peakByCommandMb[p.comm] = Math.max(peakByCommandMb[p.comm] ?? 0, Math.round(p.hwmKb / 1024));
       sampledCpuMs += p.cpuMs;
       hwmKb += p.hwmKb;
     }
@@ -199,6 +203,7 @@ export class TreeSampler {
       sumHwmMb: hwmKb / 1024,
       rootRssGrowthMb: (this.#rootRssMaxKb - this.#rootRssStartKb) / 1024,
       processes,
+      peakByCommandMb,
       samples: this.#samples,
       sampleMs: this.#sampleTotalMs / this.#samples,
     };

@@ -18,20 +18,20 @@ import type { OperationKind } from '../store/tenants.ts';
 /**
  * Peak memory one engine run adds to a replica, in MiB, by operation kind: the peak of the summed
  * RSS of the Pulumi CLI and its plugins, plus the provisioner's own RSS growth while the inline
- * program is evaluated in it; the largest of the runs measured, rounded up to a multiple of 32 MiB
- * for headroom. Measured by bench/engine.bench.ts (`npm run bench -- engine`; the table in
+ * program is evaluated in it (the largest of each, over the runs measured), rounded up to a
+ * multiple of 32 MiB. Measured by bench/engine.bench.ts (`npm run bench -- engine`; the table in
  * docs/benchmarks.md "Engine runs", 2026-11-23, with the Kubernetes provider test double: the
  * real provider plugin is a larger binary; measure again with PULUMI_KUBERNETES_PROVIDER before
  * relying on these for it).
  */
 export const ENGINE_RUN_PEAK_MB = Object.freeze({
-  create: 384,
-  update: 320,
-  upgrade: 320,
-  suspend: 320,
-  resume: 288,
-  delete: 288,
-  resync: 320,
+  create: 384, // measured 325 + 43
+  update: 384, // as an upgrade: the same `up` over the whole program
+  upgrade: 384, // 328 + 29
+  suspend: 352, // 291 + 31
+  resume: 320, // 291 + 18
+  delete: 288, // 274 + 5
+  resync: 352, // 285 + 53 (refresh, then up: one after the other, not at once)
   // A retry repeats an operation of any kind.
   retry: 384,
 } satisfies Record<OperationKind, number>);
