@@ -56,6 +56,18 @@ export interface Config {
   tunnel: TunnelLimits;
   /** What an operator-registered kubeconfig may hold beyond inline credentials (docs/security.md). */
   kubeconfig: KubeconfigPolicy;
+  /** Tenants' managed clusters (docs/operations.md "Managed clusters"). */
+  managedClusters: ManagedClustersConfig;
+}
+
+export interface ManagedClustersConfig {
+  /**
+   * What a tenant's managed-cluster credentials may hold: always the strict policy (no exec, TLS
+   * verified, https only); loopback and private ranges only as PROVISIONER_MANAGED_CLUSTER_ALLOWED_CIDRS lists.
+   */
+  kubeconfig: KubeconfigPolicy;
+  /** Time between health probes of one managed cluster (PROVISIONER_MANAGED_CLUSTER_PROBE_SECONDS, default 30; 0 turns probing off). */
+  probeIntervalMs: number;
 }
 
 export interface ReconcilerConfig {
@@ -319,7 +331,28 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     engine: loadEngineConfig(env, dataDir, host, port),
     tunnel: loadTunnelLimits(env),
     kubeconfig: loadKubeconfigPolicy(env),
+    managedClusters: {
+      kubeconfig: {
+        execCommands: [],
+        allowInsecureTls: false,
+        allowHttp: false,
+        allowedCidrs: cidrList(env, 'PROVISIONER_MANAGED_CLUSTER_ALLOWED_CIDRS'),
+      },
+      probeIntervalMs: int(env, 'PROVISIONER_MANAGED_CLUSTER_PROBE_SECONDS', 30, 0, 3600) * 1000,
+    },
   };
+}
+
+/** A comma-separated list of CIDRs (loopback or private ranges a server may be in). */
+function cidrList(env: Env, name: string): string[] {
+  const list = (env[name] ?? '')
+    .split(',')
+    .map((c) => c.trim())
+    .filter((c) => c !== '');
+  for (const c of list) {
+    if (!parseCidr(c)) throw new ConfigError(name, `'${c}' is not a CIDR such as 10.0.0.0/8 or fd00::/8`);
+  }
+  return list;
 }
 
 /**
@@ -343,14 +376,7 @@ function loadKubeconfigPolicy(env: Env): KubeconfigPolicy {
         `'${c}' is not an absolute path; list the exact commands a kubeconfig may run, e.g. /usr/local/bin/aws-iam-authenticator`,
       );
   }
-  const allowedCidrs = (env.PROVISIONER_CLUSTER_ALLOWED_CIDRS ?? '')
-    .split(',')
-    .map((c) => c.trim())
-    .filter((c) => c !== '');
-  for (const c of allowedCidrs) {
-    if (!parseCidr(c))
-      throw new ConfigError('PROVISIONER_CLUSTER_ALLOWED_CIDRS', `'${c}' is not a CIDR such as 10.0.0.0/8 or fd00::/8`);
-  }
+  const allowedCidrs = cidrList(env, 'PROVISIONER_CLUSTER_ALLOWED_CIDRS');
   return {
     execCommands,
     allowInsecureTls: bool(env, 'PROVISIONER_KUBECONFIG_INSECURE_TLS', false),

@@ -45,6 +45,7 @@ export const ERROR_CODES = {
   OPERATION_NOT_FOUND: { status: 404, description: 'no such operation (or one a tenant key may not see)' },
   CLUSTER_NOT_FOUND: { status: 404, description: 'no root cluster of that name' },
   API_KEY_NOT_FOUND: { status: 404, description: 'no API key with that id' },
+  MANAGED_CLUSTER_NOT_FOUND: { status: 404, description: 'the tenant has no managed cluster of that name' },
   RUNTIME_VERSION_NOT_FOUND: { status: 404, description: 'the runtime version is not in the catalog' },
   RUNTIME_OBJECT_NOT_FOUND: {
     status: 404,
@@ -65,6 +66,29 @@ export const ERROR_CODES = {
   CLUSTER_IN_USE: {
     status: 409,
     description: "the change would move a cluster holding tenants to another region (the tenants' region would change)",
+  },
+  MANAGED_CLUSTER_EXISTS: { status: 409, description: 'the tenant already has a managed cluster of that name' },
+  MANAGED_CLUSTER_SERVER_TAKEN: {
+    status: 409,
+    description: 'the tenant already registered that API server (under the name the message gives)',
+  },
+  MANAGED_CLUSTER_ISOLATION: {
+    status: 403,
+    description: "the server is one of the service's root clusters or another tenant's virtual cluster",
+  },
+  MANAGED_CLUSTER_UNREACHABLE: {
+    status: 422,
+    description:
+      'the managed cluster could not be reached within 10 s, or did not answer as a Kubernetes API server (the message names the network error)',
+  },
+  MANAGED_CLUSTER_UNAUTHORIZED: {
+    status: 422,
+    description: "the managed cluster's API server refused the credentials (401)",
+  },
+  MANAGED_CLUSTER_PERMISSIONS_MISSING: {
+    status: 422,
+    description:
+      'the credentials lack permissions Argo CD needs in the listed namespaces (`details.missing` lists them)',
   },
   TENANT_DELETED: { status: 409, description: 'the tenant is deleted; only reads are allowed' },
   IDEMPOTENCY_KEY_REUSED: { status: 409, description: 'the Idempotency-Key was used with another body' },
@@ -188,6 +212,7 @@ const NOT_FOUND = {
   operation: 'OPERATION_NOT_FOUND',
   cluster: 'CLUSTER_NOT_FOUND',
   'API key': 'API_KEY_NOT_FOUND',
+  'managed cluster': 'MANAGED_CLUSTER_NOT_FOUND',
   'runtime version': 'RUNTIME_VERSION_NOT_FOUND',
   'fleet upgrade': 'FLEET_UPGRADE_NOT_FOUND',
 } as const satisfies Record<string, ErrorCode>;

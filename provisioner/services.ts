@@ -43,6 +43,7 @@ import { createHotReads, type BatchOptions, type HotReads } from './store/batche
 import { KEY_REVOKED_CHANNEL } from './store/keys.ts';
 import { ClusterService } from './clusters/service.ts';
 import { KeyService } from './keys/service.ts';
+import { ManagedClusterService } from './managed-clusters/service.ts';
 import { RuntimeVersionService } from './runtime-versions/service.ts';
 import { TenantService } from './tenants/service.ts';
 import { FleetUpgradeService } from './fleet/service.ts';
@@ -112,6 +113,8 @@ export interface Services {
   tunnelDirectory: TunnelDirectory;
   tenants: TenantService;
   clusters: ClusterService;
+  /** Tenants' managed clusters: registration, removal, reads (managed-clusters/service.ts). */
+  managedClusters: ManagedClusterService;
   keys: KeyService;
   runtimeVersions: RuntimeVersionService;
   /** Fleet upgrades: plan, start, reads, pause/resume/abort (the driver runs beside the reconciler). */
@@ -192,6 +195,13 @@ export async function buildServices(
     ...child('tunnel-directory'),
   });
 
+  const managedClusters = new ManagedClusterService({
+    pool,
+    box,
+    policy: config.managedClusters.kubeconfig,
+    rootPolicy: config.kubeconfig,
+    probeIntervalMs: config.managedClusters.probeIntervalMs,
+  });
   const reconcilerParts = await buildReconciler(
     config,
     db,
@@ -200,6 +210,7 @@ export async function buildServices(
     notifications,
     logger,
     opts.engine,
+    managedClusters,
   );
   if (reconcilerParts) {
     registerDriftMetrics(metrics, reconcilerParts.reconciler.stats);
@@ -231,6 +242,7 @@ export async function buildServices(
     tunnelDirectory,
     tenants: new TenantService({ pool, box, catalog }),
     clusters: new ClusterService({ pool, box, kubeconfigPolicy: config.kubeconfig }),
+    managedClusters,
     keys: new KeyService({ pool, onRevoked: onKeyRevoked }),
     runtimeVersions: new RuntimeVersionService({ pool, catalog }),
     fleetUpgrades: new FleetUpgradeService({ pool, catalog }),
@@ -270,6 +282,7 @@ async function buildReconciler(
   notifications: Notifications,
   logger: Logger | undefined,
   given: Engine | undefined,
+  managedClusters: ManagedClusterService,
 ): Promise<{ reconciler: Reconciler; writePool: pg.Pool } | undefined> {
   const log = logger?.child({ component: 'reconciler' });
   const engine =
@@ -304,6 +317,7 @@ async function buildReconciler(
     ...(log ? { logger: log } : {}),
     logSecrets: engineSecrets(config, db.url),
     kubeconfigPolicy: config.kubeconfig,
+    managedClusters: (tenantId) => managedClusters.forProgram(db.pool, tenantId),
   });
   return { reconciler, writePool };
 }

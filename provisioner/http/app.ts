@@ -21,11 +21,12 @@ import { installValidation } from './validation.ts';
 import { RequestLog } from './request-log.ts';
 import { installSecurityHeaders } from './security-headers.ts';
 import http from 'node:http';
-import { ApiKeyInfo, Cluster, ErrorBody, MAX_PATH_PARAM_LENGTH, Operation, Tenant } from './schemas.ts';
+import { ApiKeyInfo, Cluster, ErrorBody, ManagedCluster, MAX_PATH_PARAM_LENGTH, Operation, Tenant } from './schemas.ts';
 import { auditRoutes } from './routes/audit.ts';
 import { clusterRoutes } from './routes/clusters.ts';
 import { healthRoutes } from './routes/health.ts';
 import { keyRoutes } from './routes/keys.ts';
+import { managedClusterRoutes } from './routes/managed-clusters.ts';
 import { operationRoutes } from './routes/operations.ts';
 import { runtimeObjectRoutes } from './routes/runtime-objects.ts';
 import { runtimeVersionRoutes } from './routes/runtime-versions.ts';
@@ -73,7 +74,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   installRequestRules(app);
   // JSON only: without this parser text/plain bodies would reach validation instead of a 415.
   app.removeContentTypeParser('text/plain');
-  for (const schema of [ErrorBody, Tenant, Operation, Cluster, ApiKeyInfo]) app.addSchema(schema);
+  for (const schema of [ErrorBody, Tenant, Operation, Cluster, ManagedCluster, ApiKeyInfo]) app.addSchema(schema);
 
   await app.register(swagger, swaggerOptions());
   documentPublicRoutes(app);
@@ -104,6 +105,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     healthRoutes,
     signupRoutes,
     tenantRoutes,
+    managedClusterRoutes,
     operationRoutes,
     runtimeVersionRoutes,
     clusterRoutes,

@@ -189,6 +189,23 @@ export const Cluster = Type.Object(
   { $id: 'Cluster' },
 );
 
+export const ManagedCluster = Type.Object(
+  {
+    name: Type.String(),
+    server: Type.String({ description: "the API server URL, as Argo CD's cluster Secret names it" }),
+    namespaces: Type.Array(Type.String(), {
+      description: 'namespaces Argo CD manages there; empty: the whole cluster',
+    }),
+    authMethod: StringEnum(['kubeconfig', 'token'] as const),
+    serverVersion: Type.Union([Type.String(), Type.Null()], { description: 'Kubernetes version when last heard from' }),
+    conditions: Type.Array(Condition, { description: '`Reachable`: the last health probe (or the registration)' }),
+    lastProbeAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    createdAt: Type.String({ format: 'date-time' }),
+    updatedAt: Type.String({ format: 'date-time' }),
+  },
+  { $id: 'ManagedCluster', description: "a cluster the tenant's Argo CD deploys to; credentials are never returned" },
+);
+
 export const ApiKeyInfo = Type.Object(
   {
     id: Uuid,

@@ -95,6 +95,8 @@ export interface ReconcilerOptions {
   logSecrets?: string[];
   /** What a stored root-cluster kubeconfig may hold; checked again on every load (default strict). */
   kubeconfigPolicy?: KubeconfigPolicy;
+  /** A tenant's managed clusters with their credentials, for its program (default: none). */
+  managedClusters?: (tenantId: string) => Promise<NonNullable<StackInput['managedClusters']>>;
   random?: () => number;
   /** Reachability of the database (default: the one `pool` reports to). */
   health?: DatabaseHealth;
@@ -184,6 +186,7 @@ export class Reconciler {
     this.#settings = {
       logSecrets: opts.logSecrets ?? [],
       kubeconfigPolicy: opts.kubeconfigPolicy ?? STRICT_KUBECONFIG_POLICY,
+      managedClusters: opts.managedClusters ?? (() => Promise.resolve([])),
       pool: opts.pool,
       engine: opts.engine,
       box: opts.box,
@@ -493,6 +496,9 @@ export class Reconciler {
       secrets = secretList([
         ...this.#settings.logSecrets,
         ...(input ? [input.runtimeToken, ...kubeconfigSecrets(input.rootKubeconfig)] : []),
+        ...(input?.managedClusters ?? []).flatMap(({ config: c }) =>
+          [c.bearerToken, c.password, c.tlsClientConfig?.keyData].filter((v): v is string => !!v),
+        ),
       ]);
       log = new LogWriter(pool, started.operationId, { flushMs: this.#settings.logFlushMs, secrets });
       this.#describe(log, t, started);
@@ -681,6 +687,8 @@ export class Reconciler {
 
   async #stackInput(t: ClaimedTenant, runtimeToken: string): Promise<StackInput> {
     const cluster = await this.#kubeconfig(t.cluster_id!);
+    // A deleted tenant's stack is destroyed: its registrations are gone with it.
+    const managedClusters = t.deleted ? [] : await this.#settings.managedClusters(t.id);
     return {
       tenantId: t.id,
       organization: t.organization,
@@ -690,6 +698,7 @@ export class Reconciler {
       clusterName: cluster.name,
       rootKubeconfig: cluster.kubeconfig,
       runtimeToken,
+      ...(managedClusters.length ? { managedClusters } : {}),
     };
   }
 

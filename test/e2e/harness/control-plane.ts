@@ -115,6 +115,10 @@ export interface KubeControlPlane {
   /** Seconds from the first process start to all components ready. */
   startSeconds: number;
   stop(): Promise<void>;
+  /** Stops the kube-apiserver alone (the cluster "goes away"; etcd keeps its state). */
+  stopApiServer(): Promise<void>;
+  /** Starts the kube-apiserver again on the same port with the same certificates and keys; resolves once it is ready. */
+  startApiServer(): Promise<void>;
 }
 
 export interface ControlPlaneOptions {
@@ -153,55 +157,67 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
   const kubeconfig = kubeconfigFor({ name: o.name, server, ca, client: admin });
   const kubeconfigFile = join(o.dir, 'admin.kubeconfig');
   await writeFile(kubeconfigFile, kubeconfig, { mode: 0o600 });
+  const apiArgs = [
+    '--etcd-servers',
+    o.etcdUrl,
+    '--etcd-prefix',
+    o.etcdPrefix,
+    '--bind-address',
+    '127.0.0.1',
+    '--advertise-address',
+    '127.0.0.1',
+    '--secure-port',
+    String(apiPort),
+    '--cert-dir',
+    join(o.dir, 'apiserver'),
+    '--tls-cert-file',
+    serving.certFile,
+    '--tls-private-key-file',
+    serving.keyFile,
+    '--client-ca-file',
+    ca.certFile,
+    // Service-account tokens: the issuer and signing keys make TokenRequest work (bound, expiring tokens).
+    '--service-account-issuer',
+    'https://kubernetes.default.svc.cluster.local',
+    '--service-account-key-file',
+    sa.publicKeyFile,
+    '--service-account-signing-key-file',
+    sa.privateKeyFile,
+    '--service-cluster-ip-range',
+    '10.96.0.0/16',
+    '--authorization-mode',
+    'Node,RBAC',
+    '--allow-privileged=true',
+    '--enable-priority-and-fairness=false',
+    '--profiling=false',
+  ];
   const processes: ManagedProcess[] = [];
   const stop = async () => {
     for (const p of [...processes].reverse()) await p.stop(3000);
   };
   try {
-    const api = startProcess(
-      `${o.name}-kube-apiserver`,
-      join(tc.bin, 'kube-apiserver'),
-      [
-        '--etcd-servers',
-        o.etcdUrl,
-        '--etcd-prefix',
-        o.etcdPrefix,
-        '--bind-address',
-        '127.0.0.1',
-        '--advertise-address',
-        '127.0.0.1',
-        '--secure-port',
-        String(apiPort),
-        '--cert-dir',
-        join(o.dir, 'apiserver'),
-        '--tls-cert-file',
-        serving.certFile,
-        '--tls-private-key-file',
-        serving.keyFile,
-        '--client-ca-file',
-        ca.certFile,
-        '--service-account-issuer',
-        'https://kubernetes.default.svc.cluster.local',
-        '--service-account-key-file',
-        sa.publicKeyFile,
-        '--service-account-signing-key-file',
-        sa.privateKeyFile,
-        '--service-cluster-ip-range',
-        '10.96.0.0/16',
-        '--authorization-mode',
-        'Node,RBAC',
-        '--allow-privileged=true',
-        '--enable-priority-and-fairness=false',
-        '--profiling=false',
-      ],
-      join(o.dir, 'kube-apiserver.log'),
-    );
-    processes.push(api);
-    const tls = { ca: ca.certPem, cert: admin.certPem, key: admin.keyPem };
-    await until(`${o.name} kube-apiserver /readyz`, timeoutMs, async () => {
-      if (!api.running()) throw new Error(`kube-apiserver exited: ${await api.tail(15)}`);
-      return (await httpGet(`${server}/readyz`, tls)).status === 200;
-    });
+    let api: ManagedProcess | undefined;
+    const startApiServer = async (): Promise<void> => {
+      if (api?.running()) return;
+      const proc = startProcess(
+        `${o.name}-kube-apiserver`,
+        join(tc.bin, 'kube-apiserver'),
+        apiArgs,
+        join(o.dir, 'kube-apiserver.log'),
+      );
+      if (api) processes.splice(processes.indexOf(api), 1, proc);
+      else processes.unshift(proc);
+      api = proc;
+      const tls = { ca: ca.certPem, cert: admin.certPem, key: admin.keyPem };
+      await until(`${o.name} kube-apiserver /readyz`, timeoutMs, async () => {
+        if (!proc.running()) throw new Error(`kube-apiserver exited: ${await proc.tail(15)}`);
+        return (await httpGet(`${server}/readyz`, tls).catch(() => ({ status: 0 }))).status === 200;
+      });
+    };
+    const stopApiServer = async (): Promise<void> => {
+      await api?.stop(3000);
+    };
+    await startApiServer();
     if (o.apiServerOnly) {
       if (o.nodes > 0) throw new Error(`${o.name}: fake nodes need KWOK, which apiServerOnly does not start`);
       const kc = new KubeConfig();
@@ -217,6 +233,8 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
         processes,
         startSeconds: (Date.now() - started) / 1000,
         stop,
+        stopApiServer,
+        startApiServer,
       };
     }
     const common = [
@@ -312,6 +330,8 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
       processes,
       startSeconds: (Date.now() - started) / 1000,
       stop,
+      stopApiServer,
+      startApiServer,
     };
   } catch (err) {
     await stop();

@@ -1,0 +1,214 @@
+/**
+ * Requests to a tenant's managed cluster with the credentials the tenant gave. Only what the
+ * kubeconfig policy let through is used (provisioner/kubeconfig/policy.ts): inline CA, token,
+ * client certificate or basic auth; nothing is read from disk or executed, and the connection goes
+ * to the address the policy checked (pinKubeconfig), never to a second DNS answer. Answers are
+ * bounded in size and time.
+ */
+import { request } from 'node:https';
+import { hostOf } from '../kubeconfig/address.ts';
+import { checkKubeconfig, pinKubeconfig, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import type { ManagedClusterConfig } from '../../runtime/component/cluster-secret.ts';
+
+/** What a request to the cluster needs, from a pinned kubeconfig. */
+export interface ClusterConnection {
+  /** The checked address (`https://10.1.2.3:6443`). */
+  url: URL;
+  /** The name the certificate is checked against, when the server was given by name. */
+  servername?: string;
+  ca?: string;
+  cert?: string;
+  key?: string;
+  authorization?: string;
+}
+
+/** A connection failure (DNS, TCP, TLS, timeout): `code` is Node's error code or TIMEOUT. */
+export class ClusterNetworkError extends Error {
+  override name = 'ClusterNetworkError';
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** The credentials as Argo CD reads them (cluster Secret `config`), and the server as given. */
+export interface StoredCredentials {
+  server: string;
+  config: ManagedClusterConfig;
+}
+
+type Json = Record<string, unknown>;
+const MAX_ANSWER_BYTES = 1024 * 1024;
+
+const decode = (b64: unknown): string | undefined =>
+  typeof b64 === 'string' && b64 !== '' ? Buffer.from(b64, 'base64').toString('utf8') : undefined;
+
+/** The connection a pinned, sanitised kubeconfig (pinKubeconfig's text) describes. */
+export function connectionOf(pinnedText: string): ClusterConnection {
+  const doc = JSON.parse(pinnedText) as { clusters: [{ cluster: Json }]; users: [{ user: Json }] };
+  const cluster = doc.clusters[0].cluster;
+  const user = doc.users[0].user;
+  const conn: ClusterConnection = { url: new URL(String(cluster.server)) };
+  if (typeof cluster['tls-server-name'] === 'string') conn.servername = cluster['tls-server-name'];
+  const ca = decode(cluster['certificate-authority-data']);
+  if (ca) conn.ca = ca;
+  const cert = decode(user['client-certificate-data']);
+  const key = decode(user['client-key-data']);
+  if (cert && key) {
+    conn.cert = cert;
+    conn.key = key;
+  }
+  if (typeof user.token === 'string' && user.token !== '') conn.authorization = `Bearer ${user.token}`;
+  else if (typeof user.username === 'string' && typeof user.password === 'string')
+    conn.authorization = `Basic ${Buffer.from(`${user.username}:${user.password}`).toString('base64')}`;
+  return conn;
+}
+
+/** The server URL in its canonical spelling: one registration per server and tenant. */
+export function serverKey(server: string | URL): string {
+  const url = typeof server === 'string' ? new URL(server) : server;
+  const port = url.port || (url.protocol === 'https:' ? '443' : '80');
+  return `${url.protocol}//${hostOf(url).toLowerCase()}:${port}${url.pathname.replace(/\/+$/, '')}`;
+}
+
+/** The server as Argo CD is given it: the URL without a trailing slash. */
+export function serverUrl(url: URL): string {
+  return url.href.replace(/\/+$/, '');
+}
+
+/**
+ * The credentials of a checked (not pinned) kubeconfig, as Argo CD's cluster config. Refuses what
+ * Argo CD could not use the same way (impersonation), naming the field.
+ */
+export function credentialsOf(checkedText: string): StoredCredentials | { problem: string; path: string } {
+  const doc = JSON.parse(checkedText) as {
+    clusters: [{ cluster: Json }];
+    users: [{ user: Json }];
+  };
+  const cluster = doc.clusters[0].cluster;
+  const user = doc.users[0].user;
+  for (const field of ['as', 'as-uid', 'as-groups', 'as-user-extra'])
+    if (user[field] !== undefined)
+      return {
+        path: `users[0].user.${field}`,
+        problem: 'impersonation is not supported for a managed cluster: give the credentials Argo CD should use',
+      };
+  const hasToken = typeof user.token === 'string' && user.token !== '';
+  const hasCert = typeof user['client-certificate-data'] === 'string' && typeof user['client-key-data'] === 'string';
+  const hasBasic = typeof user.username === 'string' && typeof user.password === 'string';
+  if (!hasToken && !hasCert && !hasBasic)
+    return {
+      path: 'users[0].user',
+      problem: 'holds no credentials: give a token, a client certificate and key, or a username and password',
+    };
+  const tls: NonNullable<ManagedClusterConfig['tlsClientConfig']> = { insecure: false };
+  if (typeof cluster['certificate-authority-data'] === 'string') tls.caData = cluster['certificate-authority-data'];
+  if (typeof cluster['tls-server-name'] === 'string') tls.serverName = cluster['tls-server-name'];
+  if (hasCert) {
+    tls.certData = String(user['client-certificate-data']);
+    tls.keyData = String(user['client-key-data']);
+  }
+  const config: ManagedClusterConfig = { tlsClientConfig: tls };
+  if (hasToken) config.bearerToken = String(user.token);
+  else if (hasBasic) {
+    config.username = String(user.username);
+    config.password = String(user.password);
+  }
+  return { server: serverUrl(new URL(String(cluster.server))), config };
+}
+
+/** A kubeconfig (JSON) for stored credentials, to be checked and pinned again before each use. */
+export function kubeconfigOf(c: StoredCredentials): string {
+  const tls = c.config.tlsClientConfig ?? {};
+  const cluster: Json = { server: c.server };
+  if (tls.caData) cluster['certificate-authority-data'] = tls.caData;
+  if (tls.serverName) cluster['tls-server-name'] = tls.serverName;
+  const user: Json = {};
+  if (c.config.bearerToken) user.token = c.config.bearerToken;
+  if (tls.certData && tls.keyData) {
+    user['client-certificate-data'] = tls.certData;
+    user['client-key-data'] = tls.keyData;
+  }
+  if (c.config.username !== undefined && c.config.password !== undefined) {
+    user.username = c.config.username;
+    user.password = c.config.password;
+  }
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'managed', cluster }],
+    users: [{ name: 'managed', user }],
+    contexts: [{ name: 'managed', context: { cluster: 'managed', user: 'managed' } }],
+    'current-context': 'managed',
+  });
+}
+
+/** Stored credentials checked against the policy again and pinned to a checked address. */
+export async function connectionFor(c: StoredCredentials, policy: KubeconfigPolicy): Promise<ClusterConnection> {
+  const text = kubeconfigOf(c);
+  checkKubeconfig(text, policy);
+  return connectionOf((await pinKubeconfig(text, policy)).text);
+}
+
+/** One request to the cluster's API; the answer's JSON (or undefined when it is not JSON). */
+export function kubeRequest(
+  conn: ClusterConnection,
+  method: 'GET' | 'POST',
+  path: string,
+  opts: { body?: unknown; signal: AbortSignal },
+): Promise<{ status: number; body: unknown }> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(path, conn.url);
+    const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (conn.authorization) headers.authorization = conn.authorization;
+    if (payload !== undefined) {
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = String(Buffer.byteLength(payload));
+    }
+    const req = request(
+      url,
+      {
+        method,
+        headers,
+        signal: opts.signal,
+        agent: false,
+        ...(conn.ca ? { ca: conn.ca } : {}),
+        ...(conn.cert && conn.key ? { cert: conn.cert, key: conn.key } : {}),
+        ...(conn.servername ? { servername: conn.servername } : {}),
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > MAX_ANSWER_BYTES) {
+            req.destroy(new ClusterNetworkError('ANSWER_TOO_LARGE', `the answer to ${path} is over 1 MiB`));
+            return;
+          }
+          chunks.push(chunk);
+        });
+        res.on('end', () => {
+          let body: unknown;
+          try {
+            body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+          } catch {
+            body = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, body });
+        });
+        res.on('error', (err) => reject(networkError(err, opts.signal)));
+      },
+    );
+    req.on('error', (err) => reject(networkError(err, opts.signal)));
+    req.end(payload);
+  });
+}
+
+function networkError(err: Error, signal: AbortSignal): ClusterNetworkError {
+  if (err instanceof ClusterNetworkError) return err;
+  if (signal.aborted) return new ClusterNetworkError('TIMEOUT', 'no answer in time');
+  const code = (err as NodeJS.ErrnoException).code ?? 'ERROR';
+  return new ClusterNetworkError(code, `${code}: ${err.message}`);
+}

@@ -1,0 +1,203 @@
+/**
+ * Managed-cluster rows (migration 009): a tenant's registrations, their sealed credentials and
+ * their health. Reads never return the credentials; `credentialsOf` is for the reconciler and
+ * the health probe only.
+ */
+import type { Queryable } from '../db/tx.ts';
+import type { Condition } from './tenants.ts';
+
+export interface ManagedCluster {
+  name: string;
+  server: string;
+  /** Namespaces Argo CD may manage there; empty: the whole cluster. */
+  namespaces: string[];
+  /** How the credentials were given. */
+  authMethod: 'kubeconfig' | 'token';
+  /** The server's Kubernetes version when last heard from. */
+  serverVersion: string | null;
+  /** `Reachable`: the last probe's answer. */
+  conditions: Condition[];
+  lastProbeAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+interface Row {
+  id: string;
+  tenant_id: string;
+  name: string;
+  server: string;
+  namespaces: string[];
+  auth_method: 'kubeconfig' | 'token';
+  server_version: string | null;
+  conditions: Condition[];
+  last_probe_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const COLUMNS = `id, tenant_id, name, server, namespaces, auth_method, server_version, conditions, last_probe_at, created_at, updated_at`;
+
+function toManagedCluster(r: Row): ManagedCluster {
+  return {
+    name: r.name,
+    server: r.server,
+    namespaces: r.namespaces,
+    authMethod: r.auth_method,
+    serverVersion: r.server_version,
+    conditions: r.conditions,
+    lastProbeAt: r.last_probe_at ? r.last_probe_at.toISOString() : null,
+    createdAt: r.created_at.toISOString(),
+    updatedAt: r.updated_at.toISOString(),
+  };
+}
+
+/** The AAD of a registration's sealed credentials: ciphertexts cannot move between rows. */
+export const credentialsAad = (tenantId: string, name: string): string => `managed-cluster/${tenantId}/${name}`;
+
+export async function listManagedClusters(db: Queryable, tenantId: string): Promise<ManagedCluster[]> {
+  const { rows } = await db.query<Row>(`SELECT ${COLUMNS} FROM managed_clusters WHERE tenant_id = $1 ORDER BY name`, [
+    tenantId,
+  ]);
+  return rows.map(toManagedCluster);
+}
+
+export async function getManagedCluster(
+  db: Queryable,
+  tenantId: string,
+  name: string,
+): Promise<ManagedCluster | undefined> {
+  const { rows } = await db.query<Row>(`SELECT ${COLUMNS} FROM managed_clusters WHERE tenant_id = $1 AND name = $2`, [
+    tenantId,
+    name,
+  ]);
+  return rows[0] ? toManagedCluster(rows[0]) : undefined;
+}
+
+/** The registration using `name`, or the one at `serverKey`, of a tenant (to refuse a second one early). */
+export async function findConflict(
+  db: Queryable,
+  tenantId: string,
+  name: string,
+  serverKey: string,
+): Promise<{ name: string; sameName: boolean } | undefined> {
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT name FROM managed_clusters WHERE tenant_id = $1 AND (name = $2 OR server_key = $3) ORDER BY name = $2 DESC LIMIT 1`,
+    [tenantId, name, serverKey],
+  );
+  return rows[0] ? { name: rows[0].name, sameName: rows[0].name === name } : undefined;
+}
+
+export interface InsertManagedCluster {
+  tenantId: string;
+  name: string;
+  server: string;
+  serverKey: string;
+  namespaces: string[];
+  authMethod: 'kubeconfig' | 'token';
+  credentialsEnc: Buffer;
+  serverVersion: string;
+  conditions: Condition[];
+  /** When the health probe first looks at it. */
+  probeInMs: number;
+}
+
+export async function insertManagedCluster(db: Queryable, m: InsertManagedCluster): Promise<ManagedCluster> {
+  const { rows } = await db.query<Row>(
+    `INSERT INTO managed_clusters (tenant_id, name, server, server_key, namespaces, auth_method, credentials_enc,
+            server_version, conditions, last_probe_at, probe_due_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), now() + make_interval(secs => $10::float8 / 1000))
+     RETURNING ${COLUMNS}`,
+    [
+      m.tenantId,
+      m.name,
+      m.server,
+      m.serverKey,
+      m.namespaces,
+      m.authMethod,
+      m.credentialsEnc,
+      m.serverVersion,
+      JSON.stringify(m.conditions),
+      m.probeInMs,
+    ],
+  );
+  return toManagedCluster(rows[0]!);
+}
+
+export async function deleteManagedCluster(
+  db: Queryable,
+  tenantId: string,
+  name: string,
+): Promise<ManagedCluster | undefined> {
+  const { rows } = await db.query<Row>(
+    `DELETE FROM managed_clusters WHERE tenant_id = $1 AND name = $2 RETURNING ${COLUMNS}`,
+    [tenantId, name],
+  );
+  return rows[0] ? toManagedCluster(rows[0]) : undefined;
+}
+
+/** A tenant's registrations with their sealed credentials, for the tenant's program. */
+export async function sealedManagedClusters(
+  db: Queryable,
+  tenantId: string,
+): Promise<Array<{ name: string; server: string; namespaces: string[]; credentialsEnc: Buffer }>> {
+  const { rows } = await db.query<{ name: string; server: string; namespaces: string[]; credentials_enc: Buffer }>(
+    'SELECT name, server, namespaces, credentials_enc FROM managed_clusters WHERE tenant_id = $1 ORDER BY name',
+    [tenantId],
+  );
+  return rows.map((r) => ({
+    name: r.name,
+    server: r.server,
+    namespaces: r.namespaces,
+    credentialsEnc: r.credentials_enc,
+  }));
+}
+
+export interface DueProbe {
+  id: string;
+  tenantId: string;
+  name: string;
+  credentialsEnc: Buffer;
+  conditions: Condition[];
+}
+
+/**
+ * Claims up to `limit` registrations whose probe is due, moving their next probe `intervalMs`
+ * ahead in the same statement: replicas probing at once each take other rows.
+ */
+export async function claimDueProbes(db: Queryable, limit: number, intervalMs: number): Promise<DueProbe[]> {
+  const { rows } = await db.query<{
+    id: string;
+    tenant_id: string;
+    name: string;
+    credentials_enc: Buffer;
+    conditions: Condition[];
+  }>(
+    `UPDATE managed_clusters m SET probe_due_at = now() + make_interval(secs => $2::float8 / 1000)
+      WHERE m.id IN (SELECT id FROM managed_clusters WHERE probe_due_at <= now()
+                      ORDER BY probe_due_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+      RETURNING m.id, m.tenant_id, m.name, m.credentials_enc, m.conditions`,
+    [limit, intervalMs],
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    tenantId: r.tenant_id,
+    name: r.name,
+    credentialsEnc: r.credentials_enc,
+    conditions: r.conditions,
+  }));
+}
+
+/** Records a probe's answer (the row may have been deleted meanwhile: then nothing happens). */
+export async function recordProbe(
+  db: Queryable,
+  id: string,
+  conditions: Condition[],
+  serverVersion: string | undefined,
+): Promise<void> {
+  await db.query(
+    `UPDATE managed_clusters SET conditions = $2, last_probe_at = now(),
+            server_version = coalesce($3, server_version) WHERE id = $1`,
+    [id, JSON.stringify(conditions), serverVersion ?? null],
+  );
+}
