@@ -1,5 +1,5 @@
 /**
- * Managed-cluster rows (migration 009): a tenant's registrations, their sealed credentials and
+ * Managed-cluster rows (migration 010): a tenant's registrations, their sealed credentials and
  * their health. Reads never return the credentials; `credentialsOf` is for the reconciler and
  * the health probe only.
  */
