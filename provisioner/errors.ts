@@ -131,6 +131,21 @@ export const ERROR_CODES = {
     status: 422,
     description: 'a fleet upgrade whose selector takes no tenant that can be upgraded (the dry run lists why)',
   },
+  CLUSTER_UNREACHABLE: {
+    status: 422,
+    description:
+      "the kubeconfig's API server could not be reached (the message gives the network error); `force: true` registers it anyway",
+  },
+  CLUSTER_UNAUTHORIZED: {
+    status: 422,
+    description:
+      "the cluster's API server refused the kubeconfig's credentials (401); `force: true` registers it anyway",
+  },
+  CLUSTER_PERMISSIONS_MISSING: {
+    status: 422,
+    description:
+      "the kubeconfig's credentials lack permissions the tenants program needs; `details.missing` lists them; `force: true` registers it anyway",
+  },
   RATE_LIMITED: { status: 429, description: 'with `Retry-After`' },
   TOO_MANY_TUNNEL_HANDSHAKES: {
     status: 429,

@@ -125,6 +125,8 @@ export interface Services {
   runtimeObjects: RuntimeObjectService;
   /** The reconcile loop (not started); undefined with PROVISIONER_ENGINE=none. */
   reconciler: Reconciler | undefined;
+  /** The reconciler's engine (what `provisioner doctor` reports on); undefined with PROVISIONER_ENGINE=none. */
+  engine: Engine | undefined;
   /** Tunnels arrive as upgrades of this HTTP server, and other replicas reach this one at its address. */
   attachHttpServer(server: Server): void;
   /** Starts the tunnel directory and the notifications hub (the reconciler is started on its own). */
@@ -249,6 +251,7 @@ export async function buildServices(
     logHub,
     runtimeObjects,
     reconciler: reconcilerParts?.reconciler,
+    engine: reconcilerParts?.engine,
     attachHttpServer(server) {
       httpServer = server;
       server.on('upgrade', (req, socket, head) => {
@@ -283,7 +286,7 @@ async function buildReconciler(
   logger: Logger | undefined,
   given: Engine | undefined,
   managedClusters: ManagedClusterService,
-): Promise<{ reconciler: Reconciler; writePool: pg.Pool } | undefined> {
+): Promise<{ reconciler: Reconciler; writePool: pg.Pool; engine: Engine } | undefined> {
   const log = logger?.child({ component: 'reconciler' });
   const engine =
     given ??
@@ -319,7 +322,7 @@ async function buildReconciler(
     kubeconfigPolicy: config.kubeconfig,
     managedClusters: (tenantId) => managedClusters.forProgram(db.pool, tenantId),
   });
-  return { reconciler, writePool };
+  return { reconciler, writePool, engine };
 }
 
 /** Secrets the Pulumi CLI may print (its errors quote the backend URL): masked in operation logs. */

@@ -81,6 +81,26 @@ if [ -z "${DATABASE_URL:-}" ] && [ -z "${TEST_PG_URL:-}" ]; then
   export TEST_PG_URL
 fi
 
+# The integration tests that need a real kube-apiserver (test/integration/api/clusters-add.test.ts)
+# use the end-to-end toolchain's etcd and kube-apiserver: built or reused here (scripts/toolchain.sh,
+# cached; only those two binaries when cold) and exported as HRT_TOOLCHAIN_BIN. Without Go they
+# skip, counted and named in the final line; with CI=true they fail.
+integration_toolchain() {
+  [ -z "${HRT_TOOLCHAIN_BIN:-}" ] || return 0
+  if ! command -v go >/dev/null 2>&1; then
+    echo "== integration: Go is not installed; the tests needing a kube-apiserver skip (docs/toolchain.md)"
+    return 0
+  fi
+  local bin
+  bin="$(bash scripts/toolchain.sh --only etcd --only kube-apiserver | tail -n 1)"
+  if [ -n "$bin" ] && [ -x "$bin/etcd" ] && [ -x "$bin/kube-apiserver" ]; then
+    export HRT_TOOLCHAIN_BIN="$bin"
+    echo "== integration: toolchain $HRT_TOOLCHAIN_BIN"
+  else
+    echo "== integration: scripts/toolchain.sh built no etcd/kube-apiserver; the tests needing them skip"
+  fi
+}
+
 check typecheck tsc -p tsconfig.json --noEmit
 # Lint: eslint's rules, then the formatting (prettier, .prettierrc.json; `npm run format` rewrites).
 lint() { eslint --max-warnings 0 . && prettier --check --log-level warn '**/*.{ts,js,cjs,mjs}'; }
@@ -98,6 +118,7 @@ for tier in "${tiers[@]}"; do
         fi
       fi ;;
     fuzz) fuzz_tier ;;
+    integration) integration_toolchain; tap_tier integration ;;
     *) tap_tier "$tier" ;;
   esac
 done

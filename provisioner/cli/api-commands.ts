@@ -363,10 +363,14 @@ export function addApiCommands(program: Command, io: Io): void {
     .requiredOption('--kubeconfig <file>')
     .option('--label <k=v...>', 'label (repeatable)')
     .option('--plans <list>', 'comma-separated plans allowed')
+    .option(
+      '--force',
+      'register even when the API server cannot be reached, refuses the credentials or lacks permissions the tenants program needs',
+    )
     .action(
       async (
         name: string,
-        o: { region: string; capacity: string; kubeconfig: string; label?: string[]; plans?: string },
+        o: { region: string; capacity: string; kubeconfig: string; label?: string[]; plans?: string; force?: boolean },
       ) => {
         const capacity = Number(o.capacity);
         if (!Number.isInteger(capacity) || capacity < 0)
@@ -386,6 +390,7 @@ export function addApiCommands(program: Command, io: Io): void {
           labels,
           kubeconfig,
           ...(o.plans ? { plans: o.plans.split(',').filter(Boolean) } : {}),
+          ...(o.force ? { force: true } : {}),
         });
         print(c, () => `registered cluster ${c.name} (${c.region}, capacity ${c.capacity})`);
       },
@@ -396,7 +401,8 @@ export function addApiCommands(program: Command, io: Io): void {
       "register or update every cluster of the root infra's `clusters` stack output " +
         '(`pulumi stack output clusters --show-secrets --json | provisioner clusters import -`)',
     )
-    .action(async (file: string) => {
+    .option('--force', 'store clusters whose API server cannot be reached or whose credentials fall short')
+    .action(async (file: string, o: { force?: boolean }) => {
       let text: string;
       if (file === '-') text = await (io.stdin ?? readStdin)();
       else {
@@ -416,7 +422,7 @@ export function addApiCommands(program: Command, io: Io): void {
           await client().request<{ cluster: Cluster; created: boolean; changed: string[] }>(
             'PUT',
             `/v1/clusters/${encodeURIComponent(name)}`,
-            body,
+            o.force ? { ...body, force: true } : body,
           ),
         );
       }

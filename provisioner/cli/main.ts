@@ -9,6 +9,7 @@ import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../../runtime/agents/common/config.ts';
 import { addApiCommands, UsageError, type Io } from './api-commands.ts';
 import { addAppCommands } from './app-commands.ts';
+import { addDoctorCommand, ExitCode } from './doctor.ts';
 import { ApiError } from './client.ts';
 
 const defaultIo: Io = {
@@ -49,12 +50,14 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
 
   addApiCommands(program, io);
   addAppCommands(program, io);
+  addDoctorCommand(program, io);
 
   try {
     await program.parseAsync(argv, { from: 'user' });
     return 0;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode;
+    if (err instanceof ExitCode) return err.code;
     if (err instanceof ConfigError) {
       io.err(`provisioner: invalid configuration: ${err.message}`);
       return 2;

@@ -11,9 +11,11 @@ import { writeAudit, type Requester } from '../store/audit.ts';
 import {
   getClusterByName,
   insertCluster,
+  listClusterKubeconfigs,
   listClusters,
   listRegions,
   lockClusterKubeconfig,
+  readClusterKubeconfig,
   setCordoned,
   updateCluster,
   type Region,
@@ -21,7 +23,10 @@ import {
 } from '../store/clusters.ts';
 import { PLAN_NAMES } from '../../tenants/plans.ts';
 import { admitKubeconfig } from '../kubeconfig/admit.ts';
-import type { KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import { describeRefusal, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import { probeCluster, type ProbeResult } from '../kubeconfig/probe.ts';
+import { AppError } from '../errors.ts';
+import { ROOT_CLUSTER_PERMISSIONS, describePermission } from '../../tenants/root-permissions.ts';
 
 export interface ClusterServiceDeps {
   pool: pg.Pool;
@@ -40,6 +45,41 @@ export interface ClusterRegistration {
   plans?: string[] | undefined;
   /** Kubeconfig contents (YAML or JSON). */
   kubeconfig: string;
+  /** Store it even when the cluster is unreachable or the credentials fall short. */
+  force?: boolean | undefined;
+}
+
+/** A registered cluster as `provisioner doctor` sees it. */
+export interface ClusterProbe {
+  name: string;
+  region: string;
+  cordoned: boolean;
+  result: ProbeResult | { outcome: 'refused'; server: string; error: string };
+}
+
+/** The refusal of a registration whose cluster failed the probe (see register). */
+export function probeRefusal(result: Exclude<ProbeResult, { outcome: 'ok' }>): AppError {
+  const force = ' (register it anyway with force: true, `provisioner clusters add --force`)';
+  switch (result.outcome) {
+    case 'unreachable':
+      return new AppError('CLUSTER_UNREACHABLE', result.error + force, {
+        field: 'kubeconfig',
+        details: { server: result.server },
+      });
+    case 'unauthorized':
+      return new AppError('CLUSTER_UNAUTHORIZED', result.error + force, {
+        field: 'kubeconfig',
+        details: { server: result.server },
+      });
+    case 'forbidden':
+      return new AppError('CLUSTER_PERMISSIONS_MISSING', result.error + force, {
+        field: 'kubeconfig',
+        details: {
+          server: result.server,
+          missing: result.missing.map((p) => ({ permission: describePermission(p), why: p.why })),
+        },
+      });
+  }
 }
 
 /** What `put` did: the cluster as it is now, whether it was new, and which fields changed. */
@@ -80,20 +120,44 @@ export class ClusterService {
     return cluster;
   }
 
+  /**
+   * Registers a cluster. Unless `force`, its API server must answer, take the kubeconfig's
+   * credentials and grant every permission the tenants program needs
+   * (tenants/root-permissions.ts): otherwise 422 naming what is wrong, and nothing is stored.
+   */
   async register(input: ClusterRegistration, by: Requester): Promise<RootCluster> {
     await admitKubeconfig(input.kubeconfig, this.#kubeconfigPolicy);
     for (const p of input.plans ?? []) if (!PLAN_NAMES.includes(p)) throw errors.unknownPlan(p, PLAN_NAMES);
+    if (await getClusterByName(this.#pool, input.name)) throw errors.clusterExists(input.name);
+    if (!input.force) await this.#probe(input.kubeconfig);
     return withTx(this.#pool, (tx) => this.#insert(tx, input, by));
+  }
+
+  /**
+   * The probe of a registration (see register): 422 naming what is wrong when the cluster does not
+   * answer, refuses the credentials or lacks a permission.
+   */
+  async #probe(kubeconfig: string): Promise<void> {
+    const result = await probeCluster(kubeconfig, this.#kubeconfigPolicy, { permissions: ROOT_CLUSTER_PERMISSIONS });
+    if (result.outcome !== 'ok') throw probeRefusal(result);
   }
 
   /**
    * Registers a cluster, or brings an existing registration to `input` (idempotent: an unchanged
    * cluster is not written and gets no audit row). Labels and plans left out keep their value on
    * an existing cluster; the cordon is never touched. A cluster holding tenants keeps its region.
+   * A new cluster or a new kubeconfig is probed first as in register, unless `force`.
    */
   async put(input: ClusterRegistration, by: Requester): Promise<ClusterPutResult> {
     await admitKubeconfig(input.kubeconfig, this.#kubeconfigPolicy);
     for (const p of input.plans ?? []) if (!PLAN_NAMES.includes(p)) throw errors.unknownPlan(p, PLAN_NAMES);
+    if (!input.force) {
+      const stored = await readClusterKubeconfig(this.#pool, input.name);
+      const same =
+        stored !== undefined &&
+        this.#box.decrypt(stored, `cluster/${input.name}`).toString('utf8') === input.kubeconfig;
+      if (!same) await this.#probe(input.kubeconfig);
+    }
     return withTx(this.#pool, async (tx) => {
       const enc = await lockClusterKubeconfig(tx, input.name);
       const before = enc ? await getClusterByName(tx, input.name) : undefined;
@@ -154,6 +218,31 @@ export class ClusterService {
       requestId: by.requestId,
     });
     return cluster;
+  }
+
+  /** Every registered cluster probed as at registration, at most `parallel` at a time. */
+  async probeAll(opts: { timeoutMs?: number; parallel?: number } = {}): Promise<ClusterProbe[]> {
+    const rows = await listClusterKubeconfigs(this.#pool);
+    const out = new Array<ClusterProbe>(rows.length);
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      for (let i = next++; i < rows.length; i = next++) {
+        const row = rows[i]!;
+        let result: ClusterProbe['result'];
+        try {
+          const kubeconfig = this.#box.decrypt(row.enc, `cluster/${row.name}`).toString('utf8');
+          result = await probeCluster(kubeconfig, this.#kubeconfigPolicy, {
+            permissions: ROOT_CLUSTER_PERMISSIONS,
+            ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
+          });
+        } catch (err) {
+          result = { outcome: 'refused', server: '', error: describeRefusal(err) };
+        }
+        out[i] = { name: row.name, region: row.region, cordoned: row.cordoned, result };
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(opts.parallel ?? 8, rows.length) }, () => worker()));
+    return out;
   }
 
   /** Cordons (no new tenants are placed there) or uncordons a cluster. */

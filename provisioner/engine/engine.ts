@@ -86,6 +86,22 @@ export class EngineError extends Error {
 
 export type EngineAvailability = { available: true } | { available: false; message: string };
 
+/**
+ * One part of the engine as `provisioner doctor` shows it (GET /v1/doctor): what the last start
+ * or re-check found, with what to do when it is a problem. `skipped`: not checkable until an
+ * earlier part is fixed (the plugin is installed by the CLI).
+ */
+export interface EngineCheck {
+  /** engine.cli, engine.languageHost, engine.kubernetesPlugin, engine.config */
+  name: string;
+  status: 'ok' | 'problem' | 'skipped';
+  message: string;
+  /** Commands or steps that fix a problem, in order. */
+  fix: string[];
+  /** What was found (path, version), for machine readers. */
+  detail: Record<string, string>;
+}
+
 export interface Engine {
   /** Short name for logs (pulumi, scripted). */
   readonly name: string;
@@ -95,6 +111,8 @@ export interface Engine {
    */
   start(): Promise<void>;
   availability(): EngineAvailability;
+  /** The engine's parts as the last start or re-check found them (no I/O beyond a file check). */
+  report(): EngineCheck[];
   /** Creates or updates the stack to match the input. */
   up(input: StackInput, opts?: RunOptions): Promise<EngineResult>;
   /** Reads the real state into the stack; `clearPendingCreates` drops creates a crash interrupted. */

@@ -5,6 +5,8 @@
  */
 import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { delimiter, join } from 'node:path';
 import {
   CommandError,
   ConcurrentUpdateError,
@@ -23,6 +25,7 @@ import {
   type ChangeSummary,
   type Engine,
   type EngineAvailability,
+  type EngineCheck,
   type EngineEventSummary,
   type EngineResult,
   type InterruptedResource,
@@ -34,6 +37,7 @@ import { interruptedResources } from './helm-recovery.ts';
 import { purgeRemovedStack } from './state-purge.ts';
 import {
   INSTALL_HINT,
+  MINIMUM_CLI_VERSION,
   cliRootFor,
   cliVersionProblem,
   planStack,
@@ -166,11 +170,58 @@ async function retryStateTableRace<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/** The first executable `name` in the PATH folders, or undefined. */
+export function onPath(
+  name: string,
+  path: string | undefined,
+  exists: (p: string) => boolean = existsSync,
+): string | undefined {
+  for (const dir of (path ?? '').split(delimiter)) {
+    if (dir && exists(join(dir, name))) return join(dir, name);
+  }
+  return undefined;
+}
+
+/** The steps that give the engine a Pulumi CLI, for `provisioner doctor`. */
+export function cliFixSteps(cliDir: string | undefined): string[] {
+  if (cliDir !== undefined) {
+    return [
+      `curl -fsSL https://get.pulumi.com | sh -s -- --version ${MINIMUM_CLI_VERSION} --install-root ${cliDir} --no-edit-path   # the CLI into ${cliDir}/bin (PROVISIONER_PULUMI_CLI_DIR)`,
+      'or build it from source: bash scripts/toolchain.sh, and copy pulumi from the bin folder it prints',
+      'the engine re-checks by itself every minute: no restart needed',
+    ];
+  }
+  return [
+    `curl -fsSL https://get.pulumi.com | sh -s -- --version ${MINIMUM_CLI_VERSION}   # installs into ~/.pulumi/bin`,
+    'PROVISIONER_PULUMI_CLI_DIR=$HOME/.pulumi/bin npm start   # restart the provisioner pointing at it (or put pulumi on its PATH)',
+    'or build it from source: bash scripts/toolchain.sh, and set PROVISIONER_PULUMI_CLI_DIR to the bin folder it prints',
+  ];
+}
+
+/** Where start() stopped: what report() tells about. */
+type Stage =
+  | { at: 'not-started' }
+  | { at: 'config'; message: string }
+  | { at: 'cli-missing'; where: string }
+  | { at: 'cli-unusable'; path: string; version: string | null; message: string }
+  | { at: 'plugins'; path: string; version: string; message: string }
+  | { at: 'ready'; path: string; version: string };
+
+function sdkVersion(): string {
+  try {
+    const require = createRequire(import.meta.url);
+    return (require('@pulumi/pulumi/package.json') as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
 export class PulumiEngine implements Engine {
   readonly name = 'pulumi';
   readonly #options: PulumiEngineOptions;
   #command: PulumiCommand | undefined;
   #availability: EngineAvailability = { available: false, message: `the Pulumi engine has not started yet` };
+  #stage: Stage = { at: 'not-started' };
   #starting: Promise<void> | undefined;
   /**
    * Settles once one stack has been selected against the state backend. The CLI creates a
@@ -210,7 +261,9 @@ export class PulumiEngine implements Engine {
     try {
       this.#env();
     } catch (err) {
-      this.#unavailable(err instanceof Error ? err.message : String(err), 'pulumi engine not configured');
+      const message = err instanceof Error ? err.message : String(err);
+      this.#stage = { at: 'config', message };
+      this.#unavailable(message, 'pulumi engine not configured');
       return;
     }
     const root = cliRootFor(this.#options.cliDir, existsSync);
@@ -220,11 +273,18 @@ export class PulumiEngine implements Engine {
     } catch {
       // The SDK's error is several lines of what it tried; where it looked and the fix say it all.
       const where = root ? `in ${root}/bin` : 'on PATH';
+      this.#stage = { at: 'cli-missing', where };
       this.#unavailable(`the Pulumi CLI was not found ${where}: ${INSTALL_HINT}`, 'pulumi CLI not found', { where });
       return;
     }
-    const problem = cliVersionProblem(command.version?.version ?? null) ?? this.#options.configProblem;
+    const path = root ? join(root, 'bin', 'pulumi') : (onPath('pulumi', process.env.PATH) ?? 'pulumi');
+    const version = command.version?.version ?? null;
+    const versionProblem = cliVersionProblem(version);
+    const problem = versionProblem ?? this.#options.configProblem;
     if (problem) {
+      this.#stage = versionProblem
+        ? { at: 'cli-unusable', path, version, message: problem }
+        : { at: 'config', message: problem };
       this.#unavailable(problem, 'pulumi CLI not usable');
       return;
     }
@@ -241,18 +301,99 @@ export class PulumiEngine implements Engine {
       }
     } catch (err) {
       const reason = err instanceof Error ? err.message.slice(0, 500) : String(err);
-      this.#unavailable(
-        `the Pulumi CLI could not install its plugins (${reason}); check network access or pre-install them into ${this.#options.pulumiHome}`,
-        'pulumi engine plugins not installed',
-      );
+      const message = `the Pulumi CLI could not install its plugins (${reason}); check network access or pre-install them into ${this.#options.pulumiHome}`;
+      this.#stage = { at: 'plugins', path, version: version!, message };
+      this.#unavailable(message, 'pulumi engine plugins not installed');
       return;
     }
     this.#command = command;
+    this.#stage = { at: 'ready', path, version: version! };
     this.#availability = { available: true };
     this.#options.log?.('pulumi engine ready', {
       version: command.version?.version,
       backend: redactUrl(this.#options.backendUrl),
     });
+  }
+
+  report(): EngineCheck[] {
+    const stage = this.#stage;
+    const checks: EngineCheck[] = [];
+    if (stage.at === 'not-started' || stage.at === 'config') {
+      checks.push({
+        name: 'engine.config',
+        status: 'problem',
+        message:
+          stage.at === 'config' ? stage.message : 'the Pulumi engine has not started yet (the reconciler starts it)',
+        fix:
+          stage.at === 'config'
+            ? ["set what the message names in the provisioner's environment and restart it (docs/reconciler.md)"]
+            : ['wait a few seconds and run provisioner doctor again'],
+        detail: {},
+      });
+    }
+    const cliFound = stage.at === 'cli-unusable' || stage.at === 'plugins' || stage.at === 'ready';
+    if (stage.at === 'cli-missing') {
+      checks.push({
+        name: 'engine.cli',
+        status: 'problem',
+        message: `the Pulumi CLI (${MINIMUM_CLI_VERSION} or newer) was not found ${stage.where}; the engine re-checks every minute`,
+        fix: cliFixSteps(this.#options.cliDir),
+        detail: { minimumVersion: MINIMUM_CLI_VERSION },
+      });
+    } else if (cliFound) {
+      const unusable = stage.at === 'cli-unusable';
+      checks.push({
+        name: 'engine.cli',
+        status: unusable ? 'problem' : 'ok',
+        message: unusable
+          ? stage.message
+          : `Pulumi CLI ${stage.version} at ${stage.path} (${MINIMUM_CLI_VERSION}+ needed)`,
+        fix: unusable ? cliFixSteps(this.#options.cliDir) : [],
+        detail: { path: stage.path, version: stage.version ?? 'unknown', minimumVersion: MINIMUM_CLI_VERSION },
+      });
+    }
+    checks.push({
+      name: 'engine.languageHost',
+      status: 'ok',
+      message: `the tenants program runs inline in the provisioner's own Node.js ${process.version} (@pulumi/pulumi ${sdkVersion()}); no pulumi-language-nodejs is needed`,
+      fix: [],
+      detail: { node: process.version, sdk: sdkVersion(), mode: 'inline' },
+    });
+    const version = `v${this.#options.kubernetesPluginVersion.replace(/^v/, '')}`;
+    const cached = join(
+      this.#options.pulumiHome,
+      'plugins',
+      `resource-kubernetes-${version}`,
+      'pulumi-resource-kubernetes',
+    );
+    const where = existsSync(cached) ? cached : onPath('pulumi-resource-kubernetes', process.env.PATH);
+    const install = `PULUMI_HOME=${this.#options.pulumiHome} pulumi plugin install resource kubernetes ${version}`;
+    if (where && stage.at !== 'plugins') {
+      checks.push({
+        name: 'engine.kubernetesPlugin',
+        status: 'ok',
+        message: `Kubernetes provider plugin ${version} at ${where}`,
+        fix: [],
+        detail: { version, path: where },
+      });
+    } else if (stage.at === 'plugins' || stage.at === 'ready') {
+      checks.push({
+        name: 'engine.kubernetesPlugin',
+        status: 'problem',
+        message: stage.at === 'plugins' ? stage.message : `the Kubernetes provider plugin ${version} is not installed`,
+        fix: [install, 'the engine re-checks by itself every minute: no restart needed'],
+        detail: { version, pulumiHome: this.#options.pulumiHome },
+      });
+    } else {
+      checks.push({
+        name: 'engine.kubernetesPlugin',
+        status: 'skipped',
+        message: `the Kubernetes provider plugin ${version} is installed by the engine once the Pulumi CLI is found`,
+        fix: [],
+        detail: { version, pulumiHome: this.#options.pulumiHome },
+      });
+    }
+    return checks;
   }
 
   #env(): Record<string, string> {

@@ -8,6 +8,7 @@ import {
   EngineError,
   type Engine,
   type EngineAvailability,
+  type EngineCheck,
   type EngineResult,
   type InterruptedResource,
   type ResourceStep,
@@ -96,6 +97,22 @@ export class ScriptedEngine implements Engine {
 
   availability(): EngineAvailability {
     return this.#availability;
+  }
+
+  /** One check: the double runs no CLI, language host or plugin. */
+  report(): EngineCheck[] {
+    const a = this.#availability;
+    return [
+      {
+        name: 'engine.scripted',
+        status: a.available ? 'ok' : 'problem',
+        message: a.available
+          ? 'the scripted engine (a test double) runs every operation'
+          : `the scripted engine (a test double) is unavailable: ${a.message}`,
+        fix: [],
+        detail: {},
+      },
+    ];
   }
 
   callsFor(tenantId: string): EngineCall[] {

@@ -24,6 +24,7 @@ import http from 'node:http';
 import { ApiKeyInfo, Cluster, ErrorBody, ManagedCluster, MAX_PATH_PARAM_LENGTH, Operation, Tenant } from './schemas.ts';
 import { auditRoutes } from './routes/audit.ts';
 import { clusterRoutes } from './routes/clusters.ts';
+import { DoctorCheck, DoctorReport, doctorRoutes } from './routes/doctor.ts';
 import { healthRoutes } from './routes/health.ts';
 import { keyRoutes } from './routes/keys.ts';
 import { managedClusterRoutes } from './routes/managed-clusters.ts';
@@ -74,7 +75,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   installRequestRules(app);
   // JSON only: without this parser text/plain bodies would reach validation instead of a 415.
   app.removeContentTypeParser('text/plain');
-  for (const schema of [ErrorBody, Tenant, Operation, Cluster, ManagedCluster, ApiKeyInfo]) app.addSchema(schema);
+  for (const schema of [ErrorBody, Tenant, Operation, Cluster, ManagedCluster, ApiKeyInfo, DoctorCheck, DoctorReport])
+    app.addSchema(schema);
 
   await app.register(swagger, swaggerOptions());
   documentPublicRoutes(app);
@@ -113,6 +115,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     auditRoutes,
     runtimeObjectRoutes,
     fleetUpgradeRoutes,
+    doctorRoutes,
   ]) {
     await app.register(routes(services));
   }

@@ -100,6 +100,15 @@ export async function updateCluster(
 }
 
 /** The encrypted kubeconfig of a cluster by name, the row locked until the transaction ends. */
+/** A cluster's encrypted kubeconfig by name, without a lock; undefined when there is no such cluster. */
+export async function readClusterKubeconfig(db: Queryable, name: string): Promise<Buffer | undefined> {
+  const { rows } = await db.query<{ kubeconfig_enc: Buffer }>(
+    'SELECT kubeconfig_enc FROM root_clusters WHERE name = $1',
+    [name],
+  );
+  return rows[0]?.kubeconfig_enc;
+}
+
 export async function lockClusterKubeconfig(db: Queryable, name: string): Promise<Buffer | undefined> {
   const { rows } = await db.query<{ kubeconfig_enc: Buffer }>(
     'SELECT kubeconfig_enc FROM root_clusters WHERE name = $1 FOR UPDATE',
@@ -142,4 +151,14 @@ export async function listRegions(db: Queryable): Promise<Region[]> {
        FROM root_clusters c GROUP BY c.region ORDER BY c.region`,
   );
   return rows;
+}
+
+/** Every cluster's name, region, cordon and encrypted kubeconfig, by name (`provisioner doctor`). */
+export async function listClusterKubeconfigs(
+  db: Queryable,
+): Promise<Array<{ name: string; region: string; cordoned: boolean; enc: Buffer }>> {
+  const { rows } = await db.query<{ name: string; region: string; cordoned: boolean; kubeconfig_enc: Buffer }>(
+    'SELECT name, region, cordoned, kubeconfig_enc FROM root_clusters ORDER BY name',
+  );
+  return rows.map((r) => ({ name: r.name, region: r.region, cordoned: r.cordoned, enc: r.kubeconfig_enc }));
 }

@@ -37,6 +37,12 @@ const RegisterBody = Type.Object(
       maxLength: KUBECONFIG_MAX_LENGTH,
       description: `kubeconfig contents (YAML or JSON); stored encrypted. The request body may be up to ${REGISTER_BODY_LIMIT} bytes`,
     }),
+    force: Type.Optional(
+      Type.Boolean({
+        description:
+          'store the cluster even when its API server cannot be reached, refuses the credentials or lacks permissions the tenants program needs (422 CLUSTER_UNREACHABLE, CLUSTER_UNAUTHORIZED, CLUSTER_PERMISSIONS_MISSING otherwise); the kubeconfig policy applies either way',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -101,6 +107,8 @@ export const clusterRoutes =
         bodyLimit: Math.max(ctx.config.bodyLimit, REGISTER_BODY_LIMIT),
         schema: {
           summary: 'Register a root cluster',
+          description:
+            "Before storing, the kubeconfig's API server is probed: it must answer, accept the credentials and grant (SelfSubjectAccessReview, all namespaces) every permission the tenants program needs; otherwise 422 naming what is wrong, unless `force` is true.",
           tags: ['clusters'],
           body: RegisterBody,
           response: withErrors({ 201: Type.Ref('Cluster') }),

@@ -59,7 +59,7 @@ const routes: Route[] = [
     name: 'register cluster',
     method: 'POST',
     url: () => '/v1/clusters',
-    body: (i) => ({ name: `c-${i}`, region: 'eu-1', capacity: 5, kubeconfig }),
+    body: (i) => ({ name: `c-${i}`, region: 'eu-1', capacity: 5, kubeconfig, force: true }),
     allowed: ['admin', 'operator'],
   },
   {

@@ -93,7 +93,19 @@ t.test('regions and regions list both list the regions; --json prints the API an
     kc,
     'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.11:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n',
   );
-  const add = await cli(['clusters', 'add', 'regions-1', '--region', 'ap-9', '--capacity', '5', '--kubeconfig', kc]);
+  // --force: the server is made up (the probe itself: clusters-add.test.ts).
+  const add = await cli([
+    'clusters',
+    'add',
+    'regions-1',
+    '--region',
+    'ap-9',
+    '--capacity',
+    '5',
+    '--kubeconfig',
+    kc,
+    '--force',
+  ]);
   t.equal(add.code, 0, add.err);
   const bare = await cli(['regions']);
   const list = await cli(['regions', 'list']);
@@ -134,6 +146,7 @@ t.test('clusters add/list/cordon and keys create/revoke', async (t) => {
         kc,
         '--label',
         'tier=gold',
+        '--force',
       ])
     ).code,
     0,
@@ -206,7 +219,7 @@ t.test('clusters import registers or updates every cluster of the infra output, 
         kubeconfig: kubeconfig('https://203.0.113.22:6443', 'tok-2'),
       },
     ]);
-  const first = await cli(['clusters', 'import', '-'], api.operatorKey, output(200, 'tok-1'));
+  const first = await cli(['clusters', 'import', '-', '--force'], api.operatorKey, output(200, 'tok-1'));
   t.equal(first.code, 0, first.err);
   t.same(
     first.out.split('\n'),
@@ -220,11 +233,16 @@ t.test('clusters import registers or updates every cluster of the infra output, 
       )
     ).rows[0]!.n;
   const auditsAfterFirst = await audits();
+  // Without --force: an unchanged kubeconfig is not probed again (its made-up server would time out).
   const again = await cli(['clusters', 'import', '-'], api.operatorKey, output(200, 'tok-1'));
   t.same(again.out.split('\n'), ['unchanged imp-1', 'unchanged imp-2'], 'the same output again changes nothing');
   t.equal(await audits(), auditsAfterFirst, 'and writes no audit row');
   await cli(['clusters', 'cordon', 'imp-1']);
-  const changed = await cli(['--json', 'clusters', 'import', '-'], api.operatorKey, output(250, 'tok-1-rotated'));
+  const changed = await cli(
+    ['--json', 'clusters', 'import', '-', '--force'],
+    api.operatorKey,
+    output(250, 'tok-1-rotated'),
+  );
   t.equal(changed.code, 0, changed.err);
   const items = (
     JSON.parse(changed.out) as {
@@ -290,6 +308,7 @@ t.test('PUT /v1/clusters/:name: a cluster holding tenants keeps its region', asy
     method: 'PUT',
     headers: { authorization: `Bearer ${api.operatorKey}`, 'content-type': 'application/json' },
     body: JSON.stringify({
+      force: true,
       region: `${cluster.region}-moved`,
       capacity: 5,
       kubeconfig:

@@ -45,7 +45,7 @@ t.test(
       (
         await api.request('POST', '/v1/clusters', {
           key: api.operatorKey,
-          body: { name: 'root-upstream', region: 'eu', capacity: 10, kubeconfig: KUBECONFIG },
+          body: { name: 'root-upstream', region: 'eu', capacity: 10, kubeconfig: KUBECONFIG, force: true },
         })
       ).statusCode,
       201,

@@ -112,7 +112,7 @@ t.test(
       (
         await a.request('POST', '/v1/clusters', {
           key: a.operatorKey,
-          body: { name: 'revoke-root', region: 'eu', capacity: 10, kubeconfig },
+          body: { name: 'revoke-root', region: 'eu', capacity: 10, kubeconfig, force: true },
         })
       ).statusCode,
       201,

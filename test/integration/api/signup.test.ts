@@ -297,7 +297,9 @@ t.test(
       ['signup-eu', 'eu-test-1'],
       ['signup-us', 'us-test-1'],
     ] as const) {
-      const res = await api.request('POST', '/v1/clusters', { body: { name, region, capacity: 5, kubeconfig } });
+      const res = await api.request('POST', '/v1/clusters', {
+        body: { name, region, capacity: 5, kubeconfig, force: true },
+      });
       t.equal(res.statusCode, 201, `cluster ${name} registered`);
     }
     t.equal((await api.request('POST', '/v1/clusters/signup-us/cordon')).statusCode, 200, 'signup-us cordoned');

@@ -1,0 +1,145 @@
+/**
+ * GET /v1/doctor: what stands between a signup and a provisioned tenant, as checks with what to do
+ * about each (`provisioner doctor` prints them). The engine's parts as its last start or re-check
+ * found them (Pulumi CLI and version, language host, Kubernetes plugin), and every registered
+ * root cluster probed now (reachable, credentials accepted, the tenants program's permissions).
+ * The database needs no check here: answering this route (a key lookup) proves it; the CLI reads
+ * /readyz for it. Operators and admins only: the answer names paths and servers. Nothing in the
+ * request is run or read: it has no parameters.
+ */
+import { readFileSync } from 'node:fs';
+import { Type, type Static } from 'typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { StringEnum, withErrors } from '../schemas.ts';
+import type { AppContext } from '../context.ts';
+import type { ClusterProbe } from '../../clusters/service.ts';
+import { describePermission } from '../../../tenants/root-permissions.ts';
+
+const VERSION = (
+  JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
+
+export const DoctorCheck = Type.Object(
+  {
+    name: Type.String({
+      description: 'engine.cli, engine.languageHost, engine.kubernetesPlugin, clusters, cluster/<name>…',
+    }),
+    status: StringEnum(['ok', 'problem', 'warning', 'skipped'] as const, {
+      description:
+        'problem: tenants are not provisioned until it is fixed; skipped: checked once an earlier problem is fixed',
+    }),
+    message: Type.String(),
+    fix: Type.Array(Type.String(), { description: 'commands or steps that fix it, in order' }),
+    detail: Type.Record(Type.String(), Type.String(), { description: 'what was found (paths, versions, servers)' }),
+  },
+  { $id: 'DoctorCheck' },
+);
+type Check = Static<typeof DoctorCheck>;
+
+export const DoctorReport = Type.Object(
+  {
+    version: Type.String({ description: "the provisioner's version" }),
+    checks: Type.Array(Type.Ref('DoctorCheck')),
+  },
+  { $id: 'DoctorReport' },
+);
+
+/** The engine's checks, or the one problem that there is no engine. */
+function engineChecks(ctx: AppContext): Check[] {
+  if (!ctx.engine) {
+    return [
+      {
+        name: 'engine',
+        status: 'problem',
+        message: 'PROVISIONER_ENGINE=none: no reconciler runs here, so no tenant is provisioned by this provisioner',
+        fix: ['unset PROVISIONER_ENGINE (or set it to pulumi) and restart the provisioner'],
+        detail: { kind: 'none' },
+      },
+    ];
+  }
+  return ctx.engine.report();
+}
+
+const CLUSTER_ADD =
+  'provisioner clusters add <name> --region <region> --capacity <tenants> --kubeconfig <file>   # a kubeconfig with inline credentials (docs/operations.md, Root clusters)';
+
+function clusterChecks(probes: ClusterProbe[]): Check[] {
+  if (probes.length === 0) {
+    return [
+      {
+        name: 'clusters',
+        status: 'problem',
+        message: 'no root cluster is registered: tenants wait (NoCapacity) until one is',
+        fix: [CLUSTER_ADD],
+        detail: {},
+      },
+    ];
+  }
+  const checks = probes.map((p): Check => {
+    const r = p.result;
+    const name = `cluster/${p.name}`;
+    const detail: Record<string, string> = { region: p.region, server: r.server, cordoned: String(p.cordoned) };
+    if (r.outcome === 'ok') {
+      return {
+        name,
+        status: p.cordoned ? 'warning' : 'ok',
+        message: `${r.server} answers (Kubernetes ${r.version}) and the credentials hold every permission the tenants program needs${p.cordoned ? '; the cluster is cordoned: no new tenant is placed on it' : ''}`,
+        fix: p.cordoned ? [`provisioner clusters uncordon ${p.name}`] : [],
+        detail: { ...detail, kubernetes: r.version },
+      };
+    }
+    const fix =
+      r.outcome === 'unreachable'
+        ? [
+            `check that the provisioner's machine reaches ${r.server || 'the server'} (firewall, DNS, the kubeconfig's server and certificate-authority-data)`,
+          ]
+        : r.outcome === 'unauthorized'
+          ? [
+              'give the cluster a kubeconfig with valid credentials: register it again under a new name, then cordon this one',
+            ]
+          : r.outcome === 'forbidden'
+            ? [
+                `bind the kubeconfig's user to a ClusterRole granting: ${r.missing.map(describePermission).join(', ')}`,
+                `kubectl auth can-i --list   # with the same kubeconfig, to see what it may do`,
+              ]
+            : [
+                'register the cluster again with a kubeconfig the policy accepts (docs/api.md, What a kubeconfig may contain)',
+              ];
+    return { name, status: 'problem', message: r.error, fix, detail };
+  });
+  if (probes.every((p) => p.cordoned)) {
+    checks.push({
+      name: 'clusters',
+      status: 'problem',
+      message: 'every root cluster is cordoned: new tenants wait (NoCapacity)',
+      fix: probes
+        .map((p) => `provisioner clusters uncordon ${p.name}`)
+        .slice(0, 1)
+        .concat([CLUSTER_ADD]),
+      detail: {},
+    });
+  }
+  return checks;
+}
+
+export const doctorRoutes =
+  (ctx: AppContext): FastifyPluginAsyncTypebox =>
+  async (app) => {
+    app.get(
+      '/v1/doctor',
+      {
+        config: { roles: ['operator'] },
+        schema: {
+          summary: 'What a tenant needs to be provisioned here: the engine and the root clusters, each with a fix',
+          description:
+            'Answers 200 whatever the checks found; a check with status `problem` keeps tenants from being provisioned. The database is checked by `/readyz`. Each cluster is probed now (at most 5 s).',
+          tags: ['health'],
+          response: withErrors({ 200: Type.Ref('DoctorReport') }),
+        },
+      },
+      async () => {
+        const probes = await ctx.clusters.probeAll({ timeoutMs: 5000 });
+        return { version: VERSION, checks: [...engineChecks(ctx), ...clusterChecks(probes)] };
+      },
+    );
+  };
