@@ -274,3 +274,177 @@ export async function writeTestCharts(
 }
 
 export { ARGO_CRDS };
+
+/** A one-replica Deployment in the release's namespace (KWOK's fake nodes make it Available). */
+function standInDeployment(name: string, replicas = '1'): string {
+  return `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ${name}
+  namespace: {{ .Release.Namespace }}
+  labels:
+    app.kubernetes.io/name: ${name}
+    helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+spec:
+  replicas: ${replicas}
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: ${name}
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: ${name}
+    spec:
+      automountServiceAccountToken: false
+      securityContext:
+        runAsNonRoot: true
+        seccompProfile: {type: RuntimeDefault}
+      containers:
+        - name: ${name}
+          image: "platform-e2e/{{ .Chart.Name }}:{{ .Chart.Version }}"
+          resources:
+            requests: {cpu: 10m, memory: 32Mi}
+            limits: {cpu: 100m, memory: 64Mi}
+          securityContext:
+            allowPrivilegeEscalation: false
+            runAsNonRoot: true
+            runAsUser: 999
+            capabilities: {drop: [ALL]}
+            readOnlyRootFilesystem: true
+`;
+}
+
+/** A stand-in CRD (schema keeps any field), optionally kept on uninstall as the real chart does. */
+function standInCrd(group: string, plural: string, kind: string, version: string, keepIf?: string): string {
+  const keep = keepIf ? `\n  {{- if ${keepIf} }}\n  annotations:\n    helm.sh/resource-policy: keep\n  {{- end }}` : '';
+  return `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: ${plural}.${group}${keep}
+spec:
+  group: ${group}
+  names:
+    kind: ${kind}
+    listKind: ${kind}List
+    plural: ${plural}
+    singular: ${kind.toLowerCase()}
+  scope: Namespaced
+  versions:
+    - name: ${version}
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+`;
+}
+
+const INGRESS_NGINX_TEMPLATES: Record<string, string> = {
+  'ingressclass.yaml': `{{- if .Values.controller.ingressClassResource.enabled }}
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata:
+  name: {{ .Values.controller.ingressClassResource.name }}
+  {{- if .Values.controller.ingressClassResource.default }}
+  annotations:
+    ingressclass.kubernetes.io/is-default-class: "true"
+  {{- end }}
+spec:
+  controller: k8s.io/ingress-nginx
+{{- end }}
+`,
+  'rbac.yaml': `apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: ingress-nginx
+  namespace: {{ .Release.Namespace }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: ingress-nginx
+rules:
+  - apiGroups: [networking.k8s.io]
+    resources: [ingresses, ingressclasses]
+    verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: ingress-nginx
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: ingress-nginx
+subjects:
+  - kind: ServiceAccount
+    name: ingress-nginx
+    namespace: {{ .Release.Namespace }}
+`,
+  'controller.yaml': standInDeployment('ingress-nginx-controller', '{{ .Values.controller.replicaCount }}'),
+};
+
+const CERT_MANAGER_CRDS = [
+  ['certificates', 'Certificate'],
+  ['issuers', 'Issuer'],
+  ['clusterissuers', 'ClusterIssuer'],
+] as const;
+
+/**
+ * Stand-ins for the platform charts infra/ installs (ingress-nginx, cert-manager,
+ * cloudnative-pg) at the versions infra/charts.ts pins, in one directory of
+ * `<chart>-<version>.tgz` (the local-directory form of `chartRepositories`). Each has the real
+ * chart's name, honours the values infra/ sets that change what is installed
+ * (`controller.ingressClassResource`, `controller.replicaCount`, cert-manager's `crds.enabled`
+ * and `crds.keep`, cloudnative-pg's `crds.create`) and installs the kinds of objects the real
+ * one does: a controller Deployment, stand-in CRDs with the real names (schemas keep any
+ * field), and for ingress-nginx an IngressClass and cluster-scoped RBAC.
+ */
+export async function writePlatformCharts(
+  dir: string,
+  charts: Record<'ingressNginx' | 'certManager' | 'cnpg', { chart: string; version: string }>,
+): Promise<string[]> {
+  await mkdir(dir, { recursive: true });
+  const packages: Array<{ chart: string; version: string; values: string; templates: Record<string, string> }> = [
+    {
+      ...charts.ingressNginx,
+      values:
+        'controller:\n  replicaCount: 1\n  ingressClassResource:\n    enabled: true\n    name: nginx\n    default: false\n',
+      templates: INGRESS_NGINX_TEMPLATES,
+    },
+    {
+      ...charts.certManager,
+      values: 'crds:\n  enabled: false\n  keep: true\n',
+      templates: {
+        'crds.yaml': `{{- if .Values.crds.enabled }}\n${CERT_MANAGER_CRDS.map(([plural, kind]) =>
+          standInCrd('cert-manager.io', plural, kind, 'v1', '.Values.crds.keep'),
+        ).join('---\n')}{{- end }}\n`,
+        'controller.yaml': standInDeployment('cert-manager'),
+      },
+    },
+    {
+      ...charts.cnpg,
+      values: 'crds:\n  create: true\n',
+      templates: {
+        'crds.yaml': `{{- if .Values.crds.create }}\n${standInCrd('postgresql.cnpg.io', 'clusters', 'Cluster', 'v1')}{{- end }}\n`,
+        'operator.yaml': standInDeployment('cnpg-cloudnative-pg'),
+      },
+    },
+  ];
+  const files: string[] = [];
+  for (const p of packages) {
+    const entries: TarEntry[] = [
+      { path: `${p.chart}/Chart.yaml`, content: chartYaml(p.chart, p.version) },
+      { path: `${p.chart}/values.yaml`, content: p.values },
+      ...Object.entries(p.templates).map(([file, content]) => ({
+        path: `${p.chart}/templates/${file}`,
+        content,
+      })),
+    ];
+    const file = `${p.chart}-${p.version}.tgz`;
+    await writeFile(join(dir, file), tarGz(entries));
+    files.push(file);
+  }
+  return files;
+}

@@ -127,7 +127,7 @@ function alive(pid: number): boolean {
 }
 
 /** An exclusive lock across test files (a lock file holding the owner's pid; stale owners are ignored). */
-async function acquireRunLock(timeoutMs: number): Promise<() => Promise<void>> {
+export async function acquireRunLock(timeoutMs: number): Promise<() => Promise<void>> {
   await until(
     'the end-to-end run lock',
     timeoutMs,
@@ -153,7 +153,7 @@ async function acquireRunLock(timeoutMs: number): Promise<() => Promise<void>> {
 }
 
 /** Timings of this run, appended as JSON lines to E2E_TIMINGS_FILE when set. */
-async function recordTiming(t: E2EHost, name: string, seconds: number): Promise<void> {
+export async function recordTiming(t: E2EHost, name: string, seconds: number): Promise<void> {
   t.comment(`timing: ${name} = ${seconds.toFixed(1)} s`);
   const file = process.env.E2E_TIMINGS_FILE;
   if (file)
