@@ -95,6 +95,8 @@ export interface ReconcilerConfig {
   pollMs: number;
   /** How long shutdown waits for running operations before handing leases back (PROVISIONER_SHUTDOWN_GRACE_SECONDS, default 20). */
   shutdownGraceSeconds: number;
+  /** Fleet upgrade steps with an engine run pending or running per root cluster, all fleet upgrades (PROVISIONER_FLEET_CLUSTER_PARALLELISM, default 2). */
+  fleetClusterParallelism: number;
 }
 
 export interface EngineConfig {
@@ -186,6 +188,7 @@ function loadReconcilerConfig(env: Env): ReconcilerConfig {
     backoffCapSeconds,
     pollMs: int(env, 'PROVISIONER_POLL_MS', d.pollMs, 50, 600_000),
     shutdownGraceSeconds: int(env, 'PROVISIONER_SHUTDOWN_GRACE_SECONDS', d.shutdownGraceMs / 1000, 0, 3600),
+    fleetClusterParallelism: int(env, 'PROVISIONER_FLEET_CLUSTER_PARALLELISM', 2, 1, 1024),
   };
 }
 

@@ -114,6 +114,7 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
       await services.start();
       const url = await app.listen({ port: config.port, host: config.host });
       await services.reconciler?.start();
+      services.fleetDriver?.start();
       const running = app;
       return {
         config,
@@ -127,6 +128,7 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
           // and hand back the rest; drain the tunnels while the API keeps serving, then stop it.
           await Promise.all([
             services.reconciler?.stop({ graceMs: config.reconciler.shutdownGraceSeconds * 1000 }),
+            services.fleetDriver?.stop(),
             running.close(),
           ]);
           // The database's part is bounded: a database that is gone or hangs costs at most this.
@@ -138,6 +140,7 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
       };
     } catch (err) {
       await services.reconciler?.stop({ graceMs: 0 }).catch(() => {});
+      await services.fleetDriver?.stop().catch(() => {});
       await app?.close();
       await services.stop();
       throw err;

@@ -26,6 +26,7 @@ import { KeyCache } from './auth/key-cache.ts';
 import {
   createMetrics,
   registerDriftMetrics,
+  registerFleetMetrics,
   registerReconcilerMetrics,
   registerReadMetrics,
   registerRuntimeObjectMetrics,
@@ -47,6 +48,7 @@ import { ManagedClusterService } from './managed-clusters/service.ts';
 import { RuntimeVersionService } from './runtime-versions/service.ts';
 import { TenantService } from './tenants/service.ts';
 import { FleetUpgradeService } from './fleet/service.ts';
+import { FleetDriver } from './fleet/driver.ts';
 import {
   createRequestSigner,
   createTunnelServer,
@@ -127,6 +129,8 @@ export interface Services {
   reconciler: Reconciler | undefined;
   /** The reconciler's engine (what `provisioner doctor` reports on); undefined with PROVISIONER_ENGINE=none. */
   engine: Engine | undefined;
+  /** The fleet upgrade driver (not started), beside the reconciler; undefined with PROVISIONER_ENGINE=none. */
+  fleetDriver: FleetDriver | undefined;
   /** Tunnels arrive as upgrades of this HTTP server, and other replicas reach this one at its address. */
   attachHttpServer(server: Server): void;
   /** Starts the tunnel directory and the notifications hub (the reconciler is started on its own). */
@@ -214,10 +218,21 @@ export async function buildServices(
     opts.engine,
     managedClusters,
   );
+  const fleetDriver = reconcilerParts
+    ? new FleetDriver({
+        pool,
+        catalog,
+        notifications,
+        leaseTtlMs: config.reconciler.leaseTtlSeconds * 1000,
+        clusterParallelism: config.reconciler.fleetClusterParallelism,
+        ...child('fleet-driver'),
+      })
+    : undefined;
   if (reconcilerParts) {
     registerDriftMetrics(metrics, reconcilerParts.reconciler.stats);
     registerReconcilerMetrics(metrics, pool, reconcilerParts.reconciler);
   }
+  registerFleetMetrics(metrics, pool, fleetDriver);
   const logHub = new OperationLogHub(pool, notifications);
   const runtimeObjects = new RuntimeObjectService({
     pool,
@@ -252,6 +267,7 @@ export async function buildServices(
     runtimeObjects,
     reconciler: reconcilerParts?.reconciler,
     engine: reconcilerParts?.engine,
+    fleetDriver,
     attachHttpServer(server) {
       httpServer = server;
       server.on('upgrade', (req, socket, head) => {

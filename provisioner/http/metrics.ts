@@ -347,3 +347,64 @@ export function registerReconcilerMetrics(metrics: Metrics, pool: pg.Pool, recon
     runs.observe({ kind, result }, seconds);
   };
 }
+
+/** What the fleet metrics read from this process's fleet upgrade driver. */
+export interface FleetDriverView {
+  stats: { ticks: number; lastTickMs: number; maxTickMs: number; decisions: Map<string, number> };
+}
+
+/**
+ * Fleet upgrades (docs/fleet-upgrades.md): fleet upgrades by state and the tenants of the active
+ * ones by state, read at scrape time; this process's driver decisions and tick durations.
+ */
+export function registerFleetMetrics(metrics: Metrics, pool: pg.Pool, driver: FleetDriverView | undefined): void {
+  const registers = [metrics.registry];
+  new client.Gauge({
+    name: 'provisioner_fleet_upgrades',
+    help: 'Fleet upgrades by state',
+    labelNames: ['state'] as const,
+    registers,
+    async collect() {
+      this.reset();
+      const { rows } = await pool.query<{ state: string; n: number }>(
+        'SELECT state, count(*)::int AS n FROM fleet_upgrades GROUP BY state',
+      );
+      for (const r of rows) this.set({ state: r.state }, r.n);
+    },
+  });
+  new client.Gauge({
+    name: 'provisioner_fleet_upgrade_tenants',
+    help: 'Tenants of the fleet upgrades not finished, by their state in the fleet upgrade',
+    labelNames: ['state'] as const,
+    registers,
+    async collect() {
+      this.reset();
+      const { rows } = await pool.query<{ state: string; n: number }>(
+        `SELECT ft.state, count(*)::int AS n FROM fleet_upgrade_tenants ft JOIN fleet_upgrades f ON f.id = ft.fleet_upgrade_id
+          WHERE f.state IN ('running', 'paused', 'halted', 'aborting') GROUP BY ft.state`,
+      );
+      for (const r of rows) this.set({ state: r.state }, r.n);
+    },
+  });
+  if (!driver) return;
+  new client.Counter({
+    name: 'provisioner_fleet_decisions_total',
+    help: "Decisions of this process's fleet upgrade driver (started, hop, succeeded, rollback, quarantined, halted, wave_completed, completed, revert, reverted, left, skipped, aborted)",
+    labelNames: ['decision'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const [decision, n] of driver.stats.decisions) this.inc({ decision }, n);
+    },
+  });
+  new client.Gauge({
+    name: 'provisioner_fleet_tick_seconds',
+    help: "The fleet upgrade driver's decision rounds in this process: the last and the slowest, in seconds",
+    labelNames: ['which'] as const,
+    registers,
+    collect() {
+      this.set({ which: 'last' }, driver.stats.lastTickMs / 1000);
+      this.set({ which: 'max' }, driver.stats.maxTickMs / 1000);
+    },
+  });
+}

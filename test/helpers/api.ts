@@ -76,6 +76,7 @@ export async function startReplica(
     close() {
       closed ??= (async () => {
         await services.reconciler?.stop({ graceMs: 0 });
+        await services.fleetDriver?.stop();
         await app.close();
         await services.stop();
       })();

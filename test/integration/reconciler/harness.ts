@@ -81,7 +81,13 @@ export interface Harness {
    * A reconciler in a child process (doomed-worker.ts) whose operations never finish, to be
    * killed with SIGKILL as a crashed provisioner would be.
    */
-  doomedWorker(o: { owner: string; leaseTtlMs: number }): Promise<DoomedWorker>;
+  doomedWorker(o: {
+    owner: string;
+    leaseTtlMs: number;
+    /** Another worker script taking the same arguments and printing the same lines, and arguments after them. */
+    script?: URL;
+    args?: string[];
+  }): Promise<DoomedWorker>;
   close(): Promise<void>;
 }
 
@@ -188,11 +194,15 @@ export async function createHarness(): Promise<Harness> {
     notificationsOf(r) {
       return hubs.get(r);
     },
-    async doomedWorker({ owner, leaseTtlMs }) {
-      const script = new URL('./doomed-worker.ts', import.meta.url).pathname;
-      const proc = spawn(process.execPath, [script, db.url, boxKey.toString('hex'), owner, String(leaseTtlMs)], {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      });
+    async doomedWorker({ owner, leaseTtlMs, script: given, args = [] }) {
+      const script = (given ?? new URL('./doomed-worker.ts', import.meta.url)).pathname;
+      const proc = spawn(
+        process.execPath,
+        [script, db.url, boxKey.toString('hex'), owner, String(leaseTtlMs), ...args],
+        {
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      );
       const exited = once(proc, 'exit');
       const kill = async () => {
         if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');

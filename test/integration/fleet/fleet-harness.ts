@@ -1,0 +1,142 @@
+/**
+ * Fleet upgrade test harness, over the reconciler's (../reconciler/harness.ts): tenants made
+ * Ready on a version with a connected tunnel, the ScriptedEngine TEST DOUBLE scripted so that an
+ * upgraded runtime reconnects its tunnel (as the real agents do when their pods are replaced), the
+ * fleet upgrade service, drivers with an injectable clock, and bounded waits.
+ */
+import { EngineError } from '../../../provisioner/engine/engine.ts';
+import { ScriptedEngine, type EngineCall } from '../../../provisioner/engine/scripted-engine.ts';
+import { FleetDriver, type FleetDriverOptions } from '../../../provisioner/fleet/driver.ts';
+import { FleetUpgradeService, type FleetUpgradeRequest } from '../../../provisioner/fleet/service.ts';
+import { catalog } from '../../../runtime/catalog.ts';
+import { createHarness, until, type Harness } from '../reconciler/harness.ts';
+
+export const OPERATOR = { actor: { id: 'test-operator', role: 'operator' }, requestId: 'test' };
+
+export interface FleetHarness {
+  h: Harness;
+  service: FleetUpgradeService;
+  /** The driver clock (ms); advance it to pass soak times and gate timeouts. */
+  clock: { now: number };
+  drivers: FleetDriver[];
+  /** Tenants Ready on `version` (generation 1 observed, Ready=True), placed on `cluster`, tunnel connected a minute ago. */
+  readyTenants(n: number, version: string, cluster: string): Promise<string[]>;
+  /** The engine double: an up reconnects the tenant's tunnel; `fail(call)` makes it fail; `delayMs` each. */
+  engine(o?: { fail?: (call: EngineCall) => boolean; delayMs?: number }): ScriptedEngine;
+  start(
+    body: Partial<FleetUpgradeRequest> & Pick<FleetUpgradeRequest, 'targetVersion'>,
+    ids: string[],
+  ): Promise<string>;
+  driver(o?: Partial<FleetDriverOptions>): FleetDriver;
+  fleet(id: string): Promise<{ state: string; current_wave: number; state_reason: string | null }>;
+  tenants(
+    id: string,
+  ): Promise<Map<string, { state: string; wave: number | null; reason: string | null; rolled_back: boolean }>>;
+  waitState(id: string, states: string[], timeoutMs?: number): Promise<string>;
+  /** Upgrade operations of the tenant to `version`. */
+  upgradesTo(tenantId: string, version: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+export async function createFleetHarness(): Promise<FleetHarness> {
+  const h = await createHarness();
+  const service = new FleetUpgradeService({ pool: h.db.pool, catalog });
+  const clock = { now: Date.now() };
+  const drivers: FleetDriver[] = [];
+  const pool = h.db.pool;
+  const reconnect = (tenantId: string) =>
+    pool
+      .query(
+        `INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at, seen_at)
+         VALUES ($1, gen_random_uuid(), 'test-replica', 'http://127.0.0.1:1', now(), now())
+         ON CONFLICT (tenant_id) DO UPDATE SET connection_id = gen_random_uuid(), connected_at = now(), seen_at = now()`,
+        [tenantId],
+      )
+      .then(() => {});
+  const self: FleetHarness = {
+    h,
+    service,
+    clock,
+    drivers,
+    async readyTenants(n, version, cluster) {
+      const ids: string[] = [];
+      for (let i = 0; i < n; i++) {
+        const { id } = await h.createTenant({ runtimeVersion: version });
+        await pool.query(
+          `UPDATE tenants SET phase = 'Ready', observed_generation = generation, actual_runtime_version = runtime_version, last_reconciled_at = now(),
+                  cluster_id = (SELECT id FROM root_clusters WHERE name = $2),
+                  conditions = '[{"type":"Ready","status":"True","reason":"Reconciled","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]'
+            WHERE id = $1`,
+          [id, cluster],
+        );
+        await pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE tenant_id = $1`, [id]);
+        await pool.query(
+          `INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at, seen_at)
+           VALUES ($1, gen_random_uuid(), 'test-replica', 'http://127.0.0.1:1', now() - interval '1 minute', now())`,
+          [id],
+        );
+        ids.push(id);
+      }
+      return ids;
+    },
+    engine(o = {}) {
+      return new ScriptedEngine({
+        script: (call) => {
+          if (call.kind !== 'up') return undefined;
+          if (o.fail?.(call))
+            return {
+              delayMs: o.delayMs ?? 0,
+              fail: new EngineError('ProgramFailed', 'the runtime never became healthy'),
+            };
+          return { gate: reconnect(call.tenantId), delayMs: o.delayMs ?? 0 };
+        },
+      });
+    },
+    async start(body, ids) {
+      const out = await service.create({ selector: { tenantIds: ids }, soakSeconds: 0, ...body }, OPERATOR);
+      return out.fleetUpgrade.id;
+    },
+    driver(o = {}) {
+      const d = new FleetDriver({ pool, catalog, pollMs: 50, leaseTtlMs: 3000, now: () => clock.now, ...o });
+      drivers.push(d);
+      d.start();
+      return d;
+    },
+    async fleet(id) {
+      const { rows } = await pool.query('SELECT state, current_wave, state_reason FROM fleet_upgrades WHERE id = $1', [
+        id,
+      ]);
+      return rows[0];
+    },
+    async tenants(id) {
+      const { rows } = await pool.query(
+        'SELECT tenant_id, state, wave, reason, rolled_back FROM fleet_upgrade_tenants WHERE fleet_upgrade_id = $1',
+        [id],
+      );
+      return new Map(rows.map((r) => [r.tenant_id as string, r]));
+    },
+    async waitState(id, states, timeoutMs = 20_000) {
+      return until(
+        `fleet upgrade ${id} to be ${states.join(' or ')}`,
+        async () => {
+          const f = await self.fleet(id);
+          return states.includes(f.state) ? f.state : undefined;
+        },
+        timeoutMs,
+        50,
+      );
+    },
+    async upgradesTo(tenantId, version) {
+      const { rows } = await pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM operations WHERE tenant_id = $1 AND kind = 'upgrade' AND to_version = $2`,
+        [tenantId, version],
+      );
+      return rows[0]!.n;
+    },
+    async close() {
+      for (const d of drivers) await d.stop().catch(() => {});
+      await h.close();
+    },
+  };
+  return self;
+}
