@@ -27,6 +27,7 @@ t.test('reconciler and engine settings: defaults', async (t) => {
     backoffCapSeconds: 600,
     pollMs: 2000,
     shutdownGraceSeconds: 20,
+    fleetClusterParallelism: 2,
   });
   t.match(c.engine, {
     kind: 'pulumi',
