@@ -7,11 +7,11 @@
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
 import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from '../runtime/component/pod-security.ts';
-import { PROVISIONER_RULES } from './provisioner-rbac.ts';
+import { PROVISIONER_RULES, PROVISIONER_SERVICE_ACCOUNT, provisionerGuardSpec } from './provisioner-rbac.ts';
 import { waitForServiceAccountToken, type TokenWaiter } from './token-wait.ts';
 
 export const PROVISIONER_TYPE = 'hosted:infra:Provisioner';
-const NAME = 'provisioner';
+const NAME = PROVISIONER_SERVICE_ACCOUNT.name;
 const PORT = 8080;
 /** Mount path of the engine's work volume: the provisioner's data dir (the root filesystem is read-only). */
 export const PROVISIONER_DATA_DIR = '/var/lib/provisioner';
@@ -76,6 +76,23 @@ export class Provisioner extends pulumi.ComponentResource {
         subjects: [{ kind: 'ServiceAccount', name: NAME, namespace: args.namespace }],
       },
       { ...child, dependsOn: [role, account] },
+    );
+    // The provisioner writes nothing outside tenant namespaces, whatever its grants would allow.
+    const guard = new k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+      `${name}-guard`,
+      {
+        metadata: { name: 'hosted-platform-provisioner-guard', labels },
+        spec: pulumi.output(args.namespace).apply((ns) => provisionerGuardSpec(`system:serviceaccount:${ns}:${NAME}`)),
+      },
+      child,
+    );
+    new k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+      `${name}-guard-binding`,
+      {
+        metadata: { name: 'hosted-platform-provisioner-guard', labels },
+        spec: { policyName: 'hosted-platform-provisioner-guard', validationActions: ['Deny'] },
+      },
+      { ...child, dependsOn: [guard] },
     );
 
     const tokenName = `${NAME}-token`;

@@ -19,6 +19,7 @@ import { copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import {
+  AdmissionregistrationV1Api,
   ApiextensionsV1Api,
   AppsV1Api,
   AuthenticationV1Api,
@@ -35,7 +36,10 @@ import t from 'tap';
 import { PLATFORM_CHARTS, PLATFORM_NAMESPACE } from '../../infra/charts.ts';
 import { PROVISIONER_DATA_DIR } from '../../infra/provisioner.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
-import { writePlatformCharts } from './harness/charts.ts';
+import { catalog } from '../../runtime/catalog.ts';
+import { ApiClient, cli, type SignupAnswer } from './harness/api-client.ts';
+import { writePlatformCharts, writeTestCharts } from './harness/charts.ts';
+import { VclusterEmulator } from './harness/vcluster-emulator.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from './harness/control-plane.ts';
 import {
   acquireRunLock,
@@ -152,6 +156,8 @@ async function main(): Promise<void> {
         'Secret',
         'Service',
         'ServiceAccount',
+        'ValidatingAdmissionPolicy',
+        'ValidatingAdmissionPolicyBinding',
       ],
       "the stack holds the platform's objects",
     );
@@ -217,25 +223,8 @@ async function main(): Promise<void> {
     t.ok(namespaces.items.length > 0, 'and it may list namespaces (it creates tenant namespaces)');
 
     const authz = admin.makeApiClient(AuthorizationV1Api);
-    const can = async (attrs: { verb: string; resource: string; group?: string; namespace?: string }) => {
-      const r = await authz.createSubjectAccessReview({
-        body: {
-          apiVersion: 'authorization.k8s.io/v1',
-          kind: 'SubjectAccessReview',
-          spec: {
-            user: PROVISIONER_SA,
-            groups: ['system:serviceaccounts', `system:serviceaccounts:${PLATFORM_NAMESPACE}`, 'system:authenticated'],
-            resourceAttributes: {
-              verb: attrs.verb,
-              resource: attrs.resource,
-              group: attrs.group ?? '',
-              ...(attrs.namespace ? { namespace: attrs.namespace } : {}),
-            },
-          },
-        },
-      });
-      return r.status?.allowed === true;
-    };
+    const can = (attrs: { verb: string; resource: string; group?: string; namespace?: string }) =>
+      allowed(authz, attrs);
     const refused = [
       { verb: 'update', resource: 'nodes' },
       { verb: 'delete', resource: 'nodes' },
@@ -258,8 +247,9 @@ async function main(): Promise<void> {
     ]) {
       t.ok(await can(a), `SubjectAccessReview: the provisioner may ${a.verb} ${a.resource} (tenant program)`);
     }
-    // Recorded, not asserted: the rules are bound cluster-wide (infra/provisioner-rbac.ts), so
-    // they reach every namespace, kube-system included (issue 20: not yet narrowed).
+    // Recorded, not asserted: the namespaced rules are bound cluster-wide (infra/provisioner-rbac.ts;
+    // cluster registration checks them in all namespaces), so reads reach every namespace. Writes
+    // outside tenant namespaces are refused by the admission policy (the lifecycle test below).
     const wide = [];
     for (const namespace of ['kube-system', 'default']) {
       if (await can({ verb: 'get', resource: 'secrets', namespace })) wide.push(`get secrets in ${namespace}`);
@@ -267,6 +257,9 @@ async function main(): Promise<void> {
     if (wide.length > 0) t.comment(`finding: the provisioner's cluster-wide grant also allows: ${wide.join(', ')}`);
   });
 
+  let adminKey = '';
+  let renderedEnv: Record<string, string> = {};
+  const volume = join(dir, 'pod-volume');
   await t.test("the provisioner Deployment's environment starts the real provisioner", async (t) => {
     // What the CloudNativePG operator would write (stand-in): the DSN Secret, here the test database.
     const core = admin.makeApiClient(CoreV1Api);
@@ -284,12 +277,12 @@ async function main(): Promise<void> {
     const container = deployment.spec!.template.spec!.containers[0]!;
     t.notOk(container.envFrom?.length, 'no envFrom (every variable is listed)');
     const env = await resolveEnv(admin, PLATFORM_NAMESPACE, container.env ?? []);
+    renderedEnv = env;
     t.equal(env.DATABASE_URL, databaseUrl.toString(), 'DATABASE_URL comes from the CNPG app Secret');
     const mounts = new Map((container.volumeMounts ?? []).map((m) => [m.mountPath, m.name]));
     t.ok(mounts.has(env.PROVISIONER_DATA_DIR ?? ''), 'PROVISIONER_DATA_DIR is a mounted volume');
 
     // The pod's volume is a folder here; the image's PATH holds the Pulumi CLI and Node.js.
-    const volume = join(dir, 'pod-volume');
     await mkdir(volume, { recursive: true });
     const port = await freePort();
     const processEnv: Record<string, string> = {
@@ -336,12 +329,175 @@ async function main(): Promise<void> {
     t.same(development, [], 'no secret is left to a development default (encryption key, passphrase, signing key)');
     const key = /A bootstrap admin API key was generated[^\n]*\n\s*(\S+)/.exec(log)?.[1];
     t.ok(key, 'the first start prints the bootstrap admin key once');
+    adminKey = key ?? '';
     const versions = await fetch(`${url}/v1/runtime-versions`);
     t.equal(versions.status, 200, 'it serves the public API');
     const clusters = await fetch(`${url}/v1/clusters`, { headers: { authorization: `Bearer ${key}` } });
     t.equal(clusters.status, 200, 'the printed admin key is accepted');
     await proc.stop(10_000);
   });
+
+  await t.test(
+    "the tenant lifecycle runs with the provisioner's own ServiceAccount, registered by clusters import",
+    async (t) => {
+      t.ok(adminKey, 'precondition: the admin key of the first start');
+      // The vcluster and Argo charts (stand-ins) next to the platform ones, and the vcluster emulation.
+      await writeTestCharts(charts, catalog);
+      const emulator = new VclusterEmulator({
+        toolchain,
+        root: admin,
+        etcdUrl: etcd.url,
+        dir: join(dir, 'vclusters'),
+        log: (m) => t.comment(m),
+      });
+      emulator.start();
+      cleanups.push(() => emulator.stop());
+      const pluginBin = join(dir, 'plugin-bin');
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}`;
+      const logFile = join(dir, 'provisioner-lifecycle.log');
+      // The rendered environment, and what this test environment needs on top (named):
+      const testEnv = {
+        PROVISIONER_CHART_REPOSITORIES: JSON.stringify({ argo: charts, vcluster: charts }),
+        // The root and emulated vcluster API servers listen on loopback.
+        PROVISIONER_CLUSTER_ALLOWED_CIDRS: '127.0.0.0/8',
+        PROVISIONER_LEASE_TTL_SECONDS: '5',
+        PROVISIONER_POLL_MS: '500',
+        PROVISIONER_BACKOFF_BASE_SECONDS: '3',
+        PROVISIONER_BACKOFF_CAP_SECONDS: '30',
+        PROVISIONER_SHUTDOWN_GRACE_SECONDS: '5',
+        PULUMI_SKIP_UPDATE_CHECK: 'true',
+        PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: 'true',
+      };
+      t.comment(`added for the test environment: ${Object.keys(testEnv).join(', ')}`);
+      const proc = startProcess(
+        'provisioner',
+        process.execPath,
+        [join(REPO_ROOT, 'bin', 'provisioner.ts'), 'serve'],
+        logFile,
+        {
+          env: {
+            ...renderedEnv,
+            ...testEnv,
+            HOST: '127.0.0.1',
+            PORT: String(port),
+            PROVISIONER_DATA_DIR: volume,
+            PATH: `${bin}:${pluginBin}:${dirname(process.execPath)}:/usr/bin:/bin`,
+            HOME: volume,
+          },
+          cwd: volume,
+        },
+      );
+      cleanups.push(() => proc.stop(10_000));
+      await until('provisioner /readyz', 90_000, async () => {
+        if (!proc.running()) throw new StopWaiting(`provisioner exited: ${await proc.tail(20)}`);
+        const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(3000) }).catch(() => undefined);
+        return res?.status === 200;
+      });
+
+      const output = (await pulumi(['stack', 'output', 'clusters', '--show-secrets', '--json'])).stdout;
+      let started = Date.now();
+      const imported = await cli(url, adminKey, ['clusters', 'import', '-'], output);
+      t.equal(imported.code, 0, `clusters import: ${imported.stderr}`);
+      t.equal(
+        imported.stdout.trim(),
+        `registered ${CLUSTER} (local, capacity 50)`,
+        'the import says what it registered',
+      );
+      const again = await cli(url, adminKey, ['clusters', 'import', '-'], output);
+      t.equal(again.stdout.trim(), `unchanged ${CLUSTER}`, 'importing the same output again changes nothing');
+      await recordTiming(t, 'infra: clusters import (twice)', (Date.now() - started) / 1000);
+
+      const api = new ApiClient(url, adminKey);
+      const seconds = (since: number) => (Date.now() - since) / 1000;
+      started = Date.now();
+      const signup = await new ApiClient(url, '').request<SignupAnswer>(
+        'POST',
+        '/v1/signup',
+        {
+          organization: 'least-privilege',
+          email: 'ops@least-privilege.example',
+          plan: 'team',
+          runtimeVersion: '1.4.1',
+        },
+        { 'idempotency-key': `e2e-infra-${randomBytes(16).toString('hex')}` },
+      );
+      t.equal(signup.status, 202, 'signup accepted');
+      const id = signup.body.tenant.id;
+      const namespace = `tenant-${id}`;
+      await api.waitForPhase(id, 'Ready', 5 * 60_000);
+      await recordTiming(t, 'infra: signup → Ready as the provisioner ServiceAccount', seconds(started));
+      t.pass('signup → Ready');
+
+      // What the ServiceAccount may and may not do, now that a tenant namespace exists.
+      const authz = admin.makeApiClient(AuthorizationV1Api);
+      const can = (verb: string, resource: string, ns?: string) => allowed(authz, { verb, resource, namespace: ns });
+      t.ok(await can('get', 'secrets', namespace), "it reads Secrets in the tenant's namespace");
+      const sa = new KubeConfig();
+      sa.loadFromString((JSON.parse(output) as Array<{ kubeconfig: string }>)[0]!.kubeconfig);
+      // A namespace of someone else's (kube-system and default cannot be deleted by anyone).
+      await admin.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'bystander' } } });
+      const refusal = await sa
+        .makeApiClient(CoreV1Api)
+        .deleteNamespace({ name: 'bystander', dryRun: 'All' })
+        .then(
+          () => 'deleted',
+          (err: unknown) => String((err as { body?: unknown }).body ?? err),
+        );
+      t.match(
+        refusal,
+        /hosted-platform-provisioner-guard/,
+        "deleting a namespace that is not a tenant's (dry run) is refused by the admission policy, though RBAC lets it delete namespaces",
+      );
+      const relabel = await sa
+        .makeApiClient(CoreV1Api)
+        .patchNamespace({
+          name: 'default',
+          body: [{ op: 'add', path: '/metadata/labels/x', value: 'y' }],
+          dryRun: 'All',
+        })
+        .then(
+          () => 'patched',
+          (err: unknown) => String((err as { body?: unknown }).body ?? err),
+        );
+      t.match(relabel, /hosted-platform-provisioner-guard/, 'and so is relabelling another namespace');
+      const write = await sa
+        .makeApiClient(CoreV1Api)
+        .createNamespacedConfigMap({ namespace: 'kube-system', body: { metadata: { name: 'x' } }, dryRun: 'All' })
+        .then(
+          () => 'created',
+          (err: unknown) => String((err as { body?: unknown }).body ?? err),
+        );
+      t.match(write, /hosted-platform-provisioner-guard/, 'and so is creating an object in kube-system');
+
+      for (const [verb, phase, args] of [
+        ['upgrade', 'Ready', ['tenants', 'upgrade', id, '1.5.0']],
+        ['suspend', 'Suspended', ['tenants', 'suspend', id]],
+        ['resume', 'Ready', ['tenants', 'resume', id]],
+      ] as const) {
+        started = Date.now();
+        const r = await cli(url, adminKey, [...args]);
+        t.equal(r.code, 0, `${verb} accepted: ${r.stderr.trim()}`);
+        await until(`${verb} to be taken up`, 60_000, async () => {
+          const x = await api.tenant(id);
+          return x.generation === x.status.observedGeneration && x.status.phase === phase;
+        });
+        await recordTiming(t, `infra: ${verb} as the provisioner ServiceAccount`, seconds(started));
+        t.pass(`${verb} → ${phase}`);
+      }
+      t.equal((await api.tenant(id)).status.runtimeVersion, '1.5.0', 'the tenant runs 1.5.0 after the upgrade');
+      started = Date.now();
+      const d = await cli(url, adminKey, ['tenants', 'delete', id]);
+      t.equal(d.code, 0, 'delete accepted');
+      await api.waitForPhase(id, 'Deleted', 5 * 60_000);
+      await recordTiming(t, 'infra: delete as the provisioner ServiceAccount', seconds(started));
+      t.notOk(
+        await exists(() => admin.makeApiClient(CoreV1Api).readNamespace({ name: namespace })),
+        "the tenant's namespace is gone",
+      );
+      await proc.stop(10_000);
+    },
+  );
 
   await t.test('pulumi destroy leaves nothing of the platform behind', async (t) => {
     const started = Date.now();
@@ -364,6 +520,17 @@ async function main(): Promise<void> {
       t.notOk(clusterRoles.includes(name), `ClusterRole ${name} is gone`);
       t.notOk(bindings.includes(name), `ClusterRoleBinding ${name} is gone`);
     }
+    const admission = admin.makeApiClient(AdmissionregistrationV1Api);
+    t.same(
+      (await admission.listValidatingAdmissionPolicy()).items.map((p) => p.metadata!.name),
+      [],
+      'no ValidatingAdmissionPolicy is left',
+    );
+    t.same(
+      (await admission.listValidatingAdmissionPolicyBinding()).items.map((p) => p.metadata!.name),
+      [],
+      'no ValidatingAdmissionPolicyBinding is left',
+    );
     t.notOk(
       await exists(() => admin.makeApiClient(SchedulingV1Api).readPriorityClass({ name: 'tenant-control-plane' })),
       'PriorityClass tenant-control-plane is gone',
@@ -385,6 +552,30 @@ async function main(): Promise<void> {
     };
     t.same(state.deployment.resources ?? [], [], 'the stack holds no resource');
   });
+}
+
+/** A SubjectAccessReview for the provisioner's ServiceAccount. */
+async function allowed(
+  authz: AuthorizationV1Api,
+  attrs: { verb: string; resource: string; group?: string; namespace?: string | undefined },
+): Promise<boolean> {
+  const r = await authz.createSubjectAccessReview({
+    body: {
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SubjectAccessReview',
+      spec: {
+        user: PROVISIONER_SA,
+        groups: ['system:serviceaccounts', `system:serviceaccounts:${PLATFORM_NAMESPACE}`, 'system:authenticated'],
+        resourceAttributes: {
+          verb: attrs.verb,
+          resource: attrs.resource,
+          group: attrs.group ?? '',
+          ...(attrs.namespace ? { namespace: attrs.namespace } : {}),
+        },
+      },
+    },
+  });
+  return r.status?.allowed === true;
 }
 
 interface StateResource {

@@ -157,13 +157,13 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs the `provisioner` CLI against the API. */
-export async function cli(url: string, token: string, args: string[]): Promise<CliResult> {
+/** Runs the `provisioner` CLI against the API (`input`: its standard input). */
+export async function cli(url: string, token: string, args: string[], input?: string): Promise<CliResult> {
   try {
     const { stdout, stderr } = await run(
       process.execPath,
       [join(REPO_ROOT, 'bin', 'provisioner.ts'), '--url', url, '--token', token, ...args],
-      { timeoutMs: 60_000 },
+      { timeoutMs: 60_000, ...(input !== undefined ? { input } : {}) },
     );
     return { code: 0, stdout, stderr };
   } catch (err) {

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { infraProgram } from '../../../infra/program.ts';
 import { validateClusters } from '../../../infra/config.ts';
-import { PROVISIONER_RULES } from '../../../infra/provisioner-rbac.ts';
+import { PROVISIONER_GUARD_EXPRESSION, PROVISIONER_RULES } from '../../../infra/provisioner-rbac.ts';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { ISecret } from 'kubernetes-models/v1';
 import type { IIngress } from 'kubernetes-models/networking.k8s.io/v1';
@@ -94,6 +94,8 @@ t.test('two clusters: each gets the whole platform through its own provider', as
         'Secret',
         'Service',
         'ServiceAccount',
+        'ValidatingAdmissionPolicy',
+        'ValidatingAdmissionPolicyBinding',
       ],
       `cluster ${name}`,
     );
@@ -216,6 +218,28 @@ t.test('provisioner RBAC manages namespaces and namespaced objects, nothing clus
     PROVISIONER_RULES.some((rule) =>
       (rule.verbs as string[]).some((v) => v === '*' || v === 'escalate' || v === 'bind'),
     ),
+  );
+});
+
+t.test("a ValidatingAdmissionPolicy keeps the provisioner's writes inside tenant namespaces", async (t) => {
+  const r = await runProgram(program, config(), { project: P, stack: 'dev' });
+  const guard = r.byName('eu-1-provisioner-guard').inputs as {
+    spec: { matchConditions: Array<{ expression: string }>; validations: Array<{ expression: string }> };
+  };
+  t.match(
+    guard.spec.matchConditions[0]!.expression,
+    "'system:serviceaccount:hosted-platform:provisioner'",
+    "it applies to the provisioner's ServiceAccount only",
+  );
+  t.equal(
+    guard.spec.validations[0]!.expression,
+    PROVISIONER_GUARD_EXPRESSION,
+    'a namespace named tenant-…, or an object in one',
+  );
+  t.same(
+    (r.byName('eu-1-provisioner-guard-binding').inputs as { spec: unknown }).spec,
+    { policyName: 'hosted-platform-provisioner-guard', validationActions: ['Deny'] },
+    'bound to deny',
   );
 });
 
