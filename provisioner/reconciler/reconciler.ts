@@ -456,6 +456,26 @@ export class Reconciler {
     }
   }
 
+  /**
+   * Writes an attempt's outcome, retrying while the database is unreachable and this process may
+   * still hold the tenant's lease (its last renewal is younger than the lease TTL): an engine run
+   * that succeeded just as the database went away is recorded once it is back, instead of being
+   * run a second time by the next owner. Gives up (throws) once the lease may have expired, or
+   * when the run is aborted (lease lost, shutdown).
+   */
+  async #whileLeaseHeld<T>(run: ActiveRun, write: () => Promise<T>): Promise<T> {
+    for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
+      try {
+        return await write();
+      } catch (err) {
+        const leaseAge = Date.now() - this.#lastRenewOk;
+        if (!isConnectionError(err) || run.reason || this.#stopping || leaseAge + delay >= this.#settings.leaseTtlMs)
+          throw err;
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+
   async #attempt(run: ActiveRun): Promise<void> {
     const t = run.tenant;
     const { engine, box } = this.#settings;
@@ -528,14 +548,13 @@ export class Reconciler {
       }
       log.line(`operation succeeded (generation ${t.generation})`);
       await log.close();
-      if (
-        await recordSuccess(pool, this.owner, {
-          tenant: t,
-          operationId: started.operationId,
-          outputs: result.outputs,
-          conditions: started.conditions,
-        })
-      ) {
+      const success = {
+        tenant: t,
+        operationId: started.operationId,
+        outputs: result.outputs,
+        conditions: started.conditions,
+      };
+      if (await this.#whileLeaseHeld(run, () => recordSuccess(pool, this.owner, success))) {
         this.stats.succeeded += 1;
         finished('succeeded');
       } else this.stats.leaseLost += 1;

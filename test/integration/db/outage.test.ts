@@ -1,10 +1,12 @@
 /**
  * Losing the database is an outage, not a crash. A PostgreSQL server of this test's own (never
- * the shared one) is SIGKILLed while signups arrive: the provisioner keeps running (an unhandled
- * client error would end this very process), answers 503 DATABASE_UNAVAILABLE with Retry-After
- * meanwhile, never a 500 or a reset socket, every acknowledged signup is there afterwards, the
- * reconciler pauses and resumes by itself, and signups succeed again within 5 s of the server
- * being back. Shutdown with the database gone takes at most 2 s.
+ * the shared one) is SIGKILLed, or stopped for 20 s (issue 13's fault test), while signups
+ * arrive: the provisioner keeps running (an unhandled client error would end this very process),
+ * answers 503 DATABASE_UNAVAILABLE with Retry-After meanwhile, each answer well within the
+ * request timeout, never a 500 or a reset socket, every acknowledged signup is there afterwards,
+ * the reconciler pauses and resumes by itself and runs every acknowledged tenant's create exactly
+ * once (none lost, none run twice), and signups succeed again within 5 s of the server being
+ * back. Shutdown with the database gone takes at most 2 s.
  */
 import t, { type Test } from 'tap';
 import { randomBytes } from 'node:crypto';
@@ -18,6 +20,13 @@ import { freePort, startEmbeddedPostgres, type EmbeddedServer } from '../../../p
 import { SecretBox } from '../../../provisioner/crypto.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { insertCluster } from '../../../provisioner/store/clusters.ts';
+import { KUBECONFIG } from '../reconciler/harness.ts';
+
+// The 20 s outage under load, the reconciler's catch-up and two PostgreSQL restarts.
+t.setTimeout(240_000);
+/** PROVISIONER_REQUEST_TIMEOUT_SECONDS of the provisioner under test: no answer may take longer. */
+const REQUEST_TIMEOUT_SECONDS = 10;
 
 interface OwnServer {
   dir: string;
@@ -81,6 +90,7 @@ async function provisionerOn(s: OwnServer, t: Test): Promise<{ running: Running;
       PROVISIONER_SIGNUP_RATE_LIMIT: '1000000',
       PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
       PROVISIONER_ADMIN_TOKEN: `hrt_admin_${randomBytes(24).toString('hex')}`,
+      PROVISIONER_REQUEST_TIMEOUT_SECONDS: String(REQUEST_TIMEOUT_SECONDS),
     }),
     { out: () => {} },
   );
@@ -89,6 +99,8 @@ async function provisionerOn(s: OwnServer, t: Test): Promise<{ running: Running;
 
 interface Answer {
   at: number;
+  /** How long the answer took. */
+  ms: number;
   status: number | 'socket error';
   retryAfter: string | null;
   code?: string;
@@ -100,14 +112,14 @@ interface Answer {
  * recovery), or a fast shutdown (`pg_ctl -m fast stop`: sessions end with 57P01 admin_shutdown)
  * as in a restart or a switchover of an external server.
  */
-const outages = {
-  SIGKILLed: killPostgres,
-  'stopped (fast shutdown) and started again': (s: OwnServer) => s.server.stop(),
-};
+const outages: Array<[how: string, stop: (s: OwnServer) => Promise<void>, gapMs: number]> = [
+  ['SIGKILLed', killPostgres, 1000],
+  ['stopped (fast shutdown) for 20 s and started again', (s: OwnServer) => s.server.stop(), 20_000],
+];
 
-for (const [how, stop] of Object.entries(outages))
+for (const [how, stop, gapMs] of outages)
   t.test(
-    `Postgres ${how} under signup load: 503 with Retry-After in the gap, every 202 kept, back within 5 s`,
+    `Postgres ${how} under signup load: 503 with Retry-After in the gap, every 202 kept and created once, back within 5 s`,
     async (t) => {
       const s = await ownServer();
       t.teardown(async () => {
@@ -119,10 +131,21 @@ for (const [how, stop] of Object.entries(outages))
       t.teardown(async () => {
         if (!closed) await running.close();
       });
+      const box = new SecretBox(randomBytes(32));
+      const engine = new ScriptedEngine();
+      // A cluster with room for every signup, so that each acknowledged tenant gets its create run.
+      await insertCluster(running.db.pool, {
+        name: 'outage-root',
+        region: 'eu-1',
+        labels: {},
+        capacity: 100_000,
+        plans: [],
+        kubeconfigEnc: box.encrypt(KUBECONFIG, 'cluster/outage-root'),
+      });
       const reconciler = new Reconciler({
         pool: running.db.pool,
-        engine: new ScriptedEngine(),
-        box: new SecretBox(randomBytes(32)),
+        engine,
+        box,
         pollMs: 100,
         notifications: running.services.notifications,
       });
@@ -135,6 +158,7 @@ for (const [how, stop] of Object.entries(outages))
       const worker = async (): Promise<void> => {
         while (!stopLoad && answers.length < 20_000) {
           const org = `outage-${process.pid}-${n++}`;
+          const sent = Date.now();
           try {
             const res = await fetch(`${running.url}/v1/signup`, {
               method: 'POST',
@@ -144,13 +168,14 @@ for (const [how, stop] of Object.entries(outages))
             const body = (await res.json()) as { tenant?: { id: string }; error?: { code: string } };
             answers.push({
               at: Date.now(),
+              ms: Date.now() - sent,
               status: res.status,
               retryAfter: res.headers.get('retry-after'),
               code: body.error?.code,
               tenantId: body.tenant?.id,
             });
           } catch {
-            answers.push({ at: Date.now(), status: 'socket error', retryAfter: null });
+            answers.push({ at: Date.now(), ms: Date.now() - sent, status: 'socket error', retryAfter: null });
           }
           // Bounded pace: a load, not a busy loop on a shared machine.
           await new Promise((r) => setTimeout(r, 5));
@@ -180,7 +205,7 @@ for (const [how, stop] of Object.entries(outages))
       t.match(readyBody.reason, /database unreachable since .*: /, '/readyz says why and since when');
       for (let i = 0; i < 300 && !reconciler.paused; i++) await new Promise((r) => setTimeout(r, 10));
       t.ok(reconciler.paused, 'the reconciler paused its claims');
-      await new Promise((r) => setTimeout(r, 1000)); // a representative outage under load
+      await new Promise((r) => setTimeout(r, gapMs)); // the outage, under load all along
 
       await restartPostgres(s);
       const backAt = Date.now();
@@ -216,6 +241,17 @@ for (const [how, stop] of Object.entries(outages))
         'only 202 and 503 were answered',
       );
 
+      const inGap = answers.filter((a) => a.at > killedAt && a.at < backAt);
+      const slowest = Math.max(...answers.map((a) => a.ms));
+      t.comment(
+        `${inGap.length} answers in the ${Math.round((backAt - killedAt) / 1000)} s gap; slowest answer of the run ${slowest} ms (request timeout ${REQUEST_TIMEOUT_SECONDS} s)`,
+      );
+      t.ok(
+        slowest < REQUEST_TIMEOUT_SECONDS * 1000,
+        `no request hung: the slowest answer took ${slowest} ms, under the ${REQUEST_TIMEOUT_SECONDS} s request timeout`,
+      );
+      t.ok(backAt - killedAt >= gapMs, `the database was gone for ${backAt - killedAt} ms (at least ${gapMs})`);
+
       const acknowledged = answers.filter((a) => a.status === 202).map((a) => a.tenantId!);
       const check = new pg.Client({ connectionString: dbUrl });
       await check.connect();
@@ -225,6 +261,35 @@ for (const [how, stop] of Object.entries(outages))
       );
       await check.end();
       t.equal(rows[0]!.n, acknowledged.length, `all ${acknowledged.length} acknowledged signups are stored`);
+
+      // The reconciler catches up: every acknowledged tenant's create runs, exactly once.
+      const pending = async () =>
+        (
+          await running.db.pool.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM operations WHERE tenant_id = ANY($1::uuid[]) AND state <> 'succeeded'`,
+            [acknowledged],
+          )
+        ).rows[0]!.n;
+      for (let i = 0; i < 1200 && (await pending()) > 0; i++) await new Promise((r) => setTimeout(r, 100));
+      const ops = await running.db.pool.query<{ tenant_id: string; n: number; succeeded: number }>(
+        `SELECT tenant_id, count(*)::int AS n, count(*) FILTER (WHERE state = 'succeeded')::int AS succeeded
+           FROM operations WHERE tenant_id = ANY($1::uuid[]) GROUP BY tenant_id`,
+        [acknowledged],
+      );
+      t.equal(ops.rows.length, acknowledged.length, 'every acknowledged tenant has its operation (none lost)');
+      t.same(
+        ops.rows.filter((r) => r.n !== 1 || r.succeeded !== 1).map((r) => r.tenant_id),
+        [],
+        'each has exactly one operation, and it succeeded',
+      );
+      const ups = new Map<string, number>();
+      for (const c of engine.calls) if (c.kind === 'up') ups.set(c.tenantId, (ups.get(c.tenantId) ?? 0) + 1);
+      t.same(
+        acknowledged.filter((id) => ups.get(id) !== 1).map((id) => `${id}: ${ups.get(id) ?? 0} runs`),
+        [],
+        `the engine ran each of the ${acknowledged.length} creates exactly once (none lost, none run twice)`,
+      );
+      t.same(engine.violations, [], 'no two engine calls overlapped on one tenant');
 
       await reconciler.stop({ graceMs: 0 });
       closed = true;
@@ -263,3 +328,69 @@ t.test('shutdown with the database gone takes at most 2 s', async (t) => {
   const took = Date.now() - began;
   t.ok(took <= 2000, `shutdown took ${took} ms with the database gone (at most 2000)`);
 });
+
+t.test(
+  'an engine run that succeeds while Postgres is stopped is recorded once it is back, not run a second time',
+  async (t) => {
+    const s = await ownServer();
+    t.teardown(async () => {
+      await s.server.stop().catch(() => {});
+      await rm(s.dir, { recursive: true, force: true });
+    });
+    const { running, dbUrl } = await provisionerOn(s, t);
+    t.teardown(() => running.close());
+    const box = new SecretBox(randomBytes(32));
+    let release: () => void = () => {};
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    // The create's engine run waits for the test, which stops PostgreSQL first: its success is
+    // then written to a database that is gone.
+    const engine = new ScriptedEngine({ script: (call) => (call.kind === 'up' ? { gate } : undefined) });
+    await insertCluster(running.db.pool, {
+      name: 'outage-root',
+      region: 'eu-1',
+      labels: {},
+      capacity: 10,
+      plans: [],
+      kubeconfigEnc: box.encrypt(KUBECONFIG, 'cluster/outage-root'),
+    });
+    const reconciler = new Reconciler({
+      pool: running.db.pool,
+      engine,
+      box,
+      pollMs: 100,
+      notifications: running.services.notifications,
+    });
+    await reconciler.start();
+    t.teardown(() => reconciler.stop({ graceMs: 0 }));
+    const res = await fetch(`${running.url}/v1/signup`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ organization: `outage-run-${process.pid}`, email: 'o@example.com' }),
+    });
+    t.equal(res.status, 202, 'the signup is acknowledged');
+    const { tenant, operationId } = (await res.json()) as { tenant: { id: string }; operationId: string };
+    for (let i = 0; i < 300 && engine.callsFor(tenant.id).length === 0; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    t.equal(engine.callsFor(tenant.id).length, 1, 'the create is running in the engine');
+
+    await s.server.stop();
+    release(); // the engine run succeeds with the database gone
+    await new Promise((r) => setTimeout(r, 3000));
+    await restartPostgres(s);
+    const check = new pg.Client({ connectionString: dbUrl });
+    await check.connect();
+    t.teardown(() => check.end());
+    let state = '';
+    for (let i = 0; i < 300 && state !== 'succeeded'; i++) {
+      state = (await check.query<{ state: string }>('SELECT state FROM operations WHERE id = $1', [operationId]))
+        .rows[0]!.state;
+      if (state !== 'succeeded') await new Promise((r) => setTimeout(r, 50));
+    }
+    t.equal(state, 'succeeded', 'the operation is recorded as succeeded once PostgreSQL is back');
+    t.equal(
+      engine.callsFor(tenant.id).filter((c) => c.kind === 'up').length,
+      1,
+      'the engine ran the create once: the success was recorded, not the run repeated',
+    );
+  },
+);
