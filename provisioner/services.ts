@@ -45,6 +45,7 @@ import { KEY_REVOKED_CHANNEL } from './store/keys.ts';
 import { ClusterService } from './clusters/service.ts';
 import { KeyService } from './keys/service.ts';
 import { ManagedClusterService } from './managed-clusters/service.ts';
+import { ManagedClusterProber } from './managed-clusters/health.ts';
 import { RuntimeVersionService } from './runtime-versions/service.ts';
 import { TenantService } from './tenants/service.ts';
 import { FleetUpgradeService } from './fleet/service.ts';
@@ -117,6 +118,8 @@ export interface Services {
   clusters: ClusterService;
   /** Tenants' managed clusters: registration, removal, reads (managed-clusters/service.ts). */
   managedClusters: ManagedClusterService;
+  /** Their health probe (managed-clusters/health.ts), started with the services. */
+  managedClusterProber: ManagedClusterProber;
   keys: KeyService;
   runtimeVersions: RuntimeVersionService;
   /** Fleet upgrades: plan, start, reads, pause/resume/abort (the driver runs beside the reconciler). */
@@ -208,6 +211,13 @@ export async function buildServices(
     rootPolicy: config.kubeconfig,
     probeIntervalMs: config.managedClusters.probeIntervalMs,
   });
+  const managedClusterProber = new ManagedClusterProber({
+    pool,
+    box,
+    policy: config.managedClusters.kubeconfig,
+    intervalMs: config.managedClusters.probeIntervalMs,
+    logger: logger?.child({ component: 'managed-cluster-probe' }),
+  });
   const reconcilerParts = await buildReconciler(
     config,
     db,
@@ -260,6 +270,7 @@ export async function buildServices(
     tenants: new TenantService({ pool, box, catalog }),
     clusters: new ClusterService({ pool, box, kubeconfigPolicy: config.kubeconfig }),
     managedClusters,
+    managedClusterProber,
     keys: new KeyService({ pool, onRevoked: onKeyRevoked }),
     runtimeVersions: new RuntimeVersionService({ pool, catalog }),
     fleetUpgrades: new FleetUpgradeService({ pool, catalog }),
@@ -277,9 +288,11 @@ export async function buildServices(
     async start() {
       await tunnelDirectory.start();
       await notifications.start();
+      managedClusterProber.start();
     },
     stop() {
       stopped ??= (async () => {
+        await managedClusterProber.stop();
         await tunnelDirectory.stop();
         await logHub.close();
         runtimeObjects.close();

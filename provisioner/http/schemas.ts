@@ -121,6 +121,19 @@ export const Tenant = Type.Object(
           { description: "present once the runtime's event reporter has reported" },
         ),
       ),
+      managedClusters: Type.Optional(
+        Type.Array(
+          Type.Object({
+            name: Type.String(),
+            server: Type.String(),
+            reachable: StringEnum(['True', 'False', 'Unknown'] as const),
+          }),
+          {
+            description:
+              "the clusters the tenant's Argo CD deploys to and their Reachable status; while none is reachable, condition ActionRequired says how to connect one",
+          },
+        ),
+      ),
       suspension: Type.Optional(
         Type.Object(
           {

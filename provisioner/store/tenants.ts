@@ -86,10 +86,18 @@ export interface Tenant {
     suspension?: { by: 'operator' | 'tenant'; reason: string | null };
     /** Once the runtime's event reporter has reported (runtime-objects/reporting.ts). */
     reporting?: ReportingStatus;
+    /** The tenant's managed clusters and whether each is reachable (their Reachable condition). */
+    managedClusters?: ManagedClusterSummary[];
   };
   createdAt: string;
   updatedAt: string;
   deletedAt: string | null;
+}
+
+export interface ManagedClusterSummary {
+  name: string;
+  server: string;
+  reachable: Condition['status'];
 }
 
 export interface TenantRow {
@@ -123,6 +131,8 @@ export interface TenantRow {
   tunnel_since?: Date | null;
   /** The event reporter's replicas (runtime_reporters), null when none ever reported; absent from writes' RETURNING. */
   reporters?: ReporterRow[] | null;
+  /** The tenant's managed clusters (name, server, conditions), null when none; absent from writes' RETURNING. */
+  managed_clusters?: Array<{ name: string; server: string; conditions: Condition[] }> | null;
 }
 
 /**
@@ -135,14 +145,64 @@ export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, 
   rt.replica_id AS tunnel_replica, rt.connected_at AS tunnel_since,
   (SELECT json_agg(json_build_object('replica', r.replica, 'lastSeen', r.last_seen, 'since', r.since,
           'ageSeconds', extract(epoch FROM now() - r.last_seen)::float8, 'owned', r.owned_objects))
-     FROM runtime_reporters r WHERE r.tenant_id = t.id) AS reporters`;
+     FROM runtime_reporters r WHERE r.tenant_id = t.id) AS reporters,
+  managed_cluster_summary(t.id) AS managed_clusters`;
 /** With the runtime's tunnel row while its replica renews it (store/tunnels.ts). */
 export const TENANT_FROM = `tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id
   LEFT JOIN runtime_tunnels rt ON rt.tenant_id = t.id AND ${liveTunnel('rt')}`;
 
+/**
+ * What the tenant's managed clusters say in its status: each with its reachability, and while
+ * none is reachable (or none is registered) an ActionRequired condition saying how to connect one:
+ * a hosted runtime deploys nothing without one. Undefined for rows read without them.
+ */
+export function managedClusterStatus(
+  r: Pick<TenantRow, 'id' | 'deleted' | 'created_at' | 'managed_clusters'>,
+): { summary: ManagedClusterSummary[]; actionRequired?: Condition } | undefined {
+  if (r.managed_clusters === undefined || r.deleted) return undefined;
+  const clusters = r.managed_clusters ?? [];
+  const summary = clusters.map((m) => ({
+    name: m.name,
+    server: m.server,
+    reachable: m.conditions.find((c) => c.type === 'Reachable')?.status ?? 'Unknown',
+  }));
+  if (summary.some((m) => m.reachable === 'True')) return { summary };
+  const how = `register one with POST /v1/tenants/${r.id}/managed-clusters (a kubeconfig, or a server with a token, and the namespaces Argo CD may deploy to; docs/api.md "Managed clusters")`;
+  if (clusters.length === 0)
+    return {
+      summary,
+      actionRequired: condition(
+        'ActionRequired',
+        'True',
+        'NoManagedCluster',
+        `no cluster is connected, so Argo CD has nowhere to deploy: ${how}`,
+        r.created_at,
+      ),
+    };
+  const since = clusters
+    .map((m) => m.conditions.find((c) => c.type === 'Reachable')?.lastTransitionTime ?? '')
+    .sort()
+    .at(-1);
+  return {
+    summary,
+    actionRequired: condition(
+      'ActionRequired',
+      'True',
+      'NoReachableManagedCluster',
+      `none of the connected clusters (${summary.map((m) => m.name).join(', ')}) is reachable: check the servers and credentials (GET /v1/tenants/${r.id}/managed-clusters gives each one's Reachable condition), or ${how}`,
+      since ? new Date(since) : r.created_at,
+    ),
+  };
+}
+
 export function toTenant(r: TenantRow): Tenant {
   // A deleted tenant's runtime is gone: its reporters' silence is not news.
   const reporting = r.deleted ? undefined : reportingOf(r.reporters);
+  const managed = managedClusterStatus(r);
+  const computed = [
+    ...(reporting ? [reporting.condition] : []),
+    ...(managed?.actionRequired ? [managed.actionRequired] : []),
+  ];
   return {
     id: r.id,
     organization: r.organization,
@@ -162,10 +222,11 @@ export function toTenant(r: TenantRow): Tenant {
       previousRuntimeVersion: r.previous_runtime_version,
       cluster: r.cluster_name,
       endpoints: r.endpoints,
-      conditions: reporting ? [...r.conditions, reporting.condition] : r.conditions,
+      conditions: computed.length ? [...r.conditions, ...computed] : r.conditions,
       lastOperationId: r.last_operation_id,
       ...(r.suspended && r.suspended_by ? { suspension: { by: r.suspended_by, reason: r.suspension_reason } } : {}),
       ...(reporting ? { reporting: reporting.status } : {}),
+      ...(managed ? { managedClusters: managed.summary } : {}),
     },
     createdAt: r.created_at.toISOString(),
     updatedAt: r.updated_at.toISOString(),
