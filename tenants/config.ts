@@ -339,14 +339,15 @@ export function stackConfig(input: TenantInput, catalog: Catalog = defaultCatalo
     const value = input[name];
     if (value !== undefined) config[key(name)] = { value: field.codec.encode(value), secret: field.secret };
   }
-  if (input.managedClusters?.length) {
-    const registrations = input.managedClusters.map(({ name, server, namespaces }) => ({ name, server, namespaces }));
-    config[key('managedClusters')] = { value: JSON.stringify(registrations), secret: false };
-    config[key('managedClusterCredentials')] = {
-      value: JSON.stringify(Object.fromEntries(input.managedClusters.map((c) => [c.name, c.config]))),
-      secret: true,
-    };
-  }
+  // Always written, an empty list included: a stack keeps config keys an earlier run set, so a
+  // removed registration left out here would stay in the stack (and its cluster Secret with it).
+  const clusters = input.managedClusters ?? [];
+  const registrations = clusters.map(({ name, server, namespaces }) => ({ name, server, namespaces }));
+  config[key('managedClusters')] = { value: JSON.stringify(registrations), secret: false };
+  config[key('managedClusterCredentials')] = {
+    value: JSON.stringify(Object.fromEntries(clusters.map((c) => [c.name, c.config]))),
+    secret: true,
+  };
   return config;
 }
 

@@ -26,6 +26,17 @@ t.test('secrets are marked secret, everything under the tenant namespace', async
   t.notMatch(config['tenant:managedClusters']!.value, /bearerToken/, 'credentials never in plain config');
 });
 
+t.test(
+  'a tenant without managed clusters writes empty ones, so that a removed registration leaves the stack',
+  async (t) => {
+    // A stack keeps config keys an earlier run set: leaving the keys out would keep the old list.
+    const config = stackConfig(tenantInput({}));
+    t.equal(config['tenant:managedClusters']?.value, '[]', 'the registrations are written as an empty list');
+    t.equal(config['tenant:managedClusterCredentials']?.value, '{}', 'the credentials as an empty object');
+    t.equal(config['tenant:managedClusterCredentials']?.secret, true, 'still marked secret');
+  },
+);
+
 t.test('bad input is refused with the field named', async (t) => {
   const cases: [Parameters<typeof tenantInput>[0], string][] = [
     [{ tenantId: 'Tenant_1' }, 'tenantId'],
