@@ -138,7 +138,7 @@ export class UsageError extends Error {
 }
 
 /** The file --kubeconfig names; a file that cannot be read is a usage error naming it and why. */
-async function readKubeconfig(file: string): Promise<string> {
+export async function readKubeconfig(file: string): Promise<string> {
   try {
     return await readFile(file, 'utf8');
   } catch (err) {

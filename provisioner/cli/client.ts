@@ -71,8 +71,11 @@ export class ApiClient {
     return res;
   }
 
+  /** The answer's JSON; undefined for an answer without a body (204). */
   async request<T>(method: string, path: string, body?: unknown): Promise<T> {
-    return (await (await this.#fetch(method, path, body)).json()) as T;
+    const res = await this.#fetch(method, path, body);
+    if (res.status === 204) return undefined as T;
+    return (await res.json()) as T;
   }
 
   /** Server-Sent Events from `path`: yields each event's name and parsed data until the stream ends (or `signal` aborts). */

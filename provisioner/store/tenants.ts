@@ -167,7 +167,7 @@ export function managedClusterStatus(
     reachable: m.conditions.find((c) => c.type === 'Reachable')?.status ?? 'Unknown',
   }));
   if (summary.some((m) => m.reachable === 'True')) return { summary };
-  const how = `register one with POST /v1/tenants/${r.id}/managed-clusters (a kubeconfig, or a server with a token, and the namespaces Argo CD may deploy to; docs/api.md "Managed clusters")`;
+  const how = `register one with POST /v1/tenants/${r.id}/managed-clusters or \`provisioner managed-clusters add ${r.id} NAME --kubeconfig FILE --namespace NS\` (a kubeconfig, or a server with a token, and the namespaces Argo CD may deploy to; docs/api.md "Managed clusters")`;
   if (clusters.length === 0)
     return {
       summary,
