@@ -243,6 +243,14 @@ export async function buildServices(
     registerReconcilerMetrics(metrics, pool, reconcilerParts.reconciler);
   }
   registerFleetMetrics(metrics, pool, fleetDriver);
+  if (reconcilerParts && fleetDriver) {
+    // A finished operation may settle a fleet upgrade's step: the driver judges it now, not at its next poll.
+    const counted = reconcilerParts.reconciler.onOperation;
+    reconcilerParts.reconciler.onOperation = (kind, result, seconds) => {
+      counted?.(kind, result, seconds);
+      fleetDriver.kick();
+    };
+  }
   const logHub = new OperationLogHub(pool, notifications);
   const runtimeObjects = new RuntimeObjectService({
     pool,

@@ -9,6 +9,7 @@ import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../../runtime/agents/common/config.ts';
 import { addApiCommands, UsageError, type Io } from './api-commands.ts';
 import { addAppCommands } from './app-commands.ts';
+import { addFleetCommands } from './fleet-commands.ts';
 import { addDoctorCommand, ExitCode } from './doctor.ts';
 import { addManagedClusterCommands } from './managed-cluster-commands.ts';
 import { ApiError } from './client.ts';
@@ -51,6 +52,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
 
   addApiCommands(program, io);
   addAppCommands(program, io);
+  addFleetCommands(program, io);
   addDoctorCommand(program, io);
   addManagedClusterCommands(program, io);
 

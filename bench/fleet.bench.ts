@@ -1,0 +1,203 @@
+/**
+ * Fleet upgrade benchmark (`npm run bench -- fleet`), on an embedded Postgres (or DATABASE_URL):
+ *
+ * 1. The plan of a fleet upgrade of 10,000 tenants (`dryRun=1`'s work: select, paths, waves)
+ *    against the baseline of reading the same 10,000 rows. Target: < 2 s.
+ * 2. The driver's decision loop ("tick": judge the steps under way, budget, start the next ones)
+ *    for a fleet upgrade of 2,000 tenants at maxConcurrency 10, every tick of the whole run,
+ *    against the same run for 20 tenants (baseline). The engine's part is played by SQL: after
+ *    each tick every step under way is marked done, so each tick has a full set of decisions.
+ *    Target: < 1 s per tick.
+ * 3. Tenants upgraded per minute with the reconciler and the ScriptedEngine TEST DOUBLE (engine
+ *    time BENCH_ENGINE_MS, 2000) at maxConcurrency 10, against the ideal (per wave:
+ *    ceil(size / concurrency) × engine time), and the control plane's share of each upgrade's
+ *    wall time (step start to gate passed, less the engine call). Target: < 2 %.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SecretBox } from '../provisioner/crypto.ts';
+import { createPool } from '../provisioner/db/database.ts';
+import { startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
+import { migrate } from '../provisioner/db/migrate.ts';
+import { Notifications } from '../provisioner/db/notifications.ts';
+import { ScriptedEngine } from '../provisioner/engine/scripted-engine.ts';
+import { FleetDriver } from '../provisioner/fleet/driver.ts';
+import { FleetUpgradeService } from '../provisioner/fleet/service.ts';
+import { Reconciler } from '../provisioner/reconciler/reconciler.ts';
+import { catalog } from '../runtime/catalog.ts';
+import { addClusters } from './fleet.ts';
+
+const ENGINE_MS = Number(process.env.BENCH_ENGINE_MS ?? 2000);
+const OPERATOR = { actor: { id: 'bench', role: 'operator' }, requestId: 'bench' };
+const dir = await mkdtemp(join(tmpdir(), 'hrt-bench-fleet-'));
+const server = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgres(dir);
+const url = process.env.DATABASE_URL ?? server!.url;
+const pool = createPool(url, 20);
+const box = new SecretBox(randomBytes(32));
+await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public');
+await migrate(pool);
+await addClusters(pool, box, 10, 100_000);
+const service = new FleetUpgradeService({ pool, catalog });
+
+/** Tenants Ready on 1.4.1 (generation observed, Ready=True), spread over the clusters; ids in creation order. */
+async function tenants(n: number, prefix: string): Promise<string[]> {
+  const { rows } = await pool.query<{ id: string }>(
+    `INSERT INTO tenants (organization, email, plan, runtime_version, phase, observed_generation, actual_runtime_version,
+                          cluster_id, conditions, last_reconciled_at, created_at)
+     SELECT $2 || g, 'b@bench.io', 'team', '1.4.1', 'Ready', 1, '1.4.1',
+            (SELECT id FROM root_clusters ORDER BY name OFFSET (g % 10) LIMIT 1),
+            '[{"type":"Ready","status":"True","reason":"Reconciled","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]',
+            now(), now() + g * interval '1 microsecond'
+       FROM generate_series(1, $1) g RETURNING id`,
+    [n, prefix],
+  );
+  return rows.map((r) => r.id);
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const pct = (xs: number[], p: number): number =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
+const ms = (x: number): string => `${x.toFixed(1)} ms`;
+
+console.log(
+  `machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), load ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}`,
+);
+
+// 1. The plan of 10,000 tenants.
+const all = await tenants(10_000, 'plan-');
+const planMs: number[] = [];
+const readMs: number[] = [];
+for (let i = 0; i < 5; i++) {
+  let t0 = performance.now();
+  await pool.query(
+    `SELECT t.id, t.organization, t.runtime_version, t.actual_runtime_version, t.phase, t.suspended, t.stalled, c.name
+       FROM tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id WHERE NOT t.deleted ORDER BY t.created_at, t.id`,
+  );
+  readMs.push(performance.now() - t0);
+  t0 = performance.now();
+  const plan = await service.plan({ targetVersion: '1.5.0', selector: { all: true } });
+  planMs.push(performance.now() - t0);
+  if (plan.counts.upgradeable !== 10_000) throw new Error(`plan: ${plan.counts.upgradeable} upgradeable, not 10,000`);
+}
+console.log(
+  `plan of 10,000 tenants: median ${ms(median(planMs))} (target < 2000 ms); reading the same rows (baseline) ${ms(median(readMs))}; ratio ${(median(planMs) / median(readMs)).toFixed(1)}x`,
+);
+
+// 2. The decision loop: 2,000 tenants at maxConcurrency 10, and 20 tenants (baseline).
+async function decisionLoop(ids: string[]): Promise<number[]> {
+  const created = await service.create(
+    {
+      targetVersion: '1.5.0',
+      selector: { tenantIds: ids },
+      waves: [{ count: 1 }, { percent: 100 }],
+      maxConcurrency: 10,
+      soakSeconds: 0,
+      gate: { tunnel: false, applications: false },
+    },
+    OPERATOR,
+  );
+  const id = created.fleetUpgrade.id;
+  const driver = new FleetDriver({ pool, catalog, clusterParallelism: 100 });
+  const ticks: number[] = [];
+  for (let i = 0; i < ids.length * 3 + 10; i++) {
+    const t0 = performance.now();
+    await driver.tickAll();
+    ticks.push(performance.now() - t0);
+    // The engine's part: every step under way is done (its operation succeeded, the status observed).
+    const { rows } = await pool.query<{ tenant_id: string; operation_id: string }>(
+      `SELECT tenant_id, operation_id FROM fleet_upgrade_tenants WHERE fleet_upgrade_id = $1 AND state = 'upgrading'`,
+      [id],
+    );
+    if (rows.length > 0) {
+      await pool.query(
+        `UPDATE tenants SET observed_generation = generation, actual_runtime_version = runtime_version WHERE id = ANY($1::uuid[])`,
+        [rows.map((r) => r.tenant_id)],
+      );
+      await pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE id = ANY($1::uuid[])`, [
+        rows.map((r) => r.operation_id),
+      ]);
+    }
+    const { rows: f } = await pool.query<{ state: string }>('SELECT state FROM fleet_upgrades WHERE id = $1', [id]);
+    if (f[0]!.state !== 'running') {
+      if (f[0]!.state !== 'completed') throw new Error(`fleet upgrade ended ${f[0]!.state}`);
+      break;
+    }
+  }
+  return ticks;
+}
+const small = await decisionLoop(await tenants(20, 'small-'));
+const large = await decisionLoop(all.slice(0, 2000));
+console.log(
+  `decision loop, 2,000 tenants at maxConcurrency 10: ${large.length} ticks, median ${ms(median(large))}, p95 ${ms(pct(large, 0.95))}, max ${ms(Math.max(...large))} (target < 1000 ms); ` +
+    `20 tenants (baseline): median ${ms(median(small))}, max ${ms(Math.max(...small))}; ratio of medians ${(median(large) / median(small)).toFixed(2)}x`,
+);
+
+// 3. Throughput with the reconciler and the scripted engine.
+const ids = await tenants(100, 'run-');
+const engine = new ScriptedEngine({ script: (c) => (c.kind === 'up' ? { delayMs: ENGINE_MS } : undefined) });
+// As `provisioner serve` runs them: the reconciler hears tenant_due (a step's spec change) through the notifications hub.
+const notifications = new Notifications({ pool });
+const reconciler = new Reconciler({
+  pool,
+  engine,
+  box,
+  notifications,
+  workers: 10,
+  clusterParallelism: 100,
+  pollMs: 1000,
+  logFlushMs: 100,
+});
+const driver = new FleetDriver({ pool, catalog, clusterParallelism: 100 });
+reconciler.onOperation = () => driver.kick();
+await reconciler.start();
+await notifications.start();
+driver.start();
+const began = performance.now();
+const created = await service.create(
+  {
+    targetVersion: '1.5.0',
+    selector: { tenantIds: ids },
+    waves: [{ count: 1 }, { percent: 100 }],
+    maxConcurrency: 10,
+    soakSeconds: 0,
+    gate: { tunnel: false, applications: false },
+  },
+  OPERATOR,
+);
+driver.kick();
+for (;;) {
+  const { rows } = await pool.query<{ state: string }>('SELECT state FROM fleet_upgrades WHERE id = $1', [
+    created.fleetUpgrade.id,
+  ]);
+  if (rows[0]!.state !== 'running') break;
+  if (performance.now() - began > 600_000) throw new Error('the fleet upgrade did not finish in 10 minutes');
+  await new Promise((r) => setTimeout(r, 50));
+}
+const wall = (performance.now() - began) / 1000;
+const ideal = (Math.ceil(1 / 1) + Math.ceil(99 / 10)) * (ENGINE_MS / 1000);
+const { rows: steps } = await pool.query<{ tenant_id: string; started_at: Date; finished_at: Date }>(
+  `SELECT tenant_id, started_at, finished_at FROM fleet_upgrade_tenants WHERE fleet_upgrade_id = $1 AND state = 'succeeded'`,
+  [created.fleetUpgrade.id],
+);
+const overheads: number[] = [];
+const shares = steps.map((s) => {
+  const call = engine.calls.find((c) => c.kind === 'up' && c.tenantId === s.tenant_id)!;
+  const stepMs = s.finished_at.getTime() - s.started_at.getTime();
+  overheads.push(stepMs - (call.endedAt! - call.startedAt));
+  return (stepMs - (call.endedAt! - call.startedAt)) / stepMs;
+});
+console.log(
+  `upgrades with the scripted engine (${ENGINE_MS} ms each), 100 tenants, canary 1 then maxConcurrency 10: ${steps.length} upgraded in ${wall.toFixed(1)} s = ${((steps.length / wall) * 60).toFixed(0)}/min; ` +
+    `ideal ${((100 / ideal) * 60).toFixed(0)}/min (${ideal.toFixed(0)} s), ratio ${(ideal / wall).toFixed(2)}; ` +
+    `control plane share of an upgrade's wall time: median ${(median(shares) * 100).toFixed(2)} %, p95 ${(pct(shares, 0.95) * 100).toFixed(2)} % (target < 2 %); the control plane's time per upgrade: median ${ms(median(overheads))}, p95 ${ms(pct(overheads, 0.95))}`,
+);
+await driver.stop();
+await reconciler.stop({ graceMs: 0 });
+await notifications.stop();
+await pool.end();
+await server?.stop();
+await rm(dir, { recursive: true, force: true });

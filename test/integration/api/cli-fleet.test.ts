@@ -1,0 +1,95 @@
+/**
+ * `provisioner fleet` against the real API (no driver runs: the fleet upgrade stays where the
+ * commands put it): plan, start, status, pause, resume, abort.
+ */
+import t from 'tap';
+import { createTestApi } from '../../helpers/api.ts';
+import { main } from '../../../provisioner/cli/main.ts';
+import { parseWaves } from '../../../provisioner/cli/fleet-commands.ts';
+import { insertCluster } from '../../../provisioner/store/clusters.ts';
+
+const api = await createTestApi();
+const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
+t.teardown(() => api.close());
+
+async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(['--url', url, '--token', api.operatorKey, ...args], {
+    out: (s) => out.push(s),
+    err: (s) => err.push(s),
+    env: {},
+  });
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+await insertCluster(api.db.pool, {
+  name: 'cli-root',
+  region: 'eu-1',
+  labels: {},
+  capacity: 10,
+  plans: [],
+  kubeconfigEnc: api.services.box.encrypt('x', 'cluster/cli-root'),
+});
+async function ready(version: string, suspended = false): Promise<string> {
+  const { tenantId } = await api.signup({ runtimeVersion: version });
+  await api.db.pool.query(
+    `UPDATE tenants SET phase = $2, observed_generation = generation, actual_runtime_version = runtime_version, suspended = $3,
+            cluster_id = (SELECT id FROM root_clusters WHERE name = 'cli-root') WHERE id = $1`,
+    [tenantId, suspended ? 'Suspended' : 'Ready', suspended],
+  );
+  return tenantId;
+}
+
+t.test('--waves takes counts and cumulative percentages', async (t) => {
+  t.same(
+    parseWaves('1,5%,25%,100%'),
+    [{ count: 1 }, { percent: 5 }, { percent: 25 }, { percent: 100 }],
+    'counts and percentages',
+  );
+});
+
+t.test('fleet plan, start, status, pause, resume, abort', async (t) => {
+  const a = await ready('1.3.0');
+  const b = await ready('1.4.1');
+  const s = await ready('1.4.1', true);
+  const plan = await cli(['fleet', 'plan', '1.5.0', '--tenants', `${a},${b},${s}`, '--waves', '1,100%']);
+  t.equal(plan.code, 0, `plan exits 0 (${plan.err})`);
+  t.match(plan.out, /1\.4\.1 -> 1\.5\.0/, 'the plan shows the multi-hop path');
+  t.match(plan.out, /waves: canary 1, wave 1 1/, 'the plan shows the waves');
+  t.match(
+    plan.out,
+    new RegExp(`not upgradeable \\(1\\):[\\s\\S]*${s}[\\s\\S]*suspended`),
+    'the plan lists the suspended tenant with why',
+  );
+  const none = await cli(['fleet', 'plan', '1.5.0']);
+  t.equal(none.code, 1, 'a plan without a selector is a usage error');
+  t.match(none.err, /--all, or --from-version/, 'which names the selector options');
+
+  const start = await cli(['fleet', 'start', '1.5.0', '--tenants', `${a},${b}`, '--waves', '1,100%']);
+  t.equal(start.code, 0, `start exits 0 (${start.err})`);
+  const id = /started fleet upgrade (\S+)/.exec(start.out)?.[1];
+  t.ok(id, 'start prints the fleet upgrade id');
+  const status = await cli(['fleet', 'status', id!]);
+  t.match(status.out, /to 1\.5\.0: running/, 'status shows the state');
+  t.match(status.out, /canary\s+\[\.{20}\] 0\/1 done, 0 running\s+pending/, 'status has a progress bar per wave');
+  t.match(
+    (await cli(['fleet', 'status'])).out,
+    new RegExp(`${id}\\s+1\\.5\\.0\\s+running`),
+    'status without id lists fleet upgrades',
+  );
+  t.match(
+    (await cli(['fleet', 'pause', id!, '--reason', 'night'])).out,
+    /paused \(night\)/,
+    'pause prints the paused state and reason',
+  );
+  t.match((await cli(['fleet', 'resume', id!])).out, /: running/, 'resume prints the running state');
+  const upgrade = await cli(['tenants', 'upgrade', b, '1.5.0']);
+  t.equal(upgrade.code, 1, 'an individual upgrade of a held tenant fails');
+  t.match(upgrade.err, new RegExp(`TENANT_IN_FLEET_UPGRADE: .*${id}`), 'naming the fleet upgrade');
+  const abort = await cli(['fleet', 'abort', id!, '--rollback']);
+  t.match(abort.out, /: aborted/, 'abort prints the aborted state');
+  const follow = await cli(['fleet', 'status', id!, '--follow']);
+  t.equal(follow.code, 1, 'status --follow of an aborted fleet upgrade exits 1');
+  t.match(follow.err, /is aborted/, 'saying it was aborted');
+});
