@@ -11,6 +11,7 @@
  *                  ├─ operation log hub (operation_log)
  *                  └─ runtime object change followers (runtime_object)
  */
+import { TenantChangeService } from './tenants/changes.ts';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import type pg from 'pg';
@@ -126,6 +127,8 @@ export interface Services {
   fleetUpgrades: FleetUpgradeService;
   /** Live operation log followers, woken through the notifications hub. */
   logHub: OperationLogHub;
+  /** The fleet's change stream: tenants as they change, woken through the notifications hub (channel tenant_changed). */
+  tenantChanges: TenantChangeService;
   /** The application state runtimes report: ingestion, reads, change followers (channel runtime_object). */
   runtimeObjects: RuntimeObjectService;
   /** The reconcile loop (not started); undefined with PROVISIONER_ENGINE=none. */
@@ -257,6 +260,7 @@ export async function buildServices(
     notifications,
     stats: registerRuntimeObjectMetrics(metrics, pool, STALE_AFTER_SECONDS),
   });
+  const tenantChanges = new TenantChangeService({ pool, notifications });
   let stopped: Promise<void> | undefined;
 
   return {
@@ -284,6 +288,7 @@ export async function buildServices(
     fleetUpgrades: new FleetUpgradeService({ pool, catalog }),
     logHub,
     runtimeObjects,
+    tenantChanges,
     reconciler: reconcilerParts?.reconciler,
     engine: reconcilerParts?.engine,
     fleetDriver,
@@ -304,6 +309,7 @@ export async function buildServices(
         await tunnelDirectory.stop();
         await logHub.close();
         runtimeObjects.close();
+        tenantChanges.close();
         await reads.close();
         await notifications.stop();
         await reconcilerParts?.writePool.end();

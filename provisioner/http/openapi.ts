@@ -4,7 +4,7 @@
  * answer the server gives (the fuzzer, scripts/fuzz.sh, checks the server against it):
  *
  * - public routes (signup, plans, regions, runtime versions, health, metrics) need no key;
- * - `GET /v1/operations/{id}/log?follow=1` and `GET /v1/tenants/{id}/changes` answer `text/event-stream`;
+ * - `GET /v1/operations/{id}/log?follow=1`, `GET /v1/tenants/{id}/changes` and `GET /v1/tenants/events` answer `text/event-stream`;
  * - `/v1/tenants/{id}/runtime/{path}` answers whatever the runtime answers, or the API's errors;
  * - `/metrics` answers Prometheus' text format.
  */
@@ -120,6 +120,11 @@ function transformObject(doc: Json): Json {
     '/v1/operations/{id}/log',
     'the log (JSON), or with follow=1 a Server-Sent Events stream: `state` first, `line` (id = seq) per line, `end` or `error` last',
     ['state', 'line', 'end', 'error'],
+  );
+  stream(
+    '/v1/tenants/events',
+    'a Server-Sent Events stream: `ready` first, `tenant` (id = change number) per change, or `error`',
+    ['ready', 'tenant', 'error'],
   );
   stream('/v1/tenants/{id}/changes', 'a Server-Sent Events stream: `change` (id = sequence number), or `error`', [
     'change',

@@ -103,6 +103,17 @@ export const Tenant = Type.Object(
       endpoints: Type.Record(Type.String(), Type.String()),
       conditions: Type.Array(Condition),
       lastOperationId: Type.Union([Uuid, Type.Null()]),
+      observedAt: Type.Optional(
+        Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+          description: 'when a reconcile last ended well (the status was observed then); null: never',
+        }),
+      ),
+      stale: Type.Optional(
+        Type.Boolean({
+          description:
+            'a Ready or Suspended tenant not observed for two resync periods (PROVISIONER_RESYNC_SECONDS): its status may no longer be true',
+        }),
+      ),
       tunnel: Type.Optional(
         Type.Object({ connected: Type.Boolean(), since: Type.Union([Type.String(), Type.Null()]) }),
       ),

@@ -126,6 +126,10 @@ export interface TenantRow {
   updated_at: Date;
   deleted_at: Date | null;
   cursor_ts: string;
+  /** The last reconcile that ended well (the status was observed then); absent from writes' RETURNING. */
+  last_reconciled_at?: Date | null;
+  /** The tenant's latest change in the fleet's change stream (migration 010); absent from writes' RETURNING. */
+  change_seq?: string;
   /** Replica holding the runtime's tunnel, when a live row says so (runtime_tunnels); absent from writes' RETURNING. */
   tunnel_replica?: string | null;
   tunnel_since?: Date | null;
@@ -142,6 +146,7 @@ export interface TenantRow {
 export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, t.runtime_version, t.suspended, t.suspended_by, t.suspension_reason, t.deleted, t.generation,
   t.phase, t.observed_generation, t.actual_runtime_version, t.previous_runtime_version, t.cluster_id, c.name AS cluster_name,
   t.endpoints, t.conditions, t.last_operation_id, t.created_at, t.updated_at, t.deleted_at, t.created_at::text AS cursor_ts,
+  t.last_reconciled_at, t.change_seq::text AS change_seq,
   rt.replica_id AS tunnel_replica, rt.connected_at AS tunnel_since,
   (SELECT json_agg(json_build_object('replica', r.replica, 'lastSeen', r.last_seen, 'since', r.since,
           'ageSeconds', extract(epoch FROM now() - r.last_seen)::float8, 'owned', r.owned_objects))
@@ -456,41 +461,120 @@ export async function insertOperation(
   return id;
 }
 
+/** Orders a listing may take; each with the column it sorts on and how a cursor holds its value. */
+export const TENANT_SORTS = {
+  createdAt: { column: 't.created_at', text: 't.created_at::text', cast: 'timestamptz' },
+  updatedAt: { column: 't.updated_at', text: 't.updated_at::text', cast: 'timestamptz' },
+  organization: { column: 't.organization', text: 't.organization', cast: 'text' },
+  phase: { column: 't.phase', text: 't.phase', cast: 'text' },
+} as const;
+export type TenantSort = keyof typeof TENANT_SORTS;
+
 export interface TenantFilter {
   phase?: Phase;
   runtimeVersion?: string;
   cluster?: string;
   plan?: string;
   region?: string;
+  /** Part of the organization (case-insensitive), or a whole tenant id. */
+  search?: string;
   /** Restricts the listing to one tenant (tenant keys). */
   onlyId?: string;
+}
+
+export interface TenantPage extends TenantFilter {
+  sort?: TenantSort;
+  order?: 'asc' | 'desc';
+  /** The sort value (as text) and id of the last row of the previous page. */
   after?: { ts: string; id: string };
   limit: number;
 }
 
-export async function listTenants(db: Queryable, f: TenantFilter): Promise<TenantRow[]> {
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The WHERE clauses of a filter; `withPhase` false leaves the phase out (counts per phase). */
+function tenantWhere(f: TenantFilter, args: unknown[], withPhase = true): string[] {
   const where: string[] = [];
-  const args: unknown[] = [];
   const add = (sql: string, v: unknown) => {
     args.push(v);
-    where.push(sql.replace('?', `$${args.length}`));
+    where.push(sql.replaceAll('?', `$${args.length}`));
   };
-  if (f.phase) add('t.phase = ?', f.phase);
-  else where.push(`t.phase <> 'Deleted'`);
+  if (withPhase) {
+    if (f.phase) add('t.phase = ?', f.phase);
+    else where.push(`t.phase <> 'Deleted'`);
+  }
   if (f.runtimeVersion) add('t.runtime_version = ?', f.runtimeVersion);
   if (f.cluster) add('c.name = ?', f.cluster);
   if (f.plan) add('t.plan = ?', f.plan);
   if (f.region) add('t.region = ?', f.region);
   if (f.onlyId) add('t.id = ?', f.onlyId);
+  if (f.search) {
+    const pattern = `%${f.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    if (UUID_RE.test(f.search)) {
+      args.push(pattern, f.search.toLowerCase());
+      where.push(`(t.organization ILIKE $${args.length - 1} OR t.id = $${args.length}::uuid)`);
+    } else add('t.organization ILIKE ?', pattern);
+  }
+  return where;
+}
+
+export async function listTenants(db: Queryable, f: TenantPage): Promise<Array<TenantRow & { sort_key: string }>> {
+  const args: unknown[] = [];
+  const where = tenantWhere(f, args);
+  const sort = TENANT_SORTS[f.sort ?? 'createdAt'];
+  const dir = f.order === 'desc' ? 'DESC' : 'ASC';
   if (f.after) {
     args.push(f.after.ts, f.after.id);
-    where.push(`(t.created_at, t.id) > ($${args.length - 1}::timestamptz, $${args.length}::uuid)`);
+    where.push(
+      `(${sort.column}, t.id) ${dir === 'ASC' ? '>' : '<'} ($${args.length - 1}::${sort.cast}, $${args.length}::uuid)`,
+    );
   }
   args.push(f.limit);
+  const { rows } = await db.query<TenantRow & { sort_key: string }>(
+    `SELECT ${TENANT_COLUMNS}, ${sort.text} AS sort_key FROM ${TENANT_FROM}
+      ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
+      ORDER BY ${sort.column} ${dir}, t.id ${dir} LIMIT $${args.length}`,
+    args,
+  );
+  return rows;
+}
+
+/** Tenants by phase among those the filter (its phase aside) selects; phases without any are 0. */
+export async function countTenantsByPhase(db: Queryable, f: TenantFilter): Promise<Record<Phase, number>> {
+  const args: unknown[] = [];
+  const where = tenantWhere(f, args, false);
+  const { rows } = await db.query<{ phase: Phase; n: number }>(
+    `SELECT t.phase, count(*)::int AS n FROM tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id
+      ${where.length ? 'WHERE ' + where.join(' AND ') : ''} GROUP BY t.phase`,
+    args,
+  );
+  const counts = Object.fromEntries(PHASES.map((p) => [p, 0])) as Record<Phase, number>;
+  for (const r of rows) counts[r.phase] = r.n;
+  return counts;
+}
+
+/** The newest number of the fleet's change stream (where a stream asking for new changes starts). */
+export async function latestTenantChange(db: Queryable): Promise<string> {
+  const { rows } = await db.query<{ seq: string }>(`SELECT coalesce(max(change_seq), 0)::text AS seq FROM tenants`);
+  return rows[0]!.seq;
+}
+
+/**
+ * Tenants whose latest change is numbered above `after`, in change order:
+ * each tenant appears once, at its latest change. `onlyId` restricts it to one tenant.
+ */
+export async function readTenantChanges(
+  db: Queryable,
+  after: string,
+  limit: number,
+  onlyId?: string,
+): Promise<TenantRow[]> {
+  const args: unknown[] = [after, limit];
+  if (onlyId) args.push(onlyId);
   const { rows } = await db.query<TenantRow>(
     `SELECT ${TENANT_COLUMNS} FROM ${TENANT_FROM}
-      ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
-      ORDER BY t.created_at, t.id LIMIT $${args.length}`,
+      WHERE t.change_seq > $1::bigint${onlyId ? ' AND t.id = $3' : ''}
+      ORDER BY t.change_seq LIMIT $2`,
     args,
   );
   return rows;

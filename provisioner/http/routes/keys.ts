@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { DisplayText, IdParams, StringEnum, Uuid, withErrors } from '../schemas.ts';
-import { requesterOf } from '../auth.ts';
+import { authOf, requesterOf } from '../auth.ts';
 import type { AppContext } from '../context.ts';
 
 const CreateBody = Type.Object(
@@ -17,6 +17,29 @@ const CreateBody = Type.Object(
 export const keyRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>
   async (app) => {
+    app.get(
+      '/v1/whoami',
+      {
+        config: { roles: ['operator', 'tenant', 'runtime'] },
+        schema: {
+          summary: 'The calling API key: its id, role and tenant',
+          description: 'What a client (the console) shows and hides by role; any valid key may call it.',
+          tags: ['keys'],
+          response: withErrors({
+            200: Type.Object({
+              keyId: Uuid,
+              role: StringEnum(['admin', 'operator', 'tenant', 'runtime'] as const),
+              tenantId: Type.Union([Uuid, Type.Null()]),
+            }),
+          }),
+        },
+      },
+      async (request) => {
+        const a = authOf(request);
+        return { keyId: a.keyId, role: a.role, tenantId: a.tenantId };
+      },
+    );
+
     app.post(
       '/v1/keys',
       {

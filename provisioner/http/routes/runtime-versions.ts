@@ -40,6 +40,41 @@ export const runtimeVersionRoutes =
         ctx.runtimeVersions.setAvailability(request.params.version, request.body.availability, requesterOf(request)),
     );
 
+    const PathInfo = Type.Object({
+      from: Type.String(),
+      to: Type.String(),
+      allowed: Type.Boolean({ description: 'the catalog allows going from `from` to `to` directly' }),
+      path: Type.Array(Type.String(), {
+        description: 'versions to go through, in order, ending with `to` (empty: no way there)',
+      }),
+      reason: Type.Optional(Type.String({ description: 'why a direct move is refused' })),
+    });
+    app.get(
+      '/v1/runtime-versions/paths',
+      {
+        config: { public: true },
+        schema: {
+          summary: 'Upgrade and rollback paths between every two catalog versions',
+          description:
+            'For every ordered pair of catalog versions: whether the catalog allows the move directly (the edges of the upgrade graph) and, when not, the path to follow; the same rules POST /v1/tenants/:id/upgrade enforces (availability aside).',
+          tags: ['runtime versions'],
+          response: withErrors({ 200: Type.Object({ items: Type.Array(PathInfo) }) }),
+        },
+      },
+      async () => {
+        const versions = ctx.catalog.versions.map((v) => v.version);
+        const items = versions.flatMap((from) =>
+          versions
+            .filter((to) => to !== from)
+            .map((to) => {
+              const a = ctx.catalog.upgradePath(from, to);
+              return { from, to, allowed: a.allowed, path: a.path, ...(a.allowed ? {} : { reason: a.reason }) };
+            }),
+        );
+        return { items };
+      },
+    );
+
     const Resources = Type.Object({ cpu: Type.String(), memory: Type.String() });
     const PlanInfo = Type.Object({
       name: Type.String(),

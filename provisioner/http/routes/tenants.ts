@@ -1,11 +1,21 @@
-import { Type } from 'typebox';
+import { Type, type Static } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Accepted, BoundedInteger, CONTROL_FREE, IdParams, Semver, StringEnum, withErrors } from '../schemas.ts';
+import { Accepted, BoundedInteger, CONTROL_FREE, IdParams, Semver, StringEnum, Uuid, withErrors } from '../schemas.ts';
 import { authOf, requesterOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors, isAppError } from '../../errors.ts';
-import { PHASES, listTenants, toTenant, type TenantRow } from '../../store/tenants.ts';
+import {
+  PHASES,
+  TENANT_SORTS,
+  countTenantsByPhase,
+  listTenants,
+  toTenant,
+  type TenantFilter,
+  type TenantRow,
+  type TenantSort,
+} from '../../store/tenants.ts';
+import { serveEventStream } from '../streams.ts';
 import type { SpecChangeRequest } from '../../tenants/service.ts';
 import type { AppContext } from '../context.ts';
 
@@ -16,6 +26,15 @@ const ListQuery = Type.Object(
     cluster: Type.Optional(Type.String({ maxLength: 63 })),
     plan: Type.Optional(Type.String({ maxLength: 40 })),
     region: Type.Optional(Type.String({ maxLength: 63 })),
+    q: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 100,
+        description: 'part of the organization (case-insensitive) or a tenant id',
+      }),
+    ),
+    sort: Type.Optional(StringEnum(Object.keys(TENANT_SORTS) as TenantSort[], { description: 'default createdAt' })),
+    order: Type.Optional(StringEnum(['asc', 'desc'] as const, { description: 'default asc' })),
     limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 200, default: 50 })),
     cursor: Type.Optional(Type.String({ maxLength: 512 })),
   },
@@ -50,7 +69,12 @@ function suspendReason(body: unknown): string | undefined {
 
 const READ = ['operator', 'tenant'] as const;
 
-type TenantView = ReturnType<typeof toTenant> & { status: { tunnel?: { connected: boolean; since: string | null } } };
+type TenantView = ReturnType<typeof toTenant> & {
+  status: { tunnel?: { connected: boolean; since: string | null }; observedAt: string | null; stale: boolean };
+};
+
+/** Settled phases, whose status the periodic resync renews: only these can go stale. */
+const SETTLED = new Set<string>(['Ready', 'Suspended']);
 
 /** The caller of a spec change, with its role (which versions it may install depends on it). */
 function changerOf(request: FastifyRequest): SpecChangeRequest['by'] {
@@ -83,8 +107,31 @@ export const tenantRoutes =
         : elsewhere
           ? { connected: true, since: row.tunnel_since!.toISOString() }
           : { connected: false, since: null };
-      return { ...t, status: { ...t.status, tunnel } };
+      // Freshness: a settled tenant is observed again by every resync; one whose last observation
+      // is older than two resync periods is shown as stale, not as healthy (docs/decisions.md).
+      const observedAt = row.last_reconciled_at ?? null;
+      const bound = 2 * ctx.config.reconciler.resyncSeconds * 1000;
+      const stale =
+        bound > 0 && SETTLED.has(t.status.phase) && Date.now() - (observedAt ?? row.updated_at).getTime() > bound;
+      return { ...t, status: { ...t.status, tunnel, observedAt: observedAt?.toISOString() ?? null, stale } };
     };
+
+    /** The filters of a listing query, and what a tenant key restricts them to. */
+    const filterOf = (request: FastifyRequest, q: Static<typeof ListQuery>): TenantFilter => {
+      const auth = authOf(request);
+      return {
+        ...(q.phase ? { phase: q.phase } : {}),
+        ...(q.runtimeVersion ? { runtimeVersion: q.runtimeVersion } : {}),
+        ...(q.cluster ? { cluster: q.cluster } : {}),
+        ...(q.plan ? { plan: q.plan } : {}),
+        ...(q.region ? { region: q.region } : {}),
+        ...(q.q ? { search: q.q } : {}),
+        ...((auth.role === 'tenant' || auth.role === 'runtime') && auth.tenantId ? { onlyId: auth.tenantId } : {}),
+      };
+    };
+    /** A cursor belongs to one order: one of another order is refused (INVALID_CURSOR). */
+    const cursorKind = (sort: TenantSort, order: 'asc' | 'desc') =>
+      sort === 'createdAt' && order === 'asc' ? 'tenants' : `tenants:${sort}:${order}`;
 
     app.get(
       '/v1/tenants',
@@ -104,16 +151,15 @@ export const tenantRoutes =
       },
       async (request) => {
         const q = request.query;
-        const auth = authOf(request);
         const limit = q.limit ?? 50;
+        const sort = q.sort ?? 'createdAt';
+        const order = q.order ?? 'asc';
+        const kind = cursorKind(sort, order);
         const rows = await listTenants(ctx.pool, {
-          ...(q.phase ? { phase: q.phase } : {}),
-          ...(q.runtimeVersion ? { runtimeVersion: q.runtimeVersion } : {}),
-          ...(q.cluster ? { cluster: q.cluster } : {}),
-          ...(q.plan ? { plan: q.plan } : {}),
-          ...(q.region ? { region: q.region } : {}),
-          ...(auth.role === 'tenant' && auth.tenantId ? { onlyId: auth.tenantId } : {}),
-          ...(q.cursor ? { after: decodeCursor(ctx.box, 'tenants', q.cursor) } : {}),
+          ...filterOf(request, q),
+          sort,
+          order,
+          ...(q.cursor ? { after: decodeCursor(ctx.box, kind, q.cursor) } : {}),
           limit: limit + 1,
         });
         const page = rows.slice(0, limit);
@@ -121,8 +167,94 @@ export const tenantRoutes =
         return {
           items: page.map((r) => withTunnel(r)),
           nextCursor:
-            rows.length > limit && last ? encodeCursor(ctx.box, 'tenants', { ts: last.cursor_ts, id: last.id }) : null,
+            rows.length > limit && last ? encodeCursor(ctx.box, kind, { ts: last.sort_key, id: last.id }) : null,
         };
+      },
+    );
+
+    app.get(
+      '/v1/tenants/summary',
+      {
+        config: { roles: READ },
+        schema: {
+          summary: 'Count tenants by phase',
+          description:
+            'The tenants the same filters as GET /v1/tenants select (phase aside), counted by phase, and their total (Deleted tenants included in the counts, not in the total).',
+          tags: ['tenants'],
+          querystring: Type.Omit(ListQuery, ['phase', 'sort', 'order', 'limit', 'cursor']),
+          response: withErrors({
+            200: Type.Object({
+              phases: Type.Object(Object.fromEntries(PHASES.map((p) => [p, Type.Integer()]))),
+              total: Type.Integer({ description: 'tenants not deleted' }),
+            }),
+          }),
+        },
+      },
+      async (request) => {
+        const phases = await countTenantsByPhase(ctx.pool, filterOf(request, request.query));
+        const total = Object.entries(phases).reduce((n, [p, c]) => (p === 'Deleted' ? n : n + c), 0);
+        return { phases, total };
+      },
+    );
+
+    app.get(
+      '/v1/tenants/events',
+      {
+        config: { roles: READ },
+        schema: {
+          summary: 'Server-Sent Events: tenants as they change',
+          description:
+            'Each event is `tenant` with id = its change number and data the tenant (as GET /v1/tenants/:id answers it), sent at its latest change. ' +
+            'Starts with a `ready` event {after} and then the next change, or after `after=` or Last-Event-ID to resume. ' +
+            '`id=` follows one tenant. A tenant key sees its own tenant only. Changes written by any replica reach every stream.',
+          tags: ['tenants'],
+          querystring: Type.Object(
+            {
+              id: Type.Optional(Uuid),
+              after: Type.Optional(
+                Type.String({ pattern: '^[0-9]{1,18}$', description: 'start after this change number' }),
+              ),
+            },
+            { additionalProperties: false },
+          ),
+        },
+      },
+      async (request, reply) => {
+        const auth = authOf(request);
+        const lastEventId = request.headers['last-event-id'];
+        if (typeof lastEventId === 'string' && !/^[0-9]{1,18}$/.test(lastEventId))
+          throw errors.validation(
+            'Last-Event-ID must be the id of an event of this stream (a decimal number)',
+            'Last-Event-ID',
+          );
+        const own = (auth.role === 'tenant' || auth.role === 'runtime') && auth.tenantId ? auth.tenantId : undefined;
+        const wanted = request.query.id;
+        if (own && wanted && wanted !== own) throw errors.notFound('tenant', wanted);
+        if (wanted && !(await ctx.reads.tenant(wanted))) throw errors.notFound('tenant', wanted);
+        if (ctx.streams.count(auth.keyId) >= ctx.config.sseStreamsPerKey)
+          throw errors.tooManyStreams(ctx.config.sseStreamsPerKey);
+        const afterSeq =
+          (typeof lastEventId === 'string' ? lastEventId : undefined) ??
+          request.query.after ??
+          (await ctx.tenantChanges.latestSeq());
+        const onlyId = own ?? wanted;
+        await serveEventStream(
+          ctx.streams,
+          request,
+          reply,
+          auth.keyId,
+          { log: 'tenant change stream failed', message: 'tenant change stream failed' },
+          async (stream) => {
+            stream.send('ready', { after: afterSeq });
+            for await (const row of ctx.tenantChanges.follow({
+              afterSeq,
+              signal: stream.signal,
+              ...(onlyId ? { onlyId } : {}),
+            })) {
+              if (!stream.send('tenant', withTunnel(row), row.change_seq)) await stream.drained();
+            }
+          },
+        );
       },
     );
 

@@ -1,0 +1,223 @@
+/**
+ * What the ops console needs from the public API: the tenant listing's search and sorts (paged by
+ * cursor in any order), the counts by phase, the fleet's change stream (Server-Sent Events,
+ * resumable), whoami, the catalog's paths, the staleness of a status, and the console's own
+ * files under /console.
+ */
+import t from 'tap';
+import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
+import { createKey } from '../../../provisioner/store/keys.ts';
+import { catalog } from '../../../runtime/catalog.ts';
+
+const api = await createTestApi();
+t.teardown(() => api.close());
+
+const prefix = uniqueOrg('console');
+const made: { id: string; org: string; key: string }[] = [];
+for (const n of ['c', 'a', 'e', 'b', 'd']) {
+  const { tenantId, apiKey } = await api.signup({ organization: `${prefix}-${n}` });
+  made.push({ id: tenantId, org: `${prefix}-${n}`, key: apiKey });
+}
+await api.db.pool.query(`UPDATE tenants SET phase = 'Ready' WHERE organization IN ($1, $2)`, [
+  `${prefix}-a`,
+  `${prefix}-b`,
+]);
+
+type Page = {
+  items: { id: string; organization: string; status: { phase: string; stale: boolean } }[];
+  nextCursor: string | null;
+};
+
+t.test('search and sort by organization, paged by cursor in both orders, without a row twice', async (t) => {
+  for (const order of ['asc', 'desc'] as const) {
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const res = await api.request(
+        'GET',
+        `/v1/tenants?q=${prefix}&sort=organization&order=${order}&limit=2${cursor ? `&cursor=${cursor}` : ''}`,
+      );
+      t.equal(res.statusCode, 200, `a page of the ${order} listing is answered`);
+      const page = res.json<Page>();
+      seen.push(...page.items.map((i) => i.organization));
+      cursor = page.nextCursor;
+    } while (cursor);
+    const expected = ['a', 'b', 'c', 'd', 'e'].map((n) => `${prefix}-${n}`);
+    t.same(seen, order === 'asc' ? expected : expected.reverse(), `every match once, in ${order} order`);
+  }
+  const first = (await api.request('GET', `/v1/tenants?q=${prefix}&sort=organization&limit=2`)).json<Page>();
+  const mixed = await api.request('GET', `/v1/tenants?q=${prefix}&sort=updatedAt&limit=2&cursor=${first.nextCursor}`);
+  t.equal(mixed.statusCode, 400, 'a cursor of another order is refused');
+  t.equal(mixed.json().error.code, 'INVALID_CURSOR', 'with INVALID_CURSOR');
+  const byId = (await api.request('GET', `/v1/tenants?q=${made[2]!.id}`)).json<Page>();
+  t.same(
+    byId.items.map((i) => i.id),
+    [made[2]!.id],
+    'a whole tenant id finds that tenant',
+  );
+  const wild = (await api.request('GET', `/v1/tenants?q=${encodeURIComponent('%')}`)).json<Page>();
+  t.equal(wild.items.length, 0, "'%' is searched for as a character, not as a wildcard");
+  const bad = await api.request('GET', '/v1/tenants?sort=email');
+  t.match(bad.json(), { error: { code: 'VALIDATION_FAILED', field: 'sort' } }, 'an unknown sort is a 400 naming sort');
+});
+
+t.test('counts by phase follow the filters; a tenant key counts only its tenant', async (t) => {
+  const res = await api.request('GET', `/v1/tenants/summary?q=${prefix}`);
+  t.equal(res.statusCode, 200);
+  t.match(res.json(), { phases: { Ready: 2, Pending: 3, Failed: 0 }, total: 5 }, 'two Ready, three Pending');
+  const own = await api.request('GET', `/v1/tenants/summary?q=${prefix}`, { key: made[0]!.key });
+  t.equal(own.json().total, 1, "a tenant key's counts hold its own tenant only");
+  const list = (await api.request('GET', `/v1/tenants?q=${prefix}`, { key: made[0]!.key })).json<Page>();
+  t.same(
+    list.items.map((i) => i.id),
+    [made[0]!.id],
+    "a tenant key's listing holds its own tenant only",
+  );
+});
+
+t.test('whoami names the role and tenant of the key', async (t) => {
+  t.match((await api.request('GET', '/v1/whoami', { key: api.operatorKey })).json(), {
+    role: 'operator',
+    tenantId: null,
+  });
+  t.match((await api.request('GET', '/v1/whoami', { key: made[1]!.key })).json(), {
+    role: 'tenant',
+    tenantId: made[1]!.id,
+  });
+  t.equal((await api.request('GET', '/v1/whoami', { key: null })).statusCode, 401, 'no key: 401');
+});
+
+t.test('the catalog paths: a skipped step is refused with the path to follow', async (t) => {
+  const res = await api.request('GET', '/v1/runtime-versions/paths', { key: null });
+  t.equal(res.statusCode, 200, 'public');
+  const items = res.json<{ items: { from: string; to: string; allowed: boolean; path: string[] }[] }>().items;
+  t.match(
+    items.find((p) => p.from === '1.3.0' && p.to === '1.5.0'),
+    { allowed: false, path: catalog.upgradePath('1.3.0', '1.5.0').path },
+  );
+  t.match(
+    items.find((p) => p.from === '1.3.0' && p.to === '1.4.0'),
+    { allowed: true, path: ['1.4.0'] },
+  );
+});
+
+t.test('a settled status older than two resync periods is stale', async (t) => {
+  const { id } = made[3]!; // Ready
+  t.equal((await api.request('GET', `/v1/tenants/${id}`)).json().status.stale, false, 'fresh while just written');
+  await api.db.pool.query(
+    `UPDATE tenants SET last_reconciled_at = now() - interval '3 hours', updated_at = now() - interval '3 hours' WHERE id = $1`,
+    [id],
+  );
+  const body = (await api.request('GET', `/v1/tenants/${id}`)).json();
+  t.equal(body.status.stale, true, 'stale after three hours with the default one-hour resync');
+  t.ok(body.status.observedAt, 'with when it was last observed');
+});
+
+t.test(
+  'the change stream sends a tenant at each change, resumes without repeats, and keeps tenant keys to their own',
+  async (t) => {
+    const address = await api.app.listen({ host: '127.0.0.1', port: 0 });
+    const events: { event: string; id?: string; data: { id?: string; generation?: number; after?: string } }[] = [];
+    const read = async (res: Response, until: () => boolean, abort: AbortController) => {
+      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '';
+      const deadline = setTimeout(() => abort.abort(), 10_000);
+      try {
+        while (!until()) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value;
+          let i: number;
+          while ((i = buf.indexOf('\n\n')) >= 0) {
+            const block = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            const f = Object.fromEntries(
+              block
+                .split('\n')
+                .filter((l) => !l.startsWith(':'))
+                .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 2)]),
+            );
+            if (f.event) events.push({ event: f.event, id: f.id, data: JSON.parse(f.data ?? '{}') });
+          }
+        }
+      } finally {
+        clearTimeout(deadline);
+        abort.abort();
+      }
+    };
+    const target = made[4]!;
+    const open = (headers: Record<string, string> = {}, q = '') => {
+      const abort = new AbortController();
+      return {
+        abort,
+        res: fetch(`${address}/v1/tenants/events${q}`, {
+          headers: { authorization: `Bearer ${api.operatorKey}`, ...headers },
+          signal: abort.signal,
+        }),
+      };
+    };
+    const first = open();
+    const res = await first.res;
+    t.equal(res.headers.get('content-type'), 'text/event-stream; charset=utf-8');
+    const reading = read(
+      res,
+      () => events.some((e) => e.event === 'tenant' && e.data.id === target.id),
+      first.abort,
+    ).catch(() => {});
+    await new Promise((r) => setTimeout(r, 200)); // the stream is open (its ready event may not be read yet)
+    t.equal((await api.request('POST', `/v1/tenants/${target.id}/suspend`)).statusCode, 202);
+    await reading;
+    t.equal(events[0]?.event, 'ready', 'the stream starts with ready');
+    const change = events.find((e) => e.event === 'tenant' && e.data.id === target.id)!;
+    t.ok(change, 'the suspended tenant is sent');
+    t.equal(change.data.generation, 2, 'at its new generation');
+
+    // Resuming from the change: only what came after it.
+    events.length = 0;
+    const again = open({ 'last-event-id': change.id! });
+    const resumed = read(await again.res, () => events.some((e) => e.event === 'tenant'), again.abort).catch(() => {});
+    await new Promise((r) => setTimeout(r, 200));
+    await api.request('POST', `/v1/tenants/${target.id}/resume`);
+    await resumed;
+    const after = events.filter((e) => e.event === 'tenant');
+    t.ok(
+      after.length >= 1 && after.every((e) => BigInt(e.id!) > BigInt(change.id!)),
+      'nothing at or before the Last-Event-ID is sent again',
+    );
+    t.equal(after[0]!.data.generation, 3, 'the resume is sent');
+
+    const other = await fetch(`${address}/v1/tenants/events?id=${target.id}`, {
+      headers: { authorization: `Bearer ${made[0]!.key}` },
+    });
+    t.equal(other.status, 404, "a tenant key asking for another tenant's changes gets 404");
+    const badId = await fetch(`${address}/v1/tenants/events`, {
+      headers: { authorization: `Bearer ${api.operatorKey}`, 'last-event-id': 'x' },
+    });
+    t.equal(badId.status, 400, 'a Last-Event-ID that is not a number is a 400');
+  },
+);
+
+t.test('/console serves the page and its assets, with its own CSP, from the built files only', async (t) => {
+  const page = await api.request('GET', '/console', { key: null });
+  t.equal(page.statusCode, 200, 'the page needs no key');
+  t.match(page.headers['content-type'], /text\/html/);
+  t.match(page.headers['content-security-policy'], /script-src 'self'/, "the console's CSP");
+  t.notMatch(page.headers['content-security-policy'], /unsafe-inline/, 'nothing inline is allowed');
+  const script = /src="\/console\/assets\/([^"]+)"/.exec(page.body)?.[1];
+  t.ok(script, 'the page names its script');
+  const asset = await api.request('GET', `/console/assets/${script}`, { key: null });
+  t.equal(asset.statusCode, 200);
+  t.match(asset.headers['cache-control'], /immutable/);
+  for (const path of [
+    '/console/assets/nope.js',
+    '/console/assets/..%2F..%2Fpackage.json',
+    '/console/assets/index.html',
+  ])
+    t.equal((await api.request('GET', path, { key: null })).statusCode, 404, `${path} is not served`);
+});
+
+t.test('operator keys see every tenant', async (t) => {
+  const key = (await createKey(api.db.pool, { role: 'operator', name: 'x', createdBy: 'test' })).key;
+  const list = (await api.request('GET', `/v1/tenants?q=${prefix}`, { key })).json<Page>();
+  t.equal(list.items.length, 5);
+});
