@@ -4,7 +4,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.tools/', '.data/', '.tap/', 'coverage/'] },
+  { ignores: ['node_modules/', '.tools/', '.data/', '.tap/', 'coverage/', 'console/dist/'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -23,6 +23,7 @@ import { installSecurityHeaders } from './security-headers.ts';
 import http from 'node:http';
 import { ApiKeyInfo, Cluster, ErrorBody, ManagedCluster, MAX_PATH_PARAM_LENGTH, Operation, Tenant } from './schemas.ts';
 import { auditRoutes } from './routes/audit.ts';
+import { consoleRoutes } from './routes/console.ts';
 import { clusterRoutes } from './routes/clusters.ts';
 import { DoctorCheck, DoctorReport, doctorRoutes } from './routes/doctor.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -119,6 +120,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   ]) {
     await app.register(routes(services));
   }
+  await app.register(consoleRoutes());
   const { tunnel, tunnelDirectory, onRelay } = services;
   await app.register(tunnelRoutes, {
     tunnel,

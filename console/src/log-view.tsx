@@ -1,0 +1,173 @@
+/**
+ * An operation's log, virtualised: only the rows in view (and a few around) are in the DOM, so a
+ * log of 100,000 lines costs what one screen costs. Lines arrive through the follow stream, which
+ * resumes after a disconnect from the last line received (Last-Event-ID = its seq); a line whose
+ * seq is not above the last one kept is dropped, so none is shown twice.
+ */
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import type { ApiError } from './api.ts';
+import { openStream, type Stream, type StreamStatus } from './sse.ts';
+import { Banner, ErrorBox } from './util.tsx';
+
+interface Line {
+  seq: number;
+  stream: string;
+  line: string;
+  at: string;
+}
+
+const ROW = 18;
+const HEIGHT = 432;
+const OVERSCAN = 10;
+
+export function LogView({ operationId }: { operationId: string }) {
+  const lines = useRef<Line[]>([]);
+  const [count, setCount] = useState(0);
+  const [state, setState] = useState('');
+  const [status, setStatus] = useState<StreamStatus>('connecting');
+  const [error, setError] = useState<ApiError | null>(null);
+  const [follow, setFollow] = useState(true);
+  const [search, setSearch] = useState('');
+  const [scrollTop, setScrollTop] = useState(0);
+  const box = useRef<HTMLDivElement>(null);
+  const stream = useRef<Stream | null>(null);
+  const atBottom = useRef(true);
+
+  useEffect(() => {
+    lines.current = [];
+    setCount(0);
+    setState('');
+    setError(null);
+    setFollow(true);
+  }, [operationId]);
+
+  // Following: one stream from the last line held; unfollowing closes it (following again resumes).
+  useEffect(() => {
+    if (!follow) return;
+    let frame = 0;
+    const last = lines.current.at(-1)?.seq;
+    const s = openStream(`/v1/operations/${operationId}/log?follow=1`, {
+      ...(last !== undefined ? { lastEventId: String(last) } : {}),
+      onStatus: (st, err) => {
+        setStatus(st);
+        if (err) setError(err);
+        if (st === 'ended') setFollow(false);
+      },
+      onEvents: (events) => {
+        const held = lines.current;
+        for (const e of events) {
+          if (e.event === 'line') {
+            const l = e.data as Line;
+            const top = held.length > 0 ? held[held.length - 1]!.seq : 0;
+            if (l.seq > top) held.push(l);
+          } else if (e.event === 'state' || e.event === 'end') setState((e.data as { state: string }).state);
+        }
+        // One render per frame, whatever the rate of lines.
+        frame ||= requestAnimationFrame(() => {
+          frame = 0;
+          setCount(held.length);
+        });
+      },
+    });
+    stream.current = s;
+    return () => {
+      s.close();
+      cancelAnimationFrame(frame);
+      stream.current = null;
+    };
+  }, [operationId, follow]);
+
+  const matches = useMemo(() => {
+    if (!search) return null;
+    const needle = search.toLowerCase();
+    const out: number[] = [];
+    const held = lines.current;
+    for (let i = 0; i < held.length; i++) if (held[i]!.line.toLowerCase().includes(needle)) out.push(i);
+    return out;
+    // count: new lines are searched too
+  }, [search, count]);
+  const total = matches ? matches.length : count;
+
+  // Keep the newest line in view while following, unless the reader scrolled up.
+  useEffect(() => {
+    const el = box.current;
+    if (el && follow && atBottom.current && !search) {
+      el.scrollTop = el.scrollHeight;
+      setScrollTop(el.scrollTop);
+    }
+  }, [count, follow, search]);
+
+  const first = Math.max(0, Math.floor(scrollTop / ROW) - OVERSCAN);
+  const last = Math.min(total, Math.ceil((scrollTop + HEIGHT) / ROW) + OVERSCAN);
+  const rows = [];
+  for (let i = first; i < last; i++) {
+    const l = lines.current[matches ? matches[i]! : i];
+    if (!l) continue;
+    rows.push(
+      <div class={`line ${l.stream}`} key={l.seq} data-seq={l.seq} style={{ transform: `translateY(${i * ROW}px)` }}>
+        <span class="seq">{l.seq}</span>
+        {l.line}
+      </div>,
+    );
+  }
+
+  const download = () => {
+    const text = lines.current.map((l) => `${l.seq}\t${l.at}\t${l.stream}\t${l.line}\n`).join('');
+    const url = URL.createObjectURL(new Blob([text], { type: 'text/plain' }));
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = `operation-${operationId}.log`;
+    a.click();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  };
+  const held = lines.current;
+
+  return (
+    <section class="log" aria-label="Operation log">
+      <Banner status={follow ? status : 'closed'} />
+      <div class="log-tools">
+        <button
+          type="button"
+          aria-pressed={follow}
+          onClick={() => setFollow(!follow)}
+          disabled={status === 'ended' && !follow && state !== 'running' && state !== 'queued'}
+        >
+          {follow ? 'Unfollow' : 'Follow'}
+        </button>
+        <label>
+          Search the log
+          <input type="search" value={search} onInput={(e) => setSearch(e.currentTarget.value)} />
+        </label>
+        <button type="button" onClick={download} disabled={count === 0}>
+          Download
+        </button>
+        <span
+          class="log-stats"
+          data-lines={count}
+          data-first-seq={held[0]?.seq ?? ''}
+          data-last-seq={held.at(-1)?.seq ?? ''}
+        >
+          {count.toLocaleString('en')} lines{matches ? `, ${matches.length.toLocaleString('en')} matching` : ''} ·
+          operation {state || '…'} · {follow ? (status === 'open' ? 'following' : status) : 'not following'}
+        </span>
+      </div>
+      <ErrorBox error={error} />
+      <div
+        class="log-lines"
+        ref={box}
+        tabIndex={0}
+        role="log"
+        aria-label="Log lines"
+        onScroll={(e) => {
+          const el = e.currentTarget;
+          atBottom.current = el.scrollTop + el.clientHeight >= el.scrollHeight - ROW;
+          setScrollTop(el.scrollTop);
+        }}
+      >
+        <div class="log-space" style={{ height: `${total * ROW}px` }}>
+          {rows}
+        </div>
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,138 @@
+/**
+ * Server-Sent Events over fetch (EventSource cannot send the Authorization header, and the key
+ * must never go into a URL). A stream resumes after a disconnect with Last-Event-ID = the id of
+ * the last event it delivered, so the server sends each event once; while it reconnects the
+ * status is `reconnecting` (the page shows a banner). An `end` event finishes it; an `error`
+ * event or a 4xx answer stops it with the API's error.
+ */
+import { ApiError, authHeaders, errorOf } from './api.ts';
+
+export interface StreamEvent {
+  event: string;
+  data: unknown;
+  id: string | undefined;
+}
+
+export type StreamStatus = 'connecting' | 'open' | 'reconnecting' | 'ended' | 'failed' | 'closed';
+
+export interface StreamOptions {
+  /** Resume after this event id. */
+  lastEventId?: string;
+  /** Called with the events of one network read together (fewer renders on a fast stream). */
+  onEvents(events: StreamEvent[]): void;
+  onStatus?(status: StreamStatus, error?: ApiError): void;
+}
+
+export interface Stream {
+  close(): void;
+  /** The id of the last event delivered. */
+  lastEventId(): string | undefined;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+  });
+
+export function openStream(path: string, opts: StreamOptions): Stream {
+  const abort = new AbortController();
+  let lastId = opts.lastEventId;
+  let status: StreamStatus = 'connecting';
+  const setStatus = (s: StreamStatus, err?: ApiError) => {
+    if (status === s && !err) return;
+    status = s;
+    opts.onStatus?.(s, err);
+  };
+
+  const run = async () => {
+    let backoff = 250;
+    let finished = false;
+    while (!abort.signal.aborted && !finished) {
+      try {
+        const res = await fetch(path, {
+          headers: {
+            ...authHeaders(),
+            accept: 'text/event-stream',
+            ...(lastId !== undefined ? { 'last-event-id': lastId } : {}),
+          },
+          signal: abort.signal,
+          cache: 'no-store',
+        });
+        if (!res.ok) {
+          const err = await errorOf(res);
+          // A 4xx will not change by retrying (a 429 will, after a while).
+          if (res.status >= 400 && res.status < 500 && res.status !== 429) {
+            setStatus('failed', err);
+            return;
+          }
+          throw err;
+        }
+        setStatus('open');
+        backoff = 250;
+        const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = '';
+        let event = 'message';
+        let data: string[] = [];
+        let id: string | undefined;
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += value;
+          const batch: StreamEvent[] = [];
+          let nl: number;
+          while ((nl = buffer.indexOf('\n')) >= 0) {
+            const line = buffer.slice(0, nl).replace(/\r$/, '');
+            buffer = buffer.slice(nl + 1);
+            if (line === '') {
+              if (data.length > 0) {
+                batch.push({ event, data: JSON.parse(data.join('\n')) as unknown, id });
+                if (id !== undefined) lastId = id;
+              }
+              event = 'message';
+              data = [];
+              id = undefined;
+            } else if (line.startsWith(':')) {
+              // a comment (keep-alive)
+            } else {
+              const colon = line.indexOf(':');
+              const field = colon < 0 ? line : line.slice(0, colon);
+              const v = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+              if (field === 'event') event = v;
+              else if (field === 'data') data.push(v);
+              else if (field === 'id') id = v;
+            }
+          }
+          if (batch.length > 0) {
+            const stop = batch.find((e) => e.event === 'error');
+            opts.onEvents(batch);
+            if (batch.some((e) => e.event === 'end')) finished = true;
+            if (stop) {
+              const d = stop.data as { code?: string; message?: string };
+              setStatus('failed', new ApiError(0, d.code ?? 'STREAM_ERROR', d.message ?? 'the stream failed'));
+              return;
+            }
+          }
+        }
+      } catch (err) {
+        if (abort.signal.aborted) break;
+        if (err instanceof SyntaxError) {
+          setStatus('failed', new ApiError(0, 'BAD_STREAM', 'the stream sent an event that is not JSON'));
+          return;
+        }
+      }
+      if (abort.signal.aborted || finished) break;
+      setStatus('reconnecting');
+      await sleep(backoff, abort.signal);
+      backoff = Math.min(backoff * 2, 2000);
+    }
+    setStatus(abort.signal.aborted ? 'closed' : 'ended');
+  };
+  void run();
+  return {
+    close() {
+      abort.abort();
+    },
+    lastEventId: () => lastId,
+  };
+}

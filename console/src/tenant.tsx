@@ -1,0 +1,375 @@
+import { useEffect, useState } from 'preact/hooks';
+import {
+  api,
+  ApiError,
+  type Identity,
+  type Operation,
+  type PathInfo,
+  type RuntimeVersionInfo,
+  type Tenant,
+} from './api.ts';
+import { LogView } from './log-view.tsx';
+import { openStream, type StreamStatus } from './sse.ts';
+import { age, Banner, ErrorBox, PhaseBadge, when } from './util.tsx';
+
+type Action = 'upgrade' | 'suspend' | 'resume' | 'retry' | 'delete';
+
+export function TenantPage({ me, id, operationId }: { me: Identity; id: string; operationId?: string | undefined }) {
+  const [tenant, setTenant] = useState<Tenant | null>(null);
+  const [loadError, setLoadError] = useState<ApiError | null>(null);
+  const [operations, setOperations] = useState<Operation[]>([]);
+  const [versions, setVersions] = useState<RuntimeVersionInfo[]>([]);
+  const [paths, setPaths] = useState<PathInfo[]>([]);
+  const [stream, setStream] = useState<StreamStatus>('connecting');
+  const operator = me.role === 'operator' || me.role === 'admin';
+
+  const loadOperations = () =>
+    api<{ items: Operation[] }>('GET', `/v1/tenants/${id}/operations?limit=50`).then(
+      (r) => setOperations(r.items),
+      () => {},
+    );
+
+  useEffect(() => {
+    setTenant(null);
+    setLoadError(null);
+    api<Tenant>('GET', `/v1/tenants/${id}`).then(setTenant, (e: unknown) => setLoadError(e as ApiError));
+    void loadOperations();
+    void api<{ items: RuntimeVersionInfo[] }>('GET', '/v1/runtime-versions').then((r) => setVersions(r.items));
+    void api<{ items: PathInfo[] }>('GET', '/v1/runtime-versions/paths').then((r) => setPaths(r.items));
+    let lastOp: string | null | undefined;
+    const s = openStream(`/v1/tenants/events?id=${encodeURIComponent(id)}`, {
+      onStatus: (st) => setStream(st),
+      onEvents: (events) => {
+        for (const e of events)
+          if (e.event === 'tenant') {
+            const t = e.data as Tenant;
+            setTenant(t);
+            if (t.status.lastOperationId !== lastOp) {
+              lastOp = t.status.lastOperationId;
+              void loadOperations();
+            }
+          }
+      },
+    });
+    return () => s.close();
+  }, [id]);
+
+  if (loadError)
+    return (
+      <section>
+        <h1>Tenant</h1>
+        <ErrorBox error={loadError} />
+        <p>
+          <a href="#/tenants">Back to the tenants</a>
+        </p>
+      </section>
+    );
+  if (!tenant) return <p aria-busy="true">Loading…</p>;
+  const t = tenant;
+  const history = operations.filter(
+    (o) => o.toVersion && (o.kind === 'create' || o.kind === 'upgrade' || o.kind === 'update'),
+  );
+  const shownOp = operationId ?? operations[0]?.id;
+
+  return (
+    <section aria-labelledby="tenant-title">
+      <h1 id="tenant-title">
+        {t.organization} <PhaseBadge phase={t.status.phase} />
+        {t.status.stale && <span class="stale-tag">stale</span>}
+      </h1>
+      <Banner status={stream} />
+      <div class="grid">
+        <div class="card">
+          <h2>Spec and status</h2>
+          <dl class="facts">
+            <dt>Id</dt>
+            <dd>{t.id}</dd>
+            <dt>Email</dt>
+            <dd>{t.email}</dd>
+            <dt>Plan</dt>
+            <dd>{t.spec.plan}</dd>
+            <dt>Region</dt>
+            <dd>{t.spec.region ?? 'any'}</dd>
+            <dt>Runtime version</dt>
+            <dd>
+              {t.status.runtimeVersion ?? '—'} (wanted {t.spec.runtimeVersion}
+              {t.status.previousRuntimeVersion ? `, previous ${t.status.previousRuntimeVersion}` : ''})
+            </dd>
+            <dt>Generation</dt>
+            <dd>
+              {t.generation} (observed {t.status.observedGeneration})
+            </dd>
+            <dt>Cluster</dt>
+            <dd>{t.status.cluster ?? '—'}</dd>
+            <dt>Tunnel</dt>
+            <dd>{t.status.tunnel?.connected ? `connected since ${when(t.status.tunnel.since)}` : 'not connected'}</dd>
+            <dt>Suspended</dt>
+            <dd>
+              {t.spec.suspended
+                ? `yes, by ${t.status.suspension?.by ?? '?'}${t.status.suspension?.reason ? `: ${t.status.suspension.reason}` : ''}`
+                : 'no'}
+            </dd>
+            <dt>Created</dt>
+            <dd>
+              {when(t.createdAt)} ({age(t.createdAt)} ago)
+            </dd>
+            <dt>Status observed</dt>
+            <dd class={t.status.stale ? 'stale' : ''}>
+              {when(t.status.observedAt ?? null)}
+              {t.status.stale ? ' — stale: older than two resync periods' : ''}
+            </dd>
+            {Object.entries(t.status.endpoints).map(([k, v]) => [
+              <dt key={`k${k}`}>{k}</dt>,
+              <dd key={`v${k}`}>{v}</dd>,
+            ])}
+          </dl>
+        </div>
+        <Actions me={me} tenant={t} versions={versions} paths={paths} onDone={() => void loadOperations()} />
+      </div>
+      <div class="card">
+        <h2>Conditions</h2>
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Type</th>
+              <th scope="col">Status</th>
+              <th scope="col">Reason</th>
+              <th scope="col">Message</th>
+              <th scope="col">Since</th>
+            </tr>
+          </thead>
+          <tbody>
+            {t.status.conditions.map((c) => (
+              <tr key={c.type}>
+                <td>{c.type}</td>
+                <td>{c.status}</td>
+                <td>{c.reason}</td>
+                <td>{c.message}</td>
+                <td title={when(c.lastTransitionTime)}>{age(c.lastTransitionTime)} ago</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      <div class="card">
+        <h2>Version history</h2>
+        {history.length === 0 ? (
+          <p>No version change yet.</p>
+        ) : (
+          <ol class="history">
+            {history.map((o) => (
+              <li key={o.id}>
+                {o.fromVersion ?? 'new'} → {o.toVersion} · {o.kind} · {o.state} · {when(o.createdAt)}
+              </li>
+            ))}
+          </ol>
+        )}
+      </div>
+      <div class="card">
+        <h2>Operations</h2>
+        <table class="operations">
+          <thead>
+            <tr>
+              <th scope="col">Kind</th>
+              <th scope="col">State</th>
+              <th scope="col">Versions</th>
+              <th scope="col">Created</th>
+              <th scope="col">Error</th>
+            </tr>
+          </thead>
+          <tbody>
+            {operations.map((o) => (
+              <tr key={o.id} class={o.id === shownOp ? 'selected' : ''}>
+                <td>
+                  <a href={`#/tenants/${t.id}/operations/${o.id}`} aria-current={o.id === shownOp ? 'true' : undefined}>
+                    {o.kind}
+                  </a>
+                </td>
+                <td>{o.state}</td>
+                <td>{o.toVersion ? `${o.fromVersion ?? '—'} → ${o.toVersion}` : '—'}</td>
+                <td title={when(o.createdAt)}>{age(o.createdAt)} ago</td>
+                <td>{o.error ? `${o.error.code}: ${o.error.message}` : ''}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+        {shownOp && <LogView key={shownOp} operationId={shownOp} />}
+      </div>
+      {operator && <p class="hint">Operator view: every action is audited with your key.</p>}
+    </section>
+  );
+}
+
+function Actions({
+  me,
+  tenant,
+  versions,
+  paths,
+  onDone,
+}: {
+  me: Identity;
+  tenant: Tenant;
+  versions: RuntimeVersionInfo[];
+  paths: PathInfo[];
+  onDone: () => void;
+}) {
+  const [pending, setPending] = useState<Action | null>(null);
+  const [target, setTarget] = useState('');
+  const [reason, setReason] = useState('');
+  const [typed, setTyped] = useState('');
+  const [error, setError] = useState<ApiError | null>(null);
+  const [done, setDone] = useState('');
+  const [busy, setBusy] = useState(false);
+  const operator = me.role === 'operator' || me.role === 'admin';
+  const t = tenant;
+  if (t.spec.deleted)
+    return (
+      <div class="card">
+        <h2>Actions</h2>
+        <p>This tenant is deleted.</p>
+      </div>
+    );
+  const current = t.status.runtimeVersion ?? t.spec.runtimeVersion;
+  const path = paths.find((p) => p.from === current && p.to === target);
+  // A tenant key may not lift an operator's suspension: that button is not shown to it.
+  const canResume = t.spec.suspended && (operator || t.status.suspension?.by !== 'operator');
+  const retryable =
+    t.status.phase === 'Failed' || t.status.conditions.some((c) => c.type === 'Stalled' && c.status === 'True');
+  const choices = versions.filter((v) => v.version !== current && (operator || v.availability === 'available'));
+
+  const run = async (action: Action) => {
+    setBusy(true);
+    setError(null);
+    try {
+      const base = `/v1/tenants/${t.id}`;
+      if (action === 'upgrade') await api('POST', `${base}/upgrade`, { body: { version: target } });
+      else if (action === 'suspend')
+        await api('POST', `${base}/suspend`, operator && reason ? { body: { reason } } : {});
+      else if (action === 'delete') await api('DELETE', base);
+      else await api('POST', `${base}/${action}`);
+      setDone(`${action} accepted`);
+      setPending(null);
+      setTyped('');
+      onDone();
+    } catch (err) {
+      setError(err as ApiError);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const confirm = (action: Action, label: string, enabled = true) => (
+    <div class="confirm" role="group" aria-label={`Confirm ${action}`}>
+      <button type="button" class="danger" disabled={!enabled || busy} onClick={() => void run(action)}>
+        {label}
+      </button>
+      <button type="button" onClick={() => (setPending(null), setError(null), setTyped(''))}>
+        Cancel
+      </button>
+    </div>
+  );
+
+  return (
+    <div class="card actions">
+      <h2>Actions</h2>
+      <div class="action">
+        <label>
+          Upgrade to
+          <select
+            value={target}
+            onChange={(e) => (setTarget(e.currentTarget.value), setPending(null), setError(null))}
+            name="version"
+          >
+            <option value="">choose a version</option>
+            {choices.map((v) => (
+              <option value={v.version} key={v.version}>
+                {v.version}
+                {v.availability !== 'available' ? ` (${v.availability})` : ''}
+              </option>
+            ))}
+          </select>
+        </label>
+        {target && path && (
+          <p class={path.allowed ? 'path-ok' : 'path-refused'} data-path={path.path.join(' ')}>
+            {path.allowed
+              ? `Direct: ${current} → ${target}`
+              : `${path.reason ?? 'Not a direct step'}. Path to follow: ${[current, ...path.path].join(' → ')}`}
+          </p>
+        )}
+        {pending === 'upgrade' ? (
+          confirm('upgrade', `Confirm upgrade ${current} → ${target}`)
+        ) : (
+          <button type="button" disabled={!target} onClick={() => (setPending('upgrade'), setDone(''))}>
+            Upgrade…
+          </button>
+        )}
+      </div>
+      {!t.spec.suspended && (
+        <div class="action">
+          {pending === 'suspend' ? (
+            <>
+              {operator && (
+                <label>
+                  Reason (shown to the tenant)
+                  <input value={reason} maxLength={500} onInput={(e) => setReason(e.currentTarget.value)} />
+                </label>
+              )}
+              {confirm('suspend', 'Confirm suspend')}
+            </>
+          ) : (
+            <button type="button" onClick={() => (setPending('suspend'), setDone(''))}>
+              Suspend…
+            </button>
+          )}
+        </div>
+      )}
+      {canResume && (
+        <div class="action">
+          {pending === 'resume' ? (
+            confirm('resume', 'Confirm resume')
+          ) : (
+            <button type="button" onClick={() => (setPending('resume'), setDone(''))}>
+              Resume…
+            </button>
+          )}
+        </div>
+      )}
+      {retryable && (
+        <div class="action">
+          {pending === 'retry' ? (
+            confirm('retry', 'Confirm retry')
+          ) : (
+            <button type="button" onClick={() => (setPending('retry'), setDone(''))}>
+              Retry…
+            </button>
+          )}
+        </div>
+      )}
+      <div class="action">
+        {pending === 'delete' ? (
+          <>
+            <label>
+              Type the organization name <strong>{t.organization}</strong> to delete this tenant
+              <input
+                value={typed}
+                name="confirm-organization"
+                onInput={(e) => setTyped(e.currentTarget.value)}
+                autoComplete="off"
+              />
+            </label>
+            {confirm('delete', 'Delete this tenant', typed === t.organization)}
+          </>
+        ) : (
+          <button type="button" class="danger" onClick={() => (setPending('delete'), setDone(''))}>
+            Delete…
+          </button>
+        )}
+      </div>
+      <ErrorBox error={error} />
+      {done && (
+        <p class="done" role="status">
+          {done}
+        </p>
+      )}
+    </div>
+  );
+}

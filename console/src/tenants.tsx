@@ -1,0 +1,270 @@
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { api, ApiError, PHASES, query, type Identity, type Tenant } from './api.ts';
+import { openStream, type StreamStatus } from './sse.ts';
+import { age, Banner, ErrorBox, PhaseBadge, when } from './util.tsx';
+
+interface Filters {
+  q: string;
+  phase: string;
+  runtimeVersion: string;
+  plan: string;
+  region: string;
+  cluster: string;
+}
+const EMPTY: Filters = { q: '', phase: '', runtimeVersion: '', plan: '', region: '', cluster: '' };
+type Sort = 'createdAt' | 'updatedAt' | 'organization' | 'phase';
+
+interface Page {
+  items: Tenant[];
+  nextCursor: string | null;
+}
+interface Summary {
+  phases: Record<string, number>;
+  total: number;
+}
+
+const PAGE_SIZE = 50;
+
+export function TenantsPage({ me }: { me: Identity }) {
+  const [filters, setFilters] = useState<Filters>(EMPTY);
+  const [sort, setSort] = useState<Sort>('createdAt');
+  const [order, setOrder] = useState<'asc' | 'desc'>('desc');
+  /** Cursors of the pages before this one, and this one's ('' = first page). */
+  const [cursors, setCursors] = useState<string[]>(['']);
+  const [page, setPage] = useState<Page | null>(null);
+  const [summary, setSummary] = useState<Summary | null>(null);
+  const [error, setError] = useState<ApiError | null>(null);
+  const [shownQuery, setShownQuery] = useState('');
+  const [stream, setStream] = useState<StreamStatus>('connecting');
+  const [versions, setVersions] = useState<string[]>([]);
+  const [regions, setRegions] = useState<string[]>([]);
+  const [plans, setPlans] = useState<string[]>([]);
+  const [clusters, setClusters] = useState<string[]>([]);
+  const operator = me.role === 'operator' || me.role === 'admin';
+
+  const filterQuery = useMemo(() => query({ ...filters, phase: undefined }).replace(/^\?/, ''), [filters]);
+  const listQuery = query({ ...filters, sort, order, limit: PAGE_SIZE, cursor: cursors.at(-1) || undefined });
+
+  useEffect(() => {
+    void api<{ items: { version: string }[] }>('GET', '/v1/runtime-versions').then((r) =>
+      setVersions(r.items.map((v) => v.version)),
+    );
+    void api<{ items: { name: string }[] }>('GET', '/v1/regions').then((r) => setRegions(r.items.map((v) => v.name)));
+    void api<{ items: { name: string }[] }>('GET', '/v1/plans').then((r) => setPlans(r.items.map((v) => v.name)));
+    if (operator)
+      void api<{ items: { name: string }[] }>('GET', '/v1/clusters').then((r) =>
+        setClusters(r.items.map((v) => v.name)),
+      );
+  }, [operator]);
+
+  // The page: every change of filters, order or page aborts the request before it.
+  useEffect(() => {
+    const abort = new AbortController();
+    api<Page>('GET', `/v1/tenants${listQuery}`, { signal: abort.signal }).then(
+      (p) => {
+        setPage(p);
+        setShownQuery(listQuery);
+        setError(null);
+      },
+      (err: unknown) => {
+        if (!abort.signal.aborted) setError(err as ApiError);
+      },
+    );
+    return () => abort.abort();
+  }, [listQuery]);
+
+  const refreshSummary = useRef<() => void>(() => {});
+  useEffect(() => {
+    const abort = new AbortController();
+    const load = () => {
+      api<Summary>('GET', `/v1/tenants/summary${filterQuery ? `?${filterQuery}` : ''}`, { signal: abort.signal }).then(
+        setSummary,
+        () => {},
+      );
+    };
+    refreshSummary.current = load;
+    load();
+    return () => abort.abort();
+  }, [filterQuery]);
+
+  // Live: tenants as they change; rows on this page are replaced in place, the counts reloaded
+  // (at most once a second).
+  useEffect(() => {
+    let timer: number | undefined;
+    const s = openStream('/v1/tenants/events', {
+      onStatus: (st) => setStream(st),
+      onEvents: (events) => {
+        const changed = new Map<string, Tenant>();
+        for (const e of events) if (e.event === 'tenant') changed.set((e.data as Tenant).id, e.data as Tenant);
+        if (changed.size === 0) return;
+        setPage((p) => (p ? { ...p, items: p.items.map((t) => changed.get(t.id) ?? t) } : p));
+        timer ??= window.setTimeout(() => {
+          timer = undefined;
+          refreshSummary.current();
+        }, 1000);
+      },
+    });
+    return () => {
+      s.close();
+      if (timer) clearTimeout(timer);
+    };
+  }, []);
+
+  const set = (k: keyof Filters) => (e: Event) => {
+    setFilters({ ...filters, [k]: (e.currentTarget as HTMLInputElement).value });
+    setCursors(['']);
+  };
+  const sortBy = (s: Sort) => {
+    if (s === sort) setOrder(order === 'asc' ? 'desc' : 'asc');
+    else {
+      setSort(s);
+      setOrder(s === 'organization' || s === 'phase' ? 'asc' : 'desc');
+    }
+    setCursors(['']);
+  };
+  const header = (s: Sort, label: string) => (
+    <th scope="col" aria-sort={sort === s ? (order === 'asc' ? 'ascending' : 'descending') : 'none'}>
+      <button type="button" class="sort" onClick={() => sortBy(s)}>
+        {label}
+        {sort === s ? (order === 'asc' ? ' ▲' : ' ▼') : ''}
+      </button>
+    </th>
+  );
+  const select = (k: keyof Filters, label: string, options: readonly string[]) => (
+    <label>
+      {label}
+      <select value={filters[k]} onChange={set(k)}>
+        <option value="">any</option>
+        {options.map((o) => (
+          <option value={o} key={o}>
+            {o}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+  const loading = shownQuery !== listQuery;
+  const now = Date.now();
+
+  return (
+    <section aria-labelledby="tenants-title">
+      <h1 id="tenants-title">Tenants</h1>
+      <Banner status={stream} />
+      <div class="counts" role="group" aria-label="Tenants by phase">
+        <button
+          type="button"
+          class={filters.phase === '' ? 'count active' : 'count'}
+          aria-pressed={filters.phase === ''}
+          onClick={() => (setFilters({ ...filters, phase: '' }), setCursors(['']))}
+        >
+          All{' '}
+          <span class="n" data-phase-count="total">
+            {summary?.total ?? '…'}
+          </span>
+        </button>
+        {PHASES.map((p) => (
+          <button
+            type="button"
+            key={p}
+            class={filters.phase === p ? 'count active' : 'count'}
+            aria-pressed={filters.phase === p}
+            onClick={() => (setFilters({ ...filters, phase: p }), setCursors(['']))}
+          >
+            {p}{' '}
+            <span class="n" data-phase-count={p}>
+              {summary?.phases[p] ?? '…'}
+            </span>
+          </button>
+        ))}
+      </div>
+      <form class="filters" role="search" onSubmit={(e) => e.preventDefault()}>
+        <label>
+          Search
+          <input
+            type="search"
+            name="q"
+            placeholder="organization or tenant id"
+            value={filters.q}
+            onInput={set('q')}
+            maxLength={100}
+          />
+        </label>
+        {select('phase', 'Phase', PHASES)}
+        {select('runtimeVersion', 'Version', versions)}
+        {select('plan', 'Plan', plans)}
+        {select('region', 'Region', regions)}
+        {operator && select('cluster', 'Cluster', clusters)}
+      </form>
+      <ErrorBox error={error} />
+      <table class="tenants" data-loading={loading ? 'true' : 'false'} data-query={shownQuery}>
+        <caption class="sr-only">
+          Tenants, {sort} {order === 'asc' ? 'ascending' : 'descending'}
+        </caption>
+        <thead>
+          <tr>
+            {header('organization', 'Organization')}
+            {header('phase', 'Phase')}
+            <th scope="col">Version</th>
+            <th scope="col">Plan</th>
+            <th scope="col">Region</th>
+            <th scope="col">Cluster</th>
+            {header('createdAt', 'Age')}
+            {header('updatedAt', 'Status updated')}
+          </tr>
+        </thead>
+        <tbody>
+          {page?.items.map((t) => (
+            <tr key={t.id} class={t.status.stale ? 'stale' : ''} data-tenant={t.id}>
+              <td>
+                <a href={`#/tenants/${t.id}`}>{t.organization}</a>
+                <div class="id">{t.id}</div>
+              </td>
+              <td class="status" data-phase={t.status.phase}>
+                <PhaseBadge phase={t.status.phase} />
+                {t.status.stale && (
+                  <span
+                    class="stale-tag"
+                    title={`status last observed ${when(t.status.observedAt ?? t.updatedAt)}: older than two resync periods`}
+                  >
+                    stale
+                  </span>
+                )}
+              </td>
+              <td class="status">
+                {t.status.runtimeVersion ?? '—'}
+                {t.spec.runtimeVersion !== t.status.runtimeVersion && (
+                  <span class="wanted"> → {t.spec.runtimeVersion}</span>
+                )}
+              </td>
+              <td>{t.spec.plan}</td>
+              <td>{t.spec.region ?? 'any'}</td>
+              <td class="status">{t.status.cluster ?? '—'}</td>
+              <td title={when(t.createdAt)}>{age(t.createdAt, now)}</td>
+              <td class="status" title={when(t.updatedAt)}>
+                {age(t.updatedAt, now)} ago
+              </td>
+            </tr>
+          ))}
+          {page && page.items.length === 0 && (
+            <tr>
+              <td colSpan={8}>No tenant matches.</td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+      <nav class="pager" aria-label="Pages">
+        <button type="button" disabled={cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>
+          ← Previous
+        </button>
+        <span>Page {cursors.length}</span>
+        <button
+          type="button"
+          disabled={!page?.nextCursor}
+          onClick={() => page?.nextCursor && setCursors([...cursors, page.nextCursor])}
+        >
+          Next →
+        </button>
+      </nav>
+    </section>
+  );
+}
