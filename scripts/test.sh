@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `npm test`: type-check, lint, then every test tier (unit, integration, fuzz, e2e), and a final
+# `npm test`: type-check, lint, then every test tier (unit, integration, browser, fuzz, e2e), and a final
 # line `N passed, N failed, N skipped` counting every tap assertion, one check each for type-check
 # and lint, and the fuzzer's checks (scripts/fuzz.sh: one per mode and one for the number of
 # cases; skipped tests are counted apart, never as passed).
@@ -12,7 +12,7 @@ set +e
 cd "$ROOT"
 
 tiers=("$@")
-[ ${#tiers[@]} -gt 0 ] || tiers=(unit integration fuzz e2e)
+[ ${#tiers[@]} -gt 0 ] || tiers=(unit integration browser fuzz e2e)
 passed=0
 failed=0
 skipped=0
@@ -69,6 +69,32 @@ fuzz_tier() {
   echo "== fuzz: $pass passed, $fail failed"
 }
 
+# The ops console is served from console/dist: build it when its sources changed (a no-op otherwise).
+node scripts/build-console.ts || { echo "could not build the console (scripts/build-console.ts)" >&2; echo "0 passed, 1 failed"; exit 1; }
+
+# The browser tier (test/browser: the ops console in Chromium, driven by playwright-core) needs
+# Debian's chromium. CI installs it when it is missing (root, or sudo); elsewhere a machine without
+# it skips the tier, counted and named.
+browser_tier() {
+  local chromium="${CHROMIUM_PATH:-/usr/bin/chromium}" sudo=""
+  if [ ! -x "$chromium" ]; then
+    if [ "${CI:-}" = "true" ]; then
+      [ "$(id -u)" = 0 ] || sudo="sudo"
+      echo "== browser: installing Debian's chromium (apt-get install -y chromium)"
+      local t0=$SECONDS
+      if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium; } >"$logdir/chromium.log" 2>&1; then
+        tail -20 "$logdir/chromium.log"
+        failed=$((failed + 1)); failures+=("browser-prepare"); return 0
+      fi
+      echo "== browser: chromium installed in $((SECONDS - t0)) s"
+    else
+      skipped=$((skipped + 1)); skipped_names+=("browser (whole tier: no Chromium at $chromium; apt-get install -y chromium)")
+      return 0
+    fi
+  fi
+  tap_tier browser
+}
+
 # One embedded PostgreSQL for the whole run (each test file creates its own database on it),
 # unless DATABASE_URL points at a server to use instead.
 if [ -z "${DATABASE_URL:-}" ] && [ -z "${TEST_PG_URL:-}" ]; then
@@ -101,7 +127,9 @@ integration_toolchain() {
   fi
 }
 
-check typecheck tsc -p tsconfig.json --noEmit
+# The ops console's sources (console/src, browser code) have their own tsconfig.
+typecheck() { tsc -p tsconfig.json --noEmit && tsc -p console/tsconfig.json --noEmit; }
+check typecheck typecheck
 # Lint: eslint's rules, then the formatting (prettier, .prettierrc.json; `npm run format` rewrites).
 lint() { eslint --max-warnings 0 . && prettier --check --log-level warn '**/*.{ts,js,cjs,mjs}'; }
 check lint lint
@@ -119,6 +147,7 @@ for tier in "${tiers[@]}"; do
       fi ;;
     fuzz) fuzz_tier ;;
     integration) integration_toolchain; tap_tier integration ;;
+    browser) browser_tier ;;
     *) tap_tier "$tier" ;;
   esac
 done

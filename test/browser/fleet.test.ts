@@ -1,0 +1,214 @@
+/**
+ * The ops console in Debian's Chromium against a real provisioner on real PostgreSQL, with 10,000
+ * tenants seeded: signing in (operator, tenant and bad keys), the tenants page's first render and
+ * its filters and sorts (timed and printed; docs/benchmarks.md keeps the figures), stale status
+ * greyed, accessibility (axe-core) and screenshots. No reconciler runs here (CONSOLE_ENGINE=none):
+ * the live tests are in live.test.ts.
+ */
+import { join } from 'node:path';
+import t from 'tap';
+import type { Browser } from 'playwright-core';
+import { createKey } from '../../provisioner/store/keys.ts';
+import { createTestDatabase } from '../helpers/postgres.ts';
+import {
+  axeViolations,
+  chromiumAvailable,
+  CHROMIUM,
+  freePort,
+  launch,
+  median,
+  newEncryptionKey,
+  openPage,
+  p95,
+  screenshotDir,
+  signIn,
+  startServer,
+  type PageGlobals,
+  type ServerProcess,
+} from './harness/browser.ts';
+import { seedTenants } from './harness/seed.ts';
+
+if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
+
+const TENANTS = 10_000;
+const db = await createTestDatabase();
+await seedTenants(db.pool, TENANTS);
+const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'console test', createdBy: 'test' })).key;
+const { rows } = await db.pool.query<{ id: string; organization: string }>(
+  `SELECT id, organization FROM tenants WHERE organization IN ('fleet-00007', 'fleet-00008') ORDER BY organization`,
+);
+const [own, other] = rows as [{ id: string; organization: string }, { id: string; organization: string }];
+const tenantKey = (await createKey(db.pool, { role: 'tenant', tenantId: own.id, name: 'tenant', createdBy: 'test' }))
+  .key;
+const port = await freePort();
+const server: ServerProcess = await startServer({
+  databaseUrl: db.url,
+  port,
+  encryptionKey: newEncryptionKey(),
+  CONSOLE_ENGINE: 'none',
+});
+const browser: Browser = await launch();
+const shots = screenshotDir('fleet');
+t.comment(`screenshots: ${shots}`);
+t.teardown(async () => {
+  await browser.close();
+  await server.stop();
+  await db.drop();
+});
+
+const rowsShown = 'table.tenants tbody tr[data-tenant]';
+
+t.test('a bad key is refused with a clear message, and nothing is kept', async (t) => {
+  const { page, problems } = await openPage(browser, server.url);
+  await signIn(page, server.url, `hrt_operator_${'x'.repeat(43)}`);
+  await page.getByRole('alert').waitFor();
+  t.match(
+    await page.getByRole('alert').innerText(),
+    /not valid or has been revoked/,
+    'an unknown key is named as not valid',
+  );
+  t.equal(await page.evaluate('sessionStorage.length'), 0, 'a refused key is not kept in sessionStorage');
+  await signIn(page, server.url, 'not-a-key');
+  await page.getByRole('alert').waitFor();
+  t.match(await page.getByRole('alert').innerText(), /not valid/, 'a malformed key gets the same clear refusal');
+  t.match(await page.getByRole('alert').innerText(), /INVALID_API_KEY/, "the refusal shows the API's error code");
+  await page.screenshot({ path: join(shots, 'sign-in-refused.png') });
+  t.same(await axeViolations(page), [], 'the sign-in page has no serious accessibility violation');
+  // The browser logs the refused requests (401) itself; nothing else may be logged.
+  const unexpected = problems.filter((p) => !/status of 401/.test(p));
+  t.same(unexpected, [], 'no console error other than the two refused sign-ins, no request to another host');
+  await page.context().close();
+});
+
+t.test('an operator key: the fleet, first render and filters timed', async (t) => {
+  const { page, problems, requests } = await openPage(browser, server.url);
+  await signIn(page, server.url, operatorKey);
+  await page.locator(rowsShown).nth(49).waitFor();
+  t.equal(await page.locator(rowsShown).count(), 50, 'the first page shows 50 tenants');
+  t.equal(
+    await page.locator('[data-phase-count="total"]').innerText(),
+    String(TENANTS),
+    'the total counts every tenant',
+  );
+  const ready = Number(await page.locator('[data-phase-count="Ready"]').innerText());
+  t.ok(ready > 4000 && ready < 6000, `the Ready count is the seeded share (${ready})`);
+  t.notOk(
+    requests.some((r) => r.includes(operatorKey)),
+    'the key never appears in a URL',
+  );
+  t.equal(await page.evaluate("location.href.includes('hrt_')"), false, 'the page URL holds no key');
+
+  // First render: a reload with the key in the tab's session, until 50 rows are shown.
+  const first: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const t0 = performance.now();
+    await page.reload();
+    await page.locator(rowsShown).nth(49).waitFor();
+    first.push(performance.now() - t0);
+  }
+
+  // Filters: a search typed, answered when the table shows the page of that query.
+  const settled = (fragment: string) =>
+    page.waitForFunction(
+      (f: string) => {
+        const table = (globalThis as unknown as PageGlobals).document.querySelector('table.tenants');
+        return table?.dataset.loading === 'false' && (table.dataset.query ?? '').includes(f);
+      },
+      fragment,
+      { timeout: 10_000 },
+    );
+  const search = page.getByRole('searchbox', { name: 'Search' });
+  const filter: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const term = `fleet-0${String(100 + i * 37).padStart(3, '0')}`;
+    const t0 = performance.now();
+    await search.fill(term);
+    await settled(`q=${term}`);
+    filter.push(performance.now() - t0);
+  }
+  t.equal(await page.locator(rowsShown).count(), 10, 'a search shows the tenants whose organization contains it');
+  await search.fill('');
+  await settled('sort=createdAt');
+
+  const sort: number[] = [];
+  const orgHeader = page.getByRole('button', { name: /^Organization/ });
+  for (let i = 0; i < 20; i++) {
+    const t0 = performance.now();
+    await orgHeader.click();
+    await settled(`order=${i % 2 === 0 ? 'asc' : 'desc'}`);
+    sort.push(performance.now() - t0);
+  }
+  const firstOrg = await page.locator(`${rowsShown} a`).first().innerText();
+  t.equal(firstOrg, 'fleet-10000', 'sorted by organization, descending, after an even number of clicks');
+
+  const fmt = (xs: number[]) =>
+    `median ${median(xs).toFixed(0)} ms, p95 ${p95(xs).toFixed(0)} ms, max ${Math.max(...xs).toFixed(0)} ms`;
+  console.log(`# console with ${TENANTS} tenants: first render (reload to 50 rows, 5 tries) ${fmt(first)}`);
+  console.log(`# console with ${TENANTS} tenants: search filter (20 tries) ${fmt(filter)}`);
+  console.log(`# console with ${TENANTS} tenants: sort by organization (20 tries) ${fmt(sort)}`);
+  // Generous bounds only (a shared CI machine); the targets (1.5 s, 300 ms) are checked in docs/benchmarks.md.
+  t.ok(median(first) < 6000, `first render within 6 s (median ${median(first).toFixed(0)} ms)`);
+  t.ok(p95(filter) < 2000, `a filter answered within 2 s at p95 (${p95(filter).toFixed(0)} ms)`);
+  t.ok(p95(sort) < 2000, `a sort answered within 2 s at p95 (${p95(sort).toFixed(0)} ms)`);
+
+  // Paging goes on from where the page ended.
+  await page.getByRole('button', { name: 'Next →' }).click();
+  await page.getByText('Page 2').waitFor();
+  await settled('cursor=');
+  t.equal(await page.locator(rowsShown).count(), 50, 'the second page shows 50 more tenants');
+
+  // Phase filter from the counts.
+  await page.getByRole('button', { name: /^Failed \d+/ }).click();
+  await settled('phase=Failed');
+  const phases = await page
+    .locator(`${rowsShown} td[data-phase]`)
+    .evaluateAll((tds) => tds.map((td) => td.getAttribute('data-phase')));
+  t.ok(phases.length > 0 && phases.every((p) => p === 'Failed'), 'the Failed count filters the list to Failed tenants');
+
+  // Stale status greyed: every 1000th seeded tenant was last observed three days ago.
+  await page.getByRole('button', { name: /^All \d+/ }).click();
+  await search.fill('fleet-01000');
+  await settled('q=fleet-01000');
+  const row = page.locator(`${rowsShown}`).first();
+  t.match(await row.getAttribute('class'), /stale/, 'a tenant observed three days ago is shown as stale');
+  t.equal(await row.locator('.stale-tag').innerText(), 'stale', 'its row says "stale"');
+  const grey = await row
+    .locator('td.status')
+    .first()
+    .evaluate((td) => (globalThis as unknown as PageGlobals).getComputedStyle(td).color);
+  t.equal(grey, 'rgb(87, 96, 106)', 'its status cells are greyed');
+  await search.fill('fleet-0100');
+  await settled('q=fleet-0100');
+  await page.screenshot({ path: join(shots, 'tenants.png'), fullPage: true });
+  t.same(await axeViolations(page), [], 'the tenants page has no serious accessibility violation');
+
+  await page.locator(`${rowsShown} a`, { hasText: 'fleet-01001' }).click();
+  await page.getByRole('heading', { name: /fleet-01001/ }).waitFor();
+  await page.getByRole('heading', { name: 'Conditions' }).waitFor();
+  await page.screenshot({ path: join(shots, 'tenant.png'), fullPage: true });
+  t.same(await axeViolations(page), [], 'the tenant page has no serious accessibility violation');
+  t.same(problems, [], 'no console error, no uncaught exception, no request to another host');
+  await page.context().close();
+});
+
+t.test('a tenant key sees its own tenant only', async (t) => {
+  const { page, problems } = await openPage(browser, server.url);
+  await signIn(page, server.url, tenantKey);
+  await page.getByRole('heading', { name: new RegExp(own.organization) }).waitFor();
+  t.pass('a tenant key lands on its own tenant');
+  t.equal(await page.getByRole('link', { name: 'Clusters' }).count(), 0, 'no Clusters page for a tenant key');
+  await page.evaluate("location.hash = '#/tenants'");
+  t.equal(await page.evaluate('location.hash'), '#/tenants', 'the tenants address was asked for');
+  await page.getByRole('heading', { name: new RegExp(own.organization) }).waitFor();
+  t.pass('the tenants address shows the own tenant, not the fleet');
+  await page.evaluate(`location.hash = '#/tenants/${other.id}'`);
+  await page.getByRole('alert').waitFor();
+  t.match(await page.getByRole('alert').innerText(), /TENANT_NOT_FOUND/, "another tenant's page is not found");
+  await page.screenshot({ path: join(shots, 'tenant-key-other-tenant.png') });
+  t.same(
+    problems.filter((p) => !/status of 404/.test(p)),
+    [],
+    'no console error other than the refused request for the other tenant (404)',
+  );
+  await page.context().close();
+});

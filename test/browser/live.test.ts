@@ -1,0 +1,328 @@
+/**
+ * The ops console live, in Debian's Chromium, against a real provisioner on real PostgreSQL whose
+ * reconciler runs the ScriptedEngine TEST DOUBLE (harness/console-server.ts; the real engine runs
+ * in the e2e tier): a phase change shown without reload, an upgrade refused with its path, a
+ * delete confirmed by the typed name, a 100,000-line log rendered virtualised, a log followed
+ * across a provisioner killed and started again (every line once), the clusters and runtime
+ * versions pages; accessibility (axe-core) and screenshots of each.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import type { Browser, Page } from 'playwright-core';
+import { appendLog } from '../../provisioner/store/operations.ts';
+import { createKey } from '../../provisioner/store/keys.ts';
+import { insertOperation } from '../../provisioner/store/tenants.ts';
+import { KUBECONFIG } from '../integration/reconciler/harness.ts';
+import { createTestDatabase } from '../helpers/postgres.ts';
+import {
+  axeViolations,
+  chromiumAvailable,
+  CHROMIUM,
+  freePort,
+  launch,
+  newEncryptionKey,
+  openPage,
+  screenshotDir,
+  signIn,
+  startServer,
+  type PageGlobals,
+  type ServerProcess,
+  type WatchedPage,
+} from './harness/browser.ts';
+import { seedTenants } from './harness/seed.ts';
+
+if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
+
+const db = await createTestDatabase();
+const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'console test', createdBy: 'test' })).key;
+const port = await freePort();
+const serverEnv = {
+  databaseUrl: db.url,
+  port,
+  encryptionKey: newEncryptionKey(),
+  CONSOLE_ENGINE_DELAY_MS: 1000,
+};
+let server: ServerProcess = await startServer(serverEnv);
+const browser: Browser = await launch();
+const shots = screenshotDir('live');
+t.comment(`screenshots: ${shots}`);
+t.teardown(async () => {
+  await browser.close();
+  await server.stop();
+  await db.drop();
+});
+
+async function call(
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; json: { tenant: { id: string } } | null }> {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${operatorKey}`,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...(path === '/v1/signup' ? { 'idempotency-key': randomBytes(16).toString('hex') } : {}),
+    },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  return { status: res.status, json: (await res.json().catch(() => null)) as { tenant: { id: string } } | null };
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const phaseOf = async (id: string) =>
+  (await db.pool.query<{ phase: string }>('SELECT phase FROM tenants WHERE id = $1', [id])).rows[0]?.phase;
+
+async function signup(organization: string, runtimeVersion?: string): Promise<string> {
+  const res = await call('POST', '/v1/signup', {
+    organization,
+    email: 'ops@example.com',
+    ...(runtimeVersion ? { runtimeVersion } : {}),
+  });
+  if (res.status !== 202) throw new Error(`signup: ${res.status} ${JSON.stringify(res.json)}`);
+  const id = res.json!.tenant.id;
+  await waitFor(`${organization} Ready`, async () => ((await phaseOf(id)) === 'Ready' ? true : undefined));
+  return id;
+}
+
+/** Problems that are expected while the provisioner is down: the browser logs its refused connections. */
+const connectionLost = (p: string) =>
+  /ERR_CONNECTION_REFUSED|ERR_INCOMPLETE_CHUNKED_ENCODING|ERR_EMPTY_RESPONSE|network error|Failed to fetch/.test(p);
+
+const registered = await call('POST', '/v1/clusters', {
+  name: 'eu-1a',
+  region: 'eu-west-1',
+  capacity: 50,
+  kubeconfig: KUBECONFIG,
+});
+if (registered.status !== 201) throw new Error(`cluster: ${registered.status} ${JSON.stringify(registered.json)}`);
+
+async function signedIn(): Promise<WatchedPage> {
+  const w = await openPage(browser, server.url);
+  await signIn(w.page, server.url, operatorKey);
+  await w.page.getByRole('heading', { name: 'Tenants' }).waitFor();
+  return w;
+}
+
+t.test('a phase change appears without reload within 2 s', async (t) => {
+  const id = await signup('live-phase');
+  const { page, problems } = await signedIn();
+  await page.getByRole('searchbox', { name: 'Search' }).fill('live-phase');
+  const cell = (phase: string) => page.locator(`tr[data-tenant="${id}"] td[data-phase="${phase}"]`);
+  await cell('Ready').waitFor();
+  t.equal((await call('POST', `/v1/tenants/${id}/suspend`)).status, 202, 'suspend accepted');
+  const [tDb, tDom] = await Promise.all([
+    waitFor('Suspended in the database', async () => ((await phaseOf(id)) === 'Suspended' ? Date.now() : undefined)),
+    cell('Suspended')
+      .waitFor({ timeout: 30_000 })
+      .then(() => Date.now()),
+  ]);
+  console.log(`# phase change shown ${tDom - tDb} ms after the database had it`);
+  t.ok(
+    tDom - tDb < 2000,
+    `the page showed Suspended ${tDom - tDb} ms after it was written (bound 2 s), without reload`,
+  );
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
+});
+
+t.test('an upgrade refused by the catalog shows the path; delete needs the typed name', async (t) => {
+  const id = await signup('live-actions', '1.3.0');
+  const { page, problems } = await signedIn();
+  await page.evaluate(`location.hash = '#/tenants/${id}'`);
+  await page.getByRole('heading', { name: /live-actions/ }).waitFor();
+  await page.getByLabel('Upgrade to').selectOption('1.5.0');
+  const hint = await page.locator('.path-refused').innerText();
+  t.match(hint, /Path to follow: 1\.3\.0 → 1\.4\.\d → 1\.5\.0/, `the path is shown before asking (${hint})`);
+  await page.getByRole('button', { name: 'Upgrade…' }).click();
+  await page.getByRole('button', { name: /Confirm upgrade/ }).click();
+  const alert = page.getByRole('alert');
+  await alert.waitFor();
+  const text = await alert.innerText();
+  t.match(text, /UPGRADE_PATH_REFUSED/, "the API's refusal is shown with its code");
+  t.match(text, /Path to follow: 1\.4\.\d → 1\.5\.0/, "with the API's path to follow");
+  await page.screenshot({ path: join(shots, 'upgrade-refused.png'), fullPage: true });
+
+  t.equal(await page.getByRole('button', { name: 'Resume…' }).count(), 0, 'no Resume button on a running tenant');
+  await page.getByRole('button', { name: 'Delete…' }).click();
+  const confirm = page.getByRole('button', { name: 'Delete this tenant' });
+  t.ok(await confirm.isDisabled(), 'delete is disabled until the name is typed');
+  await page.getByLabel(/Type the organization name/).fill('live-action');
+  t.ok(await confirm.isDisabled(), 'a name that is not the organization keeps it disabled');
+  await page.getByLabel(/Type the organization name/).fill('live-actions');
+  t.ok(await confirm.isEnabled(), 'the organization name enables it');
+  t.same(await axeViolations(page), [], 'the tenant page with its actions open has no serious accessibility violation');
+  await confirm.click();
+  await page.getByText('delete accepted').waitFor();
+  await page.locator('h1 .phase', { hasText: /Deleting|Deleted/ }).waitFor({ timeout: 30_000 });
+  t.pass('the delete is accepted and the tenant shows Deleting/Deleted live');
+  t.same(
+    problems.filter((p) => !/status of 422/.test(p)),
+    [],
+    'no console error but the refused upgrade (422), no request to another host',
+  );
+  await page.context().close();
+});
+
+/** A settled tenant (not due for the reconciler) with one operation, for the log tests. */
+async function tenantWithOperation(org: string, state: 'running' | 'succeeded'): Promise<{ id: string; op: string }> {
+  await seedTenants(db.pool, 1, org, 1_000_000);
+  const id = (await db.pool.query<{ id: string }>('SELECT id FROM tenants WHERE organization = $1', [`${org}-00001`]))
+    .rows[0]!.id;
+  const op = await insertOperation(db.pool, id, 'resync', 1, null, null);
+  await db.pool.query(`UPDATE operations SET state = $2, started_at = now() WHERE id = $1`, [op, state]);
+  return { id, op };
+}
+const numbered = (from: number, to: number) =>
+  Array.from({ length: to - from + 1 }, (_, i) => ({ line: `line ${String(from + i).padStart(6, '0')} of the test` }));
+const stats = (page: Page) => page.locator('.log-stats');
+/** Every line of the downloaded log, checked: numbered 1..n in order, seqs strictly increasing. */
+async function downloaded(page: Page): Promise<{ count: number; inOrder: boolean; seqsIncrease: boolean }> {
+  const [download] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByRole('button', { name: 'Download' }).click(),
+  ]);
+  const lines = readFileSync(await download.path(), 'utf8')
+    .trimEnd()
+    .split('\n');
+  let inOrder = true;
+  let seqsIncrease = true;
+  let prev = 0;
+  lines.forEach((l, i) => {
+    const [seq, , , text] = l.split('\t');
+    if (text !== `line ${String(i + 1).padStart(6, '0')} of the test`) inOrder = false;
+    if (!(Number(seq) > prev)) seqsIncrease = false;
+    prev = Number(seq);
+  });
+  return { count: lines.length, inOrder, seqsIncrease };
+}
+
+t.test('a 100,000-line log renders virtualised, searchable and downloadable', async (t) => {
+  const { id, op } = await tenantWithOperation('bigLog', 'succeeded');
+  for (let i = 0; i < 10; i++) await appendLog(db.pool, op, numbered(i * 10_000 + 1, (i + 1) * 10_000));
+  const { page, problems } = await signedIn();
+  const t0 = Date.now();
+  await page.evaluate(`location.hash = '#/tenants/${id}/operations/${op}'`);
+  await page.locator('.log-stats[data-lines="100000"]').waitFor({ timeout: 120_000 });
+  console.log(`# 100,000 log lines streamed and rendered in ${Date.now() - t0} ms`);
+  const nodes = await page.evaluate<number>("document.getElementsByTagName('*').length");
+  t.ok(nodes < 2000, `the page holds ${nodes} elements with 100,000 lines loaded (bound 2,000)`);
+  await page.locator('.log-lines').evaluate((el) => {
+    (el as unknown as { scrollTop: number }).scrollTop = 50_000 * 18;
+  });
+  await page.locator('.line[data-seq]', { hasText: 'line 050001 of the test' }).waitFor();
+  t.pass('scrolling to the middle shows the lines there');
+  await page.getByLabel('Search the log').fill('line 099999');
+  await page.getByText('1 matching').waitFor();
+  t.pass('a search finds the one matching line among 100,000');
+  await page.getByLabel('Search the log').fill('');
+  const d = await downloaded(page);
+  t.equal(d.count, 100_000, 'the download holds every line');
+  t.ok(d.inOrder && d.seqsIncrease, 'in order, each once');
+  await page.screenshot({ path: join(shots, 'log-100k.png'), fullPage: true });
+  t.same(await axeViolations(page), [], 'the log view has no serious accessibility violation');
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
+});
+
+t.test('a followed log survives the provisioner killed and started again: every line once', async (t) => {
+  const { id, op } = await tenantWithOperation('followed', 'running');
+  let written = 0;
+  const write = async (n: number) => {
+    await appendLog(db.pool, op, numbered(written + 1, written + n));
+    written += n;
+    await db.pool.query(`SELECT pg_notify('operation_log', $1)`, [op]);
+  };
+  await write(200);
+  const { page, problems } = await signedIn();
+  await page.evaluate(`location.hash = '#/tenants/${id}/operations/${op}'`);
+  await page.locator('.log-stats[data-lines="200"]').waitFor();
+  t.match(await stats(page).innerText(), /following/, 'the running operation is followed');
+
+  // Lines keep coming (bounded: at most 60 batches) while the provisioner is killed and restarted.
+  let writing = true;
+  const writer = (async () => {
+    for (let i = 0; i < 60 && writing; i++) {
+      await write(10);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  await page.waitForFunction(
+    () => Number((globalThis as unknown as PageGlobals).document.querySelector('.log-stats')?.dataset.lines) > 300,
+  );
+  await server.kill();
+  await page.getByText('Connection to the provisioner lost — reconnecting…').first().waitFor({ timeout: 10_000 });
+  t.pass('a banner says the connection is lost');
+  await page.screenshot({ path: join(shots, 'log-reconnecting.png') });
+  await new Promise((r) => setTimeout(r, 1000));
+  server = await startServer(serverEnv);
+  const restarted = Date.now();
+  await page.waitForFunction(
+    () => {
+      const d = (globalThis as unknown as PageGlobals).document;
+      return (
+        !d.querySelector('.log .banner') && (d.querySelector('.log-stats')?.textContent ?? '').includes('following')
+      );
+    },
+    undefined,
+    { timeout: 15_000 },
+  );
+  const reconnectMs = Date.now() - restarted;
+  console.log(`# log stream reconnected ${reconnectMs} ms after the provisioner listened again`);
+  t.ok(reconnectMs < 5000, `reconnected ${reconnectMs} ms after the restart (bound 5 s)`);
+  writing = false;
+  await writer;
+  await write(50);
+  await db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE id = $1`, [op]);
+  await db.pool.query(`SELECT pg_notify('operation_log', $1)`, [op]);
+  await page.locator(`.log-stats[data-lines="${written}"]`).waitFor({ timeout: 15_000 });
+  await page.getByText(/operation succeeded/).waitFor({ timeout: 15_000 });
+  const d = await downloaded(page);
+  t.equal(d.count, written, `every one of the ${written} lines is held`);
+  t.ok(d.inOrder, 'each line once, in order (numbered 1..n), none lost across the restart');
+  t.ok(d.seqsIncrease, 'sequence numbers strictly increase: no line shown twice');
+  t.same(
+    problems.filter((p) => !connectionLost(p)),
+    [],
+    'no console error but the refused connections while the provisioner was down',
+  );
+  await page.context().close();
+});
+
+t.test('clusters and runtime versions pages: cordon, the upgrade graph', async (t) => {
+  const { page, problems } = await signedIn();
+  await page.getByRole('link', { name: 'Clusters' }).click();
+  const row = page.locator('tr[data-cluster="eu-1a"]');
+  await row.waitFor();
+  t.match(await row.innerText(), /eu-west-1/, 'the cluster with its region');
+  await row.getByRole('button', { name: 'Cordon…' }).click();
+  await row.getByRole('button', { name: 'Confirm cordon' }).click();
+  await row.getByText('cordoned').waitFor();
+  t.pass('cordoned from the page');
+  await page.screenshot({ path: join(shots, 'clusters.png'), fullPage: true });
+  t.same(await axeViolations(page), [], 'the clusters page has no serious accessibility violation');
+  await row.getByRole('button', { name: 'Uncordon…' }).click();
+  await row.getByRole('button', { name: 'Confirm uncordon' }).click();
+  await row.getByText('accepting').waitFor();
+  t.pass('uncordoned from the page');
+
+  await page.getByRole('link', { name: 'Runtime versions' }).click();
+  await page.locator('svg.graph path.edge').first().waitFor();
+  const edges = await page.locator('svg.graph path.edge').count();
+  t.ok(edges >= 4, `the graph draws the direct steps (${edges} arcs)`);
+  await page.screenshot({ path: join(shots, 'versions.png'), fullPage: true });
+  t.same(await axeViolations(page), [], 'the runtime versions page has no serious accessibility violation');
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
+});
