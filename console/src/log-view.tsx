@@ -1,11 +1,12 @@
 /**
  * An operation's log, virtualised: only the rows in view (and a few around) are in the DOM, so a
- * log of 100,000 lines costs what one screen costs. Lines arrive through the follow stream, which
- * resumes after a disconnect from the last line received (Last-Event-ID = its seq); a line whose
+ * log of 100,000 lines costs what one screen costs. The lines there are come in pages of JSON,
+ * new ones through the follow stream, which starts after the last line held and resumes after a
+ * disconnect from the last line received (Last-Event-ID = its seq); a line whose
  * seq is not above the last one kept is dropped, so none is shown twice.
  */
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import type { ApiError } from './api.ts';
+import { api, ApiError } from './api.ts';
 import { openStream, type Stream, type StreamStatus } from './sse.ts';
 import { Banner, ErrorBox } from './util.tsx';
 
@@ -19,6 +20,8 @@ interface Line {
 const ROW = 18;
 const HEIGHT = 432;
 const OVERSCAN = 10;
+/** Lines per backlog request (the API's largest page). */
+const PAGE = 5000;
 
 export function LogView({ operationId }: { operationId: string }) {
   const lines = useRef<Line[]>([]);
@@ -30,7 +33,6 @@ export function LogView({ operationId }: { operationId: string }) {
   const [search, setSearch] = useState('');
   const [scrollTop, setScrollTop] = useState(0);
   const box = useRef<HTMLDivElement>(null);
-  const stream = useRef<Stream | null>(null);
   const atBottom = useRef(true);
 
   useEffect(() => {
@@ -41,39 +43,70 @@ export function LogView({ operationId }: { operationId: string }) {
     setFollow(true);
   }, [operationId]);
 
-  // Following: one stream from the last line held; unfollowing closes it (following again resumes).
+  // Following: the backlog in pages of 5,000 lines (JSON, much cheaper than one event per line),
+  // then one stream from the last line held; unfollowing closes it (following again resumes).
   useEffect(() => {
     if (!follow) return;
     let frame = 0;
-    const last = lines.current.at(-1)?.seq;
-    const s = openStream(`/v1/operations/${operationId}/log?follow=1`, {
-      ...(last !== undefined ? { lastEventId: String(last) } : {}),
-      onStatus: (st, err) => {
-        setStatus(st);
-        if (err) setError(err);
-        if (st === 'ended') setFollow(false);
-      },
-      onEvents: (events) => {
-        const held = lines.current;
-        for (const e of events) {
-          if (e.event === 'line') {
-            const l = e.data as Line;
-            const top = held.length > 0 ? held[held.length - 1]!.seq : 0;
-            if (l.seq > top) held.push(l);
-          } else if (e.event === 'state' || e.event === 'end') setState((e.data as { state: string }).state);
+    let s: Stream | null = null;
+    const abort = new AbortController();
+    const keep = (items: Line[]) => {
+      const held = lines.current;
+      for (const l of items) {
+        const top = held.length > 0 ? held[held.length - 1]!.seq : 0;
+        if (l.seq > top) held.push(l);
+      }
+      // One render per frame, whatever the rate of lines.
+      frame ||= requestAnimationFrame(() => {
+        frame = 0;
+        setCount(held.length);
+      });
+    };
+    const run = async () => {
+      for (;;) {
+        const after = lines.current.at(-1)?.seq ?? 0;
+        let page: { items: Line[]; state: string };
+        try {
+          page = await api('GET', `/v1/operations/${operationId}/log?after=${after}&limit=${PAGE}`, {
+            signal: abort.signal,
+          });
+        } catch (err) {
+          if (abort.signal.aborted) return;
+          if (err instanceof ApiError && err.status >= 400 && err.status < 500) {
+            setError(err);
+            setStatus('failed');
+            return;
+          }
+          break; // the stream below retries until the provisioner answers
         }
-        // One render per frame, whatever the rate of lines.
-        frame ||= requestAnimationFrame(() => {
-          frame = 0;
-          setCount(held.length);
-        });
-      },
-    });
-    stream.current = s;
+        keep(page.items);
+        setState(page.state);
+        if (page.items.length < PAGE) break;
+      }
+      if (abort.signal.aborted) return;
+      const last = lines.current.at(-1)?.seq;
+      s = openStream(`/v1/operations/${operationId}/log?follow=1`, {
+        ...(last !== undefined ? { lastEventId: String(last) } : {}),
+        onStatus: (st, err) => {
+          setStatus(st);
+          if (err) setError(err);
+          if (st === 'ended') setFollow(false);
+        },
+        onEvents: (events) => {
+          const items: Line[] = [];
+          for (const e of events) {
+            if (e.event === 'line') items.push(e.data as Line);
+            else if (e.event === 'state' || e.event === 'end') setState((e.data as { state: string }).state);
+          }
+          keep(items);
+        },
+      });
+    };
+    void run();
     return () => {
-      s.close();
+      abort.abort();
+      s?.close();
       cancelAnimationFrame(frame);
-      stream.current = null;
     };
   }, [operationId, follow]);
 

@@ -226,6 +226,11 @@ function Actions({
     return (
       <div class="card">
         <h2>Actions</h2>
+        {done && (
+          <p class="done" role="status">
+            {done}
+          </p>
+        )}
         <p>This tenant is deleted.</p>
       </div>
     );

@@ -33,6 +33,8 @@ import {
 } from './harness/browser.ts';
 import { seedTenants } from './harness/seed.ts';
 
+// Chromium and a provisioner process on a shared 2-core machine: more than tap's default of 120 s.
+t.setTimeout(10 * 60_000);
 if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
 
 const db = await createTestDatabase();

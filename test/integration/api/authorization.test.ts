@@ -32,6 +32,13 @@ interface Route {
 let n = 0;
 const routes: Route[] = [
   { name: 'list tenants', method: 'GET', url: () => '/v1/tenants', allowed: ['admin', 'operator', 'tenant'] },
+  {
+    name: 'count tenants by phase',
+    method: 'GET',
+    url: () => '/v1/tenants/summary',
+    allowed: ['admin', 'operator', 'tenant'],
+  },
+  { name: 'whoami', method: 'GET', url: () => '/v1/whoami', allowed: ['admin', 'operator', 'tenant', 'runtime'] },
   { name: 'get tenant', method: 'GET', url: (id) => `/v1/tenants/${id}`, allowed: ['admin', 'operator', 'tenant'] },
   {
     name: 'tenant operations',
@@ -191,7 +198,15 @@ t.test('a key revoked behind the API stops working within the key cache TTL', as
 });
 
 t.test('public routes need no key', async (t) => {
-  for (const url of ['/healthz', '/readyz', '/v1/runtime-versions', '/v1/plans', '/docs/json']) {
+  for (const url of [
+    '/healthz',
+    '/readyz',
+    '/v1/runtime-versions',
+    '/v1/runtime-versions/paths',
+    '/v1/plans',
+    '/docs/json',
+    '/console',
+  ]) {
     t.equal((await api.request('GET', url, { key: null })).statusCode, 200, url);
   }
 });
