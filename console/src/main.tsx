@@ -2,6 +2,7 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, session, setUnauthorizedHandler, type Identity } from './api.ts';
 import { ClustersPage, VersionsPage } from './fleet.tsx';
+import { FleetUpgradePage, FleetUpgradesPage } from './fleet-upgrades.tsx';
 import { TenantPage } from './tenant.tsx';
 import { TenantsPage } from './tenants.tsx';
 import { ErrorBox } from './util.tsx';
@@ -122,6 +123,8 @@ function App() {
     page = <TenantPage me={me} id={parts[1]} operationId={parts[2] === 'operations' ? parts[3] : undefined} />;
   else if (parts[0] === 'clusters' && operator) page = <ClustersPage />;
   else if (parts[0] === 'versions') page = <VersionsPage operator={operator} />;
+  else if (parts[0] === 'fleet-upgrades' && operator)
+    page = parts[1] ? <FleetUpgradePage id={parts[1]} /> : <FleetUpgradesPage />;
   else if (!operator && me.tenantId) page = <TenantPage me={me} id={me.tenantId} />;
   else page = <TenantsPage me={me} />;
   const here = parts[0] || 'tenants';
@@ -143,6 +146,11 @@ function App() {
           {operator && (
             <a href="#/clusters" aria-current={here === 'clusters' ? 'page' : undefined}>
               Clusters
+            </a>
+          )}
+          {operator && (
+            <a href="#/fleet-upgrades" aria-current={here === 'fleet-upgrades' ? 'page' : undefined}>
+              Fleet upgrades
             </a>
           )}
           <a href="#/versions" aria-current={here === 'versions' ? 'page' : undefined}>

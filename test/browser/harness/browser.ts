@@ -54,7 +54,9 @@ export async function startServer(
       PROVISIONER_ENCRYPTION_KEY: encryptionKey,
       ...Object.fromEntries(Object.entries(rest).map(([k, v]) => [k, String(v)])),
     },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    // stdin is a pipe the server watches: if this process dies, the server exits too (it never
+    // outlives a test file, even one killed by tap's timeout).
+    stdio: ['pipe', 'pipe', 'inherit'],
   });
   const lines = createInterface({ input: child.stdout });
   const url = await new Promise<string>((resolve, reject) => {

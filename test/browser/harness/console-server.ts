@@ -4,7 +4,8 @@
  * `provisioner serve` builds one (buildServices, buildApp, the reconciler), on the given
  * database, listening on loopback, with the ScriptedEngine TEST DOUBLE in place of Pulumi (the
  * real engine runs in the e2e tier): every call takes CONSOLE_ENGINE_DELAY_MS and logs two lines.
- * CONSOLE_ENGINE=none runs no reconciler. Prints `listening <url>` when it serves.
+ * CONSOLE_ENGINE=none runs no reconciler. Prints `listening <url>` when it serves; exits when its
+ * stdin closes (the test process ended or died).
  *
  *   DATABASE_URL=… PORT=… PROVISIONER_ENCRYPTION_KEY=… node console-server.ts
  */
@@ -38,3 +39,6 @@ const replica = await startReplica(config, { pool, url }, engine ? { engine } : 
 await replica.services.reconciler?.start();
 const address = await replica.app.listen({ host: '127.0.0.1', port: config.port });
 process.stdout.write(`listening ${address}\n`);
+// The test that started this process holds stdin: when it ends (or dies), so does this server.
+process.stdin.resume();
+process.stdin.on('close', () => process.exit(0));
