@@ -128,7 +128,7 @@ export interface TenantRow {
   cursor_ts: string;
   /** The last reconcile that ended well (the status was observed then); absent from writes' RETURNING. */
   last_reconciled_at?: Date | null;
-  /** The tenant's latest change in the fleet's change stream (migration 011); absent from writes' RETURNING. */
+  /** The tenant's latest change in the fleet's change stream (migration 012); absent from writes' RETURNING. */
   change_seq?: string;
   /** Replica holding the runtime's tunnel, when a live row says so (runtime_tunnels); absent from writes' RETURNING. */
   tunnel_replica?: string | null;

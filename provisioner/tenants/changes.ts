@@ -1,6 +1,6 @@
 /**
  * The fleet's change stream (GET /v1/tenants/events): tenants in the order of their latest change
- * (migration 011 numbers every change from tenant_change_seq), woken through the notifications hub
+ * (migration 012 numbers every change from tenant_change_seq), woken through the notifications hub
  * on `tenant_changed` by whichever replica or reconciler wrote the change, with a poll as a
  * safety net.
  *
