@@ -1,9 +1,10 @@
 /**
  * A provisioner for the browser tests, in a process of its own so that a test can kill it
  * (SIGKILL: no shutdown, as a crash) and start it again on the same port. It is built the way
- * `provisioner serve` builds one (buildServices, buildApp, the reconciler), on the given
- * database, listening on loopback, with the ScriptedEngine TEST DOUBLE in place of Pulumi (the
- * real engine runs in the e2e tier): every call takes CONSOLE_ENGINE_DELAY_MS and logs two lines.
+ * `provisioner serve` builds one (buildServices, buildApp, the reconciler, the fleet upgrade
+ * driver), on the given database, listening on loopback, with the ScriptedEngine TEST DOUBLE in
+ * place of Pulumi (the real engine runs in the e2e tier): every call takes
+ * CONSOLE_ENGINE_DELAY_MS and logs two lines.
  * CONSOLE_ENGINE=none runs no reconciler. Prints `listening <url>` when it serves; exits when its
  * stdin closes (the test process ended or died).
  *
@@ -37,6 +38,7 @@ const engine = scripted
   : undefined;
 const replica = await startReplica(config, { pool, url }, engine ? { engine } : {});
 await replica.services.reconciler?.start();
+replica.services.fleetDriver?.start();
 const address = await replica.app.listen({ host: '127.0.0.1', port: config.port });
 process.stdout.write(`listening ${address}\n`);
 // The test that started this process holds stdin: when it ends (or dies), so does this server.
