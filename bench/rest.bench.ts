@@ -32,6 +32,7 @@ import { createPool } from '../provisioner/db/database.ts';
 import { startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
 import { migrate } from '../provisioner/db/migrate.ts';
 import { DEFAULT_RECONCILER_SETTINGS } from '../provisioner/reconciler/settings.ts';
+import { RESYNC_JITTER } from '../provisioner/reconciler/lease.ts';
 import {
   countClusterLoad,
   selectResyncDue,
@@ -257,10 +258,12 @@ async function main(): Promise<void> {
       seed: 'ready',
       env: {},
       prepare: async (pool) => {
-        // Steady state: last resyncs spread evenly over the interval.
+        // Steady state: each tenant resyncs when its last one is as old as its own (jittered)
+        // period (lease.ts selectResyncDue), so its age is spread evenly below that period.
         await pool.query(
-          `UPDATE tenants SET last_reconciled_at = now() - random() * make_interval(secs => $1::float8 / 1000)`,
-          [resyncMs],
+          `UPDATE tenants SET last_reconciled_at = now() - random() * make_interval(secs => $1::float8 / 1000 *
+             (1 - $2::float8 / 2 + $2::float8 * ((hashtext(id::text) & 65535) / 65535.0)))`,
+          [resyncMs, RESYNC_JITTER],
         );
       },
     },

@@ -83,8 +83,13 @@ export interface ReconcilerConfig {
   clusterParallelism: number;
   /** Lease time to live (PROVISIONER_LEASE_TTL_SECONDS, default 30); heartbeats renew it every third of it. */
   leaseTtlSeconds: number;
-  /** Periodic resync (drift detection) of Ready tenants (PROVISIONER_RESYNC_SECONDS, default 3600; 0 turns it off). */
+  /**
+   * Periodic resync (drift detection) of Ready tenants, the safety net behind the root-cluster
+   * watch (PROVISIONER_RESYNC_SECONDS, default 86400, spread ±10 % per tenant; 0 turns it off).
+   */
   resyncSeconds: number;
+  /** Watch the root clusters' tenant objects and resync a tenant when one changes (PROVISIONER_DRIFT_WATCH, default on). */
+  driftWatch: boolean;
   /** Consecutive failures before a tenant is Stalled (PROVISIONER_MAX_FAILURES, default 5). */
   maxFailures: number;
   /** First retry delay (PROVISIONER_BACKOFF_BASE_SECONDS, default 10); grows ×3 per failure. */
@@ -183,6 +188,7 @@ function loadReconcilerConfig(env: Env): ReconcilerConfig {
     clusterParallelism: int(env, 'PROVISIONER_CLUSTER_PARALLELISM', d.clusterParallelism, 1, 1024),
     leaseTtlSeconds: int(env, 'PROVISIONER_LEASE_TTL_SECONDS', d.leaseTtlMs / 1000, 3, 3600),
     resyncSeconds: int(env, 'PROVISIONER_RESYNC_SECONDS', d.resyncMs / 1000, 0, 30 * 86_400),
+    driftWatch: bool(env, 'PROVISIONER_DRIFT_WATCH', true),
     maxFailures: int(env, 'PROVISIONER_MAX_FAILURES', d.maxFailures, 1, 100),
     backoffBaseSeconds,
     backoffCapSeconds,

@@ -28,6 +28,7 @@ import {
   createMetrics,
   registerDriftMetrics,
   registerFleetMetrics,
+  registerDriftWatchMetrics,
   registerReconcilerMetrics,
   registerReadMetrics,
   registerRuntimeObjectMetrics,
@@ -40,6 +41,7 @@ import { KeyStreams } from './http/streams.ts';
 import { OperationLogHub } from './reconciler/log-follow.ts';
 import { RuntimeObjectService } from './runtime-objects/service.ts';
 import { Reconciler } from './reconciler/reconciler.ts';
+import { DriftWatch } from './drift-watch/watch.ts';
 import { createWritePool } from './reconciler/write-pool.ts';
 import { createHotReads, type BatchOptions, type HotReads } from './store/batched-reads.ts';
 import { KEY_REVOKED_CHANNEL } from './store/keys.ts';
@@ -137,9 +139,11 @@ export interface Services {
   engine: Engine | undefined;
   /** The fleet upgrade driver (not started), beside the reconciler; undefined with PROVISIONER_ENGINE=none. */
   fleetDriver: FleetDriver | undefined;
+  /** The root-cluster watch that asks for resyncs (with a reconciler and PROVISIONER_DRIFT_WATCH on). */
+  driftWatch: DriftWatch | undefined;
   /** Tunnels arrive as upgrades of this HTTP server, and other replicas reach this one at its address. */
   attachHttpServer(server: Server): void;
-  /** Starts the tunnel directory and the notifications hub (the reconciler is started on its own). */
+  /** Starts the tunnel directory, the notifications hub and the drift watch (the reconciler is started on its own). */
   start(): Promise<void>;
   /**
    * Stops what start() started and what the services hold: the directory's rows of this replica,
@@ -254,6 +258,17 @@ export async function buildServices(
       fleetDriver.kick();
     };
   }
+  // The root-cluster watch asks for resyncs only where a reconciler runs them.
+  const driftWatch =
+    reconcilerParts && config.reconciler.driftWatch
+      ? new DriftWatch({
+          pool,
+          box,
+          kubeconfigPolicy: config.kubeconfig,
+          ...(logger ? { log: logger.child({ component: 'drift-watch' }) } : {}),
+        })
+      : undefined;
+  if (driftWatch) registerDriftWatchMetrics(metrics, driftWatch);
   const logHub = new OperationLogHub(pool, notifications);
   const runtimeObjects = new RuntimeObjectService({
     pool,
@@ -292,6 +307,7 @@ export async function buildServices(
     reconciler: reconcilerParts?.reconciler,
     engine: reconcilerParts?.engine,
     fleetDriver,
+    driftWatch,
     attachHttpServer(server) {
       httpServer = server;
       server.on('upgrade', (req, socket, head) => {
@@ -302,11 +318,13 @@ export async function buildServices(
       await tunnelDirectory.start();
       await notifications.start();
       managedClusterProber.start();
+      await driftWatch?.start();
     },
     stop() {
       stopped ??= (async () => {
         await managedClusterProber.stop();
         await tunnelDirectory.stop();
+        await driftWatch?.stop();
         await logHub.close();
         runtimeObjects.close();
         tenantChanges.close();

@@ -40,6 +40,16 @@ export interface RunOptions {
 /** Resource changes by kind (create, update, delete, same, …) as the engine counted them. */
 export type ChangeSummary = Record<string, number>;
 
+/** Operations of a change summary that leave the resources as they are. */
+const NO_CHANGE_OPS = new Set(['same', 'read', 'refresh']);
+
+/** The changes an update would make (`update 2`, `create 1`), without those that change nothing. */
+export function pendingChanges(changes: ChangeSummary): string[] {
+  return Object.entries(changes)
+    .filter(([op, n]) => n > 0 && !NO_CHANGE_OPS.has(op))
+    .map(([op, n]) => `${op} ${n}`);
+}
+
 /**
  * One resource step of an `up` or `refresh` as the engine reported it when the step finished
  * (secret values masked by the engine). What the drift rule (reconciler/drift.ts) reads.
@@ -115,6 +125,12 @@ export interface Engine {
   report(): EngineCheck[];
   /** Creates or updates the stack to match the input. */
   up(input: StackInput, opts?: RunOptions): Promise<EngineResult>;
+  /**
+   * What an update would change, without changing anything (no state written); with `refresh`,
+   * against the live objects read first (drift included) instead of the stored state. Only
+   * `changes` is filled in.
+   */
+  preview(input: StackInput, opts?: RunOptions & { refresh?: boolean }): Promise<EngineResult>;
   /** Reads the real state into the stack; `clearPendingCreates` drops creates a crash interrupted. */
   refresh(input: StackInput, opts?: RunOptions & { clearPendingCreates?: boolean }): Promise<EngineResult>;
   /** Destroys every resource of the stack and removes the stack. */

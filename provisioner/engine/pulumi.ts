@@ -493,6 +493,16 @@ export class PulumiEngine implements Engine {
     }
   }
 
+  async preview(input: StackInput, opts?: RunOptions & { refresh?: boolean }): Promise<EngineResult> {
+    try {
+      const { stack } = await this.#stack(input, true);
+      const res = await stack.preview({ ...this.#handlers(opts), ...(opts?.refresh ? { refresh: true } : {}) });
+      return { outputs: {}, changes: toChanges(res.changeSummary), steps: [] };
+    } catch (err) {
+      throw mapError(err, opts?.signal);
+    }
+  }
+
   async refresh(input: StackInput, opts?: RunOptions & { clearPendingCreates?: boolean }): Promise<EngineResult> {
     try {
       const { stack } = await this.#stack(input, true);

@@ -16,7 +16,7 @@ import {
   type StackInput,
 } from './engine.ts';
 
-export type EngineCallKind = 'up' | 'refresh' | 'destroy' | 'outputs' | 'cancel' | 'interrupted';
+export type EngineCallKind = 'up' | 'preview' | 'refresh' | 'destroy' | 'outputs' | 'cancel' | 'interrupted';
 
 export interface EngineCall {
   kind: EngineCallKind;
@@ -173,6 +173,12 @@ export class ScriptedEngine implements Engine {
 
   up(input: StackInput, opts?: RunOptions): Promise<EngineResult> {
     return this.#run('up', input, opts);
+  }
+
+  /** A preview changes nothing unless the script says what it would change (`changes`). */
+  async preview(input: StackInput, opts?: RunOptions & { refresh?: boolean }): Promise<EngineResult> {
+    const r = await this.#run('preview', input, opts);
+    return { outputs: {}, changes: r.changes, steps: [] };
   }
 
   refresh(input: StackInput, opts?: RunOptions & { clearPendingCreates?: boolean }): Promise<EngineResult> {

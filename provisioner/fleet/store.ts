@@ -1,5 +1,5 @@
 /**
- * Fleet upgrade rows (migration 009): the fleet upgrade, its waves and one row per selected
+ * Fleet upgrade rows (migration 013): the fleet upgrade, its waves and one row per selected
  * tenant. Reads shape them for the API; writes are the service's and the driver's.
  */
 import type { Queryable } from '../db/tx.ts';

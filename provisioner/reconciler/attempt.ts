@@ -135,12 +135,16 @@ export async function markAttemptRunning(
     phase: Phase;
     conditions: Condition[];
     runtimeKey: NewRuntimeKey | undefined;
+    /** A resync (refresh + update) starts: it answers the root-cluster watch's request, if any. */
+    resync: boolean;
   },
 ): Promise<number | undefined> {
   const { rows } = await db.query<{ attempt: number }>(
     `WITH held AS (
        UPDATE tenants SET phase = $4, conditions = $5, last_operation_id = $3, updated_at = now(),
-              runtime_token_enc = coalesce(runtime_token_enc, $8)
+              runtime_token_enc = coalesce(runtime_token_enc, $8),
+              resync_requested_at = CASE WHEN $10 THEN NULL ELSE resync_requested_at END,
+              resync_reason = CASE WHEN $10 THEN NULL ELSE resync_reason END
         WHERE id = $1 AND lease_owner = $2 RETURNING id),
      key AS (
        INSERT INTO api_keys (key_hash, prefix, role, tenant_id, name, created_by)
@@ -163,6 +167,7 @@ export async function markAttemptRunning(
       a.runtimeKey?.prefix ?? null,
       a.runtimeKey?.enc ?? null,
       a.older,
+      a.resync,
     ],
   );
   return rows[0]?.attempt;
@@ -204,6 +209,7 @@ export async function startAttempt(
     phase,
     conditions,
     runtimeKey,
+    resync: chosen.kind === 'resync' && !t.deleted,
   });
   if (attempt === undefined) return undefined;
   const first = running[0];

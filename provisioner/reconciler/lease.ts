@@ -32,6 +32,8 @@ export interface ClaimedTenant extends Pick<TenantRow, (typeof CLAIMED_COLUMNS)[
   consecutive_failures: number;
   next_attempt_at: Date | null;
   runtime_token_enc: Buffer | null;
+  /** Why the root-cluster watch asked for a resync (null: none asked; a periodic resync or another attempt). */
+  resync_reason: string | null;
   /** placed: run it on its cluster; none-needed: a delete of a tenant never placed. */
   placement: 'placed' | 'none-needed';
 }
@@ -90,27 +92,53 @@ export async function selectRetryDue(db: Queryable, limit: number): Promise<DueR
   return rows;
 }
 
-/** Ready/Suspended tenants whose periodic resync is due, least recently reconciled first (index tenants_resync_due). */
+/** Ready/Suspended tenants the root-cluster watch asked to resync, oldest request first (index tenants_resync_requested). */
+export async function selectResyncRequested(db: Queryable, limit: number): Promise<DueRow[]> {
+  const { rows } = await db.query<DueRow>(
+    `SELECT ${DUE_COLUMNS} FROM tenants t
+      WHERE t.resync_requested_at IS NOT NULL AND t.phase IN ('Ready', 'Suspended')
+        AND t.generation = t.observed_generation AND t.next_attempt_at IS NULL AND ${NOT_LEASED}
+      ORDER BY t.resync_requested_at LIMIT $1 FOR UPDATE OF t SKIP LOCKED`,
+    [limit],
+  );
+  return rows;
+}
+
+/**
+ * Share of the resync period by which a tenant's periodic resync is spread (± RESYNC_JITTER / 2,
+ * fixed per tenant by a hash of its id), so tenants reconciled together do not resync together.
+ */
+export const RESYNC_JITTER = 0.2;
+
+/**
+ * Ready/Suspended tenants whose periodic resync is due, least recently reconciled first (index
+ * tenants_resync_due). A tenant is due after the period × (1 ± jitter/2); the index range stops
+ * at the shortest of those, so a claim does not read the tenants that are not nearly due.
+ */
 export async function selectResyncDue(db: Queryable, limit: number, resyncMs: number): Promise<DueRow[]> {
   const { rows } = await db.query<DueRow>(
     `SELECT ${DUE_COLUMNS} FROM tenants t
       WHERE t.phase IN ('Ready', 'Suspended') AND t.generation = t.observed_generation AND t.next_attempt_at IS NULL
-        AND (t.last_reconciled_at IS NULL OR t.last_reconciled_at < now() - make_interval(secs => $2::float8 / 1000))
+        AND (t.last_reconciled_at IS NULL OR (
+          t.last_reconciled_at < now() - make_interval(secs => $2::float8 / 1000 * (1 - $3::float8 / 2))
+          AND t.last_reconciled_at < now() - make_interval(secs => $2::float8 / 1000 *
+                (1 - $3::float8 / 2 + $3::float8 * ((hashtext(t.id::text) & 65535) / 65535.0)))))
         AND ${NOT_LEASED}
       ORDER BY t.last_reconciled_at NULLS FIRST LIMIT $1 FOR UPDATE OF t SKIP LOCKED`,
-    [limit, resyncMs],
+    [limit, resyncMs, RESYNC_JITTER],
   );
   return rows;
 }
 
 /**
  * Selects and row-locks due tenants that no live lease holds, most urgent first: spec changes,
- * then retries, then resyncs — each from its own partial index, so a claim reads only the rows
+ * then retries, then resyncs the root-cluster watch asked for, then periodic resyncs — each from its own partial index, so a claim reads only the rows
  * it returns. Rows other transactions hold are skipped, not waited for.
  */
 export async function selectDueTenants(db: Queryable, limit: number, resyncMs: number): Promise<DueRow[]> {
   const due = await selectSpecChanged(db, limit);
   if (due.length < limit) due.push(...(await selectRetryDue(db, limit - due.length)));
+  if (due.length < limit) due.push(...(await selectResyncRequested(db, limit - due.length)));
   if (due.length < limit && resyncMs > 0) due.push(...(await selectResyncDue(db, limit - due.length, resyncMs)));
   return due;
 }
@@ -171,7 +199,7 @@ export async function takeLeases(
             cluster_id = coalesce(t.cluster_id, x.cluster_id)
        FROM unnest($3::uuid[], $4::uuid[]) AS x(id, cluster_id)
       WHERE t.id = x.id
-      RETURNING ${CLAIMED_COLUMNS.map((c) => `t.${c}`).join(', ')}, t.consecutive_failures, t.next_attempt_at, t.runtime_token_enc`,
+      RETURNING ${CLAIMED_COLUMNS.map((c) => `t.${c}`).join(', ')}, t.consecutive_failures, t.next_attempt_at, t.runtime_token_enc, t.resync_reason`,
     [owner, leaseTtlMs, picks.map((p) => p.id), picks.map((p) => p.clusterId)],
   );
   return rows;

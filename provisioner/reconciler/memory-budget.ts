@@ -31,7 +31,9 @@ export const ENGINE_RUN_PEAK_MB = Object.freeze({
   suspend: 352, // 291 + 31
   resume: 320, // 291 + 18
   delete: 288, // 274 + 5
-  resync: 352, // 285 + 53 (refresh, then up: one after the other, not at once)
+  // A periodic resync previews with refresh first (its refresh starts a second pair of provider
+  // plugins: 414 measured for `preview --refresh`), then may refresh and update one after the other.
+  resync: 480, // 414 + 53
   // A retry repeats an operation of any kind.
   retry: 384,
 } satisfies Record<OperationKind, number>);

@@ -24,6 +24,7 @@ import { TENANT_CHANNEL, wakeWaiters } from '../store/tenants.ts';
 import {
   EngineError,
   engineErrorOf,
+  pendingChanges,
   type Engine,
   type EngineResult,
   type RunOptions,
@@ -535,6 +536,10 @@ export class Reconciler {
         if (t.deleted) {
           result = await engine.destroy(input, opts);
           log.line('stack destroyed and removed; API keys of the tenant revoked');
+        } else if (started.kind === 'resync' && !t.resync_reason && !(await this.#resyncHasWork(log, input, opts))) {
+          // A periodic resync that a preview against the live objects found nothing for: no
+          // refresh, no update, no state written; the stored outputs are the status.
+          result = { outputs: await engine.outputs(input), changes: {}, steps: [] };
         } else if (started.kind === 'resync') {
           const refreshed = await engine.refresh(input, opts);
           this.#logDrift(log, t, refreshFindings(refreshed.steps));
@@ -630,6 +635,24 @@ export class Reconciler {
     this.#log.info({ tenantId: t.id, drift: found.drift.map(describeDrift) }, 'drift detected');
   }
 
+  /**
+   * Whether a periodic resync has anything to do: a preview with refresh (the live objects read,
+   * the program run, nothing written) shows what an update would change — drift or a program
+   * change. About half the CPU of refresh + update when the answer is nothing (docs/benchmarks.md
+   * "A cheaper resync with nothing to change"); when there is something, refresh + update follow
+   * as for a resync the watch asked for.
+   */
+  async #resyncHasWork(log: LogWriter, input: StackInput, opts: RunOptions): Promise<boolean> {
+    const preview = await this.#settings.engine.preview(input, { ...opts, refresh: true });
+    const pending = pendingChanges(preview.changes);
+    log.line(
+      pending.length === 0
+        ? 'preview with refresh: nothing to change (no drift, no program change); no update'
+        : `preview with refresh: ${pending.join(', ')}; refresh + update follow`,
+    );
+    return pending.length > 0;
+  }
+
   #describe(log: LogWriter, t: ClaimedTenant, s: StartedAttempt): void {
     const action = t.deleted ? 'destroy' : s.kind === 'resync' ? 'refresh + update (resync)' : 'update';
     log.line(
@@ -637,6 +660,12 @@ export class Reconciler {
     );
     if (s.superseded.length > 0)
       log.line(`coalesced ${s.superseded.length} older operation(s) into this one: ${s.superseded.join(', ')}`);
+    if (s.kind === 'resync' && !t.deleted && t.resync_reason)
+      log.line(`resync requested by the root-cluster watch: ${t.resync_reason}`);
+    else if (s.kind === 'resync' && !t.deleted && s.attempt === 1 && this.#settings.resyncMs > 0)
+      log.line(
+        `periodic resync (every ${formatPeriod(this.#settings.resyncMs)}, the safety net behind the root-cluster watch)`,
+      );
   }
 
   async #recover(log: LogWriter, input: StackInput, opts: RunOptions, s: StartedAttempt): Promise<void> {
@@ -767,4 +796,11 @@ export async function startReconciler(opts: ReconcilerOptions): Promise<Reconcil
   const r = new Reconciler(opts);
   await r.start();
   return r;
+}
+
+/** A resync period for the log: `24 h`, `30 min`, `45 s`. */
+export function formatPeriod(ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
+  return `${Math.round(ms / 1000)} s`;
 }

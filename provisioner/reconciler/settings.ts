@@ -12,7 +12,7 @@ export const DEFAULT_RECONCILER_SETTINGS = Object.freeze({
   /** Polling interval, the safety net under LISTEN/NOTIFY. */
   pollMs: 2000,
   /** Resync (drift detection) of Ready/Suspended tenants; 0 turns it off. */
-  resyncMs: 3_600_000,
+  resyncMs: 86_400_000,
   /** Consecutive failures before a tenant is Stalled. */
   maxFailures: 5,
   /** Retry delays: the first, growing ×3 per failure up to the cap (backoff.ts). */

@@ -16,6 +16,7 @@ import type { Logger } from 'pino';
 import {
   objectKeyString,
   REPORTED_KIND_NAMES,
+  REPORTED_KINDS,
   type Digest,
   type Heartbeat,
   type ReportedKind,
@@ -28,7 +29,7 @@ import { LeaseKeeper } from './leases.ts';
 import { owns } from './members.ts';
 import { createMetrics, type ReporterMetrics } from './metrics.ts';
 import { ReportQueue, type QueueItem } from './queue.ts';
-import { KindWatcher, type WatchSink } from './watcher.ts';
+import { Reflector, type WatchSink } from '../../kube/reflector.ts';
 
 type Obj = Record<string, unknown>;
 
@@ -42,7 +43,7 @@ export interface ReporterOptions {
 
 const kindOf = (key: string): ReportedKind => key.slice(0, key.indexOf('/')) as ReportedKind;
 
-export class EventReporter implements WatchSink {
+export class EventReporter implements WatchSink<ReportedKind> {
   readonly queue: ReportQueue;
   readonly metrics: ReporterMetrics;
   private readonly o: ReporterOptions;
@@ -58,7 +59,7 @@ export class EventReporter implements WatchSink {
   private takingOver: Promise<void> | undefined;
   private members: string[] = [];
   private readonly leases: LeaseKeeper;
-  private readonly watchers: KindWatcher[];
+  private readonly watchers: Reflector<ReportedKind>[];
   private readonly sender: Sender;
   private server: Server | undefined;
   private digestTimer: NodeJS.Timeout | undefined;
@@ -87,11 +88,13 @@ export class EventReporter implements WatchSink {
     });
     this.watchers = REPORTED_KIND_NAMES.map(
       (kind) =>
-        new KindWatcher({
+        new Reflector<ReportedKind>({
           kind,
           kc: o.kc,
           sink: this,
           log: o.log,
+          path: `/apis/${REPORTED_KINDS[kind].group}/${REPORTED_KINDS[kind].version}/${REPORTED_KINDS[kind].plural}`,
+          absentMessage: `the ${kind} CRD is not installed; not reporting ${kind}s`,
           ...(o.absentRetryMs !== undefined ? { absentRetryMs: o.absentRetryMs } : {}),
         }),
     );

@@ -119,6 +119,8 @@ export interface KubeControlPlane {
   stopApiServer(): Promise<void>;
   /** Starts the kube-apiserver again on the same port with the same certificates and keys; resolves once it is ready. */
   startApiServer(): Promise<void>;
+  /** stopApiServer, `downMs` later startApiServer (same port, certificates and etcd). */
+  restartApiServer(downMs?: number): Promise<void>;
 }
 
 export interface ControlPlaneOptions {
@@ -217,6 +219,11 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
     const stopApiServer = async (): Promise<void> => {
       await api?.stop(3000);
     };
+    const restartApiServer = async (downMs = 0): Promise<void> => {
+      await stopApiServer();
+      if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs));
+      await startApiServer();
+    };
     await startApiServer();
     if (o.apiServerOnly) {
       if (o.nodes > 0) throw new Error(`${o.name}: fake nodes need KWOK, which apiServerOnly does not start`);
@@ -235,6 +242,7 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
         stop,
         stopApiServer,
         startApiServer,
+        restartApiServer,
       };
     }
     const common = [
@@ -332,6 +340,7 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
       stop,
       stopApiServer,
       startApiServer,
+      restartApiServer,
     };
   } catch (err) {
     await stop();

@@ -248,6 +248,8 @@ t.test('a resync runs refresh + up and logs which objects drifted and what the u
   };
   const engine = scripted({
     script: (c): CallScript | undefined => {
+      // The periodic resync's preview sees the quota gone: refresh + update follow.
+      if (c.kind === 'preview') return { changes: { create: 1, same: 10 } };
       if (c.kind === 'refresh')
         return { changes: { update: 1, delete: 1, same: 10 }, steps: [quota(c.tenantId), read] };
       const created = { ...quota(c.tenantId), op: 'create' };
@@ -262,6 +264,10 @@ t.test('a resync runs refresh + up and logs which objects drifted and what the u
     (await h.operations(id)).find((o) => o.kind === 'resync' && o.state === 'succeeded'),
   );
   const lines = await h.logLines(resync.id);
+  t.ok(
+    lines.includes('preview with refresh: create 1; refresh + update follow'),
+    'the preview found something to change',
+  );
   t.ok(
     lines.includes(`drift detected: ResourceQuota tenant-${id}/quota: deleted`),
     'the log names the drifted object and how it drifted',
@@ -315,11 +321,13 @@ t.test('a resync of an untouched tenant: no drift, nothing to correct', async (t
   };
   const engine = scripted({
     script: (c): CallScript | undefined =>
-      c.kind === 'refresh'
-        ? { changes: { update: 1 }, steps: [statusOnly] }
-        : c.kind === 'up'
-          ? { changes: { read: 1, same: 9 } }
-          : undefined,
+      c.kind === 'preview'
+        ? { changes: { update: 1 } } // a status-only change: not drift, but the preview cannot tell
+        : c.kind === 'refresh'
+          ? { changes: { update: 1 }, steps: [statusOnly] }
+          : c.kind === 'up'
+            ? { changes: { read: 1, same: 9 } }
+            : undefined,
   });
   const r = await h.reconciler(engine, { resyncMs: 300 });
   const { id } = await h.createTenant();
@@ -331,4 +339,32 @@ t.test('a resync of an untouched tenant: no drift, nothing to correct', async (t
   t.ok(lines.includes('nothing to correct'), 'an update that only read is no correction');
   t.equal(r.stats.resyncsWithDrift, 0);
   await r.stop();
+});
+
+t.test('a periodic resync whose preview finds nothing to change runs no refresh and no update', async (t) => {
+  const engine = scripted({
+    script: (c): CallScript | undefined => (c.kind === 'preview' ? { changes: { same: 11, read: 1 } } : undefined),
+  });
+  const r = await h.reconciler(engine, { resyncMs: 300 });
+  const { id } = await h.createTenant();
+  const resync = await until('a resync ran', async () =>
+    (await h.operations(id)).find((o) => o.kind === 'resync' && o.state === 'succeeded'),
+  );
+  await r.stop();
+  const lines = await h.logLines(resync.id);
+  t.ok(
+    lines.includes('preview with refresh: nothing to change (no drift, no program change); no update'),
+    'the log says the preview found nothing',
+  );
+  t.same(
+    engine
+      .callsFor(id)
+      .slice(0, 3)
+      .map((c) => c.kind),
+    ['up', 'preview', 'outputs'],
+    'the create, then only a preview and a read of the stored outputs: no refresh, no update',
+  );
+  const row = await h.tenant(id);
+  t.equal(row.phase, 'Ready', 'the tenant stays Ready');
+  t.match(row.endpoints, { vclusterEndpoint: /^https:/ }, 'with its endpoints from the stored outputs');
 });

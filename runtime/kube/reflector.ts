@@ -1,23 +1,33 @@
 /**
- * List + watch of one Argo kind across the cluster, in the manner of client-go's reflector: a
+ * List + watch of one kind across the cluster, in the manner of client-go's reflector: a
  * paginated list gives the state and a resourceVersion, a watch from that resourceVersion (with
  * bookmarks) gives every change after it; a closed watch resumes from the last resourceVersion
  * seen, a 410 Gone (the resourceVersion was compacted away) lists again, errors reconnect with
  * exponential backoff and full jitter. A kind whose CRD is not installed (404) or that this
- * replica may not read (403) is logged once and tried again every `absentRetryMs`.
+ * client may not read (403) is logged once and tried again every `absentRetryMs`.
+ *
+ * Shared by the runtime's event reporter (Argo kinds in a vcluster) and the provisioner's watch
+ * of the objects the tenants program owns on the root clusters. Unlike client-node's informer it
+ * keeps no copy of the objects: the sink decides what to keep.
  *
  * Back-pressure: the sink refuses an event when the report queue is full; the watch then stops
  * at the last event it took, waits for room and resumes from there, so no event is dropped and the
  * API server, not this process, holds what has not been read yet.
  */
-import { CustomObjectsApi, type KubeConfig, Watch } from '@kubernetes/client-node';
+import { HttpMethod, type KubeConfig, RequestContext, Watch } from '@kubernetes/client-node';
+import { fetch } from 'undici';
 import type { Logger } from 'pino';
-import { REPORTED_KINDS, type ReportedKind } from '../../protocol/events.ts';
-import { backoffDelay } from '../common/backoff.ts';
+import { backoffDelay } from '../agents/common/backoff.ts';
 
 type Obj = Record<string, unknown>;
 
-export interface WatchSink {
+/** One page of a list: the items and the list's resourceVersion and continue token. */
+export interface ListPage {
+  items?: Obj[];
+  metadata?: { resourceVersion?: string; continue?: string };
+}
+
+export interface WatchSink<ReportedKind extends string = string> {
   /** A current state (ADDED/MODIFIED); false when the queue is full and the watch must pause. */
   upsert(kind: ReportedKind, obj: Obj): boolean;
   /** A deletion; false when the queue is full. */
@@ -35,11 +45,21 @@ export interface WatchSink {
   onRestart(kind: ReportedKind, reason: 'closed' | 'error' | 'gone' | 'paused'): void;
 }
 
-export interface WatcherOptions {
+export interface WatcherOptions<ReportedKind extends string = string> {
   kind: ReportedKind;
   kc: KubeConfig;
-  sink: WatchSink;
+  sink: WatchSink<ReportedKind>;
   log: Logger;
+  /** The collection's path (`/api/v1/namespaces`, `/apis/argoproj.io/v1alpha1/applications`). */
+  path: string;
+  /** Label and field selectors of both the list and the watch. */
+  labelSelector?: string;
+  fieldSelector?: string;
+  /** Lists one page; undefined: a GET of `path` with the client's credentials. */
+  list?: (page: { limit: number; continue?: string }) => Promise<ListPage>;
+  /** Log lines for a kind that is missing (404) or forbidden (403). */
+  absentMessage?: string;
+  forbiddenMessage?: string;
   /** Delay between tries while the kind's CRD is missing (default 30 s). */
   absentRetryMs?: number;
   pageSize?: number;
@@ -52,10 +72,9 @@ const statusOf = (err: unknown): number | undefined => {
   return typeof e?.code === 'number' ? e.code : typeof e?.statusCode === 'number' ? e.statusCode : undefined;
 };
 
-export class KindWatcher {
+export class Reflector<ReportedKind extends string = string> {
   readonly kind: ReportedKind;
-  private readonly opts: WatcherOptions;
-  private readonly api: CustomObjectsApi;
+  private readonly opts: WatcherOptions<ReportedKind>;
   private readonly watch: Watch;
   private readonly log: Logger;
   private resourceVersion: string | undefined;
@@ -64,10 +83,9 @@ export class KindWatcher {
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
 
-  constructor(opts: WatcherOptions) {
+  constructor(opts: WatcherOptions<ReportedKind>) {
     this.opts = opts;
     this.kind = opts.kind;
-    this.api = opts.kc.makeApiClient(CustomObjectsApi);
     this.watch = new Watch(opts.kc);
     // The client aborts a watch silent for 30 s; the API server sends a bookmark only about once a
     // minute, so a quiet kind would reconnect all the time. A watch silent for 150 s is dead.
@@ -137,11 +155,12 @@ export class KindWatcher {
         if (status === 404 || status === 403) {
           if (!unavailable) {
             unavailable = true;
+            const every = `trying again every ${Math.round((this.opts.absentRetryMs ?? 30_000) / 1000)} s`;
             this.log.warn(
               { status },
               status === 404
-                ? `the ${kind} CRD is not installed; not reporting ${kind}s, trying again every ${Math.round((this.opts.absentRetryMs ?? 30_000) / 1000)} s`
-                : `not allowed to list ${kind}s; trying again every ${Math.round((this.opts.absentRetryMs ?? 30_000) / 1000)} s`,
+                ? `${this.opts.absentMessage ?? `${kind}s cannot be listed here (404)`}; ${every}`
+                : `${this.opts.forbiddenMessage ?? `not allowed to list ${kind}s`}; ${every}`,
             );
             sink.availability(kind, false);
           }
@@ -162,18 +181,12 @@ export class KindWatcher {
   }
 
   private async list(): Promise<void> {
-    const { group, version, plural } = REPORTED_KINDS[this.kind];
     const items: Obj[] = [];
     let cont: string | undefined;
     let resourceVersion = '';
+    const list = this.opts.list ?? ((page) => this.getPage(page));
     do {
-      const page = (await this.api.listClusterCustomObject({
-        group,
-        version,
-        plural,
-        limit: this.opts.pageSize ?? 500,
-        ...(cont ? { _continue: cont } : {}),
-      })) as { items?: Obj[]; metadata?: { resourceVersion?: string; continue?: string } };
+      const page = await list({ limit: this.opts.pageSize ?? 500, ...(cont ? { continue: cont } : {}) });
       for (const item of page.items ?? []) items.push(item);
       resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
       cont = page.metadata?.continue || undefined;
@@ -184,8 +197,36 @@ export class KindWatcher {
     this.resourceVersion = resourceVersion;
   }
 
+  /** One page of the collection as the API server sends it (raw JSON, as watch events are). */
+  private async getPage(page: { limit: number; continue?: string }): Promise<ListPage> {
+    const cluster = this.opts.kc.getCurrentCluster();
+    if (!cluster) throw new Error('the kubeconfig has no current cluster');
+    const url = new URL(cluster.server.replace(/\/+$/, '') + this.opts.path);
+    for (const [k, v] of Object.entries(this.selectors())) url.searchParams.set(k, v);
+    url.searchParams.set('limit', String(page.limit));
+    if (page.continue) url.searchParams.set('continue', page.continue);
+    const ctx = new RequestContext(url.toString(), HttpMethod.GET);
+    await this.opts.kc.applySecurityAuthentication(ctx);
+    const res = await fetch(url, {
+      headers: ctx.getHeaders(),
+      dispatcher: ctx.getDispatcher(),
+      signal: AbortSignal.timeout(60_000),
+    });
+    if (res.status !== 200) {
+      await res.body?.cancel();
+      throw Object.assign(new Error(`list ${this.opts.path}: HTTP ${res.status}`), { code: res.status });
+    }
+    return (await res.json()) as ListPage;
+  }
+
+  private selectors(): Record<string, string> {
+    return {
+      ...(this.opts.labelSelector ? { labelSelector: this.opts.labelSelector } : {}),
+      ...(this.opts.fieldSelector ? { fieldSelector: this.opts.fieldSelector } : {}),
+    };
+  }
+
   private watchOnce(from: string): Promise<Outcome> {
-    const { group, version, plural } = REPORTED_KINDS[this.kind];
     const { sink, kind } = this.opts;
     return new Promise<Outcome>((resolve) => {
       let finished = false;
@@ -224,8 +265,13 @@ export class KindWatcher {
       };
       this.watch
         .watch(
-          `/apis/${group}/${version}/${plural}`,
-          { resourceVersion: from, allowWatchBookmarks: true, timeoutSeconds: 240 + Math.floor(Math.random() * 120) },
+          this.opts.path,
+          {
+            ...this.selectors(),
+            resourceVersion: from,
+            allowWatchBookmarks: true,
+            timeoutSeconds: 240 + Math.floor(Math.random() * 120),
+          },
           onEvent,
           (err: unknown) => {
             // An idle watch timed out on the client: a normal end, resumed at once like a closed one.

@@ -1,0 +1,378 @@
+/**
+ * The root-cluster watch: per registered root cluster, one list + watch per kind of object the
+ * tenants program owns there (objects.ts), keeping only each object's fingerprint. When a
+ * tenant's object is created, changed (its fingerprint moved) or deleted, a resync of exactly
+ * that tenant is requested (requests.ts), unless the change is the engine's own run. Drift is so
+ * corrected seconds after it happens instead of at the next periodic resync, which becomes a slow
+ * safety net (PROVISIONER_RESYNC_SECONDS, default 24 h).
+ *
+ * The first list of a kind is the baseline (nothing is requested for it). A watch that resumes
+ * after an error continues from its resourceVersion (nothing missed); one whose resourceVersion
+ * was compacted away (410 Gone, as after an API server restart with a new etcd compaction) lists
+ * again and requests resyncs for every difference from what it had. The registered clusters are
+ * read again every `clusterRefreshMs` (10 s): a new cluster is watched, a removed one is let go, a
+ * rotated kubeconfig restarts that cluster's watches.
+ *
+ * Not client-node's informer: an informer caches whole objects (a Helm release record carries the
+ * whole release), which at 10,000 tenants is gigabytes; this keeps ~100 bytes per object.
+ */
+import { createHash } from 'node:crypto';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type pg from 'pg';
+import { pino, type Logger } from 'pino';
+import { Reflector, type WatchSink } from '../../runtime/kube/reflector.ts';
+import type { SecretBox } from '../crypto.ts';
+import { kubeConfigFrom } from '../kubeconfig/client.ts';
+import type { KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import { fingerprint, objectKey, tenantOf, WATCHED_KINDS, type WatchedKind } from './objects.ts';
+import { ENGINE_ECHO_MS, requestResyncs, type ResyncRequest } from './requests.ts';
+
+type Obj = Record<string, unknown>;
+
+export interface DriftWatchOptions {
+  pool: pg.Pool;
+  box: SecretBox;
+  kubeconfigPolicy: KubeconfigPolicy;
+  log?: Logger;
+  /** How often the registered clusters are read again (default 10 s). */
+  clusterRefreshMs?: number;
+  /** How long changes are gathered before the requests are written (default 200 ms). */
+  flushMs?: number;
+  /** See requests.ts ENGINE_ECHO_MS. */
+  echoMs?: number;
+  /** Kinds to watch (default WATCHED_KINDS; tests narrow it). */
+  kinds?: readonly WatchedKind[];
+}
+
+/** Counters for /metrics and the tests. */
+export interface DriftWatchStats {
+  /** Watch events and relist differences by what they were. */
+  events: { changed: number; unchanged: number; ignored: number };
+  /** Tenants for which a change was passed on, and those for which a resync was requested. */
+  signalled: number;
+  requested: number;
+  /** Watches that restarted (error, closed, 410). */
+  restarts: number;
+}
+
+interface Signal {
+  reasons: string[];
+  at: number;
+}
+
+const MAX_REASONS = 3;
+
+export class DriftWatch {
+  readonly #o: Required<Omit<DriftWatchOptions, 'log'>> & { log: Logger };
+  readonly #clusters = new Map<string, ClusterWatch>();
+  #pending = new Map<string, Signal>();
+  #refreshTimer: NodeJS.Timeout | undefined;
+  #flushTimer: NodeJS.Timeout | undefined;
+  #flushing: Promise<void> | undefined;
+  #refreshing: Promise<void> | undefined;
+  #stopped = false;
+  #flushFailing = false;
+  readonly stats: DriftWatchStats = {
+    events: { changed: 0, unchanged: 0, ignored: 0 },
+    signalled: 0,
+    requested: 0,
+    restarts: 0,
+  };
+
+  constructor(o: DriftWatchOptions) {
+    this.#o = {
+      pool: o.pool,
+      box: o.box,
+      kubeconfigPolicy: o.kubeconfigPolicy,
+      log: o.log ?? pino({ level: 'silent' }),
+      clusterRefreshMs: o.clusterRefreshMs ?? 10_000,
+      flushMs: o.flushMs ?? 200,
+      echoMs: o.echoMs ?? ENGINE_ECHO_MS,
+      kinds: o.kinds ?? WATCHED_KINDS,
+    };
+  }
+
+  /** Starts watching the registered clusters (resolves once they were read; the lists go on in the background). */
+  async start(): Promise<void> {
+    await this.refresh();
+    this.#refreshTimer = setInterval(() => void this.refresh(), this.#o.clusterRefreshMs);
+    this.#refreshTimer.unref();
+    this.#flushTimer = setInterval(() => void this.flush(), this.#o.flushMs);
+    this.#flushTimer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearInterval(this.#refreshTimer);
+    clearInterval(this.#flushTimer);
+    await this.#refreshing;
+    await Promise.all([...this.#clusters.values()].map((c) => c.stop()));
+    this.#clusters.clear();
+    await this.#flushing;
+  }
+
+  /** Per cluster and kind: whether the first list is done and how many objects are known. */
+  status(): Array<{ cluster: string; kind: string; synced: boolean; objects: number }> {
+    return [...this.#clusters.values()].flatMap((c) => c.status());
+  }
+
+  /** True once every kind of every registered cluster has its baseline. */
+  get synced(): boolean {
+    return this.status().every((s) => s.synced);
+  }
+
+  /** Reads the registered clusters and starts, restarts or stops their watches. */
+  refresh(): Promise<void> {
+    this.#refreshing ??= this.#refresh().finally(() => (this.#refreshing = undefined));
+    return this.#refreshing;
+  }
+
+  async #refresh(): Promise<void> {
+    let rows: Array<{ id: string; name: string; kubeconfig_enc: Buffer }>;
+    try {
+      ({ rows } = await this.#o.pool.query('SELECT id, name, kubeconfig_enc FROM root_clusters'));
+    } catch (err) {
+      this.#o.log.warn({ err: (err as Error).message }, 'drift watch: could not read the root clusters; trying again');
+      return;
+    }
+    if (this.#stopped) return;
+    const seen = new Set<string>();
+    for (const row of rows) {
+      seen.add(row.id);
+      const version = createHash('sha1').update(row.kubeconfig_enc).digest('hex');
+      const current = this.#clusters.get(row.id);
+      if (current?.version === version) continue;
+      if (current) await current.stop();
+      let kc: KubeConfig;
+      try {
+        kc = await kubeConfigFrom(
+          this.#o.box.decrypt(row.kubeconfig_enc, `cluster/${row.name}`).toString('utf8'),
+          this.#o.kubeconfigPolicy,
+        );
+      } catch (err) {
+        this.#clusters.delete(row.id);
+        this.#o.log.warn(
+          { cluster: row.name, err: (err as Error).message },
+          'drift watch: the cluster kubeconfig is refused; not watching it',
+        );
+        continue;
+      }
+      const watch = new ClusterWatch(row.name, version, kc, this.#o.kinds, this, this.#o.log);
+      this.#clusters.set(row.id, watch);
+      watch.start();
+      this.#o.log.info(
+        { cluster: row.name },
+        current ? 'drift watch: kubeconfig changed; watching again' : 'drift watch: watching cluster',
+      );
+    }
+    for (const [id, watch] of this.#clusters) {
+      if (seen.has(id)) continue;
+      this.#clusters.delete(id);
+      await watch.stop();
+      this.#o.log.info({ cluster: watch.name }, 'drift watch: cluster removed; stopped watching it');
+    }
+  }
+
+  /** A change to one of `tenantId`'s objects (called by the cluster watches). */
+  signal(tenantId: string, reason: string): void {
+    this.stats.signalled += 1;
+    const s = this.#pending.get(tenantId);
+    if (!s) this.#pending.set(tenantId, { reasons: [reason], at: Date.now() });
+    else {
+      if (s.reasons.length < MAX_REASONS + 1 && !s.reasons.includes(reason)) s.reasons.push(reason);
+      s.at = Date.now();
+    }
+  }
+
+  /** Writes the gathered requests (also called by the timer). */
+  flush(): Promise<void> {
+    this.#flushing ??= this.#flush().finally(() => (this.#flushing = undefined));
+    return this.#flushing;
+  }
+
+  async #flush(): Promise<void> {
+    if (this.#pending.size === 0) return;
+    const batch = this.#pending;
+    this.#pending = new Map();
+    const now = Date.now();
+    const requests: ResyncRequest[] = [...batch].map(([tenantId, s]) => ({
+      tenantId,
+      reason:
+        s.reasons.length > MAX_REASONS
+          ? `${s.reasons.slice(0, MAX_REASONS).join('; ')} and more`
+          : s.reasons.join('; '),
+      ageMs: now - s.at,
+    }));
+    try {
+      const taken = await requestResyncs(this.#o.pool, requests, this.#o.echoMs);
+      this.#flushFailing = false;
+      this.stats.requested += taken.length;
+      const byId = new Map(requests.map((r) => [r.tenantId, r.reason]));
+      for (const id of taken) this.#o.log.info({ tenantId: id, change: byId.get(id) }, 'drift watch: resync requested');
+    } catch (err) {
+      // The database is away: keep the changes (newer ones win) and try again on the next tick.
+      for (const [id, s] of batch) if (!this.#pending.has(id)) this.#pending.set(id, s);
+      if (!this.#flushFailing)
+        this.#o.log.warn({ err: (err as Error).message }, 'drift watch: could not record resync requests; retrying');
+      this.#flushFailing = true;
+    }
+  }
+}
+
+/** The watches of one root cluster, one per kind; fingerprints by kind and object key. */
+class ClusterWatch implements WatchSink<string> {
+  readonly name: string;
+  readonly version: string;
+  readonly #kinds: Map<string, WatchedKind>;
+  readonly #fingerprints = new Map<string, Map<string, string>>();
+  readonly #listed = new Set<string>();
+  readonly #reflectors: Reflector<string>[];
+  readonly #owner: DriftWatch;
+  readonly #log: Logger;
+
+  constructor(
+    name: string,
+    version: string,
+    kc: KubeConfig,
+    kinds: readonly WatchedKind[],
+    owner: DriftWatch,
+    log: Logger,
+  ) {
+    this.name = name;
+    this.version = version;
+    this.#owner = owner;
+    this.#log = log.child({ cluster: name });
+    this.#kinds = new Map(kinds.map((k) => [k.kind, k]));
+    this.#reflectors = kinds.map(
+      (k) =>
+        new Reflector<string>({
+          kind: k.kind,
+          kc,
+          sink: this,
+          log: this.#log,
+          path: k.path,
+          ...(k.labelSelector ? { labelSelector: k.labelSelector } : {}),
+          ...(k.fieldSelector ? { fieldSelector: k.fieldSelector } : {}),
+          forbiddenMessage: `drift watch: not allowed to list ${k.kind} on root cluster ${name}`,
+        }),
+    );
+  }
+
+  start(): void {
+    for (const r of this.#reflectors) r.start();
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.#reflectors.map((r) => r.stop()));
+  }
+
+  status(): Array<{ cluster: string; kind: string; synced: boolean; objects: number }> {
+    return [...this.#kinds.keys()].map((kind) => ({
+      cluster: this.name,
+      kind,
+      synced: this.#listed.has(kind),
+      objects: this.#fingerprints.get(kind)?.size ?? 0,
+    }));
+  }
+
+  #changed(watched: WatchedKind, tenantId: string, key: string, what: 'created' | 'changed' | 'deleted'): void {
+    this.#owner.stats.events.changed += 1;
+    this.#owner.signal(tenantId, `${watched.kind} ${key}: ${what}`);
+  }
+
+  // --- WatchSink ---
+
+  upsert(kind: string, obj: Obj): boolean {
+    const watched = this.#kinds.get(kind)!;
+    const tenantId = tenantOf(watched, obj);
+    if (!tenantId) {
+      this.#owner.stats.events.ignored += 1;
+      return true;
+    }
+    const map = this.#map(kind);
+    const key = objectKey(obj);
+    const fp = fingerprint(obj);
+    const before = map.get(key);
+    map.set(key, fp);
+    if (before === fp) this.#owner.stats.events.unchanged += 1;
+    else this.#changed(watched, tenantId, key, before === undefined ? 'created' : 'changed');
+    return true;
+  }
+
+  remove(kind: string, obj: Obj): boolean {
+    const watched = this.#kinds.get(kind)!;
+    const tenantId = tenantOf(watched, obj);
+    if (!tenantId) {
+      this.#owner.stats.events.ignored += 1;
+      return true;
+    }
+    const key = objectKey(obj);
+    this.#map(kind).delete(key);
+    this.#changed(watched, tenantId, key, 'deleted');
+    return true;
+  }
+
+  async relisted(kind: string, items: Obj[]): Promise<void> {
+    const watched = this.#kinds.get(kind)!;
+    const next = new Map<string, string>();
+    const tenants = new Map<string, string>();
+    for (const obj of items) {
+      const tenantId = tenantOf(watched, obj);
+      if (!tenantId) continue;
+      const key = objectKey(obj);
+      next.set(key, fingerprint(obj));
+      tenants.set(key, tenantId);
+    }
+    const before = this.#fingerprints.get(kind);
+    this.#fingerprints.set(kind, next);
+    const first = !this.#listed.has(kind);
+    this.#listed.add(kind);
+    if (first || !before) {
+      this.#log.info({ kind, objects: next.size }, 'drift watch: listed');
+      return;
+    }
+    // A list after a 410: every difference from what the watch had is a change it did not see.
+    for (const [key, fp] of next) {
+      const old = before.get(key);
+      if (old === fp) continue;
+      this.#changed(watched, tenants.get(key)!, key, old === undefined ? 'created' : 'changed');
+    }
+    for (const key of before.keys()) {
+      if (next.has(key)) continue;
+      const tenantId = tenantOf(watched, keyAsObject(watched, key));
+      if (tenantId) this.#changed(watched, tenantId, key, 'deleted');
+    }
+  }
+
+  advanced(): void {}
+
+  reconnected(): void {}
+
+  availability(kind: string, available: boolean): void {
+    if (!available) this.#listed.delete(kind);
+  }
+
+  waitForRoom(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  onRestart(): void {
+    this.#owner.stats.restarts += 1;
+  }
+
+  #map(kind: string): Map<string, string> {
+    let m = this.#fingerprints.get(kind);
+    if (!m) {
+      m = new Map<string, string>();
+      this.#fingerprints.set(kind, m);
+    }
+    return m;
+  }
+}
+
+/** The metadata an object key stands for (to find the tenant of an object known only by key). */
+function keyAsObject(watched: WatchedKind, key: string): Obj {
+  if (watched.kind === 'Namespace') return { metadata: { name: key } };
+  const slash = key.indexOf('/');
+  return { metadata: { namespace: key.slice(0, slash), name: key.slice(slash + 1) } };
+}
