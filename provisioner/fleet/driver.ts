@@ -27,7 +27,14 @@ import { STALE_AFTER_SECONDS } from '../../runtime/protocol/events.ts';
 import { judgeGate, type GateCheck, type Snapshot } from './gate.ts';
 import { pathFor, type FleetOptions } from './plan.ts';
 import { finishAbortIfIdle } from './service.ts';
-import { ACTIVE_FLEET_STATES, FLEET_CHANNEL, type FleetRow, type FleetTenantState, type WaveRow } from './store.ts';
+import {
+  ACTIVE_FLEET_STATES,
+  FLEET_CHANNEL,
+  recordEvent,
+  type FleetRow,
+  type FleetTenantState,
+  type WaveRow,
+} from './store.ts';
 
 export type FleetDriverLog = Pick<pino.Logger, 'info' | 'warn' | 'error'>;
 
@@ -115,6 +122,8 @@ interface Tick {
   options: FleetOptions;
   now: Date;
   tx: pg.PoolClient;
+  /** Events written by this tick (a NOTIFY tells the progress streams). */
+  events: number;
 }
 
 export class FleetDriver {
@@ -236,10 +245,17 @@ export class FleetDriver {
       );
       const fleet = rows[0];
       if (!fleet || !ACTIVE_FLEET_STATES.includes(fleet.state)) return false;
-      const t: Tick = { fleet, options: fleet.options as unknown as FleetOptions, now: new Date(this.#now()), tx };
+      const t: Tick = {
+        fleet,
+        options: fleet.options as unknown as FleetOptions,
+        now: new Date(this.#now()),
+        tx,
+        events: 0,
+      };
       await this.#judge(t);
       if (fleet.state === 'running') await this.#advance(t);
       else if (fleet.state === 'aborting') await this.#abortStep(t);
+      if (t.events > 0) await tx.query('SELECT pg_notify($1, $2)', [FLEET_CHANNEL, id]);
       await tx.query(
         `UPDATE fleet_upgrades SET lease_expires_at = now() + $2 * interval '1 millisecond' WHERE id = $1`,
         [id, this.#leaseTtlMs],
@@ -259,6 +275,8 @@ export class FleetDriver {
   }
 
   async #audit(t: Tick, action: string, after: Record<string, unknown>, tenantId?: string): Promise<void> {
+    await recordEvent(t.tx, t.fleet.id, action, tenantId ?? null, after);
+    t.events += 1;
     await writeAudit(t.tx, this.#actor, {
       action: `fleet_upgrade.${action}`,
       targetType: tenantId ? 'tenant' : 'fleet_upgrade',

@@ -25,6 +25,7 @@ import {
   fleetTenantRows,
   getFleetRow,
   insertFleetUpgrade,
+  recordEvent,
   listFleetRows,
   selectCandidates,
   stateCounts,
@@ -240,6 +241,11 @@ export class FleetUpgradeService {
             { field: 'selector', details: { excluded: plan.excluded.length + unknown.length } },
           );
         await insertFleetUpgrade(tx, { id, selector: r.selector, options, createdBy: by.actor.id, plan });
+        await recordEvent(tx, id, 'start', null, {
+          targetVersion: r.targetVersion,
+          tenants: plan.tenants.length,
+          waves: plan.waves.map((w) => w.size),
+        });
         await writeAudit(tx, by.actor, {
           action: 'fleet_upgrade.start',
           targetType: 'fleet_upgrade',
@@ -344,7 +350,7 @@ export class FleetUpgradeService {
           [id, o.rollback, o.reason ?? null],
         );
         // Nothing under way and nothing to roll back: aborted now (else the driver finishes it).
-        await finishAbortIfIdle(tx, id, o.rollback);
+        if (await finishAbortIfIdle(tx, id, o.rollback)) await recordEvent(tx, id, 'aborted', null, {});
       },
       { rollback: o.rollback, ...(o.reason ? { reason: o.reason } : {}) },
     );
@@ -368,6 +374,7 @@ export class FleetUpgradeService {
           `fleet upgrade ${id} is ${row.state}: only a ${from.join(' or ')} fleet upgrade can be ${action === 'abort' ? 'aborted' : action + 'd'}`,
           { details: { state: row.state } },
         );
+      await recordEvent(tx, id, action, null, { by: by.actor.id, ...extra });
       await apply(tx, row);
       await writeAudit(tx, by.actor, {
         action: `fleet_upgrade.${action}`,

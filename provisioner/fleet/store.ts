@@ -252,3 +252,48 @@ export async function fleetUpgradeOf(db: Queryable, tenantId: string): Promise<s
   );
   return rows[0]?.id;
 }
+
+export interface FleetEvent {
+  seq: number;
+  at: string;
+  /** The audit action without its `fleet_upgrade.` prefix: start, pause, wave_start, tenant_upgrade, halt, … */
+  action: string;
+  tenantId: string | null;
+  data: Record<string, unknown>;
+}
+
+/** Records a decision as an event of the fleet upgrade (in the caller's transaction, which holds the fleet upgrade's row). */
+export async function recordEvent(
+  db: Queryable,
+  fleetUpgradeId: string,
+  action: string,
+  tenantId: string | null,
+  data: unknown,
+): Promise<void> {
+  await db.query(
+    'INSERT INTO fleet_upgrade_events (fleet_upgrade_id, action, tenant_id, data) VALUES ($1, $2, $3, $4)',
+    [fleetUpgradeId, action, tenantId, JSON.stringify(data ?? {})],
+  );
+}
+
+/** Events after `afterSeq`, oldest first. */
+export async function fleetEvents(db: Queryable, id: string, afterSeq: number, limit: number): Promise<FleetEvent[]> {
+  const { rows } = await db.query<{
+    seq: string;
+    at: Date;
+    action: string;
+    tenant_id: string | null;
+    data: Record<string, unknown>;
+  }>(
+    `SELECT seq, at, action, tenant_id, data FROM fleet_upgrade_events
+      WHERE fleet_upgrade_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+    [id, afterSeq, limit],
+  );
+  return rows.map((r) => ({
+    seq: Number(r.seq),
+    at: r.at.toISOString(),
+    action: r.action,
+    tenantId: r.tenant_id,
+    data: r.data,
+  }));
+}

@@ -3,7 +3,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { BoundedInteger, CONTROL_FREE, DnsLabel, IdParams, Semver, StringEnum, Uuid, withErrors } from '../schemas.ts';
 import { requesterOf } from '../auth.ts';
 import { errors } from '../../errors.ts';
-import { FLEET_STATES, FLEET_TENANT_STATES, WAVE_STATES } from '../../fleet/store.ts';
+import { FLEET_CHANNEL, FLEET_STATES, FLEET_TENANT_STATES, WAVE_STATES, fleetEvents } from '../../fleet/store.ts';
+import { serveEventStream } from '../streams.ts';
 import type { AppContext } from '../context.ts';
 
 const OPERATOR = ['operator'] as const;
@@ -304,6 +305,98 @@ export const fleetUpgradeRoutes =
         const f = await ctx.fleetUpgrades.get(request.params.id);
         if (!f) throw errors.notFound('fleet upgrade', request.params.id);
         return f;
+      },
+    );
+
+    app.get(
+      '/v1/fleet-upgrades/:id/events',
+      {
+        config: { roles: OPERATOR },
+        schema: {
+          summary: "A fleet upgrade's progress, live (Server-Sent Events)",
+          description:
+            'SSE events: `state` (data: the fleet upgrade without its tenants) first; `event` (data {seq, at, action, tenantId, data}, id = seq) ' +
+            'for every decision (start, pause, wave_start, tenant_upgrade, tenant_succeeded, tenant_rollback, tenant_quarantined, halt, …); ' +
+            '`progress` (the fleet upgrade, counts per wave) after each batch; `end` (data {state}) once it is completed or aborted. ' +
+            'Reconnect with Last-Event-ID (or after=) to resume; after=0 replays every event.',
+          tags: ['fleet upgrades'],
+          params: IdParams,
+          querystring: Type.Object(
+            { after: Type.Optional(BoundedInteger({ minimum: 0, description: 'events after this seq' })) },
+            { additionalProperties: false },
+          ),
+          response: withErrors({ 200: Type.String({ description: 'text/event-stream' }) }),
+        },
+      },
+      async (request, reply) => {
+        const id = request.params.id;
+        const first = await ctx.fleetUpgrades.get(id, false);
+        if (!first) throw errors.notFound('fleet upgrade', id);
+        if (request.auth && ctx.streams.count(request.auth.keyId) >= ctx.config.sseStreamsPerKey)
+          throw errors.tooManyStreams(ctx.config.sseStreamsPerKey);
+        const lastEventId = Number(request.headers['last-event-id']);
+        let after = request.query.after ?? (Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0);
+        // A notification for this fleet upgrade (a decision was committed) wakes the stream; a poll every 5 s is the safety net.
+        let pending = false;
+        let wake: (() => void) | undefined;
+        const unsubscribe = ctx.notifications.subscribe(
+          FLEET_CHANNEL,
+          (payload) => {
+            if (payload !== id) return;
+            pending = true;
+            wake?.();
+          },
+          () => {
+            pending = true;
+            wake?.();
+          },
+        );
+        try {
+          await serveEventStream(
+            ctx.streams,
+            request,
+            reply,
+            request.auth?.keyId,
+            { log: 'fleet upgrade events failed', message: 'fleet upgrade event stream failed' },
+            async (stream) => {
+              stream.send('state', first);
+              const BATCH = 500;
+              for (;;) {
+                pending = false;
+                const events = await fleetEvents(ctx.pool, id, after, BATCH);
+                for (const e of events) {
+                  if (!stream.send('event', e, e.seq)) await stream.drained();
+                  after = e.seq;
+                }
+                const now = await ctx.fleetUpgrades.get(id, false);
+                if (!now || stream.signal.aborted) return;
+                if (events.length > 0) stream.send('progress', now);
+                if (events.length === BATCH) continue;
+                if (now.state === 'completed' || now.state === 'aborted') {
+                  // Events committed with the final state were read above (the state is read after them).
+                  if ((await fleetEvents(ctx.pool, id, after, 1)).length > 0) continue;
+                  stream.send('end', { state: now.state });
+                  return;
+                }
+                if (pending) continue;
+                await new Promise<void>((resolve) => {
+                  const timer = setTimeout(done, 5000);
+                  function done(): void {
+                    clearTimeout(timer);
+                    wake = undefined;
+                    stream.signal.removeEventListener('abort', done);
+                    resolve();
+                  }
+                  wake = done;
+                  stream.signal.addEventListener('abort', done);
+                });
+                if (stream.signal.aborted) return;
+              }
+            },
+          );
+        } finally {
+          unsubscribe();
+        }
       },
     );
 

@@ -266,3 +266,81 @@ t.test('bad requests are 4xx naming the field; only operators may call', async (
   t.equal(missing.statusCode, 404, 'an unknown fleet upgrade is a 404');
   t.equal(missing.json().error.code, 'FLEET_UPGRADE_NOT_FOUND', 'with code FLEET_UPGRADE_NOT_FOUND');
 });
+
+/** Reads a Server-Sent Events answer until `end` (or `max` events): each event's name, id and data. */
+async function readEvents(
+  url: string,
+  headers: Record<string, string>,
+  max = 100,
+): Promise<Array<{ event: string; id?: string; data: Record<string, unknown> }>> {
+  const res = await fetch(url, { headers: { accept: 'text/event-stream', ...headers } });
+  if (res.status !== 200) throw new Error(`events: ${res.status} ${await res.text()}`);
+  const out: Array<{ event: string; id?: string; data: Record<string, unknown> }> = [];
+  const decoder = new TextDecoder();
+  let buffer = '';
+  const reader = res.body!.getReader();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let at;
+    while ((at = buffer.indexOf('\n\n')) !== -1) {
+      const block = buffer.slice(0, at);
+      buffer = buffer.slice(at + 2);
+      const fields = Object.fromEntries(
+        block
+          .split('\n')
+          .filter((l) => !l.startsWith(':'))
+          .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]),
+      );
+      if (!fields.event) continue;
+      out.push({
+        event: fields.event,
+        ...(fields.id ? { id: fields.id } : {}),
+        data: JSON.parse(fields.data ?? 'null'),
+      });
+      if (fields.event === 'end' || out.length >= max) {
+        await reader.cancel();
+        return out;
+      }
+    }
+  }
+  return out;
+}
+
+t.test('the progress stream: every decision as an event, live, resumable with Last-Event-ID', async (t) => {
+  const c1 = await addCluster();
+  const a = await readyTenant('1.4.1', { cluster: c1 });
+  const start = await api.request('POST', '/v1/fleet-upgrades', {
+    key: api.operatorKey,
+    body: { targetVersion: '1.5.0', selector: { tenantIds: [a] } },
+  });
+  const id = start.json().fleetUpgrade.id as string;
+  const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
+  const url = `${base}/v1/fleet-upgrades/${id}/events`;
+  const auth = { authorization: `Bearer ${api.operatorKey}` };
+  // Live: the stream is open before pause and abort happen.
+  const live = readEvents(url, auth);
+  await new Promise((r) => setTimeout(r, 200));
+  await api.request('POST', `/v1/fleet-upgrades/${id}/pause`, { key: api.operatorKey });
+  await api.request('POST', `/v1/fleet-upgrades/${id}/abort`, { key: api.operatorKey });
+  const events = await live;
+  t.equal(events[0]!.event, 'state', 'the stream starts with the state');
+  const decisions = events.filter((e) => e.event === 'event');
+  t.same(
+    decisions.map((e) => e.data.action),
+    ['start', 'pause', 'abort', 'aborted'],
+    'every decision arrives as an event, in order',
+  );
+  t.ok(
+    decisions.every((e) => e.id === String(e.data.seq)),
+    "each event's id is its seq (for Last-Event-ID)",
+  );
+  t.same(events.at(-1), { event: 'end', data: { state: 'aborted' } }, 'the stream ends when the fleet upgrade does');
+  const resumed = await readEvents(url, { ...auth, 'last-event-id': decisions[1]!.id! });
+  t.same(
+    resumed.filter((e) => e.event === 'event').map((e) => e.data.action),
+    ['abort', 'aborted'],
+    'a reconnect with Last-Event-ID gets only the later events',
+  );
+});

@@ -76,6 +76,11 @@ t.test('waves run in order within maxConcurrency; every tenant is upgraded exact
     },
     'every decision has its audit row',
   );
+  const events = await f.h.db.pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM fleet_upgrade_events WHERE fleet_upgrade_id = $1 AND action = 'tenant_succeeded'`,
+    [id],
+  );
+  t.equal(events.rows[0]!.n, 7, "every tenant's success is an event of the progress stream");
   const after = await f.h.db.pool.query(`SELECT count(*)::int AS n FROM fleet_upgrade_tenants WHERE active`);
   t.equal(after.rows[0].n, 0, 'a completed fleet upgrade holds no tenant any more');
 });
