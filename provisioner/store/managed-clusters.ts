@@ -163,7 +163,8 @@ export interface DueProbe {
 
 /**
  * Claims up to `limit` registrations whose probe is due, moving their next probe `intervalMs`
- * ahead in the same statement: replicas probing at once each take other rows.
+ * ahead in the same statement: replicas probing at once each take other rows. A deleted tenant's
+ * registrations are not probed (its runtime is gone).
  */
 export async function claimDueProbes(db: Queryable, limit: number, intervalMs: number): Promise<DueProbe[]> {
   const { rows } = await db.query<{
@@ -174,8 +175,9 @@ export async function claimDueProbes(db: Queryable, limit: number, intervalMs: n
     conditions: Condition[];
   }>(
     `UPDATE managed_clusters m SET probe_due_at = now() + make_interval(secs => $2::float8 / 1000)
-      WHERE m.id IN (SELECT id FROM managed_clusters WHERE probe_due_at <= now()
-                      ORDER BY probe_due_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+      WHERE m.id IN (SELECT mc.id FROM managed_clusters mc JOIN tenants t ON t.id = mc.tenant_id
+                      WHERE mc.probe_due_at <= now() AND NOT t.deleted
+                      ORDER BY mc.probe_due_at LIMIT $1 FOR UPDATE OF mc SKIP LOCKED)
       RETURNING m.id, m.tenant_id, m.name, m.credentials_enc, m.conditions`,
     [limit, intervalMs],
   );
