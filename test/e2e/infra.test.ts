@@ -124,7 +124,10 @@ async function main(): Promise<void> {
 
   // 1. pulumi up
   const started = Date.now();
-  await pulumi(['up', '--yes', '--skip-preview'], { timeoutMs: 10 * 60_000 });
+  // Stand-in for ingress-nginx's controller, which writes an Ingress's address into its status
+  // (the real provider plugin waits for it; the test double does not).
+  const stopIngressStandIn = ingressStatusStandIn(root.kc, PLATFORM_NAMESPACE);
+  await pulumi(['up', '--yes', '--skip-preview'], { timeoutMs: 10 * 60_000 }).finally(stopIngressStandIn);
   await recordTiming(t, 'infra: pulumi up (first install)', (Date.now() - started) / 1000);
   const admin = root.kc;
 
@@ -552,6 +555,32 @@ async function main(): Promise<void> {
     };
     t.same(state.deployment.resources ?? [], [], 'the stack holds no resource');
   });
+}
+
+/**
+ * Writes `status.loadBalancer.ingress` (127.0.0.1) into every Ingress of `namespace` that has none,
+ * every 500 ms until stopped, as an ingress controller would.
+ */
+function ingressStatusStandIn(kc: KubeConfig, namespace: string): () => void {
+  const api = kc.makeApiClient(NetworkingV1Api);
+  let stopped = false;
+  void (async () => {
+    while (!stopped) {
+      try {
+        for (const ing of (await api.listNamespacedIngress({ namespace })).items) {
+          if (ing.status?.loadBalancer?.ingress?.length) continue;
+          ing.status = { loadBalancer: { ingress: [{ ip: '127.0.0.1' }] } };
+          await api.replaceNamespacedIngressStatus({ name: ing.metadata!.name!, namespace, body: ing });
+        }
+      } catch {
+        // The namespace does not exist yet, or the object changed meanwhile: next round.
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  })();
+  return () => {
+    stopped = true;
+  };
 }
 
 /** A SubjectAccessReview for the provisioner's ServiceAccount. */
