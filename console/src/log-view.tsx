@@ -106,7 +106,9 @@ export function LogView({ operationId }: { operationId: string }) {
     return () => {
       abort.abort();
       s?.close();
+      // The last lines may still wait for their frame (an `end` right after them): show them now.
       cancelAnimationFrame(frame);
+      setCount(lines.current.length);
     };
   }, [operationId, follow]);
 

@@ -8,6 +8,7 @@ import {
   type RuntimeVersionInfo,
   type Tenant,
 } from './api.ts';
+import { Applications } from './applications.tsx';
 import { LogView } from './log-view.tsx';
 import { openStream, type StreamStatus } from './sse.ts';
 import { age, Banner, ErrorBox, PhaseBadge, when } from './util.tsx';
@@ -151,6 +152,7 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
           </tbody>
         </table>
       </div>
+      <Applications tenant={t} />
       <div class="card">
         <h2>Version history</h2>
         {history.length === 0 ? (

@@ -128,7 +128,7 @@ export interface TenantRow {
   cursor_ts: string;
   /** The last reconcile that ended well (the status was observed then); absent from writes' RETURNING. */
   last_reconciled_at?: Date | null;
-  /** The tenant's latest change in the fleet's change stream (migration 012); absent from writes' RETURNING. */
+  /** The tenant's latest change in the fleet's change stream (migration 012); read by readTenantChanges only. */
   change_seq?: string;
   /** Replica holding the runtime's tunnel, when a live row says so (runtime_tunnels); absent from writes' RETURNING. */
   tunnel_replica?: string | null;
@@ -146,7 +146,7 @@ export interface TenantRow {
 export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, t.runtime_version, t.suspended, t.suspended_by, t.suspension_reason, t.deleted, t.generation,
   t.phase, t.observed_generation, t.actual_runtime_version, t.previous_runtime_version, t.cluster_id, c.name AS cluster_name,
   t.endpoints, t.conditions, t.last_operation_id, t.created_at, t.updated_at, t.deleted_at, t.created_at::text AS cursor_ts,
-  t.last_reconciled_at, t.change_seq::text AS change_seq,
+  t.last_reconciled_at,
   rt.replica_id AS tunnel_replica, rt.connected_at AS tunnel_since,
   (SELECT json_agg(json_build_object('replica', r.replica, 'lastSeen', r.last_seen, 'since', r.since,
           'ageSeconds', extract(epoch FROM now() - r.last_seen)::float8, 'owned', r.owned_objects))
@@ -572,7 +572,7 @@ export async function readTenantChanges(
   const args: unknown[] = [after, limit];
   if (onlyId) args.push(onlyId);
   const { rows } = await db.query<TenantRow>(
-    `SELECT ${TENANT_COLUMNS} FROM ${TENANT_FROM}
+    `SELECT ${TENANT_COLUMNS}, t.change_seq::text AS change_seq FROM ${TENANT_FROM}
       WHERE t.change_seq > $1::bigint${onlyId ? ' AND t.id = $3' : ''}
       ORDER BY t.change_seq LIMIT $2`,
     args,

@@ -4,7 +4,8 @@
  * in the e2e tier): a phase change shown without reload, an upgrade refused with its path, a
  * delete confirmed by the typed name, a 100,000-line log rendered virtualised, a log followed
  * across a provisioner killed and started again (every line once), the clusters and runtime
- * versions pages; accessibility (axe-core) and screenshots of each.
+ * versions pages, fleet upgrades, a tenant's reported applications; accessibility (axe-core) and
+ * screenshots of each.
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -16,6 +17,8 @@ import { createKey } from '../../provisioner/store/keys.ts';
 import { insertOperation } from '../../provisioner/store/tenants.ts';
 import { KUBECONFIG } from '../integration/reconciler/harness.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
+import { application, batch, deletion } from '../helpers/events.ts';
+import { EVENTS_PATH } from '../../runtime/protocol/events.ts';
 import {
   axeViolations,
   chromiumAvailable,
@@ -253,7 +256,9 @@ t.test('a followed log survives the provisioner killed and started again: every 
   const { page, problems } = await signedIn();
   await page.evaluate(`location.hash = '#/tenants/${id}/operations/${op}'`);
   await page.locator('.log-stats[data-lines="200"]').waitFor();
-  t.match(await stats(page).innerText(), /following/, 'the running operation is followed');
+  // The backlog is read first, then the stream opens.
+  await stats(page).filter({ hasText: 'following' }).waitFor();
+  t.pass('the running operation is followed');
 
   // Lines keep coming (bounded: at most 60 batches) while the provisioner is killed and restarted.
   let writing = true;
@@ -291,7 +296,14 @@ t.test('a followed log survives the provisioner killed and started again: every 
   await write(50);
   await db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE id = $1`, [op]);
   await db.pool.query(`SELECT pg_notify('operation_log', $1)`, [op]);
-  await page.locator(`.log-stats[data-lines="${written}"]`).waitFor({ timeout: 15_000 });
+  await page
+    .locator(`.log-stats[data-lines="${written}"]`)
+    .waitFor({ timeout: 15_000 })
+    .catch(async (err: unknown) => {
+      throw new Error(
+        `the page holds ${await stats(page).getAttribute('data-lines')} lines, not ${written}: ${String(err)}`,
+      );
+    });
   await page.getByText(/operation succeeded/).waitFor({ timeout: 15_000 });
   const d = await downloaded(page);
   t.equal(d.count, written, `every one of the ${written} lines is held`);
@@ -370,6 +382,36 @@ t.test('a fleet upgrade: its waves and tenants, pause, resume and abort from the
   await page.getByRole('button', { name: 'Confirm abort' }).click();
   await page.locator('[data-fleet-state="aborting"], [data-fleet-state="aborted"]').first().waitFor();
   t.match(await state.innerText(), /abort/, 'abort: the fleet upgrade is aborting or aborted');
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
+});
+
+t.test("a tenant's applications as its runtime reported them, updated live", async (t) => {
+  const { id } = await tenantWithOperation('reporting', 'succeeded');
+  const runtimeKey = (await createKey(db.pool, { role: 'runtime', tenantId: id, name: 'reporter', createdBy: 'test' }))
+    .key;
+  const post = async (body: unknown) => {
+    const res = await fetch(`${server.url}${EVENTS_PATH}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${runtimeKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    if (res.status !== 200) throw new Error(`events: ${res.status} ${await res.text()}`);
+  };
+  await post(batch('reporter-0', [application('guestbook', 10), application('billing', 11)]));
+  const { page, problems } = await signedIn();
+  await page.evaluate(`location.hash = '#/tenants/${id}'`);
+  const rows = page.locator('table.applications tbody tr');
+  await rows.filter({ hasText: 'argocd/guestbook' }).waitFor();
+  t.equal(await rows.count(), 2, 'both reported applications are listed');
+  await post(batch('reporter-0', [application('guestbook', 20, { health: 'Degraded' })]));
+  await rows.filter({ hasText: 'Degraded' }).waitFor({ timeout: 10_000 });
+  t.pass('a change of health reported by the runtime appears without reload');
+  await post(batch('reporter-0', [deletion('Application', 'argocd', 'billing', 21)]));
+  await rows.filter({ hasText: 'argocd/billing' }).waitFor({ state: 'detached', timeout: 10_000 });
+  t.equal(await rows.count(), 1, 'a deleted application leaves the list');
+  await page.screenshot({ path: join(shots, 'tenant-applications.png'), fullPage: true });
+  t.same(await axeViolations(page), [], 'the tenant page with applications has no serious accessibility violation');
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();
 });

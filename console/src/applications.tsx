@@ -1,0 +1,96 @@
+/**
+ * A tenant's Argo CD applications as its runtime's event reporter reported them, live through the
+ * tenant's change stream (GET /v1/tenants/:id/changes?kind=application).
+ */
+import { useEffect, useState } from 'preact/hooks';
+import { api, ApiError, type Tenant } from './api.ts';
+import { openStream, type StreamStatus } from './sse.ts';
+import { age, Banner, ErrorBox } from './util.tsx';
+
+interface Application {
+  namespace: string;
+  name: string;
+  health: string | null;
+  sync: string | null;
+  phase: string | null;
+  updatedAt: string;
+}
+
+const key = (a: { namespace: string; name: string }) => `${a.namespace}/${a.name}`;
+
+export function Applications({ tenant }: { tenant: Tenant }) {
+  const [apps, setApps] = useState<Map<string, Application> | null>(null);
+  const [error, setError] = useState<ApiError | null>(null);
+  const [stream, setStream] = useState<StreamStatus>('connecting');
+  const reported = tenant.status.reporting !== undefined;
+  useEffect(() => {
+    if (!reported) return;
+    api<{ items: Application[] }>('GET', `/v1/tenants/${tenant.id}/applications?limit=500`).then(
+      (r) => setApps(new Map(r.items.map((a) => [key(a), a]))),
+      (e: unknown) => setError(e as ApiError),
+    );
+    const s = openStream(`/v1/tenants/${tenant.id}/changes?kind=application`, {
+      onStatus: setStream,
+      onEvents: (events) =>
+        setApps((current) => {
+          const next = new Map(current ?? []);
+          for (const e of events) {
+            if (e.event !== 'change') continue;
+            const { deleted, item } = e.data as { deleted: boolean; item: Application };
+            if (deleted) next.delete(key(item));
+            else next.set(key(item), item);
+          }
+          return next;
+        }),
+    });
+    return () => s.close();
+  }, [tenant.id, reported]);
+
+  return (
+    <div class="card">
+      <h2>Applications</h2>
+      {!reported ? (
+        <p>No application state reported yet: the runtime's event reporter reports once the runtime runs.</p>
+      ) : (
+        <>
+          <Banner status={stream} />
+          {tenant.status.reporting?.stale && (
+            <p class="stale" role="status">
+              The event reporter has not been heard from for over 60 s: what is shown may be out of date.
+            </p>
+          )}
+          <ErrorBox error={error} />
+          <table class="applications">
+            <thead>
+              <tr>
+                <th scope="col">Application</th>
+                <th scope="col">Health</th>
+                <th scope="col">Sync</th>
+                <th scope="col">Operation</th>
+                <th scope="col">Updated</th>
+              </tr>
+            </thead>
+            <tbody>
+              {[...(apps?.values() ?? [])]
+                .sort((a, b) => key(a).localeCompare(key(b)))
+                .map((a) => (
+                  <tr key={key(a)}>
+                    <td>{key(a)}</td>
+                    <td>{a.health ?? '—'}</td>
+                    <td>{a.sync ?? '—'}</td>
+                    <td>{a.phase ?? '—'}</td>
+                    <td>{age(a.updatedAt)} ago</td>
+                  </tr>
+                ))}
+              {apps?.size === 0 && (
+                <tr>
+                  <td colSpan={5}>The runtime reports no application.</td>
+                </tr>
+              )}
+            </tbody>
+          </table>
+        </>
+      )}
+    </div>
+  );
+}
