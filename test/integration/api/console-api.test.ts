@@ -105,11 +105,11 @@ t.test('a settled status older than two resync periods is stale', async (t) => {
   const { id } = made[3]!; // Ready
   t.equal((await api.request('GET', `/v1/tenants/${id}`)).json().status.stale, false, 'fresh while just written');
   await api.db.pool.query(
-    `UPDATE tenants SET last_reconciled_at = now() - interval '3 hours', updated_at = now() - interval '3 hours' WHERE id = $1`,
+    `UPDATE tenants SET last_reconciled_at = now() - interval '3 days', updated_at = now() - interval '3 days' WHERE id = $1`,
     [id],
   );
   const body = (await api.request('GET', `/v1/tenants/${id}`)).json();
-  t.equal(body.status.stale, true, 'stale after three hours with the default one-hour resync');
+  t.equal(body.status.stale, true, 'stale after three days with the default one-day resync');
   t.ok(body.status.observedAt, 'with when it was last observed');
 });
 
