@@ -118,11 +118,15 @@ export function hotReadsOn(
  * mode, Postgres plans `= ANY($1)` again on every execution when batches hold few distinct keys,
  * which costs more than the read itself.
  */
+export const HOT_READS_APPLICATION_NAME = 'provisioner-hot-reads';
+
 export function createHotReads(api: pg.Pool, opts: BatchOptions = {}): HotReads {
   const pool = new pg.Pool({
     ...api.options,
     max: 2 * concurrencyOf(opts),
     options: '-c plan_cache_mode=force_generic_plan',
+    // Named in pg_stat_activity, so an operator (and the tests) can tell these sessions apart.
+    application_name: HOT_READS_APPLICATION_NAME,
   });
   // A lost connection, idle or reading, must not crash the process; it reports to the API pool's health.
   guardPool(pool, healthOf(api));

@@ -7,6 +7,7 @@
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
+import { HOT_READS_APPLICATION_NAME } from '../../../provisioner/store/batched-reads.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -156,7 +157,10 @@ t.test(
     const readerSessions = async () =>
       (
         await other.db.pool.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%t.id = ANY($1::uuid[])%'`,
+          // The statement's text is cut at track_activity_query_size (1 KiB): match its start.
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+             AND application_name = $1 AND query LIKE 'SELECT t.id, t.organization,%'`,
+          [HOT_READS_APPLICATION_NAME],
         )
       ).rows[0]!.n;
     const { tenantId } = await other.signup();
