@@ -154,6 +154,20 @@ export function installErrorHandler(app: FastifyInstance, opts: { health?: Datab
     for (const m of [route.method].flat()) entry.methods.add(m);
     paths.set(route.url, entry);
   });
+  // A path that is a route of its own (GET /v1/tenants/summary) is matched by a parametric route
+  // of another method only by its shape (PATCH /v1/tenants/:id with id "summary"): a 405 too.
+  app.addHook('onRequest', async (request, reply) => {
+    const matched = request.routeOptions.url;
+    if (!matched?.includes(':')) return;
+    const own = paths.get(request.url.split('?')[0]!);
+    if (!own || own.methods.has(request.method)) return;
+    const allowed = [...own.methods].sort();
+    const err = errors.methodNotAllowed(request.method, allowed);
+    return reply
+      .status(err.statusCode)
+      .header('allow', allowed.join(', '))
+      .send({ error: { code: err.code, message: err.message, requestId: request.id } });
+  });
   const notFound = (request: FastifyRequest, reply: FastifyReply) => {
     const path = request.url.split('?')[0]!;
     const allowed = new Set<string>();

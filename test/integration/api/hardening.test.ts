@@ -291,6 +291,17 @@ t.test('an unknown method on a known path is 405 with Allow', async (t) => {
   t.match(one.headers.get('allow') ?? '', /GET/, 'Allow lists GET');
   const none = await call('GET', '/v1/nothing-here');
   t.equal(none.status, 404, 'an unknown path stays 404');
+  // A path that is a route of its own is not the parametric route of another method in disguise.
+  for (const [method, path] of [
+    ['PATCH', '/v1/tenants/summary'],
+    ['DELETE', '/v1/tenants/events'],
+  ] as const) {
+    const own = await call(method, path, method === 'PATCH' ? { body: {} } : {});
+    t.equal(own.status, 405, `${method} ${path}: 405, not the tenant route's 400 for id '${path.split('/').at(-1)}'`);
+    t.equal(own.headers.get('allow'), 'GET, HEAD', 'Allow lists the methods of that path');
+  }
+  const tenantRoute = await call('GET', `/v1/tenants/${tenant.tenantId}`);
+  t.equal(tenantRoute.status, 200, 'the parametric route still answers its own ids');
 });
 
 t.test('the OpenAPI document tells the truth', async (t) => {
