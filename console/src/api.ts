@@ -165,13 +165,4 @@ export interface Cluster {
   updatedAt: string;
 }
 
-export const PHASES = [
-  'Pending',
-  'Provisioning',
-  'Ready',
-  'Updating',
-  'Suspended',
-  'Failed',
-  'Deleting',
-  'Deleted',
-] as const;
+export { PHASES } from '../../provisioner/store/phases.ts';

@@ -7,17 +7,8 @@ import type { Queryable } from '../db/tx.ts';
 import { liveTunnel } from './tunnels.ts';
 import { reportingOf, type ReporterRow, type ReportingStatus } from '../runtime-objects/reporting.ts';
 
-export const PHASES = [
-  'Pending',
-  'Provisioning',
-  'Ready',
-  'Updating',
-  'Suspended',
-  'Failed',
-  'Deleting',
-  'Deleted',
-] as const;
-export type Phase = (typeof PHASES)[number];
+import { PHASES, type Phase } from './phases.ts';
+export { PHASES, type Phase };
 
 export const OPERATION_KINDS = [
   'create',
