@@ -170,8 +170,13 @@ export function installErrorHandler(app: FastifyInstance, opts: { health?: Datab
   });
   const notFound = (request: FastifyRequest, reply: FastifyReply) => {
     const path = request.url.split('?')[0]!;
-    const allowed = new Set<string>();
-    for (const { pattern, methods } of paths.values()) if (pattern.test(path)) for (const m of methods) allowed.add(m);
+    // A path that is a route of its own has its own methods, not those of parametric routes its
+    // shape also matches (/v1/tenants/summary is not /v1/tenants/:id).
+    const own = paths.get(path);
+    const allowed = new Set<string>(own?.methods ?? []);
+    if (!own)
+      for (const { pattern, methods } of paths.values())
+        if (pattern.test(path)) for (const m of methods) allowed.add(m);
     // A route of this method that found nothing (a file under /docs) is a 404 like any other.
     if (allowed.has(request.method)) allowed.clear();
     const err =

@@ -300,6 +300,9 @@ t.test('an unknown method on a known path is 405 with Allow', async (t) => {
     t.equal(own.status, 405, `${method} ${path}: 405, not the tenant route's 400 for id '${path.split('/').at(-1)}'`);
     t.equal(own.headers.get('allow'), 'GET, HEAD', 'Allow lists the methods of that path');
   }
+  const options = await call('OPTIONS', '/v1/tenants/summary');
+  t.equal(options.status, 405, 'OPTIONS /v1/tenants/summary: 405');
+  t.equal(options.headers.get('allow'), 'GET, HEAD', "Allow lists that path's methods only, not the tenant route's");
   const tenantRoute = await call('GET', `/v1/tenants/${tenant.tenantId}`);
   t.equal(tenantRoute.status, 200, 'the parametric route still answers its own ids');
 });
