@@ -19,6 +19,7 @@ import pino from 'pino';
 import { withTx, type Queryable } from '../db/tx.ts';
 import { isConnectionError } from '../db/availability.ts';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
+import { Waker } from '../common/waker.ts';
 import { writeAudit, type Actor } from '../store/audit.ts';
 import { changeSpec, getTenantRow } from '../store/tenants.ts';
 import { liveTunnel } from '../store/tunnels.ts';
@@ -141,8 +142,7 @@ export class FleetDriver {
   #unsubscribe: Unsubscribe | undefined;
   #loop: Promise<void> | undefined;
   #stopping = false;
-  #kicked = false;
-  #wake: (() => void) | undefined;
+  readonly #waker = new Waker();
 
   constructor(o: FleetDriverOptions) {
     this.owner = o.owner ?? `${hostname()}:${process.pid}:fleet:${randomBytes(3).toString('hex')}`;
@@ -181,16 +181,13 @@ export class FleetDriver {
   }
 
   kick(): void {
-    this.#kicked = true;
-    const w = this.#wake;
-    this.#wake = undefined;
-    w?.();
+    this.#waker.kick();
   }
 
   async #run(): Promise<void> {
     let errors = 0;
     while (!this.#stopping) {
-      this.#kicked = false;
+      this.#waker.clear();
       try {
         await this.tickAll();
         errors = 0;
@@ -199,25 +196,8 @@ export class FleetDriver {
         if (!isConnectionError(err)) this.#log.error({ err: String(err) }, 'fleet upgrade tick failed');
       }
       if (this.#stopping) break;
-      await this.#sleep(errors ? Math.min(10_000, 200 * 2 ** errors) : this.#pollMs);
+      await this.#waker.sleep(errors ? Math.min(10_000, 200 * 2 ** errors) : this.#pollMs);
     }
-  }
-
-  #sleep(ms: number): Promise<void> {
-    if (this.#kicked) {
-      this.#kicked = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const t = setTimeout(() => {
-        this.#wake = undefined;
-        resolve();
-      }, ms);
-      this.#wake = () => {
-        clearTimeout(t);
-        resolve();
-      };
-    });
   }
 
   /** Takes (or renews) the leases of the active fleet upgrades no live lease of another process holds, and ticks each. */

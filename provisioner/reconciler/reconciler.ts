@@ -18,6 +18,7 @@ import type { SecretBox } from '../crypto.ts';
 import { DatabaseHealth, healthOf, isConnectionError } from '../db/availability.ts';
 import { withTx } from '../db/tx.ts';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
+import { Waker } from '../common/waker.ts';
 import { getClusterKubeconfig } from '../store/clusters.ts';
 import { appendLog } from '../store/operations.ts';
 import { TENANT_CHANNEL, wakeWaiters } from '../store/tenants.ts';
@@ -176,8 +177,7 @@ export class Reconciler {
   #engineCheck: NodeJS.Timeout | undefined;
   #loop: Promise<void> | undefined;
   #stopping = false;
-  #kicked = false;
-  #wake: (() => void) | undefined;
+  readonly #waker = new Waker();
   #lastRenewOk = Date.now();
   readonly #kubeconfigs = new Map<string, { name: string; kubeconfig: string; until: number }>();
 
@@ -288,28 +288,7 @@ export class Reconciler {
 
   /** Wakes the loop to claim now. */
   kick(): void {
-    this.#kicked = true;
-    const w = this.#wake;
-    this.#wake = undefined;
-    w?.();
-  }
-
-  #sleep(ms: number): Promise<void> {
-    if (this.#kicked) {
-      this.#kicked = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const t = setTimeout(() => {
-        this.#wake = undefined;
-        resolve();
-      }, ms);
-      this.#wake = () => {
-        clearTimeout(t);
-        this.#kicked = false;
-        resolve();
-      };
-    });
+    this.#waker.kick();
   }
 
   async #run(): Promise<void> {
@@ -320,7 +299,7 @@ export class Reconciler {
       let claimed = 0;
       let rescheduled = 0;
       if (free > 0) {
-        this.#kicked = false;
+        this.#waker.clear();
         try {
           const began = performance.now();
           const availability = this.#settings.engine.availability();
@@ -367,18 +346,18 @@ export class Reconciler {
                 'database unreachable: reconciler paused; running attempts keep their leases until the lease TTL',
               );
             }
-            await this.#sleep(Math.min(PAUSED_RETRY_MS, 100 * 2 ** errors));
+            await this.#waker.sleep(Math.min(PAUSED_RETRY_MS, 100 * 2 ** errors));
             continue;
           }
           const delay = Math.min(10_000, 100 * 2 ** errors);
           this.#log.error({ err: String(err), retryInMs: delay }, 'claiming due tenants failed');
-          await this.#sleep(delay);
+          await this.#waker.sleep(delay);
           continue;
         }
       }
       if (this.#stopping) break;
       if (free > 0 && (claimed === free || rescheduled > 0)) continue; // there may be more due right now
-      await this.#sleep(this.#settings.pollMs);
+      await this.#waker.sleep(this.#settings.pollMs);
     }
   }
 
