@@ -96,7 +96,29 @@ interface Tenant {
     lastOperationId: string | null;
     conditions: Array<{ type: string; status: string; reason: string; message: string; lastTransitionTime: string }>;
   };
+  maintenanceWindows?: MaintenanceWindowSpec[];
   createdAt: string;
+}
+interface MaintenanceWindowSpec {
+  rrule: string;
+  timeZone: string;
+  durationMinutes: number;
+  dtstart?: string;
+}
+
+/** `RRULE ZONE MINUTES [DTSTART]`, e.g. `FREQ=WEEKLY;BYDAY=SA;BYHOUR=2 Europe/Berlin 240` (the API checks the rest). */
+export function parseWindow(spec: string): MaintenanceWindowSpec {
+  const parts = spec.trim().split(/\s+/);
+  if (parts.length < 3 || parts.length > 4 || !/^\d+$/.test(parts[2]!))
+    throw new UsageError(
+      `--window '${spec}': give "RRULE TIME-ZONE MINUTES [DTSTART]", e.g. "FREQ=WEEKLY;BYDAY=SA;BYHOUR=2 Europe/Berlin 240"`,
+    );
+  return {
+    rrule: parts[0]!,
+    timeZone: parts[1]!,
+    durationMinutes: Number(parts[2]),
+    ...(parts[3] !== undefined ? { dtstart: parts[3] } : {}),
+  };
 }
 interface Operation {
   id: string;
@@ -184,6 +206,15 @@ export function addApiCommands(program: Command, io: Io): void {
       `cluster:        ${t.status.cluster ?? '-'}`,
       ...Object.entries(t.status.endpoints).map(([k, v]) => `${(k + ':').padEnd(16)}${v}`),
       `last operation: ${t.status.lastOperationId ?? '-'}`,
+      `windows:        ${
+        (t.maintenanceWindows ?? []).length === 0
+          ? 'none (fleet upgrades may upgrade it any time)'
+          : t
+              .maintenanceWindows!.map(
+                (w) => `${w.rrule} ${w.timeZone} ${w.durationMinutes} min${w.dtstart ? ` from ${w.dtstart}` : ''}`,
+              )
+              .join('; ')
+      }`,
       'conditions:',
       table(
         ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
@@ -275,6 +306,30 @@ export function addApiCommands(program: Command, io: Io): void {
       accepted(await client().request<Accepted>('POST', `/v1/tenants/${encodeURIComponent(id)}/${name}`), `${verb}`);
     });
   }
+  tenants
+    .command('set-windows <id>')
+    .description('set the maintenance windows fleet upgrades may upgrade the tenant in (replaces them)')
+    .option(
+      '--window <spec>',
+      'a window "RRULE TIME-ZONE MINUTES [DTSTART]", e.g. "FREQ=WEEKLY;BYDAY=SA;BYHOUR=2 Europe/Berlin 240" (repeatable)',
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    )
+    .option('--clear', 'no windows: fleet upgrades may upgrade it any time')
+    .action(async (id: string, o: { window: string[]; clear?: boolean }) => {
+      if (o.clear === true && o.window.length > 0) throw new UsageError('give --window or --clear, not both');
+      if (o.clear !== true && o.window.length === 0)
+        throw new UsageError('give at least one --window "RRULE TIME-ZONE MINUTES", or --clear');
+      const windows = o.window.map(parseWindow);
+      const a = await client().request<Accepted>('PATCH', `/v1/tenants/${encodeURIComponent(id)}`, {
+        maintenanceWindows: windows,
+      });
+      print(a, () =>
+        windows.length === 0
+          ? `${a.tenant.organization} (${a.tenant.id}): no maintenance windows, fleet upgrades may upgrade it any time`
+          : `${a.tenant.organization} (${a.tenant.id}): ${windows.length} maintenance window${windows.length === 1 ? '' : 's'} set`,
+      );
+    });
   tenants.command('delete <id>').action(async (id: string) => {
     accepted(await client().request<Accepted>('DELETE', `/v1/tenants/${encodeURIComponent(id)}`), 'deleting');
   });

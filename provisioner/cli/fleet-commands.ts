@@ -23,6 +23,7 @@ interface FleetView {
   counts: Record<string, number>;
   etaSeconds: number | null;
   createdAt: string;
+  windowsOverride?: { by: string; reason: string; at: string } | null;
   waves: WaveView[];
   tenants?: Array<{
     tenantId: string;
@@ -30,12 +31,20 @@ interface FleetView {
     wave: number | null;
     state: string;
     reason: string | null;
+    deferredUntil?: string | null;
   }>;
 }
 
 interface PlanView {
   waves: Array<{ wave: number; size: number; maxConcurrency: number; tenants: string[] }>;
-  tenants: Array<{ tenantId: string; organization: string; fromVersion: string; path: string[]; wave: number }>;
+  tenants: Array<{
+    tenantId: string;
+    organization: string;
+    fromVersion: string;
+    path: string[];
+    wave: number;
+    earliestStart?: string | null;
+  }>;
   excluded: Array<{ tenantId: string; organization: string; version: string; reason: string }>;
   counts: { selected: number; upgradeable: number; excluded: number };
 }
@@ -56,6 +65,18 @@ interface PlanOptions {
   maxFailurePercent?: string;
   tunnelGate?: boolean;
   appsGate?: boolean;
+  freeze: string[];
+  windowWait?: string;
+  defaultUpgradeSeconds?: string;
+  overrideWindows?: string;
+}
+
+/** `FROM/UNTIL` (instants with an offset), e.g. 2026-12-24T00:00:00Z/2026-12-27T00:00:00Z. */
+export function parseFreeze(spec: string): { from: string; until: string } {
+  const [from, until, ...rest] = spec.split('/');
+  if (!from || !until || rest.length > 0)
+    throw new UsageError(`--freeze '${spec}': give FROM/UNTIL, e.g. 2026-12-24T00:00:00Z/2026-12-27T00:00:00Z`);
+  return { from, until };
 }
 
 const FINISHED = new Set(['completed', 'aborted']);
@@ -116,6 +137,10 @@ function requestBody(version: string, o: PlanOptions): Record<string, unknown> {
   };
   if (o.tunnelGate === false || o.appsGate === false)
     body.gate = { tunnel: o.tunnelGate !== false, applications: o.appsGate !== false };
+  if (o.freeze.length > 0) body.freezes = o.freeze.map(parseFreeze);
+  if (o.windowWait) body.windowWaitSeconds = int('--window-wait', o.windowWait);
+  if (o.defaultUpgradeSeconds) body.defaultUpgradeSeconds = int('--default-upgrade-seconds', o.defaultUpgradeSeconds);
+  if (o.overrideWindows !== undefined) body.overrideWindows = { reason: o.overrideWindows };
   return body;
 }
 
@@ -130,6 +155,17 @@ export function describeFleet(f: FleetView): string[] {
     `fleet upgrade ${f.id} to ${f.targetVersion}: ${f.state}${f.stateReason ? ` (${f.stateReason})` : ''}` +
       (f.etaSeconds !== null ? `, about ${Math.ceil(f.etaSeconds / 60)} min left` : ''),
   ];
+  if (f.windowsOverride)
+    lines.push(
+      `  maintenance windows overridden by ${f.windowsOverride.by} at ${f.windowsOverride.at}: ${f.windowsOverride.reason}`,
+    );
+  const waiting = (f.tenants ?? []).filter((t) => t.state === 'pending' && t.deferredUntil);
+  if (waiting.length > 0)
+    lines.push(
+      `  ${waiting.length} waiting for their maintenance window (the first opens at ${
+        waiting.map((t) => t.deferredUntil!).sort()[0]!
+      })`,
+    );
   for (const w of f.waves) {
     const done = DONE_STATES.reduce((s, k) => s + (w.counts[k] ?? 0), 0);
     const running = (w.counts.upgrading ?? 0) + (w.counts.rolling_back ?? 0) + (w.counts.reverting ?? 0);
@@ -157,7 +193,19 @@ function planOptions(cmd: Command): Command {
     .option('--max-failures <n>')
     .option('--max-failure-percent <p>')
     .option('--no-tunnel-gate', 'do not wait for the tunnel to reconnect')
-    .option('--no-apps-gate', 'do not compare Applications with before');
+    .option('--no-apps-gate', 'do not compare Applications with before')
+    .option(
+      '--freeze <from/until>',
+      'a deny period, e.g. 2026-12-24T00:00:00Z/2026-12-27T00:00:00Z (repeatable); a freeze always wins',
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    )
+    .option('--window-wait <seconds>', "how long a wave waits for its tenants' maintenance windows (default 8 days)")
+    .option('--default-upgrade-seconds <n>', 'expected duration of a hop with no upgrade history (default 1800)')
+    .option(
+      '--override-windows <reason>',
+      "ignore the tenants' maintenance windows and the duration-fits rule (freezes still hold); the reason is audited",
+    );
 }
 
 export function addFleetCommands(program: Command, io: Io): void {
@@ -168,13 +216,14 @@ export function addFleetCommands(program: Command, io: Io): void {
   const printPlan = (p: PlanView) => {
     io.out(
       table(
-        ['TENANT', 'ORGANIZATION', 'FROM', 'PATH', 'WAVE'],
+        ['TENANT', 'ORGANIZATION', 'FROM', 'PATH', 'WAVE', 'WINDOW'],
         p.tenants.map((t) => [
           t.tenantId,
           t.organization,
           t.fromVersion,
           t.path.join(' -> '),
           t.wave === 0 ? 'canary' : t.wave,
+          t.earliestStart ? `opens ${t.earliestStart}` : 'now',
         ]),
       ),
     );
@@ -284,6 +333,18 @@ export function addFleetCommands(program: Command, io: Io): void {
       io.out(json() ? JSON.stringify(f, null, 2) : describeFleet(f).join('\n'));
     });
   };
+  fleet
+    .command('override-windows <id>')
+    .description('start its tenants without waiting for their maintenance windows (freezes still hold); audited')
+    .requiredOption('--reason <text>', 'why (required, audited)')
+    .action(async (id: string, o: { reason: string }) => {
+      const f = await client().request<FleetView>(
+        'POST',
+        `/v1/fleet-upgrades/${encodeURIComponent(id)}/override-windows`,
+        { reason: o.reason },
+      );
+      io.out(json() ? JSON.stringify(f, null, 2) : describeFleet(f).join('\n'));
+    });
   act('pause', 'nothing new starts; upgrades under way finish');
   act('resume', 'go on after a pause or a halt');
   act('abort', 'stop; tenants not started are cancelled');

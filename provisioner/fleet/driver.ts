@@ -26,8 +26,9 @@ import { liveTunnel } from '../store/tunnels.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { STALE_AFTER_SECONDS } from '../../runtime/protocol/events.ts';
 import { judgeGate, type GateCheck, type Snapshot } from './gate.ts';
-import { pathFor, type FleetOptions } from './plan.ts';
-import { finishAbortIfIdle } from './service.ts';
+import { DEFAULT_UPGRADE_SECONDS, DEFAULT_WINDOW_WAIT_SECONDS, pathFor, type FleetOptions } from './plan.ts';
+import { expectedDurations, finishAbortIfIdle } from './service.ts';
+import { explainNoFit, nextFit, type MaintenanceWindow } from './windows.ts';
 import {
   ACTIVE_FLEET_STATES,
   FLEET_CHANNEL,
@@ -576,62 +577,154 @@ export class FleetDriver {
     this.#count('completed');
   }
 
-  /** Starts up to `free` pending tenants of the wave, in plan order, within the per-cluster cap. */
+  /**
+   * Starts up to `free` pending tenants of the wave, in plan order, within the per-cluster cap and
+   * their maintenance windows: a tenant whose window is closed now (or has less than its expected
+   * duration left, or a freeze holds) is deferred until the next window that fits, and the others
+   * go first; one whose windows will not open with room before the wave's deadline is skipped
+   * (outside-window). The pending tenants are read page by page, so deferred ones never hide the rest.
+   */
   async #startTenants(t: Tick, w: WaveRow, free: number): Promise<void> {
     const load = await this.#clusterLoad(t);
-    const { rows } = await t.tx.query<{
-      tenant_id: string;
-      path: string[];
-      from_version: string;
-      cluster_id: string | null;
-    }>(
-      `SELECT ft.tenant_id, ft.path, ft.from_version, t.cluster_id
-         FROM fleet_upgrade_tenants ft JOIN tenants t ON t.id = ft.tenant_id
-        WHERE ft.fleet_upgrade_id = $1 AND ft.wave = $2 AND ft.state = 'pending'
-        ORDER BY ft.position LIMIT $3`,
-      [t.fleet.id, w.wave, Math.max(free * 20, 100)],
-    );
+    const windows = await this.#windowCheck(t, w);
+    const page = Math.max(free * 20, 100);
     let started = 0;
-    for (const p of rows) {
-      if (started >= free) break;
-      const cluster = p.cluster_id ?? '';
-      if ((load.get(cluster) ?? 0) >= this.#clusterParallelism) continue;
-      const row = await getTenantRow(t.tx, p.tenant_id, true);
-      const skip = async (reason: string): Promise<void> => {
-        await this.#finish(t, p.tenant_id, 'skipped', { reason });
-        await this.#audit(t, 'tenant_skipped', { reason }, p.tenant_id);
-        this.#count('skipped');
-      };
-      if (!row || row.deleted) {
-        await skip('the tenant was deleted before its turn');
-        continue;
+    let after = -1;
+    for (;;) {
+      const { rows } = await t.tx.query<{
+        tenant_id: string;
+        position: number;
+        path: string[];
+        from_version: string;
+        cluster_id: string | null;
+        deferred_until: Date | null;
+        windows: MaintenanceWindow[];
+      }>(
+        `SELECT ft.tenant_id, ft.position, ft.path, ft.from_version, t.cluster_id, ft.deferred_until,
+                t.maintenance_windows AS windows
+           FROM fleet_upgrade_tenants ft JOIN tenants t ON t.id = ft.tenant_id
+          WHERE ft.fleet_upgrade_id = $1 AND ft.wave = $2 AND ft.state = 'pending' AND ft.position > $4
+          ORDER BY ft.position LIMIT $3`,
+        [t.fleet.id, w.wave, page, after],
+      );
+      for (const p of rows) {
+        if (started >= free) return;
+        after = p.position;
+        const skip = async (reason: string, extra: Record<string, unknown> = {}): Promise<void> => {
+          await this.#finish(t, p.tenant_id, 'skipped', { reason, deferred_until: null });
+          await this.#audit(t, 'tenant_skipped', { reason, ...extra }, p.tenant_id);
+          this.#count('skipped');
+        };
+        const fit = await windows(p.windows, p.from_version, p.path);
+        if (fit.skip !== undefined) {
+          await skip(fit.skip, { outsideWindow: true });
+          continue;
+        }
+        if (fit.deferUntil !== undefined) {
+          if (p.deferred_until?.getTime() !== fit.deferUntil.getTime()) {
+            const reason = `waiting for its maintenance window: the next that fits (${fit.what}) opens at ${fit.deferUntil.toISOString()}`;
+            await this.#setTenant(t, p.tenant_id, { deferred_until: fit.deferUntil, reason });
+            await this.#audit(t, 'tenant_deferred', { until: fit.deferUntil.toISOString(), reason }, p.tenant_id);
+            this.#count('deferred');
+          }
+          continue;
+        }
+        const cluster = p.cluster_id ?? '';
+        if ((load.get(cluster) ?? 0) >= this.#clusterParallelism) continue;
+        const row = await getTenantRow(t.tx, p.tenant_id, true);
+        if (!row || row.deleted) {
+          await skip('the tenant was deleted before its turn');
+          continue;
+        }
+        // The tenant may have changed since the plan: its path is worked out again from where it is.
+        const found = pathFor(this.#catalog, t.fleet.target_version, {
+          id: row.id,
+          organization: row.organization,
+          version: row.runtime_version,
+          actualVersion: row.actual_runtime_version,
+          phase: row.phase,
+          suspended: row.suspended,
+          stalled: (await this.#stalled(t.tx, row.id)) ?? false,
+          cluster: null,
+          inFleetUpgrade: null,
+        });
+        if ('reason' in found) {
+          await skip(`${found.reason} when its turn came`);
+          continue;
+        }
+        const from = row.runtime_version;
+        await this.#startStep(t, p.tenant_id, 'upgrade', from, found.path[0]!, {
+          path: found.path,
+          hop: 0,
+          started_at: t.now,
+          deferred_until: null,
+          reason: null,
+          ...(from !== p.from_version ? { from_version: from } : {}),
+        });
+        load.set(cluster, (load.get(cluster) ?? 0) + 1);
+        started += 1;
       }
-      // The tenant may have changed since the plan: its path is worked out again from where it is.
-      const found = pathFor(this.#catalog, t.fleet.target_version, {
-        id: row.id,
-        organization: row.organization,
-        version: row.runtime_version,
-        actualVersion: row.actual_runtime_version,
-        phase: row.phase,
-        suspended: row.suspended,
-        stalled: (await this.#stalled(t.tx, row.id)) ?? false,
-        cluster: null,
-        inFleetUpgrade: null,
-      });
-      if ('reason' in found) {
-        await skip(`${found.reason} when its turn came`);
-        continue;
-      }
-      const from = row.runtime_version;
-      await this.#startStep(t, p.tenant_id, 'upgrade', from, found.path[0]!, {
-        path: found.path,
-        hop: 0,
-        started_at: t.now,
-        ...(from !== p.from_version ? { from_version: from } : {}),
-      });
-      load.set(cluster, (load.get(cluster) ?? 0) + 1);
-      started += 1;
+      if (rows.length < page || started >= free) return;
     }
+  }
+
+  /**
+   * This tick's judge of windows for the wave: whether a tenant may start now, must wait until a
+   * window that fits opens (within the wave's deadline), or cannot start before the deadline. The
+   * override lifts the windows and the duration-fits rule; freezes always hold. Answers are
+   * memoised per windows and path within the tick.
+   */
+  async #windowCheck(
+    t: Tick,
+    w: WaveRow,
+  ): Promise<
+    (
+      windows: MaintenanceWindow[],
+      from: string,
+      path: string[],
+    ) => Promise<{ skip?: string; deferUntil?: Date; what?: string }>
+  > {
+    const freezes = t.options.freezes ?? [];
+    const override = t.fleet.windows_override !== null;
+    const nowMs = t.now.getTime();
+    const deadline =
+      (w.started_at ?? t.now).getTime() + (t.options.windowWaitSeconds ?? DEFAULT_WINDOW_WAIT_SECONDS) * 1000;
+    const memo = new Map<string, { skip?: string; deferUntil?: Date; what?: string }>();
+    const needs = new Map<string, { seconds: number; what: string }>();
+    return async (tenantWindows, from, path) => {
+      const windows = override ? [] : tenantWindows;
+      if (windows.length === 0 && freezes.length === 0) return {};
+      const key = `${from} ${path.join(' ')}|${JSON.stringify(windows)}`;
+      const known = memo.get(key);
+      if (known) return known;
+      let needMs = 0;
+      let what = 'no duration needed: windows overridden';
+      if (!override) {
+        // One read per distinct path in a tick.
+        const pathKey = `${from} ${path.join(' ')}`;
+        let e = needs.get(pathKey);
+        if (!e) {
+          const expected = await expectedDurations(
+            t.tx,
+            [{ fromVersion: from, path }],
+            t.options.defaultUpgradeSeconds ?? DEFAULT_UPGRADE_SECONDS,
+          );
+          e = expected({ fromVersion: from, path });
+          needs.set(pathKey, e);
+        }
+        needMs = e.seconds * 1000;
+        what = `${Math.ceil(e.seconds / 60)} min expected: ${e.what}`;
+      }
+      const fit = nextFit({ windows, freezes }, nowMs, needMs, Math.max(0, deadline - nowMs));
+      const answer =
+        fit.at === null
+          ? { skip: `${explainNoFit(fit, needMs, what)} (the wave's deadline)` }
+          : fit.at > nowMs
+            ? { deferUntil: new Date(fit.at), what }
+            : {};
+      memo.set(key, answer);
+      return answer;
+    };
   }
 
   async #stalled(db: Queryable, tenantId: string): Promise<boolean | undefined> {

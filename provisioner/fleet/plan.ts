@@ -6,6 +6,7 @@
  */
 import type { Catalog } from '../../runtime/catalog.ts';
 import { compareVersions } from '../../runtime/catalog.ts';
+import type { Freeze, MaintenanceWindow } from './windows.ts';
 
 /** One wave as asked for: the first is the canary (`count` 1–5); the others by `count` or cumulative `percent`. */
 export interface WaveSpec {
@@ -30,7 +31,18 @@ export interface FleetOptions {
   /** Halt when more than `maxFailures` tenants, or more than `maxPercent` % of a wave, fail (either may be left out). */
   failureBudget: { maxFailures?: number | undefined; maxPercent?: number | undefined };
   gate: { tunnel: boolean; applications: boolean };
+  /** Deny periods of this fleet upgrade (fleet/windows.ts): no tenant starts in one; they win over every window. */
+  freezes?: Freeze[] | undefined;
+  /** How long a wave waits for its tenants' windows, from its start; then they are skipped (outside-window). */
+  windowWaitSeconds?: number | undefined;
+  /** The expected duration of a hop whose edge has no upgrade history (the duration-fits rule). */
+  defaultUpgradeSeconds?: number | undefined;
 }
+
+/** A wave waits this long for its tenants' windows by default: a weekly window opens within it. */
+export const DEFAULT_WINDOW_WAIT_SECONDS = 8 * 86400;
+/** The expected duration of a hop with no history, by default. */
+export const DEFAULT_UPGRADE_SECONDS = 1800;
 
 export const DEFAULT_OPTIONS: FleetOptions = {
   waves: [{ count: 1 }, { percent: 25 }, { percent: 100 }],
@@ -65,6 +77,8 @@ export interface Candidate {
   cluster: string | null;
   /** A fleet upgrade not finished that already holds the tenant. */
   inFleetUpgrade: string | null;
+  /** Its maintenance windows (none or empty: any time). */
+  windows?: MaintenanceWindow[] | undefined;
 }
 
 export interface PlannedWave {
@@ -85,6 +99,9 @@ export interface PlannedTenant {
   path: string[];
   wave: number;
   position: number;
+  /** With windows or freezes: when it may start first (null: now) and the expected seconds its path takes. */
+  earliestStart?: string | null | undefined;
+  expectedSeconds?: number | undefined;
 }
 
 export interface ExcludedTenant {

@@ -12,6 +12,8 @@ import { availabilityMap } from '../store/versions.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import {
   DEFAULT_OPTIONS,
+  DEFAULT_UPGRADE_SECONDS,
+  DEFAULT_WINDOW_WAIT_SECONDS,
   planFleetUpgrade,
   type ExcludedTenant,
   type FleetOptions,
@@ -22,6 +24,8 @@ import {
 import {
   ACTIVE_FLEET_STATES,
   FLEET_CHANNEL,
+  edgeDurations,
+  edgeKey,
   fleetTenantRows,
   getFleetRow,
   insertFleetUpgrade,
@@ -35,7 +39,9 @@ import {
   type FleetTenantRow,
   type FleetTenantState,
   type WaveRow,
+  type WindowsOverride,
 } from './store.ts';
+import { checkFreezes, explainNoFit, nextFit, type Freeze } from './windows.ts';
 
 export interface FleetUpgradeRequest {
   targetVersion: string;
@@ -47,6 +53,11 @@ export interface FleetUpgradeRequest {
   gateTimeoutSeconds?: number | undefined;
   failureBudget?: { maxFailures?: number | undefined; maxPercent?: number | undefined } | undefined;
   gate?: { tunnel?: boolean | undefined; applications?: boolean | undefined } | undefined;
+  freezes?: Freeze[] | undefined;
+  windowWaitSeconds?: number | undefined;
+  defaultUpgradeSeconds?: number | undefined;
+  /** Ignore the tenants' maintenance windows and the duration-fits rule (not the freezes); the reason is audited. */
+  overrideWindows?: { reason: string } | undefined;
 }
 
 export interface PlanView {
@@ -72,6 +83,8 @@ export interface FleetUpgradeView {
   createdAt: string;
   updatedAt: string;
   finishedAt: string | null;
+  /** The operator's override of the maintenance windows, with the reason; null: the windows hold. */
+  windowsOverride: WindowsOverride | null;
   counts: Counts;
   /** Seconds until the last wave settles, from the pace so far; null before anything finished or once finished. */
   etaSeconds: number | null;
@@ -102,6 +115,8 @@ export interface FleetUpgradeView {
     gate: FleetTenantRow['gate'];
     rolledBack: boolean;
     reason: string | null;
+    /** Pending, its window closed: when the next window that fits opens. */
+    deferredUntil: string | null;
     startedAt: string | null;
     finishedAt: string | null;
   }>;
@@ -110,6 +125,8 @@ export interface FleetUpgradeView {
 export interface FleetServiceDeps {
   pool: pg.Pool;
   catalog: Catalog;
+  /** The clock the plan judges maintenance windows by (ms since the epoch; tests inject it). */
+  now?: () => number;
 }
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
@@ -158,6 +175,45 @@ export function fleetOptions(r: FleetUpgradeRequest): FleetOptions {
       tunnel: r.gate?.tunnel ?? DEFAULT_OPTIONS.gate.tunnel,
       applications: r.gate?.applications ?? DEFAULT_OPTIONS.gate.applications,
     },
+    freezes: checkFreezes(r.freezes ?? []),
+    windowWaitSeconds: r.windowWaitSeconds ?? DEFAULT_WINDOW_WAIT_SECONDS,
+    defaultUpgradeSeconds: r.defaultUpgradeSeconds ?? DEFAULT_UPGRADE_SECONDS,
+  };
+}
+
+/**
+ * The expected seconds of each tenant's path: the sum over its hops of the p95 of that edge's
+ * past upgrades (the default for an edge with no history), and what it is made of, in words.
+ */
+export async function expectedDurations(
+  db: Queryable,
+  tenants: ReadonlyArray<{ fromVersion: string; path: readonly string[] }>,
+  defaultSeconds: number,
+): Promise<(t: { fromVersion: string; path: readonly string[] }) => { seconds: number; what: string }> {
+  const edges = new Map<string, [string, string]>();
+  for (const t of tenants) {
+    let from = t.fromVersion;
+    for (const to of t.path) {
+      edges.set(edgeKey(from, to), [from, to]);
+      from = to;
+    }
+  }
+  const known = await edgeDurations(db, [...edges.values()]);
+  return (t) => {
+    let seconds = 0;
+    const what: string[] = [];
+    let from = t.fromVersion;
+    for (const to of t.path) {
+      const d = known.get(edgeKey(from, to));
+      seconds += d ? d.p95Seconds : defaultSeconds;
+      what.push(
+        d
+          ? `p95 of ${from} -> ${to} over ${d.samples} upgrades ${Math.ceil(d.p95Seconds / 60)} min`
+          : `${from} -> ${to} has no history: default ${Math.ceil(defaultSeconds / 60)} min`,
+      );
+      from = to;
+    }
+    return { seconds: Math.ceil(seconds), what: what.join('; ') };
   };
 }
 
@@ -201,12 +257,50 @@ export class FleetUpgradeService {
     const plan = planFleetUpgrade(catalog, r.targetVersion, candidates, options);
     // A hop through a withdrawn version cannot be made: such tenants are listed, not planned.
     const withdrawn = (v: string) => (availability.get(v) ?? 'available') === 'withdrawn';
-    if (plan.tenants.some((t) => t.path.some(withdrawn))) {
-      const blocked = new Map(
-        plan.tenants
-          .filter((t) => t.path.some(withdrawn))
-          .map((t) => [t.tenantId, `its path ${t.path.join(' -> ')} goes through withdrawn ${t.path.find(withdrawn)}`]),
+    const blocked = new Map(
+      plan.tenants
+        .filter((t) => t.path.some(withdrawn))
+        .map((t) => [t.tenantId, `its path ${t.path.join(' -> ')} goes through withdrawn ${t.path.find(withdrawn)}`]),
+    );
+    // Windows and freezes: a tenant none of whose windows opens (with its expected duration left,
+    // outside the freezes) within the wave deadline is listed, not planned.
+    const windows = new Map(candidates.map((c) => [c.id, c.windows ?? []]));
+    const override = r.overrideWindows !== undefined;
+    const freezes = options.freezes ?? [];
+    const starts = new Map<string, { earliestStart: string | null; expectedSeconds: number }>();
+    if (freezes.length > 0 || (!override && plan.tenants.some((t) => (windows.get(t.tenantId) ?? []).length > 0))) {
+      const expected = await expectedDurations(
+        db,
+        plan.tenants,
+        options.defaultUpgradeSeconds ?? DEFAULT_UPGRADE_SECONDS,
       );
+      const now = (this.#deps.now ?? Date.now)();
+      const horizon = (options.windowWaitSeconds ?? DEFAULT_WINDOW_WAIT_SECONDS) * 1000;
+      const memo = new Map<string, ReturnType<typeof nextFit>>();
+      for (const t of plan.tenants) {
+        if (blocked.has(t.tenantId)) continue;
+        const tenantWindows = override ? [] : (windows.get(t.tenantId) ?? []);
+        const need = expected(t);
+        const needMs = override ? 0 : need.seconds * 1000;
+        const key = `${needMs}|${JSON.stringify(tenantWindows)}`;
+        let fit = memo.get(key);
+        if (!fit) {
+          fit = nextFit({ windows: tenantWindows, freezes }, now, needMs, horizon);
+          memo.set(key, fit);
+        }
+        if (fit.at === null) blocked.set(t.tenantId, explainNoFit(fit, needMs, need.what));
+        else
+          starts.set(t.tenantId, {
+            earliestStart: fit.at > now ? new Date(fit.at).toISOString() : null,
+            expectedSeconds: need.seconds,
+          });
+      }
+    }
+    const annotate = (p: Plan): Plan => {
+      if (starts.size > 0) for (const t of p.tenants) Object.assign(t, starts.get(t.tenantId) ?? {});
+      return p;
+    };
+    if (blocked.size > 0) {
       const kept = candidates.filter((c) => !blocked.has(c.id));
       const again = planFleetUpgrade(catalog, r.targetVersion, kept, options);
       for (const c of candidates)
@@ -217,9 +311,9 @@ export class FleetUpgradeService {
             version: c.version,
             reason: blocked.get(c.id)!,
           });
-      return { plan: again, options, unknown: unknownOf(unknownIds) };
+      return { plan: annotate(again), options, unknown: unknownOf(unknownIds) };
     }
-    return { plan, options, unknown: unknownOf(unknownIds) };
+    return { plan: annotate(plan), options, unknown: unknownOf(unknownIds) };
   }
 
   /** The plan of a fleet upgrade, written nowhere. */
@@ -246,6 +340,7 @@ export class FleetUpgradeService {
           tenants: plan.tenants.length,
           waves: plan.waves.map((w) => w.size),
         });
+        if (r.overrideWindows) await this.#override(tx, id, by, r.overrideWindows.reason);
         await writeAudit(tx, by.actor, {
           action: 'fleet_upgrade.start',
           targetType: 'fleet_upgrade',
@@ -273,6 +368,46 @@ export class FleetUpgradeService {
         );
       throw err;
     }
+  }
+
+  /** Records the override of the windows (and the duration-fits rule) on the fleet upgrade: its row, an event, an audit row. */
+  async #override(tx: Queryable, id: string, by: Requester, reason: string): Promise<void> {
+    const override: WindowsOverride = { by: by.actor.id, reason, at: new Date().toISOString() };
+    await tx.query('UPDATE fleet_upgrades SET windows_override = $2, updated_at = now() WHERE id = $1', [
+      id,
+      JSON.stringify(override),
+    ]);
+    // Tenants waiting for a window may start now: what they waited for no longer holds.
+    await tx.query(
+      `UPDATE fleet_upgrade_tenants SET deferred_until = NULL, reason = NULL
+        WHERE fleet_upgrade_id = $1 AND state = 'pending' AND deferred_until IS NOT NULL`,
+      [id],
+    );
+    await recordEvent(tx, id, 'override_windows', null, { by: by.actor.id, reason });
+    await writeAudit(tx, by.actor, {
+      action: 'fleet_upgrade.override_windows',
+      targetType: 'fleet_upgrade',
+      targetId: id,
+      after: { reason, overrides: 'maintenance windows and the duration-fits rule (freezes still hold)' },
+      requestId: by.requestId,
+    });
+  }
+
+  /** Overrides the tenants' windows (not the freezes) for this fleet upgrade from now on, with the operator's reason. */
+  async overrideWindows(id: string, by: Requester, reason: string): Promise<FleetUpgradeView> {
+    await withTx(this.#deps.pool, async (tx) => {
+      const row = await getFleetRow(tx, id, true);
+      if (!row) throw errors.notFound('fleet upgrade', id);
+      if (!['running', 'paused', 'halted'].includes(row.state))
+        throw new AppError(
+          'FLEET_UPGRADE_STATE',
+          `fleet upgrade ${id} is ${row.state}: only a running, paused or halted fleet upgrade's windows can be overridden`,
+          { details: { state: row.state } },
+        );
+      await this.#override(tx, id, by, reason);
+      await tx.query('SELECT pg_notify($1, $2)', [FLEET_CHANNEL, id]);
+    });
+    return (await this.get(id, false))!;
   }
 
   async get(id: string, withTenants = true): Promise<FleetUpgradeView | undefined> {
@@ -464,6 +599,7 @@ function view(
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
     finishedAt: iso(row.finished_at),
+    windowsOverride: row.windows_override,
     counts: total,
     etaSeconds: eta(row, waves, tenants),
     waves: waves.map((w) => ({
@@ -498,6 +634,7 @@ function view(
             gate: t.gate,
             rolledBack: t.rolled_back,
             reason: t.reason,
+            deferredUntil: iso(t.deferred_until),
             startedAt: iso(t.started_at),
             finishedAt: iso(t.finished_at),
           })),

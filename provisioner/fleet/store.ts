@@ -5,6 +5,7 @@
 import type { Queryable } from '../db/tx.ts';
 import type { Candidate, Plan, Selector } from './plan.ts';
 import type { GateCheck } from './gate.ts';
+import type { MaintenanceWindow } from './windows.ts';
 
 export const FLEET_STATES = ['running', 'paused', 'halted', 'aborting', 'completed', 'aborted'] as const;
 export type FleetState = (typeof FLEET_STATES)[number];
@@ -49,6 +50,14 @@ export interface FleetRow {
   finished_at: Date | null;
   lease_owner: string | null;
   lease_expires_at: Date | null;
+  /** The operator's override of the maintenance windows (migration 015): {by, reason, at}; null: none. */
+  windows_override: WindowsOverride | null;
+}
+
+export interface WindowsOverride {
+  by: string;
+  reason: string;
+  at: string;
 }
 
 export interface WaveRow {
@@ -85,6 +94,8 @@ export interface FleetTenantRow {
   reason: string | null;
   started_at: Date | null;
   finished_at: Date | null;
+  /** A pending tenant whose window is closed: when the next window that fits opens. */
+  deferred_until: Date | null;
 }
 
 /** The live tenants a selector takes, oldest first (the canary is the oldest upgradeable one). */
@@ -113,9 +124,10 @@ export async function selectCandidates(
     stalled: boolean;
     cluster: string | null;
     in_fleet: string | null;
+    windows: MaintenanceWindow[];
   }>(
     `SELECT t.id, t.organization, t.runtime_version AS version, t.actual_runtime_version AS actual, t.phase,
-            t.suspended, t.stalled, c.name AS cluster, ft.fleet_upgrade_id AS in_fleet
+            t.suspended, t.stalled, c.name AS cluster, ft.fleet_upgrade_id AS in_fleet, t.maintenance_windows AS windows
        FROM tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id
        LEFT JOIN fleet_upgrade_tenants ft ON ft.tenant_id = t.id AND ft.active
       WHERE ${where.join(' AND ')}
@@ -134,6 +146,7 @@ export async function selectCandidates(
       stalled: r.stalled,
       cluster: r.cluster,
       inFleetUpgrade: r.in_fleet,
+      windows: r.windows,
     })),
     unknownIds: (s.tenantIds ?? []).filter((id) => !found.has(id.toLowerCase())),
   };
@@ -296,4 +309,36 @@ export async function fleetEvents(db: Queryable, id: string, afterSeq: number, l
     tenantId: r.tenant_id,
     data: r.data,
   }));
+}
+
+/** The key of a version edge in edgeDurations' answer. */
+export const edgeKey = (from: string, to: string): string => `${from} -> ${to}`;
+
+/** How many of an edge's latest successful upgrades its p95 is taken over. */
+export const EDGE_SAMPLES = 200;
+
+/**
+ * The p95 of each edge's past upgrade durations (seconds from the engine run's start, else the
+ * operation's creation, to its end), over its EDGE_SAMPLES latest successful upgrade operations;
+ * an edge with no history is absent.
+ */
+export async function edgeDurations(
+  db: Queryable,
+  edges: ReadonlyArray<readonly [string, string]>,
+): Promise<Map<string, { p95Seconds: number; samples: number }>> {
+  if (edges.length === 0) return new Map();
+  const { rows } = await db.query<{ f: string; t: string; p95: number | null; n: number }>(
+    `SELECT e.f, e.t, x.p95, x.n FROM unnest($1::text[], $2::text[]) AS e(f, t)
+       CROSS JOIN LATERAL (
+         SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY s.d)::float8 AS p95, count(*)::int AS n
+           FROM (SELECT extract(epoch FROM o.finished_at - coalesce(o.started_at, o.created_at))::float8 AS d
+                   FROM operations o
+                  WHERE o.kind = 'upgrade' AND o.state = 'succeeded' AND o.from_version = e.f AND o.to_version = e.t
+                    AND o.finished_at IS NOT NULL
+                  ORDER BY o.finished_at DESC LIMIT $3) s) x`,
+    [edges.map((e) => e[0]), edges.map((e) => e[1]), EDGE_SAMPLES],
+  );
+  return new Map(
+    rows.filter((r) => r.n > 0 && r.p95 !== null).map((r) => [edgeKey(r.f, r.t), { p95Seconds: r.p95!, samples: r.n }]),
+  );
 }

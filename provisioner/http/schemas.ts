@@ -7,6 +7,7 @@ import { PHASES, OPERATION_KINDS } from '../store/tenants.ts';
 import { OPERATION_STATES } from '../store/operations.ts';
 import { AVAILABILITIES } from '../store/versions.ts';
 import { ERROR_CODES, type ErrorCode } from '../errors.ts';
+import { MAX_DURATION_MINUTES, MIN_DURATION_MINUTES } from '../fleet/windows.ts';
 
 export const StringEnum = <T extends readonly string[]>(values: T, opts: { description?: string } = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...opts });
@@ -87,6 +88,36 @@ export const TenantSpec = Type.Object({
   deleted: Type.Boolean(),
 });
 
+/** A maintenance window (fleet/windows.ts): an RFC 5545 rule in a time zone, open for durationMinutes of wall-clock time. */
+export const MaintenanceWindowSchema = Type.Object(
+  {
+    rrule: Type.String({
+      minLength: 1,
+      maxLength: 500,
+      description:
+        'RFC 5545 RRULE value, FREQ DAILY, WEEKLY, MONTHLY or YEARLY; the local time of day from BYHOUR/BYMINUTE or dtstart (e.g. FREQ=WEEKLY;BYDAY=SA;BYHOUR=2;BYMINUTE=0)',
+    }),
+    timeZone: Type.String({
+      minLength: 1,
+      maxLength: 64,
+      description: 'IANA time zone of the local times (e.g. Europe/Berlin); DST-correct',
+    }),
+    durationMinutes: BoundedInteger({
+      minimum: MIN_DURATION_MINUTES,
+      maximum: MAX_DURATION_MINUTES,
+      description:
+        'wall-clock minutes from each start: 02:00 for 120 is 02:00–04:00 local, also on the nights the clocks change',
+    }),
+    dtstart: Type.Optional(
+      Type.String({
+        maxLength: 19,
+        description: 'DTSTART as a local date-time (2026-01-03T02:00); default 2020-01-01T00:00',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
 export const Tenant = Type.Object(
   {
     id: Uuid,
@@ -156,6 +187,9 @@ export const Tenant = Type.Object(
           { description: 'present while suspended' },
         ),
       ),
+    }),
+    maintenanceWindows: Type.Array(MaintenanceWindowSchema, {
+      description: 'when fleet upgrades may upgrade the tenant (PATCH maintenanceWindows); empty: any time',
     }),
     createdAt: Type.String({ format: 'date-time' }),
     updatedAt: Type.String({ format: 'date-time' }),

@@ -8,6 +8,7 @@ import { liveTunnel } from './tunnels.ts';
 import { reportingOf, type ReporterRow, type ReportingStatus } from '../runtime-objects/reporting.ts';
 
 import { PHASES, type Phase } from './phases.ts';
+import type { MaintenanceWindow } from '../fleet/windows.ts';
 export { PHASES, type Phase };
 
 export const OPERATION_KINDS = [
@@ -80,6 +81,8 @@ export interface Tenant {
     /** The tenant's managed clusters and whether each is reachable (their Reachable condition). */
     managedClusters?: ManagedClusterSummary[];
   };
+  /** When fleet upgrades may upgrade it (fleet/windows.ts); empty: any time. */
+  maintenanceWindows: MaintenanceWindow[];
   createdAt: string;
   updatedAt: string;
   deletedAt: string | null;
@@ -113,6 +116,8 @@ export interface TenantRow {
   endpoints: Record<string, string>;
   conditions: Condition[];
   last_operation_id: string | null;
+  /** Migration 015; absent from writes' RETURNING that do not name it. */
+  maintenance_windows?: MaintenanceWindow[];
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;
@@ -137,7 +142,7 @@ export interface TenantRow {
 export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, t.runtime_version, t.suspended, t.suspended_by, t.suspension_reason, t.deleted, t.generation,
   t.phase, t.observed_generation, t.actual_runtime_version, t.previous_runtime_version, t.cluster_id, c.name AS cluster_name,
   t.endpoints, t.conditions, t.last_operation_id, t.created_at, t.updated_at, t.deleted_at, t.created_at::text AS cursor_ts,
-  t.last_reconciled_at,
+  t.last_reconciled_at, t.maintenance_windows,
   rt.replica_id AS tunnel_replica, rt.connected_at AS tunnel_since,
   (SELECT json_agg(json_build_object('replica', r.replica, 'lastSeen', r.last_seen, 'since', r.since,
           'ageSeconds', extract(epoch FROM now() - r.last_seen)::float8, 'owned', r.owned_objects))
@@ -224,6 +229,7 @@ export function toTenant(r: TenantRow): Tenant {
       ...(reporting ? { reporting: reporting.status } : {}),
       ...(managed ? { managedClusters: managed.summary } : {}),
     },
+    maintenanceWindows: r.maintenance_windows ?? [],
     createdAt: r.created_at.toISOString(),
     updatedAt: r.updated_at.toISOString(),
     deletedAt: r.deleted_at ? r.deleted_at.toISOString() : null,

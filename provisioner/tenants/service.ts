@@ -33,6 +33,7 @@ import { compareVersions } from '../../runtime/catalog.ts';
 import { PLANS, PLAN_NAMES, DEFAULT_PLAN } from '../../tenants/plans.ts';
 import type { Queryable } from '../db/tx.ts';
 import { fleetUpgradeOf } from '../fleet/store.ts';
+import { checkWindows, type MaintenanceWindow } from '../fleet/windows.ts';
 
 export interface TenantServiceDeps {
   pool: pg.Pool;
@@ -64,6 +65,8 @@ export interface SpecChangeRequest {
   by: Requester & { actor: { role: Role } };
   /** Why the tenant is suspended (an operator's suspension; shown to the tenant when it tries to resume). */
   reason?: string | undefined;
+  /** The tenant's maintenance windows, replacing its list (not a spec change: no operation). */
+  maintenanceWindows?: MaintenanceWindow[] | undefined;
 }
 
 export interface Accepted {
@@ -191,8 +194,9 @@ export class TenantService {
       kind,
       by: { actor, requestId },
     } = request;
+    const windows = request.maintenanceWindows !== undefined ? checkWindows(request.maintenanceWindows) : undefined;
     return withTx(this.#deps.pool, async (tx) => {
-      const row = await getTenantRow(tx, id, true);
+      let row = await getTenantRow(tx, id, true);
       if (!row) throw errors.notFound('tenant', id);
       if (row.deleted) {
         if (kind === 'delete') return { tenant: toTenant(row), operationId: row.last_operation_id! };
@@ -225,6 +229,22 @@ export class TenantService {
       ) {
         // Already suspended: an operator's suspension takes over a tenant's own (and its reason); a tenant cannot take over an operator's.
         if (suspender === 'operator') await setSuspender(tx, id, 'operator', request.reason ?? null);
+      }
+      if (windows !== undefined && JSON.stringify(windows) !== JSON.stringify(row.maintenance_windows ?? [])) {
+        // Windows are not part of the spec: stored and audited, no generation, no engine run.
+        await tx.query('UPDATE tenants SET maintenance_windows = $2, updated_at = now() WHERE id = $1', [
+          id,
+          JSON.stringify(windows),
+        ]);
+        await writeAudit(tx, actor, {
+          action: 'tenant.maintenance_windows',
+          targetType: 'tenant',
+          targetId: id,
+          before: { maintenanceWindows: row.maintenance_windows ?? [] },
+          after: { maintenanceWindows: windows },
+          requestId,
+        });
+        row = (await getTenantRow(tx, id, true))!;
       }
       if (Object.keys(effective).length === 0) return { tenant: toTenant(row), operationId: row.last_operation_id! };
       const op = await changeSpec(tx, row, effective, kindFor(kind, effective), describe(effective));

@@ -1,6 +1,18 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { BoundedInteger, CONTROL_FREE, DnsLabel, IdParams, Semver, StringEnum, Uuid, withErrors } from '../schemas.ts';
+import {
+  BoundedInteger,
+  CONTROL_FREE,
+  DisplayText,
+  DnsLabel,
+  IdParams,
+  MaintenanceWindowSchema,
+  Semver,
+  StringEnum,
+  Uuid,
+  withErrors,
+} from '../schemas.ts';
+import { MAX_FREEZES } from '../../fleet/windows.ts';
 import { requesterOf } from '../auth.ts';
 import { errors } from '../../errors.ts';
 import { FLEET_CHANNEL, FLEET_STATES, FLEET_TENANT_STATES, WAVE_STATES, fleetEvents } from '../../fleet/store.ts';
@@ -108,6 +120,58 @@ const CreateBody = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    freezes: Type.Optional(
+      Type.Array(
+        Type.Union([
+          Type.Object(
+            {
+              from: Type.String({ format: 'date-time' }),
+              until: Type.String({ format: 'date-time' }),
+              reason: Type.Optional(DisplayText({ minLength: 1, maxLength: 500 })),
+            },
+            { additionalProperties: false, description: 'an absolute deny period [from, until)' },
+          ),
+          Type.Object(
+            {
+              ...MaintenanceWindowSchema.properties,
+              reason: Type.Optional(DisplayText({ minLength: 1, maxLength: 500 })),
+            },
+            { additionalProperties: false, description: 'a recurring deny period, written like a maintenance window' },
+          ),
+        ]),
+        {
+          maxItems: MAX_FREEZES,
+          description:
+            'deny periods: no tenant starts in one, whatever its windows say (a freeze always wins, also over overrideWindows); a step must fit before the next one begins',
+        },
+      ),
+    ),
+    windowWaitSeconds: Type.Optional(
+      BoundedInteger({
+        minimum: 0,
+        maximum: 30 * 86400,
+        description:
+          "how long a wave waits for its tenants' maintenance windows, from the wave's start; tenants whose windows do not open (with room) by then are skipped, reason outside-window; default 691200 (8 days)",
+      }),
+    ),
+    defaultUpgradeSeconds: Type.Optional(
+      BoundedInteger({
+        minimum: 1,
+        maximum: 86400,
+        description:
+          "the expected duration of a hop whose version edge has no upgrade history (otherwise the p95 of the edge's past upgrades); default 1800",
+      }),
+    ),
+    overrideWindows: Type.Optional(
+      Type.Object(
+        { reason: DisplayText({ minLength: 1, maxLength: 500 }) },
+        {
+          additionalProperties: false,
+          description:
+            "ignore the tenants' maintenance windows and the duration-fits rule for this fleet upgrade (freezes still hold); the reason is audited",
+        },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -140,6 +204,17 @@ const PlanSchema = Type.Object({
       path: Type.Array(Type.String(), { description: 'every hop, in order; each a separate upgrade' }),
       wave: Type.Integer(),
       position: Type.Integer(),
+      earliestStart: Type.Optional(
+        Nullable(
+          Type.String({
+            format: 'date-time',
+            description: 'with windows or freezes: when its first window that fits opens (null: now)',
+          }),
+        ),
+      ),
+      expectedSeconds: Type.Optional(
+        Type.Integer({ description: "with windows or freezes: its path's expected duration (p95 per edge)" }),
+      ),
     }),
   ),
   excluded: Type.Array(
@@ -162,6 +237,12 @@ const FleetUpgrade = Type.Object(
     createdAt: DateTime,
     updatedAt: DateTime,
     finishedAt: Nullable(DateTime),
+    windowsOverride: Nullable(
+      Type.Object(
+        { by: Type.String(), reason: Type.String(), at: DateTime },
+        { description: "the operator's override of the maintenance windows, with the reason (audited)" },
+      ),
+    ),
     counts: Counts,
     etaSeconds: Nullable(Type.Integer()),
     waves: Type.Array(
@@ -202,6 +283,7 @@ const FleetUpgrade = Type.Object(
           gate: Nullable(Type.Object({ passed: Type.Boolean(), checks: Type.Array(GateCheck), at: Type.String() })),
           rolledBack: Type.Boolean(),
           reason: Nullable(Type.String()),
+          deferredUntil: Nullable(DateTime),
           startedAt: Nullable(DateTime),
           finishedAt: Nullable(DateTime),
         }),
@@ -432,6 +514,24 @@ export const fleetUpgradeRoutes =
         },
       },
       async (request) => ctx.fleetUpgrades.resume(request.params.id, requesterOf(request)),
+    );
+
+    app.post(
+      '/v1/fleet-upgrades/:id/override-windows',
+      {
+        config: { roles: OPERATOR },
+        schema: {
+          summary: "Override the tenants' maintenance windows for this fleet upgrade (freezes still hold)",
+          description:
+            'Body {"reason": "…"} (required, audited). From now on its tenants start without waiting for their windows or for a window long enough (the duration-fits rule); a freeze still stops every start.',
+          tags: ['fleet upgrades'],
+          params: IdParams,
+          body: Type.Object({ reason: DisplayText({ minLength: 1, maxLength: 500 }) }, { additionalProperties: false }),
+          response: withErrors({ 200: Type.Ref('FleetUpgrade') }),
+        },
+      },
+      async (request) =>
+        ctx.fleetUpgrades.overrideWindows(request.params.id, requesterOf(request), request.body.reason),
     );
 
     app.post(

@@ -1,7 +1,18 @@
 import { Type, type Static } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Accepted, BoundedInteger, CONTROL_FREE, IdParams, Semver, StringEnum, Uuid, withErrors } from '../schemas.ts';
+import {
+  Accepted,
+  BoundedInteger,
+  CONTROL_FREE,
+  IdParams,
+  MaintenanceWindowSchema,
+  Semver,
+  StringEnum,
+  Uuid,
+  withErrors,
+} from '../schemas.ts';
+import { MAX_WINDOWS } from '../../fleet/windows.ts';
 import { authOf, requesterOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors, isAppError } from '../../errors.ts';
@@ -46,6 +57,13 @@ const PatchBody = Type.Object(
     plan: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
     runtimeVersion: Type.Optional(Semver),
     suspended: Type.Optional(Type.Boolean()),
+    maintenanceWindows: Type.Optional(
+      Type.Array(MaintenanceWindowSchema, {
+        maxItems: MAX_WINDOWS,
+        description:
+          'when fleet upgrades may upgrade the tenant (replaces the list; [] = any time); not a spec change: no operation is queued',
+      }),
+    ),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -281,7 +299,7 @@ export const tenantRoutes =
       {
         config: { roles: READ },
         schema: {
-          summary: 'Change a tenant spec (plan, runtimeVersion, suspended)',
+          summary: 'Change a tenant spec (plan, runtimeVersion, suspended) or its maintenance windows',
           tags: ['tenants'],
           params: IdParams,
           body: PatchBody,
@@ -293,7 +311,14 @@ export const tenantRoutes =
         if (by.actor.role === 'tenant' && request.body.plan !== undefined) {
           throw errors.forbidden('a tenant key cannot change its plan; contact an operator');
         }
-        const out = await ctx.tenants.change({ tenantId: request.params.id, change: request.body, kind: 'update', by });
+        const { maintenanceWindows, ...change } = request.body;
+        const out = await ctx.tenants.change({
+          tenantId: request.params.id,
+          change,
+          kind: 'update',
+          by,
+          ...(maintenanceWindows !== undefined ? { maintenanceWindows } : {}),
+        });
         return reply.status(202).send(out);
       },
     );

@@ -16,7 +16,7 @@ export const OPERATOR = { actor: { id: 'test-operator', role: 'operator' }, requ
 export interface FleetHarness {
   h: Harness;
   service: FleetUpgradeService;
-  /** The driver clock (ms); advance it to pass soak times and gate timeouts. */
+  /** The driver clock (ms), the service's too (windows); advance it to pass soak times and gate timeouts. */
   clock: { now: number };
   drivers: FleetDriver[];
   /** Tenants Ready on `version` (generation 1 observed, Ready=True), placed on `cluster`, tunnel connected a minute ago. */
@@ -40,8 +40,8 @@ export interface FleetHarness {
 
 export async function createFleetHarness(): Promise<FleetHarness> {
   const h = await createHarness();
-  const service = new FleetUpgradeService({ pool: h.db.pool, catalog });
   const clock = { now: Date.now() };
+  const service = new FleetUpgradeService({ pool: h.db.pool, catalog, now: () => clock.now });
   const drivers: FleetDriver[] = [];
   const pool = h.db.pool;
   const reconnect = (tenantId: string) =>
