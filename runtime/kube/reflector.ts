@@ -62,6 +62,8 @@ export interface WatcherOptions<ReportedKind extends string = string> {
   forbiddenMessage?: string;
   /** Delay between tries while the kind's CRD is missing (default 30 s). */
   absentRetryMs?: number;
+  /** Cap of the reconnect backoff after errors (default 30 s). */
+  maxBackoffMs?: number;
   pageSize?: number;
 }
 
@@ -82,6 +84,8 @@ export class Reflector<ReportedKind extends string = string> {
   private current: AbortController | undefined;
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
+  /** One connection pool for the lists (a new one per request would set up TLS from scratch each time). */
+  private dispatcher: ReturnType<RequestContext['getDispatcher']> | undefined;
 
   constructor(opts: WatcherOptions<ReportedKind>) {
     this.opts = opts;
@@ -119,11 +123,16 @@ export class Reflector<ReportedKind extends string = string> {
   private async run(): Promise<void> {
     const { kind, sink } = this.opts;
     let attempt = 0;
+    let failing = 0;
     let unavailable = false;
     while (!this.stopped) {
       try {
         if (this.resourceVersion === undefined) {
           await this.list();
+          if (failing > 0) {
+            this.log.info({ failures: failing }, 'listed again after failures');
+            failing = 0;
+          }
           if (unavailable) {
             unavailable = false;
             this.log.info('kind is readable again');
@@ -133,6 +142,10 @@ export class Reflector<ReportedKind extends string = string> {
         if (this.stopped) break;
         const outcome = await this.watchOnce(this.resourceVersion!);
         if (this.stopped) break;
+        if (failing > 0 && typeof outcome === 'string') {
+          this.log.info({ failures: failing }, 'watch reconnected');
+          failing = 0;
+        }
         if (outcome === 'gone') {
           this.log.info(
             { resourceVersion: this.resourceVersion },
@@ -168,8 +181,10 @@ export class Reflector<ReportedKind extends string = string> {
           await this.sleep(this.opts.absentRetryMs ?? 30_000);
           continue;
         }
-        const delay = backoffDelay(attempt++, { initialMs: 500, maxMs: 30_000, factor: 2 });
-        this.log.warn(
+        const delay = backoffDelay(attempt++, { initialMs: 500, maxMs: this.opts.maxBackoffMs ?? 30_000, factor: 2 });
+        // The first failure of a run of them is a warning; the retries of an API server that stays
+        // away are debug lines until it answers again (then one info line with their count).
+        this.log[failing++ === 0 ? 'warn' : 'debug'](
           { err: err instanceof Error ? err.message : String(err), status, retryInMs: delay },
           'watch failed; reconnecting',
         );
@@ -207,9 +222,10 @@ export class Reflector<ReportedKind extends string = string> {
     if (page.continue) url.searchParams.set('continue', page.continue);
     const ctx = new RequestContext(url.toString(), HttpMethod.GET);
     await this.opts.kc.applySecurityAuthentication(ctx);
+    this.dispatcher ??= ctx.getDispatcher();
     const res = await fetch(url, {
       headers: ctx.getHeaders(),
-      dispatcher: ctx.getDispatcher(),
+      dispatcher: this.dispatcher,
       signal: AbortSignal.timeout(60_000),
     });
     if (res.status !== 200) {
