@@ -61,6 +61,18 @@ const PARTS = new Set([
   'BYYEARDAY',
   'WKST',
 ]);
+/** The numeric parts' ranges (RFC 5545 3.3.10): [least magnitude, greatest, whether negative values count from the end]. */
+const RANGES: Record<string, [number, number, boolean]> = {
+  INTERVAL: [1, 1000, false],
+  COUNT: [1, 100_000, false],
+  BYHOUR: [0, 23, false],
+  BYMINUTE: [0, 59, false],
+  BYMONTH: [1, 12, false],
+  BYMONTHDAY: [1, 31, true],
+  BYYEARDAY: [1, 366, true],
+  BYWEEKNO: [1, 53, true],
+  BYSETPOS: [1, 366, true],
+};
 const LOCAL_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$/;
 const DAY_MS = 86_400_000;
 
@@ -87,6 +99,19 @@ function ruleParts(rrule: string, field: string): Map<string, string> {
       );
     if (parts.has(name)) throw errors.validation(`${name} is given twice`, field);
     parts.set(name, m[2]!.toUpperCase());
+  }
+  for (const [name, [lo, hi, signed]] of Object.entries(RANGES)) {
+    const value = parts.get(name);
+    if (value === undefined) continue;
+    for (const v of value.split(',')) {
+      const n = /^[+-]?\d{1,9}$/.test(v) ? Number(v) : NaN;
+      const ok = Number.isInteger(n) && (n >= 0 || signed) && Math.abs(n) >= lo && Math.abs(n) <= hi;
+      if (!ok)
+        throw errors.validation(
+          `${name}=${value}: each value must be a whole number from ${signed ? `-${hi} to -${lo} or ` : ''}${lo} to ${hi}`,
+          field,
+        );
+    }
   }
   const freq = parts.get('FREQ');
   if (freq === undefined) throw errors.validation('the rule has no FREQ (e.g. FREQ=WEEKLY;BYDAY=SA;BYHOUR=2)', field);

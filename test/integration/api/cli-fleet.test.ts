@@ -93,3 +93,61 @@ t.test('fleet plan, start, status, pause, resume, abort', async (t) => {
   t.equal(follow.code, 1, 'status --follow of an aborted fleet upgrade exits 1');
   t.match(follow.err, /is aborted/, 'saying it was aborted');
 });
+
+t.test('tenants set-windows, fleet start --override-windows and fleet override-windows', async (t) => {
+  const a = await ready('1.4.1');
+  const b = await ready('1.4.1');
+  const set = await cli([
+    'tenants',
+    'set-windows',
+    a,
+    '--window',
+    'FREQ=WEEKLY;BYDAY=SA;BYHOUR=2 Europe/Berlin 240',
+    '--window',
+    'FREQ=DAILY;BYHOUR=3 America/New_York 60 2026-01-01T03:00',
+  ]);
+  t.equal(set.code, 0, `set-windows exits 0 (${set.err})`);
+  t.match(set.out, /2 maintenance windows set/, 'it says what it set');
+  const got = await cli(['tenants', 'get', a]);
+  t.match(
+    got.out,
+    /windows: +FREQ=WEEKLY;BYDAY=SA;BYHOUR=2 Europe\/Berlin 240 min; FREQ=DAILY;BYHOUR=3 America\/New_York 60 min from 2026-01-01T03:00/,
+    'tenants get shows the windows',
+  );
+  const bad = await cli(['tenants', 'set-windows', a, '--window', 'FREQ=DAILY Mars/Base 60']);
+  t.equal(bad.code, 1, 'an unknown zone fails');
+  t.match(bad.err, /maintenanceWindows\.0\.timeZone|not a known IANA time zone/, 'naming the zone');
+  t.equal(
+    (await cli(['tenants', 'set-windows', a, '--window', 'FREQ=DAILY'])).code,
+    1,
+    'a window without zone and minutes is a usage error',
+  );
+
+  const start = await cli([
+    'fleet',
+    'start',
+    '1.5.0',
+    '--tenants',
+    `${a},${b}`,
+    '--waves',
+    '2',
+    '--freeze',
+    '2027-12-24T00:00:00Z/2027-12-27T00:00:00Z',
+    '--override-windows',
+    'CVE-2026-1234',
+  ]);
+  t.equal(start.code, 0, `start with --override-windows exits 0 (${start.err})`);
+  const id = /started fleet upgrade (\S+)/.exec(start.out)?.[1];
+  const status = await cli(['fleet', 'status', id!]);
+  t.match(
+    status.out,
+    /maintenance windows overridden by .*: CVE-2026-1234/,
+    'status shows the override and its reason',
+  );
+  const again = await cli(['fleet', 'override-windows', id!, '--reason', 'still the CVE']);
+  t.equal(again.code, 0, `override-windows exits 0 (${again.err})`);
+  t.match(again.out, /overridden by .*: still the CVE/, 'the override answers the fleet upgrade with the new reason');
+  t.equal((await cli(['fleet', 'override-windows', id!])).code, 1, 'override-windows without --reason fails');
+  t.equal((await cli(['fleet', 'abort', id!])).code, 0, 'abort');
+  t.equal((await cli(['tenants', 'set-windows', a, '--clear'])).code, 0, 'set-windows --clear');
+});

@@ -174,6 +174,24 @@ t.test('bad windows are refused with a 400 naming the field', async (t) => {
     /not supported/,
     'unknown part',
   );
+  refused(
+    () => checkWindows([{ ...ok, rrule: 'FREQ=DAILY;BYHOUR=24' }]),
+    'maintenanceWindows.0.rrule',
+    /BYHOUR=24: .* 0 to 23/,
+    'BYHOUR=24',
+  );
+  refused(
+    () => checkWindows([{ ...ok, rrule: 'FREQ=DAILY;INTERVAL=0' }]),
+    'maintenanceWindows.0.rrule',
+    /INTERVAL=0/,
+    'INTERVAL=0',
+  );
+  refused(
+    () => checkWindows([{ ...ok, rrule: 'FREQ=WEEKLY;BYDAY=XX' }]),
+    'maintenanceWindows.0.rrule',
+    /cannot be expanded: .*BYDAY/,
+    "BYDAY=XX (the library's refusal)",
+  );
   refused(() => checkWindows([{ ...ok, rrule: 'not a rule' }]), 'maintenanceWindows.0.rrule', /not a part/, 'garbage');
   refused(
     () => checkWindows([{ ...ok, timeZone: 'Mars/Olympus_Mons' }]),
