@@ -42,6 +42,11 @@ export interface Config {
   requestTimeoutMs: number;
   /** Event streams (log follow) one API key may hold open at once (PROVISIONER_SSE_STREAMS_PER_KEY, default 20). */
   sseStreamsPerKey: number;
+  /**
+   * How long a deleted runtime object's tombstone is kept before it is purged
+   * (PROVISIONER_TOMBSTONE_RETENTION_HOURS, default 24, 1 to 8760; docs/runtime.md "Tombstone retention").
+   */
+  tombstoneRetentionHours: number;
   /** Proxies (IPs or CIDRs) whose X-Forwarded-For is believed for the client address (PROVISIONER_TRUSTED_PROXIES; default none). */
   trustedProxies: string[];
   /**
@@ -334,6 +339,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     keyCacheMs: int(env, 'PROVISIONER_KEY_CACHE_MS', 2000, 0, 60_000),
     requestTimeoutMs: int(env, 'PROVISIONER_REQUEST_TIMEOUT_SECONDS', 60, 1, 3600) * 1000,
     sseStreamsPerKey: int(env, 'PROVISIONER_SSE_STREAMS_PER_KEY', 20, 1, 10_000),
+    tombstoneRetentionHours: int(env, 'PROVISIONER_TOMBSTONE_RETENTION_HOURS', 24, 1, 8760),
     trustedProxies: trustedProxies(env.PROVISIONER_TRUSTED_PROXIES),
     advertiseUrl: advertiseUrlFrom(env.PROVISIONER_ADVERTISE_URL),
     reconciler: loadReconcilerConfig(env),

@@ -40,6 +40,7 @@ import {
 import { KeyStreams } from './http/streams.ts';
 import { OperationLogHub } from './reconciler/log-follow.ts';
 import { RuntimeObjectService } from './runtime-objects/service.ts';
+import { TombstonePurger } from './runtime-objects/purge.ts';
 import { Reconciler } from './reconciler/reconciler.ts';
 import { DriftWatch } from './drift-watch/watch.ts';
 import { createWritePool } from './reconciler/write-pool.ts';
@@ -133,6 +134,8 @@ export interface Services {
   tenantChanges: TenantChangeService;
   /** The application state runtimes report: ingestion, reads, change followers (channel runtime_object). */
   runtimeObjects: RuntimeObjectService;
+  /** Purges runtime objects' old tombstones (one replica at a time), started with the services. */
+  tombstonePurger: TombstonePurger;
   /** The reconcile loop (not started); undefined with PROVISIONER_ENGINE=none. */
   reconciler: Reconciler | undefined;
   /** The reconciler's engine (what `provisioner doctor` reports on); undefined with PROVISIONER_ENGINE=none. */
@@ -270,10 +273,13 @@ export async function buildServices(
       : undefined;
   if (driftWatch) registerDriftWatchMetrics(metrics, driftWatch);
   const logHub = new OperationLogHub(pool, notifications);
-  const runtimeObjects = new RuntimeObjectService({
+  const runtimeObjectStats = registerRuntimeObjectMetrics(metrics, pool, STALE_AFTER_SECONDS);
+  const runtimeObjects = new RuntimeObjectService({ pool, notifications, stats: runtimeObjectStats });
+  const tombstonePurger = new TombstonePurger({
     pool,
-    notifications,
-    stats: registerRuntimeObjectMetrics(metrics, pool, STALE_AFTER_SECONDS),
+    retentionSeconds: config.tombstoneRetentionHours * 3600,
+    onPurged: (n) => runtimeObjectStats.onPurged(n),
+    ...(logger ? { log: logger.child({ component: 'tombstone-purge' }) } : {}),
   });
   const tenantChanges = new TenantChangeService({ pool, notifications });
   let stopped: Promise<void> | undefined;
@@ -303,6 +309,7 @@ export async function buildServices(
     fleetUpgrades: new FleetUpgradeService({ pool, catalog }),
     logHub,
     runtimeObjects,
+    tombstonePurger,
     tenantChanges,
     reconciler: reconcilerParts?.reconciler,
     engine: reconcilerParts?.engine,
@@ -318,11 +325,13 @@ export async function buildServices(
       await tunnelDirectory.start();
       await notifications.start();
       managedClusterProber.start();
+      tombstonePurger.start();
       await driftWatch?.start();
     },
     stop() {
       stopped ??= (async () => {
         await managedClusterProber.stop();
+        await tombstonePurger.stop();
         await tunnelDirectory.stop();
         await driftWatch?.stop();
         await logHub.close();

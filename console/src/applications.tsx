@@ -35,6 +35,8 @@ export function Applications({ tenant }: { tenant: Tenant }) {
         setApps((current) => {
           const next = new Map(current ?? []);
           for (const e of events) {
+            // Resumed from before a purged deletion: every live object follows this event.
+            if (e.event === 'reset') next.clear();
             if (e.event !== 'change') continue;
             const { deleted, item } = e.data as { deleted: boolean; item: Application };
             if (deleted) next.delete(key(item));

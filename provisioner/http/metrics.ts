@@ -251,7 +251,10 @@ export function registerRuntimeObjectMetrics(
   metrics: Metrics,
   pool: pg.Pool,
   staleAfterSeconds: number,
-): { onBatch(r: { items: number; applied: number; stale: number; removedByDigest: number }): void } {
+): {
+  onBatch(r: { items: number; applied: number; stale: number; removedByDigest: number }): void;
+  onPurged(n: number): void;
+} {
   const registers = [metrics.registry];
   const items = new client.Counter({
     name: 'provisioner_runtime_event_items_total',
@@ -262,6 +265,11 @@ export function registerRuntimeObjectMetrics(
   const removed = new client.Counter({
     name: 'provisioner_runtime_objects_removed_by_digest_total',
     help: 'Objects removed because a digest no longer listed them (deleted while the control plane could not hear)',
+    registers,
+  });
+  const purged = new client.Counter({
+    name: 'provisioner_runtime_object_tombstones_purged_total',
+    help: 'Tombstones of deleted runtime objects purged after PROVISIONER_TOMBSTONE_RETENTION_HOURS (by this replica)',
     registers,
   });
   const batchSize = new client.Histogram({
@@ -308,6 +316,9 @@ export function registerRuntimeObjectMetrics(
       if (r.applied) items.inc({ result: 'applied' }, r.applied);
       if (r.stale) items.inc({ result: 'stale' }, r.stale);
       if (r.removedByDigest) removed.inc(r.removedByDigest);
+    },
+    onPurged(n) {
+      purged.inc(n);
     },
   };
 }

@@ -15,11 +15,13 @@ import {
   lockTenantObjects,
   notifyObjectChanges,
   readChanges,
+  readHorizon,
   recordReporter,
   removeObjects,
   RUNTIME_OBJECT_CHANNEL,
   upsertObjects,
   type ObjectFilter,
+  type PurgeHorizon,
   type RuntimeObjectRow,
 } from '../store/runtime-objects.ts';
 import { ownerOf, type EventBatch, type EventBatchResult, type ReportedKind } from '../../runtime/protocol/events.ts';
@@ -85,6 +87,11 @@ export class RuntimeObjectService {
 
   get(tenantId: string, kind: ReportedKind, namespace: string, name: string): Promise<RuntimeObjectRow | undefined> {
     return getObject(this.#pool, tenantId, kind, namespace, name);
+  }
+
+  /** What the tenant's purged tombstones left (undefined: none was purged). */
+  horizon(tenantId: string): Promise<PurgeHorizon | undefined> {
+    return readHorizon(this.#pool, tenantId);
   }
 
   /** Where a stream asking for new changes only starts. */

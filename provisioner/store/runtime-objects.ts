@@ -78,6 +78,12 @@ export async function upsertObjects(
              FROM jsonb_to_recordset($3::jsonb) AS x(kind text, namespace text, name text, uid text, rv bigint,
                   generation bigint, health text, sync text, phase text, summary jsonb, object jsonb,
                   truncated boolean, deleted boolean, observed_at timestamptz)
+            LEFT JOIN runtime_object_horizons h ON h.tenant_id = $1::uuid
+            -- Below the purge horizon: a state not newer than a purged deletion and seen before it was
+            -- stored may be that deleted object's late state; it is stored only over a row of its own.
+           WHERE h.tenant_id IS NULL OR x.rv > h.purged_rv OR x.observed_at > h.purged_through
+              OR EXISTS (SELECT 1 FROM runtime_objects e WHERE e.tenant_id = $1::uuid AND e.kind = x.kind
+                           AND e.namespace = x.namespace AND e.name = x.name)
             ORDER BY x.kind, x.namespace, x.name
            ON CONFLICT (tenant_id, kind, namespace, name) DO UPDATE SET
              uid = excluded.uid, resource_version = excluded.resource_version, generation = excluded.generation,
@@ -89,6 +95,70 @@ export async function upsertObjects(
     values: [tenantId, replica, writesJson(writes)],
   });
   return rowCount ?? 0;
+}
+
+/** What a tenant's purged tombstones leave (migration 016), or undefined when none was purged. */
+export interface PurgeHorizon {
+  purgedRv: string;
+  purgedSeq: string;
+  purgedThrough: Date;
+}
+
+export async function readHorizon(db: Queryable, tenantId: string): Promise<PurgeHorizon | undefined> {
+  const { rows } = await db.query<PurgeHorizon>({
+    name: 'runtime-object-horizon',
+    text: `SELECT purged_rv::text AS "purgedRv", purged_seq::text AS "purgedSeq", purged_through AS "purgedThrough"
+             FROM runtime_object_horizons WHERE tenant_id = $1`,
+    values: [tenantId],
+  });
+  return rows[0];
+}
+
+/** The tenant with the oldest tombstone stored before `cutoffSeconds` ago, if any. */
+export async function oldestTombstoneTenant(db: Queryable, olderThanSeconds: number): Promise<string | undefined> {
+  const { rows } = await db.query<{ tenant_id: string }>({
+    name: 'runtime-objects-oldest-tombstone',
+    text: `SELECT tenant_id FROM runtime_objects
+            WHERE deleted AND updated_at < now() - make_interval(secs => $1)
+            ORDER BY updated_at LIMIT 1`,
+    values: [olderThanSeconds],
+  });
+  return rows[0]?.tenant_id;
+}
+
+/**
+ * Deletes up to `limit` of the tenant's tombstones stored before `olderThanSeconds` ago and raises
+ * the tenant's horizon over them, in one statement. The caller holds the tenant's lock
+ * (lockTenantObjects). Returns how many went.
+ */
+export async function purgeTombstones(
+  db: Queryable,
+  tenantId: string,
+  olderThanSeconds: number,
+  limit: number,
+): Promise<number> {
+  const { rows } = await db.query<{ n: number }>({
+    name: 'runtime-objects-purge',
+    text: `WITH gone AS (
+             DELETE FROM runtime_objects o
+              WHERE (o.tenant_id, o.kind, o.namespace, o.name) IN (
+                      SELECT tenant_id, kind, namespace, name FROM runtime_objects
+                       WHERE tenant_id = $1 AND deleted AND updated_at < now() - make_interval(secs => $2)
+                       ORDER BY updated_at LIMIT $3)
+                AND o.deleted
+             RETURNING o.resource_version, o.seq, o.updated_at),
+           horizon AS (
+             INSERT INTO runtime_object_horizons AS h (tenant_id, purged_rv, purged_seq, purged_through)
+             SELECT $1, max(resource_version), max(seq), max(updated_at) FROM gone HAVING count(*) > 0
+             ON CONFLICT (tenant_id) DO UPDATE SET
+               purged_rv = greatest(h.purged_rv, excluded.purged_rv),
+               purged_seq = greatest(h.purged_seq, excluded.purged_seq),
+               purged_through = greatest(h.purged_through, excluded.purged_through),
+               updated_at = now())
+           SELECT count(*)::int AS n FROM gone`,
+    values: [tenantId, olderThanSeconds, limit],
+  });
+  return rows[0]?.n ?? 0;
 }
 
 /** Keys (namespace, name) with their stored resourceVersion: the live objects of a kind a digest may remove. */
@@ -273,9 +343,11 @@ export async function readChanges(
 ): Promise<RuntimeObjectRow[]> {
   const { rows } = await db.query<RuntimeObjectRow>({
     name: kind ? 'runtime-object-changes-kind' : 'runtime-object-changes',
-    text: `SELECT ${COLUMNS} FROM runtime_objects
-            WHERE tenant_id = $1 AND seq > $2::bigint ${kind ? 'AND kind = $4' : ''}
-            ORDER BY seq LIMIT $3`,
+    // ORDER BY the table's seq (bigint): a bare `seq` would be the output column, seq::text, and
+    // order 10 before 9.
+    text: `SELECT ${COLUMNS} FROM runtime_objects o
+            WHERE tenant_id = $1 AND o.seq > $2::bigint ${kind ? 'AND kind = $4' : ''}
+            ORDER BY o.seq LIMIT $3`,
     values: kind ? [tenantId, afterSeq, limit, kind] : [tenantId, afterSeq, limit],
   });
   return rows;

@@ -269,6 +269,8 @@ export const runtimeObjectRoutes =
           description:
             'Each event is `change` with id = its sequence number and data {deleted, item}. Without Last-Event-ID or after, the stream starts with ' +
             'the next change; after=0 replays every live object first. Reconnect with Last-Event-ID to resume. ' +
+            'Resuming from before a deletion whose tombstone was purged (PROVISIONER_TOMBSTONE_RETENTION_HOURS) starts with a `reset` event ' +
+            '(drop what you hold) and replays every live object. ' +
             "Changes stored through any replica reach every replica's streams.",
           tags: ['runtime state'],
           params: Type.Object({ id: Uuid }, { additionalProperties: false }),
@@ -298,10 +300,15 @@ export const runtimeObjectRoutes =
         const auth = authOf(request);
         if (ctx.streams.count(auth.keyId) >= ctx.config.sseStreamsPerKey)
           throw errors.tooManyStreams(ctx.config.sseStreamsPerKey);
-        const afterSeq =
+        let afterSeq =
           (typeof lastEventId === 'string' ? lastEventId : undefined) ??
           request.query.after ??
           (await ctx.runtimeObjects.latestSeq(tenantId));
+        // Resuming from before a purged tombstone: that deletion can no longer be sent, so the
+        // stream starts over (a `reset` event, then every live object) rather than leave it out.
+        const horizon = afterSeq === '0' ? undefined : await ctx.runtimeObjects.horizon(tenantId);
+        const reset = horizon !== undefined && BigInt(afterSeq) < BigInt(horizon.purgedSeq);
+        if (reset) afterSeq = '0';
         const kind = request.query.kind ? KIND_FILTER[request.query.kind] : undefined;
 
         await serveEventStream(
@@ -313,6 +320,12 @@ export const runtimeObjectRoutes =
           async (stream) => {
             // Tells the client where the stream starts (a comment: not an event).
             stream.comment(`after ${afterSeq}`);
+            if (reset)
+              stream.send('reset', {
+                reason: 'TombstonesPurged',
+                message:
+                  'deletions since the given event were purged (older than the tombstone retention): drop what you hold; every live object follows',
+              });
             for await (const row of ctx.runtimeObjects.follow(tenantId, {
               afterSeq,
               signal: stream.signal,

@@ -1,0 +1,112 @@
+/**
+ * Purging old tombstones of runtime objects (docs/runtime.md "Tombstone retention"). A deletion's
+ * tombstone is kept PROVISIONER_TOMBSTONE_RETENTION_HOURS (default 24), then deleted; what it
+ * guarded is kept compactly in the tenant's horizon (migration 016, store/runtime-objects.ts
+ * purgeTombstones), so a late state of a purged object is still refused and a change stream that
+ * resumes from before a purged deletion starts over.
+ *
+ * Every replica runs the loop; one purges at a time: each batch is a transaction that first takes
+ * a transaction-level advisory lock with pg_try_advisory_xact_lock, and a replica that does not get
+ * it leaves the round to the one that has it. A batch is one tenant's tombstones, at most
+ * `batchSize` of them, under that tenant's ingest lock (so no batch of that runtime is applied
+ * halfway through it); a round stops after `maxBatches` batches and goes on at the next interval.
+ */
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import { withTx } from '../db/tx.ts';
+import { lockTenantObjects, oldestTombstoneTenant, purgeTombstones } from '../store/runtime-objects.ts';
+import { Waker } from '../common/waker.ts';
+
+/** The key of the advisory lock one purging replica holds per batch (key space of hashtextextended). */
+const PURGE_LOCK = 'runtime_objects:purge';
+
+export interface PurgeOptions {
+  pool: pg.Pool;
+  retentionSeconds: number;
+  /** Time between rounds (default 10 minutes). */
+  intervalMs?: number;
+  /** Tombstones per batch (default 1,000) and batches per round (default 100). */
+  batchSize?: number;
+  maxBatches?: number;
+  log?: Logger;
+  onPurged?: (n: number) => void;
+}
+
+export interface PurgeRound {
+  purged: number;
+  batches: number;
+  /** Another replica held the purge lock: this one left the round to it. */
+  busy: boolean;
+}
+
+export class TombstonePurger {
+  readonly #o: PurgeOptions;
+  readonly #waker = new Waker();
+  #loop: Promise<void> | undefined;
+  #stopped = false;
+
+  constructor(o: PurgeOptions) {
+    this.#o = o;
+  }
+
+  start(): void {
+    this.#loop ??= this.#run();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#waker.kick();
+    await this.#loop;
+  }
+
+  async #run(): Promise<void> {
+    const interval = this.#o.intervalMs ?? 10 * 60_000;
+    // Replicas started together do not all try at once.
+    await this.#waker.sleep(Math.random() * Math.min(interval, 60_000));
+    while (!this.#stopped) {
+      try {
+        const r = await this.runOnce({}, () => this.#stopped);
+        if (r.purged > 0) this.#o.log?.info(r, 'purged old tombstones of runtime objects');
+      } catch (err) {
+        this.#o.log?.warn({ err: (err as Error).message }, 'purging old tombstones failed; trying again later');
+      }
+      if (!this.#stopped) await this.#waker.sleep(interval * (0.9 + Math.random() * 0.2));
+    }
+  }
+
+  /**
+   * One round: batches until no tombstone is old enough, the lock is another replica's, maxBatches
+   * were done, or `stop()` says so. Also callable while the loop is stopped (tests, operators).
+   */
+  async runOnce(
+    limits: { batchSize?: number; maxBatches?: number } = {},
+    stop: () => boolean = () => false,
+  ): Promise<PurgeRound> {
+    const batchSize = limits.batchSize ?? this.#o.batchSize ?? 1000;
+    const maxBatches = limits.maxBatches ?? this.#o.maxBatches ?? 100;
+    const round: PurgeRound = { purged: 0, batches: 0, busy: false };
+    while (round.batches < maxBatches && !stop()) {
+      const n = await withTx(this.#o.pool, async (c) => {
+        const { rows } = await c.query<{ ok: boolean }>({
+          name: 'runtime-objects-purge-lock',
+          text: `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok`,
+          values: [PURGE_LOCK],
+        });
+        if (!rows[0]?.ok) return undefined;
+        const tenantId = await oldestTombstoneTenant(c, this.#o.retentionSeconds);
+        if (!tenantId) return 0;
+        await lockTenantObjects(c, tenantId);
+        return purgeTombstones(c, tenantId, this.#o.retentionSeconds, batchSize);
+      });
+      if (n === undefined) {
+        round.busy = true;
+        break;
+      }
+      if (n === 0) break;
+      round.batches++;
+      round.purged += n;
+      this.#o.onPurged?.(n);
+    }
+    return round;
+  }
+}

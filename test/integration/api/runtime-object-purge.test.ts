@@ -1,0 +1,194 @@
+/**
+ * Tombstone retention (docs/runtime.md "Tombstone retention"), on a real Postgres: tombstones older
+ * than the retention are purged in bounded batches by one replica at a time, counted in the
+ * metrics; what they guarded stays guarded: a late, older state of a purged object is refused as
+ * stale (it does not come back), while a current state of an object the control plane never
+ * stored, reported by a relist, is stored; and a change stream resuming from before a purged
+ * deletion is told to start over (`reset`, then every live object).
+ */
+import t from 'tap';
+import { createTestApi } from '../../helpers/api.ts';
+import { application, batch, deletion } from '../../helpers/events.ts';
+import { createKey } from '../../../provisioner/store/keys.ts';
+import { EVENTS_PATH, type EventBatchResult } from '../../../runtime/protocol/events.ts';
+
+const api = await createTestApi();
+t.teardown(() => api.close());
+// The background loop would purge at a moment of its own; the test runs the rounds itself.
+await api.services.tombstonePurger.stop();
+const purger = api.services.tombstonePurger;
+const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
+
+const tenant = await api.signup();
+const key = (
+  await createKey(api.db.pool, { role: 'runtime', tenantId: tenant.tenantId, name: 'reporter', createdBy: 'test' })
+).key;
+const ingest = async (items: Parameters<typeof batch>[1]): Promise<EventBatchResult> => {
+  const res = await api.request('POST', EVENTS_PATH, { key, body: batch('reporter-0', items) });
+  if (res.statusCode !== 200) throw new Error(`POST ${EVENTS_PATH}: ${res.statusCode} ${res.body}`);
+  return res.json<EventBatchResult>();
+};
+const rows = async () =>
+  (
+    await api.db.pool.query<{ name: string; deleted: boolean; rv: string }>(
+      `SELECT name, deleted, resource_version::text AS rv FROM runtime_objects WHERE tenant_id = $1 ORDER BY name`,
+      [tenant.tenantId],
+    )
+  ).rows;
+const getApp = (name: string) =>
+  api.request('GET', `/v1/tenants/${tenant.tenantId}/applications/argocd/${name}`, { key: tenant.apiKey });
+const hoursAgo = (h: number) => new Date(Date.now() - h * 3600_000).toISOString();
+
+/** Reads a change stream until `n` events (of any name) arrived; each as {event, id, data}. */
+async function readStream(lastEventId: string, n: number) {
+  const abort = new AbortController();
+  const res = await fetch(`${base}/v1/tenants/${tenant.tenantId}/changes`, {
+    headers: { authorization: `Bearer ${tenant.apiKey}`, accept: 'text/event-stream', 'last-event-id': lastEventId },
+    signal: abort.signal,
+  });
+  if (res.status !== 200) throw new Error(`stream: ${res.status} ${await res.text()}`);
+  const events: { event: string; id?: string; data: Record<string, unknown> }[] = [];
+  const decoder = new TextDecoder();
+  const timer = setTimeout(() => abort.abort(), 10_000);
+  let buf = '';
+  try {
+    for await (const chunk of res.body!) {
+      buf += decoder.decode(chunk as Uint8Array, { stream: true });
+      let i: number;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        const event = /^event: (.*)$/m.exec(block)?.[1];
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        const id = /^id: (.*)$/m.exec(block)?.[1];
+        if (event && data) events.push({ event, ...(id ? { id } : {}), data: JSON.parse(data) });
+      }
+      if (events.length >= n) break;
+    }
+  } catch {
+    // aborted at the time limit: the caller sees how many arrived
+  } finally {
+    clearTimeout(timer);
+    abort.abort();
+  }
+  return events;
+}
+
+t.test('old tombstones are purged in bounded batches, by one replica at a time, and counted', async (t) => {
+  t.same(
+    await ingest([
+      application('kept', 100),
+      application('gone', 101),
+      ...[1, 2, 3, 4].map((i) => application(`wf-${i}`, 110 + i)),
+      application('fresh', 120),
+    ]),
+    { applied: 7, stale: 0, removedByDigest: 0 },
+    'seven objects stored',
+  );
+  const keptSeq = (
+    await api.db.pool.query<{ seq: string }>(
+      `SELECT seq::text FROM runtime_objects WHERE tenant_id = $1 AND name = 'kept'`,
+      [tenant.tenantId],
+    )
+  ).rows[0]!.seq;
+  await ingest([
+    deletion('Application', 'argocd', 'gone', 200),
+    ...[1, 2, 3, 4].map((i) => deletion('Application', 'argocd', `wf-${i}`, 200 + i)),
+    deletion('Application', 'argocd', 'fresh', 210),
+  ]);
+  // Five tombstones stored 25 hours ago (past the default retention of 24 h), one just now.
+  await api.db.pool.query(
+    `UPDATE runtime_objects SET updated_at = now() - interval '25 hours'
+      WHERE tenant_id = $1 AND deleted AND name <> 'fresh'`,
+    [tenant.tenantId],
+  );
+
+  // Another replica purging: this one leaves the round to it.
+  const other = await api.db.pool.connect();
+  try {
+    await other.query('BEGIN');
+    await other.query(`SELECT pg_advisory_xact_lock(hashtextextended('runtime_objects:purge', 0))`);
+    t.same(
+      await purger.runOnce(),
+      { purged: 0, batches: 0, busy: true },
+      'while another replica holds the purge lock, this one purges nothing and says it was busy',
+    );
+  } finally {
+    await other.query('ROLLBACK');
+    other.release();
+  }
+
+  t.same(
+    await purger.runOnce({ batchSize: 2 }),
+    { purged: 5, batches: 3, busy: false },
+    'the five old tombstones go in batches of at most 2 (2 + 2 + 1)',
+  );
+  t.same(
+    (await rows()).map((r) => `${r.name}:${r.deleted ? 'tombstone' : 'live'}`),
+    ['fresh:tombstone', 'kept:live'],
+    'the old tombstones are gone; the recent tombstone and the live object stay',
+  );
+  t.same(await purger.runOnce(), { purged: 0, batches: 0, busy: false }, 'a second round finds nothing to purge');
+  const horizon = await api.services.runtimeObjects.horizon(tenant.tenantId);
+  t.equal(horizon?.purgedRv, '204', "the tenant's horizon keeps the largest purged resourceVersion");
+
+  const metrics = await api.request('GET', '/metrics');
+  t.match(
+    metrics.body,
+    /^provisioner_runtime_object_tombstones_purged_total 5$/m,
+    'the metric counts the 5 purged tombstones',
+  );
+
+  t.test('a late, older state of a purged object does not bring it back', async (t) => {
+    // The state the reporter saw before the deletion, delivered only now (a delayed retry).
+    const late = { ...application('gone', 150, { health: 'Degraded' }), observedAt: hoursAgo(26) };
+    t.same(
+      await ingest([late]),
+      { applied: 0, stale: 1, removedByDigest: 0 },
+      'the late state (resourceVersion 150 < the purged deletion at 200, seen before it) is stale',
+    );
+    t.equal((await getApp('gone')).statusCode, 404, 'GET of the purged object is still 404');
+    t.notOk(
+      (await rows()).some((r) => r.name === 'gone'),
+      'no row was written for it (neither live nor a new tombstone)',
+    );
+    const lateDelete = { ...deletion('Application', 'argocd', 'wf-1', 199), observedAt: hoursAgo(26) };
+    t.equal((await ingest([lateDelete])).applied, 0, 'a late, older deletion of a purged object is not stored either');
+  });
+
+  t.test('a current state below the horizon (a relist of an object never stored) is stored', async (t) => {
+    // An object that exists since resourceVersion 130 (before the purged deletions), reported by a
+    // relist now: observed after the purged tombstones were stored, so it is current.
+    t.same(await ingest([application('relisted', 130)]), { applied: 1, stale: 0, removedByDigest: 0 }, 'stored');
+    t.equal((await getApp('relisted')).statusCode, 200, 'and served');
+    t.same(
+      await ingest([application('gone', 300, { uid: 'uid-recreated' })]),
+      { applied: 1, stale: 0, removedByDigest: 0 },
+      'an object created again under a purged name (new uid, newer resourceVersion) is stored',
+    );
+    t.equal((await getApp('gone')).json<{ uid: string }>().uid, 'uid-recreated', 'the new object is served');
+  });
+
+  t.test('a change stream resuming from before a purged deletion starts over with a reset', async (t) => {
+    const events = await readStream(keptSeq, 4);
+    t.same(
+      events.map((e) => e.event),
+      ['reset', 'change', 'change', 'change'],
+      'a reset event first, then a change per live object',
+    );
+    t.equal(events[0]?.data.reason, 'TombstonesPurged', 'the reset says why');
+    t.same(
+      events.slice(1).map((e) => (e.data.item as { name: string }).name),
+      ['kept', 'relisted', 'gone'],
+      'the replay holds every live object in change order (seq 3 before 14: as numbers), the recent tombstone not replayed',
+    );
+    const resuming = readStream(events.at(-1)!.id!, 1);
+    await new Promise((r) => setTimeout(r, 300));
+    await ingest([application('kept', 400)]);
+    t.same(
+      (await resuming).map((e) => `${e.event}:${(e.data.item as { name?: string } | undefined)?.name}`),
+      ['change:kept'],
+      'a stream resuming after the horizon gets no reset, only the new change',
+    );
+  });
+});
