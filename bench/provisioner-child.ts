@@ -8,7 +8,7 @@
  * Environment: BENCH_DATABASE_URL, BENCH_KEY (hex encryption key), BENCH_ADMIN_TOKEN,
  * BENCH_ENGINE=unavailable (the engine reports itself unavailable), BENCH_ENGINE_DELAY_MS (each
  * engine call takes this long and prints a few lines), BENCH_RESYNC_SECONDS, BENCH_LOG_FILE (the server log;
- * default /dev/null).
+ * default /dev/null), BENCH_LOOPBACK_CLUSTERS=1 (root clusters on loopback may be watched).
  *
  * IPC: sends `{type: 'ready', url}` once listening; answers `{type: 'stats', gc?}` with the
  * reconciler's counters and the process's memory (after a full GC when asked and --expose-gc).
@@ -46,6 +46,8 @@ const config = loadConfig({
   PROVISIONER_ADMIN_TOKEN: process.env.BENCH_ADMIN_TOKEN!,
   PROVISIONER_SIGNUP_RATE_LIMIT: '1000000',
   ...(process.env.BENCH_RESYNC_SECONDS ? { PROVISIONER_RESYNC_SECONDS: process.env.BENCH_RESYNC_SECONDS } : {}),
+  // The root clusters' API servers are a loopback stand-in (bench/rest.bench.ts).
+  ...(process.env.BENCH_LOOPBACK_CLUSTERS ? { PROVISIONER_CLUSTER_ALLOWED_CIDRS: '127.0.0.0/8' } : {}),
 });
 const pool = createPool(url, 20);
 await bootstrapAdmin(pool, config.adminToken);

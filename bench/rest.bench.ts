@@ -6,7 +6,8 @@
  * database). Target (issue 24): both together under 2 % of one core and under 5 commits/s.
  *
  *   npm run bench -- rest     (BENCH_TENANTS=10000, BENCH_WINDOW_SECONDS=60, BENCH_SETTLE_SECONDS=20,
- *                              BENCH_FLOOR_SECONDS=30, BENCH_SCENARIOS=ready-resync,ready,no-capacity,engine)
+ *                              BENCH_FLOOR_SECONDS=30,
+ *                              BENCH_SCENARIOS=ready-resync,ready-unreachable,ready,no-capacity,engine)
  *
  * Baseline in the same run, per scenario: the floor, i.e. the same database with the same data
  * and no provisioner (Postgres' own background work: checkpointer, autovacuum launcher, stats).
@@ -23,6 +24,8 @@
  * Every wait is bounded (BENCH_TIMEOUT_SECONDS, default 600).
  */
 import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { chmod, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,6 +46,7 @@ import type { Queryable } from '../provisioner/db/tx.ts';
 import {
   ADMIN_TOKEN,
   addClusters,
+  KUBECONFIG,
   childStats,
   seedTenants,
   sleep,
@@ -50,13 +54,14 @@ import {
   stopProvisioner,
 } from './fleet.ts';
 import type { ChildStats } from './provisioner-child.ts';
+import { createCa, createServingCert } from '../test/e2e/harness/pki.ts';
 
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 10_000);
 const WINDOW_S = Number(process.env.BENCH_WINDOW_SECONDS ?? 60);
 const SETTLE_S = Number(process.env.BENCH_SETTLE_SECONDS ?? 20);
 const FLOOR_S = Number(process.env.BENCH_FLOOR_SECONDS ?? 30);
 const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_SECONDS ?? 600) * 1000;
-const SCENARIOS = (process.env.BENCH_SCENARIOS ?? 'ready-resync,ready,no-capacity,engine').split(',');
+const SCENARIOS = (process.env.BENCH_SCENARIOS ?? 'ready-resync,ready-unreachable,ready,no-capacity,engine').split(',');
 const CLUSTERS = 10;
 const SCRAPE_MS = 15_000;
 const CLK_TCK = 100; // USER_HZ on Linux
@@ -214,6 +219,63 @@ interface Scenario {
   env: Record<string, string>;
   /** Prepares the seeded database for this scenario (conditions, clusters). */
   prepare?: (pool: pg.Pool) => Promise<void>;
+  /** Where the registered root clusters' API servers are: the loopback stand-in (default) or unreachable. */
+  clusters?: 'stand-in' | 'unreachable';
+}
+
+/**
+ * A STAND-IN for the root clusters' API servers (not a Kubernetes API server): it answers every
+ * list with no items and holds every watch open as kube-apiserver does (a bookmark a minute, closed
+ * after the watch's timeoutSeconds), so the provisioner's root-cluster watches sit idle on open
+ * connections, as against healthy clusters. Its own CPU is not counted (it is the clusters' cost).
+ */
+async function standInApiServer(
+  dir: string,
+): Promise<{ server: Server; url: string; caPem: string; requests: () => number }> {
+  const ca = await createCa(join(dir, 'pki'), 'bench-clusters');
+  const cert = await createServingCert(ca, 'stand-in');
+  let requests = 0;
+  const tls = { cert: await readFile(cert.certFile), key: await readFile(cert.keyFile) };
+  const server = createServer(tls, (req, res) => {
+    requests += 1;
+    const u = new URL(req.url ?? '/', 'http://stand-in');
+    res.setHeader('content-type', 'application/json');
+    if (u.searchParams.get('watch') !== 'true') {
+      res.end(JSON.stringify({ kind: 'List', apiVersion: 'v1', metadata: { resourceVersion: '1' }, items: [] }));
+      return;
+    }
+    res.writeHead(200);
+    const bookmark = setInterval(
+      () => res.write(JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '1' } } }) + '\n'),
+      60_000,
+    );
+    const end = setTimeout(() => res.end(), Number(u.searchParams.get('timeoutSeconds') ?? 300) * 1000);
+    res.on('close', () => {
+      clearInterval(bookmark);
+      clearTimeout(end);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    server,
+    url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    caPem: ca.certPem,
+    requests: () => requests,
+  };
+}
+
+/** Points every registered root cluster at `server` (a kubeconfig as an operator registers it). */
+async function clustersAt(pool: pg.Pool, box: SecretBox, server: string, caPem?: string): Promise<void> {
+  const kubeconfig = KUBECONFIG.replace(
+    '{server: "https://203.0.113.10:6443"}',
+    `{server: "${server}"${caPem ? `, certificate-authority-data: ${Buffer.from(caPem).toString('base64')}` : ''}}`,
+  );
+  const { rows } = await pool.query<{ name: string }>('SELECT name FROM root_clusters');
+  for (const { name } of rows)
+    await pool.query('UPDATE root_clusters SET kubeconfig_enc = $2 WHERE name = $1', [
+      name,
+      box.encrypt(kubeconfig, `cluster/${name}`),
+    ]);
 }
 
 async function main(): Promise<void> {
@@ -227,6 +289,7 @@ async function main(): Promise<void> {
   const box = new SecretBox(key);
   const rows: string[] = [];
   const seeded = new Map<string, string>();
+  const apiServer = await standInApiServer(dir);
   const dbUrl = (name: string) => {
     const u = new URL(server.url);
     u.pathname = `/${name}`;
@@ -266,6 +329,13 @@ async function main(): Promise<void> {
           [resyncMs, RESYNC_JITTER],
         );
       },
+    },
+    {
+      name: 'ready-unreachable',
+      title: `all Ready, resync every ${resyncMs / 3_600_000} h, the 10 root clusters' API servers unreachable`,
+      seed: 'ready',
+      env: {},
+      clusters: 'unreachable',
     },
     {
       name: 'ready',
@@ -313,6 +383,8 @@ async function main(): Promise<void> {
       const prep = createPool(dbUrl(name), 2);
       try {
         await s.prepare?.(prep);
+        if (s.clusters === 'unreachable') await clustersAt(prep, box, 'https://203.0.113.10:6443');
+        else await clustersAt(prep, box, apiServer.url, apiServer.caPem);
         await prep.query('VACUUM ANALYZE');
         await prep.query('CHECKPOINT');
         if (s.name === 'ready-resync' || s.name === 'no-capacity')
@@ -326,13 +398,20 @@ async function main(): Promise<void> {
         const { child, url } = await startProvisioner({
           BENCH_DATABASE_URL: dbUrl(name),
           BENCH_KEY: key.toString('hex'),
+          BENCH_LOOPBACK_CLUSTERS: '1',
           ...s.env,
         });
         try {
           await sleep(SETTLE_S * 1000);
           const before = await childStats(child);
+          const r0 = apiServer.requests();
           const m = await measure(admin, pool, name, pgDir, WINDOW_S, { pid: child.pid!, url });
           const after = await childStats(child);
+          if (s.clusters !== 'unreachable')
+            console.log(
+              `  root clusters' API server stand-in: ${apiServer.requests() - r0} requests in the window, ` +
+                `${apiServer.requests()} since it started (lists and watches held open)`,
+            );
           const d = (k: keyof ChildStats) => (after[k] - before[k]) / m.seconds;
           const total = m.postgresCore + m.provisionerCore;
           const extra = total - floor.postgresCore;
@@ -367,6 +446,8 @@ async function main(): Promise<void> {
     );
   } finally {
     await admin.end();
+    apiServer.server.closeAllConnections();
+    await new Promise((r) => apiServer.server.close(r));
     await server.stop();
     await rm(dir, { recursive: true, force: true });
   }
