@@ -267,6 +267,13 @@ t.test('bad requests are 4xx naming the field; only operators may call', async (
   t.equal(missing.json().error.code, 'FLEET_UPGRADE_NOT_FOUND', 'with code FLEET_UPGRADE_NOT_FOUND');
 });
 
+let base: string | undefined;
+/** The API on a loopback port (listening once for the whole file). */
+async function listening(): Promise<string> {
+  base ??= await api.app.listen({ port: 0, host: '127.0.0.1' });
+  return base;
+}
+
 /** Reads a Server-Sent Events answer until `end` (or `max` events): each event's name, id and data. */
 async function readEvents(
   url: string,
@@ -316,8 +323,7 @@ t.test('the progress stream: every decision as an event, live, resumable with La
     body: { targetVersion: '1.5.0', selector: { tenantIds: [a] } },
   });
   const id = start.json().fleetUpgrade.id as string;
-  const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
-  const url = `${base}/v1/fleet-upgrades/${id}/events`;
+  const url = `${await listening()}/v1/fleet-upgrades/${id}/events`;
   const auth = { authorization: `Bearer ${api.operatorKey}` };
   // Live: the stream is open before pause and abort happen.
   const live = readEvents(url, auth);
@@ -344,3 +350,49 @@ t.test('the progress stream: every decision as an event, live, resumable with La
     'a reconnect with Last-Event-ID gets only the later events',
   );
 });
+
+t.test(
+  'an override of the windows is in the progress stream: the state has it, an event names who and why',
+  async (t) => {
+    const c1 = await addCluster();
+    const a = await readyTenant('1.4.1', { cluster: c1 });
+    const start = await api.request('POST', '/v1/fleet-upgrades', {
+      key: api.operatorKey,
+      body: { targetVersion: '1.5.0', selector: { tenantIds: [a] } },
+    });
+    const id = start.json().fleetUpgrade.id as string;
+    t.equal(start.json().fleetUpgrade.windowsOverride, null, 'no override at first');
+    const over = await api.request('POST', `/v1/fleet-upgrades/${id}/override-windows`, {
+      key: api.operatorKey,
+      body: { reason: 'CVE at 3 a.m.' },
+    });
+    t.equal(over.statusCode, 200, `the override answers the fleet upgrade (${over.body.slice(0, 200)})`);
+    t.match(over.json().windowsOverride, { by: String, reason: 'CVE at 3 a.m.', at: String }, 'with the override');
+    await api.request('POST', `/v1/fleet-upgrades/${id}/abort`, { key: api.operatorKey });
+    const events = await readEvents(`${await listening()}/v1/fleet-upgrades/${id}/events?after=0`, {
+      authorization: `Bearer ${api.operatorKey}`,
+    });
+    t.match(
+      events[0],
+      { event: 'state', data: { windowsOverride: { reason: 'CVE at 3 a.m.' } } },
+      'the state shows it',
+    );
+    const decisions = events.filter((e) => e.event === 'event');
+    t.same(
+      decisions.map((e) => e.data.action),
+      ['start', 'override_windows', 'abort', 'aborted'],
+      'the override is an event in its place',
+    );
+    t.match(
+      decisions[1]!.data.data,
+      { by: over.json().windowsOverride.by, reason: 'CVE at 3 a.m.' },
+      'the event names the operator and the reason',
+    );
+    const late = await api.request('POST', `/v1/fleet-upgrades/${id}/override-windows`, {
+      key: api.operatorKey,
+      body: { reason: 'too late' },
+    });
+    t.equal(late.statusCode, 409, 'an aborted fleet upgrade cannot be overridden');
+    t.equal(late.json().error.code, 'FLEET_UPGRADE_STATE', 'FLEET_UPGRADE_STATE');
+  },
+);
