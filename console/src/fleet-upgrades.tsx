@@ -47,6 +47,8 @@ interface FleetUpgrade {
   finishedAt: string | null;
   counts: Record<string, number>;
   etaSeconds: number | null;
+  /** The operator's override of the tenants' maintenance windows, with the reason. */
+  windowsOverride?: { by: string; reason: string; at: string } | null;
   waves: Wave[];
   tenants?: FleetTenant[];
 }
@@ -208,6 +210,12 @@ export function FleetUpgradePage({ id }: { id: string }) {
         {f.stateReason ? `${f.stateReason}. ` : ''}Started {when(f.createdAt)} by {f.createdBy}; {countsText(f.counts)}
         {f.etaSeconds != null ? `; about ${Math.ceil(f.etaSeconds / 60)} min left` : ''}.
       </p>
+      {f.windowsOverride && (
+        <p data-windows-override>
+          Maintenance windows overridden by {f.windowsOverride.by} {when(f.windowsOverride.at)}:{' '}
+          {f.windowsOverride.reason}
+        </p>
+      )}
       {active && (
         <div class="actions-row">
           {f.state === 'running' && button('pause', 'Pause…')}
