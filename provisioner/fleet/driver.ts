@@ -68,6 +68,13 @@ export interface FleetDriverStats {
 
 type StepKind = 'upgrade' | 'rollback' | 'revert';
 
+/** What the windows say of a pending tenant: start (neither field), wait until `deferUntil`, or skip. */
+interface WindowAnswer {
+  skip?: string;
+  deferUntil?: Date;
+  what?: string;
+}
+
 interface InFlightRow {
   tenant_id: string;
   wave: number | null;
@@ -140,6 +147,8 @@ export class FleetDriver {
   readonly #notifications: Notifications | undefined;
   readonly #log: FleetDriverLog;
   readonly #actor: Actor;
+  /** Deferrals by fleet upgrade, deadline, expected duration and windows: valid until their instant. */
+  readonly #deferrals = new Map<string, WindowAnswer>();
   #unsubscribe: Unsubscribe | undefined;
   #loop: Promise<void> | undefined;
   #stopping = false;
@@ -672,31 +681,22 @@ export class FleetDriver {
    * This tick's judge of windows for the wave: whether a tenant may start now, must wait until a
    * window that fits opens (within the wave's deadline), or cannot start before the deadline. The
    * override lifts the windows and the duration-fits rule; freezes always hold. Answers are
-   * memoised per windows and path within the tick.
+   * memoised per windows and expected duration within the tick, deferrals across ticks.
    */
   async #windowCheck(
     t: Tick,
     w: WaveRow,
-  ): Promise<
-    (
-      windows: MaintenanceWindow[],
-      from: string,
-      path: string[],
-    ) => Promise<{ skip?: string; deferUntil?: Date; what?: string }>
-  > {
+  ): Promise<(windows: MaintenanceWindow[], from: string, path: string[]) => Promise<WindowAnswer>> {
     const freezes = t.options.freezes ?? [];
     const override = t.fleet.windows_override !== null;
     const nowMs = t.now.getTime();
     const deadline =
       (w.started_at ?? t.now).getTime() + (t.options.windowWaitSeconds ?? DEFAULT_WINDOW_WAIT_SECONDS) * 1000;
-    const memo = new Map<string, { skip?: string; deferUntil?: Date; what?: string }>();
+    const memo = new Map<string, WindowAnswer>();
     const needs = new Map<string, { seconds: number; what: string }>();
     return async (tenantWindows, from, path) => {
       const windows = override ? [] : tenantWindows;
       if (windows.length === 0 && freezes.length === 0) return {};
-      const key = `${from} ${path.join(' ')}|${JSON.stringify(windows)}`;
-      const known = memo.get(key);
-      if (known) return known;
       let needMs = 0;
       let what = 'no duration needed: windows overridden';
       if (!override) {
@@ -715,6 +715,13 @@ export class FleetDriver {
         needMs = e.seconds * 1000;
         what = `${Math.ceil(e.seconds / 60)} min expected: ${e.what}`;
       }
+      const key = `${t.fleet.id}|${deadline}|${needMs}|${what}|${JSON.stringify(windows)}`;
+      const known = memo.get(key);
+      if (known) return known;
+      // A deferral stays true until its instant for the same windows, need and deadline (the
+      // first instant that fits after a time is the first after any later time before it).
+      const earlier = this.#deferrals.get(key);
+      if (earlier && nowMs < earlier.deferUntil!.getTime()) return earlier;
       const fit = nextFit({ windows, freezes }, nowMs, needMs, Math.max(0, deadline - nowMs));
       const answer =
         fit.at === null
@@ -723,6 +730,10 @@ export class FleetDriver {
             ? { deferUntil: new Date(fit.at), what }
             : {};
       memo.set(key, answer);
+      if (answer.deferUntil) {
+        if (this.#deferrals.size >= 10_000) this.#deferrals.clear();
+        this.#deferrals.set(key, answer);
+      }
       return answer;
     };
   }

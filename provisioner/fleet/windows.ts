@@ -246,14 +246,25 @@ export function occurrences(w: MaintenanceWindow, fromMs: number, toMs: number):
   const hi = floating(local(toMs + DAY_MS));
   const out: Interval[] = [];
   for (const z of rule.between(lo, hi, true)) {
-    const p = Temporal.PlainDateTime.from(z.toPlainDateTime().toString());
-    const start = p.toZonedDateTime(w.timeZone, { disambiguation: 'compatible' }).epochMilliseconds;
-    const end = p
-      .add({ minutes: w.durationMinutes })
-      .toZonedDateTime(w.timeZone, { disambiguation: 'compatible' }).epochMilliseconds;
+    // The occurrence in floating time: its instant in UTC is its local wall-clock time.
+    const start = placed(z.epochMilliseconds, w.timeZone);
+    const end = placed(z.epochMilliseconds + w.durationMinutes * 60_000, w.timeZone);
     if (end > start && end > fromMs && start < toMs) out.push({ start, end });
   }
   return out;
+}
+
+/** The instant of a wall-clock time (given as floating milliseconds: its UTC fields) in `timeZone`. */
+function placed(floatingMs: number, timeZone: string): number {
+  const d = new Date(floatingMs);
+  return new Temporal.PlainDateTime(
+    d.getUTCFullYear(),
+    d.getUTCMonth() + 1,
+    d.getUTCDate(),
+    d.getUTCHours(),
+    d.getUTCMinutes(),
+    d.getUTCSeconds(),
+  ).toZonedDateTime(timeZone, { disambiguation: 'compatible' }).epochMilliseconds;
 }
 
 /** Sorted, overlapping and touching intervals joined. */
@@ -310,7 +321,7 @@ export function allowedIntervals(s: Schedule, fromMs: number, toMs: number): Int
   return subtract(open, denied).filter((i) => i.end > i.start);
 }
 
-/** When a step of `needMs` may start: `at` now or later within the horizon, with the allowed time until `until`; or why not. */
+/** When a step of `needMs` may start: `at` now or later within the horizon, allowed at least until `until`; or why not. */
 export type Fit =
   { at: number; until: number } | { at: null; why: 'no-window' | 'frozen' | 'too-short'; horizonEnd: number };
 
@@ -322,11 +333,17 @@ export type Fit =
  */
 export function nextFit(s: Schedule, nowMs: number, needMs: number, horizonMs: number): Fit {
   const horizonEnd = nowMs + horizonMs;
-  const intervals = allowedIntervals(s, nowMs, horizonEnd + needMs);
-  for (const i of intervals) {
-    const at = Math.max(i.start, nowMs);
-    if (at > horizonEnd) break;
-    if (i.end - at >= needMs) return { at, until: i.end };
+  // Most windows open within two days: look there first (exact for starts within it: an interval
+  // cut at the end of the look still has `needMs` from any start before it), then the whole horizon.
+  const ends = horizonMs > 2 * DAY_MS ? [nowMs + 2 * DAY_MS, horizonEnd] : [horizonEnd];
+  let intervals: Interval[] = [];
+  for (const end of ends) {
+    intervals = allowedIntervals(s, nowMs, end + needMs);
+    for (const i of intervals) {
+      const at = Math.max(i.start, nowMs);
+      if (at > end) break;
+      if (i.end - at >= needMs) return { at, until: i.end };
+    }
   }
   if (intervals.some((i) => i.start <= horizonEnd)) return { at: null, why: 'too-short', horizonEnd };
   const anyWindow =
