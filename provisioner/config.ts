@@ -132,6 +132,11 @@ export interface EngineConfig {
   chartRepositories: Record<string, string> | undefined;
   /** Server of the exported vcluster kubeconfig, `tenant:vclusterServerTemplate` (PROVISIONER_VCLUSTER_SERVER_TEMPLATE; default the program's). */
   vclusterServerTemplate: string | undefined;
+  /**
+   * How long each Argo chart release of a runtime may take to become ready before the run fails,
+   * `tenant:runtimeReleaseTimeoutSeconds` (PROVISIONER_RUNTIME_RELEASE_TIMEOUT_SECONDS; default the program's, 600).
+   */
+  runtimeReleaseTimeoutSeconds: number | undefined;
 }
 
 // Variable parsing and its error type are shared with the runtime agents.
@@ -240,6 +245,9 @@ function loadEngineConfig(env: Env, dataDir: string, host: string, port: number)
       `http://${publicHost.includes(':') ? `[${publicHost}]` : publicHost}:${port}`,
     chartRepositories: chartRepositories(env.PROVISIONER_CHART_REPOSITORIES),
     vclusterServerTemplate: serverTemplate(env.PROVISIONER_VCLUSTER_SERVER_TEMPLATE),
+    runtimeReleaseTimeoutSeconds: env.PROVISIONER_RUNTIME_RELEASE_TIMEOUT_SECONDS
+      ? int(env, 'PROVISIONER_RUNTIME_RELEASE_TIMEOUT_SECONDS', 600, 1, 3600)
+      : undefined,
   };
 }
 

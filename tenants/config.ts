@@ -54,6 +54,12 @@ export interface TenantInput {
   kubernetesApiCidrs?: string[];
   /** How long to wait for the exported kubeconfig Secret after the release is ready (default 300). */
   kubeconfigTimeoutSeconds?: number;
+  /**
+   * How long each Helm release of the runtime (the Argo charts) may take to become ready before
+   * the run fails (default 600): a version whose runtime never becomes Available fails its
+   * operation after this long.
+   */
+  runtimeReleaseTimeoutSeconds?: number;
   /** Namespaces allowed to reach the tenant (default: ingress-nginx and hosted-platform). */
   ingressNamespaces?: string[];
   /** PriorityClass for the vcluster control plane ('' for none; default tenant-control-plane). */
@@ -244,6 +250,11 @@ export const TENANT_FIELDS = {
     problem: (s) =>
       Number.isInteger(s) && s >= 1 && s <= 3600 ? undefined : 'must be a whole number of seconds between 1 and 3600',
   }),
+  runtimeReleaseTimeoutSeconds: plain(json<number>(), {
+    fallback: () => 600,
+    problem: (s) =>
+      Number.isInteger(s) && s >= 1 && s <= 3600 ? undefined : 'must be a whole number of seconds between 1 and 3600',
+  }),
   ingressNamespaces: plain(json<string[]>(), {
     fallback: () => ['ingress-nginx', 'hosted-platform'],
     problem: (namespaces) =>
@@ -288,7 +299,12 @@ export interface ManagedClusterSetting {
  * (provisioner/engine/create.ts); the engine's StackInput carries the rest.
  */
 export type DeploymentSetting =
-  'controlPlaneUrl' | 'controlPlanePublicKey' | 'chartRepositories' | 'vclusterServerTemplate' | 'kubeconfigPolicy';
+  | 'controlPlaneUrl'
+  | 'controlPlanePublicKey'
+  | 'chartRepositories'
+  | 'vclusterServerTemplate'
+  | 'kubeconfigPolicy'
+  | 'runtimeReleaseTimeoutSeconds';
 
 /**
  * The config the program works from: every setting present (defaults filled in), secrets as

@@ -95,6 +95,7 @@ export class Tenant extends pulumi.ComponentResource {
         chartRepositories: s.chartRepositories,
         agentImageRepository: s.agentImageRepository,
         managedClusters: s.managedClusters,
+        releaseTimeoutSeconds: s.runtimeReleaseTimeoutSeconds,
       },
       { parent: this, provider: this.virtualCluster.provider },
     );

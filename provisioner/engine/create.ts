@@ -30,6 +30,8 @@ export interface ProgramOverrides {
   vclusterServerTemplate?: string | undefined;
   /** `tenant:kubeconfigPolicy` (PROVISIONER_KUBECONFIG_*): the program checks the root kubeconfig again with it. */
   kubeconfigPolicy?: KubeconfigPolicy | undefined;
+  /** `tenant:runtimeReleaseTimeoutSeconds` (PROVISIONER_RUNTIME_RELEASE_TIMEOUT_SECONDS). */
+  runtimeReleaseTimeoutSeconds?: number | undefined;
 }
 
 /** Maps the engine's input to the tenants program's stack config (tenants/config.ts). */
@@ -46,6 +48,9 @@ export async function tenantsStackConfig(
       ...(overrides.chartRepositories ? { chartRepositories: overrides.chartRepositories } : {}),
       ...(overrides.vclusterServerTemplate ? { vclusterServerTemplate: overrides.vclusterServerTemplate } : {}),
       ...(overrides.kubeconfigPolicy ? { kubeconfigPolicy: overrides.kubeconfigPolicy } : {}),
+      ...(overrides.runtimeReleaseTimeoutSeconds
+        ? { runtimeReleaseTimeoutSeconds: overrides.runtimeReleaseTimeoutSeconds }
+        : {}),
       controlPlaneUrl: publicUrl,
       controlPlanePublicKey: publicKey,
     });
@@ -70,6 +75,7 @@ export async function createEngine(config: EngineConfig, deps: EngineDeps): Prom
         chartRepositories: config.chartRepositories,
         vclusterServerTemplate: config.vclusterServerTemplate,
         kubeconfigPolicy: deps.kubeconfigPolicy,
+        runtimeReleaseTimeoutSeconds: config.runtimeReleaseTimeoutSeconds,
       })
     : () => ({});
   return new PulumiEngine({

@@ -57,6 +57,8 @@ export interface GitOpsRuntimeArgs {
   readonly agentImageRepository?: pulumi.Input<string>;
   /** Clusters the tenant's Argo CD deploys to (written as Argo CD cluster Secrets). */
   readonly managedClusters?: readonly ManagedCluster[];
+  /** How long each Argo chart's release may take to become ready before the run fails (seconds, default 600). */
+  readonly releaseTimeoutSeconds?: number;
 }
 
 export class GitOpsRuntime extends pulumi.ComponentResource {
@@ -101,7 +103,7 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
           atomic: false,
           cleanupOnFail: true,
           maxHistory: 5,
-          timeout: 600,
+          timeout: args.releaseTimeoutSeconds ?? 600,
         },
         child,
       );

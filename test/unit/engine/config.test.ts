@@ -96,6 +96,12 @@ t.test('chart repositories and the vcluster server template: parsed at start-up,
   const unset = loadConfig({ PROVISIONER_CHART_REPOSITORIES: '', PROVISIONER_VCLUSTER_SERVER_TEMPLATE: '' }, '/');
   t.equal(unset.engine.chartRepositories, undefined, 'empty: upstream repositories');
   t.equal(unset.engine.vclusterServerTemplate, undefined, "empty: the program's default");
+  t.equal(unset.engine.runtimeReleaseTimeoutSeconds, undefined, "unset release timeout: the program's default");
+  t.equal(
+    loadConfig({ PROVISIONER_RUNTIME_RELEASE_TIMEOUT_SECONDS: '20' }, '/').engine.runtimeReleaseTimeoutSeconds,
+    20,
+    'PROVISIONER_RUNTIME_RELEASE_TIMEOUT_SECONDS=20: the Argo releases wait 20 s',
+  );
 
   const bad: Array<[Record<string, string>, RegExp]> = [
     [{ PROVISIONER_CHART_REPOSITORIES: '{argo: /srv}' }, /is not JSON/],
@@ -115,6 +121,8 @@ t.test('chart repositories and the vcluster server template: parsed at start-up,
     ],
     [{ PROVISIONER_VCLUSTER_SERVER_TEMPLATE: 'http://{release}.{namespace}.svc' }, /must be an https URL/],
     [{ PROVISIONER_VCLUSTER_SERVER_TEMPLATE: '{release}.{namespace}.svc' }, /is not a URL template/],
+    [{ PROVISIONER_RUNTIME_RELEASE_TIMEOUT_SECONDS: '0' }, /outside 1\.\.3600/],
+    [{ PROVISIONER_RUNTIME_RELEASE_TIMEOUT_SECONDS: 'soon' }, /not a whole number/],
   ];
   for (const [env, message] of bad) refused(t, env, Object.keys(env)[0]!, message);
 

@@ -190,6 +190,8 @@ export interface ReleaseInputs<V = Record<string, unknown>> {
   version?: string;
   repositoryOpts?: { repo?: string };
   skipAwait?: boolean;
+  /** Seconds Helm waits for the release's workloads. */
+  timeout?: number;
   values: V;
 }
 

@@ -46,6 +46,8 @@ t.test('bad input is refused with the field named', async (t) => {
     [{ egressAllowedCidrs: ['10.0.0.0/33'] }, 'egressAllowedCidrs'],
     [{ vclusterServerTemplate: 'https://{cluster}.svc' }, 'vclusterServerTemplate'],
     [{ kubeconfigTimeoutSeconds: 0 }, 'kubeconfigTimeoutSeconds'],
+    [{ runtimeReleaseTimeoutSeconds: 0 }, 'runtimeReleaseTimeoutSeconds'],
+    [{ runtimeReleaseTimeoutSeconds: 2.5 }, 'runtimeReleaseTimeoutSeconds'],
     [{ chartRepositories: { vcluster: 'charts' } }, 'chartRepositories.vcluster'],
     [{ managedClusters: [{ name: 'a', server: 'http://insecure', config: {} }] }, 'managedClusters'],
     [
@@ -106,7 +108,12 @@ t.test(
       return () => readTenantConfig(new pulumi.Config('tenant'));
     };
     const written = stackConfig(
-      tenantInput({ egressAllowedCidrs: ['10.1.0.0/16'], kubeconfigTimeoutSeconds: 45, suspended: true }),
+      tenantInput({
+        egressAllowedCidrs: ['10.1.0.0/16'],
+        kubeconfigTimeoutSeconds: 45,
+        runtimeReleaseTimeoutSeconds: 20,
+        suspended: true,
+      }),
     );
     const settings = use(written)();
     t.match(
@@ -120,6 +127,7 @@ t.test(
         controlPlaneUrl: 'https://control.example.test',
         egressAllowedCidrs: ['10.1.0.0/16'],
         kubeconfigTimeoutSeconds: 45,
+        runtimeReleaseTimeoutSeconds: 20,
       },
       'the written settings are read back as they were',
     );

@@ -129,6 +129,12 @@ for (const planName of PLAN_NAMES) {
         for (const rel of argo) t.equal(rel.repositoryOpts?.repo, 'https://argoproj.github.io/argo-helm');
         t.same(byChart.get('argo-cd')?.values.crds, { install: true, keep: true });
         t.equal(byChart.get('argo-rollouts')?.values.installCRDs, true);
+        for (const rel of argo)
+          t.equal(
+            rel.timeout,
+            600,
+            `${rel.chart} waits 600 s for its workloads when runtimeReleaseTimeoutSeconds is not set`,
+          );
       });
 
       t.test('the versions ConfigMap records the runtime and every component', async (t) => {
