@@ -160,6 +160,16 @@ spec:
             readOnlyRootFilesystem: true
 `;
 
+/**
+ * The controller of a stand-in chart version that never becomes healthy: its pods ask for a node
+ * label no node has, so they stay Pending and the Deployment never becomes Available (a Helm
+ * release waiting for it fails when its timeout runs out).
+ */
+const ARGO_DEPLOYMENT_NEVER_AVAILABLE = ARGO_DEPLOYMENT.replace(
+  '      automountServiceAccountToken: false\n',
+  '      automountServiceAccountToken: false\n      nodeSelector:\n        e2e.hosted-runtimes/stand-in: never-available\n',
+);
+
 /** One CRD per Argo chart (plural, kind, group), as the real charts install. */
 const ARGO_CRDS: Record<string, { plural: string; kind: string }> = {
   'argo-cd': { plural: 'applications', kind: 'Application' },
@@ -222,12 +232,14 @@ export interface TestChartRepository {
 
 /**
  * Packages the test charts at every version the catalog pins into `dir`; the Argo charts carry
- * the real CRDs from `argoCrdsDir` (default HRT_ARGO_CRDS_DIR) when it holds them.
+ * the real CRDs from `argoCrdsDir` (default HRT_ARGO_CRDS_DIR) when it holds them. The Argo chart
+ * versions in `neverAvailable` are stand-ins whose controller never becomes Available.
  */
 export async function writeTestCharts(
   dir: string,
   catalog: Catalog,
   argoCrdsDir: string | undefined = process.env.HRT_ARGO_CRDS_DIR,
+  neverAvailable: ReadonlyArray<{ chart: string; version: string }> = [],
 ): Promise<TestChartRepository> {
   await mkdir(dir, { recursive: true });
   const wanted = new Map<string, Set<string>>();
@@ -262,7 +274,12 @@ export async function writeTestCharts(
           { path: `${chart}/values.yaml`, content: '{}\n' },
           ...(real ?? [{ path: `${chart}/crds/${c.plural}.yaml`, content: crd(c.plural, c.kind) }]),
           { path: `${chart}/templates/chart-info.yaml`, content: ARGO_CONFIGMAP },
-          { path: `${chart}/templates/controller.yaml`, content: ARGO_DEPLOYMENT },
+          {
+            path: `${chart}/templates/controller.yaml`,
+            content: neverAvailable.some((n) => n.chart === chart && n.version === version)
+              ? ARGO_DEPLOYMENT_NEVER_AVAILABLE
+              : ARGO_DEPLOYMENT,
+          },
         );
       }
       const file = `${chart}-${version}.tgz`;

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, SchedulingV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Test } from 'tap';
-import { catalog } from '../../../runtime/catalog.ts';
+import { catalog as shippedCatalog, type Catalog } from '../../../runtime/catalog.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
 import { ApiClient, type SignupAnswer } from './api-client.ts';
 import { writeTestCharts } from './charts.ts';
@@ -53,6 +53,16 @@ export interface E2EOptions {
   /** Fake nodes in the root cluster. */
   rootNodes?: number;
   extraEnv?: Record<string, string>;
+  /**
+   * The catalog the provisioner child runs with and the test charts are written for (default
+   * runtime/catalog.ts), with `nodeArgs` that make the child load it (test/e2e/fixtures/
+   * test-catalog-hooks.ts) and the Argo chart versions that are never-Available stand-ins.
+   */
+  testCatalog?: {
+    catalog: Catalog;
+    nodeArgs: string[];
+    neverAvailableCharts?: ReadonlyArray<{ chart: string; version: string }>;
+  };
 }
 
 export interface E2E {
@@ -230,7 +240,12 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
     emulator.start();
     cleanups.push(() => emulator.stop());
 
-    const charts = await writeTestCharts(join(dir, 'charts'), catalog);
+    const charts = await writeTestCharts(
+      join(dir, 'charts'),
+      opts.testCatalog?.catalog ?? shippedCatalog,
+      process.env.HRT_ARGO_CRDS_DIR,
+      opts.testCatalog?.neverAvailableCharts ?? [],
+    );
     log(
       charts.argoCrds === 'real'
         ? `Argo CRDs in the stand-in charts: the real ones (${process.env.HRT_ARGO_CRDS_DIR}; argo-events keeps a stand-in CRD)`
@@ -260,6 +275,7 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
       logFile: join(dir, 'provisioner.log'),
       ...(opts.resyncSeconds !== undefined ? { resyncSeconds: opts.resyncSeconds } : {}),
       ...(opts.extraEnv ? { env: opts.extraEnv } : {}),
+      ...(opts.testCatalog ? { nodeArgs: opts.testCatalog.nodeArgs } : {}),
     };
     await mkdir(settings.dataDir, { recursive: true });
     let provisioner = await startProvisioner(settings);

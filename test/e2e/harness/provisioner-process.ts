@@ -51,6 +51,8 @@ export interface ProvisionerSettings {
   logFile: string;
   /** Extra environment (overrides). */
   env?: Record<string, string>;
+  /** Node.js options before the script (e.g. `--import` of a test's module hooks). */
+  nodeArgs?: string[];
 }
 
 export interface ProvisionerProcess {
@@ -137,7 +139,7 @@ export async function startProvisioner(s: ProvisionerSettings, port?: number): P
   const proc = startProcess(
     'provisioner',
     process.execPath,
-    [join(REPO_ROOT, 'bin', 'provisioner.ts'), 'serve'],
+    [...(s.nodeArgs ?? []), join(REPO_ROOT, 'bin', 'provisioner.ts'), 'serve'],
     s.logFile,
     {
       env: provisionerEnv(s, p),
