@@ -5,9 +5,10 @@
  * greyed, accessibility (axe-core) and screenshots. No reconciler runs here (CONSOLE_ENGINE=none):
  * the live tests are in live.test.ts.
  */
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import type { Browser } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { createKey } from '../../provisioner/store/keys.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
 import {
@@ -82,8 +83,46 @@ t.test('a bad key is refused with a clear message, and nothing is kept', async (
   await page.context().close();
 });
 
+/**
+ * Timings taken in the page itself, on the page's clock: from the user's input or click (the
+ * event's timeStamp) to the frame after the table shows the answer to the new query, and from the
+ * navigation's start to the frame after the first 50 rows. These are what a user waits for; the
+ * times measured from this process add the test driver's round trips to the browser on top.
+ */
+const PAGE_TIMINGS = `(() => {
+  const timings = { first: undefined, answers: [] };
+  window.__consoleTimings = timings;
+  let start, from;
+  const began = (e) => {
+    if (start !== undefined) return;
+    start = e.timeStamp;
+    from = document.querySelector('table.tenants')?.dataset.query;
+  };
+  addEventListener('input', began, true);
+  addEventListener('click', began, true);
+  new MutationObserver(() => {
+    const table = document.querySelector('table.tenants');
+    if (!table) return;
+    if (timings.first === undefined && table.querySelectorAll('tbody tr[data-tenant]').length >= 50)
+      requestAnimationFrame(() => (timings.first ??= performance.now()));
+    if (start !== undefined && table.dataset.loading === 'false' && table.dataset.query !== from) {
+      const s = start, query = table.dataset.query;
+      start = undefined;
+      requestAnimationFrame(() => timings.answers.push({ query, ms: performance.now() - s }));
+    }
+  }).observe(document, { subtree: true, childList: true, attributes: true, attributeFilter: ['data-loading', 'data-query'] });
+})();`;
+
+interface PageTimings {
+  first?: number;
+  answers: { query: string; ms: number }[];
+}
+const pageTimings = (page: Page) =>
+  page.evaluate(() => (globalThis as unknown as { __consoleTimings: PageTimings }).__consoleTimings);
+
 t.test('an operator key: the fleet, first render and filters timed', async (t) => {
   const { page, problems, requests } = await openPage(browser, server.url);
+  await page.addInitScript({ content: PAGE_TIMINGS });
   await signIn(page, server.url, operatorKey);
   await page.locator(rowsShown).nth(49).waitFor();
   t.equal(await page.locator(rowsShown).count(), 50, 'the first page shows 50 tenants');
@@ -102,11 +141,16 @@ t.test('an operator key: the fleet, first render and filters timed', async (t) =
 
   // First render: a reload with the key in the tab's session, until 50 rows are shown.
   const first: number[] = [];
+  const firstInPage: number[] = [];
   for (let i = 0; i < 5; i++) {
     const t0 = performance.now();
     await page.reload();
     await page.locator(rowsShown).nth(49).waitFor();
     first.push(performance.now() - t0);
+    await page.waitForFunction(
+      () => (globalThis as unknown as { __consoleTimings: PageTimings }).__consoleTimings.first !== undefined,
+    );
+    firstInPage.push((await pageTimings(page)).first!);
   }
 
   // Filters: a search typed, answered when the table shows the page of that query.
@@ -121,37 +165,60 @@ t.test('an operator key: the fleet, first render and filters timed', async (t) =
     );
   const search = page.getByRole('searchbox', { name: 'Search' });
   const filter: number[] = [];
+  const filterInPage: number[] = [];
+  const answered = async (fragment: string): Promise<number> => {
+    await page.waitForFunction(
+      (f: string) =>
+        (globalThis as unknown as { __consoleTimings: PageTimings }).__consoleTimings.answers.some((a) =>
+          a.query.includes(f),
+        ),
+      fragment,
+      { timeout: 10_000 },
+    );
+    const { answers } = await pageTimings(page);
+    await page.evaluate(() => {
+      (globalThis as unknown as { __consoleTimings: PageTimings }).__consoleTimings.answers = [];
+    });
+    return answers.find((a) => a.query.includes(fragment))!.ms;
+  };
   for (let i = 0; i < 20; i++) {
     const term = `fleet-0${String(100 + i * 37).padStart(3, '0')}`;
     const t0 = performance.now();
     await search.fill(term);
     await settled(`q=${term}`);
     filter.push(performance.now() - t0);
+    filterInPage.push(await answered(`q=${term}`));
   }
   t.equal(await page.locator(rowsShown).count(), 10, 'a search shows the tenants whose organization contains it');
   await search.fill('');
   await settled('sort=createdAt');
+  await answered('sort=createdAt');
 
   const sort: number[] = [];
+  const sortInPage: number[] = [];
   const orgHeader = page.getByRole('button', { name: /^Organization/ });
   for (let i = 0; i < 20; i++) {
     const t0 = performance.now();
     await orgHeader.click();
     await settled(`order=${i % 2 === 0 ? 'asc' : 'desc'}`);
     sort.push(performance.now() - t0);
+    sortInPage.push(await answered(`order=${i % 2 === 0 ? 'asc' : 'desc'}`));
   }
   const firstOrg = await page.locator(`${rowsShown} a`).first().innerText();
   t.equal(firstOrg, 'fleet-10000', 'sorted by organization, descending, after an even number of clicks');
 
   const fmt = (xs: number[]) =>
     `median ${median(xs).toFixed(0)} ms, p95 ${p95(xs).toFixed(0)} ms, max ${Math.max(...xs).toFixed(0)} ms`;
-  console.log(`# console with ${TENANTS} tenants: first render (reload to 50 rows, 5 tries) ${fmt(first)}`);
-  console.log(`# console with ${TENANTS} tenants: search filter (20 tries) ${fmt(filter)}`);
-  console.log(`# console with ${TENANTS} tenants: sort by organization (20 tries) ${fmt(sort)}`);
+  const of = `# console with ${TENANTS} tenants, load ${loadavg()[0]!.toFixed(1)}:`;
+  console.log(
+    `${of} first render (reload to 50 rows, 5 tries), in the page ${fmt(firstInPage)}; from the driver ${fmt(first)}`,
+  );
+  console.log(`${of} search filter (20 tries), in the page ${fmt(filterInPage)}; from the driver ${fmt(filter)}`);
+  console.log(`${of} sort by organization (20 tries), in the page ${fmt(sortInPage)}; from the driver ${fmt(sort)}`);
   // Generous bounds only (a shared CI machine); the targets (1.5 s, 300 ms) are checked in docs/benchmarks.md.
-  t.ok(median(first) < 6000, `first render within 6 s (median ${median(first).toFixed(0)} ms)`);
-  t.ok(p95(filter) < 2000, `a filter answered within 2 s at p95 (${p95(filter).toFixed(0)} ms)`);
-  t.ok(p95(sort) < 2000, `a sort answered within 2 s at p95 (${p95(sort).toFixed(0)} ms)`);
+  t.ok(median(firstInPage) < 6000, `first render within 6 s (median ${median(firstInPage).toFixed(0)} ms)`);
+  t.ok(p95(filterInPage) < 2000, `a filter answered within 2 s at p95 (${p95(filterInPage).toFixed(0)} ms)`);
+  t.ok(p95(sortInPage) < 2000, `a sort answered within 2 s at p95 (${p95(sortInPage).toFixed(0)} ms)`);
 
   // Paging goes on from where the page ended.
   await page.getByRole('button', { name: 'Next →' }).click();
