@@ -15,7 +15,13 @@ import { PLAN_NAMES } from '../tenants/plans.ts';
 import { runProgram } from '../test/unit/pulumi/harness.ts';
 import { tenantConfig } from '../test/unit/pulumi/fixtures.ts';
 
-const program = createTenantProgram({ waitForSecret: () => Promise.resolve() });
+const program = createTenantProgram({
+  waitForSecret: () => Promise.resolve(),
+  rootAccess: {
+    whoAmI: () => Promise.resolve({ kind: 'ServiceAccount', name: 'provisioner', namespace: 'hosted-platform' }),
+    waitForAccess: () => Promise.resolve(),
+  },
+});
 
 function baseline(): Promise<Record<string, unknown>> {
   const provider = new k8s.Provider('root', { kubeconfig: 'apiVersion: v1\nkind: Config\n' });

@@ -1,23 +1,57 @@
 /**
- * What the provisioner may do on a root cluster: create and delete tenant namespaces and, in
- * them, everything the tenants/ program and the vcluster chart create. Kubernetes RBAC cannot
- * scope a grant to "namespaces labelled tenant", and tenant namespaces come and go, so these
- * rules are bound cluster-wide; the provisioner holds every permission the vcluster's own Role
- * grants because RBAC forbids granting what one does not hold (no `escalate`/`bind`).
- * Not granted: nodes, cluster-scoped RBAC, CRDs, webhooks, anything in kube-system beyond reads.
+ * What the provisioner may do on a root cluster, in two ClusterRoles (docs/decisions.md,
+ * "Least privilege for reads"):
  *
- * What the cluster-wide grant would still allow outside tenant namespaces — deleting or
- * relabelling kube-system, writing in any namespace — a ValidatingAdmissionPolicy refuses for the
- * provisioner's ServiceAccount (provisionerGuardSpec): it writes only in namespaces named
- * `tenant-…` and only such namespaces themselves. Reads are not admission's to refuse: the grant
- * still reaches Secrets in every namespace (issue 20; docs/decisions.md).
+ *  - PROVISIONER_CLUSTER_RULES, bound cluster-wide: tenant namespaces themselves (create, delete;
+ *    list and watch for the root-cluster watch), reads of the kinds the root-cluster watch follows
+ *    across all namespaces (quotas, limit ranges, network policies, StatefulSets: no Secrets, no
+ *    ConfigMaps, no Pods), creating the RoleBinding of PROVISIONER_TENANT_RULES in a tenant namespace
+ *    and `bind` on that one ClusterRole (resourceNames), so it can bind it without holding its
+ *    permissions beforehand (RBAC's escalation check), and reading that ClusterRole (the
+ *    registration probe checks what it grants).
+ *  - PROVISIONER_TENANT_RULES (ClusterRole TENANT_CLUSTER_ROLE), never bound cluster-wide: what the
+ *    tenants program and the vcluster chart do inside a tenant namespace, Secrets and ConfigMaps
+ *    included. The tenants program binds it in each tenant namespace right after creating the
+ *    namespace (tenants/tenant-namespace.ts); it holds every permission the vcluster's own Role
+ *    grants, since RBAC forbids granting what one does not hold (no `escalate`).
+ *
+ * Not granted anywhere: nodes, cluster-scoped RBAC, CRDs, webhooks, Secrets, ConfigMaps or Pods
+ * outside tenant namespaces (nor in the platform namespace: the provisioner reads nothing there
+ * through the API). Creating RoleBindings cannot be limited by name in RBAC (a create has no name
+ * when it is authorized), and namespaces come and go: what the cluster-wide grants would still
+ * allow outside tenant namespaces — deleting or relabelling kube-system, binding the tenant role
+ * in `default` — a ValidatingAdmissionPolicy refuses for the provisioner's ServiceAccount
+ * (provisionerGuardSpec): it writes only in namespaces named `tenant-…` and only such namespaces
+ * themselves.
  */
 import type * as k8s from '@pulumi/kubernetes';
+import { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING } from '../tenants/root-permissions.ts';
+
+export { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING };
 
 const manage = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
+const read = ['get', 'list', 'watch'];
+const RBAC = 'rbac.authorization.k8s.io';
 
-export const PROVISIONER_RULES: k8s.types.input.rbac.v1.PolicyRule[] = [
+export const PROVISIONER_CLUSTER_RULES: k8s.types.input.rbac.v1.PolicyRule[] = [
   { apiGroups: [''], resources: ['namespaces'], verbs: manage },
+  // The root-cluster watch (provisioner/drift-watch/objects.ts): across all namespaces, by label.
+  { apiGroups: [''], resources: ['resourcequotas', 'limitranges'], verbs: read },
+  { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: read },
+  { apiGroups: ['apps'], resources: ['statefulsets'], verbs: read },
+  { apiGroups: ['scheduling.k8s.io'], resources: ['priorityclasses'], verbs: read },
+  // The RoleBinding of the tenant role in each tenant namespace, made before anything else there.
+  { apiGroups: [RBAC], resources: ['rolebindings'], verbs: ['create'] },
+  {
+    apiGroups: [RBAC],
+    resources: ['rolebindings'],
+    resourceNames: [TENANT_ROLE_BINDING],
+    verbs: ['get', 'update', 'patch', 'delete'],
+  },
+  { apiGroups: [RBAC], resources: ['clusterroles'], resourceNames: [TENANT_CLUSTER_ROLE], verbs: ['bind', 'get'] },
+];
+
+export const PROVISIONER_TENANT_RULES: k8s.types.input.rbac.v1.PolicyRule[] = [
   {
     apiGroups: [''],
     resources: [
@@ -40,13 +74,12 @@ export const PROVISIONER_RULES: k8s.types.input.rbac.v1.PolicyRule[] = [
     verbs: manage,
   },
   { apiGroups: ['apps'], resources: ['statefulsets', 'deployments', 'replicasets'], verbs: manage },
-  { apiGroups: ['rbac.authorization.k8s.io'], resources: ['roles', 'rolebindings'], verbs: manage },
+  { apiGroups: [RBAC], resources: ['roles', 'rolebindings'], verbs: manage },
   { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies', 'ingresses'], verbs: manage },
   { apiGroups: ['policy'], resources: ['poddisruptionbudgets'], verbs: manage },
   { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: manage },
   { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: manage },
   { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['get', 'list', 'watch', 'create', 'patch'] },
-  { apiGroups: ['scheduling.k8s.io'], resources: ['priorityclasses'], verbs: ['get', 'list', 'watch'] },
 ];
 
 /** The provisioner's ServiceAccount (infra/provisioner.ts creates it in the platform namespace). */

@@ -1,13 +1,20 @@
 /**
  * Provisioner: the control plane service on one root cluster. ServiceAccount with the RBAC it
- * needs (infra/provisioner-rbac.ts), a long-lived token for the cluster registry's kubeconfig,
+ * needs (infra/provisioner-rbac.ts: a cluster-wide ClusterRole, and the ClusterRole of tenant
+ * namespaces the tenants program binds in each), a long-lived token for the cluster registry's kubeconfig,
  * its secrets, Deployment, Service and Ingress (TLS from cert-manager, WebSocket-friendly
  * timeouts for the tunnel).
  */
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
 import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from '../runtime/component/pod-security.ts';
-import { PROVISIONER_RULES, PROVISIONER_SERVICE_ACCOUNT, provisionerGuardSpec } from './provisioner-rbac.ts';
+import {
+  PROVISIONER_CLUSTER_RULES,
+  PROVISIONER_SERVICE_ACCOUNT,
+  PROVISIONER_TENANT_RULES,
+  provisionerGuardSpec,
+  TENANT_CLUSTER_ROLE,
+} from './provisioner-rbac.ts';
 import { waitForServiceAccountToken, type TokenWaiter } from './token-wait.ts';
 
 export const PROVISIONER_TYPE = 'hosted:infra:Provisioner';
@@ -65,7 +72,13 @@ export class Provisioner extends pulumi.ComponentResource {
     const account = new k8s.core.v1.ServiceAccount(`${name}-sa`, { metadata }, child);
     const role = new k8s.rbac.v1.ClusterRole(
       `${name}-clusterrole`,
-      { metadata: { name: 'hosted-platform:provisioner', labels }, rules: PROVISIONER_RULES },
+      { metadata: { name: 'hosted-platform:provisioner', labels }, rules: PROVISIONER_CLUSTER_RULES },
+      child,
+    );
+    // Bound by the tenants program in each tenant namespace, never cluster-wide.
+    new k8s.rbac.v1.ClusterRole(
+      `${name}-tenant-clusterrole`,
+      { metadata: { name: TENANT_CLUSTER_ROLE, labels }, rules: PROVISIONER_TENANT_RULES },
       child,
     );
     new k8s.rbac.v1.ClusterRoleBinding(

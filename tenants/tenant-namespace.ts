@@ -1,13 +1,24 @@
 /**
  * TenantNamespace: the tenant's namespace on its root cluster with Pod Security `restricted`
- * labels and ownership labels, the plan's ResourceQuota and LimitRange, and the NetworkPolicies
- * (tenants/network-policies.ts). Children use the root-cluster provider given in opts.
+ * labels and ownership labels; right after it, the RoleBinding that gives the program (whoever
+ * the root kubeconfig is) its permissions inside the namespace (ClusterRole TENANT_CLUSTER_ROLE
+ * of infra/; tenants/root-permissions.ts); then, once the API server applies that binding, the
+ * plan's ResourceQuota and LimitRange and the NetworkPolicies (tenants/network-policies.ts).
+ * `namespace` resolves only once the binding is in effect, so whatever is created in the
+ * namespace (the vcluster release) waits for it too. Children use the root-cluster provider
+ * given in opts.
  */
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
+import type { KubeconfigPolicy } from '../provisioner/kubeconfig/policy.ts';
 import { PLANS } from './plans.ts';
 import { limitRangeSpec, quotaSpec } from './quota.ts';
 import { tenantNetworkPolicies } from './network-policies.ts';
+import { kubeRootAccess, type RootAccess } from './root-access.ts';
+import { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING } from './root-permissions.ts';
+
+/** How long the binding may take to be in effect (it takes milliseconds). */
+const ACCESS_TIMEOUT_MS = 60_000;
 
 export const TENANT_NAMESPACE_TYPE = 'hosted:tenant:TenantNamespace';
 
@@ -24,6 +35,12 @@ export interface TenantNamespaceArgs {
   readonly egressAllowedCidrs: readonly string[];
   /** CIDRs of the root cluster's API server. */
   readonly kubernetesApiCidrs: readonly string[];
+  /** Kubeconfig of the root cluster (secret): who to bind, and whether the binding is in effect. */
+  readonly rootKubeconfig: pulumi.Input<string>;
+  /** Policy the root kubeconfig is checked against before use (default strict). */
+  readonly kubeconfigPolicy?: KubeconfigPolicy;
+  /** How to ask the root cluster (tests inject one). */
+  readonly rootAccess?: RootAccess;
 }
 
 export function tenantNamespaceName(tenantId: string): string {
@@ -71,8 +88,34 @@ export class TenantNamespace extends pulumi.ComponentResource {
       },
       child,
     );
-    const inNs = { ...child, dependsOn: [ns] };
-    const meta = (n: string) => ({ name: n, namespace: nsName, labels });
+    const access = args.rootAccess ?? kubeRootAccess;
+    // Read with the kubeconfig (a secret), but neither the subject nor the namespace's name is one.
+    const subject = pulumi.unsecret(
+      pulumi.output(args.rootKubeconfig).apply((kubeconfig) => access.whoAmI(kubeconfig, args.kubeconfigPolicy)),
+    );
+    const binding = new k8s.rbac.v1.RoleBinding(
+      `${name}-provisioner-binding`,
+      {
+        metadata: { name: TENANT_ROLE_BINDING, namespace: nsName, labels },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: TENANT_CLUSTER_ROLE },
+        subjects: [subject],
+      },
+      { ...child, dependsOn: [ns] },
+    );
+    // The namespace, once the binding is in effect: everything in it is created after that.
+    const granted = pulumi.unsecret(
+      pulumi.all([binding.metadata.name, args.rootKubeconfig]).apply(async ([, kubeconfig]) => {
+        await access.waitForAccess({
+          kubeconfig,
+          namespace: nsName,
+          timeoutMs: ACCESS_TIMEOUT_MS,
+          ...(args.kubeconfigPolicy ? { policy: args.kubeconfigPolicy } : {}),
+        });
+        return nsName;
+      }),
+    );
+    const inNs = { ...child, dependsOn: [binding] };
+    const meta = (n: string) => ({ name: n, namespace: granted, labels });
 
     new k8s.core.v1.ResourceQuota(`${name}-quota`, { metadata: meta('tenant-quota'), spec: quotaSpec(plan) }, inNs);
     new k8s.core.v1.LimitRange(`${name}-limits`, { metadata: meta('tenant-limits'), spec: limitRangeSpec(plan) }, inNs);
@@ -83,7 +126,7 @@ export class TenantNamespace extends pulumi.ComponentResource {
         inNs,
       );
     }
-    this.namespace = ns.metadata.name;
+    this.namespace = granted;
     this.registerOutputs({ namespace: this.namespace });
   }
 }

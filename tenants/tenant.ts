@@ -14,6 +14,7 @@ import { catalog as defaultCatalog, type Catalog, type ComponentPins } from '../
 import { GitOpsRuntime } from '../runtime/component/gitops-runtime.ts';
 import type { TenantSettings } from './config.ts';
 import type { SecretWaiter } from './kubeconfig-wait.ts';
+import type { RootAccess } from './root-access.ts';
 import { TenantNamespace, tenantNamespaceName } from './tenant-namespace.ts';
 import { VirtualCluster } from './virtual-cluster.ts';
 
@@ -28,6 +29,8 @@ export interface TenantArgs {
   readonly catalog?: Catalog;
   /** How to wait for the exported kubeconfig (the default polls the root cluster). */
   readonly waitForSecret?: SecretWaiter;
+  /** How to ask the root cluster who the program is and whether its namespace binding is in effect. */
+  readonly rootAccess?: RootAccess;
 }
 
 /** The stack outputs the provisioner records as tenant status. */
@@ -60,6 +63,9 @@ export class Tenant extends pulumi.ComponentResource {
         ingressNamespaces: s.ingressNamespaces,
         egressAllowedCidrs: s.egressAllowedCidrs,
         kubernetesApiCidrs: s.kubernetesApiCidrs,
+        rootKubeconfig: s.rootKubeconfig,
+        kubeconfigPolicy: s.kubeconfigPolicy,
+        ...(args.rootAccess ? { rootAccess: args.rootAccess } : {}),
       },
       root,
     );

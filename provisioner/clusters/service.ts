@@ -26,7 +26,7 @@ import { admitKubeconfig } from '../kubeconfig/admit.ts';
 import { describeRefusal, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
 import { probeCluster, type ProbeResult } from '../kubeconfig/probe.ts';
 import { AppError } from '../errors.ts';
-import { ROOT_CLUSTER_PERMISSIONS, describePermission } from '../../tenants/root-permissions.ts';
+import { ROOT_CLUSTER_PERMISSIONS, describePermission, describeScope } from '../../tenants/root-permissions.ts';
 
 export interface ClusterServiceDeps {
   pool: pg.Pool;
@@ -76,7 +76,11 @@ export function probeRefusal(result: Exclude<ProbeResult, { outcome: 'ok' }>): A
         field: 'kubeconfig',
         details: {
           server: result.server,
-          missing: result.missing.map((p) => ({ permission: describePermission(p), why: p.why })),
+          missing: result.missing.map((p) => ({
+            permission: describePermission(p),
+            where: describeScope(p.scope),
+            why: p.why,
+          })),
         },
       });
   }

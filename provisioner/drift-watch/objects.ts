@@ -1,6 +1,7 @@
 /**
  * What the root-cluster watch looks at: the kinds of object the tenants program owns on a root
- * cluster (one watch per kind per cluster, selected by label or field, never one per tenant), the
+ * cluster (one watch per kind per cluster, selected by label, never one per tenant; only kinds the
+ * provisioner may read across all namespaces, so no Secrets), the
  * tenant an object belongs to, and the object's fingerprint — a hash of what the program or a
  * person sets, without what the server or controllers write (status, resourceVersion,
  * managedFields). An update whose fingerprint did not change (a ResourceQuota's `status.used`,
@@ -20,7 +21,7 @@ interface Obj {
 export const MANAGED_BY_SELECTOR = 'app.kubernetes.io/managed-by=hosted-runtimes-provisioner';
 
 export interface WatchedKind {
-  /** Name in logs, metrics and resync reasons (`Secret` twice: two selections of one kind). */
+  /** Name in logs, metrics and resync reasons. */
   kind: string;
   /** The collection across all namespaces. */
   path: string;
@@ -33,15 +34,15 @@ export const WATCHED_KINDS: readonly WatchedKind[] = [
   { kind: 'ResourceQuota', path: '/api/v1/resourcequotas', labelSelector: MANAGED_BY_SELECTOR },
   { kind: 'LimitRange', path: '/api/v1/limitranges', labelSelector: MANAGED_BY_SELECTOR },
   { kind: 'NetworkPolicy', path: '/apis/networking.k8s.io/v1/networkpolicies', labelSelector: MANAGED_BY_SELECTOR },
-  // The vcluster chart's workload and the Helm release records of the vcluster release.
+  // The vcluster chart's workload: a release changed or removed by hand changes or removes it.
   {
     kind: 'StatefulSet',
     path: '/apis/apps/v1/statefulsets',
     labelSelector: `app=vcluster,release=${VCLUSTER_RELEASE}`,
   },
-  { kind: 'HelmRelease', path: '/api/v1/secrets', fieldSelector: 'type=helm.sh/release.v1' },
-  // The kubeconfig the vcluster exports (the program reads it for the runtime's provider).
-  { kind: 'ExportedKubeconfig', path: '/api/v1/secrets', fieldSelector: `metadata.name=vc-${VCLUSTER_RELEASE}` },
+  // No Secrets (the Helm release records, the exported kubeconfig): listing them across all
+  // namespaces needs a cluster-wide read of every Secret, which the provisioner does not have
+  // (infra/provisioner-rbac.ts; docs/decisions.md, "Least privilege for reads").
 ];
 
 const TENANT_NAMESPACE = /^tenant-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;

@@ -1,7 +1,9 @@
 /**
  * Probes a root cluster with a kubeconfig the policy accepted: is its API server reachable (GET
  * /version), does it take the kubeconfig's credentials, and may they do what the tenants program
- * does (one SelfSubjectAccessReview per permission). Used when a cluster is registered and by
+ * does (one SelfSubjectAccessReview per permission; a permission the program holds in tenant
+ * namespaces through the ClusterRole it binds there is looked up in that ClusterRole's rules,
+ * since no tenant namespace need exist yet). Used when a cluster is registered and by
  * `provisioner doctor`. The kubeconfig goes through pinKubeconfig first (never a file read, never
  * a command run unless the operator allowed it, the connection pinned to the checked address);
  * nothing of an answer's body but its status and the reviews' verdicts is kept.
@@ -9,7 +11,14 @@
 import { request as httpRequest, type RequestOptions } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
-import { describePermission, type RootPermission } from '../../tenants/root-permissions.ts';
+import {
+  describeMissing,
+  grantedByRules,
+  REVIEW_NAMESPACE,
+  TENANT_CLUSTER_ROLE,
+  type PolicyRule,
+  type RootPermission,
+} from '../../tenants/root-permissions.ts';
 import { pinKubeconfig, type KubeconfigPolicy } from './policy.ts';
 
 export type ProbeResult =
@@ -138,7 +147,10 @@ export async function probeCluster(
 
   const permissions = opts.permissions ?? [];
   // Also proves the credentials: every authenticated user may create a SelfSubjectAccessReview.
-  const reviews = permissions.length > 0 ? permissions : [{ verb: 'get', group: '', resource: 'namespaces', why: '' }];
+  const reviews =
+    permissions.length > 0
+      ? permissions
+      : [{ verb: 'get', group: '', resource: 'namespaces', scope: 'cluster', why: '' } as const];
   const missing: RootPermission[] = [];
   let reviewError: string | undefined;
   try {
@@ -147,7 +159,7 @@ export async function probeCluster(
         call(base, options, 'POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', timeoutMs, {
           apiVersion: 'authorization.k8s.io/v1',
           kind: 'SelfSubjectAccessReview',
-          spec: { resourceAttributes: { verb: p.verb, group: p.group, resource: p.resource } },
+          spec: { resourceAttributes: reviewAttributes(p) },
         }),
       ),
     );
@@ -166,21 +178,60 @@ export async function probeCluster(
       }
       if (!allowed && permissions.length > 0) missing.push(permissions[i]!);
     }
+    // Permissions of tenant namespaces not granted cluster-wide: granted by the ClusterRole the
+    // program binds in each tenant namespace?
+    let roleNote = '';
+    if (reviewError === undefined && missing.some((p) => p.scope === 'bound')) {
+      const role = await call(
+        base,
+        options,
+        'GET',
+        `/apis/rbac.authorization.k8s.io/v1/clusterroles/${encodeURIComponent(TENANT_CLUSTER_ROLE)}`,
+        timeoutMs,
+      );
+      let rules: PolicyRule[] | undefined;
+      if (role.status === 200) {
+        try {
+          rules = (JSON.parse(role.body) as { rules?: PolicyRule[] }).rules ?? [];
+        } catch {
+          // unreadable: the permissions stay missing
+        }
+      }
+      if (rules) {
+        const byRole = rules;
+        missing.splice(0, missing.length, ...missing.filter((p) => p.scope !== 'bound' || !grantedByRules(byRole, p)));
+        if (missing.some((p) => p.scope === 'bound'))
+          roleNote = ` (ClusterRole ${TENANT_CLUSTER_ROLE} does not grant those of tenant namespaces either)`;
+      } else {
+        roleNote = ` (ClusterRole ${TENANT_CLUSTER_ROLE} ${role.status === 404 ? 'does not exist' : `could not be read: HTTP ${role.status}`})`;
+      }
+    }
+    if (missing.length > 0) {
+      return {
+        outcome: 'forbidden',
+        server,
+        version: gitVersion,
+        missing,
+        error:
+          reviewError ??
+          `the kubeconfig's credentials lack ${missing.length} of the ${permissions.length} permissions the tenants program needs: ${describeMissing(missing)}${roleNote}`,
+      };
+    }
   } catch (err) {
     return { outcome: 'unreachable', server, error: `cannot reach ${server}: ${describeNetworkError(err)}` };
   }
-  if (missing.length > 0) {
-    return {
-      outcome: 'forbidden',
-      server,
-      version: gitVersion,
-      missing,
-      error:
-        reviewError ??
-        `the kubeconfig's credentials lack ${missing.length} of the ${permissions.length} permissions the tenants program needs (in all namespaces): ${missing.map(describePermission).join(', ')}`,
-    };
-  }
   return { outcome: 'ok', server, version: gitVersion };
+}
+
+/** What a SelfSubjectAccessReview asks for `p`: tenant-namespace permissions in a tenant namespace's name. */
+export function reviewAttributes(p: RootPermission): Record<string, string> {
+  return {
+    verb: p.verb,
+    group: p.group,
+    resource: p.resource,
+    ...(p.name !== undefined ? { name: p.name } : {}),
+    ...(p.scope !== 'cluster' ? { namespace: REVIEW_NAMESPACE } : {}),
+  };
 }
 
 function unauthorized(server: string): string {

@@ -11,6 +11,7 @@ import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { exists } from './harness/kube.ts';
 import { sleep, until } from './harness/processes.ts';
 import type { E2E } from './harness/environment.ts';
+import { WATCHED_KINDS } from '../../provisioner/drift-watch/objects.ts';
 import type { OperationView } from './harness/api-client.ts';
 
 const VERSION = '1.4.1';
@@ -70,7 +71,10 @@ await provisioningSuite(
       // The engine's own writes: seen by the watch, but no run queued for them.
       await sleep(QUIET_MS);
       const afterCreate = await watchCounters(e2e);
-      t.ok(afterCreate.synced >= 7, `every watched kind has its first list (${afterCreate.synced} synced)`);
+      t.ok(
+        afterCreate.synced >= WATCHED_KINDS.length,
+        `every watched kind has its first list (${afterCreate.synced} synced of ${WATCHED_KINDS.length})`,
+      );
       t.ok(afterCreate.changed > 0, `the watch saw the objects the engine created (${afterCreate.changed} changes)`);
       t.equal(afterCreate.requested, 0, 'and requested no resync for them');
       t.same(resyncs(await e2e.api.operations(idA)), [], 'no resync ran for tenant A after its create');
@@ -124,7 +128,7 @@ await provisioningSuite(
         120_000,
         async () => {
           const c = await watchCounters(e2e);
-          return c.restarts > restartsBefore.restarts && c.synced >= 7 && c;
+          return c.restarts > restartsBefore.restarts && c.synced >= WATCHED_KINDS.length && c;
         },
         500,
       );

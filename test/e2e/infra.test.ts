@@ -8,13 +8,16 @@
  *     three Helm releases are deployed.
  *  2. A second preview shows no change.
  *  3. The `clusters` output's kubeconfig authenticates as the provisioner's own ServiceAccount;
- *     SubjectAccessReviews show what that account may not do.
+ *     SubjectAccessReviews show what that account may not do: read Secrets or ConfigMaps outside
+ *     tenant namespaces (nor across all), change nodes, RBAC beyond the tenant binding, or
+ *     anything in kube-system; and that it holds what the tenants program needs before a tenant
+ *     namespace has its RoleBinding.
  *  4. The provisioner Deployment's environment as it is on the API server (values, Secrets,
  *     the downward API) starts the real provisioner process, which serves, with no secret left to
  *     a development default.
  *  5. `pulumi destroy` leaves nothing of the platform behind but the CRDs kept on purpose.
  */
-import { randomBytes, generateKeyPairSync } from 'node:crypto';
+import { randomBytes, randomUUID, generateKeyPairSync } from 'node:crypto';
 import { copyFile, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -35,6 +38,7 @@ import {
 import t from 'tap';
 import { PLATFORM_CHARTS, PLATFORM_NAMESPACE } from '../../infra/charts.ts';
 import { PROVISIONER_DATA_DIR } from '../../infra/provisioner.ts';
+import { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING } from '../../tenants/root-permissions.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
 import { catalog } from '../../runtime/catalog.ts';
 import { ApiClient, cli, type SignupAnswer } from './harness/api-client.ts';
@@ -143,6 +147,7 @@ async function main(): Promise<void> {
       [
         'Cluster',
         'ClusterRole',
+        'ClusterRole',
         'ClusterRoleBinding',
         'Deployment',
         'Ingress',
@@ -226,38 +231,92 @@ async function main(): Promise<void> {
     t.ok(namespaces.items.length > 0, 'and it may list namespaces (it creates tenant namespaces)');
 
     const authz = admin.makeApiClient(AuthorizationV1Api);
-    const can = (attrs: { verb: string; resource: string; group?: string; namespace?: string }) =>
-      allowed(authz, attrs);
-    const refused = [
+    const can = (attrs: Access) => allowed(authz, attrs);
+    const refused: Access[] = [
+      // Nodes.
       { verb: 'update', resource: 'nodes' },
+      { verb: 'patch', resource: 'nodes' },
       { verb: 'delete', resource: 'nodes' },
-      { verb: 'create', resource: 'clusterroles', group: 'rbac.authorization.k8s.io' },
-      { verb: 'create', resource: 'clusterrolebindings', group: 'rbac.authorization.k8s.io' },
-      { verb: 'escalate', resource: 'roles', group: 'rbac.authorization.k8s.io', namespace: 'tenant-x' },
-      { verb: 'bind', resource: 'clusterroles', group: 'rbac.authorization.k8s.io' },
+      // RBAC beyond the tenant binding.
+      { verb: 'create', resource: 'clusterroles', group: RBAC },
+      { verb: 'update', resource: 'clusterroles', group: RBAC, name: TENANT_CLUSTER_ROLE },
+      { verb: 'create', resource: 'clusterrolebindings', group: RBAC },
+      { verb: 'escalate', resource: 'roles', group: RBAC, namespace: 'tenant-x' },
+      { verb: 'escalate', resource: 'clusterroles', group: RBAC },
+      { verb: 'bind', resource: 'clusterroles', group: RBAC },
+      { verb: 'bind', resource: 'clusterroles', group: RBAC, name: 'cluster-admin' },
+      { verb: 'bind', resource: 'clusterroles', group: RBAC, name: 'hosted-platform:provisioner' },
+      { verb: 'create', resource: 'roles', group: RBAC, namespace: 'kube-system' },
+      {
+        verb: 'update',
+        resource: 'rolebindings',
+        group: RBAC,
+        namespace: 'kube-system',
+        name: 'system:controller:bootstrap-signer',
+      },
+      {
+        verb: 'delete',
+        resource: 'rolebindings',
+        group: RBAC,
+        namespace: 'kube-system',
+        name: 'system:controller:bootstrap-signer',
+      },
+      { verb: 'list', resource: 'rolebindings', group: RBAC },
+      // Extending the API or admission.
       { verb: 'create', resource: 'customresourcedefinitions', group: 'apiextensions.k8s.io' },
       { verb: 'create', resource: 'validatingwebhookconfigurations', group: 'admissionregistration.k8s.io' },
+      { verb: 'delete', resource: 'validatingadmissionpolicies', group: 'admissionregistration.k8s.io' },
       { verb: 'create', resource: 'priorityclasses', group: 'scheduling.k8s.io' },
-    ];
-    for (const a of refused) {
-      t.notOk(await can(a), `SubjectAccessReview: the provisioner may not ${a.verb} ${a.resource}`);
-    }
-    for (const a of [
-      { verb: 'create', resource: 'namespaces' },
-      { verb: 'create', resource: 'resourcequotas', namespace: 'tenant-x' },
-      { verb: 'create', resource: 'networkpolicies', group: 'networking.k8s.io', namespace: 'tenant-x' },
+      // Secrets and ConfigMaps outside tenant namespaces: no read anywhere else, nor across all.
+      ...['kube-system', 'default', 'kube-public', PLATFORM_NAMESPACE, 'bystander', undefined].flatMap((namespace) =>
+        ['get', 'list', 'watch'].flatMap((verb) =>
+          ['secrets', 'configmaps'].map((resource) => ({ verb, resource, ...(namespace ? { namespace } : {}) })),
+        ),
+      ),
+      // Not even a tenant namespace's Secrets before its RoleBinding is there.
       { verb: 'get', resource: 'secrets', namespace: 'tenant-x' },
-    ]) {
-      t.ok(await can(a), `SubjectAccessReview: the provisioner may ${a.verb} ${a.resource} (tenant program)`);
-    }
-    // Recorded, not asserted: the namespaced rules are bound cluster-wide (infra/provisioner-rbac.ts;
-    // cluster registration checks them in all namespaces), so reads reach every namespace. Writes
-    // outside tenant namespaces are refused by the admission policy (the lifecycle test below).
-    const wide = [];
-    for (const namespace of ['kube-system', 'default']) {
-      if (await can({ verb: 'get', resource: 'secrets', namespace })) wide.push(`get secrets in ${namespace}`);
-    }
-    if (wide.length > 0) t.comment(`finding: the provisioner's cluster-wide grant also allows: ${wide.join(', ')}`);
+      // kube-system's workloads.
+      { verb: 'get', resource: 'pods', namespace: 'kube-system' },
+      { verb: 'create', resource: 'pods/exec', namespace: 'kube-system' },
+      { verb: 'delete', resource: 'pods', namespace: 'kube-system' },
+      { verb: 'update', resource: 'deployments', group: 'apps', namespace: 'kube-system' },
+      { verb: 'get', resource: 'serviceaccounts', namespace: 'kube-system' },
+      { verb: 'create', resource: 'serviceaccounts/token', namespace: 'kube-system' },
+    ];
+    const granted: string[] = [];
+    for (const a of refused) if (await can(a)) granted.push(describe(a));
+    t.same(
+      granted,
+      [],
+      `SubjectAccessReviews: the provisioner may do none of ${refused.length} things outside its grants`,
+    );
+    const needed: Access[] = [
+      { verb: 'create', resource: 'namespaces' },
+      { verb: 'delete', resource: 'namespaces' },
+      { verb: 'list', resource: 'resourcequotas' },
+      { verb: 'watch', resource: 'statefulsets', group: 'apps' },
+      { verb: 'create', resource: 'rolebindings', group: RBAC, namespace: 'tenant-x' },
+      { verb: 'patch', resource: 'rolebindings', group: RBAC, namespace: 'tenant-x', name: TENANT_ROLE_BINDING },
+      { verb: 'bind', resource: 'clusterroles', group: RBAC, name: TENANT_CLUSTER_ROLE },
+    ];
+    const refusedNeeded: string[] = [];
+    for (const a of needed) if (!(await can(a))) refusedNeeded.push(describe(a));
+    t.same(refusedNeeded, [], 'and may do what the tenants program does before a tenant namespace has its RoleBinding');
+    const role = await admin.makeApiClient(RbacAuthorizationV1Api).readClusterRole({ name: TENANT_CLUSTER_ROLE });
+    t.ok(
+      role.rules?.some((r) => r.resources?.includes('secrets')),
+      `the tenant-namespace ClusterRole ${TENANT_CLUSTER_ROLE} exists with the namespaced grants (Secrets among them)`,
+    );
+    const wide = (await admin.makeApiClient(RbacAuthorizationV1Api).listClusterRoleBinding()).items.filter((b) =>
+      b.subjects?.some(
+        (s) => s.kind === 'ServiceAccount' && s.name === 'provisioner' && s.namespace === PLATFORM_NAMESPACE,
+      ),
+    );
+    t.same(
+      wide.map((b) => b.roleRef.name),
+      ['hosted-platform:provisioner'],
+      'the only cluster-wide binding of the provisioner is its cluster ClusterRole (not the tenant one)',
+    );
   });
 
   let adminKey = '';
@@ -435,9 +494,60 @@ async function main(): Promise<void> {
       // What the ServiceAccount may and may not do, now that a tenant namespace exists.
       const authz = admin.makeApiClient(AuthorizationV1Api);
       const can = (verb: string, resource: string, ns?: string) => allowed(authz, { verb, resource, namespace: ns });
-      t.ok(await can('get', 'secrets', namespace), "it reads Secrets in the tenant's namespace");
+      const binding = await admin
+        .makeApiClient(RbacAuthorizationV1Api)
+        .readNamespacedRoleBinding({ name: TENANT_ROLE_BINDING, namespace });
+      t.same(
+        { role: binding.roleRef.name, subjects: binding.subjects?.map((s) => `${s.kind} ${s.namespace}/${s.name}`) },
+        { role: TENANT_CLUSTER_ROLE, subjects: [`ServiceAccount ${PLATFORM_NAMESPACE}/provisioner`] },
+        "the tenants program bound the tenant ClusterRole to the provisioner's ServiceAccount in the tenant's namespace",
+      );
+      t.ok(await can('get', 'secrets', namespace), "through it, it reads Secrets in the tenant's namespace");
+      t.ok(await can('create', 'statefulsets', namespace), 'and manages what the vcluster chart installs there');
+      for (const ns of ['kube-system', 'default', 'bystander', `tenant-${randomUUID()}`]) {
+        t.notOk(await can('get', 'secrets', ns), `and still reads no Secret in ${ns}`);
+      }
       const sa = new KubeConfig();
       sa.loadFromString((JSON.parse(output) as Array<{ kubeconfig: string }>)[0]!.kubeconfig);
+      const rbacAsSa = sa.makeApiClient(RbacAuthorizationV1Api);
+      const bindElsewhere = await rbacAsSa
+        .createNamespacedRoleBinding({
+          namespace: 'kube-system',
+          body: {
+            metadata: { name: TENANT_ROLE_BINDING },
+            roleRef: { apiGroup: RBAC, kind: 'ClusterRole', name: TENANT_CLUSTER_ROLE },
+            subjects: [{ kind: 'ServiceAccount', name: 'provisioner', namespace: PLATFORM_NAMESPACE }],
+          },
+          dryRun: 'All',
+        })
+        .then(
+          () => 'created',
+          (err: unknown) => String((err as { body?: unknown }).body ?? err),
+        );
+      t.match(
+        bindElsewhere,
+        /hosted-platform-provisioner-guard/,
+        'binding the tenant ClusterRole in kube-system (dry run) is refused by the admission policy, though RBAC lets it create RoleBindings',
+      );
+      const bindAdmin = await rbacAsSa
+        .createNamespacedRoleBinding({
+          namespace,
+          body: {
+            metadata: { name: 'escalation' },
+            roleRef: { apiGroup: RBAC, kind: 'ClusterRole', name: 'cluster-admin' },
+            subjects: [{ kind: 'ServiceAccount', name: 'provisioner', namespace: PLATFORM_NAMESPACE }],
+          },
+          dryRun: 'All',
+        })
+        .then(
+          () => 'created',
+          (err: unknown) => String((err as { body?: unknown }).body ?? err),
+        );
+      t.match(
+        bindAdmin,
+        /forbidden/i,
+        "binding cluster-admin even in the tenant's own namespace (dry run) is refused by RBAC (bind only on the tenant ClusterRole)",
+      );
       // A namespace of someone else's (kube-system and default cannot be deleted by anyone).
       await admin.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: 'bystander' } } });
       const refusal = await sa
@@ -498,6 +608,12 @@ async function main(): Promise<void> {
         await exists(() => admin.makeApiClient(CoreV1Api).readNamespace({ name: namespace })),
         "the tenant's namespace is gone",
       );
+      const lifecycleLog = await readFile(logFile, 'utf8');
+      t.same(
+        lifecycleLog.split('\n').filter((l) => /not allowed to list|"statusCode":403|HTTP 403/.test(l)),
+        [],
+        'nothing the provisioner did (engine, root-cluster watch, probe) was refused by the API server',
+      );
       await proc.stop(10_000);
     },
   );
@@ -523,6 +639,7 @@ async function main(): Promise<void> {
       t.notOk(clusterRoles.includes(name), `ClusterRole ${name} is gone`);
       t.notOk(bindings.includes(name), `ClusterRoleBinding ${name} is gone`);
     }
+    t.notOk(clusterRoles.includes(TENANT_CLUSTER_ROLE), `ClusterRole ${TENANT_CLUSTER_ROLE} is gone`);
     const admission = admin.makeApiClient(AdmissionregistrationV1Api);
     t.same(
       (await admission.listValidatingAdmissionPolicy()).items.map((p) => p.metadata!.name),
@@ -583,11 +700,24 @@ function ingressStatusStandIn(kc: KubeConfig, namespace: string): () => void {
   };
 }
 
+const RBAC = 'rbac.authorization.k8s.io';
+
+/** What a SubjectAccessReview asks about. */
+interface Access {
+  verb: string;
+  resource: string;
+  group?: string;
+  namespace?: string | undefined;
+  name?: string;
+}
+
+/** `get secrets in kube-system`, `bind clusterroles.rbac.authorization.k8s.io/cluster-admin`. */
+function describe(a: Access): string {
+  return `${a.verb} ${a.group ? `${a.resource}.${a.group}` : a.resource}${a.name ? `/${a.name}` : ''}${a.namespace ? ` in ${a.namespace}` : ' (cluster-wide)'}`;
+}
+
 /** A SubjectAccessReview for the provisioner's ServiceAccount. */
-async function allowed(
-  authz: AuthorizationV1Api,
-  attrs: { verb: string; resource: string; group?: string; namespace?: string | undefined },
-): Promise<boolean> {
+async function allowed(authz: AuthorizationV1Api, attrs: Access): Promise<boolean> {
   const r = await authz.createSubjectAccessReview({
     body: {
       apiVersion: 'authorization.k8s.io/v1',
@@ -600,6 +730,7 @@ async function allowed(
           resource: attrs.resource,
           group: attrs.group ?? '',
           ...(attrs.namespace ? { namespace: attrs.namespace } : {}),
+          ...(attrs.name ? { name: attrs.name } : {}),
         },
       },
     },

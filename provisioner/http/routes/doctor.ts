@@ -13,7 +13,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { StringEnum, withErrors } from '../schemas.ts';
 import type { AppContext } from '../context.ts';
 import type { ClusterProbe } from '../../clusters/service.ts';
-import { describePermission } from '../../../tenants/root-permissions.ts';
+import { describeMissing } from '../../../tenants/root-permissions.ts';
 
 const VERSION = (
   JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -99,7 +99,7 @@ function clusterChecks(probes: ClusterProbe[]): Check[] {
             ]
           : r.outcome === 'forbidden'
             ? [
-                `bind the kubeconfig's user to a ClusterRole granting: ${r.missing.map(describePermission).join(', ')}`,
+                `use the kubeconfig of the provisioner's ServiceAccount that \`pulumi up\` of the root infrastructure created (docs/operations.md, Installing the control plane), or grant its user: ${describeMissing(r.missing)}`,
                 `kubectl auth can-i --list   # with the same kubeconfig, to see what it may do`,
               ]
             : [

@@ -14,12 +14,17 @@ import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
 import { createTestApi } from '../../helpers/api.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../e2e/harness/control-plane.ts';
 import { createClientCert, kubeconfigFor } from '../../e2e/harness/pki.ts';
 import { freePort } from '../../../provisioner/db/embedded.ts';
-import { ROOT_CLUSTER_PERMISSIONS, describePermission } from '../../../tenants/root-permissions.ts';
+import {
+  ROOT_CLUSTER_PERMISSIONS,
+  TENANT_CLUSTER_ROLE,
+  describePermission,
+} from '../../../tenants/root-permissions.ts';
+import { PROVISIONER_CLUSTER_RULES, PROVISIONER_TENANT_RULES } from '../../../infra/provisioner-rbac.ts';
 
 const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
 const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
@@ -108,13 +113,26 @@ if (missing && process.env.CI === 'true') {
     t.equal(res.statusCode, 422, 'answered 422');
     const error = res.json().error;
     t.equal(error.code, 'CLUSTER_PERMISSIONS_MISSING', 'code CLUSTER_PERMISSIONS_MISSING');
-    const expected = ROOT_CLUSTER_PERMISSIONS.filter((p) => p.resource !== 'namespaces').map(describePermission);
+    const held = ['create', 'get', 'patch', 'delete'];
+    const expected = ROOT_CLUSTER_PERMISSIONS.filter(
+      (p) => !(p.resource === 'namespaces' && held.includes(p.verb)),
+    ).map(describePermission);
     t.same(
       (error.details.missing as Array<{ permission: string }>).map((m) => m.permission),
       expected,
       'details.missing lists every permission but the namespace ones the user has',
     );
+    t.match(
+      (error.details.missing as Array<{ permission: string }>).find((m) => m.permission === 'list namespaces'),
+      { where: 'cluster-wide', why: /root-cluster watch/ },
+      'each with where it is needed and why',
+    );
     t.match(error.message, /create resourcequotas, get resourcequotas/, 'the message lists them too');
+    t.match(
+      error.message,
+      `ClusterRole ${TENANT_CLUSTER_ROLE} could not be read: HTTP 403`,
+      'and why the tenant ClusterRole did not grant the tenant-namespace ones',
+    );
     t.notMatch(error.message, /create namespaces/, 'a granted permission is not listed');
 
     const none = await register('nobody', as(nobody));
@@ -163,4 +181,55 @@ if (missing && process.env.CI === 'true') {
     t.equal(forced.code, 0, `--force registers (stderr: ${forced.stderr})`);
     t.match(forced.stdout, /registered cluster cli-ns-only/, 'and says so');
   });
+
+  t.test(
+    "infra/'s least-privilege grants register without force; a tenant ClusterRole lacking a grant is refused naming it",
+    async (t) => {
+      // What infra/ creates for the provisioner (here a user of its own): the cluster ClusterRole
+      // bound cluster-wide, the tenant one not bound.
+      const provisioner = await createClientCert(plane.ca, 'infra-grants', 'infra-grants', 'hrt-test');
+      await rbac.createClusterRole({
+        body: { metadata: { name: 'hosted-platform:provisioner' }, rules: PROVISIONER_CLUSTER_RULES as V1PolicyRule[] },
+      });
+      await rbac.createClusterRoleBinding({
+        body: {
+          metadata: { name: 'hosted-platform:provisioner' },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'hosted-platform:provisioner' },
+          subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'infra-grants' }],
+        },
+      });
+      const lacking = await register('infra-grants', as(provisioner));
+      t.equal(lacking.statusCode, 422, 'without the tenant ClusterRole: 422');
+      t.match(
+        lacking.json().error.message,
+        `ClusterRole ${TENANT_CLUSTER_ROLE} does not exist`,
+        'naming the ClusterRole that is missing',
+      );
+      t.ok(
+        (lacking.json().error.details.missing as Array<{ permission: string; where: string }>).every((m) =>
+          m.where.startsWith('in each tenant namespace'),
+        ),
+        'and only tenant-namespace permissions are missing: the cluster-wide grants are enough for the rest',
+      );
+
+      // The tenant ClusterRole without Secrets: exactly the Secret permissions are missing.
+      const rules = PROVISIONER_TENANT_RULES as V1PolicyRule[];
+      const withoutSecrets = rules.map((r) => ({ ...r, resources: r.resources?.filter((x) => x !== 'secrets') }));
+      await rbac.createClusterRole({ body: { metadata: { name: TENANT_CLUSTER_ROLE }, rules: withoutSecrets } });
+      const noSecrets = await register('infra-grants', as(provisioner));
+      t.equal(noSecrets.statusCode, 422, 'a tenant ClusterRole without Secrets: 422');
+      t.same(
+        (noSecrets.json().error.details.missing as Array<{ permission: string }>).map((m) => m.permission),
+        ROOT_CLUSTER_PERMISSIONS.filter((p) => p.resource === 'secrets').map(describePermission),
+        'listing exactly the Secret permissions of tenant namespaces',
+      );
+
+      await rbac.replaceClusterRole({
+        name: TENANT_CLUSTER_ROLE,
+        body: { metadata: { name: TENANT_CLUSTER_ROLE }, rules },
+      });
+      const ok = await register('infra-grants', as(provisioner));
+      t.equal(ok.statusCode, 201, `with infra/'s two ClusterRoles it registers without force (${ok.body})`);
+    },
+  );
 }

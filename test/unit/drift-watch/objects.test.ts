@@ -34,8 +34,8 @@ t.test('what the watch selects is what the tenants program writes', async (t) =>
   t.equal(VCLUSTER_RELEASE, PROGRAM_RELEASE, "the vcluster release name is the program's");
   t.same(
     WATCHED_KINDS.map((k) => k.kind),
-    ['Namespace', 'ResourceQuota', 'LimitRange', 'NetworkPolicy', 'StatefulSet', 'HelmRelease', 'ExportedKubeconfig'],
-    'one watch per kind the program owns on the root cluster',
+    ['Namespace', 'ResourceQuota', 'LimitRange', 'NetworkPolicy', 'StatefulSet'],
+    'one watch per kind the program owns on the root cluster, no Secrets (no cluster-wide read of them)',
   );
 });
 
@@ -43,7 +43,7 @@ t.test('the tenant of an object is read from its namespace (or, for a Namespace,
   t.equal(tenantOf(kind('ResourceQuota'), quota()), ID);
   t.equal(tenantOf(kind('Namespace'), { metadata: { name: `tenant-${ID}` } }), ID);
   t.equal(
-    tenantOf(kind('HelmRelease'), { metadata: { name: 'sh.helm.release.v1.ingress.v1', namespace: 'ingress' } }),
+    tenantOf(kind('StatefulSet'), { metadata: { name: 'controller', namespace: 'ingress' } }),
     undefined,
     'not a tenant namespace',
   );

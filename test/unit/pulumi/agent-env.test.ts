@@ -22,7 +22,7 @@ import { loadTunnelClientConfig } from '../../../runtime/agents/tunnel-client/co
 import type { Env } from '../../../runtime/agents/common/config.ts';
 import { createTenantProgram } from '../../../tenants/program.ts';
 import { inputsOf, metaOf, runProgram } from './harness.ts';
-import { recordingWaiter, tenantConfig, tenantInput } from './fixtures.ts';
+import { recordingWaiter, tenantConfig, tenantInput, ROOT_ACCESS } from './fixtures.ts';
 
 const { publicKey } = generateKeyPairSync('ed25519');
 const publicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
@@ -31,7 +31,7 @@ const tenantId = tenantInput().tenantId;
 const version = catalog.versions.at(-1)!;
 
 const r = await runProgram(
-  createTenantProgram({ waitForSecret: recordingWaiter().waiter }),
+  createTenantProgram({ rootAccess: ROOT_ACCESS, waitForSecret: recordingWaiter().waiter }),
   tenantConfig({ runtimeVersion: version.version, runtimeToken, controlPlanePublicKey: publicKeyPem }),
 );
 const secrets = r.ofType('kubernetes:core/v1:Secret').map((s) => inputsOf<ISecret>(s));

@@ -3,6 +3,7 @@
  */
 import { stackConfig, type TenantInput } from '../../../tenants/config.ts';
 import type { SecretWaitRequest } from '../../../tenants/kubeconfig-wait.ts';
+import type { RootAccess } from '../../../tenants/root-access.ts';
 
 export const PUBLIC_KEY = '-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAexample\n-----END PUBLIC KEY-----\n';
 
@@ -41,6 +42,15 @@ export function recordingWaiter(): { calls: SecretWaitRequest[]; waiter: (r: Sec
     },
   };
 }
+
+/**
+ * The root cluster's answers to the tenants program, without a cluster: it is the provisioner's
+ * ServiceAccount, and its tenant-namespace binding is in effect at once.
+ */
+export const ROOT_ACCESS: RootAccess = {
+  whoAmI: () => Promise.resolve({ kind: 'ServiceAccount', name: 'provisioner', namespace: 'hosted-platform' }),
+  waitForAccess: () => Promise.resolve(),
+};
 
 /** Name of the provider a resource was registered with (from the `urn::id` reference). */
 export function providerName(ref: string | undefined): string | undefined {

@@ -5,7 +5,13 @@
 import t from 'tap';
 import { infraProgram } from '../../../infra/program.ts';
 import { validateClusters } from '../../../infra/config.ts';
-import { PROVISIONER_GUARD_EXPRESSION, PROVISIONER_RULES } from '../../../infra/provisioner-rbac.ts';
+import {
+  PROVISIONER_CLUSTER_RULES,
+  PROVISIONER_GUARD_EXPRESSION,
+  PROVISIONER_TENANT_RULES,
+  TENANT_CLUSTER_ROLE,
+} from '../../../infra/provisioner-rbac.ts';
+import { grantedByRules, ROOT_CLUSTER_PERMISSIONS, type PolicyRule } from '../../../tenants/root-permissions.ts';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { ISecret } from 'kubernetes-models/v1';
 import type { IIngress } from 'kubernetes-models/networking.k8s.io/v1';
@@ -73,6 +79,7 @@ t.test('two clusters: each gets the whole platform through its own provider', as
       kinds,
       [
         'Cluster',
+        'ClusterRole',
         'ClusterRole',
         'ClusterRoleBinding',
         'Deployment',
@@ -200,25 +207,59 @@ t.test(
   },
 );
 
-t.test('provisioner RBAC manages namespaces and namespaced objects, nothing cluster-wide beyond that', async (t) => {
-  const resources = PROVISIONER_RULES.flatMap((rule) =>
-    (rule.resources as string[]).map((res) => `${(rule.apiGroups as string[])[0]}/${res}`),
-  );
-  t.ok(resources.includes('/namespaces'));
-  t.ok(resources.includes('rbac.authorization.k8s.io/roles'));
-  for (const forbidden of [
-    '/nodes',
-    'rbac.authorization.k8s.io/clusterroles',
-    'rbac.authorization.k8s.io/clusterrolebindings',
-    'apiextensions.k8s.io/customresourcedefinitions',
-  ]) {
-    t.notOk(resources.includes(forbidden), `no ${forbidden}`);
-  }
-  t.notOk(
-    PROVISIONER_RULES.some((rule) =>
-      (rule.verbs as string[]).some((v) => v === '*' || v === 'escalate' || v === 'bind'),
+t.test('provisioner RBAC: cluster-wide only namespaces, the watched kinds read and the tenant binding', async (t) => {
+  const rules = PROVISIONER_CLUSTER_RULES as PolicyRule[];
+  const granted = rules.flatMap((rule) =>
+    rule.resources!.flatMap((res) =>
+      rule.verbs!.map(
+        (v) => `${v} ${rule.apiGroups![0]}/${res}${rule.resourceNames ? `/${rule.resourceNames.join(',')}` : ''}`,
+      ),
     ),
   );
+  for (const secretive of ['secrets', 'configmaps', 'pods', 'pods/exec', 'serviceaccounts']) {
+    t.notOk(
+      granted.some((g) => g.endsWith(` /${secretive}`)),
+      `nothing on ${secretive} cluster-wide (only in tenant namespaces)`,
+    );
+  }
+  for (const forbidden of [
+    '/nodes',
+    'rbac.authorization.k8s.io/clusterrolebindings',
+    'rbac.authorization.k8s.io/roles',
+    'apiextensions.k8s.io/customresourcedefinitions',
+  ]) {
+    t.notOk(
+      granted.some((g) => g.endsWith(` ${forbidden}`)),
+      `no ${forbidden}`,
+    );
+  }
+  t.same(
+    granted.filter((g) => / rbac\.authorization\.k8s\.io\/clusterroles/.test(g)),
+    [
+      `bind rbac.authorization.k8s.io/clusterroles/${TENANT_CLUSTER_ROLE}`,
+      `get rbac.authorization.k8s.io/clusterroles/${TENANT_CLUSTER_ROLE}`,
+    ],
+    'on ClusterRoles: bind and read the tenant one, by name',
+  );
+  t.notOk(
+    [...rules, ...(PROVISIONER_TENANT_RULES as PolicyRule[])].some((rule) =>
+      rule.verbs!.some((v) => v === '*' || v === 'escalate'),
+    ),
+    'no wildcard, no escalate',
+  );
+  t.notOk(
+    (PROVISIONER_TENANT_RULES as PolicyRule[]).some((rule) => rule.verbs!.includes('bind')),
+    'no bind in tenant namespaces',
+  );
+});
+
+t.test('the grants cover every permission the registration probe checks, each where it is checked', async (t) => {
+  const cluster = PROVISIONER_CLUSTER_RULES as PolicyRule[];
+  const tenant = PROVISIONER_TENANT_RULES as PolicyRule[];
+  for (const p of ROOT_CLUSTER_PERMISSIONS) {
+    const ok = p.scope === 'bound' ? grantedByRules(tenant, p) : grantedByRules(cluster, p);
+    t.ok(ok, `${p.verb} ${p.resource}${p.name ? `/${p.name}` : ''} (${p.scope}) is granted by infra/`);
+  }
 });
 
 t.test("a ValidatingAdmissionPolicy keeps the provisioner's writes inside tenant namespaces", async (t) => {

@@ -8,7 +8,7 @@ import { createTenantProgram } from '../../../tenants/program.ts';
 import type { ISecret } from 'kubernetes-models/v1';
 import type { VclusterValues } from '../../../tenants/vcluster-values.ts';
 import { inputsOf, metaOf, releaseOf, runProgram } from './harness.ts';
-import { recordingWaiter, tenantInput } from './fixtures.ts';
+import { recordingWaiter, tenantInput, ROOT_ACCESS } from './fixtures.ts';
 
 t.test('secrets are marked secret, everything under the tenant namespace', async (t) => {
   const config = stackConfig(
@@ -70,7 +70,7 @@ t.test('bad input is refused with the field named', async (t) => {
 t.test('the program reads back what stackConfig wrote, secrets stay secret in outputs', async (t) => {
   const waiter = recordingWaiter();
   const r = await runProgram(
-    createTenantProgram({ waitForSecret: waiter.waiter }),
+    createTenantProgram({ rootAccess: ROOT_ACCESS, waitForSecret: waiter.waiter }),
     stackConfig(
       tenantInput({
         vclusterServerTemplate: 'https://{release}-{namespace}.vc.example.test',

@@ -10,9 +10,12 @@ import { PRIVATE_RANGES } from '../../../tenants/network-policies.ts';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { ILimitRange, IResourceQuota, ISecret } from 'kubernetes-models/v1';
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import type { IRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import { subjectOf, type AccessWaitRequest, type RootAccess } from '../../../tenants/root-access.ts';
+import { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING } from '../../../tenants/root-permissions.ts';
 import type { VclusterValues } from '../../../tenants/vcluster-values.ts';
 import { inputsOf, metaOf, releaseOf, runProgram, type RunResult } from './harness.ts';
-import { providerName, recordingWaiter, tenantConfig, tenantInput } from './fixtures.ts';
+import { providerName, recordingWaiter, tenantConfig, tenantInput, ROOT_ACCESS } from './fixtures.ts';
 import { validateObjects, plainObjects } from './validate-manifests.ts';
 
 const id = tenantInput().tenantId;
@@ -26,7 +29,7 @@ for (const planName of PLAN_NAMES) {
     t.test(`plan ${planName}, runtime ${version.version}`, async (t) => {
       const waiter = recordingWaiter();
       const r = await runProgram(
-        createTenantProgram({ waitForSecret: waiter.waiter }),
+        createTenantProgram({ rootAccess: ROOT_ACCESS, waitForSecret: waiter.waiter }),
         tenantConfig({ plan: planName, runtimeVersion: version.version }),
       );
       const plan = PLANS[planName]!;
@@ -186,7 +189,7 @@ for (const planName of PLAN_NAMES) {
 
 t.test('network policies: deny by default, platform ingress, DNS, API, internet without private ranges', async (t) => {
   const r = await runProgram(
-    createTenantProgram({ waitForSecret: recordingWaiter().waiter }),
+    createTenantProgram({ rootAccess: ROOT_ACCESS, waitForSecret: recordingWaiter().waiter }),
     tenantConfig({ egressAllowedCidrs: ['10.20.0.0/16'] }),
   );
   const policies = new Map(
@@ -211,7 +214,7 @@ t.test('network policies: deny by default, platform ingress, DNS, API, internet 
 
 t.test('chart repositories can point at a mirror or a local directory', async (t) => {
   const r = await runProgram(
-    createTenantProgram({ waitForSecret: recordingWaiter().waiter }),
+    createTenantProgram({ rootAccess: ROOT_ACCESS, waitForSecret: recordingWaiter().waiter }),
     tenantConfig({
       chartRepositories: { argo: 'https://mirror.internal/argo', vcluster: '/opt/charts' },
     }),
@@ -227,7 +230,7 @@ t.test('chart repositories can point at a mirror or a local directory', async (t
 
 t.test('managed clusters become Argo CD cluster secrets with secret credentials', async (t) => {
   const r = await runProgram(
-    createTenantProgram({ waitForSecret: recordingWaiter().waiter }),
+    createTenantProgram({ rootAccess: ROOT_ACCESS, waitForSecret: recordingWaiter().waiter }),
     tenantConfig({
       managedClusters: [
         {
@@ -247,4 +250,59 @@ t.test('managed clusters become Argo CD cluster secrets with secret credentials'
   t.equal(data.namespaces, 'apps');
   t.equal(providerName(secret.provider), vclusterProvider);
   t.same(validateObjects([secret]), []);
+});
+
+t.test("the program binds the tenant ClusterRole to itself in the tenant's namespace, then waits for it", async (t) => {
+  const waits: AccessWaitRequest[] = [];
+  const asked: string[] = [];
+  const access: RootAccess = {
+    whoAmI: (kubeconfig) => {
+      asked.push(kubeconfig);
+      return Promise.resolve({ kind: 'ServiceAccount', name: 'provisioner', namespace: 'hosted-platform' });
+    },
+    waitForAccess: (request) => {
+      waits.push(request);
+      return Promise.resolve();
+    },
+  };
+  const r = await runProgram(
+    createTenantProgram({ rootAccess: access, waitForSecret: recordingWaiter().waiter }),
+    tenantConfig(),
+  );
+  const bindings = r
+    .ofType('kubernetes:rbac.authorization.k8s.io/v1:RoleBinding')
+    .filter((x) => providerName(x.provider) === rootName);
+  t.equal(bindings.length, 1, 'one RoleBinding on the root cluster');
+  const binding = inputsOf<IRoleBinding>(bindings[0]!);
+  t.same(
+    { name: binding.metadata?.name, namespace: binding.metadata?.namespace },
+    { name: TENANT_ROLE_BINDING, namespace: ns },
+    "in the tenant's namespace",
+  );
+  t.same(binding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: TENANT_CLUSTER_ROLE });
+  t.same(
+    binding.subjects,
+    [{ kind: 'ServiceAccount', name: 'provisioner', namespace: 'hosted-platform' }],
+    'to whoever the root kubeconfig is',
+  );
+  t.equal(asked.length, 1, 'asked the root cluster once who the kubeconfig is');
+  t.same(
+    waits.map((w) => w.namespace),
+    [ns],
+    "and waited once for the binding to be in effect in the tenant's namespace",
+  );
+  t.equal(
+    metaOf(r.ofType('kubernetes:core/v1:ResourceQuota')[0]!).namespace,
+    ns,
+    'the objects in the namespace take its name from the wait (so they are created after it)',
+  );
+});
+
+t.test('subjectOf: a ServiceAccount username is bound as the ServiceAccount, anything else as a User', async (t) => {
+  t.same(subjectOf('system:serviceaccount:hosted-platform:provisioner'), {
+    kind: 'ServiceAccount',
+    name: 'provisioner',
+    namespace: 'hosted-platform',
+  });
+  t.same(subjectOf('admin'), { kind: 'User', apiGroup: 'rbac.authorization.k8s.io', name: 'admin' });
 });

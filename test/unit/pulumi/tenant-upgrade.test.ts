@@ -7,11 +7,11 @@ import { catalog, type ComponentPins } from '../../../runtime/catalog.ts';
 import { createTenantProgram } from '../../../tenants/program.ts';
 import type { VclusterValues } from '../../../tenants/vcluster-values.ts';
 import { releaseOf, runProgram, type Registered } from './harness.ts';
-import { recordingWaiter, tenantConfig } from './fixtures.ts';
+import { recordingWaiter, tenantConfig, ROOT_ACCESS } from './fixtures.ts';
 
 const run = (runtimeVersion: string, suspended = false) =>
   runProgram(
-    createTenantProgram({ waitForSecret: recordingWaiter().waiter }),
+    createTenantProgram({ rootAccess: ROOT_ACCESS, waitForSecret: recordingWaiter().waiter }),
     tenantConfig({ runtimeVersion, suspended }),
   );
 
@@ -83,6 +83,9 @@ t.test('suspension scales the vcluster to zero and leaves the runtime untouched'
 
 t.test('while suspended the program does not wait for the kubeconfig to (re)appear', async (t) => {
   const waiter = recordingWaiter();
-  await runProgram(createTenantProgram({ waitForSecret: waiter.waiter }), tenantConfig({ suspended: true }));
+  await runProgram(
+    createTenantProgram({ rootAccess: ROOT_ACCESS, waitForSecret: waiter.waiter }),
+    tenantConfig({ suspended: true }),
+  );
   t.equal(waiter.calls.length, 0);
 });
