@@ -73,6 +73,13 @@ export interface ManagedClustersConfig {
   kubeconfig: KubeconfigPolicy;
   /** Time between health probes of one managed cluster (PROVISIONER_MANAGED_CLUSTER_PROBE_SECONDS, default 30; 0 turns probing off). */
   probeIntervalMs: number;
+  /**
+   * Short-lived ServiceAccount tokens (docs/operations.md "Managed clusters"): lifetime asked of each
+   * (PROVISIONER_MANAGED_CLUSTER_TOKEN_SECONDS, default 3600, 600..86400) and time between renewals
+   * (PROVISIONER_MANAGED_CLUSTER_TOKEN_REFRESH_SECONDS, default half the lifetime, below it; 0 turns
+   * short-lived tokens off).
+   */
+  tokens: { lifetimeSeconds: number; refreshMs: number };
 }
 
 export interface ReconcilerConfig {
@@ -362,8 +369,22 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
         allowedCidrs: cidrList(env, 'PROVISIONER_MANAGED_CLUSTER_ALLOWED_CIDRS'),
       },
       probeIntervalMs: int(env, 'PROVISIONER_MANAGED_CLUSTER_PROBE_SECONDS', 30, 0, 3600) * 1000,
+      tokens: managedClusterTokens(env),
     },
   };
+}
+
+/** The managed clusters' token lifetime and renewal interval (the renewal always before the expiry). */
+function managedClusterTokens(env: Env): ManagedClustersConfig['tokens'] {
+  const lifetimeSeconds = int(env, 'PROVISIONER_MANAGED_CLUSTER_TOKEN_SECONDS', 3600, 600, 86_400);
+  const refreshSeconds = int(
+    env,
+    'PROVISIONER_MANAGED_CLUSTER_TOKEN_REFRESH_SECONDS',
+    Math.floor(lifetimeSeconds / 2),
+    0,
+    lifetimeSeconds - 1,
+  );
+  return { lifetimeSeconds, refreshMs: refreshSeconds * 1000 };
 }
 
 /** A comma-separated list of CIDRs (loopback or private ranges a server may be in). */

@@ -27,6 +27,7 @@ import { KeyCache } from './auth/key-cache.ts';
 import {
   createMetrics,
   registerDriftMetrics,
+  registerManagedClusterTokenMetrics,
   registerFleetMetrics,
   registerDriftWatchMetrics,
   registerReconcilerMetrics,
@@ -50,6 +51,7 @@ import { ClusterService } from './clusters/service.ts';
 import { KeyService } from './keys/service.ts';
 import { ManagedClusterService } from './managed-clusters/service.ts';
 import { ManagedClusterProber } from './managed-clusters/health.ts';
+import { ManagedClusterTokenRefresher } from './managed-clusters/tokens.ts';
 import { RuntimeVersionService } from './runtime-versions/service.ts';
 import { TenantService } from './tenants/service.ts';
 import { FleetUpgradeService } from './fleet/service.ts';
@@ -124,6 +126,8 @@ export interface Services {
   managedClusters: ManagedClusterService;
   /** Their health probe (managed-clusters/health.ts), started with the services. */
   managedClusterProber: ManagedClusterProber;
+  /** Renewal of their short-lived tokens (managed-clusters/tokens.ts), started with the services. */
+  managedClusterTokens: ManagedClusterTokenRefresher;
   keys: KeyService;
   runtimeVersions: RuntimeVersionService;
   /** Fleet upgrades: plan, start, reads, pause/resume/abort (the driver runs beside the reconciler). */
@@ -220,6 +224,15 @@ export async function buildServices(
     policy: config.managedClusters.kubeconfig,
     rootPolicy: config.kubeconfig,
     probeIntervalMs: config.managedClusters.probeIntervalMs,
+    tokens: config.managedClusters.tokens,
+  });
+  const managedClusterTokens = new ManagedClusterTokenRefresher({
+    pool,
+    box,
+    policy: config.managedClusters.kubeconfig,
+    tokens: config.managedClusters.tokens,
+    logger: logger?.child({ component: 'managed-cluster-tokens' }),
+    onRotation: registerManagedClusterTokenMetrics(metrics),
   });
   const managedClusterProber = new ManagedClusterProber({
     pool,
@@ -304,6 +317,7 @@ export async function buildServices(
     clusters: new ClusterService({ pool, box, kubeconfigPolicy: config.kubeconfig }),
     managedClusters,
     managedClusterProber,
+    managedClusterTokens,
     keys: new KeyService({ pool, onRevoked: onKeyRevoked }),
     runtimeVersions: new RuntimeVersionService({ pool, catalog }),
     fleetUpgrades: new FleetUpgradeService({ pool, catalog }),
@@ -325,12 +339,14 @@ export async function buildServices(
       await tunnelDirectory.start();
       await notifications.start();
       managedClusterProber.start();
+      managedClusterTokens.start();
       tombstonePurger.start();
       await driftWatch?.start();
     },
     stop() {
       stopped ??= (async () => {
         await managedClusterProber.stop();
+        await managedClusterTokens.stop();
         await tombstonePurger.stop();
         await tunnelDirectory.stop();
         await driftWatch?.stop();

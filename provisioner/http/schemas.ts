@@ -258,6 +258,26 @@ export const ManagedCluster = Type.Object(
     serverVersion: Type.Union([Type.String(), Type.Null()], { description: 'Kubernetes version when last heard from' }),
     conditions: Type.Array(Condition, { description: '`Reachable`: the last health probe (or the registration)' }),
     lastProbeAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    tokenRotation: Type.Union(
+      [
+        Type.Object({
+          serviceAccount: Type.String({ description: '`namespace/name` of the ServiceAccount on the cluster' }),
+          expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+            description: 'when the token Argo CD holds now expires',
+          }),
+          refreshDueAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+            description: 'when the next token is requested',
+          }),
+          lastRotatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+          rotations: Type.Integer({ minimum: 0, description: 'tokens renewed since the registration' }),
+        }),
+        Type.Null(),
+      ],
+      {
+        description:
+          'short-lived credentials the control plane keeps (a ServiceAccount token of about 1 h, renewed at half its life); null: the credentials as given',
+      },
+    ),
     createdAt: Type.String({ format: 'date-time' }),
     updatedAt: Type.String({ format: 'date-time' }),
   },

@@ -31,6 +31,7 @@ import { changeSpec, condition, getTenantRow, type TenantRow } from '../store/te
 import type { ManagedClusterConfig } from '../../runtime/component/cluster-secret.ts';
 import { connectionOf, credentialsOf, kubeconfigOf, serverKey, serverUrl, type StoredCredentials } from './kube-api.ts';
 import { validateCluster } from './validate.ts';
+import { requestToken, serviceAccountOf, withToken, type IssuedToken, type TokenSettings } from './tokens.ts';
 
 /** How long a registration may spend on the cluster and on name lookups before it is refused. */
 export const VALIDATION_TIMEOUT_MS = 10_000;
@@ -44,6 +45,8 @@ export interface ManagedClusterServiceDeps {
   rootPolicy: KubeconfigPolicy;
   /** When the first health probe of a new registration is due. */
   probeIntervalMs: number;
+  /** Short-lived credentials: the lifetime of a requested token and the time between renewals. */
+  tokens: TokenSettings;
 }
 
 /** A registration request: a kubeconfig, or a server with a bearer token and its CA. */
@@ -95,7 +98,7 @@ export class ManagedClusterService {
     if (tenant.deleted) throw errors.tenantDeleted(tenantId);
     const namespaces = [...new Set(input.namespaces ?? [])].sort();
     const { text, field, authMethod } = registrationKubeconfig(input);
-    const credentials = this.#credentials(text, field);
+    let credentials = this.#credentials(text, field);
     const pinned = await admitKubeconfig(text, this.#deps.policy, field);
     const conn = connectionOf(pinned.text);
     const key = serverKey(credentials.server);
@@ -106,6 +109,17 @@ export class ManagedClusterService {
     await this.#checkIsolation(tenantId, credentials.server, conn.url, signal);
 
     const version = await validateCluster(conn, credentials.server, namespaces, signal);
+    const sa = this.#deps.tokens.refreshMs > 0 ? serviceAccountOf(credentials.config.bearerToken) : undefined;
+    let issued: IssuedToken | undefined;
+    if (sa) {
+      try {
+        issued = await requestToken(conn, sa, this.#deps.tokens.lifetimeSeconds, signal);
+      } catch {
+        issued = undefined; // no short-lived token from this cluster: the credentials as given are kept
+      }
+      if (issued) credentials = withToken(credentials, issued.token);
+    }
+    const serviceAccount = sa && issued ? `${sa.namespace}/${sa.name}` : undefined;
     const reachable = condition(
       'Reachable',
       'True',
@@ -129,6 +143,10 @@ export class ManagedClusterService {
           serverVersion: version,
           conditions: [reachable],
           probeInMs: this.#deps.probeIntervalMs,
+          token:
+            serviceAccount && issued
+              ? { serviceAccount, expiresAt: issued.expiresAt, refreshInMs: this.#deps.tokens.refreshMs }
+              : undefined,
         });
       } catch (err) {
         if (pgCode(err) === '23505' && pgConstraint(err) === 'managed_clusters_name')
@@ -142,7 +160,14 @@ export class ManagedClusterService {
         action: 'managed-cluster.register',
         targetType: 'tenant',
         targetId: tenantId,
-        after: { name: input.name, server: credentials.server, namespaces, authMethod, serverVersion: version },
+        after: {
+          name: input.name,
+          server: credentials.server,
+          namespaces,
+          authMethod,
+          serverVersion: version,
+          ...(serviceAccount ? { tokenServiceAccount: serviceAccount } : {}),
+        },
         requestId: by.requestId,
       });
       return { managedCluster, operationId: op.id };

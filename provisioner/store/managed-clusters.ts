@@ -18,8 +18,23 @@ export interface ManagedCluster {
   /** `Reachable`: the last probe's answer. */
   conditions: Condition[];
   lastProbeAt: string | null;
+  /** Short-lived credentials the control plane keeps (null: the credentials as given, static). */
+  tokenRotation: TokenRotation | null;
   createdAt: string;
   updatedAt: string;
+}
+
+/** A registration whose ServiceAccount token the control plane renews (migration 017). */
+export interface TokenRotation {
+  /** `namespace/name` of the ServiceAccount on the tenant's cluster. */
+  serviceAccount: string;
+  /** When the token Argo CD holds now expires. */
+  expiresAt: string | null;
+  /** When the next token is requested. */
+  refreshDueAt: string | null;
+  lastRotatedAt: string | null;
+  /** Tokens issued since the registration (the first one at registration not counted). */
+  rotations: number;
 }
 
 interface Row {
@@ -32,11 +47,19 @@ interface Row {
   server_version: string | null;
   conditions: Condition[];
   last_probe_at: Date | null;
+  token_service_account: string | null;
+  token_expires_at: Date | null;
+  token_refresh_due_at: Date | null;
+  token_rotated_at: Date | null;
+  token_rotations: number;
   created_at: Date;
   updated_at: Date;
 }
 
-const COLUMNS = `id, tenant_id, name, server, namespaces, auth_method, server_version, conditions, last_probe_at, created_at, updated_at`;
+const COLUMNS = `id, tenant_id, name, server, namespaces, auth_method, server_version, conditions, last_probe_at,
+  token_service_account, token_expires_at, token_refresh_due_at, token_rotated_at, token_rotations, created_at, updated_at`;
+
+const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
 function toManagedCluster(r: Row): ManagedCluster {
   return {
@@ -46,7 +69,16 @@ function toManagedCluster(r: Row): ManagedCluster {
     authMethod: r.auth_method,
     serverVersion: r.server_version,
     conditions: r.conditions,
-    lastProbeAt: r.last_probe_at ? r.last_probe_at.toISOString() : null,
+    lastProbeAt: iso(r.last_probe_at),
+    tokenRotation: r.token_service_account
+      ? {
+          serviceAccount: r.token_service_account,
+          expiresAt: iso(r.token_expires_at),
+          refreshDueAt: iso(r.token_refresh_due_at),
+          lastRotatedAt: iso(r.token_rotated_at),
+          rotations: r.token_rotations,
+        }
+      : null,
     createdAt: r.created_at.toISOString(),
     updatedAt: r.updated_at.toISOString(),
   };
@@ -100,13 +132,17 @@ export interface InsertManagedCluster {
   conditions: Condition[];
   /** When the health probe first looks at it. */
   probeInMs: number;
+  /** Short-lived credentials: the ServiceAccount, the token's expiry, when to request the next. */
+  token?: { serviceAccount: string; expiresAt: Date; refreshInMs: number } | undefined;
 }
 
 export async function insertManagedCluster(db: Queryable, m: InsertManagedCluster): Promise<ManagedCluster> {
   const { rows } = await db.query<Row>(
     `INSERT INTO managed_clusters (tenant_id, name, server, server_key, namespaces, auth_method, credentials_enc,
-            server_version, conditions, last_probe_at, probe_due_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), now() + make_interval(secs => $10::float8 / 1000))
+            server_version, conditions, last_probe_at, probe_due_at,
+            token_service_account, token_expires_at, token_refresh_due_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), now() + make_interval(secs => $10::float8 / 1000),
+             $11, $12, now() + make_interval(secs => $13::float8 / 1000))
      RETURNING ${COLUMNS}`,
     [
       m.tenantId,
@@ -119,6 +155,9 @@ export async function insertManagedCluster(db: Queryable, m: InsertManagedCluste
       m.serverVersion,
       JSON.stringify(m.conditions),
       m.probeInMs,
+      m.token?.serviceAccount ?? null,
+      m.token?.expiresAt ?? null,
+      m.token ? m.token.refreshInMs : null,
     ],
   );
   return toManagedCluster(rows[0]!);
@@ -202,4 +241,60 @@ export async function recordProbe(
             server_version = coalesce($3, server_version) WHERE id = $1`,
     [id, JSON.stringify(conditions), serverVersion ?? null],
   );
+}
+
+export interface DueRefresh {
+  id: string;
+  tenantId: string;
+  name: string;
+  serviceAccount: string;
+  credentialsEnc: Buffer;
+}
+
+/**
+ * Claims up to `limit` registrations whose token is due for renewal, moving their due time
+ * `leaseMs` ahead in the same statement (SKIP LOCKED): one replica renews a registration, and a
+ * failed renewal is tried again after the lease. A deleted tenant's registrations are left alone.
+ */
+export async function claimDueRefreshes(db: Queryable, limit: number, leaseMs: number): Promise<DueRefresh[]> {
+  const { rows } = await db.query<{
+    id: string;
+    tenant_id: string;
+    name: string;
+    token_service_account: string;
+    credentials_enc: Buffer;
+  }>(
+    `UPDATE managed_clusters m SET token_refresh_due_at = now() + make_interval(secs => $2::float8 / 1000)
+      WHERE m.id IN (SELECT mc.id FROM managed_clusters mc JOIN tenants t ON t.id = mc.tenant_id
+                      WHERE mc.token_service_account IS NOT NULL AND mc.token_refresh_due_at <= now()
+                        AND NOT t.deleted
+                      ORDER BY mc.token_refresh_due_at LIMIT $1 FOR UPDATE OF mc SKIP LOCKED)
+      RETURNING m.id, m.tenant_id, m.name, m.token_service_account, m.credentials_enc`,
+    [limit, leaseMs],
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    tenantId: r.tenant_id,
+    name: r.name,
+    serviceAccount: r.token_service_account,
+    credentialsEnc: r.credentials_enc,
+  }));
+}
+
+/**
+ * Stores a renewed token (sealed) when the registration still holds the credentials it was
+ * renewed from; false when it was removed or changed meanwhile (the new token is then dropped).
+ */
+export async function recordRefresh(
+  db: Queryable,
+  r: { id: string; previousEnc: Buffer; credentialsEnc: Buffer; expiresAt: Date; refreshInMs: number },
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE managed_clusters SET credentials_enc = $3, token_expires_at = $4,
+            token_refresh_due_at = now() + make_interval(secs => $5::float8 / 1000),
+            token_rotated_at = now(), token_rotations = token_rotations + 1, updated_at = now()
+      WHERE id = $1 AND credentials_enc = $2`,
+    [r.id, r.previousEnc, r.credentialsEnc, r.expiresAt, r.refreshInMs],
+  );
+  return rowCount === 1;
 }

@@ -30,6 +30,7 @@ const service = new ManagedClusterService({
   policy: STRICT_KUBECONFIG_POLICY,
   rootPolicy: STRICT_KUBECONFIG_POLICY,
   probeIntervalMs: 3_600_000,
+  tokens: { lifetimeSeconds: 3600, refreshMs: 0 },
 });
 
 t.test(

@@ -1,0 +1,233 @@
+/**
+ * Short-lived credentials for managed clusters. When the tenant registers a ServiceAccount's token
+ * and that account may request tokens for itself (`create serviceaccounts/token` on its own name,
+ * the TokenRequest API), the control plane requests a token of `lifetimeSeconds` (about 1 h) at
+ * registration and keeps that instead of the one given, then requests the next one every
+ * `refreshMs` (half the lifetime by default) with the token it holds. A renewed token is stored
+ * sealed in the same transaction that bumps the tenant's generation, so the tenant's program writes
+ * it into the Argo CD cluster Secret; the previous token stays valid until its own expiry (the
+ * other half of its life), so a rotation fails no request made with either.
+ *
+ * Every replica runs the refresher; a renewal is claimed in the database (`claimDueRefreshes`,
+ * the same SKIP LOCKED lease as the health probe), so one replica renews a registration. Tokens
+ * are never logged or put in audit rows, operation logs or metrics.
+ */
+import type pg from 'pg';
+import type { Logger } from 'pino';
+import type { SecretBox } from '../crypto.ts';
+import { withTx } from '../db/tx.ts';
+import { writeAudit } from '../store/audit.ts';
+import { claimDueRefreshes, credentialsAad, recordRefresh, type DueRefresh } from '../store/managed-clusters.ts';
+import { appendLog } from '../store/operations.ts';
+import { changeSpec, getTenantRow } from '../store/tenants.ts';
+import type { KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import { connectionFor, kubeRequest, type ClusterConnection, type StoredCredentials } from './kube-api.ts';
+
+/** The shortest lifetime the Kubernetes API server grants a requested token. */
+export const MIN_TOKEN_LIFETIME_SECONDS = 600;
+
+export interface TokenSettings {
+  /** Lifetime asked of each token (PROVISIONER_MANAGED_CLUSTER_TOKEN_SECONDS, default 3600, at least 600). */
+  lifetimeSeconds: number;
+  /** Time between two renewals (PROVISIONER_MANAGED_CLUSTER_TOKEN_REFRESH_SECONDS, default half the lifetime; 0 turns renewal off). */
+  refreshMs: number;
+}
+
+export interface ServiceAccountRef {
+  namespace: string;
+  name: string;
+}
+
+/**
+ * The ServiceAccount a bearer token was issued for, from its JWT claims (bound tokens'
+ * `kubernetes.io` claim, or a legacy Secret-based token's). Not a verification: the cluster
+ * verifies the token when it is used; undefined for anything that is not a ServiceAccount's token.
+ */
+export function serviceAccountOf(token: string | undefined): ServiceAccountRef | undefined {
+  const parts = token?.split('.');
+  if (!parts || parts.length !== 3) return undefined;
+  let claims: Record<string, unknown>;
+  try {
+    claims = JSON.parse(Buffer.from(parts[1]!, 'base64url').toString('utf8')) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  if (typeof claims !== 'object' || claims === null) return undefined;
+  const bound = claims['kubernetes.io'] as { namespace?: unknown; serviceaccount?: { name?: unknown } } | undefined;
+  const namespace = bound?.namespace ?? claims['kubernetes.io/serviceaccount/namespace'];
+  const name = bound?.serviceaccount?.name ?? claims['kubernetes.io/serviceaccount/service-account.name'];
+  if (typeof namespace !== 'string' || typeof name !== 'string' || namespace === '' || name === '') return undefined;
+  return { namespace, name };
+}
+
+export interface IssuedToken {
+  token: string;
+  expiresAt: Date;
+}
+
+/**
+ * Asks the cluster for a token of `sa` (TokenRequest) with the connection's credentials. Undefined
+ * when the cluster or the credentials do not allow it (403, 404: no TokenRequest there); throws on
+ * network errors and on answers that are not a token.
+ */
+export async function requestToken(
+  conn: ClusterConnection,
+  sa: ServiceAccountRef,
+  lifetimeSeconds: number,
+  signal: AbortSignal,
+): Promise<IssuedToken | undefined> {
+  const path = `/api/v1/namespaces/${encodeURIComponent(sa.namespace)}/serviceaccounts/${encodeURIComponent(sa.name)}/token`;
+  const answer = await kubeRequest(conn, 'POST', path, {
+    signal,
+    body: {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { expirationSeconds: lifetimeSeconds },
+    },
+  });
+  if (answer.status === 403 || answer.status === 404 || answer.status === 405) return undefined;
+  const status = (answer.body as { status?: { token?: unknown; expirationTimestamp?: unknown } } | undefined)?.status;
+  if (answer.status !== 201 && answer.status !== 200)
+    throw new Error(`the TokenRequest for ${sa.namespace}/${sa.name} was answered with HTTP ${answer.status}`);
+  const expiresAt = new Date(typeof status?.expirationTimestamp === 'string' ? status.expirationTimestamp : NaN);
+  if (typeof status?.token !== 'string' || status.token === '' || Number.isNaN(expiresAt.getTime()))
+    throw new Error(`the TokenRequest for ${sa.namespace}/${sa.name} was answered without a token`);
+  return { token: status.token, expiresAt };
+}
+
+/** Stored credentials with another bearer token. */
+export const withToken = (c: StoredCredentials, token: string): StoredCredentials => ({
+  server: c.server,
+  config: { ...c.config, bearerToken: token },
+});
+
+/**
+ * A renewal's outcome: stored, failed (the current token stays), or dropped (the registration was
+ * removed, changed or renewed by another replica meanwhile, or its tenant deleted).
+ */
+export type RotationOutcome = 'rotated' | 'failed' | 'dropped';
+
+export interface RefresherOptions {
+  pool: pg.Pool;
+  box: SecretBox;
+  policy: KubeconfigPolicy;
+  tokens: TokenSettings;
+  logger?: Logger | undefined;
+  /** Called once per renewal with its outcome (metrics). */
+  onRotation?: ((outcome: RotationOutcome) => void) | undefined;
+  /** Registrations claimed per round (default 16). */
+  batch?: number;
+}
+
+/** Longest wait for one TokenRequest. */
+const REQUEST_TIMEOUT_MS = 10_000;
+const SYSTEM = { id: 'token-refresher', role: 'system' };
+
+export class ManagedClusterTokenRefresher {
+  readonly #o: RefresherOptions & { batch: number };
+  #timer: NodeJS.Timeout | undefined;
+  #round: Promise<void> | undefined;
+  #stopped = false;
+
+  constructor(o: RefresherOptions) {
+    this.#o = { batch: 16, ...o };
+  }
+
+  /** How often due renewals are looked for: a quarter of the refresh interval, at most every 5 s. */
+  get stepMs(): number {
+    return Math.max(100, Math.min(5_000, Math.floor(this.#o.tokens.refreshMs / 4)));
+  }
+
+  /** A failed renewal is tried again after this long (the claim's lease). */
+  get retryMs(): number {
+    return Math.max(1_000, Math.min(60_000, Math.floor(this.#o.tokens.refreshMs / 4)));
+  }
+
+  start(): void {
+    if (this.#o.tokens.refreshMs <= 0 || this.#timer || this.#stopped) return;
+    const tick = (): void => {
+      this.#round = this.round()
+        .catch((err: unknown) =>
+          this.#o.logger?.warn({ err }, 'managed cluster token renewal round failed; next round soon'),
+        )
+        .finally(() => {
+          if (!this.#stopped) this.#timer = setTimeout(tick, this.stepMs);
+        });
+    };
+    this.#timer = setTimeout(tick, 0);
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    await this.#round;
+  }
+
+  /** One round: claims the due registrations and renews their tokens one after the other. */
+  async round(): Promise<void> {
+    for (;;) {
+      const due = await claimDueRefreshes(this.#o.pool, this.#o.batch, this.retryMs);
+      for (const d of due) {
+        if (this.#stopped) return;
+        await this.#renew(d);
+      }
+      if (due.length < this.#o.batch || this.#stopped) return;
+    }
+  }
+
+  async #renew(d: DueRefresh): Promise<void> {
+    const log = { tenantId: d.tenantId, managedCluster: d.name, serviceAccount: d.serviceAccount };
+    try {
+      const stored = JSON.parse(
+        this.#o.box.decrypt(d.credentialsEnc, credentialsAad(d.tenantId, d.name)).toString('utf8'),
+      ) as StoredCredentials;
+      const [namespace = '', name = ''] = d.serviceAccount.split('/');
+      const conn = await connectionFor(stored, this.#o.policy);
+      const issued = await requestToken(
+        conn,
+        { namespace, name },
+        this.#o.tokens.lifetimeSeconds,
+        AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+      );
+      if (!issued) throw new Error(`the cluster no longer grants tokens for ${d.serviceAccount} (403 or 404)`);
+      const sealed = this.#o.box.encrypt(
+        JSON.stringify(withToken(stored, issued.token)),
+        credentialsAad(d.tenantId, d.name),
+      );
+      const done = await withTx(this.#o.pool, async (tx) => {
+        const row = await getTenantRow(tx, d.tenantId, true);
+        if (!row || row.deleted) return false;
+        const stored = await recordRefresh(tx, {
+          id: d.id,
+          previousEnc: d.credentialsEnc,
+          credentialsEnc: sealed,
+          expiresAt: issued.expiresAt,
+          refreshInMs: this.#o.tokens.refreshMs,
+        });
+        if (!stored) return false;
+        const message = `managed cluster '${d.name}': token of ${d.serviceAccount} renewed, valid until ${issued.expiresAt.toISOString()}`;
+        const op = await changeSpec(tx, row, {}, 'update', message);
+        await appendLog(tx, op.id, [{ stream: 'provisioner', line: message }]);
+        await writeAudit(tx, SYSTEM, {
+          action: 'managed-cluster.rotate-token',
+          targetType: 'tenant',
+          targetId: d.tenantId,
+          after: { name: d.name, serviceAccount: d.serviceAccount, expiresAt: issued.expiresAt.toISOString() },
+        });
+        return true;
+      });
+      if (!done) {
+        this.#o.onRotation?.('dropped');
+        return;
+      }
+      this.#o.onRotation?.('rotated');
+      this.#o.logger?.info({ ...log, expiresAt: issued.expiresAt.toISOString() }, 'managed cluster token renewed');
+    } catch (err) {
+      this.#o.onRotation?.('failed');
+      this.#o.logger?.warn(
+        { ...log, err: err instanceof Error ? err.message : String(err), retryInMs: this.retryMs },
+        'managed cluster token renewal failed; the current token stays in use',
+      );
+    }
+  }
+}
