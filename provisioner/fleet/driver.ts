@@ -20,8 +20,8 @@ import { withTx, type Queryable } from '../db/tx.ts';
 import { isConnectionError } from '../db/availability.ts';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
 import { Waker } from '../common/waker.ts';
-import { writeAudit, type Actor } from '../store/audit.ts';
-import { changeSpec, getTenantRow } from '../store/tenants.ts';
+import { writeAudits, type Actor } from '../store/audit.ts';
+import { changeSpec, getTenantRow, type TenantRow } from '../store/tenants.ts';
 import { liveTunnel } from '../store/tunnels.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { STALE_AFTER_SECONDS } from '../../runtime/protocol/events.ts';
@@ -32,7 +32,7 @@ import { explainNoFit, nextFit, type MaintenanceWindow } from './windows.ts';
 import {
   ACTIVE_FLEET_STATES,
   FLEET_CHANNEL,
-  recordEvent,
+  recordEvents,
   type FleetRow,
   type FleetTenantState,
   type WaveRow,
@@ -133,6 +133,8 @@ interface Tick {
   tx: pg.PoolClient;
   /** Events written by this tick (a NOTIFY tells the progress streams). */
   events: number;
+  /** The tick's decisions, in order: written as events and audit rows at its end, two statements in all. */
+  decided: Array<{ action: string; tenantId: string | null; after: Record<string, unknown> }>;
 }
 
 export class FleetDriver {
@@ -241,10 +243,12 @@ export class FleetDriver {
         now: new Date(this.#now()),
         tx,
         events: 0,
+        decided: [],
       };
       await this.#judge(t);
       if (fleet.state === 'running') await this.#advance(t);
       else if (fleet.state === 'aborting') await this.#abortStep(t);
+      await this.#writeDecisions(t);
       if (t.events > 0) await tx.query('SELECT pg_notify($1, $2)', [FLEET_CHANNEL, id]);
       await tx.query(
         `UPDATE fleet_upgrades SET lease_expires_at = now() + $2 * interval '1 millisecond' WHERE id = $1`,
@@ -264,15 +268,35 @@ export class FleetDriver {
     this.stats.decisions.set(kind, (this.stats.decisions.get(kind) ?? 0) + 1);
   }
 
-  async #audit(t: Tick, action: string, after: Record<string, unknown>, tenantId?: string): Promise<void> {
-    await recordEvent(t.tx, t.fleet.id, action, tenantId ?? null, after);
+  /** A decision: an event of the fleet upgrade and an audit row, written with the tick's others at its end (#writeDecisions). */
+  #audit(t: Tick, action: string, after: Record<string, unknown>, tenantId?: string): Promise<void> {
+    t.decided.push({ action, tenantId: tenantId ?? null, after });
     t.events += 1;
-    await writeAudit(t.tx, this.#actor, {
-      action: `fleet_upgrade.${action}`,
-      targetType: tenantId ? 'tenant' : 'fleet_upgrade',
-      targetId: tenantId ?? t.fleet.id,
-      after: tenantId ? { fleetUpgradeId: t.fleet.id, ...after } : after,
-    });
+    return Promise.resolve();
+  }
+
+  /**
+   * The tick's decisions as events and audit rows, in the order they were made, one statement
+   * each: every round trip of a tick delays the steps it starts (their engine runs begin once it
+   * commits), and a tick starting ten tenants made twenty of these.
+   */
+  async #writeDecisions(t: Tick): Promise<void> {
+    if (t.decided.length === 0) return;
+    await recordEvents(
+      t.tx,
+      t.fleet.id,
+      t.decided.map((d) => ({ action: d.action, tenantId: d.tenantId, data: d.after })),
+    );
+    await writeAudits(
+      t.tx,
+      this.#actor,
+      t.decided.map((d) => ({
+        action: `fleet_upgrade.${d.action}`,
+        targetType: d.tenantId ? 'tenant' : 'fleet_upgrade',
+        targetId: d.tenantId ?? t.fleet.id,
+        after: d.tenantId ? { fleetUpgradeId: t.fleet.id, ...d.after } : d.after,
+      })),
+    );
   }
 
   async #setTenant(t: Tick, tenantId: string, fields: Record<string, unknown>): Promise<void> {
@@ -302,14 +326,16 @@ export class FleetDriver {
     from: string,
     to: string,
     fields: Record<string, unknown>,
+    locked?: TenantRow,
   ): Promise<boolean> {
-    const row = await getTenantRow(t.tx, tenantId, true);
+    const row = locked ?? (await getTenantRow(t.tx, tenantId, true));
     if (!row || row.deleted) {
       await this.#finish(t, tenantId, 'skipped', { reason: 'the tenant was deleted' });
       this.#count('skipped');
       return false;
     }
-    const snapshot = kind === 'upgrade' ? await this.#snapshot(t.tx, tenantId) : null;
+    // Only the Applications check compares with the snapshot: without it, no query for one.
+    const snapshot = kind === 'upgrade' && t.options.gate.applications ? await this.#snapshot(t.tx, tenantId) : null;
     const what = kind === 'upgrade' ? 'upgrade' : kind === 'rollback' ? 'automatic rollback' : 'rollback after abort';
     const op = await changeSpec(
       t.tx,
@@ -662,14 +688,22 @@ export class FleetDriver {
           continue;
         }
         const from = row.runtime_version;
-        await this.#startStep(t, p.tenant_id, 'upgrade', from, found.path[0]!, {
-          path: found.path,
-          hop: 0,
-          started_at: t.now,
-          deferred_until: null,
-          reason: null,
-          ...(from !== p.from_version ? { from_version: from } : {}),
-        });
+        await this.#startStep(
+          t,
+          p.tenant_id,
+          'upgrade',
+          from,
+          found.path[0]!,
+          {
+            path: found.path,
+            hop: 0,
+            started_at: t.now,
+            deferred_until: null,
+            reason: null,
+            ...(from !== p.from_version ? { from_version: from } : {}),
+          },
+          row,
+        );
         load.set(cluster, (load.get(cluster) ?? 0) + 1);
         started += 1;
       }

@@ -289,6 +289,27 @@ export async function recordEvent(
   );
 }
 
+/** Several events of the fleet upgrade in one statement; their seqs follow the order given. */
+export async function recordEvents(
+  db: Queryable,
+  fleetUpgradeId: string,
+  events: ReadonlyArray<{ action: string; tenantId: string | null; data: unknown }>,
+): Promise<void> {
+  if (events.length === 0) return;
+  await db.query(
+    `INSERT INTO fleet_upgrade_events (fleet_upgrade_id, action, tenant_id, data)
+     SELECT $1, u.action, u.tenant_id, u.data
+       FROM unnest($2::text[], $3::uuid[], $4::jsonb[]) WITH ORDINALITY AS u(action, tenant_id, data, n)
+      ORDER BY u.n`,
+    [
+      fleetUpgradeId,
+      events.map((e) => e.action),
+      events.map((e) => e.tenantId),
+      events.map((e) => JSON.stringify(e.data ?? {})),
+    ],
+  );
+}
+
 /** Events after `afterSeq`, oldest first. */
 export async function fleetEvents(db: Queryable, id: string, afterSeq: number, limit: number): Promise<FleetEvent[]> {
   const { rows } = await db.query<{

@@ -38,6 +38,29 @@ export async function writeAudit(db: Queryable, actor: Actor, e: AuditEntry): Pr
   );
 }
 
+/** Several audit rows of one actor, in one statement, in the order given. */
+export async function writeAudits(db: Queryable, actor: Actor, entries: readonly AuditEntry[]): Promise<void> {
+  if (entries.length === 0) return;
+  const json = (v: unknown) => (v === undefined ? null : JSON.stringify(v));
+  await db.query(
+    `INSERT INTO audit_log (actor, actor_role, action, target_type, target_id, before, after, request_id)
+     SELECT $1, $2, u.action, u.target_type, u.target_id, u.before, u.after, u.request_id
+       FROM unnest($3::text[], $4::text[], $5::text[], $6::jsonb[], $7::jsonb[], $8::text[])
+            WITH ORDINALITY AS u(action, target_type, target_id, before, after, request_id, n)
+      ORDER BY u.n`,
+    [
+      actor.id,
+      actor.role,
+      entries.map((e) => e.action),
+      entries.map((e) => e.targetType),
+      entries.map((e) => e.targetId),
+      entries.map((e) => json(e.before)),
+      entries.map((e) => json(e.after)),
+      entries.map((e) => e.requestId ?? null),
+    ],
+  );
+}
+
 /** What an audit row of a runtime action records in `after` (target: the tenant). */
 export interface RuntimeActionRecord {
   kind: string;
