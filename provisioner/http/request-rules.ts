@@ -93,8 +93,26 @@ export function applyRequestRules(schema: unknown, where: string): unknown {
   return out;
 }
 
+/**
+ * Whether any string or key of a parsed JSON body holds a NUL: the check every body gets, without
+ * building the path of each value it passes (findNul does that, for the one body that has one).
+ */
+function hasNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\u0000');
+  if (typeof value !== 'object' || value === null) return false;
+  if (Array.isArray(value)) {
+    for (const v of value) if (hasNul(v)) return true;
+    return false;
+  }
+  for (const k in value) {
+    if (k.includes('\u0000') || hasNul((value as Record<string, unknown>)[k])) return true;
+  }
+  return false;
+}
+
 /** The path (`items.3.object.spec`) of the first string or key holding a NUL in a parsed JSON body. */
 export function findNul(value: unknown, path = ''): string | undefined {
+  if (path === '' && !hasNul(value)) return undefined;
   if (typeof value === 'string') return value.includes('\u0000') ? path || 'body' : undefined;
   if (typeof value !== 'object' || value === null) return undefined;
   for (const [k, v] of Object.entries(value)) {
