@@ -113,8 +113,10 @@ export const AGENTS: readonly AgentDefinition[] = [
     port: AGENT_PORT,
     service: false,
     apiAccess: true,
-    // Every replica caches every reported object: 180 MiB idle and up to 380 MiB with 10,000
-    // objects (docs/benchmarks.md, "Event reporter").
+    // Every replica caches every reported object (the JSON only of those it does not own or has
+    // still to send): 100–120 MiB idle, under 150 MiB with 10,000 owned objects with its V8 flags
+    // (agent-workload.ts, docs/benchmarks.md "Event reporter"); the limit leaves room for a queue
+    // of large objects (up to QUEUE_LIMIT × 256 KiB).
     resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { cpu: '500m', memory: '512Mi' } },
     secretEnv: { RUNTIME_TOKEN: CREDENTIAL_KEYS.token, CONTROL_PLANE_URL: CREDENTIAL_KEYS.controlPlaneUrl },
     clusterRules: [

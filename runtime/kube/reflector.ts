@@ -14,9 +14,9 @@
  * at the last event it took, waits for room and resumes from there, so no event is dropped and the
  * API server, not this process, holds what has not been read yet.
  */
-import { HttpMethod, type KubeConfig, RequestContext, Watch } from '@kubernetes/client-node';
-import { fetch } from 'undici';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { statusError, type KubeTransport } from './transport.ts';
 import { backoffDelay } from '../agents/common/backoff.ts';
 
 type Obj = Record<string, unknown>;
@@ -47,7 +47,12 @@ export interface WatchSink<ReportedKind extends string = string> {
 
 export interface WatcherOptions<ReportedKind extends string = string> {
   kind: ReportedKind;
-  kc: KubeConfig;
+  /**
+   * How the API server is reached: `transport`, or a client-node KubeConfig (then client-node is
+   * loaded, at the first list: the event reporter passes a transport and never loads it).
+   */
+  kc?: KubeConfig;
+  transport?: KubeTransport;
   sink: WatchSink<ReportedKind>;
   log: Logger;
   /** The collection's path (`/api/v1/namespaces`, `/apis/argoproj.io/v1alpha1/applications`). */
@@ -77,24 +82,19 @@ const statusOf = (err: unknown): number | undefined => {
 export class Reflector<ReportedKind extends string = string> {
   readonly kind: ReportedKind;
   private readonly opts: WatcherOptions<ReportedKind>;
-  private readonly watch: Watch;
+  private transport: KubeTransport | undefined;
   private readonly log: Logger;
   private resourceVersion: string | undefined;
   private stopped = false;
   private current: AbortController | undefined;
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
-  /** One connection pool for the lists (a new one per request would set up TLS from scratch each time). */
-  private dispatcher: ReturnType<RequestContext['getDispatcher']> | undefined;
 
   constructor(opts: WatcherOptions<ReportedKind>) {
     this.opts = opts;
     this.kind = opts.kind;
-    this.watch = new Watch(opts.kc);
-    // The client aborts a watch silent for 30 s; the API server sends a bookmark only about once a
-    // minute, so a quiet kind would reconnect all the time. A watch silent for 150 s is dead.
-    // (The property is not part of the client's typed API, hence Object.assign.)
-    Object.assign(this.watch, { requestTimeoutMs: 150_000 });
+    if (!opts.transport && !opts.kc) throw new Error('Reflector: give it a transport or a KubeConfig');
+    this.transport = opts.transport;
     this.log = opts.log.child({ kind: opts.kind });
   }
 
@@ -118,6 +118,15 @@ export class Reflector<ReportedKind extends string = string> {
       }
       this.wake = done;
     });
+  }
+
+  /**
+   * The transport; a KubeConfig's is made on first use. A watch silent for 150 s is dead: the API
+   * server sends a bookmark about once a minute.
+   */
+  private async kube(): Promise<KubeTransport> {
+    this.transport ??= (await import('./client-node-transport.ts')).clientNodeTransport(this.opts.kc!, 150_000);
+    return this.transport;
   }
 
   private async run(): Promise<void> {
@@ -214,25 +223,18 @@ export class Reflector<ReportedKind extends string = string> {
 
   /** One page of the collection as the API server sends it (raw JSON, as watch events are). */
   private async getPage(page: { limit: number; continue?: string }): Promise<ListPage> {
-    const cluster = this.opts.kc.getCurrentCluster();
-    if (!cluster) throw new Error('the kubeconfig has no current cluster');
-    const url = new URL(cluster.server.replace(/\/+$/, '') + this.opts.path);
-    for (const [k, v] of Object.entries(this.selectors())) url.searchParams.set(k, v);
-    url.searchParams.set('limit', String(page.limit));
-    if (page.continue) url.searchParams.set('continue', page.continue);
-    const ctx = new RequestContext(url.toString(), HttpMethod.GET);
-    await this.opts.kc.applySecurityAuthentication(ctx);
-    this.dispatcher ??= ctx.getDispatcher();
-    const res = await fetch(url, {
-      headers: ctx.getHeaders(),
-      dispatcher: this.dispatcher,
+    const res = await (
+      await this.kube()
+    ).request(this.opts.path, {
+      query: {
+        ...this.selectors(),
+        limit: String(page.limit),
+        ...(page.continue ? { continue: page.continue } : {}),
+      },
       signal: AbortSignal.timeout(60_000),
     });
-    if (res.status !== 200) {
-      await res.body?.cancel();
-      throw Object.assign(new Error(`list ${this.opts.path}: HTTP ${res.status}`), { code: res.status });
-    }
-    return (await res.json()) as ListPage;
+    if (res.status !== 200) throw statusError(`list ${this.opts.path}`, res.status);
+    return res.body as ListPage;
   }
 
   private selectors(): Record<string, string> {
@@ -242,8 +244,9 @@ export class Reflector<ReportedKind extends string = string> {
     };
   }
 
-  private watchOnce(from: string): Promise<Outcome> {
+  private async watchOnce(from: string): Promise<Outcome> {
     const { sink, kind } = this.opts;
+    const transport = await this.kube();
     return new Promise<Outcome>((resolve) => {
       let finished = false;
       const finish = (o: Outcome) => {
@@ -279,7 +282,7 @@ export class Reflector<ReportedKind extends string = string> {
           sink.advanced(kind, rv);
         }
       };
-      this.watch
+      transport
         .watch(
           this.opts.path,
           {

@@ -40,6 +40,8 @@ export interface SenderOptions {
   /** Whether a digest is due (cheap); `digests` builds the due ones when a batch is made. */
   digestsDue: () => boolean;
   digests: () => PendingDigests;
+  /** The control plane acknowledged these entries (the reporter then keeps less of them). */
+  onDelivered?: (entries: readonly QueueEntry[]) => void;
   /** Per-request time limit (default 30 s). */
   requestTimeoutMs?: number;
 }
@@ -149,6 +151,7 @@ export class Sender {
           this.healthy = true;
           queue.ack(entries);
           pending.commit();
+          this.o.onDelivered?.(entries);
           if (envelope.heartbeat) this.lastHeartbeat = Date.now();
           metrics.batches.inc({ result: 'ok' });
           const now = Date.now();

@@ -237,6 +237,14 @@ export interface PreparedItem {
   json: string;
 }
 
+/**
+ * What the reporter's cache keeps of an object: its identity and resourceVersion always (digests,
+ * relists), the item's JSON while it may still have to be sent. Once the control plane has an
+ * owned object's state, only the identity stays (`json` undefined): if the object's ownership
+ * later comes back to this replica, its state is read from the API server then.
+ */
+export type CachedItem = Omit<PreparedItem, 'json'> & { json?: string };
+
 export function prepare(item: UpsertItem | DeleteItem): PreparedItem {
   return {
     type: item.type,

@@ -5,9 +5,63 @@
  * its objects over on their next tick instead of after the whole duration. Leases of replicas
  * dead for ten durations (at least 5 minutes) are deleted by whoever sees them.
  */
-import { CoordinationV1Api, type KubeConfig, type V1Lease, V1MicroTime } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { statusError, type KubeTransport } from '../../kube/transport.ts';
 import { MemberTracker } from './members.ts';
+
+/** The fields of a coordination.k8s.io/v1 Lease this replica reads and writes. */
+interface Lease {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; labels?: Record<string, string>; resourceVersion?: string };
+  spec?: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    acquireTime?: string;
+    renewTime?: string;
+  };
+}
+
+/** A MicroTime as the API server parses it (RFC 3339 with exactly six fractional digits). */
+export const microTime = (d = new Date()): string => d.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+
+/** The Lease API of one namespace over a transport (what client-node's CoordinationV1Api did here). */
+class LeaseApi {
+  private readonly kube: KubeTransport;
+  private readonly namespace: string;
+
+  constructor(kube: KubeTransport, namespace: string) {
+    this.kube = kube;
+    this.namespace = namespace;
+  }
+
+  private path(name?: string): string {
+    const base = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.namespace)}/leases`;
+    return name === undefined ? base : `${base}/${encodeURIComponent(name)}`;
+  }
+
+  private async call<T>(what: string, path: string, o: Parameters<KubeTransport['request']>[1]): Promise<T> {
+    const res = await this.kube.request(path, o);
+    if (res.status < 200 || res.status >= 300) throw statusError(what, res.status);
+    return res.body as T;
+  }
+
+  read(name: string): Promise<Lease> {
+    return this.call('read lease', this.path(name), {});
+  }
+  create(body: Lease): Promise<Lease> {
+    return this.call('create lease', this.path(), { method: 'POST', body });
+  }
+  replace(name: string, body: Lease): Promise<Lease> {
+    return this.call('replace lease', this.path(name), { method: 'PUT', body });
+  }
+  async remove(name: string): Promise<void> {
+    await this.call('delete lease', this.path(name), { method: 'DELETE' });
+  }
+  list(labelSelector: string): Promise<{ items: Lease[] }> {
+    return this.call('list leases', this.path(), { query: { labelSelector } });
+  }
+}
 
 export const LEASE_LABEL = 'hosted-runtimes.io/event-reporter-member';
 export const leaseName = (replica: string): string => `event-reporter-${replica}`;
@@ -20,7 +74,7 @@ const timeString = (v: unknown): string | undefined =>
   v instanceof Date ? v.toISOString() : typeof v === 'string' ? v : undefined;
 
 export interface LeaseKeeperOptions {
-  kc: KubeConfig;
+  kube: KubeTransport;
   namespace: string;
   replica: string;
   leaseDurationSeconds: number;
@@ -31,18 +85,18 @@ export interface LeaseKeeperOptions {
 
 export class LeaseKeeper {
   readonly tracker: MemberTracker;
-  private readonly api: CoordinationV1Api;
+  private readonly api: LeaseApi;
   private readonly opts: LeaseKeeperOptions;
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private lastMembers = '';
   private stopped = false;
   private warned = false;
-  private lease: V1Lease | undefined;
+  private lease: Lease | undefined;
 
   constructor(opts: LeaseKeeperOptions) {
     this.opts = opts;
-    this.api = opts.kc.makeApiClient(CoordinationV1Api);
+    this.api = new LeaseApi(opts.kube, opts.namespace);
     this.tracker = new MemberTracker(opts.replica, opts.leaseDurationSeconds);
   }
 
@@ -73,7 +127,7 @@ export class LeaseKeeper {
     await this.ticking;
     this.tracker.resigned();
     try {
-      await this.api.deleteNamespacedLease({ name: leaseName(this.opts.replica), namespace: this.opts.namespace });
+      await this.api.remove(leaseName(this.opts.replica));
       this.opts.log.info('lease deleted: the other replicas take this one’s objects over');
     } catch (err) {
       if (statusOf(err) !== 404) this.opts.log.warn({ err: (err as Error).message }, 'could not delete the lease');
@@ -81,18 +135,18 @@ export class LeaseKeeper {
   }
 
   private async tick(): Promise<void> {
-    const { namespace, log } = this.opts;
+    const { log } = this.opts;
     try {
       await this.renew();
       this.tracker.renewed();
-      const list = await this.api.listNamespacedLease({ namespace, labelSelector: LEASE_LABEL });
+      const list = await this.api.list(LEASE_LABEL);
       this.tracker.observe(
-        list.items
+        (list.items ?? [])
           .filter((l) => l.spec?.holderIdentity)
           .map((l) => ({ holder: l.spec!.holderIdentity!, renewTime: timeString(l.spec?.renewTime) })),
       );
       for (const gone of this.tracker.abandoned(Math.max(5 * 60_000, this.opts.leaseDurationSeconds * 10_000))) {
-        await this.api.deleteNamespacedLease({ name: leaseName(gone), namespace }).catch(() => undefined);
+        await this.api.remove(leaseName(gone)).catch(() => undefined);
         log.info({ replica: gone }, 'deleted the lease of a replica gone for long');
       }
       if (this.warned) log.info('leases readable and renewable again');
@@ -121,40 +175,37 @@ export class LeaseKeeper {
   private async renew(): Promise<void> {
     const { namespace, replica, leaseDurationSeconds } = this.opts;
     const name = leaseName(replica);
-    const now = new V1MicroTime();
+    const now = microTime();
     if (this.lease) {
       // The Lease as last written: one request per renewal; a conflict or a missing Lease reads it again.
-      const body: V1Lease = {
+      const body: Lease = {
         ...this.lease,
         spec: { ...this.lease.spec, holderIdentity: replica, leaseDurationSeconds, renewTime: now },
       };
       try {
-        this.lease = await this.api.replaceNamespacedLease({ name, namespace, body });
+        this.lease = await this.api.replace(name, body);
         return;
       } catch (err) {
         this.lease = undefined;
         if (statusOf(err) !== 409 && statusOf(err) !== 404) throw err;
       }
     }
-    let lease: V1Lease | undefined;
+    let lease: Lease | undefined;
     try {
-      lease = await this.api.readNamespacedLease({ name, namespace });
+      lease = await this.api.read(name);
     } catch (err) {
       if (statusOf(err) !== 404) throw err;
     }
     if (!lease) {
-      this.lease = await this.api.createNamespacedLease({
-        namespace,
-        body: {
-          apiVersion: 'coordination.k8s.io/v1',
-          kind: 'Lease',
-          metadata: { name, namespace, labels: { [LEASE_LABEL]: 'true' } },
-          spec: { holderIdentity: replica, leaseDurationSeconds, acquireTime: now, renewTime: now },
-        },
+      this.lease = await this.api.create({
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: { name, namespace, labels: { [LEASE_LABEL]: 'true' } },
+        spec: { holderIdentity: replica, leaseDurationSeconds, acquireTime: now, renewTime: now },
       });
       return;
     }
     lease.spec = { ...lease.spec, holderIdentity: replica, leaseDurationSeconds, renewTime: now };
-    this.lease = await this.api.replaceNamespacedLease({ name, namespace, body: lease });
+    this.lease = await this.api.replace(name, lease);
   }
 }

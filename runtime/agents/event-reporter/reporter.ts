@@ -11,7 +11,6 @@
  * after a watch resumed from an error.
  */
 import { createServer, type Server } from 'node:http';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import {
   objectKeyString,
@@ -24,24 +23,29 @@ import {
 import { closeServer, listen } from '../common/service.ts';
 import type { EventReporterConfig } from './config.ts';
 import { Sender, type PendingDigests } from './delivery.ts';
-import { deleteItem, metaOf, prepare, upsertItem, type PreparedItem } from './items.ts';
+import { deleteItem, metaOf, prepare, upsertItem, type CachedItem, type PreparedItem } from './items.ts';
 import { LeaseKeeper } from './leases.ts';
 import { owns } from './members.ts';
 import { createMetrics, type ReporterMetrics } from './metrics.ts';
-import { ReportQueue, type QueueItem } from './queue.ts';
+import { ReportQueue, type QueueEntry, type QueueItem } from './queue.ts';
 import { Reflector, type WatchSink } from '../../kube/reflector.ts';
+import type { KubeTransport } from '../../kube/transport.ts';
 
 type Obj = Record<string, unknown>;
 
 export interface ReporterOptions {
   config: EventReporterConfig;
-  kc: KubeConfig;
+  /** The vcluster's API server (runtime/kube/light-client.ts: client-node is not loaded). */
+  kube: KubeTransport;
   log: Logger;
   /** Delay between tries while a kind's CRD is missing (default 30 s). */
   absentRetryMs?: number;
 }
 
 const kindOf = (key: string): ReportedKind => key.slice(0, key.indexOf('/')) as ReportedKind;
+/** A cached item that can be sent (undefined when only its identity is kept: the control plane has it). */
+const sendable = (c: CachedItem | undefined): PreparedItem | undefined =>
+  c?.json !== undefined ? (c as PreparedItem) : undefined;
 
 export class EventReporter implements WatchSink<ReportedKind> {
   readonly queue: ReportQueue;
@@ -49,7 +53,7 @@ export class EventReporter implements WatchSink<ReportedKind> {
   private readonly o: ReporterOptions;
   private readonly log: Logger;
   private readonly self: string;
-  private readonly caches = new Map<ReportedKind, Map<string, PreparedItem>>();
+  private readonly caches = new Map<ReportedKind, Map<string, CachedItem>>();
   private readonly resourceVersions = new Map<ReportedKind, string>();
   private readonly listed = new Set<ReportedKind>();
   private readonly unavailable = new Set<ReportedKind>();
@@ -79,7 +83,7 @@ export class EventReporter implements WatchSink<ReportedKind> {
       members: () => this.members.length,
     });
     this.leases = new LeaseKeeper({
-      kc: o.kc,
+      kube: o.kube,
       namespace: o.config.namespace,
       replica: this.self,
       leaseDurationSeconds: o.config.leaseDurationSeconds,
@@ -90,7 +94,7 @@ export class EventReporter implements WatchSink<ReportedKind> {
       (kind) =>
         new Reflector<ReportedKind>({
           kind,
-          kc: o.kc,
+          transport: o.kube,
           sink: this,
           log: o.log,
           path: `/apis/${REPORTED_KINDS[kind].group}/${REPORTED_KINDS[kind].version}/${REPORTED_KINDS[kind].plural}`,
@@ -108,6 +112,7 @@ export class EventReporter implements WatchSink<ReportedKind> {
       heartbeatIntervalMs: o.config.heartbeatIntervalSeconds * 1000,
       retryMaxMs: o.config.retryMaxSeconds * 1000,
       heartbeat: () => this.heartbeat(),
+      onDelivered: (entries) => this.delivered(entries),
       digestsDue: () => this.digestsDue(),
       digests: () => this.pendingDigests(),
     });
@@ -203,7 +208,7 @@ export class EventReporter implements WatchSink<ReportedKind> {
 
   async relisted(kind: ReportedKind, items: Obj[], resourceVersion: string): Promise<void> {
     const old = this.caches.get(kind)!;
-    const fresh = new Map<string, PreparedItem>();
+    const fresh = new Map<string, CachedItem>();
     const changed: string[] = [];
     const observedAt = new Date();
     for (const obj of items) {
@@ -211,8 +216,10 @@ export class EventReporter implements WatchSink<ReportedKind> {
       if (!raw) continue;
       const key = objectKeyString(raw);
       const item = prepare(raw);
-      fresh.set(key, item);
-      if (old.get(key)?.resourceVersion !== item.resourceVersion) changed.push(key);
+      const before = old.get(key);
+      if (before?.resourceVersion !== item.resourceVersion) changed.push(key);
+      // An unchanged object whose state the control plane has stays as little as it was.
+      fresh.set(key, before?.resourceVersion === item.resourceVersion && before.json === undefined ? before : item);
     }
     const deleted = [...old.entries()].filter(([key]) => !fresh.has(key));
     this.caches.set(kind, fresh);
@@ -228,7 +235,7 @@ export class EventReporter implements WatchSink<ReportedKind> {
       this.takeover.delete(key);
       await this.offerWhenRoom(key, () => prepare(deleteItem(kind, prev, resourceVersion)));
     }
-    for (const key of changed) await this.offerWhenRoom(key, () => this.caches.get(kind)!.get(key));
+    for (const key of changed) await this.offerWhenRoom(key, () => sendable(this.caches.get(kind)!.get(key)));
   }
 
   advanced(kind: ReportedKind, resourceVersion: string): void {
@@ -307,7 +314,50 @@ export class EventReporter implements WatchSink<ReportedKind> {
     while (this.takeover.size > 0 && !this.closing) {
       const key = this.takeover.values().next().value!;
       this.takeover.delete(key);
-      await this.offerWhenRoom(key, () => this.caches.get(kindOf(key))?.get(key));
+      const kind = kindOf(key);
+      const cached = this.caches.get(kind)?.get(key);
+      if (cached && cached.json === undefined && this.owns(key)) await this.readFromApiServer(kind, key, cached);
+      await this.offerWhenRoom(key, () => sendable(this.caches.get(kind)?.get(key)));
+    }
+  }
+
+  /**
+   * The current state of an object this replica took over and whose JSON it no longer keeps (it
+   * had reported it once, before the object moved to another replica): read from the API server,
+   * kept in the cache unless the watch brought a newer state meanwhile. Retried every second while
+   * the object is still owned; a 404 means its deletion is on the way through the watch.
+   */
+  private async readFromApiServer(kind: ReportedKind, key: string, cached: CachedItem): Promise<void> {
+    const k = REPORTED_KINDS[kind];
+    const path = `/apis/${k.group}/${k.version}/namespaces/${encodeURIComponent(cached.namespace)}/${k.plural}/${encodeURIComponent(cached.name)}`;
+    for (let attempt = 0; !this.closing && this.owns(key); attempt++) {
+      try {
+        const res = await this.o.kube.request(path, { signal: AbortSignal.timeout(30_000) });
+        if (res.status === 404) return;
+        if (res.status === 200) {
+          const raw = upsertItem(kind, res.body as Obj);
+          const now = this.caches.get(kind)!.get(key);
+          if (raw && now?.json === undefined) this.caches.get(kind)!.set(key, prepare(raw));
+          return;
+        }
+        throw new Error(`HTTP ${res.status}`);
+      } catch (err) {
+        if (attempt === 0)
+          this.log.warn({ err: (err as Error).message, object: key }, 'could not read a taken-over object; retrying');
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
+
+  /** Delivered states of objects this replica owns are not kept: identity and resourceVersion stay. */
+  private delivered(entries: readonly QueueEntry[]): void {
+    for (const e of entries) {
+      const cache = this.caches.get(kindOf(e.key));
+      const cached = cache?.get(e.key);
+      if (cached?.json !== undefined && cached.resourceVersion === e.item.resourceVersion && this.owns(e.key)) {
+        const { json: _json, ...identity } = cached;
+        cache!.set(e.key, identity);
+      }
     }
   }
 

@@ -174,5 +174,10 @@ t.test(
     t.equal(config.queueLimit, 1000, 'queue limit as the program sets it');
     t.equal(config.kubeconfig, undefined, 'acts with the pod service account');
     t.equal(config.port, probePort(t, container), 'serves /metrics and health on the port the probes call');
+    t.equal(
+      env.NODE_OPTIONS,
+      '--max-semi-space-size=1 --max-old-space-size=384',
+      "Node runs with the reporter's V8 flags (small young generation, old generation under the container limit)",
+    );
   },
 );
