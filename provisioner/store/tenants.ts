@@ -380,16 +380,20 @@ export async function changeSpec(
   }
   const conditions = mergeConditions(tenant.conditions, updates);
   const fromVersion = tenant.actual_runtime_version ?? tenant.runtime_version;
+  // One statement (one round trip): the spec, the queued operation, the tenant's last operation
+  // and the NOTIFY that wakes the workers (delivered at commit).
   const { rows } = await db.query<{ id: string }>(
-    `WITH upd AS (
+    `WITH op AS (
+       INSERT INTO operations (tenant_id, kind, generation, from_version, to_version)
+       VALUES ($1, $8, $6, $9, $10) RETURNING id),
+     upd AS (
        UPDATE tenants SET plan = $2, runtime_version = $3, suspended = $4, deleted = $5, generation = $6,
               conditions = $7, stalled = false, consecutive_failures = 0, next_attempt_at = NULL,
               phase = CASE WHEN $5 AND phase <> 'Deleted' THEN 'Deleting' ELSE phase END,
               deleted_at = CASE WHEN $5 THEN coalesce(deleted_at, now()) ELSE deleted_at END,
-              updated_at = now()
+              last_operation_id = (SELECT id FROM op), updated_at = now()
         WHERE id = $1)
-     INSERT INTO operations (tenant_id, kind, generation, from_version, to_version)
-     VALUES ($1, $8, $6, $9, $10) RETURNING id`,
+     SELECT op.id, pg_notify($11, $12) FROM op`,
     [
       tenant.id,
       spec.plan,
@@ -401,11 +405,11 @@ export async function changeSpec(
       kind,
       fromVersion,
       spec.runtimeVersion,
+      TENANT_CHANNEL,
+      tenant.id,
     ],
   );
   const opId = rows[0]!.id;
-  await db.query('UPDATE tenants SET last_operation_id = $2 WHERE id = $1', [tenant.id, opId]);
-  await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, tenant.id]);
   return { id: opId, kind, generation, fromVersion, toVersion: spec.runtimeVersion };
 }
 
