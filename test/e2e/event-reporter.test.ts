@@ -35,14 +35,17 @@ import {
 } from './harness/argo.ts';
 import { freePort, startProcess, until, type ManagedProcess } from './harness/processes.ts';
 
-t.setTimeout(8 * 60_000);
+// The file took 239 s with the issue's full sizes on a quiet machine (docs/e2e.md); the limit
+// leaves room for a loaded one, where the API server takes fewer writes per second.
+t.setTimeout(12 * 60_000);
 /**
- * Updates in the burst test, across 1,000 Applications (the issue asks 10,000; CI runs 3,000: the
- * API server with the real Application CRD takes 50 to 150 writes/s on the shared 2-core machine).
+ * Updates in the burst test, across 1,000 Applications: the issue's 10,000 (written as fast as the
+ * API server with the real Application CRD takes them: 40 to 150 writes/s on the shared 2-core
+ * machine, so not in 5 s here). EVENT_REPORTER_BURST_UPDATES=3000 shortens it.
  */
-const BURST_UPDATES = Number(process.env.EVENT_REPORTER_BURST_UPDATES ?? 3000);
-/** How long the control plane stays down in the outage test (the issue asks 120 s; CI runs 20 s). */
-const OUTAGE_SECONDS = Number(process.env.EVENT_REPORTER_OUTAGE_SECONDS ?? 20);
+const BURST_UPDATES = Number(process.env.EVENT_REPORTER_BURST_UPDATES ?? 10_000);
+/** How long the control plane stays down in the outage test: the issue's 2 minutes (EVENT_REPORTER_OUTAGE_SECONDS shortens it). */
+const OUTAGE_SECONDS = Number(process.env.EVENT_REPORTER_OUTAGE_SECONDS ?? 120);
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const LEASE_NAMESPACE = 'hosted-runtime';
 const NS: Record<ReportedKind, string> = { Application: 'argocd', Rollout: 'apps', Workflow: 'argo' };
@@ -432,7 +435,7 @@ async function run(): Promise<void> {
   );
 
   await t.test(
-    `a burst of ${BURST_UPDATES} updates across 1,000 Applications (the issue's 10,000 shortened for CI; EVENT_REPORTER_BURST_UPDATES=10000 runs it in full): all final states stored within 60 s`,
+    `a burst of ${BURST_UPDATES} updates across 1,000 Applications${BURST_UPDATES < 10_000 ? ' (the issue asks 10,000; shortened by EVENT_REPORTER_BURST_UPDATES)' : ''}: all final states stored within 60 s`,
     async (t) => {
       const names = Array.from({ length: 1000 }, (_, i) => `burst-${i}`);
       await pool(
@@ -520,7 +523,7 @@ async function run(): Promise<void> {
   );
 
   await t.test(
-    `control plane down ${OUTAGE_SECONDS} s during writes (the issue's 2 minutes shortened for CI; EVENT_REPORTER_OUTAGE_SECONDS=120 runs it in full): nothing lost, deletions applied`,
+    `control plane down ${OUTAGE_SECONDS} s during writes${OUTAGE_SECONDS < 120 ? ' (the issue asks 2 minutes; shortened by EVENT_REPORTER_OUTAGE_SECONDS)' : ''}: nothing lost, deletions applied`,
     async (t) => {
       await stopControlPlane();
       const downAt = Date.now();
