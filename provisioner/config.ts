@@ -80,6 +80,8 @@ export interface ManagedClustersConfig {
    * short-lived tokens off).
    */
   tokens: { lifetimeSeconds: number; refreshMs: number };
+  /** Image of the bootstrap Job (PROVISIONER_MANAGED_CLUSTER_BOOTSTRAP_IMAGE; default the tunnel client's, docs/decisions.md). */
+  bootstrapImage: string | undefined;
 }
 
 export interface ReconcilerConfig {
@@ -370,6 +372,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       },
       probeIntervalMs: int(env, 'PROVISIONER_MANAGED_CLUSTER_PROBE_SECONDS', 30, 0, 3600) * 1000,
       tokens: managedClusterTokens(env),
+      bootstrapImage: env.PROVISIONER_MANAGED_CLUSTER_BOOTSTRAP_IMAGE || undefined,
     },
   };
 }

@@ -90,6 +90,12 @@ export const ERROR_CODES = {
     description:
       'the credentials lack permissions Argo CD needs in the listed namespaces (`details.missing` lists them)',
   },
+  BOOTSTRAP_TOKEN_INVALID: {
+    status: 401,
+    description: 'the bootstrap token given to redeem is missing or not one this service issued',
+  },
+  BOOTSTRAP_TOKEN_USED: { status: 410, description: 'the bootstrap token was already redeemed (single-use)' },
+  BOOTSTRAP_TOKEN_EXPIRED: { status: 410, description: 'the bootstrap token expired (valid for an hour at most)' },
   TENANT_DELETED: { status: 409, description: 'the tenant is deleted; only reads are allowed' },
   IDEMPOTENCY_KEY_REUSED: { status: 409, description: 'the Idempotency-Key was used with another body' },
   IDEMPOTENCY_KEY_IN_PROGRESS: {

@@ -225,6 +225,7 @@ export async function buildServices(
     rootPolicy: config.kubeconfig,
     probeIntervalMs: config.managedClusters.probeIntervalMs,
     tokens: config.managedClusters.tokens,
+    bootstrapImage: config.managedClusters.bootstrapImage,
   });
   const managedClusterTokens = new ManagedClusterTokenRefresher({
     pool,

@@ -2,10 +2,23 @@
  * `provisioner managed-clusters list|add|remove TENANT …`: the clusters a tenant's Argo CD deploys
  * to (/v1/tenants/:id/managed-clusters). Credentials are read from files, never from the command
  * line (where `ps` would show them). Tables by default, the API's JSON with --json.
+ *
+ * `connect` runs on the tenant's machine with the tenant's kubeconfig (a file the local user names;
+ * the API never reads one): it asks for a bootstrap token, creates the bootstrap's ServiceAccount
+ * and RBAC on the cluster with the tenant's credentials, requests a token for the account and
+ * redeems the bootstrap token with it.
  */
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
+import { CoreV1Api, KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
 import { apiClientOf, readKubeconfig, UsageError, type Io } from './api-commands.ts';
+import { ApiClient } from './client.ts';
+import {
+  BOOTSTRAP_ACCOUNT,
+  BOOTSTRAP_NAMESPACE,
+  bootstrapObjects,
+  type KubeObject,
+} from '../managed-clusters/bootstrap.ts';
 import { age, table } from './format.ts';
 
 interface ManagedCluster {
@@ -107,12 +120,114 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
       },
     );
 
-  group.command('remove <tenant> <name>').action(async (tenant: string, name: string) => {
-    const out = await client().request<{ operationId: string } | undefined>('DELETE', path(tenant, name));
-    print(out ?? { removed: false }, () =>
-      out
-        ? `removing managed cluster ${name}: operation ${out.operationId} deletes it from the tenant's Argo CD`
-        : `no managed cluster ${name}: nothing to remove`,
+  group
+    .command('remove <tenant> <name>')
+    .option('--remove-rbac', 'also delete the Roles and bindings a bootstrap created')
+    .action(async (tenant: string, name: string, o: { removeRbac?: boolean }) => {
+      const out = await client().request<
+        { operationId: string; revocation?: { serviceAccount: string; revoked: boolean; error?: string } } | undefined
+      >('DELETE', `${path(tenant, name)}${o.removeRbac ? '?removeRbac=1' : ''}`);
+      const revoked = out?.revocation
+        ? out.revocation.revoked
+          ? `; ServiceAccount ${out.revocation.serviceAccount} deleted (its tokens no longer work)`
+          : `; ServiceAccount ${out.revocation.serviceAccount} NOT deleted: ${out.revocation.error ?? 'unknown'}`
+        : '';
+      print(out ?? { removed: false }, () =>
+        out
+          ? `removing managed cluster ${name}: operation ${out.operationId} deletes it from the tenant's Argo CD${revoked}`
+          : `no managed cluster ${name}: nothing to remove`,
+      );
+    });
+
+  group
+    .command('connect <tenant> <name>')
+    .description(
+      'create a least-privilege ServiceAccount on the cluster with your kubeconfig and register it (short-lived tokens)',
+    )
+    .requiredOption('--kubeconfig <file>', 'your kubeconfig for the cluster (used here only, never sent)')
+    .option('--context <name>', 'the kubeconfig context (default: its current context)')
+    .option('--namespaces <list>', 'comma-separated namespaces Argo CD deploys to')
+    .option('--cluster-wide', 'grant every namespace (a ClusterRole): only when needed')
+    .option('--server <url>', "the URL the service reaches the API server at (default: the kubeconfig's)")
+    .action(
+      async (
+        tenant: string,
+        name: string,
+        o: { kubeconfig: string; context?: string; namespaces?: string; clusterWide?: boolean; server?: string },
+      ) => {
+        const namespaces = (o.namespaces ?? '')
+          .split(',')
+          .map((n) => n.trim())
+          .filter((n) => n !== '');
+        if (namespaces.length === 0 && !o.clusterWide)
+          throw new UsageError('give --namespaces a,b (or --cluster-wide to grant the whole cluster)');
+        const kc = new KubeConfig();
+        try {
+          kc.loadFromFile(o.kubeconfig);
+          if (o.context) kc.setCurrentContext(o.context);
+        } catch (err) {
+          throw new UsageError(`--kubeconfig: cannot load '${o.kubeconfig}': ${(err as Error).message}`, {
+            cause: err,
+          });
+        }
+        const cluster = kc.getCurrentCluster();
+        if (!cluster) throw new UsageError(`--kubeconfig: '${o.kubeconfig}' has no current cluster`);
+        const server = o.server ?? cluster.server;
+        const caData = cluster.caData
+          ? Buffer.from(cluster.caData, 'base64').toString('utf8')
+          : cluster.caFile
+            ? await readSecretFile('--kubeconfig certificate-authority', cluster.caFile)
+            : undefined;
+
+        const api = client();
+        const { bootstrap } = await api.request<{ bootstrap: { token: string; expiresAt: string } }>(
+          'POST',
+          path(tenant),
+          {
+            name,
+            bootstrap: { ...(namespaces.length ? { namespaces } : {}), clusterWide: o.clusterWide === true, server },
+          },
+        );
+        const objects = KubernetesObjectApi.makeApiClient(kc);
+        for (const object of bootstrapObjects(namespaces, o.clusterWide === true)) await ensure(objects, object);
+        const issued = await kc.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
+          name: BOOTSTRAP_ACCOUNT,
+          namespace: BOOTSTRAP_NAMESPACE,
+          body: { spec: { audiences: [], expirationSeconds: 600 } },
+        });
+        const token = issued.status?.token;
+        if (!token) throw new UsageError('the cluster answered the TokenRequest without a token');
+        const redeemer = new ApiClient({ url: apiUrlOf(program, io), token: bootstrap.token });
+        const out = await redeemer.request<{ managedCluster: ManagedCluster; operationId: string }>(
+          'POST',
+          '/v1/managed-clusters/redeem',
+          { server, token, ...(caData ? { caData } : {}) },
+        );
+        const m = out.managedCluster;
+        print(
+          out,
+          () =>
+            `connected managed cluster ${m.name} (${m.server}, Kubernetes ${m.serverVersion ?? 'unknown'}, ${
+              m.namespaces.join(',') || 'cluster-wide'
+            }) as ServiceAccount ${BOOTSTRAP_NAMESPACE}/${BOOTSTRAP_ACCOUNT}; operation ${out.operationId} writes it into the tenant's Argo CD`,
+        );
+      },
     );
-  });
+}
+
+/** The API's URL as the global options or the environment give it. */
+function apiUrlOf(program: Command, io: Io): string {
+  return program.opts<{ url?: string }>().url ?? io.env.PROVISIONER_URL ?? 'http://127.0.0.1:8080';
+}
+
+/** Creates an object; an existing one is left (namespace, account) or replaced (RBAC, to its least-privilege form). */
+async function ensure(api: KubernetesObjectApi, object: KubeObject): Promise<void> {
+  try {
+    await api.create(object);
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code !== 409) throw err;
+    if (object.kind === 'Namespace' || object.kind === 'ServiceAccount') return;
+    await api.replace(object);
+  }
 }

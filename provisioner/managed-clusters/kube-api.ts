@@ -154,7 +154,7 @@ export async function connectionFor(c: StoredCredentials, policy: KubeconfigPoli
 /** One request to the cluster's API; the answer's JSON (or undefined when it is not JSON). */
 export function kubeRequest(
   conn: ClusterConnection,
-  method: 'GET' | 'POST',
+  method: 'GET' | 'POST' | 'DELETE',
   path: string,
   opts: { body?: unknown; signal: AbortSignal },
 ): Promise<{ status: number; body: unknown }> {

@@ -18,8 +18,12 @@ import { admitKubeconfig } from '../kubeconfig/admit.ts';
 import { checkKubeconfig, KubeconfigPolicyError, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import {
+  claimBootstrap,
+  createdObjectsOf,
   credentialsAad,
   deleteManagedCluster,
+  insertBootstrap,
+  releaseBootstrap,
   findConflict,
   getManagedCluster,
   insertManagedCluster,
@@ -29,8 +33,28 @@ import {
 } from '../store/managed-clusters.ts';
 import { changeSpec, condition, getTenantRow, type TenantRow } from '../store/tenants.ts';
 import type { ManagedClusterConfig } from '../../runtime/component/cluster-secret.ts';
-import { connectionOf, credentialsOf, kubeconfigOf, serverKey, serverUrl, type StoredCredentials } from './kube-api.ts';
+import {
+  connectionFor,
+  connectionOf,
+  credentialsOf,
+  kubeconfigOf,
+  serverKey,
+  serverUrl,
+  type StoredCredentials,
+} from './kube-api.ts';
 import { validateCluster } from './validate.ts';
+import {
+  BOOTSTRAP_ACCOUNT,
+  BOOTSTRAP_NAMESPACE,
+  BOOTSTRAP_TTL_SECONDS,
+  connectCommand,
+  hashBootstrapToken,
+  jobManifest,
+  newBootstrapToken,
+  revokeCreated,
+  type CreatedObjects,
+  type Revocation,
+} from './bootstrap.ts';
 import { requestToken, serviceAccountOf, withToken, type IssuedToken, type TokenSettings } from './tokens.ts';
 
 /** How long a registration may spend on the cluster and on name lookups before it is refused. */
@@ -47,6 +71,42 @@ export interface ManagedClusterServiceDeps {
   probeIntervalMs: number;
   /** Short-lived credentials: the lifetime of a requested token and the time between renewals. */
   tokens: TokenSettings;
+  /** The image of the bootstrap Job (config.managedClusters.bootstrapImage). */
+  bootstrapImage?: string | undefined;
+}
+
+/** A request for a bootstrap token. */
+export interface BootstrapRequest {
+  name: string;
+  namespaces?: string[] | undefined;
+  clusterWide?: boolean | undefined;
+  /** The URL the control plane reaches the cluster's API server at (for the Job manifest). */
+  server?: string | undefined;
+}
+
+export interface IssuedBootstrap {
+  name: string;
+  token: string;
+  expiresAt: string;
+  namespaces: string[];
+  clusterWide: boolean;
+  /** The manifest to apply on the cluster (YAML): the ServiceAccount, its RBAC and the Job redeeming the token. */
+  job: string;
+  /** The same from the tenant's machine. */
+  command: string;
+}
+
+/** What the bootstrap's ServiceAccount sends to redeem a bootstrap token. */
+export interface Redemption {
+  server: string;
+  token: string;
+  caData?: string | undefined;
+}
+
+export interface Removed {
+  operationId: string;
+  /** The revocation of what a bootstrap created (absent when the tenant gave the credentials). */
+  revocation?: Revocation;
 }
 
 /** A registration request: a kubeconfig, or a server with a bearer token and its CA. */
@@ -92,7 +152,12 @@ export class ManagedClusterService {
     return found;
   }
 
-  async register(tenantId: string, input: ManagedClusterRegistration, by: Requester): Promise<Registered> {
+  async register(
+    tenantId: string,
+    input: ManagedClusterRegistration,
+    by: Requester,
+    createdObjects?: CreatedObjects,
+  ): Promise<Registered> {
     const signal = AbortSignal.timeout(VALIDATION_TIMEOUT_MS);
     const tenant = await this.#tenant(tenantId);
     if (tenant.deleted) throw errors.tenantDeleted(tenantId);
@@ -143,6 +208,7 @@ export class ManagedClusterService {
           serverVersion: version,
           conditions: [reachable],
           probeInMs: this.#deps.probeIntervalMs,
+          createdObjects,
           token:
             serviceAccount && issued
               ? { serviceAccount, expiresAt: issued.expiresAt, refreshInMs: this.#deps.tokens.refreshMs }
@@ -167,6 +233,7 @@ export class ManagedClusterService {
           authMethod,
           serverVersion: version,
           ...(serviceAccount ? { tokenServiceAccount: serviceAccount } : {}),
+          ...(createdObjects ? { bootstrap: createdObjects } : {}),
         },
         requestId: by.requestId,
       });
@@ -175,10 +242,41 @@ export class ManagedClusterService {
   }
 
   /**
-   * Removes a registration: the tenant's program deletes its cluster Secret from the vcluster.
-   * Undefined when there was none (already removed: nothing to do).
+   * Removes a registration: the tenant's program deletes its cluster Secret from the vcluster. When
+   * a bootstrap created its ServiceAccount, that account is deleted first with the registration's
+   * own credentials (every token issued for it is refused from then on), and with `removeRbac` the
+   * Roles and bindings it got. Undefined when there was none (already removed: nothing to do).
    */
-  async remove(tenantId: string, name: string, by: Requester): Promise<{ operationId: string } | undefined> {
+  async remove(
+    tenantId: string,
+    name: string,
+    by: Requester,
+    opts: { removeRbac?: boolean } = {},
+  ): Promise<Removed | undefined> {
+    const found = await createdObjectsOf(this.#deps.pool, tenantId, name);
+    let revocation: Revocation | undefined;
+    if (found?.createdObjects) {
+      const created = found.createdObjects;
+      try {
+        const stored = JSON.parse(
+          this.#deps.box.decrypt(found.credentialsEnc, credentialsAad(tenantId, name)).toString('utf8'),
+        ) as StoredCredentials;
+        const conn = await connectionFor(stored, this.#deps.policy);
+        revocation = await revokeCreated(
+          conn,
+          created,
+          opts.removeRbac === true,
+          AbortSignal.timeout(VALIDATION_TIMEOUT_MS),
+        );
+      } catch (err) {
+        revocation = {
+          serviceAccount: created.serviceAccount,
+          revoked: false,
+          removed: [],
+          error: err instanceof Error ? err.message : String(err),
+        };
+      }
+    }
     return withTx(this.#deps.pool, async (tx) => {
       const row = await getTenantRow(tx, tenantId, true);
       if (!row) throw errors.notFound('tenant', tenantId);
@@ -191,10 +289,122 @@ export class ManagedClusterService {
         targetType: 'tenant',
         targetId: tenantId,
         before: { name, server: removed.server, namespaces: removed.namespaces },
+        ...(revocation ? { after: { revocation } } : {}),
         requestId: by.requestId,
       });
-      return { operationId: op.id };
+      return { operationId: op.id, ...(revocation ? { revocation } : {}) };
     });
+  }
+
+  /**
+   * A single-use bootstrap token (valid for an hour at most, stored hashed) and what redeems it: a
+   * Job manifest for the tenant's cluster and the equivalent `connect` command. Nothing is
+   * registered until it is redeemed.
+   */
+  async issueBootstrap(
+    tenantId: string,
+    input: BootstrapRequest,
+    by: Requester,
+    redeemUrl: string,
+  ): Promise<IssuedBootstrap> {
+    const tenant = await this.#tenant(tenantId);
+    if (tenant.deleted) throw errors.tenantDeleted(tenantId);
+    const namespaces = [...new Set(input.namespaces ?? [])].sort();
+    const clusterWide = input.clusterWide === true;
+    if (clusterWide && namespaces.length > 0)
+      throw errors.validation('give either namespaces or clusterWide: true, not both', 'bootstrap.namespaces');
+    if (!clusterWide && namespaces.length === 0)
+      throw errors.validation(
+        'list the namespaces Argo CD may manage (bootstrap.namespaces), or ask for clusterWide: true explicitly',
+        'bootstrap.namespaces',
+      );
+    let server = 'https://REPLACE-WITH-THE-API-SERVER-URL:6443';
+    if (input.server !== undefined) {
+      try {
+        server = serverUrl(new URL(input.server));
+      } catch {
+        throw errors.validation(`server '${input.server}' is not a URL`, 'bootstrap.server');
+      }
+    }
+    if (await getManagedCluster(this.#deps.pool, tenantId, input.name)) throw managedClusterExists(input.name);
+    const { token, hash } = newBootstrapToken();
+    return withTx(this.#deps.pool, async (tx) => {
+      const b = await insertBootstrap(tx, {
+        tenantId,
+        name: input.name,
+        namespaces,
+        clusterWide,
+        tokenHash: hash,
+        ttlSeconds: BOOTSTRAP_TTL_SECONDS,
+        createdBy: by.actor.id,
+      });
+      await writeAudit(tx, by.actor, {
+        action: 'managed-cluster.bootstrap',
+        targetType: 'tenant',
+        targetId: tenantId,
+        after: { name: input.name, namespaces, clusterWide, expiresAt: b.expiresAt },
+        requestId: by.requestId,
+      });
+      return {
+        name: input.name,
+        token,
+        expiresAt: b.expiresAt,
+        namespaces,
+        clusterWide,
+        job: jobManifest({
+          namespaces,
+          clusterWide,
+          bootstrapToken: token,
+          redeemUrl,
+          server,
+          image: this.#deps.bootstrapImage ?? DEFAULT_BOOTSTRAP_IMAGE,
+        }),
+        command: connectCommand(tenantId, input.name, namespaces, clusterWide),
+      };
+    });
+  }
+
+  /**
+   * Redeems a bootstrap token: registers the cluster with the bootstrap's ServiceAccount token, with
+   * every check of a registration. The token is claimed first (once); a registration the checks
+   * refuse gives it back, so a corrected retry can use it until it expires.
+   */
+  async redeem(
+    bootstrapToken: string,
+    input: Redemption,
+    requestId: string,
+  ): Promise<Registered & { tenantId: string }> {
+    const claimed = await claimBootstrap(this.#deps.pool, hashBootstrapToken(bootstrapToken));
+    if ('refused' in claimed) throw bootstrapRefused(claimed.refused, claimed.at);
+    const by: Requester = { actor: { id: `bootstrap:${claimed.id}`, role: 'bootstrap' }, requestId };
+    try {
+      const sa = serviceAccountOf(input.token);
+      if (sa?.namespace !== BOOTSTRAP_NAMESPACE || sa.name !== BOOTSTRAP_ACCOUNT)
+        throw errors.validation(
+          `the token must be the bootstrap's ServiceAccount's (${BOOTSTRAP_NAMESPACE}/${BOOTSTRAP_ACCOUNT}), from TokenRequest or its pod`,
+          'token',
+        );
+      const registered = await this.register(
+        claimed.tenantId,
+        {
+          name: claimed.name,
+          namespaces: claimed.namespaces,
+          server: input.server,
+          token: input.token,
+          caData: input.caData,
+        },
+        by,
+        {
+          serviceAccount: `${sa.namespace}/${sa.name}`,
+          namespaces: claimed.namespaces,
+          clusterWide: claimed.clusterWide,
+        },
+      );
+      return { ...registered, tenantId: claimed.tenantId };
+    } catch (err) {
+      await releaseBootstrap(this.#deps.pool, claimed.id).catch(() => undefined);
+      throw err;
+    }
   }
 
   /** A tenant's registrations with their credentials, for the tenant's program (reconciler). */
@@ -297,6 +507,27 @@ async function addressesOf(host: string, signal: AbortSignal): Promise<string[]>
   } catch {
     return [];
   }
+}
+
+/** The Job's image unless configured (PROVISIONER_MANAGED_CLUSTER_BOOTSTRAP_IMAGE): the tunnel client's, which has Node. */
+export const DEFAULT_BOOTSTRAP_IMAGE = 'hosted-runtimes/tunnel-client:latest';
+
+function bootstrapRefused(why: 'unknown' | 'redeemed' | 'expired', at?: string): AppError {
+  if (why === 'unknown')
+    return new AppError('BOOTSTRAP_TOKEN_INVALID', 'the bootstrap token is not one this service issued', {
+      field: 'authorization',
+    });
+  if (why === 'redeemed')
+    return new AppError(
+      'BOOTSTRAP_TOKEN_USED',
+      `the bootstrap token was already redeemed${at ? ` at ${at}` : ''}: a bootstrap token is single-use; ask for a new one`,
+      { field: 'authorization' },
+    );
+  return new AppError(
+    'BOOTSTRAP_TOKEN_EXPIRED',
+    `the bootstrap token expired at ${at ?? 'its expiry'}: ask for a new one (valid for an hour)`,
+    { field: 'authorization' },
+  );
 }
 
 function managedClusterExists(name: string): AppError {

@@ -5,6 +5,7 @@
  */
 import type { Queryable } from '../db/tx.ts';
 import type { Condition } from './tenants.ts';
+import type { CreatedObjects } from '../managed-clusters/bootstrap.ts';
 
 export interface ManagedCluster {
   name: string;
@@ -134,15 +135,17 @@ export interface InsertManagedCluster {
   probeInMs: number;
   /** Short-lived credentials: the ServiceAccount, the token's expiry, when to request the next. */
   token?: { serviceAccount: string; expiresAt: Date; refreshInMs: number } | undefined;
+  /** What a bootstrap created on the cluster, for the revocation on removal. */
+  createdObjects?: CreatedObjects | undefined;
 }
 
 export async function insertManagedCluster(db: Queryable, m: InsertManagedCluster): Promise<ManagedCluster> {
   const { rows } = await db.query<Row>(
     `INSERT INTO managed_clusters (tenant_id, name, server, server_key, namespaces, auth_method, credentials_enc,
             server_version, conditions, last_probe_at, probe_due_at,
-            token_service_account, token_expires_at, token_refresh_due_at)
+            token_service_account, token_expires_at, token_refresh_due_at, created_objects)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), now() + make_interval(secs => $10::float8 / 1000),
-             $11, $12, now() + make_interval(secs => $13::float8 / 1000))
+             $11, $12, now() + make_interval(secs => $13::float8 / 1000), $14)
      RETURNING ${COLUMNS}`,
     [
       m.tenantId,
@@ -158,6 +161,7 @@ export async function insertManagedCluster(db: Queryable, m: InsertManagedCluste
       m.token?.serviceAccount ?? null,
       m.token?.expiresAt ?? null,
       m.token ? m.token.refreshInMs : null,
+      m.createdObjects ? JSON.stringify(m.createdObjects) : null,
     ],
   );
   return toManagedCluster(rows[0]!);
@@ -297,4 +301,103 @@ export async function recordRefresh(
     [r.id, r.previousEnc, r.credentialsEnc, r.expiresAt, r.refreshInMs],
   );
   return rowCount === 1;
+}
+
+/** What a bootstrap created on the cluster of a registration (null: the tenant gave the credentials). */
+export async function createdObjectsOf(
+  db: Queryable,
+  tenantId: string,
+  name: string,
+): Promise<{ createdObjects: CreatedObjects | null; credentialsEnc: Buffer } | undefined> {
+  const { rows } = await db.query<{ created_objects: CreatedObjects | null; credentials_enc: Buffer }>(
+    'SELECT created_objects, credentials_enc FROM managed_clusters WHERE tenant_id = $1 AND name = $2',
+    [tenantId, name],
+  );
+  return rows[0] ? { createdObjects: rows[0].created_objects, credentialsEnc: rows[0].credentials_enc } : undefined;
+}
+
+export interface Bootstrap {
+  id: string;
+  tenantId: string;
+  name: string;
+  namespaces: string[];
+  clusterWide: boolean;
+  expiresAt: string;
+}
+
+export async function insertBootstrap(
+  db: Queryable,
+  b: {
+    tenantId: string;
+    name: string;
+    namespaces: string[];
+    clusterWide: boolean;
+    tokenHash: string;
+    ttlSeconds: number;
+    createdBy: string;
+  },
+): Promise<Bootstrap> {
+  const { rows } = await db.query<{ id: string; expires_at: Date }>(
+    `INSERT INTO managed_cluster_bootstraps (tenant_id, name, namespaces, cluster_wide, token_hash, expires_at, created_by)
+     VALUES ($1, $2, $3, $4, $5, now() + make_interval(secs => $6), $7) RETURNING id, expires_at`,
+    [b.tenantId, b.name, b.namespaces, b.clusterWide, b.tokenHash, b.ttlSeconds, b.createdBy],
+  );
+  return {
+    id: rows[0]!.id,
+    tenantId: b.tenantId,
+    name: b.name,
+    namespaces: b.namespaces,
+    clusterWide: b.clusterWide,
+    expiresAt: rows[0]!.expires_at.toISOString(),
+  };
+}
+
+/**
+ * Claims a bootstrap token for its one redemption: the bootstrap when it was unused and unexpired;
+ * otherwise why not (`unknown`, `redeemed`, `expired`), nothing changed.
+ */
+export async function claimBootstrap(
+  db: Queryable,
+  tokenHash: string,
+): Promise<Bootstrap | { refused: 'unknown' | 'redeemed' | 'expired'; at?: string }> {
+  const { rows } = await db.query<{
+    id: string;
+    tenant_id: string;
+    name: string;
+    namespaces: string[];
+    cluster_wide: boolean;
+    expires_at: Date;
+    redeemed_at: Date | null;
+    claimed: boolean;
+  }>(
+    `WITH claimed AS (
+       UPDATE managed_cluster_bootstraps SET redeemed_at = now()
+        WHERE token_hash = $1 AND redeemed_at IS NULL AND expires_at > now() RETURNING id)
+     SELECT b.id, b.tenant_id, b.name, b.namespaces, b.cluster_wide, b.expires_at, b.redeemed_at,
+            EXISTS (SELECT 1 FROM claimed) AS claimed
+       FROM managed_cluster_bootstraps b WHERE b.token_hash = $1`,
+    [tokenHash],
+  );
+  const r = rows[0];
+  if (!r) return { refused: 'unknown' };
+  if (!r.claimed) {
+    // Not claimed though unexpired and unredeemed in this statement's snapshot: a concurrent
+    // redemption took it.
+    if (r.redeemed_at || r.expires_at > new Date())
+      return { refused: 'redeemed', ...(r.redeemed_at ? { at: r.redeemed_at.toISOString() } : {}) };
+    return { refused: 'expired', at: r.expires_at.toISOString() };
+  }
+  return {
+    id: r.id,
+    tenantId: r.tenant_id,
+    name: r.name,
+    namespaces: r.namespaces,
+    clusterWide: r.cluster_wide,
+    expiresAt: r.expires_at.toISOString(),
+  };
+}
+
+/** Gives a claimed bootstrap token back after a redemption the cluster's checks refused. */
+export async function releaseBootstrap(db: Queryable, id: string): Promise<void> {
+  await db.query('UPDATE managed_cluster_bootstraps SET redeemed_at = NULL WHERE id = $1', [id]);
 }

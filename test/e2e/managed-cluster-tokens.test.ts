@@ -11,12 +11,29 @@
  * fails; each renewal bumps the tenant's generation, is audited and logged without the token, is
  * counted, and is done by one replica; the previous token stays valid after a renewal. A token
  * that may not request tokens is kept as given (no rotation).
+ *
+ * Bootstrap tokens: issued with a Job manifest (its objects applied here as the tenant would; the
+ * Job's own step, a TokenRequest of the new account and the redemption, done by the test since no
+ * kubelet runs) and redeemed through POST /v1/managed-clusters/redeem; single-use (410), expiry
+ * (410), unknown tokens (401), refusals that give the token back; least privilege (the account
+ * can do nothing outside the listed namespaces); DELETE revokes (the held token gets 401 within
+ * 60 s, the RBAC removed with removeRbac=1, a second DELETE is a 204); and the CLI's `connect`
+ * with the tenant's kubeconfig file, end to end.
  */
 import t from 'tap';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoreV1Api, RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
+import { writeFile } from 'node:fs/promises';
+import {
+  CoreV1Api,
+  KubernetesObjectApi,
+  RbacAuthorizationV1Api,
+  type KubernetesObject,
+  type V1PolicyRule,
+} from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { main } from '../../provisioner/cli/main.ts';
 import { createTestApi, startReplica, type TestApi, type TestReplica } from '../helpers/api.ts';
 import { kubeRequest } from '../../provisioner/managed-clusters/kube-api.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom } from './harness/control-plane.ts';
@@ -83,7 +100,7 @@ async function serviceAccountToken(name: string, renew: boolean): Promise<string
   });
   return answer.status!.token!;
 }
-const renewingToken = await serviceAccountToken('argocd-manager', true);
+const renewingToken = await serviceAccountToken('renewer', true);
 const fixedToken = await serviceAccountToken('fixed', false);
 const ca = own.ca.certPem;
 
@@ -131,12 +148,12 @@ t.test('a ServiceAccount token that may renew itself: rotated across three renew
   });
   t.equal(res.statusCode, 201, `registered (${res.body.slice(0, 300)})`);
   const registered = res.json().managedCluster;
-  t.equal(registered.tokenRotation?.serviceAccount, 'deployer/argocd-manager', 'the answer names the ServiceAccount');
+  t.equal(registered.tokenRotation?.serviceAccount, 'deployer/renewer', 'the answer names the ServiceAccount');
   t.notMatch(res.body, renewingToken, 'the answer holds no token');
   const first = await programToken('prod');
   t.not(first, renewingToken, 'the control plane holds a token it requested, not the one given');
   t.equal(claims(first).exp - claims(first).iat, LIFETIME_SECONDS, `the token is valid for ${LIFETIME_SECONDS} s`);
-  t.equal(claims(first).sub, 'system:serviceaccount:deployer:argocd-manager', 'for the same ServiceAccount');
+  t.equal(claims(first).sub, 'system:serviceaccount:deployer:renewer', 'for the same ServiceAccount');
   t.equal(await generation(), before + 1, 'the registration bumped the generation once');
 
   // Poll through the current credentials until three renewals have been seen (bounded in time).
@@ -178,7 +195,7 @@ t.test('a ServiceAccount token that may renew itself: rotated across three renew
   );
   const logs = await api.db.pool.query<{ line: string }>(
     `SELECT l.line FROM operation_logs l JOIN operations o ON o.id = l.operation_id
-      WHERE o.tenant_id = $1 AND l.line LIKE '%token of deployer/argocd-manager renewed%'`,
+      WHERE o.tenant_id = $1 AND l.line LIKE '%token of deployer/renewer renewed%'`,
     [tenant.tenantId],
   );
   t.ok(logs.rows.length >= rotations, `each renewal's operation logs it (${logs.rows.length} lines)`);
@@ -216,3 +233,253 @@ t.test('a token that may not request tokens for itself is kept as given', async 
   const [program] = await api.services.managedClusters.forProgram(api.db.pool, other.tenantId);
   t.equal(program?.config.bearerToken, fixedToken, 'the program gets the token as given');
 });
+
+// --- Bootstrap tokens ---------------------------------------------------------------------------
+
+const bootTenant = await api.signup();
+const bootBase = `/v1/tenants/${bootTenant.tenantId}/managed-clusters`;
+const objects = KubernetesObjectApi.makeApiClient(own.kc);
+
+/** What the Job does on the cluster: a token of the bootstrap's account (its pod's would do as well). */
+async function bootstrapAccountToken(): Promise<string> {
+  const answer = await core.createNamespacedServiceAccountToken({
+    name: 'argocd-manager',
+    namespace: 'argocd-manager',
+    body: { spec: { audiences: [], expirationSeconds: 600 } },
+  });
+  return answer.status!.token!;
+}
+
+const redeem = (bootstrapToken: string | undefined, body: Record<string, unknown>) =>
+  api.app.inject({
+    method: 'POST',
+    url: '/v1/managed-clusters/redeem',
+    headers: bootstrapToken ? { authorization: `Bearer ${bootstrapToken}` } : {},
+    payload: body,
+  });
+
+async function issue(tenantId: string, key: string, name: string, bootstrap: Record<string, unknown>) {
+  const res = await api.request('POST', `/v1/tenants/${tenantId}/managed-clusters`, {
+    key,
+    body: { name, bootstrap },
+  });
+  return res;
+}
+
+/** A manifest document, with the Job's fields the test reads. */
+type ManifestDoc = KubernetesObject & {
+  spec: {
+    template: {
+      spec: {
+        serviceAccountName: string;
+        containers: Array<{ image: string; env: Array<{ name: string; value?: string }> }>;
+      };
+    };
+  };
+};
+
+let bootToken = '';
+t.test('a bootstrap token: Job manifest, redeemed once with the new account, least privilege', async (t) => {
+  const res = await issue(bootTenant.tenantId, bootTenant.apiKey, 'boot', { namespaces: ['apps'], server: own.server });
+  t.equal(res.statusCode, 201, `issued (${res.body.slice(0, 300)})`);
+  const b = res.json().bootstrap;
+  t.match(b.token, /^hrtb_[A-Za-z0-9_-]{40,}$/, 'a bootstrap token');
+  const ttl = Date.parse(b.expiresAt) - Date.now();
+  t.ok(ttl > 0 && ttl <= 3600_000, `valid for at most an hour (${Math.round(ttl / 1000)} s)`);
+  t.match(
+    b.command,
+    `provisioner managed-clusters connect ${bootTenant.tenantId} boot --kubeconfig FILE --namespaces apps`,
+    'the connect command',
+  );
+  const docs = parseAllDocuments(b.job).map((d) => d.toJS() as ManifestDoc);
+  t.same(
+    docs.map((d) => `${d.kind}/${d.metadata?.namespace ?? ''}/${d.metadata?.name}`),
+    [
+      'Namespace//argocd-manager',
+      'ServiceAccount/argocd-manager/argocd-manager',
+      'Role/argocd-manager/argocd-manager',
+      'RoleBinding/argocd-manager/argocd-manager',
+      'Role/apps/argocd-manager',
+      'RoleBinding/apps/argocd-manager',
+      'Secret/argocd-manager/argocd-manager-bootstrap',
+      'Job/argocd-manager/argocd-manager-bootstrap',
+    ],
+    'the manifest: account, its own Role, a Role in each listed namespace (no ClusterRole), the token, the Job',
+  );
+  const job = docs.at(-1)!;
+  const container = job.spec.template.spec.containers[0]!;
+  t.equal(job.spec.template.spec.serviceAccountName, 'argocd-manager', 'the Job runs as the new account');
+  t.match(container.image, /tunnel-client/, "the Job runs the agents' image");
+  t.match(
+    container.env.find((e) => e.name === 'REDEEM_URL')?.value,
+    /\/v1\/managed-clusters\/redeem$/,
+    'the Job redeems at the control plane',
+  );
+  t.equal(container.env.find((e) => e.name === 'SERVER')?.value, own.server, 'for the server given');
+  const stored = await api.db.pool.query('SELECT row_to_json(b)::text AS row FROM managed_cluster_bootstraps b');
+  t.ok(
+    stored.rows.every((r: { row: string }) => !r.row.includes(b.token)),
+    'the bootstrap token is stored hashed only',
+  );
+  const listed = await api.request('GET', bootBase, { key: bootTenant.apiKey });
+  t.same(listed.json().items, [], 'nothing is registered before the token is redeemed');
+
+  // The tenant applies the manifest (its objects but the Job, which needs a kubelet).
+  for (const d of docs.slice(0, -2)) await objects.create(d);
+  const accountToken = await bootstrapAccountToken();
+
+  const noHeader = await redeem(undefined, { server: own.server, token: accountToken, caData: ca });
+  t.equal(noHeader.statusCode, 401, 'no bootstrap token: 401');
+  t.equal(noHeader.json().error.code, 'BOOTSTRAP_TOKEN_INVALID', 'named');
+  const unknown = await redeem(`hrtb_${'x'.repeat(43)}`, { server: own.server, token: accountToken, caData: ca });
+  t.equal(unknown.statusCode, 401, 'an unknown bootstrap token: 401');
+  t.match(unknown.json().error.message, /bootstrap token/, 'the message names the bootstrap token');
+
+  const wrongAccount = await redeem(b.token, { server: own.server, token: fixedToken, caData: ca });
+  t.equal(wrongAccount.statusCode, 400, "another account's token is refused");
+  t.match(wrongAccount.json().error.message, /argocd-manager\/argocd-manager/, 'naming the account expected');
+
+  const ok = await redeem(b.token, { server: own.server, token: accountToken, caData: ca });
+  t.equal(ok.statusCode, 201, `redeemed after the refusal gave the token back (${ok.body.slice(0, 300)})`);
+  const m = ok.json().managedCluster;
+  t.equal(m.name, 'boot', 'registered under the name asked for');
+  t.same(m.namespaces, ['apps'], 'for the listed namespaces');
+  t.equal(
+    m.tokenRotation?.serviceAccount,
+    'argocd-manager/argocd-manager',
+    'with short-lived tokens of the new account',
+  );
+  bootToken = b.token;
+
+  const again = await redeem(b.token, { server: own.server, token: accountToken, caData: ca });
+  t.equal(again.statusCode, 410, 'a second redemption: 410');
+  t.equal(again.json().error.code, 'BOOTSTRAP_TOKEN_USED', 'named as used');
+  t.match(again.json().error.message, /already redeemed/, 'the message says so');
+
+  const held = await programToken2(bootTenant.tenantId, 'boot');
+  t.equal(await poll(held), 200, 'the held token may work in a listed namespace');
+  const outside = await kubeRequest(
+    { url: new URL(own.server), ca, authorization: `Bearer ${held}` },
+    'GET',
+    '/api/v1/namespaces/deployer/configmaps',
+    { signal: AbortSignal.timeout(5_000) },
+  );
+  t.equal(outside.status, 403, 'and nothing outside them (least privilege)');
+});
+
+t.test('an expired bootstrap token: 410 naming the expiry; refusals of the request', async (t) => {
+  const res = await issue(bootTenant.tenantId, bootTenant.apiKey, 'late', { namespaces: ['apps'] });
+  t.equal(res.statusCode, 201, 'issued');
+  const b = res.json().bootstrap;
+  await api.db.pool.query(
+    "UPDATE managed_cluster_bootstraps SET expires_at = now() - interval '1 second' WHERE name = 'late'",
+  );
+  const late = await redeem(b.token, { server: own.server, token: await bootstrapAccountToken(), caData: ca });
+  t.equal(late.statusCode, 410, 'an expired bootstrap token: 410');
+  t.equal(late.json().error.code, 'BOOTSTRAP_TOKEN_EXPIRED', 'named as expired');
+  t.match(late.json().error.message, /expired at \d{4}-/, 'the message gives the expiry');
+
+  const none = await issue(bootTenant.tenantId, bootTenant.apiKey, 'wide', {});
+  t.equal(none.statusCode, 400, 'no namespaces and no clusterWide: 400');
+  t.match(none.json().error.message, /clusterWide/, 'the message says how to ask for the whole cluster');
+  const both = await api.request('POST', bootBase, {
+    key: bootTenant.apiKey,
+    body: { name: 'mixed', bootstrap: { namespaces: ['apps'] }, token: 'x', server: own.server },
+  });
+  t.equal(both.statusCode, 400, 'bootstrap with credentials: 400');
+  const taken = await issue(bootTenant.tenantId, bootTenant.apiKey, 'boot', { namespaces: ['apps'] });
+  t.equal(taken.statusCode, 409, 'a bootstrap for a name already registered: 409');
+  const wideJob = await issue(bootTenant.tenantId, bootTenant.apiKey, 'wide', { clusterWide: true });
+  t.equal(wideJob.statusCode, 201, 'cluster-wide when asked for explicitly');
+  t.match(wideJob.json().bootstrap.job, /kind: ClusterRole\n/, 'its manifest has the ClusterRole');
+});
+
+t.test('DELETE revokes: the held token is refused within 60 s, the RBAC removed, idempotent', async (t) => {
+  t.ok(bootToken, 'the bootstrap registration exists');
+  const held = await programToken2(bootTenant.tenantId, 'boot');
+  t.equal(await poll(held), 200, 'the held token works before the removal');
+  const res = await api.request('DELETE', `${bootBase}/boot?removeRbac=1`, { key: bootTenant.apiKey });
+  t.equal(res.statusCode, 202, `removed (${res.body.slice(0, 300)})`);
+  const revocation = res.json().revocation;
+  t.equal(revocation?.revoked, true, 'the ServiceAccount was deleted');
+  t.same(revocation.removed, ['namespaces/apps/roles/argocd-manager'], 'and its Role in the listed namespace');
+  const started = Date.now();
+  let status = await poll(held);
+  while (status !== 401 && Date.now() - started < 60_000) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    status = await poll(held);
+  }
+  t.equal(status, 401, `the held token is refused (${Math.round((Date.now() - started) / 1000)} s after the removal)`);
+  const roles = await rbac.listNamespacedRole({ namespace: 'apps' });
+  t.notOk(
+    roles.items.some((r) => r.metadata?.name === 'argocd-manager'),
+    "the bootstrap's Role in apps is gone",
+  );
+  const again = await api.request('DELETE', `${bootBase}/boot?removeRbac=1`, { key: bootTenant.apiKey });
+  t.equal(again.statusCode, 204, 'a second removal: 204, nothing to do');
+});
+
+t.test('the CLI connects a cluster with the tenant kubeconfig file', async (t) => {
+  const cliTenant = await api.signup();
+  const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
+  const file = join(dir, 'tenant.kubeconfig');
+  await writeFile(file, own.kubeconfig, { mode: 0o600 });
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(
+    [
+      '--url',
+      url,
+      '--token',
+      cliTenant.apiKey,
+      'managed-clusters',
+      'connect',
+      cliTenant.tenantId,
+      'edge',
+      '--kubeconfig',
+      file,
+      '--namespaces',
+      'apps',
+    ],
+    { out: (s) => out.push(s), err: (s) => err.push(s), env: {} },
+  );
+  t.equal(code, 0, `connect succeeded (${err.join(' ')})`);
+  t.match(
+    out.join('\n'),
+    /connected managed cluster edge .* as ServiceAccount argocd-manager\/argocd-manager/,
+    'it says so',
+  );
+  const list = await api.request('GET', `/v1/tenants/${cliTenant.tenantId}/managed-clusters`, {
+    key: cliTenant.apiKey,
+  });
+  const edge = list.json().items[0];
+  t.equal(edge?.name, 'edge', 'registered');
+  t.same(edge.namespaces, ['apps'], 'for the listed namespace');
+  t.equal(edge.tokenRotation?.serviceAccount, 'argocd-manager/argocd-manager', 'with short-lived tokens');
+  const held = await programToken2(cliTenant.tenantId, 'edge');
+  t.equal(await poll(held), 200, "the program's token works in the listed namespace");
+
+  const usage = await main(
+    [
+      '--url',
+      url,
+      '--token',
+      cliTenant.apiKey,
+      'managed-clusters',
+      'connect',
+      cliTenant.tenantId,
+      'x',
+      '--kubeconfig',
+      file,
+    ],
+    { out: () => undefined, err: (s) => err.push(s), env: {} },
+  );
+  t.not(usage, 0, 'connect without --namespaces or --cluster-wide is refused');
+});
+
+async function programToken2(tenantId: string, name: string): Promise<string> {
+  const all = await api.services.managedClusters.forProgram(api.db.pool, tenantId);
+  const found = all.find((m) => m.name === name);
+  if (!found?.config.bearerToken) throw new Error(`no bearer token for ${name} in the program's input`);
+  return found.config.bearerToken;
+}

@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { DnsLabel, NUL_FREE, Uuid, withErrors } from '../schemas.ts';
 import { requesterOf } from '../auth.ts';
 import type { AppContext } from '../context.ts';
+import { AppError, errors } from '../../errors.ts';
 import { KUBECONFIG_MAX_LENGTH, REGISTER_BODY_LIMIT } from './clusters.ts';
 
 const ROLES = ['operator', 'tenant'] as const;
@@ -50,6 +51,83 @@ const RegisterBody = Type.Object(
         description: "the API server's CA certificate: PEM, or base64 of PEM (with server)",
       }),
     ),
+    bootstrap: Type.Optional(
+      Type.Object(
+        {
+          namespaces: Type.Optional(
+            Type.Array(Namespace, {
+              maxItems: 32,
+              uniqueItems: true,
+              description: 'namespaces where the ServiceAccount gets a Role with every verb on every resource',
+            }),
+          ),
+          clusterWide: Type.Optional(
+            Type.Boolean({ description: 'a ClusterRole instead of namespaced Roles: only when asked for explicitly' }),
+          ),
+          server: Type.Optional(
+            Type.String({
+              minLength: 1,
+              maxLength: 2048,
+              pattern: NUL_FREE,
+              description: "the URL the control plane reaches the cluster's API server at (written into the Job)",
+            }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const Registered = Type.Object({ managedCluster: Type.Ref('ManagedCluster'), operationId: Uuid });
+const IssuedBootstrap = Type.Object({
+  bootstrap: Type.Object({
+    name: Type.String(),
+    token: Type.String({ description: 'single-use bootstrap token; shown once, stored hashed' }),
+    expiresAt: Type.String({ format: 'date-time' }),
+    namespaces: Type.Array(Type.String()),
+    clusterWide: Type.Boolean(),
+    job: Type.String({
+      description: 'manifest (YAML) to apply on the cluster: ServiceAccount, RBAC, the redeeming Job',
+    }),
+    command: Type.String({ description: "the same from the tenant's machine with its kubeconfig" }),
+  }),
+});
+
+const RedeemBody = Type.Object(
+  {
+    server: Type.String({
+      minLength: 1,
+      maxLength: 2048,
+      pattern: NUL_FREE,
+      description: "https URL the control plane reaches the cluster's API server at",
+    }),
+    token: Type.String({
+      minLength: 1,
+      maxLength: 16 * 1024,
+      pattern: NUL_FREE,
+      description: "a token of the bootstrap's ServiceAccount (argocd-manager/argocd-manager)",
+    }),
+    caData: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 64 * 1024,
+        pattern: NUL_FREE,
+        description: "the API server's CA certificate: PEM, or base64 of PEM",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const RemoveQuery = Type.Object(
+  {
+    removeRbac: Type.Optional(
+      Type.Union([Type.Literal('1'), Type.Literal('true'), Type.Literal('0'), Type.Literal('false')], {
+        description: 'also delete the Roles and bindings a bootstrap created (1 or true)',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -91,18 +169,35 @@ export const managedClusterRoutes =
         config: { roles: ROLES },
         bodyLimit: Math.max(ctx.config.bodyLimit, REGISTER_BODY_LIMIT),
         schema: {
-          summary: "Register a cluster the tenant's Argo CD deploys to (checked against the cluster first)",
+          summary:
+            "Register a cluster the tenant's Argo CD deploys to (checked against the cluster first), or ask for a bootstrap token",
           description:
-            "The cluster is checked before anything is written, within 10 s: reachable, a Kubernetes API server, the credentials accepted, and the permissions Argo CD needs in the listed namespaces (SelfSubjectAccessReview). The registration bumps the tenant's generation: the operation writes the Argo CD cluster Secret into the tenant's virtual cluster.",
+            "The cluster is checked before anything is written, within 10 s: reachable, a Kubernetes API server, the credentials accepted, and the permissions Argo CD needs in the listed namespaces (SelfSubjectAccessReview). The registration bumps the tenant's generation: the operation writes the Argo CD cluster Secret into the tenant's virtual cluster. With `bootstrap` instead of credentials: a single-use token valid for an hour, a Job manifest that creates a least-privilege ServiceAccount on the cluster and redeems the token (POST /v1/managed-clusters/redeem), and the equivalent `provisioner managed-clusters connect` command; nothing is registered until the token is redeemed.",
           tags: ['managed clusters'],
           params: TenantParams,
           body: RegisterBody,
-          response: withErrors({
-            201: Type.Object({ managedCluster: Type.Ref('ManagedCluster'), operationId: Uuid }),
-          }),
+          response: withErrors({ 201: Type.Union([Registered, IssuedBootstrap]) }),
         },
       },
       async (request, reply) => {
+        const { bootstrap, ...registration } = request.body;
+        if (bootstrap) {
+          const extra = (['namespaces', 'kubeconfig', 'server', 'token', 'caData'] as const).find(
+            (k) => registration[k] !== undefined,
+          );
+          if (extra)
+            throw errors.validation(
+              `give either bootstrap or credentials, not both (${extra} with bootstrap; namespaces go in bootstrap.namespaces)`,
+              extra,
+            );
+          const issued = await ctx.managedClusters.issueBootstrap(
+            request.params.id,
+            { name: registration.name, ...bootstrap },
+            requesterOf(request),
+            `${ctx.config.engine.publicUrl.replace(/\/+$/, '')}/v1/managed-clusters/redeem`,
+          );
+          return reply.status(201).send({ bootstrap: issued });
+        }
         const out = await ctx.managedClusters.register(request.params.id, request.body, requesterOf(request));
         return reply
           .status(201)
@@ -118,18 +213,61 @@ export const managedClusterRoutes =
         schema: {
           summary: 'Remove a managed cluster (its Argo CD cluster Secret is deleted from the virtual cluster)',
           description:
-            'Idempotent: 202 with the operation that removes it, 204 when there is no such registration (any more).',
+            "Idempotent: 202 with the operation that removes it, 204 when there is no such registration (any more). When a bootstrap created the ServiceAccount, it is deleted first with the registration's credentials (its tokens are refused from then on; `revocation` says whether that worked), and with removeRbac=1 its Roles and bindings too.",
           tags: ['managed clusters'],
           params: NameParams,
+          querystring: RemoveQuery,
           response: withErrors({
-            202: Type.Object({ operationId: Uuid }),
+            202: Type.Object({
+              operationId: Uuid,
+              revocation: Type.Optional(
+                Type.Object({
+                  serviceAccount: Type.String(),
+                  revoked: Type.Boolean({ description: 'the ServiceAccount is gone (its tokens no longer work)' }),
+                  removed: Type.Array(Type.String(), { description: 'the RBAC objects removed' }),
+                  error: Type.Optional(Type.String({ description: 'why the revocation did not complete' })),
+                }),
+              ),
+            }),
             204: Type.Null({ description: 'no such registration (any more): nothing to do' }),
           }),
         },
       },
       async (request, reply) => {
-        const out = await ctx.managedClusters.remove(request.params.id, request.params.name, requesterOf(request));
+        const removeRbac = request.query.removeRbac === '1' || request.query.removeRbac === 'true';
+        const out = await ctx.managedClusters.remove(request.params.id, request.params.name, requesterOf(request), {
+          removeRbac,
+        });
         return out ? reply.status(202).send(out) : reply.status(204).send(null);
+      },
+    );
+
+    app.post(
+      '/v1/managed-clusters/redeem',
+      {
+        config: { public: true },
+        bodyLimit: Math.max(ctx.config.bodyLimit, REGISTER_BODY_LIMIT),
+        schema: {
+          summary: "Redeem a bootstrap token: register the cluster with the bootstrap's ServiceAccount",
+          description:
+            "Authenticated by the bootstrap token only (`Authorization: Bearer hrtb_…`), single-use: 401 for a token this service did not issue, 410 for one already redeemed or expired. The registration's checks all apply; a refused one leaves the token usable until it expires.",
+          tags: ['managed clusters'],
+          body: RedeemBody,
+          response: withErrors({ 201: Registered }),
+        },
+      },
+      async (request, reply) => {
+        const header = request.headers.authorization ?? '';
+        const m = /^Bearer\s+(\S+)$/i.exec(header);
+        if (!m)
+          throw new AppError('BOOTSTRAP_TOKEN_INVALID', 'give the bootstrap token as Authorization: Bearer <token>', {
+            field: 'authorization',
+          });
+        const out = await ctx.managedClusters.redeem(m[1]!, request.body, request.id);
+        return reply
+          .status(201)
+          .header('location', `/v1/tenants/${out.tenantId}/managed-clusters/${out.managedCluster.name}`)
+          .send({ managedCluster: out.managedCluster, operationId: out.operationId });
       },
     );
   };

@@ -1,0 +1,261 @@
+/**
+ * Bootstrap of a managed cluster: what is created on the tenant's cluster so that the control
+ * plane holds least-privilege, short-lived credentials there. A ServiceAccount `argocd-manager`
+ * in namespace `argocd-manager`, in each listed namespace a Role with every verb on every resource
+ * and its RoleBinding (a ClusterRole and ClusterRoleBinding instead only when cluster-wide access
+ * is asked for explicitly), and in its own namespace a Role letting the account request tokens for
+ * itself (TokenRequest, for the renewals) and delete itself (for the revocation on DELETE).
+ *
+ * The same objects are created by the Job manifest the API returns (applied by the tenant with
+ * its own credentials; the Job runs as the new ServiceAccount and redeems the bootstrap token with
+ * its token) and by `provisioner managed-clusters connect` (with the tenant's kubeconfig, locally).
+ * Bootstrap tokens are random, single-use, stored as their SHA-256 only.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { stringify } from 'yaml';
+import { ClusterNetworkError, kubeRequest, type ClusterConnection } from './kube-api.ts';
+
+export const BOOTSTRAP_NAMESPACE = 'argocd-manager';
+export const BOOTSTRAP_ACCOUNT = 'argocd-manager';
+/** Longest life of a bootstrap token. */
+export const BOOTSTRAP_TTL_SECONDS = 3600;
+const TOKEN_PREFIX = 'hrtb_';
+
+/** What a bootstrap created on the cluster (stored with the registration, for the revocation). */
+export interface CreatedObjects {
+  /** `namespace/name` of the ServiceAccount. */
+  serviceAccount: string;
+  /** Namespaces holding a Role and RoleBinding `argocd-manager`. */
+  namespaces: string[];
+  /** A ClusterRole and ClusterRoleBinding `argocd-manager`. */
+  clusterWide: boolean;
+}
+
+export type KubeObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } } & Record<
+  string,
+  unknown
+>;
+
+const LABELS = { 'app.kubernetes.io/managed-by': 'hosted-runtimes', 'app.kubernetes.io/name': 'argocd-manager' };
+const ALL = [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }];
+
+/** The objects a bootstrap creates, in the order they are created. */
+export function bootstrapObjects(namespaces: readonly string[], clusterWide: boolean): KubeObject[] {
+  const meta = (name: string, namespace?: string) => ({
+    name,
+    ...(namespace ? { namespace } : {}),
+    labels: LABELS,
+  });
+  const subject = { kind: 'ServiceAccount', name: BOOTSTRAP_ACCOUNT, namespace: BOOTSTRAP_NAMESPACE };
+  const objects: KubeObject[] = [
+    { apiVersion: 'v1', kind: 'Namespace', metadata: meta(BOOTSTRAP_NAMESPACE) },
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(BOOTSTRAP_ACCOUNT, BOOTSTRAP_NAMESPACE) },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: meta(BOOTSTRAP_ACCOUNT, BOOTSTRAP_NAMESPACE),
+      rules: [
+        {
+          apiGroups: [''],
+          resources: ['serviceaccounts/token'],
+          resourceNames: [BOOTSTRAP_ACCOUNT],
+          verbs: ['create'],
+        },
+        {
+          apiGroups: [''],
+          resources: ['serviceaccounts'],
+          resourceNames: [BOOTSTRAP_ACCOUNT],
+          verbs: ['get', 'delete'],
+        },
+      ],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: meta(BOOTSTRAP_ACCOUNT, BOOTSTRAP_NAMESPACE),
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: BOOTSTRAP_ACCOUNT },
+      subjects: [subject],
+    },
+  ];
+  if (clusterWide) {
+    objects.push(
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata: meta(BOOTSTRAP_ACCOUNT),
+        rules: ALL,
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata: meta(BOOTSTRAP_ACCOUNT),
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: BOOTSTRAP_ACCOUNT },
+        subjects: [subject],
+      },
+    );
+  }
+  for (const ns of namespaces) {
+    objects.push(
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: meta(BOOTSTRAP_ACCOUNT, ns), rules: ALL },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: meta(BOOTSTRAP_ACCOUNT, ns),
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: BOOTSTRAP_ACCOUNT },
+        subjects: [subject],
+      },
+    );
+  }
+  return objects;
+}
+
+/** A new bootstrap token and the hash stored for it. */
+export function newBootstrapToken(): { token: string; hash: string } {
+  const token = TOKEN_PREFIX + randomBytes(32).toString('base64url');
+  return { token, hash: hashBootstrapToken(token) };
+}
+
+export const hashBootstrapToken = (token: string): string => createHash('sha256').update(token).digest('base64');
+
+/** What the Job runs: the new account's token and CA, sent with the bootstrap token to redeem it. */
+const REDEEM_SCRIPT = `
+const fs = require('node:fs');
+const sa = '/var/run/secrets/kubernetes.io/serviceaccount';
+(async () => {
+  const res = await fetch(process.env.REDEEM_URL, {
+    method: 'POST',
+    headers: { authorization: 'Bearer ' + process.env.BOOTSTRAP_TOKEN, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      server: process.env.SERVER,
+      caData: fs.readFileSync(sa + '/ca.crt', 'utf8'),
+      token: fs.readFileSync(sa + '/token', 'utf8').trim(),
+    }),
+  });
+  const text = await res.text();
+  console.log(res.status, text.slice(0, 2000));
+  if (!res.ok) process.exit(1);
+})().catch((err) => { console.error(err.message); process.exit(1); });
+`.trim();
+
+export interface JobManifestInput {
+  namespaces: readonly string[];
+  clusterWide: boolean;
+  bootstrapToken: string;
+  redeemUrl: string;
+  /** The URL the control plane reaches the cluster's API server at. */
+  server: string;
+  image: string;
+}
+
+/**
+ * The manifest a tenant applies (`kubectl apply -f`) on its cluster: the bootstrap's objects, the
+ * bootstrap token in a Secret, and a Job running as the new ServiceAccount that redeems it.
+ */
+export function jobManifest(i: JobManifestInput): string {
+  const objects: object[] = [
+    ...bootstrapObjects(i.namespaces, i.clusterWide),
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'argocd-manager-bootstrap', namespace: BOOTSTRAP_NAMESPACE, labels: LABELS },
+      type: 'Opaque',
+      stringData: { token: i.bootstrapToken },
+    },
+    {
+      apiVersion: 'batch/v1',
+      kind: 'Job',
+      metadata: { name: 'argocd-manager-bootstrap', namespace: BOOTSTRAP_NAMESPACE, labels: LABELS },
+      spec: {
+        backoffLimit: 3,
+        ttlSecondsAfterFinished: 600,
+        template: {
+          metadata: { labels: LABELS },
+          spec: {
+            serviceAccountName: BOOTSTRAP_ACCOUNT,
+            restartPolicy: 'Never',
+            securityContext: { runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } },
+            containers: [
+              {
+                name: 'redeem',
+                image: i.image,
+                command: ['node', '-e', REDEEM_SCRIPT],
+                env: [
+                  { name: 'REDEEM_URL', value: i.redeemUrl },
+                  { name: 'SERVER', value: i.server },
+                  {
+                    name: 'BOOTSTRAP_TOKEN',
+                    valueFrom: { secretKeyRef: { name: 'argocd-manager-bootstrap', key: 'token' } },
+                  },
+                ],
+                securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+              },
+            ],
+          },
+        },
+      },
+    },
+  ];
+  return objects.map((o) => stringify(o)).join('---\n');
+}
+
+/** The command that does the same from the tenant's machine with its kubeconfig. */
+export function connectCommand(
+  tenantId: string,
+  name: string,
+  namespaces: readonly string[],
+  clusterWide: boolean,
+): string {
+  return [
+    `provisioner managed-clusters connect ${tenantId} ${name} --kubeconfig FILE`,
+    namespaces.length ? `--namespaces ${namespaces.join(',')}` : '',
+    clusterWide ? '--cluster-wide' : '',
+  ]
+    .filter((p) => p !== '')
+    .join(' ');
+}
+
+export interface Revocation {
+  serviceAccount: string;
+  /** True when the ServiceAccount is gone (deleted now, or already). */
+  revoked: boolean;
+  /** The RBAC objects removed (with removeRbac). */
+  removed: string[];
+  /** Why the revocation did not complete. */
+  error?: string;
+}
+
+/**
+ * Deletes what a bootstrap created, with the registration's own (current) credentials: the Roles in
+ * the listed namespaces and the ClusterRole when asked (`removeRbac`), then the ServiceAccount, so
+ * every token issued for it is refused from then on. Gone already counts as done.
+ */
+export async function revokeCreated(
+  conn: ClusterConnection,
+  created: CreatedObjects,
+  removeRbac: boolean,
+  signal: AbortSignal,
+): Promise<Revocation> {
+  const [saNamespace = BOOTSTRAP_NAMESPACE, saName = BOOTSTRAP_ACCOUNT] = created.serviceAccount.split('/');
+  const out: Revocation = { serviceAccount: created.serviceAccount, revoked: false, removed: [] };
+  const del = async (path: string): Promise<number> => (await kubeRequest(conn, 'DELETE', path, { signal })).status;
+  const rbacBase = '/apis/rbac.authorization.k8s.io/v1';
+  try {
+    if (removeRbac) {
+      // The Roles go (their bindings then grant nothing); the bindings stay, since deleting one
+      // takes away the right to delete the other (docs/operations.md).
+      const paths = created.namespaces.map((ns) => `${rbacBase}/namespaces/${ns}/roles/${saName}`);
+      if (created.clusterWide) paths.push(`${rbacBase}/clusterroles/${saName}`);
+      for (const path of paths) {
+        const status = await del(path);
+        if (status === 200 || status === 202 || status === 404) out.removed.push(path.slice(rbacBase.length + 1));
+        else if (status === 401) return { ...out, error: 'the cluster refused the stored credentials (401)' };
+      }
+    }
+    const status = await del(`/api/v1/namespaces/${saNamespace}/serviceaccounts/${saName}`);
+    if (status === 200 || status === 202 || status === 404) out.revoked = true;
+    else out.error = `deleting the ServiceAccount ${created.serviceAccount} was answered with HTTP ${status}`;
+  } catch (err) {
+    out.error = err instanceof ClusterNetworkError ? `the cluster could not be reached: ${err.message}` : String(err);
+  }
+  return out;
+}
