@@ -20,6 +20,14 @@ import {
   type RootPermission,
 } from '../../tenants/root-permissions.ts';
 import { pinKubeconfig, type KubeconfigPolicy } from './policy.ts';
+import {
+  gitVersionOf,
+  reviewAllowed,
+  selfSubjectAccessReview,
+  SELF_SUBJECT_ACCESS_REVIEWS_PATH,
+  VERSION_PATH,
+  type ReviewAttributes,
+} from './kube-review.ts';
 
 export type ProbeResult =
   /** The API server answered and every permission asked about is granted. */
@@ -124,19 +132,14 @@ export async function probeCluster(
 
   let version: Answer;
   try {
-    version = await call(base, options, 'GET', '/version', timeoutMs);
+    version = await call(base, options, 'GET', VERSION_PATH, timeoutMs);
   } catch (err) {
     return { outcome: 'unreachable', server, error: `cannot reach ${server}: ${describeNetworkError(err)}` };
   }
   if (version.status === 401) return { outcome: 'unauthorized', server, error: unauthorized(server) };
   let gitVersion = 'unknown';
   if (version.status === 200) {
-    try {
-      const v = (JSON.parse(version.body) as { gitVersion?: unknown }).gitVersion;
-      if (typeof v === 'string') gitVersion = v;
-    } catch {
-      // not JSON: checked below through the reviews' answers
-    }
+    gitVersion = gitVersionOf(version.body) ?? gitVersion; // not JSON: checked below through the reviews' answers
   } else if (version.status !== 403) {
     return {
       outcome: 'unreachable',
@@ -156,11 +159,14 @@ export async function probeCluster(
   try {
     const answers = await Promise.all(
       reviews.map((p) =>
-        call(base, options, 'POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', timeoutMs, {
-          apiVersion: 'authorization.k8s.io/v1',
-          kind: 'SelfSubjectAccessReview',
-          spec: { resourceAttributes: reviewAttributes(p) },
-        }),
+        call(
+          base,
+          options,
+          'POST',
+          SELF_SUBJECT_ACCESS_REVIEWS_PATH,
+          timeoutMs,
+          selfSubjectAccessReview(reviewAttributes(p)),
+        ),
       ),
     );
     for (const [i, a] of answers.entries()) {
@@ -170,12 +176,7 @@ export async function probeCluster(
         missing.push(...permissions);
         break;
       }
-      let allowed = false;
-      try {
-        allowed = (JSON.parse(a.body) as { status?: { allowed?: unknown } }).status?.allowed === true;
-      } catch {
-        // an unreadable review counts as not allowed
-      }
+      const allowed = reviewAllowed(a.body); // an unreadable review counts as not allowed
       if (!allowed && permissions.length > 0) missing.push(permissions[i]!);
     }
     // Permissions of tenant namespaces not granted cluster-wide: granted by the ClusterRole the
@@ -224,7 +225,7 @@ export async function probeCluster(
 }
 
 /** What a SelfSubjectAccessReview asks for `p`: tenant-namespace permissions in a tenant namespace's name. */
-export function reviewAttributes(p: RootPermission): Record<string, string> {
+export function reviewAttributes(p: RootPermission): ReviewAttributes {
   return {
     verb: p.verb,
     group: p.group,

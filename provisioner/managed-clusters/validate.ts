@@ -6,6 +6,13 @@
  * own code; the caller bounds the whole by an AbortSignal (10 s).
  */
 import { AppError } from '../errors.ts';
+import {
+  gitVersionOf,
+  reviewAllowed,
+  selfSubjectAccessReview,
+  SELF_SUBJECT_ACCESS_REVIEWS_PATH,
+  VERSION_PATH,
+} from '../kubeconfig/kube-review.ts';
 import { ClusterNetworkError, kubeRequest, type ClusterConnection } from './kube-api.ts';
 
 /**
@@ -38,13 +45,13 @@ function unauthorized(server: string): AppError {
 export async function serverVersion(conn: ClusterConnection, server: string, signal: AbortSignal): Promise<string> {
   let answer;
   try {
-    answer = await kubeRequest(conn, 'GET', '/version', { signal });
+    answer = await kubeRequest(conn, 'GET', VERSION_PATH, { signal });
   } catch (err) {
     if (err instanceof ClusterNetworkError) throw unreachable(server, err);
     throw err;
   }
   if (answer.status === 401) throw unauthorized(server);
-  const version = (answer.body as { gitVersion?: unknown } | undefined)?.gitVersion;
+  const version = gitVersionOf(answer.body);
   if (answer.status !== 200 || typeof version !== 'string')
     throw unreachable(
       server,
@@ -81,27 +88,16 @@ export async function missingPermissions(
       const review = reviews[next++]!;
       let answer;
       try {
-        answer = await kubeRequest(conn, 'POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', {
+        answer = await kubeRequest(conn, 'POST', SELF_SUBJECT_ACCESS_REVIEWS_PATH, {
           signal,
-          body: {
-            apiVersion: 'authorization.k8s.io/v1',
-            kind: 'SelfSubjectAccessReview',
-            spec: {
-              resourceAttributes: {
-                ...(review.namespace ? { namespace: review.namespace } : {}),
-                verb: review.verb,
-                group: '*',
-                resource: '*',
-              },
-            },
-          },
+          body: selfSubjectAccessReview({ namespace: review.namespace, verb: review.verb, group: '*', resource: '*' }),
         });
       } catch (err) {
         if (err instanceof ClusterNetworkError) throw unreachable(server, err);
         throw err;
       }
       if (answer.status === 401) throw unauthorized(server);
-      const allowed = (answer.body as { status?: { allowed?: unknown } } | undefined)?.status?.allowed === true;
+      const allowed = reviewAllowed(answer.body);
       if (!allowed) missing.push(describeReview(review));
     }
   };
