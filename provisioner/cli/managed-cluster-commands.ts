@@ -10,7 +10,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { CoreV1Api, KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
+import type { KubernetesObjectApi } from '@kubernetes/client-node';
 import { apiClientOf, readKubeconfig, UsageError, type Io } from './api-commands.ts';
 import { ApiClient } from './client.ts';
 import {
@@ -161,7 +161,9 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
           .filter((n) => n !== '');
         if (namespaces.length === 0 && !o.clusterWide)
           throw new UsageError('give --namespaces a,b (or --cluster-wide to grant the whole cluster)');
-        const kc = new KubeConfig();
+        // Loaded here only: the other commands start without the Kubernetes client.
+        const k8s = await import('@kubernetes/client-node');
+        const kc = new k8s.KubeConfig();
         try {
           kc.loadFromFile(o.kubeconfig);
           if (o.context) kc.setCurrentContext(o.context);
@@ -188,9 +190,9 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
             bootstrap: { ...(namespaces.length ? { namespaces } : {}), clusterWide: o.clusterWide === true, server },
           },
         );
-        const objects = KubernetesObjectApi.makeApiClient(kc);
+        const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
         for (const object of bootstrapObjects(namespaces, o.clusterWide === true)) await ensure(objects, object);
-        const issued = await kc.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
+        const issued = await kc.makeApiClient(k8s.CoreV1Api).createNamespacedServiceAccountToken({
           name: BOOTSTRAP_ACCOUNT,
           namespace: BOOTSTRAP_NAMESPACE,
           body: { spec: { audiences: [], expirationSeconds: 600 } },
