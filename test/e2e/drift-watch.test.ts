@@ -60,6 +60,12 @@ await provisioningSuite(
   t,
   async (e2e, root) => {
     t.test('drift watch: seconds, not hours; only the tenant that drifted; not the engine itself', async (t) => {
+      // The root cluster was registered just before: the watch takes it up at its next reading of
+      // the clusters (every 10 s). Its first list is the baseline, so the tenants are created
+      // after it, for the watch to see the engine's own writes as changes.
+      await until('the root-cluster watch has listed every kind', 60_000, async () =>
+        (await watchCounters(e2e)).synced >= WATCHED_KINDS.length ? true : undefined,
+      );
       const [a, b] = await Promise.all([e2e.signup('watchco-a', VERSION), e2e.signup('watchco-b', VERSION)]);
       const [idA, idB] = [a.tenant.id, b.tenant.id];
       const [nsA, nsB] = [`tenant-${idA}`, `tenant-${idB}`];
