@@ -5,32 +5,13 @@
  * to the address the policy checked (pinKubeconfig), never to a second DNS answer. Answers are
  * bounded in size and time.
  */
-import { request } from 'node:https';
 import { hostOf } from '../kubeconfig/address.ts';
 import { checkKubeconfig, pinKubeconfig, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
 import type { ManagedClusterConfig } from '../../runtime/component/cluster-secret.ts';
+import type { ClusterConnection } from '../../runtime/kube/cluster-check.ts';
 
-/** What a request to the cluster needs, from a pinned kubeconfig. */
-export interface ClusterConnection {
-  /** The checked address (`https://10.1.2.3:6443`). */
-  url: URL;
-  /** The name the certificate is checked against, when the server was given by name. */
-  servername?: string;
-  ca?: string;
-  cert?: string;
-  key?: string;
-  authorization?: string;
-}
-
-/** A connection failure (DNS, TCP, TLS, timeout): `code` is Node's error code or TIMEOUT. */
-export class ClusterNetworkError extends Error {
-  override name = 'ClusterNetworkError';
-  readonly code: string;
-  constructor(code: string, message: string) {
-    super(message);
-    this.code = code;
-  }
-}
+// The requests themselves are shared with the runtime's app-proxy (runtime/kube/cluster-check.ts).
+export { ClusterNetworkError, kubeRequest, type ClusterConnection } from '../../runtime/kube/cluster-check.ts';
 
 /** The credentials as Argo CD reads them (cluster Secret `config`), and the server as given. */
 export interface StoredCredentials {
@@ -39,7 +20,6 @@ export interface StoredCredentials {
 }
 
 type Json = Record<string, unknown>;
-const MAX_ANSWER_BYTES = 1024 * 1024;
 
 const decode = (b64: unknown): string | undefined =>
   typeof b64 === 'string' && b64 !== '' ? Buffer.from(b64, 'base64').toString('utf8') : undefined;
@@ -149,66 +129,4 @@ export async function connectionFor(c: StoredCredentials, policy: KubeconfigPoli
   const text = kubeconfigOf(c);
   checkKubeconfig(text, policy);
   return connectionOf((await pinKubeconfig(text, policy)).text);
-}
-
-/** One request to the cluster's API; the answer's JSON (or undefined when it is not JSON). */
-export function kubeRequest(
-  conn: ClusterConnection,
-  method: 'GET' | 'POST' | 'DELETE',
-  path: string,
-  opts: { body?: unknown; signal: AbortSignal },
-): Promise<{ status: number; body: unknown }> {
-  return new Promise((resolve, reject) => {
-    const url = new URL(path, conn.url);
-    const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
-    const headers: Record<string, string> = { accept: 'application/json' };
-    if (conn.authorization) headers.authorization = conn.authorization;
-    if (payload !== undefined) {
-      headers['content-type'] = 'application/json';
-      headers['content-length'] = String(Buffer.byteLength(payload));
-    }
-    const req = request(
-      url,
-      {
-        method,
-        headers,
-        signal: opts.signal,
-        agent: false,
-        ...(conn.ca ? { ca: conn.ca } : {}),
-        ...(conn.cert && conn.key ? { cert: conn.cert, key: conn.key } : {}),
-        ...(conn.servername ? { servername: conn.servername } : {}),
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > MAX_ANSWER_BYTES) {
-            req.destroy(new ClusterNetworkError('ANSWER_TOO_LARGE', `the answer to ${path} is over 1 MiB`));
-            return;
-          }
-          chunks.push(chunk);
-        });
-        res.on('end', () => {
-          let body: unknown;
-          try {
-            body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-          } catch {
-            body = undefined;
-          }
-          resolve({ status: res.statusCode ?? 0, body });
-        });
-        res.on('error', (err) => reject(networkError(err, opts.signal)));
-      },
-    );
-    req.on('error', (err) => reject(networkError(err, opts.signal)));
-    req.end(payload);
-  });
-}
-
-function networkError(err: Error, signal: AbortSignal): ClusterNetworkError {
-  if (err instanceof ClusterNetworkError) return err;
-  if (signal.aborted) return new ClusterNetworkError('TIMEOUT', 'no answer in time');
-  const code = (err as NodeJS.ErrnoException).code ?? 'ERROR';
-  return new ClusterNetworkError(code, `${code}: ${err.message}`);
 }

@@ -27,6 +27,12 @@ export interface RequestTokenClaims {
   sub?: string;
 }
 
+/**
+ * The subject of the control plane's own requests (a managed-cluster check), never an API key id:
+ * the routes only the control plane may call require it.
+ */
+export const CONTROL_PLANE_SUBJECT = 'control-plane';
+
 export const TOKEN_HEADER = { alg: 'EdDSA', typ: 'JWT' } as const;
 
 export function audienceFor(tenantId: string): string {

@@ -1,6 +1,8 @@
 /**
  * The app-proxy's HTTP app. Every route but /healthz requires the control plane's request token
- * (x-hrt-request-token): a request that did not come through the control plane gets 401.
+ * (x-hrt-request-token): a request that did not come through the control plane gets 401. The
+ * routes: runtime information, the actions on Argo objects, and the managed-cluster check
+ * (managed-clusters.ts).
  */
 import type { KeyObject } from 'node:crypto';
 import Fastify, {
@@ -12,6 +14,7 @@ import Fastify, {
 import { REQUEST_TOKEN_HEADER } from '../../protocol/request-token.ts';
 import { actionRoutes } from './actions.ts';
 import type { ArgoObjects } from './kube.ts';
+import { managedClusterRoutes } from './managed-clusters.ts';
 import { ReplayCache, verifyRequestToken } from './request-token.ts';
 import type { RuntimeInfoSource } from './runtime-info.ts';
 
@@ -93,6 +96,7 @@ export async function buildAppProxy(opts: AppProxyOptions): Promise<FastifyInsta
       }
     });
 
+    await api.register(managedClusterRoutes, { subjectOf: (request) => callers.get(request) });
     if (opts.objects)
       await api.register(actionRoutes, { objects: opts.objects, subjectOf: (request) => callers.get(request) });
     if (opts.routes) await api.register(opts.routes);
