@@ -226,6 +226,7 @@ export async function buildServices(
     probeIntervalMs: config.managedClusters.probeIntervalMs,
     tokens: config.managedClusters.tokens,
     bootstrapImage: config.managedClusters.bootstrapImage,
+    tunnel,
   });
   const managedClusterTokens = new ManagedClusterTokenRefresher({
     pool,
@@ -241,6 +242,8 @@ export async function buildServices(
     policy: config.managedClusters.kubeconfig,
     intervalMs: config.managedClusters.probeIntervalMs,
     logger: logger?.child({ component: 'managed-cluster-probe' }),
+    tunnel,
+    replicaId: tunnelDirectory.replicaId,
   });
   const reconcilerParts = await buildReconciler(
     config,

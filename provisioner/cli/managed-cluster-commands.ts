@@ -26,6 +26,8 @@ interface ManagedCluster {
   server: string;
   namespaces: string[];
   authMethod: string;
+  /** Absent from an older server's answer. */
+  reach?: 'controlPlane' | 'runtime';
   serverVersion: string | null;
   conditions: Array<{ type: string; status: string; reason: string; message: string }>;
   lastProbeAt: string | null;
@@ -84,11 +86,22 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
     .option('--token-file <file>', 'file holding the bearer token')
     .option('--ca-file <file>', "file holding the API server's CA certificate (PEM)")
     .option('--namespace <ns...>', 'namespace Argo CD deploys to (repeatable); none: the whole cluster')
+    .option(
+      '--via-runtime',
+      "the cluster is reachable only from the tenant's runtime: checked and probed through the runtime's tunnel",
+    )
     .action(
       async (
         tenant: string,
         name: string,
-        o: { kubeconfig?: string; server?: string; tokenFile?: string; caFile?: string; namespace?: string[] },
+        o: {
+          kubeconfig?: string;
+          server?: string;
+          tokenFile?: string;
+          caFile?: string;
+          namespace?: string[];
+          viaRuntime?: boolean;
+        },
       ) => {
         let credentials: Record<string, string>;
         if (o.kubeconfig !== undefined) {
@@ -107,7 +120,12 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
         const out = await client().request<{ managedCluster: ManagedCluster; operationId: string }>(
           'POST',
           path(tenant),
-          { name, ...(o.namespace ? { namespaces: o.namespace } : {}), ...credentials },
+          {
+            name,
+            ...(o.namespace ? { namespaces: o.namespace } : {}),
+            ...(o.viaRuntime ? { reach: 'runtime' } : {}),
+            ...credentials,
+          },
         );
         const m = out.managedCluster;
         print(
@@ -115,7 +133,7 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
           () =>
             `registered managed cluster ${m.name} (${m.server}, Kubernetes ${m.serverVersion ?? 'unknown'}, ${
               m.namespaces.join(',') || 'cluster-wide'
-            }); operation ${out.operationId} writes it into the tenant's Argo CD`,
+            }${m.reach === 'runtime' ? ', reached through the runtime' : ''}); operation ${out.operationId} writes it into the tenant's Argo CD`,
         );
       },
     );

@@ -255,6 +255,10 @@ export const ManagedCluster = Type.Object(
       description: 'namespaces Argo CD manages there; empty: the whole cluster',
     }),
     authMethod: StringEnum(['kubeconfig', 'token'] as const),
+    reach: StringEnum(['controlPlane', 'runtime'] as const, {
+      description:
+        "where the cluster is reached from: the control plane, or only the tenant's runtime (through its tunnel)",
+    }),
     serverVersion: Type.Union([Type.String(), Type.Null()], { description: 'Kubernetes version when last heard from' }),
     conditions: Type.Array(Condition, { description: '`Reachable`: the last health probe (or the registration)' }),
     lastProbeAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),

@@ -6,6 +6,12 @@
  * interval, the poll step and the 10 s request bound of the server going away (under 60 s with
  * the defaults), and True again at the first probe after it is back.
  *
+ * A registration reached through the runtime (`reach: runtime`) is probed the same way from inside
+ * the runtime (via-runtime.ts, with the credentials the control plane holds), with the same
+ * reasons, plus RuntimeUnreachable when the runtime's tunnel is not connected (or the runtime
+ * could not make the check): then nothing is known of the cluster itself. Such a registration is
+ * claimed by the replica holding the tunnel, or by any replica when none holds it.
+ *
  * Every replica runs the probe; a probe is claimed in the database (`claimDueProbes`: the row's
  * next probe time moves ahead in the claiming statement, SKIP LOCKED), so each registration is
  * probed by one replica per interval. A database outage only skips rounds.
@@ -18,7 +24,9 @@ import { KubeconfigPolicyError, type KubeconfigPolicy } from '../kubeconfig/poli
 import { claimDueProbes, credentialsAad, recordProbe, type DueProbe } from '../store/managed-clusters.ts';
 import { condition, mergeConditions, type Condition } from '../store/tenants.ts';
 import { connectionFor, type StoredCredentials } from './kube-api.ts';
-import { serverVersion } from './validate.ts';
+import { checkError, serverVersion } from './validate.ts';
+import type { TunnelServer } from '../tunnel/server.ts';
+import { checkThroughRuntime, RuntimeCheckError } from './via-runtime.ts';
 
 export interface ProberOptions {
   pool: pg.Pool;
@@ -31,19 +39,24 @@ export interface ProberOptions {
   batch?: number;
   /** Probes in flight at once (default 8). */
   concurrency?: number;
+  /** The tunnels, for registrations reached through the runtime (without it they are RuntimeUnreachable). */
+  tunnel?: Pick<TunnelServer, 'forward'> | undefined;
+  /** This replica's id in runtime_tunnels: it claims the runtime-reached registrations whose tunnel it holds. */
+  replicaId?: string | undefined;
 }
 
 /** Longest wait for one probe's answer. */
 const PROBE_TIMEOUT_MS = 10_000;
 
 export class ManagedClusterProber {
-  readonly #o: Required<Omit<ProberOptions, 'logger'>> & { logger: Logger | undefined };
+  readonly #o: Required<Omit<ProberOptions, 'logger' | 'tunnel' | 'replicaId'>> &
+    Pick<ProberOptions, 'logger' | 'tunnel' | 'replicaId'>;
   #timer: NodeJS.Timeout | undefined;
   #round: Promise<void> | undefined;
   #stopped = false;
 
   constructor(o: ProberOptions) {
-    this.#o = { batch: 32, concurrency: 8, ...o, logger: o.logger };
+    this.#o = { batch: 32, concurrency: 8, ...o };
   }
 
   /** How often the prober looks for due probes: a third of the interval, at most every 5 s. */
@@ -72,7 +85,7 @@ export class ManagedClusterProber {
   /** One round: claims the due registrations, probes them, records the answers. */
   async round(): Promise<void> {
     for (;;) {
-      const due = await claimDueProbes(this.#o.pool, this.#o.batch, this.#o.intervalMs);
+      const due = await claimDueProbes(this.#o.pool, this.#o.batch, this.#o.intervalMs, this.#o.replicaId);
       if (due.length === 0) return;
       let next = 0;
       const worker = async (): Promise<void> => {
@@ -102,13 +115,14 @@ export class ManagedClusterProber {
   }
 
   /** Probes one registration: its Reachable condition, and the version when it answered. */
-  async check(p: Pick<DueProbe, 'tenantId' | 'name' | 'credentialsEnc'>): Promise<{
+  async check(p: Pick<DueProbe, 'tenantId' | 'name' | 'credentialsEnc'> & Partial<Pick<DueProbe, 'reach'>>): Promise<{
     reachable: Condition;
     version?: string;
   }> {
     const stored = JSON.parse(
       this.#o.box.decrypt(p.credentialsEnc, credentialsAad(p.tenantId, p.name)).toString('utf8'),
     ) as StoredCredentials;
+    if (p.reach === 'runtime') return this.#checkThroughRuntime(p.tenantId, stored);
     const started = performance.now();
     try {
       const conn = await connectionFor(stored, this.#o.policy);
@@ -134,5 +148,48 @@ export class ManagedClusterProber {
         return { reachable: condition('Reachable', 'False', 'Unreachable', err.message) };
       throw err;
     }
+  }
+
+  async #checkThroughRuntime(
+    tenantId: string,
+    stored: StoredCredentials,
+  ): Promise<{ reachable: Condition; version?: string }> {
+    const runtimeUnreachable = (message: string) => ({
+      reachable: condition('Reachable', 'False', 'RuntimeUnreachable', message),
+    });
+    if (!this.#o.tunnel) return runtimeUnreachable("the runtime's tunnel is not connected");
+    let checked;
+    try {
+      // The app-proxy bounds the check to 10 s; a little more here so that its own answer (a
+      // cluster that did not answer) arrives before this bound (a runtime that did not).
+      checked = await checkThroughRuntime(
+        this.#o.tunnel,
+        tenantId,
+        { server: stored.server, config: stored.config },
+        AbortSignal.timeout(PROBE_TIMEOUT_MS + 5_000),
+      );
+    } catch (err) {
+      if (err instanceof RuntimeCheckError) return runtimeUnreachable(err.message);
+      throw err;
+    }
+    if (checked.ok)
+      return {
+        reachable: condition(
+          'Reachable',
+          'True',
+          'Responding',
+          `Kubernetes ${checked.version} answered the runtime in ${checked.ms} ms`,
+        ),
+        version: checked.version,
+      };
+    const err = checkError(stored.server, checked);
+    return {
+      reachable: condition(
+        'Reachable',
+        'False',
+        err.code === 'MANAGED_CLUSTER_UNAUTHORIZED' ? 'Unauthorized' : 'Unreachable',
+        `${err.message} (from the runtime)`,
+      ),
+    };
   }
 }

@@ -30,6 +30,7 @@ import {
   listManagedClusters,
   sealedManagedClusters,
   type ManagedCluster,
+  type ManagedClusterReach,
 } from '../store/managed-clusters.ts';
 import { changeSpec, condition, getTenantRow, type TenantRow } from '../store/tenants.ts';
 import type { ManagedClusterConfig } from '../../runtime/component/cluster-secret.ts';
@@ -42,7 +43,9 @@ import {
   serverUrl,
   type StoredCredentials,
 } from './kube-api.ts';
-import { validateCluster } from './validate.ts';
+import { checkError, validateCluster } from './validate.ts';
+import { checkThroughRuntime, RuntimeCheckError } from './via-runtime.ts';
+import type { TunnelServer } from '../tunnel/server.ts';
 import {
   BOOTSTRAP_ACCOUNT,
   BOOTSTRAP_NAMESPACE,
@@ -73,6 +76,8 @@ export interface ManagedClusterServiceDeps {
   tokens: TokenSettings;
   /** The image of the bootstrap Job (config.managedClusters.bootstrapImage). */
   bootstrapImage?: string | undefined;
+  /** The runtimes' tunnels: checks of a cluster only the runtime reaches (`reach: runtime`) go through them. */
+  tunnel?: Pick<TunnelServer, 'forward'> | undefined;
 }
 
 /** A request for a bootstrap token. */
@@ -118,6 +123,8 @@ export interface ManagedClusterRegistration {
   token?: string | undefined;
   /** The server's CA: PEM, or base64 of PEM as in a kubeconfig's certificate-authority-data. */
   caData?: string | undefined;
+  /** Where the cluster is reached from (default controlPlane); `runtime`: only through the tenant's runtime. */
+  reach?: ManagedClusterReach | undefined;
 }
 
 export interface Registered {
@@ -163,20 +170,34 @@ export class ManagedClusterService {
     if (tenant.deleted) throw errors.tenantDeleted(tenantId);
     const namespaces = [...new Set(input.namespaces ?? [])].sort();
     const { text, field, authMethod } = registrationKubeconfig(input);
+    const reach = input.reach ?? 'controlPlane';
     let credentials = this.#credentials(text, field);
-    const pinned = await admitKubeconfig(text, this.#deps.policy, field);
-    const conn = connectionOf(pinned.text);
+    // The control plane's address policy applies to the clusters it connects to; a cluster the
+    // runtime reaches is connected to from the runtime's network (docs/decisions.md).
+    const conn =
+      reach === 'controlPlane' ? connectionOf((await admitKubeconfig(text, this.#deps.policy, field)).text) : undefined;
     const key = serverKey(credentials.server);
 
     const conflict = await findConflict(this.#deps.pool, tenantId, input.name, key);
     if (conflict?.sameName) throw managedClusterExists(input.name);
     if (conflict) throw serverTaken(credentials.server, conflict.name);
-    await this.#checkIsolation(tenantId, credentials.server, conn.url, signal);
+    if (conn) await this.#checkIsolation(tenantId, credentials.server, conn.url, signal);
+    else {
+      // By URL, and by every address the name resolves to here (the runtime may resolve it otherwise).
+      const url = new URL(credentials.server);
+      await this.#checkIsolation(tenantId, credentials.server, url, signal);
+      for (const address of await addressesOf(hostOf(url), signal))
+        if (address !== hostOf(url))
+          await this.#checkIsolation(tenantId, credentials.server, withHost(url, address), signal);
+    }
 
-    const version = await validateCluster(conn, credentials.server, namespaces, signal);
-    const sa = this.#deps.tokens.refreshMs > 0 ? serviceAccountOf(credentials.config.bearerToken) : undefined;
+    const version = conn
+      ? await validateCluster(conn, credentials.server, namespaces, signal)
+      : await this.#validateThroughRuntime(tenantId, credentials, namespaces, signal);
+    // Short-lived tokens are requested and renewed from the control plane: not for a runtime-reached cluster.
+    const sa = conn && this.#deps.tokens.refreshMs > 0 ? serviceAccountOf(credentials.config.bearerToken) : undefined;
     let issued: IssuedToken | undefined;
-    if (sa) {
+    if (sa && conn) {
       try {
         issued = await requestToken(conn, sa, this.#deps.tokens.lifetimeSeconds, signal);
       } catch {
@@ -189,7 +210,7 @@ export class ManagedClusterService {
       'Reachable',
       'True',
       'Validated',
-      `Kubernetes ${version} answered and granted Argo CD's permissions at registration`,
+      `Kubernetes ${version} answered${reach === 'runtime' ? ' the runtime' : ''} and granted Argo CD's permissions at registration`,
     );
     return withTx(this.#deps.pool, async (tx) => {
       const row = await getTenantRow(tx, tenantId, true);
@@ -204,6 +225,7 @@ export class ManagedClusterService {
           serverKey: key,
           namespaces,
           authMethod,
+          reach,
           credentialsEnc: this.#deps.box.encrypt(JSON.stringify(credentials), credentialsAad(tenantId, input.name)),
           serverVersion: version,
           conditions: [reachable],
@@ -231,6 +253,7 @@ export class ManagedClusterService {
           server: credentials.server,
           namespaces,
           authMethod,
+          reach,
           serverVersion: version,
           ...(serviceAccount ? { tokenServiceAccount: serviceAccount } : {}),
           ...(createdObjects ? { bootstrap: createdObjects } : {}),
@@ -423,6 +446,39 @@ export class ManagedClusterService {
     });
   }
 
+  /**
+   * The registration's checks made by the tenant's runtime (via-runtime.ts): the same refusals as
+   * the control plane's own, and 503 RUNTIME_UNREACHABLE when the runtime cannot make them.
+   */
+  async #validateThroughRuntime(
+    tenantId: string,
+    credentials: StoredCredentials,
+    namespaces: readonly string[],
+    signal: AbortSignal,
+  ): Promise<string> {
+    const refuse = (message: string, cause?: unknown) =>
+      new AppError(
+        'RUNTIME_UNREACHABLE',
+        `${message}: a cluster registered with reach 'runtime' is checked by the tenant's runtime; retry once it is connected`,
+        { field: 'reach', ...(cause === undefined ? {} : { cause }) },
+      );
+    if (!this.#deps.tunnel) throw refuse("the runtime's tunnel is not connected");
+    let checked;
+    try {
+      checked = await checkThroughRuntime(
+        this.#deps.tunnel,
+        tenantId,
+        { server: credentials.server, config: credentials.config, namespaces },
+        signal,
+      );
+    } catch (err) {
+      if (err instanceof RuntimeCheckError) throw refuse(err.message, err);
+      throw err;
+    }
+    if (!checked.ok) throw checkError(credentials.server, checked);
+    return checked.version;
+  }
+
   async #tenant(tenantId: string): Promise<TenantRow> {
     const row = await getTenantRow(this.#deps.pool, tenantId);
     if (!row) throw errors.notFound('tenant', tenantId);
@@ -494,6 +550,12 @@ export class ManagedClusterService {
         throw refuse("another tenant's virtual cluster");
     }
   }
+}
+
+function withHost(url: URL, address: string): URL {
+  const copy = new URL(url.href);
+  copy.hostname = address.includes(':') ? `[${address}]` : address;
+  return copy;
 }
 
 const portOf = (url: URL): string => url.port || (url.protocol === 'https:' ? '443' : '80');

@@ -5,7 +5,10 @@
  */
 import type { Queryable } from '../db/tx.ts';
 import type { Condition } from './tenants.ts';
+import { liveTunnel } from './tunnels.ts';
 import type { CreatedObjects } from '../managed-clusters/bootstrap.ts';
+
+export type ManagedClusterReach = 'controlPlane' | 'runtime';
 
 export interface ManagedCluster {
   name: string;
@@ -14,6 +17,8 @@ export interface ManagedCluster {
   namespaces: string[];
   /** How the credentials were given. */
   authMethod: 'kubeconfig' | 'token';
+  /** Where the cluster is reached from: the control plane, or only the tenant's runtime (through its tunnel). */
+  reach: ManagedClusterReach;
   /** The server's Kubernetes version when last heard from. */
   serverVersion: string | null;
   /** `Reachable`: the last probe's answer. */
@@ -45,6 +50,7 @@ interface Row {
   server: string;
   namespaces: string[];
   auth_method: 'kubeconfig' | 'token';
+  reach: ManagedClusterReach;
   server_version: string | null;
   conditions: Condition[];
   last_probe_at: Date | null;
@@ -57,7 +63,7 @@ interface Row {
   updated_at: Date;
 }
 
-const COLUMNS = `id, tenant_id, name, server, namespaces, auth_method, server_version, conditions, last_probe_at,
+const COLUMNS = `id, tenant_id, name, server, namespaces, auth_method, reach, server_version, conditions, last_probe_at,
   token_service_account, token_expires_at, token_refresh_due_at, token_rotated_at, token_rotations, created_at, updated_at`;
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
@@ -68,6 +74,7 @@ function toManagedCluster(r: Row): ManagedCluster {
     server: r.server,
     namespaces: r.namespaces,
     authMethod: r.auth_method,
+    reach: r.reach,
     serverVersion: r.server_version,
     conditions: r.conditions,
     lastProbeAt: iso(r.last_probe_at),
@@ -128,6 +135,8 @@ export interface InsertManagedCluster {
   serverKey: string;
   namespaces: string[];
   authMethod: 'kubeconfig' | 'token';
+  /** Default controlPlane. */
+  reach?: ManagedClusterReach | undefined;
   credentialsEnc: Buffer;
   serverVersion: string;
   conditions: Condition[];
@@ -143,9 +152,9 @@ export async function insertManagedCluster(db: Queryable, m: InsertManagedCluste
   const { rows } = await db.query<Row>(
     `INSERT INTO managed_clusters (tenant_id, name, server, server_key, namespaces, auth_method, credentials_enc,
             server_version, conditions, last_probe_at, probe_due_at,
-            token_service_account, token_expires_at, token_refresh_due_at, created_objects)
+            token_service_account, token_expires_at, token_refresh_due_at, created_objects, reach)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), now() + make_interval(secs => $10::float8 / 1000),
-             $11, $12, now() + make_interval(secs => $13::float8 / 1000), $14)
+             $11, $12, now() + make_interval(secs => $13::float8 / 1000), $14, $15)
      RETURNING ${COLUMNS}`,
     [
       m.tenantId,
@@ -162,6 +171,7 @@ export async function insertManagedCluster(db: Queryable, m: InsertManagedCluste
       m.token?.expiresAt ?? null,
       m.token ? m.token.refreshInMs : null,
       m.createdObjects ? JSON.stringify(m.createdObjects) : null,
+      m.reach ?? 'controlPlane',
     ],
   );
   return toManagedCluster(rows[0]!);
@@ -202,27 +212,38 @@ export interface DueProbe {
   name: string;
   credentialsEnc: Buffer;
   conditions: Condition[];
+  reach: ManagedClusterReach;
 }
 
 /**
  * Claims up to `limit` registrations whose probe is due, moving their next probe `intervalMs`
  * ahead in the same statement: replicas probing at once each take other rows. A deleted tenant's
- * registrations are not probed (its runtime is gone).
+ * registrations are not probed (its runtime is gone). A registration reached through the runtime
+ * is claimed only by the replica holding the runtime's tunnel (`replicaId`, the live row of
+ * runtime_tunnels), or by any replica when no replica holds it (the probe then says so).
  */
-export async function claimDueProbes(db: Queryable, limit: number, intervalMs: number): Promise<DueProbe[]> {
+export async function claimDueProbes(
+  db: Queryable,
+  limit: number,
+  intervalMs: number,
+  replicaId?: string,
+): Promise<DueProbe[]> {
   const { rows } = await db.query<{
     id: string;
     tenant_id: string;
     name: string;
     credentials_enc: Buffer;
     conditions: Condition[];
+    reach: ManagedClusterReach;
   }>(
     `UPDATE managed_clusters m SET probe_due_at = now() + make_interval(secs => $2::float8 / 1000)
       WHERE m.id IN (SELECT mc.id FROM managed_clusters mc JOIN tenants t ON t.id = mc.tenant_id
+                      LEFT JOIN runtime_tunnels rt ON rt.tenant_id = mc.tenant_id AND ${liveTunnel('rt')}
                       WHERE mc.probe_due_at <= now() AND NOT t.deleted
+                        AND (mc.reach = 'controlPlane' OR rt.replica_id IS NULL OR rt.replica_id = $3)
                       ORDER BY mc.probe_due_at LIMIT $1 FOR UPDATE OF mc SKIP LOCKED)
-      RETURNING m.id, m.tenant_id, m.name, m.credentials_enc, m.conditions`,
-    [limit, intervalMs],
+      RETURNING m.id, m.tenant_id, m.name, m.credentials_enc, m.conditions, m.reach`,
+    [limit, intervalMs, replicaId ?? null],
   );
   return rows.map((r) => ({
     id: r.id,
@@ -230,6 +251,7 @@ export async function claimDueProbes(db: Queryable, limit: number, intervalMs: n
     name: r.name,
     credentialsEnc: r.credentials_enc,
     conditions: r.conditions,
+    reach: r.reach,
   }));
 }
 

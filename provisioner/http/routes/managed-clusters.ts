@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { DnsLabel, NUL_FREE, Uuid, withErrors } from '../schemas.ts';
+import { DnsLabel, NUL_FREE, StringEnum, Uuid, withErrors } from '../schemas.ts';
 import { requesterOf } from '../auth.ts';
 import type { AppContext } from '../context.ts';
 import { AppError, errors } from '../../errors.ts';
@@ -49,6 +49,12 @@ const RegisterBody = Type.Object(
         maxLength: 64 * 1024,
         pattern: NUL_FREE,
         description: "the API server's CA certificate: PEM, or base64 of PEM (with server)",
+      }),
+    ),
+    reach: Type.Optional(
+      StringEnum(['controlPlane', 'runtime'] as const, {
+        description:
+          "where the cluster is reached from: `controlPlane` (default; the control plane connects to it, within its address policy) or `runtime` (only the tenant's runtime reaches it: the checks and the health probes go through the runtime's tunnel, which must be connected)",
       }),
     ),
     bootstrap: Type.Optional(
@@ -182,7 +188,7 @@ export const managedClusterRoutes =
       async (request, reply) => {
         const { bootstrap, ...registration } = request.body;
         if (bootstrap) {
-          const extra = (['namespaces', 'kubeconfig', 'server', 'token', 'caData'] as const).find(
+          const extra = (['namespaces', 'kubeconfig', 'server', 'token', 'caData', 'reach'] as const).find(
             (k) => registration[k] !== undefined,
           );
           if (extra)
