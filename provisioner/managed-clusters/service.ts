@@ -171,7 +171,11 @@ export class ManagedClusterService {
     const namespaces = [...new Set(input.namespaces ?? [])].sort();
     const { text, field, authMethod } = registrationKubeconfig(input);
     const reach = input.reach ?? 'controlPlane';
-    let credentials = this.#credentials(text, field);
+    let credentials = this.#credentials(
+      text,
+      field,
+      reach === 'runtime' ? { ...this.#deps.policy, allowedCidrs: ANY_INTERNAL_ADDRESS } : this.#deps.policy,
+    );
     // The control plane's address policy applies to the clusters it connects to; a cluster the
     // runtime reaches is connected to from the runtime's network (docs/decisions.md).
     const conn =
@@ -486,10 +490,10 @@ export class ManagedClusterService {
   }
 
   /** The credentials Argo CD will get, from the kubeconfig as the policy checked it; 400 when refused. */
-  #credentials(text: string, field: string): StoredCredentials {
+  #credentials(text: string, field: string, policy: KubeconfigPolicy): StoredCredentials {
     let checked;
     try {
-      checked = checkKubeconfig(text, this.#deps.policy);
+      checked = checkKubeconfig(text, policy);
     } catch (err) {
       if (err instanceof KubeconfigPolicyError)
         throw errors.validation(`${field} ${err.message}`, field, err.path ? { path: err.path } : undefined);
@@ -551,6 +555,13 @@ export class ManagedClusterService {
     }
   }
 }
+
+/**
+ * The address ranges a runtime-reached cluster's server may be written as: every loopback and
+ * private range (the runtime's network decides), never link-local, unspecified or multicast
+ * addresses (address.ts), which no API server of a tenant is at.
+ */
+const ANY_INTERNAL_ADDRESS = Object.freeze(['0.0.0.0/0', '::/0']);
 
 function withHost(url: URL, address: string): URL {
   const copy = new URL(url.href);
