@@ -8,7 +8,8 @@
  * Covered: the registration checked by the runtime (accepted; refused with the control plane's
  * own codes for a rejected token and for missing permissions; 503 while the tunnel is down), the
  * health probe through the tunnel (True, False within 90 s of the API server stopping, True again
- * when it is back; the probe interval is 1 s here) and RuntimeUnreachable while the tunnel is down.
+ * when it is back; the probe interval is 1 s here) and RuntimeUnreachable while the tunnel is down;
+ * the CLI's `managed-clusters add --via-runtime`.
  */
 import t from 'tap';
 import http from 'node:http';
@@ -21,6 +22,7 @@ import { buildAppProxy } from '../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../runtime/agents/app-proxy/runtime-info.ts';
 import { createRouter } from '../../runtime/agents/request-router/router.ts';
+import { main } from '../../provisioner/cli/main.ts';
 import { createTestApi } from '../helpers/api.ts';
 import { connectRuntime, type ConnectedRuntime } from '../helpers/runtime.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom } from './harness/control-plane.ts';
@@ -233,4 +235,33 @@ t.test('the tunnel down: RuntimeUnreachable, and a registration through the runt
     return c?.status === 'True' && c;
   });
   t.equal(back.reason, 'Responding', 'probed through the new tunnel');
+});
+
+t.test('the CLI registers a cluster through the runtime (--via-runtime)', async (t) => {
+  const removed = await api.request('DELETE', `${path}/edge`, { key: tenant.apiKey });
+  t.equal(removed.statusCode, 202, 'the first registration of the server removed');
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(
+    [
+      '--url',
+      base,
+      '--token',
+      tenant.apiKey,
+      'managed-clusters',
+      'add',
+      tenant.tenantId,
+      'lab',
+      '--kubeconfig',
+      cluster.kubeconfigFile,
+      '--namespace',
+      'apps',
+      '--via-runtime',
+    ],
+    { out: (s) => out.push(s), err: (s) => err.push(s), env: {} },
+  );
+  t.equal(code, 0, `add succeeded (${err.join(' ')})`);
+  t.match(out.join('\n'), /registered managed cluster lab .*reached through the runtime/, 'it says so');
+  const lab = (await api.request('GET', `${path}/lab`, { key: tenant.apiKey })).json<{ reach: string }>();
+  t.equal(lab.reach, 'runtime', 'registered with reach runtime');
 });

@@ -4,7 +4,9 @@
  * whose server refuses connections turns Reachable=False with the network error, keeping the
  * condition's transition time across probes; stored credentials the policy no longer accepts turn
  * it False (Refused) without any connection; a deleted tenant's registrations are not probed; and
- * probers running at once share the due registrations.
+ * probers running at once share the due registrations; a registration reached through the
+ * runtime is probed by the replica holding the runtime's tunnel, or by any when none holds it
+ * (the probe through a real tunnel: test/e2e/managed-cluster-via-runtime.test.ts).
  */
 import t from 'tap';
 import { createServer } from 'node:net';
@@ -29,7 +31,12 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-async function register(tenantId: string, name: string, server: string): Promise<void> {
+async function register(
+  tenantId: string,
+  name: string,
+  server: string,
+  reach: 'controlPlane' | 'runtime' = 'controlPlane',
+): Promise<void> {
   await withTx(api.db.pool, (tx) =>
     insertManagedCluster(tx, {
       tenantId,
@@ -45,6 +52,7 @@ async function register(tenantId: string, name: string, server: string): Promise
       serverVersion: 'v1.34.0',
       conditions: [condition('Reachable', 'True', 'Validated', 'registered', new Date('2026-01-01T00:00:00Z'))],
       probeInMs: 0,
+      reach,
     }),
   );
 }
@@ -133,5 +141,46 @@ t.test(
     );
     t.equal(rows[0]!.n, 6, 'every registration was probed');
     t.ok(rows[0]!.due.getTime() >= before + 50_000, 'and its next probe is an interval ahead');
+  },
+);
+
+t.test(
+  "a registration reached through the runtime is probed by the replica holding the runtime's tunnel, or by any when none does",
+  async (t) => {
+    const { tenantId } = await api.signup();
+    await register(tenantId, 'behind', `https://10.1.2.3:6443`, 'runtime');
+    const at = (replicaId: string) =>
+      new ManagedClusterProber({
+        pool: api.db.pool,
+        box: api.services.box,
+        policy: api.config.managedClusters.kubeconfig,
+        intervalMs: 60_000,
+        replicaId,
+      }).round();
+    await api.db.pool.query(
+      `INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at)
+       VALUES ($1, gen_random_uuid(), 'replica-b', 'http://127.0.0.1:9', now())`,
+      [tenantId],
+    );
+    await at('replica-a');
+    t.equal(
+      (await reachable(tenantId, 'behind')).condition?.reason,
+      'Validated',
+      'a replica without the tunnel leaves it to the replica holding it',
+    );
+    await at('replica-b');
+    const held = (await reachable(tenantId, 'behind')).condition;
+    t.equal(held?.reason, 'RuntimeUnreachable', 'the replica holding it (per the directory) probes it');
+    t.equal(held?.message, "the runtime's tunnel is not connected", 'and says the tunnel is not connected here');
+
+    await api.db.pool.query('DELETE FROM runtime_tunnels WHERE tenant_id = $1', [tenantId]);
+    await api.db.pool.query(
+      `UPDATE managed_clusters SET probe_due_at = now(), conditions = '[]' WHERE tenant_id = $1`,
+      [tenantId],
+    );
+    await at('replica-a');
+    const none = (await reachable(tenantId, 'behind')).condition;
+    t.equal(none?.status, 'False', 'no replica holds the tunnel: any replica probes it, Reachable=False');
+    t.equal(none?.reason, 'RuntimeUnreachable', 'reason RuntimeUnreachable');
   },
 );
