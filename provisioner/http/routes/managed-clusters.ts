@@ -5,6 +5,10 @@ import { requesterOf } from '../auth.ts';
 import type { AppContext } from '../context.ts';
 import { AppError, errors } from '../../errors.ts';
 import { KUBECONFIG_MAX_LENGTH, REGISTER_BODY_LIMIT } from './clusters.ts';
+import type { IncomingMessage } from 'node:http';
+import { Readable } from 'node:stream';
+import { RELAY_HEADER, relayToReplica } from '../../tunnel/relay.ts';
+import { runtimeResponseHeaders } from '../../tunnel/route.ts';
 
 const ROLES = ['operator', 'tenant'] as const;
 
@@ -204,7 +208,48 @@ export const managedClusterRoutes =
           );
           return reply.status(201).send({ bootstrap: issued });
         }
-        const out = await ctx.managedClusters.register(request.params.id, request.body, requesterOf(request));
+        // A cluster only the runtime reaches is checked through the runtime's tunnel: when another
+        // replica holds it, the registration is relayed there as it came (once), as the runtime
+        // routes are (docs/tunnel.md "Several provisioner replicas").
+        const tenantId = request.params.id;
+        if (
+          registration.reach === 'runtime' &&
+          !ctx.tunnel.status(tenantId).connected &&
+          request.raw.headers[RELAY_HEADER] === undefined
+        ) {
+          const owner = await ctx.tunnelDirectory.owner(tenantId);
+          if (owner) {
+            const payload = Buffer.from(JSON.stringify(request.body));
+            const rawHeaders: string[] = [];
+            for (let i = 0; i + 1 < request.raw.rawHeaders.length; i += 2) {
+              const name = request.raw.rawHeaders[i]!.toLowerCase();
+              if (name !== 'content-length' && name !== 'transfer-encoding')
+                rawHeaders.push(request.raw.rawHeaders[i]!, request.raw.rawHeaders[i + 1]!);
+            }
+            rawHeaders.push('content-length', String(payload.length));
+            const aborter = new AbortController();
+            reply.raw.once('close', () => {
+              if (!reply.raw.writableFinished) aborter.abort();
+            });
+            const res = await relayToReplica({
+              owner,
+              tenantId,
+              replicaId: ctx.tunnelDirectory.replicaId,
+              // The request as parsed (its body is re-sent as JSON with its own length).
+              raw: { url: request.raw.url, method: 'POST', rawHeaders } as IncomingMessage,
+              body: Readable.from([payload]),
+              requestId: request.id,
+              timeoutMs: 30_000,
+              idleTimeoutMs: 30_000,
+              signal: aborter.signal,
+            });
+            return reply
+              .code(res.status as 201)
+              .headers(runtimeResponseHeaders(res.headers))
+              .send(res.body);
+          }
+        }
+        const out = await ctx.managedClusters.register(tenantId, request.body, requesterOf(request));
         return reply
           .status(201)
           .header('location', `/v1/tenants/${request.params.id}/managed-clusters/${out.managedCluster.name}`)

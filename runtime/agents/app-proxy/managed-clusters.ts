@@ -79,7 +79,7 @@ export const managedClusterRoutes: FastifyPluginAsync<{
       namespaces: parsed.namespaces,
       signal: AbortSignal.timeout(CHECK_TIMEOUT_MS),
     });
-    request.log.info(
+    request.log.debug(
       { server: parsed.server, ok: checked.ok, ...(checked.ok ? {} : { problem: checked.problem }) },
       'managed cluster checked',
     );
