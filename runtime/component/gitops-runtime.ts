@@ -100,7 +100,14 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
           ...chartSource('argo', spec.chart, pins[spec.component], args.chartRepositories),
           values: spec.values,
           skipCrds: false,
-          atomic: false,
+          // A failed install or upgrade is undone by Helm itself: an upgrade that does not become
+          // ready is rolled back to the last deployed revision, with the failed revision as the
+          // original of the merge, so fields only the failed chart added are removed too (an
+          // upgrade back to the old chart would merge against the last deployed revision and leave
+          // them). The release is then what Pulumi's state says it is, and a tenant rollback
+          // that follows finds it there. A failed first install is uninstalled, and the next run
+          // installs it again.
+          atomic: true,
           cleanupOnFail: true,
           maxHistory: 5,
           timeout: args.releaseTimeoutSeconds ?? 600,

@@ -22,7 +22,8 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { TenantView } from './harness/api-client.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
-import { installedChartVersions, kube } from './harness/kube.ts';
+import { availableDeployments, helmHistory, installedChartVersions, kube } from './harness/kube.ts';
+import { ARGO_RELEASES } from '../../runtime/component/argo-releases.ts';
 import { NEVER_AVAILABLE_CHARTS, NEVER_HEALTHY_VERSION, testCatalog } from './fixtures/test-catalog.ts';
 
 const FROM = '1.4.1';
@@ -317,17 +318,38 @@ await provisioningSuite(
           TO,
           `the rollback's engine run wrote ${TO} back into the canary's runtime-versions ConfigMap`,
         );
-        // A KNOWN GAP, counted as todo (not as passed): the failed Helm upgrade left the Argo CD
-        // release at the stand-in's failed revision and Pulumi's state at the old inputs (a failed
-        // update keeps the previous state; the real provider's Update does the same), so the
-        // rollback's update sees no change for that release and leaves it as the failure left it.
+        // The Argo CD release: Helm rolled the failed upgrade back itself (the runtime's releases are
+        // atomic), so the rollback's engine run found it where Pulumi's state has it. The stand-in's
+        // nodeSelector, which only the failed revision had, is gone from the live Deployment.
+        const argoCd = ARGO_RELEASES.find((r) => r.chart === 'argo-cd')!;
+        const history = await helmHistory(vc, argoCd.releaseName, argoCd.namespace);
+        const last = history.at(-1)!;
+        t.match(
+          last,
+          { status: 'deployed', chartVersion: testCatalog.get(TO)!.components.argoCd },
+          `the Argo CD release's latest revision is deployed on ${TO}'s chart (revision ${last.revision}: ${last.description})`,
+        );
+        t.ok(
+          history.some((r) => r.status === 'failed' && r.chartVersion === NEVER_AVAILABLE_CHARTS[0]!.version),
+          `the stand-in ${NEVER_AVAILABLE_CHARTS[0]!.version}'s revision is kept in the history as failed (${history.map((r) => `${r.revision}:${r.chartVersion}:${r.status}`).join(', ')})`,
+        );
         t.equal(
           (await installedChartVersions(vc))['argo-cd'],
           testCatalog.get(TO)!.components.argoCd,
-          `the canary's Argo CD release is ${TO}'s chart again, not the stand-in ${NEVER_AVAILABLE_CHARTS[0]!.version}`,
-          {
-            todo: 'a rollback after a failed Helm upgrade does not re-apply a release whose state kept the old inputs',
-          },
+          `the canary's Argo CD objects are ${TO}'s chart again, not the stand-in ${NEVER_AVAILABLE_CHARTS[0]!.version}`,
+        );
+        const controller = await vc.apps.readNamespacedDeployment({
+          name: `${argoCd.releaseName}-controller`,
+          namespace: argoCd.namespace,
+        });
+        t.equal(
+          controller.spec?.template.spec?.nodeSelector,
+          undefined,
+          "the stand-in's nodeSelector is gone from the Argo CD Deployment",
+        );
+        t.ok(
+          (await availableDeployments(vc, argoCd.namespace)).includes(`${argoCd.releaseName}-controller`),
+          'the Argo CD Deployment is Available (Helm waited for it before ending its rollback)',
         );
 
         // The other two: untouched.

@@ -3,6 +3,7 @@
  * exist" for 404s, and what the test charts and the runtime recorded in an API server.
  */
 import { ApiextensionsV1Api, AppsV1Api, CoreV1Api, KubeConfig, NetworkingV1Api } from '@kubernetes/client-node';
+import { gunzipSync } from 'node:zlib';
 import { ARGO_RELEASES } from '../../../runtime/component/argo-releases.ts';
 
 export interface Kube {
@@ -62,6 +63,39 @@ export async function installedChartVersions(k: Kube): Promise<Record<string, st
     }
   }
   return out;
+}
+
+/** One revision of a Helm release, as Helm stored it (a `helm.sh/release.v1` Secret). */
+export interface HelmRevision {
+  revision: number;
+  /** deployed, failed, superseded, pending-upgrade, … */
+  status: string;
+  chartVersion: string;
+  description: string;
+}
+
+/**
+ * A Helm release's history, oldest first, read from the Secrets Helm keeps (`owner=helm`,
+ * `name=<release>`; the payload is base64 of the gzipped release JSON), as `helm history` shows it.
+ */
+export async function helmHistory(k: Kube, release: string, namespace: string): Promise<HelmRevision[]> {
+  const list = await k.core.listNamespacedSecret({ namespace, labelSelector: `owner=helm,name=${release}` });
+  return list.items
+    .map((secret) => {
+      const encoded = Buffer.from(secret.data?.release ?? '', 'base64').toString('utf8');
+      const rel = JSON.parse(gunzipSync(Buffer.from(encoded, 'base64')).toString('utf8')) as {
+        version: number;
+        info?: { status?: string; description?: string };
+        chart?: { metadata?: { version?: string } };
+      };
+      return {
+        revision: rel.version,
+        status: rel.info?.status ?? '',
+        chartVersion: rel.chart?.metadata?.version ?? '',
+        description: rel.info?.description ?? '',
+      };
+    })
+    .sort((a, b) => a.revision - b.revision);
 }
 
 /** Names of the Deployments in a namespace that are Available. */

@@ -190,6 +190,9 @@ export interface ReleaseInputs<V = Record<string, unknown>> {
   version?: string;
   repositoryOpts?: { repo?: string };
   skipAwait?: boolean;
+  /** Helm undoes a failed install or upgrade itself (uninstall, or rollback to the last deployed revision). */
+  atomic?: boolean;
+  cleanupOnFail?: boolean;
   /** Seconds Helm waits for the release's workloads. */
   timeout?: number;
   values: V;

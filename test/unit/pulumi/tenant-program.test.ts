@@ -138,6 +138,12 @@ for (const planName of PLAN_NAMES) {
             600,
             `${rel.chart} waits 600 s for its workloads when runtimeReleaseTimeoutSeconds is not set`,
           );
+        for (const rel of argo) {
+          // A failed upgrade must not stay at its failed revision: a tenant rollback that follows
+          // re-applies Pulumi's state, which still holds the previous inputs (test/e2e/fleet-upgrade.test.ts).
+          t.equal(rel.atomic, true, `${rel.chart}: Helm rolls a failed upgrade back (atomic)`);
+          t.equal(rel.cleanupOnFail, true, `${rel.chart}: and deletes what the failed upgrade created`);
+        }
       });
 
       t.test('the versions ConfigMap records the runtime and every component', async (t) => {
