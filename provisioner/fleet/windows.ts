@@ -74,6 +74,8 @@ const RANGES: Record<string, [number, number, boolean]> = {
   BYSETPOS: [1, 366, true],
 };
 const LOCAL_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$/;
+/** UNTIL as RFC 5545 wants it when DTSTART has a time zone: a UTC date-time, 20261231T230000Z. */
+const UTC_UNTIL = /^\d{8}T\d{6}Z$/;
 const DAY_MS = 86_400_000;
 
 function isFreezeInterval(f: Freeze): f is { from: string; until: string; reason?: string | undefined } {
@@ -113,6 +115,14 @@ function ruleParts(rrule: string, field: string): Map<string, string> {
         );
     }
   }
+  const until = parts.get('UNTIL');
+  if (until !== undefined && !UTC_UNTIL.test(until))
+    throw errors.validation(
+      `UNTIL=${until}: give UNTIL in UTC with a Z, e.g. UNTIL=20261231T230000Z (RFC 5545: with a time zone, UNTIL is an instant; a window whose local start is at or before it occurs)`,
+      field,
+    );
+  if (until !== undefined && parts.has('COUNT'))
+    throw errors.validation('give COUNT or UNTIL, not both (RFC 5545)', field);
   const freq = parts.get('FREQ');
   if (freq === undefined) throw errors.validation('the rule has no FREQ (e.g. FREQ=WEEKLY;BYDAY=SA;BYHOUR=2)', field);
   if (!FREQS.has(freq))
@@ -151,21 +161,42 @@ function localOf(dtstart: string, field: string): Temporal.PlainDateTime {
   }
 }
 
-/** Compiled rules, by dtstart and rule (parsing is the expensive part); bounded. */
-const compiled = new Map<string, RRuleTemporal>();
+/** A rule compiled for floating local time, and its UNTIL as an instant (epoch ms) when given in UTC. */
+interface CompiledRule {
+  rule: RRuleTemporal;
+  untilMs: number | null;
+}
 
-function ruleOf(w: MaintenanceWindow): RRuleTemporal {
+/** Compiled rules, by dtstart and rule (parsing is the expensive part); bounded. */
+const compiled = new Map<string, CompiledRule>();
+
+/** 20261231T230000Z as epoch milliseconds. */
+function utcUntilMs(until: string): number {
+  const m = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(until)!;
+  return Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!);
+}
+
+function ruleOf(w: MaintenanceWindow): CompiledRule {
   const start = (w.dtstart ?? DEFAULT_DTSTART).replaceAll('-', '').replaceAll(':', '');
   const basic = start.length === 13 ? `${start}00` : start;
   const key = `${basic}|${w.rrule}`;
-  let rule = compiled.get(key);
-  if (!rule) {
+  let entry = compiled.get(key);
+  if (!entry) {
+    // A UTC UNTIL is an instant (RFC 5545 3.3.10): it cannot be compared with floating local
+    // times, so it is taken out of the rule and applied to each occurrence once it is placed in
+    // the zone. An UNTIL without Z (refused since; a window stored before keeps it) stays in the
+    // rule and is read as local time.
+    const parts = w.rrule.split(';');
+    const until = parts.find((p) => /^UNTIL=/i.test(p))?.slice(6);
+    const untilMs = until !== undefined && UTC_UNTIL.test(until) ? utcUntilMs(until) : null;
+    const rrule = untilMs === null ? w.rrule : parts.filter((p) => !/^UNTIL=/i.test(p)).join(';');
     // Floating local time: expanded in UTC, which skips no hour; the zone is applied afterwards.
-    rule = new RRuleTemporal({ rruleString: `DTSTART;TZID=UTC:${basic}\nRRULE:${w.rrule}` });
+    const rule = new RRuleTemporal({ rruleString: `DTSTART;TZID=UTC:${basic}\nRRULE:${rrule}` });
+    entry = { rule, untilMs };
     if (compiled.size >= 1000) compiled.clear();
-    compiled.set(key, rule);
+    compiled.set(key, entry);
   }
-  return rule;
+  return entry;
 }
 
 /**
@@ -236,7 +267,7 @@ function instantOf(s: string, field: string): number {
 
 /** The window's occurrences overlapping [fromMs, toMs), as instants, in order. */
 export function occurrences(w: MaintenanceWindow, fromMs: number, toMs: number): Interval[] {
-  const rule = ruleOf(w);
+  const { rule, untilMs } = ruleOf(w);
   // Local wall-clock bounds, widened by the duration (an occurrence that started before `from`
   // may still be open) and a day each side (offsets).
   const local = (ms: number) =>
@@ -248,6 +279,7 @@ export function occurrences(w: MaintenanceWindow, fromMs: number, toMs: number):
   for (const z of rule.between(lo, hi, true)) {
     // The occurrence in floating time: its instant in UTC is its local wall-clock time.
     const start = placed(z.epochMilliseconds, w.timeZone);
+    if (untilMs !== null && start > untilMs) continue;
     const end = placed(z.epochMilliseconds + w.durationMinutes * 60_000, w.timeZone);
     if (end > start && end > fromMs && start < toMs) out.push({ start, end });
   }

@@ -230,6 +230,24 @@ t.test('bad windows are refused with a 400 naming the field', async (t) => {
     'an offset in dtstart',
   );
   refused(
+    () => checkWindows([{ ...ok, timeZone: 'Pacific/Auckland', rrule: 'FREQ=DAILY;BYHOUR=2;UNTIL=20261210T140000' }]),
+    'maintenanceWindows.0.rrule',
+    /UNTIL=20261210T140000: give UNTIL in UTC with a Z, e.g\. UNTIL=\d{8}T\d{6}Z/,
+    'a local UNTIL',
+  );
+  refused(
+    () => checkWindows([{ ...ok, rrule: 'FREQ=DAILY;BYHOUR=2;UNTIL=20261210' }]),
+    'maintenanceWindows.0.rrule',
+    /give UNTIL in UTC with a Z/,
+    'a date-only UNTIL',
+  );
+  refused(
+    () => checkWindows([{ ...ok, rrule: 'FREQ=DAILY;BYHOUR=2;COUNT=3;UNTIL=20261210T000000Z' }]),
+    'maintenanceWindows.0.rrule',
+    /COUNT or UNTIL, not both/,
+    'COUNT and UNTIL',
+  );
+  refused(
     () => checkFreezes([{ from: '2026-01-02T00:00:00Z', until: '2026-01-01T00:00:00Z' }]),
     'freezes.0.until',
     /after from/,
@@ -240,5 +258,58 @@ t.test('bad windows are refused with a 400 naming the field', async (t) => {
     'freezes.0.from',
     /with an offset/,
     'a date without a time',
+  );
+});
+
+t.test('UNTIL is an instant in UTC (RFC 5545), compared with each occurrence placed in its zone', async (t) => {
+  // Pacific/Auckland in December is NZDT, UTC+13: 02:00 local on the 11th is 13:00Z on the 10th.
+  const auckland = checkWindow(
+    {
+      rrule: 'FREQ=DAILY;BYHOUR=2;BYMINUTE=0;UNTIL=20261210T140000Z',
+      timeZone: 'Pacific/Auckland',
+      durationMinutes: 60,
+    },
+    'w',
+  );
+  t.same(
+    intervals(auckland, '2026-12-08T00:00:00Z', '2026-12-14T00:00:00Z'),
+    [
+      ['2026-12-08T13:00:00.000Z', '2026-12-08T14:00:00.000Z'],
+      ['2026-12-09T13:00:00.000Z', '2026-12-09T14:00:00.000Z'],
+      ['2026-12-10T13:00:00.000Z', '2026-12-10T14:00:00.000Z'],
+    ],
+    'Auckland: the window of the 11th (02:00 NZDT = 13:00Z on the 10th) starts before UNTIL 14:00Z and occurs (read as local 14:00 on the 10th it would not); the 12th (13:00Z on the 11th) does not',
+  );
+  t.same(
+    intervals(
+      { ...auckland, rrule: 'FREQ=DAILY;BYHOUR=2;BYMINUTE=0;UNTIL=20261210T130000Z' },
+      '2026-12-10T00:00:00Z',
+      '2026-12-14T00:00:00Z',
+    ),
+    [['2026-12-10T13:00:00.000Z', '2026-12-10T14:00:00.000Z']],
+    'an occurrence starting exactly at UNTIL is the last one (UNTIL is inclusive)',
+  );
+
+  // America/Los_Angeles in December is PST, UTC-8: 20:00 local on the 10th is 04:00Z on the 11th.
+  const losAngeles = checkWindow(
+    {
+      rrule: 'FREQ=DAILY;BYHOUR=20;BYMINUTE=0;UNTIL=20261210T230000Z',
+      timeZone: 'America/Los_Angeles',
+      durationMinutes: 120,
+    },
+    'w',
+  );
+  t.same(
+    intervals(losAngeles, '2026-12-09T07:00:00Z', '2026-12-14T00:00:00Z'),
+    [['2026-12-10T04:00:00.000Z', '2026-12-10T06:00:00.000Z']],
+    'Los Angeles: 20:00 PST on the 9th (04:00Z on the 10th) occurs; 20:00 PST on the 10th is 04:00Z on the 11th, after UNTIL 23:00Z on the 10th, so it does not (read as local 23:00 it would)',
+  );
+  const fit = nextFit({ windows: [losAngeles], freezes: [] }, ms('2026-12-10T12:00:00Z'), H, 7 * 24 * H);
+  t.equal(fit.at === null && fit.why, 'no-window', 'after the last occurrence before UNTIL, no window opens any more');
+  const before = nextFit({ windows: [losAngeles], freezes: [] }, ms('2026-12-09T12:00:00Z'), H, 7 * 24 * H);
+  t.equal(
+    before.at !== null ? iso(before.at) : null,
+    '2026-12-10T04:00:00.000Z',
+    'before it, the last occurrence is the next fit',
   );
 });
