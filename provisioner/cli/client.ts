@@ -35,8 +35,9 @@ export class ApiClient {
     body?: unknown,
     accept = 'application/json',
     signal?: AbortSignal,
+    extra: Record<string, string> = {},
   ): Promise<Response> {
-    const headers: Record<string, string> = { accept };
+    const headers: Record<string, string> = { accept, ...extra };
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
     let res: Response;
@@ -78,9 +79,23 @@ export class ApiClient {
     return (await res.json()) as T;
   }
 
-  /** Server-Sent Events from `path`: yields each event's name and parsed data until the stream ends (or `signal` aborts). */
-  async *events(path: string, signal?: AbortSignal): AsyncGenerator<{ event: string; data: unknown }> {
-    const res = await this.#fetch('GET', path, undefined, 'text/event-stream', signal);
+  /**
+   * Server-Sent Events from `path`: yields each event's name, parsed data and id (when it has one)
+   * until the stream ends (or `signal` aborts). `lastEventId` resumes a stream (the Last-Event-ID header).
+   */
+  async *events(
+    path: string,
+    signal?: AbortSignal,
+    lastEventId?: string,
+  ): AsyncGenerator<{ event: string; data: unknown; id?: string }> {
+    const res = await this.#fetch(
+      'GET',
+      path,
+      undefined,
+      'text/event-stream',
+      signal,
+      lastEventId !== undefined ? { 'last-event-id': lastEventId } : {},
+    );
     if (!res.body) return;
     const decoder = new TextDecoder();
     let buf = '';
@@ -99,12 +114,15 @@ export class ApiClient {
         const block = buf.slice(0, idx);
         buf = buf.slice(idx + 2);
         let event = 'message';
+        let id: string | undefined;
         const data: string[] = [];
         for (const line of block.split('\n')) {
           if (line.startsWith('event:')) event = line.slice(6).trim();
           else if (line.startsWith('data:')) data.push(line.slice(5).trimStart());
+          else if (line.startsWith('id:')) id = line.slice(3).trim();
         }
-        if (data.length > 0) yield { event, data: JSON.parse(data.join('\n')) as unknown };
+        if (data.length > 0)
+          yield { event, data: JSON.parse(data.join('\n')) as unknown, ...(id !== undefined ? { id } : {}) };
       }
     }
   }

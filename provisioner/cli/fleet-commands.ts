@@ -1,9 +1,10 @@
 /**
  * `provisioner fleet`: fleet upgrades (docs/fleet-upgrades.md) — plan, start, status (with
- * --follow: a progress bar per wave until it ends), pause, resume, abort. A client of the API only.
+ * --follow: a progress bar per wave, from the progress stream, until it ends), pause, resume, abort. A client of the API only.
  */
 import type { Command } from 'commander';
 import { apiClientOf, UsageError, type Io } from './api-commands.ts';
+import { ApiError, type ApiClient } from './client.ts';
 import { table } from './format.ts';
 
 interface WaveView {
@@ -79,7 +80,6 @@ export function parseFreeze(spec: string): { from: string; until: string } {
   return { from, until };
 }
 
-const FINISHED = new Set(['completed', 'aborted']);
 const DONE_STATES = ['succeeded', 'quarantined', 'skipped', 'cancelled', 'reverted', 'left', 'interrupted'];
 
 const list = (s: string | undefined): string[] | undefined =>
@@ -150,7 +150,33 @@ export function bar(done: number, total: number, width = 20): string {
   return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`;
 }
 
-export function describeFleet(f: FleetView): string[] {
+/** A decision of the progress stream (`event`): its sequence number, when, what, of which tenant. */
+interface FleetEvent {
+  seq: number;
+  at: string;
+  action: string;
+  tenantId: string | null;
+  data: Record<string, unknown> | null;
+}
+
+/** Tenant decisions worth a line of their own while following (the bars show the rest). */
+const TENANT_LINES = new Set([
+  'tenant_rollback',
+  'tenant_quarantined',
+  'tenant_skipped',
+  'tenant_left',
+  'tenant_interrupted',
+]);
+
+/** A line for a decision while following, or null for the routine ones the bars already show. */
+export function describeEvent(e: FleetEvent): string | null {
+  if (e.tenantId !== null && !TENANT_LINES.has(e.action)) return null;
+  const reason = typeof e.data?.reason === 'string' ? `: ${e.data.reason}` : '';
+  const wave = typeof e.data?.wave === 'number' ? ` ${e.data.wave === 0 ? 'canary' : `wave ${e.data.wave}`}` : '';
+  return `  ${e.at} ${e.action}${e.tenantId !== null ? ` ${e.tenantId}` : wave}${reason}`;
+}
+
+export function describeFleet(f: FleetView, deferredUntil?: readonly string[]): string[] {
   const lines = [
     `fleet upgrade ${f.id} to ${f.targetVersion}: ${f.state}${f.stateReason ? ` (${f.stateReason})` : ''}` +
       (f.etaSeconds !== null ? `, about ${Math.ceil(f.etaSeconds / 60)} min left` : ''),
@@ -159,12 +185,12 @@ export function describeFleet(f: FleetView): string[] {
     lines.push(
       `  maintenance windows overridden by ${f.windowsOverride.by} at ${f.windowsOverride.at}: ${f.windowsOverride.reason}`,
     );
-  const waiting = (f.tenants ?? []).filter((t) => t.state === 'pending' && t.deferredUntil);
+  const waiting =
+    deferredUntil ??
+    (f.tenants ?? []).filter((t) => t.state === 'pending' && t.deferredUntil).map((t) => t.deferredUntil!);
   if (waiting.length > 0)
     lines.push(
-      `  ${waiting.length} waiting for their maintenance window (the first opens at ${
-        waiting.map((t) => t.deferredUntil!).sort()[0]!
-      })`,
+      `  ${waiting.length} waiting for their maintenance window (the first opens at ${[...waiting].sort()[0]!})`,
     );
   for (const w of f.waves) {
     const done = DONE_STATES.reduce((s, k) => s + (w.counts[k] ?? 0), 0);
@@ -175,6 +201,85 @@ export function describeFleet(f: FleetView): string[] {
     );
   }
   return lines;
+}
+
+/** Consecutive failed connections to the progress stream before `--follow` gives up (about a minute). */
+const FOLLOW_MAX_FAILURES = 15;
+
+/** Retryable: the provisioner could not be reached, failed, or has too many streams open for the key just now. */
+function retryable(err: unknown): boolean {
+  if (err instanceof ApiError) return err.status === 0 || err.status === 429 || err.status >= 500;
+  return !(err instanceof UsageError);
+}
+
+/**
+ * `fleet status ID --follow`: reads the fleet upgrade's progress stream (SSE), redraws the bars on
+ * each `state`/`progress` that changes them, prints fleet decisions and tenant failures as they
+ * come, and resumes with Last-Event-ID after a dropped connection, so no decision is missed or
+ * shown twice. Returns when it completed; a UsageError (exit 1) when it halted or was aborted.
+ */
+async function followFleet(client: ApiClient, path: string, io: Io, json: boolean): Promise<void> {
+  let lastId: string | undefined;
+  let last = '';
+  let view: FleetView | undefined;
+  let failures = 0;
+  const deferred = new Map<string, string>();
+  const stopped = (state: string): UsageError =>
+    new UsageError(
+      `fleet upgrade ${view?.id ?? path.split('/').at(-1)} is ${state}${view?.stateReason ? `: ${view.stateReason}` : ''}`,
+    );
+  for (;;) {
+    try {
+      for await (const ev of client.events(`${path}/events`, io.signal, lastId)) {
+        failures = 0;
+        if (ev.id !== undefined) lastId = ev.id;
+        if (ev.event === 'event') {
+          const e = ev.data as FleetEvent;
+          if (e.action === 'tenant_deferred' && e.tenantId && typeof e.data?.until === 'string')
+            deferred.set(e.tenantId, e.data.until);
+          else if (e.action === 'override_windows') deferred.clear();
+          else if (e.tenantId) deferred.delete(e.tenantId);
+          if (json) io.out(JSON.stringify(e));
+          else {
+            const line = describeEvent(e);
+            if (line !== null) io.out(line);
+          }
+        } else if (ev.event === 'state' || ev.event === 'progress') {
+          view = ev.data as FleetView;
+          const text = json ? JSON.stringify(view, null, 2) : describeFleet(view, [...deferred.values()]).join('\n');
+          if (text !== last) io.out(text);
+          last = text;
+          if (view.state === 'halted') throw stopped('halted');
+        } else if (ev.event === 'end') {
+          const state = (ev.data as { state: string }).state;
+          if (state !== 'completed') throw stopped(state);
+          return;
+        }
+      }
+      if (io.signal?.aborted) return;
+    } catch (err) {
+      if (io.signal?.aborted) return;
+      if (!retryable(err) || failures + 1 >= FOLLOW_MAX_FAILURES) throw err;
+      failures += 1;
+      io.err(
+        `provisioner: the progress stream was interrupted (${err instanceof Error ? err.message : String(err)}); resuming${
+          lastId !== undefined ? ` after event ${lastId}` : ''
+        }`,
+      );
+    }
+    // The stream ended without its `end` (a replica restarted, a proxy cut it): resume where it was.
+    const delay = failures === 0 ? 250 : Math.min(5000, 500 * 2 ** (failures - 1));
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(done, delay);
+      io.signal?.addEventListener('abort', done);
+      function done(): void {
+        clearTimeout(t);
+        io.signal?.removeEventListener('abort', done);
+        resolve();
+      }
+    });
+    if (io.signal?.aborted) return;
+  }
 }
 
 function planOptions(cmd: Command): Command {
@@ -263,7 +368,10 @@ export function addFleetCommands(program: Command, io: Io): void {
   fleet
     .command('status [id]')
     .description('a fleet upgrade with a progress bar per wave (without id: the list)')
-    .option('-f, --follow', 'redraw every 2 s until it ends (exit 1 when it halts or is aborted)')
+    .option(
+      '-f, --follow',
+      'follow its progress stream, redrawing on every change, until it ends (exit 1 when it halts or is aborted)',
+    )
     .action(async (id: string | undefined, o: { follow?: boolean }) => {
       if (!id) {
         const { items } = await client().request<{ items: FleetView[] }>('GET', '/v1/fleet-upgrades');
@@ -285,39 +393,18 @@ export function addFleetCommands(program: Command, io: Io): void {
         );
       }
       const path = `/v1/fleet-upgrades/${encodeURIComponent(id)}`;
-      let last = '';
-      for (;;) {
-        const f = await client().request<FleetView>('GET', path);
-        const text = json() ? JSON.stringify(f, null, 2) : describeFleet(f).join('\n');
-        if (text !== last) io.out(text);
-        last = text;
-        if (!o.follow) {
-          if (!json()) {
-            const failed = (f.tenants ?? []).filter((t) => t.reason && t.state !== 'excluded');
-            if (failed.length > 0)
-              io.out(
-                table(
-                  ['TENANT', 'WAVE', 'STATE', 'REASON'],
-                  failed.map((t) => [t.tenantId, t.wave, t.state, t.reason]),
-                ),
-              );
-          }
-          return;
-        }
-        if (FINISHED.has(f.state) || f.state === 'halted') {
-          if (f.state !== 'completed')
-            throw new UsageError(`fleet upgrade ${f.id} is ${f.state}${f.stateReason ? `: ${f.stateReason}` : ''}`);
-          return;
-        }
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, 2000);
-          io.signal?.addEventListener('abort', () => {
-            clearTimeout(t);
-            resolve();
-          });
-        });
-        if (io.signal?.aborted) return;
-      }
+      if (o.follow) return followFleet(client(), path, io, json());
+      const f = await client().request<FleetView>('GET', path);
+      if (json()) return io.out(JSON.stringify(f, null, 2));
+      io.out(describeFleet(f).join('\n'));
+      const failed = (f.tenants ?? []).filter((t) => t.reason && t.state !== 'excluded');
+      if (failed.length > 0)
+        io.out(
+          table(
+            ['TENANT', 'WAVE', 'STATE', 'REASON'],
+            failed.map((t) => [t.tenantId, t.wave, t.state, t.reason]),
+          ),
+        );
     });
 
   const act = (name: 'pause' | 'resume' | 'abort', description: string) => {

@@ -1,7 +1,9 @@
 /**
  * `provisioner fleet` against the real API (no driver runs: the fleet upgrade stays where the
- * commands put it): plan, start, status, pause, resume, abort.
+ * commands put it): plan, start, status, pause, resume, abort; `status --follow` on the progress
+ * stream, through a TCP proxy the test cuts to drop the connection.
  */
+import net from 'node:net';
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { main } from '../../../provisioner/cli/main.ts';
@@ -150,4 +152,122 @@ t.test('tenants set-windows, fleet start --override-windows and fleet override-w
   t.equal((await cli(['fleet', 'override-windows', id!])).code, 1, 'override-windows without --reason fails');
   t.equal((await cli(['fleet', 'abort', id!])).code, 0, 'abort');
   t.equal((await cli(['tenants', 'set-windows', a, '--clear'])).code, 0, 'set-windows --clear');
+});
+
+/** A TCP proxy in front of the API: `cut()` drops every connection and refuses new ones until `restore()`. */
+async function proxy(target: string) {
+  const { hostname, port } = new URL(target);
+  const sockets = new Set<net.Socket>();
+  const requests: string[] = [];
+  let down = false;
+  const server = net.createServer((client) => {
+    if (down) return void client.destroy();
+    const upstream = net.connect(Number(port), hostname);
+    sockets.add(client).add(upstream);
+    client.on('data', (d: Buffer) => requests.push(d.toString('latin1')));
+    client.pipe(upstream);
+    upstream.pipe(client);
+    const close = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    for (const s of [client, upstream]) s.on('error', close).on('close', close);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    /** The requests' bytes, as the CLI sent them. */
+    requests,
+    cut(): void {
+      down = true;
+      for (const s of sockets) s.destroy();
+    },
+    restore(): void {
+      down = false;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+async function waitFor(what: string, ok: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+t.test('fleet status --follow reads the progress stream and resumes after a dropped connection', async (t) => {
+  const a = await ready('1.4.1');
+  const b = await ready('1.4.1');
+  const start = await cli(['fleet', 'start', '1.5.0', '--tenants', `${a},${b}`, '--waves', '1,100%']);
+  t.equal(start.code, 0, `start exits 0 (${start.err})`);
+  const id = /started fleet upgrade (\S+)/.exec(start.out)![1]!;
+  const p = await proxy(url);
+  t.teardown(() => p.close());
+
+  const out: string[] = [];
+  const err: string[] = [];
+  const text = () => out.join('\n');
+  const following = main(['--url', p.url, '--token', api.operatorKey, 'fleet', 'status', id, '--follow'], {
+    out: (s) => out.push(s),
+    err: (s) => err.push(s),
+    env: {},
+  });
+  let ended = false;
+  void following.finally(() => (ended = true));
+  const count = (re: RegExp) => (text().match(new RegExp(re.source, `g${re.flags}`)) ?? []).length;
+
+  await waitFor('the first drawing', () => /to 1\.5\.0: running/.test(text()));
+  t.match(text(), /canary\s+\[\.{20}\] 0\/1 done/, 'the first drawing has a progress bar per wave');
+  t.match(text(), / start\b/, 'the start decision is shown (the stream replays from the first event)');
+  t.notOk(
+    p.requests.some((r) => /GET \/v1\/fleet-upgrades\/[^/ ]+ HTTP/.test(r)),
+    'the fleet upgrade is not polled: only its events are read',
+  );
+
+  t.equal((await cli(['fleet', 'pause', id, '--reason', 'night'])).code, 0, 'pause');
+  await waitFor('the pause', () => /: paused \(night\)/.test(text()));
+  t.match(text(), /Z pause$/m, 'the pause decision is shown as it happens');
+
+  // The connection drops; while it is down the fleet upgrade goes on: those decisions must still be shown.
+  p.cut();
+  await waitFor('the CLI to notice the drop', () => err.some((e) => /interrupted/.test(e)));
+  t.equal((await cli(['fleet', 'resume', id])).code, 0, 'resume while the follower is cut off');
+  t.equal(
+    (await cli(['fleet', 'override-windows', id, '--reason', 'CVE-2026-1234'])).code,
+    0,
+    'override the windows while it is cut off',
+  );
+  t.notOk(ended, 'the follower keeps trying while the connection is down');
+  p.restore();
+  await waitFor('the decisions made meanwhile', () => / override_windows: CVE-2026-1234/.test(text()));
+  t.match(text(), / resume\b/, 'the resume made while disconnected is shown after the reconnect');
+  const { rows } = await api.db.pool.query<{ seq: string }>(
+    `SELECT seq FROM fleet_upgrade_events WHERE fleet_upgrade_id = $1 AND action = 'pause'`,
+    [id],
+  );
+  const pauseSeq = rows[0]!.seq;
+  const streams = p.requests.filter((r) => /\/events HTTP/.test(r));
+  t.ok(streams.length >= 2, 'the CLI opened the stream again after the drop');
+  t.notMatch(streams[0]!, /last-event-id/i, 'the first connection starts from the beginning');
+  t.ok(
+    streams.slice(1).every((r) => new RegExp(`last-event-id: ${pauseSeq}\r\n`, 'i').test(r)),
+    `every reconnect resumes with Last-Event-ID ${pauseSeq}, the last event it saw (the pause)`,
+  );
+  t.equal(count(/ start\b/), 1, 'no event is shown twice after the reconnect (start)');
+  t.equal(count(/Z pause$/m), 1, 'no event is shown twice after the reconnect (pause)');
+  await waitFor('the redraw', () => /maintenance windows overridden by .*: CVE-2026-1234/.test(text()));
+
+  t.equal((await cli(['fleet', 'abort', id])).code, 0, 'abort');
+  const code = await following;
+  t.equal(code, 1, '--follow exits 1 once the fleet upgrade is aborted');
+  t.match(err.join('\n'), new RegExp(`fleet upgrade ${id} is aborted`), 'saying it was aborted');
+  t.match(text(), / abort\b[\s\S]* aborted\b/, 'the abort and the end are shown');
 });
