@@ -274,6 +274,14 @@ export const ManagedCluster = Type.Object(
           }),
           lastRotatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
           rotations: Type.Integer({ minimum: 0, description: 'tokens renewed since the registration' }),
+          binding: Type.Union([Type.String(), Type.Null()], {
+            description:
+              '`namespace/name` of the Secret the tokens are bound to: removal deletes it, which revokes them; null: not bound',
+          }),
+          unbound: Type.Union([Type.String(), Type.Null()], {
+            description:
+              'when the tokens are not bound: why, and what that means (each stays valid until it expires after removal)',
+          }),
         }),
         Type.Null(),
       ],

@@ -215,11 +215,21 @@ export function connectCommand(
 }
 
 export interface Revocation {
+  /** The ServiceAccount whose tokens the control plane held. */
   serviceAccount: string;
-  /** True when the ServiceAccount is gone (deleted now, or already). */
+  /**
+   * True when the tokens issued no longer work: the bootstrap's ServiceAccount is gone, or the
+   * Secret they are bound to (`binding`) is (deleted now, or already).
+   */
   revoked: boolean;
   /** The RBAC objects removed (with removeRbac). */
   removed: string[];
+  /** `namespace/name` of the Secret the tokens were bound to (tokens the tenant's own ServiceAccount may request). */
+  binding?: string;
+  /** When not revoked: what the tenant runs to revoke them (`kubectl … delete secret …`). */
+  command?: string;
+  /** Tokens that were not bound: when the last one issued expires (it works until then). */
+  validUntil?: string;
   /** Why the revocation did not complete. */
   error?: string;
 }

@@ -19,7 +19,6 @@ import { checkKubeconfig, KubeconfigPolicyError, type KubeconfigPolicy } from '.
 import { writeAudit, type Requester } from '../store/audit.ts';
 import {
   claimBootstrap,
-  createdObjectsOf,
   credentialsAad,
   deleteManagedCluster,
   insertBootstrap,
@@ -28,6 +27,7 @@ import {
   getManagedCluster,
   insertManagedCluster,
   listManagedClusters,
+  revocableOf,
   sealedManagedClusters,
   type ManagedCluster,
   type ManagedClusterReach,
@@ -58,7 +58,18 @@ import {
   type CreatedObjects,
   type Revocation,
 } from './bootstrap.ts';
-import { requestToken, serviceAccountOf, withToken, type IssuedToken, type TokenSettings } from './tokens.ts';
+import {
+  bindingSecretName,
+  bootstrapNote,
+  deleteBindingCommand,
+  requestBoundToken,
+  requestToken,
+  serviceAccountOf,
+  withToken,
+  type BoundIssue,
+  type TokenSettings,
+} from './tokens.ts';
+import { ClusterNetworkError, kubeRequest } from './kube-api.ts';
 
 /** How long a registration may spend on the cluster and on name lookups before it is refused. */
 export const VALIDATION_TIMEOUT_MS = 10_000;
@@ -110,7 +121,10 @@ export interface Redemption {
 
 export interface Removed {
   operationId: string;
-  /** The revocation of what a bootstrap created (absent when the tenant gave the credentials). */
+  /**
+   * The revocation of the tokens the control plane requested: the bootstrap's ServiceAccount
+   * deleted, or the Secret they are bound to (absent when the credentials were kept as given).
+   */
   revocation?: Revocation;
 }
 
@@ -200,15 +214,29 @@ export class ManagedClusterService {
       : await this.#validateThroughRuntime(tenantId, credentials, namespaces, signal);
     // Short-lived tokens are requested and renewed from the control plane: not for a runtime-reached cluster.
     const sa = conn && this.#deps.tokens.refreshMs > 0 ? serviceAccountOf(credentials.config.bearerToken) : undefined;
-    let issued: IssuedToken | undefined;
+    let token: BoundIssue = { issued: undefined };
     if (sa && conn) {
       try {
-        issued = await requestToken(conn, sa, this.#deps.tokens.lifetimeSeconds, signal);
+        // A bootstrap's tokens are revoked by deleting its ServiceAccount; the others are bound to
+        // a Secret created with the credentials given, which removal deletes.
+        token = createdObjects
+          ? {
+              issued: await requestToken(conn, sa, this.#deps.tokens.lifetimeSeconds, signal),
+              unbound: bootstrapNote(`${sa.namespace}/${sa.name}`),
+            }
+          : await requestBoundToken(
+              conn,
+              sa,
+              bindingSecretName(tenantId, input.name),
+              this.#deps.tokens.lifetimeSeconds,
+              signal,
+            );
       } catch {
-        issued = undefined; // no short-lived token from this cluster: the credentials as given are kept
+        token = { issued: undefined }; // no short-lived token from this cluster: the credentials as given are kept
       }
-      if (issued) credentials = withToken(credentials, issued.token);
+      if (token.issued) credentials = withToken(credentials, token.issued.token);
     }
+    const issued = token.issued;
     const serviceAccount = sa && issued ? `${sa.namespace}/${sa.name}` : undefined;
     const reachable = condition(
       'Reachable',
@@ -237,7 +265,13 @@ export class ManagedClusterService {
           createdObjects,
           token:
             serviceAccount && issued
-              ? { serviceAccount, expiresAt: issued.expiresAt, refreshInMs: this.#deps.tokens.refreshMs }
+              ? {
+                  serviceAccount,
+                  expiresAt: issued.expiresAt,
+                  refreshInMs: this.#deps.tokens.refreshMs,
+                  binding: token.binding,
+                  unbound: token.unbound,
+                }
               : undefined,
         });
       } catch (err) {
@@ -259,7 +293,7 @@ export class ManagedClusterService {
           authMethod,
           reach,
           serverVersion: version,
-          ...(serviceAccount ? { tokenServiceAccount: serviceAccount } : {}),
+          ...(serviceAccount ? { tokenServiceAccount: serviceAccount, tokenBinding: token.binding ?? null } : {}),
           ...(createdObjects ? { bootstrap: createdObjects } : {}),
         },
         requestId: by.requestId,
@@ -269,10 +303,12 @@ export class ManagedClusterService {
   }
 
   /**
-   * Removes a registration: the tenant's program deletes its cluster Secret from the vcluster. When
-   * a bootstrap created its ServiceAccount, that account is deleted first with the registration's
-   * own credentials (every token issued for it is refused from then on), and with `removeRbac` the
-   * Roles and bindings it got. Undefined when there was none (already removed: nothing to do).
+   * Removes a registration: the tenant's program deletes its cluster Secret from the vcluster. The
+   * tokens the control plane requested are revoked first, with the credentials it holds: when a
+   * bootstrap created the ServiceAccount, that account is deleted (and with `removeRbac` the Roles
+   * it got); otherwise the Secret the tokens are bound to is deleted. Either way every token issued
+   * is refused from then on. A cluster that cannot be reached does not stop the removal: the answer
+   * says what was not revoked and how to do it. Undefined when there was no registration.
    */
   async remove(
     tenantId: string,
@@ -280,17 +316,19 @@ export class ManagedClusterService {
     by: Requester,
     opts: { removeRbac?: boolean } = {},
   ): Promise<Removed | undefined> {
-    const found = await createdObjectsOf(this.#deps.pool, tenantId, name);
+    const found = await revocableOf(this.#deps.pool, tenantId, name);
     let revocation: Revocation | undefined;
+    const connection = async () => {
+      const stored = JSON.parse(
+        this.#deps.box.decrypt(found!.credentialsEnc, credentialsAad(tenantId, name)).toString('utf8'),
+      ) as StoredCredentials;
+      return connectionFor(stored, this.#deps.policy);
+    };
     if (found?.createdObjects) {
       const created = found.createdObjects;
       try {
-        const stored = JSON.parse(
-          this.#deps.box.decrypt(found.credentialsEnc, credentialsAad(tenantId, name)).toString('utf8'),
-        ) as StoredCredentials;
-        const conn = await connectionFor(stored, this.#deps.policy);
         revocation = await revokeCreated(
-          conn,
+          await connection(),
           created,
           opts.removeRbac === true,
           AbortSignal.timeout(VALIDATION_TIMEOUT_MS),
@@ -303,6 +341,41 @@ export class ManagedClusterService {
           error: err instanceof Error ? err.message : String(err),
         };
       }
+    } else if (found?.tokenServiceAccount && found.tokenBinding) {
+      const [namespace = '', secret = ''] = found.tokenBinding.split('/');
+      const out: Revocation = {
+        serviceAccount: found.tokenServiceAccount,
+        binding: found.tokenBinding,
+        revoked: false,
+        removed: [],
+      };
+      try {
+        const answer = await kubeRequest(
+          await connection(),
+          'DELETE',
+          `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(secret)}`,
+          { signal: AbortSignal.timeout(VALIDATION_TIMEOUT_MS) },
+        );
+        if (answer.status === 200 || answer.status === 202 || answer.status === 404) out.revoked = true;
+        else out.error = `deleting the Secret ${found.tokenBinding} was answered with HTTP ${answer.status}`;
+      } catch (err) {
+        out.error =
+          err instanceof ClusterNetworkError
+            ? `the cluster could not be reached: ${err.message}`
+            : err instanceof Error
+              ? err.message
+              : String(err);
+      }
+      revocation = out.revoked ? out : { ...out, command: deleteBindingCommand(namespace, secret) };
+    } else if (found?.tokenServiceAccount) {
+      const until = found.tokenExpiresAt?.toISOString();
+      revocation = {
+        serviceAccount: found.tokenServiceAccount,
+        revoked: false,
+        removed: [],
+        ...(until ? { validUntil: until } : {}),
+        error: `the tokens were not bound to a Secret, so removal cannot revoke them: the last one issued stays valid until it expires${until ? ` at ${until}` : ''}`,
+      };
     }
     return withTx(this.#deps.pool, async (tx) => {
       const row = await getTenantRow(tx, tenantId, true);

@@ -8,6 +8,13 @@
  * it into the Argo CD cluster Secret; the previous token stays valid until its own expiry (the
  * other half of its life), so a rotation fails no request made with either.
  *
+ * Each token is bound (TokenRequest `boundObjectRef`) to a Secret the control plane keeps in the
+ * ServiceAccount's namespace, one per registration (`bindingSecretName`), created with the
+ * registration's own credentials at registration and checked at each renewal: the API server
+ * refuses a bound token once its Secret is gone, so DELETE revokes every token issued by deleting
+ * it. When the credentials may not create Secrets there (403) the tokens are requested unbound and
+ * the registration says so (`token_unbound`): each then stays valid until it expires.
+ *
  * Every replica runs the refresher; a renewal is claimed in the database (`claimDueRefreshes`,
  * the same SKIP LOCKED lease as the health probe), so one replica renews a registration. Tokens
  * are never logged or put in audit rows, operation logs or metrics.
@@ -65,6 +72,82 @@ export interface IssuedToken {
   expiresAt: Date;
 }
 
+/** A Secret a token is bound to: the API server refuses the token once it is gone. */
+export interface BindingRef {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+export const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'hosted-runtimes' } as const;
+const BINDING_PREFIX = 'hosted-runtimes-binding-';
+
+/**
+ * The name of a registration's binding Secret: stable, DNS-safe, at most 253 characters, and the
+ * tenant's id in it, so two tenants registering the same cluster under one name bind to two Secrets.
+ */
+export function bindingSecretName(tenantId: string, registration: string): string {
+  const safe = (s: string) =>
+    s
+      .toLowerCase()
+      .replace(/[^a-z0-9-]/g, '-')
+      .replace(/^-+|-+$/g, '');
+  return `${BINDING_PREFIX}${safe(registration)}-${safe(tenantId)}`.slice(0, 253).replace(/-+$/, '');
+}
+
+/** `kubectl` deleting a binding Secret: what the tenant runs when the control plane could not. */
+export const deleteBindingCommand = (namespace: string, name: string): string =>
+  `kubectl -n ${namespace} delete secret ${name}`;
+
+/**
+ * Makes sure the binding Secret `name` exists in the namespace (type Opaque, no data, labelled as
+ * the service's), with the connection's credentials: its uid, or why the tokens cannot be bound
+ * (`unbound`: the credentials may not create or read Secrets there, or a Secret of that name is
+ * not the service's). Throws on network errors and on other answers (401 included: the
+ * credentials no longer work).
+ */
+export async function ensureBinding(
+  conn: ClusterConnection,
+  namespace: string,
+  name: string,
+  signal: AbortSignal,
+): Promise<{ ref: BindingRef; created: boolean } | { unbound: string }> {
+  const base = `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets`;
+  const created = await kubeRequest(conn, 'POST', base, {
+    signal,
+    body: { apiVersion: 'v1', kind: 'Secret', type: 'Opaque', metadata: { name, namespace, labels: MANAGED_BY } },
+  });
+  const uidOf = (body: unknown): string | undefined => {
+    const meta = (body as { metadata?: { uid?: unknown; labels?: Record<string, unknown> } } | undefined)?.metadata;
+    return typeof meta?.uid === 'string' && meta.uid !== '' ? meta.uid : undefined;
+  };
+  if (created.status === 201 || created.status === 200) {
+    const uid = uidOf(created.body);
+    if (!uid) throw new Error(`creating the Secret ${namespace}/${name} was answered without its uid`);
+    return { ref: { namespace, name, uid }, created: true };
+  }
+  if (created.status === 403)
+    return { unbound: `the credentials may not create Secrets in namespace ${namespace} (HTTP 403)` };
+  if (created.status !== 409)
+    throw new Error(`creating the Secret ${namespace}/${name} was answered with HTTP ${created.status}`);
+  const found = await kubeRequest(conn, 'GET', `${base}/${encodeURIComponent(name)}`, { signal });
+  if (found.status === 403)
+    return { unbound: `the credentials may not read the Secret ${namespace}/${name} (HTTP 403)` };
+  if (found.status !== 200)
+    throw new Error(`reading the Secret ${namespace}/${name} was answered with HTTP ${found.status}`);
+  const labels = (found.body as { metadata?: { labels?: Record<string, unknown> } } | undefined)?.metadata?.labels;
+  if (labels?.['app.kubernetes.io/managed-by'] !== MANAGED_BY['app.kubernetes.io/managed-by'])
+    return { unbound: `a Secret ${namespace}/${name} not labelled as this service's is in the way` };
+  const uid = uidOf(found.body);
+  if (!uid) throw new Error(`the Secret ${namespace}/${name} was answered without its uid`);
+  return { ref: { namespace, name, uid }, created: false };
+}
+
+/** What a registration's view says of unbound tokens: why, and that they outlive the removal. */
+export const unboundNote = (why: string, lifetimeSeconds: number): string =>
+  `the tokens are not bound to a Secret (${why}): after removal, each stays valid until it expires (up to ${lifetimeSeconds} s); ` +
+  "grant create, get and delete on secrets in the ServiceAccount's namespace to bind them (docs/api.md)";
+
 /**
  * Asks the cluster for a token of `sa` (TokenRequest) with the connection's credentials. Undefined
  * when the cluster or the credentials do not allow it (403, 404: no TokenRequest there); throws on
@@ -75,6 +158,7 @@ export async function requestToken(
   sa: ServiceAccountRef,
   lifetimeSeconds: number,
   signal: AbortSignal,
+  boundTo?: BindingRef,
 ): Promise<IssuedToken | undefined> {
   const path = `/api/v1/namespaces/${encodeURIComponent(sa.namespace)}/serviceaccounts/${encodeURIComponent(sa.name)}/token`;
   const answer = await kubeRequest(conn, 'POST', path, {
@@ -82,7 +166,12 @@ export async function requestToken(
     body: {
       apiVersion: 'authentication.k8s.io/v1',
       kind: 'TokenRequest',
-      spec: { expirationSeconds: lifetimeSeconds },
+      spec: {
+        expirationSeconds: lifetimeSeconds,
+        ...(boundTo
+          ? { boundObjectRef: { kind: 'Secret', apiVersion: 'v1', name: boundTo.name, uid: boundTo.uid } }
+          : {}),
+      },
     },
   });
   if (answer.status === 403 || answer.status === 404 || answer.status === 405) return undefined;
@@ -94,6 +183,48 @@ export async function requestToken(
     throw new Error(`the TokenRequest for ${sa.namespace}/${sa.name} was answered without a token`);
   return { token: status.token, expiresAt };
 }
+
+/** A requested token, and the Secret it is bound to or why it is not. */
+export interface BoundIssue {
+  issued: IssuedToken | undefined;
+  /** `namespace/name` of the Secret the token is bound to. */
+  binding?: string;
+  /** Why the token is not bound (`unboundNote`). */
+  unbound?: string;
+}
+
+/**
+ * Requests a token of `sa` bound to the registration's binding Secret (created when missing), or
+ * unbound when the credentials may not create it. A Secret created for a TokenRequest the cluster
+ * then refuses is deleted again.
+ */
+export async function requestBoundToken(
+  conn: ClusterConnection,
+  sa: ServiceAccountRef,
+  secretName: string,
+  lifetimeSeconds: number,
+  signal: AbortSignal,
+): Promise<BoundIssue> {
+  const binding = await ensureBinding(conn, sa.namespace, secretName, signal);
+  if ('unbound' in binding)
+    return {
+      issued: await requestToken(conn, sa, lifetimeSeconds, signal),
+      unbound: unboundNote(binding.unbound, lifetimeSeconds),
+    };
+  const issued = await requestToken(conn, sa, lifetimeSeconds, signal, binding.ref);
+  if (!issued && binding.created)
+    await kubeRequest(
+      conn,
+      'DELETE',
+      `/api/v1/namespaces/${encodeURIComponent(sa.namespace)}/secrets/${encodeURIComponent(secretName)}`,
+      { signal },
+    ).catch(() => undefined);
+  return { issued, binding: `${sa.namespace}/${secretName}` };
+}
+
+/** What a bootstrap registration's view says: its tokens are revoked with the ServiceAccount. */
+export const bootstrapNote = (serviceAccount: string): string =>
+  `the tokens are not bound to a Secret: removal deletes the ServiceAccount ${serviceAccount}, which revokes them`;
 
 /** Stored credentials with another bearer token. */
 export const withToken = (c: StoredCredentials, token: string): StoredCredentials => ({
@@ -183,12 +314,20 @@ export class ManagedClusterTokenRefresher {
       ) as StoredCredentials;
       const [namespace = '', name = ''] = d.serviceAccount.split('/');
       const conn = await connectionFor(stored, this.#o.policy);
-      const issued = await requestToken(
-        conn,
-        { namespace, name },
-        this.#o.tokens.lifetimeSeconds,
-        AbortSignal.timeout(REQUEST_TIMEOUT_MS),
-      );
+      const signal = AbortSignal.timeout(REQUEST_TIMEOUT_MS);
+      // A bootstrap's tokens are revoked by deleting its ServiceAccount; the others are bound.
+      const { issued, binding, unbound }: BoundIssue = d.bootstrap
+        ? {
+            issued: await requestToken(conn, { namespace, name }, this.#o.tokens.lifetimeSeconds, signal),
+            unbound: bootstrapNote(d.serviceAccount),
+          }
+        : await requestBoundToken(
+            conn,
+            { namespace, name },
+            bindingSecretName(d.tenantId, d.name),
+            this.#o.tokens.lifetimeSeconds,
+            signal,
+          );
       if (!issued) throw new Error(`the cluster no longer grants tokens for ${d.serviceAccount} (403 or 404)`);
       const sealed = this.#o.box.encrypt(
         JSON.stringify(withToken(stored, issued.token)),
@@ -203,6 +342,8 @@ export class ManagedClusterTokenRefresher {
           credentialsEnc: sealed,
           expiresAt: issued.expiresAt,
           refreshInMs: this.#o.tokens.refreshMs,
+          binding: binding ?? null,
+          unbound: unbound ?? null,
         });
         if (!stored) return false;
         const message = `managed cluster '${d.name}': token of ${d.serviceAccount} renewed, valid until ${issued.expiresAt.toISOString()}`;
@@ -212,7 +353,12 @@ export class ManagedClusterTokenRefresher {
           action: 'managed-cluster.rotate-token',
           targetType: 'tenant',
           targetId: d.tenantId,
-          after: { name: d.name, serviceAccount: d.serviceAccount, expiresAt: issued.expiresAt.toISOString() },
+          after: {
+            name: d.name,
+            serviceAccount: d.serviceAccount,
+            expiresAt: issued.expiresAt.toISOString(),
+            boundTo: binding ?? null,
+          },
         });
         return true;
       });
@@ -221,7 +367,10 @@ export class ManagedClusterTokenRefresher {
         return;
       }
       this.#o.onRotation?.('rotated');
-      this.#o.logger?.info({ ...log, expiresAt: issued.expiresAt.toISOString() }, 'managed cluster token renewed');
+      this.#o.logger?.info(
+        { ...log, expiresAt: issued.expiresAt.toISOString(), boundTo: binding ?? null },
+        'managed cluster token renewed',
+      );
     } catch (err) {
       this.#o.onRotation?.('failed');
       this.#o.logger?.warn(

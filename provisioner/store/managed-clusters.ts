@@ -41,6 +41,10 @@ export interface TokenRotation {
   lastRotatedAt: string | null;
   /** Tokens issued since the registration (the first one at registration not counted). */
   rotations: number;
+  /** `namespace/name` of the Secret the tokens are bound to: removal deletes it, which revokes them (migration 020). */
+  binding: string | null;
+  /** When they are not bound: why, and that each token then stays valid until it expires after removal. */
+  unbound: string | null;
 }
 
 interface Row {
@@ -59,12 +63,15 @@ interface Row {
   token_refresh_due_at: Date | null;
   token_rotated_at: Date | null;
   token_rotations: number;
+  token_binding: string | null;
+  token_unbound: string | null;
   created_at: Date;
   updated_at: Date;
 }
 
 const COLUMNS = `id, tenant_id, name, server, namespaces, auth_method, reach, server_version, conditions, last_probe_at,
-  token_service_account, token_expires_at, token_refresh_due_at, token_rotated_at, token_rotations, created_at, updated_at`;
+  token_service_account, token_expires_at, token_refresh_due_at, token_rotated_at, token_rotations, token_binding, token_unbound,
+  created_at, updated_at`;
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
@@ -85,6 +92,8 @@ function toManagedCluster(r: Row): ManagedCluster {
           refreshDueAt: iso(r.token_refresh_due_at),
           lastRotatedAt: iso(r.token_rotated_at),
           rotations: r.token_rotations,
+          binding: r.token_binding,
+          unbound: r.token_binding ? null : r.token_unbound,
         }
       : null,
     createdAt: r.created_at.toISOString(),
@@ -143,7 +152,17 @@ export interface InsertManagedCluster {
   /** When the health probe first looks at it. */
   probeInMs: number;
   /** Short-lived credentials: the ServiceAccount, the token's expiry, when to request the next. */
-  token?: { serviceAccount: string; expiresAt: Date; refreshInMs: number } | undefined;
+  token?:
+    | {
+        serviceAccount: string;
+        expiresAt: Date;
+        refreshInMs: number;
+        /** `namespace/name` of the Secret the token is bound to. */
+        binding?: string | undefined;
+        /** Why it is not bound. */
+        unbound?: string | undefined;
+      }
+    | undefined;
   /** What a bootstrap created on the cluster, for the revocation on removal. */
   createdObjects?: CreatedObjects | undefined;
 }
@@ -152,9 +171,10 @@ export async function insertManagedCluster(db: Queryable, m: InsertManagedCluste
   const { rows } = await db.query<Row>(
     `INSERT INTO managed_clusters (tenant_id, name, server, server_key, namespaces, auth_method, credentials_enc,
             server_version, conditions, last_probe_at, probe_due_at,
-            token_service_account, token_expires_at, token_refresh_due_at, created_objects, reach)
+            token_service_account, token_expires_at, token_refresh_due_at, created_objects, reach,
+            token_binding, token_unbound)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), now() + make_interval(secs => $10::float8 / 1000),
-             $11, $12, now() + make_interval(secs => $13::float8 / 1000), $14, $15)
+             $11, $12, now() + make_interval(secs => $13::float8 / 1000), $14, $15, $16, $17)
      RETURNING ${COLUMNS}`,
     [
       m.tenantId,
@@ -172,6 +192,8 @@ export async function insertManagedCluster(db: Queryable, m: InsertManagedCluste
       m.token ? m.token.refreshInMs : null,
       m.createdObjects ? JSON.stringify(m.createdObjects) : null,
       m.reach ?? 'controlPlane',
+      m.token?.binding ?? null,
+      m.token?.unbound ?? null,
     ],
   );
   return toManagedCluster(rows[0]!);
@@ -275,6 +297,8 @@ export interface DueRefresh {
   name: string;
   serviceAccount: string;
   credentialsEnc: Buffer;
+  /** A bootstrap created the ServiceAccount (its tokens are revoked by deleting it, not bound). */
+  bootstrap: boolean;
 }
 
 /**
@@ -289,13 +313,15 @@ export async function claimDueRefreshes(db: Queryable, limit: number, leaseMs: n
     name: string;
     token_service_account: string;
     credentials_enc: Buffer;
+    bootstrap: boolean;
   }>(
     `UPDATE managed_clusters m SET token_refresh_due_at = now() + make_interval(secs => $2::float8 / 1000)
       WHERE m.id IN (SELECT mc.id FROM managed_clusters mc JOIN tenants t ON t.id = mc.tenant_id
                       WHERE mc.token_service_account IS NOT NULL AND mc.token_refresh_due_at <= now()
                         AND NOT t.deleted
                       ORDER BY mc.token_refresh_due_at LIMIT $1 FOR UPDATE OF mc SKIP LOCKED)
-      RETURNING m.id, m.tenant_id, m.name, m.token_service_account, m.credentials_enc`,
+      RETURNING m.id, m.tenant_id, m.name, m.token_service_account, m.credentials_enc,
+                m.created_objects IS NOT NULL AS bootstrap`,
     [limit, leaseMs],
   );
   return rows.map((r) => ({
@@ -304,6 +330,7 @@ export async function claimDueRefreshes(db: Queryable, limit: number, leaseMs: n
     name: r.name,
     serviceAccount: r.token_service_account,
     credentialsEnc: r.credentials_enc,
+    bootstrap: r.bootstrap,
   }));
 }
 
@@ -313,29 +340,64 @@ export async function claimDueRefreshes(db: Queryable, limit: number, leaseMs: n
  */
 export async function recordRefresh(
   db: Queryable,
-  r: { id: string; previousEnc: Buffer; credentialsEnc: Buffer; expiresAt: Date; refreshInMs: number },
+  r: {
+    id: string;
+    previousEnc: Buffer;
+    credentialsEnc: Buffer;
+    expiresAt: Date;
+    refreshInMs: number;
+    /** The Secret the new token is bound to (null: not bound, `unbound` says why). */
+    binding: string | null;
+    unbound: string | null;
+  },
 ): Promise<boolean> {
   const { rowCount } = await db.query(
     `UPDATE managed_clusters SET credentials_enc = $3, token_expires_at = $4,
             token_refresh_due_at = now() + make_interval(secs => $5::float8 / 1000),
-            token_rotated_at = now(), token_rotations = token_rotations + 1, updated_at = now()
+            token_rotated_at = now(), token_rotations = token_rotations + 1, updated_at = now(),
+            token_binding = $6, token_unbound = $7
       WHERE id = $1 AND credentials_enc = $2`,
-    [r.id, r.previousEnc, r.credentialsEnc, r.expiresAt, r.refreshInMs],
+    [r.id, r.previousEnc, r.credentialsEnc, r.expiresAt, r.refreshInMs, r.binding, r.unbound],
   );
   return rowCount === 1;
 }
 
-/** What a bootstrap created on the cluster of a registration (null: the tenant gave the credentials). */
-export async function createdObjectsOf(
-  db: Queryable,
-  tenantId: string,
-  name: string,
-): Promise<{ createdObjects: CreatedObjects | null; credentialsEnc: Buffer } | undefined> {
-  const { rows } = await db.query<{ created_objects: CreatedObjects | null; credentials_enc: Buffer }>(
-    'SELECT created_objects, credentials_enc FROM managed_clusters WHERE tenant_id = $1 AND name = $2',
+/** What removing a registration revokes on its cluster. */
+export interface Revocable {
+  /** What a bootstrap created (null: the tenant gave the credentials). */
+  createdObjects: CreatedObjects | null;
+  credentialsEnc: Buffer;
+  /** The ServiceAccount whose tokens the control plane requests (null: the credentials as given). */
+  tokenServiceAccount: string | null;
+  /** When the token held now expires. */
+  tokenExpiresAt: Date | null;
+  /** `namespace/name` of the Secret the tokens are bound to. */
+  tokenBinding: string | null;
+}
+
+/** What removing a registration revokes on its cluster (undefined: no such registration). */
+export async function revocableOf(db: Queryable, tenantId: string, name: string): Promise<Revocable | undefined> {
+  const { rows } = await db.query<{
+    created_objects: CreatedObjects | null;
+    credentials_enc: Buffer;
+    token_service_account: string | null;
+    token_expires_at: Date | null;
+    token_binding: string | null;
+  }>(
+    `SELECT created_objects, credentials_enc, token_service_account, token_expires_at, token_binding
+       FROM managed_clusters WHERE tenant_id = $1 AND name = $2`,
     [tenantId, name],
   );
-  return rows[0] ? { createdObjects: rows[0].created_objects, credentialsEnc: rows[0].credentials_enc } : undefined;
+  const r = rows[0];
+  return r
+    ? {
+        createdObjects: r.created_objects,
+        credentialsEnc: r.credentials_enc,
+        tokenServiceAccount: r.token_service_account,
+        tokenExpiresAt: r.token_expires_at,
+        tokenBinding: r.token_binding,
+      }
+    : undefined;
 }
 
 export interface Bootstrap {

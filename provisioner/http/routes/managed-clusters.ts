@@ -264,7 +264,7 @@ export const managedClusterRoutes =
         schema: {
           summary: 'Remove a managed cluster (its Argo CD cluster Secret is deleted from the virtual cluster)',
           description:
-            "Idempotent: 202 with the operation that removes it, 204 when there is no such registration (any more). When a bootstrap created the ServiceAccount, it is deleted first with the registration's credentials (its tokens are refused from then on; `revocation` says whether that worked), and with removeRbac=1 its Roles and bindings too.",
+            'Idempotent: 202 with the operation that removes it, 204 when there is no such registration (any more). The tokens the control plane requested are revoked first, with the credentials it holds: when a bootstrap created the ServiceAccount, the account is deleted (and with removeRbac=1 its Roles); otherwise the Secret the tokens are bound to is deleted. Either way they are refused from then on; `revocation` says whether that worked and, when the cluster could not be reached, the command that does it. A cluster that cannot be reached never fails the removal.',
           tags: ['managed clusters'],
           params: NameParams,
           querystring: RemoveQuery,
@@ -272,12 +272,33 @@ export const managedClusterRoutes =
             202: Type.Object({
               operationId: Uuid,
               revocation: Type.Optional(
-                Type.Object({
-                  serviceAccount: Type.String(),
-                  revoked: Type.Boolean({ description: 'the ServiceAccount is gone (its tokens no longer work)' }),
-                  removed: Type.Array(Type.String(), { description: 'the RBAC objects removed' }),
-                  error: Type.Optional(Type.String({ description: 'why the revocation did not complete' })),
-                }),
+                Type.Object(
+                  {
+                    serviceAccount: Type.String({
+                      description: '`namespace/name` of the ServiceAccount whose tokens the control plane held',
+                    }),
+                    revoked: Type.Boolean({
+                      description:
+                        "the tokens issued no longer work: the bootstrap's ServiceAccount, or the Secret they are bound to, is gone",
+                    }),
+                    removed: Type.Array(Type.String(), { description: 'the RBAC objects removed' }),
+                    binding: Type.Optional(
+                      Type.String({ description: '`namespace/name` of the Secret the tokens were bound to' }),
+                    ),
+                    command: Type.Optional(
+                      Type.String({ description: 'when not revoked: the command that revokes them on the cluster' }),
+                    ),
+                    validUntil: Type.Optional(
+                      Type.String({
+                        format: 'date-time',
+                        description:
+                          'tokens that were not bound: when the last one issued expires (it works until then)',
+                      }),
+                    ),
+                    error: Type.Optional(Type.String({ description: 'why the revocation did not complete' })),
+                  },
+                  { description: 'absent when the credentials were kept as given (nothing was issued)' },
+                ),
               ),
             }),
             204: Type.Null({ description: 'no such registration (any more): nothing to do' }),
