@@ -16,7 +16,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import pino from 'pino';
-import { withTx, type Queryable } from '../db/tx.ts';
+import { pgCode, withTx, type Queryable } from '../db/tx.ts';
 import { isConnectionError } from '../db/availability.ts';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
 import { Waker } from '../common/waker.ts';
@@ -28,7 +28,7 @@ import { STALE_AFTER_SECONDS } from '../../runtime/protocol/events.ts';
 import { judgeGate, type GateCheck, type Snapshot } from './gate.ts';
 import { DEFAULT_UPGRADE_SECONDS, DEFAULT_WINDOW_WAIT_SECONDS, pathFor, type FleetOptions } from './plan.ts';
 import { expectedDurations, finishAbortIfIdle } from './service.ts';
-import { explainNoFit, nextFit, type MaintenanceWindow } from './windows.ts';
+import { explainNoFit, nextFit, OUTSIDE_WINDOW, type MaintenanceWindow } from './windows.ts';
 import {
   ACTIVE_FLEET_STATES,
   FLEET_CHANNEL,
@@ -149,7 +149,7 @@ export class FleetDriver {
   readonly #notifications: Notifications | undefined;
   readonly #log: FleetDriverLog;
   readonly #actor: Actor;
-  /** Deferrals by fleet upgrade, deadline, expected duration and windows: valid until their instant. */
+  /** Deferrals (valid until their instant) and skips (valid for good) by fleet upgrade, deadline, expected duration and windows. */
   readonly #deferrals = new Map<string, WindowAnswer>();
   #unsubscribe: Unsubscribe | undefined;
   #loop: Promise<void> | undefined;
@@ -561,6 +561,18 @@ export class FleetDriver {
         this.#count('halted');
         return;
       }
+      // Tenants of this wave left out for their windows are judged again with the windows they have now.
+      if (await this.#requeue(t, w)) {
+        if (w.state === 'soaking') {
+          await t.tx.query(
+            `UPDATE fleet_upgrade_waves SET state = 'running', settled_at = NULL WHERE fleet_upgrade_id = $1 AND wave = $2`,
+            [t.fleet.id, w.wave],
+          );
+          w.state = 'running';
+          w.settled_at = null;
+        }
+        c = await this.#waveCounts(t, w.wave);
+      }
       if (c.pending > 0 && w.state === 'running') {
         const free = Math.min(w.max_concurrency - c.inFlight, w.max_unavailable - c.inFlight - c.unhealthy);
         if (free > 0) {
@@ -712,6 +724,73 @@ export class FleetDriver {
   }
 
   /**
+   * Takes back the tenants of the wave (running or soaking: not completed) that were left out for
+   * their windows only — excluded by the plan, or skipped by the driver before any step — when
+   * their windows as they are now (or the override) let them start before the wave's deadline:
+   * they are pending again and #startTenants judges them like the others. A tenant that ever
+   * started (started_at) is never taken back, nor one another fleet upgrade holds now. Answers the
+   * number taken back.
+   */
+  async #requeue(t: Tick, w: WaveRow): Promise<number> {
+    const { rows } = await t.tx.query<{
+      tenant_id: string;
+      state: 'excluded' | 'skipped';
+      from_version: string;
+      path: string[];
+      windows: MaintenanceWindow[];
+    }>(
+      `SELECT ft.tenant_id, ft.state, ft.from_version, ft.path, t.maintenance_windows AS windows
+         FROM fleet_upgrade_tenants ft JOIN tenants t ON t.id = ft.tenant_id
+        WHERE ft.fleet_upgrade_id = $1 AND ft.wave = $2 AND ft.state IN ('excluded', 'skipped')
+          AND ft.started_at IS NULL AND starts_with(ft.reason, $3) AND NOT t.deleted
+          AND NOT EXISTS (SELECT 1 FROM fleet_upgrade_tenants o WHERE o.tenant_id = ft.tenant_id AND o.active)
+        ORDER BY ft.position`,
+      [t.fleet.id, w.wave, OUTSIDE_WINDOW],
+    );
+    if (rows.length === 0) return 0;
+    const windows = await this.#windowCheck(t, w);
+    const back: typeof rows = [];
+    for (const r of rows) {
+      const fit = await windows(r.windows, r.from_version, r.path);
+      if (fit.skip === undefined) back.push(r);
+    }
+    if (back.length === 0) return 0;
+    const ids = back.map((r) => r.tenant_id);
+    // Another fleet upgrade may take one of them meanwhile (its start is not serialised with this
+    // tick): then nothing is taken back now, and the next tick no longer sees that tenant.
+    await t.tx.query('SAVEPOINT requeue');
+    try {
+      await t.tx.query(
+        `UPDATE fleet_upgrade_tenants SET state = 'pending', active = true, reason = NULL, finished_at = NULL, deferred_until = NULL
+          WHERE fleet_upgrade_id = $1 AND tenant_id = ANY($2::uuid[])`,
+        [t.fleet.id, ids],
+      );
+    } catch (err) {
+      if (pgCode(err) !== '23505') throw err;
+      await t.tx.query('ROLLBACK TO SAVEPOINT requeue');
+      return 0;
+    }
+    await t.tx.query('RELEASE SAVEPOINT requeue');
+    // Tenants the plan excluded were not counted in the wave's size; skipped ones were.
+    const added = back.filter((r) => r.state === 'excluded').length;
+    if (added > 0)
+      await t.tx.query(`UPDATE fleet_upgrade_waves SET size = size + $3 WHERE fleet_upgrade_id = $1 AND wave = $2`, [
+        t.fleet.id,
+        w.wave,
+        added,
+      ]);
+    const reason =
+      t.fleet.windows_override !== null
+        ? 'the maintenance windows were overridden'
+        : "its maintenance windows changed: one opens with room before the wave's deadline";
+    for (const r of back) {
+      await this.#audit(t, 'tenant_requeued', { reason, was: r.state }, r.tenant_id);
+      this.#count('requeued');
+    }
+    return back.length;
+  }
+
+  /**
    * This tick's judge of windows for the wave: whether a tenant may start now, must wait until a
    * window that fits opens (within the wave's deadline), or cannot start before the deadline. The
    * override lifts the windows and the duration-fits rule; freezes always hold. Answers are
@@ -753,9 +832,10 @@ export class FleetDriver {
       const known = memo.get(key);
       if (known) return known;
       // A deferral stays true until its instant for the same windows, need and deadline (the
-      // first instant that fits after a time is the first after any later time before it).
+      // first instant that fits after a time is the first after any later time before it); a
+      // skip stays true (nothing fits before the deadline from a time, so nothing from a later one).
       const earlier = this.#deferrals.get(key);
-      if (earlier && nowMs < earlier.deferUntil!.getTime()) return earlier;
+      if (earlier && (earlier.skip !== undefined || nowMs < earlier.deferUntil!.getTime())) return earlier;
       const fit = nextFit({ windows, freezes }, nowMs, needMs, Math.max(0, deadline - nowMs));
       const answer =
         fit.at === null
@@ -764,7 +844,7 @@ export class FleetDriver {
             ? { deferUntil: new Date(fit.at), what }
             : {};
       memo.set(key, answer);
-      if (answer.deferUntil) {
+      if (answer.deferUntil || answer.skip !== undefined) {
         if (this.#deferrals.size >= 10_000) this.#deferrals.clear();
         this.#deferrals.set(key, answer);
       }

@@ -109,6 +109,12 @@ export interface ExcludedTenant {
   organization: string;
   version: string;
   reason: string;
+  /**
+   * Excluded for its maintenance windows only: the wave it is judged again in (the driver takes it
+   * back when a window opens before that wave's deadline, or on an override) and its path. Not in the API's answer.
+   */
+  wave?: number | undefined;
+  path?: string[] | undefined;
 }
 
 export interface Plan {

@@ -262,6 +262,8 @@ export class FleetUpgradeService {
         .filter((t) => t.path.some(withdrawn))
         .map((t) => [t.tenantId, `its path ${t.path.join(' -> ')} goes through withdrawn ${t.path.find(withdrawn)}`]),
     );
+    /** Tenants excluded for their windows only: judged again by the driver while their wave runs. */
+    const outsideWindow = new Set<string>();
     // Windows and freezes: a tenant none of whose windows opens (with its expected duration left,
     // outside the freezes) within the wave deadline is listed, not planned.
     const windows = new Map(candidates.map((c) => [c.id, c.windows ?? []]));
@@ -288,8 +290,10 @@ export class FleetUpgradeService {
           fit = nextFit({ windows: tenantWindows, freezes }, now, needMs, horizon);
           memo.set(key, fit);
         }
-        if (fit.at === null) blocked.set(t.tenantId, explainNoFit(fit, needMs, need.what));
-        else
+        if (fit.at === null) {
+          blocked.set(t.tenantId, explainNoFit(fit, needMs, need.what));
+          outsideWindow.add(t.tenantId);
+        } else
           starts.set(t.tenantId, {
             earliestStart: fit.at > now ? new Date(fit.at).toISOString() : null,
             expectedSeconds: need.seconds,
@@ -303,14 +307,22 @@ export class FleetUpgradeService {
     if (blocked.size > 0) {
       const kept = candidates.filter((c) => !blocked.has(c.id));
       const again = planFleetUpgrade(catalog, r.targetVersion, kept, options);
+      // A tenant excluded for its windows keeps a place in the wave it would have had (not the
+      // canary, whose size is the operator's choice, unless it is the only wave), so that it can
+      // be taken back while that wave runs.
+      const planned = new Map(plan.tenants.map((t) => [t.tenantId, t]));
+      const lastWave = again.waves.length - 1;
       for (const c of candidates)
-        if (blocked.has(c.id))
+        if (blocked.has(c.id)) {
+          const p = outsideWindow.has(c.id) ? planned.get(c.id) : undefined;
           again.excluded.push({
             tenantId: c.id,
             organization: c.organization,
             version: c.version,
             reason: blocked.get(c.id)!,
+            ...(p && lastWave >= 0 ? { wave: Math.min(Math.max(p.wave, 1), lastWave), path: p.path } : {}),
           });
+        }
       return { plan: annotate(again), options, unknown: unknownOf(unknownIds) };
     }
     return { plan: annotate(plan), options, unknown: unknownOf(unknownIds) };
@@ -557,7 +569,12 @@ function planView(plan: Plan, unknown: ExcludedTenant[]): PlanView {
     list.push(t.tenantId);
     byWave.set(t.wave, list);
   }
-  const excluded = [...plan.excluded, ...unknown];
+  const excluded = [...plan.excluded, ...unknown].map((e) => ({
+    tenantId: e.tenantId,
+    organization: e.organization,
+    version: e.version,
+    reason: e.reason,
+  }));
   return {
     targetVersion: plan.targetVersion,
     waves: plan.waves.map((w) => ({ ...w, tenants: byWave.get(w.wave) ?? [] })),

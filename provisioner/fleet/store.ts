@@ -193,15 +193,19 @@ export async function insertFleetUpgrade(
   // Excluded tenants that exist are listed with the reason (unknown ids only in the answer).
   const known = plan.excluded.filter((e) => e.version !== '');
   await db.query(
-    `INSERT INTO fleet_upgrade_tenants (fleet_upgrade_id, tenant_id, wave, position, state, active, from_version, reason)
-     SELECT $1, u.tenant_id, NULL, u.position, 'excluded', false, u.version, u.reason
-       FROM unnest($2::uuid[], $3::int[], $4::text[], $5::text[]) AS u(tenant_id, position, version, reason)`,
+    `INSERT INTO fleet_upgrade_tenants (fleet_upgrade_id, tenant_id, wave, position, state, active, from_version, reason, path)
+     SELECT $1, u.tenant_id, u.wave, u.position, 'excluded', false, u.version, u.reason, string_to_array(u.path, ' ')
+       FROM unnest($2::uuid[], $3::int[], $4::text[], $5::text[], $6::int[], $7::text[])
+            AS u(tenant_id, position, version, reason, wave, path)`,
     [
       f.id,
       known.map((e) => e.tenantId),
       known.map((_, i) => plan.tenants.length + i),
       known.map((e) => e.version),
       known.map((e) => e.reason),
+      // Excluded for its windows only: the wave it may be taken back in, and its path.
+      known.map((e) => e.wave ?? null),
+      known.map((e) => (e.path ?? []).join(' ')),
     ],
   );
 }

@@ -387,7 +387,13 @@ export function nextFit(s: Schedule, nowMs: number, needMs: number, horizonMs: n
 export function explainNoFit(f: Extract<Fit, { at: null }>, needMs: number, needWhat: string): string {
   const end = new Date(f.horizonEnd).toISOString();
   const minutes = Math.ceil(needMs / 60_000);
-  if (f.why === 'no-window') return `outside every maintenance window: none of its windows opens before ${end}`;
-  if (f.why === 'frozen') return `outside every maintenance window: every window before ${end} falls in a freeze`;
-  return `outside every maintenance window: no window before ${end} has ${minutes} min left (${needWhat}) outside a freeze`;
+  if (f.why === 'no-window') return `${OUTSIDE_WINDOW}: none of its windows opens before ${end}`;
+  if (f.why === 'frozen') return `${OUTSIDE_WINDOW}: every window before ${end} falls in a freeze`;
+  return `${OUTSIDE_WINDOW}: no window before ${end} has ${minutes} min left (${needWhat}) outside a freeze`;
 }
+
+/**
+ * How every reason for a tenant left out for its windows begins (the plan's exclusion, the
+ * driver's skip): the driver judges such tenants again while their wave runs.
+ */
+export const OUTSIDE_WINDOW = 'outside every maintenance window';

@@ -21,8 +21,15 @@ export interface FleetHarness {
   drivers: FleetDriver[];
   /** Tenants Ready on `version` (generation 1 observed, Ready=True), placed on `cluster`, tunnel connected a minute ago. */
   readyTenants(n: number, version: string, cluster: string): Promise<string[]>;
-  /** The engine double: an up reconnects the tenant's tunnel; `fail(call)` makes it fail; `delayMs` each. */
-  engine(o?: { fail?: (call: EngineCall) => boolean; delayMs?: number }): ScriptedEngine;
+  /**
+   * The engine double: an up reconnects the tenant's tunnel; `fail(call)` makes it fail; `delayMs`
+   * each; `hold(call)`, when it answers a promise, keeps that up running until it settles.
+   */
+  engine(o?: {
+    fail?: (call: EngineCall) => boolean;
+    delayMs?: number;
+    hold?: (call: EngineCall) => Promise<void> | undefined;
+  }): ScriptedEngine;
   start(
     body: Partial<FleetUpgradeRequest> & Pick<FleetUpgradeRequest, 'targetVersion'>,
     ids: string[],
@@ -88,7 +95,10 @@ export async function createFleetHarness(): Promise<FleetHarness> {
               delayMs: o.delayMs ?? 0,
               fail: new EngineError('ProgramFailed', 'the runtime never became healthy'),
             };
-          return { gate: reconnect(call.tenantId), delayMs: o.delayMs ?? 0 };
+          return {
+            gate: (o.hold?.(call) ?? Promise.resolve()).then(() => reconnect(call.tenantId)),
+            delayMs: o.delayMs ?? 0,
+          };
         },
       });
     },
