@@ -6,13 +6,22 @@
  * `connect` runs on the tenant's machine with the tenant's kubeconfig (a file the local user names;
  * the API never reads one): it asks for a bootstrap token, creates the bootstrap's ServiceAccount
  * and RBAC on the cluster with the tenant's credentials, requests a token for the account and
- * redeems the bootstrap token with it.
+ * redeems the bootstrap token with it. `remove --remove-rbac --kubeconfig` deletes, with the same
+ * kind of file, what a bootstrap created for the registration (managed-cluster-cleanup.ts).
  */
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import type { KubernetesObjectApi } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
 import { apiClientOf, readKubeconfig, UsageError, type Io } from './api-commands.ts';
-import { ApiClient } from './client.ts';
+import { ApiClient, ApiError } from './client.ts';
+import { ExitCode } from './doctor.ts';
+import {
+  describe as describeObject,
+  kubectlDelete,
+  leftAfterDelete,
+  removeRegistrationObjects,
+  type ObjectRef,
+} from './managed-cluster-cleanup.ts';
 import {
   BOOTSTRAP_ACCOUNT,
   BOOTSTRAP_NAMESPACE,
@@ -140,22 +149,121 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
 
   group
     .command('remove <tenant> <name>')
-    .option('--remove-rbac', 'also delete the Roles and bindings a bootstrap created')
-    .action(async (tenant: string, name: string, o: { removeRbac?: boolean }) => {
-      const out = await client().request<
-        { operationId: string; revocation?: { serviceAccount: string; revoked: boolean; error?: string } } | undefined
-      >('DELETE', `${path(tenant, name)}${o.removeRbac ? '?removeRbac=1' : ''}`);
-      const revoked = out?.revocation
-        ? out.revocation.revoked
-          ? `; ServiceAccount ${out.revocation.serviceAccount} deleted (its tokens no longer work)`
-          : `; ServiceAccount ${out.revocation.serviceAccount} NOT deleted: ${out.revocation.error ?? 'unknown'}`
-        : '';
-      print(out ?? { removed: false }, () =>
-        out
-          ? `removing managed cluster ${name}: operation ${out.operationId} deletes it from the tenant's Argo CD${revoked}`
-          : `no managed cluster ${name}: nothing to remove`,
-      );
-    });
+    .description(
+      'remove a registration (idempotent); with --remove-rbac --kubeconfig FILE also every object a bootstrap created for it on the cluster',
+    )
+    .option(
+      '--remove-rbac',
+      'also delete the RBAC a bootstrap created: the API deletes the Roles; the bindings need --kubeconfig (without it, they are listed)',
+    )
+    .option(
+      '--kubeconfig <file>',
+      'with --remove-rbac: your kubeconfig for the cluster, to delete what the bootstrap created for this registration (used here only, never sent)',
+    )
+    .option('--context <name>', 'the kubeconfig context (default: its current context)')
+    .action(
+      async (tenant: string, name: string, o: { removeRbac?: boolean; kubeconfig?: string; context?: string }) => {
+        if ((o.kubeconfig !== undefined || o.context !== undefined) && !o.removeRbac)
+          throw new UsageError('--kubeconfig and --context are for --remove-rbac');
+        if (o.context !== undefined && o.kubeconfig === undefined)
+          throw new UsageError('--context names a context of --kubeconfig FILE: give the file too');
+        // The kubeconfig is loaded first: a mistake in it stops the command before anything is removed.
+        const kc = o.kubeconfig !== undefined ? await loadKubeconfig(o.kubeconfig, o.context) : undefined;
+        const api = client();
+        let registration: ManagedCluster | undefined;
+        if (o.removeRbac) {
+          try {
+            registration = await api.request<ManagedCluster>('GET', path(tenant, name));
+          } catch (err) {
+            if (!(err instanceof ApiError && err.code === 'MANAGED_CLUSTER_NOT_FOUND')) throw err;
+          }
+        }
+        const out = await api.request<
+          | {
+              operationId: string;
+              revocation?: {
+                serviceAccount: string;
+                revoked: boolean;
+                removed?: string[];
+                binding?: string;
+                command?: string;
+                validUntil?: string;
+                error?: string;
+              };
+            }
+          | undefined
+        >('DELETE', `${path(tenant, name)}${o.removeRbac ? '?removeRbac=1' : ''}`);
+        const revocation = out?.revocation;
+        // A bootstrap's account is deleted; a tenant's own account keeps existing, the Secret its
+        // tokens are bound to is deleted (`binding`), or its unbound tokens run out (`validUntil`).
+        const rerun = revocation?.command ? ` (run: ${revocation.command})` : '';
+        const revoked = !revocation
+          ? ''
+          : revocation.binding !== undefined || revocation.validUntil !== undefined
+            ? revocation.revoked
+              ? `; the tokens of ServiceAccount ${revocation.serviceAccount} no longer work (Secret ${revocation.binding} deleted)`
+              : `; the tokens of ServiceAccount ${revocation.serviceAccount} were NOT revoked: ${revocation.error ?? 'unknown'}${rerun}`
+            : revocation.revoked
+              ? `; ServiceAccount ${revocation.serviceAccount} deleted (its tokens no longer work)`
+              : `; ServiceAccount ${revocation.serviceAccount} NOT deleted: ${revocation.error ?? 'unknown'}${rerun}`;
+        const lines = [
+          out
+            ? `removing managed cluster ${name}: operation ${out.operationId} deletes it from the tenant's Argo CD${revoked}`
+            : `no managed cluster ${name}: nothing to remove`,
+        ];
+        const kubectlArgs = `${o.kubeconfig !== undefined ? ` --kubeconfig ${o.kubeconfig}` : ''}${
+          o.context !== undefined ? ` --context ${o.context}` : ''
+        }`;
+        if (kc) {
+          const cleanup = await removeRegistrationObjects(
+            kc,
+            { tenantId: tenant, name },
+            registration ? { namespaces: registration.namespaces } : undefined,
+            kubectlArgs,
+          );
+          if (cleanup.deleted.length > 0)
+            lines.push(
+              `deleted on the cluster (${cleanup.selector}):`,
+              ...cleanup.deleted.map((d) => `  ${describeObject(d)}`),
+            );
+          else if (cleanup.failed.length === 0)
+            lines.push(`nothing on the cluster belongs to managed cluster ${name} (${cleanup.selector})`);
+          if (cleanup.failed.length > 0)
+            lines.push(
+              'NOT deleted (finish with your own credentials):',
+              ...cleanup.failed.flatMap((f) => [`  ${describeObject(f)}: ${f.error}`, `    ${f.command}`]),
+            );
+          if (cleanup.deleted.length > 0)
+            lines.push(
+              `namespace ${BOOTSTRAP_NAMESPACE} kept (other registrations of this cluster may use it): kubectl${kubectlArgs} delete namespace ${BOOTSTRAP_NAMESPACE} once nothing else is in it`,
+            );
+          print({ ...(out ?? { removed: false }), cluster: cleanup }, () => lines.join('\n'));
+          if (cleanup.failed.length > 0) throw new ExitCode(1);
+          return;
+        }
+        // Without the tenant's credentials: what the API's DELETE leaves, and how to remove it.
+        let left: ObjectRef[] = [];
+        const bootstrapped =
+          revocation?.serviceAccount === `${BOOTSTRAP_NAMESPACE}/${BOOTSTRAP_ACCOUNT}` &&
+          revocation.binding === undefined &&
+          revocation.validUntil === undefined;
+        if (o.removeRbac && registration && revocation && bootstrapped)
+          left = leftAfterDelete(registration.namespaces, revocation.removed ?? [], revocation.revoked);
+        if (left.length > 0)
+          lines.push(
+            'left on the cluster (the account cannot delete its RoleBindings once their Roles are gone; they grant nothing without them):',
+            ...left.map((l) => `  ${describeObject(l)}`),
+            'remove them with your own credentials for the cluster:',
+            `  provisioner managed-clusters remove ${tenant} ${name} --remove-rbac --kubeconfig FILE`,
+            'or:',
+            ...left.map((l) => `  ${kubectlDelete(l, '')}`),
+          );
+        print(
+          { ...(out ?? { removed: false }), ...(o.removeRbac && registration ? { leftOnCluster: left } : {}) },
+          () => lines.join('\n'),
+        );
+      },
+    );
 
   group
     .command('connect <tenant> <name>')
@@ -181,15 +289,7 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
           throw new UsageError('give --namespaces a,b (or --cluster-wide to grant the whole cluster)');
         // Loaded here only: the other commands start without the Kubernetes client.
         const k8s = await import('@kubernetes/client-node');
-        const kc = new k8s.KubeConfig();
-        try {
-          kc.loadFromFile(o.kubeconfig);
-          if (o.context) kc.setCurrentContext(o.context);
-        } catch (err) {
-          throw new UsageError(`--kubeconfig: cannot load '${o.kubeconfig}': ${(err as Error).message}`, {
-            cause: err,
-          });
-        }
+        const kc = await loadKubeconfig(o.kubeconfig, o.context);
         const cluster = kc.getCurrentCluster();
         if (!cluster) throw new UsageError(`--kubeconfig: '${o.kubeconfig}' has no current cluster`);
         const server = o.server ?? cluster.server;
@@ -209,7 +309,8 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
           },
         );
         const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
-        for (const object of bootstrapObjects(namespaces, o.clusterWide === true)) await ensure(objects, object);
+        for (const object of bootstrapObjects({ tenantId: tenant, name }, namespaces, o.clusterWide === true))
+          await ensure(objects, object);
         const issued = await kc.makeApiClient(k8s.CoreV1Api).createNamespacedServiceAccountToken({
           name: BOOTSTRAP_ACCOUNT,
           namespace: BOOTSTRAP_NAMESPACE,
@@ -235,19 +336,49 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
     );
 }
 
+/** The tenant's kubeconfig file (and context); the Kubernetes client is loaded here, by the commands needing it only. */
+async function loadKubeconfig(file: string, context: string | undefined): Promise<KubeConfig> {
+  const k8s = await import('@kubernetes/client-node');
+  const kc = new k8s.KubeConfig();
+  try {
+    kc.loadFromFile(file);
+    if (context) kc.setCurrentContext(context);
+  } catch (err) {
+    throw new UsageError(`--kubeconfig: cannot load '${file}': ${(err as Error).message}`, { cause: err });
+  }
+  if (!kc.getCurrentCluster()) throw new UsageError(`--kubeconfig: '${file}' has no current cluster`);
+  return kc;
+}
+
 /** The API's URL as the global options or the environment give it. */
 function apiUrlOf(program: Command, io: Io): string {
   return program.opts<{ url?: string }>().url ?? io.env.PROVISIONER_URL ?? 'http://127.0.0.1:8080';
 }
 
-/** Creates an object; an existing one is left (namespace, account) or replaced (RBAC, to its least-privilege form). */
+/**
+ * Creates an object; an existing one is left (the namespace), given this registration's labels
+ * (the account, whose tokens stay valid) or replaced (RBAC, to its least-privilege form).
+ */
 async function ensure(api: KubernetesObjectApi, object: KubeObject): Promise<void> {
   try {
     await api.create(object);
   } catch (err) {
     const code = (err as { code?: unknown }).code;
     if (code !== 409) throw err;
-    if (object.kind === 'Namespace' || object.kind === 'ServiceAccount') return;
+    if (object.kind === 'Namespace') return;
+    if (object.kind === 'ServiceAccount') {
+      const { PatchStrategy } = await import('@kubernetes/client-node');
+      const { apiVersion, kind, metadata } = object;
+      await api.patch(
+        { apiVersion, kind, metadata },
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        PatchStrategy.MergePatch,
+      );
+      return;
+    }
     await api.replace(object);
   }
 }

@@ -9,6 +9,8 @@
  * The same objects are created by the Job manifest the API returns (applied by the tenant with
  * its own credentials; the Job runs as the new ServiceAccount and redeems the bootstrap token with
  * its token) and by `provisioner managed-clusters connect` (with the tenant's kubeconfig, locally).
+ * Every object but the Namespace is labelled with the registration (tenant id and name), so that
+ * `provisioner managed-clusters remove --remove-rbac --kubeconfig` deletes exactly its objects.
  * Bootstrap tokens are random, single-use, stored as their SHA-256 only.
  */
 import { createHash, randomBytes } from 'node:crypto';
@@ -36,19 +38,64 @@ export type KubeObject = { apiVersion: string; kind: string; metadata: { name: s
   unknown
 >;
 
-const LABELS = { 'app.kubernetes.io/managed-by': 'hosted-runtimes', 'app.kubernetes.io/name': 'argocd-manager' };
+/** On every object a bootstrap creates (the Namespace, which registrations may share, has these only). */
+export const LABELS = Object.freeze({
+  'app.kubernetes.io/managed-by': 'hosted-runtimes',
+  'app.kubernetes.io/name': 'argocd-manager',
+});
+/** The registration an object was created for: `remove --remove-rbac --kubeconfig` selects by them. */
+export const TENANT_LABEL = 'hosted-runtimes.io/tenant';
+export const MANAGED_CLUSTER_LABEL = 'hosted-runtimes.io/managed-cluster';
 const ALL = [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }];
 
-/** The objects a bootstrap creates, in the order they are created. */
-export function bootstrapObjects(namespaces: readonly string[], clusterWide: boolean): KubeObject[] {
+/** The registration a bootstrap is for: the tenant's id and the managed cluster's name. */
+export interface RegistrationRef {
+  tenantId: string;
+  name: string;
+}
+
+export const registrationLabels = (r: RegistrationRef): Record<string, string> => ({
+  ...LABELS,
+  [TENANT_LABEL]: r.tenantId,
+  [MANAGED_CLUSTER_LABEL]: r.name,
+});
+
+/** The label selector of the objects a bootstrap created for a registration. */
+export const registrationSelector = (r: RegistrationRef): string =>
+  `${TENANT_LABEL}=${r.tenantId},${MANAGED_CLUSTER_LABEL}=${r.name}`;
+
+/**
+ * The kinds a bootstrap creates for a registration, in the order they are removed: the Job and its
+ * Secret, the bindings before the roles they refer to, the ServiceAccount last.
+ */
+export const REGISTRATION_KINDS: ReadonlyArray<{ apiVersion: string; kind: string; namespaced: boolean }> = [
+  { apiVersion: 'batch/v1', kind: 'Job', namespaced: true },
+  { apiVersion: 'v1', kind: 'Secret', namespaced: true },
+  { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', namespaced: true },
+  { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', namespaced: false },
+  { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', namespaced: true },
+  { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', namespaced: false },
+  { apiVersion: 'v1', kind: 'ServiceAccount', namespaced: true },
+];
+
+/**
+ * The objects a bootstrap creates for a registration, in the order they are created; all but the
+ * Namespace carry the registration's labels.
+ */
+export function bootstrapObjects(
+  registration: RegistrationRef,
+  namespaces: readonly string[],
+  clusterWide: boolean,
+): KubeObject[] {
+  const labels = registrationLabels(registration);
   const meta = (name: string, namespace?: string) => ({
     name,
     ...(namespace ? { namespace } : {}),
-    labels: LABELS,
+    labels: { ...labels },
   });
   const subject = { kind: 'ServiceAccount', name: BOOTSTRAP_ACCOUNT, namespace: BOOTSTRAP_NAMESPACE };
   const objects: KubeObject[] = [
-    { apiVersion: 'v1', kind: 'Namespace', metadata: meta(BOOTSTRAP_NAMESPACE) },
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: BOOTSTRAP_NAMESPACE, labels: { ...LABELS } } },
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(BOOTSTRAP_ACCOUNT, BOOTSTRAP_NAMESPACE) },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -117,27 +164,58 @@ export function newBootstrapToken(): { token: string; hash: string } {
 
 export const hashBootstrapToken = (token: string): string => createHash('sha256').update(token).digest('base64');
 
-/** What the Job runs: the new account's token and CA, sent with the bootstrap token to redeem it. */
+/**
+ * What the Job runs: the new account's token and CA, sent with the bootstrap token to redeem it.
+ * Its output is what the tenant reads in `kubectl logs job/argocd-manager-bootstrap`: the
+ * registration, or `bootstrap failed: ` and what to check. `SA_DIR` (not set by the manifest)
+ * points it at another copy of the pod's ServiceAccount files.
+ */
 const REDEEM_SCRIPT = `
 const fs = require('node:fs');
-const sa = '/var/run/secrets/kubernetes.io/serviceaccount';
+const sa = process.env.SA_DIR || '/var/run/secrets/kubernetes.io/serviceaccount';
+const fail = (message) => { throw Object.assign(new Error(message), { expected: true }); };
 (async () => {
-  const res = await fetch(process.env.REDEEM_URL, {
-    method: 'POST',
-    headers: { authorization: 'Bearer ' + process.env.BOOTSTRAP_TOKEN, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      server: process.env.SERVER,
-      caData: fs.readFileSync(sa + '/ca.crt', 'utf8'),
-      token: fs.readFileSync(sa + '/token', 'utf8').trim(),
-    }),
-  });
+  for (const name of ['REDEEM_URL', 'BOOTSTRAP_TOKEN', 'SERVER']) if (!process.env[name]) fail(name + ' is not set');
+  const read = (file) => {
+    try { return fs.readFileSync(sa + '/' + file, 'utf8').trim(); } catch (err) {
+      fail("cannot read the pod's ServiceAccount " + file + ' at ' + sa + '/' + file + ' (' + (err.code || err.message) +
+        '): the Job must run as ServiceAccount argocd-manager with its token mounted');
+    }
+  };
+  const url = process.env.REDEEM_URL;
+  const body = JSON.stringify({ server: process.env.SERVER, caData: read('ca.crt'), token: read('token') });
+  let res;
+  try {
+    res = await fetch(url, {
+      method: 'POST',
+      headers: { authorization: 'Bearer ' + process.env.BOOTSTRAP_TOKEN, 'content-type': 'application/json' },
+      body,
+      signal: AbortSignal.timeout(60000),
+    });
+  } catch (err) {
+    fail('cannot reach ' + url + ': ' + ((err.cause && err.cause.message) || err.message) +
+      ' (check REDEEM_URL, and that this cluster can reach the service)');
+  }
   const text = await res.text();
-  console.log(res.status, text.slice(0, 2000));
-  if (!res.ok) process.exit(1);
-})().catch((err) => { console.error(err.message); process.exit(1); });
+  let answer;
+  try { answer = JSON.parse(text); } catch { answer = undefined; }
+  const error = answer && answer.error;
+  if (!res.ok && error && error.code && res.status !== 404 && res.status !== 405)
+    fail('the registration was refused: ' + url + ' answered HTTP ' + res.status + ' ' + error.code + ': ' + error.message);
+  const m = answer && answer.managedCluster;
+  if (!res.ok || !m)
+    fail(url + ' answered HTTP ' + res.status + ' ' + (error ? error.code + ': ' + error.message : text.slice(0, 300)) +
+      ": not the service's redeem endpoint (check REDEEM_URL: it ends in /v1/managed-clusters/redeem)");
+  console.log('registered managed cluster ' + m.name + ' (' + m.server + ', Kubernetes ' + m.serverVersion + ', ' +
+    (m.namespaces.join(',') || 'cluster-wide') + '); operation ' + answer.operationId + " writes it into the tenant's Argo CD");
+})().catch((err) => {
+  console.error('bootstrap failed: ' + (err.expected ? err.message : err.stack || err));
+  process.exitCode = 1;
+});
 `.trim();
 
 export interface JobManifestInput {
+  registration: RegistrationRef;
   namespaces: readonly string[];
   clusterWide: boolean;
   bootstrapToken: string;
@@ -152,24 +230,25 @@ export interface JobManifestInput {
  * bootstrap token in a Secret, and a Job running as the new ServiceAccount that redeems it.
  */
 export function jobManifest(i: JobManifestInput): string {
+  const labels = registrationLabels(i.registration);
   const objects: object[] = [
-    ...bootstrapObjects(i.namespaces, i.clusterWide),
+    ...bootstrapObjects(i.registration, i.namespaces, i.clusterWide),
     {
       apiVersion: 'v1',
       kind: 'Secret',
-      metadata: { name: 'argocd-manager-bootstrap', namespace: BOOTSTRAP_NAMESPACE, labels: LABELS },
+      metadata: { name: 'argocd-manager-bootstrap', namespace: BOOTSTRAP_NAMESPACE, labels: { ...labels } },
       type: 'Opaque',
       stringData: { token: i.bootstrapToken },
     },
     {
       apiVersion: 'batch/v1',
       kind: 'Job',
-      metadata: { name: 'argocd-manager-bootstrap', namespace: BOOTSTRAP_NAMESPACE, labels: LABELS },
+      metadata: { name: 'argocd-manager-bootstrap', namespace: BOOTSTRAP_NAMESPACE, labels: { ...labels } },
       spec: {
         backoffLimit: 3,
         ttlSecondsAfterFinished: 600,
         template: {
-          metadata: { labels: LABELS },
+          metadata: { labels: { ...labels } },
           spec: {
             serviceAccountName: BOOTSTRAP_ACCOUNT,
             restartPolicy: 'Never',

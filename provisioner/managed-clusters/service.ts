@@ -452,6 +452,7 @@ export class ManagedClusterService {
         namespaces,
         clusterWide,
         job: jobManifest({
+          registration: { tenantId, name: input.name },
           namespaces,
           clusterWide,
           bootstrapToken: token,
