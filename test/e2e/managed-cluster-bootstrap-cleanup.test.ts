@@ -26,8 +26,7 @@
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   CoreV1Api,
@@ -41,24 +40,14 @@ import { parseAllDocuments } from 'yaml';
 import { main } from '../../provisioner/cli/main.ts';
 import { REGISTRATION_KINDS, registrationSelector } from '../../provisioner/managed-clusters/bootstrap.ts';
 import { createTestApi, type TestApi } from '../helpers/api.ts';
-import { startEtcd, startKubeControlPlane, toolchainFrom } from './harness/control-plane.ts';
+import { startApiServers } from './harness/control-plane.ts';
 import { freePort, until } from './harness/processes.ts';
 
 t.setTimeout(10 * 60_000);
 
-const bin = process.env.HRT_TOOLCHAIN_BIN;
-if (!bin) throw new Error('HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e');
-const toolchain = toolchainFrom(bin);
-const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-mc-bootstrap-'));
-const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
-const own = await startKubeControlPlane(toolchain, {
-  name: 'own',
-  dir: join(dir, 'own'),
-  etcdUrl: etcd.url,
-  etcdPrefix: '/own',
-  nodes: 0,
-  apiServerOnly: true,
-});
+const servers = await startApiServers('hrt-e2e-mc-bootstrap-', ['own']);
+const own = servers.servers.own;
+const dir = servers.dir;
 // The manifest's REDEEM_URL is the public URL: the API listens where it says.
 const port = await freePort();
 const api: TestApi = await createTestApi({
@@ -71,9 +60,7 @@ const api: TestApi = await createTestApi({
 const url = await api.app.listen({ port, host: '127.0.0.1' });
 t.teardown(async () => {
   await api.close();
-  await own.stop();
-  await etcd.stop();
-  await rm(dir, { recursive: true, force: true });
+  await servers.stop();
 });
 
 const core = own.kc.makeApiClient(CoreV1Api);

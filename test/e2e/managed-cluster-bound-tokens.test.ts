@@ -13,29 +13,15 @@
  * tokens, which does once run.
  */
 import t from 'tap';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { CoreV1Api, RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
 import { createTestApi, type TestApi } from '../helpers/api.ts';
 import { kubeRequest } from '../../provisioner/managed-clusters/kube-api.ts';
-import { startEtcd, startKubeControlPlane, toolchainFrom } from './harness/control-plane.ts';
+import { startApiServers } from './harness/control-plane.ts';
 
 t.setTimeout(8 * 60_000);
 
-const bin = process.env.HRT_TOOLCHAIN_BIN;
-if (!bin) throw new Error('HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e');
-const toolchain = toolchainFrom(bin);
-const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-mc-bound-'));
-const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
-const own = await startKubeControlPlane(toolchain, {
-  name: 'own',
-  dir: join(dir, 'own'),
-  etcdUrl: etcd.url,
-  etcdPrefix: '/own',
-  nodes: 0,
-  apiServerOnly: true,
-});
+const servers = await startApiServers('hrt-e2e-mc-bound-', ['own']);
+const own = servers.servers.own;
 const LIFETIME_SECONDS = 600; // the shortest the API server grants
 const api: TestApi = await createTestApi({
   env: {
@@ -46,9 +32,7 @@ const api: TestApi = await createTestApi({
 });
 t.teardown(async () => {
   await api.close();
-  await own.stop();
-  await etcd.stop();
-  await rm(dir, { recursive: true, force: true });
+  await servers.stop();
 });
 
 const core = own.kc.makeApiClient(CoreV1Api);

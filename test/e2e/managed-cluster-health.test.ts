@@ -6,36 +6,20 @@
  * ActionRequired says how to connect a cluster while none is reachable (or none is registered).
  */
 import t from 'tap';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createTestApi } from '../helpers/api.ts';
-import { startEtcd, startKubeControlPlane, toolchainFrom } from './harness/control-plane.ts';
+import { startApiServers } from './harness/control-plane.ts';
 import { until } from './harness/processes.ts';
 
 t.setTimeout(6 * 60_000);
 
-const bin = process.env.HRT_TOOLCHAIN_BIN;
-if (!bin) throw new Error('HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e');
-const toolchain = toolchainFrom(bin);
-const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-managed-health-'));
-const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
-const cluster = await startKubeControlPlane(toolchain, {
-  name: 'managed',
-  dir: join(dir, 'managed'),
-  etcdUrl: etcd.url,
-  etcdPrefix: '/managed',
-  nodes: 0,
-  apiServerOnly: true,
-});
+const servers = await startApiServers('hrt-e2e-managed-health-', ['managed']);
+const cluster = servers.servers.managed;
 const api = await createTestApi({
   env: { PROVISIONER_MANAGED_CLUSTER_ALLOWED_CIDRS: '127.0.0.0/8', PROVISIONER_MANAGED_CLUSTER_PROBE_SECONDS: '1' },
 });
 t.teardown(async () => {
   await api.close();
-  await cluster.stop();
-  await etcd.stop();
-  await rm(dir, { recursive: true, force: true });
+  await servers.stop();
 });
 
 interface Condition {

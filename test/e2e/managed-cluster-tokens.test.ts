@@ -21,8 +21,6 @@
  * with the tenant's kubeconfig file, end to end.
  */
 import t from 'tap';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeFile } from 'node:fs/promises';
 import {
@@ -36,23 +34,13 @@ import { parseAllDocuments } from 'yaml';
 import { main } from '../../provisioner/cli/main.ts';
 import { createTestApi, startReplica, type TestApi, type TestReplica } from '../helpers/api.ts';
 import { kubeRequest } from '../../provisioner/managed-clusters/kube-api.ts';
-import { startEtcd, startKubeControlPlane, toolchainFrom } from './harness/control-plane.ts';
+import { startApiServers } from './harness/control-plane.ts';
 
 t.setTimeout(10 * 60_000);
 
-const bin = process.env.HRT_TOOLCHAIN_BIN;
-if (!bin) throw new Error('HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e');
-const toolchain = toolchainFrom(bin);
-const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-mc-tokens-'));
-const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
-const own = await startKubeControlPlane(toolchain, {
-  name: 'own',
-  dir: join(dir, 'own'),
-  etcdUrl: etcd.url,
-  etcdPrefix: '/own',
-  nodes: 0,
-  apiServerOnly: true,
-});
+const servers = await startApiServers('hrt-e2e-mc-tokens-', ['own']);
+const own = servers.servers.own;
+const dir = servers.dir;
 const LIFETIME_SECONDS = 600; // the shortest the API server grants
 const REFRESH_SECONDS = 2;
 const env = {
@@ -65,9 +53,7 @@ const second: TestReplica = await startReplica(api.config, api.db);
 t.teardown(async () => {
   await second.close();
   await api.close();
-  await own.stop();
-  await etcd.stop();
-  await rm(dir, { recursive: true, force: true });
+  await servers.stop();
 });
 
 const core = own.kc.makeApiClient(CoreV1Api);

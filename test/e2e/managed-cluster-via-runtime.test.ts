@@ -14,9 +14,6 @@
 import t from 'tap';
 import http from 'node:http';
 import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { buildAppProxy } from '../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../runtime/agents/app-proxy/request-token.ts';
@@ -25,24 +22,13 @@ import { createRouter } from '../../runtime/agents/request-router/router.ts';
 import { main } from '../../provisioner/cli/main.ts';
 import { createTestApi } from '../helpers/api.ts';
 import { connectRuntime, type ConnectedRuntime } from '../helpers/runtime.ts';
-import { startEtcd, startKubeControlPlane, toolchainFrom } from './harness/control-plane.ts';
+import { startApiServers } from './harness/control-plane.ts';
 import { until } from './harness/processes.ts';
 
 t.setTimeout(6 * 60_000);
 
-const bin = process.env.HRT_TOOLCHAIN_BIN;
-if (!bin) throw new Error('HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e');
-const toolchain = toolchainFrom(bin);
-const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-managed-runtime-'));
-const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
-const cluster = await startKubeControlPlane(toolchain, {
-  name: 'managed',
-  dir: join(dir, 'managed'),
-  etcdUrl: etcd.url,
-  etcdPrefix: '/managed',
-  nodes: 0,
-  apiServerOnly: true,
-});
+const servers = await startApiServers('hrt-e2e-managed-runtime-', ['managed']);
+const cluster = servers.servers.managed;
 // No PROVISIONER_MANAGED_CLUSTER_ALLOWED_CIDRS: the control plane itself may not connect to loopback.
 const api = await createTestApi({ env: { PROVISIONER_MANAGED_CLUSTER_PROBE_SECONDS: '1' } });
 const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -64,9 +50,7 @@ t.teardown(async () => {
   routerServer.close();
   await proxy.close();
   await api.close();
-  await cluster.stop();
-  await etcd.stop();
-  await rm(dir, { recursive: true, force: true });
+  await servers.stop();
 });
 
 // On the cluster: a ServiceAccount allowed everything in `apps`, one only allowed to read there.

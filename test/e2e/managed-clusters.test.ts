@@ -14,31 +14,15 @@
  */
 import t, { type Test } from 'tap';
 import { createServer, type Server } from 'node:net';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { createTestApi, type TestApi } from '../helpers/api.ts';
-import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from './harness/control-plane.ts';
+import { startApiServers } from './harness/control-plane.ts';
 import { freePort } from './harness/processes.ts';
 
 t.setTimeout(10 * 60_000);
 
-const bin = process.env.HRT_TOOLCHAIN_BIN;
-if (!bin) throw new Error('HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e');
-const toolchain = toolchainFrom(bin);
-const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-managed-'));
-const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
-const plane = (name: string): Promise<KubeControlPlane> =>
-  startKubeControlPlane(toolchain, {
-    name,
-    dir: join(dir, name),
-    etcdUrl: etcd.url,
-    etcdPrefix: `/${name}`,
-    nodes: 0,
-    apiServerOnly: true,
-  });
-const [own, root, foreign] = await Promise.all([plane('own'), plane('root'), plane('foreign')]);
+const servers = await startApiServers('hrt-e2e-managed-', ['own', 'root', 'foreign']);
+const { own, root, foreign } = servers.servers;
 const api: TestApi = await createTestApi({
   env: {
     PROVISIONER_MANAGED_CLUSTER_ALLOWED_CIDRS: '127.0.0.0/8',
@@ -52,9 +36,7 @@ await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
 t.teardown(async () => {
   silent.close();
   await api.close();
-  await Promise.all([own.stop(), root.stop(), foreign.stop()]);
-  await etcd.stop();
-  await rm(dir, { recursive: true, force: true });
+  await servers.stop();
 });
 
 // The tenant's cluster: namespaces, a ServiceAccount allowed everything in `apps` (what Argo CD

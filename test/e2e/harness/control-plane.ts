@@ -6,7 +6,8 @@
  */
 import { request as httpsRequest } from 'node:https';
 import { request as httpRequest } from 'node:http';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
 import {
@@ -364,5 +365,57 @@ function fakeNode(name: string): V1Node {
       },
     },
     status: { allocatable: capacity, capacity },
+  };
+}
+
+export interface ApiServers<N extends string> {
+  /** The temp folder holding etcd's and every API server's data. */
+  dir: string;
+  etcd: Etcd;
+  /** One kube-apiserver per name (etcd prefix `/<name>`), without controllers, scheduler or nodes. */
+  servers: Record<N, KubeControlPlane>;
+  /** Stops every API server, then etcd, and removes the folder. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Bare kube-apiservers for the files that only talk to API servers (managed clusters: a tenant's
+ * own cluster, a root cluster, another tenant's): the toolchain from HRT_TOOLCHAIN_BIN, one etcd
+ * in a new temp folder (`prefix` names it), and an API server per name, started together.
+ */
+export async function startApiServers<N extends string>(prefix: string, names: readonly N[]): Promise<ApiServers<N>> {
+  const bin = process.env.HRT_TOOLCHAIN_BIN;
+  if (!bin) throw new Error('HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e');
+  const toolchain = toolchainFrom(bin);
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
+  const started = await Promise.allSettled(
+    names.map((name) =>
+      startKubeControlPlane(toolchain, {
+        name,
+        dir: join(dir, name),
+        etcdUrl: etcd.url,
+        etcdPrefix: `/${name}`,
+        nodes: 0,
+        apiServerOnly: true,
+      }),
+    ),
+  );
+  const up = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const stop = async (): Promise<void> => {
+    await Promise.all(up.map((s) => s.stop()));
+    await etcd.stop();
+    await rm(dir, { recursive: true, force: true });
+  };
+  const failed = started.find((s) => s.status === 'rejected');
+  if (failed) {
+    await stop();
+    throw failed.reason;
+  }
+  return {
+    dir,
+    etcd,
+    servers: Object.fromEntries(names.map((n, i) => [n, up[i]!])) as Record<N, KubeControlPlane>,
+    stop,
   };
 }
