@@ -99,6 +99,16 @@ async function cli(args: string[]): Promise<{ code: number; out: string; err: st
   return { code, out: out.join('\n'), err: err.join('\n') };
 }
 
+/** `provisioner managed-clusters remove TENANT NAME …flags` with that tenant's API key. */
+function removeCli(
+  apiKey: string,
+  tenantId: string,
+  name: string,
+  ...flags: string[]
+): Promise<{ code: number; out: string; err: string }> {
+  return cli(['--token', apiKey, 'managed-clusters', 'remove', tenantId, name, ...flags]);
+}
+
 /** Every object of the kinds a bootstrap creates that the selector matches, as `Kind ns/name`. */
 async function labelled(selector: string): Promise<string[]> {
   const found: string[] = [];
@@ -320,15 +330,7 @@ t.test('remove --remove-rbac without a kubeconfig names what the API leaves on t
     "connect labels its objects with the registration (the account's labels moved to it)",
   );
 
-  const removed = await cli([
-    '--token',
-    tenantB.apiKey,
-    'managed-clusters',
-    'remove',
-    tenantB.tenantId,
-    'edge',
-    '--remove-rbac',
-  ]);
+  const removed = await removeCli(tenantB.apiKey, tenantB.tenantId, 'edge', '--remove-rbac');
   t.equal(removed.code, 0, `removed (${removed.err})`);
   t.match(removed.out, /ServiceAccount argocd-manager\/argocd-manager deleted/, 'the API revoked the account');
   const left = await labelled(selectorB);
@@ -403,17 +405,14 @@ t.test('remove --remove-rbac --kubeconfig deletes every object of the registrati
   kc.users[0]!.user = { token: viewerToken };
   await writeFile(viewerKubeconfig, JSON.stringify(kc), { mode: 0o600 });
 
-  const denied = await cli([
-    '--token',
+  const denied = await removeCli(
     tenantA.apiKey,
-    'managed-clusters',
-    'remove',
     tenantA.tenantId,
     'job-a',
     '--remove-rbac',
     '--kubeconfig',
     viewerKubeconfig,
-  ]);
+  );
   t.equal(denied.code, 1, 'objects it could not delete: exit 1');
   t.match(denied.out, /removing managed cluster job-a: operation /, 'the registration was removed');
   t.match(denied.out, 'NOT deleted (finish with your own credentials):', 'what is left is named');
@@ -434,17 +433,14 @@ t.test('remove --remove-rbac --kubeconfig deletes every object of the registrati
   for (const o of leftA) t.match(denied.out, `  ${o}: `, `${o} is named as not deleted`);
 
   // The registration is gone; the tenant's own kubeconfig removes what is labelled for it.
-  const removed = await cli([
-    '--token',
+  const removed = await removeCli(
     tenantA.apiKey,
-    'managed-clusters',
-    'remove',
     tenantA.tenantId,
     'job-a',
     '--remove-rbac',
     '--kubeconfig',
     adminKubeconfig,
-  ]);
+  );
   t.equal(removed.code, 0, `removed (${removed.err})`);
   t.match(removed.out, /no managed cluster job-a: nothing to remove/, 'the registration was removed before');
   t.match(removed.out, `deleted on the cluster (${selectorA}):`, 'the output lists what it deleted');
@@ -454,17 +450,14 @@ t.test('remove --remove-rbac --kubeconfig deletes every object of the registrati
   t.match(removed.out, 'namespace argocd-manager kept', 'the shared namespace is kept, and said so');
   await core.readNamespace({ name: 'argocd-manager' });
 
-  const again = await cli([
-    '--token',
+  const again = await removeCli(
     tenantA.apiKey,
-    'managed-clusters',
-    'remove',
     tenantA.tenantId,
     'job-a',
     '--remove-rbac',
     '--kubeconfig',
     adminKubeconfig,
-  ]);
+  );
   t.equal(again.code, 0, 'idempotent');
   t.match(
     again.out,
@@ -473,17 +466,14 @@ t.test('remove --remove-rbac --kubeconfig deletes every object of the registrati
   );
 
   // The other registration's leftovers, with its tenant's kubeconfig.
-  const cleanB = await cli([
-    '--token',
+  const cleanB = await removeCli(
     tenantB.apiKey,
-    'managed-clusters',
-    'remove',
     tenantB.tenantId,
     'edge',
     '--remove-rbac',
     '--kubeconfig',
     adminKubeconfig,
-  ]);
+  );
   t.equal(cleanB.code, 0, `removed (${cleanB.err})`);
   t.same(await labelled(selectorB), [], "and the other registration's leftovers are gone too");
 });
@@ -504,17 +494,14 @@ t.test('a cluster-wide registration: its ClusterRole and ClusterRoleBinding go t
   t.equal(run.code, 0, `the script registered it (stderr: ${run.stderr})`);
   t.match(run.stdout, /^registered managed cluster wide \(.*, cluster-wide\); operation /, 'cluster-wide');
 
-  const removed = await cli([
-    '--token',
+  const removed = await removeCli(
     tenantD.apiKey,
-    'managed-clusters',
-    'remove',
     tenantD.tenantId,
     'wide',
     '--remove-rbac',
     '--kubeconfig',
     adminKubeconfig,
-  ]);
+  );
   t.equal(removed.code, 0, `removed (${removed.err})`);
   t.match(removed.out, '  ClusterRoleBinding argocd-manager\n', 'the ClusterRoleBinding is listed as deleted');
   t.same(await labelled(selectorD), [], 'nothing labelled for the registration is left, cluster-scoped kinds included');
@@ -562,17 +549,14 @@ t.test("an older bootstrap's unlabelled objects: found by name, another registra
     body: { metadata: meta('argocd-manager', other), rules: [rule] },
   });
 
-  const removed = await cli([
-    '--token',
+  const removed = await removeCli(
     tenantC.apiKey,
-    'managed-clusters',
-    'remove',
     tenantC.tenantId,
     'old',
     '--remove-rbac',
     '--kubeconfig',
     adminKubeconfig,
-  ]);
+  );
   t.equal(removed.code, 0, `removed (${removed.err})`);
   for (const o of [
     'RoleBinding apps/argocd-manager',
@@ -640,15 +624,7 @@ t.test(
       'web',
     ]);
     t.equal(added.code, 0, `registered (${added.err})`);
-    const removed = await cli([
-      '--token',
-      tenantE.apiKey,
-      'managed-clusters',
-      'remove',
-      tenantE.tenantId,
-      'own-sa',
-      '--remove-rbac',
-    ]);
+    const removed = await removeCli(tenantE.apiKey, tenantE.tenantId, 'own-sa', '--remove-rbac');
     t.equal(removed.code, 0, `removed (${removed.err})`);
     t.match(
       removed.out,
@@ -665,16 +641,7 @@ t.test(
 );
 
 t.test('--kubeconfig without --remove-rbac is a usage error', async (t) => {
-  const r = await cli([
-    '--token',
-    tenantA.apiKey,
-    'managed-clusters',
-    'remove',
-    tenantA.tenantId,
-    'x',
-    '--kubeconfig',
-    adminKubeconfig,
-  ]);
+  const r = await removeCli(tenantA.apiKey, tenantA.tenantId, 'x', '--kubeconfig', adminKubeconfig);
   t.equal(r.code, 1, 'exit 1');
   t.match(r.err, /--kubeconfig and --context are for --remove-rbac/, 'saying so');
 });
