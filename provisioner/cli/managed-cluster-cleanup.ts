@@ -12,8 +12,8 @@
  */
 import type { KubeConfig, KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
 import {
-  BOOTSTRAP_ACCOUNT,
   BOOTSTRAP_NAMESPACE,
+  LEGACY_BOOTSTRAP_ACCOUNT,
   LABELS,
   REGISTRATION_KINDS,
   TENANT_LABEL,
@@ -36,7 +36,10 @@ export interface Cleanup {
   failed: Array<ObjectRef & { error: string; command: string }>;
 }
 
-/** The bootstrap's object names per kind (older objects without the registration's labels are looked up by them). */
+/**
+ * The names an older bootstrap gave its objects (one account `argocd-manager` for every
+ * registration); its objects without the registration's labels are looked up by them.
+ */
 const JOB_NAME = 'argocd-manager-bootstrap';
 
 export const describe = (o: ObjectRef): string => `${o.kind} ${o.namespace ? `${o.namespace}/` : ''}${o.name}`;
@@ -165,17 +168,17 @@ function legacyCandidates(kind: string, namespaces: readonly string[]): ObjectRe
     case 'Secret':
       return [inOwn(JOB_NAME)];
     case 'ServiceAccount':
-      return [inOwn(BOOTSTRAP_ACCOUNT)];
+      return [inOwn(LEGACY_BOOTSTRAP_ACCOUNT)];
     case 'Role':
     case 'RoleBinding':
       return [...new Set([BOOTSTRAP_NAMESPACE, ...namespaces])].map((namespace) => ({
         kind,
         namespace,
-        name: BOOTSTRAP_ACCOUNT,
+        name: LEGACY_BOOTSTRAP_ACCOUNT,
       }));
     case 'ClusterRole':
     case 'ClusterRoleBinding':
-      return namespaces.length === 0 ? [{ kind, name: BOOTSTRAP_ACCOUNT }] : [];
+      return namespaces.length === 0 ? [{ kind, name: LEGACY_BOOTSTRAP_ACCOUNT }] : [];
     default:
       return [];
   }
@@ -183,18 +186,20 @@ function legacyCandidates(kind: string, namespaces: readonly string[]): ObjectRe
 
 /**
  * What a bootstrap's registration leaves on the cluster after the API's DELETE with removeRbac
- * (`removed`: the API's `revocation.removed`, e.g. `namespaces/apps/roles/argocd-manager`; `revoked`:
+ * (`account`: the name of its ServiceAccount, which its Roles and bindings share; `removed`: the
+ * API's `revocation.removed`, e.g. `namespaces/apps/roles/argocd-manager-0123456789`; `revoked`:
  * whether it deleted the ServiceAccount): the RoleBindings (and the ClusterRoleBinding), the
  * account's own Role, and whatever the API could not delete.
  */
 export function leftAfterDelete(
+  account: string,
   namespaces: readonly string[],
   removed: readonly string[],
   revoked: boolean,
 ): ObjectRef[] {
   const gone = new Set(removed);
   const left: ObjectRef[] = [];
-  const name = BOOTSTRAP_ACCOUNT;
+  const name = account;
   for (const namespace of [...new Set([BOOTSTRAP_NAMESPACE, ...namespaces])]) {
     left.push({ kind: 'RoleBinding', namespace, name });
     if (!gone.has(`namespaces/${namespace}/roles/${name}`)) left.push({ kind: 'Role', namespace, name });

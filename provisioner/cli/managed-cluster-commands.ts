@@ -23,8 +23,8 @@ import {
   type ObjectRef,
 } from './managed-cluster-cleanup.ts';
 import {
-  BOOTSTRAP_ACCOUNT,
   BOOTSTRAP_NAMESPACE,
+  bootstrapAccount,
   bootstrapObjects,
   type KubeObject,
 } from '../managed-clusters/bootstrap.ts';
@@ -243,12 +243,15 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
         }
         // Without the tenant's credentials: what the API's DELETE leaves, and how to remove it.
         let left: ObjectRef[] = [];
+        // A bootstrap's account (its own, or the one older bootstraps shared) is in the bootstrap namespace.
+        const [saNamespace, account] = revocation?.serviceAccount.split('/') ?? [];
         const bootstrapped =
-          revocation?.serviceAccount === `${BOOTSTRAP_NAMESPACE}/${BOOTSTRAP_ACCOUNT}` &&
-          revocation.binding === undefined &&
-          revocation.validUntil === undefined;
+          saNamespace === BOOTSTRAP_NAMESPACE &&
+          account !== undefined &&
+          revocation?.binding === undefined &&
+          revocation?.validUntil === undefined;
         if (o.removeRbac && registration && revocation && bootstrapped)
-          left = leftAfterDelete(registration.namespaces, revocation.removed ?? [], revocation.revoked);
+          left = leftAfterDelete(account, registration.namespaces, revocation.removed ?? [], revocation.revoked);
         if (left.length > 0)
           lines.push(
             'left on the cluster (the account cannot delete its RoleBindings once their Roles are gone; they grant nothing without them):',
@@ -308,11 +311,12 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
             bootstrap: { ...(namespaces.length ? { namespaces } : {}), clusterWide: o.clusterWide === true, server },
           },
         );
+        const account = bootstrapAccount({ tenantId: tenant, name });
         const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
         for (const object of bootstrapObjects({ tenantId: tenant, name }, namespaces, o.clusterWide === true))
           await ensure(objects, object);
         const issued = await kc.makeApiClient(k8s.CoreV1Api).createNamespacedServiceAccountToken({
-          name: BOOTSTRAP_ACCOUNT,
+          name: account,
           namespace: BOOTSTRAP_NAMESPACE,
           body: { spec: { audiences: [], expirationSeconds: 600 } },
         });
@@ -330,7 +334,7 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
           () =>
             `connected managed cluster ${m.name} (${m.server}, Kubernetes ${m.serverVersion ?? 'unknown'}, ${
               m.namespaces.join(',') || 'cluster-wide'
-            }) as ServiceAccount ${BOOTSTRAP_NAMESPACE}/${BOOTSTRAP_ACCOUNT}; operation ${out.operationId} writes it into the tenant's Argo CD`,
+            }) as ServiceAccount ${BOOTSTRAP_NAMESPACE}/${account}; operation ${out.operationId} writes it into the tenant's Argo CD`,
         );
       },
     );

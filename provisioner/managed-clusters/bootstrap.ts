@@ -1,8 +1,9 @@
 /**
  * Bootstrap of a managed cluster: what is created on the tenant's cluster so that the control
- * plane holds least-privilege, short-lived credentials there. A ServiceAccount `argocd-manager`
- * in namespace `argocd-manager`, in each listed namespace a Role with every verb on every resource
- * and its RoleBinding (a ClusterRole and ClusterRoleBinding instead only when cluster-wide access
+ * plane holds least-privilege, short-lived credentials there. A ServiceAccount of its own,
+ * `argocd-manager-<id>` (bootstrapAccount: derived from the tenant's id and the registration's
+ * name), in the shared namespace `argocd-manager`, in each listed namespace a Role with every verb on every resource
+ * and its RoleBinding named after the account (a ClusterRole and ClusterRoleBinding instead only when cluster-wide access
  * is asked for explicitly), and in its own namespace a Role letting the account request tokens for
  * itself (TokenRequest, for the renewals) and delete itself (for the revocation on DELETE).
  *
@@ -18,7 +19,11 @@ import { stringify } from 'yaml';
 import { ClusterNetworkError, kubeRequest, type ClusterConnection } from './kube-api.ts';
 
 export const BOOTSTRAP_NAMESPACE = 'argocd-manager';
-export const BOOTSTRAP_ACCOUNT = 'argocd-manager';
+/**
+ * The one account every bootstrap used before each registration got its own: registrations made
+ * then record it in their created objects (`created.serviceAccount`), which the revocation reads.
+ */
+export const LEGACY_BOOTSTRAP_ACCOUNT = 'argocd-manager';
 /** Longest life of a bootstrap token. */
 export const BOOTSTRAP_TTL_SECONDS = 3600;
 const TOKEN_PREFIX = 'hrtb_';
@@ -27,9 +32,9 @@ const TOKEN_PREFIX = 'hrtb_';
 export interface CreatedObjects {
   /** `namespace/name` of the ServiceAccount. */
   serviceAccount: string;
-  /** Namespaces holding a Role and RoleBinding `argocd-manager`. */
+  /** Namespaces holding a Role and RoleBinding named after the account. */
   namespaces: string[];
-  /** A ClusterRole and ClusterRoleBinding `argocd-manager`. */
+  /** A ClusterRole and ClusterRoleBinding named after the account. */
   clusterWide: boolean;
 }
 
@@ -41,7 +46,7 @@ export type KubeObject = { apiVersion: string; kind: string; metadata: { name: s
 /** On every object a bootstrap creates (the Namespace, which registrations may share, has these only). */
 export const LABELS = Object.freeze({
   'app.kubernetes.io/managed-by': 'hosted-runtimes',
-  'app.kubernetes.io/name': 'argocd-manager',
+  'app.kubernetes.io/name': LEGACY_BOOTSTRAP_ACCOUNT,
 });
 /** The registration an object was created for: `remove --remove-rbac --kubeconfig` selects by them. */
 export const TENANT_LABEL = 'hosted-runtimes.io/tenant';
@@ -53,6 +58,18 @@ export interface RegistrationRef {
   tenantId: string;
   name: string;
 }
+
+/**
+ * The ServiceAccount (and Role, RoleBinding, ClusterRole, ClusterRoleBinding) name of a
+ * registration's bootstrap: `argocd-manager-` and the first 10 hex digits of the SHA-256 of the
+ * tenant's id and the registration's name. Two registrations of one cluster (two tenants, or one
+ * tenant under two names) get two accounts, so removing one revokes only its own tokens.
+ */
+export const bootstrapAccount = (r: RegistrationRef): string =>
+  `${LEGACY_BOOTSTRAP_ACCOUNT}-${createHash('sha256').update(`${r.tenantId}/${r.name}`).digest('hex').slice(0, 10)}`;
+
+/** The name of the Job (and its Secret) of a registration's bootstrap manifest. */
+export const bootstrapJobName = (r: RegistrationRef): string => `${bootstrapAccount(r)}-bootstrap`;
 
 export const registrationLabels = (r: RegistrationRef): Record<string, string> => ({
   ...LABELS,
@@ -93,25 +110,26 @@ export function bootstrapObjects(
     ...(namespace ? { namespace } : {}),
     labels: { ...labels },
   });
-  const subject = { kind: 'ServiceAccount', name: BOOTSTRAP_ACCOUNT, namespace: BOOTSTRAP_NAMESPACE };
+  const account = bootstrapAccount(registration);
+  const subject = { kind: 'ServiceAccount', name: account, namespace: BOOTSTRAP_NAMESPACE };
   const objects: KubeObject[] = [
     { apiVersion: 'v1', kind: 'Namespace', metadata: { name: BOOTSTRAP_NAMESPACE, labels: { ...LABELS } } },
-    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(BOOTSTRAP_ACCOUNT, BOOTSTRAP_NAMESPACE) },
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(account, BOOTSTRAP_NAMESPACE) },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'Role',
-      metadata: meta(BOOTSTRAP_ACCOUNT, BOOTSTRAP_NAMESPACE),
+      metadata: meta(account, BOOTSTRAP_NAMESPACE),
       rules: [
         {
           apiGroups: [''],
           resources: ['serviceaccounts/token'],
-          resourceNames: [BOOTSTRAP_ACCOUNT],
+          resourceNames: [account],
           verbs: ['create'],
         },
         {
           apiGroups: [''],
           resources: ['serviceaccounts'],
-          resourceNames: [BOOTSTRAP_ACCOUNT],
+          resourceNames: [account],
           verbs: ['get', 'delete'],
         },
       ],
@@ -119,8 +137,8 @@ export function bootstrapObjects(
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'RoleBinding',
-      metadata: meta(BOOTSTRAP_ACCOUNT, BOOTSTRAP_NAMESPACE),
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: BOOTSTRAP_ACCOUNT },
+      metadata: meta(account, BOOTSTRAP_NAMESPACE),
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: account },
       subjects: [subject],
     },
   ];
@@ -129,26 +147,26 @@ export function bootstrapObjects(
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'ClusterRole',
-        metadata: meta(BOOTSTRAP_ACCOUNT),
+        metadata: meta(account),
         rules: ALL,
       },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'ClusterRoleBinding',
-        metadata: meta(BOOTSTRAP_ACCOUNT),
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: BOOTSTRAP_ACCOUNT },
+        metadata: meta(account),
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: account },
         subjects: [subject],
       },
     );
   }
   for (const ns of namespaces) {
     objects.push(
-      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: meta(BOOTSTRAP_ACCOUNT, ns), rules: ALL },
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: meta(account, ns), rules: ALL },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'RoleBinding',
-        metadata: meta(BOOTSTRAP_ACCOUNT, ns),
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: BOOTSTRAP_ACCOUNT },
+        metadata: meta(account, ns),
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: account },
         subjects: [subject],
       },
     );
@@ -166,7 +184,7 @@ export const hashBootstrapToken = (token: string): string => createHash('sha256'
 
 /**
  * What the Job runs: the new account's token and CA, sent with the bootstrap token to redeem it.
- * Its output is what the tenant reads in `kubectl logs job/argocd-manager-bootstrap`: the
+ * Its output is what the tenant reads in `kubectl logs job/argocd-manager-<id>-bootstrap`: the
  * registration, or `bootstrap failed: ` and what to check. `SA_DIR` (not set by the manifest)
  * points it at another copy of the pod's ServiceAccount files.
  */
@@ -179,7 +197,8 @@ const fail = (message) => { throw Object.assign(new Error(message), { expected: 
   const read = (file) => {
     try { return fs.readFileSync(sa + '/' + file, 'utf8').trim(); } catch (err) {
       fail("cannot read the pod's ServiceAccount " + file + ' at ' + sa + '/' + file + ' (' + (err.code || err.message) +
-        '): the Job must run as ServiceAccount argocd-manager with its token mounted');
+        '): the Job must run as its ServiceAccount (' + (process.env.ACCOUNT || 'argocd-manager-<id>') +
+        ') with its token mounted');
     }
   };
   const url = process.env.REDEEM_URL;
@@ -231,26 +250,28 @@ export interface JobManifestInput {
  */
 export function jobManifest(i: JobManifestInput): string {
   const labels = registrationLabels(i.registration);
+  const account = bootstrapAccount(i.registration);
+  const job = bootstrapJobName(i.registration);
   const objects: object[] = [
     ...bootstrapObjects(i.registration, i.namespaces, i.clusterWide),
     {
       apiVersion: 'v1',
       kind: 'Secret',
-      metadata: { name: 'argocd-manager-bootstrap', namespace: BOOTSTRAP_NAMESPACE, labels: { ...labels } },
+      metadata: { name: job, namespace: BOOTSTRAP_NAMESPACE, labels: { ...labels } },
       type: 'Opaque',
       stringData: { token: i.bootstrapToken },
     },
     {
       apiVersion: 'batch/v1',
       kind: 'Job',
-      metadata: { name: 'argocd-manager-bootstrap', namespace: BOOTSTRAP_NAMESPACE, labels: { ...labels } },
+      metadata: { name: job, namespace: BOOTSTRAP_NAMESPACE, labels: { ...labels } },
       spec: {
         backoffLimit: 3,
         ttlSecondsAfterFinished: 600,
         template: {
           metadata: { labels: { ...labels } },
           spec: {
-            serviceAccountName: BOOTSTRAP_ACCOUNT,
+            serviceAccountName: account,
             restartPolicy: 'Never',
             securityContext: { runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } },
             containers: [
@@ -261,9 +282,10 @@ export function jobManifest(i: JobManifestInput): string {
                 env: [
                   { name: 'REDEEM_URL', value: i.redeemUrl },
                   { name: 'SERVER', value: i.server },
+                  { name: 'ACCOUNT', value: `${BOOTSTRAP_NAMESPACE}/${account}` },
                   {
                     name: 'BOOTSTRAP_TOKEN',
-                    valueFrom: { secretKeyRef: { name: 'argocd-manager-bootstrap', key: 'token' } },
+                    valueFrom: { secretKeyRef: { name: job, key: 'token' } },
                   },
                 ],
                 securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
@@ -324,7 +346,8 @@ export async function revokeCreated(
   removeRbac: boolean,
   signal: AbortSignal,
 ): Promise<Revocation> {
-  const [saNamespace = BOOTSTRAP_NAMESPACE, saName = BOOTSTRAP_ACCOUNT] = created.serviceAccount.split('/');
+  // The account recorded at registration: per registration, or `argocd-manager` for older ones.
+  const [saNamespace = BOOTSTRAP_NAMESPACE, saName = LEGACY_BOOTSTRAP_ACCOUNT] = created.serviceAccount.split('/');
   const out: Revocation = { serviceAccount: created.serviceAccount, revoked: false, removed: [] };
   const del = async (path: string): Promise<number> => (await kubeRequest(conn, 'DELETE', path, { signal })).status;
   const rbacBase = '/apis/rbac.authorization.k8s.io/v1';

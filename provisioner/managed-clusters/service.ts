@@ -47,8 +47,8 @@ import { checkError, validateCluster } from './validate.ts';
 import { checkThroughRuntime, RuntimeCheckError } from './via-runtime.ts';
 import type { TunnelServer } from '../tunnel/server.ts';
 import {
-  BOOTSTRAP_ACCOUNT,
   BOOTSTRAP_NAMESPACE,
+  bootstrapAccount,
   BOOTSTRAP_TTL_SECONDS,
   connectCommand,
   hashBootstrapToken,
@@ -480,9 +480,11 @@ export class ManagedClusterService {
     const by: Requester = { actor: { id: `bootstrap:${claimed.id}`, role: 'bootstrap' }, requestId };
     try {
       const sa = serviceAccountOf(input.token);
-      if (sa?.namespace !== BOOTSTRAP_NAMESPACE || sa.name !== BOOTSTRAP_ACCOUNT)
+      // Each registration's bootstrap has its own account (bootstrapAccount): only its token redeems.
+      const account = bootstrapAccount({ tenantId: claimed.tenantId, name: claimed.name });
+      if (sa?.namespace !== BOOTSTRAP_NAMESPACE || sa.name !== account)
         throw errors.validation(
-          `the token must be the bootstrap's ServiceAccount's (${BOOTSTRAP_NAMESPACE}/${BOOTSTRAP_ACCOUNT}), from TokenRequest or its pod`,
+          `the token must be the bootstrap's ServiceAccount's (${BOOTSTRAP_NAMESPACE}/${account}), from TokenRequest or its pod`,
           'token',
         );
       const registered = await this.register(

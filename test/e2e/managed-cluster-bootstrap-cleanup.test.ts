@@ -6,7 +6,7 @@
  *
  * The script: the Job manifest the API answers is applied with an admin kubeconfig (as `kubectl
  * apply` would; the Job itself needs a kubelet, so the test plays the pod: a TokenRequest for
- * argocd-manager/argocd-manager and the API server's CA written to a directory, SA_DIR) and the
+ * the registration's own account argocd-manager/argocd-manager-<id> and the API server's CA written to a directory, SA_DIR) and the
  * exact script text of the Job's container is run with `node -e` and the container's environment
  * from the manifest. It registers the cluster (exit 0, the registration printed), which then
  * answers the health probe; run again it exits 1 naming the used token (410); a REDEEM_URL
@@ -38,7 +38,11 @@ import {
 } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { main } from '../../provisioner/cli/main.ts';
-import { REGISTRATION_KINDS, registrationSelector } from '../../provisioner/managed-clusters/bootstrap.ts';
+import {
+  REGISTRATION_KINDS,
+  bootstrapAccount,
+  registrationSelector,
+} from '../../provisioner/managed-clusters/bootstrap.ts';
 import { createTestApi, type TestApi } from '../helpers/api.ts';
 import { startApiServers } from './harness/control-plane.ts';
 import { freePort, until } from './harness/processes.ts';
@@ -168,10 +172,10 @@ async function applyManifest(docs: ManifestDoc[]): Promise<void> {
 }
 
 /** The pod's mounted ServiceAccount files in a directory: a TokenRequest's token and the API server's CA. */
-async function podServiceAccount(saDir: string): Promise<string> {
+async function podServiceAccount(saDir: string, account: string): Promise<string> {
   const token = (
     await core.createNamespacedServiceAccountToken({
-      name: 'argocd-manager',
+      name: account,
       namespace: 'argocd-manager',
       body: { spec: { audiences: [], expirationSeconds: 3600 } },
     })
@@ -203,6 +207,7 @@ function runScript(
 }
 
 const tenantA = await api.signup();
+const accountA = bootstrapAccount({ tenantId: tenantA.tenantId, name: 'job-a' });
 const bootA = await issueBootstrap(tenantA, 'job-a', { namespaces: ['apps'], server: own.server });
 const { issued, docs, job, container } = bootA;
 const jobEnv = bootA.env;
@@ -211,7 +216,8 @@ const runJob = (extra: Record<string, string>) => runScript(bootA, extra);
 
 t.test('the Job manifest, applied, and its script run as the pod would: the cluster is registered', async (t) => {
   t.same(container.command.slice(0, 2), ['node', '-e'], 'the Job runs a script with node -e');
-  t.equal(job.spec!.template.spec.serviceAccountName, 'argocd-manager', 'as the bootstrap account');
+  t.match(accountA, /^argocd-manager-[0-9a-f]{10}$/, "the registration's own account name");
+  t.equal(job.spec!.template.spec.serviceAccountName, accountA, 'as the bootstrap account');
   t.notOk('SA_DIR' in jobEnv, 'the manifest leaves the ServiceAccount directory at its in-pod default');
   t.equal(jobEnv.REDEEM_URL, `${url}/v1/managed-clusters/redeem`, 'it redeems at the public URL');
   t.equal(jobEnv.SERVER, own.server, 'for the server given');
@@ -221,17 +227,17 @@ t.test('the Job manifest, applied, and its script run as the pod would: the clus
   t.same(
     await labelled(selectorA),
     [
-      'Role apps/argocd-manager',
-      'Role argocd-manager/argocd-manager',
-      'RoleBinding apps/argocd-manager',
-      'RoleBinding argocd-manager/argocd-manager',
-      'Secret argocd-manager/argocd-manager-bootstrap',
-      'ServiceAccount argocd-manager/argocd-manager',
+      `Role apps/${accountA}`,
+      `Role argocd-manager/${accountA}`,
+      `RoleBinding apps/${accountA}`,
+      `RoleBinding argocd-manager/${accountA}`,
+      `Secret argocd-manager/${accountA}-bootstrap`,
+      `ServiceAccount argocd-manager/${accountA}`,
     ],
     "every object applied but the Namespace carries the registration's labels",
   );
 
-  const token = await podServiceAccount(saDir);
+  const token = await podServiceAccount(saDir, accountA);
 
   const run = await runJob({ SA_DIR: saDir });
   t.equal(run.code, 0, `the script exits 0 (stderr: ${run.stderr})`);
@@ -246,7 +252,7 @@ t.test('the Job manifest, applied, and its script run as the pod would: the clus
   const got = await http('GET', `/v1/tenants/${tenantA.tenantId}/managed-clusters/job-a`, tenantA.apiKey);
   t.equal(got.status, 200, 'the registration exists');
   t.same(got.json().namespaces, ['apps'], 'for the listed namespace');
-  t.equal(got.json().tokenRotation?.serviceAccount, 'argocd-manager/argocd-manager', 'as the bootstrap account');
+  t.equal(got.json().tokenRotation?.serviceAccount, `argocd-manager/${accountA}`, 'as the bootstrap account');
   const probed = await until('a probe of job-a', 30_000, async () => {
     const r = await http('GET', `/v1/tenants/${tenantA.tenantId}/managed-clusters/job-a`, tenantA.apiKey);
     const c = r.json().conditions?.find((x) => x.type === 'Reachable');
@@ -292,7 +298,7 @@ t.test('a wrong REDEEM_URL or missing ServiceAccount files: exit 1 saying what t
   t.equal(noFiles.code, 1, 'no ServiceAccount files: exit 1');
   t.match(
     noFiles.stderr,
-    `bootstrap failed: cannot read the pod's ServiceAccount ca.crt at ${empty}/ca.crt (ENOENT): the Job must run as ServiceAccount argocd-manager with its token mounted`,
+    `bootstrap failed: cannot read the pod's ServiceAccount ca.crt at ${empty}/ca.crt (ENOENT): the Job must run as its ServiceAccount (argocd-manager/${accountA}) with its token mounted`,
     'stderr names the file and the account',
   );
 });
@@ -302,6 +308,7 @@ t.test('a wrong REDEEM_URL or missing ServiceAccount files: exit 1 saying what t
 const tenantB = await api.signup();
 const selectorA = registrationSelector({ tenantId: tenantA.tenantId, name: 'job-a' });
 const selectorB = registrationSelector({ tenantId: tenantB.tenantId, name: 'edge' });
+const accountB = bootstrapAccount({ tenantId: tenantB.tenantId, name: 'edge' });
 
 t.test('remove --remove-rbac without a kubeconfig names what the API leaves on the cluster', async (t) => {
   // Another tenant connects the same cluster with the CLI (its own registration, namespace web).
@@ -321,41 +328,37 @@ t.test('remove --remove-rbac without a kubeconfig names what the API leaves on t
   t.same(
     await labelled(selectorB),
     [
-      'Role argocd-manager/argocd-manager',
-      'Role web/argocd-manager',
-      'RoleBinding argocd-manager/argocd-manager',
-      'RoleBinding web/argocd-manager',
-      'ServiceAccount argocd-manager/argocd-manager',
+      `Role argocd-manager/${accountB}`,
+      `Role web/${accountB}`,
+      `RoleBinding argocd-manager/${accountB}`,
+      `RoleBinding web/${accountB}`,
+      `ServiceAccount argocd-manager/${accountB}`,
     ],
-    "connect labels its objects with the registration (the account's labels moved to it)",
+    'connect creates its own account and RBAC, labelled with the registration',
   );
 
   const removed = await removeCli(tenantB.apiKey, tenantB.tenantId, 'edge', '--remove-rbac');
   t.equal(removed.code, 0, `removed (${removed.err})`);
-  t.match(removed.out, /ServiceAccount argocd-manager\/argocd-manager deleted/, 'the API revoked the account');
+  t.match(removed.out, `ServiceAccount argocd-manager/${accountB} deleted`, 'the API revoked the account');
   const left = await labelled(selectorB);
   t.same(
     left,
-    [
-      'Role argocd-manager/argocd-manager',
-      'RoleBinding argocd-manager/argocd-manager',
-      'RoleBinding web/argocd-manager',
-    ],
+    [`Role argocd-manager/${accountB}`, `RoleBinding argocd-manager/${accountB}`, `RoleBinding web/${accountB}`],
     "on the cluster: the bindings and the account's own Role (the Role in web is gone)",
   );
   t.match(
     removed.out,
     [
       'left on the cluster (the account cannot delete its RoleBindings once their Roles are gone; they grant nothing without them):',
-      '  RoleBinding argocd-manager/argocd-manager',
-      '  Role argocd-manager/argocd-manager',
-      '  RoleBinding web/argocd-manager',
+      `  RoleBinding argocd-manager/${accountB}`,
+      `  Role argocd-manager/${accountB}`,
+      `  RoleBinding web/${accountB}`,
       'remove them with your own credentials for the cluster:',
       `  provisioner managed-clusters remove ${tenantB.tenantId} edge --remove-rbac --kubeconfig FILE`,
       'or:',
-      '  kubectl -n argocd-manager delete rolebinding argocd-manager',
-      '  kubectl -n argocd-manager delete role argocd-manager',
-      '  kubectl -n web delete rolebinding argocd-manager',
+      `  kubectl -n argocd-manager delete rolebinding ${accountB}`,
+      `  kubectl -n argocd-manager delete role ${accountB}`,
+      `  kubectl -n web delete rolebinding ${accountB}`,
     ].join('\n'),
     'the output names exactly those objects and the commands removing them',
   );
@@ -418,17 +421,28 @@ t.test('remove --remove-rbac --kubeconfig deletes every object of the registrati
   t.match(denied.out, 'NOT deleted (finish with your own credentials):', 'what is left is named');
   t.match(
     denied.out,
-    / {2}RoleBinding apps\/argocd-manager: .*forbidden.*\n {4}kubectl --kubeconfig \S+viewer\.kubeconfig -n apps delete rolebinding argocd-manager/,
+    new RegExp(
+      ` {2}RoleBinding apps/${accountA}: .*forbidden.*\n {4}kubectl --kubeconfig \\S+viewer\\.kubeconfig -n apps delete rolebinding ${accountA}\n`,
+    ),
     'each with the error and its kubectl command',
   );
-  // What the API's DELETE leaves: the binding and the Secret (its Role too when the account,
-  // shared with the other registration and deleted by its removal, is refused by then).
+  // What the API's DELETE leaves: the bindings, the account's own Role and the Secret (its own
+  // account, untouched by the other registration's removal, deleted the Role in apps and itself).
   const leftA = await labelled(selectorA);
-  t.ok(
-    ['RoleBinding apps/argocd-manager', 'Secret argocd-manager/argocd-manager-bootstrap'].every((o) =>
-      leftA.includes(o),
-    ),
-    `the objects are still there (${leftA.join(', ')})`,
+  t.same(
+    leftA,
+    [
+      `Role argocd-manager/${accountA}`,
+      `RoleBinding apps/${accountA}`,
+      `RoleBinding argocd-manager/${accountA}`,
+      `Secret argocd-manager/${accountA}-bootstrap`,
+    ],
+    'the objects the API could not delete are still there',
+  );
+  t.match(
+    denied.out,
+    `ServiceAccount argocd-manager/${accountA} deleted`,
+    "the API revoked the registration's account",
   );
   for (const o of leftA) t.match(denied.out, `  ${o}: `, `${o} is named as not deleted`);
 
@@ -483,13 +497,14 @@ t.test('a cluster-wide registration: its ClusterRole and ClusterRoleBinding go t
   const bootD = await issueBootstrap(tenantD, 'wide', { clusterWide: true, server: own.server });
   await applyManifest(bootD.docs);
   const selectorD = registrationSelector({ tenantId: tenantD.tenantId, name: 'wide' });
+  const accountD = bootstrapAccount({ tenantId: tenantD.tenantId, name: 'wide' });
   t.same(
     (await labelled(selectorD)).filter((o) => o.startsWith('Cluster')),
-    ['ClusterRole argocd-manager', 'ClusterRoleBinding argocd-manager'],
+    [`ClusterRole ${accountD}`, `ClusterRoleBinding ${accountD}`],
     'the manifest created the ClusterRole and its binding, labelled',
   );
   const wideDir = join(dir, 'serviceaccount-wide');
-  await podServiceAccount(wideDir);
+  await podServiceAccount(wideDir, accountD);
   const run = await runScript(bootD, { SA_DIR: wideDir });
   t.equal(run.code, 0, `the script registered it (stderr: ${run.stderr})`);
   t.match(run.stdout, /^registered managed cluster wide \(.*, cluster-wide\); operation /, 'cluster-wide');
@@ -503,12 +518,12 @@ t.test('a cluster-wide registration: its ClusterRole and ClusterRoleBinding go t
     adminKubeconfig,
   );
   t.equal(removed.code, 0, `removed (${removed.err})`);
-  t.match(removed.out, '  ClusterRoleBinding argocd-manager\n', 'the ClusterRoleBinding is listed as deleted');
+  t.match(removed.out, `  ClusterRoleBinding ${accountD}\n`, 'the ClusterRoleBinding is listed as deleted');
   t.same(await labelled(selectorD), [], 'nothing labelled for the registration is left, cluster-scoped kinds included');
   const bindings = await rbac.listClusterRoleBinding();
   t.notOk(
-    bindings.items.some((b) => b.metadata?.name === 'argocd-manager'),
-    'no ClusterRoleBinding argocd-manager is left',
+    bindings.items.some((b) => b.metadata?.name === accountD),
+    `no ClusterRoleBinding ${accountD} is left`,
   );
 });
 

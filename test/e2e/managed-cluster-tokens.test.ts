@@ -18,7 +18,12 @@
  * (410), unknown tokens (401), refusals that give the token back; least privilege (the account
  * can do nothing outside the listed namespaces); DELETE revokes (the held token gets 401 within
  * 60 s, the RBAC removed with removeRbac=1, a second DELETE is a 204); and the CLI's `connect`
- * with the tenant's kubeconfig file, end to end.
+ * with the tenant's kubeconfig file, end to end. Each registration's bootstrap has its own account
+ * `argocd-manager-<id>`: redemption accepts only its token (not another account's, nor the former
+ * shared `argocd-manager`); two tenants bootstrapping one cluster (Job manifest and `connect`) get
+ * two accounts, and `remove --remove-rbac --kubeconfig` of one revokes only its token (the other's,
+ * polled meanwhile, keeps working) and deletes only its objects. A registration recorded with the
+ * former shared account is still revoked by DELETE.
  */
 import t from 'tap';
 import { join } from 'node:path';
@@ -34,6 +39,7 @@ import { parseAllDocuments } from 'yaml';
 import { main } from '../../provisioner/cli/main.ts';
 import { createTestApi, startReplica, type TestApi, type TestReplica } from '../helpers/api.ts';
 import { kubeRequest } from '../../provisioner/managed-clusters/kube-api.ts';
+import { bootstrapAccount } from '../../provisioner/managed-clusters/bootstrap.ts';
 import { startApiServers } from './harness/control-plane.ts';
 
 t.setTimeout(10 * 60_000);
@@ -226,10 +232,13 @@ const bootTenant = await api.signup();
 const bootBase = `/v1/tenants/${bootTenant.tenantId}/managed-clusters`;
 const objects = KubernetesObjectApi.makeApiClient(own.kc);
 
+/** The account of the bootstrap of bootTenant's `boot`. */
+const bootAccount = bootstrapAccount({ tenantId: bootTenant.tenantId, name: 'boot' });
+
 /** What the Job does on the cluster: a token of the bootstrap's account (its pod's would do as well). */
-async function bootstrapAccountToken(): Promise<string> {
+async function bootstrapAccountToken(name = bootAccount): Promise<string> {
   const answer = await core.createNamespacedServiceAccountToken({
-    name: 'argocd-manager',
+    name,
     namespace: 'argocd-manager',
     body: { spec: { audiences: [], expirationSeconds: 600 } },
   });
@@ -282,19 +291,20 @@ t.test('a bootstrap token: Job manifest, redeemed once with the new account, lea
     docs.map((d) => `${d.kind}/${d.metadata?.namespace ?? ''}/${d.metadata?.name}`),
     [
       'Namespace//argocd-manager',
-      'ServiceAccount/argocd-manager/argocd-manager',
-      'Role/argocd-manager/argocd-manager',
-      'RoleBinding/argocd-manager/argocd-manager',
-      'Role/apps/argocd-manager',
-      'RoleBinding/apps/argocd-manager',
-      'Secret/argocd-manager/argocd-manager-bootstrap',
-      'Job/argocd-manager/argocd-manager-bootstrap',
+      `ServiceAccount/argocd-manager/${bootAccount}`,
+      `Role/argocd-manager/${bootAccount}`,
+      `RoleBinding/argocd-manager/${bootAccount}`,
+      `Role/apps/${bootAccount}`,
+      `RoleBinding/apps/${bootAccount}`,
+      `Secret/argocd-manager/${bootAccount}-bootstrap`,
+      `Job/argocd-manager/${bootAccount}-bootstrap`,
     ],
     'the manifest: account, its own Role, a Role in each listed namespace (no ClusterRole), the token, the Job',
   );
+  t.match(bootAccount, /^argocd-manager-[0-9a-f]{10}$/, 'the account is named for the registration');
   const job = docs.at(-1)!;
   const container = job.spec.template.spec.containers[0]!;
-  t.equal(job.spec.template.spec.serviceAccountName, 'argocd-manager', 'the Job runs as the new account');
+  t.equal(job.spec.template.spec.serviceAccountName, bootAccount, 'the Job runs as the new account');
   t.match(container.image, /tunnel-client/, "the Job runs the agents' image");
   t.match(
     container.env.find((e) => e.name === 'REDEEM_URL')?.value,
@@ -323,7 +333,19 @@ t.test('a bootstrap token: Job manifest, redeemed once with the new account, lea
 
   const wrongAccount = await redeem(b.token, { server: own.server, token: fixedToken, caData: ca });
   t.equal(wrongAccount.statusCode, 400, "another account's token is refused");
-  t.match(wrongAccount.json().error.message, /argocd-manager\/argocd-manager/, 'naming the account expected');
+  t.match(wrongAccount.json().error.message, `argocd-manager/${bootAccount}`, 'naming the account expected');
+  // Nor is the account every bootstrap shared before each registration got its own.
+  await core.createNamespacedServiceAccount({
+    namespace: 'argocd-manager',
+    body: { metadata: { name: 'argocd-manager' } },
+  });
+  const shared = await redeem(b.token, {
+    server: own.server,
+    token: await bootstrapAccountToken('argocd-manager'),
+    caData: ca,
+  });
+  t.equal(shared.statusCode, 400, "the former shared account's token is refused");
+  await core.deleteNamespacedServiceAccount({ namespace: 'argocd-manager', name: 'argocd-manager' });
 
   const ok = await redeem(b.token, { server: own.server, token: accountToken, caData: ca });
   t.equal(ok.statusCode, 201, `redeemed after the refusal gave the token back (${ok.body.slice(0, 300)})`);
@@ -332,7 +354,7 @@ t.test('a bootstrap token: Job manifest, redeemed once with the new account, lea
   t.same(m.namespaces, ['apps'], 'for the listed namespaces');
   t.equal(
     m.tokenRotation?.serviceAccount,
-    'argocd-manager/argocd-manager',
+    `argocd-manager/${bootAccount}`,
     'with short-lived tokens of the new account',
   );
   bootToken = b.token;
@@ -388,7 +410,7 @@ t.test('DELETE revokes: the held token is refused within 60 s, the RBAC removed,
   t.equal(res.statusCode, 202, `removed (${res.body.slice(0, 300)})`);
   const revocation = res.json().revocation;
   t.equal(revocation?.revoked, true, 'the ServiceAccount was deleted');
-  t.same(revocation.removed, ['namespaces/apps/roles/argocd-manager'], 'and its Role in the listed namespace');
+  t.same(revocation.removed, [`namespaces/apps/roles/${bootAccount}`], 'and its Role in the listed namespace');
   const started = Date.now();
   let status = await poll(held);
   while (status !== 401 && Date.now() - started < 60_000) {
@@ -398,16 +420,20 @@ t.test('DELETE revokes: the held token is refused within 60 s, the RBAC removed,
   t.equal(status, 401, `the held token is refused (${Math.round((Date.now() - started) / 1000)} s after the removal)`);
   const roles = await rbac.listNamespacedRole({ namespace: 'apps' });
   t.notOk(
-    roles.items.some((r) => r.metadata?.name === 'argocd-manager'),
+    roles.items.some((r) => r.metadata?.name === bootAccount),
     "the bootstrap's Role in apps is gone",
   );
   const again = await api.request('DELETE', `${bootBase}/boot?removeRbac=1`, { key: bootTenant.apiKey });
   t.equal(again.statusCode, 204, 'a second removal: 204, nothing to do');
 });
 
+/** Where the API listens on HTTP, for the CLI (once listening). */
+let apiUrl = '';
+
 t.test('the CLI connects a cluster with the tenant kubeconfig file', async (t) => {
   const cliTenant = await api.signup();
-  const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
+  apiUrl ||= await api.app.listen({ port: 0, host: '127.0.0.1' });
+  const url = apiUrl;
   const file = join(dir, 'tenant.kubeconfig');
   await writeFile(file, own.kubeconfig, { mode: 0o600 });
   const out: string[] = [];
@@ -430,18 +456,15 @@ t.test('the CLI connects a cluster with the tenant kubeconfig file', async (t) =
     { out: (s) => out.push(s), err: (s) => err.push(s), env: {} },
   );
   t.equal(code, 0, `connect succeeded (${err.join(' ')})`);
-  t.match(
-    out.join('\n'),
-    /connected managed cluster edge .* as ServiceAccount argocd-manager\/argocd-manager/,
-    'it says so',
-  );
+  const edgeAccount = bootstrapAccount({ tenantId: cliTenant.tenantId, name: 'edge' });
+  t.match(out.join('\n'), `as ServiceAccount argocd-manager/${edgeAccount};`, 'it says so, naming its own account');
   const list = await api.request('GET', `/v1/tenants/${cliTenant.tenantId}/managed-clusters`, {
     key: cliTenant.apiKey,
   });
   const edge = list.json().items[0];
   t.equal(edge?.name, 'edge', 'registered');
   t.same(edge.namespaces, ['apps'], 'for the listed namespace');
-  t.equal(edge.tokenRotation?.serviceAccount, 'argocd-manager/argocd-manager', 'with short-lived tokens');
+  t.equal(edge.tokenRotation?.serviceAccount, `argocd-manager/${edgeAccount}`, 'with short-lived tokens');
   const held = await programToken2(cliTenant.tenantId, 'edge');
   t.equal(await poll(held), 200, "the program's token works in the listed namespace");
 
@@ -461,6 +484,186 @@ t.test('the CLI connects a cluster with the tenant kubeconfig file', async (t) =
     { out: () => undefined, err: (s) => err.push(s), env: {} },
   );
   t.not(usage, 0, 'connect without --namespaces or --cluster-wide is refused');
+});
+
+t.test(
+  'two tenants bootstrap one cluster: own accounts; removing one revokes only its tokens and objects',
+  async (t) => {
+    apiUrl ||= await api.app.listen({ port: 0, host: '127.0.0.1' });
+    const url = apiUrl;
+    const file = join(dir, 'shared.kubeconfig');
+    await writeFile(file, own.kubeconfig, { mode: 0o600 });
+    const a = await api.signup();
+    const b = await api.signup();
+    const accountA = bootstrapAccount({ tenantId: a.tenantId, name: 'shared' });
+    const accountB = bootstrapAccount({ tenantId: b.tenantId, name: 'shared' });
+    t.not(accountA, accountB, 'the two registrations get two account names');
+
+    // Tenant A: the Job manifest (applied as the tenant would; the test plays the Job's pod).
+    const issued = await issue(a.tenantId, a.apiKey, 'shared', { namespaces: ['apps'], server: own.server });
+    t.equal(issued.statusCode, 201, `issued (${issued.body.slice(0, 300)})`);
+    const docs = parseAllDocuments(issued.json().bootstrap.job).map((d) => d.toJS() as ManifestDoc);
+    for (const d of docs.slice(0, -1)) {
+      if (d.kind === 'Namespace') continue; // exists already
+      await objects.create(d);
+    }
+    const redeemedA = await redeem(issued.json().bootstrap.token, {
+      server: own.server,
+      token: await bootstrapAccountToken(accountA),
+      caData: ca,
+    });
+    t.equal(redeemedA.statusCode, 201, `tenant A registered (${redeemedA.body.slice(0, 300)})`);
+    t.equal(redeemedA.json().managedCluster.tokenRotation?.serviceAccount, `argocd-manager/${accountA}`, "A's account");
+
+    // Tenant B: `connect` with its kubeconfig.
+    const err: string[] = [];
+    const cli = (key: string, args: string[]) =>
+      main(['--url', url, '--token', key, 'managed-clusters', ...args], {
+        out: (line) => out.push(line),
+        err: (line) => err.push(line),
+        env: {},
+      });
+    const out: string[] = [];
+    const connected = await cli(b.apiKey, [
+      'connect',
+      b.tenantId,
+      'shared',
+      '--kubeconfig',
+      file,
+      '--namespaces',
+      'apps',
+    ]);
+    t.equal(connected, 0, `tenant B connected (${err.join(' ')})`);
+    t.match(out.join('\n'), `as ServiceAccount argocd-manager/${accountB};`, "B's own account");
+
+    const heldA = await programToken2(a.tenantId, 'shared');
+    const heldB = await programToken2(b.tenantId, 'shared');
+    t.equal(
+      claims(heldA).sub,
+      `system:serviceaccount:argocd-manager:${accountA}`,
+      "A's program holds A's account's token",
+    );
+    t.equal(
+      claims(heldB).sub,
+      `system:serviceaccount:argocd-manager:${accountB}`,
+      "B's program holds B's account's token",
+    );
+    t.equal(await poll(heldA), 200, "A's token works");
+    t.equal(await poll(heldB), 200, "B's token works");
+    const roleA = await rbac.readNamespacedRole({ namespace: 'apps', name: accountA });
+    t.equal(
+      roleA.metadata?.labels?.['hosted-runtimes.io/tenant'],
+      a.tenantId,
+      "A's Role in apps is A's (not overwritten by B)",
+    );
+
+    // Tenant A removes its registration, with its objects.
+    out.length = 0;
+    const removed = await cli(a.apiKey, ['remove', a.tenantId, 'shared', '--remove-rbac', '--kubeconfig', file]);
+    t.equal(removed, 0, `tenant A removed its registration (${err.join(' ')})`);
+    t.match(out.join('\n'), `ServiceAccount argocd-manager/${accountA} deleted`, "A's account was revoked");
+    const started = Date.now();
+    const bStatuses: number[] = [];
+    let statusA = await poll(heldA);
+    while (statusA !== 401 && Date.now() - started < 60_000) {
+      bStatuses.push(await poll(heldB));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      statusA = await poll(heldA);
+    }
+    bStatuses.push(await poll(heldB));
+    t.equal(statusA, 401, `A's token is refused (${Math.round((Date.now() - started) / 1000)} s after the removal)`);
+    t.same([...new Set(bStatuses)], [200], `B's token kept working throughout (${bStatuses.length} polls)`);
+    t.equal(await poll(await programToken2(b.tenantId, 'shared')), 200, "B's current token works");
+
+    const names = async (): Promise<string[]> => {
+      const found: string[] = [];
+      for (const namespace of ['argocd-manager', 'apps']) {
+        for (const r of (await rbac.listNamespacedRole({ namespace })).items)
+          found.push(`Role ${namespace}/${r.metadata?.name}`);
+        for (const r of (await rbac.listNamespacedRoleBinding({ namespace })).items)
+          found.push(`RoleBinding ${namespace}/${r.metadata?.name}`);
+      }
+      for (const s of (await core.listNamespacedServiceAccount({ namespace: 'argocd-manager' })).items)
+        found.push(`ServiceAccount argocd-manager/${s.metadata?.name}`);
+      return found;
+    };
+    const left = await names();
+    t.same(
+      left.filter((n) => n.endsWith(`/${accountA}`) || n.endsWith(`/${accountA}-bootstrap`)),
+      [],
+      "none of A's objects is left",
+    );
+    t.same(
+      left.filter((n) => n.endsWith(`/${accountB}`)).sort(),
+      [
+        `Role apps/${accountB}`,
+        `Role argocd-manager/${accountB}`,
+        `RoleBinding apps/${accountB}`,
+        `RoleBinding argocd-manager/${accountB}`,
+        `ServiceAccount argocd-manager/${accountB}`,
+      ],
+      "every one of B's objects is kept",
+    );
+    const listB = await api.request('GET', `/v1/tenants/${b.tenantId}/managed-clusters`, { key: b.apiKey });
+    t.same(
+      listB.json().items.map((m: { name: string }) => m.name),
+      ['shared'],
+      "B's registration is still there",
+    );
+  },
+);
+
+t.test('a registration made with the former shared account argocd-manager is still revoked correctly', async (t) => {
+  // What an older bootstrap created: the one account `argocd-manager` and RBAC of that name.
+  const legacy = await api.signup();
+  const name = 'argocd-manager';
+  await core.createNamespacedServiceAccount({ namespace: 'argocd-manager', body: { metadata: { name } } });
+  const grant = async (namespace: string, rules: V1PolicyRule[]): Promise<void> => {
+    await rbac.createNamespacedRole({ namespace, body: { metadata: { name }, rules } });
+    await rbac.createNamespacedRoleBinding({
+      namespace,
+      body: {
+        metadata: { name },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
+        subjects: [{ kind: 'ServiceAccount', name, namespace: 'argocd-manager' }],
+      },
+    });
+  };
+  await grant('apps', [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }]);
+  await grant('argocd-manager', [
+    { apiGroups: [''], resources: ['serviceaccounts/token'], resourceNames: [name], verbs: ['create'] },
+    { apiGroups: [''], resources: ['serviceaccounts'], resourceNames: [name], verbs: ['get', 'delete'] },
+  ]);
+  // Registered as a redemption did then: the created objects record the shared account.
+  await api.services.managedClusters.register(
+    legacy.tenantId,
+    { name: 'old', namespaces: ['apps'], server: own.server, token: await bootstrapAccountToken(name), caData: ca },
+    { actor: { id: 'bootstrap:legacy', role: 'bootstrap' }, requestId: 'legacy' },
+    { serviceAccount: 'argocd-manager/argocd-manager', namespaces: ['apps'], clusterWide: false },
+  );
+  const held = await programToken2(legacy.tenantId, 'old');
+  t.equal(
+    claims(held).sub,
+    'system:serviceaccount:argocd-manager:argocd-manager',
+    'the held token is of the shared account',
+  );
+  t.equal(await poll(held), 200, 'and works');
+
+  const res = await api.request('DELETE', `/v1/tenants/${legacy.tenantId}/managed-clusters/old?removeRbac=1`, {
+    key: legacy.apiKey,
+  });
+  t.equal(res.statusCode, 202, `removed (${res.body.slice(0, 300)})`);
+  const revocation = res.json().revocation;
+  t.equal(revocation?.serviceAccount, 'argocd-manager/argocd-manager', 'the revocation names the recorded account');
+  t.equal(revocation?.revoked, true, 'which was deleted');
+  t.same(revocation?.removed, ['namespaces/apps/roles/argocd-manager'], 'with its Role in apps');
+  const started = Date.now();
+  let status = await poll(held);
+  while (status !== 401 && Date.now() - started < 60_000) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    status = await poll(held);
+  }
+  t.equal(status, 401, `the held token is refused (${Math.round((Date.now() - started) / 1000)} s after the removal)`);
 });
 
 async function programToken2(tenantId: string, name: string): Promise<string> {

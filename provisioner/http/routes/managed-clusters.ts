@@ -117,7 +117,7 @@ const RedeemBody = Type.Object(
       minLength: 1,
       maxLength: 16 * 1024,
       pattern: NUL_FREE,
-      description: "a token of the bootstrap's ServiceAccount (argocd-manager/argocd-manager)",
+      description: "a token of the bootstrap's own ServiceAccount (argocd-manager/argocd-manager-<id>)",
     }),
     caData: Type.Optional(
       Type.String({
