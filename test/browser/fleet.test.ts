@@ -126,6 +126,15 @@ t.test('an operator key: the fleet, first render and filters timed', async (t) =
   await signIn(page, server.url, operatorKey);
   await page.locator(rowsShown).nth(49).waitFor();
   t.equal(await page.locator(rowsShown).count(), 50, 'the first page shows 50 tenants');
+  // The counts come from their own request (the summary): '…' until it answers.
+  await page.waitForFunction(
+    () =>
+      (globalThis as unknown as PageGlobals).document
+        .querySelector('[data-phase-count="total"]')
+        ?.textContent?.trim() !== '…',
+    undefined,
+    { timeout: 30_000 },
+  );
   t.equal(
     await page.locator('[data-phase-count="total"]').innerText(),
     String(TENANTS),
