@@ -17,6 +17,7 @@ import { CoreV1Api, RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernete
 import { createTestApi, type TestApi } from '../helpers/api.ts';
 import { kubeRequest } from '../../provisioner/managed-clusters/kube-api.ts';
 import { startApiServers } from './harness/control-plane.ts';
+import { grantRole } from './harness/kube.ts';
 
 t.setTimeout(8 * 60_000);
 
@@ -42,17 +43,8 @@ for (const name of ['apps', 'deployer']) await core.createNamespace({ body: { me
 /** A ServiceAccount in `deployer` allowed everything in `apps`, tokens for itself, and `deployer` rules. */
 async function serviceAccountToken(name: string, own: V1PolicyRule[]): Promise<string> {
   await core.createNamespacedServiceAccount({ namespace: 'deployer', body: { metadata: { name } } });
-  const bind = async (namespace: string, rules: V1PolicyRule[]): Promise<void> => {
-    await rbac.createNamespacedRole({ namespace, body: { metadata: { name }, rules } });
-    await rbac.createNamespacedRoleBinding({
-      namespace,
-      body: {
-        metadata: { name },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
-        subjects: [{ kind: 'ServiceAccount', name, namespace: 'deployer' }],
-      },
-    });
-  };
+  const bind = (namespace: string, rules: V1PolicyRule[]): Promise<void> =>
+    grantRole(rbac, namespace, name, { namespace: 'deployer', name }, rules);
   await bind('apps', [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }]);
   await bind('deployer', [
     { apiGroups: [''], resources: ['serviceaccounts/token'], resourceNames: [name], verbs: ['create'] },

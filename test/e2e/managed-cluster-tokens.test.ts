@@ -41,6 +41,7 @@ import { createTestApi, startReplica, type TestApi, type TestReplica } from '../
 import { kubeRequest } from '../../provisioner/managed-clusters/kube-api.ts';
 import { bootstrapAccount } from '../../provisioner/managed-clusters/bootstrap.ts';
 import { startApiServers } from './harness/control-plane.ts';
+import { grantRole } from './harness/kube.ts';
 
 t.setTimeout(10 * 60_000);
 
@@ -69,17 +70,8 @@ for (const name of ['apps', 'deployer']) await core.createNamespace({ body: { me
 /** A ServiceAccount in `deployer` allowed everything in `apps`, and (when `renew`) tokens for itself. */
 async function serviceAccountToken(name: string, renew: boolean): Promise<string> {
   await core.createNamespacedServiceAccount({ namespace: 'deployer', body: { metadata: { name } } });
-  const bind = async (namespace: string, rules: V1PolicyRule[]): Promise<void> => {
-    await rbac.createNamespacedRole({ namespace, body: { metadata: { name }, rules } });
-    await rbac.createNamespacedRoleBinding({
-      namespace,
-      body: {
-        metadata: { name },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
-        subjects: [{ kind: 'ServiceAccount', name, namespace: 'deployer' }],
-      },
-    });
-  };
+  const bind = (namespace: string, rules: V1PolicyRule[]): Promise<void> =>
+    grantRole(rbac, namespace, name, { namespace: 'deployer', name }, rules);
   await bind('apps', [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }]);
   if (renew)
     await bind('deployer', [
@@ -618,17 +610,8 @@ t.test('a registration made with the former shared account argocd-manager is sti
   const legacy = await api.signup();
   const name = 'argocd-manager';
   await core.createNamespacedServiceAccount({ namespace: 'argocd-manager', body: { metadata: { name } } });
-  const grant = async (namespace: string, rules: V1PolicyRule[]): Promise<void> => {
-    await rbac.createNamespacedRole({ namespace, body: { metadata: { name }, rules } });
-    await rbac.createNamespacedRoleBinding({
-      namespace,
-      body: {
-        metadata: { name },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
-        subjects: [{ kind: 'ServiceAccount', name, namespace: 'argocd-manager' }],
-      },
-    });
-  };
+  const grant = (namespace: string, rules: V1PolicyRule[]): Promise<void> =>
+    grantRole(rbac, namespace, name, { namespace: 'argocd-manager', name }, rules);
   await grant('apps', [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }]);
   await grant('argocd-manager', [
     { apiGroups: [''], resources: ['serviceaccounts/token'], resourceNames: [name], verbs: ['create'] },

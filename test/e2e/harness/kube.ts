@@ -2,7 +2,15 @@
  * Reading the clusters in the tests (@kubernetes/client-node): clients from a kubeconfig, "does it
  * exist" for 404s, and what the test charts and the runtime recorded in an API server.
  */
-import { ApiextensionsV1Api, AppsV1Api, CoreV1Api, KubeConfig, NetworkingV1Api } from '@kubernetes/client-node';
+import {
+  ApiextensionsV1Api,
+  AppsV1Api,
+  CoreV1Api,
+  KubeConfig,
+  NetworkingV1Api,
+  type RbacAuthorizationV1Api,
+  type V1PolicyRule,
+} from '@kubernetes/client-node';
 import { gunzipSync } from 'node:zlib';
 import { ARGO_RELEASES } from '../../../runtime/component/argo-releases.ts';
 
@@ -104,4 +112,23 @@ export async function availableDeployments(k: Kube, namespace: string): Promise<
   return list.items
     .filter((d) => d.status?.conditions?.some((c) => c.type === 'Available' && c.status === 'True'))
     .map((d) => d.metadata?.name ?? '');
+}
+
+/** A Role `name` with `rules` in `namespace`, bound to the ServiceAccount `account` (namespace/name). */
+export async function grantRole(
+  rbac: RbacAuthorizationV1Api,
+  namespace: string,
+  name: string,
+  account: { namespace: string; name: string },
+  rules: V1PolicyRule[],
+): Promise<void> {
+  await rbac.createNamespacedRole({ namespace, body: { metadata: { name }, rules } });
+  await rbac.createNamespacedRoleBinding({
+    namespace,
+    body: {
+      metadata: { name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
+      subjects: [{ kind: 'ServiceAccount', ...account }],
+    },
+  });
 }
