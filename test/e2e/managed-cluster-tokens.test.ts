@@ -409,7 +409,11 @@ t.test('DELETE revokes: the held token is refused within 60 s, the RBAC removed,
     await new Promise((resolve) => setTimeout(resolve, 500));
     status = await poll(held);
   }
-  t.equal(status, 401, `the held token is refused (${Math.round((Date.now() - started) / 1000)} s after the removal)`);
+  t.equal(
+    status,
+    401,
+    `the held token is refused within 60 s of the removal (took ${Math.round((Date.now() - started) / 1000)} s)`,
+  );
   const roles = await rbac.listNamespacedRole({ namespace: 'apps' });
   t.notOk(
     roles.items.some((r) => r.metadata?.name === bootAccount),
@@ -563,7 +567,11 @@ t.test(
       statusA = await poll(heldA);
     }
     bStatuses.push(await poll(heldB));
-    t.equal(statusA, 401, `A's token is refused (${Math.round((Date.now() - started) / 1000)} s after the removal)`);
+    t.equal(
+      statusA,
+      401,
+      `A's token is refused within 60 s of the removal (took ${Math.round((Date.now() - started) / 1000)} s)`,
+    );
     t.same([...new Set(bStatuses)], [200], `B's token kept working throughout (${bStatuses.length} polls)`);
     t.equal(await poll(await programToken2(b.tenantId, 'shared')), 200, "B's current token works");
 
@@ -646,7 +654,11 @@ t.test('a registration made with the former shared account argocd-manager is sti
     await new Promise((resolve) => setTimeout(resolve, 500));
     status = await poll(held);
   }
-  t.equal(status, 401, `the held token is refused (${Math.round((Date.now() - started) / 1000)} s after the removal)`);
+  t.equal(
+    status,
+    401,
+    `the held token is refused within 60 s of the removal (took ${Math.round((Date.now() - started) / 1000)} s)`,
+  );
 });
 
 async function programToken2(tenantId: string, name: string): Promise<string> {
