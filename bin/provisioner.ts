@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The `provisioner` command: `serve` runs the control plane; the other commands talk to its API.
 import { main } from '../provisioner/cli/main.ts';
+import { exitAfterOutput, stopWhenOutputCloses } from '../provisioner/cli/exit.ts';
 
-// Exit explicitly: the embedded Postgres package installs exit hooks that would otherwise turn a
-// failing command's exit code into 0.
-process.exit(await main(process.argv.slice(2)));
+stopWhenOutputCloses();
+// Everything printed reaches the reader (a pipe takes it at its own pace) before the exit.
+await exitAfterOutput(await main(process.argv.slice(2)));

@@ -17,6 +17,7 @@ import { buildApp } from './http/app.ts';
 import type { Reconciler } from './reconciler/reconciler.ts';
 import { buildServices, type Services } from './services.ts';
 import { createKey, hasActiveAdmin, keyExists } from './store/keys.ts';
+import { exitAfterOutput } from './cli/exit.ts';
 
 export interface Running {
   config: Config;
@@ -187,10 +188,10 @@ export async function serve(env: NodeJS.ProcessEnv = process.env): Promise<void>
     stopping = true;
     running.app.log.info({ signal }, 'shutting down');
     running.close().then(
-      () => process.exit(0),
+      () => exitAfterOutput(0),
       (err: unknown) => {
         running.app.log.error({ err }, 'shutdown failed');
-        process.exit(1);
+        return exitAfterOutput(1);
       },
     );
   };

@@ -11,6 +11,7 @@ import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { createTestApi } from '../../helpers/api.ts';
+import { catalog } from '../../../runtime/catalog.ts';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const run = promisify(execFile);
@@ -102,3 +103,62 @@ process.on('exit', () => writeFileSync(${JSON.stringify(record)}, JSON.stringify
       t.same(heavy, [], 'no fastify, pg, @pulumi/*, @kubernetes/* or server/reconciler/engine module was loaded');
     },
   );
+
+t.test('a --json answer over 1 MiB piped into a slow reader arrives whole, with the exit code', async (t) => {
+  // Enough tenants for the list to pass 1 MiB (the pipe takes 64 KiB before its reader does).
+  const { rows } = await api.db.pool.query<{ n: number }>(
+    `WITH ins AS (
+       INSERT INTO tenants (organization, email, plan, runtime_version, conditions)
+       SELECT 'pipe-' || g || '-' || md5(random()::text), 'ops-' || g || '@pipe.example', 'team', $1,
+              jsonb_build_array(jsonb_build_object('type', 'Ready', 'status', 'False', 'reason', 'NoCapacity',
+                'message', repeat('no root cluster can take a team tenant; ', 12), 'lastTransitionTime', now()))
+         FROM generate_series(1, 1200) AS g RETURNING 1)
+     SELECT count(*)::int AS n FROM ins`,
+    [catalog.versions[0]!.version],
+  );
+  t.equal(rows[0]!.n, 1200, 'precondition: 1200 tenants inserted');
+  const dir = await mkdtemp(join(tmpdir(), 'hrt-cli-pipe-'));
+  const reader = join(dir, 'slow-reader.mjs');
+  // Takes one chunk, then lets 10 ms pass before the next: a reader slower than the writer.
+  await writeFile(
+    reader,
+    `import { setTimeout as pause } from 'node:timers/promises';
+let bytes = 0;
+for await (const chunk of process.stdin) { process.stdout.write(chunk); bytes += chunk.length; await pause(10); }
+process.stderr.write('read ' + bytes + ' bytes');
+`,
+  );
+  const pipeline = (args: string[]) =>
+    run(
+      'bash',
+      ['-c', 'set -o pipefail; "$@" | node "$READER"', 'pipe', `${ROOT}bin/provisioner`, '--url', url, ...args],
+      {
+        env: { PATH: systemPath, HOME: process.env.HOME ?? '/tmp', PROVISIONER_TOKEN: api.adminKey, READER: reader },
+        maxBuffer: 64 * 1024 * 1024,
+      },
+    ).then(
+      (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+      (e: { code: number; stdout: string; stderr: string }) => e,
+    );
+
+  const listed = await pipeline(['--json', 'tenants', 'list', '--all', '--limit', '200']);
+  t.equal(listed.code, 0, `tenants list --json exits 0 through the pipe (stderr: ${listed.stderr.slice(0, 500)})`);
+  t.ok(
+    Buffer.byteLength(listed.stdout) >= 1024 * 1024,
+    `the answer is at least 1 MiB (${Buffer.byteLength(listed.stdout)} bytes arrived)`,
+  );
+  let parsed: { items: Array<{ organization: string }> } | undefined;
+  try {
+    parsed = JSON.parse(listed.stdout) as { items: Array<{ organization: string }> };
+  } catch (err) {
+    t.fail(`the piped answer parses as JSON (${(err as Error).message}; ${listed.stdout.length} characters arrived)`);
+  }
+  t.ok(
+    (parsed?.items.filter((i) => i.organization.startsWith('pipe-')).length ?? 0) >= 1200,
+    'and holds every one of the 1200 inserted tenants',
+  );
+
+  const failed = await pipeline(['--json', 'tenants', 'get', '00000000-0000-4000-8000-000000000000']);
+  t.equal(failed.code, 1, 'a failing command exits 1 through the same pipe');
+  t.match(failed.stderr, /TENANT_NOT_FOUND/, 'with its error on stderr');
+});
