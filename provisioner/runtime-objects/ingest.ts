@@ -113,7 +113,21 @@ export function prepareBatch(batch: EventBatch, checkObjectSizes: boolean): Prep
     if (prev) superseded++;
     if (!prev || rv > prev.rv) byKey.set(key, { rv, write });
   });
+  const digestKinds = new Set<string>();
   (batch.digests ?? []).forEach((d, i) => {
+    // A replica that is not among its members owns nothing: such a digest could never remove
+    // anything, and the reporter computes its share only while it holds its own Lease.
+    if (!d.members.includes(d.replica))
+      throw errors.validation(
+        `digests.${i}.replica '${d.replica.slice(0, 63)}' is not among digests.${i}.members: a digest covers the share of a live replica, which is one of the members`,
+        `digests.${i}.replica`,
+      );
+    if (digestKinds.has(d.kind))
+      throw errors.validation(
+        `digests.${i}.kind: a batch holds one digest per kind, and ${d.kind} has one already`,
+        `digests.${i}.kind`,
+      );
+    digestKinds.add(d.kind);
     checkResourceVersion(d.listResourceVersion, `digests.${i}.listResourceVersion`);
     d.objects.forEach((o, j) => checkResourceVersion(o.resourceVersion, `digests.${i}.objects.${j}.resourceVersion`));
   });

@@ -24,7 +24,7 @@ import {
   type PurgeHorizon,
   type RuntimeObjectRow,
 } from '../store/runtime-objects.ts';
-import { ownerOf, type EventBatch, type EventBatchResult, type ReportedKind } from '../../runtime/protocol/events.ts';
+import { isOwner, type EventBatch, type EventBatchResult, type ReportedKind } from '../../runtime/protocol/events.ts';
 import { prepareBatch } from './ingest.ts';
 
 /** What ingestion reports to the metrics. */
@@ -41,6 +41,34 @@ export interface FollowChangesOptions {
   pollMs?: number;
   /** Rows read per query (default 500). */
   batch?: number;
+}
+
+/** The longest a digest works out owners before it lets other requests run (setImmediate). */
+export const OWNERSHIP_SLICE_MS = 5;
+
+/**
+ * The candidates `replica` owns among `members`, in slices of at most about OWNERSHIP_SLICE_MS
+ * with a turn of the event loop between them: at most candidates × members hashes in all (the
+ * stored objects of one kind, bounded by the tenant's object budget, times MAX_DIGEST_MEMBERS;
+ * usually one or two per candidate, isOwner), never in one piece.
+ */
+async function ownedByReplica<K extends { namespace: string; name: string }>(
+  candidates: readonly K[],
+  kind: ReportedKind,
+  replica: string,
+  members: readonly string[],
+): Promise<K[]> {
+  const mine: K[] = [];
+  let sliceStart = performance.now();
+  for (let i = 0; i < candidates.length; i++) {
+    if (i % 32 === 0 && performance.now() - sliceStart >= OWNERSHIP_SLICE_MS) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      sliceStart = performance.now();
+    }
+    const k = candidates[i]!;
+    if (isOwner(replica, { kind, namespace: k.namespace, name: k.name }, members)) mine.push(k);
+  }
+  return mine;
 }
 
 export class RuntimeObjectService {
@@ -70,7 +98,7 @@ export class RuntimeObjectService {
       for (const d of batch.digests ?? []) {
         const present = d.objects.map((o) => ({ namespace: o.namespace, name: o.name }));
         const candidates = await digestCandidates(c, tenantId, d.kind, d.listResourceVersion, present);
-        const mine = candidates.filter((k) => ownerOf({ kind: d.kind, ...k }, d.members) === d.replica);
+        const mine = await ownedByReplica(candidates, d.kind, d.replica, d.members);
         removedByDigest += await removeObjects(c, tenantId, d.kind, d.listResourceVersion, d.replica, mine);
       }
       await recordReporter(c, tenantId, batch.replica, batch.heartbeat);

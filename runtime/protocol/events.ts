@@ -7,7 +7,7 @@
  * state per object (tenant, kind, namespace, name) and ignores an item that is not newer than what
  * it holds, so a batch can be retried whole after a timeout or a 5xx.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /** The Argo kinds a runtime reports, with the API group/version/plural the reporter watches. */
 export const REPORTED_KINDS = {
@@ -24,6 +24,12 @@ export const MAX_BATCH_ITEMS = 500;
 export const MAX_BATCH_BYTES = 1024 * 1024;
 /** `object` is trimmed to at most this many bytes of JSON (then `truncated` is true). */
 export const MAX_OBJECT_BYTES = 256 * 1024;
+/**
+ * A digest names at most this many members (the live replicas: two by default, twice that during
+ * a rollout), and a batch holds at most one digest per kind.
+ */
+export const MAX_DIGEST_MEMBERS = 32;
+export const MAX_DIGESTS = REPORTED_KIND_NAMES.length;
 /** A replica sends a heartbeat this often; the control plane marks a runtime stale after two missed. */
 export const HEARTBEAT_INTERVAL_SECONDS = 30;
 export const STALE_AFTER_SECONDS = 2 * HEARTBEAT_INTERVAL_SECONDS;
@@ -158,7 +164,8 @@ export function objectKeyString(key: ObjectKey): string {
  * when one joins, only the keys it now wins move to it: about 1/N of them.
  */
 export function rendezvousWeight(member: string, key: string): bigint {
-  return createHash('sha256').update(member).update('\0').update(key).digest().readBigUInt64BE(0);
+  // One-shot hash of the UTF-8 of member, NUL, key: the same bytes as hashing them in three parts.
+  return hash('sha256', `${member}\0${key}`, 'buffer').readBigUInt64BE(0);
 }
 
 export function ownerOf(key: ObjectKey | string, members: readonly string[]): string | undefined {
@@ -173,4 +180,21 @@ export function ownerOf(key: ObjectKey | string, members: readonly string[]): st
     }
   }
   return best;
+}
+
+/**
+ * Whether `replica` owns `key` among `members`: `ownerOf(key, members) === replica`, in fewer hashes
+ * (it stops at the first member that outweighs the replica: for a key the replica does not own,
+ * usually after one or two). False when the replica is not a member.
+ */
+export function isOwner(replica: string, key: ObjectKey | string, members: readonly string[]): boolean {
+  if (!members.includes(replica)) return false;
+  const k = typeof key === 'string' ? key : objectKeyString(key);
+  const own = rendezvousWeight(replica, k);
+  for (const m of members) {
+    if (m === replica) continue;
+    const w = rendezvousWeight(m, k);
+    if (w > own || (w === own && m < replica)) return false;
+  }
+  return true;
 }

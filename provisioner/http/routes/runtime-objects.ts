@@ -19,6 +19,8 @@ import {
   EVENTS_PATH,
   MAX_BATCH_BYTES,
   MAX_BATCH_ITEMS,
+  MAX_DIGEST_MEMBERS,
+  MAX_DIGESTS,
   MAX_OBJECT_BYTES,
   REPORTED_KIND_NAMES,
   type EventBatch,
@@ -76,7 +78,7 @@ const BatchBody = Type.Object(
         Type.Object(
           {
             replica: Replica,
-            members: Type.Array(Replica, { minItems: 1, maxItems: 1000 }),
+            members: Type.Array(Replica, { minItems: 1, maxItems: MAX_DIGEST_MEMBERS }),
             kind: Kind,
             listResourceVersion: Rv,
             objects: Type.Array(
@@ -88,7 +90,7 @@ const BatchBody = Type.Object(
           },
           { additionalProperties: false },
         ),
-        { maxItems: 16 },
+        { maxItems: MAX_DIGESTS },
       ),
     ),
   },

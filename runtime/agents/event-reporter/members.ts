@@ -7,7 +7,7 @@
  * successful renewal is younger than the duration: a replica cut off from the API server stops
  * owning anything before the others take its objects over.
  */
-import { ownerOf, type ObjectKey } from '../../protocol/events.ts';
+import { isOwner, type ObjectKey } from '../../protocol/events.ts';
 
 export interface LeaseObservation {
   holder: string;
@@ -80,5 +80,5 @@ export class MemberTracker {
 
 /** Whether `self` owns `key` among `members`. */
 export function owns(self: string, key: ObjectKey | string, members: readonly string[]): boolean {
-  return members.length > 0 && ownerOf(key, members) === self;
+  return isOwner(self, key, members);
 }

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { ownerOf, type ObjectKey } from '../../../runtime/protocol/events.ts';
+import { createHash } from 'node:crypto';
+import { isOwner, ownerOf, rendezvousWeight, type ObjectKey } from '../../../runtime/protocol/events.ts';
 import { MemberTracker } from '../../../runtime/agents/event-reporter/members.ts';
 
 const keys: ObjectKey[] = Array.from({ length: 10_000 }, (_, i) => ({
@@ -104,3 +105,25 @@ void t.test(
     t.same(tracker.abandoned(5 * 60_000), ['c'], 'and may be removed');
   },
 );
+
+void t.test('isOwner answers as ownerOf does, and the weights are those of the published hash', async (t) => {
+  const members = Array.from({ length: 32 }, (_, i) => `reporter-${i}`);
+  let owned = 0;
+  for (const k of keys)
+    for (const replica of ['reporter-0', 'reporter-31', 'not-a-member']) {
+      const expected = ownerOf(k, members) === replica;
+      if (isOwner(replica, k, members) !== expected)
+        t.fail(`isOwner(${replica}, ${k.name}) must be ${expected}, as ownerOf says`);
+      if (expected) owned++;
+    }
+  t.ok(owned > 0, `the comparison covers keys a replica owns (${owned})`);
+  t.notOk(isOwner('r', keys[0]!, ['a', 'b']), 'a replica that is not a member owns nothing');
+  t.ok(isOwner('r', keys[0]!, ['r', 'r']), 'a replica listed twice is still the only member');
+  // The weight is SHA-256 over member, NUL, key (what the deployed reporters compute): unchanged.
+  const key = 'Application/argocd/guestbook';
+  t.equal(
+    rendezvousWeight('reporter-0', key),
+    createHash('sha256').update('reporter-0').update('\0').update(key).digest().readBigUInt64BE(0),
+    'the weight is the first 8 bytes of SHA-256(member, NUL, key)',
+  );
+});
