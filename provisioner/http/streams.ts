@@ -1,6 +1,20 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ErrorCode } from '../errors.ts';
+import { errors, type ErrorCode } from '../errors.ts';
 import { SECURITY_HEADERS } from './security-headers.ts';
+
+/**
+ * A place for one event stream, taken under an API key before the route awaits anything (so a
+ * burst of opens cannot all pass the limit), released exactly once on every way out: the stream
+ * ends, the route fails before it starts, or the key is revoked (which also aborts `signal`).
+ */
+export interface StreamSlot {
+  /** Aborted when the key is revoked (serveEventStream also aborts it when the client goes away). */
+  readonly signal: AbortSignal;
+  /** True once the key was revoked. */
+  readonly revoked: boolean;
+  /** Gives the place back; later calls do nothing. */
+  release(): void;
+}
 
 /**
  * Long-lived answers (Server-Sent Events) by the API key that opened them: a revoked key's
@@ -10,13 +24,42 @@ import { SECURITY_HEADERS } from './security-headers.ts';
 export class KeyStreams {
   readonly #byKey = new Map<string, Set<() => void>>();
 
-  /** Streams open with this key now. */
+  /** Streams open (or reserved) with this key now. */
   count(keyId: string): number {
     return this.#byKey.get(keyId)?.size ?? 0;
   }
 
-  /** Registers a stream's closer; returns the function that unregisters it. */
-  add(keyId: string, close: () => void): () => void {
+  /**
+   * Takes a place for a stream under the key, synchronously: throws TOO_MANY_STREAMS when the key
+   * already holds `limit`. A request without a key (none of today's stream routes) is not counted.
+   * Call it before the route's first await and release the slot in a `finally`.
+   */
+  reserve(keyId: string | undefined, limit: number): StreamSlot {
+    const abort = new AbortController();
+    let revoked = false;
+    let released = false;
+    let unregister = (): void => {};
+    if (keyId !== undefined) {
+      if (this.count(keyId) >= limit) throw errors.tooManyStreams(limit);
+      unregister = this.#add(keyId, () => {
+        revoked = true;
+        abort.abort();
+      });
+    }
+    return {
+      signal: abort.signal,
+      get revoked() {
+        return revoked;
+      },
+      release() {
+        if (released) return;
+        released = true;
+        unregister();
+      },
+    };
+  }
+
+  #add(keyId: string, close: () => void): () => void {
     let set = this.#byKey.get(keyId);
     if (!set) this.#byKey.set(keyId, (set = new Set()));
     set.add(close);
@@ -48,28 +91,25 @@ export interface EventStream {
 }
 
 /**
- * Answers a request with a Server-Sent Events stream written by `body`: the headers, a keep-alive
- * comment every 15 s, registration under the caller's key (a revoked key ends the stream with an
- * `error` event INVALID_API_KEY), an `error` event INTERNAL if `body` throws, and the end.
+ * Answers a request with a Server-Sent Events stream written by `body`, in the place `slot` holds
+ * under the caller's key: the headers, a keep-alive comment every 15 s, the end of the stream when
+ * the key is revoked (an `error` event INVALID_API_KEY), an `error` event INTERNAL if `body`
+ * throws, and the end. The slot is released when the stream ends.
  */
 export async function serveEventStream(
-  streams: KeyStreams,
+  slot: StreamSlot,
   request: FastifyRequest,
   reply: FastifyReply,
-  keyId: string | undefined,
   failure: { log: string; message: string },
   body: (stream: EventStream) => Promise<void>,
 ): Promise<void> {
   const abort = new AbortController();
-  request.raw.on('close', () => abort.abort());
-  let revoked = false;
-  const unregister =
-    keyId !== undefined
-      ? streams.add(keyId, () => {
-          revoked = true;
-          abort.abort();
-        })
-      : () => {};
+  const stop = (): void => abort.abort();
+  request.raw.on('close', stop);
+  // The client may have gone while the route was still reading what the stream starts with.
+  if (request.raw.socket.destroyed) stop();
+  if (slot.signal.aborted) stop();
+  else slot.signal.addEventListener('abort', stop, { once: true });
   reply.hijack();
   const res = reply.raw;
   res.writeHead(200, {
@@ -86,6 +126,8 @@ export async function serveEventStream(
     comment: (text) => void res.write(`: ${text}\n\n`),
     drained: () =>
       new Promise<void>((r) => {
+        // A write to a socket the client closed returns false and never drains: the stream was aborted.
+        if (abort.signal.aborted || res.destroyed) return r();
         res.once('drain', r);
         abort.signal.addEventListener('abort', () => r(), { once: true });
       }),
@@ -93,7 +135,7 @@ export async function serveEventStream(
   const keepAlive = setInterval(() => stream.comment('keep-alive'), 15_000);
   try {
     await body(stream);
-    if (revoked)
+    if (slot.revoked)
       stream.send('error', { code: 'INVALID_API_KEY', message: 'the API key of this stream was revoked' } satisfies {
         code: ErrorCode;
         message: string;
@@ -102,7 +144,8 @@ export async function serveEventStream(
     request.log.error({ err }, failure.log);
     stream.send('error', { code: 'INTERNAL', message: failure.message } satisfies { code: ErrorCode; message: string });
   } finally {
-    unregister();
+    slot.release();
+    slot.signal.removeEventListener('abort', stop);
     clearInterval(keepAlive);
     res.end();
   }

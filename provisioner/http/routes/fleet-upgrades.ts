@@ -412,33 +412,33 @@ export const fleetUpgradeRoutes =
       },
       async (request, reply) => {
         const id = request.params.id;
-        const first = await ctx.fleetUpgrades.get(id, false);
-        if (!first) throw errors.notFound('fleet upgrade', id);
-        if (request.auth && ctx.streams.count(request.auth.keyId) >= ctx.config.sseStreamsPerKey)
-          throw errors.tooManyStreams(ctx.config.sseStreamsPerKey);
-        const lastEventId = Number(request.headers['last-event-id']);
-        let after = request.query.after ?? (Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0);
-        // A notification for this fleet upgrade (a decision was committed) wakes the stream; a poll every 5 s is the safety net.
-        let pending = false;
-        let wake: (() => void) | undefined;
-        const unsubscribe = ctx.notifications.subscribe(
-          FLEET_CHANNEL,
-          (payload) => {
-            if (payload !== id) return;
-            pending = true;
-            wake?.();
-          },
-          () => {
-            pending = true;
-            wake?.();
-          },
-        );
+        // Taken before the first await, so that a burst of opens cannot all pass the limit.
+        const slot = ctx.streams.reserve(request.auth?.keyId, ctx.config.sseStreamsPerKey);
+        let unsubscribe = (): void => {};
         try {
+          const first = await ctx.fleetUpgrades.get(id, false);
+          if (!first) throw errors.notFound('fleet upgrade', id);
+          const lastEventId = Number(request.headers['last-event-id']);
+          let after = request.query.after ?? (Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0);
+          // A notification for this fleet upgrade (a decision was committed) wakes the stream; a poll every 5 s is the safety net.
+          let pending = false;
+          let wake: (() => void) | undefined;
+          unsubscribe = ctx.notifications.subscribe(
+            FLEET_CHANNEL,
+            (payload) => {
+              if (payload !== id) return;
+              pending = true;
+              wake?.();
+            },
+            () => {
+              pending = true;
+              wake?.();
+            },
+          );
           await serveEventStream(
-            ctx.streams,
+            slot,
             request,
             reply,
-            request.auth?.keyId,
             { log: 'fleet upgrade events failed', message: 'fleet upgrade event stream failed' },
             async (stream) => {
               stream.send('state', first);
@@ -478,6 +478,7 @@ export const fleetUpgradeRoutes =
           );
         } finally {
           unsubscribe();
+          slot.release();
         }
       },
     );

@@ -113,31 +113,35 @@ export const operationRoutes =
         },
       },
       async (request, reply) => {
-        const op = await visibleOperation(request, request.params.id);
         const lastEventId = Number(request.headers['last-event-id']);
         const after = request.query.after ?? (Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0);
         const follow = request.query.follow === '1' || request.query.follow === 'true';
         if (!follow) {
+          const op = await visibleOperation(request, request.params.id);
           const items = await readLog(ctx.pool, op.id, after, request.query.limit ?? 1000);
           return { items, state: op.state, nextAfter: items.at(-1)?.seq ?? after };
         }
-        if (request.auth && ctx.streams.count(request.auth.keyId) >= ctx.config.sseStreamsPerKey)
-          throw errors.tooManyStreams(ctx.config.sseStreamsPerKey);
-        await serveEventStream(
-          ctx.streams,
-          request,
-          reply,
-          request.auth?.keyId,
-          { log: 'log follow failed', message: 'log stream failed' },
-          async (stream) => {
-            stream.send('state', { state: op.state });
-            for await (const line of ctx.logHub.follow(op.id, { afterSeq: after, signal: stream.signal })) {
-              if (!stream.send('line', line, line.seq)) await stream.drained();
-            }
-            if (!stream.signal.aborted)
-              stream.send('end', { state: (await getOperation(ctx.pool, op.id))?.state ?? 'unknown' });
-          },
-        );
+        // Taken before the first await, so that a burst of opens cannot all pass the limit.
+        const slot = ctx.streams.reserve(request.auth?.keyId, ctx.config.sseStreamsPerKey);
+        try {
+          const op = await visibleOperation(request, request.params.id);
+          await serveEventStream(
+            slot,
+            request,
+            reply,
+            { log: 'log follow failed', message: 'log stream failed' },
+            async (stream) => {
+              stream.send('state', { state: op.state });
+              for await (const line of ctx.logHub.follow(op.id, { afterSeq: after, signal: stream.signal })) {
+                if (!stream.send('line', line, line.seq)) await stream.drained();
+              }
+              if (!stream.signal.aborted)
+                stream.send('end', { state: (await getOperation(ctx.pool, op.id))?.state ?? 'unknown' });
+            },
+          );
+        } finally {
+          slot.release();
+        }
       },
     );
   };

@@ -292,7 +292,6 @@ export const runtimeObjectRoutes =
       },
       async (request, reply) => {
         const tenantId = request.params.id;
-        await tenantMustExist(tenantId);
         const lastEventId = request.headers['last-event-id'];
         if (typeof lastEventId === 'string' && !SEQ.test(lastEventId))
           throw errors.validation(
@@ -300,43 +299,48 @@ export const runtimeObjectRoutes =
             'Last-Event-ID',
           );
         const auth = authOf(request);
-        if (ctx.streams.count(auth.keyId) >= ctx.config.sseStreamsPerKey)
-          throw errors.tooManyStreams(ctx.config.sseStreamsPerKey);
-        let afterSeq =
-          (typeof lastEventId === 'string' ? lastEventId : undefined) ??
-          request.query.after ??
-          (await ctx.runtimeObjects.latestSeq(tenantId));
-        // Resuming from before a purged tombstone: that deletion can no longer be sent, so the
-        // stream starts over (a `reset` event, then every live object) rather than leave it out.
-        const horizon = afterSeq === '0' ? undefined : await ctx.runtimeObjects.horizon(tenantId);
-        const reset = horizon !== undefined && BigInt(afterSeq) < BigInt(horizon.purgedSeq);
-        if (reset) afterSeq = '0';
-        const kind = request.query.kind ? KIND_FILTER[request.query.kind] : undefined;
+        // Taken before the first await, so that a burst of opens cannot all pass the limit.
+        const slot = ctx.streams.reserve(auth.keyId, ctx.config.sseStreamsPerKey);
+        try {
+          await tenantMustExist(tenantId);
+          let afterSeq =
+            (typeof lastEventId === 'string' ? lastEventId : undefined) ??
+            request.query.after ??
+            (await ctx.runtimeObjects.latestSeq(tenantId));
+          // Resuming from before a purged tombstone: that deletion can no longer be sent, so the
+          // stream starts over (a `reset` event, then every live object) rather than leave it out.
+          const horizon = afterSeq === '0' ? undefined : await ctx.runtimeObjects.horizon(tenantId);
+          const reset = horizon !== undefined && BigInt(afterSeq) < BigInt(horizon.purgedSeq);
+          if (reset) afterSeq = '0';
+          const kind = request.query.kind ? KIND_FILTER[request.query.kind] : undefined;
 
-        await serveEventStream(
-          ctx.streams,
-          request,
-          reply,
-          auth.keyId,
-          { log: 'change stream failed', message: 'change stream failed' },
-          async (stream) => {
-            // Tells the client where the stream starts (a comment: not an event).
-            stream.comment(`after ${afterSeq}`);
-            if (reset)
-              stream.send('reset', {
-                reason: 'TombstonesPurged',
-                message:
-                  'deletions since the given event were purged (older than the tombstone retention): drop what you hold; every live object follows',
-              });
-            for await (const row of ctx.runtimeObjects.follow(tenantId, {
-              afterSeq,
-              signal: stream.signal,
-              ...(kind ? { kind } : {}),
-            })) {
-              if (!stream.send('change', { deleted: row.deleted, item: toItem(row) }, row.seq)) await stream.drained();
-            }
-          },
-        );
+          await serveEventStream(
+            slot,
+            request,
+            reply,
+            { log: 'change stream failed', message: 'change stream failed' },
+            async (stream) => {
+              // Tells the client where the stream starts (a comment: not an event).
+              stream.comment(`after ${afterSeq}`);
+              if (reset)
+                stream.send('reset', {
+                  reason: 'TombstonesPurged',
+                  message:
+                    'deletions since the given event were purged (older than the tombstone retention): drop what you hold; every live object follows',
+                });
+              for await (const row of ctx.runtimeObjects.follow(tenantId, {
+                afterSeq,
+                signal: stream.signal,
+                ...(kind ? { kind } : {}),
+              })) {
+                if (!stream.send('change', { deleted: row.deleted, item: toItem(row) }, row.seq))
+                  await stream.drained();
+              }
+            },
+          );
+        } finally {
+          slot.release();
+        }
       },
     );
   };

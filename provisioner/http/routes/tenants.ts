@@ -248,31 +248,34 @@ export const tenantRoutes =
         const own = (auth.role === 'tenant' || auth.role === 'runtime') && auth.tenantId ? auth.tenantId : undefined;
         const wanted = request.query.id;
         if (own && wanted && wanted !== own) throw errors.notFound('tenant', wanted);
-        if (wanted && !(await ctx.reads.tenant(wanted))) throw errors.notFound('tenant', wanted);
-        if (ctx.streams.count(auth.keyId) >= ctx.config.sseStreamsPerKey)
-          throw errors.tooManyStreams(ctx.config.sseStreamsPerKey);
-        const afterSeq =
-          (typeof lastEventId === 'string' ? lastEventId : undefined) ??
-          request.query.after ??
-          (await ctx.tenantChanges.latestSeq());
-        const onlyId = own ?? wanted;
-        await serveEventStream(
-          ctx.streams,
-          request,
-          reply,
-          auth.keyId,
-          { log: 'tenant change stream failed', message: 'tenant change stream failed' },
-          async (stream) => {
-            stream.send('ready', { after: afterSeq });
-            for await (const row of ctx.tenantChanges.follow({
-              afterSeq,
-              signal: stream.signal,
-              ...(onlyId ? { onlyId } : {}),
-            })) {
-              if (!stream.send('tenant', withTunnel(row), row.change_seq)) await stream.drained();
-            }
-          },
-        );
+        // Taken before the first await, so that a burst of opens cannot all pass the limit.
+        const slot = ctx.streams.reserve(auth.keyId, ctx.config.sseStreamsPerKey);
+        try {
+          if (wanted && !(await ctx.reads.tenant(wanted))) throw errors.notFound('tenant', wanted);
+          const afterSeq =
+            (typeof lastEventId === 'string' ? lastEventId : undefined) ??
+            request.query.after ??
+            (await ctx.tenantChanges.latestSeq());
+          const onlyId = own ?? wanted;
+          await serveEventStream(
+            slot,
+            request,
+            reply,
+            { log: 'tenant change stream failed', message: 'tenant change stream failed' },
+            async (stream) => {
+              stream.send('ready', { after: afterSeq });
+              for await (const row of ctx.tenantChanges.follow({
+                afterSeq,
+                signal: stream.signal,
+                ...(onlyId ? { onlyId } : {}),
+              })) {
+                if (!stream.send('tenant', withTunnel(row), row.change_seq)) await stream.drained();
+              }
+            },
+          );
+        } finally {
+          slot.release();
+        }
       },
     );
 
