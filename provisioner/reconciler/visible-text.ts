@@ -32,16 +32,50 @@ export function secretList(secrets: readonly string[]): string[] {
   return [...new Set(secrets.filter((s) => s.length >= 8))].sort((a, b) => b.length - a.length);
 }
 
+/**
+ * The longest line the rules below read (and the longest line of the tenant-visible text): a
+ * longer line is cut before any pattern runs, so that the work per line is bounded whatever the
+ * engine prints. The word the cut falls in is dropped too (a credential cut in two must not show
+ * its first half), and `…` marks the cut.
+ */
+export const MAX_VISIBLE_LINE = 4000;
+
+/** A line cut to MAX_VISIBLE_LINE characters (with `…`), without the word the cut falls in. */
+function capLine(line: string): string {
+  if (line.length <= MAX_VISIBLE_LINE) return line;
+  let end = MAX_VISIBLE_LINE - 1;
+  // Back to the last whitespace before the cut (a plain loop: a pattern here would be the slow part).
+  while (end > 0 && !/\s/.test(line[end - 1]!)) end--;
+  return line.slice(0, end) + '…';
+}
+
+// Every pattern below is linear in the line it reads: each begins with a literal or a bounded
+// run, and none has a quantified part followed by something that may fail after it (a failed
+// match gives up after a bounded number of characters, or consumes what it read).
+
+/** A URL: a scheme (at most 32 characters), `://` and the rest up to whitespace, a quote or `<`/`>`. */
+const URL = /([a-z][a-z0-9+.-]{0,31}:\/\/)([^\s"'<>]*)/gi;
+
+/** A URL's user info masked and its query string dropped; the scheme, host and path kept. */
+function maskUrl(_m: string, scheme: string, rest: string): string {
+  let out = rest;
+  // https://user:password@host: the first `@` before the path.
+  const at = out.indexOf('@');
+  const slash = out.indexOf('/');
+  if (at > 0 && (slash < 0 || at < slash)) out = `[secret]${out.slice(at)}`;
+  // A query string (access_token=…, token=…, X-Amz-Signature=…): dropped as a whole.
+  const query = out.indexOf('?');
+  if (query > 0) out = `${out.slice(0, query)}?[query withheld]`;
+  return scheme + out;
+}
+
 /** Credentials that look like credentials wherever they appear, and URL parts that carry them. */
 function maskCredentials(text: string): string {
   return (
     text
       // Authorization header values.
       .replace(/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{6,}/gi, '$1 [secret]')
-      // https://user:password@host
-      .replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@"'<>]+@/gi, '$1[secret]@')
-      // A query string (access_token=…, token=…, X-Amz-Signature=…): dropped as a whole.
-      .replace(/\b([a-z][a-z0-9+.-]*:\/\/[^\s?"'<>]+)\?[^\s"'<>]*/gi, '$1?[query withheld]')
+      .replace(URL, maskUrl)
       // key=value pairs named like secrets (a query string outside a URL, a form body).
       .replace(
         /\b((?:access_?token|id_?token|refresh_?token|token|password|passwd|secret|api_?key|client_?secret)=)[^\s"',;&]{4,}/gi,
@@ -69,22 +103,71 @@ function closingBrace(text: string, start: number): number {
   return -1;
 }
 
-/** JSON objects (`{"…`) replaced by WITHHELD; an unclosed one is withheld to the end of its line. */
-function withholdJson(text: string): string {
+/** Index of the `"` closing the string opened at `start` (escapes honoured), or -1. */
+function closingQuote(text: string, start: number): number {
+  for (let i = start + 1; i < text.length; i++) {
+    const c = text[i];
+    if (c === '\\') i++;
+    else if (c === '"') return i;
+  }
+  return -1;
+}
+
+/**
+ * JSON objects (`{"…`) in one line replaced by WITHHELD; an unclosed one is withheld to the end of
+ * the line (the lines of a JSON document printed over several lines are withheld line by line).
+ */
+function withholdJson(line: string): string {
+  const open = /\{\s*"/g;
   let out = '';
   let i = 0;
   for (;;) {
-    const m = /\{\s*"/.exec(text.slice(i));
-    if (!m) return out + text.slice(i);
-    const start = i + m.index;
-    out += text.slice(i, start) + WITHHELD;
-    const end = closingBrace(text, start);
-    if (end >= 0) i = end + 1;
-    else {
-      const eol = text.indexOf('\n', start);
-      if (eol < 0) return out;
-      i = eol;
+    open.lastIndex = i;
+    const m = open.exec(line);
+    if (!m) return out + line.slice(i);
+    out += line.slice(i, m.index) + WITHHELD;
+    const end = closingBrace(line, m.index);
+    if (end < 0) return out;
+    i = end + 1;
+  }
+}
+
+const SERVER_ERROR = 'an error on the server (';
+const PREVENTED = ') has prevented the request from succeeding';
+
+/**
+ * client-go: `an error on the server ("<body>") has prevented the request from succeeding (get
+ * pods)`: the body withheld, line by line. A body that does not end on its line is withheld to the
+ * end of the line, and the lines after it up to the one where it ends (`inBody` carries that from
+ * line to line).
+ */
+function withholdServerBodies(line: string, state: { inBody: boolean }): string {
+  let out = '';
+  let i = 0;
+  if (state.inBody) {
+    const end = line.indexOf(PREVENTED);
+    if (end < 0) return WITHHELD;
+    out = WITHHELD;
+    i = end;
+    state.inBody = false;
+  }
+  for (;;) {
+    const p = line.indexOf(SERVER_ERROR, i);
+    if (p < 0) return out + line.slice(i);
+    const bodyStart = p + SERVER_ERROR.length;
+    let end = -1;
+    // A quoted body ends at its closing quote (it may hold the words that end it unquoted).
+    if (line[bodyStart] === '"') {
+      const q = closingQuote(line, bodyStart);
+      if (q >= 0 && line.startsWith(PREVENTED, q + 1)) end = q + 1;
     }
+    if (end < 0) end = line.indexOf(PREVENTED, bodyStart);
+    out += line.slice(i, bodyStart) + WITHHELD;
+    if (end < 0) {
+      state.inBody = true;
+      return out;
+    }
+    i = end;
   }
 }
 
@@ -100,26 +183,29 @@ function withholdInLine(line: string): string {
   return out;
 }
 
-/**
- * The tenant-visible form of an engine text (one line or many): secrets masked, upstream bodies
- * withheld, the error's class and resource kept. Idempotent.
- */
-export function tenantVisible(text: string, secrets: readonly string[] = []): string {
-  let out = maskCredentials(maskSecrets(text, secrets));
-  // client-go: an error on the server ("<body>") has prevented the request from succeeding (get pods)
-  out = out.replace(
-    /(an error on the server \()("(?:[^"\\]|\\.)*"|[\s\S]*?)(\) has prevented the request from succeeding)/g,
-    (_m, a: string, _b: string, c: string) => `${a}${WITHHELD}${c}`,
-  );
-  out = withholdJson(out);
-  out = out
-    .split('\n')
-    .map((l) => withholdInLine(l))
-    .join('\n');
-  // Runs of withheld parts read as one.
-  return out.replace(new RegExp(`(?:${escape(WITHHELD)}\\s*)+${escape(WITHHELD)}`, 'g'), WITHHELD);
+/** Runs of withheld parts (only whitespace between them) read as one. */
+function mergeWithheld(text: string): string {
+  const parts = text.split(WITHHELD);
+  let out = parts[0]!;
+  for (let i = 1; i < parts.length; i++) {
+    const part = parts[i]!;
+    if (i < parts.length - 1 && part.trim() === '') continue;
+    out += WITHHELD + part;
+  }
+  return out;
 }
 
-function escape(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+/**
+ * The tenant-visible form of an engine text (one line or many): secrets masked, upstream bodies
+ * withheld, the error's class and resource kept, every line at most MAX_VISIBLE_LINE characters.
+ * Idempotent, and linear in the text's length: the known secrets are masked in the whole text,
+ * then each line is cut to MAX_VISIBLE_LINE before any pattern reads it.
+ */
+export function tenantVisible(text: string, secrets: readonly string[] = []): string {
+  const state = { inBody: false };
+  const visible = maskSecrets(text, secrets)
+    .split('\n')
+    .map((l) => withholdInLine(withholdJson(withholdServerBodies(maskCredentials(capLine(l)), state))))
+    .join('\n');
+  return mergeWithheld(visible);
 }

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { maskSecrets, tenantVisible, WITHHELD } from '../../provisioner/reconciler/visible-text.ts';
+import { MAX_VISIBLE_LINE, maskSecrets, tenantVisible, WITHHELD } from '../../provisioner/reconciler/visible-text.ts';
 
 // Error texts in the formats the Kubernetes provider, client-go, Go's HTTP client and Helm print
 // (as they reach the operation log through the Pulumi CLI's diagnostics).
@@ -114,4 +114,108 @@ t.test('the rule is idempotent', async (t) => {
     'error: an error on the server ("<html>x</html>") has prevented the request from succeeding (get pods); body: {"a":1}; Get "https://h/p?token=abcdefgh": EOF';
   const once = tenantVisible(text);
   t.equal(tenantVisible(once), once, 'sanitising a sanitised text changes nothing');
+});
+
+t.test(
+  'a line longer than MAX_VISIBLE_LINE is cut before any rule reads it, without the word the cut falls in',
+  async (t) => {
+    const long = `${'x '.repeat(1990)}https://user:hunter2hunter2@api.example.com/path?token=abcdefgh more`;
+    const out = tenantVisible(long);
+    t.ok(out.length <= MAX_VISIBLE_LINE, `the line is at most ${MAX_VISIBLE_LINE} characters (got ${out.length})`);
+    t.ok(out.endsWith('…'), 'the cut is marked with …');
+    t.notMatch(out, /hunter2|user:|https/, 'the URL the cut falls in is dropped whole: no half of its user info shows');
+    t.equal(tenantVisible(out), out, 'a cut line stays as it is when the rule runs again');
+  },
+);
+
+t.test("client-go's body over several lines is withheld up to the line where it ends", async (t) => {
+  const out = tenantVisible(
+    'error: an error on the server (<pre>\nupstream db01.internal refused\n</pre>) has prevented the request from succeeding (get pods)\nnext line',
+  );
+  t.notMatch(out, /db01|refused|pre>/, 'nothing of the body is left');
+  t.match(
+    out,
+    /an error on the server \(\[upstream response withheld\]\) has prevented the request from succeeding \(get pods\)/,
+  );
+  t.match(out, /\nnext line$/, 'the line after the end of the body is kept');
+});
+
+/**
+ * CPU time of `fn` (the least of three trials, each repeated `reps` times): the least is the
+ * trial that other work on the machine disturbed least.
+ */
+function cpuMicros(fn: () => void, reps: number): number {
+  let best = Infinity;
+  for (let trial = 0; trial < 3; trial++) {
+    const start = process.cpuUsage();
+    for (let i = 0; i < reps; i++) fn();
+    const used = process.cpuUsage(start);
+    best = Math.min(best, used.user + used.system);
+  }
+  return best;
+}
+
+// Lines that made the earlier patterns rescan the rest of the line from every position (128 KB
+// of `http://a` held the event loop for 7.8 s), and their like for every rule: each makes a line
+// of about `n` characters.
+const ADVERSARIAL: Record<string, (n: number) => string> = {
+  'http://a repeated': (n) => 'http://a'.repeat(n / 8),
+  'a scheme-like run (a.a.a.…)': (n) => 'a.'.repeat(n / 2),
+  'Bearer and spaces': (n) => `Bearer${' '.repeat(n - 7)}!`,
+  'token= repeated': (n) => 'token=ab '.repeat(n / 9),
+  'unclosed client-go bodies': (n) => 'an error on the server ("'.repeat(n / 25),
+  'client-go prefixes without their end': (n) => 'an error on the server (x'.repeat(n / 25),
+  'unclosed JSON objects': (n) => '{"'.repeat(n / 2),
+  'JSON members': (n) => '"a": "b", '.repeat(n / 10),
+  '< and spaces': (n) => `<${' '.repeat(n - 2)}x`,
+  'body and spaces': (n) => `body${' '.repeat(n - 5)}x`,
+  'withheld parts and spaces': (n) => `${WITHHELD} `.repeat(n / 30) + 'x',
+  everything: (n) =>
+    'x https://u:p@h/p?q=1 Bearer abcdefgh token=abcd {"a":1} <html> an error on the server ("q") '.repeat(n / 96),
+};
+
+/** `total` characters of lines made by `line(width)`. */
+function text(line: (n: number) => string, width: number, total: number): string {
+  return Array.from({ length: Math.round(total / width) }, () => line(width)).join('\n');
+}
+
+/** The CPU time of one run of tenantVisible on each text, measured with the same repetitions. */
+function costs(...texts: string[]): number[] {
+  // Enough repetitions that the first text takes some 20 ms (timer and scheduling noise is far less).
+  let reps = 1;
+  while (cpuMicros(() => tenantVisible(texts[0]!), reps) < 20_000 && reps < 1 << 16) reps *= 2;
+  return texts.map((s) => cpuMicros(() => tenantVisible(s), reps) / reps);
+}
+
+t.test(
+  'every rule is linear in the length of a line: 128 KB in 4 KB lines costs about what it costs in 1 KB lines',
+  async (t) => {
+    // The same 128 KB: a linear rule costs the same in long lines as in short ones; a quadratic one
+    // costs 4× as much in lines 4× as long. Lines stay under MAX_VISIBLE_LINE (nothing is cut).
+    const BOUND = 2.5;
+    for (const [name, line] of Object.entries(ADVERSARIAL)) {
+      const [short, long] = costs(text(line, 975, 128 * 1024), text(line, 3900, 128 * 1024));
+      t.ok(
+        long! / short! < BOUND,
+        `${name}: 128 KB in 3,900-character lines costs less than ${BOUND}× its cost in 975-character lines (${(long! / short!).toFixed(1)}×; ${Math.round(long!)} µs)`,
+      );
+    }
+  },
+);
+
+t.test('the whole text is linear: 4× the lines cost about 4× the work, not 16×', async (t) => {
+  const BOUND = 8;
+  for (const [name, line] of Object.entries(ADVERSARIAL)) {
+    const [small, large] = costs(text(line, 975, 32 * 1024), text(line, 975, 128 * 1024));
+    t.ok(
+      large! / small! < BOUND,
+      `${name}: 128 KB costs less than ${BOUND}× the CPU time of 32 KB (${(large! / small!).toFixed(1)}×; ${Math.round(large!)} µs)`,
+    );
+  }
+});
+
+t.test('128 KB of http://a on one line comes back as one cut line', async (t) => {
+  const out = tenantVisible('http://a'.repeat(16 * 1024));
+  t.ok(out.length <= MAX_VISIBLE_LINE, `at most ${MAX_VISIBLE_LINE} characters (got ${out.length})`);
+  t.notMatch(out, /\n/, 'one line');
 });
