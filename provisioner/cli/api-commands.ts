@@ -94,6 +94,7 @@ interface Tenant {
     cluster: string | null;
     endpoints: Record<string, string>;
     lastOperationId: string | null;
+    suspension?: { by: string; reason: string | null };
     conditions: Array<{ type: string; status: string; reason: string; message: string; lastTransitionTime: string }>;
   };
   maintenanceWindows?: MaintenanceWindowSpec[];
@@ -136,6 +137,8 @@ interface Operation {
 interface Accepted {
   tenant: Tenant;
   operationId: string;
+  /** false: the request queued nothing (operationId is the last or running operation). */
+  queued: boolean;
 }
 interface Cluster {
   name: string;
@@ -158,6 +161,21 @@ export class UsageError extends Error {
     this.name = 'UsageError';
   }
 }
+
+/**
+ * A command that had nothing to do (resume of a tenant that is not suspended, a fleet plan that
+ * upgrades no tenant): its message is printed as `nothing to do: …` and the exit code is 4
+ * (NOTHING_TO_DO_EXIT), so that a script can tell it from a change (0) and from a failure (1).
+ */
+export class NothingToDo extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'NothingToDo';
+  }
+}
+export const NOTHING_TO_DO_EXIT = 4;
+/** API codes that mean the request was valid but there was nothing to do. */
+export const NOTHING_TO_DO_CODES = new Set(['NOTHING_TO_RETRY', 'NOTHING_TO_UPGRADE']);
 
 /** The file --kubeconfig names; a file that cannot be read is a usage error naming it and why. */
 export async function readKubeconfig(file: string): Promise<string> {
@@ -222,13 +240,24 @@ export function addApiCommands(program: Command, io: Io): void {
       ),
     ].join('\n');
 
-  const accepted = (a: Accepted, verb: string) =>
+  /** Prints what a change queued; one that queued nothing is NothingToDo, with `why` saying what the tenant is. */
+  const accepted = (a: Accepted, verb: string, why?: (a: Accepted) => string) => {
+    if (a.queued === false) {
+      if (json()) io.out(JSON.stringify(a, null, 2));
+      const what = why?.(a) ?? 'already has that spec';
+      throw new NothingToDo(`tenant ${a.tenant.organization} (${a.tenant.id}) ${what}; no operation was queued`);
+    }
     print(
       a,
       () =>
         `${verb} ${a.tenant.organization} (${a.tenant.id}): generation ${a.tenant.generation}, operation ${a.operationId}\n` +
         `follow it with: provisioner operations logs ${a.operationId} --follow`,
     );
+  };
+  const suspendedBy = (t: Tenant) =>
+    t.status.suspension
+      ? ` (by ${t.status.suspension.by}${t.status.suspension.reason ? `: ${t.status.suspension.reason}` : ''})`
+      : '';
 
   const tenants = program.command('tenants').description('list, inspect and change tenants');
   tenants
@@ -295,17 +324,45 @@ export function addApiCommands(program: Command, io: Io): void {
       accepted(
         await client().request<Accepted>('POST', `/v1/tenants/${encodeURIComponent(id)}/upgrade`, { version }),
         `upgrading to ${version}:`,
+        ({ tenant: t }) =>
+          `already names ${t.spec.runtimeVersion} (running ${t.status.runtimeVersion ?? 'nothing yet'})`,
       );
     });
-  for (const [name, verb] of [
-    ['suspend', 'suspending'],
-    ['resume', 'resuming'],
-    ['retry', 'retrying'],
-  ] as const) {
-    tenants.command(`${name} <id>`).action(async (id: string) => {
-      accepted(await client().request<Accepted>('POST', `/v1/tenants/${encodeURIComponent(id)}/${name}`), `${verb}`);
+  tenants
+    .command('suspend <id>')
+    .description("stop the runtime (its data is kept); an operator's suspension is lifted only by an operator")
+    .option('--reason <text>', 'why (operators; the tenant sees it, and the audit log keeps it)')
+    .action(async (id: string, o: { reason?: string }) => {
+      accepted(
+        await client().request<Accepted>(
+          'POST',
+          `/v1/tenants/${encodeURIComponent(id)}/suspend`,
+          o.reason !== undefined ? { reason: o.reason } : undefined,
+        ),
+        'suspending',
+        ({ tenant: t }) => `is already suspended${suspendedBy(t)}`,
+      );
     });
-  }
+  tenants
+    .command('resume <id>')
+    .description('start a suspended runtime again')
+    .action(async (id: string) => {
+      accepted(
+        await client().request<Accepted>('POST', `/v1/tenants/${encodeURIComponent(id)}/resume`),
+        'resuming',
+        () => 'is not suspended',
+      );
+    });
+  tenants
+    .command('retry <id>')
+    .description('a new attempt now for a Stalled or failing tenant')
+    .action(async (id: string) => {
+      accepted(
+        await client().request<Accepted>('POST', `/v1/tenants/${encodeURIComponent(id)}/retry`),
+        'retrying',
+        (a) => `is ${a.tenant.status.phase}, not stalled or failing, and operation ${a.operationId} is under way`,
+      );
+    });
   tenants
     .command('set-windows <id>')
     .description('set the maintenance windows fleet upgrades may upgrade the tenant in (replaces them)')
@@ -331,7 +388,11 @@ export function addApiCommands(program: Command, io: Io): void {
       );
     });
   tenants.command('delete <id>').action(async (id: string) => {
-    accepted(await client().request<Accepted>('DELETE', `/v1/tenants/${encodeURIComponent(id)}`), 'deleting');
+    accepted(
+      await client().request<Accepted>('DELETE', `/v1/tenants/${encodeURIComponent(id)}`),
+      'deleting',
+      () => 'is already being deleted',
+    );
   });
 
   const ops = program.command('operations').description('operations and their logs');

@@ -3,7 +3,7 @@
  * --follow: a progress bar per wave, from the progress stream, until it ends), pause, resume, abort. A client of the API only.
  */
 import type { Command } from 'commander';
-import { apiClientOf, UsageError, type Io } from './api-commands.ts';
+import { apiClientOf, NothingToDo, UsageError, type Io } from './api-commands.ts';
 import { ApiError, type ApiClient } from './client.ts';
 import { table } from './format.ts';
 
@@ -319,6 +319,18 @@ export function addFleetCommands(program: Command, io: Io): void {
   const fleet = program.command('fleet').description('fleet upgrades: many tenants to one version, in waves');
 
   const printPlan = (p: PlanView) => {
+    if (p.tenants.length > 0) printUpgradeable(p);
+    if (p.excluded.length > 0) {
+      io.out(`not upgradeable (${p.excluded.length}):`);
+      io.out(
+        table(
+          ['TENANT', 'ORGANIZATION', 'VERSION', 'REASON'],
+          p.excluded.map((e) => [e.tenantId, e.organization, e.version, e.reason]),
+        ),
+      );
+    }
+  };
+  const printUpgradeable = (p: PlanView) => {
     io.out(
       table(
         ['TENANT', 'ORGANIZATION', 'FROM', 'PATH', 'WAVE', 'WINDOW'],
@@ -333,15 +345,6 @@ export function addFleetCommands(program: Command, io: Io): void {
       ),
     );
     io.out(`waves: ${p.waves.map((w) => `${w.wave === 0 ? 'canary' : `wave ${w.wave}`} ${w.size}`).join(', ')}`);
-    if (p.excluded.length > 0) {
-      io.out(`not upgradeable (${p.excluded.length}):`);
-      io.out(
-        table(
-          ['TENANT', 'ORGANIZATION', 'VERSION', 'REASON'],
-          p.excluded.map((e) => [e.tenantId, e.organization, e.version, e.reason]),
-        ),
-      );
-    }
   };
 
   planOptions(fleet.command('plan <version>').description('what a fleet upgrade would do (nothing is changed)')).action(
@@ -349,6 +352,13 @@ export function addFleetCommands(program: Command, io: Io): void {
       const p = await client().request<PlanView>('POST', '/v1/fleet-upgrades?dryRun=1', requestBody(version, o));
       if (json()) io.out(JSON.stringify(p, null, 2));
       else printPlan(p);
+      // `fleet start` would be refused (NOTHING_TO_UPGRADE): say so, and exit 4.
+      if (p.tenants.length === 0)
+        throw new NothingToDo(
+          p.counts.selected === 0
+            ? `no tenant matches the selection`
+            : `none of the ${p.counts.selected} selected tenants can be upgraded to ${version}${json() ? '' : ' (why: above)'}`,
+        );
     },
   );
 
@@ -365,33 +375,40 @@ export function addFleetCommands(program: Command, io: Io): void {
     },
   );
 
+  const listFleetUpgrades = async () => {
+    const { items } = await client().request<{ items: FleetView[] }>('GET', '/v1/fleet-upgrades');
+    if (json()) return io.out(JSON.stringify({ items }, null, 2));
+    io.out(
+      table(
+        ['ID', 'TARGET', 'STATE', 'WAVE', 'SUCCEEDED', 'FAILED', 'PENDING', 'CREATED'],
+        items.map((f) => [
+          f.id,
+          f.targetVersion,
+          f.state,
+          f.waves[f.currentWave]?.name ?? '-',
+          f.counts.succeeded,
+          f.counts.quarantined,
+          f.counts.pending,
+          f.createdAt,
+        ]),
+      ),
+    );
+  };
+
+  fleet
+    .command('list')
+    .description('the fleet upgrades, newest first, with their state and counts')
+    .action(listFleetUpgrades);
+
   fleet
     .command('status [id]')
-    .description('a fleet upgrade with a progress bar per wave (without id: the list)')
+    .description('a fleet upgrade with a progress bar per wave (without id: the list, as `fleet list`)')
     .option(
       '-f, --follow',
       'follow its progress stream, redrawing on every change, until it ends (exit 1 when it halts or is aborted)',
     )
     .action(async (id: string | undefined, o: { follow?: boolean }) => {
-      if (!id) {
-        const { items } = await client().request<{ items: FleetView[] }>('GET', '/v1/fleet-upgrades');
-        if (json()) return io.out(JSON.stringify({ items }, null, 2));
-        return io.out(
-          table(
-            ['ID', 'TARGET', 'STATE', 'WAVE', 'SUCCEEDED', 'FAILED', 'PENDING', 'CREATED'],
-            items.map((f) => [
-              f.id,
-              f.targetVersion,
-              f.state,
-              f.waves[f.currentWave]?.name ?? '-',
-              f.counts.succeeded,
-              f.counts.quarantined,
-              f.counts.pending,
-              f.createdAt,
-            ]),
-          ),
-        );
-      }
+      if (!id) return listFleetUpgrades();
       const path = `/v1/fleet-upgrades/${encodeURIComponent(id)}`;
       if (o.follow) return followFleet(client(), path, io, json());
       const f = await client().request<FleetView>('GET', path);

@@ -4,10 +4,22 @@
  *
  * The server, the database and the Pulumi engine are imported only by the commands that use them:
  * loading them costs over a second, and an API call such as `tenants list` needs none of them.
+ *
+ * Exit codes: 0 done; 1 refused or failed (the API's error, a usage error); 2 invalid
+ * configuration; 3 the API cannot be reached; 4 nothing to do (NothingToDo: a resume of a tenant
+ * that is not suspended, a retry of one that is not failing, a fleet plan that upgrades no tenant).
  */
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../../runtime/agents/common/config.ts';
-import { addApiCommands, UsageError, type Io } from './api-commands.ts';
+import {
+  addApiCommands,
+  NOTHING_TO_DO_CODES,
+  NOTHING_TO_DO_EXIT,
+  NothingToDo,
+  UsageError,
+  type Io,
+} from './api-commands.ts';
 import { addAppCommands } from './app-commands.ts';
 import { addFleetCommands } from './fleet-commands.ts';
 import { addDoctorCommand, ExitCode } from './doctor.ts';
@@ -28,6 +40,11 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     .option('--json', 'print the API JSON instead of tables')
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) });
+
+  program
+    .command('version')
+    .description('print the version and the Node.js it runs on (also: provisioner --version)')
+    .action(() => io.out(versionLine()));
 
   program
     .command('serve')
@@ -56,6 +73,9 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
   addDoctorCommand(program, io);
   addManagedClusterCommands(program, io);
 
+  // Only as the first argument: a program option is recognised after a subcommand too, where
+  // `tenants list --version 1.4.1` means a runtime version.
+  if (argv[0] === '--version' || argv[0] === '-V') argv = ['version', ...argv.slice(1)];
   try {
     await program.parseAsync(argv, { from: 'user' });
     return 0;
@@ -66,17 +86,28 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       io.err(`provisioner: invalid configuration: ${err.message}`);
       return 2;
     }
+    if (err instanceof NothingToDo) {
+      // With --json stdout holds the answer alone.
+      (program.opts<{ json?: boolean }>().json ? io.err : io.out)(`nothing to do: ${err.message}`);
+      return NOTHING_TO_DO_EXIT;
+    }
     if (err instanceof UsageError) {
       io.err(`provisioner: ${err.message}`);
       return 1;
     }
     if (err instanceof ApiError) {
       io.err(`provisioner: ${err.code}: ${err.message}${err.field ? ` (field: ${err.field})` : ''}`);
-      return err.status === 0 ? 3 : 1;
+      return err.status === 0 ? 3 : NOTHING_TO_DO_CODES.has(err.code) ? NOTHING_TO_DO_EXIT : 1;
     }
     io.err(`provisioner: ${explain(err)}`);
     return 1;
   }
+}
+
+/** `provisioner 0.1.0 (Node.js v24.…)`: which checkout, and which Node.js the launcher chose. */
+function versionLine(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return `provisioner ${pkg.version} (Node.js ${process.version})`;
 }
 
 /** An error and the errors it wraps, each message once: the real cause, never `undefined`. */

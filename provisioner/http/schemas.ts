@@ -218,7 +218,13 @@ export const Operation = Type.Object(
 
 export const Accepted = Type.Object({
   tenant: Type.Ref('Tenant'),
-  operationId: Uuid,
+  operationId: Type.String({
+    format: 'uuid',
+    description: 'the operation this request queued; with queued false, the last or running operation',
+  }),
+  queued: Type.Boolean({
+    description: 'false: nothing changed that needs an operation (a repeated or no-op request); nothing was queued',
+  }),
 });
 
 export const RuntimeVersionInfo = Type.Object({

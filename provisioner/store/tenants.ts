@@ -379,7 +379,8 @@ export async function changeSpec(
     updates.push(condition('Stalled', 'False', 'SpecChanged', 'spec changed; reconciling again'));
   }
   const conditions = mergeConditions(tenant.conditions, updates);
-  const fromVersion = tenant.actual_runtime_version ?? tenant.runtime_version;
+  // The version running before the operation; null when nothing was installed yet.
+  const fromVersion = tenant.actual_runtime_version;
   // One statement (one round trip): the spec, the queued operation, the tenant's last operation
   // and the NOTIFY that wakes the workers (delivered at commit).
   const { rows } = await db.query<{ id: string }>(
@@ -439,7 +440,8 @@ export async function requestRetry(db: Queryable, tenant: TenantRow): Promise<Qu
             updated_at = now() WHERE id = $1`,
     [tenant.id, JSON.stringify(conditions)],
   );
-  const fromVersion = tenant.actual_runtime_version ?? tenant.runtime_version;
+  // The version running before the operation; null when nothing was installed yet.
+  const fromVersion = tenant.actual_runtime_version;
   const id = await insertOperation(db, tenant.id, 'retry', tenant.generation, fromVersion, tenant.runtime_version);
   await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, tenant.id]);
   return { id, kind: 'retry', generation: tenant.generation, fromVersion, toVersion: tenant.runtime_version };

@@ -71,7 +71,10 @@ export interface SpecChangeRequest {
 
 export interface Accepted {
   tenant: Tenant;
+  /** The operation this request queued; when it queued none, the tenant's last or running one. */
   operationId: string;
+  /** false: the request changed nothing that needs an operation (repeating it is harmless). */
+  queued: boolean;
 }
 
 export class TenantService {
@@ -90,9 +93,13 @@ export class TenantService {
     }
   }
 
-  /** Upgrade rules: forward moves follow the catalog's path; a rollback only to the version last run. */
+  /**
+   * Upgrade rules: forward moves follow the catalog's path; a rollback only to the version last run.
+   * A tenant with nothing installed anywhere (see everInstalled) may take any installable version.
+   */
   checkVersionChange(tenant: TenantRow, to: string): void {
     const field = 'runtimeVersion';
+    if (!everInstalled(tenant)) return;
     const from = tenant.runtime_version;
     if (compareVersions(to, from) < 0) {
       const previous = tenant.previous_runtime_version;
@@ -199,7 +206,7 @@ export class TenantService {
       let row = await getTenantRow(tx, id, true);
       if (!row) throw errors.notFound('tenant', id);
       if (row.deleted) {
-        if (kind === 'delete') return { tenant: toTenant(row), operationId: row.last_operation_id! };
+        if (kind === 'delete') return { tenant: toTenant(row), operationId: row.last_operation_id!, queued: false };
         throw errors.tenantDeleted(id);
       }
       if (change.plan !== undefined && !PLANS[change.plan]) throw errors.unknownPlan(change.plan, PLAN_NAMES);
@@ -228,7 +235,10 @@ export class TenantService {
         (row.suspended_by !== suspender || (request.reason ?? null) !== row.suspension_reason)
       ) {
         // Already suspended: an operator's suspension takes over a tenant's own (and its reason); a tenant cannot take over an operator's.
-        if (suspender === 'operator') await setSuspender(tx, id, 'operator', request.reason ?? null);
+        if (suspender === 'operator') {
+          await setSuspender(tx, id, 'operator', request.reason ?? null);
+          row = (await getTenantRow(tx, id, true))!; // the answer shows the suspension as it is now
+        }
       }
       if (windows !== undefined && JSON.stringify(windows) !== JSON.stringify(row.maintenance_windows ?? [])) {
         // Windows are not part of the spec: stored and audited, no generation, no engine run.
@@ -246,7 +256,8 @@ export class TenantService {
         });
         row = (await getTenantRow(tx, id, true))!;
       }
-      if (Object.keys(effective).length === 0) return { tenant: toTenant(row), operationId: row.last_operation_id! };
+      if (Object.keys(effective).length === 0)
+        return { tenant: toTenant(row), operationId: row.last_operation_id!, queued: false };
       const op = await changeSpec(tx, row, effective, kindFor(kind, effective), describe(effective));
       if (effective.suspended === true)
         await setSuspender(tx, id, suspender, suspender === 'operator' ? (request.reason ?? null) : null);
@@ -268,7 +279,7 @@ export class TenantService {
         },
         requestId,
       });
-      return { tenant: toTenant(after), operationId: op.id };
+      return { tenant: toTenant(after), operationId: op.id, queued: true };
     });
   }
 
@@ -288,13 +299,23 @@ export class TenantService {
         [id],
       );
       const { failing, open } = state[0]!;
-      if (!failing && open !== null) return { tenant: toTenant(row), operationId: open };
+      if (!failing && open !== null) return { tenant: toTenant(row), operationId: open, queued: false };
       if (!failing) throw errors.nothingToRetry(id, row.phase);
       const op = await requestRetry(tx, row);
       await writeAudit(tx, actor, { action: 'tenant.retry', targetType: 'tenant', targetId: id, requestId });
-      return { tenant: toTenant((await getTenantRow(tx, id))!), operationId: op.id };
+      return { tenant: toTenant((await getTenantRow(tx, id))!), operationId: op.id, queued: true };
     });
   }
+}
+
+/**
+ * Whether anything of the tenant may exist on a root cluster, so that the upgrade and rollback
+ * rules protect it: a version was installed, or a first install was placed on a cluster (an
+ * attempt that failed may have created part of it). A tenant never placed (waiting for a cluster
+ * or for the engine) has nothing installed: any installable version is a first install.
+ */
+export function everInstalled(tenant: Pick<TenantRow, 'actual_runtime_version' | 'cluster_id'>): boolean {
+  return tenant.actual_runtime_version !== null || tenant.cluster_id !== null;
 }
 
 function kindFor(requested: OperationKind, effective: Record<string, unknown>): OperationKind {

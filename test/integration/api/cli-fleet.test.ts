@@ -271,3 +271,47 @@ t.test('fleet status --follow reads the progress stream and resumes after a drop
   t.match(err.join('\n'), new RegExp(`fleet upgrade ${id} is aborted`), 'saying it was aborted');
   t.match(text(), / abort\b[\s\S]* aborted\b/, 'the abort and the end are shown');
 });
+
+t.test('fleet list lists the fleet upgrades; fleet status without an id still does', async (t) => {
+  const a = await ready('1.4.1');
+  const start = await cli(['fleet', 'start', '1.5.0', '--tenants', a]);
+  t.equal(start.code, 0, `start exits 0 (${start.err})`);
+  const id = /started fleet upgrade (\S+)/.exec(start.out)?.[1];
+  const list = await cli(['fleet', 'list']);
+  t.equal(list.code, 0, `fleet list exits 0 (${list.err})`);
+  t.match(list.out, /^ID\s+TARGET\s+STATE\s+WAVE/, 'fleet list prints the table header');
+  t.match(list.out, new RegExp(`${id}\\s+1\\.5\\.0\\s+running`), 'and the fleet upgrade just started');
+  t.equal((await cli(['fleet', 'status'])).out, list.out, '`fleet status` without an id prints the same list');
+  const json = JSON.parse((await cli(['--json', 'fleet', 'list'])).out) as { items: Array<{ id: string }> };
+  t.ok(
+    json.items.some((f) => f.id === id),
+    '--json fleet list prints the API items',
+  );
+  t.equal((await cli(['fleet', 'abort', id!])).code, 0, 'abort it (it holds its tenant)');
+});
+
+t.test('fleet plan and start with nothing to upgrade say so and exit 4', async (t) => {
+  const suspended = await ready('1.4.1', true);
+  const current = await ready('1.5.0');
+  const plan = await cli(['fleet', 'plan', '1.5.0', '--tenants', `${suspended},${current}`]);
+  t.equal(plan.code, 4, `a plan that upgrades no tenant exits 4 (${plan.err})`);
+  t.match(
+    plan.out,
+    /nothing to do: none of the 2 selected tenants can be upgraded to 1\.5\.0/,
+    'with a line that says nothing would be upgraded',
+  );
+  t.match(plan.out, new RegExp(`not upgradeable \\(2\\):[\\s\\S]*${suspended}\\s[\\s\\S]*suspended`), 'and why');
+  t.notMatch(plan.out, /^TENANT\s+ORGANIZATION\s+FROM/m, 'no empty table of upgradeable tenants');
+  t.notMatch(plan.out, /^waves:/m, 'and no waves');
+  const json = await cli(['--json', 'fleet', 'plan', '1.5.0', '--tenants', `${suspended},${current}`]);
+  t.equal(json.code, 4, '--json: exit 4 as well');
+  t.equal(
+    (JSON.parse(json.out) as { counts: { upgradeable: number } }).counts.upgradeable,
+    0,
+    '--json: stdout is the plan alone, 0 upgradeable',
+  );
+  t.match(json.err, /nothing to do: none of the 2 selected tenants/, '--json: the line goes to stderr');
+  const start = await cli(['fleet', 'start', '1.5.0', '--tenants', `${suspended},${current}`]);
+  t.equal(start.code, 4, 'start with nothing to upgrade exits 4');
+  t.match(start.err, /NOTHING_TO_UPGRADE/, "with the API's code");
+});

@@ -7,6 +7,7 @@ import { main } from '../../../provisioner/cli/main.ts';
 import { appendLog } from '../../../provisioner/store/operations.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
+import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { EVENTS_PATH, type EventBatch } from '../../../runtime/protocol/events.ts';
 import { application, batch, deletion } from '../../helpers/events.ts';
 
@@ -85,6 +86,107 @@ t.test('suspend, resume, retry, delete, and operations list', async (t) => {
   for (const kind of ['create', 'suspend', 'resume', 'retry', 'delete'])
     t.match(ops.out, new RegExp(`\\s${kind}\\s`), kind);
 });
+
+t.test('suspend --reason; a suspend, resume or retry that has nothing to do says so and exits 4', async (t) => {
+  const { tenantId, operationId: createOp } = await api.signup();
+  const opsBefore = async () =>
+    (JSON.parse((await cli(['--json', 'operations', 'list', tenantId])).out) as { items: unknown[] }).items.length;
+
+  const resume = await cli(['tenants', 'resume', tenantId]);
+  t.equal(resume.code, 4, `resume of a tenant that is not suspended exits 4 (${resume.err})`);
+  t.match(resume.out, new RegExp(`^nothing to do: tenant \\S+ \\(${tenantId}\\) is not suspended`), 'and says why');
+  t.notMatch(resume.out, /resuming|follow it with/, 'it does not print as if an operation started');
+
+  const retry = await cli(['tenants', 'retry', tenantId]);
+  t.equal(retry.code, 4, `retry of a Pending tenant whose create is queued exits 4 (${retry.err})`);
+  t.match(
+    retry.out,
+    new RegExp(
+      `nothing to do: tenant \\S+ \\(${tenantId}\\) is Pending, not stalled or failing, and operation ${createOp} is under way`,
+    ),
+    'and names the operation under way',
+  );
+  t.equal(await opsBefore(), 1, 'neither queued an operation (the create is the only one)');
+
+  const suspend = await cli(['tenants', 'suspend', tenantId, '--reason', 'invoice 42 unpaid'], api.operatorKey);
+  t.equal(suspend.code, 0, `suspend --reason exits 0 (${suspend.err})`);
+  t.match(suspend.out, /^suspending .*operation [0-9a-f-]+/, 'it prints the operation it queued');
+  const got = JSON.parse((await cli(['--json', 'tenants', 'get', tenantId])).out) as {
+    status: { suspension?: { by: string; reason: string | null } };
+  };
+  t.same(got.status.suspension, { by: 'operator', reason: 'invoice 42 unpaid' }, "the reason is the suspension's");
+
+  const again = await cli(['--json', 'tenants', 'suspend', tenantId], api.operatorKey);
+  t.equal(again.code, 4, 'a second suspend exits 4');
+  t.equal((JSON.parse(again.out) as { queued: boolean }).queued, false, '--json prints the answer, queued: false');
+  t.match(again.err, /nothing to do: tenant .* is already suspended \(by operator\)/, 'and the line goes to stderr');
+
+  await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE tenant_id = $1`, [
+    tenantId,
+  ]);
+  const settled = await cli(['tenants', 'resume', tenantId]);
+  t.equal(settled.code, 0, `resume of the suspended tenant exits 0 (${settled.err})`);
+  await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE tenant_id = $1`, [
+    tenantId,
+  ]);
+  const none = await cli(['tenants', 'retry', tenantId]);
+  t.equal(none.code, 4, 'retry with no operation under way and no failure exits 4');
+  t.match(none.err, /NOTHING_TO_RETRY: .*nothing to retry/, "with the API's NOTHING_TO_RETRY");
+});
+
+t.test(
+  'a tenant never placed on a cluster is not held to upgrade paths and shows no version it never ran',
+  async (t) => {
+    const oldest = catalog.versions[0]!.version;
+    const far = catalog.versions
+      .map((v) => v.version)
+      .find((v) => !catalog.upgradePath(oldest, v).allowed && catalog.upgradePath(oldest, v).path.length > 1);
+    if (!far)
+      throw new Error(`precondition: the catalog has a version that ${oldest} reaches only through stepping stones`);
+    const { tenantId } = await api.signup({ runtimeVersion: oldest });
+    const suspend = await cli(['tenants', 'suspend', tenantId], api.operatorKey);
+    t.equal(suspend.code, 0, suspend.err);
+    const up = await cli(['tenants', 'upgrade', tenantId, far], api.operatorKey);
+    t.equal(up.code, 0, `a never-installed ${oldest} tenant takes ${far} directly (${up.err})`);
+    const ops = JSON.parse((await cli(['--json', 'operations', 'list', tenantId])).out) as {
+      items: Array<{ kind: string; fromVersion: string | null; toVersion: string | null }>;
+    };
+    t.same(
+      ops.items.map((o) => [o.kind, o.fromVersion]).sort(),
+      [
+        ['create', null],
+        ['suspend', null],
+        ['upgrade', null],
+      ],
+      `no operation claims to start from ${oldest}, which never ran`,
+    );
+    const table = await cli(['operations', 'list', tenantId]);
+    t.match(table.lines[0], /^ID\s+KIND\s+STATE\s+ATTEMPT\s+FROM\s+TO\s/, 'operations list: FROM is the fifth column');
+    t.same(
+      table.out
+        .split('\n')
+        .slice(1)
+        .map((l) => l.split(/\s+/)[4]),
+      ['-', '-', '-'],
+      `operations list shows no FROM version for any of the 3 operations (none ran from ${oldest})`,
+    );
+
+    // Placed on a cluster (a first install ran there, and may have created part of it): held again.
+    const placed = await api.signup({ runtimeVersion: oldest });
+    const cluster = await insertCluster(api.db.pool, {
+      name: 'never-installed-1',
+      region: 'eu-9',
+      labels: {},
+      capacity: 5,
+      plans: [],
+      kubeconfigEnc: api.services.box.encrypt('x', 'cluster/never-installed-1'),
+    });
+    await api.db.pool.query(`UPDATE tenants SET cluster_id = $2 WHERE id = $1`, [placed.tenantId, cluster.id]);
+    const held = await cli(['tenants', 'upgrade', placed.tenantId, far], api.operatorKey);
+    t.equal(held.code, 1, 'a tenant whose first install was placed on a cluster is held to the path');
+    t.match(held.err, /UPGRADE_PATH_REFUSED/, 'with the API code');
+  },
+);
 
 t.test('regions and regions list both list the regions; --json prints the API answer', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'hrt-cli-'));
