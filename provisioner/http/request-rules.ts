@@ -94,32 +94,56 @@ export function applyRequestRules(schema: unknown, where: string): unknown {
 }
 
 /**
- * Whether any string or key of a parsed JSON body holds a NUL: the check every body gets, without
- * building the path of each value it passes (findNul does that, for the one body that has one).
+ * The deepest nesting of arrays and objects a JSON body may have. Deeper bodies are refused
+ * before anything walks them (a recursive walk of 30,000 levels overflows the stack); no body of
+ * this API comes near it (a reported Kubernetes object nests some 15 levels).
  */
-function hasNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\u0000');
-  if (typeof value !== 'object' || value === null) return false;
-  if (Array.isArray(value)) {
-    for (const v of value) if (hasNul(v)) return true;
-    return false;
-  }
-  for (const k in value) {
-    if (k.includes('\u0000') || hasNul((value as Record<string, unknown>)[k])) return true;
+export const MAX_JSON_DEPTH = 100;
+
+/** Whether a parsed JSON value nests arrays and objects deeper than `max` (an iterative walk). */
+export function deeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [v, depth] = next;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth + 1 > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+    }
   }
   return false;
 }
 
-/** The path (`items.3.object.spec`) of the first string or key holding a NUL in a parsed JSON body. */
-export function findNul(value: unknown, path = ''): string | undefined {
-  if (path === '' && !hasNul(value)) return undefined;
-  if (typeof value === 'string') return value.includes('\u0000') ? path || 'body' : undefined;
-  if (typeof value !== 'object' || value === null) return undefined;
-  for (const [k, v] of Object.entries(value)) {
-    const at = path ? `${path}.${k}` : k;
-    if (k.includes('\u0000')) return path || 'body';
-    const found = findNul(v, at);
-    if (found !== undefined) return found;
+/**
+ * The path (`items.3.object.spec`) of the first string or key holding a NUL in a parsed JSON body
+ * (`body` for the body itself), in document order; an iterative walk that builds a path only for
+ * the value it reports.
+ */
+export function findNul(value: unknown): string | undefined {
+  // Each entry: the value and the way to it (the parent's entry and the key), kept only as links.
+  interface At {
+    value: unknown;
+    key?: string;
+    parent?: At;
+  }
+  const pathOf = (at: At): string => {
+    const keys: string[] = [];
+    for (let a: At | undefined = at; a?.key !== undefined; a = a.parent) keys.push(a.key);
+    return keys.reverse().join('.') || 'body';
+  };
+  const stack: At[] = [{ value }];
+  for (let at = stack.pop(); at !== undefined; at = stack.pop()) {
+    // A key with a NUL is reported as the object holding it (the key cannot be named).
+    if (at.key?.includes('\u0000') && at.parent) return pathOf(at.parent);
+    const v = at.value;
+    if (typeof v === 'string') {
+      if (v.includes('\u0000')) return pathOf(at);
+      continue;
+    }
+    if (typeof v !== 'object' || v === null) continue;
+    const entries = Object.entries(v);
+    for (let i = entries.length - 1; i >= 0; i--)
+      stack.push({ value: entries[i]![1], key: entries[i]![0], parent: at });
   }
   return undefined;
 }
@@ -129,7 +153,15 @@ export function installRequestRules(app: FastifyInstance): void {
   // Free-form JSON (a reported object, a summary) has no schema for its strings: the same rule,
   // checked on the parsed body (jsonb cannot hold NUL either).
   app.addHook('preValidation', async (request) => {
-    const field = typeof request.body === 'object' ? findNul(request.body) : undefined;
+    if (typeof request.body !== 'object') return;
+    // First: every later walk of the body (the NUL scan, validation, logging) may recurse.
+    if (deeperThan(request.body, MAX_JSON_DEPTH))
+      throw errors.validation(
+        `the body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels (the limit)`,
+        'body',
+        { maxDepth: MAX_JSON_DEPTH },
+      );
+    const field = findNul(request.body);
     if (field !== undefined) throw errors.validation(`'${field}' must not contain NUL characters`, field);
   });
   app.addHook('onRoute', (route: RouteOptions) => {
