@@ -73,6 +73,9 @@ export const PROVISIONER_TENANT_RULES: k8s.types.input.rbac.v1.PolicyRule[] = [
     ],
     verbs: manage,
   },
+  // The vcluster chart's Role grants its syncer these (every pinned chart version): the syncer
+  // adds ephemeral containers (`kubectl debug` inside the vcluster) to the pods it synced.
+  { apiGroups: [''], resources: ['pods/ephemeralcontainers'], verbs: ['patch', 'update'] },
   { apiGroups: ['apps'], resources: ['statefulsets', 'deployments', 'replicasets'], verbs: manage },
   { apiGroups: [RBAC], resources: ['roles', 'rolebindings'], verbs: manage },
   { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies', 'ingresses'], verbs: manage },

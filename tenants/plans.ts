@@ -1,8 +1,14 @@
 /**
  * Plans: what a tenant's namespace on the root cluster may use. The tenants/ program turns a
  * plan into the ResourceQuota and LimitRange of the tenant namespace and into the resources of
- * the vcluster control plane.
+ * every container the tenant's runtime runs: the vcluster control plane and its CoreDNS, each
+ * Argo component and the agents. Every pod of the vcluster is synced into the tenant namespace,
+ * so all of them count against the quota; what is left is the tenant's own (its Argo Workflows
+ * pods above all). The per-plan table with the sums and that headroom is in docs/operations.md
+ * ("Resource budgets per plan"); test/unit/plans.test.ts keeps it in step with this file.
  */
+import { resources, type ContainerResources, type RuntimeResources } from '../runtime/component/resources.ts';
+
 export interface Plan {
   name: string;
   /** Totals across the tenant namespace (vcluster control plane + synced pods). */
@@ -26,7 +32,95 @@ export interface Plan {
   };
   /** The vcluster control plane (StatefulSet) resources and datastore volume. */
   controlPlane: { requests: { cpu: string; memory: string }; limits: { cpu: string; memory: string }; storage: string };
+  /** The control plane pod's init containers (they copy the Kubernetes binaries, then exit). */
+  controlPlaneInit: ContainerResources;
+  /** CoreDNS inside the vcluster (one replica; the syncer deploys it from the chart's values). */
+  coreDns: ContainerResources;
+  /** The runtime's Argo components and agents. */
+  runtime: RuntimeResources;
+  /**
+   * What the quota must still hold for the tenant's own pods (its Argo Workflows pods above all)
+   * once the runtime runs: the conformance check fails a plan whose runtime leaves less.
+   */
+  tenantHeadroom: { cpu: string; memory: string; limits: { cpu: string; memory: string }; pods: number };
 }
+
+// resources(requests cpu, requests memory, limits cpu, limits memory), per container and replica.
+const FREE_RUNTIME: RuntimeResources = {
+  argoCd: {
+    applicationController: resources('100m', '256Mi', '500m', '768Mi'),
+    repoServer: resources('50m', '128Mi', '500m', '512Mi'),
+    server: resources('25m', '64Mi', '250m', '256Mi'),
+    redis: resources('10m', '32Mi', '100m', '128Mi'),
+    applicationSet: resources('10m', '48Mi', '100m', '128Mi'),
+    notifications: resources('10m', '32Mi', '100m', '128Mi'),
+    redisSecretInit: resources('10m', '32Mi', '100m', '64Mi'),
+  },
+  argoWorkflows: {
+    controller: resources('25m', '64Mi', '250m', '256Mi'),
+    server: resources('10m', '64Mi', '100m', '256Mi'),
+    executor: resources('10m', '32Mi', '250m', '128Mi'),
+  },
+  argoRollouts: { controller: resources('25m', '64Mi', '250m', '256Mi'), replicas: 1 },
+  argoEvents: { controller: resources('10m', '48Mi', '100m', '128Mi') },
+  agents: {
+    'tunnel-client': resources('10m', '48Mi', '100m', '128Mi'),
+    'request-router': resources('10m', '48Mi', '100m', '128Mi'),
+    'app-proxy': resources('10m', '64Mi', '250m', '256Mi'),
+    // The event reporter idles at 100–120 MiB; its V8 heap is capped below the 512 MiB limit.
+    'event-reporter': resources('25m', '160Mi', '250m', '512Mi'),
+  },
+};
+
+const TEAM_RUNTIME: RuntimeResources = {
+  argoCd: {
+    applicationController: resources('250m', '512Mi', '2', '2Gi'),
+    repoServer: resources('100m', '256Mi', '1', '1Gi'),
+    server: resources('50m', '128Mi', '500m', '512Mi'),
+    redis: resources('25m', '64Mi', '250m', '256Mi'),
+    applicationSet: resources('25m', '64Mi', '250m', '256Mi'),
+    notifications: resources('25m', '64Mi', '250m', '256Mi'),
+    redisSecretInit: resources('10m', '32Mi', '100m', '64Mi'),
+  },
+  argoWorkflows: {
+    controller: resources('100m', '128Mi', '1', '512Mi'),
+    server: resources('50m', '128Mi', '500m', '512Mi'),
+    executor: resources('25m', '64Mi', '500m', '256Mi'),
+  },
+  argoRollouts: { controller: resources('50m', '128Mi', '500m', '512Mi'), replicas: 2 },
+  argoEvents: { controller: resources('25m', '64Mi', '250m', '256Mi') },
+  agents: {
+    'tunnel-client': resources('50m', '64Mi', '250m', '128Mi'),
+    'request-router': resources('50m', '64Mi', '250m', '128Mi'),
+    'app-proxy': resources('50m', '96Mi', '500m', '256Mi'),
+    'event-reporter': resources('100m', '256Mi', '500m', '512Mi'),
+  },
+};
+
+const ENTERPRISE_RUNTIME: RuntimeResources = {
+  argoCd: {
+    applicationController: resources('500m', '1Gi', '4', '4Gi'),
+    repoServer: resources('250m', '512Mi', '2', '2Gi'),
+    server: resources('100m', '256Mi', '1', '1Gi'),
+    redis: resources('50m', '128Mi', '500m', '512Mi'),
+    applicationSet: resources('50m', '128Mi', '500m', '512Mi'),
+    notifications: resources('50m', '128Mi', '500m', '512Mi'),
+    redisSecretInit: resources('10m', '32Mi', '100m', '64Mi'),
+  },
+  argoWorkflows: {
+    controller: resources('250m', '256Mi', '2', '1Gi'),
+    server: resources('100m', '256Mi', '1', '1Gi'),
+    executor: resources('50m', '64Mi', '500m', '256Mi'),
+  },
+  argoRollouts: { controller: resources('100m', '256Mi', '1', '1Gi'), replicas: 2 },
+  argoEvents: { controller: resources('50m', '128Mi', '500m', '512Mi') },
+  agents: {
+    'tunnel-client': resources('50m', '64Mi', '250m', '128Mi'),
+    'request-router': resources('100m', '128Mi', '500m', '256Mi'),
+    'app-proxy': resources('100m', '128Mi', '1', '512Mi'),
+    'event-reporter': resources('200m', '384Mi', '1', '768Mi'),
+  },
+};
 
 export const PLANS: Readonly<Record<string, Plan>> = {
   free: {
@@ -37,7 +131,11 @@ export const PLANS: Readonly<Record<string, Plan>> = {
       default: { cpu: '500m', memory: '512Mi' },
       max: { cpu: '2', memory: '4Gi' },
     },
-    controlPlane: { requests: { cpu: '200m', memory: '256Mi' }, limits: { cpu: '1', memory: '1Gi' }, storage: '5Gi' },
+    controlPlane: { requests: { cpu: '150m', memory: '384Mi' }, limits: { cpu: '1', memory: '1Gi' }, storage: '5Gi' },
+    controlPlaneInit: resources('20m', '32Mi', '100m', '128Mi'),
+    coreDns: resources('20m', '64Mi', '100m', '170Mi'),
+    runtime: FREE_RUNTIME,
+    tenantHeadroom: { cpu: '2', memory: '4Gi', limits: { cpu: '3', memory: '6Gi' }, pods: 8 },
   },
   team: {
     name: 'team',
@@ -47,7 +145,11 @@ export const PLANS: Readonly<Record<string, Plan>> = {
       default: { cpu: '1', memory: '1Gi' },
       max: { cpu: '4', memory: '8Gi' },
     },
-    controlPlane: { requests: { cpu: '500m', memory: '512Mi' }, limits: { cpu: '2', memory: '2Gi' }, storage: '10Gi' },
+    controlPlane: { requests: { cpu: '500m', memory: '1Gi' }, limits: { cpu: '2', memory: '2Gi' }, storage: '10Gi' },
+    controlPlaneInit: resources('40m', '64Mi', '100m', '256Mi'),
+    coreDns: resources('50m', '64Mi', '500m', '170Mi'),
+    runtime: TEAM_RUNTIME,
+    tenantHeadroom: { cpu: '12', memory: '24Gi', limits: { cpu: '16', memory: '32Gi' }, pods: 70 },
   },
   enterprise: {
     name: 'enterprise',
@@ -64,7 +166,11 @@ export const PLANS: Readonly<Record<string, Plan>> = {
       default: { cpu: '2', memory: '2Gi' },
       max: { cpu: '16', memory: '32Gi' },
     },
-    controlPlane: { requests: { cpu: '1', memory: '1Gi' }, limits: { cpu: '4', memory: '4Gi' }, storage: '20Gi' },
+    controlPlane: { requests: { cpu: '1', memory: '2Gi' }, limits: { cpu: '4', memory: '4Gi' }, storage: '20Gi' },
+    controlPlaneInit: resources('40m', '64Mi', '100m', '256Mi'),
+    coreDns: resources('100m', '128Mi', '1', '256Mi'),
+    runtime: ENTERPRISE_RUNTIME,
+    tenantHeadroom: { cpu: '56', memory: '112Gi', limits: { cpu: '96', memory: '160Gi' }, pods: 360 },
   },
 };
 

@@ -124,6 +124,15 @@ export const ROOT_CLUSTER_PERMISSIONS: readonly RootPermission[] = Object.freeze
   ...managed(RBAC, 'roles', "the vcluster's Role (the vcluster chart)"),
   ...managed(RBAC, 'rolebindings', "the vcluster's RoleBinding (the vcluster chart)"),
   { verb: 'list', group: '', resource: 'pods', scope: 'bound', why: "Helm waits for the vcluster's pods to be ready" },
+  // RBAC refuses to create a Role granting what its creator does not hold (no `escalate`): the
+  // vcluster's Role grants these to its syncer on every pinned chart version.
+  ...(['patch', 'update'] as const).map((verb): RootPermission => ({
+    verb,
+    group: '',
+    resource: 'pods/ephemeralcontainers',
+    scope: 'bound',
+    why: "the vcluster's Role grants it (the vcluster chart): a Role may grant only what its creator holds",
+  })),
 ]);
 
 /** The permissions the program needs in each tenant namespace once its RoleBinding is there. */

@@ -13,6 +13,7 @@ import * as pulumi from '@pulumi/pulumi';
 import { catalog as defaultCatalog, type Catalog, type ComponentPins } from '../runtime/catalog.ts';
 import { GitOpsRuntime } from '../runtime/component/gitops-runtime.ts';
 import type { TenantSettings } from './config.ts';
+import { PLANS } from './plans.ts';
 import type { SecretWaiter } from './kubeconfig-wait.ts';
 import type { RootAccess } from './root-access.ts';
 import { TenantNamespace, tenantNamespaceName } from './tenant-namespace.ts';
@@ -53,6 +54,8 @@ export class Tenant extends pulumi.ComponentResource {
     const s = args.settings;
     const catalog = args.catalog ?? defaultCatalog;
     const root = { parent: this, provider: args.rootProvider };
+    const plan = PLANS[s.plan];
+    if (!plan) throw new pulumi.ResourceError(`Tenant ${name}: unknown plan '${s.plan}'`, this);
 
     const ns = new TenantNamespace(
       `${name}-ns`,
@@ -101,6 +104,7 @@ export class Tenant extends pulumi.ComponentResource {
         chartRepositories: s.chartRepositories,
         agentImageRepository: s.agentImageRepository,
         managedClusters: s.managedClusters,
+        resources: plan.runtime,
         releaseTimeoutSeconds: s.runtimeReleaseTimeoutSeconds,
       },
       { parent: this, provider: this.virtualCluster.provider },

@@ -7,12 +7,17 @@
  *    passes the value through; the backing store and the exported kubeconfig Secret stay);
  *  - the kubeconfig export: `exportKubeConfig.server` (an address the provisioner can reach) and
  *    `exportKubeConfig.context`;
+ *  - resources from the plan for every container the vcluster runs: the control plane
+ *    (`controlPlane.statefulSet.resources`), its init containers (`controlPlane.distro.k8s.resources`)
+ *    and CoreDNS inside the vcluster (`controlPlane.coredns.deployment.resources`; its default
+ *    manifest already complies with Pod Security `restricted`);
  *  - isolation: `policies.podSecurityStandard: restricted` inside the vcluster. The chart's own
  *    ResourceQuota, LimitRange and NetworkPolicy are disabled: the tenant program owns those
  *    objects (plan-driven, validated), and a second quota would cap tenants at the chart
  *    defaults (20 pods).
  */
 import { compareVersions } from '../runtime/catalog.ts';
+import { copyResources } from '../runtime/component/resources.ts';
 import type { Plan } from './plans.ts';
 
 export interface VclusterValuesInput {
@@ -44,7 +49,16 @@ type Resources = { cpu: string; memory: string };
 /** The subset of the vcluster chart's values this program sets. */
 export interface VclusterValues {
   controlPlane: {
-    distro: { k8s: { enabled: true; version?: string; image?: { tag: string }; securityContext: ContainerSecurity } };
+    distro: {
+      k8s: {
+        enabled: true;
+        version?: string;
+        image?: { tag: string };
+        securityContext: ContainerSecurity;
+        resources: { requests: Resources; limits: Resources };
+      };
+    };
+    coredns: { deployment: { resources: { requests: Resources; limits: Resources } } };
     statefulSet: {
       highAvailability: { replicas: number };
       resources: { requests: Resources; limits: Resources };
@@ -73,13 +87,15 @@ export const CONTROL_PLANE_UID = 12345;
 
 export function vclusterValues(input: VclusterValuesInput): VclusterValues {
   const legacyVersionKey = compareVersions(input.chartVersion, '0.25.0') < 0;
-  const k8s: VclusterValues['controlPlane']['distro']['k8s'] = legacyVersionKey
-    ? { enabled: true, version: input.kubernetes, securityContext: restrictedContainer() }
-    : { enabled: true, image: { tag: input.kubernetes }, securityContext: restrictedContainer() };
   const { plan } = input;
+  const init = copyResources(plan.controlPlaneInit);
+  const k8s: VclusterValues['controlPlane']['distro']['k8s'] = legacyVersionKey
+    ? { enabled: true, version: input.kubernetes, securityContext: restrictedContainer(), resources: init }
+    : { enabled: true, image: { tag: input.kubernetes }, securityContext: restrictedContainer(), resources: init };
   return {
     controlPlane: {
       distro: { k8s },
+      coredns: { deployment: { resources: copyResources(plan.coreDns) } },
       statefulSet: {
         highAvailability: { replicas: input.suspended ? 0 : 1 },
         resources: {

@@ -15,6 +15,7 @@ import {
 } from './agents.ts';
 import { WEBHOOK_EVENT_SOURCE_URL } from './argo-releases.ts';
 import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from './pod-security.ts';
+import { copyResources, type ContainerResources } from './resources.ts';
 
 export interface AgentWorkloadOptions {
   /** Component name; children are named `${name}-${agent}-<kind>`. */
@@ -25,6 +26,8 @@ export interface AgentWorkloadOptions {
   /** Image repository prefix; the image is `<prefix>/<agent>:<tag>`. */
   imageRepository: pulumi.Input<string>;
   imageTag: string;
+  /** Requests and limits of the agent's container (per plan). */
+  resources: ContainerResources;
   parent: pulumi.Resource;
   /** Resources the Deployment waits for (namespace, credentials, CRD owners). */
   dependsOn: pulumi.Resource[];
@@ -101,6 +104,7 @@ export function agentPodSpec(
   agent: AgentDefinition,
   image: pulumi.Input<string>,
   tenantId: pulumi.Input<string>,
+  resources: ContainerResources,
 ): k8s.types.input.core.v1.PodSpec {
   const runtimeInfo = agent.name === 'app-proxy';
   return {
@@ -114,7 +118,7 @@ export function agentPodSpec(
         imagePullPolicy: 'IfNotPresent',
         ports: [{ name: 'http', containerPort: agent.port, protocol: 'TCP' }],
         env: env(agent, tenantId),
-        resources: agent.resources,
+        resources: copyResources(resources),
         securityContext: restrictedContainerSecurityContext(),
         readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 10 },
         livenessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 20, failureThreshold: 3 },
@@ -220,7 +224,12 @@ export function createAgentWorkload(opts: AgentWorkloadOptions): k8s.apps.v1.Dep
         strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
         template: {
           metadata: { labels },
-          spec: agentPodSpec(agent, imageRef(opts.imageRepository, agent.name, opts.imageTag), opts.tenantId),
+          spec: agentPodSpec(
+            agent,
+            imageRef(opts.imageRepository, agent.name, opts.imageTag),
+            opts.tenantId,
+            opts.resources,
+          ),
         },
       },
     },

@@ -39,7 +39,6 @@ export interface AgentDefinition {
   service: boolean;
   /** Whether it talks to the Kubernetes API (otherwise no token is mounted). */
   apiAccess: boolean;
-  resources: { requests: { cpu: string; memory: string }; limits: { cpu: string; memory: string } };
   /** Credentials Secret keys exposed as environment variables (env name -> key). */
   secretEnv: Readonly<Record<string, CredentialKey>>;
   /** Rules granted cluster-wide inside the vcluster. */
@@ -60,8 +59,6 @@ export const CREDENTIALS_SECRET = 'runtime-credentials';
 /** Events the event reporter queues per replica before its overflow policy applies. */
 export const EVENT_QUEUE_LIMIT = 1000;
 
-const small = { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '250m', memory: '128Mi' } };
-
 export const AGENTS: readonly AgentDefinition[] = [
   {
     name: 'tunnel-client',
@@ -69,7 +66,6 @@ export const AGENTS: readonly AgentDefinition[] = [
     port: AGENT_PORT,
     service: false,
     apiAccess: false,
-    resources: small,
     secretEnv: { RUNTIME_TOKEN: CREDENTIAL_KEYS.token, TUNNEL_URL: CREDENTIAL_KEYS.tunnelUrl },
     clusterRules: [],
     namespaceRules: [],
@@ -80,7 +76,6 @@ export const AGENTS: readonly AgentDefinition[] = [
     port: AGENT_PORT,
     service: true,
     apiAccess: false,
-    resources: small,
     secretEnv: {},
     clusterRules: [],
     namespaceRules: [],
@@ -91,7 +86,6 @@ export const AGENTS: readonly AgentDefinition[] = [
     port: AGENT_PORT,
     service: true,
     apiAccess: true,
-    resources: { requests: { cpu: '50m', memory: '96Mi' }, limits: { cpu: '500m', memory: '256Mi' } },
     secretEnv: { CONTROL_PLANE_PUBLIC_KEY: CREDENTIAL_KEYS.publicKey },
     // Only what the actions (runtime/agents/app-proxy/actions.ts) read and write: one object at a
     // time by name (no list, no watch), merge patches (no create, update or delete).
@@ -115,9 +109,9 @@ export const AGENTS: readonly AgentDefinition[] = [
     apiAccess: true,
     // Every replica caches every reported object (the JSON only of those it does not own or has
     // still to send): 100–120 MiB idle, under 150 MiB with 10,000 owned objects with its V8 flags
-    // (agent-workload.ts, docs/benchmarks.md "Event reporter"); the limit leaves room for a queue
-    // of large objects (up to QUEUE_LIMIT × 256 KiB).
-    resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { cpu: '500m', memory: '512Mi' } },
+    // (agent-workload.ts, docs/benchmarks.md "Event reporter"); its memory limit (per plan,
+    // tenants/plans.ts, at least 512 MiB) leaves room for a queue of large objects (up to
+    // QUEUE_LIMIT × 256 KiB).
     secretEnv: { RUNTIME_TOKEN: CREDENTIAL_KEYS.token, CONTROL_PLANE_URL: CREDENTIAL_KEYS.controlPlaneUrl },
     clusterRules: [
       {

@@ -1,12 +1,21 @@
 /**
  * The four Argo components installed from their upstream argo-helm charts. Values here do not
  * depend on the runtime version, so a version change only changes the chart versions it pins.
+ * They depend on the plan only through the resource budgets (runtime/component/resources.ts):
+ * `argoReleaseValues` is what the runtime passes to each release.
+ *
+ * Security contexts: every pod the runtime runs is admitted under Pod Security `restricted` (the
+ * vcluster enforces it, and so does the tenant namespace on the root cluster its pods are synced
+ * to). The argo-cd and argo-rollouts charts' defaults already comply; argo-workflows' controller
+ * and server lack a seccomp profile, and argo-events' controller has no security context at all,
+ * so those are set here (pod and container level, for every pinned chart version).
  *
  * CRDs are owned once: each chart installs only its own CRDs (Argo CD: Applications,
  * ApplicationSets, AppProjects; Workflows; Rollouts; Events), each exactly once per vcluster,
  * and every chart keeps them on uninstall (deleting a CRD deletes every object of that kind).
  */
 import type { ComponentPins } from '../catalog.ts';
+import { copyResources, type RuntimeResources } from './resources.ts';
 
 export type ArgoComponent = 'argoCd' | 'argoWorkflows' | 'argoRollouts' | 'argoEvents';
 
@@ -17,6 +26,22 @@ export interface ArgoRelease {
   releaseName: string;
   namespace: string;
   values: Record<string, unknown>;
+}
+
+/** UID of the argoexec image's user (Argo Workflows' executor and workflow pods). */
+export const ARGO_EXEC_UID = 8737;
+/** UID the Argo Events chart's values suggest for its pods (`runAsNonRoot` is checked against a numeric user). */
+export const ARGO_EVENTS_UID = 9731;
+
+const RESTRICTED_POD = { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } } as const;
+
+function restrictedContainer() {
+  return {
+    allowPrivilegeEscalation: false,
+    capabilities: { drop: ['ALL'] },
+    runAsNonRoot: true,
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
 }
 
 export const ARGO_RELEASES: readonly ArgoRelease[] = [
@@ -37,7 +62,31 @@ export const ARGO_RELEASES: readonly ArgoRelease[] = [
     chart: 'argo-workflows',
     releaseName: 'argo-workflows',
     namespace: 'argo',
-    values: { crds: { install: true, keep: true } },
+    values: {
+      crds: { install: true, keep: true },
+      controller: {
+        podSecurityContext: RESTRICTED_POD,
+        securityContext: { ...restrictedContainer(), readOnlyRootFilesystem: true },
+        // Tenants' workflow pods run in the same restricted vcluster: by default they run as
+        // the executor's non-root user with the runtime's seccomp profile (a workflow may
+        // override it; one that runs as root is refused by Pod Security admission).
+        workflowDefaults: {
+          spec: {
+            securityContext: {
+              runAsNonRoot: true,
+              runAsUser: ARGO_EXEC_UID,
+              seccompProfile: { type: 'RuntimeDefault' },
+            },
+          },
+        },
+      },
+      server: {
+        podSecurityContext: RESTRICTED_POD,
+        // The chart's default: the server writes to its root filesystem (TLS material, UI assets).
+        securityContext: { ...restrictedContainer(), readOnlyRootFilesystem: false },
+      },
+      executor: { securityContext: { ...restrictedContainer(), readOnlyRootFilesystem: true } },
+    },
   },
   {
     component: 'argoRollouts',
@@ -51,9 +100,69 @@ export const ARGO_RELEASES: readonly ArgoRelease[] = [
     chart: 'argo-events',
     releaseName: 'argo-events',
     namespace: 'argo-events',
-    values: { crds: { install: true, keep: true } },
+    values: {
+      crds: { install: true, keep: true },
+      // Pod level for every Argo Events pod the chart runs (the controller; the webhook when enabled).
+      global: { securityContext: { ...RESTRICTED_POD, runAsUser: ARGO_EVENTS_UID, runAsGroup: ARGO_EVENTS_UID } },
+      controller: { containerSecurityContext: restrictedContainer() },
+    },
   },
 ];
+
+/**
+ * The values the runtime passes to an Argo release: the spec's values with the plan's resources
+ * for every container of the chart.
+ */
+export function argoReleaseValues(spec: ArgoRelease, budget: RuntimeResources): Record<string, unknown> {
+  return mergeValues(spec.values, resourceValues(spec.component, budget));
+}
+
+function resourceValues(component: ArgoComponent, budget: RuntimeResources): Record<string, unknown> {
+  switch (component) {
+    case 'argoCd': {
+      const r = budget.argoCd;
+      return {
+        controller: { resources: copyResources(r.applicationController) },
+        repoServer: { resources: copyResources(r.repoServer) },
+        server: { resources: copyResources(r.server) },
+        redis: { resources: copyResources(r.redis) },
+        applicationSet: { resources: copyResources(r.applicationSet) },
+        notifications: { resources: copyResources(r.notifications) },
+        redisSecretInit: { resources: copyResources(r.redisSecretInit) },
+      };
+    }
+    case 'argoWorkflows': {
+      const r = budget.argoWorkflows;
+      return {
+        controller: { resources: copyResources(r.controller) },
+        server: { resources: copyResources(r.server) },
+        executor: { resources: copyResources(r.executor) },
+      };
+    }
+    case 'argoRollouts':
+      return {
+        controller: {
+          replicas: budget.argoRollouts.replicas,
+          resources: copyResources(budget.argoRollouts.controller),
+        },
+      };
+    case 'argoEvents':
+      return { controller: { resources: copyResources(budget.argoEvents.controller) } };
+  }
+}
+
+type Values = Record<string, unknown>;
+const isObject = (v: unknown): v is Values => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Deep merge of plain objects (arrays and scalars of `b` replace `a`'s); neither input is changed. */
+export function mergeValues(a: Values, b: Values): Values {
+  const out: Values = structuredClone(a);
+  for (const [key, value] of Object.entries(b)) {
+    const current = out[key];
+    out[key] = isObject(current) && isObject(value) ? mergeValues(current, value) : structuredClone(value);
+  }
+  return out;
+}
 
 /** Chart version of an Argo component in a set of pins. */
 export function argoChartVersion(pins: ComponentPins, component: ArgoComponent): string {

@@ -21,7 +21,13 @@ import {
   VERSIONS_CONFIGMAP,
 } from './agents.ts';
 import { createAgentWorkload } from './agent-workload.ts';
-import { ARGO_CD_NAMESPACE, ARGO_CD_SERVER, ARGO_RELEASES, type ArgoComponent } from './argo-releases.ts';
+import {
+  ARGO_CD_NAMESPACE,
+  ARGO_CD_SERVER,
+  ARGO_RELEASES,
+  argoReleaseValues,
+  type ArgoComponent,
+} from './argo-releases.ts';
 import { chartSource, type ChartRepositories } from './chart-source.ts';
 import {
   CLUSTER_SECRET_LABEL,
@@ -30,6 +36,7 @@ import {
   type ManagedCluster,
 } from './cluster-secret.ts';
 import { TUNNEL_PATH } from '../protocol/frames.ts';
+import type { RuntimeResources } from './resources.ts';
 
 export const GITOPS_RUNTIME_TYPE = 'hosted:runtime:GitOpsRuntime';
 
@@ -57,6 +64,8 @@ export interface GitOpsRuntimeArgs {
   readonly agentImageRepository?: pulumi.Input<string>;
   /** Clusters the tenant's Argo CD deploys to (written as Argo CD cluster Secrets). */
   readonly managedClusters?: readonly ManagedCluster[];
+  /** Requests and limits of every container of the Argo releases and agents (the plan's, tenants/plans.ts). */
+  readonly resources: RuntimeResources;
   /** How long each Argo chart's release may take to become ready before the run fails (seconds, default 600). */
   readonly releaseTimeoutSeconds?: number;
 }
@@ -98,7 +107,7 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
           namespace: spec.namespace,
           createNamespace: true,
           ...chartSource('argo', spec.chart, pins[spec.component], args.chartRepositories),
-          values: spec.values,
+          values: argoReleaseValues(spec, args.resources),
           skipCrds: false,
           // A failed install or upgrade is undone by Helm itself: an upgrade that does not become
           // ready is rolled back to the last deployed revision, with the failed revision as the
@@ -185,6 +194,7 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
         tenantId: args.tenantId,
         imageRepository: args.agentImageRepository ?? DEFAULT_AGENT_IMAGE_REPOSITORY,
         imageTag: pins.agents,
+        resources: args.resources.agents[agent.name],
         parent: this,
         dependsOn:
           agent.name === 'event-reporter'

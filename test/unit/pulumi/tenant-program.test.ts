@@ -111,6 +111,43 @@ for (const planName of PLAN_NAMES) {
         t.equal('version' in k8sDistro && 'image' in k8sDistro, false, 'one place for the Kubernetes version');
       });
 
+      t.test("every container of the runtime gets the plan's requests and limits", async (t) => {
+        const vc = releaseOf<VclusterValues>(releases(r).find((x) => x.inputs.chart === 'vcluster')!).values;
+        t.same(vc.controlPlane.statefulSet.resources.limits, plan.controlPlane.limits, 'control plane limits');
+        t.same(vc.controlPlane.distro.k8s.resources, plan.controlPlaneInit, "control plane init containers'");
+        t.same(vc.controlPlane.coredns.deployment.resources, plan.coreDns, "CoreDNS's");
+        const values = (chart: string) => releaseOf(releases(r).find((x) => x.inputs.chart === chart)!).values;
+        const at = (v: Record<string, unknown>, path: string): unknown =>
+          path.split('.').reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], v);
+        const rt = plan.runtime;
+        const expected: [string, string, unknown][] = [
+          ['argo-cd', 'controller.resources', rt.argoCd.applicationController],
+          ['argo-cd', 'repoServer.resources', rt.argoCd.repoServer],
+          ['argo-cd', 'server.resources', rt.argoCd.server],
+          ['argo-cd', 'redis.resources', rt.argoCd.redis],
+          ['argo-cd', 'applicationSet.resources', rt.argoCd.applicationSet],
+          ['argo-cd', 'notifications.resources', rt.argoCd.notifications],
+          ['argo-cd', 'redisSecretInit.resources', rt.argoCd.redisSecretInit],
+          ['argo-workflows', 'controller.resources', rt.argoWorkflows.controller],
+          ['argo-workflows', 'server.resources', rt.argoWorkflows.server],
+          ['argo-workflows', 'executor.resources', rt.argoWorkflows.executor],
+          ['argo-rollouts', 'controller.resources', rt.argoRollouts.controller],
+          ['argo-rollouts', 'controller.replicas', rt.argoRollouts.replicas],
+          ['argo-events', 'controller.resources', rt.argoEvents.controller],
+        ];
+        for (const [chart, path, want] of expected)
+          t.same(at(values(chart), path), want, `${chart} values ${path} are plan ${planName}'s`);
+        for (const d of r.ofType('kubernetes:apps/v1:Deployment')) {
+          const deployment = inputsOf<IDeployment>(d);
+          const name = deployment.metadata!.name as keyof typeof rt.agents;
+          t.same(
+            deployment.spec!.template.spec!.containers[0]!.resources,
+            rt.agents[name],
+            `agent ${name}'s container has plan ${planName}'s requests and limits`,
+          );
+        }
+      });
+
       t.test('kubeconfig is awaited with a bound, then read from vc-<release>', async (t) => {
         t.equal(waiter.calls.length, 1);
         t.match(waiter.calls[0], { namespace: ns, name: 'vc-vcluster', key: 'config', timeoutMs: 300_000 });
