@@ -23,8 +23,7 @@ if [ -x "$TOOLS/node_modules/.bin/node" ]; then
 fi
 if ! node_ok; then
   echo "node-env: system Node $(node --version 2>/dev/null || echo missing) is older than 22.19; installing $NODE_SPEC into .tools/node" >&2
-  mkdir -p "$TOOLS"
-  npm install --prefix "$TOOLS" --no-audit --no-fund --no-save "$NODE_SPEC" >&2
+  bash "$ROOT/scripts/install-node.sh" "$TOOLS" "$NODE_SPEC"
   export PATH="$TOOLS/node_modules/.bin:$PATH"
   node_ok || { echo "node-env: could not provide Node >= 22.19" >&2; exit 1; }
 fi

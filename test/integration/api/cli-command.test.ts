@@ -162,3 +162,22 @@ process.stderr.write('read ' + bytes + ' bytes');
   t.equal(failed.code, 1, 'a failing command exits 1 through the same pipe');
   t.match(failed.stderr, /TENANT_NOT_FOUND/, 'with its error on stderr');
 });
+
+t.test('the documented launcher, bin/provisioner, runs on the project Node.js and prints no warning', async (t) => {
+  const { stdout, stderr } = await run(`${ROOT}bin/provisioner`, ['--version'], {
+    env: { PATH: systemPath, HOME: process.env.HOME ?? '/tmp' },
+    cwd: '/',
+  });
+  t.equal(
+    stdout.trim(),
+    `provisioner ${(JSON.parse(await readFile(`${ROOT}package.json`, 'utf8')) as { version: string }).version} (Node.js ${process.version})`,
+    `--version names the package version and the project's Node.js (${process.version}), whatever the system's`,
+  );
+  t.equal(stderr, '', '--version prints nothing on stderr (no engine or install warning)');
+  const help = await run(`${ROOT}bin/provisioner`, ['doctor', '--help'], {
+    env: { PATH: systemPath, HOME: process.env.HOME ?? '/tmp' },
+    cwd: '/',
+  });
+  t.match(help.stdout, /^Usage: provisioner doctor/, 'doctor --help prints its usage');
+  t.equal(help.stderr, '', 'and nothing on stderr');
+});
