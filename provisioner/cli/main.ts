@@ -25,6 +25,7 @@ import { addFleetCommands } from './fleet-commands.ts';
 import { addDoctorCommand, ExitCode } from './doctor.ts';
 import { addManagedClusterCommands } from './managed-cluster-commands.ts';
 import { ApiError } from './client.ts';
+import { terminalSafeOutput } from './format.ts';
 
 const defaultIo: Io = {
   out: (s) => process.stdout.write(s + '\n'),
@@ -32,7 +33,9 @@ const defaultIo: Io = {
   env: process.env,
 };
 
-export async function main(argv: string[], io: Io = defaultIo): Promise<number> {
+export async function main(argv: string[], rawIo: Io = defaultIo): Promise<number> {
+  // Everything printed (tables, plain text, --json, errors) with terminal controls escaped: format.ts.
+  const io = terminalSafeOutput(rawIo);
   const program = new Command('provisioner')
     .description('Control plane for hosted GitOps runtimes')
     .option('--url <url>', 'provisioner API URL (env PROVISIONER_URL, default http://127.0.0.1:8080)')

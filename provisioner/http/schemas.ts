@@ -20,8 +20,8 @@ export const MAX_PATH_PARAM_LENGTH = 256;
 
 /** A string without NUL characters (PostgreSQL's text cannot hold one): every request string follows it (request-rules.ts). */
 export const NUL_FREE = '^[^\\u0000]*$';
-/** A string without control characters (C0 and DEL): names and labels people read. */
-export const CONTROL_FREE = '^[^\\u0000-\\u001f\\u007f]*$';
+/** A string without control characters (C0, DEL and C1): names and labels people read. */
+export const CONTROL_FREE = '^[^\\u0000-\\u001f\\u007f-\\u009f]*$';
 
 /**
  * The public route's Idempotency-Key is a secret that replays the first answer (with its API

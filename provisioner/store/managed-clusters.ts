@@ -167,6 +167,15 @@ export interface InsertManagedCluster {
   createdObjects?: CreatedObjects | undefined;
 }
 
+/**
+ * A cluster's reported Kubernetes version as stored: what the cluster (or, for a cluster reached
+ * through the tenant's runtime, the runtime) answered is not trusted to be a version, so anything
+ * but printable ASCII becomes U+FFFD and it is cut to 64 characters (`v1.30.2+k3s1` passes as it is).
+ */
+export function storedServerVersion(version: string): string {
+  return version.slice(0, 64).replace(/[^\x20-\x7e]/g, '\ufffd');
+}
+
 export async function insertManagedCluster(db: Queryable, m: InsertManagedCluster): Promise<ManagedCluster> {
   const { rows } = await db.query<Row>(
     `INSERT INTO managed_clusters (tenant_id, name, server, server_key, namespaces, auth_method, credentials_enc,
@@ -184,7 +193,7 @@ export async function insertManagedCluster(db: Queryable, m: InsertManagedCluste
       m.namespaces,
       m.authMethod,
       m.credentialsEnc,
-      m.serverVersion,
+      storedServerVersion(m.serverVersion),
       JSON.stringify(m.conditions),
       m.probeInMs,
       m.token?.serviceAccount ?? null,
@@ -287,7 +296,7 @@ export async function recordProbe(
   await db.query(
     `UPDATE managed_clusters SET conditions = $2, last_probe_at = now(),
             server_version = coalesce($3, server_version) WHERE id = $1`,
-    [id, JSON.stringify(conditions), serverVersion ?? null],
+    [id, JSON.stringify(conditions), serverVersion === undefined ? null : storedServerVersion(serverVersion)],
   );
 }
 

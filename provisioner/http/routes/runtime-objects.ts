@@ -9,7 +9,7 @@
  */
 import { Type, type Static } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { BoundedInteger, StringEnum, Uuid, withErrors } from '../schemas.ts';
+import { BoundedInteger, CONTROL_FREE, StringEnum, Uuid, withErrors } from '../schemas.ts';
 import { authOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { serveEventStream } from '../streams.ts';
@@ -35,9 +35,10 @@ export const EVENTS_BODY_LIMIT = MAX_BATCH_BYTES + 64 * 1024;
 export const KIND_PATHS = { applications: 'Application', rollouts: 'Rollout', workflows: 'Workflow' } as const;
 const KIND_FILTER = { application: 'Application', rollout: 'Rollout', workflow: 'Workflow' } as const;
 
-const Name = Type.String({ minLength: 1, maxLength: 253 });
+// Names a runtime reports are shown in terminals and the console: no control characters (400 naming the field).
+const Name = Type.String({ minLength: 1, maxLength: 253, pattern: CONTROL_FREE });
 /** A reported object's namespace ('' for a cluster-scoped object, which the watched kinds are not). */
-const Namespace = Type.String({ maxLength: 253 });
+const Namespace = Type.String({ maxLength: 253, pattern: CONTROL_FREE });
 const Kind = StringEnum(REPORTED_KIND_NAMES);
 const Rv = Type.String({ minLength: 1, maxLength: 40, description: 'decimal resourceVersion (etcd revision)' });
 const Item = Type.Object(
@@ -46,7 +47,7 @@ const Item = Type.Object(
     kind: Kind,
     namespace: Namespace,
     name: Name,
-    uid: Type.String({ minLength: 1, maxLength: 128 }),
+    uid: Type.String({ minLength: 1, maxLength: 128, pattern: CONTROL_FREE }),
     resourceVersion: Rv,
     observedAt: Type.String({ format: 'date-time' }),
     generation: Type.Optional(BoundedInteger({ minimum: 0 })),
@@ -56,7 +57,7 @@ const Item = Type.Object(
   },
   { additionalProperties: false },
 );
-const Replica = Type.String({ minLength: 1, maxLength: 253 });
+const Replica = Type.String({ minLength: 1, maxLength: 253, pattern: CONTROL_FREE });
 const Count = Type.Integer({ minimum: 0, maximum: 2_147_483_647 });
 const BatchBody = Type.Object(
   {
@@ -83,7 +84,12 @@ const BatchBody = Type.Object(
             listResourceVersion: Rv,
             objects: Type.Array(
               Type.Object(
-                { namespace: Namespace, name: Name, uid: Type.String({ maxLength: 128 }), resourceVersion: Rv },
+                {
+                  namespace: Namespace,
+                  name: Name,
+                  uid: Type.String({ maxLength: 128, pattern: CONTROL_FREE }),
+                  resourceVersion: Rv,
+                },
                 { additionalProperties: false },
               ),
             ),
