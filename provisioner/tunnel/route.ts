@@ -67,7 +67,9 @@ const DROP = new Set([
 /**
  * A runtime's response headers that reach the caller: content and caching headers, and the
  * runtime's own `x-` headers. Never cookies (the control plane's origin is not the runtime's),
- * CORS, HSTS or security policies (the API sets its own).
+ * CORS, HSTS or security policies (the API sets its own), nor the headers a proxy in front of the
+ * API acts on (`X-Accel-*`: ingress-nginx serves the file or location `X-Accel-Redirect` names;
+ * `X-Sendfile`). `Location` only as a path on the runtime's own route (locationOn).
  */
 const RESPONSE_HEADERS = new Set([
   'content-type',
@@ -83,18 +85,38 @@ const RESPONSE_HEADERS = new Set([
   'expires',
   'vary',
   'retry-after',
-  'location',
   'date',
 ]);
-const NEVER_X = /^x-(forwarded-|frame-options|xss-protection|content-type-options)/;
+const NEVER_X = /^x-(forwarded-|frame-options|xss-protection|content-type-options|accel-|sendfile|lighttpd-send-file)/;
+
+/** A dot segment, plain or percent-encoded, that a browser resolves upwards. */
+const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:[/?#]|$)/i;
+
+/**
+ * A `Location` a forwarded answer may carry: an absolute path (no scheme, host or `//`, no dot
+ * segments, no backslash or control character), under `base` (the route the answer came through:
+ * `/v1/tenants/:id/runtime`); a path outside it is taken as the runtime's own path and put under
+ * it. Anything else is dropped (undefined): a runtime cannot send a caller elsewhere.
+ */
+export function locationOn(value: string, base: string): string | undefined {
+  // eslint-disable-next-line no-control-regex -- refusing control characters is the point
+  if (!value.startsWith('/') || value.startsWith('//') || /[\\\u0000-\u0020\u007f]/.test(value)) return undefined;
+  if (DOT_SEGMENT.test(value)) return undefined;
+  return value === base || value.startsWith(`${base}/`) || value.startsWith(`${base}?`) ? value : `${base}${value}`;
+}
 /** Content types the API origin serves as they are; anything else (HTML, SVG, XML, scripts) is served as a download. */
 const SAFE_TYPES =
   /^(application\/([\w.+-]+\+)?json|application\/(octet-stream|x-ndjson|yaml|x-yaml|gzip|zip|x-tar|grpc(\+proto)?|protobuf|x-protobuf)|text\/(plain|event-stream|csv)|image\/(png|jpeg|gif|webp))\s*(;|$)/i;
 
-export function runtimeResponseHeaders(headers: OutgoingHttpHeaders): OutgoingHttpHeaders {
+export function runtimeResponseHeaders(headers: OutgoingHttpHeaders, base: string): OutgoingHttpHeaders {
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(headers)) {
     const key = name.toLowerCase();
+    if (key === 'location') {
+      const location = typeof value === 'string' ? locationOn(value, base) : undefined;
+      if (location !== undefined) out.location = location;
+      continue;
+    }
     if (value === undefined || !(RESPONSE_HEADERS.has(key) || (key.startsWith('x-') && !NEVER_X.test(key)))) continue;
     out[key] = value;
   }
@@ -204,7 +226,7 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
       /** Streams the runtime's answer back; a break mid-body cannot change the status any more. */
       const answer = (status: number, headers: OutgoingHttpHeaders, resBody: Readable, via?: string) => {
         reply.code(status);
-        reply.headers(runtimeResponseHeaders(headers));
+        reply.headers(runtimeResponseHeaders(headers, `/v1/tenants/${tenantId}/runtime`));
         resBody.on('error', (err) =>
           request.log.warn(
             { err: err.message, tenantId, ...(via ? { replica: via } : {}) },

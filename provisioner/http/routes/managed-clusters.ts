@@ -245,7 +245,7 @@ export const managedClusterRoutes =
             });
             return reply
               .code(res.status as 201)
-              .headers(runtimeResponseHeaders(res.headers))
+              .headers(runtimeResponseHeaders(res.headers, `/v1/tenants/${tenantId}/managed-clusters`))
               .send(res.body);
           }
         }
