@@ -369,6 +369,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
         allowInsecureTls: false,
         allowHttp: false,
         allowedCidrs: cidrList(env, 'PROVISIONER_MANAGED_CLUSTER_ALLOWED_CIDRS'),
+        allowedCidrsVariable: 'PROVISIONER_MANAGED_CLUSTER_ALLOWED_CIDRS',
       },
       probeIntervalMs: int(env, 'PROVISIONER_MANAGED_CLUSTER_PROBE_SECONDS', 30, 0, 3600) * 1000,
       tokens: managedClusterTokens(env),

@@ -9,7 +9,10 @@
  * Refused unless the operator lists the range (PROVISIONER_CLUSTER_ALLOWED_CIDRS, for
  * operator-registered clusters only): loopback, private, shared and unique-local ranges.
  * Numeric spellings (2130706433, 0x7f000001, 127.1) and IPv4-mapped IPv6 are normalised by the
- * URL parser and matched as the IPv4 address they are.
+ * URL parser and matched as the IPv4 address they are. IPv6 forms that carry an IPv4 address
+ * (IPv4-compatible `::a.b.c.d`, 6to4 `2002:aabb:ccdd::/48`, Teredo `2001:0::/32` with its server
+ * and its obfuscated client address) are refused when the IPv4 address they carry is, unless the
+ * allowed ranges list the IPv6 address itself.
  */
 import { BlockList, isIP } from 'node:net';
 import { lookup as dnsLookup } from 'node:dns/promises';
@@ -63,6 +66,44 @@ export function parseCidr(cidr: string): { address: string; prefix: number; fami
 export interface AddressPolicy {
   /** Loopback and private ranges allowed (CIDRs); the always-refused ranges stay refused. */
   allowedCidrs: readonly string[];
+  /** The setting that lists allowedCidrs, named in refusals (default PROVISIONER_CLUSTER_ALLOWED_CIDRS). */
+  allowedCidrsVariable?: string;
+}
+
+/** The 16 bytes of an IPv6 address (`isIP` says it is one), a trailing dotted quad included. */
+function ipv6Bytes(address: string): number[] {
+  let text = address.toLowerCase().replace(/%.*$/, '');
+  const quad = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (quad) {
+    const [a, b, c, d] = quad.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, quad.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head = '', tail] = text.split('::');
+  const groups = (part: string | undefined) => (part ? part.split(':').filter((g) => g !== '') : []);
+  const h = groups(head);
+  const t = groups(tail);
+  const all = [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
+  return all.flatMap((g) => {
+    const n = parseInt(g, 16);
+    return [n >> 8, n & 0xff];
+  });
+}
+
+const quad = (b: number[]): string => b.join('.');
+
+/** The IPv4 addresses an IPv6 address carries, each with the name of the form that carries it. */
+function embeddedIpv4(address: string): Array<[ipv4: string, form: string]> {
+  const b = ipv6Bytes(address);
+  const zeros = (from: number, to: number) => b.slice(from, to).every((x) => x === 0);
+  // ::a.b.c.d (deprecated IPv4-compatible); :: and ::1 are themselves listed above.
+  if (zeros(0, 12) && !zeros(12, 15)) return [[quad(b.slice(12, 16)), 'an IPv4-compatible form']];
+  if (b[0] === 0x20 && b[1] === 0x02) return [[quad(b.slice(2, 6)), 'a 6to4 form']];
+  if (b[0] === 0x20 && b[1] === 0x01 && b[2] === 0 && b[3] === 0)
+    return [
+      [quad(b.slice(4, 8)), 'a Teredo form (server)'],
+      [quad(b.slice(12, 16).map((x) => x ^ 0xff)), 'a Teredo form (client)'],
+    ];
+  return [];
 }
 
 function allowList(cidrs: readonly string[]): BlockList {
@@ -81,9 +122,22 @@ export function addressProblem(address: string, policy: AddressPolicy): string |
   const family = version === 4 ? 'ipv4' : 'ipv6';
   for (const [list, what] of NEVER_LISTS)
     if (list.check(address, family)) return `${address} is ${what}; the control plane never connects there`;
+  const setting = policy.allowedCidrsVariable ?? 'PROVISIONER_CLUSTER_ALLOWED_CIDRS';
   for (const [list, what] of INTERNAL_LISTS) {
     if (list.check(address, family) && !allowList(policy.allowedCidrs).check(address, family)) {
-      return `${address} is ${what}; the control plane only connects there when PROVISIONER_CLUSTER_ALLOWED_CIDRS lists its range`;
+      return `${address} is ${what}; the control plane only connects there when ${setting} lists its range`;
+    }
+  }
+  if (family === 'ipv6') {
+    const allowed = allowList(policy.allowedCidrs).check(address, family);
+    for (const [ipv4, form] of embeddedIpv4(address)) {
+      for (const [list, what] of NEVER_LISTS)
+        if (list.check(ipv4, 'ipv4'))
+          return `${address} is ${form} of ${ipv4}, ${what}; the control plane never connects there`;
+      if (allowed) continue;
+      for (const [list, what] of INTERNAL_LISTS)
+        if (list.check(ipv4, 'ipv4'))
+          return `${address} is ${form} of ${ipv4}, ${what}; the control plane only connects there when ${setting} lists the IPv6 address's range`;
     }
   }
   return undefined;

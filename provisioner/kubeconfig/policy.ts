@@ -35,6 +35,8 @@ export interface KubeconfigPolicy {
   allowInsecureTls: boolean;
   /** Loopback and private ranges the server may be in (CIDRs); link-local, unspecified and multicast never. */
   allowedCidrs: readonly string[];
+  /** The setting that lists allowedCidrs, named in refusals (default PROVISIONER_CLUSTER_ALLOWED_CIDRS). */
+  allowedCidrsVariable?: string;
   /** Whether a plain http server is accepted (tests and development only). */
   allowHttp: boolean;
 }
