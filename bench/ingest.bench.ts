@@ -140,6 +140,11 @@ async function main(): Promise<void> {
     PROVISIONER_ENGINE: 'none',
     LOG_LEVEL: 'info',
     PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+    // This measures how fast the control plane stores batches, not a runtime's budget: no rate
+    // limit, and room for BENCH_OBJECTS objects (the fairness benchmark measures the budgets).
+    PROVISIONER_RUNTIME_EVENT_BATCHES_PER_SECOND: '10000',
+    PROVISIONER_RUNTIME_OBJECTS_PER_TENANT: String(Math.max(20_000, OBJECTS)),
+    PROVISIONER_RUNTIME_OBJECT_BYTES_PER_TENANT: String(Math.max(64 * 1024 * 1024, OBJECTS * 4096)),
   });
   const services = await buildServices(config, db);
   const app = await buildApp(services);

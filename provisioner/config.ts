@@ -63,6 +63,51 @@ export interface Config {
   kubeconfig: KubeconfigPolicy;
   /** Tenants' managed clusters (docs/operations.md "Managed clusters"). */
   managedClusters: ManagedClustersConfig;
+  /** What one tenant or its runtime may take of the shared control plane (docs/security.md). */
+  budgets: TenantBudgets;
+}
+
+/** Per-tenant budgets (docs/security.md "Tenant against tenant through shared resources"). */
+export interface TenantBudgets {
+  /** Live runtime objects stored per tenant (PROVISIONER_RUNTIME_OBJECTS_PER_TENANT, default 20000). */
+  runtimeObjects: number;
+  /** Bytes of stored runtime object rows per tenant (PROVISIONER_RUNTIME_OBJECT_BYTES_PER_TENANT, default 64 MiB). */
+  runtimeObjectBytes: number;
+  /** Event batches one runtime may post per second, per replica (PROVISIONER_RUNTIME_EVENT_BATCHES_PER_SECOND, default 20). */
+  eventBatchesPerSecond: number;
+  /** Digests one runtime may send per minute, per replica (PROVISIONER_RUNTIME_DIGESTS_PER_MINUTE, default 30). */
+  digestsPerMinute: number;
+  /** Managed clusters per tenant (PROVISIONER_MANAGED_CLUSTERS_PER_TENANT, default 50). */
+  managedClusters: number;
+  /** Unrevoked API keys bound to one tenant, tenant and runtime keys (PROVISIONER_KEYS_PER_TENANT, default 100). */
+  keys: number;
+}
+
+export const DEFAULT_TENANT_BUDGETS: TenantBudgets = {
+  runtimeObjects: 20_000,
+  runtimeObjectBytes: 64 * 1024 * 1024,
+  eventBatchesPerSecond: 20,
+  digestsPerMinute: 30,
+  managedClusters: 50,
+  keys: 100,
+};
+
+function loadBudgets(env: Env): TenantBudgets {
+  const d = DEFAULT_TENANT_BUDGETS;
+  return {
+    runtimeObjects: int(env, 'PROVISIONER_RUNTIME_OBJECTS_PER_TENANT', d.runtimeObjects, 1, 10_000_000),
+    runtimeObjectBytes: int(
+      env,
+      'PROVISIONER_RUNTIME_OBJECT_BYTES_PER_TENANT',
+      d.runtimeObjectBytes,
+      1024 * 1024,
+      2 ** 40,
+    ),
+    eventBatchesPerSecond: int(env, 'PROVISIONER_RUNTIME_EVENT_BATCHES_PER_SECOND', d.eventBatchesPerSecond, 1, 10_000),
+    digestsPerMinute: int(env, 'PROVISIONER_RUNTIME_DIGESTS_PER_MINUTE', d.digestsPerMinute, 1, 100_000),
+    managedClusters: int(env, 'PROVISIONER_MANAGED_CLUSTERS_PER_TENANT', d.managedClusters, 1, 100_000),
+    keys: int(env, 'PROVISIONER_KEYS_PER_TENANT', d.keys, 2, 100_000),
+  };
 }
 
 export interface ManagedClustersConfig {
@@ -375,6 +420,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       tokens: managedClusterTokens(env),
       bootstrapImage: env.PROVISIONER_MANAGED_CLUSTER_BOOTSTRAP_IMAGE || undefined,
     },
+    budgets: loadBudgets(env),
   };
 }
 

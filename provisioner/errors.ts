@@ -125,6 +125,16 @@ export const ERROR_CODES = {
     description:
       'the change would leave no available runtime version, so signups would have none to install; make another version available first',
   },
+  TENANT_LIMIT_REACHED: {
+    status: 409,
+    description:
+      'the tenant already has as many managed clusters (`PROVISIONER_MANAGED_CLUSTERS_PER_TENANT`) or unrevoked keys (`PROVISIONER_KEYS_PER_TENANT`) as its budget allows; `details.limit` and `details.setting` name it; remove one first',
+  },
+  RUNTIME_OBJECT_BUDGET_EXCEEDED: {
+    status: 413,
+    description:
+      "the batch would take the tenant's stored runtime objects over `PROVISIONER_RUNTIME_OBJECTS_PER_TENANT` objects or `PROVISIONER_RUNTIME_OBJECT_BYTES_PER_TENANT` bytes (`details` names which, the limit and the usage); nothing of it is stored, nothing stored is removed",
+  },
   PAYLOAD_TOO_LARGE: {
     status: 413,
     description: "body over `PROVISIONER_BODY_LIMIT`, or over the tunnel's request body limit (the message names it)",
@@ -343,8 +353,24 @@ export const errors = {
       'TOO_MANY_STREAMS',
       `this API key already holds ${limit} event streams at once (the limit); close one first`,
     ),
-  rateLimited: (retryAfterSeconds: number) =>
-    new AppError('RATE_LIMITED', `too many requests; retry in ${retryAfterSeconds} s`),
+  rateLimited: (retryAfterSeconds: number, what?: string) =>
+    new AppError('RATE_LIMITED', `${what ?? 'too many requests'}; retry in ${retryAfterSeconds} s`, {
+      details: { retryAfterSeconds },
+    }),
+  tenantLimitReached: (what: string, limit: number, setting: string) =>
+    new AppError(
+      'TENANT_LIMIT_REACHED',
+      `the tenant already has ${limit} ${what}, the most it may have (${setting}); remove one first`,
+      { details: { limit, setting } },
+    ),
+  runtimeObjectBudgetExceeded: (budget: 'objects' | 'bytes', usage: number, limit: number, setting: string) =>
+    new AppError(
+      'RUNTIME_OBJECT_BUDGET_EXCEEDED',
+      budget === 'objects'
+        ? `the batch would store ${usage} live runtime objects for this tenant, over its budget of ${limit} (${setting}): nothing of it was stored; delete objects in the runtime or ask the operator for a larger budget`
+        : `the batch would store ${usage} bytes of runtime objects for this tenant, over its budget of ${limit} (${setting}): nothing of it was stored; trim or delete objects in the runtime or ask the operator for a larger budget`,
+      { details: { budget, usage, limit, setting } },
+    ),
   runtimeUnreachable: (message: string) => new AppError('RUNTIME_UNREACHABLE', message),
   databaseUnavailable: (retryAfterSeconds: number, cause?: unknown) =>
     new AppError('DATABASE_UNAVAILABLE', `the database is unavailable; retry in ${retryAfterSeconds} s`, { cause }),

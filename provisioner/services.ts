@@ -227,6 +227,7 @@ export async function buildServices(
     tokens: config.managedClusters.tokens,
     bootstrapImage: config.managedClusters.bootstrapImage,
     tunnel,
+    perTenant: config.budgets.managedClusters,
   });
   const managedClusterTokens = new ManagedClusterTokenRefresher({
     pool,
@@ -291,7 +292,12 @@ export async function buildServices(
   if (driftWatch) registerDriftWatchMetrics(metrics, driftWatch);
   const logHub = new OperationLogHub(pool, notifications);
   const runtimeObjectStats = registerRuntimeObjectMetrics(metrics, pool, STALE_AFTER_SECONDS);
-  const runtimeObjects = new RuntimeObjectService({ pool, notifications, stats: runtimeObjectStats });
+  const runtimeObjects = new RuntimeObjectService({
+    pool,
+    notifications,
+    stats: runtimeObjectStats,
+    budgets: config.budgets,
+  });
   const tombstonePurger = new TombstonePurger({
     pool,
     retentionSeconds: config.tombstoneRetentionHours * 3600,
@@ -322,7 +328,7 @@ export async function buildServices(
     managedClusters,
     managedClusterProber,
     managedClusterTokens,
-    keys: new KeyService({ pool, onRevoked: onKeyRevoked }),
+    keys: new KeyService({ pool, onRevoked: onKeyRevoked, perTenant: config.budgets.keys }),
     runtimeVersions: new RuntimeVersionService({ pool, catalog }),
     fleetUpgrades: new FleetUpgradeService({ pool, catalog }),
     logHub,
@@ -360,6 +366,7 @@ export async function buildServices(
         await reads.close();
         await notifications.stop();
         await reconcilerParts?.writePool.end();
+        metrics.close();
       })();
       return stopped;
     },

@@ -124,6 +124,9 @@ export function installErrorHandler(app: FastifyInstance, opts: { health?: Datab
     if (request.is404) return notFound(request, reply);
     const err = toAppError(raw, request);
     if (err.code === 'DATABASE_UNAVAILABLE') opts.health?.down(err.cause ?? raw);
+    const retryAfter = err.details?.retryAfterSeconds;
+    if (err.statusCode === 429 && typeof retryAfter === 'number' && !reply.hasHeader('retry-after'))
+      reply.header('retry-after', String(retryAfter));
     if (err.statusCode === 503) {
       if (!reply.hasHeader('retry-after'))
         reply.header('retry-after', String(RETRY_AFTER[err.code] ?? DEFAULT_RETRY_AFTER_SECONDS));

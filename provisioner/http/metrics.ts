@@ -4,6 +4,7 @@
  * this replica (registerTunnelMetrics); the batched hot reads (registerReadMetrics); the actions on
  * runtime objects (registerRuntimeActionMetrics); the reconciler (registerReconcilerMetrics).
  */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import client from 'prom-client';
 import type pg from 'pg';
 import type { TunnelServer } from '../tunnel/index.ts';
@@ -13,11 +14,44 @@ import type { OperationResult } from '../reconciler/reconciler.ts';
 export interface Metrics {
   registry: client.Registry;
   httpDuration: client.Histogram<'method' | 'route' | 'status'>;
+  /** Stops sampling the event-loop delay. */
+  close(): void;
+}
+
+/** How often the event-loop delay histogram gets an observation: the worst delay of each period. */
+export const EVENT_LOOP_SAMPLE_MS = 1000;
+
+/**
+ * `provisioner_event_loop_delay_seconds`: once a second, the longest the event loop was held in
+ * that second (perf_hooks.monitorEventLoopDelay at 10 ms resolution, its max, then reset). A
+ * request that holds the loop holds every tenant's requests, tunnel heartbeats and lease renewals:
+ * the share of seconds above 0.1 s is what to alert on (docs/operations.md). prom-client's default
+ * `provisioner_nodejs_eventloop_lag_*` gauges are the same monitor's figures since start.
+ */
+function sampleEventLoopDelay(registry: client.Registry): () => void {
+  const histogram = new client.Histogram({
+    name: 'provisioner_event_loop_delay_seconds',
+    help: 'The longest the event loop was held within each second (one observation per second; monitorEventLoopDelay, 10 ms resolution)',
+    buckets: [0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  const monitor = monitorEventLoopDelay({ resolution: 10 });
+  monitor.enable();
+  const timer = setInterval(() => {
+    histogram.observe(monitor.max / 1e9);
+    monitor.reset();
+  }, EVENT_LOOP_SAMPLE_MS);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    monitor.disable();
+  };
 }
 
 export function createMetrics(pool: pg.Pool): Metrics {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry, prefix: 'provisioner_' });
+  const close = sampleEventLoopDelay(registry);
   const httpDuration = new client.Histogram({
     name: 'provisioner_http_request_duration_seconds',
     help: 'HTTP request duration by route and status',
@@ -38,7 +72,7 @@ export function createMetrics(pool: pg.Pool): Metrics {
       for (const r of rows) this.set({ phase: r.phase }, r.n);
     },
   });
-  return { registry, httpDuration };
+  return { registry, httpDuration, close };
 }
 
 /** Outcomes of relaying a request to the replica that holds the runtime's tunnel. */
@@ -271,6 +305,7 @@ export function registerRuntimeObjectMetrics(
 ): {
   onBatch(r: { items: number; applied: number; stale: number; removedByDigest: number }): void;
   onPurged(n: number): void;
+  onRefused(budget: IngestBudget): void;
 } {
   const registers = [metrics.registry];
   const items = new client.Counter({
@@ -289,6 +324,14 @@ export function registerRuntimeObjectMetrics(
     help: 'Tombstones of deleted runtime objects purged after PROVISIONER_TOMBSTONE_RETENTION_HOURS (by this replica)',
     registers,
   });
+  const refused = new client.Counter({
+    name: 'provisioner_runtime_event_batches_refused_total',
+    help: "Event batches refused by a tenant budget: objects or bytes (the batch would take the tenant's stored objects over its budget), batch_rate, digest_rate or in_flight (429)",
+    labelNames: ['budget'] as const,
+    registers,
+  });
+  for (const budget of ['objects', 'bytes', 'batch_rate', 'digest_rate', 'in_flight'] as const)
+    refused.inc({ budget }, 0);
   const batchSize = new client.Histogram({
     name: 'provisioner_runtime_event_batch_items',
     help: 'Items per event batch',
@@ -337,8 +380,14 @@ export function registerRuntimeObjectMetrics(
     onPurged(n) {
       purged.inc(n);
     },
+    onRefused(budget) {
+      refused.inc({ budget });
+    },
   };
 }
+
+/** The budget an event batch was refused by (docs/security.md). */
+export type IngestBudget = 'objects' | 'bytes' | 'batch_rate' | 'digest_rate' | 'in_flight';
 
 /** What the reconciler metrics read from the reconciler of this process. */
 export interface ReconcilerView {

@@ -8,13 +8,16 @@ import type { Role } from '../auth/keys.ts';
 import { withTx } from '../db/tx.ts';
 import { errors } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
-import { createKey, getKey, listKeys, revokeKey, type ApiKeyInfo } from '../store/keys.ts';
+import { countTenantKeys, createKey, getKey, listKeys, revokeKey, type ApiKeyInfo } from '../store/keys.ts';
+import { DEFAULT_TENANT_BUDGETS } from '../config.ts';
 import { getTenantRow } from '../store/tenants.ts';
 
 export interface KeyServiceDeps {
   pool: pg.Pool;
   /** Called after a revocation committed (this process drops the key from its cache, closes its tunnel). */
   onRevoked: (keyId: string) => void;
+  /** Unrevoked keys bound to one tenant (config.budgets.keys; default 100). */
+  perTenant?: number;
 }
 
 export interface NewKey {
@@ -27,10 +30,12 @@ export interface NewKey {
 export class KeyService {
   readonly #pool: pg.Pool;
   readonly #onRevoked: (keyId: string) => void;
+  readonly #perTenant: number;
 
   constructor(deps: KeyServiceDeps) {
     this.#pool = deps.pool;
     this.#onRevoked = deps.onRevoked;
+    this.#perTenant = deps.perTenant ?? DEFAULT_TENANT_BUDGETS.keys;
   }
 
   /** Creates a key; the answer holds the key itself, which is never shown again. */
@@ -41,9 +46,12 @@ export class KeyService {
       throw errors.validation(`an ${input.role} key cannot be bound to a tenant`, 'tenantId');
     return withTx(this.#pool, async (tx) => {
       if (input.tenantId) {
-        const tenant = await getTenantRow(tx, input.tenantId);
+        // Under the tenant's row lock: two creations at once cannot both take the last place.
+        const tenant = await getTenantRow(tx, input.tenantId, true);
         if (!tenant) throw errors.notFound('tenant', input.tenantId);
         if (tenant.deleted) throw errors.tenantDeleted(input.tenantId);
+        if ((await countTenantKeys(tx, input.tenantId)) >= this.#perTenant)
+          throw errors.tenantLimitReached('unrevoked API keys', this.#perTenant, 'PROVISIONER_KEYS_PER_TENANT');
       }
       const created = await createKey(tx, {
         role: input.role,

@@ -11,13 +11,15 @@ import { isIP } from 'node:net';
 import { lookup } from 'node:dns/promises';
 import type pg from 'pg';
 import type { SecretBox } from '../crypto.ts';
-import { pgCode, pgConstraint, withTx } from '../db/tx.ts';
+import { pgCode, pgConstraint, withTx, type Queryable } from '../db/tx.ts';
+import { DEFAULT_TENANT_BUDGETS } from '../config.ts';
 import { AppError, errors } from '../errors.ts';
 import { hostOf } from '../kubeconfig/address.ts';
 import { admitKubeconfig } from '../kubeconfig/admit.ts';
 import { checkKubeconfig, KubeconfigPolicyError, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import {
+  countManagedClusters,
   claimBootstrap,
   credentialsAad,
   deleteManagedCluster,
@@ -89,6 +91,8 @@ export interface ManagedClusterServiceDeps {
   bootstrapImage?: string | undefined;
   /** The runtimes' tunnels: checks of a cluster only the runtime reaches (`reach: runtime`) go through them. */
   tunnel?: Pick<TunnelServer, 'forward'> | undefined;
+  /** Managed clusters (and pending bootstraps) per tenant (config.budgets.managedClusters; default 50). */
+  perTenant?: number;
 }
 
 /** A request for a bootstrap token. */
@@ -161,6 +165,17 @@ export class ManagedClusterService {
     this.#deps = deps;
   }
 
+  /** Refuses (409 TENANT_LIMIT_REACHED) when the tenant has as many managed clusters as its budget allows. */
+  async #withinBudget(db: Queryable, tenantId: string): Promise<void> {
+    const limit = this.#deps.perTenant ?? DEFAULT_TENANT_BUDGETS.managedClusters;
+    if ((await countManagedClusters(db, tenantId)) >= limit)
+      throw errors.tenantLimitReached(
+        'managed clusters (registered, or bootstrap tokens not yet redeemed)',
+        limit,
+        'PROVISIONER_MANAGED_CLUSTERS_PER_TENANT',
+      );
+  }
+
   async list(tenantId: string): Promise<ManagedCluster[]> {
     await this.#tenant(tenantId);
     return listManagedClusters(this.#deps.pool, tenantId);
@@ -182,6 +197,8 @@ export class ManagedClusterService {
     const signal = AbortSignal.timeout(VALIDATION_TIMEOUT_MS);
     const tenant = await this.#tenant(tenantId);
     if (tenant.deleted) throw errors.tenantDeleted(tenantId);
+    // Before any connection is made; again under the tenant's row lock below.
+    await this.#withinBudget(this.#deps.pool, tenantId);
     const namespaces = [...new Set(input.namespaces ?? [])].sort();
     const { text, field, authMethod } = registrationKubeconfig(input);
     const reach = input.reach ?? 'controlPlane';
@@ -248,6 +265,7 @@ export class ManagedClusterService {
       const row = await getTenantRow(tx, tenantId, true);
       if (!row) throw errors.notFound('tenant', tenantId);
       if (row.deleted) throw errors.tenantDeleted(tenantId);
+      await this.#withinBudget(tx, tenantId);
       let managedCluster: ManagedCluster;
       try {
         managedCluster = await insertManagedCluster(tx, {
@@ -429,6 +447,9 @@ export class ManagedClusterService {
     if (await getManagedCluster(this.#deps.pool, tenantId, input.name)) throw managedClusterExists(input.name);
     const { token, hash } = newBootstrapToken();
     return withTx(this.#deps.pool, async (tx) => {
+      // Under the tenant's row lock, as a registration: two at once cannot both take the last place.
+      await getTenantRow(tx, tenantId, true);
+      await this.#withinBudget(tx, tenantId);
       const b = await insertBootstrap(tx, {
         tenantId,
         name: input.name,

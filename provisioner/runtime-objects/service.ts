@@ -14,6 +14,7 @@ import {
   latestSeq,
   lockTenantObjects,
   notifyObjectChanges,
+  readUsage,
   readChanges,
   readHorizon,
   recordReporter,
@@ -21,16 +22,27 @@ import {
   RUNTIME_OBJECT_CHANNEL,
   upsertObjects,
   type ObjectFilter,
+  type ObjectWrite,
   type PurgeHorizon,
   type RuntimeObjectRow,
 } from '../store/runtime-objects.ts';
 import { isOwner, type EventBatch, type EventBatchResult, type ReportedKind } from '../../runtime/protocol/events.ts';
 import { prepareBatch } from './ingest.ts';
+import { WindowBudget } from './budgets.ts';
+import { errors } from '../errors.ts';
+import { DEFAULT_TENANT_BUDGETS, type TenantBudgets } from '../config.ts';
 
 /** What ingestion reports to the metrics. */
 export interface IngestStats {
   onBatch(result: EventBatchResult & { items: number }): void;
+  onRefused(budget: 'objects' | 'bytes' | 'batch_rate' | 'digest_rate' | 'in_flight'): void;
 }
+
+/** What one tenant's runtime may store and send (config.budgets, docs/security.md). */
+export type IngestBudgets = Pick<
+  TenantBudgets,
+  'runtimeObjects' | 'runtimeObjectBytes' | 'eventBatchesPerSecond' | 'digestsPerMinute'
+>;
 
 export interface FollowChangesOptions {
   /** Start after this change (0: every live object, then every change). */
@@ -42,6 +54,13 @@ export interface FollowChangesOptions {
   /** Rows read per query (default 500). */
   batch?: number;
 }
+
+/**
+ * Batches of one tenant applied or waiting for its lock at once in this process: each holds a pool
+ * connection while it waits, so a runtime sending many at once would take the pool from the other
+ * tenants. Four: the reporter's two replicas and, during a rollout, their two successors.
+ */
+export const MAX_BATCHES_IN_FLIGHT_PER_TENANT = 4;
 
 /** The longest a digest works out owners before it lets other requests run (setImmediate). */
 export const OWNERSHIP_SLICE_MS = 5;
@@ -76,12 +95,67 @@ export class RuntimeObjectService {
   readonly #notifications: Notifications | undefined;
   readonly #stats: IngestStats | undefined;
   readonly #waiters = new Map<string, Set<() => void>>();
+  readonly #budgets: IngestBudgets;
+  readonly #batchRate: WindowBudget;
+  readonly #digestRate: WindowBudget;
+  readonly #inFlight = new Map<string, number>();
   #unsubscribe: Unsubscribe | undefined;
 
-  constructor(opts: { pool: pg.Pool; notifications?: Notifications; stats?: IngestStats }) {
+  constructor(opts: { pool: pg.Pool; notifications?: Notifications; stats?: IngestStats; budgets?: IngestBudgets }) {
     this.#pool = opts.pool;
     this.#notifications = opts.notifications;
     this.#stats = opts.stats;
+    this.#budgets = opts.budgets ?? DEFAULT_TENANT_BUDGETS;
+    this.#batchRate = new WindowBudget(this.#budgets.eventBatchesPerSecond, 1000);
+    this.#digestRate = new WindowBudget(this.#budgets.digestsPerMinute, 60_000);
+  }
+
+  /** Takes one batch (and its digests) of the tenant's rates, or refuses it with 429 and Retry-After. */
+  #admit(tenantId: string, digests: number): void {
+    const batchWait = this.#batchRate.take(tenantId);
+    if (batchWait !== undefined) {
+      this.#stats?.onRefused('batch_rate');
+      throw errors.rateLimited(
+        batchWait,
+        `this runtime already sent ${this.#budgets.eventBatchesPerSecond} event batches this second (PROVISIONER_RUNTIME_EVENT_BATCHES_PER_SECOND)`,
+      );
+    }
+    if (digests === 0) return;
+    const digestWait = this.#digestRate.take(tenantId, digests);
+    if (digestWait !== undefined) {
+      this.#stats?.onRefused('digest_rate');
+      throw errors.rateLimited(
+        digestWait,
+        `this runtime already sent ${this.#budgets.digestsPerMinute} digests this minute (PROVISIONER_RUNTIME_DIGESTS_PER_MINUTE); send the batch again without them or later`,
+      );
+    }
+  }
+
+  /**
+   * Refuses (413, rolling the transaction back) a batch that took the tenant's stored objects over
+   * a budget it was within or that grew them further; a batch that shrinks them, or keeps them, passes.
+   */
+  async #checkUsage(c: pg.ClientBase, tenantId: string, before: { objects: number; bytes: number }): Promise<void> {
+    const after = await readUsage(c, tenantId);
+    const { runtimeObjects, runtimeObjectBytes } = this.#budgets;
+    if (after.objects > runtimeObjects && after.objects > before.objects) {
+      this.#stats?.onRefused('objects');
+      throw errors.runtimeObjectBudgetExceeded(
+        'objects',
+        after.objects,
+        runtimeObjects,
+        'PROVISIONER_RUNTIME_OBJECTS_PER_TENANT',
+      );
+    }
+    if (after.bytes > runtimeObjectBytes && after.bytes > before.bytes) {
+      this.#stats?.onRefused('bytes');
+      throw errors.runtimeObjectBudgetExceeded(
+        'bytes',
+        after.bytes,
+        runtimeObjectBytes,
+        'PROVISIONER_RUNTIME_OBJECT_BYTES_PER_TENANT',
+      );
+    }
   }
 
   /**
@@ -91,8 +165,29 @@ export class RuntimeObjectService {
    */
   async ingest(tenantId: string, batch: EventBatch, checkObjectSizes = true): Promise<EventBatchResult> {
     const { writes } = prepareBatch(batch, checkObjectSizes);
+    const inFlight = this.#inFlight.get(tenantId) ?? 0;
+    if (inFlight >= MAX_BATCHES_IN_FLIGHT_PER_TENANT) {
+      this.#stats?.onRefused('in_flight');
+      throw errors.rateLimited(
+        1,
+        `this runtime already has ${MAX_BATCHES_IN_FLIGHT_PER_TENANT} event batches in progress; send the next when one is answered`,
+      );
+    }
+    this.#admit(tenantId, batch.digests?.length ?? 0);
+    this.#inFlight.set(tenantId, inFlight + 1);
+    try {
+      return await this.#apply(tenantId, batch, writes);
+    } finally {
+      const n = (this.#inFlight.get(tenantId) ?? 1) - 1;
+      if (n > 0) this.#inFlight.set(tenantId, n);
+      else this.#inFlight.delete(tenantId);
+    }
+  }
+
+  async #apply(tenantId: string, batch: EventBatch, writes: ObjectWrite[]): Promise<EventBatchResult> {
     const result = await withTx(this.#pool, async (c) => {
       await lockTenantObjects(c, tenantId);
+      const before = await readUsage(c, tenantId);
       const applied = await upsertObjects(c, tenantId, batch.replica, writes);
       let removedByDigest = 0;
       for (const d of batch.digests ?? []) {
@@ -101,6 +196,7 @@ export class RuntimeObjectService {
         const mine = await ownedByReplica(candidates, d.kind, d.replica, d.members);
         removedByDigest += await removeObjects(c, tenantId, d.kind, d.listResourceVersion, d.replica, mine);
       }
+      await this.#checkUsage(c, tenantId, before);
       await recordReporter(c, tenantId, batch.replica, batch.heartbeat);
       if (applied + removedByDigest > 0) await notifyObjectChanges(c, tenantId);
       return { applied, stale: batch.items.length - applied, removedByDigest };

@@ -92,6 +92,15 @@ export async function hasActiveAdmin(db: Queryable): Promise<boolean> {
   return (rowCount ?? 0) > 0;
 }
 
+/** The tenant's keys that are not revoked (tenant and runtime keys): what its key budget counts. */
+export async function countTenantKeys(db: Queryable, tenantId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM api_keys WHERE tenant_id = $1 AND revoked_at IS NULL',
+    [tenantId],
+  );
+  return rows[0]?.n ?? 0;
+}
+
 export async function listKeys(
   db: Queryable,
   q: { tenantId?: string; includeRevoked: boolean },

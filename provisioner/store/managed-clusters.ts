@@ -124,6 +124,20 @@ export async function getManagedCluster(
 }
 
 /** The registration using `name`, or the one at `serverKey`, of a tenant (to refuse a second one early). */
+/**
+ * What counts against the tenant's managed-cluster budget: its registrations and its bootstrap
+ * tokens that are neither redeemed nor expired.
+ */
+export async function countManagedClusters(db: Queryable, tenantId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT ((SELECT count(*) FROM managed_clusters WHERE tenant_id = $1)
+           + (SELECT count(*) FROM managed_cluster_bootstraps
+               WHERE tenant_id = $1 AND redeemed_at IS NULL AND expires_at > now()))::int AS n`,
+    [tenantId],
+  );
+  return rows[0]?.n ?? 0;
+}
+
 export async function findConflict(
   db: Queryable,
   tenantId: string,

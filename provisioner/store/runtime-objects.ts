@@ -161,6 +161,21 @@ export async function purgeTombstones(
   return rows[0]?.n ?? 0;
 }
 
+/** What a tenant's stored runtime objects take (migration 021): live objects, and bytes of all its rows. */
+export interface ObjectUsage {
+  objects: number;
+  bytes: number;
+}
+
+export async function readUsage(db: Queryable, tenantId: string): Promise<ObjectUsage> {
+  const { rows } = await db.query<{ objects: string; bytes: string }>({
+    name: 'runtime-object-usage',
+    text: 'SELECT objects::text, bytes::text FROM runtime_object_usage WHERE tenant_id = $1',
+    values: [tenantId],
+  });
+  return { objects: Number(rows[0]?.objects ?? 0), bytes: Number(rows[0]?.bytes ?? 0) };
+}
+
 /** Keys (namespace, name) with their stored resourceVersion: the live objects of a kind a digest may remove. */
 export async function digestCandidates(
   db: Queryable,
