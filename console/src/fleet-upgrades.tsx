@@ -101,7 +101,8 @@ export function FleetUpgradesPage() {
       <Banner status={stream} />
       <ErrorBox error={error} />
       <p class="hint">
-        Started with `provisioner fleet-upgrades create` or `POST /v1/fleet-upgrades` (docs/fleet-upgrades.md).
+        Planned with <code>provisioner fleet plan VERSION --from-version …</code>, started with{' '}
+        <code>provisioner fleet start VERSION …</code> or <code>POST /v1/fleet-upgrades</code> (docs/fleet-upgrades.md).
       </p>
       <table class="fleet-upgrades">
         <thead>

@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, type Cluster, type PathInfo, type RuntimeVersionInfo, type Tenant } from './api.ts';
 import { openStream, type StreamStatus } from './sse.ts';
-import { Banner, ErrorBox } from './util.tsx';
+import { Banner, ErrorBox, plural } from './util.tsx';
 
 /** Root clusters: capacity, tenants placed, cordon/uncordon; regions. Live through the tenant stream. */
 export function ClustersPage() {
@@ -241,9 +241,9 @@ function PathGraph({ versions, paths }: { versions: string[]; paths: PathInfo[] 
         ))}
       </svg>
       <figcaption>
-        {edges.filter((e) => x(e.to) > x(e.from)).length} direct upgrades,{' '}
-        {edges.filter((e) => x(e.to) < x(e.from)).length} direct rollbacks. A step the catalog refuses is reached
-        through the path shown on a tenant's page.
+        {plural(edges.filter((e) => x(e.to) > x(e.from)).length, 'direct upgrade')},{' '}
+        {plural(edges.filter((e) => x(e.to) < x(e.from)).length, 'direct rollback')}. A step the catalog refuses is
+        reached through the path shown on a tenant's page.
       </figcaption>
     </figure>
   );

@@ -4,6 +4,10 @@
  * new ones through the follow stream, which starts after the last line held and resumes after a
  * disconnect from the last line received (Last-Event-ID = its seq); a line whose
  * seq is not above the last one kept is dropped, so none is shown twice.
+ *
+ * Long lines wrap: in the monospace font each visual row holds the same number of characters
+ * (breaks anywhere), so a line's height is known from its length and the box's width without
+ * laying it out, and the rows' offsets are running sums of those heights.
  */
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, ApiError } from './api.ts';
@@ -19,6 +23,8 @@ interface Line {
 
 const ROW = 18;
 const HEIGHT = 432;
+/** What a row's text gives up to the left padding (8 px) and the sequence number column (64 + 12 px). */
+const GUTTER = 84;
 const OVERSCAN = 10;
 /** Lines per backlog request (the API's largest page). */
 const PAGE = 5000;
@@ -33,7 +39,23 @@ export function LogView({ operationId }: { operationId: string }) {
   const [search, setSearch] = useState('');
   const [scrollTop, setScrollTop] = useState(0);
   const box = useRef<HTMLDivElement>(null);
+  const probe = useRef<HTMLSpanElement>(null);
   const atBottom = useRef(true);
+  // Characters per visual row: from the box's width and the font's character width, again on resize.
+  const [cols, setCols] = useState(0);
+  useEffect(() => {
+    const el = box.current;
+    const p = probe.current;
+    if (!el || !p) return;
+    const measure = () => {
+      const char = p.getBoundingClientRect().width / p.textContent.length;
+      if (char > 0) setCols(Math.max(8, Math.floor((el.clientWidth - GUTTER) / char)));
+    };
+    measure();
+    const ro = new ResizeObserver(measure);
+    ro.observe(el);
+    return () => ro.disconnect();
+  }, []);
 
   useEffect(() => {
     lines.current = [];
@@ -123,6 +145,33 @@ export function LogView({ operationId }: { operationId: string }) {
   }, [search, count]);
   const total = matches ? matches.length : count;
 
+  // tops[i]: the offset of row i; tops[total]: the height of them all. Extended as lines arrive
+  // (the common case while following), computed again when the search or the width changes.
+  const offsets = useRef<{ key: string; tops: number[] }>({ key: '', tops: [0] });
+  const tops = useMemo(() => {
+    const key = `${cols}|${search}`;
+    const o = offsets.current;
+    if (o.key !== key || o.tops.length - 1 > total) offsets.current = { key, tops: [0] };
+    const out = offsets.current.tops;
+    const held = lines.current;
+    for (let i = out.length - 1; i < total; i++) {
+      const len = held[matches ? matches[i]! : i]?.line.length ?? 0;
+      out.push(out[i]! + ROW * (cols > 0 ? Math.max(1, Math.ceil(len / cols)) : 1));
+    }
+    return out;
+  }, [total, matches, cols, search]);
+  /** The first row whose bottom is below `y`. */
+  const rowAt = (y: number) => {
+    let lo = 0;
+    let hi = total;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (tops[mid + 1]! <= y) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+
   // Keep the newest line in view while following, unless the reader scrolled up.
   useEffect(() => {
     const el = box.current;
@@ -132,16 +181,21 @@ export function LogView({ operationId }: { operationId: string }) {
     }
   }, [count, follow, search]);
 
-  const first = Math.max(0, Math.floor(scrollTop / ROW) - OVERSCAN);
-  const last = Math.min(total, Math.ceil((scrollTop + HEIGHT) / ROW) + OVERSCAN);
+  const first = Math.max(0, rowAt(scrollTop) - OVERSCAN);
+  const last = Math.min(total, rowAt(scrollTop + HEIGHT) + 1 + OVERSCAN);
   const rows = [];
   for (let i = first; i < last; i++) {
     const l = lines.current[matches ? matches[i]! : i];
     if (!l) continue;
     rows.push(
-      <div class={`line ${l.stream}`} key={l.seq} data-seq={l.seq} style={{ transform: `translateY(${i * ROW}px)` }}>
+      <div
+        class={`line ${l.stream}`}
+        key={l.seq}
+        data-seq={l.seq}
+        style={{ transform: `translateY(${tops[i]}px)`, height: `${tops[i + 1]! - tops[i]!}px` }}
+      >
         <span class="seq">{l.seq}</span>
-        {l.line}
+        <span class="text">{l.line}</span>
       </div>,
     );
   }
@@ -199,7 +253,10 @@ export function LogView({ operationId }: { operationId: string }) {
           setScrollTop(el.scrollTop);
         }}
       >
-        <div class="log-space" style={{ height: `${total * ROW}px` }}>
+        <span class="char-probe" ref={probe} aria-hidden="true">
+          0123456789
+        </span>
+        <div class="log-space" style={{ height: `${tops[total] ?? 0}px` }}>
           {rows}
         </div>
       </div>

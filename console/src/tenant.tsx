@@ -237,6 +237,8 @@ function Actions({
       </div>
     );
   const current = t.status.runtimeVersion ?? t.spec.runtimeVersion;
+  // Never placed on a root cluster: nothing is installed, so no upgrade path applies (the API's rule).
+  const firstInstall = t.status.runtimeVersion === null && t.status.cluster === null;
   const path = paths.find((p) => p.from === current && p.to === target);
   // A tenant key may not lift an operator's suspension: that button is not shown to it.
   const canResume = t.spec.suspended && (operator || t.status.suspension?.by !== 'operator');
@@ -295,7 +297,12 @@ function Actions({
             ))}
           </select>
         </label>
-        {target && path && (
+        {target && firstInstall && (
+          <p class="path-ok" data-path={target}>
+            Nothing is installed yet: {target} is installed directly, whatever the upgrade paths.
+          </p>
+        )}
+        {target && path && !firstInstall && (
           <p class={path.allowed ? 'path-ok' : 'path-refused'} data-path={path.path.join(' ')}>
             {path.allowed
               ? `Direct: ${current} → ${target}`
@@ -303,7 +310,7 @@ function Actions({
           </p>
         )}
         {pending === 'upgrade' ? (
-          confirm('upgrade', `Confirm upgrade ${current} → ${target}`)
+          confirm('upgrade', firstInstall ? `Confirm install ${target}` : `Confirm upgrade ${current} → ${target}`)
         ) : (
           <button type="button" disabled={!target} onClick={() => (setPending('upgrade'), setDone(''))}>
             Upgrade…

@@ -221,6 +221,17 @@ export function TenantsPage({ me }: { me: Identity }) {
               </td>
               <td class="status" data-phase={t.status.phase}>
                 <PhaseBadge phase={t.status.phase} />
+                {t.spec.suspended && t.status.phase !== 'Suspended' && (
+                  <span
+                    class="suspended-tag"
+                    data-suspended="true"
+                    title={`suspended${t.status.suspension ? ` by ${t.status.suspension.by}` : ''}${
+                      t.status.suspension?.reason ? `: ${t.status.suspension.reason}` : ''
+                    }; the phase shows what runs until the suspension is applied`}
+                  >
+                    suspended
+                  </span>
+                )}
                 {t.status.stale && (
                   <span
                     class="stale-tag"

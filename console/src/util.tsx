@@ -56,3 +56,8 @@ export function Banner({ status }: { status: string }) {
     </div>
   );
 }
+
+/** `1 direct rollback`, `3 direct rollbacks`, `0 direct rollbacks`. */
+export function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}

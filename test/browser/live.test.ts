@@ -244,6 +244,45 @@ t.test('a 100,000-line log renders virtualised, searchable and downloadable', as
   await page.context().close();
 });
 
+t.test('a long log line wraps: all of it is shown, and the next line starts below it', async (t) => {
+  const { id, op } = await tenantWithOperation('longLine', 'succeeded');
+  const long = `error: ${'0123456789'.repeat(150)} END`;
+  await appendLog(db.pool, op, [{ line: 'a short line' }, { line: long }, { line: 'the line after it' }]);
+  const { page, problems } = await signedIn();
+  await page.evaluate(`location.hash = '#/tenants/${id}/operations/${op}'`);
+  await page.locator('.log-stats[data-lines="3"]').waitFor();
+  const rows = await page.locator('.log-lines .line').evaluateAll((els) =>
+    els.map((e) => {
+      const r = e.getBoundingClientRect();
+      const text = e.querySelector('.text')!;
+      return {
+        top: r.top,
+        bottom: r.bottom,
+        textHeight: text.getBoundingClientRect().height,
+        scrollWidth: text.scrollWidth,
+        clientWidth: text.clientWidth,
+        text: text.textContent,
+      };
+    }),
+  );
+  t.equal(rows.length, 3, 'the three lines are shown');
+  const [, wrapped, next] = rows;
+  t.equal(wrapped?.text, long, `the long line (${long.length} characters) is in the page whole`);
+  t.ok(wrapped!.bottom - wrapped!.top > 18, `it takes more than one 18 px row (${wrapped!.bottom - wrapped!.top} px)`);
+  t.ok(
+    wrapped!.textHeight <= wrapped!.bottom - wrapped!.top,
+    `its wrapped text (${wrapped!.textHeight} px) fits the height given to it (${wrapped!.bottom - wrapped!.top} px): nothing cut below`,
+  );
+  t.ok(
+    wrapped!.scrollWidth <= wrapped!.clientWidth,
+    `nothing cut at the right (text ${wrapped!.scrollWidth} px wide in ${wrapped!.clientWidth} px)`,
+  );
+  t.ok(next!.top >= wrapped!.bottom, `the next line starts below it (${next!.top} ≥ ${wrapped!.bottom})`);
+  await page.screenshot({ path: join(shots, 'log-long-line.png'), fullPage: true });
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
+});
+
 t.test('a followed log survives the provisioner killed and started again: every line once', async (t) => {
   const { id, op } = await tenantWithOperation('followed', 'running');
   let written = 0;
@@ -317,6 +356,46 @@ t.test('a followed log survives the provisioner killed and started again: every 
   await page.context().close();
 });
 
+t.test('a suspended tenant is marked in the list; one never placed takes any version as a first install', async (t) => {
+  // As a suspended signup waits when no cluster can take it: Pending, nothing installed, not due.
+  const { rows } = await db.pool.query<{ id: string }>(
+    `INSERT INTO tenants (organization, email, plan, runtime_version, suspended, suspended_by, suspension_reason,
+                          phase, generation, observed_generation, conditions, last_reconciled_at)
+     VALUES ('never-placed', 'ops@example.com', 'team', '1.3.0', true, 'operator', 'invoice 42 unpaid', 'Pending', 1, 1,
+             '[{"type": "Ready", "status": "False", "reason": "NoCapacity", "message": "no root cluster can take it", "lastTransitionTime": "2026-01-01T00:00:00Z"}]',
+             now())
+     RETURNING id`,
+  );
+  const id = rows[0]!.id;
+  const { page, problems } = await signedIn();
+  await page.getByRole('searchbox', { name: 'Search' }).fill('never-placed');
+  const row = page.locator(`tr[data-tenant="${id}"]`);
+  await row.waitFor();
+  t.match(
+    await row.locator('td.status').first().innerText(),
+    /Pending\s*suspended/,
+    'the row shows its phase and a suspended mark',
+  );
+  t.match(
+    (await row.locator('.suspended-tag').getAttribute('title')) ?? '',
+    /by operator: invoice 42 unpaid/,
+    'the mark says who suspended it and why',
+  );
+  await page.screenshot({ path: join(shots, 'suspended-mark.png'), fullPage: true });
+  await page.evaluate(`location.hash = '#/tenants/${id}'`);
+  await page.getByRole('heading', { name: /never-placed/ }).waitFor();
+  await page.getByLabel('Upgrade to').selectOption('1.5.0');
+  t.match(
+    await page.locator('.path-ok').innerText(),
+    /Nothing is installed yet: 1\.5\.0 is installed directly/,
+    'a never-placed tenant is offered the version directly, as the API accepts it',
+  );
+  t.equal(await page.locator('.path-refused').count(), 0, 'no upgrade path is asked for');
+  await page.screenshot({ path: join(shots, 'first-install.png'), fullPage: true });
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
+});
+
 t.test('clusters and runtime versions pages: cordon, the upgrade graph', async (t) => {
   const { page, problems } = await signedIn();
   await page.getByRole('link', { name: 'Clusters' }).click();
@@ -338,6 +417,12 @@ t.test('clusters and runtime versions pages: cordon, the upgrade graph', async (
   await page.locator('svg.graph path.edge').first().waitFor();
   const edges = await page.locator('svg.graph path.edge').count();
   t.ok(edges >= 4, `the graph draws the direct steps (${edges} arcs)`);
+  const caption = await page.locator('figure figcaption').innerText();
+  for (const noun of ['upgrade', 'rollback']) {
+    const m = new RegExp(`(\\d+) direct ${noun}(s?)\\b`).exec(caption);
+    t.ok(m, `the caption counts the direct ${noun}s (${caption})`);
+    t.equal(m?.[2] === '', m?.[1] === '1', `"${m?.[0]}": singular exactly when the count is 1`);
+  }
   await page.screenshot({ path: join(shots, 'versions.png'), fullPage: true });
   t.same(await axeViolations(page), [], 'the runtime versions page has no serious accessibility violation');
   t.same(problems, [], 'no console error, no request to another host');
@@ -361,6 +446,9 @@ t.test('a fleet upgrade: its waves and tenants, pause, resume and abort from the
   const { fleetUpgrade } = (await created.json()) as { fleetUpgrade: { id: string } };
   const { page, problems } = await signedIn();
   await page.getByRole('link', { name: 'Fleet upgrades' }).click();
+  const hint = await page.locator('section[aria-labelledby="fleet-title"] p.hint').innerText();
+  t.match(hint, /provisioner fleet start VERSION/, `the page names the CLI command that starts one (${hint})`);
+  t.notMatch(hint, /fleet-upgrades create/, 'and not a command that does not exist');
   await page.locator(`tr[data-fleet-upgrade="${fleetUpgrade.id}"] a`).click();
   await page.getByRole('heading', { name: /Fleet upgrade to 1\.4\.1/ }).waitFor();
   t.equal(await page.locator('table.waves tbody tr').count(), 2, 'both waves are listed');
