@@ -4,6 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { BoundedInteger, IdParams, StringEnum, withErrors } from '../schemas.ts';
 import { authOf } from '../auth.ts';
 import { serveEventStream } from '../streams.ts';
+import { logLineForTenant } from '../tenant-view.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors } from '../../errors.ts';
 import { getOperation, listOperations, readLog, type Operation } from '../../store/operations.ts';
@@ -116,9 +117,12 @@ export const operationRoutes =
         const lastEventId = Number(request.headers['last-event-id']);
         const after = request.query.after ?? (Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0);
         const follow = request.query.follow === '1' || request.query.follow === 'true';
+        // A tenant's own key reads no operator remediation text (tenant-view.ts).
+        const role = request.auth?.role;
+        const forCaller = role === 'tenant' || role === 'runtime' ? logLineForTenant : <L>(l: L) => l;
         if (!follow) {
           const op = await visibleOperation(request, request.params.id);
-          const items = await readLog(ctx.pool, op.id, after, request.query.limit ?? 1000);
+          const items = (await readLog(ctx.pool, op.id, after, request.query.limit ?? 1000)).map(forCaller);
           return { items, state: op.state, nextAfter: items.at(-1)?.seq ?? after };
         }
         // Taken before the first await, so that a burst of opens cannot all pass the limit.
@@ -133,7 +137,7 @@ export const operationRoutes =
             async (stream) => {
               stream.send('state', { state: op.state });
               for await (const line of ctx.logHub.follow(op.id, { afterSeq: after, signal: stream.signal })) {
-                if (!stream.send('line', line, line.seq)) await stream.drained();
+                if (!stream.send('line', forCaller(line), line.seq)) await stream.drained();
               }
               if (!stream.signal.aborted)
                 stream.send('end', { state: (await getOperation(ctx.pool, op.id))?.state ?? 'unknown' });

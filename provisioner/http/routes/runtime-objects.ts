@@ -13,6 +13,7 @@ import { BoundedInteger, CONTROL_FREE, StringEnum, Uuid, withErrors } from '../s
 import { authOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { serveEventStream } from '../streams.ts';
+import { decodeStreamCursor, encodeStreamCursor, STREAM_CURSOR } from '../stream-cursor.ts';
 import { AppError, errors } from '../../errors.ts';
 import type { RuntimeObjectRow } from '../../store/runtime-objects.ts';
 import {
@@ -157,7 +158,6 @@ const ListQuery = Type.Object(
 );
 const ObjectParams = Type.Object({ id: Uuid, namespace: Name, name: Name }, { additionalProperties: false });
 /** A change's sequence number: up to 18 digits, always within PostgreSQL's bigint. */
-const SEQ = /^[0-9]{1,18}$/;
 
 const READ = ['operator', 'tenant'] as const;
 
@@ -275,7 +275,7 @@ export const runtimeObjectRoutes =
         schema: {
           summary: "Server-Sent Events: changes to the tenant's applications, rollouts and workflows",
           description:
-            'Each event is `change` with id = its sequence number and data {deleted, item}. Without Last-Event-ID or after, the stream starts with ' +
+            'Each event is `change` with id = an opaque cursor (pass it back unchanged) and data {deleted, item}. Without Last-Event-ID or after, the stream starts with ' +
             'the next change; after=0 replays every live object first. Reconnect with Last-Event-ID to resume. ' +
             'Resuming from before a deletion whose tombstone was purged (PROVISIONER_TOMBSTONE_RETENTION_HOURS) starts with a `reset` event ' +
             '(drop what you hold) and replays every live object. ' +
@@ -287,8 +287,8 @@ export const runtimeObjectRoutes =
               kind: Type.Optional(StringEnum(Object.keys(KIND_FILTER) as (keyof typeof KIND_FILTER)[])),
               after: Type.Optional(
                 Type.String({
-                  pattern: SEQ.source,
-                  description: 'start after this sequence number (0: from the start)',
+                  pattern: STREAM_CURSOR,
+                  description: 'start after the event with this id (0: from the start)',
                 }),
               ),
             },
@@ -298,21 +298,20 @@ export const runtimeObjectRoutes =
       },
       async (request, reply) => {
         const tenantId = request.params.id;
+        const scope = `changes/${tenantId}`;
         const lastEventId = request.headers['last-event-id'];
-        if (typeof lastEventId === 'string' && !SEQ.test(lastEventId))
-          throw errors.validation(
-            'Last-Event-ID must be the id of an event of this stream (a decimal number)',
-            'Last-Event-ID',
-          );
+        const resumeAt =
+          typeof lastEventId === 'string'
+            ? decodeStreamCursor(ctx.box, scope, lastEventId, 'Last-Event-ID')
+            : request.query.after !== undefined
+              ? decodeStreamCursor(ctx.box, scope, request.query.after, 'after')
+              : undefined;
         const auth = authOf(request);
         // Taken before the first await, so that a burst of opens cannot all pass the limit.
         const slot = ctx.streams.reserve(auth.keyId, ctx.config.sseStreamsPerKey);
         try {
           await tenantMustExist(tenantId);
-          let afterSeq =
-            (typeof lastEventId === 'string' ? lastEventId : undefined) ??
-            request.query.after ??
-            (await ctx.runtimeObjects.latestSeq(tenantId));
+          let afterSeq = resumeAt ?? (await ctx.runtimeObjects.latestSeq(tenantId));
           // Resuming from before a purged tombstone: that deletion can no longer be sent, so the
           // stream starts over (a `reset` event, then every live object) rather than leave it out.
           const horizon = afterSeq === '0' ? undefined : await ctx.runtimeObjects.horizon(tenantId);
@@ -327,7 +326,7 @@ export const runtimeObjectRoutes =
             { log: 'change stream failed', message: 'change stream failed' },
             async (stream) => {
               // Tells the client where the stream starts (a comment: not an event).
-              stream.comment(`after ${afterSeq}`);
+              stream.comment(`after ${encodeStreamCursor(ctx.box, scope, afterSeq)}`);
               if (reset)
                 stream.send('reset', {
                   reason: 'TombstonesPurged',
@@ -339,8 +338,8 @@ export const runtimeObjectRoutes =
                 signal: stream.signal,
                 ...(kind ? { kind } : {}),
               })) {
-                if (!stream.send('change', { deleted: row.deleted, item: toItem(row) }, row.seq))
-                  await stream.drained();
+                const id = encodeStreamCursor(ctx.box, scope, row.seq);
+                if (!stream.send('change', { deleted: row.deleted, item: toItem(row) }, id)) await stream.drained();
               }
             },
           );

@@ -27,8 +27,14 @@ import {
   type TenantSort,
 } from '../../store/tenants.ts';
 import { serveEventStream } from '../streams.ts';
+import { conditionsForTenant } from '../tenant-view.ts';
+import { decodeStreamCursor, encodeStreamCursor, STREAM_CURSOR } from '../stream-cursor.ts';
+
 import type { SpecChangeRequest } from '../../tenants/service.ts';
 import type { AppContext } from '../context.ts';
+
+/** The scope of the tenant events stream's ids (one sequence for every tenant). */
+const TENANT_EVENTS = 'tenants';
 
 const ListQuery = Type.Object(
   {
@@ -112,7 +118,7 @@ export const tenantRoutes =
      * this process knows its own tunnels exactly; another replica's comes from the directory row
      * read with the tenant (a row of this replica is ignored: it may be a close not yet written).
      */
-    const withTunnel = (row: TenantRow): TenantView => {
+    const withTunnel = (row: TenantRow, request: FastifyRequest): TenantView => {
       const t = toTenant(row);
       const s = ctx.tunnel.status(t.id);
       const elsewhere =
@@ -131,7 +137,14 @@ export const tenantRoutes =
       const bound = 2 * ctx.config.reconciler.resyncSeconds * 1000;
       const stale =
         bound > 0 && SETTLED.has(t.status.phase) && Date.now() - (observedAt ?? row.updated_at).getTime() > bound;
-      return { ...t, status: { ...t.status, tunnel, observedAt: observedAt?.toISOString() ?? null, stale } };
+      // A tenant's own key reads no operator remediation text (tenant-view.ts).
+      const role = request.auth?.role;
+      const conditions =
+        role === 'tenant' || role === 'runtime' ? conditionsForTenant(t.status.conditions) : t.status.conditions;
+      return {
+        ...t,
+        status: { ...t.status, conditions, tunnel, observedAt: observedAt?.toISOString() ?? null, stale },
+      };
     };
 
     /** The filters of a listing query, and what a tenant key restricts them to. */
@@ -183,7 +196,7 @@ export const tenantRoutes =
         const page = rows.slice(0, limit);
         const last = page.at(-1);
         return {
-          items: page.map((r) => withTunnel(r)),
+          items: page.map((r) => withTunnel(r, request)),
           nextCursor:
             rows.length > limit && last ? encodeCursor(ctx.box, kind, { ts: last.sort_key, id: last.id }) : null,
         };
@@ -222,7 +235,7 @@ export const tenantRoutes =
         schema: {
           summary: 'Server-Sent Events: tenants as they change',
           description:
-            'Each event is `tenant` with id = its change number and data the tenant (as GET /v1/tenants/:id answers it), sent at its latest change. ' +
+            'Each event is `tenant` with id = an opaque cursor (pass it back unchanged) and data the tenant (as GET /v1/tenants/:id answers it), sent at its latest change. ' +
             'Starts with a `ready` event {after} and then the next change, or after `after=` or Last-Event-ID to resume. ' +
             '`id=` follows one tenant. A tenant key sees its own tenant only. Changes written by any replica reach every stream.',
           tags: ['tenants'],
@@ -230,7 +243,10 @@ export const tenantRoutes =
             {
               id: Type.Optional(Uuid),
               after: Type.Optional(
-                Type.String({ pattern: '^[0-9]{1,18}$', description: 'start after this change number' }),
+                Type.String({
+                  pattern: STREAM_CURSOR,
+                  description: 'start after the event with this id (0: from the start)',
+                }),
               ),
             },
             { additionalProperties: false },
@@ -240,11 +256,12 @@ export const tenantRoutes =
       async (request, reply) => {
         const auth = authOf(request);
         const lastEventId = request.headers['last-event-id'];
-        if (typeof lastEventId === 'string' && !/^[0-9]{1,18}$/.test(lastEventId))
-          throw errors.validation(
-            'Last-Event-ID must be the id of an event of this stream (a decimal number)',
-            'Last-Event-ID',
-          );
+        const resumeAt =
+          typeof lastEventId === 'string'
+            ? decodeStreamCursor(ctx.box, TENANT_EVENTS, lastEventId, 'Last-Event-ID')
+            : request.query.after !== undefined
+              ? decodeStreamCursor(ctx.box, TENANT_EVENTS, request.query.after, 'after')
+              : undefined;
         const own = (auth.role === 'tenant' || auth.role === 'runtime') && auth.tenantId ? auth.tenantId : undefined;
         const wanted = request.query.id;
         if (own && wanted && wanted !== own) throw errors.notFound('tenant', wanted);
@@ -252,10 +269,7 @@ export const tenantRoutes =
         const slot = ctx.streams.reserve(auth.keyId, ctx.config.sseStreamsPerKey);
         try {
           if (wanted && !(await ctx.reads.tenant(wanted))) throw errors.notFound('tenant', wanted);
-          const afterSeq =
-            (typeof lastEventId === 'string' ? lastEventId : undefined) ??
-            request.query.after ??
-            (await ctx.tenantChanges.latestSeq());
+          const afterSeq = resumeAt ?? (await ctx.tenantChanges.latestSeq());
           const onlyId = own ?? wanted;
           await serveEventStream(
             slot,
@@ -263,13 +277,14 @@ export const tenantRoutes =
             reply,
             { log: 'tenant change stream failed', message: 'tenant change stream failed' },
             async (stream) => {
-              stream.send('ready', { after: afterSeq });
+              stream.send('ready', { after: encodeStreamCursor(ctx.box, TENANT_EVENTS, afterSeq) });
               for await (const row of ctx.tenantChanges.follow({
                 afterSeq,
                 signal: stream.signal,
                 ...(onlyId ? { onlyId } : {}),
               })) {
-                if (!stream.send('tenant', withTunnel(row), row.change_seq)) await stream.drained();
+                const id = encodeStreamCursor(ctx.box, TENANT_EVENTS, row.change_seq ?? '0');
+                if (!stream.send('tenant', withTunnel(row, request), id)) await stream.drained();
               }
             },
           );
@@ -293,7 +308,7 @@ export const tenantRoutes =
       async (request) => {
         const row = await ctx.reads.tenant(request.params.id);
         if (!row) throw errors.notFound('tenant', request.params.id);
-        return withTunnel(row);
+        return withTunnel(row, request);
       },
     );
 

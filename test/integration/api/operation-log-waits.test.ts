@@ -1,7 +1,9 @@
 /**
  * A newcomer signs up a tenant and follows its operation's log: the log says why the tenant
  * waits (no root cluster registered, the engine unavailable) in one line when the wait starts or
- * its reason changes, not one line per retry.
+ * its reason changes, not one line per retry. What to do about it (register a cluster, install
+ * the Pulumi CLI) is the operator's: an operator's key reads it in the log and the tenant's
+ * conditions; the tenant's own key reads a plain line instead.
  */
 import t from 'tap';
 import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
@@ -35,12 +37,17 @@ t.test('signup with no root cluster registered: the operation log says why the t
   await reconciler.start();
   t.teardown(() => reconciler.stop({ graceMs: 0 }));
 
-  const { operationId, apiKey } = await api.signup();
-  const log = async () =>
-    (await api.request('GET', `/v1/operations/${operationId}/log`, { key: apiKey })).json<{
+  const { operationId, apiKey, tenantId } = await api.signup();
+  const log = async (key = api.operatorKey) =>
+    (await api.request('GET', `/v1/operations/${operationId}/log`, { key })).json<{
       items: Array<{ stream: string; line: string }>;
       state: string;
     }>();
+  const ready = async (key: string) =>
+    (await api.request('GET', `/v1/tenants/${tenantId}`, { key }))
+      .json<{ status: { conditions: Array<{ type: string; reason: string; message: string }> } }>()
+      .status.conditions.find((c) => c.type === 'Ready');
+  const PLAIN = 'The service is provisioning your runtime; no action is needed from you.';
   const first = await until('a waiting line', async () => {
     const l = await log();
     return l.items.length > 0 && l;
@@ -49,8 +56,19 @@ t.test('signup with no root cluster registered: the operation log says why the t
   t.match(
     first.items[0]?.line,
     /^waiting for a root cluster \(NoCapacity\): no root cluster can take a .* tenant \(no root cluster is registered\); register a cluster/,
-    'the line names the reason and what to do',
+    "the operator's key reads the reason and what to do",
   );
+  t.equal(
+    (await log(apiKey)).items[0]?.line,
+    `waiting for a root cluster (NoCapacity): ${PLAIN} It retries by itself.`,
+    "the tenant's key reads the reason and a plain line, nothing of what the operator must do",
+  );
+  t.match(
+    await ready(api.operatorKey),
+    { reason: 'NoCapacity', message: /register a cluster/ },
+    "the operator's view of the condition",
+  );
+  t.match(await ready(apiKey), { reason: 'NoCapacity', message: PLAIN }, "the tenant's view of the condition");
   const retries = reconciler.stats.waiting;
   await until('five more retries', async () => reconciler.stats.waiting >= retries + 5);
   t.equal((await log()).items.length, 1, 'five more retries for the same reason add no line');
@@ -65,6 +83,17 @@ t.test('signup with no root cluster registered: the operation log says why the t
     /^waiting for the Pulumi engine \(EngineUnavailable\): the Pulumi CLI was not found on PATH/,
     'a new reason is a new line',
   );
+  t.notMatch(
+    JSON.stringify((await log(apiKey)).items),
+    /install|Pulumi CLI/,
+    "the tenant's key reads nothing of the engine's remediation in the log",
+  );
+  const tenantReady = await until('the EngineUnavailable condition', async () => {
+    const c = await ready(apiKey);
+    return c?.reason === 'EngineUnavailable' && c;
+  });
+  t.equal(tenantReady.message, PLAIN, 'nor in its conditions');
+  t.match(await ready(api.operatorKey), { message: /install it/ }, 'while the operator reads the remediation');
   const again = reconciler.stats.waiting;
   await until('five more retries', async () => reconciler.stats.waiting >= again + 5);
   t.equal((await log()).items.length, 2, 'and is not repeated either');

@@ -112,7 +112,10 @@ t.test('a change posted through one replica reaches a stream on the other; Last-
     ['billing', 'guestbook'],
     "replica B's stream sees both objects posted through replica A",
   );
-  t.ok(Number(first[1]!.id) > Number(first[0]!.id), 'event ids grow');
+  t.ok(
+    first.every((c) => /^[A-Za-z0-9_-]{40,}$/.test(c.id ?? '')) && first[0]!.id !== first[1]!.id,
+    'event ids are opaque cursors (no platform-wide sequence number), one per event',
+  );
   const lastSeen = first[1]!.id;
   onB.close();
 
@@ -165,6 +168,14 @@ t.test('after=0 replays every live object, then changes; kind filters; bad Last-
   });
   t.equal(bad.status, 400, 'a Last-Event-ID that is not a sequence number is refused');
   t.equal(((await bad.json()) as { error: { field: string } }).error.field, 'Last-Event-ID', 'naming it');
+  const plain = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/changes`, {
+    headers: { authorization: `Bearer ${tenant.apiKey}`, 'last-event-id': '5' },
+  });
+  t.equal(plain.status, 400, 'a plain sequence number is not an id of this stream: 400');
+  const numeric = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/changes?after=5`, {
+    headers: { authorization: `Bearer ${tenant.apiKey}` },
+  });
+  t.equal(numeric.status, 400, 'nor is after=5');
   const other2 = await a.signup();
   const foreign = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/changes`, {
     headers: { authorization: `Bearer ${other2.apiKey}` },
