@@ -76,8 +76,9 @@ hash_inputs() {
   printf 'format=%s\nk8s=%s\netcd=%s\nkwok=%s\npulumi=%s\nnodejs-host=%s\nkubernetes-provider=%s\ngo=%s\n' \
     "$TOOLCHAIN_FORMAT" "$K8S_VERSION" "$ETCD_VERSION" "$KWOK_VERSION" "$PULUMI_VERSION" \
     "$PULUMI_NODEJS_HOST_VERSION" "$PULUMI_KUBERNETES_WANTED" "$GO_VERSION"
-  # tools/argocd is built by scripts/argocd.sh under its own cache key: not part of this hash.
-  (cd "$TOOLS" && find . -path ./argocd -prune -o \( -name go.mod -o -name go.sum -o -name '*.go' \) -print |
+  # tools/argocd and tools/chart-tools are built by scripts/argocd.sh and scripts/chart-tools.sh
+  # under their own cache keys: not part of this hash.
+  (cd "$TOOLS" && find . \( -path ./argocd -o -path ./chart-tools \) -prune -o \( -name go.mod -o -name go.sum -o -name '*.go' \) -print |
     LC_ALL=C sort | while read -r f; do
     printf '%s ' "$f"; sha256sum < "$f"
   done)

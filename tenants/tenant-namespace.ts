@@ -21,6 +21,9 @@ import { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING } from './root-permissions.ts'
 const ACCESS_TIMEOUT_MS = 60_000;
 
 export const TENANT_NAMESPACE_TYPE = 'hosted:tenant:TenantNamespace';
+/** Names of the plan's ResourceQuota and LimitRange in a tenant namespace. */
+export const QUOTA_NAME = 'tenant-quota';
+export const LIMIT_RANGE_NAME = 'tenant-limits';
 
 export interface TenantNamespaceArgs {
   /** Tenant id; the namespace is `tenant-<id>`. */
@@ -55,6 +58,17 @@ export function ownershipLabels(tenantId: string, plan: string): Record<string, 
   };
 }
 
+/** Labels of a tenant namespace: ownership, and Pod Security `restricted` enforced (audited, warned). */
+export function tenantNamespaceLabels(tenantId: string, plan: string): Record<string, string> {
+  return {
+    ...ownershipLabels(tenantId, plan),
+    'pod-security.kubernetes.io/enforce': 'restricted',
+    'pod-security.kubernetes.io/enforce-version': 'latest',
+    'pod-security.kubernetes.io/audit': 'restricted',
+    'pod-security.kubernetes.io/warn': 'restricted',
+  };
+}
+
 export class TenantNamespace extends pulumi.ComponentResource {
   public readonly namespace: pulumi.Output<string>;
 
@@ -76,13 +90,7 @@ export class TenantNamespace extends pulumi.ComponentResource {
       {
         metadata: {
           name: nsName,
-          labels: {
-            ...labels,
-            'pod-security.kubernetes.io/enforce': 'restricted',
-            'pod-security.kubernetes.io/enforce-version': 'latest',
-            'pod-security.kubernetes.io/audit': 'restricted',
-            'pod-security.kubernetes.io/warn': 'restricted',
-          },
+          labels: tenantNamespaceLabels(args.tenantId, plan.name),
           annotations: { 'hosted.gitops/organization': args.organization },
         },
       },
@@ -117,8 +125,12 @@ export class TenantNamespace extends pulumi.ComponentResource {
     const inNs = { ...child, dependsOn: [binding] };
     const meta = (n: string) => ({ name: n, namespace: granted, labels });
 
-    new k8s.core.v1.ResourceQuota(`${name}-quota`, { metadata: meta('tenant-quota'), spec: quotaSpec(plan) }, inNs);
-    new k8s.core.v1.LimitRange(`${name}-limits`, { metadata: meta('tenant-limits'), spec: limitRangeSpec(plan) }, inNs);
+    new k8s.core.v1.ResourceQuota(`${name}-quota`, { metadata: meta(QUOTA_NAME), spec: quotaSpec(plan) }, inNs);
+    new k8s.core.v1.LimitRange(
+      `${name}-limits`,
+      { metadata: meta(LIMIT_RANGE_NAME), spec: limitRangeSpec(plan) },
+      inNs,
+    );
     for (const policy of tenantNetworkPolicies(args)) {
       new k8s.networking.v1.NetworkPolicy(
         `${name}-netpol-${policy.name}`,

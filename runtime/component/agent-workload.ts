@@ -142,101 +142,129 @@ export function agentPodSpec(
   };
 }
 
-export function createAgentWorkload(opts: AgentWorkloadOptions): k8s.apps.v1.Deployment {
-  const { agent, name, parent } = opts;
-  const prefix = `${name}-${agent.name}`;
-  const child = { parent };
+/** The Kubernetes objects of one agent, as the runtime creates them (also rendered offline). */
+export interface AgentObjects {
+  serviceAccount: k8s.types.input.core.v1.ServiceAccount;
+  role?: k8s.types.input.rbac.v1.Role;
+  roleBinding?: k8s.types.input.rbac.v1.RoleBinding;
+  clusterRole?: k8s.types.input.rbac.v1.ClusterRole;
+  clusterRoleBinding?: k8s.types.input.rbac.v1.ClusterRoleBinding;
+  service?: k8s.types.input.core.v1.Service;
+  deployment: k8s.types.input.apps.v1.Deployment;
+}
+
+export function agentObjects(
+  agent: AgentDefinition,
+  image: pulumi.Input<string>,
+  tenantId: pulumi.Input<string>,
+  resources: ContainerResources,
+): AgentObjects {
   const labels = agentLabels(agent.name);
   const metadata = { name: agent.name, namespace: RUNTIME_NAMESPACE, labels };
-  const dependsOn: pulumi.Resource[] = [...opts.dependsOn];
-
-  const account = new k8s.core.v1.ServiceAccount(
-    `${prefix}-sa`,
-    {
+  const subjects = [{ kind: 'ServiceAccount', name: agent.name, namespace: RUNTIME_NAMESPACE }];
+  const clusterName = `hosted-runtime:${agent.name}`;
+  const out: AgentObjects = {
+    serviceAccount: {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
       metadata,
       automountServiceAccountToken: agent.apiAccess,
     },
-    { ...child, dependsOn: opts.dependsOn },
-  );
-  dependsOn.push(account);
-
-  if (agent.namespaceRules.length > 0) {
-    const role = new k8s.rbac.v1.Role(
-      `${prefix}-role`,
-      { metadata, rules: agent.namespaceRules },
-      { ...child, dependsOn: opts.dependsOn },
-    );
-    dependsOn.push(
-      new k8s.rbac.v1.RoleBinding(
-        `${prefix}-rolebinding`,
-        {
-          metadata,
-          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: agent.name },
-          subjects: [{ kind: 'ServiceAccount', name: agent.name, namespace: RUNTIME_NAMESPACE }],
-        },
-        { ...child, dependsOn: [role, account] },
-      ),
-    );
-  }
-  if (agent.clusterRules.length > 0) {
-    const clusterName = `hosted-runtime:${agent.name}`;
-    const role = new k8s.rbac.v1.ClusterRole(
-      `${prefix}-clusterrole`,
-      {
-        metadata: { name: clusterName, labels },
-        rules: agent.clusterRules,
-      },
-      child,
-    );
-    dependsOn.push(
-      new k8s.rbac.v1.ClusterRoleBinding(
-        `${prefix}-clusterrolebinding`,
-        {
-          metadata: { name: clusterName, labels },
-          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: clusterName },
-          subjects: [{ kind: 'ServiceAccount', name: agent.name, namespace: RUNTIME_NAMESPACE }],
-        },
-        { ...child, dependsOn: [role, account] },
-      ),
-    );
-  }
-  if (agent.service) {
-    new k8s.core.v1.Service(
-      `${prefix}-service`,
-      {
-        metadata,
-        spec: {
-          type: 'ClusterIP',
-          selector: { 'app.kubernetes.io/name': agent.name },
-          ports: [{ name: 'http', port: agent.port, targetPort: 'http', protocol: 'TCP' }],
-        },
-      },
-      { ...child, dependsOn: opts.dependsOn },
-    );
-  }
-  return new k8s.apps.v1.Deployment(
-    `${prefix}-deployment`,
-    {
+    deployment: {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
       metadata,
       spec: {
         replicas: agent.replicas,
         selector: { matchLabels: { 'app.kubernetes.io/name': agent.name } },
         strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
-        template: {
-          metadata: { labels },
-          spec: agentPodSpec(
-            agent,
-            imageRef(opts.imageRepository, agent.name, opts.imageTag),
-            opts.tenantId,
-            opts.resources,
-          ),
-        },
+        template: { metadata: { labels }, spec: agentPodSpec(agent, image, tenantId, resources) },
       },
     },
-    { ...child, dependsOn },
-  );
+  };
+  if (agent.namespaceRules.length > 0) {
+    out.role = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata, rules: agent.namespaceRules };
+    out.roleBinding = {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata,
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: agent.name },
+      subjects,
+    };
+  }
+  if (agent.clusterRules.length > 0) {
+    out.clusterRole = {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: clusterName, labels },
+      rules: agent.clusterRules,
+    };
+    out.clusterRoleBinding = {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: clusterName, labels },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: clusterName },
+      subjects,
+    };
+  }
+  if (agent.service) {
+    out.service = {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata,
+      spec: {
+        type: 'ClusterIP',
+        selector: { 'app.kubernetes.io/name': agent.name },
+        ports: [{ name: 'http', port: agent.port, targetPort: 'http', protocol: 'TCP' }],
+      },
+    };
+  }
+  return out;
 }
 
-function imageRef(repository: pulumi.Input<string>, agent: string, tag: string): pulumi.Output<string> {
+export function createAgentWorkload(opts: AgentWorkloadOptions): k8s.apps.v1.Deployment {
+  const { agent, name, parent } = opts;
+  const prefix = `${name}-${agent.name}`;
+  const child = { parent };
+  const objects = agentObjects(
+    agent,
+    imageRef(opts.imageRepository, agent.name, opts.imageTag),
+    opts.tenantId,
+    opts.resources,
+  );
+  const dependsOn: pulumi.Resource[] = [...opts.dependsOn];
+
+  const account = new k8s.core.v1.ServiceAccount(`${prefix}-sa`, objects.serviceAccount, {
+    ...child,
+    dependsOn: opts.dependsOn,
+  });
+  dependsOn.push(account);
+
+  if (objects.role && objects.roleBinding) {
+    const role = new k8s.rbac.v1.Role(`${prefix}-role`, objects.role, { ...child, dependsOn: opts.dependsOn });
+    dependsOn.push(
+      new k8s.rbac.v1.RoleBinding(`${prefix}-rolebinding`, objects.roleBinding, {
+        ...child,
+        dependsOn: [role, account],
+      }),
+    );
+  }
+  if (objects.clusterRole && objects.clusterRoleBinding) {
+    const role = new k8s.rbac.v1.ClusterRole(`${prefix}-clusterrole`, objects.clusterRole, child);
+    dependsOn.push(
+      new k8s.rbac.v1.ClusterRoleBinding(`${prefix}-clusterrolebinding`, objects.clusterRoleBinding, {
+        ...child,
+        dependsOn: [role, account],
+      }),
+    );
+  }
+  if (objects.service) {
+    new k8s.core.v1.Service(`${prefix}-service`, objects.service, { ...child, dependsOn: opts.dependsOn });
+  }
+  return new k8s.apps.v1.Deployment(`${prefix}-deployment`, objects.deployment, { ...child, dependsOn });
+}
+
+/** `<repository>/<agent>:<tag>`. */
+export function imageRef(repository: pulumi.Input<string>, agent: string, tag: string): pulumi.Output<string> {
   return pulumi.interpolate`${repository}/${agent}:${tag}`;
 }

@@ -10,7 +10,7 @@
  */
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
-import { catalog as defaultCatalog, type Catalog, type ComponentPins } from '../catalog.ts';
+import { catalog as defaultCatalog, type Catalog, type ComponentPins, type RuntimeVersion } from '../catalog.ts';
 import {
   AGENTS,
   CREDENTIAL_KEYS,
@@ -70,6 +70,43 @@ export interface GitOpsRuntimeArgs {
   readonly releaseTimeoutSeconds?: number;
 }
 
+/** The agents' namespace inside the vcluster (Pod Security `restricted` enforced). */
+export function runtimeNamespace(): k8s.types.input.core.v1.Namespace {
+  return {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: {
+      name: RUNTIME_NAMESPACE,
+      labels: {
+        'app.kubernetes.io/part-of': 'hosted-runtime',
+        'pod-security.kubernetes.io/enforce': 'restricted',
+        'pod-security.kubernetes.io/enforce-version': 'latest',
+      },
+    },
+  };
+}
+
+/** The ConfigMap recording the runtime version and every component version. */
+export function versionsConfigMap(entry: RuntimeVersion): k8s.types.input.core.v1.ConfigMap {
+  const pins = entry.components;
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: VERSIONS_CONFIGMAP,
+      namespace: RUNTIME_NAMESPACE,
+      labels: { 'app.kubernetes.io/part-of': 'hosted-runtime' },
+    },
+    data: {
+      runtimeVersion: entry.version,
+      releaseDate: entry.releaseDate,
+      channel: entry.channel,
+      ...pins,
+      [RUNTIME_INFO_KEY]: JSON.stringify({ runtimeVersion: entry.version, components: pins }),
+    },
+  };
+}
+
 export class GitOpsRuntime extends pulumi.ComponentResource {
   /** The runtime version installed. */
   public readonly runtimeVersion: pulumi.Output<string>;
@@ -126,39 +163,12 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
     }
     this.releases = releases;
 
-    const namespace = new k8s.core.v1.Namespace(
-      `${name}-namespace`,
-      {
-        metadata: {
-          name: RUNTIME_NAMESPACE,
-          labels: {
-            'app.kubernetes.io/part-of': 'hosted-runtime',
-            'pod-security.kubernetes.io/enforce': 'restricted',
-            'pod-security.kubernetes.io/enforce-version': 'latest',
-          },
-        },
-      },
-      child,
-    );
+    const namespace = new k8s.core.v1.Namespace(`${name}-namespace`, runtimeNamespace(), child);
 
-    const versions = new k8s.core.v1.ConfigMap(
-      `${name}-versions`,
-      {
-        metadata: {
-          name: VERSIONS_CONFIGMAP,
-          namespace: RUNTIME_NAMESPACE,
-          labels: { 'app.kubernetes.io/part-of': 'hosted-runtime' },
-        },
-        data: {
-          runtimeVersion: entry.version,
-          releaseDate: entry.releaseDate,
-          channel: entry.channel,
-          ...pins,
-          [RUNTIME_INFO_KEY]: JSON.stringify({ runtimeVersion: entry.version, components: pins }),
-        },
-      },
-      { ...child, dependsOn: [namespace] },
-    );
+    const versions = new k8s.core.v1.ConfigMap(`${name}-versions`, versionsConfigMap(entry), {
+      ...child,
+      dependsOn: [namespace],
+    });
 
     const tunnelUrl =
       args.tunnelUrl ??

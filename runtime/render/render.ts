@@ -1,0 +1,343 @@
+/**
+ * What a tenant gets at a runtime version on a plan, offline: each Helm release rendered with
+ * `helm template` from a chart mirror (a local folder of `<chart>-<version>.tgz`) with exactly the
+ * values the tenants program passes (the same builders: tenants/vcluster-values.ts,
+ * runtime/component/argo-releases.ts), the root-cluster objects the program creates in the tenant
+ * namespace (tenants/tenant-namespace.ts, quota.ts, network-policies.ts) and the agents' objects
+ * (runtime/component/agent-workload.ts, gitops-runtime.ts). Used by `provisioner runtime render`
+ * and `runtime diff` and by the conformance check.
+ *
+ * The vcluster release goes into the tenant namespace on the root cluster; the Argo releases and
+ * the agents into the vcluster. Nothing here reaches a cluster or a chart repository.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { parseAllDocuments } from 'yaml';
+import { PROVISIONER_SERVICE_ACCOUNT } from '../../infra/provisioner-rbac.ts';
+import { TENANT_FIELDS } from '../../tenants/config.ts';
+import { tenantNetworkPolicies } from '../../tenants/network-policies.ts';
+import { PLANS, type Plan } from '../../tenants/plans.ts';
+import { limitRangeSpec, quotaSpec } from '../../tenants/quota.ts';
+import { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING } from '../../tenants/root-permissions.ts';
+import {
+  LIMIT_RANGE_NAME,
+  ownershipLabels,
+  QUOTA_NAME,
+  tenantNamespaceLabels,
+  tenantNamespaceName,
+} from '../../tenants/tenant-namespace.ts';
+import { vclusterValues } from '../../tenants/vcluster-values.ts';
+import { exportServer, VCLUSTER_RELEASE } from '../../tenants/virtual-cluster.ts';
+import { catalog as defaultCatalog, type Catalog, type RuntimeVersion } from '../catalog.ts';
+import { agentObjects } from '../component/agent-workload.ts';
+import {
+  AGENTS,
+  CREDENTIAL_KEYS,
+  CREDENTIALS_SECRET,
+  DEFAULT_AGENT_IMAGE_REPOSITORY,
+  RUNTIME_NAMESPACE,
+} from '../component/agents.ts';
+import { ARGO_RELEASES, argoReleaseValues } from '../component/argo-releases.ts';
+import { chartSource, UPSTREAM_REPOSITORIES, type RepositoryName } from '../component/chart-source.ts';
+import { runtimeNamespace, versionsConfigMap } from '../component/gitops-runtime.ts';
+
+/** A Kubernetes object as rendered (plain JSON). */
+export interface KubeObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  [field: string]: unknown;
+}
+
+export type Values = Record<string, unknown>;
+
+export interface RenderedRelease {
+  /** Helm release name. */
+  release: string;
+  chart: string;
+  chartVersion: string;
+  namespace: string;
+  /** Where it is installed: the root cluster (tenant namespace) or the tenant's vcluster. */
+  cluster: 'root' | 'vcluster';
+  values: Values;
+  objects: KubeObject[];
+}
+
+export interface RenderedRuntime {
+  version: string;
+  plan: string;
+  /** The tenant namespace on the root cluster. */
+  namespace: string;
+  releases: RenderedRelease[];
+  /** What the program creates in the tenant namespace besides the vcluster release. */
+  root: KubeObject[];
+  /** The agents and the runtime's own objects inside the vcluster (Secret values left out). */
+  agents: KubeObject[];
+}
+
+export interface RenderOptions {
+  version: string;
+  plan: string;
+  /** The chart mirror: a folder of `<chart>-<version>.tgz`. */
+  chartsDir: string;
+  /** The helm binary (runtime/render/chart-tools.ts finds one). */
+  helm: string;
+  catalog?: Catalog;
+  /** Tenant id the objects are named for (a placeholder by default). */
+  tenantId?: string;
+  /** Changes the values of a release before it is rendered (the conformance check's own tests use it). */
+  transformValues?: (chart: string, values: Values) => Values;
+}
+
+/** A tenant id for renders that are not of a tenant. */
+export const EXAMPLE_TENANT_ID = '00000000-0000-4000-8000-000000000000';
+
+export class RenderError extends Error {
+  override name = 'RenderError';
+}
+
+/** A pinned chart that is not in the mirror. */
+export class ChartMissingError extends RenderError {
+  override name = 'ChartMissingError';
+}
+
+export function planNamed(name: string): Plan {
+  const plan = PLANS[name];
+  if (!plan) throw new RenderError(`unknown plan '${name}' (plans: ${Object.keys(PLANS).join(', ')})`);
+  return plan;
+}
+
+export function versionEntry(version: string, catalog: Catalog = defaultCatalog): RuntimeVersion {
+  const entry = catalog.get(version);
+  if (!entry) {
+    throw new RenderError(
+      `runtime version '${version}' is not in the catalog (known: ${catalog.versions.map((v) => v.version).join(', ')})`,
+    );
+  }
+  return entry;
+}
+
+/** The mirror's file for a chart version; throws ChartMissingError naming the fix. */
+export function mirroredChart(
+  chartsDir: string,
+  repository: RepositoryName,
+  chart: string,
+  chartVersion: string,
+  runtimeVersion: string,
+): string {
+  const path = chartSource(repository, chart, chartVersion, { [repository]: chartsDir }).chart;
+  if (!existsSync(path)) {
+    throw new ChartMissingError(
+      `runtime version ${runtimeVersion} pins ${chart} ${chartVersion}, which is not in the chart mirror ${chartsDir}: ` +
+        `add ${chart}-${chartVersion}.tgz there (\`helm pull ${chart} --repo ${UPSTREAM_REPOSITORIES[repository]} ` +
+        `--version ${chartVersion} -d <mirror>\` where the repository is reachable; docs/operations.md, "Air-gapped chart mirror")`,
+    );
+  }
+  return path;
+}
+
+/** `helm template` of one chart with values on stdin; the objects it prints. */
+export async function helmTemplate(
+  helm: string,
+  args: { release: string; chart: string; namespace: string; values: Values; kubeVersion?: string },
+): Promise<KubeObject[]> {
+  const argv = ['template', args.release, args.chart, '--namespace', args.namespace, '--include-crds', '--values', '-'];
+  if (args.kubeVersion) argv.push('--kube-version', args.kubeVersion);
+  const { code, stdout, stderr } = await run(helm, argv, JSON.stringify(args.values));
+  if (code !== 0) {
+    throw new RenderError(
+      `helm template ${args.release} (${args.chart}) failed: ${stderr.trim() || `exit code ${code}`}`,
+    );
+  }
+  return parseObjects(stdout, `helm template ${args.release}`);
+}
+
+/** Kubernetes objects from a YAML stream (empty documents skipped). */
+export function parseObjects(text: string, source: string): KubeObject[] {
+  const out: KubeObject[] = [];
+  // Duplicate keys are taken as Helm's install takes them (the last wins): the vcluster chart's
+  // StatefulSet template writes `priorityClassName` twice (the same value) when one is set.
+  for (const doc of parseAllDocuments(text, { uniqueKeys: false })) {
+    if (doc.errors.length > 0) throw new RenderError(`${source}: ${doc.errors[0]!.message}`);
+    const value: unknown = doc.toJSON();
+    if (value === null || value === undefined) continue;
+    out.push(value as KubeObject);
+  }
+  return out;
+}
+
+export function run(
+  command: string,
+  argv: string[],
+  input: string,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, argv, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', reject);
+    child.on('close', (code) =>
+      resolve({
+        code: code ?? 1,
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
+      }),
+    );
+    child.stdin.on('error', () => undefined);
+    child.stdin.end(input);
+  });
+}
+
+/** The values of every release of a tenant at `version` on `plan`, as the tenants program passes them. */
+export function releaseValues(
+  entry: RuntimeVersion,
+  plan: Plan,
+  namespace: string,
+): {
+  chart: string;
+  release: string;
+  namespace: string;
+  cluster: 'root' | 'vcluster';
+  repository: RepositoryName;
+  chartVersion: string;
+  values: Values;
+}[] {
+  const pins = entry.components;
+  const server = exportServer(TENANT_FIELDS.vclusterServerTemplate.fallback!(), VCLUSTER_RELEASE, namespace);
+  return [
+    {
+      chart: 'vcluster',
+      release: VCLUSTER_RELEASE,
+      namespace,
+      cluster: 'root',
+      repository: 'vcluster',
+      chartVersion: pins.vcluster,
+      values: vclusterValues({
+        chartVersion: pins.vcluster,
+        kubernetes: pins.kubernetes,
+        plan,
+        suspended: false,
+        exportServer: server,
+        context: namespace,
+        priorityClassName: TENANT_FIELDS.priorityClassName.fallback!(),
+      }) as unknown as Values,
+    },
+    ...ARGO_RELEASES.map((spec) => ({
+      chart: spec.chart,
+      release: spec.releaseName,
+      namespace: spec.namespace,
+      cluster: 'vcluster' as const,
+      repository: 'argo' as const,
+      chartVersion: pins[spec.component],
+      values: argoReleaseValues(spec, plan.runtime),
+    })),
+  ];
+}
+
+/** The objects the program creates in the tenant namespace on the root cluster (besides the vcluster release). */
+export function rootObjects(tenantId: string, plan: Plan): KubeObject[] {
+  const namespace = tenantNamespaceName(tenantId);
+  const labels = ownershipLabels(tenantId, plan.name);
+  const meta = (name: string) => ({ name, namespace, labels });
+  const defaults = {
+    ingressNamespaces: TENANT_FIELDS.ingressNamespaces.fallback!(),
+    egressAllowedCidrs: TENANT_FIELDS.egressAllowedCidrs.fallback!(),
+    kubernetesApiCidrs: TENANT_FIELDS.kubernetesApiCidrs.fallback!(),
+  };
+  const objects: unknown[] = [
+    {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: namespace, labels: tenantNamespaceLabels(tenantId, plan.name) },
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: meta(TENANT_ROLE_BINDING),
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: TENANT_CLUSTER_ROLE },
+      // Whoever the root kubeconfig authenticates as: infra/'s provisioner ServiceAccount in production.
+      subjects: [{ kind: 'ServiceAccount', ...PROVISIONER_SERVICE_ACCOUNT }],
+    },
+    { apiVersion: 'v1', kind: 'ResourceQuota', metadata: meta(QUOTA_NAME), spec: quotaSpec(plan) },
+    { apiVersion: 'v1', kind: 'LimitRange', metadata: meta(LIMIT_RANGE_NAME), spec: limitRangeSpec(plan) },
+    ...tenantNetworkPolicies(defaults).map((p) => ({
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'NetworkPolicy',
+      metadata: meta(p.name),
+      spec: p.spec,
+    })),
+  ];
+  return objects as KubeObject[];
+}
+
+/** The runtime's own objects in the vcluster: its namespace, versions ConfigMap, credentials Secret (no values), agents. */
+export function agentsObjects(entry: RuntimeVersion, plan: Plan, tenantId: string): KubeObject[] {
+  const objects: unknown[] = [
+    runtimeNamespace(),
+    versionsConfigMap(entry),
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: {
+        name: CREDENTIALS_SECRET,
+        namespace: RUNTIME_NAMESPACE,
+        labels: { 'app.kubernetes.io/part-of': 'hosted-runtime' },
+      },
+      type: 'Opaque',
+      // The keys only: the values are the tenant's runtime token and the control plane's addresses.
+      stringData: Object.fromEntries(Object.values(CREDENTIAL_KEYS).map((k) => [k, '<set per tenant>'])),
+    },
+  ];
+  for (const agent of AGENTS) {
+    const image = `${DEFAULT_AGENT_IMAGE_REPOSITORY}/${agent.name}:${entry.components.agents}`;
+    const o = agentObjects(agent, image, tenantId, plan.runtime.agents[agent.name]);
+    objects.push(
+      ...[o.serviceAccount, o.role, o.roleBinding, o.clusterRole, o.clusterRoleBinding, o.service, o.deployment].filter(
+        (x) => x !== undefined,
+      ),
+    );
+  }
+  return objects as KubeObject[];
+}
+
+/** Renders everything a tenant gets at `version` on `plan` from the mirror. */
+export async function renderRuntime(opts: RenderOptions): Promise<RenderedRuntime> {
+  const entry = versionEntry(opts.version, opts.catalog);
+  const plan = planNamed(opts.plan);
+  const tenantId = opts.tenantId ?? EXAMPLE_TENANT_ID;
+  const namespace = tenantNamespaceName(tenantId);
+  const specs = releaseValues(entry, plan, namespace).map((r) => ({
+    ...r,
+    path: mirroredChart(opts.chartsDir, r.repository, r.chart, r.chartVersion, entry.version),
+    values: opts.transformValues ? opts.transformValues(r.chart, r.values) : r.values,
+  }));
+  const releases = await Promise.all(
+    specs.map(async (r): Promise<RenderedRelease> => ({
+      release: r.release,
+      chart: r.chart,
+      chartVersion: r.chartVersion,
+      namespace: r.namespace,
+      cluster: r.cluster,
+      values: r.values,
+      objects: await helmTemplate(opts.helm, {
+        release: r.release,
+        chart: r.path,
+        namespace: r.namespace,
+        values: r.values,
+        // The Argo charts are rendered for the vcluster's Kubernetes version; the vcluster chart
+        // for helm's default (the root cluster's version is not known offline).
+        ...(r.cluster === 'vcluster' ? { kubeVersion: entry.components.kubernetes } : {}),
+      }),
+    })),
+  );
+  return {
+    version: entry.version,
+    plan: plan.name,
+    namespace,
+    releases,
+    root: rootObjects(tenantId, plan),
+    agents: agentsObjects(entry, plan, tenantId),
+  };
+}
