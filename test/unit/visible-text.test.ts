@@ -181,9 +181,11 @@ function text(line: (n: number) => string, width: number, total: number): string
 
 /** The CPU time of one run of tenantVisible on each text, measured with the same repetitions. */
 function costs(...texts: string[]): number[] {
-  // Enough repetitions that the first text takes some 20 ms (timer and scheduling noise is far less).
-  let reps = 1;
-  while (cpuMicros(() => tenantVisible(texts[0]!), reps) < 20_000 && reps < 1 << 16) reps *= 2;
+  // Enough repetitions that the first text takes some 10 ms of CPU (timer noise is far less).
+  const start = process.cpuUsage();
+  tenantVisible(texts[0]!);
+  const once = process.cpuUsage(start);
+  const reps = Math.max(1, Math.min(1 << 16, Math.ceil(10_000 / Math.max(1, once.user + once.system))));
   return texts.map((s) => cpuMicros(() => tenantVisible(s), reps) / reps);
 }
 

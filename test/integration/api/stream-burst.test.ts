@@ -62,10 +62,10 @@ async function keyIdOf(key: string): Promise<string> {
 
 /** Polls (a wait, not a claim about speed) until the key holds no stream on the server. */
 async function noStreamsLeft(keyId: string, what: string): Promise<void> {
-  const until = Date.now() + 20_000;
+  const until = Date.now() + 60_000;
   while (api.services.streams.count(keyId) !== 0) {
     if (Date.now() > until)
-      throw new Error(`${what}: the key still holds ${api.services.streams.count(keyId)} streams after 20 s`);
+      throw new Error(`${what}: the key still holds ${api.services.streams.count(keyId)} streams after 60 s`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
