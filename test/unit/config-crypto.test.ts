@@ -22,6 +22,42 @@ t.test('config defaults follow the documented contract', async (t) => {
   t.throws(() => loadConfig({ HOST: 'a b' }), ConfigError);
 });
 
+t.test(
+  'tenant budgets: defaults, settings, and values out of range refused at start-up naming the variable',
+  async (t) => {
+    t.same(
+      loadConfig({}).budgets,
+      {
+        runtimeObjects: 20_000,
+        runtimeObjectBytes: 64 * 1024 * 1024,
+        eventBatchesPerSecond: 20,
+        digestsPerMinute: 30,
+        managedClusters: 50,
+        keys: 100,
+      },
+      'the documented defaults',
+    );
+    t.equal(
+      loadConfig({ PROVISIONER_RUNTIME_OBJECTS_PER_TENANT: '5000' }).budgets.runtimeObjects,
+      5000,
+      'a setting is read',
+    );
+    for (const [name, value] of [
+      ['PROVISIONER_RUNTIME_OBJECTS_PER_TENANT', '0'],
+      ['PROVISIONER_RUNTIME_OBJECT_BYTES_PER_TENANT', '1000'],
+      ['PROVISIONER_RUNTIME_EVENT_BATCHES_PER_SECOND', 'many'],
+      ['PROVISIONER_RUNTIME_DIGESTS_PER_MINUTE', '0'],
+      ['PROVISIONER_MANAGED_CLUSTERS_PER_TENANT', '-1'],
+      ['PROVISIONER_KEYS_PER_TENANT', '1'],
+    ] as const)
+      t.throws(
+        () => loadConfig({ [name]: value }),
+        { name: 'ConfigError', message: new RegExp(name) },
+        `${name}=${value} is refused`,
+      );
+  },
+);
+
 t.test('PROVISIONER_ADVERTISE_URL: an http(s) origin; the default follows the listen address', async (t) => {
   t.equal(loadConfig({}).advertiseUrl, undefined);
   t.equal(loadConfig({ PROVISIONER_ADVERTISE_URL: 'http://10.0.3.7:8080' }).advertiseUrl, 'http://10.0.3.7:8080');
