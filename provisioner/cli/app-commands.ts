@@ -5,7 +5,7 @@
  */
 import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
-import { age, table } from './format.ts';
+import { age, cellText, table } from './format.ts';
 
 interface StoredObject {
   kind: string;
@@ -127,7 +127,9 @@ export function addAppCommands(program: Command, io: Io): void {
         io.out(
           json()
             ? JSON.stringify(ev.data)
-            : [deleted ? 'DELETED' : 'UPDATED', ...row(item)].map((c) => c ?? '-').join('  '),
+            : [deleted ? 'DELETED' : 'UPDATED', ...row(item)]
+                .map((c) => (c == null ? '-' : cellText(String(c))))
+                .join('  '),
         );
       }
     } catch (err) {
@@ -148,19 +150,21 @@ export function addAppCommands(program: Command, io: Io): void {
       );
       if (json()) return io.out(JSON.stringify(o, null, 2));
       const s = o.summary;
+      // Every reported value on one line of its own: its newlines and tabs escaped (cellText).
+      const v = (x: unknown): string => (x == null ? '-' : cellText(typeof x === 'string' ? x : JSON.stringify(x)));
       io.out(
         [
-          `kind:             ${o.kind}`,
-          `name:             ${o.namespace}/${o.name}`,
-          `uid:              ${o.uid}`,
-          `resourceVersion:  ${o.resourceVersion}`,
-          `health:           ${o.health ?? '-'}`,
-          `sync:             ${o.sync ?? '-'}`,
-          `phase:            ${o.phase ?? '-'}`,
+          `kind:             ${v(o.kind)}`,
+          `name:             ${v(`${o.namespace}/${o.name}`)}`,
+          `uid:              ${v(o.uid)}`,
+          `resourceVersion:  ${v(o.resourceVersion)}`,
+          `health:           ${v(o.health)}`,
+          `sync:             ${v(o.sync)}`,
+          `phase:            ${v(o.phase)}`,
           ...Object.entries(s)
             .filter(([k]) => !['healthStatus', 'syncStatus', 'operationPhase', 'phase'].includes(k))
-            .map(([k, v]) => `${(k + ':').padEnd(18)}${typeof v === 'string' ? v : JSON.stringify(v)}`),
-          `reported by:      ${o.reportedBy}, observed ${o.observedAt}, stored ${age(o.updatedAt)} ago`,
+            .map(([k, x]) => `${cellText(k + ':').padEnd(18)}${v(x)}`),
+          `reported by:      ${v(o.reportedBy)}, observed ${o.observedAt}, stored ${age(o.updatedAt)} ago`,
           `object:${o.truncated ? ' (truncated)' : ''}`,
           JSON.stringify(o.object, null, 2),
         ].join('\n'),

@@ -109,3 +109,16 @@ t.test("a managed cluster's reported version is stored printable, and printed es
   t.notMatch(list.out, RAW_CONTROL, 'its version prints without terminal controls');
   t.match(list.out, 'v1.30\\u001b]0;pwned\\u0007', 'escaped');
 });
+
+t.test("a reported newline or tab cannot start a line of its own in apps get's plain output", async (t) => {
+  const multiline = await report([application('multiline', 11, { health: 'Degraded\nhealth:           Healthy\tok' })]);
+  t.equal(multiline.statusCode, 200, `a summary with a newline is stored (free text: ${multiline.body})`);
+  const getLines = await cli(['apps', 'get', tenantId, 'application', 'argocd', 'multiline'], apiKey);
+  t.equal(getLines.code, 0, getLines.err);
+  t.equal(
+    getLines.out.split('\n').filter((l) => l.startsWith('health:')).length,
+    1,
+    "a reported newline cannot start a line of its own in get's plain output (one health: line)",
+  );
+  t.match(getLines.out, 'Degraded\\u000ahealth:           Healthy\\u0009ok', 'the newline and tab show as escapes');
+});
