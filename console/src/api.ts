@@ -165,4 +165,25 @@ export interface Cluster {
   updatedAt: string;
 }
 
+export interface DoctorCheck {
+  name: string;
+  status: 'ok' | 'problem' | 'warning' | 'skipped';
+  message: string;
+  fix: string[];
+  detail: Record<string, string>;
+}
+
+export interface DoctorReport {
+  version: string;
+  checks: DoctorCheck[];
+}
+
+export interface TenantSummary {
+  phases: Record<string, number>;
+  total: number;
+  /** Absent from a provisioner older than the console. */
+  suspended?: number;
+  runtimeVersions?: { version: string; tenants: number; running: number }[];
+}
+
 export { PHASES } from '../../provisioner/store/phases.ts';

@@ -1,10 +1,31 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError, type Cluster, type PathInfo, type RuntimeVersionInfo, type Tenant } from './api.ts';
+import {
+  api,
+  ApiError,
+  type Cluster,
+  type DoctorCheck,
+  type PathInfo,
+  type RuntimeVersionInfo,
+  type Tenant,
+  type TenantSummary,
+} from './api.ts';
+import { BlockingBanner, useDoctor } from './doctor.tsx';
 import { openStream, type StreamStatus } from './sse.ts';
-import { Banner, ErrorBox, plural } from './util.tsx';
+import { Banner, ErrorBox, plural, when } from './util.tsx';
 
-/** Root clusters: capacity, tenants placed, cordon/uncordon; regions. Live through the tenant stream. */
+/** A cluster's health as the doctor's probe of it found it (`cluster/<name>`). */
+function healthOf(check: DoctorCheck | undefined): { reachable: boolean | null; version: string; message: string } {
+  if (!check) return { reachable: null, version: '—', message: 'not checked yet' };
+  const ok = check.status === 'ok' || check.status === 'warning';
+  return { reachable: ok, version: check.detail.kubernetes ?? '—', message: check.message };
+}
+
+/**
+ * Root clusters: capacity, tenants placed, health (the doctor's probe: reachable, Kubernetes
+ * version, when checked), cordon/uncordon; regions. Live through the tenant stream.
+ */
 export function ClustersPage() {
+  const doctor = useDoctor(true);
   const [clusters, setClusters] = useState<Cluster[] | null>(null);
   const [regions, setRegions] = useState<{ name: string; accepting: boolean }[]>([]);
   const [error, setError] = useState<ApiError | null>(null);
@@ -37,6 +58,7 @@ export function ClustersPage() {
       await api('POST', `/v1/clusters/${c.name}/${c.cordoned ? 'uncordon' : 'cordon'}`);
       setPending(null);
       load.current();
+      doctor.reload();
     } catch (e) {
       setError(e as ApiError);
     }
@@ -45,12 +67,15 @@ export function ClustersPage() {
     <section aria-labelledby="clusters-title">
       <h1 id="clusters-title">Root clusters</h1>
       <Banner status={stream} />
+      <BlockingBanner report={doctor.report} />
       <ErrorBox error={error} />
       <table class="clusters">
         <thead>
           <tr>
             <th scope="col">Name</th>
             <th scope="col">Region</th>
+            <th scope="col">Reachable</th>
+            <th scope="col">Kubernetes</th>
             <th scope="col">Tenants placed / capacity</th>
             <th scope="col">Plans</th>
             <th scope="col">Labels</th>
@@ -59,42 +84,60 @@ export function ClustersPage() {
           </tr>
         </thead>
         <tbody>
-          {clusters?.map((c) => (
-            <tr key={c.id} data-cluster={c.name}>
-              <td>{c.name}</td>
-              <td>{c.region}</td>
-              <td>
-                <meter min={0} max={Math.max(c.capacity, 1)} value={c.tenants} aria-label={`${c.name} load`} />{' '}
-                {c.tenants} / {c.capacity}
-              </td>
-              <td>{c.plans.length ? c.plans.join(', ') : 'all'}</td>
-              <td>
-                {Object.entries(c.labels)
-                  .map(([k, v]) => `${k}=${v}`)
-                  .join(', ') || '—'}
-              </td>
-              <td>{c.cordoned ? 'cordoned' : 'accepting'}</td>
-              <td>
-                {pending === c.name ? (
-                  <>
-                    <button type="button" class="danger" onClick={() => void act(c)}>
-                      Confirm {c.cordoned ? 'uncordon' : 'cordon'}
-                    </button>{' '}
-                    <button type="button" onClick={() => setPending(null)}>
-                      Cancel
+          {clusters?.map((c) => {
+            const h = healthOf(doctor.report?.checks.find((k) => k.name === `cluster/${c.name}`));
+            return (
+              <tr key={c.id} data-cluster={c.name}>
+                <td>{c.name}</td>
+                <td>{c.region}</td>
+                <td
+                  class={h.reachable === false ? 'health unreachable' : 'health'}
+                  data-reachable={h.reachable === null ? 'unknown' : String(h.reachable)}
+                  title={`${h.message}; checked ${when(doctor.checkedAt)}`}
+                >
+                  {h.reachable === null ? '…' : h.reachable ? 'yes' : 'no'}
+                  <div class="id">{h.reachable === false ? h.message : `checked ${when(doctor.checkedAt)}`}</div>
+                </td>
+                <td data-kubernetes>{h.version}</td>
+                <td>
+                  <meter min={0} max={Math.max(c.capacity, 1)} value={c.tenants} aria-label={`${c.name} load`} />{' '}
+                  {c.tenants} / {c.capacity}
+                </td>
+                <td>{c.plans.length ? c.plans.join(', ') : 'all'}</td>
+                <td>
+                  {Object.entries(c.labels)
+                    .map(([k, v]) => `${k}=${v}`)
+                    .join(', ') || '—'}
+                </td>
+                <td data-state>
+                  {c.cordoned
+                    ? 'cordoned'
+                    : h.reachable === false
+                      ? 'accepting, but the probe fails: tenants placed here wait'
+                      : 'accepting'}
+                </td>
+                <td>
+                  {pending === c.name ? (
+                    <>
+                      <button type="button" class="danger" onClick={() => void act(c)}>
+                        Confirm {c.cordoned ? 'uncordon' : 'cordon'}
+                      </button>{' '}
+                      <button type="button" onClick={() => setPending(null)}>
+                        Cancel
+                      </button>
+                    </>
+                  ) : (
+                    <button type="button" onClick={() => setPending(c.name)}>
+                      {c.cordoned ? 'Uncordon…' : 'Cordon…'}
                     </button>
-                  </>
-                ) : (
-                  <button type="button" onClick={() => setPending(c.name)}>
-                    {c.cordoned ? 'Uncordon…' : 'Cordon…'}
-                  </button>
-                )}
-              </td>
-            </tr>
-          ))}
+                  )}
+                </td>
+              </tr>
+            );
+          })}
           {clusters?.length === 0 && (
             <tr>
-              <td colSpan={7}>No root cluster registered yet (`provisioner clusters add`).</td>
+              <td colSpan={9}>No root cluster registered yet (`provisioner clusters add`).</td>
             </tr>
           )}
         </tbody>
@@ -115,8 +158,13 @@ export function ClustersPage() {
 export function VersionsPage({ operator }: { operator: boolean }) {
   const [versions, setVersions] = useState<RuntimeVersionInfo[]>([]);
   const [paths, setPaths] = useState<PathInfo[]>([]);
+  const [counts, setCounts] = useState<TenantSummary['runtimeVersions']>(undefined);
   const [error, setError] = useState<ApiError | null>(null);
   const load = () => {
+    void api<TenantSummary>('GET', '/v1/tenants/summary').then(
+      (r) => setCounts(r.runtimeVersions),
+      () => {},
+    );
     api<{ items: RuntimeVersionInfo[] }>('GET', '/v1/runtime-versions').then(
       (r) => setVersions(r.items),
       (e: unknown) => setError(e as ApiError),
@@ -144,6 +192,7 @@ export function VersionsPage({ operator }: { operator: boolean }) {
             <th scope="col">Released</th>
             <th scope="col">Channel</th>
             <th scope="col">Availability</th>
+            <th scope="col">Tenants (running)</th>
             <th scope="col">Upgrade from</th>
             <th scope="col">Components</th>
           </tr>
@@ -171,6 +220,12 @@ export function VersionsPage({ operator }: { operator: boolean }) {
                 ) : (
                   v.availability
                 )}
+              </td>
+              <td data-version-tenants={v.version}>
+                {(() => {
+                  const n = counts?.find((x) => x.version === v.version);
+                  return counts ? `${n?.tenants ?? 0} (${n?.running ?? 0})` : '…';
+                })()}
               </td>
               <td>{v.upgrade.minFrom ? `${v.upgrade.minFrom} or newer` : 'any'}</td>
               <td class="components">

@@ -29,10 +29,16 @@ const OVERSCAN = 10;
 /** Lines per backlog request (the API's largest page). */
 const PAGE = 5000;
 
-export function LogView({ operationId }: { operationId: string }) {
+/** `onState`: the operation's state as the log reports it (its page, then the stream's state and end events). */
+export function LogView({ operationId, onState }: { operationId: string; onState?: (state: string) => void }) {
   const lines = useRef<Line[]>([]);
   const [count, setCount] = useState(0);
   const [state, setState] = useState('');
+  const onStateRef = useRef(onState);
+  onStateRef.current = onState;
+  useEffect(() => {
+    if (state) onStateRef.current?.(state);
+  }, [state]);
   const [status, setStatus] = useState<StreamStatus>('connecting');
   const [error, setError] = useState<ApiError | null>(null);
   const [follow, setFollow] = useState(true);
@@ -120,6 +126,8 @@ export function LogView({ operationId }: { operationId: string }) {
             if (e.event === 'line') items.push(e.data as Line);
             else if (e.event === 'state' || e.event === 'end') setState((e.data as { state: string }).state);
           }
+          // The stream sends the state once, then lines until its end: a line means the operation runs.
+          if (items.length > 0) setState((st) => (st === 'queued' ? 'running' : st));
           keep(items);
         },
       });

@@ -195,7 +195,17 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
             ))}
           </tbody>
         </table>
-        {shownOp && <LogView key={shownOp} operationId={shownOp} />}
+        {shownOp && (
+          <LogView
+            key={shownOp}
+            operationId={shownOp}
+            onState={(state) => {
+              // The row follows the log: its state at once, its end (finished, error) from the API.
+              setOperations((ops) => ops.map((o) => (o.id === shownOp && o.state !== state ? { ...o, state } : o)));
+              if (state !== 'queued' && state !== 'running') void loadOperations();
+            }}
+          />
+        )}
       </div>
       {operator && <p class="hint">Operator view: every action is audited with your key.</p>}
     </section>

@@ -1,5 +1,6 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, ApiError, PHASES, query, type Identity, type Tenant } from './api.ts';
+import { api, ApiError, PHASES, query, type Identity, type Tenant, type TenantSummary } from './api.ts';
+import { BlockingBanner, useDoctor } from './doctor.tsx';
 import { openStream, type StreamStatus } from './sse.ts';
 import { age, Banner, ErrorBox, PhaseBadge, when } from './util.tsx';
 
@@ -18,9 +19,18 @@ interface Page {
   items: Tenant[];
   nextCursor: string | null;
 }
-interface Summary {
-  phases: Record<string, number>;
-  total: number;
+type Summary = TenantSummary;
+
+/**
+ * Why a tenant that is not Ready (or suspended, or gone) is where it is: its Stalled condition
+ * while stalled, otherwise its Ready condition while False, as the API gives them to the caller.
+ */
+export function whyOf(t: Tenant): { reason: string; message: string } | null {
+  if (['Ready', 'Suspended', 'Deleted'].includes(t.status.phase)) return null;
+  const stalled = t.status.conditions.find((c) => c.type === 'Stalled' && c.status === 'True');
+  const ready = t.status.conditions.find((c) => c.type === 'Ready' && c.status === 'False');
+  const c = stalled ?? ready;
+  return c ? { reason: c.reason, message: c.message } : null;
 }
 
 const PAGE_SIZE = 50;
@@ -41,6 +51,7 @@ export function TenantsPage({ me }: { me: Identity }) {
   const [plans, setPlans] = useState<string[]>([]);
   const [clusters, setClusters] = useState<string[]>([]);
   const operator = me.role === 'operator' || me.role === 'admin';
+  const doctor = useDoctor(operator);
 
   const filterQuery = useMemo(() => query({ ...filters, phase: undefined }).replace(/^\?/, ''), [filters]);
   const listQuery = query({ ...filters, sort, order, limit: PAGE_SIZE, cursor: cursors.at(-1) || undefined });
@@ -150,6 +161,7 @@ export function TenantsPage({ me }: { me: Identity }) {
     <section aria-labelledby="tenants-title">
       <h1 id="tenants-title">Tenants</h1>
       <Banner status={stream} />
+      <BlockingBanner report={doctor.report} />
       <div class="counts" role="group" aria-label="Tenants by phase">
         <button
           type="button"
@@ -174,9 +186,42 @@ export function TenantsPage({ me }: { me: Identity }) {
             <span class="n" data-phase-count={p}>
               {summary?.phases[p] ?? '…'}
             </span>
+            {p === 'Suspended' && summary?.suspended !== undefined && summary.suspended > summary.phases[p]! && (
+              <span
+                class="n-extra"
+                data-suspending-count={summary.suspended - summary.phases[p]!}
+                title={`${summary.suspended} tenants are suspended; the suspension of ${summary.suspended - summary.phases[p]!} is not applied yet`}
+              >
+                {' '}
+                +{summary.suspended - summary.phases[p]!} suspending
+              </span>
+            )}
           </button>
         ))}
       </div>
+      {summary?.runtimeVersions && summary.runtimeVersions.length > 0 && (
+        <div class="counts versions" role="group" aria-label="Tenants by runtime version">
+          {summary.runtimeVersions.map((v) => (
+            <button
+              type="button"
+              key={v.version}
+              class={filters.runtimeVersion === v.version ? 'count active' : 'count'}
+              aria-pressed={filters.runtimeVersion === v.version}
+              title={`${v.tenants} tenants on or going to ${v.version}; ${v.running} have it installed`}
+              onClick={() => (
+                setFilters({ ...filters, runtimeVersion: filters.runtimeVersion === v.version ? '' : v.version }),
+                setCursors([''])
+              )}
+            >
+              {v.version}{' '}
+              <span class="n" data-version-count={v.version}>
+                {v.tenants}
+              </span>
+              <span class="n-extra"> ({v.running} running)</span>
+            </button>
+          ))}
+        </div>
+      )}
       <form class="filters" role="search" onSubmit={(e) => e.preventDefault()}>
         <label>
           Search
@@ -204,6 +249,7 @@ export function TenantsPage({ me }: { me: Identity }) {
           <tr>
             {header('organization', 'Organization')}
             {header('phase', 'Phase')}
+            <th scope="col">Why</th>
             <th scope="col">Version</th>
             <th scope="col">Plan</th>
             <th scope="col">Region</th>
@@ -241,6 +287,16 @@ export function TenantsPage({ me }: { me: Identity }) {
                   </span>
                 )}
               </td>
+              <td class="why">
+                {(() => {
+                  const why = whyOf(t);
+                  return why ? (
+                    <>
+                      <span class="reason">{why.reason}</span>: {why.message}
+                    </>
+                  ) : null;
+                })()}
+              </td>
               <td class="status">
                 {t.status.runtimeVersion ?? '—'}
                 {t.spec.runtimeVersion !== t.status.runtimeVersion && (
@@ -258,7 +314,7 @@ export function TenantsPage({ me }: { me: Identity }) {
           ))}
           {page && page.items.length === 0 && (
             <tr>
-              <td colSpan={8}>No tenant matches.</td>
+              <td colSpan={9}>No tenant matches.</td>
             </tr>
           )}
         </tbody>

@@ -543,17 +543,44 @@ export async function listTenants(db: Queryable, f: TenantPage): Promise<Array<T
 }
 
 /** Tenants by phase among those the filter (its phase aside) selects; phases without any are 0. */
-export async function countTenantsByPhase(db: Queryable, f: TenantFilter): Promise<Record<Phase, number>> {
+export interface TenantCounts {
+  phases: Record<Phase, number>;
+  /** Tenants not deleted whose spec says suspended, whatever their phase (Suspended once applied). */
+  suspended: number;
+  /** Tenants not deleted per runtime version: `tenants` whose spec names it, `running` it installed. */
+  runtimeVersions: { version: string; tenants: number; running: number }[];
+}
+
+/** The tenants a filter selects (phase aside), counted by phase, suspension and runtime version, in one statement. */
+export async function countTenants(db: Queryable, f: TenantFilter): Promise<TenantCounts> {
   const args: unknown[] = [];
   const where = tenantWhere(f, args, false);
-  const { rows } = await db.query<{ phase: Phase; n: number }>(
-    `SELECT t.phase, count(*)::int AS n FROM tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id
-      ${where.length ? 'WHERE ' + where.join(' AND ') : ''} GROUP BY t.phase`,
+  const { rows } = await db.query<{ kind: 'phase' | 'suspended' | 'spec' | 'running'; key: string | null; n: number }>(
+    `WITH s AS (
+       SELECT t.phase, t.suspended, t.deleted, t.runtime_version, t.actual_runtime_version
+         FROM tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id
+        ${where.length ? 'WHERE ' + where.join(' AND ') : ''})
+     SELECT 'phase' AS kind, phase AS key, count(*)::int AS n FROM s GROUP BY phase
+     UNION ALL SELECT 'suspended', NULL, count(*)::int FROM s WHERE suspended AND NOT deleted
+     UNION ALL SELECT 'spec', runtime_version, count(*)::int FROM s WHERE NOT deleted GROUP BY runtime_version
+     UNION ALL SELECT 'running', actual_runtime_version, count(*)::int FROM s
+                WHERE NOT deleted AND actual_runtime_version IS NOT NULL GROUP BY actual_runtime_version`,
     args,
   );
-  const counts = Object.fromEntries(PHASES.map((p) => [p, 0])) as Record<Phase, number>;
-  for (const r of rows) counts[r.phase] = r.n;
-  return counts;
+  const phases = Object.fromEntries(PHASES.map((p) => [p, 0])) as Record<Phase, number>;
+  let suspended = 0;
+  const versions = new Map<string, { version: string; tenants: number; running: number }>();
+  const version = (v: string) => versions.get(v) ?? versions.set(v, { version: v, tenants: 0, running: 0 }).get(v)!;
+  for (const r of rows) {
+    if (r.kind === 'phase') phases[r.key as Phase] = r.n;
+    else if (r.kind === 'suspended') suspended = r.n;
+    else if (r.kind === 'spec') version(r.key!).tenants = r.n;
+    else version(r.key!).running = r.n;
+  }
+  const runtimeVersions = [...versions.values()].sort((a, b) =>
+    a.version.localeCompare(b.version, 'en', { numeric: true }),
+  );
+  return { phases, suspended, runtimeVersions };
 }
 
 /** The newest number of the fleet's change stream (where a stream asking for new changes starts). */

@@ -19,7 +19,7 @@ import { errors, isAppError } from '../../errors.ts';
 import {
   PHASES,
   TENANT_SORTS,
-  countTenantsByPhase,
+  countTenants,
   listTenants,
   toTenant,
   type TenantFilter,
@@ -208,23 +208,35 @@ export const tenantRoutes =
       {
         config: { roles: READ },
         schema: {
-          summary: 'Count tenants by phase',
+          summary: 'Count tenants by phase, suspension and runtime version',
           description:
-            'The tenants the same filters as GET /v1/tenants select (phase aside), counted by phase, and their total (Deleted tenants included in the counts, not in the total).',
+            'The tenants the same filters as GET /v1/tenants select (phase aside), counted by phase, and their total (Deleted tenants included in the phase counts, not in the total). ' +
+            '`suspended` counts the tenants whose spec is suspended, also those whose suspension is not applied yet (their phase is still the one before); `runtimeVersions` counts per version the tenants whose spec names it and those running it.',
           tags: ['tenants'],
           querystring: Type.Omit(ListQuery, ['phase', 'sort', 'order', 'limit', 'cursor']),
           response: withErrors({
             200: Type.Object({
               phases: Type.Object(Object.fromEntries(PHASES.map((p) => [p, Type.Integer()]))),
               total: Type.Integer({ description: 'tenants not deleted' }),
+              suspended: Type.Integer({
+                description: 'tenants not deleted whose spec is suspended, whatever their phase',
+              }),
+              runtimeVersions: Type.Array(
+                Type.Object({
+                  version: Type.String(),
+                  tenants: Type.Integer({ description: 'tenants not deleted whose spec names this version' }),
+                  running: Type.Integer({ description: 'tenants not deleted that have this version installed' }),
+                }),
+                { description: 'by version, oldest first; only versions some tenant names or runs' },
+              ),
             }),
           }),
         },
       },
       async (request) => {
-        const phases = await countTenantsByPhase(ctx.pool, filterOf(request, request.query));
-        const total = Object.entries(phases).reduce((n, [p, c]) => (p === 'Deleted' ? n : n + c), 0);
-        return { phases, total };
+        const counts = await countTenants(ctx.pool, filterOf(request, request.query));
+        const total = Object.entries(counts.phases).reduce((n, [p, c]) => (p === 'Deleted' ? n : n + c), 0);
+        return { phases: counts.phases, total, suspended: counts.suspended, runtimeVersions: counts.runtimeVersions };
       },
     );
 

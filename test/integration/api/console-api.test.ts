@@ -65,6 +65,44 @@ t.test('counts by phase follow the filters; a tenant key counts only its tenant'
   const res = await api.request('GET', `/v1/tenants/summary?q=${prefix}`);
   t.equal(res.statusCode, 200);
   t.match(res.json(), { phases: { Ready: 2, Pending: 3, Failed: 0 }, total: 5 }, 'two Ready, three Pending');
+  const version = catalog.get(res.json().runtimeVersions[0]?.version)?.version;
+  t.ok(version, 'the versions counted are catalog versions');
+  t.same(
+    res.json().runtimeVersions,
+    [{ version, tenants: 5, running: 0 }],
+    'the five signups name one version, and none has it installed yet',
+  );
+  t.equal(res.json().suspended, 0, 'no tenant suspended yet');
+  // One suspended whose suspension is applied, one whose suspension is not applied yet (still Ready),
+  // one running an older version.
+  await api.db.pool.query(`UPDATE tenants SET suspended = true, phase = 'Suspended' WHERE organization = $1`, [
+    `${prefix}-c`,
+  ]);
+  await api.db.pool.query(`UPDATE tenants SET suspended = true, actual_runtime_version = $2 WHERE organization = $1`, [
+    `${prefix}-a`,
+    version,
+  ]);
+  await api.db.pool.query(`UPDATE tenants SET actual_runtime_version = '1.0.0' WHERE organization = $1`, [
+    `${prefix}-b`,
+  ]);
+  const after = (await api.request('GET', `/v1/tenants/summary?q=${prefix}`)).json();
+  t.equal(after.phases.Suspended, 1, 'the phase counts hold the one tenant whose suspension is applied');
+  t.equal(after.suspended, 2, 'suspended counts both suspended tenants, the one still Ready too');
+  t.same(
+    after.runtimeVersions,
+    [
+      { version: '1.0.0', tenants: 0, running: 1 },
+      { version, tenants: 5, running: 1 },
+    ],
+    'per version: tenants whose spec names it and tenants running it, oldest version first',
+  );
+  await api.db.pool.query(`UPDATE tenants SET suspended = false, phase = 'Pending' WHERE organization = $1`, [
+    `${prefix}-c`,
+  ]);
+  await api.db.pool.query(
+    `UPDATE tenants SET suspended = false, actual_runtime_version = NULL WHERE organization IN ($1, $2)`,
+    [`${prefix}-a`, `${prefix}-b`],
+  );
   const own = await api.request('GET', `/v1/tenants/summary?q=${prefix}`, { key: made[0]!.key });
   t.equal(own.json().total, 1, "a tenant key's counts hold its own tenant only");
   const list = (await api.request('GET', `/v1/tenants?q=${prefix}`, { key: made[0]!.key })).json<Page>();
