@@ -13,7 +13,7 @@
  */
 import t from 'tap';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
-import { exists, kube } from './harness/kube.ts';
+import { exists, kube, vclusterChartVersion } from './harness/kube.ts';
 import { until } from './harness/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
 
@@ -206,12 +206,11 @@ await provisioningSuite(t, async (e2e, root) => {
       ['deployed', 'superseded'],
       'the release history: the first install superseded, the upgrade deployed',
     );
-    const sts = await root.apps.readNamespacedStatefulSet({ name: 'vcluster', namespace: ns });
     const toPins = catalog.get(UPGRADE_TO)!.components;
     t.equal(
-      sts.metadata?.annotations?.['e2e.hosted-runtimes/chart-version'],
+      await vclusterChartVersion(root, ns),
       toPins.vcluster,
-      `the vcluster runs chart ${toPins.vcluster}`,
+      `the vcluster runs the real chart ${toPins.vcluster} (its StatefulSet's chart label)`,
     );
     const exported = JSON.parse(
       (await e2e.pulumi(['stack', 'export', '--stack', `organization/tenants/tenant-${tenantId}`])).stdout,

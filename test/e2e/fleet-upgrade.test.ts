@@ -6,8 +6,9 @@
  *  1. a fleet upgrade to 1.5.0 in two waves (the canary, then the other two) completes: the
  *     progress stream shows the canary's wave settled before the second wave started, and every
  *     tenant is Ready on 1.5.0 with its generation observed;
- *  2. a fleet upgrade to 1.5.1, a STAND-IN version of the test catalog whose Argo CD chart
- *     stand-in never becomes Available (test/e2e/fixtures/test-versions.ts): the canary's upgrade
+ *  2. a fleet upgrade to 1.5.1, a STAND-IN version of the test catalog whose Argo CD chart is the
+ *     real 1.5.0 chart with one change, built by the test: its argocd-server Deployment never
+ *     becomes Available (test/e2e/fixtures/test-versions.ts, harness/charts.ts): the canary's upgrade
  *     fails when the engine stops waiting for the release, its gate fails, it is rolled back to
  *     1.5.0 automatically and the fleet upgrade halts after the canary; the other two tenants get
  *     no operation at all.
@@ -15,21 +16,28 @@
  * The gate checks the operation, the observed generation, the running version and Ready; its
  * tunnel and Applications checks are off here: the runtime's agents run on KWOK's fake nodes, so
  * no tunnel connects and no event reporter reports (the integration tests cover those checks).
- * The Argo releases wait PROVISIONER_RUNTIME_RELEASE_TIMEOUT_SECONDS (20 s here, 600 by default)
- * for their workloads, which bounds how long the stand-in takes to fail.
+ * The Argo releases wait PROVISIONER_RUNTIME_RELEASE_TIMEOUT_SECONDS (90 s here, 600 by default)
+ * for their workloads, which bounds how long the derived chart takes to fail.
  */
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { TenantView } from './harness/api-client.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
-import { availableDeployments, helmHistory, installedChartVersions, kube } from './harness/kube.ts';
+import {
+  availableDeployments,
+  describeInstalledCharts,
+  helmHistory,
+  installedChartVersions,
+  kube,
+} from './harness/kube.ts';
+import { NEVER_AVAILABLE_CHANGES, NEVER_SCHEDULED_SELECTOR } from './harness/charts.ts';
 import { ARGO_RELEASES } from '../../runtime/component/argo-releases.ts';
 import { NEVER_AVAILABLE_CHARTS, NEVER_HEALTHY_VERSION, testCatalog } from './fixtures/test-catalog.ts';
 
 const FROM = '1.4.1';
 const TO = '1.5.0';
 const BROKEN = NEVER_HEALTHY_VERSION;
-const RELEASE_TIMEOUT_SECONDS = 20;
+const RELEASE_TIMEOUT_SECONDS = 90;
 const HOOKS = fileURLToPath(new URL('./fixtures/test-catalog-hooks.ts', import.meta.url));
 
 interface FleetEvent {
@@ -67,7 +75,7 @@ interface Created {
 
 await provisioningSuite(
   t,
-  async (e2e) => {
+  async (e2e, root) => {
     const seconds = (since: number) => (Date.now() - since) / 1000;
     const api = e2e.api;
 
@@ -319,8 +327,8 @@ await provisioningSuite(
           `the rollback's engine run wrote ${TO} back into the canary's runtime-versions ConfigMap`,
         );
         // The Argo CD release: Helm rolled the failed upgrade back itself (the runtime's releases are
-        // atomic), so the rollback's engine run found it where Pulumi's state has it. The stand-in's
-        // nodeSelector, which only the failed revision had, is gone from the live Deployment.
+        // atomic), so the rollback's engine run found it where Pulumi's state has it. The derived
+        // chart's nodeSelector, which only the failed revision had, is gone from the live Deployment.
         const argoCd = ARGO_RELEASES.find((r) => r.chart === 'argo-cd')!;
         const history = await helmHistory(vc, argoCd.releaseName, argoCd.namespace);
         const last = history.at(-1)!;
@@ -331,26 +339,25 @@ await provisioningSuite(
         );
         t.ok(
           history.some((r) => r.status === 'failed' && r.chartVersion === NEVER_AVAILABLE_CHARTS[0]!.version),
-          `the stand-in ${NEVER_AVAILABLE_CHARTS[0]!.version}'s revision is kept in the history as failed (${history.map((r) => `${r.revision}:${r.chartVersion}:${r.status}`).join(', ')})`,
+          `the derived chart ${NEVER_AVAILABLE_CHARTS[0]!.version}'s revision is kept in the history as failed (${history.map((r) => `${r.revision}:${r.chartVersion}:${r.status}`).join(', ')})`,
         );
         t.equal(
           (await installedChartVersions(vc))['argo-cd'],
           testCatalog.get(TO)!.components.argoCd,
-          `the canary's Argo CD objects are ${TO}'s chart again, not the stand-in ${NEVER_AVAILABLE_CHARTS[0]!.version}`,
+          `the canary's Argo CD objects are ${TO}'s chart again, not the derived ${NEVER_AVAILABLE_CHARTS[0]!.version}`,
         );
-        const controller = await vc.apps.readNamespacedDeployment({
-          name: `${argoCd.releaseName}-controller`,
-          namespace: argoCd.namespace,
-        });
-        t.equal(
-          controller.spec?.template.spec?.nodeSelector,
-          undefined,
-          "the stand-in's nodeSelector is gone from the Argo CD Deployment",
+        const changed = NEVER_AVAILABLE_CHANGES['argo-cd']!.deployment;
+        const server = await vc.apps.readNamespacedDeployment({ name: changed, namespace: argoCd.namespace });
+        t.notMatch(
+          server.spec?.template.spec?.nodeSelector ?? {},
+          NEVER_SCHEDULED_SELECTOR,
+          `the derived chart's nodeSelector is gone from the ${changed} Deployment`,
         );
         t.ok(
-          (await availableDeployments(vc, argoCd.namespace)).includes(`${argoCd.releaseName}-controller`),
-          'the Argo CD Deployment is Available (Helm waited for it before ending its rollback)',
+          (await availableDeployments(vc, argoCd.namespace)).includes(changed),
+          `the ${changed} Deployment is Available (Helm waited for it before ending its rollback)`,
         );
+        t.comment(await describeInstalledCharts(root, vc, `tenant-${canary}`));
 
         // The other two: untouched.
         for (const other of others) {
@@ -384,7 +391,7 @@ await provisioningSuite(
     testCatalog: {
       catalog: testCatalog,
       nodeArgs: ['--import', HOOKS],
-      neverAvailableCharts: NEVER_AVAILABLE_CHARTS,
+      derivedCharts: NEVER_AVAILABLE_CHARTS,
     },
     extraEnv: { PROVISIONER_RUNTIME_RELEASE_TIMEOUT_SECONDS: String(RELEASE_TIMEOUT_SECONDS) },
   },

@@ -2,7 +2,8 @@
  * The root infrastructure for real (issue 20): `pulumi up` of the root project (Pulumi.yaml,
  * infra/) against the e2e root cluster — a real kube-apiserver with controllers and KWOK nodes —
  * with a stack configured like Pulumi.example.yaml (operator-managed Postgres, the cluster's
- * kubeconfig in the secret `kubeconfigs` map) and local stand-ins for the third-party charts.
+ * kubeconfig in the secret `kubeconfigs` map) and local stand-ins for the platform charts; the
+ * tenant lifecycle then installs the real vcluster and Argo charts from the chart mirror.
  *
  *  1. `pulumi up` completes and every object in the stack's state exists on the API server; the
  *     three Helm releases are deployed.
@@ -42,11 +43,12 @@ import { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING } from '../../tenants/root-per
 import { createTestDatabase } from '../helpers/postgres.ts';
 import { catalog } from '../../runtime/catalog.ts';
 import { ApiClient, cli, type SignupAnswer } from './harness/api-client.ts';
-import { writePlatformCharts, writeTestCharts } from './harness/charts.ts';
+import { prepareTenantCharts, writePlatformCharts } from './harness/charts.ts';
 import { VclusterEmulator } from './harness/vcluster-emulator.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from './harness/control-plane.ts';
 import {
   acquireRunLock,
+  createVolumePool,
   kubernetesProvider,
   provisioningUnavailable,
   recordTiming,
@@ -86,7 +88,8 @@ async function main(): Promise<void> {
   t.comment(
     'stand-ins: the ingress-nginx, cert-manager and cloudnative-pg charts are local stand-in charts ' +
       '(test/e2e/harness/charts.ts, writePlatformCharts); the Secret the CloudNativePG operator writes ' +
-      "(provisioner-db-app) is written by the test; pods run on KWOK's fake nodes",
+      '(provisioner-db-app) is written by the test; the tenant API servers are kube-apiservers started by the ' +
+      "harness (vcluster-emulator.ts); pods run on KWOK's fake nodes; persistent volumes come from a pre-created pool",
   );
   const release = await acquireRunLock(20 * 60_000);
   const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-infra-'));
@@ -115,10 +118,11 @@ async function main(): Promise<void> {
   });
   cleanups.push(() => root.stop());
   await recordTiming(t, 'root control plane start (etcd excluded)', root.startSeconds);
+  await createVolumePool(root.kc);
 
   const charts = join(dir, 'charts');
   const files = await writePlatformCharts(charts, PLATFORM_CHARTS);
-  t.comment(`stand-in charts: ${files.join(', ')}`);
+  t.comment(`stand-in charts (platform): ${files.join(', ')}`);
 
   const db = await createTestDatabase();
   cleanups.push(() => db.drop());
@@ -404,8 +408,9 @@ async function main(): Promise<void> {
     "the tenant lifecycle runs with the provisioner's own ServiceAccount, registered by clusters import",
     async (t) => {
       t.ok(adminKey, 'precondition: the admin key of the first start');
-      // The vcluster and Argo charts (stand-ins) next to the platform ones, and the vcluster emulation.
-      await writeTestCharts(charts, catalog);
+      // The real vcluster and Argo charts (the mirror's, linked) next to the platform ones, and the vcluster emulation.
+      const tenantCharts = await prepareTenantCharts(charts, catalog);
+      t.comment(`real charts from the chart mirror ${tenantCharts.mirror}: ${tenantCharts.real.join(', ')}`);
       const emulator = new VclusterEmulator({
         toolchain,
         root: admin,

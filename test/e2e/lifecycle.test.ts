@@ -2,14 +2,26 @@
  * End-to-end: the tenant lifecycle on a real root control plane, through the real provisioner
  * process and the real Pulumi CLI, with the Kubernetes provider plugin that PULUMI_KUBERNETES_PROVIDER
  * names or else its test double (the file's TAP comment says which), and a real kube-apiserver per
- * tenant standing in for the vcluster (test/e2e/harness/vcluster-emulator.ts). Signup → Ready, two concurrent tenants stay isolated, upgrade (and a refused skip),
- * suspend/resume (delete: delete.test.ts). Only the public API and the CLI drive the provisioner.
+ * tenant standing in for the vcluster (test/e2e/harness/vcluster-emulator.ts), and the real vcluster
+ * and Argo charts from the chart mirror. Signup → Ready (Pod Security `restricted` enforced on the
+ * root's tenant namespace and in the tenant's API server), two concurrent tenants stay isolated,
+ * upgrade (and a refused skip), suspend/resume (delete: delete.test.ts). Only the public API and
+ * the CLI drive the provisioner.
  */
 import t from 'tap';
 import { cli, type TenantView } from './harness/api-client.ts';
 import { ROOT_CLUSTER } from './harness/environment.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
-import { availableDeployments, exists, installedChartVersions, kube, type Kube } from './harness/kube.ts';
+import {
+  availableDeployments,
+  describeInstalledCharts,
+  exists,
+  installedChartVersions,
+  kube,
+  vclusterChartVersion,
+  type Kube,
+} from './harness/kube.ts';
+import { mirrorChartYaml } from './harness/charts.ts';
 import { until } from './harness/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
 
@@ -32,6 +44,32 @@ function describeRefusal(err: unknown): string {
   };
   const parts: unknown[] = [e.code, e.statusCode, e.message, e.cause?.code, e.cause?.message];
   return parts.filter((x): x is string | number => typeof x === 'string' || typeof x === 'number').join(' ');
+}
+
+/** A pod that Pod Security `restricted` refuses (no security context at all), created as a dry run. */
+async function dryRunUnrestrictedPod(k: Kube, namespace: string): Promise<string> {
+  return k.core
+    .createNamespacedPod({
+      namespace,
+      dryRun: 'All',
+      body: {
+        metadata: { name: 'unrestricted' },
+        spec: { containers: [{ name: 'c', image: 'registry.example/unrestricted:1' }] },
+      },
+    })
+    .then(
+      () => 'accepted',
+      (err: unknown) => {
+        const { code, body } = err as { code?: unknown; body?: unknown };
+        let message = String(body);
+        try {
+          message = String((JSON.parse(message) as { message?: unknown }).message);
+        } catch {
+          // not a Status object: keep the body as it is
+        }
+        return `${String(code)} ${message}`;
+      },
+    );
 }
 await provisioningSuite(t, async (e2e, root) => {
   const seconds = (since: number) => (Date.now() - since) / 1000;
@@ -119,9 +157,16 @@ await provisioningSuite(t, async (e2e, root) => {
       t.equal(sts.spec?.replicas, 1, 'the vcluster control plane runs one replica');
       t.equal(sts.status?.readyReplicas, 1, 'and it is ready');
       t.equal(
-        sts.metadata?.annotations?.['e2e.hosted-runtimes/chart-version'],
+        await vclusterChartVersion(root, ns),
         fromPins.vcluster,
-        `vcluster chart ${fromPins.vcluster}`,
+        `the vcluster StatefulSet is the real chart ${fromPins.vcluster}'s (its chart label)`,
+      );
+      t.comment(await describeInstalledCharts(root, a.vc, ns));
+      const refusedOnRoot = await dryRunUnrestrictedPod(root, ns);
+      t.match(
+        refusedOnRoot,
+        /^403 .*violates PodSecurity "restricted:latest"/,
+        `the root cluster refuses a pod without a security context in the tenant namespace (Pod Security restricted): ${refusedOnRoot.slice(0, 200)}`,
       );
       t.equal(
         sts.spec?.template.spec?.priorityClassName,
@@ -152,6 +197,22 @@ await provisioningSuite(t, async (e2e, root) => {
       t.ok(
         await exists(() => a.vc.ext.readCustomResourceDefinition({ name: 'applications.argoproj.io' })),
         'the Argo CD CRD is installed in the vcluster',
+      );
+      // Pod Security inside the tenant's API server, as vcluster's policies.podSecurityStandard does
+      // (its controller labels a namespace only when its enforce label is not the standard yet).
+      for (const name of ['argocd', 'argo', 'argo-rollouts', 'argo-events', 'hosted-runtime']) {
+        const labels = (await a.vc.core.readNamespace({ name })).metadata?.labels;
+        t.equal(
+          labels?.['pod-security.kubernetes.io/enforce'],
+          'restricted',
+          `namespace ${name} in the tenant API server enforces restricted`,
+        );
+      }
+      const refusedInVcluster = await dryRunUnrestrictedPod(a.vc, 'argocd');
+      t.match(
+        refusedInVcluster,
+        /^403 .*violates PodSecurity "restricted:latest"/,
+        `the tenant API server refuses a pod without a security context in argocd: ${refusedInVcluster.slice(0, 200)}`,
       );
       const agents = await availableDeployments(a.vc, 'hosted-runtime');
       t.ok(agents.length >= 4, `the agents' Deployments are Available in the vcluster (${agents.join(', ')})`);
@@ -295,6 +356,8 @@ await provisioningSuite(t, async (e2e, root) => {
     t.match(skip.stderr, /1\.5\.0/, 'naming the stepping stone to go through');
     t.equal((await e2e.api.tenant(a.tenant.id)).generation, a.tenant.generation, 'the refused upgrade changed nothing');
 
+    const argoCdImageBefore = (await a.vc.apps.readNamespacedDeployment({ name: 'argocd-server', namespace: 'argocd' }))
+      .spec?.template.spec?.containers[0]?.image;
     const bBefore = await e2e.api.tenant(b.tenant.id);
     const bChartsBefore = await installedChartVersions(b.vc);
 
@@ -319,18 +382,19 @@ await provisioningSuite(t, async (e2e, root) => {
     );
     const versions = await a.vc.core.readNamespacedConfigMap({ name: 'runtime-versions', namespace: 'hosted-runtime' });
     t.equal(versions.data?.runtimeVersion, TO, 'runtime-versions says the new version');
-    const argocd = await a.vc.apps.readNamespacedDeployment({ name: 'argocd-controller', namespace: 'argocd' });
-    t.equal(
-      argocd.spec?.template.spec?.containers[0]?.image,
-      `argo-e2e/argo-cd:${toPins.argoCd}`,
-      'the Argo CD workload moved to the new chart',
+    const argocd = await a.vc.apps.readNamespacedDeployment({ name: 'argocd-server', namespace: 'argocd' });
+    const appVersion = String((await mirrorChartYaml('argo-cd', toPins.argoCd)).appVersion);
+    const image = argocd.spec?.template.spec?.containers[0]?.image ?? '';
+    t.ok(
+      image.endsWith(`:${appVersion}`) && image !== argoCdImageBefore,
+      `the argocd-server workload moved to chart ${toPins.argoCd}'s Argo CD ${appVersion} (image ${argoCdImageBefore} → ${image})`,
     );
-    const sts = await root.apps.readNamespacedStatefulSet({ name: 'vcluster', namespace: a.namespace });
     t.equal(
-      sts.metadata?.annotations?.['e2e.hosted-runtimes/chart-version'],
+      await vclusterChartVersion(root, a.namespace),
       toPins.vcluster,
       `the vcluster release moved to chart ${toPins.vcluster}`,
     );
+    t.comment(await describeInstalledCharts(root, a.vc, a.namespace));
 
     const bAfter = await e2e.api.tenant(b.tenant.id);
     t.equal(bAfter.generation, bBefore.generation, 'the other tenant was not touched (generation)');

@@ -14,14 +14,25 @@
 # modules (scripts/argo-crds.sh, cached outside the repository): exported as HRT_ARGO_CRDS_DIR.
 # When they cannot be fetched the tier does not run (and fails with CI=true), with the reason.
 #
+# The chart mirror: the real upstream vcluster and Argo charts at every version the catalog pins
+# (`<chart>-<version>.tgz`), from HRT_CHART_MIRROR or `shared/charts` beside the repository's
+# folder. Exported as HRT_CHART_MIRROR; when it is missing the tier does not run (fails with CI=true).
+#
 # Argo CD (application controller + repo-server, one multicall binary) and redis-standin, built
 # from the argo-cd v3 Go module by scripts/argocd.sh (its own cache; a cold build adds about
 # 5-8 minutes of 2 cores, docs/toolchain.md): exported as HRT_ARGOCD_BIN. A failed build stops the
 # tier (a failure with CI=true), with the build's reason.
 
 _hrt_e2e_prepare() {
-  local root out rc bin missing b provider
+  local root out rc bin missing b provider mirror
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+  mirror="${HRT_CHART_MIRROR:-$(cd "$root/.." && pwd)/shared/charts}"
+  if ! ls "$mirror"/vcluster-*.tgz "$mirror"/argo-cd-*.tgz >/dev/null 2>&1; then
+    echo "e2e: skipped: no chart mirror at $mirror (the real vcluster and Argo charts, <chart>-<version>.tgz; set HRT_CHART_MIRROR; docs/e2e.md)"
+    return 1
+  fi
+  export HRT_CHART_MIRROR="$mirror"
+  echo "e2e: chart mirror $HRT_CHART_MIRROR"
   if ! command -v go >/dev/null 2>&1; then
     echo "e2e: skipped: Go is not installed; the end-to-end toolchain is built from Go modules (docs/toolchain.md, docs/e2e.md)"
     return 1

@@ -120,6 +120,13 @@ export async function startArgoCd(t: { teardown(fn: () => unknown): void }, o: A
       },
     }),
   );
+  // The real argo-cd chart creates argocd-secret empty; argocd-server (not run here) writes
+  // server.secretkey into it on its first start, and the controller's settings need it.
+  const secret = await core.readNamespacedSecret({ name: 'argocd-secret', namespace: ns });
+  if (!secret.data?.['server.secretkey']) {
+    secret.data = { ...secret.data, 'server.secretkey': Buffer.from('e2e-only-not-a-secret').toString('base64') };
+    await core.replaceNamespacedSecret({ name: 'argocd-secret', namespace: ns, body: secret });
+  }
   await ignoreConflict(
     objects.createNamespacedCustomObject({
       group: ARGO_GROUP,

@@ -1,296 +1,167 @@
 /**
- * Local test charts, packaged at run time into one directory of `<chart>-<version>.tgz` files
- * (the layout `chartRepositories` accepts as a local directory, runtime/component/chart-source.ts).
- * Nothing is fetched: every chart here is a small stand-in written for the tests.
+ * The charts of the end-to-end tier, in one directory of `<chart>-<version>.tgz` files (the layout
+ * `chartRepositories` accepts as a local directory, runtime/component/chart-source.ts).
  *
- *  - `vcluster` at every vcluster version the catalog pins: a StatefulSet named after the release
- *    that honours `controlPlane.statefulSet.highAvailability.replicas` (0 when suspended), the
- *    resources, priority class and security contexts the program sets, and a ClusterIP Service.
- *    Annotations record the chart version, the Kubernetes version and `exportKubeConfig.server`.
- *    (The vcluster itself, i.e. its API server, is emulated by vcluster-emulator.ts.)
- *  - `argo-cd`, `argo-workflows`, `argo-rollouts`, `argo-events` at every version the catalog pins:
- *    a ConfigMap `<release>-chart-info` recording chart name and version, a one-replica
- *    Deployment whose image tag is the chart version, and its CRDs in `crds/` (as the real charts
- *    install theirs), so an upgrade visibly changes what exists in the tenant's API server.
- *    The CRDs are the real ones when scripts/argo-crds.sh's folder is given (HRT_ARGO_CRDS_DIR,
- *    exported by test/e2e/prepare.sh): Application and AppProject in argo-cd, Rollout in
- *    argo-rollouts, Workflow in argo-workflows; otherwise, and always for argo-events, a
- *    stand-in CRD with the real names and a schema that keeps any field.
+ *  - vcluster, argo-cd, argo-workflows, argo-rollouts, argo-events: the REAL upstream charts, from
+ *    the chart mirror (`../shared/charts` beside the repository, or HRT_CHART_MIRROR), linked into
+ *    the directory unmodified at every version the catalog pins. A version the mirror lacks fails
+ *    the environment with the file it looked for.
+ *  - a chart version that must fail on purpose (a fleet rollback's broken version) is DERIVED at
+ *    run time from a real chart of the mirror with one named change (`deriveChart`), repackaged
+ *    under its own version.
+ *  - ingress-nginx, cert-manager, cloudnative-pg (infra/'s platform charts): small STAND-INS
+ *    written here (`writePlatformCharts`); the mirror does not hold them.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseDocument } from 'yaml';
 import type { Catalog } from '../../../runtime/catalog.ts';
-import { tarGz, type TarEntry } from './tar.ts';
+import { tarGz, untarGz, type TarEntry } from './tar.ts';
 
-const VCLUSTER_STATEFULSET = `apiVersion: apps/v1
-kind: StatefulSet
-metadata:
-  name: {{ .Release.Name }}
-  namespace: {{ .Release.Namespace }}
-  labels:
-    app: vcluster
-    release: {{ .Release.Name }}
-    chart: vcluster-{{ .Chart.Version }}
-  annotations:
-    e2e.hosted-runtimes/chart-version: {{ .Chart.Version | quote }}
-    e2e.hosted-runtimes/kubernetes-version: {{ .Values.controlPlane.distro.k8s.image.tag | default .Values.controlPlane.distro.k8s.version | default "" | quote }}
-    e2e.hosted-runtimes/export-server: {{ .Values.exportKubeConfig.server | default "" | quote }}
-spec:
-  replicas: {{ .Values.controlPlane.statefulSet.highAvailability.replicas }}
-  serviceName: {{ .Release.Name }}-headless
-  podManagementPolicy: Parallel
-  selector:
-    matchLabels:
-      app: vcluster
-      release: {{ .Release.Name }}
-  template:
-    metadata:
-      labels:
-        app: vcluster
-        release: {{ .Release.Name }}
-    spec:
-      {{- with .Values.controlPlane.statefulSet.scheduling.priorityClassName }}
-      priorityClassName: {{ . }}
-      {{- end }}
-      automountServiceAccountToken: false
-      securityContext:
-        {{- toYaml .Values.controlPlane.statefulSet.security.podSecurityContext | nindent 8 }}
-      containers:
-        - name: syncer
-          image: "vcluster-e2e/syncer:{{ .Chart.Version }}"
-          resources:
-            {{- toYaml .Values.controlPlane.statefulSet.resources | nindent 12 }}
-          securityContext:
-            {{- toYaml .Values.controlPlane.statefulSet.security.containerSecurityContext | nindent 12 }}
-`;
+const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
-const VCLUSTER_SERVICE = `apiVersion: v1
-kind: Service
-metadata:
-  name: {{ .Release.Name }}
-  namespace: {{ .Release.Namespace }}
-  labels:
-    app: vcluster
-    release: {{ .Release.Name }}
-spec:
-  type: {{ .Values.controlPlane.service.spec.type | default "ClusterIP" }}
-  selector:
-    app: vcluster
-    release: {{ .Release.Name }}
-  ports:
-    - name: https
-      port: 443
-      targetPort: 8443
-      protocol: TCP
-`;
-
-const VCLUSTER_VALUES = `controlPlane:
-  distro:
-    k8s:
-      enabled: true
-      image:
-        tag: ""
-  statefulSet:
-    highAvailability:
-      replicas: 1
-    resources:
-      requests: {cpu: 200m, memory: 256Mi}
-      limits: {cpu: "1", memory: 1Gi}
-    scheduling:
-      priorityClassName: ""
-    security:
-      podSecurityContext: {}
-      containerSecurityContext: {}
-  service:
-    spec:
-      type: ClusterIP
-exportKubeConfig:
-  server: ""
-`;
-
-const ARGO_CONFIGMAP = `apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ .Release.Name }}-chart-info
-  namespace: {{ .Release.Namespace }}
-  labels:
-    helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
-data:
-  chart: {{ .Chart.Name | quote }}
-  version: {{ .Chart.Version | quote }}
-  appVersion: {{ .Chart.AppVersion | quote }}
-`;
-
-const ARGO_DEPLOYMENT = `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: {{ .Release.Name }}-controller
-  namespace: {{ .Release.Namespace }}
-  labels:
-    app.kubernetes.io/name: {{ .Chart.Name }}
-    helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
-spec:
-  replicas: 1
-  selector:
-    matchLabels:
-      app.kubernetes.io/name: {{ .Chart.Name }}
-      app.kubernetes.io/instance: {{ .Release.Name }}
-  template:
-    metadata:
-      labels:
-        app.kubernetes.io/name: {{ .Chart.Name }}
-        app.kubernetes.io/instance: {{ .Release.Name }}
-    spec:
-      automountServiceAccountToken: false
-      securityContext:
-        runAsNonRoot: true
-        seccompProfile: {type: RuntimeDefault}
-      containers:
-        - name: controller
-          image: "argo-e2e/{{ .Chart.Name }}:{{ .Chart.Version }}"
-          resources:
-            requests: {cpu: 10m, memory: 32Mi}
-            limits: {cpu: 100m, memory: 64Mi}
-          securityContext:
-            allowPrivilegeEscalation: false
-            runAsNonRoot: true
-            runAsUser: 999
-            capabilities: {drop: [ALL]}
-            readOnlyRootFilesystem: true
-`;
-
-/**
- * The controller of a stand-in chart version that never becomes healthy: its pods ask for a node
- * label no node has, so they stay Pending and the Deployment never becomes Available (a Helm
- * release waiting for it fails when its timeout runs out).
- */
-const ARGO_DEPLOYMENT_NEVER_AVAILABLE = ARGO_DEPLOYMENT.replace(
-  '      automountServiceAccountToken: false\n',
-  '      automountServiceAccountToken: false\n      nodeSelector:\n        e2e.hosted-runtimes/stand-in: never-available\n',
-);
-
-/** One CRD per Argo chart (plural, kind, group), as the real charts install. */
-const ARGO_CRDS: Record<string, { plural: string; kind: string }> = {
-  'argo-cd': { plural: 'applications', kind: 'Application' },
-  'argo-workflows': { plural: 'workflows', kind: 'Workflow' },
-  'argo-rollouts': { plural: 'rollouts', kind: 'Rollout' },
-  'argo-events': { plural: 'eventsources', kind: 'EventSource' },
-};
-
-function crd(plural: string, kind: string): string {
-  return `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: ${plural}.argoproj.io
-spec:
-  group: argoproj.io
-  names:
-    kind: ${kind}
-    listKind: ${kind}List
-    plural: ${plural}
-    singular: ${kind.toLowerCase()}
-  scope: Namespaced
-  versions:
-    - name: v1alpha1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          x-kubernetes-preserve-unknown-fields: true
-`;
+/** The chart mirror: HRT_CHART_MIRROR, else `shared/charts` beside the repository's folder. */
+export function chartMirror(): string {
+  return process.env.HRT_CHART_MIRROR || join(REPO_ROOT, '..', 'shared', 'charts');
 }
 
-/** The real CRD files (scripts/argo-crds.sh) each chart installs, by chart. */
-const REAL_ARGO_CRDS: Record<string, string[]> = {
-  'argo-cd': ['applications.argoproj.io', 'appprojects.argoproj.io'],
-  'argo-rollouts': ['rollouts.argoproj.io'],
-  'argo-workflows': ['workflows.argoproj.io'],
+/** Chart.yaml of the mirror's `<chart>-<version>.tgz`, parsed. */
+export async function mirrorChartYaml(
+  chart: string,
+  version: string,
+  mirror = chartMirror(),
+): Promise<Record<string, unknown>> {
+  const source = join(mirror, `${chart}-${version}.tgz`);
+  const entry = untarGz(await readFile(source)).find((e) => e.path === `${chart}/Chart.yaml`);
+  if (!entry) throw new Error(`${source} has no ${chart}/Chart.yaml`);
+  return parseDocument(entry.content.toString()).toJS() as Record<string, unknown>;
+}
+
+/** The tenant charts of a catalog: every (chart, version) its versions pin. */
+export function catalogCharts(catalog: Catalog): Array<{ chart: string; version: string }> {
+  const seen = new Set<string>();
+  const out: Array<{ chart: string; version: string }> = [];
+  for (const v of catalog.versions) {
+    for (const [chart, version] of [
+      ['vcluster', v.components.vcluster],
+      ['argo-cd', v.components.argoCd],
+      ['argo-workflows', v.components.argoWorkflows],
+      ['argo-rollouts', v.components.argoRollouts],
+      ['argo-events', v.components.argoEvents],
+    ] as const) {
+      if (seen.has(`${chart}-${version}`)) continue;
+      seen.add(`${chart}-${version}`);
+      out.push({ chart, version });
+    }
+  }
+  return out;
+}
+
+/**
+ * A chart version derived from a real one for a test that needs it to fail: `from` is the mirror's
+ * version it copies, `version` the version it is repackaged under (not in the mirror).
+ */
+export interface DerivedChart {
+  chart: string;
+  version: string;
+  from: string;
+  change: 'never-available';
+}
+
+/**
+ * The one change of a `never-available` chart, per chart: a values default that gives one
+ * Deployment a nodeSelector no node has, through the chart's own template (so its pod stays
+ * Pending and a Helm release waiting for it fails when its timeout runs out).
+ */
+export const NEVER_AVAILABLE_CHANGES: Readonly<Record<string, { valuesPath: string[]; deployment: string }>> = {
+  'argo-cd': { valuesPath: ['server', 'nodeSelector'], deployment: 'argocd-server' },
 };
 
-function realCrds(crdsDir: string | undefined, chart: string): TarEntry[] | undefined {
-  const names = REAL_ARGO_CRDS[chart];
-  if (!crdsDir || !names) return undefined;
-  const files = names.map((n) => join(crdsDir, `${n}.yaml`));
-  if (!files.every((f) => existsSync(f))) return undefined;
-  return names.map((n, i) => ({ path: `${chart}/crds/${n}.yaml`, content: readFileSync(files[i]!, 'utf8') }));
+/** The node label no node has. */
+export const NEVER_SCHEDULED_SELECTOR = { 'e2e.hosted-runtimes/never-scheduled': 'true' } as const;
+
+/** What a derived chart changes, in words (test output and docs). */
+export function describeDerived(d: DerivedChart): string {
+  const c = NEVER_AVAILABLE_CHANGES[d.chart];
+  return `${d.chart} ${d.version} = the real ${d.chart} ${d.from} with one change: values ${c?.valuesPath.join('.')} = ${JSON.stringify(NEVER_SCHEDULED_SELECTOR)} (Deployment ${c?.deployment} never scheduled)`;
+}
+
+/** Repackages the mirror's `<chart>-<from>.tgz` as `<chart>-<version>.tgz` in `dir` with its change. */
+export async function deriveChart(mirror: string, dir: string, d: DerivedChart): Promise<string> {
+  const change = NEVER_AVAILABLE_CHANGES[d.chart];
+  if (!change) throw new Error(`no never-available change is defined for chart ${d.chart}`);
+  const source = join(mirror, `${d.chart}-${d.from}.tgz`);
+  const entries = untarGz(await readFile(source));
+  const text = (path: string) => {
+    const e = entries.find((x) => x.path === path);
+    if (!e) throw new Error(`${source} has no ${path}`);
+    return { entry: e, text: e.content.toString() };
+  };
+  // Both edits are textual, so the files differ from the mirror's only where the change is.
+  const chartYaml = text(`${d.chart}/Chart.yaml`);
+  const versionLine = new RegExp(`^version: ${d.from.replaceAll('.', '\\.')}$`, 'm');
+  if (!versionLine.test(chartYaml.text)) throw new Error(`${source}: Chart.yaml has no line 'version: ${d.from}'`);
+  chartYaml.entry.content = chartYaml.text.replace(versionLine, `version: ${d.version}`);
+  const valuesYaml = text(`${d.chart}/values.yaml`);
+  const node = parseDocument(valuesYaml.text).getIn(change.valuesPath, true) as
+    { range?: [number, number, number] } | undefined;
+  const range = node?.range;
+  if (!range || valuesYaml.text.slice(range[0], range[1]) !== '{}')
+    throw new Error(`${source}: values.yaml has no empty ${change.valuesPath.join('.')} to set`);
+  valuesYaml.entry.content =
+    valuesYaml.text.slice(0, range[0]) + JSON.stringify(NEVER_SCHEDULED_SELECTOR) + valuesYaml.text.slice(range[1]);
+  const file = `${d.chart}-${d.version}.tgz`;
+  await writeFile(join(dir, file), tarGz(entries));
+  return file;
+}
+
+export interface TenantCharts {
+  /** Directory of `<chart>-<version>.tgz` files (links to the mirror, plus derived charts). */
+  dir: string;
+  mirror: string;
+  /** `<chart> <version>` of every real chart linked from the mirror. */
+  real: string[];
+  /** What each derived chart is. */
+  derived: string[];
+}
+
+/**
+ * Links the mirror's chart of every version the catalog pins into `dir` and builds the derived
+ * charts there; throws naming the missing file when the mirror lacks a pinned version.
+ */
+export async function prepareTenantCharts(
+  dir: string,
+  catalog: Catalog,
+  derived: readonly DerivedChart[] = [],
+  mirror = chartMirror(),
+): Promise<TenantCharts> {
+  await mkdir(dir, { recursive: true });
+  const isDerived = (c: { chart: string; version: string }) =>
+    derived.some((d) => d.chart === c.chart && d.version === c.version);
+  const wanted = catalogCharts(catalog).filter((c) => !isDerived(c));
+  const missing = wanted.map((c) => join(mirror, `${c.chart}-${c.version}.tgz`)).filter((f) => !existsSync(f));
+  if (missing.length > 0)
+    throw new Error(
+      `the chart mirror ${mirror} lacks ${missing.join(', ')} (set HRT_CHART_MIRROR to a folder holding the real charts at every version the catalog pins; docs/e2e.md)`,
+    );
+  for (const c of wanted) {
+    const file = `${c.chart}-${c.version}.tgz`;
+    await symlink(join(mirror, file), join(dir, file));
+  }
+  for (const d of derived) await deriveChart(mirror, dir, d);
+  return {
+    dir,
+    mirror,
+    real: wanted.map((c) => `${c.chart} ${c.version}`),
+    derived: derived.map(describeDerived),
+  };
 }
 
 function chartYaml(name: string, version: string): string {
   return `apiVersion: v2\nname: ${name}\nversion: ${version}\nappVersion: "${version}"\ndescription: End-to-end test stand-in for the ${name} chart\ntype: application\n`;
 }
-
-export interface TestChartRepository {
-  /** Directory of `<chart>-<version>.tgz` files. */
-  dir: string;
-  /** Every packaged file name. */
-  files: string[];
-  /** Whether argo-cd, argo-rollouts and argo-workflows carry the real CRDs or stand-ins. */
-  argoCrds: 'real' | 'stand-in';
-}
-
-/**
- * Packages the test charts at every version the catalog pins into `dir`; the Argo charts carry
- * the real CRDs from `argoCrdsDir` (default HRT_ARGO_CRDS_DIR) when it holds them. The Argo chart
- * versions in `neverAvailable` are stand-ins whose controller never becomes Available.
- */
-export async function writeTestCharts(
-  dir: string,
-  catalog: Catalog,
-  argoCrdsDir: string | undefined = process.env.HRT_ARGO_CRDS_DIR,
-  neverAvailable: ReadonlyArray<{ chart: string; version: string }> = [],
-): Promise<TestChartRepository> {
-  await mkdir(dir, { recursive: true });
-  const wanted = new Map<string, Set<string>>();
-  const add = (chart: string, version: string) => {
-    const set = wanted.get(chart) ?? new Set<string>();
-    set.add(version);
-    wanted.set(chart, set);
-  };
-  for (const v of catalog.versions) {
-    add('vcluster', v.components.vcluster);
-    add('argo-cd', v.components.argoCd);
-    add('argo-workflows', v.components.argoWorkflows);
-    add('argo-rollouts', v.components.argoRollouts);
-    add('argo-events', v.components.argoEvents);
-  }
-  const files: string[] = [];
-  let realUsed = false;
-  for (const [chart, versions] of wanted) {
-    for (const version of versions) {
-      const entries: TarEntry[] = [{ path: `${chart}/Chart.yaml`, content: chartYaml(chart, version) }];
-      if (chart === 'vcluster') {
-        entries.push(
-          { path: `${chart}/values.yaml`, content: VCLUSTER_VALUES },
-          { path: `${chart}/templates/statefulset.yaml`, content: VCLUSTER_STATEFULSET },
-          { path: `${chart}/templates/service.yaml`, content: VCLUSTER_SERVICE },
-        );
-      } else {
-        const c = ARGO_CRDS[chart]!;
-        const real = realCrds(argoCrdsDir, chart);
-        if (real) realUsed = true;
-        entries.push(
-          { path: `${chart}/values.yaml`, content: '{}\n' },
-          ...(real ?? [{ path: `${chart}/crds/${c.plural}.yaml`, content: crd(c.plural, c.kind) }]),
-          { path: `${chart}/templates/chart-info.yaml`, content: ARGO_CONFIGMAP },
-          {
-            path: `${chart}/templates/controller.yaml`,
-            content: neverAvailable.some((n) => n.chart === chart && n.version === version)
-              ? ARGO_DEPLOYMENT_NEVER_AVAILABLE
-              : ARGO_DEPLOYMENT,
-          },
-        );
-      }
-      const file = `${chart}-${version}.tgz`;
-      await writeFile(join(dir, file), tarGz(entries));
-      files.push(file);
-    }
-  }
-  return { dir, files, argoCrds: realUsed ? 'real' : 'stand-in' };
-}
-
-export { ARGO_CRDS };
 
 /** A one-replica Deployment in the release's namespace (KWOK's fake nodes make it Available). */
 function standInDeployment(name: string, replicas = '1'): string {

@@ -139,6 +139,35 @@ export interface ControlPlaneOptions {
   apiServerOnly?: boolean;
   /** Generous wait bound for readiness. */
   timeoutMs?: number;
+  /**
+   * A Pod Security level the PodSecurity admission plugin enforces (and warns) by default, in
+   * every namespace that does not label another (an AdmissionConfiguration passed with
+   * `--admission-control-config-file`). Without it, only namespaces' own labels apply.
+   */
+  podSecurityDefault?: 'privileged' | 'baseline' | 'restricted';
+}
+
+/** The AdmissionConfiguration of `podSecurityDefault`: enforce and warn `level` at `latest`, no exemptions. */
+export function podSecurityAdmissionConfig(level: string): string {
+  return `apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: PodSecurity
+    configuration:
+      apiVersion: pod-security.admission.config.k8s.io/v1
+      kind: PodSecurityConfiguration
+      defaults:
+        enforce: ${level}
+        enforce-version: latest
+        warn: ${level}
+        warn-version: latest
+        audit: privileged
+        audit-version: latest
+      exemptions:
+        usernames: []
+        runtimeClasses: []
+        namespaces: []
+`;
 }
 
 /**
@@ -194,6 +223,11 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
     '--enable-priority-and-fairness=false',
     '--profiling=false',
   ];
+  if (o.podSecurityDefault) {
+    const file = join(o.dir, 'admission-config.yaml');
+    await writeFile(file, podSecurityAdmissionConfig(o.podSecurityDefault));
+    apiArgs.push('--admission-control-config-file', file);
+  }
   const processes: ManagedProcess[] = [];
   const stop = async () => {
     for (const p of [...processes].reverse()) await p.stop(3000);

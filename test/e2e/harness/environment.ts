@@ -18,7 +18,7 @@ import type { Test } from 'tap';
 import { catalog as shippedCatalog, type Catalog } from '../../../runtime/catalog.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
 import { ApiClient, type SignupAnswer } from './api-client.ts';
-import { writeTestCharts } from './charts.ts';
+import { prepareTenantCharts, type DerivedChart } from './charts.ts';
 import {
   startEtcd,
   startKubeControlPlane,
@@ -56,12 +56,13 @@ export interface E2EOptions {
   /**
    * The catalog the provisioner child runs with and the test charts are written for (default
    * runtime/catalog.ts), with `nodeArgs` that make the child load it (test/e2e/fixtures/
-   * test-catalog-hooks.ts) and the Argo chart versions that are never-Available stand-ins.
+   * test-catalog-hooks.ts) and the chart versions it derives from real ones (charts.ts,
+   * `deriveChart`).
    */
   testCatalog?: {
     catalog: Catalog;
     nodeArgs: string[];
-    neverAvailableCharts?: ReadonlyArray<{ chart: string; version: string }>;
+    derivedCharts?: readonly DerivedChart[];
   };
 }
 
@@ -187,6 +188,31 @@ async function createPriorityClass(kc: KubeConfig): Promise<void> {
   });
 }
 
+/**
+ * Persistent volumes for the vcluster StatefulSets' claims (the real chart asks for one per tenant;
+ * a cloud would provision it): a pool of pre-created hostPath volumes without a storage class,
+ * which kube-controller-manager's volume binder binds to claims that name no class. A stand-in
+ * for the cloud's storage provisioner; with no kubelet nothing touches the paths.
+ */
+export async function createVolumePool(kc: KubeConfig, count = 24): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  for (let i = 0; i < count; i++)
+    await core.createPersistentVolume({
+      body: {
+        apiVersion: 'v1',
+        kind: 'PersistentVolume',
+        metadata: { name: `e2e-volume-${i}`, labels: { 'e2e.hosted-runtimes/volume-pool': 'true' } },
+        spec: {
+          capacity: { storage: '100Gi' },
+          accessModes: ['ReadWriteOnce'],
+          persistentVolumeReclaimPolicy: 'Retain',
+          storageClassName: '',
+          hostPath: { path: `/var/lib/e2e-volume-pool/${i}` },
+        },
+      },
+    });
+}
+
 export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> {
   const bin = toolchainBin();
   const provider = kubernetesProvider();
@@ -197,8 +223,8 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
       : `Kubernetes provider: ${provider}`,
   );
   t.comment(
-    'stand-ins: each tenant API server is a kube-apiserver started by the harness (test/e2e/harness/vcluster-emulator.ts), ' +
-      'not a vcluster; the vcluster and Argo charts are local stand-in charts (test/e2e/harness/charts.ts)',
+    'stand-in: each tenant API server is a kube-apiserver started by the harness (test/e2e/harness/vcluster-emulator.ts), ' +
+      'not a vcluster; the vcluster and Argo charts are the real upstream charts from the chart mirror',
   );
   const release = await acquireRunLock(20 * 60_000);
   const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-'));
@@ -229,6 +255,7 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
     cleanups.push(() => root.stop());
     await recordTiming(t, 'root control plane start (etcd excluded)', root.startSeconds);
     await createPriorityClass(root.kc);
+    await createVolumePool(root.kc);
 
     const emulator = new VclusterEmulator({
       toolchain,
@@ -240,17 +267,13 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
     emulator.start();
     cleanups.push(() => emulator.stop());
 
-    const charts = await writeTestCharts(
+    const charts = await prepareTenantCharts(
       join(dir, 'charts'),
       opts.testCatalog?.catalog ?? shippedCatalog,
-      process.env.HRT_ARGO_CRDS_DIR,
-      opts.testCatalog?.neverAvailableCharts ?? [],
+      opts.testCatalog?.derivedCharts ?? [],
     );
-    log(
-      charts.argoCrds === 'real'
-        ? `Argo CRDs in the stand-in charts: the real ones (${process.env.HRT_ARGO_CRDS_DIR}; argo-events keeps a stand-in CRD)`
-        : 'Argo CRDs in the stand-in charts: stand-ins keeping any field (HRT_ARGO_CRDS_DIR not set: run the tier through scripts/test.sh e2e for the real ones)',
-    );
+    log(`real charts from the chart mirror ${charts.mirror}: ${charts.real.join(', ')}`);
+    for (const d of charts.derived) log(`derived chart (built by the test): ${d}`);
     const db = await createTestDatabase();
     cleanups.push(() => db.drop());
     // The provider plugin goes on the provisioner's PATH (the CLI takes an ambient plugin first)

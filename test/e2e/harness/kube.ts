@@ -1,6 +1,6 @@
 /**
  * Reading the clusters in the tests (@kubernetes/client-node): clients from a kubeconfig, "does it
- * exist" for 404s, and what the test charts and the runtime recorded in an API server.
+ * exist" for 404s, and what the charts and the runtime recorded in an API server.
  */
 import {
   ApiextensionsV1Api,
@@ -58,19 +58,42 @@ export async function exists(read: () => Promise<unknown>): Promise<boolean> {
   }
 }
 
-/** Chart version each Argo release recorded in its `<release>-chart-info` ConfigMap, by chart. */
+/**
+ * Chart version of each Argo release's workloads, by chart: the version in the `helm.sh/chart`
+ * label (`<chart>-<version>`, set by every argo-helm chart) of the Deployments and StatefulSets
+ * labelled `app.kubernetes.io/instance=<release>` in the release's namespace. Undefined when there
+ * are none; every distinct version, comma-separated, when they disagree.
+ */
 export async function installedChartVersions(k: Kube): Promise<Record<string, string | undefined>> {
   const out: Record<string, string | undefined> = {};
   for (const r of ARGO_RELEASES) {
-    try {
-      const cm = await k.core.readNamespacedConfigMap({ name: `${r.releaseName}-chart-info`, namespace: r.namespace });
-      out[r.chart] = cm.data?.version;
-    } catch (err) {
-      if (statusOf(err) !== 404) throw err;
-      out[r.chart] = undefined;
-    }
+    const labelSelector = `app.kubernetes.io/instance=${r.releaseName}`;
+    const [deployments, statefulSets] = await Promise.all([
+      k.apps.listNamespacedDeployment({ namespace: r.namespace, labelSelector }),
+      k.apps.listNamespacedStatefulSet({ namespace: r.namespace, labelSelector }),
+    ]);
+    const versions = new Set(
+      [...deployments.items, ...statefulSets.items].map((o) =>
+        (o.metadata?.labels?.['helm.sh/chart'] ?? '').slice(r.chart.length + 1),
+      ),
+    );
+    out[r.chart] = versions.size === 0 ? undefined : [...versions].sort().join(',');
   }
   return out;
+}
+
+/** The vcluster chart version of a tenant's control plane: the StatefulSet's `chart` label (`vcluster-<version>`). */
+export async function vclusterChartVersion(k: Kube, namespace: string, release = 'vcluster'): Promise<string> {
+  const sts = await k.apps.readNamespacedStatefulSet({ name: release, namespace });
+  return (sts.metadata?.labels?.chart ?? '').replace(/^vcluster-/, '');
+}
+
+/** One line naming the real chart versions a tenant runs (test output). */
+export async function describeInstalledCharts(root: Kube, vc: Kube, namespace: string): Promise<string> {
+  const argo = await installedChartVersions(vc);
+  return `installed real charts: vcluster ${await vclusterChartVersion(root, namespace)}, ${Object.entries(argo)
+    .map(([c, v]) => `${c} ${v ?? '(none)'}`)
+    .join(', ')}`;
 }
 
 /** One revision of a Helm release, as Helm stored it (a `helm.sh/release.v1` Secret). */
