@@ -127,23 +127,24 @@ integration_toolchain() {
   fi
 }
 
-# The unit tier's chart conformance check (test/unit/chart-conformance.test.ts) renders the real
-# charts with helm and evaluates them with the Pod Security evaluator: both built or reused here
+# The unit tier's chart conformance check (test/unit/chart-conformance.test.ts) and the integration
+# tier's `runtime render`/`runtime diff` tests render the real charts with helm and evaluate them
+# with the Pod Security evaluator: both built or reused here
 # (scripts/chart-tools.sh, cached under their own key) and exported as HRT_CHART_TOOLS_BIN.
 # Without Go the check skips, counted and named; with CI=true it fails.
-unit_chart_tools() {
+chart_tools() {
   [ -z "${HRT_CHART_TOOLS_BIN:-}" ] || return 0
   if ! command -v go >/dev/null 2>&1; then
-    echo "== unit: Go is not installed; the chart conformance check skips (docs/toolchain.md)"
+    echo "== chart tools: Go is not installed; the tests rendering charts skip (docs/toolchain.md)"
     return 0
   fi
   local bin t0=$SECONDS
   bin="$(bash scripts/chart-tools.sh | tail -n 1)"
   if [ -n "$bin" ] && [ -x "$bin/helm" ] && [ -x "$bin/pod-security" ]; then
     export HRT_CHART_TOOLS_BIN="$bin"
-    echo "== unit: chart tools $HRT_CHART_TOOLS_BIN ($((SECONDS - t0)) s)"
+    echo "== chart tools: $HRT_CHART_TOOLS_BIN ($((SECONDS - t0)) s)"
   else
-    echo "== unit: scripts/chart-tools.sh built no helm/pod-security; the chart conformance check skips"
+    echo "== chart tools: scripts/chart-tools.sh built no helm/pod-security; the tests rendering charts skip"
   fi
 }
 
@@ -166,8 +167,8 @@ for tier in "${tiers[@]}"; do
         fi
       fi ;;
     fuzz) fuzz_tier ;;
-    unit) unit_chart_tools; tap_tier unit ;;
-    integration) integration_toolchain; tap_tier integration ;;
+    unit) chart_tools; tap_tier unit ;;
+    integration) integration_toolchain; chart_tools; tap_tier integration ;;
     browser) browser_tier ;;
     *) tap_tier "$tier" ;;
   esac

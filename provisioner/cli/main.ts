@@ -24,6 +24,7 @@ import { addAppCommands } from './app-commands.ts';
 import { addFleetCommands } from './fleet-commands.ts';
 import { addDoctorCommand, ExitCode } from './doctor.ts';
 import { addManagedClusterCommands } from './managed-cluster-commands.ts';
+import { addRuntimeCommands } from './runtime-commands.ts';
 import { ApiError } from './client.ts';
 import { terminalSafeOutput } from './format.ts';
 
@@ -75,6 +76,7 @@ export async function main(argv: string[], rawIo: Io = defaultIo): Promise<numbe
   addFleetCommands(program, io);
   addDoctorCommand(program, io);
   addManagedClusterCommands(program, io);
+  addRuntimeCommands(program, io);
 
   // Only as the first argument: a program option is recognised after a subcommand too, where
   // `tenants list --version 1.4.1` means a runtime version.

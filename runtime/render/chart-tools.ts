@@ -5,7 +5,8 @@
  */
 import { accessSync, constants } from 'node:fs';
 import { homedir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { delimiter, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 export type ChartTool = 'helm' | 'pod-security';
 
@@ -64,4 +65,15 @@ export function findChartTool(tool: ChartTool, opts: FindOptions = {}): string {
     `no ${tool} found (looked in ${looked.join(', ')}): build it with \`bash ${CHART_TOOLS_SCRIPT}\`` +
       (tool === 'helm' ? ' or pass --helm /path/to/helm (or set HELM)' : ''),
   );
+}
+
+/** The repository's root (this file is runtime/render/chart-tools.ts). */
+const REPOSITORY_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+/**
+ * The chart mirror to render from when none is given: PROVISIONER_CHARTS_DIR, else
+ * `<repository root>/../shared/charts` (where CI and the development machines keep the real charts).
+ */
+export function defaultChartsDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.PROVISIONER_CHARTS_DIR ?? join(REPOSITORY_ROOT, '..', 'shared', 'charts');
 }

@@ -1,6 +1,6 @@
 /**
  * The conformance check, no cluster: for every catalog version and plan, each release rendered
- * from the chart mirror (../shared/charts, or HRT_CHARTS_DIR) with the program's values by the
+ * from the chart mirror (../shared/charts, or PROVISIONER_CHARTS_DIR) with the program's values by the
  * Helm the Kubernetes provider embeds, every pod template evaluated by the upstream Pod Security
  * evaluator at restricted:latest, every object and Role rule of the root-cluster releases checked
  * against the provisioner's grants from infra/, and the resources summed against the plan's
@@ -10,12 +10,10 @@
  * The chart tools come from scripts/chart-tools.sh (scripts/test.sh builds them before this tier
  * and exports HRT_CHART_TOOLS_BIN). Without them the file is a named skip; with CI=true a failure.
  */
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { PROVISIONER_TENANT_RULES } from '../../infra/provisioner-rbac.ts';
 import { catalog, createCatalog } from '../../runtime/catalog.ts';
-import { ChartToolMissingError, findChartTool } from '../../runtime/render/chart-tools.ts';
+import { ChartToolMissingError, defaultChartsDir, findChartTool } from '../../runtime/render/chart-tools.ts';
 import {
   conformanceProblems,
   podSecurityProblems,
@@ -27,9 +25,8 @@ import { VERSIONS } from '../../runtime/versions.ts';
 import { PLAN_NAMES } from '../../tenants/plans.ts';
 import type { PolicyRule } from '../../tenants/root-permissions.ts';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-/** The chart mirror: `<repository root>/../shared/charts` unless HRT_CHARTS_DIR names another. */
-const CHARTS = process.env.HRT_CHARTS_DIR ?? join(ROOT, '..', 'shared', 'charts');
+/** The chart mirror: `<repository root>/../shared/charts` unless PROVISIONER_CHARTS_DIR names another. */
+const CHARTS = defaultChartsDir();
 
 function tools(): { helm: string; podSecurity: string } | string {
   try {
