@@ -201,6 +201,9 @@ export function TenantsPage({ me }: { me: Identity }) {
       </div>
       {summary?.runtimeVersions && summary.runtimeVersions.length > 0 && (
         <div class="counts versions" role="group" aria-label="Tenants by runtime version">
+          <span class="counts-label" aria-hidden="true">
+            By runtime version:
+          </span>
           {summary.runtimeVersions.map((v) => (
             <button
               type="button"
