@@ -1,6 +1,6 @@
 /**
  * The conformance check, no cluster: for every catalog version and plan, each release rendered
- * from the chart mirror (../shared/charts, or PROVISIONER_CHARTS_DIR) with the program's values by the
+ * from the chart mirror (../shared/charts, or HRT_CHART_MIRROR / PROVISIONER_CHARTS_DIR) with the program's values by the
  * Helm the Kubernetes provider embeds, every pod template evaluated by the upstream Pod Security
  * evaluator at restricted:latest, every object and Role rule of the root-cluster releases checked
  * against the provisioner's grants from infra/, and the resources summed against the plan's
@@ -25,8 +25,11 @@ import { VERSIONS } from '../../runtime/versions.ts';
 import { PLAN_NAMES } from '../../tenants/plans.ts';
 import type { PolicyRule } from '../../tenants/root-permissions.ts';
 
-/** The chart mirror: `<repository root>/../shared/charts` unless PROVISIONER_CHARTS_DIR names another. */
-const CHARTS = defaultChartsDir();
+/**
+ * The chart mirror: HRT_CHART_MIRROR (the e2e tier's variable), else PROVISIONER_CHARTS_DIR, else
+ * `<repository root>/../shared/charts`.
+ */
+const CHARTS = process.env.HRT_CHART_MIRROR ?? defaultChartsDir();
 
 function tools(): { helm: string; podSecurity: string } | string {
   try {
