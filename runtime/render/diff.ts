@@ -2,6 +2,7 @@
  * What an upgrade changes: two renders (render.ts) compared per release and object, objects keyed
  * by kind, namespace and name; each changed object with the fields that differ (leaf paths).
  */
+import { parse as parseYaml } from 'yaml';
 import type { KubeObject, RenderedRuntime } from './render.ts';
 
 export interface FieldChange {
@@ -63,6 +64,39 @@ export function fieldChanges(a: unknown, b: unknown, path = ''): FieldChange[] {
   return [{ path, ...(a !== undefined ? { from: a } : {}), ...(b !== undefined ? { to: b } : {}) }];
 }
 
+/**
+ * A data value as ops read it: a Secret's base64 decoded when it is UTF-8 text, and a value that
+ * holds a YAML or JSON mapping (a config file such as vcluster's `config.yaml`) parsed, so that a
+ * changed setting shows as its own path (`data.config.yaml.controlPlane.distro.k8s.image.tag`)
+ * instead of two opaque strings.
+ */
+function readableValue(value: unknown, base64: boolean): unknown {
+  if (typeof value !== 'string') return value;
+  let text = value;
+  if (base64) {
+    const bytes = Buffer.from(value, 'base64');
+    const decoded = bytes.toString('utf8');
+    if (Buffer.from(decoded, 'utf8').equals(bytes) && !decoded.includes('\u0000')) text = decoded;
+    else return value;
+  }
+  if (!text.includes('\n') && !text.trimStart().startsWith('{')) return text;
+  try {
+    const parsed: unknown = parseYaml(text);
+    return isObject(parsed) ? parsed : text;
+  } catch {
+    return text;
+  }
+}
+
+/** The object with its Secret or ConfigMap data made readable (readableValue); others as they are. */
+function readable(o: KubeObject): unknown {
+  if (o.kind !== 'Secret' && o.kind !== 'ConfigMap') return o;
+  const data = (o as { data?: unknown }).data;
+  if (!isObject(data)) return o;
+  const base64 = o.kind === 'Secret';
+  return { ...o, data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, readableValue(v, base64)])) };
+}
+
 function diffObjects(
   release: string,
   a: readonly KubeObject[],
@@ -75,7 +109,7 @@ function diffObjects(
   for (const [key, o] of left) {
     const other = right.get(key);
     if (!other) continue;
-    const fields = fieldChanges(o, other);
+    const fields = fieldChanges(readable(o), readable(other));
     if (fields.length > 0) changed.push({ object: key, fields });
   }
   return {
