@@ -13,7 +13,7 @@ import { mkdir, mkdtemp, open, readFile, rm, symlink, unlink, writeFile } from '
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoreV1Api, SchedulingV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, SchedulingV1Api, StorageV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Test } from 'tap';
 import { catalog as shippedCatalog, type Catalog } from '../../../runtime/catalog.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
@@ -190,12 +190,28 @@ async function createPriorityClass(kc: KubeConfig): Promise<void> {
 
 /**
  * Persistent volumes for the vcluster StatefulSets' claims (the real chart asks for one per tenant;
- * a cloud would provision it): a pool of pre-created hostPath volumes without a storage class,
- * which kube-controller-manager's volume binder binds to claims that name no class. A stand-in
- * for the cloud's storage provisioner; with no kubelet nothing touches the paths.
+ * a cloud would provision it): a pool of pre-created hostPath volumes of the default StorageClass
+ * `e2e-volume-pool`, which binds a claim when its pod is scheduled (`WaitForFirstConsumer`, no
+ * provisioner: the local-volume pattern, and what most clouds' default classes do). The scheduler
+ * binds a volume as it places the pod, so a pod never waits as unschedulable for a claim the
+ * volume binder has not bound yet (with immediate binding such a pod could stay unscheduled for
+ * kube-scheduler's 5-minute unschedulable-pod flush). A stand-in for the cloud's storage
+ * provisioner; with no kubelet nothing touches the paths.
  */
+const VOLUME_POOL_CLASS = 'e2e-volume-pool';
+
 export async function createVolumePool(kc: KubeConfig, count = 24): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
+  await kc.makeApiClient(StorageV1Api).createStorageClass({
+    body: {
+      apiVersion: 'storage.k8s.io/v1',
+      kind: 'StorageClass',
+      metadata: { name: VOLUME_POOL_CLASS, annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } },
+      provisioner: 'kubernetes.io/no-provisioner',
+      volumeBindingMode: 'WaitForFirstConsumer',
+      reclaimPolicy: 'Retain',
+    },
+  });
   for (let i = 0; i < count; i++)
     await core.createPersistentVolume({
       body: {
@@ -206,7 +222,7 @@ export async function createVolumePool(kc: KubeConfig, count = 24): Promise<void
           capacity: { storage: '100Gi' },
           accessModes: ['ReadWriteOnce'],
           persistentVolumeReclaimPolicy: 'Retain',
-          storageClassName: '',
+          storageClassName: VOLUME_POOL_CLASS,
           hostPath: { path: `/var/lib/e2e-volume-pool/${i}` },
         },
       },
