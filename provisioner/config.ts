@@ -75,7 +75,7 @@ export interface TenantBudgets {
   runtimeObjectBytes: number;
   /** Event batches one runtime may post per second, per replica (PROVISIONER_RUNTIME_EVENT_BATCHES_PER_SECOND, default 20). */
   eventBatchesPerSecond: number;
-  /** Digests one runtime may send per minute, per replica (PROVISIONER_RUNTIME_DIGESTS_PER_MINUTE, default 30). */
+  /** Digests one runtime may send per minute, per replica (PROVISIONER_RUNTIME_DIGESTS_PER_MINUTE, default 120). */
   digestsPerMinute: number;
   /** Managed clusters per tenant (PROVISIONER_MANAGED_CLUSTERS_PER_TENANT, default 50). */
   managedClusters: number;
@@ -87,7 +87,7 @@ export const DEFAULT_TENANT_BUDGETS: TenantBudgets = {
   runtimeObjects: 20_000,
   runtimeObjectBytes: 64 * 1024 * 1024,
   eventBatchesPerSecond: 20,
-  digestsPerMinute: 30,
+  digestsPerMinute: 120,
   managedClusters: 50,
   keys: 100,
 };

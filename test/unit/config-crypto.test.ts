@@ -31,7 +31,7 @@ t.test(
         runtimeObjects: 20_000,
         runtimeObjectBytes: 64 * 1024 * 1024,
         eventBatchesPerSecond: 20,
-        digestsPerMinute: 30,
+        digestsPerMinute: 120,
         managedClusters: 50,
         keys: 100,
       },
