@@ -2,6 +2,7 @@ import t from 'tap';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
 import { createTestDatabase } from '../../helpers/postgres.ts';
 import { loadMigrations, migrate, migrationsApplied } from '../../../provisioner/db/migrate.ts';
 
@@ -24,15 +25,49 @@ t.test('two processes migrating one database at once apply each migration exactl
   const env = { ...process.env, DATABASE_URL: db.url };
   const results = await Promise.all([1, 2, 3].map(() => run(process.execPath, [bin, 'migrate'], { env })));
   for (const r of results) t.match(r.stdout, /migrations applied/);
-  const { rows } = await db.pool.query<{ version: number; n: number }>(
-    'SELECT version, count(*)::int AS n FROM schema_migrations GROUP BY version ORDER BY version',
+  const files = (await loadMigrations()).map((m) => ({ version: m.version, name: m.name }));
+  const { rows } = await db.pool.query<{ version: number; name: string }>(
+    'SELECT version, name FROM schema_migrations ORDER BY version',
   );
-  t.same(
-    rows.map((r) => r.version),
-    (await loadMigrations()).map((m) => m.version),
+  t.same(rows, files, 'schema_migrations records every migration file by version and name, in order');
+
+  // The racing processes must leave the database a single migrate leaves: the same tables,
+  // columns, constraints, indexes and seed rows.
+  const once = await createTestDatabase({ migrate: false });
+  t.teardown(() => once.drop());
+  await migrate(once.pool);
+  const [raced, single] = await Promise.all([schemaOf(db.pool), schemaOf(once.pool)]);
+  t.ok(
+    single.columns.length > 0 && single.indexes.length > 0,
+    'precondition: the single migrate created tables and indexes',
   );
-  t.ok(rows.every((r) => r.n === 1));
+  t.same(raced.columns, single.columns, 'the same tables and columns (type, default, nullability) as one migrate');
+  t.same(raced.constraints, single.constraints, 'the same constraints as one migrate');
+  t.same(raced.indexes, single.indexes, 'the same indexes as one migrate');
+  t.same(raced.rows, single.rows, 'the same number of rows in every table (seed data once) as one migrate');
 });
+
+/** The public schema's tables, columns, constraints and indexes, and each table's row count. */
+async function schemaOf(
+  pool: pg.Pool,
+): Promise<{ columns: string[]; constraints: string[]; indexes: string[]; rows: string[] }> {
+  const q = async (sql: string): Promise<string[]> => (await pool.query<{ s: string }>(sql)).rows.map((r) => r.s);
+  const columns = await q(`SELECT concat_ws(' ', table_name, column_name, data_type, is_nullable, column_default) AS s
+    FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1`);
+  const constraints =
+    await q(`SELECT conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid) AS s
+    FROM pg_constraint WHERE connamespace = 'public'::regnamespace ORDER BY 1`);
+  const indexes = await q(`SELECT indexdef AS s FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1`);
+  const tables = await q(
+    `SELECT tablename AS s FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations' ORDER BY 1`,
+  );
+  const rows: string[] = [];
+  for (const table of tables) {
+    const { rows: r } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${table}"`);
+    rows.push(`${table} ${r[0]!.n}`);
+  }
+  return { columns, constraints, indexes, rows };
+}
 
 t.test('a failing migration rolls back whole and names itself', async (t) => {
   const db = await createTestDatabase({ migrate: false });
