@@ -1,6 +1,6 @@
 import t from 'tap';
-import { waitingRetryMs } from '../../provisioner/reconciler/outcome.ts';
-import { condition } from '../../provisioner/store/tenants.ts';
+import { waitingRetryMs } from '../../../provisioner/reconciler/outcome.ts';
+import { condition } from '../../../provisioner/store/tenants.ts';
 
 t.test(
   'a waiting tenant retries after the first delay, then after as long as it has waited, up to the cap',

@@ -1,7 +1,7 @@
 import t from 'tap';
 import client from 'prom-client';
-import { registerDriftMetrics, type Metrics } from '../../provisioner/http/metrics.ts';
-import type { ResourceStep } from '../../provisioner/engine/engine.ts';
+import { registerDriftMetrics, type Metrics } from '../../../provisioner/http/metrics.ts';
+import type { ResourceStep } from '../../../provisioner/engine/engine.ts';
 import {
   changedPaths,
   corrections,
@@ -11,7 +11,7 @@ import {
   parsePath,
   refreshFindings,
   setByProgram,
-} from '../../provisioner/reconciler/drift.ts';
+} from '../../../provisioner/reconciler/drift.ts';
 
 const NS = 'tenant-7f3a';
 const QUOTA = 'kubernetes:core/v1:ResourceQuota';

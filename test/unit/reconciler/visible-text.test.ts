@@ -1,5 +1,10 @@
 import t from 'tap';
-import { MAX_VISIBLE_LINE, maskSecrets, tenantVisible, WITHHELD } from '../../provisioner/reconciler/visible-text.ts';
+import {
+  MAX_VISIBLE_LINE,
+  maskSecrets,
+  tenantVisible,
+  WITHHELD,
+} from '../../../provisioner/reconciler/visible-text.ts';
 
 // Error texts in the formats the Kubernetes provider, client-go, Go's HTTP client and Helm print
 // (as they reach the operation log through the Pulumi CLI's diagnostics).
