@@ -6,6 +6,7 @@
  */
 import t from 'tap';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
+import { until } from '../../helpers/wait.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 
@@ -156,12 +157,13 @@ t.test(
   async (t) => {
     const address = await api.app.listen({ host: '127.0.0.1', port: 0 });
     const events: { event: string; id?: string; data: { id?: string; generation?: number; after?: string } }[] = [];
-    const read = async (res: Response, until: () => boolean, abort: AbortController) => {
+    /** Reads events until `enough()` (true) or 10 s pass (false). */
+    const read = async (res: Response, enough: () => boolean, abort: AbortController): Promise<boolean> => {
       const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
       let buf = '';
       const deadline = setTimeout(() => abort.abort(), 10_000);
       try {
-        while (!until()) {
+        while (!enough()) {
           const { value, done } = await reader.read();
           if (done) break;
           buf += value;
@@ -178,10 +180,13 @@ t.test(
             if (f.event) events.push({ event: f.event, id: f.id, data: JSON.parse(f.data ?? '{}') });
           }
         }
+      } catch {
+        // aborted at the deadline: the answer below says whether it got what it waited for
       } finally {
         clearTimeout(deadline);
         abort.abort();
       }
+      return enough();
     };
     const target = made[4]!;
     const open = (headers: Record<string, string> = {}, q = '') => {
@@ -197,14 +202,11 @@ t.test(
     const first = open();
     const res = await first.res;
     t.equal(res.headers.get('content-type'), 'text/event-stream; charset=utf-8');
-    const reading = read(
-      res,
-      () => events.some((e) => e.event === 'tenant' && e.data.id === target.id),
-      first.abort,
-    ).catch(() => {});
-    await new Promise((r) => setTimeout(r, 200)); // the stream is open (its ready event may not be read yet)
+    const reading = read(res, () => events.some((e) => e.event === 'tenant' && e.data.id === target.id), first.abort);
+    // `ready` is sent once the stream's starting point is fixed: every change after it is sent.
+    await until("the stream's ready event", () => events.some((e) => e.event === 'ready'));
     t.equal((await api.request('POST', `/v1/tenants/${target.id}/suspend`)).statusCode, 202);
-    await reading;
+    t.ok(await reading, 'the suspended tenant is sent within 10 s');
     t.equal(events[0]?.event, 'ready', 'the stream starts with ready');
     const change = events.find((e) => e.event === 'tenant' && e.data.id === target.id)!;
     t.ok(change, 'the suspended tenant is sent');
@@ -214,10 +216,10 @@ t.test(
     // Resuming from the change: only what came after it.
     events.length = 0;
     const again = open({ 'last-event-id': change.id! });
-    const resumed = read(await again.res, () => events.some((e) => e.event === 'tenant'), again.abort).catch(() => {});
-    await new Promise((r) => setTimeout(r, 200));
+    const resumed = read(await again.res, () => events.some((e) => e.event === 'tenant'), again.abort);
+    await until("the resumed stream's ready event", () => events.some((e) => e.event === 'ready'));
     await api.request('POST', `/v1/tenants/${target.id}/resume`);
-    await resumed;
+    t.ok(await resumed, 'a change after the Last-Event-ID is sent within 10 s');
     const after = events.filter((e) => e.event === 'tenant');
     t.ok(
       after.length >= 1 &&

@@ -5,6 +5,7 @@
  */
 import t from 'tap';
 import { createTestApi, type TestApi } from '../../helpers/api.ts';
+import { until } from '../../helpers/wait.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 
@@ -274,11 +275,15 @@ async function listening(): Promise<string> {
   return base;
 }
 
-/** Reads a Server-Sent Events answer until `end` (or `max` events): each event's name, id and data. */
+/**
+ * Reads a Server-Sent Events answer until `end` (or `max` events): each event's name, id and data;
+ * `seen` gets each event as it arrives.
+ */
 async function readEvents(
   url: string,
   headers: Record<string, string>,
   max = 100,
+  seen: (e: { event: string; id?: string; data: Record<string, unknown> }) => void = () => {},
 ): Promise<Array<{ event: string; id?: string; data: Record<string, unknown> }>> {
   const res = await fetch(url, { headers: { accept: 'text/event-stream', ...headers } });
   if (res.status !== 200) throw new Error(`events: ${res.status} ${await res.text()}`);
@@ -301,11 +306,13 @@ async function readEvents(
           .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]),
       );
       if (!fields.event) continue;
-      out.push({
+      const e = {
         event: fields.event,
         ...(fields.id ? { id: fields.id } : {}),
         data: JSON.parse(fields.data ?? 'null'),
-      });
+      };
+      out.push(e);
+      seen(e);
       if (fields.event === 'end' || out.length >= max) {
         await reader.cancel();
         return out;
@@ -325,9 +332,10 @@ t.test('the progress stream: every decision as an event, live, resumable with La
   const id = start.json().fleetUpgrade.id as string;
   const url = `${await listening()}/v1/fleet-upgrades/${id}/events`;
   const auth = { authorization: `Bearer ${api.operatorKey}` };
-  // Live: the stream is open before pause and abort happen.
-  const live = readEvents(url, auth);
-  await new Promise((r) => setTimeout(r, 200));
+  // Live: the stream has sent the start (it is open and has caught up) before pause and abort happen.
+  let started = false;
+  const live = readEvents(url, auth, 100, (e) => (started ||= e.event === 'event' && e.data.action === 'start'));
+  await until('the start event on the open stream', () => started);
   await api.request('POST', `/v1/fleet-upgrades/${id}/pause`, { key: api.operatorKey });
   await api.request('POST', `/v1/fleet-upgrades/${id}/abort`, { key: api.operatorKey });
   const events = await live;

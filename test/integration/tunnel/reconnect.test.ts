@@ -7,6 +7,7 @@ import http from 'node:http';
 import t from 'tap';
 import { request, startControlPlane, startRuntime, ready, StubCallers, StubRuntimeTokens } from './harness.ts';
 import { SUBPROTOCOL } from '../../../runtime/protocol/frames.ts';
+import { until } from '../../helpers/wait.ts';
 
 const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
@@ -31,18 +32,21 @@ void t.test(
     let attempts = 0;
     runtime.client.events.on('reconnecting', () => attempts++);
     await cp.close();
+    // The outage itself (the scenario's length, not a wait for something to happen).
     await new Promise((r) => setTimeout(r, OUTAGE_MS));
     t.ok(attempts >= 10, `the client kept redialling during the outage (${attempts} attempts)`);
 
     cp = await startControlPlane({ tokens, callers, port });
     const listening = Date.now();
-    let served = 0;
-    for (let i = 0; i < 200 && served === 0; i++) {
-      const res = await request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/runtime`, { headers: admin });
-      if (res.status === 200) served = Date.now();
-      else await new Promise((r) => setTimeout(r, 50));
-    }
-    t.ok(served > 0, 'a request through the tunnel succeeded');
+    const served = await until(
+      'a request through the tunnel answered 200',
+      async () => {
+        const res = await request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/runtime`, { headers: admin });
+        return res.status === 200 && Date.now();
+      },
+      30_000,
+      50,
+    );
     t.ok(
       served - listening <= 5000,
       `the first request through the tunnel succeeded ${served - listening} ms after the control plane listened again (at most 5000)`,
@@ -55,10 +59,13 @@ void t.test(
   async (t) => {
     let release: () => void = () => {};
     const gate = new Promise<void>((resolve) => (release = resolve));
+    let entered: () => void = () => {};
+    const pending = new Promise<void>((resolve) => (entered = resolve));
     // The token double's check waits for the test's gate: the first handshake stays pending.
     const slow = new StubRuntimeTokens();
     const check = slow.authenticate;
     slow.authenticate = async (token) => {
+      entered();
       await gate;
       return check(token);
     };
@@ -88,8 +95,8 @@ void t.test(
         req.on('error', reject);
         req.end();
       });
-    const first = upgrade(held.token); // held in authentication by the gate
-    await new Promise((r) => setTimeout(r, 100));
+    const first = upgrade(held.token);
+    await pending; // the first handshake is in authentication, held by the gate
     const shed = await upgrade(slow.issue(randomUUID()).token);
     t.equal(shed.statusCode, 503, 'a handshake beyond the limit is answered 503 at once');
     t.equal(shed.headers['retry-after'], '1', 'with Retry-After: 1');
@@ -99,6 +106,11 @@ void t.test(
     const runtime = await startRuntime(tenantId, cp, slow.issue(tenantId).token);
     t.teardown(() => runtime.close());
     await ready(cp, runtime);
-    t.pass('a runtime connects once the pending handshake is done');
+    const through = await request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/runtime`, { headers: admin });
+    t.equal(
+      through.status,
+      200,
+      'a runtime connects once the pending handshake is done: a request through its tunnel answers 200',
+    );
   },
 );
