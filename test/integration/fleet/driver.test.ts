@@ -235,7 +235,7 @@ t.test('pause stops new starts at once; resume goes on; multi-hop paths run hop 
   const engine = f.engine({ delayMs: 200 });
   await f.h.reconciler(engine, { workers: 8 });
   const id = await f.start({ targetVersion: '1.5.0', waves: [{ count: 1 }, { percent: 100 }], maxConcurrency: 1 }, ids);
-  f.driver();
+  const driver = f.driver();
   await until('the second wave to start', async () => (await f.tenants(id)).get(ids[1]!)!.state === 'upgrading');
   const paused = await f.service.pause(id, OPERATOR, 'night shift');
   const pausedAt = Date.now();
@@ -244,7 +244,9 @@ t.test('pause stops new starts at once; resume goes on; multi-hop paths run hop 
     'the running tenant to finish its path',
     async () => (await f.tenants(id)).get(ids[1]!)!.state === 'succeeded',
   );
-  await new Promise((r) => setTimeout(r, 500));
+  // Two whole rounds of the driver after it: a start would be decided in them.
+  await driver.tickAll();
+  await driver.tickAll();
   const startedAfter = engine.calls.filter(
     (c) => c.kind === 'up' && c.startedAt > pausedAt && ![ids[1]].includes(c.tenantId),
   );

@@ -2,6 +2,10 @@ import t from 'tap';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { createHarness, gate, scripted, until } from './harness.ts';
 
+// The file starts worker processes (doomed workers, a second reconciler's pool): on a loaded
+// 2-core machine it ran past tap's 120 s limit (.taprc); alone it took 20–70 s.
+t.setTimeout(300_000);
+
 const h = await createHarness();
 t.teardown(() => h.close());
 await h.addCluster('root-a', { capacity: 1000 });
@@ -19,8 +23,15 @@ t.test(
 
     const engine2 = scripted();
     const r2 = await h.reconciler(engine2, { owner: 'survivor', pollMs: 50 });
-    await new Promise((res) => setTimeout(res, 300));
-    t.equal(engine2.callsFor(id).length, 0, 'no takeover while the lease is live');
+    // Three looks for due tenants (each one a claim transaction that would have taken the lease).
+    const polled = r2.stats.polls;
+    await until('three polls by the survivor', async () => r2.stats.polls >= polled + 3);
+    t.equal(
+      (await h.tenant(id)).lease_owner,
+      'crashing-worker',
+      'no takeover while the lease is live: the lease is unchanged after three polls',
+    );
+    t.equal(engine2.callsFor(id).length, 0, 'and the survivor ran nothing for the tenant');
     // Simulate the passage of the TTL instead of sleeping it.
     await h.db.pool.query(`UPDATE tenants SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
     const row = await until('Ready on the survivor', async () => {
@@ -190,8 +201,10 @@ t.test('per-cluster parallelism holds across processes', async (t) => {
   const ids: string[] = [];
   for (let i = 0; i < 8; i++) ids.push((await h.createTenant()).id);
   await until('3 running', async () => engine.running === 3);
-  await new Promise((res) => setTimeout(res, 300));
-  t.equal(engine.running, 3, 'still 3 running on the cluster after more polls (10 workers free)');
+  // Three more looks for due tenants by each process, each a claim that would have taken a fourth.
+  const [pa, pb] = [a.stats.polls, b.stats.polls];
+  await until('three more polls by each process', async () => a.stats.polls >= pa + 3 && b.stats.polls >= pb + 3);
+  t.equal(engine.running, 3, 'still 3 running on the cluster after three more polls by each process (10 workers free)');
   const { rows } = await h.db.pool.query<{ n: number }>(
     'SELECT count(*)::int AS n FROM tenants WHERE cluster_id = $1 AND lease_owner IS NOT NULL',
     [clusterId],

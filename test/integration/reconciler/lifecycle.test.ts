@@ -119,8 +119,10 @@ t.test('failures back off with growing delays, then the tenant is Stalled; a ret
     'one operation row per attempt',
   );
   t.match(ops[0]!.error, { code: 'ProgramFailed', message: /boom/ });
-  // Stalled: nothing runs any more.
-  await new Promise((res) => setTimeout(res, 400));
+  // Stalled: nothing runs any more. Three looks for due tenants, each of which would claim a retry.
+  const polled = r.stats.polls;
+  await until('three polls after the third failure', async () => r.stats.polls >= polled + 3);
+  t.equal((await h.tenant(id)).lease_owner, null, 'a stalled tenant is not claimed again in three polls');
   t.equal(engine.callsFor(id).length, 3, 'a stalled tenant is not retried by itself');
 
   failing = false;

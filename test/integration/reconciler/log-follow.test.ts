@@ -58,17 +58,29 @@ t.test('an unknown operation is an error; an abort ends the follow', async (t) =
     for await (const _ of followOperationLog(h.db.pool, '00000000-0000-0000-0000-000000000000')) break;
   }, OperationNotFoundError);
   const { operationId } = await h.createTenant(); // queued, no reconciler: never finishes
+  // The real pool, counting the follower's reads of the operation's state (one per poll).
+  let stateReads = 0;
+  const pool = new Proxy(h.db.pool, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop, target) as unknown;
+      if (prop !== 'query' || typeof v !== 'function') return typeof v === 'function' ? v.bind(target) : v;
+      return (...args: unknown[]) => {
+        if (typeof args[0] === 'string' && args[0].startsWith('SELECT state FROM operations')) stateReads += 1;
+        return (v as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
   const ac = new AbortController();
   const lines: string[] = [];
   let ended = false;
   const following = (async () => {
-    for await (const l of followOperationLog(h.db.pool, operationId, { signal: ac.signal, pollMs: 50 }))
-      lines.push(l.line);
+    for await (const l of followOperationLog(pool, operationId, { signal: ac.signal, pollMs: 50 })) lines.push(l.line);
   })().finally(() => {
     ended = true;
   });
-  await new Promise((resolve) => setTimeout(resolve, 200)); // several polls of an operation that never finishes
-  t.equal(ended, false, 'the follow of an unfinished operation keeps waiting');
+  // The existence check, then three polls of an operation that never finishes.
+  await until('three polls of the unfinished operation', async () => stateReads >= 4);
+  t.equal(ended, false, 'the follow of an unfinished operation keeps waiting after three polls');
   ac.abort();
   await following; // the abort ends it (otherwise the test times out here)
   t.same(lines, [], 'an operation nobody ran has no log lines');
