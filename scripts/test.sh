@@ -69,6 +69,61 @@ fuzz_tier() {
   echo "== fuzz: $pass passed, $fail failed"
 }
 
+# The Go builds the tiers need (chart tools; etcd and kube-apiserver; the e2e toolchain, Argo CRDs,
+# Argo CD, the Kubernetes provider plugin) start now, in the background at low priority and in the
+# order the tiers need them (scripts/background-builds.sh), so that on a cold machine they compile
+# while type-check, lint and the Node tiers run. Each tier still calls the build script it needs:
+# the script waits on its cache key's lock while the background build holds it, then reuses the
+# result; warm, every script answers from its cache at once. A background build that failed and
+# that its tier could not make good either is printed with its log, and fails the run with CI=true.
+builds="$logdir/builds"
+bg_pid=""
+bg_steps=()
+has_tier() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
+if command -v go >/dev/null 2>&1; then
+  # Not what the caller supplies already (HRT_CHART_TOOLS_BIN, HRT_TOOLCHAIN_BIN).
+  { has_tier unit || has_tier integration; } && [ -z "${HRT_CHART_TOOLS_BIN:-}" ] && bg_steps+=(chart-tools)
+  has_tier integration && [ -z "${HRT_TOOLCHAIN_BIN:-}" ] && bg_steps+=(api-servers)
+  if has_tier e2e; then
+    bg_steps+=(toolchain argo-crds argocd)
+    [ -z "${PULUMI_KUBERNETES_PROVIDER:-}" ] && [ -f scripts/kubernetes-provider.sh ] && bg_steps+=(kubernetes-provider)
+  fi
+fi
+if [ ${#bg_steps[@]} -gt 0 ]; then
+  mkdir -p "$builds"
+  # A process group of its own (setsid), so that an early exit stops the compilers too.
+  setsid nice -n 10 bash scripts/background-builds.sh "$builds" "${bg_steps[@]}" </dev/null >/dev/null 2>&1 &
+  bg_pid=$!
+  echo "== background builds: ${bg_steps[*]} (logs: $builds)"
+fi
+pg_in=""
+pg_pid=""
+cleanup() {
+  local rc=$?
+  if [ -n "$bg_pid" ] && kill -0 "$bg_pid" 2>/dev/null; then kill -- -"$bg_pid" 2>/dev/null; wait "$bg_pid" 2>/dev/null; fi
+  # Closing its stdin stops the test PostgreSQL (signals would also reach this script's process group).
+  if [ -n "$pg_in" ]; then eval "exec ${pg_in}>&-"; wait "$pg_pid" 2>/dev/null; fi
+  rm -rf "$logdir"
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# bg_used STEP: the tier that needs STEP obtained its result (by waiting for the background build,
+# or by building it itself after the background build failed).
+bg_used() { [ -z "$bg_pid" ] || : > "$builds/$1.used"; }
+# bg_log STEP: prints the background build's reason when it failed (once).
+bg_log() {
+  local s="$1" rc
+  [ -f "$builds/$s.rc" ] && [ ! -f "$builds/$s.printed" ] || return 0
+  rc="$(cat "$builds/$s.rc")"
+  [ "$rc" = 0 ] && return 0
+  : > "$builds/$s.printed"
+  echo "== background build $s failed (exit $rc); its log ($builds/$s.log), last lines:"
+  tail -n 25 "$builds/$s.log" | sed 's/^/    /'
+}
+
 # The ops console is served from console/dist: build it when its sources changed (a no-op otherwise).
 node scripts/build-console.ts || { echo "could not build the console (scripts/build-console.ts)" >&2; echo "0 passed, 1 failed"; exit 1; }
 
@@ -101,8 +156,6 @@ if [ -z "${DATABASE_URL:-}" ] && [ -z "${TEST_PG_URL:-}" ]; then
   coproc PGSERVER { exec node "$ROOT/scripts/test-postgres.ts"; }
   pg_pid=$PGSERVER_PID
   pg_in=${PGSERVER[1]}
-  # Closing its stdin stops the server (signals would also reach this script's process group).
-  trap 'rc=$?; eval "exec ${pg_in}>&-"; wait "$pg_pid" 2>/dev/null; exit $rc' EXIT
   if ! read -r -t 120 TEST_PG_URL <&"${PGSERVER[0]}"; then echo "could not start the test PostgreSQL" >&2; echo "0 passed, 1 failed"; exit 1; fi
   export TEST_PG_URL
 fi
@@ -117,13 +170,15 @@ integration_toolchain() {
     echo "== integration: Go is not installed; the tests needing a kube-apiserver skip (docs/toolchain.md)"
     return 0
   fi
-  local bin
+  local bin t0=$SECONDS
   bin="$(bash scripts/toolchain.sh --only etcd --only kube-apiserver | tail -n 1)"
   if [ -n "$bin" ] && [ -x "$bin/etcd" ] && [ -x "$bin/kube-apiserver" ]; then
     export HRT_TOOLCHAIN_BIN="$bin"
-    echo "== integration: toolchain $HRT_TOOLCHAIN_BIN"
+    bg_used api-servers
+    echo "== integration: toolchain $HRT_TOOLCHAIN_BIN ($((SECONDS - t0)) s)"
   else
     echo "== integration: scripts/toolchain.sh built no etcd/kube-apiserver; the tests needing them skip"
+    bg_log api-servers
   fi
 }
 
@@ -142,9 +197,11 @@ chart_tools() {
   bin="$(bash scripts/chart-tools.sh | tail -n 1)"
   if [ -n "$bin" ] && [ -x "$bin/helm" ] && [ -x "$bin/pod-security" ]; then
     export HRT_CHART_TOOLS_BIN="$bin"
+    bg_used chart-tools
     echo "== chart tools: $HRT_CHART_TOOLS_BIN ($((SECONDS - t0)) s)"
   else
     echo "== chart tools: scripts/chart-tools.sh built no helm/pod-security; the tests rendering charts skip"
+    bg_log chart-tools
   fi
 }
 
@@ -158,9 +215,16 @@ for tier in "${tiers[@]}"; do
   case "$tier" in
     e2e)
       if [ -f test/e2e/prepare.sh ]; then
-        if source test/e2e/prepare.sh; then tap_tier e2e
-        elif [ "${CI:-}" = "true" ]; then failed=$((failed + 1)); failures+=("e2e-prepare")
+        t0=$SECONDS
+        if source test/e2e/prepare.sh; then
+          echo "== e2e: prepared in $((SECONDS - t0)) s"
+          for s in toolchain argo-crds argocd kubernetes-provider; do bg_used "$s"; done
+          tap_tier e2e
+        elif [ "${CI:-}" = "true" ]; then
+          for s in toolchain argo-crds argocd kubernetes-provider; do bg_log "$s"; done
+          failed=$((failed + 1)); failures+=("e2e-prepare")
         else
+          for s in toolchain argo-crds argocd kubernetes-provider; do bg_log "$s"; done
           # Outside CI a machine without the toolchain skips the tier; it is counted and named,
           # never silently left out of the total.
           skipped=$((skipped + 1)); skipped_names+=("e2e (whole tier: test/e2e/prepare.sh could not prepare it)")
@@ -174,7 +238,25 @@ for tier in "${tiers[@]}"; do
   esac
 done
 
-rm -rf "$logdir"
+# Every step was waited for by its tier; this only collects the exit codes and prints the times.
+if [ -n "$bg_pid" ]; then
+  wait "$bg_pid" 2>/dev/null
+  echo "== background builds (step, wall time, exit code):"
+  sed 's/^/    /' "$builds/steps.log" 2>/dev/null
+  for s in "${bg_steps[@]}"; do
+    if [ ! -f "$builds/$s.rc" ]; then rc=none; else rc="$(cat "$builds/$s.rc")"; fi
+    [ "$rc" = 0 ] && continue
+    # A failed background build its tier then built itself (the script retries what is missing)
+    # is reported but counts as nothing; one no tier could make good fails the run with CI=true.
+    bg_log "$s"
+    [ "$rc" = none ] && echo "== background build $s did not finish"
+    if [ -f "$builds/$s.used" ]; then
+      echo "== background build $s failed, but its tier's own call of the script then succeeded"
+    elif [ "${CI:-}" = "true" ]; then
+      failed=$((failed + 1)); failures+=("build-$s")
+    fi
+  done
+fi
 [ ${#failures[@]} -eq 0 ] || echo "failed: ${failures[*]}"
 [ ${#skipped_names[@]} -eq 0 ] || echo "skipped: ${skipped_names[*]}"
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -42,7 +42,10 @@ _hrt_e2e_prepare() {
     return 1
   fi
   echo "e2e: building or reusing the toolchain (scripts/toolchain.sh; a cold build takes long)"
-  out="$(bash "$root/scripts/toolchain.sh")"
+  # Only the binaries the tier uses (kubectl, kwokctl, etcdctl and pulumi-language-nodejs are for
+  # tools/smoke.sh and people; not building them saves a cold run several minutes).
+  out="$(bash "$root/scripts/toolchain.sh" --only etcd --only kube-apiserver --only kube-controller-manager \
+    --only kube-scheduler --only kwok --only pulumi)"
   rc=$?
   bin="$(printf '%s\n' "$out" | tail -n 1)"
   if [ -z "$bin" ] || [ ! -d "$bin" ]; then

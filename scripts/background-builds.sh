@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs the named build steps one after another, for scripts/test.sh to start in the background at
+# the beginning of a run, so that a cold machine compiles the Go toolchain while type-check, lint
+# and the Node tiers run (they mostly wait on PostgreSQL, sockets and timers):
+#
+#     bash scripts/background-builds.sh DIR STEP...
+#
+# Steps, in the order the tiers need them (scripts/test.sh passes only those its tiers need):
+#   chart-tools      scripts/chart-tools.sh                                   (unit, integration)
+#   api-servers      scripts/toolchain.sh --only etcd --only kube-apiserver   (integration)
+#   toolchain        scripts/toolchain.sh --only each binary the e2e tier uses (e2e; the same
+#                    list test/e2e/prepare.sh asks for: kubectl, kwokctl, etcdctl and
+#                    pulumi-language-nodejs are for people, tools/smoke.sh, not for the tests)
+#   argo-crds        scripts/argo-crds.sh                                     (e2e)
+#   argocd           scripts/argocd.sh                                        (e2e)
+#   kubernetes-provider  scripts/kubernetes-provider.sh                       (e2e)
+#
+# For each step: DIR/STEP.out (the script's stdout: its last line is the folder it built),
+# DIR/STEP.log (its stderr: progress, and the reason when it failed) and, when it has finished,
+# DIR/STEP.rc (its exit code; written last, by rename). DIR/steps.log gets one line per step with
+# its wall time. A failed step does not stop the next ones.
+#
+# The tiers still call the same scripts when they need a result: every script serialises builds
+# of one cache key on a lock file, so a call made while this build runs waits for it and then
+# reuses what it built, and a call made once it is done answers from the cache in well under a
+# second. The integration tier's `--only etcd --only kube-apiserver` is a step of its own, before
+# the e2e toolchain step, so it never waits for pulumi or the controllers.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DIR="${1:?usage: background-builds.sh DIR STEP...}"
+shift
+mkdir -p "$DIR"
+
+command_for() { # step -> the command, one word per line
+  case "$1" in
+    chart-tools) printf '%s\n' "$ROOT/scripts/chart-tools.sh" ;;
+    api-servers) printf '%s\n' "$ROOT/scripts/toolchain.sh" --only etcd --only kube-apiserver ;;
+    toolchain) printf '%s\n' "$ROOT/scripts/toolchain.sh" --only etcd --only kube-apiserver --only kube-controller-manager \
+      --only kube-scheduler --only kwok --only pulumi ;;
+    argo-crds) printf '%s\n' "$ROOT/scripts/argo-crds.sh" ;;
+    argocd) printf '%s\n' "$ROOT/scripts/argocd.sh" ;;
+    kubernetes-provider) printf '%s\n' "$ROOT/scripts/kubernetes-provider.sh" ;;
+    *) return 1 ;;
+  esac
+}
+
+for step in "$@"; do
+  mapfile -t cmd < <(command_for "$step")
+  if [ ${#cmd[@]} -eq 0 ]; then
+    echo "background-builds: unknown step $step" > "$DIR/$step.log"
+    echo 2 > "$DIR/$step.rc"
+    continue
+  fi
+  start=$(date +%s)
+  bash "${cmd[@]}" > "$DIR/$step.out" 2> "$DIR/$step.log"
+  rc=$?
+  printf '%s\t%s s\texit %s\n' "$step" "$(( $(date +%s) - start ))" "$rc" >> "$DIR/steps.log"
+  echo "$rc" > "$DIR/$step.rc.tmp" && mv -f "$DIR/$step.rc.tmp" "$DIR/$step.rc"
+done
