@@ -5,11 +5,12 @@
  * child process. Everything is torn down in t.teardown, also when a test failed: processes are
  * killed with their process groups and the temp folder is removed (E2E_KEEP=1 keeps it).
  *
- * Test files take a lock first, so files run one after another even under `tap --jobs 2`:
- * each environment needs most of a 2-core machine while a tenant is being provisioned.
+ * Test files take a slot of the run lock first (acquireRunLock): at most HRT_E2E_SLOTS (default
+ * 2) environments run at once. A provisioning file mostly waits (Helm waiting for pods KWOK makes
+ * Ready, resync periods, timers), so two share a 2-core machine (measured in docs/toolchain.md).
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, mkdtemp, open, readFile, rm, symlink, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readFile, rm, rmdir, symlink, unlink, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -126,7 +127,25 @@ export function provisioningUnavailable(): string | undefined {
   );
 }
 
+/**
+ * The run lock is a semaphore: a folder `$TMPDIR/hosted-runtimes-e2e.lock` holding one file per
+ * slot taken (`slot-<n>`, the owner's pid), at most `HRT_E2E_SLOTS` of them (default 2; 1: one
+ * file at a time). The folder has the path the lock had when it was a single file holding a pid,
+ * so the two never both believe they hold it: a file lock at that path makes `mkdir` fail (this
+ * code waits until its owner is gone), and the older code's exclusive create fails on the folder
+ * (it waits until the folder is removed, which the last slot's release does).
+ */
 const LOCK = join(tmpdir(), 'hosted-runtimes-e2e.lock');
+
+/** How many test files may run their environments at once (HRT_E2E_SLOTS, default 2). */
+export function e2eSlots(): number {
+  const raw = process.env.HRT_E2E_SLOTS;
+  if (raw === undefined || raw === '') return 2;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > 8)
+    throw new Error(`HRT_E2E_SLOTS must be a whole number from 1 to 8, not ${JSON.stringify(raw)}`);
+  return n;
+}
 
 function alive(pid: number): boolean {
   try {
@@ -137,29 +156,59 @@ function alive(pid: number): boolean {
   }
 }
 
-/** An exclusive lock across test files (a lock file holding the owner's pid; stale owners are ignored). */
+function code(err: unknown): string | undefined {
+  return (err as { code?: string }).code;
+}
+
+/** Removes `file` when the pid it holds is not running (a file of a process that died). */
+async function removeIfStale(file: string): Promise<void> {
+  const owner = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+  if (owner && !alive(owner)) await unlink(file).catch(() => {});
+}
+
+/** One attempt at a slot: its file's path, or undefined when every slot is taken. */
+async function takeSlot(slots: number): Promise<string | undefined> {
+  try {
+    await mkdir(LOCK);
+  } catch (err) {
+    if (code(err) !== 'EEXIST') throw new StopWaiting(String(err));
+  }
+  for (let n = 0; n < slots; n++) {
+    const file = join(LOCK, `slot-${n}`);
+    try {
+      const fh = await open(file, 'wx');
+      await fh.writeFile(String(process.pid));
+      await fh.close();
+      return file;
+    } catch (err) {
+      // ENOTDIR: the lock is a single file (older code holds it, or held it and died);
+      // ENOENT: the folder was removed by the last release between mkdir and open.
+      if (code(err) === 'ENOTDIR') await removeIfStale(LOCK);
+      else if (code(err) === 'EEXIST') await removeIfStale(file);
+      else if (code(err) !== 'ENOENT') throw new StopWaiting(String(err));
+      if (code(err) !== 'EEXIST') return undefined;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * A slot of the run lock (see LOCK), waited for up to `timeoutMs`; resolves to its release.
+ * Slots of processes that died are taken over.
+ */
 export async function acquireRunLock(timeoutMs: number): Promise<() => Promise<void>> {
-  await until(
-    'the end-to-end run lock',
+  const slots = e2eSlots();
+  const file = await until(
+    `a slot of the end-to-end run lock (${LOCK}, ${slots} slots)`,
     timeoutMs,
-    async () => {
-      try {
-        const fh = await open(LOCK, 'wx');
-        await fh.writeFile(String(process.pid));
-        await fh.close();
-        return true;
-      } catch (err) {
-        if ((err as { code?: string }).code !== 'EEXIST') throw new StopWaiting(String(err));
-        const owner = Number((await readFile(LOCK, 'utf8').catch(() => '')).trim());
-        if (owner && !alive(owner)) await unlink(LOCK).catch(() => {});
-        return false;
-      }
-    },
+    () => takeSlot(slots),
     1000,
   );
   return async () => {
-    const owner = Number((await readFile(LOCK, 'utf8').catch(() => '')).trim());
-    if (owner === process.pid) await unlink(LOCK).catch(() => {});
+    const owner = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+    if (owner === process.pid) await unlink(file).catch(() => {});
+    // The last slot released removes the folder (ENOTEMPTY while other slots are held).
+    await rmdir(LOCK).catch(() => {});
   };
 }
 
