@@ -22,6 +22,9 @@
 # from the argo-cd v3 Go module by scripts/argocd.sh (its own cache; a cold build adds about
 # 5-8 minutes of 2 cores, docs/toolchain.md): exported as HRT_ARGOCD_BIN. A failed build stops the
 # tier (a failure with CI=true), with the build's reason.
+#
+# HRT_PREPARE_FOR=sandbox (scripts/sandbox.sh): only what a local root cluster with the provisioner
+# needs (toolchain, chart mirror, provider plugin); the Argo CRDs and Argo CD are skipped.
 
 _hrt_e2e_prepare() {
   local root out rc bin missing b provider mirror
@@ -67,23 +70,25 @@ _hrt_e2e_prepare() {
   fi
   export HRT_TOOLCHAIN_BIN="$bin"
   echo "e2e: toolchain $HRT_TOOLCHAIN_BIN"
-  out="$(bash "$root/scripts/argo-crds.sh")"
-  rc=$?
-  if [ "$rc" != 0 ]; then
-    echo "e2e: skipped: the Argo CRDs could not be fetched from the Argo projects' Go modules (scripts/argo-crds.sh exited with $rc; its reason is printed above)"
-    return 1
+  if [ "${HRT_PREPARE_FOR:-}" != sandbox ]; then
+    out="$(bash "$root/scripts/argo-crds.sh")"
+    rc=$?
+    if [ "$rc" != 0 ]; then
+      echo "e2e: skipped: the Argo CRDs could not be fetched from the Argo projects' Go modules (scripts/argo-crds.sh exited with $rc; its reason is printed above)"
+      return 1
+    fi
+    export HRT_ARGO_CRDS_DIR="$(printf '%s\n' "$out" | tail -n 1)"
+    echo "e2e: Argo CRDs $HRT_ARGO_CRDS_DIR"
+    echo "e2e: building or reusing Argo CD (scripts/argocd.sh; a cold build takes several minutes)"
+    out="$(bash "$root/scripts/argocd.sh")"
+    rc=$?
+    if [ "$rc" != 0 ]; then
+      echo "e2e: skipped: Argo CD did not build from its Go module (scripts/argocd.sh exited with $rc; its reason is printed above)"
+      return 1
+    fi
+    export HRT_ARGOCD_BIN="$(printf '%s\n' "$out" | tail -n 1)"
+    echo "e2e: Argo CD $HRT_ARGOCD_BIN/argocd ($(command -v redis-server >/dev/null 2>&1 && echo 'Redis: redis-server from PATH' || echo 'Redis: no redis-server on PATH, the in-memory redis-standin'))"
   fi
-  export HRT_ARGO_CRDS_DIR="$(printf '%s\n' "$out" | tail -n 1)"
-  echo "e2e: Argo CRDs $HRT_ARGO_CRDS_DIR"
-  echo "e2e: building or reusing Argo CD (scripts/argocd.sh; a cold build takes several minutes)"
-  out="$(bash "$root/scripts/argocd.sh")"
-  rc=$?
-  if [ "$rc" != 0 ]; then
-    echo "e2e: skipped: Argo CD did not build from its Go module (scripts/argocd.sh exited with $rc; its reason is printed above)"
-    return 1
-  fi
-  export HRT_ARGOCD_BIN="$(printf '%s\n' "$out" | tail -n 1)"
-  echo "e2e: Argo CD $HRT_ARGOCD_BIN/argocd ($(command -v redis-server >/dev/null 2>&1 && echo 'Redis: redis-server from PATH' || echo 'Redis: no redis-server on PATH, the in-memory redis-standin'))"
   provider="${PULUMI_KUBERNETES_PROVIDER:-}"
   if [ -z "$provider" ] && [ -x "$bin/pulumi-resource-kubernetes" ]; then provider="$bin/pulumi-resource-kubernetes"; fi
   if [ -n "$provider" ] && [ -x "$provider" ]; then

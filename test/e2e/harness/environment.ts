@@ -10,35 +10,27 @@
  * Ready, resync periods, timers), so two share a 2-core machine (measured in docs/toolchain.md).
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, mkdtemp, open, readFile, rm, rmdir, symlink, unlink, writeFile } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, open, readFile, rm, rmdir, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoreV1Api, SchedulingV1Api, StorageV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api } from '@kubernetes/client-node';
 import type { Test } from 'tap';
-import { catalog as shippedCatalog, type Catalog } from '../../../runtime/catalog.ts';
+import type { Catalog } from '../../../runtime/catalog.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
 import { ApiClient, type SignupAnswer } from './api-client.ts';
-import { prepareTenantCharts, type DerivedChart } from './charts.ts';
-import {
-  startEtcd,
-  startKubeControlPlane,
-  toolchainFrom,
-  type Etcd,
-  type KubeControlPlane,
-  type Toolchain,
-} from './control-plane.ts';
+import type { DerivedChart } from '../../../sandbox/charts.ts';
+import type { Etcd, KubeControlPlane, Toolchain } from '../../../sandbox/control-plane.ts';
 import { backendUrlFor } from '../../../provisioner/engine/pulumi-plan.ts';
-import { run, StopWaiting, until } from './processes.ts';
+import { run, StopWaiting, until } from '../../../sandbox/processes.ts';
 import {
-  newSecrets,
-  preparePulumiHome,
   provisionerEnv,
-  startProvisioner,
   type ProvisionerProcess,
   type ProvisionerSettings,
-} from './provisioner-process.ts';
-import { VclusterEmulator } from './vcluster-emulator.ts';
+} from '../../../sandbox/provisioner-process.ts';
+import { kubernetesProvider, startLocalStack, toolchainBin } from '../../../sandbox/stack.ts';
+import type { VclusterEmulator } from '../../../sandbox/vcluster-emulator.ts';
+
+export { createVolumePool, kubernetesProvider, toolchainBin } from '../../../sandbox/stack.ts';
 
 export const ROOT_CLUSTER = 'e2e-root';
 
@@ -86,36 +78,6 @@ export interface E2E {
   timing(name: string, seconds: number): void;
   /** Runs the toolchain's `pulumi` CLI against the provisioner's state backend (same env as the engine). */
   pulumi(args: string[]): Promise<{ stdout: string; stderr: string }>;
-}
-
-/** The toolchain bin folder from HRT_TOOLCHAIN_BIN (exported by test/e2e/prepare.sh). */
-export function toolchainBin(): string {
-  const bin = process.env.HRT_TOOLCHAIN_BIN;
-  if (!bin)
-    throw new Error(
-      'HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e (it sources test/e2e/prepare.sh)',
-    );
-  for (const b of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'pulumi']) {
-    if (!existsSync(join(bin, b)))
-      throw new Error(
-        `${join(bin, b)} is missing: scripts/toolchain.sh did not build it (see ${join(bin, '..', 'FAILED')})`,
-      );
-  }
-  return bin;
-}
-
-/**
- * The Kubernetes provider plugin binary (HRT_KUBERNETES_PROVIDER from prepare.sh, or
- * PULUMI_KUBERNETES_PROVIDER), or undefined when none is available.
- */
-export function kubernetesProvider(): string | undefined {
-  for (const p of [process.env.HRT_KUBERNETES_PROVIDER, process.env.PULUMI_KUBERNETES_PROVIDER]) {
-    if (p && existsSync(p)) return p;
-  }
-  const inBin = process.env.HRT_TOOLCHAIN_BIN
-    ? join(process.env.HRT_TOOLCHAIN_BIN, 'pulumi-resource-kubernetes')
-    : undefined;
-  return inBin && existsSync(inBin) ? inBin : undefined;
 }
 
 /** Why a file that provisions tenants cannot run here, or undefined when it can. */
@@ -224,60 +186,6 @@ export async function recordTiming(t: E2EHost, name: string, seconds: number): P
     );
 }
 
-async function createPriorityClass(kc: KubeConfig): Promise<void> {
-  // What infra/ installs on every root cluster; the vcluster control plane runs with it.
-  await kc.makeApiClient(SchedulingV1Api).createPriorityClass({
-    body: {
-      apiVersion: 'scheduling.k8s.io/v1',
-      kind: 'PriorityClass',
-      metadata: { name: 'tenant-control-plane' },
-      value: 1_000_000,
-      globalDefault: false,
-    },
-  });
-}
-
-/**
- * Persistent volumes for the vcluster StatefulSets' claims (the real chart asks for one per tenant;
- * a cloud would provision it): a pool of pre-created hostPath volumes of the default StorageClass
- * `e2e-volume-pool`, which binds a claim when its pod is scheduled (`WaitForFirstConsumer`, no
- * provisioner: the local-volume pattern, and what most clouds' default classes do). The scheduler
- * binds a volume as it places the pod, so a pod never waits as unschedulable for a claim the
- * volume binder has not bound yet (with immediate binding such a pod could stay unscheduled for
- * kube-scheduler's 5-minute unschedulable-pod flush). A stand-in for the cloud's storage
- * provisioner; with no kubelet nothing touches the paths.
- */
-const VOLUME_POOL_CLASS = 'e2e-volume-pool';
-
-export async function createVolumePool(kc: KubeConfig, count = 24): Promise<void> {
-  const core = kc.makeApiClient(CoreV1Api);
-  await kc.makeApiClient(StorageV1Api).createStorageClass({
-    body: {
-      apiVersion: 'storage.k8s.io/v1',
-      kind: 'StorageClass',
-      metadata: { name: VOLUME_POOL_CLASS, annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } },
-      provisioner: 'kubernetes.io/no-provisioner',
-      volumeBindingMode: 'WaitForFirstConsumer',
-      reclaimPolicy: 'Retain',
-    },
-  });
-  for (let i = 0; i < count; i++)
-    await core.createPersistentVolume({
-      body: {
-        apiVersion: 'v1',
-        kind: 'PersistentVolume',
-        metadata: { name: `e2e-volume-${i}`, labels: { 'e2e.hosted-runtimes/volume-pool': 'true' } },
-        spec: {
-          capacity: { storage: '100Gi' },
-          accessModes: ['ReadWriteOnce'],
-          persistentVolumeReclaimPolicy: 'Retain',
-          storageClassName: VOLUME_POOL_CLASS,
-          hostPath: { path: `/var/lib/e2e-volume-pool/${i}` },
-        },
-      },
-    });
-}
-
 export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> {
   const bin = toolchainBin();
   const provider = kubernetesProvider();
@@ -288,7 +196,7 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
       : `Kubernetes provider: ${provider}`,
   );
   t.comment(
-    'stand-in: each tenant API server is a kube-apiserver started by the harness (test/e2e/harness/vcluster-emulator.ts), ' +
+    'stand-in: each tenant API server is a kube-apiserver started by the harness (sandbox/vcluster-emulator.ts), ' +
       'not a vcluster; the vcluster and Argo charts are the real upstream charts from the chart mirror',
   );
   const release = await acquireRunLock(20 * 60_000);
@@ -307,85 +215,41 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
   });
   const log = (msg: string) => t.comment(msg);
   try {
-    const toolchain = toolchainFrom(bin);
-    const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
-    cleanups.push(() => etcd.stop());
-    const root = await startKubeControlPlane(toolchain, {
-      name: 'root',
-      dir: join(dir, 'root'),
-      etcdUrl: etcd.url,
-      etcdPrefix: '/root',
-      nodes: opts.rootNodes ?? 3,
-    });
-    cleanups.push(() => root.stop());
-    await recordTiming(t, 'root control plane start (etcd excluded)', root.startSeconds);
-    await createPriorityClass(root.kc);
-    await createVolumePool(root.kc);
-
-    const emulator = new VclusterEmulator({
-      toolchain,
-      root: root.kc,
-      etcdUrl: etcd.url,
-      dir: join(dir, 'vclusters'),
-      log,
-    });
-    emulator.start();
-    cleanups.push(() => emulator.stop());
-
-    const charts = await prepareTenantCharts(
-      join(dir, 'charts'),
-      opts.testCatalog?.catalog ?? shippedCatalog,
-      opts.testCatalog?.derivedCharts ?? [],
-    );
-    log(`real charts from the chart mirror ${charts.mirror}: ${charts.real.join(', ')}`);
-    for (const d of charts.derived) log(`derived chart (built by the test): ${d}`);
     const db = await createTestDatabase();
     cleanups.push(() => db.drop());
-    // The provider plugin goes on the provisioner's PATH (the CLI takes an ambient plugin first)
-    // and into its PULUMI_HOME under the SDK's version (the engine's start-up install finds it).
-    const pluginBin = join(dir, 'plugin-bin');
-    await mkdir(pluginBin, { recursive: true });
-    await symlink(provider, join(pluginBin, 'pulumi-resource-kubernetes'));
-    const pulumiHome = join(dir, 'pulumi-home');
-    await preparePulumiHome(pulumiHome, provider);
-    // The Pulumi CLI's Postgres backend (lib/pq) requires TLS unless told otherwise, and the
-    // test server has none: say so in the URL (node-postgres reads sslmode=disable the same way).
-    const databaseUrl = new URL(db.url);
-    databaseUrl.searchParams.set('sslmode', 'disable');
-    const settings: ProvisionerSettings = {
+    const stack = await startLocalStack({
+      dir,
       toolchainBin: bin,
-      pluginBin,
-      databaseUrl: databaseUrl.toString(),
-      dataDir: join(dir, 'provisioner-data'),
-      pulumiHome,
-      chartDir: charts.dir,
-      ...newSecrets(),
-      logFile: join(dir, 'provisioner.log'),
+      provider,
+      databaseUrl: db.url,
+      rootClusterName: ROOT_CLUSTER,
+      ...(opts.rootNodes !== undefined ? { rootNodes: opts.rootNodes } : {}),
+      ...(opts.testCatalog
+        ? {
+            catalog: opts.testCatalog.catalog,
+            derivedCharts: opts.testCatalog.derivedCharts ?? [],
+            nodeArgs: opts.testCatalog.nodeArgs,
+          }
+        : {}),
       ...(opts.resyncSeconds !== undefined ? { resyncSeconds: opts.resyncSeconds } : {}),
-      ...(opts.extraEnv ? { env: opts.extraEnv } : {}),
-      ...(opts.testCatalog ? { nodeArgs: opts.testCatalog.nodeArgs } : {}),
-    };
-    await mkdir(settings.dataDir, { recursive: true });
-    let provisioner = await startProvisioner(settings);
-    await waitForEngine(settings.logFile, 0);
-    const current = () => provisioner;
+      ...(opts.extraEnv ? { extraEnv: opts.extraEnv } : {}),
+      log,
+      cleanups,
+    });
+    const { toolchain, etcd, root, emulator, charts, settings } = stack;
+    await recordTiming(t, 'root control plane start (etcd excluded)', root.startSeconds);
+    log(`real charts from the chart mirror ${charts.mirror}: ${charts.real.join(', ')}`);
+    for (const d of charts.derived) log(`derived chart (built by the test): ${d}`);
     cleanups.push(async () => {
-      await current().process.stop(10_000);
       if (failed || !t.passing()) {
         // Warnings, errors and the reconciler's own lines; request logs are noise here.
-        const lines = (await current().process.tail(2000))
+        const lines = (await stack.provisioner.process.tail(2000))
           .split('\n')
           .filter((l) => !l.startsWith('{') || /"level":[456]0|"component":"reconciler"/.test(l));
         console.error(`--- provisioner log (warnings, errors, reconciler; tail) ---\n${lines.slice(-40).join('\n')}`);
       }
     });
-    const api = new ApiClient(provisioner.url, settings.adminToken);
-    await api.expect(201, 'POST', '/v1/clusters', {
-      name: ROOT_CLUSTER,
-      region: 'local',
-      capacity: 50,
-      kubeconfig: root.kubeconfig,
-    });
+    const api = new ApiClient(stack.provisioner.url, settings.adminToken);
 
     if (process.env.E2E_KEEP !== '1') cleanups.unshift(() => rm(dir, { recursive: true, force: true }));
     else t.comment(`E2E_KEEP=1: keeping ${dir}`);
@@ -399,17 +263,12 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
       db,
       settings,
       get provisioner() {
-        return provisioner;
+        return stack.provisioner;
       },
       api,
-      async restartProvisioner() {
-        const before = (await readFile(settings.logFile, 'utf8').catch(() => '')).length;
-        provisioner = await startProvisioner(settings, provisioner.port);
-        await waitForEngine(settings.logFile, before);
-        return provisioner;
-      },
+      restartProvisioner: () => stack.restartProvisioner(),
       async signup(organization, runtimeVersion, plan = 'team') {
-        const res = await new ApiClient(provisioner.url, '').request<SignupAnswer>(
+        const res = await new ApiClient(stack.provisioner.url, '').request<SignupAnswer>(
           'POST',
           '/v1/signup',
           { organization, email: `ops@${organization}.example`, plan, runtimeVersion },
@@ -431,7 +290,7 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
       },
       async pulumi(args) {
         const env = {
-          ...provisionerEnv(settings, provisioner.port),
+          ...provisionerEnv(settings, stack.provisioner.port),
           PULUMI_HOME: settings.pulumiHome,
           PULUMI_BACKEND_URL: backendUrlFor(undefined, settings.databaseUrl),
           PULUMI_DIY_BACKEND_NO_LEGACY_WARNING: 'true',
@@ -449,21 +308,4 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
     failed = true;
     throw err;
   }
-}
-
-/** Waits for the engine's start-up verdict in the provisioner log written after `offset`. */
-async function waitForEngine(logFile: string, offset: number): Promise<void> {
-  await until(
-    'the Pulumi engine to start in the provisioner',
-    120_000,
-    async () => {
-      const text = (await readFile(logFile, 'utf8')).slice(offset);
-      if (text.includes('engine unavailable')) {
-        const line = text.split('\n').find((l) => l.includes('engine unavailable'));
-        throw new StopWaiting(`the provisioner's Pulumi engine is unavailable: ${line ?? ''}`);
-      }
-      return text.includes('reconciler started');
-    },
-    500,
-  );
 }

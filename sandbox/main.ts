@@ -1,0 +1,147 @@
+/**
+ * The local sandbox (`npm run sandbox`, scripts/sandbox.sh, which builds or reuses the toolchain
+ * and the Kubernetes provider plugin first): a local root cluster with the provisioner and its
+ * Pulumi engine (sandbox/stack.ts, what every end-to-end test file starts), an embedded
+ * PostgreSQL, a demo tenant signed up and followed to Ready, then the console URL, an operator key
+ * and commands to try. SIGINT, SIGTERM or SIGHUP stops everything it started and removes its folder.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { leaveShutdownToCaller, startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
+import { until } from './processes.ts';
+import { REPO_ROOT } from './provisioner-process.ts';
+import { kubernetesProvider, startLocalStack, toolchainBin } from './stack.ts';
+
+const ORGANIZATION = process.env.SANDBOX_ORGANIZATION || 'demo';
+const READY_TIMEOUT_MS = 10 * 60_000;
+const started = Number(process.env.SANDBOX_STARTED_MS) || Date.now();
+const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
+const say = (line: string) => process.stdout.write(`sandbox: ${line}\n`);
+
+interface TenantAnswer {
+  id: string;
+  status: { phase: string; conditions: Array<{ type: string; status: string; reason: string; message: string }> };
+}
+
+const cleanups: Array<() => Promise<void>> = [];
+let stopping: Promise<void> | undefined;
+
+function stopAll(code: number): Promise<void> {
+  stopping ??= (async () => {
+    say('stopping everything it started …');
+    for (const c of [...cleanups].reverse()) {
+      try {
+        await c();
+      } catch (err) {
+        say(`while stopping: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+    say(`stopped (${elapsed()} after start)`);
+    process.exit(code);
+  })();
+  return stopping;
+}
+
+// SIGHUP: the terminal it ran in was closed.
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => void stopAll(0));
+
+async function main(): Promise<void> {
+  const bin = toolchainBin();
+  const provider = kubernetesProvider();
+  if (!provider)
+    throw new Error(
+      'no Kubernetes provider plugin: start through scripts/sandbox.sh (it selects one, as the e2e tier)',
+    );
+  const dir = await mkdtemp(join(tmpdir(), 'hrt-sandbox-'));
+  if (process.env.SANDBOX_KEEP === '1') say(`SANDBOX_KEEP=1: keeping ${dir}`);
+  else cleanups.push(() => rm(dir, { recursive: true, force: true }));
+
+  const t0 = Date.now();
+  const pg = await startEmbeddedPostgres(join(dir, 'postgres'));
+  // This process stops the server itself on SIGINT/SIGTERM, after the provisioner.
+  leaveShutdownToCaller();
+  cleanups.push(() => pg.stop());
+  say(`✓ embedded PostgreSQL (${((Date.now() - t0) / 1000).toFixed(1)} s; ${elapsed()})`);
+
+  const stack = await startLocalStack({
+    dir,
+    toolchainBin: bin,
+    provider,
+    databaseUrl: pg.url,
+    rootClusterName: 'local-root',
+    keyPrefix: 'sandbox',
+    ...(process.env.SANDBOX_PORT ? { port: Number(process.env.SANDBOX_PORT) } : {}),
+    log: () => {},
+    progress: (step, seconds) => say(`✓ ${step} (${seconds.toFixed(1)} s; ${elapsed()})`),
+    cleanups,
+  });
+  const url = stack.provisioner.url;
+  const key = stack.settings.adminToken;
+
+  const signup = await fetch(`${url}/v1/signup`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'idempotency-key': `sandbox-${randomUUID()}` },
+    body: JSON.stringify({ organization: ORGANIZATION, email: `ops@${ORGANIZATION}.example`, plan: 'team' }),
+  });
+  const answer = (await signup.json()) as { tenant?: TenantAnswer; apiKey?: string };
+  if (signup.status !== 202 || !answer.tenant)
+    throw new Error(`signup of ${ORGANIZATION} answered ${signup.status}: ${JSON.stringify(answer).slice(0, 500)}`);
+  const id = answer.tenant.id;
+  say(`✓ tenant ${ORGANIZATION} signed up: ${id} (${elapsed()})`);
+  say(`console: ${url}/console   operator key: ${key}`);
+  say(`provisioner log: ${stack.settings.logFile}`);
+
+  let last = '';
+  const ready = await until(
+    `tenant ${id} to be Ready`,
+    READY_TIMEOUT_MS,
+    async () => {
+      const res = await fetch(`${url}/v1/tenants/${id}`, { headers: { authorization: `Bearer ${key}` } });
+      if (res.status !== 200) return false;
+      const tenant = (await res.json()) as TenantAnswer;
+      const waiting = tenant.status.conditions.find((c) => c.status !== 'True');
+      const now = `${tenant.status.phase}${waiting ? ` (${waiting.type}: ${waiting.reason})` : ''}`;
+      if (now !== last) say(`  tenant ${tenant.status.phase === 'Ready' ? 'is' : 'waits:'} ${now} (${elapsed()})`);
+      last = now;
+      if (tenant.status.phase === 'Failed') throw new Error(`tenant ${id} failed: ${JSON.stringify(tenant.status)}`);
+      return tenant.status.phase === 'Ready' ? tenant : false;
+    },
+    1000,
+  );
+  const cli = relative(process.cwd(), join(REPO_ROOT, 'bin', 'provisioner')) || 'bin/provisioner';
+  const lines = [
+    '',
+    `Tenant ${ORGANIZATION} (${ready.id}) is Ready, ${elapsed()} after start.`,
+    '',
+    `  Console:       ${url}/console   (sign in with the operator key)`,
+    `  Operator key:  ${key}`,
+    `  Tenant key:    ${answer.apiKey ?? '(none)'}   (the tenant's own key, as signup returned it)`,
+    '',
+    'Try next (in another terminal):',
+    `  export PROVISIONER_URL=${url} PROVISIONER_TOKEN=${key}`,
+    `  ${cli} tenants get ${id}`,
+    `  ${cli} tenants list`,
+    `  ${cli} operations list ${id}`,
+    `  ${cli} apps list ${id}`,
+    `  ${cli} clusters list`,
+    `  ${cli} doctor`,
+    '',
+    'What is simulated here: pods do not run (the root cluster is a real kube-apiserver, etcd,',
+    'controller-manager and scheduler, but its nodes are KWOK nodes that only mark pods Running);',
+    "the tenant's vcluster API server is emulated by a separate kube-apiserver (sandbox/vcluster-emulator.ts)",
+    'while the real vcluster and Argo charts are installed by the real Pulumi engine. So Argo CD does',
+    'not sync anything and no agent connects or reports applications. A real cluster (kind, k3d or a',
+    'cloud; docs/operations.md, "Real-cluster quick start") adds running pods, the real vcluster,',
+    "Argo CD syncing applications, the agents' tunnel and managed clusters.",
+    '',
+    'Ctrl-C stops everything the sandbox started.',
+  ];
+  process.stdout.write(lines.join('\n') + '\n');
+}
+
+main().catch(async (err: unknown) => {
+  say(`failed: ${err instanceof Error ? err.message : String(err)}`);
+  await stopAll(1);
+});

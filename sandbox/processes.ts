@@ -1,0 +1,262 @@
+/**
+ * Child processes of the end-to-end harness: every process runs in its own process group
+ * (detached), writes to a log file, and is killed with its whole group on teardown, even when a
+ * test failed. Also bounded polling (`until`) and free loopback ports.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+
+export interface ManagedProcess {
+  readonly name: string;
+  readonly pid: number;
+  readonly logFile: string;
+  /** Resolves with the exit code (or signal) once the process has exited. */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** True until the process exits. */
+  running(): boolean;
+  /** SIGTERM to the group, then SIGKILL after `graceMs`; resolves when the process exited. */
+  stop(graceMs?: number): Promise<void>;
+  /** SIGKILL to the whole group and every descendant at once (a crash, as of a container). */
+  kill(): Promise<void>;
+  /** The last lines of the log file. */
+  tail(lines?: number): Promise<string>;
+}
+
+const live = new Set<ManagedProcess>();
+
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    try {
+      child.kill(signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+/**
+ * Every process descended from `pid` (Linux /proc), found before anything is killed: the Pulumi
+ * CLI starts its plugins in process groups of their own, so killing the provisioner's group
+ * alone would leave them running as orphans, which a crashed container would not.
+ */
+export function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // Field 4 (ppid) follows the command name, which is in parentheses and may hold spaces.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const list = children.get(ppid) ?? [];
+      list.push(Number(entry));
+      children.set(ppid, list);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  const out: number[] = [];
+  const queue = [pid];
+  while (queue.length > 0) {
+    for (const c of children.get(queue.shift()!) ?? []) {
+      out.push(c);
+      queue.push(c);
+    }
+  }
+  return out;
+}
+
+function killAll(pids: number[]): void {
+  for (const p of pids) {
+    try {
+      process.kill(p, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+}
+
+export interface StartOptions {
+  env?: Record<string, string | undefined>;
+  cwd?: string;
+}
+
+/** Starts `command args` in its own process group, output appended to `logFile`. */
+export function startProcess(
+  name: string,
+  command: string,
+  args: string[],
+  logFile: string,
+  opts: StartOptions = {},
+): ManagedProcess {
+  const out = createWriteStream(logFile, { flags: 'a' });
+  const child = spawn(command, args, {
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: opts.env ?? process.env,
+    ...(opts.cwd ? { cwd: opts.cwd } : {}),
+  });
+  child.stdout?.pipe(out, { end: false });
+  child.stderr?.pipe(out, { end: false });
+  let alive = true;
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.once('error', (err) => {
+      alive = false;
+      out.write(`\n[harness] ${name} could not start: ${err.message}\n`);
+      resolve({ code: -1, signal: null });
+    });
+    child.once('exit', (code, signal) => {
+      alive = false;
+      resolve({ code, signal });
+    });
+  });
+  void exited.then(() => {
+    live.delete(proc);
+    // Pipes may still hold the last lines; end the log shortly after.
+    setTimeout(() => out.end(), 200).unref();
+  });
+  if (child.pid === undefined) throw new Error(`${name}: spawn of ${command} failed`);
+  const proc: ManagedProcess = {
+    name,
+    pid: child.pid,
+    logFile,
+    exited,
+    running: () => alive,
+    async stop(graceMs = 5000) {
+      if (!alive) return;
+      const tree = descendants(child.pid!);
+      signalGroup(child, 'SIGTERM');
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([
+        exited.then(() => false),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(true), graceMs);
+        }),
+      ]);
+      clearTimeout(timer);
+      if (timedOut) signalGroup(child, 'SIGKILL');
+      await exited;
+      // Children of the leader may outlive it: make sure the group and the whole tree are gone.
+      signalGroup(child, 'SIGKILL');
+      killAll(tree);
+    },
+    async kill() {
+      const tree = descendants(child.pid!);
+      signalGroup(child, 'SIGKILL');
+      killAll(tree);
+      await exited;
+    },
+    async tail(lines = 30) {
+      try {
+        const text = await readFile(logFile, 'utf8');
+        return text.split('\n').slice(-lines).join('\n');
+      } catch {
+        return '(no log)';
+      }
+    },
+  };
+  live.add(proc);
+  return proc;
+}
+
+/** Kills every process this module started that is still running (last resort on exit). */
+export function killAllStarted(): void {
+  for (const p of live) {
+    try {
+      process.kill(-p.pid, 'SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+  live.clear();
+}
+process.once('exit', killAllStarted);
+
+export class TimeoutError extends Error {
+  override name = 'TimeoutError';
+}
+
+/** Thrown by an `until` check to stop waiting at once (the awaited state can no longer come). */
+export class StopWaiting extends Error {
+  override name = 'StopWaiting';
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+export { sleep };
+
+/**
+ * Polls `check` until it returns a truthy value (returned) or `timeoutMs` passes (throws with the
+ * description and the last error or value). Errors thrown by `check` count as "not yet", except
+ * StopWaiting, which ends the wait with that error.
+ */
+export async function until<T>(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  intervalMs = 500,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: string;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value;
+      last = `last value: ${JSON.stringify(value)?.slice(0, 300)}`;
+    } catch (err) {
+      if (err instanceof StopWaiting) throw err;
+      last = `last error: ${err instanceof Error ? err.message.slice(0, 500) : String(err)}`;
+    }
+    if (Date.now() >= deadline)
+      throw new TimeoutError(`timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${what} (${last})`);
+    await sleep(Math.min(intervalMs, Math.max(0, deadline - Date.now())));
+  }
+}
+
+/** A free TCP port on 127.0.0.1 (the provisioner's own helper). */
+export { freePort } from '../provisioner/db/embedded.ts';
+
+/** Runs a command to completion; rejects with its output when it fails or runs past `timeoutMs`. */
+export async function run(
+  command: string,
+  args: string[],
+  opts: StartOptions & { timeoutMs?: number; input?: string } = {},
+): Promise<{ stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {
+      stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      env: opts.env ?? process.env,
+      ...(opts.cwd ? { cwd: opts.cwd } : {}),
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.setEncoding('utf8').on('data', (d: string) => {
+      stdout += d;
+    });
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+      stderr += d;
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) resolve({ stdout, stderr });
+      else {
+        const err = new Error(
+          `${command} ${args.join(' ')} exited with ${code ?? signal}: ${(stderr || stdout).slice(-2000)}`,
+        );
+        Object.assign(err, { stdout, stderr, exitCode: code });
+        reject(err);
+      }
+    });
+    if (opts.input !== undefined && child.stdin) {
+      child.stdin.once('error', () => {}); // a command that exits without reading its input
+      child.stdin.end(opts.input);
+    }
+  });
+}

@@ -1,0 +1,290 @@
+/**
+ * A local root cluster with the provisioner on it, as the local sandbox (`npm run sandbox`,
+ * sandbox/main.ts) and every end-to-end test file (test/e2e/harness/environment.ts) start it:
+ * one etcd, a real root control plane (kube-apiserver, kube-controller-manager, kube-scheduler,
+ * KWOK nodes), what infra/ would install on a root cluster (the tenant PriorityClass) and what a
+ * cloud would provide (a default StorageClass), the vcluster emulator, the chart directory from
+ * the chart mirror, and the provisioner child process with the Pulumi engine, the root cluster
+ * registered through its API. Built from the toolchain of scripts/toolchain.sh and the Kubernetes
+ * provider plugin test/e2e/prepare.sh selects.
+ *
+ * Every process and folder it starts is registered in `cleanups` as it is started (in order), so
+ * the caller stops them in reverse order, also when a later step failed.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, symlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CoreV1Api, SchedulingV1Api, StorageV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { catalog as shippedCatalog, type Catalog } from '../runtime/catalog.ts';
+import { prepareTenantCharts, type DerivedChart, type TenantCharts } from './charts.ts';
+import {
+  startEtcd,
+  startKubeControlPlane,
+  toolchainFrom,
+  type Etcd,
+  type KubeControlPlane,
+  type Toolchain,
+} from './control-plane.ts';
+import { StopWaiting, until } from './processes.ts';
+import {
+  newSecrets,
+  preparePulumiHome,
+  startProvisioner,
+  type ProvisionerProcess,
+  type ProvisionerSettings,
+} from './provisioner-process.ts';
+import { VclusterEmulator } from './vcluster-emulator.ts';
+
+/** The binaries a local root cluster and the engine need from the toolchain's bin folder. */
+export const TOOLCHAIN_BINARIES = [
+  'etcd',
+  'kube-apiserver',
+  'kube-controller-manager',
+  'kube-scheduler',
+  'kwok',
+  'pulumi',
+] as const;
+
+/** The toolchain bin folder from HRT_TOOLCHAIN_BIN (exported by test/e2e/prepare.sh). */
+export function toolchainBin(): string {
+  const bin = process.env.HRT_TOOLCHAIN_BIN;
+  if (!bin)
+    throw new Error(
+      'HRT_TOOLCHAIN_BIN is not set: start through scripts/sandbox.sh or scripts/test.sh e2e (both source test/e2e/prepare.sh)',
+    );
+  for (const b of TOOLCHAIN_BINARIES) {
+    if (!existsSync(join(bin, b)))
+      throw new Error(
+        `${join(bin, b)} is missing: scripts/toolchain.sh did not build it (see ${join(bin, '..', 'FAILED')})`,
+      );
+  }
+  return bin;
+}
+
+/**
+ * The Kubernetes provider plugin binary (HRT_KUBERNETES_PROVIDER from prepare.sh, or
+ * PULUMI_KUBERNETES_PROVIDER, or one in the toolchain's bin folder), or undefined when none is
+ * available.
+ */
+export function kubernetesProvider(): string | undefined {
+  for (const p of [process.env.HRT_KUBERNETES_PROVIDER, process.env.PULUMI_KUBERNETES_PROVIDER]) {
+    if (p && existsSync(p)) return p;
+  }
+  const inBin = process.env.HRT_TOOLCHAIN_BIN
+    ? join(process.env.HRT_TOOLCHAIN_BIN, 'pulumi-resource-kubernetes')
+    : undefined;
+  return inBin && existsSync(inBin) ? inBin : undefined;
+}
+
+async function createPriorityClass(kc: KubeConfig): Promise<void> {
+  // What infra/ installs on every root cluster; the vcluster control plane runs with it.
+  await kc.makeApiClient(SchedulingV1Api).createPriorityClass({
+    body: {
+      apiVersion: 'scheduling.k8s.io/v1',
+      kind: 'PriorityClass',
+      metadata: { name: 'tenant-control-plane' },
+      value: 1_000_000,
+      globalDefault: false,
+    },
+  });
+}
+
+/**
+ * Persistent volumes for the vcluster StatefulSets' claims (the real chart asks for one per tenant;
+ * a cloud would provision it): a pool of pre-created hostPath volumes of the default StorageClass
+ * `e2e-volume-pool`, which binds a claim when its pod is scheduled (`WaitForFirstConsumer`, no
+ * provisioner: the local-volume pattern, and what most clouds' default classes do). The scheduler
+ * binds a volume as it places the pod, so a pod never waits as unschedulable for a claim the
+ * volume binder has not bound yet (with immediate binding such a pod could stay unscheduled for
+ * kube-scheduler's 5-minute unschedulable-pod flush). A stand-in for the cloud's storage
+ * provisioner; with no kubelet nothing touches the paths.
+ */
+const VOLUME_POOL_CLASS = 'e2e-volume-pool';
+
+export async function createVolumePool(kc: KubeConfig, count = 24): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  await kc.makeApiClient(StorageV1Api).createStorageClass({
+    body: {
+      apiVersion: 'storage.k8s.io/v1',
+      kind: 'StorageClass',
+      metadata: { name: VOLUME_POOL_CLASS, annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } },
+      provisioner: 'kubernetes.io/no-provisioner',
+      volumeBindingMode: 'WaitForFirstConsumer',
+      reclaimPolicy: 'Retain',
+    },
+  });
+  for (let i = 0; i < count; i++)
+    await core.createPersistentVolume({
+      body: {
+        apiVersion: 'v1',
+        kind: 'PersistentVolume',
+        metadata: { name: `e2e-volume-${i}`, labels: { 'e2e.hosted-runtimes/volume-pool': 'true' } },
+        spec: {
+          capacity: { storage: '100Gi' },
+          accessModes: ['ReadWriteOnce'],
+          persistentVolumeReclaimPolicy: 'Retain',
+          storageClassName: VOLUME_POOL_CLASS,
+          hostPath: { path: `/var/lib/e2e-volume-pool/${i}` },
+        },
+      },
+    });
+}
+
+export interface LocalStackOptions {
+  /** Folder for every process's data and logs (the caller creates and removes it). */
+  dir: string;
+  toolchainBin: string;
+  /** The Kubernetes provider plugin binary. */
+  provider: string;
+  /** A migrated (or empty) PostgreSQL database for the provisioner and its Pulumi state. */
+  databaseUrl: string;
+  /** The name the root cluster is registered under. */
+  rootClusterName: string;
+  /** Fake nodes in the root cluster (default 3). */
+  rootNodes?: number;
+  /** The catalog the charts are prepared for (default runtime/catalog.ts). */
+  catalog?: Catalog;
+  derivedCharts?: readonly DerivedChart[];
+  /** PROVISIONER_RESYNC_SECONDS (0: off). */
+  resyncSeconds?: number;
+  extraEnv?: Record<string, string>;
+  nodeArgs?: string[];
+  /** Prefix of the generated admin key (default `e2e`). */
+  keyPrefix?: string;
+  /** Fixed provisioner port (default: a free one). */
+  port?: number;
+  /** Lines about what was started (the emulator's, the charts'). */
+  log: (msg: string) => void;
+  /** Called as each step completes, with its duration. */
+  progress?: (step: string, seconds: number) => void;
+  /** Where stop functions are registered as things start; the caller runs them in reverse. */
+  cleanups: Array<() => Promise<void>>;
+}
+
+export interface LocalStack {
+  toolchain: Toolchain;
+  etcd: Etcd;
+  root: KubeControlPlane;
+  emulator: VclusterEmulator;
+  charts: TenantCharts;
+  settings: ProvisionerSettings;
+  readonly provisioner: ProvisionerProcess;
+  /** Starts the provisioner again (after a crash) on the same port, database and data dir. */
+  restartProvisioner(): Promise<ProvisionerProcess>;
+}
+
+export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack> {
+  const timed = async <T>(step: string, fn: () => Promise<T>): Promise<T> => {
+    const started = Date.now();
+    const value = await fn();
+    o.progress?.(step, (Date.now() - started) / 1000);
+    return value;
+  };
+  const toolchain = toolchainFrom(o.toolchainBin);
+  const etcd = await timed('etcd', () => startEtcd(toolchain, join(o.dir, 'etcd')));
+  o.cleanups.push(() => etcd.stop());
+  const root = await timed('root cluster: kube-apiserver, kube-controller-manager, kube-scheduler, KWOK nodes', () =>
+    startKubeControlPlane(toolchain, {
+      name: 'root',
+      dir: join(o.dir, 'root'),
+      etcdUrl: etcd.url,
+      etcdPrefix: '/root',
+      nodes: o.rootNodes ?? 3,
+    }),
+  );
+  o.cleanups.push(() => root.stop());
+  await createPriorityClass(root.kc);
+  await createVolumePool(root.kc);
+
+  const emulator = new VclusterEmulator({
+    toolchain,
+    root: root.kc,
+    etcdUrl: etcd.url,
+    dir: join(o.dir, 'vclusters'),
+    log: o.log,
+  });
+  emulator.start();
+  o.cleanups.push(() => emulator.stop());
+
+  const charts = await timed('charts from the chart mirror', () =>
+    prepareTenantCharts(join(o.dir, 'charts'), o.catalog ?? shippedCatalog, o.derivedCharts ?? []),
+  );
+  // The provider plugin goes on the provisioner's PATH (the CLI takes an ambient plugin first)
+  // and into its PULUMI_HOME under the SDK's version (the engine's start-up install finds it).
+  const pluginBin = join(o.dir, 'plugin-bin');
+  await mkdir(pluginBin, { recursive: true });
+  await symlink(o.provider, join(pluginBin, 'pulumi-resource-kubernetes'));
+  const pulumiHome = join(o.dir, 'pulumi-home');
+  await preparePulumiHome(pulumiHome, o.provider);
+  // The Pulumi CLI's Postgres backend (lib/pq) requires TLS unless told otherwise, and the
+  // local server has none: say so in the URL (node-postgres reads sslmode=disable the same way).
+  const databaseUrl = new URL(o.databaseUrl);
+  databaseUrl.searchParams.set('sslmode', 'disable');
+  const settings: ProvisionerSettings = {
+    toolchainBin: o.toolchainBin,
+    pluginBin,
+    databaseUrl: databaseUrl.toString(),
+    dataDir: join(o.dir, 'provisioner-data'),
+    pulumiHome,
+    chartDir: charts.dir,
+    ...newSecrets(o.keyPrefix),
+    logFile: join(o.dir, 'provisioner.log'),
+    ...(o.resyncSeconds !== undefined ? { resyncSeconds: o.resyncSeconds } : {}),
+    ...(o.extraEnv ? { env: o.extraEnv } : {}),
+    ...(o.nodeArgs ? { nodeArgs: o.nodeArgs } : {}),
+  };
+  await mkdir(settings.dataDir, { recursive: true });
+  let provisioner: ProvisionerProcess | undefined;
+  o.cleanups.push(async () => {
+    await provisioner?.process.stop(10_000);
+  });
+  provisioner = await timed('provisioner with the Pulumi engine', async () => {
+    const p = await startProvisioner(settings, o.port);
+    provisioner = p;
+    await waitForEngine(settings.logFile, 0);
+    return p;
+  });
+  await timed(`root cluster registered as ${o.rootClusterName}`, async () => {
+    const res = await fetch(`${provisioner!.url}/v1/clusters`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${settings.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: o.rootClusterName, region: 'local', capacity: 50, kubeconfig: root.kubeconfig }),
+    });
+    if (res.status !== 201)
+      throw new Error(`registering the root cluster answered ${res.status}: ${(await res.text()).slice(0, 500)}`);
+  });
+  return {
+    toolchain,
+    etcd,
+    root,
+    emulator,
+    charts,
+    settings,
+    get provisioner() {
+      return provisioner!;
+    },
+    async restartProvisioner() {
+      const before = (await readFile(settings.logFile, 'utf8').catch(() => '')).length;
+      provisioner = await startProvisioner(settings, provisioner!.port);
+      await waitForEngine(settings.logFile, before);
+      return provisioner;
+    },
+  };
+}
+
+/** Waits for the engine's start-up verdict in the provisioner log written after `offset`. */
+export async function waitForEngine(logFile: string, offset: number): Promise<void> {
+  await until(
+    'the Pulumi engine to start in the provisioner',
+    120_000,
+    async () => {
+      const text = (await readFile(logFile, 'utf8')).slice(offset);
+      if (text.includes('engine unavailable')) {
+        const line = text.split('\n').find((l) => l.includes('engine unavailable'));
+        throw new StopWaiting(`the provisioner's Pulumi engine is unavailable: ${line ?? ''}`);
+      }
+      return text.includes('reconciler started');
+    },
+    500,
+  );
+}
