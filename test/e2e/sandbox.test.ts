@@ -1,0 +1,191 @@
+/**
+ * The local sandbox end to end (`npm run sandbox` = scripts/sandbox.sh): started as a user starts
+ * it, in its own process group, it prints the console URL with an operator key; the demo tenant
+ * becomes Ready through the API; the console answers; SIGINT to its process group (what Ctrl-C
+ * in a terminal sends) stops every process it started and closes every port they listened on.
+ */
+import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import t from 'tap';
+import { descendants, until } from '../../sandbox/processes.ts';
+import { REPO_ROOT } from '../../sandbox/provisioner-process.ts';
+import { acquireRunLock, provisioningUnavailable } from './harness/environment.ts';
+import { PROVISION_TIMEOUT } from './harness/suite.ts';
+
+/** Inodes of the TCP sockets in LISTEN state, with their ports (IPv4 and IPv6). */
+function listeningSockets(): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 10 || f[3] !== '0A') continue; // 0A: LISTEN
+      out.set(f[9]!, parseInt(f[1]!.split(':')[1]!, 16));
+    }
+  }
+  return out;
+}
+
+/** Ports on which any of `pids` listens (from their open socket descriptors). */
+function listeningPorts(pids: number[]): number[] {
+  const listening = listeningSockets();
+  const ports = new Set<number>();
+  for (const pid of pids) {
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      try {
+        const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        const port = m ? listening.get(m[1]!) : undefined;
+        if (port !== undefined) ports.add(port);
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return [...ports].sort((a, b) => a - b);
+}
+
+/** Whether `pid` still runs (a zombie has exited and holds nothing: it counts as gone). */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect({ port, host: '127.0.0.1' });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+// The lock may be held by another file for up to 20 minutes; the sandbox itself takes a few.
+t.setTimeout(30 * 60_000);
+
+t.test('npm run sandbox: a demo tenant Ready, the console answers, Ctrl-C leaves nothing running', async (t) => {
+  const skip = provisioningUnavailable();
+  if (skip) {
+    t.plan(0, skip);
+    return;
+  }
+  const release = await acquireRunLock(20 * 60_000);
+  t.teardown(release);
+  const started = Date.now();
+  const child = spawn('bash', [join(REPO_ROOT, 'scripts', 'sandbox.sh')], {
+    cwd: REPO_ROOT,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, SANDBOX_ORGANIZATION: 'sandbox-e2e' },
+  });
+  const pid = child.pid!;
+  let output = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (output += d));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  let exitedYet = false;
+  void exited.then(() => (exitedYet = true));
+  t.teardown(async () => {
+    // The sandbox still runs only when something before the SIGINT below failed: stop it the same
+    // way, and kill what is left of its process tree after a minute.
+    if (exitedYet) return;
+    const tree = descendants(pid);
+    process.kill(-pid, 'SIGINT');
+    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 60_000).unref())]);
+    for (const p of [pid, ...tree])
+      try {
+        process.kill(p, 'SIGKILL');
+      } catch {
+        // gone
+      }
+  });
+
+  const console = await until(
+    'the sandbox to print the console URL and operator key',
+    5 * 60_000,
+    () => {
+      if (exitedYet) throw new Error(`the sandbox exited before printing the console URL:\n${output.slice(-3000)}`);
+      const m = /console: (http:\/\/127\.0\.0\.1:(\d+))\/console\s+operator key: (\S+)/.exec(output);
+      const tenant = /tenant sandbox-e2e signed up: ([0-9a-f-]{36})/.exec(output);
+      return m && tenant ? { url: m[1]!, port: Number(m[2]), key: m[3]!, tenantId: tenant[1]! } : undefined;
+    },
+    250,
+  );
+  t.comment(`console line after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+
+  const tenant = await until(
+    'the demo tenant to be Ready through the API',
+    PROVISION_TIMEOUT,
+    async () => {
+      const res = await fetch(`${console.url}/v1/tenants/${console.tenantId}`, {
+        headers: { authorization: `Bearer ${console.key}` },
+      });
+      const body = (await res.json()) as { status: { phase: string } };
+      if (body.status.phase === 'Failed') throw new Error(`tenant failed: ${JSON.stringify(body)}`);
+      return body.status.phase === 'Ready' ? body : undefined;
+    },
+    1000,
+  );
+  t.equal(tenant.status.phase, 'Ready', 'GET /v1/tenants/:id with the printed operator key answers phase Ready');
+  t.comment(`tenant Ready after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  await until(
+    'the sandbox to print that the tenant is Ready and the commands to try',
+    30_000,
+    () => output.includes('is Ready') && output.includes(`tenants get ${console.tenantId}`),
+  );
+  t.match(output, /pods do not run/, 'the sandbox says that pods do not run');
+
+  const page = await fetch(`${console.url}/console`);
+  t.equal(page.status, 200, 'GET /console answers 200');
+  t.match(await page.text(), /<html/i, 'GET /console serves the console page');
+
+  const pids = [pid, ...descendants(pid)];
+  const ports = listeningPorts(pids);
+  t.ok(
+    ports.includes(console.port),
+    `the provisioner's port ${console.port} is among the ports the sandbox's processes listen on (${ports.join(', ')})`,
+  );
+  t.ok(
+    pids.length >= 8,
+    'the sandbox and its descendants are at least 8 processes (itself, PostgreSQL, etcd, the root control plane, the provisioner)',
+  );
+
+  process.kill(-pid, 'SIGINT');
+  const exit = await Promise.race([
+    exited,
+    new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 90_000).unref()),
+  ]);
+  t.same(exit, { code: 0, signal: null }, 'the sandbox exits with code 0 within 90 s of SIGINT');
+  t.match(output, /stopped \(/, 'the sandbox says it stopped');
+  await until('every process the sandbox started to be gone', 30_000, () => pids.every((p) => !running(p)), 250).catch(
+    () => {},
+  );
+  t.same(
+    pids.filter(running),
+    [],
+    `none of the ${pids.length} processes the sandbox ran is still running within 30 s of its exit`,
+  );
+  const open: number[] = [];
+  for (const port of ports) if (await accepts(port)) open.push(port);
+  t.same(open, [], `none of the ${ports.length} ports the sandbox's processes listened on accepts a connection`);
+});
