@@ -11,6 +11,7 @@ import { EngineError } from '../../../provisioner/engine/engine.ts';
 import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { createTestApi } from '../../helpers/api.ts';
+import { until } from '../../helpers/wait.ts';
 
 const ROOT_TOKEN = 'root-cluster-token-0123456789abcdef';
 const KUBECONFIG =
@@ -67,13 +68,19 @@ t.test(
     t.teardown(() => reconciler.stop({ graceMs: 0 }));
     const tenant = await api.signup();
 
-    let op: { state: string; error: { code: string; message: string } | null } | undefined;
-    for (let i = 0; i < 200; i++) {
-      op = (await api.request('GET', `/v1/operations/${tenant.operationId}`, { key: tenant.apiKey })).json();
-      if (op?.state === 'failed') break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    t.equal(op?.state, 'failed', 'the operation failed within 10 s');
+    const op = await until(
+      'the operation to fail',
+      async () => {
+        const o = (await api.request('GET', `/v1/operations/${tenant.operationId}`, { key: tenant.apiKey })).json<{
+          state: string;
+          error: { code: string; message: string } | null;
+        }>();
+        return o.state === 'failed' && o;
+      },
+      30_000,
+      50,
+    );
+    t.equal(op.state, 'failed', 'the operation failed');
 
     const log = (await api.request('GET', `/v1/operations/${tenant.operationId}/log`, { key: tenant.apiKey })).json<{
       items: Array<{ stream: string; line: string }>;

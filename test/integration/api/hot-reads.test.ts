@@ -8,6 +8,7 @@ import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { HOT_READS_APPLICATION_NAME } from '../../../provisioner/store/batched-reads.ts';
+import { until } from '../../helpers/wait.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -171,7 +172,10 @@ t.test(
     // Stopped as `provisioner serve` stops: the app, then the services (which own the hot reads).
     await other.app.close();
     await other.services.stop();
-    for (let i = 0; i < 50 && (await readerSessions()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    await until(
+      'the hot-read connection closed after the services stopped',
+      async () => (await readerSessions()) === 0,
+    );
     t.equal(await readerSessions(), 0, 'closed when the services stopped');
     await other.db.drop();
   },

@@ -40,14 +40,18 @@ const getApp = (name: string) =>
   api.request('GET', `/v1/tenants/${tenant.tenantId}/applications/argocd/${name}`, { key: tenant.apiKey });
 const hoursAgo = (h: number) => new Date(Date.now() - h * 3600_000).toISOString();
 
-/** Reads a change stream until `n` events (of any name) arrived; each as {event, id, data}. */
-async function readStream(lastEventId: string, n: number) {
+/**
+ * Reads a change stream until `n` events (of any name) arrived; each as {event, id, data}.
+ * `opened` is called once the answer's head arrived (the stream is being served).
+ */
+async function readStream(lastEventId: string, n: number, opened: () => void = () => {}) {
   const abort = new AbortController();
   const res = await fetch(`${base}/v1/tenants/${tenant.tenantId}/changes`, {
     headers: { authorization: `Bearer ${tenant.apiKey}`, accept: 'text/event-stream', 'last-event-id': lastEventId },
     signal: abort.signal,
   });
   if (res.status !== 200) throw new Error(`stream: ${res.status} ${await res.text()}`);
+  opened();
   const events: { event: string; id?: string; data: Record<string, unknown> }[] = [];
   const decoder = new TextDecoder();
   const timer = setTimeout(() => abort.abort(), 10_000);
@@ -184,8 +188,10 @@ t.test('old tombstones are purged in bounded batches, by one replica at a time, 
       ['kept', 'relisted', 'gone'],
       'the replay holds every live object in change order (seq 3 before 14: as numbers), the recent tombstone not replayed',
     );
-    const resuming = readStream(events.at(-1)!.id!, 1);
-    await new Promise((r) => setTimeout(r, 300));
+    let opened: () => void = () => {};
+    const open = new Promise<void>((resolve) => (opened = resolve));
+    const resuming = readStream(events.at(-1)!.id!, 1, opened);
+    await Promise.race([open, resuming]); // served (or already ended: the check below fails)
     await ingest([application('kept', 400)]);
     t.same(
       (await resuming).map((e) => `${e.event}:${(e.data.item as { name?: string } | undefined)?.name}`),

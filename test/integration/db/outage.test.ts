@@ -14,6 +14,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { until } from '../../helpers/wait.ts';
 import { loadConfig } from '../../../provisioner/config.ts';
 import { startServer, type Running } from '../../../provisioner/server.ts';
 import { freePort, startEmbeddedPostgres, type EmbeddedServer } from '../../../provisioner/db/embedded.ts';
@@ -369,23 +370,31 @@ t.test(
     });
     t.equal(res.status, 202, 'the signup is acknowledged');
     const { tenant, operationId } = (await res.json()) as { tenant: { id: string }; operationId: string };
-    for (let i = 0; i < 300 && engine.callsFor(tenant.id).length === 0; i++)
-      await new Promise((r) => setTimeout(r, 20));
+    await until('the create to reach the engine', () => engine.callsFor(tenant.id).length > 0, 10_000);
     t.equal(engine.callsFor(tenant.id).length, 1, 'the create is running in the engine');
 
     await s.server.stop();
     release(); // the engine run succeeds with the database gone
-    await new Promise((r) => setTimeout(r, 3000));
+    // Both have happened with PostgreSQL down: the engine returned, and the reconciler found the database gone.
+    await until(
+      'the engine run to end and the reconciler to pause for the outage',
+      () => engine.running === 0 && reconciler.paused,
+      30_000,
+    );
     await restartPostgres(s);
     const check = new pg.Client({ connectionString: dbUrl });
     await check.connect();
     t.teardown(() => check.end());
-    let state = '';
-    for (let i = 0; i < 300 && state !== 'succeeded'; i++) {
-      state = (await check.query<{ state: string }>('SELECT state FROM operations WHERE id = $1', [operationId]))
-        .rows[0]!.state;
-      if (state !== 'succeeded') await new Promise((r) => setTimeout(r, 50));
-    }
+    const state = await until(
+      'the operation to be recorded as succeeded',
+      async () => {
+        const st = (await check.query<{ state: string }>('SELECT state FROM operations WHERE id = $1', [operationId]))
+          .rows[0]!.state;
+        return st === 'succeeded' && st;
+      },
+      30_000,
+      50,
+    );
     t.equal(state, 'succeeded', 'the operation is recorded as succeeded once PostgreSQL is back');
     t.equal(
       engine.callsFor(tenant.id).filter((c) => c.kind === 'up').length,

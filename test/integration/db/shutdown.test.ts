@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { createTestDatabase } from '../../helpers/postgres.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
+import { until } from '../../helpers/wait.ts';
 
 const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
 
@@ -83,15 +84,16 @@ t.test('SIGTERM: requests through a tunnel finish, the runtime is told to go awa
     backoff: { initialMs: 50, maxMs: 200 },
   });
   t.teardown(() => client.close());
-  let connected = false;
-  for (let i = 0; i < 500 && !connected; i++) {
-    // up to 10 s on a loaded machine
-    const s = (await (
-      await fetch(`${base}/v1/tenants/${tenant.id}`, { headers: { authorization: `Bearer ${apiKey}` } })
-    ).json()) as { status: { tunnel: { connected: boolean } } };
-    connected = s.status.tunnel.connected;
-    if (!connected) await new Promise((r) => setTimeout(r, 20));
-  }
+  const connected = await until(
+    'the provisioner to report the runtime connected',
+    async () => {
+      const s = (await (
+        await fetch(`${base}/v1/tenants/${tenant.id}`, { headers: { authorization: `Bearer ${apiKey}` } })
+      ).json()) as { status: { tunnel: { connected: boolean } } };
+      return s.status.tunnel.connected;
+    },
+    10_000,
+  );
   t.equal(connected, true, 'the provisioner reports the runtime connected before the shutdown');
 
   const slow = fetch(`${base}/v1/tenants/${tenant.id}/runtime/api/slow`, {
