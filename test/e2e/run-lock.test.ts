@@ -103,3 +103,24 @@ t.test('a slot whose owner died is taken over', async (t) => {
   await a();
   await b();
 });
+
+t.test('an exclusive file runs alone: it waits for every slot, and holds them all', async (t) => {
+  delete process.env.HRT_E2E_SLOTS;
+  const normal = await acquireRunLock(5_000);
+  await t.rejects(
+    acquireRunLock(1_500, { exclusive: true }),
+    /timed out/,
+    'an exclusive file does not start in 1.5 s while another file holds a slot',
+  );
+  t.same(await readdir(LOCK), ['slot-0'], 'the exclusive file that gave up holds no slot');
+  await normal();
+  const alone = await acquireRunLock(5_000, { exclusive: true });
+  t.same((await readdir(LOCK)).sort(), ['slot-0', 'slot-1'], 'the exclusive file holds both slots');
+  await t.rejects(
+    acquireRunLock(1_500),
+    /timed out/,
+    'no other file gets a slot in 1.5 s while the exclusive one runs',
+  );
+  await alone();
+  t.equal(await failure(stat(LOCK)), 'ENOENT', 'the exclusive release frees every slot and removes the folder');
+});

@@ -41,6 +41,11 @@ export const ROOT_CLUSTER = 'e2e-root';
 export type E2EHost = Pick<Test, 'comment' | 'teardown' | 'passing'>;
 
 export interface E2EOptions {
+  /**
+   * Run alone: take every slot of the run lock (acquireRunLock), for a file whose assertions
+   * bound wall time tightly (drift-watch's 60 s).
+   */
+  exclusive?: boolean;
   /** PROVISIONER_RESYNC_SECONDS (0: off). */
   resyncSeconds?: number;
   /** Fake nodes in the root cluster. */
@@ -128,14 +133,14 @@ async function removeIfStale(file: string): Promise<void> {
   if (owner && !alive(owner)) await unlink(file).catch(() => {});
 }
 
-/** One attempt at a slot: its file's path, or undefined when every slot is taken. */
-async function takeSlot(slots: number): Promise<string | undefined> {
+/** One attempt at a slot of `from`..`to`: its file's path, or undefined when each is taken. */
+async function takeSlot(from: number, to: number): Promise<string | undefined> {
   try {
     await mkdir(LOCK);
   } catch (err) {
     if (code(err) !== 'EEXIST') throw new StopWaiting(String(err));
   }
-  for (let n = 0; n < slots; n++) {
+  for (let n = from; n <= to; n++) {
     const file = join(LOCK, `slot-${n}`);
     try {
       const fh = await open(file, 'wx');
@@ -156,22 +161,43 @@ async function takeSlot(slots: number): Promise<string | undefined> {
 
 /**
  * A slot of the run lock (see LOCK), waited for up to `timeoutMs`; resolves to its release.
- * Slots of processes that died are taken over.
+ * Slots of processes that died are taken over. `exclusive`: every slot, taken in order (so two
+ * exclusive files cannot each hold a part), for a file whose assertions bound wall time tightly
+ * enough that another environment beside it could break them.
  */
-export async function acquireRunLock(timeoutMs: number): Promise<() => Promise<void>> {
+export async function acquireRunLock(
+  timeoutMs: number,
+  opts: { exclusive?: boolean } = {},
+): Promise<() => Promise<void>> {
   const slots = e2eSlots();
-  const file = await until(
-    `a slot of the end-to-end run lock (${LOCK}, ${slots} slots)`,
-    timeoutMs,
-    () => takeSlot(slots),
-    1000,
-  );
-  return async () => {
-    const owner = Number((await readFile(file, 'utf8').catch(() => '')).trim());
-    if (owner === process.pid) await unlink(file).catch(() => {});
+  const deadline = Date.now() + timeoutMs;
+  const what = `a slot of the end-to-end run lock (${LOCK}, ${slots} slots)`;
+  const files: string[] = [];
+  const release = async () => {
+    for (const file of files) {
+      const owner = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+      if (owner === process.pid) await unlink(file).catch(() => {});
+    }
     // The last slot released removes the folder (ENOTEMPTY while other slots are held).
     await rmdir(LOCK).catch(() => {});
   };
+  try {
+    if (opts.exclusive) {
+      for (let n = 0; n < slots; n++)
+        files.push(
+          await until(
+            `slot ${n} of ${what}, for a file that runs alone`,
+            Math.max(0, deadline - Date.now()),
+            () => takeSlot(n, n),
+            1000,
+          ),
+        );
+    } else files.push(await until(what, timeoutMs, () => takeSlot(0, slots - 1), 1000));
+  } catch (err) {
+    await release();
+    throw err;
+  }
+  return release;
 }
 
 /** Timings of this run, appended as JSON lines to E2E_TIMINGS_FILE when set. */
@@ -199,7 +225,7 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
     'stand-in: each tenant API server is a kube-apiserver started by the harness (sandbox/vcluster-emulator.ts), ' +
       'not a vcluster; the vcluster and Argo charts are the real upstream charts from the chart mirror',
   );
-  const release = await acquireRunLock(20 * 60_000);
+  const release = await acquireRunLock(20 * 60_000, { exclusive: opts.exclusive ?? false });
   const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-'));
   const cleanups: Array<() => Promise<void>> = [release];
   let failed = false;
