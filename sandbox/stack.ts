@@ -181,92 +181,111 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
     return value;
   };
   const toolchain = toolchainFrom(o.toolchainBin);
-  const etcd = await timed('etcd', () => startEtcd(toolchain, join(o.dir, 'etcd')));
-  o.cleanups.push(() => etcd.stop());
-  const root = await timed('root cluster: kube-apiserver, kube-controller-manager, kube-scheduler, KWOK nodes', () =>
-    startKubeControlPlane(toolchain, {
-      name: 'root',
-      dir: join(o.dir, 'root'),
-      etcdUrl: etcd.url,
-      etcdPrefix: '/root',
-      nodes: o.rootNodes ?? 3,
-    }),
-  );
-  o.cleanups.push(() => root.stop());
-  await createPriorityClass(root.kc);
-  await createVolumePool(root.kc);
-
-  const emulator = new VclusterEmulator({
-    toolchain,
-    root: root.kc,
-    etcdUrl: etcd.url,
-    dir: join(o.dir, 'vclusters'),
-    log: o.log,
-  });
-  emulator.start();
-  o.cleanups.push(() => emulator.stop());
-
-  const charts = await timed('charts from the chart mirror', () =>
-    prepareTenantCharts(join(o.dir, 'charts'), o.catalog ?? shippedCatalog, o.derivedCharts ?? []),
-  );
-  // The provider plugin goes on the provisioner's PATH (the CLI takes an ambient plugin first)
-  // and into its PULUMI_HOME under the SDK's version (the engine's start-up install finds it).
-  const pluginBin = join(o.dir, 'plugin-bin');
-  await mkdir(pluginBin, { recursive: true });
-  await symlink(o.provider, join(pluginBin, 'pulumi-resource-kubernetes'));
-  const pulumiHome = join(o.dir, 'pulumi-home');
-  await preparePulumiHome(pulumiHome, o.provider);
-  // The Pulumi CLI's Postgres backend (lib/pq) requires TLS unless told otherwise, and the
-  // local server has none: say so in the URL (node-postgres reads sslmode=disable the same way).
-  const databaseUrl = new URL(o.databaseUrl);
-  databaseUrl.searchParams.set('sslmode', 'disable');
-  const settings: ProvisionerSettings = {
-    toolchainBin: o.toolchainBin,
-    pluginBin,
-    databaseUrl: databaseUrl.toString(),
-    dataDir: join(o.dir, 'provisioner-data'),
-    pulumiHome,
-    chartDir: charts.dir,
-    ...newSecrets(o.keyPrefix),
-    logFile: join(o.dir, 'provisioner.log'),
-    ...(o.resyncSeconds !== undefined ? { resyncSeconds: o.resyncSeconds } : {}),
-    ...(o.extraEnv ? { env: o.extraEnv } : {}),
-    ...(o.nodeArgs ? { nodeArgs: o.nodeArgs } : {}),
-  };
-  await mkdir(settings.dataDir, { recursive: true });
+  // Two chains start side by side: the root cluster (etcd, control plane, emulator) and the
+  // provisioner (charts, engine); neither needs the other until the cluster is registered. Stops
+  // are registered first, in an order that stops the provisioner before the clusters.
+  let etcd: Etcd | undefined;
+  let root: KubeControlPlane | undefined;
+  let emulator: VclusterEmulator | undefined;
   let provisioner: ProvisionerProcess | undefined;
+  o.cleanups.push(async () => {
+    await etcd?.stop();
+  });
+  o.cleanups.push(async () => {
+    await root?.stop();
+  });
+  o.cleanups.push(async () => {
+    await emulator?.stop();
+  });
   o.cleanups.push(async () => {
     await provisioner?.process.stop(10_000);
   });
-  provisioner = await timed('provisioner with the Pulumi engine', async () => {
-    const p = await startProvisioner(settings, o.port);
-    provisioner = p;
-    await waitForEngine(settings.logFile, 0);
-    return p;
-  });
+  const cluster = async () => {
+    const e = await timed('etcd', () => startEtcd(toolchain, join(o.dir, 'etcd')));
+    etcd = e;
+    const r = await timed('root cluster: kube-apiserver, kube-controller-manager, kube-scheduler, KWOK nodes', () =>
+      startKubeControlPlane(toolchain, {
+        name: 'root',
+        dir: join(o.dir, 'root'),
+        etcdUrl: e.url,
+        etcdPrefix: '/root',
+        nodes: o.rootNodes ?? 3,
+      }),
+    );
+    root = r;
+    await createPriorityClass(r.kc);
+    await createVolumePool(r.kc);
+    emulator = new VclusterEmulator({
+      toolchain,
+      root: r.kc,
+      etcdUrl: e.url,
+      dir: join(o.dir, 'vclusters'),
+      log: o.log,
+    });
+    emulator.start();
+  };
+  let charts: TenantCharts | undefined;
+  let settings: ProvisionerSettings | undefined;
+  const control = async () => {
+    const c = await timed('charts from the chart mirror', () =>
+      prepareTenantCharts(join(o.dir, 'charts'), o.catalog ?? shippedCatalog, o.derivedCharts ?? []),
+    );
+    charts = c;
+    // The provider plugin goes on the provisioner's PATH (the CLI takes an ambient plugin first)
+    // and into its PULUMI_HOME under the SDK's version (the engine's start-up install finds it).
+    const pluginBin = join(o.dir, 'plugin-bin');
+    await mkdir(pluginBin, { recursive: true });
+    await symlink(o.provider, join(pluginBin, 'pulumi-resource-kubernetes'));
+    const pulumiHome = join(o.dir, 'pulumi-home');
+    await preparePulumiHome(pulumiHome, o.provider);
+    // The Pulumi CLI's Postgres backend (lib/pq) requires TLS unless told otherwise, and the
+    // local server has none: say so in the URL (node-postgres reads sslmode=disable the same way).
+    const databaseUrl = new URL(o.databaseUrl);
+    databaseUrl.searchParams.set('sslmode', 'disable');
+    const s: ProvisionerSettings = {
+      toolchainBin: o.toolchainBin,
+      pluginBin,
+      databaseUrl: databaseUrl.toString(),
+      dataDir: join(o.dir, 'provisioner-data'),
+      pulumiHome,
+      chartDir: c.dir,
+      ...newSecrets(o.keyPrefix),
+      logFile: join(o.dir, 'provisioner.log'),
+      ...(o.resyncSeconds !== undefined ? { resyncSeconds: o.resyncSeconds } : {}),
+      ...(o.extraEnv ? { env: o.extraEnv } : {}),
+      ...(o.nodeArgs ? { nodeArgs: o.nodeArgs } : {}),
+    };
+    settings = s;
+    await mkdir(s.dataDir, { recursive: true });
+    await timed('provisioner with the Pulumi engine', async () => {
+      provisioner = await startProvisioner(s, o.port);
+      await waitForEngine(s.logFile, 0);
+    });
+  };
+  // Both chains settle before a failure is reported, so every stop is in place when the caller
+  // runs them.
+  const failed = (await Promise.allSettled([cluster(), control()])).find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
   await timed(`root cluster registered as ${o.rootClusterName}`, async () => {
     const res = await fetch(`${provisioner!.url}/v1/clusters`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${settings.adminToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ name: o.rootClusterName, region: 'local', capacity: 50, kubeconfig: root.kubeconfig }),
+      headers: { authorization: `Bearer ${settings!.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: o.rootClusterName, region: 'local', capacity: 50, kubeconfig: root!.kubeconfig }),
     });
     if (res.status !== 201)
       throw new Error(`registering the root cluster answered ${res.status}: ${(await res.text()).slice(0, 500)}`);
   });
+  const started = { etcd: etcd!, root: root!, emulator: emulator!, charts: charts!, settings: settings! };
   return {
     toolchain,
-    etcd,
-    root,
-    emulator,
-    charts,
-    settings,
+    ...started,
     get provisioner() {
       return provisioner!;
     },
     async restartProvisioner() {
-      const before = (await readFile(settings.logFile, 'utf8').catch(() => '')).length;
-      provisioner = await startProvisioner(settings, provisioner!.port);
-      await waitForEngine(settings.logFile, before);
+      const before = (await readFile(started.settings.logFile, 'utf8').catch(() => '')).length;
+      provisioner = await startProvisioner(started.settings, provisioner!.port);
+      await waitForEngine(started.settings.logFile, before);
       return provisioner;
     },
   };
