@@ -136,14 +136,18 @@ t.test(
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     const url = `http://127.0.0.1:${port}`;
     const deadline = Date.now() + 120_000;
+    let readyz: { status?: string };
     for (;;) {
       if (child.exitCode !== null) throw new Error(`provisioner exited with ${child.exitCode}: ${stderr}${stdout}`);
       const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(3000) }).catch(() => undefined);
-      if (res?.status === 200) break;
+      if (res?.status === 200) {
+        readyz = (await res.json()) as { status?: string };
+        break;
+      }
       if (Date.now() > deadline) throw new Error(`provisioner not ready within 120 s: ${stderr}${stdout}`);
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
-    t.pass('/readyz answers 200');
+    t.equal(readyz.status, 'ready', '/readyz answers 200 with status ready');
     t.notMatch(stdout, /using embedded PostgreSQL/, 'it uses the external database, not an embedded one');
 
     const files = (await readdir(migrationsDir)).filter((f) => /^\d{3}_.*\.sql$/.test(f));
