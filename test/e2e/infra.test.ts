@@ -495,7 +495,7 @@ async function main(): Promise<void> {
       const namespace = `tenant-${id}`;
       await api.waitForPhase(id, 'Ready', 5 * 60_000);
       await recordTiming(t, 'infra: signup → Ready as the provisioner ServiceAccount', seconds(started));
-      t.pass('signup → Ready');
+      t.equal((await api.tenant(id)).status.phase, 'Ready', 'signup → Ready');
 
       // What the ServiceAccount may and may not do, now that a tenant namespace exists.
       const authz = admin.makeApiClient(AuthorizationV1Api);
@@ -609,7 +609,7 @@ async function main(): Promise<void> {
           return x.generation === x.status.observedGeneration && x.status.phase === phase;
         });
         await recordTiming(t, `infra: ${verb} as the provisioner ServiceAccount`, seconds(started));
-        t.pass(`${verb} → ${phase}`);
+        t.equal((await api.tenant(id)).status.phase, phase, `${verb} → ${phase}`);
       }
       t.equal((await api.tenant(id)).status.runtimeVersion, '1.5.0', 'the tenant runs 1.5.0 after the upgrade');
       started = Date.now();
