@@ -174,7 +174,11 @@ t.test('an upgrade refused by the catalog shows the path; delete needs the typed
   await confirm.click();
   await page.getByText('delete accepted').waitFor();
   await page.locator('h1 .phase', { hasText: /Deleting|Deleted/ }).waitFor({ timeout: 30_000 });
-  t.pass('the delete is accepted and the tenant shows Deleting/Deleted live');
+  t.match(
+    await phaseOf(id),
+    /^(Deleting|Deleted)$/,
+    'the delete is accepted: the tenant is Deleting or Deleted, as the page shows live',
+  );
   t.same(
     problems.filter((p) => !/status of 422/.test(p)),
     [],
@@ -195,6 +199,9 @@ async function tenantWithOperation(org: string, state: 'running' | 'succeeded'):
 const numbered = (from: number, to: number) =>
   Array.from({ length: to - from + 1 }, (_, i) => ({ line: `line ${String(from + i).padStart(6, '0')} of the test` }));
 const stats = (page: Page) => page.locator('.log-stats');
+const cordoned = async (cluster: string) =>
+  (await db.pool.query<{ cordoned: boolean }>('SELECT cordoned FROM root_clusters WHERE name = $1', [cluster])).rows[0]
+    ?.cordoned;
 /** Every line of the downloaded log, checked: numbered 1..n in order, seqs strictly increasing. */
 async function downloaded(page: Page): Promise<{ count: number; inOrder: boolean; seqsIncrease: boolean }> {
   const [download] = await Promise.all([
@@ -230,10 +237,18 @@ t.test('a 100,000-line log renders virtualised, searchable and downloadable', as
     (el as unknown as { scrollTop: number }).scrollTop = 50_000 * 18;
   });
   await page.locator('.line[data-seq]', { hasText: 'line 050001 of the test' }).waitFor();
-  t.pass('scrolling to the middle shows the lines there');
+  t.equal(
+    await page.locator('.line[data-seq="1"]').count(),
+    0,
+    'scrolled to the middle, the lines there are drawn and the first line no longer is',
+  );
   await page.getByLabel('Search the log').fill('line 099999');
   await page.getByText('1 matching').waitFor();
-  t.pass('a search finds the one matching line among 100,000');
+  t.same(
+    await page.locator('.line[data-seq] .text').allInnerTexts(),
+    ['line 099999 of the test'],
+    'a search finds the one matching line among 100,000 and shows only it',
+  );
   await page.getByLabel('Search the log').fill('');
   const d = await downloaded(page);
   t.equal(d.count, 100_000, 'the download holds every line');
@@ -296,8 +311,7 @@ t.test('a followed log survives the provisioner killed and started again: every 
   await page.evaluate(`location.hash = '#/tenants/${id}/operations/${op}'`);
   await page.locator('.log-stats[data-lines="200"]').waitFor();
   // The backlog is read first, then the stream opens.
-  await stats(page).filter({ hasText: 'following' }).waitFor();
-  t.pass('the running operation is followed');
+  await stats(page).filter({ hasText: 'following' }).waitFor(); // the running operation is followed
 
   // Lines keep coming (bounded: at most 60 batches) while the provisioner is killed and restarted.
   let writing = true;
@@ -311,8 +325,8 @@ t.test('a followed log survives the provisioner killed and started again: every 
     () => Number((globalThis as unknown as PageGlobals).document.querySelector('.log-stats')?.dataset.lines) > 300,
   );
   await server.kill();
+  // A banner says the connection is lost (the wait fails the test when it does not).
   await page.getByText('Connection to the provisioner lost — reconnecting…').first().waitFor({ timeout: 10_000 });
-  t.pass('a banner says the connection is lost');
   await page.screenshot({ path: join(shots, 'log-reconnecting.png') });
   await new Promise((r) => setTimeout(r, 1000));
   server = await startServer(serverEnv);
@@ -405,13 +419,13 @@ t.test('clusters and runtime versions pages: cordon, the upgrade graph', async (
   await row.getByRole('button', { name: 'Cordon…' }).click();
   await row.getByRole('button', { name: 'Confirm cordon' }).click();
   await row.getByText('cordoned').waitFor();
-  t.pass('cordoned from the page');
+  t.equal(await cordoned('eu-1a'), true, 'cordoned from the page: the database has the cluster cordoned');
   await page.screenshot({ path: join(shots, 'clusters.png'), fullPage: true });
   t.same(await axeViolations(page), [], 'the clusters page has no serious accessibility violation');
   await row.getByRole('button', { name: 'Uncordon…' }).click();
   await row.getByRole('button', { name: 'Confirm uncordon' }).click();
   await row.getByText('accepting').waitFor();
-  t.pass('uncordoned from the page');
+  t.equal(await cordoned('eu-1a'), false, 'uncordoned from the page: the database has the cluster accepting');
 
   await page.getByRole('link', { name: 'Runtime versions' }).click();
   await page.locator('svg.graph path.edge').first().waitFor();
@@ -462,7 +476,10 @@ t.test('a fleet upgrade: its waves and tenants, pause, resume and abort from the
     await page.getByRole('button', { name: `${action[0]!.toUpperCase()}${action.slice(1)}…` }).click();
     await page.getByRole('button', { name: `Confirm ${action}` }).click();
     await page.locator(`[data-fleet-state="${after}"]`).waitFor();
-    t.pass(`${action}: the fleet upgrade is ${after}`);
+    const { rows } = await db.pool.query<{ state: string }>('SELECT state FROM fleet_upgrades WHERE id = $1', [
+      fleetUpgrade.id,
+    ]);
+    t.equal(rows[0]?.state, after, `${action}: the page and the database have the fleet upgrade ${after}`);
   }
   await page.screenshot({ path: join(shots, 'fleet-upgrade.png'), fullPage: true });
   t.same(await axeViolations(page), [], 'the fleet upgrade page has no serious accessibility violation');
@@ -494,7 +511,11 @@ t.test("a tenant's applications as its runtime reported them, updated live", asy
   t.equal(await rows.count(), 2, 'both reported applications are listed');
   await post(batch('reporter-0', [application('guestbook', 20, { health: 'Degraded' })]));
   await rows.filter({ hasText: 'Degraded' }).waitFor({ timeout: 10_000 });
-  t.pass('a change of health reported by the runtime appears without reload');
+  t.equal(
+    await rows.filter({ hasText: 'argocd/guestbook' }).filter({ hasText: 'Degraded' }).count(),
+    1,
+    "a change of health reported by the runtime appears without reload: guestbook's row says Degraded",
+  );
   await post(batch('reporter-0', [deletion('Application', 'argocd', 'billing', 21)]));
   await rows.filter({ hasText: 'argocd/billing' }).waitFor({ state: 'detached', timeout: 10_000 });
   t.equal(await rows.count(), 1, 'a deleted application leaves the list');
