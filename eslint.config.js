@@ -36,6 +36,15 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-return': 'off',
       // tap queues subtests itself: t.test() at the top level need not be awaited.
       '@typescript-eslint/no-floating-promises': 'off',
+      // A milestone is not an assertion (docs/testing.md): assert what the step changed instead.
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector:
+            "CallExpression[callee.type='MemberExpression'][callee.property.name='pass'][callee.object.name='t']",
+          message: 't.pass() asserts nothing; assert what the step changed (docs/testing.md).',
+        },
+      ],
     },
   },
   { files: ['eslint.config.js', '**/*.cjs'], ...tseslint.configs.disableTypeChecked },

@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { mkdtemp, open, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, open, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -40,7 +40,11 @@ t.test('two slots by default: a third file waits until one is released', async (
   const waiting = acquireRunLock(10_000);
   await first();
   const third = await waiting;
-  t.pass('the waiting file got the released slot within 10 s');
+  t.same(
+    (await readdir(LOCK)).sort(),
+    ['slot-0', 'slot-1'],
+    'the waiting file took the released slot within 10 s (two slots held again)',
+  );
   await second();
   await third();
   t.equal(await failure(stat(LOCK)), 'ENOENT', 'the last release removes the lock folder');
@@ -86,9 +90,11 @@ t.test('the older single-file lock and the slot folder exclude each other', asyn
   // slot is held, and the older code then waits (it reads no owner pid from a folder).
   t.equal(await failure(open(LOCK, 'wx')), 'EEXIST', 'the older exclusive create fails while a slot is held');
   await release();
-  const fh = await open(LOCK, 'wx');
-  await fh.close();
-  t.pass('the older exclusive create succeeds once the last slot is released');
+  t.equal(
+    await failure(open(LOCK, 'wx').then((fh) => fh.close())),
+    'resolved',
+    'the older exclusive create succeeds once the last slot is released',
+  );
   await rm(LOCK);
 });
 
@@ -99,7 +105,11 @@ t.test('a slot whose owner died is taken over', async (t) => {
   const a = await acquireRunLock(5_000);
   await writeFile(join(LOCK, 'slot-1'), String(dead.pid));
   const b = await acquireRunLock(5_000);
-  t.pass('a second slot was taken though slot-1 named a process that had exited');
+  t.equal(
+    (await readFile(join(LOCK, 'slot-1'), 'utf8')).trim(),
+    String(process.pid),
+    'slot-1, which named a process that had exited, now names this process',
+  );
   await a();
   await b();
 });
