@@ -25,10 +25,8 @@
 #   TOOLCHAIN_CACHE      overrides ${XDG_CACHE_HOME:-$HOME/.cache}/hosted-runtimes/toolchain
 #   TOOLCHAIN_NICE       niceness of the compiler processes (default 15)
 #
-# The Kubernetes provider plugin (pulumi-resource-kubernetes) is not built: the Go module proxy
-# refuses github.com/pulumi/pulumi-kubernetes/provider/v4 at every version (403 "This module
-# version is not available"). The end-to-end tier uses a provider binary only when one is
-# supplied (PULUMI_KUBERNETES_PROVIDER, see docs/e2e.md).
+# The Kubernetes provider plugin (pulumi-resource-kubernetes) is built by
+# scripts/kubernetes-provider.sh from tools/pulumi-kubernetes, under its own cache key.
 #
 # Documentation, measured build times and the smoke test: docs/toolchain.md, tools/smoke.sh.
 set -uo pipefail
@@ -44,7 +42,9 @@ ETCD_VERSION=v3.6.5             # tools/etcd: the etcd release Kubernetes v1.34.
 KWOK_VERSION=v0.8.0             # tools/kwok
 PULUMI_VERSION=v3.259.0         # tools/pulumi: newest pkg/v3 the Go module proxy serves
 PULUMI_NODEJS_HOST_VERSION=v3.68.0  # tools/pulumi-language-nodejs: last SDK release containing it
-PULUMI_KUBERNETES_WANTED=v4.34.2    # what the npm @pulumi/kubernetes package asks for
+# A former input, kept so that the cache key (and the cached build) stays the same: the provider
+# plugin is built by scripts/kubernetes-provider.sh, not here.
+PULUMI_KUBERNETES_WANTED=v4.34.2
 # ---------------------------------------------------------------------------------------
 
 CACHE_ROOT="${TOOLCHAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hosted-runtimes/toolchain}"
@@ -76,9 +76,10 @@ hash_inputs() {
   printf 'format=%s\nk8s=%s\netcd=%s\nkwok=%s\npulumi=%s\nnodejs-host=%s\nkubernetes-provider=%s\ngo=%s\n' \
     "$TOOLCHAIN_FORMAT" "$K8S_VERSION" "$ETCD_VERSION" "$KWOK_VERSION" "$PULUMI_VERSION" \
     "$PULUMI_NODEJS_HOST_VERSION" "$PULUMI_KUBERNETES_WANTED" "$GO_VERSION"
-  # tools/argocd and tools/chart-tools are built by scripts/argocd.sh and scripts/chart-tools.sh
-  # under their own cache keys: not part of this hash.
-  (cd "$TOOLS" && find . \( -path ./argocd -o -path ./chart-tools \) -prune -o \( -name go.mod -o -name go.sum -o -name '*.go' \) -print |
+  # tools/argocd, tools/chart-tools and tools/pulumi-kubernetes are built by scripts/argocd.sh,
+  # scripts/chart-tools.sh and scripts/kubernetes-provider.sh under their own cache keys: not
+  # part of this hash.
+  (cd "$TOOLS" && find . \( -path ./argocd -o -path ./chart-tools -o -path ./pulumi-kubernetes \) -prune -o \( -name go.mod -o -name go.sum -o -name '*.go' \) -print |
     LC_ALL=C sort | while read -r f; do
     printf '%s ' "$f"; sha256sum < "$f"
   done)
@@ -224,10 +225,6 @@ build pulumi-language-nodejs "$TOOLS/pulumi-language-nodejs" \
   github.com/pulumi/pulumi/sdk/v3/nodejs/cmd/pulumi-language-nodejs \
   "github.com/pulumi/pulumi/sdk/v3 $PULUMI_NODEJS_HOST_VERSION (nodejs/cmd/pulumi-language-nodejs)" \
   "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_NODEJS_HOST_VERSION"
-
-# ---- Pulumi Kubernetes provider ---------------------------------------------------------
-# Not built: the Go module proxy refuses github.com/pulumi/pulumi-kubernetes (see the header).
-record_version pulumi-resource-kubernetes "not built: the Go module proxy refuses github.com/pulumi/pulumi-kubernetes/provider/v4 $PULUMI_KUBERNETES_WANTED (403 This module version is not available)" 0
 
 # ---- summary -------------------------------------------------------------------------
 total=$(( $(date +%s) - SECONDS_TOTAL_START ))
