@@ -1,8 +1,8 @@
 /**
  * What one engine run costs, per operation kind, on the real engine: the end-to-end environment
  * (test/e2e/harness: a real kube-apiserver root cluster with KWOK nodes, the emulated vcluster
- * API servers, the real Pulumi CLI and the Kubernetes provider plugin — the test double unless
- * HRT_KUBERNETES_PROVIDER / PULUMI_KUBERNETES_PROVIDER name the real one) and the real
+ * API servers, the real Pulumi CLI and the real Kubernetes provider plugin that
+ * HRT_KUBERNETES_PROVIDER names, built by scripts/kubernetes-provider.sh) and the real
  * provisioner process. For create, upgrade, suspend, resume, delete, a resync with nothing to
  * change and a resync that corrects drift (a quota deleted by hand first): the engine's wall time
  * (operation started → finished), the CPU of the engine's process tree (the CLI and the provider
@@ -14,7 +14,7 @@
  * ratios to today's `refresh + up` in the same run; and what each candidate reports for a quota
  * deleted by hand (whether it sees the drift).
  *
- *   HRT_TOOLCHAIN_BIN=… HRT_KUBERNETES_PROVIDER=… HRT_KUBERNETES_PROVIDER_KIND=double npm run bench -- engine
+ *   HRT_TOOLCHAIN_BIN=… HRT_KUBERNETES_PROVIDER=$(bash scripts/kubernetes-provider.sh | tail -1)/pulumi-resource-kubernetes npm run bench -- engine
  *
  * BENCH_ENGINE_ROUNDS (default 2): tenants taken through the whole life cycle one after the
  * other; BENCH_ENGINE_OPTION_RUNS (default 3): runs of each resync candidate.
@@ -24,7 +24,13 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { catalog } from '../runtime/catalog.ts';
-import { provisioningUnavailable, startE2E, type E2E, type E2EHost } from '../test/e2e/harness/environment.ts';
+import {
+  describeKubernetesProvider,
+  provisioningUnavailable,
+  startE2E,
+  type E2E,
+  type E2EHost,
+} from '../test/e2e/harness/environment.ts';
 import { kube } from '../test/e2e/harness/kube.ts';
 import { StopWaiting, until } from '../test/e2e/harness/processes.ts';
 import { provisionerEnv, REPO_ROOT } from '../test/e2e/harness/provisioner-process.ts';
@@ -341,7 +347,7 @@ console.log(
       .map((l) => l.toFixed(1))
       .join(
         ' ',
-      )}, provider ${process.env.HRT_KUBERNETES_PROVIDER_KIND ?? 'unknown'}, catalog ${catalog.versions.length} versions`,
+      )}, ${process.env.HRT_KUBERNETES_PROVIDER ? describeKubernetesProvider(process.env.HRT_KUBERNETES_PROVIDER) : 'no kubernetes provider'}, catalog ${catalog.versions.length} versions`,
 );
 try {
   const e2e = await startE2E(host, { resyncSeconds: 3600 });

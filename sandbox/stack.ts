@@ -62,18 +62,13 @@ export function toolchainBin(): string {
 }
 
 /**
- * The Kubernetes provider plugin binary (HRT_KUBERNETES_PROVIDER from prepare.sh, or
- * PULUMI_KUBERNETES_PROVIDER, or one in the toolchain's bin folder), or undefined when none is
- * available.
+ * The Kubernetes provider plugin binary (HRT_KUBERNETES_PROVIDER: the real
+ * pulumi-resource-kubernetes that test/e2e/prepare.sh builds with scripts/kubernetes-provider.sh),
+ * or undefined when none is available.
  */
 export function kubernetesProvider(): string | undefined {
-  for (const p of [process.env.HRT_KUBERNETES_PROVIDER, process.env.PULUMI_KUBERNETES_PROVIDER]) {
-    if (p && existsSync(p)) return p;
-  }
-  const inBin = process.env.HRT_TOOLCHAIN_BIN
-    ? join(process.env.HRT_TOOLCHAIN_BIN, 'pulumi-resource-kubernetes')
-    : undefined;
-  return inBin && existsSync(inBin) ? inBin : undefined;
+  const p = process.env.HRT_KUBERNETES_PROVIDER;
+  return p && existsSync(p) ? p : undefined;
 }
 
 async function createPriorityClass(kc: KubeConfig): Promise<void> {

@@ -27,7 +27,7 @@ if [ "$rc" != 0 ]; then
   echo "sandbox: cannot start: test/e2e/prepare.sh stopped (its reason is printed above)" >&2
   exit 1
 fi
-done_step "toolchain $HRT_TOOLCHAIN_BIN, provider plugin ($HRT_KUBERNETES_PROVIDER_KIND) $HRT_KUBERNETES_PROVIDER"
+done_step "toolchain $HRT_TOOLCHAIN_BIN, provider plugin $HRT_KUBERNETES_PROVIDER"
 
 step "console (scripts/build-console.ts; a no-op when its sources did not change)"
 node "$ROOT/scripts/build-console.ts" >/dev/null

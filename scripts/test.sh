@@ -86,7 +86,7 @@ if command -v go >/dev/null 2>&1; then
   has_tier integration && [ -z "${HRT_TOOLCHAIN_BIN:-}" ] && bg_steps+=(api-servers)
   if has_tier e2e; then
     bg_steps+=(toolchain argo-crds argocd)
-    [ -z "${PULUMI_KUBERNETES_PROVIDER:-}" ] && [ -f scripts/kubernetes-provider.sh ] && bg_steps+=(kubernetes-provider)
+    bg_steps+=(kubernetes-provider)
   fi
 fi
 if [ ${#bg_steps[@]} -gt 0 ]; then

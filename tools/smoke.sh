@@ -7,18 +7,22 @@
 #   3. kwok with the stages from <toolchain>/share/kwok-stages.yaml; one fake node is created
 #      and must become Ready; a 2-replica Deployment must become Available
 #   4. `pulumi up` / `pulumi destroy` of a Node.js program (through pulumi-language-nodejs) that
-#      creates a ConfigMap with the Kubernetes provider (needs a pulumi-resource-kubernetes on
-#      PATH: the toolchain cannot build it, see docs/toolchain.md), file:// backend
+#      creates a ConfigMap with the Kubernetes provider plugin built by
+#      scripts/kubernetes-provider.sh (its schema must name the version the npm SDK pins, and the
+#      engine must not warn about a version mismatch), file:// backend
 #   5. the same through the Automation API with an inline program (no language host: this is
 #      how the provisioner drives Pulumi)
 #
-#   bash tools/smoke.sh [BIN]      BIN defaults to $(bash scripts/toolchain.sh | tail -1)
+#   bash tools/smoke.sh [BIN [PROVIDER_BIN]]
+#       BIN defaults to $(bash scripts/toolchain.sh | tail -1), PROVIDER_BIN (the folder holding
+#       pulumi-resource-kubernetes) to $(bash scripts/kubernetes-provider.sh | tail -1)
 #   SMOKE_KEEP=1 keeps the temp folder and leaves nothing running either way.
 # Exits non-zero on the first failing step; the last line is "smoke: N passed, N failed".
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="${1:-$(bash "$ROOT/scripts/toolchain.sh" | tail -1)}"
+PROVIDER_BIN="${2:-$(bash "$ROOT/scripts/kubernetes-provider.sh" | tail -1)}"
 SHARE="$(dirname "$BIN")/share"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/toolchain-smoke.XXXXXX")"
 PASSED=0
@@ -62,10 +66,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok pulumi \
-         pulumi-resource-kubernetes; do
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok pulumi; do
   [ -x "$BIN/$b" ] || die "$BIN/$b is missing (see $(dirname "$BIN")/FAILED)"
 done
+[ -x "$PROVIDER_BIN/pulumi-resource-kubernetes" ] ||
+  die "$PROVIDER_BIN/pulumi-resource-kubernetes is missing (scripts/kubernetes-provider.sh)"
 
 # Node.js >= 22 for the Pulumi programs: the project's .tools/node, else PATH, else /tmp/nodetest.
 NODE_DIR=""
@@ -74,7 +79,7 @@ for d in "$ROOT/.tools/node/node_modules/.bin" /tmp/nodetest/node_modules/.bin; 
 done
 if [ -z "$NODE_DIR" ] && command -v node >/dev/null; then NODE_DIR="$(dirname "$(command -v node)")"; fi
 [ -n "$NODE_DIR" ] || die "no node found"
-export PATH="$BIN:$NODE_DIR:$PATH"
+export PATH="$BIN:$PROVIDER_BIN:$NODE_DIR:$PATH"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ETCD_PORT=$(free_port); ETCD_PEER=$(free_port); API_PORT=$(free_port)
@@ -192,6 +197,14 @@ export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 mkdir -p "$PULUMI_HOME" "$WORK/pulumi-state" "$WORK/prog"
 log "pulumi $(pulumi version)"
+# The plugin's own schema names its version; the npm SDK the programs use must pin the same one.
+SDK_VERSION="$(node -p 'require(process.argv[1]).version' "$ROOT/node_modules/@pulumi/kubernetes/package.json")"
+PLUGIN_VERSION="$(pulumi package get-schema "$PROVIDER_BIN/pulumi-resource-kubernetes" 2> "$WORK/get-schema.log" |
+  node -e 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>{const j=JSON.parse(s);console.log(j.name+" "+j.version)})')" ||
+  die "pulumi package get-schema $PROVIDER_BIN/pulumi-resource-kubernetes (see $WORK/get-schema.log)"
+[ "$PLUGIN_VERSION" = "kubernetes $SDK_VERSION" ] ||
+  die "the provider plugin's schema says '$PLUGIN_VERSION', the npm SDK @pulumi/kubernetes is $SDK_VERSION"
+pass "provider plugin $PROVIDER_BIN/pulumi-resource-kubernetes: schema $PLUGIN_VERSION, the npm SDK's version"
 ln -s "$ROOT/node_modules" "$WORK/prog/node_modules"
 cat > "$WORK/prog/Pulumi.yaml" <<'EOF'
 name: toolchain-smoke
@@ -217,6 +230,8 @@ EOF
 ) > "$WORK/pulumi-cli.log" 2>&1 || die "pulumi up (CLI program, see $WORK/pulumi-cli.log)"
 [ "$(kubectl get configmap smoke-cli -o jsonpath='{.data.hello}')" = world ] || die "ConfigMap smoke-cli not found"
 grep -q 'downloading\|Downloading' "$WORK/pulumi-cli.log" && die "pulumi tried to download a plugin"
+grep -q 'expected to have version' "$WORK/pulumi-cli.log" &&
+  die "the engine warned that the plugin's version is not the SDK's: $(grep -m1 'expected to have version' "$WORK/pulumi-cli.log")"
 (cd "$WORK/prog" && pulumi destroy --yes --skip-preview --non-interactive) >> "$WORK/pulumi-cli.log" 2>&1 \
   || die "pulumi destroy (CLI program)"
 kubectl get configmap smoke-cli >/dev/null 2>&1 && die "ConfigMap smoke-cli still exists after destroy"

@@ -20,9 +20,9 @@ import type { OperationKind } from '../store/tenants.ts';
  * RSS of the Pulumi CLI and its plugins, plus the provisioner's own RSS growth while the inline
  * program is evaluated in it (the largest of each, over the runs measured), rounded up to a
  * multiple of 32 MiB. Measured by bench/engine.bench.ts (`npm run bench -- engine`; the table in
- * docs/benchmarks.md "Engine runs", 2026-11-23, with the Kubernetes provider test double: the
- * real provider plugin is a larger binary; measure again with PULUMI_KUBERNETES_PROVIDER before
- * relying on these for it).
+ * docs/benchmarks.md "Engine runs", 2026-11-23, with the Kubernetes provider test double of
+ * that time: the real provider plugin the e2e tier now runs is a larger binary; these are to be
+ * measured again with it).
  */
 export const ENGINE_RUN_PEAK_MB = Object.freeze({
   create: 384, // measured 325 + 43

@@ -1,6 +1,6 @@
 /**
  * End-to-end: fleet upgrades on the real engine (the provisioner child process, the real Pulumi
- * CLI, the Kubernetes provider plugin PULUMI_KUBERNETES_PROVIDER names or else its test double,
+ * CLI, the real Kubernetes provider plugin,
  * a kube-apiserver per tenant standing in for the vcluster). Three tenants on 1.4.1:
  *
  *  1. a fleet upgrade to 1.5.0 in two waves (the canary, then the other two) completes: the

@@ -49,6 +49,7 @@ import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane 
 import {
   acquireRunLock,
   createVolumePool,
+  describeKubernetesProvider,
   kubernetesProvider,
   provisioningUnavailable,
   recordTiming,
@@ -80,11 +81,7 @@ interface Pulumi {
 async function main(): Promise<void> {
   const bin = toolchainBin();
   const provider = kubernetesProvider()!;
-  t.comment(
-    process.env.HRT_KUBERNETES_PROVIDER_KIND === 'double'
-      ? `Kubernetes provider: the test double (test/e2e/provider-double) at ${provider}`
-      : `Kubernetes provider: ${provider}`,
-  );
+  t.comment(describeKubernetesProvider(provider));
   t.comment(
     'stand-ins: the ingress-nginx, cert-manager and cloudnative-pg charts are local stand-in charts ' +
       '(test/e2e/harness/charts.ts, writePlatformCharts); the Secret the CloudNativePG operator writes ' +
@@ -134,7 +131,7 @@ async function main(): Promise<void> {
   // 1. pulumi up
   const started = Date.now();
   // Stand-in for ingress-nginx's controller, which writes an Ingress's address into its status
-  // (the real provider plugin waits for it; the test double does not).
+  // (the provider plugin waits for it).
   const stopIngressStandIn = ingressStatusStandIn(root.kc, PLATFORM_NAMESPACE);
   await pulumi(['up', '--yes', '--skip-preview'], { timeoutMs: 10 * 60_000 }).finally(stopIngressStandIn);
   await recordTiming(t, 'infra: pulumi up (first install)', (Date.now() - started) / 1000);

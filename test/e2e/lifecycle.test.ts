@@ -1,7 +1,7 @@
 /**
  * End-to-end: the tenant lifecycle on a real root control plane, through the real provisioner
- * process and the real Pulumi CLI, with the Kubernetes provider plugin that PULUMI_KUBERNETES_PROVIDER
- * names or else its test double (the file's TAP comment says which), and a real kube-apiserver per
+ * process and the real Pulumi CLI, with the real Kubernetes provider plugin (the file's TAP comment
+ * names its version), and a real kube-apiserver per
  * tenant standing in for the vcluster (test/e2e/harness/vcluster-emulator.ts), and the real vcluster
  * and Argo charts from the chart mirror. Signup → Ready (Pod Security `restricted` enforced on the
  * root's tenant namespace and in the tenant's API server), two concurrent tenants stay isolated,

@@ -9,6 +9,7 @@
  * 2) environments run at once. A provisioning file mostly waits (Helm waiting for pods KWOK makes
  * Ready, resync periods, timers), so two share a 2-core machine (measured in docs/toolchain.md).
  */
+import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, open, readFile, rm, rmdir, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -85,12 +86,34 @@ export interface E2E {
   pulumi(args: string[]): Promise<{ stdout: string; stderr: string }>;
 }
 
+/**
+ * The plugin's name and version for the files' TAP output, e.g. `kubernetes provider:
+ * pulumi-resource-kubernetes 4.25.0 (real, …)`: read from the schema embedded in the binary (what
+ * the plugin answers to GetSchema; the build sets its version from the same value as the plugin's
+ * version label, which `go version -m` does not show for a -trimpath build).
+ */
+export function describeKubernetesProvider(binary: string): string {
+  const marker = Buffer.from('{"name":"kubernetes","displayName":"Kubernetes","version":"');
+  let data: Buffer;
+  try {
+    data = readFileSync(binary);
+  } catch (err) {
+    return `kubernetes provider: ${binary} (unreadable: ${err instanceof Error ? err.message : String(err)})`;
+  }
+  const at = data.indexOf(marker);
+  const version =
+    at < 0
+      ? 'with no embedded schema version'
+      : data.subarray(at + marker.length, data.indexOf(0x22, at + marker.length)).toString('utf8');
+  return `kubernetes provider: pulumi-resource-kubernetes ${version} (real, built from github.com/pulumi/pulumi-kubernetes/provider/v4) at ${binary}`;
+}
+
 /** Why a file that provisions tenants cannot run here, or undefined when it can. */
 export function provisioningUnavailable(): string | undefined {
   if (kubernetesProvider()) return undefined;
   return (
-    'no Kubernetes provider plugin: run the tier through scripts/test.sh e2e (it builds the test double, docs/e2e.md) ' +
-    'or set PULUMI_KUBERNETES_PROVIDER=/path/to/pulumi-resource-kubernetes'
+    'no Kubernetes provider plugin: run the tier through scripts/test.sh e2e (test/e2e/prepare.sh builds it with ' +
+    'scripts/kubernetes-provider.sh and sets HRT_KUBERNETES_PROVIDER, docs/e2e.md)'
   );
 }
 
@@ -216,11 +239,7 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
   const bin = toolchainBin();
   const provider = kubernetesProvider();
   if (!provider) throw new Error(provisioningUnavailable());
-  t.comment(
-    process.env.HRT_KUBERNETES_PROVIDER_KIND === 'double'
-      ? `Kubernetes provider: the test double (test/e2e/provider-double) at ${provider}`
-      : `Kubernetes provider: ${provider}`,
-  );
+  t.comment(describeKubernetesProvider(provider));
   t.comment(
     'stand-in: each tenant API server is a kube-apiserver started by the harness (sandbox/vcluster-emulator.ts), ' +
       'not a vcluster; the vcluster and Argo charts are the real upstream charts from the chart mirror',
