@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `npm test`: type-check, lint, then every test tier (unit, integration, browser, fuzz, e2e), and a final
+# `npm test`: type-check, lint, then every test tier (browser, fuzz, unit, integration, e2e), and a final
 # line `N passed, N failed, N skipped` counting every tap assertion, one check each for type-check
 # and lint, and the fuzzer's checks (scripts/fuzz.sh: one per mode and one for the number of
 # cases; skipped tests are counted apart, never as passed).
@@ -12,7 +12,10 @@ set +e
 cd "$ROOT"
 
 tiers=("$@")
-[ ${#tiers[@]} -gt 0 ] || tiers=(unit integration browser fuzz e2e)
+# The browser and fuzz tiers first: they need none of the Go builds, so on a cold machine the chart
+# tools, etcd and kube-apiserver (started in the background below) are built while they run,
+# instead of the unit and integration tiers waiting for them (126 s and 260 s in a cold run).
+[ ${#tiers[@]} -gt 0 ] || tiers=(browser fuzz unit integration e2e)
 passed=0
 failed=0
 skipped=0
