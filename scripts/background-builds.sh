@@ -9,8 +9,8 @@
 #   chart-tools      scripts/chart-tools.sh                                   (unit, integration)
 #   api-servers      scripts/toolchain.sh --only etcd --only kube-apiserver   (integration)
 #   toolchain        scripts/toolchain.sh --only each binary the e2e tier uses (e2e; the same
-#                    list test/e2e/prepare.sh asks for: kubectl, kwokctl, etcdctl and
-#                    pulumi-language-nodejs are for people, tools/smoke.sh, not for the tests)
+#                    list test/e2e/prepare.sh asks for: kubectl, kwokctl and etcdctl are for
+#                    people and tools/smoke.sh; pulumi-language-nodejs runs infra's program)
 #   argo-crds        scripts/argo-crds.sh                                     (e2e)
 #   argocd           scripts/argocd.sh                                        (e2e)
 #   kubernetes-provider  scripts/kubernetes-provider.sh                       (e2e)
@@ -37,7 +37,7 @@ command_for() { # step -> the command, one word per line
     chart-tools) printf '%s\n' "$ROOT/scripts/chart-tools.sh" ;;
     api-servers) printf '%s\n' "$ROOT/scripts/toolchain.sh" --only etcd --only kube-apiserver ;;
     toolchain) printf '%s\n' "$ROOT/scripts/toolchain.sh" --only etcd --only kube-apiserver --only kube-controller-manager \
-      --only kube-scheduler --only kwok --only pulumi ;;
+      --only kube-scheduler --only kwok --only pulumi --only pulumi-language-nodejs ;;
     argo-crds) printf '%s\n' "$ROOT/scripts/argo-crds.sh" ;;
     argocd) printf '%s\n' "$ROOT/scripts/argocd.sh" ;;
     kubernetes-provider) printf '%s\n' "$ROOT/scripts/kubernetes-provider.sh" ;;
