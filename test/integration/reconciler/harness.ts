@@ -253,21 +253,8 @@ export function scripted(o?: ScriptedEngineOptions): ScriptedEngine {
   return new ScriptedEngine(o);
 }
 
-/** Polls `check` every `everyMs` until it returns a value other than undefined/false; fails after `timeoutMs`. */
-export async function until<T>(
-  what: string,
-  check: () => Promise<T | undefined | false>,
-  timeoutMs = 10_000,
-  everyMs = 20,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
+/** The shared test wait (test/helpers/wait.ts), kept here for the files that import it from the harness. */
+export { until } from '../../helpers/wait.ts';
 
 /** A promise with its resolve function (gates for the scripted engine). */
 export function gate(): { promise: Promise<void>; open: () => void } {
