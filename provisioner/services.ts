@@ -22,7 +22,7 @@ import type { DatabaseHealth } from './db/availability.ts';
 import { Notifications } from './db/notifications.ts';
 import { createEngine } from './engine/create.ts';
 import type { Engine } from './engine/engine.ts';
-import { hashKeyBase64 } from './auth/keys.ts';
+import { hashKeyBase64 } from './store/key-format.ts';
 import { KeyCache } from './auth/key-cache.ts';
 import {
   createMetrics,

@@ -28,7 +28,8 @@ import { STALE_AFTER_SECONDS } from '../../runtime/protocol/events.ts';
 import { judgeGate, type GateCheck, type Snapshot } from './gate.ts';
 import { DEFAULT_UPGRADE_SECONDS, DEFAULT_WINDOW_WAIT_SECONDS, pathFor, type FleetOptions } from './plan.ts';
 import { expectedDurations, finishAbortIfIdle } from './service.ts';
-import { explainNoFit, nextFit, OUTSIDE_WINDOW, type MaintenanceWindow } from './windows.ts';
+import { explainNoFit, nextFit, OUTSIDE_WINDOW } from './windows.ts';
+import type { MaintenanceWindow } from '../store/tenants.ts';
 import {
   ACTIVE_FLEET_STATES,
   FLEET_CHANNEL,

@@ -6,7 +6,8 @@
  */
 import type { Catalog } from '../../runtime/catalog.ts';
 import { compareVersions } from '../../runtime/catalog.ts';
-import type { Freeze, MaintenanceWindow } from './windows.ts';
+import type { Freeze } from './windows.ts';
+import type { MaintenanceWindow } from '../store/tenants.ts';
 
 /** One wave as asked for: the first is the canary (`count` 1–5); the others by `count` or cumulative `percent`. */
 export interface WaveSpec {

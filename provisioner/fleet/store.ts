@@ -5,7 +5,7 @@
 import type { Queryable } from '../db/tx.ts';
 import type { Candidate, Plan, Selector } from './plan.ts';
 import type { GateCheck } from './gate.ts';
-import type { MaintenanceWindow } from './windows.ts';
+import type { MaintenanceWindow } from '../store/tenants.ts';
 
 export const FLEET_STATES = ['running', 'paused', 'halted', 'aborting', 'completed', 'aborted'] as const;
 export type FleetState = (typeof FLEET_STATES)[number];

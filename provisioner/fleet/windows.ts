@@ -16,18 +16,7 @@
 import { Temporal } from 'temporal-polyfill';
 import { RRuleTemporal } from 'rrule-temporal';
 import { errors } from '../errors.ts';
-
-/** A recurring window: when it opens (the rule, in local time of `timeZone`) and for how long. */
-export interface MaintenanceWindow {
-  /** RFC 5545 RRULE value (FREQ DAILY, WEEKLY, MONTHLY or YEARLY), e.g. FREQ=WEEKLY;BYDAY=SA;BYHOUR=2;BYMINUTE=0. */
-  rrule: string;
-  /** IANA time zone the rule's local times are in. */
-  timeZone: string;
-  /** Minutes of wall-clock time from each occurrence's start. */
-  durationMinutes: number;
-  /** DTSTART as a local date-time (2026-01-03T02:00); default 2020-01-01T00:00 (Wednesday). */
-  dtstart?: string | undefined;
-}
+import type { MaintenanceWindow } from '../store/tenants.ts';
 
 /** A deny period: an absolute interval, or a recurring one like a window. */
 export type Freeze =

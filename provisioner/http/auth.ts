@@ -6,8 +6,8 @@
  * handler checks it itself (and a new route cannot forget it).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Role } from '../auth/keys.ts';
-import { hashKeyBase64, looksLikeKey } from '../auth/keys.ts';
+import type { Role } from '../store/key-format.ts';
+import { hashKeyBase64, looksLikeKey } from '../store/key-format.ts';
 import type { KeyCache } from '../auth/key-cache.ts';
 import { errors } from '../errors.ts';
 import type { KeyIdentity } from '../store/keys.ts';

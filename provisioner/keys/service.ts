@@ -4,7 +4,7 @@
  * replica (store/keys.ts) and is applied to this process at once through `onRevoked`.
  */
 import type pg from 'pg';
-import type { Role } from '../auth/keys.ts';
+import type { Role } from '../store/key-format.ts';
 import { withTx } from '../db/tx.ts';
 import { errors } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';

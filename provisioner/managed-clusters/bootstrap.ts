@@ -16,6 +16,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { stringify } from 'yaml';
+import type { CreatedObjects } from '../store/managed-clusters.ts';
 import { ClusterNetworkError, kubeRequest, type ClusterConnection } from './kube-api.ts';
 
 export const BOOTSTRAP_NAMESPACE = 'argocd-manager';
@@ -27,16 +28,6 @@ export const LEGACY_BOOTSTRAP_ACCOUNT = 'argocd-manager';
 /** Longest life of a bootstrap token. */
 export const BOOTSTRAP_TTL_SECONDS = 3600;
 const TOKEN_PREFIX = 'hrtb_';
-
-/** What a bootstrap created on the cluster (stored with the registration, for the revocation). */
-export interface CreatedObjects {
-  /** `namespace/name` of the ServiceAccount. */
-  serviceAccount: string;
-  /** Namespaces holding a Role and RoleBinding named after the account. */
-  namespaces: string[];
-  /** A ClusterRole and ClusterRoleBinding named after the account. */
-  clusterWide: boolean;
-}
 
 export type KubeObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } } & Record<
   string,

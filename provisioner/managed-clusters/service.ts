@@ -33,6 +33,7 @@ import {
   sealedManagedClusters,
   type ManagedCluster,
   type ManagedClusterReach,
+  type CreatedObjects,
 } from '../store/managed-clusters.ts';
 import { changeSpec, condition, getTenantRow, type TenantRow } from '../store/tenants.ts';
 import type { ManagedClusterConfig } from '../../runtime/component/cluster-secret.ts';
@@ -57,7 +58,6 @@ import {
   jobManifest,
   newBootstrapToken,
   revokeCreated,
-  type CreatedObjects,
   type Revocation,
 } from './bootstrap.ts';
 import {

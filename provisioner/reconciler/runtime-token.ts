@@ -4,7 +4,7 @@
  * the vcluster), so it is kept encrypted on the tenant row (runtime_token_enc, SecretBox, aad
  * `tenant/<id>/runtime-token`); only its hash is in api_keys. Made once, at the first attempt that runs the engine.
  */
-import { generateKey, hashKey, keyPrefix } from '../auth/keys.ts';
+import { generateKey, hashKey, keyPrefix } from '../store/key-format.ts';
 import type { SecretBox } from '../crypto.ts';
 import type { NewRuntimeKey } from './attempt.ts';
 

@@ -10,8 +10,13 @@
  * learn from a 409 which keys others use.
  */
 import { createHash } from 'node:crypto';
-import type { SecretBox } from '../crypto.ts';
 import type { Queryable } from '../db/tx.ts';
+
+/** What seals the stored answers (crypto.ts's SecretBox). */
+export interface Sealer {
+  encrypt(plaintext: string | Buffer, aad?: string): Buffer;
+  decrypt(sealed: Buffer, aad?: string): Buffer;
+}
 
 export type Claim =
   { kind: 'new' } | { kind: 'replay'; status: number; body: unknown } | { kind: 'mismatch' } | { kind: 'in-progress' };
@@ -45,7 +50,7 @@ export function keyDigest(key: string): string {
 /** Must run inside the transaction that does the work. Blocks while another transaction holds the key. */
 export async function claimKey(
   db: Queryable,
-  box: SecretBox,
+  box: Sealer,
   scope: string,
   rawKey: string,
   hash: string,
@@ -79,7 +84,7 @@ export async function claimKey(
 
 export async function storeResponse(
   db: Queryable,
-  box: SecretBox,
+  box: Sealer,
   scope: string,
   rawKey: string,
   status: number,

@@ -1,5 +1,5 @@
-import type { Role } from '../auth/keys.ts';
-import { generateKey, hashKey, keyPrefix } from '../auth/keys.ts';
+import type { Role } from './key-format.ts';
+import { generateKey, hashKey, keyPrefix } from './key-format.ts';
 import type { Queryable } from '../db/tx.ts';
 
 export interface ApiKeyInfo {

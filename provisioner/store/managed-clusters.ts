@@ -6,7 +6,16 @@
 import type { Queryable } from '../db/tx.ts';
 import type { Condition } from './tenants.ts';
 import { liveTunnel } from './tunnels.ts';
-import type { CreatedObjects } from '../managed-clusters/bootstrap.ts';
+
+/** What a bootstrap created on the cluster (stored with the registration, for the revocation). */
+export interface CreatedObjects {
+  /** `namespace/name` of the ServiceAccount. */
+  serviceAccount: string;
+  /** Namespaces holding a Role and RoleBinding named after the account. */
+  namespaces: string[];
+  /** A ClusterRole and ClusterRoleBinding named after the account. */
+  clusterWide: boolean;
+}
 
 export type ManagedClusterReach = 'controlPlane' | 'runtime';
 

@@ -5,11 +5,22 @@
  */
 import type { Queryable } from '../db/tx.ts';
 import { liveTunnel } from './tunnels.ts';
-import { reportingOf, type ReporterRow, type ReportingStatus } from '../runtime-objects/reporting.ts';
+import { reportingOf, type ReporterRow, type ReportingStatus } from './reporting.ts';
 
 import { PHASES, type Phase } from './phases.ts';
-import type { MaintenanceWindow } from '../fleet/windows.ts';
 export { PHASES, type Phase };
+
+/** A recurring window: when it opens (the rule, in local time of `timeZone`) and for how long. */
+export interface MaintenanceWindow {
+  /** RFC 5545 RRULE value (FREQ DAILY, WEEKLY, MONTHLY or YEARLY), e.g. FREQ=WEEKLY;BYDAY=SA;BYHOUR=2;BYMINUTE=0. */
+  rrule: string;
+  /** IANA time zone the rule's local times are in. */
+  timeZone: string;
+  /** Minutes of wall-clock time from each occurrence's start. */
+  durationMinutes: number;
+  /** DTSTART as a local date-time (2026-01-03T02:00); default 2020-01-01T00:00 (Wednesday). */
+  dtstart?: string | undefined;
+}
 
 export const OPERATION_KINDS = [
   'create',
@@ -76,7 +87,7 @@ export interface Tenant {
     lastOperationId: string | null;
     /** While suspended: who suspended it (an operator's suspension only an operator lifts) and why. */
     suspension?: { by: 'operator' | 'tenant'; reason: string | null };
-    /** Once the runtime's event reporter has reported (runtime-objects/reporting.ts). */
+    /** Once the runtime's event reporter has reported (store/reporting.ts). */
     reporting?: ReportingStatus;
     /** The tenant's managed clusters and whether each is reachable (their Reachable condition). */
     managedClusters?: ManagedClusterSummary[];

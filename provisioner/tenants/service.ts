@@ -5,8 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { generateKey, hashKey, keyPrefix } from '../auth/keys.ts';
-import type { Role } from '../auth/keys.ts';
+import { generateKey, hashKey, keyPrefix } from '../store/key-format.ts';
+import type { Role } from '../store/key-format.ts';
 import { revokeTenantKeys } from '../store/keys.ts';
 import type { SecretBox } from '../crypto.ts';
 import { withTx, pgCode, pgConstraint } from '../db/tx.ts';
@@ -33,7 +33,8 @@ import { compareVersions } from '../../runtime/catalog.ts';
 import { PLANS, PLAN_NAMES, DEFAULT_PLAN } from '../../tenants/plans.ts';
 import type { Queryable } from '../db/tx.ts';
 import { fleetUpgradeOf } from '../fleet/store.ts';
-import { checkWindows, type MaintenanceWindow } from '../fleet/windows.ts';
+import { checkWindows } from '../fleet/windows.ts';
+import type { MaintenanceWindow } from '../store/tenants.ts';
 
 export interface TenantServiceDeps {
   pool: pg.Pool;

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { advertiseUrl, loadConfig, ConfigError } from '../../provisioner/config.ts';
 import { SecretBox } from '../../provisioner/crypto.ts';
 import { decodeCursor, encodeCursor } from '../../provisioner/http/cursor.ts';
-import { generateKey, hashKey, keyPrefix, looksLikeKey } from '../../provisioner/auth/keys.ts';
+import { generateKey, hashKey, keyPrefix, looksLikeKey } from '../../provisioner/store/key-format.ts';
 
 t.test('config defaults follow the documented contract', async (t) => {
   const c = loadConfig({}, '/srv/app');

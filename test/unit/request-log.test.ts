@@ -3,7 +3,7 @@ import t from 'tap';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
 import pino from 'pino';
 import { RequestLog } from '../../provisioner/http/request-log.ts';
-import { hashKey, hashKeyBase64 } from '../../provisioner/auth/keys.ts';
+import { hashKey, hashKeyBase64 } from '../../provisioner/store/key-format.ts';
 
 interface Line {
   level: number;

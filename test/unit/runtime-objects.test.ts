@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { filterColumns, prepareBatch } from '../../provisioner/runtime-objects/ingest.ts';
-import { reportingOf, type ReporterRow } from '../../provisioner/runtime-objects/reporting.ts';
+import { reportingOf, type ReporterRow } from '../../provisioner/store/reporting.ts';
 import { isAppError } from '../../provisioner/errors.ts';
 import { writesJson } from '../../provisioner/store/runtime-objects.ts';
 import type { UpsertItem } from '../../runtime/protocol/events.ts';

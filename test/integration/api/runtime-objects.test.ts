@@ -8,7 +8,7 @@ import t from 'tap';
 import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { application, batch, deletion } from '../../helpers/events.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
-import { hashKeyBase64 } from '../../../provisioner/auth/keys.ts';
+import { hashKeyBase64 } from '../../../provisioner/store/key-format.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { freePort } from '../../../provisioner/db/embedded.ts';
 import { EVENTS_PATH, ownerOf, type EventBatchResult } from '../../../runtime/protocol/events.ts';

@@ -9,7 +9,7 @@
 import t from 'tap';
 import { until } from '../reconciler/harness.ts';
 import { createFleetHarness, OPERATOR, type FleetHarness } from './fleet-harness.ts';
-import type { MaintenanceWindow } from '../../../provisioner/fleet/windows.ts';
+import type { MaintenanceWindow } from '../../../provisioner/store/tenants.ts';
 
 let f: FleetHarness;
 t.beforeEach(async () => {

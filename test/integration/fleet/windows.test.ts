@@ -10,7 +10,7 @@ import t from 'tap';
 import { FleetDriver } from '../../../provisioner/fleet/driver.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { createFleetHarness, OPERATOR, type FleetHarness } from './fleet-harness.ts';
-import type { MaintenanceWindow } from '../../../provisioner/fleet/windows.ts';
+import type { MaintenanceWindow } from '../../../provisioner/store/tenants.ts';
 
 let f: FleetHarness;
 let driver: FleetDriver;

@@ -7,8 +7,8 @@ import {
   explainNoFit,
   nextFit,
   occurrences,
-  type MaintenanceWindow,
 } from '../../../provisioner/fleet/windows.ts';
+import type { MaintenanceWindow } from '../../../provisioner/store/tenants.ts';
 import { isAppError } from '../../../provisioner/errors.ts';
 
 const ms = (iso: string) => Date.parse(iso);
