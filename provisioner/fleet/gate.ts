@@ -6,19 +6,7 @@
  * after the change was made, and the Applications must have been reported after the operation
  * finished. A status left over from before the step never passes (argo-cd #29410).
  */
-
-export interface GateCheck {
-  name: 'operation' | 'observedGeneration' | 'version' | 'ready' | 'tunnel' | 'applications';
-  ok: boolean;
-  detail: string;
-}
-
-/** What the tenant looked like just before the step (fleet_upgrade_tenants.snapshot). */
-export interface Snapshot {
-  /** Healthy and Synced Applications, when an event reporter reported within the stale window; null: not reporting. */
-  applications: { good: number; total: number } | null;
-  tunnelConnected: boolean;
-}
+import type { GateCheck, Snapshot } from '../store/fleet-upgrades.ts';
 
 export interface GateInput {
   kind: 'upgrade' | 'rollback' | 'revert';

@@ -7,7 +7,7 @@
 import type { Catalog } from '../../runtime/catalog.ts';
 import { compareVersions } from '../../runtime/catalog.ts';
 import type { Freeze } from './windows.ts';
-import type { MaintenanceWindow } from '../store/tenants.ts';
+import type { Candidate, Selector } from '../store/fleet-upgrades.ts';
 
 /** One wave as asked for: the first is the canary (`count` 1–5); the others by `count` or cumulative `percent`. */
 export interface WaveSpec {
@@ -53,34 +53,6 @@ export const DEFAULT_OPTIONS: FleetOptions = {
   failureBudget: { maxFailures: 0 },
   gate: { tunnel: true, applications: true },
 };
-
-/** Which tenants a fleet upgrade takes: every field given must match (AND); `all` takes every live tenant. */
-export interface Selector {
-  all?: boolean | undefined;
-  versions?: string[] | undefined;
-  plans?: string[] | undefined;
-  regions?: string[] | undefined;
-  clusters?: string[] | undefined;
-  tenantIds?: string[] | undefined;
-}
-
-/** A selected tenant as the plan needs it. */
-export interface Candidate {
-  id: string;
-  organization: string;
-  /** The spec's version. */
-  version: string;
-  /** The version it runs (null: never provisioned). */
-  actualVersion: string | null;
-  phase: string;
-  suspended: boolean;
-  stalled: boolean;
-  cluster: string | null;
-  /** A fleet upgrade not finished that already holds the tenant. */
-  inFleetUpgrade: string | null;
-  /** Its maintenance windows (none or empty: any time). */
-  windows?: MaintenanceWindow[] | undefined;
-}
 
 export interface PlannedWave {
   wave: number;

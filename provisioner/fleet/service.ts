@@ -18,29 +18,36 @@ import {
   type ExcludedTenant,
   type FleetOptions,
   type Plan,
-  type Selector,
   type WaveSpec,
 } from './plan.ts';
 import {
   ACTIVE_FLEET_STATES,
-  FLEET_CHANNEL,
   edgeDurations,
   edgeKey,
+  fleetEvents,
   fleetTenantRows,
+  finishAbortIfIdle,
   getFleetRow,
   insertFleetUpgrade,
+  notifyFleetUpgrade,
+  pauseFleetUpgrade,
   recordEvent,
   listFleetRows,
+  resumeFleetUpgrade,
   selectCandidates,
+  setWindowsOverride,
+  startAbort,
   stateCounts,
   waveRows,
+  type FleetEvent,
   type FleetRow,
   type FleetState,
   type FleetTenantRow,
   type FleetTenantState,
   type WaveRow,
   type WindowsOverride,
-} from './store.ts';
+  type Selector,
+} from '../store/fleet-upgrades.ts';
 import { checkFreezes, explainNoFit, nextFit, type Freeze } from './windows.ts';
 
 export interface FleetUpgradeRequest {
@@ -367,7 +374,7 @@ export class FleetUpgradeService {
           },
           requestId: by.requestId,
         });
-        await tx.query('SELECT pg_notify($1, $2)', [FLEET_CHANNEL, id]);
+        await notifyFleetUpgrade(tx, id);
         return planView(plan, unknown);
       });
       return { fleetUpgrade: (await this.get(id, false))!, plan: planned };
@@ -385,16 +392,8 @@ export class FleetUpgradeService {
   /** Records the override of the windows (and the duration-fits rule) on the fleet upgrade: its row, an event, an audit row. */
   async #override(tx: Queryable, id: string, by: Requester, reason: string): Promise<void> {
     const override: WindowsOverride = { by: by.actor.id, reason, at: new Date().toISOString() };
-    await tx.query('UPDATE fleet_upgrades SET windows_override = $2, updated_at = now() WHERE id = $1', [
-      id,
-      JSON.stringify(override),
-    ]);
     // Tenants waiting for a window may start now: what they waited for no longer holds.
-    await tx.query(
-      `UPDATE fleet_upgrade_tenants SET deferred_until = NULL, reason = NULL
-        WHERE fleet_upgrade_id = $1 AND state = 'pending' AND deferred_until IS NOT NULL`,
-      [id],
-    );
+    await setWindowsOverride(tx, id, override);
     await recordEvent(tx, id, 'override_windows', null, { by: by.actor.id, reason });
     await writeAudit(tx, by.actor, {
       action: 'fleet_upgrade.override_windows',
@@ -417,7 +416,7 @@ export class FleetUpgradeService {
           { details: { state: row.state } },
         );
       await this.#override(tx, id, by, reason);
-      await tx.query('SELECT pg_notify($1, $2)', [FLEET_CHANNEL, id]);
+      await notifyFleetUpgrade(tx, id);
     });
     return (await this.get(id, false))!;
   }
@@ -431,6 +430,11 @@ export class FleetUpgradeService {
       withTenants ? fleetTenantRows(this.#deps.pool, id) : Promise.resolve(undefined),
     ]);
     return view(row, waves, counts, tenants);
+  }
+
+  /** The fleet upgrade's events after `afterSeq`, oldest first (its progress stream). */
+  events(id: string, afterSeq: number, limit: number): Promise<FleetEvent[]> {
+    return fleetEvents(this.#deps.pool, id, afterSeq, limit);
   }
 
   async list(limit: number, state?: FleetState): Promise<FleetUpgradeView[]> {
@@ -455,27 +459,14 @@ export class FleetUpgradeService {
   /** Nothing new starts; steps under way finish and are judged. */
   pause(id: string, by: Requester, reason?: string): Promise<FleetUpgradeView> {
     return this.#transition(id, by, 'pause', ['running'], async (tx) => {
-      await tx.query(
-        `UPDATE fleet_upgrades SET state = 'paused', state_reason = $2, updated_at = now() WHERE id = $1`,
-        [id, reason ?? null],
-      );
+      await pauseFleetUpgrade(tx, id, reason ?? null);
     });
   }
 
   /** A paused or halted fleet upgrade goes on; after a halt the wave's failures so far are forgiven. */
   resume(id: string, by: Requester): Promise<FleetUpgradeView> {
     return this.#transition(id, by, 'resume', ['paused', 'halted'], async (tx, row) => {
-      if (row.state === 'halted')
-        await tx.query(
-          `UPDATE fleet_upgrade_waves w SET forgiven = (SELECT count(*) FROM fleet_upgrade_tenants ft
-              WHERE ft.fleet_upgrade_id = w.fleet_upgrade_id AND ft.wave = w.wave AND ft.state = 'quarantined')
-            WHERE w.fleet_upgrade_id = $1 AND w.wave = $2`,
-          [id, row.current_wave],
-        );
-      await tx.query(
-        `UPDATE fleet_upgrades SET state = 'running', state_reason = NULL, updated_at = now() WHERE id = $1`,
-        [id],
-      );
+      await resumeFleetUpgrade(tx, id, row.state === 'halted' ? row.current_wave : null);
     });
   }
 
@@ -487,15 +478,7 @@ export class FleetUpgradeService {
       'abort',
       ['running', 'paused', 'halted'],
       async (tx) => {
-        await tx.query(
-          `UPDATE fleet_upgrade_tenants SET state = 'cancelled', active = false, reason = 'the fleet upgrade was aborted before this tenant started', finished_at = now()
-          WHERE fleet_upgrade_id = $1 AND state = 'pending'`,
-          [id],
-        );
-        await tx.query(
-          `UPDATE fleet_upgrades SET state = 'aborting', abort_rollback = $2, state_reason = $3, updated_at = now() WHERE id = $1`,
-          [id, o.rollback, o.reason ?? null],
-        );
+        await startAbort(tx, id, o.rollback, o.reason ?? null);
         // Nothing under way and nothing to roll back: aborted now (else the driver finishes it).
         if (await finishAbortIfIdle(tx, id, o.rollback)) await recordEvent(tx, id, 'aborted', null, {});
       },
@@ -531,26 +514,10 @@ export class FleetUpgradeService {
         after: { state: action === 'pause' ? 'paused' : action === 'resume' ? 'running' : 'aborting', ...extra },
         requestId: by.requestId,
       });
-      await tx.query('SELECT pg_notify($1, $2)', [FLEET_CHANNEL, id]);
+      await notifyFleetUpgrade(tx, id);
     });
     return (await this.get(id, false))!;
   }
-}
-
-/** Ends an aborting fleet upgrade with no step under way and nothing (more) to roll back. Returns whether it did. */
-export async function finishAbortIfIdle(tx: Queryable, id: string, rollback: boolean): Promise<boolean> {
-  const { rows } = await tx.query<{ busy: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM fleet_upgrade_tenants WHERE fleet_upgrade_id = $1
-                     AND (state IN ('upgrading', 'rolling_back', 'reverting')
-                          OR ($2 AND state IN ('succeeded', 'interrupted')))) AS busy`,
-    [id, rollback],
-  );
-  if (rows[0]!.busy) return false;
-  await tx.query(`UPDATE fleet_upgrades SET state = 'aborted', finished_at = now(), updated_at = now() WHERE id = $1`, [
-    id,
-  ]);
-  await tx.query('UPDATE fleet_upgrade_tenants SET active = false WHERE fleet_upgrade_id = $1 AND active', [id]);
-  return true;
 }
 
 function unknownOf(ids: string[]): ExcludedTenant[] {

@@ -620,3 +620,9 @@ export async function readTenantChanges(
   );
   return rows;
 }
+
+/** Whether the tenant's retries are stopped (undefined: no such tenant). */
+export async function tenantStalled(db: Queryable, tenantId: string): Promise<boolean | undefined> {
+  const { rows } = await db.query<{ stalled: boolean }>('SELECT stalled FROM tenants WHERE id = $1', [tenantId]);
+  return rows[0]?.stalled;
+}

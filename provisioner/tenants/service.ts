@@ -32,7 +32,7 @@ import type { Catalog } from '../../runtime/catalog.ts';
 import { compareVersions } from '../../runtime/catalog.ts';
 import { PLANS, PLAN_NAMES, DEFAULT_PLAN } from '../../tenants/plans.ts';
 import type { Queryable } from '../db/tx.ts';
-import { fleetUpgradeOf } from '../fleet/store.ts';
+import { fleetUpgradeOf } from '../store/fleet-upgrades.ts';
 import { checkWindows } from '../fleet/windows.ts';
 import type { MaintenanceWindow } from '../store/tenants.ts';
 

@@ -15,7 +15,7 @@ import {
 import { MAX_FREEZES } from '../../fleet/windows.ts';
 import { requesterOf } from '../auth.ts';
 import { errors } from '../../errors.ts';
-import { FLEET_CHANNEL, FLEET_STATES, FLEET_TENANT_STATES, WAVE_STATES, fleetEvents } from '../../fleet/store.ts';
+import { FLEET_CHANNEL, FLEET_STATES, FLEET_TENANT_STATES, WAVE_STATES } from '../../store/fleet-upgrades.ts';
 import { serveEventStream } from '../streams.ts';
 import type { AppContext } from '../context.ts';
 
@@ -445,7 +445,7 @@ export const fleetUpgradeRoutes =
               const BATCH = 500;
               for (;;) {
                 pending = false;
-                const events = await fleetEvents(ctx.pool, id, after, BATCH);
+                const events = await ctx.fleetUpgrades.events(id, after, BATCH);
                 for (const e of events) {
                   if (!stream.send('event', e, e.seq)) await stream.drained();
                   after = e.seq;
@@ -456,7 +456,7 @@ export const fleetUpgradeRoutes =
                 if (events.length === BATCH) continue;
                 if (now.state === 'completed' || now.state === 'aborted') {
                   // Events committed with the final state were read above (the state is read after them).
-                  if ((await fleetEvents(ctx.pool, id, after, 1)).length > 0) continue;
+                  if ((await ctx.fleetUpgrades.events(id, after, 1)).length > 0) continue;
                   stream.send('end', { state: now.state });
                   return;
                 }

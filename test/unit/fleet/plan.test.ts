@@ -1,5 +1,6 @@
 import t from 'tap';
-import { DEFAULT_OPTIONS, planFleetUpgrade, waveSizes, type Candidate } from '../../../provisioner/fleet/plan.ts';
+import { DEFAULT_OPTIONS, planFleetUpgrade, waveSizes } from '../../../provisioner/fleet/plan.ts';
+import type { Candidate } from '../../../provisioner/store/fleet-upgrades.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 
 t.test('wave sizes: a canary, counts, cumulative percentages, and a last wave for what is left', async (t) => {
