@@ -114,8 +114,7 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
       app = await buildApp(services);
       await services.start();
       const url = await app.listen({ port: config.port, host: config.host });
-      await services.reconciler?.start();
-      services.fleetDriver?.start();
+      await services.startWorkers();
       const running = app;
       return {
         config,
@@ -125,13 +124,10 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
         services,
         reconciler: services.reconciler,
         async close() {
-          // At the same time: stop claiming, let running operations finish within their grace period
-          // and hand back the rest; drain the tunnels while the API keeps serving, then stop it.
-          await Promise.all([
-            services.reconciler?.stop({ graceMs: config.reconciler.shutdownGraceSeconds * 1000 }),
-            services.fleetDriver?.stop(),
-            running.close(),
-          ]);
+          // At the same time: stop the workers (the reconciler stops claiming, lets running operations
+          // finish within their grace period and hands back the rest); drain the tunnels while the
+          // API keeps serving, then stop it.
+          await Promise.all([services.stopWorkers(), running.close()]);
           // The database's part is bounded: a database that is gone or hangs costs at most this.
           // The services hand their connections back (the LISTEN one, the write pool) before the pool ends.
           await within(DATABASE_CLOSE_MS, Promise.allSettled([services.stop().finally(() => db.close())]), () =>
@@ -141,7 +137,7 @@ export async function startServer(given: Config, opts: { out?: (line: string) =>
       };
     } catch (err) {
       await services.reconciler?.stop({ graceMs: 0 }).catch(() => {});
-      await services.fleetDriver?.stop().catch(() => {});
+      await services.stopWorkers().catch(() => {});
       await app?.close();
       await services.stop();
       throw err;

@@ -35,6 +35,7 @@ import {
   registerRuntimeObjectMetrics,
   registerRuntimeActionMetrics,
   registerTunnelMetrics,
+  registerLoopMetrics,
   type Metrics,
   type RelayOutcome,
 } from './http/metrics.ts';
@@ -56,6 +57,7 @@ import { RuntimeVersionService } from './runtime-versions/service.ts';
 import { TenantService } from './tenants/service.ts';
 import { FleetUpgradeService } from './fleet/service.ts';
 import { FleetDriver } from './fleet/driver.ts';
+import { LoopManager, serviceRunnable } from './loops/manager.ts';
 import {
   createRequestSigner,
   createTunnelServer,
@@ -150,12 +152,18 @@ export interface Services {
   driftWatch: DriftWatch | undefined;
   /** Tunnels arrive as upgrades of this HTTP server, and other replicas reach this one at its address. */
   attachHttpServer(server: Server): void;
-  /** Starts the tunnel directory, the notifications hub and the drift watch (the reconciler is started on its own). */
+  /** The process's background loops, each by name, in start order (loops/manager.ts). */
+  loops: LoopManager;
+  /** Starts the loops of phase `services` in their order (the tunnel directory, the LISTEN connection, the probes, the purger, the drift watch). */
   start(): Promise<void>;
+  /** Starts the loops of phase `workers` (the reconciler, the fleet driver): call once the HTTP server listens. */
+  startWorkers(): Promise<void>;
+  /** Stops the workers in the reverse order (the reconciler within its grace period), beside the HTTP server's drain. */
+  stopWorkers(): Promise<void>;
   /**
-   * Stops what start() started and what the services hold: the directory's rows of this replica,
-   * log followers, batched reads, the LISTEN connection, the reconciler's write pool. Call after
-   * the reconciler and the HTTP server stopped; the database pool stays the caller's. A second
+   * Stops every loop in the reverse start order (the directory's rows of this replica, the LISTEN
+   * connection last), then what the services hold: log followers, batched reads, the reconciler's
+   * write pool. Call after the HTTP server stopped; the database pool stays the caller's. A second
    * call waits for the first.
    */
   stop(): Promise<void>;
@@ -229,18 +237,16 @@ export async function buildServices(
     tunnel,
     perTenant: config.budgets.managedClusters,
   });
+  // What both managed-cluster loops reach a cluster with.
+  const managedClusterAccess = { pool, box, policy: config.managedClusters.kubeconfig };
   const managedClusterTokens = new ManagedClusterTokenRefresher({
-    pool,
-    box,
-    policy: config.managedClusters.kubeconfig,
+    ...managedClusterAccess,
     tokens: config.managedClusters.tokens,
     logger: logger?.child({ component: 'managed-cluster-tokens' }),
     onRotation: registerManagedClusterTokenMetrics(metrics),
   });
   const managedClusterProber = new ManagedClusterProber({
-    pool,
-    box,
-    policy: config.managedClusters.kubeconfig,
+    ...managedClusterAccess,
     intervalMs: config.managedClusters.probeIntervalMs,
     logger: logger?.child({ component: 'managed-cluster-probe' }),
     tunnel,
@@ -305,6 +311,29 @@ export async function buildServices(
     ...(logger ? { log: logger.child({ component: 'tombstone-purge' }) } : {}),
   });
   const tenantChanges = new TenantChangeService({ pool, notifications });
+
+  // Every loop of the process, in start order; stopped in the reverse order (loops/manager.ts).
+  // `services` start with the services, `workers` once the HTTP server listens (server.ts).
+  const loops = new LoopManager(
+    [
+      { phase: 'services', runnable: serviceRunnable('notifications', notifications) },
+      { phase: 'services', runnable: serviceRunnable('tunnel-directory', tunnelDirectory) },
+      { phase: 'services', runnable: managedClusterProber.loop },
+      { phase: 'services', runnable: managedClusterTokens.loop },
+      { phase: 'services', runnable: tombstonePurger.loop },
+      driftWatch && { phase: 'services', runnable: serviceRunnable('drift-watch', driftWatch) },
+      reconcilerParts && {
+        phase: 'workers',
+        runnable: serviceRunnable('reconciler', {
+          start: () => reconcilerParts.reconciler.start(),
+          stop: () => reconcilerParts.reconciler.stop({ graceMs: config.reconciler.shutdownGraceSeconds * 1000 }),
+        }),
+      },
+      fleetDriver && { phase: 'workers', runnable: serviceRunnable('fleet-driver', fleetDriver) },
+    ],
+    child('loops'),
+  );
+  registerLoopMetrics(metrics, loops);
   let stopped: Promise<void> | undefined;
 
   return {
@@ -345,21 +374,13 @@ export async function buildServices(
         if (!tunnel.handleUpgrade(req, socket, head)) socket.destroy();
       });
     },
-    async start() {
-      await tunnelDirectory.start();
-      await notifications.start();
-      managedClusterProber.start();
-      managedClusterTokens.start();
-      tombstonePurger.start();
-      await driftWatch?.start();
-    },
+    loops,
+    start: () => loops.start('services'),
+    startWorkers: () => loops.start('workers'),
+    stopWorkers: () => loops.stop('workers'),
     stop() {
       stopped ??= (async () => {
-        await managedClusterProber.stop();
-        await managedClusterTokens.stop();
-        await tombstonePurger.stop();
-        await tunnelDirectory.stop();
-        await driftWatch?.stop();
+        await loops.stop();
         await logHub.close();
         runtimeObjects.close();
         tenantChanges.close();

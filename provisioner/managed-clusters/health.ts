@@ -27,6 +27,7 @@ import { connectionFor, type StoredCredentials } from './kube-api.ts';
 import { checkError, serverVersion } from './validate.ts';
 import type { TunnelServer } from '../tunnel/server.ts';
 import { checkThroughRuntime, RuntimeCheckError } from './via-runtime.ts';
+import { PeriodicLoop } from '../loops/periodic.ts';
 
 export interface ProberOptions {
   pool: pg.Pool;
@@ -49,50 +50,44 @@ export interface ProberOptions {
 const PROBE_TIMEOUT_MS = 10_000;
 
 export class ManagedClusterProber {
-  readonly #o: Required<Omit<ProberOptions, 'logger' | 'tunnel' | 'replicaId'>> &
+  readonly #options: Required<Omit<ProberOptions, 'logger' | 'tunnel' | 'replicaId'>> &
     Pick<ProberOptions, 'logger' | 'tunnel' | 'replicaId'>;
-  #timer: NodeJS.Timeout | undefined;
-  #round: Promise<void> | undefined;
-  #stopped = false;
+  /** The background loop (loops/periodic.ts): a round every stepMs, off when intervalMs is 0. */
+  readonly loop: PeriodicLoop;
 
   constructor(o: ProberOptions) {
-    this.#o = { batch: 32, concurrency: 8, ...o };
+    this.#options = { batch: 32, concurrency: 8, ...o };
+    this.loop = new PeriodicLoop({
+      name: 'managed-cluster-prober',
+      enabled: o.intervalMs > 0,
+      round: () => this.round(),
+      intervalMs: () => this.stepMs,
+      retryMs: () => this.stepMs,
+      onFailure: (err) => o.logger?.warn({ err }, 'managed cluster probe round failed; next round soon'),
+    });
   }
 
   /** How often the prober looks for due probes: a third of the interval, at most every 5 s. */
   get stepMs(): number {
-    return Math.max(100, Math.min(5_000, Math.floor(this.#o.intervalMs / 3)));
-  }
-
-  start(): void {
-    if (this.#o.intervalMs <= 0 || this.#timer || this.#stopped) return;
-    const tick = (): void => {
-      this.#round = this.round()
-        .catch((err: unknown) => this.#o.logger?.warn({ err }, 'managed cluster probe round failed; next round soon'))
-        .finally(() => {
-          if (!this.#stopped) this.#timer = setTimeout(tick, this.stepMs);
-        });
-    };
-    this.#timer = setTimeout(tick, 0);
-  }
-
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    await this.#round;
+    return Math.max(100, Math.min(5_000, Math.floor(this.#options.intervalMs / 3)));
   }
 
   /** One round: claims the due registrations, probes them, records the answers. */
   async round(): Promise<void> {
     for (;;) {
-      const due = await claimDueProbes(this.#o.pool, this.#o.batch, this.#o.intervalMs, this.#o.replicaId);
+      const due = await claimDueProbes(
+        this.#options.pool,
+        this.#options.batch,
+        this.#options.intervalMs,
+        this.#options.replicaId,
+      );
       if (due.length === 0) return;
       let next = 0;
       const worker = async (): Promise<void> => {
-        while (next < due.length && !this.#stopped) await this.#probe(due[next++]!);
+        while (next < due.length && !this.loop.stopping) await this.#probe(due[next++]!);
       };
-      await Promise.all(Array.from({ length: Math.min(this.#o.concurrency, due.length) }, worker));
-      if (due.length < this.#o.batch || this.#stopped) return;
+      await Promise.all(Array.from({ length: Math.min(this.#options.concurrency, due.length) }, worker));
+      if (due.length < this.#options.batch || this.loop.stopping) return;
     }
   }
 
@@ -101,17 +96,17 @@ export class ManagedClusterProber {
     try {
       answer = await this.check(p);
     } catch (err) {
-      this.#o.logger?.warn({ err, tenantId: p.tenantId, managedCluster: p.name }, 'managed cluster probe failed');
+      this.#options.logger?.warn({ err, tenantId: p.tenantId, managedCluster: p.name }, 'managed cluster probe failed');
       return;
     }
     const { reachable, version } = answer;
     const previous = p.conditions.find((c) => c.type === 'Reachable');
     if (previous?.status !== reachable.status)
-      this.#o.logger?.info(
+      this.#options.logger?.info(
         { tenantId: p.tenantId, managedCluster: p.name, reachable: reachable.status, reason: reachable.reason },
         'managed cluster reachability changed',
       );
-    await recordProbe(this.#o.pool, p.id, mergeConditions(p.conditions, [reachable]), version);
+    await recordProbe(this.#options.pool, p.id, mergeConditions(p.conditions, [reachable]), version);
   }
 
   /** Probes one registration: its Reachable condition, and the version when it answered. */
@@ -120,12 +115,12 @@ export class ManagedClusterProber {
     version?: string;
   }> {
     const stored = JSON.parse(
-      this.#o.box.decrypt(p.credentialsEnc, credentialsAad(p.tenantId, p.name)).toString('utf8'),
+      this.#options.box.decrypt(p.credentialsEnc, credentialsAad(p.tenantId, p.name)).toString('utf8'),
     ) as StoredCredentials;
     if (p.reach === 'runtime') return this.#checkThroughRuntime(p.tenantId, stored);
     const started = performance.now();
     try {
-      const conn = await connectionFor(stored, this.#o.policy);
+      const conn = await connectionFor(stored, this.#options.policy);
       const version = await serverVersion(conn, stored.server, AbortSignal.timeout(PROBE_TIMEOUT_MS));
       const ms = Math.round(performance.now() - started);
       return {
@@ -157,13 +152,13 @@ export class ManagedClusterProber {
     const runtimeUnreachable = (message: string) => ({
       reachable: condition('Reachable', 'False', 'RuntimeUnreachable', message),
     });
-    if (!this.#o.tunnel) return runtimeUnreachable("the runtime's tunnel is not connected");
+    if (!this.#options.tunnel) return runtimeUnreachable("the runtime's tunnel is not connected");
     let checked;
     try {
       // The app-proxy bounds the check to 10 s; a little more here so that its own answer (a
       // cluster that did not answer) arrives before this bound (a runtime that did not).
       checked = await checkThroughRuntime(
-        this.#o.tunnel,
+        this.#options.tunnel,
         tenantId,
         { server: stored.server, config: stored.config },
         AbortSignal.timeout(PROBE_TIMEOUT_MS + 5_000),

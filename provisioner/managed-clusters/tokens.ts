@@ -29,6 +29,7 @@ import { appendLog } from '../store/operations.ts';
 import { changeSpec, getTenantRow } from '../store/tenants.ts';
 import type { KubeconfigPolicy } from '../kubeconfig/policy.ts';
 import { connectionFor, kubeRequest, type ClusterConnection, type StoredCredentials } from './kube-api.ts';
+import { PeriodicLoop } from '../loops/periodic.ts';
 
 /** The shortest lifetime the Kubernetes API server grants a requested token. */
 export const MIN_TOKEN_LIFETIME_SECONDS = 600;
@@ -255,54 +256,41 @@ const REQUEST_TIMEOUT_MS = 10_000;
 const SYSTEM = { id: 'token-refresher', role: 'system' };
 
 export class ManagedClusterTokenRefresher {
-  readonly #o: RefresherOptions & { batch: number };
-  #timer: NodeJS.Timeout | undefined;
-  #round: Promise<void> | undefined;
-  #stopped = false;
+  readonly #options: RefresherOptions & { batch: number };
+  /** The background loop (loops/periodic.ts): a round every stepMs, off when refreshMs is 0. */
+  readonly loop: PeriodicLoop;
 
   constructor(o: RefresherOptions) {
-    this.#o = { batch: 16, ...o };
+    this.#options = { batch: 16, ...o };
+    this.loop = new PeriodicLoop({
+      name: 'managed-cluster-token-refresher',
+      enabled: o.tokens.refreshMs > 0,
+      round: () => this.round(),
+      intervalMs: () => this.stepMs,
+      retryMs: () => this.stepMs,
+      onFailure: (err) => o.logger?.warn({ err }, 'managed cluster token renewal round failed; next round soon'),
+    });
   }
 
   /** How often due renewals are looked for: a quarter of the refresh interval, at most every 5 s. */
   get stepMs(): number {
-    return Math.max(100, Math.min(5_000, Math.floor(this.#o.tokens.refreshMs / 4)));
+    return Math.max(100, Math.min(5_000, Math.floor(this.#options.tokens.refreshMs / 4)));
   }
 
   /** A failed renewal is tried again after this long (the claim's lease). */
   get retryMs(): number {
-    return Math.max(1_000, Math.min(60_000, Math.floor(this.#o.tokens.refreshMs / 4)));
-  }
-
-  start(): void {
-    if (this.#o.tokens.refreshMs <= 0 || this.#timer || this.#stopped) return;
-    const tick = (): void => {
-      this.#round = this.round()
-        .catch((err: unknown) =>
-          this.#o.logger?.warn({ err }, 'managed cluster token renewal round failed; next round soon'),
-        )
-        .finally(() => {
-          if (!this.#stopped) this.#timer = setTimeout(tick, this.stepMs);
-        });
-    };
-    this.#timer = setTimeout(tick, 0);
-  }
-
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    await this.#round;
+    return Math.max(1_000, Math.min(60_000, Math.floor(this.#options.tokens.refreshMs / 4)));
   }
 
   /** One round: claims the due registrations and renews their tokens one after the other. */
   async round(): Promise<void> {
     for (;;) {
-      const due = await claimDueRefreshes(this.#o.pool, this.#o.batch, this.retryMs);
+      const due = await claimDueRefreshes(this.#options.pool, this.#options.batch, this.retryMs);
       for (const d of due) {
-        if (this.#stopped) return;
+        if (this.loop.stopping) return;
         await this.#renew(d);
       }
-      if (due.length < this.#o.batch || this.#stopped) return;
+      if (due.length < this.#options.batch || this.loop.stopping) return;
     }
   }
 
@@ -310,30 +298,30 @@ export class ManagedClusterTokenRefresher {
     const log = { tenantId: d.tenantId, managedCluster: d.name, serviceAccount: d.serviceAccount };
     try {
       const stored = JSON.parse(
-        this.#o.box.decrypt(d.credentialsEnc, credentialsAad(d.tenantId, d.name)).toString('utf8'),
+        this.#options.box.decrypt(d.credentialsEnc, credentialsAad(d.tenantId, d.name)).toString('utf8'),
       ) as StoredCredentials;
       const [namespace = '', name = ''] = d.serviceAccount.split('/');
-      const conn = await connectionFor(stored, this.#o.policy);
+      const conn = await connectionFor(stored, this.#options.policy);
       const signal = AbortSignal.timeout(REQUEST_TIMEOUT_MS);
       // A bootstrap's tokens are revoked by deleting its ServiceAccount; the others are bound.
       const { issued, binding, unbound }: BoundIssue = d.bootstrap
         ? {
-            issued: await requestToken(conn, { namespace, name }, this.#o.tokens.lifetimeSeconds, signal),
+            issued: await requestToken(conn, { namespace, name }, this.#options.tokens.lifetimeSeconds, signal),
             unbound: bootstrapNote(d.serviceAccount),
           }
         : await requestBoundToken(
             conn,
             { namespace, name },
             bindingSecretName(d.tenantId, d.name),
-            this.#o.tokens.lifetimeSeconds,
+            this.#options.tokens.lifetimeSeconds,
             signal,
           );
       if (!issued) throw new Error(`the cluster no longer grants tokens for ${d.serviceAccount} (403 or 404)`);
-      const sealed = this.#o.box.encrypt(
+      const sealed = this.#options.box.encrypt(
         JSON.stringify(withToken(stored, issued.token)),
         credentialsAad(d.tenantId, d.name),
       );
-      const done = await withTx(this.#o.pool, async (tx) => {
+      const done = await withTx(this.#options.pool, async (tx) => {
         const row = await getTenantRow(tx, d.tenantId, true);
         if (!row || row.deleted) return false;
         const stored = await recordRefresh(tx, {
@@ -341,7 +329,7 @@ export class ManagedClusterTokenRefresher {
           previousEnc: d.credentialsEnc,
           credentialsEnc: sealed,
           expiresAt: issued.expiresAt,
-          refreshInMs: this.#o.tokens.refreshMs,
+          refreshInMs: this.#options.tokens.refreshMs,
           binding: binding ?? null,
           unbound: unbound ?? null,
         });
@@ -363,17 +351,17 @@ export class ManagedClusterTokenRefresher {
         return true;
       });
       if (!done) {
-        this.#o.onRotation?.('dropped');
+        this.#options.onRotation?.('dropped');
         return;
       }
-      this.#o.onRotation?.('rotated');
-      this.#o.logger?.info(
+      this.#options.onRotation?.('rotated');
+      this.#options.logger?.info(
         { ...log, expiresAt: issued.expiresAt.toISOString(), boundTo: binding ?? null },
         'managed cluster token renewed',
       );
     } catch (err) {
-      this.#o.onRotation?.('failed');
-      this.#o.logger?.warn(
+      this.#options.onRotation?.('failed');
+      this.#options.logger?.warn(
         { ...log, err: err instanceof Error ? err.message : String(err), retryInMs: this.retryMs },
         'managed cluster token renewal failed; the current token stays in use',
       );

@@ -15,7 +15,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { withTx } from '../db/tx.ts';
 import { lockTenantObjects, oldestTombstoneTenant, purgeTombstones } from '../store/runtime-objects.ts';
-import { Waker } from '../common/waker.ts';
+import { PeriodicLoop } from '../loops/periodic.ts';
 
 /** The key of the advisory lock one purging replica holds per batch (key space of hashtextextended). */
 const PURGE_LOCK = 'runtime_objects:purge';
@@ -40,38 +40,26 @@ export interface PurgeRound {
 }
 
 export class TombstonePurger {
-  readonly #o: PurgeOptions;
-  readonly #waker = new Waker();
-  #loop: Promise<void> | undefined;
-  #stopped = false;
+  readonly #options: PurgeOptions;
+  /** The background loop (loops/periodic.ts): a round every intervalMs (±10 %), the first within a minute. */
+  readonly loop: PeriodicLoop;
 
   constructor(o: PurgeOptions) {
-    this.#o = o;
-  }
-
-  start(): void {
-    this.#loop ??= this.#run();
-  }
-
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    this.#waker.kick();
-    await this.#loop;
-  }
-
-  async #run(): Promise<void> {
-    const interval = this.#o.intervalMs ?? 10 * 60_000;
-    // Replicas started together do not all try at once.
-    await this.#waker.sleep(Math.random() * Math.min(interval, 60_000));
-    while (!this.#stopped) {
-      try {
-        const r = await this.runOnce({}, () => this.#stopped);
-        if (r.purged > 0) this.#o.log?.info(r, 'purged old tombstones of runtime objects');
-      } catch (err) {
-        this.#o.log?.warn({ err: (err as Error).message }, 'purging old tombstones failed; trying again later');
-      }
-      if (!this.#stopped) await this.#waker.sleep(interval * (0.9 + Math.random() * 0.2));
-    }
+    this.#options = o;
+    const interval = o.intervalMs ?? 10 * 60_000;
+    this.loop = new PeriodicLoop({
+      name: 'tombstone-purger',
+      round: async (signal) => {
+        const r = await this.runOnce({}, () => signal.aborted);
+        if (r.purged > 0) o.log?.info(r, 'purged old tombstones of runtime objects');
+      },
+      // Replicas started together do not all try at once.
+      firstDelayMs: () => Math.random() * Math.min(interval, 60_000),
+      intervalMs: () => interval * (0.9 + Math.random() * 0.2),
+      retryMs: () => interval * (0.9 + Math.random() * 0.2),
+      onFailure: (err) =>
+        o.log?.warn({ err: (err as Error).message }, 'purging old tombstones failed; trying again later'),
+    });
   }
 
   /**
@@ -82,21 +70,21 @@ export class TombstonePurger {
     limits: { batchSize?: number; maxBatches?: number } = {},
     stop: () => boolean = () => false,
   ): Promise<PurgeRound> {
-    const batchSize = limits.batchSize ?? this.#o.batchSize ?? 1000;
-    const maxBatches = limits.maxBatches ?? this.#o.maxBatches ?? 100;
+    const batchSize = limits.batchSize ?? this.#options.batchSize ?? 1000;
+    const maxBatches = limits.maxBatches ?? this.#options.maxBatches ?? 100;
     const round: PurgeRound = { purged: 0, batches: 0, busy: false };
     while (round.batches < maxBatches && !stop()) {
-      const n = await withTx(this.#o.pool, async (c) => {
+      const n = await withTx(this.#options.pool, async (c) => {
         const { rows } = await c.query<{ ok: boolean }>({
           name: 'runtime-objects-purge-lock',
           text: `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok`,
           values: [PURGE_LOCK],
         });
         if (!rows[0]?.ok) return undefined;
-        const tenantId = await oldestTombstoneTenant(c, this.#o.retentionSeconds);
+        const tenantId = await oldestTombstoneTenant(c, this.#options.retentionSeconds);
         if (!tenantId) return 0;
         await lockTenantObjects(c, tenantId);
-        return purgeTombstones(c, tenantId, this.#o.retentionSeconds, batchSize);
+        return purgeTombstones(c, tenantId, this.#options.retentionSeconds, batchSize);
       });
       if (n === undefined) {
         round.busy = true;
@@ -105,7 +93,7 @@ export class TombstonePurger {
       if (n === 0) break;
       round.batches++;
       round.purged += n;
-      this.#o.onPurged?.(n);
+      this.#options.onPurged?.(n);
     }
     return round;
   }

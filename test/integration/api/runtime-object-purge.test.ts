@@ -16,7 +16,7 @@ import { EVENTS_PATH, type EventBatchResult } from '../../../runtime/protocol/ev
 const api = await createTestApi();
 t.teardown(() => api.close());
 // The background loop would purge at a moment of its own; the test runs the rounds itself.
-await api.services.tombstonePurger.stop();
+await api.services.tombstonePurger.loop.stop();
 const purger = api.services.tombstonePurger;
 const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
 
