@@ -50,6 +50,7 @@ import { createHotReads, type BatchOptions, type HotReads } from './store/batche
 import { KEY_REVOKED_CHANNEL } from './store/keys.ts';
 import { ClusterService } from './clusters/service.ts';
 import { KeyService } from './keys/service.ts';
+import { AuditService } from './audit/service.ts';
 import { ManagedClusterService } from './managed-clusters/service.ts';
 import { ManagedClusterProber } from './managed-clusters/health.ts';
 import { ManagedClusterTokenRefresher } from './managed-clusters/tokens.ts';
@@ -131,6 +132,8 @@ export interface Services {
   /** Renewal of their short-lived tokens (managed-clusters/tokens.ts), started with the services. */
   managedClusterTokens: ManagedClusterTokenRefresher;
   keys: KeyService;
+  /** Reads of the audit log (audit/service.ts). */
+  audit: AuditService;
   runtimeVersions: RuntimeVersionService;
   /** Fleet upgrades: plan, start, reads, pause/resume/abort (the driver runs beside the reconciler). */
   fleetUpgrades: FleetUpgradeService;
@@ -358,6 +361,7 @@ export async function buildServices(
     managedClusterProber,
     managedClusterTokens,
     keys: new KeyService({ pool, onRevoked: onKeyRevoked, perTenant: config.budgets.keys }),
+    audit: new AuditService({ pool }),
     runtimeVersions: new RuntimeVersionService({ pool, catalog }),
     fleetUpgrades: new FleetUpgradeService({ pool, catalog }),
     logHub,

@@ -148,6 +148,11 @@ export function guardPool(pool: pg.Pool, health: DatabaseHealth = new DatabaseHe
 }
 
 /** The health a pool reports to (guarding it now if nobody has). */
+/** One round trip to the database (readiness). */
+export async function pingDatabase(pool: pg.Pool): Promise<void> {
+  await pool.query('SELECT 1');
+}
+
 export function healthOf(pool: pg.Pool): DatabaseHealth {
   guardPool(pool);
   return healthOfPool.get(pool)!;

@@ -626,3 +626,11 @@ export async function tenantStalled(db: Queryable, tenantId: string): Promise<bo
   const { rows } = await db.query<{ stalled: boolean }>('SELECT stalled FROM tenants WHERE id = $1', [tenantId]);
   return rows[0]?.stalled;
 }
+
+/** Stores the tenant's maintenance windows (not part of the spec: no generation, no operation). */
+export async function setMaintenanceWindows(db: Queryable, id: string, windows: MaintenanceWindow[]): Promise<void> {
+  await db.query('UPDATE tenants SET maintenance_windows = $2, updated_at = now() WHERE id = $1', [
+    id,
+    JSON.stringify(windows),
+  ]);
+}

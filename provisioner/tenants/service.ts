@@ -15,16 +15,23 @@ import { writeAudit, type Requester } from '../store/audit.ts';
 import { claimKey, requestHash, storeResponse } from '../store/idempotency.ts';
 import {
   changeSpec,
+  countTenants,
   getTenantRow,
   insertSignup,
+  listTenants,
   requestRetry,
+  setMaintenanceWindows,
   setSuspender,
   toTenant,
   type OperationKind,
+  type TenantCounts,
+  type TenantFilter,
+  type TenantPage,
   type Tenant,
   type TenantRow,
   type TenantSpec,
 } from '../store/tenants.ts';
+import { getOperation, listOperations, readLog, type LogLine, type Operation } from '../store/operations.ts';
 import { availabilityOf } from '../store/versions.ts';
 import { currentDefaultVersion } from '../runtime-versions/service.ts';
 import { listRegions } from '../store/clusters.ts';
@@ -83,6 +90,34 @@ export class TenantService {
 
   constructor(deps: TenantServiceDeps) {
     this.#deps = deps;
+  }
+
+  /** A page of tenants the filter selects, in the page's order (with each row's sort key, for the cursor). */
+  list(page: TenantPage): Promise<Array<TenantRow & { sort_key: string }>> {
+    return listTenants(this.#deps.pool, page);
+  }
+
+  /** The tenants the filter selects, counted by phase, suspension and runtime version. */
+  count(filter: TenantFilter): Promise<TenantCounts> {
+    return countTenants(this.#deps.pool, filter);
+  }
+
+  operation(id: string): Promise<Operation | undefined> {
+    return getOperation(this.#deps.pool, id);
+  }
+
+  /** A page of the tenant's operations, newest first; a tenant that does not exist is a 404. */
+  async operations(
+    tenantId: string,
+    q: { limit: number; before?: { ts: string; id: string } },
+  ): Promise<Array<Operation & { cursorTs: string }>> {
+    if (!(await getTenantRow(this.#deps.pool, tenantId))) throw errors.notFound('tenant', tenantId);
+    return listOperations(this.#deps.pool, tenantId, q);
+  }
+
+  /** The operation's log lines after `afterSeq`, oldest first. */
+  operationLog(operationId: string, afterSeq: number, limit: number): Promise<LogLine[]> {
+    return readLog(this.#deps.pool, operationId, afterSeq, limit);
   }
 
   /** Validates that `version` may be installed by `role` (public signups count as tenants). */
@@ -243,10 +278,7 @@ export class TenantService {
       }
       if (windows !== undefined && JSON.stringify(windows) !== JSON.stringify(row.maintenance_windows ?? [])) {
         // Windows are not part of the spec: stored and audited, no generation, no engine run.
-        await tx.query('UPDATE tenants SET maintenance_windows = $2, updated_at = now() WHERE id = $1', [
-          id,
-          JSON.stringify(windows),
-        ]);
+        await setMaintenanceWindows(tx, id, windows);
         await writeAudit(tx, actor, {
           action: 'tenant.maintenance_windows',
           targetType: 'tenant',

@@ -1,7 +1,6 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { BoundedInteger, withErrors } from '../schemas.ts';
-import { listAudit } from '../../store/audit.ts';
 import type { AppContext } from '../context.ts';
 
 const Entry = Type.Object({
@@ -42,7 +41,7 @@ export const auditRoutes =
       async (request) => {
         const q = request.query;
         return {
-          items: await listAudit(ctx.pool, {
+          items: await ctx.audit.list({
             ...(q.targetType ? { targetType: q.targetType } : {}),
             ...(q.targetId ? { targetId: q.targetId } : {}),
             ...(q.before ? { beforeId: q.before } : {}),

@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { describeConnectionError, healthOf, isConnectionError } from '../../db/availability.ts';
+import { describeConnectionError, healthOf, isConnectionError, pingDatabase } from '../../db/availability.ts';
 import { migrationsApplied } from '../../db/migrate.ts';
 import type { AppContext } from '../context.ts';
 
@@ -38,7 +38,7 @@ export const healthRoutes =
         const health = healthOf(ctx.pool);
         let reason: string | undefined;
         try {
-          await health.track(ctx.pool.query('SELECT 1'));
+          await health.track(pingDatabase(ctx.pool));
           checks.database = 'ok';
           checks.migrations = (await migrationsApplied(ctx.pool)) ? 'ok' : 'pending';
           if (checks.migrations !== 'ok')

@@ -7,8 +7,7 @@ import { serveEventStream } from '../streams.ts';
 import { logLineForTenant } from '../tenant-view.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors } from '../../errors.ts';
-import { getOperation, listOperations, readLog, type Operation } from '../../store/operations.ts';
-import { getTenantRow } from '../../store/tenants.ts';
+import type { Operation } from '../../store/operations.ts';
 import type { AppContext } from '../context.ts';
 
 const READ = ['operator', 'tenant'] as const;
@@ -18,7 +17,7 @@ export const operationRoutes =
   async (app) => {
     /** The operation, when the caller may see it: tenant-bound keys get 404 for other tenants' operations. */
     const visibleOperation = async (request: FastifyRequest, id: string): Promise<Operation> => {
-      const op = await getOperation(ctx.pool, id);
+      const op = await ctx.tenants.operation(id);
       const auth = authOf(request);
       if (!op || ((auth.role === 'tenant' || auth.role === 'runtime') && auth.tenantId !== op.tenantId))
         throw errors.notFound('operation', id);
@@ -49,9 +48,8 @@ export const operationRoutes =
         },
       },
       async (request) => {
-        if (!(await getTenantRow(ctx.pool, request.params.id))) throw errors.notFound('tenant', request.params.id);
         const limit = request.query.limit ?? 50;
-        const rows = await listOperations(ctx.pool, request.params.id, {
+        const rows = await ctx.tenants.operations(request.params.id, {
           limit: limit + 1,
           ...(request.query.cursor ? { before: decodeCursor(ctx.box, 'operations', request.query.cursor) } : {}),
         });
@@ -122,7 +120,7 @@ export const operationRoutes =
         const forCaller = role === 'tenant' || role === 'runtime' ? logLineForTenant : <L>(l: L) => l;
         if (!follow) {
           const op = await visibleOperation(request, request.params.id);
-          const items = (await readLog(ctx.pool, op.id, after, request.query.limit ?? 1000)).map(forCaller);
+          const items = (await ctx.tenants.operationLog(op.id, after, request.query.limit ?? 1000)).map(forCaller);
           return { items, state: op.state, nextAfter: items.at(-1)?.seq ?? after };
         }
         // Taken before the first await, so that a burst of opens cannot all pass the limit.
@@ -140,7 +138,7 @@ export const operationRoutes =
                 if (!stream.send('line', forCaller(line), line.seq)) await stream.drained();
               }
               if (!stream.signal.aborted)
-                stream.send('end', { state: (await getOperation(ctx.pool, op.id))?.state ?? 'unknown' });
+                stream.send('end', { state: (await ctx.tenants.operation(op.id))?.state ?? 'unknown' });
             },
           );
         } finally {

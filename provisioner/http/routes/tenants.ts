@@ -19,8 +19,6 @@ import { errors, isAppError } from '../../errors.ts';
 import {
   PHASES,
   TENANT_SORTS,
-  countTenants,
-  listTenants,
   toTenant,
   type TenantFilter,
   type TenantRow,
@@ -186,7 +184,7 @@ export const tenantRoutes =
         const sort = q.sort ?? 'createdAt';
         const order = q.order ?? 'asc';
         const kind = cursorKind(sort, order);
-        const rows = await listTenants(ctx.pool, {
+        const rows = await ctx.tenants.list({
           ...filterOf(request, q),
           sort,
           order,
@@ -234,7 +232,7 @@ export const tenantRoutes =
         },
       },
       async (request) => {
-        const counts = await countTenants(ctx.pool, filterOf(request, request.query));
+        const counts = await ctx.tenants.count(filterOf(request, request.query));
         const total = Object.entries(counts.phases).reduce((n, [p, c]) => (p === 'Deleted' ? n : n + c), 0);
         return { phases: counts.phases, total, suspended: counts.suspended, runtimeVersions: counts.runtimeVersions };
       },
