@@ -319,20 +319,19 @@ export async function buildServices(
   // `services` start with the services, `workers` once the HTTP server listens (server.ts).
   const loops = new LoopManager(
     [
-      { phase: 'services', runnable: serviceRunnable('notifications', notifications) },
-      { phase: 'services', runnable: serviceRunnable('tunnel-directory', tunnelDirectory) },
+      { phase: 'services', runnable: serviceRunnable('notifications', notifications, notifications.health) },
+      { phase: 'services', runnable: serviceRunnable('tunnel-directory', tunnelDirectory, tunnelDirectory.health) },
       { phase: 'services', runnable: managedClusterProber.loop },
       { phase: 'services', runnable: managedClusterTokens.loop },
       { phase: 'services', runnable: tombstonePurger.loop },
-      driftWatch && { phase: 'services', runnable: serviceRunnable('drift-watch', driftWatch) },
+      driftWatch && { phase: 'services', runnable: serviceRunnable('drift-watch', driftWatch, driftWatch.health) },
+      // Its stop waits for running attempts within the grace period.
       reconcilerParts && {
         phase: 'workers',
-        runnable: serviceRunnable('reconciler', {
-          start: () => reconcilerParts.reconciler.start(),
-          stop: () => reconcilerParts.reconciler.stop({ graceMs: config.reconciler.shutdownGraceSeconds * 1000 }),
-        }),
+        runnable: reconcilerParts.reconciler,
+        stopMs: config.reconciler.shutdownGraceSeconds * 1000 + 10_000,
       },
-      fleetDriver && { phase: 'workers', runnable: serviceRunnable('fleet-driver', fleetDriver) },
+      fleetDriver && { phase: 'workers', runnable: fleetDriver },
     ],
     child('loops'),
   );
@@ -438,6 +437,7 @@ async function buildReconciler(
     pollMs: r.pollMs,
     resyncMs: r.resyncSeconds * 1000,
     maxFailures: r.maxFailures,
+    shutdownGraceMs: r.shutdownGraceSeconds * 1000,
     backoff: { baseMs: r.backoffBaseSeconds * 1000, capMs: r.backoffCapSeconds * 1000 },
     ...(log ? { logger: log } : {}),
     logSecrets: engineSecrets(config, db.url),

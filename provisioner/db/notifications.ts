@@ -17,6 +17,7 @@
  */
 import type pg from 'pg';
 import pino, { type BaseLogger } from 'pino';
+import { LoopHealth } from '../loops/manager.ts';
 
 export const NOTIFICATIONS_APPLICATION_NAME = 'provisioner-notifications';
 
@@ -48,6 +49,8 @@ export class Notifications {
   #stopped = false;
   #attempt = 0;
   #timer: NodeJS.Timeout | undefined;
+  /** Its connection attempts as rounds: a connection made, or lost or refused (the loop manager reports them). */
+  readonly health = new LoopHealth('notifications');
   /** The first connection attempt (start() resolves after it). */
   #first: Promise<void> | undefined;
 
@@ -145,6 +148,7 @@ export class Notifications {
       this.#listening.clear();
       for (const ch of channels) this.#listening.add(ch);
       this.#attempt = 0;
+      this.health.succeed();
       // Subscribed while the LISTENs above ran: listen now.
       for (const ch of this.#subscribers.keys()) if (!this.#listening.has(ch)) this.#command(c, ch, 'LISTEN');
       // Unsubscribed meanwhile: stop listening.
@@ -212,6 +216,7 @@ export class Notifications {
 
   #retry(err: unknown): void {
     if (this.#stopped) return;
+    this.health.fail(err);
     this.#attempt += 1;
     const delay = Math.min(this.#maxBackoffMs, 100 * 2 ** (this.#attempt - 1)) * (0.8 + 0.4 * Math.random());
     // Said when the connection is lost, then every tenth failed attempt: an outage is not a line per retry.

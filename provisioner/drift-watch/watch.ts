@@ -26,6 +26,7 @@ import { kubeConfigFrom } from '../kubeconfig/client.ts';
 import type { KubeconfigPolicy } from '../kubeconfig/policy.ts';
 import { fingerprint, objectKey, tenantOf, WATCHED_KINDS, type WatchedKind } from './objects.ts';
 import { ENGINE_ECHO_MS, requestResyncs, type ResyncRequest } from './requests.ts';
+import { LoopHealth } from '../loops/manager.ts';
 
 type Obj = Record<string, unknown>;
 
@@ -81,6 +82,8 @@ export class DriftWatch {
   #refreshing: Promise<void> | undefined;
   #stopped = false;
   #flushFailing = false;
+  /** Its reads of the registered clusters as rounds, and failed writes of resync requests (the loop manager reports them). */
+  readonly health = new LoopHealth('drift-watch');
   readonly stats: DriftWatchStats = {
     events: { changed: 0, unchanged: 0, ignored: 0 },
     signalled: 0,
@@ -141,9 +144,11 @@ export class DriftWatch {
     try {
       ({ rows } = await this.#o.pool.query('SELECT id, name, kubeconfig_enc FROM root_clusters'));
     } catch (err) {
+      this.health.fail(err);
       this.#o.log.warn({ err: (err as Error).message }, 'drift watch: could not read the root clusters; trying again');
       return;
     }
+    this.health.succeed();
     if (this.#stopped) return;
     const seen = new Set<string>();
     for (const row of rows) {
@@ -219,6 +224,7 @@ export class DriftWatch {
       const byId = new Map(requests.map((r) => [r.tenantId, r.reason]));
       for (const id of taken) this.#o.log.info({ tenantId: id, change: byId.get(id) }, 'drift watch: resync requested');
     } catch (err) {
+      this.health.fail(err);
       // The database is away: keep the changes (newer ones win) and try again on the next tick.
       for (const [id, s] of batch) if (!this.#pending.has(id)) this.#pending.set(id, s);
       if (!this.#flushFailing)

@@ -23,7 +23,8 @@ import pino from 'pino';
 import { withTx } from '../db/tx.ts';
 import { isConnectionError } from '../db/availability.ts';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
-import { Waker } from '../common/waker.ts';
+import { PeriodicLoop } from '../loops/periodic.ts';
+import type { LoopStatus, Runnable } from '../loops/manager.ts';
 import {
   ACTIVE_FLEET_STATES,
   FLEET_CHANNEL,
@@ -66,7 +67,7 @@ export interface FleetDriverStats {
   decisions: Map<string, number>;
 }
 
-export class FleetDriver {
+export class FleetDriver implements Runnable {
   readonly owner: string;
   readonly stats: FleetDriverStats = { ticks: 0, lastTickMs: 0, maxTickMs: 0, tickMsTotal: 0, decisions: new Map() };
   readonly #pool: pg.Pool;
@@ -78,9 +79,9 @@ export class FleetDriver {
   /** What every round of this driver shares. */
   readonly #round: DriverContext;
   #unsubscribe: Unsubscribe | undefined;
-  #loop: Promise<void> | undefined;
-  #stopping = false;
-  readonly #waker = new Waker();
+  /** The loop (loops/periodic.ts): tickAll() every pollMs, or at once when kicked. */
+  readonly #loop: PeriodicLoop;
+  readonly name = 'fleet-driver';
 
   constructor(o: FleetDriverOptions) {
     this.owner = o.owner ?? `${hostname()}:${process.pid}:fleet:${randomBytes(3).toString('hex')}`;
@@ -98,45 +99,46 @@ export class FleetDriver {
       deferrals: new Map(),
       count: (kind) => this.#count(kind),
     };
+    this.#loop = new PeriodicLoop({
+      name: this.name,
+      round: async () => void (await this.tickAll()),
+      intervalMs: () => this.#pollMs,
+      retryMs: (failures) => Math.min(10_000, 200 * 2 ** failures),
+      onFailure: (err) => {
+        if (!isConnectionError(err)) this.#log.error({ err: String(err) }, 'fleet upgrade tick failed');
+      },
+      setUp: () => {
+        this.#unsubscribe = this.#notifications?.subscribe(
+          FLEET_CHANNEL,
+          () => this.kick(),
+          () => this.kick(),
+        );
+      },
+      tearDown: () => {
+        this.#unsubscribe?.();
+        this.#unsubscribe = undefined;
+      },
+    });
   }
 
-  start(): void {
-    this.#unsubscribe = this.#notifications?.subscribe(
-      FLEET_CHANNEL,
-      () => this.kick(),
-      () => this.kick(),
-    );
-    this.#loop = this.#run();
+  /** Subscribes to the fleet channel and starts the loop; the signal stops it. */
+  start(signal?: AbortSignal): Promise<void> {
+    return this.#loop.start(signal);
   }
 
+  /** Stops the loop after the tick under way and hands the leases back (also those of ticks run without the loop). */
   async stop(): Promise<void> {
-    this.#stopping = true;
-    this.kick();
-    await this.#loop;
-    this.#unsubscribe?.();
-    this.#unsubscribe = undefined;
-    // Hand the leases back: another replica takes over at once, not after the TTL.
+    await this.#loop.stop();
+    // Another replica takes over at once, not after the TTL.
     await releaseFleetLeases(this.#pool, this.owner).catch(() => {});
   }
 
-  kick(): void {
-    this.#waker.kick();
+  status(): LoopStatus {
+    return this.#loop.status();
   }
 
-  async #run(): Promise<void> {
-    let errors = 0;
-    while (!this.#stopping) {
-      this.#waker.clear();
-      try {
-        await this.tickAll();
-        errors = 0;
-      } catch (err) {
-        errors += 1;
-        if (!isConnectionError(err)) this.#log.error({ err: String(err) }, 'fleet upgrade tick failed');
-      }
-      if (this.#stopping) break;
-      await this.#waker.sleep(errors ? Math.min(10_000, 200 * 2 ** errors) : this.#pollMs);
-    }
+  kick(): void {
+    this.#loop.kick();
   }
 
   /** Takes (or renews) the leases of the active fleet upgrades no live lease of another process holds, and ticks each. */

@@ -106,6 +106,8 @@ export class LoopHealth {
 export interface Registration {
   runnable: Runnable;
   phase: LoopPhase;
+  /** Longest wait for its stop, over the manager's (a reconciler's grace period). */
+  stopMs?: number;
 }
 
 export interface LoopManagerOptions {
@@ -166,26 +168,26 @@ export class LoopManager {
 
   /** Stops the runnables of `phase` (all: every one) in the reverse order, each within the bound. */
   async stop(phase?: LoopPhase): Promise<void> {
-    for (const { runnable, phase: p } of [...this.#list].reverse()) {
+    for (const { runnable, phase: p, stopMs } of [...this.#list].reverse()) {
       if (phase && p !== phase) continue;
-      await this.#stopOne(runnable);
+      await this.#stopOne(runnable, stopMs);
     }
   }
 
-  #stopOne(runnable: Runnable): Promise<void> {
+  #stopOne(runnable: Runnable, stopMs = this.#stopMs): Promise<void> {
     let stopping = this.#stopping.get(runnable.name);
     if (!stopping) {
       this.#controllers.get(runnable.name)?.abort();
-      stopping = this.#within(runnable.stop(), runnable.name);
+      stopping = this.#within(runnable.stop(), runnable.name, stopMs);
       this.#stopping.set(runnable.name, stopping);
     }
     return stopping;
   }
 
-  async #within(work: Promise<void>, name: string): Promise<void> {
+  async #within(work: Promise<void>, name: string, stopMs: number): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<'late'>((resolve) => {
-      timer = setTimeout(() => resolve('late'), this.#stopMs);
+      timer = setTimeout(() => resolve('late'), stopMs);
     });
     const outcome = await Promise.race([
       work.then(
@@ -202,7 +204,7 @@ export class LoopManager {
     ]);
     clearTimeout(timer);
     if (outcome === 'late')
-      this.#log?.warn({ loop: name, afterMs: this.#stopMs }, 'a loop did not stop in time; going on without it');
+      this.#log?.warn({ loop: name, afterMs: stopMs }, 'a loop did not stop in time; going on without it');
   }
 }
 

@@ -18,7 +18,8 @@ import type { SecretBox } from '../crypto.ts';
 import { DatabaseHealth, healthOf, isConnectionError } from '../db/availability.ts';
 import { withTx } from '../db/tx.ts';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
-import { Waker } from '../common/waker.ts';
+import { PeriodicLoop, type RoundResult } from '../loops/periodic.ts';
+import type { LoopStatus, Runnable } from '../loops/manager.ts';
 import { getClusterKubeconfig } from '../store/clusters.ts';
 import { appendLog } from '../store/operations.ts';
 import { TENANT_CHANNEL, wakeWaiters } from '../store/tenants.ts';
@@ -102,6 +103,8 @@ export interface ReconcilerOptions {
   random?: () => number;
   /** Reachability of the database (default: the one `pool` reports to). */
   health?: DatabaseHealth;
+  /** How long running attempts may finish when the loop manager stops the reconciler (stop() without graceMs). */
+  shutdownGraceMs?: number;
 }
 
 /** Longest wait between claims while the database is unreachable. */
@@ -139,7 +142,8 @@ export interface ReconcilerStats {
 /** How an operation this process ran ended (metrics). */
 export type OperationResult = 'succeeded' | 'failed' | 'cancelled';
 
-export class Reconciler {
+export class Reconciler implements Runnable {
+  readonly name = 'reconciler';
   readonly owner: string;
   /** Called once per operation this process finished: its kind, result and how long the attempt ran (seconds). */
   onOperation: ((kind: string, result: OperationResult, seconds: number) => void) | undefined;
@@ -175,9 +179,9 @@ export class Reconciler {
   #unsubscribe: Unsubscribe | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #engineCheck: NodeJS.Timeout | undefined;
-  #loop: Promise<void> | undefined;
+  /** The claim loop (loops/periodic.ts): a claim round every pollMs, at once when kicked. */
+  readonly #loop: PeriodicLoop;
   #stopping = false;
-  readonly #waker = new Waker();
   #lastRenewOk = Date.now();
   readonly #kubeconfigs = new Map<string, { name: string; kubeconfig: string; until: number }>();
 
@@ -203,6 +207,7 @@ export class Reconciler {
       engineRetryMs: opts.engineRetryMs ?? DEFAULTS.engineRetryMs,
       waitCapMs: opts.waitCapMs ?? DEFAULTS.waitCapMs,
       logFlushMs: opts.logFlushMs ?? DEFAULTS.logFlushMs,
+      shutdownGraceMs: opts.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs,
     };
     this.#writePool = opts.writePool ?? opts.pool;
     this.#notifications = opts.notifications;
@@ -210,6 +215,18 @@ export class Reconciler {
     this.#random = opts.random ?? Math.random;
     this.#health = opts.health ?? healthOf(opts.pool);
     this.#memory = new MemoryBudget(opts.engineMemoryMb ?? defaultEngineMemoryMb(this.#settings.workers));
+    this.#loop = new PeriodicLoop({
+      name: this.name,
+      round: () => this.#claimRound(),
+      intervalMs: () => this.#settings.pollMs,
+      retryMs: (failures, err) => Math.min(isConnectionError(err) ? PAUSED_RETRY_MS : 10_000, 100 * 2 ** failures),
+      onFailure: (err, retryInMs) => this.#claimFailed(err, retryInMs),
+      secrets: () => this.#settings.logSecrets,
+    });
+  }
+
+  status(): LoopStatus {
+    return this.#loop.status();
   }
 
   /** True while the database is unreachable: no claims; retried every second or two until it answers. */
@@ -237,7 +254,8 @@ export class Reconciler {
   }
 
   /** Starts the engine (CLI check, plugins), the subscription to `tenant_due`, the heartbeat and the loop. */
-  async start(): Promise<void> {
+  async start(signal?: AbortSignal): Promise<void> {
+    if (this.#stopping) return;
     await this.#startEngine();
     // Whenever notifications may have been missed (the hub reconnected): claim now.
     this.#unsubscribe = this.#notifications?.subscribe(
@@ -247,7 +265,7 @@ export class Reconciler {
     );
     this.#heartbeat = setInterval(() => void this.#beat(), this.#settings.heartbeatMs);
     this.#health.on('up', this.#onDatabaseUp);
-    this.#loop = this.#run();
+    await this.#loop.start(signal);
     this.#log.info(
       { owner: this.owner, workers: this.#settings.workers, engine: this.#settings.engine.name },
       'reconciler started',
@@ -288,77 +306,61 @@ export class Reconciler {
 
   /** Wakes the loop to claim now. */
   kick(): void {
-    this.#waker.kick();
+    this.#loop.kick();
   }
 
-  async #run(): Promise<void> {
-    let errors = 0;
-    while (!this.#stopping) {
-      // Idle workers, as far as the memory budget admits more runs (memory-budget.ts).
-      const free = this.#memory.freeSlots(this.#settings.workers - this.#active.size);
-      let claimed = 0;
-      let rescheduled = 0;
-      if (free > 0) {
-        this.#waker.clear();
-        try {
-          const began = performance.now();
-          const availability = this.#settings.engine.availability();
-          const { leased: list, waiting } = await claimDueTenants(this.#settings.pool, {
-            owner: this.owner,
-            limit: free,
-            leaseTtlMs: this.#settings.leaseTtlMs,
-            clusterParallelism: this.#settings.clusterParallelism,
-            resyncMs: this.#settings.resyncMs,
-            noCapacityWait: { firstMs: this.#settings.noCapacityRetryMs, capMs: this.#settings.waitCapMs },
-            ...(availability.available
-              ? {}
-              : {
-                  engineUnavailable: {
-                    message: tenantVisible(availability.message, secretList(this.#settings.logSecrets)),
-                    wait: { firstMs: this.#settings.engineRetryMs, capMs: this.#settings.waitCapMs },
-                  },
-                }),
-          });
-          errors = 0;
-          this.stats.polls += 1;
-          if (this.#paused) {
-            this.#paused = false;
-            this.#log.info('database reachable: reconciler resumed');
-          }
-          claimed = list.length;
-          this.stats.waiting += waiting;
-          rescheduled = waiting;
-          if (claimed > 0 || waiting > 0) {
-            this.stats.claims += 1;
-            this.stats.claimMs += performance.now() - began;
-          }
-          this.stats.claimed += claimed;
-          for (const t of list) this.#launch(t);
-        } catch (err) {
-          errors += 1;
-          if (isConnectionError(err)) {
-            // An outage: pause (one line), try again soon; a reconnect anywhere in the process wakes it.
-            this.#health.down(err);
-            if (!this.#paused) {
-              this.#paused = true;
-              this.#log.warn(
-                { err: String(err) },
-                'database unreachable: reconciler paused; running attempts keep their leases until the lease TTL',
-              );
-            }
-            await this.#waker.sleep(Math.min(PAUSED_RETRY_MS, 100 * 2 ** errors));
-            continue;
-          }
-          const delay = Math.min(10_000, 100 * 2 ** errors);
-          this.#log.error({ err: String(err), retryInMs: delay }, 'claiming due tenants failed');
-          await this.#waker.sleep(delay);
-          continue;
-        }
-      }
-      if (this.#stopping) break;
-      if (free > 0 && (claimed === free || rescheduled > 0)) continue; // there may be more due right now
-      await this.#waker.sleep(this.#settings.pollMs);
+  /** One claim round: as many due tenants as workers and memory admit; 'again' when there may be more now. */
+  async #claimRound(): Promise<RoundResult> {
+    // Idle workers, as far as the memory budget admits more runs (memory-budget.ts).
+    const free = this.#memory.freeSlots(this.#settings.workers - this.#active.size);
+    if (free <= 0) return;
+    const began = performance.now();
+    const availability = this.#settings.engine.availability();
+    const { leased: list, waiting } = await claimDueTenants(this.#settings.pool, {
+      owner: this.owner,
+      limit: free,
+      leaseTtlMs: this.#settings.leaseTtlMs,
+      clusterParallelism: this.#settings.clusterParallelism,
+      resyncMs: this.#settings.resyncMs,
+      noCapacityWait: { firstMs: this.#settings.noCapacityRetryMs, capMs: this.#settings.waitCapMs },
+      ...(availability.available
+        ? {}
+        : {
+            engineUnavailable: {
+              message: tenantVisible(availability.message, secretList(this.#settings.logSecrets)),
+              wait: { firstMs: this.#settings.engineRetryMs, capMs: this.#settings.waitCapMs },
+            },
+          }),
+    });
+    this.stats.polls += 1;
+    if (this.#paused) {
+      this.#paused = false;
+      this.#log.info('database reachable: reconciler resumed');
     }
+    this.stats.waiting += waiting;
+    if (list.length > 0 || waiting > 0) {
+      this.stats.claims += 1;
+      this.stats.claimMs += performance.now() - began;
+    }
+    this.stats.claimed += list.length;
+    for (const t of list) this.#launch(t);
+    return list.length === free || waiting > 0 ? 'again' : undefined;
+  }
+
+  #claimFailed(err: unknown, retryInMs: number): void {
+    if (isConnectionError(err)) {
+      // An outage: pause (one line), try again soon; a reconnect anywhere in the process wakes it.
+      this.#health.down(err);
+      if (!this.#paused) {
+        this.#paused = true;
+        this.#log.warn(
+          { err: String(err) },
+          'database unreachable: reconciler paused; running attempts keep their leases until the lease TTL',
+        );
+      }
+      return;
+    }
+    this.#log.error({ err: String(err), retryInMs }, 'claiming due tenants failed');
   }
 
   #launch(t: ClaimedTenant): void {
@@ -739,9 +741,8 @@ export class Reconciler {
     this.#stopping = true;
     this.#health.off('up', this.#onDatabaseUp);
     if (this.#engineCheck) clearTimeout(this.#engineCheck);
-    this.kick();
-    await this.#loop;
-    const grace = opts.graceMs ?? DEFAULTS.shutdownGraceMs;
+    await this.#loop.stop();
+    const grace = opts.graceMs ?? this.#settings.shutdownGraceMs;
     const pending = [...this.#active.values()];
     if (pending.length > 0) {
       let timer: NodeJS.Timeout | undefined;

@@ -19,6 +19,7 @@ import pino, { type BaseLogger } from 'pino';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
 import { liveTunnel, TUNNEL_LEASE_SECONDS } from '../store/tunnels.ts';
 import type { TunnelInfo, TunnelServer } from './server.ts';
+import { LoopHealth } from '../loops/manager.ts';
 
 /** The NOTIFY channel; the payload is the tenant id whose row was written. */
 export const TUNNEL_CHANNEL = 'runtime_tunnel';
@@ -65,6 +66,8 @@ export class TunnelDirectory {
   #timer: NodeJS.Timeout | undefined;
   #renewing: Promise<void> | undefined;
   #stopped = false;
+  /** Its renewals as rounds (the loop manager reports them). */
+  readonly health = new LoopHealth('tunnel-directory');
 
   readonly #onConnect = (_id: unknown, info: TunnelInfo): void => {
     this.#local.set(info.tenantId, { connectionId: info.connectionId, since: info.since, written: false });
@@ -209,9 +212,11 @@ export class TunnelDirectory {
   #renewSoon(): void {
     if (this.#stopped || this.#renewing) return;
     this.#renewing = this.#renewOnce()
-      .catch((err: unknown) =>
-        this.#log.warn({ err: message(err) }, 'tunnel directory renewal failed; retrying at the next interval'),
-      )
+      .then(() => this.health.succeed())
+      .catch((err: unknown) => {
+        this.health.fail(err);
+        this.#log.warn({ err: message(err) }, 'tunnel directory renewal failed; retrying at the next interval');
+      })
       .finally(() => {
         this.#renewing = undefined;
       });

@@ -5,7 +5,8 @@
  * root cluster probed now (reachable, credentials accepted, the tenants program's permissions).
  * The database needs no check here: answering this route (a key lookup) proves it; the CLI reads
  * /readyz for it. Operators and admins only: the answer names paths and servers. Nothing in the
- * request is run or read: it has no parameters.
+ * request is run or read: it has no parameters. Each background loop of this replica is a check
+ * too (loop/<name>), with its last error.
  */
 import { readFileSync } from 'node:fs';
 import { Type, type Static } from 'typebox';
@@ -13,6 +14,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { StringEnum, withErrors } from '../schemas.ts';
 import type { AppContext } from '../context.ts';
 import type { ClusterProbe } from '../../clusters/service.ts';
+import type { LoopStatus } from '../../loops/manager.ts';
 import { describeMissing } from '../../../tenants/root-permissions.ts';
 
 const VERSION = (
@@ -22,7 +24,7 @@ const VERSION = (
 export const DoctorCheck = Type.Object(
   {
     name: Type.String({
-      description: 'engine.cli, engine.languageHost, engine.kubernetesPlugin, clusters, cluster/<name>…',
+      description: 'engine.cli, engine.languageHost, engine.kubernetesPlugin, clusters, cluster/<name>, loop/<name>…',
     }),
     status: StringEnum(['ok', 'problem', 'warning', 'skipped'] as const, {
       description:
@@ -122,6 +124,54 @@ function clusterChecks(probes: ClusterProbe[]): Check[] {
   return checks;
 }
 
+/**
+ * One check per background loop of this replica (loop/<name>): ok while it runs and its last round
+ * succeeded (or it is turned off), a warning while its rounds fail (with the last error, secrets
+ * masked) or when it is not running. Never a problem: each loop retries by itself, and what keeps
+ * tenants from being provisioned is reported by the checks above.
+ */
+export function loopChecks(statuses: LoopStatus[]): Check[] {
+  return statuses.map((s): Check => {
+    const detail: Record<string, string> = {
+      state: s.state,
+      rounds: String(s.rounds),
+      failures: String(s.failures),
+      ...(s.lastRoundAt ? { lastRoundAt: s.lastRoundAt.toISOString() } : {}),
+      ...(s.lastSuccessAt ? { lastSuccessAt: s.lastSuccessAt.toISOString() } : {}),
+      ...(s.lastErrorAt ? { lastErrorAt: s.lastErrorAt.toISOString() } : {}),
+      ...(s.lastError ? { lastError: s.lastError } : {}),
+    };
+    const name = `loop/${s.name}`;
+    if (s.state === 'disabled')
+      return { name, status: 'ok', message: 'turned off by the configuration', fix: [], detail };
+    if (s.state !== 'running')
+      return {
+        name,
+        status: 'warning',
+        message: `not running (${s.state})`,
+        fix: ["see the provisioner's log; a replica that is stopping ends its loops"],
+        detail,
+      };
+    if (s.consecutiveFailures > 0)
+      return {
+        name,
+        status: 'warning',
+        message: `its last ${s.consecutiveFailures} round${s.consecutiveFailures === 1 ? '' : 's'} failed: ${s.lastError ?? 'no message'}`,
+        fix: [`see the provisioner's log for loop ${s.name}; it retries by itself`],
+        detail,
+      };
+    return {
+      name,
+      status: 'ok',
+      message: s.lastSuccessAt
+        ? `running; last round ${s.lastSuccessAt.toISOString()}`
+        : 'running; no round finished yet',
+      fix: [],
+      detail,
+    };
+  });
+}
+
 export const doctorRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>
   async (app) => {
@@ -139,7 +189,10 @@ export const doctorRoutes =
       },
       async () => {
         const probes = await ctx.clusters.probeAll({ timeoutMs: 5000 });
-        return { version: VERSION, checks: [...engineChecks(ctx), ...clusterChecks(probes)] };
+        return {
+          version: VERSION,
+          checks: [...engineChecks(ctx), ...clusterChecks(probes), ...loopChecks(ctx.loops.status())],
+        };
       },
     );
   };

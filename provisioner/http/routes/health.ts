@@ -1,15 +1,47 @@
-import { Type } from 'typebox';
+import { Type, type Static } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { describeConnectionError, healthOf, isConnectionError, pingDatabase } from '../../db/availability.ts';
 import { migrationsApplied } from '../../db/migrate.ts';
 import type { AppContext } from '../context.ts';
+import type { LoopStatus } from '../../loops/manager.ts';
+
+/** A background loop as /readyz shows it: no error text (the route is public; GET /v1/doctor has it). */
+const LoopView = Type.Object({
+  name: Type.String({ description: 'the loop, as in docs/architecture.md "Background loops"' }),
+  state: Type.String({
+    description: 'idle (not started yet), running, stopping, stopped, disabled (turned off by configuration)',
+  }),
+  rounds: Type.Integer({ description: 'rounds since start, successful or not' }),
+  failures: Type.Integer({ description: 'failed rounds since start' }),
+  consecutiveFailures: Type.Integer({ description: 'failed rounds in a row up to now (0: the last round succeeded)' }),
+  lastRoundAt: Type.Optional(Type.String({ format: 'date-time' })),
+  lastSuccessAt: Type.Optional(Type.String({ format: 'date-time' })),
+  lastErrorAt: Type.Optional(Type.String({ format: 'date-time' })),
+});
 
 const Check = Type.Object({
   status: Type.String(),
   checks: Type.Optional(Type.Record(Type.String(), Type.String())),
   /** Why the provisioner is not ready, in words. */
   reason: Type.Optional(Type.String()),
+  /** /readyz: this replica's background loops in start order (informational: they do not decide readiness). */
+  loops: Type.Optional(Type.Array(LoopView)),
 });
+
+/** The loops' statuses without their error text, dates as ISO strings. */
+function loopViews(statuses: LoopStatus[]): Static<typeof LoopView>[] {
+  const iso = (d: Date | undefined) => d?.toISOString();
+  return statuses.map((s) => ({
+    name: s.name,
+    state: s.state,
+    rounds: s.rounds,
+    failures: s.failures,
+    consecutiveFailures: s.consecutiveFailures,
+    ...(s.lastRoundAt ? { lastRoundAt: iso(s.lastRoundAt) } : {}),
+    ...(s.lastSuccessAt ? { lastSuccessAt: iso(s.lastSuccessAt) } : {}),
+    ...(s.lastErrorAt ? { lastErrorAt: iso(s.lastErrorAt) } : {}),
+  }));
+}
 
 export const healthRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>
@@ -28,7 +60,8 @@ export const healthRoutes =
       {
         config: { public: true },
         schema: {
-          summary: 'Readiness: the database answers and its migrations are applied (503 with the reason otherwise)',
+          summary:
+            'Readiness: the database answers and its migrations are applied (503 with the reason otherwise); with each background loop by name',
           tags: ['health'],
           response: { 200: Check, 503: Check },
         },
@@ -51,9 +84,12 @@ export const healthRoutes =
         }
         const ready = Object.values(checks).every((v) => v === 'ok');
         if (!ready) reply.header('retry-after', '2');
-        return reply
-          .status(ready ? 200 : 503)
-          .send({ status: ready ? 'ready' : 'not ready', checks, ...(reason ? { reason } : {}) });
+        return reply.status(ready ? 200 : 503).send({
+          status: ready ? 'ready' : 'not ready',
+          checks,
+          ...(reason ? { reason } : {}),
+          loops: loopViews(ctx.loops.status()),
+        });
       },
     );
 

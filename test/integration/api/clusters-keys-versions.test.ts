@@ -178,10 +178,28 @@ t.test('admin creates and revokes keys; keys are shown once and listed without s
 
 t.test('health, readiness, metrics, OpenAPI and unknown routes', async (t) => {
   t.same((await api.request('GET', '/healthz', { key: null })).json(), { status: 'ok' });
-  t.same((await api.request('GET', '/readyz', { key: null })).json(), {
-    status: 'ready',
-    checks: { database: 'ok', migrations: 'ok' },
-  });
+  const ready = (await api.request('GET', '/readyz', { key: null })).json();
+  t.same(
+    { status: ready.status, checks: ready.checks },
+    { status: 'ready', checks: { database: 'ok', migrations: 'ok' } },
+    '/readyz: ready, database and migrations ok',
+  );
+  t.same(
+    ready.loops.map((l: { name: string; state: string }) => [l.name, l.state]),
+    [
+      ['notifications', 'running'],
+      ['tunnel-directory', 'running'],
+      ['managed-cluster-prober', 'running'],
+      ['managed-cluster-token-refresher', 'running'],
+      ['tombstone-purger', 'running'],
+    ],
+    '/readyz lists every loop of this replica (engine none: no reconciler, fleet driver or drift watch) by name, running',
+  );
+  t.equal(
+    ready.loops.filter((l: Record<string, unknown>) => 'lastError' in l).length,
+    0,
+    'no loop error text on the public /readyz',
+  );
   await api.signup();
   const metrics = await api.request('GET', '/metrics', { key: null });
   t.match(metrics.headers['content-type'], /text\/plain/);

@@ -167,6 +167,18 @@ t.test(
       'every problem carries at least one fix',
     );
     t.equal(report.problems, 2, 'the JSON counts two problems');
+    const loops = report.checks.filter((c) => c.name.startsWith('loop/'));
+    t.same(
+      ['loop/notifications', 'loop/reconciler', 'loop/fleet-driver'].filter((n) => !loops.some((c) => c.name === n)),
+      [],
+      'the doctor reports the loops by name, the reconciler and the fleet driver among them',
+    );
+    t.same(
+      loops.filter((c) => c.status !== 'ok').map((c) => `${c.name}: ${c.message}`),
+      [],
+      'every loop runs and its last round succeeded',
+    );
+    t.match(text.stdout, /^ok\s+loop\/reconciler\s+running; /m, 'the text output has a line per loop');
 
     const anonymous = await doctor(['--url', url]);
     t.equal(anonymous.code, 1, 'without a key doctor exits 1');

@@ -8,6 +8,7 @@ import { EventEmitter, once } from 'node:events';
 import { LoopHealth, LoopManager, serviceRunnable, type Runnable } from '../../../provisioner/loops/manager.ts';
 import { PeriodicLoop } from '../../../provisioner/loops/periodic.ts';
 import { until } from '../../helpers/wait.ts';
+import { loopChecks } from '../../../provisioner/http/routes/doctor.ts';
 
 function recorder(name: string, log: string[], o: { hang?: Promise<void> } = {}): Runnable {
   return serviceRunnable(name, {
@@ -164,3 +165,31 @@ t.test('stop() waits for the round under way and aborts its signal', async (t) =
   t.equal(sawAbort, true, 'the round saw its signal aborted');
   t.equal(new LoopHealth('x').status().state, 'idle', 'a fresh health record is idle');
 });
+
+t.test(
+  'GET /v1/doctor: a loop whose rounds fail is a warning naming its last error; a running one is ok',
+  async (t) => {
+    const failing = new LoopHealth('tombstone-purger', () => ['hunter2']);
+    failing.state = 'running';
+    failing.fail(new Error('connect ECONNREFUSED (password hunter2)'));
+    const fine = new LoopHealth('reconciler');
+    fine.state = 'running';
+    fine.succeed(new Date('2026-11-26T10:00:00Z'));
+    const off = new LoopHealth('managed-cluster-prober');
+    off.state = 'disabled';
+    const [bad, good, disabled] = loopChecks([failing.status(), fine.status(), off.status()]);
+    t.equal(bad?.name, 'loop/tombstone-purger', 'named loop/<name>');
+    t.equal(bad?.status, 'warning', 'a failing loop is a warning, not a problem');
+    t.equal(
+      bad?.message,
+      'its last 1 round failed: connect ECONNREFUSED (password ***)',
+      'the message has the last error with the secret masked',
+    );
+    t.same(
+      [good?.status, good?.message],
+      ['ok', 'running; last round 2026-11-26T10:00:00.000Z'],
+      'a running loop is ok with its last round',
+    );
+    t.same([disabled?.status, disabled?.message], ['ok', 'turned off by the configuration'], 'a disabled one is ok');
+  },
+);
