@@ -101,6 +101,20 @@ t.test('after reconciles with the scripted engine, /metrics has the reconciler w
   t.equal(await metric('provisioner_reconciler_leases'), 0, 'no lease held once done');
   t.equal(await metric('provisioner_engine_memory_in_use_bytes'), 0, 'nothing reserved once done');
   t.equal(await metric('provisioner_reconcile_queue', '{state="running"}'), 0, 'queue: nothing running');
+  // The reconciler as one of the process's loops, by name.
+  t.equal(await metric('provisioner_loop_running', '{loop="reconciler"}'), 1, 'loop metrics: the reconciler runs');
+  const rounds = (await metric('provisioner_loop_rounds_total', '{loop="reconciler"}'))!;
+  t.ok(
+    rounds >= reconciler.stats.polls && reconciler.stats.polls > 0,
+    `loop metrics: ${rounds} rounds, at least its ${reconciler.stats.polls} looks for due tenants`,
+  );
+  t.equal(await metric('provisioner_loop_failures_total', '{loop="reconciler"}'), 0, 'loop metrics: no failed round');
+  const ready = (await api.request('GET', '/readyz', { key: null })).json<{
+    loops: Array<{ name: string; state: string; lastSuccessAt?: string }>;
+  }>();
+  const listed = ready.loops.find((l) => l.name === 'reconciler');
+  t.equal(listed?.state, 'running', '/readyz lists the reconciler as running');
+  t.ok(listed?.lastSuccessAt, '/readyz gives its last successful round');
   t.equal(
     await metric('provisioner_reconcile_queue', '{state="waiting_capacity"}'),
     0,
