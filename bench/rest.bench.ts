@@ -35,13 +35,13 @@ import { createPool } from '../provisioner/db/database.ts';
 import { startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
 import { migrate } from '../provisioner/db/migrate.ts';
 import { DEFAULT_RECONCILER_SETTINGS } from '../provisioner/reconciler/settings.ts';
-import { RESYNC_JITTER } from '../provisioner/reconciler/lease.ts';
 import {
   countClusterLoad,
+  RESYNC_JITTER,
   selectResyncDue,
   selectRetryDue,
   selectSpecChanged,
-} from '../provisioner/reconciler/lease.ts';
+} from '../provisioner/store/leases.ts';
 import type { Queryable } from '../provisioner/db/tx.ts';
 import {
   ADMIN_TOKEN,

@@ -6,9 +6,8 @@
  * notifications and a hub that cannot listen.
  */
 import type pg from 'pg';
-import { readLog, type LogLine } from '../store/operations.ts';
+import { OPERATION_LOG_CHANNEL, operationState, readLog, type LogLine } from '../store/operations.ts';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
-import { OPERATION_LOG_CHANNEL } from './outcome.ts';
 
 const FINISHED = new Set(['succeeded', 'failed', 'cancelled', 'superseded']);
 
@@ -93,11 +92,6 @@ export class OperationLogHub {
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
   }
-}
-
-async function operationState(pool: pg.Pool, id: string): Promise<string | undefined> {
-  const { rows } = await pool.query<{ state: string }>('SELECT state FROM operations WHERE id = $1', [id]);
-  return rows[0]?.state;
 }
 
 /**

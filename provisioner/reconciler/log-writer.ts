@@ -7,8 +7,7 @@
  */
 import type pg from 'pg';
 import { parse } from 'yaml';
-import type { Queryable } from '../db/tx.ts';
-import { OPERATION_LOG_CHANNEL } from './outcome.ts';
+import { appendLogAndNotify } from '../store/operations.ts';
 import { maskSecrets, secretList, tenantVisible } from './visible-text.ts';
 
 const MAX_LINE = 4000;
@@ -42,22 +41,6 @@ export function kubeconfigSecrets(kubeconfig: string): string[] {
   };
   walk(doc, '');
   return [...out];
-}
-
-/** Appends lines and announces them on `operation_log`, in one statement. */
-export async function appendLogAndNotify(
-  db: Queryable,
-  operationId: string,
-  lines: Array<{ stream: string; line: string }>,
-): Promise<void> {
-  await db.query(
-    `WITH ins AS (
-       INSERT INTO operation_logs (operation_id, stream, line)
-       SELECT $1, s, l FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(s, l, n) ORDER BY n
-       RETURNING 1)
-     SELECT pg_notify($4, $1::text) WHERE EXISTS (SELECT 1 FROM ins)`,
-    [operationId, lines.map((l) => l.stream), lines.map((l) => l.line), OPERATION_LOG_CHANNEL],
-  );
 }
 
 export class LogWriter {

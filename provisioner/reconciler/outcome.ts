@@ -1,36 +1,23 @@
 /**
  * The end of an attempt: status, operation result and lease release in ONE transaction, fenced
  * by the lease (when another worker took the tenant over, nothing is written). Each function is
- * one outcome: success, failure, cancellation, or waiting (no capacity, engine unavailable).
+ * one outcome: success, failure, cancellation, or waiting (no capacity, engine unavailable). The
+ * statements are store/leases.ts's and store/operations.ts's.
  */
 import type pg from 'pg';
-import { withTx, type Queryable } from '../db/tx.ts';
-import { condition, mergeConditions, TENANT_CHANNEL, type Condition, type Phase } from '../store/tenants.ts';
-import { KEY_REVOKED_CHANNEL } from '../store/keys.ts';
-import { lockHeldTenant } from './attempt.ts';
-import type { ClaimedTenant } from './lease.ts';
-
-/** Channel that announces new log lines and the end of an operation; payload: operation id. */
-export const OPERATION_LOG_CHANNEL = 'operation_log';
-
-export interface OperationError {
-  code: string;
-  message: string;
-}
-
-async function finishOperation(
-  db: Queryable,
-  id: string,
-  state: 'succeeded' | 'failed' | 'cancelled',
-  error: OperationError | null,
-): Promise<void> {
-  await db.query(`UPDATE operations SET state = $2, error = $3, finished_at = now() WHERE id = $1`, [
-    id,
-    state,
-    error ? JSON.stringify(error) : null,
-  ]);
-  await db.query('SELECT pg_notify($1, $2)', [OPERATION_LOG_CHANNEL, id]);
-}
+import { withTx } from '../db/tx.ts';
+import {
+  lockHeldTenant,
+  notifyTenantDue,
+  releaseWithConditions,
+  writeFailure,
+  writeSuccess,
+  writeWaiting,
+  type ClaimedTenant,
+  type SuccessStatus,
+} from '../store/leases.ts';
+import { appendWaitLines, finishOperation, type OperationError } from '../store/operations.ts';
+import { condition, mergeConditions, type Condition, type Phase } from '../store/tenants.ts';
 
 function str(v: unknown): string | undefined {
   return typeof v === 'string' && v !== '' ? v : undefined;
@@ -58,7 +45,7 @@ function successStatus(
   t: ClaimedTenant,
   outputs: Record<string, unknown>,
   current: { generation: number; deleted: boolean; conditions: Condition[] },
-) {
+): SuccessStatus & { moved: boolean } {
   const moved = current.generation > t.generation;
   const phase: Phase = t.deleted ? 'Deleted' : current.deleted ? 'Deleting' : t.suspended ? 'Suspended' : 'Ready';
   const version = t.deleted ? t.actual_runtime_version : (str(outputs.runtimeVersion) ?? t.runtime_version);
@@ -91,59 +78,6 @@ function successStatus(
 }
 
 /**
- * Writes a success in one statement (one transaction): tenant status, lease release, the
- * operation, operations queued for this generation or older (a retry requested meanwhile: it is
- * satisfied), key revocation on delete, and the log NOTIFY. Fenced by the lease and by the
- * generation: returns false when either moved (the caller then takes the locking path).
- */
-export async function writeSuccess(
-  db: Queryable,
-  owner: string,
-  t: ClaimedTenant,
-  operationId: string,
-  expectedGeneration: number,
-  st: ReturnType<typeof successStatus>,
-): Promise<boolean> {
-  const { rowCount } = await db.query(
-    `WITH ten AS (
-       UPDATE tenants SET observed_generation = $3, phase = $4,
-              previous_runtime_version = CASE WHEN actual_runtime_version IS NOT NULL AND actual_runtime_version IS DISTINCT FROM $5
-                                              THEN actual_runtime_version ELSE previous_runtime_version END,
-              actual_runtime_version = $5, endpoints = $6, conditions = $7,
-              consecutive_failures = 0, stalled = false, next_attempt_at = NULL, last_reconciled_at = now(),
-              runtime_token_enc = CASE WHEN $8 THEN NULL ELSE runtime_token_enc END,
-              lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-        WHERE id = $1 AND lease_owner = $2 AND generation = $10 RETURNING id),
-     keys AS (
-       UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL AND $8 AND EXISTS (SELECT 1 FROM ten) RETURNING id),
-     sup AS (
-       UPDATE operations SET state = 'superseded', finished_at = now(),
-              error = jsonb_build_object('code', 'Superseded', 'message', 'satisfied by operation ' || $9::text)
-        WHERE tenant_id = $1 AND state = 'queued' AND generation <= $3 AND id <> $9 AND EXISTS (SELECT 1 FROM ten)),
-     op AS (
-       UPDATE operations SET state = 'succeeded', error = NULL, finished_at = now()
-        WHERE id = $9 AND EXISTS (SELECT 1 FROM ten) RETURNING id)
-     SELECT pg_notify('${OPERATION_LOG_CHANNEL}', id::text) FROM op
-     UNION ALL
-     -- The same notice as every other revocation: each replica closes the keys' tunnels and streams at once.
-     SELECT pg_notify('${KEY_REVOKED_CHANNEL}', id::text) FROM keys`,
-    [
-      t.id,
-      owner,
-      t.generation,
-      st.phase,
-      st.version,
-      JSON.stringify(st.endpoints),
-      JSON.stringify(st.conditions),
-      t.deleted,
-      operationId,
-      expectedGeneration,
-    ],
-  );
-  return (rowCount ?? 0) > 0;
-}
-
-/**
  * Records a successful attempt: observed_generation = G, phase, versions, endpoints, conditions,
  * operation succeeded, lease released, all in one transaction. When the spec moved on meanwhile
  * (generation > G) the tenant stays due and workers are woken. Returns false when the lease was lost.
@@ -158,7 +92,7 @@ export async function recordSuccess(pool: pg.Pool, owner: string, s: SuccessInpu
     if (!held) return false;
     const st = successStatus(t, s.outputs, held);
     if (!(await writeSuccess(db, owner, t, s.operationId, held.generation, st))) return false;
-    if (st.moved) await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, t.id]);
+    if (st.moved) await notifyTenantDue(db, t.id);
     return true;
   });
 }
@@ -201,11 +135,8 @@ export async function recordFailure(
           ),
         ),
       ]);
-      await db.query(
-        `UPDATE tenants SET conditions = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = now() WHERE id = $1`,
-        [t.id, JSON.stringify(conditions)],
-      );
-      await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, t.id]);
+      await releaseWithConditions(db, t.id, conditions);
+      await notifyTenantDue(db, t.id);
       return { failures: held.consecutive_failures, stalled: false, retryInMs: 0 };
     }
     const failures = held.consecutive_failures + 1;
@@ -236,14 +167,12 @@ export async function recordFailure(
           ),
         ];
     const retryInMs = stalled ? null : f.backoffMs(failures);
-    await db.query(
-      `UPDATE tenants SET consecutive_failures = $2, stalled = $3,
-              next_attempt_at = CASE WHEN $3 THEN NULL ELSE now() + make_interval(secs => $4::float8 / 1000) END,
-              phase = CASE WHEN $3 THEN 'Failed' ELSE phase END,
-              conditions = $5, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-        WHERE id = $1`,
-      [t.id, failures, stalled, retryInMs ?? 0, JSON.stringify(mergeConditions(held.conditions, updates))],
-    );
+    await writeFailure(db, t.id, {
+      failures,
+      stalled,
+      retryInMs,
+      conditions: mergeConditions(held.conditions, updates),
+    });
     return { failures, stalled, retryInMs };
   });
 }
@@ -265,11 +194,8 @@ export async function recordCancelled(
     if (!held) return false;
     await finishOperation(db, operationId, 'cancelled', { code: 'Cancelled', message });
     const conditions = mergeConditions(held.conditions, [condition('Reconciling', 'True', 'Cancelled', message)]);
-    await db.query(
-      `UPDATE tenants SET conditions = $2, lease_owner = NULL, lease_expires_at = NULL, updated_at = now() WHERE id = $1`,
-      [t.id, JSON.stringify(conditions)],
-    );
-    await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, t.id]);
+    await releaseWithConditions(db, t.id, conditions);
+    await notifyTenantDue(db, t.id);
     return true;
   });
 }
@@ -333,20 +259,6 @@ export function waitLine(
   return `${what} (${reason}): ${text}; retrying by itself, and at once when that changes`;
 }
 
-/** Appends each waiting tenant's line to its open operations and wakes their log followers. */
-export async function logWaits(db: Queryable, lines: Array<{ tenantId: string; line: string }>): Promise<void> {
-  if (lines.length === 0) return;
-  await db.query(
-    `WITH ins AS (
-       INSERT INTO operation_logs (operation_id, stream, line)
-       SELECT o.id, 'reconciler', x.line FROM unnest($1::uuid[], $2::text[]) AS x(tenant_id, line)
-         JOIN operations o ON o.tenant_id = x.tenant_id AND o.state IN ('queued', 'running')
-       RETURNING operation_id)
-     SELECT pg_notify($3, operation_id::text) FROM (SELECT DISTINCT operation_id FROM ins) d`,
-    [lines.map((l) => l.tenantId), lines.map((l) => l.line), OPERATION_LOG_CHANNEL],
-  );
-}
-
 /**
  * Records why a due tenant cannot run yet (NoCapacity, EngineUnavailable): Ready=False with the
  * reason, a retry time, lease released. The queued operation stays queued and the failure
@@ -365,13 +277,8 @@ export async function recordWaiting(
     if (!held) return false;
     const { retryInMs, conditions } = waitingStatus(held.conditions, reason, message, wait);
     const line = waitLine(held.conditions, reason, message);
-    if (line) await logWaits(db, [{ tenantId: t.id, line }]);
-    await db.query(
-      `UPDATE tenants SET conditions = $2, next_attempt_at = now() + make_interval(secs => $3::float8 / 1000),
-              lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-        WHERE id = $1`,
-      [t.id, JSON.stringify(conditions), retryInMs],
-    );
+    if (line) await appendWaitLines(db, [{ tenantId: t.id, line }]);
+    await writeWaiting(db, t.id, conditions, retryInMs);
     return true;
   });
 }

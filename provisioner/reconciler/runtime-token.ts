@@ -6,7 +6,7 @@
  */
 import { generateKey, hashKey, keyPrefix } from '../store/key-format.ts';
 import type { SecretBox } from '../crypto.ts';
-import type { NewRuntimeKey } from './attempt.ts';
+import type { NewRuntimeKey } from '../store/leases.ts';
 
 export function runtimeTokenAad(tenantId: string): string {
   return `tenant/${tenantId}/runtime-token`;
