@@ -17,15 +17,18 @@
 import type pg from 'pg';
 import pino, { type BaseLogger } from 'pino';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
-import { liveTunnel, TUNNEL_LEASE_SECONDS } from '../store/tunnels.ts';
+import {
+  deleteReplicaTunnels,
+  deleteTunnel,
+  liveTunnelOwner,
+  renewReplicaTunnels,
+  sweepTunnels,
+  tunnelRow,
+  TUNNEL_CHANNEL,
+  writeTunnel,
+} from '../store/tunnels.ts';
 import type { TunnelInfo, TunnelServer } from './server.ts';
 import { LoopHealth } from '../loops/manager.ts';
-
-/** The NOTIFY channel; the payload is the tenant id whose row was written. */
-export const TUNNEL_CHANNEL = 'runtime_tunnel';
-export { TUNNEL_LEASE_SECONDS } from '../store/tunnels.ts';
-/** Rows this much older than the lease are deleted by any replica's renewal. */
-const SWEEP_AFTER_SECONDS = TUNNEL_LEASE_SECONDS * 4;
 
 /** The replica holding a runtime's tunnel, as the table says. */
 export interface TunnelOwner {
@@ -113,7 +116,7 @@ export class TunnelDirectory {
     await this.#renewing;
     await Promise.all([...this.#queue.values()]);
     try {
-      await this.#options.pool.query('DELETE FROM runtime_tunnels WHERE replica_id = $1', [this.#options.replicaId]);
+      await deleteReplicaTunnels(this.#options.pool, this.#options.replicaId);
     } catch (err) {
       this.#log.warn(
         { err: message(err) },
@@ -124,13 +127,7 @@ export class TunnelDirectory {
 
   /** The other replica holding the tenant's tunnel, if any holds it within the lease. */
   async owner(tenantId: string): Promise<TunnelOwner | undefined> {
-    const { rows } = await this.#options.pool.query<{ replica_id: string; replica_url: string; connected_at: Date }>({
-      name: 'runtime-tunnel-owner',
-      text: `SELECT replica_id, replica_url, connected_at FROM runtime_tunnels
-             WHERE tenant_id = $1 AND ${liveTunnel('runtime_tunnels')}`,
-      values: [tenantId],
-    });
-    const row = rows[0];
+    const row = await liveTunnelOwner(this.#options.pool, tenantId);
     if (!row || row.replica_id === this.#options.replicaId) return undefined;
     return { replicaId: row.replica_id, url: row.replica_url, since: row.connected_at };
   }
@@ -159,26 +156,18 @@ export class TunnelDirectory {
   async #write(info: TunnelInfo): Promise<void> {
     const local = this.#local.get(info.tenantId);
     if (local?.connectionId !== info.connectionId) return; // closed before it was written
-    await this.#options.pool.query({
-      name: 'runtime-tunnel-write',
-      text: `WITH w AS (
-               INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at, seen_at)
-               VALUES ($1, $2, $3, $4, $5, now())
-               ON CONFLICT (tenant_id) DO UPDATE SET connection_id = EXCLUDED.connection_id, replica_id = EXCLUDED.replica_id,
-                 replica_url = EXCLUDED.replica_url, connected_at = EXCLUDED.connected_at, seen_at = now()
-               RETURNING tenant_id)
-             SELECT pg_notify('${TUNNEL_CHANNEL}', tenant_id::text) FROM w`,
-      values: [info.tenantId, info.connectionId, this.#options.replicaId, this.#options.advertiseUrl(), info.since],
+    await writeTunnel(this.#options.pool, {
+      tenantId: info.tenantId,
+      connectionId: info.connectionId,
+      replicaId: this.#options.replicaId,
+      replicaUrl: this.#options.advertiseUrl(),
+      since: info.since,
     });
     local.written = true;
   }
 
   async #remove(tenantId: string, connectionId: string): Promise<void> {
-    await this.#options.pool.query({
-      name: 'runtime-tunnel-remove',
-      text: 'DELETE FROM runtime_tunnels WHERE tenant_id = $1 AND connection_id = $2',
-      values: [tenantId, connectionId],
-    });
+    await deleteTunnel(this.#options.pool, tenantId, connectionId);
   }
 
   /** A row of `tenantId` was written somewhere: if we hold that runtime's tunnel and the row is no longer ours, close ours. */
@@ -186,11 +175,7 @@ export class TunnelDirectory {
     const local = this.#local.get(tenantId);
     if (!local?.written || this.#stopped) return;
     this.#enqueue(tenantId, async () => {
-      const { rows } = await this.#options.pool.query<{ connection_id: string; replica_id: string }>(
-        'SELECT connection_id, replica_id FROM runtime_tunnels WHERE tenant_id = $1',
-        [tenantId],
-      );
-      this.#closeIfSuperseded(tenantId, local, rows[0]);
+      this.#closeIfSuperseded(tenantId, local, await tunnelRow(this.#options.pool, tenantId));
     });
   }
 
@@ -225,12 +210,7 @@ export class TunnelDirectory {
   /** Renews our rows, then repairs: rows of tunnels we no longer hold go, tunnels without a row get one (or close if replaced). */
   async #renewOnce(): Promise<void> {
     const pool = this.#options.pool;
-    const { rows } = await pool.query<{ tenant_id: string; connection_id: string }>({
-      name: 'runtime-tunnel-renew',
-      text: 'UPDATE runtime_tunnels SET seen_at = now() WHERE replica_id = $1 RETURNING tenant_id, connection_id',
-      values: [this.#options.replicaId],
-    });
-    const held = new Map(rows.map((r) => [r.tenant_id, r.connection_id]));
+    const held = await renewReplicaTunnels(pool, this.#options.replicaId);
     for (const [tenantId, connectionId] of held) {
       if (this.#local.get(tenantId)?.connectionId !== connectionId && !this.#queue.has(tenantId)) {
         this.#enqueue(tenantId, () => this.#remove(tenantId, connectionId));
@@ -246,11 +226,7 @@ export class TunnelDirectory {
       )
         continue;
       this.#enqueue(info.tenantId, async () => {
-        const { rows: current } = await pool.query<{ connection_id: string; replica_id: string; fresh: boolean }>(
-          `SELECT connection_id, replica_id, ${liveTunnel('runtime_tunnels')} AS fresh FROM runtime_tunnels WHERE tenant_id = $1`,
-          [info.tenantId],
-        );
-        const row = current[0];
+        const row = await tunnelRow(pool, info.tenantId);
         // Another replica wrote a newer connection of this runtime: ours is replaced.
         if (row?.fresh && this.#closeIfSuperseded(info.tenantId, local, row)) return;
         // The row is gone (or expired while this replica could not renew): write it again.
@@ -258,7 +234,7 @@ export class TunnelDirectory {
         await this.#write(info);
       });
     }
-    await pool.query(`DELETE FROM runtime_tunnels WHERE seen_at < now() - interval '${SWEEP_AFTER_SECONDS} seconds'`);
+    await sweepTunnels(pool);
   }
 }
 

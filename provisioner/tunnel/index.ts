@@ -26,11 +26,6 @@ export {
   type SignInput,
 } from './request-token.ts';
 export { CloseCode, SUBPROTOCOL, TUNNEL_PATH } from '../../runtime/protocol/frames.ts';
-export {
-  TunnelDirectory,
-  TUNNEL_CHANNEL,
-  TUNNEL_LEASE_SECONDS,
-  type TunnelOwner,
-  type TunnelDirectoryOptions,
-} from './directory.ts';
+export { TunnelDirectory, type TunnelOwner, type TunnelDirectoryOptions } from './directory.ts';
+export { TUNNEL_CHANNEL, TUNNEL_LEASE_SECONDS } from '../store/tunnels.ts';
 export { RELAY_HEADER } from './relay.ts';
