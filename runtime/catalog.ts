@@ -17,45 +17,7 @@
  *  - F and T run the same vcluster minor and the same Kubernetes minor (vcluster and the
  *    Kubernetes datastore do not support downgrades across minors).
  */
-import { VERSIONS } from './versions.ts';
-
-export type Channel = 'stable' | 'latest';
-
-/** Chart (and image) versions a runtime version pins. */
-export interface ComponentPins {
-  /** vcluster Helm chart version. */
-  vcluster: string;
-  /** Kubernetes version of the virtual cluster (the vcluster chart's k8s distro image tag). */
-  kubernetes: string;
-  /** argo-cd chart version (argo-helm). */
-  argoCd: string;
-  /** argo-workflows chart version (argo-helm). */
-  argoWorkflows: string;
-  /** argo-rollouts chart version (argo-helm). */
-  argoRollouts: string;
-  /** argo-events chart version (argo-helm). */
-  argoEvents: string;
-  /** Image tag of the runtime agents (tunnel client, request router, app-proxy, event reporter). */
-  agents: string;
-}
-
-export interface RuntimeVersion {
-  version: string;
-  releaseDate: string;
-  channel: Channel;
-  components: ComponentPins;
-  /** Upgrade rules into this version. */
-  upgrade: {
-    /** Oldest version a tenant may upgrade from directly (inclusive). */
-    minFrom?: string;
-    /** A mandatory stepping stone: no upgrade may jump over this version. */
-    steppingStone?: boolean;
-  };
-  /** Whether a tenant on this version may go back to an older one. Default: allowed (subject to the vcluster rules). */
-  rollback?: { allowed: boolean; reason?: string };
-  /** Release notes shown by the API (what changed, what to watch for). */
-  notes?: string;
-}
+import { VERSIONS, type Channel, type ComponentPins, type RuntimeVersion } from './versions.ts';
 
 export type UpgradeAnswer = { allowed: true; path: string[] } | { allowed: false; reason: string; path: string[] };
 

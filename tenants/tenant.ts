@@ -10,7 +10,8 @@
  */
 import type * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
-import { catalog as defaultCatalog, type Catalog, type ComponentPins } from '../runtime/catalog.ts';
+import { catalog as defaultCatalog, type Catalog } from '../runtime/catalog.ts';
+import type { ComponentPins } from '../runtime/versions.ts';
 import { GitOpsRuntime } from '../runtime/component/gitops-runtime.ts';
 import type { TenantSettings } from './config.ts';
 import { PLANS } from './plans.ts';

@@ -8,7 +8,8 @@ import { withTx, type Queryable } from '../db/tx.ts';
 import { errors } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import { availabilityMap, availabilityOf, setAvailability, type Availability } from '../store/versions.ts';
-import type { Catalog, Channel } from '../../runtime/catalog.ts';
+import type { Catalog } from '../../runtime/catalog.ts';
+import type { Channel } from '../../runtime/versions.ts';
 
 export interface RuntimeVersionServiceDeps {
   pool: pg.Pool;

@@ -7,8 +7,8 @@ import type { Queryable } from '../db/tx.ts';
 import { liveTunnel } from './tunnels.ts';
 import { reportingOf, type ReporterRow, type ReportingStatus } from './reporting.ts';
 
-import { PHASES, type Phase } from './phases.ts';
-export { PHASES, type Phase };
+import { PHASES, type Condition, type Phase } from './phases.ts';
+export { PHASES, type Condition, type Phase };
 
 /** A recurring window: when it opens (the rule, in local time of `timeZone`) and for how long. */
 export interface MaintenanceWindow {
@@ -51,14 +51,6 @@ export async function wakeWaiters(db: Queryable, reason: 'NoCapacity' | 'EngineU
   );
   if (rowCount) await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, '']);
   return rowCount ?? 0;
-}
-
-export interface Condition {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  reason: string;
-  message: string;
-  lastTransitionTime: string;
 }
 
 export interface TenantSpec {

@@ -14,7 +14,7 @@
  * ApplicationSets, AppProjects; Workflows; Rollouts; Events), each exactly once per vcluster,
  * and every chart keeps them on uninstall (deleting a CRD deletes every object of that kind).
  */
-import type { ComponentPins } from '../catalog.ts';
+import type { ComponentPins } from '../versions.ts';
 import { copyResources, type RuntimeResources } from './resources.ts';
 
 export type ArgoComponent = 'argoCd' | 'argoWorkflows' | 'argoRollouts' | 'argoEvents';

@@ -10,7 +10,8 @@
  */
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
-import { catalog as defaultCatalog, type Catalog, type ComponentPins, type RuntimeVersion } from '../catalog.ts';
+import { catalog as defaultCatalog, type Catalog } from '../catalog.ts';
+import type { ComponentPins, RuntimeVersion } from '../versions.ts';
 import {
   AGENTS,
   CREDENTIAL_KEYS,

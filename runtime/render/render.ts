@@ -28,7 +28,8 @@ import {
 } from '../../tenants/tenant-namespace.ts';
 import { vclusterValues } from '../../tenants/vcluster-values.ts';
 import { exportServer, VCLUSTER_RELEASE } from '../../tenants/virtual-cluster.ts';
-import { catalog as defaultCatalog, type Catalog, type RuntimeVersion } from '../catalog.ts';
+import { catalog as defaultCatalog, type Catalog } from '../catalog.ts';
+import type { RuntimeVersion } from '../versions.ts';
 import { agentObjects } from '../component/agent-workload.ts';
 import {
   AGENTS,

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { catalog, createCatalog, validateCatalog, CatalogError, type RuntimeVersion } from '../../runtime/catalog.ts';
+import { catalog, createCatalog, validateCatalog, CatalogError } from '../../runtime/catalog.ts';
+import type { RuntimeVersion } from '../../runtime/versions.ts';
 import { VERSIONS } from '../../runtime/versions.ts';
 
 const pins = (vcluster: string, kubernetes = 'v1.32.1') => ({

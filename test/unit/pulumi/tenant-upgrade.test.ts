@@ -3,7 +3,8 @@
  * registered inputs of both runs differ only in resources whose pins changed.
  */
 import t from 'tap';
-import { catalog, type ComponentPins } from '../../../runtime/catalog.ts';
+import { catalog } from '../../../runtime/catalog.ts';
+import type { ComponentPins } from '../../../runtime/versions.ts';
 import { createTenantProgram } from '../../../tenants/program.ts';
 import type { VclusterValues } from '../../../tenants/vcluster-values.ts';
 import { releaseOf, runProgram, type Registered } from './harness.ts';
