@@ -51,3 +51,18 @@ export function pgConstraint(err: unknown): string | undefined {
     ? err.constraint
     : undefined;
 }
+
+/** Waits for the transaction-scoped advisory lock named `name` (hashtext); it is released at commit or rollback. */
+export async function lockForTransaction(db: Queryable, name: string): Promise<void> {
+  await db.query('SELECT pg_advisory_xact_lock(hashtext($1))', [name]);
+}
+
+/** Takes the transaction-scoped advisory lock named `name` (hashtextextended) when free; false when another holds it. */
+export async function tryLockForTransaction(db: Queryable, name: string): Promise<boolean> {
+  const { rows } = await db.query<{ ok: boolean }>({
+    name: 'try-advisory-xact-lock',
+    text: `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok`,
+    values: [name],
+  });
+  return rows[0]?.ok === true;
+}

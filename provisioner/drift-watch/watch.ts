@@ -25,7 +25,8 @@ import type { SecretBox } from '../crypto.ts';
 import { kubeConfigFrom } from '../kubeconfig/client.ts';
 import type { KubeconfigPolicy } from '../kubeconfig/policy.ts';
 import { fingerprint, objectKey, tenantOf, WATCHED_KINDS, type WatchedKind } from './objects.ts';
-import { ENGINE_ECHO_MS, requestResyncs, type ResyncRequest } from './requests.ts';
+import { ENGINE_ECHO_MS, requestResyncs, type ResyncRequest } from '../store/resync-requests.ts';
+import { sealedClusterKubeconfigs } from '../store/clusters.ts';
 import { LoopHealth } from '../loops/manager.ts';
 
 type Obj = Record<string, unknown>;
@@ -142,7 +143,7 @@ export class DriftWatch {
   async #refresh(): Promise<void> {
     let rows: Array<{ id: string; name: string; kubeconfig_enc: Buffer }>;
     try {
-      ({ rows } = await this.#o.pool.query('SELECT id, name, kubeconfig_enc FROM root_clusters'));
+      rows = await sealedClusterKubeconfigs(this.#o.pool);
     } catch (err) {
       this.health.fail(err);
       this.#o.log.warn({ err: (err as Error).message }, 'drift watch: could not read the root clusters; trying again');

@@ -6,6 +6,7 @@
  * too. Only for postgres:// backends (the provisioner's own database by default); other backends
  * keep theirs.
  */
+import { deleteStateObjects } from '../store/pulumi-state.ts';
 import pg from 'pg';
 
 /** LIKE patterns of the objects a removed stack leaves (names are [a-z0-9-]: no LIKE wildcards). */
@@ -46,10 +47,7 @@ export async function purgeRemovedStack(backendUrl: string, project: string, sta
   const client = new pg.Client({ connectionString: backend.connectionString });
   await client.connect();
   try {
-    const res = await client.query(`DELETE FROM "${backend.table}" WHERE key LIKE ANY($1::text[])`, [
-      leftoverPatterns(project, stack),
-    ]);
-    return res.rowCount ?? 0;
+    return await deleteStateObjects(client, backend.table, leftoverPatterns(project, stack));
   } finally {
     await client.end();
   }

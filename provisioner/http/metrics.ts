@@ -4,6 +4,15 @@
  * this replica (registerTunnelMetrics); the batched hot reads (registerReadMetrics); the actions on
  * runtime objects (registerRuntimeActionMetrics); the reconciler (registerReconcilerMetrics).
  */
+import {
+  activeFleetTenantsByState,
+  fleetUpgradesByState,
+  liveReportedObjects,
+  openOperationCounts,
+  staleReportingTenants,
+  tenantsByPhase,
+  waitingTenantCounts,
+} from '../store/gauges.ts';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import client from 'prom-client';
 import type pg from 'pg';
@@ -67,10 +76,7 @@ export function createMetrics(pool: pg.Pool): Metrics {
     registers: [registry],
     async collect() {
       this.reset();
-      const { rows } = await pool.query<{ phase: string; n: number }>(
-        'SELECT phase, count(*)::int AS n FROM tenants GROUP BY phase',
-      );
-      for (const r of rows) this.set({ phase: r.phase }, r.n);
+      for (const r of await tenantsByPhase(pool)) this.set({ phase: r.phase }, r.n);
     },
   });
   return { registry, httpDuration, close };
@@ -346,15 +352,8 @@ export function registerRuntimeObjectMetrics(
     registers,
     async collect() {
       this.reset();
-      const { rows } = await pool.query<{ tenant: string; n: string }>(
-        `WITH live AS (
-           SELECT tenant_id::text AS tenant, sum(owned_objects)::bigint AS n FROM runtime_reporters
-            WHERE last_seen > now() - make_interval(secs => $1) GROUP BY tenant_id)
-         (SELECT '' AS tenant, coalesce(sum(n), 0)::bigint AS n FROM live)
-         UNION ALL (SELECT tenant, n FROM live ORDER BY n DESC LIMIT $2)`,
-        [staleAfterSeconds, TOP_TENANTS],
-      );
-      for (const r of rows) this.set({ tenant: r.tenant }, Number(r.n));
+      for (const r of await liveReportedObjects(pool, staleAfterSeconds, TOP_TENANTS))
+        this.set({ tenant: r.tenant }, r.n);
     },
   });
   new client.Gauge({
@@ -362,13 +361,7 @@ export function registerRuntimeObjectMetrics(
     help: 'Tenants (not deleted) whose event reporter has sent nothing within the stale window',
     registers,
     async collect() {
-      const { rows } = await pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM (
-           SELECT r.tenant_id FROM runtime_reporters r JOIN tenants t ON t.id = r.tenant_id AND t.phase <> 'Deleted'
-            GROUP BY r.tenant_id HAVING max(r.last_seen) <= now() - make_interval(secs => $1)) s`,
-        [staleAfterSeconds],
-      );
-      this.set(rows[0]?.n ?? 0);
+      this.set(await staleReportingTenants(pool, staleAfterSeconds));
     },
   });
   return {
@@ -417,24 +410,7 @@ export function registerReconcilerMetrics(metrics: Metrics, pool: pg.Pool, recon
     labelNames: ['state'] as const,
     registers,
     async collect() {
-      const [ops, tenants] = await Promise.all([
-        pool.query<{ queued: number; running: number }>(
-          `SELECT count(*) FILTER (WHERE state = 'queued')::int AS queued, count(*) FILTER (WHERE state = 'running')::int AS running
-             FROM operations WHERE state IN ('queued', 'running')`,
-        ),
-        pool.query<{ capacity: number; engine: number; backoff: number; stalled: number }>(
-          `SELECT count(*) FILTER (WHERE NOT stalled AND reason = 'NoCapacity')::int AS capacity,
-                  count(*) FILTER (WHERE NOT stalled AND reason = 'EngineUnavailable')::int AS engine,
-                  count(*) FILTER (WHERE NOT stalled AND reason IS DISTINCT FROM 'NoCapacity'
-                                     AND reason IS DISTINCT FROM 'EngineUnavailable')::int AS backoff,
-                  count(*) FILTER (WHERE stalled)::int AS stalled
-             FROM (SELECT t.stalled, (SELECT c->>'reason' FROM jsonb_array_elements(t.conditions) c
-                                        WHERE c->>'type' = 'Ready') AS reason
-                     FROM tenants t WHERE t.phase <> 'Deleted' AND (t.next_attempt_at IS NOT NULL OR t.stalled)) w`,
-        ),
-      ]);
-      const o = ops.rows[0]!;
-      const w = tenants.rows[0]!;
+      const [o, w] = await Promise.all([openOperationCounts(pool), waitingTenantCounts(pool)]);
       this.set({ state: 'queued' }, o.queued);
       this.set({ state: 'running' }, o.running);
       this.set({ state: 'waiting_capacity' }, w.capacity);
@@ -512,10 +488,7 @@ export function registerFleetMetrics(metrics: Metrics, pool: pg.Pool, driver: Fl
     registers,
     async collect() {
       this.reset();
-      const { rows } = await pool.query<{ state: string; n: number }>(
-        'SELECT state, count(*)::int AS n FROM fleet_upgrades GROUP BY state',
-      );
-      for (const r of rows) this.set({ state: r.state }, r.n);
+      for (const r of await fleetUpgradesByState(pool)) this.set({ state: r.state }, r.n);
     },
   });
   new client.Gauge({
@@ -525,11 +498,7 @@ export function registerFleetMetrics(metrics: Metrics, pool: pg.Pool, driver: Fl
     registers,
     async collect() {
       this.reset();
-      const { rows } = await pool.query<{ state: string; n: number }>(
-        `SELECT ft.state, count(*)::int AS n FROM fleet_upgrade_tenants ft JOIN fleet_upgrades f ON f.id = ft.fleet_upgrade_id
-          WHERE f.state IN ('running', 'paused', 'halted', 'aborting') GROUP BY ft.state`,
-      );
-      for (const r of rows) this.set({ state: r.state }, r.n);
+      for (const r of await activeFleetTenantsByState(pool)) this.set({ state: r.state }, r.n);
     },
   });
   if (!driver) return;

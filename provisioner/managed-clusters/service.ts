@@ -7,6 +7,8 @@
  * Argo CD cluster Secret into the vcluster), its queued operation and its audit row. Credentials
  * are sealed with the secret box and never returned or logged.
  */
+import { sealedClusterKubeconfigs } from '../store/clusters.ts';
+import { otherVclusterEndpoints } from '../store/tenants.ts';
 import { isIP } from 'node:net';
 import { lookup } from 'node:dns/promises';
 import type pg from 'pg';
@@ -618,9 +620,7 @@ export class ManagedClusterService {
         `${server} is ${what}: a tenant's Argo CD may only deploy to the tenant's own clusters`,
         { field: 'server' },
       );
-    const { rows: roots } = await this.#deps.pool.query<{ name: string; kubeconfig_enc: Buffer }>(
-      'SELECT name, kubeconfig_enc FROM root_clusters',
-    );
+    const roots = await sealedClusterKubeconfigs(this.#deps.pool);
     for (const root of roots) {
       let rootServer: URL;
       try {
@@ -633,12 +633,7 @@ export class ManagedClusterService {
       if (portOf(rootServer) === port && (await addressesOf(hostOf(rootServer), signal)).includes(address))
         throw refuse("one of the service's root clusters");
     }
-    const { rows: vclusters } = await this.#deps.pool.query<{ endpoint: string }>(
-      `SELECT endpoints->>'vclusterEndpoint' AS endpoint FROM tenants
-        WHERE id <> $1 AND phase <> 'Deleted' AND endpoints ? 'vclusterEndpoint'`,
-      [tenantId],
-    );
-    for (const { endpoint } of vclusters) {
+    for (const endpoint of await otherVclusterEndpoints(this.#deps.pool, tenantId)) {
       let url: URL;
       try {
         url = new URL(endpoint);

@@ -13,7 +13,7 @@
  */
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import { withTx } from '../db/tx.ts';
+import { tryLockForTransaction, withTx } from '../db/tx.ts';
 import { lockTenantObjects, oldestTombstoneTenant, purgeTombstones } from '../store/runtime-objects.ts';
 import { PeriodicLoop } from '../loops/periodic.ts';
 
@@ -75,12 +75,7 @@ export class TombstonePurger {
     const round: PurgeRound = { purged: 0, batches: 0, busy: false };
     while (round.batches < maxBatches && !stop()) {
       const n = await withTx(this.#options.pool, async (c) => {
-        const { rows } = await c.query<{ ok: boolean }>({
-          name: 'runtime-objects-purge-lock',
-          text: `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS ok`,
-          values: [PURGE_LOCK],
-        });
-        if (!rows[0]?.ok) return undefined;
+        if (!(await tryLockForTransaction(c, PURGE_LOCK))) return undefined;
         const tenantId = await oldestTombstoneTenant(c, this.#options.retentionSeconds);
         if (!tenantId) return 0;
         await lockTenantObjects(c, tenantId);

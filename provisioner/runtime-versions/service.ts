@@ -4,7 +4,7 @@
  * of availability is written with its audit row in one transaction.
  */
 import type pg from 'pg';
-import { withTx, type Queryable } from '../db/tx.ts';
+import { lockForTransaction, withTx, type Queryable } from '../db/tx.ts';
 import { errors } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import { availabilityMap, availabilityOf, setAvailability, type Availability } from '../store/versions.ts';
@@ -73,7 +73,7 @@ export class RuntimeVersionService {
   async setAvailability(version: string, availability: Availability, by: Requester): Promise<RuntimeVersionView> {
     if (!this.#catalog.get(version)) throw errors.notFound('runtime version', version);
     const defaultVersion = await withTx(this.#pool, async (tx) => {
-      await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [AVAILABILITY_LOCK]);
+      await lockForTransaction(tx, AVAILABILITY_LOCK);
       const overrides = await availabilityMap(tx);
       const after = new Map(overrides).set(version, availability);
       if (

@@ -162,3 +162,13 @@ export async function listClusterKubeconfigs(
   );
   return rows.map((r) => ({ name: r.name, region: r.region, cordoned: r.cordoned, enc: r.kubeconfig_enc }));
 }
+
+/** Every registered root cluster's id and name with its sealed kubeconfig (the root-cluster watch, the managed-cluster isolation check). */
+export async function sealedClusterKubeconfigs(
+  db: Queryable,
+): Promise<Array<{ id: string; name: string; kubeconfig_enc: Buffer }>> {
+  const { rows } = await db.query<{ id: string; name: string; kubeconfig_enc: Buffer }>(
+    'SELECT id, name, kubeconfig_enc FROM root_clusters',
+  );
+  return rows;
+}

@@ -626,3 +626,28 @@ export async function setMaintenanceWindows(db: Queryable, id: string, windows: 
     JSON.stringify(windows),
   ]);
 }
+
+/** The vcluster endpoints of every live tenant but this one (a managed cluster may not be another tenant's vcluster). */
+export async function otherVclusterEndpoints(db: Queryable, tenantId: string): Promise<string[]> {
+  const { rows } = await db.query<{ endpoint: string }>(
+    `SELECT endpoints->>'vclusterEndpoint' AS endpoint FROM tenants
+      WHERE id <> $1 AND phase <> 'Deleted' AND endpoints ? 'vclusterEndpoint'`,
+    [tenantId],
+  );
+  return rows.map((r) => r.endpoint);
+}
+
+/** Whether the tenant is failing (stalled or failures counted), and its newest open operation. */
+export async function retryState(
+  db: Queryable,
+  id: string,
+): Promise<{ failing: boolean; open: string | null } | undefined> {
+  const { rows } = await db.query<{ failing: boolean; open: string | null }>(
+    `SELECT (t.stalled OR t.consecutive_failures > 0) AS failing,
+            (SELECT o.id FROM operations o WHERE o.tenant_id = t.id AND o.state IN ('queued', 'running')
+              ORDER BY o.created_at DESC LIMIT 1) AS open
+       FROM tenants t WHERE t.id = $1`,
+    [id],
+  );
+  return rows[0];
+}

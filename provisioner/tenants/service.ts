@@ -20,6 +20,7 @@ import {
   insertSignup,
   listTenants,
   requestRetry,
+  retryState,
   setMaintenanceWindows,
   setSuspender,
   toTenant,
@@ -324,14 +325,7 @@ export class TenantService {
       if (row.phase === 'Deleted') throw errors.tenantDeleted(id);
       // A retry is for a tenant that stalled or is failing. Otherwise it queues nothing: a tenant
       // with an operation under way answers that operation, a settled one a 409 naming its state.
-      const { rows: state } = await tx.query<{ failing: boolean; open: string | null }>(
-        `SELECT (t.stalled OR t.consecutive_failures > 0) AS failing,
-                (SELECT o.id FROM operations o WHERE o.tenant_id = t.id AND o.state IN ('queued', 'running')
-                  ORDER BY o.created_at DESC LIMIT 1) AS open
-           FROM tenants t WHERE t.id = $1`,
-        [id],
-      );
-      const { failing, open } = state[0]!;
+      const { failing, open } = (await retryState(tx, id))!;
       if (!failing && open !== null) return { tenant: toTenant(row), operationId: open, queued: false };
       if (!failing) throw errors.nothingToRetry(id, row.phase);
       const op = await requestRetry(tx, row);

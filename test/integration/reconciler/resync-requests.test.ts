@@ -5,7 +5,7 @@
  * and that the engine's own changes do not queue another run.
  */
 import t from 'tap';
-import { requestResyncs } from '../../../provisioner/drift-watch/requests.ts';
+import { requestResyncs } from '../../../provisioner/store/resync-requests.ts';
 import { createHarness, gate, scripted, until } from './harness.ts';
 
 const h = await createHarness();

@@ -6,7 +6,7 @@
  * watch during or just after the run that made them, and must not queue another run.
  */
 import type { Queryable } from '../db/tx.ts';
-import { TENANT_CHANNEL } from '../store/tenants.ts';
+import { TENANT_CHANNEL } from './tenants.ts';
 
 export interface ResyncRequest {
   tenantId: string;
