@@ -1,0 +1,152 @@
+/**
+ * The layers of provisioner/ hold (docs/architecture.md "Layers"): SQL is written only in
+ * provisioner/store/ (one module per aggregate) and provisioner/db/ (migrations, transactions,
+ * the LISTEN connection); a module of store/ imports only store/, db/, the wire protocol's
+ * constants (runtime/protocol/) and packages, never a module above it; and no import cycle,
+ * type-only ones included, runs through provisioner/, runtime/ or tenants/.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import ts from 'typescript';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+function sources(dir: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(join(ROOT, dir))) {
+    const path = join(dir, name);
+    if (statSync(join(ROOT, path)).isDirectory()) out.push(...sources(path));
+    else if (name.endsWith('.ts')) out.push(path.split(sep).join('/'));
+  }
+  return out;
+}
+
+const PROVISIONER = sources('provisioner');
+const SQL_HOME = /^provisioner\/(store|db)\//;
+/** A string that starts like a statement (keywords in capitals, as every statement here is written). */
+const STATEMENT =
+  /^\s*(SELECT|INSERT INTO|UPDATE \w+ (\w+ )?SET|DELETE FROM|WITH \w+ AS \(|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE SAVEPOINT|LISTEN|NOTIFY)\b/;
+
+/** Where a file runs SQL: `.query(` calls and statement literals, as `line: text`. */
+function sqlIn(path: string, text: string): string[] {
+  const file = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
+  const found: string[] = [];
+  const at = (node: ts.Node, what: string) =>
+    found.push(`${path}:${file.getLineAndCharacterOfPosition(node.getStart()).line + 1}: ${what}`);
+  const visit = (node: ts.Node): void => {
+    if (ts.isCallExpression(node) && ts.isPropertyAccessExpression(node.expression)) {
+      if (node.expression.name.text === 'query') at(node, `${node.expression.getText().slice(0, 60)}(…)`);
+    }
+    if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateHead(node)) {
+      if (STATEMENT.test(node.text)) at(node, `statement '${node.text.trim().slice(0, 60)}'`);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(file);
+  return found;
+}
+
+/** The relative imports of a file (static, type-only and re-exports), resolved to repository paths. */
+function importsOf(path: string): Array<{ spec: string; target: string }> {
+  const info = ts.preProcessFile(readFileSync(join(ROOT, path), 'utf8'), true, true);
+  return info.importedFiles.map((i) => ({
+    spec: i.fileName,
+    target: i.fileName.startsWith('.')
+      ? relative(ROOT, resolve(ROOT, dirname(path), i.fileName))
+          .split(sep)
+          .join('/')
+      : i.fileName,
+  }));
+}
+
+/** What a module of store/ may import: the store, db/, the wire protocol's constants, Node.js and packages. */
+function storeMayImport(target: string, spec: string): boolean {
+  if (!spec.startsWith('.')) return true; // node:… and packages
+  return /^provisioner\/(store|db)\//.test(target) || target.startsWith('runtime/protocol/');
+}
+
+t.test('SQL is written only in provisioner/store/ and provisioner/db/', async (t) => {
+  const outside = PROVISIONER.filter((p) => !SQL_HOME.test(p)).flatMap((p) =>
+    sqlIn(p, readFileSync(join(ROOT, p), 'utf8')),
+  );
+  t.same(outside, [], 'no .query( call and no SQL statement outside store/ and db/');
+  // The check sees SQL where it is: the store's own modules are full of it.
+  const inStore = PROVISIONER.filter((p) => p.startsWith('provisioner/store/')).flatMap((p) =>
+    sqlIn(p, readFileSync(join(ROOT, p), 'utf8')),
+  );
+  t.ok(inStore.length > 100, `the check finds the store's statements (${inStore.length} found, more than 100)`);
+});
+
+t.test('the check names a query and a statement written outside the store', async (t) => {
+  const found = sqlIn(
+    'provisioner/fleet/example.ts',
+    [
+      'export async function f(db) {',
+      "  await db.query<{ n: number }>('SELECT count(*) FROM tenants');",
+      "  const text = `UPDATE tenants SET phase = 'Ready' WHERE id = ${1}`;",
+      "  return 'select a tenant from the list';",
+      '}',
+    ].join('\n'),
+  );
+  t.same(
+    found.map((f) => f.split(': ')[0]),
+    ['provisioner/fleet/example.ts:2', 'provisioner/fleet/example.ts:2', 'provisioner/fleet/example.ts:3'],
+    'the call and its statement on line 2 and the statement on line 3, not the sentence on line 4',
+  );
+});
+
+t.test('provisioner/store/ imports nothing above it', async (t) => {
+  const store = PROVISIONER.filter((p) => p.startsWith('provisioner/store/'));
+  t.ok(store.length > 10, `the store's modules were found (${store.length}, more than 10)`);
+  const upward = store.flatMap((p) =>
+    importsOf(p)
+      .filter((i) => !storeMayImport(i.target, i.spec))
+      .map((i) => `${p} imports ${i.spec}`),
+  );
+  t.same(upward, [], 'every import of store/ is of store/, db/, runtime/protocol/ or a package');
+  t.notOk(storeMayImport('provisioner/fleet/windows.ts', '../fleet/windows.ts'), 'an import of fleet/ is refused');
+  t.notOk(storeMayImport('provisioner/crypto.ts', '../crypto.ts'), 'an import of provisioner/crypto.ts is refused');
+});
+
+/** Groups of modules that import each other, directly or around a loop (Tarjan's strongly connected components). */
+function cycles(files: string[]): string[][] {
+  const known = new Set(files);
+  const edges = new Map(files.map((f) => [f, importsOf(f).flatMap((i) => (known.has(i.target) ? [i.target] : []))]));
+  let next = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const out: string[][] = [];
+  const connect = (v: string): void => {
+    index.set(v, next);
+    low.set(v, next);
+    next += 1;
+    stack.push(v);
+    onStack.add(v);
+    for (const w of edges.get(v)!) {
+      if (!index.has(w)) {
+        connect(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const group: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop()!;
+      onStack.delete(w);
+      group.push(w);
+    } while (w !== v);
+    if (group.length > 1 || edges.get(v)!.includes(v)) out.push(group.sort());
+  };
+  for (const f of files) if (!index.has(f)) connect(f);
+  return out;
+}
+
+t.test('no import cycle (type-only ones included) in provisioner/, runtime/ or tenants/', async (t) => {
+  const files = [...PROVISIONER, ...sources('runtime'), ...sources('tenants')];
+  t.same(cycles(files), [], 'no group of modules imports each other');
+});
