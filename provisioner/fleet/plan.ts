@@ -7,7 +7,7 @@
 import type { Catalog } from '../../runtime/catalog.ts';
 import { compareVersions } from '../../runtime/catalog.ts';
 import type { Freeze } from './windows.ts';
-import type { Candidate, Selector } from '../store/fleet-upgrades.ts';
+import type { Candidate } from '../store/fleet-upgrades.ts';
 
 /** One wave as asked for: the first is the canary (`count` 1–5); the others by `count` or cumulative `percent`. */
 export interface WaveSpec {
