@@ -11,8 +11,8 @@ import { chartRepositoryProblem, vclusterServerTemplateProblem } from '../tenant
 import { DEFAULT_RECONCILER_SETTINGS } from './reconciler/settings.ts';
 import { defaultEngineMemoryMb } from './reconciler/memory-budget.ts';
 import { DEFAULT_TUNNEL_LIMITS, tunnelLimitProblems, type TunnelLimits } from './tunnel/limits.ts';
-import type { KubeconfigPolicy } from './kubeconfig/policy.ts';
-import { parseCidr } from './kubeconfig/address.ts';
+import type { KubeconfigPolicy } from '../kubeconfig-policy/policy.ts';
+import { parseCidr } from '../kubeconfig-policy/address.ts';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 

@@ -16,7 +16,7 @@ import { DEFAULT_AGENT_IMAGE_REPOSITORY } from '../runtime/component/agents.ts';
 import { isLocalPath, UPSTREAM_REPOSITORIES, type ChartRepositories } from '../runtime/component/chart-source.ts';
 import { managedClustersProblem, type ManagedClusterConfig } from '../runtime/component/cluster-secret.ts';
 import { PLANS } from './plans.ts';
-import { pinKubeconfig, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '../provisioner/kubeconfig/policy.ts';
+import { pinKubeconfig, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '../kubeconfig-policy/policy.ts';
 
 export const CONFIG_NAMESPACE = 'tenant';
 

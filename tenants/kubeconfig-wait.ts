@@ -5,8 +5,8 @@
  * message when it does not appear in time.
  */
 import { CoreV1Api } from '@kubernetes/client-node';
-import { kubeConfigFrom } from '../provisioner/kubeconfig/client.ts';
-import type { KubeconfigPolicy } from '../provisioner/kubeconfig/policy.ts';
+import { kubeConfigFrom } from '../kubeconfig-policy/client.ts';
+import type { KubeconfigPolicy } from '../kubeconfig-policy/policy.ts';
 
 export interface SecretWaitRequest {
   /** Kubeconfig contents of the root cluster. */

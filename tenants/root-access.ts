@@ -9,8 +9,8 @@
  * fails the run naming it instead of a Helm install failing half-way.
  */
 import { AuthenticationV1Api, AuthorizationV1Api } from '@kubernetes/client-node';
-import { kubeConfigFrom } from '../provisioner/kubeconfig/client.ts';
-import type { KubeconfigPolicy } from '../provisioner/kubeconfig/policy.ts';
+import { kubeConfigFrom } from '../kubeconfig-policy/client.ts';
+import type { KubeconfigPolicy } from '../kubeconfig-policy/policy.ts';
 import { BOUND_PERMISSIONS, describePermission, TENANT_CLUSTER_ROLE } from './root-permissions.ts';
 
 /** A RoleBinding subject. */

@@ -10,7 +10,7 @@
  */
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
-import type { KubeconfigPolicy } from '../provisioner/kubeconfig/policy.ts';
+import type { KubeconfigPolicy } from '../kubeconfig-policy/policy.ts';
 import { PLANS } from './plans.ts';
 import { limitRangeSpec, quotaSpec } from './quota.ts';
 import { tenantNetworkPolicies } from './network-policies.ts';

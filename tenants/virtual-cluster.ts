@@ -8,7 +8,7 @@ import * as pulumi from '@pulumi/pulumi';
 import { catalog as defaultCatalog, type Catalog } from '../runtime/catalog.ts';
 import { chartSource, type ChartRepositories } from '../runtime/component/chart-source.ts';
 import { waitForSecretKey, type SecretWaiter } from './kubeconfig-wait.ts';
-import type { KubeconfigPolicy } from '../provisioner/kubeconfig/policy.ts';
+import type { KubeconfigPolicy } from '../kubeconfig-policy/policy.ts';
 import { PLANS } from './plans.ts';
 import { vclusterValues } from './vcluster-values.ts';
 

@@ -23,7 +23,7 @@ import {
 } from '../store/clusters.ts';
 import { PLAN_NAMES } from '../../tenants/plans.ts';
 import { admitKubeconfig } from '../kubeconfig/admit.ts';
-import { describeRefusal, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import { describeRefusal, type KubeconfigPolicy } from '../../kubeconfig-policy/policy.ts';
 import { probeCluster, type ProbeResult } from '../kubeconfig/probe.ts';
 import { AppError } from '../errors.ts';
 import { ROOT_CLUSTER_PERMISSIONS, describePermission, describeScope } from '../../tenants/root-permissions.ts';

@@ -8,7 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import type { EngineConfig } from '../config.ts';
 import type { Engine, StackInput } from './engine.ts';
-import type { KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import type { KubeconfigPolicy } from '../../kubeconfig-policy/policy.ts';
 import { backendUrlFor, type ConfigMap } from './pulumi-plan.ts';
 
 export interface EngineDeps {

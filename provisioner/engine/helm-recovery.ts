@@ -23,13 +23,13 @@
  * instead of creating them twice.
  */
 import { CoreV1Api } from '@kubernetes/client-node';
-import { kubeConfigFrom } from '../kubeconfig/client.ts';
+import { kubeConfigFrom } from '../../kubeconfig-policy/client.ts';
 import {
   describeRefusal,
   KubeconfigPolicyError,
   STRICT_KUBECONFIG_POLICY,
   type KubeconfigPolicy,
-} from '../kubeconfig/policy.ts';
+} from '../../kubeconfig-policy/policy.ts';
 
 export const HELM_RELEASE_TYPE = 'kubernetes:helm.sh/v3:Release';
 const SECRET_SIG_KEY = '4dabf18193072939515e22adb298388d';

@@ -4,7 +4,12 @@
  * stored or used.
  */
 import { errors } from '../errors.ts';
-import { pinKubeconfig, KubeconfigPolicyError, type CheckedKubeconfig, type KubeconfigPolicy } from './policy.ts';
+import {
+  pinKubeconfig,
+  KubeconfigPolicyError,
+  type CheckedKubeconfig,
+  type KubeconfigPolicy,
+} from '../../kubeconfig-policy/policy.ts';
 
 /** Checks a kubeconfig from a request body field (`field`, default `kubeconfig`); 400 when refused. */
 export async function admitKubeconfig(

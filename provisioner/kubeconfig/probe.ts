@@ -19,7 +19,7 @@ import {
   type PolicyRule,
   type RootPermission,
 } from '../../tenants/root-permissions.ts';
-import { pinKubeconfig, type KubeconfigPolicy } from './policy.ts';
+import { pinKubeconfig, type KubeconfigPolicy } from '../../kubeconfig-policy/policy.ts';
 import {
   gitVersionOf,
   reviewAllowed,

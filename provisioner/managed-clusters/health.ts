@@ -20,7 +20,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { SecretBox } from '../crypto.ts';
 import { isAppError } from '../errors.ts';
-import { KubeconfigPolicyError, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import { KubeconfigPolicyError, type KubeconfigPolicy } from '../../kubeconfig-policy/policy.ts';
 import { claimDueProbes, credentialsAad, recordProbe, type DueProbe } from '../store/managed-clusters.ts';
 import { condition, mergeConditions, type Condition } from '../store/tenants.ts';
 import { connectionFor, type StoredCredentials } from './kube-api.ts';

@@ -5,8 +5,8 @@
  * to the address the policy checked (pinKubeconfig), never to a second DNS answer. Answers are
  * bounded in size and time.
  */
-import { hostOf } from '../kubeconfig/address.ts';
-import { checkKubeconfig, pinKubeconfig, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import { hostOf } from '../../kubeconfig-policy/address.ts';
+import { checkKubeconfig, pinKubeconfig, type KubeconfigPolicy } from '../../kubeconfig-policy/policy.ts';
 import type { ManagedClusterConfig } from '../../runtime/component/cluster-secret.ts';
 import type { ClusterConnection } from '../../runtime/kube/cluster-check.ts';
 

@@ -16,9 +16,9 @@ import type { SecretBox } from '../crypto.ts';
 import { pgCode, pgConstraint, withTx, type Queryable } from '../db/tx.ts';
 import { DEFAULT_TENANT_BUDGETS } from '../config.ts';
 import { AppError, errors } from '../errors.ts';
-import { hostOf } from '../kubeconfig/address.ts';
+import { hostOf } from '../../kubeconfig-policy/address.ts';
 import { admitKubeconfig } from '../kubeconfig/admit.ts';
-import { checkKubeconfig, KubeconfigPolicyError, type KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import { checkKubeconfig, KubeconfigPolicyError, type KubeconfigPolicy } from '../../kubeconfig-policy/policy.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import {
   countManagedClusters,

@@ -27,7 +27,7 @@ import { writeAudit } from '../store/audit.ts';
 import { claimDueRefreshes, credentialsAad, recordRefresh, type DueRefresh } from '../store/managed-clusters.ts';
 import { appendLog } from '../store/operations.ts';
 import { changeSpec, getTenantRow } from '../store/tenants.ts';
-import type { KubeconfigPolicy } from '../kubeconfig/policy.ts';
+import type { KubeconfigPolicy } from '../../kubeconfig-policy/policy.ts';
 import { connectionFor, kubeRequest, type ClusterConnection, type StoredCredentials } from './kube-api.ts';
 import { PeriodicLoop } from '../loops/periodic.ts';
 

@@ -38,7 +38,7 @@ import {
   KubeconfigPolicyError,
   STRICT_KUBECONFIG_POLICY,
   type KubeconfigPolicy,
-} from '../kubeconfig/policy.ts';
+} from '../../kubeconfig-policy/policy.ts';
 import { recoveryPlan } from '../engine/pulumi-plan.ts';
 import { startAttempt, type StartedAttempt } from './attempt.ts';
 import { backoffMs, type BackoffOptions } from './backoff.ts';

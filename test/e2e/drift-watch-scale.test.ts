@@ -18,7 +18,7 @@ import { runInNewContext } from 'node:vm';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { SecretBox } from '../../provisioner/crypto.ts';
 import { DriftWatch } from '../../provisioner/drift-watch/watch.ts';
-import { STRICT_KUBECONFIG_POLICY } from '../../provisioner/kubeconfig/policy.ts';
+import { STRICT_KUBECONFIG_POLICY } from '../../kubeconfig-policy/policy.ts';
 import { insertCluster } from '../../provisioner/store/clusters.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from './harness/control-plane.ts';

@@ -3,7 +3,9 @@
  * provisioner/store/ (one module per aggregate) and provisioner/db/ (migrations, transactions,
  * the LISTEN connection); a module of store/ imports only store/, db/, the wire protocol's
  * constants (runtime/protocol/) and packages, never a module above it; and no import cycle,
- * type-only ones included, runs through provisioner/, runtime/ or tenants/.
+ * type-only ones included, runs through provisioner/, runtime/ or tenants/. The tenants program
+ * (tenants/) and the kubeconfig policy it shares with the provisioner (kubeconfig-policy/) import
+ * nothing of provisioner/: the program does not reach into its runner.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -110,6 +112,28 @@ t.test('provisioner/store/ imports nothing above it', async (t) => {
   t.notOk(storeMayImport('provisioner/crypto.ts', '../crypto.ts'), 'an import of provisioner/crypto.ts is refused');
 });
 
+t.test('the tenants program and the kubeconfig policy import nothing of provisioner/', async (t) => {
+  const program = sources('tenants');
+  const policy = sources('kubeconfig-policy');
+  t.ok(program.length > 5 && policy.length >= 3, `the modules were found (${program.length} and ${policy.length})`);
+  const intoRunner = [...program, ...policy].flatMap((p) =>
+    importsOf(p)
+      .filter((i) => i.target.startsWith('provisioner/'))
+      .map((i) => `${p} imports ${i.spec}`),
+  );
+  t.same(intoRunner, [], 'no import of tenants/ or kubeconfig-policy/ is of provisioner/');
+  const intoProgram = policy.flatMap((p) =>
+    importsOf(p)
+      .filter((i) => i.target.startsWith('tenants/'))
+      .map((i) => `${p} imports ${i.spec}`),
+  );
+  t.same(intoProgram, [], 'kubeconfig-policy/ imports nothing of tenants/ either');
+  t.ok(
+    program.some((p) => importsOf(p).some((i) => i.target.startsWith('kubeconfig-policy/'))),
+    'the program takes the policy from kubeconfig-policy/',
+  );
+});
+
 /** Groups of modules that import each other, directly or around a loop (Tarjan's strongly connected components). */
 function cycles(files: string[]): string[][] {
   const known = new Set(files);
@@ -146,7 +170,10 @@ function cycles(files: string[]): string[][] {
   return out;
 }
 
-t.test('no import cycle (type-only ones included) in provisioner/, runtime/ or tenants/', async (t) => {
-  const files = [...PROVISIONER, ...sources('runtime'), ...sources('tenants')];
-  t.same(cycles(files), [], 'no group of modules imports each other');
-});
+t.test(
+  'no import cycle (type-only ones included) in provisioner/, runtime/, tenants/ or kubeconfig-policy/',
+  async (t) => {
+    const files = [...PROVISIONER, ...sources('runtime'), ...sources('tenants'), ...sources('kubeconfig-policy')];
+    t.same(cycles(files), [], 'no group of modules imports each other');
+  },
+);

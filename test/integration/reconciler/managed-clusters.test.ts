@@ -9,7 +9,7 @@
 import t from 'tap';
 import { withTx } from '../../../provisioner/db/tx.ts';
 import { ManagedClusterService } from '../../../provisioner/managed-clusters/service.ts';
-import { STRICT_KUBECONFIG_POLICY } from '../../../provisioner/kubeconfig/policy.ts';
+import { STRICT_KUBECONFIG_POLICY } from '../../../kubeconfig-policy/policy.ts';
 import {
   credentialsAad,
   deleteManagedCluster,

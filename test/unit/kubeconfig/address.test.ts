@@ -4,7 +4,7 @@
  * are refused when the address they carry is; and a refusal names the setting that would allow it.
  */
 import t from 'tap';
-import { addressProblem } from '../../../provisioner/kubeconfig/address.ts';
+import { addressProblem } from '../../../kubeconfig-policy/address.ts';
 
 const strict = { allowedCidrs: [] };
 

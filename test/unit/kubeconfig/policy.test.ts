@@ -9,7 +9,7 @@ import {
   KubeconfigPolicyError,
   pinKubeconfig,
   STRICT_KUBECONFIG_POLICY,
-} from '../../../provisioner/kubeconfig/policy.ts';
+} from '../../../kubeconfig-policy/policy.ts';
 import { kubeconfigSecrets } from '../../../provisioner/reconciler/log-writer.ts';
 
 type Doc = Record<string, unknown>;

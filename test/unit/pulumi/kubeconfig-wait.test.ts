@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeconfigTimeoutError, waitForSecretKey } from '../../../tenants/kubeconfig-wait.ts';
-import { KubeconfigPolicyError } from '../../../provisioner/kubeconfig/policy.ts';
+import { KubeconfigPolicyError } from '../../../kubeconfig-policy/policy.ts';
 import { execMarkerKubeconfig } from '../../helpers/exec-kubeconfig.ts';
 
 /** The fake API server speaks plain http on loopback: these waits run with http, loopback and no TLS verification, allowed explicitly. */

@@ -2,7 +2,7 @@
  * The stack config contract between the provisioner's engine and the tenant program.
  */
 import t from 'tap';
-import { checkKubeconfig } from '../../../provisioner/kubeconfig/policy.ts';
+import { checkKubeconfig } from '../../../kubeconfig-policy/policy.ts';
 import { stackConfig, TenantConfigError, validateTenantInput } from '../../../tenants/config.ts';
 import { createTenantProgram } from '../../../tenants/program.ts';
 import type { ISecret } from 'kubernetes-models/v1';

@@ -23,6 +23,9 @@
  * the outbound address policy (address.ts): checked here when it is an IP literal, and by
  * pinKubeconfig, which resolves a name once and pins the sanitised copy to the checked address
  * (`tls-server-name` keeps TLS verification on the name).
+ *
+ * Shared by the provisioner and the tenants program and owned by neither: this folder imports
+ * nothing of either (test/unit/layers.test.ts).
  */
 import { isIP } from 'node:net';
 import { parse } from 'yaml';
