@@ -81,6 +81,16 @@ t.test('SQL is written only in provisioner/store/ and provisioner/db/', async (t
   t.ok(inStore.length > 100, `the check finds the store's statements (${inStore.length} found, more than 100)`);
 });
 
+t.test('routes reach the database only through their services', async (t) => {
+  const routes = PROVISIONER.filter((p) => p.startsWith('provisioner/http/routes/'));
+  t.ok(routes.length > 10, `the route modules were found (${routes.length}, more than 10)`);
+  // /readyz asks db/ itself whether the database answers and is migrated: that is the database's health, no resource's.
+  const withPool = routes
+    .filter((p) => p !== 'provisioner/http/routes/health.ts')
+    .filter((p) => /\bctx\.pool\b/.test(readFileSync(join(ROOT, p), 'utf8')));
+  t.same(withPool, [], 'no route module but health.ts touches ctx.pool');
+});
+
 t.test('the check names a query and a statement written outside the store', async (t) => {
   const found = sqlIn(
     'provisioner/fleet/example.ts',
