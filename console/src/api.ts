@@ -5,12 +5,6 @@
  */
 const KEY = 'hrt-console-api-key';
 
-export interface Identity {
-  keyId: string;
-  role: 'admin' | 'operator' | 'tenant' | 'runtime';
-  tenantId: string | null;
-}
-
 export const session = {
   key(): string | null {
     return sessionStorage.getItem(KEY);
@@ -86,104 +80,33 @@ export function query(params: Record<string, string | number | undefined | null>
   return s ? `?${s}` : '';
 }
 
-export interface Condition {
-  type: string;
-  status: string;
-  reason: string;
-  message: string;
-  lastTransitionTime: string;
-}
+/**
+ * The API's types, derived from the provisioner's route schemas (provisioner/http/api-types.ts):
+ * type-only, so nothing of the server reaches the bundle, and a changed field is a compile error
+ * here.
+ */
+export type {
+  Cluster,
+  Condition,
+  DoctorCheck,
+  DoctorReport,
+  FleetPlan,
+  FleetUpgrade,
+  FleetUpgradeTenant,
+  FleetWave,
+  GateCheck,
+  Identity,
+  LogLine,
+  LogPage,
+  Operation,
+  OperationPage,
+  PathInfo,
+  RegionInfo,
+  RuntimeVersionInfo,
+  RuntimeVersionList,
+  Tenant,
+  TenantPage,
+  TenantSummary,
+} from '../../provisioner/http/api-types.ts';
 
-export interface Tenant {
-  id: string;
-  organization: string;
-  email: string;
-  generation: number;
-  spec: { plan: string; region: string | null; runtimeVersion: string; suspended: boolean; deleted: boolean };
-  status: {
-    phase: string;
-    observedGeneration: number;
-    runtimeVersion: string | null;
-    previousRuntimeVersion: string | null;
-    cluster: string | null;
-    endpoints: Record<string, string>;
-    conditions: Condition[];
-    lastOperationId: string | null;
-    observedAt?: string | null;
-    stale?: boolean;
-    tunnel?: { connected: boolean; since: string | null };
-    suspension?: { by: 'operator' | 'tenant'; reason: string | null };
-    reporting?: { lastHeartbeatAt: string; replicas: number; objects: number; stale: boolean };
-  };
-  createdAt: string;
-  updatedAt: string;
-  deletedAt: string | null;
-}
-
-export interface Operation {
-  id: string;
-  tenantId: string;
-  kind: string;
-  generation: number;
-  fromVersion: string | null;
-  toVersion: string | null;
-  state: string;
-  createdAt: string;
-  startedAt?: string | null;
-  finishedAt?: string | null;
-  error?: { code: string; message: string } | null;
-}
-
-export interface RuntimeVersionInfo {
-  version: string;
-  releaseDate: string;
-  channel: string;
-  availability: 'available' | 'deprecated' | 'withdrawn';
-  default: boolean;
-  components: Record<string, string>;
-  upgrade: { minFrom?: string };
-}
-
-export interface PathInfo {
-  from: string;
-  to: string;
-  allowed: boolean;
-  path: string[];
-  reason?: string;
-}
-
-export interface Cluster {
-  id: string;
-  name: string;
-  region: string;
-  labels: Record<string, string>;
-  capacity: number;
-  plans: string[];
-  cordoned: boolean;
-  tenants: number;
-  createdAt: string;
-  updatedAt: string;
-}
-
-export interface DoctorCheck {
-  name: string;
-  status: 'ok' | 'problem' | 'warning' | 'skipped';
-  message: string;
-  fix: string[];
-  detail: Record<string, string>;
-}
-
-export interface DoctorReport {
-  version: string;
-  checks: DoctorCheck[];
-}
-
-export interface TenantSummary {
-  phases: Record<string, number>;
-  total: number;
-  /** Absent from a provisioner older than the console. */
-  suspended?: number;
-  runtimeVersions?: { version: string; tenants: number; running: number }[];
-}
-
-export { PHASES } from '../../provisioner/store/phases.ts';
+export { PHASES } from '../../provisioner/store/states.ts';

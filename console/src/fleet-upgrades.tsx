@@ -4,54 +4,9 @@
  * upgrade moves tenants, so the page reloads it (at most once a second) when a tenant changes.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError } from './api.ts';
+import { api, ApiError, type FleetUpgrade } from './api.ts';
 import { openStream, type StreamStatus } from './sse.ts';
 import { age, Banner, ErrorBox, when } from './util.tsx';
-
-interface GateCheck {
-  name: string;
-  ok: boolean;
-  detail: string;
-}
-interface FleetTenant {
-  tenantId: string;
-  organization: string;
-  wave: number | null;
-  state: string;
-  fromVersion: string;
-  path: string[];
-  hop: number;
-  gate: { passed: boolean; checks: GateCheck[]; at: string } | null;
-  rolledBack: boolean;
-  reason: string | null;
-}
-interface Wave {
-  wave: number;
-  name: string;
-  size: number;
-  state: string;
-  maxConcurrency: number;
-  soakSeconds: number;
-  startedAt: string | null;
-  completedAt: string | null;
-  counts: Record<string, number>;
-}
-interface FleetUpgrade {
-  id: string;
-  targetVersion: string;
-  state: string;
-  stateReason: string | null;
-  currentWave: number;
-  createdBy: string;
-  createdAt: string;
-  finishedAt: string | null;
-  counts: Record<string, number>;
-  etaSeconds: number | null;
-  /** The operator's override of the tenants' maintenance windows, with the reason. */
-  windowsOverride?: { by: string; reason: string; at: string } | null;
-  waves: Wave[];
-  tenants?: FleetTenant[];
-}
 
 /** Reloads `load` when a tenant changes (at most once a second); returns the stream's status. */
 function useLiveReload(load: () => void): StreamStatus {

@@ -158,7 +158,7 @@ export function ClustersPage() {
 export function VersionsPage({ operator }: { operator: boolean }) {
   const [versions, setVersions] = useState<RuntimeVersionInfo[]>([]);
   const [paths, setPaths] = useState<PathInfo[]>([]);
-  const [counts, setCounts] = useState<TenantSummary['runtimeVersions']>(undefined);
+  const [counts, setCounts] = useState<TenantSummary['runtimeVersions'] | undefined>(undefined);
   const [error, setError] = useState<ApiError | null>(null);
   const load = () => {
     void api<TenantSummary>('GET', '/v1/tenants/summary').then(

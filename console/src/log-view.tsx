@@ -10,16 +10,11 @@
  * laying it out, and the rows' offsets are running sums of those heights.
  */
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, ApiError } from './api.ts';
+import { api, ApiError, type LogLine as Line, type LogPage, type Operation } from './api.ts';
+
+type OperationState = Operation['state'];
 import { openStream, type Stream, type StreamStatus } from './sse.ts';
 import { Banner, ErrorBox } from './util.tsx';
-
-interface Line {
-  seq: number;
-  stream: string;
-  line: string;
-  at: string;
-}
 
 const ROW = 18;
 const HEIGHT = 432;
@@ -30,10 +25,10 @@ const OVERSCAN = 10;
 const PAGE = 5000;
 
 /** `onState`: the operation's state as the log reports it (its page, then the stream's state and end events). */
-export function LogView({ operationId, onState }: { operationId: string; onState?: (state: string) => void }) {
+export function LogView({ operationId, onState }: { operationId: string; onState?: (state: OperationState) => void }) {
   const lines = useRef<Line[]>([]);
   const [count, setCount] = useState(0);
-  const [state, setState] = useState('');
+  const [state, setState] = useState<OperationState | ''>('');
   const onStateRef = useRef(onState);
   onStateRef.current = onState;
   useEffect(() => {
@@ -93,7 +88,7 @@ export function LogView({ operationId, onState }: { operationId: string; onState
     const run = async () => {
       for (;;) {
         const after = lines.current.at(-1)?.seq ?? 0;
-        let page: { items: Line[]; state: string };
+        let page: LogPage;
         try {
           page = await api('GET', `/v1/operations/${operationId}/log?after=${after}&limit=${PAGE}`, {
             signal: abort.signal,
@@ -124,7 +119,7 @@ export function LogView({ operationId, onState }: { operationId: string; onState
           const items: Line[] = [];
           for (const e of events) {
             if (e.event === 'line') items.push(e.data as Line);
-            else if (e.event === 'state' || e.event === 'end') setState((e.data as { state: string }).state);
+            else if (e.event === 'state' || e.event === 'end') setState((e.data as { state: OperationState }).state);
           }
           // The stream sends the state once, then lines until its end: a line means the operation runs.
           if (items.length > 0) setState((st) => (st === 'queued' ? 'running' : st));

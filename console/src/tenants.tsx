@@ -1,5 +1,14 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, ApiError, PHASES, query, type Identity, type Tenant, type TenantSummary } from './api.ts';
+import {
+  api,
+  ApiError,
+  PHASES,
+  query,
+  type Identity,
+  type Tenant,
+  type TenantPage,
+  type TenantSummary,
+} from './api.ts';
 import { BlockingBanner, useDoctor } from './doctor.tsx';
 import { openStream, type StreamStatus } from './sse.ts';
 import { age, Banner, ErrorBox, PhaseBadge, when } from './util.tsx';
@@ -14,12 +23,6 @@ interface Filters {
 }
 const EMPTY: Filters = { q: '', phase: '', runtimeVersion: '', plan: '', region: '', cluster: '' };
 type Sort = 'createdAt' | 'updatedAt' | 'organization' | 'phase';
-
-interface Page {
-  items: Tenant[];
-  nextCursor: string | null;
-}
-type Summary = TenantSummary;
 
 /**
  * Why a tenant that is not Ready (or suspended, or gone) is where it is: its Stalled condition
@@ -41,8 +44,8 @@ export function TenantsPage({ me }: { me: Identity }) {
   const [order, setOrder] = useState<'asc' | 'desc'>('desc');
   /** Cursors of the pages before this one, and this one's ('' = first page). */
   const [cursors, setCursors] = useState<string[]>(['']);
-  const [page, setPage] = useState<Page | null>(null);
-  const [summary, setSummary] = useState<Summary | null>(null);
+  const [page, setPage] = useState<TenantPage | null>(null);
+  const [summary, setSummary] = useState<TenantSummary | null>(null);
   const [error, setError] = useState<ApiError | null>(null);
   const [shownQuery, setShownQuery] = useState('');
   const [stream, setStream] = useState<StreamStatus>('connecting');
@@ -71,7 +74,7 @@ export function TenantsPage({ me }: { me: Identity }) {
   // The page: every change of filters, order or page aborts the request before it.
   useEffect(() => {
     const abort = new AbortController();
-    api<Page>('GET', `/v1/tenants${listQuery}`, { signal: abort.signal }).then(
+    api<TenantPage>('GET', `/v1/tenants${listQuery}`, { signal: abort.signal }).then(
       (p) => {
         setPage(p);
         setShownQuery(listQuery);
@@ -88,10 +91,9 @@ export function TenantsPage({ me }: { me: Identity }) {
   useEffect(() => {
     const abort = new AbortController();
     const load = () => {
-      api<Summary>('GET', `/v1/tenants/summary${filterQuery ? `?${filterQuery}` : ''}`, { signal: abort.signal }).then(
-        setSummary,
-        () => {},
-      );
+      api<TenantSummary>('GET', `/v1/tenants/summary${filterQuery ? `?${filterQuery}` : ''}`, {
+        signal: abort.signal,
+      }).then(setSummary, () => {});
     };
     refreshSummary.current = load;
     load();
@@ -186,14 +188,14 @@ export function TenantsPage({ me }: { me: Identity }) {
             <span class="n" data-phase-count={p}>
               {summary?.phases[p] ?? '…'}
             </span>
-            {p === 'Suspended' && summary?.suspended !== undefined && summary.suspended > summary.phases[p]! && (
+            {p === 'Suspended' && summary?.suspended !== undefined && summary.suspended > summary.phases[p] && (
               <span
                 class="n-extra"
-                data-suspending-count={summary.suspended - summary.phases[p]!}
-                title={`${summary.suspended} tenants are suspended; the suspension of ${summary.suspended - summary.phases[p]!} is not applied yet`}
+                data-suspending-count={summary.suspended - summary.phases[p]}
+                title={`${summary.suspended} tenants are suspended; the suspension of ${summary.suspended - summary.phases[p]} is not applied yet`}
               >
                 {' '}
-                +{summary.suspended - summary.phases[p]!} suspending
+                +{summary.suspended - summary.phases[p]} suspending
               </span>
             )}
           </button>

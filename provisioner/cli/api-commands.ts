@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { ApiClient } from './client.ts';
 import { age, table } from './format.ts';
+import type { Accepted, Cluster, MaintenanceWindow, Operation, Tenant } from '../http/api-types.ts';
 
 export interface Io {
   out: (s: string) => void;
@@ -82,33 +83,8 @@ export function parseClusterRegistry(text: string, source: string): ImportedClus
   });
 }
 
-interface Tenant {
-  id: string;
-  organization: string;
-  generation: number;
-  spec: { plan: string; region: string | null; runtimeVersion: string; suspended: boolean; deleted: boolean };
-  status: {
-    phase: string;
-    observedGeneration: number;
-    runtimeVersion: string | null;
-    cluster: string | null;
-    endpoints: Record<string, string>;
-    lastOperationId: string | null;
-    suspension?: { by: string; reason: string | null };
-    conditions: Array<{ type: string; status: string; reason: string; message: string; lastTransitionTime: string }>;
-  };
-  maintenanceWindows?: MaintenanceWindowSpec[];
-  createdAt: string;
-}
-interface MaintenanceWindowSpec {
-  rrule: string;
-  timeZone: string;
-  durationMinutes: number;
-  dtstart?: string;
-}
-
 /** `RRULE ZONE MINUTES [DTSTART]`, e.g. `FREQ=WEEKLY;BYDAY=SA;BYHOUR=2 Europe/Berlin 240` (the API checks the rest). */
-export function parseWindow(spec: string): MaintenanceWindowSpec {
+export function parseWindow(spec: string): MaintenanceWindow {
   const parts = spec.trim().split(/\s+/);
   if (parts.length < 3 || parts.length > 4 || !/^\d+$/.test(parts[2]!))
     throw new UsageError(
@@ -121,35 +97,6 @@ export function parseWindow(spec: string): MaintenanceWindowSpec {
     ...(parts[3] !== undefined ? { dtstart: parts[3] } : {}),
   };
 }
-interface Operation {
-  id: string;
-  tenantId: string;
-  kind: string;
-  state: string;
-  attempt: number;
-  fromVersion: string | null;
-  toVersion: string | null;
-  error: { code: string; message: string } | null;
-  createdAt: string;
-  startedAt: string | null;
-  finishedAt: string | null;
-}
-interface Accepted {
-  tenant: Tenant;
-  operationId: string;
-  /** false: the request queued nothing (operationId is the last or running operation). */
-  queued: boolean;
-}
-interface Cluster {
-  name: string;
-  region: string;
-  capacity: number;
-  tenants: number;
-  cordoned: boolean;
-  plans: string[];
-  labels: Record<string, string>;
-}
-
 /**
  * A command line the CLI cannot act on (a bad option value, a file that cannot be read): printed as
  * its message alone, without the underlying error's text, and exits 1 like commander's own usage
@@ -227,10 +174,8 @@ export function addApiCommands(program: Command, io: Io): void {
       `windows:        ${
         (t.maintenanceWindows ?? []).length === 0
           ? 'none (fleet upgrades may upgrade it any time)'
-          : t
-              .maintenanceWindows!.map(
-                (w) => `${w.rrule} ${w.timeZone} ${w.durationMinutes} min${w.dtstart ? ` from ${w.dtstart}` : ''}`,
-              )
+          : t.maintenanceWindows
+              .map((w) => `${w.rrule} ${w.timeZone} ${w.durationMinutes} min${w.dtstart ? ` from ${w.dtstart}` : ''}`)
               .join('; ')
       }`,
       'conditions:',

@@ -10,13 +10,7 @@ import type { Command } from 'commander';
 import { ApiClient, ApiError } from './client.ts';
 import type { Io } from './api-commands.ts';
 
-export interface DoctorCheck {
-  name: string;
-  status: 'ok' | 'problem' | 'warning' | 'skipped';
-  message: string;
-  fix: string[];
-  detail: Record<string, string>;
-}
+import type { DoctorCheck } from '../http/api-types.ts';
 
 /** Ends the command with an exit code, after the command printed what it had to say. */
 export class ExitCode extends Error {

@@ -6,49 +6,7 @@ import type { Command } from 'commander';
 import { apiClientOf, NothingToDo, UsageError, type Io } from './api-commands.ts';
 import { ApiError, type ApiClient } from './client.ts';
 import { table } from './format.ts';
-
-interface WaveView {
-  wave: number;
-  name: string;
-  size: number;
-  state: string;
-  counts: Record<string, number>;
-}
-
-interface FleetView {
-  id: string;
-  targetVersion: string;
-  state: string;
-  stateReason: string | null;
-  currentWave: number;
-  counts: Record<string, number>;
-  etaSeconds: number | null;
-  createdAt: string;
-  windowsOverride?: { by: string; reason: string; at: string } | null;
-  waves: WaveView[];
-  tenants?: Array<{
-    tenantId: string;
-    organization: string;
-    wave: number | null;
-    state: string;
-    reason: string | null;
-    deferredUntil?: string | null;
-  }>;
-}
-
-interface PlanView {
-  waves: Array<{ wave: number; size: number; maxConcurrency: number; tenants: string[] }>;
-  tenants: Array<{
-    tenantId: string;
-    organization: string;
-    fromVersion: string;
-    path: string[];
-    wave: number;
-    earliestStart?: string | null;
-  }>;
-  excluded: Array<{ tenantId: string; organization: string; version: string; reason: string }>;
-  counts: { selected: number; upgradeable: number; excluded: number };
-}
+import type { FleetPlan, FleetUpgrade } from '../http/api-types.ts';
 
 interface PlanOptions {
   all?: boolean;
@@ -176,7 +134,7 @@ export function describeEvent(e: FleetEvent): string | null {
   return `  ${e.at} ${e.action}${e.tenantId !== null ? ` ${e.tenantId}` : wave}${reason}`;
 }
 
-export function describeFleet(f: FleetView, deferredUntil?: readonly string[]): string[] {
+export function describeFleet(f: FleetUpgrade, deferredUntil?: readonly string[]): string[] {
   const lines = [
     `fleet upgrade ${f.id} to ${f.targetVersion}: ${f.state}${f.stateReason ? ` (${f.stateReason})` : ''}` +
       (f.etaSeconds !== null ? `, about ${Math.ceil(f.etaSeconds / 60)} min left` : ''),
@@ -221,7 +179,7 @@ function retryable(err: unknown): boolean {
 async function followFleet(client: ApiClient, path: string, io: Io, json: boolean): Promise<void> {
   let lastId: string | undefined;
   let last = '';
-  let view: FleetView | undefined;
+  let view: FleetUpgrade | undefined;
   let failures = 0;
   const deferred = new Map<string, string>();
   const stopped = (state: string): UsageError =>
@@ -245,7 +203,7 @@ async function followFleet(client: ApiClient, path: string, io: Io, json: boolea
             if (line !== null) io.out(line);
           }
         } else if (ev.event === 'state' || ev.event === 'progress') {
-          view = ev.data as FleetView;
+          view = ev.data as FleetUpgrade;
           const text = json ? JSON.stringify(view, null, 2) : describeFleet(view, [...deferred.values()]).join('\n');
           if (text !== last) io.out(text);
           last = text;
@@ -318,7 +276,7 @@ export function addFleetCommands(program: Command, io: Io): void {
   const json = (): boolean => program.opts<{ json?: boolean }>().json === true;
   const fleet = program.command('fleet').description('fleet upgrades: many tenants to one version, in waves');
 
-  const printPlan = (p: PlanView) => {
+  const printPlan = (p: FleetPlan) => {
     if (p.tenants.length > 0) printUpgradeable(p);
     if (p.excluded.length > 0) {
       io.out(`not upgradeable (${p.excluded.length}):`);
@@ -330,7 +288,7 @@ export function addFleetCommands(program: Command, io: Io): void {
       );
     }
   };
-  const printUpgradeable = (p: PlanView) => {
+  const printUpgradeable = (p: FleetPlan) => {
     io.out(
       table(
         ['TENANT', 'ORGANIZATION', 'FROM', 'PATH', 'WAVE', 'WINDOW'],
@@ -349,7 +307,7 @@ export function addFleetCommands(program: Command, io: Io): void {
 
   planOptions(fleet.command('plan <version>').description('what a fleet upgrade would do (nothing is changed)')).action(
     async (version: string, o: PlanOptions) => {
-      const p = await client().request<PlanView>('POST', '/v1/fleet-upgrades?dryRun=1', requestBody(version, o));
+      const p = await client().request<FleetPlan>('POST', '/v1/fleet-upgrades?dryRun=1', requestBody(version, o));
       if (json()) io.out(JSON.stringify(p, null, 2));
       else printPlan(p);
       // `fleet start` would be refused (NOTHING_TO_UPGRADE): say so, and exit 4.
@@ -364,7 +322,7 @@ export function addFleetCommands(program: Command, io: Io): void {
 
   planOptions(fleet.command('start <version>').description('start a fleet upgrade')).action(
     async (version: string, o: PlanOptions) => {
-      const out = await client().request<{ fleetUpgrade: FleetView; plan: PlanView }>(
+      const out = await client().request<{ fleetUpgrade: FleetUpgrade; plan: FleetPlan }>(
         'POST',
         '/v1/fleet-upgrades',
         requestBody(version, o),
@@ -376,7 +334,7 @@ export function addFleetCommands(program: Command, io: Io): void {
   );
 
   const listFleetUpgrades = async () => {
-    const { items } = await client().request<{ items: FleetView[] }>('GET', '/v1/fleet-upgrades');
+    const { items } = await client().request<{ items: FleetUpgrade[] }>('GET', '/v1/fleet-upgrades');
     if (json()) return io.out(JSON.stringify({ items }, null, 2));
     io.out(
       table(
@@ -411,7 +369,7 @@ export function addFleetCommands(program: Command, io: Io): void {
       if (!id) return listFleetUpgrades();
       const path = `/v1/fleet-upgrades/${encodeURIComponent(id)}`;
       if (o.follow) return followFleet(client(), path, io, json());
-      const f = await client().request<FleetView>('GET', path);
+      const f = await client().request<FleetUpgrade>('GET', path);
       if (json()) return io.out(JSON.stringify(f, null, 2));
       io.out(describeFleet(f).join('\n'));
       const failed = (f.tenants ?? []).filter((t) => t.reason && t.state !== 'excluded');
@@ -433,7 +391,11 @@ export function addFleetCommands(program: Command, io: Io): void {
         name === 'resume'
           ? undefined
           : { ...(o.reason ? { reason: o.reason } : {}), ...(o.rollback ? { rollback: true } : {}) };
-      const f = await client().request<FleetView>('POST', `/v1/fleet-upgrades/${encodeURIComponent(id)}/${name}`, body);
+      const f = await client().request<FleetUpgrade>(
+        'POST',
+        `/v1/fleet-upgrades/${encodeURIComponent(id)}/${name}`,
+        body,
+      );
       io.out(json() ? JSON.stringify(f, null, 2) : describeFleet(f).join('\n'));
     });
   };
@@ -442,7 +404,7 @@ export function addFleetCommands(program: Command, io: Io): void {
     .description('start its tenants without waiting for their maintenance windows (freezes still hold); audited')
     .requiredOption('--reason <text>', 'why (required, audited)')
     .action(async (id: string, o: { reason: string }) => {
-      const f = await client().request<FleetView>(
+      const f = await client().request<FleetUpgrade>(
         'POST',
         `/v1/fleet-upgrades/${encodeURIComponent(id)}/override-windows`,
         { reason: o.reason },

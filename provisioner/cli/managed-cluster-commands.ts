@@ -29,18 +29,7 @@ import {
   type KubeObject,
 } from '../managed-clusters/bootstrap.ts';
 import { age, table } from './format.ts';
-
-interface ManagedCluster {
-  name: string;
-  server: string;
-  namespaces: string[];
-  authMethod: string;
-  /** Absent from an older server's answer. */
-  reach?: 'controlPlane' | 'runtime';
-  serverVersion: string | null;
-  conditions: Array<{ type: string; status: string; reason: string; message: string }>;
-  lastProbeAt: string | null;
-}
+import type { ManagedCluster } from '../http/api-types.ts';
 
 async function readSecretFile(option: string, file: string): Promise<string> {
   try {

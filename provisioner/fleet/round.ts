@@ -13,8 +13,8 @@ import {
   updateFleetTenant,
   type FleetRow,
   type FleetTenantFields,
-  type FleetTenantState,
 } from '../store/fleet-upgrades.ts';
+import type { FleetTenantState } from '../store/states.ts';
 import { changeSpec, getTenantRow, type TenantRow } from '../store/tenants.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { STALE_AFTER_SECONDS } from '../../runtime/protocol/events.ts';

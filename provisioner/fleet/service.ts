@@ -41,13 +41,12 @@ import {
   waveRows,
   type FleetEvent,
   type FleetRow,
-  type FleetState,
   type FleetTenantRow,
-  type FleetTenantState,
   type WaveRow,
   type WindowsOverride,
   type Selector,
 } from '../store/fleet-upgrades.ts';
+import type { FleetState, FleetTenantState } from '../store/states.ts';
 import { checkFreezes, explainNoFit, nextFit, type Freeze } from './windows.ts';
 
 export interface FleetUpgradeRequest {

@@ -21,11 +21,21 @@ import { installValidation } from './validation.ts';
 import { RequestLog } from './request-log.ts';
 import { installSecurityHeaders } from './security-headers.ts';
 import http from 'node:http';
-import { ApiKeyInfo, Cluster, ErrorBody, ManagedCluster, MAX_PATH_PARAM_LENGTH, Operation, Tenant } from './schemas.ts';
+import {
+  ApiKeyInfo,
+  Cluster,
+  DoctorCheck,
+  DoctorReport,
+  ErrorBody,
+  ManagedCluster,
+  MAX_PATH_PARAM_LENGTH,
+  Operation,
+  Tenant,
+} from './schemas.ts';
 import { auditRoutes } from './routes/audit.ts';
 import { consoleRoutes } from './routes/console.ts';
 import { clusterRoutes } from './routes/clusters.ts';
-import { DoctorCheck, DoctorReport, doctorRoutes } from './routes/doctor.ts';
+import { doctorRoutes } from './routes/doctor.ts';
 import { healthRoutes } from './routes/health.ts';
 import { keyRoutes } from './routes/keys.ts';
 import { managedClusterRoutes } from './routes/managed-clusters.ts';

@@ -2,12 +2,19 @@
  * JSON schemas (TypeBox) shared by routes: request types are derived from them and fastify
  * validates requests and serializes responses with them, so nothing is written twice.
  */
-import { Type, type Static, type TSchema } from 'typebox';
-import { PHASES, OPERATION_KINDS } from '../store/tenants.ts';
-import { OPERATION_STATES } from '../store/operations.ts';
-import { AVAILABILITIES } from '../store/versions.ts';
+import { Type, type TSchema } from 'typebox';
+import {
+  AVAILABILITIES,
+  FLEET_STATES,
+  FLEET_TENANT_STATES,
+  MAX_DURATION_MINUTES,
+  MIN_DURATION_MINUTES,
+  OPERATION_KINDS,
+  OPERATION_STATES,
+  PHASES,
+  WAVE_STATES,
+} from '../store/states.ts';
 import { ERROR_CODES, type ErrorCode } from '../errors.ts';
-import { MAX_DURATION_MINUTES, MIN_DURATION_MINUTES } from '../fleet/windows.ts';
 
 export const StringEnum = <T extends readonly string[]>(values: T, opts: { description?: string } = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...opts });
@@ -316,6 +323,266 @@ export const ApiKeyInfo = Type.Object(
   { $id: 'ApiKey' },
 );
 
+const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
+const DateTime = Type.String({ format: 'date-time' });
+
+/** A page of `GET /v1/tenants`. */
+export const TenantPage = Type.Object({
+  items: Type.Array(Type.Ref('Tenant')),
+  nextCursor: Type.Union([Type.String(), Type.Null()]),
+});
+
+/** `GET /v1/tenants/summary`. */
+export const TenantSummary = Type.Object({
+  phases: Type.Object(
+    Object.fromEntries(PHASES.map((p) => [p, Type.Integer()])) as Record<
+      (typeof PHASES)[number],
+      ReturnType<typeof Type.Integer>
+    >,
+  ),
+  total: Type.Integer({ description: 'tenants not deleted' }),
+  suspended: Type.Integer({
+    description: 'tenants not deleted whose spec is suspended, whatever their phase',
+  }),
+  runtimeVersions: Type.Array(
+    Type.Object({
+      version: Type.String(),
+      tenants: Type.Integer({ description: 'tenants not deleted whose spec names this version' }),
+      running: Type.Integer({ description: 'tenants not deleted that have this version installed' }),
+    }),
+    { description: 'by version, oldest first; only versions some tenant names or runs' },
+  ),
+});
+
+/** The answer of `POST /v1/signup`. */
+export const SignupResponse = Type.Object({
+  tenant: Type.Ref('Tenant'),
+  apiKey: Type.String({ description: 'the tenant API key; shown only in this response' }),
+  operationId: Type.String({ format: 'uuid' }),
+});
+
+/** A page of `GET /v1/tenants/:id/operations`. */
+export const OperationPage = Type.Object({
+  items: Type.Array(Type.Ref('Operation')),
+  nextCursor: Type.Union([Type.String(), Type.Null()]),
+});
+
+export const LogLine = Type.Object({
+  seq: Type.Integer(),
+  stream: Type.String(),
+  line: Type.String(),
+  at: Type.String(),
+});
+/** A page of `GET /v1/operations/:id/log`. */
+export const LogPage = Type.Object({
+  items: Type.Array(LogLine),
+  state: StringEnum(OPERATION_STATES),
+  nextAfter: Type.Integer(),
+});
+
+/** `GET /v1/runtime-versions`. */
+export const RuntimeVersionList = Type.Object({ items: Type.Array(RuntimeVersionInfo), defaultVersion: Type.String() });
+
+export const PathInfo = Type.Object({
+  from: Type.String(),
+  to: Type.String(),
+  allowed: Type.Boolean({ description: 'the catalog allows going from `from` to `to` directly' }),
+  path: Type.Array(Type.String(), {
+    description: 'versions to go through, in order, ending with `to` (empty: no way there)',
+  }),
+  reason: Type.Optional(Type.String({ description: 'why a direct move is refused' })),
+});
+const PlanResources = Type.Object({ cpu: Type.String(), memory: Type.String() });
+export const PlanInfo = Type.Object({
+  name: Type.String(),
+  quota: Type.Object({
+    cpu: Type.String(),
+    memory: Type.String(),
+    limits: PlanResources,
+    pods: Type.Integer(),
+    storage: Type.String(),
+    pvcs: Type.Integer(),
+  }),
+  container: Type.Object({ defaultRequest: PlanResources, default: PlanResources, max: PlanResources }),
+});
+export const RegionInfo = Type.Object({
+  name: Type.String(),
+  accepting: Type.Boolean({ description: 'a root cluster of the region has room for a new tenant' }),
+});
+
+/** `GET /v1/whoami`: the calling key. */
+export const Identity = Type.Object({
+  keyId: Uuid,
+  role: StringEnum(['admin', 'operator', 'tenant', 'runtime'] as const),
+  tenantId: Type.Union([Uuid, Type.Null()]),
+});
+
+/** The answer of `POST /v1/keys`: the key, shown only here. */
+export const CreatedKey = Type.Object({ key: Type.String(), info: Type.Ref('ApiKey') });
+
+/** The answer of `PUT /v1/clusters/:name`. */
+export const ClusterPutAnswer = Type.Object(
+  {
+    cluster: Type.Ref('Cluster'),
+    created: Type.Boolean({ description: 'true when the cluster was not registered before' }),
+    changed: Type.Array(
+      Type.Union([
+        Type.Literal('region'),
+        Type.Literal('capacity'),
+        Type.Literal('labels'),
+        Type.Literal('plans'),
+        Type.Literal('kubeconfig'),
+      ]),
+      {
+        description: 'fields of an existing registration that changed; empty when nothing did',
+      },
+    ),
+  },
+  { additionalProperties: false },
+);
+
+/** The answer of a managed cluster's registration. */
+export const ManagedClusterRegistered = Type.Object({ managedCluster: Type.Ref('ManagedCluster'), operationId: Uuid });
+
+export const DoctorCheck = Type.Object(
+  {
+    name: Type.String({
+      description: 'engine.cli, engine.languageHost, engine.kubernetesPlugin, clusters, cluster/<name>, loop/<name>…',
+    }),
+    status: StringEnum(['ok', 'problem', 'warning', 'skipped'] as const, {
+      description:
+        'problem: tenants are not provisioned until it is fixed; skipped: checked once an earlier problem is fixed',
+    }),
+    message: Type.String(),
+    fix: Type.Array(Type.String(), { description: 'commands or steps that fix it, in order' }),
+    detail: Type.Record(Type.String(), Type.String(), { description: 'what was found (paths, versions, servers)' }),
+  },
+  { $id: 'DoctorCheck' },
+);
+export const DoctorReport = Type.Object(
+  {
+    version: Type.String({ description: "the provisioner's version" }),
+    checks: Type.Array(Type.Ref('DoctorCheck')),
+  },
+  { $id: 'DoctorReport' },
+);
+
+const FleetCounts = Type.Object(Object.fromEntries(FLEET_TENANT_STATES.map((s) => [s, Type.Integer()])));
+export const GateCheck = Type.Object({ name: Type.String(), ok: Type.Boolean(), detail: Type.String() });
+
+const PlannedWave = Type.Object({
+  wave: Type.Integer(),
+  tenants: Type.Array(Uuid),
+  size: Type.Integer(),
+  maxConcurrency: Type.Integer(),
+  maxUnavailable: Type.Integer(),
+  soakSeconds: Type.Integer(),
+  maxFailures: Nullable(Type.Integer()),
+  maxFailurePercent: Nullable(Type.Number()),
+});
+
+export const FleetPlan = Type.Object({
+  targetVersion: Type.String(),
+  waves: Type.Array(PlannedWave),
+  tenants: Type.Array(
+    Type.Object({
+      tenantId: Uuid,
+      organization: Type.String(),
+      cluster: Nullable(Type.String()),
+      fromVersion: Type.String(),
+      path: Type.Array(Type.String(), { description: 'every hop, in order; each a separate upgrade' }),
+      wave: Type.Integer(),
+      position: Type.Integer(),
+      earliestStart: Type.Optional(
+        Nullable(
+          Type.String({
+            format: 'date-time',
+            description: 'with windows or freezes: when its first window that fits opens (null: now)',
+          }),
+        ),
+      ),
+      expectedSeconds: Type.Optional(
+        Type.Integer({ description: "with windows or freezes: its path's expected duration (p95 per edge)" }),
+      ),
+    }),
+  ),
+  excluded: Type.Array(
+    Type.Object({ tenantId: Uuid, organization: Type.String(), version: Type.String(), reason: Type.String() }),
+  ),
+  counts: Type.Object({ selected: Type.Integer(), upgradeable: Type.Integer(), excluded: Type.Integer() }),
+});
+
+export const FleetUpgrade = Type.Object(
+  {
+    id: Uuid,
+    targetVersion: Type.String(),
+    state: StringEnum(FLEET_STATES),
+    stateReason: Nullable(Type.String()),
+    selector: Type.Record(Type.String(), Type.Unknown()),
+    options: Type.Record(Type.String(), Type.Unknown()),
+    currentWave: Type.Integer(),
+    abortRollback: Type.Boolean(),
+    createdBy: Type.String(),
+    createdAt: DateTime,
+    updatedAt: DateTime,
+    finishedAt: Nullable(DateTime),
+    windowsOverride: Nullable(
+      Type.Object(
+        { by: Type.String(), reason: Type.String(), at: DateTime },
+        { description: "the operator's override of the maintenance windows, with the reason (audited)" },
+      ),
+    ),
+    counts: FleetCounts,
+    etaSeconds: Nullable(Type.Integer()),
+    waves: Type.Array(
+      Type.Object({
+        wave: Type.Integer(),
+        name: Type.String(),
+        size: Type.Integer(),
+        state: StringEnum(WAVE_STATES),
+        maxConcurrency: Type.Integer(),
+        maxUnavailable: Type.Integer(),
+        soakSeconds: Type.Integer(),
+        maxFailures: Nullable(Type.Integer()),
+        maxFailurePercent: Nullable(Type.Number()),
+        startedAt: Nullable(DateTime),
+        settledAt: Nullable(DateTime),
+        completedAt: Nullable(DateTime),
+        counts: FleetCounts,
+      }),
+    ),
+    tenants: Type.Optional(
+      Type.Array(
+        Type.Object({
+          tenantId: Uuid,
+          organization: Type.String(),
+          wave: Nullable(Type.Integer()),
+          state: StringEnum(FLEET_TENANT_STATES),
+          fromVersion: Type.String(),
+          path: Type.Array(Type.String()),
+          hop: Type.Integer(),
+          step: Nullable(
+            Type.Object({
+              from: Type.String(),
+              to: Type.String(),
+              operationId: Nullable(Uuid),
+              startedAt: Nullable(DateTime),
+            }),
+          ),
+          gate: Nullable(Type.Object({ passed: Type.Boolean(), checks: Type.Array(GateCheck), at: Type.String() })),
+          rolledBack: Type.Boolean(),
+          reason: Nullable(Type.String()),
+          deferredUntil: Nullable(DateTime),
+          startedAt: Nullable(DateTime),
+          finishedAt: Nullable(DateTime),
+        }),
+        { description: 'every selected tenant, excluded ones too (state excluded, with the reason)' },
+      ),
+    ),
+  },
+  { $id: 'FleetUpgrade' },
+);
+
 export const IdParams = Type.Object({ id: Uuid }, { additionalProperties: false });
 
 /** Standard error responses every authenticated route can give. */
@@ -336,5 +603,3 @@ export function withErrors<T extends Record<number, TSchema>>(ok: T) {
     503: ref,
   };
 }
-
-export type TenantT = Static<typeof Tenant>;

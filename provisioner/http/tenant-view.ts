@@ -5,7 +5,7 @@
  * nothing there is the tenant's to do. Their reason stays (NoCapacity, EngineUnavailable), and so do
  * the conditions that name the tenant's own actions (ActionRequired: connect a managed cluster).
  */
-import type { Condition } from '../store/tenants.ts';
+import type { Condition } from '../store/states.ts';
 
 /** Reasons whose message is addressed to the platform's operators. */
 export const OPERATOR_ONLY_REASONS: ReadonlySet<string> = new Set(['NoCapacity', 'EngineUnavailable']);

@@ -6,7 +6,7 @@
 import type { Queryable } from '../db/tx.ts';
 import { markAttemptRunning, type ClaimedTenant, type NewRuntimeKey } from '../store/leases.ts';
 import { insertAttemptOperation, readOpenOperations } from '../store/operations.ts';
-import type { Condition, OperationKind, Phase } from '../store/tenants.ts';
+import type { Condition, OperationKind, Phase } from '../store/states.ts';
 import { condition, mergeConditions } from '../store/tenants.ts';
 
 export interface StartedAttempt {

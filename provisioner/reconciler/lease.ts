@@ -17,7 +17,7 @@ import {
   type DueRow,
 } from '../store/leases.ts';
 import { appendWaitLines } from '../store/operations.ts';
-import type { Condition } from '../store/tenants.ts';
+import type { Condition } from '../store/states.ts';
 import { waitLine, waitingStatus, type WaitBackoff } from './outcome.ts';
 import { choosePlacement, type ClusterLoad } from './placement.ts';
 

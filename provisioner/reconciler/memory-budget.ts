@@ -13,7 +13,7 @@
  * budget (a budget set too low slows the replica to one run at a time; it never stops it).
  * Budget 0: no memory admission, the worker count alone.
  */
-import type { OperationKind } from '../store/tenants.ts';
+import type { OperationKind } from '../store/states.ts';
 
 /**
  * Peak memory one engine run adds to a replica, in MiB, by operation kind: the peak of the summed

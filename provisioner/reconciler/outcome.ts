@@ -17,7 +17,8 @@ import {
   type SuccessStatus,
 } from '../store/leases.ts';
 import { appendWaitLines, finishOperation, type OperationError } from '../store/operations.ts';
-import { condition, mergeConditions, type Condition, type Phase } from '../store/tenants.ts';
+import { condition, mergeConditions } from '../store/tenants.ts';
+import type { Condition, Phase } from '../store/states.ts';
 
 function str(v: unknown): string | undefined {
   return typeof v === 'string' && v !== '' ? v : undefined;

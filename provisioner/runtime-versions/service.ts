@@ -7,7 +7,8 @@ import type pg from 'pg';
 import { lockForTransaction, withTx, type Queryable } from '../db/tx.ts';
 import { errors } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
-import { availabilityMap, availabilityOf, setAvailability, type Availability } from '../store/versions.ts';
+import { availabilityMap, availabilityOf, setAvailability } from '../store/versions.ts';
+import type { Availability } from '../store/states.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import type { Channel } from '../../runtime/versions.ts';
 

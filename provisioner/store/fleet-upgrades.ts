@@ -7,6 +7,7 @@
 import { pgCode, type Queryable } from '../db/tx.ts';
 import type { MaintenanceWindow } from './tenants.ts';
 import { liveTunnel } from './tunnels.ts';
+import { WAVE_STATES, type FleetState, type FleetTenantState } from './states.ts';
 
 /** Which tenants a fleet upgrade takes: every field given must match (AND); `all` takes every live tenant. */
 export interface Selector {
@@ -71,30 +72,11 @@ export interface NewFleetPlan {
   }>;
 }
 
-export const FLEET_STATES = ['running', 'paused', 'halted', 'aborting', 'completed', 'aborted'] as const;
-export type FleetState = (typeof FLEET_STATES)[number];
 /** States in which the fleet upgrade holds its tenants (an individual upgrade of one is refused). */
 export const ACTIVE_FLEET_STATES: readonly FleetState[] = ['running', 'paused', 'halted', 'aborting'];
 
-export const FLEET_TENANT_STATES = [
-  'excluded',
-  'pending',
-  'upgrading',
-  'succeeded',
-  'rolling_back',
-  'quarantined',
-  'interrupted',
-  'cancelled',
-  'reverting',
-  'reverted',
-  'left',
-  'skipped',
-] as const;
-export type FleetTenantState = (typeof FLEET_TENANT_STATES)[number];
 /** A step of the driver is under way for the tenant (its spec was changed; the gate decides). */
 export const IN_FLIGHT: readonly FleetTenantState[] = ['upgrading', 'rolling_back', 'reverting'];
-
-export const WAVE_STATES = ['pending', 'running', 'soaking', 'completed'] as const;
 
 /** The NOTIFY channel that wakes the fleet drivers (payload: the fleet upgrade id). */
 export const FLEET_CHANNEL = 'fleet_upgrade';

@@ -8,7 +8,8 @@
 import type { Queryable } from '../db/tx.ts';
 import { KEY_REVOKED_CHANNEL } from './keys.ts';
 import { OPERATION_LOG_CHANNEL } from './operations.ts';
-import { TENANT_CHANNEL, type Condition, type Phase, type TenantRow } from './tenants.ts';
+import { TENANT_CHANNEL, type TenantRow } from './tenants.ts';
+import type { Condition, Phase } from './states.ts';
 
 /** The tenant columns an attempt works from, read as the lease is taken (the type and the query both come from this list). */
 const CLAIMED_COLUMNS = [

@@ -4,7 +4,7 @@
  * the health probe only.
  */
 import type { Queryable } from '../db/tx.ts';
-import type { Condition } from './tenants.ts';
+import type { Condition } from './states.ts';
 import { liveTunnel } from './tunnels.ts';
 
 /** What a bootstrap created on the cluster (stored with the registration, for the revocation). */

@@ -1,5 +1,6 @@
 import type { Queryable } from '../db/tx.ts';
-import type { OperationKind, TenantRow } from './tenants.ts';
+import type { TenantRow } from './tenants.ts';
+import type { OperationKind, OperationState } from './states.ts';
 
 /** What opening an attempt's operation reads of the tenant. */
 type TenantRowForAttempt = Pick<
@@ -23,9 +24,6 @@ export interface OpenOperation {
   owner: string | null;
   attempt: number;
 }
-
-export const OPERATION_STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'superseded'] as const;
-export type OperationState = (typeof OPERATION_STATES)[number];
 
 export interface Operation {
   id: string;

@@ -4,7 +4,7 @@
  * when a runtime goes quiet, so there is no sweep to run and no replica that must notice
  * (docs/decisions.md "Reporting freshness at read time").
  */
-import type { Condition } from './phases.ts';
+import type { Condition } from './states.ts';
 import { STALE_AFTER_SECONDS } from '../../runtime/protocol/events.ts';
 
 /** A reporter replica's row as the tenant read returns it (ages computed by the database's clock). */

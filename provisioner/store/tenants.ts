@@ -7,8 +7,7 @@ import type { Queryable } from '../db/tx.ts';
 import { liveTunnel } from './tunnels.ts';
 import { reportingOf, type ReporterRow, type ReportingStatus } from './reporting.ts';
 
-import { PHASES, type Condition, type Phase } from './phases.ts';
-export { PHASES, type Condition, type Phase };
+import { PHASES, type Condition, type OperationKind, type Phase } from './states.ts';
 
 /** A recurring window: when it opens (the rule, in local time of `timeZone`) and for how long. */
 export interface MaintenanceWindow {
@@ -21,18 +20,6 @@ export interface MaintenanceWindow {
   /** DTSTART as a local date-time (2026-01-03T02:00); default 2020-01-01T00:00 (Wednesday). */
   dtstart?: string | undefined;
 }
-
-export const OPERATION_KINDS = [
-  'create',
-  'update',
-  'upgrade',
-  'suspend',
-  'resume',
-  'delete',
-  'resync',
-  'retry',
-] as const;
-export type OperationKind = (typeof OPERATION_KINDS)[number];
 
 /** The channel workers LISTEN on; the payload is the tenant id. */
 export const TENANT_CHANNEL = 'tenant_due';
@@ -358,6 +345,9 @@ export interface QueuedOperation {
   toVersion: string | null;
 }
 
+/** A change of the spec fields an API call sets (`deleted` by a delete); the others keep their value. */
+export type SpecChange = Partial<Pick<TenantSpec, 'plan' | 'runtimeVersion' | 'suspended' | 'deleted'>>;
+
 /**
  * Applies a spec change in the caller's transaction: bumps the generation, marks the tenant
  * Reconciling, clears a Stalled state and the retry timer, inserts a queued operation and
@@ -366,7 +356,7 @@ export interface QueuedOperation {
 export async function changeSpec(
   db: Queryable,
   tenant: TenantRow,
-  change: Partial<Pick<TenantSpec, 'plan' | 'runtimeVersion' | 'suspended' | 'deleted'>>,
+  change: SpecChange,
   kind: OperationKind,
   message: string,
 ): Promise<QueuedOperation> {

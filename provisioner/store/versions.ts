@@ -1,7 +1,5 @@
 import type { Queryable } from '../db/tx.ts';
-
-export const AVAILABILITIES = ['available', 'deprecated', 'withdrawn'] as const;
-export type Availability = (typeof AVAILABILITIES)[number];
+import type { Availability } from './states.ts';
 
 /** Availability overrides set by ops; catalog versions without a row are available. */
 export async function availabilityMap(db: Queryable): Promise<Map<string, Availability>> {

@@ -24,14 +24,14 @@ import {
   setMaintenanceWindows,
   setSuspender,
   toTenant,
-  type OperationKind,
   type TenantCounts,
   type TenantFilter,
   type TenantPage,
   type Tenant,
   type TenantRow,
-  type TenantSpec,
+  type SpecChange,
 } from '../store/tenants.ts';
+import type { OperationKind } from '../store/states.ts';
 import { getOperation, listOperations, readLog, type LogLine, type Operation } from '../store/operations.ts';
 import { availabilityOf } from '../store/versions.ts';
 import { currentDefaultVersion } from '../runtime-versions/service.ts';
@@ -67,7 +67,7 @@ export interface SignupResult {
 /** A change of a tenant's spec, and who asks for it. */
 export interface SpecChangeRequest {
   tenantId: string;
-  change: Partial<Pick<TenantSpec, 'plan' | 'runtimeVersion' | 'suspended' | 'deleted'>>;
+  change: SpecChange;
   /** What was asked for; an `update` that only changes the version or suspension is recorded as an upgrade, suspend or resume. */
   kind: OperationKind;
   /** The caller: its role decides which versions it may install, and which suspensions it may lift. */

@@ -12,7 +12,7 @@ import { exists } from './harness/kube.ts';
 import { sleep, until } from './harness/processes.ts';
 import type { E2E } from './harness/environment.ts';
 import { WATCHED_KINDS } from '../../provisioner/drift-watch/objects.ts';
-import type { OperationView } from './harness/api-client.ts';
+import type { Operation } from './harness/api-client.ts';
 
 const VERSION = '1.4.1';
 /** The bound the issue sets for drift correction after the change. */
@@ -38,7 +38,7 @@ async function watchCounters(
   };
 }
 
-const resyncs = (ops: OperationView[]) => ops.filter((o) => o.kind === 'resync');
+const resyncs = (ops: Operation[]) => ops.filter((o) => o.kind === 'resync');
 
 /** The first succeeded resync of `tenantId` not in `before`, with its log. */
 async function correctingResync(e2e: E2E, tenantId: string, before: Set<string>, timeoutMs: number) {

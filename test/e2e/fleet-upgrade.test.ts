@@ -21,7 +21,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import type { TenantView } from './harness/api-client.ts';
+import type { Tenant } from './harness/api-client.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import {
   availableDeployments,
@@ -150,7 +150,7 @@ await provisioningSuite(
     }
 
     const names = ['alpha', 'bravo', 'charlie'];
-    const tenants: TenantView[] = [];
+    const tenants: Tenant[] = [];
 
     t.test(`three tenants on ${FROM}`, async (t) => {
       const started = Date.now();
@@ -244,7 +244,7 @@ await provisioningSuite(
       `a fleet upgrade to ${BROKEN}, whose runtime never becomes healthy, halts after the canary and rolls it back`,
       async (t) => {
         if (tenants.length !== 3) return t.fail('needs the three tenants of the first test');
-        const before = new Map<string, TenantView>();
+        const before = new Map<string, Tenant>();
         for (const x of tenants) before.set(x.id, await api.tenant(x.id));
         const started = Date.now();
         const created = await start(

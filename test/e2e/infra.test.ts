@@ -42,7 +42,7 @@ import { PROVISIONER_DATA_DIR } from '../../infra/provisioner.ts';
 import { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING } from '../../tenants/root-permissions.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
 import { catalog } from '../../runtime/catalog.ts';
-import { ApiClient, cli, type SignupAnswer } from './harness/api-client.ts';
+import { ApiClient, cli, type SignupResponse } from './harness/api-client.ts';
 import { prepareTenantCharts, writePlatformCharts } from './harness/charts.ts';
 import { VclusterEmulator } from './harness/vcluster-emulator.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from './harness/control-plane.ts';
@@ -476,7 +476,7 @@ async function main(): Promise<void> {
       const api = new ApiClient(url, adminKey);
       const seconds = (since: number) => (Date.now() - since) / 1000;
       started = Date.now();
-      const signup = await new ApiClient(url, '').request<SignupAnswer>(
+      const signup = await new ApiClient(url, '').request<SignupResponse>(
         'POST',
         '/v1/signup',
         {

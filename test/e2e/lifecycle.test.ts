@@ -9,7 +9,7 @@
  * the CLI drive the provisioner.
  */
 import t from 'tap';
-import { cli, type TenantView } from './harness/api-client.ts';
+import { cli, type Tenant } from './harness/api-client.ts';
 import { ROOT_CLUSTER } from './harness/environment.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import {
@@ -75,7 +75,7 @@ await provisioningSuite(t, async (e2e, root) => {
   const seconds = (since: number) => (Date.now() - since) / 1000;
 
   interface Provisioned {
-    tenant: TenantView;
+    tenant: Tenant;
     apiKey: string;
     operationId: string;
     namespace: string;
@@ -83,12 +83,7 @@ await provisioningSuite(t, async (e2e, root) => {
   }
   const tenants: Record<string, Provisioned> = {};
 
-  async function provisioned(
-    name: string,
-    tenant: TenantView,
-    apiKey: string,
-    operationId: string,
-  ): Promise<Provisioned> {
+  async function provisioned(name: string, tenant: Tenant, apiKey: string, operationId: string): Promise<Provisioned> {
     const vc = kube(await e2e.tenantKubeconfig(tenant.id));
     const p = { tenant, apiKey, operationId, namespace: `tenant-${tenant.id}`, vc };
     tenants[name] = p;
@@ -334,7 +329,7 @@ await provisioningSuite(t, async (e2e, root) => {
     // Tenant keys see only their own tenant.
     const byB = await e2e.api.withToken(b.apiKey).request('GET', `/v1/tenants/${c.tenant.id}`);
     t.equal(byB.status, 404, "bravo's key cannot see charlie");
-    const list = await e2e.api.withToken(b.apiKey).expect<{ items: TenantView[] }>(200, 'GET', '/v1/tenants');
+    const list = await e2e.api.withToken(b.apiKey).expect<{ items: Tenant[] }>(200, 'GET', '/v1/tenants');
     t.same(
       list.items.map((x) => x.id),
       [b.tenant.id],

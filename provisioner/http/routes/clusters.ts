@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { CONTROL_FREE, DnsLabel, withErrors } from '../schemas.ts';
+import { ClusterPutAnswer, CONTROL_FREE, DnsLabel, withErrors } from '../schemas.ts';
 import { requesterOf } from '../auth.ts';
 import type { AppContext } from '../context.ts';
 
@@ -49,26 +49,6 @@ const RegisterBody = Type.Object(
 
 /** The registration of `PUT /v1/clusters/:name`: the name comes from the path. */
 const PutBody = Type.Omit(RegisterBody, ['name'], { additionalProperties: false });
-
-const PutAnswer = Type.Object(
-  {
-    cluster: Type.Ref('Cluster'),
-    created: Type.Boolean({ description: 'true when the cluster was not registered before' }),
-    changed: Type.Array(
-      Type.Union([
-        Type.Literal('region'),
-        Type.Literal('capacity'),
-        Type.Literal('labels'),
-        Type.Literal('plans'),
-        Type.Literal('kubeconfig'),
-      ]),
-      {
-        description: 'fields of an existing registration that changed; empty when nothing did',
-      },
-    ),
-  },
-  { additionalProperties: false },
-);
 
 export const clusterRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>
@@ -131,7 +111,7 @@ export const clusterRoutes =
           tags: ['clusters'],
           params: NameParams,
           body: PutBody,
-          response: withErrors({ 200: PutAnswer, 201: PutAnswer }),
+          response: withErrors({ 200: ClusterPutAnswer, 201: ClusterPutAnswer }),
         },
       },
       async (request, reply) => {

@@ -11,40 +11,17 @@
 import { readFileSync } from 'node:fs';
 import { Type, type Static } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { StringEnum, withErrors } from '../schemas.ts';
+import { DoctorCheck, withErrors } from '../schemas.ts';
 import type { AppContext } from '../context.ts';
 import type { ClusterProbe } from '../../clusters/service.ts';
 import type { LoopStatus } from '../../loops/manager.ts';
 import { describeMissing } from '../../../tenants/root-permissions.ts';
 
+type Check = Static<typeof DoctorCheck>;
+
 const VERSION = (
   JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }
 ).version;
-
-export const DoctorCheck = Type.Object(
-  {
-    name: Type.String({
-      description: 'engine.cli, engine.languageHost, engine.kubernetesPlugin, clusters, cluster/<name>, loop/<name>…',
-    }),
-    status: StringEnum(['ok', 'problem', 'warning', 'skipped'] as const, {
-      description:
-        'problem: tenants are not provisioned until it is fixed; skipped: checked once an earlier problem is fixed',
-    }),
-    message: Type.String(),
-    fix: Type.Array(Type.String(), { description: 'commands or steps that fix it, in order' }),
-    detail: Type.Record(Type.String(), Type.String(), { description: 'what was found (paths, versions, servers)' }),
-  },
-  { $id: 'DoctorCheck' },
-);
-type Check = Static<typeof DoctorCheck>;
-
-export const DoctorReport = Type.Object(
-  {
-    version: Type.String({ description: "the provisioner's version" }),
-    checks: Type.Array(Type.Ref('DoctorCheck')),
-  },
-  { $id: 'DoctorReport' },
-);
 
 /** The engine's checks, or the one problem that there is no engine. */
 function engineChecks(ctx: AppContext): Check[] {

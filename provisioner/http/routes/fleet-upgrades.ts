@@ -5,6 +5,8 @@ import {
   CONTROL_FREE,
   DisplayText,
   DnsLabel,
+  FleetPlan,
+  FleetUpgrade,
   IdParams,
   MaintenanceWindowSchema,
   Semver,
@@ -15,7 +17,8 @@ import {
 import { MAX_FREEZES } from '../../fleet/windows.ts';
 import { requesterOf } from '../auth.ts';
 import { errors } from '../../errors.ts';
-import { FLEET_CHANNEL, FLEET_STATES, FLEET_TENANT_STATES, WAVE_STATES } from '../../store/fleet-upgrades.ts';
+import { FLEET_CHANNEL } from '../../store/fleet-upgrades.ts';
+import { FLEET_STATES } from '../../store/states.ts';
 import { serveEventStream } from '../streams.ts';
 import type { AppContext } from '../context.ts';
 
@@ -176,124 +179,6 @@ const CreateBody = Type.Object(
   { additionalProperties: false },
 );
 
-const Counts = Type.Object(Object.fromEntries(FLEET_TENANT_STATES.map((s) => [s, Type.Integer()])));
-const GateCheck = Type.Object({ name: Type.String(), ok: Type.Boolean(), detail: Type.String() });
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
-const DateTime = Type.String({ format: 'date-time' });
-
-const PlannedWave = Type.Object({
-  wave: Type.Integer(),
-  tenants: Type.Array(Uuid),
-  size: Type.Integer(),
-  maxConcurrency: Type.Integer(),
-  maxUnavailable: Type.Integer(),
-  soakSeconds: Type.Integer(),
-  maxFailures: Nullable(Type.Integer()),
-  maxFailurePercent: Nullable(Type.Number()),
-});
-
-const PlanSchema = Type.Object({
-  targetVersion: Type.String(),
-  waves: Type.Array(PlannedWave),
-  tenants: Type.Array(
-    Type.Object({
-      tenantId: Uuid,
-      organization: Type.String(),
-      cluster: Nullable(Type.String()),
-      fromVersion: Type.String(),
-      path: Type.Array(Type.String(), { description: 'every hop, in order; each a separate upgrade' }),
-      wave: Type.Integer(),
-      position: Type.Integer(),
-      earliestStart: Type.Optional(
-        Nullable(
-          Type.String({
-            format: 'date-time',
-            description: 'with windows or freezes: when its first window that fits opens (null: now)',
-          }),
-        ),
-      ),
-      expectedSeconds: Type.Optional(
-        Type.Integer({ description: "with windows or freezes: its path's expected duration (p95 per edge)" }),
-      ),
-    }),
-  ),
-  excluded: Type.Array(
-    Type.Object({ tenantId: Uuid, organization: Type.String(), version: Type.String(), reason: Type.String() }),
-  ),
-  counts: Type.Object({ selected: Type.Integer(), upgradeable: Type.Integer(), excluded: Type.Integer() }),
-});
-
-const FleetUpgrade = Type.Object(
-  {
-    id: Uuid,
-    targetVersion: Type.String(),
-    state: StringEnum(FLEET_STATES),
-    stateReason: Nullable(Type.String()),
-    selector: Type.Record(Type.String(), Type.Unknown()),
-    options: Type.Record(Type.String(), Type.Unknown()),
-    currentWave: Type.Integer(),
-    abortRollback: Type.Boolean(),
-    createdBy: Type.String(),
-    createdAt: DateTime,
-    updatedAt: DateTime,
-    finishedAt: Nullable(DateTime),
-    windowsOverride: Nullable(
-      Type.Object(
-        { by: Type.String(), reason: Type.String(), at: DateTime },
-        { description: "the operator's override of the maintenance windows, with the reason (audited)" },
-      ),
-    ),
-    counts: Counts,
-    etaSeconds: Nullable(Type.Integer()),
-    waves: Type.Array(
-      Type.Object({
-        wave: Type.Integer(),
-        name: Type.String(),
-        size: Type.Integer(),
-        state: StringEnum(WAVE_STATES),
-        maxConcurrency: Type.Integer(),
-        maxUnavailable: Type.Integer(),
-        soakSeconds: Type.Integer(),
-        maxFailures: Nullable(Type.Integer()),
-        maxFailurePercent: Nullable(Type.Number()),
-        startedAt: Nullable(DateTime),
-        settledAt: Nullable(DateTime),
-        completedAt: Nullable(DateTime),
-        counts: Counts,
-      }),
-    ),
-    tenants: Type.Optional(
-      Type.Array(
-        Type.Object({
-          tenantId: Uuid,
-          organization: Type.String(),
-          wave: Nullable(Type.Integer()),
-          state: StringEnum(FLEET_TENANT_STATES),
-          fromVersion: Type.String(),
-          path: Type.Array(Type.String()),
-          hop: Type.Integer(),
-          step: Nullable(
-            Type.Object({
-              from: Type.String(),
-              to: Type.String(),
-              operationId: Nullable(Uuid),
-              startedAt: Nullable(DateTime),
-            }),
-          ),
-          gate: Nullable(Type.Object({ passed: Type.Boolean(), checks: Type.Array(GateCheck), at: Type.String() })),
-          rolledBack: Type.Boolean(),
-          reason: Nullable(Type.String()),
-          deferredUntil: Nullable(DateTime),
-          startedAt: Nullable(DateTime),
-          finishedAt: Nullable(DateTime),
-        }),
-        { description: 'every selected tenant, excluded ones too (state excluded, with the reason)' },
-      ),
-    ),
-  },
-  { $id: 'FleetUpgrade' },
-);
-
 /**
  * The optional body of pause and abort (no body at all is the common case), checked here: only
  * the named fields; `reason` a display text of 1 to 500 characters.
@@ -339,8 +224,8 @@ export const fleetUpgradeRoutes =
           ),
           body: CreateBody,
           response: withErrors({
-            200: PlanSchema,
-            201: Type.Object({ fleetUpgrade: Type.Ref('FleetUpgrade'), plan: PlanSchema }),
+            200: FleetPlan,
+            201: Type.Object({ fleetUpgrade: Type.Ref('FleetUpgrade'), plan: FleetPlan }),
           }),
         },
       },

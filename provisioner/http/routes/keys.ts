@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { DisplayText, IdParams, StringEnum, Uuid, withErrors } from '../schemas.ts';
+import { CreatedKey, DisplayText, IdParams, Identity, StringEnum, Uuid, withErrors } from '../schemas.ts';
 import { authOf, requesterOf } from '../auth.ts';
 import type { AppContext } from '../context.ts';
 
@@ -26,11 +26,7 @@ export const keyRoutes =
           description: 'What a client (the console) shows and hides by role; any valid key may call it.',
           tags: ['keys'],
           response: withErrors({
-            200: Type.Object({
-              keyId: Uuid,
-              role: StringEnum(['admin', 'operator', 'tenant', 'runtime'] as const),
-              tenantId: Type.Union([Uuid, Type.Null()]),
-            }),
+            200: Identity,
           }),
         },
       },
@@ -48,7 +44,7 @@ export const keyRoutes =
           summary: 'Create an API key (shown once)',
           tags: ['keys'],
           body: CreateBody,
-          response: withErrors({ 201: Type.Object({ key: Type.String(), info: Type.Ref('ApiKey') }) }),
+          response: withErrors({ 201: CreatedKey }),
         },
       },
       async (request, reply) => reply.status(201).send(await ctx.keys.create(request.body, requesterOf(request))),

@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { DnsLabel, NUL_FREE, StringEnum, Uuid, withErrors } from '../schemas.ts';
+import { DnsLabel, ManagedClusterRegistered, NUL_FREE, StringEnum, Uuid, withErrors } from '../schemas.ts';
 import { requesterOf } from '../auth.ts';
 import type { AppContext } from '../context.ts';
 import { AppError, errors } from '../../errors.ts';
@@ -90,7 +90,6 @@ const RegisterBody = Type.Object(
   { additionalProperties: false },
 );
 
-const Registered = Type.Object({ managedCluster: Type.Ref('ManagedCluster'), operationId: Uuid });
 const IssuedBootstrap = Type.Object({
   bootstrap: Type.Object({
     name: Type.String(),
@@ -186,7 +185,7 @@ export const managedClusterRoutes =
           tags: ['managed clusters'],
           params: TenantParams,
           body: RegisterBody,
-          response: withErrors({ 201: Type.Union([Registered, IssuedBootstrap]) }),
+          response: withErrors({ 201: Type.Union([ManagedClusterRegistered, IssuedBootstrap]) }),
         },
       },
       async (request, reply) => {
@@ -325,7 +324,7 @@ export const managedClusterRoutes =
             "Authenticated by the bootstrap token only (`Authorization: Bearer hrtb_…`), single-use: 401 for a token this service did not issue, 410 for one already redeemed or expired. The registration's checks all apply; a refused one leaves the token usable until it expires.",
           tags: ['managed clusters'],
           body: RedeemBody,
-          response: withErrors({ 201: Registered }),
+          response: withErrors({ 201: ManagedClusterRegistered }),
         },
       },
       async (request, reply) => {

@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { BoundedInteger, IdParams, StringEnum, withErrors } from '../schemas.ts';
+import { BoundedInteger, IdParams, LogPage, OperationPage, StringEnum, withErrors } from '../schemas.ts';
 import { authOf } from '../auth.ts';
 import { serveEventStream } from '../streams.ts';
 import { logLineForTenant } from '../tenant-view.ts';
@@ -40,10 +40,7 @@ export const operationRoutes =
             { additionalProperties: false },
           ),
           response: withErrors({
-            200: Type.Object({
-              items: Type.Array(Type.Ref('Operation')),
-              nextCursor: Type.Union([Type.String(), Type.Null()]),
-            }),
+            200: OperationPage,
           }),
         },
       },
@@ -79,7 +76,6 @@ export const operationRoutes =
       async (request) => visibleOperation(request, request.params.id),
     );
 
-    const LogLine = Type.Object({ seq: Type.Integer(), stream: Type.String(), line: Type.String(), at: Type.String() });
     app.get(
       '/v1/operations/:id/log',
       {
@@ -107,7 +103,7 @@ export const operationRoutes =
             { additionalProperties: false },
           ),
           response: withErrors({
-            200: Type.Object({ items: Type.Array(LogLine), state: Type.String(), nextAfter: Type.Integer() }),
+            200: LogPage,
           }),
         },
       },

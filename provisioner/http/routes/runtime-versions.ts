@@ -1,8 +1,16 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { RuntimeVersionInfo, StringEnum, withErrors } from '../schemas.ts';
+import {
+  PathInfo,
+  PlanInfo,
+  RegionInfo,
+  RuntimeVersionInfo,
+  RuntimeVersionList,
+  StringEnum,
+  withErrors,
+} from '../schemas.ts';
 import { requesterOf } from '../auth.ts';
-import { AVAILABILITIES } from '../../store/versions.ts';
+import { AVAILABILITIES } from '../../store/states.ts';
 import { PLANS } from '../../../tenants/plans.ts';
 import type { AppContext } from '../context.ts';
 
@@ -17,7 +25,7 @@ export const runtimeVersionRoutes =
           summary: 'The runtime version catalog with availability',
           tags: ['runtime versions'],
           response: withErrors({
-            200: Type.Object({ items: Type.Array(RuntimeVersionInfo), defaultVersion: Type.String() }),
+            200: RuntimeVersionList,
           }),
         },
       },
@@ -40,15 +48,6 @@ export const runtimeVersionRoutes =
         ctx.runtimeVersions.setAvailability(request.params.version, request.body.availability, requesterOf(request)),
     );
 
-    const PathInfo = Type.Object({
-      from: Type.String(),
-      to: Type.String(),
-      allowed: Type.Boolean({ description: 'the catalog allows going from `from` to `to` directly' }),
-      path: Type.Array(Type.String(), {
-        description: 'versions to go through, in order, ending with `to` (empty: no way there)',
-      }),
-      reason: Type.Optional(Type.String({ description: 'why a direct move is refused' })),
-    });
     app.get(
       '/v1/runtime-versions/paths',
       {
@@ -75,19 +74,6 @@ export const runtimeVersionRoutes =
       },
     );
 
-    const Resources = Type.Object({ cpu: Type.String(), memory: Type.String() });
-    const PlanInfo = Type.Object({
-      name: Type.String(),
-      quota: Type.Object({
-        cpu: Type.String(),
-        memory: Type.String(),
-        limits: Resources,
-        pods: Type.Integer(),
-        storage: Type.String(),
-        pvcs: Type.Integer(),
-      }),
-      container: Type.Object({ defaultRequest: Resources, default: Resources, max: Resources }),
-    });
     app.get(
       '/v1/plans',
       {
@@ -103,10 +89,6 @@ export const runtimeVersionRoutes =
       }),
     );
 
-    const RegionInfo = Type.Object({
-      name: Type.String(),
-      accepting: Type.Boolean({ description: 'a root cluster of the region has room for a new tenant' }),
-    });
     app.get(
       '/v1/regions',
       {

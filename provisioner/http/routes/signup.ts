@@ -1,6 +1,6 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { DnsLabel, IDEMPOTENCY_KEY, Semver, withErrors } from '../schemas.ts';
+import { DnsLabel, IDEMPOTENCY_KEY, Semver, SignupResponse, withErrors } from '../schemas.ts';
 import type { AppContext } from '../context.ts';
 
 const SignupBody = Type.Object(
@@ -21,12 +21,6 @@ const SignupBody = Type.Object(
   },
   { additionalProperties: false },
 );
-
-const SignupResponse = Type.Object({
-  tenant: Type.Ref('Tenant'),
-  apiKey: Type.String({ description: 'the tenant API key; shown only in this response' }),
-  operationId: Type.String({ format: 'uuid' }),
-});
 
 export const signupRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>

@@ -9,6 +9,8 @@ import {
   MaintenanceWindowSchema,
   Semver,
   StringEnum,
+  TenantPage,
+  TenantSummary,
   Uuid,
   withErrors,
 } from '../schemas.ts';
@@ -16,14 +18,8 @@ import { MAX_WINDOWS } from '../../fleet/windows.ts';
 import { authOf, requesterOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors, isAppError } from '../../errors.ts';
-import {
-  PHASES,
-  TENANT_SORTS,
-  toTenant,
-  type TenantFilter,
-  type TenantRow,
-  type TenantSort,
-} from '../../store/tenants.ts';
+import { PHASES } from '../../store/states.ts';
+import { TENANT_SORTS, toTenant, type TenantFilter, type TenantRow, type TenantSort } from '../../store/tenants.ts';
 import { serveEventStream } from '../streams.ts';
 import { conditionsForTenant } from '../tenant-view.ts';
 import { decodeStreamCursor, encodeStreamCursor, STREAM_CURSOR } from '../stream-cursor.ts';
@@ -171,10 +167,7 @@ export const tenantRoutes =
           tags: ['tenants'],
           querystring: ListQuery,
           response: withErrors({
-            200: Type.Object({
-              items: Type.Array(Type.Ref('Tenant')),
-              nextCursor: Type.Union([Type.String(), Type.Null()]),
-            }),
+            200: TenantPage,
           }),
         },
       },
@@ -213,21 +206,7 @@ export const tenantRoutes =
           tags: ['tenants'],
           querystring: Type.Omit(ListQuery, ['phase', 'sort', 'order', 'limit', 'cursor']),
           response: withErrors({
-            200: Type.Object({
-              phases: Type.Object(Object.fromEntries(PHASES.map((p) => [p, Type.Integer()]))),
-              total: Type.Integer({ description: 'tenants not deleted' }),
-              suspended: Type.Integer({
-                description: 'tenants not deleted whose spec is suspended, whatever their phase',
-              }),
-              runtimeVersions: Type.Array(
-                Type.Object({
-                  version: Type.String(),
-                  tenants: Type.Integer({ description: 'tenants not deleted whose spec names this version' }),
-                  running: Type.Integer({ description: 'tenants not deleted that have this version installed' }),
-                }),
-                { description: 'by version, oldest first; only versions some tenant names or runs' },
-              ),
-            }),
+            200: TenantSummary,
           }),
         },
       },

@@ -5,40 +5,9 @@
 import { join } from 'node:path';
 import { REPO_ROOT } from './provisioner-process.ts';
 import { run, StopWaiting, until } from './processes.ts';
-
-export interface TenantView {
-  id: string;
-  organization: string;
-  generation: number;
-  spec: { plan: string; runtimeVersion: string; suspended: boolean; deleted: boolean };
-  status: {
-    phase: string;
-    observedGeneration: number;
-    runtimeVersion: string | null;
-    previousRuntimeVersion: string | null;
-    cluster: string | null;
-    endpoints: Record<string, string> | null;
-    conditions: Array<{ type: string; status: string; reason: string; message: string }>;
-    lastOperationId: string | null;
-  };
-  deletedAt: string | null;
-}
-
-export interface OperationView {
-  id: string;
-  kind: string;
-  state: string;
-  attempt: number;
-  fromVersion: string | null;
-  toVersion: string | null;
-  error: { code: string; message: string } | null;
-}
-
-export interface SignupAnswer {
-  tenant: TenantView;
-  apiKey: string;
-  operationId: string;
-}
+import type { Operation, SignupResponse, Tenant } from '../../../provisioner/http/api-types.ts';
+/** The API's answers, as its route schemas define them. */
+export type { Operation, SignupResponse, Tenant };
 
 export interface ApiResponse<T> {
   status: number;
@@ -86,17 +55,17 @@ export class ApiClient {
     return res.body;
   }
 
-  tenant(id: string): Promise<TenantView> {
-    return this.expect<TenantView>(200, 'GET', `/v1/tenants/${id}`);
+  tenant(id: string): Promise<Tenant> {
+    return this.expect<Tenant>(200, 'GET', `/v1/tenants/${id}`);
   }
 
-  async operations(tenantId: string): Promise<OperationView[]> {
-    return (await this.expect<{ items: OperationView[] }>(200, 'GET', `/v1/tenants/${tenantId}/operations?limit=100`))
+  async operations(tenantId: string): Promise<Operation[]> {
+    return (await this.expect<{ items: Operation[] }>(200, 'GET', `/v1/tenants/${tenantId}/operations?limit=100`))
       .items;
   }
 
-  operation(id: string): Promise<OperationView> {
-    return this.expect<OperationView>(200, 'GET', `/v1/operations/${id}`);
+  operation(id: string): Promise<Operation> {
+    return this.expect<Operation>(200, 'GET', `/v1/operations/${id}`);
   }
 
   async logLines(operationId: string): Promise<string[]> {
@@ -108,7 +77,7 @@ export class ApiClient {
    * Waits until the tenant's phase is `phase` with the spec observed; throws at once, with the
    * operation log's tail, when the tenant turns Failed/Stalled or its last operation failed.
    */
-  async waitForPhase(id: string, phase: string, timeoutMs: number): Promise<TenantView> {
+  async waitForPhase(id: string, phase: string, timeoutMs: number): Promise<Tenant> {
     return until(
       `tenant ${id} ${phase}`,
       timeoutMs,
@@ -141,7 +110,7 @@ export class ApiClient {
     });
   }
 
-  async #lastLogTail(t: TenantView): Promise<string> {
+  async #lastLogTail(t: Tenant): Promise<string> {
     if (!t.status.lastOperationId) return '';
     const lines = await this.logLines(t.status.lastOperationId).catch(() => []);
     return `\n--- last operation log (tail) ---\n${lines

@@ -18,7 +18,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import type { Test } from 'tap';
 import type { Catalog } from '../../../runtime/catalog.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
-import { ApiClient, type SignupAnswer } from './api-client.ts';
+import { ApiClient, type SignupResponse } from './api-client.ts';
 import type { DerivedChart } from '../../../sandbox/charts.ts';
 import type { Etcd, KubeControlPlane, Toolchain } from '../../../sandbox/control-plane.ts';
 import { backendUrlFor } from '../../../provisioner/engine/pulumi-plan.ts';
@@ -78,7 +78,7 @@ export interface E2E {
   api: ApiClient;
   /** Starts the provisioner again (after a crash) on the same port, database and data dir. */
   restartProvisioner(): Promise<ProvisionerProcess>;
-  signup(organization: string, runtimeVersion: string, plan?: string): Promise<SignupAnswer>;
+  signup(organization: string, runtimeVersion: string, plan?: string): Promise<SignupResponse>;
   /** The admin kubeconfig of the tenant's vcluster as exported into `vc-vcluster` on the root. */
   tenantKubeconfig(tenantId: string): Promise<string>;
   timing(name: string, seconds: number): void;
@@ -313,7 +313,7 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
       api,
       restartProvisioner: () => stack.restartProvisioner(),
       async signup(organization, runtimeVersion, plan = 'team') {
-        const res = await new ApiClient(stack.provisioner.url, '').request<SignupAnswer>(
+        const res = await new ApiClient(stack.provisioner.url, '').request<SignupResponse>(
           'POST',
           '/v1/signup',
           { organization, email: `ops@${organization}.example`, plan, runtimeVersion },

@@ -13,7 +13,8 @@ import { createServer } from 'node:net';
 import { withTx } from '../../../provisioner/db/tx.ts';
 import { ManagedClusterProber } from '../../../provisioner/managed-clusters/health.ts';
 import { credentialsAad, insertManagedCluster } from '../../../provisioner/store/managed-clusters.ts';
-import { condition, type Condition } from '../../../provisioner/store/tenants.ts';
+import { condition } from '../../../provisioner/store/tenants.ts';
+import type { Condition } from '../../../provisioner/store/states.ts';
 import { createTestApi } from '../../helpers/api.ts';
 
 // PROVISIONER_MANAGED_CLUSTER_PROBE_SECONDS=0: the services' own prober stays off; the test runs rounds itself.

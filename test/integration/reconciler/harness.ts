@@ -20,10 +20,10 @@ import {
   insertTenant,
   requestRetry,
   TENANT_CHANNEL,
-  type OperationKind,
   type TenantRow,
   type TenantSpec,
 } from '../../../provisioner/store/tenants.ts';
+import type { OperationKind } from '../../../provisioner/store/states.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
 
 export const KUBECONFIG = `apiVersion: v1

@@ -1,0 +1,61 @@
+/**
+ * The API's wire types, derived from the route schemas (schemas.ts) and written nowhere else: the
+ * console (console/src/api.ts), the CLI (cli/) and the end-to-end tier's client take their types
+ * from here, so a field added to a schema reaches them without a copy, and one renamed or removed
+ * is a compile error where they read it.
+ *
+ * The console imports this module with `import type` only: esbuild drops it from the browser
+ * bundle, and the console's type-check (console/tsconfig.json, DOM types, no Node.js types) reads
+ * it, schemas.ts and what schemas.ts imports. So schemas.ts imports only modules that need no
+ * Node.js (store/states.ts, errors.ts); test/unit/console-bundle.test.ts checks
+ * both.
+ */
+import type { Static, TSchema } from 'typebox';
+import type * as S from './schemas.ts';
+
+/** The schemas `Type.Ref` names by their `$id`: a reference is typed as what it names. */
+type Refs = {
+  Tenant: typeof S.Tenant;
+  Operation: typeof S.Operation;
+  Cluster: typeof S.Cluster;
+  ManagedCluster: typeof S.ManagedCluster;
+  ApiKey: typeof S.ApiKeyInfo;
+  DoctorCheck: typeof S.DoctorCheck;
+  DoctorReport: typeof S.DoctorReport;
+  FleetUpgrade: typeof S.FleetUpgrade;
+};
+type Wire<T extends TSchema> = Static<T, Refs>;
+
+export type ErrorBody = Wire<typeof S.ErrorBody>;
+export type Condition = Wire<typeof S.Condition>;
+export type TenantSpec = Wire<typeof S.TenantSpec>;
+export type MaintenanceWindow = Wire<typeof S.MaintenanceWindowSchema>;
+export type Tenant = Wire<typeof S.Tenant>;
+export type TenantPage = Wire<typeof S.TenantPage>;
+export type TenantSummary = Wire<typeof S.TenantSummary>;
+export type Accepted = Wire<typeof S.Accepted>;
+export type SignupResponse = Wire<typeof S.SignupResponse>;
+export type Operation = Wire<typeof S.Operation>;
+export type OperationPage = Wire<typeof S.OperationPage>;
+export type LogLine = Wire<typeof S.LogLine>;
+export type LogPage = Wire<typeof S.LogPage>;
+export type RuntimeVersionInfo = Wire<typeof S.RuntimeVersionInfo>;
+export type RuntimeVersionList = Wire<typeof S.RuntimeVersionList>;
+export type PathInfo = Wire<typeof S.PathInfo>;
+export type PlanInfo = Wire<typeof S.PlanInfo>;
+export type RegionInfo = Wire<typeof S.RegionInfo>;
+export type Cluster = Wire<typeof S.Cluster>;
+export type ClusterPutAnswer = Wire<typeof S.ClusterPutAnswer>;
+export type ManagedCluster = Wire<typeof S.ManagedCluster>;
+export type ManagedClusterRegistered = Wire<typeof S.ManagedClusterRegistered>;
+export type ApiKeyInfo = Wire<typeof S.ApiKeyInfo>;
+export type CreatedKey = Wire<typeof S.CreatedKey>;
+export type Identity = Wire<typeof S.Identity>;
+export type DoctorCheck = Wire<typeof S.DoctorCheck>;
+export type DoctorReport = Wire<typeof S.DoctorReport>;
+export type GateCheck = Wire<typeof S.GateCheck>;
+export type FleetUpgrade = Wire<typeof S.FleetUpgrade>;
+export type FleetPlan = Wire<typeof S.FleetPlan>;
+/** One selected tenant of a fleet upgrade (its `tenants`). */
+export type FleetUpgradeTenant = NonNullable<FleetUpgrade['tenants']>[number];
+export type FleetWave = FleetUpgrade['waves'][number];
