@@ -11,7 +11,7 @@
  *                  ├─ operation log hub (operation_log)
  *                  └─ runtime object change followers (runtime_object)
  */
-import { TenantChangeService } from './tenants/changes.ts';
+import { TenantChangeService } from './tenant-api/changes.ts';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import type pg from 'pg';
@@ -55,7 +55,7 @@ import { ManagedClusterService } from './managed-clusters/service.ts';
 import { ManagedClusterProber } from './managed-clusters/health.ts';
 import { ManagedClusterTokenRefresher } from './managed-clusters/tokens.ts';
 import { RuntimeVersionService } from './runtime-versions/service.ts';
-import { TenantService } from './tenants/service.ts';
+import { TenantService } from './tenant-api/service.ts';
 import { FleetUpgradeService } from './fleet/service.ts';
 import { FleetDriver } from './fleet/driver.ts';
 import { LoopManager, serviceRunnable } from './loops/manager.ts';

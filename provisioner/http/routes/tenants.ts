@@ -24,7 +24,7 @@ import { serveEventStream } from '../streams.ts';
 import { conditionsForTenant } from '../tenant-view.ts';
 import { decodeStreamCursor, encodeStreamCursor, STREAM_CURSOR } from '../stream-cursor.ts';
 
-import type { SpecChangeRequest } from '../../tenants/service.ts';
+import type { SpecChangeRequest } from '../../tenant-api/service.ts';
 import type { AppContext } from '../context.ts';
 
 /** The scope of the tenant events stream's ids (one sequence for every tenant). */
