@@ -23,7 +23,7 @@ import { Notifications } from './db/notifications.ts';
 import { createEngine } from './engine/create.ts';
 import type { Engine } from './engine/engine.ts';
 import { hashKeyBase64 } from './store/key-format.ts';
-import { KeyCache } from './auth/key-cache.ts';
+import { KeyCache } from './keys/cache.ts';
 import {
   createMetrics,
   registerDriftMetrics,

@@ -7,8 +7,8 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Role } from '../store/key-format.ts';
-import { hashKeyBase64, looksLikeKey } from '../store/key-format.ts';
-import type { KeyCache } from '../auth/key-cache.ts';
+import { authenticate } from '../keys/authenticate.ts';
+import type { KeyCache } from '../keys/cache.ts';
 import { errors } from '../errors.ts';
 import type { KeyIdentity } from '../store/keys.ts';
 import type { Actor, Requester } from '../store/audit.ts';
@@ -31,15 +31,6 @@ declare module 'fastify' {
   }
 }
 
-export function bearerToken(header: string | undefined): string {
-  if (header === undefined || header === '') throw errors.unauthenticated();
-  const m = /^Bearer ([^\s]+)$/i.exec(header);
-  if (!m) throw errors.unauthenticated();
-  // The header is there and well-formed: what is wrong is the key itself.
-  if (!looksLikeKey(m[1]!)) throw errors.invalidKey();
-  return m[1]!;
-}
-
 /** `lookup` resolves a key's SHA-256 (base64) when the cache does not have it. */
 export function registerAuth(
   app: FastifyInstance,
@@ -59,14 +50,7 @@ export function registerAuth(
     const route = request.routeOptions;
     const cfg = route.config;
     if (cfg.public || route.url === undefined) return;
-    const token = bearerToken(request.headers.authorization);
-    const cacheKey = hashKeyBase64(token);
-    let identity = cache.get(cacheKey);
-    if (!identity) {
-      identity = await lookup(cacheKey);
-      if (!identity) throw errors.invalidKey();
-      cache.set(cacheKey, identity);
-    }
+    const identity = await authenticate(request.headers.authorization, lookup, cache);
     request.auth = identity;
     const roles = cfg.roles ?? [];
     if (identity.role !== 'admin' && !roles.includes(identity.role)) {

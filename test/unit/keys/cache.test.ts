@@ -1,5 +1,5 @@
 import t from 'tap';
-import { KeyCache } from '../../provisioner/auth/key-cache.ts';
+import { KeyCache } from '../../../provisioner/keys/cache.ts';
 
 const id = (keyId: string, tenantId: string | null = null) => ({ keyId, role: 'tenant' as const, tenantId });
 
