@@ -6,7 +6,7 @@
  * each a PeriodicLoop with their own round; the manager (manager.ts) starts and stops them.
  */
 import type { Logger } from 'pino';
-import { Waker } from '../common/waker.ts';
+import { Waker } from './waker.ts';
 import { LoopHealth, type LoopStatus, type Runnable } from './manager.ts';
 
 /** What a round asks of the loop: the next round at once ('again'), or the usual wait. */

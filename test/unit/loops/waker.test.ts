@@ -1,5 +1,5 @@
 import t from 'tap';
-import { Waker } from '../../../provisioner/common/waker.ts';
+import { Waker } from '../../../provisioner/loops/waker.ts';
 
 /** Whether `p` settles within `ms` (a sleep of a minute must not). */
 async function settlesWithin(p: Promise<void>, ms: number): Promise<boolean> {
