@@ -27,7 +27,7 @@ import {
   SELF_SUBJECT_ACCESS_REVIEWS_PATH,
   VERSION_PATH,
   type ReviewAttributes,
-} from './kube-review.ts';
+} from '../../runtime/kube/kube-review.ts';
 
 export type ProbeResult =
   /** The API server answered and every permission asked about is granted. */
