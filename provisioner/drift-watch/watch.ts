@@ -74,7 +74,7 @@ const MAX_REASONS = 3;
 const RECONNECT_CAP_MS = 120_000;
 
 export class DriftWatch {
-  readonly #o: Required<Omit<DriftWatchOptions, 'log'>> & { log: Logger };
+  readonly #options: Required<Omit<DriftWatchOptions, 'log'>> & { log: Logger };
   readonly #clusters = new Map<string, ClusterWatch>();
   #pending = new Map<string, Signal>();
   #refreshTimer: NodeJS.Timeout | undefined;
@@ -93,7 +93,7 @@ export class DriftWatch {
   };
 
   constructor(o: DriftWatchOptions) {
-    this.#o = {
+    this.#options = {
       pool: o.pool,
       box: o.box,
       kubeconfigPolicy: o.kubeconfigPolicy,
@@ -108,9 +108,9 @@ export class DriftWatch {
   /** Starts watching the registered clusters (resolves once they were read; the lists go on in the background). */
   async start(): Promise<void> {
     await this.refresh();
-    this.#refreshTimer = setInterval(() => void this.refresh(), this.#o.clusterRefreshMs);
+    this.#refreshTimer = setInterval(() => void this.refresh(), this.#options.clusterRefreshMs);
     this.#refreshTimer.unref();
-    this.#flushTimer = setInterval(() => void this.flush(), this.#o.flushMs);
+    this.#flushTimer = setInterval(() => void this.flush(), this.#options.flushMs);
     this.#flushTimer.unref();
   }
 
@@ -143,10 +143,13 @@ export class DriftWatch {
   async #refresh(): Promise<void> {
     let rows: Array<{ id: string; name: string; kubeconfig_enc: Buffer }>;
     try {
-      rows = await sealedClusterKubeconfigs(this.#o.pool);
+      rows = await sealedClusterKubeconfigs(this.#options.pool);
     } catch (err) {
       this.health.fail(err);
-      this.#o.log.warn({ err: (err as Error).message }, 'drift watch: could not read the root clusters; trying again');
+      this.#options.log.warn(
+        { err: (err as Error).message },
+        'drift watch: could not read the root clusters; trying again',
+      );
       return;
     }
     this.health.succeed();
@@ -161,21 +164,21 @@ export class DriftWatch {
       let kc: KubeConfig;
       try {
         kc = await kubeConfigFrom(
-          this.#o.box.decrypt(row.kubeconfig_enc, `cluster/${row.name}`).toString('utf8'),
-          this.#o.kubeconfigPolicy,
+          this.#options.box.decrypt(row.kubeconfig_enc, `cluster/${row.name}`).toString('utf8'),
+          this.#options.kubeconfigPolicy,
         );
       } catch (err) {
         this.#clusters.delete(row.id);
-        this.#o.log.warn(
+        this.#options.log.warn(
           { cluster: row.name, err: (err as Error).message },
           'drift watch: the cluster kubeconfig is refused; not watching it',
         );
         continue;
       }
-      const watch = new ClusterWatch(row.name, version, kc, this.#o.kinds, this, this.#o.log);
+      const watch = new ClusterWatch(row.name, version, kc, this.#options.kinds, this, this.#options.log);
       this.#clusters.set(row.id, watch);
       watch.start();
-      this.#o.log.info(
+      this.#options.log.info(
         { cluster: row.name },
         current ? 'drift watch: kubeconfig changed; watching again' : 'drift watch: watching cluster',
       );
@@ -184,7 +187,7 @@ export class DriftWatch {
       if (seen.has(id)) continue;
       this.#clusters.delete(id);
       await watch.stop();
-      this.#o.log.info({ cluster: watch.name }, 'drift watch: cluster removed; stopped watching it');
+      this.#options.log.info({ cluster: watch.name }, 'drift watch: cluster removed; stopped watching it');
     }
   }
 
@@ -219,17 +222,21 @@ export class DriftWatch {
       ageMs: now - s.at,
     }));
     try {
-      const taken = await requestResyncs(this.#o.pool, requests, this.#o.echoMs);
+      const taken = await requestResyncs(this.#options.pool, requests, this.#options.echoMs);
       this.#flushFailing = false;
       this.stats.requested += taken.length;
       const byId = new Map(requests.map((r) => [r.tenantId, r.reason]));
-      for (const id of taken) this.#o.log.info({ tenantId: id, change: byId.get(id) }, 'drift watch: resync requested');
+      for (const id of taken)
+        this.#options.log.info({ tenantId: id, change: byId.get(id) }, 'drift watch: resync requested');
     } catch (err) {
       this.health.fail(err);
       // The database is away: keep the changes (newer ones win) and try again on the next tick.
       for (const [id, s] of batch) if (!this.#pending.has(id)) this.#pending.set(id, s);
       if (!this.#flushFailing)
-        this.#o.log.warn({ err: (err as Error).message }, 'drift watch: could not record resync requests; retrying');
+        this.#options.log.warn(
+          { err: (err as Error).message },
+          'drift watch: could not record resync requests; retrying',
+        );
       this.#flushFailing = true;
     }
   }

@@ -40,7 +40,7 @@ export const defaultRetryMs = (failures: number): number => Math.min(10_000, 200
 export class PeriodicLoop implements Runnable {
   readonly name: string;
   readonly health: LoopHealth;
-  readonly #o: PeriodicLoopOptions;
+  readonly #options: PeriodicLoopOptions;
   readonly #waker = new Waker();
   readonly #controller = new AbortController();
   #loop: Promise<void> | undefined;
@@ -48,7 +48,7 @@ export class PeriodicLoop implements Runnable {
 
   constructor(o: PeriodicLoopOptions) {
     this.name = o.name;
-    this.#o = o;
+    this.#options = o;
     this.health = new LoopHealth(o.name, o.secrets);
     if (o.enabled === false) this.health.state = 'disabled';
   }
@@ -68,9 +68,9 @@ export class PeriodicLoop implements Runnable {
   }
 
   async start(signal?: AbortSignal): Promise<void> {
-    if (this.#o.enabled === false || this.#loop || this.stopping) return;
+    if (this.#options.enabled === false || this.#loop || this.stopping) return;
     signal?.addEventListener('abort', () => void this.stop(), { once: true });
-    await this.#o.setUp?.();
+    await this.#options.setUp?.();
     this.health.state = 'running';
     this.#loop = this.#run();
   }
@@ -82,7 +82,7 @@ export class PeriodicLoop implements Runnable {
       if (this.health.state === 'running') this.health.state = 'stopping';
       const started = this.#loop !== undefined;
       await this.#loop;
-      if (started) await this.#o.tearDown?.();
+      if (started) await this.#options.tearDown?.();
       if (this.health.state !== 'disabled') this.health.state = 'stopped';
     })();
     return this.#stopped;
@@ -93,22 +93,23 @@ export class PeriodicLoop implements Runnable {
   }
 
   async #run(): Promise<void> {
-    const first = this.#o.firstDelayMs?.() ?? 0;
+    const first = this.#options.firstDelayMs?.() ?? 0;
     if (first > 0) await this.#waker.sleep(first);
     while (!this.stopping) {
       this.#waker.clear();
       let wait: number;
       try {
-        const result = await this.#o.round(this.signal);
+        const result = await this.#options.round(this.signal);
         this.health.succeed();
         if (result === 'again') continue;
-        wait = this.#o.intervalMs();
+        wait = this.#options.intervalMs();
       } catch (err) {
         this.health.fail(err);
         const failures = this.health.consecutiveFailures;
-        wait = (this.#o.retryMs ?? defaultRetryMs)(failures, err);
-        if (this.#o.onFailure) this.#o.onFailure(err, wait, failures);
-        else this.#o.logger?.warn({ loop: this.name, err, retryInMs: wait }, 'loop round failed; next round soon');
+        wait = (this.#options.retryMs ?? defaultRetryMs)(failures, err);
+        if (this.#options.onFailure) this.#options.onFailure(err, wait, failures);
+        else
+          this.#options.logger?.warn({ loop: this.name, err, retryInMs: wait }, 'loop round failed; next round soon');
       }
       if (this.stopping) break;
       await this.#waker.sleep(wait);

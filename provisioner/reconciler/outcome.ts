@@ -91,9 +91,9 @@ export async function recordSuccess(pool: pg.Pool, owner: string, s: SuccessInpu
   return withTx(pool, async (db) => {
     const held = await lockHeldTenant(db, t.id, owner);
     if (!held) return false;
-    const st = successStatus(t, s.outputs, held);
-    if (!(await writeSuccess(db, owner, t, s.operationId, held.generation, st))) return false;
-    if (st.moved) await notifyTenantDue(db, t.id);
+    const status = successStatus(t, s.outputs, held);
+    if (!(await writeSuccess(db, owner, t, s.operationId, held.generation, status))) return false;
+    if (status.moved) await notifyTenantDue(db, t.id);
     return true;
   });
 }

@@ -362,7 +362,7 @@ export async function writeSuccess(
   t: ClaimedTenant,
   operationId: string,
   expectedGeneration: number,
-  st: SuccessStatus,
+  status: SuccessStatus,
 ): Promise<boolean> {
   const { rowCount } = await db.query(
     `WITH ten AS (
@@ -391,10 +391,10 @@ export async function writeSuccess(
       t.id,
       owner,
       t.generation,
-      st.phase,
-      st.version,
-      JSON.stringify(st.endpoints),
-      JSON.stringify(st.conditions),
+      status.phase,
+      status.version,
+      JSON.stringify(status.endpoints),
+      JSON.stringify(status.conditions),
       t.deleted,
       operationId,
       expectedGeneration,
