@@ -6,19 +6,10 @@
 import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
 import { age, cellText, table } from './format.ts';
+import type { RuntimeObjectItem } from '../http/routes/runtime-objects.ts';
 
-interface StoredObject {
-  kind: string;
-  namespace: string;
-  name: string;
-  resourceVersion: string;
-  health: string | null;
-  sync: string | null;
-  phase: string | null;
-  summary: Record<string, unknown>;
-  reportedBy: string;
-  updatedAt: string;
-}
+/** A stored object as the API answers it (the route's schema; a type import, nothing of the server is loaded). */
+type StoredObject = RuntimeObjectItem;
 
 const KINDS = { application: 'applications', rollout: 'rollouts', workflow: 'workflows' } as const;
 type KindName = keyof typeof KINDS;

@@ -121,9 +121,10 @@ const ObjectItem = Type.Object({
   updatedAt: Type.String({ format: 'date-time', description: 'when the control plane stored it' }),
   ageSeconds: Type.Number({ description: 'seconds since updatedAt' }),
 });
-type ObjectItemT = Static<typeof ObjectItem>;
+/** One stored object as the list and the change stream give it (the CLI reads this type). */
+export type RuntimeObjectItem = Static<typeof ObjectItem>;
 
-function toItem(r: RuntimeObjectRow): ObjectItemT {
+function toItem(r: RuntimeObjectRow): RuntimeObjectItem {
   return {
     kind: r.kind,
     namespace: r.namespace,
