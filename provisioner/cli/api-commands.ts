@@ -6,7 +6,21 @@ import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { ApiClient } from './client.ts';
 import { age, table } from './format.ts';
-import type { Accepted, Cluster, MaintenanceWindow, Operation, Tenant } from '../http/api-types.ts';
+import type {
+  Accepted,
+  ApiKeyInfo,
+  Cluster,
+  ClusterPutAnswer,
+  CreatedKey,
+  LogPage,
+  MaintenanceWindow,
+  Operation,
+  OperationPage,
+  RegionInfo,
+  RuntimeVersionInfo,
+  RuntimeVersionList,
+  Tenant,
+} from '../http/api-types.ts';
 
 export interface Io {
   out: (s: string) => void;
@@ -345,7 +359,7 @@ export function addApiCommands(program: Command, io: Io): void {
     .command('list <tenantId>')
     .option('--limit <n>', 'how many', '20')
     .action(async (tenantId: string, o: { limit: string }) => {
-      const page = await client().request<{ items: Operation[] }>(
+      const page = await client().request<OperationPage>(
         'GET',
         `/v1/tenants/${encodeURIComponent(tenantId)}/operations?limit=${encodeURIComponent(o.limit)}`,
       );
@@ -380,10 +394,7 @@ export function addApiCommands(program: Command, io: Io): void {
     .action(async (id: string, o: { follow?: boolean }) => {
       const path = `/v1/operations/${encodeURIComponent(id)}/log${o.follow ? '?follow=1' : ''}`;
       if (!o.follow) {
-        const log = await client().request<{ items: Array<{ line: string; stream: string }>; state: string }>(
-          'GET',
-          path,
-        );
+        const log = await client().request<LogPage>('GET', path);
         print(log, () => log.items.map((l) => l.line).join('\n'));
         return;
       }
@@ -480,7 +491,7 @@ export function addApiCommands(program: Command, io: Io): void {
       for (const e of entries) {
         const { name, ...body } = e;
         results.push(
-          await client().request<{ cluster: Cluster; created: boolean; changed: string[] }>(
+          await client().request<ClusterPutAnswer>(
             'PUT',
             `/v1/clusters/${encodeURIComponent(name)}`,
             o.force ? { ...body, force: true } : body,
@@ -514,10 +525,7 @@ export function addApiCommands(program: Command, io: Io): void {
     .command('list', { isDefault: true }) // `provisioner regions` lists too
     .description('regions and whether they accept new tenants')
     .action(async () => {
-      const { items } = await client().request<{ items: Array<{ name: string; accepting: boolean }> }>(
-        'GET',
-        '/v1/regions',
-      );
+      const { items } = await client().request<{ items: RegionInfo[] }>('GET', '/v1/regions');
       print({ items }, () =>
         table(
           ['REGION', 'ACCEPTING'],
@@ -528,16 +536,7 @@ export function addApiCommands(program: Command, io: Io): void {
 
   const versions = program.command('versions').description('runtime versions');
   versions.command('list').action(async () => {
-    const v = await client().request<{
-      items: Array<{
-        version: string;
-        channel: string;
-        availability: string;
-        default: boolean;
-        releaseDate: string;
-        components: Record<string, string>;
-      }>;
-    }>('GET', '/v1/runtime-versions');
+    const v = await client().request<RuntimeVersionList>('GET', '/v1/runtime-versions');
     print(v, () =>
       table(
         ['VERSION', 'CHANNEL', 'AVAILABILITY', 'DEFAULT', 'RELEASED', 'ARGO CD', 'VCLUSTER'],
@@ -557,7 +556,7 @@ export function addApiCommands(program: Command, io: Io): void {
     .command('set <version> <availability>')
     .description('mark a version available, deprecated or withdrawn')
     .action(async (version: string, availability: string) => {
-      const v = await client().request<{ version: string; availability: string }>(
+      const v = await client().request<RuntimeVersionInfo>(
         'PUT',
         `/v1/runtime-versions/${encodeURIComponent(version)}/availability`,
         { availability },
@@ -572,7 +571,7 @@ export function addApiCommands(program: Command, io: Io): void {
     .requiredOption('--name <name>')
     .option('--tenant <id>', 'tenant the key is bound to (tenant and runtime keys)')
     .action(async (o: { role: string; name: string; tenant?: string }) => {
-      const r = await client().request<{ key: string; info: { id: string; role: string } }>('POST', '/v1/keys', {
+      const r = await client().request<CreatedKey>('POST', '/v1/keys', {
         role: o.role,
         name: o.name,
         ...(o.tenant ? { tenantId: o.tenant } : {}),
@@ -583,17 +582,10 @@ export function addApiCommands(program: Command, io: Io): void {
     .command('list')
     .option('--revoked', 'include revoked keys')
     .action(async (o: { revoked?: boolean }) => {
-      const r = await client().request<{
-        items: Array<{
-          id: string;
-          prefix: string;
-          role: string;
-          name: string;
-          tenantId: string | null;
-          createdAt: string;
-          revokedAt: string | null;
-        }>;
-      }>('GET', `/v1/keys${o.revoked ? '?includeRevoked=true' : ''}`);
+      const r = await client().request<{ items: ApiKeyInfo[] }>(
+        'GET',
+        `/v1/keys${o.revoked ? '?includeRevoked=true' : ''}`,
+      );
       print(r, () =>
         table(
           ['ID', 'PREFIX', 'ROLE', 'NAME', 'TENANT', 'AGE', 'REVOKED'],
@@ -602,7 +594,7 @@ export function addApiCommands(program: Command, io: Io): void {
       );
     });
   keys.command('revoke <id>').action(async (id: string) => {
-    const r = await client().request<{ id: string; revokedAt: string }>('DELETE', `/v1/keys/${encodeURIComponent(id)}`);
+    const r = await client().request<ApiKeyInfo>('DELETE', `/v1/keys/${encodeURIComponent(id)}`);
     print(r, () => `revoked key ${r.id} at ${r.revokedAt}`);
   });
 }
