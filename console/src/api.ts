@@ -101,6 +101,7 @@ export type {
   Operation,
   OperationPage,
   PathInfo,
+  PlanInfo,
   RegionInfo,
   RuntimeVersionInfo,
   RuntimeVersionList,

@@ -5,6 +5,7 @@ import {
   type Cluster,
   type DoctorCheck,
   type PathInfo,
+  type RegionInfo,
   type RuntimeVersionInfo,
   type Tenant,
   type TenantSummary,
@@ -37,7 +38,7 @@ export function ClustersPage() {
       (r) => setClusters(r.items),
       (e: unknown) => setError(e as ApiError),
     );
-    void api<{ items: { name: string; accepting: boolean }[] }>('GET', '/v1/regions').then((r) => setRegions(r.items));
+    void api<{ items: RegionInfo[] }>('GET', '/v1/regions').then((r) => setRegions(r.items));
   };
   useEffect(() => {
     load.current();
