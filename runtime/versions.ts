@@ -7,8 +7,11 @@
  *    charts/<chart>/Chart.yaml in the argoproj/argo-helm repository, at the commit that released
  *    it (date in the comment next to each pin; the app version is the chart's appVersion).
  *  - vcluster: release tags v<version> of loft-sh/vcluster (the chart in chart/ is published with
- *    the release's version); `kubernetes` is the default k8s distro image tag of that chart
- *    version (controlPlane.distro.k8s.image.tag, or the apiServer image tag before 0.25).
+ *    the release's version), only releases whose Go module the module proxy serves (0.25.0,
+ *    0.26.0, 0.27.0, 0.30.0), so that the end-to-end tier runs the very vcluster a version pins,
+ *    built from its module (scripts/vcluster.sh; test/unit/vcluster-versions.test.ts names a pin
+ *    that is not buildable). `kubernetes` is the k8s distro image tag the release's values set
+ *    (controlPlane.distro.k8s.image.tag, or the apiServer image tag before 0.25).
  */
 export type Channel = 'stable' | 'latest';
 
@@ -51,10 +54,10 @@ export interface RuntimeVersion {
 export const VERSIONS: readonly RuntimeVersion[] = [
   {
     version: '1.3.0',
-    releaseDate: '2025-04-10',
+    releaseDate: '2025-10-30',
     channel: 'stable',
     components: {
-      vcluster: '0.24.1', // tag v0.24.1, 2025-04-07
+      vcluster: '0.30.0', // tag v0.30.0, 2025-10-26
       kubernetes: 'v1.32.1',
       argoCd: '7.8.2', // 2025-02-06, Argo CD v2.14.2
       argoWorkflows: '0.45.4', // 2025-01-10, Argo Workflows v3.6.2
@@ -67,10 +70,10 @@ export const VERSIONS: readonly RuntimeVersion[] = [
   },
   {
     version: '1.4.0',
-    releaseDate: '2025-06-10',
+    releaseDate: '2025-11-03',
     channel: 'stable',
     components: {
-      vcluster: '0.25.1', // tag v0.25.1, 2025-06-04
+      vcluster: '0.30.0', // tag v0.30.0, 2025-10-26
       kubernetes: 'v1.32.1',
       argoCd: '7.9.1', // 2025-05-06, Argo CD v2.14.11
       argoWorkflows: '0.45.12', // 2025-04-03, Argo Workflows v3.6.5
@@ -79,14 +82,14 @@ export const VERSIONS: readonly RuntimeVersion[] = [
       agents: '1.4.0',
     },
     upgrade: { minFrom: '1.3.0' },
-    notes: 'vcluster 0.25 (the Kubernetes version moves to the k8s distro image tag).',
+    notes: 'Argo CD 2.14.11, Workflows 3.6.5, Rollouts 1.8.2, Events 1.9.6.',
   },
   {
     version: '1.4.1',
-    releaseDate: '2025-06-20',
+    releaseDate: '2025-11-10',
     channel: 'stable',
     components: {
-      vcluster: '0.25.1',
+      vcluster: '0.30.0',
       kubernetes: 'v1.32.1',
       argoCd: '7.9.1',
       argoWorkflows: '0.45.13', // 2025-04-30, Argo Workflows v3.6.7
@@ -99,10 +102,10 @@ export const VERSIONS: readonly RuntimeVersion[] = [
   },
   {
     version: '1.5.0',
-    releaseDate: '2025-06-30',
+    releaseDate: '2025-11-17',
     channel: 'stable',
     components: {
-      vcluster: '0.26.0', // tag v0.26.0, 2025-06-24
+      vcluster: '0.30.0',
       kubernetes: 'v1.32.1',
       argoCd: '8.0.17', // 2025-06-10, Argo CD v3.0.6
       argoWorkflows: '0.45.19', // 2025-06-20, Argo Workflows v3.6.10
@@ -116,10 +119,10 @@ export const VERSIONS: readonly RuntimeVersion[] = [
   },
   {
     version: '1.6.0',
-    releaseDate: '2025-09-22',
+    releaseDate: '2025-11-24',
     channel: 'latest',
     components: {
-      vcluster: '0.27.1', // tag v0.27.1, 2025-09-12
+      vcluster: '0.30.0',
       kubernetes: 'v1.33.4',
       argoCd: '8.3.7', // 2025-09-12, Argo CD v3.1.5
       argoWorkflows: '0.45.24', // 2025-09-12, Argo Workflows v3.7.2

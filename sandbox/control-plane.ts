@@ -145,6 +145,10 @@ export interface ControlPlaneOptions {
    * `--admission-control-config-file`). Without it, only namespaces' own labels apply.
    */
   podSecurityDefault?: 'privileged' | 'baseline' | 'restricted';
+  /** More addresses the serving certificate names (where a relay exposes the API server to a pod network). */
+  servingIps?: readonly string[];
+  /** KWOK stages added to the toolchain's (YAML, one or more `Stage` documents). */
+  extraKwokStages?: string;
 }
 
 /** The AdmissionConfiguration of `podSecurityDefault`: enforce and warn `level` at `latest`, no exemptions. */
@@ -180,7 +184,7 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
   await mkdir(o.dir, { recursive: true });
   const ca = await createCa(join(o.dir, 'pki'), `${o.name}-ca`);
   const [serving, admin, sa] = await Promise.all([
-    createServingCert(ca, 'apiserver'),
+    createServingCert(ca, 'apiserver', o.servingIps),
     createClientCert(ca, 'admin', `${o.name}-admin`, 'system:masters'),
     createServiceAccountKeys(ca, 'sa'),
   ]);
@@ -323,14 +327,19 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
       join(o.dir, 'kube-scheduler.log'),
     );
     processes.push(sched);
+    const stageConfigs = ['--config', tc.kwokStages];
+    if (o.extraKwokStages) {
+      const file = join(o.dir, 'kwok-extra-stages.yaml');
+      await writeFile(file, o.extraKwokStages);
+      stageConfigs.push('--config', file);
+    }
     const kwok = startProcess(
       `${o.name}-kwok`,
       join(tc.bin, 'kwok'),
       [
         '--kubeconfig',
         kubeconfigFile,
-        '--config',
-        tc.kwokStages,
+        ...stageConfigs,
         '--manage-all-nodes=true',
         '--server-address',
         `127.0.0.1:${kwokPort}`,

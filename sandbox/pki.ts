@@ -98,13 +98,21 @@ async function signed(
   return { certFile: join(dir, `${base}.crt`), keyFile: join(dir, `${base}.key`) };
 }
 
-/** Serving certificate for an API server on loopback (plus the in-cluster names). */
-export async function createServingCert(ca: CertificateAuthority, base: string): Promise<ServingCertificate> {
+/**
+ * Serving certificate for an API server on loopback (plus the in-cluster names and `extraIps`,
+ * the addresses a pod network reaches it at).
+ */
+export async function createServingCert(
+  ca: CertificateAuthority,
+  base: string,
+  extraIps: readonly string[] = [],
+): Promise<ServingCertificate> {
+  const ips = ['127.0.0.1', '10.96.0.1', ...extraIps].map((ip) => `IP:${ip}`).join(',');
   return signed(
     ca,
     base,
     '/CN=kube-apiserver',
-    'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n' +
+    `subjectAltName=${ips},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n` +
       'extendedKeyUsage=serverAuth\n',
   );
 }

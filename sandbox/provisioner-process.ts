@@ -53,6 +53,12 @@ export interface ProvisionerSettings {
   env?: Record<string, string>;
   /** Node.js options before the script (e.g. `--import` of a test's module hooks). */
   nodeArgs?: string[];
+  /**
+   * A hosts file the provisioner (and the engine and plugins it starts) sees as /etc/hosts, in a
+   * mount namespace of its own: how the names of real vclusters' exported kubeconfigs resolve
+   * here (sandbox/vcluster-pods.ts writes it), as cluster DNS would resolve them.
+   */
+  hostsFile?: string;
 }
 
 export interface ProvisionerProcess {
@@ -136,10 +142,24 @@ export async function startProvisioner(s: ProvisionerSettings, port?: number): P
   const started = Date.now();
   const p = port ?? (await restartablePort());
   const url = `http://127.0.0.1:${p}`;
+  const command = [process.execPath, ...(s.nodeArgs ?? []), join(REPO_ROOT, 'bin', 'provisioner.ts'), 'serve'];
+  const wrapped = s.hostsFile
+    ? [
+        'unshare',
+        '--mount',
+        '--propagation',
+        'private',
+        'sh',
+        '-c',
+        'mount --bind "$0" /etc/hosts && exec "$@"',
+        s.hostsFile,
+        ...command,
+      ]
+    : command;
   const proc = startProcess(
     'provisioner',
-    process.execPath,
-    [...(s.nodeArgs ?? []), join(REPO_ROOT, 'bin', 'provisioner.ts'), 'serve'],
+    wrapped[0]!,
+    wrapped.slice(1),
     s.logFile,
     {
       env: provisionerEnv(s, p),

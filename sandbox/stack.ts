@@ -12,7 +12,7 @@
  * the caller stops them in reverse order, also when a later step failed.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, symlink } from 'node:fs/promises';
+import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoreV1Api, SchedulingV1Api, StorageV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { catalog as shippedCatalog, type Catalog } from '../runtime/catalog.ts';
@@ -34,6 +34,10 @@ import {
   type ProvisionerSettings,
 } from './provisioner-process.ts';
 import { VclusterEmulator } from './vcluster-emulator.ts';
+import { createPodNetwork, SYNCED_JOB_POD_STAGE, VclusterPods, type PodNetwork } from './vcluster-pods.ts';
+
+/** Where the exported kubeconfig of a real vcluster points (resolved by the provisioner's hosts file). */
+export const VCLUSTER_SERVER_TEMPLATE = 'https://{release}.{namespace}.vcluster.local-root:8443';
 
 /** The binaries a local root cluster and the engine need from the toolchain's bin folder. */
 export const TOOLCHAIN_BINARIES = [
@@ -148,6 +152,11 @@ export interface LocalStackOptions {
   keyPrefix?: string;
   /** Fixed provisioner port (default: a free one). */
   port?: number;
+  /**
+   * Real vclusters (sandbox/vcluster-pods.ts) from this build of vcluster and kine, in place of
+   * the emulator: each tenant's vcluster pod runs `vcluster start` (root only).
+   */
+  realVclusters?: { bin: string; version: string };
   /** Lines about what was started (the emulator's, the charts'). */
   log: (msg: string) => void;
   /** Called as each step completes, with its duration. */
@@ -160,7 +169,10 @@ export interface LocalStack {
   toolchain: Toolchain;
   etcd: Etcd;
   root: KubeControlPlane;
-  emulator: VclusterEmulator;
+  /** The vcluster emulator, when real vclusters were not asked for. */
+  emulator: VclusterEmulator | undefined;
+  /** The real vclusters' runner, when asked for. */
+  vclusterPods: VclusterPods | undefined;
   charts: TenantCharts;
   settings: ProvisionerSettings;
   readonly provisioner: ProvisionerProcess;
@@ -182,7 +194,18 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
   let etcd: Etcd | undefined;
   let root: KubeControlPlane | undefined;
   let emulator: VclusterEmulator | undefined;
+  let vclusterPods: VclusterPods | undefined;
+  let network: PodNetwork | undefined;
   let provisioner: ProvisionerProcess | undefined;
+  const hostsFile = o.realVclusters ? join(o.dir, 'hosts') : undefined;
+  if (o.realVclusters) {
+    network = await createPodNetwork();
+    o.cleanups.push(async () => {
+      await network?.remove();
+    });
+    // The provisioner starts beside the cluster; until the runner writes it, the machine's own.
+    await writeFile(hostsFile!, await readFile('/etc/hosts', 'utf8').catch(() => '127.0.0.1 localhost\n'));
+  }
   o.cleanups.push(async () => {
     await etcd?.stop();
   });
@@ -191,6 +214,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
   });
   o.cleanups.push(async () => {
     await emulator?.stop();
+    await vclusterPods?.stop();
   });
   o.cleanups.push(async () => {
     await provisioner?.process.stop(10_000);
@@ -205,11 +229,29 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
         etcdUrl: e.url,
         etcdPrefix: '/root',
         nodes: o.rootNodes ?? 3,
+        ...(network ? { servingIps: [network.hostIp], extraKwokStages: SYNCED_JOB_POD_STAGE } : {}),
       }),
     );
     root = r;
     await createPriorityClass(r.kc);
     await createVolumePool(r.kc);
+    if (o.realVclusters && network && hostsFile) {
+      vclusterPods = new VclusterPods({
+        root: r.kc,
+        rootServer: r.server,
+        rootCaPem: r.ca.certPem,
+        network,
+        vclusterBin: o.realVclusters.bin,
+        vclusterVersion: o.realVclusters.version,
+        kubernetesBin: o.toolchainBin,
+        dir: join(o.dir, 'vclusters'),
+        hostsFile,
+        log: o.log,
+      });
+      await mkdir(join(o.dir, 'vclusters'), { recursive: true });
+      await vclusterPods.start();
+      return;
+    }
     emulator = new VclusterEmulator({
       toolchain,
       root: r.kc,
@@ -249,7 +291,17 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
       ...(o.resyncSeconds !== undefined ? { resyncSeconds: o.resyncSeconds } : {}),
       ...(o.extraEnv ? { env: o.extraEnv } : {}),
       ...(o.nodeArgs ? { nodeArgs: o.nodeArgs } : {}),
+      ...(hostsFile ? { hostsFile } : {}),
     };
+    if (network) {
+      // The exported kubeconfigs name each vcluster by release and namespace; the hosts file
+      // resolves those names to the pods' addresses, which the cluster policy must then allow.
+      s.env = {
+        PROVISIONER_VCLUSTER_SERVER_TEMPLATE: VCLUSTER_SERVER_TEMPLATE,
+        PROVISIONER_CLUSTER_ALLOWED_CIDRS: `127.0.0.0/8,${network.cidr}`,
+        ...s.env,
+      };
+    }
     settings = s;
     await mkdir(s.dataDir, { recursive: true });
     await timed('provisioner with the Pulumi engine', async () => {
@@ -270,7 +322,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
     if (res.status !== 201)
       throw new Error(`registering the root cluster answered ${res.status}: ${(await res.text()).slice(0, 500)}`);
   });
-  const started = { etcd: etcd!, root: root!, emulator: emulator!, charts: charts!, settings: settings! };
+  const started = { etcd: etcd!, root: root!, emulator, vclusterPods, charts: charts!, settings: settings! };
   return {
     toolchain,
     ...started,

@@ -6,11 +6,16 @@
  *  - suspension: `controlPlane.statefulSet.highAvailability.replicas: 0` (the statefulset template
  *    passes the value through; the backing store and the exported kubeconfig Secret stay);
  *  - the kubeconfig export: `exportKubeConfig.server` (an address the provisioner can reach) and
- *    `exportKubeConfig.context`;
+ *    `exportKubeConfig.context`; that address's host also goes into `controlPlane.proxy.extraSANs`,
+ *    since vcluster's serving certificate names only its own Service and localhost otherwise (a
+ *    client of the exported kubeconfig would fail TLS verification: found by running vcluster
+ *    0.30.0 itself);
  *  - resources from the plan for every container the vcluster runs: the control plane
  *    (`controlPlane.statefulSet.resources`), its init containers (`controlPlane.distro.k8s.resources`)
  *    and CoreDNS inside the vcluster (`controlPlane.coredns.deployment.resources`; its default
  *    manifest already complies with Pod Security `restricted`);
+ *  - no volume-snapshot rules (`rbac.enableVolumeSnapshotRules`, from 0.30), which would make the
+ *    chart create a ClusterRole;
  *  - isolation: `policies.podSecurityStandard: restricted` inside the vcluster. The chart's own
  *    ResourceQuota, LimitRange and NetworkPolicy are disabled: the tenant program owns those
  *    objects (plan-driven, validated), and a second quota would cap tenants at the chart
@@ -71,6 +76,7 @@ export interface VclusterValues {
     };
     service: { spec: { type: 'ClusterIP' } };
     ingress: { enabled: boolean };
+    proxy: { extraSANs: string[] };
   };
   policies: {
     podSecurityStandard: '' | 'privileged' | 'baseline' | 'restricted';
@@ -80,6 +86,8 @@ export interface VclusterValues {
   };
   exportKubeConfig: { server: string; context: string };
   telemetry: { enabled: boolean };
+  /** From 0.30 (the key does not exist before; the schema rejects unknown keys). */
+  rbac?: { enableVolumeSnapshotRules: { enabled: boolean } };
 }
 
 /** UID the control plane runs as (non-root, so the namespace can enforce `restricted`). */
@@ -115,6 +123,7 @@ export function vclusterValues(input: VclusterValuesInput): VclusterValues {
       },
       service: { spec: { type: 'ClusterIP' } },
       ingress: { enabled: false },
+      proxy: { extraSANs: [exportHost(input.exportServer)] },
     },
     policies: {
       podSecurityStandard: 'restricted',
@@ -124,7 +133,18 @@ export function vclusterValues(input: VclusterValuesInput): VclusterValues {
     },
     exportKubeConfig: { server: input.exportServer, context: input.context },
     telemetry: { enabled: false },
+    // From 0.30 the chart grants volume-snapshot rules by default ('auto'), which also makes it
+    // create a ClusterRole: outside the tenant namespace and beyond the provisioner's grants
+    // (infra/provisioner-rbac.ts). Tenants get no snapshot support, so neither is needed.
+    ...(compareVersions(input.chartVersion, '0.30.0') >= 0
+      ? { rbac: { enableVolumeSnapshotRules: { enabled: false } } }
+      : {}),
   };
+}
+
+/** The host (name or address, without brackets) of the export URL. */
+function exportHost(server: string): string {
+  return new URL(server).hostname.replace(/^\[(.*)\]$/, '$1');
 }
 
 function restrictedContainer(): ContainerSecurity {

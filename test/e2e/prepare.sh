@@ -22,8 +22,14 @@
 # 5-8 minutes of 2 cores, docs/toolchain.md): exported as HRT_ARGOCD_BIN. A failed build stops the
 # tier (a failure with CI=true), with the build's reason.
 #
+# vcluster and kine, built from their Go modules by scripts/vcluster.sh (its own cache; a cold build
+# takes about 1,050 CPU-s, docs/toolchain.md): exported as HRT_VCLUSTER_BIN. Every tenant's vcluster
+# in this tier is the real one (sandbox/vcluster-pods.ts), which needs root (network and mount
+# namespaces). A failed build, or a machine where it cannot run, stops the tier (a failure with
+# CI=true), with the reason.
+#
 # HRT_PREPARE_FOR=sandbox (scripts/sandbox.sh): only what a local root cluster with the provisioner
-# needs (toolchain, chart mirror, provider plugin); the Argo CRDs and Argo CD are skipped.
+# needs (toolchain, chart mirror, provider plugin); the Argo CRDs, Argo CD and vcluster are skipped.
 
 _hrt_e2e_prepare() {
   local root out rc bin missing b provider mirror
@@ -88,6 +94,25 @@ _hrt_e2e_prepare() {
     fi
     export HRT_ARGOCD_BIN="$(printf '%s\n' "$out" | tail -n 1)"
     echo "e2e: Argo CD $HRT_ARGOCD_BIN/argocd ($(command -v redis-server >/dev/null 2>&1 && echo 'Redis: redis-server from PATH' || echo 'Redis: no redis-server on PATH, the in-memory redis-standin'))"
+    if [ "$(id -u)" != 0 ]; then
+      echo "e2e: skipped: the tenants' vclusters are real (sandbox/vcluster-pods.ts) and each runs in network and mount namespaces of its own, which needs root (docs/e2e.md)"
+      return 1
+    fi
+    for b in ip unshare setpriv; do
+      if ! command -v "$b" >/dev/null 2>&1; then
+        echo "e2e: skipped: \`$b\` is not installed (iproute2, util-linux); the real vclusters need it (docs/e2e.md)"
+        return 1
+      fi
+    done
+    echo "e2e: building or reusing vcluster and kine (scripts/vcluster.sh; a cold build takes several minutes)"
+    out="$(bash "$root/scripts/vcluster.sh")"
+    rc=$?
+    if [ "$rc" != 0 ]; then
+      echo "e2e: skipped: vcluster did not build from its Go module (scripts/vcluster.sh exited with $rc; its reason is printed above)"
+      return 1
+    fi
+    export HRT_VCLUSTER_BIN="$(printf '%s\n' "$out" | tail -n 1)"
+    echo "e2e: vcluster $HRT_VCLUSTER_BIN ($(cut -f1,2 "$HRT_VCLUSTER_BIN/versions.txt" | tr '\t\n' ' ,'))"
   fi
   echo "e2e: building or reusing the Kubernetes provider plugin (scripts/kubernetes-provider.sh; a cold build takes long)"
   out="$(bash "$root/scripts/kubernetes-provider.sh")"

@@ -29,7 +29,7 @@ import {
   type ProvisionerSettings,
 } from '../../../sandbox/provisioner-process.ts';
 import { kubernetesProvider, startLocalStack, toolchainBin } from '../../../sandbox/stack.ts';
-import type { VclusterEmulator } from '../../../sandbox/vcluster-emulator.ts';
+import type { VclusterPods } from '../../../sandbox/vcluster-pods.ts';
 
 export { createVolumePool, kubernetesProvider, toolchainBin } from '../../../sandbox/stack.ts';
 
@@ -70,7 +70,8 @@ export interface E2E {
   toolchain: Toolchain;
   etcd: Etcd;
   root: KubeControlPlane;
-  emulator: VclusterEmulator;
+  /** The runner of the tenants' real vclusters (sandbox/vcluster-pods.ts). */
+  vclusters: VclusterPods;
   db: TestDatabase;
   settings: ProvisionerSettings;
   provisioner: ProvisionerProcess;
@@ -79,7 +80,11 @@ export interface E2E {
   /** Starts the provisioner again (after a crash) on the same port, database and data dir. */
   restartProvisioner(): Promise<ProvisionerProcess>;
   signup(organization: string, runtimeVersion: string, plan?: string): Promise<SignupResponse>;
-  /** The admin kubeconfig of the tenant's vcluster as exported into `vc-vcluster` on the root. */
+  /**
+   * The admin kubeconfig of the tenant's vcluster as vcluster exported it into `vc-vcluster` on
+   * the root, made reachable from the test process (the server is the vcluster pod's address, the
+   * TLS server name the exported host; the provisioner resolves that host itself).
+   */
   tenantKubeconfig(tenantId: string): Promise<string>;
   timing(name: string, seconds: number): void;
   /** Runs the toolchain's `pulumi` CLI against the provisioner's state backend (same env as the engine). */
@@ -108,13 +113,44 @@ export function describeKubernetesProvider(binary: string): string {
   return `kubernetes provider: pulumi-resource-kubernetes ${version} (real, built from github.com/pulumi/pulumi-kubernetes/provider/v4) at ${binary}`;
 }
 
+function describeVcluster(v: { describe: string }): string {
+  return `${v.describe}; the vcluster and Argo charts are the real upstream charts from the chart mirror`;
+}
+
 /** Why a file that provisions tenants cannot run here, or undefined when it can. */
 export function provisioningUnavailable(): string | undefined {
-  if (kubernetesProvider()) return undefined;
-  return (
-    'no Kubernetes provider plugin: run the tier through scripts/test.sh e2e (test/e2e/prepare.sh builds it with ' +
-    'scripts/kubernetes-provider.sh and sets HRT_KUBERNETES_PROVIDER, docs/e2e.md)'
-  );
+  if (!kubernetesProvider())
+    return (
+      'no Kubernetes provider plugin: run the tier through scripts/test.sh e2e (test/e2e/prepare.sh builds it with ' +
+      'scripts/kubernetes-provider.sh and sets HRT_KUBERNETES_PROVIDER, docs/e2e.md)'
+    );
+  if (!vclusterBuild())
+    return (
+      'no vcluster build: run the tier through scripts/test.sh e2e (test/e2e/prepare.sh builds vcluster and kine ' +
+      'with scripts/vcluster.sh and sets HRT_VCLUSTER_BIN, docs/e2e.md)'
+    );
+  return undefined;
+}
+
+/** The vcluster build of HRT_VCLUSTER_BIN: its folder and the vcluster version its versions.txt names. */
+export function vclusterBuild(): { bin: string; version: string; describe: string } | undefined {
+  const bin = process.env.HRT_VCLUSTER_BIN;
+  if (!bin) return undefined;
+  let versions: string;
+  try {
+    versions = readFileSync(join(bin, 'versions.txt'), 'utf8');
+  } catch {
+    return undefined;
+  }
+  const vcluster = versions.split('\n').find((l) => l.startsWith('vcluster\t'));
+  const kine = versions.split('\n').find((l) => l.startsWith('kine\t'));
+  const version = vcluster?.split('\t')[1]?.split(' ')[1];
+  if (!version) return undefined;
+  return {
+    bin,
+    version,
+    describe: `vcluster: ${vcluster!.split('\t')[1]} (real, built from its Go module), kine: ${kine?.split('\t')[1] ?? 'missing'}, at ${bin}`,
+  };
 }
 
 /**
@@ -238,12 +274,10 @@ export async function recordTiming(t: E2EHost, name: string, seconds: number): P
 export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> {
   const bin = toolchainBin();
   const provider = kubernetesProvider();
-  if (!provider) throw new Error(provisioningUnavailable());
+  const vcluster = vclusterBuild();
+  if (!provider || !vcluster) throw new Error(provisioningUnavailable());
   t.comment(describeKubernetesProvider(provider));
-  t.comment(
-    'stand-in: each tenant API server is a kube-apiserver started by the harness (sandbox/vcluster-emulator.ts), ' +
-      'not a vcluster; the vcluster and Argo charts are the real upstream charts from the chart mirror',
-  );
+  t.comment(describeVcluster(vcluster));
   const release = await acquireRunLock(20 * 60_000, { exclusive: opts.exclusive ?? false });
   const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-'));
   const cleanups: Array<() => Promise<void>> = [release];
@@ -278,10 +312,12 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
         : {}),
       ...(opts.resyncSeconds !== undefined ? { resyncSeconds: opts.resyncSeconds } : {}),
       ...(opts.extraEnv ? { extraEnv: opts.extraEnv } : {}),
+      realVclusters: { bin: vcluster.bin, version: vcluster.version },
       log,
       cleanups,
     });
-    const { toolchain, etcd, root, emulator, charts, settings } = stack;
+    const { toolchain, etcd, root, charts, settings } = stack;
+    const vclusters = stack.vclusterPods!;
     await recordTiming(t, 'root control plane start (etcd excluded)', root.startSeconds);
     log(`real charts from the chart mirror ${charts.mirror}: ${charts.real.join(', ')}`);
     for (const d of charts.derived) log(`derived chart (built by the test): ${d}`);
@@ -304,7 +340,7 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
       toolchain,
       etcd,
       root,
-      emulator,
+      vclusters,
       db,
       settings,
       get provisioner() {
@@ -328,7 +364,7 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
           .readNamespacedSecret({ name: 'vc-vcluster', namespace: `tenant-${tenantId}` });
         const data = secret.data?.config;
         if (!data) throw new Error(`Secret tenant-${tenantId}/vc-vcluster has no config`);
-        return Buffer.from(data, 'base64').toString('utf8');
+        return vclusters.reachable(`tenant-${tenantId}`, Buffer.from(data, 'base64').toString('utf8'));
       },
       timing(name, seconds) {
         void recordTiming(t, name, seconds);

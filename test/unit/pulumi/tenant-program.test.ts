@@ -103,6 +103,11 @@ for (const planName of PLAN_NAMES) {
         t.same(values.controlPlane.statefulSet.resources.requests, plan.controlPlane.requests);
         t.equal(values.controlPlane.statefulSet.persistence.volumeClaim.size, plan.controlPlane.storage);
         t.equal(values.exportKubeConfig.server, `https://vcluster.${ns}.svc:443`);
+        t.same(
+          values.controlPlane.proxy.extraSANs,
+          [`vcluster.${ns}.svc`],
+          "vcluster's serving certificate names the exported kubeconfig's host (else TLS verification fails)",
+        );
         t.equal(values.policies.podSecurityStandard, 'restricted');
         t.equal(values.policies.resourceQuota.enabled, false, 'the program owns the quota');
         const k8sDistro = values.controlPlane.distro.k8s;
@@ -264,7 +269,7 @@ t.test('chart repositories can point at a mirror or a local directory', async (t
   );
   const all = r.ofType('kubernetes:helm.sh/v3:Release').map((x) => releaseOf(x));
   const vc = all.find((x) => x.chart.includes('vcluster'))!;
-  t.equal(vc.chart, '/opt/charts/vcluster-0.25.1.tgz');
+  t.equal(vc.chart, '/opt/charts/vcluster-0.30.0.tgz');
   t.equal(vc.repositoryOpts, undefined);
   t.equal(vc.version, undefined, 'a packaged chart carries its version');
   const cd = all.find((x) => x.chart === 'argo-cd')!;
