@@ -114,6 +114,24 @@ export function provisionerEnv(s: ProvisionerSettings, port: number): Record<str
   };
 }
 
+/**
+ * `command` run in a mount namespace of its own where `hostsFile` is /etc/hosts (root only): how a
+ * provisioner here resolves the names real vclusters export (sandbox/vcluster-pods.ts).
+ */
+export function withHostsFile(hostsFile: string, command: readonly string[]): string[] {
+  return [
+    'unshare',
+    '--mount',
+    '--propagation',
+    'private',
+    'sh',
+    '-c',
+    'mount --bind "$0" /etc/hosts && exec "$@"',
+    hostsFile,
+    ...command,
+  ];
+}
+
 /** Whether 127.0.0.1:`port` can be listened on now. */
 function canListen(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -143,29 +161,11 @@ export async function startProvisioner(s: ProvisionerSettings, port?: number): P
   const p = port ?? (await restartablePort());
   const url = `http://127.0.0.1:${p}`;
   const command = [process.execPath, ...(s.nodeArgs ?? []), join(REPO_ROOT, 'bin', 'provisioner.ts'), 'serve'];
-  const wrapped = s.hostsFile
-    ? [
-        'unshare',
-        '--mount',
-        '--propagation',
-        'private',
-        'sh',
-        '-c',
-        'mount --bind "$0" /etc/hosts && exec "$@"',
-        s.hostsFile,
-        ...command,
-      ]
-    : command;
-  const proc = startProcess(
-    'provisioner',
-    wrapped[0]!,
-    wrapped.slice(1),
-    s.logFile,
-    {
-      env: provisionerEnv(s, p),
-      cwd: s.dataDir,
-    },
-  );
+  const wrapped = s.hostsFile ? withHostsFile(s.hostsFile, command) : command;
+  const proc = startProcess('provisioner', wrapped[0]!, wrapped.slice(1), s.logFile, {
+    env: provisionerEnv(s, p),
+    cwd: s.dataDir,
+  });
   await until('provisioner /readyz', 90_000, async () => {
     if (!proc.running()) throw new Error(`provisioner exited: ${await proc.tail(20)}`);
     const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(3000) });

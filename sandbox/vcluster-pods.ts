@@ -376,7 +376,8 @@ export class VclusterPods {
     const chart = (
       await this.#core.listNamespacedSecret({ namespace: ns, labelSelector: `release=${release}` })
     ).items.find((s) => s.metadata?.name === `vc-config-${release}`);
-    if (!chart?.data?.['config.yaml']) throw new Error(`Secret ${ns}/vc-config-${release} (the vcluster config) is missing`);
+    if (!chart?.data?.['config.yaml'])
+      throw new Error(`Secret ${ns}/vc-config-${release} (the vcluster config) is missing`);
     const configYaml = Buffer.from(chart.data['config.yaml'], 'base64').toString('utf8');
     const chartLabel = chart.metadata?.labels?.chart ?? '';
     const chartVersion = chartLabel.replace(/^vcluster-/, '');
@@ -388,7 +389,8 @@ export class VclusterPods {
       exportKubeConfig?: { server?: string };
       policies?: { podSecurityStandard?: string };
     };
-    const uid = pod.spec?.containers?.[0]?.securityContext?.runAsUser ?? pod.spec?.securityContext?.runAsUser ?? DEFAULT_UID;
+    const uid =
+      pod.spec?.containers?.[0]?.securityContext?.runAsUser ?? pod.spec?.securityContext?.runAsUser ?? DEFAULT_UID;
 
     let n = this.#ips.get(ns);
     if (n === undefined) {
@@ -419,7 +421,8 @@ export class VclusterPods {
       },
     });
     const jwt = token.status?.token;
-    if (!jwt) throw new Error(`the TokenRequest for ${ns}/${pod.spec?.serviceAccountName ?? 'default'} returned no token`);
+    if (!jwt)
+      throw new Error(`the TokenRequest for ${ns}/${pod.spec?.serviceAccountName ?? 'default'} returned no token`);
     await writeFile(join(dir, 'serviceaccount', 'token'), jwt, { mode: 0o644 });
     await writeFile(join(dir, 'serviceaccount', 'ca.crt'), this.#o.rootCaPem, { mode: 0o644 });
     await writeFile(join(dir, 'serviceaccount', 'namespace'), ns, { mode: 0o644 });
@@ -504,7 +507,9 @@ export class VclusterPods {
       .filter((vc) => vc.exportServer)
       .map((vc) => `${vc.ip} ${new URL(vc.exportServer).hostname}`);
     // Written in place: the provisioner's /etc/hosts is a bind mount of this very file.
-    await writeFile(this.#o.hostsFile, `${this.#baseHosts.trimEnd()}\n# vclusters\n${lines.join('\n')}\n`, { flag: 'w' });
+    await writeFile(this.#o.hostsFile, `${this.#baseHosts.trimEnd()}\n# vclusters\n${lines.join('\n')}\n`, {
+      flag: 'w',
+    });
   }
 
   async stop(): Promise<void> {

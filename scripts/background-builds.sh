@@ -13,6 +13,7 @@
 #                    people and tools/smoke.sh; pulumi-language-nodejs runs infra's program)
 #   argo-crds        scripts/argo-crds.sh                                     (e2e)
 #   argocd           scripts/argocd.sh                                        (e2e)
+#   vcluster         scripts/vcluster.sh                                      (e2e)
 #   kubernetes-provider  scripts/kubernetes-provider.sh                       (e2e)
 #
 # For each step: DIR/STEP.out (the script's stdout: its last line is the folder it built),
@@ -40,6 +41,7 @@ command_for() { # step -> the command, one word per line
       --only kube-scheduler --only kwok --only pulumi --only pulumi-language-nodejs ;;
     argo-crds) printf '%s\n' "$ROOT/scripts/argo-crds.sh" ;;
     argocd) printf '%s\n' "$ROOT/scripts/argocd.sh" ;;
+    vcluster) printf '%s\n' "$ROOT/scripts/vcluster.sh" ;;
     kubernetes-provider) printf '%s\n' "$ROOT/scripts/kubernetes-provider.sh" ;;
     *) return 1 ;;
   esac

@@ -73,7 +73,7 @@ fuzz_tier() {
 }
 
 # The Go builds the tiers need (chart tools; etcd and kube-apiserver; the e2e toolchain, Argo CRDs,
-# Argo CD, the Kubernetes provider plugin) start now, in the background at low priority and in the
+# Argo CD, vcluster and kine, the Kubernetes provider plugin) start now, in the background at low priority and in the
 # order the tiers need them (scripts/background-builds.sh), so that on a cold machine they compile
 # while type-check, lint and the Node tiers run. Each tier still calls the build script it needs:
 # the script waits on its cache key's lock while the background build holds it, then reuses the
@@ -88,7 +88,7 @@ if command -v go >/dev/null 2>&1; then
   { has_tier unit || has_tier integration; } && [ -z "${HRT_CHART_TOOLS_BIN:-}" ] && bg_steps+=(chart-tools)
   has_tier integration && [ -z "${HRT_TOOLCHAIN_BIN:-}" ] && bg_steps+=(api-servers)
   if has_tier e2e; then
-    bg_steps+=(toolchain argo-crds argocd)
+    bg_steps+=(toolchain argo-crds argocd vcluster)
     bg_steps+=(kubernetes-provider)
   fi
 fi
@@ -221,13 +221,13 @@ for tier in "${tiers[@]}"; do
         t0=$SECONDS
         if source test/e2e/prepare.sh; then
           echo "== e2e: prepared in $((SECONDS - t0)) s"
-          for s in toolchain argo-crds argocd kubernetes-provider; do bg_used "$s"; done
+          for s in toolchain argo-crds argocd vcluster kubernetes-provider; do bg_used "$s"; done
           tap_tier e2e
         elif [ "${CI:-}" = "true" ]; then
-          for s in toolchain argo-crds argocd kubernetes-provider; do bg_log "$s"; done
+          for s in toolchain argo-crds argocd vcluster kubernetes-provider; do bg_log "$s"; done
           failed=$((failed + 1)); failures+=("e2e-prepare")
         else
-          for s in toolchain argo-crds argocd kubernetes-provider; do bg_log "$s"; done
+          for s in toolchain argo-crds argocd vcluster kubernetes-provider; do bg_log "$s"; done
           # Outside CI a machine without the toolchain skips the tier; it is counted and named,
           # never silently left out of the total.
           skipped=$((skipped + 1)); skipped_names+=("e2e (whole tier: test/e2e/prepare.sh could not prepare it)")

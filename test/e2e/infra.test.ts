@@ -44,20 +44,23 @@ import { createTestDatabase } from '../helpers/postgres.ts';
 import { catalog } from '../../runtime/catalog.ts';
 import { ApiClient, cli, type SignupResponse } from './harness/api-client.ts';
 import { prepareTenantCharts, writePlatformCharts } from './harness/charts.ts';
-import { VclusterEmulator } from './harness/vcluster-emulator.ts';
+import { createPodNetwork, SYNCED_JOB_POD_STAGE, VclusterPods } from '../../sandbox/vcluster-pods.ts';
+import { VCLUSTER_SERVER_TEMPLATE } from '../../sandbox/stack.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from './harness/control-plane.ts';
 import {
   acquireRunLock,
   createVolumePool,
   describeKubernetesProvider,
+  describeVcluster,
   kubernetesProvider,
+  vclusterBuild,
   provisioningUnavailable,
   recordTiming,
   toolchainBin,
 } from './harness/environment.ts';
 import { exists } from './harness/kube.ts';
 import { freePort, run, startProcess, StopWaiting, until } from './harness/processes.ts';
-import { preparePulumiHome, REPO_ROOT } from './harness/provisioner-process.ts';
+import { preparePulumiHome, REPO_ROOT, withHostsFile } from './harness/provisioner-process.ts';
 
 const STACK = 'e2e';
 const PROJECT = 'hosted-runtimes-infra';
@@ -81,12 +84,14 @@ interface Pulumi {
 async function main(): Promise<void> {
   const bin = toolchainBin();
   const provider = kubernetesProvider()!;
+  const vcluster = vclusterBuild()!;
   t.comment(describeKubernetesProvider(provider));
+  t.comment(describeVcluster(vcluster));
   t.comment(
     'stand-ins: the ingress-nginx, cert-manager and cloudnative-pg charts are local stand-in charts ' +
       '(test/e2e/harness/charts.ts, writePlatformCharts); the Secret the CloudNativePG operator writes ' +
-      '(provisioner-db-app) is written by the test; the tenant API servers are kube-apiservers started by the ' +
-      "harness (vcluster-emulator.ts); pods run on KWOK's fake nodes; persistent volumes come from a pre-created pool",
+      "(provisioner-db-app) is written by the test; pods run on KWOK's fake nodes (the vcluster pods by the " +
+      "harness's runner, sandbox/vcluster-pods.ts); persistent volumes come from a pre-created pool",
   );
   const release = await acquireRunLock(20 * 60_000);
   const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-infra-'));
@@ -104,6 +109,8 @@ async function main(): Promise<void> {
   else t.comment(`E2E_KEEP=1: keeping ${dir}`);
 
   const toolchain = toolchainFrom(bin);
+  const network = await createPodNetwork();
+  cleanups.push(() => network.remove());
   const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
   cleanups.push(() => etcd.stop());
   const root = await startKubeControlPlane(toolchain, {
@@ -112,6 +119,8 @@ async function main(): Promise<void> {
     etcdUrl: etcd.url,
     etcdPrefix: '/root',
     nodes: 3,
+    servingIps: [network.hostIp],
+    extraKwokStages: SYNCED_JOB_POD_STAGE,
   });
   cleanups.push(() => root.stop());
   await recordTiming(t, 'root control plane start (etcd excluded)', root.startSeconds);
@@ -405,18 +414,26 @@ async function main(): Promise<void> {
     "the tenant lifecycle runs with the provisioner's own ServiceAccount, registered by clusters import",
     async (t) => {
       t.ok(adminKey, 'precondition: the admin key of the first start');
-      // The real vcluster and Argo charts (the mirror's, linked) next to the platform ones, and the vcluster emulation.
+      // The real vcluster and Argo charts (the mirror's, linked) next to the platform ones, and
+      // the runner of the real vclusters' pods.
       const tenantCharts = await prepareTenantCharts(charts, catalog);
       t.comment(`real charts from the chart mirror ${tenantCharts.mirror}: ${tenantCharts.real.join(', ')}`);
-      const emulator = new VclusterEmulator({
-        toolchain,
+      const hostsFile = join(dir, 'hosts');
+      await mkdir(join(dir, 'vclusters'), { recursive: true });
+      const vclusters = new VclusterPods({
         root: admin,
-        etcdUrl: etcd.url,
+        rootServer: root.server,
+        rootCaPem: root.ca.certPem,
+        network,
+        vclusterBin: vcluster.bin,
+        vclusterVersion: vcluster.version,
+        kubernetesBin: bin,
         dir: join(dir, 'vclusters'),
+        hostsFile,
         log: (m) => t.comment(m),
       });
-      emulator.start();
-      cleanups.push(() => emulator.stop());
+      await vclusters.start();
+      cleanups.push(() => vclusters.stop());
       const pluginBin = join(dir, 'plugin-bin');
       const port = await freePort();
       const url = `http://127.0.0.1:${port}`;
@@ -424,8 +441,10 @@ async function main(): Promise<void> {
       // The rendered environment, and what this test environment needs on top (named):
       const testEnv = {
         PROVISIONER_CHART_REPOSITORIES: JSON.stringify({ argo: charts, vcluster: charts }),
-        // The root and emulated vcluster API servers listen on loopback.
-        PROVISIONER_CLUSTER_ALLOWED_CIDRS: '127.0.0.0/8',
+        // The root API server listens on loopback, the vclusters on the pods' network; their
+        // exported names resolve through the hosts file the provisioner sees as /etc/hosts.
+        PROVISIONER_CLUSTER_ALLOWED_CIDRS: `127.0.0.0/8,${network.cidr}`,
+        PROVISIONER_VCLUSTER_SERVER_TEMPLATE: VCLUSTER_SERVER_TEMPLATE,
         PROVISIONER_LEASE_TTL_SECONDS: '5',
         PROVISIONER_POLL_MS: '500',
         PROVISIONER_BACKOFF_BASE_SECONDS: '3',
@@ -435,24 +454,23 @@ async function main(): Promise<void> {
         PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION: 'true',
       };
       t.comment(`added for the test environment: ${Object.keys(testEnv).join(', ')}`);
-      const proc = startProcess(
-        'provisioner',
+      const [command, ...args] = withHostsFile(hostsFile, [
         process.execPath,
-        [join(REPO_ROOT, 'bin', 'provisioner.ts'), 'serve'],
-        logFile,
-        {
-          env: {
-            ...renderedEnv,
-            ...testEnv,
-            HOST: '127.0.0.1',
-            PORT: String(port),
-            PROVISIONER_DATA_DIR: volume,
-            PATH: `${bin}:${pluginBin}:${dirname(process.execPath)}:/usr/bin:/bin`,
-            HOME: volume,
-          },
-          cwd: volume,
+        join(REPO_ROOT, 'bin', 'provisioner.ts'),
+        'serve',
+      ]);
+      const proc = startProcess('provisioner', command!, args, logFile, {
+        env: {
+          ...renderedEnv,
+          ...testEnv,
+          HOST: '127.0.0.1',
+          PORT: String(port),
+          PROVISIONER_DATA_DIR: volume,
+          PATH: `${bin}:${pluginBin}:${dirname(process.execPath)}:/usr/bin:/bin`,
+          HOME: volume,
         },
-      );
+        cwd: volume,
+      });
       cleanups.push(() => proc.stop(10_000));
       await until('provisioner /readyz', 90_000, async () => {
         if (!proc.running()) throw new StopWaiting(`provisioner exited: ${await proc.tail(20)}`);

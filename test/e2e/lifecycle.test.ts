@@ -1,9 +1,9 @@
 /**
  * End-to-end: the tenant lifecycle on a real root control plane, through the real provisioner
  * process and the real Pulumi CLI, with the real Kubernetes provider plugin (the file's TAP comment
- * names its version), and a real kube-apiserver per
- * tenant standing in for the vcluster (test/e2e/harness/vcluster-emulator.ts), and the real vcluster
- * and Argo charts from the chart mirror. Signup → Ready (Pod Security `restricted` enforced on the
+ * names its version), a real vcluster per tenant (vcluster 0.30.0 built from its Go module, run by
+ * sandbox/vcluster-pods.ts for the chart's pod), and the real vcluster and Argo charts from the
+ * chart mirror. Signup → Ready (Pod Security `restricted` enforced on the
  * root's tenant namespace and in the tenant's API server), two concurrent tenants stay isolated,
  * upgrade (and a refused skip), suspend/resume (delete: delete.test.ts). Only the public API and
  * the CLI drive the provisioner.
@@ -24,8 +24,11 @@ import {
 import { mirrorChartYaml } from './harness/charts.ts';
 import { until } from './harness/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
+import { VCLUSTER_SERVER_TEMPLATE } from '../../sandbox/stack.ts';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { parse } from 'yaml';
 
-// An upgrade pair the catalog allows directly (1.4.1 → 1.5.0: vcluster 0.25 → 0.26, Argo CD 7 → 8,
+// An upgrade pair the catalog allows directly (1.4.1 → 1.5.0: vcluster stays at 0.30, Argo CD 7 → 8,
 // Workflows and Rollouts change, Events stays), and a skip it refuses (1.4.1 → 1.6.0 jumps the
 // mandatory stepping stone 1.5.0).
 const FROM = '1.4.1';
@@ -169,8 +172,25 @@ await provisioningSuite(t, async (e2e, root) => {
         'the control plane runs with the tenant PriorityClass',
       );
 
-      // The exported kubeconfig points at the tenant's own API server, not the root's.
-      t.match(a.vc.server, /^https:\/\/127\.0\.0\.1:\d+$/, 'the exported kubeconfig points at a loopback API server');
+      // The kubeconfig vcluster exported points at the address the program configured (the
+      // release and namespace in the server template), which resolves to the vcluster pod, and
+      // vcluster's serving certificate names that host: every call below verifies it.
+      const exported = await e2e.root.kc
+        .makeApiClient(CoreV1Api)
+        .readNamespacedSecret({ name: 'vc-vcluster', namespace: a.namespace });
+      const exportedServer = (
+        parse(Buffer.from(exported.data?.config ?? '', 'base64').toString('utf8')) as {
+          clusters: Array<{ cluster: { server: string } }>;
+        }
+      ).clusters[0]?.cluster.server;
+      t.equal(
+        exportedServer,
+        VCLUSTER_SERVER_TEMPLATE.replace('{release}', 'vcluster').replace('{namespace}', a.namespace),
+        "vcluster exported a kubeconfig for the program's server template",
+      );
+      const pod = e2e.vclusters.get(a.namespace);
+      t.ok(pod, 'a real vcluster runs for the tenant namespace');
+      t.equal(new URL(a.vc.server).hostname, pod?.ip, "the tenant API server is the vcluster pod's");
       t.not(a.vc.server, e2e.root.server, 'which is not the root API server');
 
       // Tenant API server: the runtime and the Argo charts at the pinned versions.
@@ -405,6 +425,12 @@ await provisioningSuite(t, async (e2e, root) => {
       return;
     }
     const token = e2e.settings.adminToken;
+    // Something of the tenant's own, written before the control plane stops: it must be there
+    // after the real vcluster started again from its volume.
+    await a.vc.core.createNamespacedConfigMap({
+      namespace: 'default',
+      body: { metadata: { name: 'written-before-suspend' }, data: { note: 'kept across suspend' } },
+    });
     let started = Date.now();
     const s = await cli(e2e.provisioner.url, token, ['tenants', 'suspend', a.tenant.id]);
     t.equal(s.code, 0, 'suspend accepted');
@@ -422,6 +448,16 @@ await provisioningSuite(t, async (e2e, root) => {
     );
     const pods = await root.core.listNamespacedPod({ namespace: a.namespace, labelSelector: 'app=vcluster' });
     t.equal(pods.items.length, 0, 'no vcluster pod is left on the root while suspended');
+    await until(
+      'the real vcluster of the suspended tenant to stop',
+      60_000,
+      async () => !e2e.vclusters.get(a.namespace),
+    );
+    const down = await a.vc.core.listNamespace().then(
+      () => 'answered',
+      (err: unknown) => (err instanceof Error ? err.message : String(err)),
+    );
+    t.not(down, 'answered', `the tenant API server is down while suspended (${down.slice(0, 120)})`);
     t.ok(
       await exists(() => root.core.readNamespacedSecret({ name: 'vc-vcluster', namespace: a.namespace })),
       'the exported kubeconfig stays',
@@ -436,13 +472,15 @@ await provisioningSuite(t, async (e2e, root) => {
     const back = await root.apps.readNamespacedStatefulSet({ name: 'vcluster', namespace: a.namespace });
     t.equal(back.spec?.replicas, 1, 'the vcluster StatefulSet is back to one replica');
     t.equal(back.status?.readyReplicas, 1, 'and ready');
-    // The emulated tenant API server (a kube-apiserver process of the harness) keeps running while
-    // the StatefulSet is at zero, so this checks that suspend and resume left the runtime's
-    // releases as they were — not that its state survived a real control-plane restart.
+    // The vcluster stopped with its pod and started again from the same volume (its kine
+    // database): the runtime's releases and the tenant's own objects survived the restart.
+    t.ok((e2e.vclusters.get(a.namespace)?.starts ?? 0) >= 2, 'the vcluster was started again after the resume');
     t.same(
       await installedChartVersions(a.vc),
       expectedCharts(toPins),
-      "the runtime's releases are as they were (the emulated tenant API server stays up while suspended)",
+      "the runtime's releases are as they were after the control plane's restart",
     );
+    const kept = await a.vc.core.readNamespacedConfigMap({ name: 'written-before-suspend', namespace: 'default' });
+    t.equal(kept.data?.note, 'kept across suspend', "the tenant's own objects survived the suspension");
   });
 });

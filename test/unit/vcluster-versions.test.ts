@@ -18,7 +18,8 @@ t.test('every catalog version pins the vcluster that scripts/vcluster.sh builds'
   const required = /github\.com\/loft-sh\/vcluster v(\S+)/.exec(goMod)?.[1];
   t.equal(required, built, 'tools/vcluster/go.mod requires the vcluster module at the version the script labels');
   const unbuildable = VERSIONS.filter((v) => v.components.vcluster !== built).map(
-    (v) => `${v.version} pins vcluster ${v.components.vcluster}, which scripts/vcluster.sh does not build (it builds ${built})`,
+    (v) =>
+      `${v.version} pins vcluster ${v.components.vcluster}, which scripts/vcluster.sh does not build (it builds ${built})`,
   );
   t.same(unbuildable, [], 'no catalog version pins a vcluster the end-to-end tier cannot run');
 });

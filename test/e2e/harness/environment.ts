@@ -113,7 +113,7 @@ export function describeKubernetesProvider(binary: string): string {
   return `kubernetes provider: pulumi-resource-kubernetes ${version} (real, built from github.com/pulumi/pulumi-kubernetes/provider/v4) at ${binary}`;
 }
 
-function describeVcluster(v: { describe: string }): string {
+export function describeVcluster(v: { describe: string }): string {
   return `${v.describe}; the vcluster and Argo charts are the real upstream charts from the chart mirror`;
 }
 
