@@ -64,7 +64,7 @@ async function ip(...args: string[]): Promise<void> {
     await run('ip', args);
   } catch (err) {
     const e = err as { stderr?: string; message: string };
-    throw new Error(`ip ${args.join(' ')}: ${(e.stderr ?? e.message).trim()}`);
+    throw new Error(`ip ${args.join(' ')}: ${(e.stderr ?? e.message).trim()}`, { cause: err });
   }
 }
 

@@ -149,7 +149,7 @@ export function vclusterBuild(): { bin: string; version: string; describe: strin
   return {
     bin,
     version,
-    describe: `vcluster: ${vcluster!.split('\t')[1]} (real, built from its Go module), kine: ${kine?.split('\t')[1] ?? 'missing'}, at ${bin}`,
+    describe: `vcluster: ${vcluster?.split('\t')[1]} (real, built from its Go module), kine: ${kine?.split('\t')[1] ?? 'missing'}, at ${bin}`,
   };
 }
 
