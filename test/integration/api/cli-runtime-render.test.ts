@@ -161,8 +161,10 @@ if (missing && process.env.CI === 'true') {
     );
     t.match(
       r.out,
-      /\n {2}~ StatefulSet\.apps tenant-[^ ]+\/vcluster\n(?: {6}.*\n)* {6}spec\.template\.spec\.containers\[0\]\.image: \S+ -> \S+/,
-      'the control plane image change is a field line',
+      new RegExp(
+        `\\n {2}~ StatefulSet\\.apps tenant-[^ ]+/vcluster\\n(?: {6}.*\\n)* {6}spec\\.template\\.spec\\.initContainers\\[0\\]\\.image: \\S+:${from.kubernetes.replaceAll('.', '\\.')} -> \\S+:${to.kubernetes.replaceAll('.', '\\.')}`,
+      ),
+      "the Kubernetes version's change (the k8s distro image of the vcluster's init container) is a field line",
     );
     const json = await cli(['--json', 'runtime', 'diff', older, newest, '--helm', helm!]);
     const doc = JSON.parse(json.out) as {
