@@ -19,23 +19,23 @@ import type { OperationKind } from '../store/states.ts';
  * Peak memory one engine run adds to a replica, in MiB, by operation kind: the peak of the summed
  * RSS of the Pulumi CLI and its plugins, plus the provisioner's own RSS growth while the inline
  * program is evaluated in it (the largest of each, over the runs measured), rounded up to a
- * multiple of 32 MiB. Measured by bench/engine.bench.ts (`npm run bench -- engine`; the table in
- * docs/benchmarks.md "Engine runs", 2026-11-23, with the Kubernetes provider test double of
- * that time: the real provider plugin the e2e tier now runs is a larger binary; these are to be
- * measured again with it).
+ * multiple of 32 MiB. Measured by bench/engine.bench.ts (`npm run bench -- engine`; docs/benchmarks.md
+ * "Engine runs", 2026-11-26, with the real Kubernetes provider plugin 4.25.0, whose peaks are
+ * 1.6–1.9× those of the test double measured before). Delete was not reached by that run: its
+ * estimate keeps delete's ratio to create from the earlier measurement (274 + 5 against 325 + 43).
  */
 export const ENGINE_RUN_PEAK_MB = Object.freeze({
-  create: 384, // measured 325 + 43
-  update: 384, // as an upgrade: the same `up` over the whole program
-  upgrade: 384, // 328 + 29
-  suspend: 352, // 291 + 31
-  resume: 320, // 291 + 18
-  delete: 288, // 274 + 5
+  create: 576, // measured 548 + 21
+  update: 672, // as an upgrade: the same `up` over the whole program
+  upgrade: 672, // 648 + 19
+  suspend: 544, // 502 + 25
+  resume: 512, // 494 + 18
+  delete: 448, // not measured with the real plugin: 576 × (279 / 368) = 437
   // A periodic resync previews with refresh first (its refresh starts a second pair of provider
-  // plugins: 414 measured for `preview --refresh`), then may refresh and update one after the other.
-  resync: 480, // 414 + 53
-  // A retry repeats an operation of any kind.
-  retry: 384,
+  // plugins), then may refresh and update one after the other.
+  resync: 832, // 784 + 25 (the largest: 769, 766 and 784 measured)
+  // A retry repeats an operation of any kind but a resync.
+  retry: 672,
 } satisfies Record<OperationKind, number>);
 
 /** The largest estimate: what a run is reserved at until its kind is known. */
