@@ -18,8 +18,12 @@ import { until } from './harness/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
 
 const VERSION = '1.4.1';
-/** The next version the catalog allows from VERSION (its vcluster chart differs). */
-const UPGRADE_TO = '1.5.0';
+/**
+ * An upgrade the catalog allows that changes the vcluster release (its values: the Kubernetes
+ * version v1.32.1 → v1.33.4; every catalog version pins vcluster 0.30.0), so that Helm upgrades it.
+ */
+const UPGRADE_FROM = '1.5.0';
+const UPGRADE_TO = '1.6.0';
 await provisioningSuite(t, async (e2e, root) => {
   interface StackExport {
     deployment?: {
@@ -148,7 +152,12 @@ await provisioningSuite(t, async (e2e, root) => {
   });
 
   t.test('crash during an upgrade: the pending Helm upgrade record is removed and the upgrade completes', async (t) => {
-    const signup = await e2e.signup('crashup', VERSION);
+    t.not(
+      catalog.get(UPGRADE_FROM)!.components.kubernetes,
+      catalog.get(UPGRADE_TO)!.components.kubernetes,
+      `precondition: ${UPGRADE_FROM} → ${UPGRADE_TO} changes the vcluster release (its Kubernetes version)`,
+    );
+    const signup = await e2e.signup('crashup', UPGRADE_FROM);
     const tenantId = signup.tenant.id;
     const ns = `tenant-${tenantId}`;
     await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
@@ -181,7 +190,7 @@ await provisioningSuite(t, async (e2e, root) => {
       return x.status.runtimeVersion === UPGRADE_TO ? x : undefined;
     });
     e2e.timing('crash during upgrade → restart → Ready', (Date.now() - killedAt) / 1000);
-    t.equal(ready.status.previousRuntimeVersion, VERSION, 'the upgrade completed');
+    t.equal(ready.status.previousRuntimeVersion, UPGRADE_FROM, 'the upgrade completed');
     const lines = await e2e.api.logLines(accepted.operationId);
     for (const line of lines.filter((l) => l.startsWith('recovery:'))) t.comment(line);
     t.ok(
