@@ -262,6 +262,8 @@ export class VclusterPods {
   readonly #ips = new Map<string, number>();
   readonly errors: string[] = [];
   #relay: net.Server | undefined;
+  /** The relay's connections: a pod's are cut when it stops (its network namespace goes away without a FIN). */
+  readonly #relayed = new Set<net.Socket>();
   #stopped = false;
   #loop: Promise<void> | undefined;
   #baseHosts = '';
@@ -277,6 +279,12 @@ export class VclusterPods {
     const root = new URL(this.#o.rootServer);
     this.#relay = net.createServer((client) => {
       const upstream = net.connect(Number(root.port), root.hostname);
+      this.#relayed.add(client);
+      client.once('close', () => {
+        this.#relayed.delete(client);
+        upstream.destroy();
+      });
+      upstream.once('close', () => client.destroy());
       client.pipe(upstream).pipe(client);
       client.on('error', () => upstream.destroy());
       upstream.on('error', () => client.destroy());
@@ -498,6 +506,7 @@ export class VclusterPods {
   async #stopOne(vc: RealVcluster): Promise<void> {
     this.#running.delete(vc.namespace);
     await vc.process.stop(10_000);
+    for (const socket of this.#relayed) if (socket.remoteAddress === vc.ip) socket.destroy();
     await ip('netns', 'del', vc.netns).catch(() => undefined);
     await this.#writeHosts();
   }
@@ -516,6 +525,7 @@ export class VclusterPods {
     this.#stopped = true;
     await this.#loop;
     await Promise.allSettled([...this.#running.values()].map((vc) => this.#stopOne(vc)));
+    for (const socket of this.#relayed) socket.destroy();
     await new Promise<void>((ok) => (this.#relay ? this.#relay.close(() => ok()) : ok()));
   }
 }
