@@ -6,10 +6,11 @@
  */
 import { request as httpsRequest } from 'node:https';
 import { request as httpRequest } from 'node:http';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { parseAllDocuments, stringify } from 'yaml';
 import {
   createCa,
   createClientCert,
@@ -149,6 +150,16 @@ export interface ControlPlaneOptions {
   servingIps?: readonly string[];
   /** KWOK stages added to the toolchain's (YAML, one or more `Stage` documents). */
   extraKwokStages?: string;
+  /**
+   * Pods with this label (`key=value`) are not started by KWOK (the toolchain's `pod-ready` stage
+   * leaves them Pending): something else runs them and reports their status, as a kubelet would.
+   */
+  kwokLeavesPods?: { label: string; value: string };
+}
+
+interface KwokStage {
+  metadata?: { name?: string };
+  spec: { selector: { matchExpressions: Array<{ key: string; operator: string; values?: string[] }> } };
 }
 
 /** The AdmissionConfiguration of `podSecurityDefault`: enforce and warn `level` at `latest`, no exemptions. */
@@ -327,7 +338,27 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
       join(o.dir, 'kube-scheduler.log'),
     );
     processes.push(sched);
-    const stageConfigs = ['--config', tc.kwokStages];
+    let stages = tc.kwokStages;
+    if (o.kwokLeavesPods) {
+      const docs = parseAllDocuments(await readFile(tc.kwokStages, 'utf8')).map((d) => d.toJS() as KwokStage | null);
+      const ready = docs.find((d) => d?.metadata?.name === 'pod-ready');
+      if (!ready)
+        throw new Error(`${tc.kwokStages} has no pod-ready stage to leave ${o.kwokLeavesPods.label} pods out of`);
+      ready.spec.selector.matchExpressions.push({
+        key: `.metadata.labels["${o.kwokLeavesPods.label}"]`,
+        operator: 'NotIn',
+        values: [o.kwokLeavesPods.value],
+      });
+      stages = join(o.dir, 'kwok-stages.yaml');
+      await writeFile(
+        stages,
+        docs
+          .filter((d) => d)
+          .map((d) => stringify(d))
+          .join('---\n'),
+      );
+    }
+    const stageConfigs = ['--config', stages];
     if (o.extraKwokStages) {
       const file = join(o.dir, 'kwok-extra-stages.yaml');
       await writeFile(file, o.extraKwokStages);

@@ -34,7 +34,13 @@ import {
   type ProvisionerSettings,
 } from './provisioner-process.ts';
 import { VclusterEmulator } from './vcluster-emulator.ts';
-import { createPodNetwork, SYNCED_JOB_POD_STAGE, VclusterPods, type PodNetwork } from './vcluster-pods.ts';
+import {
+  createPodNetwork,
+  SYNCED_JOB_POD_STAGE,
+  VCLUSTER_POD_LABEL,
+  VclusterPods,
+  type PodNetwork,
+} from './vcluster-pods.ts';
 
 /** Where the exported kubeconfig of a real vcluster points (resolved by the provisioner's hosts file). */
 export const VCLUSTER_SERVER_TEMPLATE = 'https://{release}.{namespace}.vcluster.local-root:8443';
@@ -229,7 +235,13 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
         etcdUrl: e.url,
         etcdPrefix: '/root',
         nodes: o.rootNodes ?? 3,
-        ...(network ? { servingIps: [network.hostIp], extraKwokStages: SYNCED_JOB_POD_STAGE } : {}),
+        ...(network
+          ? {
+              servingIps: [network.hostIp],
+              extraKwokStages: SYNCED_JOB_POD_STAGE,
+              kwokLeavesPods: VCLUSTER_POD_LABEL,
+            }
+          : {}),
       }),
     );
     root = r;

@@ -33,6 +33,7 @@ import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node'
 import { execFile } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { mkdir, readFile, rm, chown, writeFile } from 'node:fs/promises';
+import { request as httpsRequest } from 'node:https';
 import net from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,6 +45,22 @@ const run = promisify(execFile);
 const POD_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'vcluster-pod.sh');
 /** The chart's runAsUser/runAsGroup in the tenant program's values (tenants/vcluster-values.ts). */
 const DEFAULT_UID = 12345;
+
+/** vcluster's readiness endpoint at a pod address (its own serving certificate: not verified, as a kubelet's probe). */
+function probeReady(ip: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = httpsRequest(
+      { host: ip, port: 8443, path: '/readyz', method: 'GET', rejectUnauthorized: false, timeout: 3000 },
+      (res) => {
+        res.resume();
+        resolve(res.statusCode === 200);
+      },
+    );
+    req.once('timeout', () => req.destroy());
+    req.once('error', () => resolve(false));
+    req.end();
+  });
+}
 
 /** Why real vclusters cannot run on this machine ('' when they can). */
 export async function realVclusterUnavailable(): Promise<string> {
@@ -112,6 +129,9 @@ export async function createPodNetwork(): Promise<PodNetwork> {
   }
   throw new Error('no free 10.200-249.x.0/24 for the vcluster pods');
 }
+
+/** The vcluster chart's pods, which the runner starts and reports on instead of KWOK. */
+export const VCLUSTER_POD_LABEL = { label: 'app', value: 'vcluster' } as const;
 
 /**
  * The KWOK stages a root cluster needs beside the toolchain's for the pods vcluster syncs, where
@@ -229,6 +249,8 @@ export interface RealVcluster {
   startedAt: number;
   /** How many times this namespace's vcluster was started (restarts included). */
   starts: number;
+  /** Whether the pod is reported Ready (vcluster's /readyz answered 200 at the last probe). */
+  ready: boolean;
 }
 
 export interface VclusterPodsOptions {
@@ -340,7 +362,9 @@ export class VclusterPods {
     const wanted = new Map<string, V1Pod>();
     for (const pod of pods) {
       const ns = pod.metadata?.namespace;
-      if (!ns || pod.metadata?.deletionTimestamp || pod.status?.phase !== 'Running') continue;
+      // Scheduled (a node and, through it, a bound volume) and not being deleted: the kubelet's to run.
+      if (!ns || pod.metadata?.deletionTimestamp || !pod.spec?.nodeName) continue;
+      if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') continue;
       wanted.set(ns, pod);
     }
     for (const [ns, vc] of this.#running) {
@@ -358,6 +382,13 @@ export class VclusterPods {
       }
       await this.#stopOne(vc);
     }
+    // The readiness probe of the chart's container (GET /readyz on 8443), reported on the pod.
+    await Promise.all(
+      [...this.#running.values()].map(async (vc) => {
+        const ready = await probeReady(vc.ip);
+        if (ready !== vc.ready) await this.#report(vc, ready);
+      }),
+    );
     for (const [ns, pod] of wanted) {
       if (this.#running.has(ns) || this.#stopped || (this.#notBefore.get(ns) ?? 0) > Date.now()) continue;
       try {
@@ -495,12 +526,68 @@ export class VclusterPods {
       netns,
       startedAt: Date.now(),
       starts,
+      ready: false,
     };
     this.#running.set(ns, vc);
+    await this.#report(vc, false);
     await this.#writeHosts();
     this.#o.log?.(
       `vcluster ${this.#o.vclusterVersion} (real) started for ${ns}/${release}: pod ${podName} at ${podIp}, export ${vc.exportServer || 'none'}${starts > 1 ? `, start ${starts}` : ''}`,
     );
+  }
+
+  /**
+   * The pod's status as the kubelet reports it: Running at the pod's address, Ready only while
+   * vcluster's /readyz answers (so the StatefulSet, and Helm's wait on it, see a vcluster that is
+   * still starting as not ready, as on a real cluster).
+   */
+  async #report(vc: RealVcluster, ready: boolean): Promise<void> {
+    try {
+      const pod = await this.#core.readNamespacedPodStatus({ name: vc.podName, namespace: vc.namespace });
+      if (pod.metadata?.uid !== vc.podUid) return;
+      const now = new Date();
+      const status = ready ? 'True' : 'False';
+      const containers = pod.spec?.containers ?? [];
+      pod.status = {
+        ...pod.status,
+        phase: 'Running',
+        podIP: vc.ip,
+        podIPs: [{ ip: vc.ip }],
+        hostIP: pod.status?.hostIP ?? '127.0.0.1',
+        startTime: pod.status?.startTime ?? now,
+        conditions: [
+          { type: 'PodScheduled', status: 'True', lastTransitionTime: now },
+          { type: 'Initialized', status: 'True', lastTransitionTime: now },
+          { type: 'ContainersReady', status, lastTransitionTime: now },
+          { type: 'Ready', status, lastTransitionTime: now },
+        ],
+        initContainerStatuses: (pod.spec?.initContainers ?? []).map((c) => ({
+          name: c.name,
+          image: c.image ?? '',
+          imageID: '',
+          ready: true,
+          restartCount: 0,
+          state: { terminated: { exitCode: 0, reason: 'Completed', startedAt: now, finishedAt: now } },
+        })),
+        containerStatuses: containers.map((c) => ({
+          name: c.name,
+          image: c.image ?? '',
+          imageID: '',
+          ready,
+          started: true,
+          restartCount: vc.starts - 1,
+          state: { running: { startedAt: new Date(vc.startedAt) } },
+        })),
+      };
+      await this.#core.replaceNamespacedPodStatus({ name: vc.podName, namespace: vc.namespace, body: pod });
+      vc.ready = ready;
+      this.#o.log?.(
+        `vcluster ${vc.namespace}/${vc.release}: pod ${vc.podName} ${ready ? 'Ready' : 'Running, not ready'}`,
+      );
+    } catch (err) {
+      // Changed meanwhile (409) or gone: the next round reports again.
+      if ((err as { code?: number }).code !== 409 && (err as { code?: number }).code !== 404) throw err;
+    }
   }
 
   async #stopOne(vc: RealVcluster): Promise<void> {

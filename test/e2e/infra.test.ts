@@ -44,7 +44,12 @@ import { createTestDatabase } from '../helpers/postgres.ts';
 import { catalog } from '../../runtime/catalog.ts';
 import { ApiClient, cli, type SignupResponse } from './harness/api-client.ts';
 import { prepareTenantCharts, writePlatformCharts } from './harness/charts.ts';
-import { createPodNetwork, SYNCED_JOB_POD_STAGE, VclusterPods } from '../../sandbox/vcluster-pods.ts';
+import {
+  createPodNetwork,
+  SYNCED_JOB_POD_STAGE,
+  VCLUSTER_POD_LABEL,
+  VclusterPods,
+} from '../../sandbox/vcluster-pods.ts';
 import { VCLUSTER_SERVER_TEMPLATE } from '../../sandbox/stack.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from './harness/control-plane.ts';
 import {
@@ -121,6 +126,7 @@ async function main(): Promise<void> {
     nodes: 3,
     servingIps: [network.hostIp],
     extraKwokStages: SYNCED_JOB_POD_STAGE,
+    kwokLeavesPods: VCLUSTER_POD_LABEL,
   });
   cleanups.push(() => root.stop());
   await recordTiming(t, 'root control plane start (etcd excluded)', root.startSeconds);
