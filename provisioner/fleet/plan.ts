@@ -7,7 +7,9 @@
 import type { Catalog } from '../../runtime/catalog.ts';
 import { compareVersions } from '../../runtime/catalog.ts';
 import type { Freeze } from './windows.ts';
-import type { Candidate } from '../store/fleet-upgrades.ts';
+import type { Candidate, PlannedWave } from '../store/fleet-upgrades.ts';
+
+export type { PlannedWave };
 
 /** One wave as asked for: the first is the canary (`count` 1–5); the others by `count` or cumulative `percent`. */
 export interface WaveSpec {
@@ -53,16 +55,6 @@ export const DEFAULT_OPTIONS: FleetOptions = {
   failureBudget: { maxFailures: 0 },
   gate: { tunnel: true, applications: true },
 };
-
-export interface PlannedWave {
-  wave: number;
-  size: number;
-  maxConcurrency: number;
-  maxUnavailable: number;
-  soakSeconds: number;
-  maxFailures: number | null;
-  maxFailurePercent: number | null;
-}
 
 export interface PlannedTenant {
   tenantId: string;

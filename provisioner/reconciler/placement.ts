@@ -6,13 +6,9 @@
  * name. Placement is sticky: once a tenant has a cluster it stays there (the claim query only
  * places tenants without one).
  */
-export interface ClusterLoad {
-  id: string;
-  name: string;
-  region: string;
-  capacity: number;
-  plans: string[];
-  cordoned: boolean;
+import type { ClusterRow } from '../store/leases.ts';
+
+export interface ClusterLoad extends ClusterRow {
   /** Live (not Deleted) tenants placed on the cluster. */
   tenants: number;
   /** Unexpired reconcile leases on the cluster (all processes). */

@@ -50,18 +50,21 @@ export interface Snapshot {
   tunnelConnected: boolean;
 }
 
+/** One wave of a fleet plan (fleet/plan.ts makes them). */
+export interface PlannedWave {
+  wave: number;
+  size: number;
+  maxConcurrency: number;
+  maxUnavailable: number;
+  soakSeconds: number;
+  maxFailures: number | null;
+  maxFailurePercent: number | null;
+}
+
 /** What insertFleetUpgrade writes: a plan's waves, its planned tenants and the excluded ones (fleet/plan.ts). */
 export interface NewFleetPlan {
   targetVersion: string;
-  waves: ReadonlyArray<{
-    wave: number;
-    size: number;
-    maxConcurrency: number;
-    maxUnavailable: number;
-    soakSeconds: number;
-    maxFailures: number | null;
-    maxFailurePercent: number | null;
-  }>;
+  waves: ReadonlyArray<PlannedWave>;
   tenants: ReadonlyArray<{ tenantId: string; wave: number; position: number; fromVersion: string; path: string[] }>;
   excluded: ReadonlyArray<{
     tenantId: string;
