@@ -32,8 +32,8 @@ import {
   type E2EHost,
 } from '../test/e2e/harness/environment.ts';
 import { kube } from '../test/e2e/harness/kube.ts';
-import { StopWaiting, until } from '../test/e2e/harness/processes.ts';
-import { provisionerEnv, REPO_ROOT } from '../test/e2e/harness/provisioner-process.ts';
+import { StopWaiting, until } from '../sandbox/processes.ts';
+import { provisionerEnv, REPO_ROOT } from '../sandbox/provisioner-process.ts';
 import { backendUrlFor } from '../provisioner/engine/pulumi-plan.ts';
 import { quiescent, TreeSampler, type TreeUsage } from './proc-tree.ts';
 

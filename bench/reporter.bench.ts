@@ -39,7 +39,7 @@ import type { AddressInfo } from 'node:net';
 import { createKey } from '../provisioner/store/keys.ts';
 import { createTestApi, startReplica } from '../test/helpers/api.ts';
 import { applicationStatus, sampleApplication, startArgoApiServer } from '../test/e2e/harness/argo.ts';
-import { freePort, startProcess, until } from '../test/e2e/harness/processes.ts';
+import { freePort, startProcess, until } from '../sandbox/processes.ts';
 
 const OBJECTS = Number(process.env.BENCH_OBJECTS ?? 10_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 1);

@@ -54,7 +54,7 @@ import {
   stopProvisioner,
 } from './fleet.ts';
 import type { ChildStats } from './provisioner-child.ts';
-import { createCa, createServingCert } from '../test/e2e/harness/pki.ts';
+import { createCa, createServingCert } from '../sandbox/pki.ts';
 
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 10_000);
 const WINDOW_S = Number(process.env.BENCH_WINDOW_SECONDS ?? 60);

@@ -19,7 +19,7 @@ import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node
 import { ARGO_GROUP, ARGO_VERSION } from './harness/argo.ts';
 import { argoCdUnavailable, gitRepository, startArgoCd } from './harness/argocd.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
-import { freePort, startProcess, StopWaiting, until } from './harness/processes.ts';
+import { freePort, startProcess, StopWaiting, until } from '../../sandbox/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));

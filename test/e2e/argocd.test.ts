@@ -21,7 +21,7 @@ import {
 } from './harness/argo.ts';
 import { argoCdUnavailable, gitRepository, startArgoCd } from './harness/argocd.ts';
 import { statusOf } from './harness/kube.ts';
-import { until } from './harness/processes.ts';
+import { until } from '../../sandbox/processes.ts';
 import { runAction } from '../../runtime/agents/app-proxy/actions.ts';
 import { argoObjects } from '../../runtime/agents/app-proxy/kube.ts';
 

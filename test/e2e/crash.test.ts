@@ -14,7 +14,7 @@
 import t from 'tap';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { exists, kube, vclusterChartVersion } from './harness/kube.ts';
-import { until } from './harness/processes.ts';
+import { until } from '../../sandbox/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
 
 const VERSION = '1.4.1';

@@ -7,7 +7,7 @@ import t from 'tap';
 import { cli } from './harness/api-client.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { exists } from './harness/kube.ts';
-import { until } from './harness/processes.ts';
+import { until } from '../../sandbox/processes.ts';
 
 const VERSION = '1.4.1';
 await provisioningSuite(t, async (e2e, root) => {

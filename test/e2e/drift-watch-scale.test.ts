@@ -21,8 +21,8 @@ import { DriftWatch } from '../../provisioner/drift-watch/watch.ts';
 import { STRICT_KUBECONFIG_POLICY } from '../../kubeconfig-policy/policy.ts';
 import { insertCluster } from '../../provisioner/store/clusters.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
-import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from './harness/control-plane.ts';
-import { until } from './harness/processes.ts';
+import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from '../../sandbox/control-plane.ts';
+import { until } from '../../sandbox/processes.ts';
 import { insertReadyTenants, OBJECTS_PER_TENANT, seedTenantObjects } from './harness/tenant-objects.ts';
 
 t.setTimeout(20 * 60_000);

@@ -9,7 +9,7 @@
 import t from 'tap';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { exists } from './harness/kube.ts';
-import { sleep, until } from './harness/processes.ts';
+import { sleep, until } from '../../sandbox/processes.ts';
 import type { E2E } from './harness/environment.ts';
 import { WATCHED_KINDS } from '../../provisioner/drift-watch/objects.ts';
 import type { Operation } from './harness/api-client.ts';

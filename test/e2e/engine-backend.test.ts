@@ -25,9 +25,9 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { backendUrlFor, planStack, recoveryPlan } from '../../provisioner/engine/pulumi-plan.ts';
 import { interruptedResources, repairHelmReleases } from '../../provisioner/engine/helm-recovery.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
-import { startEtcd, startKubeControlPlane, toolchainFrom } from './harness/control-plane.ts';
+import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../sandbox/control-plane.ts';
 import { statusOf } from './harness/kube.ts';
-import { until } from './harness/processes.ts';
+import { until } from '../../sandbox/processes.ts';
 
 t.setTimeout(15 * 60_000);
 

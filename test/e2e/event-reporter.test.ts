@@ -33,7 +33,7 @@ import {
   startArgoApiServer,
   workflowStatus,
 } from './harness/argo.ts';
-import { freePort, startProcess, until, type ManagedProcess } from './harness/processes.ts';
+import { freePort, startProcess, until, type ManagedProcess } from '../../sandbox/processes.ts';
 
 // The file took 239 s with the full sizes on a quiet machine (docs/e2e.md); the limit
 // leaves room for a loaded one, where the API server takes fewer writes per second.

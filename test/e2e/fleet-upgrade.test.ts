@@ -8,7 +8,7 @@
  *     tenant is Ready on 1.5.0 with its generation observed;
  *  2. a fleet upgrade to 1.5.1, a STAND-IN version of the test catalog whose Argo CD chart is the
  *     real 1.5.0 chart with one change, built by the test: its argocd-server Deployment never
- *     becomes Available (test/e2e/fixtures/test-versions.ts, harness/charts.ts): the canary's upgrade
+ *     becomes Available (test/e2e/fixtures/test-versions.ts, sandbox/charts.ts): the canary's upgrade
  *     fails when the engine stops waiting for the release, its gate fails, it is rolled back to
  *     1.5.0 automatically and the fleet upgrade halts after the canary; the other two tenants get
  *     no operation at all.
@@ -30,7 +30,7 @@ import {
   installedChartVersions,
   kube,
 } from './harness/kube.ts';
-import { NEVER_AVAILABLE_CHANGES, NEVER_SCHEDULED_SELECTOR } from './harness/charts.ts';
+import { NEVER_AVAILABLE_CHANGES, NEVER_SCHEDULED_SELECTOR } from '../../sandbox/charts.ts';
 import { ARGO_RELEASES } from '../../runtime/component/argo-releases.ts';
 import { NEVER_AVAILABLE_CHARTS, NEVER_HEALTHY_VERSION, testCatalog } from './fixtures/test-catalog.ts';
 

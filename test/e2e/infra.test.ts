@@ -43,7 +43,7 @@ import { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING } from '../../tenants/root-per
 import { createTestDatabase } from '../helpers/postgres.ts';
 import { catalog } from '../../runtime/catalog.ts';
 import { ApiClient, cli, type SignupResponse } from './harness/api-client.ts';
-import { prepareTenantCharts, writePlatformCharts } from './harness/charts.ts';
+import { prepareTenantCharts, writePlatformCharts } from '../../sandbox/charts.ts';
 import {
   createPodNetwork,
   SYNCED_JOB_POD_STAGE,
@@ -51,21 +51,19 @@ import {
   VclusterPods,
 } from '../../sandbox/vcluster-pods.ts';
 import { VCLUSTER_SERVER_TEMPLATE } from '../../sandbox/stack.ts';
-import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from './harness/control-plane.ts';
+import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from '../../sandbox/control-plane.ts';
 import {
   acquireRunLock,
-  createVolumePool,
   describeKubernetesProvider,
   describeVcluster,
-  kubernetesProvider,
   vclusterBuild,
   provisioningUnavailable,
   recordTiming,
-  toolchainBin,
 } from './harness/environment.ts';
+import { createVolumePool, kubernetesProvider, toolchainBin } from '../../sandbox/stack.ts';
 import { exists } from './harness/kube.ts';
-import { freePort, run, startProcess, StopWaiting, until } from './harness/processes.ts';
-import { preparePulumiHome, REPO_ROOT, withHostsFile } from './harness/provisioner-process.ts';
+import { freePort, run, startProcess, StopWaiting, until } from '../../sandbox/processes.ts';
+import { preparePulumiHome, REPO_ROOT, withHostsFile } from '../../sandbox/provisioner-process.ts';
 
 const STACK = 'e2e';
 const PROJECT = 'hosted-runtimes-infra';
@@ -94,7 +92,7 @@ async function main(): Promise<void> {
   t.comment(describeVcluster(vcluster));
   t.comment(
     'stand-ins: the ingress-nginx, cert-manager and cloudnative-pg charts are local stand-in charts ' +
-      '(test/e2e/harness/charts.ts, writePlatformCharts); the Secret the CloudNativePG operator writes ' +
+      '(sandbox/charts.ts, writePlatformCharts); the Secret the CloudNativePG operator writes ' +
       "(provisioner-db-app) is written by the test; pods run on KWOK's fake nodes (the vcluster pods by the " +
       "harness's runner, sandbox/vcluster-pods.ts); persistent volumes come from a pre-created pool",
   );

@@ -21,8 +21,8 @@ import {
   vclusterChartVersion,
   type Kube,
 } from './harness/kube.ts';
-import { mirrorChartYaml } from './harness/charts.ts';
-import { until } from './harness/processes.ts';
+import { mirrorChartYaml } from '../../sandbox/charts.ts';
+import { until } from '../../sandbox/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
 import { VCLUSTER_SERVER_TEMPLATE } from '../../sandbox/stack.ts';
 import { CoreV1Api } from '@kubernetes/client-node';

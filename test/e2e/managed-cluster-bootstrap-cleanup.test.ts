@@ -44,8 +44,8 @@ import {
   registrationSelector,
 } from '../../provisioner/managed-clusters/bootstrap.ts';
 import { createTestApi, type TestApi } from '../helpers/api.ts';
-import { startApiServers } from './harness/control-plane.ts';
-import { freePort, until } from './harness/processes.ts';
+import { startApiServers } from '../../sandbox/control-plane.ts';
+import { freePort, until } from '../../sandbox/processes.ts';
 
 t.setTimeout(10 * 60_000);
 

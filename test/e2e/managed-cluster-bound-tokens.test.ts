@@ -16,7 +16,7 @@ import t from 'tap';
 import { CoreV1Api, RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
 import { createTestApi, type TestApi } from '../helpers/api.ts';
 import { kubeRequest } from '../../provisioner/managed-clusters/kube-api.ts';
-import { startApiServers } from './harness/control-plane.ts';
+import { startApiServers } from '../../sandbox/control-plane.ts';
 import { grantRole } from './harness/kube.ts';
 
 t.setTimeout(8 * 60_000);

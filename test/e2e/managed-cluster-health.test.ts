@@ -7,8 +7,8 @@
  */
 import t from 'tap';
 import { createTestApi } from '../helpers/api.ts';
-import { startApiServers } from './harness/control-plane.ts';
-import { until } from './harness/processes.ts';
+import { startApiServers } from '../../sandbox/control-plane.ts';
+import { until } from '../../sandbox/processes.ts';
 
 t.setTimeout(6 * 60_000);
 

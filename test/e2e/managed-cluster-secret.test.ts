@@ -11,9 +11,9 @@ import t from 'tap';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { cli } from './harness/api-client.ts';
-import { startKubeControlPlane } from './harness/control-plane.ts';
+import { startKubeControlPlane } from '../../sandbox/control-plane.ts';
 import { exists, kube } from './harness/kube.ts';
-import { until } from './harness/processes.ts';
+import { until } from '../../sandbox/processes.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 
 const VERSION = '1.4.1';

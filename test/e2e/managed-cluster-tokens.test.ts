@@ -40,7 +40,7 @@ import { main } from '../../provisioner/cli/main.ts';
 import { createTestApi, startReplica, type TestApi, type TestReplica } from '../helpers/api.ts';
 import { kubeRequest } from '../../provisioner/managed-clusters/kube-api.ts';
 import { bootstrapAccount } from '../../provisioner/managed-clusters/bootstrap.ts';
-import { startApiServers } from './harness/control-plane.ts';
+import { startApiServers } from '../../sandbox/control-plane.ts';
 import { grantRole } from './harness/kube.ts';
 
 t.setTimeout(10 * 60_000);

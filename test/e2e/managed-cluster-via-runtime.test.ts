@@ -22,8 +22,8 @@ import { createRouter } from '../../runtime/agents/request-router/router.ts';
 import { main } from '../../provisioner/cli/main.ts';
 import { createTestApi } from '../helpers/api.ts';
 import { connectRuntime, type ConnectedRuntime } from '../helpers/runtime.ts';
-import { startApiServers } from './harness/control-plane.ts';
-import { until } from './harness/processes.ts';
+import { startApiServers } from '../../sandbox/control-plane.ts';
+import { until } from '../../sandbox/processes.ts';
 
 t.setTimeout(6 * 60_000);
 

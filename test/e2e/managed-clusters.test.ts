@@ -16,8 +16,8 @@ import t, { type Test } from 'tap';
 import { createServer, type Server } from 'node:net';
 import { CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { createTestApi, type TestApi } from '../helpers/api.ts';
-import { startApiServers } from './harness/control-plane.ts';
-import { freePort } from './harness/processes.ts';
+import { startApiServers } from '../../sandbox/control-plane.ts';
+import { freePort } from '../../sandbox/processes.ts';
 
 t.setTimeout(10 * 60_000);
 

@@ -3,8 +3,8 @@
  * `provisioner` CLI (`node bin/provisioner.ts --url … --token …`).
  */
 import { join } from 'node:path';
-import { REPO_ROOT } from './provisioner-process.ts';
-import { run, StopWaiting, until } from './processes.ts';
+import { REPO_ROOT } from '../../../sandbox/provisioner-process.ts';
+import { run, StopWaiting, until } from '../../../sandbox/processes.ts';
 import type { Operation, SignupResponse, Tenant } from '../../../provisioner/http/api-types.ts';
 /** The API's answers, as its route schemas define them. */
 export type { Operation, SignupResponse, Tenant };

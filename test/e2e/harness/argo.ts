@@ -36,8 +36,8 @@ import {
   type KubeConfig,
   type V1CustomResourceDefinition,
 } from '@kubernetes/client-node';
-import { startEtcd, startKubeControlPlane, toolchainFrom } from './control-plane.ts';
-import { until } from './processes.ts';
+import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbox/control-plane.ts';
+import { until } from '../../../sandbox/processes.ts';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 

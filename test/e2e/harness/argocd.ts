@@ -23,7 +23,7 @@ import { promisify } from 'node:util';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { ARGO_GROUP, ARGO_VERSION } from './argo.ts';
 import { statusOf } from './kube.ts';
-import { freePort, startProcess, until, type ManagedProcess } from './processes.ts';
+import { freePort, startProcess, until, type ManagedProcess } from '../../../sandbox/processes.ts';
 
 const execFileP = promisify(execFile);
 

@@ -31,8 +31,6 @@ import {
 import { kubernetesProvider, startLocalStack, toolchainBin } from '../../../sandbox/stack.ts';
 import type { VclusterPods } from '../../../sandbox/vcluster-pods.ts';
 
-export { createVolumePool, kubernetesProvider, toolchainBin } from '../../../sandbox/stack.ts';
-
 export const ROOT_CLUSTER = 'e2e-root';
 
 /**

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Agent, request } from 'undici';
-import type { KubeControlPlane } from './control-plane.ts';
+import type { KubeControlPlane } from '../../../sandbox/control-plane.ts';
 import type pg from 'pg';
 import { ownershipLabels } from '../../../tenants/tenant-namespace.ts';
 

@@ -16,8 +16,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
 import { createTestApi } from '../../helpers/api.ts';
-import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../e2e/harness/control-plane.ts';
-import { createClientCert, kubeconfigFor } from '../../e2e/harness/pki.ts';
+import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbox/control-plane.ts';
+import { createClientCert, kubeconfigFor } from '../../../sandbox/pki.ts';
 import { freePort } from '../../../provisioner/db/embedded.ts';
 import {
   ROOT_CLUSTER_PERMISSIONS,
