@@ -3,18 +3,16 @@
  * tenant's change stream (GET /v1/tenants/:id/changes?kind=application).
  */
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, type Tenant } from './api.ts';
+import {
+  api,
+  ApiError,
+  type RuntimeObject as Application,
+  type RuntimeObjectChangeEvents,
+  type RuntimeObjectPage,
+  type Tenant,
+} from './api.ts';
 import { openStream, type StreamStatus } from './sse.ts';
 import { age, Banner, ErrorBox } from './util.tsx';
-
-interface Application {
-  namespace: string;
-  name: string;
-  health: string | null;
-  sync: string | null;
-  phase: string | null;
-  updatedAt: string;
-}
 
 const key = (a: { namespace: string; name: string }) => `${a.namespace}/${a.name}`;
 
@@ -25,11 +23,11 @@ export function Applications({ tenant }: { tenant: Tenant }) {
   const reported = tenant.status.reporting !== undefined;
   useEffect(() => {
     if (!reported) return;
-    api<{ items: Application[] }>('GET', `/v1/tenants/${tenant.id}/applications?limit=500`).then(
+    api<RuntimeObjectPage>('GET', `/v1/tenants/${tenant.id}/applications?limit=500`).then(
       (r) => setApps(new Map(r.items.map((a) => [key(a), a]))),
       (e: unknown) => setError(e as ApiError),
     );
-    const s = openStream(`/v1/tenants/${tenant.id}/changes?kind=application`, {
+    const s = openStream<RuntimeObjectChangeEvents>(`/v1/tenants/${tenant.id}/changes?kind=application`, {
       onStatus: setStream,
       onEvents: (events) =>
         setApps((current) => {
@@ -38,7 +36,7 @@ export function Applications({ tenant }: { tenant: Tenant }) {
             // Resumed from before a purged deletion: every live object follows this event.
             if (e.event === 'reset') next.clear();
             if (e.event !== 'change') continue;
-            const { deleted, item } = e.data as { deleted: boolean; item: Application };
+            const { deleted, item } = e.data;
             if (deleted) next.delete(key(item));
             else next.set(key(item), item);
           }

@@ -4,7 +4,7 @@
  * upgrade moves tenants, so the page reloads it (at most once a second) when a tenant changes.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError, type FleetUpgrade } from './api.ts';
+import { api, ApiError, type FleetUpgrade, type TenantStreamEvents } from './api.ts';
 import { openStream, type StreamStatus } from './sse.ts';
 import { age, Banner, ErrorBox, when } from './util.tsx';
 
@@ -15,7 +15,7 @@ function useLiveReload(load: () => void): StreamStatus {
   latest.current = load;
   useEffect(() => {
     let timer: number | undefined;
-    const s = openStream('/v1/tenants/events', {
+    const s = openStream<TenantStreamEvents>('/v1/tenants/events', {
       onStatus: setStatus,
       onEvents: (events) => {
         if (!events.some((e) => e.event === 'tenant')) return;

@@ -7,7 +7,7 @@ import {
   type PathInfo,
   type RegionInfo,
   type RuntimeVersionInfo,
-  type Tenant,
+  type TenantStreamEvents,
   type TenantSummary,
 } from './api.ts';
 import { BlockingBanner, useDoctor } from './doctor.tsx';
@@ -44,10 +44,10 @@ export function ClustersPage() {
     load.current();
     // Placements change with tenants: reload (at most once a second) when a tenant changes.
     let timer: number | undefined;
-    const s = openStream('/v1/tenants/events', {
+    const s = openStream<TenantStreamEvents>('/v1/tenants/events', {
       onStatus: setStream,
       onEvents: (events) => {
-        if (!events.some((e) => e.event === 'tenant' && (e.data as Tenant).status)) return;
+        if (!events.some((e) => e.event === 'tenant' && e.data.status)) return;
         timer ??= window.setTimeout(() => ((timer = undefined), load.current()), 1000);
       },
     });

@@ -10,11 +10,11 @@
  * laying it out, and the rows' offsets are running sums of those heights.
  */
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, ApiError, type LogLine as Line, type LogPage, type Operation } from './api.ts';
-
-type OperationState = Operation['state'];
+import { api, ApiError, type LogLine as Line, type LogPage, type Operation, type OperationLogEvents } from './api.ts';
 import { openStream, type Stream, type StreamStatus } from './sse.ts';
 import { Banner, ErrorBox } from './util.tsx';
+
+type OperationState = Operation['state'];
 
 const ROW = 18;
 const HEIGHT = 432;
@@ -108,7 +108,7 @@ export function LogView({ operationId, onState }: { operationId: string; onState
       }
       if (abort.signal.aborted) return;
       const last = lines.current.at(-1)?.seq;
-      s = openStream(`/v1/operations/${operationId}/log?follow=1`, {
+      s = openStream<OperationLogEvents>(`/v1/operations/${operationId}/log?follow=1`, {
         ...(last !== undefined ? { lastEventId: String(last) } : {}),
         onStatus: (st, err) => {
           setStatus(st);
@@ -118,8 +118,10 @@ export function LogView({ operationId, onState }: { operationId: string; onState
         onEvents: (events) => {
           const items: Line[] = [];
           for (const e of events) {
-            if (e.event === 'line') items.push(e.data as Line);
-            else if (e.event === 'state' || e.event === 'end') setState((e.data as { state: OperationState }).state);
+            if (e.event === 'line') items.push(e.data);
+            else if (e.event === 'state') setState(e.data.state);
+            // `unknown`: the operation is gone; the state shown stays the last one known.
+            else if (e.event === 'end' && e.data.state !== 'unknown') setState(e.data.state);
           }
           // The stream sends the state once, then lines until its end: a line means the operation runs.
           if (items.length > 0) setState((st) => (st === 'queued' ? 'running' : st));

@@ -5,21 +5,22 @@
  * status is `reconnecting` (the page shows a banner). An `end` event finishes it; an `error`
  * event or a 4xx answer stops it with the API's error.
  */
-import { ApiError, authHeaders, errorOf } from './api.ts';
+import { ApiError, authHeaders, errorOf, type StreamError, type StreamEventOf } from './api.ts';
 
-export interface StreamEvent {
-  event: string;
-  data: unknown;
-  id: string | undefined;
-}
+/**
+ * One event of a stream whose events are `M` (the API's types: `TenantStreamEvents`,
+ * `OperationLogEvents`, …): testing `event` types `data` as the route's payload schema says (the
+ * data is not checked at run time).
+ */
+export type StreamEvent<M> = StreamEventOf<M>;
 
 export type StreamStatus = 'connecting' | 'open' | 'reconnecting' | 'ended' | 'failed' | 'closed';
 
-export interface StreamOptions {
+export interface StreamOptions<M> {
   /** Resume after this event id. */
   lastEventId?: string;
   /** Called with the events of one network read together (fewer renders on a fast stream). */
-  onEvents(events: StreamEvent[]): void;
+  onEvents(events: StreamEvent<M>[]): void;
   onStatus?(status: StreamStatus, error?: ApiError): void;
 }
 
@@ -35,7 +36,7 @@ const sleep = (ms: number, signal: AbortSignal) =>
     signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
   });
 
-export function openStream(path: string, opts: StreamOptions): Stream {
+export function openStream<M extends { error: StreamError }>(path: string, opts: StreamOptions<M>): Stream {
   const abort = new AbortController();
   let lastId = opts.lastEventId;
   let status: StreamStatus = 'connecting';
@@ -79,14 +80,17 @@ export function openStream(path: string, opts: StreamOptions): Stream {
           const { value, done } = await reader.read();
           if (done) break;
           buffer += value;
-          const batch: StreamEvent[] = [];
+          const batch: StreamEvent<M>[] = [];
+          let stop: StreamError | undefined;
           let nl: number;
           while ((nl = buffer.indexOf('\n')) >= 0) {
             const line = buffer.slice(0, nl).replace(/\r$/, '');
             buffer = buffer.slice(nl + 1);
             if (line === '') {
               if (data.length > 0) {
-                batch.push({ event, data: JSON.parse(data.join('\n')) as unknown, id });
+                const parsed = JSON.parse(data.join('\n')) as unknown;
+                if (event === 'error') stop = parsed as StreamError;
+                batch.push({ event, data: parsed, id } as StreamEvent<M>);
                 if (id !== undefined) lastId = id;
               }
               event = 'message';
@@ -104,12 +108,10 @@ export function openStream(path: string, opts: StreamOptions): Stream {
             }
           }
           if (batch.length > 0) {
-            const stop = batch.find((e) => e.event === 'error');
             opts.onEvents(batch);
             if (batch.some((e) => e.event === 'end')) finished = true;
             if (stop) {
-              const d = stop.data as { code?: string; message?: string };
-              setStatus('failed', new ApiError(0, d.code ?? 'STREAM_ERROR', d.message ?? 'the stream failed'));
+              setStatus('failed', new ApiError(0, stop.code, stop.message));
               return;
             }
           }

@@ -7,6 +7,7 @@ import {
   type PathInfo,
   type RuntimeVersionInfo,
   type Tenant,
+  type TenantStreamEvents,
 } from './api.ts';
 import { Applications } from './applications.tsx';
 import { LogView } from './log-view.tsx';
@@ -38,12 +39,12 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
     void api<{ items: RuntimeVersionInfo[] }>('GET', '/v1/runtime-versions').then((r) => setVersions(r.items));
     void api<{ items: PathInfo[] }>('GET', '/v1/runtime-versions/paths').then((r) => setPaths(r.items));
     let lastOp: string | null | undefined;
-    const s = openStream(`/v1/tenants/events?id=${encodeURIComponent(id)}`, {
+    const s = openStream<TenantStreamEvents>(`/v1/tenants/events?id=${encodeURIComponent(id)}`, {
       onStatus: (st) => setStream(st),
       onEvents: (events) => {
         for (const e of events)
           if (e.event === 'tenant') {
-            const t = e.data as Tenant;
+            const t = e.data;
             setTenant(t);
             if (t.status.lastOperationId !== lastOp) {
               lastOp = t.status.lastOperationId;

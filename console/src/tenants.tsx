@@ -10,6 +10,7 @@ import {
   type RegionInfo,
   type RuntimeVersionList,
   type Tenant,
+  type TenantStreamEvents,
   type TenantPage,
   type TenantSummary,
 } from './api.ts';
@@ -104,11 +105,11 @@ export function TenantsPage({ me }: { me: Identity }) {
   // (at most once a second).
   useEffect(() => {
     let timer: number | undefined;
-    const s = openStream('/v1/tenants/events', {
+    const s = openStream<TenantStreamEvents>('/v1/tenants/events', {
       onStatus: (st) => setStream(st),
       onEvents: (events) => {
         const changed = new Map<string, Tenant>();
-        for (const e of events) if (e.event === 'tenant') changed.set((e.data as Tenant).id, e.data as Tenant);
+        for (const e of events) if (e.event === 'tenant') changed.set(e.data.id, e.data);
         if (changed.size === 0) return;
         setPage((p) => (p ? { ...p, items: p.items.map((t) => changed.get(t.id) ?? t) } : p));
         timer ??= window.setTimeout(() => {

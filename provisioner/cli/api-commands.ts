@@ -15,6 +15,7 @@ import type {
   LogPage,
   MaintenanceWindow,
   Operation,
+  OperationLogEvents,
   OperationPage,
   RegionInfo,
   RuntimeVersionInfo,
@@ -400,17 +401,17 @@ export function addApiCommands(program: Command, io: Io): void {
       }
       let state = 'unknown';
       const started = Date.now();
-      for await (const ev of client().events(path)) {
+      for await (const ev of client().events<OperationLogEvents>(path)) {
         if (ev.event === 'line') {
-          const l = ev.data as { line: string };
+          const l = ev.data;
           io.out(json() ? JSON.stringify(l) : l.line);
         } else if (ev.event === 'state') {
-          const s = ev.data as { state: string };
+          const s = ev.data;
           if (s.state !== state && !json())
             io.err(`-- operation ${id}: ${s.state} (${Math.round((Date.now() - started) / 1000)}s)`);
           state = s.state;
         } else if (ev.event === 'end') {
-          state = (ev.data as { state: string }).state;
+          state = ev.data.state;
           if (!json()) io.err(`-- operation ${id} ended: ${state}`);
         }
       }

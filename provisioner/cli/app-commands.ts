@@ -6,10 +6,10 @@
 import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
 import { age, cellText, table } from './format.ts';
-import type { RuntimeObjectItem } from '../http/routes/runtime-objects.ts';
+import type { RuntimeObject, RuntimeObjectChangeEvents, RuntimeObjectPage } from '../http/api-types.ts';
 
 /** A stored object as the API answers it (the route's schema; a type import, nothing of the server is loaded). */
-type StoredObject = RuntimeObjectItem;
+type StoredObject = RuntimeObject;
 
 const KINDS = { application: 'applications', rollout: 'rollouts', workflow: 'workflows' } as const;
 type KindName = keyof typeof KINDS;
@@ -77,7 +77,7 @@ export function addAppCommands(program: Command, io: Io): void {
         const q = new URLSearchParams({ limit: o.limit });
         for (const [k, v] of filters) if (v !== undefined) q.set(k, v);
         if (cursor) q.set('cursor', cursor);
-        const page: { items: StoredObject[]; nextCursor: string | null } = await client().request(
+        const page: RuntimeObjectPage = await client().request(
           'GET',
           `/v1/tenants/${encodeURIComponent(tenant)}/${path}?${q.toString()}`,
         );
@@ -104,16 +104,15 @@ export function addAppCommands(program: Command, io: Io): void {
     const kind = path.replace(/s$/, '');
     if (!json()) io.out(table(['EVENT', ...HEADERS], []));
     try {
-      for await (const ev of client().events(
+      for await (const ev of client().events<RuntimeObjectChangeEvents>(
         `/v1/tenants/${encodeURIComponent(tenant)}/changes?after=0&kind=${kind}`,
         io.signal,
       )) {
         if (ev.event === 'error') {
-          const e = ev.data as { code: string; message: string };
-          throw new Error(`${e.code}: ${e.message}`);
+          throw new Error(`${ev.data.code}: ${ev.data.message}`);
         }
         if (ev.event !== 'change') continue;
-        const { deleted, item } = ev.data as { deleted: boolean; item: StoredObject };
+        const { deleted, item } = ev.data;
         if (!matches(item, deleted)) continue;
         io.out(
           json()

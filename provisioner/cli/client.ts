@@ -1,3 +1,5 @@
+import type { StreamEventOf } from '../http/api-types.ts';
+
 /**
  * The CLI's HTTP client. Every non-2xx answer becomes an ApiError carrying the API's stable code
  * and message, which the CLI prints and turns into a non-zero exit.
@@ -82,12 +84,10 @@ export class ApiClient {
   /**
    * Server-Sent Events from `path`: yields each event's name, parsed data and id (when it has one)
    * until the stream ends (or `signal` aborts). `lastEventId` resumes a stream (the Last-Event-ID header).
+   * `M` is the stream's events by name (http/api-types.ts, e.g. `OperationLogEvents`): the data
+   * is typed by the route's payload schema, not checked at run time.
    */
-  async *events(
-    path: string,
-    signal?: AbortSignal,
-    lastEventId?: string,
-  ): AsyncGenerator<{ event: string; data: unknown; id?: string }> {
+  async *events<M>(path: string, signal?: AbortSignal, lastEventId?: string): AsyncGenerator<StreamEventOf<M>> {
     const res = await this.#fetch(
       'GET',
       path,
@@ -122,7 +122,11 @@ export class ApiClient {
           else if (line.startsWith('id:')) id = line.slice(3).trim();
         }
         if (data.length > 0)
-          yield { event, data: JSON.parse(data.join('\n')) as unknown, ...(id !== undefined ? { id } : {}) };
+          yield {
+            event,
+            data: JSON.parse(data.join('\n')) as unknown,
+            ...(id !== undefined ? { id } : {}),
+          } as StreamEventOf<M>;
       }
     }
   }

@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { apiClientOf, NothingToDo, UsageError, type Io } from './api-commands.ts';
 import { ApiError, type ApiClient } from './client.ts';
 import { table } from './format.ts';
-import type { FleetPlan, FleetUpgrade } from '../http/api-types.ts';
+import type { FleetEvent, FleetPlan, FleetUpgrade, FleetUpgradeEvents } from '../http/api-types.ts';
 
 interface PlanOptions {
   all?: boolean;
@@ -108,15 +108,6 @@ export function bar(done: number, total: number, width = 20): string {
   return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`;
 }
 
-/** A decision of the progress stream (`event`): its sequence number, when, what, of which tenant. */
-interface FleetEvent {
-  seq: number;
-  at: string;
-  action: string;
-  tenantId: string | null;
-  data: Record<string, unknown> | null;
-}
-
 /** Tenant decisions worth a line of their own while following (the bars show the rest). */
 const TENANT_LINES = new Set([
   'tenant_rollback',
@@ -188,11 +179,11 @@ async function followFleet(client: ApiClient, path: string, io: Io, json: boolea
     );
   for (;;) {
     try {
-      for await (const ev of client.events(`${path}/events`, io.signal, lastId)) {
+      for await (const ev of client.events<FleetUpgradeEvents>(`${path}/events`, io.signal, lastId)) {
         failures = 0;
         if (ev.id !== undefined) lastId = ev.id;
         if (ev.event === 'event') {
-          const e = ev.data as FleetEvent;
+          const e = ev.data;
           if (e.action === 'tenant_deferred' && e.tenantId && typeof e.data?.until === 'string')
             deferred.set(e.tenantId, e.data.until);
           else if (e.action === 'override_windows') deferred.clear();
@@ -203,13 +194,13 @@ async function followFleet(client: ApiClient, path: string, io: Io, json: boolea
             if (line !== null) io.out(line);
           }
         } else if (ev.event === 'state' || ev.event === 'progress') {
-          view = ev.data as FleetUpgrade;
+          view = ev.data;
           const text = json ? JSON.stringify(view, null, 2) : describeFleet(view, [...deferred.values()]).join('\n');
           if (text !== last) io.out(text);
           last = text;
           if (view.state === 'halted') throw stopped('halted');
         } else if (ev.event === 'end') {
-          const state = (ev.data as { state: string }).state;
+          const state = ev.data.state;
           if (state !== 'completed') throw stopped(state);
           return;
         }

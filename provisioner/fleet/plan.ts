@@ -24,7 +24,8 @@ export interface WaveSpec {
   maxFailurePercent?: number | undefined;
 }
 
-export interface FleetOptions {
+/** A type, not an interface, so that it is a JSON object (`Record<string, unknown>`) as the API's FleetUpgrade schema types it. */
+export type FleetOptions = {
   waves: WaveSpec[];
   maxConcurrency: number;
   /** Default: maxConcurrency. */
@@ -40,7 +41,7 @@ export interface FleetOptions {
   windowWaitSeconds?: number | undefined;
   /** The expected duration of a hop whose edge has no upgrade history (the duration-fits rule). */
   defaultUpgradeSeconds?: number | undefined;
-}
+};
 
 /** A wave waits this long for its tenants' windows by default: a weekly window opens within it. */
 export const DEFAULT_WINDOW_WAIT_SECONDS = 8 * 86400;

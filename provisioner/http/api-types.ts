@@ -7,7 +7,7 @@
  * The console imports this module with `import type` only: esbuild drops it from the browser
  * bundle, and the console's type-check (console/tsconfig.json, DOM types, no Node.js types) reads
  * it, schemas.ts and what schemas.ts imports. So schemas.ts imports only modules that need no
- * Node.js (store/states.ts, errors.ts); test/unit/console-bundle.test.ts checks
+ * Node.js (store/states.ts, errors.ts, runtime/protocol/kinds.ts); test/unit/console-bundle.test.ts checks
  * both.
  */
 import type { Static, TSchema } from 'typebox';
@@ -59,3 +59,54 @@ export type FleetPlan = Wire<typeof S.FleetPlan>;
 /** One selected tenant of a fleet upgrade (its `tenants`). */
 export type FleetUpgradeTenant = NonNullable<FleetUpgrade['tenants']>[number];
 export type FleetWave = FleetUpgrade['waves'][number];
+export type RuntimeObject = Wire<typeof S.RuntimeObject>;
+export type RuntimeObjectPage = Wire<typeof S.RuntimeObjectPage>;
+export type RuntimeObjectDetail = Wire<typeof S.RuntimeObjectDetail>;
+
+/** The payload of a stream's `error` event. */
+export type StreamError = Wire<typeof S.StreamError>;
+export type TenantStreamReady = Wire<typeof S.TenantStreamReady>;
+export type OperationLogState = Wire<typeof S.OperationLogState>;
+export type OperationLogEnd = Wire<typeof S.OperationLogEnd>;
+export type FleetEvent = Wire<typeof S.FleetEvent>;
+export type FleetStreamEnd = Wire<typeof S.FleetStreamEnd>;
+export type RuntimeObjectChange = Wire<typeof S.RuntimeObjectChange>;
+export type ChangeStreamReset = Wire<typeof S.ChangeStreamReset>;
+
+/**
+ * The events of each Server-Sent Events stream, by event name: the payload type of each. The
+ * server writes them through `serveEventStream<…>` (http/streams.ts), the clients read them as
+ * `StreamEventOf<…>`.
+ */
+/** `GET /v1/tenants/events`. */
+export interface TenantStreamEvents {
+  ready: TenantStreamReady;
+  tenant: Tenant;
+  error: StreamError;
+}
+/** `GET /v1/operations/:id/log?follow=1`. */
+export interface OperationLogEvents {
+  state: OperationLogState;
+  line: LogLine;
+  end: OperationLogEnd;
+  error: StreamError;
+}
+/** `GET /v1/fleet-upgrades/:id/events` (`state` and `progress`: the fleet upgrade without its tenants). */
+export interface FleetUpgradeEvents {
+  state: FleetUpgrade;
+  event: FleetEvent;
+  progress: FleetUpgrade;
+  end: FleetStreamEnd;
+  error: StreamError;
+}
+/** `GET /v1/tenants/:id/changes`. */
+export interface RuntimeObjectChangeEvents {
+  change: RuntimeObjectChange;
+  reset: ChangeStreamReset;
+  error: StreamError;
+}
+
+/** One event of a stream whose events are `M`, as a client reads it: testing `event` types `data`. */
+export type StreamEventOf<M> = {
+  [K in keyof M & string]: { event: K; data: M[K]; id?: string | undefined };
+}[keyof M & string];

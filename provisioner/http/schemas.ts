@@ -15,6 +15,7 @@ import {
   WAVE_STATES,
 } from '../store/states.ts';
 import { ERROR_CODES, type ErrorCode } from '../errors.ts';
+import { REPORTED_KIND_NAMES } from '../../runtime/protocol/kinds.ts';
 
 export const StringEnum = <T extends readonly string[]>(values: T, opts: { description?: string } = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...opts });
@@ -582,6 +583,76 @@ export const FleetUpgrade = Type.Object(
   },
   { $id: 'FleetUpgrade' },
 );
+
+/**
+ * One object a tenant's runtime reported (an Argo CD Application, an Argo Rollout or Workflow), as
+ * `GET /v1/tenants/:id/{applications,rollouts,workflows}` lists it and the change stream sends it.
+ */
+export const RuntimeObject = Type.Object({
+  kind: StringEnum(REPORTED_KIND_NAMES),
+  namespace: Type.String(),
+  name: Type.String(),
+  uid: Type.String(),
+  resourceVersion: Type.String(),
+  generation: Type.Integer(),
+  health: Nullable(Type.String()),
+  sync: Nullable(Type.String()),
+  phase: Nullable(Type.String()),
+  summary: Type.Record(Type.String(), Type.Unknown()),
+  truncated: Type.Boolean(),
+  reportedBy: Type.String({ description: 'the reporter replica whose report this is' }),
+  observedAt: Type.String({ format: 'date-time', description: 'when the reporter saw this state' }),
+  updatedAt: Type.String({ format: 'date-time', description: 'when the control plane stored it' }),
+  ageSeconds: Type.Number({ description: 'seconds since updatedAt' }),
+});
+/** A page of `GET /v1/tenants/:id/{applications,rollouts,workflows}`. */
+export const RuntimeObjectPage = Type.Object({
+  items: Type.Array(RuntimeObject),
+  nextCursor: Nullable(Type.String()),
+});
+/** `GET /v1/tenants/:id/{applications,rollouts,workflows}/:namespace/:name`: the object too. */
+export const RuntimeObjectDetail = Type.Intersect([
+  RuntimeObject,
+  Type.Object({ object: Nullable(Type.Record(Type.String(), Type.Unknown())) }),
+]);
+
+/*
+ * The payloads of the Server-Sent Events streams (`data:` of each event, JSON). No route validates
+ * them (a stream's answer is text/event-stream); the streams write them through a typed sender
+ * (http/streams.ts) and the clients read them with the types api-types.ts derives from these, so a
+ * field changed here is a compile error on both sides. docs/api.md describes each stream.
+ */
+
+/** `error`, on every stream, then the stream ends: the key was revoked (INVALID_API_KEY) or the server failed (INTERNAL). */
+export const StreamError = Type.Object({
+  code: StringEnum(Object.keys(ERROR_CODES) as ErrorCode[]),
+  message: Type.String(),
+});
+/** `GET /v1/tenants/events`, `ready` (first): the cursor the stream starts after. */
+export const TenantStreamReady = Type.Object({
+  after: Type.String({ description: 'the opaque cursor the stream starts after (pass it as after= to resume)' }),
+});
+/** `GET /v1/operations/:id/log?follow=1`, `state` (first): the operation's state when the stream opened. */
+export const OperationLogState = Type.Object({ state: StringEnum(OPERATION_STATES) });
+/** `GET /v1/operations/:id/log?follow=1`, `end` (last): the operation's final state (`unknown` if it is gone). */
+export const OperationLogEnd = Type.Object({ state: StringEnum([...OPERATION_STATES, 'unknown'] as const) });
+/** `GET /v1/fleet-upgrades/:id/events`, `event`: one decision of the fleet upgrade (id = seq). */
+export const FleetEvent = Type.Object({
+  seq: Type.Integer(),
+  at: DateTime,
+  action: Type.String({
+    description:
+      'start, pause, wave_start, tenant_upgrade, tenant_succeeded, tenant_rollback, tenant_quarantined, halt, …',
+  }),
+  tenantId: Nullable(Uuid),
+  data: Type.Record(Type.String(), Type.Unknown()),
+});
+/** `GET /v1/fleet-upgrades/:id/events`, `end` (last): the fleet upgrade's final state. */
+export const FleetStreamEnd = Type.Object({ state: StringEnum(['completed', 'aborted'] as const) });
+/** `GET /v1/tenants/:id/changes`, `change` (id = an opaque cursor): an object stored or deleted. */
+export const RuntimeObjectChange = Type.Object({ deleted: Type.Boolean(), item: RuntimeObject });
+/** `GET /v1/tenants/:id/changes`, `reset`: deletions since the given event were purged; drop what you hold, every live object follows. */
+export const ChangeStreamReset = Type.Object({ reason: Type.Literal('TombstonesPurged'), message: Type.String() });
 
 export const IdParams = Type.Object({ id: Uuid }, { additionalProperties: false });
 

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { errors, type ErrorCode } from '../errors.ts';
+import { errors } from '../errors.ts';
+import type { StreamError } from './api-types.ts';
 import { SECURITY_HEADERS } from './security-headers.ts';
 
 /**
@@ -78,12 +79,16 @@ export class KeyStreams {
   }
 }
 
-/** What a stream's body writes with (see serveEventStream). */
-export interface EventStream {
+/**
+ * What a stream's body writes with (see serveEventStream). `M` maps each event's name to its
+ * payload's type (http/api-types.ts: `TenantStreamEvents`, `OperationLogEvents`, …), the types the
+ * clients read: a payload that does not match its schema is a compile error here.
+ */
+export interface EventStream<M> {
   /** Aborted when the client goes away or the key is revoked. */
   signal: AbortSignal;
   /** Writes one event; false when the socket's buffer is full (then await drained()). */
-  send(event: string, data: unknown, id?: string | number): boolean;
+  send<K extends keyof M & string>(event: K, data: M[K], id?: string | number): boolean;
   /** Writes a comment line (not an event). */
   comment(text: string): void;
   /** Resolves when the socket takes more data, or the stream is aborted. */
@@ -96,12 +101,12 @@ export interface EventStream {
  * the key is revoked (an `error` event INVALID_API_KEY), an `error` event INTERNAL if `body`
  * throws, and the end. The slot is released when the stream ends.
  */
-export async function serveEventStream(
+export async function serveEventStream<M extends { error: StreamError }>(
   slot: StreamSlot,
   request: FastifyRequest,
   reply: FastifyReply,
   failure: { log: string; message: string },
-  body: (stream: EventStream) => Promise<void>,
+  body: (stream: EventStream<M>) => Promise<void>,
 ): Promise<void> {
   const abort = new AbortController();
   const stop = (): void => abort.abort();
@@ -119,10 +124,12 @@ export async function serveEventStream(
     connection: 'keep-alive',
     ...SECURITY_HEADERS,
   });
-  const stream: EventStream = {
+  const write = (event: string, data: unknown, id?: string | number): boolean =>
+    res.write(`${id !== undefined ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  const fail = (error: StreamError): boolean => write('error', error);
+  const stream: EventStream<M> = {
     signal: abort.signal,
-    send: (event, data, id) =>
-      res.write(`${id !== undefined ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`),
+    send: write,
     comment: (text) => void res.write(`: ${text}\n\n`),
     drained: () =>
       new Promise<void>((r) => {
@@ -135,14 +142,10 @@ export async function serveEventStream(
   const keepAlive = setInterval(() => stream.comment('keep-alive'), 15_000);
   try {
     await body(stream);
-    if (slot.revoked)
-      stream.send('error', { code: 'INVALID_API_KEY', message: 'the API key of this stream was revoked' } satisfies {
-        code: ErrorCode;
-        message: string;
-      });
+    if (slot.revoked) fail({ code: 'INVALID_API_KEY', message: 'the API key of this stream was revoked' });
   } catch (err) {
     request.log.error({ err }, failure.log);
-    stream.send('error', { code: 'INTERNAL', message: failure.message } satisfies { code: ErrorCode; message: string });
+    fail({ code: 'INTERNAL', message: failure.message });
   } finally {
     slot.release();
     slot.signal.removeEventListener('abort', stop);

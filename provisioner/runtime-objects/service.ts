@@ -26,7 +26,8 @@ import {
   type PurgeHorizon,
   type RuntimeObjectRow,
 } from '../store/runtime-objects.ts';
-import { isOwner, type EventBatch, type EventBatchResult, type ReportedKind } from '../../runtime/protocol/events.ts';
+import { isOwner, type EventBatch, type EventBatchResult } from '../../runtime/protocol/events.ts';
+import type { ReportedKind } from '../../runtime/protocol/kinds.ts';
 import { prepareBatch } from './ingest.ts';
 import { WindowBudget } from './budgets.ts';
 import { errors } from '../errors.ts';

@@ -9,15 +9,19 @@ import type { MaintenanceWindow } from './tenants.ts';
 import { liveTunnel } from './tunnels.ts';
 import { WAVE_STATES, type FleetState, type FleetTenantState } from './states.ts';
 
-/** Which tenants a fleet upgrade takes: every field given must match (AND); `all` takes every live tenant. */
-export interface Selector {
+/**
+ * Which tenants a fleet upgrade takes: every field given must match (AND); `all` takes every live
+ * tenant. A type, not an interface, so that it is a JSON object (`Record<string, unknown>`) as the
+ * API's FleetUpgrade schema types it.
+ */
+export type Selector = {
   all?: boolean | undefined;
   versions?: string[] | undefined;
   plans?: string[] | undefined;
   regions?: string[] | undefined;
   clusters?: string[] | undefined;
   tenantIds?: string[] | undefined;
-}
+};
 
 /** A selected tenant as the plan needs it. */
 export interface Candidate {

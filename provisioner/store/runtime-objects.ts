@@ -8,7 +8,8 @@
  * stream that has read up to seq N never finds a smaller seq committed later.
  */
 import type { Queryable } from '../db/tx.ts';
-import { STALE_AFTER_SECONDS, type ReportedKind } from '../../runtime/protocol/events.ts';
+import { STALE_AFTER_SECONDS } from '../../runtime/protocol/events.ts';
+import type { ReportedKind } from '../../runtime/protocol/kinds.ts';
 
 export const RUNTIME_OBJECT_CHANNEL = 'runtime_object';
 

@@ -8,15 +8,7 @@
  * it holds, so a batch can be retried whole after a timeout or a 5xx.
  */
 import { hash } from 'node:crypto';
-
-/** The Argo kinds a runtime reports, with the API group/version/plural the reporter watches. */
-export const REPORTED_KINDS = {
-  Application: { group: 'argoproj.io', version: 'v1alpha1', plural: 'applications' },
-  Rollout: { group: 'argoproj.io', version: 'v1alpha1', plural: 'rollouts' },
-  Workflow: { group: 'argoproj.io', version: 'v1alpha1', plural: 'workflows' },
-} as const;
-export type ReportedKind = keyof typeof REPORTED_KINDS;
-export const REPORTED_KIND_NAMES = Object.keys(REPORTED_KINDS) as ReportedKind[];
+import { REPORTED_KIND_NAMES, type ReportedKind } from './kinds.ts';
 
 export const EVENTS_PATH = '/v1/runtime/events';
 /** A batch holds at most this many items and this many bytes of JSON. */

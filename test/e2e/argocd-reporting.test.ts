@@ -21,6 +21,7 @@ import { argoCdUnavailable, gitRepository, startArgoCd } from './harness/argocd.
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { freePort, startProcess, StopWaiting, until } from '../../sandbox/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
+import type { RuntimeObjectPage } from '../../provisioner/http/api-types.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const VERSION = '1.6.0';
@@ -122,15 +123,8 @@ if (argoCd) {
         const syncedAt = Date.now();
         t.equal((await live()).status?.sync?.revision, first, 'Argo CD synced the commit on main');
 
-        type Item = {
-          namespace: string;
-          name: string;
-          sync?: string | null;
-          health?: string | null;
-          phase?: string | null;
-        };
         const listed = async () =>
-          (await e2e.api.expect<{ items: Item[] }>(200, 'GET', `/v1/tenants/${tenantId}/applications`)).items.find(
+          (await e2e.api.expect<RuntimeObjectPage>(200, 'GET', `/v1/tenants/${tenantId}/applications`)).items.find(
             (i) => i.name === 'guestbook' && i.namespace === argocd.namespace,
           );
         const reported = await until(
@@ -243,7 +237,7 @@ if (argoCd) {
           },
         });
         const item = async (name: string) =>
-          (await e2e.api.expect<{ items: Item[] }>(200, 'GET', `/v1/tenants/${tenantId}/applications`)).items.find(
+          (await e2e.api.expect<RuntimeObjectPage>(200, 'GET', `/v1/tenants/${tenantId}/applications`)).items.find(
             (i) => i.name === name && i.namespace === argocd.namespace,
           );
         await until(

@@ -20,7 +20,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { objectKeyString, ownerOf, REPORTED_KINDS, type ReportedKind } from '../../runtime/protocol/events.ts';
+import { objectKeyString, ownerOf } from '../../runtime/protocol/events.ts';
+import { REPORTED_KINDS, type ReportedKind } from '../../runtime/protocol/kinds.ts';
+import type { RuntimeObjectPage } from '../../provisioner/http/api-types.ts';
 import { createKey } from '../../provisioner/store/keys.ts';
 import { createTestApi, startReplica, type TestReplica } from '../helpers/api.ts';
 import {
@@ -358,7 +360,7 @@ async function run(): Promise<void> {
       200,
       `the tenant lists its Applications${res.statusCode === 200 ? '' : ` (${res.body.slice(0, 200)})`}`,
     );
-    const listed = res.json<{ items: { name: string; health: string; sync: string }[] }>().items ?? [];
+    const listed = res.json<RuntimeObjectPage>().items;
     t.same(
       listed.map((i) => i.name).sort(),
       Array.from({ length: 10 }, (_, i) => `app-1${i}`),

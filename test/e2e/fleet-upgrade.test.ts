@@ -22,6 +22,14 @@
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { Tenant } from './harness/api-client.ts';
+import type {
+  FleetEvent,
+  FleetPlan,
+  FleetUpgrade,
+  FleetUpgradeEvents,
+  FleetUpgradeTenant,
+  StreamEventOf,
+} from '../../provisioner/http/api-types.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import {
   availableDeployments,
@@ -40,37 +48,12 @@ const BROKEN = NEVER_HEALTHY_VERSION;
 const RELEASE_TIMEOUT_SECONDS = 90;
 const HOOKS = fileURLToPath(new URL('./fixtures/test-catalog-hooks.ts', import.meta.url));
 
-interface FleetEvent {
-  seq: number;
-  at: string;
-  action: string;
-  tenantId: string | null;
-  data: Record<string, unknown>;
-}
-
-interface FleetTenant {
-  tenantId: string;
-  wave: number | null;
-  state: string;
-  fromVersion: string;
-  path: string[];
-  rolledBack: boolean;
-  reason: string | null;
-  step: { from: string; to: string; operationId: string | null } | null;
-}
-
-interface FleetView {
-  id: string;
-  state: string;
-  stateReason: string | null;
-  currentWave: number;
-  waves: Array<{ wave: number; size: number; state: string; startedAt: string | null; completedAt: string | null }>;
-  tenants: FleetTenant[];
-}
-
+/** GET /v1/fleet-upgrades/:id answers with every selected tenant. */
+type FleetView = FleetUpgrade & { tenants: FleetUpgradeTenant[] };
+/** POST /v1/fleet-upgrades' answer. */
 interface Created {
   fleetUpgrade: FleetView;
-  plan: { waves: Array<{ wave: number; tenants: string[] }> };
+  plan: FleetPlan;
 }
 
 await provisioningSuite(
@@ -116,12 +99,14 @@ await provisioningSuite(
                   .filter((l) => l.startsWith(`${name}:`))
                   .map((l) => l.slice(name.length + 1).trimStart())
                   .join('\n');
-              const kind = field('event');
-              if (kind === 'end') return events;
-              if (kind !== 'event') continue;
-              const e = JSON.parse(field('data')) as FleetEvent;
-              events.push(e);
-              if (stop(e)) return events;
+              const ev = {
+                event: field('event'),
+                data: JSON.parse(field('data')) as unknown,
+              } as StreamEventOf<FleetUpgradeEvents>;
+              if (ev.event === 'end') return events;
+              if (ev.event !== 'event') continue;
+              events.push(ev.data);
+              if (stop(ev.data)) return events;
             }
           }
         } catch (err) {

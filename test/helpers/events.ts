@@ -2,7 +2,8 @@
  * Event batches as a runtime's event reporter sends them (runtime/protocol/events.ts), for tests
  * and the ingest benchmark.
  */
-import type { DeleteItem, EventBatch, ReportedKind, UpsertItem } from '../../runtime/protocol/events.ts';
+import type { DeleteItem, EventBatch, UpsertItem } from '../../runtime/protocol/events.ts';
+import type { ReportedKind } from '../../runtime/protocol/kinds.ts';
 
 export function application(
   name: string,

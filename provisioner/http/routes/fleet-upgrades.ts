@@ -14,6 +14,7 @@ import {
   Uuid,
   withErrors,
 } from '../schemas.ts';
+import type { FleetUpgradeEvents } from '../api-types.ts';
 import { MAX_FREEZES } from '../../fleet/windows.ts';
 import { requesterOf } from '../auth.ts';
 import { errors } from '../../errors.ts';
@@ -320,7 +321,7 @@ export const fleetUpgradeRoutes =
               wake?.();
             },
           );
-          await serveEventStream(
+          await serveEventStream<FleetUpgradeEvents>(
             slot,
             request,
             reply,

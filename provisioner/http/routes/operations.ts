@@ -2,6 +2,7 @@ import { Type } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { BoundedInteger, IdParams, LogPage, OperationPage, StringEnum, withErrors } from '../schemas.ts';
+import type { OperationLogEvents } from '../api-types.ts';
 import { authOf } from '../auth.ts';
 import { serveEventStream } from '../streams.ts';
 import { logLineForTenant } from '../tenant-view.ts';
@@ -123,7 +124,7 @@ export const operationRoutes =
         const slot = ctx.streams.reserve(request.auth?.keyId, ctx.config.sseStreamsPerKey);
         try {
           const op = await visibleOperation(request, request.params.id);
-          await serveEventStream(
+          await serveEventStream<OperationLogEvents>(
             slot,
             request,
             reply,

@@ -7,9 +7,18 @@
  * - `GET /v1/tenants/:id/{applications,rollouts,workflows}/:namespace/:name`: one, with its object;
  * - `GET /v1/tenants/:id/changes`: Server-Sent Events of changes, resumable with Last-Event-ID.
  */
-import { Type, type Static } from 'typebox';
+import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { BoundedInteger, CONTROL_FREE, StringEnum, Uuid, withErrors } from '../schemas.ts';
+import {
+  BoundedInteger,
+  CONTROL_FREE,
+  RuntimeObjectDetail,
+  RuntimeObjectPage,
+  StringEnum,
+  Uuid,
+  withErrors,
+} from '../schemas.ts';
+import type { RuntimeObject, RuntimeObjectChangeEvents } from '../api-types.ts';
 import { authOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { serveEventStream } from '../streams.ts';
@@ -23,10 +32,9 @@ import {
   MAX_DIGEST_MEMBERS,
   MAX_DIGESTS,
   MAX_OBJECT_BYTES,
-  REPORTED_KIND_NAMES,
   type EventBatch,
-  type ReportedKind,
 } from '../../../runtime/protocol/events.ts';
+import { REPORTED_KIND_NAMES, type ReportedKind } from '../../../runtime/protocol/kinds.ts';
 import type { AppContext } from '../context.ts';
 
 /** The events route's body limit: a full batch and room for the JSON around it. */
@@ -104,27 +112,7 @@ const BatchBody = Type.Object(
   { additionalProperties: false },
 );
 
-const ObjectItem = Type.Object({
-  kind: Kind,
-  namespace: Type.String(),
-  name: Type.String(),
-  uid: Type.String(),
-  resourceVersion: Type.String(),
-  generation: Type.Integer(),
-  health: Type.Union([Type.String(), Type.Null()]),
-  sync: Type.Union([Type.String(), Type.Null()]),
-  phase: Type.Union([Type.String(), Type.Null()]),
-  summary: Type.Record(Type.String(), Type.Unknown()),
-  truncated: Type.Boolean(),
-  reportedBy: Type.String({ description: 'the reporter replica whose report this is' }),
-  observedAt: Type.String({ format: 'date-time', description: 'when the reporter saw this state' }),
-  updatedAt: Type.String({ format: 'date-time', description: 'when the control plane stored it' }),
-  ageSeconds: Type.Number({ description: 'seconds since updatedAt' }),
-});
-/** One stored object as the list and the change stream give it (the CLI reads this type). */
-export type RuntimeObjectItem = Static<typeof ObjectItem>;
-
-function toItem(r: RuntimeObjectRow): RuntimeObjectItem {
+function toItem(r: RuntimeObjectRow): RuntimeObject {
   return {
     kind: r.kind,
     namespace: r.namespace,
@@ -209,7 +197,7 @@ export const runtimeObjectRoutes =
             params: Type.Object({ id: Uuid }, { additionalProperties: false }),
             querystring: ListQuery,
             response: withErrors({
-              200: Type.Object({ items: Type.Array(ObjectItem), nextCursor: Type.Union([Type.String(), Type.Null()]) }),
+              200: RuntimeObjectPage,
             }),
           },
         },
@@ -248,10 +236,7 @@ export const runtimeObjectRoutes =
             tags: ['runtime state'],
             params: ObjectParams,
             response: withErrors({
-              200: Type.Intersect([
-                ObjectItem,
-                Type.Object({ object: Type.Union([Type.Record(Type.String(), Type.Unknown()), Type.Null()]) }),
-              ]),
+              200: RuntimeObjectDetail,
             }),
           },
         },
@@ -320,7 +305,7 @@ export const runtimeObjectRoutes =
           if (reset) afterSeq = '0';
           const kind = request.query.kind ? KIND_FILTER[request.query.kind] : undefined;
 
-          await serveEventStream(
+          await serveEventStream<RuntimeObjectChangeEvents>(
             slot,
             request,
             reply,

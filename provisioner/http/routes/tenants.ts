@@ -14,6 +14,7 @@ import {
   Uuid,
   withErrors,
 } from '../schemas.ts';
+import type { TenantStreamEvents } from '../api-types.ts';
 import { MAX_WINDOWS } from '../../fleet/windows.ts';
 import { authOf, requesterOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
@@ -260,7 +261,7 @@ export const tenantRoutes =
           if (wanted && !(await ctx.reads.tenant(wanted))) throw errors.notFound('tenant', wanted);
           const afterSeq = resumeAt ?? (await ctx.tenantChanges.latestSeq());
           const onlyId = own ?? wanted;
-          await serveEventStream(
+          await serveEventStream<TenantStreamEvents>(
             slot,
             request,
             reply,

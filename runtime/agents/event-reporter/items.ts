@@ -10,11 +10,11 @@ import {
   type ApplicationSummary,
   type DeleteItem,
   type ObjectSummary,
-  type ReportedKind,
   type RolloutSummary,
   type UpsertItem,
   type WorkflowSummary,
 } from '../../protocol/events.ts';
+import type { ReportedKind } from '../../protocol/kinds.ts';
 
 type Obj = Record<string, unknown>;
 

@@ -12,14 +12,8 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
-import {
-  objectKeyString,
-  REPORTED_KIND_NAMES,
-  REPORTED_KINDS,
-  type Digest,
-  type Heartbeat,
-  type ReportedKind,
-} from '../../protocol/events.ts';
+import { objectKeyString, type Digest, type Heartbeat } from '../../protocol/events.ts';
+import { REPORTED_KIND_NAMES, REPORTED_KINDS, type ReportedKind } from '../../protocol/kinds.ts';
 import { closeServer, listen } from '../common/service.ts';
 import type { EventReporterConfig } from './config.ts';
 import { Sender, type PendingDigests } from './delivery.ts';

@@ -1,0 +1,13 @@
+/**
+ * The Argo kinds a runtime reports, with the API group/version/plural the reporter watches: the
+ * closed list the event reporter (events.ts), the control plane's store and the API's schemas
+ * share. It imports nothing, so the API's types (provisioner/http/api-types.ts) can name it where
+ * Node.js is not available (the console's type-check).
+ */
+export const REPORTED_KINDS = {
+  Application: { group: 'argoproj.io', version: 'v1alpha1', plural: 'applications' },
+  Rollout: { group: 'argoproj.io', version: 'v1alpha1', plural: 'rollouts' },
+  Workflow: { group: 'argoproj.io', version: 'v1alpha1', plural: 'workflows' },
+} as const;
+export type ReportedKind = keyof typeof REPORTED_KINDS;
+export const REPORTED_KIND_NAMES = Object.keys(REPORTED_KINDS) as ReportedKind[];
