@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { REPO_ROOT } from '../../../sandbox/provisioner-process.ts';
 import { run, StopWaiting, until } from '../../../sandbox/processes.ts';
-import type { Operation, SignupResponse, Tenant } from '../../../provisioner/http/api-types.ts';
+import type { LogPage, Operation, SignupResponse, Tenant } from '../../../provisioner/http/api-types.ts';
 /** The API's answers, as its route schemas define them. */
 export type { Operation, SignupResponse, Tenant };
 
@@ -69,7 +69,7 @@ export class ApiClient {
   }
 
   async logLines(operationId: string): Promise<string[]> {
-    const log = await this.expect<{ items: Array<{ line: string }> }>(200, 'GET', `/v1/operations/${operationId}/log`);
+    const log = await this.expect<LogPage>(200, 'GET', `/v1/operations/${operationId}/log`);
     return log.items.map((l) => l.line);
   }
 

@@ -8,9 +8,10 @@ import { join, relative } from 'node:path';
 import t from 'tap';
 import { build } from 'esbuild';
 import ts from 'typescript';
+import type { FleetEvent as StoredFleetEvent } from '../../../provisioner/store/fleet-upgrades.ts';
 import type { Operation as StoredOperation } from '../../../provisioner/store/operations.ts';
 import type { Tenant as StoredTenant } from '../../../provisioner/store/tenants.ts';
-import type { Operation, Tenant } from '../../../provisioner/http/api-types.ts';
+import type { FleetEvent, Operation, Tenant } from '../../../provisioner/http/api-types.ts';
 
 /**
  * Checked by the type-check (`npm run typecheck` reads test/), not at run time: the store's view of
@@ -21,6 +22,8 @@ import type { Operation, Tenant } from '../../../provisioner/http/api-types.ts';
 type Same<A extends B, B extends C, C = A> = [A, B];
 export type StoredTenantIsTheWireTenant = Same<StoredTenant, Tenant>;
 export type StoredOperationIsTheWireOperation = Same<StoredOperation, Operation>;
+/** A fleet upgrade's decision as the store reads it is the progress stream's `event` payload. */
+export type StoredFleetEventIsTheWireFleetEvent = Same<StoredFleetEvent, FleetEvent>;
 
 const root = join(import.meta.dirname, '..', '..', '..');
 const rel = (f: string) => relative(root, f).split('\\').join('/');
