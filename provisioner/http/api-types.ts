@@ -7,8 +7,8 @@
  * The console imports this module with `import type` only: esbuild drops it from the browser
  * bundle, and the console's type-check (console/tsconfig.json, DOM types, no Node.js types) reads
  * it, schemas.ts and what schemas.ts imports. So schemas.ts imports only modules that need no
- * Node.js (store/states.ts, errors.ts, runtime/protocol/kinds.ts); test/unit/console-bundle.test.ts checks
- * both.
+ * Node.js (store/states.ts, errors.ts, runtime/protocol/kinds.ts); test/unit/console/api-types.test.ts
+ * checks both.
  */
 import type { Static, TSchema } from 'typebox';
 import type * as S from './schemas.ts';
