@@ -36,7 +36,11 @@ tap_tier() { # tier
   echo "== $tier (${#files[@]} files)"
   local out="$logdir/$tier.tap" status
   tap --reporter=tap "${files[@]}" 2>&1 | tee "$out" | grep -Ev '^\s*(ok |# time=|1\.\.)' ; status=${PIPESTATUS[0]}
-  local summary pass fail
+  tap_count "$tier" "$out" "$status"
+}
+
+tap_count() { # name, tap output file, tap's exit code: adds the file's summary to the totals
+  local tier="$1" out="$2" status="$3" summary pass fail skip todo
   summary="$(grep -E '^# \{ total: ' "$out" | tail -1)"
   pass="$(sed -nE 's/.*pass: ([0-9]+).*/\1/p' <<<"$summary")"
   fail="$(sed -nE 's/.*fail: ([0-9]+).*/\1/p' <<<"$summary")"
@@ -214,25 +218,68 @@ check typecheck typecheck
 # Lint: eslint's rules, then the formatting (prettier, .prettierrc.json; `npm run format` rewrites).
 lint() { eslint --max-warnings 0 . && prettier --check --log-level warn '**/*.{ts,js,cjs,mjs}'; }
 check lint lint
+# The end-to-end tier runs in two phases. The early phase is every file that starts neither a whole
+# environment nor Argo CD (it names none of provisioningSuite, startE2E, provisioningUnavailable,
+# startArgoCd, argoCdUnavailable): the managed-cluster, Argo CRD, event reporter, app-proxy, watch
+# scale, engine backend and run lock files, which need only the toolchain and the Argo CRDs. It
+# starts as soon as those are built, so on a cold machine it runs while Argo CD, vcluster and the
+# provider plugin are still compiling instead of after them; with HRT_E2E_PHASE=early, a file that
+# asks for a provisioning environment or Argo CD fails (it was put in the wrong phase) instead of
+# skipping. The late phase (every other file) starts when its builds are ready and the early phase
+# has ended, so that at most two files run at once, as the run lock's slots expect (docs/e2e.md).
+e2e_tier() {
+  [ -f test/e2e/prepare.sh ] || return 0
+  local all early=() late=() f t0=$SECONDS early_pid="" early_status=0 early_out="$logdir/e2e-early.tap"
+  mapfile -t all < <(find test/e2e -name '*.test.ts' | sort)
+  for f in "${all[@]}"; do
+    if grep -qE 'provisioningSuite|startE2E|provisioningUnavailable|startArgoCd|argoCdUnavailable' "$f"; then
+      late+=("$f")
+    else
+      early+=("$f")
+    fi
+  done
+  if ! e2e_prepare early; then return 0; fi
+  echo "== e2e early phase (${#early[@]} files, prepared in $((SECONDS - t0)) s): ${early[*]#test/e2e/}"
+  HRT_E2E_PHASE=early tap --reporter=tap "${early[@]}" > "$early_out" 2>&1 &
+  early_pid=$!
+  if e2e_prepare; then
+    echo "== e2e: prepared in $((SECONDS - t0)) s"
+    for s in toolchain argo-crds argocd vcluster kubernetes-provider; do bg_used "$s"; done
+  else
+    late=()
+  fi
+  wait "$early_pid"; early_status=$?
+  grep -Ev '^\s*(ok |# time=|1\.\.)' "$early_out"
+  tap_count "e2e early phase" "$early_out" "$early_status"
+  echo "== e2e: early phase ended $((SECONDS - t0)) s after the tier started"
+  [ ${#late[@]} -gt 0 ] || return 0
+  echo "== e2e late phase (${#late[@]} files)"
+  local out="$logdir/e2e.tap" status
+  tap --reporter=tap "${late[@]}" 2>&1 | tee "$out" | grep -Ev '^\s*(ok |# time=|1\.\.)' ; status=${PIPESTATUS[0]}
+  tap_count "e2e late phase" "$out" "$status"
+  echo "== e2e: both phases ended $((SECONDS - t0)) s after the tier started"
+}
+
+# e2e_prepare [early]: sources test/e2e/prepare.sh (HRT_PREPARE_FOR=early: only the toolchain and the
+# Argo CRDs). Non-zero when the tier cannot run; the reason is counted as a failure with CI=true,
+# and as a skipped tier otherwise.
+e2e_prepare() {
+  local s
+  if HRT_PREPARE_FOR="${1:-}" source test/e2e/prepare.sh; then return 0; fi
+  for s in toolchain argo-crds argocd vcluster kubernetes-provider; do bg_log "$s"; done
+  if [ "${CI:-}" = "true" ]; then
+    failed=$((failed + 1)); failures+=("e2e-prepare")
+  else
+    # Outside CI a machine without the toolchain skips the tier; it is counted and named, never
+    # silently left out of the total.
+    skipped=$((skipped + 1)); skipped_names+=("e2e (test/e2e/prepare.sh could not prepare it)")
+  fi
+  return 1
+}
+
 for tier in "${tiers[@]}"; do
   case "$tier" in
-    e2e)
-      if [ -f test/e2e/prepare.sh ]; then
-        t0=$SECONDS
-        if source test/e2e/prepare.sh; then
-          echo "== e2e: prepared in $((SECONDS - t0)) s"
-          for s in toolchain argo-crds argocd vcluster kubernetes-provider; do bg_used "$s"; done
-          tap_tier e2e
-        elif [ "${CI:-}" = "true" ]; then
-          for s in toolchain argo-crds argocd vcluster kubernetes-provider; do bg_log "$s"; done
-          failed=$((failed + 1)); failures+=("e2e-prepare")
-        else
-          for s in toolchain argo-crds argocd vcluster kubernetes-provider; do bg_log "$s"; done
-          # Outside CI a machine without the toolchain skips the tier; it is counted and named,
-          # never silently left out of the total.
-          skipped=$((skipped + 1)); skipped_names+=("e2e (whole tier: test/e2e/prepare.sh could not prepare it)")
-        fi
-      fi ;;
+    e2e) e2e_tier ;;
     fuzz) fuzz_tier ;;
     unit) chart_tools; tap_tier unit ;;
     integration) integration_toolchain; chart_tools; tap_tier integration ;;

@@ -30,6 +30,9 @@
 #
 # HRT_PREPARE_FOR=sandbox (scripts/sandbox.sh): only what a local root cluster with the provisioner
 # needs (toolchain, chart mirror, provider plugin); the Argo CRDs, Argo CD and vcluster are skipped.
+# HRT_PREPARE_FOR=early (scripts/test.sh, the tier's early phase): only the chart mirror, the
+# toolchain and the Argo CRDs; Argo CD, vcluster and the provider plugin are left to the full
+# preparation that follows (on a cold machine they are still compiling in the background).
 
 _hrt_e2e_prepare() {
   local root out rc bin missing b provider mirror
@@ -85,6 +88,8 @@ _hrt_e2e_prepare() {
     fi
     export HRT_ARGO_CRDS_DIR="$(printf '%s\n' "$out" | tail -n 1)"
     echo "e2e: Argo CRDs $HRT_ARGO_CRDS_DIR"
+    # The tier's early phase (scripts/test.sh) needs only the toolchain and the Argo CRDs.
+    [ "${HRT_PREPARE_FOR:-}" != early ] || return 0
     echo "e2e: building or reusing Argo CD (scripts/argocd.sh; a cold build takes several minutes)"
     out="$(bash "$root/scripts/argocd.sh")"
     rc=$?

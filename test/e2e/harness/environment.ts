@@ -30,6 +30,7 @@ import {
 } from '../../../sandbox/provisioner-process.ts';
 import { kubernetesProvider, startLocalStack, toolchainBin } from '../../../sandbox/stack.ts';
 import type { VclusterPods } from '../../../sandbox/vcluster-pods.ts';
+import { refuseInEarlyPhase } from './phase.ts';
 
 export const ROOT_CLUSTER = 'e2e-root';
 
@@ -117,6 +118,7 @@ export function describeVcluster(v: { describe: string }): string {
 
 /** Why a file that provisions tenants cannot run here, or undefined when it can. */
 export function provisioningUnavailable(): string | undefined {
+  refuseInEarlyPhase('a provisioning environment (the provider plugin and vcluster)');
   if (!kubernetesProvider())
     return (
       'no Kubernetes provider plugin: run the tier through scripts/test.sh e2e (test/e2e/prepare.sh builds it with ' +
@@ -270,6 +272,7 @@ export async function recordTiming(t: E2EHost, name: string, seconds: number): P
 }
 
 export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> {
+  refuseInEarlyPhase('startE2E (a provisioning environment)');
   const bin = toolchainBin();
   const provider = kubernetesProvider();
   const vcluster = vclusterBuild();
