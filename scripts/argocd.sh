@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds Argo CD (the multicall binary `argocd`, which runs as argocd-application-controller,
-# argocd-repo-server, … after ARGOCD_BINARY_NAME or its argv[0]) and `redis-standin` with
-# `go build` from the pinned module in tools/argocd, into a cache folder outside the repository,
-# and prints that folder's bin directory as the LAST line of stdout:
+# Builds Argo CD's application controller and repo-server (one binary `argocd`, which runs as
+# argocd-application-controller, argocd-repo-server or argocd-git-ask-pass after
+# ARGOCD_BINARY_NAME or its argv[0]: tools/argocd/servers, Argo CD's own commands linked without
+# its CLI, API server, Dex, notifications, ApplicationSet controller and commit server, which the
+# tests never run) and `redis-standin` with `go build` from the pinned module in tools/argocd,
+# into a cache folder outside the repository, and prints that folder's bin directory as the LAST
+# line of stdout:
 #
 #     ARGOCD_BIN=$(bash scripts/argocd.sh | tail -1)     # $ARGOCD_BIN/argocd, $ARGOCD_BIN/redis-standin
 #
@@ -95,9 +98,9 @@ patched_source() {
 }
 
 rc=0
-[ -x "$BIN/argocd" ] || log "Argo CD $ARGOCD_VERSION: a cold build downloads about 1.7 GB of modules and compiles about 2,200 packages (docs/toolchain.md)"
+[ -x "$BIN/argocd" ] || log "Argo CD $ARGOCD_VERSION: a cold build downloads about 1.7 GB of modules and compiles about 1,700 packages (docs/toolchain.md)"
 if [ -x "$BIN/argocd" ] || patched_source; then
-  build argocd github.com/argoproj/argo-cd/v3/cmd "$ldflags" -modfile "$DIR/src/go.mod" || rc=1
+  build argocd ./servers "$ldflags" -modfile "$DIR/src/go.mod" || rc=1
   rm -rf "$DIR/src"
 else
   rc=1
