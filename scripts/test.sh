@@ -251,13 +251,23 @@ e2e_tier() {
   wait "$early_pid"; early_status=$?
   grep -Ev '^\s*(ok |# time=|1\.\.)' "$early_out"
   tap_count "e2e early phase" "$early_out" "$early_status"
+  e2e_file_times "$early_out"
   echo "== e2e: early phase ended $((SECONDS - t0)) s after the tier started"
   [ ${#late[@]} -gt 0 ] || return 0
   echo "== e2e late phase (${#late[@]} files)"
   local out="$logdir/e2e.tap" status
   tap --reporter=tap "${late[@]}" 2>&1 | tee "$out" | grep -Ev '^\s*(ok |# time=|1\.\.)' ; status=${PIPESTATUS[0]}
   tap_count "e2e late phase" "$out" "$status"
+  e2e_file_times "$out"
   echo "== e2e: both phases ended $((SECONDS - t0)) s after the tier started"
+}
+
+# e2e_file_times TAP: each file's wall time, from tap's top-level result lines (where the tier's time
+# goes; docs/toolchain.md).
+e2e_file_times() {
+  grep -E '^(not )?ok [0-9]+ - test/e2e/.* # time=[0-9.]+ms' "$1" |
+    sed -E 's/^(not ok|ok) [0-9]+ - (test\/e2e\/[^ ]+).* # time=([0-9]+)(\.[0-9]+)?ms.*/\3 \2 \1/' |
+    awk '{ printf "    %-48s %5.0f s%s\n", $2, $1 / 1000, ($3 == "not" ? " (failed)" : "") }'
 }
 
 # e2e_prepare [early]: sources test/e2e/prepare.sh (HRT_PREPARE_FOR=early: only the toolchain and the
