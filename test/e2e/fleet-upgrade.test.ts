@@ -99,11 +99,12 @@ await provisioningSuite(
                   .filter((l) => l.startsWith(`${name}:`))
                   .map((l) => l.slice(name.length + 1).trimStart())
                   .join('\n');
-              const ev = {
-                event: field('event'),
-                data: JSON.parse(field('data')) as unknown,
-              } as StreamEventOf<FleetUpgradeEvents>;
-              if (ev.event === 'end') return events;
+              const kind = field('event');
+              if (kind === 'end') return events;
+              const raw = field('data');
+              // Only `event` blocks are followed; a keep-alive is a comment line with no data.
+              if (kind !== 'event' || raw === '') continue;
+              const ev = { event: kind, data: JSON.parse(raw) as unknown } as StreamEventOf<FleetUpgradeEvents>;
               if (ev.event !== 'event') continue;
               events.push(ev.data);
               if (stop(ev.data)) return events;
