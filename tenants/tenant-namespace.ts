@@ -108,7 +108,12 @@ export class TenantNamespace extends pulumi.ComponentResource {
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: TENANT_CLUSTER_ROLE },
         subjects: [subject],
       },
-      { ...child, dependsOn: [ns] },
+      // Not deleted on its own when the namespace goes too: this binding is what lets the
+      // provisioner read the namespace's objects, so once it is deleted the engine can no longer
+      // confirm that the binding itself is gone (403 until the delete times out, as soon as the
+      // API server's authorizer has seen the deletion). Everything else in the namespace depends
+      // on it and is deleted first; the namespace's deletion then removes the binding.
+      { ...child, dependsOn: [ns], deletedWith: ns },
     );
     // The namespace, once the binding is in effect: everything in it is created after that.
     const granted = pulumi.unsecret(
