@@ -62,6 +62,7 @@ import {
 } from './harness/environment.ts';
 import { createVolumePool, kubernetesProvider, toolchainBin } from '../../sandbox/stack.ts';
 import { exists } from './harness/kube.ts';
+import { PROVISION_TIMEOUT } from './harness/suite.ts';
 import { freePort, run, startProcess, StopWaiting, until } from '../../sandbox/processes.ts';
 import { preparePulumiHome, REPO_ROOT, withHostsFile } from '../../sandbox/provisioner-process.ts';
 
@@ -623,7 +624,9 @@ async function main(): Promise<void> {
         started = Date.now();
         const r = await cli(url, adminKey, [...args]);
         t.equal(r.code, 0, `${verb} accepted: ${r.stderr.trim()}`);
-        await until(`${verb} to be taken up`, 60_000, async () => {
+        // Done, not only taken up: an upgrade or a resume installs a real vcluster's pods again, so
+        // the bound is the tier's per-operation one, as in lifecycle.test.ts.
+        await until(`${verb} to be done`, PROVISION_TIMEOUT, async () => {
           const x = await api.tenant(id);
           return x.generation === x.status.observedGeneration && x.status.phase === phase;
         });
