@@ -23,7 +23,6 @@ import {
   axeViolations,
   chromiumAvailable,
   CHROMIUM,
-  freePort,
   launch,
   newEncryptionKey,
   openPage,
@@ -35,6 +34,7 @@ import {
   type WatchedPage,
 } from './harness/browser.ts';
 import { seedTenants } from './harness/seed.ts';
+import { portOutsideEphemeralRange } from '../helpers/ports.ts';
 
 // Chromium and a provisioner process on a shared 2-core machine: more than tap's default of 120 s.
 t.setTimeout(10 * 60_000);
@@ -42,7 +42,9 @@ if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/t
 
 const db = await createTestDatabase();
 const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'console test', createdBy: 'test' })).key;
-const port = await freePort();
+// The console server is killed and started again on this port: one outside the ephemeral range,
+// which nothing else takes in between.
+const port = await portOutsideEphemeralRange();
 const serverEnv = {
   databaseUrl: db.url,
   port,

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { createTestDatabase } from '../../helpers/postgres.ts';
-import { freePort } from '../../../provisioner/db/embedded.ts';
+import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 
 const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
@@ -65,7 +65,9 @@ t.test('a tunnel client reconnects within 5 s of its SIGKILLed control plane lis
   const env = {
     PATH: process.env.PATH ?? '',
     HOME: dataDir,
-    PORT: String(await freePort()), // the restart listens on the same port, as a restarted pod's Service would
+    // The restart listens on the same port, as a restarted pod's Service would: one outside the
+    // ephemeral range, which nothing else takes between the kill and the restart.
+    PORT: String(await portOutsideEphemeralRange()),
     DATABASE_URL: db.url,
     PROVISIONER_DATA_DIR: dataDir, // keeps the request-signing key across the restart
     PROVISIONER_ADMIN_TOKEN: admin,

@@ -20,6 +20,7 @@ import {
   StubRuntimeTokens,
   until,
 } from './harness.ts';
+import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
 
 const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
@@ -49,8 +50,9 @@ async function heldRequest(
 
 void t.test('after a control-plane restart the client is reconnected and serving within 5 s', async (t) => {
   const tenantId = randomUUID();
-  let cp = await startControlPlane({ tokens, callers });
-  const port = cp.port;
+  // Restarted on the same port: one outside the ephemeral range, which nothing else takes meanwhile.
+  const port = await portOutsideEphemeralRange();
+  let cp = await startControlPlane({ tokens, callers, port });
   const runtime = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
   t.teardown(async () => {
     await runtime.close();

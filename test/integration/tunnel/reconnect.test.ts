@@ -7,6 +7,7 @@ import http from 'node:http';
 import t from 'tap';
 import { request, startControlPlane, startRuntime, ready, StubCallers, StubRuntimeTokens } from './harness.ts';
 import { SUBPROTOCOL } from '../../../runtime/protocol/frames.ts';
+import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
 import { until } from '../../helpers/wait.ts';
 
 const tokens = new StubRuntimeTokens();
@@ -21,8 +22,10 @@ void t.test(
   { timeout: OUTAGE_MS + 60_000 },
   async (t) => {
     const tenantId = randomUUID();
-    let cp = await startControlPlane({ tokens, callers });
-    const port = cp.port;
+    // The control plane listens on the same port again after the outage: one outside the
+    // ephemeral range, which no other process's connection or listen(0) takes meanwhile.
+    const port = await portOutsideEphemeralRange();
+    let cp = await startControlPlane({ tokens, callers, port });
     const runtime = await startRuntime(tenantId, cp, tokens.issue(tenantId).token);
     t.teardown(async () => {
       await runtime.close();
