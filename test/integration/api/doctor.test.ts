@@ -14,6 +14,7 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { createTestDatabase } from '../../helpers/postgres.ts';
+import { until } from '../../helpers/wait.ts';
 import { freePort } from '../../../provisioner/db/embedded.ts';
 
 const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
@@ -173,11 +174,24 @@ t.test(
       [],
       'the doctor reports the loops by name, the reconciler and the fleet driver among them',
     );
-    t.same(
-      loops.filter((c) => c.status !== 'ok').map((c) => `${c.name}: ${c.message}`),
-      [],
-      'every loop runs and its last round succeeded',
-    );
+    // A loop retries a failed round by itself (a PostgreSQL connection that timed out on a loaded
+    // machine is reported as a warning until the next round succeeds): wait, bounded, for a report
+    // in which every loop's last round succeeded; the last report read is the one asserted.
+    const notOk = (r: { checks: Check[] }) =>
+      r.checks.filter((c) => c.name.startsWith('loop/') && c.status !== 'ok').map((c) => `${c.name}: ${c.message}`);
+    let latest = report;
+    await until(
+      'a doctor report in which every loop is ok',
+      async () => {
+        if (notOk(latest).length === 0) return true;
+        const again = await doctor(['--url', url, '--token', admin, '--json']);
+        latest = JSON.parse(again.stdout) as { problems: number; checks: Check[] };
+        return notOk(latest).length === 0;
+      },
+      60_000,
+      1000,
+    ).catch(() => undefined);
+    t.same(notOk(latest), [], 'every loop runs and its last round succeeded (or does so again within 60 s)');
     t.match(text.stdout, /^ok\s+loop\/reconciler\s+running; /m, 'the text output has a line per loop');
 
     const anonymous = await doctor(['--url', url]);
