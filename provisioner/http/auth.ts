@@ -17,6 +17,8 @@ export interface Auth {
   keyId: string;
   role: Role;
   tenantId: string | null;
+  /** A hybrid runtime's key: its runtime's id (null for every other key). */
+  runtimeId?: string | null;
 }
 
 declare module 'fastify' {

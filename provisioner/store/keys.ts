@@ -40,13 +40,21 @@ function toInfo(r: KeyRow): ApiKeyInfo {
 /** Creates a key and returns it in clear exactly once, with its stored description. */
 export async function createKey(
   db: Queryable,
-  k: { role: Role; tenantId?: string | null; name: string; createdBy: string | null; key?: string },
+  k: {
+    role: Role;
+    tenantId?: string | null;
+    name: string;
+    createdBy: string | null;
+    key?: string;
+    /** The hybrid runtime a runtime key belongs to (none: the tenant's hosted runtime). */
+    runtimeId?: string;
+  },
 ): Promise<{ key: string; info: ApiKeyInfo }> {
   const key = k.key ?? generateKey(k.role);
   const { rows } = await db.query<KeyRow>(
-    `INSERT INTO api_keys (key_hash, prefix, role, tenant_id, name, created_by) VALUES ($1, $2, $3, $4, $5, $6)
+    `INSERT INTO api_keys (key_hash, prefix, role, tenant_id, name, created_by, runtime_id) VALUES ($1, $2, $3, $4, $5, $6, $7)
      RETURNING id, prefix, role, tenant_id, name, created_by, created_at, revoked_at`,
-    [hashKey(key), keyPrefix(key), k.role, k.tenantId ?? null, k.name, k.createdBy],
+    [hashKey(key), keyPrefix(key), k.role, k.tenantId ?? null, k.name, k.createdBy, k.runtimeId ?? null],
   );
   return { key, info: toInfo(rows[0]!) };
 }
@@ -55,6 +63,8 @@ export interface KeyIdentity {
   keyId: string;
   role: Role;
   tenantId: string | null;
+  /** A hybrid runtime's key: that runtime's id; null for every other key (a hosted runtime's too). */
+  runtimeId?: string | null;
 }
 
 /** Resolves a presented key to its identity; undefined when unknown or revoked. */
@@ -63,23 +73,31 @@ export async function lookupKey(db: Queryable, key: string): Promise<KeyIdentity
 }
 
 export async function lookupKeyHash(db: Queryable, hash: Buffer): Promise<KeyIdentity | undefined> {
-  const { rows } = await db.query<{ id: string; role: Role; tenant_id: string | null }>(
-    'SELECT id, role, tenant_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
+  const { rows } = await db.query<{ id: string; role: Role; tenant_id: string | null; runtime_id: string | null }>(
+    'SELECT id, role, tenant_id, runtime_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
     [hash],
   );
   const r = rows[0];
-  return r ? { keyId: r.id, role: r.role, tenantId: r.tenant_id } : undefined;
+  return r ? { keyId: r.id, role: r.role, tenantId: r.tenant_id, runtimeId: r.runtime_id } : undefined;
 }
 
 /** Identities of several key hashes (base64) in one statement; unknown and revoked keys are absent. */
 export async function lookupKeyHashes(db: Queryable, hashes: readonly string[]): Promise<Map<string, KeyIdentity>> {
-  const { rows } = await db.query<{ id: string; role: Role; tenant_id: string | null; hash: string }>({
+  const { rows } = await db.query<{
+    id: string;
+    role: Role;
+    tenant_id: string | null;
+    runtime_id: string | null;
+    hash: string;
+  }>({
     name: 'keys-by-hashes',
-    text: `SELECT id, role, tenant_id, encode(key_hash, 'base64') AS hash FROM api_keys
+    text: `SELECT id, role, tenant_id, runtime_id, encode(key_hash, 'base64') AS hash FROM api_keys
            WHERE key_hash = ANY($1::bytea[]) AND revoked_at IS NULL`,
     values: [hashes.map((h) => Buffer.from(h, 'base64'))],
   });
-  return new Map(rows.map((r) => [r.hash, { keyId: r.id, role: r.role, tenantId: r.tenant_id }]));
+  return new Map(
+    rows.map((r) => [r.hash, { keyId: r.id, role: r.role, tenantId: r.tenant_id, runtimeId: r.runtime_id }]),
+  );
 }
 
 export async function keyExists(db: Queryable, key: string): Promise<boolean> {

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { createTestDatabase } from '../../helpers/postgres.ts';
 import { loadMigrations, migrate, migrationsApplied } from '../../../provisioner/db/migrate.ts';
+import { insertTenant, type InsertTenant } from '../../../provisioner/store/tenants.ts';
 
 const run = promisify(execFile);
 const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
@@ -81,3 +82,48 @@ t.test('a failing migration rolls back whole and names itself', async (t) => {
   t.equal(rows[0].b, null, 'nothing of the failed migration remains');
   t.equal(rows[0].a, 'a', 'the earlier migration stays applied');
 });
+
+t.test(
+  '022_runtimes gives every existing tenant its hosted runtime, and every new tenant one in its insert',
+  async (t) => {
+    const db = await createTestDatabase({ migrate: false });
+    t.teardown(() => db.drop());
+    const all = await loadMigrations();
+    const at = all.findIndex((m) => m.name === 'runtimes');
+    if (at === -1) throw new Error('precondition: migration 022_runtimes exists');
+    await migrate(db.pool, all.slice(0, at));
+    const before: string[] = [];
+    for (const org of ['before-a', 'before-b']) before.push(await insertTenant(db.pool, tenantFixture(org)));
+    await migrate(db.pool, all);
+    const hosted = async (): Promise<Array<{ tenant_id: string; name: string; state: string | null }>> =>
+      (
+        await db.pool.query<{ tenant_id: string; name: string; state: string | null }>(
+          `SELECT tenant_id, name, state FROM runtimes WHERE mode = 'hosted' ORDER BY created_at, tenant_id`,
+        )
+      ).rows;
+    t.same(
+      (await hosted()).map((r) => r.tenant_id).sort(),
+      [...before].sort(),
+      'the migration backfilled one hosted runtime per tenant that existed',
+    );
+    const after = await insertTenant(db.pool, tenantFixture('after'));
+    const rows = await hosted();
+    t.same(
+      rows.filter((r) => r.tenant_id === after),
+      [{ tenant_id: after, name: 'hosted', state: null }],
+      "a tenant inserted after the migration has exactly one hosted runtime, named 'hosted', with no state of its own",
+    );
+    await t.rejects(
+      db.pool.query(
+        `INSERT INTO runtimes (tenant_id, name, mode, created_by) VALUES ($1, 'hosted', 'hosted', 'test')`,
+        [after],
+      ),
+      /runtimes_tenant_name/,
+      'a second hosted runtime for one tenant is refused by the unique name',
+    );
+  },
+);
+
+function tenantFixture(organization: string): InsertTenant {
+  return { organization, email: 'owner@example.com', plan: 'small', runtimeVersion: '1.3.0' };
+}

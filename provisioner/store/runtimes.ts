@@ -1,0 +1,167 @@
+/**
+ * The `runtimes` table (migration 022): a tenant's hosted runtime (one row, its state read from the
+ * tenant row) and the hybrid runtimes it registered. Bootstrap tokens are stored as their SHA-256
+ * only; the statement that redeems one is the only one that can, once.
+ */
+import type { Queryable } from '../db/tx.ts';
+
+export type RuntimeMode = 'hosted' | 'hybrid';
+export type HybridAccess = 'tunnel' | 'ingress';
+export type HybridArgo = 'new' | 'existing';
+export type HybridUpgrades = 'customer' | 'agent';
+export type HybridState = 'awaiting-install' | 'installed' | 'removed';
+export const HYBRID_STATES: readonly HybridState[] = ['awaiting-install', 'installed', 'removed'];
+
+export interface RuntimeRow {
+  id: string;
+  tenant_id: string;
+  name: string;
+  mode: RuntimeMode;
+  access: HybridAccess | null;
+  ingress_url: string | null;
+  argo: HybridArgo | null;
+  argo_namespace: string | null;
+  upgrades: HybridUpgrades | null;
+  version: string | null;
+  state: HybridState | null;
+  bootstrap_expires_at: Date | null;
+  bootstrap_redeemed_at: Date | null;
+  runtime_key_id: string | null;
+  last_heartbeat_at: Date | null;
+  reported_version: string | null;
+  created_by: string;
+  created_at: Date;
+  removed_at: Date | null;
+}
+
+const COLUMNS = `r.id, r.tenant_id, r.name, r.mode, r.access, r.ingress_url, r.argo, r.argo_namespace, r.upgrades,
+  r.version, r.state, r.bootstrap_expires_at, r.bootstrap_redeemed_at, r.runtime_key_id, r.last_heartbeat_at,
+  r.reported_version, r.created_by, r.created_at, r.removed_at`;
+
+export interface NewHybridRuntime {
+  tenantId: string;
+  name: string;
+  access: HybridAccess;
+  ingressUrl: string | undefined;
+  argo: HybridArgo;
+  argoNamespace: string | undefined;
+  upgrades: HybridUpgrades;
+  version: string;
+  tokenHash: string;
+  ttlSeconds: number;
+  createdBy: string;
+}
+
+export async function insertHybridRuntime(db: Queryable, r: NewHybridRuntime): Promise<RuntimeRow> {
+  const { rows } = await db.query<RuntimeRow>(
+    `INSERT INTO runtimes r (tenant_id, name, mode, access, ingress_url, argo, argo_namespace, upgrades, version, state,
+                             bootstrap_token_hash, bootstrap_expires_at, created_by)
+     VALUES ($1, $2, 'hybrid', $3, $4, $5, $6, $7, $8, 'awaiting-install', $9, now() + make_interval(secs => $10), $11)
+     RETURNING ${COLUMNS}`,
+    [
+      r.tenantId,
+      r.name,
+      r.access,
+      r.ingressUrl ?? null,
+      r.argo,
+      r.argoNamespace ?? null,
+      r.upgrades,
+      r.version,
+      r.tokenHash,
+      r.ttlSeconds,
+      r.createdBy,
+    ],
+  );
+  return rows[0]!;
+}
+
+/** The tenant's runtimes that are not removed: the hosted one first, then by creation. */
+export async function listTenantRuntimes(db: Queryable, tenantId: string): Promise<RuntimeRow[]> {
+  const { rows } = await db.query<RuntimeRow>(
+    `SELECT ${COLUMNS} FROM runtimes r WHERE r.tenant_id = $1 AND r.removed_at IS NULL
+      ORDER BY r.mode = 'hybrid', r.created_at, r.id`,
+    [tenantId],
+  );
+  return rows;
+}
+
+/** The tenant's runtime of that name that is not removed. */
+export async function getRuntimeByName(
+  db: Queryable,
+  tenantId: string,
+  name: string,
+  forUpdate = false,
+): Promise<RuntimeRow | undefined> {
+  const { rows } = await db.query<RuntimeRow>(
+    `SELECT ${COLUMNS} FROM runtimes r WHERE r.tenant_id = $1 AND r.name = $2 AND r.removed_at IS NULL
+     ${forUpdate ? 'FOR UPDATE' : ''}`,
+    [tenantId, name],
+  );
+  return rows[0];
+}
+
+/** Every tenant's runtimes that are not removed, in creation order after `after`. */
+export async function listAllRuntimes(
+  db: Queryable,
+  q: { after?: { ts: string; id: string }; limit: number; mode?: RuntimeMode | undefined },
+): Promise<Array<RuntimeRow & { cursor_ts: string }>> {
+  const { rows } = await db.query<RuntimeRow & { cursor_ts: string }>(
+    `SELECT ${COLUMNS}, r.created_at::text AS cursor_ts FROM runtimes r
+      WHERE r.removed_at IS NULL AND ($1::timestamptz IS NULL OR (r.created_at, r.id) > ($1::timestamptz, $2::uuid))
+        AND ($4::text IS NULL OR r.mode = $4)
+      ORDER BY r.created_at, r.id LIMIT $3`,
+    [q.after?.ts ?? null, q.after?.id ?? null, q.limit, q.mode ?? null],
+  );
+  return rows;
+}
+
+/** Hybrid runtimes of the tenant that are not removed: what its hybrid-runtime budget counts. */
+export async function countHybridRuntimes(db: Queryable, tenantId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM runtimes WHERE tenant_id = $1 AND mode = 'hybrid' AND removed_at IS NULL`,
+    [tenantId],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/**
+ * Claims a bootstrap token for its one redemption: the runtime when the token is known, unexpired,
+ * unredeemed and its runtime not removed, now `installed` with `bootstrap_redeemed_at` set;
+ * undefined otherwise (nothing changed). The caller records the runtime key in the same transaction.
+ */
+export async function claimRuntimeBootstrap(db: Queryable, tokenHash: string): Promise<RuntimeRow | undefined> {
+  const { rows } = await db.query<RuntimeRow>(
+    `UPDATE runtimes r SET bootstrap_redeemed_at = now(), state = 'installed'
+      WHERE r.bootstrap_token_hash = $1 AND r.mode = 'hybrid' AND r.state = 'awaiting-install'
+        AND r.bootstrap_redeemed_at IS NULL AND r.bootstrap_expires_at > now()
+      RETURNING ${COLUMNS}`,
+    [tokenHash],
+  );
+  return rows[0];
+}
+
+export async function setRuntimeKey(db: Queryable, runtimeId: string, keyId: string): Promise<void> {
+  await db.query('UPDATE runtimes SET runtime_key_id = $2 WHERE id = $1', [runtimeId, keyId]);
+}
+
+/** Marks a hybrid runtime removed; returns the row as it is now. */
+export async function markRuntimeRemoved(db: Queryable, runtimeId: string): Promise<RuntimeRow> {
+  const { rows } = await db.query<RuntimeRow>(
+    `UPDATE runtimes r SET state = 'removed', removed_at = now() WHERE r.id = $1 AND r.mode = 'hybrid'
+     RETURNING ${COLUMNS}`,
+    [runtimeId],
+  );
+  return rows[0]!;
+}
+
+/** Runtimes not removed, by mode and state (a hosted runtime's state is its tenant's phase). */
+export async function runtimesByModeAndState(
+  db: Queryable,
+): Promise<Array<{ mode: string; state: string; n: number }>> {
+  const { rows } = await db.query<{ mode: string; state: string; n: number }>(
+    `SELECT r.mode, coalesce(r.state, t.phase) AS state, count(*)::int AS n
+       FROM runtimes r JOIN tenants t ON t.id = r.tenant_id
+      WHERE r.removed_at IS NULL GROUP BY 1, 2`,
+  );
+  return rows;
+}
