@@ -14,19 +14,15 @@
  *    each object belongs to one live replica (rendezvous hashing over the replicas' Leases).
  */
 import type * as k8s from '@pulumi/kubernetes';
+import { CREDENTIAL_KEYS } from '../protocol/bootstrap.ts';
 
 /** Image repository prefix of the agents unless a tenant's config names another: images are `<prefix>/<agent>:<tag>`. */
 export const DEFAULT_AGENT_IMAGE_REPOSITORY = 'hosted-runtimes';
 
 export type AgentName = 'tunnel-client' | 'request-router' | 'app-proxy' | 'event-reporter';
 
-/** Keys of the runtime credentials Secret. */
-export const CREDENTIAL_KEYS = {
-  token: 'runtime-token',
-  tunnelUrl: 'tunnel-url',
-  controlPlaneUrl: 'control-plane-url',
-  publicKey: 'control-plane-public-key',
-} as const;
+/** Keys of the runtime credentials Secret (defined with the bootstrap exchange, which writes them in a hybrid runtime). */
+export { CREDENTIAL_KEYS };
 
 type CredentialKey = (typeof CREDENTIAL_KEYS)[keyof typeof CREDENTIAL_KEYS];
 

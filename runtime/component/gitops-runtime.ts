@@ -11,17 +11,16 @@
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
 import { catalog as defaultCatalog, type Catalog } from '../catalog.ts';
-import type { ComponentPins, RuntimeVersion } from '../versions.ts';
+import type { ComponentPins } from '../versions.ts';
 import {
   AGENTS,
   CREDENTIAL_KEYS,
   CREDENTIALS_SECRET,
   DEFAULT_AGENT_IMAGE_REPOSITORY,
   RUNTIME_NAMESPACE,
-  RUNTIME_INFO_KEY,
-  VERSIONS_CONFIGMAP,
 } from './agents.ts';
 import { createAgentWorkload } from './agent-workload.ts';
+import { runtimeNamespace, versionsConfigMap } from './runtime-objects.ts';
 import {
   ARGO_CD_NAMESPACE,
   ARGO_CD_SERVER,
@@ -38,6 +37,8 @@ import {
 } from './cluster-secret.ts';
 import { TUNNEL_PATH } from '../protocol/frames.ts';
 import type { RuntimeResources } from './resources.ts';
+
+export { runtimeNamespace, versionsConfigMap } from './runtime-objects.ts';
 
 export const GITOPS_RUNTIME_TYPE = 'hosted:runtime:GitOpsRuntime';
 
@@ -69,43 +70,6 @@ export interface GitOpsRuntimeArgs {
   readonly resources: RuntimeResources;
   /** How long each Argo chart's release may take to become ready before the run fails (seconds, default 600). */
   readonly releaseTimeoutSeconds?: number;
-}
-
-/** The agents' namespace inside the vcluster (Pod Security `restricted` enforced). */
-export function runtimeNamespace(): k8s.types.input.core.v1.Namespace {
-  return {
-    apiVersion: 'v1',
-    kind: 'Namespace',
-    metadata: {
-      name: RUNTIME_NAMESPACE,
-      labels: {
-        'app.kubernetes.io/part-of': 'hosted-runtime',
-        'pod-security.kubernetes.io/enforce': 'restricted',
-        'pod-security.kubernetes.io/enforce-version': 'latest',
-      },
-    },
-  };
-}
-
-/** The ConfigMap recording the runtime version and every component version. */
-export function versionsConfigMap(entry: RuntimeVersion): k8s.types.input.core.v1.ConfigMap {
-  const pins = entry.components;
-  return {
-    apiVersion: 'v1',
-    kind: 'ConfigMap',
-    metadata: {
-      name: VERSIONS_CONFIGMAP,
-      namespace: RUNTIME_NAMESPACE,
-      labels: { 'app.kubernetes.io/part-of': 'hosted-runtime' },
-    },
-    data: {
-      runtimeVersion: entry.version,
-      releaseDate: entry.releaseDate,
-      channel: entry.channel,
-      ...pins,
-      [RUNTIME_INFO_KEY]: JSON.stringify({ runtimeVersion: entry.version, components: pins }),
-    },
-  };
 }
 
 export class GitOpsRuntime extends pulumi.ComponentResource {

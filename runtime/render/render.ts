@@ -4,7 +4,7 @@
  * values the tenants program passes (the same builders: tenants/vcluster-values.ts,
  * runtime/component/argo-releases.ts), the root-cluster objects the program creates in the tenant
  * namespace (tenants/tenant-namespace.ts, quota.ts, network-policies.ts) and the agents' objects
- * (runtime/component/agent-workload.ts, gitops-runtime.ts). Used by `provisioner runtime render`
+ * (runtime/component/agent-objects.ts, runtime-objects.ts). Used by `provisioner runtime render`
  * and `runtime diff` and by the conformance check.
  *
  * The vcluster release goes into the tenant namespace on the root cluster; the Argo releases and
@@ -30,7 +30,7 @@ import { vclusterValues } from '../../tenants/vcluster-values.ts';
 import { exportServer, VCLUSTER_RELEASE } from '../../tenants/virtual-cluster.ts';
 import { catalog as defaultCatalog, type Catalog } from '../catalog.ts';
 import type { RuntimeVersion } from '../versions.ts';
-import { agentObjects } from '../component/agent-workload.ts';
+import { agentObjects } from '../component/agent-objects.ts';
 import {
   AGENTS,
   CREDENTIAL_KEYS,
@@ -40,7 +40,7 @@ import {
 } from '../component/agents.ts';
 import { ARGO_RELEASES, argoReleaseValues } from '../component/argo-releases.ts';
 import { chartSource, UPSTREAM_REPOSITORIES, type RepositoryName } from '../component/chart-source.ts';
-import { runtimeNamespace, versionsConfigMap } from '../component/gitops-runtime.ts';
+import { runtimeNamespace, versionsConfigMap } from '../component/runtime-objects.ts';
 
 /** A Kubernetes object as rendered (plain JSON). */
 export interface KubeObject {

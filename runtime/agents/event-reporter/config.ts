@@ -17,6 +17,11 @@ export interface EventReporterConfig {
   replica: string;
   /** LEASE_NAMESPACE, else POD_NAMESPACE, else hosted-runtime: where the membership Leases live. */
   namespace: string;
+  /**
+   * WATCH_NAMESPACE: the only namespace whose Argo objects are watched (a hybrid runtime next to a
+   * customer's existing Argo CD, which grants it rights there only); unset, every namespace.
+   */
+  watchNamespace: string | undefined;
   /** QUEUE_LIMIT: distinct objects waiting for delivery before the watches pause (default 1000). */
   queueLimit: number;
   /** LEASE_DURATION_SECONDS: a replica whose Lease is not renewed for this long is gone (default 15). */
@@ -65,6 +70,10 @@ export function loadEventReporterConfig(env: Env = process.env): EventReporterCo
   if (!DNS_LABEL.test(namespace) || namespace.length > 63)
     throw new ConfigError(nsVar, `'${namespace}' is not a namespace name`);
 
+  const watchNamespace = env.WATCH_NAMESPACE || undefined;
+  if (watchNamespace !== undefined && (!DNS_LABEL.test(watchNamespace) || watchNamespace.length > 63))
+    throw new ConfigError('WATCH_NAMESPACE', `'${watchNamespace}' is not a namespace name`);
+
   const kubeconfig = env.KUBECONFIG || undefined;
   if (kubeconfig !== undefined && !existsSync(kubeconfig))
     throw new ConfigError('KUBECONFIG', `'${kubeconfig}' does not exist`);
@@ -77,6 +86,7 @@ export function loadEventReporterConfig(env: Env = process.env): EventReporterCo
     token,
     replica,
     namespace,
+    watchNamespace,
     queueLimit: int(env, 'QUEUE_LIMIT', 1000, 1, 1_000_000),
     leaseDurationSeconds,
     heartbeatIntervalSeconds: int(env, 'HEARTBEAT_INTERVAL_SECONDS', HEARTBEAT_INTERVAL_SECONDS, 1, 3600),

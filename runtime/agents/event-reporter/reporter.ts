@@ -91,7 +91,9 @@ export class EventReporter implements WatchSink<ReportedKind> {
           transport: o.kube,
           sink: this,
           log: o.log,
-          path: `/apis/${REPORTED_KINDS[kind].group}/${REPORTED_KINDS[kind].version}/${REPORTED_KINDS[kind].plural}`,
+          path: `/apis/${REPORTED_KINDS[kind].group}/${REPORTED_KINDS[kind].version}${
+            o.config.watchNamespace ? `/namespaces/${encodeURIComponent(o.config.watchNamespace)}` : ''
+          }/${REPORTED_KINDS[kind].plural}`,
           absentMessage: `the ${kind} CRD is not installed; not reporting ${kind}s`,
           ...(o.absentRetryMs !== undefined ? { absentRetryMs: o.absentRetryMs } : {}),
         }),

@@ -38,6 +38,12 @@ void t.test('defaults from the pod and the wire contract', async (t) => {
   t.equal(c.kubeconfig, undefined, 'in-cluster credentials');
   t.equal(c.controlPlaneUrl, 'https://cp.example.com', 'no trailing slash');
   t.equal(c.token(), base.RUNTIME_TOKEN, 'the token');
+  t.equal(c.watchNamespace, undefined, 'Argo objects of every namespace are watched');
+  t.equal(
+    loadEventReporterConfig({ ...base, WATCH_NAMESPACE: 'gitops' }).watchNamespace,
+    'gitops',
+    'WATCH_NAMESPACE limits the watches to that namespace',
+  );
 });
 
 void t.test('each wrong or missing variable is named', async (t) => {
@@ -51,6 +57,7 @@ void t.test('each wrong or missing variable is named', async (t) => {
   t.equal(failing({ ...base, RUNTIME_TOKEN: 'short' }), 'RUNTIME_TOKEN', 'a token too short');
   t.equal(failing({ ...base, REPLICA_NAME: 'Not_A_Label' }), 'REPLICA_NAME', 'a replica name that is no DNS label');
   t.equal(failing({ ...base, QUEUE_LIMIT: '0' }), 'QUEUE_LIMIT', 'a queue of 0');
+  t.equal(failing({ ...base, WATCH_NAMESPACE: 'Argo CD' }), 'WATCH_NAMESPACE', 'a watch namespace that is no name');
   t.equal(
     failing({ ...base, LEASE_DURATION_SECONDS: 'x' }),
     'LEASE_DURATION_SECONDS',

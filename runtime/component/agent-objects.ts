@@ -1,0 +1,210 @@
+/**
+ * The Kubernetes objects of one runtime agent as plain data: ServiceAccount, least-privilege RBAC,
+ * Deployment and (for agents other pods call) a Service. The GitOpsRuntime component creates them
+ * in a tenant's vcluster (agent-workload.ts), the offline render prints them
+ * (runtime/render/render.ts) and the hybrid install bundle writes them (runtime/hybrid/bundle.ts).
+ * Nothing here loads Pulumi: the types only.
+ */
+import type * as k8s from '@pulumi/kubernetes';
+import type * as pulumi from '@pulumi/pulumi';
+import {
+  AGENT_PORT,
+  CREDENTIALS_SECRET,
+  EVENT_QUEUE_LIMIT,
+  RUNTIME_INFO_KEY,
+  RUNTIME_NAMESPACE,
+  VERSIONS_CONFIGMAP,
+  type AgentDefinition,
+} from './agents.ts';
+import { WEBHOOK_EVENT_SOURCE_URL } from './argo-releases.ts';
+import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from './pod-security.ts';
+import { copyResources, type ContainerResources } from './resources.ts';
+
+export function agentLabels(agent: string): Record<string, string> {
+  return {
+    'app.kubernetes.io/name': agent,
+    'app.kubernetes.io/part-of': 'hosted-runtime',
+    'app.kubernetes.io/managed-by': 'pulumi',
+  };
+}
+
+/** Where the app-proxy's pod mounts the versions ConfigMap (its runtime info file). */
+const RUNTIME_INFO_DIR = '/etc/hosted-runtime';
+
+/**
+ * The environment of an agent: exactly the variables its config loader reads
+ * (runtime/agents/<agent>/config.ts); test/unit/pulumi/agent-env.test.ts runs each loader on it.
+ */
+/**
+ * V8 flags of the event reporter: a young generation of 1 MiB semi-spaces instead of V8's default
+ * 16 MiB (its watch parses many short-lived objects; with the default the process grew to 350 MiB
+ * with 10,000 objects, with 1 MiB it stays under 150 MiB: docs/benchmarks.md "Event reporter"), and
+ * an old generation capped below the container's memory limit, so that running out of heap is
+ * V8's error in the log rather than an OOM kill.
+ */
+export const EVENT_REPORTER_NODE_OPTIONS = '--max-semi-space-size=1 --max-old-space-size=384';
+
+function env(agent: AgentDefinition, tenantId: pulumi.Input<string>): k8s.types.input.core.v1.EnvVar[] {
+  const vars: k8s.types.input.core.v1.EnvVar[] = Object.entries(agent.secretEnv).map(([name, key]) => ({
+    name,
+    valueFrom: { secretKeyRef: { name: CREDENTIALS_SECRET, key } },
+  }));
+  switch (agent.name) {
+    case 'tunnel-client':
+      vars.push(
+        // The tunnel client serves only its health endpoints, on the port the probes call.
+        { name: 'HEALTH_PORT', value: String(AGENT_PORT) },
+        { name: 'ROUTER_URL', value: `http://request-router.${RUNTIME_NAMESPACE}.svc:${AGENT_PORT}` },
+      );
+      break;
+    case 'request-router':
+      vars.push(
+        { name: 'PORT', value: String(AGENT_PORT) },
+        { name: 'APP_PROXY_URL', value: `http://app-proxy.${RUNTIME_NAMESPACE}.svc:${AGENT_PORT}` },
+        { name: 'EVENT_SOURCE_URL', value: WEBHOOK_EVENT_SOURCE_URL },
+      );
+      break;
+    case 'app-proxy':
+      vars.push(
+        { name: 'PORT', value: String(AGENT_PORT) },
+        { name: 'TENANT_ID', value: tenantId },
+        // A mounted ConfigMap file, re-read when it changes: an upgrade that does not change the
+        // agents' image updates the served versions without restarting the app-proxy.
+        { name: 'RUNTIME_INFO_FILE', value: `${RUNTIME_INFO_DIR}/${RUNTIME_INFO_KEY}` },
+      );
+      break;
+    case 'event-reporter':
+      vars.push(
+        { name: 'PORT', value: String(AGENT_PORT) },
+        { name: 'QUEUE_LIMIT', value: String(EVENT_QUEUE_LIMIT) },
+        { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+        { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+        { name: 'NODE_OPTIONS', value: EVENT_REPORTER_NODE_OPTIONS },
+      );
+      break;
+  }
+  return vars;
+}
+
+/** The pod template of an agent (exported for tests and for the manifest validation). */
+export function agentPodSpec(
+  agent: AgentDefinition,
+  image: pulumi.Input<string>,
+  tenantId: pulumi.Input<string>,
+  resources: ContainerResources,
+): k8s.types.input.core.v1.PodSpec {
+  const runtimeInfo = agent.name === 'app-proxy';
+  return {
+    serviceAccountName: agent.name,
+    automountServiceAccountToken: agent.apiAccess,
+    securityContext: restrictedPodSecurityContext(),
+    containers: [
+      {
+        name: agent.name,
+        image,
+        imagePullPolicy: 'IfNotPresent',
+        ports: [{ name: 'http', containerPort: agent.port, protocol: 'TCP' }],
+        env: env(agent, tenantId),
+        resources: copyResources(resources),
+        securityContext: restrictedContainerSecurityContext(),
+        readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 10 },
+        livenessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 20, failureThreshold: 3 },
+        volumeMounts: [
+          { name: 'tmp', mountPath: '/tmp' },
+          ...(runtimeInfo ? [{ name: 'runtime-info', mountPath: RUNTIME_INFO_DIR, readOnly: true }] : []),
+        ],
+      },
+    ],
+    volumes: [
+      { name: 'tmp', emptyDir: { sizeLimit: '64Mi' } },
+      ...(runtimeInfo
+        ? [
+            {
+              name: 'runtime-info',
+              configMap: { name: VERSIONS_CONFIGMAP, items: [{ key: RUNTIME_INFO_KEY, path: RUNTIME_INFO_KEY }] },
+            },
+          ]
+        : []),
+    ],
+  };
+}
+
+/** The Kubernetes objects of one agent, as the runtime creates them (also rendered offline). */
+export interface AgentObjects {
+  serviceAccount: k8s.types.input.core.v1.ServiceAccount;
+  role?: k8s.types.input.rbac.v1.Role;
+  roleBinding?: k8s.types.input.rbac.v1.RoleBinding;
+  clusterRole?: k8s.types.input.rbac.v1.ClusterRole;
+  clusterRoleBinding?: k8s.types.input.rbac.v1.ClusterRoleBinding;
+  service?: k8s.types.input.core.v1.Service;
+  deployment: k8s.types.input.apps.v1.Deployment;
+}
+
+export function agentObjects(
+  agent: AgentDefinition,
+  image: pulumi.Input<string>,
+  tenantId: pulumi.Input<string>,
+  resources: ContainerResources,
+): AgentObjects {
+  const labels = agentLabels(agent.name);
+  const metadata = { name: agent.name, namespace: RUNTIME_NAMESPACE, labels };
+  const subjects = [{ kind: 'ServiceAccount', name: agent.name, namespace: RUNTIME_NAMESPACE }];
+  const clusterName = `hosted-runtime:${agent.name}`;
+  const out: AgentObjects = {
+    serviceAccount: {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata,
+      automountServiceAccountToken: agent.apiAccess,
+    },
+    deployment: {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata,
+      spec: {
+        replicas: agent.replicas,
+        selector: { matchLabels: { 'app.kubernetes.io/name': agent.name } },
+        strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
+        template: { metadata: { labels }, spec: agentPodSpec(agent, image, tenantId, resources) },
+      },
+    },
+  };
+  if (agent.namespaceRules.length > 0) {
+    out.role = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata, rules: agent.namespaceRules };
+    out.roleBinding = {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata,
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: agent.name },
+      subjects,
+    };
+  }
+  if (agent.clusterRules.length > 0) {
+    out.clusterRole = {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: clusterName, labels },
+      rules: agent.clusterRules,
+    };
+    out.clusterRoleBinding = {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: clusterName, labels },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: clusterName },
+      subjects,
+    };
+  }
+  if (agent.service) {
+    out.service = {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata,
+      spec: {
+        type: 'ClusterIP',
+        selector: { 'app.kubernetes.io/name': agent.name },
+        ports: [{ name: 'http', port: agent.port, targetPort: 'http', protocol: 'TCP' }],
+      },
+    };
+  }
+  return out;
+}

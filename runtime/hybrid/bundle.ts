@@ -1,0 +1,433 @@
+/**
+ * The install bundle of a hybrid runtime: what a customer applies to its own cluster to run the
+ * runtime there. Generated from the same runtime package as a hosted runtime (the namespace and
+ * versions ConfigMap of runtime-objects.ts, the agents of agents.ts/agent-objects.ts, the Argo
+ * releases of argo-releases.ts at the catalog's chart pins), with the agents configured for that
+ * runtime. Pure: no I/O.
+ *
+ * The only secret in it is the single-use bootstrap token (Secret `runtime-bootstrap`). The
+ * `runtime-bootstrap` Job (runtime/agents/bootstrap/main.ts) exchanges it for the runtime token
+ * inside the cluster, writes that into the `runtime-credentials` Secret, which the bundle creates
+ * empty, and deletes the bootstrap Secret. The Job's Role may get and patch only the credentials
+ * Secret and delete only the bootstrap Secret (by resourceNames; a `create` cannot be limited to
+ * one name, which is why the bundle creates the credentials Secret itself).
+ *
+ *  - access=ingress: no tunnel client; the customer's ingress points at the request router's
+ *    Service (ROUTER_SERVICE).
+ *  - argo=existing: no Argo charts; the app-proxy and event reporter get no cluster-wide rights but
+ *    a Role in the customer's Argo CD namespace: read Applications, and patch them (refresh, sync)
+ *    for the app-proxy. Nothing else of the customer's Argo CD is created or changed.
+ *  - argo=new: `charts` lists the four Argo releases at the catalog's versions with the values the
+ *    hosted runtime gets on the default plan; `command` installs them with helm before the apply.
+ *  - The in-cluster upgrader is not part of the bundle yet: `upgrader` adds nothing (no account
+ *    with rights that no agent uses).
+ *
+ * Every object carries HYBRID_LABELS (managed-by, tenant, runtime); `removeCommand` deletes by them.
+ */
+import { stringify } from 'yaml';
+import { DEFAULT_PLAN, PLANS } from '../../tenants/plans.ts';
+import { agentObjects, type AgentObjects } from '../component/agent-objects.ts';
+import {
+  AGENT_PORT,
+  AGENTS,
+  CREDENTIALS_SECRET,
+  DEFAULT_AGENT_IMAGE_REPOSITORY,
+  RUNTIME_NAMESPACE,
+  type AgentDefinition,
+  type AgentName,
+} from '../component/agents.ts';
+import { ARGO_RELEASES, argoChartVersion, argoReleaseValues } from '../component/argo-releases.ts';
+import { UPSTREAM_REPOSITORIES } from '../component/chart-source.ts';
+import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from '../component/pod-security.ts';
+import { runtimeNamespace, versionsConfigMap } from '../component/runtime-objects.ts';
+import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY } from '../protocol/bootstrap.ts';
+import type { KubeObject } from '../render/render.ts';
+import type { RuntimeVersion } from '../versions.ts';
+
+export type { KubeObject };
+
+export type HybridAccess = 'tunnel' | 'ingress';
+export type HybridArgo = 'new' | 'existing';
+
+export interface HybridRuntimeSpec {
+  tenantId: string;
+  runtimeId: string;
+  name: string;
+  access: HybridAccess;
+  /** access = ingress */
+  ingressUrl?: string;
+  argo: HybridArgo;
+  /** argo = existing */
+  argoNamespace?: string;
+  /** upgrades = 'agent' */
+  upgrader: boolean;
+}
+
+export interface InstallBundleInput {
+  runtime: HybridRuntimeSpec;
+  /** The catalog entry (runtime/catalog.ts). */
+  version: RuntimeVersion;
+  /** Base URL the bootstrap Job and agents call. */
+  controlPlaneUrl: string;
+  /** wss URL of the tunnel server (access = tunnel). */
+  tunnelUrl: string;
+  /** The control plane's request-signing public key (PEM), not a secret. */
+  publicKey: string;
+  /** The only secret in the bundle. */
+  bootstrapToken: string;
+  imageRepository?: string;
+}
+
+export interface BundleChart {
+  release: string;
+  namespace: string;
+  chart: string;
+  repository: string;
+  version: string;
+  /** YAML */
+  values: string;
+}
+
+export interface InstallBundle {
+  /** Multi-document YAML for `kubectl apply -f`. */
+  manifests: string;
+  /** The same objects, parsed. */
+  objects: KubeObject[];
+  /** argo = new: the Argo charts at the catalog's versions with their values; [] for existing. */
+  charts: BundleChart[];
+  /** The one command (kubectl apply of the saved manifest; helm installs first when charts). */
+  command: string;
+  /** Deletes exactly what the install created (by the labels it put on them). */
+  removeCommand: string;
+}
+
+/** The labels every object of a bundle carries. */
+export const HYBRID_LABELS = {
+  managedBy: 'app.kubernetes.io/managed-by',
+  tenant: 'hosted-runtimes.io/tenant',
+  runtime: 'hosted-runtimes.io/runtime',
+} as const;
+export const HYBRID_MANAGED_BY = 'hosted-runtimes';
+
+/** Name of the bootstrap Job, its ServiceAccount, Role and RoleBinding. */
+export const BOOTSTRAP_JOB = 'runtime-bootstrap';
+/** Exit code of the bootstrap program when the control plane refused the token: the Job fails at once. */
+export const BOOTSTRAP_REFUSED_EXIT_CODE = 3;
+/** Where the bootstrap Job's pod mounts the bootstrap Secret. */
+export const BOOTSTRAP_TOKEN_DIR = '/etc/runtime-bootstrap';
+
+/** What the customer's ingress points at when access = ingress: the request router's Service. */
+export const ROUTER_SERVICE = { name: 'request-router', namespace: RUNTIME_NAMESPACE, port: AGENT_PORT } as const;
+
+/** The file name `command` applies (the manifest saved under it). */
+export function manifestFileName(runtimeName: string): string {
+  return `hybrid-runtime-${runtimeName}.yaml`;
+}
+
+export class HybridBundleError extends Error {
+  override name = 'HybridBundleError';
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+function check(input: InstallBundleInput): void {
+  const r = input.runtime;
+  if (!DNS_LABEL.test(r.name) || r.name.length > 40)
+    throw new HybridBundleError(`runtime name '${r.name}' is not a DNS label of 1-40 characters`);
+  if (!/^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(r.tenantId))
+    throw new HybridBundleError(`tenant id '${r.tenantId}' cannot be a label value`);
+  if (r.access === 'ingress' && !r.ingressUrl) throw new HybridBundleError('access=ingress needs the ingress URL');
+  if (r.argo === 'existing') {
+    const ns = r.argoNamespace ?? '';
+    if (!DNS_LABEL.test(ns) || ns.length > 63)
+      throw new HybridBundleError(`argo=existing needs the Argo CD namespace (a DNS label), not '${ns}'`);
+    if (ns === RUNTIME_NAMESPACE)
+      throw new HybridBundleError(`the Argo CD namespace cannot be the runtime's own namespace ${RUNTIME_NAMESPACE}`);
+  }
+  if (!input.bootstrapToken) throw new HybridBundleError('the bootstrap token is empty');
+}
+
+function labelsOf(r: HybridRuntimeSpec): Record<string, string> {
+  return {
+    [HYBRID_LABELS.managedBy]: HYBRID_MANAGED_BY,
+    [HYBRID_LABELS.tenant]: r.tenantId,
+    [HYBRID_LABELS.runtime]: r.name,
+  };
+}
+
+type Obj = Record<string, unknown>;
+
+/** A copy of an object with the bundle's labels on it (and on its pod template). */
+function labelled(object: unknown, labels: Record<string, string>): KubeObject {
+  const o = structuredClone(object) as KubeObject;
+  o.metadata.labels = { ...o.metadata.labels, ...labels };
+  const template = (o.spec as Obj | undefined)?.template as
+    { metadata?: { labels?: Record<string, string> } } | undefined;
+  if (template) template.metadata = { ...template.metadata, labels: { ...template.metadata?.labels, ...labels } };
+  return o;
+}
+
+/** The agent's objects for a hybrid runtime: with existing Argo CD, its Argo rights move to a Role in that namespace. */
+function hybridAgentObjects(agent: AgentDefinition, input: InstallBundleInput, image: string): unknown[] {
+  const r = input.runtime;
+  const resources = PLANS[DEFAULT_PLAN]!.runtime.agents[agent.name];
+  const o: AgentObjects = agentObjects(agent, image, r.tenantId, resources);
+  const out: unknown[] = [o.serviceAccount, o.role, o.roleBinding];
+  const argoRules = existingArgoRules[agent.name];
+  if (r.argo === 'existing' && argoRules) {
+    const name = `hosted-runtime-${agent.name}`;
+    const metadata = { name, namespace: r.argoNamespace!, labels: { 'app.kubernetes.io/name': agent.name } };
+    out.push(
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata, rules: argoRules },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata,
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
+        subjects: [{ kind: 'ServiceAccount', name: agent.name, namespace: RUNTIME_NAMESPACE }],
+      },
+    );
+    if (agent.name === 'event-reporter') {
+      // Watch that namespace only: a cluster-wide list would be refused.
+      // (agentObjects gives plain values here: plain strings went in.)
+      const spec = o.deployment.spec as { template: { spec: { containers: Array<{ env: unknown[] }> } } };
+      spec.template.spec.containers[0]!.env.push({ name: 'WATCH_NAMESPACE', value: r.argoNamespace! });
+    }
+  } else {
+    out.push(o.clusterRole, o.clusterRoleBinding);
+  }
+  out.push(o.service, o.deployment);
+  return out.filter((x) => x !== undefined);
+}
+
+/**
+ * The rights on the customer's Argo CD (argo=existing), in its namespace only: the event reporter
+ * reads Applications, the app-proxy reads one by name and patches it (refresh, sync). Rollouts and
+ * Workflows are not part of a customer's Argo CD install and get no rights.
+ */
+const existingArgoRules: Partial<Record<AgentName, Obj[]>> = {
+  'app-proxy': [{ apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'patch'] }],
+  'event-reporter': [{ apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'list', 'watch'] }],
+};
+
+/** The bootstrap Job and what it runs as. */
+function bootstrapObjects(input: InstallBundleInput, image: string): unknown[] {
+  const meta = {
+    name: BOOTSTRAP_JOB,
+    namespace: RUNTIME_NAMESPACE,
+    labels: { 'app.kubernetes.io/name': BOOTSTRAP_JOB },
+  };
+  return [
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: BOOTSTRAP_SECRET, namespace: RUNTIME_NAMESPACE },
+      type: 'Opaque',
+      stringData: { [BOOTSTRAP_TOKEN_KEY]: input.bootstrapToken },
+    },
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta, automountServiceAccountToken: true },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: meta,
+      rules: [
+        { apiGroups: [''], resources: ['secrets'], resourceNames: [CREDENTIALS_SECRET], verbs: ['get', 'patch'] },
+        { apiGroups: [''], resources: ['secrets'], resourceNames: [BOOTSTRAP_SECRET], verbs: ['delete'] },
+      ],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: meta,
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: BOOTSTRAP_JOB },
+      subjects: [{ kind: 'ServiceAccount', name: BOOTSTRAP_JOB, namespace: RUNTIME_NAMESPACE }],
+    },
+    {
+      apiVersion: 'batch/v1',
+      kind: 'Job',
+      metadata: meta,
+      spec: {
+        // Network failures and 5xx are retried inside the program (bounded); a pod that still
+        // failed is tried again a few times. A refused token fails the Job at once.
+        backoffLimit: 4,
+        podFailurePolicy: {
+          rules: [
+            {
+              action: 'FailJob',
+              onExitCodes: { containerName: 'bootstrap', operator: 'In', values: [BOOTSTRAP_REFUSED_EXIT_CODE] },
+            },
+          ],
+        },
+        template: {
+          metadata: { labels: { 'app.kubernetes.io/name': BOOTSTRAP_JOB } },
+          spec: {
+            serviceAccountName: BOOTSTRAP_JOB,
+            automountServiceAccountToken: true,
+            restartPolicy: 'Never',
+            securityContext: restrictedPodSecurityContext(),
+            containers: [
+              {
+                name: 'bootstrap',
+                image,
+                imagePullPolicy: 'IfNotPresent',
+                env: [
+                  { name: 'CONTROL_PLANE_URL', value: input.controlPlaneUrl },
+                  // Written to the credentials Secret where the control plane's answer lacks them.
+                  { name: 'TUNNEL_URL', value: input.tunnelUrl },
+                  { name: 'CONTROL_PLANE_PUBLIC_KEY', value: input.publicKey },
+                  { name: 'BOOTSTRAP_TOKEN_FILE', value: `${BOOTSTRAP_TOKEN_DIR}/${BOOTSTRAP_TOKEN_KEY}` },
+                  { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+                ],
+                resources: {
+                  requests: { cpu: '10m', memory: '48Mi' },
+                  limits: { cpu: '200m', memory: '128Mi' },
+                },
+                securityContext: restrictedContainerSecurityContext(),
+                volumeMounts: [
+                  { name: 'bootstrap-token', mountPath: BOOTSTRAP_TOKEN_DIR, readOnly: true },
+                  { name: 'tmp', mountPath: '/tmp' },
+                ],
+              },
+            ],
+            volumes: [
+              // Optional: a pod started after the token was redeemed (and the Secret deleted) finds
+              // the credentials written and exits 0.
+              { name: 'bootstrap-token', secret: { secretName: BOOTSTRAP_SECRET, optional: true } },
+              { name: 'tmp', emptyDir: { sizeLimit: '16Mi' } },
+            ],
+          },
+        },
+      },
+    },
+  ];
+}
+
+/** Apply order: namespace, configuration, accounts and rights, Services, workloads, the Job last. */
+const KIND_ORDER = [
+  'Namespace',
+  'ConfigMap',
+  'Secret',
+  'ServiceAccount',
+  'Role',
+  'RoleBinding',
+  'ClusterRole',
+  'ClusterRoleBinding',
+  'Service',
+  'Deployment',
+  'Job',
+];
+
+/** `kubectl delete` resource names (group-qualified, so that no other group's kind of that name is meant). */
+const RESOURCE_OF_KIND: Record<string, string> = {
+  Namespace: 'namespaces',
+  ConfigMap: 'configmaps',
+  Secret: 'secrets',
+  ServiceAccount: 'serviceaccounts',
+  Role: 'roles.rbac.authorization.k8s.io',
+  RoleBinding: 'rolebindings.rbac.authorization.k8s.io',
+  ClusterRole: 'clusterroles.rbac.authorization.k8s.io',
+  ClusterRoleBinding: 'clusterrolebindings.rbac.authorization.k8s.io',
+  Service: 'services',
+  Deployment: 'deployments.apps',
+  Job: 'jobs.batch',
+};
+
+/** The helm installs (argo = new) and the apply of the manifest saved as `manifestFile`. */
+export function installCommand(charts: readonly BundleChart[], manifestFile: string): string {
+  const helm = charts.map(
+    (c) =>
+      `helm upgrade --install ${c.release} ${c.chart} --repo ${c.repository} --version ${c.version} ` +
+      `--namespace ${c.namespace} --create-namespace --values - <<'VALUES'\n${c.values}VALUES`,
+  );
+  return [...helm, `kubectl apply -f ${shellQuote(manifestFile)}`].join('\n');
+}
+
+function shellQuote(s: string): string {
+  return /^[A-Za-z0-9_./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
+  check(input);
+  const r = input.runtime;
+  const labels = labelsOf(r);
+  const repository = input.imageRepository ?? DEFAULT_AGENT_IMAGE_REPOSITORY;
+  const tag = input.version.components.agents;
+
+  const raw: unknown[] = [
+    runtimeNamespace(),
+    versionsConfigMap(input.version),
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: {
+        name: CREDENTIALS_SECRET,
+        namespace: RUNTIME_NAMESPACE,
+        annotations: { 'hosted-runtimes.io/written-by': `Job ${BOOTSTRAP_JOB}` },
+      },
+      type: 'Opaque',
+    },
+    ...bootstrapObjects(input, `${repository}/bootstrap:${tag}`),
+  ];
+  for (const agent of AGENTS) {
+    if (agent.name === 'tunnel-client' && r.access === 'ingress') continue;
+    raw.push(...hybridAgentObjects(agent, input, `${repository}/${agent.name}:${tag}`));
+  }
+  const objects = raw
+    .map((o) => labelled(o, labels))
+    .map((o, i) => ({ o, i }))
+    .sort((a, b) => KIND_ORDER.indexOf(a.o.kind) - KIND_ORDER.indexOf(b.o.kind) || a.i - b.i)
+    .map(({ o }) => o);
+
+  const charts: BundleChart[] =
+    r.argo === 'new'
+      ? ARGO_RELEASES.map((spec) => ({
+          release: spec.releaseName,
+          namespace: spec.namespace,
+          chart: spec.chart,
+          repository: UPSTREAM_REPOSITORIES.argo,
+          version: argoChartVersion(input.version.components, spec.component),
+          values: stringify(argoReleaseValues(spec, PLANS[DEFAULT_PLAN]!.runtime)),
+        }))
+      : [];
+
+  const header = [
+    `# Hybrid runtime '${r.name}' (runtime ${r.runtimeId}, tenant ${r.tenantId}), runtime version ${input.version.version}.`,
+    `# Apply with: kubectl apply -f ${manifestFileName(r.name)}` +
+      (charts.length > 0 ? ' (after the Argo charts: see the install command)' : ''),
+    `# Every object is labelled ${HYBRID_LABELS.runtime}=${r.name},${HYBRID_LABELS.tenant}=${r.tenantId}.`,
+    `# The Secret ${BOOTSTRAP_SECRET} holds a single-use bootstrap token; the Job ${BOOTSTRAP_JOB} exchanges it`,
+    `# for the runtime's credentials (Secret ${CREDENTIALS_SECRET}) and deletes it.`,
+    ...(r.access === 'ingress'
+      ? [
+          `# access=ingress: point your ingress for ${r.ingressUrl} at Service ${ROUTER_SERVICE.name} in namespace`,
+          `# ${ROUTER_SERVICE.namespace}, port ${ROUTER_SERVICE.port} (http). No tunnel client is installed.`,
+        ]
+      : []),
+    ...(r.argo === 'existing'
+      ? [
+          `# argo=existing: the app-proxy and event reporter get a Role in namespace ${r.argoNamespace} (Applications:`,
+          '# read; patch for refresh and sync). Nothing else of that Argo CD is created or changed.',
+        ]
+      : []),
+  ];
+  const manifests = header.join('\n') + '\n' + objects.map((o) => '---\n' + stringify(o, { lineWidth: 0 })).join('');
+
+  const selector = Object.entries(labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
+  const kinds = KIND_ORDER.filter((k) => objects.some((o) => o.kind === k))
+    .reverse()
+    .map((k) => RESOURCE_OF_KIND[k]!);
+  const removeCommand = [
+    `kubectl delete ${kinds.join(',')} --all-namespaces --ignore-not-found -l '${selector}'`,
+    ...charts.map((c) => `helm uninstall ${c.release} --namespace ${c.namespace}`),
+  ].join('\n');
+
+  return {
+    manifests,
+    objects,
+    charts,
+    command: installCommand(charts, manifestFileName(r.name)),
+    removeCommand,
+  };
+}

@@ -1,0 +1,360 @@
+/**
+ * The install bundle of a hybrid runtime (runtime/hybrid/bundle.ts): the YAML a customer applies
+ * parses to the objects the API answers with, each valid against the Kubernetes schemas and
+ * labelled for removal; the bootstrap token is its only secret; the agents are the hosted
+ * runtime's (same images, pod specs, rights) apart from what the modes change; the Argo charts are
+ * the catalog's pins with the hosted values; the remove command selects exactly what was created.
+ */
+import t from 'tap';
+import { parseAllDocuments, parse as parseYaml } from 'yaml';
+import { ConfigMap, Namespace, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
+import { Deployment } from 'kubernetes-models/apps/v1';
+import { Job } from 'kubernetes-models/batch/v1';
+import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import {
+  BOOTSTRAP_JOB,
+  HybridBundleError,
+  hybridInstallBundle,
+  manifestFileName,
+  ROUTER_SERVICE,
+  type InstallBundleInput,
+  type KubeObject,
+} from '../../runtime/hybrid/bundle.ts';
+import { catalog } from '../../runtime/catalog.ts';
+import { agentObjects } from '../../runtime/component/agent-objects.ts';
+import { AGENTS, CREDENTIALS_SECRET, RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
+import { ARGO_RELEASES, argoReleaseValues } from '../../runtime/component/argo-releases.ts';
+import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY } from '../../runtime/protocol/bootstrap.ts';
+import { DEFAULT_PLAN, PLANS } from '../../tenants/plans.ts';
+
+const TENANT = '3f6c1a52-6a0e-4c1b-9a57-2d8e0f4b7c11';
+const TOKEN = 'hrth_' + 'Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Z2FycGx5'.slice(0, 43);
+const entry = catalog.versions[catalog.versions.length - 1]!;
+
+function input(over: Partial<InstallBundleInput['runtime']> = {}): InstallBundleInput {
+  return {
+    runtime: {
+      tenantId: TENANT,
+      runtimeId: '8d1e5b7a-0c2f-4e7d-b1a3-6f9e2c4d8a10',
+      name: 'plant-a',
+      access: 'tunnel',
+      argo: 'new',
+      upgrader: false,
+      ...over,
+    },
+    version: entry,
+    controlPlaneUrl: 'https://cp.example.test',
+    tunnelUrl: 'wss://cp.example.test/v1/tunnel',
+    publicKey: '-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA\n-----END PUBLIC KEY-----\n',
+    bootstrapToken: TOKEN,
+  };
+}
+
+const MODES: Array<[string, Partial<InstallBundleInput['runtime']>]> = [
+  ['tunnel, new Argo', {}],
+  ['ingress, new Argo', { access: 'ingress', ingressUrl: 'https://runtime.plant-a.example.test' }],
+  ['tunnel, existing Argo', { argo: 'existing', argoNamespace: 'gitops' }],
+  [
+    'ingress, existing Argo',
+    {
+      access: 'ingress',
+      ingressUrl: 'https://runtime.plant-a.example.test',
+      argo: 'existing',
+      argoNamespace: 'gitops',
+    },
+  ],
+];
+
+type Validatable = { validate(): void };
+const MODELS: Record<string, (d: never) => Validatable> = {
+  Namespace: (d) => new Namespace(d),
+  ConfigMap: (d) => new ConfigMap(d),
+  Secret: (d) => new Secret(d),
+  Service: (d) => new Service(d),
+  ServiceAccount: (d) => new ServiceAccount(d),
+  Deployment: (d) => new Deployment(d),
+  Job: (d) => new Job(d),
+  Role: (d) => new Role(d),
+  RoleBinding: (d) => new RoleBinding(d),
+  ClusterRole: (d) => new ClusterRole(d),
+  ClusterRoleBinding: (d) => new ClusterRoleBinding(d),
+};
+
+const id = (o: KubeObject) => `${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+const find = (objects: KubeObject[], kind: string, name: string, namespace = RUNTIME_NAMESPACE) =>
+  objects.find(
+    (o) =>
+      o.kind === kind &&
+      o.metadata.name === name &&
+      (o.metadata.namespace ?? '') === (kind.startsWith('Cluster') || kind === 'Namespace' ? '' : namespace),
+  );
+
+t.test('the manifest parses to the objects; each is valid, labelled, and named once', async (t) => {
+  for (const [mode, over] of MODES) {
+    const b = hybridInstallBundle(input(over));
+    const parsed = parseAllDocuments(b.manifests)
+      .map((d) => d.toJSON() as unknown)
+      .filter((d) => d !== null);
+    t.same(parsed, b.objects, `${mode}: the YAML documents are the objects, in order`);
+    const names = new Set<string>();
+    for (const o of b.objects) {
+      const model = MODELS[o.kind];
+      t.ok(model, `${mode}: ${id(o)} is a kind the bundle is meant to hold`);
+      t.doesNotThrow(() => model!(o as never).validate(), `${mode}: ${id(o)} is valid against its schema`);
+      t.match(
+        o.metadata.labels,
+        {
+          'app.kubernetes.io/managed-by': 'hosted-runtimes',
+          'hosted-runtimes.io/tenant': TENANT,
+          'hosted-runtimes.io/runtime': 'plant-a',
+        },
+        `${mode}: ${id(o)} carries the managed-by, tenant and runtime labels`,
+      );
+      t.notOk(names.has(id(o)), `${mode}: ${id(o)} appears once`);
+      names.add(id(o));
+    }
+    t.equal(b.objects[0]!.kind, 'Namespace', `${mode}: the namespace is applied first`);
+    t.equal(b.objects.at(-1)!.kind, 'Job', `${mode}: the bootstrap Job is applied last`);
+  }
+});
+
+t.test('the bootstrap token is the only secret: one Secret key, nowhere else in the bundle', async (t) => {
+  for (const [mode, over] of MODES) {
+    const b = hybridInstallBundle(input(over));
+    const secrets = b.objects.filter((o) => o.kind === 'Secret');
+    const data = secrets.flatMap((s) =>
+      [...Object.entries((s.stringData as object) ?? {}), ...Object.entries((s.data as object) ?? {})].map(
+        ([k, v]) => `${s.metadata.name}/${k}=${String(v)}`,
+      ),
+    );
+    t.same(
+      data,
+      [`${BOOTSTRAP_SECRET}/${BOOTSTRAP_TOKEN_KEY}=${TOKEN}`],
+      `${mode}: the only Secret value is the bootstrap token`,
+    );
+    t.ok(find(b.objects, 'Secret', CREDENTIALS_SECRET), `${mode}: the credentials Secret is created, empty`);
+    t.equal(b.manifests.split(TOKEN).length - 1, 1, `${mode}: the token occurs once in the manifest`);
+    t.notOk(b.command.includes(TOKEN), `${mode}: the install command does not hold the token`);
+    t.notOk(b.removeCommand.includes(TOKEN), `${mode}: the remove command does not hold the token`);
+    t.notOk(JSON.stringify(b.charts).includes(TOKEN), `${mode}: the chart values do not hold the token`);
+  }
+});
+
+t.test('the bootstrap Job may touch only its two Secrets, by name', async (t) => {
+  const b = hybridInstallBundle(input());
+  const role = find(b.objects, 'Role', BOOTSTRAP_JOB)!;
+  t.same(
+    role.rules,
+    [
+      { apiGroups: [''], resources: ['secrets'], resourceNames: [CREDENTIALS_SECRET], verbs: ['get', 'patch'] },
+      { apiGroups: [''], resources: ['secrets'], resourceNames: [BOOTSTRAP_SECRET], verbs: ['delete'] },
+    ],
+    'get and patch of runtime-credentials, delete of runtime-bootstrap, nothing else',
+  );
+  const binding = find(b.objects, 'RoleBinding', BOOTSTRAP_JOB)!;
+  t.same(
+    binding.subjects,
+    [{ kind: 'ServiceAccount', name: BOOTSTRAP_JOB, namespace: RUNTIME_NAMESPACE }],
+    'bound to the Job’s own account',
+  );
+  const job = find(b.objects, 'Job', BOOTSTRAP_JOB)! as unknown as {
+    spec: {
+      template: {
+        spec: {
+          serviceAccountName: string;
+          containers: Array<{ image: string; env: Array<{ name: string; value?: string }> }>;
+        };
+      };
+    };
+  };
+  const pod = job.spec.template.spec;
+  t.equal(pod.serviceAccountName, BOOTSTRAP_JOB, 'the Job runs as that account');
+  t.equal(
+    pod.containers[0]!.image,
+    `hosted-runtimes/bootstrap:${entry.components.agents}`,
+    'the agents image of the catalog version',
+  );
+  t.notOk(JSON.stringify(job).includes(TOKEN), 'the Job reads the token from the Secret, it does not hold it');
+  t.equal(
+    pod.containers[0]!.env.find((e) => e.name === 'CONTROL_PLANE_URL')?.value,
+    'https://cp.example.test',
+    'the Job calls the control plane URL given',
+  );
+});
+
+t.test('the agents are the hosted runtime’s, at the catalog’s image tag', async (t) => {
+  const b = hybridInstallBundle(input());
+  const budget = PLANS[DEFAULT_PLAN]!.runtime;
+  for (const agent of AGENTS) {
+    const hosted = agentObjects(
+      agent,
+      `hosted-runtimes/${agent.name}:${entry.components.agents}`,
+      TENANT,
+      budget.agents[agent.name],
+    );
+    const deployment = find(b.objects, 'Deployment', agent.name)!;
+    t.same(
+      (deployment.spec as { template: { spec: unknown } }).template.spec,
+      (hosted.deployment.spec as { template: { spec: unknown } }).template.spec,
+      `${agent.name}: the pod spec is the hosted one`,
+    );
+    if (hosted.clusterRole)
+      t.same(
+        find(b.objects, 'ClusterRole', `hosted-runtime:${agent.name}`)!.rules,
+        hosted.clusterRole.rules,
+        `${agent.name}: the same cluster rules with new Argo CD`,
+      );
+  }
+});
+
+t.test('access=ingress: no tunnel client; the comment names the router Service the ingress points at', async (t) => {
+  const b = hybridInstallBundle(input({ access: 'ingress', ingressUrl: 'https://runtime.plant-a.example.test' }));
+  t.same(
+    b.objects.filter((o) => o.metadata.name.includes('tunnel-client')).map(id),
+    [],
+    'no object of the tunnel client',
+  );
+  t.ok(find(b.objects, 'Service', ROUTER_SERVICE.name), 'the request router has its Service');
+  t.match(
+    b.manifests,
+    `Service ${ROUTER_SERVICE.name} in namespace\n# ${RUNTIME_NAMESPACE}, port ${ROUTER_SERVICE.port}`,
+    'the manifest says which Service and port the ingress points at',
+  );
+  const tunnel = hybridInstallBundle(input());
+  t.ok(find(tunnel.objects, 'Deployment', 'tunnel-client'), 'access=tunnel has the tunnel client');
+});
+
+t.test(
+  'argo=existing: no charts, no cluster-wide rights; a Role in the Argo CD namespace and nothing else there',
+  async (t) => {
+    const b = hybridInstallBundle(input({ argo: 'existing', argoNamespace: 'gitops' }));
+    t.same(b.charts, [], 'no Argo chart');
+    t.notMatch(b.command, /helm/, 'the install command installs no chart');
+    t.same(b.objects.filter((o) => o.kind.startsWith('Cluster')).map(id), [], 'no ClusterRole or ClusterRoleBinding');
+    const there = b.objects.filter((o) => o.metadata.namespace === 'gitops');
+    t.same(
+      there.map(id).sort(),
+      [
+        'Role gitops/hosted-runtime-app-proxy',
+        'Role gitops/hosted-runtime-event-reporter',
+        'RoleBinding gitops/hosted-runtime-app-proxy',
+        'RoleBinding gitops/hosted-runtime-event-reporter',
+      ],
+      'in the Argo CD namespace only the two Roles and their bindings',
+    );
+    t.same(
+      find(b.objects, 'Role', 'hosted-runtime-app-proxy', 'gitops')!.rules,
+      [{ apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'patch'] }],
+      'the app-proxy reads and patches (refresh, sync) Applications there',
+    );
+    t.same(
+      find(b.objects, 'Role', 'hosted-runtime-event-reporter', 'gitops')!.rules,
+      [{ apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'list', 'watch'] }],
+      'the event reporter reads Applications there',
+    );
+    for (const name of ['app-proxy', 'event-reporter'])
+      t.same(
+        find(b.objects, 'RoleBinding', `hosted-runtime-${name}`, 'gitops')!.subjects,
+        [{ kind: 'ServiceAccount', name, namespace: RUNTIME_NAMESPACE }],
+        `the ${name} Role is bound to the ${name} account`,
+      );
+    const reporter = find(b.objects, 'Deployment', 'event-reporter')! as unknown as {
+      spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } };
+    };
+    t.equal(
+      reporter.spec.template.spec.containers[0]!.env.find((e) => e.name === 'WATCH_NAMESPACE')?.value,
+      'gitops',
+      'the event reporter watches that namespace only',
+    );
+  },
+);
+
+t.test(
+  'argo=new: the four Argo charts at the catalog’s pins with the hosted values, installed before the apply',
+  async (t) => {
+    for (const version of catalog.versions) {
+      const b = hybridInstallBundle({ ...input(), version });
+      t.same(
+        b.charts.map((c) => [c.chart, c.version, c.namespace, c.release]),
+        ARGO_RELEASES.map((s) => [s.chart, version.components[s.component], s.namespace, s.releaseName]),
+        `${version.version}: each Argo chart at its pin`,
+      );
+      for (const [i, spec] of ARGO_RELEASES.entries())
+        t.same(
+          parseYaml(b.charts[i]!.values),
+          argoReleaseValues(spec, PLANS[DEFAULT_PLAN]!.runtime),
+          `${version.version}: ${spec.chart} gets the hosted values on the ${DEFAULT_PLAN} plan`,
+        );
+    }
+    const b = hybridInstallBundle(input());
+    const lines = b.command.split('\n');
+    t.equal(
+      lines.at(-1),
+      `kubectl apply -f ${manifestFileName('plant-a')}`,
+      'the command ends with the apply of the saved manifest',
+    );
+    t.equal(
+      lines.filter((l) => l.startsWith('helm upgrade --install ')).length,
+      4,
+      'and installs the 4 charts before it',
+    );
+  },
+);
+
+t.test('the remove command deletes every kind the bundle created, by its labels', async (t) => {
+  for (const [mode, over] of MODES) {
+    const b = hybridInstallBundle(input(over));
+    const first = b.removeCommand.split('\n')[0]!;
+    const m = /^kubectl delete (\S+) --all-namespaces --ignore-not-found -l '([^']+)'$/.exec(first);
+    t.ok(m, `${mode}: the first line is one kubectl delete by label selector`);
+    const resources = m![1]!.split(',');
+    const selector = Object.fromEntries(m![2]!.split(',').map((kv) => kv.split('=') as [string, string]));
+    t.same(
+      selector,
+      {
+        'app.kubernetes.io/managed-by': 'hosted-runtimes',
+        'hosted-runtimes.io/tenant': TENANT,
+        'hosted-runtimes.io/runtime': 'plant-a',
+      },
+      `${mode}: it selects the runtime's labels`,
+    );
+    const kinds = [...new Set(b.objects.map((o) => o.kind))];
+    t.equal(resources.length, kinds.length, `${mode}: one resource per kind the bundle holds (${kinds.length})`);
+    for (const kind of kinds)
+      t.ok(
+        resources.some((r) => r.split('.')[0] === `${kind.toLowerCase()}s`),
+        `${mode}: ${kind} objects are deleted`,
+      );
+    t.equal(resources.at(-1), 'namespaces', `${mode}: the namespace goes last`);
+    const helm = b.removeCommand.split('\n').slice(1);
+    t.equal(helm.length, b.charts.length, `${mode}: one helm uninstall per chart installed (${b.charts.length})`);
+  }
+});
+
+t.test('inconsistent input is refused naming what is missing', async (t) => {
+  t.throws(
+    () => hybridInstallBundle(input({ access: 'ingress' })),
+    new HybridBundleError('access=ingress needs the ingress URL'),
+    'access=ingress without its URL',
+  );
+  t.throws(
+    () => hybridInstallBundle(input({ argo: 'existing' })),
+    { name: 'HybridBundleError', message: /Argo CD namespace/ },
+    'argo=existing without its namespace',
+  );
+  t.throws(
+    () => hybridInstallBundle(input({ argo: 'existing', argoNamespace: RUNTIME_NAMESPACE })),
+    { name: 'HybridBundleError', message: /runtime's own namespace/ },
+    'the runtime namespace as the Argo CD namespace',
+  );
+  t.throws(
+    () => hybridInstallBundle(input({ name: 'Plant_A' })),
+    { name: 'HybridBundleError', message: /DNS label/ },
+    'a name that is not a DNS label',
+  );
+  t.throws(
+    () => hybridInstallBundle({ ...input(), bootstrapToken: '' }),
+    { name: 'HybridBundleError', message: /token is empty/ },
+    'no bootstrap token',
+  );
+});
