@@ -65,6 +65,19 @@ export interface Config {
   managedClusters: ManagedClustersConfig;
   /** What one tenant or its runtime may take of the shared control plane (docs/security.md). */
   budgets: TenantBudgets;
+  /** Hybrid runtimes, installed in customers' clusters (docs/api.md "Runtimes"). */
+  hybrid: HybridConfig;
+}
+
+export interface HybridConfig {
+  /**
+   * The control plane's base URL as customers' clusters reach it: PROVISIONER_PUBLIC_URL when it
+   * is set; undefined otherwise (the default URL is this host's listen address, which no other
+   * cluster reaches), and hybrid runtimes cannot be registered.
+   */
+  publicUrl: string | undefined;
+  /** Life of a hybrid runtime's bootstrap token (PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS, default 86400, 60..604800). */
+  bootstrapTtlSeconds: number;
 }
 
 /** Per-tenant budgets (docs/security.md "Tenant against tenant through shared resources"). */
@@ -81,6 +94,8 @@ export interface TenantBudgets {
   managedClusters: number;
   /** Unrevoked API keys bound to one tenant, tenant and runtime keys (PROVISIONER_KEYS_PER_TENANT, default 100). */
   keys: number;
+  /** Hybrid runtimes per tenant, not removed (PROVISIONER_HYBRID_RUNTIMES_PER_TENANT, default 10). */
+  hybridRuntimes: number;
 }
 
 export const DEFAULT_TENANT_BUDGETS: TenantBudgets = {
@@ -90,6 +105,7 @@ export const DEFAULT_TENANT_BUDGETS: TenantBudgets = {
   digestsPerMinute: 120,
   managedClusters: 50,
   keys: 100,
+  hybridRuntimes: 10,
 };
 
 function loadBudgets(env: Env): TenantBudgets {
@@ -107,6 +123,7 @@ function loadBudgets(env: Env): TenantBudgets {
     digestsPerMinute: int(env, 'PROVISIONER_RUNTIME_DIGESTS_PER_MINUTE', d.digestsPerMinute, 1, 100_000),
     managedClusters: int(env, 'PROVISIONER_MANAGED_CLUSTERS_PER_TENANT', d.managedClusters, 1, 100_000),
     keys: int(env, 'PROVISIONER_KEYS_PER_TENANT', d.keys, 2, 100_000),
+    hybridRuntimes: int(env, 'PROVISIONER_HYBRID_RUNTIMES_PER_TENANT', d.hybridRuntimes, 1, 10_000),
   };
 }
 
@@ -421,6 +438,10 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       bootstrapImage: env.PROVISIONER_MANAGED_CLUSTER_BOOTSTRAP_IMAGE || undefined,
     },
     budgets: loadBudgets(env),
+    hybrid: {
+      publicUrl: url(env, 'PROVISIONER_PUBLIC_URL', ['https:', 'http:']),
+      bootstrapTtlSeconds: int(env, 'PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS', 86_400, 60, 7 * 86_400),
+    },
   };
 }
 

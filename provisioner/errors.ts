@@ -46,6 +46,7 @@ export const ERROR_CODES = {
   CLUSTER_NOT_FOUND: { status: 404, description: 'no root cluster of that name' },
   API_KEY_NOT_FOUND: { status: 404, description: 'no API key with that id' },
   MANAGED_CLUSTER_NOT_FOUND: { status: 404, description: 'the tenant has no managed cluster of that name' },
+  RUNTIME_NOT_FOUND: { status: 404, description: 'the tenant has no runtime of that name (or it was removed)' },
   RUNTIME_VERSION_NOT_FOUND: { status: 404, description: 'the runtime version is not in the catalog' },
   RUNTIME_OBJECT_NOT_FOUND: {
     status: 404,
@@ -68,6 +69,20 @@ export const ERROR_CODES = {
     description: "the change would move a cluster holding tenants to another region (the tenants' region would change)",
   },
   MANAGED_CLUSTER_EXISTS: { status: 409, description: 'the tenant already has a managed cluster of that name' },
+  RUNTIME_EXISTS: { status: 409, description: 'the tenant already has a runtime of that name that is not removed' },
+  HOSTED_RUNTIME_EXISTS: {
+    status: 409,
+    description: "a registration asked for `mode: hosted`: a tenant's hosted runtime comes with its signup",
+  },
+  HOSTED_RUNTIME_NOT_REMOVABLE: {
+    status: 409,
+    description: 'DELETE of the hosted runtime: it goes with the tenant (DELETE /v1/tenants/:id)',
+  },
+  HYBRID_RUNTIMES_NOT_CONFIGURED: {
+    status: 409,
+    description:
+      "hybrid runtimes cannot be registered: the setting named in `details.setting` (`PROVISIONER_PUBLIC_URL`, the URL customers' clusters reach the control plane at) is not set",
+  },
   MANAGED_CLUSTER_SERVER_TAKEN: {
     status: 409,
     description: 'the tenant already registered that API server (under the name the message gives)',
@@ -92,7 +107,8 @@ export const ERROR_CODES = {
   },
   BOOTSTRAP_TOKEN_INVALID: {
     status: 401,
-    description: 'the bootstrap token given to redeem is missing or not one this service issued',
+    description:
+      "the bootstrap token given to redeem is missing or not one this service issued; for a hybrid runtime's bootstrap also an expired or redeemed token or one of a removed runtime (one message for all)",
   },
   BOOTSTRAP_TOKEN_USED: { status: 410, description: 'the bootstrap token was already redeemed (single-use)' },
   BOOTSTRAP_TOKEN_EXPIRED: { status: 410, description: 'the bootstrap token expired (valid for an hour at most)' },
@@ -128,7 +144,7 @@ export const ERROR_CODES = {
   TENANT_LIMIT_REACHED: {
     status: 409,
     description:
-      'the tenant already has as many managed clusters (`PROVISIONER_MANAGED_CLUSTERS_PER_TENANT`) or unrevoked keys (`PROVISIONER_KEYS_PER_TENANT`) as its budget allows; `details.limit` and `details.setting` name it; remove one first',
+      'the tenant already has as many managed clusters (`PROVISIONER_MANAGED_CLUSTERS_PER_TENANT`), unrevoked keys (`PROVISIONER_KEYS_PER_TENANT`) or hybrid runtimes (`PROVISIONER_HYBRID_RUNTIMES_PER_TENANT`) as its budget allows; `details.limit` and `details.setting` name it; remove one first',
   },
   RUNTIME_OBJECT_BUDGET_EXCEEDED: {
     status: 413,
@@ -244,6 +260,7 @@ const NOT_FOUND = {
   cluster: 'CLUSTER_NOT_FOUND',
   'API key': 'API_KEY_NOT_FOUND',
   'managed cluster': 'MANAGED_CLUSTER_NOT_FOUND',
+  runtime: 'RUNTIME_NOT_FOUND',
   'runtime version': 'RUNTIME_VERSION_NOT_FOUND',
   'fleet upgrade': 'FLEET_UPGRADE_NOT_FOUND',
 } as const satisfies Record<string, ErrorCode>;

@@ -51,6 +51,7 @@ import { KEY_REVOKED_CHANNEL } from './store/keys.ts';
 import { ClusterService } from './clusters/service.ts';
 import { KeyService } from './keys/service.ts';
 import { AuditService } from './audit/service.ts';
+import { HYBRID_TUNNEL_REFUSED, RuntimeService } from './runtimes/service.ts';
 import { ManagedClusterService } from './managed-clusters/service.ts';
 import { ManagedClusterProber } from './managed-clusters/health.ts';
 import { ManagedClusterTokenRefresher } from './managed-clusters/tokens.ts';
@@ -127,6 +128,8 @@ export interface Services {
   clusters: ClusterService;
   /** Tenants' managed clusters: registration, removal, reads (managed-clusters/service.ts). */
   managedClusters: ManagedClusterService;
+  /** Hosted and hybrid runtimes: registration, bootstrap exchange, removal, reads (runtimes/service.ts). */
+  runtimes: RuntimeService;
   /** Their health probe (managed-clusters/health.ts), started with the services. */
   managedClusterProber: ManagedClusterProber;
   /** Renewal of their short-lived tokens (managed-clusters/tokens.ts), started with the services. */
@@ -199,10 +202,14 @@ export async function buildServices(
     privateKeyPem: config.requestSigningKeyPem ?? generateRequestSigningKeys().privateKeyPem,
   });
   const tunnel = createTunnelServer({
-    // Only runtime keys open tunnels, each for the one tenant it is bound to.
+    // Only runtime keys open tunnels, each for the one tenant it is bound to. The registry holds
+    // one tunnel per tenant, its hosted runtime's: a hybrid runtime's key is refused rather than
+    // let it replace that tunnel (docs/decisions.md).
     authenticate: async (token) => {
       const id = await reads.key(hashKeyBase64(token));
-      return id?.role === 'runtime' && id.tenantId ? { tenantId: id.tenantId, keyId: id.keyId } : null;
+      if (id?.role !== 'runtime' || !id.tenantId) return null;
+      if (id.runtimeId) return { refused: HYBRID_TUNNEL_REFUSED };
+      return { tenantId: id.tenantId, keyId: id.keyId };
     },
     signer,
     ...child('tunnel'),
@@ -357,6 +364,18 @@ export async function buildServices(
     tenants: new TenantService({ pool, box, catalog }),
     clusters: new ClusterService({ pool, box, kubeconfigPolicy: config.kubeconfig }),
     managedClusters,
+    runtimes: new RuntimeService({
+      pool,
+      box,
+      catalog,
+      publicUrl: config.hybrid.publicUrl,
+      publicKeyPem: signer.publicKeyPem,
+      bootstrapTtlSeconds: config.hybrid.bootstrapTtlSeconds,
+      perTenant: config.budgets.hybridRuntimes,
+      tunnelStatus: (tenantId) => tunnel.status(tenantId),
+      replicaId: tunnelDirectory.replicaId,
+      onKeyRevoked,
+    }),
     managedClusterProber,
     managedClusterTokens,
     keys: new KeyService({ pool, onRevoked: onKeyRevoked, perTenant: config.budgets.keys }),

@@ -23,6 +23,7 @@ type Refs = {
   DoctorCheck: typeof S.DoctorCheck;
   DoctorReport: typeof S.DoctorReport;
   FleetUpgrade: typeof S.FleetUpgrade;
+  Runtime: typeof S.Runtime;
 };
 type Wire<T extends TSchema> = Static<T, Refs>;
 
@@ -60,6 +61,11 @@ export type FleetPlan = Wire<typeof S.FleetPlan>;
 export type FleetUpgradeTenant = NonNullable<FleetUpgrade['tenants']>[number];
 export type FleetWave = FleetUpgrade['waves'][number];
 export type RuntimeObject = Wire<typeof S.RuntimeObject>;
+export type Runtime = Wire<typeof S.Runtime>;
+export type RuntimePage = Wire<typeof S.RuntimePage>;
+export type RuntimeRegistered = Wire<typeof S.RuntimeRegistered>;
+export type RuntimeRemoved = Wire<typeof S.RuntimeRemoved>;
+export type RuntimeBootstrapAnswer = Wire<typeof S.RuntimeBootstrapAnswer>;
 export type RuntimeObjectPage = Wire<typeof S.RuntimeObjectPage>;
 export type RuntimeObjectDetail = Wire<typeof S.RuntimeObjectDetail>;
 

@@ -30,6 +30,7 @@ import {
   ManagedCluster,
   MAX_PATH_PARAM_LENGTH,
   Operation,
+  Runtime,
   Tenant,
 } from './schemas.ts';
 import { auditRoutes } from './routes/audit.ts';
@@ -39,6 +40,7 @@ import { doctorRoutes } from './routes/doctor.ts';
 import { healthRoutes } from './routes/health.ts';
 import { keyRoutes } from './routes/keys.ts';
 import { managedClusterRoutes } from './routes/managed-clusters.ts';
+import { runtimeRoutes } from './routes/runtimes.ts';
 import { operationRoutes } from './routes/operations.ts';
 import { runtimeObjectRoutes } from './routes/runtime-objects.ts';
 import { runtimeVersionRoutes } from './routes/runtime-versions.ts';
@@ -86,7 +88,17 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   installRequestRules(app);
   // JSON only: without this parser text/plain bodies would reach validation instead of a 415.
   app.removeContentTypeParser('text/plain');
-  for (const schema of [ErrorBody, Tenant, Operation, Cluster, ManagedCluster, ApiKeyInfo, DoctorCheck, DoctorReport])
+  for (const schema of [
+    ErrorBody,
+    Tenant,
+    Operation,
+    Cluster,
+    ManagedCluster,
+    ApiKeyInfo,
+    DoctorCheck,
+    DoctorReport,
+    Runtime,
+  ])
     app.addSchema(schema);
 
   await app.register(swagger, swaggerOptions());
@@ -119,6 +131,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     signupRoutes,
     tenantRoutes,
     managedClusterRoutes,
+    runtimeRoutes,
     operationRoutes,
     runtimeVersionRoutes,
     clusterRoutes,

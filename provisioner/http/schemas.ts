@@ -654,6 +654,106 @@ export const RuntimeObjectChange = Type.Object({ deleted: Type.Boolean(), item: 
 /** `GET /v1/tenants/:id/changes`, `reset`: deletions since the given event were purged; drop what you hold, every live object follows. */
 export const ChangeStreamReset = Type.Object({ reason: Type.Literal('TombstonesPurged'), message: Type.String() });
 
+/**
+ * A runtime of a tenant: its hosted runtime (state, versions and conditions are the tenant's, as
+ * `GET /v1/tenants/:id` shows them) or a hybrid runtime in the customer's own cluster.
+ */
+export const Runtime = Type.Object(
+  {
+    id: Uuid,
+    tenantId: Uuid,
+    name: Type.String(),
+    mode: StringEnum(['hosted', 'hybrid'] as const),
+    state: Type.String({
+      description:
+        "hosted: the tenant's phase (Pending, Ready, …); hybrid: `awaiting-install` (bootstrap token not redeemed), `installed` or `removed`",
+    }),
+    version: Nullable(
+      Type.String({
+        description: "hosted: the tenant's spec version; hybrid: the catalog version the bundle was made for",
+      }),
+    ),
+    reportedVersion: Nullable(
+      Type.String({
+        description: 'hosted: the version installed; hybrid: the version its agents reported (null: none yet)',
+      }),
+    ),
+    versionSkew: Nullable(
+      Type.Boolean({ description: 'the reported version differs from `version`; null while none is reported' }),
+    ),
+    conditions: Type.Array(Condition, {
+      description:
+        "hosted: the tenant's; hybrid: `Installed` (bootstrap redeemed, awaiting it, or expired) and, for access=tunnel, `TunnelConnected`",
+    }),
+    tunnel: Type.Object({ connected: Type.Boolean(), since: Nullable(DateTime) }),
+    access: Nullable(StringEnum(['tunnel', 'ingress'] as const)),
+    ingressUrl: Nullable(Type.String()),
+    argo: Nullable(StringEnum(['new', 'existing'] as const)),
+    argoNamespace: Nullable(Type.String()),
+    upgrades: Nullable(
+      StringEnum(['customer', 'agent'] as const, {
+        description: 'who applies upgrades: the customer, or the in-cluster upgrader agent it opted in to',
+      }),
+    ),
+    bootstrapExpiresAt: Nullable(DateTime),
+    installedAt: Nullable(Type.String({ format: 'date-time', description: 'when the bootstrap token was redeemed' })),
+    keyIssued: Type.Boolean({ description: 'hybrid: the runtime key was issued by the bootstrap exchange' }),
+    lastHeartbeatAt: Nullable(DateTime),
+    createdBy: Type.String(),
+    createdAt: DateTime,
+    removedAt: Nullable(DateTime),
+  },
+  { $id: 'Runtime' },
+);
+
+/** A page of `GET /v1/runtimes`. */
+export const RuntimePage = Type.Object({
+  items: Type.Array(Type.Ref('Runtime')),
+  nextCursor: Type.Union([Type.String(), Type.Null()]),
+});
+
+/** The answer of `POST /v1/tenants/:id/runtimes`. */
+export const RuntimeRegistered = Type.Object({
+  runtime: Type.Ref('Runtime'),
+  bootstrapToken: Type.String({
+    description: 'single-use bootstrap token (also inside install.manifests); shown only in this answer, stored hashed',
+  }),
+  bootstrapExpiresAt: DateTime,
+  install: Type.Object({
+    manifests: Type.String({ description: 'multi-document YAML for `kubectl apply -f`' }),
+    charts: Type.Array(
+      Type.Object({
+        release: Type.String(),
+        namespace: Type.String(),
+        chart: Type.String(),
+        repository: Type.String(),
+        version: Type.String(),
+        values: Type.String({ description: 'YAML' }),
+      }),
+      { description: "argo=new: the Argo charts at the catalog's versions with their values; empty for existing" },
+    ),
+    command: Type.String({ description: 'the one command that installs it (helm installs first when charts)' }),
+    removeCommand: Type.String({ description: 'deletes exactly what the install created' }),
+  }),
+});
+
+/** The answer of `DELETE /v1/tenants/:id/runtimes/:name`. */
+export const RuntimeRemoved = Type.Object({
+  runtime: Type.Ref('Runtime'),
+  removeCommand: Type.String({ description: "deletes what the install created in the customer's cluster" }),
+});
+
+/** The answer of `POST /v1/runtimes/bootstrap` (runtime/protocol's BootstrapAnswer). */
+export const RuntimeBootstrapAnswer = Type.Object({
+  tenantId: Uuid,
+  runtimeId: Uuid,
+  name: Type.String(),
+  runtimeToken: Type.String({ description: 'the runtime key; shown only in this answer' }),
+  tunnelUrl: Type.String(),
+  controlPlaneUrl: Type.String(),
+  publicKey: Type.String({ description: "the control plane's request-signing public key (PEM)" }),
+});
+
 export const IdParams = Type.Object({ id: Uuid }, { additionalProperties: false });
 
 /** Standard error responses every authenticated route can give. */

@@ -27,3 +27,19 @@ export function logLineForTenant<L extends { stream: string; line: string }>(l: 
   const wait = WAIT_LINE.exec(l.line);
   return wait ? { ...l, line: `${wait[1]}: ${PROVISIONING_MESSAGE} It retries by itself.` } : l;
 }
+
+/**
+ * Whether the tenant's runtime tunnel is connected, to any replica, and since when: this process
+ * knows its own tunnels exactly (`here`); another replica's comes from the directory row read with
+ * the tenant (a row of this replica is ignored: it may be a close not yet written).
+ */
+export function tunnelView(
+  here: { connected: boolean; since?: string | undefined },
+  row: { tunnel_replica?: string | null; tunnel_since?: Date | null },
+  replicaId: string,
+): { connected: boolean; since: string | null } {
+  if (here.connected) return { connected: true, since: here.since ?? null };
+  if (row.tunnel_replica != null && row.tunnel_replica !== replicaId && row.tunnel_since != null)
+    return { connected: true, since: row.tunnel_since.toISOString() };
+  return { connected: false, since: null };
+}

@@ -54,7 +54,7 @@ export interface NewHybridRuntime {
 
 export async function insertHybridRuntime(db: Queryable, r: NewHybridRuntime): Promise<RuntimeRow> {
   const { rows } = await db.query<RuntimeRow>(
-    `INSERT INTO runtimes r (tenant_id, name, mode, access, ingress_url, argo, argo_namespace, upgrades, version, state,
+    `INSERT INTO runtimes AS r (tenant_id, name, mode, access, ingress_url, argo, argo_namespace, upgrades, version, state,
                              bootstrap_token_hash, bootstrap_expires_at, created_by)
      VALUES ($1, $2, 'hybrid', $3, $4, $5, $6, $7, $8, 'awaiting-install', $9, now() + make_interval(secs => $10), $11)
      RETURNING ${COLUMNS}`,
@@ -126,7 +126,7 @@ export async function countHybridRuntimes(db: Queryable, tenantId: string): Prom
 
 /**
  * Claims a bootstrap token for its one redemption: the runtime when the token is known, unexpired,
- * unredeemed and its runtime not removed, now `installed` with `bootstrap_redeemed_at` set;
+ * unredeemed, its runtime not removed and its tenant not deleted, now `installed` with `bootstrap_redeemed_at` set;
  * undefined otherwise (nothing changed). The caller records the runtime key in the same transaction.
  */
 export async function claimRuntimeBootstrap(db: Queryable, tokenHash: string): Promise<RuntimeRow | undefined> {
@@ -134,6 +134,7 @@ export async function claimRuntimeBootstrap(db: Queryable, tokenHash: string): P
     `UPDATE runtimes r SET bootstrap_redeemed_at = now(), state = 'installed'
       WHERE r.bootstrap_token_hash = $1 AND r.mode = 'hybrid' AND r.state = 'awaiting-install'
         AND r.bootstrap_redeemed_at IS NULL AND r.bootstrap_expires_at > now()
+        AND EXISTS (SELECT 1 FROM tenants t WHERE t.id = r.tenant_id AND NOT t.deleted)
       RETURNING ${COLUMNS}`,
     [tokenHash],
   );

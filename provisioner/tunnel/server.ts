@@ -34,8 +34,11 @@ export interface TunnelIdentity {
 export { DEFAULT_TUNNEL_LIMITS, type TunnelLimits } from './limits.ts';
 
 export interface TunnelServerOptions extends Partial<TunnelLimits> {
-  /** Resolves a runtime token to its tenant, or null when unknown or revoked. */
-  authenticate: (token: string) => Promise<TunnelIdentity | null>;
+  /**
+   * Resolves a runtime token to its tenant, or null when unknown or revoked, or `{ refused }` for a
+   * valid key that may not open a tunnel (answered 403 FORBIDDEN with that message).
+   */
+  authenticate: (token: string) => Promise<TunnelIdentity | { refused: string } | null>;
   /** Signs each forwarded request for the runtime's app-proxy; without it no token is attached. */
   signer?: RequestSigner;
   logger?: TunnelLogger;
@@ -153,7 +156,7 @@ function reject(socket: Duplex, code: ErrorCode, message: string, extra: Record<
   const status = statusOf(code);
   const body = JSON.stringify({ error: { code, message } });
   const headers = [
-    `HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : status === 400 ? 'Bad Request' : status === 429 ? 'Too Many Requests' : status === 503 ? 'Service Unavailable' : 'Error'}`,
+    `HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : status === 403 ? 'Forbidden' : status === 400 ? 'Bad Request' : status === 429 ? 'Too Many Requests' : status === 503 ? 'Service Unavailable' : 'Error'}`,
     'Connection: close',
     'Content-Type: application/json',
     `Content-Length: ${Buffer.byteLength(body)}`,
@@ -296,7 +299,7 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
         revalidate = setInterval(() => {
           opts.authenticate(token).then(
             (still) => {
-              if (still === null || still.tenantId !== id.tenantId) {
+              if (still === null || 'refused' in still || still.tenantId !== id.tenantId) {
                 clog.info('runtime token no longer valid; closing tunnel');
                 if (conn) registry.delete(conn);
                 mux.close(CloseCode.revoked, 'runtime token revoked');
@@ -376,6 +379,11 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
           reject(socket, 'INVALID_API_KEY', 'runtime token is not valid or has been revoked', {
             'WWW-Authenticate': 'Bearer',
           });
+          return;
+        }
+        if ('refused' in id) {
+          log.info({ remoteAddress: req.socket.remoteAddress, reason: id.refused }, 'tunnel refused');
+          reject(socket, 'FORBIDDEN', id.refused);
           return;
         }
         if (closing) {

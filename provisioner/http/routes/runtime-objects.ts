@@ -7,6 +7,7 @@
  * - `GET /v1/tenants/:id/{applications,rollouts,workflows}/:namespace/:name`: one, with its object;
  * - `GET /v1/tenants/:id/changes`: Server-Sent Events of changes, resumable with Last-Event-ID.
  */
+import { HYBRID_EVENTS_REFUSED } from '../../runtimes/service.ts';
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import {
@@ -178,6 +179,7 @@ export const runtimeObjectRoutes =
         const auth = authOf(request);
         if (auth.role !== 'runtime' || !auth.tenantId)
           throw errors.forbidden(`only a runtime key reports events; role '${auth.role}' may not`);
+        if (auth.runtimeId) throw errors.forbidden(HYBRID_EVENTS_REFUSED);
         const length = Number(request.headers['content-length'] ?? Number.POSITIVE_INFINITY);
         return ctx.runtimeObjects.ingest(auth.tenantId, request.body as EventBatch, !(length <= MAX_OBJECT_BYTES));
       },

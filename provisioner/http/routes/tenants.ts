@@ -22,7 +22,7 @@ import { errors, isAppError } from '../../errors.ts';
 import { PHASES } from '../../store/states.ts';
 import { TENANT_SORTS, toTenant, type TenantFilter, type TenantRow, type TenantSort } from '../../store/tenants.ts';
 import { serveEventStream } from '../streams.ts';
-import { conditionsForTenant } from '../tenant-view.ts';
+import { conditionsForTenant, tunnelView } from '../tenant-view.ts';
 import { decodeStreamCursor, encodeStreamCursor, STREAM_CURSOR } from '../stream-cursor.ts';
 
 import type { SpecChangeRequest } from '../../tenant-api/service.ts';
@@ -108,24 +108,10 @@ function asVersionField(err: unknown): never {
 export const tenantRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>
   async (app) => {
-    /**
-     * The tenant with whether its runtime's tunnel is connected, to any replica, and since when:
-     * this process knows its own tunnels exactly; another replica's comes from the directory row
-     * read with the tenant (a row of this replica is ignored: it may be a close not yet written).
-     */
+    /** The tenant with whether its runtime's tunnel is connected, to any replica, and since when (tunnelView). */
     const withTunnel = (row: TenantRow, request: FastifyRequest): TenantView => {
       const t = toTenant(row);
-      const s = ctx.tunnel.status(t.id);
-      const elsewhere =
-        !s.connected &&
-        row.tunnel_replica != null &&
-        row.tunnel_replica !== ctx.tunnelDirectory.replicaId &&
-        row.tunnel_since != null;
-      const tunnel = s.connected
-        ? { connected: true, since: s.since ?? null }
-        : elsewhere
-          ? { connected: true, since: row.tunnel_since!.toISOString() }
-          : { connected: false, since: null };
+      const tunnel = tunnelView(ctx.tunnel.status(t.id), row, ctx.tunnelDirectory.replicaId);
       // Freshness: a settled tenant is observed again by every resync; one whose last observation
       // is older than two resync periods is shown as stale, not as healthy (docs/decisions.md).
       const observedAt = row.last_reconciled_at ?? null;

@@ -1,0 +1,216 @@
+import { Type } from 'typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
+import {
+  BoundedInteger,
+  DnsLabel,
+  IDEMPOTENCY_KEY,
+  NUL_FREE,
+  RuntimeBootstrapAnswer,
+  RuntimePage,
+  RuntimeRegistered,
+  RuntimeRemoved,
+  Semver,
+  StringEnum,
+  Uuid,
+  withErrors,
+} from '../schemas.ts';
+import { authOf, requesterOf } from '../auth.ts';
+import type { AppContext } from '../context.ts';
+import { decodeCursor, encodeCursor } from '../cursor.ts';
+import { AppError } from '../../errors.ts';
+import type { Reader } from '../../runtimes/service.ts';
+
+const ROLES = ['operator', 'tenant'] as const;
+
+const TenantParams = Type.Object({ id: Uuid }, { additionalProperties: false });
+const NameParams = Type.Object({ id: Uuid, name: DnsLabel }, { additionalProperties: false });
+
+const RegisterBody = Type.Object(
+  {
+    name: DnsLabel,
+    mode: StringEnum(['hosted', 'hybrid'] as const, {
+      description: "`hybrid` (a tenant's hosted runtime comes with its signup: `hosted` is refused with 409)",
+    }),
+    access: StringEnum(['tunnel', 'ingress'] as const, {
+      description:
+        "how the control plane reaches the runtime: `tunnel` (its tunnel client dials out over WSS) or `ingress` (the customer's ingress, ingressUrl)",
+    }),
+    ingressUrl: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 2048,
+        pattern: NUL_FREE,
+        description: "access=ingress: the https URL the customer's ingress serves the runtime at",
+      }),
+    ),
+    argo: StringEnum(['new', 'existing'] as const, {
+      description:
+        "`new`: the install brings its own Argo CD; `existing`: beside the customer's Argo CD (argoNamespace)",
+    }),
+    argoNamespace: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 63,
+        pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+        description: "argo=existing: the namespace of the customer's Argo CD",
+      }),
+    ),
+    upgrades: Type.Optional(
+      StringEnum(['customer', 'agent'] as const, {
+        description:
+          'who applies upgrades: `customer` (default: the API gives the new bundle) or `agent` (the in-cluster upgrader, opted in at install)',
+      }),
+    ),
+    version: Type.Optional(Semver),
+  },
+  { additionalProperties: false },
+);
+
+const ListAllQuery = Type.Object(
+  {
+    limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 200, default: 50 })),
+    cursor: Type.Optional(Type.String({ maxLength: 1024, pattern: NUL_FREE })),
+    mode: Type.Optional(StringEnum(['hosted', 'hybrid'] as const)),
+  },
+  { additionalProperties: false },
+);
+
+/** A tenant's own key reads the hosted runtime's conditions as it reads its tenant's (tenant-view.ts). */
+const readerOf = (request: FastifyRequest): Reader => (authOf(request).role === 'tenant' ? 'tenant' : 'operator');
+
+export const runtimeRoutes =
+  (ctx: AppContext): FastifyPluginAsyncTypebox =>
+  async (app) => {
+    app.get(
+      '/v1/tenants/:id/runtimes',
+      {
+        config: { roles: ROLES },
+        schema: {
+          summary: "List the tenant's runtimes: the hosted one and the hybrid ones not removed",
+          tags: ['runtimes'],
+          params: TenantParams,
+          response: withErrors({ 200: Type.Object({ items: Type.Array(Type.Ref('Runtime')) }) }),
+        },
+      },
+      async (request) => ({ items: await ctx.runtimes.list(request.params.id, readerOf(request)) }),
+    );
+
+    app.get(
+      '/v1/tenants/:id/runtimes/:name',
+      {
+        config: { roles: ROLES },
+        schema: {
+          summary: 'Get a runtime (`hosted`, or a hybrid runtime by its name)',
+          tags: ['runtimes'],
+          params: NameParams,
+          response: withErrors({ 200: Type.Ref('Runtime') }),
+        },
+      },
+      async (request) => ctx.runtimes.get(request.params.id, request.params.name, readerOf(request)),
+    );
+
+    app.post(
+      '/v1/tenants/:id/runtimes',
+      {
+        config: { roles: ROLES },
+        schema: {
+          summary: "Register a hybrid runtime, installed in the customer's own cluster",
+          description:
+            "The answer holds a single-use bootstrap token (stored hashed; valid for PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS, default a day) and the install: the manifests (the only secret in them is the bootstrap token), the Argo charts for argo=new, the one command that applies them, and the command that removes them. The bundle's Job exchanges the token for the runtime key inside the cluster (POST /v1/runtimes/bootstrap). Honors Idempotency-Key: the same key and body answer the first answer again for an hour.",
+          tags: ['runtimes'],
+          params: TenantParams,
+          body: RegisterBody,
+          headers: Type.Object({
+            'idempotency-key': Type.Optional(
+              Type.String({
+                pattern: IDEMPOTENCY_KEY,
+                description:
+                  'a secret of 22 to 255 characters of A-Z, a-z, 0-9, - and _: the same key and body replay the first answer, with its bootstrap token, for an hour',
+              }),
+            ),
+          }),
+          response: withErrors({ 201: RuntimeRegistered }),
+        },
+      },
+      async (request, reply) => {
+        const { status, body } = await ctx.runtimes.register(
+          request.params.id,
+          request.body,
+          request.headers['idempotency-key'],
+          requesterOf(request),
+          readerOf(request),
+        );
+        return reply
+          .status(status as 201)
+          .header('location', `/v1/tenants/${request.params.id}/runtimes/${body.runtime.name}`)
+          .send(body);
+      },
+    );
+
+    app.delete(
+      '/v1/tenants/:id/runtimes/:name',
+      {
+        config: { roles: ROLES },
+        schema: {
+          summary: 'Remove a hybrid runtime',
+          description:
+            "Revokes the runtime's key (every replica drops it and closes what it holds open) and marks it removed; the answer holds the command that deletes what the install created in the customer's cluster (the control plane holds no credentials there). The hosted runtime goes with its tenant: 409 HOSTED_RUNTIME_NOT_REMOVABLE.",
+          tags: ['runtimes'],
+          params: NameParams,
+          response: withErrors({ 200: RuntimeRemoved }),
+        },
+      },
+      async (request) =>
+        ctx.runtimes.remove(request.params.id, request.params.name, requesterOf(request), readerOf(request)),
+    );
+
+    app.get(
+      '/v1/runtimes',
+      {
+        config: { roles: ['operator'] },
+        schema: {
+          summary: "Every tenant's runtimes, hosted and hybrid, not removed",
+          description: 'In creation order; pass nextCursor back as cursor for the next page.',
+          tags: ['runtimes'],
+          querystring: ListAllQuery,
+          response: withErrors({ 200: RuntimePage }),
+        },
+      },
+      async (request) => {
+        const q = request.query;
+        const page = await ctx.runtimes.listAll({
+          after: q.cursor ? decodeCursor(ctx.box, 'runtimes', q.cursor) : undefined,
+          limit: q.limit ?? 50,
+          mode: q.mode,
+        });
+        return {
+          items: page.items,
+          nextCursor: page.more && page.last ? encodeCursor(ctx.box, 'runtimes', page.last) : null,
+        };
+      },
+    );
+
+    app.post(
+      '/v1/runtimes/bootstrap',
+      {
+        config: { public: true, rateLimit: { max: ctx.config.signupRateLimit, timeWindow: 60_000 } },
+        schema: {
+          summary: "Exchange a hybrid runtime's bootstrap token for its runtime key (the install's bootstrap Job)",
+          description:
+            'Authenticated by the bootstrap token only (`Authorization: Bearer hrth_…`), single-use: the exchange that redeems it makes the runtime key and marks the runtime installed, at once. 401 BOOTSTRAP_TOKEN_INVALID for a token that is unknown, expired, already redeemed or of a removed runtime (one answer for all). Rate-limited per client address like signup.',
+          tags: ['runtimes'],
+          body: Type.Optional(Type.Object({}, { additionalProperties: false })),
+          response: withErrors({ 200: RuntimeBootstrapAnswer }),
+        },
+      },
+      async (request) => {
+        const m = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
+        if (!m)
+          throw new AppError('BOOTSTRAP_TOKEN_INVALID', 'give the bootstrap token as Authorization: Bearer <token>', {
+            field: 'authorization',
+          });
+        return ctx.runtimes.redeem(m[1]!, request.id);
+      },
+    );
+  };

@@ -1,0 +1,510 @@
+/**
+ * Runtimes, hosted and hybrid, as one model (docs/api.md "Runtimes"). A tenant's hosted runtime is
+ * its tenant row seen as a runtime; a hybrid runtime is registered here, installed by the customer
+ * from the bundle the registration answers with, and becomes `installed` when the bundle's
+ * bootstrap Job exchanges its single-use token for the runtime key (`redeem`). Removal revokes
+ * that key (which closes whatever it holds open) and answers the command that deletes what the
+ * install created. Every change is written with its audit row in one transaction; the bootstrap
+ * token and the runtime key are never written to a log or an audit row.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type pg from 'pg';
+import { withTx, pgConstraint } from '../db/tx.ts';
+import { AppError, errors } from '../errors.ts';
+import type { Catalog } from '../../runtime/catalog.ts';
+import { TUNNEL_PATH } from '../../runtime/protocol/frames.ts';
+import type { Condition } from '../store/states.ts';
+import { writeAudit, type Requester } from '../store/audit.ts';
+import { createKey, revokeKey } from '../store/keys.ts';
+import { claimKey, requestHash, storeResponse, type Sealer } from '../store/idempotency.ts';
+import {
+  claimRuntimeBootstrap,
+  countHybridRuntimes,
+  getRuntimeByName,
+  insertHybridRuntime,
+  listAllRuntimes,
+  listTenantRuntimes,
+  markRuntimeRemoved,
+  setRuntimeKey,
+  type HybridAccess,
+  type HybridArgo,
+  type HybridUpgrades,
+  type RuntimeMode,
+  type RuntimeRow,
+} from '../store/runtimes.ts';
+import { getTenantRow, getTenantRows, toTenant, type TenantRow } from '../store/tenants.ts';
+import { availabilityOf } from '../store/versions.ts';
+import { conditionsForTenant, tunnelView } from '../http/tenant-view.ts';
+import type { Runtime, RuntimeBootstrapAnswer, RuntimeRegistered, RuntimeRemoved } from '../http/api-types.ts';
+import {
+  HybridBundleError,
+  hybridInstallBundle,
+  type InstallBundle,
+  type InstallBundleInput,
+} from '../../runtime/hybrid/bundle.ts';
+import { RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
+import { BOOTSTRAP_TOKEN_PATTERN, type BootstrapAnswer } from '../../runtime/protocol/bootstrap.ts';
+
+/** Why a hybrid runtime's key may not open a tunnel or report events yet (403 FORBIDDEN). */
+export const HYBRID_TUNNEL_REFUSED =
+  'a hybrid runtime\'s key cannot open a tunnel yet: this control plane serves tunnels of hosted runtimes only (docs/api.md "Runtimes")';
+export const HYBRID_EVENTS_REFUSED =
+  'a hybrid runtime\'s key cannot report events yet: they would be stored as the hosted runtime\'s (docs/api.md "Runtimes")';
+
+export function newRuntimeBootstrapToken(): { token: string; hash: string } {
+  const token = `hrth_${randomBytes(32).toString('base64url')}`;
+  return { token, hash: hashRuntimeBootstrapToken(token) };
+}
+
+export const hashRuntimeBootstrapToken = (token: string): string => createHash('sha256').update(token).digest('base64');
+
+export interface RegisterRuntime {
+  name: string;
+  mode: 'hosted' | 'hybrid';
+  access: HybridAccess;
+  ingressUrl?: string | undefined;
+  argo: HybridArgo;
+  argoNamespace?: string | undefined;
+  upgrades?: HybridUpgrades | undefined;
+  version?: string | undefined;
+}
+
+export interface RuntimeServiceDeps {
+  pool: pg.Pool;
+  /** Seals stored Idempotency-Key answers (they hold the bootstrap token). */
+  box: Sealer;
+  catalog: Catalog;
+  /** The control plane's URL as customers' clusters reach it (config.hybrid.publicUrl); undefined: hybrid runtimes cannot be registered. */
+  publicUrl: string | undefined;
+  /** The request-signing public key (PEM) the agents verify forwarded requests with. */
+  publicKeyPem: string;
+  bootstrapTtlSeconds: number;
+  /** Hybrid runtimes per tenant, not removed (config.budgets.hybridRuntimes). */
+  perTenant: number;
+  /** This process's tunnels: the hosted runtime's tunnel state. */
+  tunnelStatus: (tenantId: string) => { connected: boolean; since?: string | undefined };
+  replicaId: string;
+  /** Called after a revocation committed (this process drops the key from its cache, closes its tunnel). */
+  onKeyRevoked: (keyId: string) => void;
+  /** The install bundle (default runtime/hybrid/bundle.ts's). */
+  bundle?: (input: InstallBundleInput) => InstallBundle;
+}
+
+/** Who reads: a tenant's own key reads no operator remediation text in the hosted runtime's conditions. */
+export type Reader = 'tenant' | 'operator';
+
+/** The tunnel URL of a control plane URL: ws(s) and the tunnel path. */
+export function tunnelUrlOf(publicUrl: string): string {
+  const u = new URL(publicUrl);
+  u.protocol = u.protocol === 'http:' ? 'ws:' : 'wss:';
+  u.pathname = `${u.pathname.replace(/\/+$/, '')}${TUNNEL_PATH}`;
+  return u.toString();
+}
+
+const iso = (d: Date | null): string | null => d?.toISOString() ?? null;
+
+export class RuntimeService {
+  readonly #deps: RuntimeServiceDeps;
+  readonly #bundle: (input: InstallBundleInput) => InstallBundle;
+
+  constructor(deps: RuntimeServiceDeps) {
+    this.#deps = deps;
+    this.#bundle = deps.bundle ?? hybridInstallBundle;
+  }
+
+  async list(tenantId: string, reader: Reader): Promise<Runtime[]> {
+    const tenant = await this.#tenant(tenantId);
+    const rows = await listTenantRuntimes(this.#deps.pool, tenantId);
+    return rows.map((r) => this.#view(r, tenant, reader));
+  }
+
+  async get(tenantId: string, name: string, reader: Reader): Promise<Runtime> {
+    const tenant = await this.#tenant(tenantId);
+    const row = await getRuntimeByName(this.#deps.pool, tenantId, name);
+    if (!row) throw errors.notFound('runtime', name);
+    return this.#view(row, tenant, reader);
+  }
+
+  /** Every tenant's runtimes in creation order, a page after `after`. */
+  async listAll(q: {
+    after?: { ts: string; id: string } | undefined;
+    limit: number;
+    mode?: RuntimeMode | undefined;
+  }): Promise<{ items: Runtime[]; last: { ts: string; id: string } | undefined; more: boolean }> {
+    const rows = await listAllRuntimes(this.#deps.pool, { ...q, limit: q.limit + 1 });
+    const page = rows.slice(0, q.limit);
+    const tenants = await getTenantRows(this.#deps.pool, [...new Set(page.map((r) => r.tenant_id))]);
+    const last = page.at(-1);
+    return {
+      items: page.map((r) => this.#view(r, tenants.get(r.tenant_id)!, 'operator')),
+      last: last ? { ts: last.cursor_ts, id: last.id } : undefined,
+      more: rows.length > q.limit,
+    };
+  }
+
+  /**
+   * Registers a hybrid runtime: the row (awaiting install), its single-use bootstrap token (stored
+   * as its SHA-256) and the install bundle made for it. With an Idempotency-Key the same key and
+   * body answer the first answer again (status and body).
+   */
+  async register(
+    tenantId: string,
+    input: RegisterRuntime,
+    idempotencyKey: string | undefined,
+    by: Requester,
+    reader: Reader,
+  ): Promise<{ status: number; body: RuntimeRegistered }> {
+    const publicUrl = this.#deps.publicUrl;
+    if (publicUrl === undefined)
+      throw new AppError(
+        'HYBRID_RUNTIMES_NOT_CONFIGURED',
+        "hybrid runtimes cannot be registered here: PROVISIONER_PUBLIC_URL, the URL customers' clusters reach the control plane at, is not set; ask the operator to set it",
+        { details: { setting: 'PROVISIONER_PUBLIC_URL' } },
+      );
+    if (input.mode === 'hosted')
+      throw new AppError(
+        'HOSTED_RUNTIME_EXISTS',
+        "a tenant's hosted runtime comes with its signup (GET /v1/tenants/:id/runtimes/hosted); register hybrid runtimes with mode: hybrid",
+        { field: 'mode' },
+      );
+    checkShape(input);
+    return withTx(this.#deps.pool, async (tx) => {
+      const scope = `runtime-register:${tenantId}`;
+      if (idempotencyKey !== undefined) {
+        const claim = await claimKey(tx, this.#deps.box, scope, idempotencyKey, requestHash(input));
+        if (claim.kind === 'replay') return { status: claim.status, body: claim.body as RuntimeRegistered };
+        if (claim.kind === 'mismatch') throw errors.idempotencyMismatch();
+        if (claim.kind === 'in-progress') throw errors.idempotencyInProgress();
+      }
+      // Under the tenant's row lock: two registrations at once cannot both take the last place.
+      const tenant = await getTenantRow(tx, tenantId, true);
+      if (!tenant) throw errors.notFound('tenant', tenantId);
+      if (tenant.deleted) throw errors.tenantDeleted(tenantId);
+      const versionName = input.version ?? tenant.runtime_version;
+      const version = this.#deps.catalog.get(versionName);
+      if (!version) throw errors.unknownVersion(versionName, 'version');
+      if (input.version !== undefined) {
+        // An explicit version must be installable as a tenant's would be; the default is what the
+        // tenant's hosted runtime already runs.
+        const availability = await availabilityOf(tx, versionName);
+        if (availability === 'withdrawn' || (availability === 'deprecated' && by.actor.role === 'tenant'))
+          throw errors.versionUnavailable(versionName, availability, 'version');
+      }
+      if ((await countHybridRuntimes(tx, tenantId)) >= this.#deps.perTenant)
+        throw errors.tenantLimitReached(
+          'hybrid runtimes (installed or awaiting install)',
+          this.#deps.perTenant,
+          'PROVISIONER_HYBRID_RUNTIMES_PER_TENANT',
+        );
+      if (await getRuntimeByName(tx, tenantId, input.name)) throw runtimeExists(input.name);
+      const { token, hash } = newRuntimeBootstrapToken();
+      const upgrades = input.upgrades ?? 'customer';
+      let row: RuntimeRow;
+      try {
+        row = await insertHybridRuntime(tx, {
+          tenantId,
+          name: input.name,
+          access: input.access,
+          ingressUrl: input.access === 'ingress' ? input.ingressUrl : undefined,
+          argo: input.argo,
+          argoNamespace: input.argo === 'existing' ? input.argoNamespace : undefined,
+          upgrades,
+          version: version.version,
+          tokenHash: hash,
+          ttlSeconds: this.#deps.bootstrapTtlSeconds,
+          createdBy: by.actor.id,
+        });
+      } catch (err) {
+        if (pgConstraint(err) === 'runtimes_tenant_name') throw runtimeExists(input.name);
+        throw err;
+      }
+      let bundle: InstallBundle;
+      try {
+        bundle = this.#bundle({ ...this.#bundleInput(row, publicUrl), bootstrapToken: token });
+      } catch (err) {
+        // What the checks above let through and the bundle refuses is still the request's fault.
+        if (err instanceof HybridBundleError) throw errors.validation(err.message);
+        throw err;
+      }
+      const runtime = this.#view(row, tenant, reader);
+      await writeAudit(tx, by.actor, {
+        action: 'runtime.register',
+        targetType: 'runtime',
+        targetId: row.id,
+        after: { ...runtime, conditions: undefined, tunnel: undefined },
+        requestId: by.requestId,
+      });
+      const body: RuntimeRegistered = {
+        runtime,
+        bootstrapToken: token,
+        bootstrapExpiresAt: row.bootstrap_expires_at!.toISOString(),
+        install: {
+          manifests: bundle.manifests,
+          charts: bundle.charts,
+          command: bundle.command,
+          removeCommand: bundle.removeCommand,
+        },
+      };
+      if (idempotencyKey !== undefined) await storeResponse(tx, this.#deps.box, scope, idempotencyKey, 201, body);
+      return { status: 201, body };
+    });
+  }
+
+  /**
+   * The bootstrap exchange: a known, unexpired, unredeemed token of a runtime that is not removed
+   * (of a tenant not deleted) is claimed, the runtime key made and the runtime `installed`, in one
+   * transaction; anything else is one 401 that never says which.
+   */
+  async redeem(bootstrapToken: string, requestId: string): Promise<RuntimeBootstrapAnswer> {
+    const publicUrl = this.#deps.publicUrl;
+    if (!BOOTSTRAP_TOKEN_PATTERN.test(bootstrapToken) || publicUrl === undefined) throw bootstrapInvalid();
+    return withTx(this.#deps.pool, async (tx) => {
+      const row = await claimRuntimeBootstrap(tx, hashRuntimeBootstrapToken(bootstrapToken));
+      if (!row) throw bootstrapInvalid();
+      const actor = { id: `bootstrap:${row.id}`, role: 'bootstrap' };
+      const { key, info } = await createKey(tx, {
+        role: 'runtime',
+        tenantId: row.tenant_id,
+        name: `hybrid runtime ${row.name}`,
+        createdBy: actor.id,
+        runtimeId: row.id,
+      });
+      await setRuntimeKey(tx, row.id, info.id);
+      await writeAudit(tx, actor, {
+        action: 'runtime.bootstrap',
+        targetType: 'runtime',
+        targetId: row.id,
+        after: { tenantId: row.tenant_id, name: row.name, state: 'installed', keyId: info.id, keyPrefix: info.prefix },
+        requestId,
+      });
+      // The wire type the bootstrap Job reads (runtime/protocol/bootstrap.ts).
+      const answer: BootstrapAnswer = {
+        tenantId: row.tenant_id,
+        runtimeId: row.id,
+        name: row.name,
+        runtimeToken: key,
+        tunnelUrl: tunnelUrlOf(publicUrl),
+        controlPlaneUrl: publicUrl,
+        publicKey: this.#deps.publicKeyPem,
+      };
+      return answer;
+    });
+  }
+
+  /**
+   * Removes a hybrid runtime: its key revoked (every replica drops it and closes what it holds
+   * open), the state `removed`, and the command that deletes what the install created.
+   */
+  async remove(tenantId: string, name: string, by: Requester, reader: Reader): Promise<RuntimeRemoved> {
+    const out = await withTx(this.#deps.pool, async (tx) => {
+      const tenant = await getTenantRow(tx, tenantId);
+      if (!tenant) throw errors.notFound('tenant', tenantId);
+      const row = await getRuntimeByName(tx, tenantId, name, true);
+      if (!row) throw errors.notFound('runtime', name);
+      if (row.mode === 'hosted')
+        throw new AppError(
+          'HOSTED_RUNTIME_NOT_REMOVABLE',
+          `the hosted runtime goes with its tenant: delete the tenant (DELETE /v1/tenants/${tenantId}) to remove it`,
+          { field: 'name' },
+        );
+      if (row.runtime_key_id) await revokeKey(tx, row.runtime_key_id);
+      const removed = await markRuntimeRemoved(tx, row.id);
+      const runtime = this.#view(removed, tenant, reader);
+      await writeAudit(tx, by.actor, {
+        action: 'runtime.remove',
+        targetType: 'runtime',
+        targetId: row.id,
+        before: { state: row.state, keyId: row.runtime_key_id },
+        after: { state: removed.state, removedAt: iso(removed.removed_at) },
+        requestId: by.requestId,
+      });
+      // The bundle's remove command depends only on the runtime's labels and its charts, never on
+      // the token: made again from the row.
+      const removeCommand = this.#bundle({
+        ...this.#bundleInput(row, this.#deps.publicUrl ?? 'https://control-plane.invalid'),
+        bootstrapToken: `hrth_${'0'.repeat(43)}`,
+      }).removeCommand;
+      return { runtime, removeCommand, keyId: row.runtime_key_id };
+    });
+    if (out.keyId) this.#deps.onKeyRevoked(out.keyId);
+    return { runtime: out.runtime, removeCommand: out.removeCommand };
+  }
+
+  #bundleInput(row: RuntimeRow, publicUrl: string): Omit<InstallBundleInput, 'bootstrapToken'> {
+    return {
+      runtime: {
+        tenantId: row.tenant_id,
+        runtimeId: row.id,
+        name: row.name,
+        access: row.access!,
+        ...(row.ingress_url ? { ingressUrl: row.ingress_url } : {}),
+        argo: row.argo!,
+        ...(row.argo_namespace ? { argoNamespace: row.argo_namespace } : {}),
+        upgrader: row.upgrades === 'agent',
+      },
+      version: this.#deps.catalog.get(row.version!)!,
+      controlPlaneUrl: publicUrl,
+      tunnelUrl: tunnelUrlOf(publicUrl),
+      publicKey: this.#deps.publicKeyPem,
+    };
+  }
+
+  async #tenant(tenantId: string): Promise<TenantRow> {
+    const tenant = await getTenantRow(this.#deps.pool, tenantId);
+    if (!tenant) throw errors.notFound('tenant', tenantId);
+    return tenant;
+  }
+
+  #view(r: RuntimeRow, tenantRow: TenantRow, reader: Reader): Runtime {
+    const common = {
+      id: r.id,
+      tenantId: r.tenant_id,
+      name: r.name,
+      createdBy: r.created_by,
+      createdAt: r.created_at.toISOString(),
+      removedAt: iso(r.removed_at),
+    };
+    if (r.mode === 'hosted') {
+      const t = toTenant(tenantRow);
+      const reported = t.status.runtimeVersion;
+      return {
+        ...common,
+        mode: 'hosted',
+        state: t.status.phase,
+        version: t.spec.runtimeVersion,
+        reportedVersion: reported,
+        versionSkew: reported === null ? null : reported !== t.spec.runtimeVersion,
+        conditions: reader === 'tenant' ? conditionsForTenant(t.status.conditions) : t.status.conditions,
+        tunnel: tunnelView(this.#deps.tunnelStatus(t.id), tenantRow, this.#deps.replicaId),
+        access: null,
+        ingressUrl: null,
+        argo: null,
+        argoNamespace: null,
+        upgrades: null,
+        bootstrapExpiresAt: null,
+        installedAt: null,
+        keyIssued: true,
+        lastHeartbeatAt: t.status.reporting?.lastHeartbeatAt ?? null,
+      };
+    }
+    return {
+      ...common,
+      mode: 'hybrid',
+      state: r.state!,
+      version: r.version,
+      reportedVersion: r.reported_version,
+      versionSkew: r.reported_version === null ? null : r.reported_version !== r.version,
+      conditions: hybridConditions(r),
+      // Hybrid runtimes' tunnels are not served yet (docs/decisions.md): never connected.
+      tunnel: { connected: false, since: null },
+      access: r.access,
+      ingressUrl: r.ingress_url,
+      argo: r.argo,
+      argoNamespace: r.argo_namespace,
+      upgrades: r.upgrades,
+      bootstrapExpiresAt: iso(r.bootstrap_expires_at),
+      installedAt: iso(r.bootstrap_redeemed_at),
+      keyIssued: r.runtime_key_id !== null,
+      lastHeartbeatAt: iso(r.last_heartbeat_at),
+    };
+  }
+}
+
+/** A hybrid runtime's conditions, from its row. */
+export function hybridConditions(r: RuntimeRow, now = new Date()): Condition[] {
+  const at = (d: Date | null) => (d ?? r.created_at).toISOString();
+  const installed: Condition =
+    r.state === 'removed'
+      ? {
+          type: 'Installed',
+          status: 'False',
+          reason: 'Removed',
+          message: 'the runtime was removed: its key is revoked; run the remove command in your cluster',
+          lastTransitionTime: at(r.removed_at),
+        }
+      : r.bootstrap_redeemed_at
+        ? {
+            type: 'Installed',
+            status: 'True',
+            reason: 'BootstrapRedeemed',
+            message: "the install's bootstrap Job exchanged its token for the runtime key",
+            lastTransitionTime: at(r.bootstrap_redeemed_at),
+          }
+        : r.bootstrap_expires_at && r.bootstrap_expires_at <= now
+          ? {
+              type: 'Installed',
+              status: 'False',
+              reason: 'BootstrapExpired',
+              message: `the bootstrap token expired at ${r.bootstrap_expires_at.toISOString()} before it was redeemed: remove the runtime and register it again`,
+              lastTransitionTime: at(r.bootstrap_expires_at),
+            }
+          : {
+              type: 'Installed',
+              status: 'False',
+              reason: 'AwaitingInstall',
+              message: `apply the install bundle in your cluster before ${r.bootstrap_expires_at?.toISOString() ?? 'the token expires'}`,
+              lastTransitionTime: at(r.created_at),
+            };
+  const out = [installed];
+  if (r.access === 'tunnel' && r.state !== 'removed')
+    out.push({
+      type: 'TunnelConnected',
+      status: 'False',
+      reason: 'NotServed',
+      message: "this control plane does not accept hybrid runtimes' tunnels yet: requests cannot reach the runtime",
+      lastTransitionTime: at(r.created_at),
+    });
+  return out;
+}
+
+/** The checks a schema cannot state: which optional fields go with which choices. */
+function checkShape(input: RegisterRuntime): void {
+  if (input.name === 'hosted')
+    throw errors.validation("the name 'hosted' is reserved for the tenant's hosted runtime; choose another", 'name');
+  if (input.access === 'ingress') {
+    if (input.ingressUrl === undefined)
+      throw errors.validation(
+        'access: ingress needs ingressUrl, the https URL your ingress serves the runtime at',
+        'ingressUrl',
+      );
+    let url: URL;
+    try {
+      url = new URL(input.ingressUrl);
+    } catch {
+      throw errors.validation(`ingressUrl '${input.ingressUrl}' is not a URL`, 'ingressUrl');
+    }
+    if (url.protocol !== 'https:' || url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '')
+      throw errors.validation(
+        `ingressUrl '${input.ingressUrl}' must be an https URL without credentials, query or fragment`,
+        'ingressUrl',
+      );
+  } else if (input.ingressUrl !== undefined) {
+    throw errors.validation('ingressUrl goes only with access: ingress', 'ingressUrl');
+  }
+  if (input.argo === 'existing') {
+    if (input.argoNamespace === undefined)
+      throw errors.validation('argo: existing needs argoNamespace, the namespace of your Argo CD', 'argoNamespace');
+    if (input.argoNamespace === RUNTIME_NAMESPACE)
+      throw errors.validation(
+        `argoNamespace cannot be ${RUNTIME_NAMESPACE}, the namespace the install creates for the runtime`,
+        'argoNamespace',
+      );
+  } else if (input.argoNamespace !== undefined) {
+    throw errors.validation('argoNamespace goes only with argo: existing', 'argoNamespace');
+  }
+}
+
+const runtimeExists = (name: string) =>
+  new AppError(
+    'RUNTIME_EXISTS',
+    `the tenant already has a runtime named '${name}'; choose another name or remove it first`,
+    {
+      field: 'name',
+    },
+  );
+
+const bootstrapInvalid = () =>
+  new AppError(
+    'BOOTSTRAP_TOKEN_INVALID',
+    'the bootstrap token is not valid (unknown, expired, already used, or its runtime was removed): register the runtime again for a new one',
+  );
