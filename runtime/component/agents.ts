@@ -14,7 +14,7 @@
  *    each object belongs to one live replica (rendezvous hashing over the replicas' Leases).
  */
 import type * as k8s from '@pulumi/kubernetes';
-import { CREDENTIAL_KEYS } from '../protocol/bootstrap.ts';
+import { CREDENTIAL_KEYS, CREDENTIALS_SECRET } from '../protocol/bootstrap.ts';
 
 /** Image repository prefix of the agents unless a tenant's config names another: images are `<prefix>/<agent>:<tag>`. */
 export const DEFAULT_AGENT_IMAGE_REPOSITORY = 'hosted-runtimes';
@@ -50,8 +50,8 @@ export const RUNTIME_NAMESPACE = 'hosted-runtime';
 export const VERSIONS_CONFIGMAP = 'runtime-versions';
 /** Key of the versions ConfigMap holding `{runtimeVersion, components}` as JSON (the app-proxy's runtime info file). */
 export const RUNTIME_INFO_KEY = 'runtime-info.json';
-/** Secret holding the runtime token and the control plane's addresses and public key. */
-export const CREDENTIALS_SECRET = 'runtime-credentials';
+/** Secret holding the runtime token and the control plane's addresses and public key (runtime/protocol/bootstrap.ts). */
+export { CREDENTIALS_SECRET };
 /** Events the event reporter queues per replica before its overflow policy applies. */
 export const EVENT_QUEUE_LIMIT = 1000;
 

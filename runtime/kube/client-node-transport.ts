@@ -26,7 +26,10 @@ export function clientNodeTransport(kc: KubeConfig, idleTimeoutMs = 150_000): Ku
       dispatcher ??= ctx.getDispatcher();
       const res = await fetch(url, {
         method,
-        headers: { ...ctx.getHeaders(), ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        headers: {
+          ...ctx.getHeaders(),
+          ...(opts.body !== undefined ? { 'content-type': opts.contentType ?? 'application/json' } : {}),
+        },
         ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
         dispatcher,
         signal: opts.signal ?? AbortSignal.timeout(60_000),

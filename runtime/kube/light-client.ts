@@ -139,7 +139,7 @@ export function lightTransport(c: KubeConnection, idleTimeoutMs = 150_000): Kube
   const open = (
     path: string,
     query: Record<string, string>,
-    o: { method?: string; body?: string; signal?: AbortSignal },
+    o: { method?: string; body?: string; contentType?: string; signal?: AbortSignal },
   ): Promise<IncomingMessage> => {
     const url = new URL(prefix + path, base);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
@@ -154,7 +154,7 @@ export function lightTransport(c: KubeConnection, idleTimeoutMs = 150_000): Kube
             accept: 'application/json',
             ...(auth ? { authorization: auth } : {}),
             ...(o.body !== undefined
-              ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(o.body) }
+              ? { 'content-type': o.contentType ?? 'application/json', 'content-length': Buffer.byteLength(o.body) }
               : {}),
           },
           ...(o.signal ? { signal: o.signal } : {}),
@@ -171,6 +171,7 @@ export function lightTransport(c: KubeConnection, idleTimeoutMs = 150_000): Kube
       const res = await open(path, opts.query ?? {}, {
         method: opts.method ?? 'GET',
         ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
+        ...(opts.contentType ? { contentType: opts.contentType } : {}),
         signal: opts.signal ?? AbortSignal.timeout(60_000),
       });
       const chunks: Buffer[] = [];

@@ -19,6 +19,8 @@ export interface KubeRequestOptions {
   query?: Record<string, string>;
   /** Sent as JSON. */
   body?: unknown;
+  /** The body's content type: application/json unless a PATCH names its kind (e.g. application/merge-patch+json). */
+  contentType?: string;
   signal?: AbortSignal;
 }
 

@@ -15,6 +15,9 @@ export const BOOTSTRAP_SECRET = 'runtime-bootstrap';
 /** Key of the bootstrap Secret holding the token. */
 export const BOOTSTRAP_TOKEN_KEY = 'bootstrap-token';
 
+/** The Secret holding the runtime token and the control plane's addresses and public key. */
+export const CREDENTIALS_SECRET = 'runtime-credentials';
+
 /** Keys of the runtime credentials Secret (the agents read them; the bootstrap writes them in a hybrid runtime). */
 export const CREDENTIAL_KEYS = {
   token: 'runtime-token',

@@ -1,0 +1,353 @@
+/**
+ * A hybrid runtime's install bundle applied with the real kubectl to a real kube-apiserver standing
+ * for the customer's cluster (the end-to-end toolchain's, API server only: HRT_TOOLCHAIN_BIN, as
+ * test/integration/api/clusters-add.test.ts), and its bootstrap program
+ * (runtime/agents/bootstrap/main.ts) run as a process with the bootstrap Job's own ServiceAccount
+ * token, so that the bundle's Role is what allows or refuses each call. The control plane is a
+ * double here: a loopback HTTP server answering `POST /v1/runtimes/bootstrap` as the design fixes
+ * it (single use, 401 otherwise); the end-to-end tier runs the real one.
+ *
+ * Asserted: the bundle applies cleanly (no Pod Security warning in the restricted namespace); the
+ * token is exchanged once (after one 503, retried), the credentials Secret holds what the control
+ * plane answered, the bootstrap Secret is deleted; a second run calls nothing; a refused token
+ * exits 3 and writes nothing; no token ever appears in the program's output; the remove command
+ * deletes every labelled object and nothing of the customer's.
+ * Without the toolchain the file is skipped with the reason; with CI=true that is a failure.
+ */
+import t, { type Test } from 'tap';
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type IncomingMessage } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbox/control-plane.ts';
+import { hybridInstallBundle, manifestFileName } from '../../../runtime/hybrid/bundle.ts';
+import { catalog } from '../../../runtime/catalog.ts';
+import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
+
+const main = fileURLToPath(new URL('../../../runtime/agents/bootstrap/main.ts', import.meta.url));
+const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
+const missing = !toolchainBin
+  ? 'HRT_TOOLCHAIN_BIN is not set (scripts/test.sh sets it when Go can build or reuse the toolchain)'
+  : !['kube-apiserver', 'etcd', 'kubectl'].every((b) => existsSync(join(toolchainBin, b)))
+    ? `${toolchainBin} lacks kube-apiserver, etcd or kubectl`
+    : undefined;
+
+const TENANT = '5b0e2a8c-3d41-4f6a-9c7e-1a2b3c4d5e6f';
+const TOKEN = 'hrth_' + 'q'.repeat(20) + 'Z9-_' + 'x'.repeat(19);
+const STALE_TOKEN = 'hrth_' + 'S'.repeat(43);
+const RUNTIME_TOKEN = 'hrt_runtime_' + 'r'.repeat(40);
+const PUBLIC_KEY =
+  '-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAexampleexampleexampleexampleexample=\n-----END PUBLIC KEY-----\n';
+
+/** An object as kubectl prints it (the fields read here). */
+interface KubeJson {
+  metadata?: { deletionTimestamp?: string };
+  data?: Record<string, string>;
+}
+
+interface Run {
+  code: number | null;
+  output: string;
+}
+
+if (missing && process.env.CI === 'true') {
+  t.fail(`a real kube-apiserver is needed and CI=true: ${missing}`);
+} else if (missing) {
+  t.plan(0, `skipped: needs a real kube-apiserver: ${missing}`);
+} else {
+  t.setTimeout(300_000);
+  const dir = await mkdtemp(join(tmpdir(), 'hrt-hybrid-bootstrap-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const tc = toolchainFrom(toolchainBin!);
+  const etcd = await startEtcd(tc, join(dir, 'etcd'));
+  t.teardown(() => etcd.stop());
+  const plane = await startKubeControlPlane(tc, {
+    name: 'customer',
+    dir: join(dir, 'customer'),
+    etcdUrl: etcd.url,
+    etcdPrefix: '/customer',
+    nodes: 0,
+    apiServerOnly: true,
+    // Pod Security warns (as well as enforces) at restricted: a workload's pod template that the
+    // runtime namespace's `enforce: restricted` would refuse is reported when it is applied.
+    podSecurityDefault: 'restricted',
+  });
+  t.teardown(() => plane.stop());
+  t.comment(`kube-apiserver ${plane.server} ready in ${plane.startSeconds.toFixed(1)} s`);
+
+  const kubectl = (args: string[], kubeconfig = plane.kubeconfigFile): Promise<Run & { stdout: string }> =>
+    new Promise((resolve) => {
+      execFile(
+        join(toolchainBin!, 'kubectl'),
+        args,
+        { env: { ...process.env, KUBECONFIG: kubeconfig }, timeout: 60_000 },
+        (err, stdout, stderr) =>
+          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr, stdout }),
+      );
+    });
+  const getJson = async (kind: string, name: string, ns: string) => {
+    const r = await kubectl(['get', kind, name, ...(ns ? ['-n', ns] : []), '-o', 'json', '--ignore-not-found']);
+    return r.stdout.trim() ? (JSON.parse(r.stdout) as KubeJson) : undefined;
+  };
+
+  // The control plane double: one valid token, redeemed once; the first call answers 503.
+  const calls: Array<{ authorization: string | undefined; status: number }> = [];
+  let redeemed = false;
+  const controlPlane = createServer((req: IncomingMessage, res) => {
+    req.resume();
+    req.on('end', () => {
+      const answer = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+        calls.push({ authorization: req.headers.authorization, status });
+        res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+      };
+      if (req.method !== 'POST' || req.url !== '/v1/runtimes/bootstrap')
+        return answer(404, { error: { code: 'NOT_FOUND' } });
+      if (calls.length === 0) return answer(503, { error: { code: 'UNAVAILABLE' } }, { 'retry-after': '0' });
+      if (req.headers.authorization !== `Bearer ${TOKEN}` || redeemed)
+        return answer(401, { error: { code: 'bootstrap_token_invalid', message: 'the bootstrap token is not valid' } });
+      redeemed = true;
+      answer(200, {
+        tenantId: TENANT,
+        runtimeId: 'rt-1',
+        name: 'plant-a',
+        runtimeToken: RUNTIME_TOKEN,
+        tunnelUrl: 'wss://cp.example.test/v1/tunnel',
+        controlPlaneUrl: 'https://cp.example.test',
+        publicKey: PUBLIC_KEY,
+      });
+    });
+  });
+  await new Promise<void>((resolve) => controlPlane.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => controlPlane.close(() => resolve())));
+  const cpUrl = `http://127.0.0.1:${(controlPlane.address() as { port: number }).port}`;
+
+  const bundle = hybridInstallBundle({
+    runtime: {
+      tenantId: TENANT,
+      runtimeId: 'rt-1',
+      name: 'plant-a',
+      access: 'tunnel',
+      argo: 'existing',
+      argoNamespace: 'gitops',
+      upgrader: false,
+    },
+    version: catalog.versions[catalog.versions.length - 1]!,
+    controlPlaneUrl: cpUrl,
+    tunnelUrl: 'wss://cp.example.test/v1/tunnel',
+    publicKey: PUBLIC_KEY,
+    bootstrapToken: TOKEN,
+  });
+  const manifest = join(dir, manifestFileName('plant-a'));
+  await writeFile(manifest, bundle.manifests, { mode: 0o600 });
+
+  /** The bootstrap program as the Job runs it, with the Job's ServiceAccount token and the mounted token file. */
+  const bootstrap = async (): Promise<Run> => {
+    const token = await kubectl(['create', 'token', 'runtime-bootstrap', '-n', 'hosted-runtime']);
+    if (token.code !== 0) throw new Error(`kubectl create token: ${token.output}`);
+    const doc = JSON.parse(plane.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
+    doc.users[0]!.user = { token: token.stdout.trim() };
+    const kubeconfig = join(dir, 'job-kubeconfig');
+    await writeFile(kubeconfig, JSON.stringify(doc), { mode: 0o600 });
+    // What the Job's optional Secret volume holds: the key's file, or nothing once the Secret is gone.
+    const tokenDir = join(dir, 'bootstrap-token');
+    await rm(tokenDir, { recursive: true, force: true });
+    const secret = await getJson('secret', BOOTSTRAP_SECRET, 'hosted-runtime');
+    if (secret) {
+      await mkdir(tokenDir);
+      await writeFile(
+        join(tokenDir, BOOTSTRAP_TOKEN_KEY),
+        Buffer.from(secret.data?.[BOOTSTRAP_TOKEN_KEY] ?? '', 'base64'),
+      );
+    }
+    return new Promise((resolve) => {
+      execFile(
+        process.execPath,
+        [main],
+        {
+          env: {
+            PATH: process.env.PATH,
+            CONTROL_PLANE_URL: cpUrl,
+            TUNNEL_URL: 'wss://cp.example.test/v1/tunnel',
+            CONTROL_PLANE_PUBLIC_KEY: PUBLIC_KEY,
+            BOOTSTRAP_TOKEN_FILE: join(tokenDir, BOOTSTRAP_TOKEN_KEY),
+            POD_NAMESPACE: 'hosted-runtime',
+            KUBECONFIG: kubeconfig,
+            RETRY_MAX_SECONDS: '1',
+            LOG_LEVEL: 'debug',
+          },
+          timeout: 120_000,
+        },
+        (err, stdout, stderr) =>
+          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
+      );
+    });
+  };
+  const noToken = (t: Test, run: Run, what: string) => {
+    for (const [name, value] of [
+      ['bootstrap token', TOKEN],
+      ['stale bootstrap token', STALE_TOKEN],
+      ['runtime token', RUNTIME_TOKEN],
+    ] as const)
+      t.notOk(run.output.includes(value), `${what}: the ${name} is not in the program's output`);
+  };
+
+  t.test('the bundle applies with kubectl, without a Pod Security warning', async (t) => {
+    // The customer's existing Argo CD namespace, with something of its own in it.
+    t.equal((await kubectl(['create', 'namespace', 'gitops'])).code, 0, 'the customer namespace gitops is created');
+    t.equal(
+      (
+        await kubectl([
+          'create',
+          'configmap',
+          'argocd-cm',
+          '-n',
+          'gitops',
+          '--from-literal=url=https://argo.example.test',
+        ])
+      ).code,
+      0,
+      'with a ConfigMap of the customer’s Argo CD',
+    );
+    const r = await kubectl(['apply', '-f', manifest]);
+    t.equal(r.code, 0, `kubectl apply exits 0 (${r.output.trim().split('\n').slice(-3).join(' | ')})`);
+    t.notMatch(r.output, /PodSecurity|would violate/, 'no Pod Security warning for any pod template');
+    t.equal(
+      r.stdout.trim().split('\n').length,
+      bundle.objects.length,
+      `one line per object applied (${bundle.objects.length})`,
+    );
+    const creds = await getJson('secret', 'runtime-credentials', 'hosted-runtime');
+    t.same(creds?.data ?? {}, {}, 'the credentials Secret exists, empty');
+  });
+
+  t.test(
+    'the bootstrap exchanges the token once, writes the credentials and deletes the bootstrap Secret',
+    async (t) => {
+      const run = await bootstrap();
+      t.equal(run.code, 0, `the program exits 0 (${run.output.trim().split('\n').slice(-2).join(' | ')})`);
+      t.same(
+        calls.map((c) => c.status),
+        [503, 200],
+        'the control plane was called twice: a 503 (retried) and the 200',
+      );
+      t.ok(
+        calls.every((c) => c.authorization === `Bearer ${TOKEN}`),
+        'each call presented the bootstrap token from the Secret',
+      );
+      const creds = await getJson('secret', 'runtime-credentials', 'hosted-runtime');
+      const decoded = Object.fromEntries(
+        Object.entries(creds?.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]),
+      );
+      t.same(
+        decoded,
+        {
+          [CREDENTIAL_KEYS.token]: RUNTIME_TOKEN,
+          [CREDENTIAL_KEYS.tunnelUrl]: 'wss://cp.example.test/v1/tunnel',
+          [CREDENTIAL_KEYS.controlPlaneUrl]: 'https://cp.example.test',
+          [CREDENTIAL_KEYS.publicKey]: PUBLIC_KEY,
+        },
+        'the credentials Secret holds the runtime token, URLs and public key the control plane answered',
+      );
+      t.equal(
+        await getJson('secret', BOOTSTRAP_SECRET, 'hosted-runtime'),
+        undefined,
+        'the bootstrap Secret is deleted',
+      );
+      noToken(t, run, 'first run');
+    },
+  );
+
+  t.test('a second run finds the credentials and calls nothing', async (t) => {
+    const before = calls.length;
+    const run = await bootstrap();
+    t.equal(run.code, 0, 'the program exits 0');
+    t.equal(calls.length, before, 'the control plane was not called');
+    t.match(run.output, /already holds the runtime token/, 'it says why');
+    noToken(t, run, 'second run');
+  });
+
+  t.test('a refused token: exit 3, nothing written, the bootstrap Secret kept', async (t) => {
+    // A cluster whose credentials were never written, holding a token the control plane refuses.
+    t.equal(
+      (
+        await kubectl([
+          'patch',
+          'secret',
+          'runtime-credentials',
+          '-n',
+          'hosted-runtime',
+          '--type=merge',
+          '-p',
+          '{"data":null}',
+        ])
+      ).code,
+      0,
+      'the credentials are emptied',
+    );
+    t.equal(
+      (
+        await kubectl([
+          'create',
+          'secret',
+          'generic',
+          BOOTSTRAP_SECRET,
+          '-n',
+          'hosted-runtime',
+          `--from-literal=${BOOTSTRAP_TOKEN_KEY}=${STALE_TOKEN}`,
+        ])
+      ).code,
+      0,
+      'a bootstrap Secret with a token the control plane does not know is created',
+    );
+    const before = calls.length;
+    const run = await bootstrap();
+    t.equal(run.code, 3, 'the program exits 3 (the Job fails without another try)');
+    t.same(
+      calls.slice(before).map((c) => c.status),
+      [401],
+      'one call, answered 401, not retried',
+    );
+    t.match(run.output, /refused the bootstrap token/, 'the output says the token was refused');
+    const creds = await getJson('secret', 'runtime-credentials', 'hosted-runtime');
+    t.same(creds?.data ?? {}, {}, 'nothing was written to the credentials Secret');
+    t.ok(await getJson('secret', BOOTSTRAP_SECRET, 'hosted-runtime'), 'the bootstrap Secret is kept');
+    noToken(t, run, 'refused run');
+  });
+
+  t.test('the remove command deletes every labelled object and nothing of the customer’s', async (t) => {
+    // The API server runs alone here: no namespace controller finalises the deleted namespace, so
+    // kubectl is told not to wait for it.
+    const [deleteLine, ...rest] = bundle.removeCommand.split('\n');
+    t.same(rest, [], 'existing Argo CD: no helm uninstall');
+    const args = deleteLine!
+      .replace(/^kubectl /, '')
+      .match(/'[^']*'|\S+/g)!
+      .map((a) => a.replace(/^'|'$/g, ''));
+    const r = await kubectl([...args, '--wait=false']);
+    t.equal(r.code, 0, `kubectl delete exits 0 (${r.output.trim().split('\n').slice(-2).join(' | ')})`);
+    const selector = args[args.indexOf('-l') + 1]!;
+    const left = await kubectl([
+      'get',
+      args[1]!.replace(/,?namespaces$/, ''),
+      '--all-namespaces',
+      '-l',
+      selector,
+      '-o',
+      'name',
+    ]);
+    t.equal(left.code, 0, `kubectl get of those kinds by the labels exits 0 (${left.output.trim()})`);
+    t.equal(left.stdout.trim(), '', 'no labelled object is left but the namespace');
+    const ns = await getJson('namespace', 'hosted-runtime', '');
+    t.ok(ns?.metadata?.deletionTimestamp, 'the runtime namespace is being deleted');
+    t.ok(await getJson('namespace', 'gitops', ''), 'the customer namespace gitops is kept');
+    t.ok(await getJson('configmap', 'argocd-cm', 'gitops'), 'and its Argo CD ConfigMap');
+    t.equal(
+      (await kubectl(['get', 'roles', '-n', 'gitops', '-o', 'name'])).stdout.trim(),
+      '',
+      'no Role left in gitops',
+    );
+  });
+}
