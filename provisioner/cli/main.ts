@@ -25,6 +25,7 @@ import { addFleetCommands } from './fleet-commands.ts';
 import { addDoctorCommand, ExitCode } from './doctor.ts';
 import { addManagedClusterCommands } from './managed-cluster-commands.ts';
 import { addRuntimeCommands } from './runtime-commands.ts';
+import { addRuntimesCommands } from './runtimes-commands.ts';
 import { ApiError } from './client.ts';
 import { terminalSafeOutput } from './format.ts';
 
@@ -77,6 +78,7 @@ export async function main(argv: string[], rawIo: Io = defaultIo): Promise<numbe
   addDoctorCommand(program, io);
   addManagedClusterCommands(program, io);
   addRuntimeCommands(program, io);
+  addRuntimesCommands(program, io);
 
   // Only as the first argument: a program option is recognised after a subcommand too, where
   // `tenants list --version 1.4.1` means a runtime version.

@@ -1,0 +1,172 @@
+/**
+ * `provisioner runtimes list|get|register|remove`: a tenant's runtimes, hosted and hybrid
+ * (/v1/tenants/:id/runtimes, /v1/runtimes). `register` writes the install manifest to a file only
+ * the user may read (it holds the single-use bootstrap token) and prints the command that applies
+ * it; the token itself is never printed, not even with --json.
+ */
+import { open } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { apiClientOf, UsageError, type Io } from './api-commands.ts';
+import { age, table } from './format.ts';
+import type { Runtime, RuntimePage, RuntimeRegistered, RuntimeRemoved } from '../http/api-types.ts';
+
+const row = (r: Runtime) => [
+  r.name,
+  r.mode,
+  r.state,
+  r.version,
+  r.reportedVersion ?? '',
+  r.mode === 'hosted' ? '' : `${r.access}${r.argo === 'existing' ? `, argo in ${r.argoNamespace}` : ''}`,
+  r.tunnel.connected ? `connected ${age(r.tunnel.since)}` : 'no',
+  `${age(r.createdAt)} ago`,
+];
+const HEADERS = ['NAME', 'MODE', 'STATE', 'VERSION', 'REPORTED', 'ACCESS', 'TUNNEL', 'AGE'];
+
+/** Writes `text` to a new file (or over one) that only its owner may read: it holds a secret. */
+async function writePrivate(file: string, text: string): Promise<void> {
+  let handle;
+  try {
+    handle = await open(file, 'w', 0o600);
+    // An existing file keeps its mode through open(): make it private before the secret goes in.
+    await handle.chmod(0o600);
+    await handle.writeFile(text, 'utf8');
+  } catch (err) {
+    throw new UsageError(`--out: cannot write '${file}': ${(err as Error).message}`, { cause: err });
+  } finally {
+    await handle?.close();
+  }
+}
+
+const shellQuote = (s: string): string => (/^[A-Za-z0-9_./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
+
+export function addRuntimesCommands(program: Command, io: Io): void {
+  const client = () => apiClientOf(program, io);
+  const json = (): boolean => program.opts<{ json?: boolean }>().json === true;
+  const print = (data: unknown, text: () => string) => io.out(json() ? JSON.stringify(data, null, 2) : text());
+  const path = (tenant: string, name?: string) =>
+    `/v1/tenants/${encodeURIComponent(tenant)}/runtimes${name ? `/${encodeURIComponent(name)}` : ''}`;
+
+  const group = program
+    .command('runtimes')
+    .description('a tenant\'s runtimes: its hosted one and hybrid ones in its own clusters (docs/api.md "Runtimes")');
+
+  group
+    .command('list')
+    .description("one tenant's runtimes (--tenant), or every tenant's (operator)")
+    .option('--tenant <id>', 'only this tenant')
+    .action(async (o: { tenant?: string }) => {
+      if (o.tenant !== undefined) {
+        const { items } = await client().request<{ items: Runtime[] }>('GET', path(o.tenant));
+        print({ items }, () => table(HEADERS, items.map(row)));
+        return;
+      }
+      const items: Runtime[] = [];
+      let cursor: string | null = null;
+      do {
+        const page: RuntimePage = await client().request<RuntimePage>(
+          'GET',
+          `/v1/runtimes?limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+        );
+        items.push(...page.items);
+        cursor = page.nextCursor;
+      } while (cursor !== null);
+      print({ items }, () =>
+        table(
+          ['TENANT', ...HEADERS],
+          items.map((r) => [r.tenantId, ...row(r)]),
+        ),
+      );
+    });
+
+  group.command('get <tenant> <name>').action(async (tenant: string, name: string) => {
+    const r = await client().request<Runtime>('GET', path(tenant, name));
+    print(r, () =>
+      [
+        table(HEADERS, [row(r)]),
+        ...(r.mode === 'hybrid'
+          ? [
+              `upgrades: ${r.upgrades}${r.ingressUrl ? `, ingress ${r.ingressUrl}` : ''}`,
+              r.installedAt
+                ? `installed ${age(r.installedAt)} ago (runtime key issued)`
+                : `awaiting install: bootstrap token valid until ${r.bootstrapExpiresAt}`,
+            ]
+          : []),
+        ...r.conditions.map((c) => `${c.type}=${c.status} (${c.reason}): ${c.message}`),
+      ].join('\n'),
+    );
+  });
+
+  group
+    .command('register <tenant> <name>')
+    .description(
+      'register a hybrid runtime; writes its install manifest (holding the single-use bootstrap token) to --out FILE, readable by you only, and prints the command that installs it',
+    )
+    .requiredOption('--access <mode>', 'tunnel (the runtime dials out) or ingress (your ingress, --ingress-url)')
+    .option('--ingress-url <url>', 'with --access ingress: the https URL your ingress serves the runtime at')
+    .requiredOption('--argo <mode>', 'new (the install brings Argo CD) or existing (beside yours, --argo-namespace)')
+    .option('--argo-namespace <ns>', "with --argo existing: your Argo CD's namespace")
+    .option('--upgrader', 'let the in-cluster upgrader agent apply upgrades (default: you apply them)')
+    .option('--runtime-version <version>', "runtime version (default: the tenant's)")
+    .option('--out <file>', 'where to write the manifest (default: hybrid-runtime-NAME.yaml)')
+    .action(
+      async (
+        tenant: string,
+        name: string,
+        o: {
+          access: string;
+          ingressUrl?: string;
+          argo: string;
+          argoNamespace?: string;
+          upgrader?: boolean;
+          runtimeVersion?: string;
+          out?: string;
+        },
+      ) => {
+        if (o.access !== 'tunnel' && o.access !== 'ingress')
+          throw new UsageError(`--access: '${o.access}' is neither tunnel nor ingress`);
+        if (o.argo !== 'new' && o.argo !== 'existing')
+          throw new UsageError(`--argo: '${o.argo}' is neither new nor existing`);
+        const file = o.out ?? `hybrid-runtime-${name}.yaml`;
+        const out = await client().request<RuntimeRegistered>('POST', path(tenant), {
+          name,
+          mode: 'hybrid',
+          access: o.access,
+          ...(o.ingressUrl !== undefined ? { ingressUrl: o.ingressUrl } : {}),
+          argo: o.argo,
+          ...(o.argoNamespace !== undefined ? { argoNamespace: o.argoNamespace } : {}),
+          upgrades: o.upgrader ? 'agent' : 'customer',
+          ...(o.runtimeVersion !== undefined ? { version: o.runtimeVersion } : {}),
+        });
+        await writePrivate(file, out.install.manifests);
+        // The command applies the manifest by its bundle name: point it at the file written.
+        const command = out.install.command.replace(
+          `kubectl apply -f hybrid-runtime-${name}.yaml`,
+          `kubectl apply -f ${shellQuote(file)}`,
+        );
+        const shown = {
+          runtime: out.runtime,
+          bootstrapExpiresAt: out.bootstrapExpiresAt,
+          manifestFile: file,
+          command,
+          removeCommand: out.install.removeCommand,
+        };
+        print(shown, () =>
+          [
+            `registered hybrid runtime ${name} (runtime ${out.runtime.id}, version ${out.runtime.version}); its manifest is in ${file} (mode 0600: it holds the bootstrap token)`,
+            `install it in your cluster before ${out.bootstrapExpiresAt}:`,
+            command,
+          ].join('\n'),
+        );
+      },
+    );
+
+  group.command('remove <tenant> <name>').action(async (tenant: string, name: string) => {
+    const out = await client().request<RuntimeRemoved>('DELETE', path(tenant, name));
+    print(out, () =>
+      [
+        `removed hybrid runtime ${name}: its runtime key is revoked; delete what the install created in your cluster with:`,
+        out.removeCommand,
+      ].join('\n'),
+    );
+  });
+}

@@ -1,0 +1,118 @@
+/**
+ * `provisioner runtimes list|get|register|remove` against the real app on loopback: register writes
+ * the install manifest to a file only its owner reads and prints the command, never the token.
+ */
+import { mkdtemp, rm, stat, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { parseAllDocuments } from 'yaml';
+import { createTestApi } from '../../helpers/api.ts';
+import { main } from '../../../provisioner/cli/main.ts';
+
+const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
+const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
+t.teardown(() => api.close());
+const dir = await mkdtemp(join(tmpdir(), 'cli-runtimes-'));
+t.teardown(() => rm(dir, { recursive: true, force: true }));
+
+async function cli(args: string[], token: string): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(['--url', url, '--token', token, ...args], {
+    out: (s) => out.push(s),
+    err: (s) => err.push(s),
+    env: {},
+  });
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+const { tenantId, apiKey } = await api.signup();
+
+/** The bootstrap token in a manifest file (the runtime-bootstrap Secret's). */
+async function tokenIn(file: string): Promise<string> {
+  const docs = parseAllDocuments(await readFile(file, 'utf8')).map((d) => d.toJS() as Record<string, unknown> | null);
+  const secret = docs.find(
+    (o) => o?.kind === 'Secret' && (o.metadata as { name: string }).name === 'runtime-bootstrap',
+  ) as { stringData: Record<string, string> } | undefined;
+  const token = secret?.stringData['bootstrap-token'];
+  if (!token) throw new Error(`precondition: ${file} holds the runtime-bootstrap Secret with a token`);
+  return token;
+}
+
+t.test('register writes the manifest 0600 and prints the command, never the token', async (t) => {
+  const file = join(dir, 'edge.yaml');
+  // A file that was readable by others before: register makes it private before writing the token.
+  await writeFile(file, 'old\n', { mode: 0o644 });
+  const res = await cli(
+    [
+      'runtimes',
+      'register',
+      tenantId,
+      'edge',
+      '--access',
+      'tunnel',
+      '--argo',
+      'existing',
+      '--argo-namespace',
+      'argocd',
+      '--out',
+      file,
+    ],
+    apiKey,
+  );
+  t.equal(res.code, 0, res.err);
+  t.equal((await stat(file)).mode & 0o777, 0o600, 'the manifest file is readable by its owner only (0600)');
+  const token = await tokenIn(file);
+  t.match(res.out, `kubectl apply -f ${file}`, 'the printed command applies the file written');
+  t.notOk(res.out.includes(token) || res.err.includes(token), 'the token is not printed');
+
+  const asJson = await cli(
+    [
+      '--json',
+      'runtimes',
+      'register',
+      tenantId,
+      'edge2',
+      '--access',
+      'tunnel',
+      '--argo',
+      'new',
+      '--out',
+      join(dir, 'edge2.yaml'),
+    ],
+    apiKey,
+  );
+  t.equal(asJson.code, 0, asJson.err);
+  const shown = JSON.parse(asJson.out) as { manifestFile: string; command: string; runtime: { name: string } };
+  t.equal(shown.runtime.name, 'edge2', '--json shows the runtime');
+  t.notOk(asJson.out.includes(await tokenIn(join(dir, 'edge2.yaml'))), '--json does not show the token either');
+  t.match(shown.command, /helm upgrade --install[\s\S]*kubectl apply -f /, 'argo=new: helm installs, then the apply');
+});
+
+t.test('list, get and remove', async (t) => {
+  const list = await cli(['runtimes', 'list', '--tenant', tenantId], apiKey);
+  t.equal(list.code, 0, list.err);
+  const names = list.out
+    .split('\n')
+    .slice(1)
+    .map((l) => l.split(/\s+/)[0]);
+  t.same(names, ['hosted', 'edge', 'edge2'], 'the hosted runtime, then the hybrid ones');
+  const all = await cli(['--json', 'runtimes', 'list'], api.operatorKey);
+  t.equal(all.code, 0, all.err);
+  const items = (JSON.parse(all.out) as { items: Array<{ tenantId: string; name: string }> }).items;
+  t.same(
+    items.filter((r) => r.tenantId === tenantId).map((r) => r.name),
+    ['hosted', 'edge', 'edge2'],
+    "every tenant's list holds this tenant's runtimes",
+  );
+  const get = await cli(['runtimes', 'get', tenantId, 'edge'], apiKey);
+  t.equal(get.code, 0, get.err);
+  t.match(get.out, /awaiting install: bootstrap token valid until/, 'get says the runtime awaits its install');
+  const removed = await cli(['runtimes', 'remove', tenantId, 'edge'], apiKey);
+  t.equal(removed.code, 0, removed.err);
+  t.match(removed.out, /kubectl delete .* -l '.*hosted-runtimes\.io\/runtime=edge/, 'remove prints the delete command');
+  const gone = await cli(['runtimes', 'get', tenantId, 'edge'], apiKey);
+  t.not(gone.code, 0, 'a removed runtime is not found');
+  t.match(gone.err, /RUNTIME_NOT_FOUND/, 'the error names RUNTIME_NOT_FOUND');
+});
