@@ -260,12 +260,29 @@ if (missing && process.env.CI === 'true') {
     },
   );
 
-  t.test('a second run finds the credentials and calls nothing', async (t) => {
+  t.test('the bundle applied again keeps the credentials; a second run calls nothing', async (t) => {
+    const apply = await kubectl(['apply', '-f', manifest]);
+    t.equal(apply.code, 0, 'kubectl apply of the same bundle exits 0');
+    const creds = await getJson('secret', 'runtime-credentials', 'hosted-runtime');
+    t.equal(
+      Buffer.from(creds?.data?.[CREDENTIAL_KEYS.token] ?? '', 'base64').toString(),
+      RUNTIME_TOKEN,
+      'the runtime token the Job wrote is still there',
+    );
+    t.ok(
+      await getJson('secret', BOOTSTRAP_SECRET, 'hosted-runtime'),
+      'the bootstrap Secret is back (its token redeemed)',
+    );
     const before = calls.length;
     const run = await bootstrap();
     t.equal(run.code, 0, 'the program exits 0');
     t.equal(calls.length, before, 'the control plane was not called');
     t.match(run.output, /already holds the runtime token/, 'it says why');
+    t.equal(
+      await getJson('secret', BOOTSTRAP_SECRET, 'hosted-runtime'),
+      undefined,
+      'and deletes the bootstrap Secret again',
+    );
     noToken(t, run, 'second run');
   });
 
