@@ -13,6 +13,7 @@ import {
   tenantsByPhase,
   waitingTenantCounts,
 } from '../store/gauges.ts';
+import { runtimesByModeAndState } from '../store/runtimes.ts';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import client from 'prom-client';
 import type pg from 'pg';
@@ -77,6 +78,16 @@ export function createMetrics(pool: pg.Pool): Metrics {
     async collect() {
       this.reset();
       for (const r of await tenantsByPhase(pool)) this.set({ phase: r.phase }, r.n);
+    },
+  });
+  new client.Gauge({
+    name: 'provisioner_runtimes',
+    help: "Runtimes not removed, by mode (hosted, hybrid) and state (a hosted runtime's is its tenant's phase)",
+    labelNames: ['mode', 'state'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const r of await runtimesByModeAndState(pool)) this.set({ mode: r.mode, state: r.state }, r.n);
     },
   });
   return { registry, httpDuration, close };

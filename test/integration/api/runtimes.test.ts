@@ -407,6 +407,22 @@ t.test('GET /v1/runtimes lists hosted and hybrid runtimes of every tenant, page 
   );
 });
 
+t.test('the runtimes gauge counts what GET /v1/runtimes lists, by mode and state', async (t) => {
+  const listed = await call<{ items: Runtime[] }>('GET', '/v1/runtimes?limit=200', { key: api.operatorKey });
+  const counts = new Map<string, number>();
+  for (const r of listed.body.items) counts.set(`${r.mode}/${r.state}`, (counts.get(`${r.mode}/${r.state}`) ?? 0) + 1);
+  t.equal(counts.get('hybrid/installed'), 1, "precondition: one installed hybrid runtime ('plant')");
+  const text = await (await fetch(`${base}/metrics`)).text();
+  for (const [key, n] of counts) {
+    const [mode, state] = key.split('/');
+    t.match(
+      text,
+      `provisioner_runtimes{mode="${mode}",state="${state}"} ${n}\n`,
+      `the gauge shows ${n} ${mode} runtime(s) in state ${state}, as listed`,
+    );
+  }
+});
+
 t.test('without PROVISIONER_PUBLIC_URL a registration is refused naming the setting', async (t) => {
   const bare = await createTestApi();
   t.teardown(() => bare.close());
