@@ -697,7 +697,10 @@ export const Runtime = Type.Object(
     ),
     bootstrapExpiresAt: Nullable(DateTime),
     installedAt: Nullable(Type.String({ format: 'date-time', description: 'when the bootstrap token was redeemed' })),
-    keyIssued: Type.Boolean({ description: 'hybrid: the runtime key was issued by the bootstrap exchange' }),
+    keyIssued: Type.Boolean({
+      description:
+        "the runtime holds a runtime key that is not revoked (hybrid: from the bootstrap exchange; hosted: the one made for the tenant's agents)",
+    }),
     lastHeartbeatAt: Nullable(DateTime),
     createdBy: Type.String(),
     createdAt: DateTime,

@@ -383,7 +383,7 @@ export class RuntimeService {
         upgrades: null,
         bootstrapExpiresAt: null,
         installedAt: null,
-        keyIssued: true,
+        keyIssued: r.key_live,
         lastHeartbeatAt: t.status.reporting?.lastHeartbeatAt ?? null,
       };
     }
@@ -404,7 +404,7 @@ export class RuntimeService {
       upgrades: r.upgrades,
       bootstrapExpiresAt: iso(r.bootstrap_expires_at),
       installedAt: iso(r.bootstrap_redeemed_at),
-      keyIssued: r.runtime_key_id !== null,
+      keyIssued: r.key_live,
       lastHeartbeatAt: iso(r.last_heartbeat_at),
     };
   }

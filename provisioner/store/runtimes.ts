@@ -32,11 +32,20 @@ export interface RuntimeRow {
   created_by: string;
   created_at: Date;
   removed_at: Date | null;
+  /**
+   * The runtime holds a runtime key that is not revoked: a hybrid runtime its own (from the
+   * bootstrap exchange), a hosted runtime the one the reconciler made for its tenant's agents.
+   */
+  key_live: boolean;
 }
 
 const COLUMNS = `r.id, r.tenant_id, r.name, r.mode, r.access, r.ingress_url, r.argo, r.argo_namespace, r.upgrades,
   r.version, r.state, r.bootstrap_expires_at, r.bootstrap_redeemed_at, r.runtime_key_id, r.last_heartbeat_at,
-  r.reported_version, r.created_by, r.created_at, r.removed_at`;
+  r.reported_version, r.created_by, r.created_at, r.removed_at,
+  CASE WHEN r.mode = 'hosted'
+       THEN EXISTS (SELECT 1 FROM api_keys k WHERE k.tenant_id = r.tenant_id AND k.role = 'runtime'
+                      AND k.runtime_id IS NULL AND k.revoked_at IS NULL)
+       ELSE EXISTS (SELECT 1 FROM api_keys k WHERE k.id = r.runtime_key_id AND k.revoked_at IS NULL) END AS key_live`;
 
 export interface NewHybridRuntime {
   tenantId: string;

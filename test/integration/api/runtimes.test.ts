@@ -8,6 +8,7 @@ import t from 'tap';
 import pino from 'pino';
 import { parseAllDocuments } from 'yaml';
 import { createTestApi } from '../../helpers/api.ts';
+import { createKey } from '../../../provisioner/store/keys.ts';
 import type {
   Runtime,
   RuntimeBootstrapAnswer,
@@ -139,6 +140,13 @@ t.test('registering a hybrid runtime answers its bootstrap token and the install
   const view = (await call<{ status: { phase: string } }>('GET', `/v1/tenants/${a.tenantId}`, { key: a.apiKey })).body;
   t.equal(hosted.body.state, view.status.phase, "the hosted runtime's state is the tenant's phase");
   t.equal(hosted.body.version, tenant.spec.runtimeVersion, "the hosted runtime's version is the tenant's");
+  t.equal(hosted.body.keyIssued, false, 'no reconcile ran: the hosted runtime holds no runtime key yet');
+  // The key the reconciler makes for the tenant's agents (names no hybrid runtime).
+  await createKey(api.db.pool, { role: 'runtime', tenantId: a.tenantId, name: 'agents', createdBy: 'test' });
+  const keyed = await call<Runtime>('GET', `/v1/tenants/${a.tenantId}/runtimes/hosted`, { key: a.apiKey });
+  t.equal(keyed.body.keyIssued, true, "with the agents' runtime key the hosted runtime shows its key issued");
+  const edge = await call<Runtime>('GET', `/v1/tenants/${a.tenantId}/runtimes/edge`, { key: a.apiKey });
+  t.equal(edge.body.keyIssued, false, "the hosted runtime's key is not the hybrid runtime's");
 });
 
 t.test('the bootstrap token is exchanged once for a runtime key that works as a hybrid runtime key', async (t) => {
@@ -234,6 +242,7 @@ t.test('removal revokes the runtime key, refuses the token and answers the remov
   t.equal(del.status, 200);
   t.equal(del.body.runtime.state, 'removed', 'the answer shows the runtime removed');
   t.ok(del.body.runtime.removedAt, 'removedAt is set');
+  t.equal(del.body.runtime.keyIssued, false, 'the removed runtime holds no live key');
   t.equal(del.body.removeCommand, reg.body.install.removeCommand, "the remove command is the install's");
   const after = await call<ErrorAnswer>('GET', '/v1/whoami', { key });
   t.equal(after.status, 401, 'the runtime key is refused after the removal');
