@@ -15,7 +15,7 @@
  * Without the toolchain the file is skipped with the reason; with CI=true that is a failure.
  */
 import t, { type Test } from 'tap';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage } from 'node:http';
@@ -23,11 +23,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbox/control-plane.ts';
+import { freePort } from '../../../provisioner/db/embedded.ts';
+import { until } from '../../helpers/wait.ts';
 import { hybridInstallBundle, manifestFileName } from '../../../runtime/hybrid/bundle.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
 
 const main = fileURLToPath(new URL('../../../runtime/agents/bootstrap/main.ts', import.meta.url));
+const reporterMain = fileURLToPath(new URL('../../../runtime/agents/event-reporter/main.ts', import.meta.url));
 const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
 const missing = !toolchainBin
   ? 'HRT_TOOLCHAIN_BIN is not set (scripts/test.sh sets it when Go can build or reuse the toolchain)'
@@ -47,6 +50,26 @@ interface KubeJson {
   metadata?: { deletionTimestamp?: string };
   data?: Record<string, string>;
 }
+
+/** The Application CRD of a customer's Argo CD, with an open schema. */
+const APPLICATION_CRD = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: 'applications.argoproj.io' },
+  spec: {
+    group: 'argoproj.io',
+    scope: 'Namespaced',
+    names: { kind: 'Application', listKind: 'ApplicationList', plural: 'applications', singular: 'application' },
+    versions: [
+      {
+        name: 'v1alpha1',
+        served: true,
+        storage: true,
+        schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+      },
+    ],
+  },
+};
 
 interface Run {
   code: number | null;
@@ -96,13 +119,21 @@ if (missing && process.env.CI === 'true') {
   // The control plane double: one valid token, redeemed once; the first call answers 503.
   const calls: Array<{ authorization: string | undefined; status: number }> = [];
   let redeemed = false;
+  /** The event batches the event reporter posted (raw JSON). */
+  const batches: string[] = [];
   const controlPlane = createServer((req: IncomingMessage, res) => {
-    req.resume();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const answer = (status: number, body: unknown, headers: Record<string, string> = {}) => {
         calls.push({ authorization: req.headers.authorization, status });
         res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
       };
+      if (req.method === 'POST' && req.url === '/v1/runtime/events') {
+        batches.push(Buffer.concat(chunks).toString('utf8'));
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+        return;
+      }
       if (req.method !== 'POST' || req.url !== '/v1/runtimes/bootstrap')
         return answer(404, { error: { code: 'NOT_FOUND' } });
       if (calls.length === 0) return answer(503, { error: { code: 'UNAVAILABLE' } }, { 'retry-after': '0' });
@@ -143,8 +174,19 @@ if (missing && process.env.CI === 'true') {
   const manifest = join(dir, manifestFileName('plant-a'));
   await writeFile(manifest, bundle.manifests, { mode: 0o600 });
 
+  /** A kubeconfig authenticating as one of the bundle's ServiceAccounts (a token from the TokenRequest API). */
+  const kubeconfigOf = async (account: string): Promise<string> => {
+    const token = await kubectl(['create', 'token', account, '-n', 'hosted-runtime']);
+    if (token.code !== 0) throw new Error(`kubectl create token ${account}: ${token.output}`);
+    const doc = JSON.parse(plane.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
+    doc.users[0]!.user = { token: token.stdout.trim() };
+    const file = join(dir, `${account}-kubeconfig`);
+    await writeFile(file, JSON.stringify(doc), { mode: 0o600 });
+    return file;
+  };
+
   /** The bootstrap program as the Job runs it, with the Job's ServiceAccount token and the mounted token file. */
-  const bootstrap = async (): Promise<Run> => {
+  const bootstrap = async (env: Record<string, string> = {}): Promise<Run> => {
     const token = await kubectl(['create', 'token', 'runtime-bootstrap', '-n', 'hosted-runtime']);
     if (token.code !== 0) throw new Error(`kubectl create token: ${token.output}`);
     const doc = JSON.parse(plane.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
@@ -177,6 +219,7 @@ if (missing && process.env.CI === 'true') {
             KUBECONFIG: kubeconfig,
             RETRY_MAX_SECONDS: '1',
             LOG_LEVEL: 'debug',
+            ...env,
           },
           timeout: 120_000,
         },
@@ -197,6 +240,17 @@ if (missing && process.env.CI === 'true') {
   t.test('the bundle applies with kubectl, without a Pod Security warning', async (t) => {
     // The customer's existing Argo CD namespace, with something of its own in it.
     t.equal((await kubectl(['create', 'namespace', 'gitops'])).code, 0, 'the customer namespace gitops is created');
+    // Its Argo CD's Application kind (the CRD reduced to what the API server needs to serve it).
+    const crd = join(dir, 'application-crd.json');
+    await writeFile(crd, JSON.stringify(APPLICATION_CRD));
+    t.equal((await kubectl(['apply', '-f', crd])).code, 0, 'the Application CRD is created');
+    const established = await kubectl([
+      'wait',
+      '--for=condition=Established',
+      'crd/applications.argoproj.io',
+      '--timeout=60s',
+    ]);
+    t.equal(established.code, 0, `the Application CRD is established within 60 s (${established.output.trim()})`);
     t.equal(
       (
         await kubectl([
@@ -222,6 +276,115 @@ if (missing && process.env.CI === 'true') {
     const creds = await getJson('secret', 'runtime-credentials', 'hosted-runtime');
     t.same(creds?.data ?? {}, {}, 'the credentials Secret exists, empty');
   });
+
+  t.test('the accounts hold exactly the rights the bundle lists (asked of the API server)', async (t) => {
+    const can = async (account: string, ...args: string[]) =>
+      (await kubectl(['auth', 'can-i', ...args, `--as=system:serviceaccount:hosted-runtime:${account}`])).code === 0;
+    const rights: Array<[string, string[], boolean]> = [
+      ['runtime-bootstrap', ['get', 'secrets/runtime-credentials', '-n', 'hosted-runtime'], true],
+      ['runtime-bootstrap', ['patch', 'secrets/runtime-credentials', '-n', 'hosted-runtime'], true],
+      ['runtime-bootstrap', ['delete', 'secrets/runtime-bootstrap', '-n', 'hosted-runtime'], true],
+      ['runtime-bootstrap', ['create', 'secrets', '-n', 'hosted-runtime'], false],
+      ['runtime-bootstrap', ['get', 'secrets/app-proxy-token', '-n', 'hosted-runtime'], false],
+      ['runtime-bootstrap', ['delete', 'secrets/runtime-credentials', '-n', 'hosted-runtime'], false],
+      ['runtime-bootstrap', ['patch', 'secrets/runtime-credentials', '-n', 'gitops'], false],
+      ['event-reporter', ['list', 'applications.argoproj.io', '-n', 'gitops'], true],
+      ['event-reporter', ['watch', 'applications.argoproj.io', '-n', 'gitops'], true],
+      ['event-reporter', ['list', 'applications.argoproj.io', '--all-namespaces'], false],
+      ['event-reporter', ['list', 'applications.argoproj.io', '-n', 'default'], false],
+      ['event-reporter', ['patch', 'applications.argoproj.io', '-n', 'gitops'], false],
+      ['app-proxy', ['patch', 'applications.argoproj.io/web', '-n', 'gitops'], true],
+      ['app-proxy', ['get', 'applications.argoproj.io/web', '-n', 'gitops'], true],
+      ['app-proxy', ['list', 'applications.argoproj.io', '-n', 'gitops'], false],
+      ['app-proxy', ['delete', 'applications.argoproj.io/web', '-n', 'gitops'], false],
+      ['app-proxy', ['patch', 'applications.argoproj.io/web', '-n', 'default'], false],
+      ['app-proxy', ['get', 'configmaps/argocd-cm', '-n', 'gitops'], false],
+      ['tunnel-client', ['get', 'secrets', '-n', 'hosted-runtime'], false],
+    ];
+    for (const [account, args, expected] of rights)
+      t.equal(
+        await can(account, ...args),
+        expected,
+        `${account}: ${args.join(' ')} is ${expected ? 'allowed' : 'refused'}`,
+      );
+  });
+
+  t.test(
+    'the event reporter, with its account and WATCH_NAMESPACE, reports the Applications of the Argo CD namespace',
+    async (t) => {
+      const app = (namespace: string, name: string) => ({
+        apiVersion: 'argoproj.io/v1alpha1',
+        kind: 'Application',
+        metadata: { name, namespace },
+        spec: {
+          project: 'default',
+          destination: { namespace: 'web' },
+          source: { repoURL: 'https://git.example.test/web' },
+        },
+      });
+      const apps = join(dir, 'applications.json');
+      await writeFile(
+        apps,
+        JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [app('gitops', 'web'), app('default', 'elsewhere')] }),
+      );
+      t.equal(
+        (await kubectl(['apply', '-f', apps])).code,
+        0,
+        'an Application in gitops and one in default are created',
+      );
+      const reporter = (
+        bundle.objects.find((o) => o.kind === 'Deployment' && o.metadata.name === 'event-reporter') as unknown as {
+          spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } };
+        }
+      ).spec.template.spec.containers[0]!.env;
+      const watchNamespace = reporter.find((e) => e.name === 'WATCH_NAMESPACE')?.value;
+      t.equal(watchNamespace, 'gitops', "the bundle's event reporter watches gitops");
+      const child = spawn(process.execPath, [reporterMain], {
+        env: {
+          PATH: process.env.PATH,
+          CONTROL_PLANE_URL: cpUrl,
+          RUNTIME_TOKEN: 'hrt_event_reporter_token_for_the_double',
+          REPLICA_NAME: 'event-reporter-0',
+          POD_NAMESPACE: 'hosted-runtime',
+          WATCH_NAMESPACE: watchNamespace!,
+          KUBECONFIG: await kubeconfigOf('event-reporter'),
+          PORT: '0',
+          HOST: '127.0.0.1',
+          HEARTBEAT_INTERVAL_SECONDS: '1',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout.on('data', (b: Buffer) => (output += b.toString()));
+      child.stderr.on('data', (b: Buffer) => (output += b.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      t.teardown(() => {
+        if (child.exitCode === null) child.kill('SIGKILL');
+      });
+      type Item = { kind: string; namespace: string; name: string };
+      const reported = () =>
+        batches.flatMap((b) =>
+          ((JSON.parse(b) as { items?: Item[] }).items ?? []).map((i) => `${i.kind} ${i.namespace}/${i.name}`),
+        );
+      await until(
+        'the event reporter to report Application gitops/web',
+        () => reported().includes('Application gitops/web'),
+        60_000,
+      ).catch((err: Error) => t.fail(`${err.message}; its output: ${output.slice(-2000)}`));
+      t.ok(reported().includes('Application gitops/web'), 'Application gitops/web is reported');
+      t.notOk(
+        reported().some((r) => r.includes(' default/')),
+        'nothing of another namespace is reported',
+      );
+      t.notMatch(output, /not allowed to list Applications/, 'the Application watch was not refused');
+      // The install grants no rights on Rollouts and Workflows next to an existing Argo CD: the
+      // reporter says so once per kind and goes on.
+      t.match(output, /not allowed to list Rollouts/, 'Rollouts: logged as not allowed');
+      t.match(output, /not allowed to list Workflows/, 'Workflows: logged as not allowed');
+      child.kill('SIGTERM');
+      t.equal(await exited, 0, 'the event reporter stops on SIGTERM with exit code 0');
+    },
+  );
 
   t.test(
     'the bootstrap exchanges the token once, writes the credentials and deletes the bootstrap Secret',
@@ -286,8 +449,7 @@ if (missing && process.env.CI === 'true') {
     noToken(t, run, 'second run');
   });
 
-  t.test('a refused token: exit 3, nothing written, the bootstrap Secret kept', async (t) => {
-    // A cluster whose credentials were never written, holding a token the control plane refuses.
+  t.test('an unreachable control plane: bounded attempts, exit 1, nothing written', async (t) => {
     t.equal(
       (
         await kubectl([
@@ -302,7 +464,7 @@ if (missing && process.env.CI === 'true') {
         ])
       ).code,
       0,
-      'the credentials are emptied',
+      'the credentials are emptied (a cluster whose bootstrap has not run)',
     );
     t.equal(
       (
@@ -317,8 +479,25 @@ if (missing && process.env.CI === 'true') {
         ])
       ).code,
       0,
-      'a bootstrap Secret with a token the control plane does not know is created',
+      'a bootstrap Secret holding a token is created',
     );
+    const closed = await freePort();
+    const run = await bootstrap({ CONTROL_PLANE_URL: `http://127.0.0.1:${closed}`, BOOTSTRAP_MAX_ATTEMPTS: '3' });
+    t.equal(run.code, 1, 'the program exits 1 (the Job may try again)');
+    t.equal(
+      run.output.match(/the control plane is unreachable/g)?.length,
+      3,
+      'it tried BOOTSTRAP_MAX_ATTEMPTS = 3 times',
+    );
+    t.match(run.output, /no answer from the control plane after 3 attempts/, 'and says it gave up');
+    const creds = await getJson('secret', 'runtime-credentials', 'hosted-runtime');
+    t.same(creds?.data ?? {}, {}, 'nothing was written to the credentials Secret');
+    t.ok(await getJson('secret', BOOTSTRAP_SECRET, 'hosted-runtime'), 'the bootstrap Secret is kept for the next try');
+    noToken(t, run, 'unreachable run');
+  });
+
+  t.test('a refused token: exit 3, nothing written, the bootstrap Secret kept', async (t) => {
+    // The state the previous test left: no credentials, a bootstrap Secret with a token the control plane does not know.
     const before = calls.length;
     const run = await bootstrap();
     t.equal(run.code, 3, 'the program exits 3 (the Job fails without another try)');
