@@ -439,7 +439,8 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     },
     budgets: loadBudgets(env),
     hybrid: {
-      publicUrl: url(env, 'PROVISIONER_PUBLIC_URL', ['https:', 'http:']),
+      // Without a trailing slash: the bundle and the bootstrap Job append paths to it.
+      publicUrl: url(env, 'PROVISIONER_PUBLIC_URL', ['https:', 'http:'])?.replace(/\/+$/, ''),
       bootstrapTtlSeconds: int(env, 'PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS', 86_400, 60, 7 * 86_400),
     },
   };

@@ -24,7 +24,8 @@ const sink = new Writable({
   },
 });
 const api = await createTestApi({
-  env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test', PROVISIONER_HYBRID_RUNTIMES_PER_TENANT: '3' },
+  // With a trailing slash: the answers carry it without one (paths are appended to it).
+  env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test/', PROVISIONER_HYBRID_RUNTIMES_PER_TENANT: '3' },
   logger: pino({ level: 'debug' }, sink),
 });
 const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -203,6 +204,18 @@ t.test('the bootstrap token is exchanged once for a runtime key that works as a 
   });
   t.equal(events.status, 403, "a hybrid runtime's key cannot report events as the hosted runtime");
   t.match(events.body.error.message, /cannot report events/, 'the refusal says why');
+});
+
+t.test('two exchanges of one token at once: exactly one gets a runtime key', async (t) => {
+  const reg = await register(b.tenantId, b.apiKey, { name: 'race' });
+  t.equal(reg.status, 201);
+  const both = await Promise.all([exchange(reg.body.bootstrapToken), exchange(reg.body.bootstrapToken)]);
+  t.same(both.map((r) => r.status).sort(), [200, 401], 'one exchange is answered 200, the other 401');
+  const keys = await api.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM api_keys WHERE runtime_id = $1', [
+    reg.body.runtime.id,
+  ]);
+  t.equal(keys.rows[0]!.n, 1, 'one runtime key was made for the runtime');
+  t.equal((await call('DELETE', `/v1/tenants/${b.tenantId}/runtimes/race`, { key: b.apiKey })).status, 200);
 });
 
 t.test('an expired bootstrap token is refused and the runtime says so', async (t) => {
