@@ -6,6 +6,10 @@
  * the catalog's pins with the hosted values; the remove command selects exactly what was created.
  */
 import t from 'tap';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { ConfigMap, Namespace, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
@@ -287,6 +291,38 @@ t.test(
         );
     }
     const b = hybridInstallBundle(input());
+    // The command run by bash with shell-function doubles of helm and kubectl that record their
+    // arguments and what they read on stdin: each chart's values reach helm intact.
+    const dir = mkdtempSync(join(tmpdir(), 'hybrid-command-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const doubles =
+      'helm() { echo "helm $*" >> "$DIR/log"; cat > "$DIR/values-$3"; }\n' +
+      'kubectl() { echo "kubectl $*" >> "$DIR/log"; }\n';
+    const ran = spawnSync('bash', ['--norc', '--noprofile', '-e', '-c', doubles + b.command], {
+      env: { PATH: process.env.PATH, DIR: dir },
+      encoding: 'utf8',
+    });
+    t.equal(ran.status, 0, `the install command runs in bash (${ran.stderr.trim() || 'no error'})`);
+    const log = readFileSync(join(dir, 'log'), 'utf8').trim().split('\n');
+    t.same(
+      log.map((l) => l.split(' ').slice(0, 4).join(' ')),
+      [
+        ...b.charts.map((c) => `helm upgrade --install ${c.release}`),
+        `kubectl apply -f ${manifestFileName('plant-a')}`,
+      ],
+      'helm installs each chart, then kubectl applies the manifest',
+    );
+    for (const c of b.charts)
+      t.same(
+        parseYaml(readFileSync(join(dir, `values-${c.release}`), 'utf8')),
+        parseYaml(c.values),
+        `helm read ${c.chart}'s values on stdin`,
+      );
+    const removed = spawnSync('bash', ['--norc', '--noprofile', '-e', '-c', doubles + b.removeCommand], {
+      env: { PATH: process.env.PATH, DIR: dir },
+      encoding: 'utf8',
+    });
+    t.equal(removed.status, 0, `the remove command runs in bash (${removed.stderr.trim() || 'no error'})`);
     const lines = b.command.split('\n');
     t.equal(
       lines.at(-1),
