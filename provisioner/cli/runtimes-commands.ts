@@ -52,11 +52,16 @@ export function addRuntimesCommands(program: Command, io: Io): void {
 
   group
     .command('list')
-    .description("one tenant's runtimes (--tenant), or every tenant's (operator)")
+    .description("one tenant's runtimes (--tenant; a tenant key: its own), or every tenant's (operator)")
     .option('--tenant <id>', 'only this tenant')
     .action(async (o: { tenant?: string }) => {
-      if (o.tenant !== undefined) {
-        const { items } = await client().request<{ items: Runtime[] }>('GET', path(o.tenant));
+      // A tenant's key lists its own tenant's runtimes without naming it.
+      const own =
+        o.tenant ??
+        (await client().request<{ role: string; tenantId: string | null }>('GET', '/v1/whoami')).tenantId ??
+        undefined;
+      if (own !== undefined) {
+        const { items } = await client().request<{ items: Runtime[] }>('GET', path(own));
         print({ items }, () => table(HEADERS, items.map(row)));
         return;
       }

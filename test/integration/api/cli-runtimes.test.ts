@@ -98,6 +98,9 @@ t.test('list, get and remove', async (t) => {
     .slice(1)
     .map((l) => l.split(/\s+/)[0]);
   t.same(names, ['hosted', 'edge', 'edge2'], 'the hosted runtime, then the hybrid ones');
+  const own = await cli(['runtimes', 'list'], apiKey);
+  t.equal(own.code, 0, own.err);
+  t.equal(own.out, list.out, "without --tenant a tenant key lists its own tenant's runtimes");
   const all = await cli(['--json', 'runtimes', 'list'], api.operatorKey);
   t.equal(all.code, 0, all.err);
   const items = (JSON.parse(all.out) as { items: Array<{ tenantId: string; name: string }> }).items;
