@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, session, setUnauthorizedHandler, type Identity } from './api.ts';
 import { ClustersPage, VersionsPage } from './fleet.tsx';
 import { FleetUpgradePage, FleetUpgradesPage } from './fleet-upgrades.tsx';
+import { RuntimesPage } from './runtimes.tsx';
 import { TenantPage } from './tenant.tsx';
 import { TenantsPage } from './tenants.tsx';
 import { ErrorBox } from './util.tsx';
@@ -122,6 +123,7 @@ function App() {
   if (parts[0] === 'tenants' && parts[1])
     page = <TenantPage me={me} id={parts[1]} operationId={parts[2] === 'operations' ? parts[3] : undefined} />;
   else if (parts[0] === 'clusters' && operator) page = <ClustersPage />;
+  else if (parts[0] === 'runtimes' && operator) page = <RuntimesPage />;
   else if (parts[0] === 'versions') page = <VersionsPage operator={operator} />;
   else if (parts[0] === 'fleet-upgrades' && operator)
     page = parts[1] ? <FleetUpgradePage id={parts[1]} /> : <FleetUpgradesPage />;
@@ -141,6 +143,11 @@ function App() {
           ) : (
             <a href={`#/tenants/${me.tenantId ?? ''}`} aria-current={here === 'tenants' ? 'page' : undefined}>
               My tenant
+            </a>
+          )}
+          {operator && (
+            <a href="#/runtimes" aria-current={here === 'runtimes' ? 'page' : undefined}>
+              Runtimes
             </a>
           )}
           {operator && (

@@ -11,6 +11,7 @@ import {
 } from './api.ts';
 import { Applications } from './applications.tsx';
 import { LogView } from './log-view.tsx';
+import { TenantRuntimes } from './runtimes.tsx';
 import { openStream, type StreamStatus } from './sse.ts';
 import { age, Banner, ErrorBox, PhaseBadge, when } from './util.tsx';
 
@@ -153,6 +154,7 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
           </tbody>
         </table>
       </div>
+      <TenantRuntimes tenantId={t.id} deleted={t.spec.deleted} />
       <Applications tenant={t} />
       <div class="card">
         <h2>Version history</h2>

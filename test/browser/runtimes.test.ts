@@ -1,0 +1,271 @@
+/**
+ * Hosted and hybrid runtimes together on the console, in Debian's Chromium against a real
+ * provisioner on real PostgreSQL with no reconciler (CONSOLE_ENGINE=none: hosted runtimes stay
+ * Pending). Everything is made through the API: two tenants signed up (each with its hosted
+ * runtime), three hybrid runtimes registered for one of them (tunnel with a new Argo CD; ingress
+ * beside an existing Argo CD, its bootstrap token exchanged so it is installed; one whose token
+ * expired), then the Runtimes page (all of them, the mode filter), the tenant's page (hosted
+ * first) and the removal of a hybrid runtime with its remove command. Screenshots of each page.
+ */
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import t from 'tap';
+import type { Browser, Page } from 'playwright-core';
+import type { Runtime, RuntimeRegistered } from '../../provisioner/http/api-types.ts';
+import { createKey } from '../../provisioner/store/keys.ts';
+import { createTestDatabase } from '../helpers/postgres.ts';
+import {
+  axeViolations,
+  chromiumAvailable,
+  CHROMIUM,
+  freePort,
+  launch,
+  newEncryptionKey,
+  openPage,
+  screenshotDir,
+  signIn,
+  startServer,
+  type ServerProcess,
+  type WatchedPage,
+} from './harness/browser.ts';
+
+t.setTimeout(5 * 60_000);
+if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
+
+const db = await createTestDatabase();
+const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'console test', createdBy: 'test' })).key;
+const server: ServerProcess = await startServer({
+  databaseUrl: db.url,
+  port: await freePort(),
+  encryptionKey: newEncryptionKey(),
+  CONSOLE_ENGINE: 'none',
+  // Registration needs the URL customers' clusters reach the control plane at (else 409).
+  PROVISIONER_PUBLIC_URL: 'https://cp.example.test',
+});
+const browser: Browser = await launch();
+const shots = screenshotDir('runtimes');
+t.comment(`screenshots: ${shots}`);
+t.teardown(async () => {
+  await browser.close();
+  await server.stop();
+  await db.drop();
+});
+
+async function call<T>(
+  method: string,
+  path: string,
+  body?: unknown,
+  key = operatorKey,
+): Promise<{ status: number; json: T }> {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${key}`,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...(path === '/v1/signup' ? { 'idempotency-key': randomBytes(16).toString('hex') } : {}),
+    },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  return { status: res.status, json: (await res.json().catch(() => null)) as T };
+}
+
+async function signup(organization: string): Promise<string> {
+  const res = await call<{ tenant: { id: string } }>('POST', '/v1/signup', { organization, email: 'ops@example.com' });
+  if (res.status !== 202) throw new Error(`signup: ${res.status} ${JSON.stringify(res.json)}`);
+  return res.json.tenant.id;
+}
+async function register(tenantId: string, body: Record<string, unknown>): Promise<RuntimeRegistered> {
+  const res = await call<RuntimeRegistered>('POST', `/v1/tenants/${tenantId}/runtimes`, { mode: 'hybrid', ...body });
+  if (res.status !== 201) throw new Error(`register: ${res.status} ${JSON.stringify(res.json)}`);
+  return res.json;
+}
+
+const customer = await signup('hybrid-customer');
+const other = await signup('hosted-only');
+const edge = await register(customer, { name: 'edge', access: 'tunnel', argo: 'new' });
+const onprem = await register(customer, {
+  name: 'onprem',
+  access: 'ingress',
+  ingressUrl: 'https://argo.customer.example',
+  argo: 'existing',
+  argoNamespace: 'argocd',
+});
+const late = await register(customer, { name: 'late', access: 'tunnel', argo: 'new' });
+// The install's bootstrap Job does this inside the customer's cluster: onprem becomes installed.
+const exchanged = await call('POST', '/v1/runtimes/bootstrap', {}, onprem.bootstrapToken);
+if (exchanged.status !== 200) throw new Error(`bootstrap: ${exchanged.status} ${JSON.stringify(exchanged.json)}`);
+// late's token expired before anyone applied the bundle.
+await db.pool.query(`UPDATE runtimes SET bootstrap_expires_at = now() - interval '1 minute' WHERE id = $1`, [
+  late.runtime.id,
+]);
+
+async function signedIn(): Promise<WatchedPage> {
+  const w = await openPage(browser, server.url);
+  await signIn(w.page, server.url, operatorKey);
+  await w.page.getByRole('heading', { name: 'Tenants' }).waitFor();
+  return w;
+}
+
+/** The cells of a runtime's row (by tenant and name), by their data-cell name. */
+async function cells(page: Page, tenantId: string, name: string): Promise<Record<string, string>> {
+  const row = page.locator(`tr[data-tenant="${tenantId}"][data-runtime="${name}"]`);
+  const out: Record<string, string> = {};
+  for (const c of ['mode', 'access', 'argo', 'state', 'tunnel', 'key'])
+    out[c] = (await row.locator(`td[data-cell="${c}"]`).innerText()).trim();
+  return out;
+}
+
+/** The runtime rows shown, as `tenant/name`, in table order. */
+async function shown(page: Page): Promise<string[]> {
+  return page
+    .locator('table.runtimes tbody tr[data-runtime]')
+    .evaluateAll((rows) =>
+      rows.map(
+        (r) =>
+          `${(r as unknown as { dataset: Record<string, string> }).dataset.tenant}/${(r as unknown as { dataset: Record<string, string> }).dataset.runtime}`,
+      ),
+    );
+}
+
+t.test('the Runtimes page shows hosted and hybrid runtimes together, and filters by mode', async (t) => {
+  const { page, problems } = await signedIn();
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Runtimes' }).click();
+  await page.getByRole('heading', { name: 'Runtimes' }).waitFor();
+  await page.locator(`tr[data-tenant="${customer}"][data-runtime="late"]`).waitFor();
+  t.same(
+    await shown(page),
+    [`${customer}/hosted`, `${other}/hosted`, `${customer}/edge`, `${customer}/onprem`, `${customer}/late`],
+    'both hosted runtimes and the three hybrid ones, in creation order',
+  );
+
+  const hosted = await cells(page, customer, 'hosted');
+  t.equal(hosted.mode, 'hosted', 'the hosted runtime says hosted');
+  t.match(hosted.state, /^Pending/, "the hosted runtime's state is its tenant's phase (no engine here: Pending)");
+  t.equal(hosted.argo, 'hosted', "the hosted runtime's Argo CD is the hosted one");
+
+  t.same(
+    await cells(page, customer, 'edge'),
+    {
+      mode: 'hybrid',
+      access: 'tunnel',
+      argo: 'new',
+      state: `awaiting install\nAwaitingInstall: ${edge.runtime.conditions.find((c) => c.type === 'Installed')!.message}`,
+      tunnel: 'not connected',
+      key: 'none',
+    },
+    'edge: hybrid, tunnel, a new Argo CD, awaiting its install, no key yet',
+  );
+  const o = await cells(page, customer, 'onprem');
+  t.same(
+    [o.mode, o.access, o.argo, o.tunnel, o.key],
+    ['hybrid', 'ingress\nhttps://argo.customer.example', 'existing (argocd)', 'none (ingress)', 'issued'],
+    'onprem: hybrid, ingress at its URL, beside the Argo CD in argocd, no tunnel, its key issued by the exchange',
+  );
+  t.match(o.state, /^installed\nBootstrapRedeemed: /, 'onprem is installed: its bootstrap token was redeemed');
+  t.match(
+    (await cells(page, customer, 'late')).state,
+    /^bootstrap expired\nBootstrapExpired: .*remove the runtime and register it again/,
+    'late says its bootstrap expired and what to do',
+  );
+  t.match(
+    await page.locator(`tr[data-tenant="${customer}"][data-runtime="edge"] td[data-cell="version"]`).innerText(),
+    new RegExp(`^${edge.runtime.version!.replace(/\./g, '\\.')}\\s+reported none yet`),
+    "edge's version is its bundle's; nothing reported yet",
+  );
+  await page.screenshot({ path: join(shots, 'runtimes.png'), fullPage: true });
+  t.same(await axeViolations(page), [], 'the Runtimes page has no serious accessibility violation');
+
+  const mode = page.getByLabel('Mode');
+  await mode.selectOption('hybrid');
+  await page.locator(`tr[data-runtime="hosted"]`).first().waitFor({ state: 'detached' });
+  t.same(
+    await shown(page),
+    [`${customer}/edge`, `${customer}/onprem`, `${customer}/late`],
+    'mode hybrid: only the three hybrid runtimes',
+  );
+  await mode.selectOption('hosted');
+  await page.locator(`tr[data-runtime="edge"]`).waitFor({ state: 'detached' });
+  t.same(await shown(page), [`${customer}/hosted`, `${other}/hosted`], 'mode hosted: only the two hosted runtimes');
+  await mode.selectOption('');
+  await page.locator(`tr[data-runtime="edge"]`).waitFor();
+  t.equal((await shown(page)).length, 5, 'mode any: all five again');
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
+});
+
+t.test(
+  "the tenant's page lists its runtimes, hosted first; a hybrid one is removed after typing its name",
+  async (t) => {
+    const { page, problems } = await signedIn();
+    await page.goto(`${server.url}/console#/tenants/${customer}`);
+    const card = page.getByRole('region', { name: 'Runtimes' });
+    await card.locator('tr[data-runtime="late"]').waitFor();
+    t.same(
+      await shown(page),
+      [`${customer}/hosted`, `${customer}/edge`, `${customer}/onprem`, `${customer}/late`],
+      "the tenant's runtimes: hosted first, then its hybrid ones",
+    );
+    t.equal(
+      await card.locator('tr[data-runtime="hosted"]').getByRole('button').count(),
+      0,
+      'the hosted runtime has no remove button (it goes only with its tenant)',
+    );
+
+    await card.getByRole('button', { name: 'Remove edge…' }).click();
+    const confirm = card.getByRole('button', { name: 'Remove edge', exact: true });
+    t.equal(await confirm.isDisabled(), true, 'the removal stays disabled until the name is typed');
+    await card.locator('input[name="confirm-runtime"]').fill('edg');
+    t.equal(await confirm.isDisabled(), true, 'a name that does not match keeps it disabled');
+    await card.locator('input[name="confirm-runtime"]').fill('edge');
+    await confirm.click();
+
+    const notice = page.locator('[data-removed="edge"]');
+    await notice.waitFor();
+    t.equal(
+      (await notice.locator('pre.command').innerText()).trim(),
+      edge.install.removeCommand.trim(),
+      "the remove command shown is the one that deletes what edge's install created",
+    );
+    await card.locator('tr[data-runtime="edge"]').waitFor({ state: 'detached' });
+    t.same(
+      await shown(page),
+      [`${customer}/hosted`, `${customer}/onprem`, `${customer}/late`],
+      'edge is gone from the list',
+    );
+    const api = await call<{ items: Runtime[] }>('GET', `/v1/tenants/${customer}/runtimes`);
+    t.same(
+      api.json.items.map((r) => r.name),
+      ['hosted', 'onprem', 'late'],
+      'the API lists the tenant without edge: it is removed',
+    );
+    await page.screenshot({ path: join(shots, 'tenant-runtimes.png'), fullPage: true });
+    t.same(await axeViolations(page), [], "the tenant's page with its runtimes has no serious accessibility violation");
+
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Runtimes' }).click();
+    await page.locator(`tr[data-tenant="${customer}"][data-runtime="late"]`).waitFor();
+    t.same(
+      await shown(page),
+      [`${customer}/hosted`, `${other}/hosted`, `${customer}/onprem`, `${customer}/late`],
+      'the Runtimes page no longer lists edge',
+    );
+    t.same(problems, [], 'no console error, no request to another host');
+    await page.context().close();
+  },
+);
+
+t.test('a tenant key sees its own runtimes on its page and no fleet-wide Runtimes link', async (t) => {
+  const key = (await createKey(db.pool, { role: 'tenant', tenantId: other, name: 'tenant console', createdBy: 'test' }))
+    .key;
+  const w = await openPage(browser, server.url);
+  await signIn(w.page, server.url, key);
+  const card = w.page.getByRole('region', { name: 'Runtimes' });
+  await card.locator('tr[data-runtime="hosted"]').waitFor();
+  t.same(await shown(w.page), [`${other}/hosted`], 'only its hosted runtime: no other tenant’s');
+  t.equal(
+    await w.page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Runtimes' }).count(),
+    0,
+    'no Runtimes link in the navigation for a tenant key',
+  );
+  t.same(w.problems, [], 'no console error, no request to another host');
+  await w.page.context().close();
+});
