@@ -14,6 +14,7 @@ import type { Browser, Page } from 'playwright-core';
 import type { Runtime, RuntimeRegistered } from '../../provisioner/http/api-types.ts';
 import { createKey } from '../../provisioner/store/keys.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
+import { seedTenants } from './harness/seed.ts';
 import {
   axeViolations,
   chromiumAvailable,
@@ -226,6 +227,14 @@ t.test(
       edge.install.removeCommand.trim(),
       "the remove command shown is the one that deletes what edge's install created",
     );
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
+    await notice.getByRole('button', { name: 'Copy the command' }).click();
+    await notice.getByText('copied', { exact: true }).waitFor();
+    t.equal(
+      await page.evaluate<string>('navigator.clipboard.readText()'),
+      edge.install.removeCommand,
+      'Copy the command puts exactly the remove command on the clipboard',
+    );
     await card.locator('tr[data-runtime="edge"]').waitFor({ state: 'detached' });
     t.same(
       await shown(page),
@@ -268,4 +277,42 @@ t.test('a tenant key sees its own runtimes on its page and no fleet-wide Runtime
   );
   t.same(w.problems, [], 'no console error, no request to another host');
   await w.page.context().close();
+});
+
+t.test('the Runtimes page pages through more runtimes than fit one page', async (t) => {
+  // 60 more tenants, each with its hosted runtime (made with the tenant), created a minute apart,
+  // all but the last before the others: in creation order they come first.
+  await seedTenants(db.pool, 60, 'paged');
+  const total = 4 + 60;
+  const { page, problems } = await signedIn();
+  await page.goto(`${server.url}/console#/runtimes`);
+  await page.locator('table.runtimes tbody tr[data-runtime]').nth(49).waitFor();
+  const first = await shown(page);
+  t.equal(first.length, 50, 'the first page holds 50 runtimes (the page size)');
+  t.notOk(
+    first.some((r) => r.startsWith(`${customer}/`) || r.startsWith(`${other}/`)),
+    'the first page holds only the older, seeded runtimes',
+  );
+  await page.getByRole('button', { name: 'Next →' }).click();
+  await page.getByText('Page 2').waitFor();
+  await page.locator(`tr[data-tenant="${customer}"][data-runtime="late"]`).waitFor();
+  const second = await shown(page);
+  t.equal(second.length, total - 50, `the second page holds the other ${total - 50}`);
+  const ours = [`${customer}/hosted`, `${other}/hosted`, `${customer}/onprem`, `${customer}/late`];
+  t.same(
+    second.filter((r) => ours.includes(r)),
+    ours,
+    'the runtimes made through the API are all on the last page, in creation order',
+  );
+  t.same(
+    second.filter((r) => first.includes(r)),
+    [],
+    'no runtime is on both pages',
+  );
+  t.equal(await page.getByRole('button', { name: 'Next →' }).isDisabled(), true, 'no page after the last');
+  await page.getByRole('button', { name: '← Previous' }).click();
+  await page.locator(`tr[data-tenant="${customer}"][data-runtime="late"]`).waitFor({ state: 'detached' });
+  t.same(await shown(page), first, 'Previous shows the first page again');
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
 });
