@@ -51,7 +51,7 @@ import { KEY_REVOKED_CHANNEL } from './store/keys.ts';
 import { ClusterService } from './clusters/service.ts';
 import { KeyService } from './keys/service.ts';
 import { AuditService } from './audit/service.ts';
-import { HYBRID_TUNNEL_REFUSED, RuntimeService } from './runtimes/service.ts';
+import { RuntimeService } from './runtimes/service.ts';
 import { ManagedClusterService } from './managed-clusters/service.ts';
 import { ManagedClusterProber } from './managed-clusters/health.ts';
 import { ManagedClusterTokenRefresher } from './managed-clusters/tokens.ts';
@@ -202,14 +202,12 @@ export async function buildServices(
     privateKeyPem: config.requestSigningKeyPem ?? generateRequestSigningKeys().privateKeyPem,
   });
   const tunnel = createTunnelServer({
-    // Only runtime keys open tunnels, each for the one tenant it is bound to. The registry holds
-    // one tunnel per tenant, its hosted runtime's: a hybrid runtime's key is refused rather than
-    // let it replace that tunnel (docs/decisions.md).
+    // Only runtime keys open tunnels, each for the one tenant it is bound to; a hybrid runtime's
+    // key for its runtime, held apart from the tenant's hosted runtime's tunnel.
     authenticate: async (token) => {
       const id = await reads.key(hashKeyBase64(token));
       if (id?.role !== 'runtime' || !id.tenantId) return null;
-      if (id.runtimeId) return { refused: HYBRID_TUNNEL_REFUSED };
-      return { tenantId: id.tenantId, keyId: id.keyId };
+      return { tenantId: id.tenantId, keyId: id.keyId, ...(id.runtimeId ? { runtimeId: id.runtimeId } : {}) };
     },
     signer,
     ...child('tunnel'),
@@ -343,6 +341,32 @@ export async function buildServices(
     child('loops'),
   );
   registerLoopMetrics(metrics, loops);
+  const runtimes = new RuntimeService({
+    pool,
+    box,
+    catalog,
+    publicUrl: config.hybrid.publicUrl,
+    publicKeyPem: signer.publicKeyPem,
+    bootstrapTtlSeconds: config.hybrid.bootstrapTtlSeconds,
+    perTenant: config.budgets.hybridRuntimes,
+    tunnelStatus: (tenantId) => tunnel.status(tenantId),
+    runtimeTunnelStatus: (runtimeId) => tunnel.runtimeStatus(runtimeId),
+    replicaId: tunnelDirectory.replicaId,
+    onKeyRevoked,
+  });
+  // A hybrid runtime's tunnel is recorded on its row, so that every replica shows it.
+  const tunnelLog = logger?.child({ component: 'runtime-tunnels' });
+  const onTunnelWriteError = (err: unknown) =>
+    tunnelLog?.warn(
+      { err: err instanceof Error ? err.message : String(err) },
+      "could not record a hybrid runtime's tunnel",
+    );
+  tunnel.events.on('hybrid-connect', (id, info) => {
+    if (id.runtimeId) void runtimes.recordTunnel(id.runtimeId, 'connected', info.since, onTunnelWriteError);
+  });
+  tunnel.events.on('hybrid-disconnect', (id, _code, _reason, info) => {
+    if (id.runtimeId) void runtimes.recordTunnel(id.runtimeId, 'disconnected', info.since, onTunnelWriteError);
+  });
   let stopped: Promise<void> | undefined;
 
   return {
@@ -364,18 +388,7 @@ export async function buildServices(
     tenants: new TenantService({ pool, box, catalog }),
     clusters: new ClusterService({ pool, box, kubeconfigPolicy: config.kubeconfig }),
     managedClusters,
-    runtimes: new RuntimeService({
-      pool,
-      box,
-      catalog,
-      publicUrl: config.hybrid.publicUrl,
-      publicKeyPem: signer.publicKeyPem,
-      bootstrapTtlSeconds: config.hybrid.bootstrapTtlSeconds,
-      perTenant: config.budgets.hybridRuntimes,
-      tunnelStatus: (tenantId) => tunnel.status(tenantId),
-      replicaId: tunnelDirectory.replicaId,
-      onKeyRevoked,
-    }),
+    runtimes,
     managedClusterProber,
     managedClusterTokens,
     keys: new KeyService({ pool, onRevoked: onKeyRevoked, perTenant: config.budgets.keys }),
@@ -403,6 +416,7 @@ export async function buildServices(
     stop() {
       stopped ??= (async () => {
         await loops.stop();
+        await runtimes.stop().catch(onTunnelWriteError);
         await logHub.close();
         runtimeObjects.close();
         tenantChanges.close();

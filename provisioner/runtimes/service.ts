@@ -19,6 +19,8 @@ import { createKey, revokeKey } from '../store/keys.ts';
 import { claimKey, requestHash, storeResponse, type Sealer } from '../store/idempotency.ts';
 import {
   claimRuntimeBootstrap,
+  clearReplicaRuntimeTunnels,
+  clearRuntimeTunnel,
   countHybridRuntimes,
   getRuntimeByName,
   insertHybridRuntime,
@@ -26,6 +28,7 @@ import {
   listTenantRuntimes,
   markRuntimeRemoved,
   setRuntimeKey,
+  setRuntimeTunnel,
   type HybridAccess,
   type HybridArgo,
   type HybridUpgrades,
@@ -45,9 +48,7 @@ import {
 import { RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
 import { BOOTSTRAP_TOKEN_PATTERN, type BootstrapAnswer } from '../../runtime/protocol/bootstrap.ts';
 
-/** Why a hybrid runtime's key may not open a tunnel or report events yet (403 FORBIDDEN). */
-export const HYBRID_TUNNEL_REFUSED =
-  'a hybrid runtime\'s key cannot open a tunnel yet: this control plane serves tunnels of hosted runtimes only (docs/api.md "Runtimes")';
+/** Why a hybrid runtime's key may not report events yet (403 FORBIDDEN). */
 export const HYBRID_EVENTS_REFUSED =
   'a hybrid runtime\'s key cannot report events yet: they would be stored as the hosted runtime\'s (docs/api.md "Runtimes")';
 
@@ -83,6 +84,8 @@ export interface RuntimeServiceDeps {
   perTenant: number;
   /** This process's tunnels: the hosted runtime's tunnel state. */
   tunnelStatus: (tenantId: string) => { connected: boolean; since?: string | undefined };
+  /** This process's tunnels: a hybrid runtime's tunnel state. */
+  runtimeTunnelStatus: (runtimeId: string) => { connected: boolean; since?: string | undefined };
   replicaId: string;
   /** Called after a revocation committed (this process drops the key from its cache, closes its tunnel). */
   onKeyRevoked: (keyId: string) => void;
@@ -106,6 +109,8 @@ const iso = (d: Date | null): string | null => d?.toISOString() ?? null;
 export class RuntimeService {
   readonly #deps: RuntimeServiceDeps;
   readonly #bundle: (input: InstallBundleInput) => InstallBundle;
+  /** Tunnel state writes per runtime, in order (a connect, then the disconnect of that connection). */
+  readonly #tunnelWrites = new Map<string, Promise<void>>();
 
   constructor(deps: RuntimeServiceDeps) {
     this.#deps = deps;
@@ -251,6 +256,35 @@ export class RuntimeService {
   }
 
   /**
+   * Records that this replica holds (`since` set) or no longer holds a hybrid runtime's tunnel, so
+   * every replica shows it. Writes of one runtime run in order; a failed write is reported to
+   * `onError` (the next connect writes the state again).
+   */
+  recordTunnel(
+    runtimeId: string,
+    change: 'connected' | 'disconnected',
+    since: Date,
+    onError: (err: unknown) => void,
+  ): Promise<void> {
+    const write = () =>
+      change === 'connected'
+        ? setRuntimeTunnel(this.#deps.pool, runtimeId, this.#deps.replicaId, since)
+        : clearRuntimeTunnel(this.#deps.pool, runtimeId, this.#deps.replicaId, since);
+    const next = (this.#tunnelWrites.get(runtimeId) ?? Promise.resolve()).then(write).catch(onError);
+    this.#tunnelWrites.set(runtimeId, next);
+    void next.then(() => {
+      if (this.#tunnelWrites.get(runtimeId) === next) this.#tunnelWrites.delete(runtimeId);
+    });
+    return next;
+  }
+
+  /** Waits for the tunnel writes under way, then clears what this replica recorded (it stops). */
+  async stop(): Promise<void> {
+    await Promise.all([...this.#tunnelWrites.values()]);
+    await clearReplicaRuntimeTunnels(this.#deps.pool, this.#deps.replicaId);
+  }
+
+  /**
    * The bootstrap exchange: a known, unexpired, unredeemed token of a runtime that is not removed
    * (of a tenant not deleted) is claimed, the runtime key made and the runtime `installed`, in one
    * transaction; anything else is one 401 that never says which.
@@ -387,6 +421,15 @@ export class RuntimeService {
         lastHeartbeatAt: t.status.reporting?.lastHeartbeatAt ?? null,
       };
     }
+    // This replica knows its own tunnels; another's comes from the row it wrote.
+    const tunnel =
+      r.state === 'removed'
+        ? { connected: false, since: null }
+        : tunnelView(
+            this.#deps.runtimeTunnelStatus(r.id),
+            { tunnel_replica: r.tunnel_replica, tunnel_since: r.tunnel_connected_at },
+            this.#deps.replicaId,
+          );
     return {
       ...common,
       mode: 'hybrid',
@@ -394,9 +437,8 @@ export class RuntimeService {
       version: r.version,
       reportedVersion: r.reported_version,
       versionSkew: r.reported_version === null ? null : r.reported_version !== r.version,
-      conditions: hybridConditions(r),
-      // Hybrid runtimes' tunnels are not served yet (docs/decisions.md): never connected.
-      tunnel: { connected: false, since: null },
+      conditions: hybridConditions(r, tunnel),
+      tunnel,
       access: r.access,
       ingressUrl: r.ingress_url,
       argo: r.argo,
@@ -411,7 +453,11 @@ export class RuntimeService {
 }
 
 /** A hybrid runtime's conditions, from its row. */
-export function hybridConditions(r: RuntimeRow, now = new Date()): Condition[] {
+export function hybridConditions(
+  r: RuntimeRow,
+  tunnel: { connected: boolean; since: string | null },
+  now = new Date(),
+): Condition[] {
   const at = (d: Date | null) => (d ?? r.created_at).toISOString();
   const installed: Condition =
     r.state === 'removed'
@@ -447,13 +493,25 @@ export function hybridConditions(r: RuntimeRow, now = new Date()): Condition[] {
             };
   const out = [installed];
   if (r.access === 'tunnel' && r.state !== 'removed')
-    out.push({
-      type: 'TunnelConnected',
-      status: 'False',
-      reason: 'NotServed',
-      message: "this control plane does not accept hybrid runtimes' tunnels yet: requests cannot reach the runtime",
-      lastTransitionTime: at(r.created_at),
-    });
+    out.push(
+      tunnel.connected
+        ? {
+            type: 'TunnelConnected',
+            status: 'True',
+            reason: 'Connected',
+            message: "the runtime's tunnel client is connected (requests are not forwarded to hybrid runtimes yet)",
+            lastTransitionTime: tunnel.since ?? at(r.created_at),
+          }
+        : {
+            type: 'TunnelConnected',
+            status: 'False',
+            reason: 'Disconnected',
+            message: r.bootstrap_redeemed_at
+              ? "the runtime's tunnel client is not connected: check the tunnel-client Deployment in the runtime's namespace"
+              : 'the runtime is not installed yet',
+            lastTransitionTime: at(r.bootstrap_redeemed_at ?? r.created_at),
+          },
+    );
   return out;
 }
 

@@ -32,6 +32,9 @@ export interface RuntimeRow {
   created_by: string;
   created_at: Date;
   removed_at: Date | null;
+  /** The replica holding a hybrid runtime's tunnel, and since when (null: none). */
+  tunnel_replica: string | null;
+  tunnel_connected_at: Date | null;
   /**
    * The runtime holds a runtime key that is not revoked: a hybrid runtime its own (from the
    * bootstrap exchange), a hosted runtime the one the reconciler made for its tenant's agents.
@@ -41,7 +44,7 @@ export interface RuntimeRow {
 
 const COLUMNS = `r.id, r.tenant_id, r.name, r.mode, r.access, r.ingress_url, r.argo, r.argo_namespace, r.upgrades,
   r.version, r.state, r.bootstrap_expires_at, r.bootstrap_redeemed_at, r.runtime_key_id, r.last_heartbeat_at,
-  r.reported_version, r.created_by, r.created_at, r.removed_at,
+  r.reported_version, r.created_by, r.created_at, r.removed_at, r.tunnel_replica, r.tunnel_connected_at,
   CASE WHEN r.mode = 'hosted'
        THEN EXISTS (SELECT 1 FROM api_keys k WHERE k.tenant_id = r.tenant_id AND k.role = 'runtime'
                       AND k.runtime_id IS NULL AND k.revoked_at IS NULL)
@@ -157,7 +160,8 @@ export async function setRuntimeKey(db: Queryable, runtimeId: string, keyId: str
 /** Marks a hybrid runtime removed; returns the row as it is now. */
 export async function markRuntimeRemoved(db: Queryable, runtimeId: string): Promise<RuntimeRow> {
   const { rows } = await db.query<RuntimeRow>(
-    `UPDATE runtimes r SET state = 'removed', removed_at = now() WHERE r.id = $1 AND r.mode = 'hybrid'
+    `UPDATE runtimes r SET state = 'removed', removed_at = now(), tunnel_replica = NULL, tunnel_connected_at = NULL
+      WHERE r.id = $1 AND r.mode = 'hybrid'
      RETURNING ${COLUMNS}`,
     [runtimeId],
   );
@@ -174,4 +178,33 @@ export async function runtimesByModeAndState(
       WHERE r.removed_at IS NULL GROUP BY 1, 2`,
   );
   return rows;
+}
+
+/** A hybrid runtime's tunnel connected to `replica` at `since` (the runtime is not removed). */
+export async function setRuntimeTunnel(db: Queryable, runtimeId: string, replica: string, since: Date): Promise<void> {
+  await db.query(
+    `UPDATE runtimes SET tunnel_replica = $2, tunnel_connected_at = $3 WHERE id = $1 AND removed_at IS NULL`,
+    [runtimeId, replica, since],
+  );
+}
+
+/** That tunnel closed: cleared only if the row still names it (a newer connection may have been written). */
+export async function clearRuntimeTunnel(
+  db: Queryable,
+  runtimeId: string,
+  replica: string,
+  since: Date,
+): Promise<void> {
+  await db.query(
+    `UPDATE runtimes SET tunnel_replica = NULL, tunnel_connected_at = NULL
+      WHERE id = $1 AND tunnel_replica = $2 AND tunnel_connected_at = $3`,
+    [runtimeId, replica, since],
+  );
+}
+
+/** A replica stopping clears the tunnels it recorded. */
+export async function clearReplicaRuntimeTunnels(db: Queryable, replica: string): Promise<void> {
+  await db.query(`UPDATE runtimes SET tunnel_replica = NULL, tunnel_connected_at = NULL WHERE tunnel_replica = $1`, [
+    replica,
+  ]);
 }

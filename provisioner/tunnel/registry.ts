@@ -1,6 +1,7 @@
 /**
- * The connected tunnels of this process: at most one per tenant. Registering a tunnel for a
- * tenant that already has one closes the older connection with CloseCode.replaced.
+ * The connected tunnels of this process: at most one per key, the tenant's id for its hosted
+ * runtime (the default) or a hybrid runtime's id (`keyOf`). Registering a tunnel for a key that
+ * already has one closes the older connection with CloseCode.replaced.
  */
 import { CloseCode } from '../../runtime/protocol/frames.ts';
 import type { Mux } from '../../runtime/protocol/mux.ts';
@@ -9,6 +10,8 @@ export interface TunnelConnection {
   /** Unique per connection; tells a tenant's successive tunnels apart across replicas. */
   connectionId: string;
   tenantId: string;
+  /** A hybrid runtime's tunnel: the runtime's id (absent for the tenant's hosted runtime). */
+  runtimeId?: string | undefined;
   keyId: string;
   /** When the tunnel became ready. */
   since: Date;
@@ -21,14 +24,19 @@ export class TunnelRegistry {
   /** Replaced connections finishing their open requests. */
   readonly #replaced = new Set<TunnelConnection>();
   readonly #drainMs: number;
+  readonly #keyOf: (conn: TunnelConnection) => string;
 
-  /** `drainMs`: how long a replaced connection may finish its open requests (0: closed at once). */
-  constructor(drainMs = 0) {
+  /**
+   * `drainMs`: how long a replaced connection may finish its open requests (0: closed at once);
+   * `keyOf`: what one tunnel is held per (default the tenant).
+   */
+  constructor(drainMs = 0, keyOf: (conn: TunnelConnection) => string = (conn) => conn.tenantId) {
     this.#drainMs = drainMs;
+    this.#keyOf = keyOf;
   }
 
-  get(tenantId: string): TunnelConnection | undefined {
-    return this.#byTenant.get(tenantId);
+  get(key: string): TunnelConnection | undefined {
+    return this.#byTenant.get(key);
   }
 
   /**
@@ -38,8 +46,8 @@ export class TunnelRegistry {
    * runtime does not understand goaway.
    */
   set(conn: TunnelConnection): TunnelConnection | undefined {
-    const old = this.#byTenant.get(conn.tenantId);
-    this.#byTenant.set(conn.tenantId, conn);
+    const old = this.#byTenant.get(this.#keyOf(conn));
+    this.#byTenant.set(this.#keyOf(conn), conn);
     if (old && old !== conn) {
       const reason = 'replaced by a newer connection of the same runtime';
       if (
@@ -63,8 +71,8 @@ export class TunnelRegistry {
 
   /** Forgets `conn` if it is still the tenant's tunnel. */
   delete(conn: TunnelConnection): boolean {
-    if (this.#byTenant.get(conn.tenantId) !== conn) return false;
-    this.#byTenant.delete(conn.tenantId);
+    if (this.#byTenant.get(this.#keyOf(conn)) !== conn) return false;
+    this.#byTenant.delete(this.#keyOf(conn));
     return true;
   }
 
@@ -90,20 +98,23 @@ export class TunnelRegistry {
     let n = 0;
     for (const conn of [...this.#byTenant.values()]) {
       if (conn.keyId !== keyId) continue;
-      this.#byTenant.delete(conn.tenantId);
+      this.#byTenant.delete(this.#keyOf(conn));
       conn.mux.close(CloseCode.revoked, reason);
       n++;
     }
     return n;
   }
 
-  /** Closes the tenant's tunnel (tenant suspended or deleted, all keys revoked); returns how many. */
+  /** Closes the tenant's tunnels (tenant suspended or deleted, all keys revoked); returns how many. */
   disconnectTenant(tenantId: string, reason = 'runtime access revoked'): number {
-    const conn = this.#byTenant.get(tenantId);
-    if (!conn) return 0;
-    this.#byTenant.delete(tenantId);
-    conn.mux.close(CloseCode.revoked, reason);
-    return 1;
+    let n = 0;
+    for (const conn of [...this.#byTenant.values()]) {
+      if (conn.tenantId !== tenantId) continue;
+      this.#byTenant.delete(this.#keyOf(conn));
+      conn.mux.close(CloseCode.revoked, reason);
+      n++;
+    }
+    return n;
   }
 
   all(): TunnelConnection[] {

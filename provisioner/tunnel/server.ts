@@ -27,6 +27,12 @@ export type TunnelLogger = BaseLogger & { child(bindings: Record<string, unknown
 
 export interface TunnelIdentity {
   tenantId: string;
+  /**
+   * A hybrid runtime's key: the runtime's id. Its tunnel is held apart from the tenant's hosted
+   * runtime's (one per runtime), announced by the `hybrid-connect` and `hybrid-disconnect`
+   * events only, and nothing is forwarded through it yet.
+   */
+  runtimeId?: string | undefined;
   /** Id of the runtime API key; used to close its tunnel when the key is revoked. */
   keyId: string;
 }
@@ -34,11 +40,8 @@ export interface TunnelIdentity {
 export { DEFAULT_TUNNEL_LIMITS, type TunnelLimits } from './limits.ts';
 
 export interface TunnelServerOptions extends Partial<TunnelLimits> {
-  /**
-   * Resolves a runtime token to its tenant, or null when unknown or revoked, or `{ refused }` for a
-   * valid key that may not open a tunnel (answered 403 FORBIDDEN with that message).
-   */
-  authenticate: (token: string) => Promise<TunnelIdentity | { refused: string } | null>;
+  /** Resolves a runtime token to its tenant (and a hybrid runtime's key to its runtime), or null when unknown or revoked. */
+  authenticate: (token: string) => Promise<TunnelIdentity | null>;
   /** Signs each forwarded request for the runtime's app-proxy; without it no token is attached. */
   signer?: RequestSigner;
   logger?: TunnelLogger;
@@ -121,6 +124,9 @@ interface TunnelServerEvents {
   connect: [TunnelIdentity, TunnelInfo];
   disconnect: [TunnelIdentity, number, string, TunnelInfo];
   replace: [TunnelIdentity];
+  /** A hybrid runtime's tunnel (its identity names the runtime): kept out of the tenant's events. */
+  'hybrid-connect': [TunnelIdentity, TunnelInfo];
+  'hybrid-disconnect': [TunnelIdentity, number, string, TunnelInfo];
 }
 
 export interface TunnelServer {
@@ -128,6 +134,8 @@ export interface TunnelServer {
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean;
   forward(tenantId: string, request: ForwardRequest): Promise<ForwardResponse>;
   status(tenantId: string): TunnelStatus;
+  /** Whether this process holds a hybrid runtime's tunnel, and since when. */
+  runtimeStatus(runtimeId: string): TunnelStatus;
   stats(): TunnelStats;
   /** Closes tunnels using this runtime key (call after revoking it); returns how many. */
   disconnectKey(keyId: string): number;
@@ -201,6 +209,17 @@ function infoOf(conn: TunnelConnection): TunnelInfo {
   return { tenantId: conn.tenantId, connectionId: conn.connectionId, since: conn.since };
 }
 
+function tunnelStatusOf(conn: TunnelConnection | undefined): TunnelStatus {
+  return conn
+    ? {
+        connected: true,
+        since: conn.since.toISOString(),
+        activeStreams: conn.mux.streamCount,
+        connectionId: conn.connectionId,
+      }
+    : { connected: false };
+}
+
 export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
   const limits: TunnelLimits = { ...DEFAULT_TUNNEL_LIMITS };
   for (const k of Object.keys(DEFAULT_TUNNEL_LIMITS) as Array<keyof TunnelLimits>) {
@@ -213,6 +232,8 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
   const log: TunnelLogger = opts.logger ?? pino({ enabled: false });
   const path = opts.path ?? TUNNEL_PATH;
   const registry = new TunnelRegistry(limits.drainTimeoutMs);
+  /** Hybrid runtimes' tunnels, one per runtime. */
+  const hybrid = new TunnelRegistry(limits.drainTimeoutMs, (conn) => conn.runtimeId ?? conn.tenantId);
   const events = new EventEmitter<TunnelServerEvents>();
   const pending = new Set<Mux>();
   /** Connections of each tenant upgraded but still waiting for their hello (limits.maxPendingHandshakesPerTenant). */
@@ -255,7 +276,14 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       else pendingByTenant.delete(id.tenantId);
     };
     const remoteAddress = req.socket.remoteAddress;
-    const clog = log.child({ tenantId: id.tenantId, keyId: id.keyId, remoteAddress });
+    const clog = log.child({
+      tenantId: id.tenantId,
+      ...(id.runtimeId ? { runtimeId: id.runtimeId } : {}),
+      keyId: id.keyId,
+      remoteAddress,
+    });
+    /** Where this connection is held: the tenant's hosted runtime's tunnels, or the hybrid runtimes'. */
+    const held = id.runtimeId ? hybrid : registry;
     ws.on('error', (err) => clog.warn({ err: err.message }, 'tunnel socket error'));
     startHeartbeat(ws, limits.heartbeatIntervalMs, () => clog.warn('tunnel missed its heartbeat; terminating'));
     const helloTimer = setTimeout(
@@ -277,12 +305,13 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       conn = {
         connectionId: randomUUID(),
         tenantId: id.tenantId,
+        ...(id.runtimeId ? { runtimeId: id.runtimeId } : {}),
         keyId: id.keyId,
         since: new Date(),
         remoteAddress,
         mux,
       };
-      const old = registry.set(conn);
+      const old = held.set(conn);
       if (old) {
         clog.info({ replacedSince: old.since.toISOString() }, 'tunnel replaced an older connection');
         events.emit('replace', id);
@@ -291,17 +320,18 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       mux.once('goaway', (message) => {
         // The runtime is shutting down: route nothing new to it; it closes when its requests are done.
         clog.info({ message, openRequests: mux.streamCount }, 'runtime is going away; no new requests for this tunnel');
-        registry.delete(current);
+        held.delete(current);
       });
       clog.info({ connectionId: conn.connectionId }, 'tunnel connected');
-      events.emit('connect', id, infoOf(conn));
+      if (id.runtimeId) events.emit('hybrid-connect', id, infoOf(conn));
+      else events.emit('connect', id, infoOf(conn));
       if (limits.revalidateIntervalMs > 0) {
         revalidate = setInterval(() => {
           opts.authenticate(token).then(
             (still) => {
-              if (still === null || 'refused' in still || still.tenantId !== id.tenantId) {
+              if (still === null || still.tenantId !== id.tenantId || still.runtimeId !== id.runtimeId) {
                 clog.info('runtime token no longer valid; closing tunnel');
-                if (conn) registry.delete(conn);
+                if (conn) held.delete(conn);
                 mux.close(CloseCode.revoked, 'runtime token revoked');
               }
             },
@@ -322,9 +352,10 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       pending.delete(mux);
       uncount();
       if (conn) {
-        registry.delete(conn);
+        held.delete(conn);
         clog.info({ code, reason, connectionId: conn.connectionId }, 'tunnel disconnected');
-        events.emit('disconnect', id, code, reason, infoOf(conn));
+        if (id.runtimeId) events.emit('hybrid-disconnect', id, code, reason, infoOf(conn));
+        else events.emit('disconnect', id, code, reason, infoOf(conn));
       }
     });
   }
@@ -379,11 +410,6 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
           reject(socket, 'INVALID_API_KEY', 'runtime token is not valid or has been revoked', {
             'WWW-Authenticate': 'Bearer',
           });
-          return;
-        }
-        if ('refused' in id) {
-          log.info({ remoteAddress: req.socket.remoteAddress, reason: id.refused }, 'tunnel refused');
-          reject(socket, 'FORBIDDEN', id.refused);
           return;
         }
         if (closing) {
@@ -497,28 +523,20 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     forward,
     events,
     limits,
-    status(tenantId) {
-      const conn = registry.get(tenantId);
-      return conn
-        ? {
-            connected: true,
-            since: conn.since.toISOString(),
-            activeStreams: conn.mux.streamCount,
-            connectionId: conn.connectionId,
-          }
-        : { connected: false };
-    },
+    status: (tenantId) => tunnelStatusOf(registry.get(tenantId)),
+    runtimeStatus: (runtimeId) => tunnelStatusOf(hybrid.get(runtimeId)),
     stats() {
       let streams = 0;
       let bufferedBytes = 0;
-      for (const c of registry.all()) {
+      const all = [...registry.all(), ...hybrid.all()];
+      for (const c of all) {
         streams += c.mux.streamCount;
         bufferedBytes += c.mux.bufferedBytes;
       }
-      return { tunnels: registry.all().length, streams, bufferedBytes };
+      return { tunnels: all.length, streams, bufferedBytes };
     },
-    disconnectKey: (keyId) => registry.disconnectKey(keyId),
-    disconnectTenant: (tenantId) => registry.disconnectTenant(tenantId),
+    disconnectKey: (keyId) => registry.disconnectKey(keyId) + hybrid.disconnectKey(keyId),
+    disconnectTenant: (tenantId) => registry.disconnectTenant(tenantId) + hybrid.disconnectTenant(tenantId),
     closeReplaced: (tenantId, connectionId) => registry.closeReplaced(tenantId, connectionId),
     connections: () => registry.all().map(infoOf),
     get accepting() {
@@ -550,6 +568,7 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
           );
       }
       registry.closeAll(CloseCode.goingAway, 'server shutting down');
+      hybrid.closeAll(CloseCode.goingAway, 'server shutting down');
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },
   };

@@ -9,6 +9,12 @@ import pino from 'pino';
 import { parseAllDocuments } from 'yaml';
 import { createTestApi } from '../../helpers/api.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
+import http from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { connectRuntime } from '../../helpers/runtime.ts';
+import { until } from '../../helpers/wait.ts';
+import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import type {
   Runtime,
   RuntimeBootstrapAnswer,
@@ -180,24 +186,6 @@ t.test('the bootstrap token is exchanged once for a runtime key that works as a 
   t.equal(second.status, 401, 'a second exchange of the same token is refused');
   t.equal(second.body.error.code, 'BOOTSTRAP_TOKEN_INVALID');
 
-  // The tenant's tunnel is its hosted runtime's: a hybrid runtime's key may not take it.
-  const { WebSocket } = await import('ws');
-  const ws = new WebSocket(base.replace('http', 'ws') + '/v1/tunnel', 'hrt-tunnel.v1', {
-    headers: { authorization: `Bearer ${first.body.runtimeToken}` },
-  });
-  const refused = await new Promise<{ status: number; body: string }>((resolve) =>
-    ws.on('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    }),
-  );
-  t.equal(refused.status, 403, "the tunnel upgrade with a hybrid runtime's key is refused with 403");
-  t.match(
-    JSON.parse(refused.body) as ErrorAnswer,
-    { error: { code: 'FORBIDDEN', message: /hybrid runtime's key cannot open a tunnel/ } },
-    'the refusal says why',
-  );
   const events = await call<ErrorAnswer>('POST', '/v1/runtime/events', {
     key: first.body.runtimeToken,
     body: { replica: 'r-1', items: [] },
@@ -205,6 +193,87 @@ t.test('the bootstrap token is exchanged once for a runtime key that works as a 
   t.equal(events.status, 403, "a hybrid runtime's key cannot report events as the hosted runtime");
   t.match(events.body.error.message, /cannot report events/, 'the refusal says why');
 });
+
+t.test(
+  "a hybrid runtime's tunnel is held apart from the hosted runtime's, shown on the runtime, closed by removal",
+  async (t) => {
+    const upstream = http.createServer((_req, res) => res.end('{}')).listen(0, '127.0.0.1');
+    await once(upstream, 'listening');
+    t.teardown(() => upstream.close());
+    const hosted = await connectRuntime(api, base, b.tenantId, upstream, 'hosted agents');
+    t.teardown(() => hosted.client.close());
+    const before = await until(
+      "the hosted runtime's tunnel registered by the server",
+      () => {
+        const s = api.services.tunnel.status(b.tenantId);
+        return s.connected ? s : undefined;
+      },
+      30_000,
+    );
+
+    const reg = await register(b.tenantId, b.apiKey, { name: 'tun' });
+    t.equal(reg.status, 201);
+    const ex = await exchange(reg.body.bootstrapToken);
+    t.equal(ex.status, 200);
+    const client = startTunnelClient({
+      url: base.replace('http', 'ws') + '/v1/tunnel',
+      token: ex.body.runtimeToken,
+      upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+      backoff: { initialMs: 50, maxMs: 200 },
+    });
+    t.teardown(() => client.close());
+    if (!client.connected) await once(client.events, 'connected');
+    await until(
+      "the hybrid runtime's tunnel registered by the server",
+      () => api.services.tunnel.runtimeStatus(reg.body.runtime.id).connected || undefined,
+      30_000,
+    );
+
+    const after = api.services.tunnel.status(b.tenantId);
+    t.same(
+      [after.connected, after.connectionId],
+      [true, before.connectionId],
+      "the hosted runtime's tunnel stays connected, the same connection (not replaced)",
+    );
+    const got = await call<Runtime>('GET', `/v1/tenants/${b.tenantId}/runtimes/tun`, { key: b.apiKey });
+    t.equal(got.body.tunnel.connected, true, 'the hybrid runtime shows its tunnel connected');
+    t.match(
+      got.body.conditions.find((c) => c.type === 'TunnelConnected'),
+      { status: 'True', reason: 'Connected' },
+      'condition TunnelConnected is True',
+    );
+    const hostedView = await call<Runtime>('GET', `/v1/tenants/${b.tenantId}/runtimes/hosted`, { key: b.apiKey });
+    t.equal(hostedView.body.tunnel.connected, true, 'the hosted runtime shows its own tunnel connected');
+    const recorded = await until(
+      "the hybrid runtime's tunnel recorded on its row",
+      async () =>
+        (
+          await api.db.pool.query<{ tunnel_replica: string | null }>(
+            'SELECT tunnel_replica FROM runtimes WHERE id = $1',
+            [reg.body.runtime.id],
+          )
+        ).rows[0]?.tunnel_replica ?? undefined,
+      30_000,
+    );
+    t.equal(recorded, api.services.tunnelDirectory.replicaId, 'the row names the replica holding the tunnel');
+
+    const closed = once(client.events, 'disconnected');
+    const del = await call<RuntimeRemoved>('DELETE', `/v1/tenants/${b.tenantId}/runtimes/tun`, { key: b.apiKey });
+    t.equal(del.status, 200);
+    const [code] = (await closed) as [number];
+    t.equal(code, 4003, "removal closes the hybrid runtime's tunnel with the revoked close code");
+    t.equal(
+      api.services.tunnel.status(b.tenantId).connectionId,
+      before.connectionId,
+      "the hosted runtime's tunnel is untouched",
+    );
+    const row = await api.db.pool.query<{ tunnel_replica: string | null }>(
+      'SELECT tunnel_replica FROM runtimes WHERE id = $1',
+      [reg.body.runtime.id],
+    );
+    t.equal(row.rows[0]?.tunnel_replica, null, 'the removed runtime records no tunnel');
+  },
+);
 
 t.test('two exchanges of one token at once: exactly one gets a runtime key', async (t) => {
   const reg = await register(b.tenantId, b.apiKey, { name: 'race' });
