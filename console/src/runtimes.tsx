@@ -81,12 +81,15 @@ function RuntimeTable({
   runtimes,
   showTenant,
   onRemoved,
+  onStale,
   caption,
   empty,
 }: {
   runtimes: Runtime[] | null;
   showTenant: boolean;
   onRemoved: (removed: RuntimeRemoved) => void;
+  /** The list is out of date (a runtime shown is gone): load it again. */
+  onStale: () => void;
   caption: string;
   empty: string;
 }) {
@@ -108,6 +111,8 @@ function RuntimeTable({
       onRemoved(removed);
     } catch (err) {
       setError(err as ApiError);
+      // Removed meanwhile (by the CLI, another tab): the list is reloaded without it.
+      if (err instanceof ApiError && err.status === 404) (setPending(null), setTyped(''), onStale());
     } finally {
       setBusy(false);
     }
@@ -295,6 +300,7 @@ export function RuntimesPage() {
           caption={`Runtimes${mode ? `, mode ${mode}` : ''}, in creation order`}
           empty={mode ? `No ${mode} runtime.` : 'No runtime yet.'}
           onRemoved={(r) => (setRemoved(r), setReloads(reloads + 1))}
+          onStale={() => setReloads(reloads + 1)}
         />
       </div>
       <nav class="pager" aria-label="Pages">
@@ -342,6 +348,7 @@ export function TenantRuntimes({ tenantId, deleted }: { tenantId: string; delete
         caption="This tenant's runtimes, hosted first"
         empty={deleted ? 'This tenant is deleted: it has no runtime.' : 'No runtime.'}
         onRemoved={(r) => (setRemoved(r), load.current())}
+        onStale={() => load.current()}
       />
       <p class="hint">
         Register a hybrid runtime with <code>provisioner runtimes register</code> (docs/hybrid.md): its install bundle

@@ -316,3 +316,27 @@ t.test('the Runtimes page pages through more runtimes than fit one page', async 
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();
 });
+
+t.test("removing a runtime already removed elsewhere shows the API's answer and drops its row", async (t) => {
+  await register(other, { name: 'gone', access: 'tunnel', argo: 'new' });
+  const { page, problems } = await signedIn();
+  await page.goto(`${server.url}/console#/tenants/${other}`);
+  const card = page.getByRole('region', { name: 'Runtimes' });
+  await card.locator('tr[data-runtime="gone"]').waitFor();
+  // Removed with the CLI (the API) while the page shows it.
+  t.equal((await call('DELETE', `/v1/tenants/${other}/runtimes/gone`)).status, 200, 'removed through the API');
+  await card.getByRole('button', { name: 'Remove gone…' }).click();
+  await card.locator('input[name="confirm-runtime"]').fill('gone');
+  await card.getByRole('button', { name: 'Remove gone', exact: true }).click();
+  const alert = card.getByRole('alert');
+  await alert.waitFor();
+  t.match(await alert.innerText(), /NOT_FOUND/, "the API's 404 is shown with its code");
+  await card.locator('tr[data-runtime="gone"]').waitFor({ state: 'detached' });
+  t.same(await shown(page), [`${other}/hosted`], 'the list is loaded again, without the removed runtime');
+  t.same(
+    problems.filter((p) => !/status of 404/.test(p)),
+    [],
+    'no console error but the 404 itself, no request to another host',
+  );
+  await page.context().close();
+});
