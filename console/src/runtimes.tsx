@@ -112,7 +112,11 @@ function RuntimeTable({
     } catch (err) {
       setError(err as ApiError);
       // Removed meanwhile (by the CLI, another tab): the list is reloaded without it.
-      if (err instanceof ApiError && err.status === 404) (setPending(null), setTyped(''), onStale());
+      if (err instanceof ApiError && err.status === 404) {
+        setPending(null);
+        setTyped('');
+        onStale();
+      }
     } finally {
       setBusy(false);
     }
