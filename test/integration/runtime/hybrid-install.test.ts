@@ -1,0 +1,261 @@
+/**
+ * A hybrid runtime's install, every part real: the control plane (the app on loopback with real
+ * Postgres) registers the runtime and answers its bundle; the bundle is applied with kubectl to a
+ * real kube-apiserver standing for the customer's cluster; the bootstrap program runs as the
+ * bundle's Job would, with the Job's own ServiceAccount token, and exchanges the token at the
+ * control plane's real route; the tunnel client then connects with the credentials the Job wrote
+ * in the customer's cluster. Removal revokes the key, closes the tunnel, and its remove command
+ * deletes what the install created. (hybrid-bootstrap.test.ts covers the program's failure modes
+ * against a double of the route; this file covers the two halves together.)
+ */
+import t from 'tap';
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseAllDocuments } from 'yaml';
+import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbox/control-plane.ts';
+import { createTestApi } from '../../helpers/api.ts';
+import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
+import { until } from '../../helpers/wait.ts';
+import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
+import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
+import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provisioner/http/api-types.ts';
+
+const main = fileURLToPath(new URL('../../../runtime/agents/bootstrap/main.ts', import.meta.url));
+const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
+const missing = !toolchainBin
+  ? 'HRT_TOOLCHAIN_BIN is not set (scripts/test.sh sets it when Go can build or reuse the toolchain)'
+  : !['kube-apiserver', 'etcd', 'kubectl'].every((b) => existsSync(join(toolchainBin, b)))
+    ? `${toolchainBin} lacks kube-apiserver, etcd or kubectl`
+    : undefined;
+
+interface Run {
+  code: number | null;
+  output: string;
+  stdout: string;
+}
+type Secret = { data?: Record<string, string> };
+
+if (missing && process.env.CI === 'true') {
+  t.fail(`a real kube-apiserver is needed and CI=true: ${missing}`);
+} else if (missing) {
+  t.plan(0, `skipped: needs a real kube-apiserver: ${missing}`);
+} else {
+  t.setTimeout(300_000);
+  const dir = await mkdtemp(join(tmpdir(), 'hrt-hybrid-install-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+
+  // The control plane, at a URL fixed before it starts: its bundles name it.
+  const port = await portOutsideEphemeralRange();
+  const publicUrl = `http://127.0.0.1:${port}`;
+  const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: publicUrl } });
+  await api.app.listen({ port, host: '127.0.0.1' });
+  t.teardown(() => api.close());
+  const call = async <T>(method: string, path: string, key: string, body?: unknown) => {
+    const res = await fetch(publicUrl + path, {
+      method,
+      headers: {
+        authorization: `Bearer ${key}`,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, body: (await res.json()) as T };
+  };
+
+  // The customer's cluster.
+  const tc = toolchainFrom(toolchainBin!);
+  const etcd = await startEtcd(tc, join(dir, 'etcd'));
+  t.teardown(() => etcd.stop());
+  const plane = await startKubeControlPlane(tc, {
+    name: 'customer',
+    dir: join(dir, 'customer'),
+    etcdUrl: etcd.url,
+    etcdPrefix: '/customer',
+    nodes: 0,
+    apiServerOnly: true,
+  });
+  t.teardown(() => plane.stop());
+  const kubectl = (args: string[], kubeconfig = plane.kubeconfigFile): Promise<Run> =>
+    new Promise((resolve) => {
+      execFile(
+        join(toolchainBin!, 'kubectl'),
+        args,
+        { env: { ...process.env, KUBECONFIG: kubeconfig }, timeout: 60_000 },
+        (err, stdout, stderr) =>
+          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr, stdout }),
+      );
+    });
+  const secret = async (name: string): Promise<Secret | undefined> => {
+    const r = await kubectl(['get', 'secret', name, '-n', 'hosted-runtime', '-o', 'json', '--ignore-not-found']);
+    return r.stdout.trim() ? (JSON.parse(r.stdout) as Secret) : undefined;
+  };
+  const decoded = (s: Secret | undefined, key: string) =>
+    s?.data?.[key] === undefined ? undefined : Buffer.from(s.data[key], 'base64').toString('utf8');
+
+  const tenant = await api.signup();
+  let registered: RuntimeRegistered;
+  let runtimeToken = '';
+
+  t.test('registered at the control plane, applied with kubectl, bootstrapped by the Job program', async (t) => {
+    const reg = await call<RuntimeRegistered>('POST', `/v1/tenants/${tenant.tenantId}/runtimes`, tenant.apiKey, {
+      name: 'plant-b',
+      mode: 'hybrid',
+      access: 'tunnel',
+      argo: 'existing',
+      argoNamespace: 'gitops',
+    });
+    t.equal(reg.status, 201, `registration answers 201 (got ${JSON.stringify(reg.body)})`);
+    registered = reg.body;
+    t.equal(registered.runtime.state, 'awaiting-install', 'the runtime awaits its install');
+
+    const manifest = join(dir, 'hybrid-runtime-plant-b.yaml');
+    await writeFile(manifest, registered.install.manifests, { mode: 0o600 });
+    t.equal((await kubectl(['create', 'namespace', 'gitops'])).code, 0, "the customer's Argo CD namespace exists");
+    const applied = await kubectl(['apply', '-f', manifest]);
+    t.equal(applied.code, 0, `kubectl apply of the answered manifest succeeds: ${applied.output}`);
+
+    // The Job's pod: its ServiceAccount's token and the bootstrap Secret's key as mounted files.
+    const jobToken = await kubectl(['create', 'token', 'runtime-bootstrap', '-n', 'hosted-runtime']);
+    t.equal(jobToken.code, 0, `a token for the Job's ServiceAccount: ${jobToken.output}`);
+    const doc = JSON.parse(plane.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
+    doc.users[0]!.user = { token: jobToken.stdout.trim() };
+    const kubeconfig = join(dir, 'job-kubeconfig');
+    await writeFile(kubeconfig, JSON.stringify(doc), { mode: 0o600 });
+    const tokenDir = join(dir, 'bootstrap-token');
+    await mkdir(tokenDir);
+    const bootstrapToken = decoded(await secret(BOOTSTRAP_SECRET), BOOTSTRAP_TOKEN_KEY);
+    t.equal(bootstrapToken, registered.bootstrapToken, "the bundle's bootstrap Secret holds the answered token");
+    await writeFile(join(tokenDir, BOOTSTRAP_TOKEN_KEY), bootstrapToken ?? '');
+
+    // The Job's container environment as the bundle sets it (its plain values), with the two the
+    // pod would get from its volume and the downward API.
+    type Job = {
+      kind: string;
+      spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } };
+    };
+    const job = parseAllDocuments(registered.install.manifests)
+      .map((d) => d.toJS() as Job)
+      .find((o) => o?.kind === 'Job');
+    const jobEnv = Object.fromEntries(
+      (job?.spec.template.spec.containers[0]?.env ?? []).flatMap((e) =>
+        e.value === undefined ? [] : [[e.name, e.value]],
+      ),
+    );
+    t.equal(jobEnv.CONTROL_PLANE_URL, publicUrl, "the Job calls the control plane's public URL");
+    const run = await new Promise<Run>((resolve) => {
+      execFile(
+        process.execPath,
+        [main],
+        {
+          env: {
+            PATH: process.env.PATH,
+            ...jobEnv,
+            BOOTSTRAP_TOKEN_FILE: join(tokenDir, BOOTSTRAP_TOKEN_KEY),
+            POD_NAMESPACE: 'hosted-runtime',
+            KUBECONFIG: kubeconfig,
+          },
+          timeout: 120_000,
+        },
+        (err, stdout, stderr) =>
+          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr, stdout }),
+      );
+    });
+    t.equal(run.code, 0, `the bootstrap program succeeds: ${run.output.slice(-2000)}`);
+    t.notOk(run.output.includes(registered.bootstrapToken), "the bootstrap token is not in the program's output");
+
+    const credentials = await secret('runtime-credentials');
+    runtimeToken = decoded(credentials, CREDENTIAL_KEYS.token) ?? '';
+    t.match(runtimeToken, /^hrt_/, 'the runtime key was written into runtime-credentials in the cluster');
+    t.notOk(run.output.includes(runtimeToken), "the runtime key is not in the program's output");
+    t.equal(
+      decoded(credentials, CREDENTIAL_KEYS.tunnelUrl),
+      `ws://127.0.0.1:${port}/v1/tunnel`,
+      "the credentials name the control plane's tunnel",
+    );
+    t.equal(await secret(BOOTSTRAP_SECRET), undefined, 'the bootstrap Secret is deleted');
+
+    const view = await call<Runtime>('GET', `/v1/tenants/${tenant.tenantId}/runtimes/plant-b`, tenant.apiKey);
+    t.equal(view.body.state, 'installed', 'the control plane shows the runtime installed');
+    t.equal(view.body.keyIssued, true, 'the control plane shows its key issued');
+    const again = await call('POST', '/v1/runtimes/bootstrap', registered.bootstrapToken, {});
+    t.equal(again.status, 401, 'the redeemed bootstrap token is refused afterwards');
+  });
+
+  t.test('the tunnel client connects with the credentials written in the cluster; removal undoes it', async (t) => {
+    t.ok(runtimeToken, 'the previous test wrote the credentials');
+    const upstream = http.createServer((_req, res) => res.end('{}')).listen(0, '127.0.0.1');
+    await once(upstream, 'listening');
+    t.teardown(() => upstream.close());
+    const credentials = await secret('runtime-credentials');
+    const client = startTunnelClient({
+      url: decoded(credentials, CREDENTIAL_KEYS.tunnelUrl)!,
+      token: runtimeToken,
+      upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+      backoff: { initialMs: 50, maxMs: 200 },
+    });
+    t.teardown(() => client.close());
+    if (!client.connected) await once(client.events, 'connected');
+    const connected = await until(
+      'the runtime shows its tunnel connected',
+      async () => {
+        const v = await call<Runtime>('GET', `/v1/tenants/${tenant.tenantId}/runtimes/plant-b`, tenant.apiKey);
+        return v.body.tunnel?.connected ? v.body : undefined;
+      },
+      30_000,
+    );
+    t.equal(connected.tunnel?.connected, true, 'the hybrid runtime is connected through its own tunnel');
+
+    const closed = once(client.events, 'disconnected');
+    const removed = await call<RuntimeRemoved>(
+      'DELETE',
+      `/v1/tenants/${tenant.tenantId}/runtimes/plant-b`,
+      tenant.apiKey,
+    );
+    t.equal(removed.status, 200, 'removal answers 200');
+    t.equal(removed.body.runtime.state, 'removed', 'the runtime is removed');
+    const [code] = (await closed) as [number];
+    t.equal(code, 4003, "removal closes the runtime's tunnel with the revoked close code");
+    const whoami = await fetch(publicUrl + '/v1/whoami', { headers: { authorization: `Bearer ${runtimeToken}` } });
+    t.equal(whoami.status, 401, 'the runtime key is refused after removal');
+
+    // The remove command, as the customer runs it (no namespace controller here: do not wait).
+    const [deleteLine, ...rest] = removed.body.removeCommand.split('\n');
+    t.same(rest, [], 'existing Argo CD: the remove command is one kubectl delete, no helm');
+    const command = `${deleteLine} --wait=false`;
+    const del = await new Promise<Run>((resolve) =>
+      execFile(
+        'bash',
+        ['-c', command],
+        {
+          env: { ...process.env, KUBECONFIG: plane.kubeconfigFile, PATH: `${toolchainBin}:${process.env.PATH}` },
+          timeout: 120_000,
+        },
+        (err, stdout, stderr) =>
+          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr, stdout }),
+      ),
+    );
+    t.equal(del.code, 0, `the remove command succeeds: ${del.output.slice(-1500)}`);
+    const left = await kubectl([
+      'get',
+      'deployments,serviceaccounts,roles,rolebindings,jobs',
+      '-A',
+      '-l',
+      `hosted-runtimes.io/runtime=plant-b`,
+      '-o',
+      'name',
+    ]);
+    t.equal(left.stdout.trim(), '', 'nothing the install created is left but the terminating namespace');
+    t.equal(
+      (await kubectl(['get', 'namespace', 'gitops', '-o', 'name'])).stdout.trim(),
+      'namespace/gitops',
+      "the customer's Argo CD namespace is left alone",
+    );
+  });
+}
