@@ -13,6 +13,10 @@ import { createPool } from '../../../provisioner/db/database.ts';
 import { freePort } from '../../../provisioner/db/embedded.ts';
 import { EVENTS_PATH, ownerOf, type EventBatchResult } from '../../../runtime/protocol/events.ts';
 
+// Nine subtests with their own replicas and a database outage: about a minute on a quiet machine,
+// near the 120 s per-file default of .taprc when two tiers share two busy cores.
+t.setTimeout(240_000);
+
 const api = await createTestApi();
 t.teardown(() => api.close());
 
