@@ -34,8 +34,14 @@ t.test(
         digestsPerMinute: 120,
         managedClusters: 50,
         keys: 100,
+        hybridRuntimes: 10,
       },
       'the documented defaults',
+    );
+    t.equal(
+      loadConfig({ PROVISIONER_HYBRID_RUNTIMES_PER_TENANT: '3' }).budgets.hybridRuntimes,
+      3,
+      'the hybrid runtimes budget is read',
     );
     t.equal(
       loadConfig({ PROVISIONER_RUNTIME_OBJECTS_PER_TENANT: '5000' }).budgets.runtimeObjects,
@@ -49,6 +55,36 @@ t.test(
       ['PROVISIONER_RUNTIME_DIGESTS_PER_MINUTE', '0'],
       ['PROVISIONER_MANAGED_CLUSTERS_PER_TENANT', '-1'],
       ['PROVISIONER_KEYS_PER_TENANT', '1'],
+      ['PROVISIONER_HYBRID_RUNTIMES_PER_TENANT', '0'],
+    ] as const)
+      t.throws(
+        () => loadConfig({ [name]: value }),
+        { name: 'ConfigError', message: new RegExp(name) },
+        `${name}=${value} is refused`,
+      );
+  },
+);
+
+t.test(
+  'hybrid runtimes: the public URL (no trailing slash) and the bootstrap token life, refused out of range',
+  async (t) => {
+    t.same(
+      loadConfig({}).hybrid,
+      { publicUrl: undefined, bootstrapTtlSeconds: 86_400 },
+      'no public URL, a day by default',
+    );
+    t.same(
+      loadConfig({
+        PROVISIONER_PUBLIC_URL: 'https://cp.example.test/',
+        PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS: '600',
+      }).hybrid,
+      { publicUrl: 'https://cp.example.test', bootstrapTtlSeconds: 600 },
+      'both settings are read; the URL loses its trailing slash',
+    );
+    for (const [name, value] of [
+      ['PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS', '59'],
+      ['PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS', '604801'],
+      ['PROVISIONER_PUBLIC_URL', 'ftp://cp.example.test'],
     ] as const)
       t.throws(
         () => loadConfig({ [name]: value }),
