@@ -47,8 +47,8 @@ const root = await startKubeControlPlane(toolchain, {
   nodes: 1,
 });
 const db = await createTestDatabase();
-t.teardown(async () => {
-  // The update killed on purpose leaves its provider plugin processes behind: end those too.
+/** Ends every process working in this file's directory: what a killed update leaves behind (its provider plugins). */
+async function killLeftovers(): Promise<void> {
   for (const pid of await readdir('/proc').catch(() => [] as string[])) {
     if (!/^\d+$/.test(pid)) continue;
     const cwd = await readlink(`/proc/${pid}/cwd`).catch(() => '');
@@ -60,6 +60,11 @@ t.teardown(async () => {
       }
     }
   }
+}
+
+t.teardown(async () => {
+  // The update killed on purpose leaves its provider plugin processes behind: end those too.
+  await killLeftovers();
   await root.stop();
   await etcd.stop();
   await db.drop();
@@ -192,7 +197,9 @@ t.test(
     createDelayMs = 0;
     await core.deleteNamespacedConfigMap({ name: names[1]!, namespace: 'default' });
     await s.refresh();
-    createDelayMs = 20_000; // the second ConfigMap's create hangs: a crash lands in the middle of it
+    // The second ConfigMap's create hangs until the crash: no bounded delay, which a busy machine
+    // can outlast (the create then lands before or after the kill, and the next up finds it).
+    createDelayMs = 3_600_000;
     const running = s.up().then(
       () => 'finished',
       (err: unknown) => err,
@@ -204,6 +211,8 @@ t.test(
     );
     const killed = spawnSync('pkill', ['-KILL', '-f', `pulumi up .*${plan.stackName}`]);
     t.equal(killed.status, 0, 'the pulumi CLI process was killed');
+    // The whole engine dies: its provider plugin too, with the create it was holding.
+    await killLeftovers();
     t.not(await running, 'finished', 'the interrupted update did not finish');
 
     createDelayMs = 0;
