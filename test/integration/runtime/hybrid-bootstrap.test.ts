@@ -16,7 +16,6 @@
  */
 import t, { type Test } from 'tap';
 import { execFile, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -25,6 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbox/control-plane.ts';
 import { freePort } from '../../../provisioner/db/embedded.ts';
 import { until } from '../../helpers/wait.ts';
+import { kubectlRunner, missingKubeToolchain } from '../../helpers/kubectl.ts';
 import { hybridInstallBundle, manifestFileName } from '../../../runtime/hybrid/bundle.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
@@ -32,11 +32,7 @@ import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../..
 const main = fileURLToPath(new URL('../../../runtime/agents/bootstrap/main.ts', import.meta.url));
 const reporterMain = fileURLToPath(new URL('../../../runtime/agents/event-reporter/main.ts', import.meta.url));
 const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
-const missing = !toolchainBin
-  ? 'HRT_TOOLCHAIN_BIN is not set (scripts/test.sh sets it when Go can build or reuse the toolchain)'
-  : !['kube-apiserver', 'etcd', 'kubectl'].every((b) => existsSync(join(toolchainBin, b)))
-    ? `${toolchainBin} lacks kube-apiserver, etcd or kubectl`
-    : undefined;
+const missing = missingKubeToolchain(toolchainBin);
 
 const TENANT = '5b0e2a8c-3d41-4f6a-9c7e-1a2b3c4d5e6f';
 const TOKEN = 'hrth_' + 'q'.repeat(20) + 'Z9-_' + 'x'.repeat(19);
@@ -101,16 +97,7 @@ if (missing && process.env.CI === 'true') {
   t.teardown(() => plane.stop());
   t.comment(`kube-apiserver ${plane.server} ready in ${plane.startSeconds.toFixed(1)} s`);
 
-  const kubectl = (args: string[], kubeconfig = plane.kubeconfigFile): Promise<Run & { stdout: string }> =>
-    new Promise((resolve) => {
-      execFile(
-        join(toolchainBin!, 'kubectl'),
-        args,
-        { env: { ...process.env, KUBECONFIG: kubeconfig }, timeout: 60_000 },
-        (err, stdout, stderr) =>
-          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr, stdout }),
-      );
-    });
+  const kubectl = kubectlRunner(toolchainBin!, plane.kubeconfigFile);
   const getJson = async (kind: string, name: string, ns: string) => {
     const r = await kubectl(['get', kind, name, ...(ns ? ['-n', ns] : []), '-o', 'json', '--ignore-not-found']);
     return r.stdout.trim() ? (JSON.parse(r.stdout) as KubeJson) : undefined;

@@ -10,7 +10,6 @@
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,17 +22,14 @@ import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbo
 import { createTestApi } from '../../helpers/api.ts';
 import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
 import { until } from '../../helpers/wait.ts';
+import { kubectlRunner, missingKubeToolchain } from '../../helpers/kubectl.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
 import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provisioner/http/api-types.ts';
 
 const main = fileURLToPath(new URL('../../../runtime/agents/bootstrap/main.ts', import.meta.url));
 const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
-const missing = !toolchainBin
-  ? 'HRT_TOOLCHAIN_BIN is not set (scripts/test.sh sets it when Go can build or reuse the toolchain)'
-  : !['kube-apiserver', 'etcd', 'kubectl'].every((b) => existsSync(join(toolchainBin, b)))
-    ? `${toolchainBin} lacks kube-apiserver, etcd or kubectl`
-    : undefined;
+const missing = missingKubeToolchain(toolchainBin);
 
 interface Run {
   code: number | null;
@@ -82,16 +78,7 @@ if (missing && process.env.CI === 'true') {
     apiServerOnly: true,
   });
   t.teardown(() => plane.stop());
-  const kubectl = (args: string[], kubeconfig = plane.kubeconfigFile): Promise<Run> =>
-    new Promise((resolve) => {
-      execFile(
-        join(toolchainBin!, 'kubectl'),
-        args,
-        { env: { ...process.env, KUBECONFIG: kubeconfig }, timeout: 60_000 },
-        (err, stdout, stderr) =>
-          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr, stdout }),
-      );
-    });
+  const kubectl = kubectlRunner(toolchainBin!, plane.kubeconfigFile);
   const secret = async (name: string): Promise<Secret | undefined> => {
     const r = await kubectl(['get', 'secret', name, '-n', 'hosted-runtime', '-o', 'json', '--ignore-not-found']);
     return r.stdout.trim() ? (JSON.parse(r.stdout) as Secret) : undefined;

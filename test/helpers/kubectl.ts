@@ -1,0 +1,36 @@
+/**
+ * kubectl from the toolchain (HRT_TOOLCHAIN_BIN), for tests that stand up their own API server:
+ * what is missing to run them, and a runner that never throws (exit code and output instead).
+ */
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface KubectlRun {
+  code: number | null;
+  /** stdout and stderr together. */
+  output: string;
+  stdout: string;
+}
+
+/** Why a real kube-apiserver cannot be started from `bin`, or undefined when it can. */
+export function missingKubeToolchain(bin: string | undefined): string | undefined {
+  if (!bin) return 'HRT_TOOLCHAIN_BIN is not set (scripts/test.sh sets it when Go can build or reuse the toolchain)';
+  return ['kube-apiserver', 'etcd', 'kubectl'].every((b) => existsSync(join(bin, b)))
+    ? undefined
+    : `${bin} lacks kube-apiserver, etcd or kubectl`;
+}
+
+/** `kubectl(args, kubeconfig?)`: the toolchain's kubectl with KUBECONFIG set (default `kubeconfig`), 60 s at most. */
+export function kubectlRunner(bin: string, kubeconfig: string) {
+  return (args: string[], config = kubeconfig): Promise<KubectlRun> =>
+    new Promise((resolve) => {
+      execFile(
+        join(bin, 'kubectl'),
+        args,
+        { env: { ...process.env, KUBECONFIG: config }, timeout: 60_000 },
+        (err, stdout, stderr) =>
+          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr, stdout }),
+      );
+    });
+}
