@@ -23,6 +23,8 @@ export interface RequestSignerOptions {
 
 export interface SignInput {
   tenantId: string;
+  /** A hybrid runtime's id: the token is for that runtime only (none: the tenant's hosted runtime). */
+  runtimeId?: string;
   method: string;
   /** Path and query exactly as the runtime will receive it. */
   path: string;
@@ -59,7 +61,7 @@ export function createRequestSigner(opts: RequestSignerOptions): RequestSigner {
       const iat = Math.floor(now() / 1000);
       const claims: RequestTokenClaims = {
         iss: TOKEN_ISSUER,
-        aud: audienceFor(input.tenantId),
+        aud: audienceFor(input.tenantId, input.runtimeId),
         iat,
         exp: iat + ttl,
         jti: randomUUID(),

@@ -172,6 +172,11 @@ function hybridAgentObjects(agent: AgentDefinition, input: InstallBundleInput, i
   const r = input.runtime;
   const resources = PLANS[DEFAULT_PLAN]!.runtime.agents[agent.name];
   const o: AgentObjects = agentObjects(agent, image, r.tenantId, resources);
+  // (agentObjects gives plain values here: plain strings went in.)
+  const container = (o.deployment.spec as { template: { spec: { containers: Array<{ env: unknown[] }> } } }).template
+    .spec.containers[0]!;
+  // Which runtime the agents are: the app-proxy accepts only request tokens for this runtime.
+  container.env.push({ name: 'RUNTIME_ID', value: r.runtimeId });
   const out: unknown[] = [o.serviceAccount, o.role, o.roleBinding];
   const argoRules = existingArgoRules[agent.name];
   if (r.argo === 'existing' && argoRules) {
@@ -189,9 +194,7 @@ function hybridAgentObjects(agent: AgentDefinition, input: InstallBundleInput, i
     );
     if (agent.name === 'event-reporter') {
       // Watch that namespace only: a cluster-wide list would be refused.
-      // (agentObjects gives plain values here: plain strings went in.)
-      const spec = o.deployment.spec as { template: { spec: { containers: Array<{ env: unknown[] }> } } };
-      spec.template.spec.containers[0]!.env.push({ name: 'WATCH_NAMESPACE', value: r.argoNamespace! });
+      container.env.push({ name: 'WATCH_NAMESPACE', value: r.argoNamespace! });
     }
   } else {
     out.push(o.clusterRole, o.clusterRoleBinding);

@@ -2,7 +2,8 @@
  * The control-plane request token: a compact, JWT-shaped token (`header.payload.signature`,
  * base64url, alg EdDSA over Ed25519) the control plane signs for every request it forwards
  * through a tunnel, and the app-proxy verifies with the control plane's public key only.
- * It binds the request to one tenant (audience), one method and one path, for at most 60 s.
+ * It binds the request to one runtime (audience: a tenant's hosted runtime, or one of its hybrid
+ * runtimes), one method and one path, for at most 60 s.
  */
 
 /** Header carrying the token on forwarded requests. */
@@ -13,7 +14,10 @@ export const MAX_TOKEN_TTL_SECONDS = 60;
 
 export interface RequestTokenClaims {
   iss: typeof TOKEN_ISSUER;
-  /** `runtime:<tenantId>`: only that tenant's runtime accepts it. */
+  /**
+   * audienceFor(): `runtime:<tenantId>` for a tenant's hosted runtime, `runtime:<tenantId>/<runtimeId>`
+   * for one of its hybrid runtimes; only that runtime accepts it.
+   */
   aud: string;
   /** Seconds since the epoch. */
   iat: number;
@@ -35,6 +39,11 @@ export const CONTROL_PLANE_SUBJECT = 'control-plane';
 
 export const TOKEN_HEADER = { alg: 'EdDSA', typ: 'JWT' } as const;
 
-export function audienceFor(tenantId: string): string {
-  return `runtime:${tenantId}`;
+/**
+ * The audience of a request for a runtime: the tenant's hosted runtime (no runtime id), or one of
+ * its hybrid runtimes. A hosted runtime's token is refused by every hybrid runtime of the tenant
+ * and the reverse, so a token cannot be replayed against another runtime of the same tenant.
+ */
+export function audienceFor(tenantId: string, runtimeId?: string): string {
+  return runtimeId === undefined ? `runtime:${tenantId}` : `runtime:${tenantId}/${runtimeId}`;
 }

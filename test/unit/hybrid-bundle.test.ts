@@ -197,10 +197,13 @@ t.test('the agents are the hosted runtime’s, at the catalog’s image tag', as
       budget.agents[agent.name],
     );
     const deployment = find(b.objects, 'Deployment', agent.name)!;
+    type Pod = { containers: Array<{ env: Array<{ name: string; value?: string }> }> };
+    const expected = structuredClone((hosted.deployment.spec as { template: { spec: Pod } }).template.spec);
+    expected.containers[0]!.env.push({ name: 'RUNTIME_ID', value: input().runtime.runtimeId });
     t.same(
       (deployment.spec as { template: { spec: unknown } }).template.spec,
-      (hosted.deployment.spec as { template: { spec: unknown } }).template.spec,
-      `${agent.name}: the pod spec is the hosted one`,
+      expected,
+      `${agent.name}: the pod spec is the hosted one with RUNTIME_ID, the runtime's id, added to its environment`,
     );
     if (hosted.clusterRole)
       t.same(

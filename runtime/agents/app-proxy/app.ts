@@ -20,6 +20,8 @@ import type { RuntimeInfoSource } from './runtime-info.ts';
 
 export interface AppProxyOptions {
   tenantId: string;
+  /** A hybrid runtime's id: tokens for the tenant's hosted runtime or its other runtimes are refused. */
+  runtimeId?: string | undefined;
   /** The control plane's Ed25519 public key. */
   publicKey: KeyObject;
   runtimeInfo: RuntimeInfoSource;
@@ -68,6 +70,7 @@ export async function buildAppProxy(opts: AppProxyOptions): Promise<FastifyInsta
       const result = verifyRequestToken(raw, {
         publicKey: opts.publicKey,
         tenantId: opts.tenantId,
+        runtimeId: opts.runtimeId,
         method: request.method,
         path: request.url,
         nowMs,

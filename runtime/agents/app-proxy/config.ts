@@ -4,11 +4,18 @@ import { loadPublicKey } from './request-token.ts';
 import { fileRuntimeInfo, parseRuntimeInfo, type RuntimeInfoSource, staticRuntimeInfo } from './runtime-info.ts';
 import type { KeyObject } from 'node:crypto';
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 export interface AppProxyConfig {
   port: number;
   host: string;
   /** TENANT_ID: the tenant this runtime belongs to (tokens for others are refused). */
   tenantId: string;
+  /**
+   * RUNTIME_ID: a hybrid runtime's id (its install bundle sets it): only tokens for this runtime are
+   * accepted. Unset: the tenant's hosted runtime.
+   */
+  runtimeId: string | undefined;
   /** CONTROL_PLANE_PUBLIC_KEY or CONTROL_PLANE_PUBLIC_KEY_FILE: Ed25519 public key, PEM. */
   publicKey: KeyObject;
   /** RUNTIME_INFO_FILE (mounted ConfigMap JSON), or RUNTIME_VERSION + RUNTIME_COMPONENTS (JSON). */
@@ -22,6 +29,9 @@ export interface AppProxyConfig {
 
 export function loadAppProxyConfig(env: Env = process.env): AppProxyConfig {
   const tenantId = str(env, 'TENANT_ID');
+  const runtimeId = env.RUNTIME_ID === undefined || env.RUNTIME_ID === '' ? undefined : env.RUNTIME_ID;
+  if (runtimeId !== undefined && !UUID.test(runtimeId))
+    throw new ConfigError('RUNTIME_ID', `'${runtimeId}' is not a runtime id (a UUID)`);
   const pem = secret(env, 'CONTROL_PLANE_PUBLIC_KEY');
   let publicKey: KeyObject;
   try {
@@ -61,6 +71,7 @@ export function loadAppProxyConfig(env: Env = process.env): AppProxyConfig {
     port: int(env, 'PORT', 8082, 0, 65535),
     host: str(env, 'HOST', '0.0.0.0'),
     tenantId,
+    runtimeId,
     publicKey,
     runtimeInfo,
     kubeconfigFile,

@@ -22,12 +22,16 @@ await runService(
     const app = await buildAppProxy({
       objects: argoObjects(config.kube, { timeoutMs: config.kubeTimeoutMs }),
       tenantId: config.tenantId,
+      runtimeId: config.runtimeId,
       publicKey: config.publicKey,
       runtimeInfo: config.runtimeInfo,
       logger: log,
     });
     await app.listen({ port: config.port, host: config.host });
-    log.info({ port: config.port, tenantId: config.tenantId }, 'app-proxy started');
+    log.info(
+      { port: config.port, tenantId: config.tenantId, ...(config.runtimeId ? { runtimeId: config.runtimeId } : {}) },
+      'app-proxy started',
+    );
     return { close: () => app.close() };
   },
 );

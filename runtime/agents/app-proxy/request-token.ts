@@ -1,6 +1,6 @@
 /**
  * Verifies the control plane's request token (format: runtime/protocol/request-token.ts) with the
- * control plane's public key only. A token is accepted once, for its tenant, method and path,
+ * control plane's public key only. A token is accepted once, for its runtime, method and path,
  * until it expires (at most 60 s after it was signed).
  */
 import { createPublicKey, type KeyObject, verify } from 'node:crypto';
@@ -16,6 +16,8 @@ export type VerifyResult = { ok: true; claims: RequestTokenClaims } | { ok: fals
 export interface VerifyOptions {
   publicKey: KeyObject;
   tenantId: string;
+  /** A hybrid runtime's id (RUNTIME_ID): only tokens for this runtime are accepted; none: the tenant's hosted runtime. */
+  runtimeId?: string | undefined;
   method: string;
   /** Path and query as received. */
   path: string;
@@ -54,7 +56,8 @@ export function verifyRequestToken(token: string, opts: VerifyOptions): VerifyRe
   const skew = opts.skewSeconds ?? 5;
   const now = opts.nowMs / 1000;
   if (c.iss !== TOKEN_ISSUER) return { ok: false, reason: 'wrong issuer' };
-  if (c.aud !== audienceFor(opts.tenantId)) return { ok: false, reason: 'token is for another runtime' };
+  if (c.aud !== audienceFor(opts.tenantId, opts.runtimeId))
+    return { ok: false, reason: 'token is for another runtime' };
   if (typeof c.iat !== 'number' || typeof c.exp !== 'number' || c.exp - c.iat > MAX_TOKEN_TTL_SECONDS)
     return { ok: false, reason: 'bad lifetime' };
   if (c.exp + skew < now) return { ok: false, reason: 'token expired' };

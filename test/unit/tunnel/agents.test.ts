@@ -107,6 +107,19 @@ void t.test('router and app-proxy configuration is validated at start', async (t
     /RUNTIME_COMPONENTS/,
   );
   t.throws(() => loadAppProxyConfig({ CONTROL_PLANE_PUBLIC_KEY: publicKeyPem }), /TENANT_ID/);
+  t.equal(ok.runtimeId, undefined, "without RUNTIME_ID the app-proxy is the tenant's hosted runtime's");
+  const runtimeId = '8d1e5b7a-0c2f-4e7d-b1a3-6f9e2c4d8a10';
+  const base = { TENANT_ID: 't', CONTROL_PLANE_PUBLIC_KEY: publicKeyPem, RUNTIME_VERSION: '1', KUBECONFIG: '/k' };
+  t.equal(
+    loadAppProxyConfig({ ...base, RUNTIME_ID: runtimeId }).runtimeId,
+    runtimeId,
+    'RUNTIME_ID names the hybrid runtime the app-proxy is',
+  );
+  t.throws(
+    () => loadAppProxyConfig({ ...base, RUNTIME_ID: 'plant-a' }),
+    /RUNTIME_ID: 'plant-a' is not a runtime id/,
+    'a RUNTIME_ID that is not a UUID stops the app-proxy naming the variable',
+  );
 });
 
 void t.test('runtime info accepts the ConfigMap shape and names what is wrong', async (t) => {
