@@ -4,7 +4,8 @@
  */
 import os from 'node:os';
 import { isIP, type AddressInfo } from 'node:net';
-import { createPrivateKey } from 'node:crypto';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { ConfigError, int, type Env } from '../runtime/agents/common/config.ts';
 import { chartRepositoryProblem, vclusterServerTemplateProblem } from '../tenants/config.ts';
@@ -78,6 +79,27 @@ export interface HybridConfig {
   publicUrl: string | undefined;
   /** Life of a hybrid runtime's bootstrap token (PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS, default 86400, 60..604800). */
   bootstrapTtlSeconds: number;
+  /** Ingress-based hybrid runtimes, called over https (docs/hybrid.md "Ingress access"). */
+  ingress: HybridIngressConfig;
+}
+
+export interface HybridIngressConfig {
+  /**
+   * Loopback or private ranges an ingressUrl may resolve to (PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS,
+   * comma-separated CIDRs; unset: public addresses only). Link-local and metadata addresses never.
+   */
+  allowedCidrs: string[];
+  allowedCidrsVariable: 'PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS';
+  /**
+   * PEM certificates trusted for runtimes' ingresses besides the default CAs, read at start-up from
+   * the file PROVISIONER_HYBRID_INGRESS_CA_FILE names (an operator's file; unset: the default CAs only).
+   */
+  caPem: string | undefined;
+  /**
+   * Requests one ingress-based runtime may have in flight on this replica, which is also its most
+   * open connections (PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_RUNTIME, default 32, 1..4096); more: 503 RUNTIME_BUSY.
+   */
+  requestsPerRuntime: number;
 }
 
 /** Per-tenant budgets (docs/security.md "Tenant against tenant through shared resources"). */
@@ -442,6 +464,12 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       // Without a trailing slash: the bundle and the bootstrap Job append paths to it.
       publicUrl: url(env, 'PROVISIONER_PUBLIC_URL', ['https:', 'http:'])?.replace(/\/+$/, ''),
       bootstrapTtlSeconds: int(env, 'PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS', 86_400, 60, 7 * 86_400),
+      ingress: {
+        allowedCidrs: cidrList(env, 'PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS'),
+        allowedCidrsVariable: 'PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS',
+        caPem: caBundle(env, 'PROVISIONER_HYBRID_INGRESS_CA_FILE'),
+        requestsPerRuntime: int(env, 'PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_RUNTIME', 32, 1, 4096),
+      },
     },
   };
 }
@@ -457,6 +485,32 @@ function managedClusterTokens(env: Env): ManagedClustersConfig['tokens'] {
     lifetimeSeconds - 1,
   );
   return { lifetimeSeconds, refreshMs: refreshSeconds * 1000 };
+}
+
+/**
+ * A file of PEM certificates (a CA bundle) named by the operator's setting `name`, read once at
+ * start-up; every certificate in it must parse.
+ */
+function caBundle(env: Env, name: string): string | undefined {
+  const file = env[name];
+  if (file === undefined || file === '') return undefined;
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : 'unreadable';
+    throw new ConfigError(name, `cannot read '${file}' (${code})`);
+  }
+  const blocks = text.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0) throw new ConfigError(name, `'${file}' holds no PEM certificate`);
+  blocks.forEach((block, i) => {
+    try {
+      new X509Certificate(block);
+    } catch {
+      throw new ConfigError(name, `certificate ${i + 1} in '${file}' does not parse`);
+    }
+  });
+  return blocks.join('\n') + '\n';
 }
 
 /** A comma-separated list of CIDRs (loopback or private ranges a server may be in). */

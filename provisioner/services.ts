@@ -353,6 +353,7 @@ export async function buildServices(
     runtimeTunnelStatus: (runtimeId) => tunnel.runtimeStatus(runtimeId),
     replicaId: tunnelDirectory.replicaId,
     onKeyRevoked,
+    ingressPolicy: { ...config.hybrid.ingress, ownUrl: config.hybrid.publicUrl },
   });
   // A hybrid runtime's tunnel is recorded on its row, so that every replica shows it.
   const tunnelLog = logger?.child({ component: 'runtime-tunnels' });

@@ -46,6 +46,12 @@ import {
   type InstallBundleInput,
 } from '../../runtime/hybrid/bundle.ts';
 import { RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
+import {
+  ingressRegistrationProblem,
+  ingressUrlShapeProblem,
+  type IngressAddressPolicy,
+  type Lookup,
+} from '../tunnel/ingress-address.ts';
 import { BOOTSTRAP_TOKEN_PATTERN, type BootstrapAnswer } from '../../runtime/protocol/bootstrap.ts';
 
 /** Why a hybrid runtime's key may not report events yet (403 FORBIDDEN). */
@@ -91,6 +97,10 @@ export interface RuntimeServiceDeps {
   onKeyRevoked: (keyId: string) => void;
   /** The install bundle (default runtime/hybrid/bundle.ts's). */
   bundle?: (input: InstallBundleInput) => InstallBundle;
+  /** Where an ingressUrl may point (config.hybrid.ingress, with the public URL as the control plane's own). */
+  ingressPolicy: IngressAddressPolicy;
+  /** Name resolution for the ingressUrl check (default the system's). */
+  lookup?: Lookup;
 }
 
 /** Who reads: a tenant's own key reads no operator remediation text in the hosted runtime's conditions. */
@@ -173,6 +183,10 @@ export class RuntimeService {
         { field: 'mode' },
       );
     checkShape(input);
+    if (input.access === 'ingress' && input.ingressUrl !== undefined) {
+      const problem = await ingressRegistrationProblem(input.ingressUrl, this.#deps.ingressPolicy, this.#deps.lookup);
+      if (problem) throw errors.validation(problem, 'ingressUrl');
+    }
     return withTx(this.#deps.pool, async (tx) => {
       const scope = `runtime-register:${tenantId}`;
       if (idempotencyKey !== undefined) {
@@ -525,17 +539,8 @@ function checkShape(input: RegisterRuntime): void {
         'access: ingress needs ingressUrl, the https URL your ingress serves the runtime at',
         'ingressUrl',
       );
-    let url: URL;
-    try {
-      url = new URL(input.ingressUrl);
-    } catch {
-      throw errors.validation(`ingressUrl '${input.ingressUrl}' is not a URL`, 'ingressUrl');
-    }
-    if (url.protocol !== 'https:' || url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '')
-      throw errors.validation(
-        `ingressUrl '${input.ingressUrl}' must be an https URL without credentials, query or fragment`,
-        'ingressUrl',
-      );
+    const problem = ingressUrlShapeProblem(input.ingressUrl);
+    if (problem) throw errors.validation(problem, 'ingressUrl');
   } else if (input.ingressUrl !== undefined) {
     throw errors.validation('ingressUrl goes only with access: ingress', 'ingressUrl');
   }

@@ -1,5 +1,9 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createCa } from '../../sandbox/pki.ts';
 import { advertiseUrl, loadConfig, ConfigError } from '../../provisioner/config.ts';
 import { SecretBox } from '../../provisioner/crypto.ts';
 import { decodeCursor, encodeCursor } from '../../provisioner/http/cursor.ts';
@@ -70,15 +74,33 @@ t.test(
   async (t) => {
     t.same(
       loadConfig({}).hybrid,
-      { publicUrl: undefined, bootstrapTtlSeconds: 86_400 },
-      'no public URL, a day by default',
+      {
+        publicUrl: undefined,
+        bootstrapTtlSeconds: 86_400,
+        ingress: {
+          allowedCidrs: [],
+          allowedCidrsVariable: 'PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS',
+          caPem: undefined,
+          requestsPerRuntime: 32,
+        },
+      },
+      'no public URL, a day by default; ingress: public addresses only, the default CAs, 32 requests per runtime',
     );
     t.same(
       loadConfig({
         PROVISIONER_PUBLIC_URL: 'https://cp.example.test/',
         PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS: '600',
       }).hybrid,
-      { publicUrl: 'https://cp.example.test', bootstrapTtlSeconds: 600 },
+      {
+        publicUrl: 'https://cp.example.test',
+        bootstrapTtlSeconds: 600,
+        ingress: {
+          allowedCidrs: [],
+          allowedCidrsVariable: 'PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS',
+          caPem: undefined,
+          requestsPerRuntime: 32,
+        },
+      },
       'both settings are read; the URL loses its trailing slash',
     );
     for (const [name, value] of [
@@ -90,6 +112,40 @@ t.test(
         () => loadConfig({ [name]: value }),
         { name: 'ConfigError', message: new RegExp(name) },
         `${name}=${value} is refused`,
+      );
+  },
+);
+
+t.test(
+  'ingress-based hybrid runtimes: allowed ranges, the operator CA bundle read at start-up, the per-runtime budget',
+  async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'ingress-ca-'));
+    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const ca = await createCa(join(dir, 'ca'), 'ingress-test-ca');
+    const c = loadConfig({
+      PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS: '127.0.0.0/8, ::1/128',
+      PROVISIONER_HYBRID_INGRESS_CA_FILE: ca.certFile,
+      PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_RUNTIME: '4',
+    }).hybrid.ingress;
+    t.same(c.allowedCidrs, ['127.0.0.0/8', '::1/128'], 'the ranges are read');
+    t.equal(c.caPem?.trim(), ca.certPem.trim(), "the CA file's certificate is read at start-up");
+    t.equal(c.requestsPerRuntime, 4, 'the budget is read');
+    const notPem = join(dir, 'not-pem.txt');
+    await writeFile(notPem, 'not a certificate\n');
+    const broken = join(dir, 'broken.pem');
+    await writeFile(broken, '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n');
+    for (const [name, value, why] of [
+      ['PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS', '127.0.0.1', /not a CIDR/],
+      ['PROVISIONER_HYBRID_INGRESS_CA_FILE', join(dir, 'missing.pem'), /cannot read .*ENOENT/],
+      ['PROVISIONER_HYBRID_INGRESS_CA_FILE', notPem, /holds no PEM certificate/],
+      ['PROVISIONER_HYBRID_INGRESS_CA_FILE', broken, /certificate 1 .* does not parse/],
+      ['PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_RUNTIME', '0', /0 is outside 1\.\.4096/],
+      ['PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_RUNTIME', '4097', /4097 is outside 1\.\.4096/],
+    ] as const)
+      t.throws(
+        () => loadConfig({ [name]: value }),
+        { name: 'ConfigError', message: new RegExp(`${name}.*${why.source}`) },
+        `${name}=${value} is refused: ${why.source}`,
       );
   },
 );

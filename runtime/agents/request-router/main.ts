@@ -13,12 +13,18 @@ await runService(
       eventSourceUrl: config.eventSourceUrl,
       logger: log,
       upstreamTimeoutMs: config.upstreamTimeoutMs,
+      ...(config.requestTokens ? { requestTokens: config.requestTokens } : {}),
     });
     const server = http.createServer({ maxHeaderSize: 16 * 1024 }, router.handler);
     server.keepAliveTimeout = 65_000;
     const port = await listen(server, config.port, config.host);
     log.info(
-      { port, appProxyUrl: config.appProxyUrl, eventSourceUrl: config.eventSourceUrl },
+      {
+        port,
+        appProxyUrl: config.appProxyUrl,
+        eventSourceUrl: config.eventSourceUrl,
+        accessMode: config.requestTokens ? 'ingress' : 'tunnel',
+      },
       'request router started',
     );
     return {

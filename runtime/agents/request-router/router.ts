@@ -2,12 +2,31 @@
  * The request router: the tunnel client's one upstream inside the runtime. `/api/*` goes to the
  * app-proxy, `/webhooks/*` to the Argo Events event source (with the `/webhooks` prefix removed),
  * `/healthz` is its own health, anything else is 404. Bodies are streamed both ways.
+ *
+ * In ingress mode (`requestTokens`) the router is what the customer's ingress exposes, so it
+ * refuses every request but `/healthz` without a valid control-plane request token for this
+ * runtime (401, nothing forwarded): the same check as the app-proxy's, with its own replay cache.
+ * Behind a tunnel it needs none: only the control plane reaches it there, and the app-proxy checks.
  */
+import type { KeyObject } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import pino, { type BaseLogger } from 'pino';
 import { headerListFrom, headersObject } from '../../protocol/headers.ts';
+import { REQUEST_TOKEN_HEADER } from '../../protocol/request-token.ts';
+import { ReplayCache, verifyRequestToken } from '../app-proxy/request-token.ts';
 import { retriableUpstreamError } from '../common/retry.ts';
+
+/** What the router needs to verify request tokens itself (ingress mode). */
+export interface RouterTokenCheck {
+  /** The control plane's Ed25519 public key. */
+  publicKey: KeyObject;
+  tenantId: string;
+  /** This hybrid runtime's id: only tokens for it are accepted. */
+  runtimeId: string;
+  now?: () => number;
+  skewSeconds?: number;
+}
 
 export interface RouterOptions {
   /** Base URL of the app-proxy. */
@@ -19,6 +38,8 @@ export interface RouterOptions {
   maxSockets?: number;
   /** Upstream response head timeout (default 30 s). */
   upstreamTimeoutMs?: number;
+  /** Ingress mode: every request but /healthz needs a valid request token for this runtime. */
+  requestTokens?: RouterTokenCheck;
 }
 
 interface Upstream {
@@ -123,15 +144,52 @@ export function createRouter(opts: RouterOptions): Router {
     send(false);
   }
 
+  const check = opts.requestTokens;
+  const replay = new ReplayCache();
+  /** Ingress mode: why the request is refused (the app-proxy's codes), or undefined when its token is valid (and now used). */
+  const refusal = (req: IncomingMessage, url: string): { code: string; message: string } | undefined => {
+    if (!check) return undefined;
+    const raw = req.headers[REQUEST_TOKEN_HEADER];
+    if (typeof raw !== 'string' || raw === '')
+      return {
+        code: 'UNAUTHENTICATED',
+        message: `a request needs the control plane's request token (${REQUEST_TOKEN_HEADER}): this runtime is reached through its control plane only`,
+      };
+    const nowMs = (check.now ?? Date.now)();
+    const verifyOptions = {
+      publicKey: check.publicKey,
+      tenantId: check.tenantId,
+      runtimeId: check.runtimeId,
+      method: req.method ?? '',
+      path: url,
+      nowMs,
+      ...(check.skewSeconds !== undefined ? { skewSeconds: check.skewSeconds } : {}),
+    };
+    const result = verifyRequestToken(raw, verifyOptions);
+    if (!result.ok) return { code: 'INVALID_REQUEST_TOKEN', message: `request token refused: ${result.reason}` };
+    if (!replay.use(result.claims.jti, result.claims.exp, nowMs))
+      return { code: 'INVALID_REQUEST_TOKEN', message: 'request token refused: already used' };
+    return undefined;
+  };
+
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     const url = req.url ?? '/';
     const pathname = url.split('?', 1)[0]!;
+    const isHealth =
+      (pathname === '/healthz' || pathname === '/readyz') && (req.method === 'GET' || req.method === 'HEAD');
+    const refused = isHealth ? undefined : refusal(req, url);
+    if (refused !== undefined) {
+      log.warn({ method: req.method, path: pathname, reason: refused.message }, 'request token refused');
+      req.resume();
+      sendJson(res, 401, { error: refused });
+      return;
+    }
     if (pathname === '/api' || pathname.startsWith('/api/')) {
       proxy(api, url, req, res);
     } else if (pathname === '/webhooks' || pathname.startsWith('/webhooks/')) {
       const rest = url.slice('/webhooks'.length);
       proxy(events, rest.startsWith('/') ? rest : `/${rest}`, req, res);
-    } else if (pathname === '/healthz' && (req.method === 'GET' || req.method === 'HEAD')) {
+    } else if (isHealth) {
       sendJson(res, 200, { status: 'ok' });
     } else {
       req.resume();

@@ -396,6 +396,41 @@ t.test('bad registrations are refused naming the field', async (t) => {
       'ingressUrl',
     ],
     [
+      'ingress at a loopback address (no PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS here)',
+      { name: 'in4', access: 'ingress', ingressUrl: 'https://127.0.0.1:8443' },
+      400,
+      'VALIDATION_FAILED',
+      'ingressUrl',
+    ],
+    [
+      'ingress at a name that resolves to loopback',
+      { name: 'in5', access: 'ingress', ingressUrl: 'https://localhost' },
+      400,
+      'VALIDATION_FAILED',
+      'ingressUrl',
+    ],
+    [
+      'ingress at the cloud metadata address',
+      { name: 'in6', access: 'ingress', ingressUrl: 'https://169.254.169.254' },
+      400,
+      'VALIDATION_FAILED',
+      'ingressUrl',
+    ],
+    [
+      'ingress at the control plane itself',
+      { name: 'in7', access: 'ingress', ingressUrl: 'https://cp.example.test' },
+      400,
+      'VALIDATION_FAILED',
+      'ingressUrl',
+    ],
+    [
+      'ingress with a path',
+      { name: 'in8', access: 'ingress', ingressUrl: 'https://x.example.test/argo' },
+      400,
+      'VALIDATION_FAILED',
+      'ingressUrl',
+    ],
+    [
       'existing Argo CD without its namespace',
       { name: 'ex1', argo: 'existing' },
       400,
@@ -420,6 +455,16 @@ t.test('bad registrations are refused naming the field', async (t) => {
       `${what}: ${status} ${code} naming ${field}`,
     );
   }
+  const loopback = await register(a.tenantId, a.apiKey, {
+    name: 'in9',
+    access: 'ingress',
+    ingressUrl: 'https://127.0.0.1:8443',
+  });
+  t.match(
+    loopback.body.error.message,
+    /127\.0\.0\.1 is a loopback address.*PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS/,
+    'a loopback ingressUrl is refused naming the address and the setting that would allow it',
+  );
   const taken = await register(a.tenantId, a.apiKey, { name: 'edge' });
   t.same([taken.status, taken.body.error.code], [409, 'RUNTIME_EXISTS'], 'a name in use: 409 RUNTIME_EXISTS');
   const hosted = await call<ErrorAnswer>('DELETE', `/v1/tenants/${a.tenantId}/runtimes/hosted`, { key: a.apiKey });
