@@ -167,14 +167,17 @@ export function createIngressTransport(opts: IngressTransportOptions): IngressTr
   function forward(input: IngressForwardInput): Promise<IngressResponse> {
     const url = new URL(input.ingressUrl);
     const headers: HeaderList = input.headers.filter(([k]) => k !== REQUEST_TOKEN_HEADER && k !== 'host');
-    const claim = {
-      tenantId: input.tenantId,
-      runtimeId: input.runtimeId,
-      method: input.method,
-      path: input.path,
-      ...(input.subject !== undefined ? { subject: input.subject } : {}),
-    };
-    headers.push([REQUEST_TOKEN_HEADER, opts.signer.sign(claim)]);
+    // The token is for this runtime only (its audience names it), this method and this path.
+    headers.push([
+      REQUEST_TOKEN_HEADER,
+      opts.signer.sign({
+        tenantId: input.tenantId,
+        runtimeId: input.runtimeId,
+        method: input.method,
+        path: input.path,
+        ...(input.subject !== undefined ? { subject: input.subject } : {}),
+      }),
+    ]);
     const headBytes = headers.reduce(
       (n, [k, v]) => n + k.length + v.length + 4,
       input.method.length + input.path.length,

@@ -40,7 +40,7 @@ import { ARGO_RELEASES, argoChartVersion, argoReleaseValues } from '../component
 import { UPSTREAM_REPOSITORIES } from '../component/chart-source.ts';
 import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from '../component/pod-security.ts';
 import { runtimeNamespace, versionsConfigMap } from '../component/runtime-objects.ts';
-import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY } from '../protocol/bootstrap.ts';
+import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../protocol/bootstrap.ts';
 import type { KubeObject } from '../render/render.ts';
 import type { RuntimeVersion } from '../versions.ts';
 
@@ -177,6 +177,18 @@ function hybridAgentObjects(agent: AgentDefinition, input: InstallBundleInput, i
     .spec.containers[0]!;
   // Which runtime the agents are: the app-proxy accepts only request tokens for this runtime.
   container.env.push({ name: 'RUNTIME_ID', value: r.runtimeId });
+  if (agent.name === 'request-router' && r.access === 'ingress') {
+    // Exposed on the customer's ingress: it refuses every request without the control plane's
+    // request token for this runtime (nothing unsigned reaches the app-proxy or the event source).
+    container.env.push(
+      { name: 'ACCESS_MODE', value: 'ingress' },
+      { name: 'TENANT_ID', value: r.tenantId },
+      {
+        name: 'CONTROL_PLANE_PUBLIC_KEY',
+        valueFrom: { secretKeyRef: { name: CREDENTIALS_SECRET, key: CREDENTIAL_KEYS.publicKey } },
+      },
+    );
+  }
   const out: unknown[] = [o.serviceAccount, o.role, o.roleBinding];
   const argoRules = existingArgoRules[agent.name];
   if (r.argo === 'existing' && argoRules) {
@@ -403,7 +415,9 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
     ...(r.access === 'ingress'
       ? [
           `# access=ingress: point your ingress for ${r.ingressUrl} at Service ${ROUTER_SERVICE.name} in namespace`,
-          `# ${ROUTER_SERVICE.namespace}, port ${ROUTER_SERVICE.port} (http). No tunnel client is installed.`,
+          `# ${ROUTER_SERVICE.namespace}, port ${ROUTER_SERVICE.port} (http), serving https with a certificate for the URL's host`,
+          '# from a public CA or the one your control plane operator trusts. The router refuses every request',
+          "# but /healthz and /readyz without the control plane's signed request token. No tunnel client is installed.",
         ]
       : []),
     ...(r.argo === 'existing'

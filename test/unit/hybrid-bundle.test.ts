@@ -28,7 +28,9 @@ import { catalog } from '../../runtime/catalog.ts';
 import { agentObjects } from '../../runtime/component/agent-objects.ts';
 import { AGENTS, CREDENTIALS_SECRET, RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
 import { ARGO_RELEASES, argoReleaseValues } from '../../runtime/component/argo-releases.ts';
-import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY } from '../../runtime/protocol/bootstrap.ts';
+import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../runtime/protocol/bootstrap.ts';
+import { loadRouterConfig } from '../../runtime/agents/request-router/config.ts';
+import { generateRequestSigningKeys } from '../../provisioner/tunnel/request-token.ts';
 import { DEFAULT_PLAN, PLANS } from '../../tenants/plans.ts';
 
 const TENANT = '3f6c1a52-6a0e-4c1b-9a57-2d8e0f4b7c11';
@@ -229,6 +231,38 @@ t.test('access=ingress: no tunnel client; the comment names the router Service t
   );
   const tunnel = hybridInstallBundle(input());
   t.ok(find(tunnel.objects, 'Deployment', 'tunnel-client'), 'access=tunnel has the tunnel client');
+});
+
+t.test('access=ingress: the request router checks request tokens for this runtime itself', async (t) => {
+  type Env = Array<{ name: string; value?: string; valueFrom?: { secretKeyRef: { name: string; key: string } } }>;
+  const routerEnv = (b: ReturnType<typeof hybridInstallBundle>): Env =>
+    (find(b.objects, 'Deployment', ROUTER_SERVICE.name)!.spec as { template: { spec: { containers: [{ env: Env }] } } })
+      .template.spec.containers[0].env;
+  const runtime = input().runtime;
+  const env = routerEnv(
+    hybridInstallBundle(input({ access: 'ingress', ingressUrl: 'https://runtime.plant-a.example.test' })),
+  );
+  const named = (name: string) => env.find((e) => e.name === name);
+  t.equal(named('ACCESS_MODE')?.value, 'ingress', 'ACCESS_MODE=ingress');
+  t.equal(named('TENANT_ID')?.value, runtime.tenantId, 'its tenant');
+  t.equal(named('RUNTIME_ID')?.value, runtime.runtimeId, 'its runtime');
+  t.same(
+    named('CONTROL_PLANE_PUBLIC_KEY')?.valueFrom,
+    { secretKeyRef: { name: CREDENTIALS_SECRET, key: CREDENTIAL_KEYS.publicKey } },
+    "the control plane's public key from the credentials Secret the bootstrap writes",
+  );
+  // The router's own loader accepts that environment (the Secret's value put in).
+  const { publicKeyPem } = generateRequestSigningKeys();
+  const vars = Object.fromEntries(env.map((e) => [e.name, e.valueFrom ? publicKeyPem : (e.value ?? '')]));
+  t.match(
+    loadRouterConfig(vars).requestTokens,
+    { tenantId: runtime.tenantId, runtimeId: runtime.runtimeId },
+    'the router starts in ingress mode for this runtime',
+  );
+  t.notOk(
+    routerEnv(hybridInstallBundle(input())).some((e) => e.name === 'ACCESS_MODE'),
+    'access=tunnel: the router checks no token (only the tunnel client calls it)',
+  );
 });
 
 t.test(

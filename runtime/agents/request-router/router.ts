@@ -156,7 +156,7 @@ export function createRouter(opts: RouterOptions): Router {
         message: `a request needs the control plane's request token (${REQUEST_TOKEN_HEADER}): this runtime is reached through its control plane only`,
       };
     const nowMs = (check.now ?? Date.now)();
-    const verifyOptions = {
+    const result = verifyRequestToken(raw, {
       publicKey: check.publicKey,
       tenantId: check.tenantId,
       runtimeId: check.runtimeId,
@@ -164,8 +164,7 @@ export function createRouter(opts: RouterOptions): Router {
       path: url,
       nowMs,
       ...(check.skewSeconds !== undefined ? { skewSeconds: check.skewSeconds } : {}),
-    };
-    const result = verifyRequestToken(raw, verifyOptions);
+    });
     if (!result.ok) return { code: 'INVALID_REQUEST_TOKEN', message: `request token refused: ${result.reason}` };
     if (!replay.use(result.claims.jti, result.claims.exp, nowMs))
       return { code: 'INVALID_REQUEST_TOKEN', message: 'request token refused: already used' };

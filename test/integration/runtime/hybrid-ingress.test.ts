@@ -102,13 +102,12 @@ const eventPort = await listen(eventSource);
 t.teardown(() => closeServer(eventSource));
 
 // The app-proxy of this runtime (its token check is the real one).
-const appProxyOptions = {
+const appProxy = await buildAppProxy({
   tenantId,
   runtimeId,
   publicKey: loadPublicKey(keys.publicKeyPem),
   runtimeInfo: staticRuntimeInfo({ runtimeVersion: '1.5.0', components: { argoCd: '8.0.17' } }),
-};
-const appProxy = await buildAppProxy(appProxyOptions);
+});
 await appProxy.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(() => appProxy.close());
 const appProxyUrl = `http://127.0.0.1:${(appProxy.server.address() as AddressInfo).port}`;
@@ -240,11 +239,32 @@ t.test('straight to the router without a valid token: 401, nothing forwarded', a
   const foreign = await direct('/webhooks/github/push', { [REQUEST_TOKEN_HEADER]: otherTenant });
   t.equal(foreign.status, 401, "another tenant's token is refused 401");
   t.equal(foreign.body.error.code, 'INVALID_REQUEST_TOKEN');
+  for (const [what, token] of [
+    ["the tenant's hosted runtime's token", signer.sign({ tenantId, method: 'POST', path: '/webhooks/github/push' })],
+    [
+      "another runtime's token",
+      signer.sign({ tenantId, runtimeId: otherRuntimeId, method: 'POST', path: '/webhooks/github/push' }),
+    ],
+  ] as const) {
+    const res = await direct('/webhooks/github/push', { [REQUEST_TOKEN_HEADER]: token });
+    t.same([res.status, res.body.error.code], [401, 'INVALID_REQUEST_TOKEN'], `${what} is refused 401`);
+  }
+  const signed = signer.sign({ tenantId, runtimeId, method: 'POST', path: '/webhooks/github/push' });
+  t.equal(
+    (await direct('/webhooks/github/push', { [REQUEST_TOKEN_HEADER]: signed })).status,
+    200,
+    'its own token is accepted',
+  );
+  t.same(
+    [(await direct('/webhooks/github/push', { [REQUEST_TOKEN_HEADER]: signed })).status, seen.length],
+    [401, before + 1],
+    'the same token again is refused 401 (used once), and only the accepted request reached the event source',
+  );
   const wrongPath = await direct('/webhooks/other', {
-    [REQUEST_TOKEN_HEADER]: signer.sign({ tenantId, method: 'POST', path: '/webhooks/github/push' }),
+    [REQUEST_TOKEN_HEADER]: signer.sign({ tenantId, runtimeId, method: 'POST', path: '/webhooks/github/push' }),
   });
   t.equal(wrongPath.status, 401, 'a token for another path is refused 401');
-  t.equal(seen.length, before, 'the event source saw none of the refused requests');
+  t.equal(seen.length, before + 1, 'the event source saw none of the refused requests');
   const health = https.get({ host: '127.0.0.1', port: ingress.port, path: '/healthz', ca: trusted.certPem });
   const [healthRes] = (await once(health, 'response')) as [http.IncomingMessage];
   healthRes.resume();
