@@ -69,6 +69,7 @@ import {
   type TunnelLimits,
   type TunnelServer,
 } from './tunnel/index.ts';
+import { createIngressTransport, type IngressTransport } from './tunnel/ingress.ts';
 import { catalog as runtimeCatalog, type Catalog } from '../runtime/catalog.ts';
 import { STALE_AFTER_SECONDS } from '../runtime/protocol/events.ts';
 
@@ -122,6 +123,8 @@ export interface Services {
   signer: RequestSigner;
   /** Tunnels of connected runtimes. */
   tunnel: TunnelServer;
+  /** The https transport to ingress-based hybrid runtimes (tunnel/ingress.ts), for the runtimes' proxy route. */
+  ingress: IngressTransport;
   /** Which replica holds each runtime's tunnel (shared through Postgres). */
   tunnelDirectory: TunnelDirectory;
   tenants: TenantService;
@@ -213,6 +216,14 @@ export async function buildServices(
     ...child('tunnel'),
     ...config.tunnel,
     ...opts.tunnelLimits,
+  });
+  const ingress = createIngressTransport({
+    signer,
+    limits: { ...config.tunnel, ...opts.tunnelLimits },
+    policy: { ...config.hybrid.ingress, ownUrl: config.hybrid.publicUrl },
+    caPem: config.hybrid.ingress.caPem,
+    requestsPerRuntime: config.hybrid.ingress.requestsPerRuntime,
+    ...child('ingress'),
   });
   const onRelay = registerTunnelMetrics(metrics, tunnel);
   const onRuntimeAction = registerRuntimeActionMetrics(metrics);
@@ -385,6 +396,7 @@ export async function buildServices(
     onRuntimeAction,
     signer,
     tunnel,
+    ingress,
     tunnelDirectory,
     tenants: new TenantService({ pool, box, catalog }),
     clusters: new ClusterService({ pool, box, kubeconfigPolicy: config.kubeconfig }),
@@ -418,6 +430,7 @@ export async function buildServices(
       stopped ??= (async () => {
         await loops.stop();
         await runtimes.stop().catch(onTunnelWriteError);
+        ingress.close();
         await logHub.close();
         runtimeObjects.close();
         tenantChanges.close();

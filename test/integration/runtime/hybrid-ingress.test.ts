@@ -88,6 +88,11 @@ const eventSource = http.createServer((req, res) => {
     });
     if (req.url === '/big') {
       res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(big);
+    } else if (req.url === '/stall') {
+      // A head and the start of a body, then nothing (the connection stays open).
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      res.write(Buffer.alloc(1024, 1));
+      heldEvents.emit('stalled');
     } else if (req.url === '/hold') {
       held.push({ release: () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"held":true}') });
       heldEvents.emit('held', held.length);
@@ -339,5 +344,40 @@ t.test('a runtime that does not answer in time: RUNTIME_TIMEOUT', async (t) => {
   t.equal(err.code, 'RUNTIME_TIMEOUT');
   t.match(err.message, /did not answer within 300 ms/, 'naming the bound it applies');
   t.equal(impatient.inFlight(runtimeId), 0, 'the timed-out request no longer counts against the budget');
+  for (const h of held.splice(0)) h.release();
+});
+
+t.test('a response body without traffic for the idle timeout is cut off', async (t) => {
+  const idle = transport({ limits: { ...limits, idleTimeoutMs: 300 } });
+  const res = await idle.forward({
+    tenantId,
+    runtimeId,
+    ingressUrl: `https://localhost:${ingress.port}`,
+    method: 'GET',
+    path: '/webhooks/stall',
+    headers: [],
+    body: null,
+    signal: new AbortController().signal,
+  });
+  t.equal(res.status, 200, 'the head came');
+  let received = 0;
+  const outcome = await (async () => {
+    for await (const c of res.body) received += (c as Buffer).length;
+    return 'ended';
+  })().catch((err: unknown) => `failed: ${err instanceof Error ? err.message : String(err)}`);
+  t.match(outcome, /^failed/, 'the body fails instead of hanging');
+  t.equal(received, 1024, 'after the part that was sent');
+  t.equal(idle.inFlight(runtimeId), 0, 'the request no longer counts against the budget');
+});
+
+t.test('a caller that goes away cancels the request', async (t) => {
+  const aborter = new AbortController();
+  const before = held.length;
+  const pending = call(control, { path: '/webhooks/hold', signal: aborter.signal });
+  while (held.length <= before) await once(heldEvents, 'held');
+  aborter.abort();
+  const err = await failure(pending);
+  t.equal(err.code, 'REQUEST_CANCELLED');
+  t.equal(control.inFlight(runtimeId), 0, 'the cancelled request no longer counts against the budget');
   for (const h of held.splice(0)) h.release();
 });
