@@ -76,6 +76,9 @@ export interface IngressTransport extends IngressForwarder {
   close(): void;
 }
 
+/** The longest a kept-alive connection to a runtime stays open unused. */
+const FREE_SOCKET_TIMEOUT_MS = 30_000;
+
 interface RuntimeSlot {
   agent: https.Agent;
   inFlight: number;
@@ -114,6 +117,8 @@ export function createIngressTransport(opts: IngressTransportOptions): IngressTr
           keepAlive: true,
           maxSockets: opts.requestsPerRuntime,
           maxFreeSockets: Math.min(opts.requestsPerRuntime, 8),
+          // Kept-alive connections left unused this long are closed from this side.
+          timeout: Math.min(idleTimeoutMs, FREE_SOCKET_TIMEOUT_MS),
           scheduling: 'lifo',
         }),
         inFlight: 0,
