@@ -215,8 +215,9 @@ async function main(): Promise<void> {
     const a = await tenant('a');
     const b = await tenant('b');
     await pool.query(
-      `INSERT INTO runtime_objects (tenant_id, kind, namespace, name, uid, resource_version, reported_by, observed_at, summary, object)
-       SELECT $1, 'Application', 'team-' || (i % 20), 'app-' || i, 'uid-' || i, 1000 + i, 'seed', now(),
+      `INSERT INTO runtime_objects (tenant_id, runtime_id, kind, namespace, name, uid, resource_version, reported_by,
+                                   observed_at, summary, object)
+       SELECT $1, (SELECT id FROM runtimes WHERE tenant_id = $1 AND mode = 'hosted'), 'Application', 'team-' || (i % 20), 'app-' || i, 'uid-' || i, 1000 + i, 'seed', now(),
               '{"healthStatus":"Healthy","syncStatus":"Synced"}', jsonb_build_object('pad', repeat('x', 1500))
          FROM generate_series(0, $2::int - 1) i`,
       [a.tenantId, OBJECTS],

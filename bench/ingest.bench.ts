@@ -26,7 +26,7 @@ import { buildApp } from '../provisioner/http/app.ts';
 import { buildServices } from '../provisioner/services.ts';
 import { createKey } from '../provisioner/store/keys.ts';
 import { insertTenant } from '../provisioner/store/tenants.ts';
-import { upsertObjects } from '../provisioner/store/runtime-objects.ts';
+import { hostedRuntimeId, upsertObjects } from '../provisioner/store/runtime-objects.ts';
 import { prepareBatch } from '../provisioner/runtime-objects/ingest.ts';
 import { catalog } from '../runtime/catalog.ts';
 import { EVENTS_PATH, MAX_BATCH_ITEMS, type EventBatch } from '../runtime/protocol/events.ts';
@@ -212,7 +212,11 @@ async function main(): Promise<void> {
   let c0 = await cpu();
   let t0 = performance.now();
   let stored = 0;
-  for (const writes of prepared) stored += await upsertObjects(db.pool, baseTenant.tenantId, 'reporter-0', writes);
+  const baseRuntime = {
+    tenantId: baseTenant.tenantId,
+    runtimeId: (await hostedRuntimeId(db.pool, baseTenant.tenantId))!,
+  };
+  for (const writes of prepared) stored += await upsertObjects(db.pool, baseRuntime, 'reporter-0', writes);
   let seconds = (performance.now() - t0) / 1000;
   console.log(
     `${'baseline: the upsert through pg alone'.padEnd(44)} ${Math.round(stored / seconds)

@@ -1,20 +1,20 @@
 /**
  * Purging old tombstones of runtime objects (docs/runtime.md "Tombstone retention"). A deletion's
  * tombstone is kept PROVISIONER_TOMBSTONE_RETENTION_HOURS (default 24), then deleted; what it
- * guarded is kept compactly in the tenant's horizon (migration 016, store/runtime-objects.ts
+ * guarded is kept compactly in the runtime's horizon (migrations 016 and 025, store/runtime-objects.ts
  * purgeTombstones), so a late state of a purged object is still refused and a change stream that
  * resumes from before a purged deletion starts over.
  *
  * Every replica runs the loop; one purges at a time: each batch is a transaction that first takes
  * a transaction-level advisory lock with pg_try_advisory_xact_lock, and a replica that does not get
  * it leaves the round to the one that has it. A batch is one tenant's tombstones, at most
- * `batchSize` of them, under that tenant's ingest lock (so no batch of that runtime is applied
+ * `batchSize` of them, under its tenant's ingest lock (so no batch of that runtime is applied
  * halfway through it); a round stops after `maxBatches` batches and goes on at the next interval.
  */
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { tryLockForTransaction, withTx } from '../db/tx.ts';
-import { lockTenantObjects, oldestTombstoneTenant, purgeTombstones } from '../store/runtime-objects.ts';
+import { lockTenantObjects, oldestTombstoneRuntime, purgeTombstones } from '../store/runtime-objects.ts';
 import { PeriodicLoop } from '../loops/periodic.ts';
 
 /** The key of the advisory lock one purging replica holds per batch (key space of hashtextextended). */
@@ -76,10 +76,10 @@ export class TombstonePurger {
     while (round.batches < maxBatches && !stop()) {
       const n = await withTx(this.#options.pool, async (c) => {
         if (!(await tryLockForTransaction(c, PURGE_LOCK))) return undefined;
-        const tenantId = await oldestTombstoneTenant(c, this.#options.retentionSeconds);
-        if (!tenantId) return 0;
-        await lockTenantObjects(c, tenantId);
-        return purgeTombstones(c, tenantId, this.#options.retentionSeconds, batchSize);
+        const runtime = await oldestTombstoneRuntime(c, this.#options.retentionSeconds);
+        if (!runtime) return 0;
+        await lockTenantObjects(c, runtime.tenantId);
+        return purgeTombstones(c, runtime, this.#options.retentionSeconds, batchSize);
       });
       if (n === undefined) {
         round.busy = true;

@@ -1,8 +1,14 @@
 /**
  * The control plane's side of the event reporter (runtime/protocol/events.ts): applies a runtime's
  * event batches to the stored application state (store/runtime-objects.ts) in one transaction,
- * and follows a tenant's changes for the change stream, woken through the notifications hub on
- * `runtime_object` (payload: the tenant id) by whichever replica stored them.
+ * and follows a runtime's changes for the change stream, woken through the notifications hub on
+ * `runtime_object` (payload: the runtime id) by whichever replica stored them.
+ *
+ * A batch is stored under the runtime its key names: a hybrid runtime's key (api_keys.runtime_id)
+ * under that runtime, the hosted runtime's key under the tenant's hosted runtime row. A hybrid
+ * runtime's accepted batches are also its heartbeat (runtimes.last_heartbeat_at, with the version
+ * and watched kinds its reporter's heartbeat states), written at most once per
+ * RUNTIME_HEARTBEAT_WRITE_SECONDS per runtime unless what it states changed.
  */
 import type pg from 'pg';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
@@ -17,7 +23,9 @@ import {
   readUsage,
   readChanges,
   readHorizon,
+  hostedRuntimeId,
   recordReporter,
+  runtimeByName,
   removeObjects,
   RUNTIME_OBJECT_CHANNEL,
   upsertObjects,
@@ -25,8 +33,16 @@ import {
   type ObjectWrite,
   type PurgeHorizon,
   type RuntimeObjectRow,
+  type RuntimeRef,
 } from '../store/runtime-objects.ts';
-import { isOwner, type EventBatch, type EventBatchResult } from '../../runtime/protocol/events.ts';
+import { hybridRuntimeLive, recordRuntimeHeartbeat } from '../store/runtimes.ts';
+import {
+  isOwner,
+  STALE_AFTER_SECONDS,
+  type EventBatch,
+  type EventBatchResult,
+  type Heartbeat,
+} from '../../runtime/protocol/events.ts';
 import type { ReportedKind } from '../../runtime/protocol/kinds.ts';
 import { prepareBatch } from './ingest.ts';
 import { WindowBudget } from './budgets.ts';
@@ -55,6 +71,32 @@ export interface FollowChangesOptions {
   /** Rows read per query (default 500). */
   batch?: number;
 }
+
+/**
+ * The longest a hybrid runtime's `last_heartbeat_at` lags its newest accepted batch (per replica of
+ * the control plane): its reporter's two replicas may send up to PROVISIONER_RUNTIME_EVENT_BATCHES_PER_SECOND
+ * batches each, and a write of the runtime's row per batch would make that one row as hot as the
+ * objects themselves (a row version and WAL each time). A quarter of STALE_AFTER_SECONDS: a runtime
+ * that reports (a heartbeat every HEARTBEAT_INTERVAL_SECONDS) never looks stale because of it.
+ */
+export const RUNTIME_HEARTBEAT_WRITE_SECONDS = STALE_AFTER_SECONDS / 4;
+
+/** Who sent a batch: its key's tenant and, for a hybrid runtime's key, that runtime. */
+export interface BatchSource {
+  tenantId: string;
+  /** The hybrid runtime the key is bound to (api_keys.runtime_id); null: the tenant's hosted runtime. */
+  runtimeId: string | null;
+}
+
+/** What a hybrid runtime's row says of its agents, as this process last wrote it. */
+interface WrittenHeartbeat {
+  atMs: number;
+  version: string | null;
+  argoCdListed: boolean | null;
+}
+
+/** Entries of the in-process caches (hosted runtime ids, written heartbeats) before they are cleared. */
+const CACHE_LIMIT = 10_000;
 
 /**
  * Batches of one tenant applied or waiting for its lock at once in this process: each holds a pool
@@ -100,6 +142,9 @@ export class RuntimeObjectService {
   readonly #batchRate: WindowBudget;
   readonly #digestRate: WindowBudget;
   readonly #inFlight = new Map<string, number>();
+  /** Tenant → its hosted runtime's id: made with the tenant and never changed. */
+  readonly #hosted = new Map<string, string>();
+  readonly #heartbeats = new Map<string, WrittenHeartbeat>();
   #unsubscribe: Unsubscribe | undefined;
 
   constructor(opts: { pool: pg.Pool; notifications?: Notifications; stats?: IngestStats; budgets?: IngestBudgets }) {
@@ -159,12 +204,26 @@ export class RuntimeObjectService {
     }
   }
 
+  /** The tenant's hosted runtime, or undefined for an unknown tenant. */
+  async hostedRuntime(tenantId: string): Promise<RuntimeRef | undefined> {
+    let runtimeId = this.#hosted.get(tenantId);
+    if (runtimeId === undefined) {
+      runtimeId = await hostedRuntimeId(this.#pool, tenantId);
+      if (runtimeId === undefined) return undefined;
+      if (this.#hosted.size >= CACHE_LIMIT) this.#hosted.clear();
+      this.#hosted.set(tenantId, runtimeId);
+    }
+    return { tenantId, runtimeId };
+  }
+
   /**
-   * Applies a batch of `tenantId`'s runtime: each item only when newer than the stored state,
+   * Applies a batch of the source's runtime: each item only when newer than the stored state,
    * digests, the heartbeat, in one transaction (all or nothing: a failed batch is retried whole).
-   * `checkObjectSizes`: the body is large enough to hold an oversized `object`.
+   * `checkObjectSizes`: the body is large enough to hold an oversized `object`. The tenant's
+   * budgets (rates, batches in flight, stored objects and bytes) are shared by all its runtimes.
    */
-  async ingest(tenantId: string, batch: EventBatch, checkObjectSizes = true): Promise<EventBatchResult> {
+  async ingest(source: BatchSource, batch: EventBatch, checkObjectSizes = true): Promise<EventBatchResult> {
+    const { tenantId } = source;
     const { writes } = prepareBatch(batch, checkObjectSizes);
     const inFlight = this.#inFlight.get(tenantId) ?? 0;
     if (inFlight >= MAX_BATCHES_IN_FLIGHT_PER_TENANT) {
@@ -177,7 +236,10 @@ export class RuntimeObjectService {
     this.#admit(tenantId, batch.digests?.length ?? 0);
     this.#inFlight.set(tenantId, inFlight + 1);
     try {
-      return await this.#apply(tenantId, batch, writes);
+      const ref: RuntimeRef | undefined =
+        source.runtimeId === null ? await this.hostedRuntime(tenantId) : { tenantId, runtimeId: source.runtimeId };
+      if (!ref) throw errors.notFound('tenant', tenantId);
+      return await this.#apply(ref, source.runtimeId !== null, batch, writes);
     } finally {
       const n = (this.#inFlight.get(tenantId) ?? 1) - 1;
       if (n > 0) this.#inFlight.set(tenantId, n);
@@ -185,59 +247,99 @@ export class RuntimeObjectService {
     }
   }
 
-  async #apply(tenantId: string, batch: EventBatch, writes: ObjectWrite[]): Promise<EventBatchResult> {
+  async #apply(ref: RuntimeRef, hybrid: boolean, batch: EventBatch, writes: ObjectWrite[]): Promise<EventBatchResult> {
+    const { tenantId } = ref;
+    const heartbeat = hybrid ? this.#heartbeatDue(ref.runtimeId, batch.heartbeat) : undefined;
     const result = await withTx(this.#pool, async (c) => {
       await lockTenantObjects(c, tenantId);
+      // Removal deletes a runtime's objects under the same lock, then revokes its key.
+      if (hybrid && !(await hybridRuntimeLive(c, ref.runtimeId))) throw errors.invalidKey();
       const before = await readUsage(c, tenantId);
-      const applied = await upsertObjects(c, tenantId, batch.replica, writes);
+      const applied = await upsertObjects(c, ref, batch.replica, writes);
       let removedByDigest = 0;
       for (const d of batch.digests ?? []) {
         const present = d.objects.map((o) => ({ namespace: o.namespace, name: o.name }));
-        const candidates = await digestCandidates(c, tenantId, d.kind, d.listResourceVersion, present);
+        const candidates = await digestCandidates(c, ref, d.kind, d.listResourceVersion, present);
         const mine = await ownedByReplica(candidates, d.kind, d.replica, d.members);
-        removedByDigest += await removeObjects(c, tenantId, d.kind, d.listResourceVersion, d.replica, mine);
+        removedByDigest += await removeObjects(c, ref, d.kind, d.listResourceVersion, d.replica, mine);
       }
       await this.#checkUsage(c, tenantId, before);
-      await recordReporter(c, tenantId, batch.replica, batch.heartbeat);
-      if (applied + removedByDigest > 0) await notifyObjectChanges(c, tenantId);
+      await recordReporter(c, ref, batch.replica, batch.heartbeat);
+      if (heartbeat)
+        await recordRuntimeHeartbeat(c, ref.runtimeId, {
+          version: heartbeat.version,
+          argoCdListed: heartbeat.argoCdListed,
+          minIntervalSeconds: RUNTIME_HEARTBEAT_WRITE_SECONDS,
+        });
+      if (applied + removedByDigest > 0) await notifyObjectChanges(c, ref.runtimeId);
       return { applied, stale: batch.items.length - applied, removedByDigest };
     });
+    if (heartbeat) {
+      if (this.#heartbeats.size >= CACHE_LIMIT) this.#heartbeats.clear();
+      this.#heartbeats.set(ref.runtimeId, heartbeat);
+    }
     this.#stats?.onBatch({ ...result, items: batch.items.length });
     return result;
   }
 
-  list(tenantId: string, filter: ObjectFilter): Promise<RuntimeObjectRow[]> {
-    return listObjects(this.#pool, tenantId, filter);
+  /**
+   * What a hybrid runtime's row should say after this batch, or undefined when this process wrote
+   * the same within RUNTIME_HEARTBEAT_WRITE_SECONDS. The version and the watched kinds come from a
+   * batch's heartbeat (each replica's, every HEARTBEAT_INTERVAL_SECONDS); a batch without one
+   * keeps what the row says.
+   */
+  #heartbeatDue(runtimeId: string, hb: Heartbeat | undefined): WrittenHeartbeat | undefined {
+    const last = this.#heartbeats.get(runtimeId);
+    const now = performance.now();
+    const version = hb?.runtimeVersion ?? last?.version ?? null;
+    const argoCdListed = hb?.listed ? hb.listed.includes('Application') : (last?.argoCdListed ?? null);
+    if (
+      last &&
+      now - last.atMs < RUNTIME_HEARTBEAT_WRITE_SECONDS * 1000 &&
+      version === last.version &&
+      argoCdListed === last.argoCdListed
+    )
+      return undefined;
+    return { atMs: now, version, argoCdListed };
   }
 
-  get(tenantId: string, kind: ReportedKind, namespace: string, name: string): Promise<RuntimeObjectRow | undefined> {
-    return getObject(this.#pool, tenantId, kind, namespace, name);
+  /** The tenant's runtime of that name (not removed), or undefined. */
+  runtime(tenantId: string, name: string): Promise<RuntimeRef | undefined> {
+    return runtimeByName(this.#pool, tenantId, name);
   }
 
-  /** What the tenant's purged tombstones left (undefined: none was purged). */
-  horizon(tenantId: string): Promise<PurgeHorizon | undefined> {
-    return readHorizon(this.#pool, tenantId);
+  list(ref: RuntimeRef, filter: ObjectFilter): Promise<RuntimeObjectRow[]> {
+    return listObjects(this.#pool, ref, filter);
+  }
+
+  get(ref: RuntimeRef, kind: ReportedKind, namespace: string, name: string): Promise<RuntimeObjectRow | undefined> {
+    return getObject(this.#pool, ref, kind, namespace, name);
+  }
+
+  /** What the runtime's purged tombstones left (undefined: none was purged). */
+  horizon(ref: RuntimeRef): Promise<PurgeHorizon | undefined> {
+    return readHorizon(this.#pool, ref);
   }
 
   /** Where a stream asking for new changes only starts. */
-  latestSeq(tenantId: string): Promise<string> {
-    return latestSeq(this.#pool, tenantId);
+  latestSeq(ref: RuntimeRef): Promise<string> {
+    return latestSeq(this.#pool, ref);
   }
 
   /**
-   * The tenant's changes after `afterSeq`, then new ones as they are stored (on any replica), until
+   * The runtime's changes after `afterSeq`, then new ones as they are stored (on any replica), until
    * `signal` aborts. Each object appears at its latest change only (its row carries one seq).
    */
-  async *follow(tenantId: string, opts: FollowChangesOptions): AsyncGenerator<RuntimeObjectRow> {
+  async *follow(ref: RuntimeRef, opts: FollowChangesOptions): AsyncGenerator<RuntimeObjectRow> {
     let after = opts.afterSeq;
     const batch = opts.batch ?? 500;
     const pollMs = opts.pollMs ?? 2000;
     // From the start, a client knows no object: deletions it could not have seen are left out (those
     // stored before the stream began; one stored since is sent, it may remove what the replay showed).
-    const replayUpTo = after === '0' ? BigInt(await latestSeq(this.#pool, tenantId)) : 0n;
+    const replayUpTo = after === '0' ? BigInt(await latestSeq(this.#pool, ref)) : 0n;
     while (!opts.signal.aborted) {
-      const armed = this.#arm(tenantId, pollMs, opts.signal);
-      const rows = await readChanges(this.#pool, tenantId, after, batch, opts.kind);
+      const armed = this.#arm(ref.runtimeId, pollMs, opts.signal);
+      const rows = await readChanges(this.#pool, ref, after, batch, opts.kind);
       if (rows.length > 0) armed.cancel();
       for (const row of rows) {
         if (opts.signal.aborted) return;
@@ -253,7 +355,7 @@ export class RuntimeObjectService {
     if (this.#unsubscribe || !this.#notifications) return;
     this.#unsubscribe = this.#notifications.subscribe(
       RUNTIME_OBJECT_CHANNEL,
-      (tenantId) => this.#wake(tenantId),
+      (runtimeId) => this.#wake(runtimeId),
       // After a reconnect anything may have been missed: every follower reads again.
       () => {
         for (const id of [...this.#waiters.keys()]) this.#wake(id);
@@ -261,15 +363,15 @@ export class RuntimeObjectService {
     );
   }
 
-  #wake(tenantId: string): void {
-    for (const fn of [...(this.#waiters.get(tenantId) ?? [])]) fn();
+  #wake(runtimeId: string): void {
+    for (const fn of [...(this.#waiters.get(runtimeId) ?? [])]) fn();
   }
 
-  /** A wait armed before reading: resolves on a notification for the tenant, after `ms`, or on abort. */
-  #arm(tenantId: string, ms: number, signal: AbortSignal): { done: Promise<void>; cancel: () => void } {
+  /** A wait armed before reading: resolves on a notification for the runtime, after `ms`, or on abort. */
+  #arm(runtimeId: string, ms: number, signal: AbortSignal): { done: Promise<void>; cancel: () => void } {
     this.#ensureListening();
-    let set = this.#waiters.get(tenantId);
-    if (!set) this.#waiters.set(tenantId, (set = new Set()));
+    let set = this.#waiters.get(runtimeId);
+    if (!set) this.#waiters.set(runtimeId, (set = new Set()));
     const waiters = set;
     let finish: () => void = () => {};
     const done = new Promise<void>((resolve) => {
@@ -278,7 +380,7 @@ export class RuntimeObjectService {
         clearTimeout(timer);
         signal.removeEventListener('abort', finish);
         waiters.delete(finish);
-        if (waiters.size === 0 && this.#waiters.get(tenantId) === waiters) this.#waiters.delete(tenantId);
+        if (waiters.size === 0 && this.#waiters.get(runtimeId) === waiters) this.#waiters.delete(runtimeId);
         resolve();
       };
     });

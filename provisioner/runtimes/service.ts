@@ -13,6 +13,7 @@ import { withTx, pgConstraint } from '../db/tx.ts';
 import { AppError, errors } from '../errors.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { TUNNEL_PATH } from '../../runtime/protocol/frames.ts';
+import { STALE_AFTER_SECONDS } from '../../runtime/protocol/events.ts';
 import type { Condition } from '../store/states.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import { createKey, revokeKey } from '../store/keys.ts';
@@ -36,6 +37,7 @@ import {
   type RuntimeRow,
 } from '../store/runtimes.ts';
 import { getTenantRow, getTenantRows, toTenant, type TenantRow } from '../store/tenants.ts';
+import { deleteRuntimeObjects, lockTenantObjects } from '../store/runtime-objects.ts';
 import { availabilityOf } from '../store/versions.ts';
 import { conditionsForTenant, tunnelView } from '../http/tenant-view.ts';
 import type { Runtime, RuntimeBootstrapAnswer, RuntimeRegistered, RuntimeRemoved } from '../http/api-types.ts';
@@ -53,10 +55,6 @@ import {
   type Lookup,
 } from '../tunnel/ingress-address.ts';
 import { BOOTSTRAP_TOKEN_PATTERN, type BootstrapAnswer } from '../../runtime/protocol/bootstrap.ts';
-
-/** Why a hybrid runtime's key may not report events yet (403 FORBIDDEN). */
-export const HYBRID_EVENTS_REFUSED =
-  'a hybrid runtime\'s key cannot report events yet: they would be stored as the hosted runtime\'s (docs/api.md "Runtimes")';
 
 export function newRuntimeBootstrapToken(): { token: string; hash: string } {
   const token = `hrth_${randomBytes(32).toString('base64url')}`;
@@ -355,6 +353,11 @@ export class RuntimeService {
           `the hosted runtime goes with its tenant: delete the tenant (DELETE /v1/tenants/${tenantId}) to remove it`,
           { field: 'name' },
         );
+      // What it reported goes with it (it no longer counts against the tenant's budgets). The
+      // tenant's ingest lock first: a batch being applied holds it and then writes the runtime's
+      // heartbeat, so taking the runtime's row first could deadlock with it.
+      await lockTenantObjects(tx, tenantId);
+      await deleteRuntimeObjects(tx, { tenantId, runtimeId: row.id });
       if (row.runtime_key_id) await revokeKey(tx, row.runtime_key_id);
       const removed = await markRuntimeRemoved(tx, row.id);
       const runtime = this.#view(removed, tenant, reader);
@@ -466,7 +469,14 @@ export class RuntimeService {
   }
 }
 
-/** A hybrid runtime's conditions, from its row. */
+/**
+ * A hybrid runtime's conditions, from its row: `Installed`; for access=tunnel `TunnelConnected`;
+ * once installed `Reporting` (its agents' event batches: fresh while the newest is younger than
+ * STALE_AFTER_SECONDS by the database's clock, as the hosted runtime's) and `Ready` (installed,
+ * reporting, and for access=tunnel its tunnel connected); once its event reporter stated them
+ * `VersionSkew` (the version it runs against the catalog version the bundle was made for) and
+ * `ArgoCDReachable` (it lists and watches Argo CD Applications).
+ */
 export function hybridConditions(
   r: RuntimeRow,
   tunnel: { connected: boolean; since: string | null },
@@ -506,9 +516,9 @@ export function hybridConditions(
               lastTransitionTime: at(r.created_at),
             };
   const out = [installed];
-  if (r.access === 'tunnel' && r.state !== 'removed')
-    out.push(
-      tunnel.connected
+  const tunnelCondition: Condition | undefined =
+    r.access === 'tunnel' && r.state !== 'removed'
+      ? tunnel.connected
         ? {
             type: 'TunnelConnected',
             status: 'True',
@@ -524,6 +534,97 @@ export function hybridConditions(
               ? "the runtime's tunnel client is not connected: check the tunnel-client Deployment in the runtime's namespace"
               : 'the runtime is not installed yet',
             lastTransitionTime: at(r.bootstrap_redeemed_at ?? r.created_at),
+          }
+      : undefined;
+  if (tunnelCondition) out.push(tunnelCondition);
+  if (r.state !== 'installed') return out;
+
+  const heard = r.last_heartbeat_at;
+  const age = r.heartbeat_age_seconds;
+  const reporting: Condition =
+    heard === null || age === null
+      ? {
+          type: 'Reporting',
+          status: 'False',
+          reason: 'NeverReported',
+          message: `the runtime's event reporter has not reported yet: check the event-reporter Deployment in namespace ${RUNTIME_NAMESPACE}`,
+          lastTransitionTime: at(r.bootstrap_redeemed_at),
+        }
+      : age < STALE_AFTER_SECONDS
+        ? {
+            type: 'Reporting',
+            status: 'True',
+            reason: 'Heartbeat',
+            message: `the runtime's agents reported ${Math.round(age)} s ago`,
+            lastTransitionTime: heard.toISOString(),
+          }
+        : {
+            type: 'Reporting',
+            status: 'False',
+            reason: 'Stale',
+            message: `no report from the runtime's agents for ${Math.round(age)} s (last at ${heard.toISOString()}, stale after ${STALE_AFTER_SECONDS} s); stored application state may be out of date`,
+            lastTransitionTime: new Date(heard.getTime() + STALE_AFTER_SECONDS * 1000).toISOString(),
+          };
+  out.push(reporting);
+  const notReady =
+    reporting.status !== 'True' ? reporting : tunnelCondition?.status === 'False' ? tunnelCondition : undefined;
+  out.push(
+    notReady
+      ? {
+          type: 'Ready',
+          status: 'False',
+          reason: notReady.type === 'Reporting' ? 'NotReporting' : 'TunnelDisconnected',
+          message: notReady.message,
+          lastTransitionTime: notReady.lastTransitionTime,
+        }
+      : {
+          type: 'Ready',
+          status: 'True',
+          reason: 'Ready',
+          message:
+            r.access === 'tunnel'
+              ? `runtime ${r.reported_version ?? r.version} is reporting and its tunnel is connected`
+              : `runtime ${r.reported_version ?? r.version} is reporting`,
+          lastTransitionTime: [reporting.lastTransitionTime, tunnelCondition?.lastTransitionTime ?? ''].sort().at(-1)!,
+        },
+  );
+  if (r.reported_version !== null)
+    out.push(
+      r.reported_version !== r.version
+        ? {
+            type: 'VersionSkew',
+            status: 'True',
+            reason: 'VersionDiffers',
+            message: `the runtime's agents run ${r.reported_version}; its bundle was made for ${r.version}: apply the bundle the control plane answers for this runtime`,
+            lastTransitionTime: at(r.last_heartbeat_at),
+          }
+        : {
+            type: 'VersionSkew',
+            status: 'False',
+            reason: 'VersionMatches',
+            message: `the runtime's agents run ${r.version}, the version its bundle was made for`,
+            lastTransitionTime: at(r.last_heartbeat_at),
+          },
+    );
+  if (r.argo_cd_listed !== null)
+    out.push(
+      r.argo_cd_listed
+        ? {
+            type: 'ArgoCDReachable',
+            status: 'True',
+            reason: 'ApplicationsListed',
+            message: `the event reporter lists and watches Argo CD Applications${r.argo === 'existing' ? ` in namespace ${r.argo_namespace}` : ''}`,
+            lastTransitionTime: at(r.last_heartbeat_at),
+          }
+        : {
+            type: 'ArgoCDReachable',
+            status: 'False',
+            reason: 'ApplicationsNotListed',
+            message:
+              r.argo === 'existing'
+                ? `the event reporter cannot list Argo CD Applications in namespace ${r.argo_namespace}: check that Argo CD's CRDs are installed and the bundle's Role and RoleBinding hosted-runtime-event-reporter exist there`
+                : "the event reporter cannot list Argo CD Applications: check that the bundle's Argo CD chart is installed (the install command)",
+            lastTransitionTime: at(r.last_heartbeat_at),
           },
     );
   return out;

@@ -509,11 +509,14 @@ export async function readTenantSnapshot(
   staleAfterSeconds: number,
 ): Promise<Snapshot> {
   const { rows } = await db.query<{ reporting: boolean; good: number; total: number; tunnel: boolean }>(
-    `SELECT EXISTS (SELECT 1 FROM runtime_reporters r WHERE r.tenant_id = $1
+    `WITH hosted AS (SELECT h.id FROM runtimes h WHERE h.tenant_id = $1 AND h.mode = 'hosted')
+     SELECT EXISTS (SELECT 1 FROM runtime_reporters r WHERE r.tenant_id = $1 AND r.runtime_id = (SELECT id FROM hosted)
                       AND r.last_seen > now() - $2 * interval '1 second') AS reporting,
-            (SELECT count(*)::int FROM runtime_objects ro WHERE ro.tenant_id = $1 AND ro.kind = 'Application'
+            (SELECT count(*)::int FROM runtime_objects ro WHERE ro.tenant_id = $1
+               AND ro.runtime_id = (SELECT id FROM hosted) AND ro.kind = 'Application'
                AND NOT ro.deleted AND ro.health = 'Healthy' AND ro.sync = 'Synced') AS good,
-            (SELECT count(*)::int FROM runtime_objects ro WHERE ro.tenant_id = $1 AND ro.kind = 'Application'
+            (SELECT count(*)::int FROM runtime_objects ro WHERE ro.tenant_id = $1
+               AND ro.runtime_id = (SELECT id FROM hosted) AND ro.kind = 'Application'
                AND NOT ro.deleted) AS total,
             EXISTS (SELECT 1 FROM runtime_tunnels rt WHERE rt.tenant_id = $1 AND ${liveTunnel('rt')}) AS tunnel`,
     [tenantId, staleAfterSeconds],
@@ -562,12 +565,14 @@ export async function inFlightSteps(db: Queryable, fleetUpgradeId: string): Prom
             t.conditions @> '[{"type": "Ready", "status": "True"}]' AS ready,
             o.state AS op_state, o.error AS op_error, o.created_at AS op_created_at, o.finished_at AS op_finished_at,
             rt.connected_at AS tunnel_connected_at,
-            (SELECT max(r.last_seen) FROM runtime_reporters r WHERE r.tenant_id = t.id) AS reporter_last_seen,
+            (SELECT max(r.last_seen) FROM runtime_reporters r
+              WHERE r.tenant_id = t.id AND r.runtime_id = hr.id) AS reporter_last_seen,
             (SELECT count(*)::int FROM runtime_objects ro
-              WHERE ro.tenant_id = t.id AND ro.kind = 'Application' AND NOT ro.deleted
+              WHERE ro.tenant_id = t.id AND ro.runtime_id = hr.id AND ro.kind = 'Application' AND NOT ro.deleted
                 AND ro.health = 'Healthy' AND ro.sync = 'Synced') AS apps_good
        FROM fleet_upgrade_tenants ft
        JOIN tenants t ON t.id = ft.tenant_id
+       LEFT JOIN runtimes hr ON hr.tenant_id = t.id AND hr.mode = 'hosted'
        LEFT JOIN operations o ON o.id = ft.operation_id
        LEFT JOIN runtime_tunnels rt ON rt.tenant_id = t.id AND ${liveTunnel('rt')}
       WHERE ft.fleet_upgrade_id = $1 AND ft.state IN ('upgrading', 'rolling_back', 'reverting')

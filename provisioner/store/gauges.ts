@@ -36,6 +36,7 @@ export async function staleReportingTenants(db: Queryable, staleAfterSeconds: nu
   const { rows } = await db.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM (
        SELECT r.tenant_id FROM runtime_reporters r JOIN tenants t ON t.id = r.tenant_id AND t.phase <> 'Deleted'
+         JOIN runtimes h ON h.id = r.runtime_id AND h.mode = 'hosted'
         GROUP BY r.tenant_id HAVING max(r.last_seen) <= now() - make_interval(secs => $1)) s`,
     [staleAfterSeconds],
   );

@@ -28,7 +28,11 @@ export interface RuntimeRow {
   bootstrap_redeemed_at: Date | null;
   runtime_key_id: string | null;
   last_heartbeat_at: Date | null;
+  /** Seconds since last_heartbeat_at by the database's clock (null: never). */
+  heartbeat_age_seconds: number | null;
   reported_version: string | null;
+  /** Whether its event reporter lists and watches Argo CD Applications, as its last heartbeat said (null: never said). */
+  argo_cd_listed: boolean | null;
   created_by: string;
   created_at: Date;
   removed_at: Date | null;
@@ -44,6 +48,7 @@ export interface RuntimeRow {
 
 const COLUMNS = `r.id, r.tenant_id, r.name, r.mode, r.access, r.ingress_url, r.argo, r.argo_namespace, r.upgrades,
   r.version, r.state, r.bootstrap_expires_at, r.bootstrap_redeemed_at, r.runtime_key_id, r.last_heartbeat_at,
+  extract(epoch FROM now() - r.last_heartbeat_at)::float8 AS heartbeat_age_seconds, r.argo_cd_listed,
   r.reported_version, r.created_by, r.created_at, r.removed_at, r.tunnel_replica, r.tunnel_connected_at,
   CASE WHEN r.mode = 'hosted'
        THEN EXISTS (SELECT 1 FROM api_keys k WHERE k.tenant_id = r.tenant_id AND k.role = 'runtime'
@@ -178,6 +183,42 @@ export async function runtimesByModeAndState(
       WHERE r.removed_at IS NULL GROUP BY 1, 2`,
   );
   return rows;
+}
+
+/**
+ * Whether the hybrid runtime is not removed, read under its tenant's ingest lock: a batch that
+ * passed authentication just before the runtime's removal finds it removed here and stores nothing.
+ */
+export async function hybridRuntimeLive(db: Queryable, runtimeId: string): Promise<boolean> {
+  const { rows } = await db.query<{ live: boolean }>({
+    name: 'runtime-hybrid-live',
+    text: `SELECT removed_at IS NULL AS live FROM runtimes WHERE id = $1 AND mode = 'hybrid'`,
+    values: [runtimeId],
+  });
+  return rows[0]?.live === true;
+}
+
+/**
+ * A hybrid runtime's agents reported (an accepted event batch): its heartbeat is now, and its
+ * reported version and Argo CD listing are what they said (null: unchanged). Writes nothing when
+ * the row already says so and its heartbeat is younger than `minIntervalSeconds` (another replica
+ * wrote it), nor for a removed runtime.
+ */
+export async function recordRuntimeHeartbeat(
+  db: Queryable,
+  runtimeId: string,
+  hb: { version: string | null; argoCdListed: boolean | null; minIntervalSeconds: number },
+): Promise<void> {
+  await db.query({
+    name: 'runtime-heartbeat',
+    text: `UPDATE runtimes SET last_heartbeat_at = now(), reported_version = coalesce($2, reported_version),
+                  argo_cd_listed = coalesce($3, argo_cd_listed)
+            WHERE id = $1 AND mode = 'hybrid' AND removed_at IS NULL
+              AND (last_heartbeat_at IS NULL OR last_heartbeat_at < now() - make_interval(secs => $4)
+                   OR reported_version IS DISTINCT FROM coalesce($2, reported_version)
+                   OR argo_cd_listed IS DISTINCT FROM coalesce($3, argo_cd_listed))`,
+    values: [runtimeId, hb.version, hb.argoCdListed, hb.minIntervalSeconds],
+  });
 }
 
 /** A hybrid runtime's tunnel connected to `replica` at `since` (the runtime is not removed). */

@@ -136,7 +136,8 @@ export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, 
   rt.replica_id AS tunnel_replica, rt.connected_at AS tunnel_since,
   (SELECT json_agg(json_build_object('replica', r.replica, 'lastSeen', r.last_seen, 'since', r.since,
           'ageSeconds', extract(epoch FROM now() - r.last_seen)::float8, 'owned', r.owned_objects))
-     FROM runtime_reporters r WHERE r.tenant_id = t.id) AS reporters,
+     FROM runtime_reporters r WHERE r.tenant_id = t.id
+      AND r.runtime_id = (SELECT h.id FROM runtimes h WHERE h.tenant_id = t.id AND h.mode = 'hosted')) AS reporters,
   managed_cluster_summary(t.id) AS managed_clusters`;
 /** With the runtime's tunnel row while its replica renews it (store/tunnels.ts). */
 export const TENANT_FROM = `tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id

@@ -189,6 +189,8 @@ function hybridAgentObjects(agent: AgentDefinition, input: InstallBundleInput, i
       },
     );
   }
+  // Its heartbeats carry the version, shown as the runtime's reportedVersion (and VersionSkew).
+  if (agent.name === 'event-reporter') container.env.push({ name: 'RUNTIME_VERSION', value: input.version.version });
   const out: unknown[] = [o.serviceAccount, o.role, o.roleBinding];
   const argoRules = existingArgoRules[agent.name];
   if (r.argo === 'existing' && argoRules) {

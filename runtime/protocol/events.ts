@@ -93,6 +93,18 @@ export interface Heartbeat {
   ownedObjects: number;
   queueDepth: number;
   oldestPendingSeconds: number;
+  /**
+   * The runtime version the replica belongs to (its RUNTIME_VERSION: the hybrid bundle sets it to
+   * the catalog version it was made for); absent when unset. The control plane shows it as a hybrid
+   * runtime's `reportedVersion`.
+   */
+  runtimeVersion?: string;
+  /**
+   * The kinds the replica has listed and watches (a kind missing was refused or is not installed);
+   * absent from reporters before it was added. The control plane shows whether Applications are
+   * among them as a hybrid runtime's `ArgoCDReachable` condition.
+   */
+  listed?: ReportedKind[];
 }
 
 /**

@@ -202,10 +202,15 @@ t.test('the agents are the hosted runtime’s, at the catalog’s image tag', as
     type Pod = { containers: Array<{ env: Array<{ name: string; value?: string }> }> };
     const expected = structuredClone((hosted.deployment.spec as { template: { spec: Pod } }).template.spec);
     expected.containers[0]!.env.push({ name: 'RUNTIME_ID', value: input().runtime.runtimeId });
+    // The event reporter states the version in its heartbeats (the runtime's reportedVersion).
+    if (agent.name === 'event-reporter')
+      expected.containers[0]!.env.push({ name: 'RUNTIME_VERSION', value: entry.version });
     t.same(
       (deployment.spec as { template: { spec: unknown } }).template.spec,
       expected,
-      `${agent.name}: the pod spec is the hosted one with RUNTIME_ID, the runtime's id, added to its environment`,
+      agent.name === 'event-reporter'
+        ? `${agent.name}: the pod spec is the hosted one with RUNTIME_ID and RUNTIME_VERSION ${entry.version} added to its environment`
+        : `${agent.name}: the pod spec is the hosted one with RUNTIME_ID, the runtime's id, added to its environment`,
     );
     if (hosted.clusterRole)
       t.same(

@@ -2,19 +2,25 @@
  * The application state runtimes report (docs/runtime.md "Stored application state"):
  *
  * - `POST /v1/runtime/events`: a runtime's event reporter sends an EventBatch (runtime key, its own
- *   tenant only), with a body limit of its own (MAX_BATCH_BYTES and a margin);
- * - `GET /v1/tenants/:id/{applications,rollouts,workflows}`: the stored objects, filtered, paged;
+ *   tenant only; a hybrid runtime's key stores under that runtime, the hosted runtime's key under
+ *   the tenant's hosted runtime), with a body limit of its own (MAX_BATCH_BYTES and a margin);
+ * - `GET /v1/tenants/:id/{applications,rollouts,workflows}`: the hosted runtime's stored objects,
+ *   filtered, paged;
  * - `GET /v1/tenants/:id/{applications,rollouts,workflows}/:namespace/:name`: one, with its object;
- * - `GET /v1/tenants/:id/changes`: Server-Sent Events of changes, resumable with Last-Event-ID.
+ * - `GET /v1/tenants/:id/runtimes/:name/objects/{applications,rollouts,workflows}[/:namespace/:objectName]`:
+ *   the same for any runtime of the tenant by its name (`hosted` included);
+ * - `GET /v1/tenants/:id/changes`: Server-Sent Events of the hosted runtime's changes, resumable
+ *   with Last-Event-ID.
  */
-import { HYBRID_EVENTS_REFUSED } from '../../runtimes/service.ts';
-import { Type } from 'typebox';
+import { Type, type Static } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import {
   BoundedInteger,
   CONTROL_FREE,
+  DnsLabel,
   RuntimeObjectDetail,
   RuntimeObjectPage,
+  Semver,
   StringEnum,
   Uuid,
   withErrors,
@@ -25,7 +31,7 @@ import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { serveEventStream } from '../streams.ts';
 import { decodeStreamCursor, encodeStreamCursor, STREAM_CURSOR } from '../stream-cursor.ts';
 import { AppError, errors } from '../../errors.ts';
-import type { RuntimeObjectRow } from '../../store/runtime-objects.ts';
+import type { RuntimeObjectRow, RuntimeRef } from '../../store/runtime-objects.ts';
 import {
   EVENTS_PATH,
   MAX_BATCH_BYTES,
@@ -80,6 +86,8 @@ const BatchBody = Type.Object(
           ownedObjects: Count,
           queueDepth: Count,
           oldestPendingSeconds: Type.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
+          runtimeVersion: Type.Optional(Semver),
+          listed: Type.Optional(Type.Array(Kind, { maxItems: REPORTED_KIND_NAMES.length, uniqueItems: true })),
         },
         { additionalProperties: false },
       ),
@@ -147,6 +155,12 @@ const ListQuery = Type.Object(
   { additionalProperties: false },
 );
 const ObjectParams = Type.Object({ id: Uuid, namespace: Name, name: Name }, { additionalProperties: false });
+const RuntimeParams = Type.Object({ id: Uuid, name: DnsLabel }, { additionalProperties: false });
+const RuntimeObjectParams = Type.Object(
+  { id: Uuid, name: DnsLabel, namespace: Name, objectName: Name },
+  { additionalProperties: false },
+);
+type ListQueryValue = Static<typeof ListQuery>;
 /** A change's sequence number: up to 18 digits, always within PostgreSQL's bigint. */
 
 const READ = ['operator', 'tenant'] as const;
@@ -156,6 +170,50 @@ export const runtimeObjectRoutes =
   async (app) => {
     const tenantMustExist = async (id: string): Promise<void> => {
       if (!(await ctx.reads.tenant(id))) throw errors.notFound('tenant', id);
+    };
+    /** The tenant's hosted runtime: what the tenant-level routes show. */
+    const hostedOf = async (id: string): Promise<RuntimeRef> => {
+      await tenantMustExist(id);
+      const ref = await ctx.runtimeObjects.hostedRuntime(id);
+      if (!ref) throw errors.notFound('tenant', id);
+      return ref;
+    };
+    /** The tenant's runtime of that name (not removed). */
+    const runtimeOf = async (id: string, name: string): Promise<RuntimeRef> => {
+      await tenantMustExist(id);
+      const ref = await ctx.runtimeObjects.runtime(id, name);
+      if (!ref) throw errors.notFound('runtime', name);
+      return ref;
+    };
+    const listPage = async (ref: RuntimeRef, path: keyof typeof KIND_PATHS, kind: ReportedKind, q: ListQueryValue) => {
+      const limit = q.limit ?? 100;
+      const after = q.cursor ? decodeCursor(ctx.box, path, q.cursor) : undefined;
+      const rows = await ctx.runtimeObjects.list(ref, {
+        kind,
+        ...(q.health !== undefined ? { health: q.health } : {}),
+        ...(q.sync !== undefined ? { sync: q.sync } : {}),
+        ...(q.phase !== undefined ? { phase: q.phase } : {}),
+        ...(q.namespace !== undefined ? { namespace: q.namespace } : {}),
+        ...(q.namePrefix !== undefined ? { namePrefix: q.namePrefix } : {}),
+        ...(after ? { after: { namespace: after.ts, name: after.id } } : {}),
+        limit: limit + 1,
+      });
+      const page = rows.slice(0, limit);
+      const last = page.at(-1);
+      return {
+        items: page.map(toItem),
+        nextCursor:
+          rows.length > limit && last ? encodeCursor(ctx.box, path, { ts: last.namespace, id: last.name }) : null,
+      };
+    };
+    const detail = async (ref: RuntimeRef, kind: ReportedKind, namespace: string, name: string, whose: string) => {
+      const row = await ctx.runtimeObjects.get(ref, kind, namespace, name);
+      if (!row)
+        throw new AppError(
+          'RUNTIME_OBJECT_NOT_FOUND',
+          `${kind} '${namespace}/${name}' was not reported by ${whose} (or it was deleted)`,
+        );
+      return { ...toItem(row), object: row.object ?? null };
     };
 
     app.post(
@@ -179,9 +237,12 @@ export const runtimeObjectRoutes =
         const auth = authOf(request);
         if (auth.role !== 'runtime' || !auth.tenantId)
           throw errors.forbidden(`only a runtime key reports events; role '${auth.role}' may not`);
-        if (auth.runtimeId) throw errors.forbidden(HYBRID_EVENTS_REFUSED);
         const length = Number(request.headers['content-length'] ?? Number.POSITIVE_INFINITY);
-        return ctx.runtimeObjects.ingest(auth.tenantId, request.body as EventBatch, !(length <= MAX_OBJECT_BYTES));
+        return ctx.runtimeObjects.ingest(
+          { tenantId: auth.tenantId, runtimeId: auth.runtimeId ?? null },
+          request.body as EventBatch,
+          !(length <= MAX_OBJECT_BYTES),
+        );
       },
     );
 
@@ -203,30 +264,7 @@ export const runtimeObjectRoutes =
             }),
           },
         },
-        async (request) => {
-          const tenantId = request.params.id;
-          await tenantMustExist(tenantId);
-          const q = request.query;
-          const limit = q.limit ?? 100;
-          const after = q.cursor ? decodeCursor(ctx.box, path, q.cursor) : undefined;
-          const rows = await ctx.runtimeObjects.list(tenantId, {
-            kind,
-            ...(q.health !== undefined ? { health: q.health } : {}),
-            ...(q.sync !== undefined ? { sync: q.sync } : {}),
-            ...(q.phase !== undefined ? { phase: q.phase } : {}),
-            ...(q.namespace !== undefined ? { namespace: q.namespace } : {}),
-            ...(q.namePrefix !== undefined ? { namePrefix: q.namePrefix } : {}),
-            ...(after ? { after: { namespace: after.ts, name: after.id } } : {}),
-            limit: limit + 1,
-          });
-          const page = rows.slice(0, limit);
-          const last = page.at(-1);
-          return {
-            items: page.map(toItem),
-            nextCursor:
-              rows.length > limit && last ? encodeCursor(ctx.box, path, { ts: last.namespace, id: last.name }) : null,
-          };
-        },
+        async (request) => listPage(await hostedOf(request.params.id), path, kind, request.query),
       );
 
       app.get(
@@ -244,14 +282,46 @@ export const runtimeObjectRoutes =
         },
         async (request) => {
           const { id, namespace, name } = request.params;
-          await tenantMustExist(id);
-          const row = await ctx.runtimeObjects.get(id, kind, namespace, name);
-          if (!row)
-            throw new AppError(
-              'RUNTIME_OBJECT_NOT_FOUND',
-              `${kind} '${namespace}/${name}' was not reported by the tenant's runtime (or it was deleted)`,
-            );
-          return { ...toItem(row), object: row.object ?? null };
+          return detail(await hostedOf(id), kind, namespace, name, "the tenant's runtime");
+        },
+      );
+
+      app.get(
+        `/v1/tenants/:id/runtimes/:name/objects/${path}`,
+        {
+          config: { roles: READ },
+          schema: {
+            summary: `List the ${kind}s one runtime of the tenant reported (\`hosted\` or a hybrid runtime by name)`,
+            description:
+              'As the tenant-level listing, for the named runtime: its own objects only. Deleted objects are not listed. ' +
+              'Filters: health, sync, phase, namespace, namePrefix. Ordered by namespace and name; pass nextCursor back as cursor.',
+            tags: ['runtime state'],
+            params: RuntimeParams,
+            querystring: ListQuery,
+            response: withErrors({
+              200: RuntimeObjectPage,
+            }),
+          },
+        },
+        async (request) => listPage(await runtimeOf(request.params.id, request.params.name), path, kind, request.query),
+      );
+
+      app.get(
+        `/v1/tenants/:id/runtimes/:name/objects/${path}/:namespace/:objectName`,
+        {
+          config: { roles: READ },
+          schema: {
+            summary: `Get one ${kind} a runtime of the tenant reported, with the stored object`,
+            tags: ['runtime state'],
+            params: RuntimeObjectParams,
+            response: withErrors({
+              200: RuntimeObjectDetail,
+            }),
+          },
+        },
+        async (request) => {
+          const { id, name, namespace, objectName } = request.params;
+          return detail(await runtimeOf(id, name), kind, namespace, objectName, `runtime '${name}'`);
         },
       );
     }
@@ -298,11 +368,11 @@ export const runtimeObjectRoutes =
         // Taken before the first await, so that a burst of opens cannot all pass the limit.
         const slot = ctx.streams.reserve(auth.keyId, ctx.config.sseStreamsPerKey);
         try {
-          await tenantMustExist(tenantId);
-          let afterSeq = resumeAt ?? (await ctx.runtimeObjects.latestSeq(tenantId));
+          const runtime = await hostedOf(tenantId);
+          let afterSeq = resumeAt ?? (await ctx.runtimeObjects.latestSeq(runtime));
           // Resuming from before a purged tombstone: that deletion can no longer be sent, so the
           // stream starts over (a `reset` event, then every live object) rather than leave it out.
-          const horizon = afterSeq === '0' ? undefined : await ctx.runtimeObjects.horizon(tenantId);
+          const horizon = afterSeq === '0' ? undefined : await ctx.runtimeObjects.horizon(runtime);
           const reset = horizon !== undefined && BigInt(afterSeq) < BigInt(horizon.purgedSeq);
           if (reset) afterSeq = '0';
           const kind = request.query.kind ? KIND_FILTER[request.query.kind] : undefined;
@@ -321,7 +391,7 @@ export const runtimeObjectRoutes =
                   message:
                     'deletions since the given event were purged (older than the tombstone retention): drop what you hold; every live object follows',
                 });
-              for await (const row of ctx.runtimeObjects.follow(tenantId, {
+              for await (const row of ctx.runtimeObjects.follow(runtime, {
                 afterSeq,
                 signal: stream.signal,
                 ...(kind ? { kind } : {}),

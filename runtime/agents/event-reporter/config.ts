@@ -18,6 +18,11 @@ export interface EventReporterConfig {
   /** LEASE_NAMESPACE, else POD_NAMESPACE, else hosted-runtime: where the membership Leases live. */
   namespace: string;
   /**
+   * RUNTIME_VERSION: the runtime version this replica belongs to (x.y.z; the hybrid bundle sets
+   * it), sent with every heartbeat; unset, none is sent.
+   */
+  runtimeVersion: string | undefined;
+  /**
    * WATCH_NAMESPACE: the only namespace whose Argo objects are watched (a hybrid runtime next to a
    * customer's existing Argo CD, which grants it rights there only); unset, every namespace.
    */
@@ -70,6 +75,10 @@ export function loadEventReporterConfig(env: Env = process.env): EventReporterCo
   if (!DNS_LABEL.test(namespace) || namespace.length > 63)
     throw new ConfigError(nsVar, `'${namespace}' is not a namespace name`);
 
+  const runtimeVersion = env.RUNTIME_VERSION || undefined;
+  if (runtimeVersion !== undefined && !/^\d+\.\d+\.\d+$/.test(runtimeVersion))
+    throw new ConfigError('RUNTIME_VERSION', `'${runtimeVersion.slice(0, 40)}' is not a version x.y.z`);
+
   const watchNamespace = env.WATCH_NAMESPACE || undefined;
   if (watchNamespace !== undefined && (!DNS_LABEL.test(watchNamespace) || watchNamespace.length > 63))
     throw new ConfigError('WATCH_NAMESPACE', `'${watchNamespace}' is not a namespace name`);
@@ -86,6 +95,7 @@ export function loadEventReporterConfig(env: Env = process.env): EventReporterCo
     token,
     replica,
     namespace,
+    runtimeVersion,
     watchNamespace,
     queueLimit: int(env, 'QUEUE_LIMIT', 1000, 1, 1_000_000),
     leaseDurationSeconds,

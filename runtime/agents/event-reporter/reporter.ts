@@ -378,6 +378,9 @@ export class EventReporter implements WatchSink<ReportedKind> {
       ownedObjects: owned,
       queueDepth: this.queue.size,
       oldestPendingSeconds: Math.round(this.queue.oldestPendingSeconds() * 1000) / 1000,
+      ...(this.o.config.runtimeVersion !== undefined ? { runtimeVersion: this.o.config.runtimeVersion } : {}),
+      // Listed once and still installed (a watch that fails later is retried, not reported here).
+      listed: REPORTED_KIND_NAMES.filter((k) => this.listed.has(k) && !this.unavailable.has(k)),
     };
   }
 

@@ -134,7 +134,8 @@ t.test('old tombstones are purged in bounded batches, by one replica at a time, 
     'the old tombstones are gone; the recent tombstone and the live object stay',
   );
   t.same(await purger.runOnce(), { purged: 0, batches: 0, busy: false }, 'a second round finds nothing to purge');
-  const horizon = await api.services.runtimeObjects.horizon(tenant.tenantId);
+  const hosted = await api.services.runtimeObjects.hostedRuntime(tenant.tenantId);
+  const horizon = await api.services.runtimeObjects.horizon(hosted!);
   t.equal(horizon?.purgedRv, '204', "the tenant's horizon keeps the largest purged resourceVersion");
 
   const metrics = await api.request('GET', '/metrics');

@@ -169,15 +169,17 @@ t.test('Applications worse than before the upgrade fail the gate; as good pass',
   const pool = f.h.db.pool;
   const app = (tenant: string, name: string, health: string, rv: number) =>
     pool.query(
-      `INSERT INTO runtime_objects (tenant_id, kind, namespace, name, uid, resource_version, health, sync, reported_by, observed_at)
-       VALUES ($1, 'Application', 'argocd', $2, $2, $4, $3, 'Synced', 'r1', now())
-       ON CONFLICT (tenant_id, kind, namespace, name) DO UPDATE SET health = $3, resource_version = $4`,
+      `INSERT INTO runtime_objects (tenant_id, runtime_id, kind, namespace, name, uid, resource_version, health, sync,
+                                   reported_by, observed_at)
+       VALUES ($1, (SELECT id FROM runtimes WHERE tenant_id = $1 AND mode = 'hosted'), 'Application', 'argocd', $2, $2, $4, $3, 'Synced', 'r1', now())
+       ON CONFLICT (tenant_id, runtime_id, kind, namespace, name) DO UPDATE SET health = $3, resource_version = $4`,
       [tenant, name, health, rv],
     );
   const heartbeat = (tenant: string) =>
     pool.query(
-      `INSERT INTO runtime_reporters (tenant_id, replica, last_seen) VALUES ($1, 'r1', now())
-       ON CONFLICT (tenant_id, replica) DO UPDATE SET last_seen = now()`,
+      `INSERT INTO runtime_reporters (tenant_id, runtime_id, replica, last_seen)
+       VALUES ($1, (SELECT id FROM runtimes WHERE tenant_id = $1 AND mode = 'hosted'), 'r1', now())
+       ON CONFLICT (tenant_id, runtime_id, replica) DO UPDATE SET last_seen = now()`,
       [tenant],
     );
   for (const id of ids) {
