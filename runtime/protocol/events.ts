@@ -101,7 +101,8 @@ export interface Heartbeat {
   runtimeVersion?: string;
   /**
    * The kinds the replica has listed and watches (a kind missing was refused or is not installed);
-   * absent from reporters before it was added. The control plane shows whether Applications are
+   * absent until it has tried every kind (listed, or found missing or forbidden), and from
+   * reporters before it was added. The control plane shows whether Applications are
    * among them as a hybrid runtime's `ArgoCDReachable` condition.
    */
   listed?: ReportedKind[];

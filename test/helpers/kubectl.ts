@@ -34,3 +34,23 @@ export function kubectlRunner(bin: string, kubeconfig: string) {
       );
     });
 }
+
+/** The Application CRD of a customer's Argo CD, with an open schema. */
+export const APPLICATION_CRD = {
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
+  metadata: { name: 'applications.argoproj.io' },
+  spec: {
+    group: 'argoproj.io',
+    scope: 'Namespaced',
+    names: { kind: 'Application', listKind: 'ApplicationList', plural: 'applications', singular: 'application' },
+    versions: [
+      {
+        name: 'v1alpha1',
+        served: true,
+        storage: true,
+        schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+      },
+    ],
+  },
+};

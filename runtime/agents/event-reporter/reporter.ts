@@ -373,6 +373,9 @@ export class EventReporter implements WatchSink<ReportedKind> {
 
   private heartbeat(): Heartbeat {
     const owned = Object.values(this.ownedCounts()).reduce((a, b) => a + (b ?? 0), 0);
+    // Only once every kind was listed or found missing or forbidden: before its first list a kind
+    // is neither, and saying it is not listed would read as "cannot list".
+    const settled = REPORTED_KIND_NAMES.every((k) => this.listed.has(k) || this.unavailable.has(k));
     return {
       replica: this.self,
       ownedObjects: owned,
@@ -380,7 +383,7 @@ export class EventReporter implements WatchSink<ReportedKind> {
       oldestPendingSeconds: Math.round(this.queue.oldestPendingSeconds() * 1000) / 1000,
       ...(this.o.config.runtimeVersion !== undefined ? { runtimeVersion: this.o.config.runtimeVersion } : {}),
       // Listed once and still installed (a watch that fails later is retried, not reported here).
-      listed: REPORTED_KIND_NAMES.filter((k) => this.listed.has(k) && !this.unavailable.has(k)),
+      ...(settled ? { listed: REPORTED_KIND_NAMES.filter((k) => this.listed.has(k) && !this.unavailable.has(k)) } : {}),
     };
   }
 

@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbox/control-plane.ts';
 import { freePort } from '../../../provisioner/db/embedded.ts';
 import { until } from '../../helpers/wait.ts';
-import { kubectlRunner, missingKubeToolchain } from '../../helpers/kubectl.ts';
+import { APPLICATION_CRD, kubectlRunner, missingKubeToolchain } from '../../helpers/kubectl.ts';
 import { hybridInstallBundle, manifestFileName } from '../../../runtime/hybrid/bundle.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
@@ -46,26 +46,6 @@ interface KubeJson {
   metadata?: { deletionTimestamp?: string };
   data?: Record<string, string>;
 }
-
-/** The Application CRD of a customer's Argo CD, with an open schema. */
-const APPLICATION_CRD = {
-  apiVersion: 'apiextensions.k8s.io/v1',
-  kind: 'CustomResourceDefinition',
-  metadata: { name: 'applications.argoproj.io' },
-  spec: {
-    group: 'argoproj.io',
-    scope: 'Namespaced',
-    names: { kind: 'Application', listKind: 'ApplicationList', plural: 'applications', singular: 'application' },
-    versions: [
-      {
-        name: 'v1alpha1',
-        served: true,
-        storage: true,
-        schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
-      },
-    ],
-  },
-};
 
 interface Run {
   code: number | null;

@@ -4,12 +4,15 @@
  * real kube-apiserver standing for the customer's cluster; the bootstrap program runs as the
  * bundle's Job would, with the Job's own ServiceAccount token, and exchanges the token at the
  * control plane's real route; the tunnel client then connects with the credentials the Job wrote
- * in the customer's cluster. Removal revokes the key, closes the tunnel, and its remove command
+ * in the customer's cluster, and the event reporter, with the bundle's environment, its own account
+ * and that key, reports the customer's Applications, which the control plane then lists under the
+ * runtime with the version and Argo CD reachability the reporter stated. Removal revokes the key,
+ * closes the tunnel, and its remove command
  * deletes what the install created. (hybrid-bootstrap.test.ts covers the program's failure modes
  * against a double of the route; this file covers the two halves together.)
  */
 import t from 'tap';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,12 +25,13 @@ import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbo
 import { createTestApi } from '../../helpers/api.ts';
 import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
 import { until } from '../../helpers/wait.ts';
-import { kubectlRunner, missingKubeToolchain } from '../../helpers/kubectl.ts';
+import { APPLICATION_CRD, kubectlRunner, missingKubeToolchain } from '../../helpers/kubectl.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
 import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provisioner/http/api-types.ts';
 
 const main = fileURLToPath(new URL('../../../runtime/agents/bootstrap/main.ts', import.meta.url));
+const reporterMain = fileURLToPath(new URL('../../../runtime/agents/event-reporter/main.ts', import.meta.url));
 const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
 const missing = missingKubeToolchain(toolchainBin);
 
@@ -174,6 +178,127 @@ if (missing && process.env.CI === 'true') {
     const again = await call('POST', '/v1/runtimes/bootstrap', registered.bootstrapToken, {});
     t.equal(again.status, 401, 'the redeemed bootstrap token is refused afterwards');
   });
+
+  t.test(
+    "the event reporter, with the bundle's environment, its own account and the runtime key, reports under the runtime",
+    async (t) => {
+      t.ok(runtimeToken, 'the previous test wrote the credentials');
+      const crd = join(dir, 'application-crd.json');
+      await writeFile(crd, JSON.stringify(APPLICATION_CRD));
+      t.equal((await kubectl(['apply', '-f', crd])).code, 0, "the customer's Argo CD has the Application CRD");
+      await until(
+        'the Application CRD served',
+        async () => (await kubectl(['get', 'applications.argoproj.io', '-n', 'gitops'])).code === 0 || undefined,
+        30_000,
+      );
+      const app = join(dir, 'application.json');
+      await writeFile(
+        app,
+        JSON.stringify({
+          apiVersion: 'argoproj.io/v1alpha1',
+          kind: 'Application',
+          metadata: { name: 'web', namespace: 'gitops' },
+          spec: { project: 'default', source: { repoURL: 'https://git.example.test/web' } },
+          status: { health: { status: 'Healthy' }, sync: { status: 'Synced' } },
+        }),
+      );
+      t.equal((await kubectl(['apply', '-f', app])).code, 0, 'an Application in the Argo CD namespace');
+
+      // The event reporter's pod: its ServiceAccount's token, the Deployment's plain environment,
+      // the Secret's values the bundle maps into it.
+      const saToken = await kubectl(['create', 'token', 'event-reporter', '-n', 'hosted-runtime']);
+      t.equal(saToken.code, 0, `a token for the event reporter's ServiceAccount: ${saToken.output}`);
+      const doc = JSON.parse(plane.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
+      doc.users[0]!.user = { token: saToken.stdout.trim() };
+      const kubeconfig = join(dir, 'event-reporter-kubeconfig');
+      await writeFile(kubeconfig, JSON.stringify(doc), { mode: 0o600 });
+      type Deployment = {
+        kind: string;
+        metadata: { name: string };
+        spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } };
+      };
+      const deployment = parseAllDocuments(registered.install.manifests)
+        .map((d) => d.toJS() as Deployment)
+        .find((o) => o?.kind === 'Deployment' && o.metadata.name === 'event-reporter');
+      const env = Object.fromEntries(
+        (deployment?.spec.template.spec.containers[0]?.env ?? []).flatMap((e) =>
+          e.value === undefined ? [] : [[e.name, e.value]],
+        ),
+      );
+      t.equal(env.RUNTIME_VERSION, registered.runtime.version, 'the bundle gives the reporter its runtime version');
+      const credentials = await secret('runtime-credentials');
+      const child = spawn(process.execPath, [reporterMain], {
+        env: {
+          PATH: process.env.PATH,
+          ...env,
+          RUNTIME_TOKEN: runtimeToken,
+          CONTROL_PLANE_URL: decoded(credentials, CREDENTIAL_KEYS.controlPlaneUrl)!,
+          REPLICA_NAME: 'event-reporter-0',
+          POD_NAMESPACE: 'hosted-runtime',
+          KUBECONFIG: kubeconfig,
+          PORT: '0',
+          HOST: '127.0.0.1',
+          HEARTBEAT_INTERVAL_SECONDS: '1',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout.on('data', (b: Buffer) => (output += b.toString()));
+      child.stderr.on('data', (b: Buffer) => (output += b.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      t.teardown(() => {
+        if (child.exitCode === null) child.kill('SIGKILL');
+      });
+
+      type Page = { items: Array<{ namespace: string; name: string; health: string | null }> };
+      const listed = await until(
+        "the reporter's Application listed under the runtime",
+        async () => {
+          const page = await call<Page>(
+            'GET',
+            `/v1/tenants/${tenant.tenantId}/runtimes/plant-b/objects/applications`,
+            tenant.apiKey,
+          );
+          return page.body.items.length > 0 ? page.body : undefined;
+        },
+        60_000,
+      ).catch((err: Error) => {
+        t.fail(`${err.message}; its output: ${output.slice(-2000)}`);
+        return { items: [] } as Page;
+      });
+      t.same(
+        listed.items.map((i) => [i.namespace, i.name, i.health]),
+        [['gitops', 'web', 'Healthy']],
+        "the customer's Application, as the reporter saw it",
+      );
+      const hosted = await call<Page>('GET', `/v1/tenants/${tenant.tenantId}/applications`, tenant.apiKey);
+      t.same(hosted.body.items, [], "the hosted runtime's listing does not show it");
+      const view = await until(
+        'the runtime showing the version and Argo CD reachability the reporter stated',
+        async () => {
+          const v = await call<Runtime>('GET', `/v1/tenants/${tenant.tenantId}/runtimes/plant-b`, tenant.apiKey);
+          return v.body.conditions.some((c) => c.type === 'ArgoCDReachable') ? v.body : undefined;
+        },
+        30_000,
+      );
+      t.equal(view.reportedVersion, registered.runtime.version, 'reportedVersion is the bundle’s version');
+      t.equal(view.versionSkew, false, 'no version skew');
+      t.ok(view.lastHeartbeatAt, 'lastHeartbeatAt is set');
+      t.match(
+        view.conditions.find((c) => c.type === 'Reporting'),
+        { status: 'True' },
+        'Reporting is True',
+      );
+      t.match(
+        view.conditions.find((c) => c.type === 'ArgoCDReachable'),
+        { status: 'True', reason: 'ApplicationsListed', message: /namespace gitops/ },
+        'ArgoCDReachable is True: its Role in gitops lets it list Applications',
+      );
+      t.notOk(output.includes(runtimeToken), "the runtime key is not in the reporter's output");
+      child.kill('SIGTERM');
+      t.equal(await exited, 0, 'the event reporter stops on SIGTERM with exit code 0');
+    },
+  );
 
   t.test('the tunnel client connects with the credentials written in the cluster; removal undoes it', async (t) => {
     t.ok(runtimeToken, 'the previous test wrote the credentials');

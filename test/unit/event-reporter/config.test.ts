@@ -44,6 +44,12 @@ void t.test('defaults from the pod and the wire contract', async (t) => {
     'gitops',
     'WATCH_NAMESPACE limits the watches to that namespace',
   );
+  t.equal(c.runtimeVersion, undefined, 'no RUNTIME_VERSION: heartbeats state no version');
+  t.equal(
+    loadEventReporterConfig({ ...base, RUNTIME_VERSION: '1.6.0' }).runtimeVersion,
+    '1.6.0',
+    'RUNTIME_VERSION is the version the heartbeats state',
+  );
 });
 
 void t.test('each wrong or missing variable is named', async (t) => {
@@ -58,6 +64,7 @@ void t.test('each wrong or missing variable is named', async (t) => {
   t.equal(failing({ ...base, REPLICA_NAME: 'Not_A_Label' }), 'REPLICA_NAME', 'a replica name that is no DNS label');
   t.equal(failing({ ...base, QUEUE_LIMIT: '0' }), 'QUEUE_LIMIT', 'a queue of 0');
   t.equal(failing({ ...base, WATCH_NAMESPACE: 'Argo CD' }), 'WATCH_NAMESPACE', 'a watch namespace that is no name');
+  t.equal(failing({ ...base, RUNTIME_VERSION: 'v1.6' }), 'RUNTIME_VERSION', 'a runtime version that is not x.y.z');
   t.equal(
     failing({ ...base, LEASE_DURATION_SECONDS: 'x' }),
     'LEASE_DURATION_SECONDS',
