@@ -366,19 +366,6 @@ export async function buildServices(
     onKeyRevoked,
     ingressPolicy: { ...config.hybrid.ingress, ownUrl: config.hybrid.publicUrl },
   });
-  // A hybrid runtime's tunnel is recorded on its row, so that every replica shows it.
-  const tunnelLog = logger?.child({ component: 'runtime-tunnels' });
-  const onTunnelWriteError = (err: unknown) =>
-    tunnelLog?.warn(
-      { err: err instanceof Error ? err.message : String(err) },
-      "could not record a hybrid runtime's tunnel",
-    );
-  tunnel.events.on('hybrid-connect', (id, info) => {
-    if (id.runtimeId) void runtimes.recordTunnel(id.runtimeId, 'connected', info.since, onTunnelWriteError);
-  });
-  tunnel.events.on('hybrid-disconnect', (id, _code, _reason, info) => {
-    if (id.runtimeId) void runtimes.recordTunnel(id.runtimeId, 'disconnected', info.since, onTunnelWriteError);
-  });
   let stopped: Promise<void> | undefined;
 
   return {
@@ -429,7 +416,6 @@ export async function buildServices(
     stop() {
       stopped ??= (async () => {
         await loops.stop();
-        await runtimes.stop().catch(onTunnelWriteError);
         ingress.close();
         await logHub.close();
         runtimeObjects.close();

@@ -20,8 +20,6 @@ import { createKey, revokeKey } from '../store/keys.ts';
 import { claimKey, requestHash, storeResponse, type Sealer } from '../store/idempotency.ts';
 import {
   claimRuntimeBootstrap,
-  clearReplicaRuntimeTunnels,
-  clearRuntimeTunnel,
   countHybridRuntimes,
   getRuntimeByName,
   insertHybridRuntime,
@@ -29,7 +27,6 @@ import {
   listTenantRuntimes,
   markRuntimeRemoved,
   setRuntimeKey,
-  setRuntimeTunnel,
   type HybridAccess,
   type HybridArgo,
   type HybridUpgrades,
@@ -117,8 +114,6 @@ const iso = (d: Date | null): string | null => d?.toISOString() ?? null;
 export class RuntimeService {
   readonly #deps: RuntimeServiceDeps;
   readonly #bundle: (input: InstallBundleInput) => InstallBundle;
-  /** Tunnel state writes per runtime, in order (a connect, then the disconnect of that connection). */
-  readonly #tunnelWrites = new Map<string, Promise<void>>();
 
   constructor(deps: RuntimeServiceDeps) {
     this.#deps = deps;
@@ -268,35 +263,6 @@ export class RuntimeService {
   }
 
   /**
-   * Records that this replica holds (`since` set) or no longer holds a hybrid runtime's tunnel, so
-   * every replica shows it. Writes of one runtime run in order; a failed write is reported to
-   * `onError` (the next connect writes the state again).
-   */
-  recordTunnel(
-    runtimeId: string,
-    change: 'connected' | 'disconnected',
-    since: Date,
-    onError: (err: unknown) => void,
-  ): Promise<void> {
-    const write = () =>
-      change === 'connected'
-        ? setRuntimeTunnel(this.#deps.pool, runtimeId, this.#deps.replicaId, since)
-        : clearRuntimeTunnel(this.#deps.pool, runtimeId, this.#deps.replicaId, since);
-    const next = (this.#tunnelWrites.get(runtimeId) ?? Promise.resolve()).then(write).catch(onError);
-    this.#tunnelWrites.set(runtimeId, next);
-    void next.then(() => {
-      if (this.#tunnelWrites.get(runtimeId) === next) this.#tunnelWrites.delete(runtimeId);
-    });
-    return next;
-  }
-
-  /** Waits for the tunnel writes under way, then clears what this replica recorded (it stops). */
-  async stop(): Promise<void> {
-    await Promise.all([...this.#tunnelWrites.values()]);
-    await clearReplicaRuntimeTunnels(this.#deps.pool, this.#deps.replicaId);
-  }
-
-  /**
    * The bootstrap exchange: a known, unexpired, unredeemed token of a runtime that is not removed
    * (of a tenant not deleted) is claimed, the runtime key made and the runtime `installed`, in one
    * transaction; anything else is one 401 that never says which.
@@ -438,7 +404,7 @@ export class RuntimeService {
         lastHeartbeatAt: t.status.reporting?.lastHeartbeatAt ?? null,
       };
     }
-    // This replica knows its own tunnels; another's comes from the row it wrote.
+    // This replica knows its own tunnels; another's comes from the row it wrote and renews (within the lease).
     const tunnel =
       r.state === 'removed'
         ? { connected: false, since: null }
@@ -526,15 +492,23 @@ export function hybridConditions(
             message: "the runtime's tunnel client is connected (requests are not forwarded to hybrid runtimes yet)",
             lastTransitionTime: tunnel.since ?? at(r.created_at),
           }
-        : {
-            type: 'TunnelConnected',
-            status: 'False',
-            reason: 'Disconnected',
-            message: r.bootstrap_redeemed_at
-              ? "the runtime's tunnel client is not connected: check the tunnel-client Deployment in the runtime's namespace"
-              : 'the runtime is not installed yet',
-            lastTransitionTime: at(r.bootstrap_redeemed_at ?? r.created_at),
-          }
+        : r.tunnel_lost_at
+          ? {
+              type: 'TunnelConnected',
+              status: 'False',
+              reason: 'ReplicaLost',
+              message: `the control plane replica holding the runtime's tunnel stopped renewing it at ${r.tunnel_lost_at.toISOString()} (it stopped or cannot reach the database); the tunnel client reconnects to another replica`,
+              lastTransitionTime: at(r.tunnel_lost_at),
+            }
+          : {
+              type: 'TunnelConnected',
+              status: 'False',
+              reason: 'Disconnected',
+              message: r.bootstrap_redeemed_at
+                ? "the runtime's tunnel client is not connected: check the tunnel-client Deployment in the runtime's namespace"
+                : 'the runtime is not installed yet',
+              lastTransitionTime: at(r.bootstrap_redeemed_at ?? r.created_at),
+            }
       : undefined;
   if (tunnelCondition) out.push(tunnelCondition);
   if (r.state !== 'installed') return out;

@@ -4,6 +4,7 @@
  * only; the statement that redeems one is the only one that can, once.
  */
 import type { Queryable } from '../db/tx.ts';
+import { liveTunnel } from './tunnels.ts';
 
 export type RuntimeMode = 'hosted' | 'hybrid';
 export type HybridAccess = 'tunnel' | 'ingress';
@@ -36,9 +37,11 @@ export interface RuntimeRow {
   created_by: string;
   created_at: Date;
   removed_at: Date | null;
-  /** The replica holding a hybrid runtime's tunnel, and since when (null: none). */
+  /** The replica holding a hybrid runtime's tunnel within the lease, and since when (null: none). */
   tunnel_replica: string | null;
   tunnel_connected_at: Date | null;
+  /** A tunnel row whose replica stopped renewing it (the replica died): when it was last renewed. */
+  tunnel_lost_at: Date | null;
   /**
    * The runtime holds a runtime key that is not revoked: a hybrid runtime its own (from the
    * bootstrap exchange), a hosted runtime the one the reconciler made for its tenant's agents.
@@ -49,7 +52,10 @@ export interface RuntimeRow {
 const COLUMNS = `r.id, r.tenant_id, r.name, r.mode, r.access, r.ingress_url, r.argo, r.argo_namespace, r.upgrades,
   r.version, r.state, r.bootstrap_expires_at, r.bootstrap_redeemed_at, r.runtime_key_id, r.last_heartbeat_at,
   extract(epoch FROM now() - r.last_heartbeat_at)::float8 AS heartbeat_age_seconds, r.argo_cd_listed,
-  r.reported_version, r.created_by, r.created_at, r.removed_at, r.tunnel_replica, r.tunnel_connected_at,
+  r.reported_version, r.created_by, r.created_at, r.removed_at,
+  (SELECT ht.replica_id FROM hybrid_runtime_tunnels ht WHERE ht.runtime_id = r.id AND ${liveTunnel('ht')}) AS tunnel_replica,
+  (SELECT ht.connected_at FROM hybrid_runtime_tunnels ht WHERE ht.runtime_id = r.id AND ${liveTunnel('ht')}) AS tunnel_connected_at,
+  (SELECT ht.seen_at FROM hybrid_runtime_tunnels ht WHERE ht.runtime_id = r.id AND NOT ${liveTunnel('ht')}) AS tunnel_lost_at,
   CASE WHEN r.mode = 'hosted'
        THEN EXISTS (SELECT 1 FROM api_keys k WHERE k.tenant_id = r.tenant_id AND k.role = 'runtime'
                       AND k.runtime_id IS NULL AND k.revoked_at IS NULL)
@@ -165,7 +171,7 @@ export async function setRuntimeKey(db: Queryable, runtimeId: string, keyId: str
 /** Marks a hybrid runtime removed; returns the row as it is now. */
 export async function markRuntimeRemoved(db: Queryable, runtimeId: string): Promise<RuntimeRow> {
   const { rows } = await db.query<RuntimeRow>(
-    `UPDATE runtimes r SET state = 'removed', removed_at = now(), tunnel_replica = NULL, tunnel_connected_at = NULL
+    `UPDATE runtimes r SET state = 'removed', removed_at = now()
       WHERE r.id = $1 AND r.mode = 'hybrid'
      RETURNING ${COLUMNS}`,
     [runtimeId],
@@ -219,33 +225,4 @@ export async function recordRuntimeHeartbeat(
                    OR argo_cd_listed IS DISTINCT FROM coalesce($3, argo_cd_listed))`,
     values: [runtimeId, hb.version, hb.argoCdListed, hb.minIntervalSeconds],
   });
-}
-
-/** A hybrid runtime's tunnel connected to `replica` at `since` (the runtime is not removed). */
-export async function setRuntimeTunnel(db: Queryable, runtimeId: string, replica: string, since: Date): Promise<void> {
-  await db.query(
-    `UPDATE runtimes SET tunnel_replica = $2, tunnel_connected_at = $3 WHERE id = $1 AND removed_at IS NULL`,
-    [runtimeId, replica, since],
-  );
-}
-
-/** That tunnel closed: cleared only if the row still names it (a newer connection may have been written). */
-export async function clearRuntimeTunnel(
-  db: Queryable,
-  runtimeId: string,
-  replica: string,
-  since: Date,
-): Promise<void> {
-  await db.query(
-    `UPDATE runtimes SET tunnel_replica = NULL, tunnel_connected_at = NULL
-      WHERE id = $1 AND tunnel_replica = $2 AND tunnel_connected_at = $3`,
-    [runtimeId, replica, since],
-  );
-}
-
-/** A replica stopping clears the tunnels it recorded. */
-export async function clearReplicaRuntimeTunnels(db: Queryable, replica: string): Promise<void> {
-  await db.query(`UPDATE runtimes SET tunnel_replica = NULL, tunnel_connected_at = NULL WHERE tunnel_replica = $1`, [
-    replica,
-  ]);
 }

@@ -1,7 +1,8 @@
 /**
  * The tunnel directory: which provisioner replica holds each runtime's tunnel, kept in Postgres
- * (table `runtime_tunnels`) so that every replica can show a tenant's tunnel in its status and
- * relay requests for that runtime to the replica that holds it.
+ * (table `runtime_tunnels` for tenants' hosted runtimes, `hybrid_runtime_tunnels` for hybrid
+ * runtimes, one tunnel per runtime) so that every replica can show a runtime's tunnel and relay
+ * requests for that runtime to the replica that holds it. Both kinds follow the same rules below.
  *
  * - A tunnel that connects here is written as this replica's row (last writer wins) and
  *   announced on NOTIFY `runtime_tunnel`; a tunnel that closes deletes its row.
@@ -18,13 +19,15 @@ import type pg from 'pg';
 import pino, { type BaseLogger } from 'pino';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
 import {
+  channelOf,
   deleteReplicaTunnels,
   deleteTunnel,
   liveTunnelOwner,
   renewReplicaTunnels,
   sweepTunnels,
   tunnelRow,
-  TUNNEL_CHANNEL,
+  TUNNEL_KINDS,
+  type TunnelKind,
   writeTunnel,
 } from '../store/tunnels.ts';
 import type { TunnelInfo, TunnelServer } from './server.ts';
@@ -52,6 +55,19 @@ export interface TunnelDirectoryOptions {
   logger?: BaseLogger;
 }
 
+/** One tunnel as the directory tracks it: a hosted runtime's (id: the tenant's) or a hybrid runtime's (id: the runtime's). */
+interface Key {
+  kind: TunnelKind;
+  id: string;
+}
+const keyOf = (info: TunnelInfo): Key =>
+  info.runtimeId !== undefined ? { kind: 'hybrid', id: info.runtimeId } : { kind: 'hosted', id: info.tenantId };
+/** A tunnel's log fields. */
+const logged = (key: Key): Record<string, string> =>
+  key.kind === 'hosted' ? { tenantId: key.id } : { runtimeId: key.id };
+/** The maps' key. */
+const slot = (kind: TunnelKind, id: string): string => `${kind}:${id}`;
+
 interface Local {
   connectionId: string;
   since: Date;
@@ -62,10 +78,11 @@ interface Local {
 export class TunnelDirectory {
   readonly #options: TunnelDirectoryOptions;
   readonly #log: BaseLogger;
+  /** This replica's tunnels, by slot(). */
   readonly #local = new Map<string, Local>();
-  /** Writes per tenant run in order (connect, then disconnect of the same connection). */
+  /** Writes per tunnel (slot()) run in order (connect, then disconnect of the same connection). */
   readonly #queue = new Map<string, Promise<void>>();
-  #unsubscribe: Unsubscribe | undefined;
+  #unsubscribe: Unsubscribe[] = [];
   #timer: NodeJS.Timeout | undefined;
   #renewing: Promise<void> | undefined;
   #stopped = false;
@@ -73,13 +90,16 @@ export class TunnelDirectory {
   readonly health = new LoopHealth('tunnel-directory');
 
   readonly #onConnect = (_id: unknown, info: TunnelInfo): void => {
-    this.#local.set(info.tenantId, { connectionId: info.connectionId, since: info.since, written: false });
-    this.#enqueue(info.tenantId, () => this.#write(info));
+    const key = keyOf(info);
+    this.#local.set(slot(key.kind, key.id), { connectionId: info.connectionId, since: info.since, written: false });
+    this.#enqueue(key, () => this.#write(key, info));
   };
 
   readonly #onDisconnect = (_id: unknown, _code: number, _reason: string, info: TunnelInfo): void => {
-    if (this.#local.get(info.tenantId)?.connectionId === info.connectionId) this.#local.delete(info.tenantId);
-    this.#enqueue(info.tenantId, () => this.#remove(info.tenantId, info.connectionId));
+    const key = keyOf(info);
+    if (this.#local.get(slot(key.kind, key.id))?.connectionId === info.connectionId)
+      this.#local.delete(slot(key.kind, key.id));
+    this.#enqueue(key, () => deleteTunnel(this.#options.pool, key.kind, key.id, info.connectionId));
   };
 
   constructor(opts: TunnelDirectoryOptions) {
@@ -92,13 +112,18 @@ export class TunnelDirectory {
   }
 
   async start(): Promise<void> {
-    this.#options.tunnel.events.on('connect', this.#onConnect);
-    this.#options.tunnel.events.on('disconnect', this.#onDisconnect);
+    const events = this.#options.tunnel.events;
+    events.on('connect', this.#onConnect);
+    events.on('disconnect', this.#onDisconnect);
+    events.on('hybrid-connect', this.#onConnect);
+    events.on('hybrid-disconnect', this.#onDisconnect);
     // Notifications sent while the hub was disconnected are lost: compare the table with our tunnels then.
-    this.#unsubscribe = this.#options.notifications.subscribe(
-      TUNNEL_CHANNEL,
-      (tenantId) => this.#check(tenantId),
-      () => this.#renewSoon(),
+    this.#unsubscribe = TUNNEL_KINDS.map((kind) =>
+      this.#options.notifications.subscribe(
+        channelOf(kind),
+        (id) => this.#check(kind, id),
+        () => this.#renewSoon(),
+      ),
     );
     const every = this.#options.renewMs ?? 10_000;
     this.#timer = setInterval(() => this.#renewSoon(), every);
@@ -109,10 +134,13 @@ export class TunnelDirectory {
   async stop(): Promise<void> {
     this.#stopped = true;
     clearInterval(this.#timer);
-    this.#options.tunnel.events.off('connect', this.#onConnect);
-    this.#options.tunnel.events.off('disconnect', this.#onDisconnect);
-    this.#unsubscribe?.();
-    this.#unsubscribe = undefined;
+    const events = this.#options.tunnel.events;
+    events.off('connect', this.#onConnect);
+    events.off('disconnect', this.#onDisconnect);
+    events.off('hybrid-connect', this.#onConnect);
+    events.off('hybrid-disconnect', this.#onDisconnect);
+    for (const unsubscribe of this.#unsubscribe) unsubscribe();
+    this.#unsubscribe = [];
     await this.#renewing;
     await Promise.all([...this.#queue.values()]);
     try {
@@ -125,9 +153,18 @@ export class TunnelDirectory {
     }
   }
 
-  /** The other replica holding the tenant's tunnel, if any holds it within the lease. */
-  async owner(tenantId: string): Promise<TunnelOwner | undefined> {
-    const row = await liveTunnelOwner(this.#options.pool, tenantId);
+  /** The other replica holding the tenant's (hosted runtime's) tunnel, if any holds it within the lease. */
+  owner(tenantId: string): Promise<TunnelOwner | undefined> {
+    return this.#owner('hosted', tenantId);
+  }
+
+  /** The other replica holding a hybrid runtime's tunnel, if any holds it within the lease. */
+  runtimeOwner(runtimeId: string): Promise<TunnelOwner | undefined> {
+    return this.#owner('hybrid', runtimeId);
+  }
+
+  async #owner(kind: TunnelKind, id: string): Promise<TunnelOwner | undefined> {
+    const row = await liveTunnelOwner(this.#options.pool, kind, id);
     if (!row || row.replica_id === this.#options.replicaId) return undefined;
     return { replicaId: row.replica_id, url: row.replica_url, since: row.connected_at };
   }
@@ -141,22 +178,27 @@ export class TunnelDirectory {
     await Promise.all([...this.#queue.values()]);
   }
 
-  #enqueue(tenantId: string, task: () => Promise<void>): void {
-    const prev = this.#queue.get(tenantId) ?? Promise.resolve();
+  #enqueue(key: Key, task: () => Promise<void>): void {
+    const at = slot(key.kind, key.id);
+    const prev = this.#queue.get(at) ?? Promise.resolve();
     const next = prev.then(task).catch((err: unknown) => {
-      this.#log.warn({ tenantId, err: message(err) }, 'tunnel directory write failed; the next renewal repairs it');
+      this.#log.warn(
+        { ...logged(key), err: message(err) },
+        'tunnel directory write failed; the next renewal repairs it',
+      );
     });
-    this.#queue.set(tenantId, next);
+    this.#queue.set(at, next);
     void next.then(() => {
-      if (this.#queue.get(tenantId) === next) this.#queue.delete(tenantId);
+      if (this.#queue.get(at) === next) this.#queue.delete(at);
     });
   }
 
   /** Writes this replica's row for a connection (replacing any other) and announces it. */
-  async #write(info: TunnelInfo): Promise<void> {
-    const local = this.#local.get(info.tenantId);
+  async #write(key: Key, info: TunnelInfo): Promise<void> {
+    const local = this.#local.get(slot(key.kind, key.id));
     if (local?.connectionId !== info.connectionId) return; // closed before it was written
-    await writeTunnel(this.#options.pool, {
+    await writeTunnel(this.#options.pool, key.kind, {
+      id: key.id,
       tenantId: info.tenantId,
       connectionId: info.connectionId,
       replicaId: this.#options.replicaId,
@@ -166,28 +208,31 @@ export class TunnelDirectory {
     local.written = true;
   }
 
-  async #remove(tenantId: string, connectionId: string): Promise<void> {
-    await deleteTunnel(this.#options.pool, tenantId, connectionId);
-  }
-
-  /** A row of `tenantId` was written somewhere: if we hold that runtime's tunnel and the row is no longer ours, close ours. */
-  #check(tenantId: string): void {
-    const local = this.#local.get(tenantId);
+  /** A row of `id` was written somewhere: if we hold that runtime's tunnel and the row is no longer ours, close ours. */
+  #check(kind: TunnelKind, id: string): void {
+    const local = this.#local.get(slot(kind, id));
     if (!local?.written || this.#stopped) return;
-    this.#enqueue(tenantId, async () => {
-      this.#closeIfSuperseded(tenantId, local, await tunnelRow(this.#options.pool, tenantId));
+    const key: Key = { kind, id };
+    this.#enqueue(key, async () => {
+      this.#closeIfSuperseded(key, local, await tunnelRow(this.#options.pool, kind, id));
     });
   }
 
-  #closeIfSuperseded(
-    tenantId: string,
-    local: Local,
-    row: { connection_id: string; replica_id: string } | undefined,
-  ): boolean {
-    if (!row || row.connection_id === local.connectionId || this.#local.get(tenantId) !== local) return false;
-    if (this.#options.tunnel.closeReplaced(tenantId, local.connectionId)) {
+  #closeIfSuperseded(key: Key, local: Local, row: { connection_id: string; replica_id: string } | undefined): boolean {
+    if (!row || row.connection_id === local.connectionId || this.#local.get(slot(key.kind, key.id)) !== local)
+      return false;
+    const tunnel = this.#options.tunnel;
+    const closed =
+      key.kind === 'hosted'
+        ? tunnel.closeReplaced(key.id, local.connectionId)
+        : tunnel.closeReplacedRuntime(key.id, local.connectionId);
+    if (closed) {
       this.#log.info(
-        { tenantId, connectionId: local.connectionId, newReplica: row.replica_id },
+        {
+          ...logged(key),
+          connectionId: local.connectionId,
+          newReplica: row.replica_id,
+        },
         'tunnel replaced by a newer connection of the runtime to another replica',
       );
     }
@@ -210,29 +255,33 @@ export class TunnelDirectory {
   /** Renews our rows, then repairs: rows of tunnels we no longer hold go, tunnels without a row get one (or close if replaced). */
   async #renewOnce(): Promise<void> {
     const pool = this.#options.pool;
-    const held = await renewReplicaTunnels(pool, this.#options.replicaId);
-    for (const [tenantId, connectionId] of held) {
-      if (this.#local.get(tenantId)?.connectionId !== connectionId && !this.#queue.has(tenantId)) {
-        this.#enqueue(tenantId, () => this.#remove(tenantId, connectionId));
+    const tunnel = this.#options.tunnel;
+    for (const kind of TUNNEL_KINDS) {
+      const held = await renewReplicaTunnels(pool, kind, this.#options.replicaId);
+      for (const [id, connectionId] of held) {
+        if (this.#local.get(slot(kind, id))?.connectionId !== connectionId && !this.#queue.has(slot(kind, id))) {
+          this.#enqueue({ kind, id }, () => deleteTunnel(pool, kind, id, connectionId));
+        }
       }
-    }
-    for (const info of this.#options.tunnel.connections()) {
-      const local = this.#local.get(info.tenantId);
-      if (
-        !local ||
-        local.connectionId !== info.connectionId ||
-        !local.written ||
-        held.get(info.tenantId) === info.connectionId
-      )
-        continue;
-      this.#enqueue(info.tenantId, async () => {
-        const row = await tunnelRow(pool, info.tenantId);
-        // Another replica wrote a newer connection of this runtime: ours is replaced.
-        if (row?.fresh && this.#closeIfSuperseded(info.tenantId, local, row)) return;
-        // The row is gone (or expired while this replica could not renew): write it again.
-        this.#log.info({ tenantId: info.tenantId }, 'tunnel directory row was missing; writing it again');
-        await this.#write(info);
-      });
+      for (const info of kind === 'hosted' ? tunnel.connections() : tunnel.runtimeConnections()) {
+        const key = keyOf(info);
+        const local = this.#local.get(slot(kind, key.id));
+        if (
+          !local ||
+          local.connectionId !== info.connectionId ||
+          !local.written ||
+          held.get(key.id) === info.connectionId
+        )
+          continue;
+        this.#enqueue(key, async () => {
+          const row = await tunnelRow(pool, kind, key.id);
+          // Another replica wrote a newer connection of this runtime: ours is replaced.
+          if (row?.fresh && this.#closeIfSuperseded(key, local, row)) return;
+          // The row is gone (or expired while this replica could not renew): write it again.
+          this.#log.info(logged(key), 'tunnel directory row was missing; writing it again');
+          await this.#write(key, info);
+        });
+      }
     }
     await sweepTunnels(pool);
   }

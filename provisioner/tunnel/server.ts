@@ -30,7 +30,7 @@ export interface TunnelIdentity {
   /**
    * A hybrid runtime's key: the runtime's id. Its tunnel is held apart from the tenant's hosted
    * runtime's (one per runtime), announced by the `hybrid-connect` and `hybrid-disconnect`
-   * events only, and nothing is forwarded through it yet.
+   * events only, and requests reach it through `forwardRuntime`.
    */
   runtimeId?: string | undefined;
   /** Id of the runtime API key; used to close its tunnel when the key is revoked. */
@@ -109,6 +109,8 @@ export interface TunnelStatus {
 /** A tunnel of this process, as the connect/disconnect events and connections() describe it. */
 export interface TunnelInfo {
   tenantId: string;
+  /** A hybrid runtime's tunnel: the runtime's id. */
+  runtimeId?: string;
   connectionId: string;
   since: Date;
 }
@@ -133,6 +135,8 @@ export interface TunnelServer {
   /** For `server.on('upgrade')`: returns false (and does nothing) when the path is not the tunnel's. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean;
   forward(tenantId: string, request: ForwardRequest): Promise<ForwardResponse>;
+  /** Forwards to a hybrid runtime of the tenant through its own tunnel, signed for that runtime only. */
+  forwardRuntime(tenantId: string, runtimeId: string, request: ForwardRequest): Promise<ForwardResponse>;
   status(tenantId: string): TunnelStatus;
   /** Whether this process holds a hybrid runtime's tunnel, and since when. */
   runtimeStatus(runtimeId: string): TunnelStatus;
@@ -143,8 +147,12 @@ export interface TunnelServer {
   disconnectTenant(tenantId: string): number;
   /** Closes the tenant's tunnel with CloseCode.replaced if it is still `connectionId`. */
   closeReplaced(tenantId: string, connectionId: string): boolean;
-  /** The tunnels of this process. */
+  /** Closes a hybrid runtime's tunnel with CloseCode.replaced if it is still `connectionId`. */
+  closeReplacedRuntime(runtimeId: string, connectionId: string): boolean;
+  /** The hosted runtimes' tunnels of this process. */
   connections(): TunnelInfo[];
+  /** The hybrid runtimes' tunnels of this process. */
+  runtimeConnections(): TunnelInfo[];
   /** connect / disconnect / replace events, for logs, metrics and tests. */
   readonly events: EventEmitter<TunnelServerEvents>;
   readonly limits: Readonly<TunnelLimits>;
@@ -206,7 +214,12 @@ function errorFromReset(err: TunnelStreamError, headSent: boolean): TunnelError 
 
 /** A connection as the connect/disconnect events and connections() describe it. */
 function infoOf(conn: TunnelConnection): TunnelInfo {
-  return { tenantId: conn.tenantId, connectionId: conn.connectionId, since: conn.since };
+  return {
+    tenantId: conn.tenantId,
+    ...(conn.runtimeId !== undefined ? { runtimeId: conn.runtimeId } : {}),
+    connectionId: conn.connectionId,
+    since: conn.since,
+  };
 }
 
 function tunnelStatusOf(conn: TunnelConnection | undefined): TunnelStatus {
@@ -458,14 +471,33 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       cause,
     );
 
-  function forward(tenantId: string, request: ForwardRequest): Promise<ForwardResponse> {
+  const forward = (tenantId: string, request: ForwardRequest): Promise<ForwardResponse> =>
+    forwardOn(registry.get(tenantId), { tenantId }, `the runtime of tenant '${tenantId}'`, request);
+
+  const forwardRuntime = (tenantId: string, runtimeId: string, request: ForwardRequest): Promise<ForwardResponse> => {
+    const conn = hybrid.get(runtimeId);
+    // The registry is keyed by runtime; the tenant check keeps a caller to its own tenant's runtimes.
+    return forwardOn(
+      conn?.tenantId === tenantId ? conn : undefined,
+      { tenantId, runtimeId },
+      `runtime '${runtimeId}' of tenant '${tenantId}'`,
+      request,
+    );
+  };
+
+  /** Forwards through one connection (none: not connected), the request token signed for `audience`. */
+  function forwardOn(
+    conn: TunnelConnection | undefined,
+    audience: { tenantId: string; runtimeId?: string },
+    what: string,
+    request: ForwardRequest,
+  ): Promise<ForwardResponse> {
     if (closing) return Promise.reject(shuttingDown());
-    const conn = registry.get(tenantId);
     if (!conn || !conn.mux.ready) {
       return Promise.reject(
         new TunnelError(
           'RUNTIME_UNREACHABLE',
-          `the runtime of tenant '${tenantId}' is not connected; it may be starting or unreachable, retry later`,
+          `${what} is not connected; it may be starting or unreachable, retry later`,
         ),
       );
     }
@@ -474,7 +506,7 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       headers.push([
         REQUEST_TOKEN_HEADER,
         opts.signer.sign({
-          tenantId,
+          ...audience,
           method: request.method,
           path: request.path,
           ...(request.subject !== undefined ? { subject: request.subject } : {}),
@@ -521,6 +553,7 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
   return {
     handleUpgrade,
     forward,
+    forwardRuntime,
     events,
     limits,
     status: (tenantId) => tunnelStatusOf(registry.get(tenantId)),
@@ -538,7 +571,9 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     disconnectKey: (keyId) => registry.disconnectKey(keyId) + hybrid.disconnectKey(keyId),
     disconnectTenant: (tenantId) => registry.disconnectTenant(tenantId) + hybrid.disconnectTenant(tenantId),
     closeReplaced: (tenantId, connectionId) => registry.closeReplaced(tenantId, connectionId),
+    closeReplacedRuntime: (runtimeId, connectionId) => hybrid.closeReplaced(runtimeId, connectionId),
     connections: () => registry.all().map(infoOf),
+    runtimeConnections: () => hybrid.all().map(infoOf),
     get accepting() {
       return !closing;
     },
@@ -546,12 +581,9 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       closing = true;
       for (const m of pending) m.close(CloseCode.goingAway, 'server shutting down');
       pending.clear();
-      const draining = registry
-        .all()
-        .filter(
-          (conn) =>
-            limits.drainTimeoutMs > 0 && conn.mux.goAway('the control plane replica is shutting down; reconnect'),
-        );
+      const draining = [...registry.all(), ...hybrid.all()].filter(
+        (conn) => limits.drainTimeoutMs > 0 && conn.mux.goAway('the control plane replica is shutting down; reconnect'),
+      );
       for (const conn of draining) {
         if (conn.mux.streamCount > 0)
           log.info(
@@ -560,7 +592,7 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
           );
       }
       await Promise.all(draining.map((conn) => conn.mux.idle(limits.drainTimeoutMs)));
-      for (const conn of registry.all()) {
+      for (const conn of [...registry.all(), ...hybrid.all()]) {
         if (conn.mux.streamCount > 0)
           log.warn(
             { tenantId: conn.tenantId, streams: conn.mux.streamCount },

@@ -244,14 +244,14 @@ t.test(
     const hostedView = await call<Runtime>('GET', `/v1/tenants/${b.tenantId}/runtimes/hosted`, { key: b.apiKey });
     t.equal(hostedView.body.tunnel.connected, true, 'the hosted runtime shows its own tunnel connected');
     const recorded = await until(
-      "the hybrid runtime's tunnel recorded on its row",
+      "the hybrid runtime's tunnel recorded in the tunnel directory",
       async () =>
         (
-          await api.db.pool.query<{ tunnel_replica: string | null }>(
-            'SELECT tunnel_replica FROM runtimes WHERE id = $1',
+          await api.db.pool.query<{ replica_id: string }>(
+            'SELECT replica_id FROM hybrid_runtime_tunnels WHERE runtime_id = $1',
             [reg.body.runtime.id],
           )
-        ).rows[0]?.tunnel_replica ?? undefined,
+        ).rows[0]?.replica_id,
       30_000,
     );
     t.equal(recorded, api.services.tunnelDirectory.replicaId, 'the row names the replica holding the tunnel');
@@ -266,11 +266,16 @@ t.test(
       before.connectionId,
       "the hosted runtime's tunnel is untouched",
     );
-    const row = await api.db.pool.query<{ tunnel_replica: string | null }>(
-      'SELECT tunnel_replica FROM runtimes WHERE id = $1',
-      [reg.body.runtime.id],
+    t.ok(
+      await until(
+        "the closed tunnel's directory row deleted",
+        async () =>
+          (await api.db.pool.query('SELECT 1 FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [reg.body.runtime.id]))
+            .rowCount === 0,
+        30_000,
+      ),
+      'the removed runtime has no tunnel row',
     );
-    t.equal(row.rows[0]?.tunnel_replica, null, 'the removed runtime records no tunnel');
   },
 );
 
