@@ -70,6 +70,11 @@ export const ERROR_CODES = {
   },
   MANAGED_CLUSTER_EXISTS: { status: 409, description: 'the tenant already has a managed cluster of that name' },
   RUNTIME_EXISTS: { status: 409, description: 'the tenant already has a runtime of that name that is not removed' },
+  RUNTIME_NOT_INSTALLED: {
+    status: 409,
+    description:
+      "the hybrid runtime is awaiting install: its bundle's bootstrap Job has not exchanged the token yet, so nothing can be forwarded to it",
+  },
   HOSTED_RUNTIME_EXISTS: {
     status: 409,
     description: "a registration asked for `mode: hosted`: a tenant's hosted runtime comes with its signup",

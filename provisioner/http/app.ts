@@ -14,6 +14,7 @@ import type { Services } from '../services.ts';
 import { tunnelRoutes } from '../tunnel/index.ts';
 import { actorOf, registerAuth } from './auth.ts';
 import { beginRuntimeActionAudit, finishRuntimeActionAudit } from '../store/audit.ts';
+import { getRuntimeByName } from '../store/runtimes.ts';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandler } from './error-handler.ts';
 import { installRequestRules } from './request-rules.ts';
 import { documentPublicRoutes, swaggerOptions } from './openapi.ts';
@@ -152,10 +153,11 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     canAccessTenant: async (_request, tenantId) => (await services.reads.tenant(tenantId)) !== undefined,
     routeConfig: { roles: ['operator', 'tenant'] },
     subjectOf: (request) => request.auth?.keyId,
-    auditAction: async (request, tenantId, action) => {
+    auditAction: async (request, tenantId, action, runtime) => {
       const id = await beginRuntimeActionAudit(services.pool, actorOf(request), {
         action: action.auditAction,
         tenantId,
+        ...(runtime !== undefined ? { runtime } : {}),
         target: { kind: action.kind, namespace: action.namespace, name: action.name },
         requestId: request.id,
       });
@@ -164,7 +166,26 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
         await finishRuntimeActionAudit(services.pool, id, outcome);
       };
     },
-    peers: { replicaId: tunnelDirectory.replicaId, owner: (tenantId) => tunnelDirectory.owner(tenantId), onRelay },
+    runtimeByName: async (tenantId, name) => {
+      const row = await getRuntimeByName(services.pool, tenantId, name);
+      return (
+        row && {
+          id: row.id,
+          name: row.name,
+          mode: row.mode,
+          access: row.access,
+          ingressUrl: row.ingress_url,
+          state: row.state,
+        }
+      );
+    },
+    ingress: services.ingress,
+    peers: {
+      replicaId: tunnelDirectory.replicaId,
+      owner: (tenantId) => tunnelDirectory.owner(tenantId),
+      runtimeOwner: (runtimeId) => tunnelDirectory.runtimeOwner(runtimeId),
+      onRelay,
+    },
   });
   return app;
 }

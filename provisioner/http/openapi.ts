@@ -65,8 +65,20 @@ function transformObject(doc: Json): Json {
         p.name === '*' ? { ...p, name: 'path', description: "the path on the tenant's runtime", schema: p.schema } : p,
       );
       const { '200': _generated, ...common } = op.responses as Record<string, Json>;
-      op.responses = { ...common, ...RUNTIME_RESPONSES };
-      op.summary = "Forward a request to the tenant's runtime through its tunnel";
+      const byName = url.includes('/runtimes/{name}/proxy/');
+      op.responses = {
+        ...common,
+        ...RUNTIME_RESPONSES,
+        ...(byName
+          ? {
+              '404': errorResponse('no such tenant (or another tenant, for a tenant key), or no runtime of that name'),
+              '409': errorResponse('RUNTIME_NOT_INSTALLED: the hybrid runtime is awaiting install'),
+            }
+          : {}),
+      };
+      op.summary = byName
+        ? "Forward a request to one of the tenant's runtimes (`hosted`, or a hybrid runtime by name) through its tunnel or ingress"
+        : "Forward a request to the tenant's runtime through its tunnel";
       op.tags = ['runtime'];
     }
     paths[url.replace(/\{\*\}$/, '{path}')] = item;

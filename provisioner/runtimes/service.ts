@@ -489,7 +489,8 @@ export function hybridConditions(
             type: 'TunnelConnected',
             status: 'True',
             reason: 'Connected',
-            message: "the runtime's tunnel client is connected (requests are not forwarded to hybrid runtimes yet)",
+            message:
+              "the runtime's tunnel client is connected: requests reach it through /v1/tenants/:id/runtimes/:name/proxy/*",
             lastTransitionTime: tunnel.since ?? at(r.created_at),
           }
         : r.tunnel_lost_at

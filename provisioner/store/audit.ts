@@ -70,6 +70,8 @@ export interface RuntimeActionRecord {
   status: number | null;
   /** The control plane's error code when the request failed before the runtime answered. */
   error?: string;
+  /** The hybrid runtime the action went to, by name (none: the tenant's hosted runtime). */
+  runtime?: string;
 }
 
 /**
@@ -80,9 +82,20 @@ export interface RuntimeActionRecord {
 export async function beginRuntimeActionAudit(
   db: Queryable,
   actor: Actor,
-  e: { action: string; tenantId: string; target: { kind: string; namespace: string; name: string }; requestId: string },
+  e: {
+    action: string;
+    tenantId: string;
+    /** A hybrid runtime's name (none: the tenant's hosted runtime). */
+    runtime?: string;
+    target: { kind: string; namespace: string; name: string };
+    requestId: string;
+  },
 ): Promise<number> {
-  const after: RuntimeActionRecord = { ...e.target, status: null };
+  const after: RuntimeActionRecord = {
+    ...e.target,
+    ...(e.runtime !== undefined ? { runtime: e.runtime } : {}),
+    status: null,
+  };
   const { rows } = await db.query<{ id: string }>(
     `INSERT INTO audit_log (actor, actor_role, action, target_type, target_id, after, request_id)
      VALUES ($1, $2, $3, 'tenant', $4, $5, $6) RETURNING id`,

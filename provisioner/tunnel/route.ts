@@ -1,22 +1,37 @@
 /**
  * `ANY /v1/tenants/:id/runtime/*`: forwards the request through the tenant's tunnel to its
- * runtime's request router and streams the response back. Bodies are streamed both ways, never
- * buffered whole. The caller's own credentials (Authorization, Cookie) never reach the runtime;
- * the control plane's signed request token does.
+ * hosted runtime's request router and streams the response back; `ANY
+ * /v1/tenants/:id/runtimes/:name/proxy/*` does the same for any of the tenant's runtimes — `hosted`,
+ * or a hybrid runtime through its own tunnel or, registered with `access: ingress`, over https
+ * (ingress.ts). Both go through one forwarder (forwardTo) with a resolved target. Bodies are
+ * streamed both ways, never buffered whole. The caller's own credentials (Authorization, Cookie)
+ * never reach the runtime; the control plane's signed request token, bound to that runtime, does.
  *
  * Register without fastify-plugin: the plugin replaces the content-type parsers in its own scope
  * only, so that bodies of any type stream through untouched.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Transform, type Readable } from 'node:stream';
-import type { FastifyContextConfig, FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { FastifyContextConfig, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, errors } from '../errors.ts';
 import { headerListFrom, headersObject } from '../../runtime/protocol/headers.ts';
 import { REQUEST_TOKEN_HEADER } from '../../runtime/protocol/request-token.ts';
 import { runtimeActionOf, type RuntimeAction } from '../../runtime/protocol/actions.ts';
 import type { TunnelOwner } from './directory.ts';
 import { RELAY_HEADER, relayToReplica } from './relay.ts';
-import { TunnelError, type TunnelServer } from './server.ts';
+import { TunnelError, type ForwardRequest, type TunnelServer } from './server.ts';
+import type { HeaderList } from '../../runtime/protocol/frames.ts';
+import type { IngressForwarder } from './ingress.ts';
+
+/** A tenant's runtime as the proxy route needs it (provisioner/store/runtimes.ts's row, not removed). */
+export interface ProxiedRuntime {
+  id: string;
+  name: string;
+  mode: 'hosted' | 'hybrid';
+  access: 'tunnel' | 'ingress' | null;
+  ingressUrl: string | null;
+  state: 'awaiting-install' | 'installed' | 'removed' | null;
+}
 
 export interface TunnelRouteOptions {
   tunnel: TunnelServer;
@@ -36,14 +51,25 @@ export interface TunnelRouteOptions {
     request: FastifyRequest,
     tenantId: string,
     action: RuntimeAction,
+    /** A hybrid runtime's name (none: the tenant's hosted runtime). */
+    runtime?: string,
   ) => Promise<(outcome: { status: number; error?: string }) => Promise<void>>;
   /**
-   * The other provisioner replicas: when the tenant's tunnel is not held here, the request is
+   * The tenant's runtime of that name that is not removed (undefined: none). Without it the proxy
+   * route is not served.
+   */
+  runtimeByName?: (tenantId: string, name: string) => Promise<ProxiedRuntime | undefined>;
+  /** How runtimes registered with `access: ingress` are reached; without it they answer 503 RUNTIME_UNREACHABLE. */
+  ingress?: IngressForwarder;
+  /**
+   * The other provisioner replicas: when the runtime's tunnel is not held here, the request is
    * relayed to the replica that holds it (see relay.ts). Without it, such requests get 503.
    */
   peers?: {
     replicaId: string;
     owner: (tenantId: string) => Promise<TunnelOwner | undefined>;
+    /** The replica holding a hybrid runtime's tunnel (the directory's runtimeOwner). */
+    runtimeOwner?: (runtimeId: string) => Promise<TunnelOwner | undefined>;
     /** Told of every relay attempt (metrics). */
     onRelay?: (outcome: 'relayed' | 'unreachable') => void;
   };
@@ -129,14 +155,20 @@ export function runtimeResponseHeaders(headers: OutgoingHttpHeaders, base: strin
 }
 
 const UUID = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+/** A runtime's name (the runtimes routes' DnsLabel). */
+const RUNTIME_NAME = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
+const METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'];
 
-/** The runtime-side path: everything after /v1/tenants/:id/runtime in the raw (undecoded) URL. */
-export function runtimePath(rawUrl: string): string {
+/**
+ * The runtime-side path: everything after the route's base in the raw (undecoded) URL; `segments`
+ * is the number of the base's segments (4: /v1/tenants/:id/runtime; 6: /v1/tenants/:id/runtimes/:name/proxy).
+ */
+export function runtimePath(rawUrl: string, segments = 4): string {
   const q = rawUrl.indexOf('?');
   const pathname = q === -1 ? rawUrl : rawUrl.slice(0, q);
   const query = q === -1 ? '' : rawUrl.slice(q);
   let idx = -1;
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i <= segments; i++) {
     idx = pathname.indexOf('/', idx + 1);
     if (idx === -1) break;
   }
@@ -174,19 +206,149 @@ export function appErrorFromTunnel(err: TunnelError): AppError {
   return new AppError(err.code, err.message, { cause: err });
 }
 
+/** Where a request goes, resolved by its route. */
+interface ForwardTarget {
+  tenantId: string;
+  /** A hybrid runtime (none: the tenant's hosted runtime). */
+  runtime?: { id: string; name: string };
+  /** The route's base path: what the runtime path follows, and where a Location is put under. */
+  base: string;
+  /** Number of segments of `base` (runtimePath). */
+  segments: number;
+  /** Whether this replica can serve it without a relay (holds the tunnel; an ingress runtime: always). */
+  servedHere: () => boolean;
+  /** The replica holding the tunnel, when another one does. */
+  owner: () => Promise<TunnelOwner | undefined>;
+  forward: (
+    request: ForwardRequest & { signal: AbortSignal },
+  ) => Promise<{ status: number; headers: HeaderList; body: Readable }>;
+}
+
 export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, opts) => {
   app.removeAllContentTypeParsers();
   // Leave every body unread: the handler streams request.raw itself.
   app.addContentTypeParser('*', (_request, _payload, done) => done(null));
 
-  const handler = async (request: FastifyRequest<{ Params: { id: string } }>): Promise<{ tenantId: string }> => {
-    const tenantId = request.params.id;
+  const checkTenant = async (request: FastifyRequest, tenantId: string): Promise<void> => {
     if (!(await opts.canAccessTenant(request, tenantId))) throw errors.notFound('tenant', tenantId);
-    return { tenantId };
+  };
+
+  /** The tenant's hosted runtime, through the tenant's tunnel. */
+  const hostedTarget = (tenantId: string, base: string, segments: number): ForwardTarget => ({
+    tenantId,
+    base,
+    segments,
+    servedHere: () => opts.tunnel.accepting && opts.tunnel.status(tenantId).connected,
+    owner: async () => opts.peers?.owner(tenantId),
+    forward: (request) => opts.tunnel.forward(tenantId, request),
+  });
+
+  /** One forwarder for every target: limits, header rules, relay, audit, response filtering. */
+  const forwardTo = async (request: FastifyRequest, reply: FastifyReply, target: ForwardTarget) => {
+    const { tenantId } = target;
+    const raw = request.raw;
+    const hasBody =
+      (raw.headers['content-length'] !== undefined && raw.headers['content-length'] !== '0') ||
+      raw.headers['transfer-encoding'] !== undefined;
+    const limit = opts.tunnel.limits.maxRequestBodyBytes;
+    const declared = raw.headers['content-length'] === undefined ? undefined : Number(raw.headers['content-length']);
+    if (limit > 0 && declared !== undefined && declared > limit) {
+      // The body is never read: close the connection rather than drain it.
+      reply.header('connection', 'close');
+      throw requestBodyTooLarge(limit, declared);
+    }
+    // A declared length is enforced by Node's parser; a chunked body is counted as it streams.
+    const body = !hasBody ? null : limit > 0 && declared === undefined ? limitBody(raw, limit) : raw;
+    const aborter = new AbortController();
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) aborter.abort();
+    });
+    const logged = { tenantId, ...(target.runtime ? { runtime: target.runtime.name } : {}) };
+    /** Rethrows a failure before the response head, as 413 when the body outgrew the limit. */
+    const failed = (err: unknown): never => {
+      if (body !== null && body !== raw && body.errored instanceof BodyTooLarge) {
+        reply.header('connection', 'close');
+        throw requestBodyTooLarge(limit);
+      }
+      throw err instanceof TunnelError ? appErrorFromTunnel(err) : err;
+    };
+    /** Streams the runtime's answer back; a break mid-body cannot change the status any more. */
+    const answer = (status: number, headers: OutgoingHttpHeaders, resBody: Readable, via?: string) => {
+      reply.code(status);
+      reply.headers(runtimeResponseHeaders(headers, target.base));
+      resBody.on('error', (err) =>
+        request.log.warn(
+          { err: err.message, ...logged, ...(via ? { replica: via } : {}) },
+          'runtime response broke off',
+        ),
+      );
+      return reply.send(resBody);
+    };
+
+    // Held by another replica: relay there (once; a relayed request is served here or not at all).
+    // (While this replica shuts down, its tunnels drain: a runtime that reconnected elsewhere is relayed to.)
+    if (opts.peers && (!opts.tunnel.accepting || !target.servedHere()) && raw.headers[RELAY_HEADER] === undefined) {
+      const owner = await target.owner();
+      if (owner) {
+        const res = await relayToReplica({
+          owner,
+          tenantId,
+          replicaId: opts.peers.replicaId,
+          raw,
+          body,
+          requestId: request.id,
+          timeoutMs: opts.tunnel.limits.requestTimeoutMs + 5000,
+          idleTimeoutMs: opts.tunnel.limits.idleTimeoutMs + 5000,
+          signal: aborter.signal,
+        }).catch((err: unknown) => {
+          opts.peers?.onRelay?.('unreachable');
+          return failed(err);
+        });
+        opts.peers.onRelay?.('relayed');
+        return answer(res.status, res.headers, res.body, owner.replicaId);
+      }
+    }
+    const headers = headerListFrom(raw.rawHeaders, DROP);
+    headers.push(['x-request-id', request.id]);
+    headers.push(['x-forwarded-for', request.ip]);
+    const subject = opts.subjectOf?.(request);
+    const path = runtimePath(raw.url ?? '/', target.segments);
+    const action = opts.auditAction ? runtimeActionOf(request.method, path) : undefined;
+    const finish =
+      action && opts.auditAction ? await opts.auditAction(request, tenantId, action, target.runtime?.name) : undefined;
+    const record = async (outcome: { status: number; error?: string }): Promise<void> => {
+      if (!finish) return;
+      // The action has happened (or not) whatever the database says now: answer anyway.
+      await finish(outcome).catch((err: unknown) =>
+        request.log.error(
+          { err, ...logged, action: action?.auditAction },
+          'could not record the outcome of a runtime action',
+        ),
+      );
+    };
+    const res = await target
+      .forward({
+        method: request.method,
+        path,
+        headers,
+        body,
+        signal: aborter.signal,
+        ...(subject !== undefined ? { subject } : {}),
+      })
+      .catch(async (err: unknown) => {
+        try {
+          return failed(err);
+        } catch (mapped) {
+          if (mapped instanceof AppError) await record({ status: mapped.statusCode, error: mapped.code });
+          throw mapped;
+        }
+      });
+    await record({ status: res.status });
+    return answer(res.status, headersObject(res.headers), res.body);
   };
 
   app.route<{ Params: { id: string } }>({
-    method: ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS'],
+    method: METHODS,
     url: '/v1/tenants/:id/runtime/*',
     ...(opts.routeConfig ? { config: opts.routeConfig } : {}),
     schema: {
@@ -197,108 +359,71 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
       },
     },
     handler: async (request, reply) => {
-      const { tenantId } = await handler(request);
-      const raw = request.raw;
-      const hasBody =
-        (raw.headers['content-length'] !== undefined && raw.headers['content-length'] !== '0') ||
-        raw.headers['transfer-encoding'] !== undefined;
-      const limit = opts.tunnel.limits.maxRequestBodyBytes;
-      const declared = raw.headers['content-length'] === undefined ? undefined : Number(raw.headers['content-length']);
-      if (limit > 0 && declared !== undefined && declared > limit) {
-        // The body is never read: close the connection rather than drain it.
-        reply.header('connection', 'close');
-        throw requestBodyTooLarge(limit, declared);
-      }
-      // A declared length is enforced by Node's parser; a chunked body is counted as it streams.
-      const body = !hasBody ? null : limit > 0 && declared === undefined ? limitBody(raw, limit) : raw;
-      const aborter = new AbortController();
-      reply.raw.once('close', () => {
-        if (!reply.raw.writableFinished) aborter.abort();
-      });
-      /** Rethrows a failure before the response head, as 413 when the body outgrew the limit. */
-      const failed = (err: unknown): never => {
-        if (body !== null && body !== raw && body.errored instanceof BodyTooLarge) {
-          reply.header('connection', 'close');
-          throw requestBodyTooLarge(limit);
-        }
-        throw err instanceof TunnelError ? appErrorFromTunnel(err) : err;
-      };
-      /** Streams the runtime's answer back; a break mid-body cannot change the status any more. */
-      const answer = (status: number, headers: OutgoingHttpHeaders, resBody: Readable, via?: string) => {
-        reply.code(status);
-        reply.headers(runtimeResponseHeaders(headers, `/v1/tenants/${tenantId}/runtime`));
-        resBody.on('error', (err) =>
-          request.log.warn(
-            { err: err.message, tenantId, ...(via ? { replica: via } : {}) },
-            'runtime response broke off',
-          ),
-        );
-        return reply.send(resBody);
-      };
+      const tenantId = request.params.id;
+      await checkTenant(request, tenantId);
+      return forwardTo(request, reply, hostedTarget(tenantId, `/v1/tenants/${tenantId}/runtime`, 4));
+    },
+  });
 
-      // Held by another replica: relay there (once; a relayed request is served here or not at all).
-      // (While this replica shuts down, its tunnels drain: a runtime that reconnected elsewhere is relayed to.)
-      if (
-        opts.peers &&
-        (!opts.tunnel.accepting || !opts.tunnel.status(tenantId).connected) &&
-        raw.headers[RELAY_HEADER] === undefined
-      ) {
-        const owner = await opts.peers.owner(tenantId);
-        if (owner) {
-          const res = await relayToReplica({
-            owner,
-            tenantId,
-            replicaId: opts.peers.replicaId,
-            raw,
-            body,
-            requestId: request.id,
-            timeoutMs: opts.tunnel.limits.requestTimeoutMs + 5000,
-            idleTimeoutMs: opts.tunnel.limits.idleTimeoutMs + 5000,
-            signal: aborter.signal,
-          }).catch((err: unknown) => {
-            opts.peers?.onRelay?.('unreachable');
-            return failed(err);
-          });
-          opts.peers.onRelay?.('relayed');
-          return answer(res.status, res.headers, res.body, owner.replicaId);
-        }
-      }
-      const headers = headerListFrom(raw.rawHeaders, DROP);
-      headers.push(['x-request-id', request.id]);
-      headers.push(['x-forwarded-for', request.ip]);
-      const subject = opts.subjectOf?.(request);
-      const path = runtimePath(raw.url ?? '/');
-      const action = opts.auditAction ? runtimeActionOf(request.method, path) : undefined;
-      const finish = action && opts.auditAction ? await opts.auditAction(request, tenantId, action) : undefined;
-      const record = async (outcome: { status: number; error?: string }): Promise<void> => {
-        if (!finish) return;
-        // The action has happened (or not) whatever the database says now: answer anyway.
-        await finish(outcome).catch((err: unknown) =>
-          request.log.error(
-            { err, tenantId, action: action?.auditAction },
-            'could not record the outcome of a runtime action',
-          ),
+  const runtimeByName = opts.runtimeByName;
+  if (!runtimeByName) return;
+  app.route<{ Params: { id: string; name: string } }>({
+    method: METHODS,
+    url: '/v1/tenants/:id/runtimes/:name/proxy/*',
+    ...(opts.routeConfig ? { config: opts.routeConfig } : {}),
+    schema: {
+      params: {
+        type: 'object',
+        properties: {
+          id: { type: 'string', pattern: UUID },
+          name: { type: 'string', minLength: 1, maxLength: 40, pattern: RUNTIME_NAME },
+          '*': { type: 'string' },
+        },
+        required: ['id', 'name'],
+      },
+    },
+    handler: async (request, reply) => {
+      const { id: tenantId, name } = request.params;
+      await checkTenant(request, tenantId);
+      const base = `/v1/tenants/${tenantId}/runtimes/${name}/proxy`;
+      const runtime = await runtimeByName(tenantId, name);
+      if (!runtime) throw errors.notFound('runtime', name);
+      if (runtime.mode === 'hosted') return forwardTo(request, reply, hostedTarget(tenantId, base, 6));
+      if (runtime.state !== 'installed')
+        throw new AppError(
+          'RUNTIME_NOT_INSTALLED',
+          `runtime '${name}' is not installed yet: apply its install bundle in your cluster (its bootstrap Job exchanges the token); requests reach it once its agents are running`,
         );
-      };
-      const res = await opts.tunnel
-        .forward(tenantId, {
-          method: request.method,
-          path,
-          headers,
-          body,
-          signal: aborter.signal,
-          ...(subject !== undefined ? { subject } : {}),
-        })
-        .catch(async (err: unknown) => {
-          try {
-            return failed(err);
-          } catch (mapped) {
-            if (mapped instanceof AppError) await record({ status: mapped.statusCode, error: mapped.code });
-            throw mapped;
-          }
+      const hybrid = { id: runtime.id, name: runtime.name };
+      if (runtime.access === 'ingress') {
+        const ingress = opts.ingress;
+        const ingressUrl = runtime.ingressUrl;
+        return forwardTo(request, reply, {
+          tenantId,
+          runtime: hybrid,
+          base,
+          segments: 6,
+          // Every replica calls the customer's ingress itself: never relayed.
+          servedHere: () => true,
+          owner: async () => undefined,
+          forward: async (r) => {
+            if (!ingress || ingressUrl === null)
+              throw errors.runtimeUnreachable(
+                `runtime '${name}' is reached through its ingress, which this control plane is not configured to call; ask the operator`,
+              );
+            return ingress.forward({ tenantId, runtimeId: runtime.id, ingressUrl, ...r });
+          },
         });
-      await record({ status: res.status });
-      return answer(res.status, headersObject(res.headers), res.body);
+      }
+      return forwardTo(request, reply, {
+        tenantId,
+        runtime: hybrid,
+        base,
+        segments: 6,
+        servedHere: () => opts.tunnel.accepting && opts.tunnel.runtimeStatus(runtime.id).connected,
+        owner: async () => opts.peers?.runtimeOwner?.(runtime.id),
+        forward: (r) => opts.tunnel.forwardRuntime(tenantId, runtime.id, r),
+      });
     },
   });
 };

@@ -1,7 +1,8 @@
 /**
  * The tunnel server: accepts runtime connections at the HTTP upgrade of `/v1/tunnel`
- * (authenticated before the upgrade, never in verifyClient), keeps one tunnel per tenant, and
- * forwards HTTP exchanges to a tenant's runtime as streams with flow control.
+ * (authenticated before the upgrade, never in verifyClient), keeps one tunnel per tenant for its
+ * hosted runtime and one per hybrid runtime, and forwards HTTP exchanges to a runtime as streams
+ * with flow control.
  *
  * It never touches the database: authentication and revocation come in through `authenticate`
  * and `disconnectKey` / `disconnectTenant`.

@@ -2,9 +2,13 @@
  * A hybrid runtime's tunnel with two provisioner replicas (two apps, each with its own pool, on one
  * database, both on loopback): the runtime registered and its bootstrap token exchanged at the real
  * routes, its real tunnel client connected to replica B with the runtime key the exchange made,
- * the request router and app-proxy behind it. Replica A shows the tunnel through the directory row
- * B renews; once B stops renewing (its database connection gone, as when the process dies without
- * cleaning up) and the lease has run out, A shows the runtime disconnected and says why.
+ * the real request router and app-proxy behind it (the app-proxy with the runtime's RUNTIME_ID).
+ * Requests through `/v1/tenants/:id/runtimes/<name>/proxy/...` reach that runtime — relayed from A
+ * to B, which holds its tunnel — and not the tenant's hosted runtime (connected to A, its own
+ * app-proxy); a runtime awaiting install, removed, unknown or not connected is refused. Replica A
+ * shows the tunnel through the directory row B renews; once B stops renewing (its database
+ * connection gone, as when the process dies without cleaning up) and the lease has run out, A
+ * shows the runtime disconnected and says why. (Runs last: B is gone after it.)
  */
 import t from 'tap';
 import http from 'node:http';
@@ -12,7 +16,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
-import { TUNNEL_LEASE_SECONDS } from '../../../provisioner/tunnel/index.ts';
+import { generateRequestSigningKeys, TUNNEL_LEASE_SECONDS } from '../../../provisioner/tunnel/index.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { createRouter } from '../../../runtime/agents/request-router/router.ts';
 import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
@@ -21,7 +25,13 @@ import { staticRuntimeInfo } from '../../../runtime/agents/app-proxy/runtime-inf
 import type { Runtime, RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
 
 t.setTimeout(180_000);
-const a = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
+// Every replica signs with the same key (docs/tunnel.md): the runtime holds one public key.
+const a = await createTestApi({
+  env: {
+    PROVISIONER_PUBLIC_URL: 'https://cp.example.test',
+    PROVISIONER_REQUEST_SIGNING_KEY: generateRequestSigningKeys().privateKeyPem,
+  },
+});
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
 const poolB = createPool(a.db.url, 5);
 const b = await startReplica(a.config, { pool: poolB, url: a.db.url }, { replicaId: 'replica-b' });
@@ -61,12 +71,24 @@ async function install(name: string): Promise<{ runtime: Runtime; answer: Runtim
 }
 
 /** The runtime's agents: app-proxy (its own runtime's tokens only) behind the request router, the tunnel client to `base`. */
-async function agents(answer: RuntimeBootstrapAnswer, base: string) {
+async function agents(
+  answer: Pick<RuntimeBootstrapAnswer, 'tenantId' | 'publicKey' | 'runtimeToken' | 'name'> & { runtimeId?: string },
+  base: string,
+) {
   const proxy = await buildAppProxy({
     tenantId: answer.tenantId,
     runtimeId: answer.runtimeId,
     publicKey: loadPublicKey(answer.publicKey),
-    runtimeInfo: staticRuntimeInfo({ runtimeVersion: `hybrid ${answer.name}`, components: {} }),
+    runtimeInfo: staticRuntimeInfo({ runtimeVersion: answer.name, components: {} }),
+    // What the runtime received: the caller's credentials must not be among it.
+    routes: async (api) => {
+      api.get('/api/echo', async (request) => ({
+        authorization: request.headers.authorization ?? null,
+        cookie: request.headers.cookie ?? null,
+        signed: typeof request.headers['x-hrt-request-token'] === 'string',
+      }));
+      api.get('/api/moved', async (_request, reply) => reply.code(302).header('location', '/api/runtime').send());
+    },
   });
   const proxyUrl = await proxy.listen({ port: 0, host: '127.0.0.1' });
   const router = createRouter({ appProxyUrl: proxyUrl, eventSourceUrl: 'http://127.0.0.1:9' });
@@ -93,8 +115,151 @@ async function agents(answer: RuntimeBootstrapAnswer, base: string) {
 const plant = await install('plant');
 const plantAgents = await agents(plant.answer, baseB);
 t.teardown(() => plantAgents.close());
-// The directory row is written right after the tunnel connects; renew() waits for pending writes.
+// The tenant's hosted runtime: a runtime key without a runtime, its own app-proxy (no RUNTIME_ID), connected to A.
+const hostedKey = (
+  await call<{ key: string }>(baseA, 'POST', '/v1/keys', a.adminKey, {
+    role: 'runtime',
+    name: 'hosted agents',
+    tenantId: tenant.tenantId,
+  })
+).body.key;
+const hostedAgents = await agents(
+  { tenantId: tenant.tenantId, publicKey: plant.answer.publicKey, runtimeToken: hostedKey, name: 'hosted' },
+  baseA,
+);
+t.teardown(() => hostedAgents.close());
+// The directory rows are written right after the tunnels connect; renew() waits for pending writes.
 await b.services.tunnelDirectory.renew();
+await a.services.tunnelDirectory.renew();
+
+type ErrorBody = { error: { code: string; message: string } };
+const proxy = <T>(base: string, name: string, path: string, method = 'GET', key = tenant.apiKey) =>
+  call<T>(base, method, `/v1/tenants/${tenant.tenantId}/runtimes/${name}/proxy${path}`, key);
+
+t.test(
+  'a request by runtime name reaches that runtime through its tunnel, relayed to the replica holding it',
+  async (t) => {
+    t.equal(
+      a.services.tunnel.runtimeStatus(plant.runtime.id).connected,
+      false,
+      'precondition: A does not hold the tunnel',
+    );
+    t.equal(b.services.tunnel.runtimeStatus(plant.runtime.id).connected, true, 'precondition: B holds it');
+    const viaA = await proxy<{ runtimeVersion: string }>(baseA, 'plant', '/api/runtime');
+    t.equal(
+      viaA.status,
+      200,
+      "A relays to B, B forwards through the runtime's tunnel, its app-proxy accepts the token",
+    );
+    t.equal(viaA.body.runtimeVersion, 'plant', "the answer is the hybrid runtime's app-proxy's, not the hosted one's");
+    const viaB = await proxy<{ runtimeVersion: string }>(baseB, 'plant', '/api/runtime');
+    t.same([viaB.status, viaB.body.runtimeVersion], [200, 'plant'], 'B serves it through its own tunnel');
+    const hosted = await proxy<{ runtimeVersion: string }>(baseB, 'hosted', '/api/runtime');
+    t.same(
+      [hosted.status, hosted.body.runtimeVersion],
+      [200, 'hosted'],
+      "name 'hosted' reaches the tenant's hosted runtime (relayed from B to A)",
+    );
+    const old = await call<{ runtimeVersion: string }>(
+      baseA,
+      'GET',
+      `/v1/tenants/${tenant.tenantId}/runtime/api/runtime`,
+      tenant.apiKey,
+    );
+    t.same([old.status, old.body.runtimeVersion], [200, 'hosted'], 'the hosted route still reaches the hosted runtime');
+  },
+);
+
+t.test("the caller's credentials stay behind; a Location is put under the runtime's proxy route", async (t) => {
+  const res = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtimes/plant/proxy/api/echo`, {
+    headers: { ...auth(tenant.apiKey), cookie: 'session=caller' },
+  });
+  t.same(
+    await res.json(),
+    { authorization: null, cookie: null, signed: true },
+    'the runtime got no Authorization and no Cookie, and the signed request token',
+  );
+  const moved = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtimes/plant/proxy/api/moved`, {
+    headers: auth(tenant.apiKey),
+    redirect: 'manual',
+  });
+  t.equal(moved.status, 302);
+  t.equal(
+    moved.headers.get('location'),
+    `/v1/tenants/${tenant.tenantId}/runtimes/plant/proxy/api/runtime`,
+    "the runtime's Location is under /v1/tenants/:id/runtimes/plant/proxy",
+  );
+});
+
+t.test('an action on a hybrid runtime is audited with its name by the replica that serves it', async (t) => {
+  const res = await proxy<ErrorBody>(baseA, 'plant', '/api/applications/apps/guestbook/refresh', 'POST');
+  // This app-proxy has no Argo objects to act on: its router answers 404; the attempt is audited all the same.
+  t.equal(res.status, 404, "the runtime's own answer comes back");
+  const rows = await a.db.pool.query<{ actor_role: string; after: { runtime?: string; name: string; status: number } }>(
+    `SELECT actor_role, after FROM audit_log WHERE target_id = $1 AND after->>'runtime' = 'plant' ORDER BY id DESC LIMIT 1`,
+    [tenant.tenantId],
+  );
+  t.match(
+    rows.rows[0],
+    { actor_role: 'tenant', after: { runtime: 'plant', name: 'guestbook', status: 404 } },
+    "the audit row names the runtime, the Application and the runtime's answer",
+  );
+});
+
+t.test('a runtime awaiting install, removed, unknown or not connected is refused, naming why', async (t) => {
+  const pending = await call<RuntimeRegistered>(
+    baseA,
+    'POST',
+    `/v1/tenants/${tenant.tenantId}/runtimes`,
+    tenant.apiKey,
+    {
+      name: 'pending',
+      mode: 'hybrid',
+      access: 'tunnel',
+      argo: 'new',
+    },
+  );
+  t.equal(pending.status, 201);
+  const awaiting = await proxy<ErrorBody>(baseA, 'pending', '/api/runtime');
+  t.match(
+    [awaiting.status, awaiting.body.error],
+    [409, { code: 'RUNTIME_NOT_INSTALLED', message: /'pending' is not installed yet/ }],
+    'awaiting install: 409 RUNTIME_NOT_INSTALLED',
+  );
+
+  await install('idle');
+  const unreachable = await proxy<ErrorBody>(baseA, 'idle', '/api/runtime');
+  t.match(
+    [unreachable.status, unreachable.body.error],
+    [503, { code: 'RUNTIME_UNREACHABLE', message: /is not connected/ }],
+    'installed, no tunnel anywhere: 503 RUNTIME_UNREACHABLE',
+  );
+  t.ok(Number(unreachable.headers.get('retry-after')) > 0, 'with Retry-After');
+
+  t.equal((await call(baseA, 'DELETE', `/v1/tenants/${tenant.tenantId}/runtimes/idle`, tenant.apiKey)).status, 200);
+  const removed = await proxy<ErrorBody>(baseA, 'idle', '/api/runtime');
+  t.match(
+    [removed.status, removed.body.error],
+    [404, { code: 'RUNTIME_NOT_FOUND', message: /idle/ }],
+    'removed: 404 RUNTIME_NOT_FOUND, as GET /v1/tenants/:id/runtimes/idle answers',
+  );
+  const unknown = await proxy<ErrorBody>(baseA, 'nowhere', '/api/runtime');
+  t.match(
+    [unknown.status, unknown.body.error],
+    [404, { code: 'RUNTIME_NOT_FOUND', message: /nowhere/ }],
+    'unknown name: 404 naming it',
+  );
+
+  const other = await a.signup();
+  const foreign = await proxy<ErrorBody>(baseA, 'plant', '/api/runtime', 'GET', other.apiKey);
+  t.match(
+    [foreign.status, foreign.body.error],
+    [404, { code: 'TENANT_NOT_FOUND' }],
+    "another tenant's key: 404, as on every tenant route",
+  );
+  const runtimeKey = await proxy<ErrorBody>(baseA, 'plant', '/api/runtime', 'GET', plant.answer.runtimeToken);
+  t.equal(runtimeKey.status, 403, "the runtime's own key cannot call the route");
+});
 
 const view = async (base: string, name: string) =>
   (await call<Runtime>(base, 'GET', `/v1/tenants/${tenant.tenantId}/runtimes/${name}`, tenant.apiKey)).body;
