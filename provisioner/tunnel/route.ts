@@ -422,7 +422,17 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
         segments: 6,
         servedHere: () => opts.tunnel.accepting && opts.tunnel.runtimeStatus(runtime.id).connected,
         owner: async () => opts.peers?.runtimeOwner?.(runtime.id),
-        forward: (r) => opts.tunnel.forwardRuntime(tenantId, runtime.id, r),
+        forward: (r) =>
+          opts.tunnel.forwardRuntime(tenantId, runtime.id, r).catch((err: unknown) => {
+            // Name the runtime as the caller knows it.
+            if (err instanceof TunnelError && err.code === 'RUNTIME_UNREACHABLE')
+              throw new TunnelError(
+                'RUNTIME_UNREACHABLE',
+                `runtime '${name}' is not connected to the control plane: its tunnel client may be starting, or check the tunnel-client Deployment in its cluster; retry later`,
+                err,
+              );
+            throw err;
+          }),
       });
     },
   });

@@ -17,6 +17,7 @@ import type { AddressInfo } from 'node:net';
 import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { generateRequestSigningKeys, TUNNEL_LEASE_SECONDS } from '../../../provisioner/tunnel/index.ts';
+import { SWEEP_AFTER_SECONDS } from '../../../provisioner/store/tunnels.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { createRouter } from '../../../runtime/agents/request-router/router.ts';
 import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
@@ -231,7 +232,7 @@ t.test('a runtime awaiting install, removed, unknown or not connected is refused
   const unreachable = await proxy<ErrorBody>(baseA, 'idle', '/api/runtime');
   t.match(
     [unreachable.status, unreachable.body.error],
-    [503, { code: 'RUNTIME_UNREACHABLE', message: /is not connected/ }],
+    [503, { code: 'RUNTIME_UNREACHABLE', message: /'idle' is not connected/ }],
     'installed, no tunnel anywhere: 503 RUNTIME_UNREACHABLE',
   );
   t.ok(Number(unreachable.headers.get('retry-after')) > 0, 'with Retry-After');
@@ -311,4 +312,27 @@ t.test("replica A shows the tunnel replica B holds and renews; after B's lease r
     await call<{ items: Runtime[] }>(baseA, 'GET', `/v1/tenants/${tenant.tenantId}/runtimes`, tenant.apiKey)
   ).body;
   t.equal(listed.items.find((r) => r.name === 'plant')?.tunnel.connected, false, 'the list says the same');
+  const relayed = await proxy<ErrorBody>(baseA, 'plant', '/api/runtime');
+  t.match(
+    [relayed.status, relayed.body.error],
+    [503, { code: 'RUNTIME_UNREACHABLE', message: /'plant' is not connected/ }],
+    'A does not relay to B once its row is stale: 503 RUNTIME_UNREACHABLE naming the runtime',
+  );
+
+  // Long past the lease, any replica's renewal round sweeps the row.
+  await a.db.pool.query(
+    `UPDATE hybrid_runtime_tunnels SET seen_at = now() - make_interval(secs => $2 + 1) WHERE runtime_id = $1`,
+    [plant.runtime.id, SWEEP_AFTER_SECONDS],
+  );
+  await a.services.tunnelDirectory.renew();
+  t.equal(
+    (await a.db.pool.query('SELECT 1 FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [plant.runtime.id])).rowCount,
+    0,
+    `A's renewal round swept the row not renewed for more than ${SWEEP_AFTER_SECONDS} s`,
+  );
+  t.match(
+    (await view(baseA, 'plant')).conditions.find((c) => c.type === 'TunnelConnected'),
+    { status: 'False', reason: 'Disconnected' },
+    'with the row swept, TunnelConnected is False, Disconnected',
+  );
 });
