@@ -127,3 +127,84 @@ t.test(
 function tenantFixture(organization: string): InsertTenant {
   return { organization, email: 'owner@example.com', plan: 'small', runtimeVersion: '1.3.0' };
 }
+
+t.test(
+  "025 puts every stored runtime object, reporter and purge horizon under its tenant's hosted runtime, usage unchanged",
+  async (t) => {
+    const db = await createTestDatabase({ migrate: false });
+    t.teardown(() => db.drop());
+    const all = await loadMigrations();
+    const at = all.findIndex((m) => m.name === 'runtime_objects_by_runtime');
+    if (at === -1) throw new Error('precondition: migration 025_runtime_objects_by_runtime exists');
+    await migrate(db.pool, all.slice(0, at));
+    const tenants = [
+      await insertTenant(db.pool, tenantFixture('objects-a')),
+      await insertTenant(db.pool, tenantFixture('objects-b')),
+    ];
+    for (const [i, id] of tenants.entries()) {
+      await db.pool.query(
+        `INSERT INTO runtime_objects (tenant_id, kind, namespace, name, uid, resource_version, reported_by, observed_at,
+                                      summary, object, deleted)
+         SELECT $1, 'Application', 'argocd', 'app-' || n, 'uid-' || n, 100 + n, 'r-0', now(), '{}',
+                CASE WHEN n = 0 THEN NULL ELSE jsonb_build_object('n', n) END, n = 0
+           FROM generate_series(0, $2::int) n`,
+        [id, 3 + i],
+      );
+      await db.pool.query(`INSERT INTO runtime_reporters (tenant_id, replica) VALUES ($1, 'r-0'), ($1, 'r-1')`, [id]);
+    }
+    await db.pool.query(
+      `INSERT INTO runtime_object_horizons (tenant_id, purged_rv, purged_seq, purged_through) VALUES ($1, 90, 1, now())`,
+      [tenants[0]],
+    );
+    const usage = async () =>
+      (await db.pool.query('SELECT tenant_id, objects, bytes FROM runtime_object_usage ORDER BY tenant_id')).rows;
+    const usageBefore = await usage();
+
+    await migrate(db.pool, all);
+    for (const table of ['runtime_objects', 'runtime_reporters', 'runtime_object_horizons']) {
+      const { rows } = await db.pool.query<{ rows: number; hosted: number }>(
+        `SELECT count(*)::int AS rows, count(*) FILTER (WHERE r.mode = 'hosted')::int AS hosted
+           FROM ${table} x JOIN runtimes r ON r.id = x.runtime_id AND r.tenant_id = x.tenant_id`,
+      );
+      const total = (await db.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`)).rows[0]!.n;
+      t.same(
+        [rows[0]!.rows, rows[0]!.hosted],
+        [total, total],
+        `${table}: each of its ${total} rows is under its own tenant's hosted runtime`,
+      );
+    }
+    t.same(await usage(), usageBefore, "each tenant's usage (objects, bytes) is what it was");
+
+    const hybrid = (
+      await db.pool.query<{ id: string }>(
+        `INSERT INTO runtimes (tenant_id, name, mode, access, argo, upgrades, version, state, bootstrap_token_hash,
+                               bootstrap_expires_at, created_by)
+         VALUES ($1, 'edge', 'hybrid', 'tunnel', 'new', 'customer', '1.3.0', 'installed', 'h', now(), 'test')
+         RETURNING id`,
+        [tenants[0]],
+      )
+    ).rows[0]!.id;
+    const insert = (tenantId: string | undefined, runtimeId: string) =>
+      db.pool.query(
+        `INSERT INTO runtime_objects (tenant_id, runtime_id, kind, namespace, name, uid, resource_version, reported_by,
+                                      observed_at)
+         VALUES ($1, $2, 'Application', 'argocd', 'app-1', 'uid-x', 5, 'r-0', now())`,
+        [tenantId, runtimeId],
+      );
+    await insert(tenants[0], hybrid);
+    const sameName = await db.pool.query<{ n: number }>(
+      `SELECT count(DISTINCT runtime_id)::int AS n FROM runtime_objects WHERE tenant_id = $1 AND name = 'app-1'`,
+      [tenants[0]],
+    );
+    t.equal(
+      sameName.rows[0]!.n,
+      2,
+      "the hosted runtime's Application argocd/app-1 and the hybrid runtime's of the same name are both stored",
+    );
+    await t.rejects(
+      insert(tenants[1], hybrid),
+      /runtime_objects_runtime/,
+      "a row naming another tenant's runtime is refused by the foreign key",
+    );
+  },
+);
