@@ -204,9 +204,14 @@ export const ERROR_CODES = {
   RUNTIME_DISCONNECTED: { status: 502, description: 'the runtime disconnected during the request' },
   RUNTIME_UNREACHABLE: {
     status: 503,
-    description: "the tenant's runtime has no tunnel (or the replica holding it cannot be reached)",
+    description:
+      "the runtime has no tunnel (or the replica holding it cannot be reached); an ingress-based runtime's ingress is refused by the address policy, fails TLS or does not answer (the message names which)",
   },
-  RUNTIME_BUSY: { status: 503, description: 'the tunnel has as many requests in flight as it allows' },
+  RUNTIME_BUSY: {
+    status: 503,
+    description:
+      'the tunnel, or an ingress-based runtime (`PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_RUNTIME`), has as many requests in flight as it allows',
+  },
   SHUTTING_DOWN: { status: 503, description: 'the replica is shutting down; retry (another replica serves it)' },
   AUTH_TIMEOUT: { status: 503, description: "a tunnel upgrade's authentication took too long" },
   AUTH_UNAVAILABLE: { status: 503, description: 'a tunnel upgrade could not be authenticated right now' },
