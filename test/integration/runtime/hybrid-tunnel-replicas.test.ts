@@ -5,7 +5,8 @@
  * the real request router and app-proxy behind it (the app-proxy with the runtime's RUNTIME_ID).
  * Requests through `/v1/tenants/:id/runtimes/<name>/proxy/...` reach that runtime — relayed from A
  * to B, which holds its tunnel — and not the tenant's hosted runtime (connected to A, its own
- * app-proxy); a runtime awaiting install, removed, unknown or not connected is refused. Replica A
+ * app-proxy); the runtime reconnecting to the other replica replaces its tunnel there (4001) and
+ * requests follow it; a runtime awaiting install, removed, unknown or not connected is refused. Replica A
  * shows the tunnel through the directory row B renews; once B stops renewing (its database
  * connection gone, as when the process dies without cleaning up) and the lease has run out, A
  * shows the runtime disconnected and says why. (Runs last: B is gone after it.)
@@ -16,7 +17,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
-import { generateRequestSigningKeys, TUNNEL_LEASE_SECONDS } from '../../../provisioner/tunnel/index.ts';
+import { CloseCode, generateRequestSigningKeys, TUNNEL_LEASE_SECONDS } from '../../../provisioner/tunnel/index.ts';
 import { SWEEP_AFTER_SECONDS } from '../../../provisioner/store/tunnels.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { createRouter } from '../../../runtime/agents/request-router/router.ts';
@@ -114,7 +115,8 @@ async function agents(
 }
 
 const plant = await install('plant');
-const plantAgents = await agents(plant.answer, baseB);
+/** The plant runtime's agents now running (a reconnect elsewhere replaces them). */
+let plantAgents = await agents(plant.answer, baseB);
 t.teardown(() => plantAgents.close());
 // The tenant's hosted runtime: a runtime key without a runtime, its own app-proxy (no RUNTIME_ID), connected to A.
 const hostedKey = (
@@ -264,6 +266,53 @@ t.test('a runtime awaiting install, removed, unknown or not connected is refused
 
 const view = async (base: string, name: string) =>
   (await call<Runtime>(base, 'GET', `/v1/tenants/${tenant.tenantId}/runtimes/${name}`, tenant.apiKey)).body;
+
+/**
+ * The plant runtime restarted with its tunnel client dialling `base`: the new connection's row
+ * makes the replica holding the old one close it as replaced; the old agents then stop, as a
+ * restarted runtime's would be gone. Resolves with the old connection's close code.
+ */
+async function restartPlantOn(base: string, label: string): Promise<number> {
+  const old = plantAgents;
+  const replaced = new Promise<number>((resolve) =>
+    old.client.events.once('disconnected', (code: number) => {
+      void old.close();
+      resolve(code);
+    }),
+  );
+  plantAgents = await agents({ ...plant.answer, name: label }, base);
+  return replaced;
+}
+
+t.test(
+  'a hybrid runtime reconnecting to the other replica replaces its tunnel there; requests follow it',
+  async (t) => {
+    t.equal(
+      await restartPlantOn(baseA, 'plant on a'),
+      CloseCode.replaced,
+      'B closed its tunnel with the replaced close code',
+    );
+    await a.services.tunnelDirectory.renew();
+    t.equal(b.services.tunnel.runtimeStatus(plant.runtime.id).connected, false, 'B no longer holds it');
+    t.equal(a.services.tunnel.runtimeStatus(plant.runtime.id).connected, true, 'A holds it');
+    const viaB = await proxy<{ runtimeVersion: string }>(baseB, 'plant', '/api/runtime');
+    t.same([viaB.status, viaB.body.runtimeVersion], [200, 'plant on a'], 'B relays to A, reaching the new connection');
+    const rows = await a.db.pool.query('SELECT replica_id FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [
+      plant.runtime.id,
+    ]);
+    t.same(rows.rows, [{ replica_id: a.services.tunnelDirectory.replicaId }], 'one row, held by A');
+
+    // And back to B for what follows.
+    t.equal(
+      await restartPlantOn(baseB, 'plant'),
+      CloseCode.replaced,
+      'A closed its tunnel when the runtime went back to B',
+    );
+    await b.services.tunnelDirectory.renew();
+    const viaA = await proxy<{ runtimeVersion: string }>(baseA, 'plant', '/api/runtime');
+    t.same([viaA.status, viaA.body.runtimeVersion], [200, 'plant'], 'A relays to B again');
+  },
+);
 
 t.test("replica A shows the tunnel replica B holds and renews; after B's lease ran out, disconnected", async (t) => {
   const onA = await view(baseA, 'plant');
