@@ -71,16 +71,39 @@ async function addressesOf(host: string, lookup: Lookup): Promise<string[]> {
 
 const defaultLookup: Lookup = (host) => dnsLookup(host, { all: true, verbatim: true });
 
+/** The longest a registration waits for a name to resolve; then it is taken as not resolving yet. */
+export const REGISTRATION_LOOKUP_TIMEOUT_MS = 3000;
+
+/** `lookup`, failing after `ms`. */
+function bounded(lookup: Lookup, ms: number): Lookup {
+  return (host) =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no answer for '${host}' within ${ms} ms`)), ms);
+      lookup(host).then(
+        (found) => {
+          clearTimeout(timer);
+          resolve(found);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err instanceof Error ? err : new Error(String(err)));
+        },
+      );
+    });
+}
+
 /**
  * At registration: why the URL's addresses are refused, or undefined. A name that does not
- * resolve (yet) passes: the customer may create its DNS record with the ingress, after
- * registering; the check on every connection refuses whatever it resolves to then.
+ * resolve (yet, or within REGISTRATION_LOOKUP_TIMEOUT_MS) passes: the customer may create its DNS
+ * record with the ingress, after registering; the check on every connection refuses whatever it
+ * resolves to then.
  */
 export async function ingressRegistrationProblem(
   raw: string,
   policy: IngressAddressPolicy,
-  lookup: Lookup = defaultLookup,
+  givenLookup: Lookup = defaultLookup,
 ): Promise<string | undefined> {
+  const lookup = bounded(givenLookup, REGISTRATION_LOOKUP_TIMEOUT_MS);
   const shape = ingressUrlShapeProblem(raw);
   if (shape) return shape;
   const url = new URL(raw);

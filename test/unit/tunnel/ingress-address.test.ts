@@ -10,6 +10,7 @@ import {
   AddressRefusedError,
   ingressRegistrationProblem,
   ingressUrlShapeProblem,
+  REGISTRATION_LOOKUP_TIMEOUT_MS,
   resolveIngress,
   type IngressAddressPolicy,
   type Lookup,
@@ -80,6 +81,15 @@ t.test('registration accepts public addresses, and a name that does not resolve 
     await ingressRegistrationProblem('https://not-yet.customer.example', strict, lookup),
     undefined,
     'a name without a DNS record yet (checked again on every connection)',
+  );
+});
+
+t.test('registration does not wait for a name server that does not answer', async (t) => {
+  const silent: Lookup = () => new Promise(() => undefined);
+  t.equal(
+    await ingressRegistrationProblem('https://slow.customer.example', strict, silent),
+    undefined,
+    `a name without an answer within REGISTRATION_LOOKUP_TIMEOUT_MS (${REGISTRATION_LOOKUP_TIMEOUT_MS} ms) is taken as not resolving yet`,
   );
 });
 
