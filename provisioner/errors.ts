@@ -73,7 +73,7 @@ export const ERROR_CODES = {
   RUNTIME_NOT_INSTALLED: {
     status: 409,
     description:
-      "the hybrid runtime is awaiting install: its bundle's bootstrap Job has not exchanged the token yet, so nothing can be forwarded to it",
+      "the hybrid runtime is awaiting install: its bundle's bootstrap Job has not exchanged the token yet, so nothing can be forwarded to it, nor can it be upgraded",
   },
   HOSTED_RUNTIME_EXISTS: {
     status: 409,
@@ -83,10 +83,15 @@ export const ERROR_CODES = {
     status: 409,
     description: 'DELETE of the hosted runtime: it goes with the tenant (DELETE /v1/tenants/:id)',
   },
+  HOSTED_RUNTIME_NO_BUNDLE: {
+    status: 409,
+    description:
+      'a bundle or upgrade of the hosted runtime: the control plane installs and upgrades it (POST /v1/tenants/:id/upgrade)',
+  },
   HYBRID_RUNTIMES_NOT_CONFIGURED: {
     status: 409,
     description:
-      "hybrid runtimes cannot be registered: the setting named in `details.setting` (`PROVISIONER_PUBLIC_URL`, the URL customers' clusters reach the control plane at) is not set",
+      "hybrid runtimes cannot be registered or upgraded: the setting named in `details.setting` (`PROVISIONER_PUBLIC_URL`, the URL customers' clusters reach the control plane at) is not set",
   },
   MANAGED_CLUSTER_SERVER_TAKEN: {
     status: 409,

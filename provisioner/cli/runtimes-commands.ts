@@ -1,14 +1,22 @@
 /**
- * `provisioner runtimes list|get|register|remove`: a tenant's runtimes, hosted and hybrid
- * (/v1/tenants/:id/runtimes, /v1/runtimes). `register` writes the install manifest to a file only
- * the user may read (it holds the single-use bootstrap token) and prints the command that applies
- * it; the token itself is never printed, not even with --json.
+ * `provisioner runtimes list|get|register|upgrade|bundle|remove`: a tenant's runtimes, hosted and
+ * hybrid (/v1/tenants/:id/runtimes, /v1/runtimes). `register` writes the install manifest to a file
+ * only the user may read (it holds the single-use bootstrap token) and prints the command that
+ * applies it; the token itself is never printed, not even with --json. `upgrade` and `bundle` write
+ * a hybrid runtime's upgrade bundle (no secret in it) and print what it changes.
  */
 import { open } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { apiClientOf, UsageError, type Io } from './api-commands.ts';
 import { age, table } from './format.ts';
-import type { Runtime, RuntimePage, RuntimeRegistered, RuntimeRemoved } from '../http/api-types.ts';
+import type {
+  Runtime,
+  RuntimePage,
+  RuntimeRegistered,
+  RuntimeRemoved,
+  RuntimeUpgradeBundle,
+  RuntimeUpgraded,
+} from '../http/api-types.ts';
 
 const row = (r: Runtime) => [
   r.name,
@@ -35,6 +43,24 @@ async function writePrivate(file: string, text: string): Promise<void> {
   } finally {
     await handle?.close();
   }
+}
+
+/** What an upgrade bundle changes, one line each, then the diff (when asked) and the command. */
+function upgradeText(u: RuntimeUpgradeBundle, file: string, command: string, diff: boolean): string {
+  const where = (o: { namespace?: string; name: string }) => (o.namespace ? `${o.namespace}/${o.name}` : o.name);
+  const lines = [
+    ...u.changes.charts.map(
+      (c) => `  ${c.change.padEnd(7)} helm release ${c.namespace}/${c.release}: ${c.from ?? '-'} -> ${c.to ?? '-'}`,
+    ),
+    ...u.changes.objects.map((o) => `  ${o.change.padEnd(7)} ${o.kind} ${where(o)}`),
+  ];
+  return [
+    `${u.from} -> ${u.to}: ${lines.length === 0 ? 'no changes' : `${lines.length} change${lines.length === 1 ? '' : 's'}`}`,
+    ...lines,
+    ...(diff && u.diff.split('\n').length > 4 ? [u.diff.trimEnd()] : []),
+    `the manifest is in ${file}; apply it in your cluster with:`,
+    command,
+  ].join('\n');
 }
 
 const shellQuote = (s: string): string => (/^[A-Za-z0-9_./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
@@ -162,6 +188,85 @@ export function addRuntimesCommands(program: Command, io: Io): void {
             command,
           ].join('\n'),
         );
+      },
+    );
+
+  /** Writes an upgrade bundle's manifest and prints what it changes. */
+  const showUpgrade = async (
+    name: string,
+    u: RuntimeUpgradeBundle,
+    o: { out?: string; diff?: boolean },
+    head: string,
+    data: object,
+  ) => {
+    const bundled = `hybrid-runtime-${name}-${u.to}.yaml`;
+    const file = o.out ?? bundled;
+    await writePrivate(file, u.install.manifests);
+    const command = u.install.command.replace(`kubectl apply -f ${bundled}`, `kubectl apply -f ${shellQuote(file)}`);
+    print({ ...data, manifestFile: file, command }, () =>
+      [head, upgradeText(u, file, command, o.diff === true)].filter((l) => l !== '').join('\n'),
+    );
+  };
+
+  group
+    .command('upgrade <tenant> <name>')
+    .description(
+      'move a hybrid runtime to another runtime version: recorded as the version it should run; writes the upgrade bundle to --out FILE and prints what it changes and the command that applies it in your cluster',
+    )
+    .requiredOption('--runtime-version <version>', 'the runtime version to run')
+    .option('--out <file>', 'where to write the manifest (default: hybrid-runtime-NAME-VERSION.yaml)')
+    .option('--diff', 'print the unified diff of the two bundles too')
+    .action(async (tenant: string, name: string, o: { runtimeVersion: string; out?: string; diff?: boolean }) => {
+      const out = await client().request<RuntimeUpgraded>('POST', `${path(tenant, name)}/upgrade`, {
+        version: o.runtimeVersion,
+      });
+      await showUpgrade(
+        name,
+        out.upgrade,
+        o,
+        out.changed
+          ? `hybrid runtime ${name} is to run version ${out.upgrade.to} (was ${out.upgrade.from}); nothing changes in your cluster until you apply the bundle`
+          : `hybrid runtime ${name} is already to run version ${out.upgrade.to}: nothing recorded`,
+        {
+          runtime: out.runtime,
+          changed: out.changed,
+          from: out.upgrade.from,
+          to: out.upgrade.to,
+          changes: out.upgrade.changes,
+          ...(o.diff ? { diff: out.upgrade.diff } : {}),
+        },
+      );
+    });
+
+  group
+    .command('bundle <tenant> <name>')
+    .description(
+      "a hybrid runtime's upgrade bundle at a runtime version (default: the one it should run), written to --out FILE, with what it changes against --from",
+    )
+    .option('--runtime-version <version>', "the bundle's runtime version")
+    .option('--from <version>', 'compare with this version (default: the one before the last change)')
+    .option('--out <file>', 'where to write the manifest (default: hybrid-runtime-NAME-VERSION.yaml)')
+    .option('--diff', 'print the unified diff of the two bundles too')
+    .action(
+      async (
+        tenant: string,
+        name: string,
+        o: { runtimeVersion?: string; from?: string; out?: string; diff?: boolean },
+      ) => {
+        const q = new URLSearchParams();
+        if (o.runtimeVersion !== undefined) q.set('version', o.runtimeVersion);
+        if (o.from !== undefined) q.set('from', o.from);
+        const qs = q.toString();
+        const u = await client().request<RuntimeUpgradeBundle>(
+          'GET',
+          `${path(tenant, name)}/bundle${qs ? `?${qs}` : ''}`,
+        );
+        await showUpgrade(name, u, o, '', {
+          from: u.from,
+          to: u.to,
+          changes: u.changes,
+          ...(o.diff ? { diff: u.diff } : {}),
+        });
       },
     );
 

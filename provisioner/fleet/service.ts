@@ -9,6 +9,7 @@ import { withTx, pgCode, pgConstraint, type Queryable } from '../db/tx.ts';
 import { errors, AppError } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import { availabilityMap } from '../store/versions.ts';
+import { hybridRuntimesBehind, type HybridRuntimeBehind } from '../store/runtimes.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import {
   DEFAULT_OPTIONS,
@@ -126,6 +127,39 @@ export interface FleetUpgradeView {
     startedAt: string | null;
     finishedAt: string | null;
   }>;
+  /** With `tenants`: the selected tenants' hybrid runtimes, which only their customers can upgrade. */
+  customerActionNeeded?: CustomerAction[];
+}
+
+/** A hybrid runtime a fleet upgrade does not move: its customer applies the upgrade (docs/hybrid.md "Upgrades"). */
+export interface CustomerAction {
+  tenantId: string;
+  runtime: string;
+  version: string;
+  reportedVersion: string | null;
+  /** What is left: asking for the target version (`upgrade`), or applying its bundle (`apply`). */
+  action: 'upgrade' | 'apply';
+  message: string;
+}
+
+export function customerActions(rows: HybridRuntimeBehind[], target: string): CustomerAction[] {
+  return rows.map((r) => {
+    const asked = r.version === target;
+    return {
+      tenantId: r.tenant_id,
+      runtime: r.name,
+      version: r.version,
+      reportedVersion: r.reported_version,
+      action: asked ? 'apply' : 'upgrade',
+      message: asked
+        ? `version ${target} was asked for; its customer applies the upgrade bundle (GET /v1/tenants/${r.tenant_id}/runtimes/${r.name}/bundle)` +
+          (r.reported_version
+            ? `: its agents report ${r.reported_version}`
+            : ': its agents have not reported a version')
+        : `a hybrid runtime at ${r.version}: ask for ${target} (provisioner runtimes upgrade ${r.tenant_id} ${r.name} --runtime-version ${target}) and its customer applies the bundle` +
+          (r.upgrades === 'agent' ? ' (the in-cluster upgrader it opted in to is not available yet)' : ''),
+    };
+  });
 }
 
 export interface FleetServiceDeps {
@@ -423,12 +457,14 @@ export class FleetUpgradeService {
   async get(id: string, withTenants = true): Promise<FleetUpgradeView | undefined> {
     const row = await getFleetRow(this.#deps.pool, id);
     if (!row) return undefined;
-    const [waves, counts, tenants] = await Promise.all([
+    const [waves, counts, tenants, behind] = await Promise.all([
       waveRows(this.#deps.pool, id),
       stateCounts(this.#deps.pool, [id]),
       withTenants ? fleetTenantRows(this.#deps.pool, id) : Promise.resolve(undefined),
+      withTenants ? hybridRuntimesBehind(this.#deps.pool, id, row.target_version) : Promise.resolve(undefined),
     ]);
-    return view(row, waves, counts, tenants);
+    const out = view(row, waves, counts, tenants);
+    return behind ? { ...out, customerActionNeeded: customerActions(behind, row.target_version) } : out;
   }
 
   /** The fleet upgrade's events after `afterSeq`, oldest first (its progress stream). */

@@ -580,6 +580,22 @@ export const FleetUpgrade = Type.Object(
         { description: 'every selected tenant, excluded ones too (state excluded, with the reason)' },
       ),
     ),
+    customerActionNeeded: Type.Optional(
+      Type.Array(
+        Type.Object({
+          tenantId: Uuid,
+          runtime: Type.String(),
+          version: Type.String(),
+          reportedVersion: Nullable(Type.String()),
+          action: StringEnum(['upgrade', 'apply'] as const),
+          message: Type.String(),
+        }),
+        {
+          description:
+            "with `tenants`: the selected tenants' hybrid runtimes not at the target version (asked and reported): a fleet upgrade moves hosted runtimes only; each needs its customer (`upgrade`: ask for the version; `apply`: apply its bundle)",
+        },
+      ),
+    ),
   },
   { $id: 'FleetUpgrade' },
 );
@@ -715,6 +731,24 @@ export const RuntimePage = Type.Object({
   nextCursor: Type.Union([Type.String(), Type.Null()]),
 });
 
+/** A hybrid runtime's bundle: its manifests, Argo charts and commands. */
+const RuntimeInstall = Type.Object({
+  manifests: Type.String({ description: 'multi-document YAML for `kubectl apply -f`' }),
+  charts: Type.Array(
+    Type.Object({
+      release: Type.String(),
+      namespace: Type.String(),
+      chart: Type.String(),
+      repository: Type.String(),
+      version: Type.String(),
+      values: Type.String({ description: 'YAML' }),
+    }),
+    { description: "argo=new: the Argo charts at the catalog's versions with their values; empty for existing" },
+  ),
+  command: Type.String({ description: 'the one command that applies it (helm first when charts)' }),
+  removeCommand: Type.String({ description: 'deletes exactly what the install created' }),
+});
+
 /** The answer of `POST /v1/tenants/:id/runtimes`. */
 export const RuntimeRegistered = Type.Object({
   runtime: Type.Ref('Runtime'),
@@ -722,22 +756,46 @@ export const RuntimeRegistered = Type.Object({
     description: 'single-use bootstrap token (also inside install.manifests); shown only in this answer, stored hashed',
   }),
   bootstrapExpiresAt: DateTime,
-  install: Type.Object({
-    manifests: Type.String({ description: 'multi-document YAML for `kubectl apply -f`' }),
+  install: RuntimeInstall,
+});
+
+const BundleChangeKind = StringEnum(['added', 'changed', 'removed'] as const);
+
+/** A hybrid runtime's upgrade bundle at a catalog version and what it changes (runtime/hybrid/upgrade.ts). */
+export const RuntimeUpgradeBundle = Type.Object({
+  from: Semver,
+  to: Semver,
+  install: Type.Object(RuntimeInstall.properties, {
+    description:
+      'the upgrade bundle at `to`: no bootstrap token or Job; `command` upgrades the Argo charts that changed, applies the manifest and deletes the objects `to` no longer has',
+  }),
+  diff: Type.String({ description: 'unified diff of the bundle at `from` and at `to` (manifests, then each chart)' }),
+  changes: Type.Object({
+    objects: Type.Array(
+      Type.Object({
+        kind: Type.String(),
+        namespace: Type.Optional(Type.String()),
+        name: Type.String(),
+        change: BundleChangeKind,
+      }),
+    ),
     charts: Type.Array(
       Type.Object({
         release: Type.String(),
         namespace: Type.String(),
-        chart: Type.String(),
-        repository: Type.String(),
-        version: Type.String(),
-        values: Type.String({ description: 'YAML' }),
+        from: Type.Optional(Type.String()),
+        to: Type.Optional(Type.String()),
+        change: BundleChangeKind,
       }),
-      { description: "argo=new: the Argo charts at the catalog's versions with their values; empty for existing" },
     ),
-    command: Type.String({ description: 'the one command that installs it (helm installs first when charts)' }),
-    removeCommand: Type.String({ description: 'deletes exactly what the install created' }),
   }),
+});
+
+/** The answer of `POST /v1/tenants/:id/runtimes/:name/upgrade`. */
+export const RuntimeUpgraded = Type.Object({
+  runtime: Type.Ref('Runtime'),
+  changed: Type.Boolean({ description: 'false when the runtime was already at that version (nothing recorded)' }),
+  upgrade: RuntimeUpgradeBundle,
 });
 
 /** The answer of `DELETE /v1/tenants/:id/runtimes/:name`. */

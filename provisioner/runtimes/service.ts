@@ -26,6 +26,7 @@ import {
   listAllRuntimes,
   listTenantRuntimes,
   markRuntimeRemoved,
+  setHybridRuntimeVersion,
   setRuntimeKey,
   type HybridAccess,
   type HybridArgo,
@@ -37,13 +38,22 @@ import { getTenantRow, getTenantRows, toTenant, type TenantRow } from '../store/
 import { deleteRuntimeObjects, lockTenantObjects } from '../store/runtime-objects.ts';
 import { availabilityOf } from '../store/versions.ts';
 import { conditionsForTenant, tunnelView } from '../http/tenant-view.ts';
-import type { Runtime, RuntimeBootstrapAnswer, RuntimeRegistered, RuntimeRemoved } from '../http/api-types.ts';
+import type {
+  Runtime,
+  RuntimeBootstrapAnswer,
+  RuntimeRegistered,
+  RuntimeRemoved,
+  RuntimeUpgradeBundle,
+  RuntimeUpgraded,
+} from '../http/api-types.ts';
 import {
   HybridBundleError,
   hybridInstallBundle,
   type InstallBundle,
   type InstallBundleInput,
 } from '../../runtime/hybrid/bundle.ts';
+import { upgradeBundle } from '../../runtime/hybrid/upgrade.ts';
+import { compareVersions } from '../../runtime/catalog.ts';
 import { RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
 import {
   ingressRegistrationProblem,
@@ -162,13 +172,7 @@ export class RuntimeService {
     by: Requester,
     reader: Reader,
   ): Promise<{ status: number; body: RuntimeRegistered }> {
-    const publicUrl = this.#deps.publicUrl;
-    if (publicUrl === undefined)
-      throw new AppError(
-        'HYBRID_RUNTIMES_NOT_CONFIGURED',
-        "hybrid runtimes cannot be registered here: PROVISIONER_PUBLIC_URL, the URL customers' clusters reach the control plane at, is not set; ask the operator to set it",
-        { details: { setting: 'PROVISIONER_PUBLIC_URL' } },
-      );
+    const publicUrl = this.#publicUrl();
     if (input.mode === 'hosted')
       throw new AppError(
         'HOSTED_RUNTIME_EXISTS',
@@ -335,16 +339,124 @@ export class RuntimeService {
         after: { state: removed.state, removedAt: iso(removed.removed_at) },
         requestId: by.requestId,
       });
-      // The bundle's remove command depends only on the runtime's labels and its charts, never on
-      // the token: made again from the row.
+      // The bundle's remove command depends only on the runtime's labels and its charts: made again
+      // from the row (the upgrade bundle's, which needs no token, names the bootstrap objects too).
       const removeCommand = this.#bundle({
         ...this.#bundleInput(row, this.#deps.publicUrl ?? 'https://control-plane.invalid'),
-        bootstrapToken: `hrth_${'0'.repeat(43)}`,
+        purpose: 'upgrade',
       }).removeCommand;
       return { runtime, removeCommand, keyId: row.runtime_key_id };
     });
     if (out.keyId) this.#deps.onKeyRevoked(out.keyId);
     return { runtime: out.runtime, removeCommand: out.removeCommand };
+  }
+
+  /**
+   * A hybrid runtime's upgrade bundle at catalog version `to` (default: the version it is asked to
+   * run) and its diff against `from` (default: the version before the last change when `to` is the
+   * current one, else the current one). Changes nothing.
+   */
+  async bundle(
+    tenantId: string,
+    name: string,
+    q: { version?: string | undefined; from?: string | undefined },
+  ): Promise<RuntimeUpgradeBundle> {
+    const publicUrl = this.#publicUrl();
+    await this.#tenant(tenantId);
+    const row = await getRuntimeByName(this.#deps.pool, tenantId, name);
+    if (!row) throw errors.notFound('runtime', name);
+    hybridOnly(row, tenantId);
+    const to = q.version ?? row.version!;
+    const from = q.from ?? (to === row.version ? (row.previous_version ?? to) : row.version!);
+    return this.#upgradeBundle(row, publicUrl, from, to, { to: 'version', from: 'from' });
+  }
+
+  /**
+   * Asks a hybrid runtime's customer to run another catalog version: checked like a tenant's own
+   * version change (an allowed upgrade path; a rollback only to the version before, if the catalog
+   * allows it; not withdrawn, not deprecated for a tenant), recorded with its audit row, and
+   * answered with the upgrade bundle and its diff. The control plane changes nothing in the
+   * customer's cluster: the customer applies the bundle (the runtime's agents then report the new
+   * version). Asking for the version it already has changes nothing and answers the same bundle.
+   */
+  async upgrade(
+    tenantId: string,
+    name: string,
+    version: string,
+    by: Requester,
+    reader: Reader,
+  ): Promise<RuntimeUpgraded> {
+    const publicUrl = this.#publicUrl();
+    return withTx(this.#deps.pool, async (tx) => {
+      const tenant = await getTenantRow(tx, tenantId);
+      if (!tenant) throw errors.notFound('tenant', tenantId);
+      const row = await getRuntimeByName(tx, tenantId, name, true);
+      if (!row) throw errors.notFound('runtime', name);
+      hybridOnly(row, tenantId);
+      const from = row.version!;
+      if (!this.#deps.catalog.get(version)) throw errors.unknownVersion(version, 'version');
+      if (version === from) {
+        const upgrade = this.#upgradeBundle(row, publicUrl, row.previous_version ?? from, from, { to: 'version' });
+        return { runtime: this.#view(row, tenant, reader), changed: false, upgrade };
+      }
+      if (row.state !== 'installed')
+        throw new AppError(
+          'RUNTIME_NOT_INSTALLED',
+          `runtime '${name}' is not installed yet: apply its install bundle first (or remove it and register it again at version ${version})`,
+          { field: 'name' },
+        );
+      const availability = await availabilityOf(tx, version);
+      if (availability === 'withdrawn' || (availability === 'deprecated' && by.actor.role === 'tenant'))
+        throw errors.versionUnavailable(version, availability, 'version');
+      if (compareVersions(version, from) < 0) {
+        const previous = row.previous_version;
+        if (previous !== version)
+          throw errors.upgradeRefused(
+            `runtime version ${version} is older than ${from}: a rollback can only return to the version the runtime ran before` +
+              (previous ? ` (${previous})` : ' (none recorded)'),
+            previous ? [previous] : [],
+            'version',
+          );
+        const back = this.#deps.catalog.rollbackAnswer(from, version);
+        if (!back.allowed) throw errors.upgradeRefused(back.reason, [], 'version');
+      } else {
+        const path = this.#deps.catalog.upgradePath(from, version);
+        if (!path.allowed) throw errors.upgradeRefused(path.reason, path.path, 'version');
+      }
+      const upgrade = this.#upgradeBundle(row, publicUrl, from, version, { to: 'version' });
+      const changed = await setHybridRuntimeVersion(tx, row.id, version);
+      if (!changed) throw errors.notFound('runtime', name);
+      await writeAudit(tx, by.actor, {
+        action: 'runtime.upgrade',
+        targetType: 'runtime',
+        targetId: row.id,
+        before: { version: from },
+        after: { version, appliedBy: 'customer' },
+        requestId: by.requestId,
+      });
+      return { runtime: this.#view(changed, tenant, reader), changed: true, upgrade };
+    });
+  }
+
+  #publicUrl(): string {
+    const publicUrl = this.#deps.publicUrl;
+    if (publicUrl === undefined) throw hybridNotConfigured();
+    return publicUrl;
+  }
+
+  #upgradeBundle(
+    row: RuntimeRow,
+    publicUrl: string,
+    from: string,
+    to: string,
+    fields: { to: string; from?: string },
+  ): RuntimeUpgradeBundle {
+    const target = this.#deps.catalog.get(to);
+    if (!target) throw errors.unknownVersion(to, fields.to);
+    const base = this.#deps.catalog.get(from);
+    if (!base) throw errors.unknownVersion(from, fields.from ?? fields.to);
+    const { version: _version, ...input } = this.#bundleInput(row, publicUrl);
+    return upgradeBundle(input, base, target);
   }
 
   #bundleInput(row: RuntimeRow, publicUrl: string): Omit<InstallBundleInput, 'bootstrapToken'> {
@@ -631,6 +743,23 @@ function checkShape(input: RegisterRuntime): void {
   } else if (input.argoNamespace !== undefined) {
     throw errors.validation('argoNamespace goes only with argo: existing', 'argoNamespace');
   }
+}
+
+const hybridNotConfigured = () =>
+  new AppError(
+    'HYBRID_RUNTIMES_NOT_CONFIGURED',
+    "hybrid runtimes cannot be registered or upgraded here: PROVISIONER_PUBLIC_URL, the URL customers' clusters reach the control plane at, is not set; ask the operator to set it",
+    { details: { setting: 'PROVISIONER_PUBLIC_URL' } },
+  );
+
+/** Bundles and upgrades are a hybrid runtime's: the hosted one is upgraded by the control plane. */
+function hybridOnly(row: RuntimeRow, tenantId: string): void {
+  if (row.mode === 'hosted')
+    throw new AppError(
+      'HOSTED_RUNTIME_NO_BUNDLE',
+      `the hosted runtime is installed and upgraded by the control plane: upgrade it with POST /v1/tenants/${tenantId}/upgrade`,
+      { field: 'name' },
+    );
 }
 
 const runtimeExists = (name: string) =>

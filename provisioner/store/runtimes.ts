@@ -42,6 +42,9 @@ export interface RuntimeRow {
   tunnel_connected_at: Date | null;
   /** A tunnel row whose replica stopped renewing it (the replica died): when it was last renewed. */
   tunnel_lost_at: Date | null;
+  /** A hybrid runtime's version before its last change (migration 026), and when it changed. */
+  previous_version: string | null;
+  version_changed_at: Date | null;
   /**
    * The runtime holds a runtime key that is not revoked: a hybrid runtime its own (from the
    * bootstrap exchange), a hosted runtime the one the reconciler made for its tenant's agents.
@@ -56,6 +59,7 @@ const COLUMNS = `r.id, r.tenant_id, r.name, r.mode, r.access, r.ingress_url, r.a
   (SELECT ht.replica_id FROM hybrid_runtime_tunnels ht WHERE ht.runtime_id = r.id AND ${liveTunnel('ht')}) AS tunnel_replica,
   (SELECT ht.connected_at FROM hybrid_runtime_tunnels ht WHERE ht.runtime_id = r.id AND ${liveTunnel('ht')}) AS tunnel_connected_at,
   (SELECT ht.seen_at FROM hybrid_runtime_tunnels ht WHERE ht.runtime_id = r.id AND NOT ${liveTunnel('ht')}) AS tunnel_lost_at,
+  r.previous_version, r.version_changed_at,
   CASE WHEN r.mode = 'hosted'
        THEN EXISTS (SELECT 1 FROM api_keys k WHERE k.tenant_id = r.tenant_id AND k.role = 'runtime'
                       AND k.runtime_id IS NULL AND k.revoked_at IS NULL)
@@ -225,4 +229,53 @@ export async function recordRuntimeHeartbeat(
                    OR argo_cd_listed IS DISTINCT FROM coalesce($3, argo_cd_listed))`,
     values: [runtimeId, hb.version, hb.argoCdListed, hb.minIntervalSeconds],
   });
+}
+
+/**
+ * Moves a hybrid runtime (not removed) to another catalog version: the version it had becomes its
+ * previous one. Answers the row after the change, or undefined when it is gone or removed.
+ */
+export async function setHybridRuntimeVersion(
+  db: Queryable,
+  runtimeId: string,
+  version: string,
+): Promise<RuntimeRow | undefined> {
+  const { rows } = await db.query<RuntimeRow>(
+    `UPDATE runtimes r SET previous_version = r.version, version = $2, version_changed_at = now()
+      WHERE r.id = $1 AND r.mode = 'hybrid' AND r.removed_at IS NULL
+      RETURNING ${COLUMNS}`,
+    [runtimeId, version],
+  );
+  return rows[0];
+}
+
+/** A hybrid runtime of a fleet upgrade's tenants that its customer has yet to move to the target. */
+export interface HybridRuntimeBehind {
+  tenant_id: string;
+  name: string;
+  version: string;
+  reported_version: string | null;
+  upgrades: HybridUpgrades;
+}
+
+/**
+ * The hybrid runtimes (not removed) of the tenants a fleet upgrade selected whose customer has not
+ * been asked to run `target` yet, or whose agents do not report it yet: fleet upgrades move hosted
+ * runtimes only, so these need their customer.
+ */
+export async function hybridRuntimesBehind(
+  db: Queryable,
+  fleetUpgradeId: string,
+  target: string,
+): Promise<HybridRuntimeBehind[]> {
+  const { rows } = await db.query<HybridRuntimeBehind>(
+    `SELECT r.tenant_id, r.name, r.version, r.reported_version, r.upgrades
+       FROM runtimes r
+      WHERE r.mode = 'hybrid' AND r.removed_at IS NULL
+        AND r.tenant_id IN (SELECT tenant_id FROM fleet_upgrade_tenants WHERE fleet_upgrade_id = $1)
+        AND (r.version <> $2 OR r.reported_version IS DISTINCT FROM $2)
+      ORDER BY r.tenant_id, r.name`,
+    [fleetUpgradeId, target],
+  );
+  return rows;
 }

@@ -21,6 +21,10 @@
  *    hosted runtime gets on the default plan; `command` installs them with helm before the apply.
  *  - The in-cluster upgrader is not part of the bundle yet: `upgrader` adds nothing (no account
  *    with rights that no agent uses).
+ *  - purpose=upgrade: the bundle a customer applies over an installed runtime to move it to another
+ *    catalog version. No bootstrap token, Secret or Job (the runtime holds its credentials; a Job's
+ *    pod template cannot be changed by an apply), everything else as at install. upgradeBundle()
+ *    compares two of them (runtime/hybrid/upgrade.ts).
  *
  * Every object carries HYBRID_LABELS (managed-by, tenant, runtime); `removeCommand` deletes by them.
  */
@@ -73,8 +77,10 @@ export interface InstallBundleInput {
   tunnelUrl: string;
   /** The control plane's request-signing public key (PEM), not a secret. */
   publicKey: string;
-  /** The only secret in the bundle. */
-  bootstrapToken: string;
+  /** The only secret in the bundle; none for purpose=upgrade. */
+  bootstrapToken?: string;
+  /** `install` (default): the first install, with the bootstrap Job; `upgrade`: applied over an installed runtime. */
+  purpose?: 'install' | 'upgrade';
   imageRepository?: string;
 }
 
@@ -119,9 +125,11 @@ export const BOOTSTRAP_TOKEN_DIR = '/etc/runtime-bootstrap';
 /** What the customer's ingress points at when access = ingress: the request router's Service. */
 export const ROUTER_SERVICE = { name: 'request-router', namespace: RUNTIME_NAMESPACE, port: AGENT_PORT } as const;
 
-/** The file name `command` applies (the manifest saved under it). */
-export function manifestFileName(runtimeName: string): string {
-  return `hybrid-runtime-${runtimeName}.yaml`;
+/** The file name `command` applies (the manifest saved under it); an upgrade bundle's names its version. */
+export function manifestFileName(runtimeName: string, upgradeVersion?: string): string {
+  return upgradeVersion === undefined
+    ? `hybrid-runtime-${runtimeName}.yaml`
+    : `hybrid-runtime-${runtimeName}-${upgradeVersion}.yaml`;
 }
 
 export class HybridBundleError extends Error {
@@ -144,7 +152,10 @@ function check(input: InstallBundleInput): void {
     if (ns === RUNTIME_NAMESPACE)
       throw new HybridBundleError(`the Argo CD namespace cannot be the runtime's own namespace ${RUNTIME_NAMESPACE}`);
   }
-  if (!input.bootstrapToken) throw new HybridBundleError('the bootstrap token is empty');
+  if (input.purpose === 'upgrade') {
+    if (input.bootstrapToken !== undefined)
+      throw new HybridBundleError('an upgrade bundle carries no bootstrap token: the runtime holds its credentials');
+  } else if (!input.bootstrapToken) throw new HybridBundleError('the bootstrap token is empty');
 }
 
 function labelsOf(r: HybridRuntimeSpec): Record<string, string> {
@@ -228,7 +239,7 @@ const existingArgoRules: Partial<Record<AgentName, Obj[]>> = {
 };
 
 /** The bootstrap Job and what it runs as. */
-function bootstrapObjects(input: InstallBundleInput, image: string): unknown[] {
+function bootstrapObjects(input: InstallBundleInput & { bootstrapToken: string }, image: string): unknown[] {
   const meta = {
     name: BOOTSTRAP_JOB,
     namespace: RUNTIME_NAMESPACE,
@@ -383,8 +394,12 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
       },
       type: 'Opaque',
     },
-    ...bootstrapObjects(input, `${repository}/bootstrap:${tag}`),
   ];
+  const upgrade = input.purpose === 'upgrade';
+  if (!upgrade)
+    raw.push(
+      ...bootstrapObjects({ ...input, bootstrapToken: input.bootstrapToken! }, `${repository}/bootstrap:${tag}`),
+    );
   for (const agent of AGENTS) {
     if (agent.name === 'tunnel-client' && r.access === 'ingress') continue;
     raw.push(...hybridAgentObjects(agent, input, `${repository}/${agent.name}:${tag}`));
@@ -408,12 +423,17 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
       : [];
 
   const header = [
-    `# Hybrid runtime '${r.name}' (runtime ${r.runtimeId}, tenant ${r.tenantId}), runtime version ${input.version.version}.`,
-    `# Apply with: kubectl apply -f ${manifestFileName(r.name)}` +
+    `# Hybrid runtime '${r.name}' (runtime ${r.runtimeId}, tenant ${r.tenantId}), runtime version ${input.version.version}` +
+      (upgrade ? ': the upgrade bundle, applied over the installed runtime.' : '.'),
+    `# Apply with: kubectl apply -f ${manifestFileName(r.name, upgrade ? input.version.version : undefined)}` +
       (charts.length > 0 ? ' (after the Argo charts: see the install command)' : ''),
     `# Every object is labelled ${HYBRID_LABELS.runtime}=${r.name},${HYBRID_LABELS.tenant}=${r.tenantId}.`,
-    `# The Secret ${BOOTSTRAP_SECRET} holds a single-use bootstrap token; the Job ${BOOTSTRAP_JOB} exchanges it`,
-    `# for the runtime's credentials (Secret ${CREDENTIALS_SECRET}) and deletes it.`,
+    ...(upgrade
+      ? [`# No bootstrap token: the runtime keeps the credentials in Secret ${CREDENTIALS_SECRET}.`]
+      : [
+          `# The Secret ${BOOTSTRAP_SECRET} holds a single-use bootstrap token; the Job ${BOOTSTRAP_JOB} exchanges it`,
+          `# for the runtime's credentials (Secret ${CREDENTIALS_SECRET}) and deletes it.`,
+        ]),
     ...(r.access === 'ingress'
       ? [
           `# access=ingress: point your ingress for ${r.ingressUrl} at Service ${ROUTER_SERVICE.name} in namespace`,
@@ -434,7 +454,10 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
   const selector = Object.entries(labels)
     .map(([k, v]) => `${k}=${v}`)
     .join(',');
-  const kinds = KIND_ORDER.filter((k) => objects.some((o) => o.kind === k))
+  // An upgrade bundle leaves out the bootstrap Job and Secret, which the install made: removal still deletes them.
+  const kinds = KIND_ORDER.filter(
+    (k) => objects.some((o) => o.kind === k) || (upgrade && (k === 'Job' || k === 'Secret')),
+  )
     .reverse()
     .map((k) => RESOURCE_OF_KIND[k]!);
   const removeCommand = [
@@ -446,7 +469,7 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
     manifests,
     objects,
     charts,
-    command: installCommand(charts, manifestFileName(r.name)),
+    command: installCommand(charts, manifestFileName(r.name, upgrade ? input.version.version : undefined)),
     removeCommand,
   };
 }

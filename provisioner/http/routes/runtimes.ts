@@ -10,6 +10,8 @@ import {
   RuntimePage,
   RuntimeRegistered,
   RuntimeRemoved,
+  RuntimeUpgradeBundle,
+  RuntimeUpgraded,
   Semver,
   StringEnum,
   Uuid,
@@ -66,6 +68,23 @@ const RegisterBody = Type.Object(
   },
   { additionalProperties: false },
 );
+
+const BundleQuery = Type.Object(
+  {
+    version: Type.Optional({
+      ...Semver,
+      description: "the catalog version of the bundle (default: the version the runtime's customer is asked to run)",
+    }),
+    from: Type.Optional({
+      ...Semver,
+      description:
+        'the version to compare with (default: the version before the last change when `version` is the current one, else the current one)',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+const UpgradeRuntimeBody = Type.Object({ version: Semver }, { additionalProperties: false });
 
 const ListAllQuery = Type.Object(
   {
@@ -163,6 +182,47 @@ export const runtimeRoutes =
       },
       async (request) =>
         ctx.runtimes.remove(request.params.id, request.params.name, requesterOf(request), readerOf(request)),
+    );
+
+    app.get(
+      '/v1/tenants/:id/runtimes/:name/bundle',
+      {
+        config: { roles: ROLES },
+        schema: {
+          summary: "A hybrid runtime's upgrade bundle at a catalog version, with its diff",
+          description:
+            'The bundle the customer applies over the installed runtime (no bootstrap token or Job), the command that applies it, and what it changes against `from`: a unified diff and the objects and Argo charts added, changed and removed. Changes nothing. The hosted runtime has none: 409 HOSTED_RUNTIME_NO_BUNDLE.',
+          tags: ['runtimes'],
+          params: NameParams,
+          querystring: BundleQuery,
+          response: withErrors({ 200: RuntimeUpgradeBundle }),
+        },
+      },
+      async (request) => ctx.runtimes.bundle(request.params.id, request.params.name, request.query),
+    );
+
+    app.post(
+      '/v1/tenants/:id/runtimes/:name/upgrade',
+      {
+        config: { roles: ROLES },
+        schema: {
+          summary: 'Upgrade (or roll back) a hybrid runtime: the customer applies the answered bundle',
+          description:
+            "Checked like a tenant's own upgrade (the catalog's upgrade paths and stepping stones; a rollback only to the version before, where the catalog allows it; not withdrawn, and not deprecated for a tenant key) and recorded as the version the runtime's customer is asked to run. The control plane holds no credentials to the customer's cluster: the answer's upgrade bundle and command are for the customer to apply; the runtime's agents then report the new version (`reportedVersion`, `versionSkew`). The version the runtime already has answers 200 with `changed: false`.",
+          tags: ['runtimes'],
+          params: NameParams,
+          body: UpgradeRuntimeBody,
+          response: withErrors({ 200: RuntimeUpgraded }),
+        },
+      },
+      async (request) =>
+        ctx.runtimes.upgrade(
+          request.params.id,
+          request.params.name,
+          request.body.version,
+          requesterOf(request),
+          readerOf(request),
+        ),
     );
 
     app.get(

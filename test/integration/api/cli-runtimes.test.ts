@@ -121,3 +121,82 @@ t.test('list, get and remove', async (t) => {
   t.not(gone.code, 0, 'a removed runtime is not found');
   t.match(gone.err, /RUNTIME_NOT_FOUND/, 'the error names RUNTIME_NOT_FOUND');
 });
+
+t.test('upgrade and bundle write the upgrade bundle and print what changes and the command', async (t) => {
+  const installFile = join(dir, 'mill.yaml');
+  const reg = await cli(
+    [
+      'runtimes',
+      'register',
+      tenantId,
+      'mill',
+      '--access',
+      'tunnel',
+      '--argo',
+      'new',
+      '--runtime-version',
+      '1.4.1',
+      '--out',
+      installFile,
+    ],
+    apiKey,
+  );
+  t.equal(reg.code, 0, `register at 1.4.1: ${reg.err}`);
+  const redeemed = await api.request('POST', '/v1/runtimes/bootstrap', { key: await tokenIn(installFile), body: {} });
+  t.equal(redeemed.statusCode, 200, "the bundle's Job would redeem the token: installed");
+
+  const file = join(dir, 'mill-next.yaml');
+  const up = await cli(
+    ['runtimes', 'upgrade', tenantId, 'mill', '--runtime-version', '1.5.0', '--out', file, '--diff'],
+    apiKey,
+  );
+  t.equal(up.code, 0, `upgrade exits 0: ${up.err}`);
+  t.match(up.out, /hybrid runtime mill is to run version 1\.5\.0 \(was 1\.4\.1\)/, 'it says what was recorded');
+  t.match(up.out, /changed +Deployment hosted-runtime\/app-proxy/, 'it lists the changed objects');
+  t.match(up.out, /changed +helm release argocd\/argocd: 7\.9\.1 -> 8\.0\.17/, 'and the charts that move');
+  t.match(up.out, /^\+\s+image: .*app-proxy:1\.5\.0$/m, 'with --diff, the unified diff');
+  t.match(
+    up.out,
+    new RegExp(`kubectl apply -f ${file.replace(/[.]/g, '\\.')}$`, 'm'),
+    'the command applies the file written',
+  );
+  const written = await readFile(file, 'utf8');
+  t.match(written, /app-proxy:1\.5\.0/, 'the file holds the 1.5.0 bundle');
+  t.notMatch(written, /hrth_|kind: Job/, 'with no bootstrap token or Job');
+
+  const again = await cli(
+    ['runtimes', 'upgrade', tenantId, 'mill', '--runtime-version', '1.5.0', '--out', file],
+    apiKey,
+  );
+  t.match(again.out, /already to run version 1\.5\.0: nothing recorded/, 'asking again records nothing');
+
+  const bundle = await cli(['runtimes', 'bundle', tenantId, 'mill', '--out', join(dir, 'mill-b.yaml')], apiKey);
+  t.equal(bundle.code, 0, `bundle exits 0: ${bundle.err}`);
+  t.match(bundle.out, /^1\.4\.1 -> 1\.5\.0: \d+ changes/m, 'bundle shows the last change by default');
+  t.notMatch(bundle.out, /^@@/m, 'no diff without --diff');
+
+  const json = await cli(
+    [
+      '--json',
+      'runtimes',
+      'bundle',
+      tenantId,
+      'mill',
+      '--runtime-version',
+      '1.5.0',
+      '--from',
+      '1.5.0',
+      '--out',
+      join(dir, 'mill-c.yaml'),
+    ],
+    apiKey,
+  );
+  t.same(JSON.parse(json.out).changes, { objects: [], charts: [] }, '--json: a version against itself changes nothing');
+
+  const jump = await cli(
+    ['runtimes', 'upgrade', tenantId, 'mill', '--runtime-version', '1.3.0', '--out', file],
+    apiKey,
+  );
+  t.not(jump.code, 0, 'a refused rollback exits non-zero');
+  t.match(jump.err, /only return to the version the runtime ran before \(1\.4\.1\)/, 'naming why');
+});
