@@ -149,8 +149,23 @@ export function describeFleet(f: FleetUpgrade, deferredUntil?: readonly string[]
       `  ${w.name.padEnd(8)} ${bar(done, w.size)} ${done}/${w.size} done, ${running} running${failed ? `, ${failed} failed` : ''}  ${w.state}`,
     );
   }
+  const customers = f.customerActionNeeded ?? [];
+  if (customers.length > 0) {
+    lines.push(
+      `  customer action needed: ${customers.length} hybrid runtime${customers.length === 1 ? '' : 's'} of these tenants (a fleet upgrade moves hosted runtimes only)`,
+    );
+    for (const c of customers.slice(0, HYBRID_LINES))
+      lines.push(
+        `    ${c.tenantId} ${c.runtime} (${c.version}${c.reportedVersion ? `, runs ${c.reportedVersion}` : ''}): ${c.message}`,
+      );
+    if (customers.length > HYBRID_LINES)
+      lines.push(`    … and ${customers.length - HYBRID_LINES} more (--json lists them all)`);
+  }
   return lines;
 }
+
+/** Hybrid runtimes listed one per line by `fleet status`. */
+const HYBRID_LINES = 20;
 
 /** Consecutive failed connections to the progress stream before `--follow` gives up (about a minute). */
 const FOLLOW_MAX_FAILURES = 15;
