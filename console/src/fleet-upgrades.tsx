@@ -135,6 +135,8 @@ export function FleetUpgradePage({ id }: { id: string }) {
   const active = ['running', 'paused', 'halted', 'aborting'].includes(f.state);
   const tenants = (f.tenants ?? []).filter((t) => !filter || t.state === filter);
   const states = [...new Set((f.tenants ?? []).map((t) => t.state))];
+  const customers = f.customerActionNeeded ?? [];
+  const organizations = new Map((f.tenants ?? []).map((t) => [t.tenantId, t.organization]));
   const button = (action: 'pause' | 'resume' | 'abort', label: string) =>
     pending === action ? (
       <span class="confirm" role="group" aria-label={`Confirm ${action}`}>
@@ -254,6 +256,40 @@ export function FleetUpgradePage({ id }: { id: string }) {
         </tbody>
       </table>
       {tenants.length > 500 && <p class="hint">The first 500 of {tenants.length} shown; filter by state.</p>}
+      {customers.length > 0 && (
+        <>
+          <h2>Customer action needed</h2>
+          <p class="hint">
+            Hybrid runtimes of these tenants run in their customers' clusters: a fleet upgrade moves hosted runtimes
+            only. Each is upgraded with <code>provisioner runtimes upgrade</code> and its customer applies the bundle.
+          </p>
+          <table class="fleet-hybrid">
+            <thead>
+              <tr>
+                <th scope="col">Tenant</th>
+                <th scope="col">Runtime</th>
+                <th scope="col">Version</th>
+                <th scope="col">Reported</th>
+                <th scope="col">What is left</th>
+              </tr>
+            </thead>
+            <tbody>
+              {customers.slice(0, 500).map((c) => (
+                <tr key={`${c.tenantId}/${c.runtime}`} data-fleet-hybrid={`${c.tenantId}/${c.runtime}`}>
+                  <td>
+                    <a href={`#/tenants/${c.tenantId}`}>{organizations.get(c.tenantId) ?? c.tenantId}</a>
+                  </td>
+                  <td>{c.runtime}</td>
+                  <td>{c.version}</td>
+                  <td>{c.reportedVersion ?? '—'}</td>
+                  <td>{c.message}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {customers.length > 500 && <p class="hint">The first 500 of {customers.length} shown.</p>}
+        </>
+      )}
     </section>
   );
 }

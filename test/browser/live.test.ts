@@ -448,6 +448,14 @@ t.test('clusters and runtime versions pages: cordon, the upgrade graph', async (
 t.test('a fleet upgrade: its waves and tenants, pause, resume and abort from the page', async (t) => {
   const a = await signup('fleet-wave-a', '1.4.0');
   const b = await signup('fleet-wave-b', '1.4.0');
+  // A hybrid runtime of tenant a, installed in its customer's cluster at 1.4.0: the fleet upgrade
+  // does not move it, and the page lists it as needing its customer.
+  await db.pool.query(
+    `INSERT INTO runtimes (tenant_id, name, mode, access, argo, upgrades, version, state, bootstrap_token_hash,
+                           bootstrap_expires_at, bootstrap_redeemed_at, created_by)
+     VALUES ($1, 'edge', 'hybrid', 'tunnel', 'new', 'customer', '1.4.0', 'installed', 'seeded-hash', now(), now(), 'test')`,
+    [a],
+  );
   const created = await fetch(`${server.url}/v1/fleet-upgrades`, {
     method: 'POST',
     headers: { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' },
@@ -470,6 +478,15 @@ t.test('a fleet upgrade: its waves and tenants, pause, resume and abort from the
   t.equal(await page.locator('table.waves tbody tr').count(), 2, 'both waves are listed');
   t.equal(await page.locator('table.fleet-tenants tbody tr').count(), 2, 'both tenants are listed');
   t.match(await page.locator(`tr[data-fleet-tenant="${a}"]`).innerText(), /1\.4\.0 → 1\.4\.1/, "a tenant's path");
+  const hybrid = page.locator('table.fleet-hybrid tbody tr');
+  t.equal(await hybrid.count(), 1, 'one hybrid runtime needs its customer');
+  const hybridRow = await page.locator(`tr[data-fleet-hybrid="${a}/edge"]`).innerText();
+  t.match(hybridRow, /fleet-wave-a/, 'named by its tenant');
+  t.match(
+    hybridRow,
+    /provisioner runtimes upgrade .* edge --runtime-version 1\.4\.1/,
+    'with the command that asks for the target',
+  );
   const state = page.locator('[data-fleet-state]');
   for (const [action, after] of [
     ['pause', 'paused'],
