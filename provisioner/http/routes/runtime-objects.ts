@@ -10,10 +10,11 @@
  * - `GET /v1/tenants/:id/runtimes/:name/objects/{applications,rollouts,workflows}[/:namespace/:objectName]`:
  *   the same for any runtime of the tenant by its name (`hosted` included);
  * - `GET /v1/tenants/:id/changes`: Server-Sent Events of the hosted runtime's changes, resumable
- *   with Last-Event-ID.
+ *   with Last-Event-ID; `GET /v1/tenants/:id/runtimes/:name/objects/changes`: any runtime's.
  */
 import { Type, type Static } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
   BoundedInteger,
   CONTROL_FREE,
@@ -326,84 +327,125 @@ export const runtimeObjectRoutes =
       );
     }
 
-    app.get(
-      '/v1/tenants/:id/changes',
+    const ChangesQuery = Type.Object(
       {
-        config: { roles: READ },
-        schema: {
-          summary: "Server-Sent Events: changes to the tenant's applications, rollouts and workflows",
-          description:
-            'Each event is `change` with id = an opaque cursor (pass it back unchanged) and data {deleted, item}. Without Last-Event-ID or after, the stream starts with ' +
-            'the next change; after=0 replays every live object first. Reconnect with Last-Event-ID to resume. ' +
-            'Resuming from before a deletion whose tombstone was purged (PROVISIONER_TOMBSTONE_RETENTION_HOURS) starts with a `reset` event ' +
-            '(drop what you hold) and replays every live object. ' +
-            "Changes stored through any replica reach every replica's streams.",
-          tags: ['runtime state'],
-          params: Type.Object({ id: Uuid }, { additionalProperties: false }),
-          querystring: Type.Object(
-            {
-              kind: Type.Optional(StringEnum(Object.keys(KIND_FILTER) as (keyof typeof KIND_FILTER)[])),
-              after: Type.Optional(
-                Type.String({
-                  pattern: STREAM_CURSOR,
-                  description: 'start after the event with this id (0: from the start)',
-                }),
-              ),
-            },
-            { additionalProperties: false },
-          ),
-        },
+        kind: Type.Optional(StringEnum(Object.keys(KIND_FILTER) as (keyof typeof KIND_FILTER)[])),
+        after: Type.Optional(
+          Type.String({
+            pattern: STREAM_CURSOR,
+            description: 'start after the event with this id (0: from the start)',
+          }),
+        ),
       },
-      async (request, reply) => {
-        const tenantId = request.params.id;
-        const scope = `changes/${tenantId}`;
-        const lastEventId = request.headers['last-event-id'];
+      { additionalProperties: false },
+    );
+    const changesDescription =
+      'Each event is `change` with id = an opaque cursor (pass it back unchanged) and data {deleted, item}. Without Last-Event-ID or after, the stream starts with ' +
+      'the next change; after=0 replays every live object first. Reconnect with Last-Event-ID to resume. ' +
+      'Resuming from before a deletion whose tombstone was purged (PROVISIONER_TOMBSTONE_RETENTION_HOURS) starts with a `reset` event ' +
+      '(drop what you hold) and replays every live object. ' +
+      "Changes stored through any replica reach every replica's streams.";
+
+    /**
+     * Serves one runtime's change stream. `scope` binds the cursors to what the stream follows (the
+     * tenant for the tenant-level route, as before; the runtime's id for a runtime's route), so a
+     * cursor of one stream is refused by another.
+     */
+    const serveChanges = async (
+      request: FastifyRequest<{ Querystring: Static<typeof ChangesQuery> }>,
+      reply: FastifyReply,
+      resolve: () => Promise<{ runtime: RuntimeRef; scope: string }>,
+    ): Promise<void> => {
+      const lastEventId = request.headers['last-event-id'];
+      const auth = authOf(request);
+      // Taken before the first await, so that a burst of opens cannot all pass the limit.
+      const slot = ctx.streams.reserve(auth.keyId, ctx.config.sseStreamsPerKey);
+      try {
+        const { runtime, scope } = await resolve();
         const resumeAt =
           typeof lastEventId === 'string'
             ? decodeStreamCursor(ctx.box, scope, lastEventId, 'Last-Event-ID')
             : request.query.after !== undefined
               ? decodeStreamCursor(ctx.box, scope, request.query.after, 'after')
               : undefined;
-        const auth = authOf(request);
-        // Taken before the first await, so that a burst of opens cannot all pass the limit.
-        const slot = ctx.streams.reserve(auth.keyId, ctx.config.sseStreamsPerKey);
-        try {
-          const runtime = await hostedOf(tenantId);
-          let afterSeq = resumeAt ?? (await ctx.runtimeObjects.latestSeq(runtime));
-          // Resuming from before a purged tombstone: that deletion can no longer be sent, so the
-          // stream starts over (a `reset` event, then every live object) rather than leave it out.
-          const horizon = afterSeq === '0' ? undefined : await ctx.runtimeObjects.horizon(runtime);
-          const reset = horizon !== undefined && BigInt(afterSeq) < BigInt(horizon.purgedSeq);
-          if (reset) afterSeq = '0';
-          const kind = request.query.kind ? KIND_FILTER[request.query.kind] : undefined;
+        let afterSeq = resumeAt ?? (await ctx.runtimeObjects.latestSeq(runtime));
+        // Resuming from before a purged tombstone: that deletion can no longer be sent, so the
+        // stream starts over (a `reset` event, then every live object) rather than leave it out.
+        const horizon = afterSeq === '0' ? undefined : await ctx.runtimeObjects.horizon(runtime);
+        const reset = horizon !== undefined && BigInt(afterSeq) < BigInt(horizon.purgedSeq);
+        if (reset) afterSeq = '0';
+        const kind = request.query.kind ? KIND_FILTER[request.query.kind] : undefined;
 
-          await serveEventStream<RuntimeObjectChangeEvents>(
-            slot,
-            request,
-            reply,
-            { log: 'change stream failed', message: 'change stream failed' },
-            async (stream) => {
-              // Tells the client where the stream starts (a comment: not an event).
-              stream.comment(`after ${encodeStreamCursor(ctx.box, scope, afterSeq)}`);
-              if (reset)
-                stream.send('reset', {
-                  reason: 'TombstonesPurged',
-                  message:
-                    'deletions since the given event were purged (older than the tombstone retention): drop what you hold; every live object follows',
-                });
-              for await (const row of ctx.runtimeObjects.follow(runtime, {
-                afterSeq,
-                signal: stream.signal,
-                ...(kind ? { kind } : {}),
-              })) {
-                const id = encodeStreamCursor(ctx.box, scope, row.seq);
-                if (!stream.send('change', { deleted: row.deleted, item: toItem(row) }, id)) await stream.drained();
-              }
-            },
-          );
-        } finally {
-          slot.release();
-        }
+        await serveEventStream<RuntimeObjectChangeEvents>(
+          slot,
+          request,
+          reply,
+          { log: 'change stream failed', message: 'change stream failed' },
+          async (stream) => {
+            // Tells the client where the stream starts (a comment: not an event).
+            stream.comment(`after ${encodeStreamCursor(ctx.box, scope, afterSeq)}`);
+            if (reset)
+              stream.send('reset', {
+                reason: 'TombstonesPurged',
+                message:
+                  'deletions since the given event were purged (older than the tombstone retention): drop what you hold; every live object follows',
+              });
+            for await (const row of ctx.runtimeObjects.follow(runtime, {
+              afterSeq,
+              signal: stream.signal,
+              ...(kind ? { kind } : {}),
+            })) {
+              const id = encodeStreamCursor(ctx.box, scope, row.seq);
+              if (!stream.send('change', { deleted: row.deleted, item: toItem(row) }, id)) await stream.drained();
+            }
+          },
+        );
+      } finally {
+        slot.release();
+      }
+    };
+
+    app.get(
+      '/v1/tenants/:id/changes',
+      {
+        config: { roles: READ },
+        schema: {
+          summary:
+            "Server-Sent Events: changes to the applications, rollouts and workflows of the tenant's hosted runtime",
+          description: changesDescription,
+          tags: ['runtime state'],
+          params: Type.Object({ id: Uuid }, { additionalProperties: false }),
+          querystring: ChangesQuery,
+        },
+      },
+      async (request, reply) => {
+        const tenantId = request.params.id;
+        await serveChanges(request, reply, async () => ({
+          runtime: await hostedOf(tenantId),
+          scope: `changes/${tenantId}`,
+        }));
+      },
+    );
+
+    app.get(
+      '/v1/tenants/:id/runtimes/:name/objects/changes',
+      {
+        config: { roles: READ },
+        schema: {
+          summary:
+            'Server-Sent Events: changes to the objects one runtime of the tenant reported (`hosted` or a hybrid runtime by name)',
+          description: changesDescription,
+          tags: ['runtime state'],
+          params: RuntimeParams,
+          querystring: ChangesQuery,
+        },
+      },
+      async (request, reply) => {
+        const { id, name } = request.params;
+        await serveChanges(request, reply, async () => {
+          const runtime = await runtimeOf(id, name);
+          return { runtime, scope: `changes/${runtime.runtimeId}` };
+        });
       },
     );
   };

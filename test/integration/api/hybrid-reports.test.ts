@@ -189,6 +189,55 @@ t.test(
   },
 );
 
+t.test("a runtime's change stream carries its own changes only", async (t) => {
+  const abort = new AbortController();
+  t.teardown(() => abort.abort());
+  const res = await fetch(`${base}/v1/tenants/${a.tenantId}/runtimes/edge/objects/changes?after=0`, {
+    headers: { authorization: `Bearer ${a.apiKey}`, accept: 'text/event-stream' },
+    signal: abort.signal,
+  });
+  t.equal(res.status, 200, 'the stream opens');
+  const names: string[] = [];
+  const reader = (async () => {
+    const decoder = new TextDecoder();
+    let buf = '';
+    try {
+      for await (const chunk of res.body!) {
+        buf += decoder.decode(chunk as Uint8Array, { stream: true });
+        let i: number;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          const data = /^data: (.*)$/m.exec(block)?.[1];
+          if (/^event: change$/m.test(block) && data)
+            names.push((JSON.parse(data) as { item: { name: string } }).item.name);
+        }
+      }
+    } catch {
+      // aborted at the end
+    }
+  })();
+  await until('the replay of its live object', () => (names.length >= 1 ? true : undefined), 10_000);
+  t.equal((await report(edge.key, batch('edge-0', [application('fresh', 8)]))).status, 200);
+  await until('its new object', () => (names.includes('fresh') ? true : undefined), 10_000);
+  t.equal((await report(hostedA, batch('hosted-0', [application('hosted-new', 101)]))).status, 200);
+  t.equal((await report(edge.key, batch('edge-0', [application('last', 9)]))).status, 200);
+  await until('its next object', () => (names.includes('last') ? true : undefined), 10_000);
+  abort.abort();
+  await reader;
+  t.same(
+    names,
+    ['edge-only', 'fresh', 'last'],
+    "its live object replayed, then its own changes in order; the hosted runtime's change between them is not sent",
+  );
+  const unknown = await call<ErrorAnswer>(
+    'GET',
+    `/v1/tenants/${a.tenantId}/runtimes/nowhere/objects/changes`,
+    a.apiKey,
+  );
+  t.equal(unknown.status, 404, "an unknown runtime's stream is 404");
+});
+
 t.test("a hybrid runtime's heartbeat, reported version, skew and conditions come from its reports", async (t) => {
   const get = async () => (await call<Runtime>('GET', `/v1/tenants/${a.tenantId}/runtimes/plant`, a.apiKey)).body;
   const cond = (r: Runtime, type: string) => r.conditions.find((c) => c.type === type);
