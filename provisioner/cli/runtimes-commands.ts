@@ -117,6 +117,11 @@ export function addRuntimesCommands(program: Command, io: Io): void {
         ...(r.mode === 'hybrid'
           ? [
               `upgrades: ${r.upgrades}${r.ingressUrl ? `, ingress ${r.ingressUrl}` : ''}`,
+              ...(r.previousVersion
+                ? [
+                    `version ${r.version} asked ${r.versionChangedAt ? `${age(r.versionChangedAt)} ago` : ''} (was ${r.previousVersion})`,
+                  ]
+                : []),
               r.installedAt
                 ? `installed ${age(r.installedAt)} ago (runtime key issued)`
                 : `awaiting install: bootstrap token valid until ${r.bootstrapExpiresAt}`,

@@ -697,6 +697,15 @@ export const Runtime = Type.Object(
     versionSkew: Nullable(
       Type.Boolean({ description: 'the reported version differs from `version`; null while none is reported' }),
     ),
+    previousVersion: Nullable(
+      Type.String({
+        description:
+          "the version before the last change (a rollback may return only to it): hosted, the tenant's; hybrid, the one before its last upgrade",
+      }),
+    ),
+    versionChangedAt: Nullable(
+      Type.String({ format: 'date-time', description: 'hybrid: when its last upgrade was asked for; hosted: null' }),
+    ),
     conditions: Type.Array(Condition, {
       description:
         "hosted: the tenant's; hybrid: `Installed` (bootstrap redeemed, awaiting it, or expired) and, for access=tunnel, `TunnelConnected`",

@@ -69,6 +69,9 @@ t.test('the bundle of the version a runtime runs, and of another, with what chan
   t.match(next.body.diff, /app-proxy:1\.5\.0/, 'the diff shows the new app-proxy image');
   const runtime = await call<Runtime>('GET', `${base}/plant-a`, tenant.apiKey);
   t.equal(runtime.body.version, '1.4.1', 'fetching a bundle changes nothing');
+  t.equal(runtime.body.previousVersion, null, 'never changed: no version before');
+  const hosted = await call<Runtime>('GET', `${base}/hosted`, tenant.apiKey);
+  t.equal(hosted.body.versionChangedAt, null, "the hosted runtime's versions are its tenant's");
 
   const unknown = await call('GET', `${base}/plant-a/bundle?version=9.9.9`, tenant.apiKey);
   t.equal(unknown.status, 400, 'a version not in the catalog is refused');
@@ -92,6 +95,11 @@ t.test(
       'the command applies it',
     );
     t.equal(res.body.runtime.versionSkew, null, 'no skew shown before the agents report a version');
+    t.equal(res.body.runtime.previousVersion, '1.4.1', 'the version before is shown');
+    t.ok(
+      res.body.runtime.versionChangedAt !== null && Date.now() - Date.parse(res.body.runtime.versionChangedAt) < 60_000,
+      'with when the change was asked for',
+    );
 
     const audit = await api.db.pool.query<{ action: string; before: unknown; after: unknown }>(
       `SELECT action, before, after FROM audit_log WHERE action = 'runtime.upgrade' AND target_id = $1`,
