@@ -6,6 +6,8 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
+import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from '../../sandbox/control-plane.ts';
+
 export interface KubectlRun {
   code: number | null;
   /** stdout and stderr together. */
@@ -54,3 +56,29 @@ export const APPLICATION_CRD = {
     ],
   },
 };
+
+/**
+ * A customer's cluster for the hybrid-runtime tests: etcd and a kube-apiserver alone (no nodes, no
+ * controllers) under `dir`, stopped at the test's teardown, and the toolchain's kubectl for it.
+ */
+export async function startCustomerCluster(
+  t: { teardown(fn: () => unknown): void },
+  bin: string,
+  dir: string,
+  o: { podSecurityDefault?: 'privileged' | 'baseline' | 'restricted' } = {},
+): Promise<{ plane: KubeControlPlane; kubectl: ReturnType<typeof kubectlRunner> }> {
+  const tc = toolchainFrom(bin);
+  const etcd = await startEtcd(tc, join(dir, 'etcd'));
+  t.teardown(() => etcd.stop());
+  const plane = await startKubeControlPlane(tc, {
+    name: 'customer',
+    dir: join(dir, 'customer'),
+    etcdUrl: etcd.url,
+    etcdPrefix: '/customer',
+    nodes: 0,
+    apiServerOnly: true,
+    ...(o.podSecurityDefault ? { podSecurityDefault: o.podSecurityDefault } : {}),
+  });
+  t.teardown(() => plane.stop());
+  return { plane, kubectl: kubectlRunner(bin, plane.kubeconfigFile) };
+}

@@ -21,10 +21,9 @@ import { createServer, type IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbox/control-plane.ts';
 import { freePort } from '../../../provisioner/db/embedded.ts';
 import { until } from '../../helpers/wait.ts';
-import { APPLICATION_CRD, kubectlRunner, missingKubeToolchain } from '../../helpers/kubectl.ts';
+import { APPLICATION_CRD, missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
 import { hybridInstallBundle, manifestFileName } from '../../../runtime/hybrid/bundle.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
@@ -60,24 +59,11 @@ if (missing && process.env.CI === 'true') {
   t.setTimeout(300_000);
   const dir = await mkdtemp(join(tmpdir(), 'hrt-hybrid-bootstrap-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const tc = toolchainFrom(toolchainBin!);
-  const etcd = await startEtcd(tc, join(dir, 'etcd'));
-  t.teardown(() => etcd.stop());
-  const plane = await startKubeControlPlane(tc, {
-    name: 'customer',
-    dir: join(dir, 'customer'),
-    etcdUrl: etcd.url,
-    etcdPrefix: '/customer',
-    nodes: 0,
-    apiServerOnly: true,
-    // Pod Security warns (as well as enforces) at restricted: a workload's pod template that the
-    // runtime namespace's `enforce: restricted` would refuse is reported when it is applied.
-    podSecurityDefault: 'restricted',
-  });
-  t.teardown(() => plane.stop());
+  // Pod Security warns (as well as enforces) at restricted: a workload's pod template that the
+  // runtime namespace's `enforce: restricted` would refuse is reported when it is applied.
+  const { plane, kubectl } = await startCustomerCluster(t, toolchainBin!, dir, { podSecurityDefault: 'restricted' });
   t.comment(`kube-apiserver ${plane.server} ready in ${plane.startSeconds.toFixed(1)} s`);
 
-  const kubectl = kubectlRunner(toolchainBin!, plane.kubeconfigFile);
   const getJson = async (kind: string, name: string, ns: string) => {
     const r = await kubectl(['get', kind, name, ...(ns ? ['-n', ns] : []), '-o', 'json', '--ignore-not-found']);
     return r.stdout.trim() ? (JSON.parse(r.stdout) as KubeJson) : undefined;

@@ -21,11 +21,10 @@ import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseAllDocuments } from 'yaml';
-import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbox/control-plane.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
 import { until } from '../../helpers/wait.ts';
-import { APPLICATION_CRD, kubectlRunner, missingKubeToolchain } from '../../helpers/kubectl.ts';
+import { APPLICATION_CRD, missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
 import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provisioner/http/api-types.ts';
@@ -70,19 +69,7 @@ if (missing && process.env.CI === 'true') {
   };
 
   // The customer's cluster.
-  const tc = toolchainFrom(toolchainBin!);
-  const etcd = await startEtcd(tc, join(dir, 'etcd'));
-  t.teardown(() => etcd.stop());
-  const plane = await startKubeControlPlane(tc, {
-    name: 'customer',
-    dir: join(dir, 'customer'),
-    etcdUrl: etcd.url,
-    etcdPrefix: '/customer',
-    nodes: 0,
-    apiServerOnly: true,
-  });
-  t.teardown(() => plane.stop());
-  const kubectl = kubectlRunner(toolchainBin!, plane.kubeconfigFile);
+  const { plane, kubectl } = await startCustomerCluster(t, toolchainBin!, dir);
   const secret = async (name: string): Promise<Secret | undefined> => {
     const r = await kubectl(['get', 'secret', name, '-n', 'hosted-runtime', '-o', 'json', '--ignore-not-found']);
     return r.stdout.trim() ? (JSON.parse(r.stdout) as Secret) : undefined;

@@ -11,9 +11,8 @@ import t from 'tap';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbox/control-plane.ts';
 import { createTestApi } from '../../helpers/api.ts';
-import { kubectlRunner, missingKubeToolchain } from '../../helpers/kubectl.ts';
+import { missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
 import { hybridInstallBundle } from '../../../runtime/hybrid/bundle.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import type { RuntimeRegistered, RuntimeUpgraded } from '../../../provisioner/http/api-types.ts';
@@ -32,19 +31,7 @@ if (missing && process.env.CI === 'true') {
 
   const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
   t.teardown(() => api.close());
-  const tc = toolchainFrom(toolchainBin!);
-  const etcd = await startEtcd(tc, join(dir, 'etcd'));
-  t.teardown(() => etcd.stop());
-  const plane = await startKubeControlPlane(tc, {
-    name: 'customer',
-    dir: join(dir, 'customer'),
-    etcdUrl: etcd.url,
-    etcdPrefix: '/customer',
-    nodes: 0,
-    apiServerOnly: true,
-  });
-  t.teardown(() => plane.stop());
-  const kubectl = kubectlRunner(toolchainBin!, plane.kubeconfigFile);
+  const { kubectl } = await startCustomerCluster(t, toolchainBin!, dir);
   const images = async (): Promise<Record<string, string>> => {
     const r = await kubectl(['get', 'deployments', '-n', 'hosted-runtime', '-o', 'json']);
     const list = JSON.parse(r.stdout) as {
