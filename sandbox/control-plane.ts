@@ -20,7 +20,7 @@ import {
   type CertificateAuthority,
   type ClientCertificate,
 } from './pki.ts';
-import { freePort, startProcess, until, type ManagedProcess } from './processes.ts';
+import { serverPort, startProcess, StopWaiting, until, type ManagedProcess } from './processes.ts';
 
 export interface Toolchain {
   /** The toolchain's bin folder. */
@@ -66,8 +66,22 @@ function httpGet(
 
 export async function startEtcd(tc: Toolchain, dir: string): Promise<Etcd> {
   await mkdir(dir, { recursive: true });
-  const client = await freePort();
-  const peer = await freePort();
+  // A port another process bound first ends etcd at once ("address already in use"): start it
+  // again on other ports (a fresh data folder, as that one may hold the first try's member).
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startEtcdOnce(tc, dir, join(dir, attempt === 1 ? 'data' : `data-${attempt}`));
+    } catch (err) {
+      if (attempt >= 3 || !(err instanceof EtcdPortTaken)) throw err;
+    }
+  }
+}
+
+class EtcdPortTaken extends StopWaiting {}
+
+async function startEtcdOnce(tc: Toolchain, dir: string, dataDir: string): Promise<Etcd> {
+  const client = await serverPort();
+  const peer = await serverPort();
   const url = `http://127.0.0.1:${client}`;
   const proc = startProcess(
     'etcd',
@@ -76,7 +90,7 @@ export async function startEtcd(tc: Toolchain, dir: string): Promise<Etcd> {
       '--name',
       'e2e',
       '--data-dir',
-      join(dir, 'data'),
+      dataDir,
       '--listen-client-urls',
       url,
       '--advertise-client-urls',
@@ -97,7 +111,11 @@ export async function startEtcd(tc: Toolchain, dir: string): Promise<Etcd> {
     join(dir, 'etcd.log'),
   );
   await until('etcd /health', 30_000, async () => {
-    if (!proc.running()) throw new Error(`etcd exited: ${await proc.tail(10)}`);
+    if (!proc.running()) {
+      const tail = await proc.tail(10);
+      if (tail.includes('address already in use')) throw new EtcdPortTaken(`etcd: a port was taken: ${tail}`);
+      throw new Error(`etcd exited: ${tail}`);
+    }
     return (await httpGet(`${url}/health`)).status === 200;
   });
   return { url, process: proc, stop: () => proc.stop() };
@@ -199,7 +217,7 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
     createClientCert(ca, 'admin', `${o.name}-admin`, 'system:masters'),
     createServiceAccountKeys(ca, 'sa'),
   ]);
-  const [apiPort, kcmPort, schedPort, kwokPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  const [apiPort, kcmPort, schedPort, kwokPort] = await Promise.all([serverPort(), serverPort(), serverPort(), serverPort()]);
   const server = `https://127.0.0.1:${apiPort}`;
   const kubeconfig = kubeconfigFor({ name: o.name, server, ca, client: admin });
   const kubeconfigFile = join(o.dir, 'admin.kubeconfig');

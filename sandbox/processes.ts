@@ -6,6 +6,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { randomInt } from 'node:crypto';
+import { createServer } from 'node:net';
 
 export interface ManagedProcess {
   readonly name: string;
@@ -216,7 +218,37 @@ export async function until<T>(
 }
 
 /** A free TCP port on 127.0.0.1 (the provisioner's own helper). */
-export { freePort } from '../provisioner/db/embedded.ts';
+import { freePort } from '../provisioner/db/embedded.ts';
+export { freePort };
+
+/** Whether 127.0.0.1:`port` can be listened on now. */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+const handedOut = new Set<number>();
+
+/**
+ * A free port for a server process to bind, below the kernel's ephemeral range (32768 and up on
+ * Linux). A port-0 port (freePort) is free when asked, but between then and the child's bind the
+ * kernel may hand it to any outgoing connection or port-0 listener of the busy machine (an etcd
+ * once failed to start on "address already in use" that way), and a server restarted on its
+ * old port meets the same race. Below the range only an explicit bind takes a port. Ports are not
+ * handed out twice by one process; other processes pick at random from 12,000.
+ */
+export async function serverPort(): Promise<number> {
+  for (let i = 0; i < 50; i++) {
+    const port = randomInt(20_000, 32_000);
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
+    if (await canListen(port)) return port;
+  }
+  return freePort();
+}
 
 /** Runs a command to completion; rejects with its output when it fails or runs past `timeoutMs`. */
 export async function run(

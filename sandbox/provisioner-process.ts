@@ -4,13 +4,12 @@
  * toolchain, so nothing is downloaded), the DIY Postgres state backend in its own database
  * (the default: table pulumi_state), short leases and polling.
  */
-import { randomBytes, randomInt } from 'node:crypto';
-import { createServer } from 'node:net';
+import { randomBytes } from 'node:crypto';
 import { mkdir, symlink } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { readFileSync } from 'node:fs';
-import { freePort, startProcess, until, type ManagedProcess } from './processes.ts';
+import { serverPort, startProcess, until, type ManagedProcess } from './processes.ts';
 
 export const REPO_ROOT = resolve(import.meta.dirname, '..');
 
@@ -132,33 +131,10 @@ export function withHostsFile(hostsFile: string, command: readonly string[]): st
   ];
 }
 
-/** Whether 127.0.0.1:`port` can be listened on now. */
-function canListen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
-}
-
-/**
- * A free port below the kernel's ephemeral range (32768 and up on Linux). The crash tests start a
- * provisioner again on the port of the one they killed; a port from the ephemeral range can be
- * handed meanwhile to any outgoing connection or port-0 listener (plugins, API servers), and the
- * restart then fails with EADDRINUSE. Below the range, only an explicit bind takes it.
- */
-async function restartablePort(): Promise<number> {
-  for (let i = 0; i < 50; i++) {
-    const port = randomInt(20_000, 32_000);
-    if (await canListen(port)) return port;
-  }
-  return freePort();
-}
-
 /** Starts `provisioner serve` and waits for /readyz. */
 export async function startProvisioner(s: ProvisionerSettings, port?: number): Promise<ProvisionerProcess> {
   const started = Date.now();
-  const p = port ?? (await restartablePort());
+  const p = port ?? (await serverPort());
   const url = `http://127.0.0.1:${p}`;
   const command = [process.execPath, ...(s.nodeArgs ?? []), join(REPO_ROOT, 'bin', 'provisioner.ts'), 'serve'];
   const wrapped = s.hostsFile ? withHostsFile(s.hostsFile, command) : command;

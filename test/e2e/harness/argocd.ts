@@ -23,7 +23,7 @@ import { promisify } from 'node:util';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { ARGO_GROUP, ARGO_VERSION } from './argo.ts';
 import { statusOf } from './kube.ts';
-import { freePort, startProcess, until, type ManagedProcess } from '../../../sandbox/processes.ts';
+import { serverPort, startProcess, until, type ManagedProcess } from '../../../sandbox/processes.ts';
 import { refuseInEarlyPhase } from './phase.ts';
 
 const execFileP = promisify(execFile);
@@ -159,10 +159,10 @@ export async function startArgoCd(t: { teardown(fn: () => unknown): void }, o: A
     })());
   t.teardown(stop);
   const [redisPort, repoPort, repoMetrics, ctlMetrics] = await Promise.all([
-    freePort(),
-    freePort(),
-    freePort(),
-    freePort(),
+    serverPort(),
+    serverPort(),
+    serverPort(),
+    serverPort(),
   ]);
   // HRT_ARGOCD_REDIS=redis-standin uses the stand-in even where redis-server is installed.
   const redisServer = process.env.HRT_ARGOCD_REDIS === 'redis-standin' ? undefined : onPath('redis-server');
