@@ -9,7 +9,7 @@ import { errors } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import { availabilityMap, availabilityOf, setAvailability } from '../store/versions.ts';
 import type { Availability } from '../store/states.ts';
-import type { Catalog } from '../../runtime/catalog.ts';
+import { compareVersions, type Catalog } from '../../runtime/catalog.ts';
 import type { Channel } from '../../runtime/versions.ts';
 
 export interface RuntimeVersionServiceDeps {
@@ -45,6 +45,35 @@ export function defaultVersionOf(catalog: Catalog, availability: ReadonlyMap<str
 /** The default version as the database says now (in `db`'s transaction, when it is one). */
 export async function currentDefaultVersion(db: Queryable, catalog: Catalog): Promise<string> {
   return defaultVersionOf(catalog, await availabilityMap(db));
+}
+
+/**
+ * The version-change rule, the same for a tenant's hosted runtime and a hybrid runtime: a move
+ * forward follows the catalog's upgrade path (its stepping stones and minimum versions); a move back
+ * returns only to the version run before (`previous`), and only where the catalog allows that
+ * rollback. Throws UPGRADE_PATH_REFUSED naming `field` and, where there is one, the way that works.
+ */
+export function checkVersionChange(
+  catalog: Catalog,
+  change: { subject: 'tenant' | 'runtime'; from: string; to: string; previous: string | null; field: string },
+): void {
+  const { from, to, previous, field } = change;
+  if (compareVersions(to, from) < 0) {
+    if (previous !== to) {
+      const ran = change.subject === 'tenant' ? 'the tenant last ran' : 'the runtime ran before';
+      throw errors.upgradeRefused(
+        `runtime version ${to} is older than ${from}: a rollback can only return to the version ${ran}` +
+          (previous ? ` (${previous})` : ' (none recorded)'),
+        previous ? [previous] : [],
+        field,
+      );
+    }
+    const back = catalog.rollbackAnswer(from, to);
+    if (!back.allowed) throw errors.upgradeRefused(back.reason, [], field);
+    return;
+  }
+  const path = catalog.upgradePath(from, to);
+  if (!path.allowed) throw errors.upgradeRefused(path.reason, path.path, field);
 }
 
 /** Serializes availability changes, so that two cannot together withdraw the last available version. */

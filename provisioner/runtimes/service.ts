@@ -53,7 +53,7 @@ import {
   type InstallBundleInput,
 } from '../../runtime/hybrid/bundle.ts';
 import { upgradeBundle } from '../../runtime/hybrid/upgrade.ts';
-import { compareVersions } from '../../runtime/catalog.ts';
+import { checkVersionChange } from '../runtime-versions/service.ts';
 import { RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
 import {
   ingressRegistrationProblem,
@@ -408,21 +408,13 @@ export class RuntimeService {
       const availability = await availabilityOf(tx, version);
       if (availability === 'withdrawn' || (availability === 'deprecated' && by.actor.role === 'tenant'))
         throw errors.versionUnavailable(version, availability, 'version');
-      if (compareVersions(version, from) < 0) {
-        const previous = row.previous_version;
-        if (previous !== version)
-          throw errors.upgradeRefused(
-            `runtime version ${version} is older than ${from}: a rollback can only return to the version the runtime ran before` +
-              (previous ? ` (${previous})` : ' (none recorded)'),
-            previous ? [previous] : [],
-            'version',
-          );
-        const back = this.#deps.catalog.rollbackAnswer(from, version);
-        if (!back.allowed) throw errors.upgradeRefused(back.reason, [], 'version');
-      } else {
-        const path = this.#deps.catalog.upgradePath(from, version);
-        if (!path.allowed) throw errors.upgradeRefused(path.reason, path.path, 'version');
-      }
+      checkVersionChange(this.#deps.catalog, {
+        subject: 'runtime',
+        from,
+        to: version,
+        previous: row.previous_version,
+        field: 'version',
+      });
       const upgrade = this.#upgradeBundle(row, publicUrl, from, version, { to: 'version' });
       const changed = await setHybridRuntimeVersion(tx, row.id, version);
       if (!changed) throw errors.notFound('runtime', name);

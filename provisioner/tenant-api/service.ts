@@ -34,10 +34,9 @@ import {
 import type { OperationKind } from '../store/states.ts';
 import { getOperation, listOperations, readLog, type LogLine, type Operation } from '../store/operations.ts';
 import { availabilityOf } from '../store/versions.ts';
-import { currentDefaultVersion } from '../runtime-versions/service.ts';
+import { checkVersionChange, currentDefaultVersion } from '../runtime-versions/service.ts';
 import { listRegions } from '../store/clusters.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
-import { compareVersions } from '../../runtime/catalog.ts';
 import { PLANS, PLAN_NAMES, DEFAULT_PLAN } from '../../tenants/plans.ts';
 import type { Queryable } from '../db/tx.ts';
 import { fleetUpgradeOf } from '../store/fleet-upgrades.ts';
@@ -135,25 +134,14 @@ export class TenantService {
    * A tenant with nothing installed anywhere (see everInstalled) may take any installable version.
    */
   checkVersionChange(tenant: TenantRow, to: string): void {
-    const field = 'runtimeVersion';
     if (!everInstalled(tenant)) return;
-    const from = tenant.runtime_version;
-    if (compareVersions(to, from) < 0) {
-      const previous = tenant.previous_runtime_version;
-      if (previous !== to) {
-        throw errors.upgradeRefused(
-          `runtime version ${to} is older than ${from}: a rollback can only return to the version the tenant last ran` +
-            (previous ? ` (${previous})` : ' (none recorded)'),
-          previous ? [previous] : [],
-          field,
-        );
-      }
-      const answer = this.#deps.catalog.rollbackAnswer(from, to);
-      if (!answer.allowed) throw errors.upgradeRefused(answer.reason, [], field);
-      return;
-    }
-    const answer = this.#deps.catalog.upgradePath(from, to);
-    if (!answer.allowed) throw errors.upgradeRefused(answer.reason, answer.path, field);
+    checkVersionChange(this.#deps.catalog, {
+      subject: 'tenant',
+      from: tenant.runtime_version,
+      to,
+      previous: tenant.previous_runtime_version,
+      field: 'runtimeVersion',
+    });
   }
 
   async signup(
