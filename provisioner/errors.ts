@@ -75,6 +75,21 @@ export const ERROR_CODES = {
     description:
       "the hybrid runtime is awaiting install: its bundle's bootstrap Job has not exchanged the token yet, so nothing can be forwarded to it, nor can it be upgraded",
   },
+  RUNTIME_UPGRADE_IN_PROGRESS: {
+    status: 409,
+    description:
+      "the hybrid runtime's in-cluster upgrader is applying an upgrade (it reports within its rollout timeout): ask for another version once it has ended",
+  },
+  UPGRADE_SUPERSEDED: {
+    status: 409,
+    description:
+      "an in-cluster upgrader's report about an upgrade that is no longer the one asked (another version was asked for since) or has already ended",
+  },
+  UPGRADER_NOT_OPTED_IN: {
+    status: 403,
+    description:
+      'an upgrader call with the key of a runtime that did not opt in to the in-cluster upgrader (`upgrades: customer`), or of the hosted runtime',
+  },
   HOSTED_RUNTIME_EXISTS: {
     status: 409,
     description: "a registration asked for `mode: hosted`: a tenant's hosted runtime comes with its signup",

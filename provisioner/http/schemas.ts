@@ -720,6 +720,21 @@ export const Runtime = Type.Object(
         description: 'who applies upgrades: the customer, or the in-cluster upgrader agent it opted in to',
       }),
     ),
+    upgrade: Nullable(
+      Type.Object(
+        {
+          from: Type.String(),
+          to: Type.String(),
+          phase: StringEnum(['pending', 'applying', 'succeeded', 'rolled-back', 'failed'] as const),
+          message: Nullable(Type.String()),
+          updatedAt: DateTime,
+        },
+        {
+          description:
+            'upgrades=agent: the last upgrade the in-cluster upgrader was asked to apply and how it went (`rolled-back`: the rollout failed and the version before was put back; `version` is that one again); null when none',
+        },
+      ),
+    ),
     bootstrapExpiresAt: Nullable(DateTime),
     installedAt: Nullable(Type.String({ format: 'date-time', description: 'when the bootstrap token was redeemed' })),
     keyIssued: Type.Boolean({
@@ -804,7 +819,35 @@ export const RuntimeUpgradeBundle = Type.Object({
 export const RuntimeUpgraded = Type.Object({
   runtime: Type.Ref('Runtime'),
   changed: Type.Boolean({ description: 'false when the runtime was already at that version (nothing recorded)' }),
+  appliedBy: StringEnum(['customer', 'agent'] as const, {
+    description:
+      "who applies it: `agent`, the runtime's in-cluster upgrader (upgrades=agent, and every change is one it may make), else `customer`",
+  }),
+  customerActionReason: Nullable(
+    Type.String({
+      description:
+        "upgrades=agent but the customer must apply this one: why (objects added, removed or outside the upgrader's rights, or Argo charts)",
+    }),
+  ),
   upgrade: RuntimeUpgradeBundle,
+});
+
+/** The answer of `GET /v1/runtime/upgrade` (runtime/protocol/upgrade.ts UpgraderAssignment). */
+export const UpgraderAssignment = Type.Object({
+  version: Type.String({ description: 'the catalog version the runtime is to run' }),
+  upgrade: Nullable(
+    Type.Object({
+      from: Type.String(),
+      to: Type.String(),
+      phase: StringEnum(['pending', 'applying'] as const),
+      apply: Type.Array(Type.Record(Type.String(), Type.Unknown()), {
+        description: 'the objects to server-side apply, in order (the upgrader itself last)',
+      }),
+      rollback: Type.Array(Type.Record(Type.String(), Type.Unknown()), {
+        description: 'the same objects as the version before had them',
+      }),
+    }),
+  ),
 });
 
 /** The answer of `DELETE /v1/tenants/:id/runtimes/:name`. */

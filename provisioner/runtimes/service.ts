@@ -9,7 +9,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import { withTx, pgConstraint } from '../db/tx.ts';
+import { withTx, pgConstraint, type Queryable } from '../db/tx.ts';
 import { AppError, errors } from '../errors.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
 import { TUNNEL_PATH } from '../../runtime/protocol/frames.ts';
@@ -26,6 +26,8 @@ import {
   listAllRuntimes,
   listTenantRuntimes,
   markRuntimeRemoved,
+  getRuntimeById,
+  recordUpgraderReport,
   setHybridRuntimeVersion,
   setRuntimeKey,
   type HybridAccess,
@@ -53,6 +55,8 @@ import {
   type InstallBundleInput,
 } from '../../runtime/hybrid/bundle.ts';
 import { upgradeBundle } from '../../runtime/hybrid/upgrade.ts';
+import { agentRefusal, upgraderPatchable, upgraderPlan } from '../../runtime/hybrid/upgrader.ts';
+import type { UpgraderAssignment, UpgraderReportBody } from '../../runtime/protocol/upgrade.ts';
 import { checkVersionChange } from '../runtime-versions/service.ts';
 import { RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
 import {
@@ -62,6 +66,13 @@ import {
   type Lookup,
 } from '../tunnel/ingress-address.ts';
 import { BOOTSTRAP_TOKEN_PATTERN, type BootstrapAnswer } from '../../runtime/protocol/bootstrap.ts';
+
+/**
+ * How long an upgrade the in-cluster upgrader reported `applying` holds off another version change:
+ * past it the upgrader is taken for gone (its rollout timeout is at most two hours) and a new
+ * version may replace the upgrade.
+ */
+export const UPGRADER_BUSY_SECONDS = 2 * 3600;
 
 export function newRuntimeBootstrapToken(): { token: string; hash: string } {
   const token = `hrth_${randomBytes(32).toString('base64url')}`;
@@ -397,13 +408,26 @@ export class RuntimeService {
       if (!this.#deps.catalog.get(version)) throw errors.unknownVersion(version, 'version');
       if (version === from) {
         const upgrade = this.#upgradeBundle(row, publicUrl, row.previous_version ?? from, from, { to: 'version' });
-        return { runtime: this.#view(row, tenant, reader), changed: false, upgrade };
+        const byAgent = row.upgrade_phase !== null && row.upgrade_to === from;
+        return {
+          runtime: this.#view(row, tenant, reader),
+          changed: false,
+          appliedBy: byAgent ? 'agent' : 'customer',
+          customerActionReason: null,
+          upgrade,
+        };
       }
       if (row.state !== 'installed')
         throw new AppError(
           'RUNTIME_NOT_INSTALLED',
           `runtime '${name}' is not installed yet: apply its install bundle first (or remove it and register it again at version ${version})`,
           { field: 'name' },
+        );
+      if (row.upgrade_phase === 'applying' && (row.upgrade_age_seconds ?? 0) < UPGRADER_BUSY_SECONDS)
+        throw new AppError(
+          'RUNTIME_UPGRADE_IN_PROGRESS',
+          `runtime '${name}' is being upgraded from ${row.upgrade_from} to ${row.upgrade_to} by its in-cluster upgrader: ask again once it reports the end (GET the runtime: upgrade.phase)`,
+          { field: 'version' },
         );
       const availability = await availabilityOf(tx, version);
       if (availability === 'withdrawn' || (availability === 'deprecated' && by.actor.role === 'tenant'))
@@ -416,18 +440,111 @@ export class RuntimeService {
         field: 'version',
       });
       const upgrade = this.#upgradeBundle(row, publicUrl, from, version, { to: 'version' });
-      const changed = await setHybridRuntimeVersion(tx, row.id, version);
+      // Opted in, the upgrader applies it when every change is one it may make; else the customer does.
+      const customerActionReason =
+        row.upgrades === 'agent' ? (agentRefusal(upgrade, this.#patchable(row, publicUrl, version)) ?? null) : null;
+      const byAgent = row.upgrades === 'agent' && customerActionReason === null;
+      const changed = await setHybridRuntimeVersion(tx, row.id, version, byAgent);
       if (!changed) throw errors.notFound('runtime', name);
+      const appliedBy = byAgent ? 'agent' : 'customer';
       await writeAudit(tx, by.actor, {
         action: 'runtime.upgrade',
         targetType: 'runtime',
         targetId: row.id,
         before: { version: from },
-        after: { version, appliedBy: 'customer' },
+        after: { version, appliedBy, ...(customerActionReason ? { customerActionReason } : {}) },
         requestId: by.requestId,
       });
-      return { runtime: this.#view(changed, tenant, reader), changed: true, upgrade };
+      return { runtime: this.#view(changed, tenant, reader), changed: true, appliedBy, customerActionReason, upgrade };
     });
+  }
+
+  /**
+   * The in-cluster upgrader's pull (its runtime key): the version the runtime is to run and, while
+   * an upgrade by the upgrader is pending or applying, its plan: the objects to apply and the same
+   * objects as the version before had them (runtime/hybrid/upgrader.ts).
+   */
+  async upgraderAssignment(runtimeId: string | null | undefined): Promise<UpgraderAssignment> {
+    const row = await this.#upgraderRuntime(this.#deps.pool, runtimeId);
+    const publicUrl = this.#publicUrl();
+    const active = row.upgrade_phase === 'pending' || row.upgrade_phase === 'applying';
+    if (!active || row.upgrade_from === null || row.upgrade_to === null)
+      return { version: row.version!, upgrade: null };
+    const before = this.#bundleAt(row, publicUrl, row.upgrade_from);
+    const after = this.#bundleAt(row, publicUrl, row.upgrade_to);
+    return {
+      version: row.version!,
+      upgrade: {
+        from: row.upgrade_from,
+        to: row.upgrade_to,
+        phase: row.upgrade_phase as 'pending' | 'applying',
+        ...upgraderPlan(before, after),
+      },
+    };
+  }
+
+  /**
+   * What the in-cluster upgrader reports about the upgrade to `to`: recorded with its audit row
+   * (the runtime key as the actor). 409 UPGRADE_SUPERSEDED when that upgrade is no longer the one
+   * asked or has ended. `rolled-back` makes the version before the runtime's version again.
+   */
+  async upgraderReport(
+    runtimeId: string | null | undefined,
+    report: UpgraderReportBody,
+    by: Requester,
+  ): Promise<{ runtime: Runtime }> {
+    return withTx(this.#deps.pool, async (tx) => {
+      const row = await this.#upgraderRuntime(tx, runtimeId, true);
+      const tenant = await getTenantRow(tx, row.tenant_id);
+      if (!tenant) throw errors.notFound('tenant', row.tenant_id);
+      const changed = await recordUpgraderReport(tx, row.id, report.to, report.phase, report.message?.trim() || null);
+      if (!changed)
+        throw new AppError(
+          'UPGRADE_SUPERSEDED',
+          row.upgrade_to === report.to && row.upgrade_phase !== null
+            ? `the upgrade to ${report.to} already ended (${row.upgrade_phase})`
+            : `the upgrade to ${report.to} is not the one asked now (${row.upgrade_phase === 'pending' || row.upgrade_phase === 'applying' ? `${row.upgrade_to}, ${row.upgrade_phase}` : `none; the runtime is to run ${row.version}`})`,
+          { field: 'to' },
+        );
+      if (report.phase !== 'applying')
+        await writeAudit(tx, by.actor, {
+          action: `runtime.upgrade.${report.phase}`,
+          targetType: 'runtime',
+          targetId: row.id,
+          before: { version: row.upgrade_from, target: report.to },
+          after: { version: changed.version, appliedBy: 'agent', message: changed.upgrade_message },
+          requestId: by.requestId,
+        });
+      return { runtime: this.#view(changed, tenant, 'operator') };
+    });
+  }
+
+  async #upgraderRuntime(db: Queryable, runtimeId: string | null | undefined, forUpdate = false): Promise<RuntimeRow> {
+    const row = runtimeId ? await getRuntimeById(db, runtimeId, forUpdate) : undefined;
+    if (!row || row.mode !== 'hybrid' || row.upgrades !== 'agent')
+      throw new AppError(
+        'UPGRADER_NOT_OPTED_IN',
+        row?.mode === 'hybrid'
+          ? `runtime '${row.name}' did not opt in to the in-cluster upgrader (upgrades: customer): its customer applies each upgrade`
+          : 'only the key of a hybrid runtime that opted in to the in-cluster upgrader (upgrades: agent) may call the upgrader routes',
+      );
+    return row;
+  }
+
+  /** The upgrade bundle of `row` at `version` (what the upgrader's plan compares). */
+  #bundleAt(row: RuntimeRow, publicUrl: string, version: string): InstallBundle {
+    const entry = this.#deps.catalog.get(version);
+    if (!entry) throw errors.unknownVersion(version, 'version');
+    return hybridInstallBundle({
+      ...this.#bundleInput(row, publicUrl),
+      version: entry,
+      purpose: 'upgrade',
+    });
+  }
+
+  /** What the upgrader of `row` may patch (its Role, as its bundle at `version` grants it). */
+  #patchable(row: RuntimeRow, publicUrl: string, version: string) {
+    return upgraderPatchable(this.#bundleAt(row, publicUrl, version));
   }
 
   #publicUrl(): string {
@@ -504,6 +621,7 @@ export class RuntimeService {
         argo: null,
         argoNamespace: null,
         upgrades: null,
+        upgrade: null,
         bootstrapExpiresAt: null,
         installedAt: null,
         keyIssued: r.key_live,
@@ -535,6 +653,16 @@ export class RuntimeService {
       argo: r.argo,
       argoNamespace: r.argo_namespace,
       upgrades: r.upgrades,
+      upgrade:
+        r.upgrade_phase && r.upgrade_from && r.upgrade_to && r.upgrade_updated_at
+          ? {
+              from: r.upgrade_from,
+              to: r.upgrade_to,
+              phase: r.upgrade_phase,
+              message: r.upgrade_message,
+              updatedAt: r.upgrade_updated_at.toISOString(),
+            }
+          : null,
       bootstrapExpiresAt: iso(r.bootstrap_expires_at),
       installedAt: iso(r.bootstrap_redeemed_at),
       keyIssued: r.key_live,
@@ -710,7 +838,59 @@ export function hybridConditions(
             lastTransitionTime: at(r.last_heartbeat_at),
           },
     );
+  const upgraded = upgraderCondition(r);
+  if (upgraded) out.push(upgraded);
   return out;
+}
+
+/** upgrades=agent: `Upgraded`, how the last upgrade the in-cluster upgrader was asked to apply went. */
+function upgraderCondition(r: RuntimeRow): Condition | undefined {
+  if (!r.upgrade_phase || !r.upgrade_updated_at) return undefined;
+  const at = r.upgrade_updated_at.toISOString();
+  const step = `${r.upgrade_from} to ${r.upgrade_to}`;
+  const said = r.upgrade_message ? `: ${r.upgrade_message}` : '';
+  switch (r.upgrade_phase) {
+    case 'pending':
+      return {
+        type: 'Upgraded',
+        status: 'False',
+        reason: 'Pending',
+        message: `the upgrade from ${step} waits for the in-cluster upgrader (Deployment runtime-upgrader in namespace ${RUNTIME_NAMESPACE}) to pick it up`,
+        lastTransitionTime: at,
+      };
+    case 'applying':
+      return {
+        type: 'Upgraded',
+        status: 'False',
+        reason: 'Applying',
+        message: `the in-cluster upgrader applies the upgrade from ${step}${said}`,
+        lastTransitionTime: at,
+      };
+    case 'succeeded':
+      return {
+        type: 'Upgraded',
+        status: 'True',
+        reason: 'Succeeded',
+        message: `the in-cluster upgrader applied the upgrade from ${step}${said}`,
+        lastTransitionTime: at,
+      };
+    case 'rolled-back':
+      return {
+        type: 'Upgraded',
+        status: 'False',
+        reason: 'RolledBack',
+        message: `the upgrade from ${step} failed and the in-cluster upgrader put ${r.upgrade_from} back${said}`,
+        lastTransitionTime: at,
+      };
+    case 'failed':
+      return {
+        type: 'Upgraded',
+        status: 'False',
+        reason: 'Failed',
+        message: `the upgrade from ${step} failed and so did its rollback: look at the Deployments in namespace ${RUNTIME_NAMESPACE}${said}`,
+        lastTransitionTime: at,
+      };
+  }
 }
 
 /** The checks a schema cannot state: which optional fields go with which choices. */

@@ -5,6 +5,7 @@
  */
 import type { Queryable } from '../db/tx.ts';
 import { liveTunnel } from './tunnels.ts';
+import type { UpgraderPhase, UpgraderReport } from '../../runtime/protocol/upgrade.ts';
 
 export type RuntimeMode = 'hosted' | 'hybrid';
 export type HybridAccess = 'tunnel' | 'ingress';
@@ -45,6 +46,14 @@ export interface RuntimeRow {
   /** A hybrid runtime's version before its last change (migration 026), and when it changed. */
   previous_version: string | null;
   version_changed_at: Date | null;
+  /** upgrades=agent: the last upgrade the in-cluster upgrader was asked to apply (migration 027). */
+  upgrade_phase: UpgraderPhase | null;
+  upgrade_from: string | null;
+  upgrade_to: string | null;
+  upgrade_message: string | null;
+  upgrade_updated_at: Date | null;
+  /** Seconds since upgrade_updated_at by the database's clock. */
+  upgrade_age_seconds: number | null;
   /**
    * The runtime holds a runtime key that is not revoked: a hybrid runtime its own (from the
    * bootstrap exchange), a hosted runtime the one the reconciler made for its tenant's agents.
@@ -60,6 +69,8 @@ const COLUMNS = `r.id, r.tenant_id, r.name, r.mode, r.access, r.ingress_url, r.a
   (SELECT ht.connected_at FROM hybrid_runtime_tunnels ht WHERE ht.runtime_id = r.id AND ${liveTunnel('ht')}) AS tunnel_connected_at,
   (SELECT ht.seen_at FROM hybrid_runtime_tunnels ht WHERE ht.runtime_id = r.id AND NOT ${liveTunnel('ht')}) AS tunnel_lost_at,
   r.previous_version, r.version_changed_at,
+  r.upgrade_phase, r.upgrade_from, r.upgrade_to, r.upgrade_message, r.upgrade_updated_at,
+  extract(epoch FROM now() - r.upgrade_updated_at)::float8 AS upgrade_age_seconds,
   CASE WHEN r.mode = 'hosted'
        THEN EXISTS (SELECT 1 FROM api_keys k WHERE k.tenant_id = r.tenant_id AND k.role = 'runtime'
                       AND k.runtime_id IS NULL AND k.revoked_at IS NULL)
@@ -123,6 +134,19 @@ export async function getRuntimeByName(
     `SELECT ${COLUMNS} FROM runtimes r WHERE r.tenant_id = $1 AND r.name = $2 AND r.removed_at IS NULL
      ${forUpdate ? 'FOR UPDATE' : ''}`,
     [tenantId, name],
+  );
+  return rows[0];
+}
+
+/** A runtime by id, not removed (a hybrid runtime's key carries its id). */
+export async function getRuntimeById(
+  db: Queryable,
+  runtimeId: string,
+  forUpdate = false,
+): Promise<RuntimeRow | undefined> {
+  const { rows } = await db.query<RuntimeRow>(
+    `SELECT ${COLUMNS} FROM runtimes r WHERE r.id = $1 AND r.removed_at IS NULL ${forUpdate ? 'FOR UPDATE' : ''}`,
+    [runtimeId],
   );
   return rows[0];
 }
@@ -235,16 +259,53 @@ export async function recordRuntimeHeartbeat(
  * Moves a hybrid runtime (not removed) to another catalog version: the version it had becomes its
  * previous one. Answers the row after the change, or undefined when it is gone or removed.
  */
+/**
+ * Records a hybrid runtime's new version (the one before becomes `previous_version`). `byAgent`:
+ * its in-cluster upgrader is to apply it (upgrade `pending`, with what a rollback restores);
+ * otherwise the customer applies it and any upgrade left to the upgrader is dropped.
+ */
 export async function setHybridRuntimeVersion(
   db: Queryable,
   runtimeId: string,
   version: string,
+  byAgent = false,
 ): Promise<RuntimeRow | undefined> {
   const { rows } = await db.query<RuntimeRow>(
-    `UPDATE runtimes r SET previous_version = r.version, version = $2, version_changed_at = now()
+    `UPDATE runtimes r SET previous_version = r.version, version = $2, version_changed_at = now(),
+            upgrade_phase = CASE WHEN $3 THEN 'pending' END,
+            upgrade_from = CASE WHEN $3 THEN r.version END,
+            upgrade_to = CASE WHEN $3 THEN $2 END,
+            upgrade_from_previous = CASE WHEN $3 THEN r.previous_version END,
+            upgrade_message = NULL,
+            upgrade_updated_at = CASE WHEN $3 THEN now() END
       WHERE r.id = $1 AND r.mode = 'hybrid' AND r.removed_at IS NULL
       RETURNING ${COLUMNS}`,
-    [runtimeId, version],
+    [runtimeId, version, byAgent],
+  );
+  return rows[0];
+}
+
+/**
+ * Records what the in-cluster upgrader reports about the upgrade to `to`, if that is still the
+ * upgrade asked and not ended (else undefined: superseded). `rolled-back` restores the version
+ * before (and the one before that) as the runtime's version.
+ */
+export async function recordUpgraderReport(
+  db: Queryable,
+  runtimeId: string,
+  to: string,
+  phase: UpgraderReport,
+  message: string | null,
+): Promise<RuntimeRow | undefined> {
+  const { rows } = await db.query<RuntimeRow>(
+    `UPDATE runtimes r SET upgrade_phase = $3, upgrade_message = $4, upgrade_updated_at = now(),
+            version = CASE WHEN $3 = 'rolled-back' THEN r.upgrade_from ELSE r.version END,
+            previous_version = CASE WHEN $3 = 'rolled-back' THEN r.upgrade_from_previous ELSE r.previous_version END,
+            version_changed_at = CASE WHEN $3 = 'rolled-back' THEN now() ELSE r.version_changed_at END
+      WHERE r.id = $1 AND r.mode = 'hybrid' AND r.removed_at IS NULL AND r.upgrades = 'agent'
+        AND r.upgrade_to = $2 AND r.version = $2 AND r.upgrade_phase IN ('pending', 'applying')
+      RETURNING ${COLUMNS}`,
+    [runtimeId, to, phase, message],
   );
   return rows[0];
 }

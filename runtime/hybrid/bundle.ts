@@ -19,8 +19,8 @@
  *    for the app-proxy. Nothing else of the customer's Argo CD is created or changed.
  *  - argo=new: `charts` lists the four Argo releases at the catalog's versions with the values the
  *    hosted runtime gets on the default plan; `command` installs them with helm before the apply.
- *  - The in-cluster upgrader is not part of the bundle yet: `upgrader` adds nothing (no account
- *    with rights that no agent uses).
+ *  - upgrader (`upgrades: agent`): the in-cluster upgrader's Deployment, account and Role, which may
+ *    get and patch only the agents' Deployments and the versions ConfigMap, by name (upgrader.ts).
  *  - purpose=upgrade: the bundle a customer applies over an installed runtime to move it to another
  *    catalog version. No bootstrap token, Secret or Job (the runtime holds its credentials; a Job's
  *    pod template cannot be changed by an apply), everything else as at install. upgradeBundle()
@@ -47,6 +47,7 @@ import { runtimeNamespace, versionsConfigMap } from '../component/runtime-object
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../protocol/bootstrap.ts';
 import type { KubeObject } from '../render/render.ts';
 import type { RuntimeVersion } from '../versions.ts';
+import { upgraderObjects } from './upgrader.ts';
 
 export type { KubeObject };
 
@@ -400,10 +401,16 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
     raw.push(
       ...bootstrapObjects({ ...input, bootstrapToken: input.bootstrapToken! }, `${repository}/bootstrap:${tag}`),
     );
-  for (const agent of AGENTS) {
-    if (agent.name === 'tunnel-client' && r.access === 'ingress') continue;
-    raw.push(...hybridAgentObjects(agent, input, `${repository}/${agent.name}:${tag}`));
-  }
+  const agents = AGENTS.filter((agent) => !(agent.name === 'tunnel-client' && r.access === 'ingress'));
+  for (const agent of agents) raw.push(...hybridAgentObjects(agent, input, `${repository}/${agent.name}:${tag}`));
+  if (r.upgrader)
+    raw.push(
+      ...upgraderObjects(
+        r,
+        `${repository}/upgrader:${tag}`,
+        agents.map((a) => a.name),
+      ),
+    );
   const objects = raw
     .map((o) => labelled(o, labels))
     .map((o, i) => ({ o, i }))

@@ -14,9 +14,11 @@ import {
   RuntimeUpgraded,
   Semver,
   StringEnum,
+  UpgraderAssignment,
   Uuid,
   withErrors,
 } from '../schemas.ts';
+import { UPGRADER_PATH, UPGRADER_REPORTS } from '../../../runtime/protocol/upgrade.ts';
 import { authOf, requesterOf } from '../auth.ts';
 import type { AppContext } from '../context.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
@@ -85,6 +87,15 @@ const BundleQuery = Type.Object(
 );
 
 const UpgradeRuntimeBody = Type.Object({ version: Semver }, { additionalProperties: false });
+
+const UpgraderReportBody = Type.Object(
+  {
+    to: Semver,
+    phase: StringEnum(UPGRADER_REPORTS),
+    message: Type.Optional(Type.String({ maxLength: 2000, pattern: NUL_FREE })),
+  },
+  { additionalProperties: false },
+);
 
 const ListAllQuery = Type.Object(
   {
@@ -249,6 +260,38 @@ export const runtimeRoutes =
           nextCursor: page.more && page.last ? encodeCursor(ctx.box, 'runtimes', page.last) : null,
         };
       },
+    );
+
+    app.get(
+      UPGRADER_PATH,
+      {
+        config: { roles: ['runtime'] },
+        schema: {
+          summary:
+            "A hybrid runtime's in-cluster upgrader pulls the upgrade it is to apply (runtime keys of runtimes with upgrades=agent)",
+          description:
+            'The version the runtime is to run and, while an upgrade by the upgrader is pending or applying, its plan: the objects to server-side apply in order and the same objects as the version before had them (the rollback). 403 UPGRADER_NOT_OPTED_IN for any other key.',
+          tags: ['runtimes'],
+          response: withErrors({ 200: UpgraderAssignment }),
+        },
+      },
+      async (request) => ctx.runtimes.upgraderAssignment(authOf(request).runtimeId),
+    );
+
+    app.post(
+      UPGRADER_PATH,
+      {
+        config: { roles: ['runtime'] },
+        schema: {
+          summary: "A hybrid runtime's in-cluster upgrader reports how the upgrade goes",
+          description:
+            "`applying` once it starts; then `succeeded`, `rolled-back` (the rollout failed and it put the version before back: that becomes the runtime's version again) or `failed` (the rollback failed too). Audited. 409 UPGRADE_SUPERSEDED when the upgrade to `to` is not the one asked now or already ended.",
+          tags: ['runtimes'],
+          body: UpgraderReportBody,
+          response: withErrors({ 200: Type.Object({ runtime: Type.Ref('Runtime') }) }),
+        },
+      },
+      async (request) => ctx.runtimes.upgraderReport(authOf(request).runtimeId, request.body, requesterOf(request)),
     );
 
     app.post(

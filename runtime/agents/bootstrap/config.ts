@@ -1,7 +1,17 @@
 /** Configuration of the bootstrap Job of a hybrid runtime, from the environment (validated once at start). */
 import { existsSync, readFileSync } from 'node:fs';
 import { BOOTSTRAP_TOKEN_PATTERN } from '../../protocol/bootstrap.ts';
-import { ConfigError, type Env, int, type LogLevel, logLevel, str, url } from '../common/config.ts';
+import {
+  ConfigError,
+  controlPlaneUrl,
+  type Env,
+  int,
+  kubeconfigFile,
+  type LogLevel,
+  logLevel,
+  str,
+  url,
+} from '../common/config.ts';
 
 /** The runtime's namespace (runtime/component/agents.ts RUNTIME_NAMESPACE). */
 const DEFAULT_NAMESPACE = 'hosted-runtime';
@@ -31,15 +41,8 @@ export interface BootstrapConfig {
   logLevel: LogLevel;
 }
 
-const LOOPBACK = ['127.0.0.1', 'localhost', '[::1]'];
-
 export function loadBootstrapConfig(env: Env = process.env): BootstrapConfig {
-  const cp = url(env, 'CONTROL_PLANE_URL', ['http:', 'https:']);
-  if (cp.protocol === 'http:' && !LOOPBACK.includes(cp.hostname) && env.CONTROL_PLANE_ALLOW_INSECURE !== 'true')
-    throw new ConfigError(
-      'CONTROL_PLANE_URL',
-      'must use https:// unless it points at loopback (or CONTROL_PLANE_ALLOW_INSECURE=true)',
-    );
+  const cp = controlPlaneUrl(env);
 
   let token: string | undefined;
   let tokenVar = 'BOOTSTRAP_TOKEN';
@@ -65,16 +68,12 @@ export function loadBootstrapConfig(env: Env = process.env): BootstrapConfig {
   if (!DNS_LABEL.test(namespace) || namespace.length > 63)
     throw new ConfigError('POD_NAMESPACE', `'${namespace}' is not a namespace name`);
 
-  const kubeconfig = env.KUBECONFIG || undefined;
-  if (kubeconfig !== undefined && !existsSync(kubeconfig))
-    throw new ConfigError('KUBECONFIG', `'${kubeconfig}' does not exist`);
-  if (kubeconfig === undefined && !env.KUBERNETES_SERVICE_HOST)
-    throw new ConfigError('KUBECONFIG', 'is required outside a cluster (KUBERNETES_SERVICE_HOST is not set)');
+  const kubeconfig = kubeconfigFile(env);
 
   if (env.TUNNEL_URL) url(env, 'TUNNEL_URL', ['ws:', 'wss:']);
   const tunnelUrl = env.TUNNEL_URL || undefined;
   return {
-    controlPlaneUrl: cp.toString().replace(/\/+$/, ''),
+    controlPlaneUrl: cp,
     tunnelUrl,
     publicKey: env.CONTROL_PLANE_PUBLIC_KEY || undefined,
     token,

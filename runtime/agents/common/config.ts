@@ -2,7 +2,7 @@
  * Environment parsing for the runtime agents: each agent reads its environment once at start,
  * validates it into a typed object, and exits with a message naming the variable when it is wrong.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 
 export type Env = Record<string, string | undefined>;
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -68,4 +68,30 @@ export function secret(env: Env, name: string): { value: string; file: string | 
     }
   }
   return { value: str(env, name).trim(), file: undefined };
+}
+
+const LOOPBACK_HOSTS = ['127.0.0.1', 'localhost', '[::1]'];
+
+/**
+ * CONTROL_PLANE_URL: https, or http only to loopback (or with CONTROL_PLANE_ALLOW_INSECURE=true).
+ * Answered without a trailing slash.
+ */
+export function controlPlaneUrl(env: Env): string {
+  const cp = url(env, 'CONTROL_PLANE_URL', ['http:', 'https:']);
+  if (cp.protocol === 'http:' && !LOOPBACK_HOSTS.includes(cp.hostname) && env.CONTROL_PLANE_ALLOW_INSECURE !== 'true')
+    throw new ConfigError(
+      'CONTROL_PLANE_URL',
+      'must use https:// unless it points at loopback (or CONTROL_PLANE_ALLOW_INSECURE=true)',
+    );
+  return cp.toString().replace(/\/+$/, '');
+}
+
+/** KUBECONFIG: a kubeconfig file that exists; unset, the pod's service account (then KUBERNETES_SERVICE_HOST must be set). */
+export function kubeconfigFile(env: Env): string | undefined {
+  const kubeconfig = env.KUBECONFIG || undefined;
+  if (kubeconfig !== undefined && !existsSync(kubeconfig))
+    throw new ConfigError('KUBECONFIG', `'${kubeconfig}' does not exist`);
+  if (kubeconfig === undefined && !env.KUBERNETES_SERVICE_HOST)
+    throw new ConfigError('KUBECONFIG', 'is required outside a cluster (KUBERNETES_SERVICE_HOST is not set)');
+  return kubeconfig;
 }

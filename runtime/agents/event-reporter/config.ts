@@ -1,8 +1,17 @@
 /** Event reporter configuration, from the environment (validated once at start). */
-import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { DIGEST_INTERVAL_SECONDS, HEARTBEAT_INTERVAL_SECONDS } from '../../protocol/events.ts';
-import { ConfigError, type Env, int, type LogLevel, logLevel, secret, str, url } from '../common/config.ts';
+import {
+  ConfigError,
+  controlPlaneUrl,
+  type Env,
+  int,
+  kubeconfigFile,
+  type LogLevel,
+  logLevel,
+  secret,
+  str,
+} from '../common/config.ts';
 
 /** The agents' namespace inside the vcluster (runtime/component/agents.ts RUNTIME_NAMESPACE). */
 const DEFAULT_NAMESPACE = 'hosted-runtime';
@@ -47,17 +56,7 @@ export interface EventReporterConfig {
 }
 
 export function loadEventReporterConfig(env: Env = process.env): EventReporterConfig {
-  const cpUrl = url(env, 'CONTROL_PLANE_URL', ['http:', 'https:']);
-  if (
-    cpUrl.protocol === 'http:' &&
-    !['127.0.0.1', 'localhost', '[::1]'].includes(cpUrl.hostname) &&
-    env.CONTROL_PLANE_ALLOW_INSECURE !== 'true'
-  ) {
-    throw new ConfigError(
-      'CONTROL_PLANE_URL',
-      'must use https:// unless it points at loopback (or CONTROL_PLANE_ALLOW_INSECURE=true)',
-    );
-  }
+  const cpUrl = controlPlaneUrl(env);
   const first = secret(env, 'RUNTIME_TOKEN');
   const tokenVar = first.file ? 'RUNTIME_TOKEN_FILE' : 'RUNTIME_TOKEN';
   if (first.value.length < 24) throw new ConfigError(tokenVar, 'does not look like a runtime token');
@@ -83,15 +82,11 @@ export function loadEventReporterConfig(env: Env = process.env): EventReporterCo
   if (watchNamespace !== undefined && (!DNS_LABEL.test(watchNamespace) || watchNamespace.length > 63))
     throw new ConfigError('WATCH_NAMESPACE', `'${watchNamespace}' is not a namespace name`);
 
-  const kubeconfig = env.KUBECONFIG || undefined;
-  if (kubeconfig !== undefined && !existsSync(kubeconfig))
-    throw new ConfigError('KUBECONFIG', `'${kubeconfig}' does not exist`);
-  if (kubeconfig === undefined && !env.KUBERNETES_SERVICE_HOST)
-    throw new ConfigError('KUBECONFIG', 'is required outside a cluster (KUBERNETES_SERVICE_HOST is not set)');
+  const kubeconfig = kubeconfigFile(env);
 
   const leaseDurationSeconds = int(env, 'LEASE_DURATION_SECONDS', 15, 3, 300);
   return {
-    controlPlaneUrl: cpUrl.toString().replace(/\/+$/, ''),
+    controlPlaneUrl: cpUrl,
     token,
     replica,
     namespace,

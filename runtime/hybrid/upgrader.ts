@@ -1,0 +1,171 @@
+/**
+ * The in-cluster upgrader of a hybrid runtime (`upgrades: agent`, opted in at registration): what
+ * the install bundle adds for it, what it may change, and the plan of one upgrade. Pure: no I/O.
+ *
+ * The upgrader (runtime/agents/upgrader/) asks the control plane with the runtime key for the
+ * upgrade it was asked to apply (GET UPGRADER_PATH), applies the plan with its own
+ * ServiceAccount, waits for the agents' rollout, and reports (POST UPGRADER_PATH); when the rollout
+ * fails it applies the plan's rollback (the same objects as the version before had them).
+ *
+ * Its rights are exactly what a catalog version moves in a runtime whose Argo CD the customer
+ * runs: `get` and `patch` of the agents' Deployments and of the versions ConfigMap, by name. It can
+ * create, delete or widen nothing: an upgrade that adds or removes objects, changes any other
+ * object (RBAC, Services, the credentials Secret) or an Argo chart (argo=new) is the customer's to
+ * apply (`agentRefusal` names why), as with `upgrades: customer`.
+ */
+import {
+  AGENT_PORT,
+  CREDENTIAL_KEYS,
+  CREDENTIALS_SECRET,
+  RUNTIME_NAMESPACE,
+  VERSIONS_CONFIGMAP,
+} from '../component/agents.ts';
+import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from '../component/pod-security.ts';
+import type { HybridRuntimeSpec, InstallBundle, KubeObject } from './bundle.ts';
+import type { ObjectChange, UpgradeBundle } from './upgrade.ts';
+import { UPGRADER, UPGRADER_PATH } from '../protocol/upgrade.ts';
+
+export { UPGRADER, UPGRADER_PATH };
+
+/** The objects the upgrader may patch, by kind and name, in the runtime's namespace. */
+export function upgraderPatchable(bundle: Pick<InstallBundle, 'objects'>): {
+  deployments: string[];
+  configMaps: string[];
+} {
+  const deployments = bundle.objects
+    .filter((o) => o.kind === 'Deployment' && o.metadata.namespace === RUNTIME_NAMESPACE)
+    .map((o) => o.metadata.name);
+  return { deployments: [...new Set([...deployments, UPGRADER])].sort(), configMaps: [VERSIONS_CONFIGMAP] };
+}
+
+/** The upgrader's account, its rights (by name: the agents' Deployments and the versions ConfigMap) and its Deployment. */
+export function upgraderObjects(r: HybridRuntimeSpec, image: string, deployments: readonly string[]): unknown[] {
+  const labels = { 'app.kubernetes.io/name': UPGRADER };
+  const metadata = { name: UPGRADER, namespace: RUNTIME_NAMESPACE, labels };
+  const fromCredentials = (name: string, key: string) => ({
+    name,
+    valueFrom: { secretKeyRef: { name: CREDENTIALS_SECRET, key } },
+  });
+  return [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata, automountServiceAccountToken: true },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata,
+      rules: [
+        {
+          apiGroups: ['apps'],
+          resources: ['deployments'],
+          resourceNames: [...new Set([...deployments, UPGRADER])].sort(),
+          verbs: ['get', 'patch'],
+        },
+        { apiGroups: [''], resources: ['configmaps'], resourceNames: [VERSIONS_CONFIGMAP], verbs: ['get', 'patch'] },
+      ],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata,
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: UPGRADER },
+      subjects: [{ kind: 'ServiceAccount', name: UPGRADER, namespace: RUNTIME_NAMESPACE }],
+    },
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata,
+      spec: {
+        // One at a time: two would apply the same upgrade twice.
+        replicas: 1,
+        selector: { matchLabels: labels },
+        strategy: { type: 'Recreate' },
+        template: {
+          metadata: { labels },
+          spec: {
+            serviceAccountName: UPGRADER,
+            automountServiceAccountToken: true,
+            securityContext: restrictedPodSecurityContext(),
+            containers: [
+              {
+                name: UPGRADER,
+                image,
+                imagePullPolicy: 'IfNotPresent',
+                ports: [{ name: 'http', containerPort: AGENT_PORT, protocol: 'TCP' }],
+                env: [
+                  { name: 'PORT', value: String(AGENT_PORT) },
+                  { name: 'RUNTIME_ID', value: r.runtimeId },
+                  fromCredentials('RUNTIME_TOKEN', CREDENTIAL_KEYS.token),
+                  fromCredentials('CONTROL_PLANE_URL', CREDENTIAL_KEYS.controlPlaneUrl),
+                  { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+                ],
+                resources: { requests: { cpu: '10m', memory: '64Mi' }, limits: { cpu: '200m', memory: '192Mi' } },
+                securityContext: restrictedContainerSecurityContext(),
+                readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 10 },
+                livenessProbe: { httpGet: { path: '/healthz', port: 'http' }, periodSeconds: 20, failureThreshold: 3 },
+                volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+              },
+            ],
+            volumes: [{ name: 'tmp', emptyDir: { sizeLimit: '16Mi' } }],
+          },
+        },
+      },
+    },
+  ];
+}
+
+const describe = (c: ObjectChange): string =>
+  `${c.kind} ${c.namespace ? `${c.namespace}/` : ''}${c.name} (${c.change})`;
+
+/**
+ * Why the upgrader cannot apply this upgrade (its customer must), or undefined when it can: every
+ * changed object is one it may patch, nothing is added or removed, and no Argo chart changes.
+ */
+export function agentRefusal(
+  up: Pick<UpgradeBundle, 'changes'>,
+  patchable: { deployments: readonly string[]; configMaps: readonly string[] },
+): string | undefined {
+  const outside = up.changes.objects.filter(
+    (c) =>
+      c.change !== 'changed' ||
+      c.namespace !== RUNTIME_NAMESPACE ||
+      !(
+        (c.kind === 'Deployment' && patchable.deployments.includes(c.name)) ||
+        (c.kind === 'ConfigMap' && patchable.configMaps.includes(c.name))
+      ),
+  );
+  const charts = up.changes.charts;
+  if (outside.length === 0 && charts.length === 0) return undefined;
+  const parts = [
+    ...(outside.length > 0
+      ? [
+          `it changes objects the upgrader may not: ${outside.slice(0, 5).map(describe).join(', ')}${outside.length > 5 ? `, and ${outside.length - 5} more` : ''}`,
+        ]
+      : []),
+    ...(charts.length > 0 ? [`it changes the Argo charts ${charts.map((c) => c.release).join(', ')} (helm)`] : []),
+  ];
+  return `the in-cluster upgrader cannot apply this upgrade: ${parts.join('; ')}; apply the bundle yourself`;
+}
+
+const key = (o: KubeObject): string => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+
+/**
+ * The objects one upgrade patches, from the two upgrade bundles (`before`: the version the runtime
+ * runs, `after`: the target): those that differ, the versions ConfigMap first and the upgrader's
+ * own Deployment last (patching it restarts the upgrader, so it goes once the rest rolled out),
+ * and the same objects as `before` has them for the rollback.
+ */
+export function upgraderPlan(
+  before: InstallBundle,
+  after: InstallBundle,
+): { apply: KubeObject[]; rollback: KubeObject[] } {
+  const old = new Map(before.objects.map((o) => [key(o), o]));
+  const rank = (o: KubeObject) => (o.kind === 'ConfigMap' ? 0 : o.metadata.name === UPGRADER ? 2 : 1);
+  const changed = after.objects
+    .filter((o) => {
+      const was = old.get(key(o));
+      return was !== undefined && JSON.stringify(was) !== JSON.stringify(o);
+    })
+    .map((o, i) => ({ o, i }))
+    .sort((a, b) => rank(a.o) - rank(b.o) || a.i - b.i)
+    .map(({ o }) => o);
+  return { apply: changed, rollback: changed.map((o) => old.get(key(o))!) };
+}
