@@ -59,13 +59,18 @@ export const APPLICATION_CRD = {
 
 /**
  * A customer's cluster for the hybrid-runtime tests: etcd and a kube-apiserver alone (no nodes, no
- * controllers) under `dir`, stopped at the test's teardown, and the toolchain's kubectl for it.
+ * controllers; with `controllers`, also the controller-manager, scheduler and KWOK) under `dir`,
+ * stopped at the test's teardown, and the toolchain's kubectl for it.
  */
 export async function startCustomerCluster(
   t: { teardown(fn: () => unknown): void },
   bin: string,
   dir: string,
-  o: { podSecurityDefault?: 'privileged' | 'baseline' | 'restricted' } = {},
+  o: {
+    podSecurityDefault?: 'privileged' | 'baseline' | 'restricted';
+    /** The controller-manager, scheduler and KWOK with one fake node: Deployments roll out (e2e toolchain). */
+    controllers?: boolean;
+  } = {},
 ): Promise<{ plane: KubeControlPlane; kubectl: ReturnType<typeof kubectlRunner> }> {
   const tc = toolchainFrom(bin);
   const etcd = await startEtcd(tc, join(dir, 'etcd'));
@@ -75,8 +80,8 @@ export async function startCustomerCluster(
     dir: join(dir, 'customer'),
     etcdUrl: etcd.url,
     etcdPrefix: '/customer',
-    nodes: 0,
-    apiServerOnly: true,
+    nodes: o.controllers ? 1 : 0,
+    apiServerOnly: !o.controllers,
     ...(o.podSecurityDefault ? { podSecurityDefault: o.podSecurityDefault } : {}),
   });
   t.teardown(() => plane.stop());

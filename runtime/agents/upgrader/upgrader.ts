@@ -149,7 +149,7 @@ export class Upgrader {
     let failure: string;
     try {
       for (const o of apply) await this.#serverSideApply(o);
-      await this.#rollout(apply);
+      await this.#rollout(apply, true);
       await this.#report(
         up.to,
         'succeeded',
@@ -175,7 +175,7 @@ export class Upgrader {
     const rollback = up.rollback.filter((o) => !self(o));
     try {
       for (const o of rollback) await this.#serverSideApply(o);
-      await this.#rollout(rollback);
+      await this.#rollout(rollback, false);
     } catch (err) {
       if (!(err instanceof UpgradeFailure)) throw err;
       const message = `${failure}; the rollback to ${up.from} failed too: ${err.message}`;
@@ -208,8 +208,13 @@ export class Upgrader {
     throw new UpgradeFailure(`the API server refused ${describe(o)}: ${reason.slice(0, 500)}`);
   }
 
-  /** Waits until every Deployment among `objects` rolled out; throws UpgradeFailure on a reported failure or the deadline. */
-  async #rollout(objects: PlannedObject[]): Promise<void> {
+  /**
+   * Waits until every Deployment among `objects` rolled out; throws UpgradeFailure at the deadline
+   * or, with `failFast`, on a failure the deployment controller reports for the spec it has seen.
+   * A rollback waits for the deadline only: the failed ReplicaSet's ReplicaFailure stays on the
+   * Deployment until the controllers have scaled it down.
+   */
+  async #rollout(objects: PlannedObject[], failFast: boolean): Promise<void> {
     const deployments = objects.filter((o) => o.kind === 'Deployment');
     const deadline = Date.now() + this.#config.rolloutTimeoutSeconds * 1000;
     const waiting = new Map(deployments.map((d) => [d.metadata.name, 'not checked yet']));
@@ -217,8 +222,9 @@ export class Upgrader {
       for (const name of [...waiting.keys()]) {
         const state = await this.#deploymentState(name);
         if (state.done) waiting.delete(name);
-        else if (state.failed) throw new UpgradeFailure(`Deployment ${name} did not roll out: ${state.failed}`);
-        else waiting.set(name, state.waiting);
+        else if (state.failed && failFast)
+          throw new UpgradeFailure(`Deployment ${name} did not roll out: ${state.failed}`);
+        else waiting.set(name, state.failed ?? state.waiting);
       }
       if (waiting.size === 0) return;
       if (Date.now() >= deadline)
@@ -250,6 +256,13 @@ export class Upgrader {
     };
     const s = d.status ?? {};
     const want = d.spec.replicas ?? 1;
+    // Conditions speak of the spec the controller has seen: none before it saw this one.
+    if ((s.observedGeneration ?? 0) < (d.metadata.generation ?? 0))
+      return { done: false, waiting: 'is not yet seen by the deployment controller' };
+    const updated = s.updatedReplicas ?? 0;
+    const available = s.availableReplicas ?? 0;
+    const total = s.replicas ?? 0;
+    if (updated >= want && available >= want && total === want) return { done: true, waiting: '' };
     const condition = (type: string) => s.conditions?.find((c) => c.type === type);
     const replicaFailure = condition('ReplicaFailure');
     if (replicaFailure?.status === 'True')
@@ -261,12 +274,6 @@ export class Upgrader {
     const progressing = condition('Progressing');
     if (progressing?.status === 'False' && progressing.reason === 'ProgressDeadlineExceeded')
       return { done: false, failed: `ProgressDeadlineExceeded: ${progressing.message ?? ''}`.trim(), waiting: '' };
-    if ((s.observedGeneration ?? 0) < (d.metadata.generation ?? 0))
-      return { done: false, waiting: 'is not yet seen by the deployment controller' };
-    const updated = s.updatedReplicas ?? 0;
-    const available = s.availableReplicas ?? 0;
-    const total = s.replicas ?? 0;
-    if (updated >= want && available >= want && total === want) return { done: true, waiting: '' };
     return { done: false, waiting: `has ${updated}/${want} updated, ${available}/${want} available, ${total} in all` };
   }
 

@@ -1,0 +1,392 @@
+/**
+ * A hybrid runtime upgraded by its in-cluster upgrader, every part real: the control plane is the
+ * `provisioner serve` process (real Postgres); the customer's cluster is a second kube-apiserver
+ * with the controller-manager, scheduler and KWOK, so that Deployments really roll out (KWOK runs
+ * the pods). The install bundle (upgrades: agent, beside the customer's Argo CD) is applied with
+ * kubectl; the bundle's bootstrap program runs with its Job's ServiceAccount token and writes the
+ * runtime key into the cluster; the upgrader runs as a process with its own ServiceAccount's
+ * token and that key, as its pod would.
+ *
+ *  - An upgrade to 1.5.0 the customer's cluster refuses (a ValidatingAdmissionPolicy of the
+ *    customer's admits no pod of a 1.5.0 image): the upgrader applies it, the new ReplicaSets
+ *    cannot create pods, the Deployment reports ReplicaFailure, and the upgrader puts 1.4.1 back
+ *    and reports it; the control plane shows the runtime at 1.4.1 again, `Upgraded` RolledBack.
+ *  - With the policy gone, the same upgrade is pulled, applied and rolled out: every agent runs
+ *    1.5.0, the versions ConfigMap says so, `Upgraded` Succeeded.
+ *  - What the upgrader's account may do in the cluster is exactly what the bundle lists.
+ *  - Removal: the key is refused and the remove command deletes what the install created.
+ */
+import t from 'tap';
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseAllDocuments } from 'yaml';
+import { createTestDatabase } from '../helpers/postgres.ts';
+import { startCustomerCluster } from '../helpers/kubectl.ts';
+import { newSecrets, startProvisioner } from '../../sandbox/provisioner-process.ts';
+import { serverPort, startProcess, until } from '../../sandbox/processes.ts';
+import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../runtime/protocol/bootstrap.ts';
+import type { Runtime, RuntimeRegistered, RuntimeRemoved, RuntimeUpgraded } from '../../provisioner/http/api-types.ts';
+
+t.setTimeout(10 * 60_000);
+
+const bin = process.env.HRT_TOOLCHAIN_BIN;
+if (!bin) throw new Error('HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e');
+const bootstrapMain = fileURLToPath(new URL('../../runtime/agents/bootstrap/main.ts', import.meta.url));
+const upgraderMain = fileURLToPath(new URL('../../runtime/agents/upgrader/main.ts', import.meta.url));
+const NS = 'hosted-runtime';
+
+const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-hybrid-upgrader-'));
+if (process.env.E2E_KEEP !== '1') t.teardown(() => rm(dir, { recursive: true, force: true }));
+
+// The control plane: `provisioner serve`, at a URL fixed before it starts (its bundles name it).
+const db = await createTestDatabase();
+t.teardown(() => db.drop());
+const port = await serverPort();
+const publicUrl = `http://127.0.0.1:${port}`;
+const secrets = newSecrets('hybrid');
+await mkdir(join(dir, 'provisioner'), { recursive: true });
+const provisioner = await startProvisioner(
+  {
+    toolchainBin: bin,
+    pluginBin: bin,
+    databaseUrl: db.url,
+    dataDir: join(dir, 'provisioner'),
+    pulumiHome: join(dir, 'pulumi-home'),
+    chartDir: dir,
+    ...secrets,
+    logFile: join(dir, 'provisioner.log'),
+    // Hybrid runtimes need no engine: the customer's cluster is the customer's.
+    env: { PROVISIONER_ENGINE: 'none', PROVISIONER_PUBLIC_URL: publicUrl },
+  },
+  port,
+);
+t.teardown(() => provisioner.process.stop());
+
+const { plane, kubectl } = await startCustomerCluster(t, bin, join(dir, 'customer'), { controllers: true });
+
+async function call<T>(method: string, path: string, key: string, body?: unknown) {
+  const res = await fetch(publicUrl + path, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await res.text();
+  return {
+    status: res.status,
+    body: (text ? JSON.parse(text) : {}) as T & { error?: { code: string; message: string } },
+  };
+}
+
+/** A kubeconfig for the customer's cluster as ServiceAccount `account` of the runtime's namespace (its token). */
+async function kubeconfigAs(account: string): Promise<string> {
+  const token = await kubectl(['create', 'token', account, '-n', NS, '--duration', '1h']);
+  if (token.code !== 0) throw new Error(`no token for ${account}: ${token.output}`);
+  const doc = JSON.parse(plane.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
+  doc.users[0]!.user = { token: token.stdout.trim() };
+  const file = join(dir, `${account}.kubeconfig`);
+  await writeFile(file, JSON.stringify(doc), { mode: 0o600 });
+  return file;
+}
+
+type Deployment = {
+  metadata: { name: string; generation: number; labels?: Record<string, string> };
+  spec: {
+    replicas: number;
+    template: { spec: { containers: Array<{ image: string; env: Array<{ name: string; value?: string }> }> } };
+  };
+  status?: { observedGeneration?: number; updatedReplicas?: number; availableReplicas?: number; replicas?: number };
+};
+async function deployments(): Promise<Deployment[]> {
+  const r = await kubectl(['get', 'deployments', '-n', NS, '-o', 'json']);
+  return (JSON.parse(r.stdout) as { items: Deployment[] }).items;
+}
+const tag = (d: Deployment) => d.spec.template.spec.containers[0]!.image.split(':').at(-1);
+const rolledOut = (d: Deployment) =>
+  (d.status?.observedGeneration ?? 0) >= d.metadata.generation &&
+  d.status?.updatedReplicas === d.spec.replicas &&
+  d.status?.availableReplicas === d.spec.replicas &&
+  d.status?.replicas === d.spec.replicas;
+/** Every agent's Deployment (the upgrader's own left out: the test runs the upgrader as a process) at `version`, rolled out. */
+async function agentsAt(version: string): Promise<Deployment[] | undefined> {
+  const list = (await deployments()).filter((d) => d.metadata.name !== 'runtime-upgrader');
+  return list.length > 0 && list.every((d) => tag(d) === version && rolledOut(d)) ? list : undefined;
+}
+
+const signup = await fetch(`${publicUrl}/v1/signup`, {
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({ organization: `upgrader-${Date.now()}`, email: 'owner@example.com' }),
+});
+const tenant = (await signup.json()) as { tenant: { id: string }; apiKey: string };
+const base = `/v1/tenants/${tenant.tenant.id}/runtimes`;
+const runtime = async () => (await call<Runtime>('GET', `${base}/plant-u`, tenant.apiKey)).body;
+let registered: RuntimeRegistered;
+let runtimeKey = '';
+
+t.test('installed at 1.4.1 with kubectl; the bootstrap program writes the key; the agents roll out', async (t) => {
+  const reg = await call<RuntimeRegistered>('POST', base, tenant.apiKey, {
+    name: 'plant-u',
+    mode: 'hybrid',
+    access: 'tunnel',
+    argo: 'existing',
+    argoNamespace: 'gitops',
+    upgrades: 'agent',
+    version: '1.4.1',
+  });
+  t.equal(reg.status, 201, `registered: ${JSON.stringify(reg.body).slice(0, 300)}`);
+  registered = reg.body;
+  const manifest = join(dir, 'hybrid-runtime-plant-u.yaml');
+  await writeFile(manifest, registered.install.manifests, { mode: 0o600 });
+  t.equal((await kubectl(['create', 'namespace', 'gitops'])).code, 0, "the customer's Argo CD namespace");
+  const applied = await kubectl(['apply', '-f', manifest]);
+  t.equal(applied.code, 0, `the install bundle applies: ${applied.output.slice(-500)}`);
+
+  // The bootstrap Job's pod: its ServiceAccount's token, the mounted bootstrap Secret, the Job's environment.
+  const secret = await kubectl(['get', 'secret', BOOTSTRAP_SECRET, '-n', NS, '-o', 'json']);
+  const token = Buffer.from(
+    (JSON.parse(secret.stdout) as { data: Record<string, string> }).data[BOOTSTRAP_TOKEN_KEY]!,
+    'base64',
+  ).toString();
+  const tokenDir = join(dir, 'bootstrap-token');
+  await mkdir(tokenDir);
+  await writeFile(join(tokenDir, BOOTSTRAP_TOKEN_KEY), token);
+  type Job = {
+    kind: string;
+    spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } };
+  };
+  const job = parseAllDocuments(registered.install.manifests)
+    .map((d) => d.toJS() as Job)
+    .find((o) => o?.kind === 'Job');
+  const env = Object.fromEntries(
+    (job?.spec.template.spec.containers[0]?.env ?? []).flatMap((e) =>
+      e.value === undefined ? [] : [[e.name, e.value]],
+    ),
+  );
+  const kubeconfig = await kubeconfigAs('runtime-bootstrap');
+  const run = await new Promise<{ code: number; output: string }>((resolve) =>
+    execFile(
+      process.execPath,
+      [bootstrapMain],
+      {
+        env: {
+          PATH: process.env.PATH,
+          ...env,
+          BOOTSTRAP_TOKEN_FILE: join(tokenDir, BOOTSTRAP_TOKEN_KEY),
+          POD_NAMESPACE: NS,
+          KUBECONFIG: kubeconfig,
+        },
+        timeout: 120_000,
+      },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
+    ),
+  );
+  t.equal(run.code, 0, `the bootstrap program succeeds: ${run.output.slice(-1000)}`);
+  const credentials = await kubectl(['get', 'secret', 'runtime-credentials', '-n', NS, '-o', 'json']);
+  const data = (JSON.parse(credentials.stdout) as { data: Record<string, string> }).data;
+  runtimeKey = Buffer.from(data[CREDENTIAL_KEYS.token]!, 'base64').toString();
+  t.match(runtimeKey, /^hrt_/, 'the runtime key is in the cluster');
+  t.equal((await runtime()).state, 'installed', 'the control plane shows it installed');
+
+  const agents = await until('every agent rolled out at 1.4.1 (KWOK runs the pods)', 120_000, () => agentsAt('1.4.1'));
+  t.same(agents.map((d) => d.metadata.name).sort(), ['app-proxy', 'event-reporter', 'request-router', 'tunnel-client']);
+});
+
+t.test(
+  "the upgrader's account may patch the agents' Deployments and the versions ConfigMap by name, nothing more",
+  async (t) => {
+    const can = async (...args: string[]) =>
+      (
+        await kubectl(['auth', 'can-i', ...args, '-n', NS, '--as', `system:serviceaccount:${NS}:runtime-upgrader`])
+      ).stdout.trim();
+    t.equal(await can('patch', 'deployments/app-proxy'), 'yes', 'patch the app-proxy');
+    t.equal(await can('patch', 'configmaps/runtime-versions'), 'yes', 'patch the versions ConfigMap');
+    t.equal(await can('create', 'deployments'), 'no', 'create no Deployment');
+    t.equal(await can('delete', 'deployments/app-proxy'), 'no', 'delete none');
+    t.equal(await can('patch', 'roles/app-proxy'), 'no', 'change no RBAC');
+    t.equal(await can('get', 'secrets/runtime-credentials'), 'no', 'read no Secret');
+    t.equal(await can('patch', 'deployments/argocd-server'), 'no', 'patch no other Deployment');
+  },
+);
+
+let upgraderOutput: () => Promise<string> = async () => '';
+let upgraderStop: () => Promise<void> = async () => {};
+t.teardown(() => upgraderStop());
+
+t.test('an upgrade the cluster refuses: the upgrader rolls back to 1.4.1 and the control plane shows it', async (t) => {
+  // The customer's own admission policy: no pod of a 1.5.0 image.
+  const policy = join(dir, 'policy.json');
+  await writeFile(
+    policy,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [
+        {
+          apiVersion: 'admissionregistration.k8s.io/v1',
+          kind: 'ValidatingAdmissionPolicy',
+          metadata: { name: 'no-agents-1-5-0' },
+          spec: {
+            failurePolicy: 'Fail',
+            matchConstraints: {
+              resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'] }],
+            },
+            validations: [
+              {
+                expression: "!object.spec.containers.exists(c, c.image.endsWith(':1.5.0'))",
+                message: 'images 1.5.0 are not admitted in this cluster',
+              },
+            ],
+          },
+        },
+        {
+          apiVersion: 'admissionregistration.k8s.io/v1',
+          kind: 'ValidatingAdmissionPolicyBinding',
+          metadata: { name: 'no-agents-1-5-0' },
+          spec: { policyName: 'no-agents-1-5-0', validationActions: ['Deny'] },
+        },
+      ],
+    }),
+  );
+  t.equal((await kubectl(['apply', '-f', policy])).code, 0, "the customer's policy");
+
+  const asked = await call<RuntimeUpgraded>('POST', `${base}/plant-u/upgrade`, tenant.apiKey, { version: '1.5.0' });
+  t.equal(asked.status, 200, JSON.stringify(asked.body).slice(0, 300));
+  t.equal(asked.body.appliedBy, 'agent', 'the upgrader applies it');
+
+  // The upgrader's pod: its ServiceAccount's token, the runtime key, the Deployment's plain environment.
+  type Dep = {
+    kind: string;
+    metadata: { name: string };
+    spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } };
+  };
+  const dep = parseAllDocuments(registered.install.manifests)
+    .map((d) => d.toJS() as Dep)
+    .find((o) => o?.kind === 'Deployment' && o.metadata.name === 'runtime-upgrader');
+  const env = Object.fromEntries(
+    (dep?.spec.template.spec.containers[0]?.env ?? []).flatMap((e) =>
+      e.value === undefined ? [] : [[e.name, e.value]],
+    ),
+  );
+  const upgrader = startProcess('upgrader', process.execPath, [upgraderMain], join(dir, 'upgrader.log'), {
+    env: {
+      PATH: process.env.PATH ?? '',
+      ...env,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      RUNTIME_TOKEN: runtimeKey,
+      CONTROL_PLANE_URL: publicUrl,
+      POD_NAMESPACE: NS,
+      KUBECONFIG: await kubeconfigAs('runtime-upgrader'),
+      POLL_SECONDS: '1',
+      ROLLOUT_TIMEOUT_SECONDS: '120',
+    },
+  });
+  // Runs until the file ends (the next test's upgrade is its too).
+  upgraderStop = () => upgrader.stop();
+  upgraderOutput = () => upgrader.tail(40);
+
+  const ended = await until('the upgrader reports the end of the upgrade', 240_000, async () => {
+    const r = await runtime();
+    return r.upgrade && !['pending', 'applying'].includes(r.upgrade.phase) ? r : undefined;
+  }).catch(async (err: Error) => {
+    t.fail(`${err.message}; the upgrader's log: ${await upgrader.tail(40)}`);
+    return runtime();
+  });
+  t.equal(ended.upgrade?.phase, 'rolled-back', `rolled back: ${ended.upgrade?.message}`);
+  t.match(ended.upgrade?.message, /images 1\.5\.0 are not admitted/, "naming the cluster's refusal");
+  t.equal(ended.version, '1.4.1', 'the runtime is to run 1.4.1 again');
+  t.match(
+    ended.conditions.find((c) => c.type === 'Upgraded'),
+    { status: 'False', reason: 'RolledBack' },
+  );
+  const agents = await until('every agent back at 1.4.1 and rolled out', 120_000, () => agentsAt('1.4.1'));
+  t.equal(agents.length, 4, 'the four agents run 1.4.1, available');
+  const versions = await kubectl([
+    'get',
+    'configmap',
+    'runtime-versions',
+    '-n',
+    NS,
+    '-o',
+    'jsonpath={.data.runtimeVersion}',
+  ]);
+  t.equal(versions.stdout, '1.4.1', 'the versions ConfigMap says 1.4.1 again');
+});
+
+t.test('with the policy gone, the same upgrade is pulled, applied and rolled out', async (t) => {
+  t.equal(
+    (await kubectl(['delete', 'validatingadmissionpolicybinding', 'no-agents-1-5-0'])).code,
+    0,
+    'the customer lifts its policy',
+  );
+  const asked = await call<RuntimeUpgraded>('POST', `${base}/plant-u/upgrade`, tenant.apiKey, { version: '1.5.0' });
+  t.equal(asked.status, 200);
+  t.equal(asked.body.appliedBy, 'agent');
+  const ended = await until('the upgrader reports the end of the upgrade', 240_000, async () => {
+    const r = await runtime();
+    return r.upgrade && r.upgrade.to === '1.5.0' && !['pending', 'applying'].includes(r.upgrade.phase) ? r : undefined;
+  }).catch(async (err: Error) => {
+    t.fail(
+      `${err.message}; the runtime: ${JSON.stringify((await runtime()).upgrade)}; the upgrader's log: ${await upgraderOutput()}`,
+    );
+    return runtime();
+  });
+  t.equal(ended.upgrade?.phase, 'succeeded', `succeeded: ${ended.upgrade?.message}`);
+  t.equal(ended.version, '1.5.0');
+  t.equal(ended.previousVersion, '1.4.1');
+  t.match(
+    ended.conditions.find((c) => c.type === 'Upgraded'),
+    { status: 'True', reason: 'Succeeded' },
+  );
+  const agents = await agentsAt('1.5.0');
+  t.ok(agents, 'every agent runs 1.5.0, rolled out (the upgrader waited for it before reporting)');
+  const reporter = agents?.find((d) => d.metadata.name === 'event-reporter');
+  t.equal(
+    reporter?.spec.template.spec.containers[0]!.env.find((e) => e.name === 'RUNTIME_VERSION')?.value,
+    '1.5.0',
+    'the event reporter will report 1.5.0',
+  );
+  const self = (await deployments()).find((d) => d.metadata.name === 'runtime-upgrader');
+  t.equal(self && tag(self), '1.5.0', 'the upgrader patched its own Deployment last');
+  const versions = await kubectl([
+    'get',
+    'configmap',
+    'runtime-versions',
+    '-n',
+    NS,
+    '-o',
+    'jsonpath={.data.runtimeVersion}',
+  ]);
+  t.equal(versions.stdout, '1.5.0', 'the versions ConfigMap says 1.5.0');
+  const managers = await kubectl([
+    'get',
+    'deployment',
+    'app-proxy',
+    '-n',
+    NS,
+    '-o',
+    'jsonpath={.metadata.managedFields[*].manager}',
+  ]);
+  t.match(managers.stdout, /hosted-runtimes-upgrader/, 'the change is the upgrader’s (its field manager)');
+});
+
+t.test('removal: the key is refused, and the remove command deletes what the install created', async (t) => {
+  const removed = await call<RuntimeRemoved>('DELETE', `${base}/plant-u`, tenant.apiKey);
+  t.equal(removed.status, 200);
+  const pull = await call('GET', '/v1/runtime/upgrade', runtimeKey);
+  t.equal(pull.status, 401, 'the upgrader’s key is refused');
+  const del = await kubectl([
+    'delete',
+    ...removed.body.removeCommand
+      .split('\n')[0]!
+      .split(' ')
+      .slice(2)
+      .map((a) => a.replace(/^'|'$/g, '')),
+  ]);
+  t.equal(del.code, 0, `the remove command: ${del.output.slice(-300)}`);
+  t.same(await deployments(), [], 'no Deployment of the runtime is left');
+});
