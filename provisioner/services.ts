@@ -288,6 +288,9 @@ export async function buildServices(
         notifications,
         leaseTtlMs: config.reconciler.leaseTtlSeconds * 1000,
         clusterParallelism: config.reconciler.fleetClusterParallelism,
+        // Called at tick time, once `runtimes` below exists.
+        askHybridUpgrades: (tx, tenantId, target, by, fleetUpgradeId) =>
+          runtimes.askUpgradesByAgent(tx, tenantId, target, by, fleetUpgradeId),
         ...child('fleet-driver'),
       })
     : undefined;

@@ -217,7 +217,12 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
     createClientCert(ca, 'admin', `${o.name}-admin`, 'system:masters'),
     createServiceAccountKeys(ca, 'sa'),
   ]);
-  const [apiPort, kcmPort, schedPort, kwokPort] = await Promise.all([serverPort(), serverPort(), serverPort(), serverPort()]);
+  const [apiPort, kcmPort, schedPort, kwokPort] = await Promise.all([
+    serverPort(),
+    serverPort(),
+    serverPort(),
+    serverPort(),
+  ]);
   const server = `https://127.0.0.1:${apiPort}`;
   const kubeconfig = kubeconfigFor({ name: o.name, server, ca, client: admin });
   const kubeconfigFile = join(o.dir, 'admin.kubeconfig');

@@ -136,6 +136,7 @@ export function FleetUpgradePage({ id }: { id: string }) {
   const tenants = (f.tenants ?? []).filter((t) => !filter || t.state === filter);
   const states = [...new Set((f.tenants ?? []).map((t) => t.state))];
   const customers = f.customerActionNeeded ?? [];
+  const upgraders = f.upgradedByAgent ?? [];
   const organizations = new Map((f.tenants ?? []).map((t) => [t.tenantId, t.organization]));
   const button = (action: 'pause' | 'resume' | 'abort', label: string) =>
     pending === action ? (
@@ -256,12 +257,47 @@ export function FleetUpgradePage({ id }: { id: string }) {
         </tbody>
       </table>
       {tenants.length > 500 && <p class="hint">The first 500 of {tenants.length} shown; filter by state.</p>}
+      {upgraders.length > 0 && (
+        <>
+          <h2>Moved by their in-cluster upgraders</h2>
+          <p class="hint">
+            Hybrid runtimes that opted in to the in-cluster upgrader: each is asked for the target once its tenant's
+            hosted runtime reached it in its wave, and its upgrader applies it in the customer's cluster.
+          </p>
+          <table class="fleet-upgraders">
+            <thead>
+              <tr>
+                <th scope="col">Tenant</th>
+                <th scope="col">Runtime</th>
+                <th scope="col">Version</th>
+                <th scope="col">Phase</th>
+                <th scope="col">Detail</th>
+              </tr>
+            </thead>
+            <tbody>
+              {upgraders.slice(0, 500).map((u) => (
+                <tr key={`${u.tenantId}/${u.runtime}`} data-fleet-upgrader={`${u.tenantId}/${u.runtime}`}>
+                  <td>
+                    <a href={`#/tenants/${u.tenantId}`}>{organizations.get(u.tenantId) ?? u.tenantId}</a>
+                  </td>
+                  <td>{u.runtime}</td>
+                  <td>{u.version}</td>
+                  <td data-phase={u.phase}>{u.phase}</td>
+                  <td>{u.message}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {upgraders.length > 500 && <p class="hint">The first 500 of {upgraders.length} shown.</p>}
+        </>
+      )}
       {customers.length > 0 && (
         <>
           <h2>Customer action needed</h2>
           <p class="hint">
-            Hybrid runtimes of these tenants run in their customers' clusters: a fleet upgrade moves hosted runtimes
-            only. Each is upgraded with <code>provisioner runtimes upgrade</code> and its customer applies the bundle.
+            Hybrid runtimes of these tenants run in their customers' clusters: a fleet upgrade moves hosted runtimes,
+            and hybrid ones only through the in-cluster upgrader they opted in to. Each of these is upgraded with{' '}
+            <code>provisioner runtimes upgrade</code> and its customer applies the bundle.
           </p>
           <table class="fleet-hybrid">
             <thead>

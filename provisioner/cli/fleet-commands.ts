@@ -149,10 +149,19 @@ export function describeFleet(f: FleetUpgrade, deferredUntil?: readonly string[]
       `  ${w.name.padEnd(8)} ${bar(done, w.size)} ${done}/${w.size} done, ${running} running${failed ? `, ${failed} failed` : ''}  ${w.state}`,
     );
   }
+  const agents = f.upgradedByAgent ?? [];
+  if (agents.length > 0) {
+    const by = (p: string) => agents.filter((a) => a.phase === p).length;
+    lines.push(
+      `  hybrid runtimes moved by their in-cluster upgraders: ${agents.length} (${by('succeeded')} succeeded, ${by('pending') + by('applying')} under way, ${by('waiting')} waiting for their tenant's wave)`,
+    );
+    for (const a of agents.filter((x) => x.phase !== 'succeeded').slice(0, HYBRID_LINES))
+      lines.push(`    ${a.tenantId} ${a.runtime} (${a.version}): ${a.phase}`);
+  }
   const customers = f.customerActionNeeded ?? [];
   if (customers.length > 0) {
     lines.push(
-      `  customer action needed: ${customers.length} hybrid runtime${customers.length === 1 ? '' : 's'} of these tenants (a fleet upgrade moves hosted runtimes only)`,
+      `  customer action needed: ${customers.length} hybrid runtime${customers.length === 1 ? '' : 's'} of these tenants (the fleet upgrade moves hosted runtimes, and hybrid ones only through the in-cluster upgrader they opted in to)`,
     );
     for (const c of customers.slice(0, HYBRID_LINES))
       lines.push(

@@ -122,6 +122,11 @@ export function addRuntimesCommands(program: Command, io: Io): void {
                     `version ${r.version} asked ${r.versionChangedAt ? `${age(r.versionChangedAt)} ago` : ''} (was ${r.previousVersion})`,
                   ]
                 : []),
+              ...(r.upgrade
+                ? [
+                    `upgrade ${r.upgrade.from} -> ${r.upgrade.to} by the in-cluster upgrader: ${r.upgrade.phase} ${age(r.upgrade.updatedAt)} ago${r.upgrade.message ? ` (${r.upgrade.message})` : ''}`,
+                  ]
+                : []),
               r.installedAt
                 ? `installed ${age(r.installedAt)} ago (runtime key issued)`
                 : `awaiting install: bootstrap token valid until ${r.bootstrapExpiresAt}`,
@@ -229,12 +234,17 @@ export function addRuntimesCommands(program: Command, io: Io): void {
         name,
         out.upgrade,
         o,
-        out.changed
-          ? `hybrid runtime ${name} is to run version ${out.upgrade.to} (was ${out.upgrade.from}); nothing changes in your cluster until you apply the bundle`
-          : `hybrid runtime ${name} is already to run version ${out.upgrade.to}: nothing recorded`,
+        !out.changed
+          ? `hybrid runtime ${name} is already to run version ${out.upgrade.to}: nothing recorded`
+          : out.appliedBy === 'agent'
+            ? `hybrid runtime ${name} is to run version ${out.upgrade.to} (was ${out.upgrade.from}); its in-cluster upgrader applies it (provisioner runtimes get ${tenant} ${name} shows how it goes; the bundle is for reference)`
+            : `hybrid runtime ${name} is to run version ${out.upgrade.to} (was ${out.upgrade.from}); nothing changes in your cluster until you apply the bundle` +
+              (out.customerActionReason ? ` (${out.customerActionReason})` : ''),
         {
           runtime: out.runtime,
           changed: out.changed,
+          appliedBy: out.appliedBy,
+          customerActionReason: out.customerActionReason,
           from: out.upgrade.from,
           to: out.upgrade.to,
           changes: out.upgrade.changes,

@@ -38,7 +38,7 @@ import type { Catalog } from '../../runtime/catalog.ts';
 import { abortStep } from './abort.ts';
 import { judgeSteps } from './judge.ts';
 import type { FleetOptions } from './plan.ts';
-import { writeDecisions, type DriverContext, type FleetDriverLog, type Tick } from './round.ts';
+import { writeDecisions, type AskHybridUpgrades, type DriverContext, type FleetDriverLog, type Tick } from './round.ts';
 import { advance } from './waves.ts';
 
 export interface FleetDriverOptions {
@@ -54,6 +54,8 @@ export interface FleetDriverOptions {
   /** The clock of soak times and gate timeouts (ms since the epoch). */
   now?: () => number;
   notifications?: Notifications;
+  /** Asks a tenant's opted-in hybrid runtimes for the version its hosted runtime reached (RuntimeService.askUpgradesByAgent). */
+  askHybridUpgrades?: AskHybridUpgrades;
   logger?: FleetDriverLog;
 }
 
@@ -98,6 +100,7 @@ export class FleetDriver implements Runnable {
       actor: { id: `fleet-driver:${this.owner}`, role: 'system' },
       deferrals: new Map(),
       count: (kind) => this.#count(kind),
+      ...(o.askHybridUpgrades ? { askHybridUpgrades: o.askHybridUpgrades } : {}),
     };
     this.#loop = new PeriodicLoop({
       name: this.name,

@@ -106,6 +106,16 @@ async function afterUpgrade(
     await setTenant(t, r.tenant_id, { state: 'succeeded', gate, finished_at: t.now });
     await decide(t, 'tenant_succeeded', { version: r.step_to }, r.tenant_id);
     t.driver.count('succeeded');
+    // Its hybrid runtimes that opted in follow it: their in-cluster upgraders apply the target.
+    const asked = await t.driver.askHybridUpgrades?.(
+      t.tx,
+      r.tenant_id,
+      r.step_to,
+      { actor: t.driver.actor, requestId: `fleet-upgrade:${t.fleet.id}` },
+      t.fleet.id,
+    );
+    if (asked && asked.length > 0)
+      await decide(t, 'hybrid_upgrades_asked', { version: r.step_to, runtimes: asked }, r.tenant_id);
     return;
   }
   // The gate failed: one automatic rollback of this hop when the catalog allows it, then quarantine.

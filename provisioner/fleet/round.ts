@@ -6,7 +6,7 @@
  */
 import type pg from 'pg';
 import type pino from 'pino';
-import { writeAudits, type Actor } from '../store/audit.ts';
+import { writeAudits, type Actor, type Requester } from '../store/audit.ts';
 import {
   readTenantSnapshot,
   recordEvents,
@@ -42,7 +42,18 @@ export interface DriverContext {
   readonly deferrals: Map<string, WindowAnswer>;
   /** Counts a decision by kind (the driver's stats). */
   count(kind: string): void;
+  /** Asks the tenant's opted-in hybrid runtimes for `target` (their in-cluster upgraders apply it); answers their names. */
+  readonly askHybridUpgrades?: AskHybridUpgrades;
 }
+
+/** RuntimeService.askUpgradesByAgent, in the tick's transaction. */
+export type AskHybridUpgrades = (
+  tx: pg.PoolClient,
+  tenantId: string,
+  target: string,
+  by: Requester,
+  fleetUpgradeId: string,
+) => Promise<string[]>;
 
 /** Everything one tick decided, for the audit log and the stats. */
 export interface Tick {

@@ -127,8 +127,58 @@ export interface FleetUpgradeView {
     startedAt: string | null;
     finishedAt: string | null;
   }>;
-  /** With `tenants`: the selected tenants' hybrid runtimes, which only their customers can upgrade. */
+  /** With `tenants`: the selected tenants' hybrid runtimes their customers must upgrade. */
   customerActionNeeded?: CustomerAction[];
+  /** With `tenants`: the selected tenants' hybrid runtimes their in-cluster upgraders move (upgrades=agent). */
+  upgradedByAgent?: AgentUpgrade[];
+}
+
+/** A hybrid runtime a fleet upgrade moves through its in-cluster upgrader: after its tenant's hosted runtime, in its wave. */
+export interface AgentUpgrade {
+  tenantId: string;
+  runtime: string;
+  version: string;
+  reportedVersion: string | null;
+  /** `waiting`: for its tenant's hosted runtime to reach the target; then the upgrader's phase. */
+  phase: 'waiting' | 'pending' | 'applying' | 'succeeded';
+  message: string;
+}
+
+/** Fleet tenant states in which the tenant's hosted runtime may still reach the target (its hybrid runtimes then follow). */
+const STILL_MOVING = new Set(['pending', 'upgrading', 'rolling_back']);
+
+/** Splits the hybrid runtimes behind the target into those the upgrader moves and those needing their customer. */
+export function hybridRuntimesOf(
+  rows: HybridRuntimeBehind[],
+  target: string,
+): { customerActionNeeded: CustomerAction[]; upgradedByAgent: AgentUpgrade[] } {
+  const byAgent: AgentUpgrade[] = [];
+  const customer: HybridRuntimeBehind[] = [];
+  for (const r of rows) {
+    if (r.upgrades !== 'agent') {
+      customer.push(r);
+      continue;
+    }
+    const base = { tenantId: r.tenant_id, runtime: r.name, version: r.version, reportedVersion: r.reported_version };
+    const phase = r.upgrade_to === target ? r.upgrade_phase : null;
+    if (phase === 'pending' || phase === 'applying' || phase === 'succeeded')
+      byAgent.push({
+        ...base,
+        phase,
+        message:
+          phase === 'succeeded'
+            ? `its in-cluster upgrader applied ${target}${r.upgrade_message ? `: ${r.upgrade_message}` : ''}`
+            : `its in-cluster upgrader ${phase === 'pending' ? 'is to apply' : 'applies'} ${target}`,
+      });
+    else if (phase === null && r.version !== target && STILL_MOVING.has(r.tenant_state))
+      byAgent.push({
+        ...base,
+        phase: 'waiting',
+        message: `its in-cluster upgrader is asked for ${target} once its tenant's hosted runtime reaches it in its wave`,
+      });
+    else customer.push(r);
+  }
+  return { customerActionNeeded: customerActions(customer, target), upgradedByAgent: byAgent };
 }
 
 /** A hybrid runtime a fleet upgrade does not move: its customer applies the upgrade (docs/hybrid.md "Upgrades"). */
@@ -140,6 +190,14 @@ export interface CustomerAction {
   /** What is left: asking for the target version (`upgrade`), or applying its bundle (`apply`). */
   action: 'upgrade' | 'apply';
   message: string;
+}
+
+/** Why an opted-in runtime's upgrader does not move it: its outcome, or that the fleet upgrade did not ask it. */
+function upgraderNote(r: HybridRuntimeBehind, target: string): string {
+  if (r.upgrades !== 'agent') return '';
+  if (r.upgrade_to === target && (r.upgrade_phase === 'rolled-back' || r.upgrade_phase === 'failed'))
+    return ` (its in-cluster upgrader ${r.upgrade_phase === 'failed' ? 'failed' : 'rolled it back'}: ${r.upgrade_message ?? 'no message'})`;
+  return ` (its in-cluster upgrader was not asked: its tenant is ${r.tenant_state} in this fleet upgrade, or the upgrade is not one the upgrader may apply: the answer of the upgrade says why)`;
 }
 
 export function customerActions(rows: HybridRuntimeBehind[], target: string): CustomerAction[] {
@@ -155,9 +213,10 @@ export function customerActions(rows: HybridRuntimeBehind[], target: string): Cu
         ? `version ${target} was asked for; its customer applies the upgrade bundle (GET /v1/tenants/${r.tenant_id}/runtimes/${r.name}/bundle)` +
           (r.reported_version
             ? `: its agents report ${r.reported_version}`
-            : ': its agents have not reported a version')
+            : ': its agents have not reported a version') +
+          upgraderNote(r, target)
         : `a hybrid runtime at ${r.version}: ask for ${target} (provisioner runtimes upgrade ${r.tenant_id} ${r.name} --runtime-version ${target}) and its customer applies the bundle` +
-          (r.upgrades === 'agent' ? ' (the in-cluster upgrader it opted in to is not available yet)' : ''),
+          upgraderNote(r, target),
     };
   });
 }
@@ -464,7 +523,7 @@ export class FleetUpgradeService {
       withTenants ? hybridRuntimesBehind(this.#deps.pool, id, row.target_version) : Promise.resolve(undefined),
     ]);
     const out = view(row, waves, counts, tenants);
-    return behind ? { ...out, customerActionNeeded: customerActions(behind, row.target_version) } : out;
+    return behind ? { ...out, ...hybridRuntimesOf(behind, row.target_version) } : out;
   }
 
   /** The fleet upgrade's events after `afterSeq`, oldest first (its progress stream). */

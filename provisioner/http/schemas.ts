@@ -592,7 +592,23 @@ export const FleetUpgrade = Type.Object(
         }),
         {
           description:
-            "with `tenants`: the selected tenants' hybrid runtimes not at the target version (asked and reported): a fleet upgrade moves hosted runtimes only; each needs its customer (`upgrade`: ask for the version; `apply`: apply its bundle)",
+            "with `tenants`: the selected tenants' hybrid runtimes not at the target version (asked and reported) that need their customer (`upgrade`: ask for the version; `apply`: apply its bundle): every runtime with upgrades=customer, and those with upgrades=agent whose upgrader was not asked or did not succeed",
+        },
+      ),
+    ),
+    upgradedByAgent: Type.Optional(
+      Type.Array(
+        Type.Object({
+          tenantId: Uuid,
+          runtime: Type.String(),
+          version: Type.String(),
+          reportedVersion: Nullable(Type.String()),
+          phase: StringEnum(['waiting', 'pending', 'applying', 'succeeded'] as const),
+          message: Type.String(),
+        }),
+        {
+          description:
+            "with `tenants`: the selected tenants' hybrid runtimes with upgrades=agent the fleet upgrade moves: asked for the target once their tenant's hosted runtime reached it in its wave (`waiting` until then), then applied by their in-cluster upgrader",
         },
       ),
     ),

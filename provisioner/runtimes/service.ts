@@ -460,6 +460,59 @@ export class RuntimeService {
   }
 
   /**
+   * A fleet upgrade's wave moved a tenant's hosted runtime to `target`: its hybrid runtimes that
+   * opted in to the in-cluster upgrader (installed, not at `target`, not applying another upgrade)
+   * are asked for `target` too, in the caller's transaction and with its audit actor, where the
+   * version change is allowed (the catalog's paths, availability) and every change of it is one the
+   * upgrader may make. Answers the runtimes asked; the others stay the customer's (the fleet
+   * upgrade lists them as customer action needed, with the reason).
+   */
+  async askUpgradesByAgent(
+    tx: Queryable,
+    tenantId: string,
+    target: string,
+    by: Requester,
+    fleetUpgradeId: string,
+  ): Promise<string[]> {
+    const publicUrl = this.#deps.publicUrl;
+    if (publicUrl === undefined || !this.#deps.catalog.get(target)) return [];
+    const asked: string[] = [];
+    for (const row of await listTenantRuntimes(tx, tenantId)) {
+      if (row.mode !== 'hybrid' || row.upgrades !== 'agent' || row.state !== 'installed' || row.version === target)
+        continue;
+      if (row.upgrade_phase === 'applying' && (row.upgrade_age_seconds ?? 0) < UPGRADER_BUSY_SECONDS) continue;
+      const availability = await availabilityOf(tx, target);
+      if (availability === 'withdrawn') continue;
+      try {
+        checkVersionChange(this.#deps.catalog, {
+          subject: 'runtime',
+          from: row.version!,
+          to: target,
+          previous: row.previous_version,
+          field: 'version',
+        });
+      } catch {
+        continue;
+      }
+      const upgrade = this.#upgradeBundle(row, publicUrl, row.version!, target, { to: 'version' });
+      const refusal = agentRefusal(upgrade, this.#patchable(row, publicUrl, target));
+      if (refusal !== undefined) continue;
+      const changed = await setHybridRuntimeVersion(tx, row.id, target, true);
+      if (!changed) continue;
+      await writeAudit(tx, by.actor, {
+        action: 'runtime.upgrade',
+        targetType: 'runtime',
+        targetId: row.id,
+        before: { version: row.version },
+        after: { version: target, appliedBy: 'agent', fleetUpgradeId },
+        requestId: by.requestId,
+      });
+      asked.push(row.name);
+    }
+    return asked;
+  }
+
+  /**
    * The in-cluster upgrader's pull (its runtime key): the version the runtime is to run and, while
    * an upgrade by the upgrader is pending or applying, its plan: the objects to apply and the same
    * objects as the version before had them (runtime/hybrid/upgrader.ts).

@@ -317,6 +317,12 @@ export interface HybridRuntimeBehind {
   version: string;
   reported_version: string | null;
   upgrades: HybridUpgrades;
+  /** The last upgrade its in-cluster upgrader was asked to apply (upgrades=agent). */
+  upgrade_phase: UpgraderPhase | null;
+  upgrade_to: string | null;
+  upgrade_message: string | null;
+  /** Its tenant's state in the fleet upgrade (the hosted runtime's step). */
+  tenant_state: string;
 }
 
 /**
@@ -330,10 +336,11 @@ export async function hybridRuntimesBehind(
   target: string,
 ): Promise<HybridRuntimeBehind[]> {
   const { rows } = await db.query<HybridRuntimeBehind>(
-    `SELECT r.tenant_id, r.name, r.version, r.reported_version, r.upgrades
+    `SELECT r.tenant_id, r.name, r.version, r.reported_version, r.upgrades,
+            r.upgrade_phase, r.upgrade_to, r.upgrade_message, ft.state AS tenant_state
        FROM runtimes r
+       JOIN fleet_upgrade_tenants ft ON ft.tenant_id = r.tenant_id AND ft.fleet_upgrade_id = $1
       WHERE r.mode = 'hybrid' AND r.removed_at IS NULL
-        AND r.tenant_id IN (SELECT tenant_id FROM fleet_upgrade_tenants WHERE fleet_upgrade_id = $1)
         AND (r.version <> $2 OR r.reported_version IS DISTINCT FROM $2)
       ORDER BY r.tenant_id, r.name`,
     [fleetUpgradeId, target],

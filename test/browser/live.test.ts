@@ -456,6 +456,14 @@ t.test('a fleet upgrade: its waves and tenants, pause, resume and abort from the
      VALUES ($1, 'edge', 'hybrid', 'tunnel', 'new', 'customer', '1.4.0', 'installed', 'seeded-hash', now(), now(), 'test')`,
     [a],
   );
+  // One of tenant b that opted in to the in-cluster upgrader: the fleet upgrade moves it after b.
+  await db.pool.query(
+    `INSERT INTO runtimes (tenant_id, name, mode, access, argo, argo_namespace, upgrades, version, state,
+                           bootstrap_token_hash, bootstrap_expires_at, bootstrap_redeemed_at, created_by)
+     VALUES ($1, 'plant', 'hybrid', 'tunnel', 'existing', 'argocd', 'agent', '1.4.0', 'installed', 'seeded-hash-b',
+             now(), now(), 'test')`,
+    [b],
+  );
   const created = await fetch(`${server.url}/v1/fleet-upgrades`, {
     method: 'POST',
     headers: { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' },
@@ -487,6 +495,14 @@ t.test('a fleet upgrade: its waves and tenants, pause, resume and abort from the
     /provisioner runtimes upgrade .* edge --runtime-version 1\.4\.1/,
     'with the command that asks for the target',
   );
+  const upgraderRow = page.locator(`tr[data-fleet-upgrader="${b}/plant"]`);
+  t.equal(await upgraderRow.count(), 1, "tenant b's opted-in runtime is listed as moved by its upgrader");
+  t.match(
+    await upgraderRow.locator('[data-phase]').innerText(),
+    /^(waiting|pending|applying|succeeded)$/,
+    'with the phase it is in',
+  );
+  t.equal(await page.locator(`tr[data-fleet-hybrid="${b}/plant"]`).count(), 0, 'and not as needing its customer');
   const state = page.locator('[data-fleet-state]');
   for (const [action, after] of [
     ['pause', 'paused'],

@@ -122,6 +122,42 @@ t.test('list, get and remove', async (t) => {
   t.match(gone.err, /RUNTIME_NOT_FOUND/, 'the error names RUNTIME_NOT_FOUND');
 });
 
+t.test('with --upgrader, an upgrade is left to the in-cluster upgrader, and get shows how it goes', async (t) => {
+  const installFile = join(dir, 'forge.yaml');
+  const reg = await cli(
+    [
+      'runtimes',
+      'register',
+      tenantId,
+      'forge',
+      '--access',
+      'tunnel',
+      '--argo',
+      'existing',
+      '--argo-namespace',
+      'argocd',
+      '--upgrader',
+      '--runtime-version',
+      '1.4.1',
+      '--out',
+      installFile,
+    ],
+    apiKey,
+  );
+  t.equal(reg.code, 0, `register: ${reg.err}`);
+  t.match(await readFile(installFile, 'utf8'), /name: runtime-upgrader/, 'the bundle has the upgrader');
+  await api.request('POST', '/v1/runtimes/bootstrap', { key: await tokenIn(installFile), body: {} });
+  const up = await cli(
+    ['runtimes', 'upgrade', tenantId, 'forge', '--runtime-version', '1.5.0', '--out', join(dir, 'forge-next.yaml')],
+    apiKey,
+  );
+  t.equal(up.code, 0, `upgrade exits 0: ${up.err}`);
+  t.match(up.out, /is to run version 1\.5\.0 \(was 1\.4\.1\); its in-cluster upgrader applies it/, 'who applies it');
+  const get = await cli(['runtimes', 'get', tenantId, 'forge'], apiKey);
+  t.match(get.out, /upgrade 1\.4\.1 -> 1\.5\.0 by the in-cluster upgrader: pending/, 'get shows the upgrade pending');
+  t.match(get.out, /Upgraded=False \(Pending\)/, 'and the Upgraded condition');
+});
+
 t.test('upgrade and bundle write the upgrade bundle and print what changes and the command', async (t) => {
   const installFile = join(dir, 'mill.yaml');
   const reg = await cli(

@@ -72,7 +72,7 @@ t.test('each hybrid runtime gets a line with what is left', async (t) => {
   );
   t.ok(
     lines.includes(
-      '  customer action needed: 2 hybrid runtimes of these tenants (a fleet upgrade moves hosted runtimes only)',
+      '  customer action needed: 2 hybrid runtimes of these tenants (the fleet upgrade moves hosted runtimes, and hybrid ones only through the in-cluster upgrader they opted in to)',
     ),
     'a count first',
   );
@@ -98,4 +98,30 @@ t.test('a long list is cut at 20 lines, saying how many more', async (t) => {
   const lines = describeFleet(fleet({ customerActionNeeded: many }));
   t.equal(lines.filter((l) => l.startsWith(`    ${TENANT} r`)).length, 20, '20 runtimes listed');
   t.ok(lines.includes('    … and 3 more (--json lists them all)'), 'and how many more');
+});
+
+t.test('hybrid runtimes moved by their upgraders: a count by phase, and a line for each not done', async (t) => {
+  const agent = (runtime: string, phase: 'waiting' | 'pending' | 'applying' | 'succeeded') => ({
+    tenantId: TENANT,
+    runtime,
+    version: '1.4.1',
+    reportedVersion: null,
+    phase,
+    message: phase,
+  });
+  const lines = describeFleet(
+    fleet({ upgradedByAgent: [agent('u1', 'succeeded'), agent('u2', 'applying'), agent('u3', 'waiting')] }),
+  );
+  t.ok(
+    lines.includes(
+      "  hybrid runtimes moved by their in-cluster upgraders: 3 (1 succeeded, 1 under way, 1 waiting for their tenant's wave)",
+    ),
+    'counted by phase',
+  );
+  t.ok(lines.includes(`    ${TENANT} u2 (1.4.1): applying`), 'the one under way listed');
+  t.ok(lines.includes(`    ${TENANT} u3 (1.4.1): waiting`), 'the waiting one listed');
+  t.notOk(
+    lines.some((l) => l.includes(' u1 ')),
+    'the succeeded one not listed',
+  );
 });
