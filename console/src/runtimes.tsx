@@ -181,6 +181,11 @@ function RuntimeTable({
                       skew
                     </span>
                   )}
+                  {r.upgrade && (
+                    <div class="id" data-upgrade={r.upgrade.phase} title={r.upgrade.message ?? undefined}>
+                      upgrader: {r.upgrade.from} → {r.upgrade.to} {r.upgrade.phase}
+                    </div>
+                  )}
                 </td>
                 <td data-cell="tunnel" title={tunnel.title}>
                   {tunnel.text}

@@ -126,17 +126,20 @@ export function registerTunnelMetrics(metrics: Metrics, tunnel: TunnelServer): (
   );
   const connects = new client.Counter({
     name: 'provisioner_tunnel_connects_total',
-    help: 'Runtime tunnels that connected to this replica',
+    help: "Runtime tunnels that connected to this replica, by the runtime's mode (hosted, hybrid)",
+    labelNames: ['mode'] as const,
     registers,
   });
   const disconnects = new client.Counter({
     name: 'provisioner_tunnel_disconnects_total',
-    help: 'Runtime tunnels closed, by WebSocket close code',
-    labelNames: ['code'] as const,
+    help: "Runtime tunnels closed, by the runtime's mode and the WebSocket close code",
+    labelNames: ['mode', 'code'] as const,
     registers,
   });
-  tunnel.events.on('connect', () => connects.inc());
-  tunnel.events.on('disconnect', (_id, code) => disconnects.inc({ code: String(code) }));
+  tunnel.events.on('connect', () => connects.inc({ mode: 'hosted' }));
+  tunnel.events.on('disconnect', (_id, code) => disconnects.inc({ mode: 'hosted', code: String(code) }));
+  tunnel.events.on('hybrid-connect', () => connects.inc({ mode: 'hybrid' }));
+  tunnel.events.on('hybrid-disconnect', (_id, code) => disconnects.inc({ mode: 'hybrid', code: String(code) }));
   const relays = new client.Counter({
     name: 'provisioner_tunnel_relays_total',
     help: "Requests relayed to the replica holding the runtime's tunnel, by outcome",

@@ -90,11 +90,19 @@ const onprem = await register(customer, {
   ingressUrl: 'https://argo.customer.example',
   argo: 'existing',
   argoNamespace: 'argocd',
+  upgrades: 'agent',
 });
 const late = await register(customer, { name: 'late', access: 'tunnel', argo: 'new' });
 // The install's bootstrap Job does this inside the customer's cluster: onprem becomes installed.
 const exchanged = await call('POST', '/v1/runtimes/bootstrap', {}, onprem.bootstrapToken);
 if (exchanged.status !== 200) throw new Error(`bootstrap: ${exchanged.status} ${JSON.stringify(exchanged.json)}`);
+// onprem's in-cluster upgrader rolled an upgrade back (what its report records: hybrid-upgrader.test.ts).
+await db.pool.query(
+  `UPDATE runtimes SET upgrade_phase = 'rolled-back', upgrade_from = version, upgrade_to = '1.6.0',
+          upgrade_message = 'Deployment app-proxy did not roll out: FailedCreate', upgrade_updated_at = now()
+    WHERE id = $1`,
+  [onprem.runtime.id],
+);
 // late's token expired before anyone applied the bundle.
 await db.pool.query(`UPDATE runtimes SET bootstrap_expires_at = now() - interval '1 minute' WHERE id = $1`, [
   late.runtime.id,
@@ -172,6 +180,17 @@ t.test('the Runtimes page shows hosted and hybrid runtimes together, and filters
     await page.locator(`tr[data-tenant="${customer}"][data-runtime="edge"] td[data-cell="version"]`).innerText(),
     new RegExp(`^${edge.runtime.version!.replace(/\./g, '\\.')}\\s+reported none yet`),
     "edge's version is its bundle's; nothing reported yet",
+  );
+  const upgrade = page.locator(`tr[data-tenant="${customer}"][data-runtime="onprem"] [data-upgrade]`);
+  t.match(
+    await upgrade.innerText(),
+    new RegExp(`^upgrader: ${onprem.runtime.version!.replace(/\./g, '\\.')} → 1\\.6\\.0 rolled-back$`),
+    "onprem shows its upgrader's last upgrade and how it ended",
+  );
+  t.equal(
+    await upgrade.getAttribute('title'),
+    'Deployment app-proxy did not roll out: FailedCreate',
+    'with the reason on hover',
   );
   await page.screenshot({ path: join(shots, 'runtimes.png'), fullPage: true });
   t.same(await axeViolations(page), [], 'the Runtimes page has no serious accessibility violation');

@@ -248,8 +248,12 @@ t.test('metrics: tunnels per replica, connects and disconnects by close code, re
     /^provisioner_tunnel_relays_total\{outcome="unreachable"\} [1-9]\d*$/m,
     'and failed to reach the dead replica',
   );
-  t.match(ma, /^provisioner_tunnel_disconnects_total\{code="4001"\} [1-9]\d*$/m, "A's tunnel was replaced");
-  t.match(mb, /^provisioner_tunnel_connects_total [1-9]\d*$/m);
+  t.match(
+    ma,
+    /^provisioner_tunnel_disconnects_total\{mode="hosted",code="4001"\} [1-9]\d*$/m,
+    "A's tunnel was replaced",
+  );
+  t.match(mb, /^provisioner_tunnel_connects_total\{mode="hosted"\} [1-9]\d*$/m);
 });
 
 t.test(

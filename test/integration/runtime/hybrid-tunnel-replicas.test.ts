@@ -170,6 +170,13 @@ t.test(
       tenant.apiKey,
     );
     t.same([old.status, old.body.runtimeVersion], [200, 'hosted'], 'the hosted route still reaches the hosted runtime');
+    const metrics = await (await fetch(`${baseB}/metrics`)).text();
+    t.match(
+      metrics,
+      /^provisioner_tunnel_connects_total\{mode="hybrid"\} [1-9]\d*$/m,
+      "B counts the hybrid runtime's tunnel",
+    );
+    t.match(metrics, /^provisioner_tunnels [1-9]\d*$/m, 'and holds it');
   },
 );
 
