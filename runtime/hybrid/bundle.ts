@@ -47,7 +47,7 @@ import { runtimeNamespace, versionsConfigMap } from '../component/runtime-object
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../protocol/bootstrap.ts';
 import type { KubeObject } from '../render/render.ts';
 import type { RuntimeVersion } from '../versions.ts';
-import { upgraderObjects } from './upgrader.ts';
+import { upgraderObjects } from './upgrader-objects.ts';
 
 export type { KubeObject };
 
