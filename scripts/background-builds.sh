@@ -7,10 +7,11 @@
 #
 # Steps, in the order the tiers need them (scripts/test.sh passes only those its tiers need):
 #   chart-tools      scripts/chart-tools.sh                                   (unit, integration)
-#   api-servers      scripts/toolchain.sh --only etcd --only kube-apiserver   (integration)
+#   api-servers      scripts/toolchain.sh --only etcd --only kube-apiserver --only kubectl (integration)
 #   toolchain        scripts/toolchain.sh --only each binary the e2e tier uses (e2e; the same
-#                    list test/e2e/prepare.sh asks for: kubectl, kwokctl and etcdctl are for
-#                    people and tools/smoke.sh; pulumi-language-nodejs runs infra's program)
+#                    list test/e2e/prepare.sh asks for: kwokctl and etcdctl are for people and
+#                    tools/smoke.sh; pulumi-language-nodejs runs infra's program; kubectl applies
+#                    the hybrid runtimes' bundles)
 #   argo-crds        scripts/argo-crds.sh                                     (e2e)
 #   argocd           scripts/argocd.sh                                        (e2e)
 #   vcluster         scripts/vcluster.sh                                      (e2e)
@@ -24,7 +25,7 @@
 # The tiers still call the same scripts when they need a result: every script serialises builds
 # of one cache key on a lock file, so a call made while this build runs waits for it and then
 # reuses what it built, and a call made once it is done answers from the cache in well under a
-# second. The integration tier's `--only etcd --only kube-apiserver` is a step of its own, before
+# second. The integration tier's `--only etcd --only kube-apiserver --only kubectl` is a step of its own, before
 # the e2e toolchain step, so it never waits for pulumi or the controllers.
 set -uo pipefail
 
@@ -36,8 +37,8 @@ mkdir -p "$DIR"
 command_for() { # step -> the command, one word per line
   case "$1" in
     chart-tools) printf '%s\n' "$ROOT/scripts/chart-tools.sh" ;;
-    api-servers) printf '%s\n' "$ROOT/scripts/toolchain.sh" --only etcd --only kube-apiserver ;;
-    toolchain) printf '%s\n' "$ROOT/scripts/toolchain.sh" --only etcd --only kube-apiserver --only kube-controller-manager \
+    api-servers) printf '%s\n' "$ROOT/scripts/toolchain.sh" --only etcd --only kube-apiserver --only kubectl ;;
+    toolchain) printf '%s\n' "$ROOT/scripts/toolchain.sh" --only etcd --only kube-apiserver --only kubectl --only kube-controller-manager \
       --only kube-scheduler --only kwok --only pulumi --only pulumi-language-nodejs ;;
     argo-crds) printf '%s\n' "$ROOT/scripts/argo-crds.sh" ;;
     argocd) printf '%s\n' "$ROOT/scripts/argocd.sh" ;;

@@ -167,9 +167,10 @@ if [ -z "${DATABASE_URL:-}" ] && [ -z "${TEST_PG_URL:-}" ]; then
   export TEST_PG_URL
 fi
 
-# The integration tests that need a real kube-apiserver (test/integration/api/clusters-add.test.ts)
-# use the end-to-end toolchain's etcd and kube-apiserver: built or reused here (scripts/toolchain.sh,
-# cached; only those two binaries when cold) and exported as HRT_TOOLCHAIN_BIN. Without Go they
+# The integration tests that need a real kube-apiserver (test/integration/api/clusters-add.test.ts,
+# the hybrid runtimes' install tests, which apply their bundles with kubectl) use the end-to-end
+# toolchain's etcd, kube-apiserver and kubectl: built or reused here (scripts/toolchain.sh, cached;
+# only those three binaries when cold) and exported as HRT_TOOLCHAIN_BIN. Without Go they
 # skip, counted and named in the final line; with CI=true they fail.
 integration_toolchain() {
   [ -z "${HRT_TOOLCHAIN_BIN:-}" ] || return 0
@@ -178,13 +179,13 @@ integration_toolchain() {
     return 0
   fi
   local bin t0=$SECONDS
-  bin="$(bash scripts/toolchain.sh --only etcd --only kube-apiserver | tail -n 1)"
-  if [ -n "$bin" ] && [ -x "$bin/etcd" ] && [ -x "$bin/kube-apiserver" ]; then
+  bin="$(bash scripts/toolchain.sh --only etcd --only kube-apiserver --only kubectl | tail -n 1)"
+  if [ -n "$bin" ] && [ -x "$bin/etcd" ] && [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kubectl" ]; then
     export HRT_TOOLCHAIN_BIN="$bin"
     bg_used api-servers
     echo "== integration: toolchain $HRT_TOOLCHAIN_BIN ($((SECONDS - t0)) s)"
   else
-    echo "== integration: scripts/toolchain.sh built no etcd/kube-apiserver; the tests needing them skip"
+    echo "== integration: scripts/toolchain.sh built no etcd/kube-apiserver/kubectl; the tests needing them skip"
     bg_log api-servers
   fi
 }

@@ -18,11 +18,9 @@
  *  - Removal closes the tunnel and revokes the key; the remove command leaves Argo CD alone.
  */
 import t from 'tap';
-import { execFile } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseAllDocuments } from 'yaml';
 import {
   argoApiServerUnavailable,
   ARGO_GROUP,
@@ -31,16 +29,20 @@ import {
   startArgoApiServer,
 } from './harness/argo.ts';
 import { argoCdUnavailable, gitRepository, startArgoCd } from './harness/argocd.ts';
-import { createTestDatabase } from '../helpers/postgres.ts';
 import { kubectlRunner } from '../helpers/kubectl.ts';
-import { newSecrets, startProvisioner } from '../../sandbox/provisioner-process.ts';
 import { serverPort, startProcess, until, type ManagedProcess } from '../../sandbox/processes.ts';
-import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY } from '../../runtime/protocol/bootstrap.ts';
+import {
+  kubeconfigAs as kubeconfigAsAccount,
+  removeCommandArgs,
+  runBootstrapProgram,
+  RUNTIME_NS as NS,
+  startHybridControlPlane,
+  workloadEnv,
+} from './harness/hybrid.ts';
 import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../provisioner/http/api-types.ts';
 
 t.setTimeout(12 * 60_000);
 
-const NS = 'hosted-runtime';
 const unavailable = argoApiServerUnavailable() ?? argoCdUnavailable();
 if (unavailable) {
   if (process.env.CI === 'true') t.fail(`a real Argo CD cannot run: ${unavailable}`);
@@ -113,61 +115,13 @@ if (unavailable) {
       .sort();
   const argoBefore = await argoNamespaceObjects();
 
-  // The control plane.
-  const db = await createTestDatabase();
-  t.teardown(() => db.drop());
-  const port = await serverPort();
-  const publicUrl = `http://127.0.0.1:${port}`;
-  const provisioner = await startProvisioner(
-    {
-      toolchainBin: bin,
-      pluginBin: bin,
-      databaseUrl: db.url,
-      dataDir: dir,
-      pulumiHome: join(dir, 'pulumi-home'),
-      chartDir: dir,
-      ...newSecrets('hybrid'),
-      logFile: join(dir, 'provisioner.log'),
-      env: { PROVISIONER_ENGINE: 'none', PROVISIONER_PUBLIC_URL: publicUrl },
-    },
-    port,
-  );
-  t.teardown(() => provisioner.process.stop());
-  const call = async <T>(method: string, path: string, key: string, body?: unknown) => {
-    const res = await fetch(publicUrl + path, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-      },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    const text = await res.text();
-    return { status: res.status, body: (text ? JSON.parse(text) : {}) as T };
-  };
-  const signup = await fetch(`${publicUrl}/v1/signup`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ organization: `existing-argo-${Date.now()}`, email: 'owner@example.com' }),
-  });
-  const tenant = (await signup.json()) as { tenant: { id: string }; apiKey: string };
-  const base = `/v1/tenants/${tenant.tenant.id}/runtimes`;
+  // The control plane: `provisioner serve` (harness/hybrid.ts).
+  const { call, signup } = await startHybridControlPlane(t, bin, dir);
+  const tenant = await signup('existing-argo');
+  const base = `/v1/tenants/${tenant.tenantId}/runtimes`;
   const runtime = async () => (await call<Runtime>('GET', `${base}/plant`, tenant.apiKey)).body;
-
-  const secretValues = async (name: string): Promise<Record<string, string>> => {
-    const r = await kubectl(['get', 'secret', name, '-n', NS, '-o', 'json']);
-    const data = (JSON.parse(r.stdout) as { data?: Record<string, string> }).data ?? {};
-    return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
-  };
-  const kubeconfigAs = async (account: string) => {
-    const token = await kubectl(['create', 'token', account, '-n', NS, '--duration', '1h']);
-    if (token.code !== 0) throw new Error(`no token for ${account}: ${token.output}`);
-    const doc = JSON.parse(customer.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
-    doc.users[0]!.user = { token: token.stdout.trim() };
-    const file = join(dir, `${account}.kubeconfig`);
-    await writeFile(file, JSON.stringify(doc), { mode: 0o600 });
-    return file;
-  };
+  const kubeconfigAs = (account: string) => kubeconfigAsAccount(kubectl, customer.kubeconfig, dir, account);
+  const agentEnv = (kind: string, name: string) => workloadEnv(kubectl, registered.install.manifests, kind, name);
 
   let registered: RuntimeRegistered;
   let runtimeKey = '';
@@ -192,61 +146,11 @@ if (unavailable) {
     const applied = await kubectl(['apply', '-f', manifest]);
     t.equal(applied.code, 0, `applied: ${applied.output.slice(-300)}`);
 
-    const tokenDir = join(dir, 'bootstrap-token');
-    await mkdir(tokenDir);
-    await writeFile(join(tokenDir, BOOTSTRAP_TOKEN_KEY), (await secretValues(BOOTSTRAP_SECRET))[BOOTSTRAP_TOKEN_KEY]!);
-    const kubeconfig = await kubeconfigAs('runtime-bootstrap');
-    const jobEnv = await agentEnv('Job', 'runtime-bootstrap');
-    const run = await new Promise<{ code: number; output: string }>((resolve) =>
-      execFile(
-        process.execPath,
-        [main('bootstrap')],
-        {
-          env: {
-            PATH: process.env.PATH,
-            ...jobEnv,
-            BOOTSTRAP_TOKEN_FILE: join(tokenDir, BOOTSTRAP_TOKEN_KEY),
-            KUBECONFIG: kubeconfig,
-          },
-          timeout: 120_000,
-        },
-        (err, stdout, stderr) =>
-          resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
-      ),
-    );
+    const run = await runBootstrapProgram(kubectl, customer.kubeconfig, dir, registered.install.manifests);
     t.equal(run.code, 0, `the bootstrap program succeeds: ${run.output.slice(-800)}`);
-    runtimeKey = (await secretValues('runtime-credentials'))['runtime-token'] ?? '';
+    runtimeKey = run.runtimeKey ?? '';
     t.match(runtimeKey, /^hrt_/, 'the runtime key is in the cluster');
   });
-
-  /**
-   * A workload's container environment as its pod would get it: the bundle's plain values, the
-   * credentials Secret's values it references, the downward API's namespace and name.
-   */
-  async function agentEnv(kind: string, name: string): Promise<Record<string, string>> {
-    type Env = {
-      name: string;
-      value?: string;
-      valueFrom?: { secretKeyRef?: { name: string; key: string }; fieldRef?: { fieldPath: string } };
-    };
-    type W = {
-      kind: string;
-      metadata: { name: string };
-      spec: { template: { spec: { containers: Array<{ env?: Env[] }> } } };
-    };
-    const w = parseAllDocuments(registered.install.manifests)
-      .map((d) => d.toJS() as W)
-      .find((o) => o?.kind === kind && o.metadata.name === name);
-    const out: Record<string, string> = {};
-    for (const e of w?.spec.template.spec.containers[0]?.env ?? []) {
-      if (e.value !== undefined) out[e.name] = e.value;
-      else if (e.valueFrom?.secretKeyRef)
-        out[e.name] = (await secretValues(e.valueFrom.secretKeyRef.name))[e.valueFrom.secretKeyRef.key] ?? '';
-      else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') out[e.name] = NS;
-      else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.name') out[e.name] = `${name}-0`;
-    }
-    return out;
-  }
 
   t.test(
     'the four agents run with the install’s credentials: the tunnel connects, the reporter reports Argo CD’s state',
@@ -338,7 +242,7 @@ if (unavailable) {
         ['OutOfSync', 'Synced'],
         'batch (manual sync) OutOfSync, web (automated) Synced',
       );
-      const hosted = await call<Page>('GET', `/v1/tenants/${tenant.tenant.id}/applications`, tenant.apiKey);
+      const hosted = await call<Page>('GET', `/v1/tenants/${tenant.tenantId}/applications`, tenant.apiKey);
       t.same(hosted.body.items, [], 'not under the tenant’s hosted runtime');
       const r = await until('Reporting and ArgoCDReachable', 60_000, async () => {
         const x = await runtime();
@@ -405,15 +309,7 @@ if (unavailable) {
     ).catch(() => undefined);
     t.ok(closed, `the tunnel client was disconnected with 4003 (revoked): ${closed ? '' : await tunnel?.tail(5)}`);
     // --wait=false: this API server has no namespace controller to finish the namespace's deletion.
-    const del = await kubectl([
-      '--wait=false',
-      'delete',
-      ...removed.body.removeCommand
-        .split('\n')[0]!
-        .split(' ')
-        .slice(2)
-        .map((a) => a.replace(/^'|'$/g, '')),
-    ]);
+    const del = await kubectl(['--wait=false', ...removeCommandArgs(removed.body.removeCommand)]);
     t.equal(del.code, 0, `the remove command: ${del.output.slice(-300)}`);
     const after = await argoNamespaceObjects();
     t.same(after, argoBefore, 'the Argo CD namespace is as it was before the install');

@@ -17,79 +17,35 @@
  *  - Removal: the key is refused and the remove command deletes what the install created.
  */
 import t from 'tap';
-import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseAllDocuments } from 'yaml';
-import { createTestDatabase } from '../helpers/postgres.ts';
 import { startCustomerCluster } from '../helpers/kubectl.ts';
-import { newSecrets, startProvisioner } from '../../sandbox/provisioner-process.ts';
-import { serverPort, startProcess, until } from '../../sandbox/processes.ts';
-import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../runtime/protocol/bootstrap.ts';
+import { startProcess, until } from '../../sandbox/processes.ts';
+import {
+  kubeconfigAs as kubeconfigAsAccount,
+  removeCommandArgs,
+  runBootstrapProgram,
+  RUNTIME_NS as NS,
+  startHybridControlPlane,
+  workloadEnv,
+} from './harness/hybrid.ts';
 import type { Runtime, RuntimeRegistered, RuntimeRemoved, RuntimeUpgraded } from '../../provisioner/http/api-types.ts';
 
 t.setTimeout(10 * 60_000);
 
 const bin = process.env.HRT_TOOLCHAIN_BIN;
 if (!bin) throw new Error('HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e');
-const bootstrapMain = fileURLToPath(new URL('../../runtime/agents/bootstrap/main.ts', import.meta.url));
 const upgraderMain = fileURLToPath(new URL('../../runtime/agents/upgrader/main.ts', import.meta.url));
-const NS = 'hosted-runtime';
 
 const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-hybrid-upgrader-'));
 if (process.env.E2E_KEEP !== '1') t.teardown(() => rm(dir, { recursive: true, force: true }));
 
-// The control plane: `provisioner serve`, at a URL fixed before it starts (its bundles name it).
-const db = await createTestDatabase();
-t.teardown(() => db.drop());
-const port = await serverPort();
-const publicUrl = `http://127.0.0.1:${port}`;
-const secrets = newSecrets('hybrid');
-await mkdir(join(dir, 'provisioner'), { recursive: true });
-const provisioner = await startProvisioner(
-  {
-    toolchainBin: bin,
-    pluginBin: bin,
-    databaseUrl: db.url,
-    dataDir: join(dir, 'provisioner'),
-    pulumiHome: join(dir, 'pulumi-home'),
-    chartDir: dir,
-    ...secrets,
-    logFile: join(dir, 'provisioner.log'),
-    // Hybrid runtimes need no engine: the customer's cluster is the customer's.
-    env: { PROVISIONER_ENGINE: 'none', PROVISIONER_PUBLIC_URL: publicUrl },
-  },
-  port,
-);
-t.teardown(() => provisioner.process.stop());
-
+// The control plane: `provisioner serve` (harness/hybrid.ts).
+const { call, signup, publicUrl } = await startHybridControlPlane(t, bin, dir);
 const { plane, kubectl } = await startCustomerCluster(t, bin, join(dir, 'customer'), { controllers: true });
-
-async function call<T>(method: string, path: string, key: string, body?: unknown) {
-  const res = await fetch(publicUrl + path, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  return {
-    status: res.status,
-    body: (text ? JSON.parse(text) : {}) as T & { error?: { code: string; message: string } },
-  };
-}
-
-/** A kubeconfig for the customer's cluster as ServiceAccount `account` of the runtime's namespace (its token). */
-async function kubeconfigAs(account: string): Promise<string> {
-  const token = await kubectl(['create', 'token', account, '-n', NS, '--duration', '1h']);
-  if (token.code !== 0) throw new Error(`no token for ${account}: ${token.output}`);
-  const doc = JSON.parse(plane.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
-  doc.users[0]!.user = { token: token.stdout.trim() };
-  const file = join(dir, `${account}.kubeconfig`);
-  await writeFile(file, JSON.stringify(doc), { mode: 0o600 });
-  return file;
-}
+const kubeconfigAs = (account: string) => kubeconfigAsAccount(kubectl, plane.kubeconfig, dir, account);
 
 type Deployment = {
   metadata: { name: string; generation: number; labels?: Record<string, string> };
@@ -115,13 +71,8 @@ async function agentsAt(version: string): Promise<Deployment[] | undefined> {
   return list.length > 0 && list.every((d) => tag(d) === version && rolledOut(d)) ? list : undefined;
 }
 
-const signup = await fetch(`${publicUrl}/v1/signup`, {
-  method: 'POST',
-  headers: { 'content-type': 'application/json' },
-  body: JSON.stringify({ organization: `upgrader-${Date.now()}`, email: 'owner@example.com' }),
-});
-const tenant = (await signup.json()) as { tenant: { id: string }; apiKey: string };
-const base = `/v1/tenants/${tenant.tenant.id}/runtimes`;
+const tenant = await signup('upgrader');
+const base = `/v1/tenants/${tenant.tenantId}/runtimes`;
 const runtime = async () => (await call<Runtime>('GET', `${base}/plant-u`, tenant.apiKey)).body;
 let registered: RuntimeRegistered;
 let runtimeKey = '';
@@ -144,50 +95,10 @@ t.test('installed at 1.4.1 with kubectl; the bootstrap program writes the key; t
   const applied = await kubectl(['apply', '-f', manifest]);
   t.equal(applied.code, 0, `the install bundle applies: ${applied.output.slice(-500)}`);
 
-  // The bootstrap Job's pod: its ServiceAccount's token, the mounted bootstrap Secret, the Job's environment.
-  const secret = await kubectl(['get', 'secret', BOOTSTRAP_SECRET, '-n', NS, '-o', 'json']);
-  const token = Buffer.from(
-    (JSON.parse(secret.stdout) as { data: Record<string, string> }).data[BOOTSTRAP_TOKEN_KEY]!,
-    'base64',
-  ).toString();
-  const tokenDir = join(dir, 'bootstrap-token');
-  await mkdir(tokenDir);
-  await writeFile(join(tokenDir, BOOTSTRAP_TOKEN_KEY), token);
-  type Job = {
-    kind: string;
-    spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } };
-  };
-  const job = parseAllDocuments(registered.install.manifests)
-    .map((d) => d.toJS() as Job)
-    .find((o) => o?.kind === 'Job');
-  const env = Object.fromEntries(
-    (job?.spec.template.spec.containers[0]?.env ?? []).flatMap((e) =>
-      e.value === undefined ? [] : [[e.name, e.value]],
-    ),
-  );
-  const kubeconfig = await kubeconfigAs('runtime-bootstrap');
-  const run = await new Promise<{ code: number; output: string }>((resolve) =>
-    execFile(
-      process.execPath,
-      [bootstrapMain],
-      {
-        env: {
-          PATH: process.env.PATH,
-          ...env,
-          BOOTSTRAP_TOKEN_FILE: join(tokenDir, BOOTSTRAP_TOKEN_KEY),
-          POD_NAMESPACE: NS,
-          KUBECONFIG: kubeconfig,
-        },
-        timeout: 120_000,
-      },
-      (err, stdout, stderr) =>
-        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
-    ),
-  );
+  // The bootstrap Job's pod (harness/hybrid.ts).
+  const run = await runBootstrapProgram(kubectl, plane.kubeconfig, dir, registered.install.manifests);
   t.equal(run.code, 0, `the bootstrap program succeeds: ${run.output.slice(-1000)}`);
-  const credentials = await kubectl(['get', 'secret', 'runtime-credentials', '-n', NS, '-o', 'json']);
-  const data = (JSON.parse(credentials.stdout) as { data: Record<string, string> }).data;
-  runtimeKey = Buffer.from(data[CREDENTIAL_KEYS.token]!, 'base64').toString();
+  runtimeKey = run.runtimeKey ?? '';
   t.match(runtimeKey, /^hrt_/, 'the runtime key is in the cluster');
   t.equal((await runtime()).state, 'installed', 'the control plane shows it installed');
 
@@ -257,29 +168,17 @@ t.test('an upgrade the cluster refuses: the upgrader rolls back to 1.4.1 and the
   t.equal(asked.status, 200, JSON.stringify(asked.body).slice(0, 300));
   t.equal(asked.body.appliedBy, 'agent', 'the upgrader applies it');
 
-  // The upgrader's pod: its ServiceAccount's token, the runtime key, the Deployment's plain environment.
-  type Dep = {
-    kind: string;
-    metadata: { name: string };
-    spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } };
-  };
-  const dep = parseAllDocuments(registered.install.manifests)
-    .map((d) => d.toJS() as Dep)
-    .find((o) => o?.kind === 'Deployment' && o.metadata.name === 'runtime-upgrader');
-  const env = Object.fromEntries(
-    (dep?.spec.template.spec.containers[0]?.env ?? []).flatMap((e) =>
-      e.value === undefined ? [] : [[e.name, e.value]],
-    ),
-  );
+  // The upgrader's pod: its Deployment's environment (the runtime key and the control plane's URL from
+  // the credentials Secret), its ServiceAccount's token.
+  const env = await workloadEnv(kubectl, registered.install.manifests, 'Deployment', 'runtime-upgrader');
+  t.equal(env.RUNTIME_TOKEN, runtimeKey, 'the upgrader gets the runtime key the bootstrap wrote');
+  t.equal(env.CONTROL_PLANE_URL, publicUrl, "and the control plane's URL");
   const upgrader = startProcess('upgrader', process.execPath, [upgraderMain], join(dir, 'upgrader.log'), {
     env: {
       PATH: process.env.PATH ?? '',
       ...env,
       PORT: '0',
       HOST: '127.0.0.1',
-      RUNTIME_TOKEN: runtimeKey,
-      CONTROL_PLANE_URL: publicUrl,
-      POD_NAMESPACE: NS,
       KUBECONFIG: await kubeconfigAs('runtime-upgrader'),
       POLL_SECONDS: '1',
       ROLLOUT_TIMEOUT_SECONDS: '120',
@@ -379,14 +278,7 @@ t.test('removal: the key is refused, and the remove command deletes what the ins
   t.equal(removed.status, 200);
   const pull = await call('GET', '/v1/runtime/upgrade', runtimeKey);
   t.equal(pull.status, 401, 'the upgrader’s key is refused');
-  const del = await kubectl([
-    'delete',
-    ...removed.body.removeCommand
-      .split('\n')[0]!
-      .split(' ')
-      .slice(2)
-      .map((a) => a.replace(/^'|'$/g, '')),
-  ]);
+  const del = await kubectl(removeCommandArgs(removed.body.removeCommand));
   t.equal(del.code, 0, `the remove command: ${del.output.slice(-300)}`);
   t.same(await deployments(), [], 'no Deployment of the runtime is left');
 });

@@ -53,10 +53,11 @@ _hrt_e2e_prepare() {
     return 1
   fi
   echo "e2e: building or reusing the toolchain (scripts/toolchain.sh; a cold build takes long)"
-  # Only the binaries the tier uses (kubectl, kwokctl and etcdctl are for tools/smoke.sh and
-  # people; not building them saves a cold run a few minutes). pulumi-language-nodejs runs infra's
-  # program (infra.test.ts: `pulumi up` of a program on disk, not an inline one).
-  out="$(bash "$root/scripts/toolchain.sh" --only etcd --only kube-apiserver --only kube-controller-manager \
+  # Only the binaries the tier uses (kwokctl and etcdctl are for tools/smoke.sh and people; not
+  # building them saves a cold run a few minutes). pulumi-language-nodejs runs infra's program
+  # (infra.test.ts: `pulumi up` of a program on disk, not an inline one); kubectl applies the hybrid
+  # runtimes' bundles (hybrid-upgrader.test.ts, hybrid-existing-argo.test.ts).
+  out="$(bash "$root/scripts/toolchain.sh" --only etcd --only kube-apiserver --only kubectl --only kube-controller-manager \
     --only kube-scheduler --only kwok --only pulumi --only pulumi-language-nodejs)"
   rc=$?
   bin="$(printf '%s\n' "$out" | tail -n 1)"
@@ -65,7 +66,7 @@ _hrt_e2e_prepare() {
     return 1
   fi
   missing=()
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok pulumi pulumi-language-nodejs; do
+  for b in etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kwok pulumi pulumi-language-nodejs; do
     [ -x "$bin/$b" ] || missing+=("$b")
   done
   [ -s "$bin/../share/kwok-stages.yaml" ] || missing+=("share/kwok-stages.yaml")

@@ -1,7 +1,6 @@
 /** Entry point of the event reporter agent: `node runtime/agents/event-reporter/main.ts`. */
-import { KubeconfigError, loadLightTransport } from '../../kube/light-client.ts';
 import type { KubeTransport } from '../../kube/transport.ts';
-import { ConfigError } from '../common/config.ts';
+import { agentKubeTransport } from '../common/kube.ts';
 import { runService } from '../common/service.ts';
 import { loadEventReporterConfig } from './config.ts';
 import { EventReporter } from './reporter.ts';
@@ -12,15 +11,7 @@ await runService(
   'event-reporter',
   () => {
     const config = loadEventReporterConfig();
-    // Node's own https, not @kubernetes/client-node: importing that costs about 60 MiB of memory.
-    // A kubeconfig that cannot be used stops the agent like any other bad variable (exit 2).
-    try {
-      kube = loadLightTransport(config.kubeconfig);
-    } catch (err) {
-      if (err instanceof KubeconfigError)
-        throw new ConfigError(config.kubeconfig ? 'KUBECONFIG' : 'KUBERNETES_SERVICE_HOST', err.message);
-      throw err;
-    }
+    kube = agentKubeTransport(config.kubeconfig);
     return config;
   },
   async (config, log) => {

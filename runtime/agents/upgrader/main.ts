@@ -1,7 +1,6 @@
 /** Entry point of a hybrid runtime's in-cluster upgrader: `node runtime/agents/upgrader/main.ts` (upgrader.ts). */
-import { KubeconfigError, loadLightTransport } from '../../kube/light-client.ts';
 import type { KubeTransport } from '../../kube/transport.ts';
-import { ConfigError } from '../common/config.ts';
+import { agentKubeTransport } from '../common/kube.ts';
 import { runService } from '../common/service.ts';
 import { loadUpgraderConfig } from './config.ts';
 import { Upgrader } from './upgrader.ts';
@@ -12,13 +11,7 @@ await runService(
   'upgrader',
   () => {
     const config = loadUpgraderConfig();
-    try {
-      kube = loadLightTransport(config.kubeconfig);
-    } catch (err) {
-      if (err instanceof KubeconfigError)
-        throw new ConfigError(config.kubeconfig ? 'KUBECONFIG' : 'KUBERNETES_SERVICE_HOST', err.message);
-      throw err;
-    }
+    kube = agentKubeTransport(config.kubeconfig);
     return config;
   },
   async (config, log) => {
