@@ -16,7 +16,7 @@
  *  - What the upgrader's account may do in the cluster is exactly what the bundle lists.
  *  - Removal: the key is refused and the remove command deletes what the install created.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -124,6 +124,18 @@ t.test(
 );
 
 let upgraderOutput: () => Promise<string> = async () => '';
+// The runtime once the upgrader has reported the end of its upgrade to `to` (rolled out or rolled
+// back); on timeout a failure naming what the runtime showed and what the upgrader printed.
+const upgradeEnded = (t: Test, to: string) =>
+  until(`the upgrader reports the end of the upgrade to ${to}`, 240_000, async () => {
+    const r = await runtime();
+    return r.upgrade && r.upgrade.to === to && !['pending', 'applying'].includes(r.upgrade.phase) ? r : undefined;
+  }).catch(async (err: Error) => {
+    t.fail(
+      `${err.message}; the runtime: ${JSON.stringify((await runtime()).upgrade)}; the upgrader's log: ${await upgraderOutput()}`,
+    );
+    return runtime();
+  });
 let upgraderStop: () => Promise<void> = async () => {};
 t.teardown(() => upgraderStop());
 
@@ -188,13 +200,7 @@ t.test('an upgrade the cluster refuses: the upgrader rolls back to 1.4.1 and the
   upgraderStop = () => upgrader.stop();
   upgraderOutput = () => upgrader.tail(40);
 
-  const ended = await until('the upgrader reports the end of the upgrade', 240_000, async () => {
-    const r = await runtime();
-    return r.upgrade && !['pending', 'applying'].includes(r.upgrade.phase) ? r : undefined;
-  }).catch(async (err: Error) => {
-    t.fail(`${err.message}; the upgrader's log: ${await upgrader.tail(40)}`);
-    return runtime();
-  });
+  const ended = await upgradeEnded(t, '1.5.0');
   t.equal(ended.upgrade?.phase, 'rolled-back', `rolled back: ${ended.upgrade?.message}`);
   t.match(ended.upgrade?.message, /images 1\.5\.0 are not admitted/, "naming the cluster's refusal");
   t.equal(ended.version, '1.4.1', 'the runtime is to run 1.4.1 again');
@@ -225,15 +231,7 @@ t.test('with the policy gone, the same upgrade is pulled, applied and rolled out
   const asked = await call<RuntimeUpgraded>('POST', `${base}/plant-u/upgrade`, tenant.apiKey, { version: '1.5.0' });
   t.equal(asked.status, 200);
   t.equal(asked.body.appliedBy, 'agent');
-  const ended = await until('the upgrader reports the end of the upgrade', 240_000, async () => {
-    const r = await runtime();
-    return r.upgrade && r.upgrade.to === '1.5.0' && !['pending', 'applying'].includes(r.upgrade.phase) ? r : undefined;
-  }).catch(async (err: Error) => {
-    t.fail(
-      `${err.message}; the runtime: ${JSON.stringify((await runtime()).upgrade)}; the upgrader's log: ${await upgraderOutput()}`,
-    );
-    return runtime();
-  });
+  const ended = await upgradeEnded(t, '1.5.0');
   t.equal(ended.upgrade?.phase, 'succeeded', `succeeded: ${ended.upgrade?.message}`);
   t.equal(ended.version, '1.5.0');
   t.equal(ended.previousVersion, '1.4.1');
