@@ -1,7 +1,7 @@
 /**
  * What one engine run costs, per operation kind, on the real engine: the end-to-end environment
- * (test/e2e/harness: a real kube-apiserver root cluster with KWOK nodes, the emulated vcluster
- * API servers, the real Pulumi CLI and the real Kubernetes provider plugin that
+ * (test/e2e/harness: a real kube-apiserver root cluster with KWOK nodes, the real vcluster of each
+ * tenant, the real charts, the real Pulumi CLI and the real Kubernetes provider plugin that
  * HRT_KUBERNETES_PROVIDER names, built by scripts/kubernetes-provider.sh) and the real
  * provisioner process. For create, upgrade, suspend, resume, delete, a resync with nothing to
  * change and a resync that corrects drift (a quota deleted by hand first): the engine's wall time
