@@ -33,7 +33,7 @@ import {
 } from '../test/e2e/harness/environment.ts';
 import { kube } from '../test/e2e/harness/kube.ts';
 import { StopWaiting, until } from '../sandbox/processes.ts';
-import { provisionerEnv, REPO_ROOT } from '../sandbox/provisioner-process.ts';
+import { provisionerEnv, REPO_ROOT, withHostsFile } from '../sandbox/provisioner-process.ts';
 import { backendUrlFor } from '../provisioner/engine/pulumi-plan.ts';
 import { quiescent, TreeSampler, type TreeUsage } from './proc-tree.ts';
 
@@ -203,7 +203,12 @@ async function resyncOptions(e2e: E2E, tenantId: string): Promise<void> {
       PULUMI_CONFIG_PASSPHRASE: e2e.settings.passphrase,
     },
   };
-  const child = spawn(process.execPath, [join(REPO_ROOT, 'bench', 'engine-child.ts'), JSON.stringify(args)], {
+  // In the provisioner's view of the names real vclusters export (its hosts file), so that the
+  // candidates reach the tenant's vcluster as the provisioner's own runs do. unshare and sh exec
+  // the command, so the child's pid is the engine child's.
+  const command = [process.execPath, join(REPO_ROOT, 'bench', 'engine-child.ts'), JSON.stringify(args)];
+  const wrapped = e2e.settings.hostsFile ? withHostsFile(e2e.settings.hostsFile, command) : command;
+  const child = spawn(wrapped[0]!, wrapped.slice(1), {
     env,
     cwd: args.workDir,
     stdio: ['pipe', 'pipe', 'inherit'],

@@ -21,8 +21,8 @@ import type { OperationKind } from '../store/states.ts';
  * program is evaluated in it (the largest of each, over the runs measured), rounded up to a
  * multiple of 32 MiB. Measured by bench/engine.bench.ts (`npm run bench -- engine`; docs/benchmarks.md
  * "Engine runs", 2026-11-26, with the real Kubernetes provider plugin 4.25.0, whose peaks are
- * 1.6–1.9× those of the test double measured before). Delete was not reached by that run: its
- * estimate keeps delete's ratio to create from the earlier measurement (274 + 5 against 325 + 43).
+ * 1.6–1.9× those of the test double measured before; delete measured 2026-11-27 with the real
+ * vcluster, whose figures for the other kinds stayed under these).
  */
 export const ENGINE_RUN_PEAK_MB = Object.freeze({
   create: 576, // measured 548 + 21
@@ -30,7 +30,7 @@ export const ENGINE_RUN_PEAK_MB = Object.freeze({
   upgrade: 672, // 648 + 19
   suspend: 544, // 502 + 25
   resume: 512, // 494 + 18
-  delete: 448, // not measured with the real plugin: 576 × (279 / 368) = 437
+  delete: 480, // 475 + 4 (2026-11-27; estimated 448 from the double's ratio to create until then)
   // A periodic resync previews with refresh first (its refresh starts a second pair of provider
   // plugins), then may refresh and update one after the other.
   resync: 832, // 784 + 25 (the largest: 769, 766 and 784 measured)
