@@ -207,7 +207,7 @@ async function resyncOptions(e2e: E2E, tenantId: string): Promise<void> {
   // candidates reach the tenant's vcluster as the provisioner's own runs do. unshare and sh exec
   // the command, so the child's pid is the engine child's.
   const command = [process.execPath, join(REPO_ROOT, 'bench', 'engine-child.ts'), JSON.stringify(args)];
-  const wrapped = e2e.settings.hostsFile ? withHostsFile(e2e.settings.hostsFile, command) : command;
+  const wrapped = withHostsFile(e2e.settings.hostsFile, command);
   const child = spawn(wrapped[0]!, wrapped.slice(1), {
     env,
     cwd: args.workDir,

@@ -115,9 +115,11 @@ export function provisionerEnv(s: ProvisionerSettings, port: number): Record<str
 
 /**
  * `command` run in a mount namespace of its own where `hostsFile` is /etc/hosts (root only): how a
- * provisioner here resolves the names real vclusters export (sandbox/vcluster-pods.ts).
+ * provisioner here resolves the names real vclusters export (sandbox/vcluster-pods.ts). Without a
+ * hosts file, `command` as it is.
  */
-export function withHostsFile(hostsFile: string, command: readonly string[]): string[] {
+export function withHostsFile(hostsFile: string | undefined, command: readonly string[]): string[] {
+  if (!hostsFile) return [...command];
   return [
     'unshare',
     '--mount',
@@ -137,7 +139,7 @@ export async function startProvisioner(s: ProvisionerSettings, port?: number): P
   const p = port ?? (await serverPort());
   const url = `http://127.0.0.1:${p}`;
   const command = [process.execPath, ...(s.nodeArgs ?? []), join(REPO_ROOT, 'bin', 'provisioner.ts'), 'serve'];
-  const wrapped = s.hostsFile ? withHostsFile(s.hostsFile, command) : command;
+  const wrapped = withHostsFile(s.hostsFile, command);
   const proc = startProcess('provisioner', wrapped[0]!, wrapped.slice(1), s.logFile, {
     env: provisionerEnv(s, p),
     cwd: s.dataDir,

@@ -2,8 +2,9 @@
  * One end-to-end environment per test file: a root control plane (etcd, API server, controllers,
  * scheduler, KWOK nodes) registered through the API, the real vclusters its tenants' releases
  * create (run for their pods by sandbox/vcluster-pods.ts), the real charts from the chart mirror, a
- * database for the provisioner (also its Pulumi state backend) and the provisioner child process. Everything is torn down in t.teardown, also when a test failed: processes are
- * killed with their process groups and the temp folder is removed (E2E_KEEP=1 keeps it).
+ * database for the provisioner (also its Pulumi state backend) and the provisioner child process.
+ * Everything is torn down in t.teardown, also when a test failed: processes are killed with their
+ * process groups and the temp folder is removed (E2E_KEEP=1 keeps it).
  *
  * Test files take a slot of the run lock first (acquireRunLock): at most HRT_E2E_SLOTS (default
  * 2) environments run at once. A provisioning file mostly waits (Helm waiting for pods KWOK makes
