@@ -8,10 +8,12 @@
  *    it (date in the comment next to each pin; the app version is the chart's appVersion).
  *  - vcluster: release tags v<version> of loft-sh/vcluster (the chart in chart/ is published with
  *    the release's version), only releases whose Go module the module proxy serves (0.25.0,
- *    0.26.0, 0.27.0, 0.30.0), so that the end-to-end tier runs the very vcluster a version pins,
- *    built from its module (scripts/vcluster.sh; test/unit/vcluster-versions.test.ts names a pin
- *    that is not buildable). `kubernetes` is the k8s distro image tag the release's values set
- *    (controlPlane.distro.k8s.image.tag, or the apiServer image tag before 0.25).
+ *    0.26.0, 0.27.0, 0.30.0, 0.33.1, 0.34.0), so that the end-to-end tier runs the very vcluster a
+ *    version pins, built from its module (scripts/vcluster.sh; test/unit/vcluster-versions.test.ts
+ *    names a pin that is not buildable). 1.3.0–1.5.0 pin 0.33.1 and 1.6.0 moves to 0.34.0, one
+ *    minor: the upgrade path vcluster allows (docs/decisions.md). `kubernetes` is the k8s distro
+ *    image tag the release's values set (controlPlane.distro.k8s.image.tag, or the apiServer
+ *    image tag before 0.25).
  */
 export type Channel = 'stable' | 'latest';
 
@@ -54,10 +56,10 @@ export interface RuntimeVersion {
 export const VERSIONS: readonly RuntimeVersion[] = [
   {
     version: '1.3.0',
-    releaseDate: '2025-10-30',
+    releaseDate: '2026-03-26',
     channel: 'stable',
     components: {
-      vcluster: '0.30.0', // tag v0.30.0, 2025-10-26
+      vcluster: '0.33.1', // tag v0.33.1, 2026-03-24
       kubernetes: 'v1.32.1',
       argoCd: '7.8.2', // 2025-02-06, Argo CD v2.14.2
       argoWorkflows: '0.45.4', // 2025-01-10, Argo Workflows v3.6.2
@@ -70,10 +72,10 @@ export const VERSIONS: readonly RuntimeVersion[] = [
   },
   {
     version: '1.4.0',
-    releaseDate: '2025-11-03',
+    releaseDate: '2026-03-31',
     channel: 'stable',
     components: {
-      vcluster: '0.30.0', // tag v0.30.0, 2025-10-26
+      vcluster: '0.33.1', // tag v0.33.1, 2026-03-24
       kubernetes: 'v1.32.1',
       argoCd: '7.9.1', // 2025-05-06, Argo CD v2.14.11
       argoWorkflows: '0.45.12', // 2025-04-03, Argo Workflows v3.6.5
@@ -86,10 +88,10 @@ export const VERSIONS: readonly RuntimeVersion[] = [
   },
   {
     version: '1.4.1',
-    releaseDate: '2025-11-10',
+    releaseDate: '2026-04-07',
     channel: 'stable',
     components: {
-      vcluster: '0.30.0',
+      vcluster: '0.33.1',
       kubernetes: 'v1.32.1',
       argoCd: '7.9.1',
       argoWorkflows: '0.45.13', // 2025-04-30, Argo Workflows v3.6.7
@@ -102,10 +104,10 @@ export const VERSIONS: readonly RuntimeVersion[] = [
   },
   {
     version: '1.5.0',
-    releaseDate: '2025-11-17',
+    releaseDate: '2026-04-14',
     channel: 'stable',
     components: {
-      vcluster: '0.30.0',
+      vcluster: '0.33.1',
       kubernetes: 'v1.32.1',
       argoCd: '8.0.17', // 2025-06-10, Argo CD v3.0.6
       argoWorkflows: '0.45.19', // 2025-06-20, Argo Workflows v3.6.10
@@ -119,10 +121,10 @@ export const VERSIONS: readonly RuntimeVersion[] = [
   },
   {
     version: '1.6.0',
-    releaseDate: '2025-11-24',
+    releaseDate: '2026-05-04',
     channel: 'latest',
     components: {
-      vcluster: '0.30.0',
+      vcluster: '0.34.0', // tag v0.34.0, 2026-04-29
       kubernetes: 'v1.33.4',
       argoCd: '8.3.7', // 2025-09-12, Argo CD v3.1.5
       argoWorkflows: '0.45.24', // 2025-09-12, Argo Workflows v3.7.2
@@ -131,6 +133,6 @@ export const VERSIONS: readonly RuntimeVersion[] = [
       agents: '1.6.0',
     },
     upgrade: { minFrom: '1.5.0' },
-    notes: 'Argo CD 3.1, Workflows 3.7, Kubernetes 1.33 in the vcluster.',
+    notes: 'Argo CD 3.1, Workflows 3.7, vcluster 0.34, Kubernetes 1.33 in the vcluster.',
   },
 ];

@@ -162,7 +162,7 @@ export interface LocalStackOptions {
    * Real vclusters (sandbox/vcluster-pods.ts) from this build of vcluster and kine, in place of
    * the emulator: each tenant's vcluster pod runs `vcluster start` (root only).
    */
-  realVclusters?: { bin: string; version: string };
+  realVclusters?: { bin: string; versions: readonly string[] };
   /** Lines about what was started (the emulator's, the charts'). */
   log: (msg: string) => void;
   /** Called as each step completes, with its duration. */
@@ -254,7 +254,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
         rootCaPem: r.ca.certPem,
         network,
         vclusterBin: o.realVclusters.bin,
-        vclusterVersion: o.realVclusters.version,
+        vclusterVersions: o.realVclusters.versions,
         kubernetesBin: o.toolchainBin,
         dir: join(o.dir, 'vclusters'),
         hostsFile,

@@ -1,8 +1,10 @@
 /**
  * Real vclusters on a root cluster without kubelets. The vcluster chart's StatefulSet pod is
  * "run" by a KWOK node (scheduled, given a volume, marked Running), but nothing executes its
- * container; this runner does, the way a kubelet would, with the vcluster binary built from its Go
- * module (scripts/vcluster.sh) and the Kubernetes binaries of the toolchain as its k8s distro:
+ * container; this runner does, the way a kubelet would, with the vcluster binary of the release's
+ * chart version built from its Go module (scripts/vcluster.sh builds one per version the catalog
+ * pins; a release of another version is an error naming it) and the Kubernetes binaries of the
+ * toolchain as its k8s distro:
  *
  *  - for every Running pod labelled `app=vcluster` it starts `vcluster start` from
  *    sandbox/vcluster-pod.sh in a network namespace of its own (a veth pair on this runner's
@@ -10,8 +12,9 @@
  *    paths the chart mounts them: the release's config Secret at /var/lib/vcluster, a
  *    service-account token for the pod's ServiceAccount (TokenRequest bound to the pod, as the
  *    kubelet projects it) with the root cluster's CA and the namespace, /data (kept across
- *    restarts, standing for the PersistentVolumeClaim), the Kubernetes binaries at /binaries and
- *    kine at /usr/local/bin; it runs as the chart's runAsUser with no capabilities;
+ *    restarts, standing for the PersistentVolumeClaim), the Kubernetes binaries and kine at
+ *    /binaries (what the chart's init container copies there from the distro image) and vcluster
+ *    at /usr/local/bin; it runs as the chart's runAsUser with no capabilities;
  *  - the pod reaches the root cluster's API server as a pod does, through KUBERNETES_SERVICE_HOST
  *    and _PORT: a relay on the bridge address forwards to the root API server (whose serving
  *    certificate names that address); the env is the chart's (VCLUSTER_NAME, POD_NAME, POD_IP,
@@ -24,8 +27,9 @@
  *    pod's address into `hostsFile`, which the provisioner sees as /etc/hosts (its own mount
  *    namespace, sandbox/provisioner-process.ts), as cluster DNS or a load balancer would resolve it;
  *  - a pod that is deleted (suspension scales the StatefulSet to 0, deletion removes it) stops its
- *    vcluster; a recreated pod (an upgrade changes the template) starts the new one on the same
- *    /data; a vcluster that exits is started again, as the kubelet restarts a container.
+ *    vcluster; a recreated pod (an upgrade changes the template, a vcluster upgrade its image)
+ *    starts the new one, of the chart version the release now has, on the same /data; a vcluster
+ *    that exits is started again, as the kubelet restarts a container.
  *
  * Root only (network and mount namespaces): `available()` says why not.
  */
@@ -238,6 +242,8 @@ export interface RealVcluster {
   release: string;
   podName: string;
   podUid: string;
+  /** The vcluster version running (the release's chart version; the binary built from that module). */
+  version: string;
   /** The pod's address in its network namespace (the syncer listens on :8443). */
   ip: string;
   /** `exportKubeConfig.server` of the release's config ('' when none). */
@@ -259,10 +265,10 @@ export interface VclusterPodsOptions {
   rootServer: string;
   rootCaPem: string;
   network: PodNetwork;
-  /** Folder with vcluster and kine (scripts/vcluster.sh). */
+  /** Folder with `<version>/vcluster` for each version and `kine` (scripts/vcluster.sh). */
   vclusterBin: string;
-  /** The vcluster version the binary was built from (checked against the release's chart). */
-  vclusterVersion: string;
+  /** The vcluster versions built there (a release's chart version must be one of them). */
+  vclusterVersions: readonly string[];
   /** Folder with kube-apiserver, kube-controller-manager and kube-scheduler. */
   kubernetesBin: string;
   /** One folder per tenant namespace (its /data survives restarts). */
@@ -419,10 +425,10 @@ export class VclusterPods {
       throw new Error(`Secret ${ns}/vc-config-${release} (the vcluster config) is missing`);
     const configYaml = Buffer.from(chart.data['config.yaml'], 'base64').toString('utf8');
     const chartLabel = chart.metadata?.labels?.chart ?? '';
-    const chartVersion = chartLabel.replace(/^vcluster-/, '');
-    if (chartVersion && chartVersion !== this.#o.vclusterVersion)
+    const version = chartLabel.replace(/^vcluster-/, '');
+    if (!this.#o.vclusterVersions.includes(version))
       throw new Error(
-        `release ${ns}/${release} is vcluster chart ${chartVersion}, but this run built vcluster ${this.#o.vclusterVersion} only`,
+        `release ${ns}/${release} is vcluster chart ${version || `(no chart label on Secret vc-config-${release})`}, but this run built vcluster ${this.#o.vclusterVersions.join(', ')} only`,
       );
     const config = (parse(configYaml) ?? {}) as {
       exportKubeConfig?: { server?: string };
@@ -493,8 +499,9 @@ export class VclusterPods {
         'bash',
         POD_SCRIPT,
         dir,
-        resolve(this.#o.vclusterBin),
+        resolve(this.#o.vclusterBin, version),
         resolve(this.#o.kubernetesBin),
+        resolve(this.#o.vclusterBin, 'kine'),
         String(uid),
       ],
       join(this.#o.dir, `${ns}.log`),
@@ -519,6 +526,7 @@ export class VclusterPods {
       release,
       podName,
       podUid: pod.metadata!.uid!,
+      version,
       ip: podIp,
       exportServer: config.exportKubeConfig?.server ?? '',
       podSecurityStandard: config.policies?.podSecurityStandard ?? '',
@@ -532,7 +540,7 @@ export class VclusterPods {
     await this.#report(vc, false);
     await this.#writeHosts();
     this.#o.log?.(
-      `vcluster ${this.#o.vclusterVersion} (real) started for ${ns}/${release}: pod ${podName} at ${podIp}, export ${vc.exportServer || 'none'}${starts > 1 ? `, start ${starts}` : ''}`,
+      `vcluster ${version} (real) started for ${ns}/${release}: pod ${podName} at ${podIp}, export ${vc.exportServer || 'none'}${starts > 1 ? `, start ${starts}` : ''}`,
     );
   }
 

@@ -213,6 +213,23 @@ chart_tools() {
   fi
 }
 
+# The chart mirror every tier renders or installs from: the shared mirror's charts and the vcluster
+# charts it lacks, packaged from their Go modules (scripts/chart-mirror.sh; a second under a warm
+# cache, a few seconds of module download cold). Exported as HRT_CHART_MIRROR (the tests' and the
+# e2e tier's) and PROVISIONER_CHARTS_DIR (`provisioner runtime render`'s). When it cannot be
+# assembled the variables stay as they were and the tests that need a missing chart fail, naming it.
+chart_mirror() {
+  local out t0=$SECONDS
+  if out="$(bash scripts/chart-mirror.sh | tail -n 1)" && [ -n "$out" ]; then
+    export HRT_CHART_MIRROR="$out"
+    export PROVISIONER_CHARTS_DIR="${PROVISIONER_CHARTS_DIR:-$out}"
+    echo "== chart mirror: $HRT_CHART_MIRROR ($((SECONDS - t0)) s; $(sed -n 's/^packaged from Go modules: /packaged from Go modules: /p' "$out/.assembled"))"
+  else
+    echo "== chart mirror: scripts/chart-mirror.sh could not assemble it (its reason is above)"
+  fi
+}
+chart_mirror
+
 # The ops console's sources (console/src, browser code) have their own tsconfig.
 typecheck() { tsc -p tsconfig.json --noEmit && tsc -p console/tsconfig.json --noEmit; }
 check typecheck typecheck

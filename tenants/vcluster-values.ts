@@ -1,6 +1,6 @@
 /**
  * Values of the vcluster chart for a tenant. The keys follow the chart's values.schema.json of
- * the pinned versions (0.24–0.27; the schema rejects unknown keys):
+ * the pinned versions (0.24–0.34; the schema rejects unknown keys):
  *  - Kubernetes version: `controlPlane.distro.k8s.version` up to 0.24, the k8s distro image tag
  *    `controlPlane.distro.k8s.image.tag` from 0.25 (where `version` is deprecated);
  *  - suspension: `controlPlane.statefulSet.highAvailability.replicas: 0` (the statefulset template

@@ -7,20 +7,22 @@
  * The crash lands while the engine creates the vcluster's Helm release: the Helm record stays
  * `pending-install`, which recovery removes (provisioner/engine/helm-recovery.ts) before it
  * refreshes with pending creates cleared; the next install adopts what the dead one created.
- * A second test crashes an upgrade while the vcluster release is `pending-upgrade`: recovery
- * removes only that revision's record and the upgrade completes. A third crashes a delete: the
+ * A second test crashes an upgrade that moves the vcluster to its next minor while the vcluster
+ * release is `pending-upgrade`: recovery removes only that revision's record, the upgrade
+ * completes, and the vcluster runs the new version over what the old one stored. A third crashes a delete: the
  * restarted provisioner finishes the destroy and nothing of the tenant is left.
  */
 import t from 'tap';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
-import { exists, kube, vclusterChartVersion } from './harness/kube.ts';
+import { exists, helmHistory, kube, vclusterChartVersion } from './harness/kube.ts';
 import { until } from '../../sandbox/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
 
 const VERSION = '1.4.1';
 /**
- * An upgrade the catalog allows that changes the vcluster release (its values: the Kubernetes
- * version v1.32.1 → v1.33.4; every catalog version pins vcluster 0.30.0), so that Helm upgrades it.
+ * An upgrade the catalog allows that changes the vcluster release: its chart, vcluster 0.33.1 →
+ * 0.34.0 (the pod is replaced and the runner starts the other binary on the same /data), and its
+ * values (the Kubernetes version v1.32.1 → v1.33.4), so that Helm upgrades it.
  */
 const UPGRADE_FROM = '1.5.0';
 const UPGRADE_TO = '1.6.0';
@@ -157,10 +159,25 @@ await provisioningSuite(t, async (e2e, root) => {
       catalog.get(UPGRADE_TO)!.components.kubernetes,
       `precondition: ${UPGRADE_FROM} → ${UPGRADE_TO} changes the vcluster release (its Kubernetes version)`,
     );
+    const fromPins = catalog.get(UPGRADE_FROM)!.components;
+    const toPins = catalog.get(UPGRADE_TO)!.components;
+    t.not(fromPins.vcluster, toPins.vcluster, `precondition: ${UPGRADE_FROM} → ${UPGRADE_TO} upgrades vcluster`);
     const signup = await e2e.signup('crashup', UPGRADE_FROM);
     const tenantId = signup.tenant.id;
     const ns = `tenant-${tenantId}`;
     await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
+    const before = e2e.vclusters.get(ns);
+    t.equal(
+      before?.version,
+      fromPins.vcluster,
+      `before the upgrade the vcluster pod runs vcluster ${fromPins.vcluster}`,
+    );
+    // Something the old vcluster stored, to be read back through the new one.
+    const marker = { name: 'before-upgrade', namespace: 'default' };
+    await kube(await e2e.tenantKubeconfig(tenantId)).core.createNamespacedConfigMap({
+      namespace: marker.namespace,
+      body: { metadata: { name: marker.name }, data: { vcluster: fromPins.vcluster } },
+    });
     const accepted = await e2e.api.expect<{ operationId: string }>(202, 'POST', `/v1/tenants/${tenantId}/upgrade`, {
       version: UPGRADE_TO,
     });
@@ -215,11 +232,29 @@ await provisioningSuite(t, async (e2e, root) => {
       ['deployed', 'superseded'],
       'the release history: the first install superseded, the upgrade deployed',
     );
-    const toPins = catalog.get(UPGRADE_TO)!.components;
     t.equal(
       await vclusterChartVersion(root, ns),
       toPins.vcluster,
       `the vcluster runs the real chart ${toPins.vcluster} (its StatefulSet's chart label)`,
+    );
+    const after = e2e.vclusters.get(ns);
+    t.equal(after?.version, toPins.vcluster, `the vcluster pod now runs vcluster ${toPins.vcluster}`);
+    t.not(after?.podUid, before?.podUid, 'in a new pod (the upgrade replaced it)');
+    const vc = kube(await e2e.tenantKubeconfig(tenantId));
+    const kept = await vc.core.readNamespacedConfigMap(marker);
+    t.same(
+      kept.data,
+      { vcluster: fromPins.vcluster },
+      `what vcluster ${fromPins.vcluster} stored is there after the upgrade`,
+    );
+    const cd = await helmHistory(vc, 'argocd', 'argocd');
+    t.same(
+      cd.map((r) => [r.status, r.chartVersion]),
+      [
+        ['superseded', fromPins.argoCd],
+        ['deployed', toPins.argoCd],
+      ],
+      `the Argo CD release's history in the vcluster: installed under vcluster ${fromPins.vcluster}, upgraded under ${toPins.vcluster}`,
     );
     const exported = JSON.parse(
       (await e2e.pulumi(['stack', 'export', '--stack', `organization/tenants/tenant-${tenantId}`])).stdout,

@@ -431,7 +431,7 @@ async function main(): Promise<void> {
         rootCaPem: root.ca.certPem,
         network,
         vclusterBin: vcluster.bin,
-        vclusterVersion: vcluster.version,
+        vclusterVersions: vcluster.versions,
         kubernetesBin: bin,
         dir: join(dir, 'vclusters'),
         hostsFile,

@@ -15,15 +15,17 @@
 #
 # The chart mirror: the real upstream vcluster and Argo charts at every version the catalog pins
 # (`<chart>-<version>.tgz`), from HRT_CHART_MIRROR or `shared/charts` beside the repository's
-# folder. Exported as HRT_CHART_MIRROR; when it is missing the tier does not run (fails with CI=true).
+# folder, with the vcluster charts it lacks packaged from their Go modules (scripts/chart-mirror.sh).
+# The assembled folder is exported as HRT_CHART_MIRROR; when the mirror is missing or cannot be
+# assembled the tier does not run (fails with CI=true).
 #
 # Argo CD (application controller + repo-server, one multicall binary) and redis-standin, built
 # from the argo-cd v3 Go module by scripts/argocd.sh (its own cache; a cold build adds about
 # 5-8 minutes of 2 cores, docs/toolchain.md): exported as HRT_ARGOCD_BIN. A failed build stops the
 # tier (a failure with CI=true), with the build's reason.
 #
-# vcluster and kine, built from their Go modules by scripts/vcluster.sh (its own cache; a cold build
-# takes about 1,050 CPU-s, docs/toolchain.md): exported as HRT_VCLUSTER_BIN. Every tenant's vcluster
+# vcluster (one binary per version the catalog pins) and kine, built from their Go modules by
+# scripts/vcluster.sh (its own cache; a cold build takes about 1,450 CPU-s, docs/toolchain.md): exported as HRT_VCLUSTER_BIN. Every tenant's vcluster
 # in this tier is the real one (sandbox/vcluster-pods.ts), which needs root (network and mount
 # namespaces). A failed build, or a machine where it cannot run, stops the tier (a failure with
 # CI=true), with the reason.
@@ -42,8 +44,15 @@ _hrt_e2e_prepare() {
     echo "e2e: skipped: no chart mirror at $mirror (the real vcluster and Argo charts, <chart>-<version>.tgz; set HRT_CHART_MIRROR; docs/e2e.md)"
     return 1
   fi
-  export HRT_CHART_MIRROR="$mirror"
-  echo "e2e: chart mirror $HRT_CHART_MIRROR"
+  # With the vcluster charts the shared mirror lacks, packaged from their Go modules (scripts/chart-mirror.sh).
+  out="$(HRT_CHART_MIRROR="$mirror" bash "$root/scripts/chart-mirror.sh")"
+  rc=$?
+  if [ "$rc" != 0 ]; then
+    echo "e2e: skipped: the chart mirror could not be assembled (scripts/chart-mirror.sh exited with $rc; its reason is printed above)"
+    return 1
+  fi
+  export HRT_CHART_MIRROR="$(printf '%s\n' "$out" | tail -n 1)"
+  echo "e2e: chart mirror $HRT_CHART_MIRROR ($(sed -n 's/^packaged from Go modules: /vcluster charts packaged from their modules: /p' "$HRT_CHART_MIRROR/.assembled" 2>/dev/null))"
   if ! command -v go >/dev/null 2>&1; then
     echo "e2e: skipped: Go is not installed; the end-to-end toolchain is built from Go modules (docs/toolchain.md, docs/e2e.md)"
     return 1

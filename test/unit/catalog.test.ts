@@ -95,7 +95,11 @@ t.test('rollback: refused across a version marked irreversible, with its reason'
 });
 
 t.test('rollback: refused when vcluster would be downgraded a minor', async (t) => {
-  // The shipped catalog pins one vcluster (0.30.0) everywhere; the rule is checked on its own.
+  // The shipped catalog: 1.6.0 moved vcluster 0.33.1 → 0.34.0.
+  const shipped = catalog.rollbackAnswer('1.6.0', '1.5.0');
+  t.equal(shipped.allowed, false, '1.6.0 cannot be rolled back to 1.5.0');
+  if (!shipped.allowed) t.match(shipped.reason, /vcluster 0\.34\.0 cannot be downgraded to 0\.33\.1/);
+  // The rule on its own.
   const c = createCatalog([v('1.0.0', '0.26.0'), v('1.1.0', '0.27.0', { minFrom: '1.0.0' })]);
   const answer = c.rollbackAnswer('1.1.0', '1.0.0');
   t.equal(answer.allowed, false, 'a rollback that would take vcluster back a minor is refused');

@@ -133,24 +133,27 @@ export function provisioningUnavailable(): string | undefined {
   return undefined;
 }
 
-/** The vcluster build of HRT_VCLUSTER_BIN: its folder and the vcluster version its versions.txt names. */
-export function vclusterBuild(): { bin: string; version: string; describe: string } | undefined {
+/**
+ * The vcluster build of HRT_VCLUSTER_BIN: its folder and the vcluster versions its versions.txt
+ * names (`<version>/vcluster`, one per version the catalog pins).
+ */
+export function vclusterBuild(): { bin: string; versions: string[]; describe: string } | undefined {
   const bin = process.env.HRT_VCLUSTER_BIN;
   if (!bin) return undefined;
-  let versions: string;
+  let lines: string[];
   try {
-    versions = readFileSync(join(bin, 'versions.txt'), 'utf8');
+    lines = readFileSync(join(bin, 'versions.txt'), 'utf8').split('\n');
   } catch {
     return undefined;
   }
-  const vcluster = versions.split('\n').find((l) => l.startsWith('vcluster\t'));
-  const kine = versions.split('\n').find((l) => l.startsWith('kine\t'));
-  const version = vcluster?.split('\t')[1]?.split(' ')[1];
-  if (!version) return undefined;
+  const vclusters = lines.filter((l) => /^[^\t]+\/vcluster\t/.test(l)).map((l) => l.split('\t')[1] ?? '');
+  const kine = lines.find((l) => l.startsWith('kine\t'));
+  const versions = vclusters.map((m) => m.split(' ')[1] ?? '').filter(Boolean);
+  if (versions.length === 0) return undefined;
   return {
     bin,
-    version,
-    describe: `vcluster: ${vcluster?.split('\t')[1]} (real, built from its Go module), kine: ${kine?.split('\t')[1] ?? 'missing'}, at ${bin}`,
+    versions,
+    describe: `vcluster: ${vclusters.join(', ')} (real, built from its Go module), kine: ${kine?.split('\t')[1] ?? 'missing'}, at ${bin}`,
   };
 }
 
@@ -314,7 +317,7 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
         : {}),
       ...(opts.resyncSeconds !== undefined ? { resyncSeconds: opts.resyncSeconds } : {}),
       ...(opts.extraEnv ? { extraEnv: opts.extraEnv } : {}),
-      realVclusters: { bin: vcluster.bin, version: vcluster.version },
+      realVclusters: { bin: vcluster.bin, versions: vcluster.versions },
       log,
       cleanups,
     });

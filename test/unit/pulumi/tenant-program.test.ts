@@ -269,7 +269,7 @@ t.test('chart repositories can point at a mirror or a local directory', async (t
   );
   const all = r.ofType('kubernetes:helm.sh/v3:Release').map((x) => releaseOf(x));
   const vc = all.find((x) => x.chart.includes('vcluster'))!;
-  t.equal(vc.chart, '/opt/charts/vcluster-0.30.0.tgz');
+  t.equal(vc.chart, `/opt/charts/vcluster-${catalog.get(tenantInput().runtimeVersion)!.components.vcluster}.tgz`);
   t.equal(vc.repositoryOpts, undefined);
   t.equal(vc.version, undefined, 'a packaged chart carries its version');
   const cd = all.find((x) => x.chart === 'argo-cd')!;
