@@ -11,8 +11,9 @@
 #     export HRT_CHART_MIRROR=$(bash scripts/chart-mirror.sh | tail -1)
 #
 # The folder is ${XDG_CACHE_HOME:-$HOME/.cache}/hosted-runtimes/chart-mirror/<hash>, <hash> covering
-# the shared mirror's path and file list and the vcluster versions; a complete folder is reused. A
-# source that is itself an assembled mirror is printed as it is. Exit codes: 0 assembled or
+# the shared mirror's path and file list and the vcluster versions; a complete folder is reused,
+# and <cache>/current links to it (`provisioner runtime render` reads it when PROVISIONER_CHARTS_DIR
+# is not set). A source that is itself an assembled mirror is printed as it is. Exit codes: 0 assembled or
 # reused; 1 the shared mirror is missing or a chart could not be packaged (the reason on stderr);
 # 3 no Go (the vcluster charts come from Go module zips). Environment: CHART_MIRROR_CACHE
 # overrides the cache root.
@@ -39,9 +40,10 @@ for v in "${VERSIONS[@]}"; do [ -f "$SOURCE/vcluster-$v.tgz" ] || NEEDED+=("$v")
 CACHE_ROOT="${CHART_MIRROR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hosted-runtimes/chart-mirror}"
 HASH="$( (printf 'format=%s\nsource=%s\nversions=%s\n' "$FORMAT" "$SOURCE" "${NEEDED[*]}"
   (cd "$SOURCE" && ls -l --time-style=+%s -- *.tgz)
-  for v in "${NEEDED[@]}"; do sha256sum "$ROOT/tools/vcluster-$v/go.sum"; done) | sha256sum | cut -c1-16)"
+  for v in "${NEEDED[@]}"; do printf "%s " "$v"; sha256sum < "$ROOT/tools/vcluster-$v/go.sum"; done) | sha256sum | cut -c1-16)"
 DIR="$CACHE_ROOT/$HASH"
-if [ -f "$DIR/.assembled" ]; then echo "$DIR"; exit 0; fi
+link_current() { ln -sfn "$HASH" "$CACHE_ROOT/current.tmp" && mv -Tf "$CACHE_ROOT/current.tmp" "$CACHE_ROOT/current"; }
+if [ -f "$DIR/.assembled" ]; then link_current; echo "$DIR"; exit 0; fi
 
 if [ ${#NEEDED[@]} -gt 0 ] && ! command -v go >/dev/null 2>&1; then
   log "Go is not installed: the charts of vcluster ${NEEDED[*]} come from its Go module"
@@ -79,7 +81,8 @@ printf 'shared mirror: %s\npackaged from Go modules: %s\n' "$SOURCE" "${NEEDED[*
 rm -rf "$DIR"
 mv -T "$TMP" "$DIR" 2>/dev/null || { [ -f "$DIR/.assembled" ] || { log "could not move $TMP to $DIR"; exit 1; }; }
 trap - EXIT
+link_current
 # Assemblies of other sources or versions are not used again.
-find "$CACHE_ROOT" -mindepth 1 -maxdepth 1 ! -name "$HASH" ! -name '.assembling.*' -exec rm -rf {} +
+find "$CACHE_ROOT" -mindepth 1 -maxdepth 1 ! -name "$HASH" ! -name current ! -name '.assembling.*' -exec rm -rf {} +
 echo "$DIR"
 exit 0

@@ -3,7 +3,7 @@
  * (the upstream Pod Security evaluator), both built by scripts/chart-tools.sh into
  * `${XDG_CACHE_HOME:-~/.cache}/hosted-runtimes/chart-tools/current/bin`.
  */
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -70,10 +70,26 @@ export function findChartTool(tool: ChartTool, opts: FindOptions = {}): string {
 /** The repository's root (this file is runtime/render/chart-tools.ts). */
 const REPOSITORY_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
+/** The script that assembles the chart mirror (the shared one and the vcluster charts it lacks). */
+export const CHART_MIRROR_SCRIPT = 'scripts/chart-mirror.sh';
+
+/** The mirror scripts/chart-mirror.sh assembled last (`<cache>/chart-mirror/current`; it may not exist). */
+export function assembledChartMirror(env: NodeJS.ProcessEnv = process.env): string {
+  const root =
+    env.CHART_MIRROR_CACHE ??
+    join(env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'hosted-runtimes', 'chart-mirror');
+  return join(root, 'current');
+}
+
 /**
- * The chart mirror to render from when none is given: PROVISIONER_CHARTS_DIR, else
- * `<repository root>/../shared/charts` (where CI and the development machines keep the real charts).
+ * The chart mirror to render from when none is given: PROVISIONER_CHARTS_DIR; else the mirror
+ * scripts/chart-mirror.sh assembled (the shared one with the vcluster charts packaged from their
+ * Go modules), when there is one; else `<repository root>/../shared/charts` (where CI and the
+ * development machines keep the real charts).
  */
 export function defaultChartsDir(env: NodeJS.ProcessEnv = process.env): string {
-  return env.PROVISIONER_CHARTS_DIR ?? join(REPOSITORY_ROOT, '..', 'shared', 'charts');
+  if (env.PROVISIONER_CHARTS_DIR !== undefined) return env.PROVISIONER_CHARTS_DIR;
+  const assembled = assembledChartMirror(env);
+  if (existsSync(join(assembled, '.assembled'))) return assembled;
+  return join(REPOSITORY_ROOT, '..', 'shared', 'charts');
 }

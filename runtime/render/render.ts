@@ -40,6 +40,7 @@ import {
 } from '../component/agents.ts';
 import { ARGO_RELEASES, argoReleaseValues } from '../component/argo-releases.ts';
 import { chartSource, UPSTREAM_REPOSITORIES, type RepositoryName } from '../component/chart-source.ts';
+import { CHART_MIRROR_SCRIPT } from './chart-tools.ts';
 import { runtimeNamespace, versionsConfigMap } from '../component/runtime-objects.ts';
 
 /** A Kubernetes object as rendered (plain JSON). */
@@ -131,7 +132,9 @@ export function mirroredChart(
     throw new ChartMissingError(
       `runtime version ${runtimeVersion} pins ${chart} ${chartVersion}, which is not in the chart mirror ${chartsDir}: ` +
         `add ${chart}-${chartVersion}.tgz there (\`helm pull ${chart} --repo ${UPSTREAM_REPOSITORIES[repository]} ` +
-        `--version ${chartVersion} -d <mirror>\` where the repository is reachable; docs/operations.md, "Air-gapped chart mirror")`,
+        `--version ${chartVersion} -d <mirror>\` where the repository is reachable` +
+        (chart === 'vcluster' ? `, or \`bash ${CHART_MIRROR_SCRIPT}\` to package it from its Go module` : '') +
+        `; docs/operations.md, "Air-gapped chart mirror")`,
     );
   }
   return path;

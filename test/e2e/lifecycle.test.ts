@@ -1,9 +1,9 @@
 /**
  * End-to-end: the tenant lifecycle on a real root control plane, through the real provisioner
  * process and the real Pulumi CLI, with the real Kubernetes provider plugin (the file's TAP comment
- * names its version), a real vcluster per tenant (vcluster 0.30.0 built from its Go module, run by
- * sandbox/vcluster-pods.ts for the chart's pod), and the real vcluster and Argo charts from the
- * chart mirror. Signup → Ready (Pod Security `restricted` enforced on the
+ * names its version), a real vcluster per tenant (the version its runtime version pins, built
+ * from its Go module, run by sandbox/vcluster-pods.ts for the chart's pod), and the real vcluster
+ * and Argo charts from the chart mirror. Signup → Ready (Pod Security `restricted` enforced on the
  * root's tenant namespace and in the tenant's API server), two concurrent tenants stay isolated,
  * upgrade (and a refused skip), suspend/resume (delete: delete.test.ts). Only the public API and
  * the CLI drive the provisioner.
@@ -28,7 +28,7 @@ import { VCLUSTER_SERVER_TEMPLATE } from '../../sandbox/stack.ts';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 
-// An upgrade pair the catalog allows directly (1.4.1 → 1.5.0: vcluster stays at 0.30, Argo CD 7 → 8,
+// An upgrade pair the catalog allows directly (1.4.1 → 1.5.0: vcluster stays at 0.33, Argo CD 7 → 8,
 // Workflows and Rollouts change, Events stays), and a skip it refuses (1.4.1 → 1.6.0 jumps the
 // mandatory stepping stone 1.5.0).
 const FROM = '1.4.1';
