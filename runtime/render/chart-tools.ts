@@ -76,8 +76,7 @@ export const CHART_MIRROR_SCRIPT = 'scripts/chart-mirror.sh';
 /** The mirror scripts/chart-mirror.sh assembled last (`<cache>/chart-mirror/current`; it may not exist). */
 export function assembledChartMirror(env: NodeJS.ProcessEnv = process.env): string {
   const root =
-    env.CHART_MIRROR_CACHE ??
-    join(env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'hosted-runtimes', 'chart-mirror');
+    env.CHART_MIRROR_CACHE ?? join(env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'hosted-runtimes', 'chart-mirror');
   return join(root, 'current');
 }
 
