@@ -127,7 +127,7 @@ _hrt_e2e_prepare() {
       return 1
     fi
     export HRT_VCLUSTER_BIN="$(printf '%s\n' "$out" | tail -n 1)"
-    echo "e2e: vcluster $HRT_VCLUSTER_BIN ($(cut -f1,2 "$HRT_VCLUSTER_BIN/versions.txt" | tr '\t\n' ' ,'))"
+    echo "e2e: vcluster $HRT_VCLUSTER_BIN ($(cut -f2 "$HRT_VCLUSTER_BIN/versions.txt" | paste -sd, - | sed 's/,/, /g'))"
   fi
   echo "e2e: building or reusing the Kubernetes provider plugin (scripts/kubernetes-provider.sh; a cold build takes long)"
   out="$(bash "$root/scripts/kubernetes-provider.sh")"
