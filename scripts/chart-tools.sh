@@ -54,7 +54,9 @@ fi
 if complete; then link_current; echo "$BIN"; exit 0; fi
 mkdir -p "$BIN" "$DIR/logs"
 
-export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false"
+export CGO_ENABLED=0
+# shellcheck source=scripts/go-build-env.sh
+source "$ROOT/scripts/go-build-env.sh"
 NICE="${TOOLCHAIN_NICE:-15}"
 
 build() { # name module-dir package ldflags

@@ -57,7 +57,9 @@ fi
 if complete; then echo "$BIN"; exit 0; fi
 mkdir -p "$BIN" "$DIR/logs"
 
-export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false"
+export CGO_ENABLED=0
+# shellcheck source=scripts/go-build-env.sh
+source "$ROOT/scripts/go-build-env.sh"
 NICE="${TOOLCHAIN_NICE:-15}"
 LOGF="$DIR/logs/$NAME.log"
 SRC="$DIR/src"

@@ -244,7 +244,7 @@ check lint lint
 #    and the Argo CRDs; it runs beside the remaining builds;
 #  - provisioning: the files that name provisioningSuite, startE2E or provisioningUnavailable (and
 #    neither Argo CD function) need vcluster and the provider plugin too; they start when those are
-#    built and the early phase has ended, and run beside Argo CD's build;
+#    built and the early phase has ended (a file that runs alone first), beside Argo CD's build;
 #  - Argo CD: the files that name startArgoCd or argoCdUnavailable start when Argo CD is built, beside
 #    the provisioning phase; each takes a slot of the run lock, so that at most two files with
 #    servers run at once, as the run lock's slots expect (docs/e2e.md).
@@ -256,7 +256,8 @@ e2e_tier() {
   [ -f test/e2e/prepare.sh ] || return 0
   local all early=() prov=() argo=() f t0=$SECONDS
   local early_pid="" early_status=0 early_out="$logdir/e2e-early.tap"
-  local prov_pid="" prov_status=0 prov_out="$logdir/e2e-provisioning.tap" argo_status=0 argo_out="$logdir/e2e-argocd.tap"
+  local prov_pid="" prov_out="$logdir/e2e-provisioning.tap" alone=() shared=() alone_out="$logdir/e2e-provisioning-alone.tap"
+  local argo_status=0 argo_out="$logdir/e2e-argocd.tap"
   mapfile -t all < <(find test/e2e -name '*.test.ts' | sort)
   for f in "${all[@]}"; do
     if grep -qE "$E2E_ARGOCD_NAMES" "$f"; then
@@ -281,8 +282,24 @@ e2e_tier() {
   e2e_phase_report "e2e early phase" "$early_out" "$early_status"
   echo "== e2e: early phase ended $((SECONDS - t0)) s after the tier started"
   if [ ${#prov[@]} -gt 0 ]; then
-    echo "== e2e provisioning phase (${#prov[@]} files): ${prov[*]#test/e2e/}"
-    HRT_E2E_PHASE=provisioning tap --reporter=tap "${prov[@]}" > "$prov_out" 2>&1 &
+    # A file that runs alone (`exclusive: true`, every slot of the run lock: drift-watch) goes first:
+    # it leaves part of the machine idle whenever it runs, and first that part goes to Argo CD's
+    # build on a cold machine. The other files follow, two at a time (tap runs a list in name order).
+    for f in "${prov[@]}"; do
+      if grep -q 'exclusive: true' "$f"; then alone+=("$f"); else shared+=("$f"); fi
+    done
+    echo "== e2e provisioning phase (${#prov[@]} files; alone first: ${alone[*]#test/e2e/}): ${shared[*]#test/e2e/}"
+    (
+      export HRT_E2E_PHASE=provisioning
+      if [ ${#alone[@]} -gt 0 ]; then
+        tap --reporter=tap "${alone[@]}" > "$alone_out" 2>&1
+        echo $? > "$alone_out.status"
+      fi
+      if [ ${#shared[@]} -gt 0 ]; then
+        tap --reporter=tap "${shared[@]}" > "$prov_out" 2>&1
+        echo $? > "$prov_out.status"
+      fi
+    ) &
     prov_pid=$!
   fi
   if [ ${#argo[@]} -gt 0 ]; then
@@ -295,8 +312,9 @@ e2e_tier() {
     fi
   fi
   if [ -n "$prov_pid" ]; then
-    wait "$prov_pid"; prov_status=$?
-    e2e_phase_report "e2e provisioning phase" "$prov_out" "$prov_status"
+    wait "$prov_pid"
+    [ ${#alone[@]} -eq 0 ] || e2e_phase_report "e2e provisioning phase, alone" "$alone_out" "$(cat "$alone_out.status" 2>/dev/null || echo 1)"
+    [ ${#shared[@]} -eq 0 ] || e2e_phase_report "e2e provisioning phase" "$prov_out" "$(cat "$prov_out.status" 2>/dev/null || echo 1)"
   fi
   echo "== e2e: every phase ended $((SECONDS - t0)) s after the tier started"
 }

@@ -125,9 +125,8 @@ rm -f "$DIR/FAILED"
 SECONDS_TOTAL_START=$(date +%s)
 
 export CGO_ENABLED=0
-export GOFLAGS="-mod=readonly -buildvcs=false"
-# The tools modules pin everything: never resolve a different Go toolchain.
-export GOTOOLCHAIN=local
+# shellcheck source=scripts/go-build-env.sh
+source "$ROOT/scripts/go-build-env.sh"
 
 record_version() { # name version-line build-seconds
   local name="$1" line="$2" secs="$3" size

@@ -63,7 +63,8 @@ fi
 if complete; then echo "$BIN"; exit 0; fi
 mkdir -p "$BIN" "$DIR/logs"
 
-export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false"
+# shellcheck source=scripts/go-build-env.sh
+source "$ROOT/scripts/go-build-env.sh"
 NICE="${TOOLCHAIN_NICE:-15}"
 
 build() { # name (a path under bin/) module-dir cgo package ldflags label
