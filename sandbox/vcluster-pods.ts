@@ -80,6 +80,39 @@ export async function realVclusterUnavailable(): Promise<string> {
   return '';
 }
 
+/**
+ * Removes what a pod in network namespace `netns` left behind: the processes still in it (vcluster's
+ * kine, kube-apiserver and controller manager outlive it when vcluster exits on an error), which keep
+ * the namespace alive after `ip netns del`, then the namespace's name and, with `veth`, the host end
+ * of its veth pair (deleting one end deletes both), so that the slot's next pod can make them again
+ * instead of failing with "File exists".
+ */
+async function clearNetns(netns: string, veth?: string): Promise<void> {
+  const pids = await run('ip', ['netns', 'pids', netns]).then(
+    (r) => r.stdout.split(/\s+/).filter(Boolean).map(Number),
+    () => [] as number[],
+  );
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  for (let i = 0; i < 50 && pids.some(isAlive); i++) await new Promise((r) => setTimeout(r, 100));
+  await ip('netns', 'del', netns).catch(() => undefined);
+  if (veth) await ip('link', 'del', veth).catch(() => undefined);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 async function ip(...args: string[]): Promise<void> {
   try {
     await run('ip', args);
@@ -474,7 +507,7 @@ export class VclusterPods {
 
     const netns = `hrt${this.#o.network.id}-${n}`;
     const veth = `hv${this.#o.network.id}${n}`;
-    await ip('netns', 'del', netns).catch(() => undefined);
+    await clearNetns(netns, veth);
     await ip('netns', 'add', netns);
     await ip('link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', netns);
     await ip('link', 'set', veth, 'master', this.#o.network.bridge, 'up');
@@ -602,7 +635,7 @@ export class VclusterPods {
     this.#running.delete(vc.namespace);
     await vc.process.stop(10_000);
     for (const socket of this.#relayed) if (socket.remoteAddress === vc.ip) socket.destroy();
-    await ip('netns', 'del', vc.netns).catch(() => undefined);
+    await clearNetns(vc.netns);
     await this.#writeHosts();
   }
 

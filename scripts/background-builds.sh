@@ -20,7 +20,7 @@
 # For each step: DIR/STEP.out (the script's stdout: its last line is the folder it built),
 # DIR/STEP.log (its stderr: progress, and the reason when it failed) and, when it has finished,
 # DIR/STEP.rc (its exit code; written last, by rename). DIR/steps.log gets one line per step with
-# its wall time. A failed step does not stop the next ones.
+# its wall time and CPU time (user + system, of every process it ran). A failed step does not stop the next ones.
 #
 # The tiers still call the same scripts when they need a result: every script serialises builds
 # of one cache key on a lock file, so a call made while this build runs waits for it and then
@@ -48,6 +48,11 @@ command_for() { # step -> the command, one word per line
   esac
 }
 
+TIMEFORMAT='%U %S'
+cpu_of() { # file with bash's `time` output (TIMEFORMAT above) -> "N CPU-s" (user + system)
+  awk 'NF == 2 { printf "%d CPU-s (%d user + %d system)", $1 + $2 + 0.5, $1 + 0.5, $2 + 0.5; exit }' "$1" 2>/dev/null
+}
+
 modules_for() { # step -> the tools module folders it builds from, one per line
   case "$1" in
     chart-tools) printf '%s\n' chart-tools/helm chart-tools/pod-security ;;
@@ -69,11 +74,11 @@ modules_for() { # step -> the tools module folders it builds from, one per line
   # shellcheck source=scripts/go-build-env.sh
   source "$ROOT/scripts/go-build-env.sh"
   rc=0
-  for m in $(for step in "$@"; do modules_for "$step"; done | awk '!seen[$0]++'); do
+  { time for m in $(for step in "$@"; do modules_for "$step"; done | awk '!seen[$0]++'); do
     echo "== tools/$m" >> "$DIR/modules.log"
     (cd "$ROOT/tools/$m" && go mod download) >> "$DIR/modules.log" 2>&1 || rc=$?
-  done
-  printf '%s\t%s s\texit %s\n' "modules (downloads, beside the builds)" "$(( $(date +%s) - start ))" "$rc" >> "$DIR/steps.log"
+  done; } 2> "$DIR/modules.cpu"
+  printf '%s\t%s s\t%s\texit %s\n' "modules (downloads, beside the builds)" "$(( $(date +%s) - start ))" "$(cpu_of "$DIR/modules.cpu")" "$rc" >> "$DIR/steps.log"
 ) &
 
 for step in "$@"; do
@@ -84,9 +89,10 @@ for step in "$@"; do
     continue
   fi
   start=$(date +%s)
-  bash "${cmd[@]}" > "$DIR/$step.out" 2> "$DIR/$step.log"
+  # bash's `time` reports the CPU of the step's whole process tree (every compiler it waited for).
+  { time bash "${cmd[@]}" > "$DIR/$step.out" 2> "$DIR/$step.log"; } 2> "$DIR/$step.cpu"
   rc=$?
-  printf '%s\t%s s\texit %s\n' "$step" "$(( $(date +%s) - start ))" "$rc" >> "$DIR/steps.log"
+  printf '%s\t%s s\t%s\texit %s\n' "$step" "$(( $(date +%s) - start ))" "$(cpu_of "$DIR/$step.cpu")" "$rc" >> "$DIR/steps.log"
   echo "$rc" > "$DIR/$step.rc.tmp" && mv -f "$DIR/$step.rc.tmp" "$DIR/$step.rc"
 done
 wait

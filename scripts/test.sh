@@ -11,6 +11,21 @@ source "$(dirname "${BASH_SOURCE[0]}")/node-env.sh"
 set +e
 cd "$ROOT"
 
+# The machine's CPU over the run (/proc/stat, every process, not only this run's): how much of the
+# cores' time was used, which says whether a shorter run needs less CPU or better overlap
+# (docs/toolchain.md).
+cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat 2>/dev/null; }
+cpu_start="$(cpu_ticks)"
+machine_cpu_report() {
+  local end busy idle hz
+  end="$(cpu_ticks)"
+  [ -n "$cpu_start" ] && [ -n "$end" ] || return 0
+  hz="$(getconf CLK_TCK 2>/dev/null || echo 100)"
+  read -r busy idle <<<"$(awk -v s="$cpu_start" -v e="$end" 'BEGIN { split(s, a, " "); split(e, b, " "); print b[1] - a[1], b[2] - a[2] }')"
+  [ $((busy + idle)) -gt 0 ] || return 0
+  echo "== machine CPU during the run: $((busy / hz)) core-seconds used of $(((busy + idle) / hz)) ($((100 * idle / (busy + idle))) % idle, $(nproc 2>/dev/null || echo '?') cores)"
+}
+
 tiers=("$@")
 # The browser and fuzz tiers first: they need none of the Go builds, so on a cold machine the chart
 # tools, etcd and kube-apiserver (started in the background below) are built while they run,
@@ -365,7 +380,7 @@ done
 # Every step was waited for by its tier; this only collects the exit codes and prints the times.
 if [ -n "$bg_pid" ]; then
   wait "$bg_pid" 2>/dev/null
-  echo "== background builds (step, wall time, exit code):"
+  echo "== background builds (step, wall time, CPU time, exit code):"
   sed 's/^/    /' "$builds/steps.log" 2>/dev/null
   for s in "${bg_steps[@]}"; do
     if [ ! -f "$builds/$s.rc" ]; then rc=none; else rc="$(cat "$builds/$s.rc")"; fi
@@ -381,6 +396,7 @@ if [ -n "$bg_pid" ]; then
     fi
   done
 fi
+machine_cpu_report
 [ ${#failures[@]} -eq 0 ] || echo "failed: ${failures[*]}"
 [ ${#skipped_names[@]} -eq 0 ] || echo "skipped: ${skipped_names[*]}"
 echo "$passed passed, $failed failed, $skipped skipped"
