@@ -12,10 +12,10 @@
 #                    list test/e2e/prepare.sh asks for: kwokctl and etcdctl are for people and
 #                    tools/smoke.sh; pulumi-language-nodejs runs infra's program; kubectl applies
 #                    the hybrid runtimes' bundles)
-#   argo-crds        scripts/argo-crds.sh                                     (e2e, its early phase)
-#   vcluster         scripts/vcluster.sh                                      (e2e, its provisioning phase)
-#   kubernetes-provider  scripts/kubernetes-provider.sh                       (e2e, its provisioning phase)
-#   argocd           scripts/argocd.sh                                        (e2e, its Argo CD phase)
+#   argo-crds        scripts/argo-crds.sh                                     (e2e)
+#   argocd           scripts/argocd.sh                                        (e2e)
+#   vcluster         scripts/vcluster.sh                                      (e2e)
+#   kubernetes-provider  scripts/kubernetes-provider.sh                       (e2e)
 #
 # For each step: DIR/STEP.out (the script's stdout: its last line is the folder it built),
 # DIR/STEP.log (its stderr: progress, and the reason when it failed) and, when it has finished,

@@ -92,7 +92,7 @@ fuzz_tier() {
 }
 
 # The Go builds the tiers need (chart tools; etcd and kube-apiserver; the e2e toolchain, Argo CRDs,
-# vcluster and kine, the Kubernetes provider plugin, Argo CD) start now, in the background at low priority and in the
+# Argo CD, vcluster and kine, the Kubernetes provider plugin) start now, in the background at low priority and in the
 # order the tiers need them (scripts/background-builds.sh), so that on a cold machine they compile
 # while type-check, lint and the Node tiers run. Each tier still calls the build script it needs:
 # the script waits on its cache key's lock while the background build holds it, then reuses the
@@ -107,8 +107,8 @@ if command -v go >/dev/null 2>&1; then
   { has_tier unit || has_tier integration; } && [ -z "${HRT_CHART_TOOLS_BIN:-}" ] && bg_steps+=(chart-tools)
   has_tier integration && [ -z "${HRT_TOOLCHAIN_BIN:-}" ] && bg_steps+=(api-servers)
   if has_tier e2e; then
-    # Argo CD last: only the tier's last phase needs it (e2e_tier).
-    bg_steps+=(toolchain argo-crds vcluster kubernetes-provider argocd)
+    bg_steps+=(toolchain argo-crds argocd vcluster)
+    bg_steps+=(kubernetes-provider)
   fi
 fi
 if [ ${#bg_steps[@]} -gt 0 ]; then
@@ -251,34 +251,22 @@ check typecheck typecheck
 # Lint: eslint's rules, then the formatting (prettier, .prettierrc.json; `npm run format` rewrites).
 lint() { eslint --max-warnings 0 . && prettier --check --log-level warn '**/*.{ts,js,cjs,mjs}'; }
 check lint lint
-# The end-to-end tier runs in three phases, each started as soon as the builds it needs are ready
-# (on a cold machine the background builds finish one after another: the toolchain and the Argo
-# CRDs, then vcluster and the provider plugin, then Argo CD; docs/e2e.md, "Phases"):
-#  - early: every file that names none of the functions below (the managed-cluster, Argo CRD, event
-#    reporter, app-proxy, watch scale, engine backend and run lock files) needs only the toolchain
-#    and the Argo CRDs; it runs beside the remaining builds;
-#  - provisioning: the files that name provisioningSuite, startE2E or provisioningUnavailable (and
-#    neither Argo CD function) need vcluster and the provider plugin too; they start when those are
-#    built and the early phase has ended (a file that runs alone first), beside Argo CD's build;
-#  - Argo CD: the files that name startArgoCd or argoCdUnavailable start when Argo CD is built, beside
-#    the provisioning phase; each takes a slot of the run lock, so that at most two files with
-#    servers run at once, as the run lock's slots expect (docs/e2e.md).
-# In the early and the provisioning phase (HRT_E2E_PHASE), a file that asks for a build its phase
-# does not have fails (it was put in the wrong phase) instead of skipping (test/e2e/harness/phase.ts).
-E2E_PROVISIONING_NAMES='provisioningSuite|startE2E|provisioningUnavailable'
-E2E_ARGOCD_NAMES='startArgoCd|argoCdUnavailable'
+# The end-to-end tier runs in two phases. The early phase is every file that starts neither a whole
+# environment nor Argo CD (it names none of provisioningSuite, startE2E, provisioningUnavailable,
+# startArgoCd, argoCdUnavailable): the managed-cluster, Argo CRD, event reporter, app-proxy, watch
+# scale, engine backend and run lock files, which need only the toolchain and the Argo CRDs. It
+# starts as soon as those are built, so on a cold machine it runs while Argo CD, vcluster and the
+# provider plugin are still compiling instead of after them; with HRT_E2E_PHASE=early, a file that
+# asks for a provisioning environment or Argo CD fails (it was put in the wrong phase) instead of
+# skipping. The late phase (every other file) starts when its builds are ready and the early phase
+# has ended, so that at most two files run at once, as the run lock's slots expect (docs/e2e.md).
 e2e_tier() {
   [ -f test/e2e/prepare.sh ] || return 0
-  local all early=() prov=() argo=() f t0=$SECONDS
-  local early_pid="" early_status=0 early_out="$logdir/e2e-early.tap"
-  local prov_pid="" prov_out="$logdir/e2e-provisioning.tap" alone=() shared=() alone_out="$logdir/e2e-provisioning-alone.tap"
-  local argo_status=0 argo_out="$logdir/e2e-argocd.tap"
+  local all early=() late=() f t0=$SECONDS early_pid="" early_status=0 early_out="$logdir/e2e-early.tap"
   mapfile -t all < <(find test/e2e -name '*.test.ts' | sort)
   for f in "${all[@]}"; do
-    if grep -qE "$E2E_ARGOCD_NAMES" "$f"; then
-      argo+=("$f")
-    elif grep -qE "$E2E_PROVISIONING_NAMES" "$f"; then
-      prov+=("$f")
+    if grep -qE 'provisioningSuite|startE2E|provisioningUnavailable|startArgoCd|argoCdUnavailable' "$f"; then
+      late+=("$f")
     else
       early+=("$f")
     fi
@@ -287,58 +275,24 @@ e2e_tier() {
   echo "== e2e early phase (${#early[@]} files, prepared in $((SECONDS - t0)) s): ${early[*]#test/e2e/}"
   HRT_E2E_PHASE=early tap --reporter=tap "${early[@]}" > "$early_out" 2>&1 &
   early_pid=$!
-  if e2e_prepare provisioning; then
-    echo "== e2e: provisioning phase prepared $((SECONDS - t0)) s after the tier started"
-    for s in toolchain argo-crds vcluster kubernetes-provider; do bg_used "$s"; done
+  if e2e_prepare; then
+    echo "== e2e: prepared in $((SECONDS - t0)) s"
+    for s in toolchain argo-crds argocd vcluster kubernetes-provider; do bg_used "$s"; done
   else
-    prov=(); argo=()
+    late=()
   fi
   wait "$early_pid"; early_status=$?
-  e2e_phase_report "e2e early phase" "$early_out" "$early_status"
+  grep -Ev '^\s*(ok |# time=|1\.\.)' "$early_out"
+  tap_count "e2e early phase" "$early_out" "$early_status"
+  e2e_file_times "$early_out"
   echo "== e2e: early phase ended $((SECONDS - t0)) s after the tier started"
-  if [ ${#prov[@]} -gt 0 ]; then
-    # A file that runs alone (`exclusive: true`, every slot of the run lock: drift-watch) goes first:
-    # it leaves part of the machine idle whenever it runs, and first that part goes to Argo CD's
-    # build on a cold machine. The other files follow, two at a time (tap runs a list in name order).
-    for f in "${prov[@]}"; do
-      if grep -q 'exclusive: true' "$f"; then alone+=("$f"); else shared+=("$f"); fi
-    done
-    echo "== e2e provisioning phase (${#prov[@]} files; alone first: ${alone[*]#test/e2e/}): ${shared[*]#test/e2e/}"
-    (
-      export HRT_E2E_PHASE=provisioning
-      if [ ${#alone[@]} -gt 0 ]; then
-        tap --reporter=tap "${alone[@]}" > "$alone_out" 2>&1
-        echo $? > "$alone_out.status"
-      fi
-      if [ ${#shared[@]} -gt 0 ]; then
-        tap --reporter=tap "${shared[@]}" > "$prov_out" 2>&1
-        echo $? > "$prov_out.status"
-      fi
-    ) &
-    prov_pid=$!
-  fi
-  if [ ${#argo[@]} -gt 0 ]; then
-    if e2e_prepare; then
-      bg_used argocd
-      echo "== e2e Argo CD phase (${#argo[@]} files, $((SECONDS - t0)) s after the tier started, beside the provisioning phase): ${argo[*]#test/e2e/}"
-      tap --reporter=tap --jobs=1 "${argo[@]}" > "$argo_out" 2>&1; argo_status=$?
-      e2e_phase_report "e2e Argo CD phase" "$argo_out" "$argo_status"
-      echo "== e2e: Argo CD phase ended $((SECONDS - t0)) s after the tier started"
-    fi
-  fi
-  if [ -n "$prov_pid" ]; then
-    wait "$prov_pid"
-    [ ${#alone[@]} -eq 0 ] || e2e_phase_report "e2e provisioning phase, alone" "$alone_out" "$(cat "$alone_out.status" 2>/dev/null || echo 1)"
-    [ ${#shared[@]} -eq 0 ] || e2e_phase_report "e2e provisioning phase" "$prov_out" "$(cat "$prov_out.status" 2>/dev/null || echo 1)"
-  fi
-  echo "== e2e: every phase ended $((SECONDS - t0)) s after the tier started"
-}
-
-# e2e_phase_report NAME TAP STATUS: a phase's output (but the passing lines), its count and file times.
-e2e_phase_report() {
-  grep -Ev '^\s*(ok |# time=|1\.\.)' "$2"
-  tap_count "$1" "$2" "$3"
-  e2e_file_times "$2"
+  [ ${#late[@]} -gt 0 ] || return 0
+  echo "== e2e late phase (${#late[@]} files)"
+  local out="$logdir/e2e.tap" status
+  tap --reporter=tap "${late[@]}" 2>&1 | tee "$out" | grep -Ev '^\s*(ok |# time=|1\.\.)' ; status=${PIPESTATUS[0]}
+  tap_count "e2e late phase" "$out" "$status"
+  e2e_file_times "$out"
+  echo "== e2e: both phases ended $((SECONDS - t0)) s after the tier started"
 }
 
 # e2e_file_times TAP: each file's wall time, from tap's top-level result lines (where the tier's time
@@ -349,8 +303,8 @@ e2e_file_times() {
     awk '{ printf "    %-48s %5.0f s%s\n", $2, $1 / 1000, ($3 == "not" ? " (failed)" : "") }'
 }
 
-# e2e_prepare [early|provisioning]: sources test/e2e/prepare.sh (HRT_PREPARE_FOR=early: only the
-# toolchain and the Argo CRDs; provisioning: everything but Argo CD; none: everything). Non-zero when the tier cannot run; the reason is counted as a failure with CI=true,
+# e2e_prepare [early]: sources test/e2e/prepare.sh (HRT_PREPARE_FOR=early: only the toolchain and the
+# Argo CRDs). Non-zero when the tier cannot run; the reason is counted as a failure with CI=true,
 # and as a skipped tier otherwise.
 e2e_prepare() {
   local s

@@ -20,7 +20,6 @@ import {
   startArgoApiServer,
 } from './harness/argo.ts';
 import { argoCdUnavailable, gitRepository, startArgoCd } from './harness/argocd.ts';
-import { acquireRunLock } from './harness/environment.ts';
 import { statusOf } from './harness/kube.ts';
 import { until } from '../../sandbox/processes.ts';
 import { runAction } from '../../runtime/agents/app-proxy/actions.ts';
@@ -33,10 +32,6 @@ if (unavailable) {
   if (process.env.CI === 'true') t.fail(`a real Argo CD cannot run: ${unavailable}`);
   else t.plan(0, unavailable);
 } else {
-  // A slot of the run lock, like every file with servers of its own: the tier's Argo CD phase runs
-  // beside its provisioning phase (scripts/test.sh), and at most two such files run at once. Released
-  // last (tap runs teardowns in reverse), when the servers have stopped.
-  t.teardown(await acquireRunLock(20 * 60_000));
   const argo = await startArgoApiServer(t, { name: 'argocd' });
   const dir = join(argo.dir, 'argocd-processes');
   const argocd = await startArgoCd(t, { kubeconfigFile: argo.kubeconfigFile, kc: argo.kc, dir });

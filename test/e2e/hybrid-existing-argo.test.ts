@@ -29,7 +29,6 @@ import {
   startArgoApiServer,
 } from './harness/argo.ts';
 import { argoCdUnavailable, gitRepository, startArgoCd } from './harness/argocd.ts';
-import { acquireRunLock } from './harness/environment.ts';
 import { kubectlRunner } from '../helpers/kubectl.ts';
 import { serverPort, startProcess, until, type ManagedProcess } from '../../sandbox/processes.ts';
 import {
@@ -49,10 +48,6 @@ if (unavailable) {
   if (process.env.CI === 'true') t.fail(`a real Argo CD cannot run: ${unavailable}`);
   else t.plan(0, unavailable);
 } else {
-  // A slot of the run lock, like every file with servers of its own: the tier's Argo CD phase runs
-  // beside its provisioning phase (scripts/test.sh), and at most two such files run at once. Released
-  // last (tap runs teardowns in reverse), when the servers have stopped.
-  t.teardown(await acquireRunLock(20 * 60_000));
   const bin = process.env.HRT_TOOLCHAIN_BIN!;
   const main = (agent: string) => fileURLToPath(new URL(`../../runtime/agents/${agent}/main.ts`, import.meta.url));
 

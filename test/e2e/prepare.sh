@@ -33,10 +33,8 @@
 # HRT_PREPARE_FOR=sandbox (scripts/sandbox.sh): only what a local root cluster with the provisioner
 # needs (toolchain, chart mirror, provider plugin); the Argo CRDs, Argo CD and vcluster are skipped.
 # HRT_PREPARE_FOR=early (scripts/test.sh, the tier's early phase): only the chart mirror, the
-# toolchain and the Argo CRDs; vcluster, the provider plugin and Argo CD are left to the
-# preparations that follow (on a cold machine they are still compiling in the background).
-# HRT_PREPARE_FOR=provisioning (the provisioning phase): everything but Argo CD, which the full
-# preparation of the Argo CD phase adds (the background builds compile it last).
+# toolchain and the Argo CRDs; Argo CD, vcluster and the provider plugin are left to the full
+# preparation that follows (on a cold machine they are still compiling in the background).
 
 _hrt_e2e_prepare() {
   local root out rc bin missing b provider mirror
@@ -102,6 +100,15 @@ _hrt_e2e_prepare() {
     echo "e2e: Argo CRDs $HRT_ARGO_CRDS_DIR"
     # The tier's early phase (scripts/test.sh) needs only the toolchain and the Argo CRDs.
     [ "${HRT_PREPARE_FOR:-}" != early ] || return 0
+    echo "e2e: building or reusing Argo CD (scripts/argocd.sh; a cold build takes several minutes)"
+    out="$(bash "$root/scripts/argocd.sh")"
+    rc=$?
+    if [ "$rc" != 0 ]; then
+      echo "e2e: skipped: Argo CD did not build from its Go module (scripts/argocd.sh exited with $rc; its reason is printed above)"
+      return 1
+    fi
+    export HRT_ARGOCD_BIN="$(printf '%s\n' "$out" | tail -n 1)"
+    echo "e2e: Argo CD $HRT_ARGOCD_BIN/argocd ($(command -v redis-server >/dev/null 2>&1 && echo 'Redis: redis-server from PATH' || echo 'Redis: no redis-server on PATH, the in-memory redis-standin'))"
     if [ "$(id -u)" != 0 ]; then
       echo "e2e: skipped: the tenants' vclusters are real (sandbox/vcluster-pods.ts) and each runs in network and mount namespaces of its own, which needs root (docs/e2e.md)"
       return 1
@@ -132,18 +139,6 @@ _hrt_e2e_prepare() {
   fi
   export HRT_KUBERNETES_PROVIDER="$provider"
   echo "e2e: Kubernetes provider plugin $HRT_KUBERNETES_PROVIDER"
-  # Argo CD last: the background builds compile it after vcluster and the provider plugin, and the
-  # provisioning phase runs without it (scripts/test.sh).
-  case "${HRT_PREPARE_FOR:-}" in sandbox | provisioning) return 0 ;; esac
-  echo "e2e: building or reusing Argo CD (scripts/argocd.sh; a cold build takes several minutes)"
-  out="$(bash "$root/scripts/argocd.sh")"
-  rc=$?
-  if [ "$rc" != 0 ]; then
-    echo "e2e: skipped: Argo CD did not build from its Go module (scripts/argocd.sh exited with $rc; its reason is printed above)"
-    return 1
-  fi
-  export HRT_ARGOCD_BIN="$(printf '%s\n' "$out" | tail -n 1)"
-  echo "e2e: Argo CD $HRT_ARGOCD_BIN/argocd ($(command -v redis-server >/dev/null 2>&1 && echo 'Redis: redis-server from PATH' || echo 'Redis: no redis-server on PATH, the in-memory redis-standin'))"
   return 0
 }
 

@@ -24,7 +24,7 @@ import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client
 import { ARGO_GROUP, ARGO_VERSION } from './argo.ts';
 import { statusOf } from './kube.ts';
 import { serverPort, startProcess, until, type ManagedProcess } from '../../../sandbox/processes.ts';
-import { refuseBeforeArgoCdPhase } from './phase.ts';
+import { refuseInEarlyPhase } from './phase.ts';
 
 const execFileP = promisify(execFile);
 
@@ -43,7 +43,7 @@ export function argoCdBin(): string | undefined {
 
 /** Why a real Argo CD cannot run here, or undefined. */
 export function argoCdUnavailable(): string | undefined {
-  refuseBeforeArgoCdPhase('Argo CD');
+  refuseInEarlyPhase('Argo CD');
   if (argoCdBin()) return undefined;
   if (!onPath('git')) return 'git is not installed (the repo-server clones with it)';
   return (
@@ -98,7 +98,7 @@ async function httpOk(url: string): Promise<boolean> {
  * controller. Stopped in `t.teardown` (also callable; idempotent).
  */
 export async function startArgoCd(t: { teardown(fn: () => unknown): void }, o: ArgoCdOptions): Promise<ArgoCd> {
-  refuseBeforeArgoCdPhase('startArgoCd (Argo CD)');
+  refuseInEarlyPhase('startArgoCd (Argo CD)');
   const started = Date.now();
   const bin = argoCdBin();
   if (!bin) throw new Error(argoCdUnavailable());
