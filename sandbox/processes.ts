@@ -45,6 +45,16 @@ function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
  * CLI starts its plugins in process groups of their own, so killing the provisioner's group
  * alone would leave them running as orphans, which a crashed container would not.
  */
+/** Whether a process with this pid exists (signal 0 checks without sending anything). */
+export function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function descendants(pid: number): number[] {
   const children = new Map<number, number[]>();
   for (const entry of readdirSync('/proc')) {

@@ -43,7 +43,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parse } from 'yaml';
-import { sleep, startProcess, type ManagedProcess } from './processes.ts';
+import { isRunning, sleep, startProcess, type ManagedProcess } from './processes.ts';
 
 const run = promisify(execFile);
 const POD_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'vcluster-pod.sh');
@@ -99,18 +99,9 @@ async function clearNetns(netns: string, veth?: string): Promise<void> {
       // Gone meanwhile.
     }
   }
-  for (let i = 0; i < 50 && pids.some(isAlive); i++) await new Promise((r) => setTimeout(r, 100));
+  for (let i = 0; i < 50 && pids.some(isRunning); i++) await sleep(100);
   await ip('netns', 'del', netns).catch(() => undefined);
   if (veth) await ip('link', 'del', veth).catch(() => undefined);
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function ip(...args: string[]): Promise<void> {

@@ -23,7 +23,7 @@ import { ApiClient, type SignupResponse } from './api-client.ts';
 import type { DerivedChart } from '../../../sandbox/charts.ts';
 import type { Etcd, KubeControlPlane, Toolchain } from '../../../sandbox/control-plane.ts';
 import { backendUrlFor } from '../../../provisioner/engine/pulumi-plan.ts';
-import { run, StopWaiting, until } from '../../../sandbox/processes.ts';
+import { isRunning, run, StopWaiting, until } from '../../../sandbox/processes.ts';
 import {
   provisionerEnv,
   type ProvisionerProcess,
@@ -177,15 +177,6 @@ export function e2eSlots(): number {
   return n;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 function code(err: unknown): string | undefined {
   return (err as { code?: string }).code;
 }
@@ -193,7 +184,7 @@ function code(err: unknown): string | undefined {
 /** Removes `file` when the pid it holds is not running (a file of a process that died). */
 async function removeIfStale(file: string): Promise<void> {
   const owner = Number((await readFile(file, 'utf8').catch(() => '')).trim());
-  if (owner && !alive(owner)) await unlink(file).catch(() => {});
+  if (owner && !isRunning(owner)) await unlink(file).catch(() => {});
 }
 
 /** One attempt at a slot of `from`..`to`: its file's path, or undefined when each is taken. */
