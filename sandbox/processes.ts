@@ -40,11 +40,6 @@ function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   }
 }
 
-/**
- * Every process descended from `pid` (Linux /proc), found before anything is killed: the Pulumi
- * CLI starts its plugins in process groups of their own, so killing the provisioner's group
- * alone would leave them running as orphans, which a crashed container would not.
- */
 /** Whether a process with this pid exists (signal 0 checks without sending anything). */
 export function isRunning(pid: number): boolean {
   try {
@@ -55,6 +50,11 @@ export function isRunning(pid: number): boolean {
   }
 }
 
+/**
+ * Every process descended from `pid` (Linux /proc), found before anything is killed: the Pulumi
+ * CLI starts its plugins in process groups of their own, so killing the provisioner's group
+ * alone would leave them running as orphans, which a crashed container would not.
+ */
 export function descendants(pid: number): number[] {
   const children = new Map<number, number[]>();
   for (const entry of readdirSync('/proc')) {
