@@ -19,8 +19,9 @@
 # vcluster v0.33.1 and v0.34.0 are versions the Go module proxy serves exactly (its version list
 # is refused), one minor apart: the catalog's upgrade path (docs/decisions.md). Their charts come
 # from the same module zips (scripts/chart-mirror.sh). Each is built as its release image builds
-# it (CGO off, the version in pkg/telemetry.SyncerVersion); they share the Kubernetes modules, so
-# the second reuses part of the first's build cache. kine v0.14.4: from 0.33 the vcluster image
+# it (CGO off, the version in pkg/telemetry.SyncerVersion); tools/vcluster-0.33.1 requires every
+# other module at the version 0.34.0 builds with, so the second build reuses the first's compiled
+# packages (docs/toolchain.md, "Shared dependency versions"). kine v0.14.4: from 0.33 the vcluster image
 # carries no kine (the chart's init container copies it from the distro image into /binaries);
 # this is the kine vcluster 0.30's image shipped, the last one its Dockerfile names. Its SQLite
 # driver needs cgo (a C compiler), and the dbstat table kine reads for the database size is
@@ -85,7 +86,7 @@ build() { # name (a path under bin/) module-dir cgo package ldflags label
   printf '%s\t%s\tbuild_seconds=%s\n' "$name" "$6" "$(( $(date +%s) - start ))" >> "$DIR/versions.tmp"
 }
 
-log "vcluster $VCLUSTER_VERSIONS and kine $KINE_VERSION: a cold build compiles about 1,450 CPU-seconds of Go (docs/toolchain.md)"
+log "vcluster $VCLUSTER_VERSIONS and kine $KINE_VERSION: a cold build compiles about 1,000 CPU-seconds of Go (docs/toolchain.md)"
 : > "$DIR/versions.tmp"
 for v in $VCLUSTER_VERSIONS; do
   build "$v/vcluster" "vcluster-$v" 0 github.com/loft-sh/vcluster/cmd/vcluster \
