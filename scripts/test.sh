@@ -135,6 +135,19 @@ trap 'exit 143' TERM
 # bg_used STEP: the tier that needs STEP obtained its result (by waiting for the background build,
 # or by building it itself after the background build failed).
 bg_used() { [ -z "$bg_pid" ] || : > "$builds/$1.used"; }
+# bg_wait STEP...: waits until the background builds of these steps have ended (each writes STEP.rc
+# last), so that each build runs, and its CPU is counted, in its own step: a tier that called the
+# build script while the step before was still compiling would otherwise race the background script
+# for the next build's lock and build it in the foreground (the step's line then says 0 CPU-s). The
+# tier's own call of the script then answers from the cache. At once without background builds.
+bg_wait() {
+  local s
+  [ -n "$bg_pid" ] || return 0
+  for s in "$@"; do
+    [[ " ${bg_steps[*]} " == *" $s "* ]] || continue
+    while [ ! -f "$builds/$s.rc" ] && kill -0 "$bg_pid" 2>/dev/null; do sleep 2; done
+  done
+}
 # bg_log STEP: prints the background build's reason when it failed (once).
 bg_log() {
   local s="$1" rc
@@ -271,10 +284,12 @@ e2e_tier() {
       early+=("$f")
     fi
   done
+  bg_wait toolchain argo-crds
   if ! e2e_prepare early; then return 0; fi
   echo "== e2e early phase (${#early[@]} files, prepared in $((SECONDS - t0)) s): ${early[*]#test/e2e/}"
   HRT_E2E_PHASE=early tap --reporter=tap "${early[@]}" > "$early_out" 2>&1 &
   early_pid=$!
+  bg_wait argocd vcluster kubernetes-provider
   if e2e_prepare; then
     echo "== e2e: prepared in $((SECONDS - t0)) s"
     for s in toolchain argo-crds argocd vcluster kubernetes-provider; do bg_used "$s"; done

@@ -123,6 +123,27 @@ t.test(
   },
 );
 
+/**
+ * Whether the API server admits a pod of a 1.5.0 image now: a server-side dry run (admission runs,
+ * nothing is stored). The API server applies a created or deleted admission policy from its own
+ * informer, a moment after the write returns (longer on a loaded machine), so each test waits
+ * until the cluster enforces what it just wrote before it asks for the upgrade.
+ */
+async function admits150(): Promise<boolean> {
+  const r = await kubectl([
+    'run',
+    'admission-probe',
+    '--image=example.invalid/probe:1.5.0',
+    '--restart=Never',
+    '--dry-run=server',
+    '-n',
+    'default',
+  ]);
+  if (r.code === 0) return true;
+  if (/images 1\.5\.0 are not admitted/.test(r.output)) return false;
+  throw new Error(`the dry-run pod failed for another reason: ${r.output.slice(-300)}`);
+}
+
 let upgraderOutput: () => Promise<string> = async () => '';
 // The runtime once the upgrader has reported the end of its upgrade to `to` (rolled out or rolled
 // back); on timeout a failure naming what the runtime showed and what the upgrader printed.
@@ -175,6 +196,7 @@ t.test('an upgrade the cluster refuses: the upgrader rolls back to 1.4.1 and the
     }),
   );
   t.equal((await kubectl(['apply', '-f', policy])).code, 0, "the customer's policy");
+  await until('the API server enforces the policy', 60_000, async () => !(await admits150()));
 
   const asked = await call<RuntimeUpgraded>('POST', `${base}/plant-u/upgrade`, tenant.apiKey, { version: '1.5.0' });
   t.equal(asked.status, 200, JSON.stringify(asked.body).slice(0, 300));
@@ -228,6 +250,7 @@ t.test('with the policy gone, the same upgrade is pulled, applied and rolled out
     0,
     'the customer lifts its policy',
   );
+  await until('the API server no longer enforces the policy', 60_000, admits150);
   const asked = await call<RuntimeUpgraded>('POST', `${base}/plant-u/upgrade`, tenant.apiKey, { version: '1.5.0' });
   t.equal(asked.status, 200);
   t.equal(asked.body.appliedBy, 'agent');
