@@ -11,20 +11,29 @@ import t from 'tap';
 
 const root = new URL('../../', import.meta.url);
 
-/** module path → version, from a go.mod's require directives (block or single line). */
+/**
+ * module path → the version a build uses, from a go.mod's require directives (block or single
+ * line), with its replace directives applied where they name a version (`mod => mod vX`).
+ */
 async function requires(dir: string): Promise<Map<string, string>> {
   const text = await readFile(new URL(`tools/${dir}/go.mod`, root), 'utf8');
   const out = new Map<string, string>();
-  let inBlock = false;
+  const replaced = new Map<string, string>();
+  let block = '';
   for (const raw of text.split('\n')) {
     const line = raw.replace(/\/\/.*$/, '').trim();
-    if (line === 'require (') inBlock = true;
-    else if (inBlock && line === ')') inBlock = false;
+    if (line === 'require (' || line === 'replace (') block = line.split(' ')[0]!;
+    else if (block && line === ')') block = '';
     else {
-      const m = (inBlock ? /^(\S+)\s+(v\S+)$/ : /^require\s+(\S+)\s+(v\S+)$/).exec(line);
-      if (m) out.set(m[1]!, m[2]!);
+      const directive = block || line.split(/\s+/)[0]!;
+      const rest = block ? line : line.slice(directive.length).trim();
+      const req = /^(\S+)\s+(v\S+)$/.exec(rest);
+      const rep = /^(\S+)(?:\s+v\S+)?\s+=>\s+\S+\s+(v\S+)$/.exec(rest);
+      if (directive === 'require' && req) out.set(req[1]!, req[2]!);
+      if (directive === 'replace' && rep) replaced.set(rep[1]!, rep[2]!);
     }
   }
+  for (const [mod, version] of replaced) if (out.has(mod)) out.set(mod, version);
   return out;
 }
 
@@ -61,3 +70,17 @@ t.test(
     t.same(differences(helm, provider), [], 'no module both require is at two versions');
   },
 );
+
+t.test('Argo CD builds every module it shares with the provider plugin and helm at their version', async (t) => {
+  const argocd = await requires('argocd');
+  const provider = await requires('pulumi-kubernetes');
+  const helm = await requires('chart-tools/helm');
+  t.equal(argocd.get('github.com/argoproj/argo-cd/v3'), 'v3.1.5', 'tools/argocd builds Argo CD v3.1.5');
+  t.equal(
+    argocd.get('k8s.io/client-go'),
+    provider.get('k8s.io/client-go'),
+    'one client-go: Argo CD’s (replaced to a version) is the plugin’s',
+  );
+  t.same(differences(argocd, provider), [], 'no module Argo CD and the plugin require is at two versions');
+  t.same(differences(argocd, helm), [], 'no module Argo CD and helm require is at two versions');
+});
