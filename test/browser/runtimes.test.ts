@@ -270,6 +270,9 @@ t.test(
     t.same(await axeViolations(page), [], "the tenant's page with its runtimes has no serious accessibility violation");
 
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Runtimes' }).click();
+    // The tenant's page has a `late` row too (the same table), so waiting for it could return
+    // before the Runtimes page replaced it: the other tenant's row is on the Runtimes page only.
+    await page.locator(`tr[data-tenant="${other}"][data-runtime="hosted"]`).waitFor();
     await page.locator(`tr[data-tenant="${customer}"][data-runtime="late"]`).waitFor();
     t.same(
       await shown(page),
