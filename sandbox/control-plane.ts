@@ -14,6 +14,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import {
   createCa,
   createClientCert,
+  createEtcdCertificates,
   createServiceAccountKeys,
   createServingCert,
   kubeconfigFor,
@@ -33,8 +34,16 @@ export function toolchainFrom(bin: string): Toolchain {
   return { bin, kwokStages: join(bin, '..', 'share', 'kwok-stages.yaml') };
 }
 
-export interface Etcd {
+/** How an API server reaches etcd: its https URL and the client certificate etcd requires. */
+export interface EtcdEndpoint {
   url: string;
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+}
+
+/** etcd on loopback: TLS only, clients and peers authenticated by certificates of its own CA. */
+export interface Etcd extends EtcdEndpoint {
   process: ManagedProcess;
   stop(): Promise<void>;
 }
@@ -80,9 +89,11 @@ export async function startEtcd(tc: Toolchain, dir: string): Promise<Etcd> {
 class EtcdPortTaken extends StopWaiting {}
 
 async function startEtcdOnce(tc: Toolchain, dir: string, dataDir: string): Promise<Etcd> {
+  const certs = await createEtcdCertificates(join(dir, 'pki'));
   const client = await serverPort();
   const peer = await serverPort();
-  const url = `http://127.0.0.1:${client}`;
+  const url = `https://127.0.0.1:${client}`;
+  const peerUrl = `https://127.0.0.1:${peer}`;
   const proc = startProcess(
     'etcd',
     join(tc.bin, 'etcd'),
@@ -96,11 +107,27 @@ async function startEtcdOnce(tc: Toolchain, dir: string, dataDir: string): Promi
       '--advertise-client-urls',
       url,
       '--listen-peer-urls',
-      `http://127.0.0.1:${peer}`,
+      peerUrl,
       '--initial-advertise-peer-urls',
-      `http://127.0.0.1:${peer}`,
+      peerUrl,
       '--initial-cluster',
-      `e2e=http://127.0.0.1:${peer}`,
+      `e2e=${peerUrl}`,
+      // Any process on the machine can connect to a loopback port: clients and peers must present
+      // a certificate of etcd's own CA (the API servers get one), or they are refused.
+      '--cert-file',
+      certs.member.certFile,
+      '--key-file',
+      certs.member.keyFile,
+      '--trusted-ca-file',
+      certs.caFile,
+      '--client-cert-auth',
+      '--peer-cert-file',
+      certs.member.certFile,
+      '--peer-key-file',
+      certs.member.keyFile,
+      '--peer-trusted-ca-file',
+      certs.caFile,
+      '--peer-client-cert-auth',
       '--log-level',
       'warn',
       // Test data: no fsync per write (the machine is shared and slow).
@@ -116,9 +143,17 @@ async function startEtcdOnce(tc: Toolchain, dir: string, dataDir: string): Promi
       if (tail.includes('address already in use')) throw new EtcdPortTaken(`etcd: a port was taken: ${tail}`);
       throw new Error(`etcd exited: ${tail}`);
     }
-    return (await httpGet(`${url}/health`)).status === 200;
+    const tls = { ca: certs.caPem, cert: certs.client.certPem, key: certs.client.keyPem };
+    return (await httpGet(`${url}/health`, tls)).status === 200;
   });
-  return { url, process: proc, stop: () => proc.stop() };
+  return {
+    url,
+    caFile: certs.caFile,
+    certFile: certs.client.certFile,
+    keyFile: certs.client.keyFile,
+    process: proc,
+    stop: () => proc.stop(),
+  };
 }
 
 export interface KubeControlPlane {
@@ -146,7 +181,7 @@ export interface KubeControlPlane {
 export interface ControlPlaneOptions {
   name: string;
   dir: string;
-  etcdUrl: string;
+  etcd: EtcdEndpoint;
   /** etcd key prefix of this API server (separates control planes sharing the etcd). */
   etcdPrefix: string;
   /** Fake KWOK nodes to create (0 with `apiServerOnly`). */
@@ -229,7 +264,13 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
   await writeFile(kubeconfigFile, kubeconfig, { mode: 0o600 });
   const apiArgs = [
     '--etcd-servers',
-    o.etcdUrl,
+    o.etcd.url,
+    '--etcd-cafile',
+    o.etcd.caFile,
+    '--etcd-certfile',
+    o.etcd.certFile,
+    '--etcd-keyfile',
+    o.etcd.keyFile,
     '--etcd-prefix',
     o.etcdPrefix,
     '--bind-address',
@@ -491,7 +532,7 @@ export async function startApiServers<N extends string>(prefix: string, names: r
       startKubeControlPlane(toolchain, {
         name,
         dir: join(dir, name),
-        etcdUrl: etcd.url,
+        etcd,
         etcdPrefix: `/${name}`,
         nodes: 0,
         apiServerOnly: true,

@@ -3,7 +3,7 @@
  * and the Kubernetes provider plugin first): a local root cluster with the provisioner and its
  * Pulumi engine (sandbox/stack.ts, what every end-to-end test file starts), an embedded
  * PostgreSQL, a demo tenant signed up and followed to Ready, then the console URL, an operator key
- * and commands to try. SIGINT, SIGTERM or SIGHUP stops everything it started and removes its folder.
+ * (minted with the admin key, which is printed apart and labelled as what it is) and commands to try. SIGINT, SIGTERM or SIGHUP stops everything it started and removes its folder.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -78,7 +78,20 @@ async function main(): Promise<void> {
     cleanups,
   });
   const url = stack.provisioner.url;
-  const key = stack.settings.adminToken;
+  const adminKey = stack.settings.adminToken;
+  // The console and the CLI lines below use an operator key (every tenant, clusters, versions;
+  // no key management); the admin key is printed apart, labelled as the admin key it is.
+  const minted = await fetch(`${url}/v1/keys`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${adminKey}` },
+    body: JSON.stringify({ role: 'operator', name: 'sandbox operator' }),
+  });
+  const operator = (await minted.json()) as { key?: string };
+  if (minted.status !== 201 || !operator.key)
+    throw new Error(
+      `creating the sandbox's operator key answered ${minted.status}: ${JSON.stringify(operator).slice(0, 500)}`,
+    );
+  const key = operator.key;
 
   const signup = await fetch(`${url}/v1/signup`, {
     method: 'POST',
@@ -117,6 +130,7 @@ async function main(): Promise<void> {
     '',
     `  Console:       ${url}/console   (sign in with the operator key)`,
     `  Operator key:  ${key}`,
+    `  Admin key:     ${adminKey}   (every role's rights and key management: provisioner keys create|revoke)`,
     `  Tenant key:    ${answer.apiKey ?? '(none)'}   (the tenant's own key, as signup returned it)`,
     '',
     'Try next (in another terminal):',

@@ -127,6 +127,32 @@ export async function createClientCert(
   return { ...files, certPem: await readFile(files.certFile, 'utf8'), keyPem: await readFile(files.keyFile, 'utf8') };
 }
 
+/** etcd's certificates: a CA of its own, the member's (serving and peer, 127.0.0.1) and one client certificate for the API servers. */
+export interface EtcdCertificates {
+  caFile: string;
+  caPem: string;
+  member: ServingCertificate;
+  client: ClientCertificate;
+}
+
+/**
+ * Certificates for an etcd on loopback that accepts clients (and peers) only with a certificate its
+ * own CA signed: nothing else on the machine can read or write the clusters' state through its port.
+ */
+export async function createEtcdCertificates(dir: string): Promise<EtcdCertificates> {
+  const ca = await createCa(dir, 'etcd-ca');
+  const [member, client] = await Promise.all([
+    signed(
+      ca,
+      'member',
+      '/CN=etcd',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n',
+    ),
+    createClientCert(ca, 'apiserver-etcd-client', 'kube-apiserver', 'etcd-clients'),
+  ]);
+  return { caFile: ca.certFile, caPem: ca.certPem, member, client };
+}
+
 export async function createServiceAccountKeys(ca: CertificateAuthority, base: string): Promise<ServiceAccountKeys> {
   await openssl(['genrsa', '-out', `${base}.key`, '2048'], ca.dir);
   await openssl(['rsa', '-in', `${base}.key`, '-pubout', '-out', `${base}.pub`], ca.dir);

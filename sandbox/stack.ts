@@ -232,7 +232,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
       startKubeControlPlane(toolchain, {
         name: 'root',
         dir: join(o.dir, 'root'),
-        etcdUrl: e.url,
+        etcd: e,
         etcdPrefix: '/root',
         nodes: o.rootNodes ?? 3,
         ...(network
@@ -267,7 +267,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
     emulator = new VclusterEmulator({
       toolchain,
       root: r.kc,
-      etcdUrl: e.url,
+      etcd: e,
       dir: join(o.dir, 'vclusters'),
       log: o.log,
     });

@@ -23,7 +23,7 @@
 import { AppsV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { startKubeControlPlane, type KubeControlPlane, type Toolchain } from './control-plane.ts';
+import { startKubeControlPlane, type EtcdEndpoint, type KubeControlPlane, type Toolchain } from './control-plane.ts';
 import { sleep, until } from './processes.ts';
 
 type PodSecurityStandard = 'privileged' | 'baseline' | 'restricted';
@@ -53,7 +53,8 @@ export interface VclusterEmulatorOptions {
   toolchain: Toolchain;
   /** The root cluster's admin kubeconfig. */
   root: KubeConfig;
-  etcdUrl: string;
+  /** The shared etcd (each emulated API server under its own prefix). */
+  etcd: EtcdEndpoint;
   /** Where each emulated control plane keeps its files. */
   dir: string;
   pollMs?: number;
@@ -174,7 +175,7 @@ export class VclusterEmulator {
     const plane = await startKubeControlPlane(this.#options.toolchain, {
       name: `vc-${namespace}`,
       dir: join(this.#options.dir, namespace),
-      etcdUrl: this.#options.etcdUrl,
+      etcd: this.#options.etcd,
       etcdPrefix: `/vcluster/${namespace}`,
       nodes: this.#options.nodes ?? 2,
       ...(podSecurityStandard ? { podSecurityDefault: podSecurityStandard } : {}),

@@ -48,7 +48,7 @@ const roots = await Promise.all(
     startKubeControlPlane(toolchain, {
       name: `scale-${i}`,
       dir: join(dir, `root-${i}`),
-      etcdUrl: etcd.url,
+      etcd,
       etcdPrefix: `/scale-${i}`,
       nodes: 0,
       apiServerOnly: true,

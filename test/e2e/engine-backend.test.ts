@@ -42,7 +42,7 @@ const etcd = await startEtcd(toolchain, join(dir, 'etcd'));
 const root = await startKubeControlPlane(toolchain, {
   name: 'engine',
   dir: join(dir, 'root'),
-  etcdUrl: etcd.url,
+  etcd,
   etcdPrefix: '/engine',
   nodes: 1,
 });

@@ -120,7 +120,7 @@ async function main(): Promise<void> {
   const root = await startKubeControlPlane(toolchain, {
     name: 'root',
     dir: join(dir, 'root'),
-    etcdUrl: etcd.url,
+    etcd,
     etcdPrefix: '/root',
     nodes: 3,
     servingIps: [network.hostIp],

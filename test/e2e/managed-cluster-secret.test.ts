@@ -36,7 +36,7 @@ await provisioningSuite(
     const managed = await startKubeControlPlane(e2e.toolchain, {
       name: 'managed',
       dir: join(e2e.dir, 'managed'),
-      etcdUrl: e2e.etcd.url,
+      etcd: e2e.etcd,
       etcdPrefix: '/managed',
       nodes: 0,
       apiServerOnly: true,

@@ -147,6 +147,10 @@ t.test('npm run sandbox: a demo tenant Ready, the console answers, Ctrl-C leaves
     1000,
   );
   t.equal(tenant.status.phase, 'Ready', 'GET /v1/tenants/:id with the printed operator key answers phase Ready');
+  const whoami = (await (
+    await fetch(`${console.url}/v1/whoami`, { headers: { authorization: `Bearer ${console.key}` } })
+  ).json()) as { role?: string };
+  t.equal(whoami.role, 'operator', "the key printed as the operator key is an operator key (GET /v1/whoami's role)");
   t.comment(`tenant Ready after ${((Date.now() - started) / 1000).toFixed(1)} s`);
   await until(
     'the sandbox to print that the tenant is Ready and the commands to try',
@@ -154,6 +158,13 @@ t.test('npm run sandbox: a demo tenant Ready, the console answers, Ctrl-C leaves
     () => output.includes('is Ready') && output.includes(`tenants get ${console.tenantId}`),
   );
   t.match(output, /pods do not run/, 'the sandbox says that pods do not run');
+  const admin = /Admin key: +(\S+)/.exec(output)?.[1];
+  const adminRole = admin
+    ? ((await (await fetch(`${console.url}/v1/keys`, { headers: { authorization: `Bearer ${admin}` } })).json()) as {
+        items?: unknown[];
+      })
+    : undefined;
+  t.ok(adminRole?.items, 'the key printed as the admin key lists API keys (GET /v1/keys is admin only)');
 
   const page = await fetch(`${console.url}/console`);
   t.equal(page.status, 200, 'GET /console answers 200');

@@ -78,7 +78,7 @@ export async function startCustomerCluster(
   const plane = await startKubeControlPlane(tc, {
     name: 'customer',
     dir: join(dir, 'customer'),
-    etcdUrl: etcd.url,
+    etcd,
     etcdPrefix: '/customer',
     nodes: o.controllers ? 1 : 0,
     apiServerOnly: !o.controllers,

@@ -216,7 +216,7 @@ export async function startArgoApiServer(
   const plane = await startKubeControlPlane(toolchain, {
     name,
     dir: join(dir, name),
-    etcdUrl: etcd.url,
+    etcd,
     etcdPrefix: `/${name}`,
     nodes: 0,
     apiServerOnly: true,

@@ -48,7 +48,7 @@ if (missing && process.env.CI === 'true') {
   const plane = await startKubeControlPlane(tc, {
     name: 'root',
     dir: join(dir, 'root'),
-    etcdUrl: etcd.url,
+    etcd,
     etcdPrefix: '/root',
     nodes: 0,
     apiServerOnly: true,
