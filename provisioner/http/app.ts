@@ -17,6 +17,7 @@ import { beginRuntimeActionAudit, finishRuntimeActionAudit } from '../store/audi
 import { getRuntimeByName } from '../store/runtimes.ts';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandler } from './error-handler.ts';
 import { installRequestRules } from './request-rules.ts';
+import { checkRequestTargets } from './request-target.ts';
 import { documentPublicRoutes, swaggerOptions } from './openapi.ts';
 import { installValidation } from './validation.ts';
 import { RequestLog } from './request-log.ts';
@@ -65,7 +66,8 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
           headersTimeout: Math.min(services.config.requestTimeoutMs, 20_000),
           connectionsCheckingInterval: 1000,
         },
-        handler,
+        // Before routing: origin-form targets without dot segments only (request-target.ts).
+        checkRequestTargets(handler, services.logger),
       ),
     requestIdHeader: false,
     genReqId: () => crypto.randomUUID(),

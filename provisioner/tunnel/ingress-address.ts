@@ -12,6 +12,7 @@
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
+import { quoted } from '../http/error-handler.ts';
 import {
   addressProblem,
   AddressRefusedError,
@@ -28,23 +29,51 @@ export interface IngressAddressPolicy extends AddressPolicy {
   ownUrl?: string | undefined;
 }
 
-/** Why `raw` cannot be an ingressUrl by its spelling alone (https, no credentials, query or fragment), or undefined. */
+/**
+ * Characters an ingressUrl never holds: every control (C0, DEL, C1), format character (U+200B,
+ * U+FEFF, the bidirectional marks) and separator or space (U+0020, U+00A0, U+2028, U+2029, …).
+ * Checked on the raw string: the URL parser drops tab, CR and LF without a word, so a URL that
+ * parses can still carry them.
+ */
+const NOT_IN_A_URL = /[\p{Cc}\p{Cf}\p{Z}]/u;
+
+/**
+ * Why `raw` cannot be an ingressUrl by its spelling alone, or undefined: an https origin
+ * (`https://host[:port]`, a trailing `/` at most) with no character the URL parser would drop or
+ * rewrite, no credentials, query, fragment or path. Messages quote the value printable and short.
+ */
 export function ingressUrlShapeProblem(raw: string): string | undefined {
+  const shown = quoted(raw);
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    return `ingressUrl '${raw}' is not a URL`;
+    return `ingressUrl '${shown}' is not a URL`;
   }
+  if (NOT_IN_A_URL.test(raw))
+    return `ingressUrl '${shown}' holds a control, format or whitespace character (shown as ?): give the URL alone`;
   if (url.protocol !== 'https:')
-    return `ingressUrl '${raw}' must be an https URL (the runtime is called over TLS only)`;
-  if (url.username !== '' || url.password !== '')
-    return `ingressUrl '${raw}' must not carry credentials (the control plane signs each request itself)`;
-  if (url.search !== '' || raw.includes('?')) return `ingressUrl '${raw}' must not have a query`;
-  if (url.hash !== '' || raw.includes('#')) return `ingressUrl '${raw}' must not have a fragment`;
+    return `ingressUrl '${shown}' must be an https URL (the runtime is called over TLS only)`;
+  if (url.username !== '' || url.password !== '' || raw.includes('@'))
+    return `ingressUrl '${shown}' must not carry credentials (the control plane signs each request itself)`;
+  if (url.search !== '' || raw.includes('?')) return `ingressUrl '${shown}' must not have a query`;
+  if (url.hash !== '' || raw.includes('#')) return `ingressUrl '${shown}' must not have a fragment`;
   if (url.pathname !== '/')
-    return `ingressUrl '${raw}' must not have a path: the ingress serves the request router at the root (it answers /api/* and /webhooks/*)`;
+    return `ingressUrl '${shown}' must not have a path: the ingress serves the request router at the root (it answers /api/* and /webhooks/*)`;
+  // What the parser rewrites without a word: `https:host`, `https:\\host`, `https://host\`.
+  if (!/^https:\/\/[^/\\]+\/?$/i.test(raw))
+    return `ingressUrl '${shown}' must be written as https://host or https://host:port`;
   return undefined;
+}
+
+/**
+ * The stored form of an ingressUrl that ingressUrlShapeProblem accepts: its origin (lower-case
+ * host, IDN as punycode, IPv6 in brackets, the default port dropped, no trailing `/`).
+ */
+export function normalIngressUrl(raw: string): string {
+  const problem = ingressUrlShapeProblem(raw);
+  if (problem) throw new Error(problem);
+  return new URL(raw).origin;
 }
 
 const portOf = (url: URL): string => url.port || (url.protocol === 'https:' || url.protocol === 'wss:' ? '443' : '80');

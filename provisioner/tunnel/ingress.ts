@@ -10,7 +10,9 @@
  *   policy (ingress-address.ts) and connects to the checked address.
  * - One runtime cannot take the sockets of others: each runtime has its own keep-alive agent and
  *   a budget of requests in flight (PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_RUNTIME) that is also
- *   its most open connections; past it, 503 RUNTIME_BUSY naming the budget.
+ *   its most open connections; past it, 503 RUNTIME_BUSY naming the budget. One tenant cannot
+ *   multiply that budget by registering more runtimes: all of its runtimes together have
+ *   PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_TENANT in flight at most, answered the same way.
  * - The tunnel's limits apply (limits.ts): the response head within requestTimeoutMs, no traffic
  *   for idleTimeoutMs resets the request, heads of at most maxHeaderBytes. The route bounds the
  *   request body (maxRequestBodyBytes) before it gets here.
@@ -64,6 +66,8 @@ export interface IngressTransportOptions {
   caPem?: string | undefined;
   /** Requests in flight (and open connections) per runtime on this replica. */
   requestsPerRuntime: number;
+  /** Requests in flight across all of one tenant's runtimes on this replica (default twice requestsPerRuntime). */
+  requestsPerTenant?: number;
   /** Name resolution (default the system's). */
   lookup?: Lookup;
   logger?: BaseLogger;
@@ -72,6 +76,8 @@ export interface IngressTransportOptions {
 export interface IngressTransport extends IngressForwarder {
   /** Requests in flight to one runtime on this replica. */
   inFlight(runtimeId: string): number;
+  /** Requests in flight to all of one tenant's runtimes on this replica. */
+  tenantInFlight(tenantId: string): number;
   /** Closes every kept-alive connection (shutdown). */
   close(): void;
 }
@@ -107,6 +113,9 @@ export function createIngressTransport(opts: IngressTransportOptions): IngressTr
   const log = opts.logger ?? pino({ enabled: false });
   const ca = [...tls.getCACertificates('default'), ...(opts.caPem ? [opts.caPem] : [])];
   const slots = new Map<string, RuntimeSlot>();
+  /** Requests in flight per tenant (entries removed at zero). */
+  const byTenant = new Map<string, number>();
+  const requestsPerTenant = opts.requestsPerTenant ?? opts.requestsPerRuntime * 2;
   const { requestTimeoutMs, idleTimeoutMs, maxHeaderBytes } = opts.limits;
 
   function slotOf(runtimeId: string): RuntimeSlot {
@@ -202,12 +211,24 @@ export function createIngressTransport(opts: IngressTransportOptions): IngressTr
           `runtime ${input.runtimeId} already has ${opts.requestsPerRuntime} requests in flight over its ingress, the most one runtime may have (PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_RUNTIME); retry shortly`,
         ),
       );
+    const tenantInFlight = byTenant.get(input.tenantId) ?? 0;
+    if (tenantInFlight >= requestsPerTenant)
+      return Promise.reject(
+        new TunnelError(
+          'RUNTIME_BUSY',
+          `tenant ${input.tenantId} already has ${requestsPerTenant} requests in flight over its runtimes' ingresses, the most one tenant may have (PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_TENANT); retry shortly`,
+        ),
+      );
     slot.inFlight += 1;
+    byTenant.set(input.tenantId, tenantInFlight + 1);
     let released = false;
     const release = (): void => {
       if (released) return;
       released = true;
       slot.inFlight -= 1;
+      const n = (byTenant.get(input.tenantId) ?? 1) - 1;
+      if (n > 0) byTenant.set(input.tenantId, n);
+      else byTenant.delete(input.tenantId);
     };
 
     return new Promise<IngressResponse>((resolve, reject) => {
@@ -283,6 +304,7 @@ export function createIngressTransport(opts: IngressTransportOptions): IngressTr
   return {
     forward,
     inFlight: (runtimeId) => slots.get(runtimeId)?.inFlight ?? 0,
+    tenantInFlight: (tenantId) => byTenant.get(tenantId) ?? 0,
     close() {
       for (const slot of slots.values()) slot.agent.destroy();
       slots.clear();

@@ -9,6 +9,13 @@ export interface TunnelLimits {
   maxPayload: number;
   /** Concurrent requests per tunnel (default 512); more are refused with RUNTIME_BUSY. */
   maxStreams: number;
+  /**
+   * Concurrent requests through all of one tenant's tunnels on this process, its hosted runtime's
+   * and its hybrid runtimes' together (default 1024); more are refused with RUNTIME_BUSY. What a
+   * tenant's tunnels hold in memory is bounded by this × streamWindow, however many runtimes it
+   * registers (maxStreams alone bounds it per tunnel only).
+   */
+  maxStreamsPerTenant: number;
   /** Per-stream flow-control window, bytes (default 256 KiB). Memory per tunnel ≤ maxStreams × streamWindow. */
   streamWindow: number;
   /** Largest body chunk per frame, bytes (default 64 KiB; at least CHUNK_FRAME_ROOM below maxPayload). */
@@ -55,6 +62,7 @@ export interface TunnelLimits {
 export const DEFAULT_TUNNEL_LIMITS: Readonly<TunnelLimits> = Object.freeze({
   maxPayload: 1024 * 1024,
   maxStreams: 512,
+  maxStreamsPerTenant: 1024,
   streamWindow: 256 * 1024,
   maxChunkBytes: 64 * 1024,
   maxHeaderBytes: 16 * 1024,

@@ -1,11 +1,16 @@
 /**
  * Relays a request for a runtime whose tunnel is held by another provisioner replica to that
- * replica's own `/v1/tenants/:id/runtime/*` route, and streams its answer back.
+ * replica's own route for it (`/v1/tenants/:id/runtime/*` or `/v1/tenants/:id/runtimes/:name/proxy/*`),
+ * and streams its answer back.
  *
- * The request goes as it came, with the caller's credentials: the other replica authenticates
- * and authorizes the caller again, signs the request for the runtime and forwards it through
- * its tunnel. RELAY_HEADER marks the hop; a relayed request is never relayed again, so a
- * directory that is out of date cannot make requests circle between replicas.
+ * The request goes with the caller's method, headers (its credentials included) and body: the
+ * other replica authenticates and authorizes the caller again, audits an action, signs the request
+ * for the runtime and forwards it through its tunnel. Where it goes is never the caller's: the
+ * owner replica's origin (scheme, host and port of its advertised URL, from the directory) and a
+ * path the route rebuilt from its validated parameters, given to http.request as separate options,
+ * so that no request target (an absolute URL, dot segments, `//host`) can aim the relay at another
+ * host or another route. RELAY_HEADER marks the hop; a relayed request is never relayed again, so
+ * a directory that is out of date cannot make requests circle between replicas.
  */
 import http, { type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import https from 'node:https';
@@ -30,8 +35,13 @@ export interface RelayInput {
   tenantId: string;
   /** This replica's id, sent in RELAY_HEADER. */
   replicaId: string;
-  /** The caller's request: method, raw URL and raw headers are passed on. */
+  /** The caller's request: its method and raw headers are passed on (never its URL). */
   raw: IncomingMessage;
+  /**
+   * Path and query on the owner replica, built by the route from its validated parameters (the
+   * route's base and the runtime-side path): starts with a single `/`.
+   */
+  path: string;
   /** The body to send (the raw request, or it wrapped in a size limit); null for none. */
   body: Readable | null;
   requestId: string;
@@ -54,17 +64,40 @@ function unreachable(input: RelayInput, detail: string): AppError {
   );
 }
 
+/** Where the relay connects: the origin of the owner's URL only; undefined when it is not http(s). */
+function originOf(url: string): { protocol: 'http:' | 'https:'; hostname: string; port: number } | undefined {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return undefined;
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return undefined;
+  return {
+    protocol: parsed.protocol,
+    // An IPv6 literal without its brackets, as http.request takes it.
+    hostname: parsed.hostname.replace(/^\[|\]$/g, ''),
+    port: parsed.port === '' ? (parsed.protocol === 'https:' ? 443 : 80) : Number(parsed.port),
+  };
+}
+
 export function relayToReplica(input: RelayInput): Promise<RelayResponse> {
-  const target = new URL(input.raw.url ?? '/', input.owner.url);
+  const origin = originOf(input.owner.url);
+  if (!origin) return Promise.reject(unreachable(input, `its advertised URL is not an http(s) URL`));
+  // The route builds it; checked here too, as nothing but a path may follow the origin.
+  if (!input.path.startsWith('/') || input.path.startsWith('//'))
+    return Promise.reject(new Error(`relay path must start with a single '/'`));
   const headers = headersObject([
     ...headerListFrom(input.raw.rawHeaders, REPLACED),
     [RELAY_HEADER, input.replicaId],
     ['x-request-id', input.requestId],
   ]);
-  const isHttps = target.protocol === 'https:';
+  const isHttps = origin.protocol === 'https:';
   return new Promise<RelayResponse>((resolve, reject) => {
     let settled = false;
-    const req = (isHttps ? https : http).request(target, {
+    const req = (isHttps ? https : http).request({
+      ...origin,
+      path: input.path,
       method: input.raw.method ?? 'GET',
       headers,
       agent: isHttps ? agents.https : agents.http,

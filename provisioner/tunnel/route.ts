@@ -19,6 +19,7 @@ import { REQUEST_TOKEN_HEADER } from '../../runtime/protocol/request-token.ts';
 import { runtimeActionOf, type RuntimeAction } from '../../runtime/protocol/actions.ts';
 import type { TunnelOwner } from './directory.ts';
 import { RELAY_HEADER, relayToReplica } from './relay.ts';
+import { proxiedPathProblem, requestTargetProblem } from '../http/request-target.ts';
 import { TunnelError, type ForwardRequest, type TunnelServer } from './server.ts';
 import type { HeaderList } from '../../runtime/protocol/frames.ts';
 import type { IngressForwarder } from './ingress.ts';
@@ -247,6 +248,12 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
   const forwardTo = async (request: FastifyRequest, reply: FastifyReply, target: ForwardTarget) => {
     const { tenantId } = target;
     const raw = request.raw;
+    // The server refuses most such targets before routing (http/request-target.ts); checked here
+    // too, as this path is passed on and this plugin may be served without that check.
+    const targetProblem = requestTargetProblem(raw.url ?? '') ?? proxiedPathProblem(raw.url ?? '');
+    if (targetProblem !== undefined) throw errors.badRequest(400, targetProblem);
+    /** Path and query as the runtime sees them: what follows the route's base in the request target. */
+    const path = runtimePath(raw.url ?? '/', target.segments);
     const hasBody =
       (raw.headers['content-length'] !== undefined && raw.headers['content-length'] !== '0') ||
       raw.headers['transfer-encoding'] !== undefined;
@@ -290,11 +297,26 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
     if (opts.peers && (!opts.tunnel.accepting || !target.servedHere()) && raw.headers[RELAY_HEADER] === undefined) {
       const owner = await target.owner();
       if (owner) {
+        // Never the query (it may hold a caller's secret), never a header; reads at debug level,
+        // as the request log writes them.
+        const level = request.method === 'GET' || request.method === 'HEAD' ? 'debug' : 'info';
+        request.log[level](
+          {
+            ...logged,
+            replica: owner.replicaId,
+            method: request.method,
+            path: path.split('?', 1)[0],
+            action: runtimeActionOf(request.method, path)?.auditAction,
+          },
+          'request relayed to the replica holding the tunnel',
+        );
         const res = await relayToReplica({
           owner,
           tenantId,
           replicaId: opts.peers.replicaId,
           raw,
+          // Rebuilt from the route's validated parameters, never the request target as it came.
+          path: `${target.base}${path}`,
           body,
           requestId: request.id,
           timeoutMs: opts.tunnel.limits.requestTimeoutMs + 5000,
@@ -312,7 +334,6 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
     headers.push(['x-request-id', request.id]);
     headers.push(['x-forwarded-for', request.ip]);
     const subject = opts.subjectOf?.(request);
-    const path = runtimePath(raw.url ?? '/', target.segments);
     const action = opts.auditAction ? runtimeActionOf(request.method, path) : undefined;
     const finish =
       action && opts.auditAction ? await opts.auditAction(request, tenantId, action, target.runtime?.name) : undefined;

@@ -141,6 +141,8 @@ export interface TunnelServer {
   status(tenantId: string): TunnelStatus;
   /** Whether this process holds a hybrid runtime's tunnel, and since when. */
   runtimeStatus(runtimeId: string): TunnelStatus;
+  /** Requests in flight through all of one tenant's tunnels on this process (limits.maxStreamsPerTenant). */
+  tenantStreams(tenantId: string): number;
   stats(): TunnelStats;
   /** Closes tunnels using this runtime key (call after revoking it); returns how many. */
   disconnectKey(keyId: string): number;
@@ -252,6 +254,8 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
   const pending = new Set<Mux>();
   /** Connections of each tenant upgraded but still waiting for their hello (limits.maxPendingHandshakesPerTenant). */
   const pendingByTenant = new Map<string, number>();
+  /** Streams open through each tenant's tunnels, hosted and hybrid (limits.maxStreamsPerTenant; entries removed at zero). */
+  const streamsByTenant = new Map<string, number>();
   /** Upgrades whose token is being checked (shed above limits.maxPendingHandshakes). */
   let authenticating = 0;
   /** Authentication failures (the database is down): one line per 10 s, not one per runtime. */
@@ -502,6 +506,15 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
         ),
       );
     }
+    // One budget for all of a tenant's tunnels: more runtimes do not multiply what it may hold open.
+    const tenantStreams = streamsByTenant.get(conn.tenantId) ?? 0;
+    if (tenantStreams >= limits.maxStreamsPerTenant)
+      return Promise.reject(
+        new TunnelError(
+          'RUNTIME_BUSY',
+          `tenant ${conn.tenantId} already has ${limits.maxStreamsPerTenant} requests in flight through its runtimes' tunnels, the most one tenant may have (PROVISIONER_TUNNEL_MAX_STREAMS_PER_TENANT); retry shortly`,
+        ),
+      );
     const headers = request.headers.filter(([k]) => k !== REQUEST_TOKEN_HEADER);
     if (opts.signer) {
       headers.push([
@@ -521,6 +534,12 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
       if (err instanceof TunnelStreamError) return Promise.reject(errorFromReset(err, false));
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
+    streamsByTenant.set(conn.tenantId, tenantStreams + 1);
+    stream.once('close', () => {
+      const n = (streamsByTenant.get(conn.tenantId) ?? 1) - 1;
+      if (n > 0) streamsByTenant.set(conn.tenantId, n);
+      else streamsByTenant.delete(conn.tenantId);
+    });
     return new Promise<ForwardResponse>((resolve, rejectPromise) => {
       let settled = false;
       const timer = setTimeout(
@@ -559,6 +578,7 @@ export function createTunnelServer(opts: TunnelServerOptions): TunnelServer {
     limits,
     status: (tenantId) => tunnelStatusOf(registry.get(tenantId)),
     runtimeStatus: (runtimeId) => tunnelStatusOf(hybrid.get(runtimeId)),
+    tenantStreams: (tenantId) => streamsByTenant.get(tenantId) ?? 0,
     stats() {
       let streams = 0;
       let bufferedBytes = 0;

@@ -235,7 +235,9 @@ export const managedClusterRoutes =
               tenantId,
               replicaId: ctx.tunnelDirectory.replicaId,
               // The request as parsed (its body is re-sent as JSON with its own length).
-              raw: { url: request.raw.url, method: 'POST', rawHeaders } as IncomingMessage,
+              raw: { method: 'POST', rawHeaders } as IncomingMessage,
+              // This route's own path from its validated tenant id, never the request target.
+              path: `/v1/tenants/${tenantId}/managed-clusters`,
               body: Readable.from([payload]),
               requestId: request.id,
               timeoutMs: 30_000,
