@@ -12,7 +12,9 @@
  * URL parser and matched as the IPv4 address they are. IPv6 forms that carry an IPv4 address
  * (IPv4-compatible `::a.b.c.d`, 6to4 `2002:aabb:ccdd::/48`, Teredo `2001:0::/32` with its server
  * and its obfuscated client address) are refused when the IPv4 address they carry is, unless the
- * allowed ranges list the IPv6 address itself.
+ * allowed ranges list the IPv6 address itself. NAT64 (`64:ff9b::/96`, and the local-use
+ * `64:ff9b:1::/48`) is internal; where the operator allows the well-known prefix, the IPv4 address
+ * in its last 32 bits is what the gateway connects to, so it is checked under the IPv4 policy.
  */
 import { BlockList, isIP } from 'node:net';
 import { lookup as dnsLookup } from 'node:dns/promises';
@@ -40,6 +42,7 @@ const INTERNAL: Range[] = [
   ['fc00::', 7, 'ipv6', 'a unique-local (private) address'],
   ['fec0::', 10, 'ipv6', 'a site-local (private) address'],
   ['64:ff9b::', 96, 'ipv6', 'a NAT64 address (it reaches IPv4 addresses)'],
+  ['64:ff9b:1::', 48, 'ipv6', 'a local-use NAT64 address (it reaches IPv4 addresses)'],
 ];
 
 function listOf(ranges: Range[]): Array<[BlockList, string]> {
@@ -91,6 +94,9 @@ function ipv6Bytes(address: string): number[] {
 
 const quad = (b: number[]): string => b.join('.');
 
+/** The well-known NAT64 prefix 64:ff9b::/96: the gateway connects to the IPv4 address in the last 32 bits. */
+const NAT64_FORM = 'a NAT64 form';
+
 /** The IPv4 addresses an IPv6 address carries, each with the name of the form that carries it. */
 function embeddedIpv4(address: string): Array<[ipv4: string, form: string]> {
   const b = ipv6Bytes(address);
@@ -98,6 +104,8 @@ function embeddedIpv4(address: string): Array<[ipv4: string, form: string]> {
   // ::a.b.c.d (deprecated IPv4-compatible); :: and ::1 are themselves listed above.
   if (zeros(0, 12) && !zeros(12, 15)) return [[quad(b.slice(12, 16)), 'an IPv4-compatible form']];
   if (b[0] === 0x20 && b[1] === 0x02) return [[quad(b.slice(2, 6)), 'a 6to4 form']];
+  if (b[0] === 0 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zeros(4, 12))
+    return [[quad(b.slice(12, 16)), NAT64_FORM]];
   if (b[0] === 0x20 && b[1] === 0x01 && b[2] === 0 && b[3] === 0)
     return [
       [quad(b.slice(4, 8)), 'a Teredo form (server)'],
@@ -134,6 +142,15 @@ export function addressProblem(address: string, policy: AddressPolicy): string |
       for (const [list, what] of NEVER_LISTS)
         if (list.check(ipv4, 'ipv4'))
           return `${address} is ${form} of ${ipv4}, ${what}; the control plane never connects there`;
+      // Through NAT64 the connection reaches the IPv4 address itself: allowing the prefix lets
+      // the control plane reach IPv4 hosts, each under the IPv4 policy, not every one of them.
+      if (form === NAT64_FORM) {
+        if (!allowList(policy.allowedCidrs).check(ipv4, 'ipv4'))
+          for (const [list, what] of INTERNAL_LISTS)
+            if (list.check(ipv4, 'ipv4'))
+              return `${address} is ${form} of ${ipv4}, ${what}; the control plane only connects there when ${setting} lists the IPv4 address's range`;
+        continue;
+      }
       if (allowed) continue;
       for (const [list, what] of INTERNAL_LISTS)
         if (list.check(ipv4, 'ipv4'))

@@ -15,7 +15,7 @@ import { catalog as defaultCatalog, type Catalog } from '../runtime/catalog.ts';
 import { DEFAULT_AGENT_IMAGE_REPOSITORY } from '../runtime/component/agents.ts';
 import { isLocalPath, UPSTREAM_REPOSITORIES, type ChartRepositories } from '../runtime/component/chart-source.ts';
 import { managedClustersProblem, type ManagedClusterConfig } from '../runtime/component/cluster-secret.ts';
-import { PLANS } from './plans.ts';
+import { PLANS, planOf } from './plans.ts';
 import { pinKubeconfig, STRICT_KUBECONFIG_POLICY, type KubeconfigPolicy } from '../kubeconfig-policy/policy.ts';
 
 export const CONFIG_NAMESPACE = 'tenant';
@@ -208,7 +208,7 @@ export const TENANT_FIELDS = {
   }),
   organization: plain(text, { problem: notEmpty }),
   plan: plain(text, {
-    problem: (plan) => (PLANS[plan] ? undefined : `unknown plan '${plan}' (known: ${Object.keys(PLANS).join(', ')})`),
+    problem: (plan) => (planOf(plan) ? undefined : `unknown plan '${plan}' (known: ${Object.keys(PLANS).join(', ')})`),
   }),
   runtimeVersion: plain(text, {
     problem: (version, catalog) =>

@@ -176,3 +176,12 @@ export const PLANS: Readonly<Record<string, Plan>> = {
 
 export const PLAN_NAMES: readonly string[] = Object.keys(PLANS);
 export const DEFAULT_PLAN = 'free';
+
+/**
+ * The plan called `name`, or undefined. By own property only: a name a caller gave (a signup's
+ * plan, a CLI flag) indexing PLANS directly would find what every object inherits (`constructor`,
+ * `toString`, `__proto__`) and take it for a plan.
+ */
+export function planOf(name: string): Plan | undefined {
+  return Object.hasOwn(PLANS, name) ? PLANS[name] : undefined;
+}

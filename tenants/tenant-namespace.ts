@@ -11,7 +11,7 @@
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
 import type { KubeconfigPolicy } from '../kubeconfig-policy/policy.ts';
-import { PLANS } from './plans.ts';
+import { planOf } from './plans.ts';
 import { limitRangeSpec, quotaSpec } from './quota.ts';
 import { tenantNetworkPolicies } from './network-policies.ts';
 import { kubeRootAccess, type RootAccess } from './root-access.ts';
@@ -74,7 +74,7 @@ export class TenantNamespace extends pulumi.ComponentResource {
 
   constructor(name: string, args: TenantNamespaceArgs, opts?: pulumi.ComponentResourceOptions) {
     super(TENANT_NAMESPACE_TYPE, name, {}, opts);
-    const plan = PLANS[args.plan];
+    const plan = planOf(args.plan);
     if (!plan) throw new pulumi.ResourceError(`TenantNamespace ${name}: unknown plan '${args.plan}'`, this);
     if (args.ingressNamespaces.length === 0)
       throw new pulumi.ResourceError(

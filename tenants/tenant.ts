@@ -14,7 +14,7 @@ import { catalog as defaultCatalog, type Catalog } from '../runtime/catalog.ts';
 import type { ComponentPins } from '../runtime/versions.ts';
 import { GitOpsRuntime } from '../runtime/component/gitops-runtime.ts';
 import type { TenantSettings } from './config.ts';
-import { PLANS } from './plans.ts';
+import { planOf } from './plans.ts';
 import type { SecretWaiter } from './kubeconfig-wait.ts';
 import type { RootAccess } from './root-access.ts';
 import { TenantNamespace, tenantNamespaceName } from './tenant-namespace.ts';
@@ -55,7 +55,7 @@ export class Tenant extends pulumi.ComponentResource {
     const s = args.settings;
     const catalog = args.catalog ?? defaultCatalog;
     const root = { parent: this, provider: args.rootProvider };
-    const plan = PLANS[s.plan];
+    const plan = planOf(s.plan);
     if (!plan) throw new pulumi.ResourceError(`Tenant ${name}: unknown plan '${s.plan}'`, this);
 
     const ns = new TenantNamespace(

@@ -9,7 +9,7 @@ import { catalog as defaultCatalog, type Catalog } from '../runtime/catalog.ts';
 import { chartSource, type ChartRepositories } from '../runtime/component/chart-source.ts';
 import { waitForSecretKey, type SecretWaiter } from './kubeconfig-wait.ts';
 import type { KubeconfigPolicy } from '../kubeconfig-policy/policy.ts';
-import { PLANS } from './plans.ts';
+import { planOf } from './plans.ts';
 import { vclusterValues } from './vcluster-values.ts';
 
 export const VIRTUAL_CLUSTER_TYPE = 'hosted:tenant:VirtualCluster';
@@ -66,7 +66,7 @@ export class VirtualCluster extends pulumi.ComponentResource {
         `VirtualCluster ${name}: runtime version '${args.runtimeVersion}' is not in the catalog`,
         this,
       );
-    const plan = PLANS[args.plan];
+    const plan = planOf(args.plan);
     if (!plan) throw new pulumi.ResourceError(`VirtualCluster ${name}: unknown plan '${args.plan}'`, this);
     if (!Number.isFinite(args.kubeconfigTimeoutSeconds) || args.kubeconfigTimeoutSeconds <= 0) {
       throw new pulumi.ResourceError(`VirtualCluster ${name}: kubeconfigTimeoutSeconds must be positive`, this);

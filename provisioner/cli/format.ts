@@ -7,8 +7,8 @@
  */
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
 const TERMINAL_CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
-// eslint-disable-next-line no-control-regex -- as above
-const ALL_CONTROLS = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+// eslint-disable-next-line no-control-regex -- as above; with the Unicode line and paragraph separators
+const ALL_CONTROLS = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
 
 const asEscape = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
 
@@ -23,7 +23,7 @@ export function terminalSafe(text: string): string {
   return text.replace(TERMINAL_CONTROLS, asEscape);
 }
 
-/** One value for a table cell or a line: every control escaped, newline and tab too. */
+/** One value for a table cell or a line: every control escaped, newline, tab and the Unicode line separators too. */
 export function cellText(value: string): string {
   return value.replace(ALL_CONTROLS, asEscape);
 }

@@ -3,12 +3,16 @@
  * hybrid (/v1/tenants/:id/runtimes, /v1/runtimes). `register` writes the install manifest to a file
  * only the user may read (it holds the single-use bootstrap token) and prints the command that
  * applies it; the token itself is never printed, not even with --json. `upgrade` and `bundle` write
- * a hybrid runtime's upgrade bundle (no secret in it) and print what it changes.
+ * a hybrid runtime's upgrade bundle (no secret in it) and print what it changes. Stored settings
+ * and reported text (the ingress URL, the Argo CD namespace, messages) print through cellText, one
+ * line each with every control escaped; commands are the bundle's, quoted word by word (shell.ts).
  */
 import { open } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { apiClientOf, UsageError, type Io } from './api-commands.ts';
-import { age, table } from './format.ts';
+import { age, cellText, table } from './format.ts';
+import { manifestFileName } from '../../runtime/hybrid/bundle.ts';
+import { shellCommand } from '../../runtime/hybrid/shell.ts';
 import type {
   Runtime,
   RuntimePage,
@@ -63,8 +67,6 @@ function upgradeText(u: RuntimeUpgradeBundle, file: string, command: string, dif
   ].join('\n');
 }
 
-const shellQuote = (s: string): string => (/^[A-Za-z0-9_./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
-
 export function addRuntimesCommands(program: Command, io: Io): void {
   const client = () => apiClientOf(program, io);
   const json = (): boolean => program.opts<{ json?: boolean }>().json === true;
@@ -116,7 +118,7 @@ export function addRuntimesCommands(program: Command, io: Io): void {
         table(HEADERS, [row(r)]),
         ...(r.mode === 'hybrid'
           ? [
-              `upgrades: ${r.upgrades}${r.ingressUrl ? `, ingress ${r.ingressUrl}` : ''}`,
+              `upgrades: ${r.upgrades}${r.ingressUrl ? `, ingress ${cellText(r.ingressUrl)}` : ''}`,
               ...(r.previousVersion
                 ? [
                     `version ${r.version} asked ${r.versionChangedAt ? `${age(r.versionChangedAt)} ago` : ''} (was ${r.previousVersion})`,
@@ -124,7 +126,7 @@ export function addRuntimesCommands(program: Command, io: Io): void {
                 : []),
               ...(r.upgrade
                 ? [
-                    `upgrade ${r.upgrade.from} -> ${r.upgrade.to} by the in-cluster upgrader: ${r.upgrade.phase} ${age(r.upgrade.updatedAt)} ago${r.upgrade.message ? ` (${r.upgrade.message})` : ''}`,
+                    `upgrade ${r.upgrade.from} -> ${r.upgrade.to} by the in-cluster upgrader: ${r.upgrade.phase} ${age(r.upgrade.updatedAt)} ago${r.upgrade.message ? ` (${cellText(r.upgrade.message)})` : ''}`,
                   ]
                 : []),
               r.installedAt
@@ -132,7 +134,7 @@ export function addRuntimesCommands(program: Command, io: Io): void {
                 : `awaiting install: bootstrap token valid until ${r.bootstrapExpiresAt}`,
             ]
           : []),
-        ...r.conditions.map((c) => `${c.type}=${c.status} (${c.reason}): ${c.message}`),
+        ...r.conditions.map((c) => `${c.type}=${c.status} (${c.reason}): ${cellText(c.message)}`),
       ].join('\n'),
     );
   });
@@ -181,8 +183,8 @@ export function addRuntimesCommands(program: Command, io: Io): void {
         await writePrivate(file, out.install.manifests);
         // The command applies the manifest by its bundle name: point it at the file written.
         const command = out.install.command.replace(
-          `kubectl apply -f hybrid-runtime-${name}.yaml`,
-          `kubectl apply -f ${shellQuote(file)}`,
+          shellCommand(['kubectl', 'apply', '-f', manifestFileName(name)]),
+          shellCommand(['kubectl', 'apply', '-f', file]),
         );
         const shown = {
           runtime: out.runtime,
@@ -209,10 +211,13 @@ export function addRuntimesCommands(program: Command, io: Io): void {
     head: string,
     data: object,
   ) => {
-    const bundled = `hybrid-runtime-${name}-${u.to}.yaml`;
+    const bundled = manifestFileName(name, u.to);
     const file = o.out ?? bundled;
     await writePrivate(file, u.install.manifests);
-    const command = u.install.command.replace(`kubectl apply -f ${bundled}`, `kubectl apply -f ${shellQuote(file)}`);
+    const command = u.install.command.replace(
+      shellCommand(['kubectl', 'apply', '-f', bundled]),
+      shellCommand(['kubectl', 'apply', '-f', file]),
+    );
     print({ ...data, manifestFile: file, command }, () =>
       [head, upgradeText(u, file, command, o.diff === true)].filter((l) => l !== '').join('\n'),
     );

@@ -15,7 +15,7 @@
  * Bootstrap tokens are random, single-use, stored as their SHA-256 only.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { stringify } from 'yaml';
+import { yamlText } from '../../runtime/hybrid/yaml-text.ts';
 import type { CreatedObjects } from '../store/managed-clusters.ts';
 import { ClusterNetworkError, kubeRequest, type ClusterConnection } from './kube-api.ts';
 
@@ -287,7 +287,8 @@ export function jobManifest(i: JobManifestInput): string {
       },
     },
   ];
-  return objects.map((o) => stringify(o)).join('---\n');
+  // Written by the YAML library, with YAML 1.1's extra line breaks escaped (kubectl reads 1.1).
+  return objects.map((o) => yamlText(o)).join('---\n');
 }
 
 /** The command that does the same from the tenant's machine with its kubeconfig. */

@@ -37,7 +37,7 @@ import { availabilityOf } from '../store/versions.ts';
 import { checkVersionChange, currentDefaultVersion } from '../runtime-versions/service.ts';
 import { listRegions } from '../store/clusters.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
-import { PLANS, PLAN_NAMES, DEFAULT_PLAN } from '../../tenants/plans.ts';
+import { planOf, PLAN_NAMES, DEFAULT_PLAN } from '../../tenants/plans.ts';
 import type { Queryable } from '../db/tx.ts';
 import { fleetUpgradeOf } from '../store/fleet-upgrades.ts';
 import { checkWindows } from '../fleet/windows.ts';
@@ -150,7 +150,7 @@ export class TenantService {
     requestId: string,
   ): Promise<{ status: number; body: SignupResult }> {
     const plan = input.plan ?? DEFAULT_PLAN;
-    if (!PLANS[plan]) throw errors.unknownPlan(plan, PLAN_NAMES);
+    if (!planOf(plan)) throw errors.unknownPlan(plan, PLAN_NAMES);
     const body = {
       organization: input.organization,
       email: input.email,
@@ -234,7 +234,7 @@ export class TenantService {
         if (kind === 'delete') return { tenant: toTenant(row), operationId: row.last_operation_id!, queued: false };
         throw errors.tenantDeleted(id);
       }
-      if (change.plan !== undefined && !PLANS[change.plan]) throw errors.unknownPlan(change.plan, PLAN_NAMES);
+      if (change.plan !== undefined && !planOf(change.plan)) throw errors.unknownPlan(change.plan, PLAN_NAMES);
       // Who suspended decides who may resume: a tenant lifts only its own suspension.
       if (change.suspended === false && row.suspended && row.suspended_by !== 'tenant' && actor.role === 'tenant') {
         throw errors.suspendedByOperator(row.suspension_reason);

@@ -27,8 +27,12 @@
  *    compares two of them (runtime/hybrid/upgrade.ts).
  *
  * Every object carries HYBRID_LABELS (managed-by, tenant, runtime); `removeCommand` deletes by them.
+ *
+ * A customer applies this as the control plane's own, so nothing in it is a template around a
+ * caller's text: objects are data written by the YAML library (yaml-text.ts), commands are quoted
+ * word by word (shell.ts), and the comment at the top holds no value a caller gave (docs/security.md
+ * "Content the control plane generates for customers").
  */
-import { stringify } from 'yaml';
 import { DEFAULT_PLAN, PLANS } from '../../tenants/plans.ts';
 import { agentObjects, type AgentObjects } from '../component/agent-objects.ts';
 import {
@@ -47,6 +51,8 @@ import { runtimeNamespace, versionsConfigMap } from '../component/runtime-object
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../protocol/bootstrap.ts';
 import type { KubeObject } from '../render/render.ts';
 import type { RuntimeVersion } from '../versions.ts';
+import { shellCommand, withHereDocument } from './shell.ts';
+import { yamlText } from './yaml-text.ts';
 import { upgraderObjects } from './upgrader-objects.ts';
 
 export type { KubeObject };
@@ -116,6 +122,9 @@ export const HYBRID_LABELS = {
 } as const;
 export const HYBRID_MANAGED_BY = 'hosted-runtimes';
 
+/** access=ingress: the annotation of the request router's Service that holds the runtime's ingressUrl. */
+export const INGRESS_URL_ANNOTATION = 'hosted-runtimes.io/ingress-url';
+
 /** Name of the bootstrap Job, its ServiceAccount, Role and RoleBinding. */
 export const BOOTSTRAP_JOB = 'runtime-bootstrap';
 /** Exit code of the bootstrap program when the control plane refused the token: the Job fails at once. */
@@ -146,6 +155,9 @@ function check(input: InstallBundleInput): void {
   if (!/^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(r.tenantId))
     throw new HybridBundleError(`tenant id '${r.tenantId}' cannot be a label value`);
   if (r.access === 'ingress' && !r.ingressUrl) throw new HybridBundleError('access=ingress needs the ingress URL');
+  // The one value of the comment at the top of the manifest (the catalog's, not a caller's).
+  if (!/^\d+\.\d+\.\d+$/.test(input.version.version))
+    throw new HybridBundleError(`runtime version '${input.version.version}' is not x.y.z`);
   if (r.argo === 'existing') {
     const ns = r.argoNamespace ?? '';
     if (!DNS_LABEL.test(ns) || ns.length > 63)
@@ -224,6 +236,10 @@ function hybridAgentObjects(agent: AgentDefinition, input: InstallBundleInput, i
     }
   } else {
     out.push(o.clusterRole, o.clusterRoleBinding);
+  }
+  if (agent.name === 'request-router' && r.access === 'ingress' && o.service) {
+    const service = o.service as { metadata: { annotations?: Record<string, string> } };
+    service.metadata.annotations = { ...service.metadata.annotations, [INGRESS_URL_ANNOTATION]: r.ingressUrl! };
   }
   out.push(o.service, o.deployment);
   return out.filter((x) => x !== undefined);
@@ -361,19 +377,36 @@ const RESOURCE_OF_KIND: Record<string, string> = {
   Job: 'jobs.batch',
 };
 
-/** The helm installs (argo = new) and the apply of the manifest saved as `manifestFile`. */
+/** The helm installs (argo = new) and the apply of the manifest saved as `manifestFile`; every word quoted (shell.ts). */
 export function installCommand(charts: readonly BundleChart[], manifestFile: string): string {
-  const helm = charts.map(
-    (c) =>
-      `helm upgrade --install ${c.release} ${c.chart} --repo ${c.repository} --version ${c.version} ` +
-      `--namespace ${c.namespace} --create-namespace --values - <<'VALUES'\n${c.values}VALUES`,
+  const helm = charts.map((c) =>
+    withHereDocument(
+      shellCommand([
+        'helm',
+        'upgrade',
+        '--install',
+        c.release,
+        c.chart,
+        '--repo',
+        c.repository,
+        '--version',
+        c.version,
+        '--namespace',
+        c.namespace,
+        '--create-namespace',
+        '--values',
+        '-',
+      ]),
+      'VALUES',
+      c.values,
+    ),
   );
-  return [...helm, `kubectl apply -f ${shellQuote(manifestFile)}`].join('\n');
+  return [...helm, shellCommand(['kubectl', 'apply', '-f', manifestFile])].join('\n');
 }
 
-function shellQuote(s: string): string {
-  return /^[A-Za-z0-9_./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
-}
+/** The helm uninstall of one chart. */
+export const helmUninstall = (c: { release: string; namespace: string }): string =>
+  shellCommand(['helm', 'uninstall', c.release, '--namespace', c.namespace]);
 
 export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
   check(input);
@@ -425,16 +458,21 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
           chart: spec.chart,
           repository: UPSTREAM_REPOSITORIES.argo,
           version: argoChartVersion(input.version.components, spec.component),
-          values: stringify(argoReleaseValues(spec, PLANS[DEFAULT_PLAN]!.runtime)),
+          values: yamlText(argoReleaseValues(spec, PLANS[DEFAULT_PLAN]!.runtime)),
         }))
       : [];
 
+  // The comment is the product's own text and the catalog's version (checked above): the runtime's
+  // settings are in the objects alone, where the YAML library writes them (its name and tenant in
+  // the labels, the ingress URL in an annotation of the router's Service, the Argo CD namespace in
+  // its Roles'). No value a caller gave is written into a comment, where a line break would end it.
   const header = [
-    `# Hybrid runtime '${r.name}' (runtime ${r.runtimeId}, tenant ${r.tenantId}), runtime version ${input.version.version}` +
+    `# A hybrid runtime of the hosted GitOps service, runtime version ${input.version.version}` +
       (upgrade ? ': the upgrade bundle, applied over the installed runtime.' : '.'),
-    `# Apply with: kubectl apply -f ${manifestFileName(r.name, upgrade ? input.version.version : undefined)}` +
-      (charts.length > 0 ? ' (after the Argo charts: see the install command)' : ''),
-    `# Every object is labelled ${HYBRID_LABELS.runtime}=${r.name},${HYBRID_LABELS.tenant}=${r.tenantId}.`,
+    '# Apply it with the install command: kubectl apply -f of this file' +
+      (charts.length > 0 ? ', after helm installs the Argo charts.' : '.'),
+    `# Every object is labelled ${HYBRID_LABELS.managedBy}, ${HYBRID_LABELS.tenant} and ${HYBRID_LABELS.runtime};`,
+    '# the remove command deletes by these labels.',
     ...(upgrade
       ? [`# No bootstrap token: the runtime keeps the credentials in Secret ${CREDENTIALS_SECRET}.`]
       : [
@@ -443,20 +481,21 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
         ]),
     ...(r.access === 'ingress'
       ? [
-          `# access=ingress: point your ingress for ${r.ingressUrl} at Service ${ROUTER_SERVICE.name} in namespace`,
-          `# ${ROUTER_SERVICE.namespace}, port ${ROUTER_SERVICE.port} (http), serving https with a certificate for the URL's host`,
-          '# from a public CA or the one your control plane operator trusts. The router refuses every request',
-          "# but /healthz and /readyz without the control plane's signed request token. No tunnel client is installed.",
+          `# access=ingress: point your ingress for the runtime's URL (annotation ${INGRESS_URL_ANNOTATION})`,
+          `# at Service ${ROUTER_SERVICE.name} in namespace ${ROUTER_SERVICE.namespace}, port ${ROUTER_SERVICE.port} (http), serving https`,
+          "# with a certificate for the URL's host from a public CA or the one your control plane operator trusts.",
+          "# The router refuses every request but /healthz and /readyz without the control plane's signed request",
+          '# token. No tunnel client is installed.',
         ]
       : []),
     ...(r.argo === 'existing'
       ? [
-          `# argo=existing: the app-proxy and event reporter get a Role in namespace ${r.argoNamespace} (Applications:`,
+          "# argo=existing: the app-proxy and event reporter get a Role in your Argo CD's namespace (Applications:",
           '# read; patch for refresh and sync). Nothing else of that Argo CD is created or changed.',
         ]
       : []),
   ];
-  const manifests = header.join('\n') + '\n' + objects.map((o) => '---\n' + stringify(o, { lineWidth: 0 })).join('');
+  const manifests = header.join('\n') + '\n' + objects.map((o) => '---\n' + yamlText(o)).join('');
 
   const selector = Object.entries(labels)
     .map(([k, v]) => `${k}=${v}`)
@@ -468,8 +507,8 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
     .reverse()
     .map((k) => RESOURCE_OF_KIND[k]!);
   const removeCommand = [
-    `kubectl delete ${kinds.join(',')} --all-namespaces --ignore-not-found -l '${selector}'`,
-    ...charts.map((c) => `helm uninstall ${c.release} --namespace ${c.namespace}`),
+    shellCommand(['kubectl', 'delete', kinds.join(','), '--all-namespaces', '--ignore-not-found', '-l', selector]),
+    ...charts.map(helmUninstall),
   ].join('\n');
 
   return {

@@ -12,6 +12,7 @@ import { createTwoFilesPatch } from 'diff';
 import { stringify } from 'yaml';
 import type { RuntimeVersion } from '../versions.ts';
 import {
+  helmUninstall,
   hybridInstallBundle,
   installCommand,
   manifestFileName,
@@ -20,6 +21,8 @@ import {
   type InstallBundleInput,
   type KubeObject,
 } from './bundle.ts';
+import { shellCommand } from './shell.ts';
+import { yamlText } from './yaml-text.ts';
 
 export type UpgradeBundleInput = Omit<InstallBundleInput, 'version' | 'bootstrapToken' | 'purpose'>;
 
@@ -53,11 +56,20 @@ export interface UpgradeBundle {
 const objectKey = (o: KubeObject): string => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
 const chartKey = (c: BundleChart): string => `${c.namespace}/${c.release}`;
 
-/** The text the diff compares: the manifests, then each Argo chart's pin and values. */
+/** The text the diff compares: the manifests, then each Argo chart's pin (a YAML document) and values. */
 function diffText(b: InstallBundle): string {
   const charts = b.charts.map(
     (c) =>
-      `# helm release ${c.release} (namespace ${c.namespace}): chart ${c.chart} ${c.version} from ${c.repository}\n` +
+      yamlText({
+        helmRelease: {
+          release: c.release,
+          namespace: c.namespace,
+          chart: c.chart,
+          version: c.version,
+          repository: c.repository,
+        },
+      }) +
+      '---\n' +
       c.values,
   );
   return [b.manifests, ...charts].join('---\n');
@@ -66,8 +78,14 @@ function diffText(b: InstallBundle): string {
 /** `kubectl delete` of one object the new version no longer has. */
 function deleteCommand(o: KubeObject): string {
   const kind = `${o.kind.toLowerCase()}${o.apiVersion.includes('/') ? `.${o.apiVersion.split('/')[0]}` : ''}`;
-  const ns = o.metadata.namespace ? ` --namespace ${o.metadata.namespace}` : '';
-  return `kubectl delete ${kind} ${o.metadata.name}${ns} --ignore-not-found`;
+  return shellCommand([
+    'kubectl',
+    'delete',
+    kind,
+    o.metadata.name,
+    ...(o.metadata.namespace ? ['--namespace', o.metadata.namespace] : []),
+    '--ignore-not-found',
+  ]);
 }
 
 export function upgradeBundle(input: UpgradeBundleInput, from: RuntimeVersion, to: RuntimeVersion): UpgradeBundle {
@@ -123,9 +141,7 @@ export function compareBundles(
   const command = [
     installCommand(changedCharts, file),
     ...removed.reverse().map(deleteCommand),
-    ...charts
-      .filter((c) => c.change === 'removed')
-      .map((c) => `helm uninstall ${c.release} --namespace ${c.namespace}`),
+    ...charts.filter((c) => c.change === 'removed').map(helmUninstall),
   ].join('\n');
 
   const diff = createTwoFilesPatch(

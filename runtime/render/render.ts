@@ -16,7 +16,7 @@ import { parseAllDocuments } from 'yaml';
 import { PROVISIONER_SERVICE_ACCOUNT } from '../../infra/provisioner-rbac.ts';
 import { TENANT_FIELDS } from '../../tenants/config.ts';
 import { tenantNetworkPolicies } from '../../tenants/network-policies.ts';
-import { PLANS, type Plan } from '../../tenants/plans.ts';
+import { PLANS, planOf, type Plan } from '../../tenants/plans.ts';
 import { limitRangeSpec, quotaSpec } from '../../tenants/quota.ts';
 import { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING } from '../../tenants/root-permissions.ts';
 import {
@@ -104,7 +104,7 @@ export class ChartMissingError extends RenderError {
 }
 
 export function planNamed(name: string): Plan {
-  const plan = PLANS[name];
+  const plan = planOf(name);
   if (!plan) throw new RenderError(`unknown plan '${name}' (plans: ${Object.keys(PLANS).join(', ')})`);
   return plan;
 }

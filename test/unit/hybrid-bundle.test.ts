@@ -18,7 +18,9 @@ import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-m
 import {
   BOOTSTRAP_JOB,
   HybridBundleError,
+  HYBRID_LABELS,
   hybridInstallBundle,
+  INGRESS_URL_ANNOTATION,
   manifestFileName,
   ROUTER_SERVICE,
   type InstallBundleInput,
@@ -32,6 +34,7 @@ import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../ru
 import { loadRouterConfig } from '../../runtime/agents/request-router/config.ts';
 import { generateRequestSigningKeys } from '../../provisioner/tunnel/request-token.ts';
 import { DEFAULT_PLAN, PLANS } from '../../tenants/plans.ts';
+import { upgradeBundle } from '../../runtime/hybrid/upgrade.ts';
 
 const TENANT = '3f6c1a52-6a0e-4c1b-9a57-2d8e0f4b7c11';
 const TOKEN = 'hrth_' + 'Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Z2FycGx5'.slice(0, 43);
@@ -123,6 +126,106 @@ t.test('the manifest parses to the objects; each is valid, labelled, and named o
     t.equal(b.objects.at(-1)!.kind, 'Job', `${mode}: the bootstrap Job is applied last`);
   }
 });
+
+/**
+ * What finding 2 injected through ingressUrl (a document break and a binding of cluster-admin to
+ * every authenticated user), and the other ways out of a value: YAML 1.1 line breaks, a comment
+ * mark, quotes, flow and anchor syntax, a tag, a BOM, a very long value.
+ */
+const INJECTED_BINDING =
+  '\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: pwned\n' +
+  'roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\n' +
+  'subjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: Group\n  name: system:authenticated\n';
+const HOSTILE_TEXT = [
+  INJECTED_BINDING,
+  INJECTED_BINDING.replace(/\n/g, '\r'),
+  INJECTED_BINDING.replace(/\n/g, '\u2028'),
+  INJECTED_BINDING.replace(/\n/g, '\u2029'),
+  INJECTED_BINDING.replace(/\n/g, '\u0085'),
+  '\n# a comment\nkind: ClusterRoleBinding',
+  '\' " } ] ,evil: true',
+  '&anchor {evil: *anchor} !!binary AAAA',
+  '\ufeff---\u200b\n...\n%YAML 1.1\n---',
+  'x'.repeat(5000) + INJECTED_BINDING,
+];
+
+t.test(
+  'a hostile value anywhere in the input stays one value: the manifest parses to exactly the objects',
+  async (t) => {
+    const cases: Array<[string, (v: string) => InstallBundleInput]> = [
+      ['ingressUrl', (v) => input({ access: 'ingress', ingressUrl: `https://x.example.test${v}` })],
+      ['runtimeId', (v) => input({ runtimeId: v })],
+      ['controlPlaneUrl', (v) => ({ ...input(), controlPlaneUrl: `https://cp.example.test${v}` })],
+      ['tunnelUrl', (v) => ({ ...input(), tunnelUrl: `wss://cp.example.test${v}` })],
+      ['publicKey', (v) => ({ ...input(), publicKey: v })],
+      ['bootstrapToken', (v) => ({ ...input(), bootstrapToken: v })],
+    ];
+    for (const [field, make] of cases)
+      for (const [i, value] of HOSTILE_TEXT.entries()) {
+        const what = `${field} #${i}`;
+        const b = hybridInstallBundle(make(value));
+        const docs = parseAllDocuments(b.manifests);
+        t.same(
+          docs.flatMap((d) => d.errors.map((e) => e.message)),
+          [],
+          `${what}: the manifest parses without an error`,
+        );
+        const parsed = docs.map((d) => d.toJSON() as unknown).filter((d) => d !== null);
+        t.same(parsed, b.objects, `${what}: the YAML documents are exactly the bundle's objects, in order`);
+        t.equal(
+          b.objects.filter((o) => o.metadata.labels?.[HYBRID_LABELS.runtime] === 'plant-a').length,
+          b.objects.length,
+          `${what}: every object carries the bundle's labels`,
+        );
+        t.notOk(/[\u0085\u2028\u2029]/.test(b.manifests), `${what}: no YAML 1.1 line break is written raw`);
+        const comments = b.manifests.split('\n---\n')[0]!;
+        t.notOk(
+          comments.includes('pwned') || comments.includes('x.example.test'),
+          `${what}: the comment holds no value`,
+        );
+        t.notOk(
+          b.command.includes('pwned') || b.removeCommand.includes('pwned'),
+          `${what}: the commands hold no value of the input`,
+        );
+      }
+    const ingress = hybridInstallBundle(
+      input({ access: 'ingress', ingressUrl: `https://x.example.test${INJECTED_BINDING}` }),
+    );
+    t.equal(
+      (find(ingress.objects, 'Service', ROUTER_SERVICE.name)!.metadata as { annotations: Record<string, string> })
+        .annotations[INGRESS_URL_ANNOTATION],
+      `https://x.example.test${INJECTED_BINDING}`,
+      'the injected text is the annotation value, whole',
+    );
+    t.notOk(
+      parseAllDocuments(ingress.manifests).some(
+        (d) =>
+          (d.toJSON() as { kind?: string } | null)?.kind === 'ClusterRoleBinding' &&
+          (d.toJSON() as { metadata: { name: string } }).metadata.name === 'pwned',
+      ),
+      'no document is the injected ClusterRoleBinding',
+    );
+    const {
+      version: _version,
+      bootstrapToken: _token,
+      ...hostile
+    } = input({
+      access: 'ingress',
+      ingressUrl: `https://x.example.test${INJECTED_BINDING}`,
+    });
+    const upgraded = upgradeBundle(hostile, catalog.versions[0]!, entry);
+    t.same(
+      parseAllDocuments(upgraded.install.manifests)
+        .map((d) => (d.toJSON() as KubeObject | null)?.kind)
+        .filter((k) => k !== undefined)
+        .sort(),
+      hybridInstallBundle({ ...hostile, version: entry, purpose: 'upgrade' })
+        .objects.map((o) => o.kind)
+        .sort(),
+      "the upgrade bundle's manifest is its objects too",
+    );
+  },
+);
 
 t.test('the bootstrap token is the only secret: one Secret key, nowhere else in the bundle', async (t) => {
   for (const [mode, over] of MODES) {
@@ -228,12 +331,19 @@ t.test('access=ingress: no tunnel client; the comment names the router Service t
     [],
     'no object of the tunnel client',
   );
-  t.ok(find(b.objects, 'Service', ROUTER_SERVICE.name), 'the request router has its Service');
+  const router = find(b.objects, 'Service', ROUTER_SERVICE.name);
+  t.ok(router, 'the request router has its Service');
   t.match(
     b.manifests,
-    `Service ${ROUTER_SERVICE.name} in namespace\n# ${RUNTIME_NAMESPACE}, port ${ROUTER_SERVICE.port}`,
+    `at Service ${ROUTER_SERVICE.name} in namespace ${RUNTIME_NAMESPACE}, port ${ROUTER_SERVICE.port} (http)`,
     'the manifest says which Service and port the ingress points at',
   );
+  t.equal(
+    (router!.metadata as { annotations?: Record<string, string> }).annotations?.[INGRESS_URL_ANNOTATION],
+    'https://runtime.plant-a.example.test',
+    "the router's Service names the ingress URL in an annotation (data, not the comment)",
+  );
+  t.notMatch(b.manifests, /^#.*plant-a\.example\.test/m, 'no comment line holds the URL');
   const tunnel = hybridInstallBundle(input());
   t.ok(find(tunnel.objects, 'Deployment', 'tunnel-client'), 'access=tunnel has the tunnel client');
 });

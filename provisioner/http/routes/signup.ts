@@ -1,13 +1,14 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { DnsLabel, IDEMPOTENCY_KEY, Semver, SignupResponse, withErrors } from '../schemas.ts';
+import { DnsLabel, IDEMPOTENCY_KEY, Semver, SignupResponse, StringEnum, withErrors } from '../schemas.ts';
+import { PLAN_NAMES } from '../../../tenants/plans.ts';
 import type { AppContext } from '../context.ts';
 
 const SignupBody = Type.Object(
   {
     organization: DnsLabel,
     email: Type.String({ format: 'email', maxLength: 254 }),
-    plan: Type.Optional(Type.String({ minLength: 1, maxLength: 40, description: 'plan name (GET /v1/plans)' })),
+    plan: Type.Optional(StringEnum(PLAN_NAMES, { description: 'plan name (GET /v1/plans)' })),
     region: Type.Optional(
       Type.String({
         minLength: 1,

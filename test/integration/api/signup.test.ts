@@ -190,7 +190,7 @@ t.test('bad input is a 4xx naming what was wrong, and writes nothing', async (t)
       'unknown plan',
       () => post({ organization: uniqueOrg(), email: 'a@b.io', plan: 'platinum' }),
       400,
-      'UNKNOWN_PLAN',
+      'VALIDATION_FAILED',
       'plan',
     ],
     [
