@@ -15,6 +15,7 @@
  */
 import type * as k8s from '@pulumi/kubernetes';
 import { CREDENTIAL_KEYS, CREDENTIALS_SECRET } from '../protocol/bootstrap.ts';
+import { VERSIONS_CONFIGMAP } from '../protocol/upgrade.ts';
 
 /** Image repository prefix of the agents unless a tenant's config names another: images are `<prefix>/<agent>:<tag>`. */
 export const DEFAULT_AGENT_IMAGE_REPOSITORY = 'hosted-runtimes';
@@ -46,8 +47,8 @@ export interface AgentDefinition {
 export const AGENT_PORT = 8080;
 /** Namespace of the agents inside the vcluster. */
 export const RUNTIME_NAMESPACE = 'hosted-runtime';
-/** ConfigMap recording the runtime version and every component version. */
-export const VERSIONS_CONFIGMAP = 'runtime-versions';
+/** ConfigMap recording the runtime version and every component version (defined with the upgrade protocol: the in-cluster upgrader patches it). */
+export { VERSIONS_CONFIGMAP };
 /** Key of the versions ConfigMap holding `{runtimeVersion, components}` as JSON (the app-proxy's runtime info file). */
 export const RUNTIME_INFO_KEY = 'runtime-info.json';
 /** Secret holding the runtime token and the control plane's addresses and public key (runtime/protocol/bootstrap.ts). */

@@ -12,6 +12,11 @@
  * create, delete or widen nothing: an upgrade that adds or removes objects, changes any other
  * object (RBAC, Services, the credentials Secret) or an Argo chart (argo=new) is the customer's to
  * apply (`agentRefusal` names why), as with `upgrades: customer`.
+ *
+ * Within those rights it applies an upgrade and nothing else: before applying a plan it compares
+ * each object with the one it runs and refuses the whole plan over any change a version upgrade
+ * does not make (`planDifferences`, runtime/protocol/upgrade-check.ts, where the upgrader's image
+ * finds it). The plans `upgraderPlan` builds pass that check for every catalog version (tested).
  */
 import { RUNTIME_NAMESPACE, VERSIONS_CONFIGMAP } from '../component/agents.ts';
 import type { InstallBundle, KubeObject } from './bundle.ts';
@@ -19,6 +24,16 @@ import type { ObjectChange, UpgradeBundle } from './upgrade.ts';
 import { UPGRADER, UPGRADER_PATH } from '../protocol/upgrade.ts';
 
 export { UPGRADER, UPGRADER_PATH };
+export {
+  formatDifference,
+  PINNED_CONTAINER,
+  PINNED_POD,
+  planDifferences,
+  planRefusal,
+  repositoryOf,
+  VERSION_ENV,
+  type PlanDifference,
+} from '../protocol/upgrade-check.ts';
 export { upgraderObjects } from './upgrader-objects.ts';
 
 /** The objects the upgrader may patch, by kind and name, in the runtime's namespace. */

@@ -11,11 +11,25 @@ export const UPGRADER_PATH = '/v1/runtime/upgrade';
 /** Name of the upgrader's Deployment, ServiceAccount, Role and RoleBinding in the runtime's namespace. */
 export const UPGRADER = 'runtime-upgrader';
 
+/** The ConfigMap recording the runtime's version and its components' (the one ConfigMap the upgrader may patch). */
+export const VERSIONS_CONFIGMAP = 'runtime-versions';
+
 /** The phases of an upgrade the upgrader applies (migration 027). */
 export type UpgraderPhase = 'pending' | 'applying' | 'succeeded' | 'rolled-back' | 'failed';
 /** What the upgrader reports: `applying` once it starts, then one of the three ends. */
 export type UpgraderReport = Exclude<UpgraderPhase, 'pending'>;
 export const UPGRADER_REPORTS: readonly UpgraderReport[] = ['applying', 'succeeded', 'rolled-back', 'failed'];
+
+/**
+ * The reports each phase of an upgrade in progress may be followed by, in order: `applying`
+ * before any object is applied, then one end. `failed` straight from `pending` is a plan the
+ * upgrader refused before applying anything (upgrade-check.ts). A repeated `applying` (a retried
+ * report) changes nothing.
+ */
+export const UPGRADER_NEXT: Readonly<Record<'pending' | 'applying', readonly UpgraderReport[]>> = {
+  pending: ['applying', 'failed'],
+  applying: ['succeeded', 'rolled-back', 'failed'],
+};
 
 /** A Kubernetes object as the plan carries it (server-side applied as is). */
 export interface PlannedObject {

@@ -15,6 +15,13 @@
  * Restarted in the middle (the pod moved), it finds the upgrade `applying` and applies it again:
  * a server-side apply of the same objects changes nothing. It only ever patches objects of the
  * kinds it is granted, in its own namespace: anything else in a plan fails the upgrade unapplied.
+ *
+ * Before it applies anything (and before it reports `applying`) it reads every object of the plan
+ * and of its rollback from the API server and accepts only the changes a version upgrade makes
+ * (runtime/protocol/upgrade-check.ts: images within the repository each container runs from, the
+ * version variables, resources, the versions ConfigMap's data). Any other difference, such as
+ * another ServiceAccount, volume or Secret mount, fails the upgrade unapplied, and the report
+ * names the object and the field.
  */
 import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
@@ -26,7 +33,9 @@ import {
   type UpgraderAssignment,
   type UpgraderReport,
   type UpgraderReportBody,
+  VERSIONS_CONFIGMAP,
 } from '../../protocol/upgrade.ts';
+import { planRefusal } from '../../protocol/upgrade-check.ts';
 import { closeServer, listen } from '../common/service.ts';
 import type { UpgraderConfig } from './config.ts';
 
@@ -56,6 +65,7 @@ const PATHS: Record<string, (ns: string, name: string) => string> = {
 };
 
 const describe = (o: PlannedObject) => `${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+const objectKey = (o: PlannedObject) => `${o.apiVersion}/${o.kind}/${o.metadata.name}`;
 
 export class Upgrader {
   readonly #config: UpgraderConfig;
@@ -127,7 +137,7 @@ export class Upgrader {
       return await this.#apply(up, log);
     } catch (err) {
       if (err instanceof Superseded) {
-        log.info('the upgrade was replaced at the control plane; checking again later');
+        log.info({ answer: err.message }, 'the upgrade was replaced at the control plane; checking again later');
         return 'superseded';
       }
       throw err;
@@ -135,9 +145,18 @@ export class Upgrader {
   }
 
   async #apply(up: NonNullable<UpgraderAssignment['upgrade']>, log: Logger): Promise<CycleResult> {
-    const invalid = [...up.apply, ...up.rollback].find((o) => this.#pathOf(o) === undefined);
+    const invalid = [...up.apply, ...up.rollback].find(
+      (o) => typeof o?.metadata !== 'object' || o.metadata === null || this.#pathOf(o) === undefined,
+    );
     if (invalid) {
-      const message = `the plan holds ${describe(invalid)}, which the upgrader may not patch (only the agents' Deployments and the versions ConfigMap in namespace ${this.#config.namespace}); nothing was applied`;
+      const message = `the plan holds ${typeof invalid?.metadata === 'object' && invalid.metadata !== null ? describe(invalid) : 'an object without metadata'}, which the upgrader may not patch (only the agents' Deployments and the versions ConfigMap in namespace ${this.#config.namespace}); nothing was applied`;
+      log.error(message);
+      await this.#report(up.to, 'failed', message);
+      return 'failed';
+    }
+    const refused = await this.#refusal([...up.apply, ...up.rollback]);
+    if (refused) {
+      const message = `${refused}; nothing was applied`;
       log.error(message);
       await this.#report(up.to, 'failed', message);
       return 'failed';
@@ -187,6 +206,31 @@ export class Upgrader {
     log.info('rolled back');
     await this.#report(up.to, 'rolled-back', message);
     return 'rolled-back';
+  }
+
+  /**
+   * Why the plan is refused (upgrade-check.ts), from the objects as the API server has them now;
+   * undefined when every object changes only what a version upgrade changes. Throws when the API
+   * server cannot be read (the next cycle tries again).
+   */
+  async #refusal(objects: PlannedObject[]): Promise<string | undefined> {
+    const running = new Map<string, unknown>();
+    const unreadable: string[] = [];
+    for (const o of objects) {
+      const key = objectKey(o);
+      if (running.has(key)) continue;
+      const res = await this.#kube.request(this.#pathOf(o)!, {
+        signal: AbortSignal.timeout(this.#config.requestTimeoutSeconds * 1000),
+      });
+      if (res.status === 200) running.set(key, res.body);
+      else if (res.status === 404) running.set(key, undefined);
+      else if (res.status === 403) {
+        running.set(key, undefined);
+        unreadable.push(`${describe(o)}: the upgrader may not read it (HTTP 403), so it may not patch it`);
+      } else throw new Error(`could not read ${describe(o)}: HTTP ${res.status}`);
+    }
+    if (unreadable.length > 0) return `the plan names objects outside the upgrader's rights: ${unreadable.join('; ')}`;
+    return planRefusal(objects, (o) => running.get(objectKey(o)), VERSIONS_CONFIGMAP);
   }
 
   #pathOf(o: PlannedObject): string | undefined {

@@ -4,9 +4,13 @@
  * runtime key pulls the plan and reports the phases, each audited; a rolled-back upgrade restores
  * the version before; reports about an upgrade no longer asked are refused; a version change waits
  * while it applies; an upgrade with Argo charts is the customer's, with the reason; keys of other
- * runtimes and roles are refused. The upgrader itself, on a real cluster: test/e2e/hybrid-upgrader.test.ts.
+ * runtimes and roles are refused. The phases go in order (over real HTTP on loopback): a report
+ * out of order is refused with the phase and the ones allowed next, and each phase is audited.
+ * The upgrader itself, on a real cluster: test/e2e/hybrid-upgrader.test.ts, and its refusal of a
+ * plan that changes more than an upgrade: test/integration/runtime/hybrid-upgrader-plan.test.ts.
  */
 import t from 'tap';
+import type { AddressInfo } from 'node:net';
 import { createTestApi } from '../../helpers/api.ts';
 import type {
   Runtime,
@@ -119,9 +123,10 @@ t.test('opted in: the upgrader gets the upgrade, pulls its plan, and reports it 
       .map((a) => [a.action, a.actor_role]),
     [
       ['runtime.upgrade', 'tenant'],
+      ['runtime.upgrade.applying', 'runtime'],
       ['runtime.upgrade.succeeded', 'runtime'],
     ],
-    'the request and the outcome are audited, the outcome with the runtime key as actor',
+    'the request and each phase are audited, the phases with the runtime key as actor',
   );
 });
 
@@ -200,3 +205,59 @@ t.test('only the key of an opted-in hybrid runtime may pull or report', async (t
   t.equal(admin.status, 403, 'an admin key has no runtime');
   t.equal(admin.body.error.code, 'UPGRADER_NOT_OPTED_IN');
 });
+
+t.test(
+  'the phases go in order over real HTTP: succeeded straight from pending is refused; each phase is audited',
+  async (t) => {
+    await api.app.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(api.app.server.address() as AddressInfo).port}/v1/runtime/upgrade`;
+    const post = async (key: string, body: unknown) => {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      return {
+        status: res.status,
+        body: (await res.json()) as { runtime: Runtime } & ErrorAnswer & { error: { details?: unknown } },
+      };
+    };
+    const { registered, key } = await hybrid('plant-f', { upgrades: 'agent' });
+    t.equal((await upgrade('plant-f', '1.5.0')).body.runtime.upgrade?.phase, 'pending', 'the upgrade is pending');
+
+    for (const phase of ['succeeded', 'rolled-back']) {
+      const early = await post(key, { to: '1.5.0', phase, message: 'runs 1.5.0' });
+      t.equal(early.status, 409, `${phase} straight from pending is refused`);
+      t.equal(early.body.error.code, 'UPGRADE_PHASE_OUT_OF_ORDER', `${phase}: the code says the order`);
+      t.equal(early.body.error.field, 'phase', `${phase}: the field named is phase`);
+      t.match(
+        early.body.error.message,
+        new RegExp(`the upgrade to 1\\.5\\.0 is pending: its next report is applying or failed, not ${phase}`),
+        `${phase}: the message names the current phase and the ones allowed next`,
+      );
+      t.same(
+        early.body.error.details,
+        { phase: 'pending', allowed: ['applying', 'failed'] },
+        `${phase}: details say the same`,
+      );
+    }
+    t.match((await runtime('plant-f')).upgrade, { phase: 'pending', message: null }, 'nothing was recorded');
+
+    t.equal((await post(key, { to: '1.5.0', phase: 'applying' })).status, 200, 'applying');
+    const again = await post(key, { to: '1.5.0', phase: 'applying' });
+    t.equal(again.status, 200, 'a repeated applying (a retried report) is answered');
+    t.equal(again.body.runtime.upgrade?.phase, 'applying', 'and changes nothing');
+    t.equal((await post(key, { to: '1.5.0', phase: 'succeeded', message: 'runs 1.5.0' })).status, 200, 'succeeded');
+
+    const rows = (await audits(registered.runtime.id)).filter((a) => a.action.startsWith('runtime.upgrade'));
+    t.same(
+      rows.map((a) => [a.action, a.actor_role, (a.after as { phase?: string }).phase]),
+      [
+        ['runtime.upgrade', 'tenant', undefined],
+        ['runtime.upgrade.applying', 'runtime', 'applying'],
+        ['runtime.upgrade.succeeded', 'runtime', 'succeeded'],
+      ],
+      'one audit row per phase, with the runtime key as actor; none for the refused reports or the repeat',
+    );
+  },
+);
