@@ -81,6 +81,16 @@ export interface HybridConfig {
   bootstrapTtlSeconds: number;
   /** Ingress-based hybrid runtimes, called over https (docs/hybrid.md "Ingress access"). */
   ingress: HybridIngressConfig;
+  /**
+   * How long a removed hybrid runtime's row is kept (its audit rows stay) before the
+   * `removed-runtime-purger` loop deletes it (PROVISIONER_REMOVED_RUNTIME_RETENTION_HOURS, default 24, 1..8760).
+   */
+  removedRetentionHours: number;
+  /**
+   * Bytes of generated bundles and diffs kept in this process (runtimes/bundle-cache.ts;
+   * PROVISIONER_HYBRID_BUNDLE_CACHE_MB, default 64, 0..4096; 0 keeps none).
+   */
+  bundleCacheBytes: number;
 }
 
 export interface HybridIngressConfig {
@@ -100,6 +110,11 @@ export interface HybridIngressConfig {
    * open connections (PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_RUNTIME, default 32, 1..4096); more: 503 RUNTIME_BUSY.
    */
   requestsPerRuntime: number;
+  /**
+   * The same across all of one tenant's ingress-based runtimes on this replica
+   * (PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_TENANT, default 64, 1..65536); more: 503 RUNTIME_BUSY.
+   */
+  requestsPerTenant: number;
 }
 
 /** Per-tenant budgets (docs/security.md "Tenant against tenant through shared resources"). */
@@ -118,6 +133,22 @@ export interface TenantBudgets {
   keys: number;
   /** Hybrid runtimes per tenant, not removed (PROVISIONER_HYBRID_RUNTIMES_PER_TENANT, default 10). */
   hybridRuntimes: number;
+  /** Hybrid runtime registrations one tenant may ask for per hour, per replica (PROVISIONER_HYBRID_REGISTRATIONS_PER_HOUR, default 30). */
+  hybridRegistrationsPerHour: number;
+  /**
+   * Upgrade bundles (GET …/runtimes/:name/bundle, POST …/runtimes/:name/upgrade) one tenant may ask
+   * for per minute, all its runtimes, per replica (PROVISIONER_HYBRID_BUNDLES_PER_MINUTE, default 60).
+   */
+  hybridBundlesPerMinute: number;
+  /** The same per runtime (PROVISIONER_HYBRID_BUNDLES_PER_RUNTIME_PER_MINUTE, default 20). */
+  hybridBundlesPerRuntimePerMinute: number;
+  /**
+   * In-cluster upgraders' polls (GET /v1/runtime/upgrade) per minute, all of one tenant's runtimes,
+   * per replica (PROVISIONER_HYBRID_UPGRADER_POLLS_PER_MINUTE, default 120).
+   */
+  upgraderPollsPerMinute: number;
+  /** The same per runtime (PROVISIONER_HYBRID_UPGRADER_POLLS_PER_RUNTIME_PER_MINUTE, default 60; an upgrader polls every 30 s). */
+  upgraderPollsPerRuntimePerMinute: number;
 }
 
 export const DEFAULT_TENANT_BUDGETS: TenantBudgets = {
@@ -128,6 +159,11 @@ export const DEFAULT_TENANT_BUDGETS: TenantBudgets = {
   managedClusters: 50,
   keys: 100,
   hybridRuntimes: 10,
+  hybridRegistrationsPerHour: 30,
+  hybridBundlesPerMinute: 60,
+  hybridBundlesPerRuntimePerMinute: 20,
+  upgraderPollsPerMinute: 120,
+  upgraderPollsPerRuntimePerMinute: 60,
 };
 
 function loadBudgets(env: Env): TenantBudgets {
@@ -146,6 +182,35 @@ function loadBudgets(env: Env): TenantBudgets {
     managedClusters: int(env, 'PROVISIONER_MANAGED_CLUSTERS_PER_TENANT', d.managedClusters, 1, 100_000),
     keys: int(env, 'PROVISIONER_KEYS_PER_TENANT', d.keys, 2, 100_000),
     hybridRuntimes: int(env, 'PROVISIONER_HYBRID_RUNTIMES_PER_TENANT', d.hybridRuntimes, 1, 10_000),
+    hybridRegistrationsPerHour: int(
+      env,
+      'PROVISIONER_HYBRID_REGISTRATIONS_PER_HOUR',
+      d.hybridRegistrationsPerHour,
+      1,
+      1_000_000,
+    ),
+    hybridBundlesPerMinute: int(env, 'PROVISIONER_HYBRID_BUNDLES_PER_MINUTE', d.hybridBundlesPerMinute, 1, 1_000_000),
+    hybridBundlesPerRuntimePerMinute: int(
+      env,
+      'PROVISIONER_HYBRID_BUNDLES_PER_RUNTIME_PER_MINUTE',
+      d.hybridBundlesPerRuntimePerMinute,
+      1,
+      1_000_000,
+    ),
+    upgraderPollsPerMinute: int(
+      env,
+      'PROVISIONER_HYBRID_UPGRADER_POLLS_PER_MINUTE',
+      d.upgraderPollsPerMinute,
+      1,
+      1_000_000,
+    ),
+    upgraderPollsPerRuntimePerMinute: int(
+      env,
+      'PROVISIONER_HYBRID_UPGRADER_POLLS_PER_RUNTIME_PER_MINUTE',
+      d.upgraderPollsPerRuntimePerMinute,
+      1,
+      1_000_000,
+    ),
   };
 }
 
@@ -469,7 +534,10 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
         allowedCidrsVariable: 'PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS',
         caPem: caBundle(env, 'PROVISIONER_HYBRID_INGRESS_CA_FILE'),
         requestsPerRuntime: int(env, 'PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_RUNTIME', 32, 1, 4096),
+        requestsPerTenant: int(env, 'PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_TENANT', 64, 1, 65_536),
       },
+      removedRetentionHours: int(env, 'PROVISIONER_REMOVED_RUNTIME_RETENTION_HOURS', 24, 1, 8760),
+      bundleCacheBytes: int(env, 'PROVISIONER_HYBRID_BUNDLE_CACHE_MB', 64, 0, 4096) * 1024 * 1024,
     },
   };
 }
@@ -585,6 +653,7 @@ const TUNNEL_VARIABLES: {
 } = {
   maxPayload: { variable: 'PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES', min: 16 * KiB, max: 64 * MiB },
   maxStreams: { variable: 'PROVISIONER_TUNNEL_MAX_STREAMS', min: 1, max: 65_535 },
+  maxStreamsPerTenant: { variable: 'PROVISIONER_TUNNEL_MAX_STREAMS_PER_TENANT', min: 1, max: 1_000_000 },
   streamWindow: { variable: 'PROVISIONER_TUNNEL_STREAM_WINDOW_BYTES', min: 16 * KiB, max: 64 * MiB },
   maxChunkBytes: { variable: 'PROVISIONER_TUNNEL_MAX_CHUNK_BYTES', min: KiB, max: 16 * MiB },
   maxHeaderBytes: { variable: 'PROVISIONER_TUNNEL_MAX_HEADER_BYTES', min: KiB, max: MiB },

@@ -85,6 +85,11 @@ export const ERROR_CODES = {
     description:
       "an in-cluster upgrader's report about an upgrade that is no longer the one asked (another version was asked for since) or has already ended",
   },
+  UPGRADE_PHASE_OUT_OF_ORDER: {
+    status: 409,
+    description:
+      "an in-cluster upgrader's report of a phase the upgrade's current phase may not be followed by (pending: applying or failed; applying: succeeded, rolled-back or failed); `details.phase` and `details.allowed` say which",
+  },
   UPGRADER_NOT_OPTED_IN: {
     status: 403,
     description:
@@ -230,7 +235,7 @@ export const ERROR_CODES = {
   RUNTIME_BUSY: {
     status: 503,
     description:
-      'the tunnel, or an ingress-based runtime (`PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_RUNTIME`), has as many requests in flight as it allows',
+      "the tunnel (per tunnel, or all of the tenant's tunnels together: `PROVISIONER_TUNNEL_MAX_STREAMS_PER_TENANT`), or an ingress-based runtime (`PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_RUNTIME`; all of the tenant's ingress runtimes together: `PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_TENANT`), has as many requests in flight as it allows",
   },
   SHUTTING_DOWN: { status: 503, description: 'the replica is shutting down; retry (another replica serves it)' },
   AUTH_TIMEOUT: { status: 503, description: "a tunnel upgrade's authentication took too long" },

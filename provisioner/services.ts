@@ -60,6 +60,9 @@ import { TenantService } from './tenant-api/service.ts';
 import { FleetUpgradeService } from './fleet/service.ts';
 import { FleetDriver } from './fleet/driver.ts';
 import { LoopManager, serviceRunnable } from './loops/manager.ts';
+import { Pruner } from './loops/pruner.ts';
+import { pruneKeys } from './store/idempotency.ts';
+import { purgeRemovedRuntimes } from './store/runtimes.ts';
 import {
   createRequestSigner,
   createTunnelServer,
@@ -151,6 +154,10 @@ export interface Services {
   runtimeObjects: RuntimeObjectService;
   /** Purges runtime objects' old tombstones (one replica at a time), started with the services. */
   tombstonePurger: TombstonePurger;
+  /** Deletes Idempotency-Key records past their replay window (store/idempotency.ts), started with the services. */
+  idempotencyPruner: Pruner;
+  /** Deletes hybrid runtimes removed longer than PROVISIONER_REMOVED_RUNTIME_RETENTION_HOURS, started with the services. */
+  removedRuntimePurger: Pruner;
   /** The reconcile loop (not started); undefined with PROVISIONER_ENGINE=none. */
   reconciler: Reconciler | undefined;
   /** The reconciler's engine (what `provisioner doctor` reports on); undefined with PROVISIONER_ENGINE=none. */
@@ -163,7 +170,7 @@ export interface Services {
   attachHttpServer(server: Server): void;
   /** The process's background loops, each by name, in start order (loops/manager.ts). */
   loops: LoopManager;
-  /** Starts the loops of phase `services` in their order (the tunnel directory, the LISTEN connection, the probes, the purger, the drift watch). */
+  /** Starts the loops of phase `services` in their order (the tunnel directory, the LISTEN connection, the probes, the purgers, the drift watch). */
   start(): Promise<void>;
   /** Starts the loops of phase `workers` (the reconciler, the fleet driver): call once the HTTP server listens. */
   startWorkers(): Promise<void>;
@@ -223,6 +230,7 @@ export async function buildServices(
     policy: { ...config.hybrid.ingress, ownUrl: config.hybrid.publicUrl },
     caPem: config.hybrid.ingress.caPem,
     requestsPerRuntime: config.hybrid.ingress.requestsPerRuntime,
+    requestsPerTenant: config.hybrid.ingress.requestsPerTenant,
     ...child('ingress'),
   });
   const onRelay = registerTunnelMetrics(metrics, tunnel);
@@ -333,6 +341,22 @@ export async function buildServices(
     ...(logger ? { log: logger.child({ component: 'tombstone-purge' }) } : {}),
   });
   const tenantChanges = new TenantChangeService({ pool, notifications });
+  // Stored signup and registration answers hold secrets (API keys, bootstrap tokens): kept no longer than they are replayed.
+  const idempotencyPruner = new Pruner({
+    name: 'idempotency-pruner',
+    pool,
+    batch: (db, limit) => pruneKeys(db, limit),
+    what: 'deleted Idempotency-Key records past their replay window',
+    log: logger?.child({ component: 'idempotency-pruner' }),
+  });
+  const removedRuntimePurger = new Pruner({
+    name: 'removed-runtime-purger',
+    pool,
+    batch: (db, limit) => purgeRemovedRuntimes(db, config.hybrid.removedRetentionHours, limit),
+    batchSize: 100,
+    what: 'purged hybrid runtimes removed longer than PROVISIONER_REMOVED_RUNTIME_RETENTION_HOURS',
+    log: logger?.child({ component: 'removed-runtime-purger' }),
+  });
 
   // Every loop of the process, in start order; stopped in the reverse order (loops/manager.ts).
   // `services` start with the services, `workers` once the HTTP server listens (server.ts).
@@ -343,6 +367,8 @@ export async function buildServices(
       { phase: 'services', runnable: managedClusterProber.loop },
       { phase: 'services', runnable: managedClusterTokens.loop },
       { phase: 'services', runnable: tombstonePurger.loop },
+      { phase: 'services', runnable: idempotencyPruner.loop },
+      { phase: 'services', runnable: removedRuntimePurger.loop },
       driftWatch && { phase: 'services', runnable: serviceRunnable('drift-watch', driftWatch, driftWatch.health) },
       // Its stop waits for running attempts within the grace period.
       reconcilerParts && {
@@ -368,6 +394,8 @@ export async function buildServices(
     replicaId: tunnelDirectory.replicaId,
     onKeyRevoked,
     ingressPolicy: { ...config.hybrid.ingress, ownUrl: config.hybrid.publicUrl },
+    rates: config.budgets,
+    bundleCacheBytes: config.hybrid.bundleCacheBytes,
   });
   let stopped: Promise<void> | undefined;
 
@@ -401,6 +429,8 @@ export async function buildServices(
     logHub,
     runtimeObjects,
     tombstonePurger,
+    idempotencyPruner,
+    removedRuntimePurger,
     tenantChanges,
     reconciler: reconcilerParts?.reconciler,
     engine: reconcilerParts?.engine,

@@ -56,16 +56,20 @@ import {
 } from '../../runtime/hybrid/bundle.ts';
 import { upgradeBundle } from '../../runtime/hybrid/upgrade.ts';
 import { agentRefusal, upgraderPatchable, upgraderPlan } from '../../runtime/hybrid/upgrader.ts';
-import type { UpgraderAssignment, UpgraderReportBody } from '../../runtime/protocol/upgrade.ts';
+import { UPGRADER_NEXT, type UpgraderAssignment, type UpgraderReportBody } from '../../runtime/protocol/upgrade.ts';
 import { checkVersionChange } from '../runtime-versions/service.ts';
 import { RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
 import {
   ingressRegistrationProblem,
   ingressUrlShapeProblem,
+  normalIngressUrl,
   type IngressAddressPolicy,
   type Lookup,
 } from '../tunnel/ingress-address.ts';
 import { BOOTSTRAP_TOKEN_PATTERN, type BootstrapAnswer } from '../../runtime/protocol/bootstrap.ts';
+import { BundleCache, bundleCacheKey, type BundleCacheStats } from './bundle-cache.ts';
+import { RuntimeRates, type RuntimeRateBudgets } from './rates.ts';
+import { DEFAULT_TENANT_BUDGETS } from '../config.ts';
 
 /**
  * How long an upgrade the in-cluster upgrader reported `applying` holds off another version change:
@@ -117,6 +121,10 @@ export interface RuntimeServiceDeps {
   ingressPolicy: IngressAddressPolicy;
   /** Name resolution for the ingressUrl check (default the system's). */
   lookup?: Lookup;
+  /** Rates of registrations, bundles and upgraders' polls (config.budgets; default DEFAULT_TENANT_BUDGETS'). */
+  rates?: RuntimeRateBudgets;
+  /** Bytes of generated bundles kept (config.hybrid.bundleCacheBytes; default bundle-cache.ts's). */
+  bundleCacheBytes?: number;
 }
 
 /** Who reads: a tenant's own key reads no operator remediation text in the hosted runtime's conditions. */
@@ -135,10 +143,28 @@ const iso = (d: Date | null): string | null => d?.toISOString() ?? null;
 export class RuntimeService {
   readonly #deps: RuntimeServiceDeps;
   readonly #bundle: (input: InstallBundleInput) => InstallBundle;
+  /** Upgrade bundles and the bundles upgraders' plans compare, once per settings and versions. */
+  readonly #generated: BundleCache;
+  readonly #rates: RuntimeRates;
 
   constructor(deps: RuntimeServiceDeps) {
     this.#deps = deps;
     this.#bundle = deps.bundle ?? hybridInstallBundle;
+    this.#generated = new BundleCache(deps.bundleCacheBytes !== undefined ? { maxBytes: deps.bundleCacheBytes } : {});
+    this.#rates = new RuntimeRates(deps.rates ?? DEFAULT_TENANT_BUDGETS);
+  }
+
+  /** What the cache of generated bundles did (builds are misses): metrics and tests. */
+  bundleCacheStats(): BundleCacheStats {
+    return this.#generated.stats();
+  }
+
+  /**
+   * Takes one poll of a runtime's in-cluster upgrader from its tenant's and its own rates, or 429
+   * (before anything is read: a poll that is refused costs nothing more).
+   */
+  admitUpgraderPoll(tenantId: string | null | undefined, runtimeId: string | null | undefined): void {
+    if (tenantId && runtimeId) this.#rates.upgraderPoll(tenantId, runtimeId);
   }
 
   async list(tenantId: string, reader: Reader): Promise<Runtime[]> {
@@ -183,6 +209,7 @@ export class RuntimeService {
     by: Requester,
     reader: Reader,
   ): Promise<{ status: number; body: RuntimeRegistered }> {
+    this.#rates.registration(tenantId);
     const publicUrl = this.#publicUrl();
     if (input.mode === 'hosted')
       throw new AppError(
@@ -191,8 +218,11 @@ export class RuntimeService {
         { field: 'mode' },
       );
     checkShape(input);
-    if (input.access === 'ingress' && input.ingressUrl !== undefined) {
-      const problem = await ingressRegistrationProblem(input.ingressUrl, this.#deps.ingressPolicy, this.#deps.lookup);
+    // Stored and used as its origin only (checkShape refused every other spelling).
+    const ingressUrl =
+      input.access === 'ingress' && input.ingressUrl !== undefined ? normalIngressUrl(input.ingressUrl) : undefined;
+    if (ingressUrl !== undefined) {
+      const problem = await ingressRegistrationProblem(ingressUrl, this.#deps.ingressPolicy, this.#deps.lookup);
       if (problem) throw errors.validation(problem, 'ingressUrl');
     }
     return withTx(this.#deps.pool, async (tx) => {
@@ -232,7 +262,7 @@ export class RuntimeService {
           tenantId,
           name: input.name,
           access: input.access,
-          ingressUrl: input.access === 'ingress' ? input.ingressUrl : undefined,
+          ingressUrl,
           argo: input.argo,
           argoNamespace: input.argo === 'existing' ? input.argoNamespace : undefined,
           upgrades,
@@ -365,13 +395,18 @@ export class RuntimeService {
   /**
    * A hybrid runtime's upgrade bundle at catalog version `to` (default: the version it is asked to
    * run) and its diff against `from` (default: the version before the last change when `to` is the
-   * current one, else the current one). Changes nothing.
+   * current one, else the current one). Changes nothing. Refused like an upgrade to `to` would be
+   * for its availability: a withdrawn version never, a deprecated one not for a tenant key unless
+   * the runtime runs it. Within the tenant's and the runtime's bundle rates (429).
    */
   async bundle(
     tenantId: string,
     name: string,
     q: { version?: string | undefined; from?: string | undefined },
+    reader: Reader = 'operator',
   ): Promise<RuntimeUpgradeBundle> {
+    // Before anything is read: a refused request costs no database round trip.
+    this.#rates.bundle(tenantId, name);
     const publicUrl = this.#publicUrl();
     await this.#tenant(tenantId);
     const row = await getRuntimeByName(this.#deps.pool, tenantId, name);
@@ -379,6 +414,10 @@ export class RuntimeService {
     hybridOnly(row, tenantId);
     const to = q.version ?? row.version!;
     const from = q.from ?? (to === row.version ? (row.previous_version ?? to) : row.version!);
+    if (!this.#deps.catalog.get(to)) throw errors.unknownVersion(to, 'version');
+    const availability = await availabilityOf(this.#deps.pool, to);
+    if (availability === 'withdrawn' || (availability === 'deprecated' && reader === 'tenant' && to !== row.version))
+      throw errors.versionUnavailable(to, availability, 'version');
     return this.#upgradeBundle(row, publicUrl, from, to, { to: 'version', from: 'from' });
   }
 
@@ -397,6 +436,8 @@ export class RuntimeService {
     by: Requester,
     reader: Reader,
   ): Promise<RuntimeUpgraded> {
+    // The answer is a bundle: within the bundle rates, taken before anything is read.
+    this.#rates.bundle(tenantId, name);
     const publicUrl = this.#publicUrl();
     return withTx(this.#deps.pool, async (tx) => {
       const tenant = await getTenantRow(tx, tenantId);
@@ -407,7 +448,9 @@ export class RuntimeService {
       const from = row.version!;
       if (!this.#deps.catalog.get(version)) throw errors.unknownVersion(version, 'version');
       if (version === from) {
-        const upgrade = this.#upgradeBundle(row, publicUrl, row.previous_version ?? from, from, { to: 'version' });
+        const upgrade = await this.#upgradeBundle(row, publicUrl, row.previous_version ?? from, from, {
+          to: 'version',
+        });
         const byAgent = row.upgrade_phase !== null && row.upgrade_to === from;
         return {
           runtime: this.#view(row, tenant, reader),
@@ -439,7 +482,7 @@ export class RuntimeService {
         previous: row.previous_version,
         field: 'version',
       });
-      const upgrade = this.#upgradeBundle(row, publicUrl, from, version, { to: 'version' });
+      const upgrade = await this.#upgradeBundle(row, publicUrl, from, version, { to: 'version' });
       // Opted in, the upgrader applies it when every change is one it may make; else the customer does.
       const customerActionReason =
         row.upgrades === 'agent' ? (agentRefusal(upgrade, this.#patchable(row, publicUrl, version)) ?? null) : null;
@@ -494,7 +537,7 @@ export class RuntimeService {
       } catch {
         continue;
       }
-      const upgrade = this.#upgradeBundle(row, publicUrl, row.version!, target, { to: 'version' });
+      const upgrade = await this.#upgradeBundle(row, publicUrl, row.version!, target, { to: 'version' });
       const refusal = agentRefusal(upgrade, this.#patchable(row, publicUrl, target));
       if (refusal !== undefined) continue;
       const changed = await setHybridRuntimeVersion(tx, row.id, target, true);
@@ -538,8 +581,11 @@ export class RuntimeService {
 
   /**
    * What the in-cluster upgrader reports about the upgrade to `to`: recorded with its audit row
-   * (the runtime key as the actor). 409 UPGRADE_SUPERSEDED when that upgrade is no longer the one
-   * asked or has ended. `rolled-back` makes the version before the runtime's version again.
+   * (the runtime key as the actor), one row per phase. 409 UPGRADE_SUPERSEDED when that upgrade is
+   * no longer the one asked or has ended; 409 UPGRADE_PHASE_OUT_OF_ORDER for a phase its current
+   * one may not be followed by (UPGRADER_NEXT: `succeeded` straight from `pending` would say an
+   * upgrade rolled out that was never reported started). `rolled-back` makes the version before
+   * the runtime's version again.
    */
   async upgraderReport(
     runtimeId: string | null | undefined,
@@ -550,6 +596,23 @@ export class RuntimeService {
       const row = await this.#upgraderRuntime(tx, runtimeId, true);
       const tenant = await getTenantRow(tx, row.tenant_id);
       if (!tenant) throw errors.notFound('tenant', row.tenant_id);
+      const current = row.upgrade_phase;
+      if (
+        (current === 'pending' || current === 'applying') &&
+        row.upgrade_to === report.to &&
+        row.version === report.to
+      ) {
+        // The row is locked: the phases go in order, whatever the upgrader sends.
+        if (current === 'applying' && report.phase === 'applying')
+          return { runtime: this.#view(row, tenant, 'operator') };
+        const allowed = UPGRADER_NEXT[current];
+        if (!allowed.includes(report.phase))
+          throw new AppError(
+            'UPGRADE_PHASE_OUT_OF_ORDER',
+            `the upgrade to ${report.to} is ${current}: its next report is ${allowed.join(' or ')}, not ${report.phase}`,
+            { field: 'phase', details: { phase: current, allowed } },
+          );
+      }
       const changed = await recordUpgraderReport(tx, row.id, report.to, report.phase, report.message?.trim() || null);
       if (!changed)
         throw new AppError(
@@ -559,15 +622,14 @@ export class RuntimeService {
             : `the upgrade to ${report.to} is not the one asked now (${row.upgrade_phase === 'pending' || row.upgrade_phase === 'applying' ? `${row.upgrade_to}, ${row.upgrade_phase}` : `none; the runtime is to run ${row.version}`})`,
           { field: 'to' },
         );
-      if (report.phase !== 'applying')
-        await writeAudit(tx, by.actor, {
-          action: `runtime.upgrade.${report.phase}`,
-          targetType: 'runtime',
-          targetId: row.id,
-          before: { version: row.upgrade_from, target: report.to },
-          after: { version: changed.version, appliedBy: 'agent', message: changed.upgrade_message },
-          requestId: by.requestId,
-        });
+      await writeAudit(tx, by.actor, {
+        action: `runtime.upgrade.${report.phase}`,
+        targetType: 'runtime',
+        targetId: row.id,
+        before: { version: row.upgrade_from, target: report.to, phase: current },
+        after: { version: changed.version, appliedBy: 'agent', phase: report.phase, message: changed.upgrade_message },
+        requestId: by.requestId,
+      });
       return { runtime: this.#view(changed, tenant, 'operator') };
     });
   }
@@ -584,15 +646,16 @@ export class RuntimeService {
     return row;
   }
 
-  /** The upgrade bundle of `row` at `version` (what the upgrader's plan compares). */
+  /** The upgrade bundle of `row` at `version` (what the upgrader's plan compares), built once per settings and version. */
   #bundleAt(row: RuntimeRow, publicUrl: string, version: string): InstallBundle {
     const entry = this.#deps.catalog.get(version);
     if (!entry) throw errors.unknownVersion(version, 'version');
-    return hybridInstallBundle({
-      ...this.#bundleInput(row, publicUrl),
-      version: entry,
-      purpose: 'upgrade',
-    });
+    const { version: _version, ...input } = this.#bundleInput(row, publicUrl);
+    return this.#generated.get(
+      bundleCacheKey('install-bundle', input, version),
+      () => hybridInstallBundle({ ...input, version: entry, purpose: 'upgrade' }),
+      installBundleBytes,
+    );
   }
 
   /** What the upgrader of `row` may patch (its Role, as its bundle at `version` grants it). */
@@ -606,19 +669,27 @@ export class RuntimeService {
     return publicUrl;
   }
 
-  #upgradeBundle(
+  async #upgradeBundle(
     row: RuntimeRow,
     publicUrl: string,
     from: string,
     to: string,
     fields: { to: string; from?: string },
-  ): RuntimeUpgradeBundle {
+  ): Promise<RuntimeUpgradeBundle> {
     const target = this.#deps.catalog.get(to);
     if (!target) throw errors.unknownVersion(to, fields.to);
     const base = this.#deps.catalog.get(from);
     if (!base) throw errors.unknownVersion(from, fields.from ?? fields.to);
     const { version: _version, ...input } = this.#bundleInput(row, publicUrl);
-    return upgradeBundle(input, base, target);
+    // Keyed by everything the bundle is a function of: the settings (with the control plane's URL
+    // and public key) and the two catalog versions. A tenant may ask for many pairs at once: the
+    // builds wait their turn in the build queue (bundle-cache.ts).
+    return this.#generated.getQueued(
+      bundleCacheKey('upgrade-bundle', input, from, to),
+      row.tenant_id,
+      () => upgradeBundle(input, base, target),
+      upgradeBundleBytes,
+    );
   }
 
   #bundleInput(row: RuntimeRow, publicUrl: string): Omit<InstallBundleInput, 'bootstrapToken'> {
@@ -973,6 +1044,14 @@ function checkShape(input: RegisterRuntime): void {
     throw errors.validation('argoNamespace goes only with argo: existing', 'argoNamespace');
   }
 }
+
+/** What a cached install bundle holds, roughly: its manifests twice (text and objects) and its charts. */
+const installBundleBytes = (b: InstallBundle): number =>
+  2 * b.manifests.length + b.charts.reduce((n, c) => n + c.values.length, 0) + 1024;
+
+/** What a cached upgrade bundle holds, roughly: its manifests, charts and diff. */
+const upgradeBundleBytes = (b: RuntimeUpgradeBundle): number =>
+  b.install.manifests.length + b.install.charts.reduce((n, c) => n + c.values.length, 0) + b.diff.length + 1024;
 
 const hybridNotConfigured = () =>
   new AppError(

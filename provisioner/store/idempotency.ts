@@ -7,7 +7,8 @@
  * the answer is encrypted bound to that hash, and a record is replayed only within
  * REPLAY_WINDOW_HOURS of the first request; after that the key starts afresh. The public route
  * only takes high-entropy keys (http/routes/signup.ts), so a stranger cannot guess one, nor
- * learn from a 409 which keys others use.
+ * learn from a 409 which keys others use. Records past the window are deleted by the
+ * `idempotency-pruner` loop (services.ts), not only when their key comes back.
  */
 import { createHash } from 'node:crypto';
 import type { Queryable } from '../db/tx.ts';
@@ -99,10 +100,18 @@ export async function storeResponse(
   ]);
 }
 
-export async function pruneKeys(db: Queryable, olderThanHours = 24): Promise<number> {
+/**
+ * Deletes up to `limit` records older than the replay window (`olderThanHours`, default
+ * REPLAY_WINDOW_HOURS): past it a record is never replayed (claimKey forgets it), and a stored
+ * answer holds secrets (a signup's API key, a registration's bootstrap token), so it is not kept
+ * longer than it serves. Records another transaction holds are skipped. Answers how many went.
+ */
+export async function pruneKeys(db: Queryable, limit: number, olderThanHours = REPLAY_WINDOW_HOURS): Promise<number> {
   const { rowCount } = await db.query(
-    `DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(hours => $1)`,
-    [olderThanHours],
+    `DELETE FROM idempotency_keys WHERE (scope, key) IN (
+       SELECT scope, key FROM idempotency_keys WHERE created_at < now() - make_interval(hours => $1)
+        ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+    [olderThanHours, limit],
   );
   return rowCount ?? 0;
 }

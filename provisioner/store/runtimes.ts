@@ -347,3 +347,26 @@ export async function hybridRuntimesBehind(
   );
   return rows;
 }
+
+/**
+ * Deletes up to `limit` hybrid runtimes removed more than `retentionHours` ago, with what still
+ * names them: their tunnel rows and runtime objects (ON DELETE CASCADE; removal already deleted
+ * the objects) and their runtime keys (revoked at removal; a key row names its runtime, and the
+ * runtime row its key, so the row's reference is cleared first). Rows another transaction holds
+ * are skipped (SKIP LOCKED): replicas purging at once each take others. Answers how many went.
+ * The audit rows of the runtime's registration, removal and upgrades stay.
+ */
+export async function purgeRemovedRuntimes(db: Queryable, retentionHours: number, limit: number): Promise<number> {
+  const { rows } = await db.query<{ id: string }>(
+    `SELECT id FROM runtimes
+      WHERE mode = 'hybrid' AND removed_at < now() - make_interval(hours => $1)
+      ORDER BY removed_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
+    [retentionHours, limit],
+  );
+  if (rows.length === 0) return 0;
+  const ids = rows.map((r) => r.id);
+  await db.query('UPDATE runtimes SET runtime_key_id = NULL WHERE id = ANY($1::uuid[])', [ids]);
+  await db.query('DELETE FROM api_keys WHERE runtime_id = ANY($1::uuid[])', [ids]);
+  const { rowCount } = await db.query('DELETE FROM runtimes WHERE id = ANY($1::uuid[])', [ids]);
+  return rowCount ?? 0;
+}

@@ -45,7 +45,8 @@ const RegisterBody = Type.Object(
         minLength: 1,
         maxLength: 2048,
         pattern: NUL_FREE,
-        description: "access=ingress: the https URL the customer's ingress serves the runtime at",
+        description:
+          "access=ingress: the https origin the customer's ingress serves the runtime at (`https://host[:port]`: no credentials, path, query, fragment, whitespace or control character); stored as its origin (lower-case host, default port dropped)",
       }),
     ),
     argo: StringEnum(['new', 'existing'] as const, {
@@ -147,7 +148,7 @@ export const runtimeRoutes =
         schema: {
           summary: "Register a hybrid runtime, installed in the customer's own cluster",
           description:
-            "The answer holds a single-use bootstrap token (stored hashed; valid for PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS, default a day) and the install: the manifests (the only secret in them is the bootstrap token), the Argo charts for argo=new, the one command that applies them, and the command that removes them. The bundle's Job exchanges the token for the runtime key inside the cluster (POST /v1/runtimes/bootstrap). Honors Idempotency-Key: the same key and body answer the first answer again for an hour.",
+            "The answer holds a single-use bootstrap token (stored hashed; valid for PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS, default a day) and the install: the manifests (the only secret in them is the bootstrap token), the Argo charts for argo=new, the one command that applies them, and the command that removes them. The bundle's Job exchanges the token for the runtime key inside the cluster (POST /v1/runtimes/bootstrap). Honors Idempotency-Key: the same key and body answer the first answer again for an hour. At most PROVISIONER_HYBRID_REGISTRATIONS_PER_HOUR registrations per tenant (replays included): more, 429 RATE_LIMITED with Retry-After.",
           tags: ['runtimes'],
           params: TenantParams,
           body: RegisterBody,
@@ -202,14 +203,14 @@ export const runtimeRoutes =
         schema: {
           summary: "A hybrid runtime's upgrade bundle at a catalog version, with its diff",
           description:
-            'The bundle the customer applies over the installed runtime (no bootstrap token or Job), the command that applies it, and what it changes against `from`: a unified diff and the objects and Argo charts added, changed and removed. Changes nothing. The hosted runtime has none: 409 HOSTED_RUNTIME_NO_BUNDLE.',
+            "The bundle the customer applies over the installed runtime (no bootstrap token or Job), the command that applies it, and what it changes against `from`: a unified diff and the objects and Argo charts added, changed and removed. Changes nothing. The hosted runtime has none: 409 HOSTED_RUNTIME_NO_BUNDLE. A withdrawn version's bundle is refused (422 RUNTIME_VERSION_UNAVAILABLE), and a deprecated one's for a tenant key unless the runtime runs it, as an upgrade to it would be. Within the tenant's and the runtime's bundle rates (PROVISIONER_HYBRID_BUNDLES_PER_MINUTE, PROVISIONER_HYBRID_BUNDLES_PER_RUNTIME_PER_MINUTE, shared with the upgrade route): more, 429 RATE_LIMITED with Retry-After.",
           tags: ['runtimes'],
           params: NameParams,
           querystring: BundleQuery,
           response: withErrors({ 200: RuntimeUpgradeBundle }),
         },
       },
-      async (request) => ctx.runtimes.bundle(request.params.id, request.params.name, request.query),
+      async (request) => ctx.runtimes.bundle(request.params.id, request.params.name, request.query, readerOf(request)),
     );
 
     app.post(
@@ -219,7 +220,7 @@ export const runtimeRoutes =
         schema: {
           summary: 'Upgrade (or roll back) a hybrid runtime: the customer applies the answered bundle',
           description:
-            "Checked like a tenant's own upgrade (the catalog's upgrade paths and stepping stones; a rollback only to the version before, where the catalog allows it; not withdrawn, and not deprecated for a tenant key) and recorded as the version the runtime's customer is asked to run. The control plane holds no credentials to the customer's cluster: the answer's upgrade bundle and command are for the customer to apply; the runtime's agents then report the new version (`reportedVersion`, `versionSkew`). The version the runtime already has answers 200 with `changed: false`.",
+            "Checked like a tenant's own upgrade (the catalog's upgrade paths and stepping stones; a rollback only to the version before, where the catalog allows it; not withdrawn, and not deprecated for a tenant key) and recorded as the version the runtime's customer is asked to run. The control plane holds no credentials to the customer's cluster: the answer's upgrade bundle and command are for the customer to apply; the runtime's agents then report the new version (`reportedVersion`, `versionSkew`). The version the runtime already has answers 200 with `changed: false`. Counts against the bundle rates like GET …/bundle (429 RATE_LIMITED with Retry-After).",
           tags: ['runtimes'],
           params: NameParams,
           body: UpgradeRuntimeBody,
@@ -270,12 +271,16 @@ export const runtimeRoutes =
           summary:
             "A hybrid runtime's in-cluster upgrader pulls the upgrade it is to apply (runtime keys of runtimes with upgrades=agent)",
           description:
-            'The version the runtime is to run and, while an upgrade by the upgrader is pending or applying, its plan: the objects to server-side apply in order and the same objects as the version before had them (the rollback). 403 UPGRADER_NOT_OPTED_IN for any other key.',
+            "The version the runtime is to run and, while an upgrade by the upgrader is pending or applying, its plan: the objects to server-side apply in order and the same objects as the version before had them (the rollback). 403 UPGRADER_NOT_OPTED_IN for any other key. Within the tenant's and the runtime's poll rates (PROVISIONER_HYBRID_UPGRADER_POLLS_PER_MINUTE, PROVISIONER_HYBRID_UPGRADER_POLLS_PER_RUNTIME_PER_MINUTE): more, 429 RATE_LIMITED with Retry-After.",
           tags: ['runtimes'],
           response: withErrors({ 200: UpgraderAssignment }),
         },
       },
-      async (request) => ctx.runtimes.upgraderAssignment(authOf(request).runtimeId),
+      async (request) => {
+        const auth = authOf(request);
+        ctx.runtimes.admitUpgraderPoll(auth.tenantId, auth.runtimeId);
+        return ctx.runtimes.upgraderAssignment(auth.runtimeId);
+      },
     );
 
     app.post(
@@ -285,7 +290,7 @@ export const runtimeRoutes =
         schema: {
           summary: "A hybrid runtime's in-cluster upgrader reports how the upgrade goes",
           description:
-            "`applying` once it starts; then `succeeded`, `rolled-back` (the rollout failed and it put the version before back: that becomes the runtime's version again) or `failed` (the rollback failed too). Audited. 409 UPGRADE_SUPERSEDED when the upgrade to `to` is not the one asked now or already ended.",
+            "`applying` once it starts; then `succeeded`, `rolled-back` (the rollout failed and it put the version before back: that becomes the runtime's version again) or `failed` (the rollback failed too, or the plan was refused unapplied: then straight from `pending`). Each phase audited. 409 UPGRADE_SUPERSEDED when the upgrade to `to` is not the one asked now or already ended; 409 UPGRADE_PHASE_OUT_OF_ORDER for a phase out of that order.",
           tags: ['runtimes'],
           body: UpgraderReportBody,
           response: withErrors({ 200: Type.Object({ runtime: Type.Ref('Runtime') }) }),

@@ -147,6 +147,7 @@ t.test('tunnel limits: defaults from the tunnel server, each one settable, bad v
     {
       PROVISIONER_TUNNEL_MAX_PAYLOAD_BYTES: '2097152',
       PROVISIONER_TUNNEL_MAX_STREAMS: '64',
+      PROVISIONER_TUNNEL_MAX_STREAMS_PER_TENANT: '128',
       PROVISIONER_TUNNEL_STREAM_WINDOW_BYTES: '65536',
       PROVISIONER_TUNNEL_MAX_CHUNK_BYTES: '131072',
       PROVISIONER_TUNNEL_MAX_HEADER_BYTES: '8192',
@@ -165,6 +166,7 @@ t.test('tunnel limits: defaults from the tunnel server, each one settable, bad v
   t.same(c.tunnel, {
     maxPayload: 2097152,
     maxStreams: 64,
+    maxStreamsPerTenant: 128,
     streamWindow: 65536,
     maxChunkBytes: 131072,
     maxHeaderBytes: 8192,

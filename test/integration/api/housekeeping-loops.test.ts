@@ -1,0 +1,134 @@
+/**
+ * What outlives its use is deleted by loops under the loop manager (real Postgres, the real
+ * services): an Idempotency-Key record past its replay window (a stored signup answer holds an API
+ * key) is gone after a round of `idempotency-pruner` while a fresh one stays and still replays;
+ * a hybrid runtime removed longer than PROVISIONER_REMOVED_RUNTIME_RETENTION_HOURS is gone after a
+ * round of `removed-runtime-purger`, with its revoked key and its tunnel row, its audit rows kept,
+ * while a runtime removed recently and a live one stay.
+ */
+import t from 'tap';
+import { createHash, randomUUID } from 'node:crypto';
+import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
+import { until } from '../../helpers/wait.ts';
+import type { PeriodicLoop } from '../../../provisioner/loops/periodic.ts';
+import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
+
+const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
+t.teardown(() => api.close());
+
+/** Wakes the loop and waits for the round that follows (observable: its round count). */
+async function oneRound(loop: PeriodicLoop): Promise<void> {
+  const before = loop.status().rounds;
+  loop.kick();
+  await until(`a round of ${loop.name}`, () => loop.status().rounds > before);
+  const status = loop.status();
+  if (status.consecutiveFailures > 0) throw new Error(`${loop.name} failed: ${status.lastError}`);
+}
+
+const digest = (key: string) => createHash('sha256').update(key).digest('hex');
+
+t.test('idempotency records are deleted once past their replay window', async (t) => {
+  t.ok(
+    api.services.loops.status().some((l) => l.name === 'idempotency-pruner' && l.state === 'running'),
+    'the idempotency-pruner runs under the loop manager',
+  );
+  const oldKey = randomUUID();
+  const freshKey = randomUUID();
+  const oldOrg = { organization: uniqueOrg('old'), email: 'old@example.com' };
+  const freshOrg = { organization: uniqueOrg('fresh'), email: 'fresh@example.com' };
+  const signup = (body: object, key: string) =>
+    api.app.inject({ method: 'POST', url: '/v1/signup', headers: { 'idempotency-key': key }, payload: body });
+  t.equal((await signup(oldOrg, oldKey)).statusCode, 202, 'a signup with a key');
+  const fresh = await signup(freshOrg, freshKey);
+  t.equal(fresh.statusCode, 202, 'another signup with another key');
+  await api.db.pool.query(`UPDATE idempotency_keys SET created_at = now() - interval '61 minutes' WHERE key = $1`, [
+    digest(oldKey),
+  ]);
+
+  await oneRound(api.services.idempotencyPruner.loop);
+
+  const { rows } = await api.db.pool.query<{ key: string }>('SELECT key FROM idempotency_keys');
+  t.notOk(
+    rows.some((r) => r.key === digest(oldKey)),
+    'the record past the window (with its sealed API key) is gone',
+  );
+  t.ok(
+    rows.some((r) => r.key === digest(freshKey)),
+    'the record within the window stays',
+  );
+  const replay = await signup(freshOrg, freshKey);
+  t.equal(replay.statusCode, 202, 'and still replays its answer');
+  t.equal(replay.json().apiKey, fresh.json().apiKey, 'the same answer');
+});
+
+t.test('a hybrid runtime removed longer than the retention is purged with what names it', async (t) => {
+  t.equal(api.config.hybrid.removedRetentionHours, 24, 'the default retention is a day');
+  const tenant = await api.signup();
+  const base = `/v1/tenants/${tenant.tenantId}/runtimes`;
+  const register = async (name: string) => {
+    const res = await api.request('POST', base, {
+      key: tenant.apiKey,
+      body: { name, mode: 'hybrid', access: 'tunnel', argo: 'new' },
+    });
+    if (res.statusCode !== 201) throw new Error(`registration of ${name} answered ${res.statusCode}`);
+    const reg = res.json<RuntimeRegistered>();
+    const redeemed = await api.request('POST', '/v1/runtimes/bootstrap', { key: reg.bootstrapToken, body: {} });
+    if (redeemed.statusCode !== 200) throw new Error(`bootstrap of ${name} answered ${redeemed.statusCode}`);
+    return { id: reg.runtime.id, key: redeemed.json<RuntimeBootstrapAnswer>().runtimeToken };
+  };
+  const remove = async (name: string) => {
+    const res = await api.request('DELETE', `${base}/${name}`, { key: tenant.apiKey });
+    if (res.statusCode !== 200) throw new Error(`removal of ${name} answered ${res.statusCode}`);
+  };
+  const old = await register('old');
+  const recent = await register('recent');
+  const live = await register('live');
+  // A tunnel row left behind by a replica that died while it held the old runtime's tunnel.
+  await api.db.pool.query(
+    `INSERT INTO hybrid_runtime_tunnels (runtime_id, tenant_id, connection_id, replica_id, replica_url, connected_at, seen_at)
+     VALUES ($1, $2, $3, 'gone-replica', 'http://127.0.0.1:1', now() - interval '2 days', now() - interval '2 days')`,
+    [old.id, tenant.tenantId, randomUUID()],
+  );
+  await remove('old');
+  await remove('recent');
+  await api.db.pool.query(`UPDATE runtimes SET removed_at = now() - interval '25 hours' WHERE id = $1`, [old.id]);
+  // The name of a removed runtime may be registered again: the new one is not purged with the old.
+  const again = await register('old');
+
+  await oneRound(api.services.removedRuntimePurger.loop);
+
+  const ids = async () =>
+    new Set(
+      (
+        await api.db.pool.query<{ id: string }>('SELECT id FROM runtimes WHERE tenant_id = $1', [tenant.tenantId])
+      ).rows.map((r) => r.id),
+    );
+  const left = await ids();
+  t.notOk(left.has(old.id), 'the runtime removed 25 hours ago is gone');
+  t.ok(left.has(recent.id), 'the runtime removed just now stays (within the retention)');
+  t.ok(left.has(live.id) && left.has(again.id), 'the live runtimes stay, the new one of the same name included');
+  const keys = await api.db.pool.query('SELECT 1 FROM api_keys WHERE runtime_id = $1', [old.id]);
+  t.equal(keys.rowCount, 0, "its revoked runtime key's row is gone");
+  const tunnels = await api.db.pool.query('SELECT 1 FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [old.id]);
+  t.equal(tunnels.rowCount, 0, 'its tunnel row is gone');
+  const audit = await api.db.pool.query<{ action: string }>(
+    `SELECT action FROM audit_log WHERE target_type = 'runtime' AND target_id = $1 ORDER BY id`,
+    [old.id],
+  );
+  t.same(
+    audit.rows.map((r) => r.action),
+    ['runtime.register', 'runtime.bootstrap', 'runtime.remove'],
+    'its audit rows stay',
+  );
+  const liveKey = await api.request('GET', '/v1/whoami', { key: live.key });
+  t.equal(liveKey.statusCode, 200, "a live runtime's key still works");
+  const listed = await api.request('GET', base, { key: tenant.apiKey });
+  t.same(
+    listed
+      .json<{ items: Array<{ name: string }> }>()
+      .items.map((r) => r.name)
+      .sort(),
+    ['hosted', 'live', 'old'],
+    'the tenant lists its hosted runtime and the live ones',
+  );
+});
