@@ -39,6 +39,11 @@ t.test(
         managedClusters: 50,
         keys: 100,
         hybridRuntimes: 10,
+        hybridRegistrationsPerHour: 30,
+        hybridBundlesPerMinute: 60,
+        hybridBundlesPerRuntimePerMinute: 20,
+        upgraderPollsPerMinute: 120,
+        upgraderPollsPerRuntimePerMinute: 60,
       },
       'the documented defaults',
     );
@@ -60,6 +65,9 @@ t.test(
       ['PROVISIONER_MANAGED_CLUSTERS_PER_TENANT', '-1'],
       ['PROVISIONER_KEYS_PER_TENANT', '1'],
       ['PROVISIONER_HYBRID_RUNTIMES_PER_TENANT', '0'],
+      ['PROVISIONER_HYBRID_REGISTRATIONS_PER_HOUR', '0'],
+      ['PROVISIONER_HYBRID_BUNDLES_PER_MINUTE', 'x'],
+      ['PROVISIONER_HYBRID_UPGRADER_POLLS_PER_RUNTIME_PER_MINUTE', '0'],
     ] as const)
       t.throws(
         () => loadConfig({ [name]: value }),
@@ -82,9 +90,12 @@ t.test(
           allowedCidrsVariable: 'PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS',
           caPem: undefined,
           requestsPerRuntime: 32,
+          requestsPerTenant: 64,
         },
+        removedRetentionHours: 24,
+        bundleCacheBytes: 64 * 1024 * 1024,
       },
-      'no public URL, a day by default; ingress: public addresses only, the default CAs, 32 requests per runtime',
+      'no public URL, a day by default; ingress: public addresses only, the default CAs, 32 requests per runtime and 64 per tenant; removed runtimes kept 24 hours; a 64 MiB bundle cache',
     );
     t.same(
       loadConfig({
@@ -99,7 +110,10 @@ t.test(
           allowedCidrsVariable: 'PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS',
           caPem: undefined,
           requestsPerRuntime: 32,
+          requestsPerTenant: 64,
         },
+        removedRetentionHours: 24,
+        bundleCacheBytes: 64 * 1024 * 1024,
       },
       'both settings are read; the URL loses its trailing slash',
     );
@@ -107,6 +121,9 @@ t.test(
       ['PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS', '59'],
       ['PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS', '604801'],
       ['PROVISIONER_PUBLIC_URL', 'ftp://cp.example.test'],
+      ['PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_TENANT', '0'],
+      ['PROVISIONER_REMOVED_RUNTIME_RETENTION_HOURS', '0'],
+      ['PROVISIONER_HYBRID_BUNDLE_CACHE_MB', '-1'],
     ] as const)
       t.throws(
         () => loadConfig({ [name]: value }),
