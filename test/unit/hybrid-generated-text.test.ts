@@ -36,6 +36,15 @@ const HOSTILE = [
   '{a,b}',
 ];
 
+/**
+ * A value as an assertion message: JSON with the characters a TAP reader takes for line breaks
+ * (U+0085, U+2028, U+2029) escaped too, cut to 40 characters.
+ */
+const label = (v: string): string =>
+  JSON.stringify(v)
+    .replace(/[\u0085\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+    .slice(0, 40);
+
 /** What bash sees as the arguments of `printf '%s\0'`, NUL-separated. */
 function wordsBashSees(line: string): string[] {
   const ran = spawnSync('bash', ['--norc', '--noprofile', '-c', line], {
@@ -48,7 +57,7 @@ function wordsBashSees(line: string): string[] {
 
 t.test('every word reaches the command as exactly one argument, unexpanded', async (t) => {
   for (const w of HOSTILE)
-    t.same(wordsBashSees(`printf '%s\\0' ${shellQuote(w)}`), [w], `${JSON.stringify(w)} is one argument as given`);
+    t.same(wordsBashSees(`printf '%s\\0' ${shellQuote(w)}`), [w], `${label(w)} is one argument as given`);
   t.same(wordsBashSees(shellCommand(['printf', '%s\\0', ...HOSTILE])), HOSTILE, 'and a whole command of them');
   t.equal(
     shellQuote('hybrid-runtime-plant-a-1.5.0.yaml'),
@@ -81,12 +90,8 @@ t.test('YAML text parses back to the value, with no raw YAML 1.1 line break', as
   ];
   for (const v of values) {
     const text = yamlText({ value: v, [v || 'empty']: [v], nested: { list: [v, { v }] } });
-    t.same(
-      parse(text),
-      { value: v, [v || 'empty']: [v], nested: { list: [v, { v }] } },
-      `${JSON.stringify(v).slice(0, 40)} round-trips`,
-    );
-    t.equal(parseAllDocuments(text).length, 1, `${JSON.stringify(v).slice(0, 40)}: one document`);
-    t.notOk(/[\u0085\u2028\u2029]/.test(text), `${JSON.stringify(v).slice(0, 40)}: no raw NEL, LS or PS`);
+    t.same(parse(text), { value: v, [v || 'empty']: [v], nested: { list: [v, { v }] } }, `${label(v)} round-trips`);
+    t.equal(parseAllDocuments(text).length, 1, `${label(v)}: one document`);
+    t.notOk(/[\u0085\u2028\u2029]/.test(text), `${label(v)}: no raw NEL, LS or PS`);
   }
 });
