@@ -192,6 +192,8 @@ t.test('health, readiness, metrics, OpenAPI and unknown routes', async (t) => {
       ['managed-cluster-prober', 'running'],
       ['managed-cluster-token-refresher', 'running'],
       ['tombstone-purger', 'running'],
+      ['idempotency-pruner', 'running'],
+      ['removed-runtime-purger', 'running'],
     ],
     '/readyz lists every loop of this replica (engine none: no reconciler, fleet driver or drift watch) by name, running',
   );
