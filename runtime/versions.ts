@@ -35,11 +35,29 @@ export interface ComponentPins {
   agents: string;
 }
 
+/**
+ * The versions of the applications the Argo charts a runtime version pins install: each chart's
+ * `appVersion` (its Chart.yaml), what a user knows them by ("Argo CD v3.0.6"), where the pins
+ * above are chart versions. test/unit/catalog-app-versions.test.ts checks them against the chart mirror.
+ */
+export interface AppVersions {
+  /** Argo CD, of the argo-cd chart. */
+  argoCd: string;
+  /** Argo Workflows, of the argo-workflows chart. */
+  argoWorkflows: string;
+  /** Argo Rollouts, of the argo-rollouts chart. */
+  argoRollouts: string;
+  /** Argo Events, of the argo-events chart. */
+  argoEvents: string;
+}
+
 export interface RuntimeVersion {
   version: string;
   releaseDate: string;
   channel: Channel;
   components: ComponentPins;
+  /** The Argo applications' own versions (the charts' appVersion); absent in test catalogs that do not show them. */
+  appVersions?: AppVersions;
   /** Upgrade rules into this version. */
   upgrade: {
     /** Oldest version a tenant may upgrade from directly (inclusive). */
@@ -67,6 +85,7 @@ export const VERSIONS: readonly RuntimeVersion[] = [
       argoEvents: '2.4.13', // 2025-01-11, Argo Events v1.9.5
       agents: '1.3.0',
     },
+    appVersions: { argoCd: 'v2.14.2', argoWorkflows: 'v3.6.2', argoRollouts: 'v1.8.0', argoEvents: 'v1.9.5' },
     upgrade: {},
     notes: 'First hosted runtime line: Argo CD 2.14, Workflows 3.6, Rollouts 1.8, Events 1.9.',
   },
@@ -83,6 +102,7 @@ export const VERSIONS: readonly RuntimeVersion[] = [
       argoEvents: '2.4.15', // 2025-04-07, Argo Events v1.9.6
       agents: '1.4.0',
     },
+    appVersions: { argoCd: 'v2.14.11', argoWorkflows: 'v3.6.5', argoRollouts: 'v1.8.2', argoEvents: 'v1.9.6' },
     upgrade: { minFrom: '1.3.0' },
     notes: 'Argo CD 2.14.11, Workflows 3.6.5, Rollouts 1.8.2, Events 1.9.6.',
   },
@@ -99,6 +119,7 @@ export const VERSIONS: readonly RuntimeVersion[] = [
       argoEvents: '2.4.15',
       agents: '1.4.1',
     },
+    appVersions: { argoCd: 'v2.14.11', argoWorkflows: 'v3.6.7', argoRollouts: 'v1.8.2', argoEvents: 'v1.9.6' },
     upgrade: { minFrom: '1.3.0' },
     notes: 'Patch: Argo Workflows 3.6.7 and agent fixes; can be rolled back to 1.4.0.',
   },
@@ -115,6 +136,7 @@ export const VERSIONS: readonly RuntimeVersion[] = [
       argoEvents: '2.4.15',
       agents: '1.5.0',
     },
+    appVersions: { argoCd: 'v3.0.6', argoWorkflows: 'v3.6.10', argoRollouts: 'v1.8.3', argoEvents: 'v1.9.6' },
     upgrade: { minFrom: '1.4.0', steppingStone: true },
     rollback: { allowed: false, reason: 'Argo CD 3.0 migrates its configuration; 2.14 cannot read it back' },
     notes: 'Argo CD 3.0. A mandatory stepping stone: every tenant passes through 1.5.x.',
@@ -132,6 +154,7 @@ export const VERSIONS: readonly RuntimeVersion[] = [
       argoEvents: '2.4.16', // 2025-07-14, Argo Events v1.9.7
       agents: '1.6.0',
     },
+    appVersions: { argoCd: 'v3.1.5', argoWorkflows: 'v3.7.2', argoRollouts: 'v1.8.3', argoEvents: 'v1.9.7' },
     upgrade: { minFrom: '1.5.0' },
     notes: 'Argo CD 3.1, Workflows 3.7, vcluster 0.34, Kubernetes 1.33 in the vcluster.',
   },

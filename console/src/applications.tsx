@@ -12,7 +12,7 @@ import {
   type Tenant,
 } from './api.ts';
 import { openStream, type StreamStatus } from './sse.ts';
-import { age, Banner, ErrorBox } from './util.tsx';
+import { Banner, ErrorBox, Time } from './util.tsx';
 
 const key = (a: { namespace: string; name: string }) => `${a.namespace}/${a.name}`;
 
@@ -79,7 +79,9 @@ export function Applications({ tenant }: { tenant: Tenant }) {
                     <td>{a.health ?? '—'}</td>
                     <td>{a.sync ?? '—'}</td>
                     <td>{a.phase ?? '—'}</td>
-                    <td>{age(a.updatedAt)} ago</td>
+                    <td>
+                      <Time iso={a.updatedAt} ago />
+                    </td>
                   </tr>
                 ))}
               {apps?.size === 0 && (

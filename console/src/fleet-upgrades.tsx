@@ -1,12 +1,104 @@
 /**
  * Fleet upgrades (operators): the list, and one fleet upgrade with its waves, every tenant's state
- * and last gate result, pause/resume/abort. Live through the tenant change stream: a fleet
- * upgrade moves tenants, so the page reloads it (at most once a second) when a tenant changes.
+ * and last gate result, the steps waiting on their gate (which checks, since when, the time left,
+ * what happens then and what the operator can do), pause/resume/abort; on a tenant's page, the
+ * fleet upgrade it is part of. Live through the tenant change stream: a fleet upgrade moves
+ * tenants, so the page reloads it (at most once a second) when a tenant changes.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError, type FleetUpgrade, type TenantStreamEvents } from './api.ts';
+import { api, ApiError, type FleetUpgrade, type FleetUpgradeTenant, type TenantStreamEvents } from './api.ts';
 import { openStream, type StreamStatus } from './sse.ts';
-import { age, Banner, ErrorBox, when } from './util.tsx';
+import { Banner, duration, ErrorBox, Time, words } from './util.tsx';
+
+type GateWait = NonNullable<FleetUpgradeTenant['gateWait']>;
+
+/** Who did it: the API key's name and role ("ops-alice (operator key)"), never its bare id. */
+export function byKey(key: FleetUpgrade['createdByKey'], actor: string): string {
+  if (key) return `${key.name || 'an unnamed key'} (${key.role} key)`;
+  return actor === 'system' ? 'the system' : 'a key no longer known';
+}
+
+/** The clock, ticking every `ms`: times left count down between reloads. */
+function useNow(ms: number): number {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const timer = window.setInterval(() => setNow(Date.now()), ms);
+    return () => clearInterval(timer);
+  }, [ms]);
+  return now;
+}
+
+/** Why a check does not pass, and where to look: the tenant's page or the step's operation log. */
+const LOOK_AT: Record<string, { why: string; where: 'tenant' | 'operation' }> = {
+  tunnel: { why: "its runtime's tunnel client has not connected since the step started", where: 'tenant' },
+  applications: {
+    why: 'its event reporter has not reported since the step finished, or fewer Applications are Healthy and Synced than before',
+    where: 'tenant',
+  },
+  operation: { why: "the step's operation has not finished", where: 'operation' },
+  observedGeneration: { why: "the step's operation has not finished", where: 'operation' },
+  version: { why: 'the new version is not running yet', where: 'operation' },
+  ready: { why: 'the tenant is not Ready', where: 'tenant' },
+};
+
+/**
+ * One step waiting on its gate: the checks it waits on (and where to look), since when, the time
+ * left (counting down from the answer's `secondsLeft`, on this page's clock) and what happens then.
+ */
+function GateWaitDetail({
+  tenantId,
+  wait,
+  operationId,
+  loadedAt,
+  now,
+}: {
+  tenantId: string;
+  wait: GateWait;
+  operationId: string | null;
+  loadedAt: number;
+  now: number;
+}) {
+  const left = Math.max(0, wait.secondsLeft - Math.floor((now - loadedAt) / 1000));
+  return (
+    <div class="gate-wait" data-gate-wait={tenantId}>
+      <p>
+        <strong>Waiting on:</strong>{' '}
+        {wait.waitingOn.length === 0 ? (
+          'its first judgment (the driver judges it in its next round)'
+        ) : (
+          <span data-waiting-on={wait.waitingOn.map((c) => c.name).join(' ')}>
+            {wait.waitingOn.map((c, i) => (
+              <span key={c.name}>
+                {i > 0 ? '; ' : ''}
+                <span class="check-name">{words(c.name)}</span> ({c.detail})
+              </span>
+            ))}
+          </span>
+        )}
+      </p>
+      <p>
+        Since <Time iso={wait.since} /> (<Time iso={wait.since} ago now={now} />
+        ); <strong data-seconds-left={left}>{left > 0 ? `${duration(left)} left` : 'timed out'}</strong> before the gate
+        times out at <Time iso={wait.timeoutAt} />. Then {wait.onTimeout}.
+      </p>
+      {wait.waitingOn.length > 0 && (
+        <ul class="look-at">
+          {[...new Map(wait.waitingOn.map((c) => [c.name, LOOK_AT[c.name]])).entries()].map(([name, look]) => {
+            const log = look?.where === 'operation' && operationId !== null;
+            return (
+              <li key={name}>
+                {look?.why ?? `${words(name)} does not pass`}:{' '}
+                <a href={log ? `#/tenants/${tenantId}/operations/${operationId}` : `#/tenants/${tenantId}`}>
+                  {log ? 'follow the operation log' : "see the tenant's page"}
+                </a>
+              </li>
+            );
+          })}
+        </ul>
+      )}
+    </div>
+  );
+}
 
 /** Reloads `load` when a tenant changes (at most once a second); returns the stream's status. */
 function useLiveReload(load: () => void): StreamStatus {
@@ -36,7 +128,7 @@ function useLiveReload(load: () => void): StreamStatus {
 const countsText = (c: Record<string, number>) =>
   Object.entries(c)
     .filter(([, n]) => n > 0)
-    .map(([k, n]) => `${n} ${k}`)
+    .map(([k, n]) => `${n} ${words(k)}`)
     .join(', ') || '—';
 
 export function FleetUpgradesPage() {
@@ -82,7 +174,9 @@ export function FleetUpgradesPage() {
               </td>
               <td>{f.waves[f.currentWave]?.name ?? f.currentWave}</td>
               <td>{countsText(f.counts)}</td>
-              <td title={when(f.createdAt)}>{age(f.createdAt)} ago</td>
+              <td>
+                <Time iso={f.createdAt} ago />
+              </td>
               <td>{f.etaSeconds != null ? `${Math.ceil(f.etaSeconds / 60)} min` : '—'}</td>
             </tr>
           ))}
@@ -103,8 +197,13 @@ export function FleetUpgradePage({ id }: { id: string }) {
   const [pending, setPending] = useState<'pause' | 'resume' | 'abort' | null>(null);
   const [rollback, setRollback] = useState(false);
   const [filter, setFilter] = useState('');
+  const [loadedAt, setLoadedAt] = useState(Date.now());
+  const now = useNow(15_000);
   const load = () => {
-    api<FleetUpgrade>('GET', `/v1/fleet-upgrades/${id}`).then(setF, (e: unknown) => setError(e as ApiError));
+    api<FleetUpgrade>('GET', `/v1/fleet-upgrades/${id}`).then(
+      (answer) => (setF(answer), setLoadedAt(Date.now())),
+      (e: unknown) => setError(e as ApiError),
+    );
   };
   useEffect(load, [id]);
   const stream = useLiveReload(load);
@@ -138,6 +237,9 @@ export function FleetUpgradePage({ id }: { id: string }) {
   const customers = f.customerActionNeeded ?? [];
   const upgraders = f.upgradedByAgent ?? [];
   const organizations = new Map((f.tenants ?? []).map((t) => [t.tenantId, t.organization]));
+  const waits = (f.tenants ?? [])
+    .filter((t) => t.gateWait !== null)
+    .sort((a, b) => a.gateWait!.timeoutAt.localeCompare(b.gateWait!.timeoutAt));
   const button = (action: 'pause' | 'resume' | 'abort', label: string) =>
     pending === action ? (
       <span class="confirm" role="group" aria-label={`Confirm ${action}`}>
@@ -166,13 +268,17 @@ export function FleetUpgradePage({ id }: { id: string }) {
       </h1>
       <Banner status={stream} />
       <p>
-        {f.stateReason ? `${f.stateReason}. ` : ''}Started {when(f.createdAt)} by {f.createdBy}; {countsText(f.counts)}
+        {f.stateReason ? `${f.stateReason}. ` : ''}Started <Time iso={f.createdAt} /> by{' '}
+        <span data-created-by title={`API key ${f.createdBy}`}>
+          {byKey(f.createdByKey, f.createdBy)}
+        </span>
+        ; {countsText(f.counts)}
         {f.etaSeconds != null ? `; about ${Math.ceil(f.etaSeconds / 60)} min left` : ''}.
       </p>
       {f.windowsOverride && (
         <p data-windows-override>
-          Maintenance windows overridden by {f.windowsOverride.by} {when(f.windowsOverride.at)}:{' '}
-          {f.windowsOverride.reason}
+          Maintenance windows overridden by {byKey(f.windowsOverride.byKey, f.windowsOverride.by)}{' '}
+          <Time iso={f.windowsOverride.at} />: {f.windowsOverride.reason}
         </p>
       )}
       {active && (
@@ -183,6 +289,56 @@ export function FleetUpgradePage({ id }: { id: string }) {
         </div>
       )}
       <ErrorBox error={error} />
+      {waits.length > 0 && (
+        <div class="card blocked" role="region" aria-labelledby="gate-waits-title">
+          <h2 id="gate-waits-title">
+            Waiting on the health gate: {waits.length} tenant{waits.length === 1 ? '' : 's'}
+          </h2>
+          {waits.slice(0, 20).map((t) => (
+            <div key={t.tenantId} class="gate-wait-tenant">
+              <h3>
+                <a href={`#/tenants/${t.tenantId}`}>{t.organization}</a>: {t.gateWait!.step}{' '}
+                {t.step ? `${t.step.from} → ${t.step.to}` : ''}
+              </h3>
+              <GateWaitDetail
+                tenantId={t.tenantId}
+                wait={t.gateWait!}
+                operationId={t.step?.operationId ?? null}
+                loadedAt={loadedAt}
+                now={now}
+              />
+            </div>
+          ))}
+          {waits.length > 20 && <p class="hint">The 20 with the soonest timeout of {waits.length} shown.</p>}
+          <h3>What you can do</h3>
+          <ul class="gate-actions" data-gate-actions>
+            <li>
+              <strong>Wait</strong>: a gate passes as soon as its checks do (fix what it waits on, above).
+            </li>
+            {f.state === 'running' && (
+              <li>
+                <strong>Pause</strong> (the Pause… button above): nothing new starts; the steps under way are still
+                judged.
+              </li>
+            )}
+            {(f.state === 'paused' || f.state === 'halted') && (
+              <li>
+                <strong>Resume</strong> (the Resume… button above): the fleet upgrade goes on.
+              </li>
+            )}
+            {f.state !== 'aborting' && (
+              <li>
+                <strong>Abort</strong> (the Abort… button above): nothing new starts, tenants not started are cancelled;
+                with "roll the moved tenants back", the upgraded tenants go back.
+              </li>
+            )}
+          </ul>
+          <p class="hint">
+            A gate check cannot be skipped for a step under way: start the fleet upgrade with the check off (
+            <code>--no-tunnel-gate</code>, <code>--no-apps-gate</code>) when it cannot pass (docs/fleet-upgrades.md).
+          </p>
+        </div>
+      )}
       <h2>Waves</h2>
       <table class="waves">
         <thead>
@@ -205,7 +361,9 @@ export function FleetUpgradePage({ id }: { id: string }) {
               <td>{w.maxConcurrency}</td>
               <td>{w.soakSeconds} s</td>
               <td>{countsText(w.counts)}</td>
-              <td>{when(w.startedAt)}</td>
+              <td>
+                <Time iso={w.startedAt} />
+              </td>
             </tr>
           ))}
         </tbody>
@@ -246,11 +404,16 @@ export function FleetUpgradePage({ id }: { id: string }) {
               </td>
               <td>{[t.fromVersion, ...t.path].join(' → ')}</td>
               <td>
-                {t.gate
-                  ? `${t.gate.passed ? 'passed' : 'failed'}: ${t.gate.checks
-                      .map((c) => `${c.name} ${c.ok ? 'ok' : 'failed'}${c.detail ? ` (${c.detail})` : ''}`)
-                      .join('; ')}`
-                  : '—'}
+                {t.gateWait
+                  ? `waiting on ${
+                      t.gateWait.waitingOn.map((c) => `${words(c.name)} (${c.detail})`).join('; ') ||
+                      'its first judgment'
+                    }; ${duration(Math.max(0, t.gateWait.secondsLeft - Math.floor((now - loadedAt) / 1000)))} left`
+                  : t.gate
+                    ? `${t.gate.passed ? 'passed' : 'failed'}: ${t.gate.checks
+                        .map((c) => `${words(c.name)} ${c.ok ? 'ok' : 'failed'}${c.detail ? ` (${c.detail})` : ''}`)
+                        .join('; ')}`
+                    : '—'}
               </td>
             </tr>
           ))}
@@ -327,5 +490,60 @@ export function FleetUpgradePage({ id }: { id: string }) {
         </>
       )}
     </section>
+  );
+}
+
+/**
+ * On a tenant's page (operators): the fleet upgrades it is part of, each linked, with its state,
+ * the tenant's own state and path in it, and its step's gate wait while it has one.
+ */
+export function TenantFleetUpgrades({ tenantId, version }: { tenantId: string; version: string | null }) {
+  const [items, setItems] = useState<FleetUpgrade[] | null>(null);
+  const [error, setError] = useState<ApiError | null>(null);
+  const [loadedAt, setLoadedAt] = useState(Date.now());
+  const now = useNow(15_000);
+  useEffect(() => {
+    setItems(null);
+    api<{ items: FleetUpgrade[] }>('GET', `/v1/fleet-upgrades?tenantId=${encodeURIComponent(tenantId)}&limit=5`).then(
+      (r) => (setItems(r.items), setLoadedAt(Date.now()), setError(null)),
+      (e: unknown) => setError(e as ApiError),
+    );
+    // The tenant's version moves with each hop: read again then.
+  }, [tenantId, version]);
+  if (!error && (!items || items.length === 0)) return null;
+  return (
+    <div class="card" role="region" aria-labelledby="tenant-fleet-title" data-tenant-fleet-upgrades>
+      <h2 id="tenant-fleet-title">Fleet upgrade</h2>
+      <ErrorBox error={error} />
+      {items?.map((f) => {
+        const t = f.tenants?.[0];
+        return (
+          <div key={f.id} data-fleet-upgrade={f.id}>
+            <p>
+              Part of the <a href={`#/fleet-upgrades/${f.id}`}>fleet upgrade to {f.targetVersion}</a> ({f.state}
+              {f.stateReason ? `: ${f.stateReason}` : ''}), started <Time iso={f.createdAt} /> by{' '}
+              {byKey(f.createdByKey, f.createdBy)}.
+            </p>
+            {t && (
+              <p data-fleet-tenant-state={t.state}>
+                This tenant: {words(t.state)}
+                {t.wave !== null ? ` in ${f.waves[t.wave]?.name ?? `wave ${t.wave}`}` : ''}, path{' '}
+                {[t.fromVersion, ...t.path].join(' → ')}
+                {t.reason ? `: ${t.reason}` : ''}.
+              </p>
+            )}
+            {t?.gateWait && (
+              <GateWaitDetail
+                tenantId={tenantId}
+                wait={t.gateWait}
+                operationId={t.step?.operationId ?? null}
+                loadedAt={loadedAt}
+                now={now}
+              />
+            )}
+          </div>
+        );
+      })}
+    </div>
   );
 }

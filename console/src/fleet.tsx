@@ -12,7 +12,10 @@ import {
 } from './api.ts';
 import { BlockingBanner, useDoctor } from './doctor.tsx';
 import { openStream, type StreamStatus } from './sse.ts';
-import { Banner, ErrorBox, plural, when } from './util.tsx';
+import { Banner, ErrorBox, plural, when, words } from './util.tsx';
+
+/** Components pinned by their Helm chart's version (not the application's): said so. */
+const CHART_PINNED = new Set(['argoCd', 'argoWorkflows', 'argoRollouts', 'argoEvents']);
 
 /** A cluster's health as the doctor's probe of it found it (`cluster/<name>`). */
 function healthOf(check: DoctorCheck | undefined): { reachable: boolean | null; version: string; message: string } {
@@ -205,7 +208,7 @@ export function VersionsPage({ operator }: { operator: boolean }) {
                 {v.version}
                 {v.default ? ' (default)' : ''}
               </td>
-              <td>{v.releaseDate}</td>
+              <td class="nowrap">{v.releaseDate}</td>
               <td>{v.channel}</td>
               <td>
                 {operator ? (
@@ -231,7 +234,7 @@ export function VersionsPage({ operator }: { operator: boolean }) {
               <td>{v.upgrade.minFrom ? `${v.upgrade.minFrom} or newer` : 'any'}</td>
               <td class="components">
                 {Object.entries(v.components)
-                  .map(([k, c]) => `${k} ${c}`)
+                  .map(([k, c]) => `${words(k)}${CHART_PINNED.has(k) ? ' chart' : ''} ${c}`)
                   .join(', ')}
               </td>
             </tr>
@@ -297,9 +300,29 @@ function PathGraph({ versions, paths }: { versions: string[]; paths: PathInfo[] 
         ))}
       </svg>
       <figcaption>
+        <ul class="legend" aria-label="Legend">
+          <li>
+            <svg width="28" height="16" aria-hidden="true" class="legend-mark">
+              <circle cx="14" cy="8" r="6" class="node" />
+            </svg>
+            a runtime version (oldest on the left)
+          </li>
+          <li>
+            <svg width="40" height="16" aria-hidden="true" class="legend-mark">
+              <path d="M2,12 Q20,0 36,12" class="edge" marker-end="url(#arrow)" />
+            </svg>
+            arc above, solid: a direct upgrade, in the arrow's direction
+          </li>
+          <li>
+            <svg width="40" height="16" aria-hidden="true" class="legend-mark">
+              <path d="M36,4 Q20,16 4,4" class="edge rollback" marker-end="url(#arrow)" />
+            </svg>
+            arc below, dashed: a direct rollback
+          </li>
+        </ul>
         {plural(edges.filter((e) => x(e.to) > x(e.from)).length, 'direct upgrade')},{' '}
-        {plural(edges.filter((e) => x(e.to) < x(e.from)).length, 'direct rollback')}. A step the catalog refuses is
-        reached through the path shown on a tenant's page.
+        {plural(edges.filter((e) => x(e.to) < x(e.from)).length, 'direct rollback')}. No arc between two versions: no
+        direct step; a step the catalog refuses is reached through the path shown on a tenant's page.
       </figcaption>
     </figure>
   );

@@ -18,7 +18,7 @@ type OperationState = Operation['state'];
 
 const ROW = 18;
 const HEIGHT = 432;
-/** What a row's text gives up to the left padding (8 px) and the sequence number column (64 + 12 px). */
+/** What a row's text gives up to the left padding (8 px) and the line number column (64 + 12 px). */
 const GUTTER = 84;
 const OVERSCAN = 10;
 /** Lines per backlog request (the API's largest page). */
@@ -190,7 +190,8 @@ export function LogView({ operationId, onState }: { operationId: string; onState
   const last = Math.min(total, rowAt(scrollTop + HEIGHT) + 1 + OVERSCAN);
   const rows = [];
   for (let i = first; i < last; i++) {
-    const l = lines.current[matches ? matches[i]! : i];
+    const at = matches ? matches[i]! : i;
+    const l = lines.current[at];
     if (!l) continue;
     rows.push(
       <div
@@ -199,7 +200,9 @@ export function LogView({ operationId, onState }: { operationId: string; onState
         data-seq={l.seq}
         style={{ transform: `translateY(${tops[i]}px)`, height: `${tops[i + 1]! - tops[i]!}px` }}
       >
-        <span class="seq">{l.seq}</span>
+        <span class="seq" data-line={at + 1} title={`line ${at + 1} of ${count}`}>
+          {at + 1}
+        </span>
         <span class="text">{l.line}</span>
       </div>,
     );
@@ -241,8 +244,9 @@ export function LogView({ operationId, onState }: { operationId: string; onState
           data-first-seq={held[0]?.seq ?? ''}
           data-last-seq={held.at(-1)?.seq ?? ''}
         >
-          {count.toLocaleString('en')} lines{matches ? `, ${matches.length.toLocaleString('en')} matching` : ''} ·
-          operation {state || '…'} · {follow ? (status === 'open' ? 'following' : status) : 'not following'}
+          {count.toLocaleString('en')} line{count === 1 ? '' : 's'}
+          {matches ? `, ${matches.length.toLocaleString('en')} matching` : ''} · operation {state || '…'} ·{' '}
+          {follow ? (status === 'open' ? 'following' : status) : 'not following'}
         </span>
       </div>
       <ErrorBox error={error} />

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, query, type Runtime, type RuntimePage, type RuntimeRemoved } from './api.ts';
-import { age, ErrorBox, PhaseBadge, when } from './util.tsx';
+import { ErrorBox, PhaseBadge, Time, when } from './util.tsx';
 
 const PAGE_SIZE = 50;
 const MODES = ['hosted', 'hybrid'] as const;
@@ -152,8 +152,8 @@ function RuntimeTable({
               <tr key={r.id} data-runtime={r.name} data-tenant={r.tenantId} data-mode={r.mode}>
                 {showTenant && (
                   <td>
-                    <a href={`#/tenants/${r.tenantId}`} class="id">
-                      {r.tenantId}
+                    <a href={`#/tenants/${r.tenantId}`} title={`tenant ${r.tenantId}`} data-tenant-link>
+                      {r.organization}
                     </a>
                   </td>
                 )}
@@ -191,10 +191,12 @@ function RuntimeTable({
                   {tunnel.text}
                 </td>
                 <td data-cell="key">{r.keyIssued ? 'issued' : 'none'}</td>
-                <td title={when(r.lastHeartbeatAt)}>
-                  {r.lastHeartbeatAt ? `${age(r.lastHeartbeatAt, now)} ago` : '—'}
+                <td>
+                  <Time iso={r.lastHeartbeatAt} ago now={now} />
                 </td>
-                <td title={when(r.createdAt)}>{age(r.createdAt, now)}</td>
+                <td>
+                  <Time iso={r.createdAt} age now={now} />
+                </td>
                 <td>
                   {r.mode === 'hybrid' && r.state !== 'removed' ? (
                     pending === key ? (

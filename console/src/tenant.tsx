@@ -11,9 +11,10 @@ import {
 } from './api.ts';
 import { Applications } from './applications.tsx';
 import { LogView } from './log-view.tsx';
+import { TenantFleetUpgrades } from './fleet-upgrades.tsx';
 import { TenantRuntimes } from './runtimes.tsx';
 import { openStream, type StreamStatus } from './sse.ts';
-import { age, Banner, ErrorBox, PhaseBadge, when } from './util.tsx';
+import { Banner, ErrorBox, PhaseBadge, Time, when, words } from './util.tsx';
 
 type Action = 'upgrade' | 'suspend' | 'resume' | 'retry' | 'delete';
 
@@ -114,15 +115,17 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
             </dd>
             <dt>Created</dt>
             <dd>
-              {when(t.createdAt)} ({age(t.createdAt)} ago)
+              <Time iso={t.createdAt} /> (<Time iso={t.createdAt} ago />)
             </dd>
             <dt>Status observed</dt>
             <dd class={t.status.stale ? 'stale' : ''}>
-              {when(t.status.observedAt ?? null)}
+              <Time iso={t.status.observedAt ?? null} />
               {t.status.stale ? ' — stale: older than two resync periods' : ''}
             </dd>
             {Object.entries(t.status.endpoints).map(([k, v]) => [
-              <dt key={`k${k}`}>{k}</dt>,
+              <dt key={`k${k}`} title={k}>
+                {words(k)}
+              </dt>,
               <dd key={`v${k}`}>{v}</dd>,
             ])}
           </dl>
@@ -143,17 +146,20 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
           </thead>
           <tbody>
             {t.status.conditions.map((c) => (
-              <tr key={c.type}>
-                <td>{c.type}</td>
+              <tr key={c.type} data-condition={c.type}>
+                <td title={c.type}>{words(c.type)}</td>
                 <td>{c.status}</td>
                 <td>{c.reason}</td>
                 <td>{c.message}</td>
-                <td title={when(c.lastTransitionTime)}>{age(c.lastTransitionTime)} ago</td>
+                <td>
+                  <Time iso={c.lastTransitionTime} ago />
+                </td>
               </tr>
             ))}
           </tbody>
         </table>
       </div>
+      {operator && <TenantFleetUpgrades tenantId={t.id} version={t.status.runtimeVersion} />}
       <TenantRuntimes tenantId={t.id} deleted={t.spec.deleted} />
       <Applications tenant={t} />
       <div class="card">
@@ -164,7 +170,7 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
           <ol class="history">
             {history.map((o) => (
               <li key={o.id}>
-                {o.fromVersion ?? 'new'} → {o.toVersion} · {o.kind} · {o.state} · {when(o.createdAt)}
+                {o.fromVersion ?? 'new'} → {o.toVersion} · {o.kind} · {o.state} · <Time iso={o.createdAt} />
               </li>
             ))}
           </ol>
@@ -192,7 +198,9 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
                 </td>
                 <td>{o.state}</td>
                 <td>{o.toVersion ? `${o.fromVersion ?? '—'} → ${o.toVersion}` : '—'}</td>
-                <td title={when(o.createdAt)}>{age(o.createdAt)} ago</td>
+                <td>
+                  <Time iso={o.createdAt} ago />
+                </td>
                 <td>{o.error ? `${o.error.code}: ${o.error.message}` : ''}</td>
               </tr>
             ))}

@@ -16,7 +16,7 @@ import {
 } from './api.ts';
 import { BlockingBanner, useDoctor } from './doctor.tsx';
 import { openStream, type StreamStatus } from './sse.ts';
-import { age, Banner, ErrorBox, PhaseBadge, when } from './util.tsx';
+import { Banner, ErrorBox, PhaseBadge, Time, when } from './util.tsx';
 
 interface Filters {
   q: string;
@@ -312,9 +312,11 @@ export function TenantsPage({ me }: { me: Identity }) {
               <td>{t.spec.plan}</td>
               <td>{t.spec.region ?? 'any'}</td>
               <td class="status">{t.status.cluster ?? '—'}</td>
-              <td title={when(t.createdAt)}>{age(t.createdAt, now)}</td>
-              <td class="status" title={when(t.updatedAt)}>
-                {age(t.updatedAt, now)} ago
+              <td>
+                <Time iso={t.createdAt} age now={now} />
+              </td>
+              <td class="status">
+                <Time iso={t.updatedAt} ago now={now} />
               </td>
             </tr>
           ))}

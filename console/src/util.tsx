@@ -20,6 +20,66 @@ export function when(iso: string | null | undefined): string {
     : '—';
 }
 
+/** `2026-11-28 14:05 UTC`: compact, to the minute; `when` gives the full timestamp. */
+export function short(iso: string | null | undefined): string {
+  return iso
+    ? new Date(iso)
+        .toISOString()
+        .replace('T', ' ')
+        .replace(/:\d\d\.\d+Z$/, ' UTC')
+    : '—';
+}
+
+/**
+ * An instant in a table or a sentence: compact and never wrapped, the full timestamp in its
+ * tooltip and its `datetime` (`ago`: "12m ago"; `age`: "12m").
+ */
+export function Time({
+  iso,
+  ago,
+  age: asAge,
+  now,
+}: {
+  iso: string | null | undefined;
+  ago?: boolean;
+  age?: boolean;
+  now?: number;
+}) {
+  if (!iso) return <span>—</span>;
+  return (
+    <time class="nowrap" dateTime={iso} title={when(iso)}>
+      {ago ? `${age(iso, now)} ago` : asAge ? age(iso, now) : short(iso)}
+    </time>
+  );
+}
+
+/** `45 s`, `28 min`, `2 h 5 min`. */
+export function duration(seconds: number): string {
+  if (seconds < 60) return `${Math.max(0, Math.round(seconds))} s`;
+  const min = Math.ceil(seconds / 60);
+  if (min < 60) return `${min} min`;
+  return `${Math.floor(min / 60)} h${min % 60 ? ` ${min % 60} min` : ''}`;
+}
+
+/** Words that are written as such, whatever the key's spelling. */
+const SPELLED: Record<string, string> = { url: 'URL', api: 'API', id: 'ID', cd: 'CD', argo: 'Argo', ui: 'UI' };
+
+/**
+ * An API field name as people read it: `vclusterEndpoint` → "vcluster endpoint", `argoCdUrl` →
+ * "Argo CD URL", `rolling_back` → "rolling back", `TunnelConnected` → "tunnel connected".
+ */
+export function words(key: string): string {
+  return key
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .replace(/([A-Z]+)([A-Z][a-z])/g, '$1 $2')
+    .replace(/[_-]+/g, ' ')
+    .split(' ')
+    .filter(Boolean)
+    .map((w) => SPELLED[w.toLowerCase()] ?? w.toLowerCase())
+    .join(' ')
+    .replace(/\bArgo ([a-z])/g, (_, c: string) => `Argo ${c.toUpperCase()}`);
+}
+
 export function PhaseBadge({ phase }: { phase: string }) {
   return <span class={`phase phase-${phase.toLowerCase()}`}>{phase}</span>;
 }

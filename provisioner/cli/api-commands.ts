@@ -5,7 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { ApiClient } from './client.ts';
-import { age, table } from './format.ts';
+import { age, keyValues, table } from './format.ts';
 import type {
   Accepted,
   ApiKeyInfo,
@@ -17,6 +17,7 @@ import type {
   Operation,
   OperationLogEvents,
   OperationPage,
+  PathInfo,
   RegionInfo,
   RuntimeVersionInfo,
   RuntimeVersionList,
@@ -157,6 +158,51 @@ export async function readKubeconfig(file: string): Promise<string> {
   }
 }
 
+/** The Argo applications a version runs, by the names users know them, with their chart's key. */
+const APPS: ReadonlyArray<readonly [key: string, name: string]> = [
+  ['argoCd', 'Argo CD'],
+  ['argoWorkflows', 'Argo Workflows'],
+  ['argoRollouts', 'Argo Rollouts'],
+  ['argoEvents', 'Argo Events'],
+];
+
+/** `versions get`: a runtime version, what it runs, and where a tenant can go from it and come to it. */
+function describeVersion(v: RuntimeVersionInfo, from: PathInfo[], to: PathInfo[]): string {
+  const move = (p: PathInfo, other: string) =>
+    p.allowed
+      ? `  ${other}: direct`
+      : p.path.length > 0
+        ? `  ${other}: through ${p.path.join(' -> ')} (${p.reason ?? 'not directly'})`
+        : `  ${other}: no way (${p.reason ?? 'refused'})`;
+  return [
+    ...keyValues([
+      ['version', `${v.version}${v.default ? ' (the default for signups)' : ''}`],
+      ['channel', v.channel],
+      ['availability', v.availability],
+      ['released', v.releaseDate],
+      ...APPS.map(([key, name]) => [name, `${v.appVersions[key] ?? '-'} (chart ${v.components[key] ?? '-'})`] as const),
+      ['vcluster', `${v.components.vcluster ?? '-'} (Kubernetes ${v.components.kubernetes ?? '-'})`],
+      ['agents', v.components.agents ?? '-'],
+      [
+        'upgrade',
+        [
+          v.upgrade.minFrom ? `from ${v.upgrade.minFrom} or newer` : 'from any older version',
+          ...(v.upgrade.steppingStone ? ['a stepping stone: no upgrade jumps over it'] : []),
+        ].join('; '),
+      ],
+      [
+        'rollback',
+        v.rollback.allowed ? 'allowed (catalog rules)' : `refused${v.rollback.reason ? `: ${v.rollback.reason}` : ''}`,
+      ],
+      ...(v.notes ? [['notes', v.notes] as const] : []),
+    ]),
+    'from this version to:',
+    ...from.map((p) => move(p, p.to)),
+    'to this version from:',
+    ...to.map((p) => move(p, p.from)),
+  ].join('\n');
+}
+
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'superseded']);
 
 /** The API client the global options (--url, --token) or the environment configure. */
@@ -175,24 +221,27 @@ export function addApiCommands(program: Command, io: Io): void {
 
   const showTenant = (t: Tenant) =>
     [
-      `id:             ${t.id}`,
-      `organization:   ${t.organization}`,
-      `phase:          ${t.status.phase}${t.spec.deleted ? ' (deleted)' : ''}`,
-      `plan:           ${t.spec.plan}`,
-      `region:         ${t.spec.region ?? 'any'}`,
-      `version:        ${t.status.runtimeVersion ?? '-'} (desired ${t.spec.runtimeVersion})`,
-      `suspended:      ${t.spec.suspended}`,
-      `generation:     ${t.generation} (observed ${t.status.observedGeneration})`,
-      `cluster:        ${t.status.cluster ?? '-'}`,
-      ...Object.entries(t.status.endpoints).map(([k, v]) => `${(k + ':').padEnd(16)}${v}`),
-      `last operation: ${t.status.lastOperationId ?? '-'}`,
-      `windows:        ${
-        (t.maintenanceWindows ?? []).length === 0
-          ? 'none (fleet upgrades may upgrade it any time)'
-          : t.maintenanceWindows
-              .map((w) => `${w.rrule} ${w.timeZone} ${w.durationMinutes} min${w.dtstart ? ` from ${w.dtstart}` : ''}`)
-              .join('; ')
-      }`,
+      ...keyValues([
+        ['id', t.id],
+        ['organization', t.organization],
+        ['phase', `${t.status.phase}${t.spec.deleted ? ' (deleted)' : ''}`],
+        ['plan', t.spec.plan],
+        ['region', t.spec.region ?? 'any'],
+        ['version', `${t.status.runtimeVersion ?? '-'} (desired ${t.spec.runtimeVersion})`],
+        ['suspended', String(t.spec.suspended)],
+        ['generation', `${t.generation} (observed ${t.status.observedGeneration})`],
+        ['cluster', t.status.cluster ?? '-'],
+        ...Object.entries(t.status.endpoints),
+        ['last operation', t.status.lastOperationId ?? '-'],
+        [
+          'windows',
+          (t.maintenanceWindows ?? []).length === 0
+            ? 'none (fleet upgrades may upgrade it any time)'
+            : t.maintenanceWindows
+                .map((w) => `${w.rrule} ${w.timeZone} ${w.durationMinutes} min${w.dtstart ? ` from ${w.dtstart}` : ''}`)
+                .join('; '),
+        ],
+      ]),
       'conditions:',
       table(
         ['TYPE', 'STATUS', 'REASON', 'AGE', 'MESSAGE'],
@@ -536,23 +585,46 @@ export function addApiCommands(program: Command, io: Io): void {
     });
 
   const versions = program.command('versions').description('runtime versions');
-  versions.command('list').action(async () => {
-    const v = await client().request<RuntimeVersionList>('GET', '/v1/runtime-versions');
-    print(v, () =>
-      table(
-        ['VERSION', 'CHANNEL', 'AVAILABILITY', 'DEFAULT', 'RELEASED', 'ARGO CD', 'VCLUSTER'],
-        v.items.map((x) => [
-          x.version,
-          x.channel,
-          x.availability,
-          x.default ? '*' : '',
-          x.releaseDate,
-          x.components.argoCd,
-          x.components.vcluster,
-        ]),
-      ),
-    );
-  });
+  versions
+    .command('list')
+    .description("the catalog: each version's availability and the Argo CD and vcluster it runs")
+    .action(async () => {
+      const v = await client().request<RuntimeVersionList>('GET', '/v1/runtime-versions');
+      print(v, () =>
+        table(
+          ['VERSION', 'CHANNEL', 'AVAILABILITY', 'DEFAULT', 'RELEASED', 'ARGO CD', 'ARGO CD CHART', 'VCLUSTER'],
+          v.items.map((x) => [
+            x.version,
+            x.channel,
+            x.availability,
+            x.default ? '*' : '',
+            x.releaseDate,
+            x.appVersions.argoCd,
+            x.components.argoCd,
+            x.components.vcluster,
+          ]),
+        ),
+      );
+    });
+  versions
+    .command('get <version>')
+    .description(
+      'one version: availability, the applications it runs and their chart versions, release notes, and the upgrade and rollback paths to and from it',
+    )
+    .action(async (version: string) => {
+      const [list, paths] = await Promise.all([
+        client().request<RuntimeVersionList>('GET', '/v1/runtime-versions'),
+        client().request<{ items: PathInfo[] }>('GET', '/v1/runtime-versions/paths'),
+      ]);
+      const v = list.items.find((x) => x.version === version);
+      if (!v)
+        throw new UsageError(
+          `versions get: no runtime version '${version}' in the catalog (it has ${list.items.map((x) => x.version).join(', ')})`,
+        );
+      const from = paths.items.filter((p) => p.from === version);
+      const to = paths.items.filter((p) => p.to === version);
+      print({ ...v, pathsFrom: from, pathsTo: to }, () => describeVersion(v, from, to));
+    });
   versions
     .command('set <version> <availability>')
     .description('mark a version available, deprecated or withdrawn')

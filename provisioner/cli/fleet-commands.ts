@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { apiClientOf, NothingToDo, UsageError, type Io } from './api-commands.ts';
 import { ApiError, type ApiClient } from './client.ts';
-import { table } from './format.ts';
+import { age, table } from './format.ts';
 import type { FleetEvent, FleetPlan, FleetUpgrade, FleetUpgradeEvents } from '../http/api-types.ts';
 
 interface PlanOptions {
@@ -149,6 +149,7 @@ export function describeFleet(f: FleetUpgrade, deferredUntil?: readonly string[]
       `  ${w.name.padEnd(8)} ${bar(done, w.size)} ${done}/${w.size} done, ${running} running${failed ? `, ${failed} failed` : ''}  ${w.state}`,
     );
   }
+  lines.push(...describeGateWaits(f));
   const agents = f.upgradedByAgent ?? [];
   if (agents.length > 0) {
     const by = (p: string) => agents.filter((a) => a.phase === p).length;
@@ -170,6 +171,54 @@ export function describeFleet(f: FleetUpgrade, deferredUntil?: readonly string[]
     if (customers.length > HYBRID_LINES)
       lines.push(`    … and ${customers.length - HYBRID_LINES} more (--json lists them all)`);
   }
+  return lines;
+}
+
+/** `2026-11-28 14:05 UTC`: an instant as people read it (the API's answer keeps the full one). */
+export function shortTime(iso: string): string {
+  return iso.replace('T', ' ').replace(/:\d\d(\.\d+)?Z$/, ' UTC');
+}
+
+/** `45 s`, `28 min`, `2 h 5 min`. */
+export function duration(seconds: number): string {
+  if (seconds < 60) return `${seconds} s`;
+  const min = Math.ceil(seconds / 60);
+  if (min < 60) return `${min} min`;
+  return `${Math.floor(min / 60)} h${min % 60 ? ` ${min % 60} min` : ''}`;
+}
+
+/** Tenants waiting on their gate listed one per line by `fleet status`. */
+const GATE_LINES = 10;
+
+/**
+ * The steps waiting on their health gate, soonest timeout first: which checks each waits on,
+ * since when, the time left and what happens then, and what the operator can do about it.
+ */
+export function describeGateWaits(f: FleetUpgrade): string[] {
+  const waiting = (f.tenants ?? [])
+    .filter((t) => t.gateWait !== null)
+    .sort((a, b) => a.gateWait!.timeoutAt.localeCompare(b.gateWait!.timeoutAt));
+  if (waiting.length === 0) return [];
+  const lines = [`  waiting on their health gate: ${waiting.length} tenant${waiting.length === 1 ? '' : 's'}`];
+  for (const t of waiting.slice(0, GATE_LINES)) {
+    const w = t.gateWait!;
+    const on =
+      w.waitingOn.length === 0 ? 'its first judgment' : w.waitingOn.map((c) => `${c.name} (${c.detail})`).join(', ');
+    lines.push(
+      `    ${t.organization} (${t.tenantId}) ${w.step} ${t.step?.from ?? '?'} -> ${t.step?.to ?? '?'}`,
+      `      gate waits on: ${on}`,
+      `      since ${shortTime(w.since)}; ${w.secondsLeft > 0 ? `${duration(w.secondsLeft)} left` : 'timed out'} (times out at ${shortTime(w.timeoutAt)})`,
+      `      then: ${w.onTimeout}`,
+    );
+  }
+  if (waiting.length > GATE_LINES) lines.push(`    … and ${waiting.length - GATE_LINES} more (--json lists them all)`);
+  const actions = [`wait: a gate passes as soon as its checks do`];
+  if (f.state === 'running')
+    actions.push(`provisioner fleet pause ${f.id}   (nothing new starts; these steps are still judged)`);
+  if (f.state === 'paused' || f.state === 'halted') actions.push(`provisioner fleet resume ${f.id}`);
+  if (f.state !== 'aborting')
+    actions.push(`provisioner fleet abort ${f.id} [--rollback]   (stop; --rollback moves the upgraded tenants back)`);
+  lines.push('  what you can do:', ...actions.map((a) => `    ${a}`));
   return lines;
 }
 
@@ -353,16 +402,17 @@ export function addFleetCommands(program: Command, io: Io): void {
     if (json()) return io.out(JSON.stringify({ items }, null, 2));
     io.out(
       table(
-        ['ID', 'TARGET', 'STATE', 'WAVE', 'SUCCEEDED', 'FAILED', 'PENDING', 'CREATED'],
+        ['ID', 'TARGET', 'STATE', 'WAVE', 'UPGRADING', 'SUCCEEDED', 'FAILED', 'PENDING', 'AGE'],
         items.map((f) => [
           f.id,
           f.targetVersion,
           f.state,
           f.waves[f.currentWave]?.name ?? '-',
+          f.counts.upgrading,
           f.counts.succeeded,
           f.counts.quarantined,
           f.counts.pending,
-          f.createdAt,
+          age(f.createdAt),
         ]),
       ),
     );

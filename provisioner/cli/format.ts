@@ -57,3 +57,13 @@ export function age(iso: string | null | undefined, now = Date.now()): string {
   if (s < 86400) return `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m`;
   return `${Math.floor(s / 86400)}d`;
 }
+
+/**
+ * `key: value` lines with the values in one column: as wide as the longest key, so that a long key
+ * (an endpoint's name) neither runs into its value nor shifts the others. Values print through
+ * cellText.
+ */
+export function keyValues(pairs: ReadonlyArray<readonly [string, string]>): string[] {
+  const width = Math.max(0, ...pairs.map(([k]) => k.length)) + 2;
+  return pairs.map(([k, v]) => `${`${k}:`.padEnd(width)}${cellText(v)}`.trimEnd());
+}

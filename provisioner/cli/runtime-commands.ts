@@ -8,7 +8,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { stringify } from 'yaml';
-import type { Io } from './api-commands.ts';
+import { UsageError, type Io } from './api-commands.ts';
 import { DEFAULT_PLAN } from '../../tenants/plans.ts';
 
 interface RenderFlags {
@@ -54,13 +54,20 @@ export function addRuntimeCommands(program: Command, io: Io): void {
   common(
     runtime
       .command('render <version>')
+      .usage('<version> --out <dir> [options]')
       .description(
-        'write what a tenant gets at <version>: one YAML file per release, the root-cluster objects and the agents',
+        'write what a tenant gets at <version> into the folder --out names (required): one YAML file per release, the root-cluster objects and the agents',
       )
-      .requiredOption('--out <dir>', 'folder to write into (created when missing)'),
-  ).action(async (version: string, flags: RenderFlags & { out: string }) => {
+      // Checked in the action, not by commander: the error then says what --out is for.
+      .option('--out <dir>', 'required: the folder to write into (created when missing)'),
+  ).action(async (version: string, flags: RenderFlags & { out?: string }) => {
+    if (flags.out === undefined || flags.out === '')
+      throw new UsageError(
+        `runtime render: --out <dir> is required: the folder to write the release files into (e.g. provisioner runtime render ${version} --out ./runtime-${version})`,
+      );
+    const out = flags.out;
     const r = await renderFor(version, flags, io);
-    await mkdir(flags.out, { recursive: true });
+    await mkdir(out, { recursive: true });
     const written: string[] = [];
     const about = `runtime ${r.version}, plan ${r.plan}, rendered offline by provisioner runtime render`;
     for (const rel of r.releases) {
@@ -68,7 +75,7 @@ export function addRuntimeCommands(program: Command, io: Io): void {
         rel.cluster === 'root'
           ? `namespace ${rel.namespace} on the root cluster`
           : `namespace ${rel.namespace} inside the tenant's vcluster`;
-      const file = join(flags.out, `${rel.release}.yaml`);
+      const file = join(out, `${rel.release}.yaml`);
       await writeWhole(
         file,
         documents(
@@ -76,19 +83,19 @@ export function addRuntimeCommands(program: Command, io: Io): void {
           rel.objects,
         ),
       );
-      const valuesFile = join(flags.out, `${rel.release}.values.yaml`);
+      const valuesFile = join(out, `${rel.release}.values.yaml`);
       await writeWhole(
         valuesFile,
         `# the values the tenants program passes to ${rel.release} (${about})\n${stringify(rel.values, { lineWidth: 0 })}`,
       );
       written.push(file, valuesFile);
     }
-    const root = join(flags.out, 'root-cluster.yaml');
+    const root = join(out, 'root-cluster.yaml');
     await writeWhole(
       root,
       documents([`the tenants program's objects in namespace ${r.namespace} on the root cluster`, about], r.root),
     );
-    const agents = join(flags.out, 'agents.yaml');
+    const agents = join(out, 'agents.yaml');
     await writeWhole(
       agents,
       documents(

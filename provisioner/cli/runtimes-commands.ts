@@ -79,12 +79,19 @@ export function addRuntimesCommands(program: Command, io: Io): void {
     .description('a tenant\'s runtimes: its hosted one and hybrid ones in its own clusters (docs/api.md "Runtimes")');
 
   group
-    .command('list')
-    .description("one tenant's runtimes (--tenant; a tenant key: its own), or every tenant's (operator)")
-    .option('--tenant <id>', 'only this tenant')
-    .action(async (o: { tenant?: string }) => {
+    .command('list [tenant]')
+    .description(
+      "one tenant's runtimes (a tenant key without [tenant]: its own), or every tenant's (an operator without [tenant])",
+    )
+    .option('--tenant <id>', 'the same as [tenant]')
+    .action(async (positional: string | undefined, o: { tenant?: string }) => {
+      if (positional !== undefined && o.tenant !== undefined && positional !== o.tenant)
+        throw new UsageError(
+          `runtimes list: the tenant is given twice, as '${positional}' and as --tenant '${o.tenant}': give it once`,
+        );
       // A tenant's key lists its own tenant's runtimes without naming it.
       const own =
+        positional ??
         o.tenant ??
         (await client().request<{ role: string; tenantId: string | null }>('GET', '/v1/whoami')).tenantId ??
         undefined;

@@ -264,6 +264,10 @@ class SupervisedPostgres {
           ],
           {
             ...(this.#options.runAs ?? {}),
+            // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and
+            // PostgreSQL would stop at once, under the provisioner's shutdown (which stops it itself,
+            // last). The exit hook below and stopOrphan at the next start cover a provisioner that dies.
+            detached: true,
             stdio: ['ignore', 'ignore', 'pipe'],
             env: { ...process.env, LC_MESSAGES: 'C' },
           },

@@ -61,25 +61,14 @@ export interface PulumiEngineOptions extends PulumiPlanOptions {
   configProblem?: string;
 }
 
-/** One readable line for an engine event, or undefined for events not worth a log line. */
+/**
+ * One readable line for an engine event, or undefined for events not worth a log line. The
+ * engine's own text (onOutput) already has a line for every resource step when it ends, its
+ * failure and its diagnostics: those events would repeat it (the operation log showed each step
+ * three times). Only the change summary is added, in one line where the text spreads it over
+ * several.
+ */
 export function summarizeEvent(e: EngineEvent): EngineEventSummary | undefined {
-  if (e.resourcePreEvent) {
-    const m = e.resourcePreEvent.metadata;
-    if (m.op === 'same') return undefined;
-    return { type: 'resourcePreEvent', message: `${m.op} ${m.type} ${m.urn.split('::').at(-1) ?? m.urn}` };
-  }
-  if (e.resOutputsEvent) {
-    const m = e.resOutputsEvent.metadata;
-    if (m.op === 'same') return undefined;
-    return { type: 'resOutputsEvent', message: `done ${m.op} ${m.type} ${m.urn.split('::').at(-1) ?? m.urn}` };
-  }
-  if (e.resOpFailedEvent) {
-    const m = e.resOpFailedEvent.metadata;
-    return { type: 'resOpFailedEvent', message: `failed ${m.op} ${m.type} ${m.urn.split('::').at(-1) ?? m.urn}` };
-  }
-  if (e.diagnosticEvent && (e.diagnosticEvent.severity === 'error' || e.diagnosticEvent.severity === 'warning')) {
-    return { type: 'diagnosticEvent', message: `${e.diagnosticEvent.severity}: ${e.diagnosticEvent.message.trim()}` };
-  }
   if (e.summaryEvent) {
     return {
       type: 'summaryEvent',

@@ -43,12 +43,14 @@ import {
   type FleetEvent,
   type FleetRow,
   type FleetTenantRow,
+  type GateCheck,
   type WaveRow,
   type WindowsOverride,
   type Selector,
 } from '../store/fleet-upgrades.ts';
 import type { FleetState, FleetTenantState } from '../store/states.ts';
 import { checkFreezes, explainNoFit, nextFit, type Freeze } from './windows.ts';
+import { fleetUpgradesOfTenant, keyLabels, type KeyLabel } from './reads.ts';
 
 export interface FleetUpgradeRequest {
   targetVersion: string;
@@ -87,11 +89,13 @@ export interface FleetUpgradeView {
   currentWave: number;
   abortRollback: boolean;
   createdBy: string;
+  /** The API key that started it, by name and role; null: not a key (or one since deleted). */
+  createdByKey: KeyLabel | null;
   createdAt: string;
   updatedAt: string;
   finishedAt: string | null;
-  /** The operator's override of the maintenance windows, with the reason; null: the windows hold. */
-  windowsOverride: WindowsOverride | null;
+  /** The operator's override of the maintenance windows, with the reason and the key's name; null: the windows hold. */
+  windowsOverride: (WindowsOverride & { byKey: KeyLabel | null }) | null;
   counts: Counts;
   /** Seconds until the last wave settles, from the pace so far; null before anything finished or once finished. */
   etaSeconds: number | null;
@@ -120,6 +124,8 @@ export interface FleetUpgradeView {
     hop: number;
     step: { from: string; to: string; operationId: string | null; startedAt: string | null } | null;
     gate: FleetTenantRow['gate'];
+    /** A step under way whose gate has not passed: what it waits on, since when, the time left. */
+    gateWait: GateWait | null;
     rolledBack: boolean;
     reason: string | null;
     /** Pending, its window closed: when the next window that fits opens. */
@@ -131,6 +137,25 @@ export interface FleetUpgradeView {
   customerActionNeeded?: CustomerAction[];
   /** With `tenants`: the selected tenants' hybrid runtimes their in-cluster upgraders move (upgrades=agent). */
   upgradedByAgent?: AgentUpgrade[];
+}
+
+/**
+ * A tenant's step (a hop, an automatic rollback, a rollback after an abort) waiting on its health
+ * gate (gate.ts): the checks not passing yet, the gate's clock (it starts with the step), and what
+ * happens when it runs out, so that an operator sees why the fleet upgrade does not move and what
+ * is left to decide (wait, pause, abort).
+ */
+export interface GateWait {
+  step: 'upgrade' | 'rollback' | 'revert';
+  /** The checks not passing at the last judgment; empty before the first one. */
+  waitingOn: GateCheck[];
+  /** When the step started: the gate is judged, and its timeout counted, from then. */
+  since: string;
+  timeoutAt: string;
+  /** Seconds until the timeout; 0 once it passed (the driver's next round fails the gate). */
+  secondsLeft: number;
+  /** What the driver does when the gate times out. */
+  onTimeout: string;
 }
 
 /** A hybrid runtime a fleet upgrade moves through its in-cluster upgrader: after its tenant's hosted runtime, in its wave. */
@@ -522,8 +547,35 @@ export class FleetUpgradeService {
       withTenants ? fleetTenantRows(this.#deps.pool, id) : Promise.resolve(undefined),
       withTenants ? hybridRuntimesBehind(this.#deps.pool, id, row.target_version) : Promise.resolve(undefined),
     ]);
-    const out = view(row, waves, counts, tenants);
+    const out = view(row, waves, counts, tenants, await this.#viewContext([row]));
     return behind ? { ...out, ...hybridRuntimesOf(behind, row.target_version) } : out;
+  }
+
+  /** What the answer puts next to the rows: the keys' names, the clock, the catalog. */
+  async #viewContext(rows: readonly FleetRow[]): Promise<ViewContext> {
+    const labels = await keyLabels(
+      this.#deps.pool,
+      rows.flatMap((r) => [r.created_by, ...(r.windows_override ? [r.windows_override.by] : [])]),
+    );
+    return { labels, nowMs: (this.#deps.now ?? Date.now)(), catalog: this.#deps.catalog };
+  }
+
+  /**
+   * The fleet upgrades a tenant is part of (pending or under way in one, or finished in one still
+   * running, paused, halted or aborting), newest first, each with that tenant alone as `tenants`.
+   */
+  async ofTenant(tenantId: string, limit: number): Promise<FleetUpgradeView[]> {
+    const found = await fleetUpgradesOfTenant(this.#deps.pool, tenantId, limit);
+    const context = await this.#viewContext(found.map((f) => f.fleet));
+    const out: FleetUpgradeView[] = [];
+    for (const { fleet, tenant } of found) {
+      const [waves, counts] = await Promise.all([
+        waveRows(this.#deps.pool, fleet.id),
+        stateCounts(this.#deps.pool, [fleet.id]),
+      ]);
+      out.push(view(fleet, waves, counts, [tenant], context, false));
+    }
+    return out;
   }
 
   /** The fleet upgrade's events after `afterSeq`, oldest first (its progress stream). */
@@ -537,6 +589,7 @@ export class FleetUpgradeService {
       this.#deps.pool,
       rows.map((r) => r.id),
     );
+    const context = await this.#viewContext(rows);
     const out: FleetUpgradeView[] = [];
     for (const r of rows)
       out.push(
@@ -545,6 +598,7 @@ export class FleetUpgradeService {
           await waveRows(this.#deps.pool, r.id),
           counts.filter((c) => c.fleet_upgrade_id === r.id),
           undefined,
+          context,
         ),
       );
     return out;
@@ -649,12 +703,58 @@ function planView(plan: Plan, unknown: ExcludedTenant[]): PlanView {
   };
 }
 
+interface ViewContext {
+  labels: Map<string, KeyLabel>;
+  nowMs: number;
+  catalog: Catalog;
+}
+
+const STEP_OF: Partial<Record<FleetTenantState, GateWait['step']>> = {
+  upgrading: 'upgrade',
+  rolling_back: 'rollback',
+  reverting: 'revert',
+};
+
+/** The step under way of a tenant's row, while its gate has not passed; null otherwise. */
+export function gateWaitOf(
+  t: FleetTenantRow,
+  gateTimeoutSeconds: number,
+  nowMs: number,
+  catalog: Pick<Catalog, 'rollbackAnswer'>,
+): GateWait | null {
+  const step = STEP_OF[t.state];
+  if (!step || !t.step_started_at || !t.step_from || !t.step_to || t.gate?.passed) return null;
+  const timeoutMs = t.step_started_at.getTime() + gateTimeoutSeconds * 1000;
+  let onTimeout: string;
+  if (step === 'upgrade') {
+    const back = catalog.rollbackAnswer(t.step_to, t.step_from);
+    onTimeout = back.allowed
+      ? `the hop fails (it counts against the wave's failure budget): the tenant is rolled back to ${t.step_from} automatically, then quarantined`
+      : `the hop fails (it counts against the wave's failure budget): the tenant is quarantined at ${t.step_to}, not rolled back (${back.reason})`;
+  } else if (step === 'rollback') onTimeout = `the automatic rollback to ${t.step_to} fails: the tenant is quarantined`;
+  else onTimeout = `the rollback to ${t.step_to} after the abort fails: the tenant is left as it is`;
+  return {
+    step,
+    waitingOn: (t.gate?.checks ?? []).filter((c) => !c.ok),
+    since: t.step_started_at.toISOString(),
+    timeoutAt: new Date(timeoutMs).toISOString(),
+    secondsLeft: Math.max(0, Math.ceil((timeoutMs - nowMs) / 1000)),
+    onTimeout,
+  };
+}
+
 function view(
   row: FleetRow,
   waves: WaveRow[],
   counts: Array<{ wave: number | null; state: FleetTenantState; n: number }>,
   tenants: FleetTenantRow[] | undefined,
+  context: ViewContext,
+  /** False when `tenants` is not all of them (a tenant's fleet upgrades): no ETA from them. */
+  allTenants = true,
 ): FleetUpgradeView {
+  const gateTimeoutSeconds = Number(
+    (row.options as { gateTimeoutSeconds?: number }).gateTimeoutSeconds ?? DEFAULT_OPTIONS.gateTimeoutSeconds,
+  );
   const total = emptyCounts();
   const perWave = new Map<number, Counts>();
   for (const c of counts) {
@@ -674,12 +774,15 @@ function view(
     currentWave: row.current_wave,
     abortRollback: row.abort_rollback,
     createdBy: row.created_by,
+    createdByKey: context.labels.get(row.created_by) ?? null,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
     finishedAt: iso(row.finished_at),
-    windowsOverride: row.windows_override,
+    windowsOverride: row.windows_override
+      ? { ...row.windows_override, byKey: context.labels.get(row.windows_override.by) ?? null }
+      : null,
     counts: total,
-    etaSeconds: eta(row, waves, tenants),
+    etaSeconds: allTenants ? eta(row, waves, tenants) : null,
     waves: waves.map((w) => ({
       wave: w.wave,
       name: w.wave === 0 ? 'canary' : `wave ${w.wave}`,
@@ -710,6 +813,7 @@ function view(
                 ? { from: t.step_from, to: t.step_to, operationId: t.operation_id, startedAt: iso(t.step_started_at) }
                 : null,
             gate: t.gate,
+            gateWait: gateWaitOf(t, gateTimeoutSeconds, context.nowMs, context.catalog),
             rolledBack: t.rolled_back,
             reason: t.reason,
             deferredUntil: iso(t.deferred_until),

@@ -241,8 +241,21 @@ export const RuntimeVersionInfo = Type.Object({
   channel: StringEnum(['stable', 'latest'] as const),
   availability: StringEnum(AVAILABILITIES),
   default: Type.Boolean(),
-  components: Type.Record(Type.String(), Type.String()),
-  upgrade: Type.Object({ minFrom: Type.Optional(Type.String()) }),
+  components: Type.Record(Type.String(), Type.String(), {
+    description: 'chart versions of vcluster and the Argo charts, the Kubernetes and agents versions',
+  }),
+  appVersions: Type.Record(Type.String(), Type.String(), {
+    description: "the Argo applications' own versions (each chart's appVersion: argoCd v3.0.6 for chart 8.0.17)",
+  }),
+  upgrade: Type.Object({
+    minFrom: Type.Optional(Type.String()),
+    steppingStone: Type.Optional(Type.Boolean({ description: 'no upgrade may jump over this version' })),
+  }),
+  rollback: Type.Object({
+    allowed: Type.Boolean({ description: 'a tenant on this version may go back to an older one (catalog rules)' }),
+    reason: Type.Optional(Type.String()),
+  }),
+  notes: Type.Optional(Type.String({ description: 'release notes' })),
 });
 
 export const Cluster = Type.Object(
@@ -470,6 +483,26 @@ export const DoctorReport = Type.Object(
 
 const FleetCounts = Type.Object(Object.fromEntries(FLEET_TENANT_STATES.map((s) => [s, Type.Integer()])));
 export const GateCheck = Type.Object({ name: Type.String(), ok: Type.Boolean(), detail: Type.String() });
+/** An API key as people know it: by its name and role (the actor of a fleet upgrade's actions). */
+const KeyLabel = Type.Object(
+  { id: Uuid, name: Type.String(), role: Type.String() },
+  { description: 'the API key, by name and role; null: not a key (the system)' },
+);
+/** A step under way waiting on its health gate (provisioner/fleet/service.ts GateWait). */
+const GateWait = Type.Object(
+  {
+    step: StringEnum(['upgrade', 'rollback', 'revert'] as const),
+    waitingOn: Type.Array(GateCheck, { description: 'the checks not passing at the last judgment (empty before it)' }),
+    since: Type.String({ format: 'date-time', description: 'the step started: the gate is judged from then' }),
+    timeoutAt: Type.String({ format: 'date-time', description: 'the gate fails if it has not passed by then' }),
+    secondsLeft: Type.Integer({ minimum: 0, description: 'until timeoutAt; 0 once it passed' }),
+    onTimeout: Type.String({ description: 'what the fleet upgrade does with the tenant when the gate times out' }),
+  },
+  {
+    description:
+      'a step under way whose gate has not passed: what it waits on and the time left; null when no step is under way or its gate passed (docs/fleet-upgrades.md)',
+  },
+);
 
 const PlannedWave = Type.Object({
   wave: Type.Integer(),
@@ -523,13 +556,14 @@ export const FleetUpgrade = Type.Object(
     options: Type.Record(Type.String(), Type.Unknown()),
     currentWave: Type.Integer(),
     abortRollback: Type.Boolean(),
-    createdBy: Type.String(),
+    createdBy: Type.String({ description: "the actor: the id of the API key that started it (or 'system')" }),
+    createdByKey: Nullable(KeyLabel),
     createdAt: DateTime,
     updatedAt: DateTime,
     finishedAt: Nullable(DateTime),
     windowsOverride: Nullable(
       Type.Object(
-        { by: Type.String(), reason: Type.String(), at: DateTime },
+        { by: Type.String(), byKey: Nullable(KeyLabel), reason: Type.String(), at: DateTime },
         { description: "the operator's override of the maintenance windows, with the reason (audited)" },
       ),
     ),
@@ -571,6 +605,7 @@ export const FleetUpgrade = Type.Object(
             }),
           ),
           gate: Nullable(Type.Object({ passed: Type.Boolean(), checks: Type.Array(GateCheck), at: Type.String() })),
+          gateWait: Nullable(GateWait),
           rolledBack: Type.Boolean(),
           reason: Nullable(Type.String()),
           deferredUntil: Nullable(DateTime),
@@ -694,6 +729,7 @@ export const Runtime = Type.Object(
   {
     id: Uuid,
     tenantId: Uuid,
+    organization: Type.String({ description: "the tenant's organization" }),
     name: Type.String(),
     mode: StringEnum(['hosted', 'hybrid'] as const),
     state: Type.String({

@@ -3,7 +3,9 @@
  * `flushMs` or `maxBatch` lines), each batch followed by a NOTIFY on `operation_log` so that
  * followers read it at once. Known secret values are masked before anything is stored, and the
  * engine's lines (streams `engine` and `event`) are stored in their tenant-visible form
- * (visible-text.ts: upstream response bodies withheld).
+ * (visible-text.ts: upstream response bodies withheld). Each resource step is one line: the
+ * engine's line when the step ends (its progress line is left out, isStepUnderWay), and the engine's
+ * events add only the change summary (engine/pulumi.ts summarizeEvent).
  */
 import type pg from 'pg';
 import { parse } from 'yaml';
@@ -11,6 +13,21 @@ import { appendLogAndNotify } from '../store/operations.ts';
 import { maskSecrets, secretList, tenantVisible } from './visible-text.ts';
 
 const MAX_LINE = 4000;
+
+/**
+ * The engine's progress line of a resource step under way, and nothing else on it:
+ * ` +  kubernetes:core/v1:Namespace tenant-x creating (0s) `. The same step's line when it ends
+ * (`created (0.52s)`, `creating failed`, or one carrying a status or an error after the time) says
+ * what this one does and more, so only that one is kept: each resource step is one line of the
+ * log. Anchored at both ends with bounded runs: linear in the line.
+ */
+const STEP_UNDER_WAY =
+  /^\s{0,4}[-+~<>=*]{0,3}\s{1,4}[A-Za-z0-9_.-]+:[A-Za-z0-9_./-]*:[A-Za-z0-9_.]+\s\S+\s(?:creating|updating|deleting|replacing|reading|refreshing|importing|discarding|creating replacement|deleting original|deleting replaced)\s\(\d+(?:\.\d+)?m?s\)\s*$/;
+
+/** Whether an engine line only says that a resource step is under way (STEP_UNDER_WAY). */
+export function isStepUnderWay(line: string): boolean {
+  return line.length < 1000 && STEP_UNDER_WAY.test(line);
+}
 
 const SECRET_FIELD = /(?:-data|token|password|secret|key)$/i;
 
@@ -74,9 +91,13 @@ export class LogWriter {
     for (const p of parts) this.line(p, stream);
   }
 
-  /** One line; stream `reconciler` for the reconciler's own words, anything else is the engine's. */
+  /**
+   * One line; stream `reconciler` for the reconciler's own words, anything else is the engine's.
+   * The engine's line of a step under way is left out: its line when it ends follows.
+   */
   line(line: string, stream = 'reconciler'): void {
     const raw = line.replace(/\r$/, '');
+    if (stream === 'engine' && isStepUnderWay(raw)) return;
     let clean = stream === 'reconciler' ? maskSecrets(raw, this.#secrets) : tenantVisible(raw, this.#secrets);
     if (clean.length > MAX_LINE) clean = clean.slice(0, MAX_LINE) + '…';
     this.#buffer.push({ stream, line: clean });

@@ -41,6 +41,25 @@ export function eligibleClusters(clusters: ClusterLoad[], want: PlacementRequest
   return clusters.filter((c) => ineligibility(c, want) === undefined);
 }
 
+/**
+ * What would let the tenant be placed, most direct first: uncordoning a cluster that would take it
+ * but for its cordon (the command to run), raising the capacity of one that is only full, and
+ * registering another cluster.
+ */
+export function placementActions(clusters: ClusterLoad[], want: PlacementRequest): string[] {
+  const uncordon = clusters
+    .filter((c) => c.cordoned && ineligibility({ ...c, cordoned: false }, want) === undefined)
+    .map((c) => `uncordon ${c.name} (provisioner clusters uncordon ${c.name})`);
+  const raise = clusters
+    .filter(
+      (c) =>
+        !c.cordoned && c.tenants >= c.capacity && ineligibility({ ...c, capacity: c.tenants + 1 }, want) === undefined,
+    )
+    .map((c) => `raise the capacity of ${c.name} (${c.capacity} now)`);
+  const register = `register ${clusters.length === 0 ? 'a' : 'another'} cluster${want.region === null ? '' : ` in region ${want.region}`}`;
+  return [...uncordon, ...raise, register];
+}
+
 export function choosePlacement(
   clusters: ClusterLoad[],
   want: PlacementRequest,
@@ -55,7 +74,7 @@ export function choosePlacement(
     const what = want.region === null ? `a ${want.plan} tenant` : `a ${want.plan} tenant in region ${want.region}`;
     return {
       kind: 'no-capacity',
-      message: `no root cluster can take ${what} (${reasons}); register a cluster or raise a capacity`,
+      message: `no root cluster can take ${what} (${reasons}); ${placementActions(clusters, want).join(', or ')}`,
     };
   }
   const free = eligible.filter((c) => c.leases < clusterParallelism);

@@ -507,7 +507,7 @@ export class Reconciler implements Runnable {
       this.#describe(log, t, started);
       const opts: RunOptions = {
         onOutput: (text) => log!.output(text),
-        onEvent: (e) => log!.line(`${e.type}: ${e.message}`, 'event'),
+        onEvent: (e) => log!.line(e.message, 'event'),
         signal: run.controller.signal,
       };
       let result: EngineResult = { outputs: {}, changes: {}, steps: [] };

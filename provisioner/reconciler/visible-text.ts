@@ -171,15 +171,20 @@ function withholdServerBodies(line: string, state: { inBody: boolean }): string 
   }
 }
 
-/** One line: HTML and `body:` tails cut, lines of a multi-line JSON document withheld. */
+/**
+ * One line: HTML and `body:` tails cut, the members of a multi-line JSON document withheld. A line
+ * of a bracket alone (`{`, `}`, `],`) holds nothing to withhold and is kept: the engine's own
+ * `Outputs:` close an object output with one, and a withheld one read as if the tenant's outputs
+ * had come from upstream.
+ */
 function withholdInLine(line: string): string {
   let out = line;
   const body = /\b(?:response body|body)\s*:\s*/i.exec(out);
   if (body) out = out.slice(0, body.index + body[0].length) + WITHHELD;
   const tag = HTML_TAG.exec(out);
   if (tag) out = out.slice(0, tag.index) + WITHHELD;
-  // A JSON document printed over several lines: `{`, `}`, `"member": …`, `],` lines.
-  if (/^\s*(?:[{}[\]],?|"[^"]*"\s*:.*)\s*$/.test(out) && out.trim() !== '') out = out.replace(/\S.*$/, WITHHELD);
+  // A JSON document printed over several lines: its `"member": …` lines.
+  if (/^\s*"[^"]*"\s*:.*$/.test(out)) out = out.replace(/\S.*$/, WITHHELD);
   return out;
 }
 

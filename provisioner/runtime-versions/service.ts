@@ -25,8 +25,14 @@ export interface RuntimeVersionView {
   availability: Availability;
   /** The version a signup gets when it names none. */
   default: boolean;
+  /** Chart versions (and the vcluster, Kubernetes and agents versions) the version pins. */
   components: Record<string, string>;
-  upgrade: { minFrom?: string };
+  /** The Argo applications' own versions (the charts' appVersion); empty when the catalog does not record them. */
+  appVersions: Record<string, string>;
+  upgrade: { minFrom?: string; steppingStone?: boolean };
+  /** Whether a tenant on this version may go back to an older one, and why not. */
+  rollback: { allowed: boolean; reason?: string };
+  notes?: string;
 }
 
 /**
@@ -135,7 +141,16 @@ export class RuntimeVersionService {
       availability,
       default: v.version === defaultVersion,
       components: { ...v.components },
-      upgrade: v.upgrade.minFrom ? { minFrom: v.upgrade.minFrom } : {},
+      appVersions: { ...v.appVersions },
+      upgrade: {
+        ...(v.upgrade.minFrom ? { minFrom: v.upgrade.minFrom } : {}),
+        ...(v.upgrade.steppingStone ? { steppingStone: true } : {}),
+      },
+      rollback: {
+        allowed: v.rollback?.allowed !== false,
+        ...(v.rollback?.reason ? { reason: v.rollback.reason } : {}),
+      },
+      ...(v.notes ? { notes: v.notes } : {}),
     };
   }
 }

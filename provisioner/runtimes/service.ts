@@ -721,6 +721,7 @@ export class RuntimeService {
     const common = {
       id: r.id,
       tenantId: r.tenant_id,
+      organization: tenantRow.organization,
       name: r.name,
       createdBy: r.created_by,
       createdAt: r.created_at.toISOString(),

@@ -244,10 +244,13 @@ export const fleetUpgradeRoutes =
         config: { roles: OPERATOR },
         schema: {
           summary: 'List fleet upgrades, newest first',
+          description:
+            'With tenantId: the fleet upgrades that tenant is part of (pending or under way in one, or finished in one still running, paused, halted or aborting), each with that tenant alone in `tenants` (its state, step and gate wait); state does not apply then.',
           tags: ['fleet upgrades'],
           querystring: Type.Object(
             {
               state: Type.Optional(StringEnum(FLEET_STATES)),
+              tenantId: Type.Optional(Uuid),
               limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 200, default: 50 })),
             },
             { additionalProperties: false },
@@ -255,7 +258,14 @@ export const fleetUpgradeRoutes =
           response: withErrors({ 200: Type.Object({ items: Type.Array(Type.Ref('FleetUpgrade')) }) }),
         },
       },
-      async (request) => ({ items: await ctx.fleetUpgrades.list(request.query.limit ?? 50, request.query.state) }),
+      async (request) => {
+        const limit = request.query.limit ?? 50;
+        if (request.query.tenantId !== undefined) {
+          if (request.query.state !== undefined) throw errors.validation('give state or tenantId, not both', 'state');
+          return { items: await ctx.fleetUpgrades.ofTenant(request.query.tenantId, limit) };
+        }
+        return { items: await ctx.fleetUpgrades.list(limit, request.query.state) };
+      },
     );
 
     app.get(

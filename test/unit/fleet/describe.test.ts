@@ -31,6 +31,7 @@ const fleet = (over: Partial<FleetUpgrade> = {}): FleetUpgrade => ({
   currentWave: 0,
   abortRollback: false,
   createdBy: 'op',
+  createdByKey: null,
   createdAt: '2026-11-27T10:00:00.000Z',
   updatedAt: '2026-11-27T10:00:00.000Z',
   finishedAt: null,

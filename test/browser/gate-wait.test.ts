@@ -1,0 +1,302 @@
+/**
+ * What the console says of a fleet upgrade blocked on a health gate and of the names it shows, in
+ * Debian's Chromium against a provisioner process whose reconciler runs the ScriptedEngine TEST
+ * DOUBLE and whose fleet driver is the real one (harness/console-server.ts). The double installs
+ * a runtime whose agents never run, so no tunnel ever connects: the driver's tunnel gate waits,
+ * as it does for a hosted runtime that does not come back after an upgrade. Checked: the fleet
+ * upgrade page names the gate, since when, the time left and the actions; the tenant's page shows
+ * the fleet upgrade it is part of; who started it by key name; runtimes by organization; log
+ * lines numbered within their log; words, not field names; dates that do not wrap; the upgrade
+ * graph's legend. Accessibility (axe-core) and a screenshot of each page.
+ */
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import t from 'tap';
+import type { Browser } from 'playwright-core';
+import { appendLog } from '../../provisioner/store/operations.ts';
+import { createKey } from '../../provisioner/store/keys.ts';
+import { insertOperation } from '../../provisioner/store/tenants.ts';
+import { KUBECONFIG } from '../integration/reconciler/harness.ts';
+import { createTestDatabase } from '../helpers/postgres.ts';
+import { until } from '../helpers/wait.ts';
+import type { FleetUpgrade } from '../../provisioner/http/api-types.ts';
+import {
+  axeViolations,
+  chromiumAvailable,
+  CHROMIUM,
+  freePort,
+  launch,
+  newEncryptionKey,
+  openPage,
+  screenshotDir,
+  signIn,
+  startServer,
+  type ServerProcess,
+  type WatchedPage,
+} from './harness/browser.ts';
+
+t.setTimeout(6 * 60_000);
+if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
+
+const db = await createTestDatabase();
+const operator = await createKey(db.pool, { role: 'operator', name: 'ops-alice', createdBy: 'test' });
+const server: ServerProcess = await startServer({
+  databaseUrl: db.url,
+  port: await freePort(),
+  encryptionKey: newEncryptionKey(),
+  CONSOLE_ENGINE_DELAY_MS: 200,
+});
+const browser: Browser = await launch();
+const shots = screenshotDir('gate-wait');
+t.comment(`screenshots: ${shots}`);
+t.teardown(async () => {
+  await browser.close();
+  await server.stop();
+  await db.drop();
+});
+
+async function call<T>(method: string, path: string, body?: unknown): Promise<{ status: number; json: T }> {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${operator.key}`,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...(path === '/v1/signup' ? { 'idempotency-key': randomBytes(16).toString('hex') } : {}),
+    },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  return { status: res.status, json: (await res.json().catch(() => null)) as T };
+}
+
+const registered = await call('POST', '/v1/clusters', {
+  name: 'eu-1a',
+  region: 'eu-west-1',
+  capacity: 50,
+  kubeconfig: KUBECONFIG,
+  force: true,
+});
+if (registered.status !== 201) throw new Error(`cluster: ${registered.status} ${JSON.stringify(registered.json)}`);
+
+async function signup(organization: string, runtimeVersion: string): Promise<string> {
+  const res = await call<{ tenant: { id: string } }>('POST', '/v1/signup', {
+    organization,
+    email: 'ops@example.com',
+    runtimeVersion,
+  });
+  if (res.status !== 202) throw new Error(`signup: ${res.status} ${JSON.stringify(res.json)}`);
+  const id = res.json.tenant.id;
+  await until(
+    `${organization} Ready`,
+    async () =>
+      (await db.pool.query<{ phase: string }>('SELECT phase FROM tenants WHERE id = $1', [id])).rows[0]?.phase ===
+        'Ready' || undefined,
+    60_000,
+  );
+  return id;
+}
+
+async function signedIn(): Promise<WatchedPage> {
+  const w = await openPage(browser, server.url);
+  await signIn(w.page, server.url, operator.key);
+  await w.page.getByRole('heading', { name: 'Tenants' }).waitFor();
+  return w;
+}
+
+const GATE_TIMEOUT = 3600;
+const tenant = await signup('gated-org', '1.4.0');
+const created = await call<{ fleetUpgrade: { id: string } }>('POST', '/v1/fleet-upgrades', {
+  targetVersion: '1.4.1',
+  selector: { tenantIds: [tenant] },
+  waves: [{ count: 1 }],
+  gateTimeoutSeconds: GATE_TIMEOUT,
+});
+if (created.status !== 201) throw new Error(`fleet upgrade: ${created.status} ${JSON.stringify(created.json)}`);
+const fleetId = created.json.fleetUpgrade.id;
+// The driver upgrades the tenant, then its gate waits on the tunnel (no agent of the double
+// connects one): the state the pages are read in.
+const wait = await until(
+  'the fleet upgrade waiting on the tunnel gate',
+  async () => {
+    const f = (await call<FleetUpgrade>('GET', `/v1/fleet-upgrades/${fleetId}`)).json;
+    const w = f.tenants?.find((x) => x.tenantId === tenant)?.gateWait;
+    return w && w.waitingOn.some((c) => c.name === 'tunnel') ? w : undefined;
+  },
+  120_000,
+  250,
+);
+
+t.test('a fleet upgrade blocked on its gate shows the gate, since when, the time left and the actions', async (t) => {
+  const { page, problems } = await signedIn();
+  await page.evaluate(`location.hash = '#/fleet-upgrades/${fleetId}'`);
+  const card = page.getByRole('region', { name: /Waiting on the health gate: 1 tenant/ });
+  await card.waitFor();
+  const detail = card.locator(`[data-gate-wait="${tenant}"]`);
+  t.match(
+    await detail.locator('[data-waiting-on]').innerText(),
+    /^tunnel \(not connected\)/,
+    'it names the check it waits on: the tunnel, not connected',
+  );
+  const text = await detail.innerText();
+  const since = wait.since.slice(0, 16).replace('T', ' ');
+  t.match(text, new RegExp(`Since ${since} UTC`), `since when: the step's start (${wait.since})`);
+  const left = Number(await detail.locator('[data-seconds-left]').getAttribute('data-seconds-left'));
+  t.ok(left > 0 && left <= GATE_TIMEOUT, `a time left before the timeout, within the gate timeout (${left} s)`);
+  t.match(
+    text,
+    /\d+ (h|min)( \d+ min)? left before the gate times out at \d{4}-\d\d-\d\d \d\d:\d\d UTC/,
+    'the time left in words',
+  );
+  t.ok(text.includes(wait.onTimeout), `what happens then, as the API says (${wait.onTimeout})`);
+  const actions = await card.locator('[data-gate-actions] li').allInnerTexts();
+  t.same(
+    actions.map((a) => a.split(/[ :(]/)[0]),
+    ['Wait', 'Pause', 'Abort'],
+    'the actions: wait, pause, abort',
+  );
+  t.equal(await page.getByRole('button', { name: 'Pause…' }).count(), 1, 'with the Pause… button on the page');
+  t.equal(await page.getByRole('button', { name: 'Abort…' }).count(), 1, 'and the Abort… button');
+  t.match(
+    await page.locator(`tr[data-fleet-tenant="${tenant}"]`).innerText(),
+    /waiting on tunnel \(not connected\); \d+ (h|min)( \d+ min)? left/,
+    "the tenant's row says what its gate waits on and the time left",
+  );
+  const by = await page.locator('[data-created-by]').innerText();
+  t.equal(by, 'ops-alice (operator key)', 'started by the key named, with its role');
+  t.notOk((await page.locator('main').innerText()).includes(operator.info.id), "the key's id is not shown as its name");
+  await page.screenshot({ path: join(shots, 'fleet-upgrade-blocked.png'), fullPage: true });
+  t.same(await axeViolations(page), [], 'the blocked fleet upgrade page has no serious accessibility violation');
+
+  await page.locator(`[data-gate-wait="${tenant}"] a`).first().click();
+  const part = page.locator('[data-tenant-fleet-upgrades]');
+  await part.waitFor();
+  t.equal(
+    await part.getByRole('link', { name: /fleet upgrade to 1\.4\.1/ }).getAttribute('href'),
+    `#/fleet-upgrades/${fleetId}`,
+    'the tenant page links the fleet upgrade it is part of',
+  );
+  t.match(await part.innerText(), /This tenant: upgrading in canary/, "with the tenant's state in it");
+  t.match(
+    await part.locator('[data-waiting-on]').innerText(),
+    /^tunnel \(not connected\)/,
+    'and the gate its step waits on',
+  );
+  await page.screenshot({ path: join(shots, 'tenant-in-fleet-upgrade.png'), fullPage: true });
+  t.same(await axeViolations(page), [], 'the tenant page has no serious accessibility violation');
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
+});
+
+t.test('names, not ids or field names: runtimes by organization, words for fields, dates whole', async (t) => {
+  const { page, problems } = await signedIn();
+  await page.getByRole('link', { name: 'Runtimes' }).click();
+  const link = page.locator(`tr[data-tenant="${tenant}"][data-mode="hosted"] a[data-tenant-link]`);
+  await link.waitFor();
+  t.equal(await link.innerText(), 'gated-org', "the runtime's tenant is named by its organization");
+  t.equal(await link.getAttribute('href'), `#/tenants/${tenant}`, 'linking to the tenant');
+  t.notOk(
+    (await page.locator(`tr[data-tenant="${tenant}"]`).innerText()).includes(tenant),
+    "the tenant's UUID is not what the row shows",
+  );
+  await page.screenshot({ path: join(shots, 'runtimes.png'), fullPage: true });
+  t.same(await axeViolations(page), [], 'the runtimes page has no serious accessibility violation');
+
+  await page.evaluate(`location.hash = '#/tenants/${tenant}'`);
+  await page.getByRole('heading', { name: 'Conditions' }).waitFor();
+  const facts = await page.locator('dl.facts dt').allInnerTexts();
+  const endpoints = (await call<{ status: { endpoints: Record<string, string> } }>('GET', `/v1/tenants/${tenant}`)).json
+    .status.endpoints;
+  const camel = Object.keys(endpoints).filter((k) => /[a-z][A-Z]/.test(k));
+  if (camel.length === 0)
+    throw new Error(`precondition: an endpoint named in camelCase (${Object.keys(endpoints).join(', ')})`);
+  t.same(
+    facts.filter((f) => /[a-z][A-Z]/.test(f)),
+    [],
+    `no label is a field name in camelCase (${camel.join(', ')} among the endpoints)`,
+  );
+  t.ok(
+    facts.some((f) => /^vcluster endpoint$|^Argo CD URL$/.test(f)),
+    `the endpoints are labelled in words (${facts.join(' | ')})`,
+  );
+  const dates = await page.locator('main time').evaluateAll((els) =>
+    els.map((e) => ({
+      wrap: (globalThis as unknown as { getComputedStyle(el: unknown): { whiteSpace: string } }).getComputedStyle(e)
+        .whiteSpace,
+      title: e.getAttribute('title') ?? '',
+      height: e.getBoundingClientRect().height,
+    })),
+  );
+  t.ok(dates.length > 3, `the page shows dates (${dates.length})`);
+  t.same(
+    dates.filter((d) => d.wrap !== 'nowrap'),
+    [],
+    'every date is set not to wrap',
+  );
+  t.same(
+    dates.filter((d) => !/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/.test(d.title)),
+    [],
+    'each with its full timestamp in its tooltip',
+  );
+  t.ok(
+    dates.every((d) => d.height < 24),
+    `each on one line (heights ${[...new Set(dates.map((d) => Math.round(d.height)))].join(', ')} px)`,
+  );
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
+});
+
+t.test("an operation's log numbers its lines within the log shown", async (t) => {
+  // Another operation's lines first: the log's own lines have sequence numbers above 1.
+  const other = await insertOperation(db.pool, tenant, 'resync', 1, null, null);
+  await appendLog(
+    db.pool,
+    other,
+    Array.from({ length: 5 }, (_, i) => ({ line: `other ${i}` })),
+  );
+  const op = await insertOperation(db.pool, tenant, 'resync', 1, null, null);
+  await db.pool.query(
+    `UPDATE operations SET state = 'succeeded', started_at = now(), finished_at = now() WHERE id = ANY($1)`,
+    [[op, other]],
+  );
+  await appendLog(db.pool, op, [{ line: 'first' }, { line: 'second' }, { line: 'third' }]);
+  const { page, problems } = await signedIn();
+  await page.evaluate(`location.hash = '#/tenants/${tenant}/operations/${op}'`);
+  await page.locator('.log-stats[data-lines="3"]').waitFor();
+  const firstSeq = Number(await page.locator('.log-stats').getAttribute('data-first-seq'));
+  if (!(firstSeq > 1))
+    throw new Error(`precondition: the log's first line has a sequence number above 1 (${firstSeq})`);
+  t.same(await page.locator('.log-lines .line .seq').allInnerTexts(), ['1', '2', '3'], 'its lines are numbered 1 to 3');
+  t.equal(
+    await page.locator('.log-lines .line .seq').last().getAttribute('title'),
+    'line 3 of 3',
+    'the last one is line 3 of 3',
+  );
+  t.match(await page.locator('.log-stats').innerText(), /^3 lines/, 'the log has 3 lines');
+  await page.screenshot({ path: join(shots, 'log-numbered.png'), fullPage: true });
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
+});
+
+t.test('the upgrade-path graph has a legend for its marks', async (t) => {
+  const { page, problems } = await signedIn();
+  await page.getByRole('link', { name: 'Runtime versions' }).click();
+  await page.locator('svg.graph path.edge').first().waitFor();
+  const legend = await page.getByRole('list', { name: 'Legend' }).locator('li').allInnerTexts();
+  t.same(
+    legend.map((l) => l.trim()),
+    [
+      'a runtime version (oldest on the left)',
+      "arc above, solid: a direct upgrade, in the arrow's direction",
+      'arc below, dashed: a direct rollback',
+    ],
+    'the legend explains the circles, the solid arcs and the dashed arcs',
+  );
+  t.notMatch(
+    await page.locator('table.versions').innerText(),
+    /argoCd|argoWorkflows/,
+    'components are named in words, not by field name',
+  );
+  await page.screenshot({ path: join(shots, 'versions-legend.png'), fullPage: true });
+  t.same(await axeViolations(page), [], 'the versions page has no serious accessibility violation');
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
+});

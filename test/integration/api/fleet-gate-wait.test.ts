@@ -1,0 +1,180 @@
+/**
+ * A fleet upgrade blocked on a health gate, as the API and `provisioner fleet status` answer it:
+ * which checks the step waits on, since when, the time left before the gate times out, what
+ * happens then and what the operator can do; the fleet upgrades a tenant is part of; who started
+ * it by key name and role; a runtime named by its tenant's organization. No driver runs here: the
+ * step is written as the driver leaves it while its gate waits (the browser tier's gate-wait test
+ * runs the real driver).
+ */
+import t from 'tap';
+import { createTestApi } from '../../helpers/api.ts';
+import { main } from '../../../provisioner/cli/main.ts';
+import { insertCluster } from '../../../provisioner/store/clusters.ts';
+import { catalog } from '../../../runtime/catalog.ts';
+import type { FleetUpgrade, RuntimePage } from '../../../provisioner/http/api-types.ts';
+
+const api = await createTestApi();
+const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
+t.teardown(() => api.close());
+
+async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(['--url', url, '--token', api.operatorKey, ...args], {
+    out: (s) => out.push(s),
+    err: (s) => err.push(s),
+    env: {},
+  });
+  return { code, out: out.join('\n'), err: err.join('\n') };
+}
+
+async function get<T>(path: string): Promise<{ status: number; body: T }> {
+  const res = await fetch(`${url}${path}`, { headers: { authorization: `Bearer ${api.operatorKey}` } });
+  return { status: res.status, body: (await res.json()) as T };
+}
+
+await insertCluster(api.db.pool, {
+  name: 'gate-root',
+  region: 'eu-1',
+  labels: {},
+  capacity: 10,
+  plans: [],
+  kubeconfigEnc: api.services.box.encrypt('x', 'cluster/gate-root'),
+});
+async function ready(version: string, organization: string): Promise<string> {
+  const { tenantId } = await api.signup({ runtimeVersion: version, organization });
+  await api.db.pool.query(
+    `UPDATE tenants SET phase = 'Ready', observed_generation = generation, actual_runtime_version = runtime_version,
+            cluster_id = (SELECT id FROM root_clusters WHERE name = 'gate-root') WHERE id = $1`,
+    [tenantId],
+  );
+  return tenantId;
+}
+
+if (!catalog.rollbackAnswer('1.4.1', '1.4.0').allowed)
+  throw new Error('precondition: the catalog allows the rollback 1.4.1 -> 1.4.0');
+
+const GATE_TIMEOUT = 3600;
+const blocked = await ready('1.4.0', 'gated-org');
+const waiting = await ready('1.4.0', 'waiting-org');
+const outside = await ready('1.4.0', 'outside-org');
+const start = await cli([
+  'fleet',
+  'start',
+  '1.4.1',
+  '--tenants',
+  `${blocked},${waiting}`,
+  '--waves',
+  '1,100%',
+  '--gate-timeout',
+  String(GATE_TIMEOUT),
+]);
+if (start.code !== 0) throw new Error(`fleet start: ${start.err}`);
+const fleetId = /started fleet upgrade (\S+)/.exec(start.out)![1]!;
+// The step as the driver leaves it while the gate waits: upgraded 10 minutes ago, every check
+// passing but the tunnel, which never connected again.
+const { rows } = await api.db.pool.query<{ started: Date }>(
+  `UPDATE fleet_upgrade_tenants
+      SET state = 'upgrading', step_from = '1.4.0', step_to = '1.4.1', started_at = now() - interval '10 minutes',
+          step_started_at = now() - interval '10 minutes',
+          gate = $3
+    WHERE fleet_upgrade_id = $1 AND tenant_id = $2
+    RETURNING step_started_at AS started`,
+  [
+    fleetId,
+    blocked,
+    JSON.stringify({
+      passed: false,
+      at: new Date().toISOString(),
+      checks: [
+        { name: 'operation', ok: true, detail: 'succeeded' },
+        { name: 'ready', ok: true, detail: 'phase Ready, Ready' },
+        { name: 'tunnel', ok: false, detail: 'not connected' },
+      ],
+    }),
+  ],
+);
+const since = rows[0]!.started;
+
+t.test(
+  'GET /v1/fleet-upgrades/:id: the step waiting on its gate, with the time left and what happens then',
+  async (t) => {
+    const { status, body: f } = await get<FleetUpgrade>(`/v1/fleet-upgrades/${fleetId}`);
+    t.equal(status, 200, 'the fleet upgrade is answered');
+    const mine = f.tenants!.find((x) => x.tenantId === blocked)!;
+    const w = mine.gateWait;
+    t.ok(w, 'the blocked tenant has a gate wait');
+    t.equal(w?.step, 'upgrade', 'of its upgrade step');
+    t.same(
+      w?.waitingOn.map((c) => [c.name, c.detail]),
+      [['tunnel', 'not connected']],
+      'it waits on the tunnel check alone, with its detail',
+    );
+    t.equal(w?.since, since.toISOString(), 'since the step started');
+    t.equal(
+      w?.timeoutAt,
+      new Date(since.getTime() + GATE_TIMEOUT * 1000).toISOString(),
+      'the timeout is the step start plus the gate timeout',
+    );
+    t.ok(
+      w !== null && w.secondsLeft <= GATE_TIMEOUT - 600 && w.secondsLeft > GATE_TIMEOUT - 600 - 120,
+      `about 50 minutes left (${w?.secondsLeft} s, at most ${GATE_TIMEOUT - 600})`,
+    );
+    t.match(w?.onTimeout, /rolled back to 1\.4\.0 automatically, then quarantined/, 'then: the automatic rollback');
+    const pending = f.tenants!.find((x) => x.tenantId === waiting)!;
+    t.equal(pending.gateWait, null, 'a tenant not started has no gate wait');
+    t.same(
+      f.createdByKey && { name: f.createdByKey.name, role: f.createdByKey.role },
+      { name: 'test operator', role: 'operator' },
+      'who started it: the key by name and role',
+    );
+    t.equal(f.createdByKey?.id, f.createdBy, 'the key named is the actor recorded');
+  },
+);
+
+t.test('GET /v1/fleet-upgrades?tenantId=: the fleet upgrade a tenant is part of, with its own row alone', async (t) => {
+  const part = await get<{ items: FleetUpgrade[] }>(`/v1/fleet-upgrades?tenantId=${blocked}`);
+  t.equal(part.status, 200, 'answered');
+  t.same(
+    part.body.items.map((f) => f.id),
+    [fleetId],
+    'the blocked tenant is part of the fleet upgrade',
+  );
+  t.same(
+    part.body.items[0]?.tenants?.map((x) => x.tenantId),
+    [blocked],
+    'with the tenant alone in its tenants',
+  );
+  t.same(
+    part.body.items[0]?.tenants?.[0]?.gateWait?.waitingOn.map((c) => c.name),
+    ['tunnel'],
+    'and its gate wait',
+  );
+  const none = await get<{ items: FleetUpgrade[] }>(`/v1/fleet-upgrades?tenantId=${outside}`);
+  t.same(none.body.items, [], 'a tenant in no fleet upgrade is in none');
+  const both = await get<{ error: { field?: string } }>(`/v1/fleet-upgrades?tenantId=${outside}&state=running`);
+  t.equal(both.status, 400, 'state and tenantId together are refused');
+  t.equal(both.body.error.field, 'state', 'naming the field');
+});
+
+t.test('fleet status prints the gate a step waits on, since when, the time left and the actions', async (t) => {
+  const status = await cli(['fleet', 'status', fleetId]);
+  t.equal(status.code, 0, `status exits 0 (${status.err})`);
+  const out = status.out;
+  t.match(out, /waiting on their health gate: 1 tenant\b/, 'it counts the tenants waiting on their gate');
+  t.match(out, new RegExp(`gated-org \\(${blocked}\\) upgrade 1\\.4\\.0 -> 1\\.4\\.1`), 'names the tenant and step');
+  t.match(out, /gate waits on: tunnel \(not connected\)/, 'names the check it waits on, with its detail');
+  const minute = since.toISOString().slice(0, 16).replace('T', ' ');
+  t.match(out, new RegExp(`since ${minute} UTC; (49|50) min left`), 'since when, and the time left');
+  t.match(out, /then: the hop fails .* rolled back to 1\.4\.0 automatically/, 'what happens when it times out');
+  t.match(out, new RegExp(`provisioner fleet pause ${fleetId}`), 'the pause command');
+  t.match(out, new RegExp(`provisioner fleet abort ${fleetId} \\[--rollback\\]`), 'the abort command');
+  t.match(out, /wait: a gate passes as soon as its checks do/, 'and waiting, as a choice');
+});
+
+t.test('GET /v1/runtimes names each runtime by its tenant’s organization', async (t) => {
+  const { body } = await get<RuntimePage>('/v1/runtimes?limit=200');
+  const hosted = body.items.find((r) => r.tenantId === blocked && r.mode === 'hosted');
+  t.ok(hosted, 'the tenant’s hosted runtime is listed');
+  t.equal(hosted?.organization, 'gated-org', 'with its organization');
+});
