@@ -28,6 +28,7 @@ import {
   fleetEvents,
   fleetTenantRows,
   finishAbortIfIdle,
+  fleetUpgradesOfTenant,
   getFleetRow,
   insertFleetUpgrade,
   notifyFleetUpgrade,
@@ -48,9 +49,9 @@ import {
   type WindowsOverride,
   type Selector,
 } from '../store/fleet-upgrades.ts';
+import { keyLabels, type KeyLabel } from '../store/keys.ts';
 import type { FleetState, FleetTenantState } from '../store/states.ts';
 import { checkFreezes, explainNoFit, nextFit, type Freeze } from './windows.ts';
-import { fleetUpgradesOfTenant, keyLabels, type KeyLabel } from './reads.ts';
 
 export interface FleetUpgradeRequest {
   targetVersion: string;

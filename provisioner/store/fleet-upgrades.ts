@@ -855,3 +855,32 @@ export async function finishAbortIfIdle(db: Queryable, id: string, rollback: boo
   await db.query('UPDATE fleet_upgrade_tenants SET active = false WHERE fleet_upgrade_id = $1 AND active', [id]);
   return true;
 }
+
+/**
+ * The fleet upgrades a tenant is part of, newest first: the one that holds it (pending or under
+ * way), and any other still running, paused, halted or aborting in which it finished (a
+ * quarantined tenant of a halted fleet upgrade), each with the tenant's own row.
+ */
+export async function fleetUpgradesOfTenant(
+  db: Queryable,
+  tenantId: string,
+  limit: number,
+): Promise<Array<{ fleet: FleetRow; tenant: FleetTenantRow }>> {
+  const { rows } = await db.query<FleetTenantRow & { fleet_upgrade_id: string }>(
+    `SELECT ft.*, t.organization
+       FROM fleet_upgrade_tenants ft
+       JOIN fleet_upgrades f ON f.id = ft.fleet_upgrade_id
+       JOIN tenants t ON t.id = ft.tenant_id
+      WHERE ft.tenant_id = $1
+        AND (ft.active OR ft.fleet_upgrade_id IN (SELECT id FROM fleet_upgrades WHERE state = ANY($2::text[])))
+      ORDER BY f.created_at DESC, f.id DESC
+      LIMIT $3`,
+    [tenantId, ACTIVE_FLEET_STATES, limit],
+  );
+  const out: Array<{ fleet: FleetRow; tenant: FleetTenantRow }> = [];
+  for (const tenant of rows) {
+    const fleet = await getFleetRow(db, tenant.fleet_upgrade_id);
+    if (fleet) out.push({ fleet, tenant });
+  }
+  return out;
+}

@@ -164,3 +164,23 @@ export async function revokeKey(db: Queryable, id: string): Promise<ApiKeyInfo |
   );
   return getKey(db, id);
 }
+
+/** The API key an action was taken with, as people know it. */
+export interface KeyLabel {
+  id: string;
+  name: string;
+  role: string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Name and role of each key among `ids` (actor ids: a key's id, or `system`/`public`, which are
+ * no key and are left out). A revoked key keeps its name: what it did stays attributed.
+ */
+export async function keyLabels(db: Queryable, ids: Iterable<string>): Promise<Map<string, KeyLabel>> {
+  const wanted = [...new Set([...ids].filter((id) => UUID.test(id)))];
+  if (wanted.length === 0) return new Map();
+  const { rows } = await db.query<KeyLabel>('SELECT id, name, role FROM api_keys WHERE id = ANY($1::uuid[])', [wanted]);
+  return new Map(rows.map((r) => [r.id, r]));
+}
