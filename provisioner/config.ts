@@ -280,7 +280,10 @@ export interface EngineConfig {
   cliDir: string | undefined;
   /** PULUMI_HOME for the engine (PROVISIONER_PULUMI_HOME, default `<dataDir>/engine/.pulumi`). */
   pulumiHome: string;
-  /** Base URL runtimes use to reach the control plane (PROVISIONER_PUBLIC_URL, default http://HOST:PORT). */
+  /**
+   * Base URL runtimes use to reach the control plane (PROVISIONER_PUBLIC_URL, default http://HOST:PORT;
+   * plain http only for a loopback host or with PROVISIONER_PUBLIC_URL_ALLOW_HTTP=true).
+   */
   publicUrl: string;
   /**
    * Chart repository overrides handed to the tenants program as `tenant:chartRepositories`
@@ -337,6 +340,36 @@ function url(env: Env, name: string, schemes: string[]): string | undefined {
   if (!schemes.includes(parsed.protocol))
     throw new ConfigError(name, `scheme '${parsed.protocol}' is not supported; use ${schemes.join(', ')}`);
   return raw;
+}
+
+/**
+ * PROVISIONER_PUBLIC_URL: where customers' clusters send their runtime keys and single-use
+ * bootstrap tokens, and where the install command fetches its manifest. Plain http would hand
+ * those to anyone on the path, so it is refused unless the host is a loopback address (one
+ * machine: the sandbox, the tests) or PROVISIONER_PUBLIC_URL_ALLOW_HTTP=true says the operator
+ * accepts it (a lab network; docs/decisions.md "Plain-http public URL").
+ */
+function publicUrl(env: Env): string | undefined {
+  const name = 'PROVISIONER_PUBLIC_URL';
+  const raw = url(env, name, ['https:', 'http:']);
+  if (raw === undefined) return undefined;
+  const parsed = new URL(raw);
+  const allow = 'PROVISIONER_PUBLIC_URL_ALLOW_HTTP';
+  if (parsed.protocol === 'http:' && !loopbackHost(parsed.hostname) && !bool(env, allow, false)) {
+    throw new ConfigError(
+      name,
+      `'${parsed.origin}' is plain http on a host other than loopback: runtime keys and bootstrap tokens would cross the network in clear; use https, or set ${allow}=true to accept it`,
+    );
+  }
+  return raw;
+}
+
+/** Whether a URL's hostname is a loopback address or `localhost` (IPv6 in brackets, as URL gives it). */
+function loopbackHost(hostname: string): boolean {
+  const host = hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  if (host === 'localhost' || host.endsWith('.localhost')) return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  return isIP(host) === 6 && (host === '::1' || /^::ffff:127\./.test(host) || /^::ffff:7f[0-9a-f]{2}:/.test(host));
 }
 
 function loadReconcilerConfig(env: Env): ReconcilerConfig {
@@ -398,9 +431,7 @@ function loadEngineConfig(env: Env, dataDir: string, host: string, port: number)
     passphrase,
     cliDir,
     pulumiHome: home,
-    publicUrl:
-      url(env, 'PROVISIONER_PUBLIC_URL', ['https:', 'http:']) ??
-      `http://${publicHost.includes(':') ? `[${publicHost}]` : publicHost}:${port}`,
+    publicUrl: publicUrl(env) ?? `http://${publicHost.includes(':') ? `[${publicHost}]` : publicHost}:${port}`,
     chartRepositories: chartRepositories(env.PROVISIONER_CHART_REPOSITORIES),
     vclusterServerTemplate: serverTemplate(env.PROVISIONER_VCLUSTER_SERVER_TEMPLATE),
     runtimeReleaseTimeoutSeconds: env.PROVISIONER_RUNTIME_RELEASE_TIMEOUT_SECONDS
@@ -527,7 +558,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     budgets: loadBudgets(env),
     hybrid: {
       // Without a trailing slash: the bundle and the bootstrap Job append paths to it.
-      publicUrl: url(env, 'PROVISIONER_PUBLIC_URL', ['https:', 'http:'])?.replace(/\/+$/, ''),
+      publicUrl: publicUrl(env)?.replace(/\/+$/, ''),
       bootstrapTtlSeconds: int(env, 'PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS', 86_400, 60, 7 * 86_400),
       ingress: {
         allowedCidrs: cidrList(env, 'PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS'),

@@ -3,14 +3,16 @@
  * and the Kubernetes provider plugin first): a local root cluster with the provisioner and its
  * Pulumi engine (sandbox/stack.ts, what every end-to-end test file starts), an embedded
  * PostgreSQL, a demo tenant signed up and followed to Ready, then the console URL, an operator key
- * (minted with the admin key, which is printed apart and labelled as what it is) and commands to try. SIGINT, SIGTERM or SIGHUP stops everything it started and removes its folder.
+ * (minted with the admin key, which is printed apart and labelled as what it is) and commands to try,
+ * among them a hybrid runtime's registration (PROVISIONER_PUBLIC_URL is set to the provisioner's
+ * loopback URL for it). SIGINT, SIGTERM or SIGHUP stops everything it started and removes its folder.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { leaveShutdownToCaller, startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
-import { until } from './processes.ts';
+import { serverPort, until } from './processes.ts';
 import { REPO_ROOT } from './provisioner-process.ts';
 import { kubernetesProvider, startLocalStack, toolchainBin } from './stack.ts';
 
@@ -65,6 +67,10 @@ async function main(): Promise<void> {
   cleanups.push(() => pg.stop());
   say(`✓ embedded PostgreSQL (${((Date.now() - t0) / 1000).toFixed(1)} s; ${elapsed()})`);
 
+  // The provisioner's port is fixed before it starts: PROVISIONER_PUBLIC_URL names it, so that
+  // hybrid runtimes can be registered here (their manifests point at this URL; loopback, so plain
+  // http is accepted: config.ts).
+  const port = process.env.SANDBOX_PORT ? Number(process.env.SANDBOX_PORT) : await serverPort();
   const stack = await startLocalStack({
     dir,
     toolchainBin: bin,
@@ -72,7 +78,8 @@ async function main(): Promise<void> {
     databaseUrl: pg.url,
     rootClusterName: 'local-root',
     keyPrefix: 'sandbox',
-    ...(process.env.SANDBOX_PORT ? { port: Number(process.env.SANDBOX_PORT) } : {}),
+    port,
+    extraEnv: { PROVISIONER_PUBLIC_URL: `http://127.0.0.1:${port}` },
     log: () => {},
     progress: (step, seconds) => say(`✓ ${step} (${seconds.toFixed(1)} s; ${elapsed()})`),
     cleanups,
@@ -141,6 +148,7 @@ async function main(): Promise<void> {
     `  ${cli} apps list ${id}`,
     `  ${cli} clusters list`,
     `  ${cli} doctor`,
+    `  ${cli} runtimes register ${id} edge --access tunnel --argo new --out edge.yaml   # a hybrid runtime's install manifest`,
     '',
     'What is simulated here: pods do not run (the root cluster is a real kube-apiserver, etcd,',
     'controller-manager and scheduler, but its nodes are KWOK nodes that only mark pods Running);',

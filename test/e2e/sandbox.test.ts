@@ -1,11 +1,14 @@
 /**
  * The local sandbox end to end (`npm run sandbox` = scripts/sandbox.sh): started as a user starts
  * it, in its own process group, it prints the console URL with an operator key; the demo tenant
- * becomes Ready through the API; the console answers; SIGINT to its process group (what Ctrl-C
- * in a terminal sends) stops every process it started and closes every port they listened on.
+ * becomes Ready through the API; the console answers; the hybrid registration line it prints writes
+ * an install manifest; SIGINT to its process group (what Ctrl-C in a terminal sends) stops every
+ * process it started and closes every port they listened on.
  */
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
@@ -158,6 +161,43 @@ t.test('npm run sandbox: a demo tenant Ready, the console answers, Ctrl-C leaves
     () => output.includes('is Ready') && output.includes(`tenants get ${console.tenantId}`),
   );
   t.match(output, /pods do not run/, 'the sandbox says that pods do not run');
+
+  // The hybrid registration line it prints, run as printed (in a folder of its own, with the
+  // exported URL and key), writes the install manifest: registration is configured here.
+  const register = /^ {2}(\S+) (runtimes register \S+ edge .*--out edge\.yaml)/m.exec(output);
+  const exported = /export PROVISIONER_URL=(\S+) PROVISIONER_TOKEN=(\S+)/.exec(output);
+  t.ok(register && exported, 'the sandbox prints a runtimes register line and the variables to export');
+  if (register && exported) {
+    t.match(register[2], `runtimes register ${console.tenantId} `, "the register line names the demo tenant's id");
+    const work = await mkdtemp(join(tmpdir(), 'sandbox-register-'));
+    t.teardown(() => rm(work, { recursive: true, force: true }));
+    const words = register[2]!.split(/\s+/);
+    const run = await new Promise<{ code: number | null; out: string }>((resolve) => {
+      const cli = spawn(join(REPO_ROOT, register[1]!), words, {
+        cwd: work,
+        env: { ...process.env, PROVISIONER_URL: exported[1]!, PROVISIONER_TOKEN: exported[2]! },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      cli.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+      cli.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
+      cli.once('exit', (code) => resolve({ code, out }));
+    });
+    t.equal(run.code, 0, `the printed register line exits 0${run.code === 0 ? '' : `: ${run.out.slice(-800)}`}`);
+    t.match(run.out, /kubectl apply/, 'it prints the command that applies the manifest');
+    const manifest = await readFile(join(work, 'edge.yaml'), 'utf8').catch(() => '');
+    t.match(manifest, /name: runtime-bootstrap/, 'it writes edge.yaml with the bootstrap Secret');
+    t.match(manifest, console.url, "the manifest points the runtime at the sandbox's provisioner");
+    const edge = await fetch(`${console.url}/v1/tenants/${console.tenantId}/runtimes/edge`, {
+      headers: { authorization: `Bearer ${console.key}` },
+    });
+    t.equal(edge.status, 200, 'the registered runtime is found through the API');
+    t.match(
+      await edge.json(),
+      { mode: 'hybrid', state: 'awaiting-install' },
+      'it is a hybrid runtime awaiting its install',
+    );
+  }
   const admin = /Admin key: +(\S+)/.exec(output)?.[1];
   const adminRole = admin
     ? ((await (await fetch(`${console.url}/v1/keys`, { headers: { authorization: `Bearer ${admin}` } })).json()) as {

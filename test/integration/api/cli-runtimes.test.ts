@@ -1,7 +1,10 @@
 /**
  * `provisioner runtimes list|get|register|remove` against the real app on loopback: register writes
- * the install manifest to a file only its owner reads and prints the command, never the token.
+ * the install manifest to a file only its owner reads and prints the command, never the token;
+ * remove asks to type the runtime's name (on a real pseudo-terminal too), or takes --yes.
  */
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm, stat, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,18 +16,32 @@ import { main } from '../../../provisioner/cli/main.ts';
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(() => api.close());
+const root = join(import.meta.dirname, '..', '..', '..');
 const dir = await mkdtemp(join(tmpdir(), 'cli-runtimes-'));
 t.teardown(() => rm(dir, { recursive: true, force: true }));
 
-async function cli(args: string[], token: string): Promise<{ code: number; out: string; err: string }> {
+/**
+ * The CLI in this process. `answer` is what the user types at a confirmation on the terminal;
+ * without it there is no terminal (undefined), as for a script or CI.
+ */
+async function cli(
+  args: string[],
+  token: string,
+  answer?: string,
+): Promise<{ code: number; out: string; err: string; asked: string[] }> {
   const out: string[] = [];
   const err: string[] = [];
+  const asked: string[] = [];
   const code = await main(['--url', url, '--token', token, ...args], {
     out: (s) => out.push(s),
     err: (s) => err.push(s),
     env: {},
+    ask: (question) => {
+      asked.push(question);
+      return Promise.resolve(answer);
+    },
   });
-  return { code, out: out.join('\n'), err: err.join('\n') };
+  return { code, out: out.join('\n'), err: err.join('\n'), asked };
 }
 
 const { tenantId, apiKey } = await api.signup();
@@ -114,12 +131,107 @@ t.test('list, get and remove', async (t) => {
   const get = await cli(['runtimes', 'get', tenantId, 'edge'], apiKey);
   t.equal(get.code, 0, get.err);
   t.match(get.out, /awaiting install: bootstrap token valid until/, 'get says the runtime awaits its install');
-  const removed = await cli(['runtimes', 'remove', tenantId, 'edge'], apiKey);
+  const removed = await cli(['runtimes', 'remove', tenantId, 'edge', '--yes'], apiKey);
   t.equal(removed.code, 0, removed.err);
   t.match(removed.out, /kubectl delete .* -l '.*hosted-runtimes\.io\/runtime=edge/, 'remove prints the delete command');
   const gone = await cli(['runtimes', 'get', tenantId, 'edge'], apiKey);
   t.not(gone.code, 0, 'a removed runtime is not found');
   t.match(gone.err, /RUNTIME_NOT_FOUND/, 'the error names RUNTIME_NOT_FOUND');
+});
+
+t.test('remove asks to type the name; without a terminal it refuses unless --yes', async (t) => {
+  const file = join(dir, 'spare.yaml');
+  const reg = await cli(
+    ['runtimes', 'register', tenantId, 'spare', '--access', 'tunnel', '--argo', 'new', '--out', file],
+    apiKey,
+  );
+  t.equal(reg.code, 0, `precondition: runtime spare is registered (${reg.err})`);
+  const state = async () => {
+    const got = await cli(['--json', 'runtimes', 'get', tenantId, 'spare'], apiKey);
+    return got.code === 0 ? (JSON.parse(got.out) as { state: string }).state : `gone (${got.err})`;
+  };
+
+  const scripted = await cli(['runtimes', 'remove', tenantId, 'spare'], apiKey);
+  t.equal(scripted.code, 1, 'without a terminal and without --yes, remove exits with code 1');
+  t.match(scripted.err, /no terminal to confirm on; pass --yes to remove runtime 'spare'/, 'the refusal names --yes');
+  t.equal(await state(), 'awaiting-install', 'the refused remove left the runtime as it was');
+
+  const typo = await cli(['runtimes', 'remove', tenantId, 'spare'], apiKey, 'spar');
+  t.match(
+    typo.asked.join(''),
+    /Type the runtime's name to remove it/,
+    "on a terminal, remove asks for the runtime's name",
+  );
+  t.equal(typo.code, 1, 'a name typed wrong exits with code 1');
+  t.match(
+    typo.err,
+    /'spar' is not the runtime's name 'spare'; nothing was removed/,
+    'it says that nothing was removed',
+  );
+  t.equal(await state(), 'awaiting-install', 'a wrong name removes nothing');
+
+  const typed = await cli(['runtimes', 'remove', tenantId, 'spare'], apiKey, 'spare\n');
+  t.equal(typed.code, 0, `typing the name removes the runtime (${typed.err})`);
+  t.match(typed.out, /removed hybrid runtime spare/, 'remove says the runtime is removed');
+  t.match(await state(), /gone.*RUNTIME_NOT_FOUND/, 'the runtime removed after the confirmation is not found');
+  t.same(
+    [scripted, typed].map((r) => r.asked.length),
+    [1, 1],
+    'each remove without --yes asked exactly once',
+  );
+});
+
+t.test('on a real terminal, bin/provisioner runtimes remove asks and removes once the name is typed', async (t) => {
+  // util-linux `script` runs the CLI on a pseudo-terminal, as a user's shell would.
+  const script = ['/usr/bin/script', '/bin/script'].find((p) => existsSync(p));
+  if (!script) {
+    t.plan(0, 'skipped: no util-linux `script` to give the CLI a terminal');
+    return;
+  }
+  const file = join(dir, 'tty.yaml');
+  const reg = await cli(
+    ['runtimes', 'register', tenantId, 'tty', '--access', 'tunnel', '--argo', 'new', '--out', file],
+    apiKey,
+  );
+  t.equal(reg.code, 0, `precondition: runtime tty is registered (${reg.err})`);
+  const command = [
+    process.execPath,
+    join(root, 'bin', 'provisioner.ts'),
+    '--url',
+    url,
+    'runtimes',
+    'remove',
+    tenantId,
+    'tty',
+  ];
+  const child = spawn(script, ['-qec', command.map((w) => `'${w}'`).join(' '), '/dev/null'], {
+    env: {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOME: process.env.HOME ?? '/tmp',
+      PROVISIONER_TOKEN: apiKey,
+      TERM: 'dumb',
+    },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (output += d));
+  // The answer is typed once the question is on the screen (or not at all if the CLI ends first).
+  const asked = await Promise.race([
+    new Promise<boolean>((resolve) =>
+      child.stdout.setEncoding('utf8').on('data', (d: string) => {
+        output += d;
+        if (output.includes("Type the runtime's name to remove it")) resolve(true);
+      }),
+    ),
+    exited.then(() => false),
+  ]);
+  t.ok(asked, "the CLI asks on the terminal to type the runtime's name");
+  child.stdin.end('tty\n');
+  t.equal(await exited, 0, `the CLI exits 0 after the name is typed (${output.slice(-500)})`);
+  t.match(output, /removed hybrid runtime tty/, 'it says the runtime is removed');
+  const got = await cli(['runtimes', 'get', tenantId, 'tty'], apiKey);
+  t.match(got.err, /RUNTIME_NOT_FOUND/, 'the runtime is removed');
 });
 
 t.test('with --upgrader, an upgrade is left to the in-cluster upgrader, and get shows how it goes', async (t) => {
