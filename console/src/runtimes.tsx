@@ -1,20 +1,20 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, query, type Runtime, type RuntimePage, type RuntimeRemoved } from './api.ts';
-import { ErrorBox, PhaseBadge, Time, when } from './util.tsx';
+import { ErrorBox, notConnectedOf, PhaseBadge, Time, when } from './util.tsx';
 
 const PAGE_SIZE = 50;
 const MODES = ['hosted', 'hybrid'] as const;
 
 /**
  * A runtime's state in words, with the condition that says why: a hosted runtime's phase (and,
- * while not Ready, its Stalled or Ready condition); a hybrid runtime's install state from its
+ * while not Ready, its Stalled or Ready condition; while Ready, RuntimeConnected=False if so); a hybrid runtime's install state from its
  * `Installed` condition ("awaiting install", "bootstrap expired", "installed", "removed").
  */
 export function stateOf(r: Runtime): { text: string; reason: string | null; message: string | null } {
   if (r.mode === 'hosted') {
     const stalled = r.conditions.find((c) => c.type === 'Stalled' && c.status === 'True');
     const ready = r.conditions.find((c) => c.type === 'Ready' && c.status === 'False');
-    const c = r.state === 'Ready' ? undefined : (stalled ?? ready);
+    const c = r.state === 'Ready' ? notConnectedOf(r.conditions) : (stalled ?? ready);
     return { text: r.state, reason: c?.reason ?? null, message: c?.message ?? null };
   }
   const installed = r.conditions.find((c) => c.type === 'Installed');
@@ -165,7 +165,11 @@ function RuntimeTable({
                 </td>
                 <td data-cell="argo">{argoOf(r)}</td>
                 <td data-cell="state" data-state={r.state} title={s.message ?? undefined}>
-                  {r.mode === 'hosted' ? <PhaseBadge phase={s.text} /> : <span class="runtime-state">{s.text}</span>}
+                  {r.mode === 'hosted' ? (
+                    <PhaseBadge phase={s.text} notConnected={notConnectedOf(r.conditions)} />
+                  ) : (
+                    <span class="runtime-state">{s.text}</span>
+                  )}
                   {s.reason && (
                     <div class="why">
                       <span class="reason">{s.reason}</span>
@@ -175,7 +179,9 @@ function RuntimeTable({
                 </td>
                 <td data-cell="version">
                   {r.version ?? '—'}
-                  <div class="id">reported {r.reportedVersion ?? 'none yet'}</div>
+                  <div class="id">
+                    reported {r.lastHeartbeatAt !== null ? (r.reportedVersion ?? 'none') : 'none yet'}
+                  </div>
                   {r.versionSkew && (
                     <span class="skew-tag" title={`reported ${r.reportedVersion ?? '—'}, expected ${r.version ?? '—'}`}>
                       skew

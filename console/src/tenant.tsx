@@ -14,7 +14,7 @@ import { LogView } from './log-view.tsx';
 import { TenantFleetUpgrades } from './fleet-upgrades.tsx';
 import { TenantRuntimes } from './runtimes.tsx';
 import { openStream, type StreamStatus } from './sse.ts';
-import { Banner, ErrorBox, PhaseBadge, Time, when, words } from './util.tsx';
+import { Banner, ErrorBox, notConnectedOf, PhaseBadge, Time, when, words } from './util.tsx';
 
 type Action = 'upgrade' | 'suspend' | 'resume' | 'retry' | 'delete';
 
@@ -78,7 +78,7 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
   return (
     <section aria-labelledby="tenant-title">
       <h1 id="tenant-title">
-        {t.organization} <PhaseBadge phase={t.status.phase} />
+        {t.organization} <PhaseBadge phase={t.status.phase} notConnected={notConnectedOf(t.status.conditions)} />
         {t.status.stale && <span class="stale-tag">stale</span>}
       </h1>
       <Banner status={stream} />

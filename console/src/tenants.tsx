@@ -16,7 +16,7 @@ import {
 } from './api.ts';
 import { BlockingBanner, useDoctor } from './doctor.tsx';
 import { openStream, type StreamStatus } from './sse.ts';
-import { Banner, ErrorBox, PhaseBadge, Time, when } from './util.tsx';
+import { Banner, ErrorBox, notConnectedOf, PhaseBadge, Time, when } from './util.tsx';
 
 interface Filters {
   q: string;
@@ -32,8 +32,16 @@ type Sort = 'createdAt' | 'updatedAt' | 'organization' | 'phase';
 /**
  * Why a tenant that is not Ready (or suspended, or gone) is where it is: its Stalled condition
  * while stalled, otherwise its Ready condition while False, as the API gives them to the caller.
+ * A Ready tenant has a why too while its runtime is not connected (RuntimeConnected=False) or it
+ * needs the customer's action (ActionRequired=True): Ready says provisioned, not running.
  */
 export function whyOf(t: Tenant): { reason: string; message: string } | null {
+  if (t.status.phase === 'Ready' && !t.spec.suspended) {
+    const c =
+      notConnectedOf(t.status.conditions) ??
+      t.status.conditions.find((k) => k.type === 'ActionRequired' && k.status === 'True');
+    return c ? { reason: c.reason, message: c.message } : null;
+  }
   if (['Ready', 'Suspended', 'Deleted'].includes(t.status.phase)) return null;
   const stalled = t.status.conditions.find((c) => c.type === 'Stalled' && c.status === 'True');
   const ready = t.status.conditions.find((c) => c.type === 'Ready' && c.status === 'False');
@@ -272,7 +280,7 @@ export function TenantsPage({ me }: { me: Identity }) {
                 <div class="id">{t.id}</div>
               </td>
               <td class="status" data-phase={t.status.phase}>
-                <PhaseBadge phase={t.status.phase} />
+                <PhaseBadge phase={t.status.phase} notConnected={notConnectedOf(t.status.conditions)} />
                 {t.spec.suspended && t.status.phase !== 'Suspended' && (
                   <span
                     class="suspended-tag"

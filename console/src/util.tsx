@@ -80,8 +80,42 @@ export function words(key: string): string {
     .replace(/\bArgo ([a-z])/g, (_, c: string) => `Argo ${c.toUpperCase()}`);
 }
 
-export function PhaseBadge({ phase }: { phase: string }) {
+/**
+ * A phase as a badge. `notConnected` (a Ready tenant's RuntimeConnected=False: provisioned, but its
+ * runtime does not answer or report) turns it amber with that reason: Ready alone is not green.
+ */
+export function PhaseBadge({
+  phase,
+  notConnected,
+}: {
+  phase: string;
+  notConnected?: { reason: string; message: string } | undefined;
+}) {
+  if (notConnected)
+    return (
+      <span
+        class="phase phase-degraded"
+        data-degraded={notConnected.reason}
+        title={`${notConnected.reason}: ${notConnected.message}`}
+      >
+        {phase}, {NOT_CONNECTED_WORDS[notConnected.reason] ?? words(notConnected.reason)}
+      </span>
+    );
   return <span class={`phase phase-${phase.toLowerCase()}`}>{phase}</span>;
+}
+
+/** RuntimeConnected=False reasons (provisioner/http/tenant-view.ts) in a few words. */
+const NOT_CONNECTED_WORDS: Record<string, string> = {
+  TunnelNotConnected: 'not connected',
+  NeverReported: 'never reported',
+  ReportingStale: 'not reporting',
+};
+
+/** A Ready tenant's (or hosted runtime's) RuntimeConnected=False condition, if it has one. */
+export function notConnectedOf(
+  conditions: readonly { type: string; status: string; reason: string; message: string }[],
+) {
+  return conditions.find((c) => c.type === 'RuntimeConnected' && c.status === 'False');
 }
 
 /** An API error as the API gave it: its message, code, and the path to follow when it has one. */

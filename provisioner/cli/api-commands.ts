@@ -32,6 +32,8 @@ export interface Io {
   signal?: AbortSignal;
   /** Standard input, read whole (`clusters import -`); default: the process's stdin. */
   stdin?: () => Promise<string>;
+  /** Asks a confirmation on the terminal (`runtimes remove`); default: terminal-prompt.ts's. */
+  ask?: (question: string) => Promise<string | undefined>;
 }
 
 async function readStdin(): Promise<string> {
@@ -203,6 +205,38 @@ function describeVersion(v: RuntimeVersionInfo, from: PathInfo[], to: PathInfo[]
   ].join('\n');
 }
 
+/** What `RuntimeConnected=False` reasons read as in a table cell. */
+const NOT_CONNECTED: Record<string, string> = {
+  TunnelNotConnected: 'runtime not connected',
+  NeverReported: 'runtime never reported',
+  ReportingStale: 'runtime stopped reporting',
+};
+
+/**
+ * A tenant's health in words, for the STATUS column (and, `long`, the `status` line of `tenants get`
+ * with the condition's message): a Ready tenant is `healthy` only while its runtime is connected
+ * (RuntimeConnected, provisioner/http/tenant-view.ts); otherwise the reason it is not, or what it waits for.
+ */
+export function tenantStatus(t: Tenant, long = false): string {
+  const cond = (type: string, status: string) =>
+    t.status.conditions.find((c) => c.type === type && c.status === status);
+  const say = (short: string, c: { reason: string; message: string } | undefined) =>
+    long && c ? `${short} (${c.reason}): ${c.message}` : short;
+  if (t.spec.deleted) return t.status.phase === 'Deleted' ? '-' : 'deleting';
+  if (t.status.phase === 'Suspended') return 'suspended';
+  const runtime = cond('RuntimeConnected', 'False');
+  if (runtime) return say(NOT_CONNECTED[runtime.reason] ?? `runtime: ${runtime.reason}`, runtime);
+  const stalled = cond('Stalled', 'True');
+  if (stalled) return say(stalled.reason, stalled);
+  if (t.status.phase !== 'Ready') {
+    const notReady = cond('Ready', 'False');
+    return notReady ? say(notReady.reason, notReady) : t.status.phase.toLowerCase();
+  }
+  const action = cond('ActionRequired', 'True');
+  if (action) return say(`action required: ${action.reason}`, action);
+  return cond('RuntimeConnected', 'True') ? 'healthy' : t.spec.suspended ? 'suspending' : '-';
+}
+
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'superseded']);
 
 /** The API client the global options (--url, --token) or the environment configure. */
@@ -225,6 +259,7 @@ export function addApiCommands(program: Command, io: Io): void {
         ['id', t.id],
         ['organization', t.organization],
         ['phase', `${t.status.phase}${t.spec.deleted ? ' (deleted)' : ''}`],
+        ['status', tenantStatus(t, true)],
         ['plan', t.spec.plan],
         ['region', t.spec.region ?? 'any'],
         ['version', `${t.status.runtimeVersion ?? '-'} (desired ${t.spec.runtimeVersion})`],
@@ -307,11 +342,12 @@ export function addApiCommands(program: Command, io: Io): void {
         } while (cursor);
         print({ items }, () =>
           table(
-            ['ID', 'ORGANIZATION', 'PHASE', 'PLAN', 'VERSION', 'DESIRED', 'CLUSTER', 'AGE'],
+            ['ID', 'ORGANIZATION', 'PHASE', 'STATUS', 'PLAN', 'VERSION', 'DESIRED', 'CLUSTER', 'AGE'],
             items.map((t) => [
               t.id,
               t.organization,
               t.status.phase,
+              tenantStatus(t),
               t.spec.plan,
               t.status.runtimeVersion,
               t.spec.runtimeVersion,

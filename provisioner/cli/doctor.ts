@@ -161,11 +161,17 @@ export function formatChecks(checks: DoctorCheck[]): string {
     for (const f of c.fix) lines.push(`${' '.repeat(9 + width + 2)}fix: ${f}`);
   }
   const problems = checks.filter((c) => c.status === 'problem').length;
+  const warnings = checks.filter((c) => c.status === 'warning').length;
+  // A warning (a tenant whose runtime is not connected, a failing loop) is not "no problem": it is counted.
+  const warned = warnings === 0 ? '' : `; ${warnings} warning${warnings === 1 ? '' : 's'} above to look at`;
   lines.push(
     '',
-    problems === 0
-      ? 'no problem found: a signed-up tenant is provisioned'
-      : `${problems} problem${problems === 1 ? '' : 's'}: tenants are not provisioned until ${problems === 1 ? 'it is' : 'they are'} fixed`,
+    (problems === 0
+      ? warnings === 0
+        ? 'no problem found: a signed-up tenant is provisioned'
+        : 'no problem keeps a signed-up tenant from being provisioned'
+      : `${problems} problem${problems === 1 ? '' : 's'}: tenants are not provisioned until ${problems === 1 ? 'it is' : 'they are'} fixed`) +
+      warned,
   );
   return lines.join('\n');
 }

@@ -11,6 +11,7 @@ import { open } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { apiClientOf, UsageError, type Io } from './api-commands.ts';
 import { age, cellText, table } from './format.ts';
+import { askOnTerminal } from './terminal-prompt.ts';
 import { manifestFileName } from '../../runtime/hybrid/bundle.ts';
 import { shellCommand } from '../../runtime/hybrid/shell.ts';
 import type {
@@ -22,17 +23,23 @@ import type {
   RuntimeUpgraded,
 } from '../http/api-types.ts';
 
+/**
+ * REPORTED is the version the runtime's own agents stated, so it is shown only once they reported
+ * (a heartbeat): before that "-", whatever the deployment wrote. HEARTBEAT is how long ago they
+ * last reported, or "never".
+ */
 const row = (r: Runtime) => [
   r.name,
   r.mode,
   r.state,
   r.version,
-  r.reportedVersion ?? '',
+  r.lastHeartbeatAt !== null ? (r.reportedVersion ?? '-') : '-',
+  r.lastHeartbeatAt !== null ? `${age(r.lastHeartbeatAt)} ago` : 'never',
   r.mode === 'hosted' ? '' : `${r.access}${r.argo === 'existing' ? `, argo in ${r.argoNamespace}` : ''}`,
   r.tunnel.connected ? `connected ${age(r.tunnel.since)}` : 'no',
   `${age(r.createdAt)} ago`,
 ];
-const HEADERS = ['NAME', 'MODE', 'STATE', 'VERSION', 'REPORTED', 'ACCESS', 'TUNNEL', 'AGE'];
+const HEADERS = ['NAME', 'MODE', 'STATE', 'VERSION', 'REPORTED', 'HEARTBEAT', 'ACCESS', 'TUNNEL', 'AGE'];
 
 /** Writes `text` to a new file (or over one) that only its owner may read: it holds a secret. */
 async function writePrivate(file: string, text: string): Promise<void> {
@@ -69,6 +76,23 @@ function upgradeText(u: RuntimeUpgradeBundle, file: string, command: string, dif
 
 export function addRuntimesCommands(program: Command, io: Io): void {
   const client = () => apiClientOf(program, io);
+  /**
+   * Removing revokes the runtime's key at once and cannot be undone: the user types the runtime's
+   * name, or passes --yes. Without a terminal nobody can type it, and the refusal says so.
+   */
+  const confirmRemove = async (tenant: string, name: string): Promise<void> => {
+    const typed = await (io.ask ?? askOnTerminal)(
+      `Removing hybrid runtime ${cellText(name)} of tenant ${cellText(tenant)} revokes its runtime key at once; it cannot be undone.\nType the runtime's name to remove it: `,
+    );
+    if (typed === undefined)
+      throw new UsageError(
+        `runtimes remove: no terminal to confirm on; pass --yes to remove runtime '${cellText(name)}' without asking`,
+      );
+    if (typed.trim() !== name)
+      throw new UsageError(
+        `runtimes remove: '${cellText(typed.trim())}' is not the runtime's name '${cellText(name)}'; nothing was removed`,
+      );
+  };
   const json = (): boolean => program.opts<{ json?: boolean }>().json === true;
   const print = (data: unknown, text: () => string) => io.out(json() ? JSON.stringify(data, null, 2) : text());
   const path = (tenant: string, name?: string) =>
@@ -297,13 +321,18 @@ export function addRuntimesCommands(program: Command, io: Io): void {
       },
     );
 
-  group.command('remove <tenant> <name>').action(async (tenant: string, name: string) => {
-    const out = await client().request<RuntimeRemoved>('DELETE', path(tenant, name));
-    print(out, () =>
-      [
-        `removed hybrid runtime ${name}: its runtime key is revoked; delete what the install created in your cluster with:`,
-        out.removeCommand,
-      ].join('\n'),
-    );
-  });
+  group
+    .command('remove <tenant> <name>')
+    .description("revoke a hybrid runtime's key and print the command that deletes its install (asks first)")
+    .option('--yes', "remove without asking to type the runtime's name (needed without a terminal)")
+    .action(async (tenant: string, name: string, o: { yes?: boolean }) => {
+      if (o.yes !== true) await confirmRemove(tenant, name);
+      const out = await client().request<RuntimeRemoved>('DELETE', path(tenant, name));
+      print(out, () =>
+        [
+          `removed hybrid runtime ${name}: its runtime key is revoked; delete what the install created in your cluster with:`,
+          out.removeCommand,
+        ].join('\n'),
+      );
+    });
 }

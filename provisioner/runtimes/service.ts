@@ -39,7 +39,7 @@ import {
 import { getTenantRow, getTenantRows, toTenant, type TenantRow } from '../store/tenants.ts';
 import { deleteRuntimeObjects, lockTenantObjects } from '../store/runtime-objects.ts';
 import { availabilityOf } from '../store/versions.ts';
-import { conditionsForTenant, tunnelView } from '../http/tenant-view.ts';
+import { conditionsWithRuntime, tunnelView } from '../http/tenant-view.ts';
 import type {
   Runtime,
   RuntimeBootstrapAnswer,
@@ -729,6 +729,7 @@ export class RuntimeService {
     };
     if (r.mode === 'hosted') {
       const t = toTenant(tenantRow);
+      const tunnel = tunnelView(this.#deps.tunnelStatus(t.id), tenantRow, this.#deps.replicaId);
       const reported = t.status.runtimeVersion;
       return {
         ...common,
@@ -739,8 +740,8 @@ export class RuntimeService {
         versionSkew: reported === null ? null : reported !== t.spec.runtimeVersion,
         previousVersion: tenantRow.previous_runtime_version,
         versionChangedAt: null,
-        conditions: reader === 'tenant' ? conditionsForTenant(t.status.conditions) : t.status.conditions,
-        tunnel: tunnelView(this.#deps.tunnelStatus(t.id), tenantRow, this.#deps.replicaId),
+        conditions: conditionsWithRuntime(t, tunnel, reader === 'tenant'),
+        tunnel,
         access: null,
         ingressUrl: null,
         argo: null,

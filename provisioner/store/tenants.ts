@@ -642,3 +642,17 @@ export async function retryState(
   );
   return rows[0];
 }
+
+/**
+ * The Ready tenants not suspended or deleted, oldest first, at most `limit` (doctor's runtime
+ * checks: a bounded scan on a large fleet).
+ */
+export async function readyTenantRows(db: Queryable, limit: number): Promise<TenantRow[]> {
+  const { rows } = await db.query<TenantRow>(
+    `SELECT ${TENANT_COLUMNS} FROM ${TENANT_FROM}
+      WHERE t.phase = 'Ready' AND NOT t.suspended AND NOT t.deleted
+      ORDER BY t.created_at, t.id LIMIT $1`,
+    [limit],
+  );
+  return rows;
+}

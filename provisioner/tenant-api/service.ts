@@ -19,6 +19,7 @@ import {
   getTenantRow,
   insertSignup,
   listTenants,
+  readyTenantRows,
   requestRetry,
   retryState,
   setMaintenanceWindows,
@@ -95,6 +96,11 @@ export class TenantService {
   /** A page of tenants the filter selects, in the page's order (with each row's sort key, for the cursor). */
   list(page: TenantPage): Promise<Array<TenantRow & { sort_key: string }>> {
     return listTenants(this.#deps.pool, page);
+  }
+
+  /** The Ready tenants (not suspended or deleted), oldest first, at most `limit`. */
+  ready(limit: number): Promise<TenantRow[]> {
+    return readyTenantRows(this.#deps.pool, limit);
   }
 
   /** The tenants the filter selects, counted by phase, suspension and runtime version. */

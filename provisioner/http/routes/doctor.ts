@@ -6,7 +6,9 @@
  * The database needs no check here: answering this route (a key lookup) proves it; the CLI reads
  * /readyz for it. Operators and admins only: the answer names paths and servers. Nothing in the
  * request is run or read: it has no parameters. Each background loop of this replica is a check
- * too (loop/<name>), with its last error.
+ * too (loop/<name>), with its last error. So is each provisioned (Ready) tenant whose runtime is
+ * not connected (tenant/<organization>): provisioned is not running, and the on-call reads here
+ * which tenants are dark and what to check.
  */
 import { readFileSync } from 'node:fs';
 import { Type, type Static } from 'typebox';
@@ -16,6 +18,8 @@ import type { AppContext } from '../context.ts';
 import type { ClusterProbe } from '../../clusters/service.ts';
 import type { LoopStatus } from '../../loops/manager.ts';
 import { describeMissing } from '../../../tenants/root-permissions.ts';
+import { toTenant } from '../../store/tenants.ts';
+import { runtimeConnected, tunnelView } from '../tenant-view.ts';
 
 type Check = Static<typeof DoctorCheck>;
 
@@ -149,6 +153,52 @@ export function loopChecks(statuses: LoopStatus[]): Check[] {
   });
 }
 
+/** Ready tenants read per doctor call, oldest first: the answer stays bounded on a large fleet. */
+export const RUNTIME_SCAN_LIMIT = 2000;
+/** Tenants named one by one; the rest are counted in one check. */
+const RUNTIME_NAMED = 20;
+
+/**
+ * One warning per Ready tenant whose runtime is not connected (its RuntimeConnected=False,
+ * tenant-view.ts), with that condition's message and the commands to look; up to RUNTIME_NAMED,
+ * the rest counted. A warning, not a problem: it does not keep tenants from being provisioned.
+ */
+async function runtimeChecks(ctx: AppContext): Promise<Check[]> {
+  const rows = await ctx.tenants.ready(RUNTIME_SCAN_LIMIT);
+  const dark: Check[] = [];
+  for (const row of rows) {
+    const t = toTenant(row);
+    const c = runtimeConnected(t, tunnelView(ctx.tunnel.status(t.id), row, ctx.tunnelDirectory.replicaId));
+    if (c?.status !== 'False') continue;
+    dark.push({
+      name: `tenant/${t.organization}`,
+      status: 'warning',
+      message: `Ready, but its runtime is not connected (${c.reason}, since ${c.lastTransitionTime}): ${c.message}`,
+      fix: [
+        `provisioner tenants get ${t.id}   # its conditions, cluster and vcluster endpoint`,
+        `provisioner operations list ${t.id}   # the last operation that provisioned it`,
+      ],
+      detail: {
+        tenant: t.id,
+        reason: c.reason,
+        since: c.lastTransitionTime,
+        ...(t.status.cluster ? { cluster: t.status.cluster } : {}),
+      },
+    });
+  }
+  if (dark.length <= RUNTIME_NAMED) return dark;
+  return [
+    ...dark.slice(0, RUNTIME_NAMED),
+    {
+      name: 'tenants',
+      status: 'warning',
+      message: `${dark.length - RUNTIME_NAMED} more Ready tenants' runtimes are not connected${rows.length === RUNTIME_SCAN_LIMIT ? ` (of the oldest ${RUNTIME_SCAN_LIMIT} Ready tenants read)` : ''}`,
+      fix: ['provisioner tenants list --phase Ready --all   # the STATUS column names each one'],
+      detail: { notConnected: String(dark.length) },
+    },
+  ];
+}
+
 export const doctorRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>
   async (app) => {
@@ -165,10 +215,10 @@ export const doctorRoutes =
         },
       },
       async () => {
-        const probes = await ctx.clusters.probeAll({ timeoutMs: 5000 });
+        const [probes, runtimes] = await Promise.all([ctx.clusters.probeAll({ timeoutMs: 5000 }), runtimeChecks(ctx)]);
         return {
           version: VERSION,
-          checks: [...engineChecks(ctx), ...clusterChecks(probes), ...loopChecks(ctx.loops.status())],
+          checks: [...engineChecks(ctx), ...clusterChecks(probes), ...runtimes, ...loopChecks(ctx.loops.status())],
         };
       },
     );

@@ -22,7 +22,7 @@ import { errors, isAppError } from '../../errors.ts';
 import { PHASES } from '../../store/states.ts';
 import { TENANT_SORTS, toTenant, type TenantFilter, type TenantRow, type TenantSort } from '../../store/tenants.ts';
 import { serveEventStream } from '../streams.ts';
-import { conditionsForTenant, tunnelView } from '../tenant-view.ts';
+import { conditionsWithRuntime, tunnelView } from '../tenant-view.ts';
 import { decodeStreamCursor, encodeStreamCursor, STREAM_CURSOR } from '../stream-cursor.ts';
 
 import type { SpecChangeRequest } from '../../tenant-api/service.ts';
@@ -118,10 +118,9 @@ export const tenantRoutes =
       const bound = 2 * ctx.config.reconciler.resyncSeconds * 1000;
       const stale =
         bound > 0 && SETTLED.has(t.status.phase) && Date.now() - (observedAt ?? row.updated_at).getTime() > bound;
-      // A tenant's own key reads no operator remediation text (tenant-view.ts).
+      // With RuntimeConnected while Ready; a tenant's own key reads no operator remediation text (tenant-view.ts).
       const role = request.auth?.role;
-      const conditions =
-        role === 'tenant' || role === 'runtime' ? conditionsForTenant(t.status.conditions) : t.status.conditions;
+      const conditions = conditionsWithRuntime(t, tunnel, role === 'tenant' || role === 'runtime');
       return {
         ...t,
         status: { ...t.status, conditions, tunnel, observedAt: observedAt?.toISOString() ?? null, stale },
