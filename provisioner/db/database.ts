@@ -2,7 +2,9 @@
  * Opens the provisioner's database: DATABASE_URL when given, otherwise an embedded PostgreSQL
  * under the data dir. Migrations run before the pool is handed out.
  */
+import { once } from 'node:events';
 import { join } from 'node:path';
+import { setTimeout } from 'node:timers/promises';
 import pg from 'pg';
 import { CONNECT_TIMEOUT_MS, DatabaseHealth, guardPool } from './availability.ts';
 import { startEmbeddedPostgres, type EmbeddedLog, type EmbeddedServer } from './embedded.ts';
@@ -35,6 +37,9 @@ export function createPool(url: string, max = 20, health?: DatabaseHealth, extra
   return guardPool(pool, health);
 }
 
+/** Longest wait at close for the pool's connections to close before the embedded server stops. */
+const CLIENTS_END_MS = 5000;
+
 export async function openDatabase(opts: {
   databaseUrl: string | undefined;
   dataDir: string;
@@ -56,6 +61,15 @@ export async function openDatabase(opts: {
     url = embedded.url;
   }
   const pool = createPool(url, opts.poolSize, health);
+  // The pool's connections still open: pg-pool's end() resolves once it has asked each client to
+  // end, not once its connection has closed, and an embedded server stopped before then
+  // terminates them ("terminating connection due to administrator command"), which reads as an
+  // outage at every shutdown.
+  const open = new Set<pg.PoolClient>();
+  pool.on('connect', (client) => {
+    open.add(client);
+    client.once('end', () => open.delete(client));
+  });
   try {
     await migrate(pool);
   } catch (err) {
@@ -70,7 +84,11 @@ export async function openDatabase(opts: {
     health,
     async close() {
       await pool.end();
-      await embedded?.stop();
+      if (embedded) {
+        const ended = Promise.all([...open].map((client) => once(client, 'end')));
+        await Promise.race([ended, setTimeout(CLIENTS_END_MS, undefined, { ref: false })]);
+        await embedded.stop();
+      }
     },
   };
 }

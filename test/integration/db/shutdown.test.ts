@@ -147,11 +147,11 @@ t.test(
     });
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const logs: Array<{ level?: number; msg?: string; url?: string }> = [];
+    const logs: Array<{ level?: number; msg?: string; url?: string; reason?: string }> = [];
     const closed = new Promise<void>((resolve) => child.stdout.once('close', resolve));
     const base = await new Promise<string>((resolve, reject) => {
       createInterface({ input: child.stdout }).on('line', (line) => {
-        let entry: { level?: number; msg?: string; url?: string };
+        let entry: { level?: number; msg?: string; url?: string; reason?: string };
         try {
           entry = JSON.parse(line) as typeof entry;
         } catch {
@@ -179,7 +179,7 @@ t.test(
     await closed;
     const errors = logs.filter((l) => (l.level ?? 0) >= 50);
     t.same(
-      errors.map((l) => l.msg),
+      errors.map((l) => (l.reason ? `${l.msg} (${l.reason})` : l.msg)),
       [],
       'no line at error level or above (PostgreSQL is not stopped under the shutdown, nothing fails)',
     );
