@@ -25,7 +25,8 @@ import {
   type KubeControlPlane,
   type Toolchain,
 } from './control-plane.ts';
-import { StopWaiting, until } from './processes.ts';
+import { serverPort, StopWaiting, until } from './processes.ts';
+import { RuntimePods } from './runtime-pods.ts';
 import {
   newSecrets,
   preparePulumiHome,
@@ -163,6 +164,12 @@ export interface LocalStackOptions {
    * the emulator: each tenant's vcluster pod runs `vcluster start` (root only).
    */
   realVclusters?: { bin: string; versions: readonly string[] };
+  /**
+   * With real vclusters: run the tenants' runtime pods as processes (sandbox/runtime-pods.ts): the
+   * agents, and Argo CD from `argocdBin` (scripts/argocd.sh) when given; the pods reach the
+   * provisioner at its loopback port, as pods on the host network would.
+   */
+  runtimePods?: { argocdBin?: string | undefined };
   /** Lines about what was started (the emulator's, the charts'). */
   log: (msg: string) => void;
   /** Called as each step completes, with its duration. */
@@ -179,6 +186,8 @@ export interface LocalStack {
   emulator: VclusterEmulator | undefined;
   /** The real vclusters' runner, when asked for. */
   vclusterPods: VclusterPods | undefined;
+  /** The runtime pods' runner, when asked for. */
+  runtimePods: RuntimePods | undefined;
   charts: TenantCharts;
   settings: ProvisionerSettings;
   readonly provisioner: ProvisionerProcess;
@@ -201,7 +210,10 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
   let root: KubeControlPlane | undefined;
   let emulator: VclusterEmulator | undefined;
   let vclusterPods: VclusterPods | undefined;
+  let runtimePods: RuntimePods | undefined;
   let network: PodNetwork | undefined;
+  // Chosen now: the runtime pods' runner routes the pods' loopback at this port to the provisioner.
+  const port = o.port ?? (await serverPort());
   let provisioner: ProvisionerProcess | undefined;
   const hostsFile = o.realVclusters ? join(o.dir, 'hosts') : undefined;
   if (o.realVclusters) {
@@ -220,6 +232,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
   });
   o.cleanups.push(async () => {
     await emulator?.stop();
+    await runtimePods?.stop();
     await vclusterPods?.stop();
   });
   o.cleanups.push(async () => {
@@ -262,6 +275,18 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
       });
       await mkdir(join(o.dir, 'vclusters'), { recursive: true });
       await vclusterPods.start();
+      if (o.runtimePods) {
+        runtimePods = new RuntimePods({
+          root: r.kc,
+          network,
+          vclusters: vclusterPods,
+          argocdBin: o.runtimePods.argocdBin,
+          dir: join(o.dir, 'runtime-pods'),
+          hostPorts: [port],
+          log: o.log,
+        });
+        await runtimePods.start();
+      }
       return;
     }
     emulator = new VclusterEmulator({
@@ -317,7 +342,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
     settings = s;
     await mkdir(s.dataDir, { recursive: true });
     await timed('provisioner with the Pulumi engine', async () => {
-      provisioner = await startProvisioner(s, o.port);
+      provisioner = await startProvisioner(s, port);
       await waitForEngine(s.logFile, 0);
     });
   };
@@ -334,7 +359,15 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
     if (res.status !== 201)
       throw new Error(`registering the root cluster answered ${res.status}: ${(await res.text()).slice(0, 500)}`);
   });
-  const started = { etcd: etcd!, root: root!, emulator, vclusterPods, charts: charts!, settings: settings! };
+  const started = {
+    etcd: etcd!,
+    root: root!,
+    emulator,
+    vclusterPods,
+    runtimePods,
+    charts: charts!,
+    settings: settings!,
+  };
   return {
     toolchain,
     ...started,

@@ -87,7 +87,7 @@ export async function realVclusterUnavailable(): Promise<string> {
  * of its veth pair (deleting one end deletes both), so that the slot's next pod can make them again
  * instead of failing with "File exists".
  */
-async function clearNetns(netns: string, veth?: string): Promise<void> {
+export async function clearNetns(netns: string, veth?: string): Promise<void> {
   const pids = await run('ip', ['netns', 'pids', netns]).then(
     (r) => r.stdout.split(/\s+/).filter(Boolean).map(Number),
     () => [] as number[],
@@ -102,6 +102,25 @@ async function clearNetns(netns: string, veth?: string): Promise<void> {
   for (let i = 0; i < 50 && pids.some(isRunning); i++) await sleep(100);
   await ip('netns', 'del', netns).catch(() => undefined);
   if (veth) await ip('link', 'del', veth).catch(() => undefined);
+}
+
+/**
+ * The network namespace of the n-th pod of `network`: a veth pair whose host end is on the
+ * bridge, the pod's address on its `eth0`, the bridge as its default route. Anything left by an
+ * earlier pod of that slot is cleared first. Returns the namespace's name.
+ */
+export async function createPodNetns(network: PodNetwork, n: number): Promise<string> {
+  const netns = `hrt${network.id}-${n}`;
+  const veth = `hv${network.id}${n}`;
+  await clearNetns(netns, veth);
+  await ip('netns', 'add', netns);
+  await ip('link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', netns);
+  await ip('link', 'set', veth, 'master', network.bridge, 'up');
+  await ip('-n', netns, 'addr', 'add', `${network.podIp(n)}/24`, 'dev', 'eth0');
+  await ip('-n', netns, 'link', 'set', 'eth0', 'up');
+  await ip('-n', netns, 'link', 'set', 'lo', 'up');
+  await ip('-n', netns, 'route', 'add', 'default', 'via', network.hostIp);
+  return netns;
 }
 
 async function ip(...args: string[]): Promise<void> {
@@ -311,7 +330,9 @@ export class VclusterPods {
   /** When a namespace's vcluster may start again after it exited (the kubelet's restart backoff). */
   readonly #notBefore = new Map<string, number>();
   readonly #nextIp = { n: 2 };
+  /** Pod address slots by owner (a tenant namespace's vcluster pod, or a runtime pod), and freed slots. */
   readonly #ips = new Map<string, number>();
+  readonly #freeIps: number[] = [];
   readonly errors: string[] = [];
   #relay: net.Server | undefined;
   /** The relay's connections: a pod's are cut when it stops (its network namespace goes away without a FIN). */
@@ -346,6 +367,27 @@ export class VclusterPods {
       this.#relay!.listen(443, this.#o.network.hostIp, () => ok());
     });
     this.#loop = this.#run();
+  }
+
+  /**
+   * The address slot (n of `network.podIp(n)`) of `owner`: the one it has, else a freed one, else
+   * the next. A tenant namespace's vcluster keeps its slot while the namespace exists; the runtime
+   * pods' runner (sandbox/runtime-pods.ts) takes slots from here too and releases them.
+   */
+  allocate(owner: string): number {
+    let n = this.#ips.get(owner);
+    if (n !== undefined) return n;
+    n = this.#freeIps.shift() ?? this.#nextIp.n++;
+    if (n > 254) throw new Error('more than 253 pods on one pod network');
+    this.#ips.set(owner, n);
+    return n;
+  }
+
+  release(owner: string): void {
+    const n = this.#ips.get(owner);
+    if (n === undefined) return;
+    this.#ips.delete(owner);
+    this.#freeIps.push(n);
   }
 
   get(namespace: string): RealVcluster | undefined {
@@ -432,8 +474,9 @@ export class VclusterPods {
     // A namespace that is gone takes its volume with it.
     const namespaces = new Set((await this.#core.listNamespace()).items.map((n) => n.metadata?.name));
     for (const ns of [...this.#ips.keys()]) {
-      if (namespaces.has(ns) || this.#running.has(ns)) continue;
-      this.#ips.delete(ns);
+      // Runtime pods' slots (`<namespace>/<pod>`) are their runner's to release.
+      if (ns.includes('/') || namespaces.has(ns) || this.#running.has(ns)) continue;
+      this.release(ns);
       await rm(join(this.#o.dir, ns), { recursive: true, force: true });
     }
   }
@@ -461,12 +504,7 @@ export class VclusterPods {
     const uid =
       pod.spec?.containers?.[0]?.securityContext?.runAsUser ?? pod.spec?.securityContext?.runAsUser ?? DEFAULT_UID;
 
-    let n = this.#ips.get(ns);
-    if (n === undefined) {
-      n = this.#nextIp.n++;
-      if (n > 254) throw new Error('more than 253 vcluster pods on one pod network');
-      this.#ips.set(ns, n);
-    }
+    const n = this.allocate(ns);
     const podIp = this.#o.network.podIp(n);
     const dir = join(this.#o.dir, ns);
     const volumes = ['data', 'pki', 'tmp', 'config', 'serviceaccount'];
@@ -496,16 +534,7 @@ export class VclusterPods {
     await writeFile(join(dir, 'serviceaccount', 'ca.crt'), this.#o.rootCaPem, { mode: 0o644 });
     await writeFile(join(dir, 'serviceaccount', 'namespace'), ns, { mode: 0o644 });
 
-    const netns = `hrt${this.#o.network.id}-${n}`;
-    const veth = `hv${this.#o.network.id}${n}`;
-    await clearNetns(netns, veth);
-    await ip('netns', 'add', netns);
-    await ip('link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', netns);
-    await ip('link', 'set', veth, 'master', this.#o.network.bridge, 'up');
-    await ip('-n', netns, 'addr', 'add', `${podIp}/24`, 'dev', 'eth0');
-    await ip('-n', netns, 'link', 'set', 'eth0', 'up');
-    await ip('-n', netns, 'link', 'set', 'lo', 'up');
-    await ip('-n', netns, 'route', 'add', 'default', 'via', this.#o.network.hostIp);
+    const netns = await createPodNetns(this.#o.network, n);
 
     const starts = (this.#starts.get(ns) ?? 0) + 1;
     this.#starts.set(ns, starts);

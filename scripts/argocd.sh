@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds Argo CD's application controller and repo-server (one binary `argocd`, which runs as
-# argocd-application-controller, argocd-repo-server or argocd-git-ask-pass after
+# argocd-application-controller, argocd-repo-server, argocd-git-ask-pass, or `argocd admin
+# redis-initial-password` — a stand-in for the argo-cd chart's redis-secret-init Job — after
 # ARGOCD_BINARY_NAME or its argv[0]: tools/argocd/servers, Argo CD's own commands linked without
 # its CLI, API server, Dex, notifications, ApplicationSet controller and commit server, which the
 # tests never run) and `redis-standin` with `go build` from the pinned module in tools/argocd,

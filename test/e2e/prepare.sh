@@ -128,6 +128,16 @@ _hrt_e2e_prepare() {
     fi
     export HRT_VCLUSTER_BIN="$(printf '%s\n' "$out" | tail -n 1)"
     echo "e2e: vcluster $HRT_VCLUSTER_BIN ($(cut -f2 "$HRT_VCLUSTER_BIN/versions.txt" | paste -sd, - | sed 's/,/, /g'))"
+    # The hosted runtime's pods (sandbox/runtime-pods.ts) route Service traffic with nftables and
+    # run Redis as Debian's redis-server: installed here (root) when missing.
+    if ! command -v nft >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1; then
+      echo "e2e: installing Debian's nftables and redis-server (apt-get; the runtime pods need them, docs/e2e.md)"
+      if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables redis-server; } >/dev/null 2>&1 \
+        || ! command -v nft >/dev/null 2>&1; then
+        echo "e2e: skipped: nftables (nft) could not be installed with apt-get; the runtime pods route Service traffic with it (docs/e2e.md)"
+        return 1
+      fi
+    fi
   fi
   echo "e2e: building or reusing the Kubernetes provider plugin (scripts/kubernetes-provider.sh; a cold build takes long)"
   out="$(bash "$root/scripts/kubernetes-provider.sh")"

@@ -31,6 +31,8 @@ import {
 } from '../../../sandbox/provisioner-process.ts';
 import { kubernetesProvider, startLocalStack, toolchainBin } from '../../../sandbox/stack.ts';
 import type { VclusterPods } from '../../../sandbox/vcluster-pods.ts';
+import type { RuntimePods } from '../../../sandbox/runtime-pods.ts';
+import { argoCdBin, argoCdUnavailable } from './argocd.ts';
 import { refuseInEarlyPhase } from './phase.ts';
 
 export const ROOT_CLUSTER = 'e2e-root';
@@ -63,6 +65,12 @@ export interface E2EOptions {
     nodeArgs: string[];
     derivedCharts?: readonly DerivedChart[];
   };
+  /**
+   * Run the tenants' runtime pods as processes (sandbox/runtime-pods.ts): the agents, Argo CD's
+   * application controller, repo-server and Redis (HRT_ARGOCD_BIN), so a tenant's tunnel
+   * connects, its reporter reports and its Argo CD syncs.
+   */
+  runtimePods?: boolean;
 }
 
 export interface E2E {
@@ -72,6 +80,8 @@ export interface E2E {
   root: KubeControlPlane;
   /** The runner of the tenants' real vclusters (sandbox/vcluster-pods.ts). */
   vclusters: VclusterPods;
+  /** The runner of the tenants' runtime pods, with `runtimePods` (sandbox/runtime-pods.ts). */
+  runtimePods: RuntimePods | undefined;
   db: TestDatabase;
   settings: ProvisionerSettings;
   provisioner: ProvisionerProcess;
@@ -309,6 +319,7 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
       ...(opts.resyncSeconds !== undefined ? { resyncSeconds: opts.resyncSeconds } : {}),
       ...(opts.extraEnv ? { extraEnv: opts.extraEnv } : {}),
       realVclusters: { bin: vcluster.bin, versions: vcluster.versions },
+      ...(opts.runtimePods ? { runtimePods: { argocdBin: runtimeArgoCd() } } : {}),
       log,
       cleanups,
     });
@@ -337,6 +348,7 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
       etcd,
       root,
       vclusters,
+      runtimePods: stack.runtimePods,
       db,
       settings,
       get provisioner() {
@@ -385,4 +397,11 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
     failed = true;
     throw err;
   }
+}
+
+/** The Argo CD build the runtime pods run (HRT_ARGOCD_BIN); without it the file fails, naming why. */
+function runtimeArgoCd(): string {
+  const bin = argoCdBin();
+  if (!bin) throw new Error(`the runtime pods' Argo CD: ${argoCdUnavailable() ?? 'no build'}`);
+  return bin;
 }

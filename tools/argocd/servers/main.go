@@ -1,5 +1,7 @@
 // Command servers runs the two Argo CD servers the end-to-end tier starts, the application
-// controller and the repo-server, plus the git credential helper the repo-server hands to git.
+// controller and the repo-server, plus the git credential helper the repo-server hands to git,
+// and, as `argocd admin redis-initial-password`, a stand-in for the command of the argo-cd chart's
+// redis-secret-init Job (redis_initial_password.go).
 // It dispatches on ARGOCD_BINARY_NAME (or the name it was started as), like Argo CD's own
 // multicall binary, but links only those three commands: the CLI, the API server, Dex,
 // notifications, the ApplicationSet controller (with its SCM provider clients) and the commit
@@ -39,6 +41,18 @@ func main() {
 	case "argocd-repo-server":
 		util.SetAutoMaxProcs(false)
 		err = reposerver.NewCommand().Execute()
+	case "argocd":
+		// Only `argocd admin redis-initial-password` (redis_initial_password.go), the command of
+		// the argo-cd chart's redis-secret-init Job.
+		if len(os.Args) == 3 && os.Args[1] == "admin" && os.Args[2] == "redis-initial-password" {
+			err = redisInitialPassword()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		} else {
+			fmt.Fprintln(os.Stderr, "argocd: this build runs only `argocd admin redis-initial-password`")
+			os.Exit(2)
+		}
 	case "argocd-git-ask-pass":
 		util.SetAutoMaxProcs(true)
 		err = gitaskpass.NewCommand().Execute()
