@@ -36,6 +36,7 @@
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { execFile } from 'node:child_process';
 import { randomInt } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { mkdir, readFile, rm, chown, writeFile } from 'node:fs/promises';
 import { request as httpsRequest } from 'node:https';
 import net from 'node:net';
@@ -676,4 +677,28 @@ export class VclusterPods {
     for (const socket of this.#relayed) socket.destroy();
     await new Promise<void>((ok) => (this.#relay ? this.#relay.close(() => ok()) : ok()));
   }
+}
+
+/**
+ * The vcluster build of HRT_VCLUSTER_BIN: its folder and the vcluster versions its versions.txt
+ * names (`<version>/vcluster`, one per version the catalog pins).
+ */
+export function vclusterBuild(): { bin: string; versions: string[]; describe: string } | undefined {
+  const bin = process.env.HRT_VCLUSTER_BIN;
+  if (!bin) return undefined;
+  let lines: string[];
+  try {
+    lines = readFileSync(join(bin, 'versions.txt'), 'utf8').split('\n');
+  } catch {
+    return undefined;
+  }
+  const vclusters = lines.filter((l) => /^[^\t]+\/vcluster\t/.test(l)).map((l) => l.split('\t')[1] ?? '');
+  const kine = lines.find((l) => l.startsWith('kine\t'));
+  const versions = vclusters.map((m) => m.split(' ')[1] ?? '').filter(Boolean);
+  if (versions.length === 0) return undefined;
+  return {
+    bin,
+    versions,
+    describe: `vcluster: ${vclusters.join(', ')} (real, built from its Go module), kine: ${kine?.split('\t')[1] ?? 'missing'}, at ${bin}`,
+  };
 }

@@ -19,6 +19,16 @@ import { startGitServer } from '../../sandbox/git-server.ts';
 import { catalog } from '../../runtime/catalog.ts';
 
 const VERSION = catalog.defaultVersion();
+/** The upgrade the fleet upgrade makes: the next version the catalog allows from the signup default. */
+const TARGET = catalog.versions
+  .map((v) => v.version)
+  .find(
+    (v) =>
+      v !== VERSION &&
+      catalog.upgradePath(VERSION, v).allowed &&
+      catalog.upgradePath(VERSION, v).path.length === 1 &&
+      v > VERSION,
+  )!;
 
 interface Condition {
   type: string;
@@ -149,6 +159,59 @@ await provisioningSuite(
           return page.items.find((i) => i.name === 'demo' && i.sync === 'Synced');
         });
         t.ok(synced, `the control plane shows demo Synced (commit ${sha.slice(0, 8)})`);
+      },
+    );
+
+    await t.test(
+      `a fleet upgrade ${VERSION} → ${TARGET} with the tunnel and Applications gates on passes them`,
+      async (t) => {
+        interface FleetView {
+          id: string;
+          state: string;
+          tenants?: Array<{ tenantId: string; state: string; reason: string | null }>;
+        }
+        const began = Date.now();
+        const created = await e2e.api.expect<{ fleetUpgrade: FleetView }>(201, 'POST', '/v1/fleet-upgrades', {
+          targetVersion: TARGET,
+          selector: { tenantIds: [tenantId] },
+          waves: [{ count: 1 }],
+          soakSeconds: 0,
+          gateTimeoutSeconds: 600,
+          failureBudget: { maxFailures: 0 },
+          gate: { tunnel: true, applications: true },
+        });
+        const id = created.fleetUpgrade.id;
+        const done = await until(
+          `fleet upgrade ${id} to end`,
+          9 * 60_000,
+          async () => {
+            const f = await e2e.api.expect<FleetView>(200, 'GET', `/v1/fleet-upgrades/${id}`);
+            return ['completed', 'halted', 'aborted'].includes(f.state) ? f : undefined;
+          },
+          2000,
+        );
+        e2e.timing(`fleet upgrade ${VERSION} → ${TARGET} with its gates (one tenant)`, (Date.now() - began) / 1000);
+        t.equal(done.state, 'completed', 'the fleet upgrade completed');
+        const row = done.tenants?.find((x) => x.tenantId === tenantId);
+        t.equal(
+          row?.state,
+          'succeeded',
+          `the tenant passed its gate, tunnel and Applications included (${row?.reason ?? ''})`,
+        );
+        const v = await e2e.api.expect<TenantView & { status: { runtimeVersion?: string } }>(
+          200,
+          'GET',
+          `/v1/tenants/${tenantId}`,
+        );
+        t.equal(v.status.runtimeVersion, TARGET, `the tenant runs ${TARGET}`);
+        const connected = await until('RuntimeConnected=True after the upgrade', 180_000, async () => {
+          const now = await e2e.api.expect<TenantView>(200, 'GET', `/v1/tenants/${tenantId}`);
+          return now.status.conditions?.find((c) => c.type === 'RuntimeConnected' && c.status === 'True');
+        });
+        t.ok(connected, 'and its upgraded runtime is connected and reporting');
+        type Page = { items: Array<{ name: string; sync: string | null }> };
+        const page = await e2e.api.expect<Page>(200, 'GET', `/v1/tenants/${tenantId}/applications`);
+        t.equal(page.items.find((i) => i.name === 'demo')?.sync, 'Synced', 'demo is still reported Synced');
       },
     );
   },

@@ -30,7 +30,7 @@ import {
   type ProvisionerSettings,
 } from '../../../sandbox/provisioner-process.ts';
 import { kubernetesProvider, startLocalStack, toolchainBin } from '../../../sandbox/stack.ts';
-import type { VclusterPods } from '../../../sandbox/vcluster-pods.ts';
+import { vclusterBuild, type VclusterPods } from '../../../sandbox/vcluster-pods.ts';
 import type { RuntimePods } from '../../../sandbox/runtime-pods.ts';
 import { argoCdBin, argoCdUnavailable } from './argocd.ts';
 import { refuseInEarlyPhase } from './phase.ts';
@@ -143,29 +143,7 @@ export function provisioningUnavailable(): string | undefined {
   return undefined;
 }
 
-/**
- * The vcluster build of HRT_VCLUSTER_BIN: its folder and the vcluster versions its versions.txt
- * names (`<version>/vcluster`, one per version the catalog pins).
- */
-export function vclusterBuild(): { bin: string; versions: string[]; describe: string } | undefined {
-  const bin = process.env.HRT_VCLUSTER_BIN;
-  if (!bin) return undefined;
-  let lines: string[];
-  try {
-    lines = readFileSync(join(bin, 'versions.txt'), 'utf8').split('\n');
-  } catch {
-    return undefined;
-  }
-  const vclusters = lines.filter((l) => /^[^\t]+\/vcluster\t/.test(l)).map((l) => l.split('\t')[1] ?? '');
-  const kine = lines.find((l) => l.startsWith('kine\t'));
-  const versions = vclusters.map((m) => m.split(' ')[1] ?? '').filter(Boolean);
-  if (versions.length === 0) return undefined;
-  return {
-    bin,
-    versions,
-    describe: `vcluster: ${vclusters.join(', ')} (real, built from its Go module), kine: ${kine?.split('\t')[1] ?? 'missing'}, at ${bin}`,
-  };
-}
+export { vclusterBuild };
 
 /**
  * The run lock is a semaphore: a folder `$TMPDIR/hosted-runtimes-e2e.lock` holding one file per
