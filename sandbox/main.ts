@@ -14,7 +14,12 @@ import { join, relative } from 'node:path';
 import { leaveShutdownToCaller, startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
 import { serverPort, until } from './processes.ts';
 import { REPO_ROOT } from './provisioner-process.ts';
-import { kubernetesProvider, startLocalStack, toolchainBin } from './stack.ts';
+import { kubernetesProvider, startLocalStack, toolchainBin, type LocalStack } from './stack.ts';
+import { realVclusterUnavailable, vclusterBuild } from './vcluster-pods.ts';
+import { runtimePodsUnavailable } from './runtime-pods.ts';
+import { startGitServer } from './git-server.ts';
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { existsSync } from 'node:fs';
 
 const ORGANIZATION = process.env.SANDBOX_ORGANIZATION || 'demo';
 const READY_TIMEOUT_MS = 10 * 60_000;
@@ -71,6 +76,12 @@ async function main(): Promise<void> {
   // hybrid runtimes can be registered here (their manifests point at this URL; loopback, so plain
   // http is accepted: config.ts).
   const port = process.env.SANDBOX_PORT ? Number(process.env.SANDBOX_PORT) : await serverPort();
+  const runtime = await runtimeSetting();
+  say(
+    runtime.why
+      ? `runtime pods: not run (${runtime.why}); the tenant's vcluster is emulated and its runtime does not execute`
+      : "runtime pods: the tenant's real vcluster, its agents and Argo CD run as processes (sandbox/runtime-pods.ts)",
+  );
   const stack = await startLocalStack({
     dir,
     toolchainBin: bin,
@@ -80,6 +91,12 @@ async function main(): Promise<void> {
     keyPrefix: 'sandbox',
     port,
     extraEnv: { PROVISIONER_PUBLIC_URL: `http://127.0.0.1:${port}` },
+    ...(runtime.vcluster && runtime.argocdBin
+      ? {
+          realVclusters: { bin: runtime.vcluster.bin, versions: runtime.vcluster.versions },
+          runtimePods: { argocdBin: runtime.argocdBin },
+        }
+      : {}),
     log: () => {},
     progress: (step, seconds) => say(`✓ ${step} (${seconds.toFixed(1)} s; ${elapsed()})`),
     cleanups,
@@ -130,6 +147,7 @@ async function main(): Promise<void> {
     },
     1000,
   );
+  const demo = stack.runtimePods ? await runDemo(stack, dir, url, key, id) : undefined;
   const cli = relative(process.cwd(), join(REPO_ROOT, 'bin', 'provisioner')) || 'bin/provisioner';
   const lines = [
     '',
@@ -146,21 +164,132 @@ async function main(): Promise<void> {
     `  ${cli} tenants list`,
     `  ${cli} operations list ${id}`,
     `  ${cli} apps list ${id}`,
+    ...(demo
+      ? [
+          `  ${cli} apps act ${id} application argocd demo sync   # the tenant's Argo CD syncs ${demo.repo} through the tunnel`,
+        ]
+      : []),
     `  ${cli} clusters list`,
     `  ${cli} doctor`,
     `  ${cli} runtimes register ${id} edge --access tunnel --argo new --out edge.yaml   # a hybrid runtime's install manifest`,
     '',
-    'What is simulated here: pods do not run (the root cluster is a real kube-apiserver, etcd,',
-    'controller-manager and scheduler, but its nodes are KWOK nodes that only mark pods Running);',
-    "the tenant's vcluster API server is emulated by a separate kube-apiserver (sandbox/vcluster-emulator.ts)",
-    'while the real vcluster and Argo charts are installed by the real Pulumi engine. So Argo CD does',
-    'not sync anything and no agent connects or reports applications. A real cluster (kind, k3d or a',
-    'cloud; docs/operations.md, "Real-cluster quick start") adds running pods, the real vcluster,',
-    "Argo CD syncing applications, the agents' tunnel and managed clusters.",
+    ...(demo
+      ? [
+          "What runs here: the root cluster's control plane (kube-apiserver, etcd, controller-manager,",
+          "scheduler) with KWOK nodes; the tenant's real vcluster; and its runtime's pods as processes",
+          '(sandbox/runtime-pods.ts): the tunnel client, request router, app-proxy and event reporter,',
+          "Argo CD's application controller and repo-server, Redis. Its tunnel is connected, its reporter",
+          `reports, and its Argo CD compares Application demo with ${demo.repo} (a Git server this sandbox`,
+          'serves). Pods of other images (Argo Workflows, Rollouts, Events, argocd-server) are only marked',
+          'Running by KWOK. docs/e2e.md, "The hosted runtime\'s own pods", lists what stays simulated.',
+        ]
+      : [
+          `What is simulated here${runtime.why ? ` (${runtime.why})` : ''}: pods do not run (the root cluster is a real`,
+          'kube-apiserver, etcd, controller-manager and scheduler, but its nodes are KWOK nodes that only mark',
+          "pods Running); the tenant's vcluster API server is emulated by a separate kube-apiserver",
+          '(sandbox/vcluster-emulator.ts) while the real vcluster and Argo charts are installed by the real',
+          'Pulumi engine. So Argo CD does not sync anything and no agent connects or reports applications',
+          '(the tenant shows "runtime not connected"). As root, `npm run sandbox` runs them (the default;',
+          'SANDBOX_RUNTIME=0 turns it off).',
+        ]),
     '',
     'Ctrl-C stops everything the sandbox started.',
   ];
   process.stdout.write(lines.join('\n') + '\n');
+}
+
+/**
+ * Whether the sandbox runs its tenant's runtime: real vclusters and the runtime pods need root,
+ * ip/unshare/setpriv and nft, and the builds test/e2e/prepare.sh made (HRT_VCLUSTER_BIN,
+ * HRT_ARGOCD_BIN); SANDBOX_RUNTIME=0 turns it off. `why` says what is missing.
+ */
+async function runtimeSetting(): Promise<{
+  why: string;
+  vcluster?: { bin: string; versions: string[] };
+  argocdBin?: string;
+}> {
+  if (process.env.SANDBOX_RUNTIME === '0') return { why: 'SANDBOX_RUNTIME=0' };
+  const why = (await realVclusterUnavailable()) || (await runtimePodsUnavailable());
+  if (why) return { why };
+  const vcluster = vclusterBuild();
+  if (!vcluster) return { why: 'no vcluster build (HRT_VCLUSTER_BIN; scripts/sandbox.sh builds it as root)' };
+  const argocdBin = process.env.HRT_ARGOCD_BIN;
+  if (!argocdBin || !existsSync(join(argocdBin, 'argocd')))
+    return { why: 'no Argo CD build (HRT_ARGOCD_BIN; scripts/sandbox.sh builds it as root)' };
+  return { why: '', vcluster, argocdBin };
+}
+
+/**
+ * With the runtime running: waits for it to connect (tunnel and reporter), then serves a Git
+ * repository with a demo ConfigMap and adds Application `demo` (manual sync) to the tenant's Argo
+ * CD, as a customer's configuration repository would, and waits for it to be reported.
+ */
+async function runDemo(
+  stack: LocalStack,
+  dir: string,
+  url: string,
+  key: string,
+  id: string,
+): Promise<{ repo: string }> {
+  const get = async <T>(path: string): Promise<T> => {
+    const res = await fetch(`${url}${path}`, { headers: { authorization: `Bearer ${key}` } });
+    if (res.status !== 200) throw new Error(`GET ${path} answered ${res.status}`);
+    return (await res.json()) as T;
+  };
+  await until(
+    "the tenant's runtime to connect (its tunnel, its event reporter's first heartbeat)",
+    5 * 60_000,
+    async () => {
+      const t = await get<TenantAnswer>(`/v1/tenants/${id}`);
+      return t.status.conditions.some((c) => c.type === 'RuntimeConnected' && c.status === 'True');
+    },
+    1000,
+  );
+  say(`✓ runtime connected: tunnel up, event reporter reporting (${elapsed()})`);
+  const git = await startGitServer(join(dir, 'git'), stack.runtimePods!.gateway);
+  cleanups.push(() => git.stop());
+  const repo = await git.repository('demo');
+  await repo.commit(
+    {
+      'demo/configmap.yaml':
+        'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo-config\ndata:\n  greeting: hello from the sandbox\n',
+    },
+    'demo: a ConfigMap',
+  );
+  const namespace = `tenant-${id}`;
+  const secret = await stack.root.kc.makeApiClient(CoreV1Api).readNamespacedSecret({ name: 'vc-vcluster', namespace });
+  const kc = new KubeConfig();
+  kc.loadFromString(
+    stack.vclusterPods!.reachable(namespace, Buffer.from(secret.data?.config ?? '', 'base64').toString('utf8')),
+  );
+  await kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+    group: 'argoproj.io',
+    version: 'v1alpha1',
+    namespace: 'argocd',
+    plural: 'applications',
+    body: {
+      apiVersion: 'argoproj.io/v1alpha1',
+      kind: 'Application',
+      metadata: { name: 'demo', namespace: 'argocd' },
+      spec: {
+        project: 'default',
+        source: { repoURL: repo.url, path: 'demo', targetRevision: 'main' },
+        destination: { server: 'https://kubernetes.default.svc', namespace: 'demo' },
+        syncPolicy: { syncOptions: ['CreateNamespace=true'] },
+      },
+    },
+  });
+  await until(
+    'Application demo to be reported',
+    3 * 60_000,
+    async () => {
+      const page = await get<{ items: Array<{ name: string; sync: string | null }> }>(`/v1/tenants/${id}/applications`);
+      return page.items.some((i) => i.name === 'demo' && i.sync);
+    },
+    1000,
+  );
+  say(`✓ Application demo reported by the tenant's runtime, from ${repo.url} (${elapsed()})`);
+  return { repo: repo.url };
 }
 
 main().catch(async (err: unknown) => {

@@ -30,8 +30,9 @@
 # namespaces). A failed build, or a machine where it cannot run, stops the tier (a failure with
 # CI=true), with the reason.
 #
-# HRT_PREPARE_FOR=sandbox (scripts/sandbox.sh): only what a local root cluster with the provisioner
-# needs (toolchain, chart mirror, provider plugin); the Argo CRDs, Argo CD and vcluster are skipped.
+# HRT_PREPARE_FOR=sandbox (scripts/sandbox.sh): what a local root cluster with the provisioner needs
+# (toolchain, chart mirror, provider plugin) and, as root unless SANDBOX_RUNTIME=0, what runs its
+# tenant's runtime (Argo CD, vcluster, nftables and redis-server); the Argo CRDs are skipped.
 # HRT_PREPARE_FOR=early (scripts/test.sh, the tier's early phase): only the chart mirror, the
 # toolchain and the Argo CRDs; Argo CD, vcluster and the provider plugin are left to the full
 # preparation that follows (on a cold machine they are still compiling in the background).
@@ -100,6 +101,10 @@ _hrt_e2e_prepare() {
     echo "e2e: Argo CRDs $HRT_ARGO_CRDS_DIR"
     # The tier's early phase (scripts/test.sh) needs only the toolchain and the Argo CRDs.
     [ "${HRT_PREPARE_FOR:-}" != early ] || return 0
+  fi
+  # The sandbox runs its tenant's runtime too (real vclusters and the runtime pods, root only)
+  # unless SANDBOX_RUNTIME=0; then, and for non-root users, it emulates the vcluster (sandbox/main.ts).
+  if [ "${HRT_PREPARE_FOR:-}" != sandbox ] || { [ "${SANDBOX_RUNTIME:-1}" != 0 ] && [ "$(id -u)" = 0 ]; }; then
     echo "e2e: building or reusing Argo CD (scripts/argocd.sh; a cold build takes several minutes)"
     out="$(bash "$root/scripts/argocd.sh")"
     rc=$?

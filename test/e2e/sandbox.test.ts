@@ -1,7 +1,9 @@
 /**
  * The local sandbox end to end (`npm run sandbox` = scripts/sandbox.sh): started as a user starts
  * it, in its own process group, it prints the console URL with an operator key; the demo tenant
- * becomes Ready through the API; the console answers; the hybrid registration line it prints writes
+ * becomes Ready through the API; as root, its runtime runs (RuntimeConnected, the demo Application
+ * reported, the printed sync line synced by the tenant's Argo CD); the console answers; the hybrid
+ * registration line it prints writes
  * an install manifest; SIGINT to its process group (what Ctrl-C in a terminal sends) stops every
  * process it started and closes every port they listened on.
  */
@@ -157,25 +159,20 @@ t.test('npm run sandbox: a demo tenant Ready, the console answers, Ctrl-C leaves
   t.comment(`tenant Ready after ${((Date.now() - started) / 1000).toFixed(1)} s`);
   await until(
     'the sandbox to print that the tenant is Ready and the commands to try',
-    30_000,
-    () => output.includes('is Ready') && output.includes(`tenants get ${console.tenantId}`),
+    // With the runtime running, first its connection and the demo Application's first report.
+    5 * 60_000,
+    () => {
+      if (exitedYet) throw new Error(`the sandbox exited:\n${output.slice(-3000)}`);
+      return output.includes('is Ready') && output.includes(`tenants get ${console.tenantId}`);
+    },
   );
-  t.match(output, /pods do not run/, 'the sandbox says that pods do not run');
-
-  // The hybrid registration line it prints, run as printed (in a folder of its own, with the
-  // exported URL and key), writes the install manifest: registration is configured here.
-  const register = /^ {2}(\S+) (runtimes register \S+ edge .*--out edge\.yaml)/m.exec(output);
   const exported = /export PROVISIONER_URL=(\S+) PROVISIONER_TOKEN=(\S+)/.exec(output);
-  t.ok(register && exported, 'the sandbox prints a runtimes register line and the variables to export');
-  if (register && exported) {
-    t.match(register[2], `runtimes register ${console.tenantId} `, "the register line names the demo tenant's id");
-    const work = await mkdtemp(join(tmpdir(), 'sandbox-register-'));
-    t.teardown(() => rm(work, { recursive: true, force: true }));
-    const words = register[2]!.split(/\s+/);
-    const run = await new Promise<{ code: number | null; out: string }>((resolve) => {
-      const cli = spawn(join(REPO_ROOT, register[1]!), words, {
-        cwd: work,
-        env: { ...process.env, PROVISIONER_URL: exported[1]!, PROVISIONER_TOKEN: exported[2]! },
+  /** Runs a command line the sandbox printed, as printed, with the variables it says to export. */
+  const runPrinted = (bin: string, words: string[], cwd: string) =>
+    new Promise<{ code: number | null; out: string }>((resolve) => {
+      const cli = spawn(join(REPO_ROOT, bin), words, {
+        cwd,
+        env: { ...process.env, PROVISIONER_URL: exported?.[1] ?? '', PROVISIONER_TOKEN: exported?.[2] ?? '' },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let out = '';
@@ -183,6 +180,53 @@ t.test('npm run sandbox: a demo tenant Ready, the console answers, Ctrl-C leaves
       cli.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
       cli.once('exit', (code) => resolve({ code, out }));
     });
+  if (/runtime pods: the tenant's real vcluster/.test(output)) {
+    // As root (CI), the sandbox runs the tenant's runtime: its pods as processes.
+    t.match(
+      output,
+      /✓ runtime connected: tunnel up, event reporter reporting/,
+      'the sandbox says the runtime connected',
+    );
+    t.match(output, /✓ Application demo reported by the tenant's runtime/, 'and that its demo Application is reported');
+    const view = (await (
+      await fetch(`${console.url}/v1/tenants/${console.tenantId}`, {
+        headers: { authorization: `Bearer ${console.key}` },
+      })
+    ).json()) as { status: { conditions: Array<{ type: string; status: string }> } };
+    t.equal(
+      view.status.conditions.find((c) => c.type === 'RuntimeConnected')?.status,
+      'True',
+      'the API says RuntimeConnected=True for the demo tenant',
+    );
+    const act = /^ {2}(\S+) (apps act \S+ application argocd demo sync)/m.exec(output);
+    t.ok(act, 'the sandbox prints an apps act … sync line for the demo Application');
+    if (act) {
+      const ran = await runPrinted(act[1]!, act[2]!.split(/\s+/), REPO_ROOT);
+      t.equal(ran.code, 0, `the printed sync line exits 0${ran.code === 0 ? '' : `: ${ran.out.slice(-800)}`}`);
+      const synced = await until('demo reported Synced after the printed sync', 180_000, async () => {
+        const page = (await (
+          await fetch(`${console.url}/v1/tenants/${console.tenantId}/applications`, {
+            headers: { authorization: `Bearer ${console.key}` },
+          })
+        ).json()) as { items: Array<{ name: string; sync: string | null }> };
+        return page.items.find((i) => i.name === 'demo' && i.sync === 'Synced');
+      });
+      t.ok(synced, "the tenant's Argo CD synced demo through the tunnel, and the API shows it Synced");
+    }
+  } else {
+    t.match(output, /pods do not run/, 'the sandbox says that pods do not run, and why');
+  }
+
+  // The hybrid registration line it prints, run as printed (in a folder of its own, with the
+  // exported URL and key), writes the install manifest: registration is configured here.
+  const register = /^ {2}(\S+) (runtimes register \S+ edge .*--out edge\.yaml)/m.exec(output);
+  t.ok(register && exported, 'the sandbox prints a runtimes register line and the variables to export');
+  if (register && exported) {
+    t.match(register[2], `runtimes register ${console.tenantId} `, "the register line names the demo tenant's id");
+    const work = await mkdtemp(join(tmpdir(), 'sandbox-register-'));
+    t.teardown(() => rm(work, { recursive: true, force: true }));
+    const words = register[2]!.split(/\s+/);
+    const run = await runPrinted(register[1]!, words, work);
     t.equal(run.code, 0, `the printed register line exits 0${run.code === 0 ? '' : `: ${run.out.slice(-800)}`}`);
     t.match(run.out, /kubectl apply/, 'it prints the command that applies the manifest');
     const manifest = await readFile(join(work, 'edge.yaml'), 'utf8').catch(() => '');
