@@ -1,11 +1,13 @@
 /**
  * Fleet upgrades (operators): the list, and one fleet upgrade with its waves, every tenant's state
  * and last gate result, the steps waiting on their gate (which checks, since when, the time left,
- * what happens then and what the operator can do), pause/resume/abort; on a tenant's page, the
- * fleet upgrade it is part of. Live through the tenant change stream: a fleet upgrade moves
- * tenants, so the page reloads it (at most once a second) when a tenant changes.
+ * what happens then and what the operator can do: wait, skip the checks of the runtime's agents
+ * for that step, abort), pause/resume/abort; on a tenant's page, the fleet upgrade it is part of.
+ * Live through the tenant change stream: a fleet upgrade moves tenants, so the page reloads it (at
+ * most once a second) when a tenant changes; after a skip, until the driver has judged that step.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
+import { SKIPPABLE_GATE_CHECKS } from '../../provisioner/store/states.ts';
 import { api, ApiError, type FleetUpgrade, type FleetUpgradeTenant, type TenantStreamEvents } from './api.ts';
 import { openStream, type StreamStatus } from './sse.ts';
 import { Banner, duration, ErrorBox, Time, words } from './util.tsx';
@@ -64,7 +66,7 @@ function GateWaitDetail({
       <p>
         <strong>Waiting on:</strong>{' '}
         {wait.waitingOn.length === 0 ? (
-          'its first judgment (the driver judges it in its next round)'
+          "the driver's next judgment (in its next round)"
         ) : (
           <span data-waiting-on={wait.waitingOn.map((c) => c.name).join(' ')}>
             {wait.waitingOn.map((c, i) => (
@@ -97,6 +99,189 @@ function GateWaitDetail({
         </ul>
       )}
     </div>
+  );
+}
+
+const SKIPPABLE: readonly string[] = SKIPPABLE_GATE_CHECKS;
+
+/** The skips of a tenant's gate checks, in words: which checks, of which step, by whom, why. */
+function skippedText(t: FleetUpgradeTenant): string {
+  return t.gateSkipped
+    .map(
+      (s) =>
+        `${s.checks.map(words).join(' and ')} of ${s.step.from} → ${s.step.to} skipped by ${byKey(s.byKey, s.by)}: ${s.reason}`,
+    )
+    .join('; ');
+}
+
+/**
+ * "Skip gate…": a button that opens a small form (the checks, the reason, confirm or cancel) and
+ * skips those checks of the tenant's step through the API. Focus goes to the reason when it opens
+ * and back to the button when it is cancelled (or Escape); `onSkipped` gets the API's answer.
+ */
+function SkipGate({
+  fleetId,
+  tenant,
+  checks,
+  onSkipped,
+}: {
+  fleetId: string;
+  tenant: FleetUpgradeTenant;
+  checks: { name: string; detail: string }[];
+  onSkipped: (answer: FleetUpgrade) => void;
+}) {
+  const [open, setOpen] = useState(false);
+  const [chosen, setChosen] = useState<string[]>(checks.map((c) => c.name));
+  const [reason, setReason] = useState('');
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<ApiError | null>(null);
+  const opener = useRef<HTMLButtonElement>(null);
+  const reasonInput = useRef<HTMLInputElement>(null);
+  const returnFocus = useRef(false);
+  useEffect(() => {
+    if (open) reasonInput.current?.focus();
+    else if (returnFocus.current) opener.current?.focus();
+    returnFocus.current = false;
+  }, [open]);
+  const cancel = () => {
+    returnFocus.current = true;
+    setOpen(false);
+    setError(null);
+  };
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const answer = await api<FleetUpgrade>(
+        'POST',
+        `/v1/fleet-upgrades/${fleetId}/tenants/${tenant.tenantId}/skip-gate`,
+        { body: { checks: chosen, reason: reason.trim() } },
+      );
+      setOpen(false);
+      setReason('');
+      onSkipped(answer);
+    } catch (err) {
+      setError(err as ApiError);
+    } finally {
+      setBusy(false);
+    }
+  };
+  if (!open)
+    return (
+      <button
+        type="button"
+        ref={opener}
+        aria-label={`Skip gate of ${tenant.organization}…`}
+        onClick={() => (setChosen(checks.map((c) => c.name)), setOpen(true))}
+      >
+        Skip gate…
+      </button>
+    );
+  const title = `skip-gate-title-${tenant.tenantId}`;
+  return (
+    <form
+      class="actions skip-gate"
+      aria-labelledby={title}
+      data-skip-gate={tenant.tenantId}
+      onSubmit={(e) => void submit(e)}
+      onKeyDown={(e) => e.key === 'Escape' && cancel()}
+    >
+      <p id={title}>
+        <strong>
+          Skip the gate of {tenant.organization}'s {tenant.gateWait?.step ?? 'step'}{' '}
+          {tenant.step ? `${tenant.step.from} → ${tenant.step.to}` : ''}
+        </strong>
+        : the checks chosen count as passed for this step only (its other checks are still judged, its later steps in
+        full). Recorded with your key and the reason.
+      </p>
+      <fieldset>
+        <legend>Checks to skip</legend>
+        {checks.map((c) => (
+          <label key={c.name}>
+            <input
+              type="checkbox"
+              name="skip-check"
+              value={c.name}
+              checked={chosen.includes(c.name)}
+              onChange={(e) =>
+                setChosen(e.currentTarget.checked ? [...chosen, c.name] : chosen.filter((x) => x !== c.name))
+              }
+            />{' '}
+            {words(c.name)} ({c.detail})
+          </label>
+        ))}
+      </fieldset>
+      <label>
+        Reason (audited)
+        <input
+          ref={reasonInput}
+          name="skip-reason"
+          size={60}
+          required
+          maxLength={500}
+          autoComplete="off"
+          value={reason}
+          onInput={(e) => setReason(e.currentTarget.value)}
+        />
+      </label>
+      <ErrorBox error={error} />
+      <div class="confirm">
+        <button type="submit" class="danger" disabled={busy || reason.trim() === '' || chosen.length === 0}>
+          Skip gate
+        </button>
+        <button type="button" onClick={cancel}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
+}
+
+/** What the operator can do about one step waiting on its gate: wait (the time left), skip its agents' checks, abort. */
+function GateActions({
+  f,
+  t,
+  left,
+  onSkipped,
+}: {
+  f: FleetUpgrade;
+  t: FleetUpgradeTenant;
+  left: number;
+  onSkipped: (answer: FleetUpgrade) => void;
+}) {
+  const wait = t.gateWait!;
+  const skippable = wait.waitingOn.filter((c) => SKIPPABLE.includes(c.name));
+  const others = wait.waitingOn.filter((c) => !SKIPPABLE.includes(c.name)).map((c) => words(c.name));
+  return (
+    <ul class="gate-actions" data-gate-actions={t.tenantId} aria-label={`What you can do about ${t.organization}`}>
+      <li>
+        <strong>Wait</strong>:{' '}
+        {left > 0
+          ? `${duration(left)} left before the gate times out; it passes as soon as its checks do (fix what it waits on, above).`
+          : "the gate timed out: the driver's next round fails it."}
+      </li>
+      <li>
+        <strong>Skip gate</strong>:{' '}
+        {skippable.length > 0 ? (
+          <>
+            count {skippable.map((c) => words(c.name)).join(' and ')} as passed for this step only (audited)
+            {others.length > 0 ? `; it still waits on ${others.join(', ')}` : ''}.{' '}
+            <SkipGate fleetId={f.id} tenant={t} checks={skippable} onSkipped={onSkipped} />
+          </>
+        ) : others.length > 0 ? (
+          `not for ${others.join(', ')}: they say whether the step's change was applied (only ${SKIPPABLE_GATE_CHECKS.map(words).join(' and ')} can be skipped).`
+        ) : (
+          "nothing to skip before the driver's next judgment."
+        )}
+      </li>
+      <li>
+        <strong>Abort</strong>
+        {f.state === 'aborting'
+          ? ': under way already.'
+          : ' (the Abort… button above): the whole fleet upgrade stops, tenants not started are cancelled; with "roll the moved tenants back", the upgraded tenants go back.'}
+      </li>
+    </ul>
   );
 }
 
@@ -198,6 +383,13 @@ export function FleetUpgradePage({ id }: { id: string }) {
   const [rollback, setRollback] = useState(false);
   const [filter, setFilter] = useState('');
   const [loadedAt, setLoadedAt] = useState(Date.now());
+  /** The last skip of a gate, said (and focused) until the page leaves. */
+  const [notice, setNotice] = useState<string | null>(null);
+  /** The tenant whose gate was skipped: the page reloads until the driver has judged its step. */
+  const [following, setFollowing] = useState<string | null>(null);
+  const noticeRef = useRef<HTMLParagraphElement>(null);
+  const latest = useRef<FleetUpgrade | null>(null);
+  latest.current = f;
   const now = useNow(15_000);
   const load = () => {
     api<FleetUpgrade>('GET', `/v1/fleet-upgrades/${id}`).then(
@@ -207,6 +399,38 @@ export function FleetUpgradePage({ id }: { id: string }) {
   };
   useEffect(load, [id]);
   const stream = useLiveReload(load);
+  useEffect(() => {
+    if (notice) noticeRef.current?.focus();
+  }, [notice]);
+  useEffect(() => {
+    // A step's judgment changes no tenant (no event on the tenant stream): read again every
+    // second until the step no longer waits, for at most a minute.
+    if (!following) return;
+    let rounds = 0;
+    const timer = window.setInterval(() => {
+      const t = latest.current?.tenants?.find((x) => x.tenantId === following);
+      if (++rounds > 60 || (t && t.gateWait === null)) {
+        clearInterval(timer);
+        setFollowing(null);
+        return;
+      }
+      load();
+    }, 1000);
+    return () => clearInterval(timer);
+  }, [following]);
+  const skipped = (answer: FleetUpgrade) => {
+    const t = answer.tenants?.[0];
+    const last = t?.gateSkipped.at(-1);
+    if (!t || !last) return;
+    setNotice(
+      `Skipped ${last.checks.map(words).join(' and ')} for ${t.organization}'s ${last.step.kind} ${last.step.from} → ${last.step.to}: ` +
+        (t.gateWait && t.gateWait.waitingOn.length > 0
+          ? `its gate still waits on ${t.gateWait.waitingOn.map((c) => words(c.name)).join(', ')}.`
+          : 'the driver moves it on at its next round if its other checks pass.'),
+    );
+    setFollowing(t.tenantId);
+    load();
+  };
   if (!f)
     return error ? (
       <section>
@@ -289,6 +513,11 @@ export function FleetUpgradePage({ id }: { id: string }) {
         </div>
       )}
       <ErrorBox error={error} />
+      {notice && (
+        <p class="card" role="status" tabIndex={-1} ref={noticeRef} data-skip-notice>
+          {notice}
+        </p>
+      )}
       {waits.length > 0 && (
         <div class="card blocked" role="region" aria-labelledby="gate-waits-title">
           <h2 id="gate-waits-title">
@@ -307,36 +536,34 @@ export function FleetUpgradePage({ id }: { id: string }) {
                 loadedAt={loadedAt}
                 now={now}
               />
+              <p>
+                <strong>What you can do:</strong>
+              </p>
+              <GateActions
+                f={f}
+                t={t}
+                left={Math.max(0, t.gateWait!.secondsLeft - Math.floor((now - loadedAt) / 1000))}
+                onSkipped={skipped}
+              />
             </div>
           ))}
-          {waits.length > 20 && <p class="hint">The 20 with the soonest timeout of {waits.length} shown.</p>}
-          <h3>What you can do</h3>
-          <ul class="gate-actions" data-gate-actions>
-            <li>
-              <strong>Wait</strong>: a gate passes as soon as its checks do (fix what it waits on, above).
-            </li>
-            {f.state === 'running' && (
-              <li>
-                <strong>Pause</strong> (the Pause… button above): nothing new starts; the steps under way are still
-                judged.
-              </li>
-            )}
-            {(f.state === 'paused' || f.state === 'halted') && (
-              <li>
-                <strong>Resume</strong> (the Resume… button above): the fleet upgrade goes on.
-              </li>
-            )}
-            {f.state !== 'aborting' && (
-              <li>
-                <strong>Abort</strong> (the Abort… button above): nothing new starts, tenants not started are cancelled;
-                with "roll the moved tenants back", the upgraded tenants go back.
-              </li>
-            )}
-          </ul>
-          <p class="hint">
-            A gate check cannot be skipped for a step under way: start the fleet upgrade with the check off (
-            <code>--no-tunnel-gate</code>, <code>--no-apps-gate</code>) when it cannot pass (docs/fleet-upgrades.md).
-          </p>
+          {waits.length > 20 && (
+            <p class="hint">
+              The 20 with the soonest timeout of {waits.length} shown (<code>provisioner fleet skip-gate</code> skips
+              the others' checks).
+            </p>
+          )}
+          {f.state === 'running' && (
+            <p class="hint" data-fleet-action="pause">
+              Or <strong>pause</strong> the fleet upgrade (the Pause… button above): nothing new starts; the steps under
+              way are still judged.
+            </p>
+          )}
+          {(f.state === 'paused' || f.state === 'halted') && (
+            <p class="hint" data-fleet-action="resume">
+              Or <strong>resume</strong> the fleet upgrade (the Resume… button above): it goes on.
+            </p>
+          )}
         </div>
       )}
       <h2>Waves</h2>
@@ -407,13 +634,24 @@ export function FleetUpgradePage({ id }: { id: string }) {
                 {t.gateWait
                   ? `waiting on ${
                       t.gateWait.waitingOn.map((c) => `${words(c.name)} (${c.detail})`).join('; ') ||
-                      'its first judgment'
+                      "the driver's next judgment"
                     }; ${duration(Math.max(0, t.gateWait.secondsLeft - Math.floor((now - loadedAt) / 1000)))} left`
                   : t.gate
                     ? `${t.gate.passed ? 'passed' : 'failed'}: ${t.gate.checks
-                        .map((c) => `${words(c.name)} ${c.ok ? 'ok' : 'failed'}${c.detail ? ` (${c.detail})` : ''}`)
+                        .map(
+                          (c) =>
+                            `${words(c.name)} ${c.skipped ? 'skipped' : c.ok ? 'ok' : 'failed'}${c.detail ? ` (${c.detail})` : ''}`,
+                        )
                         .join('; ')}`
                     : '—'}
+                {t.gateSkipped.length > 0 && (
+                  <div
+                    class="gate-skipped"
+                    data-gate-skipped={[...new Set(t.gateSkipped.flatMap((x) => x.checks))].join(' ')}
+                  >
+                    <strong>Gate skipped:</strong> {skippedText(t)}
+                  </div>
+                )}
               </td>
             </tr>
           ))}
@@ -530,6 +768,11 @@ export function TenantFleetUpgrades({ tenantId, version }: { tenantId: string; v
                 {t.wave !== null ? ` in ${f.waves[t.wave]?.name ?? `wave ${t.wave}`}` : ''}, path{' '}
                 {[t.fromVersion, ...t.path].join(' → ')}
                 {t.reason ? `: ${t.reason}` : ''}.
+              </p>
+            )}
+            {t && t.gateSkipped.length > 0 && (
+              <p data-gate-skipped={[...new Set(t.gateSkipped.flatMap((x) => x.checks))].join(' ')}>
+                Gate skipped: {skippedText(t)}.
               </p>
             )}
             {t?.gateWait && (

@@ -1,12 +1,14 @@
 /**
  * `provisioner fleet`: fleet upgrades (docs/fleet-upgrades.md) — plan, start, status (with
- * --follow: a progress bar per wave, from the progress stream, until it ends), pause, resume, abort. A client of the API only.
+ * --follow: a progress bar per wave, from the progress stream, until it ends), pause, resume,
+ * abort, and skip-gate (a tenant's gate checks, for its step under way). A client of the API only.
  */
 import type { Command } from 'commander';
 import { apiClientOf, NothingToDo, UsageError, type Io } from './api-commands.ts';
 import { ApiError, type ApiClient } from './client.ts';
 import { age, table } from './format.ts';
-import type { FleetEvent, FleetPlan, FleetUpgrade, FleetUpgradeEvents } from '../http/api-types.ts';
+import type { FleetEvent, FleetPlan, FleetUpgrade, FleetUpgradeEvents, FleetUpgradeTenant } from '../http/api-types.ts';
+import { SKIPPABLE_GATE_CHECKS } from '../store/states.ts';
 
 interface PlanOptions {
   all?: boolean;
@@ -110,6 +112,7 @@ export function bar(done: number, total: number, width = 20): string {
 
 /** Tenant decisions worth a line of their own while following (the bars show the rest). */
 const TENANT_LINES = new Set([
+  'gate_skipped',
   'tenant_rollback',
   'tenant_quarantined',
   'tenant_skipped',
@@ -120,6 +123,12 @@ const TENANT_LINES = new Set([
 /** A line for a decision while following, or null for the routine ones the bars already show. */
 export function describeEvent(e: FleetEvent): string | null {
   if (e.tenantId !== null && !TENANT_LINES.has(e.action)) return null;
+  if (e.action === 'gate_skipped') {
+    const checks = Array.isArray(e.data?.checks) ? e.data.checks.join(', ') : '?';
+    const by = typeof e.data?.by === 'string' ? e.data.by : 'an unknown key';
+    const reason = typeof e.data?.reason === 'string' ? e.data.reason : '';
+    return `  ${e.at} gate_skipped ${e.tenantId}: ${checks} skipped by key ${by}: ${reason}`;
+  }
   const reason = typeof e.data?.reason === 'string' ? `: ${e.data.reason}` : '';
   const wave = typeof e.data?.wave === 'number' ? ` ${e.data.wave === 0 ? 'canary' : `wave ${e.data.wave}`}` : '';
   return `  ${e.at} ${e.action}${e.tenantId !== null ? ` ${e.tenantId}` : wave}${reason}`;
@@ -203,23 +212,63 @@ export function describeGateWaits(f: FleetUpgrade): string[] {
   for (const t of waiting.slice(0, GATE_LINES)) {
     const w = t.gateWait!;
     const on =
-      w.waitingOn.length === 0 ? 'its first judgment' : w.waitingOn.map((c) => `${c.name} (${c.detail})`).join(', ');
+      w.waitingOn.length === 0
+        ? "the driver's next judgment"
+        : w.waitingOn.map((c) => `${c.name} (${c.detail})`).join(', ');
     lines.push(
       `    ${t.organization} (${t.tenantId}) ${w.step} ${t.step?.from ?? '?'} -> ${t.step?.to ?? '?'}`,
       `      gate waits on: ${on}`,
       `      since ${shortTime(w.since)}; ${w.secondsLeft > 0 ? `${duration(w.secondsLeft)} left` : 'timed out'} (times out at ${shortTime(w.timeoutAt)})`,
       `      then: ${w.onTimeout}`,
+      '      what you can do:',
+      ...gateActions(f, t).map((a) => `        ${a}`),
     );
   }
   if (waiting.length > GATE_LINES) lines.push(`    … and ${waiting.length - GATE_LINES} more (--json lists them all)`);
-  const actions = [`wait: a gate passes as soon as its checks do`];
   if (f.state === 'running')
-    actions.push(`provisioner fleet pause ${f.id}   (nothing new starts; these steps are still judged)`);
-  if (f.state === 'paused' || f.state === 'halted') actions.push(`provisioner fleet resume ${f.id}`);
-  if (f.state !== 'aborting')
-    actions.push(`provisioner fleet abort ${f.id} [--rollback]   (stop; --rollback moves the upgraded tenants back)`);
-  lines.push('  what you can do:', ...actions.map((a) => `    ${a}`));
+    lines.push(`  or pause: provisioner fleet pause ${f.id}   (nothing new starts; these steps are still judged)`);
+  if (f.state === 'paused' || f.state === 'halted') lines.push(`  or resume: provisioner fleet resume ${f.id}`);
   return lines;
+}
+
+/** The three actions for one tenant's step waiting on its gate: wait (the time left), skip its checks, abort. */
+export function gateActions(f: FleetUpgrade, t: FleetUpgradeTenant): string[] {
+  const w = t.gateWait!;
+  const wait =
+    w.secondsLeft > 0
+      ? `wait: ${duration(w.secondsLeft)} left before the gate times out; it passes as soon as its checks do`
+      : "wait: the gate timed out; the driver's next round fails it";
+  const skippable: readonly string[] = SKIPPABLE_GATE_CHECKS;
+  const mayskip = w.waitingOn.map((c) => c.name).filter((n) => skippable.includes(n));
+  const others = w.waitingOn.map((c) => c.name).filter((n) => !skippable.includes(n));
+  let skip: string;
+  if (mayskip.length > 0)
+    skip =
+      `skip: provisioner fleet skip-gate ${f.id} ${t.tenantId} ${mayskip.map((c) => `--check ${c}`).join(' ')} --reason "<why>"` +
+      `   (for this step only; audited${others.length > 0 ? `; it still waits on ${others.join(', ')}` : ''})`;
+  else if (others.length > 0)
+    skip = `skip: not for ${others.join(', ')}: they say whether the step's change was applied (only ${SKIPPABLE_GATE_CHECKS.join(' and ')} can be skipped)`;
+  else skip = "skip: nothing to skip before the driver's next judgment";
+  const abort =
+    f.state === 'aborting'
+      ? 'abort: under way already'
+      : `abort: provisioner fleet abort ${f.id} [--rollback]   (the whole fleet upgrade; --rollback moves the upgraded tenants back)`;
+  return [wait, skip, abort];
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A tenant of the fleet upgrade by its id, or by its organization (looked up among the fleet upgrade's tenants). */
+async function tenantOfFleet(api: ApiClient, path: string, id: string, tenant: string): Promise<string> {
+  if (UUID.test(tenant)) return tenant;
+  const f = await api.request<FleetUpgrade>('GET', path);
+  const found = (f.tenants ?? []).filter((t) => t.organization === tenant);
+  if (found.length === 1) return found[0]!.tenantId;
+  if (found.length === 0)
+    throw new UsageError(`fleet upgrade ${id} has no tenant of organization '${tenant}': give its id or organization`);
+  throw new UsageError(
+    `fleet upgrade ${id} has ${found.length} tenants of organization '${tenant}': give the id (${found.map((t) => t.tenantId).join(', ')})`,
+  );
 }
 
 /** Hybrid runtimes listed one per line by `fleet status`. */
@@ -475,6 +524,41 @@ export function addFleetCommands(program: Command, io: Io): void {
         { reason: o.reason },
       );
       io.out(json() ? JSON.stringify(f, null, 2) : describeFleet(f).join('\n'));
+    });
+  fleet
+    .command('skip-gate <id> <tenant>')
+    .description(
+      `skip health-gate checks (${SKIPPABLE_GATE_CHECKS.join(', ')}) the step of a tenant (id or organization) waits on, for that step only; audited`,
+    )
+    .option(
+      '--check <name>',
+      `a check to skip, as \`fleet status\` names it: ${SKIPPABLE_GATE_CHECKS.join(' or ')} (repeatable)`,
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    )
+    .requiredOption('--reason <text>', 'why (required, audited)')
+    .action(async (id: string, tenant: string, o: { check: string[]; reason: string }) => {
+      if (o.check.length === 0)
+        throw new UsageError(`say which checks to skip: --check ${SKIPPABLE_GATE_CHECKS.join(' and/or --check ')}`);
+      const api = client();
+      const path = `/v1/fleet-upgrades/${encodeURIComponent(id)}`;
+      const tenantId = await tenantOfFleet(api, path, id, tenant);
+      const f = await api.request<FleetUpgrade>('POST', `${path}/tenants/${encodeURIComponent(tenantId)}/skip-gate`, {
+        checks: o.check,
+        reason: o.reason,
+      });
+      if (json()) return io.out(JSON.stringify(f, null, 2));
+      const t = f.tenants?.[0];
+      const last = t?.gateSkipped.at(-1);
+      if (!t || !last) return io.out(JSON.stringify(f, null, 2));
+      const now = t.gateWait
+        ? t.gateWait.waitingOn.length > 0
+          ? `its gate still waits on ${t.gateWait.waitingOn.map((c) => c.name).join(', ')}`
+          : 'the driver moves it on at its next judgment if the other checks pass'
+        : `it is ${t.state} now`;
+      io.out(
+        `${t.organization} (${t.tenantId}): ${last.checks.join(', ')} skipped for its ${last.step.kind} ${last.step.from} -> ${last.step.to}; ${now}`,
+      );
     });
   act('pause', 'nothing new starts; upgrades under way finish');
   act('resume', 'go on after a pause or a halt');

@@ -5,8 +5,12 @@
  * step's generation and the running version must be the step's; the tunnel must have connected
  * after the change was made, and the Applications must have been reported after the operation
  * finished. A status left over from before the step never passes (argo-cd #29410).
+ *
+ * An operator may skip the checks that judge the runtime's agents (tunnel, applications) for one
+ * step (store/states.ts SKIPPABLE_GATE_CHECKS): such a check that does not pass counts as passed
+ * for the rest of that step's judgment, marked `skipped`, with the reason in its detail.
  */
-import type { GateCheck, Snapshot } from '../store/fleet-upgrades.ts';
+import type { GateCheck, GateSkip, Snapshot } from '../store/fleet-upgrades.ts';
 
 export interface GateInput {
   kind: 'upgrade' | 'rollback' | 'revert';
@@ -17,6 +21,8 @@ export interface GateInput {
   nowMs: number;
   timeoutMs: number;
   checks: { tunnel: boolean; applications: boolean };
+  /** The checks an operator skipped for this step, each with the reason (skippedFor). */
+  skipped?: ReadonlyMap<string, string>;
   snapshot: Snapshot | null;
   tenant: {
     observedGeneration: number;
@@ -44,6 +50,22 @@ export type GateVerdict =
   | { verdict: 'wait'; checks: GateCheck[] }
   | { verdict: 'fail'; checks: GateCheck[]; reason: string }
   | { verdict: 'gone'; checks: GateCheck[]; reason: string };
+
+/** The checks skipped for the step of `generation`, each with the reason given (the first skip's). */
+export function skippedFor(skips: readonly GateSkip[], generation: number | string | null): Map<string, string> {
+  const out = new Map<string, string>();
+  if (generation === null) return out;
+  for (const s of skips)
+    if (s.generation === Number(generation)) for (const c of s.checks) if (!out.has(c)) out.set(c, s.reason);
+  return out;
+}
+
+/** A check of the runtime's agents as judged, or as skipped when it does not pass and the operator skipped it. */
+function agentCheck(g: GateInput, check: GateCheck): GateCheck {
+  const reason = check.ok ? undefined : g.skipped?.get(check.name);
+  if (reason === undefined) return check;
+  return { name: check.name, ok: true, detail: `${check.detail}; skipped by an operator: ${reason}`, skipped: true };
+}
 
 export function judgeGate(g: GateInput): GateVerdict {
   const t = g.tenant;
@@ -84,16 +106,18 @@ export function judgeGate(g: GateInput): GateVerdict {
   });
   if (g.kind === 'upgrade' && g.checks.tunnel) {
     const after = t.tunnelConnectedAt !== null && op !== null && t.tunnelConnectedAt >= op.createdAt;
-    checks.push({
-      name: 'tunnel',
-      ok: after,
-      detail:
-        t.tunnelConnectedAt === null
-          ? 'not connected'
-          : after
-            ? `connected at ${t.tunnelConnectedAt.toISOString()}`
-            : `connected at ${t.tunnelConnectedAt.toISOString()}, before the upgrade: not reconnected yet`,
-    });
+    checks.push(
+      agentCheck(g, {
+        name: 'tunnel',
+        ok: after,
+        detail:
+          t.tunnelConnectedAt === null
+            ? 'not connected'
+            : after
+              ? `connected at ${t.tunnelConnectedAt.toISOString()}`
+              : `connected at ${t.tunnelConnectedAt.toISOString()}, before the upgrade: not reconnected yet`,
+      }),
+    );
   }
   if (g.kind === 'upgrade' && g.checks.applications) {
     const before = g.snapshot?.applications ?? null;
@@ -106,13 +130,15 @@ export function judgeGate(g: GateInput): GateVerdict {
     } else {
       const fresh = t.reporterLastSeen !== null && op?.finishedAt != null && t.reporterLastSeen > op.finishedAt;
       const ok = fresh && t.applicationsGood >= before.good;
-      checks.push({
-        name: 'applications',
-        ok,
-        detail: fresh
-          ? `${t.applicationsGood} Healthy and Synced, ${before.good} before`
-          : `no report since the upgrade finished (${before.good} Healthy and Synced before)`,
-      });
+      checks.push(
+        agentCheck(g, {
+          name: 'applications',
+          ok,
+          detail: fresh
+            ? `${t.applicationsGood} Healthy and Synced, ${before.good} before`
+            : `no report since the upgrade finished (${before.good} Healthy and Synced before)`,
+        }),
+      );
     }
   }
   if (checks.every((c) => c.ok)) return { verdict: 'pass', checks };

@@ -2,10 +2,12 @@
  * Judging the steps under way (a tick's first part): each step of the fleet upgrade whose spec
  * change was made is judged by the health gate (gate.ts) on what the database says now, and its
  * tenant moves on: the next hop of its path, succeeded, one automatic rollback, quarantined, or,
- * while aborting, reverted or left.
+ * while aborting, reverted or left. The checks an operator skipped for a step (gate_skips, written
+ * by FleetUpgradeService.skipGate) are read with the step, so whichever replica holds the lease
+ * judges it with them.
  */
 import { inFlightSteps, type InFlightRow } from '../store/fleet-upgrades.ts';
-import { judgeGate } from './gate.ts';
+import { judgeGate, skippedFor } from './gate.ts';
 import { decide, finish, setTenant, startStep, type StepKind, type Tick } from './round.ts';
 
 const KIND_OF: Record<string, StepKind> = { upgrading: 'upgrade', rolling_back: 'rollback', reverting: 'revert' };
@@ -23,6 +25,7 @@ export async function judgeSteps(t: Tick): Promise<void> {
       nowMs: t.now.getTime(),
       timeoutMs: t.options.gateTimeoutSeconds * 1000,
       checks: t.options.gate,
+      skipped: skippedFor(r.gate_skips, r.generation),
       snapshot: r.snapshot,
       tenant: {
         observedGeneration: Number(r.observed_generation),

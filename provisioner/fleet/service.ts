@@ -1,7 +1,7 @@
 /**
  * Fleet upgrades on the API side: the plan (dry run), the start (the plan written with its waves
- * and tenants, audited, in one transaction), reads, and the operator's pause, resume and abort.
- * The driver (driver.ts) carries a started fleet upgrade out.
+ * and tenants, audited, in one transaction), reads, and the operator's pause, resume, abort and
+ * skip of a tenant's gate checks. The driver (driver.ts) carries a started fleet upgrade out.
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
@@ -23,9 +23,11 @@ import {
 } from './plan.ts';
 import {
   ACTIVE_FLEET_STATES,
+  addGateSkip,
   edgeDurations,
   edgeKey,
   fleetEvents,
+  fleetTenantRow,
   fleetTenantRows,
   finishAbortIfIdle,
   fleetUpgradesOfTenant,
@@ -45,12 +47,14 @@ import {
   type FleetRow,
   type FleetTenantRow,
   type GateCheck,
+  type GateSkip,
   type WaveRow,
   type WindowsOverride,
   type Selector,
 } from '../store/fleet-upgrades.ts';
 import { keyLabels, type KeyLabel } from '../store/keys.ts';
-import type { FleetState, FleetTenantState } from '../store/states.ts';
+import type { FleetState, FleetTenantState, SkippableGateCheck } from '../store/states.ts';
+import { skippedFor } from './gate.ts';
 import { checkFreezes, explainNoFit, nextFit, type Freeze } from './windows.ts';
 
 export interface FleetUpgradeRequest {
@@ -127,6 +131,8 @@ export interface FleetUpgradeView {
     gate: FleetTenantRow['gate'];
     /** A step under way whose gate has not passed: what it waits on, since when, the time left. */
     gateWait: GateWait | null;
+    /** Every skip of gate checks an operator made for this tenant in this fleet upgrade, oldest first. */
+    gateSkipped: GateSkipView[];
     rolledBack: boolean;
     reason: string | null;
     /** Pending, its window closed: when the next window that fits opens. */
@@ -144,11 +150,11 @@ export interface FleetUpgradeView {
  * A tenant's step (a hop, an automatic rollback, a rollback after an abort) waiting on its health
  * gate (gate.ts): the checks not passing yet, the gate's clock (it starts with the step), and what
  * happens when it runs out, so that an operator sees why the fleet upgrade does not move and what
- * is left to decide (wait, pause, abort).
+ * is left to decide (wait, skip the checks of the runtime's agents, pause, abort).
  */
 export interface GateWait {
   step: 'upgrade' | 'rollback' | 'revert';
-  /** The checks not passing at the last judgment; empty before the first one. */
+  /** The checks not passing at the last judgment, less those an operator skipped since; empty before the first one. */
   waitingOn: GateCheck[];
   /** When the step started: the gate is judged, and its timeout counted, from then. */
   since: string;
@@ -157,6 +163,17 @@ export interface GateWait {
   secondsLeft: number;
   /** What the driver does when the gate times out. */
   onTimeout: string;
+}
+
+/** An operator's skip of gate checks for one step of a tenant, as the API answers it. */
+export interface GateSkipView {
+  step: { kind: GateSkip['step']; from: string; to: string };
+  checks: SkippableGateCheck[];
+  reason: string;
+  by: string;
+  /** The API key that skipped them, by name and role; null: one since deleted. */
+  byKey: KeyLabel | null;
+  at: string;
 }
 
 /** A hybrid runtime a fleet upgrade moves through its in-cluster upgrader: after its tenant's hosted runtime, in its wave. */
@@ -548,16 +565,16 @@ export class FleetUpgradeService {
       withTenants ? fleetTenantRows(this.#deps.pool, id) : Promise.resolve(undefined),
       withTenants ? hybridRuntimesBehind(this.#deps.pool, id, row.target_version) : Promise.resolve(undefined),
     ]);
-    const out = view(row, waves, counts, tenants, await this.#viewContext([row]));
+    const out = view(row, waves, counts, tenants, await this.#viewContext([row], tenants));
     return behind ? { ...out, ...hybridRuntimesOf(behind, row.target_version) } : out;
   }
 
-  /** What the answer puts next to the rows: the keys' names, the clock, the catalog. */
-  async #viewContext(rows: readonly FleetRow[]): Promise<ViewContext> {
-    const labels = await keyLabels(
-      this.#deps.pool,
-      rows.flatMap((r) => [r.created_by, ...(r.windows_override ? [r.windows_override.by] : [])]),
-    );
+  /** What the answer puts next to the rows: the keys' names (of the tenants' gate skips too), the clock, the catalog. */
+  async #viewContext(rows: readonly FleetRow[], tenants: readonly FleetTenantRow[] = []): Promise<ViewContext> {
+    const labels = await keyLabels(this.#deps.pool, [
+      ...rows.flatMap((r) => [r.created_by, ...(r.windows_override ? [r.windows_override.by] : [])]),
+      ...tenants.flatMap((t) => t.gate_skips.map((s) => s.by)),
+    ]);
     return { labels, nowMs: (this.#deps.now ?? Date.now)(), catalog: this.#deps.catalog };
   }
 
@@ -567,7 +584,10 @@ export class FleetUpgradeService {
    */
   async ofTenant(tenantId: string, limit: number): Promise<FleetUpgradeView[]> {
     const found = await fleetUpgradesOfTenant(this.#deps.pool, tenantId, limit);
-    const context = await this.#viewContext(found.map((f) => f.fleet));
+    const context = await this.#viewContext(
+      found.map((f) => f.fleet),
+      found.map((f) => f.tenant),
+    );
     const out: FleetUpgradeView[] = [];
     for (const { fleet, tenant } of found) {
       const [waves, counts] = await Promise.all([
@@ -633,6 +653,96 @@ export class FleetUpgradeService {
       },
       { rollback: o.rollback, ...(o.reason ? { reason: o.reason } : {}) },
     );
+  }
+
+  /**
+   * Skips health-gate checks of the step a tenant's part of the fleet upgrade waits on, for that
+   * step only: the driver's next judgment counts them as passed (gate.ts), on whichever replica
+   * holds the lease, since the skip is stored on the tenant's row in the transaction that audits
+   * it. Each check named must be one the step waits on at its last judgment; a repeat naming only
+   * checks already skipped for the tenant's latest step changes nothing. Answers the fleet upgrade
+   * with that tenant alone in `tenants`.
+   */
+  async skipGate(
+    id: string,
+    tenantId: string,
+    by: Requester,
+    r: { checks: readonly SkippableGateCheck[]; reason: string },
+  ): Promise<FleetUpgradeView> {
+    const checks = [...new Set(r.checks)];
+    await withTx(this.#deps.pool, async (tx) => {
+      // Waits for a driver's tick in progress (it holds the row): the tick after the commit reads the skip.
+      const row = await getFleetRow(tx, id, true);
+      if (!row) throw errors.notFound('fleet upgrade', id);
+      const t = await fleetTenantRow(tx, id, tenantId);
+      if (!t || t.state === 'excluded')
+        throw new AppError('TENANT_NOT_FOUND', `tenant '${tenantId}' is not upgraded by fleet upgrade ${id}`);
+      const done = skippedFor(t.gate_skips, t.generation);
+      if (checks.every((c) => done.has(c))) return;
+      if (!ACTIVE_FLEET_STATES.includes(row.state))
+        throw new AppError(
+          'FLEET_UPGRADE_STATE',
+          `fleet upgrade ${id} is ${row.state}: its steps are no longer judged, so there is no gate to skip`,
+          { details: { state: row.state } },
+        );
+      const step = STEP_OF[t.state];
+      const who = `${t.organization} (${tenantId})`;
+      if (!step || !t.step_from || !t.step_to || t.generation === null || t.gate?.passed)
+        throw new AppError(
+          'GATE_NOT_WAITING',
+          `${who} is ${t.state.replace('_', ' ')} in fleet upgrade ${id}: no step of it waits on its health gate`,
+          { details: { state: t.state, waitingOn: [] } },
+        );
+      const waiting = (t.gate?.checks ?? []).filter((c) => !c.ok && !done.has(c.name)).map((c) => c.name);
+      const not = checks.filter((c) => !done.has(c) && !waiting.includes(c));
+      if (not.length > 0)
+        throw new AppError(
+          'GATE_NOT_WAITING',
+          `the ${step} ${t.step_from} -> ${t.step_to} of ${who} does not wait on ${not.join(' or ')}: ` +
+            (waiting.length > 0
+              ? `it waits on ${waiting.join(', ')}`
+              : 'it waits on its first judgment (the driver judges it in its next round)'),
+          { field: 'checks', details: { state: t.state, waitingOn: waiting } },
+        );
+      const skip: GateSkip = {
+        generation: Number(t.generation),
+        step,
+        from: t.step_from,
+        to: t.step_to,
+        checks: checks.filter((c) => !done.has(c)),
+        reason: r.reason,
+        by: by.actor.id,
+        at: new Date().toISOString(),
+      };
+      await addGateSkip(tx, id, tenantId, skip);
+      const what = { checks: skip.checks, reason: skip.reason, step: { kind: step, from: skip.from, to: skip.to } };
+      await recordEvent(tx, id, 'gate_skipped', tenantId, { ...what, by: by.actor.id });
+      await writeAudit(tx, by.actor, {
+        action: 'fleet_upgrade.gate_skipped',
+        targetType: 'tenant',
+        targetId: tenantId,
+        before: { waitingOn: waiting },
+        after: { fleetUpgradeId: id, ...what },
+        requestId: by.requestId,
+      });
+      await notifyFleetUpgrade(tx, id);
+    });
+    return (await this.#withTenant(id, tenantId))!;
+  }
+
+  /** The fleet upgrade with one tenant alone in `tenants`. */
+  async #withTenant(id: string, tenantId: string): Promise<FleetUpgradeView | undefined> {
+    const [row, tenant] = await Promise.all([
+      getFleetRow(this.#deps.pool, id),
+      fleetTenantRow(this.#deps.pool, id, tenantId),
+    ]);
+    if (!row || !tenant) return undefined;
+    const [waves, counts, context] = await Promise.all([
+      waveRows(this.#deps.pool, id),
+      stateCounts(this.#deps.pool, [id]),
+      this.#viewContext([row], [tenant]),
+    ]);
+    return view(row, waves, counts, [tenant], context, false);
   }
 
   async #transition(
@@ -734,9 +844,11 @@ export function gateWaitOf(
       : `the hop fails (it counts against the wave's failure budget): the tenant is quarantined at ${t.step_to}, not rolled back (${back.reason})`;
   } else if (step === 'rollback') onTimeout = `the automatic rollback to ${t.step_to} fails: the tenant is quarantined`;
   else onTimeout = `the rollback to ${t.step_to} after the abort fails: the tenant is left as it is`;
+  // Checks skipped since the last judgment no longer hold the step (the next judgment passes them).
+  const skipped = skippedFor(t.gate_skips, t.generation);
   return {
     step,
-    waitingOn: (t.gate?.checks ?? []).filter((c) => !c.ok),
+    waitingOn: (t.gate?.checks ?? []).filter((c) => !c.ok && !skipped.has(c.name)),
     since: t.step_started_at.toISOString(),
     timeoutAt: new Date(timeoutMs).toISOString(),
     secondsLeft: Math.max(0, Math.ceil((timeoutMs - nowMs) / 1000)),
@@ -815,6 +927,14 @@ function view(
                 : null,
             gate: t.gate,
             gateWait: gateWaitOf(t, gateTimeoutSeconds, context.nowMs, context.catalog),
+            gateSkipped: t.gate_skips.map((s) => ({
+              step: { kind: s.step, from: s.from, to: s.to },
+              checks: s.checks,
+              reason: s.reason,
+              by: s.by,
+              byKey: context.labels.get(s.by) ?? null,
+              at: s.at,
+            })),
             rolledBack: t.rolled_back,
             reason: t.reason,
             deferredUntil: iso(t.deferred_until),

@@ -7,7 +7,7 @@
 import { pgCode, type Queryable } from '../db/tx.ts';
 import type { MaintenanceWindow } from './tenants.ts';
 import { liveTunnel } from './tunnels.ts';
-import { WAVE_STATES, type FleetState, type FleetTenantState } from './states.ts';
+import { WAVE_STATES, type FleetState, type FleetTenantState, type SkippableGateCheck } from './states.ts';
 
 /**
  * Which tenants a fleet upgrade takes: every field given must match (AND); `all` takes every live
@@ -45,6 +45,24 @@ export interface GateCheck {
   name: 'operation' | 'observedGeneration' | 'version' | 'ready' | 'tunnel' | 'applications';
   ok: boolean;
   detail: string;
+  /** It did not pass and counts as passed: an operator skipped it for this step (GateSkip). */
+  skipped?: boolean;
+}
+
+/**
+ * An operator's skip of health-gate checks for one step of a tenant (fleet_upgrade_tenants.gate_skips,
+ * migration 029): it holds for the step whose spec change made `generation` only.
+ */
+export interface GateSkip {
+  generation: number;
+  step: 'upgrade' | 'rollback' | 'revert';
+  from: string;
+  to: string;
+  checks: SkippableGateCheck[];
+  reason: string;
+  /** The actor: the API key's id. */
+  by: string;
+  at: string;
 }
 
 /** What the tenant looked like just before the step (fleet_upgrade_tenants.snapshot). */
@@ -149,6 +167,8 @@ export interface FleetTenantRow {
   finished_at: Date | null;
   /** A pending tenant whose window is closed: when the next window that fits opens. */
   deferred_until: Date | null;
+  /** Every skip of gate checks made for this tenant in this fleet upgrade, oldest first. */
+  gate_skips: GateSkip[];
 }
 
 /** The live tenants a selector takes, oldest first (the canary is the oldest upgradeable one). */
@@ -540,6 +560,7 @@ export interface InFlightRow {
   step_started_at: Date;
   snapshot: Snapshot | null;
   gate: { checks: GateCheck[] } | null;
+  gate_skips: GateSkip[];
   reason: string | null;
   observed_generation: string;
   actual_runtime_version: string | null;
@@ -560,7 +581,7 @@ export interface InFlightRow {
 export async function inFlightSteps(db: Queryable, fleetUpgradeId: string): Promise<InFlightRow[]> {
   const { rows } = await db.query<InFlightRow>(
     `SELECT ft.tenant_id, ft.wave, ft.state, ft.path, ft.hop, ft.from_version, ft.generation, ft.operation_id,
-            ft.step_from, ft.step_to, ft.step_started_at, ft.snapshot, ft.gate, ft.reason,
+            ft.step_from, ft.step_to, ft.step_started_at, ft.snapshot, ft.gate, ft.gate_skips, ft.reason,
             t.observed_generation, t.actual_runtime_version, t.phase, t.stalled, t.deleted,
             t.conditions @> '[{"type": "Ready", "status": "True"}]' AS ready,
             o.state AS op_state, o.error AS op_error, o.created_at AS op_created_at, o.finished_at AS op_finished_at,
@@ -803,6 +824,34 @@ export async function setWindowsOverride(db: Queryable, id: string, override: Wi
     `UPDATE fleet_upgrade_tenants SET deferred_until = NULL, reason = NULL
       WHERE fleet_upgrade_id = $1 AND state = 'pending' AND deferred_until IS NOT NULL`,
     [id],
+  );
+}
+
+/** One tenant's row of the fleet upgrade, with its organization; undefined: not part of it. */
+export async function fleetTenantRow(
+  db: Queryable,
+  fleetUpgradeId: string,
+  tenantId: string,
+): Promise<FleetTenantRow | undefined> {
+  const { rows } = await db.query<FleetTenantRow>(
+    `SELECT ft.*, t.organization FROM fleet_upgrade_tenants ft JOIN tenants t ON t.id = ft.tenant_id
+      WHERE ft.fleet_upgrade_id = $1 AND ft.tenant_id = $2`,
+    [fleetUpgradeId, tenantId],
+  );
+  return rows[0];
+}
+
+/** Records an operator's skip of gate checks on the tenant's row (the driver's next judgment reads it). */
+export async function addGateSkip(
+  db: Queryable,
+  fleetUpgradeId: string,
+  tenantId: string,
+  skip: GateSkip,
+): Promise<void> {
+  await db.query(
+    `UPDATE fleet_upgrade_tenants SET gate_skips = gate_skips || jsonb_build_array($3::jsonb)
+      WHERE fleet_upgrade_id = $1 AND tenant_id = $2`,
+    [fleetUpgradeId, tenantId, JSON.stringify(skip)],
   );
 }
 

@@ -65,6 +65,14 @@ export type FleetTenantState = (typeof FLEET_TENANT_STATES)[number];
 export const WAVE_STATES = ['pending', 'running', 'soaking', 'completed'] as const;
 export type WaveState = (typeof WAVE_STATES)[number];
 
+/**
+ * The health-gate checks an operator may skip for a step under way (fleet/gate.ts): those that
+ * judge the runtime's agents, which can be down for a reason unrelated to the upgrade. The others
+ * say whether the step's own change was applied, so they are never skipped.
+ */
+export const SKIPPABLE_GATE_CHECKS = ['tunnel', 'applications'] as const;
+export type SkippableGateCheck = (typeof SKIPPABLE_GATE_CHECKS)[number];
+
 /** A maintenance window's length in minutes: at least 15, at most 7 days (fleet/windows.ts checks it). */
 export const MIN_DURATION_MINUTES = 15;
 export const MAX_DURATION_MINUTES = 7 * 24 * 60;

@@ -4,8 +4,9 @@
  * DOUBLE and whose fleet driver is the real one (harness/console-server.ts). The double installs
  * a runtime whose agents never run, so no tunnel ever connects: the driver's tunnel gate waits,
  * as it does for a hosted runtime that does not come back after an upgrade. Checked: the fleet
- * upgrade page names the gate, since when, the time left and the actions; the tenant's page shows
- * the fleet upgrade it is part of; who started it by key name; runtimes by organization; log
+ * upgrade page names the gate, since when, the time left and the actions (wait, skip gate, abort);
+ * the tenant's page shows the fleet upgrade it is part of; "Skip gate…" with a reason moves the
+ * tenant on; who started it by key name; runtimes by organization; log
  * lines numbered within their log; words, not field names; dates that do not wrap; the upgrade
  * graph's legend. Accessibility (axe-core) and a screenshot of each page.
  */
@@ -147,11 +148,32 @@ t.test('a fleet upgrade blocked on its gate shows the gate, since when, the time
     'the time left in words',
   );
   t.ok(text.includes(wait.onTimeout), `what happens then, as the API says (${wait.onTimeout})`);
-  const actions = await card.locator('[data-gate-actions] li').allInnerTexts();
+  const actions = await card.locator(`[data-gate-actions="${tenant}"] li`).allInnerTexts();
   t.same(
-    actions.map((a) => a.split(/[ :(]/)[0]),
-    ['Wait', 'Pause', 'Abort'],
-    'the actions: wait, pause, abort',
+    actions.map((a) => a.split(/[:(]/)[0]!.trim()),
+    ['Wait', 'Skip gate', 'Abort'],
+    "the tenant's actions: wait, skip gate, abort",
+  );
+  t.match(
+    actions[0],
+    /^Wait: \d+ (h|min)( \d+ min)? left before the gate times out; it passes as soon as its checks do/,
+    'waiting says the time left plainly',
+  );
+  t.match(actions[1], /^Skip gate: count tunnel as passed for this step only \(audited\)/, 'skipping names the check');
+  t.equal(
+    await card.getByRole('button', { name: 'Skip gate of gated-org…' }).count(),
+    1,
+    'with a Skip gate… button for the tenant',
+  );
+  t.match(
+    actions[2],
+    /^Abort \(the Abort… button above\): the whole fleet upgrade stops/,
+    'abort is the whole fleet upgrade',
+  );
+  t.match(
+    await card.locator('[data-fleet-action="pause"]').innerText(),
+    /^Or pause the fleet upgrade/,
+    'pausing the fleet upgrade is offered too',
   );
   t.equal(await page.getByRole('button', { name: 'Pause…' }).count(), 1, 'with the Pause… button on the page');
   t.equal(await page.getByRole('button', { name: 'Abort…' }).count(), 1, 'and the Abort… button');
@@ -182,6 +204,80 @@ t.test('a fleet upgrade blocked on its gate shows the gate, since when, the time
   );
   await page.screenshot({ path: join(shots, 'tenant-in-fleet-upgrade.png'), fullPage: true });
   t.same(await axeViolations(page), [], 'the tenant page has no serious accessibility violation');
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
+});
+
+t.test('Skip gate… asks for a reason, skips the check for that step and the tenant moves on', async (t) => {
+  const { page, problems } = await signedIn();
+  await page.evaluate(`location.hash = '#/fleet-upgrades/${fleetId}'`);
+  const card = page.getByRole('region', { name: /Waiting on the health gate: 1 tenant/ });
+  await card.waitFor();
+  const opener = card.getByRole('button', { name: 'Skip gate of gated-org…' });
+  await opener.click();
+  const form = page.getByRole('form', { name: /Skip the gate of gated-org's upgrade 1\.4\.0 → 1\.4\.1/ });
+  await form.waitFor();
+  const focused = () =>
+    page.evaluate('document.activeElement?.getAttribute("name") ?? document.activeElement?.textContent');
+  t.equal(await focused(), 'skip-reason', 'the form opens with the focus on the reason');
+  t.equal(
+    await form.getByRole('checkbox', { name: /tunnel \(not connected\)/ }).isChecked(),
+    true,
+    'the check it waits on is chosen, with what was found',
+  );
+  const confirm = form.getByRole('button', { name: 'Skip gate', exact: true });
+  t.equal(await confirm.isDisabled(), true, 'it cannot be confirmed without a reason');
+  t.same(await axeViolations(page), [], 'the open form has no serious accessibility violation');
+  await page.keyboard.press('Escape');
+  await opener.waitFor();
+  t.equal(await focused(), 'Skip gate…', 'Escape closes it and gives the focus back to the button');
+
+  await opener.click();
+  const reason = 'INC-4711: its tunnel client is down for a DNS outage';
+  await form.getByRole('textbox', { name: 'Reason (audited)' }).fill(reason);
+  await page.screenshot({ path: join(shots, 'skip-gate-form.png'), fullPage: true });
+  await confirm.click();
+  const notice = page.locator('[data-skip-notice]');
+  await notice.waitFor();
+  t.match(
+    await notice.innerText(),
+    /^Skipped tunnel for gated-org's upgrade 1\.4\.0 → 1\.4\.1/,
+    'the page says which check was skipped for which step',
+  );
+  t.equal(await notice.getAttribute('role'), 'status', 'as a status message');
+  t.equal(
+    await page.evaluate('document.activeElement?.hasAttribute("data-skip-notice")'),
+    true,
+    'which takes the focus',
+  );
+  const row = page.locator(`tr[data-fleet-tenant="${tenant}"]`);
+  await row.locator('td', { hasText: /^succeeded$/ }).waitFor({ timeout: 60_000 });
+  t.equal(
+    await row.locator('td').nth(2).innerText(),
+    'succeeded',
+    "the tenant's step moved on: its row says succeeded",
+  );
+  const skipped = row.locator('[data-gate-skipped]');
+  t.equal(await skipped.getAttribute('data-gate-skipped'), 'tunnel', 'its row says its tunnel check was skipped');
+  t.match(
+    await skipped.innerText(),
+    new RegExp(`tunnel of 1\\.4\\.0 → 1\\.4\\.1 skipped by ops-alice \\(operator key\\): ${reason}`),
+    'by whom and why',
+  );
+  t.match(await row.innerText(), /passed: .*tunnel skipped/, 'and its gate passed with the tunnel check skipped');
+  t.equal(
+    await page.getByRole('region', { name: /Waiting on the health gate/ }).count(),
+    0,
+    'nothing waits on the health gate any more',
+  );
+  const f = (await call<FleetUpgrade>('GET', `/v1/fleet-upgrades/${fleetId}`)).json;
+  t.same(
+    f.tenants?.find((x) => x.tenantId === tenant)?.gateSkipped.map((x) => [x.checks, x.reason, x.byKey?.name]),
+    [[['tunnel'], reason, 'ops-alice']],
+    'the API records the skip with the reason and the key',
+  );
+  await page.screenshot({ path: join(shots, 'fleet-upgrade-gate-skipped.png'), fullPage: true });
+  t.same(await axeViolations(page), [], 'the page after the skip has no serious accessibility violation');
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();
 });

@@ -19,7 +19,7 @@ import { MAX_FREEZES } from '../../fleet/windows.ts';
 import { requesterOf } from '../auth.ts';
 import { errors } from '../../errors.ts';
 import { FLEET_CHANNEL } from '../../store/fleet-upgrades.ts';
-import { FLEET_STATES } from '../../store/states.ts';
+import { FLEET_STATES, SKIPPABLE_GATE_CHECKS } from '../../store/states.ts';
 import { serveEventStream } from '../streams.ts';
 import type { AppContext } from '../context.ts';
 
@@ -429,6 +429,40 @@ export const fleetUpgradeRoutes =
       },
       async (request) =>
         ctx.fleetUpgrades.overrideWindows(request.params.id, requesterOf(request), request.body.reason),
+    );
+
+    app.post(
+      '/v1/fleet-upgrades/:id/tenants/:tenantId/skip-gate',
+      {
+        config: { roles: OPERATOR },
+        schema: {
+          summary: "Skip health-gate checks a tenant's step waits on (that step only)",
+          description:
+            'Body {"checks": ["tunnel" and/or "applications"], "reason": "…"} (reason required, audited). The checks, as ' +
+            "the tenant's gateWait.waitingOn names them, count as passed for the rest of the judgment of the step under way " +
+            '(the driver moves the tenant on at its next round if the other checks pass); later steps are judged in full. ' +
+            "Only the checks of the runtime's agents can be skipped. A repeat naming only checks already skipped for the " +
+            "tenant's latest step changes nothing. 409 GATE_NOT_WAITING when its step does not wait on them, " +
+            'FLEET_UPGRADE_STATE when the fleet upgrade ended. The answer holds that tenant alone in `tenants`, ' +
+            'with `gateSkipped`.',
+          tags: ['fleet upgrades'],
+          params: Type.Object({ id: Uuid, tenantId: Uuid }, { additionalProperties: false }),
+          body: Type.Object(
+            {
+              checks: Type.Array(StringEnum(SKIPPABLE_GATE_CHECKS), {
+                minItems: 1,
+                maxItems: SKIPPABLE_GATE_CHECKS.length,
+                description: "the checks to skip, as the tenant's gateWait.waitingOn names them",
+              }),
+              reason: DisplayText({ minLength: 1, maxLength: 500, description: 'why (audited)' }),
+            },
+            { additionalProperties: false },
+          ),
+          response: withErrors({ 200: Type.Ref('FleetUpgrade') }),
+        },
+      },
+      async (request) =>
+        ctx.fleetUpgrades.skipGate(request.params.id, request.params.tenantId, requesterOf(request), request.body),
     );
 
     app.post(

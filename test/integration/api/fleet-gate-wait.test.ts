@@ -1,10 +1,11 @@
 /**
  * A fleet upgrade blocked on a health gate, as the API and `provisioner fleet status` answer it:
  * which checks the step waits on, since when, the time left before the gate times out, what
- * happens then and what the operator can do; the fleet upgrades a tenant is part of; who started
- * it by key name and role; a runtime named by its tenant's organization. No driver runs here: the
- * step is written as the driver leaves it while its gate waits (the browser tier's gate-wait test
- * runs the real driver).
+ * happens then and what the operator can do (wait, skip the check, abort, each with its command),
+ * and `fleet skip-gate` naming the tenant by organization; the fleet upgrades a tenant is part of;
+ * who started it by key name and role; a runtime named by its tenant's organization. No driver
+ * runs here: the step is written as the driver leaves it while its gate waits (fleet-skip-gate.test.ts
+ * and the browser tier's gate-wait test run the real driver).
  */
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
@@ -76,6 +77,7 @@ const fleetId = /started fleet upgrade (\S+)/.exec(start.out)![1]!;
 const { rows } = await api.db.pool.query<{ started: Date }>(
   `UPDATE fleet_upgrade_tenants
       SET state = 'upgrading', step_from = '1.4.0', step_to = '1.4.1', started_at = now() - interval '10 minutes',
+          generation = 2,
           step_started_at = now() - interval '10 minutes',
           gate = $3
     WHERE fleet_upgrade_id = $1 AND tenant_id = $2
@@ -167,9 +169,62 @@ t.test('fleet status prints the gate a step waits on, since when, the time left 
   const minute = since.toISOString().slice(0, 16).replace('T', ' ');
   t.match(out, new RegExp(`since ${minute} UTC; (49|50) min left`), 'since when, and the time left');
   t.match(out, /then: the hop fails .* rolled back to 1\.4\.0 automatically/, 'what happens when it times out');
-  t.match(out, new RegExp(`provisioner fleet pause ${fleetId}`), 'the pause command');
-  t.match(out, new RegExp(`provisioner fleet abort ${fleetId} \\[--rollback\\]`), 'the abort command');
-  t.match(out, /wait: a gate passes as soon as its checks do/, 'and waiting, as a choice');
+  const actions = out
+    .split('\n')
+    .slice(out.split('\n').indexOf('      what you can do:') + 1)
+    .slice(0, 3)
+    .map((l) => l.trim());
+  t.match(
+    actions[0],
+    /^wait: (49|50) min left before the gate times out; it passes as soon as its checks do$/,
+    'first action: wait, with the time left',
+  );
+  t.match(
+    actions[1],
+    `skip: provisioner fleet skip-gate ${fleetId} ${blocked} --check tunnel --reason "<why>"`,
+    'second: the skip-gate command for the check it waits on, exactly',
+  );
+  t.match(actions[2], `abort: provisioner fleet abort ${fleetId} [--rollback]`, 'third: the abort command, exactly');
+  t.match(out, new RegExp(`or pause: provisioner fleet pause ${fleetId}`), 'and pausing the fleet upgrade');
+});
+
+t.test('fleet skip-gate takes the tenant by organization and says what the skip did', async (t) => {
+  const none = await cli(['fleet', 'skip-gate', fleetId, 'gated-org', '--reason', 'INC-1']);
+  t.equal(none.code, 1, 'without --check it fails');
+  t.match(none.err, /say which checks to skip: --check tunnel/, 'saying which checks it takes');
+  const unknown = await cli(['fleet', 'skip-gate', fleetId, 'nobody-org', '--check', 'tunnel', '--reason', 'INC-1']);
+  t.equal(unknown.code, 1, 'an organization not in the fleet upgrade fails');
+  t.match(unknown.err, /has no tenant of organization 'nobody-org'/, 'saying so');
+  const skip = await cli([
+    'fleet',
+    'skip-gate',
+    fleetId,
+    'gated-org',
+    '--check',
+    'tunnel',
+    '--reason',
+    'INC-1: its tunnel client is down for a DNS outage',
+  ]);
+  t.equal(skip.code, 0, `skip-gate exits 0 (${skip.err})`);
+  t.equal(
+    skip.out,
+    `gated-org (${blocked}): tunnel skipped for its upgrade 1.4.0 -> 1.4.1; the driver moves it on at its next judgment if the other checks pass`,
+    'it says which check was skipped for which step, and what happens next',
+  );
+  const { body: f } = await get<FleetUpgrade>(`/v1/fleet-upgrades/${fleetId}`);
+  const mine = f.tenants!.find((x) => x.tenantId === blocked)!;
+  t.same(
+    mine.gateSkipped.map((s) => [s.checks, s.reason, s.byKey?.name]),
+    [[['tunnel'], 'INC-1: its tunnel client is down for a DNS outage', 'test operator']],
+    "the tenant's row records the skip with the reason and the key",
+  );
+  const status = await cli(['fleet', 'status', fleetId]);
+  t.match(
+    status.out,
+    /gate waits on: the driver's next judgment/,
+    'fleet status no longer shows the tunnel as waited on',
+  );
+  t.match(status.out, /skip: nothing to skip before the driver's next judgment/, 'nor offers to skip it again');
 });
 
 t.test('GET /v1/runtimes names each runtime by its tenant’s organization', async (t) => {
