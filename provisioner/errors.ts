@@ -47,6 +47,11 @@ export const ERROR_CODES = {
   API_KEY_NOT_FOUND: { status: 404, description: 'no API key with that id' },
   MANAGED_CLUSTER_NOT_FOUND: { status: 404, description: 'the tenant has no managed cluster of that name' },
   RUNTIME_NOT_FOUND: { status: 404, description: 'the tenant has no runtime of that name (or it was removed)' },
+  INSTALL_NOT_FOUND: {
+    status: 404,
+    description:
+      'no hybrid runtime install at that URL: the token in it is not one this service issued, or its runtime was removed or its tenant deleted',
+  },
   RUNTIME_VERSION_NOT_FOUND: { status: 404, description: 'the runtime version is not in the catalog' },
   RUNTIME_OBJECT_NOT_FOUND: {
     status: 404,
@@ -113,6 +118,11 @@ export const ERROR_CODES = {
     description:
       "hybrid runtimes cannot be registered or upgraded: the setting named in `details.setting` (`PROVISIONER_PUBLIC_URL`, the URL customers' clusters reach the control plane at) is not set",
   },
+  INSTALL_CHARTS_UNAVAILABLE: {
+    status: 409,
+    description:
+      "an argo=new runtime's install URL: the control plane cannot render the Argo charts (no local chart directory in PROVISIONER_CHART_REPOSITORIES, a chart file or helm missing; the message says which); apply the registration's files and command instead",
+  },
   MANAGED_CLUSTER_SERVER_TAKEN: {
     status: 409,
     description: 'the tenant already registered that API server (under the name the message gives)',
@@ -140,8 +150,16 @@ export const ERROR_CODES = {
     description:
       "the bootstrap token given to redeem is missing or not one this service issued; for a hybrid runtime's bootstrap also an expired or redeemed token or one of a removed runtime (one message for all)",
   },
-  BOOTSTRAP_TOKEN_USED: { status: 410, description: 'the bootstrap token was already redeemed (single-use)' },
-  BOOTSTRAP_TOKEN_EXPIRED: { status: 410, description: 'the bootstrap token expired (valid for an hour at most)' },
+  BOOTSTRAP_TOKEN_USED: {
+    status: 410,
+    description:
+      "the bootstrap token was already redeemed (single-use); for a hybrid runtime's install URL, the runtime is installed",
+  },
+  BOOTSTRAP_TOKEN_EXPIRED: {
+    status: 410,
+    description:
+      "the bootstrap token expired (a managed cluster's is valid for an hour at most, a hybrid runtime's for PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS)",
+  },
   TENANT_DELETED: { status: 409, description: 'the tenant is deleted; only reads are allowed' },
   IDEMPOTENCY_KEY_REUSED: { status: 409, description: 'the Idempotency-Key was used with another body' },
   IDEMPOTENCY_KEY_IN_PROGRESS: {
@@ -160,7 +178,13 @@ export const ERROR_CODES = {
   },
   FLEET_UPGRADE_STATE: {
     status: 409,
-    description: 'pause, resume or abort of a fleet upgrade in a state that does not allow it (`details.state`)',
+    description:
+      'pause, resume, abort or a gate skip of a fleet upgrade in a state that does not allow it (`details.state`)',
+  },
+  GATE_NOT_WAITING: {
+    status: 409,
+    description:
+      "a skip of health-gate checks for a fleet upgrade's tenant whose step does not wait on them (no step under way, its gate passed, or the step moved on); `details` has the tenant's state and what it waits on",
   },
   FLEET_UPGRADE_CONFLICT: {
     status: 409,

@@ -52,6 +52,7 @@ import { ClusterService } from './clusters/service.ts';
 import { KeyService } from './keys/service.ts';
 import { AuditService } from './audit/service.ts';
 import { RuntimeService } from './runtimes/service.ts';
+import { ArgoCharts } from './runtimes/argo-charts.ts';
 import { ManagedClusterService } from './managed-clusters/service.ts';
 import { ManagedClusterProber } from './managed-clusters/health.ts';
 import { ManagedClusterTokenRefresher } from './managed-clusters/tokens.ts';
@@ -396,6 +397,7 @@ export async function buildServices(
     ingressPolicy: { ...config.hybrid.ingress, ownUrl: config.hybrid.publicUrl },
     rates: config.budgets,
     bundleCacheBytes: config.hybrid.bundleCacheBytes,
+    argoCharts: new ArgoCharts({ chartRepositories: config.engine.chartRepositories }),
   });
   let stopped: Promise<void> | undefined;
 

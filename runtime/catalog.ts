@@ -43,6 +43,25 @@ export interface Catalog {
 const SEMVER = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$/;
 const KUBE_VERSION = /^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$/;
 
+/** An image digest as the release pipeline records it: `sha256:` and 64 lower-case hex digits. */
+export const IMAGE_DIGEST = /^sha256:[0-9a-f]{64}$/;
+/** An image registry and path without tag or digest (`registry.example.com:5000/hosted-runtimes`). */
+export const IMAGE_REGISTRY = /^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]{1,5})?(\/[a-z0-9]+([._-][a-z0-9]+)*)*$/;
+
+/** What is wrong with a release's recorded images (registry, digests), one line each. */
+export function releaseImagesProblems(v: Pick<RuntimeVersion, 'version' | 'images'>): string[] {
+  const images = v.images;
+  if (images === undefined) return [];
+  const out: string[] = [];
+  if (images.registry !== undefined && !IMAGE_REGISTRY.test(images.registry))
+    out.push(`version ${v.version}: images.registry '${images.registry}' is not a registry and path without tag`);
+  for (const group of ['agents', 'charts'] as const)
+    for (const [image, digest] of Object.entries(images[group] ?? {}))
+      if (!IMAGE_DIGEST.test(digest))
+        out.push(`version ${v.version}: images.${group}['${image}'] = '${digest}' is not sha256: and 64 hex digits`);
+  return out;
+}
+
 /** Semver comparison for x.y.z (pre-release tags are not used in the catalog). */
 export function compareVersions(a: string, b: string): number {
   const pa = a.replace(/^v/, '').split('.').map(Number);
@@ -102,6 +121,7 @@ export function validateCatalog(versions: readonly RuntimeVersion[]): void {
       argoEvents: SEMVER,
       agents: SEMVER,
     };
+    problems.push(...releaseImagesProblems(v));
     for (const [key, shape] of Object.entries(pins) as [keyof ComponentPins, RegExp][]) {
       const pin = (v.components as Partial<ComponentPins>)[key];
       if (pin === undefined || pin === '') problems.push(`version ${v.version}: pin '${key}' is missing`);

@@ -51,6 +51,21 @@ export interface AppVersions {
   argoEvents: string;
 }
 
+/**
+ * What the release pipeline records of a release's images once it pushed them: the registry (and
+ * path) of the agents' images and each image's digest. A hybrid runtime's bundle names an image
+ * `registry/name:tag@sha256:<digest>` where a digest is recorded, and lists the images it could
+ * not pin (`unpinnedImages`). The pipeline writes these fields; nobody writes a digest by hand.
+ */
+export interface ReleaseImages {
+  /** Registry and path of the agents' images (`registry.example.com/hosted-runtimes`); default DEFAULT_AGENT_IMAGE_REPOSITORY. */
+  registry?: string;
+  /** `sha256:<64 hex>` of each agent image pushed (`tunnel-client`, …, `bootstrap`, `upgrader`), by its name. */
+  agents?: Readonly<Record<string, string>>;
+  /** `sha256:<64 hex>` of each image the Argo charts run, by the reference the chart renders (`quay.io/argoproj/argocd:v3.0.6`). */
+  charts?: Readonly<Record<string, string>>;
+}
+
 export interface RuntimeVersion {
   version: string;
   releaseDate: string;
@@ -69,6 +84,8 @@ export interface RuntimeVersion {
   rollback?: { allowed: boolean; reason?: string };
   /** Release notes shown by the API (what changed, what to watch for). */
   notes?: string;
+  /** The release's image registry and digests, as the release pipeline recorded them; absent: none recorded. */
+  images?: ReleaseImages;
 }
 
 export const VERSIONS: readonly RuntimeVersion[] = [

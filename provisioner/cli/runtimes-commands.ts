@@ -1,8 +1,10 @@
 /**
  * `provisioner runtimes list|get|register|upgrade|bundle|remove`: a tenant's runtimes, hosted and
- * hybrid (/v1/tenants/:id/runtimes, /v1/runtimes). `register` writes the install manifest to a file
- * only the user may read (it holds the single-use bootstrap token) and prints the command that
- * applies it; the token itself is never printed, not even with --json. `upgrade` and `bundle` write
+ * hybrid (/v1/tenants/:id/runtimes, /v1/runtimes). `register` prints the one command that installs
+ * the runtime (`kubectl apply --server-side -f <install URL>`: the URL holds the single-use
+ * bootstrap token, so it is said to be a secret until the install redeems it), and writes the
+ * install manifest to a file only the user may read for those who apply files (with the command
+ * for that); the token alone is never printed, not even with --json. `upgrade` and `bundle` write
  * a hybrid runtime's upgrade bundle (no secret in it) and print what it changes. Stored settings
  * and reported text (the ingress URL, the Argo CD namespace, messages) print through cellText, one
  * line each with every control escaped; commands are the bundle's, quoted word by word (shell.ts).
@@ -173,7 +175,7 @@ export function addRuntimesCommands(program: Command, io: Io): void {
   group
     .command('register <tenant> <name>')
     .description(
-      'register a hybrid runtime; writes its install manifest (holding the single-use bootstrap token) to --out FILE, readable by you only, and prints the command that installs it',
+      'register a hybrid runtime; prints the one command that installs it (kubectl apply of its install URL, which holds the single-use bootstrap token) and writes its install manifest to --out FILE, readable by you only, with the command that applies that file',
     )
     .requiredOption('--access <mode>', 'tunnel (the runtime dials out) or ingress (your ingress, --ingress-url)')
     .option('--ingress-url <url>', 'with --access ingress: the https URL your ingress serves the runtime at')
@@ -212,24 +214,45 @@ export function addRuntimesCommands(program: Command, io: Io): void {
           ...(o.runtimeVersion !== undefined ? { version: o.runtimeVersion } : {}),
         });
         await writePrivate(file, out.install.manifests);
-        // The command applies the manifest by its bundle name: point it at the file written.
-        const command = out.install.command.replace(
+        // The files' command applies the manifest by its bundle name: point it at the file written.
+        const fileCommand = out.install.fileCommand.replace(
           shellCommand(['kubectl', 'apply', '-f', manifestFileName(name)]),
           shellCommand(['kubectl', 'apply', '-f', file]),
         );
         const shown = {
           runtime: out.runtime,
           bootstrapExpiresAt: out.bootstrapExpiresAt,
+          command: out.install.url !== null ? out.install.command : fileCommand,
+          installUrl: out.install.url,
+          installUrlUnavailable: out.install.urlUnavailable,
           manifestFile: file,
-          command,
+          fileCommand,
           removeCommand: out.install.removeCommand,
+          namespace: out.install.namespace,
+          unpinnedImages: out.install.unpinnedImages,
         };
+        const unpinned =
+          out.install.unpinnedImages.length > 0
+            ? [`images without a digest in the catalog yet: ${out.install.unpinnedImages.map(cellText).join(', ')}`]
+            : [];
         print(shown, () =>
-          [
-            `registered hybrid runtime ${name} (runtime ${out.runtime.id}, version ${out.runtime.version}); its manifest is in ${file} (mode 0600: it holds the bootstrap token)`,
-            `install it in your cluster before ${out.bootstrapExpiresAt}:`,
-            command,
-          ].join('\n'),
+          (out.install.url !== null
+            ? [
+                `registered hybrid runtime ${name} (runtime ${out.runtime.id}, version ${out.runtime.version}, namespace ${out.install.namespace})`,
+                `install it in your cluster before ${out.bootstrapExpiresAt} with one command (its URL holds the single-use bootstrap token: keep it to yourself until the install has run):`,
+                out.install.command,
+                `or apply the files: the manifest is in ${file} (mode 0600: it holds the bootstrap token)${out.install.charts.length > 0 ? ' and the Argo charts install with helm' : ''}:`,
+                fileCommand,
+              ]
+            : [
+                `registered hybrid runtime ${name} (runtime ${out.runtime.id}, version ${out.runtime.version}, namespace ${out.install.namespace}); its manifest is in ${file} (mode 0600: it holds the bootstrap token)`,
+                `no install URL: ${cellText(out.install.urlUnavailable ?? 'none given')}`,
+                `install it in your cluster before ${out.bootstrapExpiresAt}:`,
+                fileCommand,
+              ]
+          )
+            .concat(unpinned)
+            .join('\n'),
         );
       },
     );

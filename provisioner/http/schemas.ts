@@ -12,6 +12,7 @@ import {
   OPERATION_KINDS,
   OPERATION_STATES,
   PHASES,
+  SKIPPABLE_GATE_CHECKS,
   WAVE_STATES,
 } from '../store/states.ts';
 import { ERROR_CODES, type ErrorCode } from '../errors.ts';
@@ -482,17 +483,39 @@ export const DoctorReport = Type.Object(
 );
 
 const FleetCounts = Type.Object(Object.fromEntries(FLEET_TENANT_STATES.map((s) => [s, Type.Integer()])));
-export const GateCheck = Type.Object({ name: Type.String(), ok: Type.Boolean(), detail: Type.String() });
+export const GateCheck = Type.Object({
+  name: Type.String(),
+  ok: Type.Boolean(),
+  detail: Type.String(),
+  skipped: Type.Optional(
+    Type.Boolean({ description: 'true: it did not pass and an operator skipped it for this step (see gateSkipped)' }),
+  ),
+});
 /** An API key as people know it: by its name and role (the actor of a fleet upgrade's actions). */
 const KeyLabel = Type.Object(
   { id: Uuid, name: Type.String(), role: Type.String() },
   { description: 'the API key, by name and role; null: not a key (the system)' },
 );
+/** An operator's skip of gate checks for one step of a tenant (provisioner/fleet/service.ts GateSkipView). */
+const GateSkip = Type.Object({
+  step: Type.Object({
+    kind: StringEnum(['upgrade', 'rollback', 'revert'] as const),
+    from: Type.String(),
+    to: Type.String(),
+  }),
+  checks: Type.Array(StringEnum(SKIPPABLE_GATE_CHECKS)),
+  reason: Type.String(),
+  by: Type.String({ description: 'the actor: the id of the API key' }),
+  byKey: Nullable(KeyLabel),
+  at: DateTime,
+});
 /** A step under way waiting on its health gate (provisioner/fleet/service.ts GateWait). */
 const GateWait = Type.Object(
   {
     step: StringEnum(['upgrade', 'rollback', 'revert'] as const),
-    waitingOn: Type.Array(GateCheck, { description: 'the checks not passing at the last judgment (empty before it)' }),
+    waitingOn: Type.Array(GateCheck, {
+      description: 'the checks not passing at the last judgment, less those skipped since (empty before it)',
+    }),
     since: Type.String({ format: 'date-time', description: 'the step started: the gate is judged from then' }),
     timeoutAt: Type.String({ format: 'date-time', description: 'the gate fails if it has not passed by then' }),
     secondsLeft: Type.Integer({ minimum: 0, description: 'until timeoutAt; 0 once it passed' }),
@@ -606,6 +629,10 @@ export const FleetUpgrade = Type.Object(
           ),
           gate: Nullable(Type.Object({ passed: Type.Boolean(), checks: Type.Array(GateCheck), at: Type.String() })),
           gateWait: Nullable(GateWait),
+          gateSkipped: Type.Array(GateSkip, {
+            description:
+              "every skip of this tenant's gate checks by an operator in this fleet upgrade, oldest first (POST /v1/fleet-upgrades/:id/tenants/:tenantId/skip-gate)",
+          }),
           rolledBack: Type.Boolean(),
           reason: Nullable(Type.String()),
           deferredUntil: Nullable(DateTime),
@@ -767,6 +794,10 @@ export const Runtime = Type.Object(
     ingressUrl: Nullable(Type.String()),
     argo: Nullable(StringEnum(['new', 'existing'] as const)),
     argoNamespace: Nullable(Type.String()),
+    namespace: Type.String({
+      description:
+        "where the runtime's agents run: hosted, `hosted-runtime` in the tenant's virtual cluster; hybrid, its own namespace in the customer's cluster (`hosted-runtime-<name>`; `hosted-runtime` for runtimes registered before names were per runtime)",
+    }),
     upgrades: Nullable(
       StringEnum(['customer', 'agent'] as const, {
         description: 'who applies upgrades: the customer, or the in-cluster upgrader agent it opted in to',
@@ -823,6 +854,10 @@ const RuntimeInstall = Type.Object({
   ),
   command: Type.String({ description: 'the one command that applies it (helm first when charts)' }),
   removeCommand: Type.String({ description: 'deletes exactly what the install created' }),
+  namespace: Type.String({ description: "the runtime's namespace in the customer's cluster" }),
+  unpinnedImages: Type.Array(Type.String(), {
+    description: 'the images the install names without a digest: the catalog records none for them yet',
+  }),
 });
 
 /** The answer of `POST /v1/tenants/:id/runtimes`. */
@@ -832,7 +867,23 @@ export const RuntimeRegistered = Type.Object({
     description: 'single-use bootstrap token (also inside install.manifests); shown only in this answer, stored hashed',
   }),
   bootstrapExpiresAt: DateTime,
-  install: RuntimeInstall,
+  install: Type.Object({
+    ...RuntimeInstall.properties,
+    url: Type.Union([Type.String(), Type.Null()], {
+      description:
+        'the install URL (`GET /v1/install/<bootstrap token>.yaml`): the complete install as YAML, the Argo charts rendered for argo=new; served until the bootstrap is redeemed or expires. A secret like the token. null when the control plane cannot render the Argo charts (urlUnavailable says why)',
+    }),
+    urlUnavailable: Type.Union([Type.String(), Type.Null()], {
+      description: 'why there is no install URL (the setting, chart or tool missing); null when there is one',
+    }),
+    command: Type.String({
+      description:
+        'the one command: `kubectl apply --server-side -f <url>`; without a URL, the files\' command (fileCommand)',
+    }),
+    fileCommand: Type.String({
+      description: 'the command that applies the saved manifests (after helm installs the Argo charts for argo=new)',
+    }),
+  }),
 });
 
 const BundleChangeKind = StringEnum(['added', 'changed', 'removed'] as const);

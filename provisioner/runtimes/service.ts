@@ -21,6 +21,7 @@ import { claimKey, requestHash, storeResponse, type Sealer } from '../store/idem
 import {
   claimRuntimeBootstrap,
   countHybridRuntimes,
+  runtimeByBootstrapToken,
   getRuntimeByName,
   insertHybridRuntime,
   listAllRuntimes,
@@ -51,9 +52,24 @@ import type {
 import {
   HybridBundleError,
   hybridInstallBundle,
+  hybridNamespace,
   type InstallBundle,
   type InstallBundleInput,
 } from '../../runtime/hybrid/bundle.ts';
+import {
+  chartObjects,
+  chartsPart,
+  EMPTY_CHARTS_PART,
+  installDocument,
+  installPath,
+  installUrlCommand,
+  InstallDocumentError,
+  type ChartsPart,
+  type RenderedChart,
+} from '../../runtime/hybrid/install.ts';
+import { unpinnedImages } from '../../runtime/hybrid/images.ts';
+import type { RuntimeVersion } from '../../runtime/versions.ts';
+import { ArgoCharts, ArgoChartsUnavailableError } from './argo-charts.ts';
 import { upgradeBundle } from '../../runtime/hybrid/upgrade.ts';
 import { agentRefusal, upgraderPatchable, upgraderPlan } from '../../runtime/hybrid/upgrader.ts';
 import { UPGRADER_NEXT, type UpgraderAssignment, type UpgraderReportBody } from '../../runtime/protocol/upgrade.ts';
@@ -125,6 +141,8 @@ export interface RuntimeServiceDeps {
   rates?: RuntimeRateBudgets;
   /** Bytes of generated bundles kept (config.hybrid.bundleCacheBytes; default bundle-cache.ts's). */
   bundleCacheBytes?: number;
+  /** The Argo charts an argo=new runtime's install URL serves (default: none configured, so no URL for argo=new). */
+  argoCharts?: ArgoCharts;
 }
 
 /** Who reads: a tenant's own key reads no operator remediation text in the hosted runtime's conditions. */
@@ -146,9 +164,11 @@ export class RuntimeService {
   /** Upgrade bundles and the bundles upgraders' plans compare, once per settings and versions. */
   readonly #generated: BundleCache;
   readonly #rates: RuntimeRates;
+  readonly #argoCharts: ArgoCharts;
 
   constructor(deps: RuntimeServiceDeps) {
     this.#deps = deps;
+    this.#argoCharts = deps.argoCharts ?? new ArgoCharts({ chartRepositories: undefined });
     this.#bundle = deps.bundle ?? hybridInstallBundle;
     this.#generated = new BundleCache(deps.bundleCacheBytes !== undefined ? { maxBytes: deps.bundleCacheBytes } : {});
     this.#rates = new RuntimeRates(deps.rates ?? DEFAULT_TENANT_BUDGETS);
@@ -225,6 +245,12 @@ export class RuntimeService {
       const problem = await ingressRegistrationProblem(ingressUrl, this.#deps.ingressPolicy, this.#deps.lookup);
       if (problem) throw errors.validation(problem, 'ingressUrl');
     }
+    // argo=new: the charts its install URL serves, rendered before the transaction (the first time
+    // for a version takes a second or two) at the version the runtime is to get.
+    const expected = this.#deps.catalog.get(
+      input.version ?? (await getTenantRow(this.#deps.pool, tenantId))?.runtime_version ?? '',
+    );
+    const prepared = input.argo === 'new' && expected ? await this.#renderedCharts(expected) : undefined;
     return withTx(this.#deps.pool, async (tx) => {
       const scope = `runtime-register:${tenantId}`;
       if (idempotencyKey !== undefined) {
@@ -265,6 +291,7 @@ export class RuntimeService {
           ingressUrl,
           argo: input.argo,
           argoNamespace: input.argo === 'existing' ? input.argoNamespace : undefined,
+          namespace: hybridNamespace(input.name),
           upgrades,
           version: version.version,
           tokenHash: hash,
@@ -283,6 +310,14 @@ export class RuntimeService {
         if (err instanceof HybridBundleError) throw errors.validation(err.message);
         throw err;
       }
+      // The one command: the install URL, for argo=new when the control plane rendered the charts.
+      const charts: RenderedCharts =
+        input.argo === 'existing'
+          ? { rendered: [], unpinnedImages: [] }
+          : prepared?.version === version.version
+            ? prepared.charts
+            : { unavailable: `the Argo charts of version ${version.version} are not rendered yet: register again` };
+      const url = 'rendered' in charts ? `${publicUrl}${installPath(token)}` : null;
       const runtime = this.#view(row, tenant, reader);
       await writeAudit(tx, by.actor, {
         action: 'runtime.register',
@@ -296,10 +331,17 @@ export class RuntimeService {
         bootstrapToken: token,
         bootstrapExpiresAt: row.bootstrap_expires_at!.toISOString(),
         install: {
+          url,
+          urlUnavailable: 'unavailable' in charts ? charts.unavailable : null,
+          command: url !== null ? installUrlCommand(url) : bundle.command,
           manifests: bundle.manifests,
           charts: bundle.charts,
-          command: bundle.command,
+          fileCommand: bundle.command,
           removeCommand: bundle.removeCommand,
+          namespace: bundle.namespace,
+          unpinnedImages: [
+            ...new Set([...bundle.unpinnedImages, ...('rendered' in charts ? charts.unpinnedImages : [])]),
+          ].sort(),
         },
       };
       if (idempotencyKey !== undefined) await storeResponse(tx, this.#deps.box, scope, idempotencyKey, 201, body);
@@ -346,6 +388,71 @@ export class RuntimeService {
       };
       return answer;
     });
+  }
+
+  /**
+   * What a runtime's install URL serves (`GET /v1/install/<bootstrap token>.yaml`): the complete
+   * install as YAML (runtime/hybrid/install.ts), with the bootstrap token in its Secret. Reads
+   * only: the token stays unredeemed until the bundle's Job exchanges it. Served while the runtime
+   * awaits install with the token unexpired: a token not issued here (or of a removed runtime, a
+   * deleted tenant) is 404, a redeemed or expired one 410, each saying what to do. Within the
+   * runtime's and the tenant's bundle rates (429).
+   */
+  async installText(bootstrapToken: string): Promise<string> {
+    const publicUrl = this.#deps.publicUrl;
+    if (!BOOTSTRAP_TOKEN_PATTERN.test(bootstrapToken) || publicUrl === undefined) throw installNotFound();
+    const row = await runtimeByBootstrapToken(this.#deps.pool, hashRuntimeBootstrapToken(bootstrapToken));
+    if (!row || row.state === 'removed' || row.tenant_deleted) throw installNotFound();
+    this.#rates.bundle(row.tenant_id, row.name);
+    if (!row.usable) {
+      if (row.bootstrap_redeemed_at)
+        throw new AppError(
+          'BOOTSTRAP_TOKEN_USED',
+          `runtime '${row.name}' was installed with this URL's token at ${row.bootstrap_redeemed_at.toISOString()}: the URL served its install once; to upgrade it, apply the bundle GET /v1/tenants/${row.tenant_id}/runtimes/${row.name}/bundle answers`,
+        );
+      throw new AppError(
+        'BOOTSTRAP_TOKEN_EXPIRED',
+        `this install URL expired at ${row.bootstrap_expires_at?.toISOString() ?? 'its time'} before runtime '${row.name}' was installed: remove the runtime and register it again for a new one`,
+      );
+    }
+    const input = this.#bundleInput(row, publicUrl);
+    const bundle = this.#bundle({ ...input, bootstrapToken });
+    let part = EMPTY_CHARTS_PART;
+    if (row.argo === 'new') {
+      const { charts } = await this.#renderedCharts(input.version);
+      if ('unavailable' in charts)
+        throw new AppError('INSTALL_CHARTS_UNAVAILABLE', charts.unavailable, {
+          details: { setting: 'PROVISIONER_CHART_REPOSITORIES' },
+        });
+      // Its YAML is the bulk of the document (the Argo CD CRDs): written once per runtime and
+      // version, in the build queue's turns, and kept with the generated bundles.
+      part = await this.#generated.getQueued(
+        bundleCacheKey('install-charts', row.tenant_id, row.name, input.version.version),
+        row.tenant_id,
+        () => chartsPart({ tenantId: row.tenant_id, name: row.name }, input.version, charts.rendered),
+        (p: ChartsPart) => p.text.length + 1024,
+      );
+    }
+    return installDocument(bundle, input.version, part).text;
+  }
+
+  /**
+   * argo=new: the Argo charts at `version` as the control plane renders them (argo-charts.ts, once
+   * per version), checked as the install writes them, with the images the catalog has no digest
+   * for; or why the control plane cannot render them.
+   */
+  async #renderedCharts(version: RuntimeVersion): Promise<{ version: string; charts: RenderedCharts }> {
+    const unavailable = this.#argoCharts.unavailable(version);
+    if (unavailable !== undefined) return { version: version.version, charts: { unavailable } };
+    try {
+      const rendered = await this.#argoCharts.render(version);
+      const objects = chartObjects({ tenantId: 'check', name: 'check' }, version, rendered);
+      return { version: version.version, charts: { rendered, unpinnedImages: unpinnedImages(objects) } };
+    } catch (err) {
+      if (err instanceof InstallDocumentError || err instanceof ArgoChartsUnavailableError)
+        return { version: version.version, charts: { unavailable: err.message } };
+      throw err;
+    }
   }
 
   /**
@@ -702,6 +809,7 @@ export class RuntimeService {
         ...(row.ingress_url ? { ingressUrl: row.ingress_url } : {}),
         argo: row.argo!,
         ...(row.argo_namespace ? { argoNamespace: row.argo_namespace } : {}),
+        ...(row.namespace ? { namespace: row.namespace } : {}),
         upgrader: row.upgrades === 'agent',
       },
       version: this.#deps.catalog.get(row.version!)!,
@@ -746,6 +854,7 @@ export class RuntimeService {
         ingressUrl: null,
         argo: null,
         argoNamespace: null,
+        namespace: RUNTIME_NAMESPACE,
         upgrades: null,
         upgrade: null,
         bootstrapExpiresAt: null,
@@ -778,6 +887,7 @@ export class RuntimeService {
       ingressUrl: r.ingress_url,
       argo: r.argo,
       argoNamespace: r.argo_namespace,
+      namespace: r.namespace ?? RUNTIME_NAMESPACE,
       upgrades: r.upgrades,
       upgrade:
         r.upgrade_phase && r.upgrade_from && r.upgrade_to && r.upgrade_updated_at
@@ -811,6 +921,7 @@ export function hybridConditions(
   now = new Date(),
 ): Condition[] {
   const at = (d: Date | null) => (d ?? r.created_at).toISOString();
+  const ns = r.namespace ?? RUNTIME_NAMESPACE;
   const installed: Condition =
     r.state === 'removed'
       ? {
@@ -868,7 +979,7 @@ export function hybridConditions(
               status: 'False',
               reason: 'Disconnected',
               message: r.bootstrap_redeemed_at
-                ? "the runtime's tunnel client is not connected: check the tunnel-client Deployment in the runtime's namespace"
+                ? `the runtime's tunnel client is not connected: check the tunnel-client Deployment in namespace ${ns}`
                 : 'the runtime is not installed yet',
               lastTransitionTime: at(r.bootstrap_redeemed_at ?? r.created_at),
             }
@@ -884,7 +995,7 @@ export function hybridConditions(
           type: 'Reporting',
           status: 'False',
           reason: 'NeverReported',
-          message: `the runtime's event reporter has not reported yet: check the event-reporter Deployment in namespace ${RUNTIME_NAMESPACE}`,
+          message: `the runtime's event reporter has not reported yet: check the event-reporter Deployment in namespace ${ns}`,
           lastTransitionTime: at(r.bootstrap_redeemed_at),
         }
       : age < STALE_AFTER_SECONDS
@@ -959,7 +1070,7 @@ export function hybridConditions(
             reason: 'ApplicationsNotListed',
             message:
               r.argo === 'existing'
-                ? `the event reporter cannot list Argo CD Applications in namespace ${r.argo_namespace}: check that Argo CD's CRDs are installed and the bundle's Role and RoleBinding hosted-runtime-event-reporter exist there`
+                ? `the event reporter cannot list Argo CD Applications in namespace ${r.argo_namespace}: check that Argo CD's CRDs are installed and the bundle's Role and RoleBinding ${ns}-event-reporter exist there`
                 : "the event reporter cannot list Argo CD Applications: check that the bundle's Argo CD chart is installed (the install command)",
             lastTransitionTime: at(r.last_heartbeat_at),
           },
@@ -972,6 +1083,7 @@ export function hybridConditions(
 /** upgrades=agent: `Upgraded`, how the last upgrade the in-cluster upgrader was asked to apply went. */
 function upgraderCondition(r: RuntimeRow): Condition | undefined {
   if (!r.upgrade_phase || !r.upgrade_updated_at) return undefined;
+  const ns = r.namespace ?? RUNTIME_NAMESPACE;
   const at = r.upgrade_updated_at.toISOString();
   const step = `${r.upgrade_from} to ${r.upgrade_to}`;
   const said = r.upgrade_message ? `: ${r.upgrade_message}` : '';
@@ -981,7 +1093,7 @@ function upgraderCondition(r: RuntimeRow): Condition | undefined {
         type: 'Upgraded',
         status: 'False',
         reason: 'Pending',
-        message: `the upgrade from ${step} waits for the in-cluster upgrader (Deployment runtime-upgrader in namespace ${RUNTIME_NAMESPACE}) to pick it up`,
+        message: `the upgrade from ${step} waits for the in-cluster upgrader (Deployment runtime-upgrader in namespace ${ns}) to pick it up`,
         lastTransitionTime: at,
       };
     case 'applying':
@@ -1013,7 +1125,7 @@ function upgraderCondition(r: RuntimeRow): Condition | undefined {
         type: 'Upgraded',
         status: 'False',
         reason: 'Failed',
-        message: `the upgrade from ${step} failed and so did its rollback: look at the Deployments in namespace ${RUNTIME_NAMESPACE}${said}`,
+        message: `the upgrade from ${step} failed and so did its rollback: look at the Deployments in namespace ${ns}${said}`,
         lastTransitionTime: at,
       };
   }
@@ -1037,15 +1149,18 @@ function checkShape(input: RegisterRuntime): void {
   if (input.argo === 'existing') {
     if (input.argoNamespace === undefined)
       throw errors.validation('argo: existing needs argoNamespace, the namespace of your Argo CD', 'argoNamespace');
-    if (input.argoNamespace === RUNTIME_NAMESPACE)
+    if (input.argoNamespace === RUNTIME_NAMESPACE || input.argoNamespace === hybridNamespace(input.name))
       throw errors.validation(
-        `argoNamespace cannot be ${RUNTIME_NAMESPACE}, the namespace the install creates for the runtime`,
+        `argoNamespace cannot be ${input.argoNamespace}, a namespace the install creates for runtimes`,
         'argoNamespace',
       );
   } else if (input.argoNamespace !== undefined) {
     throw errors.validation('argoNamespace goes only with argo: existing', 'argoNamespace');
   }
 }
+
+/** argo=new: the Argo charts an install URL serves, rendered, with their images lacking a digest; or why there are none. */
+type RenderedCharts = { rendered: RenderedChart[]; unpinnedImages: string[] } | { unavailable: string };
 
 /** What a cached install bundle holds, roughly: its manifests twice (text and objects) and its charts. */
 const installBundleBytes = (b: InstallBundle): number =>
@@ -1079,6 +1194,12 @@ const runtimeExists = (name: string) =>
     {
       field: 'name',
     },
+  );
+
+const installNotFound = () =>
+  new AppError(
+    'INSTALL_NOT_FOUND',
+    'no runtime install at this URL: the token in it is not one this control plane issued, or its runtime was removed; register the runtime for a new URL',
   );
 
 const bootstrapInvalid = () =>

@@ -23,6 +23,8 @@ export interface RuntimeRow {
   ingress_url: string | null;
   argo: HybridArgo | null;
   argo_namespace: string | null;
+  /** A hybrid runtime's namespace in the customer's cluster (migration 030); null: `hosted-runtime` (registered before). */
+  namespace: string | null;
   upgrades: HybridUpgrades | null;
   version: string | null;
   state: HybridState | null;
@@ -61,7 +63,7 @@ export interface RuntimeRow {
   key_live: boolean;
 }
 
-const COLUMNS = `r.id, r.tenant_id, r.name, r.mode, r.access, r.ingress_url, r.argo, r.argo_namespace, r.upgrades,
+const COLUMNS = `r.id, r.tenant_id, r.name, r.mode, r.access, r.ingress_url, r.argo, r.argo_namespace, r.namespace, r.upgrades,
   r.version, r.state, r.bootstrap_expires_at, r.bootstrap_redeemed_at, r.runtime_key_id, r.last_heartbeat_at,
   extract(epoch FROM now() - r.last_heartbeat_at)::float8 AS heartbeat_age_seconds, r.argo_cd_listed,
   r.reported_version, r.created_by, r.created_at, r.removed_at,
@@ -83,6 +85,8 @@ export interface NewHybridRuntime {
   ingressUrl: string | undefined;
   argo: HybridArgo;
   argoNamespace: string | undefined;
+  /** Its namespace in the customer's cluster (absent: `hosted-runtime`, as registered before migration 030). */
+  namespace?: string | undefined;
   upgrades: HybridUpgrades;
   version: string;
   tokenHash: string;
@@ -93,8 +97,8 @@ export interface NewHybridRuntime {
 export async function insertHybridRuntime(db: Queryable, r: NewHybridRuntime): Promise<RuntimeRow> {
   const { rows } = await db.query<RuntimeRow>(
     `INSERT INTO runtimes AS r (tenant_id, name, mode, access, ingress_url, argo, argo_namespace, upgrades, version, state,
-                             bootstrap_token_hash, bootstrap_expires_at, created_by)
-     VALUES ($1, $2, 'hybrid', $3, $4, $5, $6, $7, $8, 'awaiting-install', $9, now() + make_interval(secs => $10), $11)
+                             bootstrap_token_hash, bootstrap_expires_at, created_by, namespace)
+     VALUES ($1, $2, 'hybrid', $3, $4, $5, $6, $7, $8, 'awaiting-install', $9, now() + make_interval(secs => $10), $11, $12)
      RETURNING ${COLUMNS}`,
     [
       r.tenantId,
@@ -108,6 +112,7 @@ export async function insertHybridRuntime(db: Queryable, r: NewHybridRuntime): P
       r.tokenHash,
       r.ttlSeconds,
       r.createdBy,
+      r.namespace ?? null,
     ],
   );
   return rows[0]!;
@@ -187,6 +192,29 @@ export async function claimRuntimeBootstrap(db: Queryable, tokenHash: string): P
         AND r.bootstrap_redeemed_at IS NULL AND r.bootstrap_expires_at > now()
         AND EXISTS (SELECT 1 FROM tenants t WHERE t.id = r.tenant_id AND NOT t.deleted)
       RETURNING ${COLUMNS}`,
+    [tokenHash],
+  );
+  return rows[0];
+}
+
+/**
+ * The hybrid runtime a bootstrap token was issued for, whatever became of it (its install URL
+ * answers why it no longer serves): with `usable`, whether it is still awaiting install with the
+ * token unexpired and unredeemed, its tenant not deleted. Reads only: the token is redeemed by
+ * claimRuntimeBootstrap alone.
+ */
+export async function runtimeByBootstrapToken(
+  db: Queryable,
+  tokenHash: string,
+): Promise<(RuntimeRow & { usable: boolean; expired: boolean; tenant_deleted: boolean }) | undefined> {
+  const { rows } = await db.query<RuntimeRow & { usable: boolean; expired: boolean; tenant_deleted: boolean }>(
+    `SELECT ${COLUMNS},
+            r.bootstrap_expires_at <= now() AS expired,
+            t.deleted AS tenant_deleted,
+            (r.state = 'awaiting-install' AND r.bootstrap_redeemed_at IS NULL AND r.bootstrap_expires_at > now()
+             AND NOT t.deleted) AS usable
+       FROM runtimes r JOIN tenants t ON t.id = r.tenant_id
+      WHERE r.bootstrap_token_hash = $1 AND r.mode = 'hybrid'`,
     [tokenHash],
   );
   return rows[0];

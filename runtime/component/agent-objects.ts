@@ -44,7 +44,11 @@ const RUNTIME_INFO_DIR = '/etc/hosted-runtime';
  */
 export const EVENT_REPORTER_NODE_OPTIONS = '--max-semi-space-size=1 --max-old-space-size=384';
 
-function env(agent: AgentDefinition, tenantId: pulumi.Input<string>): k8s.types.input.core.v1.EnvVar[] {
+function env(
+  agent: AgentDefinition,
+  tenantId: pulumi.Input<string>,
+  namespace: string,
+): k8s.types.input.core.v1.EnvVar[] {
   const vars: k8s.types.input.core.v1.EnvVar[] = Object.entries(agent.secretEnv).map(([name, key]) => ({
     name,
     valueFrom: { secretKeyRef: { name: CREDENTIALS_SECRET, key } },
@@ -54,13 +58,13 @@ function env(agent: AgentDefinition, tenantId: pulumi.Input<string>): k8s.types.
       vars.push(
         // The tunnel client serves only its health endpoints, on the port the probes call.
         { name: 'HEALTH_PORT', value: String(AGENT_PORT) },
-        { name: 'ROUTER_URL', value: `http://request-router.${RUNTIME_NAMESPACE}.svc:${AGENT_PORT}` },
+        { name: 'ROUTER_URL', value: `http://request-router.${namespace}.svc:${AGENT_PORT}` },
       );
       break;
     case 'request-router':
       vars.push(
         { name: 'PORT', value: String(AGENT_PORT) },
-        { name: 'APP_PROXY_URL', value: `http://app-proxy.${RUNTIME_NAMESPACE}.svc:${AGENT_PORT}` },
+        { name: 'APP_PROXY_URL', value: `http://app-proxy.${namespace}.svc:${AGENT_PORT}` },
         { name: 'EVENT_SOURCE_URL', value: WEBHOOK_EVENT_SOURCE_URL },
       );
       break;
@@ -86,12 +90,16 @@ function env(agent: AgentDefinition, tenantId: pulumi.Input<string>): k8s.types.
   return vars;
 }
 
-/** The pod template of an agent (exported for tests and for the manifest validation). */
+/**
+ * The pod template of an agent (exported for tests and for the manifest validation). `namespace`
+ * is where its peers' Services are: the hosted runtime's own, or a hybrid runtime's (bundle.ts).
+ */
 export function agentPodSpec(
   agent: AgentDefinition,
   image: pulumi.Input<string>,
   tenantId: pulumi.Input<string>,
   resources: ContainerResources,
+  namespace: string = RUNTIME_NAMESPACE,
 ): k8s.types.input.core.v1.PodSpec {
   const runtimeInfo = agent.name === 'app-proxy';
   return {
@@ -104,7 +112,7 @@ export function agentPodSpec(
         image,
         imagePullPolicy: 'IfNotPresent',
         ports: [{ name: 'http', containerPort: agent.port, protocol: 'TCP' }],
-        env: env(agent, tenantId),
+        env: env(agent, tenantId, namespace),
         resources: copyResources(resources),
         securityContext: restrictedContainerSecurityContext(),
         readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 10 },
@@ -140,16 +148,21 @@ export interface AgentObjects {
   deployment: k8s.types.input.apps.v1.Deployment;
 }
 
+/**
+ * `namespace`: the hosted runtime's (default) or a hybrid runtime's own; the cluster-scoped RBAC
+ * is named after it (`<namespace>:<agent>`), so that two runtimes in one cluster keep theirs apart.
+ */
 export function agentObjects(
   agent: AgentDefinition,
   image: pulumi.Input<string>,
   tenantId: pulumi.Input<string>,
   resources: ContainerResources,
+  namespace: string = RUNTIME_NAMESPACE,
 ): AgentObjects {
   const labels = agentLabels(agent.name);
-  const metadata = { name: agent.name, namespace: RUNTIME_NAMESPACE, labels };
-  const subjects = [{ kind: 'ServiceAccount', name: agent.name, namespace: RUNTIME_NAMESPACE }];
-  const clusterName = `hosted-runtime:${agent.name}`;
+  const metadata = { name: agent.name, namespace, labels };
+  const subjects = [{ kind: 'ServiceAccount', name: agent.name, namespace }];
+  const clusterName = `${namespace}:${agent.name}`;
   const out: AgentObjects = {
     serviceAccount: {
       apiVersion: 'v1',
@@ -165,7 +178,7 @@ export function agentObjects(
         replicas: agent.replicas,
         selector: { matchLabels: { 'app.kubernetes.io/name': agent.name } },
         strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
-        template: { metadata: { labels }, spec: agentPodSpec(agent, image, tenantId, resources) },
+        template: { metadata: { labels }, spec: agentPodSpec(agent, image, tenantId, resources, namespace) },
       },
     },
   };

@@ -28,6 +28,15 @@
  *
  * Every object carries HYBRID_LABELS (managed-by, tenant, runtime); `removeCommand` deletes by them.
  *
+ * Names are the runtime's own, so that two runtimes share a cluster: its namespace
+ * (`hosted-runtime-<name>`, `runtime.namespace`) and the cluster-scoped RBAC named after it
+ * (`<namespace>:<agent>`), and with argo=existing the Roles in the customer's Argo CD namespace
+ * (`<namespace>-<agent>`). A runtime registered before names were per runtime has no namespace of
+ * its own and keeps `hosted-runtime` and the names that go with it (its installed objects).
+ *
+ * Images: the agents' at the release's registry with the digest the release pipeline recorded
+ * (images.ts); `unpinnedImages` lists those without one.
+ *
  * A customer applies this as the control plane's own, so nothing in it is a template around a
  * caller's text: objects are data written by the YAML library (yaml-text.ts), commands are quoted
  * word by word (shell.ts), and the comment at the top holds no value a caller gave (docs/security.md
@@ -39,7 +48,6 @@ import {
   AGENT_PORT,
   AGENTS,
   CREDENTIALS_SECRET,
-  DEFAULT_AGENT_IMAGE_REPOSITORY,
   RUNTIME_NAMESPACE,
   type AgentDefinition,
   type AgentName,
@@ -51,6 +59,7 @@ import { runtimeNamespace, versionsConfigMap } from '../component/runtime-object
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../protocol/bootstrap.ts';
 import type { KubeObject } from '../render/render.ts';
 import type { RuntimeVersion } from '../versions.ts';
+import { agentImage, ImageDigestError, unpinnedImages } from './images.ts';
 import { shellCommand, withHereDocument } from './shell.ts';
 import { yamlText } from './yaml-text.ts';
 import { upgraderObjects } from './upgrader-objects.ts';
@@ -72,6 +81,11 @@ export interface HybridRuntimeSpec {
   argoNamespace?: string;
   /** upgrades = 'agent' */
   upgrader: boolean;
+  /**
+   * The runtime's namespace in the customer's cluster (`hybridNamespace(name)` for runtimes
+   * registered now); absent: `hosted-runtime`, a runtime registered before names were per runtime.
+   */
+  namespace?: string;
 }
 
 export interface InstallBundleInput {
@@ -112,6 +126,10 @@ export interface InstallBundle {
   command: string;
   /** Deletes exactly what the install created (by the labels it put on them). */
   removeCommand: string;
+  /** The runtime's namespace in the customer's cluster. */
+  namespace: string;
+  /** The images of `objects` the catalog records no digest for (each once, sorted). */
+  unpinnedImages: string[];
 }
 
 /** The labels every object of a bundle carries. */
@@ -132,8 +150,16 @@ export const BOOTSTRAP_REFUSED_EXIT_CODE = 3;
 /** Where the bootstrap Job's pod mounts the bootstrap Secret. */
 export const BOOTSTRAP_TOKEN_DIR = '/etc/runtime-bootstrap';
 
-/** What the customer's ingress points at when access = ingress: the request router's Service. */
-export const ROUTER_SERVICE = { name: 'request-router', namespace: RUNTIME_NAMESPACE, port: AGENT_PORT } as const;
+/** What the customer's ingress points at when access = ingress: the request router's Service (in the runtime's namespace). */
+export const ROUTER_SERVICE = { name: 'request-router', port: AGENT_PORT } as const;
+
+/** The namespace of a hybrid runtime registered now: its own, by its name. */
+export function hybridNamespace(runtimeName: string): string {
+  return `${RUNTIME_NAMESPACE}-${runtimeName}`;
+}
+
+/** The runtime's namespace in the customer's cluster (`hosted-runtime` for a runtime registered before names were per runtime). */
+export const namespaceOf = (r: Pick<HybridRuntimeSpec, 'namespace'>): string => r.namespace ?? RUNTIME_NAMESPACE;
 
 /** The file name `command` applies (the manifest saved under it); an upgrade bundle's names its version. */
 export function manifestFileName(runtimeName: string, upgradeVersion?: string): string {
@@ -155,15 +181,17 @@ function check(input: InstallBundleInput): void {
   if (!/^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(r.tenantId))
     throw new HybridBundleError(`tenant id '${r.tenantId}' cannot be a label value`);
   if (r.access === 'ingress' && !r.ingressUrl) throw new HybridBundleError('access=ingress needs the ingress URL');
+  const ns = namespaceOf(r);
+  if (!DNS_LABEL.test(ns) || ns.length > 63)
+    throw new HybridBundleError(`the runtime's namespace '${ns}' is not a DNS label of 1-63 characters`);
   // The one value of the comment at the top of the manifest (the catalog's, not a caller's).
   if (!/^\d+\.\d+\.\d+$/.test(input.version.version))
     throw new HybridBundleError(`runtime version '${input.version.version}' is not x.y.z`);
   if (r.argo === 'existing') {
-    const ns = r.argoNamespace ?? '';
-    if (!DNS_LABEL.test(ns) || ns.length > 63)
-      throw new HybridBundleError(`argo=existing needs the Argo CD namespace (a DNS label), not '${ns}'`);
-    if (ns === RUNTIME_NAMESPACE)
-      throw new HybridBundleError(`the Argo CD namespace cannot be the runtime's own namespace ${RUNTIME_NAMESPACE}`);
+    const argoNs = r.argoNamespace ?? '';
+    if (!DNS_LABEL.test(argoNs) || argoNs.length > 63)
+      throw new HybridBundleError(`argo=existing needs the Argo CD namespace (a DNS label), not '${argoNs}'`);
+    if (argoNs === ns) throw new HybridBundleError(`the Argo CD namespace cannot be the runtime's own namespace ${ns}`);
   }
   if (input.purpose === 'upgrade') {
     if (input.bootstrapToken !== undefined)
@@ -195,7 +223,8 @@ function labelled(object: unknown, labels: Record<string, string>): KubeObject {
 function hybridAgentObjects(agent: AgentDefinition, input: InstallBundleInput, image: string): unknown[] {
   const r = input.runtime;
   const resources = PLANS[DEFAULT_PLAN]!.runtime.agents[agent.name];
-  const o: AgentObjects = agentObjects(agent, image, r.tenantId, resources);
+  const ns = namespaceOf(r);
+  const o: AgentObjects = agentObjects(agent, image, r.tenantId, resources, ns);
   // (agentObjects gives plain values here: plain strings went in.)
   const container = (o.deployment.spec as { template: { spec: { containers: Array<{ env: unknown[] }> } } }).template
     .spec.containers[0]!;
@@ -218,7 +247,8 @@ function hybridAgentObjects(agent: AgentDefinition, input: InstallBundleInput, i
   const out: unknown[] = [o.serviceAccount, o.role, o.roleBinding];
   const argoRules = existingArgoRules[agent.name];
   if (r.argo === 'existing' && argoRules) {
-    const name = `hosted-runtime-${agent.name}`;
+    // Per runtime: two runtimes beside one Argo CD keep their Roles apart (`hosted-runtime-<agent>` before).
+    const name = `${ns}-${agent.name}`;
     const metadata = { name, namespace: r.argoNamespace!, labels: { 'app.kubernetes.io/name': agent.name } };
     out.push(
       { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata, rules: argoRules },
@@ -227,7 +257,7 @@ function hybridAgentObjects(agent: AgentDefinition, input: InstallBundleInput, i
         kind: 'RoleBinding',
         metadata,
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
-        subjects: [{ kind: 'ServiceAccount', name: agent.name, namespace: RUNTIME_NAMESPACE }],
+        subjects: [{ kind: 'ServiceAccount', name: agent.name, namespace: ns }],
       },
     );
     if (agent.name === 'event-reporter') {
@@ -257,16 +287,17 @@ const existingArgoRules: Partial<Record<AgentName, Obj[]>> = {
 
 /** The bootstrap Job and what it runs as. */
 function bootstrapObjects(input: InstallBundleInput & { bootstrapToken: string }, image: string): unknown[] {
+  const ns = namespaceOf(input.runtime);
   const meta = {
     name: BOOTSTRAP_JOB,
-    namespace: RUNTIME_NAMESPACE,
+    namespace: ns,
     labels: { 'app.kubernetes.io/name': BOOTSTRAP_JOB },
   };
   return [
     {
       apiVersion: 'v1',
       kind: 'Secret',
-      metadata: { name: BOOTSTRAP_SECRET, namespace: RUNTIME_NAMESPACE },
+      metadata: { name: BOOTSTRAP_SECRET, namespace: ns },
       type: 'Opaque',
       stringData: { [BOOTSTRAP_TOKEN_KEY]: input.bootstrapToken },
     },
@@ -285,7 +316,7 @@ function bootstrapObjects(input: InstallBundleInput & { bootstrapToken: string }
       kind: 'RoleBinding',
       metadata: meta,
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: BOOTSTRAP_JOB },
-      subjects: [{ kind: 'ServiceAccount', name: BOOTSTRAP_JOB, namespace: RUNTIME_NAMESPACE }],
+      subjects: [{ kind: 'ServiceAccount', name: BOOTSTRAP_JOB, namespace: ns }],
     },
     {
       apiVersion: 'batch/v1',
@@ -374,8 +405,29 @@ const RESOURCE_OF_KIND: Record<string, string> = {
   ClusterRoleBinding: 'clusterrolebindings.rbac.authorization.k8s.io',
   Service: 'services',
   Deployment: 'deployments.apps',
+  StatefulSet: 'statefulsets.apps',
   Job: 'jobs.batch',
 };
+
+/**
+ * Kinds the Argo charts render besides KIND_ORDER's (argo=new): the remove command deletes these
+ * too, since an install from the URL creates the charts' objects with the bundle's labels
+ * (install.ts refuses a chart object of a kind the remove command would leave behind).
+ */
+export const ARGO_CHART_KINDS = ['StatefulSet'] as const;
+
+/** The kinds the remove command deletes (by the bundle's labels), in delete order. */
+export function removableKinds(argo: HybridArgo, upgrade = false, present?: (kind: string) => boolean): string[] {
+  const kinds = [...KIND_ORDER, ...(argo === 'new' ? ARGO_CHART_KINDS : [])];
+  // An upgrade bundle leaves out the bootstrap Job and Secret, which the install made: removal still deletes them.
+  return kinds.filter(
+    (k) =>
+      present === undefined ||
+      present(k) ||
+      (upgrade && (k === 'Job' || k === 'Secret')) ||
+      (argo === 'new' && (ARGO_CHART_KINDS as readonly string[]).includes(k)),
+  );
+}
 
 /** The helm installs (argo = new) and the apply of the manifest saved as `manifestFile`; every word quoted (shell.ts). */
 export function installCommand(charts: readonly BundleChart[], manifestFile: string): string {
@@ -408,39 +460,58 @@ export function installCommand(charts: readonly BundleChart[], manifestFile: str
 export const helmUninstall = (c: { release: string; namespace: string }): string =>
   shellCommand(['helm', 'uninstall', c.release, '--namespace', c.namespace]);
 
+/**
+ * The remove command's uninstall of one chart, run only where helm knows the release: a runtime
+ * installed from the URL has no release (the kubectl delete before it removed the charts' objects)
+ * and may have no helm.
+ */
+const helmUninstallIfInstalled = (c: { release: string; namespace: string }): string =>
+  `${shellCommand(['helm', 'status', c.release, '--namespace', c.namespace])} >/dev/null 2>&1 && ${helmUninstall(c)} || true`;
+
 export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
   check(input);
   const r = input.runtime;
   const labels = labelsOf(r);
-  const repository = input.imageRepository ?? DEFAULT_AGENT_IMAGE_REPOSITORY;
-  const tag = input.version.components.agents;
+  const ns = namespaceOf(r);
+  let image: (name: string) => string;
+  try {
+    const images = new Map<string, string>();
+    for (const name of ['bootstrap', 'upgrader', ...AGENTS.map((a) => a.name)])
+      images.set(name, agentImage(input.version, name, input.imageRepository));
+    image = (name) => images.get(name)!;
+  } catch (err) {
+    if (err instanceof ImageDigestError) throw new HybridBundleError(err.message);
+    throw err;
+  }
+  // The runtime's own namespace (plain values: plain strings went in).
+  const namespace = runtimeNamespace() as unknown as KubeObject;
+  namespace.metadata = { ...namespace.metadata, name: ns };
+  const versions = versionsConfigMap(input.version) as unknown as KubeObject;
+  versions.metadata = { ...versions.metadata, namespace: ns };
 
   const raw: unknown[] = [
-    runtimeNamespace(),
-    versionsConfigMap(input.version),
+    namespace,
+    versions,
     {
       apiVersion: 'v1',
       kind: 'Secret',
       metadata: {
         name: CREDENTIALS_SECRET,
-        namespace: RUNTIME_NAMESPACE,
+        namespace: ns,
         annotations: { 'hosted-runtimes.io/written-by': `Job ${BOOTSTRAP_JOB}` },
       },
       type: 'Opaque',
     },
   ];
   const upgrade = input.purpose === 'upgrade';
-  if (!upgrade)
-    raw.push(
-      ...bootstrapObjects({ ...input, bootstrapToken: input.bootstrapToken! }, `${repository}/bootstrap:${tag}`),
-    );
+  if (!upgrade) raw.push(...bootstrapObjects({ ...input, bootstrapToken: input.bootstrapToken! }, image('bootstrap')));
   const agents = AGENTS.filter((agent) => !(agent.name === 'tunnel-client' && r.access === 'ingress'));
-  for (const agent of agents) raw.push(...hybridAgentObjects(agent, input, `${repository}/${agent.name}:${tag}`));
+  for (const agent of agents) raw.push(...hybridAgentObjects(agent, input, image(agent.name)));
   if (r.upgrader)
     raw.push(
       ...upgraderObjects(
-        r,
-        `${repository}/upgrader:${tag}`,
+        { runtimeId: r.runtimeId, namespace: ns },
+        image('upgrader'),
         agents.map((a) => a.name),
       ),
     );
@@ -482,7 +553,7 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
     ...(r.access === 'ingress'
       ? [
           `# access=ingress: point your ingress for the runtime's URL (annotation ${INGRESS_URL_ANNOTATION})`,
-          `# at Service ${ROUTER_SERVICE.name} in namespace ${ROUTER_SERVICE.namespace}, port ${ROUTER_SERVICE.port} (http), serving https`,
+          `# at Service ${ROUTER_SERVICE.name} in namespace ${ns}, port ${ROUTER_SERVICE.port} (http), serving https`,
           "# with a certificate for the URL's host from a public CA or the one your control plane operator trusts.",
           "# The router refuses every request but /healthz and /readyz without the control plane's signed request",
           '# token. No tunnel client is installed.',
@@ -500,15 +571,12 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
   const selector = Object.entries(labels)
     .map(([k, v]) => `${k}=${v}`)
     .join(',');
-  // An upgrade bundle leaves out the bootstrap Job and Secret, which the install made: removal still deletes them.
-  const kinds = KIND_ORDER.filter(
-    (k) => objects.some((o) => o.kind === k) || (upgrade && (k === 'Job' || k === 'Secret')),
-  )
+  const kinds = removableKinds(r.argo, upgrade, (k) => objects.some((o) => o.kind === k))
     .reverse()
     .map((k) => RESOURCE_OF_KIND[k]!);
   const removeCommand = [
     shellCommand(['kubectl', 'delete', kinds.join(','), '--all-namespaces', '--ignore-not-found', '-l', selector]),
-    ...charts.map(helmUninstall),
+    ...charts.map(helmUninstallIfInstalled),
   ].join('\n');
 
   return {
@@ -517,5 +585,7 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
     charts,
     command: installCommand(charts, manifestFileName(r.name, upgrade ? input.version.version : undefined)),
     removeCommand,
+    namespace: ns,
+    unpinnedImages: unpinnedImages(objects),
   };
 }

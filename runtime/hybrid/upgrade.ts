@@ -156,7 +156,14 @@ export function compareBundles(
   return {
     from: runtime.from,
     to: runtime.to,
-    install: { manifests: after.manifests, charts: after.charts, command, removeCommand: after.removeCommand },
+    install: {
+      manifests: after.manifests,
+      charts: after.charts,
+      command,
+      removeCommand: after.removeCommand,
+      namespace: after.namespace,
+      unpinnedImages: after.unpinnedImages,
+    },
     diff,
     changes: { objects, charts },
   };

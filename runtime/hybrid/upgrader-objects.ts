@@ -13,10 +13,18 @@ import {
 import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from '../component/pod-security.ts';
 import { UPGRADER } from '../protocol/upgrade.ts';
 
-/** The upgrader's account, its rights (by name: the agents' Deployments and the versions ConfigMap) and its Deployment. */
-export function upgraderObjects(r: { runtimeId: string }, image: string, deployments: readonly string[]): unknown[] {
+/**
+ * The upgrader's account, its rights (by name: the agents' Deployments and the versions ConfigMap)
+ * and its Deployment, in the runtime's namespace (default `hosted-runtime`).
+ */
+export function upgraderObjects(
+  r: { runtimeId: string; namespace?: string },
+  image: string,
+  deployments: readonly string[],
+): unknown[] {
+  const namespace = r.namespace ?? RUNTIME_NAMESPACE;
   const labels = { 'app.kubernetes.io/name': UPGRADER };
-  const metadata = { name: UPGRADER, namespace: RUNTIME_NAMESPACE, labels };
+  const metadata = { name: UPGRADER, namespace, labels };
   const fromCredentials = (name: string, key: string) => ({
     name,
     valueFrom: { secretKeyRef: { name: CREDENTIALS_SECRET, key } },
@@ -42,7 +50,7 @@ export function upgraderObjects(r: { runtimeId: string }, image: string, deploym
       kind: 'RoleBinding',
       metadata,
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: UPGRADER },
-      subjects: [{ kind: 'ServiceAccount', name: UPGRADER, namespace: RUNTIME_NAMESPACE }],
+      subjects: [{ kind: 'ServiceAccount', name: UPGRADER, namespace }],
     },
     {
       apiVersion: 'apps/v1',

@@ -18,7 +18,7 @@
  * does not make (`planDifferences`, runtime/protocol/upgrade-check.ts, where the upgrader's image
  * finds it). The plans `upgraderPlan` builds pass that check for every catalog version (tested).
  */
-import { RUNTIME_NAMESPACE, VERSIONS_CONFIGMAP } from '../component/agents.ts';
+import { VERSIONS_CONFIGMAP } from '../component/agents.ts';
 import type { InstallBundle, KubeObject } from './bundle.ts';
 import type { ObjectChange, UpgradeBundle } from './upgrade.ts';
 import { UPGRADER, UPGRADER_PATH } from '../protocol/upgrade.ts';
@@ -37,14 +37,19 @@ export {
 export { upgraderObjects } from './upgrader-objects.ts';
 
 /** The objects the upgrader may patch, by kind and name, in the runtime's namespace. */
-export function upgraderPatchable(bundle: Pick<InstallBundle, 'objects'>): {
+export function upgraderPatchable(bundle: Pick<InstallBundle, 'objects' | 'namespace'>): {
+  namespace: string;
   deployments: string[];
   configMaps: string[];
 } {
   const deployments = bundle.objects
-    .filter((o) => o.kind === 'Deployment' && o.metadata.namespace === RUNTIME_NAMESPACE)
+    .filter((o) => o.kind === 'Deployment' && o.metadata.namespace === bundle.namespace)
     .map((o) => o.metadata.name);
-  return { deployments: [...new Set([...deployments, UPGRADER])].sort(), configMaps: [VERSIONS_CONFIGMAP] };
+  return {
+    namespace: bundle.namespace,
+    deployments: [...new Set([...deployments, UPGRADER])].sort(),
+    configMaps: [VERSIONS_CONFIGMAP],
+  };
 }
 
 const describe = (c: ObjectChange): string =>
@@ -56,12 +61,12 @@ const describe = (c: ObjectChange): string =>
  */
 export function agentRefusal(
   up: Pick<UpgradeBundle, 'changes'>,
-  patchable: { deployments: readonly string[]; configMaps: readonly string[] },
+  patchable: { namespace: string; deployments: readonly string[]; configMaps: readonly string[] },
 ): string | undefined {
   const outside = up.changes.objects.filter(
     (c) =>
       c.change !== 'changed' ||
-      c.namespace !== RUNTIME_NAMESPACE ||
+      c.namespace !== patchable.namespace ||
       !(
         (c.kind === 'Deployment' && patchable.deployments.includes(c.name)) ||
         (c.kind === 'ConfigMap' && patchable.configMaps.includes(c.name))

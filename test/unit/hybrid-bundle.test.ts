@@ -16,6 +16,7 @@ import { Deployment } from 'kubernetes-models/apps/v1';
 import { Job } from 'kubernetes-models/batch/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import {
+  ARGO_CHART_KINDS,
   BOOTSTRAP_JOB,
   HybridBundleError,
   HYBRID_LABELS,
@@ -506,8 +507,13 @@ t.test('the remove command deletes every kind the bundle created, by its labels'
       },
       `${mode}: it selects the runtime's labels`,
     );
-    const kinds = [...new Set(b.objects.map((o) => o.kind))];
-    t.equal(resources.length, kinds.length, `${mode}: one resource per kind the bundle holds (${kinds.length})`);
+    // argo=new: also the kinds of the Argo charts' objects, which an install from the URL labels.
+    const kinds = [...new Set([...b.objects.map((o) => o.kind), ...(b.charts.length > 0 ? ARGO_CHART_KINDS : [])])];
+    t.equal(
+      resources.length,
+      kinds.length,
+      `${mode}: one resource per kind the bundle (and with argo=new its charts) creates (${kinds.length})`,
+    );
     for (const kind of kinds)
       t.ok(
         resources.some((r) => r.split('.')[0] === `${kind.toLowerCase()}s`),
@@ -516,6 +522,12 @@ t.test('the remove command deletes every kind the bundle created, by its labels'
     t.equal(resources.at(-1), 'namespaces', `${mode}: the namespace goes last`);
     const helm = b.removeCommand.split('\n').slice(1);
     t.equal(helm.length, b.charts.length, `${mode}: one helm uninstall per chart installed (${b.charts.length})`);
+    for (const line of helm)
+      t.match(
+        line,
+        /^helm status \S+ --namespace \S+ >\/dev\/null 2>&1 && helm uninstall \S+ --namespace \S+ \|\| true$/,
+        `${mode}: each uninstall runs only where helm installed the release (an install from the URL has none)`,
+      );
   }
 });
 

@@ -23,6 +23,7 @@ import { authOf, requesterOf } from '../auth.ts';
 import type { AppContext } from '../context.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { AppError } from '../../errors.ts';
+import { INSTALL_PATH_PREFIX } from '../../../runtime/hybrid/install.ts';
 import type { Reader } from '../../runtimes/service.ts';
 
 const ROLES = ['operator', 'tenant'] as const;
@@ -94,6 +95,17 @@ const UpgraderReportBody = Type.Object(
     to: Semver,
     phase: StringEnum(UPGRADER_REPORTS),
     message: Type.Optional(Type.String({ maxLength: 2000, pattern: NUL_FREE })),
+  },
+  { additionalProperties: false },
+);
+
+const InstallParams = Type.Object(
+  {
+    file: Type.String({
+      maxLength: 256,
+      pattern: '^[A-Za-z0-9_-]+\\.yaml$',
+      description: 'the bootstrap token of the registration and `.yaml`: `hrth_….yaml`',
+    }),
   },
   { additionalProperties: false },
 );
@@ -297,6 +309,34 @@ export const runtimeRoutes =
         },
       },
       async (request) => ctx.runtimes.upgraderReport(authOf(request).runtimeId, request.body, requesterOf(request)),
+    );
+
+    app.get(
+      `${INSTALL_PATH_PREFIX}:file`,
+      {
+        config: { public: true, rateLimit: { max: ctx.config.signupRateLimit, timeWindow: 60_000 } },
+        schema: {
+          summary: "A hybrid runtime's complete install as YAML, for `kubectl apply --server-side -f <this URL>`",
+          description:
+            "The registration's install URL (`install.url`): the runtime's namespace, agents, bootstrap Secret and Job and, with argo=new, the Argo charts rendered by the control plane at the catalog's versions (namespaces and CRDs first). Authenticated by the bootstrap token in the path, like the Job's exchange: served while the runtime awaits install and the token is unexpired, any number of times; fetching it does not redeem the token (the Job's exchange does). 404 INSTALL_NOT_FOUND for a token not issued here, of a removed runtime or a deleted tenant; 410 BOOTSTRAP_TOKEN_USED once the runtime is installed; 410 BOOTSTRAP_TOKEN_EXPIRED after the token's life; 409 INSTALL_CHARTS_UNAVAILABLE when the control plane cannot render the Argo charts (argo=new; the registration then gave no URL). Rate-limited per client address like signup and within the runtime's and tenant's bundle rates (429 RATE_LIMITED with Retry-After). The token is never logged: the request log shows the path without it.",
+          tags: ['runtimes'],
+          params: InstallParams,
+          response: withErrors({
+            200: {
+              description: 'the install, multi-document YAML',
+              content: { 'application/yaml': { schema: Type.String() } },
+            },
+            410: Type.Ref('Error'),
+          }),
+        },
+      },
+      async (request, reply) => {
+        const text = await ctx.runtimes.installText(request.params.file.replace(/\.yaml$/, ''));
+        return reply
+          .header('content-type', 'application/yaml; charset=utf-8')
+          .header('cache-control', 'no-store')
+          .send(text);
+      },
     );
 
     app.post(

@@ -32,6 +32,8 @@ import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provis
 const main = fileURLToPath(new URL('../../../runtime/agents/bootstrap/main.ts', import.meta.url));
 const reporterMain = fileURLToPath(new URL('../../../runtime/agents/event-reporter/main.ts', import.meta.url));
 const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
+/** The runtime's namespace in the customer's cluster: its own, `hosted-runtime-<name>`. */
+const RUNTIME_NS = 'hosted-runtime-plant-b';
 const missing = missingKubeToolchain(toolchainBin);
 
 interface Run {
@@ -71,7 +73,7 @@ if (missing && process.env.CI === 'true') {
   // The customer's cluster.
   const { plane, kubectl } = await startCustomerCluster(t, toolchainBin!, dir);
   const secret = async (name: string): Promise<Secret | undefined> => {
-    const r = await kubectl(['get', 'secret', name, '-n', 'hosted-runtime', '-o', 'json', '--ignore-not-found']);
+    const r = await kubectl(['get', 'secret', name, '-n', RUNTIME_NS, '-o', 'json', '--ignore-not-found']);
     return r.stdout.trim() ? (JSON.parse(r.stdout) as Secret) : undefined;
   };
   const decoded = (s: Secret | undefined, key: string) =>
@@ -100,7 +102,8 @@ if (missing && process.env.CI === 'true') {
     t.equal(applied.code, 0, `kubectl apply of the answered manifest succeeds: ${applied.output}`);
 
     // The Job's pod: its ServiceAccount's token and the bootstrap Secret's key as mounted files.
-    const jobToken = await kubectl(['create', 'token', 'runtime-bootstrap', '-n', 'hosted-runtime']);
+    t.equal(registered.install.namespace, RUNTIME_NS, "the runtime's own namespace, by its name");
+    const jobToken = await kubectl(['create', 'token', 'runtime-bootstrap', '-n', RUNTIME_NS]);
     t.equal(jobToken.code, 0, `a token for the Job's ServiceAccount: ${jobToken.output}`);
     const doc = JSON.parse(plane.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
     doc.users[0]!.user = { token: jobToken.stdout.trim() };
@@ -136,7 +139,7 @@ if (missing && process.env.CI === 'true') {
             PATH: process.env.PATH,
             ...jobEnv,
             BOOTSTRAP_TOKEN_FILE: join(tokenDir, BOOTSTRAP_TOKEN_KEY),
-            POD_NAMESPACE: 'hosted-runtime',
+            POD_NAMESPACE: RUNTIME_NS,
             KUBECONFIG: kubeconfig,
           },
           timeout: 120_000,
@@ -193,7 +196,7 @@ if (missing && process.env.CI === 'true') {
 
       // The event reporter's pod: its ServiceAccount's token, the Deployment's plain environment,
       // the Secret's values the bundle maps into it.
-      const saToken = await kubectl(['create', 'token', 'event-reporter', '-n', 'hosted-runtime']);
+      const saToken = await kubectl(['create', 'token', 'event-reporter', '-n', RUNTIME_NS]);
       t.equal(saToken.code, 0, `a token for the event reporter's ServiceAccount: ${saToken.output}`);
       const doc = JSON.parse(plane.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
       doc.users[0]!.user = { token: saToken.stdout.trim() };
@@ -221,7 +224,7 @@ if (missing && process.env.CI === 'true') {
           RUNTIME_TOKEN: runtimeToken,
           CONTROL_PLANE_URL: decoded(credentials, CREDENTIAL_KEYS.controlPlaneUrl)!,
           REPLICA_NAME: 'event-reporter-0',
-          POD_NAMESPACE: 'hosted-runtime',
+          POD_NAMESPACE: RUNTIME_NS,
           KUBECONFIG: kubeconfig,
           PORT: '0',
           HOST: '127.0.0.1',

@@ -33,7 +33,7 @@ if (missing && process.env.CI === 'true') {
   t.teardown(() => api.close());
   const { kubectl } = await startCustomerCluster(t, toolchainBin!, dir);
   const images = async (): Promise<Record<string, string>> => {
-    const r = await kubectl(['get', 'deployments', '-n', 'hosted-runtime', '-o', 'json']);
+    const r = await kubectl(['get', 'deployments', '-n', 'hosted-runtime-plant-u', '-o', 'json']); // the runtime's own namespace
     const list = JSON.parse(r.stdout) as {
       items: Array<{
         metadata: { name: string };
@@ -109,7 +109,15 @@ if (missing && process.env.CI === 'true') {
     );
     const again = await kubectl(['diff', '-f', file]);
     t.equal(again.code, 0, `after the apply, kubectl diff finds nothing: ${again.output.slice(0, 300)}`);
-    const versions = await kubectl(['get', 'configmap', 'runtime-versions', '-n', 'hosted-runtime', '-o', 'json']);
+    const versions = await kubectl([
+      'get',
+      'configmap',
+      'runtime-versions',
+      '-n',
+      registered.install.namespace,
+      '-o',
+      'json',
+    ]);
     t.match(versions.stdout, /1\.5\.0/, 'the versions ConfigMap names 1.5.0');
   });
 
@@ -123,6 +131,7 @@ if (missing && process.env.CI === 'true') {
         argo: 'existing',
         argoNamespace: 'gitops',
         upgrader: false,
+        namespace: registered.install.namespace,
       },
       version: catalog.get('1.5.0')!,
       controlPlaneUrl: 'https://cp.example.test',

@@ -38,7 +38,8 @@ import type {
 
 const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
 const missing = missingKubeToolchain(toolchainBin);
-const NS = 'hosted-runtime';
+/** The runtime's namespace in the customer's cluster: its own, by its name. */
+const NS = 'hosted-runtime-plant-p';
 
 type Deployment = {
   metadata: { name: string; generation: number; resourceVersion: string; managedFields?: Array<{ manager: string }> };
@@ -224,7 +225,7 @@ if (missing && process.env.CI === 'true') {
       const upgrade = shown.json<Runtime>().upgrade;
       t.equal(upgrade?.phase, 'failed', 'the control plane shows the upgrade failed');
       for (const field of [
-        /Deployment hosted-runtime\/app-proxy: spec\.template\.spec\.serviceAccountName differs/,
+        /Deployment hosted-runtime-plant-p\/app-proxy: spec\.template\.spec\.serviceAccountName differs/,
         /spec\.template\.spec\.containers\[app-proxy\]\.image is outside the repository it runs from \(hosted-runtimes\/app-proxy\)/,
         /spec\.template\.spec\.volumes differs/,
         /spec\.template\.spec\.containers\[app-proxy\]\.volumeMounts differs/,
