@@ -35,7 +35,7 @@ import {
   kubeconfigAs as kubeconfigAsAccount,
   removeCommandArgs,
   runBootstrapProgram,
-  RUNTIME_NS as NS,
+  runtimeNamespace,
   startHybridControlPlane,
   workloadEnv,
 } from './harness/hybrid.ts';
@@ -120,8 +120,10 @@ if (unavailable) {
   const tenant = await signup('existing-argo');
   const base = `/v1/tenants/${tenant.tenantId}/runtimes`;
   const runtime = async () => (await call<Runtime>('GET', `${base}/plant`, tenant.apiKey)).body;
-  const kubeconfigAs = (account: string) => kubeconfigAsAccount(kubectl, customer.kubeconfig, dir, account);
-  const agentEnv = (kind: string, name: string) => workloadEnv(kubectl, registered.install.manifests, kind, name);
+  /** The runtime's own namespace in the customer's cluster (per runtime). */
+  const NS = runtimeNamespace('plant');
+  const kubeconfigAs = (account: string) => kubeconfigAsAccount(kubectl, customer.kubeconfig, dir, account, NS);
+  const agentEnv = (kind: string, name: string) => workloadEnv(kubectl, registered.install.manifests, kind, name, NS);
 
   let registered: RuntimeRegistered;
   let runtimeKey = '';
@@ -146,7 +148,8 @@ if (unavailable) {
     const applied = await kubectl(['apply', '-f', manifest]);
     t.equal(applied.code, 0, `applied: ${applied.output.slice(-300)}`);
 
-    const run = await runBootstrapProgram(kubectl, customer.kubeconfig, dir, registered.install.manifests);
+    const run = await runBootstrapProgram(kubectl, customer.kubeconfig, dir, registered.install.manifests, NS);
+    t.equal((await runtime()).namespace, NS, 'the runtime reports its own namespace, where the install put it');
     t.equal(run.code, 0, `the bootstrap program succeeds: ${run.output.slice(-800)}`);
     runtimeKey = run.runtimeKey ?? '';
     t.match(runtimeKey, /^hrt_/, 'the runtime key is in the cluster');
@@ -284,10 +287,10 @@ if (unavailable) {
     t.same(
       added.sort(),
       [
-        'role.rbac.authorization.k8s.io/hosted-runtime-app-proxy',
-        'role.rbac.authorization.k8s.io/hosted-runtime-event-reporter',
-        'rolebinding.rbac.authorization.k8s.io/hosted-runtime-app-proxy',
-        'rolebinding.rbac.authorization.k8s.io/hosted-runtime-event-reporter',
+        'role.rbac.authorization.k8s.io/hosted-runtime-plant-app-proxy',
+        'role.rbac.authorization.k8s.io/hosted-runtime-plant-event-reporter',
+        'rolebinding.rbac.authorization.k8s.io/hosted-runtime-plant-app-proxy',
+        'rolebinding.rbac.authorization.k8s.io/hosted-runtime-plant-event-reporter',
       ],
       'only the bundle’s Roles and RoleBindings were added',
     );

@@ -27,7 +27,7 @@ import {
   kubeconfigAs as kubeconfigAsAccount,
   removeCommandArgs,
   runBootstrapProgram,
-  RUNTIME_NS as NS,
+  runtimeNamespace,
   startHybridControlPlane,
   workloadEnv,
 } from './harness/hybrid.ts';
@@ -45,7 +45,9 @@ if (process.env.E2E_KEEP !== '1') t.teardown(() => rm(dir, { recursive: true, fo
 // The control plane: `provisioner serve` (harness/hybrid.ts).
 const { call, signup, publicUrl } = await startHybridControlPlane(t, bin, dir);
 const { plane, kubectl } = await startCustomerCluster(t, bin, join(dir, 'customer'), { controllers: true });
-const kubeconfigAs = (account: string) => kubeconfigAsAccount(kubectl, plane.kubeconfig, dir, account);
+/** The runtime's own namespace in the customer's cluster (per runtime). */
+const NS = runtimeNamespace('plant-u');
+const kubeconfigAs = (account: string) => kubeconfigAsAccount(kubectl, plane.kubeconfig, dir, account, NS);
 
 type Deployment = {
   metadata: { name: string; generation: number; labels?: Record<string, string> };
@@ -96,7 +98,8 @@ t.test('installed at 1.4.1 with kubectl; the bootstrap program writes the key; t
   t.equal(applied.code, 0, `the install bundle applies: ${applied.output.slice(-500)}`);
 
   // The bootstrap Job's pod (harness/hybrid.ts).
-  const run = await runBootstrapProgram(kubectl, plane.kubeconfig, dir, registered.install.manifests);
+  const run = await runBootstrapProgram(kubectl, plane.kubeconfig, dir, registered.install.manifests, NS);
+  t.equal((await runtime()).namespace, NS, 'the runtime reports its own namespace, where the install put it');
   t.equal(run.code, 0, `the bootstrap program succeeds: ${run.output.slice(-1000)}`);
   runtimeKey = run.runtimeKey ?? '';
   t.match(runtimeKey, /^hrt_/, 'the runtime key is in the cluster');
@@ -204,7 +207,7 @@ t.test('an upgrade the cluster refuses: the upgrader rolls back to 1.4.1 and the
 
   // The upgrader's pod: its Deployment's environment (the runtime key and the control plane's URL from
   // the credentials Secret), its ServiceAccount's token.
-  const env = await workloadEnv(kubectl, registered.install.manifests, 'Deployment', 'runtime-upgrader');
+  const env = await workloadEnv(kubectl, registered.install.manifests, 'Deployment', 'runtime-upgrader', NS);
   t.equal(env.RUNTIME_TOKEN, runtimeKey, 'the upgrader gets the runtime key the bootstrap wrote');
   t.equal(env.CONTROL_PLANE_URL, publicUrl, "and the control plane's URL");
   const upgrader = startProcess('upgrader', process.execPath, [upgraderMain], join(dir, 'upgrader.log'), {

@@ -22,7 +22,13 @@ import {
 } from '../../../runtime/protocol/bootstrap.ts';
 
 /** The runtime's namespace in the customer's cluster. */
-export const RUNTIME_NS = 'hosted-runtime';
+/**
+ * The namespace of hybrid runtime `name` in the customer's cluster: each runtime registered now has
+ * its own (docs/hybrid.md, "Names"); the runtime's `namespace` field says it.
+ */
+export function runtimeNamespace(name: string): string {
+  return `hosted-runtime-${name}`;
+}
 
 type Kubectl = ReturnType<typeof kubectlRunner>;
 export type Answer<T> = { status: number; body: T & { error?: { code: string; message: string } } };
@@ -92,8 +98,9 @@ export async function kubeconfigAs(
   adminKubeconfig: string,
   dir: string,
   account: string,
+  namespace: string,
 ): Promise<string> {
-  const token = await kubectl(['create', 'token', account, '-n', RUNTIME_NS, '--duration', '1h']);
+  const token = await kubectl(['create', 'token', account, '-n', namespace, '--duration', '1h']);
   if (token.code !== 0) throw new Error(`no token for ${account}: ${token.output}`);
   const doc = JSON.parse(adminKubeconfig) as { users: Array<{ user: Record<string, string> }> };
   doc.users[0]!.user = { token: token.stdout.trim() };
@@ -103,8 +110,8 @@ export async function kubeconfigAs(
 }
 
 /** A Secret of the runtime's namespace, its values decoded. */
-export async function secretValues(kubectl: Kubectl, name: string): Promise<Record<string, string>> {
-  const r = await kubectl(['get', 'secret', name, '-n', RUNTIME_NS, '-o', 'json']);
+export async function secretValues(kubectl: Kubectl, name: string, namespace: string): Promise<Record<string, string>> {
+  const r = await kubectl(['get', 'secret', name, '-n', namespace, '-o', 'json']);
   if (r.code !== 0) throw new Error(`no Secret ${name}: ${r.output}`);
   const data = (JSON.parse(r.stdout) as { data?: Record<string, string> }).data ?? {};
   return Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
@@ -119,6 +126,7 @@ export async function workloadEnv(
   manifests: string,
   kind: string,
   name: string,
+  namespace: string,
 ): Promise<Record<string, string>> {
   type Env = {
     name: string;
@@ -138,8 +146,9 @@ export async function workloadEnv(
   for (const e of w.spec.template.spec.containers[0]?.env ?? []) {
     if (e.value !== undefined) out[e.name] = e.value;
     else if (e.valueFrom?.secretKeyRef)
-      out[e.name] = (await secretValues(kubectl, e.valueFrom.secretKeyRef.name))[e.valueFrom.secretKeyRef.key] ?? '';
-    else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') out[e.name] = RUNTIME_NS;
+      out[e.name] =
+        (await secretValues(kubectl, e.valueFrom.secretKeyRef.name, namespace))[e.valueFrom.secretKeyRef.key] ?? '';
+    else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') out[e.name] = namespace;
     else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.name') out[e.name] = `${name}-0`;
   }
   return out;
@@ -166,22 +175,23 @@ export async function runBootstrapProgram(
   adminKubeconfig: string,
   dir: string,
   manifests: string,
+  namespace: string,
 ): Promise<{ code: number; output: string; runtimeKey: string | undefined }> {
   const tokenDir = join(dir, 'bootstrap-token');
   await mkdir(tokenDir, { recursive: true });
   const tokenFile = join(tokenDir, BOOTSTRAP_TOKEN_KEY);
-  await writeFile(tokenFile, (await secretValues(kubectl, BOOTSTRAP_SECRET))[BOOTSTRAP_TOKEN_KEY] ?? '');
+  await writeFile(tokenFile, (await secretValues(kubectl, BOOTSTRAP_SECRET, namespace))[BOOTSTRAP_TOKEN_KEY] ?? '');
   const env = {
     PATH: process.env.PATH ?? '',
-    ...(await workloadEnv(kubectl, manifests, 'Job', 'runtime-bootstrap')),
+    ...(await workloadEnv(kubectl, manifests, 'Job', 'runtime-bootstrap', namespace)),
     BOOTSTRAP_TOKEN_FILE: tokenFile,
-    KUBECONFIG: await kubeconfigAs(kubectl, adminKubeconfig, dir, 'runtime-bootstrap'),
+    KUBECONFIG: await kubeconfigAs(kubectl, adminKubeconfig, dir, 'runtime-bootstrap', namespace),
   };
   const run = await new Promise<{ code: number; output: string }>((resolve) =>
     execFile(process.execPath, [bootstrapMain], { env, timeout: 120_000 }, (err, stdout, stderr) =>
       resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
     ),
   );
-  const credentials = run.code === 0 ? await secretValues(kubectl, CREDENTIALS_SECRET) : {};
+  const credentials = run.code === 0 ? await secretValues(kubectl, CREDENTIALS_SECRET, namespace) : {};
   return { ...run, runtimeKey: credentials[CREDENTIAL_KEYS.token] };
 }
