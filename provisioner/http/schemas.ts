@@ -878,7 +878,7 @@ export const RuntimeRegistered = Type.Object({
     }),
     command: Type.String({
       description:
-        'the one command: `kubectl apply --server-side -f <url>`; without a URL, the files\' command (fileCommand)',
+        "the one command: `kubectl apply --server-side -f <url>`; without a URL, the files' command (fileCommand)",
     }),
     fileCommand: Type.String({
       description: 'the command that applies the saved manifests (after helm installs the Argo charts for argo=new)',
