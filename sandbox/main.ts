@@ -178,9 +178,10 @@ async function main(): Promise<void> {
           "What runs here: the root cluster's control plane (kube-apiserver, etcd, controller-manager,",
           "scheduler) with KWOK nodes; the tenant's real vcluster; and its runtime's pods as processes",
           '(sandbox/runtime-pods.ts): the tunnel client, request router, app-proxy and event reporter,',
-          "Argo CD's application controller and repo-server, Redis. Its tunnel is connected, its reporter",
+          "Argo CD's application controller, repo-server and API server, Redis. Its tunnel is connected, its reporter",
           `reports, and its Argo CD compares Application demo with ${demo.repo} (a Git server this sandbox`,
-          'serves). Pods of other images (Argo Workflows, Rollouts, Events, argocd-server) are only marked',
+          "serves). Argo CD answers at the tenant's argoCdUrl (tenants get shows it). Pods of other images",
+          '(Argo Workflows, Rollouts, Events, ApplicationSet and notifications controllers) are only marked',
           'Running by KWOK. docs/e2e.md, "The hosted runtime\'s own pods", lists what stays simulated.',
         ]
       : [

@@ -5,15 +5,15 @@
  *
  *  - our agents (`<repository>/tunnel-client|request-router|app-proxy|event-reporter:<tag>`): the
  *    image's command, `node runtime/agents/<agent>/main.ts`, from this checkout;
- *  - Argo CD (`…/argocd:<tag>`): the application controller and the repo-server, from the Argo
- *    CD build of scripts/argocd.sh (the container's command picks the server, as the image's
- *    multicall binary does), and the chart's redis-secret-init Job (`argocd admin
- *    redis-initial-password`, a stand-in in that build: tools/argocd/servers);
+ *  - Argo CD (`…/argocd:<tag>`): the application controller, the repo-server and the API server
+ *    (argocd-server), from the Argo CD build of scripts/argocd.sh (the container's command picks
+ *    the server, as the image's multicall binary does), and the chart's redis-secret-init Job
+ *    (`argocd admin redis-initial-password`, a stand-in in that build: tools/argocd/servers);
  *  - Redis (`…/redis:<tag>`): `redis-server` (Debian's package) with the chart's arguments, else the
  *    build's in-memory `redis-standin`.
  *
- * Pods of other images (Argo CD's API server, ApplicationSet and notifications controllers, Argo
- * Workflows, Rollouts and Events, CoreDNS) keep running on KWOK only; `kwokOnly()` names them.
+ * Pods of other images (Argo CD's ApplicationSet and notifications controllers, Argo Workflows,
+ * Rollouts and Events, CoreDNS) keep running on KWOK only; `kwokOnly()` names them.
  *
  * Each pod gets what a kubelet gives it:
  *  - a network namespace of its own on the root cluster's pod network (sandbox/vcluster-pods.ts),
@@ -43,22 +43,11 @@
  *
  * What stays simulated: pod status (KWOK's: Running and Ready when scheduled, whatever the process
  * does), resource limits, readOnlyRootFilesystem, init containers (Argo CD's copyutil), image file
- * systems (a container sees the machine's files beside its volumes), DNS (the hosts file stands for
- * the cluster's DNS service), and argocd-server's first-start write of `server.secretkey` into
- * argocd-secret, which the application controller's settings need: the runner writes one when the
- * Secret has none, and the `default` AppProject, as argocd-server would (its API server is not in
- * the Argo CD build).
+ * systems (a container sees the machine's files beside its volumes), and DNS (the hosts file stands
+ * for the cluster's DNS service).
  */
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  KubeConfig,
-  type V1Container,
-  type V1Pod,
-  type V1Service,
-} from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1Container, type V1Pod, type V1Service } from '@kubernetes/client-node';
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, chown, mkdir, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -72,7 +61,7 @@ const run = promisify(execFile);
 const POD_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'runtime-pod.sh');
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const AGENTS = new Set(['tunnel-client', 'request-router', 'app-proxy', 'event-reporter']);
-const ARGOCD_SERVERS = new Set(['argocd-application-controller', 'argocd-repo-server']);
+const ARGOCD_SERVERS = new Set(['argocd-application-controller', 'argocd-repo-server', 'argocd-server']);
 const NAME_ANNOTATION = 'vcluster.loft.sh/object-name';
 const NAMESPACE_ANNOTATION = 'vcluster.loft.sh/object-namespace';
 const MANAGED_BY_LABEL = 'vcluster.loft.sh/managed-by';
@@ -121,6 +110,11 @@ export interface RunningPod {
   labels: Record<string, string>;
   /** Container ports by name (Services' named target ports). */
   ports: Map<string, number>;
+  /** The pod as it was started (its hostAliases and names, for its hosts file). */
+  pod: V1Pod;
+  /** The pod's folder, and its hosts file as last written. */
+  dir: string;
+  hosts: string;
 }
 
 function imageName(image: string): string {
@@ -309,7 +303,6 @@ export class RuntimePods {
           break;
         }
       }
-      await this.#standIns(ns, pods.items);
     }
     for (const key of [...this.#kwokOnly.keys()]) {
       const ns = key.split('/')[0]!;
@@ -347,63 +340,6 @@ export class RuntimePods {
     for (const key of [...this.#waiting.keys()])
       if (!wanted.has(key) || this.#running.has(key)) this.#waiting.delete(key);
     for (const ns of namespaces) await this.#route(ns, services.get(ns) ?? []);
-  }
-
-  /**
-   * argocd-server's first start writes `server.secretkey` into argocd-secret; the application
-   * controller's settings need it. argocd-server is not in the Argo CD build, so while its pod
-   * is on KWOK the runner writes a key once, when the Secret has none (through the vcluster's API
-   * with the admin kubeconfig vcluster exported).
-   */
-  async #standIns(ns: string, pods: V1Pod[]): Promise<void> {
-    const server = pods.find((p) =>
-      (p.spec?.containers ?? []).some(
-        (c) =>
-          imageName(c.image ?? '') === 'argocd' &&
-          basename([...(c.command ?? []), ...(c.args ?? [])][0] ?? '') === 'argocd-server',
-      ),
-    );
-    if (!server || !this.#o.argocdBin) return;
-    const virtualNs = server.metadata?.annotations?.[NAMESPACE_ANNOTATION];
-    const vc = this.#o.vclusters.get(ns);
-    if (!virtualNs || !vc?.ready) return;
-    const exported = await this.#core
-      .readNamespacedSecret({ name: `vc-${vc.release}`, namespace: ns })
-      .catch(() => undefined);
-    const config = decode(exported?.data, 'config');
-    if (!config) return;
-    const kc = new KubeConfig();
-    kc.loadFromString(this.#o.vclusters.reachable(ns, config));
-    const vcore = kc.makeApiClient(CoreV1Api);
-    const secret = await vcore
-      .readNamespacedSecret({ name: 'argocd-secret', namespace: virtualNs })
-      .catch(() => undefined);
-    if (!secret || secret.data?.['server.secretkey']) return;
-    // Its other first-start write: the `default` AppProject, when there is none.
-    const objects = kc.makeApiClient(CustomObjectsApi);
-    const project = { group: 'argoproj.io', version: 'v1alpha1', namespace: virtualNs, plural: 'appprojects' };
-    await objects
-      .createNamespacedCustomObject({
-        ...project,
-        body: {
-          apiVersion: 'argoproj.io/v1alpha1',
-          kind: 'AppProject',
-          metadata: { name: 'default', namespace: virtualNs },
-          spec: {
-            sourceRepos: ['*'],
-            destinations: [{ server: '*', namespace: '*' }],
-            clusterResourceWhitelist: [{ group: '*', kind: '*' }],
-          },
-        },
-      })
-      .catch((err: unknown) => {
-        if ((err as { code?: number }).code !== 409) throw err;
-      });
-    secret.data = { ...secret.data, 'server.secretkey': randomBytes(32).toString('base64') };
-    await vcore.replaceNamespacedSecret({ name: 'argocd-secret', namespace: virtualNs, body: secret });
-    this.#o.log?.(
-      `runtime pods ${ns}: wrote server.secretkey into ${virtualNs}/argocd-secret (argocd-server's first start; it stays on KWOK)`,
-    );
   }
 
   async #env(pod: V1Pod, c: V1Container, ip: string): Promise<Record<string, string>> {
@@ -615,7 +551,8 @@ export class RuntimePods {
       await chown(home, uid, gid);
       // The image's working directory (Argo CD's /home/argocd, Redis's /data) is the pod's own.
       if (program.cwd !== REPO_ROOT) mounts.push(`home\t${program.cwd}\trw`);
-      await writeFile(join(dir, 'hosts'), this.#hosts(pod, ip, services));
+      const hosts = this.#hosts(pod, ip, services);
+      await writeFile(join(dir, 'hosts'), hosts);
       // No DNS server: names resolve through the hosts file; any other lookup fails at once.
       await writeFile(join(dir, 'resolv.conf'), 'nameserver 127.0.0.1\noptions ndots:1 attempts:1 timeout:1\n');
       await chmod(join(dir, 'hosts'), 0o644);
@@ -681,6 +618,9 @@ export class RuntimePods {
         startedAt: Date.now(),
         labels: { ...(pod.metadata?.labels ?? {}) },
         ports,
+        pod,
+        dir,
+        hosts,
       });
       await this.#route(ns, services);
       this.#o.log?.(
@@ -717,6 +657,14 @@ export class RuntimePods {
    */
   async #route(ns: string, services: V1Service[]): Promise<void> {
     const pods = this.pods(ns).filter((p) => p.process.running());
+    // Names follow the Services as cluster DNS does: a Service created after a pod started
+    // resolves in it too. Written in place: the pod's /etc/hosts is a bind mount of this file.
+    for (const p of pods) {
+      const hosts = this.#hosts(p.pod, p.ip, services);
+      if (hosts === p.hosts) continue;
+      await writeFile(join(p.dir, 'hosts'), hosts, { flag: 'w' });
+      p.hosts = hosts;
+    }
     const vc = this.#o.vclusters.get(ns);
     const rules: string[] = [];
     const kubeIps = new Set<string>();

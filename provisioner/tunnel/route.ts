@@ -1,6 +1,7 @@
 /**
  * `ANY /v1/tenants/:id/runtime/*`: forwards the request through the tenant's tunnel to its
- * hosted runtime's request router and streams the response back; `ANY
+ * hosted runtime's request router and streams the response back (`ANY /v1/tenants/:id/argo-cd/*`,
+ * a tenant's `argoCdUrl`, to the router's `/argo-cd/*`: Argo CD's API server); `ANY
  * /v1/tenants/:id/runtimes/:name/proxy/*` does the same for any of the tenant's runtimes — `hosted`,
  * or a hybrid runtime through its own tunnel or, registered with `access: ingress`, over https
  * (ingress.ts). Both go through one forwarder (forwardTo) with a resolved target. Bodies are
@@ -216,6 +217,8 @@ interface ForwardTarget {
   base: string;
   /** Number of segments of `base` (runtimePath). */
   segments: number;
+  /** Put before the runtime path (the router's route for it: `/argo-cd` for Argo CD's API server). */
+  prefix?: string;
   /** Whether this replica can serve it without a relay (holds the tunnel; an ingress runtime: always). */
   servedHere: () => boolean;
   /** The replica holding the tunnel, when another one does. */
@@ -235,10 +238,11 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
   };
 
   /** The tenant's hosted runtime, through the tenant's tunnel. */
-  const hostedTarget = (tenantId: string, base: string, segments: number): ForwardTarget => ({
+  const hostedTarget = (tenantId: string, base: string, segments: number, prefix?: string): ForwardTarget => ({
     tenantId,
     base,
     segments,
+    ...(prefix ? { prefix } : {}),
     servedHere: () => opts.tunnel.accepting && opts.tunnel.status(tenantId).connected,
     owner: async () => opts.peers?.owner(tenantId),
     forward: (request) => opts.tunnel.forward(tenantId, request),
@@ -334,7 +338,9 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
     headers.push(['x-request-id', request.id]);
     headers.push(['x-forwarded-for', request.ip]);
     const subject = opts.subjectOf?.(request);
-    const action = opts.auditAction ? runtimeActionOf(request.method, path) : undefined;
+    /** The path the runtime's request router is asked for. */
+    const routed = `${target.prefix ?? ''}${path}`;
+    const action = opts.auditAction ? runtimeActionOf(request.method, routed) : undefined;
     const finish =
       action && opts.auditAction ? await opts.auditAction(request, tenantId, action, target.runtime?.name) : undefined;
     const record = async (outcome: { status: number; error?: string }): Promise<void> => {
@@ -350,7 +356,7 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
     const res = await target
       .forward({
         method: request.method,
-        path,
+        path: routed,
         headers,
         body,
         signal: aborter.signal,
@@ -383,6 +389,27 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
       const tenantId = request.params.id;
       await checkTenant(request, tenantId);
       return forwardTo(request, reply, hostedTarget(tenantId, `/v1/tenants/${tenantId}/runtime`, 4));
+    },
+  });
+
+  // A tenant's `argoCdUrl`: its hosted runtime's Argo CD API server (and the UI it serves), through
+  // the tunnel and the request router's `/argo-cd/*`. Argo CD's own authentication applies there;
+  // the caller's credentials for this API never reach it.
+  app.route<{ Params: { id: string } }>({
+    method: METHODS,
+    url: '/v1/tenants/:id/argo-cd/*',
+    ...(opts.routeConfig ? { config: opts.routeConfig } : {}),
+    schema: {
+      params: {
+        type: 'object',
+        properties: { id: { type: 'string', pattern: UUID }, '*': { type: 'string' } },
+        required: ['id'],
+      },
+    },
+    handler: async (request, reply) => {
+      const tenantId = request.params.id;
+      await checkTenant(request, tenantId);
+      return forwardTo(request, reply, hostedTarget(tenantId, `/v1/tenants/${tenantId}/argo-cd`, 4, '/argo-cd'));
     },
   });
 

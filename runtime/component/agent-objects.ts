@@ -16,7 +16,7 @@ import {
   VERSIONS_CONFIGMAP,
   type AgentDefinition,
 } from './agents.ts';
-import { WEBHOOK_EVENT_SOURCE_URL } from './argo-releases.ts';
+import { ARGOCD_SERVER_URL, WEBHOOK_EVENT_SOURCE_URL } from './argo-releases.ts';
 import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from './pod-security.ts';
 import { copyResources, type ContainerResources } from './resources.ts';
 
@@ -66,6 +66,7 @@ function env(
         { name: 'PORT', value: String(AGENT_PORT) },
         { name: 'APP_PROXY_URL', value: `http://app-proxy.${namespace}.svc:${AGENT_PORT}` },
         { name: 'EVENT_SOURCE_URL', value: WEBHOOK_EVENT_SOURCE_URL },
+        { name: 'ARGOCD_SERVER_URL', value: ARGOCD_SERVER_URL },
       );
       break;
     case 'app-proxy':

@@ -182,3 +182,10 @@ export const ARGO_EVENTS_NAMESPACE = 'argo-events';
  * webhooks are answered 502 by the router.
  */
 export const WEBHOOK_EVENT_SOURCE_URL = `http://webhook-eventsource-svc.${ARGO_EVENTS_NAMESPACE}.svc:12000`;
+
+/**
+ * Where the request router reaches Argo CD's API server (the argo-cd chart's `argocd-server`
+ * Service, port 80 with `server.insecure`: TLS ends at the control plane) for `/argo-cd/*`: what
+ * a tenant's `argoCdUrl` (`/v1/tenants/:id/argo-cd/`) serves through the tunnel.
+ */
+export const ARGOCD_SERVER_URL = 'http://argocd-server.argocd.svc:80';

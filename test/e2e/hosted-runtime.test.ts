@@ -94,6 +94,28 @@ await provisioningSuite(
       );
     });
 
+    await t.test('argoCdUrl answers: the tenant’s Argo CD API server through the tunnel', async (t) => {
+      const view = await e2e.api.expect<TenantView & { status: { endpoints?: { argoCdUrl?: string } } }>(
+        200,
+        'GET',
+        `/v1/tenants/${tenantId}`,
+      );
+      const argoCdUrl = view.status.endpoints?.argoCdUrl ?? '';
+      t.match(argoCdUrl, new RegExp(`/v1/tenants/${tenantId}/argo-cd/$`), `argoCdUrl names the route (${argoCdUrl})`);
+      const path = new URL(argoCdUrl).pathname;
+      const version = await until('argocd-server to answer /api/version', 180_000, async () => {
+        const res = await e2e.api.request<{ Version?: string }>('GET', `${path}api/version`, undefined, {
+          authorization: `Bearer ${signup.apiKey}`,
+        });
+        return res.status === 200 ? res.body : undefined;
+      });
+      t.match(version.Version ?? '', /^v3\./, `Argo CD's API server answered its version (${version.Version ?? ''})`);
+      const other = await e2e.api.request<unknown>('GET', `${path}api/version`, undefined, {
+        authorization: 'Bearer hrt_tenant_not-a-key',
+      });
+      t.equal(other.status, 401, 'an unknown key does not reach it');
+    });
+
     await t.test(
       'a demo Application from a served Git repository is reported, and a sync through the API is applied by the tenant’s Argo CD',
       async (t) => {

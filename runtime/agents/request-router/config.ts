@@ -13,6 +13,8 @@ export interface RouterConfig {
   appProxyUrl: string;
   /** EVENT_SOURCE_URL: the Argo Events webhook event source (required). */
   eventSourceUrl: string;
+  /** ARGOCD_SERVER_URL: Argo CD's API server, for `/argo-cd/*` (unset: that route answers 404). */
+  argoCdServerUrl: string | undefined;
   upstreamTimeoutMs: number;
   /**
    * ACCESS_MODE: `tunnel` (default: only the tunnel client calls the router) or `ingress` (the
@@ -47,6 +49,7 @@ export function loadRouterConfig(env: Env = process.env): RouterConfig {
     host: str(env, 'HOST', '0.0.0.0'),
     appProxyUrl: url(env, 'APP_PROXY_URL', ['http:', 'https:'], 'http://127.0.0.1:8082').toString(),
     eventSourceUrl: url(env, 'EVENT_SOURCE_URL', ['http:', 'https:']).toString(),
+    argoCdServerUrl: env.ARGOCD_SERVER_URL ? url(env, 'ARGOCD_SERVER_URL', ['http:', 'https:']).toString() : undefined,
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', 30_000, 100, 600_000),
     requestTokens: loadTokenCheck(env),
     logLevel: logLevel(env),

@@ -11,6 +11,7 @@ await runService(
     const router = createRouter({
       appProxyUrl: config.appProxyUrl,
       eventSourceUrl: config.eventSourceUrl,
+      ...(config.argoCdServerUrl ? { argoCdServerUrl: config.argoCdServerUrl } : {}),
       logger: log,
       upstreamTimeoutMs: config.upstreamTimeoutMs,
       ...(config.requestTokens ? { requestTokens: config.requestTokens } : {}),
@@ -23,6 +24,7 @@ await runService(
         port,
         appProxyUrl: config.appProxyUrl,
         eventSourceUrl: config.eventSourceUrl,
+        argoCdServerUrl: config.argoCdServerUrl ?? null,
         accessMode: config.requestTokens ? 'ingress' : 'tunnel',
       },
       'request router started',

@@ -1,7 +1,8 @@
 /**
  * The request router: the tunnel client's one upstream inside the runtime. `/api/*` goes to the
  * app-proxy, `/webhooks/*` to the Argo Events event source (with the `/webhooks` prefix removed),
- * `/healthz` is its own health, anything else is 404. Bodies are streamed both ways.
+ * `/argo-cd/*` to Argo CD's API server (prefix removed; a tenant's `argoCdUrl`), `/healthz` is its
+ * own health, anything else is 404. Bodies are streamed both ways.
  *
  * In ingress mode (`requestTokens`) the router is what the customer's ingress exposes, so it
  * refuses every request but `/healthz` without a valid control-plane request token for this
@@ -33,6 +34,8 @@ export interface RouterOptions {
   appProxyUrl: string;
   /** Base URL of the Argo Events webhook event source. */
   eventSourceUrl: string;
+  /** Base URL of Argo CD's API server (`/argo-cd/*`); without it that route answers 404. */
+  argoCdServerUrl?: string;
   logger?: BaseLogger;
   /** Keep-alive sockets per upstream (default 256). */
   maxSockets?: number;
@@ -79,6 +82,7 @@ export function createRouter(opts: RouterOptions): Router {
   const maxSockets = opts.maxSockets ?? 256;
   const api = upstream('app-proxy', opts.appProxyUrl, maxSockets);
   const events = upstream('event-source', opts.eventSourceUrl, maxSockets);
+  const argoCd = opts.argoCdServerUrl ? upstream('argocd-server', opts.argoCdServerUrl, maxSockets) : undefined;
   const timeoutMs = opts.upstreamTimeoutMs ?? 30_000;
 
   function proxy(target: Upstream, path: string, req: IncomingMessage, res: ServerResponse): void {
@@ -188,6 +192,9 @@ export function createRouter(opts: RouterOptions): Router {
     } else if (pathname === '/webhooks' || pathname.startsWith('/webhooks/')) {
       const rest = url.slice('/webhooks'.length);
       proxy(events, rest.startsWith('/') ? rest : `/${rest}`, req, res);
+    } else if (argoCd && (pathname === '/argo-cd' || pathname.startsWith('/argo-cd/'))) {
+      const rest = url.slice('/argo-cd'.length);
+      proxy(argoCd, rest.startsWith('/') ? rest : `/${rest}`, req, res);
     } else if (isHealth) {
       sendJson(res, 200, { status: 'ok' });
     } else {
@@ -195,7 +202,7 @@ export function createRouter(opts: RouterOptions): Router {
       sendJson(res, 404, {
         error: {
           code: 'ROUTE_NOT_FOUND',
-          message: `no route for ${req.method ?? ''} ${pathname}: the runtime serves /api/* and /webhooks/*`,
+          message: `no route for ${req.method ?? ''} ${pathname}: the runtime serves /api/*, /webhooks/*${argoCd ? ' and /argo-cd/*' : ''}`,
         },
       });
     }
@@ -206,6 +213,7 @@ export function createRouter(opts: RouterOptions): Router {
     close() {
       api.agent.destroy();
       events.agent.destroy();
+      argoCd?.agent.destroy();
     },
   };
 }

@@ -54,3 +54,39 @@ void t.test('an unreachable upstream is a 502 that names it', async (t) => {
   t.equal(res.status, 502);
   t.match((json(res) as { error: { message: string } }).error.message, /event-source could not be reached/);
 });
+
+void t.test(
+  '/argo-cd/* goes to Argo CD’s API server without the prefix when the router has one, else 404',
+  async (t) => {
+    const seen: string[] = [];
+    const argocd = http.createServer((req, res) => {
+      seen.push(req.url ?? '');
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ Version: 'v3.1.5' }));
+    });
+    await new Promise<void>((resolve) => argocd.listen(0, '127.0.0.1', resolve));
+    const router = createRouter({
+      appProxyUrl: 'http://127.0.0.1:1',
+      eventSourceUrl: 'http://127.0.0.1:1',
+      argoCdServerUrl: `http://127.0.0.1:${(argocd.address() as AddressInfo).port}`,
+    });
+    const server = http.createServer(router.handler);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.teardown(() => {
+      router.close();
+      server.closeAllConnections();
+      server.close();
+      argocd.closeAllConnections();
+      argocd.close();
+    });
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const res = await request(`${base}/argo-cd/api/version?x=1`);
+    t.equal(res.status, 200, 'Argo CD answered through the router');
+    t.same(json(res), { Version: 'v3.1.5' });
+    t.equal(seen.at(-1), '/api/version?x=1', 'it was asked for the path without /argo-cd');
+    t.equal((await request(`${base}/argo-cd`)).status, 200, '/argo-cd alone is its root');
+    t.equal(seen.at(-1), '/', 'asked for /');
+    t.equal((await request(`${base}/argo-cdx`)).status, 404, 'only /argo-cd and /argo-cd/… match');
+    const without = await request(`${r}/argo-cd/api/version`);
+    t.equal(without.status, 404, 'a router without ARGOCD_SERVER_URL has no such route');
+  },
+);
