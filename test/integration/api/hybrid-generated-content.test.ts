@@ -213,6 +213,8 @@ function generated(r: Runtime, purpose: 'install' | 'upgrade', version: string =
       ...(r.ingressUrl ? { ingressUrl: r.ingressUrl } : {}),
       argo: r.argo!,
       ...(r.argoNamespace ? { argoNamespace: r.argoNamespace } : {}),
+      // The runtime's own namespace, as the API reports it (the names of its objects follow it).
+      ...(r.namespace ? { namespace: r.namespace } : {}),
       upgrader: r.upgrades === 'agent',
     },
     version: entry,
