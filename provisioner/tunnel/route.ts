@@ -374,44 +374,31 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
     return answer(res.status, headersObject(res.headers), res.body);
   };
 
-  app.route<{ Params: { id: string } }>({
-    method: METHODS,
-    url: '/v1/tenants/:id/runtime/*',
-    ...(opts.routeConfig ? { config: opts.routeConfig } : {}),
-    schema: {
-      params: {
-        type: 'object',
-        properties: { id: { type: 'string', pattern: UUID }, '*': { type: 'string' } },
-        required: ['id'],
+  // The tenant's hosted runtime (its request router's whole surface), and the tenant's `argoCdUrl`:
+  // its Argo CD API server through the router's `/argo-cd/*`. Argo CD's own authentication applies
+  // there; the caller's credentials for this API never reach it.
+  for (const [segment, prefix] of [
+    ['runtime', undefined],
+    ['argo-cd', '/argo-cd'],
+  ] as const) {
+    app.route<{ Params: { id: string } }>({
+      method: METHODS,
+      url: `/v1/tenants/:id/${segment}/*`,
+      ...(opts.routeConfig ? { config: opts.routeConfig } : {}),
+      schema: {
+        params: {
+          type: 'object',
+          properties: { id: { type: 'string', pattern: UUID }, '*': { type: 'string' } },
+          required: ['id'],
+        },
       },
-    },
-    handler: async (request, reply) => {
-      const tenantId = request.params.id;
-      await checkTenant(request, tenantId);
-      return forwardTo(request, reply, hostedTarget(tenantId, `/v1/tenants/${tenantId}/runtime`, 4));
-    },
-  });
-
-  // A tenant's `argoCdUrl`: its hosted runtime's Argo CD API server (and the UI it serves), through
-  // the tunnel and the request router's `/argo-cd/*`. Argo CD's own authentication applies there;
-  // the caller's credentials for this API never reach it.
-  app.route<{ Params: { id: string } }>({
-    method: METHODS,
-    url: '/v1/tenants/:id/argo-cd/*',
-    ...(opts.routeConfig ? { config: opts.routeConfig } : {}),
-    schema: {
-      params: {
-        type: 'object',
-        properties: { id: { type: 'string', pattern: UUID }, '*': { type: 'string' } },
-        required: ['id'],
+      handler: async (request, reply) => {
+        const tenantId = request.params.id;
+        await checkTenant(request, tenantId);
+        return forwardTo(request, reply, hostedTarget(tenantId, `/v1/tenants/${tenantId}/${segment}`, 4, prefix));
       },
-    },
-    handler: async (request, reply) => {
-      const tenantId = request.params.id;
-      await checkTenant(request, tenantId);
-      return forwardTo(request, reply, hostedTarget(tenantId, `/v1/tenants/${tenantId}/argo-cd`, 4, '/argo-cd'));
-    },
-  });
+    });
+  }
 
   const runtimeByName = opts.runtimeByName;
   if (!runtimeByName) return;
