@@ -55,7 +55,7 @@ import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { sleep, startProcess, type ManagedProcess } from './processes.ts';
-import { clearNetns, createPodNetns, type PodNetwork, type VclusterPods } from './vcluster-pods.ts';
+import { clearNetns, createPodNetns, startTcpRelay, type PodNetwork, type VclusterPods } from './vcluster-pods.ts';
 
 const run = promisify(execFile);
 const POD_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'runtime-pod.sh');
@@ -178,22 +178,11 @@ export class RuntimePods {
   async start(): Promise<void> {
     await mkdir(this.#o.dir, { recursive: true });
     for (const port of this.#o.hostPorts) {
-      const server = net.createServer((client) => {
-        const upstream = net.connect(port, '127.0.0.1');
-        this.#relayed.add(client);
-        client.once('close', () => {
-          this.#relayed.delete(client);
-          upstream.destroy();
-        });
-        upstream.once('close', () => client.destroy());
-        client.pipe(upstream).pipe(client);
-        client.on('error', () => upstream.destroy());
-        upstream.on('error', () => client.destroy());
-      });
-      await new Promise<void>((ok, fail) => {
-        server.once('error', fail);
-        server.listen(port, this.#o.network.hostIp, () => ok());
-      });
+      const server = await startTcpRelay(
+        { host: this.#o.network.hostIp, port },
+        { host: '127.0.0.1', port },
+        this.#relayed,
+      );
       this.#relays.push(server);
     }
     this.#loop = this.#run();

@@ -178,6 +178,34 @@ export async function createPodNetwork(): Promise<PodNetwork> {
   throw new Error('no free 10.200-249.x.0/24 for the vcluster pods');
 }
 
+/**
+ * A TCP relay listening at `listen` that pipes each connection to `target`; open client sockets are
+ * kept in `sockets` (cut when a pod stops: its network namespace goes away without a FIN).
+ */
+export async function startTcpRelay(
+  listen: { host: string; port: number },
+  target: { host: string; port: number },
+  sockets: Set<net.Socket>,
+): Promise<net.Server> {
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target.port, target.host);
+    sockets.add(client);
+    client.once('close', () => {
+      sockets.delete(client);
+      upstream.destroy();
+    });
+    upstream.once('close', () => client.destroy());
+    client.pipe(upstream).pipe(client);
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+  });
+  await new Promise<void>((ok, fail) => {
+    server.once('error', fail);
+    server.listen(listen.port, listen.host, () => ok());
+  });
+  return server;
+}
+
 /** The vcluster chart's pods, which the runner starts and reports on instead of KWOK. */
 export const VCLUSTER_POD_LABEL = { label: 'app', value: 'vcluster' } as const;
 
@@ -351,22 +379,11 @@ export class VclusterPods {
     this.#baseHosts = await readFile('/etc/hosts', 'utf8').catch(() => '127.0.0.1 localhost\n');
     await this.#writeHosts();
     const root = new URL(this.#o.rootServer);
-    this.#relay = net.createServer((client) => {
-      const upstream = net.connect(Number(root.port), root.hostname);
-      this.#relayed.add(client);
-      client.once('close', () => {
-        this.#relayed.delete(client);
-        upstream.destroy();
-      });
-      upstream.once('close', () => client.destroy());
-      client.pipe(upstream).pipe(client);
-      client.on('error', () => upstream.destroy());
-      upstream.on('error', () => client.destroy());
-    });
-    await new Promise<void>((ok, fail) => {
-      this.#relay!.once('error', fail);
-      this.#relay!.listen(443, this.#o.network.hostIp, () => ok());
-    });
+    this.#relay = await startTcpRelay(
+      { host: this.#o.network.hostIp, port: 443 },
+      { host: root.hostname, port: Number(root.port) },
+      this.#relayed,
+    );
     this.#loop = this.#run();
   }
 
