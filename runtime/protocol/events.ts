@@ -9,6 +9,7 @@
  */
 import { hash } from 'node:crypto';
 import { REPORTED_KIND_NAMES, type ReportedKind } from './kinds.ts';
+import type { ApplicationChange } from './sources.ts';
 
 export const EVENTS_PATH = '/v1/runtime/events';
 /** A batch holds at most this many items and this many bytes of JSON. */
@@ -40,6 +41,12 @@ export interface ApplicationSummary {
   healthStatus?: string; // status.health.status: Healthy | Progressing | Degraded | Suspended | Missing | Unknown
   revision?: string; // status.sync.revision
   operationPhase?: string; // status.operationState.phase: Running | Succeeded | Failed | Error | Terminating
+  operationRevision?: string; // status.operationState.syncResult.revision (else operation.sync.revision)
+  operationStartedAt?: string; // status.operationState.startedAt
+  operationFinishedAt?: string; // status.operationState.finishedAt
+  operationMessage?: string; // status.operationState.message
+  /** The commit that last changed the application (the Source Server's change revision), when known. */
+  changeRevision?: string;
   conditions?: { type: string; message?: string }[]; // status.conditions
   destination?: { server?: string; name?: string; namespace?: string }; // spec.destination
   source?: { repoURL?: string; path?: string; targetRevision?: string; chart?: string }; // spec.source (or first of spec.sources)
@@ -77,6 +84,12 @@ export interface UpsertItem extends ObjectKey {
   /** The object without `data`/`stringData` and without managedFields, trimmed to MAX_OBJECT_BYTES. */
   object: Record<string, unknown>;
   truncated: boolean;
+  /**
+   * Applications only: what changed it, from the runtime's Source Server (sources.ts), at most
+   * MAX_CHANGE_BYTES of JSON. Absent when the reporter has none (no Source Server in the runtime,
+   * or it could not answer yet: the reporter sends the item again with it once it can).
+   */
+  change?: ApplicationChange;
 }
 
 /** An object that was deleted (a DELETED watch event; resourceVersion is that event's). */
