@@ -48,6 +48,11 @@ export interface Config {
    * (PROVISIONER_TOMBSTONE_RETENTION_HOURS, default 24, 1 to 8760; docs/runtime.md "Tombstone retention").
    */
   tombstoneRetentionHours: number;
+  /**
+   * How long an application history entry is kept before the `app-history-pruner` loop deletes it
+   * (PROVISIONER_APP_HISTORY_RETENTION_DAYS, default 90, 1 to 3650; docs/api.md "Application history").
+   */
+  appHistoryRetentionDays: number;
   /** Proxies (IPs or CIDRs) whose X-Forwarded-For is believed for the client address (PROVISIONER_TRUSTED_PROXIES; default none). */
   trustedProxies: string[];
   /**
@@ -149,6 +154,11 @@ export interface TenantBudgets {
   upgraderPollsPerMinute: number;
   /** The same per runtime (PROVISIONER_HYBRID_UPGRADER_POLLS_PER_RUNTIME_PER_MINUTE, default 60; an upgrader polls every 30 s). */
   upgraderPollsPerRuntimePerMinute: number;
+  /**
+   * Application history entries kept per tenant, all its runtimes (PROVISIONER_APP_HISTORY_MAX_PER_TENANT,
+   * default 10000, 1..1000000): storing a newer one deletes the oldest beyond it.
+   */
+  appHistoryEntries: number;
 }
 
 export const DEFAULT_TENANT_BUDGETS: TenantBudgets = {
@@ -164,6 +174,7 @@ export const DEFAULT_TENANT_BUDGETS: TenantBudgets = {
   hybridBundlesPerRuntimePerMinute: 20,
   upgraderPollsPerMinute: 120,
   upgraderPollsPerRuntimePerMinute: 60,
+  appHistoryEntries: 10_000,
 };
 
 function loadBudgets(env: Env): TenantBudgets {
@@ -211,6 +222,7 @@ function loadBudgets(env: Env): TenantBudgets {
       1,
       1_000_000,
     ),
+    appHistoryEntries: int(env, 'PROVISIONER_APP_HISTORY_MAX_PER_TENANT', d.appHistoryEntries, 1, 1_000_000),
   };
 }
 
@@ -537,6 +549,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     requestTimeoutMs: int(env, 'PROVISIONER_REQUEST_TIMEOUT_SECONDS', 60, 1, 3600) * 1000,
     sseStreamsPerKey: int(env, 'PROVISIONER_SSE_STREAMS_PER_KEY', 20, 1, 10_000),
     tombstoneRetentionHours: int(env, 'PROVISIONER_TOMBSTONE_RETENTION_HOURS', 24, 1, 8760),
+    appHistoryRetentionDays: int(env, 'PROVISIONER_APP_HISTORY_RETENTION_DAYS', 90, 1, 3650),
     trustedProxies: trustedProxies(env.PROVISIONER_TRUSTED_PROXIES),
     advertiseUrl: advertiseUrlFrom(env.PROVISIONER_ADVERTISE_URL),
     reconciler: loadReconcilerConfig(env),

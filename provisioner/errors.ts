@@ -80,6 +80,11 @@ export const ERROR_CODES = {
     description:
       "the hybrid runtime is awaiting install: its bundle's bootstrap Job has not exchanged the token yet, so nothing can be forwarded to it, nor can it be upgraded",
   },
+  SOURCE_SERVER_NOT_INSTALLED: {
+    status: 409,
+    description:
+      "an application's diff from a runtime without a Source Server (a runtime version before 1.7.0, named in `details.runtimeVersion`): upgrade the runtime",
+  },
   RUNTIME_UPGRADE_IN_PROGRESS: {
     status: 409,
     description:

@@ -9,7 +9,8 @@
  *                  ├─ tunnel directory                 request signer ─ tunnel server, engine (public key)
  *                  ├─ key revocations (api_key_revoked) → key cache, tunnel server
  *                  ├─ operation log hub (operation_log)
- *                  └─ runtime object change followers (runtime_object)
+ *                  ├─ runtime object change followers (runtime_object)
+ *                  └─ application history followers (application_history)
  */
 import { TenantChangeService } from './tenant-api/changes.ts';
 import { randomUUID } from 'node:crypto';
@@ -43,6 +44,7 @@ import { KeyStreams } from './http/streams.ts';
 import { OperationLogHub } from './reconciler/log-follow.ts';
 import { RuntimeObjectService } from './runtime-objects/service.ts';
 import { TombstonePurger } from './runtime-objects/purge.ts';
+import { AppHistoryService, historyPruner } from './app-history/service.ts';
 import { Reconciler } from './reconciler/reconciler.ts';
 import { DriftWatch } from './drift-watch/watch.ts';
 import { createWritePool } from './reconciler/write-pool.ts';
@@ -155,6 +157,10 @@ export interface Services {
   runtimeObjects: RuntimeObjectService;
   /** Purges runtime objects' old tombstones (one replica at a time), started with the services. */
   tombstonePurger: TombstonePurger;
+  /** Applications' history: reads, change followers (channel application_history); written by the ingest. */
+  appHistory: AppHistoryService;
+  /** Deletes application history entries older than PROVISIONER_APP_HISTORY_RETENTION_DAYS, started with the services. */
+  appHistoryPruner: Pruner;
   /** Deletes Idempotency-Key records past their replay window (store/idempotency.ts), started with the services. */
   idempotencyPruner: Pruner;
   /** Deletes hybrid runtimes removed longer than PROVISIONER_REMOVED_RUNTIME_RETENTION_HOURS, started with the services. */
@@ -341,6 +347,24 @@ export async function buildServices(
     onPurged: (n) => runtimeObjectStats.onPurged(n),
     ...(logger ? { log: logger.child({ component: 'tombstone-purge' }) } : {}),
   });
+  const appHistory = new AppHistoryService({
+    pool,
+    notifications,
+    transport: {
+      tunnel,
+      ingress,
+      peers: {
+        replicaId: tunnelDirectory.replicaId,
+        owner: (tenantId) => tunnelDirectory.owner(tenantId),
+        runtimeOwner: (runtimeId) => tunnelDirectory.runtimeOwner(runtimeId),
+      },
+    },
+  });
+  const appHistoryPruner = historyPruner(
+    pool,
+    config.appHistoryRetentionDays,
+    logger?.child({ component: 'app-history-pruner' }),
+  );
   const tenantChanges = new TenantChangeService({ pool, notifications });
   // Stored signup and registration answers hold secrets (API keys, bootstrap tokens): kept no longer than they are replayed.
   const idempotencyPruner = new Pruner({
@@ -370,6 +394,7 @@ export async function buildServices(
       { phase: 'services', runnable: tombstonePurger.loop },
       { phase: 'services', runnable: idempotencyPruner.loop },
       { phase: 'services', runnable: removedRuntimePurger.loop },
+      { phase: 'services', runnable: appHistoryPruner.loop },
       driftWatch && { phase: 'services', runnable: serviceRunnable('drift-watch', driftWatch, driftWatch.health) },
       // Its stop waits for running attempts within the grace period.
       reconcilerParts && {
@@ -431,6 +456,8 @@ export async function buildServices(
     logHub,
     runtimeObjects,
     tombstonePurger,
+    appHistory,
+    appHistoryPruner,
     idempotencyPruner,
     removedRuntimePurger,
     tenantChanges,
@@ -454,6 +481,7 @@ export async function buildServices(
         ingress.close();
         await logHub.close();
         runtimeObjects.close();
+        appHistory.close();
         tenantChanges.close();
         await reads.close();
         await notifications.stop();

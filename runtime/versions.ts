@@ -31,7 +31,7 @@ export interface ComponentPins {
   argoRollouts: string;
   /** argo-events chart version (argo-helm). */
   argoEvents: string;
-  /** Image tag of the runtime agents (tunnel client, request router, app-proxy, event reporter). */
+  /** Image tag of the runtime agents (tunnel client, request router, app-proxy, event reporter, Source Server from 1.7.0). */
   agents: string;
 }
 
@@ -174,5 +174,24 @@ export const VERSIONS: readonly RuntimeVersion[] = [
     appVersions: { argoCd: 'v3.1.5', argoWorkflows: 'v3.7.2', argoRollouts: 'v1.8.3', argoEvents: 'v1.9.7' },
     upgrade: { minFrom: '1.5.0' },
     notes: 'Argo CD 3.1, Workflows 3.7, vcluster 0.34, Kubernetes 1.33 in the vcluster.',
+  },
+  {
+    version: '1.7.0',
+    releaseDate: '2026-11-28',
+    channel: 'latest',
+    // The charts of 1.6.0: only the agents change (a fifth agent, the Source Server, and the
+    // reporter and app-proxy that use it; runtime/component/agents.ts `since`).
+    components: {
+      vcluster: '0.34.0',
+      kubernetes: 'v1.33.4',
+      argoCd: '8.3.7',
+      argoWorkflows: '0.45.24',
+      argoRollouts: '2.40.4',
+      argoEvents: '2.4.16',
+      agents: '1.7.0',
+    },
+    appVersions: { argoCd: 'v3.1.5', argoWorkflows: 'v3.7.2', argoRollouts: 'v1.8.3', argoEvents: 'v1.9.7' },
+    upgrade: { minFrom: '1.5.0' },
+    notes: 'Source Server: change revisions, commit metadata and Git-vs-cluster diffs.',
   },
 ];

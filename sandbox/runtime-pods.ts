@@ -3,8 +3,9 @@
  * into its namespace on the root cluster, where KWOK's nodes mark them Running and nothing
  * executes them. This runner does, the way a kubelet would, for the pods whose image it knows:
  *
- *  - our agents (`<repository>/tunnel-client|request-router|app-proxy|event-reporter:<tag>`): the
- *    image's command, `node runtime/agents/<agent>/main.ts`, from this checkout;
+ *  - our agents (`<repository>/tunnel-client|request-router|app-proxy|event-reporter|source-server:<tag>`):
+ *    the image's command, `node runtime/agents/<agent>/main.ts`, from this checkout (the Source
+ *    Server's image has git: this machine's, on the PATH the runner passes, stands for it);
  *  - Argo CD (`…/argocd:<tag>`): the application controller, the repo-server and the API server
  *    (argocd-server), from the Argo CD build of scripts/argocd.sh (the container's command picks
  *    the server, as the image's multicall binary does), and the chart's redis-secret-init Job
@@ -60,7 +61,7 @@ import { clearNetns, createPodNetns, startTcpRelay, type PodNetwork, type Vclust
 const run = promisify(execFile);
 const POD_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'runtime-pod.sh');
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const AGENTS = new Set(['tunnel-client', 'request-router', 'app-proxy', 'event-reporter']);
+const AGENTS = new Set(['tunnel-client', 'request-router', 'app-proxy', 'event-reporter', 'source-server']);
 const ARGOCD_SERVERS = new Set(['argocd-application-controller', 'argocd-repo-server', 'argocd-server']);
 const NAME_ANNOTATION = 'vcluster.loft.sh/object-name';
 const NAMESPACE_ANNOTATION = 'vcluster.loft.sh/object-namespace';

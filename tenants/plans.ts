@@ -69,6 +69,9 @@ const FREE_RUNTIME: RuntimeResources = {
     'app-proxy': resources('10m', '64Mi', '250m', '256Mi'),
     // The event reporter idles at 100–120 MiB; its V8 heap is capped below the 512 MiB limit.
     'event-reporter': resources('25m', '160Mi', '250m', '512Mi'),
+    // From runtime version 1.7.0. Node plus `git log` over its clones; its answer cache is a
+    // quarter of the memory limit (agent-objects.ts). The free plan's quota headroom allows 128Mi.
+    'source-server': resources('10m', '80Mi', '250m', '128Mi'),
   },
 };
 
@@ -94,6 +97,7 @@ const TEAM_RUNTIME: RuntimeResources = {
     'request-router': resources('50m', '64Mi', '250m', '128Mi'),
     'app-proxy': resources('50m', '96Mi', '500m', '256Mi'),
     'event-reporter': resources('100m', '256Mi', '500m', '512Mi'),
+    'source-server': resources('50m', '128Mi', '500m', '512Mi'),
   },
 };
 
@@ -119,6 +123,7 @@ const ENTERPRISE_RUNTIME: RuntimeResources = {
     'request-router': resources('100m', '128Mi', '500m', '256Mi'),
     'app-proxy': resources('100m', '128Mi', '1', '512Mi'),
     'event-reporter': resources('200m', '384Mi', '1', '768Mi'),
+    'source-server': resources('100m', '256Mi', '1', '1Gi'),
   },
 };
 

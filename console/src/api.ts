@@ -25,6 +25,8 @@ export class ApiError extends Error {
     message: string,
     readonly details?: Record<string, unknown>,
     readonly field?: string,
+    /** The answer's Retry-After (seconds): a 503 (runtime unreachable) or 429 says when to try again. */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
   }
@@ -48,7 +50,15 @@ export async function errorOf(res: Response): Promise<ApiError> {
     // not JSON: the status says it all
   }
   const e = body.error ?? {};
-  return new ApiError(res.status, e.code ?? `HTTP_${res.status}`, e.message ?? res.statusText, e.details, e.field);
+  const retryAfter = Number(res.headers.get('retry-after') ?? NaN);
+  return new ApiError(
+    res.status,
+    e.code ?? `HTTP_${res.status}`,
+    e.message ?? res.statusText,
+    e.details,
+    e.field,
+    Number.isFinite(retryAfter) ? retryAfter : undefined,
+  );
 }
 
 export async function api<T>(
@@ -86,6 +96,10 @@ export function query(params: Record<string, string | number | undefined | null>
  * here.
  */
 export type {
+  ApplicationDiff,
+  ApplicationHistoryEntry,
+  ApplicationHistoryEvents,
+  ApplicationHistoryPage,
   Cluster,
   Condition,
   DoctorCheck,
@@ -121,3 +135,6 @@ export type {
 } from '../../provisioner/http/api-types.ts';
 
 export { PHASES } from '../../provisioner/store/states.ts';
+
+/** What the runtime's Source Server says changed an application (runtime/protocol/sources.ts). */
+export type { ImageChange, ResourceChange, ResourceDiff } from '../../runtime/protocol/sources.ts';

@@ -1,6 +1,7 @@
 /**
  * A tenant's Argo CD applications as its runtime's event reporter reported them, live through the
- * tenant's change stream (GET /v1/tenants/:id/changes?kind=application).
+ * tenant's change stream (GET /v1/tenants/:id/changes?kind=application). A row opens the
+ * application's page (application-page.tsx: its history and diffs).
  */
 import { useEffect, useState } from 'preact/hooks';
 import {
@@ -15,6 +16,9 @@ import { openStream, type StreamStatus } from './sse.ts';
 import { Banner, ErrorBox, Time } from './util.tsx';
 
 const key = (a: { namespace: string; name: string }) => `${a.namespace}/${a.name}`;
+/** The application's page: `#/tenants/<id>/applications/<namespace>/<name>`. */
+export const applicationHref = (tenantId: string, a: { namespace: string; name: string }) =>
+  `#/tenants/${tenantId}/applications/${encodeURIComponent(a.namespace)}/${encodeURIComponent(a.name)}`;
 
 export function Applications({ tenant }: { tenant: Tenant }) {
   const [apps, setApps] = useState<Map<string, Application> | null>(null);
@@ -74,8 +78,17 @@ export function Applications({ tenant }: { tenant: Tenant }) {
               {[...(apps?.values() ?? [])]
                 .sort((a, b) => key(a).localeCompare(key(b)))
                 .map((a) => (
-                  <tr key={key(a)}>
-                    <td>{key(a)}</td>
+                  <tr
+                    key={key(a)}
+                    class="clickable"
+                    onClick={(e) => {
+                      // The link itself navigates; a click elsewhere on the row does the same.
+                      if (!(e.target instanceof HTMLAnchorElement)) location.hash = applicationHref(tenant.id, a);
+                    }}
+                  >
+                    <td>
+                      <a href={applicationHref(tenant.id, a)}>{key(a)}</a>
+                    </td>
                     <td>{a.health ?? '—'}</td>
                     <td>{a.sync ?? '—'}</td>
                     <td>{a.phase ?? '—'}</td>

@@ -1,6 +1,7 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, session, setUnauthorizedHandler, type Identity } from './api.ts';
+import { ApplicationPage, segment } from './application-page.tsx';
 import { ClustersPage, VersionsPage } from './fleet.tsx';
 import { FleetUpgradePage, FleetUpgradesPage } from './fleet-upgrades.tsx';
 import { RuntimesPage } from './runtimes.tsx';
@@ -120,7 +121,18 @@ function App() {
   const operator = me.role === 'operator' || me.role === 'admin';
   const parts = hash.replace(/^#\/?/, '').split('/');
   let page;
-  if (parts[0] === 'tenants' && parts[1])
+  // An application's page: #/tenants/<id>/applications/<ns>/<name> (hosted) or …/runtimes/<runtime>/applications/….
+  const appAt = parts[2] === 'runtimes' ? 4 : 2;
+  if (parts[0] === 'tenants' && parts[1] && parts[appAt] === 'applications' && parts[appAt + 2])
+    page = (
+      <ApplicationPage
+        tenantId={parts[1]}
+        runtime={appAt === 4 ? segment(parts[3]!) : undefined}
+        namespace={segment(parts[appAt + 1]!)}
+        name={segment(parts[appAt + 2]!)}
+      />
+    );
+  else if (parts[0] === 'tenants' && parts[1])
     page = <TenantPage me={me} id={parts[1]} operationId={parts[2] === 'operations' ? parts[3] : undefined} />;
   else if (parts[0] === 'clusters' && operator) page = <ClustersPage />;
   else if (parts[0] === 'runtimes' && operator) page = <RuntimesPage />;

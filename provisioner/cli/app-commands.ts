@@ -1,10 +1,12 @@
 /**
  * `provisioner apps`: the applications, rollouts and workflows a tenant's runtime reported
- * (GET /v1/tenants/:id/applications …, /changes), and actions on them through the runtime
- * (`apps act`: POST /v1/tenants/:id/runtime/api/…). Tables by default, the API's JSON with --json.
+ * (GET /v1/tenants/:id/applications …, /changes), actions on them through the runtime
+ * (`apps act`: POST /v1/tenants/:id/runtime/api/…), and an application's history and diff
+ * (`apps history`, `apps diff`: app-history-commands.ts). Tables by default, the API's JSON with --json.
  */
 import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
+import { addAppHistoryCommands } from './app-history-commands.ts';
 import { age, cellText, table } from './format.ts';
 import type { RuntimeObject, RuntimeObjectChangeEvents, RuntimeObjectPage } from '../http/api-types.ts';
 
@@ -198,4 +200,6 @@ export function addAppCommands(program: Command, io: Io): void {
         );
       },
     );
+
+  addAppHistoryCommands(apps, io, client, json);
 }

@@ -8,12 +8,15 @@ export class ApiError extends Error {
   readonly code: string;
   readonly status: number;
   readonly field: string | undefined;
-  constructor(status: number, code: string, message: string, field?: string) {
+  /** The answer's Retry-After (seconds), when it had one: a 503 or 429 says when to try again. */
+  readonly retryAfterSeconds: number | undefined;
+  constructor(status: number, code: string, message: string, field?: string, retryAfterSeconds?: number) {
     super(message);
     this.name = 'ApiError';
     this.status = status;
     this.code = code;
     this.field = field;
+    this.retryAfterSeconds = retryAfterSeconds;
   }
 }
 
@@ -69,7 +72,8 @@ export class ApiClient {
       } catch {
         // not a JSON error body: keep the HTTP status
       }
-      throw new ApiError(res.status, code, message, field);
+      const retryAfter = Number(res.headers.get('retry-after') ?? NaN);
+      throw new ApiError(res.status, code, message, field, Number.isFinite(retryAfter) ? retryAfter : undefined);
     }
     return res;
   }

@@ -70,6 +70,9 @@ export type RuntimeUpgraded = Wire<typeof S.RuntimeUpgraded>;
 export type RuntimeBootstrapAnswer = Wire<typeof S.RuntimeBootstrapAnswer>;
 export type RuntimeObjectPage = Wire<typeof S.RuntimeObjectPage>;
 export type RuntimeObjectDetail = Wire<typeof S.RuntimeObjectDetail>;
+export type ApplicationHistoryEntry = Wire<typeof S.ApplicationHistoryEntry>;
+export type ApplicationHistoryPage = Wire<typeof S.ApplicationHistoryPage>;
+export type ApplicationDiff = Wire<typeof S.ApplicationDiff>;
 
 /** The payload of a stream's `error` event. */
 export type StreamError = Wire<typeof S.StreamError>;
@@ -80,6 +83,7 @@ export type FleetEvent = Wire<typeof S.FleetEvent>;
 export type FleetStreamEnd = Wire<typeof S.FleetStreamEnd>;
 export type RuntimeObjectChange = Wire<typeof S.RuntimeObjectChange>;
 export type ChangeStreamReset = Wire<typeof S.ChangeStreamReset>;
+export type ApplicationHistoryChange = Wire<typeof S.ApplicationHistoryChange>;
 
 /**
  * The events of each Server-Sent Events stream, by event name: the payload type of each. The
@@ -111,6 +115,12 @@ export interface FleetUpgradeEvents {
 export interface RuntimeObjectChangeEvents {
   change: RuntimeObjectChange;
   reset: ChangeStreamReset;
+  error: StreamError;
+}
+
+/** `GET /v1/tenants/:id/applications/:namespace/:name/history/stream`. */
+export interface ApplicationHistoryEvents {
+  entry: ApplicationHistoryChange;
   error: StreamError;
 }
 

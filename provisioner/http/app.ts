@@ -45,6 +45,7 @@ import { managedClusterRoutes } from './routes/managed-clusters.ts';
 import { runtimeRoutes } from './routes/runtimes.ts';
 import { operationRoutes } from './routes/operations.ts';
 import { runtimeObjectRoutes } from './routes/runtime-objects.ts';
+import { appHistoryRoutes } from './routes/app-history.ts';
 import { runtimeVersionRoutes } from './routes/runtime-versions.ts';
 import { signupRoutes } from './routes/signup.ts';
 import { tenantRoutes } from './routes/tenants.ts';
@@ -141,6 +142,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     keyRoutes,
     auditRoutes,
     runtimeObjectRoutes,
+    appHistoryRoutes,
     fleetUpgradeRoutes,
     doctorRoutes,
   ]) {

@@ -62,6 +62,13 @@ export const DnsLabel = Type.String({
   pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
   description: 'lower-case DNS label: letters, digits and dashes, starting and ending with a letter or digit',
 });
+/** A Git revision or chart version: printable, no spaces. */
+export const Revision = Type.String({
+  minLength: 1,
+  maxLength: 256,
+  pattern: '^[^\\s\\u0000-\\u001f\\u007f-\\u009f]+$',
+  description: 'a revision: a commit SHA, a tag, a chart version (printable, no spaces)',
+});
 export const Semver = Type.String({ pattern: '^\\d+\\.\\d+\\.\\d+$', maxLength: 32, description: 'x.y.z' });
 
 export const ErrorBody = Type.Object(
@@ -747,6 +754,78 @@ export const FleetStreamEnd = Type.Object({ state: StringEnum(['completed', 'abo
 export const RuntimeObjectChange = Type.Object({ deleted: Type.Boolean(), item: RuntimeObject });
 /** `GET /v1/tenants/:id/changes`, `reset`: deletions since the given event were purged; drop what you hold, every live object follows. */
 export const ChangeStreamReset = Type.Object({ reason: Type.Literal('TombstonesPurged'), message: Type.String() });
+
+/** One managed resource a commit changed (runtime/protocol/sources.ts ResourceChange). */
+export const ResourceChange = Type.Object({
+  group: Type.String(),
+  kind: Type.String(),
+  namespace: Type.String(),
+  name: Type.String(),
+  action: StringEnum(['added', 'removed', 'modified'] as const),
+  fields: Type.Array(Type.String(), {
+    description: 'paths of the fields that differ: `spec.template.spec.containers[name=web].image`, `spec.replicas`',
+  }),
+  fieldsTruncated: Type.Optional(Type.Boolean()),
+});
+/** A container image that moved (sources.ts ImageChange): `before` absent: added; `after` absent: removed. */
+export const ImageChange = Type.Object({
+  resource: Type.String({ description: '`<kind>/<namespace>/<name>` of the workload' }),
+  container: Type.String(),
+  before: Type.Optional(Type.String()),
+  after: Type.Optional(Type.String()),
+});
+/**
+ * One deployment of an application (`GET …/applications/:namespace/:name/history`): the change
+ * revision (the commit that last changed the application's source path), its commit, what it
+ * changed, and how its sync went.
+ */
+export const ApplicationHistoryEntry = Type.Object({
+  id: Uuid,
+  runtime: Type.String({ description: 'the runtime that reported it (`hosted` or a hybrid runtime by name)' }),
+  application: Type.Object({ namespace: Type.String(), name: Type.String() }),
+  changeRevision: Type.String({ description: 'the commit that last changed the application at `revision`' }),
+  revision: Type.String({ description: 'the revision Argo CD compared or synced when the change was computed' }),
+  previousChangeRevision: Nullable(Type.String()),
+  author: Nullable(Type.String()),
+  date: Nullable(DateTime),
+  message: Nullable(Type.String()),
+  tags: Type.Array(Type.String()),
+  images: Type.Array(ImageChange),
+  resources: Type.Array(ResourceChange),
+  truncated: Type.Boolean({ description: 'resources, fields or images were left out to stay within the limits' }),
+  result: StringEnum(['pending', 'running', 'succeeded', 'failed'] as const),
+  resultMessage: Nullable(
+    Type.String({ description: "Argo CD's message (a failed sync, a manifest it cannot generate)" }),
+  ),
+  startedAt: Nullable(DateTime),
+  finishedAt: Nullable(DateTime),
+  durationMs: Nullable(Type.Integer()),
+  recordedAt: DateTime,
+  updatedAt: DateTime,
+});
+/** A page of an application's history, newest first. */
+export const ApplicationHistoryPage = Type.Object({
+  items: Type.Array(ApplicationHistoryEntry),
+  nextCursor: Nullable(Type.String()),
+});
+/** One resource of a diff, both sides whole (null: absent on that side), for a side-by-side view. */
+export const ResourceDiff = Type.Intersect([
+  ResourceChange,
+  Type.Object({
+    before: Nullable(Type.Record(Type.String(), Type.Unknown())),
+    after: Nullable(Type.Record(Type.String(), Type.Unknown())),
+  }),
+]);
+/** `GET …/applications/:namespace/:name/diff` (sources.ts ApplicationDiff), from the runtime's Source Server. */
+export const ApplicationDiff = Type.Object({
+  application: Type.Object({ namespace: Type.String(), name: Type.String() }),
+  revision: Type.String(),
+  base: Type.String({ description: 'the before side: the previous change revision, or `live` (the cluster)' }),
+  resources: Type.Array(ResourceDiff),
+  truncated: Type.Boolean(),
+});
+/** `GET …/applications/:namespace/:name/history/stream`, `entry` (id = an opaque cursor): an entry created or updated. */
+export const ApplicationHistoryChange = Type.Object({ item: ApplicationHistoryEntry });
 
 /**
  * A runtime of a tenant: its hosted runtime (state, versions and conditions are the tenant's, as

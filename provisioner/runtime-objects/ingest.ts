@@ -13,12 +13,16 @@ import {
   type UpsertItem,
 } from '../../runtime/protocol/events.ts';
 import type { ObjectWrite } from '../store/runtime-objects.ts';
+import { MAX_CHANGE_BYTES } from '../../runtime/protocol/sources.ts';
+import { historyWriteOf, type HistoryWrite } from '../app-history/rules.ts';
 
 /** The batch's items as rows, one per object key (the newest of duplicates), and how many duplicates were older. */
 export interface PreparedBatch {
   writes: ObjectWrite[];
   /** Items of the batch superseded by a newer item of the same object in the same batch. */
   superseded: number;
+  /** The history entries the batch's Application reports make (app-history/rules.ts), one per application. */
+  history: HistoryWrite[];
 }
 
 const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : null);
@@ -51,12 +55,13 @@ function checkResourceVersion(rv: string, field: string): bigint {
  * `object` may be larger than MAX_OBJECT_BYTES (only a body larger than that can hold one).
  */
 export function prepareBatch(batch: EventBatch, checkObjectSizes: boolean): PreparedBatch {
-  const byKey = new Map<string, { rv: bigint; write: ObjectWrite }>();
+  const byKey = new Map<string, { rv: bigint; write: ObjectWrite; history: HistoryWrite | undefined }>();
   let superseded = 0;
   batch.items.forEach((item, i) => {
     const at = `items.${i}`;
     const rv = checkResourceVersion(item.resourceVersion, `${at}.resourceVersion`);
     let write: ObjectWrite;
+    let history: HistoryWrite | undefined;
     if (item.type === 'upsert') {
       for (const f of ['generation', 'summary', 'object', 'truncated'] as const)
         if ((item as Partial<UpsertItem>)[f] === undefined)
@@ -86,8 +91,22 @@ export function prepareBatch(batch: EventBatch, checkObjectSizes: boolean): Prep
         deleted: false,
         observed_at: item.observedAt,
       };
+      if (item.change !== undefined) {
+        if (item.kind !== 'Application')
+          throw errors.validation(
+            `${at}.change is for Applications only (what changed an Application, from the runtime's Source Server); a ${item.kind} has none`,
+            `${at}.change`,
+          );
+        const changeBytes = Buffer.byteLength(JSON.stringify(item.change));
+        if (changeBytes > MAX_CHANGE_BYTES)
+          throw errors.validation(
+            `${at}.change is ${changeBytes} bytes of JSON, over the limit of ${MAX_CHANGE_BYTES}: leave out field paths, then resources, and set truncated`,
+            `${at}.change`,
+          );
+        history = historyWriteOf(item);
+      }
     } else {
-      for (const f of ['generation', 'summary', 'object', 'truncated'] as const)
+      for (const f of ['generation', 'summary', 'object', 'truncated', 'change'] as const)
         if ((item as unknown as Record<string, unknown>)[f] !== undefined)
           throw errors.validation(`${at}.${f} is not a field of a delete item`, `${at}.${f}`);
       const d: DeleteItem = item;
@@ -111,7 +130,7 @@ export function prepareBatch(batch: EventBatch, checkObjectSizes: boolean): Prep
     const key = `${item.kind}/${item.namespace}/${item.name}`;
     const prev = byKey.get(key);
     if (prev) superseded++;
-    if (!prev || rv > prev.rv) byKey.set(key, { rv, write });
+    if (!prev || rv > prev.rv) byKey.set(key, { rv, write, history });
   });
   const digestKinds = new Set<string>();
   (batch.digests ?? []).forEach((d, i) => {
@@ -131,5 +150,10 @@ export function prepareBatch(batch: EventBatch, checkObjectSizes: boolean): Prep
     checkResourceVersion(d.listResourceVersion, `digests.${i}.listResourceVersion`);
     d.objects.forEach((o, j) => checkResourceVersion(o.resourceVersion, `digests.${i}.objects.${j}.resourceVersion`));
   });
-  return { writes: [...byKey.values()].map((v) => v.write), superseded };
+  const kept = [...byKey.values()];
+  return {
+    writes: kept.map((v) => v.write),
+    superseded,
+    history: kept.flatMap((v) => (v.history ? [v.history] : [])),
+  };
 }

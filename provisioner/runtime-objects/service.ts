@@ -45,6 +45,8 @@ import {
 } from '../../runtime/protocol/events.ts';
 import type { ReportedKind } from '../../runtime/protocol/kinds.ts';
 import { prepareBatch } from './ingest.ts';
+import { notifyHistory, trimTenantHistory, writeHistory } from '../store/application-history.ts';
+import type { HistoryWrite } from '../app-history/rules.ts';
 import { WindowBudget } from './budgets.ts';
 import { errors } from '../errors.ts';
 import { DEFAULT_TENANT_BUDGETS, type TenantBudgets } from '../config.ts';
@@ -58,7 +60,7 @@ export interface IngestStats {
 /** What one tenant's runtime may store and send (config.budgets, docs/security.md). */
 export type IngestBudgets = Pick<
   TenantBudgets,
-  'runtimeObjects' | 'runtimeObjectBytes' | 'eventBatchesPerSecond' | 'digestsPerMinute'
+  'runtimeObjects' | 'runtimeObjectBytes' | 'eventBatchesPerSecond' | 'digestsPerMinute' | 'appHistoryEntries'
 >;
 
 export interface FollowChangesOptions {
@@ -224,7 +226,7 @@ export class RuntimeObjectService {
    */
   async ingest(source: BatchSource, batch: EventBatch, checkObjectSizes = true): Promise<EventBatchResult> {
     const { tenantId } = source;
-    const { writes } = prepareBatch(batch, checkObjectSizes);
+    const { writes, history } = prepareBatch(batch, checkObjectSizes);
     const inFlight = this.#inFlight.get(tenantId) ?? 0;
     if (inFlight >= MAX_BATCHES_IN_FLIGHT_PER_TENANT) {
       this.#stats?.onRefused('in_flight');
@@ -239,7 +241,7 @@ export class RuntimeObjectService {
       const ref: RuntimeRef | undefined =
         source.runtimeId === null ? await this.hostedRuntime(tenantId) : { tenantId, runtimeId: source.runtimeId };
       if (!ref) throw errors.notFound('tenant', tenantId);
-      return await this.#apply(ref, source.runtimeId !== null, batch, writes);
+      return await this.#apply(ref, source.runtimeId !== null, batch, writes, history);
     } finally {
       const n = (this.#inFlight.get(tenantId) ?? 1) - 1;
       if (n > 0) this.#inFlight.set(tenantId, n);
@@ -247,7 +249,13 @@ export class RuntimeObjectService {
     }
   }
 
-  async #apply(ref: RuntimeRef, hybrid: boolean, batch: EventBatch, writes: ObjectWrite[]): Promise<EventBatchResult> {
+  async #apply(
+    ref: RuntimeRef,
+    hybrid: boolean,
+    batch: EventBatch,
+    writes: ObjectWrite[],
+    history: HistoryWrite[],
+  ): Promise<EventBatchResult> {
     const { tenantId } = ref;
     const heartbeat = hybrid ? this.#heartbeatDue(ref.runtimeId, batch.heartbeat) : undefined;
     const result = await withTx(this.#pool, async (c) => {
@@ -256,6 +264,11 @@ export class RuntimeObjectService {
       if (hybrid && !(await hybridRuntimeLive(c, ref.runtimeId))) throw errors.invalidKey();
       const before = await readUsage(c, tenantId);
       const applied = await upsertObjects(c, ref, batch.replica, writes);
+      // The applications' history, from the reports now stored (app-history/rules.ts); the
+      // tenant's oldest entries beyond its budget go in the same transaction.
+      const entries = await writeHistory(c, ref, history);
+      if (entries.inserted > 0) await trimTenantHistory(c, tenantId, this.#budgets.appHistoryEntries);
+      if (entries.written > 0) await notifyHistory(c, ref.runtimeId);
       let removedByDigest = 0;
       for (const d of batch.digests ?? []) {
         const present = d.objects.map((o) => ({ namespace: o.namespace, name: o.name }));

@@ -90,7 +90,8 @@ export async function lockTenantObjects(db: Queryable, tenantId: string): Promis
 }
 
 /**
- * Stores each state that is newer than the stored one (or the first of its key), in one statement.
+ * Stores each state that is newer than the stored one (or the first of its key), in one statement;
+ * also the same state again when it now carries an Application's change revision.
  * `writes` must hold each key once. Returns how many were stored.
  */
 export async function upsertObjects(
@@ -122,7 +123,12 @@ export async function upsertObjects(
              object = excluded.object, truncated = excluded.truncated, deleted = excluded.deleted,
              reported_by = excluded.reported_by, observed_at = excluded.observed_at, updated_at = now(),
              seq = excluded.seq
-           WHERE o.resource_version < excluded.resource_version`,
+           WHERE o.resource_version < excluded.resource_version
+              -- The same state sent again with the change revision the Source Server had not answered
+              -- in time for the first send (runtime/agents/event-reporter/changes.ts).
+              OR (o.resource_version = excluded.resource_version AND NOT o.deleted AND NOT excluded.deleted
+                  AND excluded.summary->>'changeRevision' IS NOT NULL
+                  AND o.summary->>'changeRevision' IS DISTINCT FROM excluded.summary->>'changeRevision')`,
     values: [ref.tenantId, replica, writesJson(writes), ref.runtimeId],
   });
   return rowCount ?? 0;

@@ -11,14 +11,20 @@ import {
   AGENT_PORT,
   CREDENTIALS_SECRET,
   EVENT_QUEUE_LIMIT,
+  GIT_CACHE_DIR,
+  GIT_CACHE_SIZE_LIMIT,
   RUNTIME_INFO_KEY,
   RUNTIME_NAMESPACE,
+  SOURCE_SERVER_ARGOCD_ACCOUNT,
+  SOURCE_SERVER_ARGOCD_SECRET,
+  SOURCE_SERVER_URL,
   VERSIONS_CONFIGMAP,
   type AgentDefinition,
 } from './agents.ts';
 import { ARGOCD_SERVER_URL, WEBHOOK_EVENT_SOURCE_URL } from './argo-releases.ts';
 import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from './pod-security.ts';
 import { copyResources, type ContainerResources } from './resources.ts';
+import { bytes } from '../render/quantity.ts';
 
 export function agentLabels(agent: string): Record<string, string> {
   return {
@@ -44,10 +50,18 @@ const RUNTIME_INFO_DIR = '/etc/hosted-runtime';
  */
 export const EVENT_REPORTER_NODE_OPTIONS = '--max-semi-space-size=1 --max-old-space-size=384';
 
+/** What else the runtime of a version runs that an agent's environment names. */
+export interface AgentPeers {
+  /** The runtime has a Source Server (agentsAt(version)): the event reporter and the app-proxy get its URL. */
+  sourceServer?: boolean;
+}
+
 function env(
   agent: AgentDefinition,
   tenantId: pulumi.Input<string>,
   namespace: string,
+  peers: AgentPeers,
+  resources: ContainerResources,
 ): k8s.types.input.core.v1.EnvVar[] {
   const vars: k8s.types.input.core.v1.EnvVar[] = Object.entries(agent.secretEnv).map(([name, key]) => ({
     name,
@@ -77,6 +91,7 @@ function env(
         // agents' image updates the served versions without restarting the app-proxy.
         { name: 'RUNTIME_INFO_FILE', value: `${RUNTIME_INFO_DIR}/${RUNTIME_INFO_KEY}` },
       );
+      if (peers.sourceServer) vars.push({ name: 'SOURCE_SERVER_URL', value: SOURCE_SERVER_URL });
       break;
     case 'event-reporter':
       vars.push(
@@ -85,6 +100,21 @@ function env(
         { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
         { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
         { name: 'NODE_OPTIONS', value: EVENT_REPORTER_NODE_OPTIONS },
+      );
+      if (peers.sourceServer) vars.push({ name: 'SOURCE_SERVER_URL', value: SOURCE_SERVER_URL });
+      break;
+    case 'source-server':
+      vars.push(
+        { name: 'PORT', value: String(AGENT_PORT) },
+        { name: 'ARGOCD_SERVER_URL', value: ARGOCD_SERVER_URL },
+        { name: 'ARGOCD_USERNAME', value: SOURCE_SERVER_ARGOCD_ACCOUNT },
+        {
+          name: 'ARGOCD_PASSWORD',
+          valueFrom: { secretKeyRef: { name: SOURCE_SERVER_ARGOCD_SECRET, key: 'password' } },
+        },
+        { name: 'GIT_CACHE_DIR', value: GIT_CACHE_DIR },
+        // Its in-memory cache of answers: a quarter of the container's memory limit.
+        { name: 'CACHE_MAX_BYTES', value: String(Math.floor(bytes(resources.limits.memory) / 4)) },
       );
       break;
   }
@@ -101,8 +131,10 @@ export function agentPodSpec(
   tenantId: pulumi.Input<string>,
   resources: ContainerResources,
   namespace: string = RUNTIME_NAMESPACE,
+  peers: AgentPeers = {},
 ): k8s.types.input.core.v1.PodSpec {
   const runtimeInfo = agent.name === 'app-proxy';
+  const gitCache = agent.name === 'source-server';
   return {
     serviceAccountName: agent.name,
     automountServiceAccountToken: agent.apiAccess,
@@ -113,7 +145,7 @@ export function agentPodSpec(
         image,
         imagePullPolicy: 'IfNotPresent',
         ports: [{ name: 'http', containerPort: agent.port, protocol: 'TCP' }],
-        env: env(agent, tenantId, namespace),
+        env: env(agent, tenantId, namespace, peers, resources),
         resources: copyResources(resources),
         securityContext: restrictedContainerSecurityContext(),
         readinessProbe: { httpGet: { path: '/readyz', port: 'http' }, periodSeconds: 10 },
@@ -121,6 +153,7 @@ export function agentPodSpec(
         volumeMounts: [
           { name: 'tmp', mountPath: '/tmp' },
           ...(runtimeInfo ? [{ name: 'runtime-info', mountPath: RUNTIME_INFO_DIR, readOnly: true }] : []),
+          ...(gitCache ? [{ name: 'git-cache', mountPath: GIT_CACHE_DIR }] : []),
         ],
       },
     ],
@@ -134,6 +167,8 @@ export function agentPodSpec(
             },
           ]
         : []),
+      // Git clones of the repositories the Applications read (the Source Server's `git log`).
+      ...(gitCache ? [{ name: 'git-cache', emptyDir: { sizeLimit: GIT_CACHE_SIZE_LIMIT } }] : []),
     ],
   };
 }
@@ -145,6 +180,12 @@ export interface AgentObjects {
   roleBinding?: k8s.types.input.rbac.v1.RoleBinding;
   clusterRole?: k8s.types.input.rbac.v1.ClusterRole;
   clusterRoleBinding?: k8s.types.input.rbac.v1.ClusterRoleBinding;
+  /** Roles in namespaces other than the runtime's (AgentDefinition.otherNamespaceRules). */
+  otherRoles?: {
+    namespace: string;
+    role: k8s.types.input.rbac.v1.Role;
+    roleBinding: k8s.types.input.rbac.v1.RoleBinding;
+  }[];
   service?: k8s.types.input.core.v1.Service;
   deployment: k8s.types.input.apps.v1.Deployment;
 }
@@ -159,6 +200,7 @@ export function agentObjects(
   tenantId: pulumi.Input<string>,
   resources: ContainerResources,
   namespace: string = RUNTIME_NAMESPACE,
+  peers: AgentPeers = {},
 ): AgentObjects {
   const labels = agentLabels(agent.name);
   const metadata = { name: agent.name, namespace, labels };
@@ -179,7 +221,7 @@ export function agentObjects(
         replicas: agent.replicas,
         selector: { matchLabels: { 'app.kubernetes.io/name': agent.name } },
         strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
-        template: { metadata: { labels }, spec: agentPodSpec(agent, image, tenantId, resources, namespace) },
+        template: { metadata: { labels }, spec: agentPodSpec(agent, image, tenantId, resources, namespace, peers) },
       },
     },
   };
@@ -192,6 +234,24 @@ export function agentObjects(
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: agent.name },
       subjects,
     };
+  }
+  const others = Object.entries(agent.otherNamespaceRules ?? {});
+  if (others.length > 0) {
+    // Named `<namespace>:<agent>` like the cluster-scoped RBAC: two runtimes' agents keep theirs apart.
+    out.otherRoles = others.map(([ns, rules]) => {
+      const meta = { name: clusterName, namespace: ns, labels };
+      return {
+        namespace: ns,
+        role: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: meta, rules },
+        roleBinding: {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'RoleBinding',
+          metadata: meta,
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: clusterName },
+          subjects,
+        },
+      };
+    });
   }
   if (agent.clusterRules.length > 0) {
     out.clusterRole = {

@@ -5,7 +5,7 @@
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
 import type { AgentDefinition } from './agents.ts';
-import { agentObjects } from './agent-objects.ts';
+import { agentObjects, type AgentPeers } from './agent-objects.ts';
 import type { ContainerResources } from './resources.ts';
 
 export {
@@ -14,6 +14,7 @@ export {
   agentPodSpec,
   EVENT_REPORTER_NODE_OPTIONS,
   type AgentObjects,
+  type AgentPeers,
 } from './agent-objects.ts';
 
 export interface AgentWorkloadOptions {
@@ -30,6 +31,8 @@ export interface AgentWorkloadOptions {
   parent: pulumi.Resource;
   /** Resources the Deployment waits for (namespace, credentials, CRD owners). */
   dependsOn: pulumi.Resource[];
+  /** What else the runtime runs that the agent's environment names (the Source Server). */
+  peers?: AgentPeers;
 }
 
 export function createAgentWorkload(opts: AgentWorkloadOptions): k8s.apps.v1.Deployment {
@@ -41,6 +44,8 @@ export function createAgentWorkload(opts: AgentWorkloadOptions): k8s.apps.v1.Dep
     imageRef(opts.imageRepository, agent.name, opts.imageTag),
     opts.tenantId,
     opts.resources,
+    undefined,
+    opts.peers,
   );
   const dependsOn: pulumi.Resource[] = [...opts.dependsOn];
 
@@ -54,6 +59,16 @@ export function createAgentWorkload(opts: AgentWorkloadOptions): k8s.apps.v1.Dep
     const role = new k8s.rbac.v1.Role(`${prefix}-role`, objects.role, { ...child, dependsOn: opts.dependsOn });
     dependsOn.push(
       new k8s.rbac.v1.RoleBinding(`${prefix}-rolebinding`, objects.roleBinding, {
+        ...child,
+        dependsOn: [role, account],
+      }),
+    );
+  }
+  for (const other of objects.otherRoles ?? []) {
+    const ns = other.namespace;
+    const role = new k8s.rbac.v1.Role(`${prefix}-role-${ns}`, other.role, { ...child, dependsOn: opts.dependsOn });
+    dependsOn.push(
+      new k8s.rbac.v1.RoleBinding(`${prefix}-rolebinding-${ns}`, other.roleBinding, {
         ...child,
         dependsOn: [role, account],
       }),

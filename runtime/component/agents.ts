@@ -12,15 +12,26 @@
  *    Application, promote, abort or retry a Rollout, terminate or stop a Workflow.
  *  - event-reporter: watches Applications, Rollouts and Workflows and reports them in batches;
  *    each object belongs to one live replica (rendezvous hashing over the replicas' Leases).
+ *  - source-server (from runtime version 1.7.0): answers the event reporter and the app-proxy
+ *    about an Application's Git side (runtime/protocol/sources.ts): what Argo CD generated at a
+ *    revision, the commit that last changed it, the diff against the cluster. It reads Argo CD's
+ *    API server as the read-only local account `source-server` and Git with Argo CD's repository
+ *    credentials.
+ *
+ * AGENTS are the agents of every runtime, hosted and hybrid (the install bundle's). An agent added
+ * later names the first runtime version it is installed in (`since`); the hosted runtime installs
+ * `agentsAt(version)`. Hybrid bundles do not carry the Source Server yet: in the existing-Argo
+ * mode the runtime does not manage the customer's Argo CD accounts it would log in with.
  */
 import type * as k8s from '@pulumi/kubernetes';
+import { compareVersions } from '../catalog.ts';
 import { CREDENTIAL_KEYS, CREDENTIALS_SECRET } from '../protocol/bootstrap.ts';
 import { VERSIONS_CONFIGMAP } from '../protocol/upgrade.ts';
 
 /** Image repository prefix of the agents unless a tenant's config names another: images are `<prefix>/<agent>:<tag>`. */
 export const DEFAULT_AGENT_IMAGE_REPOSITORY = 'hosted-runtimes';
 
-export type AgentName = 'tunnel-client' | 'request-router' | 'app-proxy' | 'event-reporter';
+export type AgentName = 'tunnel-client' | 'request-router' | 'app-proxy' | 'event-reporter' | 'source-server';
 
 /** Keys of the runtime credentials Secret (defined with the bootstrap exchange, which writes them in a hybrid runtime). */
 export { CREDENTIAL_KEYS };
@@ -42,6 +53,10 @@ export interface AgentDefinition {
   clusterRules: k8s.types.input.rbac.v1.PolicyRule[];
   /** Rules granted in the runtime namespace only. */
   namespaceRules: k8s.types.input.rbac.v1.PolicyRule[];
+  /** Rules granted in other namespaces of the vcluster (a Role and RoleBinding in each). */
+  otherNamespaceRules?: Readonly<Record<string, k8s.types.input.rbac.v1.PolicyRule[]>>;
+  /** The first runtime version that installs the agent; absent: every version. */
+  since?: string;
 }
 
 export const AGENT_PORT = 8080;
@@ -128,3 +143,44 @@ export const AGENTS: readonly AgentDefinition[] = [
     ],
   },
 ];
+
+/**
+ * Where the Source Server keeps its Git clones (a writable emptyDir: the root file system is
+ * read-only under Pod Security `restricted`), and how large they may grow.
+ */
+export const GIT_CACHE_DIR = '/var/cache/source-server';
+export const GIT_CACHE_SIZE_LIMIT = '1Gi';
+/** The Secret in the runtime namespace holding the Source Server's Argo CD password (key `password`). */
+export const SOURCE_SERVER_ARGOCD_SECRET = 'source-server-argocd';
+/** The Argo CD local account the Source Server logs in as. */
+export const SOURCE_SERVER_ARGOCD_ACCOUNT = 'source-server';
+/** The Source Server's address inside the runtime (its Service), for the event reporter and the app-proxy. */
+export const SOURCE_SERVER_URL = `http://source-server.${RUNTIME_NAMESPACE}.svc:${AGENT_PORT}`;
+
+export const SOURCE_SERVER_AGENT: AgentDefinition = {
+  name: 'source-server',
+  replicas: 1, // stateless besides its caches; the reporter retries while it restarts
+  port: AGENT_PORT,
+  service: true,
+  apiAccess: true,
+  secretEnv: {},
+  since: '1.7.0',
+  clusterRules: [],
+  namespaceRules: [],
+  otherNamespaceRules: {
+    // Argo CD's repository credentials (Secrets labelled argocd.argoproj.io/secret-type=repository
+    // or repo-creds), to read Git history with them. RBAC cannot narrow a rule by label, so this
+    // grants every Secret of the argocd namespace (Argo CD's own among them): the agent selects
+    // the labelled ones and keeps nothing else. It is the namespace's Secrets only, never the
+    // tenant's applications' namespaces.
+    argocd: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch'] }],
+  },
+};
+
+/** Every agent any runtime version installs: AGENTS and those added later (`since`). */
+export const RUNTIME_AGENTS: readonly AgentDefinition[] = [...AGENTS, SOURCE_SERVER_AGENT];
+
+/** The agents a hosted runtime of `version` installs. */
+export function agentsAt(version: string): AgentDefinition[] {
+  return RUNTIME_AGENTS.filter((a) => a.since === undefined || compareVersions(version, a.since) >= 0);
+}

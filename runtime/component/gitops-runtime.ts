@@ -6,19 +6,23 @@
  *
  * Every child goes through the vcluster provider given in `opts.provider` (children inherit
  * their parent's provider). Values do not depend on the runtime version except the pinned chart
- * versions and agent image tag, so a version change touches only what the version changes.
+ * versions, the agent image tag and the agents a version adds (agentsAt: from 1.7.0 the Source
+ * Server, its Secret, the reporter's and app-proxy's SOURCE_SERVER_URL and Argo CD's account for
+ * it), so a version change touches only what the version changes.
  */
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
 import { catalog as defaultCatalog, type Catalog } from '../catalog.ts';
 import type { ComponentPins } from '../versions.ts';
 import {
-  AGENTS,
+  agentsAt,
   CREDENTIAL_KEYS,
   CREDENTIALS_SECRET,
   DEFAULT_AGENT_IMAGE_REPOSITORY,
   RUNTIME_NAMESPACE,
+  SOURCE_SERVER_ARGOCD_SECRET,
 } from './agents.ts';
+import { sourceServerArgoCdValues, sourceServerPassword, sourceServerPasswordHash } from './source-server-account.ts';
 import { createAgentWorkload } from './agent-workload.ts';
 import { runtimeNamespace, versionsConfigMap } from './runtime-objects.ts';
 import {
@@ -26,6 +30,7 @@ import {
   ARGO_CD_SERVER,
   ARGO_RELEASES,
   argoReleaseValues,
+  mergeValues,
   type ArgoComponent,
 } from './argo-releases.ts';
 import { chartSource, type ChartRepositories } from './chart-source.ts';
@@ -98,6 +103,8 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
     if (problem) throw new pulumi.ResourceError(`GitOpsRuntime ${name}: ${problem}`, this);
     const pins = entry.components;
     const child = { parent: this };
+    const agents = agentsAt(entry.version);
+    const sourceServer = agents.some((a) => a.name === 'source-server');
 
     // Argo components: one release each, CRDs installed and kept by their own chart.
     const releases = {} as Record<ArgoComponent, k8s.helm.v3.Release>;
@@ -109,7 +116,18 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
           namespace: spec.namespace,
           createNamespace: true,
           ...chartSource('argo', spec.chart, pins[spec.component], args.chartRepositories),
-          values: argoReleaseValues(spec, args.resources),
+          // With a Source Server, Argo CD gets its read-only account (source-server-account.ts).
+          values:
+            sourceServer && spec.component === 'argoCd'
+              ? pulumi
+                  .output(args.runtimeToken)
+                  .apply((token) =>
+                    mergeValues(
+                      argoReleaseValues(spec, args.resources),
+                      sourceServerArgoCdValues(sourceServerPasswordHash(token)),
+                    ),
+                  )
+              : argoReleaseValues(spec, args.resources),
           skipCrds: false,
           // A failed install or upgrade is undone by Helm itself: an upgrade that does not become
           // ready is rolled back to the last deployed revision, with the failed revision as the
@@ -162,7 +180,23 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
       { ...child, dependsOn: [namespace], additionalSecretOutputs: ['stringData', 'data'] },
     );
 
-    for (const agent of AGENTS) {
+    const sourceServerSecret = sourceServer
+      ? new k8s.core.v1.Secret(
+          `${name}-source-server-argocd`,
+          {
+            metadata: {
+              name: SOURCE_SERVER_ARGOCD_SECRET,
+              namespace: RUNTIME_NAMESPACE,
+              labels: { 'app.kubernetes.io/part-of': 'hosted-runtime' },
+            },
+            type: 'Opaque',
+            stringData: { password: pulumi.secret(pulumi.output(args.runtimeToken).apply(sourceServerPassword)) },
+          },
+          { ...child, dependsOn: [namespace], additionalSecretOutputs: ['stringData', 'data'] },
+        )
+      : undefined;
+
+    for (const agent of agents) {
       createAgentWorkload({
         name,
         agent,
@@ -174,7 +208,11 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
         dependsOn:
           agent.name === 'event-reporter'
             ? [namespace, credentials, versions, releases.argoCd, releases.argoRollouts, releases.argoWorkflows]
-            : [namespace, credentials, versions],
+            : agent.name === 'source-server'
+              ? // Its Role is in Argo CD's namespace, and it logs in to Argo CD with this password.
+                [namespace, credentials, versions, releases.argoCd, sourceServerSecret!]
+              : [namespace, credentials, versions],
+        peers: { sourceServer },
       });
     }
 

@@ -5,7 +5,7 @@
  * per-plan table is `budgetTable()`'s output; the conformance check (test/unit/chart-conformance)
  * compares these sums with what the charts actually render.
  */
-import { AGENTS } from '../component/agents.ts';
+import { RUNTIME_AGENTS } from '../component/agents.ts';
 import type { ContainerResources } from '../component/resources.ts';
 import type { Plan } from '../../tenants/plans.ts';
 import { bytes, formatCpu, formatMemory, milliCpu } from './quantity.ts';
@@ -57,7 +57,8 @@ export function planBudget(plan: Plan): BudgetLine[] {
     line('argo-workflows', 'argo-workflows-server/argo-server', r.argoWorkflows.server),
     line('argo-rollouts', 'argo-rollouts/argo-rollouts', r.argoRollouts.controller, r.argoRollouts.replicas),
     line('argo-events', 'argo-events-controller-manager/controller-manager', r.argoEvents.controller),
-    ...AGENTS.map((a) => line('agents', `${a.name}/${a.name}`, r.agents[a.name], a.replicas)),
+    // Every agent of the newest runtime version: the quota must hold a runtime of any version.
+    ...RUNTIME_AGENTS.map((a) => line('agents', `${a.name}/${a.name}`, r.agents[a.name], a.replicas)),
   ];
 }
 

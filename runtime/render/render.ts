@@ -32,13 +32,15 @@ import { catalog as defaultCatalog, type Catalog } from '../catalog.ts';
 import type { RuntimeVersion } from '../versions.ts';
 import { agentObjects } from '../component/agent-objects.ts';
 import {
-  AGENTS,
+  agentsAt,
   CREDENTIAL_KEYS,
   CREDENTIALS_SECRET,
   DEFAULT_AGENT_IMAGE_REPOSITORY,
   RUNTIME_NAMESPACE,
+  SOURCE_SERVER_ARGOCD_SECRET,
 } from '../component/agents.ts';
-import { ARGO_RELEASES, argoReleaseValues } from '../component/argo-releases.ts';
+import { ARGO_RELEASES, argoReleaseValues, mergeValues } from '../component/argo-releases.ts';
+import { sourceServerArgoCdValues } from '../component/source-server-account.ts';
 import { chartSource, UPSTREAM_REPOSITORIES, type RepositoryName } from '../component/chart-source.ts';
 import { CHART_MIRROR_SCRIPT } from './chart-tools.ts';
 import { runtimeNamespace, versionsConfigMap } from '../component/runtime-objects.ts';
@@ -90,6 +92,9 @@ export interface RenderOptions {
   /** Changes the values of a release before it is rendered (the conformance check's own tests use it). */
   transformValues?: (chart: string, values: Values) => Values;
 }
+
+/** What the render shows for a value derived from the tenant's runtime token. */
+const PER_TENANT = '<set per tenant>';
 
 /** A tenant id for renders that are not of a tenant. */
 export const EXAMPLE_TENANT_ID = '00000000-0000-4000-8000-000000000000';
@@ -235,7 +240,10 @@ export function releaseValues(
       cluster: 'vcluster' as const,
       repository: 'argo' as const,
       chartVersion: pins[spec.component],
-      values: argoReleaseValues(spec, plan.runtime),
+      values:
+        spec.component === 'argoCd' && agentsAt(entry.version).some((a) => a.name === 'source-server')
+          ? mergeValues(argoReleaseValues(spec, plan.runtime), sourceServerArgoCdValues(PER_TENANT))
+          : argoReleaseValues(spec, plan.runtime),
     })),
   ];
 }
@@ -291,16 +299,37 @@ export function agentsObjects(entry: RuntimeVersion, plan: Plan, tenantId: strin
       },
       type: 'Opaque',
       // The keys only: the values are the tenant's runtime token and the control plane's addresses.
-      stringData: Object.fromEntries(Object.values(CREDENTIAL_KEYS).map((k) => [k, '<set per tenant>'])),
+      stringData: Object.fromEntries(Object.values(CREDENTIAL_KEYS).map((k) => [k, PER_TENANT])),
     },
   ];
-  for (const agent of AGENTS) {
+  const agents = agentsAt(entry.version);
+  const sourceServer = agents.some((a) => a.name === 'source-server');
+  if (sourceServer)
+    objects.push({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: {
+        name: SOURCE_SERVER_ARGOCD_SECRET,
+        namespace: RUNTIME_NAMESPACE,
+        labels: { 'app.kubernetes.io/part-of': 'hosted-runtime' },
+      },
+      type: 'Opaque',
+      stringData: { password: PER_TENANT },
+    });
+  for (const agent of agents) {
     const image = `${DEFAULT_AGENT_IMAGE_REPOSITORY}/${agent.name}:${entry.components.agents}`;
-    const o = agentObjects(agent, image, tenantId, plan.runtime.agents[agent.name]);
+    const o = agentObjects(agent, image, tenantId, plan.runtime.agents[agent.name], undefined, { sourceServer });
     objects.push(
-      ...[o.serviceAccount, o.role, o.roleBinding, o.clusterRole, o.clusterRoleBinding, o.service, o.deployment].filter(
-        (x) => x !== undefined,
-      ),
+      ...[
+        o.serviceAccount,
+        o.role,
+        o.roleBinding,
+        ...(o.otherRoles ?? []).flatMap((r) => [r.role, r.roleBinding]),
+        o.clusterRole,
+        o.clusterRoleBinding,
+        o.service,
+        o.deployment,
+      ].filter((x) => x !== undefined),
     );
   }
   return objects as KubeObject[];

@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { PROVISIONER_TENANT_RULES } from '../../infra/provisioner-rbac.ts';
-import { AGENTS } from '../../runtime/component/agents.ts';
+import { RUNTIME_AGENTS } from '../../runtime/component/agents.ts';
 import { ARGO_RELEASES, argoReleaseValues, mergeValues } from '../../runtime/component/argo-releases.ts';
 import { budgetProblems, budgetTable, planBudget, totals } from '../../runtime/render/budget.ts';
 import { bytes, milliCpu } from '../../runtime/render/quantity.ts';
@@ -103,8 +103,8 @@ for (const name of PLAN_NAMES) {
     }
     t.same(
       lines.filter((l) => l.release === 'agents').map((l) => l.container.split('/')[0]),
-      AGENTS.map((a) => a.name),
-      'every agent is budgeted',
+      RUNTIME_AGENTS.map((a) => a.name),
+      'every agent of any runtime version is budgeted',
     );
   });
 }

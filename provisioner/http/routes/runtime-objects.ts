@@ -19,6 +19,7 @@ import {
   BoundedInteger,
   CONTROL_FREE,
   DnsLabel,
+  Revision,
   RuntimeObjectDetail,
   RuntimeObjectPage,
   Semver,
@@ -43,6 +44,12 @@ import {
   type EventBatch,
 } from '../../../runtime/protocol/events.ts';
 import { REPORTED_KIND_NAMES, type ReportedKind } from '../../../runtime/protocol/kinds.ts';
+import {
+  MAX_CHANGED_FIELDS,
+  MAX_CHANGED_RESOURCES,
+  MAX_COMMIT_MESSAGE_CHARS,
+  MAX_IMAGE_CHANGES,
+} from '../../../runtime/protocol/sources.ts';
 import type { AppContext } from '../context.ts';
 
 /** The events route's body limit: a full batch and room for the JSON around it. */
@@ -58,6 +65,61 @@ const Name = Type.String({ minLength: 1, maxLength: 253, pattern: CONTROL_FREE }
 const Namespace = Type.String({ maxLength: 253, pattern: CONTROL_FREE });
 const Kind = StringEnum(REPORTED_KIND_NAMES);
 const Rv = Type.String({ minLength: 1, maxLength: 40, description: 'decimal resourceVersion (etcd revision)' });
+/** Text of a report people read (a name, a path, an image): no control characters, bounded. */
+const Shown = (maxLength: number) => Type.String({ maxLength, pattern: CONTROL_FREE });
+/** What changed an Application, from the runtime's Source Server (runtime/protocol/sources.ts ApplicationChange). */
+const Change = Type.Object(
+  {
+    revision: Revision,
+    changeRevision: Type.Optional(Revision),
+    previousChangeRevision: Type.Optional(Revision),
+    commit: Type.Optional(
+      Type.Object(
+        {
+          revision: Revision,
+          author: Type.Optional(Shown(512)),
+          date: Type.Optional(Type.String({ format: 'date-time' })),
+          // A commit message has lines: any text but NUL, cut by the Source Server (and `…` appended).
+          message: Type.Optional(Type.String({ maxLength: MAX_COMMIT_MESSAGE_CHARS + 1 })),
+          tags: Type.Optional(Type.Array(Shown(256), { maxItems: 50 })),
+          signatureInfo: Type.Optional(Type.String({ maxLength: 1024 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    resources: Type.Array(
+      Type.Object(
+        {
+          group: Shown(253),
+          kind: Shown(63),
+          namespace: Shown(253),
+          name: Shown(253),
+          action: StringEnum(['added', 'removed', 'modified'] as const),
+          fields: Type.Array(Shown(1024), { maxItems: MAX_CHANGED_FIELDS }),
+          fieldsTruncated: Type.Optional(Type.Boolean()),
+        },
+        { additionalProperties: false },
+      ),
+      { maxItems: MAX_CHANGED_RESOURCES },
+    ),
+    images: Type.Array(
+      Type.Object(
+        {
+          resource: Shown(600),
+          container: Shown(253),
+          before: Type.Optional(Shown(1024)),
+          after: Type.Optional(Shown(1024)),
+        },
+        { additionalProperties: false },
+      ),
+      { maxItems: MAX_IMAGE_CHANGES },
+    ),
+    truncated: Type.Boolean(),
+    error: Type.Optional(Type.String({ maxLength: 4096 })),
+    unsupported: Type.Optional(StringEnum(['multi-source', 'not-git'] as const)),
+  },
+  { additionalProperties: false },
+);
 const Item = Type.Object(
   {
     type: StringEnum(['upsert', 'delete'] as const),
@@ -71,6 +133,7 @@ const Item = Type.Object(
     summary: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     object: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     truncated: Type.Optional(Type.Boolean()),
+    change: Type.Optional(Change),
   },
   { additionalProperties: false },
 );

@@ -1,8 +1,8 @@
 /**
  * The app-proxy's HTTP app. Every route but /healthz requires the control plane's request token
  * (x-hrt-request-token): a request that did not come through the control plane gets 401. The
- * routes: runtime information, the actions on Argo objects, and the managed-cluster check
- * (managed-clusters.ts).
+ * routes: runtime information, the actions on Argo objects, the managed-cluster check
+ * (managed-clusters.ts) and an Application's diff from the Source Server (diff.ts).
  */
 import type { KeyObject } from 'node:crypto';
 import Fastify, {
@@ -13,6 +13,7 @@ import Fastify, {
 } from 'fastify';
 import { REQUEST_TOKEN_HEADER } from '../../protocol/request-token.ts';
 import { actionRoutes } from './actions.ts';
+import { diffRoutes } from './diff.ts';
 import type { ArgoObjects } from './kube.ts';
 import { managedClusterRoutes } from './managed-clusters.ts';
 import { ReplayCache, verifyRequestToken } from './request-token.ts';
@@ -30,6 +31,10 @@ export interface AppProxyOptions {
   skewSeconds?: number;
   /** The vcluster's Argo objects the actions act on; without it, the action routes are not served. */
   objects?: ArgoObjects;
+  /** The runtime's Source Server (SOURCE_SERVER_URL); without it, diffs are answered 404 SOURCE_SERVER_NOT_INSTALLED. */
+  sourceServerUrl?: string | undefined;
+  /** Longest wait for the Source Server (default diff.ts's). */
+  sourceServerTimeoutMs?: number;
   /** Extra routes under the same token check (used by the benchmark). */
   routes?: FastifyPluginAsync;
 }
@@ -102,6 +107,10 @@ export async function buildAppProxy(opts: AppProxyOptions): Promise<FastifyInsta
     await api.register(managedClusterRoutes, { subjectOf: (request) => callers.get(request) });
     if (opts.objects)
       await api.register(actionRoutes, { objects: opts.objects, subjectOf: (request) => callers.get(request) });
+    await api.register(diffRoutes, {
+      sourceServerUrl: opts.sourceServerUrl,
+      ...(opts.sourceServerTimeoutMs !== undefined ? { timeoutMs: opts.sourceServerTimeoutMs } : {}),
+    });
     if (opts.routes) await api.register(opts.routes);
   });
 

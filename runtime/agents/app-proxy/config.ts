@@ -1,5 +1,5 @@
 /** App-proxy configuration, from the environment (validated once at start). */
-import { ConfigError, type Env, int, type LogLevel, logLevel, secret, str } from '../common/config.ts';
+import { ConfigError, type Env, int, type LogLevel, logLevel, secret, str, url } from '../common/config.ts';
 import { loadPublicKey } from './request-token.ts';
 import { fileRuntimeInfo, parseRuntimeInfo, type RuntimeInfoSource, staticRuntimeInfo } from './runtime-info.ts';
 import type { KeyObject } from 'node:crypto';
@@ -24,6 +24,11 @@ export interface AppProxyConfig {
   kubeconfigFile: string | undefined;
   /** KUBE_TIMEOUT_MS (default 10000): longest wait for the API server before answering 503. */
   kubeTimeoutMs: number;
+  /**
+   * SOURCE_SERVER_URL: the runtime's Source Server (runtime versions from 1.7.0), asked for
+   * Application diffs; unset, diffs are answered 404 SOURCE_SERVER_NOT_INSTALLED.
+   */
+  sourceServerUrl: string | undefined;
   logLevel: LogLevel;
 }
 
@@ -76,6 +81,9 @@ export function loadAppProxyConfig(env: Env = process.env): AppProxyConfig {
     runtimeInfo,
     kubeconfigFile,
     kubeTimeoutMs: int(env, 'KUBE_TIMEOUT_MS', 10_000, 100, 120_000),
+    sourceServerUrl: env.SOURCE_SERVER_URL
+      ? url(env, 'SOURCE_SERVER_URL', ['http:', 'https:']).toString().replace(/\/+$/, '')
+      : undefined,
     logLevel: logLevel(env),
   };
 }

@@ -25,6 +25,7 @@ await runService(
       runtimeId: config.runtimeId,
       publicKey: config.publicKey,
       runtimeInfo: config.runtimeInfo,
+      sourceServerUrl: config.sourceServerUrl,
       logger: log,
     });
     await app.listen({ port: config.port, host: config.host });

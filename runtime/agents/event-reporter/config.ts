@@ -11,6 +11,7 @@ import {
   logLevel,
   secret,
   str,
+  url,
 } from '../common/config.ts';
 
 /** The agents' namespace inside the vcluster (runtime/component/agents.ts RUNTIME_NAMESPACE). */
@@ -52,6 +53,15 @@ export interface EventReporterConfig {
   host: string;
   /** SHUTDOWN_GRACE_SECONDS: how long SIGTERM may take to hand over and flush (default 20). */
   shutdownGraceSeconds: number;
+  /**
+   * SOURCE_SERVER_URL: the runtime's Source Server (runtime versions from 1.7.0), asked what changed
+   * each Application (changes.ts); unset, Applications are reported without it.
+   */
+  sourceServerUrl: string | undefined;
+  /** SOURCE_SERVER_CONCURRENCY: lookups in flight at most (default 4). */
+  sourceServerConcurrency: number;
+  /** SOURCE_SERVER_TIMEOUT_SECONDS: longest wait for one lookup (default 20). */
+  sourceServerTimeoutSeconds: number;
   logLevel: LogLevel;
 }
 
@@ -101,6 +111,11 @@ export function loadEventReporterConfig(env: Env = process.env): EventReporterCo
     port: int(env, 'PORT', 8080, 0, 65535),
     host: str(env, 'HOST', '0.0.0.0'),
     shutdownGraceSeconds: int(env, 'SHUTDOWN_GRACE_SECONDS', 20, 1, 600),
+    sourceServerUrl: env.SOURCE_SERVER_URL
+      ? url(env, 'SOURCE_SERVER_URL', ['http:', 'https:']).toString().replace(/\/+$/, '')
+      : undefined,
+    sourceServerConcurrency: int(env, 'SOURCE_SERVER_CONCURRENCY', 4, 1, 64),
+    sourceServerTimeoutSeconds: int(env, 'SOURCE_SERVER_TIMEOUT_SECONDS', 20, 1, 300),
     logLevel: logLevel(env),
   };
 }

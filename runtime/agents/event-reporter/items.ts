@@ -40,11 +40,27 @@ export function applicationSummary(app: Obj): ApplicationSummary {
     ? status.conditions.filter(isObj).map((c) => compact({ type: text(c.type) ?? 'Unknown', message: text(c.message) }))
     : undefined;
   const revisions = Array.isArray(sync.revisions) ? sync.revisions : [];
+  const opState = rec(status.operationState);
+  const syncResult = rec(opState.syncResult);
+  const opSync = rec(rec(app.operation).sync);
+  const resultRevisions = Array.isArray(syncResult.revisions) ? syncResult.revisions : [];
+  const opRevisions = Array.isArray(opSync.revisions) ? opSync.revisions : [];
   return compact({
     syncStatus: text(sync.status),
     healthStatus: text(rec(status.health).status),
     revision: text(sync.revision) ?? text(revisions[0]),
-    operationPhase: text(rec(status.operationState).phase),
+    operationPhase: text(opState.phase),
+    // The revision the last (or running) sync is for: what it synced once it has a result, what
+    // it was asked to sync before (the running operation's, else the state's own copy of it).
+    operationRevision:
+      text(syncResult.revision) ??
+      text(resultRevisions[0]) ??
+      text(opSync.revision) ??
+      text(opRevisions[0]) ??
+      text(rec(rec(opState.operation).sync).revision),
+    operationStartedAt: text(opState.startedAt),
+    operationFinishedAt: text(opState.finishedAt),
+    operationMessage: text(opState.message),
     conditions: conditions && conditions.length > 0 ? conditions : undefined,
     destination: isObj(spec.destination)
       ? compact({ server: text(dest.server), name: text(dest.name), namespace: text(dest.namespace) })

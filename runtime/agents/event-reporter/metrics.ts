@@ -12,6 +12,8 @@ export interface ReporterMetrics {
   relists: client.Counter<'kind'>;
   backPressurePauses: client.Counter<'kind'>;
   membershipChanges: client.Counter;
+  changeLookups: client.Counter<'result'>;
+  changeLookupSeconds: client.Histogram;
 }
 
 export interface ReporterGauges {
@@ -111,6 +113,18 @@ export function createMetrics(gauges: ReporterGauges): ReporterMetrics {
     membershipChanges: new client.Counter({
       name: 'event_reporter_membership_changes_total',
       help: 'Changes of the live replica set seen by this replica',
+      registers,
+    }),
+    changeLookups: new client.Counter({
+      name: 'event_reporter_change_lookups_total',
+      help: 'Questions to the Source Server about what changed an Application, by result (ok, error, too_large)',
+      labelNames: ['result'] as const,
+      registers,
+    }),
+    changeLookupSeconds: new client.Histogram({
+      name: 'event_reporter_change_lookup_seconds',
+      help: 'Time the Source Server took to say what changed an Application (failures included)',
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     }),
   };

@@ -9,13 +9,26 @@
  * cache, and a digest per kind is sent, from which the control plane removes what was deleted
  * while nobody owned it. Digests are also sent every DIGEST_INTERVAL_SECONDS, after every list and
  * after a watch resumed from an error.
+ *
+ * With a Source Server (SOURCE_SERVER_URL), each owned Application's report carries what changed
+ * it (changes.ts). When the Application's state moved in a way the answer depends on, its report
+ * is held back while the lookup runs (at most `changeHoldMs`), so that it goes out once, with the
+ * change; a lookup that fails or takes longer lets it go without, and the report is sent again
+ * once the change arrives.
  */
 import { createServer, type Server } from 'node:http';
 import type { Logger } from 'pino';
-import { objectKeyString, type Digest, type Heartbeat } from '../../protocol/events.ts';
+import {
+  objectKeyString,
+  type ApplicationSummary,
+  type Digest,
+  type Heartbeat,
+  type UpsertItem,
+} from '../../protocol/events.ts';
 import { REPORTED_KIND_NAMES, REPORTED_KINDS, type ReportedKind } from '../../protocol/kinds.ts';
 import { closeServer, listen } from '../common/service.ts';
 import type { EventReporterConfig } from './config.ts';
+import { ChangeLookups, type Attached } from './changes.ts';
 import { Sender, type PendingDigests } from './delivery.ts';
 import { deleteItem, metaOf, prepare, upsertItem, type CachedItem, type PreparedItem } from './items.ts';
 import { LeaseKeeper } from './leases.ts';
@@ -34,6 +47,10 @@ export interface ReporterOptions {
   log: Logger;
   /** Delay between tries while a kind's CRD is missing (default 30 s). */
   absentRetryMs?: number;
+  /** Longest an Application's report waits for its change from the Source Server (default 5 s). */
+  changeHoldMs?: number;
+  /** Bytes of JSON of Source Server answers kept (default 16 MiB). */
+  changeCacheBytes?: number;
 }
 
 const kindOf = (key: string): ReportedKind => key.slice(0, key.indexOf('/')) as ReportedKind;
@@ -63,6 +80,10 @@ export class EventReporter implements WatchSink<ReportedKind> {
   private digestTimer: NodeJS.Timeout | undefined;
   private ownedCache: { at: number; counts: Partial<Record<ReportedKind, number>> } | undefined;
   private closing = false;
+  /** With a Source Server: what changed each owned Application. */
+  private readonly changes: ChangeLookups | undefined;
+  /** Applications whose report waits for its change, with the timer that lets it go without. */
+  private readonly held = new Map<string, NodeJS.Timeout>();
 
   constructor(o: ReporterOptions) {
     this.o = o;
@@ -98,6 +119,17 @@ export class EventReporter implements WatchSink<ReportedKind> {
           ...(o.absentRetryMs !== undefined ? { absentRetryMs: o.absentRetryMs } : {}),
         }),
     );
+    if (o.config.sourceServerUrl)
+      this.changes = new ChangeLookups({
+        sourceServerUrl: o.config.sourceServerUrl,
+        concurrency: o.config.sourceServerConcurrency,
+        timeoutMs: o.config.sourceServerTimeoutSeconds * 1000,
+        retryMaxMs: o.config.retryMaxSeconds * 1000,
+        maxBytes: o.changeCacheBytes ?? 16 * 1024 * 1024,
+        log: o.log.child({ part: 'changes' }),
+        metrics: this.metrics,
+        settled: (key) => void this.changeSettled(key),
+      });
     this.sender = new Sender({
       controlPlaneUrl: o.config.controlPlaneUrl,
       token: o.config.token,
@@ -156,6 +188,14 @@ export class EventReporter implements WatchSink<ReportedKind> {
     const deadline = Date.now() + this.o.config.shutdownGraceSeconds * 1000;
     clearInterval(this.digestTimer);
     await Promise.all(this.watchers.map((w) => w.stop()));
+    // Held reports go out as they are: the queue is what is delivered before the handover.
+    this.changes?.close();
+    for (const [key, timer] of this.held) {
+      clearTimeout(timer);
+      const item = sendable(this.caches.get(kindOf(key))?.get(key));
+      if (item && this.owns(key)) this.queue.put(key, item);
+    }
+    this.held.clear();
     await this.leases.resign();
     const left = this.queue.size;
     const flushed = await this.sender.drain(Math.max(0, deadline - Date.now() - 500));
@@ -186,9 +226,12 @@ export class EventReporter implements WatchSink<ReportedKind> {
     const raw = upsertItem(kind, obj);
     if (!raw) return true;
     const key = objectKeyString(raw);
+    const owned = this.owns(key);
+    const hold = owned && this.attachChange(kind, key, raw) === 'pending';
     const item = prepare(raw);
-    if (this.owns(key) && !this.offer(kind, key, item)) return false;
+    if (owned && !hold && !this.offer(kind, key, item)) return false;
     this.caches.get(kind)!.set(key, item);
+    if (hold) this.hold(key);
     return true;
   }
 
@@ -199,6 +242,9 @@ export class EventReporter implements WatchSink<ReportedKind> {
     if (this.owns(key) && !this.offer(kind, key, prepare(deleteItem(kind, meta, meta.resourceVersion)))) return false;
     this.caches.get(kind)!.delete(key);
     this.takeover.delete(key);
+    this.changes?.forget(key);
+    clearTimeout(this.held.get(key));
+    this.held.delete(key);
     return true;
   }
 
@@ -206,14 +252,17 @@ export class EventReporter implements WatchSink<ReportedKind> {
     const old = this.caches.get(kind)!;
     const fresh = new Map<string, CachedItem>();
     const changed: string[] = [];
+    const holding: string[] = [];
     const observedAt = new Date();
     for (const obj of items) {
       const raw = upsertItem(kind, obj, observedAt);
       if (!raw) continue;
       const key = objectKeyString(raw);
-      const item = prepare(raw);
       const before = old.get(key);
-      if (before?.resourceVersion !== item.resourceVersion) changed.push(key);
+      const moved = before?.resourceVersion !== raw.resourceVersion;
+      if (moved && this.owns(key) && this.attachChange(kind, key, raw) === 'pending') holding.push(key);
+      else if (moved) changed.push(key);
+      const item = prepare(raw);
       // An unchanged object whose state the control plane has stays as little as it was.
       fresh.set(key, before?.resourceVersion === item.resourceVersion && before.json === undefined ? before : item);
     }
@@ -223,12 +272,20 @@ export class EventReporter implements WatchSink<ReportedKind> {
     this.listed.add(kind);
     this.metrics.relists.inc({ kind });
     this.log.info(
-      { kind, objects: fresh.size, changed: changed.length, deleted: deleted.length, resourceVersion },
+      {
+        kind,
+        objects: fresh.size,
+        changed: changed.length + holding.length,
+        deleted: deleted.length,
+        resourceVersion,
+      },
       'listed',
     );
     this.requestDigest(kind);
+    for (const key of holding) this.hold(key);
     for (const [key, prev] of deleted) {
       this.takeover.delete(key);
+      this.changes?.forget(key);
       await this.offerWhenRoom(key, () => prepare(deleteItem(kind, prev, resourceVersion)));
     }
     for (const key of changed) await this.offerWhenRoom(key, () => sendable(this.caches.get(kind)!.get(key)));
@@ -290,6 +347,12 @@ export class EventReporter implements WatchSink<ReportedKind> {
     this.metrics.membershipChanges.inc();
     const dropped = this.queue.drop((key) => !this.owns(key));
     for (const key of [...this.takeover]) if (!this.owns(key)) this.takeover.delete(key);
+    this.changes?.retain((key) => this.owns(key));
+    for (const [key, timer] of this.held)
+      if (!this.owns(key)) {
+        clearTimeout(timer);
+        this.held.delete(key);
+      }
     let gained = 0;
     for (const cache of this.caches.values()) {
       for (const key of cache.keys()) {
@@ -313,8 +376,86 @@ export class EventReporter implements WatchSink<ReportedKind> {
       const kind = kindOf(key);
       const cached = this.caches.get(kind)?.get(key);
       if (cached && cached.json === undefined && this.owns(key)) await this.readFromApiServer(kind, key, cached);
+      if (this.changes && kind === 'Application' && this.owns(key)) {
+        const attached = this.reattachChange(kind, key);
+        if (attached === 'pending') {
+          this.hold(key);
+          continue;
+        }
+      }
       await this.offerWhenRoom(key, () => sendable(this.caches.get(kind)?.get(key)));
     }
+  }
+
+  // --- changes (Source Server) ---
+
+  /** Attaches what changed an owned Application to its item ('attached' for every other kind). */
+  private attachChange(kind: ReportedKind, key: string, item: UpsertItem): Attached {
+    if (!this.changes || kind !== 'Application') return 'attached';
+    return this.changes.attach(key, item);
+  }
+
+  /**
+   * The cached item of an Application built again with what is known now of its change (the
+   * cache's JSON may predate it: an item built while another replica owned the object, or sent
+   * before the answer came). Undefined when nothing is cached; 'attached' also when nothing changed.
+   */
+  private reattachChange(kind: ReportedKind, key: string): Attached | undefined {
+    return this.rebuildWithChange(kind, key)?.attached;
+  }
+
+  private rebuildWithChange(kind: ReportedKind, key: string): { attached: Attached; changed: boolean } | undefined {
+    const cache = this.caches.get(kind)!;
+    const cached = cache.get(key);
+    if (cached?.json === undefined) return undefined;
+    const item = JSON.parse(cached.json) as UpsertItem;
+    const before = item.change === undefined ? undefined : JSON.stringify(item.change);
+    delete item.change;
+    delete (item.summary as ApplicationSummary).changeRevision;
+    const attached = this.attachChange(kind, key, item);
+    const after = item.change === undefined ? undefined : JSON.stringify(item.change);
+    if (before === after) return { attached, changed: false };
+    cache.set(key, prepare(item));
+    return { attached, changed: true };
+  }
+
+  /** Holds an owned Application's report back until its change is known or `changeHoldMs` passed. */
+  private hold(key: string): void {
+    if (this.held.has(key) || this.closing) return;
+    const timer = setTimeout(() => {
+      this.held.delete(key);
+      void this.offerWhenRoom(key, () => sendable(this.caches.get(kindOf(key))?.get(key)));
+    }, this.o.changeHoldMs ?? 5_000);
+    timer.unref();
+    this.held.set(key, timer);
+  }
+
+  /**
+   * A lookup for an Application's current state ended: its report goes out with the change (or
+   * without, when the lookup failed and the report was held); a report sent before without it is
+   * sent again.
+   */
+  private async changeSettled(key: string): Promise<void> {
+    const wasHeld = this.held.has(key);
+    clearTimeout(this.held.get(key));
+    this.held.delete(key);
+    if (this.closing) return;
+    if (!this.owns(key)) {
+      this.changes?.forget(key);
+      return;
+    }
+    const kind = kindOf(key);
+    const cached = this.caches.get(kind)?.get(key);
+    if (!cached) return;
+    if (cached.json === undefined) await this.readFromApiServer(kind, key, cached);
+    const rebuilt = this.rebuildWithChange(kind, key);
+    if (!rebuilt) return;
+    if (rebuilt.attached === 'pending') {
+      this.hold(key);
+      return;
+    }
+    if (wasHeld || rebuilt.changed || cached.json === undefined)
+      await this.offerWhenRoom(key, () => sendable(this.caches.get(kind)?.get(key)));
   }
 
   /**

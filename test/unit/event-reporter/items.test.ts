@@ -39,10 +39,39 @@ void t.test('Application summary: sync, health, revision, operation, conditions,
     healthStatus: 'Degraded',
     revision: 'a1b2c3',
     operationPhase: 'Failed',
+    operationMessage: 'one or more objects failed to apply',
     conditions: [{ type: 'SyncError', message: 'boom' }],
     destination: { server: 'https://kubernetes.default.svc', namespace: 'guestbook' },
     source: { repoURL: 'https://git.example/apps.git', path: 'guestbook', targetRevision: 'HEAD' },
   });
+  const operation = (status: Record<string, unknown>, op?: Record<string, unknown>) =>
+    summarize('Application', { ...application, ...(op ? { operation: op } : {}), status });
+  t.match(
+    operation({
+      sync: { status: 'Synced', revision: 'b2' },
+      operationState: {
+        phase: 'Succeeded',
+        message: 'successfully synced (all tasks run)',
+        startedAt: '2026-01-01T00:00:00Z',
+        finishedAt: '2026-01-01T00:00:09Z',
+        operation: { sync: { revision: 'HEAD' } },
+        syncResult: { revision: 'b2' },
+      },
+    }),
+    {
+      operationPhase: 'Succeeded',
+      operationRevision: 'b2',
+      operationStartedAt: '2026-01-01T00:00:00Z',
+      operationFinishedAt: '2026-01-01T00:00:09Z',
+      operationMessage: 'successfully synced (all tasks run)',
+    },
+    'a finished sync: the revision it synced, when it ran, its message',
+  );
+  t.match(
+    operation({ sync: { status: 'OutOfSync', revision: 'b2' } }, { sync: { revision: 'c3' } }),
+    { operationRevision: 'c3' },
+    'a sync asked for but without a result yet: the revision it was asked for',
+  );
   t.same(
     summarize('Application', {
       spec: { sources: [{ repoURL: 'https://charts.example', chart: 'redis', targetRevision: '1.2.3' }] },

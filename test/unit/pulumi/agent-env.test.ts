@@ -13,8 +13,16 @@ import t, { type Test } from 'tap';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { IConfigMap, IContainer, ISecret, IVolume } from 'kubernetes-models/v1';
 import { catalog } from '../../../runtime/catalog.ts';
-import { CREDENTIALS_SECRET, RUNTIME_NAMESPACE, VERSIONS_CONFIGMAP } from '../../../runtime/component/agents.ts';
-import { WEBHOOK_EVENT_SOURCE_URL } from '../../../runtime/component/argo-releases.ts';
+import {
+  CREDENTIALS_SECRET,
+  GIT_CACHE_DIR,
+  RUNTIME_NAMESPACE,
+  SOURCE_SERVER_URL,
+  VERSIONS_CONFIGMAP,
+} from '../../../runtime/component/agents.ts';
+import { sourceServerPassword } from '../../../runtime/component/source-server-account.ts';
+import { loadSourceServerConfig } from '../../../runtime/agents/source-server/config.ts';
+import { ARGOCD_SERVER_URL, WEBHOOK_EVENT_SOURCE_URL } from '../../../runtime/component/argo-releases.ts';
 import { loadAppProxyConfig } from '../../../runtime/agents/app-proxy/config.ts';
 import { loadEventReporterConfig } from '../../../runtime/agents/event-reporter/config.ts';
 import { loadRouterConfig } from '../../../runtime/agents/request-router/config.ts';
@@ -156,6 +164,7 @@ t.test('app-proxy starts with the tenant id, the public key and the runtime vers
   );
   t.equal(config.kubeconfigFile, undefined, 'acts with the pod service account');
   t.equal(config.port, probePort(t, container), 'serves on the port the probes and the Service call');
+  t.equal(config.sourceServerUrl, SOURCE_SERVER_URL, 'diffs are asked of the Source Server Service');
   t.ok(
     configMaps.some((c) => c.metadata?.name === VERSIONS_CONFIGMAP),
     `runtime info comes from the ${VERSIONS_CONFIGMAP} ConfigMap`,
@@ -174,10 +183,37 @@ t.test(
     t.equal(config.queueLimit, 1000, 'queue limit as the program sets it');
     t.equal(config.kubeconfig, undefined, 'acts with the pod service account');
     t.equal(config.port, probePort(t, container), 'serves /metrics and health on the port the probes call');
+    t.equal(config.sourceServerUrl, SOURCE_SERVER_URL, 'changes are asked of the Source Server Service');
     t.equal(
       env.NODE_OPTIONS,
       '--max-semi-space-size=1 --max-old-space-size=384',
       "Node runs with the reporter's V8 flags (small young generation, old generation under the container limit)",
     );
+  },
+);
+
+t.test(
+  'source-server starts with Argo CD’s address, its account’s password and its Git cache on the probed port',
+  async (t) => {
+    const { env, container } = pod('source-server');
+    const config = loadSourceServerConfig(env);
+    t.equal(
+      config.argoCdServerUrl.replace(/\/+$/, ''),
+      new URL(ARGOCD_SERVER_URL).toString().replace(/\/+$/, ''),
+      'reads the Argo CD API server',
+    );
+    t.equal(config.argoCdUsername, 'source-server', 'as the source-server account');
+    t.equal(
+      config.argoCdPassword(),
+      sourceServerPassword(runtimeToken),
+      'with the password derived from the runtime token',
+    );
+    t.equal(config.gitCacheDir, GIT_CACHE_DIR, 'keeps its clones in the Git cache');
+    t.ok(
+      container.volumeMounts?.some((m) => m.mountPath === GIT_CACHE_DIR && !m.readOnly),
+      'the Git cache is a writable mount',
+    );
+    t.equal(config.kubeconfig, undefined, 'reads repository credentials with the pod service account');
+    t.equal(config.port, probePort(t, container), 'serves on the port the probes and the Service call');
   },
 );

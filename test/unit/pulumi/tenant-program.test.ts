@@ -2,6 +2,7 @@
  * The tenant program for every plan and every catalog version: what it registers, where, with
  * which values; every plain object valid against the Kubernetes schemas.
  */
+import { agentsAt } from '../../../runtime/component/agents.ts';
 import t from 'tap';
 import { catalog } from '../../../runtime/catalog.ts';
 import { PLANS, PLAN_NAMES } from '../../../tenants/plans.ts';
@@ -201,12 +202,13 @@ for (const planName of PLAN_NAMES) {
 
       t.test('agents run restricted with their own service accounts and pinned image', async (t) => {
         const deployments = r.ofType('kubernetes:apps/v1:Deployment').map((d) => inputsOf<IDeployment>(d));
-        t.same(deployments.map((d) => d.metadata?.name).sort(), [
-          'app-proxy',
-          'event-reporter',
-          'request-router',
-          'tunnel-client',
-        ]);
+        t.same(
+          deployments.map((d) => d.metadata?.name).sort(),
+          agentsAt(version.version)
+            .map((a) => a.name)
+            .sort(),
+          'one Deployment per agent of the version (the Source Server from 1.7.0)',
+        );
         for (const d of deployments) {
           const pod = d.spec!.template.spec!;
           const c = pod.containers[0]!;

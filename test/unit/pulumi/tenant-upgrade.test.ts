@@ -4,6 +4,7 @@
  */
 import t from 'tap';
 import { catalog } from '../../../runtime/catalog.ts';
+import { agentsAt } from '../../../runtime/component/agents.ts';
 import type { ComponentPins } from '../../../runtime/versions.ts';
 import { createTenantProgram } from '../../../tenants/program.ts';
 import type { VclusterValues } from '../../../tenants/vcluster-values.ts';
@@ -16,11 +17,21 @@ const run = (runtimeVersion: string, suspended = false) =>
     tenantConfig({ runtimeVersion, suspended }),
   );
 
-function changed(a: Registered[], b: Registered[]): string[] {
+/** Resources whose inputs changed; resources added must be those of the agents `added` (agentsAt). */
+function changed(a: Registered[], b: Registered[], added: readonly string[] = []): string[] {
   const before = new Map(a.map((r) => [r.name, JSON.stringify(r.inputs)]));
   const after = new Map(b.map((r) => [r.name, JSON.stringify(r.inputs)]));
-  t.same([...before.keys()].sort(), [...after.keys()].sort(), 'same resources before and after');
-  return [...after.keys()].filter((n) => before.get(n) !== after.get(n)).sort();
+  const isAdded = (n: string) => added.some((agent) => n.includes(`-runtime-${agent}-`));
+  t.same(
+    [...before.keys()].sort(),
+    [...after.keys()].filter((n) => before.has(n) || !isAdded(n)).sort(),
+    'same resources before and after, besides those of the agents the version adds',
+  );
+  t.ok(
+    [...after.keys()].filter((n) => !before.has(n)).every(isAdded),
+    `only resources of the added agents (${added.join(', ') || 'none'}) are new`,
+  );
+  return [...after.keys()].filter((n) => before.has(n) && before.get(n) !== after.get(n)).sort();
 }
 
 const suffixFor: Record<keyof ComponentPins, string[]> = {
@@ -50,7 +61,13 @@ for (let i = 1; i < versions.length; i++) {
     );
     const expected = new Set(diffPins.flatMap((k) => suffixFor[k]));
     expected.add('-runtime-versions'); // the versions ConfigMap always records the new version
-    const got = changed(a.resources, b.resources).map((n) =>
+    const had = new Set(agentsAt(from.version).map((x) => x.name));
+    const added = agentsAt(to.version)
+      .map((x) => x.name)
+      .filter((n) => !had.has(n));
+    // The Source Server comes with Argo CD's account for it (source-server-account.ts).
+    if (added.includes('source-server')) expected.add('-runtime-argo-cd');
+    const got = changed(a.resources, b.resources, added).map((n) =>
       n.replace(/^tenant-[0-9a-f-]+?(?=-(runtime|vcluster|ns)\b)/, ''),
     );
     t.same(got, [...expected].sort(), `pins changed: ${diffPins.join(', ')}`);

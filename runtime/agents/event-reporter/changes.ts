@@ -1,0 +1,251 @@
+/**
+ * What changed each Application this replica reports, from the runtime's Source Server
+ * (`GET {SOURCE_SERVER_URL}/v1/applications/:namespace/:name/change?revision=R`, sources.ts).
+ *
+ * A lookup is made only when what the answer depends on moved: the Application's repoURL, path,
+ * targetRevision, synced revision (`status.sync.revision`; none asked while the sync status is
+ * Unknown) and the message of its ComparisonError. Every other update of the Application (health,
+ * operation progress) gets the last answer attached as it is. The answers are kept per
+ * Application, least recently used first out once they hold more than `maxBytes` of JSON; an
+ * Application deleted or owned by another replica is forgotten.
+ *
+ * Lookups run at most `concurrency` at a time, each within `timeoutMs`. A failed one is retried
+ * with exponential backoff (full jitter, capped at `retryMaxMs`) for as long as the Application
+ * stays as it was; `settled` tells the reporter each time a lookup for the Application's current
+ * state ended, so that it sends the Application (again) with what it has. An answer larger than
+ * MAX_CHANGE_BYTES is never attached (logged and counted): the Application is reported without it.
+ */
+import type { Logger } from 'pino';
+import type { ApplicationSummary, UpsertItem } from '../../protocol/events.ts';
+import { MAX_CHANGE_BYTES, SOURCE_SERVER_PATH_PREFIX, type ApplicationChange } from '../../protocol/sources.ts';
+import { backoffDelay } from '../common/backoff.ts';
+import type { ReporterMetrics } from './metrics.ts';
+
+export interface ChangeLookupOptions {
+  /** SOURCE_SERVER_URL, without a trailing slash. */
+  sourceServerUrl: string;
+  concurrency: number;
+  timeoutMs: number;
+  retryMaxMs: number;
+  /** Bytes of JSON of kept answers before the least recently used go. */
+  maxBytes: number;
+  log: Logger;
+  metrics: ReporterMetrics;
+  /** A lookup for the Application's current state ended (`ok`: an answer is now attached, or none will be). */
+  settled: (key: string, ok: boolean) => void;
+}
+
+/** Where a lookup stands for an Application whose state moved. */
+export type Attached = 'attached' | 'pending' | 'failing';
+
+interface Wanted {
+  /** What the answer depends on, as one string. */
+  key: string;
+  namespace: string;
+  name: string;
+  revision: string | undefined;
+}
+
+interface AppState {
+  wanted: Wanted;
+  /** The last answer and the state it was for; `change` undefined: answered, nothing to attach. */
+  known?: { key: string; change: ApplicationChange | undefined; bytes: number };
+  running: boolean;
+  queued: boolean;
+  /** Failed lookups for `wanted` in a row (0: none, or it succeeded). */
+  failures: number;
+  retry?: NodeJS.Timeout;
+}
+
+/** The lookup's inputs from an Application's summary (what its answer depends on). */
+export function wantedOf(namespace: string, name: string, s: ApplicationSummary): Wanted {
+  const revision = s.syncStatus === 'Unknown' || !s.revision ? undefined : s.revision;
+  const comparisonError = s.conditions?.find((c) => c.type === 'ComparisonError')?.message ?? '';
+  const src = s.source ?? {};
+  return {
+    key: JSON.stringify([src.repoURL ?? '', src.path ?? '', src.targetRevision ?? '', revision ?? '', comparisonError]),
+    namespace,
+    name,
+    revision,
+  };
+}
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The answer when it has the contract's shape (sources.ts), else undefined. */
+function asChange(v: unknown): ApplicationChange | undefined {
+  if (!isObj(v)) return undefined;
+  if (typeof v.revision !== 'string' || !Array.isArray(v.resources) || !Array.isArray(v.images)) return undefined;
+  if (typeof v.truncated !== 'boolean') return undefined;
+  if (v.changeRevision !== undefined && typeof v.changeRevision !== 'string') return undefined;
+  return v as unknown as ApplicationChange;
+}
+
+export class ChangeLookups {
+  private readonly o: ChangeLookupOptions;
+  /** By object key, least recently used first. */
+  private readonly apps = new Map<string, AppState>();
+  private readonly waiting: string[] = [];
+  private active = 0;
+  private keptBytes = 0;
+  private closed = false;
+
+  constructor(o: ChangeLookupOptions) {
+    this.o = o;
+  }
+
+  /**
+   * Attaches the last answer to an Application's item when it is for the item's state
+   * ('attached'); otherwise asks for one: 'pending' while the lookup runs for the first time,
+   * 'failing' while it is retried after a failure.
+   */
+  attach(key: string, item: UpsertItem): Attached {
+    const summary = item.summary as ApplicationSummary;
+    const wanted = wantedOf(item.namespace, item.name, summary);
+    let st = this.apps.get(key);
+    if (st) {
+      // Most recently used last.
+      this.apps.delete(key);
+      this.apps.set(key, st);
+    } else {
+      st = { wanted, running: false, queued: false, failures: 0 };
+      this.apps.set(key, st);
+    }
+    if (st.known?.key === wanted.key) {
+      const change = st.known.change;
+      if (change) {
+        item.change = change;
+        if (change.changeRevision !== undefined) summary.changeRevision = change.changeRevision;
+      }
+      return 'attached';
+    }
+    if (st.wanted.key !== wanted.key) {
+      st.wanted = wanted;
+      st.failures = 0;
+      clearTimeout(st.retry);
+      st.retry = undefined;
+    }
+    if (st.failures > 0) return 'failing';
+    this.enqueue(key, st);
+    return 'pending';
+  }
+
+  /** The Application was deleted or is owned by another replica now. */
+  forget(key: string): void {
+    const st = this.apps.get(key);
+    if (!st) return;
+    clearTimeout(st.retry);
+    this.keptBytes -= st.known?.bytes ?? 0;
+    this.apps.delete(key);
+  }
+
+  /** Forgets every Application `keep` refuses (ownership moved). */
+  retain(keep: (key: string) => boolean): void {
+    for (const key of [...this.apps.keys()]) if (!keep(key)) this.forget(key);
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const st of this.apps.values()) clearTimeout(st.retry);
+  }
+
+  get size(): number {
+    return this.apps.size;
+  }
+
+  private enqueue(key: string, st: AppState): void {
+    if (st.queued || st.running || st.retry !== undefined || this.closed) return;
+    st.queued = true;
+    this.waiting.push(key);
+    this.pump();
+  }
+
+  private pump(): void {
+    while (this.active < this.o.concurrency && this.waiting.length > 0 && !this.closed) {
+      const key = this.waiting.shift()!;
+      const st = this.apps.get(key);
+      if (!st?.queued) continue;
+      st.queued = false;
+      st.running = true;
+      this.active++;
+      void this.lookup(key, st).finally(() => {
+        st.running = false;
+        this.active--;
+        this.pump();
+      });
+    }
+  }
+
+  private async lookup(key: string, st: AppState): Promise<void> {
+    const asked = st.wanted;
+    const { metrics, log } = this.o;
+    const url =
+      `${this.o.sourceServerUrl}${SOURCE_SERVER_PATH_PREFIX}/${encodeURIComponent(asked.namespace)}/` +
+      `${encodeURIComponent(asked.name)}/change` +
+      (asked.revision !== undefined ? `?${new URLSearchParams({ revision: asked.revision }).toString()}` : '');
+    const started = performance.now();
+    let outcome: { change: ApplicationChange | undefined; bytes: number } | { error: string };
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(this.o.timeoutMs) });
+      const text = await res.text();
+      if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${text.slice(0, 200)}`);
+      const change = asChange(JSON.parse(text));
+      if (!change) throw new Error('the answer is not an ApplicationChange');
+      const bytes = Buffer.byteLength(JSON.stringify(change));
+      if (bytes > MAX_CHANGE_BYTES) {
+        metrics.changeLookups.inc({ result: 'too_large' });
+        log.warn(
+          { application: `${asked.namespace}/${asked.name}`, bytes, limit: MAX_CHANGE_BYTES },
+          "the Source Server's change is larger than a report may carry; the Application is reported without it",
+        );
+        outcome = { change: undefined, bytes: 0 };
+      } else {
+        metrics.changeLookups.inc({ result: 'ok' });
+        outcome = { change, bytes };
+      }
+    } catch (err) {
+      metrics.changeLookups.inc({ result: 'error' });
+      outcome = { error: err instanceof Error ? err.message : String(err) };
+    } finally {
+      metrics.changeLookupSeconds.observe((performance.now() - started) / 1000);
+    }
+    if (this.closed || this.apps.get(key) !== st) return;
+    if (st.wanted.key !== asked.key) {
+      // The Application moved while this ran: the answer is for a state it no longer has.
+      this.enqueue(key, st);
+      return;
+    }
+    if ('error' in outcome) {
+      st.failures++;
+      const delay = backoffDelay(st.failures - 1, { initialMs: 1000, maxMs: this.o.retryMaxMs, factor: 2 });
+      if (st.failures === 1)
+        log.warn(
+          { application: `${asked.namespace}/${asked.name}`, err: outcome.error, retryInMs: delay },
+          'could not ask the Source Server what changed the Application; reporting it without, retrying',
+        );
+      st.retry = setTimeout(() => {
+        st.retry = undefined;
+        if (this.apps.get(key) === st) this.enqueue(key, st);
+      }, delay);
+      st.retry.unref();
+      if (st.failures === 1) this.o.settled(key, false);
+      return;
+    }
+    this.keptBytes += outcome.bytes - (st.known?.bytes ?? 0);
+    st.known = { key: asked.key, change: outcome.change, bytes: outcome.bytes };
+    st.failures = 0;
+    this.evict(key);
+    this.o.settled(key, true);
+  }
+
+  /** Drops the least recently used answers (not `keep`'s) while the kept ones are over the bound. */
+  private evict(keep: string): void {
+    if (this.keptBytes <= this.o.maxBytes) return;
+    for (const [key, st] of this.apps) {
+      if (this.keptBytes <= this.o.maxBytes) break;
+      if (key === keep || !st.known) continue;
+      this.keptBytes -= st.known.bytes;
+      st.known = undefined;
+    }
+  }
+}

@@ -1,0 +1,579 @@
+/**
+ * The runtime's Source Server (runtime/agents/source-server), as the event reporter and the
+ * app-proxy call it over HTTP on loopback, against:
+ *  - a real Git server over HTTP with credentials (sandbox/git-server.ts: git's own smart-HTTP
+ *    backend, HTTP Basic) holding a monorepo with apps/a and apps/b, pushed to as a developer does;
+ *  - the repository credentials in Argo CD's repository Secrets on a real kube-apiserver (a
+ *    `repo-creds` template for the Git server and a `repository` Secret with a wrong password for
+ *    a second repository), read by the Source Server's own credential source. Without the
+ *    toolchain (HRT_TOOLCHAIN_BIN) the same Secrets are handed to the same matching code directly
+ *    (said in a TAP comment; with CI=true that fails);
+ *  - ArgoCdApiDouble (TEST DOUBLE, below): Argo CD's API server as the Source Server uses it.
+ *    The e2e tier runs the real Argo CD (test/e2e), so the manifests here come from the double.
+ *
+ * What is checked: a commit to apps/a gives A that commit as change revision (with its author and
+ * message) and leaves B's where it was; an image-only commit names the image before → after and
+ * exactly one field; a commit Argo CD cannot render comes back with Argo CD's message (200 on
+ * /change, 422 on /diff); a wrong Git password is a clear 502 and no password is logged; Argo CD
+ * or Git down is a 503 with Retry-After; a multi-source Application is unsupported; bad input is
+ * a 400 naming the field; a session Argo CD forgot is renewed by one login.
+ */
+import t from 'tap';
+import { execFile } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { promisify } from 'node:util';
+import { pino } from 'pino';
+import { parseAllDocuments } from 'yaml';
+import { startGitServer } from '../../../sandbox/git-server.ts';
+import { missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
+import { agentKubeTransport } from '../../../runtime/agents/common/kube.ts';
+import { buildSourceServer } from '../../../runtime/agents/source-server/app.ts';
+import { ArgoCdClient } from '../../../runtime/agents/source-server/argocd.ts';
+import { SourceService } from '../../../runtime/agents/source-server/change.ts';
+import {
+  argoCdRepoCredentials,
+  matchCredentials,
+  parseRepoSecrets,
+  SECRET_TYPE_LABEL,
+} from '../../../runtime/agents/source-server/credentials.ts';
+import { type CredentialSource, GitMirrors } from '../../../runtime/agents/source-server/git.ts';
+import type { ApplicationChange, ApplicationDiff } from '../../../runtime/protocol/sources.ts';
+
+const run = promisify(execFile);
+const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
+const missing = missingKubeToolchain(toolchainBin);
+
+const GIT_USER = 'deployer';
+const GIT_PASSWORD = 'git-pw-5d1f0c9e7b';
+const WRONG_GIT_PASSWORD = 'wrong-pw-83a6e2f1';
+const ARGO_PASSWORD = 'argo-pw-c47e9a1d20';
+
+const ALICE = { name: 'Alice Example', email: 'alice@example.test' };
+const BOB = { name: 'Bob Example', email: 'bob@example.test' };
+
+const deploymentYaml = (replicas: number, image: string): string => `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: a-web
+  namespace: team-a
+spec:
+  replicas: ${replicas}
+  selector:
+    matchLabels: { app: a-web }
+  template:
+    metadata:
+      labels: { app: a-web }
+    spec:
+      containers:
+        - name: web
+          image: ${image}
+          ports:
+            - name: http
+              containerPort: 8080
+        - name: metrics
+          image: registry.example.test/exporter:2.0
+`;
+const configMapYaml = (level: string): string => `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: b-config
+  namespace: team-b
+data:
+  LOG_LEVEL: ${level}
+`;
+
+type Json = Record<string, unknown>;
+
+interface DoubleApp {
+  repo: string;
+  path?: string;
+  targetRevision?: string;
+  multiSource?: boolean;
+}
+
+/**
+ * TEST DOUBLE of Argo CD's API server (the e2e tier runs the real one): the session login of a
+ * local account, and for the Applications it is given: the Application, the manifests at a
+ * revision (the YAML files under the source path, read from the Git server's bare repository at
+ * that revision and answered as JSON texts, as Argo CD's repo-server answers for a directory
+ * source; YAML that does not parse is Argo CD's manifest generation error: HTTP 500 with its
+ * grpc-gateway error body), a revision's metadata (from git), and the managed resources (target
+ * state at the head of the branch, live state as the test sets it). Unknown Applications are
+ * 403 "permission denied", as Argo CD answers them.
+ */
+async function startArgoCdApiDouble(opts: { gitRoot: string; apps: Record<string, DoubleApp> }) {
+  const tokens = new Set<string>();
+  const live = new Map<string, Json>();
+  let logins = 0;
+  const bare = (repo: string) => join(opts.gitRoot, `${repo}.git`);
+  const git = async (repo: string, ...args: string[]) =>
+    (await run('git', ['--git-dir', bare(repo), ...args], { timeout: 30_000 })).stdout;
+  const resolve = async (repo: string, rev: string) => (await git(repo, 'rev-parse', `${rev}^{commit}`)).trim();
+  const manifests = async (app: DoubleApp, revision: string): Promise<string[]> => {
+    const sha = await resolve(app.repo, revision);
+    const files = (await git(app.repo, 'ls-tree', '-r', '--name-only', sha, '--', app.path ?? '.'))
+      .split('\n')
+      .filter((f) => /\.ya?ml$/.test(f));
+    const out: string[] = [];
+    for (const file of files) {
+      const text = await git(app.repo, 'show', `${sha}:${file}`);
+      for (const doc of parseAllDocuments(text)) {
+        if (doc.errors.length > 0)
+          throw new Error(
+            `rpc error: code = Unknown desc = Manifest generation error (cached): failed to unmarshal ${file}: ${doc.errors[0]!.message.split('\n')[0]}`,
+          );
+        const obj: unknown = doc.toJS();
+        if (obj) out.push(JSON.stringify(obj));
+      }
+    }
+    return out;
+  };
+  const send = (res: http.ServerResponse, status: number, body: unknown) =>
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  const grpcError = (res: http.ServerResponse, status: number, code: number, message: string) =>
+    send(res, status, { error: message, code, message });
+
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      void (async () => {
+        const url = new URL(req.url ?? '/', 'http://argocd.invalid');
+        if (req.method === 'POST' && url.pathname === '/api/v1/session') {
+          const body = JSON.parse(Buffer.concat(chunks).toString() || '{}') as { username?: string; password?: string };
+          if (body.username !== 'source-server' || body.password !== ARGO_PASSWORD)
+            return grpcError(res, 401, 16, 'Invalid username or password');
+          logins++;
+          const token = `session-${logins}`;
+          tokens.add(token);
+          return send(res, 200, { token });
+        }
+        const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+        if (bearer === undefined || !tokens.has(bearer))
+          return grpcError(res, 401, 16, 'invalid session: token is expired');
+        const m = /^\/api\/v1\/applications\/([^/]+)(\/.*)?$/.exec(url.pathname);
+        const name = m ? decodeURIComponent(m[1]!) : '';
+        const app = opts.apps[name];
+        if (!m || !app || url.searchParams.get('appNamespace') !== 'argocd')
+          return grpcError(res, 403, 7, 'permission denied');
+        const repoURL = `${gitUrl}/${app.repo}.git`;
+        const rest = m[2] ?? '';
+        try {
+          if (rest === '') {
+            const source = { repoURL, path: app.path, targetRevision: app.targetRevision ?? 'main' };
+            return send(res, 200, {
+              metadata: { name, namespace: 'argocd', uid: `uid-${name}` },
+              spec: app.multiSource
+                ? { sources: [source, { ...source, path: 'apps/b' }], destination: { namespace: 'x' } }
+                : { source, destination: { namespace: 'x' } },
+              status: { sync: { status: 'Synced', revision: await resolve(app.repo, 'main') } },
+            });
+          }
+          if (rest === '/manifests') {
+            const revision = url.searchParams.get('revision') ?? 'main';
+            try {
+              return send(res, 200, {
+                manifests: await manifests(app, revision),
+                revision: await resolve(app.repo, revision),
+              });
+            } catch (err) {
+              return grpcError(res, 500, 2, (err as Error).message);
+            }
+          }
+          const meta = /^\/revisions\/([^/]+)\/metadata$/.exec(rest);
+          if (meta) {
+            const [author, date, message] = (
+              await git(app.repo, 'show', '-s', '--format=%an <%ae>%x00%aI%x00%B', decodeURIComponent(meta[1]!))
+            ).split('\u0000');
+            return send(res, 200, { author, date, message: message!.trim(), tags: [] });
+          }
+          if (rest === '/managed-resources') {
+            const items = (await manifests(app, 'main')).map((text) => {
+              const obj = JSON.parse(text) as {
+                apiVersion: string;
+                kind: string;
+                metadata: { name: string; namespace: string };
+              };
+              const key = `${obj.kind}/${obj.metadata.namespace}/${obj.metadata.name}`;
+              const state = live.get(key);
+              return {
+                group: obj.apiVersion.includes('/') ? obj.apiVersion.split('/')[0] : '',
+                kind: obj.kind,
+                namespace: obj.metadata.namespace,
+                name: obj.metadata.name,
+                targetState: text,
+                normalizedLiveState: state ? JSON.stringify(state) : 'null',
+                modified: state === undefined || JSON.stringify(state) !== text,
+              };
+            });
+            return send(res, 200, { items });
+          }
+          return grpcError(res, 404, 5, 'not found');
+        } catch (err) {
+          return grpcError(res, 500, 2, (err as Error).message);
+        }
+      })();
+    });
+  });
+  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    get logins() {
+      return logins;
+    },
+    /** Argo CD forgets every session (as after a restart with a new signing key). */
+    forgetSessions: () => tokens.clear(),
+    setLive: (key: string, obj: Json) => live.set(key, obj),
+    stop: () =>
+      new Promise<void>((ok) => {
+        server.closeAllConnections();
+        server.close(() => ok());
+      }),
+  };
+}
+
+let gitUrl = '';
+
+t.setTimeout(240_000);
+if (missing && process.env.CI === 'true') t.fail(`a real kube-apiserver is needed and CI=true: ${missing}`);
+
+const dir = await mkdtemp(join(tmpdir(), 'hrt-source-server-'));
+t.teardown(() => rm(dir, { recursive: true, force: true }));
+const gitRoot = join(dir, 'git');
+const gitServer = await startGitServer(gitRoot, '127.0.0.1', {
+  credentials: { username: GIT_USER, password: GIT_PASSWORD },
+});
+let gitStopped = false;
+t.teardown(() => (gitStopped ? undefined : gitServer.stop()));
+gitUrl = gitServer.url;
+const monorepo = await gitServer.repository('monorepo');
+const other = await gitServer.repository('other');
+await other.commit({ 'apps/o/cm.yaml': configMapYaml('info') }, 'other: first');
+
+const c1 = await monorepo.commit(
+  {
+    'apps/a/deploy.yaml': deploymentYaml(2, 'registry.example.test/web:1.0'),
+    'apps/b/config.yaml': configMapYaml('info'),
+  },
+  'apps a and b',
+  { author: ALICE },
+);
+
+const argo = await startArgoCdApiDouble({
+  gitRoot,
+  apps: {
+    a: { repo: 'monorepo', path: 'apps/a' },
+    b: { repo: 'monorepo', path: './apps/b/' },
+    multi: { repo: 'monorepo', path: 'apps/a', multiSource: true },
+    o: { repo: 'other', path: 'apps/o' },
+  },
+});
+t.teardown(() => argo.stop());
+
+// Argo CD's repository Secrets: a credential template for the whole Git server, and the second
+// repository's own Secret with a wrong password (the exact match wins over the template).
+const secret = (name: string, type: string, url: string, password: string) => ({
+  apiVersion: 'v1',
+  kind: 'Secret',
+  metadata: { name, namespace: 'argocd', labels: { [SECRET_TYPE_LABEL]: type } },
+  data: Object.fromEntries(
+    Object.entries({ url, username: GIT_USER, password }).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+  ),
+});
+const secrets = [
+  secret('git-server-creds', 'repo-creds', `${gitServer.url}/`, GIT_PASSWORD),
+  secret('repo-other', 'repository', other.url, WRONG_GIT_PASSWORD),
+];
+let credentials: CredentialSource;
+if (missing) {
+  t.comment(`repository Secrets handed to the credential matching directly: ${missing}`);
+  const parsed = parseRepoSecrets({ items: secrets });
+  credentials = async (url) => matchCredentials(parsed, url);
+} else {
+  const { plane, kubectl } = await startCustomerCluster(t, toolchainBin!, join(dir, 'kube'));
+  const file = join(dir, 'secrets.json');
+  await writeFile(
+    file,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'argocd' } }, ...secrets],
+    }),
+  );
+  const applied = await kubectl(['apply', '-f', file]);
+  if (applied.code !== 0) throw new Error(`precondition: kubectl apply: ${applied.output}`);
+  credentials = argoCdRepoCredentials(agentKubeTransport(plane.kubeconfigFile), 'argocd');
+}
+
+// Every log line of the Source Server, to look for passwords in.
+const logLines: string[] = [];
+const logger = pino(
+  { level: 'debug' },
+  new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logLines.push(chunk.toString());
+      done();
+    },
+  }),
+);
+
+async function startSourceServer(argoCdUrl: string) {
+  const service = new SourceService({
+    argo: new ArgoCdClient({
+      serverUrl: argoCdUrl,
+      username: 'source-server',
+      password: () => ARGO_PASSWORD,
+      timeoutMs: 10_000,
+    }),
+    git: new GitMirrors({
+      dir: join(dir, `mirrors-${Math.random().toString(36).slice(2)}`),
+      credentials,
+      timeoutMs: 60_000,
+      refreshSeconds: 0,
+    }),
+    cacheMaxBytes: 8 * 1024 * 1024,
+    log: logger,
+  });
+  const app = await buildSourceServer({ service, logger });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  t.teardown(() => app.close());
+  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  return async <T = Json>(path: string): Promise<{ status: number; body: T; headers: Headers }> => {
+    const res = await fetch(`${base}${path}`);
+    return { status: res.status, body: (await res.json()) as T, headers: res.headers };
+  };
+}
+
+const get = await startSourceServer(argo.url);
+const change = async (app: string, revision?: string) => {
+  const r = await get<ApplicationChange>(
+    `/v1/applications/argocd/${app}/change${revision ? `?revision=${revision}` : ''}`,
+  );
+  if (r.status !== 200) throw new Error(`GET change of ${app}: HTTP ${r.status}: ${JSON.stringify(r.body)}`);
+  return r.body;
+};
+
+t.test('the first commit: both applications changed there, every resource added', async (t) => {
+  const a = await change('a');
+  t.equal(a.revision, c1, 'computed at the head of main (the targetRevision)');
+  t.equal(a.changeRevision, c1, "A's change revision is the first commit");
+  t.notOk('previousChangeRevision' in a, 'no previous change revision');
+  t.same(
+    a.resources.map((r) => [r.kind, r.name, r.action]),
+    [['Deployment', 'a-web', 'added']],
+    'its Deployment, added',
+  );
+  t.same(
+    a.images.map((i) => [i.container, i.before, i.after]),
+    [
+      ['web', undefined, 'registry.example.test/web:1.0'],
+      ['metrics', undefined, 'registry.example.test/exporter:2.0'],
+    ],
+    'both images added',
+  );
+  const b = await change('b');
+  t.equal(b.changeRevision, c1, "B's change revision is the first commit (path './apps/b/' as Argo CD allows it)");
+});
+
+let c2 = '';
+t.test('a commit to apps/a moves A’s change revision only, with its author and message', async (t) => {
+  c2 = await monorepo.commit(
+    { 'apps/a/deploy.yaml': deploymentYaml(3, 'registry.example.test/web:1.0') },
+    'scale a to 3',
+    {
+      author: BOB,
+    },
+  );
+  const a = await change('a', c2);
+  t.equal(a.changeRevision, c2, "A's change revision is the new commit");
+  t.equal(a.previousChangeRevision, c1, 'the one before it is the first commit');
+  t.match(
+    a.commit,
+    { revision: c2, author: 'Bob Example <bob@example.test>', message: 'scale a to 3' },
+    'its author and message',
+  );
+  t.same(
+    a.resources.map((r) => [r.kind, r.name, r.action, r.fields]),
+    [['Deployment', 'a-web', 'modified', ['spec.replicas']]],
+    'one field of one resource changed: spec.replicas',
+  );
+  t.same(a.images, [], 'no image moved');
+  const b = await change('b', c2);
+  t.equal(b.revision, c2, 'B is asked at the new head of the branch');
+  t.equal(b.changeRevision, c1, "B's change revision stays the first commit");
+  t.match(
+    b.commit,
+    { author: 'Alice Example <alice@example.test>', message: 'apps a and b' },
+    "B's commit is still Alice's",
+  );
+});
+
+let c3 = '';
+t.test('an image-only commit: the image before → after and exactly one field', async (t) => {
+  c3 = await monorepo.commit({ 'apps/a/deploy.yaml': deploymentYaml(3, 'registry.example.test/web:1.1') }, 'web 1.1', {
+    author: BOB,
+  });
+  const a = await change('a', c3);
+  t.equal(a.changeRevision, c3, 'the image commit is the change revision');
+  t.same(a.resources.length, 1, 'one resource changed');
+  t.same(
+    a.resources[0]!.fields,
+    ['spec.template.spec.containers[name=web].image'],
+    'exactly the web container’s image',
+  );
+  t.same(
+    a.images,
+    [
+      {
+        resource: 'Deployment/team-a/a-web',
+        container: 'web',
+        before: 'registry.example.test/web:1.0',
+        after: 'registry.example.test/web:1.1',
+      },
+    ],
+    'web moved from 1.0 to 1.1; the metrics image is not listed',
+  );
+  t.equal((await change('b', c3)).changeRevision, c1, "B's change revision is still the first commit");
+
+  const diff = await get<ApplicationDiff>(`/v1/applications/argocd/a/diff?revision=${c3}`);
+  t.equal(diff.status, 200, 'the commit diff answers 200');
+  t.equal(diff.body.base, c2, 'against the change revision before it');
+  t.same(diff.body.resources[0]?.fields, ['spec.template.spec.containers[name=web].image'], 'the one field');
+  const containers = (r: Json | null) =>
+    ((r?.spec as Json).template as { spec: { containers: Array<{ image: string }> } }).spec.containers[0]!.image;
+  t.equal(
+    containers(diff.body.resources[0]!.before),
+    'registry.example.test/web:1.0',
+    'before: the whole object at 1.0',
+  );
+  t.equal(containers(diff.body.resources[0]!.after), 'registry.example.test/web:1.1', 'after: the whole object at 1.1');
+
+  const untouched = await get<ApplicationDiff>(`/v1/applications/argocd/b/diff?revision=${c3}`);
+  t.same(untouched.body.resources, [], 'the same commit changed nothing of B');
+});
+
+t.test('Git against the cluster, from Argo CD’s managed resources', async (t) => {
+  const target = JSON.parse(
+    JSON.stringify(parseAllDocuments(deploymentYaml(3, 'registry.example.test/web:1.1'))[0]!.toJS()),
+  ) as { spec: { template: { spec: { containers: Array<{ image: string }> } } }; status?: Json };
+  target.spec.template.spec.containers[0]!.image = 'registry.example.test/web:1.0';
+  target.status = { readyReplicas: 3 };
+  argo.setLive('Deployment/team-a/a-web', target);
+  const diff = await get<ApplicationDiff>('/v1/applications/argocd/a/diff');
+  t.equal(diff.status, 200, 'answers 200');
+  t.equal(diff.body.base, 'live', 'base: the cluster');
+  t.same(
+    diff.body.resources.map((r) => [r.name, r.action, r.fields]),
+    [['a-web', 'modified', ['spec.template.spec.containers[name=web].image']]],
+    'the live image differs from Git; status is not a difference',
+  );
+});
+
+t.test('a commit Argo CD cannot render: its message, on /change and /diff', async (t) => {
+  const broken = await monorepo.commit({ 'apps/a/deploy.yaml': 'apiVersion: apps/v1\nkind: [unclosed\n' }, 'break a', {
+    author: ALICE,
+  });
+  const a = await change('a', broken);
+  t.equal(a.changeRevision, broken, 'the broken commit is the change revision');
+  t.match(a.error, /Manifest generation error/, "error is Argo CD's message");
+  t.match(
+    a.commit,
+    { author: 'Alice Example <alice@example.test>', message: 'break a' },
+    'the commit is still described',
+  );
+  const diff = await get<{ error: { code: string; message: string } }>(
+    `/v1/applications/argocd/a/diff?revision=${broken}`,
+  );
+  t.equal(diff.status, 422, '/diff answers 422');
+  t.equal(diff.body.error.code, 'MANIFEST_GENERATION_FAILED', 'naming the failure');
+  t.match(diff.body.error.message, /Manifest generation error/, "with Argo CD's message");
+});
+
+t.test('multi-source and unknown Applications', async (t) => {
+  const m = await change('multi');
+  t.equal(m.unsupported, 'multi-source', 'a multi-source Application is unsupported');
+  t.notOk(m.changeRevision, 'and has no change revision');
+  const d = await get<{ error: { code: string } }>(`/v1/applications/argocd/multi/diff?revision=${c3}`);
+  t.equal(d.status, 409, 'its commit diff is 409');
+  t.equal(d.body.error.code, 'UNSUPPORTED_SOURCE', 'UNSUPPORTED_SOURCE');
+  const none = await get<{ error: { code: string; message: string } }>('/v1/applications/argocd/nope/change');
+  t.equal(none.status, 404, 'an Application Argo CD does not know is 404');
+  t.equal(none.body.error.code, 'APPLICATION_NOT_FOUND', 'APPLICATION_NOT_FOUND');
+  t.match(none.body.error.message, /argocd\/nope/, 'naming it');
+});
+
+t.test('bad input is a 400 naming the field', async (t) => {
+  for (const [path, field] of [
+    ['/v1/applications/Bad_NS/a/change', 'namespace'],
+    ['/v1/applications/argocd/a%20b/change', 'name'],
+    ['/v1/applications/argocd/a/change?revision=--upload-pack%3Dtouch%20x', 'revision'],
+    ['/v1/applications/argocd/a/diff?revision=main..HEAD', 'revision'],
+    ['/v1/applications/argocd/a/change?rev=main', 'rev'],
+  ] as const) {
+    const r = await get<{ error: { code: string; field: string; requestId: string } }>(path);
+    t.equal(r.status, 400, `${path}: 400`);
+    t.match(r.body.error, { code: 'VALIDATION_FAILED', field }, `${path}: names '${field}'`);
+    t.ok(r.body.error.requestId, `${path}: carries the request id`);
+  }
+  const unknown = await get<{ error: { code: string; field: string } }>(
+    `/v1/applications/argocd/a/change?revision=${'0'.repeat(40)}`,
+  );
+  t.equal(unknown.status, 404, 'a commit the repository does not have: 404');
+  t.match(unknown.body.error, { code: 'REVISION_NOT_FOUND', field: 'revision' }, 'REVISION_NOT_FOUND');
+});
+
+t.test('a session Argo CD forgot is renewed by one login', async (t) => {
+  const before = argo.logins;
+  argo.forgetSessions();
+  t.equal((await change('b', c3)).changeRevision, c1, 'the request succeeds');
+  t.equal(argo.logins, before + 1, 'after exactly one new login');
+});
+
+t.test('a wrong Git password: a clear 502, and no password in the log', async (t) => {
+  const r = await get<{ error: { code: string; message: string } }>('/v1/applications/argocd/o/change');
+  t.equal(r.status, 502, '502');
+  t.equal(r.body.error.code, 'GIT_AUTHENTICATION_FAILED', 'GIT_AUTHENTICATION_FAILED');
+  t.match(r.body.error.message, /refused the credentials/, 'says the Git server refused the credentials');
+  t.match(r.body.error.message, /other\.git/, 'names the repository');
+  t.notOk(r.body.error.message.includes(WRONG_GIT_PASSWORD), 'the answer does not carry the password');
+  const log = logLines.join('');
+  t.ok(log.includes('refused the credentials'), 'the refusal is logged');
+  for (const [what, pw] of [
+    ['wrong Git', WRONG_GIT_PASSWORD],
+    ['Git', GIT_PASSWORD],
+    ['Argo CD', ARGO_PASSWORD],
+  ] as const)
+    t.notOk(log.includes(pw), `the ${what} password is in no log line`);
+});
+
+t.test('Argo CD down: 503 with Retry-After', async (t) => {
+  const closed = http.createServer();
+  await new Promise<void>((ok) => closed.listen(0, '127.0.0.1', ok));
+  const port = (closed.address() as AddressInfo).port;
+  await new Promise<void>((ok) => closed.close(() => ok()));
+  const down = await startSourceServer(`http://127.0.0.1:${port}`);
+  for (const route of ['change', 'diff'])
+    await t.test(route, async (t) => {
+      const r = await down<{ error: { code: string; message: string } }>(`/v1/applications/argocd/a/${route}`);
+      t.equal(r.status, 503, '503');
+      t.equal(r.body.error.code, 'ARGOCD_UNAVAILABLE', 'ARGOCD_UNAVAILABLE');
+      t.ok(Number(r.headers.get('retry-after')) > 0, 'with Retry-After');
+    });
+});
+
+t.test('the Git server down: 503 with Retry-After', async (t) => {
+  await gitServer.stop();
+  gitStopped = true;
+  const r = await get<{ error: { code: string } }>('/v1/applications/argocd/a/change');
+  t.equal(r.status, 503, '503 (the branch head cannot be fetched)');
+  t.equal(r.body.error.code, 'GIT_UNAVAILABLE', 'GIT_UNAVAILABLE');
+  t.ok(Number(r.headers.get('retry-after')) > 0, 'with Retry-After');
+  const cached = await get<ApplicationChange>(`/v1/applications/argocd/b/change?revision=${c3}`);
+  t.equal(cached.status, 200, 'a commit the mirror holds is still answered');
+  t.equal(cached.body.changeRevision, c1, 'from the mirror');
+});
