@@ -20,6 +20,7 @@ import { runtimePodsUnavailable } from './runtime-pods.ts';
 import { startGitServer } from './git-server.ts';
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { existsSync } from 'node:fs';
+import { catalog } from '../runtime/catalog.ts';
 
 const ORGANIZATION = process.env.SANDBOX_ORGANIZATION || 'demo';
 const READY_TIMEOUT_MS = 10 * 60_000;
@@ -120,7 +121,14 @@ async function main(): Promise<void> {
   const signup = await fetch(`${url}/v1/signup`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'idempotency-key': `sandbox-${randomUUID()}` },
-    body: JSON.stringify({ organization: ORGANIZATION, email: `ops@${ORGANIZATION}.example`, plan: 'team' }),
+    // The newest runtime version (the `latest` channel, where the newest capabilities are: 1.7.0's
+    // Source Server gives the demo Application its history); SANDBOX_RUNTIME_VERSION picks another.
+    body: JSON.stringify({
+      organization: ORGANIZATION,
+      email: `ops@${ORGANIZATION}.example`,
+      plan: 'team',
+      runtimeVersion: process.env.SANDBOX_RUNTIME_VERSION || catalog.defaultVersion('latest'),
+    }),
   });
   const answer = (await signup.json()) as { tenant?: TenantAnswer; apiKey?: string };
   if (signup.status !== 202 || !answer.tenant)
@@ -167,6 +175,9 @@ async function main(): Promise<void> {
     ...(demo
       ? [
           `  ${cli} apps act ${id} application argocd demo sync   # the tenant's Argo CD syncs ${demo.repo} through the tunnel`,
+          `  ${cli} apps history ${id} argocd/demo   # what changed demo, in which commit, by whom, and the sync's result`,
+          `  ${cli} apps diff ${id} argocd/demo   # Git against the cluster, from the runtime's Source Server through the tunnel`,
+          `  (console: Applications → demo shows the same timeline and a side-by-side diff)`,
         ]
       : []),
     `  ${cli} clusters list`,
@@ -177,7 +188,7 @@ async function main(): Promise<void> {
       ? [
           "What runs here: the root cluster's control plane (kube-apiserver, etcd, controller-manager,",
           "scheduler) with KWOK nodes; the tenant's real vcluster; and its runtime's pods as processes",
-          '(sandbox/runtime-pods.ts): the tunnel client, request router, app-proxy and event reporter,',
+          '(sandbox/runtime-pods.ts): the tunnel client, request router, app-proxy, event reporter and Source Server,',
           "Argo CD's application controller, repo-server and API server, Redis. Its tunnel is connected, its reporter",
           `reports, and its Argo CD compares Application demo with ${demo.repo} (a Git server this sandbox`,
           "serves). Argo CD answers at the tenant's argoCdUrl (tenants get shows it). Pods of other images",

@@ -19,7 +19,7 @@ import { CustomObjectsApi } from '@kubernetes/client-node';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { kube } from './harness/kube.ts';
 import { until } from '../../sandbox/processes.ts';
-import { startGitServer } from '../../sandbox/git-server.ts';
+import { startGitServer, type GitRepository, type GitServer } from '../../sandbox/git-server.ts';
 import { catalog, compareVersions } from '../../runtime/catalog.ts';
 
 /** The newest runtime version: the Source Server is in it. */
@@ -133,48 +133,55 @@ await provisioningSuite(
       );
     });
 
-    const git = await startGitServer(join(e2e.dir, 'git-history'), runner.gateway, {
-      credentials: { username: 'platform', password: `pw-${tenantId.slice(0, 8)}` },
-    });
-    t.teardown(() => git.stop());
-    const repo = await git.repository('monorepo');
-    const c0 = await repo.commit(
-      {
-        'apps/a/deployment.yaml': deployment('nginx:1.25.0'),
-        'apps/a/config.yaml': configMap('a-config', 'info'),
-        'apps/b/config.yaml': configMap('b-config', 'info'),
-      },
-      'apps a and b',
-      { author: { name: 'Grace Hopper', email: 'grace@example.test' } },
-    );
+    let git: GitServer | undefined;
+    let repo!: GitRepository;
+    let c0 = '';
+    t.teardown(() => git?.stop());
+    await t.test('a monorepo on a Git server with credentials, and Applications A and B from it', async (t) => {
+      const server = await startGitServer(join(e2e.dir, 'git-history'), runner.gateway, {
+        credentials: { username: 'platform', password: `pw-${tenantId.slice(0, 8)}` },
+      });
+      git = server;
+      repo = await server.repository('monorepo');
+      c0 = await repo.commit(
+        {
+          'apps/a/deployment.yaml': deployment('nginx:1.25.0'),
+          'apps/a/config.yaml': configMap('a-config', 'info'),
+          'apps/b/config.yaml': configMap('b-config', 'info'),
+        },
+        'apps a and b',
+        { author: { name: 'Grace Hopper', email: 'grace@example.test' } },
+      );
 
-    const vc = kube(await e2e.tenantKubeconfig(tenantId));
-    await vc.core.createNamespacedSecret({
-      namespace: 'argocd',
-      body: {
-        metadata: { name: 'monorepo', labels: { 'argocd.argoproj.io/secret-type': 'repository' } },
-        stringData: { type: 'git', url: repo.url, username: 'platform', password: `pw-${tenantId.slice(0, 8)}` },
-      },
-    });
-    const objects = vc.kc.makeApiClient(CustomObjectsApi);
-    for (const app of ['a', 'b'])
-      await objects.createNamespacedCustomObject({
-        group: 'argoproj.io',
-        version: 'v1alpha1',
+      const vc = kube(await e2e.tenantKubeconfig(tenantId));
+      await vc.core.createNamespacedSecret({
         namespace: 'argocd',
-        plural: 'applications',
         body: {
-          apiVersion: 'argoproj.io/v1alpha1',
-          kind: 'Application',
-          metadata: { name: app, namespace: 'argocd' },
-          spec: {
-            project: 'default',
-            source: { repoURL: repo.url, path: `apps/${app}`, targetRevision: 'main' },
-            destination: { server: 'https://kubernetes.default.svc', namespace: `app-${app}` },
-            syncPolicy: { automated: {}, syncOptions: ['CreateNamespace=true'] },
-          },
+          metadata: { name: 'monorepo', labels: { 'argocd.argoproj.io/secret-type': 'repository' } },
+          stringData: { type: 'git', url: repo.url, username: 'platform', password: `pw-${tenantId.slice(0, 8)}` },
         },
       });
+      const objects = vc.kc.makeApiClient(CustomObjectsApi);
+      for (const app of ['a', 'b'])
+        await objects.createNamespacedCustomObject({
+          group: 'argoproj.io',
+          version: 'v1alpha1',
+          namespace: 'argocd',
+          plural: 'applications',
+          body: {
+            apiVersion: 'argoproj.io/v1alpha1',
+            kind: 'Application',
+            metadata: { name: app, namespace: 'argocd' },
+            spec: {
+              project: 'default',
+              source: { repoURL: repo.url, path: `apps/${app}`, targetRevision: 'main' },
+              destination: { server: 'https://kubernetes.default.svc', namespace: `app-${app}` },
+              syncPolicy: { automated: {}, syncOptions: ['CreateNamespace=true'] },
+            },
+          },
+        });
+      t.ok(c0, 'the first commit is pushed over HTTP with the credentials');
+    });
 
     await t.test('the first deployment of each application is in its history', async (t) => {
       for (const app of ['a', 'b']) {
@@ -183,7 +190,7 @@ await provisioningSuite(
         t.equal(e.author, 'Grace Hopper', `${app}: the commit's author, from Argo CD's revision metadata`);
         t.equal(e.message?.trim(), 'apps a and b', `${app}: the commit's message`);
       }
-      t.ok(git.refused > 0, 'the Git server asked for credentials (anonymous requests were refused)');
+      t.ok((git?.refused ?? 0) > 0, 'the Git server asked for credentials (anonymous requests were refused)');
     });
 
     await t.test('a commit to A’s path: a new entry for A, and B’s change revision stays', async (t) => {

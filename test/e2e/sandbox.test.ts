@@ -2,8 +2,9 @@
  * The local sandbox end to end (`npm run sandbox` = scripts/sandbox.sh): started as a user starts
  * it, in its own process group, it prints the console URL with an operator key; the demo tenant
  * becomes Ready through the API; as root, its runtime runs (RuntimeConnected, the demo Application
- * reported, the printed sync line synced by the tenant's Argo CD, a fleet upgrade whose tunnel and
- * Applications gates pass); the console answers; the hybrid
+ * reported, the printed sync line synced by the tenant's Argo CD, the printed history line showing
+ * that sync's change with its commit, the printed diff line answering through the tunnel); the
+ * console answers; the hybrid
  * registration line it prints writes
  * an install manifest; SIGINT to its process group (what Ctrl-C in a terminal sends) stops every
  * process it started and closes every port they listened on.
@@ -19,7 +20,6 @@ import { descendants, until } from '../../sandbox/processes.ts';
 import { REPO_ROOT } from '../../sandbox/provisioner-process.ts';
 import { acquireRunLock, provisioningUnavailable } from './harness/environment.ts';
 import { PROVISION_TIMEOUT } from './harness/suite.ts';
-import { catalog } from '../../runtime/catalog.ts';
 
 /** Inodes of the TCP sockets in LISTEN state, with their ports (IPv4 and IPv6). */
 function listeningSockets(): Map<string, number> {
@@ -215,54 +215,25 @@ t.test('npm run sandbox: a demo tenant Ready, the console answers, Ctrl-C leaves
       });
       t.ok(synced, "the tenant's Argo CD synced demo through the tunnel, and the API shows it Synced");
     }
-    // A fleet upgrade of the demo tenant to the next version, its tunnel and Applications gates on.
-    const call = async <T>(method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${console.url}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${console.key}`,
-          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    // The printed history line, after that sync: the demo's change revision, with its commit and
+    // the sync's result, from the runtime's Source Server through the event reporter.
+    const historyLine = /^ {2}(\S+) (apps history \S+ argocd\/demo)/m.exec(output);
+    t.ok(historyLine, 'the sandbox prints an apps history line for the demo Application');
+    if (historyLine) {
+      const shown = await until('the printed history line to show the synced change', 180_000, async () => {
+        const ran = await runPrinted(historyLine[1]!, historyLine[2]!.split(/\s+/), REPO_ROOT);
+        return ran.code === 0 && /succeeded/.test(ran.out) ? ran : undefined;
       });
-      return { status: res.status, body: (await res.json()) as T };
-    };
-    const from = (tenant as { status: { runtimeVersion?: string } }).status.runtimeVersion ?? '';
-    const target = catalog.versions
-      .map((v) => v.version)
-      .find(
-        (v) => catalog.upgradePath(from, v).allowed && catalog.upgradePath(from, v).path.length === 1 && v !== from,
-      );
-    t.ok(target, `the catalog has a next version after ${from}`);
-    if (target) {
-      const created = await call<{ fleetUpgrade?: { id: string } }>('POST', '/v1/fleet-upgrades', {
-        targetVersion: target,
-        selector: { tenantIds: [console.tenantId] },
-        waves: [{ count: 1 }],
-        soakSeconds: 0,
-        gateTimeoutSeconds: 600,
-        failureBudget: { maxFailures: 0 },
-        gate: { tunnel: true, applications: true },
-      });
-      t.equal(created.status, 201, `a fleet upgrade ${from} → ${target} with its gates on starts`);
-      const id = created.body.fleetUpgrade?.id ?? '';
-      const done = await until(
-        `fleet upgrade ${id} to end`,
-        PROVISION_TIMEOUT,
-        async () => {
-          const f = await call<{ state: string; tenants?: Array<{ state: string; reason: string | null }> }>(
-            'GET',
-            `/v1/fleet-upgrades/${id}`,
-          );
-          return ['completed', 'halted', 'aborted'].includes(f.body.state) ? f.body : undefined;
-        },
-        2000,
-      );
-      t.equal(done.state, 'completed', 'the fleet upgrade completed');
+      t.match(shown.out, /demo: a ConfigMap/, "the history names the commit's message");
+    }
+    const diffLine = /^ {2}(\S+) (apps diff \S+ argocd\/demo)/m.exec(output);
+    t.ok(diffLine, 'the sandbox prints an apps diff line for the demo Application');
+    if (diffLine) {
+      const ran = await runPrinted(diffLine[1]!, diffLine[2]!.split(/\s+/), REPO_ROOT);
       t.equal(
-        done.tenants?.[0]?.state,
-        'succeeded',
-        `the demo tenant passed its tunnel and Applications gates (${done.tenants?.[0]?.reason ?? ''})`,
+        ran.code,
+        0,
+        `the printed diff line exits 0 (through the tunnel)${ran.code === 0 ? '' : `: ${ran.out.slice(-800)}`}`,
       );
     }
   } else {
