@@ -40,6 +40,8 @@ import { createKey } from '../provisioner/store/keys.ts';
 import { createTestApi, startReplica } from '../test/helpers/api.ts';
 import { applicationStatus, sampleApplication, startArgoApiServer } from '../test/e2e/harness/argo.ts';
 import { freePort, startProcess, until } from '../sandbox/processes.ts';
+import type { ApplicationChange } from '../runtime/protocol/sources.ts';
+import { upsertItem } from '../runtime/agents/event-reporter/items.ts';
 
 const OBJECTS = Number(process.env.BENCH_OBJECTS ?? 10_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 1);
@@ -49,6 +51,8 @@ const NS = 'argocd';
 const REPLAY = process.env.BENCH_REPORTER_REPLAY !== '0';
 const APISERVER = process.env.BENCH_REPORTER_APISERVER !== '0';
 const REPLAY_RATE = Number(process.env.BENCH_REPLAY_RATE ?? 500);
+/** BENCH_REPORTER_SOURCE_SERVER=0 skips the replay with a Source Server stand-in. */
+const SOURCE_SERVER = process.env.BENCH_REPORTER_SOURCE_SERVER !== '0';
 /** The reporter to run: another checkout's main.ts compares two versions in the same conditions. */
 const REPORTER_ENTRY = process.env.BENCH_REPORTER_ENTRY ?? join(ROOT, 'runtime/agents/event-reporter/main.ts');
 
@@ -121,6 +125,67 @@ async function startStandIn() {
   };
 }
 
+/**
+ * A loopback stand-in for the runtime's Source Server (not the Source Server: that one asks Argo
+ * CD and Git): answers `/change` at once with a change of the usual shape and size (the commit's
+ * metadata, one Deployment's image moved), so that the reporter's own cost of looking changes up
+ * and sending them is what the replay measures.
+ */
+async function startSourceServerStandIn() {
+  let requests = 0;
+  const changeOf = (name: string, revision: string): ApplicationChange => ({
+    revision,
+    changeRevision: revision,
+    previousChangeRevision: 'p'.padEnd(40, '0'),
+    commit: {
+      revision,
+      author: 'Ada Lovelace <ada@example.test>',
+      date: '2026-11-28T12:00:00Z',
+      message: `${name}: move web to the next release\n\nWith a body, as commit messages have one.`,
+      tags: [],
+    },
+    resources: [
+      {
+        group: 'apps',
+        kind: 'Deployment',
+        namespace: 'default',
+        name: 'web',
+        action: 'modified',
+        fields: ['spec.template.spec.containers[name=web].image'],
+      },
+    ],
+    images: [
+      {
+        resource: 'Deployment/default/web',
+        container: 'web',
+        before: `registry.example.test/${name}:1.0.0`,
+        after: `registry.example.test/${name}:1.1.0`,
+      },
+    ],
+    truncated: false,
+  });
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const m = /^\/v1\/applications\/([^/]+)\/([^/]+)\/change$/.exec(url.pathname);
+    if (!m) {
+      res.writeHead(404).end();
+      return;
+    }
+    requests++;
+    const body = JSON.stringify(changeOf(decodeURIComponent(m[2]!), url.searchParams.get('revision') ?? 'head'));
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
+  });
+  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    get requests() {
+      return requests;
+    },
+    changeOf,
+    close: () => new Promise<void>((ok) => server.close(() => ok())),
+  };
+}
+
 const teardowns: (() => unknown)[] = [];
 const t = { teardown: (fn: () => unknown) => void teardowns.push(fn) };
 const load = () =>
@@ -158,7 +223,12 @@ try {
   };
 
   /** Starts a reporter process (resolves when ready) with its own health port. */
-  const startReporter = async (name: string, kubeconfig: string, token: string) => {
+  const startReporter = async (
+    name: string,
+    kubeconfig: string,
+    token: string,
+    extraEnv: Record<string, string> = {},
+  ) => {
     const port = await freePort();
     const reporter = startProcess(
       `event-reporter-${name}`,
@@ -179,6 +249,7 @@ try {
           LOG_LEVEL: 'warn',
           // e.g. --max-old-space-size=128: a heap bounded as a container's memory limit bounds it.
           ...(process.env.BENCH_REPORTER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_REPORTER_NODE_OPTIONS } : {}),
+          ...extraEnv,
         },
       },
     );
@@ -324,6 +395,53 @@ try {
       `the replay reporter owns ${await ownedBy(port)} Applications; RSS ${usage(reporter.pid).rssMiB.toFixed(0)} MiB (target < 150 MiB)`,
     );
     await reporter.stop(5000);
+
+    if (SOURCE_SERVER) {
+      // The same replay with a Source Server: every state has a new revision, so every event is an
+      // application change the reporter looks up (the worst case: each event a new commit).
+      const sources = await startSourceServerStandIn();
+      teardowns.push(() => sources.close());
+      const rt2 = await runtimeTenant();
+      const withSources = await startReporter('replay-sources', kubeconfig, rt2.token, {
+        SOURCE_SERVER_URL: sources.url,
+      });
+      console.log(
+        '\nREPLAYED WATCH WITH A SOURCE SERVER (a loopback stand-in answering /change, not the Source Server): ' +
+          'every event a new revision, so a change lookup each',
+      );
+      const idle2 = await idleOf('reporter (replayed watch, Source Server)', withSources.reporter.pid);
+      header('events/s fed');
+      await measurePhase(
+        `create at ${REPLAY_RATE}/s, with changes`,
+        rt2.tenantId,
+        withSources.reporter.pid,
+        idle2,
+        0,
+        () => replay(0, REPLAY_RATE),
+      );
+      await measurePhase(
+        `update at ${REPLAY_RATE}/s, with changes`,
+        rt2.tenantId,
+        withSources.reporter.pid,
+        idle2,
+        1,
+        () => replay(1, REPLAY_RATE),
+      );
+      const { rows } = await api.db.pool.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM application_history WHERE tenant_id = $1',
+        [rt2.tenantId],
+      );
+      const plain = JSON.stringify(upsertItem('Application', state(1, 1)));
+      const changed = JSON.stringify({
+        ...upsertItem('Application', state(1, 1)),
+        change: sources.changeOf('app-1', 'r1'.padEnd(40, '0')),
+      });
+      console.log(
+        `Source Server lookups answered: ${sources.requests}; history entries stored: ${rows[0]!.n}; ` +
+          `report size per application item: ${plain.length} B without a change, ${changed.length} B with (${(changed.length / plain.length).toFixed(2)}×)`,
+      );
+      await withSources.reporter.stop(5000);
+    }
   }
 
   if (APISERVER) {

@@ -235,7 +235,12 @@ export class RuntimePods {
           kind: 'argocd',
           command: join(this.#o.argocdBin, 'argocd'),
           args: argv.slice(1),
-          env: { ARGOCD_BINARY_NAME: first },
+          // The image has the one binary on PATH as `argocd` too: the repo-server gives git
+          // credentials through it (GIT_ASKPASS=argocd, run as argocd-git-ask-pass).
+          env: {
+            ARGOCD_BINARY_NAME: first,
+            PATH: `${this.#o.argocdBin}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`,
+          },
           // The image's gpg-wrapper.sh is not on this machine: GnuPG commit verification is off.
           forcedEnv: { ARGOCD_GPG_ENABLED: 'false' },
           cwd: '/home/argocd',

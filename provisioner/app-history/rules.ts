@@ -11,9 +11,12 @@
  *   InvalidSpecError condition; else from Argo CD's operation when it ran at the change's revision
  *   (Running → running, Succeeded → succeeded with its times, Failed/Error → failed with its
  *   message); else `succeeded` when the Application is Synced at that revision; else `pending`.
- * - A result only moves forward: pending → running → succeeded or failed. A final result is never
- *   rewritten (a later report of the same change revision, a retry after a timeout, a reporter
- *   replaying its queue), and a report that says less (pending after running) changes nothing.
+ * - A result only moves forward: pending → running → succeeded or failed. A final result is not
+ *   rewritten by a report of the same sync (a retry after a timeout, a reporter replaying its
+ *   queue), and a report that says less (pending after running) changes nothing. The latest sync
+ *   of the change decides: a later operation (started after the recorded one: a retry, or the sync
+ *   that followed once a passing ComparisonError cleared) replaces the result, and a failure no
+ *   sync ran for (Argo CD could not compare) turns succeeded once Argo CD reports it synced.
  */
 import type { ApplicationSummary, UpsertItem } from '../../runtime/protocol/events.ts';
 import type { ApplicationChange } from '../../runtime/protocol/sources.ts';

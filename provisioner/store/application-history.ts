@@ -76,7 +76,8 @@ const COLUMNS = `id, namespace, name, change_revision, revision, previous_change
  * state (its resourceVersion is the stored one: an older report, refused by the upsert, writes
  * nothing; the same state sent again, now with its change, does). A new change revision inserts an
  * entry; a known one moves its result forward only (pending → running → succeeded or failed; a
- * final result stays) and fills commit metadata it lacked. `writes` holds each application once.
+ * final result stays until a later sync of the same change, or a success after a failure no sync
+ * ran for) and fills commit metadata it lacked. `writes` holds each application once.
  * Returns how many entries were inserted and how many were written in all.
  */
 export async function writeHistory(
@@ -111,8 +112,12 @@ export async function writeHistory(
              message = coalesce(h.message, excluded.message),
              updated_at = now(),
              seq = nextval('application_history_seq')
-           WHERE h.result IN ('pending', 'running')
-             AND NOT (h.result = 'running' AND excluded.result = 'pending')
+           WHERE ((h.result IN ('pending', 'running') AND NOT (h.result = 'running' AND excluded.result = 'pending'))
+                  -- a later sync of the same change (a retry, or a sync once a passing error cleared)
+               OR (excluded.result <> 'pending' AND excluded.started_at IS NOT NULL
+                   AND (h.started_at IS NULL OR excluded.started_at > h.started_at))
+                  -- Argo CD could not compare at first (no sync ran), and then found it synced
+               OR (h.result = 'failed' AND h.started_at IS NULL AND excluded.result = 'succeeded'))
              AND (excluded.result, excluded.result_message, coalesce(excluded.started_at, h.started_at),
                   coalesce(excluded.finished_at, h.finished_at), coalesce(h.author, excluded.author),
                   coalesce(h.date, excluded.date), coalesce(h.message, excluded.message))

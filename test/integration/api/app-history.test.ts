@@ -256,8 +256,39 @@ t.test('a commit Argo CD cannot render is a failed entry with its message', asyn
     [{ result: 'failed', resultMessage: 'Manifest generation error (cached): helm template failed' }],
     "the Source Server's error: failed with its message",
   );
+  await ingest(key, [report('unrendered', 43, { syncStatus: 'Unknown' }, change(sha('c2')))]);
+  t.equal(
+    (await history(tenant.tenantId, 'unrendered')).items[0]!.result,
+    'failed',
+    'a failure stays failed while nothing new happens (a report that says pending)',
+  );
   await ingest(key, [report('broken', 42, { syncStatus: 'Synced', revision: sha('c1') }, change(sha('c1')))]);
-  t.equal((await history(tenant.tenantId, 'broken')).items[0]!.result, 'failed', 'failed stays failed');
+  t.equal(
+    (await history(tenant.tenantId, 'broken')).items[0]!.result,
+    'succeeded',
+    'a ComparisonError that cleared (no sync had run): succeeded once Argo CD reports the application Synced at it',
+  );
+  const retried = new Date(Date.now() + 60_000).toISOString();
+  await ingest(key, [
+    report(
+      'unrendered',
+      44,
+      {
+        syncStatus: 'Synced',
+        revision: sha('c2'),
+        operationPhase: 'Succeeded',
+        operationRevision: sha('c2'),
+        operationStartedAt: retried,
+        operationFinishedAt: retried,
+      },
+      change(sha('c2')),
+    ),
+  ]);
+  t.match(
+    (await history(tenant.tenantId, 'unrendered')).items,
+    [{ result: 'succeeded', startedAt: retried }],
+    'a later sync of the same change decides its result',
+  );
 });
 
 t.test('a stale report touches no history; the same state sent again with its change does', async (t) => {
