@@ -21,6 +21,15 @@ shift 4
 
 mkdir -p /run/hrt-pod
 mount --bind "$pod" /run/hrt-pod
+# HRT_POD_BIN: a folder of programs the image has on its PATH (Argo CD's one binary, which its
+# repo-server also runs as git's askpass helper), bound at /run/hrt-pod/bin so that the pod's user
+# reaches it wherever the build lives.
+if [ -n "${HRT_POD_BIN:-}" ]; then
+  mkdir -p /run/hrt-pod/bin
+  mount --bind "$HRT_POD_BIN" /run/hrt-pod/bin
+  mount -o remount,bind,ro /run/hrt-pod/bin
+fi
+unset HRT_POD_BIN
 while IFS=$'\t' read -r rel dst mode; do
   [ -n "$rel" ] || continue
   src=/run/hrt-pod/$rel

@@ -236,10 +236,12 @@ export class RuntimePods {
           command: join(this.#o.argocdBin, 'argocd'),
           args: argv.slice(1),
           // The image has the one binary on PATH as `argocd` too: the repo-server gives git
-          // credentials through it (GIT_ASKPASS=argocd, run as argocd-git-ask-pass).
+          // credentials through it (GIT_ASKPASS=argocd, run as argocd-git-ask-pass). runtime-pod.sh
+          // binds the build at /run/hrt-pod/bin, where the pod's user can reach it.
           env: {
             ARGOCD_BINARY_NAME: first,
-            PATH: `${this.#o.argocdBin}:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`,
+            HRT_POD_BIN: this.#o.argocdBin,
+            PATH: `/run/hrt-pod/bin:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`,
           },
           // The image's gpg-wrapper.sh is not on this machine: GnuPG commit verification is off.
           forcedEnv: { ARGOCD_GPG_ENABLED: 'false' },

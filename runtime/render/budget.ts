@@ -5,7 +5,7 @@
  * per-plan table is `budgetTable()`'s output; the conformance check (test/unit/chart-conformance)
  * compares these sums with what the charts actually render.
  */
-import { RUNTIME_AGENTS } from '../component/agents.ts';
+import { agentsAt, RUNTIME_AGENTS } from '../component/agents.ts';
 import type { ContainerResources } from '../component/resources.ts';
 import type { Plan } from '../../tenants/plans.ts';
 import { bytes, formatCpu, formatMemory, milliCpu } from './quantity.ts';
@@ -31,8 +31,12 @@ export interface Totals {
   pods: number;
 }
 
-/** Every long-running container of a tenant's runtime on `plan`, and the install-time Job. */
-export function planBudget(plan: Plan): BudgetLine[] {
+/**
+ * Every long-running container of a tenant's runtime on `plan`, and the install-time Job: of a
+ * runtime at `version` (its agents, agentsAt), or without one of the largest any version installs
+ * (every agent: what the plan's quota must hold).
+ */
+export function planBudget(plan: Plan, version?: string): BudgetLine[] {
   const r = plan.runtime;
   const line = (release: string, container: string, resources: ContainerResources, replicas = 1): BudgetLine => ({
     release,
@@ -57,8 +61,9 @@ export function planBudget(plan: Plan): BudgetLine[] {
     line('argo-workflows', 'argo-workflows-server/argo-server', r.argoWorkflows.server),
     line('argo-rollouts', 'argo-rollouts/argo-rollouts', r.argoRollouts.controller, r.argoRollouts.replicas),
     line('argo-events', 'argo-events-controller-manager/controller-manager', r.argoEvents.controller),
-    // Every agent of the newest runtime version: the quota must hold a runtime of any version.
-    ...RUNTIME_AGENTS.map((a) => line('agents', `${a.name}/${a.name}`, r.agents[a.name], a.replicas)),
+    ...(version === undefined ? RUNTIME_AGENTS : agentsAt(version)).map((a) =>
+      line('agents', `${a.name}/${a.name}`, r.agents[a.name], a.replicas),
+    ),
   ];
 }
 

@@ -256,7 +256,7 @@ export function resourceProblems(r: RenderedRuntime): string[] {
     missing('vcluster', 'CoreDNS (deployed by the syncer)', coreDns, 'values controlPlane.coredns.deployment');
     add(amounts(coreDns), 1);
   }
-  const table = totals(planBudget(plan));
+  const table = totals(planBudget(plan, r.version));
   for (const f of TOTAL_FIELDS) {
     if (sum[f.key] !== table[f.key]) {
       problems.push(

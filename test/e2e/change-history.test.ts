@@ -109,9 +109,11 @@ await provisioningSuite(
         const e = (await history(app)).find((x) => x.changeRevision === sha);
         return e && (e.result === 'succeeded' || e.result === 'failed') ? e : undefined;
       }).catch(async (err: Error) => {
-        throw new Error(`${err.message}; history: ${JSON.stringify(await history(app)).slice(0, 2000)}`, {
-          cause: err,
-        });
+        const item = await appItem(app);
+        throw new Error(
+          `${err.message}; ${app} reported as ${JSON.stringify(item?.summary ?? null).slice(0, 1500)}; history: ${JSON.stringify(await history(app)).slice(0, 1500)}`,
+          { cause: err },
+        );
       });
 
     await t.test('the Source Server and Argo CD’s API server run in the tenant’s runtime', async (t) => {
@@ -187,7 +189,11 @@ await provisioningSuite(
       for (const app of ['a', 'b']) {
         const e = await finalEntry(app, c0);
         t.equal(e.result, 'succeeded', `${app}: the first sync succeeded (${e.resultMessage ?? ''})`);
-        t.equal(e.author, 'Grace Hopper', `${app}: the commit's author, from Argo CD's revision metadata`);
+        t.equal(
+          e.author,
+          'Grace Hopper <grace@example.test>',
+          `${app}: the commit's author, from Argo CD's revision metadata`,
+        );
         t.equal(e.message?.trim(), 'apps a and b', `${app}: the commit's message`);
       }
       t.ok((git?.refused ?? 0) > 0, 'the Git server asked for credentials (anonymous requests were refused)');
@@ -201,7 +207,7 @@ await provisioningSuite(
       await refresh('b');
       const e = await finalEntry('a', c1);
       t.equal(e.result, 'succeeded', 'A synced the change');
-      t.equal(e.author, 'Ada Lovelace', 'the author of the commit that changed A');
+      t.equal(e.author, 'Ada Lovelace <ada@example.test>', 'the author of the commit that changed A');
       t.equal(e.message?.trim(), 'a: debug logging', 'its message');
       t.equal(e.previousChangeRevision, c0, 'the change revision before it');
       t.same(
@@ -274,7 +280,7 @@ await provisioningSuite(
       const e = await finalEntry('a', c3);
       t.equal(e.result, 'failed', 'the entry failed');
       t.ok((e.resultMessage ?? '').length > 0, `with Argo CD's message: ${e.resultMessage ?? ''}`);
-      t.equal(e.author, 'Ada Lovelace', 'and still names the commit and its author');
+      t.equal(e.author, 'Ada Lovelace <ada@example.test>', 'and still names the commit and its author');
     });
   },
   { runtimePods: true },

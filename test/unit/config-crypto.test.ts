@@ -44,6 +44,7 @@ t.test(
         hybridBundlesPerRuntimePerMinute: 20,
         upgraderPollsPerMinute: 120,
         upgraderPollsPerRuntimePerMinute: 60,
+        appHistoryEntries: 10_000,
       },
       'the documented defaults',
     );
@@ -68,6 +69,7 @@ t.test(
       ['PROVISIONER_HYBRID_REGISTRATIONS_PER_HOUR', '0'],
       ['PROVISIONER_HYBRID_BUNDLES_PER_MINUTE', 'x'],
       ['PROVISIONER_HYBRID_UPGRADER_POLLS_PER_RUNTIME_PER_MINUTE', '0'],
+      ['PROVISIONER_APP_HISTORY_MAX_PER_TENANT', '0'],
     ] as const)
       t.throws(
         () => loadConfig({ [name]: value }),

@@ -3,8 +3,9 @@
  * (`GET {SOURCE_SERVER_URL}/v1/applications/:namespace/:name/change?revision=R`, sources.ts).
  *
  * A lookup is made only when what the answer depends on moved: the Application's repoURL, path,
- * targetRevision, synced revision (`status.sync.revision`; none asked while the sync status is
- * Unknown) and the message of its ComparisonError. Every other update of the Application (health,
+ * targetRevision, synced revision (`status.sync.revision`; none asked — the head of targetRevision
+ * — while the sync status is Unknown or Argo CD reports a ComparisonError, when that revision is
+ * the last one it could compare) and the message of its ComparisonError. Every other update of the Application (health,
  * operation progress) gets the last answer attached as it is. The answers are kept per
  * Application, least recently used first out once they hold more than `maxBytes` of JSON; an
  * Application deleted or owned by another replica is forgotten.
@@ -59,8 +60,10 @@ interface AppState {
 
 /** The lookup's inputs from an Application's summary (what its answer depends on). */
 export function wantedOf(namespace: string, name: string, s: ApplicationSummary): Wanted {
-  const revision = s.syncStatus === 'Unknown' || !s.revision ? undefined : s.revision;
   const comparisonError = s.conditions?.find((c) => c.type === 'ComparisonError')?.message ?? '';
+  // While Argo CD cannot compare, status.sync.revision is the last revision it could (the commit
+  // that broke it is the head): the Source Server is asked for the head of targetRevision.
+  const revision = s.syncStatus === 'Unknown' || comparisonError !== '' || !s.revision ? undefined : s.revision;
   const src = s.source ?? {};
   return {
     key: JSON.stringify([src.repoURL ?? '', src.path ?? '', src.targetRevision ?? '', revision ?? '', comparisonError]),
