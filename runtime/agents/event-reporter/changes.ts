@@ -58,15 +58,28 @@ interface AppState {
   retry?: NodeJS.Timeout;
 }
 
+/** How long an answer about the head of targetRevision (no revision asked) is taken as current. */
+export const HEAD_ANSWER_SECONDS = 60;
+
 /** The lookup's inputs from an Application's summary (what its answer depends on). */
-export function wantedOf(namespace: string, name: string, s: ApplicationSummary): Wanted {
+export function wantedOf(namespace: string, name: string, s: ApplicationSummary, now: () => number = Date.now): Wanted {
   const comparisonError = s.conditions?.find((c) => c.type === 'ComparisonError')?.message ?? '';
   // While Argo CD cannot compare, status.sync.revision is the last revision it could (the commit
   // that broke it is the head): the Source Server is asked for the head of targetRevision.
   const revision = s.syncStatus === 'Unknown' || comparisonError !== '' || !s.revision ? undefined : s.revision;
   const src = s.source ?? {};
+  // Asked for the head, the answer ages: the head moves without the Application telling. Asked
+  // again at its next update (Argo CD's refreshes) once HEAD_ANSWER_SECONDS have passed.
+  const epoch = revision === undefined ? Math.floor(now() / (HEAD_ANSWER_SECONDS * 1000)) : 0;
   return {
-    key: JSON.stringify([src.repoURL ?? '', src.path ?? '', src.targetRevision ?? '', revision ?? '', comparisonError]),
+    key: JSON.stringify([
+      src.repoURL ?? '',
+      src.path ?? '',
+      src.targetRevision ?? '',
+      revision ?? '',
+      comparisonError,
+      epoch,
+    ]),
     namespace,
     name,
     revision,

@@ -129,7 +129,10 @@ export class SourceService {
         truncated: false,
         unsupported: source.reason,
       };
-    const sha = await this.#git.resolve(source.repoURL, revision ?? source.targetRevision);
+    // Without a revision the question is what the head of targetRevision is now: fetched afresh.
+    const sha = await this.#git.resolve(source.repoURL, revision ?? source.targetRevision, {
+      fresh: revision === undefined,
+    });
     const key = cacheKey(
       'change',
       application.metadata?.uid ?? `${namespace}/${name}`,

@@ -153,8 +153,13 @@ export class GitMirrors {
     this.#opts = { maxProcesses: 4, maxMirrors: 64, now: Date.now, ...opts };
   }
 
-  /** The commit `revision` (a SHA, branch, tag, or HEAD/empty for the remote's default branch) names, as a full SHA. */
-  async resolve(repoURL: string, revision: string): Promise<string> {
+  /**
+   * The commit `revision` (a SHA, branch, tag, or HEAD/empty for the remote's default branch) names, as a full SHA.
+   * `fresh`: a branch or tag is looked up after a fetch that started after this call (not within
+   * the refresh window): the caller asks what the head is now (an Application Argo CD cannot
+   * compare, whose synced revision says nothing of the commit that broke it).
+   */
+  async resolve(repoURL: string, revision: string, opts: { fresh?: boolean } = {}): Promise<string> {
     // A fetch that starts after this call was made has seen everything pushed before it: a
     // commit still missing then is not there, so queued calls for unknown commits share one fetch.
     const asked = ++this.#sequence;
@@ -167,7 +172,7 @@ export class GitMirrors {
         if (await this.#hasCommit(m, wanted)) return wanted;
         throw new GitError('revision-not-found', `${wanted} is not a commit of ${redactUrl(repoURL)}`);
       }
-      if (this.#opts.now() - m.fetchedAt >= this.#opts.refreshSeconds * 1000 && !fetchedSince())
+      if ((opts.fresh || this.#opts.now() - m.fetchedAt >= this.#opts.refreshSeconds * 1000) && !fetchedSince())
         await this.#fetch(m, repoURL);
       let sha = await this.#lookup(m, wanted);
       if (sha === undefined && !fetchedSince()) {
