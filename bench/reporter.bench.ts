@@ -431,9 +431,11 @@ try {
         'SELECT count(*)::int AS n FROM application_history WHERE tenant_id = $1',
         [rt2.tenantId],
       );
-      const plain = JSON.stringify(upsertItem('Application', state(1, 1)));
+      // What the reporter sends of one Application (a listed object carries its resourceVersion).
+      const listed = { ...state(1, 1), metadata: { ...(state(1, 1).metadata as Obj), resourceVersion: '1' } };
+      const plain = JSON.stringify(upsertItem('Application', listed));
       const changed = JSON.stringify({
-        ...upsertItem('Application', state(1, 1)),
+        ...upsertItem('Application', listed),
         change: sources.changeOf('app-1', 'r1'.padEnd(40, '0')),
       });
       console.log(
