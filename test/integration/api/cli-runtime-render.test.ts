@@ -11,6 +11,7 @@ import t from 'tap';
 import { parseAllDocuments } from 'yaml';
 import { main } from '../../../provisioner/cli/main.ts';
 import { catalog } from '../../../runtime/catalog.ts';
+import { agentsAt } from '../../../runtime/component/agents.ts';
 import { ChartToolMissingError, findChartTool } from '../../../runtime/render/chart-tools.ts';
 import { PLANS } from '../../../tenants/plans.ts';
 
@@ -23,7 +24,11 @@ async function cli(args: string[], env: NodeJS.ProcessEnv = process.env) {
 
 const dir = await mkdtemp(join(tmpdir(), 'hrt-runtime-render-'));
 t.teardown(() => rm(dir, { recursive: true, force: true }));
-const [older, newest] = [catalog.versions.at(-2)!.version, catalog.versions.at(-1)!.version];
+const newest = catalog.versions.at(-1)!.version;
+/** The newest version before it that runs another Kubernetes version (the diff shows that field move). */
+const older = [...catalog.versions]
+  .reverse()
+  .find((v) => v.components.kubernetes !== catalog.get(newest)!.components.kubernetes)!.version;
 
 t.test('without helm the command fails and names the fix', async (t) => {
   const r = await cli(['runtime', 'render', newest, '--out', join(dir, 'none'), '--helm', join(dir, 'no-helm')]);
@@ -126,7 +131,14 @@ if (missing && process.env.CI === 'true') {
       "the team plan's quota",
     );
     const agents = (await objects('agents.yaml')).filter((o) => o.kind === 'Deployment').map((o) => o.metadata.name);
-    t.same(agents.sort(), ['app-proxy', 'event-reporter', 'request-router', 'tunnel-client'], 'every agent Deployment');
+    t.same(
+      agents.sort(),
+      agentsAt(newest)
+        .map((a) => a.name)
+        .sort(),
+      `every agent Deployment of ${newest}`,
+    );
+    t.ok(agents.includes('source-server'), 'the Source Server among them (1.7.0 and later)');
     const wf = await objects('argo-workflows.yaml');
     t.ok(
       wf.some((o) => o.kind === 'Deployment' && o.metadata.name === 'argo-workflows-workflow-controller'),

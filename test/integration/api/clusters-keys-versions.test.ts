@@ -194,6 +194,7 @@ t.test('health, readiness, metrics, OpenAPI and unknown routes', async (t) => {
       ['tombstone-purger', 'running'],
       ['idempotency-pruner', 'running'],
       ['removed-runtime-purger', 'running'],
+      ['app-history-pruner', 'running'],
     ],
     '/readyz lists every loop of this replica (engine none: no reconciler, fleet driver or drift watch) by name, running',
   );
