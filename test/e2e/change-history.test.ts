@@ -242,6 +242,11 @@ await provisioningSuite(
           'the image moved from 1.25.0 to 1.27.1',
         );
         t.same(
+          e.images.map((i) => i.resource),
+          ['Deployment/app-a/web'],
+          'in the Deployment Argo CD applied in the destination namespace (its manifest names none)',
+        );
+        t.same(
           e.resources.map((r) => [r.kind, r.name, r.fields]),
           [['Deployment', 'web', ['spec.template.spec.containers[name=web].image']]],
           'exactly one field of one resource changed',

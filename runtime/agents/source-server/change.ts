@@ -176,10 +176,23 @@ export class SourceService {
         ? []
         : await this.#manifestsOrNone(namespace, name, source, previousChangeRevision);
     const { resources, images } = compareResources(manifestsByKey(before), manifestsByKey(after));
+    const namespaceOf = await this.#namespacesOf(
+      namespace,
+      name,
+      resources.some((r) => r.namespace === ''),
+    );
     const change = boundChange({
       ...base,
-      resources: resources.map(({ before: _b, after: _a, ...r }) => r),
-      images,
+      resources: resources.map(({ before: _b, after: _a, ...r }) =>
+        r.namespace === '' ? { ...r, namespace: namespaceOf(r.group, r.kind, r.name) } : r,
+      ),
+      images: images.map((i) => {
+        const [kind = '', ns = '', ...rest] = i.resource.split('/');
+        if (ns !== '') return i;
+        const resourceName = rest.join('/');
+        const group = resources.find((r) => r.kind === kind && r.name === resourceName)?.group ?? '';
+        return { ...i, resource: `${kind}/${namespaceOf(group, kind, resourceName)}/${resourceName}` };
+      }),
       truncated: false,
     });
     this.cache.set(key, { kind: 'change', change }, Buffer.byteLength(JSON.stringify(change)));
@@ -213,6 +226,29 @@ export class SourceService {
       resources: bounded.resources,
       truncated: bounded.truncated,
     };
+  }
+
+  /**
+   * Where Argo CD put the application's resources whose manifests name no namespace (it applies
+   * those of namespaced kinds in the destination namespace; which kinds are namespaced only the
+   * cluster knows): from its managed resources, by group, kind and name. Best effort: when Argo
+   * CD cannot say, or `needed` is false, the namespace stays empty.
+   */
+  async #namespacesOf(
+    namespace: string,
+    name: string,
+    needed: boolean,
+  ): Promise<(group: string, kind: string, resourceName: string) => string> {
+    const found = new Map<string, string>();
+    if (needed) {
+      try {
+        for (const item of await this.#argo.managedResources(namespace, name))
+          if (item.namespace) found.set(`${item.group ?? ''}/${item.kind ?? ''}/${item.name ?? ''}`, item.namespace);
+      } catch (err) {
+        this.#log?.debug({ err }, 'managed resources unavailable: namespaces left as the manifests have them');
+      }
+    }
+    return (group, kind, resourceName) => found.get(`${group}/${kind}/${resourceName}`) ?? '';
   }
 
   async #liveDiff(namespace: string, name: string, application: ArgoApplication): Promise<ApplicationDiff> {

@@ -94,6 +94,8 @@ interface DoubleApp {
   path?: string;
   targetRevision?: string;
   multiSource?: boolean;
+  /** Where Argo CD puts the manifests that name no namespace (spec.destination.namespace). */
+  destinationNamespace?: string;
 }
 
 /**
@@ -197,14 +199,15 @@ async function startArgoCdApiDouble(opts: { gitRoot: string; apps: Record<string
               const obj = JSON.parse(text) as {
                 apiVersion: string;
                 kind: string;
-                metadata: { name: string; namespace: string };
+                metadata: { name: string; namespace?: string };
               };
-              const key = `${obj.kind}/${obj.metadata.namespace}/${obj.metadata.name}`;
+              const namespace = obj.metadata.namespace ?? app.destinationNamespace ?? '';
+              const key = `${obj.kind}/${namespace}/${obj.metadata.name}`;
               const state = live.get(key);
               return {
                 group: obj.apiVersion.includes('/') ? obj.apiVersion.split('/')[0] : '',
                 kind: obj.kind,
-                namespace: obj.metadata.namespace,
+                namespace,
                 name: obj.metadata.name,
                 targetState: text,
                 normalizedLiveState: state ? JSON.stringify(state) : 'null',
@@ -271,6 +274,7 @@ const argo = await startArgoCdApiDouble({
     b: { repo: 'monorepo', path: './apps/b/' },
     multi: { repo: 'monorepo', path: 'apps/a', multiSource: true },
     o: { repo: 'other', path: 'apps/o' },
+    c: { repo: 'monorepo', path: 'apps/c', destinationNamespace: 'team-c' },
   },
 });
 t.teardown(() => argo.stop());
@@ -492,6 +496,29 @@ t.test('a commit Argo CD cannot render: its message, on /change and /diff', asyn
   t.equal(diff.status, 422, '/diff answers 422');
   t.equal(diff.body.error.code, 'MANIFEST_GENERATION_FAILED', 'naming the failure');
   t.match(diff.body.error.message, /Manifest generation error/, "with Argo CD's message");
+});
+
+t.test('resources whose manifests name no namespace are named where Argo CD put them', async (t) => {
+  const yaml = (image: string) =>
+    deploymentYaml(1, image).replace('  name: a-web\n  namespace: team-a\n', '  name: c-web\n');
+  const first = await monorepo.commit({ 'apps/c/deploy.yaml': yaml('registry.example.test/web:1.0') }, 'c: first', {
+    author: ALICE,
+  });
+  const second = await monorepo.commit({ 'apps/c/deploy.yaml': yaml('registry.example.test/web:2.0') }, 'c: web 2.0', {
+    author: ALICE,
+  });
+  const c = await change('c', second);
+  t.equal(c.previousChangeRevision, first, 'the change before it is the first commit to apps/c');
+  t.same(
+    c.resources.map((r) => [r.kind, r.namespace, r.name]),
+    [['Deployment', 'team-c', 'c-web']],
+    "the Deployment is named in the application's destination namespace, from Argo CD's managed resources",
+  );
+  t.same(
+    c.images.map((i) => [i.resource, i.before, i.after]),
+    [['Deployment/team-c/c-web', 'registry.example.test/web:1.0', 'registry.example.test/web:2.0']],
+    'and so is the workload whose image moved',
+  );
 });
 
 t.test('multi-source and unknown Applications', async (t) => {
