@@ -17,7 +17,7 @@
  */
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,27 +34,11 @@ import { EVENTS_PATH, type EventBatch } from '../runtime/protocol/events.ts';
 import { application } from '../test/helpers/events.ts';
 import { changedApplication, sha } from '../test/helpers/app-history.ts';
 import type { LoadRequest, LoadResult } from './load.ts';
+import { postgresCpuUs } from './proc-tree.ts';
 
 const APPS = Number(process.env.BENCH_APPS ?? 20);
 const CHANGES = Number(process.env.BENCH_CHANGES ?? 500);
 const DURATION = Number(process.env.BENCH_DURATION_SECONDS ?? 10);
-
-/** CPU time (µs) of the embedded Postgres so far: the postmaster with its ended backends, and its live backends. */
-async function postgresCpuUs(postmaster: number | undefined): Promise<number> {
-  if (postmaster === undefined) return 0;
-  let ticks = 0;
-  for (const pid of await readdir('/proc').catch(() => [] as string[])) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const f = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-      if (Number(pid) === postmaster) ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-      else if (Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return ticks * 1e4;
-}
 
 function load(req: LoadRequest): Promise<LoadResult> {
   return new Promise((resolve, reject) => {

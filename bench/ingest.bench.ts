@@ -16,7 +16,8 @@
  */
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { postgresCpuUs } from './proc-tree.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadavg, cpus } from 'node:os';
@@ -105,28 +106,6 @@ if (process.argv[2] === 'load') {
   });
 } else {
   await main();
-}
-
-/**
- * CPU time (µs) of the embedded Postgres so far: the postmaster with its ended backends, and its
- * live backends (from /proc; USER_HZ is 100 on Linux). A cost per object that depends less on what
- * else the machine runs than objects per second do.
- */
-async function postgresCpuUs(postmaster: number | undefined): Promise<number> {
-  if (postmaster === undefined) return 0;
-  let ticks = 0;
-  for (const pid of await readdir('/proc').catch(() => [] as string[])) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      // Fields after the command: state, ppid, … utime (12th), stime, cutime, cstime.
-      const f = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-      if (Number(pid) === postmaster) ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-      else if (Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return ticks * 1e4;
 }
 
 async function main(): Promise<void> {

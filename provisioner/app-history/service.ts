@@ -8,7 +8,8 @@
 import type pg from 'pg';
 import type { FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import type { Notifications, Unsubscribe } from '../db/notifications.ts';
+import { ChannelWaiters } from '../db/channel-waiters.ts';
+import type { Notifications } from '../db/notifications.ts';
 import { Pruner } from '../loops/pruner.ts';
 import { getRuntimeByName } from '../store/runtimes.ts';
 import { fetchDiff, type DiffRequest, type DiffRuntime, type DiffTransport } from './diff.ts';
@@ -49,14 +50,12 @@ export function historyPruner(pool: pg.Pool, retentionDays: number, log?: Logger
 
 export class AppHistoryService {
   readonly #pool: pg.Pool;
-  readonly #notifications: Notifications | undefined;
   readonly #transport: DiffTransport | undefined;
-  readonly #waiters = new Map<string, Set<() => void>>();
-  #unsubscribe: Unsubscribe | undefined;
+  readonly #waiters: ChannelWaiters;
 
   constructor(opts: { pool: pg.Pool; notifications?: Notifications; transport?: DiffTransport }) {
     this.#pool = opts.pool;
-    this.#notifications = opts.notifications;
+    this.#waiters = new ChannelWaiters(opts.notifications, APPLICATION_HISTORY_CHANNEL);
     this.#transport = opts.transport;
   }
 
@@ -106,7 +105,7 @@ export class AppHistoryService {
     const batch = opts.batch ?? 200;
     const pollMs = opts.pollMs ?? 2000;
     while (!opts.signal.aborted) {
-      const armed = this.#arm(app.runtimeId, pollMs, opts.signal);
+      const armed = this.#waiters.arm(app.runtimeId, pollMs, opts.signal);
       const rows = await readHistoryChanges(this.#pool, app, after, batch);
       if (rows.length > 0) armed.cancel();
       for (const row of rows) {
@@ -118,48 +117,8 @@ export class AppHistoryService {
     }
   }
 
-  #ensureListening(): void {
-    if (this.#unsubscribe || !this.#notifications) return;
-    this.#unsubscribe = this.#notifications.subscribe(
-      APPLICATION_HISTORY_CHANNEL,
-      (runtimeId) => this.#wake(runtimeId),
-      // After a reconnect anything may have been missed: every follower reads again.
-      () => {
-        for (const id of [...this.#waiters.keys()]) this.#wake(id);
-      },
-    );
-  }
-
-  #wake(runtimeId: string): void {
-    for (const fn of [...(this.#waiters.get(runtimeId) ?? [])]) fn();
-  }
-
-  /** A wait armed before reading: resolves on a notification for the runtime, after `ms`, or on abort. */
-  #arm(runtimeId: string, ms: number, signal: AbortSignal): { done: Promise<void>; cancel: () => void } {
-    this.#ensureListening();
-    let set = this.#waiters.get(runtimeId);
-    if (!set) this.#waiters.set(runtimeId, (set = new Set()));
-    const waiters = set;
-    let finish: () => void = () => {};
-    const done = new Promise<void>((resolve) => {
-      const timer = setTimeout(() => finish(), ms);
-      finish = () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', finish);
-        waiters.delete(finish);
-        if (waiters.size === 0 && this.#waiters.get(runtimeId) === waiters) this.#waiters.delete(runtimeId);
-        resolve();
-      };
-    });
-    signal.addEventListener('abort', finish, { once: true });
-    waiters.add(finish);
-    return { done, cancel: finish };
-  }
-
   /** Wakes every follower (they see their signal) and stops listening. */
   close(): void {
-    for (const id of [...this.#waiters.keys()]) this.#wake(id);
-    this.#unsubscribe?.();
-    this.#unsubscribe = undefined;
+    this.#waiters.close();
   }
 }

@@ -11,7 +11,8 @@
  * RUNTIME_HEARTBEAT_WRITE_SECONDS per runtime unless what it states changed.
  */
 import type pg from 'pg';
-import type { Notifications, Unsubscribe } from '../db/notifications.ts';
+import { ChannelWaiters } from '../db/channel-waiters.ts';
+import type { Notifications } from '../db/notifications.ts';
 import { withTx } from '../db/tx.ts';
 import {
   digestCandidates,
@@ -137,9 +138,8 @@ async function ownedByReplica<K extends { namespace: string; name: string }>(
 
 export class RuntimeObjectService {
   readonly #pool: pg.Pool;
-  readonly #notifications: Notifications | undefined;
   readonly #stats: IngestStats | undefined;
-  readonly #waiters = new Map<string, Set<() => void>>();
+  readonly #waiters: ChannelWaiters;
   readonly #budgets: IngestBudgets;
   readonly #batchRate: WindowBudget;
   readonly #digestRate: WindowBudget;
@@ -147,11 +147,10 @@ export class RuntimeObjectService {
   /** Tenant → its hosted runtime's id: made with the tenant and never changed. */
   readonly #hosted = new Map<string, string>();
   readonly #heartbeats = new Map<string, WrittenHeartbeat>();
-  #unsubscribe: Unsubscribe | undefined;
 
   constructor(opts: { pool: pg.Pool; notifications?: Notifications; stats?: IngestStats; budgets?: IngestBudgets }) {
     this.#pool = opts.pool;
-    this.#notifications = opts.notifications;
+    this.#waiters = new ChannelWaiters(opts.notifications, RUNTIME_OBJECT_CHANNEL);
     this.#stats = opts.stats;
     this.#budgets = opts.budgets ?? DEFAULT_TENANT_BUDGETS;
     this.#batchRate = new WindowBudget(this.#budgets.eventBatchesPerSecond, 1000);
@@ -351,7 +350,7 @@ export class RuntimeObjectService {
     // stored before the stream began; one stored since is sent, it may remove what the replay showed).
     const replayUpTo = after === '0' ? BigInt(await latestSeq(this.#pool, ref)) : 0n;
     while (!opts.signal.aborted) {
-      const armed = this.#arm(ref.runtimeId, pollMs, opts.signal);
+      const armed = this.#waiters.arm(ref.runtimeId, pollMs, opts.signal);
       const rows = await readChanges(this.#pool, ref, after, batch, opts.kind);
       if (rows.length > 0) armed.cancel();
       for (const row of rows) {
@@ -364,48 +363,8 @@ export class RuntimeObjectService {
     }
   }
 
-  #ensureListening(): void {
-    if (this.#unsubscribe || !this.#notifications) return;
-    this.#unsubscribe = this.#notifications.subscribe(
-      RUNTIME_OBJECT_CHANNEL,
-      (runtimeId) => this.#wake(runtimeId),
-      // After a reconnect anything may have been missed: every follower reads again.
-      () => {
-        for (const id of [...this.#waiters.keys()]) this.#wake(id);
-      },
-    );
-  }
-
-  #wake(runtimeId: string): void {
-    for (const fn of [...(this.#waiters.get(runtimeId) ?? [])]) fn();
-  }
-
-  /** A wait armed before reading: resolves on a notification for the runtime, after `ms`, or on abort. */
-  #arm(runtimeId: string, ms: number, signal: AbortSignal): { done: Promise<void>; cancel: () => void } {
-    this.#ensureListening();
-    let set = this.#waiters.get(runtimeId);
-    if (!set) this.#waiters.set(runtimeId, (set = new Set()));
-    const waiters = set;
-    let finish: () => void = () => {};
-    const done = new Promise<void>((resolve) => {
-      const timer = setTimeout(() => finish(), ms);
-      finish = () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', finish);
-        waiters.delete(finish);
-        if (waiters.size === 0 && this.#waiters.get(runtimeId) === waiters) this.#waiters.delete(runtimeId);
-        resolve();
-      };
-    });
-    signal.addEventListener('abort', finish, { once: true });
-    waiters.add(finish);
-    return { done, cancel: finish };
-  }
-
   /** Wakes every follower (they see their signal) and stops listening. */
   close(): void {
-    for (const id of [...this.#waiters.keys()]) this.#wake(id);
-    this.#unsubscribe?.();
-    this.#unsubscribe = undefined;
+    this.#waiters.close();
   }
 }

@@ -1,0 +1,74 @@
+/**
+ * Followers of a NOTIFY channel whose payload is a key (a runtime id): each follower arms a wait
+ * before it reads, so a notification that arrives between its read and its wait is never lost,
+ * and the wait ends on a notification for its key, after a poll interval (polling is the truth),
+ * or when its request aborts. One subscription per channel and process, made when the first
+ * follower arms; after a lost connection every follower reads again. The runtime objects' and the
+ * application history's change streams follow their channels with it.
+ */
+import type { Notifications, Unsubscribe } from './notifications.ts';
+
+export interface ArmedWait {
+  /** Resolves on a notification for the key, after the interval, or on abort. */
+  done: Promise<void>;
+  /** Ends the wait now (the read found something). */
+  cancel: () => void;
+}
+
+export class ChannelWaiters {
+  readonly #notifications: Notifications | undefined;
+  readonly #channel: string;
+  readonly #waiters = new Map<string, Set<() => void>>();
+  #unsubscribe: Unsubscribe | undefined;
+
+  /** Without `notifications`, waits end after their interval only. */
+  constructor(notifications: Notifications | undefined, channel: string) {
+    this.#notifications = notifications;
+    this.#channel = channel;
+  }
+
+  /** A wait armed before reading: resolves on a notification for `key`, after `ms`, or on abort. */
+  arm(key: string, ms: number, signal: AbortSignal): ArmedWait {
+    this.#ensureListening();
+    let set = this.#waiters.get(key);
+    if (!set) this.#waiters.set(key, (set = new Set()));
+    const waiters = set;
+    let finish: () => void = () => {};
+    const done = new Promise<void>((resolve) => {
+      const timer = setTimeout(() => finish(), ms);
+      finish = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', finish);
+        waiters.delete(finish);
+        if (waiters.size === 0 && this.#waiters.get(key) === waiters) this.#waiters.delete(key);
+        resolve();
+      };
+    });
+    signal.addEventListener('abort', finish, { once: true });
+    waiters.add(finish);
+    return { done, cancel: finish };
+  }
+
+  /** Wakes every follower (they see their signal) and stops listening. */
+  close(): void {
+    for (const key of [...this.#waiters.keys()]) this.#wake(key);
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
+  }
+
+  #ensureListening(): void {
+    if (this.#unsubscribe || !this.#notifications) return;
+    this.#unsubscribe = this.#notifications.subscribe(
+      this.#channel,
+      (key) => this.#wake(key),
+      // After a reconnect anything may have been missed: every follower reads again.
+      () => {
+        for (const key of [...this.#waiters.keys()]) this.#wake(key);
+      },
+    );
+  }
+
+  #wake(key: string): void {
+    for (const fn of [...(this.#waiters.get(key) ?? [])]) fn();
+  }
+}
