@@ -17,7 +17,7 @@ import {
   RUNTIME_NAMESPACE,
   SOURCE_SERVER_ARGOCD_ACCOUNT,
   SOURCE_SERVER_ARGOCD_SECRET,
-  SOURCE_SERVER_URL,
+  sourceServerUrl,
   VERSIONS_CONFIGMAP,
   type AgentDefinition,
 } from './agents.ts';
@@ -91,7 +91,7 @@ function env(
         // agents' image updates the served versions without restarting the app-proxy.
         { name: 'RUNTIME_INFO_FILE', value: `${RUNTIME_INFO_DIR}/${RUNTIME_INFO_KEY}` },
       );
-      if (peers.sourceServer) vars.push({ name: 'SOURCE_SERVER_URL', value: SOURCE_SERVER_URL });
+      if (peers.sourceServer) vars.push({ name: 'SOURCE_SERVER_URL', value: sourceServerUrl(namespace) });
       break;
     case 'event-reporter':
       vars.push(
@@ -101,7 +101,7 @@ function env(
         { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
         { name: 'NODE_OPTIONS', value: EVENT_REPORTER_NODE_OPTIONS },
       );
-      if (peers.sourceServer) vars.push({ name: 'SOURCE_SERVER_URL', value: SOURCE_SERVER_URL });
+      if (peers.sourceServer) vars.push({ name: 'SOURCE_SERVER_URL', value: sourceServerUrl(namespace) });
       break;
     case 'source-server':
       vars.push(

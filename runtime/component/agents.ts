@@ -20,8 +20,8 @@
  *
  * AGENTS are the agents of every runtime, hosted and hybrid (the install bundle's). An agent added
  * later names the first runtime version it is installed in (`since`); the hosted runtime installs
- * `agentsAt(version)`. Hybrid bundles do not carry the Source Server yet: in the existing-Argo
- * mode the runtime does not manage the customer's Argo CD accounts it would log in with.
+ * `agentsAt(version)`, and so does a hybrid runtime's bundle (runtime/hybrid/bundle.ts), where the
+ * Source Server reaches the Argo CD beside it as that mode allows (docs/hybrid.md "Source Server").
  */
 import type * as k8s from '@pulumi/kubernetes';
 import { compareVersions } from '../catalog.ts';
@@ -152,10 +152,18 @@ export const GIT_CACHE_DIR = '/var/cache/source-server';
 export const GIT_CACHE_SIZE_LIMIT = '1Gi';
 /** The Secret in the runtime namespace holding the Source Server's Argo CD password (key `password`). */
 export const SOURCE_SERVER_ARGOCD_SECRET = 'source-server-argocd';
+/** The Secret Argo CD keeps its settings and local accounts' passwords in (in its namespace). */
+export const ARGOCD_SECRET = 'argocd-secret';
+/** The Secret whose certificate Argo CD's server serves when the customer put one there. */
+export const ARGOCD_SERVER_TLS_SECRET = 'argocd-server-tls';
 /** The Argo CD local account the Source Server logs in as. */
 export const SOURCE_SERVER_ARGOCD_ACCOUNT = 'source-server';
-/** The Source Server's address inside the runtime (its Service), for the event reporter and the app-proxy. */
-export const SOURCE_SERVER_URL = `http://source-server.${RUNTIME_NAMESPACE}.svc:${AGENT_PORT}`;
+/** The Source Server's address inside a runtime whose agents are in `namespace` (its Service), for the event reporter and the app-proxy. */
+export const sourceServerUrl = (namespace: string): string => `http://source-server.${namespace}.svc:${AGENT_PORT}`;
+/** The hosted runtime's Source Server. */
+export const SOURCE_SERVER_URL = sourceServerUrl(RUNTIME_NAMESPACE);
+/** Where a hybrid runtime beside an existing Argo CD mounts the Source Server's Argo CD token (Secret SOURCE_SERVER_ARGOCD_SECRET, key `token`). */
+export const SOURCE_SERVER_TOKEN_DIR = '/etc/source-server-argocd';
 
 export const SOURCE_SERVER_AGENT: AgentDefinition = {
   name: 'source-server',

@@ -40,15 +40,30 @@ export function sourceServerPasswordHash(runtimeToken: string): string {
 }
 
 /**
- * The argo-cd chart values that create the account (merged over the release's own values), with
- * the password's hash (sourceServerPasswordHash; the offline render shows a placeholder).
+ * The argo-cd chart values that declare the account and its role, without a password: a hybrid
+ * runtime's bundle (argo=new), whose Source Server writes the password's hash itself once the
+ * runtime token exists in the cluster (runtime/agents/source-server/argocd-setup.ts).
  */
-export function sourceServerArgoCdValues(passwordHash: string): Record<string, unknown> {
+export function sourceServerArgoCdAccountValues(): Record<string, unknown> {
   const account = SOURCE_SERVER_ARGOCD_ACCOUNT;
   return {
     configs: {
       cm: { [`accounts.${account}`]: 'login' },
       rbac: { 'policy.csv': `g, ${account}, role:readonly\n` },
+    },
+  };
+}
+
+/**
+ * The argo-cd chart values that create the account (merged over the release's own values), with
+ * the password's hash (sourceServerPasswordHash; the offline render shows a placeholder).
+ */
+export function sourceServerArgoCdValues(passwordHash: string): Record<string, unknown> {
+  const account = SOURCE_SERVER_ARGOCD_ACCOUNT;
+  const declared = sourceServerArgoCdAccountValues() as { configs: Record<string, unknown> };
+  return {
+    configs: {
+      ...declared.configs,
       secret: {
         extra: {
           [`accounts.${account}.password`]: passwordHash,

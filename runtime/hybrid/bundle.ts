@@ -17,6 +17,8 @@
  *  - argo=existing: no Argo charts; the app-proxy and event reporter get no cluster-wide rights but
  *    a Role in the customer's Argo CD namespace: read Applications, and patch them (refresh, sync)
  *    for the app-proxy. Nothing else of the customer's Argo CD is created or changed.
+ *  - the Source Server (catalog versions that have it, agentsAt): reads the Argo CD beside it as
+ *    sourceServerObjects() says for each mode.
  *  - argo=new: `charts` lists the four Argo releases at the catalog's versions with the values the
  *    hosted runtime gets on the default plan; `command` installs them with helm before the apply.
  *  - upgrader (`upgrades: agent`): the in-cluster upgrader's Deployment, account and Role, which may
@@ -43,16 +45,29 @@
  * "Content the control plane generates for customers").
  */
 import { DEFAULT_PLAN, PLANS } from '../../tenants/plans.ts';
-import { agentObjects, type AgentObjects } from '../component/agent-objects.ts';
+import { agentObjects, type AgentObjects, type AgentPeers } from '../component/agent-objects.ts';
 import {
   AGENT_PORT,
-  AGENTS,
+  agentsAt,
+  ARGOCD_SECRET,
+  ARGOCD_SERVER_TLS_SECRET,
   CREDENTIALS_SECRET,
   RUNTIME_NAMESPACE,
+  SOURCE_SERVER_ARGOCD_ACCOUNT,
+  SOURCE_SERVER_ARGOCD_SECRET,
+  SOURCE_SERVER_TOKEN_DIR,
   type AgentDefinition,
   type AgentName,
 } from '../component/agents.ts';
-import { ARGO_RELEASES, argoChartVersion, argoReleaseValues } from '../component/argo-releases.ts';
+import {
+  ARGO_CD_NAMESPACE,
+  ARGO_RELEASES,
+  ARGOCD_SERVER_URL,
+  argoChartVersion,
+  argoReleaseValues,
+  mergeValues,
+} from '../component/argo-releases.ts';
+import { sourceServerArgoCdAccountValues } from '../component/source-server-account.ts';
 import { UPSTREAM_REPOSITORIES } from '../component/chart-source.ts';
 import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from '../component/pod-security.ts';
 import { runtimeNamespace, versionsConfigMap } from '../component/runtime-objects.ts';
@@ -220,11 +235,17 @@ function labelled(object: unknown, labels: Record<string, string>): KubeObject {
 }
 
 /** The agent's objects for a hybrid runtime: with existing Argo CD, its Argo rights move to a Role in that namespace. */
-function hybridAgentObjects(agent: AgentDefinition, input: InstallBundleInput, image: string): unknown[] {
+function hybridAgentObjects(
+  agent: AgentDefinition,
+  input: InstallBundleInput,
+  image: string,
+  peers: AgentPeers,
+): unknown[] {
   const r = input.runtime;
   const resources = PLANS[DEFAULT_PLAN]!.runtime.agents[agent.name];
   const ns = namespaceOf(r);
-  const o: AgentObjects = agentObjects(agent, image, r.tenantId, resources, ns);
+  const o: AgentObjects = agentObjects(agent, image, r.tenantId, resources, ns, peers);
+  if (agent.name === 'source-server') return sourceServerObjects(o, r);
   // (agentObjects gives plain values here: plain strings went in.)
   const container = (o.deployment.spec as { template: { spec: { containers: Array<{ env: unknown[] }> } } }).template
     .spec.containers[0]!;
@@ -273,6 +294,73 @@ function hybridAgentObjects(agent: AgentDefinition, input: InstallBundleInput, i
   }
   out.push(o.service, o.deployment);
   return out.filter((x) => x !== undefined);
+}
+
+type EnvVar = { name: string; value?: string; valueFrom?: unknown };
+type PodSpecData = {
+  containers: Array<{ env: EnvVar[]; volumeMounts: Obj[] }>;
+  volumes: Obj[];
+};
+
+/**
+ * The Source Server of a hybrid runtime (docs/hybrid.md "Source Server"), reaching the Argo CD
+ * beside it:
+ *  - argo=new: the runtime's own Argo CD (the bundle's charts declare the account, its values the
+ *    hosted runtime's): it logs in as `source-server` with a password derived from the runtime
+ *    token, and writes the password's hash into argocd-secret itself when Argo CD refuses it
+ *    (source-server/argocd-setup.ts). Its Role in `argocd`: read Secrets (repository
+ *    credentials), patch argocd-secret by name.
+ *  - argo=existing: the customer's Argo CD, whose accounts the runtime does not manage: an API
+ *    token the customer creates for a read-only account, in Secret SOURCE_SERVER_ARGOCD_SECRET
+ *    (key `token`) of the runtime's namespace, mounted optional (without it every answer is a 503
+ *    naming it); https to `argocd-server` in its namespace, verified against `argocd-server-tls`.
+ *    Its Role there: read Secrets (repository credentials), nothing else.
+ */
+function sourceServerObjects(o: AgentObjects, r: HybridRuntimeSpec): unknown[] {
+  const ns = namespaceOf(r);
+  const existing = r.argo === 'existing';
+  const argoNs = existing ? r.argoNamespace! : ARGO_CD_NAMESPACE;
+  const pod = (o.deployment.spec as unknown as { template: { spec: PodSpecData } }).template.spec;
+  const container = pod.containers[0]!;
+  const drop = new Set(['ARGOCD_SERVER_URL', 'ARGOCD_PASSWORD', ...(existing ? ['ARGOCD_USERNAME'] : [])]);
+  container.env = container.env.filter((e) => !drop.has(e.name));
+  if (existing) {
+    container.env.push(
+      { name: 'ARGOCD_SERVER_URL', value: `https://argocd-server.${argoNs}.svc` },
+      { name: 'ARGOCD_CA_SECRET', value: ARGOCD_SERVER_TLS_SECRET },
+      { name: 'ARGOCD_NAMESPACE', value: argoNs },
+      { name: 'ARGOCD_TOKEN_FILE', value: `${SOURCE_SERVER_TOKEN_DIR}/token` },
+    );
+    container.volumeMounts.push({ name: 'argocd-token', mountPath: SOURCE_SERVER_TOKEN_DIR, readOnly: true });
+    pod.volumes.push({
+      name: 'argocd-token',
+      secret: { secretName: SOURCE_SERVER_ARGOCD_SECRET, optional: true, items: [{ key: 'token', path: 'token' }] },
+    });
+  } else {
+    container.env.push(
+      { name: 'ARGOCD_SERVER_URL', value: ARGOCD_SERVER_URL },
+      { name: 'ARGOCD_ACCOUNT_SETUP', value: 'argocd-secret' },
+      { name: 'RUNTIME_TOKEN', valueFrom: { secretKeyRef: { name: CREDENTIALS_SECRET, key: CREDENTIAL_KEYS.token } } },
+    );
+  }
+  const name = `${ns}-source-server`;
+  const metadata = { name, namespace: argoNs, labels: { 'app.kubernetes.io/name': 'source-server' } };
+  const rules: Obj[] = [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch'] }];
+  if (!existing)
+    rules.push({ apiGroups: [''], resources: ['secrets'], resourceNames: [ARGOCD_SECRET], verbs: ['patch'] });
+  return [
+    o.serviceAccount,
+    { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata, rules },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata,
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name },
+      subjects: [{ kind: 'ServiceAccount', name: 'source-server', namespace: ns }],
+    },
+    o.service,
+    o.deployment,
+  ].filter((x) => x !== undefined);
 }
 
 /**
@@ -476,7 +564,7 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
   let image: (name: string) => string;
   try {
     const images = new Map<string, string>();
-    for (const name of ['bootstrap', 'upgrader', ...AGENTS.map((a) => a.name)])
+    for (const name of ['bootstrap', 'upgrader', ...agentsAt(input.version.version).map((a) => a.name)])
       images.set(name, agentImage(input.version, name, input.imageRepository));
     image = (name) => images.get(name)!;
   } catch (err) {
@@ -505,8 +593,11 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
   ];
   const upgrade = input.purpose === 'upgrade';
   if (!upgrade) raw.push(...bootstrapObjects({ ...input, bootstrapToken: input.bootstrapToken! }, image('bootstrap')));
-  const agents = AGENTS.filter((agent) => !(agent.name === 'tunnel-client' && r.access === 'ingress'));
-  for (const agent of agents) raw.push(...hybridAgentObjects(agent, input, image(agent.name)));
+  const agents = agentsAt(input.version.version).filter(
+    (agent) => !(agent.name === 'tunnel-client' && r.access === 'ingress'),
+  );
+  const peers: AgentPeers = { sourceServer: agents.some((a) => a.name === 'source-server') };
+  for (const agent of agents) raw.push(...hybridAgentObjects(agent, input, image(agent.name), peers));
   if (r.upgrader)
     raw.push(
       ...upgraderObjects(
@@ -529,7 +620,11 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
           chart: spec.chart,
           repository: UPSTREAM_REPOSITORIES.argo,
           version: argoChartVersion(input.version.components, spec.component),
-          values: yamlText(argoReleaseValues(spec, PLANS[DEFAULT_PLAN]!.runtime)),
+          values: yamlText(
+            peers.sourceServer && spec.component === 'argoCd'
+              ? mergeValues(argoReleaseValues(spec, PLANS[DEFAULT_PLAN]!.runtime), sourceServerArgoCdAccountValues())
+              : argoReleaseValues(spec, PLANS[DEFAULT_PLAN]!.runtime),
+          ),
         }))
       : [];
 
@@ -563,8 +658,22 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
       ? [
           "# argo=existing: the app-proxy and event reporter get a Role in your Argo CD's namespace (Applications:",
           '# read; patch for refresh and sync). Nothing else of that Argo CD is created or changed.',
+          ...(peers.sourceServer
+            ? [
+                "# The Source Server gets a Role there that reads Secrets (Argo CD's repository credentials), and reads",
+                `# Argo CD's API with a token you create: declare an account (argocd-cm: accounts.${SOURCE_SERVER_ARGOCD_ACCOUNT}: apiKey;`,
+                `# argocd-rbac-cm policy.csv: g, ${SOURCE_SERVER_ARGOCD_ACCOUNT}, role:readonly), then store`,
+                `# argocd account generate-token --account ${SOURCE_SERVER_ARGOCD_ACCOUNT}`,
+                `# as key token of Secret ${SOURCE_SERVER_ARGOCD_SECRET} in the runtime's namespace. Until then it answers 503.`,
+              ]
+            : []),
         ]
-      : []),
+      : peers.sourceServer
+        ? [
+            `# The Source Server logs in to the Argo CD installed here as account ${SOURCE_SERVER_ARGOCD_ACCOUNT} (read-only),`,
+            `# writing its password's hash into ${ARGOCD_SECRET}, the one Secret of that namespace its Role may patch.`,
+          ]
+        : []),
   ];
   const manifests = header.join('\n') + '\n' + objects.map((o) => '---\n' + yamlText(o)).join('');
 

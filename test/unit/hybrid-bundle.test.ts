@@ -29,8 +29,10 @@ import {
 } from '../../runtime/hybrid/bundle.ts';
 import { catalog } from '../../runtime/catalog.ts';
 import { agentObjects } from '../../runtime/component/agent-objects.ts';
-import { AGENTS, CREDENTIALS_SECRET, RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
-import { ARGO_RELEASES, argoReleaseValues } from '../../runtime/component/argo-releases.ts';
+import { agentsAt, CREDENTIALS_SECRET, RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
+import { ARGO_RELEASES, argoReleaseValues, mergeValues } from '../../runtime/component/argo-releases.ts';
+import { sourceServerArgoCdAccountValues } from '../../runtime/component/source-server-account.ts';
+import { loadSourceServerConfig } from '../../runtime/agents/source-server/config.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../runtime/protocol/bootstrap.ts';
 import { loadRouterConfig } from '../../runtime/agents/request-router/config.ts';
 import { generateRequestSigningKeys } from '../../provisioner/tunnel/request-token.ts';
@@ -295,12 +297,16 @@ t.test('the bootstrap Job may touch only its two Secrets, by name', async (t) =>
 t.test('the agents are the hosted runtime’s, at the catalog’s image tag', async (t) => {
   const b = hybridInstallBundle(input());
   const budget = PLANS[DEFAULT_PLAN]!.runtime;
-  for (const agent of AGENTS) {
+  const peers = { sourceServer: agentsAt(entry.version).some((a) => a.name === 'source-server') };
+  // The Source Server reaches the Argo CD beside it as the mode allows: its own test below.
+  for (const agent of agentsAt(entry.version).filter((a) => a.name !== 'source-server')) {
     const hosted = agentObjects(
       agent,
       `hosted-runtimes/${agent.name}:${entry.components.agents}`,
       TENANT,
       budget.agents[agent.name],
+      RUNTIME_NAMESPACE,
+      peers,
     );
     const deployment = find(b.objects, 'Deployment', agent.name)!;
     type Pod = { containers: Array<{ env: Array<{ name: string; value?: string }> }> };
@@ -394,10 +400,17 @@ t.test(
       [
         'Role gitops/hosted-runtime-app-proxy',
         'Role gitops/hosted-runtime-event-reporter',
+        'Role gitops/hosted-runtime-source-server',
         'RoleBinding gitops/hosted-runtime-app-proxy',
         'RoleBinding gitops/hosted-runtime-event-reporter',
+        'RoleBinding gitops/hosted-runtime-source-server',
       ],
-      'in the Argo CD namespace only the two Roles and their bindings',
+      'in the Argo CD namespace only the three Roles and their bindings',
+    );
+    t.same(
+      find(b.objects, 'Role', 'hosted-runtime-source-server', 'gitops')!.rules,
+      [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch'] }],
+      "the Source Server reads Secrets there (Argo CD's repository credentials) and writes nothing",
     );
     t.same(
       find(b.objects, 'Role', 'hosted-runtime-app-proxy', 'gitops')!.rules,
@@ -409,7 +422,7 @@ t.test(
       [{ apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'list', 'watch'] }],
       'the event reporter reads Applications there',
     );
-    for (const name of ['app-proxy', 'event-reporter'])
+    for (const name of ['app-proxy', 'event-reporter', 'source-server'])
       t.same(
         find(b.objects, 'RoleBinding', `hosted-runtime-${name}`, 'gitops')!.subjects,
         [{ kind: 'ServiceAccount', name, namespace: RUNTIME_NAMESPACE }],
@@ -436,11 +449,15 @@ t.test(
         ARGO_RELEASES.map((s) => [s.chart, version.components[s.component], s.namespace, s.releaseName]),
         `${version.version}: each Argo chart at its pin`,
       );
+      const sourceServer = agentsAt(version.version).some((a) => a.name === 'source-server');
       for (const [i, spec] of ARGO_RELEASES.entries())
         t.same(
           parseYaml(b.charts[i]!.values),
-          argoReleaseValues(spec, PLANS[DEFAULT_PLAN]!.runtime),
-          `${version.version}: ${spec.chart} gets the hosted values on the ${DEFAULT_PLAN} plan`,
+          sourceServer && spec.component === 'argoCd'
+            ? mergeValues(argoReleaseValues(spec, PLANS[DEFAULT_PLAN]!.runtime), sourceServerArgoCdAccountValues())
+            : argoReleaseValues(spec, PLANS[DEFAULT_PLAN]!.runtime),
+          `${version.version}: ${spec.chart} gets the hosted values on the ${DEFAULT_PLAN} plan` +
+            (sourceServer && spec.component === 'argoCd' ? ", with the Source Server's account (no password)" : ''),
         );
     }
     const b = hybridInstallBundle(input());
@@ -556,5 +573,105 @@ t.test('inconsistent input is refused naming what is missing', async (t) => {
     () => hybridInstallBundle({ ...input(), bootstrapToken: '' }),
     { name: 'HybridBundleError', message: /token is empty/ },
     'no bootstrap token',
+  );
+});
+
+t.test('the Source Server reads the Argo CD beside it as each mode allows, and its loader accepts that', async (t) => {
+  type Env = Array<{ name: string; value?: string; valueFrom?: { secretKeyRef: { name: string; key: string } } }>;
+  type PodSpec = {
+    containers: [{ env: Env; volumeMounts: Array<{ name: string; mountPath: string }> }];
+    volumes: Array<{ name: string; secret?: { secretName: string; optional?: boolean } }>;
+  };
+  const podOf = (b: ReturnType<typeof hybridInstallBundle>, name: string, ns?: string) =>
+    (find(b.objects, 'Deployment', name, ns)!.spec as { template: { spec: PodSpec } }).template.spec;
+  const named = (env: Env, name: string) => env.find((e) => e.name === name);
+  // What the loader reads: literal values, and the Secrets' values put in (as the kubelet would).
+  const vars = (env: Env) => ({
+    ...Object.fromEntries(env.map((e) => [e.name, e.valueFrom ? 'hrt_runtime-token-value' : (e.value ?? '')])),
+    KUBERNETES_SERVICE_HOST: '10.0.0.1', // in a pod
+  });
+
+  const ns = 'hosted-runtime-plant-a';
+  const existing = hybridInstallBundle(input({ argo: 'existing', argoNamespace: 'gitops', namespace: ns }));
+  const pod = podOf(existing, 'source-server', ns);
+  const env = pod.containers[0].env;
+  t.equal(
+    named(env, 'ARGOCD_SERVER_URL')?.value,
+    'https://argocd-server.gitops.svc',
+    "argo=existing: the customer's argocd-server over https",
+  );
+  t.equal(named(env, 'ARGOCD_NAMESPACE')?.value, 'gitops', 'its repository Secrets in that namespace');
+  t.equal(
+    named(env, 'ARGOCD_CA_SECRET')?.value,
+    'argocd-server-tls',
+    "verified against Argo CD's own server certificate Secret",
+  );
+  t.notOk(
+    named(env, 'ARGOCD_PASSWORD') ?? named(env, 'RUNTIME_TOKEN'),
+    'no password and no runtime token: it logs in nowhere',
+  );
+  const tokenVolume = pod.volumes.find((v) => v.secret?.secretName === 'source-server-argocd');
+  t.same(
+    tokenVolume?.secret?.optional,
+    true,
+    "the customer's token Secret is mounted optional (the install works before it exists)",
+  );
+  const mount = pod.containers[0].volumeMounts.find((m) => m.name === tokenVolume?.name);
+  t.equal(
+    named(env, 'ARGOCD_TOKEN_FILE')?.value,
+    `${mount?.mountPath}/token`,
+    'and read as ARGOCD_TOKEN_FILE from there',
+  );
+  const loaded = loadSourceServerConfig(vars(env));
+  t.equal(loaded.argoCdServerUrl, 'https://argocd-server.gitops.svc', 'its loader accepts the environment');
+  t.equal(loaded.argoCdToken?.(), undefined, 'a token file not there yet is no token (answered 503, not a crash)');
+  t.match(
+    existing.manifests,
+    /^# argocd account generate-token --account source-server$/m,
+    'the comment says how to make the token',
+  );
+  t.notMatch(existing.manifests, /^#.*gitops/m, 'and holds no value the caller gave');
+  for (const agent of ['event-reporter', 'app-proxy'])
+    t.equal(
+      named(podOf(existing, agent, ns).containers[0].env, 'SOURCE_SERVER_URL')?.value,
+      `http://source-server.${ns}.svc:8080`,
+      `the ${agent} asks the Source Server of its own runtime's namespace`,
+    );
+
+  const fresh = hybridInstallBundle(input());
+  const newEnv = podOf(fresh, 'source-server').containers[0].env;
+  t.equal(
+    named(newEnv, 'ARGOCD_SERVER_URL')?.value,
+    'http://argocd-server.argocd.svc:80',
+    "argo=new: the Argo CD the bundle's charts install",
+  );
+  t.equal(named(newEnv, 'ARGOCD_ACCOUNT_SETUP')?.value, 'argocd-secret', 'it sets its account up itself');
+  t.same(
+    named(newEnv, 'RUNTIME_TOKEN')?.valueFrom,
+    { secretKeyRef: { name: CREDENTIALS_SECRET, key: CREDENTIAL_KEYS.token } },
+    'from the runtime token the bootstrap Job writes (the bundle holds no password)',
+  );
+  t.notOk(named(newEnv, 'ARGOCD_PASSWORD'), 'no password Secret');
+  const newLoaded = loadSourceServerConfig(vars(newEnv));
+  t.ok(newLoaded.argoCdAccountSetup, 'its loader accepts it');
+  t.equal(newLoaded.argoCdPassword().length, 43, 'the password is derived from the runtime token');
+  t.same(
+    find(fresh.objects, 'Role', 'hosted-runtime-source-server', 'argocd')!.rules,
+    [
+      { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: [''], resources: ['secrets'], resourceNames: ['argocd-secret'], verbs: ['patch'] },
+    ],
+    'its Role in argocd: read Secrets, patch argocd-secret by name and nothing else',
+  );
+  t.notOk(
+    JSON.stringify(fresh.charts).includes('accounts.source-server.password'),
+    'the chart values carry no password hash',
+  );
+
+  const older = hybridInstallBundle({ ...input(), version: catalog.get('1.6.0')! });
+  t.notOk(find(older.objects, 'Deployment', 'source-server'), '1.6.0 has no Source Server');
+  t.notOk(
+    named(podOf(older, 'event-reporter').containers[0].env, 'SOURCE_SERVER_URL'),
+    'and its event reporter asks none',
   );
 });

@@ -7,9 +7,17 @@
  */
 import t from 'tap';
 import { hybridInstallBundle, type InstallBundleInput, type KubeObject } from '../../runtime/hybrid/bundle.ts';
-import { upgraderPlan, planDifferences, planRefusal, repositoryOf } from '../../runtime/hybrid/upgrader.ts';
+import {
+  agentRefusal,
+  upgraderPatchable,
+  upgraderPlan,
+  planDifferences,
+  planRefusal,
+  repositoryOf,
+} from '../../runtime/hybrid/upgrader.ts';
+import { compareBundles } from '../../runtime/hybrid/upgrade.ts';
 import { catalog, compareVersions } from '../../runtime/catalog.ts';
-import { VERSIONS_CONFIGMAP } from '../../runtime/component/agents.ts';
+import { agentsAt, VERSIONS_CONFIGMAP } from '../../runtime/component/agents.ts';
 import type { PlannedObject } from '../../runtime/protocol/upgrade.ts';
 
 type Obj = Record<string, unknown>;
@@ -83,8 +91,17 @@ for (let i = 1; i < versions.length; i++) {
     ]) {
       const before = at(from, over);
       const after = at(to, over);
-      const plan = upgraderPlan(before, after);
       const mode = JSON.stringify(over);
+      const added = agentsAt(to).filter((a) => !agentsAt(from).some((b) => b.name === a.name));
+      if (added.length > 0) {
+        // A version that adds an agent adds objects and RBAC: the customer's to apply, never the upgrader's.
+        const up = compareBundles(before, after, { name: 'plant-a', from, to });
+        const why = agentRefusal(up, upgraderPatchable(before));
+        for (const a of added)
+          t.match(why, new RegExp(`/${a.name} \\(added\\)`), `${mode}: refused, naming the added ${a.name}`);
+        continue;
+      }
+      const plan = upgraderPlan(before, after);
       t.ok(plan.apply.length > 0, `${mode}: the plan changes objects`);
       t.equal(
         refusal([...plan.apply, ...plan.rollback], before.objects),

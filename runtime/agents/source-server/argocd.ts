@@ -14,6 +14,7 @@
  *    failed (a template error, a missing file); the message is Argo CD's.
  * Answers larger than MAX_RESPONSE_BYTES are refused (`failed`), not read into memory.
  */
+import { fetch as undiciFetch, type Dispatcher } from 'undici';
 import type { CommitInfo } from '../../protocol/sources.ts';
 
 /** Largest Argo CD answer read (manifests of a large application, managed resources with live state). */
@@ -77,7 +78,23 @@ export interface ArgoCdClientOptions {
   username: string;
   password: () => string;
   timeoutMs: number;
+  /**
+   * An API token used instead of a login (config.ts ARGOCD_TOKEN_FILE); undefined from the
+   * function: not there yet, answered `unavailable` naming `tokenSource`.
+   */
+  token?: (() => string | undefined) | undefined;
+  tokenSource?: string | undefined;
+  /**
+   * Called once when Argo CD refuses the login (ARGOCD_ACCOUNT_SETUP, argocd-setup.ts): true when it
+   * wrote the password, and the login is tried once more. At most once a minute.
+   */
+  setupAccount?: (() => Promise<boolean>) | undefined;
+  /** The connection to an https Argo CD (argocd-setup.ts argoCdTls); undefined: Node's default. */
+  dispatcher?: (() => Promise<Dispatcher | undefined>) | undefined;
 }
+
+/** How often a refused login may set the account up again. */
+const SETUP_INTERVAL_MS = 60_000;
 
 /** Argo CD's grpc-gateway error body. */
 function errorMessage(body: unknown): string | undefined {
@@ -95,6 +112,7 @@ export class ArgoCdClient {
   readonly #opts: ArgoCdClientOptions;
   #token: string | undefined;
   #login: Promise<string> | undefined;
+  #setupAt = 0;
 
   constructor(opts: ArgoCdClientOptions) {
     this.#opts = opts;
@@ -166,6 +184,11 @@ export class ArgoCdClient {
         { headers: { authorization: `Bearer ${token}`, accept: 'application/json' } },
         what,
       );
+      if (res.status === 401 && this.#opts.token)
+        throw new ArgoCdError(
+          'unavailable',
+          `Argo CD refused the Source Server's API token (HTTP 401): it is revoked or expired, or its account lost apiKey; put a new one in ${this.#opts.tokenSource ?? 'ARGOCD_TOKEN'}`,
+        );
       if (res.status === 401 && attempt === 0) {
         this.#token = undefined;
         continue;
@@ -177,19 +200,38 @@ export class ArgoCdClient {
 
   /** A session token: the one held, or a new login (one at a time, shared by concurrent callers). */
   async #session(renew: boolean): Promise<string> {
+    if (this.#opts.token) {
+      const token = this.#opts.token();
+      if (token === undefined)
+        throw new ArgoCdError(
+          'unavailable',
+          `the Source Server has no Argo CD API token yet (${this.#opts.tokenSource ?? 'ARGOCD_TOKEN'}): create it as docs/hybrid.md "Source Server" says`,
+        );
+      return token;
+    }
     if (renew) this.#token = undefined;
     if (this.#token !== undefined) return this.#token;
     this.#login ??= (async () => {
       try {
-        const res = await this.#fetch(
-          `${this.#opts.serverUrl}/api/v1/session`,
-          {
-            method: 'POST',
-            headers: { 'content-type': 'application/json', accept: 'application/json' },
-            body: JSON.stringify({ username: this.#opts.username, password: this.#opts.password() }),
-          },
-          'the login',
-        );
+        const login = () =>
+          this.#fetch(
+            `${this.#opts.serverUrl}/api/v1/session`,
+            {
+              method: 'POST',
+              headers: { 'content-type': 'application/json', accept: 'application/json' },
+              body: JSON.stringify({ username: this.#opts.username, password: this.#opts.password() }),
+            },
+            'the login',
+          );
+        let res = await login();
+        if (
+          (res.status === 401 || res.status === 403) &&
+          this.#opts.setupAccount &&
+          Date.now() - this.#setupAt >= SETUP_INTERVAL_MS
+        ) {
+          this.#setupAt = Date.now();
+          if (await this.#opts.setupAccount()) res = await login();
+        }
         const token = (res.body as { token?: unknown } | undefined)?.token;
         if (res.status === 200 && typeof token === 'string' && token !== '') {
           this.#token = token;
@@ -211,7 +253,16 @@ export class ArgoCdClient {
   async #fetch(url: string, init: RequestInit, what: string): Promise<{ status: number; body: unknown }> {
     let res: Response;
     try {
-      res = await fetch(url, { ...init, signal: AbortSignal.timeout(this.#opts.timeoutMs), redirect: 'error' });
+      const dispatcher = await this.#opts.dispatcher?.();
+      const signal = AbortSignal.timeout(this.#opts.timeoutMs);
+      res = dispatcher
+        ? await undiciFetch(url, {
+            ...(init as Parameters<typeof undiciFetch>[1]),
+            signal,
+            redirect: 'error',
+            dispatcher,
+          })
+        : await fetch(url, { ...init, signal, redirect: 'error' });
     } catch (err) {
       const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
       const message =

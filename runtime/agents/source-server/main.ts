@@ -4,6 +4,7 @@ import { agentKubeTransport } from '../common/kube.ts';
 import { runService } from '../common/service.ts';
 import { buildSourceServer } from './app.ts';
 import { ArgoCdClient } from './argocd.ts';
+import { argoCdAccountSetup, argoCdTls } from './argocd-setup.ts';
 import { SourceService } from './change.ts';
 import { loadSourceServerConfig } from './config.ts';
 import { argoCdRepoCredentials } from './credentials.ts';
@@ -26,12 +27,28 @@ await runService(
       refreshSeconds: config.gitRefreshSeconds,
     });
     await git.start();
+    const tls =
+      config.argoCdCaSecret !== undefined && config.argoCdServerUrl.startsWith('https:')
+        ? argoCdTls({ kube: kube!, namespace: config.argoCdNamespace, secret: config.argoCdCaSecret, log })
+        : undefined;
     const service = new SourceService({
       argo: new ArgoCdClient({
         serverUrl: config.argoCdServerUrl,
         username: config.argoCdUsername,
         password: config.argoCdPassword,
         timeoutMs: config.argoCdTimeoutMs,
+        token: config.argoCdToken,
+        tokenSource: config.argoCdTokenSource,
+        setupAccount: config.argoCdAccountSetup
+          ? argoCdAccountSetup({
+              kube: kube!,
+              namespace: config.argoCdNamespace,
+              account: config.argoCdUsername,
+              password: config.argoCdPassword,
+              log,
+            })
+          : undefined,
+        dispatcher: tls?.dispatcher,
       }),
       git,
       cacheMaxBytes: config.cacheMaxBytes,
@@ -43,7 +60,8 @@ await runService(
       {
         port: config.port,
         argoCd: config.argoCdServerUrl,
-        account: config.argoCdUsername,
+        auth: config.argoCdToken ? 'token' : config.argoCdAccountSetup ? 'account (set up here)' : 'account',
+        account: config.argoCdToken ? undefined : config.argoCdUsername,
         argoCdNamespace: config.argoCdNamespace,
         cacheMaxBytes: config.cacheMaxBytes,
       },
