@@ -9,6 +9,8 @@
  * Redis protocol server, miniredis — a stand-in, named in the test output; Argo CD uses Redis
  * only as a cache).
  *
+ * With `server`, also Argo CD's API server (argocd-server), over https with the certificate given.
+ *
  * Every server listens on 127.0.0.1 only (the controller's metrics address is made so by
  * scripts/argocd.sh's build; it is hard-coded to 0.0.0.0 upstream).
  *
@@ -17,7 +19,7 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
@@ -54,6 +56,9 @@ export function argoCdUnavailable(): string | undefined {
 
 export interface ArgoCd {
   namespace: string;
+  /** With `server`: argocd-server's https URL on loopback, and its process. */
+  serverUrl?: string;
+  server?: ManagedProcess;
   /** `redis-server` (real, from PATH) or `redis-standin` (in-memory stand-in). */
   redis: 'redis-server' | 'redis-standin';
   controller: ManagedProcess;
@@ -73,6 +78,33 @@ export interface ArgoCdOptions {
   namespace?: string;
   /** Wait bound for start-up; default 2 minutes. */
   timeoutMs?: number;
+  /**
+   * Also run Argo CD's API server (argocd-server) over https on loopback, with this certificate
+   * in Secret `argocd-server-tls`, where Argo CD reads its server certificate from.
+   */
+  server?: { certificate: TlsCertificate };
+}
+
+export interface TlsCertificate {
+  /** PEM */
+  cert: string;
+  /** PEM */
+  key: string;
+}
+
+/** A self-signed certificate (openssl) for the hosts given: IP addresses and DNS names. */
+export async function selfSignedCertificate(dir: string, hosts: string[]): Promise<TlsCertificate> {
+  await mkdir(dir, { recursive: true });
+  const san = hosts.map((h) => (/^[\d.]+$/.test(h) ? `IP:${h}` : `DNS:${h}`)).join(',');
+  const [certFile, keyFile] = [join(dir, 'tls.crt'), join(dir, 'tls.key')];
+  await execFileP(
+    'openssl',
+    ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2']
+      .concat(['-subj', `/O=e2e/CN=${hosts[0]}`, '-addext', `subjectAltName=${san}`])
+      .concat(['-keyout', keyFile, '-out', certFile]),
+    { timeout: 30_000 },
+  );
+  return { cert: await readFile(certFile, 'utf8'), key: await readFile(keyFile, 'utf8') };
 }
 
 async function ignoreConflict(p: Promise<unknown>): Promise<void> {
@@ -158,7 +190,9 @@ export async function startArgoCd(t: { teardown(fn: () => unknown): void }, o: A
       for (const p of [...processes].reverse()) await p.stop(3000);
     })());
   t.teardown(stop);
-  const [redisPort, repoPort, repoMetrics, ctlMetrics] = await Promise.all([
+  const [redisPort, repoPort, repoMetrics, ctlMetrics, serverListen, serverMetrics] = await Promise.all([
+    serverPort(),
+    serverPort(),
     serverPort(),
     serverPort(),
     serverPort(),
@@ -234,14 +268,53 @@ export async function startArgoCd(t: { teardown(fn: () => unknown): void }, o: A
     { env: { ...env, ARGOCD_BINARY_NAME: 'argocd-application-controller' } },
   );
   processes.push(controller);
+  let server: ManagedProcess | undefined;
+  if (o.server) {
+    await ignoreConflict(
+      core.createNamespacedSecret({
+        namespace: ns,
+        body: {
+          metadata: { name: 'argocd-server-tls', labels },
+          type: 'kubernetes.io/tls',
+          stringData: { 'tls.crt': o.server.certificate.cert, 'tls.key': o.server.certificate.key },
+        },
+      }),
+    );
+    server = startProcess(
+      'argocd-server',
+      join(bin, 'argocd'),
+      [
+        '--namespace',
+        ns,
+        '--address',
+        '127.0.0.1',
+        '--port',
+        String(serverListen),
+        '--metrics-address',
+        '127.0.0.1',
+        '--metrics-port',
+        String(serverMetrics),
+        '--repo-server',
+        `127.0.0.1:${repoPort}`,
+        '--repo-server-plaintext',
+        '--staticassets',
+        join(o.dir, 'tmp'),
+        ...common,
+      ],
+      join(o.dir, 'server.log'),
+      { env: { ...env, ARGOCD_BINARY_NAME: 'argocd-server' } },
+    );
+    processes.push(server);
+  }
   try {
     await until('Argo CD repo-server and application controller healthy', timeoutMs, async () => {
       for (const p of processes) if (!p.running()) throw new Error(`${p.name} exited: ${await p.tail(15)}`);
-      const [rs, ctl] = await Promise.all([
+      const [rs, ctl, srv] = await Promise.all([
         httpOk(`http://127.0.0.1:${repoMetrics}/healthz`),
         httpOk(`http://127.0.0.1:${ctlMetrics}/healthz`),
+        server ? httpOk(`http://127.0.0.1:${serverMetrics}/metrics`) : true,
       ]);
-      return rs && ctl;
+      return rs && ctl && srv;
     });
   } catch (err) {
     await stop();
@@ -249,6 +322,7 @@ export async function startArgoCd(t: { teardown(fn: () => unknown): void }, o: A
   }
   return {
     namespace: ns,
+    ...(server ? { server, serverUrl: `https://127.0.0.1:${serverListen}` } : {}),
     redis: redisServer ? 'redis-server' : 'redis-standin',
     controller,
     repoServer,

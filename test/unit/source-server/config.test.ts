@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '../../../runtime/agents/common/config.ts';
 import { loadSourceServerConfig } from '../../../runtime/agents/source-server/config.ts';
+import { sourceServerPassword } from '../../../runtime/component/source-server-account.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'source-server-config-'));
 const kubeconfig = join(dir, 'kubeconfig');
@@ -63,5 +64,54 @@ t.test('wrong values are named', async (t) => {
     refusal({ ARGOCD_PASSWORD: PASSWORD, KUBERNETES_SERVICE_HOST: '' }).variable,
     'KUBECONFIG',
     'outside a cluster KUBECONFIG is required',
+  );
+});
+
+t.test('an Argo CD API token instead of a login (a hybrid runtime beside an existing Argo CD)', async (t) => {
+  const file = join(dir, 'token');
+  const c = loadSourceServerConfig({ KUBECONFIG: kubeconfig, ARGOCD_TOKEN_FILE: file });
+  t.equal(c.argoCdToken?.(), undefined, 'a token file not there yet: no token, and no error at start');
+  t.equal(c.argoCdTokenSource, file, 'the file is named for the message');
+  writeFileSync(file, 'eyJ-token\n');
+  t.equal(c.argoCdToken?.(), 'eyJ-token', 'the token once the Secret is mounted, trimmed, read at each use');
+  t.notOk(JSON.stringify(c).includes('eyJ-token'), 'the token is not in the serialized configuration');
+  const inline = loadSourceServerConfig({ KUBECONFIG: kubeconfig, ARGOCD_TOKEN: 'inline-tok' });
+  t.equal(inline.argoCdToken?.(), 'inline-tok', 'ARGOCD_TOKEN inline');
+  t.equal(
+    refusal({ KUBECONFIG: kubeconfig, ARGOCD_TOKEN_FILE: 'relative' }).variable,
+    'ARGOCD_TOKEN_FILE',
+    'a relative file',
+  );
+  t.equal(
+    refusal({ KUBECONFIG: kubeconfig, ARGOCD_TOKEN: 'x', ARGOCD_ACCOUNT_SETUP: 'argocd-secret' }).variable,
+    'ARGOCD_ACCOUNT_SETUP',
+    'a token and the account set-up exclude each other',
+  );
+});
+
+t.test('ARGOCD_ACCOUNT_SETUP=argocd-secret: the password derived from the runtime token', async (t) => {
+  const c = loadSourceServerConfig({
+    KUBECONFIG: kubeconfig,
+    ARGOCD_ACCOUNT_SETUP: 'argocd-secret',
+    RUNTIME_TOKEN: 'hrt_runtime-a',
+  });
+  const d = loadSourceServerConfig({
+    KUBECONFIG: kubeconfig,
+    ARGOCD_ACCOUNT_SETUP: 'argocd-secret',
+    RUNTIME_TOKEN: 'hrt_runtime-b',
+  });
+  t.ok(c.argoCdAccountSetup, 'set-up on');
+  t.equal(c.argoCdPassword(), sourceServerPassword('hrt_runtime-a'), 'the password the hosted runtime would derive');
+  t.not(c.argoCdPassword(), d.argoCdPassword(), 'another runtime token, another password');
+  t.equal(
+    refusal({ KUBECONFIG: kubeconfig, ARGOCD_ACCOUNT_SETUP: 'argocd-secret' }).variable,
+    'RUNTIME_TOKEN',
+    'without the runtime token: RUNTIME_TOKEN named',
+  );
+  t.equal(refusal({ ...base, ARGOCD_ACCOUNT_SETUP: 'yes' }).variable, 'ARGOCD_ACCOUNT_SETUP', 'an unknown mode');
+  t.equal(refusal({ ...base, ARGOCD_CA_SECRET: 'Not A Name' }).variable, 'ARGOCD_CA_SECRET', 'a bad Secret name');
+  t.equal(
+    loadSourceServerConfig({ ...base, ARGOCD_CA_SECRET: 'argocd-server-tls' }).argoCdCaSecret,
+    'argocd-server-tls',
   );
 });
