@@ -182,7 +182,7 @@ async function main(): Promise<void> {
       : []),
     `  ${cli} clusters list`,
     `  ${cli} doctor`,
-    `  ${cli} runtimes register ${id} edge --access tunnel --argo new --out edge.yaml   # a hybrid runtime's install manifest`,
+    `  ${cli} runtimes register ${id} edge --access tunnel --argo new --out edge.yaml   # a hybrid runtime's install manifest (agents, Source Server)`,
     '',
     ...(demo
       ? [

@@ -15,6 +15,7 @@ import { apiClientOf, UsageError, type Io } from './api-commands.ts';
 import { age, cellText, table } from './format.ts';
 import { askOnTerminal } from './terminal-prompt.ts';
 import { manifestFileName } from '../../runtime/hybrid/bundle.ts';
+import { agentsAt, SOURCE_SERVER_ARGOCD_SECRET } from '../../runtime/component/agents.ts';
 import { shellCommand } from '../../runtime/hybrid/shell.ts';
 import type {
   Runtime,
@@ -235,6 +236,14 @@ export function addRuntimesCommands(program: Command, io: Io): void {
           out.install.unpinnedImages.length > 0
             ? [`images without a digest in the catalog yet: ${out.install.unpinnedImages.map(cellText).join(', ')}`]
             : [];
+        // Beside an existing Argo CD the Source Server needs a token the customer makes (docs/hybrid.md "Source Server").
+        if (
+          out.runtime.argo === 'existing' &&
+          agentsAt(out.runtime.version ?? '0.0.0').some((a) => a.name === 'source-server')
+        )
+          unpinned.push(
+            `its Source Server reads your Argo CD with a read-only account's API token you create: Secret ${SOURCE_SERVER_ARGOCD_SECRET} (key token) in namespace ${out.install.namespace}; the manifest's header says how (until then it answers 503)`,
+          );
         print(shown, () =>
           (out.install.url !== null
             ? [

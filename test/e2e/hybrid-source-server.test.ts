@@ -43,7 +43,7 @@ import {
   workloadEnv,
 } from './harness/hybrid.ts';
 import { catalog, compareVersions } from '../../runtime/catalog.ts';
-import type { RuntimeRegistered } from '../../provisioner/http/api-types.ts';
+import type { Runtime, RuntimeRegistered } from '../../provisioner/http/api-types.ts';
 
 t.setTimeout(12 * 60_000);
 
@@ -380,11 +380,15 @@ if (unavailable) {
     const c1 = await repo.commit({ 'web/config.yaml': configMap('web-config', 'red') }, 'web: red', {
       author: { name: 'Ada Lovelace', email: 'ada@example.test' },
     });
-    for (const app of ['web', 'batch'])
-      await customer.objects.patchNamespacedCustomObject({
-        ...ref(app),
-        body: { metadata: { annotations: { 'argocd.argoproj.io/refresh': 'normal' } } },
-      });
+    await until('the tunnel connected', 60_000, async () => {
+      const r = await call<Runtime>('GET', `${base}/plant`, tenant.apiKey);
+      return r.body.tunnel.connected;
+    });
+    // A refresh asked at the control plane, through the tunnel to the app-proxy (as a customer would).
+    for (const app of ['web', 'batch']) {
+      const r = await call('POST', `${base}/plant/proxy/api/applications/${argoNs}/${app}/refresh`, tenant.apiKey, {});
+      t.equal(r.status, 200, `${app} refreshed through the tunnel`);
+    }
     const e = await entry('web', c1);
     t.equal(e.result, 'succeeded', 'web synced the change');
     t.equal(e.author, 'Ada Lovelace <ada@example.test>', 'the author of the commit that changed web');

@@ -224,6 +224,8 @@ export async function startArgoCd(t: { teardown(fn: () => unknown): void }, o: A
     ARGOCD_GPG_ENABLED: 'false',
     // The repo-server's git credential helper socket (default /tmp/reposerver-ask-pass.sock, shared).
     ARGOCD_ASK_PASS_SOCK: join(o.dir, 'askpass.sock'),
+    // The repo-server's git runs `argocd` as its GIT_ASKPASS helper (repositories with credentials).
+    PATH: `${bin}:${process.env.PATH ?? ''}`,
   };
   const common = ['--redis', `127.0.0.1:${redisPort}`, '--loglevel', 'info'];
   const repoServer = startProcess(
