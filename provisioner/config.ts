@@ -159,6 +159,12 @@ export interface TenantBudgets {
    * default 10000, 1..1000000): storing a newer one deletes the oldest beyond it.
    */
   appHistoryEntries: number;
+  /**
+   * Bytes of application history kept per tenant, all its runtimes (PROVISIONER_APP_HISTORY_MAX_BYTES_PER_TENANT,
+   * default 64 MiB, 1 MiB..16 GiB; an entry's size is migration 032's `size_bytes`): storing a newer
+   * entry deletes the oldest beyond it.
+   */
+  appHistoryBytes: number;
 }
 
 export const DEFAULT_TENANT_BUDGETS: TenantBudgets = {
@@ -175,6 +181,7 @@ export const DEFAULT_TENANT_BUDGETS: TenantBudgets = {
   upgraderPollsPerMinute: 120,
   upgraderPollsPerRuntimePerMinute: 60,
   appHistoryEntries: 10_000,
+  appHistoryBytes: 64 * 1024 * 1024,
 };
 
 function loadBudgets(env: Env): TenantBudgets {
@@ -223,6 +230,13 @@ function loadBudgets(env: Env): TenantBudgets {
       1_000_000,
     ),
     appHistoryEntries: int(env, 'PROVISIONER_APP_HISTORY_MAX_PER_TENANT', d.appHistoryEntries, 1, 1_000_000),
+    appHistoryBytes: int(
+      env,
+      'PROVISIONER_APP_HISTORY_MAX_BYTES_PER_TENANT',
+      d.appHistoryBytes,
+      1024 * 1024,
+      16 * 1024 * 1024 * 1024,
+    ),
   };
 }
 

@@ -61,7 +61,12 @@ export interface IngestStats {
 /** What one tenant's runtime may store and send (config.budgets, docs/security.md). */
 export type IngestBudgets = Pick<
   TenantBudgets,
-  'runtimeObjects' | 'runtimeObjectBytes' | 'eventBatchesPerSecond' | 'digestsPerMinute' | 'appHistoryEntries'
+  | 'runtimeObjects'
+  | 'runtimeObjectBytes'
+  | 'eventBatchesPerSecond'
+  | 'digestsPerMinute'
+  | 'appHistoryEntries'
+  | 'appHistoryBytes'
 >;
 
 export interface FollowChangesOptions {
@@ -266,7 +271,8 @@ export class RuntimeObjectService {
       // The applications' history, from the reports now stored (app-history/rules.ts); the
       // tenant's oldest entries beyond its budget go in the same transaction.
       const entries = await writeHistory(c, ref, history);
-      if (entries.inserted > 0) await trimTenantHistory(c, tenantId, this.#budgets.appHistoryEntries);
+      if (entries.inserted > 0)
+        await trimTenantHistory(c, tenantId, this.#budgets.appHistoryEntries, this.#budgets.appHistoryBytes);
       if (entries.written > 0) await notifyHistory(c, ref.runtimeId);
       let removedByDigest = 0;
       for (const d of batch.digests ?? []) {

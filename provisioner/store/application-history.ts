@@ -129,17 +129,25 @@ export async function writeHistory(
 }
 
 /**
- * Deletes the tenant's oldest entries beyond `max` (all its runtimes' together). The caller holds
- * the tenant's ingest lock. Returns how many went.
+ * Deletes the tenant's oldest entries (all its runtimes' together) beyond `max` entries, and beyond
+ * `maxBytes` of them (`size_bytes`, migration 032: the newest entries that fit stay). The caller
+ * holds the tenant's ingest lock. Returns how many went.
  */
-export async function trimTenantHistory(db: Queryable, tenantId: string, max: number): Promise<number> {
+export async function trimTenantHistory(
+  db: Queryable,
+  tenantId: string,
+  max: number,
+  maxBytes: number = Number.MAX_SAFE_INTEGER,
+): Promise<number> {
   const { rowCount } = await db.query({
     name: 'application-history-trim',
     text: `DELETE FROM application_history WHERE id IN (
-             SELECT id FROM application_history WHERE tenant_id = $1
-              ORDER BY recorded_at, id
-              LIMIT greatest((SELECT count(*) FROM application_history WHERE tenant_id = $1) - $2, 0))`,
-    values: [tenantId, max],
+             SELECT id FROM (
+               SELECT id, row_number() OVER w AS n, sum(size_bytes) OVER w AS bytes
+                 FROM application_history WHERE tenant_id = $1
+               WINDOW w AS (ORDER BY recorded_at DESC, id DESC)) newest_first
+              WHERE n > $2 OR bytes > $3)`,
+    values: [tenantId, max, maxBytes],
   });
   return rowCount ?? 0;
 }

@@ -70,6 +70,7 @@ t.test(
       ['PROVISIONER_HYBRID_BUNDLES_PER_MINUTE', 'x'],
       ['PROVISIONER_HYBRID_UPGRADER_POLLS_PER_RUNTIME_PER_MINUTE', '0'],
       ['PROVISIONER_APP_HISTORY_MAX_PER_TENANT', '0'],
+      ['PROVISIONER_APP_HISTORY_MAX_BYTES_PER_TENANT', '1000'],
     ] as const)
       t.throws(
         () => loadConfig({ [name]: value }),
