@@ -15,7 +15,8 @@
  * message) and leaves B's where it was; an image-only commit names the image before → after and
  * exactly one field; a commit Argo CD cannot render comes back with Argo CD's message (200 on
  * /change, 422 on /diff); a wrong Git password is a clear 502 and no password is logged; Argo CD
- * or Git down is a 503 with Retry-After; a multi-source Application is unsupported; bad input is
+ * or Git down is a 503 with Retry-After; a multi-source Application has no change revision or commit
+ * diff (said as unsupported) but its diff against the cluster works; bad input is
  * a 400 naming the field; a session Argo CD forgot is renewed by one login.
  */
 import t from 'tap';
@@ -171,7 +172,7 @@ async function startArgoCdApiDouble(opts: { gitRoot: string; apps: Record<string
             return send(res, 200, {
               metadata: { name, namespace: 'argocd', uid: `uid-${name}` },
               spec: app.multiSource
-                ? { sources: [source, { ...source, path: 'apps/b' }], destination: { namespace: 'x' } }
+                ? { sources: [source, { ...source, path: 'apps/a' }], destination: { namespace: 'x' } }
                 : { source, destination: { namespace: 'x' } },
               status: { sync: { status: 'Synced', revision: await resolve(app.repo, 'main') } },
             });
@@ -272,7 +273,7 @@ const argo = await startArgoCdApiDouble({
   apps: {
     a: { repo: 'monorepo', path: 'apps/a' },
     b: { repo: 'monorepo', path: './apps/b/' },
-    multi: { repo: 'monorepo', path: 'apps/a', multiSource: true },
+    multi: { repo: 'monorepo', path: 'apps/b', multiSource: true },
     o: { repo: 'other', path: 'apps/o' },
     c: { repo: 'monorepo', path: 'apps/c', destinationNamespace: 'team-c' },
   },
@@ -528,6 +529,17 @@ t.test('multi-source and unknown Applications', async (t) => {
   const d = await get<{ error: { code: string } }>(`/v1/applications/argocd/multi/diff?revision=${c3}`);
   t.equal(d.status, 409, 'its commit diff is 409');
   t.equal(d.body.error.code, 'UNSUPPORTED_SOURCE', 'UNSUPPORTED_SOURCE');
+  const live = await get<ApplicationDiff>('/v1/applications/argocd/multi/diff');
+  t.equal(
+    live.status,
+    200,
+    `its diff against the cluster works: Argo CD compares every source (${JSON.stringify(live.body).slice(0, 300)})`,
+  );
+  t.equal(live.body.base, 'live', 'Git against the live objects');
+  t.ok(
+    live.body.resources.some((r) => r.kind === 'ConfigMap' && r.name === 'b-config'),
+    'with the resources Argo CD generated from its sources',
+  );
   const none = await get<{ error: { code: string; message: string } }>('/v1/applications/argocd/nope/change');
   t.equal(none.status, 404, 'an Application Argo CD does not know is 404');
   t.equal(none.body.error.code, 'APPLICATION_NOT_FOUND', 'APPLICATION_NOT_FOUND');
