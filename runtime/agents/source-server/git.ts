@@ -19,11 +19,11 @@
  *  - A new mirror is initialised in a temporary folder and renamed into place: a crash leaves no
  *    half-made mirror.
  */
-import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CommitInfo } from '../../protocol/sources.ts';
+import { GitRunError, runGit } from '../common/git-run.ts';
 
 export interface RepoCredentials {
   username: string;
@@ -54,31 +54,11 @@ export class GitError extends Error {
   }
 }
 
-/** Prints the credentials of the git process's environment when git asks for them (`get`); nothing else. */
-const CREDENTIAL_HELPER =
-  '!f() { test "$1" = get || exit 0; printf \'username=%s\\npassword=%s\\n\' "$HRT_GIT_USERNAME" "$HRT_GIT_PASSWORD"; }; f';
-
-const GIT_CONFIG = [
-  '-c',
-  'protocol.allow=never',
-  '-c',
-  'protocol.http.allow=always',
-  '-c',
-  'protocol.https.allow=always',
-  '-c',
-  'credential.helper=',
-  '-c',
-  'core.askPass=',
-  '-c',
-  'gc.auto=0',
-];
-
 /** Where a fetch puts the remote's HEAD (what an Application's `HEAD` or empty targetRevision follows). */
 const REMOTE_HEAD = 'refs/source-server/remote-head';
 const FETCH_REFSPECS = ['+refs/heads/*:refs/heads/*', '+refs/tags/*:refs/tags/*', `+HEAD:${REMOTE_HEAD}`];
 const FULL_SHA = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
 const SHORT_SHA = /^[0-9a-f]{4,64}$/;
-const MAX_OUTPUT_BYTES = 1024 * 1024;
 
 /** Only http(s) URLs are Git over HTTP for the Source Server. */
 export function isHttpGitUrl(repoURL: string): boolean {
@@ -100,10 +80,6 @@ export function redactUrl(repoURL: string): string {
   } catch {
     return repoURL.replace(/\/\/[^/@\s]*@/g, '//');
   }
-}
-
-function redactText(text: string): string {
-  return text.replace(/(https?:\/\/)[^/@\s]*@/g, '$1');
 }
 
 /** An application's source path as a pathspec: undefined for the whole repository. */
@@ -342,34 +318,11 @@ export class GitMirrors {
   async #exec(args: string[], credentials: RepoCredentials | undefined): Promise<Run> {
     await this.#acquire();
     try {
-      return await new Promise<Run>((resolve, reject) => {
-        const env: NodeJS.ProcessEnv = {
-          PATH: process.env.PATH ?? '/usr/bin:/bin',
-          HOME: this.#opts.dir,
-          LC_ALL: 'C',
-          GIT_TERMINAL_PROMPT: '0',
-          GIT_CONFIG_NOSYSTEM: '1',
-          GIT_CONFIG_GLOBAL: '/dev/null',
-        };
-        const config = [...GIT_CONFIG];
-        if (credentials) {
-          env.HRT_GIT_USERNAME = credentials.username;
-          env.HRT_GIT_PASSWORD = credentials.password;
-          config.push('-c', `credential.helper=${CREDENTIAL_HELPER}`);
-        }
-        execFile(
-          'git',
-          [...config, ...args],
-          { env, timeout: this.#opts.timeoutMs, killSignal: 'SIGKILL', maxBuffer: MAX_OUTPUT_BYTES, encoding: 'utf8' },
-          (err, stdout, stderr) => {
-            if (!err) {
-              resolve({ stdout, stderr });
-              return;
-            }
-            reject(classify(err, redactText(stderr), args));
-          },
-        );
-      });
+      return await runGit(args, { home: this.#opts.dir, credentials, timeoutMs: this.#opts.timeoutMs });
+    } catch (err) {
+      if (err instanceof GitRunError)
+        throw classify(Object.assign(new Error(err.message), { killed: err.killed }), err.stderr, args);
+      throw err;
     } finally {
       this.#release();
     }

@@ -1,0 +1,256 @@
+/**
+ * Promotions (docs/promotions.md): the GitOps Operator's custom resources, group
+ * `promotions.hosted-runtimes.io`, version v1alpha1, kept in the customer's Git configuration
+ * repository and applied by Argo CD like everything else. Plain types and pure checks, shared by
+ * the operator (runtime/agents/gitops-operator) and the CRDs (runtime/component/promotion-crds.ts).
+ *
+ *  - Environment: a stage a release goes through (`kind: PROD | NON_PROD`).
+ *  - Product: a group of Argo CD Applications released together; per environment, the directory
+ *    of the configuration repository that holds its version there and the Applications that deploy
+ *    it; the flow and template its promotions follow.
+ *  - PromotionTemplate: what a product's release is (one field of one file: `version`) and what a
+ *    promotion copies from the environment before (fields of files, by a JSON path).
+ *  - PromotionFlow: the trigger environment and the steps after it, each with `dependsOn`.
+ *  - PromotionPolicy: for the products and environments it selects, the action (`commit` the
+ *    change to the branch, or `no-commit`: a gate only) and the pre- and post-action (an Argo
+ *    Workflow from a WorkflowTemplate; its result decides).
+ *  - Promotion: one release of a product moved through the flow; its status is the operator's
+ *    whole state (crash-safe: every step idempotent, docs/promotions.md "Crashes").
+ */
+
+export const PROMOTIONS_GROUP = 'promotions.hosted-runtimes.io';
+export const PROMOTIONS_VERSION = 'v1alpha1';
+export const PROMOTIONS_API_VERSION = `${PROMOTIONS_GROUP}/${PROMOTIONS_VERSION}`;
+
+export const PROMOTION_KINDS = {
+  Environment: 'environments',
+  Product: 'products',
+  PromotionTemplate: 'promotiontemplates',
+  PromotionFlow: 'promotionflows',
+  PromotionPolicy: 'promotionpolicies',
+  Promotion: 'promotions',
+} as const;
+export type PromotionKind = keyof typeof PROMOTION_KINDS;
+
+/** Commit trailers that make every Git change of a promotion findable (exactly once in Git). */
+export const TRAILER_PROMOTION = 'Promotion-Id';
+export const TRAILER_ENVIRONMENT = 'Promotion-Environment';
+export const TRAILER_REVERT = 'Promotion-Revert';
+
+export interface Metadata {
+  name: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  creationTimestamp?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
+export interface EnvironmentSpec {
+  kind: 'PROD' | 'NON_PROD';
+}
+
+export interface ProductEnvironment {
+  environment: string;
+  /** The directory of the repository that holds the product's files in this environment. */
+  path: string;
+  /** Argo CD Applications (in Argo CD's namespace) deploying the product there. */
+  applications: string[];
+}
+
+export interface ProductSpec {
+  /** The configuration repository (http or https; its credentials are Argo CD's repository Secret). */
+  repository: string;
+  branch: string;
+  template: string;
+  flow: string;
+  environments: ProductEnvironment[];
+}
+
+export interface ReleaseInEnvironment {
+  environment: string;
+  /** The version the template's `version` field holds there at the branch's head. */
+  release?: string;
+  /** The head the release was read at. */
+  revision?: string;
+}
+
+export interface ProductStatus {
+  environments?: ReleaseInEnvironment[];
+  /** The last trigger-environment release a promotion was started for. */
+  lastTriggeredRelease?: string;
+  observedAt?: string;
+}
+
+export interface FieldRef {
+  /** A file under the environment's path. */
+  file: string;
+  /** `$.a.b[0].c`: keys and list indexes. */
+  jsonPath: string;
+}
+
+export interface PromotionTemplateSpec {
+  version: FieldRef;
+  files: Array<{ path: string; jsonPaths: string[] }>;
+}
+
+export interface FlowStep {
+  environment: string;
+  /** Default: the trigger environment. */
+  dependsOn?: string[];
+}
+
+export interface PromotionFlowSpec {
+  triggerEnvironment: string;
+  steps: FlowStep[];
+}
+
+export interface WorkflowAction {
+  /** A WorkflowTemplate in Argo CD's namespace (the operator's): the Workflow is made from it. */
+  workflowTemplate: string;
+}
+
+export interface PromotionPolicySpec {
+  selector?: { products?: string[]; environments?: string[] };
+  action: 'commit' | 'no-commit';
+  preAction?: WorkflowAction;
+  postAction?: WorkflowAction;
+  /** Longest wait for the applications to be synced and healthy (default 900). */
+  syncTimeoutSeconds?: number;
+}
+
+export interface PromotionSpec {
+  product: string;
+  /** The release to promote; default: what the trigger environment holds at the branch's head. */
+  release?: string;
+  /** Who asked (a user, `api`, `trigger`). */
+  requestedBy?: string;
+  /** Set true to stop at the next safe point; a change already pushed for the running step is reverted. */
+  abort?: boolean;
+  /** Raised by one to run a failed promotion again from its failed step. */
+  retry?: number;
+}
+
+export type PromotionPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Aborted' | 'Superseded';
+export type StepPhase =
+  | 'Pending'
+  | 'PreAction'
+  | 'Committing'
+  | 'Syncing'
+  | 'PostAction'
+  | 'Succeeded'
+  | 'Failed'
+  | 'Aborted'
+  | 'Skipped';
+
+export interface ActionStatus {
+  workflow: string;
+  phase?: string;
+  message?: string;
+}
+
+export interface StepStatus {
+  environment: string;
+  phase: StepPhase;
+  /** The commit that changed the environment (absent: no change was needed, or no-commit). */
+  commit?: string;
+  /** Its revert, when the promotion was aborted during this step. */
+  revert?: string;
+  startedAt?: string;
+  finishedAt?: string;
+  message?: string;
+  preAction?: ActionStatus;
+  postAction?: ActionStatus;
+}
+
+export interface PromotionStatus {
+  phase?: PromotionPhase;
+  release?: string;
+  /** The trigger environment's head the release was read at. */
+  sourceRevision?: string;
+  startedAt?: string;
+  finishedAt?: string;
+  message?: string;
+  steps?: StepStatus[];
+  /** The spec.retry value handled last. */
+  observedRetry?: number;
+}
+
+export interface Resource<S, T = unknown> {
+  apiVersion: string;
+  kind: string;
+  metadata: Metadata;
+  spec: S;
+  status?: T;
+}
+
+export type Product = Resource<ProductSpec, ProductStatus>;
+export type PromotionTemplate = Resource<PromotionTemplateSpec>;
+export type PromotionFlow = Resource<PromotionFlowSpec>;
+export type PromotionPolicy = Resource<PromotionPolicySpec>;
+export type Promotion = Resource<PromotionSpec, PromotionStatus>;
+export type Environment = Resource<EnvironmentSpec>;
+
+export const FINAL_PHASES: readonly PromotionPhase[] = ['Succeeded', 'Failed', 'Aborted', 'Superseded'];
+
+/** A JSON path of the subset templates use, as keys and indexes; an error names what is wrong. */
+export function parseJsonPath(path: string): Array<string | number> {
+  if (!path.startsWith('$')) throw new Error(`JSON path '${path}' does not start with $`);
+  const out: Array<string | number> = [];
+  const re = /\.([A-Za-z0-9_-]+)|\[(\d+)\]|\['([^'\]]+)'\]/y;
+  let i = 1;
+  while (i < path.length) {
+    re.lastIndex = i;
+    const m = re.exec(path);
+    if (!m) throw new Error(`JSON path '${path}' has an unsupported part at '${path.slice(i)}'`);
+    out.push(m[1] ?? m[3] ?? Number(m[2]));
+    i = re.lastIndex;
+  }
+  if (out.length === 0) throw new Error(`JSON path '${path}' names no field`);
+  return out;
+}
+
+/**
+ * The steps of a flow in the order the operator runs them (each after every one it depends on),
+ * or an error naming the cycle or the unknown environment.
+ */
+export function orderSteps(flow: PromotionFlowSpec): FlowStep[] {
+  const names = new Set(flow.steps.map((s) => s.environment));
+  if (names.has(flow.triggerEnvironment))
+    throw new Error(`the trigger environment '${flow.triggerEnvironment}' cannot also be a step`);
+  if (names.size !== flow.steps.length) throw new Error('an environment is a step twice');
+  const deps = (s: FlowStep) => s.dependsOn ?? [flow.triggerEnvironment];
+  for (const s of flow.steps)
+    for (const d of deps(s))
+      if (d !== flow.triggerEnvironment && !names.has(d))
+        throw new Error(`step '${s.environment}' depends on '${d}', which is neither a step nor the trigger`);
+  const done = new Set([flow.triggerEnvironment]);
+  const out: FlowStep[] = [];
+  while (out.length < flow.steps.length) {
+    const next = flow.steps.find((s) => !done.has(s.environment) && deps(s).every((d) => done.has(d)));
+    if (!next) throw new Error('the steps depend on each other in a cycle');
+    out.push(next);
+    done.add(next.environment);
+  }
+  return out;
+}
+
+/** The environment a step copies the release from: the first it depends on. */
+export function sourceEnvironment(flow: PromotionFlowSpec, step: FlowStep): string {
+  return step.dependsOn?.[0] ?? flow.triggerEnvironment;
+}
+
+/** The policies that apply to a product's step (all of them, in name order; the first with an action decides it). */
+export function policiesFor(policies: PromotionPolicy[], product: string, environment: string): PromotionPolicy[] {
+  return policies
+    .filter((p) => {
+      const s = p.spec.selector ?? {};
+      return (
+        (s.products === undefined || s.products.length === 0 || s.products.includes(product)) &&
+        (s.environments === undefined || s.environments.length === 0 || s.environments.includes(environment))
+      );
+    })
+    .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+}
