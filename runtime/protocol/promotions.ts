@@ -135,15 +135,7 @@ export interface PromotionSpec {
 
 export type PromotionPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Aborted' | 'Superseded';
 export type StepPhase =
-  | 'Pending'
-  | 'PreAction'
-  | 'Committing'
-  | 'Syncing'
-  | 'PostAction'
-  | 'Succeeded'
-  | 'Failed'
-  | 'Aborted'
-  | 'Skipped';
+  'Pending' | 'PreAction' | 'Committing' | 'Syncing' | 'PostAction' | 'Succeeded' | 'Failed' | 'Aborted' | 'Skipped';
 
 export interface ActionStatus {
   workflow: string;

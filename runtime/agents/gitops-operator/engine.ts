@@ -1,0 +1,742 @@
+/**
+ * The GitOps Operator's promotion engine (docs/promotions.md). Every `tick()`, while it holds the
+ * operator's Lease:
+ *
+ *  1. Products: the release each environment holds at the branch's head (the template's `version`
+ *     field), written to the Product's status. A release of the trigger environment that differs
+ *     from the last one seen starts a Promotion (named after the product and the release: a
+ *     restarted operator does not start it twice).
+ *  2. Promotions, per product in creation order: one runs at a time; a newer Pending one
+ *     supersedes an older Pending one; the running one advances by one transition, written to its
+ *     status before the next (the status is the whole state: a restarted operator continues from
+ *     it).
+ *
+ * A step: Pending → PreAction (a Workflow from the policy's WorkflowTemplate; its result decides)
+ * → Committing (the template's fields copied from the environment before, one commit with the
+ * promotion's trailers, found again rather than made twice) → Syncing (every application of the
+ * product there synced to that commit or a later one, Synced and Healthy; an operation that
+ * failed at it, or Degraded health, fails the step) → PostAction → Succeeded. `spec.abort` stops
+ * at the next tick and reverts the running step's commit (the environments before keep theirs);
+ * `spec.retry` raised by one runs a failed promotion again from its failed step.
+ */
+import { createHash } from 'node:crypto';
+import { isMap, isSeq, parseDocument } from 'yaml';
+import type { KubeTransport } from '../../kube/transport.ts';
+import {
+  FINAL_PHASES,
+  orderSteps,
+  parseJsonPath,
+  policiesFor,
+  PROMOTIONS_API_VERSION,
+  PROMOTIONS_GROUP,
+  PROMOTIONS_VERSION,
+  sourceEnvironment,
+  TRAILER_ENVIRONMENT,
+  TRAILER_PROMOTION,
+  TRAILER_REVERT,
+  type FlowStep,
+  type Product,
+  type Promotion,
+  type PromotionFlow,
+  type PromotionPolicy,
+  type PromotionTemplate,
+  type StepStatus,
+} from '../../protocol/promotions.ts';
+import { type Author, PromotionGit, PromotionGitError, repoPath } from './git.ts';
+
+export interface EngineLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export interface EngineOptions {
+  kube: KubeTransport;
+  git: PromotionGit;
+  /** Where the promotion resources, Argo CD's Applications and the Workflows are. */
+  namespace: string;
+  /** This process, in the Lease. */
+  identity: string;
+  author: Author;
+  log: EngineLog;
+  /** Default wait for a step's applications (a policy may set its own). */
+  syncTimeoutSeconds?: number;
+  /** How long a Lease not renewed stays another operator's. */
+  leaseSeconds?: number;
+  now?: () => Date;
+}
+
+export const LEASE_NAME = 'gitops-operator';
+const ARGO = 'argoproj.io/v1alpha1';
+
+type Obj = Record<string, unknown>;
+
+interface Application {
+  metadata: { name: string };
+  status?: {
+    sync?: { status?: string; revision?: string };
+    health?: { status?: string; message?: string };
+    operationState?: { phase?: string; message?: string; syncResult?: { revision?: string } };
+  };
+}
+
+/** A YAML text with the field at `path` set to `value` (comments and layout kept); an error names a missing parent. */
+export function setField(text: string, jsonPath: string, value: unknown): string {
+  const doc = parseDocument(text);
+  if (doc.errors.length > 0) throw new Error(`it is not YAML: ${doc.errors[0]!.message.split('\n')[0]}`);
+  doc.setIn(parseJsonPath(jsonPath), value);
+  return doc.toString();
+}
+
+/** A release as text: a string, number or boolean field; undefined for anything else. */
+export function releaseText(v: unknown): string | undefined {
+  return typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? String(v) : undefined;
+}
+
+/** The value at `path` of a YAML text, or undefined. */
+export function getField(text: string | undefined, jsonPath: string): unknown {
+  if (text === undefined) return undefined;
+  const doc = parseDocument(text);
+  if (doc.errors.length > 0) return undefined;
+  const node: unknown = doc.getIn(parseJsonPath(jsonPath), false);
+  return isMap(node) || isSeq(node) ? (node.toJSON() as unknown) : node;
+}
+
+export class PromotionEngine {
+  readonly #o: EngineOptions;
+  readonly #base: string;
+
+  constructor(o: EngineOptions) {
+    this.#o = o;
+    this.#base = `/apis/${PROMOTIONS_GROUP}/${PROMOTIONS_VERSION}/namespaces/${o.namespace}`;
+  }
+
+  #now(): Date {
+    return this.#o.now?.() ?? new Date();
+  }
+
+  /** One round; answers false when another operator holds the Lease (nothing done). */
+  async tick(): Promise<boolean> {
+    if (!(await this.#lease())) return false;
+    const [products, templates, flows, policies, promotions] = await Promise.all([
+      this.#list<Product>('products'),
+      this.#list<PromotionTemplate>('promotiontemplates'),
+      this.#list<PromotionFlow>('promotionflows'),
+      this.#list<PromotionPolicy>('promotionpolicies'),
+      this.#list<Promotion>('promotions'),
+    ]);
+    const byName = <T extends { metadata: { name: string } }>(xs: T[]) => new Map(xs.map((x) => [x.metadata.name, x]));
+    const ctx = { templates: byName(templates), flows: byName(flows), policies };
+    for (const product of products) {
+      try {
+        await this.#observe(product, ctx, promotions);
+      } catch (err) {
+        this.#o.log.warn({ product: product.metadata.name, err: message(err) }, 'product not observed');
+      }
+    }
+    const productsByName = byName(products);
+    const groups = new Map<string, Promotion[]>();
+    for (const p of promotions) groups.set(p.spec.product, [...(groups.get(p.spec.product) ?? []), p]);
+    for (const [productName, list] of groups) {
+      list.sort((a, b) => (a.metadata.creationTimestamp ?? '').localeCompare(b.metadata.creationTimestamp ?? ''));
+      try {
+        await this.#advanceProduct(productsByName.get(productName), list, ctx);
+      } catch (err) {
+        this.#o.log.warn({ product: productName, err: message(err) }, 'promotions not advanced this round');
+      }
+    }
+    return true;
+  }
+
+  // ---------------------------------------------------------------- products and triggers
+
+  async #observe(
+    product: Product,
+    ctx: { templates: Map<string, PromotionTemplate>; flows: Map<string, PromotionFlow> },
+    promotions: Promotion[],
+  ): Promise<void> {
+    const template = ctx.templates.get(product.spec.template);
+    const flow = ctx.flows.get(product.spec.flow);
+    if (!template || !flow) return;
+    const files = product.spec.environments.map((e) => repoPath(e.path, template.spec.version.file));
+    const { head, files: read } = await this.#o.git.read(product.spec.repository, product.spec.branch, files);
+    const environments = product.spec.environments.map((e, i) => {
+      const release = releaseText(getField(read.get(files[i]!), template.spec.version.jsonPath));
+      return {
+        environment: e.environment,
+        ...(release === undefined ? {} : { release }),
+        revision: head,
+      };
+    });
+    const trigger = environments.find((e) => e.environment === flow.spec.triggerEnvironment)?.release;
+    const status = { ...product.status };
+    let start: string | undefined;
+    if (trigger !== undefined && status.lastTriggeredRelease !== trigger) {
+      // The first release seen is where the product stands, not a change to promote.
+      if (
+        status.lastTriggeredRelease !== undefined &&
+        !promotions.some((p) => p.spec.product === product.metadata.name && p.spec.release === trigger)
+      )
+        start = trigger;
+      status.lastTriggeredRelease = trigger;
+    }
+    const changed =
+      JSON.stringify(status.environments) !== JSON.stringify(environments) ||
+      start !== undefined ||
+      product.status?.lastTriggeredRelease !== status.lastTriggeredRelease;
+    if (start !== undefined) await this.#startPromotion(product, start, 'trigger');
+    if (changed) {
+      status.environments = environments;
+      status.observedAt = this.#now().toISOString();
+      await this.#writeStatus('products', product, status);
+    }
+  }
+
+  async #startPromotion(product: Product, release: string, requestedBy: string): Promise<void> {
+    const name = promotionName(product.metadata.name, release);
+    const res = await this.#o.kube.request(`${this.#base}/promotions`, {
+      method: 'POST',
+      body: {
+        apiVersion: PROMOTIONS_API_VERSION,
+        kind: 'Promotion',
+        metadata: {
+          name,
+          namespace: this.#o.namespace,
+          labels: { [`${PROMOTIONS_GROUP}/product`]: product.metadata.name },
+        },
+        spec: { product: product.metadata.name, release, requestedBy },
+      },
+    });
+    if (res.status === 201 || res.status === 409) {
+      if (res.status === 201) this.#o.log.info({ promotion: name, release }, 'promotion started by a new release');
+      return;
+    }
+    throw new Error(`creating Promotion ${name}: HTTP ${res.status}`);
+  }
+
+  // ---------------------------------------------------------------- promotions
+
+  async #advanceProduct(
+    product: Product | undefined,
+    list: Promotion[],
+    ctx: { templates: Map<string, PromotionTemplate>; flows: Map<string, PromotionFlow>; policies: PromotionPolicy[] },
+  ): Promise<void> {
+    // A failed one asked to retry goes back to Running.
+    for (const p of list) {
+      if (p.status?.phase === 'Failed' && (p.spec.retry ?? 0) > (p.status.observedRetry ?? 0)) {
+        const steps = (p.status.steps ?? []).map((s) =>
+          s.phase === 'Failed'
+            ? {
+                environment: s.environment,
+                phase: 'Pending' as const,
+                ...(s.commit ? { commit: s.commit } : {}),
+              }
+            : s,
+        );
+        const running = list.some((o) => o !== p && o.status?.phase === 'Running');
+        await this.#writeStatus('promotions', p, {
+          ...p.status,
+          phase: running ? 'Pending' : 'Running',
+          steps,
+          observedRetry: p.spec.retry ?? 0,
+          message: `retry ${p.spec.retry ?? 0}`,
+          finishedAt: undefined,
+        });
+        return;
+      }
+    }
+    const open = list.filter((p) => !FINAL_PHASES.includes(p.status?.phase ?? 'Pending'));
+    if (open.length === 0) return;
+    const running = open.find((p) => p.status?.phase === 'Running');
+    if (running) {
+      await this.#advance(product, running, ctx);
+      return;
+    }
+    // None runs: the newest waiting one starts, the older waiting ones are superseded by it.
+    const newest = open[open.length - 1]!;
+    for (const older of open.slice(0, -1))
+      await this.#writeStatus('promotions', older, {
+        ...older.status,
+        phase: 'Superseded',
+        finishedAt: this.#now().toISOString(),
+        message: `superseded by ${newest.metadata.name}`,
+      });
+    await this.#begin(product, newest, ctx);
+  }
+
+  /** Pending → Running: the release and the steps fixed in the status. */
+  async #begin(
+    product: Product | undefined,
+    p: Promotion,
+    ctx: { templates: Map<string, PromotionTemplate>; flows: Map<string, PromotionFlow> },
+  ): Promise<void> {
+    const fail = (msg: string) =>
+      this.#writeStatus('promotions', p, {
+        ...p.status,
+        phase: 'Failed',
+        message: msg,
+        finishedAt: this.#now().toISOString(),
+        steps: p.status?.steps ?? [],
+      });
+    if (p.spec.abort) {
+      await this.#writeStatus('promotions', p, {
+        ...p.status,
+        phase: 'Aborted',
+        finishedAt: this.#now().toISOString(),
+        message: 'aborted before it started',
+      });
+      return;
+    }
+    if (!product) return void (await fail(`Product '${p.spec.product}' does not exist`));
+    const flow = ctx.flows.get(product.spec.flow);
+    const template = ctx.templates.get(product.spec.template);
+    if (!flow) return void (await fail(`PromotionFlow '${product.spec.flow}' does not exist`));
+    if (!template) return void (await fail(`PromotionTemplate '${product.spec.template}' does not exist`));
+    let steps: FlowStep[];
+    try {
+      steps = orderSteps(flow.spec);
+      for (const s of [flow.spec.triggerEnvironment, ...steps.map((x) => x.environment)])
+        if (!product.spec.environments.some((e) => e.environment === s))
+          throw new Error(`the product has no environment '${s}'`);
+    } catch (err) {
+      return void (await fail(`the flow cannot run: ${message(err)}`));
+    }
+    let release = p.spec.release;
+    let sourceRevision: string | undefined;
+    if (release === undefined) {
+      const env = product.spec.environments.find((e) => e.environment === flow.spec.triggerEnvironment)!;
+      const file = repoPath(env.path, template.spec.version.file);
+      const read = await this.#o.git.read(product.spec.repository, product.spec.branch, [file]);
+      const v = releaseText(getField(read.files.get(file), template.spec.version.jsonPath));
+      if (v === undefined)
+        return void (await fail(
+          `the trigger environment holds no release at ${file} ${template.spec.version.jsonPath}`,
+        ));
+      release = v;
+      sourceRevision = read.head;
+    }
+    await this.#writeStatus('promotions', p, {
+      phase: 'Running',
+      release,
+      ...(sourceRevision ? { sourceRevision } : {}),
+      startedAt: this.#now().toISOString(),
+      steps: steps.map((s) => ({ environment: s.environment, phase: 'Pending' })),
+      observedRetry: p.spec.retry ?? 0,
+    });
+  }
+
+  async #advance(
+    product: Product | undefined,
+    p: Promotion,
+    ctx: { templates: Map<string, PromotionTemplate>; flows: Map<string, PromotionFlow>; policies: PromotionPolicy[] },
+  ): Promise<void> {
+    const status = structuredClone(p.status ?? {});
+    const steps = status.steps ?? [];
+    const now = this.#now().toISOString();
+    const write = () => this.#writeStatus('promotions', p, status);
+    const index = steps.findIndex((s) => !['Succeeded', 'Failed', 'Aborted', 'Skipped'].includes(s.phase));
+    const flow = product ? ctx.flows.get(product.spec.flow) : undefined;
+    const template = product ? ctx.templates.get(product.spec.template) : undefined;
+    if (!product || !flow || !template) {
+      Object.assign(status, {
+        phase: 'Failed',
+        finishedAt: now,
+        message: `the product, its flow or its template is gone`,
+      });
+      return void (await write());
+    }
+    if (p.spec.abort) return this.#abort(product, p, status, index);
+    if (index < 0) {
+      const failed = steps.find((s) => s.phase === 'Failed');
+      Object.assign(
+        status,
+        failed
+          ? { phase: 'Failed', finishedAt: now, message: `${failed.environment}: ${failed.message ?? 'failed'}` }
+          : {
+              phase: 'Succeeded',
+              finishedAt: now,
+              message: `${status.release} reached ${steps.map((s) => s.environment).join(', ')}`,
+            },
+      );
+      return void (await write());
+    }
+    const step = steps[index]!;
+    const env = step.environment;
+    const flowStep = flow.spec.steps.find((s) => s.environment === env)!;
+    const target = product.spec.environments.find((e) => e.environment === env)!;
+    const policies = policiesFor(ctx.policies, product.metadata.name, env);
+    const action = policies.find((x) => x.spec.action)?.spec.action ?? 'commit';
+    const pre = policies.find((x) => x.spec.preAction)?.spec.preAction;
+    const post = policies.find((x) => x.spec.postAction)?.spec.postAction;
+    const timeout =
+      policies.find((x) => x.spec.syncTimeoutSeconds)?.spec.syncTimeoutSeconds ?? this.#o.syncTimeoutSeconds ?? 900;
+    const attempt = status.observedRetry ?? 0;
+    const failStep = (msg: string) => {
+      Object.assign(step, { phase: 'Failed', finishedAt: now, message: msg });
+      for (const s of steps.slice(index + 1)) if (s.phase === 'Pending') s.phase = 'Skipped';
+      Object.assign(status, { phase: 'Failed', finishedAt: now, message: `${env}: ${msg}` });
+      return write();
+    };
+
+    switch (step.phase) {
+      case 'Pending': {
+        step.startedAt = now;
+        if (pre) {
+          step.phase = 'PreAction';
+          step.preAction = { workflow: workflowName(p, env, 'pre', attempt) };
+        } else step.phase = 'Committing';
+        return void (await write());
+      }
+      case 'PreAction':
+      case 'PostAction': {
+        const which = step.phase === 'PreAction' ? 'preAction' : 'postAction';
+        const wfAction = step.phase === 'PreAction' ? pre : post;
+        const a = step[which] ?? { workflow: workflowName(p, env, which === 'preAction' ? 'pre' : 'post', attempt) };
+        if (!wfAction) {
+          step.phase = step.phase === 'PreAction' ? 'Committing' : 'Succeeded';
+          return void (await write());
+        }
+        const phase = await this.#workflow(a.workflow, wfAction.workflowTemplate, p, env, status.release ?? '');
+        step[which] = {
+          ...a,
+          ...(phase.phase ? { phase: phase.phase } : {}),
+          ...(phase.message ? { message: phase.message } : {}),
+        };
+        if (phase.phase === 'Succeeded') {
+          if (step.phase === 'PreAction') step.phase = 'Committing';
+          else Object.assign(step, { phase: 'Succeeded', finishedAt: now });
+          return void (await write());
+        }
+        if (phase.phase === 'Failed' || phase.phase === 'Error')
+          return void (await failStep(
+            `${which === 'preAction' ? 'pre-action' : 'post-action'} Workflow ${a.workflow} ${phase.phase.toLowerCase()}${phase.message ? `: ${phase.message}` : ''}`,
+          ));
+        if (JSON.stringify(step[which]) !== JSON.stringify(a)) await write();
+        return;
+      }
+      case 'Committing': {
+        if (action === 'no-commit') {
+          step.phase = 'PostAction';
+          step.message = 'no-commit: the policy asks for no Git change';
+          return void (await write());
+        }
+        const trailers = { [TRAILER_PROMOTION]: p.metadata.uid ?? p.metadata.name, [TRAILER_ENVIRONMENT]: env };
+        let commit = await this.#o.git.findCommit(product.spec.repository, product.spec.branch, trailers);
+        if (!commit) {
+          const from = product.spec.environments.find((e) => e.environment === sourceEnvironment(flow.spec, flowStep))!;
+          const paths = template.spec.files.flatMap((f) => [
+            repoPath(from.path, f.path),
+            repoPath(target.path, f.path),
+          ]);
+          const read = await this.#o.git.read(product.spec.repository, product.spec.branch, paths);
+          const changes: Array<{ path: string; content: string }> = [];
+          try {
+            for (const f of template.spec.files) {
+              const src = read.files.get(repoPath(from.path, f.path));
+              const dstPath = repoPath(target.path, f.path);
+              let dst = read.files.get(dstPath);
+              if (src === undefined) throw new Error(`${repoPath(from.path, f.path)} does not exist`);
+              if (dst === undefined) throw new Error(`${dstPath} does not exist`);
+              for (const jp of f.jsonPaths) {
+                const v = getField(src, jp);
+                if (v === undefined) throw new Error(`${repoPath(from.path, f.path)} has no ${jp}`);
+                if (JSON.stringify(getField(dst, jp)) !== JSON.stringify(v)) dst = setField(dst, jp, v);
+              }
+              if (dst !== read.files.get(dstPath)) changes.push({ path: dstPath, content: dst });
+            }
+          } catch (err) {
+            return void (await failStep(`the template cannot be applied: ${message(err)}`));
+          }
+          if (changes.length > 0) {
+            const msg = [
+              `Promote ${product.metadata.name} ${status.release ?? ''} to ${env}`,
+              '',
+              `Promotion ${p.metadata.name}${p.spec.requestedBy ? `, asked by ${p.spec.requestedBy}` : ''}.`,
+              '',
+              `${TRAILER_PROMOTION}: ${trailers[TRAILER_PROMOTION]}`,
+              `${TRAILER_ENVIRONMENT}: ${env}`,
+              '',
+            ].join('\n');
+            try {
+              commit = await this.#o.git.commit(
+                product.spec.repository,
+                product.spec.branch,
+                changes,
+                msg,
+                this.#o.author,
+              );
+            } catch (err) {
+              if (err instanceof PromotionGitError && err.failure === 'conflict') return; // the next round recomputes
+              throw err;
+            }
+          }
+        }
+        step.phase = 'Syncing';
+        if (commit) step.commit = commit;
+        else step.message = `${env} already holds ${status.release}`;
+        // Argo CD is asked to look at Git now rather than at its next poll.
+        for (const app of target.applications) await this.#refresh(app);
+        return void (await write());
+      }
+      case 'Syncing': {
+        const started = Date.parse(step.startedAt ?? now);
+        const waiting: string[] = [];
+        for (const name of target.applications) {
+          const app = await this.#application(name);
+          if (!app) {
+            waiting.push(`${name} (no such Application)`);
+            continue;
+          }
+          const st = app.status ?? {};
+          const at = st.sync?.revision ?? '';
+          const reached = step.commit ? at === step.commit || (await this.#contains(product, at, step.commit)) : true;
+          const op = st.operationState;
+          const opRevision = op?.syncResult?.revision ?? '';
+          const opReached = step.commit
+            ? opRevision === step.commit || (await this.#contains(product, opRevision, step.commit))
+            : false;
+          if (opReached && (op?.phase === 'Failed' || op?.phase === 'Error'))
+            return void (await failStep(
+              `${name}: Argo CD's sync ${op.phase.toLowerCase()}: ${op.message ?? ''}`.trim(),
+            ));
+          if (reached && st.health?.status === 'Degraded')
+            return void (await failStep(
+              `${name} is Degraded at the promoted revision: ${st.health.message ?? ''}`.trim(),
+            ));
+          if (!(reached && st.sync?.status === 'Synced' && st.health?.status === 'Healthy'))
+            waiting.push(
+              `${name} (${st.sync?.status ?? 'Unknown'}/${st.health?.status ?? 'Unknown'} at ${at.slice(0, 12) || 'no revision'})`,
+            );
+        }
+        if (waiting.length === 0) {
+          step.phase = post ? 'PostAction' : 'Succeeded';
+          if (post) step.postAction = { workflow: workflowName(p, env, 'post', attempt) };
+          else step.finishedAt = now;
+          delete step.message;
+          return void (await write());
+        }
+        if (Date.now() - started > timeout * 1000)
+          return void (await failStep(`not synced and healthy within ${timeout} s: ${waiting.join(', ')}`));
+        const msg = `waiting for ${waiting.join(', ')}`;
+        if (step.message !== msg) {
+          step.message = msg;
+          await write();
+        }
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  /** Aborted: the running step's pushed change reverted (exactly once), the rest skipped. */
+  async #abort(product: Product, p: Promotion, status: NonNullable<Promotion['status']>, index: number): Promise<void> {
+    const steps = status.steps ?? [];
+    const now = this.#now().toISOString();
+    const step: StepStatus | undefined = index >= 0 ? steps[index] : undefined;
+    if (step) {
+      const trailers = { [TRAILER_REVERT]: `${p.metadata.uid ?? p.metadata.name}/${step.environment}` };
+      const commit =
+        step.commit ??
+        (await this.#o.git.findCommit(product.spec.repository, product.spec.branch, {
+          [TRAILER_PROMOTION]: p.metadata.uid ?? p.metadata.name,
+          [TRAILER_ENVIRONMENT]: step.environment,
+        }));
+      if (commit) {
+        let revert = await this.#o.git.findCommit(product.spec.repository, product.spec.branch, trailers);
+        if (!revert) {
+          try {
+            revert = await this.#o.git.revert(
+              product.spec.repository,
+              product.spec.branch,
+              commit,
+              [
+                `Revert the promotion of ${product.metadata.name} ${status.release ?? ''} to ${step.environment}`,
+                '',
+                `Promotion ${p.metadata.name} was aborted.`,
+                '',
+                `${TRAILER_REVERT}: ${trailers[TRAILER_REVERT]}`,
+                '',
+              ].join('\n'),
+              this.#o.author,
+            );
+          } catch (err) {
+            if (err instanceof PromotionGitError && err.failure === 'conflict') return;
+            throw err;
+          }
+        }
+        if (revert) step.revert = revert;
+        step.commit = commit;
+      }
+      Object.assign(step, {
+        phase: 'Aborted',
+        finishedAt: now,
+        message: commit ? `aborted; its commit reverted` : 'aborted',
+      });
+    }
+    for (const s of steps) if (s.phase === 'Pending') s.phase = 'Skipped';
+    Object.assign(status, {
+      phase: 'Aborted',
+      finishedAt: now,
+      message: `aborted${step ? ` during ${step.environment}` : ''}`,
+    });
+    await this.#writeStatus('promotions', p, status);
+  }
+
+  // ---------------------------------------------------------------- Kubernetes
+
+  async #list<T>(plural: string): Promise<T[]> {
+    const res = await this.#o.kube.request(`${this.#base}/${plural}`);
+    if (res.status !== 200) throw new Error(`listing ${plural}: HTTP ${res.status}`);
+    return (res.body as { items?: T[] }).items ?? [];
+  }
+
+  async #writeStatus(
+    plural: string,
+    obj: { metadata: { name: string; resourceVersion?: string } },
+    status: unknown,
+  ): Promise<void> {
+    const body = { ...(obj as Obj), status };
+    const res = await this.#o.kube.request(`${this.#base}/${plural}/${obj.metadata.name}/status`, {
+      method: 'PUT',
+      body,
+    });
+    if (res.status === 409) return; // changed meanwhile: read again next round
+    if (res.status !== 200) throw new Error(`writing the status of ${plural}/${obj.metadata.name}: HTTP ${res.status}`);
+    obj.metadata.resourceVersion = (res.body as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion;
+  }
+
+  async #application(name: string): Promise<Application | undefined> {
+    const res = await this.#o.kube.request(
+      `/apis/argoproj.io/v1alpha1/namespaces/${this.#o.namespace}/applications/${name}`,
+    );
+    if (res.status === 404) return undefined;
+    if (res.status !== 200) throw new Error(`reading Application ${name}: HTTP ${res.status}`);
+    return res.body as Application;
+  }
+
+  async #refresh(name: string): Promise<void> {
+    await this.#o.kube.request(`/apis/argoproj.io/v1alpha1/namespaces/${this.#o.namespace}/applications/${name}`, {
+      method: 'PATCH',
+      contentType: 'application/merge-patch+json',
+      body: { metadata: { annotations: { 'argocd.argoproj.io/refresh': 'normal' } } },
+    });
+  }
+
+  async #contains(product: Product, revision: string, commit: string): Promise<boolean> {
+    if (!revision) return false;
+    return this.#o.git.contains(product.spec.repository, product.spec.branch, revision, commit);
+  }
+
+  /** The Workflow of an action: created from its template once, then its phase. */
+  async #workflow(
+    name: string,
+    template: string,
+    p: Promotion,
+    environment: string,
+    release: string,
+  ): Promise<{ phase?: string; message?: string }> {
+    const path = `/apis/argoproj.io/v1alpha1/namespaces/${this.#o.namespace}/workflows`;
+    let res = await this.#o.kube.request(`${path}/${name}`);
+    if (res.status === 404) {
+      const created = await this.#o.kube.request(path, {
+        method: 'POST',
+        body: {
+          apiVersion: ARGO,
+          kind: 'Workflow',
+          metadata: {
+            name,
+            namespace: this.#o.namespace,
+            labels: {
+              [`${PROMOTIONS_GROUP}/promotion`]: p.metadata.name,
+              [`${PROMOTIONS_GROUP}/environment`]: environment,
+            },
+          },
+          spec: {
+            workflowTemplateRef: { name: template },
+            arguments: {
+              parameters: [
+                { name: 'product', value: p.spec.product },
+                { name: 'environment', value: environment },
+                { name: 'release', value: release },
+                { name: 'promotion', value: p.metadata.name },
+              ],
+            },
+          },
+        },
+      });
+      if (created.status !== 201 && created.status !== 409)
+        throw new Error(`creating Workflow ${name}: HTTP ${created.status}`);
+      res = await this.#o.kube.request(`${path}/${name}`);
+    }
+    if (res.status !== 200) throw new Error(`reading Workflow ${name}: HTTP ${res.status}`);
+    const st = (res.body as { status?: { phase?: string; message?: string } }).status ?? {};
+    return { ...(st.phase ? { phase: st.phase } : {}), ...(st.message ? { message: st.message } : {}) };
+  }
+
+  /** Holds or takes the operator's Lease; false while another live operator holds it. */
+  async #lease(): Promise<boolean> {
+    const path = `/apis/coordination.k8s.io/v1/namespaces/${this.#o.namespace}/leases`;
+    const seconds = this.#o.leaseSeconds ?? 15;
+    const now = this.#now();
+    const spec = {
+      holderIdentity: this.#o.identity,
+      leaseDurationSeconds: seconds,
+      renewTime: now.toISOString().replace(/Z$/, '000Z'),
+    };
+    const res = await this.#o.kube.request(`${path}/${LEASE_NAME}`);
+    if (res.status === 404) {
+      const created = await this.#o.kube.request(path, {
+        method: 'POST',
+        body: {
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+          metadata: { name: LEASE_NAME },
+          spec: { ...spec, acquireTime: spec.renewTime },
+        },
+      });
+      return created.status === 201;
+    }
+    if (res.status !== 200) throw new Error(`reading Lease ${LEASE_NAME}: HTTP ${res.status}`);
+    const lease = res.body as {
+      metadata: Obj;
+      spec?: { holderIdentity?: string; renewTime?: string; leaseDurationSeconds?: number };
+    };
+    const holder = lease.spec?.holderIdentity;
+    const renewed = Date.parse(lease.spec?.renewTime ?? '') || 0;
+    const expired = now.getTime() - renewed > (lease.spec?.leaseDurationSeconds ?? seconds) * 1000;
+    if (holder !== this.#o.identity && !expired) return false;
+    const put = await this.#o.kube.request(`${path}/${LEASE_NAME}`, {
+      method: 'PUT',
+      body: {
+        ...lease,
+        spec: { ...lease.spec, ...spec, ...(holder !== this.#o.identity ? { acquireTime: spec.renewTime } : {}) },
+      },
+    });
+    return put.status === 200;
+  }
+}
+
+/** A Promotion's name for a product's release (a DNS label of at most 63 characters). */
+export function promotionName(product: string, release: string): string {
+  const slug = release
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 20);
+  const hash = createHash('sha256').update(`${product}\0${release}`).digest('hex').slice(0, 8);
+  return `${product.slice(0, 30)}-${slug ? `${slug}-` : ''}${hash}`;
+}
+
+/** The Workflow of a step's action in one attempt (a retry makes new ones). */
+function workflowName(p: Promotion, environment: string, which: 'pre' | 'post', attempt: number): string {
+  const hash = createHash('sha256')
+    .update(`${p.metadata.uid ?? p.metadata.name}\0${environment}\0${which}\0${attempt}`)
+    .digest('hex')
+    .slice(0, 10);
+  return `promotion-${which}-${environment.slice(0, 20)}-${hash}`;
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,77 @@
+/**
+ * Entry point of the GitOps Operator agent: `node runtime/agents/gitops-operator/main.ts`. Runs the
+ * promotion engine (engine.ts) every POLL_MS, one round at a time, and serves /healthz (the
+ * process runs), /readyz (the last round finished, or this replica stands by for the Lease's
+ * holder) on PORT.
+ */
+import http from 'node:http';
+import type { KubeTransport } from '../../kube/transport.ts';
+import { agentKubeTransport } from '../common/kube.ts';
+import { runService } from '../common/service.ts';
+import { argoCdRepoCredentials } from '../source-server/credentials.ts';
+import { loadOperatorConfig } from './config.ts';
+import { PromotionEngine } from './engine.ts';
+import { PromotionGit } from './git.ts';
+
+let kube: KubeTransport | undefined;
+
+await runService(
+  'gitops-operator',
+  () => {
+    const config = loadOperatorConfig();
+    kube = agentKubeTransport(config.kubeconfig);
+    return config;
+  },
+  async (config, log) => {
+    const engine = new PromotionEngine({
+      kube: kube!,
+      git: new PromotionGit({
+        dir: config.gitWorkDir,
+        // Argo CD's repository Secrets: the operator pushes with the credentials Argo CD pulls with.
+        credentials: argoCdRepoCredentials(kube!, config.namespace),
+        timeoutMs: config.gitTimeoutMs,
+      }),
+      namespace: config.namespace,
+      identity: config.identity,
+      author: config.author,
+      syncTimeoutSeconds: config.syncTimeoutSeconds,
+      log,
+    });
+    let stopped = false;
+    let lastRound: { at: number; ok: boolean; leader: boolean; error?: string } | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    let running: Promise<void> | undefined;
+    const round = async () => {
+      try {
+        const leader = await engine.tick();
+        lastRound = { at: Date.now(), ok: true, leader };
+      } catch (err) {
+        const error = err instanceof Error ? err.message : String(err);
+        lastRound = { at: Date.now(), ok: false, leader: lastRound?.leader ?? false, error };
+        log.warn({ err: error }, 'promotion round failed; the next one retries');
+      }
+      if (!stopped) timer = setTimeout(() => (running = round()), config.pollMs);
+    };
+    running = round();
+    const server = http.createServer((req, res) => {
+      if (req.url === '/healthz') return void res.writeHead(200).end('ok');
+      if (req.url === '/readyz') {
+        const ok = lastRound !== undefined && lastRound.ok;
+        return void res
+          .writeHead(ok ? 200 : 503, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ ready: ok, ...lastRound }));
+      }
+      res.writeHead(404).end();
+    });
+    await new Promise<void>((ok) => server.listen(config.port, config.host, ok));
+    log.info({ port: config.port, namespace: config.namespace, identity: config.identity }, 'gitops-operator started');
+    return {
+      close: async () => {
+        stopped = true;
+        if (timer) clearTimeout(timer);
+        await running;
+        await new Promise<void>((ok) => server.close(() => ok()));
+      },
+    };
+  },
+);

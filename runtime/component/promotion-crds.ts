@@ -1,0 +1,155 @@
+/**
+ * The CustomResourceDefinitions of promotions (runtime/protocol/promotions.ts, docs/promotions.md):
+ * plain data, one per kind, namespaced, version v1alpha1, each with its status subresource (the
+ * operator writes status only; the customer's Git, through Argo CD, writes spec). The schemas
+ * refuse what the operator cannot run (an unknown action, an empty flow) at apply time, with the
+ * API server's message naming the field.
+ */
+import { PROMOTIONS_GROUP, PROMOTIONS_VERSION, PROMOTION_KINDS, type PromotionKind } from '../protocol/promotions.ts';
+
+type Schema = Record<string, unknown>;
+
+const str = (o: Schema = {}): Schema => ({ type: 'string', ...o });
+const name = str({ minLength: 1, maxLength: 253, pattern: '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$' });
+const names = { type: 'array', items: name, maxItems: 100 };
+const preserved: Schema = { type: 'object', 'x-kubernetes-preserve-unknown-fields': true };
+const jsonPath = str({ minLength: 2, maxLength: 512, pattern: '^\\$' });
+const file = str({ minLength: 1, maxLength: 512 });
+const action: Schema = {
+  type: 'object',
+  required: ['workflowTemplate'],
+  properties: { workflowTemplate: name },
+};
+
+const SPECS: Record<PromotionKind, Schema> = {
+  Environment: {
+    type: 'object',
+    required: ['kind'],
+    properties: { kind: str({ enum: ['PROD', 'NON_PROD'] }) },
+  },
+  Product: {
+    type: 'object',
+    required: ['repository', 'branch', 'template', 'flow', 'environments'],
+    properties: {
+      repository: str({ pattern: '^https?://', maxLength: 2048 }),
+      branch: str({ minLength: 1, maxLength: 200 }),
+      template: name,
+      flow: name,
+      environments: {
+        type: 'array',
+        minItems: 1,
+        maxItems: 50,
+        items: {
+          type: 'object',
+          required: ['environment', 'path', 'applications'],
+          properties: { environment: name, path: file, applications: names },
+        },
+      },
+    },
+  },
+  PromotionTemplate: {
+    type: 'object',
+    required: ['version', 'files'],
+    properties: {
+      version: { type: 'object', required: ['file', 'jsonPath'], properties: { file, jsonPath } },
+      files: {
+        type: 'array',
+        minItems: 1,
+        maxItems: 50,
+        items: {
+          type: 'object',
+          required: ['path', 'jsonPaths'],
+          properties: { path: file, jsonPaths: { type: 'array', minItems: 1, maxItems: 50, items: jsonPath } },
+        },
+      },
+    },
+  },
+  PromotionFlow: {
+    type: 'object',
+    required: ['triggerEnvironment', 'steps'],
+    properties: {
+      triggerEnvironment: name,
+      steps: {
+        type: 'array',
+        minItems: 1,
+        maxItems: 50,
+        items: { type: 'object', required: ['environment'], properties: { environment: name, dependsOn: names } },
+      },
+    },
+  },
+  PromotionPolicy: {
+    type: 'object',
+    required: ['action'],
+    properties: {
+      selector: { type: 'object', properties: { products: names, environments: names } },
+      action: str({ enum: ['commit', 'no-commit'] }),
+      preAction: action,
+      postAction: action,
+      syncTimeoutSeconds: { type: 'integer', minimum: 10, maximum: 86_400 },
+    },
+  },
+  Promotion: {
+    type: 'object',
+    required: ['product'],
+    properties: {
+      product: name,
+      release: str({ minLength: 1, maxLength: 256 }),
+      requestedBy: str({ maxLength: 256 }),
+      abort: { type: 'boolean' },
+      retry: { type: 'integer', minimum: 0 },
+    },
+  },
+};
+
+const COLUMNS: Partial<Record<PromotionKind, unknown[]>> = {
+  Promotion: [
+    { name: 'Product', type: 'string', jsonPath: '.spec.product' },
+    { name: 'Release', type: 'string', jsonPath: '.status.release' },
+    { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+    { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
+    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+  ],
+  Product: [
+    { name: 'Repository', type: 'string', jsonPath: '.spec.repository' },
+    { name: 'Flow', type: 'string', jsonPath: '.spec.flow' },
+  ],
+};
+
+/** The CRDs, in the order to apply them. */
+export function promotionCrds(): Record<string, unknown>[] {
+  return (Object.keys(PROMOTION_KINDS) as PromotionKind[]).map((kind) => {
+    const plural = PROMOTION_KINDS[kind];
+    return {
+      apiVersion: 'apiextensions.k8s.io/v1',
+      kind: 'CustomResourceDefinition',
+      metadata: { name: `${plural}.${PROMOTIONS_GROUP}`, labels: { 'app.kubernetes.io/part-of': 'hosted-runtime' } },
+      spec: {
+        group: PROMOTIONS_GROUP,
+        scope: 'Namespaced',
+        names: { kind, plural, singular: kind.toLowerCase(), listKind: `${kind}List`, categories: ['promotions'] },
+        versions: [
+          {
+            name: PROMOTIONS_VERSION,
+            served: true,
+            storage: true,
+            subresources: { status: {} },
+            ...(COLUMNS[kind] ? { additionalPrinterColumns: COLUMNS[kind] } : {}),
+            schema: {
+              openAPIV3Schema: {
+                type: 'object',
+                required: ['spec'],
+                properties: {
+                  apiVersion: str(),
+                  kind: str(),
+                  metadata: { type: 'object' },
+                  spec: SPECS[kind],
+                  status: preserved,
+                },
+              },
+            },
+          },
+        ],
+      },
+    };
+  });
+}
