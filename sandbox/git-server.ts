@@ -207,6 +207,11 @@ export async function startGitServer(root: string, host: string, options: GitSer
       return {
         url,
         async commit(files, message, opts = {}) {
+          // On top of what others pushed since (a GitOps Operator's promotions).
+          if ((await git(work, ['ls-remote', 'origin', 'refs/heads/main'])).trim() !== '') {
+            await git(work, ['fetch', '-q', 'origin', 'main']);
+            await git(work, ['reset', '-q', '--hard', 'FETCH_HEAD']);
+          }
           for (const [path, content] of Object.entries(files)) {
             await mkdir(dirname(join(work, path)), { recursive: true });
             await writeFile(join(work, path), content);

@@ -153,3 +153,43 @@ export function promotionCrds(): Record<string, unknown>[] {
     };
   });
 }
+
+/** The GitOps Operator's account (in the runtime's namespace) and its rights, all in `namespace` (Argo CD's): least privilege. */
+export function gitopsOperatorRbac(namespace: string, runtimeNamespace: string): Record<string, unknown>[] {
+  const meta = { name: 'gitops-operator', labels: { 'app.kubernetes.io/name': 'gitops-operator' } };
+  return [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { ...meta, namespace: runtimeNamespace } },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { ...meta, namespace },
+      rules: [
+        // The promotion resources: read; Promotions created (a new release) and every status written.
+        { apiGroups: [PROMOTIONS_GROUP], resources: Object.values(PROMOTION_KINDS), verbs: ['get', 'list', 'watch'] },
+        { apiGroups: [PROMOTIONS_GROUP], resources: ['promotions'], verbs: ['create'] },
+        { apiGroups: [PROMOTIONS_GROUP], resources: ['products/status', 'promotions/status'], verbs: ['update'] },
+        // Argo CD's Applications: read, and a refresh annotation after a commit.
+        { apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'patch'] },
+        // The actions: a Workflow from a template, then its result.
+        { apiGroups: ['argoproj.io'], resources: ['workflows'], verbs: ['get', 'create'] },
+        // Argo CD's repository Secrets: the operator pushes with the credentials Argo CD pulls with.
+        { apiGroups: [''], resources: ['secrets'], verbs: ['list'] },
+        // One active operator.
+        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+        {
+          apiGroups: ['coordination.k8s.io'],
+          resources: ['leases'],
+          resourceNames: ['gitops-operator'],
+          verbs: ['get', 'update'],
+        },
+      ],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { ...meta, namespace },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'gitops-operator' },
+      subjects: [{ kind: 'ServiceAccount', name: 'gitops-operator', namespace: runtimeNamespace }],
+    },
+  ];
+}

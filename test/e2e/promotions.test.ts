@@ -1,0 +1,488 @@
+/**
+ * Promotions with the GitOps Operator (docs/promotions.md), every part real but the Workflow
+ * controller: a kube-apiserver with the real Argo CRDs and the promotion CRDs
+ * (runtime/component/promotion-crds.ts); a real Argo CD (application controller, repo-server,
+ * Redis) syncing a product's six Applications (web and api in dev, staging, prod) from one
+ * configuration repository on a real Git server over HTTP with credentials (git's own
+ * http-backend; the credentials in an Argo CD repository Secret, which the operator pushes with);
+ * the operator as a process with its own ServiceAccount's token and Role.
+ *
+ * TEST DOUBLE `decideWorkflows`: no Argo Workflows controller runs here (docs/e2e.md "What is
+ * simulated"): the test ends each pre- and post-action Workflow the operator creates Succeeded or
+ * Failed, as the scenario decides, the way the controller writes `status.phase`.
+ *
+ *  - A new release committed to dev starts a promotion: staging gets the operator's commit (its
+ *    author, the release, the promotion's trailers), Argo CD syncs it, the post-action runs; prod's
+ *    pre-action fails and the promotion stops there with the Workflow's message, prod untouched.
+ *  - Retry after the gate is fixed reaches prod.
+ *  - The operator killed (SIGKILL) again and again in the middle of a promotion, started again each
+ *    time: exactly one commit per environment.
+ *  - Abort while staging's post-action runs: staging's commit is reverted, prod never changed; Git
+ *    is as it was at the last finished step.
+ */
+import t from 'tap';
+import { execFile } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { argoApiServerUnavailable, ARGO_GROUP, ARGO_VERSION, startArgoApiServer } from './harness/argo.ts';
+import { argoCdUnavailable, startArgoCd } from './harness/argocd.ts';
+import { kubectlRunner } from '../helpers/kubectl.ts';
+import { serverPort, startProcess, until, type ManagedProcess } from '../../sandbox/processes.ts';
+import { startGitServer } from '../../sandbox/git-server.ts';
+import { gitopsOperatorRbac, promotionCrds } from '../../runtime/component/promotion-crds.ts';
+import {
+  PROMOTIONS_API_VERSION,
+  PROMOTIONS_GROUP,
+  PROMOTIONS_VERSION,
+  type Product,
+  type Promotion,
+} from '../../runtime/protocol/promotions.ts';
+
+t.setTimeout(20 * 60_000);
+
+const run = promisify(execFile);
+const GIT_USER = 'platform';
+const GIT_PASSWORD = 'git-pw-8d2c41';
+const ENVS = ['dev', 'staging', 'prod'] as const;
+const RUNTIME_NS = 'hosted-runtime';
+
+const release = (version: string, image: string) =>
+  `# The shop's release in this environment (the promotion template's fields).\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shop-release\ndata:\n  version: "${version}"\n  image: ${image}\n`;
+const api = (env: string) =>
+  `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shop-api\ndata:\n  environment: ${env}\n`;
+
+const unavailable = argoApiServerUnavailable() ?? argoCdUnavailable();
+if (unavailable) {
+  if (process.env.CI === 'true') t.fail(`a real Argo CD cannot run: ${unavailable}`);
+  else t.plan(0, unavailable);
+} else {
+  const bin = process.env.HRT_TOOLCHAIN_BIN!;
+  const cluster = await startArgoApiServer(t, { name: 'promotions' });
+  const dir = join(cluster.dir, 'promotions');
+  await mkdir(dir, { recursive: true });
+  const kubectl = kubectlRunner(bin, cluster.kubeconfigFile);
+  const apply = async (name: string, objects: unknown[]) => {
+    const file = join(dir, `${name}.json`);
+    await writeFile(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
+    const r = await kubectl(['apply', '-f', file]);
+    if (r.code !== 0) throw new Error(`kubectl apply ${name}: ${r.output}`);
+  };
+  await apply('crds', promotionCrds());
+  const established = await kubectl([
+    'wait',
+    '--for=condition=Established',
+    '--timeout=60s',
+    ...promotionCrds().map((c) => `crd/${(c.metadata as { name: string }).name}`),
+  ]);
+  if (established.code !== 0) throw new Error(`the promotion CRDs: ${established.output}`);
+
+  const argocd = await startArgoCd(t, {
+    kubeconfigFile: cluster.kubeconfigFile,
+    kc: cluster.kc,
+    dir: join(dir, 'argocd'),
+  });
+  const ns = argocd.namespace;
+  const git = await startGitServer(join(dir, 'git'), '127.0.0.1', {
+    credentials: { username: GIT_USER, password: GIT_PASSWORD },
+  });
+  t.teardown(() => git.stop());
+  const repo = await git.repository('config');
+  const bare = join(dir, 'git', 'config.git');
+  const files: Record<string, string> = {};
+  for (const env of ENVS) {
+    files[`shop/${env}/release.yaml`] = release('1.0.0', 'nginx:1.25.0');
+    files[`shop/${env}/api/config.yaml`] = api(env);
+  }
+  await repo.commit(files, 'the shop in dev, staging and prod', {
+    author: { name: 'Grace Hopper', email: 'grace@example.test' },
+  });
+  const secret = await kubectl([
+    'create',
+    'secret',
+    'generic',
+    'config-repo',
+    '-n',
+    ns,
+    '--from-literal=type=git',
+    `--from-literal=url=${repo.url}`,
+    `--from-literal=username=${GIT_USER}`,
+    `--from-literal=password=${GIT_PASSWORD}`,
+  ]);
+  if (secret.code !== 0) throw new Error(`the repository Secret: ${secret.output}`);
+  await kubectl(['label', 'secret', 'config-repo', '-n', ns, 'argocd.argoproj.io/secret-type=repository']);
+
+  const appName = (env: string, part: string) => `shop-${env}-${part}`;
+  const applications = ENVS.flatMap((env) =>
+    (['web', 'api'] as const).map((part) => ({
+      apiVersion: `${ARGO_GROUP}/${ARGO_VERSION}`,
+      kind: 'Application',
+      metadata: { name: appName(env, part), namespace: ns },
+      spec: {
+        project: 'default',
+        source: { repoURL: repo.url, path: part === 'web' ? `shop/${env}` : `shop/${env}/api`, targetRevision: 'main' },
+        destination: { server: 'https://kubernetes.default.svc', namespace: `shop-${env}` },
+        syncPolicy: { automated: {}, syncOptions: ['CreateNamespace=true'] },
+      },
+    })),
+  );
+  await apply('applications', applications);
+
+  // The product, as the customer keeps it in Git (applied here directly).
+  const res = (kind: string, name: string, spec: unknown) => ({
+    apiVersion: PROMOTIONS_API_VERSION,
+    kind,
+    metadata: { name, namespace: ns },
+    spec,
+  });
+  await apply('promotion-resources', [
+    res('Environment', 'dev', { kind: 'NON_PROD' }),
+    res('Environment', 'staging', { kind: 'NON_PROD' }),
+    res('Environment', 'prod', { kind: 'PROD' }),
+    res('PromotionTemplate', 'release', {
+      version: { file: 'release.yaml', jsonPath: '$.data.version' },
+      files: [{ path: 'release.yaml', jsonPaths: ['$.data.version', '$.data.image'] }],
+    }),
+    res('PromotionFlow', 'dev-to-prod', {
+      triggerEnvironment: 'dev',
+      steps: [{ environment: 'staging' }, { environment: 'prod', dependsOn: ['staging'] }],
+    }),
+    res('PromotionPolicy', 'prod-gate', {
+      selector: { environments: ['prod'] },
+      action: 'commit',
+      preAction: { workflowTemplate: 'smoke-tests' },
+    }),
+    res('PromotionPolicy', 'staging-notify', {
+      selector: { environments: ['staging'] },
+      action: 'commit',
+      postAction: { workflowTemplate: 'notify' },
+    }),
+    res('Product', 'shop', {
+      repository: repo.url,
+      branch: 'main',
+      template: 'release',
+      flow: 'dev-to-prod',
+      environments: ENVS.map((env) => ({
+        environment: env,
+        path: `shop/${env}`,
+        applications: [appName(env, 'web'), appName(env, 'api')],
+      })),
+    }),
+  ]);
+
+  // The operator's account and rights; a kubeconfig with its token.
+  await kubectl(['create', 'namespace', RUNTIME_NS]);
+  await apply('operator-rbac', gitopsOperatorRbac(ns, RUNTIME_NS));
+  const token = await kubectl(['create', 'token', 'gitops-operator', '-n', RUNTIME_NS, '--duration', '2h']);
+  if (token.code !== 0) throw new Error(`no token: ${token.output}`);
+  const doc = JSON.parse(cluster.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
+  doc.users[0]!.user = { token: token.stdout.trim() };
+  const operatorKubeconfig = join(dir, 'gitops-operator.kubeconfig');
+  await writeFile(operatorKubeconfig, JSON.stringify(doc), { mode: 0o600 });
+
+  const main = fileURLToPath(new URL('../../runtime/agents/gitops-operator/main.ts', import.meta.url));
+  let operator: ManagedProcess | undefined;
+  let starts = 0;
+  const startOperator = async () => {
+    const port = await serverPort();
+    starts++;
+    operator = startProcess('gitops-operator', process.execPath, [main], join(dir, `operator-${starts}.log`), {
+      env: {
+        PATH: process.env.PATH ?? '',
+        KUBECONFIG: operatorKubeconfig,
+        PROMOTIONS_NAMESPACE: ns,
+        // A container restarted in its pod keeps the pod's name: it holds the Lease again at once.
+        POD_NAME: 'gitops-operator-0',
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        GIT_WORK_DIR: join(dir, `operator-git-${starts}`),
+        POLL_MS: '500',
+        SYNC_TIMEOUT_SECONDS: '240',
+      },
+    });
+    await until('the operator’s /healthz', 60_000, async () => {
+      if (!operator!.running()) throw new Error(`the operator exited: ${await operator!.tail(20)}`);
+      return (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined))?.ok ?? false;
+    });
+  };
+  t.teardown(() => operator?.stop());
+
+  const get = async <T>(plural: string, name: string) =>
+    (await cluster.objects.getNamespacedCustomObject({
+      group: PROMOTIONS_GROUP,
+      version: PROMOTIONS_VERSION,
+      namespace: ns,
+      plural,
+      name,
+    })) as T;
+  const promotions = async () =>
+    (
+      (await cluster.objects.listNamespacedCustomObject({
+        group: PROMOTIONS_GROUP,
+        version: PROMOTIONS_VERSION,
+        namespace: ns,
+        plural: 'promotions',
+      })) as { items: Promotion[] }
+    ).items;
+  const promotionOf = (version: string) =>
+    until(`the promotion of ${version}`, 120_000, async () =>
+      (await promotions()).find((p) => p.spec.release === version),
+    );
+  const patchPromotion = (name: string, spec: Record<string, unknown>) =>
+    kubectl([
+      'patch',
+      'promotion.' + PROMOTIONS_GROUP,
+      name,
+      '-n',
+      ns,
+      '--type',
+      'merge',
+      '-p',
+      JSON.stringify({ spec }),
+    ]);
+
+  /** TEST DOUBLE of the Workflow controller: ends each Workflow as `decide` says (undefined: leaves it running). */
+  let decide: (wf: {
+    name: string;
+    environment: string;
+    which: 'pre' | 'post';
+  }) => 'Succeeded' | 'Failed' | undefined = () => 'Succeeded';
+  const decided = new Map<string, string>();
+  const workflowDouble = setInterval(() => {
+    void (async () => {
+      const list = (await cluster.objects.listNamespacedCustomObject({
+        group: ARGO_GROUP,
+        version: ARGO_VERSION,
+        namespace: ns,
+        plural: 'workflows',
+      })) as {
+        items: Array<{ metadata: { name: string; labels?: Record<string, string> }; status?: { phase?: string } }>;
+      };
+      for (const wf of list.items) {
+        if (wf.status?.phase === 'Succeeded' || wf.status?.phase === 'Failed') continue;
+        const environment = wf.metadata.labels?.[`${PROMOTIONS_GROUP}/environment`] ?? '';
+        const which = wf.metadata.name.startsWith('promotion-pre-') ? 'pre' : 'post';
+        const phase = decide({ name: wf.metadata.name, environment, which });
+        if (!phase) continue;
+        const message = phase === 'Failed' ? 'smoke tests failed: 2 of 14 checks' : undefined;
+        const patched = await kubectl([
+          'patch',
+          'workflow.argoproj.io',
+          wf.metadata.name,
+          '-n',
+          ns,
+          '--type',
+          'merge',
+          '-p',
+          JSON.stringify({ status: { phase, ...(message ? { message } : {}) } }),
+        ]);
+        if (patched.code === 0) decided.set(wf.metadata.name, phase);
+      }
+    })().catch(() => undefined);
+  }, 500);
+  t.teardown(() => clearInterval(workflowDouble));
+
+  /** The commits on main: sha, author, and the trailers of each. */
+  const commits = async () => {
+    const { stdout } = await run('git', ['--git-dir', bare, 'log', '--format=%H%x1f%an <%ae>%x1f%B%x1e', 'main']);
+    return stdout
+      .split('\x1e')
+      .map((x) => x.trim())
+      .filter(Boolean)
+      .map((x) => {
+        const [sha, author, body] = x.split('\x1f') as [string, string, string];
+        return { sha, author, body };
+      });
+  };
+  const fileAt = async (file: string) => (await run('git', ['--git-dir', bare, 'show', `main:${file}`])).stdout;
+  const promotionCommits = async (p: Promotion, env: string) =>
+    (await commits()).filter(
+      (c) => c.body.includes(`Promotion-Id: ${p.metadata.uid}`) && c.body.includes(`Promotion-Environment: ${env}`),
+    );
+  const finalPhase = (p: Promotion, phases: string[], ms = 300_000) =>
+    until(`promotion ${p.metadata.name} to be ${phases.join(' or ')}`, ms, async () => {
+      const x = await get<Promotion>('promotions', p.metadata.name);
+      return phases.includes(x.status?.phase ?? '') ? x : undefined;
+    }).catch(async (err: Error) => {
+      const x = await get<Promotion>('promotions', p.metadata.name);
+      throw new Error(
+        `${err.message}; it is ${JSON.stringify(x.status).slice(0, 1500)}; the operator: ${await operator?.tail(15)}`,
+        {
+          cause: err,
+        },
+      );
+    });
+
+  await until('every Application Synced and Healthy at the first commit', 240_000, async () => {
+    for (const a of applications) {
+      const app = (await cluster.objects.getNamespacedCustomObject({
+        group: ARGO_GROUP,
+        version: ARGO_VERSION,
+        namespace: ns,
+        plural: 'applications',
+        name: a.metadata.name,
+      })) as { status?: { sync?: { status?: string }; health?: { status?: string } } };
+      if (app.status?.sync?.status !== 'Synced' || app.status.health?.status !== 'Healthy') return false;
+    }
+    return true;
+  });
+  await startOperator();
+
+  t.test('the product’s release in each environment, read from Git', async (t) => {
+    const product = await until('the product observed', 60_000, async () => {
+      const p = await get<Product>('products', 'shop');
+      return p.status?.environments?.length === 3 ? p : undefined;
+    });
+    t.same(
+      product.status?.environments?.map((e) => [e.environment, e.release]),
+      [
+        ['dev', '1.0.0'],
+        ['staging', '1.0.0'],
+        ['prod', '1.0.0'],
+      ],
+      '1.0.0 everywhere',
+    );
+    t.same(await promotions(), [], 'the release it found is not a change: no promotion');
+  });
+
+  let first!: Promotion;
+  t.test('a release committed to dev reaches staging; prod’s failing gate stops it there', async (t) => {
+    decide = ({ environment, which }) => (environment === 'prod' && which === 'pre' ? 'Failed' : 'Succeeded');
+    await repo.commit({ 'shop/dev/release.yaml': release('1.1.0', 'nginx:1.27.1') }, 'dev: shop 1.1.0', {
+      author: { name: 'Ada Lovelace', email: 'ada@example.test' },
+    });
+    first = await promotionOf('1.1.0');
+    t.equal(first.spec.requestedBy, 'trigger', 'started by the new release in dev');
+    const failed = await finalPhase(first, ['Failed', 'Succeeded']);
+    t.equal(failed.status?.phase, 'Failed', 'the promotion failed');
+    t.match(
+      failed.status?.message,
+      /prod: pre-action Workflow .* failed: smoke tests failed/,
+      `with the gate’s message: ${failed.status?.message}`,
+    );
+    const [staging, prod] = failed.status!.steps!;
+    t.equal(staging!.phase, 'Succeeded', 'staging succeeded');
+    t.ok(
+      staging!.postAction?.workflow && decided.get(staging!.postAction.workflow) === 'Succeeded',
+      'after its post-action ran',
+    );
+    t.equal(prod!.phase, 'Failed', 'prod failed at its gate');
+    t.notOk(prod!.commit, 'prod got no commit');
+    const [commit] = await promotionCommits(first, 'staging');
+    t.equal(commit?.sha, staging!.commit, 'staging’s commit is on main');
+    t.equal(commit?.author, 'GitOps Operator <gitops-operator@hosted-runtimes.invalid>', 'by the operator');
+    t.match(commit?.body, /^Promote shop 1\.1\.0 to staging/, 'its message says what it promotes');
+    t.match(
+      await fileAt('shop/staging/release.yaml'),
+      /version: "1\.1\.0"\n {2}image: nginx:1\.27\.1/,
+      'staging holds 1.1.0 and its image',
+    );
+    t.match(await fileAt('shop/staging/release.yaml'), /^# The shop's release/, 'with the file’s comment kept');
+    t.match(await fileAt('shop/prod/release.yaml'), /version: "1\.0\.0"/, 'prod still holds 1.0.0');
+    const app = (await cluster.objects.getNamespacedCustomObject({
+      group: ARGO_GROUP,
+      version: ARGO_VERSION,
+      namespace: ns,
+      plural: 'applications',
+      name: 'shop-staging-web',
+    })) as { status?: { sync?: { revision?: string; status?: string }; health?: { status?: string } } };
+    t.equal(app.status?.sync?.status, 'Synced', 'Argo CD synced staging');
+    const cm = await kubectl([
+      'get',
+      'configmap',
+      'shop-release',
+      '-n',
+      'shop-staging',
+      '-o',
+      'jsonpath={.data.version}',
+    ]);
+    t.equal(cm.stdout, '1.1.0', 'and staging runs 1.1.0');
+  });
+
+  t.test('retry after the gate is fixed reaches prod', async (t) => {
+    decide = () => 'Succeeded';
+    const patched = await patchPromotion(first.metadata.name, { retry: 1 });
+    t.equal(patched.code, 0, 'retry asked');
+    const done = await finalPhase(first, ['Succeeded'], 300_000);
+    t.same(
+      done.status?.steps?.map((s) => [s.environment, s.phase]),
+      [
+        ['staging', 'Succeeded'],
+        ['prod', 'Succeeded'],
+      ],
+    );
+    t.equal((await promotionCommits(first, 'staging')).length, 1, 'staging: still one commit');
+    t.equal((await promotionCommits(first, 'prod')).length, 1, 'prod: one commit');
+    const cm = await until('prod runs 1.1.0', 120_000, async () => {
+      const r = await kubectl([
+        'get',
+        'configmap',
+        'shop-release',
+        '-n',
+        'shop-prod',
+        '-o',
+        'jsonpath={.data.version}',
+      ]);
+      return r.stdout === '1.1.0' ? r.stdout : undefined;
+    });
+    t.equal(cm, '1.1.0', 'Argo CD synced prod to 1.1.0');
+    const product = await until('the product shows 1.1.0 in prod', 60_000, async () => {
+      const p = await get<Product>('products', 'shop');
+      return p.status?.environments?.find((e) => e.environment === 'prod')?.release === '1.1.0' ? p : undefined;
+    });
+    t.ok(product, 'the product’s status shows the release in each environment');
+  });
+
+  t.test('killed in the middle again and again: exactly one commit per environment', async (t) => {
+    decide = () => 'Succeeded';
+    await repo.commit({ 'shop/dev/release.yaml': release('1.2.0', 'nginx:1.27.2') }, 'dev: shop 1.2.0');
+    const p = await promotionOf('1.2.0');
+    let kills = 0;
+    const killedAt = new Set<string>();
+    for (let i = 0; i < 8; i++) {
+      await new Promise((r) => setTimeout(r, 400 + 300 * i));
+      const x = await get<Promotion>('promotions', p.metadata.name);
+      if (x.status?.phase === 'Succeeded') break;
+      const step = x.status?.steps?.find((s) => !['Succeeded', 'Skipped'].includes(s.phase));
+      killedAt.add(step ? `${step.environment} ${step.phase}` : (x.status?.phase ?? 'not started'));
+      await operator!.kill();
+      kills++;
+      await startOperator();
+    }
+    const done = await finalPhase(p, ['Succeeded']);
+    t.ok(kills >= 2, `the operator was killed ${kills} times during the promotion, at: ${[...killedAt].join('; ')}`);
+    t.ok(killedAt.size >= 2, 'in more than one state of its steps');
+    t.equal(done.status?.phase, 'Succeeded', 'the promotion finished');
+    t.equal((await promotionCommits(p, 'staging')).length, 1, 'staging: exactly one commit');
+    t.equal((await promotionCommits(p, 'prod')).length, 1, 'prod: exactly one commit');
+    t.match(await fileAt('shop/prod/release.yaml'), /version: "1\.2\.0"/, 'prod holds 1.2.0');
+  });
+
+  t.test('abort during staging’s post-action: its commit reverted, prod untouched', async (t) => {
+    decide = ({ environment, which }) => (environment === 'staging' && which === 'post' ? undefined : 'Succeeded');
+    const before = await fileAt('shop/staging/release.yaml');
+    await repo.commit({ 'shop/dev/release.yaml': release('1.3.0', 'nginx:1.27.3') }, 'dev: shop 1.3.0');
+    const p = await promotionOf('1.3.0');
+    await until('staging in its post-action', 240_000, async () => {
+      const x = await get<Promotion>('promotions', p.metadata.name);
+      return x.status?.steps?.[0]?.phase === 'PostAction';
+    });
+    t.match(
+      await fileAt('shop/staging/release.yaml'),
+      /version: "1\.3\.0"/,
+      'staging got 1.3.0 (its step has not finished)',
+    );
+    const patched = await patchPromotion(p.metadata.name, { abort: true });
+    t.equal(patched.code, 0, 'abort asked');
+    const aborted = await finalPhase(p, ['Aborted']);
+    const [staging, prod] = aborted.status!.steps!;
+    t.equal(staging!.phase, 'Aborted', 'staging aborted');
+    t.ok(staging!.revert, 'its commit reverted');
+    t.equal(prod!.phase, 'Skipped', 'prod skipped');
+    t.equal(await fileAt('shop/staging/release.yaml'), before, 'staging’s file is as it was at the last finished step');
+    t.match(await fileAt('shop/prod/release.yaml'), /version: "1\.2\.0"/, 'prod still holds 1.2.0');
+    const reverts = (await commits()).filter((c) => c.body.includes(`Promotion-Revert: ${p.metadata.uid}/staging`));
+    t.equal(reverts.length, 1, 'one revert commit');
+  });
+}
