@@ -31,7 +31,7 @@ export interface ComponentPins {
   argoRollouts: string;
   /** argo-events chart version (argo-helm). */
   argoEvents: string;
-  /** Image tag of the runtime agents (tunnel client, request router, app-proxy, event reporter, Source Server from 1.7.0). */
+  /** Image tag of the runtime agents (tunnel client, request router, app-proxy, event reporter, Source Server from 1.7.0, GitOps Operator from 1.8.0). */
   agents: string;
 }
 
@@ -193,5 +193,24 @@ export const VERSIONS: readonly RuntimeVersion[] = [
     appVersions: { argoCd: 'v3.1.5', argoWorkflows: 'v3.7.2', argoRollouts: 'v1.8.3', argoEvents: 'v1.9.7' },
     upgrade: { minFrom: '1.5.0' },
     notes: 'Source Server: change revisions, commit metadata and Git-vs-cluster diffs.',
+  },
+  {
+    version: '1.8.0',
+    releaseDate: '2026-11-29',
+    channel: 'latest',
+    // The charts of 1.7.0: a sixth agent, the GitOps Operator, and the promotion CRDs it reads
+    // (runtime/component/promotion-crds.ts).
+    components: {
+      vcluster: '0.34.0',
+      kubernetes: 'v1.33.4',
+      argoCd: '8.3.7',
+      argoWorkflows: '0.45.24',
+      argoRollouts: '2.40.4',
+      argoEvents: '2.4.16',
+      agents: '1.8.0',
+    },
+    appVersions: { argoCd: 'v3.1.5', argoWorkflows: 'v3.7.2', argoRollouts: 'v1.8.3', argoEvents: 'v1.9.7' },
+    upgrade: { minFrom: '1.5.0' },
+    notes: 'GitOps Operator: promotions of a product from one environment to the next through Git.',
   },
 ];

@@ -47,6 +47,7 @@
  * systems (a container sees the machine's files beside its volumes), and DNS (the hosts file stands
  * for the cluster's DNS service).
  */
+import { RUNTIME_AGENTS } from '../runtime/component/agents.ts';
 import { CoreV1Api, type KubeConfig, type V1Container, type V1Pod, type V1Service } from '@kubernetes/client-node';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -61,7 +62,7 @@ import { clearNetns, createPodNetns, startTcpRelay, type PodNetwork, type Vclust
 const run = promisify(execFile);
 const POD_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'runtime-pod.sh');
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const AGENTS = new Set(['tunnel-client', 'request-router', 'app-proxy', 'event-reporter', 'source-server']);
+const AGENTS = new Set<string>(RUNTIME_AGENTS.map((a) => a.name));
 const ARGOCD_SERVERS = new Set(['argocd-application-controller', 'argocd-repo-server', 'argocd-server']);
 const NAME_ANNOTATION = 'vcluster.loft.sh/object-name';
 const NAMESPACE_ANNOTATION = 'vcluster.loft.sh/object-namespace';

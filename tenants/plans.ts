@@ -72,6 +72,8 @@ const FREE_RUNTIME: RuntimeResources = {
     // From runtime version 1.7.0. Node plus `git log` over its clones; its answer cache is a
     // quarter of the memory limit (agent-objects.ts). The free plan's quota headroom allows 128Mi.
     'source-server': resources('10m', '80Mi', '250m', '128Mi'),
+    // From runtime version 1.8.0. Node, polling every few seconds, plus git for a commit now and then.
+    'gitops-operator': resources('10m', '64Mi', '250m', '128Mi'),
   },
 };
 
@@ -98,6 +100,7 @@ const TEAM_RUNTIME: RuntimeResources = {
     'app-proxy': resources('50m', '96Mi', '500m', '256Mi'),
     'event-reporter': resources('100m', '256Mi', '500m', '512Mi'),
     'source-server': resources('50m', '128Mi', '500m', '512Mi'),
+    'gitops-operator': resources('25m', '96Mi', '500m', '256Mi'),
   },
 };
 
@@ -124,13 +127,23 @@ const ENTERPRISE_RUNTIME: RuntimeResources = {
     'app-proxy': resources('100m', '128Mi', '1', '512Mi'),
     'event-reporter': resources('200m', '384Mi', '1', '768Mi'),
     'source-server': resources('100m', '256Mi', '1', '1Gi'),
+    'gitops-operator': resources('50m', '128Mi', '1', '512Mi'),
   },
 };
 
 export const PLANS: Readonly<Record<string, Plan>> = {
   free: {
     name: 'free',
-    quota: { cpu: '4', memory: '8Gi', limits: { cpu: '8', memory: '12Gi' }, pods: 30, storage: '10Gi', pvcs: 5 },
+    // Limits 8.5 and 12.5Gi (8 and 12Gi before 1.8.0): the GitOps Operator's limits are burst room
+    // on top of the tenant's stated headroom; its requests, what a tenant reserves, are 10m and 64Mi.
+    quota: {
+      cpu: '4',
+      memory: '8Gi',
+      limits: { cpu: '8500m', memory: '12800Mi' },
+      pods: 30,
+      storage: '10Gi',
+      pvcs: 5,
+    },
     container: {
       defaultRequest: { cpu: '50m', memory: '64Mi' },
       default: { cpu: '500m', memory: '512Mi' },

@@ -13,6 +13,8 @@ import {
   EVENT_QUEUE_LIMIT,
   GIT_CACHE_DIR,
   GIT_CACHE_SIZE_LIMIT,
+  GITOPS_WORK_DIR,
+  GITOPS_WORK_SIZE_LIMIT,
   RUNTIME_INFO_KEY,
   RUNTIME_NAMESPACE,
   SOURCE_SERVER_ARGOCD_ACCOUNT,
@@ -21,7 +23,7 @@ import {
   VERSIONS_CONFIGMAP,
   type AgentDefinition,
 } from './agents.ts';
-import { ARGOCD_SERVER_URL, WEBHOOK_EVENT_SOURCE_URL } from './argo-releases.ts';
+import { ARGO_CD_NAMESPACE, ARGOCD_SERVER_URL, WEBHOOK_EVENT_SOURCE_URL } from './argo-releases.ts';
 import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from './pod-security.ts';
 import { copyResources, type ContainerResources } from './resources.ts';
 import { bytes } from '../render/quantity.ts';
@@ -103,6 +105,14 @@ function env(
       );
       if (peers.sourceServer) vars.push({ name: 'SOURCE_SERVER_URL', value: sourceServerUrl(namespace) });
       break;
+    case 'gitops-operator':
+      vars.push(
+        { name: 'PORT', value: String(AGENT_PORT) },
+        { name: 'PROMOTIONS_NAMESPACE', value: ARGO_CD_NAMESPACE },
+        { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+        { name: 'GIT_WORK_DIR', value: GITOPS_WORK_DIR },
+      );
+      break;
     case 'source-server':
       vars.push(
         { name: 'PORT', value: String(AGENT_PORT) },
@@ -134,7 +144,13 @@ export function agentPodSpec(
   peers: AgentPeers = {},
 ): k8s.types.input.core.v1.PodSpec {
   const runtimeInfo = agent.name === 'app-proxy';
-  const gitCache = agent.name === 'source-server';
+  // Git clones: the Source Server's mirrors, the GitOps Operator's working clones.
+  const gitCache =
+    agent.name === 'source-server'
+      ? { path: GIT_CACHE_DIR, size: GIT_CACHE_SIZE_LIMIT }
+      : agent.name === 'gitops-operator'
+        ? { path: GITOPS_WORK_DIR, size: GITOPS_WORK_SIZE_LIMIT }
+        : undefined;
   return {
     serviceAccountName: agent.name,
     automountServiceAccountToken: agent.apiAccess,
@@ -153,7 +169,7 @@ export function agentPodSpec(
         volumeMounts: [
           { name: 'tmp', mountPath: '/tmp' },
           ...(runtimeInfo ? [{ name: 'runtime-info', mountPath: RUNTIME_INFO_DIR, readOnly: true }] : []),
-          ...(gitCache ? [{ name: 'git-cache', mountPath: GIT_CACHE_DIR }] : []),
+          ...(gitCache ? [{ name: 'git-cache', mountPath: gitCache.path }] : []),
         ],
       },
     ],
@@ -168,7 +184,7 @@ export function agentPodSpec(
           ]
         : []),
       // Git clones of the repositories the Applications read (the Source Server's `git log`).
-      ...(gitCache ? [{ name: 'git-cache', emptyDir: { sizeLimit: GIT_CACHE_SIZE_LIMIT } }] : []),
+      ...(gitCache ? [{ name: 'git-cache', emptyDir: { sizeLimit: gitCache.size } }] : []),
     ],
   };
 }

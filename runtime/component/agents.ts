@@ -18,6 +18,8 @@
  *    API server as the read-only local account `source-server` and Git with Argo CD's repository
  *    credentials.
  *
+ *  - gitops-operator (from runtime version 1.8.0): runs promotions (docs/promotions.md).
+ *
  * AGENTS are the agents of every runtime, hosted and hybrid (the install bundle's). An agent added
  * later names the first runtime version it is installed in (`since`); the hosted runtime installs
  * `agentsAt(version)`, and so does a hybrid runtime's bundle (runtime/hybrid/bundle.ts), where the
@@ -27,11 +29,13 @@ import type * as k8s from '@pulumi/kubernetes';
 import { compareVersions } from '../catalog.ts';
 import { CREDENTIAL_KEYS, CREDENTIALS_SECRET } from '../protocol/bootstrap.ts';
 import { VERSIONS_CONFIGMAP } from '../protocol/upgrade.ts';
+import { GITOPS_OPERATOR_RULES } from './promotion-crds.ts';
 
 /** Image repository prefix of the agents unless a tenant's config names another: images are `<prefix>/<agent>:<tag>`. */
 export const DEFAULT_AGENT_IMAGE_REPOSITORY = 'hosted-runtimes';
 
-export type AgentName = 'tunnel-client' | 'request-router' | 'app-proxy' | 'event-reporter' | 'source-server';
+export type AgentName =
+  'tunnel-client' | 'request-router' | 'app-proxy' | 'event-reporter' | 'source-server' | 'gitops-operator';
 
 /** Keys of the runtime credentials Secret (defined with the bootstrap exchange, which writes them in a hybrid runtime). */
 export { CREDENTIAL_KEYS };
@@ -185,8 +189,31 @@ export const SOURCE_SERVER_AGENT: AgentDefinition = {
   },
 };
 
+/** Where the GitOps Operator keeps its working clones (a writable emptyDir). */
+export const GITOPS_WORK_DIR = '/var/cache/gitops-operator';
+export const GITOPS_WORK_SIZE_LIMIT = '1Gi';
+
+/**
+ * The GitOps Operator (from runtime version 1.8.0): runs promotions (docs/promotions.md) from the
+ * promotion resources in Argo CD's namespace, committing to the customer's configuration
+ * repository with Argo CD's repository credentials. Its rights are all in that namespace
+ * (promotion-crds.ts GITOPS_OPERATOR_RULES); nothing cluster-wide, nothing in its own.
+ */
+export const GITOPS_OPERATOR_AGENT: AgentDefinition = {
+  name: 'gitops-operator',
+  replicas: 1, // one active at a time anyway (its Lease); a restarted one continues from the status
+  port: AGENT_PORT,
+  service: false,
+  apiAccess: true,
+  secretEnv: {},
+  since: '1.8.0',
+  clusterRules: [],
+  namespaceRules: [],
+  otherNamespaceRules: { argocd: GITOPS_OPERATOR_RULES },
+};
+
 /** Every agent any runtime version installs: AGENTS and those added later (`since`). */
-export const RUNTIME_AGENTS: readonly AgentDefinition[] = [...AGENTS, SOURCE_SERVER_AGENT];
+export const RUNTIME_AGENTS: readonly AgentDefinition[] = [...AGENTS, SOURCE_SERVER_AGENT, GITOPS_OPERATOR_AGENT];
 
 /** The agents a hosted runtime of `version` installs. */
 export function agentsAt(version: string): AgentDefinition[] {

@@ -8,7 +8,8 @@
  * their parent's provider). Values do not depend on the runtime version except the pinned chart
  * versions, the agent image tag and the agents a version adds (agentsAt: from 1.7.0 the Source
  * Server, its Secret, the reporter's and app-proxy's SOURCE_SERVER_URL and Argo CD's account for
- * it), so a version change touches only what the version changes.
+ * it; from 1.8.0 the GitOps Operator and the promotion CRDs), so a version change touches only what
+ * the version changes.
  */
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
@@ -24,6 +25,7 @@ import {
 } from './agents.ts';
 import { sourceServerArgoCdValues, sourceServerPassword, sourceServerPasswordHash } from './source-server-account.ts';
 import { createAgentWorkload } from './agent-workload.ts';
+import { promotionCrds } from './promotion-crds.ts';
 import { runtimeNamespace, versionsConfigMap } from './runtime-objects.ts';
 import {
   ARGO_CD_NAMESPACE,
@@ -196,6 +198,18 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
         )
       : undefined;
 
+    // With the GitOps Operator, the promotion CRDs it reads (promotion-crds.ts), before it starts.
+    const promotionCrdResources = agents.some((a) => a.name === 'gitops-operator')
+      ? promotionCrds().map(
+          (crd) =>
+            new k8s.apiextensions.v1.CustomResourceDefinition(
+              `${name}-crd-${(crd.metadata as { name: string }).name.split('.')[0]}`,
+              crd as unknown as k8s.apiextensions.v1.CustomResourceDefinitionArgs,
+              child,
+            ),
+        )
+      : [];
+
     for (const agent of agents) {
       createAgentWorkload({
         name,
@@ -211,7 +225,10 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
             : agent.name === 'source-server'
               ? // Its Role is in Argo CD's namespace, and it logs in to Argo CD with this password.
                 [namespace, credentials, versions, releases.argoCd, sourceServerSecret!]
-              : [namespace, credentials, versions],
+              : agent.name === 'gitops-operator'
+                ? // Its Role is in Argo CD's namespace; it reads the promotion resources and Workflows.
+                  [namespace, credentials, versions, releases.argoCd, releases.argoWorkflows, ...promotionCrdResources]
+                : [namespace, credentials, versions],
         peers: { sourceServer },
       });
     }

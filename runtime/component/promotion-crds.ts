@@ -154,7 +154,32 @@ export function promotionCrds(): Record<string, unknown>[] {
   });
 }
 
-/** The GitOps Operator's account (in the runtime's namespace) and its rights, all in `namespace` (Argo CD's): least privilege. */
+/**
+ * The GitOps Operator's rights, all in Argo CD's namespace (where the promotion resources, the
+ * Applications and the actions' Workflows are): least privilege.
+ */
+export const GITOPS_OPERATOR_RULES = [
+  // The promotion resources: read; Promotions created (a new release) and every status written.
+  { apiGroups: [PROMOTIONS_GROUP], resources: Object.values(PROMOTION_KINDS), verbs: ['get', 'list', 'watch'] },
+  { apiGroups: [PROMOTIONS_GROUP], resources: ['promotions'], verbs: ['create'] },
+  { apiGroups: [PROMOTIONS_GROUP], resources: ['products/status', 'promotions/status'], verbs: ['update'] },
+  // Argo CD's Applications: read, and a refresh annotation after a commit.
+  { apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'patch'] },
+  // The actions: a Workflow from a template, then its result.
+  { apiGroups: ['argoproj.io'], resources: ['workflows'], verbs: ['get', 'create'] },
+  // Argo CD's repository Secrets: the operator pushes with the credentials Argo CD pulls with.
+  { apiGroups: [''], resources: ['secrets'], verbs: ['list'] },
+  // One active operator.
+  { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+  {
+    apiGroups: ['coordination.k8s.io'],
+    resources: ['leases'],
+    resourceNames: ['gitops-operator'],
+    verbs: ['get', 'update'],
+  },
+];
+
+/** The GitOps Operator's account (in the runtime's namespace) and its Role in `namespace` (Argo CD's), as plain objects (tests, a cluster of one's own). */
 export function gitopsOperatorRbac(namespace: string, runtimeNamespace: string): Record<string, unknown>[] {
   const meta = { name: 'gitops-operator', labels: { 'app.kubernetes.io/name': 'gitops-operator' } };
   return [
@@ -163,26 +188,7 @@ export function gitopsOperatorRbac(namespace: string, runtimeNamespace: string):
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'Role',
       metadata: { ...meta, namespace },
-      rules: [
-        // The promotion resources: read; Promotions created (a new release) and every status written.
-        { apiGroups: [PROMOTIONS_GROUP], resources: Object.values(PROMOTION_KINDS), verbs: ['get', 'list', 'watch'] },
-        { apiGroups: [PROMOTIONS_GROUP], resources: ['promotions'], verbs: ['create'] },
-        { apiGroups: [PROMOTIONS_GROUP], resources: ['products/status', 'promotions/status'], verbs: ['update'] },
-        // Argo CD's Applications: read, and a refresh annotation after a commit.
-        { apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'patch'] },
-        // The actions: a Workflow from a template, then its result.
-        { apiGroups: ['argoproj.io'], resources: ['workflows'], verbs: ['get', 'create'] },
-        // Argo CD's repository Secrets: the operator pushes with the credentials Argo CD pulls with.
-        { apiGroups: [''], resources: ['secrets'], verbs: ['list'] },
-        // One active operator.
-        { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
-        {
-          apiGroups: ['coordination.k8s.io'],
-          resources: ['leases'],
-          resourceNames: ['gitops-operator'],
-          verbs: ['get', 'update'],
-        },
-      ],
+      rules: GITOPS_OPERATOR_RULES,
     },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',

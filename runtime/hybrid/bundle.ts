@@ -147,6 +147,15 @@ export interface InstallBundle {
   unpinnedImages: string[];
 }
 
+/**
+ * The agents a hybrid runtime of `version` installs: the hosted runtime's, but the GitOps Operator,
+ * which needs the promotion CRDs, cluster-scoped objects the bundle does not add to a customer's
+ * cluster yet (docs/promotions.md "Hybrid runtimes").
+ */
+export function hybridAgents(version: string): AgentDefinition[] {
+  return agentsAt(version).filter((a) => a.name !== 'gitops-operator');
+}
+
 /** The labels every object of a bundle carries. */
 export const HYBRID_LABELS = {
   managedBy: 'app.kubernetes.io/managed-by',
@@ -564,7 +573,7 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
   let image: (name: string) => string;
   try {
     const images = new Map<string, string>();
-    for (const name of ['bootstrap', 'upgrader', ...agentsAt(input.version.version).map((a) => a.name)])
+    for (const name of ['bootstrap', 'upgrader', ...hybridAgents(input.version.version).map((a) => a.name)])
       images.set(name, agentImage(input.version, name, input.imageRepository));
     image = (name) => images.get(name)!;
   } catch (err) {
@@ -593,7 +602,7 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
   ];
   const upgrade = input.purpose === 'upgrade';
   if (!upgrade) raw.push(...bootstrapObjects({ ...input, bootstrapToken: input.bootstrapToken! }, image('bootstrap')));
-  const agents = agentsAt(input.version.version).filter(
+  const agents = hybridAgents(input.version.version).filter(
     (agent) => !(agent.name === 'tunnel-client' && r.access === 'ingress'),
   );
   const peers: AgentPeers = { sourceServer: agents.some((a) => a.name === 'source-server') };

@@ -10,6 +10,7 @@
  * The vcluster release goes into the tenant namespace on the root cluster; the Argo releases and
  * the agents into the vcluster. Nothing here reaches a cluster or a chart repository.
  */
+import { promotionCrds } from '../component/promotion-crds.ts';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
@@ -316,6 +317,7 @@ export function agentsObjects(entry: RuntimeVersion, plan: Plan, tenantId: strin
       type: 'Opaque',
       stringData: { password: PER_TENANT },
     });
+  if (agents.some((a) => a.name === 'gitops-operator')) objects.push(...promotionCrds());
   for (const agent of agents) {
     const image = `${DEFAULT_AGENT_IMAGE_REPOSITORY}/${agent.name}:${entry.components.agents}`;
     const o = agentObjects(agent, image, tenantId, plan.runtime.agents[agent.name], undefined, { sourceServer });

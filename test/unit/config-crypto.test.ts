@@ -45,6 +45,7 @@ t.test(
         upgraderPollsPerMinute: 120,
         upgraderPollsPerRuntimePerMinute: 60,
         appHistoryEntries: 10_000,
+        appHistoryBytes: 64 * 1024 * 1024,
       },
       'the documented defaults',
     );

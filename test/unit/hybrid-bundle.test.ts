@@ -20,6 +20,7 @@ import {
   BOOTSTRAP_JOB,
   HybridBundleError,
   HYBRID_LABELS,
+  hybridAgents,
   hybridInstallBundle,
   INGRESS_URL_ANNOTATION,
   manifestFileName,
@@ -299,7 +300,7 @@ t.test('the agents are the hosted runtime’s, at the catalog’s image tag', as
   const budget = PLANS[DEFAULT_PLAN]!.runtime;
   const peers = { sourceServer: agentsAt(entry.version).some((a) => a.name === 'source-server') };
   // The Source Server reaches the Argo CD beside it as the mode allows: its own test below.
-  for (const agent of agentsAt(entry.version).filter((a) => a.name !== 'source-server')) {
+  for (const agent of hybridAgents(entry.version).filter((a) => a.name !== 'source-server')) {
     const hosted = agentObjects(
       agent,
       `hosted-runtimes/${agent.name}:${entry.components.agents}`,

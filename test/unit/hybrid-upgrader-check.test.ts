@@ -6,7 +6,12 @@
  * refused, naming the object and the field; fields the API server defaults do not count.
  */
 import t from 'tap';
-import { hybridInstallBundle, type InstallBundleInput, type KubeObject } from '../../runtime/hybrid/bundle.ts';
+import {
+  hybridAgents,
+  hybridInstallBundle,
+  type InstallBundleInput,
+  type KubeObject,
+} from '../../runtime/hybrid/bundle.ts';
 import {
   agentRefusal,
   upgraderPatchable,
@@ -17,7 +22,7 @@ import {
 } from '../../runtime/hybrid/upgrader.ts';
 import { compareBundles } from '../../runtime/hybrid/upgrade.ts';
 import { catalog, compareVersions } from '../../runtime/catalog.ts';
-import { agentsAt, VERSIONS_CONFIGMAP } from '../../runtime/component/agents.ts';
+import { VERSIONS_CONFIGMAP } from '../../runtime/component/agents.ts';
 import type { PlannedObject } from '../../runtime/protocol/upgrade.ts';
 
 type Obj = Record<string, unknown>;
@@ -92,7 +97,7 @@ for (let i = 1; i < versions.length; i++) {
       const before = at(from, over);
       const after = at(to, over);
       const mode = JSON.stringify(over);
-      const added = agentsAt(to).filter((a) => !agentsAt(from).some((b) => b.name === a.name));
+      const added = hybridAgents(to).filter((a) => !hybridAgents(from).some((b) => b.name === a.name));
       if (added.length > 0) {
         // A version that adds an agent adds objects and RBAC: the customer's to apply, never the upgrader's.
         const up = compareBundles(before, after, { name: 'plant-a', from, to });

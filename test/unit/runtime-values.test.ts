@@ -119,7 +119,7 @@ void t.test('a runtime larger than its quota is named per quota field', async (t
   const plan = PLANS.free!;
   const problems = budgetProblems(plan, { ...totals(planBudget(plan)), limitsCpu: 7000 });
   t.equal(problems.length, 1, 'only limits.cpu is short');
-  t.match(problems[0], /plan free: the runtime's limits\.cpu \(7\) leaves 1 of the quota's 8, less than the 3/);
+  t.match(problems[0], /plan free: the runtime's limits\.cpu \(7\) leaves 1\.5 of the quota's 8\.5, less than the 3/);
 });
 
 void t.test("docs/operations.md's per-plan table is the plans' budget table", async (t) => {

@@ -17,11 +17,16 @@ const run = (runtimeVersion: string, suspended = false) =>
     tenantConfig({ runtimeVersion, suspended }),
   );
 
-/** Resources whose inputs changed; resources added must be those of the agents `added` (agentsAt). */
+/**
+ * Resources whose inputs changed; resources added must be those of the agents `added` (agentsAt),
+ * and with the GitOps Operator the promotion CRDs (`-runtime-crd-`).
+ */
 function changed(a: Registered[], b: Registered[], added: readonly string[] = []): string[] {
   const before = new Map(a.map((r) => [r.name, JSON.stringify(r.inputs)]));
   const after = new Map(b.map((r) => [r.name, JSON.stringify(r.inputs)]));
-  const isAdded = (n: string) => added.some((agent) => n.includes(`-runtime-${agent}-`));
+  const isAdded = (n: string) =>
+    added.some((agent) => n.includes(`-runtime-${agent}-`)) ||
+    (added.includes('gitops-operator') && n.includes('-runtime-crd-'));
   t.same(
     [...before.keys()].sort(),
     [...after.keys()].filter((n) => before.has(n) || !isAdded(n)).sort(),
@@ -41,13 +46,15 @@ const suffixFor: Record<keyof ComponentPins, string[]> = {
   argoWorkflows: ['-runtime-argo-workflows'],
   argoRollouts: ['-runtime-argo-rollouts'],
   argoEvents: ['-runtime-argo-events'],
-  agents: [
-    '-runtime-tunnel-client-deployment',
-    '-runtime-request-router-deployment',
-    '-runtime-app-proxy-deployment',
-    '-runtime-event-reporter-deployment',
-  ],
+  // The Deployments of the agents both versions have (agentsFor below).
+  agents: [],
 };
+
+/** The agents' Deployments an agents pin change touches: those of the agents both versions install. */
+const agentsFor = (from: string, to: string): string[] =>
+  agentsAt(from)
+    .filter((a) => agentsAt(to).some((b) => b.name === a.name))
+    .map((a) => `-runtime-${a.name}-deployment`);
 
 const versions = catalog.versions;
 for (let i = 1; i < versions.length; i++) {
@@ -59,7 +66,9 @@ for (let i = 1; i < versions.length; i++) {
     const diffPins = (Object.keys(to.components) as (keyof ComponentPins)[]).filter(
       (k) => from.components[k] !== to.components[k],
     );
-    const expected = new Set(diffPins.flatMap((k) => suffixFor[k]));
+    const expected = new Set(
+      diffPins.flatMap((k) => (k === 'agents' ? agentsFor(from.version, to.version) : suffixFor[k])),
+    );
     expected.add('-runtime-versions'); // the versions ConfigMap always records the new version
     const had = new Set(agentsAt(from.version).map((x) => x.name));
     const added = agentsAt(to.version)

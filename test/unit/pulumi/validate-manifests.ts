@@ -7,6 +7,7 @@ import { Deployment } from 'kubernetes-models/apps/v1';
 import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { PriorityClass } from 'kubernetes-models/scheduling.k8s.io/v1';
+import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import {
   ValidatingAdmissionPolicy,
   ValidatingAdmissionPolicyBinding,
@@ -31,6 +32,7 @@ const MODELS: Record<string, (data: never) => Validatable> = {
   'kubernetes:rbac.authorization.k8s.io/v1:ClusterRole': (d) => new ClusterRole(d),
   'kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding': (d) => new ClusterRoleBinding(d),
   'kubernetes:scheduling.k8s.io/v1:PriorityClass': (d) => new PriorityClass(d),
+  'kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition': (d) => new CustomResourceDefinition(d),
   'kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy': (d) => new ValidatingAdmissionPolicy(d),
   'kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding': (d) =>
     new ValidatingAdmissionPolicyBinding(d),
