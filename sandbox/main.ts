@@ -178,6 +178,7 @@ async function main(): Promise<void> {
           `  ${cli} apps history ${id} argocd/demo   # what changed demo, in which commit, by whom, and the sync's result`,
           `  ${cli} apps diff ${id} argocd/demo   # Git against the cluster, from the runtime's Source Server through the tunnel`,
           `  (console: Applications → demo shows the same timeline and a side-by-side diff)`,
+          `  (its runtime runs the GitOps Operator: promotions of a product from dev to prod through Git; docs/promotions.md)`,
         ]
       : []),
     `  ${cli} clusters list`,
