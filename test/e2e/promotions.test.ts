@@ -441,7 +441,7 @@ if (unavailable) {
     let kills = 0;
     const killedAt = new Set<string>();
     for (let i = 0; i < 8; i++) {
-      await new Promise((r) => setTimeout(r, 400 + 300 * i));
+      await new Promise((r) => setTimeout(r, 400 + 600 * i));
       const x = await get<Promotion>('promotions', p.metadata.name);
       if (x.status?.phase === 'Succeeded') break;
       const step = x.status?.steps?.find((s) => !['Succeeded', 'Skipped'].includes(s.phase));
