@@ -13,7 +13,13 @@ import type { RuntimeObject, RuntimeObjectChangeEvents, RuntimeObjectPage } from
 /** A stored object as the API answers it (the route's schema; a type import, nothing of the server is loaded). */
 type StoredObject = RuntimeObject;
 
-const KINDS = { application: 'applications', rollout: 'rollouts', workflow: 'workflows' } as const;
+const KINDS = {
+  application: 'applications',
+  rollout: 'rollouts',
+  workflow: 'workflows',
+  product: 'products',
+  promotion: 'promotions',
+} as const;
 type KindName = keyof typeof KINDS;
 
 function kindPath(kind: string): (typeof KINDS)[KindName] {
@@ -54,7 +60,7 @@ export function addAppCommands(program: Command, io: Io): void {
 
   apps
     .command('list <tenant>')
-    .option('--kind <kind>', 'application | rollout | workflow', 'application')
+    .option('--kind <kind>', 'application | rollout | workflow | product | promotion', 'application')
     .option('--health <status>', 'e.g. Healthy, Degraded, Progressing')
     .option('--sync <status>', 'Synced | OutOfSync | Unknown')
     .option('--phase <phase>', 'operation phase, rollout or workflow phase')
@@ -132,7 +138,7 @@ export function addAppCommands(program: Command, io: Io): void {
 
   apps
     .command('get <tenant> <kind> <namespace> <name>')
-    .description('one object with its stored state (kind: application | rollout | workflow)')
+    .description('one object with its stored state (kind: application | rollout | workflow | product | promotion)')
     .action(async (tenant: string, kind: string, namespace: string, name: string) => {
       const o = await client().request<
         StoredObject & { uid: string; observedAt: string; object: unknown; truncated: boolean }

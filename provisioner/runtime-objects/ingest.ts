@@ -36,7 +36,10 @@ export function filterColumns(item: UpsertItem): Pick<ObjectWrite, 'health' | 's
     case 'Rollout':
       return { health: str(s.phase), sync: null, phase: str(s.phase) };
     case 'Workflow':
+    case 'Promotion':
       return { health: null, sync: null, phase: str(s.phase) };
+    case 'Product':
+      return { health: null, sync: null, phase: null };
   }
 }
 

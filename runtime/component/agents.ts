@@ -135,6 +135,12 @@ export const AGENTS: readonly AgentDefinition[] = [
         resources: ['applications', 'rollouts', 'workflows'],
         verbs: ['get', 'list', 'watch'],
       },
+      // The GitOps Operator's products and promotions (runtime 1.8.0+; absent before: reported unavailable).
+      {
+        apiGroups: ['promotions.hosted-runtimes.io'],
+        resources: ['products', 'promotions'],
+        verbs: ['get', 'list', 'watch'],
+      },
     ],
     namespaceRules: [
       // Shard membership: one Lease per replica, deleted on shutdown (fast handover) and by the

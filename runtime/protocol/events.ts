@@ -70,7 +70,33 @@ export interface WorkflowSummary {
   message?: string; // status.message
 }
 
-export type ObjectSummary = ApplicationSummary | RolloutSummary | WorkflowSummary;
+/** Product (promotions): the release each environment holds, as the GitOps Operator found it in Git. */
+export interface ProductSummary {
+  flow?: string; // spec.flow
+  environments?: { environment: string; release?: string; revision?: string }[]; // status.environments
+}
+
+/** Promotion: one release of a product moved through its flow, step by step. */
+export interface PromotionSummary {
+  product?: string; // spec.product
+  release?: string; // status.release (else spec.release)
+  phase?: string; // status.phase: Pending | Running | Succeeded | Failed | Aborted | Superseded
+  message?: string; // status.message
+  requestedBy?: string; // spec.requestedBy
+  startedAt?: string;
+  finishedAt?: string;
+  steps?: {
+    environment: string;
+    phase: string;
+    commit?: string;
+    revert?: string;
+    startedAt?: string;
+    finishedAt?: string;
+    message?: string;
+  }[];
+}
+
+export type ObjectSummary = ApplicationSummary | RolloutSummary | WorkflowSummary | ProductSummary | PromotionSummary;
 
 /** The current state of an object (from a list, an ADDED or a MODIFIED watch event). */
 export interface UpsertItem extends ObjectKey {

@@ -50,8 +50,14 @@ const BURST_UPDATES = Number(process.env.EVENT_REPORTER_BURST_UPDATES ?? 10_000)
 const OUTAGE_SECONDS = Number(process.env.EVENT_REPORTER_OUTAGE_SECONDS ?? 120);
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const LEASE_NAMESPACE = 'hosted-runtime';
-const NS: Record<ReportedKind, string> = { Application: 'argocd', Rollout: 'apps', Workflow: 'argo' };
-const KINDS = Object.keys(REPORTED_KINDS) as ReportedKind[];
+/**
+ * The Argo kinds, which this file's API server has the real CRDs of; the GitOps Operator's products
+ * and promotions are reported by the same code (test/unit/event-reporter/summaries.test.ts,
+ * test/integration/api/promotions-reports.test.ts).
+ */
+type ArgoKind = 'Application' | 'Rollout' | 'Workflow';
+const NS: Record<ArgoKind, string> = { Application: 'argocd', Rollout: 'apps', Workflow: 'argo' };
+const KINDS: ArgoKind[] = ['Application', 'Rollout', 'Workflow'];
 type Obj = Record<string, unknown>;
 
 const unavailable = argoApiServerUnavailable();
@@ -133,13 +139,13 @@ async function run(): Promise<void> {
       req.once('error', reject);
       req.end(data);
     });
-  const pathOf = (kind: ReportedKind, name?: string, sub = '') => {
+  const pathOf = (kind: ArgoKind, name?: string, sub = '') => {
     const { group, version, plural } = REPORTED_KINDS[kind];
     return `/apis/${group}/${version}/namespaces/${NS[kind]}/${plural}${name ? `/${name}` : ''}${sub}`;
   };
   const counterOf = (n: number) => ({ metadata: { annotations: { 'e2e.hosted-runtimes.io/counter': String(n) } } });
   /** Created as a user writes it, then with the status its controller would write. */
-  const create = async (kind: ReportedKind, name: string) => {
+  const create = async (kind: ArgoKind, name: string) => {
     if (kind === 'Application')
       return kubeWrite('POST', pathOf(kind), {
         ...sampleApplication(NS[kind], name),
@@ -153,7 +159,7 @@ async function run(): Promise<void> {
     await kubeWrite('POST', pathOf(kind), sampleRollout(NS[kind], name));
   };
   /** An update without reading first (a merge patch), as the controllers write status. */
-  const update = (kind: ReportedKind, name: string, n: number) => {
+  const update = (kind: ArgoKind, name: string, n: number) => {
     const merge = 'application/merge-patch+json';
     if (kind === 'Application')
       return kubeWrite(
@@ -175,8 +181,8 @@ async function run(): Promise<void> {
       merge,
     ).then(() => kubeWrite('PATCH', pathOf(kind, name), counterOf(n), merge));
   };
-  const remove = (kind: ReportedKind, name: string) => kubeWrite('DELETE', pathOf(kind, name));
-  const keyOf = (kind: ReportedKind, name: string) => objectKeyString({ kind, namespace: NS[kind], name });
+  const remove = (kind: ArgoKind, name: string) => kubeWrite('DELETE', pathOf(kind, name));
+  const keyOf = (kind: ArgoKind, name: string) => objectKeyString({ kind, namespace: NS[kind], name });
 
   /** Runs `tasks` with at most `concurrency` at once. */
   const pool = async (tasks: (() => Promise<unknown>)[], concurrency: number): Promise<void> => {
@@ -501,7 +507,7 @@ async function run(): Promise<void> {
       // Every other object of b gets a new state: it is stored only once a or c reports it.
       const rest = ofB.filter((k) => !deleted.some((n) => k === keyOf('Application', n)));
       await pool(
-        rest.map((k) => () => update(k.split('/')[0] as ReportedKind, k.split('/')[2]!, 50)),
+        rest.map((k) => () => update(k.split('/')[0] as ArgoKind, k.split('/')[2]!, 50)),
         20,
       );
       await converged('every object of b stored with its new state', 30_000 - (Date.now() - killedAt));

@@ -56,8 +56,20 @@ import type { AppContext } from '../context.ts';
 export const EVENTS_BODY_LIMIT = MAX_BATCH_BYTES + 64 * 1024;
 
 /** The paths of the three kinds, and the singular the change stream's `kind` filter takes. */
-export const KIND_PATHS = { applications: 'Application', rollouts: 'Rollout', workflows: 'Workflow' } as const;
-const KIND_FILTER = { application: 'Application', rollout: 'Rollout', workflow: 'Workflow' } as const;
+export const KIND_PATHS = {
+  applications: 'Application',
+  rollouts: 'Rollout',
+  workflows: 'Workflow',
+  products: 'Product',
+  promotions: 'Promotion',
+} as const;
+const KIND_FILTER = {
+  application: 'Application',
+  rollout: 'Rollout',
+  workflow: 'Workflow',
+  product: 'Product',
+  promotion: 'Promotion',
+} as const;
 
 // Names a runtime reports are shown in terminals and the console: no control characters (400 naming the field).
 const Name = Type.String({ minLength: 1, maxLength: 253, pattern: CONTROL_FREE });

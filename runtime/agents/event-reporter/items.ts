@@ -10,6 +10,8 @@ import {
   type ApplicationSummary,
   type DeleteItem,
   type ObjectSummary,
+  type ProductSummary,
+  type PromotionSummary,
   type RolloutSummary,
   type UpsertItem,
   type WorkflowSummary,
@@ -99,6 +101,59 @@ export function workflowSummary(wf: Obj): WorkflowSummary {
   });
 }
 
+/** At most this many environments or steps are summarized (the flow's CRD allows 50). */
+const MAX_PROMOTION_ITEMS = 50;
+const MAX_PROMOTION_TEXT = 1000;
+const bounded = (v: unknown): string | undefined => text(v)?.slice(0, MAX_PROMOTION_TEXT);
+
+function productSummary(obj: Obj): ProductSummary {
+  const spec = rec(obj.spec);
+  const status = rec(obj.status);
+  const envs = Array.isArray(status.environments) ? status.environments.slice(0, MAX_PROMOTION_ITEMS) : [];
+  return compact({
+    flow: bounded(spec.flow),
+    environments: envs.length
+      ? envs.map((e) => {
+          const x = rec(e);
+          return compact({
+            environment: bounded(x.environment) ?? '',
+            release: bounded(x.release),
+            revision: bounded(x.revision),
+          });
+        })
+      : undefined,
+  });
+}
+
+function promotionSummary(obj: Obj): PromotionSummary {
+  const spec = rec(obj.spec);
+  const status = rec(obj.status);
+  const steps = Array.isArray(status.steps) ? status.steps.slice(0, MAX_PROMOTION_ITEMS) : [];
+  return compact({
+    product: bounded(spec.product),
+    release: bounded(status.release) ?? bounded(spec.release),
+    phase: bounded(status.phase) ?? 'Pending',
+    message: bounded(status.message),
+    requestedBy: bounded(spec.requestedBy),
+    startedAt: bounded(status.startedAt),
+    finishedAt: bounded(status.finishedAt),
+    steps: steps.length
+      ? steps.map((s) => {
+          const x = rec(s);
+          return compact({
+            environment: bounded(x.environment) ?? '',
+            phase: bounded(x.phase) ?? 'Pending',
+            commit: bounded(x.commit),
+            revert: bounded(x.revert),
+            startedAt: bounded(x.startedAt),
+            finishedAt: bounded(x.finishedAt),
+            message: bounded(x.message),
+          });
+        })
+      : undefined,
+  });
+}
+
 export function summarize(kind: ReportedKind, obj: Obj): ObjectSummary {
   switch (kind) {
     case 'Application':
@@ -107,6 +162,10 @@ export function summarize(kind: ReportedKind, obj: Obj): ObjectSummary {
       return rolloutSummary(obj);
     case 'Workflow':
       return workflowSummary(obj);
+    case 'Product':
+      return productSummary(obj);
+    case 'Promotion':
+      return promotionSummary(obj);
   }
 }
 

@@ -203,3 +203,62 @@ void t.test('trimming: within 256 KiB, the big status lists go first, identity a
   const small = trimObject(application);
   t.notOk(small.truncated, 'an object within the bound is not truncated');
 });
+
+void t.test('Product and Promotion summaries: the release per environment, the phase and each step', async (t) => {
+  t.same(
+    summarize('Product', {
+      metadata: { name: 'shop' },
+      spec: { flow: 'dev-to-prod', repository: 'https://git.example/config.git' },
+      status: {
+        environments: [
+          { environment: 'dev', release: '1.2.0', revision: 'c0ffee' },
+          { environment: 'prod', release: '1.1.0', revision: 'c0ffee' },
+        ],
+      },
+    }),
+    {
+      flow: 'dev-to-prod',
+      environments: [
+        { environment: 'dev', release: '1.2.0', revision: 'c0ffee' },
+        { environment: 'prod', release: '1.1.0', revision: 'c0ffee' },
+      ],
+    },
+    "the Product's releases as the operator found them",
+  );
+  const promotion = {
+    metadata: { name: 'shop-1-2-0-ab12cd34' },
+    spec: { product: 'shop', release: '1.2.0', requestedBy: 'trigger' },
+    status: {
+      phase: 'Failed',
+      release: '1.2.0',
+      message: 'prod: pre-action Workflow w failed',
+      startedAt: '2026-11-29T01:00:00Z',
+      finishedAt: '2026-11-29T01:05:00Z',
+      steps: [
+        { environment: 'staging', phase: 'Succeeded', commit: 'abc', finishedAt: '2026-11-29T01:03:00Z' },
+        { environment: 'prod', phase: 'Failed', message: 'x'.repeat(5000), preAction: { workflow: 'w' } },
+      ],
+    },
+  };
+  const s = summarize('Promotion', promotion) as { phase: string; steps: Array<{ message?: string }> };
+  t.match(
+    s,
+    {
+      product: 'shop',
+      release: '1.2.0',
+      phase: 'Failed',
+      requestedBy: 'trigger',
+      steps: [
+        { environment: 'staging', phase: 'Succeeded', commit: 'abc' },
+        { environment: 'prod', phase: 'Failed' },
+      ],
+    },
+    'its phase, release and steps',
+  );
+  t.equal(s.steps[1]!.message!.length, 1000, 'texts bounded');
+  t.equal(
+    (summarize('Promotion', { metadata: { name: 'p' }, spec: { product: 'shop' } }) as { phase: string }).phase,
+    'Pending',
+    'a Promotion the operator has not looked at yet is Pending',
+  );
+});
