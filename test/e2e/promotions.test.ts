@@ -19,6 +19,9 @@
  *    time: exactly one commit per environment.
  *  - Abort while staging's post-action runs: staging's commit is reverted, prod never changed; Git
  *    is as it was at the last finished step.
+ *  - The control plane sees it: the event reporter (a process, reporting to a provisioner replica
+ *    on loopback with a runtime key; the cluster's admin kubeconfig here) reports the Product and the
+ *    Promotions, listed at `GET /v1/tenants/:id/products` and `…/promotions`.
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
@@ -31,6 +34,9 @@ import { argoCdUnavailable, startArgoCd } from './harness/argocd.ts';
 import { kubectlRunner } from '../helpers/kubectl.ts';
 import { serverPort, startProcess, until, type ManagedProcess } from '../../sandbox/processes.ts';
 import { startGitServer } from '../../sandbox/git-server.ts';
+import { createTestApi } from '../helpers/api.ts';
+import { createKey } from '../../provisioner/store/keys.ts';
+import type { RuntimeObjectPage } from '../../provisioner/http/api-types.ts';
 import { gitopsOperatorRbac, promotionCrds } from '../../runtime/component/promotion-crds.ts';
 import {
   PROMOTIONS_API_VERSION,
@@ -50,7 +56,7 @@ const RUNTIME_NS = 'hosted-runtime';
 
 const release = (version: string, image: string) =>
   `# The shop's release in this environment (the promotion template's fields).\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shop-release\ndata:\n  version: "${version}"\n  image: ${image}\n`;
-const api = (env: string) =>
+const apiConfig = (env: string) =>
   `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shop-api\ndata:\n  environment: ${env}\n`;
 
 const unavailable = argoApiServerUnavailable() ?? argoCdUnavailable();
@@ -93,7 +99,7 @@ if (unavailable) {
   const files: Record<string, string> = {};
   for (const env of ENVS) {
     files[`shop/${env}/release.yaml`] = release('1.0.0', 'nginx:1.25.0');
-    files[`shop/${env}/api/config.yaml`] = api(env);
+    files[`shop/${env}/api/config.yaml`] = apiConfig(env);
   }
   await repo.commit(files, 'the shop in dev, staging and prod', {
     author: { name: 'Grace Hopper', email: 'grace@example.test' },
@@ -329,6 +335,46 @@ if (unavailable) {
   });
   await startOperator();
 
+  // The control plane and the event reporter that tells it.
+  const api = await createTestApi();
+  t.teardown(() => api.close());
+  const cpPort = await serverPort();
+  await api.app.listen({ port: cpPort, host: '127.0.0.1' });
+  const tenant = await api.signup();
+  const runtimeKey = (
+    await createKey(api.db.pool, {
+      role: 'runtime',
+      tenantId: tenant.tenantId,
+      name: 'event reporter',
+      createdBy: 'test',
+    })
+  ).key;
+  const reporterPort = await serverPort();
+  const reporter = startProcess(
+    'event-reporter',
+    process.execPath,
+    [fileURLToPath(new URL('../../runtime/agents/event-reporter/main.ts', import.meta.url))],
+    join(dir, 'event-reporter.log'),
+    {
+      env: {
+        PATH: process.env.PATH ?? '',
+        CONTROL_PLANE_URL: `http://127.0.0.1:${cpPort}`,
+        RUNTIME_TOKEN: runtimeKey,
+        REPLICA_NAME: 'event-reporter-0',
+        LEASE_NAMESPACE: RUNTIME_NS,
+        KUBECONFIG: cluster.kubeconfigFile,
+        PORT: String(reporterPort),
+        HOST: '127.0.0.1',
+      },
+    },
+  );
+  t.teardown(() => reporter.stop());
+  const reported = async (path: string) => {
+    const res = await api.request('GET', `/v1/tenants/${tenant.tenantId}/${path}`);
+    if (res.statusCode !== 200) throw new Error(`GET ${path}: ${res.statusCode} ${res.body}`);
+    return res.json<RuntimeObjectPage>().items;
+  };
+
   t.test('the product’s release in each environment, read from Git', async (t) => {
     const product = await until('the product observed', 60_000, async () => {
       const p = await get<Product>('products', 'shop');
@@ -398,6 +444,24 @@ if (unavailable) {
       'jsonpath={.data.version}',
     ]);
     t.equal(cm.stdout, '1.1.0', 'and staging runs 1.1.0');
+    const seen = await until('the control plane shows the failed promotion', 60_000, async () =>
+      (await reported('promotions')).find((p) => p.name === first.metadata.name && p.phase === 'Failed'),
+    ).catch(async (err: Error) => {
+      throw new Error(`${err.message}; the reporter: ${await reporter.tail(10)}`, { cause: err });
+    });
+    t.match(
+      seen.summary,
+      {
+        product: 'shop',
+        release: '1.1.0',
+        steps: [
+          { environment: 'staging', phase: 'Succeeded', commit: staging!.commit },
+          { environment: 'prod', phase: 'Failed' },
+        ],
+      },
+      'reported with its release and each step (staging’s commit, prod’s failure)',
+    );
+    t.match(String(seen.summary.message), /smoke tests failed/, 'and why it stopped');
   });
 
   t.test('retry after the gate is fixed reaches prod', async (t) => {
@@ -432,6 +496,26 @@ if (unavailable) {
       return p.status?.environments?.find((e) => e.environment === 'prod')?.release === '1.1.0' ? p : undefined;
     });
     t.ok(product, 'the product’s status shows the release in each environment');
+    const listed = await until('the control plane shows 1.1.0 in prod', 60_000, async () =>
+      (await reported('products')).find(
+        (p) =>
+          (p.summary.environments as Array<{ environment: string; release?: string }> | undefined)?.find(
+            (e) => e.environment === 'prod',
+          )?.release === '1.1.0',
+      ),
+    );
+    t.same(
+      (listed.summary.environments as Array<{ environment: string; release: string }>).map((e) => [
+        e.environment,
+        e.release,
+      ]),
+      [
+        ['dev', '1.1.0'],
+        ['staging', '1.1.0'],
+        ['prod', '1.1.0'],
+      ],
+      'GET …/products: the release in each environment',
+    );
   });
 
   t.test('killed in the middle again and again: exactly one commit per environment', async (t) => {
