@@ -9,7 +9,8 @@
  *    Events. No Kubernetes API access.
  *  - app-proxy: verifies requests signed by the control plane (its public key), serves runtime
  *    info (the runtime-versions ConfigMap) and the actions on Argo objects: refresh and sync an
- *    Application, promote, abort or retry a Rollout, terminate or stop a Workflow.
+ *    Application, promote, abort or retry a Rollout, terminate or stop a Workflow; promote a
+ *    product, retry or abort a promotion (1.8.0+).
  *  - event-reporter: watches Applications, Rollouts and Workflows and reports them in batches;
  *    each object belongs to one live replica (rendezvous hashing over the replicas' Leases).
  *  - source-server (from runtime version 1.7.0): answers the event reporter and the app-proxy
@@ -104,7 +105,7 @@ export const AGENTS: readonly AgentDefinition[] = [
     apiAccess: true,
     secretEnv: { CONTROL_PLANE_PUBLIC_KEY: CREDENTIAL_KEYS.publicKey },
     // Only what the actions (runtime/agents/app-proxy/actions.ts) read and write: one object at a
-    // time by name (no list, no watch), merge patches (no create, update or delete).
+    // time by name (no list, no watch), merge patches, and Promotions created (no update or delete).
     clusterRules: [
       // Refresh (annotation) and sync (`operation`) an Application.
       { apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'patch'] },
@@ -112,6 +113,10 @@ export const AGENTS: readonly AgentDefinition[] = [
       { apiGroups: ['argoproj.io'], resources: ['rollouts', 'rollouts/status'], verbs: ['get', 'patch'] },
       // Terminate or stop a Workflow: a patch of spec.shutdown.
       { apiGroups: ['argoproj.io'], resources: ['workflows'], verbs: ['get', 'patch'] },
+      // Promote a product (a new Promotion for the GitOps Operator), retry or abort a promotion (a
+      // patch of its spec). Runtime 1.8.0+; before, the group does not exist and the actions answer 404.
+      { apiGroups: ['promotions.hosted-runtimes.io'], resources: ['products'], verbs: ['get'] },
+      { apiGroups: ['promotions.hosted-runtimes.io'], resources: ['promotions'], verbs: ['get', 'create', 'patch'] },
     ],
     namespaceRules: [
       { apiGroups: [''], resources: ['configmaps'], resourceNames: [VERSIONS_CONFIGMAP], verbs: ['get', 'watch'] },

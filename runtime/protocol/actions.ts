@@ -1,5 +1,6 @@
 /**
- * The app-proxy's actions on Argo objects, shared by the app-proxy (which serves them) and the
+ * The app-proxy's actions on Argo objects and on the GitOps Operator's products and promotions
+ * (docs/promotions.md "What the control plane can do"), shared by the app-proxy (which serves them) and the
  * control plane (which audits every one it forwards): `POST /api/<resource>/<namespace>/<name>/<action>`
  * on the runtime, i.e. `POST /v1/tenants/:id/runtime/api/<resource>/<namespace>/<name>/<action>`
  * on the control plane.
@@ -9,6 +10,8 @@ export const ACTION_RESOURCES = {
   applications: { kind: 'Application', actions: ['refresh', 'sync'] },
   rollouts: { kind: 'Rollout', actions: ['promote', 'abort', 'retry'] },
   workflows: { kind: 'Workflow', actions: ['terminate', 'stop', 'retry'] },
+  products: { kind: 'Product', actions: ['promote'] },
+  promotions: { kind: 'Promotion', actions: ['retry', 'abort'] },
 } as const;
 
 export type ActionResource = keyof typeof ACTION_RESOURCES;

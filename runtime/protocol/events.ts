@@ -93,6 +93,9 @@ export interface PromotionSummary {
     startedAt?: string;
     finishedAt?: string;
     message?: string;
+    /** The gate before the change and the action after it: the Argo Workflow and how it ended. */
+    preAction?: { workflow: string; phase?: string; message?: string };
+    postAction?: { workflow: string; phase?: string; message?: string };
   }[];
 }
 

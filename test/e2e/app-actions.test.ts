@@ -28,6 +28,8 @@ import {
   setHeaderOptions,
 } from '@kubernetes/client-node';
 import { AGENTS, RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
+import { promotionCrds } from '../../runtime/component/promotion-crds.ts';
+import { PROMOTIONS_API_VERSION, PROMOTIONS_GROUP, PROMOTIONS_VERSION } from '../../runtime/protocol/promotions.ts';
 import { buildAppProxy } from '../../runtime/agents/app-proxy/app.ts';
 import { argoObjects, loadKubeConfig } from '../../runtime/agents/app-proxy/kube.ts';
 import { loadPublicKey } from '../../runtime/agents/app-proxy/request-token.ts';
@@ -46,6 +48,8 @@ import {
   workflowStatus,
 } from './harness/argo.ts';
 import { statusOf } from './harness/kube.ts';
+import { until } from '../../sandbox/processes.ts';
+import { kubectlRunner } from '../helpers/kubectl.ts';
 
 t.setTimeout(5 * 60_000);
 
@@ -78,6 +82,13 @@ async function suite(): Promise<void> {
   // ---- the namespaces, and the app-proxy's service account with its RBAC ----
 
   for (const name of [NS, RUNTIME_NAMESPACE]) await core.createNamespace({ body: { metadata: { name } } });
+  // The GitOps Operator's CRDs (runtime 1.8.0): products are promoted, promotions retried and
+  // aborted. Applied as JSON (kubectl): client-node's typed serializer would drop the schema's
+  // x-kubernetes-* keys, pruning every status.
+  const crdFile = join(dir, 'promotion-crds.json');
+  await writeFile(crdFile, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: promotionCrds() }));
+  const applied = await kubectlRunner(process.env.HRT_TOOLCHAIN_BIN!, argo.kubeconfigFile)(['apply', '-f', crdFile]);
+  if (applied.code !== 0) throw new Error(`the promotion CRDs: ${applied.output}`);
 
   const appProxy = AGENTS.find((a) => a.name === 'app-proxy')!;
   const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
@@ -352,6 +363,93 @@ async function suite(): Promise<void> {
     t.equal(missing.status, 404, 'stop of a Workflow that does not exist is 404');
   });
 
+  t.test(
+    'Product promote creates a Promotion for the operator; Promotion retry and abort as their state allows',
+    async (t) => {
+      const promo = (plural: string) => ({
+        group: PROMOTIONS_GROUP,
+        version: PROMOTIONS_VERSION,
+        namespace: NS,
+        plural,
+      });
+      await until('the promotion CRDs served', 30_000, async () =>
+        custom.listNamespacedCustomObject(promo('promotions')).then(
+          () => true,
+          () => false,
+        ),
+      );
+      await custom.createNamespacedCustomObject({
+        ...promo('products'),
+        body: {
+          apiVersion: PROMOTIONS_API_VERSION,
+          kind: 'Product',
+          metadata: { name: 'shop', namespace: NS },
+          spec: {
+            repository: 'https://git.example.test/config.git',
+            branch: 'main',
+            template: 'release',
+            flow: 'dev-to-prod',
+            environments: [{ environment: 'dev', path: 'shop/dev', applications: ['shop-dev'] }],
+          },
+        },
+      });
+      const promoted = await actA(`products/${NS}/shop/promote`, { release: '2.0.0' });
+      t.equal(promoted.status, 201, 'promote answers 201 with the Promotion it created');
+      t.match(
+        promoted.body,
+        {
+          kind: 'Promotion',
+          metadata: { name: /^shop-/, labels: { [`${PROMOTIONS_GROUP}/product`]: 'shop' } },
+          spec: { product: 'shop', release: '2.0.0', requestedBy: /\S/ },
+        },
+        'a Promotion of the release asked for, naming who asked',
+      );
+      const name = promoted.body.metadata.name as string;
+      const stored = (await custom.getNamespacedCustomObject({ ...promo('promotions'), name })) as Obj;
+      t.same(stored.spec, promoted.body.spec, 'stored as answered');
+      const second = await actA(`products/${NS}/shop/promote`);
+      t.equal(second.status, 201, 'a second promote is a promotion of its own (the operator serializes them)');
+      t.notOk('release' in second.body.spec, 'without a release: the operator takes the trigger environment’s');
+      t.not(second.body.metadata.name, name, 'under another name');
+
+      const bad = await actA(`products/${NS}/shop/promote`, { release: 'one two' });
+      t.equal(bad.status, 400, 'a release with a space is 400');
+      t.equal(bad.body.error.field, 'release', 'naming the field');
+      const missing = await actA(`products/${NS}/nope/promote`);
+      t.equal(missing.status, 404, 'promote of a product that does not exist is 404');
+
+      const aborted = await actA(`promotions/${NS}/${name}/abort`);
+      t.equal(aborted.status, 200, 'abort of a promotion not yet finished answers 200');
+      t.equal(aborted.body.spec.abort, true, 'spec.abort is set');
+      const abortAgain = await actA(`promotions/${NS}/${name}/abort`);
+      t.equal(abortAgain.status, 409, 'a second abort is 409');
+      t.equal(abortAgain.body.error.reason, 'AlreadyAborting', 'with the reason AlreadyAborting');
+
+      // The operator has failed the second one at a step (through the status subresource, as it writes).
+      const other = second.body.metadata.name as string;
+      const retryRunning = await actA(`promotions/${NS}/${other}/retry`);
+      t.equal(retryRunning.status, 409, 'retry of a promotion that has not failed is 409');
+      t.equal(retryRunning.body.error.reason, 'NotFailed', 'with the reason NotFailed');
+      await custom.patchNamespacedCustomObjectStatus(
+        {
+          ...promo('promotions'),
+          name: other,
+          body: { status: { phase: 'Failed', message: 'prod: the pre-action failed', observedRetry: 0 } },
+        },
+        merge,
+      );
+      const retried = await actA(`promotions/${NS}/${other}/retry`);
+      t.equal(retried.status, 200, 'retry of a Failed promotion answers 200', { error: retried.body.error });
+      t.equal(retried.body.spec.retry, 1, 'spec.retry is raised by one');
+      const retryAgain = await actA(`promotions/${NS}/${other}/retry`);
+      t.equal(retryAgain.status, 409, 'a retry the operator has not taken yet is not asked twice');
+      t.equal(retryAgain.body.error.reason, 'RetryPending', 'with the reason RetryPending');
+      const abortFailed = await actA(`promotions/${NS}/${other}/abort`);
+      t.equal(abortFailed.status, 409, 'a finished promotion cannot be aborted');
+      t.equal(abortFailed.body.error.reason, 'Finished', 'with the reason Finished');
+    },
+  );
+
   t.test("another tenant's key cannot act on the runtime, and leaves no audit row", async (t) => {
     await create('workflows', sampleWorkflow(NS, 'other'), workflowStatus({ phase: 'Running' }));
     const cross = await act(`workflows/${NS}/other/terminate`, undefined, b.apiKey, a.tenantId);
@@ -415,6 +513,32 @@ async function suite(): Promise<void> {
           asProxy.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: 'applications' }),
       ],
       ['read a Secret', () => proxyKc.makeApiClient(CoreV1Api).readNamespacedSecret({ name: 'x', namespace: NS })],
+      [
+        'delete a Promotion',
+        () =>
+          asProxy.deleteNamespacedCustomObject({
+            group: PROMOTIONS_GROUP,
+            version: PROMOTIONS_VERSION,
+            namespace: NS,
+            plural: 'promotions',
+            name: 'x',
+          }),
+      ],
+      [
+        'change a Product',
+        () =>
+          asProxy.patchNamespacedCustomObject(
+            {
+              group: PROMOTIONS_GROUP,
+              version: PROMOTIONS_VERSION,
+              namespace: NS,
+              plural: 'products',
+              name: 'shop',
+              body: { spec: { branch: 'evil' } },
+            },
+            merge,
+          ),
+      ],
     ] as const) {
       const status = await call().then(
         () => 200,

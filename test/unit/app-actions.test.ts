@@ -15,10 +15,14 @@ import {
   retryRolloutPatch,
   runAction,
   NotImplemented,
+  promotionAbortPatch,
+  promotionRequest,
+  promotionRetryPatch,
   shutdownPatch,
   syncOperation,
 } from '../../runtime/agents/app-proxy/actions.ts';
-import { type ArgoObjects, KubeError } from '../../runtime/agents/app-proxy/kube.ts';
+import { type ArgoObjects, groupOf, KubeError } from '../../runtime/agents/app-proxy/kube.ts';
+import type { ActionResource } from '../../runtime/protocol/actions.ts';
 
 const meta = { namespace: 'ns', name: 'x', resourceVersion: '7' };
 
@@ -226,8 +230,9 @@ void t.test('bad bodies and names are refused before the API server is asked', a
   const untouched: ArgoObjects = {
     get: () => Promise.reject(new Error('API server called')),
     mergePatch: () => Promise.reject(new Error('API server called')),
+    create: () => Promise.reject(new Error('API server called')),
   };
-  const run = (resource: 'applications' | 'rollouts' | 'workflows', action: string, body: unknown, name = 'x') =>
+  const run = (resource: ActionResource, action: string, body: unknown, name = 'x') =>
     runAction(untouched, { resource, namespace: 'ns', name, action, body, subject: 'k' });
   t.equal(await fieldOf(run('applications', 'sync', { prune: 'yes' })), 'prune', 'prune must be a boolean');
   t.equal(await fieldOf(run('applications', 'sync', { revision: 'a b' })), 'revision', 'a revision has no spaces');
@@ -236,6 +241,14 @@ void t.test('bad bodies and names are refused before the API server is asked', a
   t.equal(await fieldOf(run('applications', 'sync', [1])), 'body', 'the body is an object');
   t.equal(await fieldOf(run('rollouts', 'abort', { now: true })), 'now', 'abort takes no body');
   t.equal(await fieldOf(run('workflows', 'stop', {}, 'Bad_Name')), 'name', 'the name is a DNS subdomain');
+  t.equal(await fieldOf(run('products', 'promote', { release: '1.0 rc' })), 'release', 'a release has no spaces');
+  t.equal(await fieldOf(run('products', 'promote', { release: 3 })), 'release', 'a release is a string');
+  t.equal(
+    await fieldOf(run('products', 'promote', { environment: 'prod' })),
+    'environment',
+    'promote takes release only',
+  );
+  t.equal(await fieldOf(run('promotions', 'retry', { step: 'prod' })), 'step', 'retry takes no body');
 });
 
 /** An ArgoObjects double: one stored object, recorded writes, scripted failures (the real API server is in the e2e tier). */
@@ -254,6 +267,11 @@ function recordingObjects(object: Record<string, unknown>, fail: (call: string) 
       if (err) throw err;
       patches.push(patch);
       return structuredClone(object);
+    },
+    create: async (plural, _ns, body) => {
+      calls.push(`create ${plural}`);
+      patches.push(body);
+      return { ...structuredClone(body), metadata: { ...body.metadata, name: 'created-1' } };
     },
   };
   return { objects, calls, patches };
@@ -345,5 +363,107 @@ void t.test(
       [{ status: { pauseConditions: null } }, { spec: { paused: false } }],
       'with the subresource: the status patch, then the spec patch',
     );
+  },
+);
+
+void t.test(
+  'promotions: promote creates a Promotion for the operator; retry and abort only where the state allows',
+  async (t) => {
+    t.match(runtimeActionOf('POST', '/api/products/argocd/shop/promote'), {
+      kind: 'Product',
+      auditAction: 'runtime.product.promote',
+    });
+    t.match(runtimeActionOf('POST', '/api/promotions/argocd/shop-1/abort'), { auditAction: 'runtime.promotion.abort' });
+    t.equal(runtimeActionOf('POST', '/api/promotions/argocd/shop-1/promote'), undefined, 'a promotion is not promoted');
+    t.same(groupOf('promotions'), { group: 'promotions.hosted-runtimes.io', version: 'v1alpha1' });
+    t.same(groupOf('rollouts'), { group: 'argoproj.io', version: 'v1alpha1' });
+
+    const product = { metadata: { namespace: 'argocd', name: 'shop' }, spec: {} };
+    t.match(
+      promotionRequest(product, '1.4.2', 'key-7'),
+      {
+        kind: 'Promotion',
+        metadata: {
+          generateName: 'shop-',
+          namespace: 'argocd',
+          labels: { 'promotions.hosted-runtimes.io/product': 'shop' },
+        },
+        spec: { product: 'shop', release: '1.4.2', requestedBy: 'key-7' },
+      },
+      'a promotion of the release asked for, by the caller',
+    );
+    t.notOk(
+      'release' in (promotionRequest(product, undefined, 'k').spec as object),
+      'without a release the operator takes what the trigger environment holds',
+    );
+    t.equal(
+      reasonOf(() => promotionRequest({ metadata: { ...product.metadata, deletionTimestamp: 'x' } }, undefined, 'k')),
+      'Deleting',
+    );
+
+    const promotion = (status: Record<string, unknown>, spec: Record<string, unknown> = {}) => ({
+      metadata: { namespace: 'argocd', name: 'shop-1', resourceVersion: '9' },
+      spec: { product: 'shop', ...spec },
+      status,
+    });
+    t.same(promotionRetryPatch(promotion({ phase: 'Failed' })), { spec: { retry: 1 } }, 'first retry');
+    t.same(
+      promotionRetryPatch(promotion({ phase: 'Failed', observedRetry: 2 }, { retry: 2 })),
+      { spec: { retry: 3 } },
+      'raised by one from the last taken',
+    );
+    t.equal(
+      reasonOf(() => promotionRetryPatch(promotion({ phase: 'Running' }))),
+      'NotFailed',
+    );
+    t.equal(
+      reasonOf(() => promotionRetryPatch(promotion({ phase: 'Succeeded' }))),
+      'NotFailed',
+    );
+    t.equal(
+      reasonOf(() => promotionRetryPatch(promotion({ phase: 'Failed', observedRetry: 0 }, { retry: 1 }))),
+      'RetryPending',
+      'a retry not yet taken is not asked twice',
+    );
+    t.same(promotionAbortPatch(promotion({ phase: 'Running' })), { spec: { abort: true } });
+    t.same(promotionAbortPatch(promotion({})), { spec: { abort: true } }, 'a promotion not yet started can be aborted');
+    for (const phase of ['Succeeded', 'Failed', 'Aborted', 'Superseded'])
+      t.equal(
+        reasonOf(() => promotionAbortPatch(promotion({ phase }))),
+        'Finished',
+        `${phase}: nothing to abort`,
+      );
+    t.equal(
+      reasonOf(() => promotionAbortPatch(promotion({ phase: 'Running' }, { abort: true }))),
+      'AlreadyAborting',
+    );
+
+    const rec = recordingObjects(promotion({ phase: 'Failed' }), () => undefined);
+    await runAction(rec.objects, {
+      resource: 'promotions',
+      namespace: 'argocd',
+      name: 'shop-1',
+      action: 'retry',
+      body: undefined,
+      subject: 'k',
+    });
+    t.same(rec.calls, ['get promotions/shop-1', 'patch promotions/shop-1']);
+    t.same(
+      rec.patches,
+      [{ spec: { retry: 1 }, metadata: { resourceVersion: '9' } }],
+      'guarded by the resourceVersion read',
+    );
+
+    const made = recordingObjects(product, () => undefined);
+    const created = await runAction(made.objects, {
+      resource: 'products',
+      namespace: 'argocd',
+      name: 'shop',
+      action: 'promote',
+      body: { release: '2.0.0' },
+      subject: 'key-9',
+    });
+    t.same(made.calls, ['get products/shop', 'create promotions'], 'the product is read, then the promotion created');
+    t.equal(created.metadata?.name, 'created-1', 'the created Promotion is answered');
   },
 );

@@ -16,12 +16,25 @@
  *  - Workflow terminate / stop: `spec.shutdown` = `Terminate` / `Stop`, as Argo Workflows' server
  *    does. Retry (which resets failed nodes and deletes their pods) is not implemented: 501 for a
  *    Failed or Error Workflow, 409 for any other.
+ *  - Product promote (runtime 1.8.0+, docs/promotions.md): a Promotion of the product, created
+ *    for the GitOps Operator with `requestedBy` = the caller's key id and the release asked for (by
+ *    default the operator takes what the trigger environment holds). The operator serializes a
+ *    product's promotions: a newer one supersedes one still waiting.
+ *  - Promotion retry / abort: `spec.retry` raised by one (a Failed promotion, from its failed step)
+ *    or `spec.abort` set (one not finished; the operator reverts a change already pushed for the
+ *    running step). Written with the read resourceVersion as precondition, as sync is.
  *
  * 404 for an object that does not exist, 409 for a state that refuses the action, 400 for a bad
  * body or name, 503 with Retry-After when the API server cannot be reached.
  */
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { ACTION_RESOURCES, type ActionResource } from '../../protocol/actions.ts';
+import {
+  FINAL_PHASES,
+  PROMOTIONS_API_VERSION,
+  PROMOTIONS_GROUP,
+  type PromotionPhase,
+} from '../../protocol/promotions.ts';
 import { type ArgoObjects, KubeError, type KubeObject } from './kube.ts';
 
 /** Seconds a caller waits before retrying when the API server cannot be reached. */
@@ -67,9 +80,11 @@ function obj(v: unknown): Json {
 
 // ---- request bodies ----
 
-type FieldType = 'boolean' | 'revision' | 'refreshType';
+type FieldType = 'boolean' | 'revision' | 'refreshType' | 'release';
 /** A git revision, tag, branch or chart version: printable ASCII without spaces. */
 const REVISION = /^[\x21-\x7e]{1,256}$/;
+/** A product's release as a template's `version` field holds it (e.g. `1.4.2`): printable ASCII without spaces. */
+const RELEASE = /^[\x21-\x7e]{1,128}$/;
 
 /** Checks a body against the fields an action takes; none is required. */
 function parseBody(raw: unknown, fields: Readonly<Record<string, FieldType>>): Json {
@@ -92,6 +107,11 @@ function parseBody(raw: unknown, fields: Readonly<Record<string, FieldType>>): J
       throw new InvalidInput(
         key,
         `'${key}' must be a git revision, tag, branch or chart version (1 to 256 characters, no spaces)`,
+      );
+    if (type === 'release' && (typeof value !== 'string' || !RELEASE.test(value)))
+      throw new InvalidInput(
+        key,
+        `'${key}' must be a release as the product's files hold it (1 to 128 characters, no spaces)`,
       );
     if (type === 'refreshType' && value !== 'hard' && value !== 'normal')
       throw new InvalidInput(key, `'${key}' must be 'hard' or 'normal'`);
@@ -255,6 +275,63 @@ export function refuseWorkflowRetry(wf: KubeObject): never {
   );
 }
 
+/** The Promotion a promote action creates for the GitOps Operator. */
+export function promotionRequest(product: KubeObject, release: string | undefined, requestedBy: string): KubeObject {
+  const name = product.metadata?.name ?? '';
+  const namespace = product.metadata?.namespace ?? '';
+  if (product.metadata?.deletionTimestamp)
+    throw new ActionRefused('Deleting', `Product '${namespace}/${name}' is being deleted; it cannot be promoted`);
+  return {
+    apiVersion: PROMOTIONS_API_VERSION,
+    kind: 'Promotion',
+    metadata: {
+      // generateName: every request is a promotion of its own (the operator names the ones a new
+      // release starts after the release, so those are never started twice).
+      generateName: `${name.slice(0, 40)}-`,
+      namespace,
+      labels: { [`${PROMOTIONS_GROUP}/product`]: name },
+    },
+    spec: { product: name, ...(release !== undefined ? { release } : {}), requestedBy },
+  } as KubeObject;
+}
+
+function promotionState(p: KubeObject): { name: string; phase: PromotionPhase | undefined; spec: Json; status: Json } {
+  const status = obj(p.status);
+  return {
+    name: `Promotion '${p.metadata?.namespace ?? ''}/${p.metadata?.name ?? ''}'`,
+    phase: typeof status.phase === 'string' ? (status.phase as PromotionPhase) : undefined,
+    spec: obj(p.spec),
+    status,
+  };
+}
+
+/** `spec.retry` raised by one, for a Failed promotion whose last retry the operator has taken. */
+export function promotionRetryPatch(p: KubeObject): Json {
+  const { name, phase, spec, status } = promotionState(p);
+  const asked = typeof spec.retry === 'number' ? spec.retry : 0;
+  const observed = typeof status.observedRetry === 'number' ? status.observedRetry : 0;
+  if (asked > observed)
+    throw new ActionRefused(
+      'RetryPending',
+      `${name} was already asked to retry; the GitOps Operator has not taken it yet`,
+    );
+  if (phase !== 'Failed')
+    throw new ActionRefused(
+      'NotFailed',
+      `${name} is ${phase ?? 'Pending'}: only a Failed promotion can be retried (from its failed step)`,
+    );
+  return { spec: { retry: asked + 1 } };
+}
+
+/** `spec.abort`, for a promotion that has not finished. */
+export function promotionAbortPatch(p: KubeObject): Json {
+  const { name, phase, spec } = promotionState(p);
+  if (phase !== undefined && FINAL_PHASES.includes(phase))
+    throw new ActionRefused('Finished', `${name} has finished (${phase}): nothing to abort`);
+  if (spec.abort === true) throw new ActionRefused('AlreadyAborting', `${name} is already being aborted`);
+  return { spec: { abort: true } };
+}
+
 // ---- execution ----
 
 export interface ActionInput {
@@ -301,21 +378,36 @@ async function rolloutStatusAction(
   return ro;
 }
 
-async function sync(objects: ArgoObjects, namespace: string, name: string, body: Json, username: string) {
+/**
+ * A patch decided from the object as read, written with its resourceVersion as precondition and
+ * decided again on a conflict: two callers cannot both act on the same state.
+ */
+async function guardedPatch(
+  objects: ArgoObjects,
+  plural: string,
+  namespace: string,
+  name: string,
+  decide: (o: KubeObject) => Json,
+): Promise<KubeObject> {
   for (let attempt = 1; ; attempt++) {
-    const app = await objects.get('applications', namespace, name);
-    refuseSync(app);
-    const operation = syncOperation(app, body, username);
+    const o = await objects.get(plural, namespace, name);
+    const patch = decide(o);
     try {
-      return await objects.mergePatch('applications', namespace, name, {
-        metadata: { resourceVersion: app.metadata?.resourceVersion },
-        operation,
-        status: { operationState: null },
+      return await objects.mergePatch(plural, namespace, name, {
+        ...patch,
+        metadata: { ...obj(patch.metadata), resourceVersion: o.metadata?.resourceVersion },
       });
     } catch (err) {
       if (!(err instanceof KubeError && err.failure.kind === 'conflict') || attempt >= CONFLICT_ATTEMPTS) throw err;
     }
   }
+}
+
+function sync(objects: ArgoObjects, namespace: string, name: string, body: Json, username: string) {
+  return guardedPatch(objects, 'applications', namespace, name, (app) => {
+    refuseSync(app);
+    return { operation: syncOperation(app, body, username), status: { operationState: null } };
+  });
 }
 
 export async function runAction(objects: ArgoObjects, input: ActionInput): Promise<KubeObject> {
@@ -361,6 +453,18 @@ export async function runAction(objects: ArgoObjects, input: ActionInput): Promi
       parseBody(input.body, {});
       return refuseWorkflowRetry(await objects.get('workflows', namespace, name));
     }
+    case 'products/promote': {
+      const body = parseBody(input.body, { release: 'release' });
+      const product = await objects.get('products', namespace, name);
+      const release = typeof body.release === 'string' ? body.release : undefined;
+      return objects.create('promotions', namespace, promotionRequest(product, release, input.subject ?? 'api'));
+    }
+    case 'promotions/retry':
+      parseBody(input.body, {});
+      return guardedPatch(objects, 'promotions', namespace, name, promotionRetryPatch);
+    case 'promotions/abort':
+      parseBody(input.body, {});
+      return guardedPatch(objects, 'promotions', namespace, name, promotionAbortPatch);
     default:
       throw new Error(`no action ${key}`);
   }
@@ -418,6 +522,8 @@ export const actionRoutes: FastifyPluginAsync<ActionRoutesOptions> = async (app,
         subject: opts.subjectOf(request),
       });
       request.log.info({ kind: def.kind, namespace, name, action, caller: opts.subjectOf(request) }, 'action done');
+      // A promote answers the Promotion it created.
+      if (resource === 'products') reply.code(201);
       return object;
     } catch (err) {
       if (err instanceof InvalidInput)

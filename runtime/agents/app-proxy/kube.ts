@@ -1,13 +1,24 @@
 /**
  * The app-proxy's access to the vcluster API server for its actions (@kubernetes/client-node):
- * read one Argo object, merge-patch it or its status subresource. Failures are classified once
+ * read one Argo object or promotion resource, merge-patch it or its status subresource, create a
+ * Promotion. Failures are classified once
  * here so that the actions answer with the right status: a missing object, a conflicting write,
  * a refusal by RBAC, or an API server that cannot be reached (503, retried by the caller).
  */
 import { ApiException, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { PROMOTION_KINDS, PROMOTIONS_GROUP, PROMOTIONS_VERSION } from '../../protocol/promotions.ts';
 
 export const ARGO_GROUP = 'argoproj.io';
 export const ARGO_VERSION = 'v1alpha1';
+
+const PROMOTION_PLURALS = new Set<string>(Object.values(PROMOTION_KINDS));
+
+/** The API group and version of a plural the actions use: the promotion resources' or Argo's. */
+export function groupOf(plural: string): { group: string; version: string } {
+  return PROMOTION_PLURALS.has(plural)
+    ? { group: PROMOTIONS_GROUP, version: PROMOTIONS_VERSION }
+    : { group: ARGO_GROUP, version: ARGO_VERSION };
+}
 /** Recorded in managedFields of what the actions write. */
 export const FIELD_MANAGER = 'hosted-runtimes-app-proxy';
 
@@ -43,6 +54,8 @@ export interface ArgoObjects {
     patch: unknown,
     subresource?: 'status',
   ): Promise<KubeObject>;
+  /** Creates an object (metadata.generateName is honoured); answers it as created. */
+  create(plural: string, namespace: string, body: KubeObject): Promise<KubeObject>;
 }
 
 function statusMessage(body: unknown): string | undefined {
@@ -109,7 +122,7 @@ export function argoObjects(kc: KubeConfig, opts: { timeoutMs?: number } = {}): 
       const what = `get ${plural} ${namespace}/${name}`;
       try {
         return (await withTimeout(
-          api.getNamespacedCustomObject({ group: ARGO_GROUP, version: ARGO_VERSION, namespace, plural, name }),
+          api.getNamespacedCustomObject({ ...groupOf(plural), namespace, plural, name }),
           timeoutMs,
           what,
         )) as KubeObject;
@@ -120,8 +133,7 @@ export function argoObjects(kc: KubeConfig, opts: { timeoutMs?: number } = {}): 
     async mergePatch(plural, namespace, name, patch, subresource) {
       const what = `patch ${plural}${subresource ? `/${subresource}` : ''} ${namespace}/${name}`;
       const req = {
-        group: ARGO_GROUP,
-        version: ARGO_VERSION,
+        ...groupOf(plural),
         namespace,
         plural,
         name,
@@ -133,6 +145,24 @@ export function argoObjects(kc: KubeConfig, opts: { timeoutMs?: number } = {}): 
           subresource === 'status'
             ? api.patchNamespacedCustomObjectStatus(req, merge)
             : api.patchNamespacedCustomObject(req, merge),
+          timeoutMs,
+          what,
+        )) as KubeObject;
+      } catch (err) {
+        throw classify(err, what);
+      }
+    },
+    async create(plural, namespace, body) {
+      const what = `create ${plural} in ${namespace}`;
+      try {
+        return (await withTimeout(
+          api.createNamespacedCustomObject({
+            ...groupOf(plural),
+            namespace,
+            plural,
+            body,
+            fieldManager: FIELD_MANAGER,
+          }),
           timeoutMs,
           what,
         )) as KubeObject;

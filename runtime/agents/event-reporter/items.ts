@@ -148,10 +148,20 @@ function promotionSummary(obj: Obj): PromotionSummary {
             startedAt: bounded(x.startedAt),
             finishedAt: bounded(x.finishedAt),
             message: bounded(x.message),
+            preAction: actionSummary(x.preAction),
+            postAction: actionSummary(x.postAction),
           });
         })
       : undefined,
   });
+}
+
+function actionSummary(v: unknown): { workflow: string; phase?: string; message?: string } | undefined {
+  const a = rec(v);
+  const workflow = bounded(a.workflow);
+  return workflow === undefined
+    ? undefined
+    : compact({ workflow, phase: bounded(a.phase), message: bounded(a.message) });
 }
 
 export function summarize(kind: ReportedKind, obj: Obj): ObjectSummary {

@@ -236,7 +236,13 @@ void t.test('Product and Promotion summaries: the release per environment, the p
       finishedAt: '2026-11-29T01:05:00Z',
       steps: [
         { environment: 'staging', phase: 'Succeeded', commit: 'abc', finishedAt: '2026-11-29T01:03:00Z' },
-        { environment: 'prod', phase: 'Failed', message: 'x'.repeat(5000), preAction: { workflow: 'w' } },
+        {
+          environment: 'prod',
+          phase: 'Failed',
+          message: 'x'.repeat(5000),
+          preAction: { workflow: 'w', phase: 'Failed', message: 'smoke tests failed', extra: 1 },
+          postAction: { phase: 'Succeeded' },
+        },
       ],
     },
   };
@@ -256,6 +262,12 @@ void t.test('Product and Promotion summaries: the release per environment, the p
     'its phase, release and steps',
   );
   t.equal(s.steps[1]!.message!.length, 1000, 'texts bounded');
+  t.same(
+    (s.steps[1] as { preAction?: unknown }).preAction,
+    { workflow: 'w', phase: 'Failed', message: 'smoke tests failed' },
+    "a step's gate: its Workflow and how it ended",
+  );
+  t.notOk('postAction' in s.steps[1]!, 'an action without its Workflow is left out');
   t.equal(
     (summarize('Promotion', { metadata: { name: 'p' }, spec: { product: 'shop' } }) as { phase: string }).phase,
     'Pending',

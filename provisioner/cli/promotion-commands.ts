@@ -1,0 +1,329 @@
+/**
+ * `provisioner products` and `provisioner promotions` (docs/promotions.md "What the control plane
+ * sees and can do"): the GitOps Operator's products, with the release each environment holds, and
+ * its promotions, with each step's phase, timing, commit and gates, as the tenant's hosted runtime
+ * reported them (GET /v1/tenants/:id/products, …/promotions, the change stream for --watch); and
+ * the actions on them through the runtime (POST /v1/tenants/:id/runtime/api/products/…/promote,
+ * …/promotions/…/retry | abort). Tables by default, the API's JSON with --json.
+ */
+import type { Command } from 'commander';
+import { apiClientOf, type Io } from './api-commands.ts';
+import type { ApiClient } from './client.ts';
+import { age, cellText, keyValues, table } from './format.ts';
+import type { RuntimeObject, RuntimeObjectChangeEvents, RuntimeObjectPage } from '../http/api-types.ts';
+import type { ProductSummary, PromotionSummary } from '../../runtime/protocol/events.ts';
+
+type Path = 'products' | 'promotions';
+type Step = NonNullable<PromotionSummary['steps']>[number];
+
+const FINAL = new Set(['Succeeded', 'Failed', 'Aborted', 'Superseded']);
+
+const productOf = (o: RuntimeObject): ProductSummary => o.summary as ProductSummary;
+const promotionOf = (o: RuntimeObject): PromotionSummary => o.summary as PromotionSummary;
+
+/** "1m05s" between two ISO times (to now when the second is absent); "-" without a start. */
+export function took(from: string | undefined, to: string | undefined, now = Date.now()): string {
+  if (!from) return '-';
+  const s = Math.max(0, Math.round(((to ? Date.parse(to) : now) - Date.parse(from)) / 1000));
+  if (!Number.isFinite(s)) return '-';
+  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+}
+
+/** `dev=1.2.0 staging=1.1.0 prod=-`: a product's release in each environment, in its order. */
+export function releasesLine(p: ProductSummary): string {
+  return (p.environments ?? []).map((e) => `${e.environment}=${e.release ?? '-'}`).join(' ');
+}
+
+/** `staging:Succeeded prod:Failed`: where a promotion is, step by step. */
+export function stepsLine(p: PromotionSummary): string {
+  return (p.steps ?? []).map((s) => `${s.environment}:${s.phase}`).join(' ');
+}
+
+const action = (a: Step['preAction']): string => (a ? `${a.workflow} ${a.phase ?? 'Running'}` : '-');
+const short = (sha: string | undefined): string | undefined => sha?.slice(0, 12);
+
+/** A promotion's timeline: what it moves, where it stands, and each step with its commit, gates and timing. */
+export function promotionTimeline(o: RuntimeObject, now = Date.now()): string {
+  const p = promotionOf(o);
+  const head = keyValues([
+    ['promotion', `${o.namespace}/${o.name}`],
+    ['product', p.product ?? '-'],
+    ['release', p.release ?? "the trigger environment's (read when it starts)"],
+    ['phase', `${p.phase ?? 'Pending'}${p.message ? ` — ${p.message}` : ''}`],
+    ['requested by', p.requestedBy ?? '-'],
+    [
+      'started',
+      p.startedAt
+        ? `${p.startedAt} (${p.finishedAt ? `took ${took(p.startedAt, p.finishedAt, now)}` : `running for ${took(p.startedAt, undefined, now)}`})`
+        : 'not yet',
+    ],
+  ]);
+  const steps = p.steps ?? [];
+  if (steps.length === 0) return head.join('\n');
+  return [
+    ...head,
+    '',
+    table(
+      ['STEP', 'PHASE', 'COMMIT', 'REVERT', 'TOOK', 'PRE-ACTION', 'POST-ACTION', 'MESSAGE'],
+      steps.map((s) => [
+        s.environment,
+        s.phase,
+        short(s.commit),
+        short(s.revert),
+        took(s.startedAt, s.finishedAt, now),
+        action(s.preAction),
+        action(s.postAction),
+        s.message,
+      ]),
+    ),
+  ].join('\n');
+}
+
+/** A product with its release in each environment. */
+export function productView(o: RuntimeObject, promotions: RuntimeObject[], now = Date.now()): string {
+  const p = productOf(o);
+  return [
+    ...keyValues([
+      ['product', `${o.namespace}/${o.name}`],
+      ['flow', p.flow ?? '-'],
+      ['reported', `${age(o.updatedAt, now)} ago`],
+    ]),
+    '',
+    table(
+      ['ENVIRONMENT', 'RELEASE', 'REVISION'],
+      (p.environments ?? []).map((e) => [e.environment, e.release, short(e.revision)]),
+    ),
+    '',
+    promotions.length === 0
+      ? 'no promotions reported'
+      : table(
+          ['PROMOTION', 'RELEASE', 'PHASE', 'STEPS', 'REQUESTED BY', 'AGE'],
+          promotions.map((x) => {
+            const s = promotionOf(x);
+            return [x.name, s.release, s.phase, stepsLine(s), s.requestedBy, age(s.startedAt ?? x.updatedAt, now)];
+          }),
+        ),
+  ].join('\n');
+}
+
+async function listAll(client: ApiClient, tenant: string, path: Path, query: Record<string, string>) {
+  const items: RuntimeObject[] = [];
+  let cursor: string | null = null;
+  do {
+    const q = new URLSearchParams({ limit: '500', ...query });
+    if (cursor) q.set('cursor', cursor);
+    const page: RuntimeObjectPage = await client.request(
+      'GET',
+      `/v1/tenants/${encodeURIComponent(tenant)}/${path}?${q.toString()}`,
+    );
+    items.push(...page.items);
+    cursor = page.nextCursor;
+  } while (cursor);
+  return items;
+}
+
+/**
+ * The namespace of a product or promotion given by name: --namespace when given, else the one
+ * namespace the runtime reported it in (an error names them when there are several).
+ */
+async function namespaceOf(
+  client: ApiClient,
+  tenant: string,
+  path: Path,
+  name: string,
+  namespace: string | undefined,
+): Promise<string> {
+  if (namespace !== undefined) return namespace;
+  const found = (await listAll(client, tenant, path, { namePrefix: name })).filter((o) => o.name === name);
+  const what = path === 'products' ? 'product' : 'promotion';
+  if (found.length === 0)
+    throw new Error(
+      `the tenant's runtime has reported no ${what} '${name}' (see 'provisioner ${path} list ${tenant}'; a new one shows once its event reporter reports it)`,
+    );
+  if (found.length > 1)
+    throw new Error(
+      `${what} '${name}' is in several namespaces (${found.map((o) => o.namespace).join(', ')}): pass --namespace`,
+    );
+  return found[0]!.namespace;
+}
+
+const objectPath = (tenant: string, path: Path, namespace: string, name: string) =>
+  `/v1/tenants/${encodeURIComponent(tenant)}/${path}/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`;
+const actionPath = (tenant: string, path: Path, namespace: string, name: string, act: string) =>
+  `/v1/tenants/${encodeURIComponent(tenant)}/runtime/api/${path}/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/${act}`;
+
+export function addPromotionCommands(program: Command, io: Io): void {
+  const client = () => apiClientOf(program, io);
+  const json = (): boolean => program.opts<{ json?: boolean }>().json === true;
+
+  const products = program
+    .command('products')
+    .description(
+      "the GitOps Operator's products in the tenant's runtime: the release in each environment, and promoting one",
+    );
+
+  products
+    .command('list <tenant>')
+    .description('every product with the release each environment holds')
+    .action(async (tenant: string) => {
+      const items = await listAll(client(), tenant, 'products', {});
+      if (json()) return io.out(JSON.stringify({ items }, null, 2));
+      io.out(
+        table(
+          ['NAMESPACE', 'NAME', 'FLOW', 'RELEASES', 'AGE'],
+          items.map((o) => [o.namespace, o.name, productOf(o).flow, releasesLine(productOf(o)), age(o.updatedAt)]),
+        ),
+      );
+    });
+
+  products
+    .command('get <tenant> <product>')
+    .description("a product's release in each environment and its promotions, newest first")
+    .option('-n, --namespace <ns>', "the product's namespace (default: the one it was reported in)")
+    .action(async (tenant: string, name: string, o: { namespace?: string }) => {
+      const c = client();
+      const namespace = await namespaceOf(c, tenant, 'products', name, o.namespace);
+      const product = await c.request<RuntimeObject>('GET', objectPath(tenant, 'products', namespace, name));
+      const promotions = (await listAll(c, tenant, 'promotions', { namespace }))
+        .filter((x) => promotionOf(x).product === name)
+        .sort((a, b) =>
+          (promotionOf(b).startedAt ?? b.updatedAt).localeCompare(promotionOf(a).startedAt ?? a.updatedAt),
+        );
+      if (json()) return io.out(JSON.stringify({ product, promotions }, null, 2));
+      io.out(productView(product, promotions.slice(0, 10)));
+    });
+
+  products
+    .command('promote <tenant> <product>')
+    .description(
+      'start a promotion of the product through its flow (the GitOps Operator runs it; a newer one supersedes one still waiting)',
+    )
+    .option('-n, --namespace <ns>', "the product's namespace (default: the one it was reported in)")
+    .option('--release <release>', "the release to promote (default: what the flow's trigger environment holds)")
+    .action(async (tenant: string, name: string, o: { namespace?: string; release?: string }) => {
+      const c = client();
+      const namespace = await namespaceOf(c, tenant, 'products', name, o.namespace);
+      const created = await c.request<{
+        metadata?: { name?: string; namespace?: string };
+        spec?: { release?: string };
+      }>(
+        'POST',
+        actionPath(tenant, 'products', namespace, name, 'promote'),
+        o.release !== undefined ? { release: o.release } : undefined,
+      );
+      if (json()) return io.out(JSON.stringify(created, null, 2));
+      const promotion = created.metadata?.name ?? '?';
+      io.out(
+        [
+          `promotion ${namespace}/${promotion} of ${name} ${created.spec?.release ?? "(the trigger environment's release)"} started`,
+          `follow it: provisioner promotions get ${tenant} ${promotion} --watch`,
+        ]
+          .map(cellText)
+          .join('\n'),
+      );
+    });
+
+  const promotions = program
+    .command('promotions')
+    .description(
+      "the GitOps Operator's promotions in the tenant's runtime: each step, its commit and gates; retry and abort",
+    );
+
+  promotions
+    .command('list <tenant>')
+    .description('promotions, newest first')
+    .option('--product <product>', "only this product's")
+    .option('--phase <phase>', 'Pending | Running | Succeeded | Failed | Aborted | Superseded')
+    .action(async (tenant: string, o: { product?: string; phase?: string }) => {
+      const items = (await listAll(client(), tenant, 'promotions', o.phase ? { phase: o.phase } : {}))
+        .filter((x) => o.product === undefined || promotionOf(x).product === o.product)
+        .sort((a, b) =>
+          (promotionOf(b).startedAt ?? b.updatedAt).localeCompare(promotionOf(a).startedAt ?? a.updatedAt),
+        );
+      if (json()) return io.out(JSON.stringify({ items }, null, 2));
+      io.out(
+        table(
+          ['NAMESPACE', 'NAME', 'PRODUCT', 'RELEASE', 'PHASE', 'STEPS', 'REQUESTED BY', 'TOOK', 'AGE'],
+          items.map((x) => {
+            const s = promotionOf(x);
+            return [
+              x.namespace,
+              x.name,
+              s.product,
+              s.release,
+              s.phase,
+              stepsLine(s),
+              s.requestedBy,
+              took(s.startedAt, s.finishedAt),
+              age(s.startedAt ?? x.updatedAt),
+            ];
+          }),
+        ),
+      );
+    });
+
+  promotions
+    .command('get <tenant> <promotion>')
+    .description("a promotion's timeline: each step's phase, commit, gates and timing")
+    .option('-n, --namespace <ns>', "the promotion's namespace (default: the one it was reported in)")
+    .option('-w, --watch', 'print the timeline again at every change until the promotion ends')
+    .action(async (tenant: string, name: string, o: { namespace?: string; watch?: boolean }) => {
+      const c = client();
+      const namespace = await namespaceOf(c, tenant, 'promotions', name, o.namespace);
+      const first = await c.request<RuntimeObject>('GET', objectPath(tenant, 'promotions', namespace, name));
+      const print = (x: RuntimeObject) => io.out(json() ? JSON.stringify(x, null, 2) : promotionTimeline(x));
+      print(first);
+      if (!o.watch || FINAL.has(promotionOf(first).phase ?? '')) return;
+      // The change stream replays every live promotion first (after=0): nothing falls between the read and the watch.
+      let last = first.resourceVersion;
+      try {
+        for await (const ev of c.events<RuntimeObjectChangeEvents>(
+          `/v1/tenants/${encodeURIComponent(tenant)}/changes?after=0&kind=promotion`,
+          io.signal,
+        )) {
+          if (ev.event === 'error') throw new Error(`${ev.data.code}: ${ev.data.message}`);
+          if (ev.event !== 'change') continue;
+          const { deleted, item } = ev.data;
+          if (item.namespace !== namespace || item.name !== name) continue;
+          if (deleted) {
+            io.out(`promotion ${namespace}/${name} was deleted`);
+            return;
+          }
+          if (item.resourceVersion === last) continue;
+          last = item.resourceVersion;
+          if (!json()) io.out('');
+          print(item);
+          if (FINAL.has(promotionOf(item).phase ?? '')) return;
+        }
+      } catch (err) {
+        if (io.signal?.aborted) return;
+        throw err;
+      }
+    });
+
+  for (const [act, description] of [
+    ['retry', 'run a Failed promotion again from its failed step'],
+    ['abort', 'stop a promotion at the next safe point; a change already pushed for the running step is reverted'],
+  ] as const) {
+    promotions
+      .command(`${act} <tenant> <promotion>`)
+      .description(description)
+      .option('-n, --namespace <ns>', "the promotion's namespace (default: the one it was reported in)")
+      .action(async (tenant: string, name: string, o: { namespace?: string }) => {
+        const c = client();
+        const namespace = await namespaceOf(c, tenant, 'promotions', name, o.namespace);
+        const after = await c.request<{ spec?: { retry?: number } }>(
+          'POST',
+          actionPath(tenant, 'promotions', namespace, name, act),
+        );
+        if (json()) return io.out(JSON.stringify(after, null, 2));
+        io.out(
+          cellText(
+            act === 'retry'
+              ? `promotion ${namespace}/${name}: retry ${after.spec?.retry ?? '?'} asked; the GitOps Operator runs it again from its failed step`
+              : `promotion ${namespace}/${name}: abort asked; the GitOps Operator stops it at the next safe point`,
+          ) + `\nfollow it: provisioner promotions get ${cellText(tenant)} ${cellText(name)} --watch`,
+        );
+      });
+  }
+}
