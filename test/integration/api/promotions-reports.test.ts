@@ -4,6 +4,8 @@
  * reporter summarizes them (runtime/agents/event-reporter/items.ts), is listed at
  * `GET /v1/tenants/:id/products` and `…/promotions` (filterable by phase), one by name with its
  * object, and a newer state of the Promotion replaces the older; another tenant sees none of it.
+ * The CLI's `products` and `promotions` print them (a promotion's timeline, followed with --watch
+ * until it ends).
  */
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
@@ -12,6 +14,8 @@ import { createKey } from '../../../provisioner/store/keys.ts';
 import { summarize, upsertItem } from '../../../runtime/agents/event-reporter/items.ts';
 import { EVENTS_PATH, type UpsertItem } from '../../../runtime/protocol/events.ts';
 import type { RuntimeObjectDetail, RuntimeObjectPage } from '../../../provisioner/http/api-types.ts';
+import { main } from '../../../provisioner/cli/main.ts';
+import { until } from '../../../sandbox/processes.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -110,4 +114,97 @@ t.test('reported, stored and listed; a newer state replaces the older', async (t
   t.same((await list('promotions?phase=Running')).items, [], 'none Running any more');
   t.same((await list('promotions?phase=Succeeded')).items.length, 1, 'one Succeeded');
   t.same((await list('promotions', other.tenantId)).items, [], 'another tenant sees none of it');
+});
+
+t.test('the CLI: products with their releases, promotions with their timeline, --watch until it ends', async (t) => {
+  const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
+  const tenant = await api.signup();
+  const key = (
+    await createKey(api.db.pool, { role: 'runtime', tenantId: tenant.tenantId, name: 'reporter', createdBy: 'test' })
+  ).key;
+  let rv = 100;
+  const post = async (items: UpsertItem[]) => {
+    const res = await api.request('POST', EVENTS_PATH, { key, body: batch('reporter-0', items) });
+    t.equal(res.statusCode, 200, `the batch is accepted: ${res.body.slice(0, 200)}`);
+  };
+  const at = (m: number) => `2026-11-29T01:${String(m).padStart(2, '0')}:00Z`;
+  const running = () => ({
+    ...promotion(++rv, 'Running', [
+      {
+        environment: 'staging',
+        phase: 'PostAction',
+        commit: 'c0ffee0123456789',
+        startedAt: at(0),
+        postAction: { workflow: 'promotion-post-staging-1a2b', phase: 'Running' },
+      },
+      { environment: 'prod', phase: 'Pending' },
+    ]),
+  });
+  const failed = () => {
+    const p = promotion(++rv, 'Failed', [
+      { environment: 'staging', phase: 'Succeeded', commit: 'c0ffee0123456789', startedAt: at(0), finishedAt: at(2) },
+      {
+        environment: 'prod',
+        phase: 'Failed',
+        startedAt: at(2),
+        finishedAt: at(3),
+        message: 'the pre-action failed: smoke tests failed: 2 of 14 checks',
+        preAction: { workflow: 'promotion-pre-prod-3c4d', phase: 'Failed' },
+      },
+    ]);
+    return {
+      ...p,
+      status: { ...p.status, message: 'prod: the pre-action failed', startedAt: at(0), finishedAt: at(3) },
+    };
+  };
+  await post([item('Product', { ...product, metadata: { ...product.metadata, resourceVersion: String(++rv) } })]);
+  await post([item('Promotion', running())]);
+
+  const cli = async (args: string[]) => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await main(['--url', url, '--token', tenant.apiKey, ...args], {
+      out: (s) => out.push(s),
+      err: (s) => err.push(s),
+      env: {},
+    });
+    return { code, out: out.join('\n'), err: err.join('\n') };
+  };
+  const products = await cli(['products', 'list', tenant.tenantId]);
+  t.equal(products.code, 0, products.err);
+  t.match(products.out, /argocd\s+shop\s+dev-to-prod\s+dev=1\.2\.0 staging=1\.2\.0 prod=1\.1\.0/, 'each release');
+  const shop = await cli(['products', 'get', tenant.tenantId, 'shop']);
+  t.equal(shop.code, 0, shop.err);
+  t.match(shop.out, /ENVIRONMENT\s+RELEASE[\s\S]*prod\s+1\.1\.0/, 'the environments side by side');
+  t.match(shop.out, /shop-1-2-0-ab12cd34\s+1\.2\.0\s+Running\s+staging:PostAction prod:Pending/, 'its promotions');
+  const missing = await cli(['products', 'get', tenant.tenantId, 'nope']);
+  t.equal(missing.code, 1, 'a product never reported is an error');
+  t.match(missing.err, /no product 'nope'/, 'naming it');
+
+  // --watch prints the timeline, then again at each change, and ends with the promotion.
+  const out: string[] = [];
+  const watching = main(
+    ['--url', url, '--token', tenant.apiKey, 'promotions', 'get', tenant.tenantId, 'shop-1-2-0-ab12cd34', '--watch'],
+    { out: (s) => out.push(s), err: (s) => out.push(s), env: {} },
+  );
+  await until('the first timeline', 10_000, async () => out.join('\n').includes('PostAction'));
+  t.match(out.join('\n'), /promotion-post-staging-1a2b Running/, "the post-action's Workflow, running");
+  await post([item('Promotion', failed())]);
+  t.equal(await watching, 0, '--watch ends when the promotion does');
+  const last = out.join('\n');
+  t.match(last, /phase:\s+Failed — prod: the pre-action failed/, 'why it stopped');
+  t.match(last, /took 3m00s/, 'how long it took');
+  t.match(last, /prod\s+Failed\s+-\s+-\s+1m00s\s+promotion-pre-prod-3c4d Failed/, 'the failed gate on its step');
+  t.match(last, /staging\s+Succeeded\s+c0ffee012345\s/, "the step's commit");
+
+  const listed = await cli(['promotions', 'list', tenant.tenantId, '--phase', 'Failed', '--product', 'shop']);
+  t.match(
+    listed.out,
+    /shop-1-2-0-ab12cd34\s+shop\s+1\.2\.0\s+Failed\s+staging:Succeeded prod:Failed\s+trigger\s+3m00s/,
+  );
+  const none = await cli(['promotions', 'list', tenant.tenantId, '--phase', 'Running']);
+  t.notMatch(none.out, /shop-1-2-0/, 'filtered by phase');
+  const offline = await cli(['promotions', 'retry', tenant.tenantId, 'shop-1-2-0-ab12cd34']);
+  t.equal(offline.code, 1, 'retry needs the runtime');
+  t.match(offline.err, /RUNTIME_UNREACHABLE/, 'and says it is not connected');
 });
