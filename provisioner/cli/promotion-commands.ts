@@ -18,8 +18,8 @@ type Step = NonNullable<PromotionSummary['steps']>[number];
 
 const FINAL = new Set(['Succeeded', 'Failed', 'Aborted', 'Superseded']);
 
-const productOf = (o: RuntimeObject): ProductSummary => o.summary as ProductSummary;
-const promotionOf = (o: RuntimeObject): PromotionSummary => o.summary as PromotionSummary;
+const productOf = (o: RuntimeObject): ProductSummary => o.summary;
+const promotionOf = (o: RuntimeObject): PromotionSummary => o.summary;
 
 /** "1m05s" between two ISO times (to now when the second is absent); "-" without a start. */
 export function took(from: string | undefined, to: string | undefined, now = Date.now()): string {

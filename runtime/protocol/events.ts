@@ -10,6 +10,9 @@
 import { hash } from 'node:crypto';
 import { REPORTED_KIND_NAMES, type ReportedKind } from './kinds.ts';
 import type { ApplicationChange } from './sources.ts';
+import type { ProductSummary, PromotionSummary } from './promotions.ts';
+
+export type { ProductSummary, PromotionSummary };
 
 export const EVENTS_PATH = '/v1/runtime/events';
 /** A batch holds at most this many items and this many bytes of JSON. */
@@ -68,35 +71,6 @@ export interface WorkflowSummary {
   finishedAt?: string; // status.finishedAt
   progress?: string; // status.progress, "N/M"
   message?: string; // status.message
-}
-
-/** Product (promotions): the release each environment holds, as the GitOps Operator found it in Git. */
-export interface ProductSummary {
-  flow?: string; // spec.flow
-  environments?: { environment: string; release?: string; revision?: string }[]; // status.environments
-}
-
-/** Promotion: one release of a product moved through its flow, step by step. */
-export interface PromotionSummary {
-  product?: string; // spec.product
-  release?: string; // status.release (else spec.release)
-  phase?: string; // status.phase: Pending | Running | Succeeded | Failed | Aborted | Superseded
-  message?: string; // status.message
-  requestedBy?: string; // spec.requestedBy
-  startedAt?: string;
-  finishedAt?: string;
-  steps?: {
-    environment: string;
-    phase: string;
-    commit?: string;
-    revert?: string;
-    startedAt?: string;
-    finishedAt?: string;
-    message?: string;
-    /** The gate before the change and the action after it: the Argo Workflow and how it ended. */
-    preAction?: { workflow: string; phase?: string; message?: string };
-    postAction?: { workflow: string; phase?: string; message?: string };
-  }[];
 }
 
 export type ObjectSummary = ApplicationSummary | RolloutSummary | WorkflowSummary | ProductSummary | PromotionSummary;

@@ -246,3 +246,34 @@ export function policiesFor(policies: PromotionPolicy[], product: string, enviro
     })
     .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
 }
+
+// ---- what the event reporter reports of them (runtime/protocol/events.ts) ----
+
+/** Product (promotions): the release each environment holds, as the GitOps Operator found it in Git. */
+export interface ProductSummary {
+  flow?: string; // spec.flow
+  environments?: { environment: string; release?: string; revision?: string }[]; // status.environments
+}
+
+/** Promotion: one release of a product moved through its flow, step by step. */
+export interface PromotionSummary {
+  product?: string; // spec.product
+  release?: string; // status.release (else spec.release)
+  phase?: string; // status.phase: Pending | Running | Succeeded | Failed | Aborted | Superseded
+  message?: string; // status.message
+  requestedBy?: string; // spec.requestedBy
+  startedAt?: string;
+  finishedAt?: string;
+  steps?: {
+    environment: string;
+    phase: string;
+    commit?: string;
+    revert?: string;
+    startedAt?: string;
+    finishedAt?: string;
+    message?: string;
+    /** The gate before the change and the action after it: the Argo Workflow and how it ended. */
+    preAction?: { workflow: string; phase?: string; message?: string };
+    postAction?: { workflow: string; phase?: string; message?: string };
+  }[];
+}

@@ -22,6 +22,11 @@
  *  - The control plane sees it: the event reporter (a process, reporting to a provisioner replica
  *    on loopback with a runtime key; the cluster's admin kubeconfig here) reports the Product and the
  *    Promotions, listed at `GET /v1/tenants/:id/products` and `…/promotions`.
+ *  - The control plane acts on it: retry, abort and promote are the CLI's (`provisioner promotions
+ *    retry|abort`, `products promote`), through the tunnel, the request router and the real
+ *    app-proxy acting as its own ServiceAccount with exactly its RBAC; each is audited with the
+ *    caller, who is the promotion's `requestedBy`. A release the trigger environment does not hold
+ *    is refused by the operator, naming what it holds, and Git is untouched.
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
@@ -35,7 +40,17 @@ import { kubectlRunner } from '../helpers/kubectl.ts';
 import { serverPort, startProcess, until, type ManagedProcess } from '../../sandbox/processes.ts';
 import { startGitServer } from '../../sandbox/git-server.ts';
 import { createTestApi } from '../helpers/api.ts';
+import http from 'node:http';
+import { once } from 'node:events';
 import { createKey } from '../../provisioner/store/keys.ts';
+import { main as cliMain } from '../../provisioner/cli/main.ts';
+import { AGENTS } from '../../runtime/component/agents.ts';
+import { buildAppProxy } from '../../runtime/agents/app-proxy/app.ts';
+import { argoObjects, loadKubeConfig } from '../../runtime/agents/app-proxy/kube.ts';
+import { loadPublicKey } from '../../runtime/agents/app-proxy/request-token.ts';
+import { staticRuntimeInfo } from '../../runtime/agents/app-proxy/runtime-info.ts';
+import { createRouter } from '../../runtime/agents/request-router/router.ts';
+import { connectRuntime } from '../helpers/runtime.ts';
 import type { RuntimeObjectPage } from '../../provisioner/http/api-types.ts';
 import { gitopsOperatorRbac, promotionCrds } from '../../runtime/component/promotion-crds.ts';
 import {
@@ -235,19 +250,6 @@ if (unavailable) {
     until(`the promotion of ${version}`, 120_000, async () =>
       (await promotions()).find((p) => p.spec.release === version),
     );
-  const patchPromotion = (name: string, spec: Record<string, unknown>) =>
-    kubectl([
-      'patch',
-      'promotion.' + PROMOTIONS_GROUP,
-      name,
-      '-n',
-      ns,
-      '--type',
-      'merge',
-      '-p',
-      JSON.stringify({ spec }),
-    ]);
-
   /** TEST DOUBLE of the Workflow controller: ends each Workflow as `decide` says (undefined: leaves it running). */
   let decide: (wf: {
     name: string;
@@ -369,6 +371,69 @@ if (unavailable) {
     },
   );
   t.teardown(() => reporter.stop());
+  // The runtime's way in for the control plane's actions: the real app-proxy as its own
+  // ServiceAccount with exactly the app-proxy's RBAC, behind the request router and the tunnel.
+  const appProxy = AGENTS.find((a) => a.name === 'app-proxy')!;
+  await apply('app-proxy-rbac', [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'app-proxy', namespace: RUNTIME_NS } },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: 'hosted-runtime-app-proxy' },
+      rules: appProxy.clusterRules,
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: 'hosted-runtime-app-proxy' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'hosted-runtime-app-proxy' },
+      subjects: [{ kind: 'ServiceAccount', name: 'app-proxy', namespace: RUNTIME_NS }],
+    },
+  ]);
+  const proxyToken = await kubectl(['create', 'token', 'app-proxy', '-n', RUNTIME_NS, '--duration', '2h']);
+  if (proxyToken.code !== 0) throw new Error(`no token: ${proxyToken.output}`);
+  const proxyDoc = JSON.parse(cluster.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
+  proxyDoc.users[0]!.user = { token: proxyToken.stdout.trim() };
+  const proxyKubeconfig = join(dir, 'app-proxy.kubeconfig');
+  await writeFile(proxyKubeconfig, JSON.stringify(proxyDoc), { mode: 0o600 });
+  const proxy = await buildAppProxy({
+    tenantId: tenant.tenantId,
+    publicKey: loadPublicKey(api.services.signer.publicKeyPem),
+    runtimeInfo: staticRuntimeInfo({ runtimeVersion: '1.8.0', components: {} }),
+    objects: argoObjects(loadKubeConfig(proxyKubeconfig)),
+  });
+  const proxyUrl = await proxy.listen({ port: 0, host: '127.0.0.1' });
+  const router = createRouter({ appProxyUrl: proxyUrl, eventSourceUrl: 'http://127.0.0.1:9' });
+  const routerServer = http.createServer(router.handler).listen(0, '127.0.0.1');
+  await once(routerServer, 'listening');
+  const base = `http://127.0.0.1:${cpPort}`;
+  const { client: tunnel } = await connectRuntime(api, base, tenant.tenantId, routerServer, 'hosted runtime');
+  t.teardown(async () => {
+    await tunnel.close();
+    router.close();
+    routerServer.close();
+    await proxy.close();
+  });
+  /** The CLI as the tenant runs it. */
+  const cli = async (...args: string[]) => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await cliMain(['--url', base, '--token', tenant.apiKey, ...args], {
+      out: (x) => out.push(x),
+      err: (x) => err.push(x),
+      env: {},
+    });
+    return { code, out: out.join('\n'), err: err.join('\n') };
+  };
+  const audited = async (action: string) => {
+    const res = await api.request('GET', `/v1/audit?targetType=tenant&targetId=${tenant.tenantId}&limit=500`, {
+      key: api.operatorKey,
+    });
+    return res
+      .json<{ items: Array<{ action: string; actor: string; after: Record<string, unknown> }> }>()
+      .items.filter((r) => r.action === action);
+  };
+
   const reported = async (path: string) => {
     const res = await api.request('GET', `/v1/tenants/${tenant.tenantId}/${path}`);
     if (res.statusCode !== 200) throw new Error(`GET ${path}: ${res.statusCode} ${res.body}`);
@@ -466,8 +531,28 @@ if (unavailable) {
 
   t.test('retry after the gate is fixed reaches prod', async (t) => {
     decide = () => 'Succeeded';
-    const patched = await patchPromotion(first.metadata.name, { retry: 1 });
-    t.equal(patched.code, 0, 'retry asked');
+    const retried = await cli('promotions', 'retry', tenant.tenantId, first.metadata.name);
+    t.equal(retried.code, 0, `retry asked through the control plane: ${retried.err}`);
+    t.match(retried.out, /retry 1 asked/, 'the CLI says so');
+    t.equal(
+      (await get<Promotion>('promotions', first.metadata.name)).spec.retry,
+      1,
+      'spec.retry raised by the app-proxy',
+    );
+    const again = await cli('promotions', 'retry', tenant.tenantId, first.metadata.name);
+    if (again.code !== 0)
+      t.match(
+        again.err,
+        /ACTION_REFUSED: .*(already asked to retry|is Running)/,
+        'a second retry is refused, saying why',
+      );
+    const rows = await audited('runtime.promotion.retry');
+    t.match(
+      rows.find((r) => r.after.status === 200),
+      { after: { kind: 'Promotion', name: first.metadata.name } },
+      'the retry is audited',
+    );
+    t.equal(rows.length, 2, 'each request has its row, the refused one too');
     const done = await finalPhase(first, ['Succeeded'], 300_000);
     t.same(
       done.status?.steps?.map((s) => [s.environment, s.phase]),
@@ -557,8 +642,11 @@ if (unavailable) {
       /version: "1\.3\.0"/,
       'staging got 1.3.0 (its step has not finished)',
     );
-    const patched = await patchPromotion(p.metadata.name, { abort: true });
-    t.equal(patched.code, 0, 'abort asked');
+    await until('the control plane has the promotion', 60_000, async () =>
+      (await reported('promotions')).some((x) => x.name === p.metadata.name),
+    );
+    const aborting = await cli('promotions', 'abort', tenant.tenantId, p.metadata.name);
+    t.equal(aborting.code, 0, `abort asked through the control plane: ${aborting.err}`);
     const aborted = await finalPhase(p, ['Aborted']);
     const [staging, prod] = aborted.status!.steps!;
     t.equal(staging!.phase, 'Aborted', 'staging aborted');
@@ -568,5 +656,32 @@ if (unavailable) {
     t.match(await fileAt('shop/prod/release.yaml'), /version: "1\.2\.0"/, 'prod still holds 1.2.0');
     const reverts = (await commits()).filter((c) => c.body.includes(`Promotion-Revert: ${p.metadata.uid}/staging`));
     t.equal(reverts.length, 1, 'one revert commit');
+    const finished = await cli('promotions', 'abort', tenant.tenantId, p.metadata.name);
+    t.equal(finished.code, 1, 'an aborted promotion cannot be aborted again');
+    t.match(finished.err, /ACTION_REFUSED.*has finished \(Aborted\)/s, 'the refusal says why');
+  });
+
+  t.test('promote through the control plane: a release dev does not hold is refused, Git untouched', async (t) => {
+    const before = (await commits()).length;
+    const promoted = await cli('products', 'promote', tenant.tenantId, 'shop', '--release', '9.9.9');
+    t.equal(promoted.code, 0, `a promotion started through the control plane: ${promoted.err}`);
+    const name = /promotion \S+\/(\S+) of shop 9\.9\.9 started/.exec(promoted.out)?.[1];
+    t.ok(name, `the CLI names it: ${promoted.out}`);
+    const p = await get<Promotion>('promotions', name!);
+    const [row] = await audited('runtime.product.promote');
+    t.equal(p.spec.requestedBy, row?.actor, 'requestedBy is the audited caller (their key id)');
+    const failed = await finalPhase(p, ['Failed', 'Succeeded', 'Running'], 60_000);
+    t.equal(failed.status?.phase, 'Failed', 'the operator refuses it');
+    t.match(
+      failed.status?.message,
+      /dev holds 1\.3\.0, not 9\.9\.9/,
+      `naming what dev holds: ${failed.status?.message}`,
+    );
+    t.equal((await commits()).length, before, 'no commit');
+    const shown = await until('the control plane shows why', 60_000, async () => {
+      const r = await cli('promotions', 'get', tenant.tenantId, name!);
+      return r.code === 0 && /Failed — dev holds 1\.3\.0/.test(r.out) ? r.out : undefined;
+    });
+    t.match(shown, /requested by:\s+\S+/, "the CLI's timeline names who asked");
   });
 }

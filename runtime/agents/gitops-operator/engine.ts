@@ -301,20 +301,20 @@ export class PromotionEngine {
     } catch (err) {
       return void (await fail(`the flow cannot run: ${message(err)}`));
     }
-    let release = p.spec.release;
-    let sourceRevision: string | undefined;
-    if (release === undefined) {
-      const env = product.spec.environments.find((e) => e.environment === flow.spec.triggerEnvironment)!;
-      const file = repoPath(env.path, template.spec.version.file);
-      const read = await this.#o.git.read(product.spec.repository, product.spec.branch, [file]);
-      const v = releaseText(getField(read.files.get(file), template.spec.version.jsonPath));
-      if (v === undefined)
-        return void (await fail(
-          `the trigger environment holds no release at ${file} ${template.spec.version.jsonPath}`,
-        ));
-      release = v;
-      sourceRevision = read.head;
-    }
+    // What the trigger environment holds is what the promotion moves: a release asked for (by the
+    // API) must be that one, or the steps would copy another under its name.
+    const env = product.spec.environments.find((e) => e.environment === flow.spec.triggerEnvironment)!;
+    const file = repoPath(env.path, template.spec.version.file);
+    const read = await this.#o.git.read(product.spec.repository, product.spec.branch, [file]);
+    const held = releaseText(getField(read.files.get(file), template.spec.version.jsonPath));
+    if (held === undefined)
+      return void (await fail(`the trigger environment holds no release at ${file} ${template.spec.version.jsonPath}`));
+    if (p.spec.release !== undefined && p.spec.release !== held)
+      return void (await fail(
+        `${env.environment} holds ${held}, not ${p.spec.release}: a promotion moves the release its trigger environment holds (commit ${p.spec.release} there first)`,
+      ));
+    const release = held;
+    const sourceRevision = read.head;
     await this.#writeStatus('promotions', p, {
       phase: 'Running',
       release,
@@ -424,11 +424,19 @@ export class PromotionEngine {
         let commit = await this.#o.git.findCommit(product.spec.repository, product.spec.branch, trailers);
         if (!commit) {
           const from = product.spec.environments.find((e) => e.environment === sourceEnvironment(flow.spec, flowStep))!;
-          const paths = template.spec.files.flatMap((f) => [
-            repoPath(from.path, f.path),
-            repoPath(target.path, f.path),
-          ]);
+          const versionFile = repoPath(from.path, template.spec.version.file);
+          const paths = [
+            versionFile,
+            ...template.spec.files.flatMap((f) => [repoPath(from.path, f.path), repoPath(target.path, f.path)]),
+          ];
           const read = await this.#o.git.read(product.spec.repository, product.spec.branch, paths);
+          // The environment before must still hold this promotion's release (a newer release
+          // committed there meanwhile is a promotion of its own, never copied under this one's name).
+          const held = releaseText(getField(read.files.get(versionFile), template.spec.version.jsonPath));
+          if (held !== status.release)
+            return void (await failStep(
+              `${from.environment} now holds ${held ?? 'no release'}, not ${status.release ?? ''}: nothing of another release is copied under this promotion`,
+            ));
           const changes: Array<{ path: string; content: string }> = [];
           try {
             for (const f of template.spec.files) {
