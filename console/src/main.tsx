@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, session, setUnauthorizedHandler, type Identity } from './api.ts';
 import { ApplicationPage, segment } from './application-page.tsx';
 import { ClustersPage, VersionsPage } from './fleet.tsx';
+import { ProductPage } from './products.tsx';
 import { FleetUpgradePage, FleetUpgradesPage } from './fleet-upgrades.tsx';
 import { RuntimesPage } from './runtimes.tsx';
 import { TenantPage } from './tenant.tsx';
@@ -132,6 +133,9 @@ function App() {
         name={segment(parts[appAt + 2]!)}
       />
     );
+  // A product's page: #/tenants/<id>/products/<ns>/<name> (the hosted runtime's).
+  else if (parts[0] === 'tenants' && parts[1] && parts[2] === 'products' && parts[4])
+    page = <ProductPage tenantId={parts[1]} namespace={segment(parts[3]!)} name={segment(parts[4])} />;
   else if (parts[0] === 'tenants' && parts[1])
     page = <TenantPage me={me} id={parts[1]} operationId={parts[2] === 'operations' ? parts[3] : undefined} />;
   else if (parts[0] === 'clusters' && operator) page = <ClustersPage />;

@@ -10,6 +10,7 @@ import {
   type TenantStreamEvents,
 } from './api.ts';
 import { Applications } from './applications.tsx';
+import { Products } from './products.tsx';
 import { LogView } from './log-view.tsx';
 import { TenantFleetUpgrades } from './fleet-upgrades.tsx';
 import { TenantRuntimes } from './runtimes.tsx';
@@ -162,6 +163,7 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
       {operator && <TenantFleetUpgrades tenantId={t.id} version={t.status.runtimeVersion} />}
       <TenantRuntimes tenantId={t.id} deleted={t.spec.deleted} />
       <Applications tenant={t} />
+      {t.status.reporting !== undefined && <Products tenantId={t.id} />}
       <div class="card">
         <h2>Version history</h2>
         {history.length === 0 ? (

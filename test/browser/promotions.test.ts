@@ -1,0 +1,308 @@
+/**
+ * Products and promotions in Debian's Chromium against a real provisioner on real PostgreSQL, as a
+ * customer signed in with their tenant key sees them: the products card on the tenant page (the
+ * release in each environment), a product's page with its environments side by side and its
+ * promotions, the failed one's timeline (each step's phase, commit, gate and message), a newer
+ * state reported while the page is open shown without reload, and Retry, Abort and Promote sent
+ * through a real tunnel to a TEST DOUBLE of the runtime's app-proxy (the real one acts in
+ * test/e2e/promotions.test.ts and test/e2e/app-actions.test.ts), a refusal shown as the API says it.
+ */
+import { join } from 'node:path';
+import http from 'node:http';
+import { once } from 'node:events';
+import t from 'tap';
+import type { Browser } from 'playwright-core';
+import { createKey } from '../../provisioner/store/keys.ts';
+import { createTestDatabase } from '../helpers/postgres.ts';
+import { batch } from '../helpers/events.ts';
+import { startTunnelClient } from '../../runtime/agents/tunnel-client/client.ts';
+import { upsertItem } from '../../runtime/agents/event-reporter/items.ts';
+import { EVENTS_PATH, type UpsertItem } from '../../runtime/protocol/events.ts';
+import {
+  axeViolations,
+  chromiumAvailable,
+  CHROMIUM,
+  freePort,
+  launch,
+  newEncryptionKey,
+  openPage,
+  screenshotDir,
+  signIn,
+  startServer,
+  type ServerProcess,
+} from './harness/browser.ts';
+import { seedTenants } from './harness/seed.ts';
+
+t.setTimeout(5 * 60_000);
+if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
+
+const db = await createTestDatabase();
+const server: ServerProcess = await startServer({
+  databaseUrl: db.url,
+  port: await freePort(),
+  encryptionKey: newEncryptionKey(),
+  CONSOLE_ENGINE: 'none',
+});
+const browser: Browser = await launch();
+const shots = screenshotDir('promotions');
+t.comment(`screenshots: ${shots}`);
+
+await seedTenants(db.pool, 1, 'promo', 1_000_000);
+await db.pool.query(
+  `UPDATE tenants SET runtime_version = '1.8.0', actual_runtime_version = '1.8.0', phase = 'Ready' WHERE organization LIKE 'promo-%'`,
+);
+const tenantId = (await db.pool.query<{ id: string }>(`SELECT id FROM tenants WHERE organization LIKE 'promo-%'`))
+  .rows[0]!.id;
+const tenantKey = (await createKey(db.pool, { role: 'tenant', tenantId, name: 'customer', createdBy: 'test' })).key;
+const runtimeKey = (await createKey(db.pool, { role: 'runtime', tenantId, name: 'runtime', createdBy: 'test' })).key;
+
+/** TEST DOUBLE of the runtime's app-proxy: what it was asked, answered as the real one answers. */
+const asked: Array<{ method: string; path: string; body: unknown }> = [];
+const appProxy = http.createServer((req, res) => {
+  let raw = '';
+  req.on('data', (c: Buffer) => (raw += c.toString()));
+  req.on('end', () => {
+    const path = req.url ?? '/';
+    const body = raw ? (JSON.parse(raw) as unknown) : undefined;
+    asked.push({ method: req.method ?? '', path, body });
+    const send = (status: number, answer: unknown) =>
+      res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
+    if (path === '/api/promotions/argocd/shop-1-2-0-ab12cd34/retry')
+      return send(200, { metadata: { name: 'shop-1-2-0-ab12cd34' }, spec: { retry: 1 } });
+    if (path === '/api/products/argocd/shop/promote')
+      return send(201, { kind: 'Promotion', metadata: { name: 'shop-7xk2p', namespace: 'argocd' }, spec: body });
+    if (path === '/api/promotions/argocd/shop-1-2-0-ab12cd34/abort')
+      return send(409, {
+        error: {
+          code: 'ACTION_REFUSED',
+          reason: 'Finished',
+          message: "Promotion 'argocd/shop-1-2-0-ab12cd34' has finished (Succeeded): nothing to abort",
+        },
+      });
+    return send(404, { error: { code: 'ROUTE_NOT_FOUND', message: `no route ${path}` } });
+  });
+});
+appProxy.listen(0, '127.0.0.1');
+await once(appProxy, 'listening');
+const tunnel = startTunnelClient({
+  url: `${server.url.replace('http', 'ws')}/v1/tunnel`,
+  token: runtimeKey,
+  upstream: `http://127.0.0.1:${(appProxy.address() as { port: number }).port}`,
+  backoff: { initialMs: 50, maxMs: 200 },
+});
+if (!tunnel.connected) await once(tunnel.events, 'connected');
+t.teardown(async () => {
+  await tunnel.close();
+  appProxy.close();
+  await browser.close();
+  await server.stop();
+  await db.drop();
+});
+
+let rv = 10;
+/** Reports objects as the runtime's event reporter does (its own summaries). */
+async function report(kind: 'Product' | 'Promotion', objects: Record<string, unknown>[]): Promise<void> {
+  const items = objects.map((o): UpsertItem => {
+    const it = upsertItem(kind, {
+      apiVersion: 'promotions.hosted-runtimes.io/v1alpha1',
+      kind,
+      ...o,
+      metadata: {
+        namespace: 'argocd',
+        uid: `uid-${String((o.metadata as { name: string }).name)}`,
+        generation: 1,
+        resourceVersion: String(++rv),
+        ...(o.metadata as object),
+      },
+    });
+    if (!it) throw new Error('no item');
+    return it;
+  });
+  const res = await fetch(`${server.url}${EVENTS_PATH}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${runtimeKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify(batch('reporter-0', items)),
+  });
+  if (res.status !== 200) throw new Error(`events: ${res.status} ${await res.text()}`);
+}
+
+const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000).toISOString();
+const staging = {
+  environment: 'staging',
+  phase: 'Succeeded',
+  commit: 'c0ffee0123456789abcdef',
+  startedAt: minutesAgo(9),
+  finishedAt: minutesAgo(7),
+  postAction: { workflow: 'promotion-post-staging-1a2b', phase: 'Succeeded' },
+};
+const failed = {
+  metadata: { name: 'shop-1-2-0-ab12cd34' },
+  spec: { product: 'shop', release: '1.2.0', requestedBy: 'trigger' },
+  status: {
+    phase: 'Failed',
+    release: '1.2.0',
+    message: 'prod: pre-action Workflow promotion-pre-prod-3c4d failed: smoke tests failed: 2 of 14 checks',
+    startedAt: minutesAgo(9),
+    finishedAt: minutesAgo(6),
+    steps: [
+      staging,
+      {
+        environment: 'prod',
+        phase: 'Failed',
+        startedAt: minutesAgo(7),
+        finishedAt: minutesAgo(6),
+        message: 'pre-action Workflow promotion-pre-prod-3c4d failed: smoke tests failed: 2 of 14 checks',
+        preAction: { workflow: 'promotion-pre-prod-3c4d', phase: 'Failed' },
+      },
+    ],
+  },
+};
+await report('Product', [
+  {
+    metadata: { name: 'shop' },
+    spec: { flow: 'dev-to-prod' },
+    status: {
+      environments: [
+        { environment: 'dev', release: '1.2.0', revision: 'aaaaaaa111' },
+        { environment: 'staging', release: '1.2.0', revision: 'aaaaaaa111' },
+        { environment: 'prod', release: '1.1.0', revision: 'aaaaaaa111' },
+      ],
+    },
+  },
+]);
+await report('Promotion', [
+  {
+    metadata: { name: 'shop-1-1-0-0f0f0f0f' },
+    spec: { product: 'shop', release: '1.1.0', requestedBy: 'trigger' },
+    status: { phase: 'Succeeded', release: '1.1.0', startedAt: minutesAgo(60), finishedAt: minutesAgo(50), steps: [] },
+  },
+  failed,
+]);
+
+t.test("a product's environments side by side, the failed promotion's timeline, retry and promote", async (t) => {
+  const { page, problems } = await openPage(browser, server.url);
+  await signIn(page, server.url, tenantKey);
+  const card = page.locator('table.products');
+  await card.locator('tbody tr', { hasText: 'argocd/shop' }).waitFor();
+  t.match(
+    (await card.innerText()).replace(/\s+/g, ' '),
+    /dev 1\.2\.0 → staging 1\.2\.0 → prod 1\.1\.0/,
+    "the tenant page shows each environment's release",
+  );
+  await card.getByRole('link', { name: 'argocd/shop' }).click();
+  await page.getByRole('heading', { name: 'Product argocd/shop' }).waitFor();
+  t.match(page.url(), /#\/tenants\/[0-9a-f-]+\/products\/argocd\/shop$/, "the product's page");
+
+  const envs = page.locator('ol.environments > li');
+  await envs.nth(2).waitFor();
+  t.same(
+    (await envs.allInnerTexts()).map((x) => x.replace(/\s+/g, ' ').trim()),
+    ['dev 1.2.0 aaaaaaa', 'staging 1.2.0 aaaaaaa', 'prod 1.1.0 aaaaaaa'],
+    'the environments side by side, in the flow’s order, with the release and revision of each',
+  );
+  const timeline = page.locator('section.promotion');
+  await timeline.waitFor();
+  t.equal(await timeline.getAttribute('aria-label'), 'Promotion shop-1-2-0-ab12cd34', 'the newest promotion is shown');
+  const steps = page.locator('ol.promotion-timeline > li');
+  t.same(
+    await steps.evaluateAll((lis) =>
+      lis.map((li) => [li.getAttribute('data-environment'), li.getAttribute('data-phase')]),
+    ),
+    [
+      ['staging', 'Succeeded'],
+      ['prod', 'Failed'],
+    ],
+    'each step with its phase',
+  );
+  const stagingText = await steps.nth(0).innerText();
+  t.match(stagingText, /commit c0ffee0/, "staging's commit");
+  t.match(stagingText, /post-action: promotion-post-staging-1a2b Succeeded/, 'and its post-action');
+  t.match(stagingText, /2 min/, 'and how long it took');
+  const prodText = await steps.nth(1).innerText();
+  t.match(prodText, /pre-action: promotion-pre-prod-3c4d Failed/, "prod's failed gate");
+  t.match(prodText, /smoke tests failed: 2 of 14 checks/, 'and why');
+  t.ok(await page.getByRole('button', { name: 'Abort' }).isDisabled(), 'a finished promotion cannot be aborted');
+  await page.screenshot({ path: join(shots, 'product-failed.png'), fullPage: true });
+  t.same(await axeViolations(page), [], 'the product page has no serious accessibility violation');
+
+  await page.getByRole('button', { name: 'Retry' }).click();
+  await page.getByText(/Retry of shop-1-2-0-ab12cd34 asked/).waitFor();
+  t.match(
+    asked.at(-1),
+    { method: 'POST', path: '/api/promotions/argocd/shop-1-2-0-ab12cd34/retry' },
+    'retry went through the tunnel to the runtime',
+  );
+
+  // The operator takes the retry: the runtime reports the promotion running at prod's gate.
+  await report('Promotion', [
+    {
+      ...failed,
+      spec: { ...failed.spec, retry: 1 },
+      status: {
+        ...failed.status,
+        phase: 'Running',
+        message: 'retry 1',
+        finishedAt: undefined,
+        observedRetry: 1,
+        steps: [
+          staging,
+          {
+            environment: 'prod',
+            phase: 'PreAction',
+            startedAt: minutesAgo(0),
+            preAction: { workflow: 'promotion-pre-prod-9e8f' },
+          },
+        ],
+      },
+    },
+  ]);
+  await page
+    .locator('ol.promotion-timeline > li[data-environment="prod"][data-phase="PreAction"]')
+    .waitFor({ timeout: 15_000 });
+  t.match(
+    await steps.nth(1).innerText(),
+    /pre-action: promotion-pre-prod-9e8f Running/,
+    'the new gate runs, shown without reload',
+  );
+  t.match(
+    await envs.nth(2).innerText(),
+    /1\.2\.0 PreAction/,
+    'the environment being promoted shows the release arriving',
+  );
+  t.notOk(await page.getByRole('button', { name: 'Abort' }).isDisabled(), 'a running promotion can be aborted');
+
+  await page.getByLabel('Release').fill('1.3.0');
+  await page.getByRole('button', { name: 'Promote' }).click();
+  await page.getByText(/Promotion shop-7xk2p started/).waitFor();
+  t.match(
+    asked.at(-1),
+    { method: 'POST', path: '/api/products/argocd/shop/promote', body: { release: '1.3.0' } },
+    'promote asked the runtime for the release typed',
+  );
+  t.same(problems, [], 'no console error, no request to another host');
+  await page.context().close();
+});
+
+t.test('a refused action is shown as the API says it', async (t) => {
+  await report('Promotion', [
+    { ...failed, status: { ...failed.status, phase: 'Running', finishedAt: undefined, message: undefined } },
+  ]);
+  const { page, problems } = await openPage(browser, server.url);
+  await signIn(page, server.url, tenantKey);
+  await page.evaluate(`location.hash = '#/tenants/${tenantId}/products/argocd/shop'`);
+  await page.locator('section.promotion[data-phase="Running"]').waitFor();
+  // The runtime has meanwhile finished it (the double answers as the app-proxy does for a finished one).
+  await page.getByRole('button', { name: 'Abort' }).click();
+  const alert = page.locator('[role="alert"]');
+  await alert.waitFor();
+  const text = await alert.innerText();
+  t.match(text, /has finished \(Succeeded\): nothing to abort/, "the runtime's reason");
+  t.match(text, /ACTION_REFUSED/, 'and its code');
+  t.same(await axeViolations(page), [], 'the page with the error has no serious accessibility violation');
+  t.same(
+    problems.filter((p) => !/status of 409/.test(p)),
+    [],
+    'no console error other than the refused request',
+  );
+  await page.context().close();
+});
