@@ -18,6 +18,7 @@ import { kubernetesProvider, startLocalStack, toolchainBin, type LocalStack } fr
 import { realVclusterUnavailable, vclusterBuild } from './vcluster-pods.ts';
 import { runtimePodsUnavailable } from './runtime-pods.ts';
 import { startGitServer } from './git-server.ts';
+import { startDemoProduct } from './demo-product.ts';
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { existsSync } from 'node:fs';
 import { catalog } from '../runtime/catalog.ts';
@@ -178,7 +179,10 @@ async function main(): Promise<void> {
           `  ${cli} apps history ${id} argocd/demo   # what changed demo, in which commit, by whom, and the sync's result`,
           `  ${cli} apps diff ${id} argocd/demo   # Git against the cluster, from the runtime's Source Server through the tunnel`,
           `  (console: Applications → demo shows the same timeline and a side-by-side diff)`,
-          `  (its runtime runs the GitOps Operator: promotions of a product from dev to prod through Git; docs/promotions.md)`,
+          `  ${cli} products get ${id} shop   # the release in dev and prod, and the promotion of 1.1.0 the sandbox's commit to dev started`,
+          `  ${cli} promotions list ${id}   # each promotion with its steps; promotions get ${id} <name> --watch follows one`,
+          `  ${cli} products promote ${id} shop   # a promotion through the control plane and the tunnel (the GitOps Operator runs it)`,
+          `  (console: Products → argocd/shop shows the environments side by side and each promotion's timeline; docs/promotions.md)`,
         ]
       : []),
     `  ${cli} clusters list`,
@@ -189,10 +193,11 @@ async function main(): Promise<void> {
       ? [
           "What runs here: the root cluster's control plane (kube-apiserver, etcd, controller-manager,",
           "scheduler) with KWOK nodes; the tenant's real vcluster; and its runtime's pods as processes",
-          '(sandbox/runtime-pods.ts): the tunnel client, request router, app-proxy, event reporter and Source Server,',
-          "Argo CD's application controller, repo-server and API server, Redis. Its tunnel is connected, its reporter",
-          `reports, and its Argo CD compares Application demo with ${demo.repo} (a Git server this sandbox`,
-          "serves). Argo CD answers at the tenant's argoCdUrl (tenants get shows it). Pods of other images",
+          '(sandbox/runtime-pods.ts): the tunnel client, request router, app-proxy, event reporter, Source Server',
+          "and GitOps Operator, Argo CD's application controller, repo-server and API server, Redis. Its tunnel is",
+          `connected, its reporter reports, its Argo CD compares Application demo with ${demo.repo} and`,
+          "syncs product shop's dev and prod (Git servers this sandbox serves), and its GitOps Operator promotes",
+          "shop by commits. Argo CD answers at the tenant's argoCdUrl (tenants get shows it). Pods of other images",
           '(Argo Workflows, Rollouts, Events, ApplicationSet and notifications controllers) are only marked',
           'Running by KWOK. docs/e2e.md, "The hosted runtime\'s own pods", lists what stays simulated.',
         ]
@@ -302,6 +307,16 @@ async function runDemo(
     1000,
   );
   say(`✓ Application demo reported by the tenant's runtime, from ${repo.url} (${elapsed()})`);
+  const product = await startDemoProduct({
+    kc,
+    dir,
+    host: stack.runtimePods!.gateway,
+    products: async () =>
+      (await get<{ items: Array<{ name: string; summary: Record<string, unknown> }> }>(`/v1/tenants/${id}/products`))
+        .items,
+    say: (line) => say(`${line} (${elapsed()})`),
+  });
+  cleanups.push(() => product.stop());
   return { repo: repo.url };
 }
 

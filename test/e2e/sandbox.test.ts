@@ -236,6 +236,29 @@ t.test('npm run sandbox: a demo tenant Ready, the console answers, Ctrl-C leaves
         `the printed diff line exits 0 (through the tunnel)${ran.code === 0 ? '' : `: ${ran.out.slice(-800)}`}`,
       );
     }
+    // The demo product: the sandbox committed 1.1.0 to dev; the runtime's GitOps Operator promotes
+    // it to prod by a commit, and the printed products line shows prod holding it.
+    t.match(output, /✓ product shop reported/, 'the sandbox says its demo product is reported');
+    const productLine = /^ {2}(\S+) (products get \S+ shop)/m.exec(output);
+    t.ok(productLine, 'the sandbox prints a products get line for the demo product');
+    if (productLine) {
+      const shown = await until('the printed products line to show 1.1.0 promoted to prod', 240_000, async () => {
+        const ran = await runPrinted(productLine[1]!, productLine[2]!.split(/\s+/), REPO_ROOT);
+        return ran.code === 0 && /prod\s+1\.1\.0/.test(ran.out) && /1\.1\.0\s+Succeeded\s/.test(ran.out)
+          ? ran
+          : undefined;
+      }).catch(async (err: Error) => {
+        const ran = await runPrinted(productLine[1]!, productLine[2]!.split(/\s+/), REPO_ROOT);
+        throw new Error(`${err.message}; it prints: ${ran.out.slice(-1500)}`, { cause: err });
+      });
+      t.match(shown.out, /dev\s+1\.1\.0/, 'dev holds the committed release');
+      t.match(
+        shown.out,
+        /1\.1\.0\s+Succeeded\s+prod:Succeeded\s+trigger/,
+        'its promotion, started by the commit, succeeded',
+      );
+    }
+    t.match(output, /^ {2}\S+ products promote \S+ shop/m, 'and a products promote line');
   } else {
     t.match(output, /pods do not run/, 'the sandbox says that pods do not run, and why');
   }
