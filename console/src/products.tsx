@@ -187,6 +187,12 @@ function Timeline({ promotion }: { promotion: RuntimeObject }) {
                 reverted by <code title={s.revert}>{shortSha(s.revert)}</code>
               </>
             )}
+            {s.proposal && !s.commit && (
+              <>
+                {' '}
+                proposed on branch <code>{s.proposal.branch}</code>
+              </>
+            )}
             {s.startedAt && <span class="muted"> {took(s.startedAt, s.finishedAt)}</span>}
             <div class="gates">
               <Gate label="pre-action" action={s.preAction} />

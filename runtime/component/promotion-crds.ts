@@ -82,7 +82,7 @@ const SPECS: Record<PromotionKind, Schema> = {
     required: ['action'],
     properties: {
       selector: { type: 'object', properties: { products: names, environments: names } },
-      action: str({ enum: ['commit', 'no-commit'] }),
+      action: str({ enum: ['commit', 'pr', 'no-commit'] }),
       preAction: action,
       postAction: action,
       syncTimeoutSeconds: { type: 'integer', minimum: 10, maximum: 86_400 },

@@ -12,7 +12,8 @@
  *    promotion copies from the environment before (fields of files, by a JSON path).
  *  - PromotionFlow: the trigger environment and the steps after it, each with `dependsOn`.
  *  - PromotionPolicy: for the products and environments it selects, the action (`commit` the
- *    change to the branch, or `no-commit`: a gate only) and the pre- and post-action (an Argo
+ *    change to the branch, `pr`: propose it on a branch of its own for the provider to merge, or
+ *    `no-commit`: a gate only) and the pre- and post-action (an Argo
  *    Workflow from a WorkflowTemplate; its result decides).
  *  - Promotion: one release of a product moved through the flow; its status is the operator's
  *    whole state (crash-safe: every step idempotent, docs/promotions.md "Crashes").
@@ -114,7 +115,12 @@ export interface WorkflowAction {
 
 export interface PromotionPolicySpec {
   selector?: { products?: string[]; environments?: string[] };
-  action: 'commit' | 'no-commit';
+  /**
+   * `commit` the change to the branch; `pr`: push it to a branch of its own
+   * (`promotions/<promotion>/<environment>`) for the customer's provider to merge, and go on once
+   * it is merged; `no-commit`: a gate only.
+   */
+  action: 'commit' | 'pr' | 'no-commit';
   preAction?: WorkflowAction;
   postAction?: WorkflowAction;
   /** Longest wait for the applications to be synced and healthy (default 900). */
@@ -135,7 +141,16 @@ export interface PromotionSpec {
 
 export type PromotionPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Aborted' | 'Superseded';
 export type StepPhase =
-  'Pending' | 'PreAction' | 'Committing' | 'Syncing' | 'PostAction' | 'Succeeded' | 'Failed' | 'Aborted' | 'Skipped';
+  | 'Pending'
+  | 'PreAction'
+  | 'Committing'
+  | 'AwaitingMerge'
+  | 'Syncing'
+  | 'PostAction'
+  | 'Succeeded'
+  | 'Failed'
+  | 'Aborted'
+  | 'Skipped';
 
 export interface ActionStatus {
   workflow: string;
@@ -150,6 +165,10 @@ export interface StepStatus {
   commit?: string;
   /** Its revert, when the promotion was aborted during this step. */
   revert?: string;
+  /** `action: pr`: the branch the change was proposed on and its commit, until it is merged. */
+  proposal?: { branch: string; commit: string };
+  /** When the proposal was found merged (the sync's timeout counts from then). */
+  mergedAt?: string;
   startedAt?: string;
   finishedAt?: string;
   message?: string;
@@ -275,5 +294,7 @@ export interface PromotionSummary {
     /** The gate before the change and the action after it: the Argo Workflow and how it ended. */
     preAction?: { workflow: string; phase?: string; message?: string };
     postAction?: { workflow: string; phase?: string; message?: string };
+    /** `action: pr`: the branch the change is proposed on, until it is merged. */
+    proposal?: { branch: string; commit?: string };
   }[];
 }

@@ -684,4 +684,84 @@ if (unavailable) {
     });
     t.match(shown, /requested by:\s+\S+/, "the CLI's timeline names who asked");
   });
+
+  t.test('action pr: staging’s change proposed on a branch, merged by the provider; abort withdraws one', async (t) => {
+    decide = () => 'Succeeded';
+    const policy = await kubectl([
+      'patch',
+      'promotionpolicy.' + PROMOTIONS_GROUP,
+      'staging-notify',
+      '-n',
+      ns,
+      '--type',
+      'merge',
+      '-p',
+      JSON.stringify({ spec: { action: 'pr' } }),
+    ]);
+    t.equal(policy.code, 0, `staging's policy asks for a pull request: ${policy.output}`);
+    const stagingBefore = await fileAt('shop/staging/release.yaml');
+    await repo.commit({ 'shop/dev/release.yaml': release('1.4.0', 'nginx:1.27.4') }, 'dev: shop 1.4.0');
+    const p = await promotionOf('1.4.0');
+    const awaiting = await until('staging’s change proposed', 120_000, async () => {
+      const x = await get<Promotion>('promotions', p.metadata.name);
+      return x.status?.steps?.[0]?.phase === 'AwaitingMerge' ? x : undefined;
+    });
+    const proposal = awaiting.status!.steps![0]!.proposal!;
+    t.equal(proposal.branch, `promotions/${p.metadata.name}/staging`, 'on a branch of its own');
+    const onBranch = (await run('git', ['--git-dir', bare, 'show', `${proposal.branch}:shop/staging/release.yaml`]))
+      .stdout;
+    t.match(onBranch, /version: "1\.4\.0"\n {2}image: nginx:1\.27\.4/, 'the branch holds the change');
+    await new Promise((r) => setTimeout(r, 3000));
+    t.equal(
+      (await get<Promotion>('promotions', p.metadata.name)).status?.steps?.[0]?.phase,
+      'AwaitingMerge',
+      'unmerged, the step waits',
+    );
+    t.equal(await fileAt('shop/staging/release.yaml'), stagingBefore, 'and main is untouched');
+
+    // The provider merges the pull request (a merge commit).
+    const work = join(dir, 'provider-merge');
+    await run('git', ['clone', '-q', bare, work]);
+    const env = {
+      ...process.env,
+      GIT_AUTHOR_NAME: 'Reviewer',
+      GIT_AUTHOR_EMAIL: 'reviewer@example.test',
+      GIT_COMMITTER_NAME: 'Reviewer',
+      GIT_COMMITTER_EMAIL: 'reviewer@example.test',
+    };
+    await run(
+      'git',
+      ['-C', work, 'merge', '-q', '--no-ff', '-m', 'Merge pull request #7', `origin/${proposal.branch}`],
+      { env },
+    );
+    await run('git', ['-C', work, 'push', '-q', 'origin', 'main'], { env });
+    const done = await finalPhase(p, ['Succeeded', 'Failed']);
+    t.equal(done.status?.phase, 'Succeeded', `merged, the promotion went on to the end: ${done.status?.message}`);
+    const [staging, prod] = done.status!.steps!;
+    t.equal(prod!.phase, 'Succeeded', 'prod succeeded after it');
+    t.equal(staging!.commit, proposal.commit, 'staging’s commit is the proposed one, now on main');
+    t.equal(staging!.proposal?.branch, proposal.branch, 'the step keeps the branch it was proposed on');
+    t.ok(staging!.mergedAt, 'and when it was found merged');
+    t.match(await fileAt('shop/staging/release.yaml'), /version: "1\.4\.0"/, 'staging holds 1.4.0');
+    t.equal((await promotionCommits(p, 'prod')).length, 1, 'prod (action commit) got its commit');
+    t.match(await fileAt('shop/prod/release.yaml'), /version: "1\.4\.0"/, 'prod holds 1.4.0');
+
+    await repo.commit({ 'shop/dev/release.yaml': release('1.5.0', 'nginx:1.27.5') }, 'dev: shop 1.5.0');
+    const next = await promotionOf('1.5.0');
+    const proposed = await until('1.5.0 proposed for staging', 120_000, async () => {
+      const x = await get<Promotion>('promotions', next.metadata.name);
+      return x.status?.steps?.[0]?.phase === 'AwaitingMerge' ? x : undefined;
+    });
+    const branch = proposed.status!.steps![0]!.proposal!.branch;
+    await until('the control plane has it', 60_000, async () =>
+      (await reported('promotions')).some((x) => x.name === next.metadata.name),
+    );
+    const aborting = await cli('promotions', 'abort', tenant.tenantId, next.metadata.name);
+    t.equal(aborting.code, 0, `abort asked: ${aborting.err}`);
+    const aborted = await finalPhase(next, ['Aborted']);
+    t.match(aborted.status?.steps?.[0]?.message, /proposal withdrawn/, 'the proposal is withdrawn');
+    const left = await run('git', ['--git-dir', bare, 'branch', '--list', branch]);
+    t.equal(left.stdout.trim(), '', 'its branch deleted');
+    t.match(await fileAt('shop/staging/release.yaml'), /version: "1\.4\.0"/, 'staging untouched');
+  });
 }

@@ -150,10 +150,17 @@ function promotionSummary(obj: Obj): PromotionSummary {
             message: bounded(x.message),
             preAction: actionSummary(x.preAction),
             postAction: actionSummary(x.postAction),
+            proposal: proposalSummary(x.proposal),
           });
         })
       : undefined,
   });
+}
+
+function proposalSummary(v: unknown): { branch: string; commit?: string } | undefined {
+  const a = rec(v);
+  const branch = bounded(a.branch);
+  return branch === undefined ? undefined : compact({ branch, commit: bounded(a.commit) });
 }
 
 function actionSummary(v: unknown): { workflow: string; phase?: string; message?: string } | undefined {

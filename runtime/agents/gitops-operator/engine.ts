@@ -465,6 +465,28 @@ export class PromotionEngine {
               `${TRAILER_ENVIRONMENT}: ${env}`,
               '',
             ].join('\n');
+            if (action === 'pr') {
+              // Proposed on a branch of its own (found again after a restart by its trailers), merged
+              // by the customer's provider: the step waits for the merge.
+              const branch = proposalBranch(p, env);
+              const proposed =
+                (await this.#o.git.findCommit(product.spec.repository, branch, trailers, true)) ??
+                (await this.#o.git.commit(
+                  product.spec.repository,
+                  product.spec.branch,
+                  changes,
+                  msg,
+                  this.#o.author,
+                  branch,
+                ));
+              if (!proposed) return; // the files hold it meanwhile: the next round finds nothing to change
+              Object.assign(step, {
+                phase: 'AwaitingMerge',
+                proposal: { branch, commit: proposed },
+                message: `proposed on branch ${branch}: waiting for it to be merged into ${product.spec.branch}`,
+              });
+              return void (await write());
+            }
             try {
               commit = await this.#o.git.commit(
                 product.spec.repository,
@@ -486,8 +508,24 @@ export class PromotionEngine {
         for (const app of target.applications) await this.#refresh(app);
         return void (await write());
       }
+      case 'AwaitingMerge': {
+        // Merged (a merge commit, a rebase or a squash that kept the message): the trailers are on
+        // the branch. Until then nothing changes; abort withdraws the proposal.
+        const trailers = { [TRAILER_PROMOTION]: p.metadata.uid ?? p.metadata.name, [TRAILER_ENVIRONMENT]: env };
+        const merged = await this.#o.git.findCommit(product.spec.repository, product.spec.branch, trailers);
+        if (!merged) return;
+        Object.assign(step, {
+          phase: 'Syncing',
+          commit: merged,
+          mergedAt: now,
+          message: `merged into ${product.spec.branch} from ${step.proposal?.branch ?? 'its proposal'}`,
+        });
+        for (const app of target.applications) await this.#refresh(app);
+        return void (await write());
+      }
       case 'Syncing': {
-        const started = Date.parse(step.startedAt ?? now);
+        // The sync's timeout counts from the commit (a proposal may wait long for its merge).
+        const started = Date.parse(step.mergedAt ?? step.startedAt ?? now);
         const waiting: string[] = [];
         for (const name of target.applications) {
           const app = await this.#application(name);
@@ -575,11 +613,17 @@ export class PromotionEngine {
         }
         if (revert) step.revert = revert;
         step.commit = commit;
+      } else if (step.proposal) {
+        await this.#o.git.deleteBranch(product.spec.repository, step.proposal.branch);
       }
       Object.assign(step, {
         phase: 'Aborted',
         finishedAt: now,
-        message: commit ? `aborted; its commit reverted` : 'aborted',
+        message: commit
+          ? `aborted; its commit reverted`
+          : step.proposal
+            ? `aborted; its proposal withdrawn (branch ${step.proposal.branch} deleted)`
+            : 'aborted',
       });
     }
     for (const s of steps) if (s.phase === 'Pending') s.phase = 'Skipped';
@@ -734,6 +778,11 @@ export function promotionName(product: string, release: string): string {
     .slice(0, 20);
   const hash = createHash('sha256').update(`${product}\0${release}`).digest('hex').slice(0, 8);
   return `${product.slice(0, 30)}-${slug ? `${slug}-` : ''}${hash}`;
+}
+
+/** The branch a `pr` step proposes its change on: the operator's own, one per promotion and environment. */
+export function proposalBranch(p: Promotion, environment: string): string {
+  return `promotions/${p.metadata.name}/${environment}`;
 }
 
 /** The Workflow of a step's action in one attempt (a retry makes new ones). */

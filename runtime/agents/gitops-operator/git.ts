@@ -80,9 +80,18 @@ export class PromotionGit {
     });
   }
 
-  /** The commit on the remote branch whose message carries every trailer given, or undefined. */
-  async findCommit(repoURL: string, branch: string, trailers: Record<string, string>): Promise<string | undefined> {
+  /**
+   * The commit on the remote branch whose message carries every trailer given, or undefined. With
+   * `missingOk`, a branch that does not exist (a proposal not pushed yet) has none.
+   */
+  async findCommit(
+    repoURL: string,
+    branch: string,
+    trailers: Record<string, string>,
+    missingOk = false,
+  ): Promise<string | undefined> {
     return this.#serial(repoURL, async (clone) => {
+      if (missingOk && !(await this.#remoteHas(clone, repoURL, branch))) return undefined;
       const head = await this.#sync(clone, repoURL, branch);
       const grep = Object.entries(trailers).flatMap(([k, v]) => ['--grep', `${k}: ${v}`]);
       const { stdout } = await this.#git(clone, [
@@ -119,6 +128,8 @@ export class PromotionGit {
    * Commits `changes` on top of the branch's head with `message` (its trailers included) and pushes
    * it. Answers the commit, or undefined when the files already hold those contents (nothing to
    * commit). A push refused because the branch moved is a `conflict`: the caller recomputes.
+   * With `proposeOn`, the commit is pushed to that branch instead (a proposal for the provider to
+   * merge; the operator's own branch, replaced when it exists).
    */
   async commit(
     repoURL: string,
@@ -126,7 +137,10 @@ export class PromotionGit {
     changes: FileChange[],
     message: string,
     author: Author,
+    proposeOn?: string,
   ): Promise<string | undefined> {
+    if (proposeOn !== undefined && !BRANCH.test(proposeOn))
+      throw new PromotionGitError('failed', `'${proposeOn}' is not a branch name`);
     return this.#serial(repoURL, async (clone) => {
       const head = await this.#sync(clone, repoURL, branch);
       await this.#git(clone, ['checkout', '-q', '--force', '-B', 'promotion', head]);
@@ -146,9 +160,31 @@ export class PromotionGit {
       };
       await this.#git(clone, ['-c', 'commit.gpgsign=false', 'commit', '-q', '--file', '-'], { env, input: message });
       const sha = (await this.#git(clone, ['rev-parse', 'HEAD'])).stdout.trim();
-      await this.#push(clone, repoURL, branch);
+      if (proposeOn !== undefined) await this.#push(clone, repoURL, proposeOn, true);
+      else await this.#push(clone, repoURL, branch);
       return sha;
     });
+  }
+
+  /** Deletes a branch of the operator's own (a withdrawn proposal); a branch already gone is fine. */
+  async deleteBranch(repoURL: string, branch: string): Promise<void> {
+    if (!BRANCH.test(branch)) throw new PromotionGitError('failed', `'${branch}' is not a branch name`);
+    await this.#serial(repoURL, async (clone) => {
+      await this.#ensureClone(clone, repoURL);
+      if (!(await this.#remoteHas(clone, repoURL, branch))) return;
+      await this.#git(clone, ['push', '-q', 'origin', `:refs/heads/${branch}`], {
+        credentials: await this.#credentials(repoURL),
+      });
+    });
+  }
+
+  /** Whether the remote has the branch. */
+  async #remoteHas(clone: Clone, repoURL: string, branch: string): Promise<boolean> {
+    await this.#ensureClone(clone, repoURL);
+    const { stdout } = await this.#git(clone, ['ls-remote', '--heads', 'origin', `refs/heads/${branch}`], {
+      credentials: await this.#credentials(repoURL),
+    });
+    return stdout.trim() !== '';
   }
 
   /** Reverts `commit` on the branch's head with `message` and pushes it; undefined when there is nothing to revert. */
@@ -187,9 +223,9 @@ export class PromotionGit {
     });
   }
 
-  async #push(clone: Clone, repoURL: string, branch: string): Promise<void> {
+  async #push(clone: Clone, repoURL: string, branch: string, force = false): Promise<void> {
     try {
-      await this.#git(clone, ['push', '-q', 'origin', `HEAD:refs/heads/${branch}`], {
+      await this.#git(clone, ['push', '-q', 'origin', `${force ? '+' : ''}HEAD:refs/heads/${branch}`], {
         credentials: await this.#credentials(repoURL),
       });
     } catch (err) {
@@ -202,13 +238,7 @@ export class PromotionGit {
   /** Fetches the branch and answers its head (the clone made first when missing). */
   async #sync(clone: Clone, repoURL: string, branch: string): Promise<string> {
     if (!BRANCH.test(branch)) throw new PromotionGitError('failed', `'${branch}' is not a branch name`);
-    if (!clone.ready) {
-      await rm(clone.dir, { recursive: true, force: true });
-      await mkdir(clone.dir, { recursive: true });
-      await this.#git(clone, ['init', '-q']);
-      await this.#git(clone, ['remote', 'add', 'origin', repoURL]);
-      clone.ready = true;
-    }
+    await this.#ensureClone(clone, repoURL);
     await this.#git(
       clone,
       ['fetch', '-q', '--prune', 'origin', `+refs/heads/${branch}:refs/remotes/origin/${branch}`],
@@ -219,6 +249,15 @@ export class PromotionGit {
     const head = (await this.#git(clone, ['rev-parse', `refs/remotes/origin/${branch}`])).stdout.trim();
     if (!FULL_SHA.test(head)) throw new PromotionGitError('failed', `branch ${branch} has no head`);
     return head;
+  }
+
+  async #ensureClone(clone: Clone, repoURL: string): Promise<void> {
+    if (clone.ready) return;
+    await rm(clone.dir, { recursive: true, force: true });
+    await mkdir(clone.dir, { recursive: true });
+    await this.#git(clone, ['init', '-q']);
+    await this.#git(clone, ['remote', 'add', 'origin', repoURL]);
+    clone.ready = true;
   }
 
   async #show(clone: Clone, head: string, path: string): Promise<string | undefined> {
@@ -251,7 +290,10 @@ export class PromotionGit {
       const detail = err.stderr.trim().split('\n').slice(-3).join('; ').slice(0, 500);
       const command = args.find((a) => !a.startsWith('-')) ?? 'git';
       if (err.killed) throw new PromotionGitError('unavailable', `git ${command} did not finish in time`);
-      if ((command === 'fetch' || command === 'push') && !/\[rejected\]|non-fast-forward|fetch first/.test(err.stderr))
+      if (
+        (command === 'fetch' || command === 'push' || command === 'ls-remote') &&
+        !/\[rejected\]|non-fast-forward|fetch first/.test(err.stderr)
+      )
         throw new PromotionGitError('unavailable', `git ${command} failed: ${detail || err.message}`);
       throw new PromotionGitError('failed', `git ${command} failed: ${detail || err.message}`);
     }

@@ -15,9 +15,16 @@ import {
   parseJsonPath,
   policiesFor,
   sourceEnvironment,
+  type Promotion,
   type PromotionPolicy,
 } from '../../../runtime/protocol/promotions.ts';
-import { getField, promotionName, releaseText, setField } from '../../../runtime/agents/gitops-operator/engine.ts';
+import {
+  getField,
+  promotionName,
+  proposalBranch,
+  releaseText,
+  setField,
+} from '../../../runtime/agents/gitops-operator/engine.ts';
 import { repoPath } from '../../../runtime/agents/gitops-operator/git.ts';
 import { gitopsOperatorRbac, promotionCrds } from '../../../runtime/component/promotion-crds.ts';
 import { loadOperatorConfig } from '../../../runtime/agents/gitops-operator/config.ts';
@@ -122,6 +129,11 @@ t.test('Promotion names', async (t) => {
   t.match(n, /^shop-v1-27-1-build-5-[0-9a-f]{8}$/);
   t.not(promotionName('shop', '1.0'), promotionName('shop', '1-0'), 'distinct releases, distinct names');
   t.ok(promotionName('a'.repeat(60), 'x'.repeat(100)).length <= 63, 'at most 63 characters');
+  t.equal(
+    proposalBranch({ metadata: { name: n } } as Promotion, 'prod'),
+    `promotions/${n}/prod`,
+    "a pull request's branch: the operator's own, one per promotion and environment",
+  );
 });
 
 t.test('the CRDs and the operator’s Role', async (t) => {
@@ -133,6 +145,18 @@ t.test('the CRDs and the operator’s Role', async (t) => {
       `${(crd.metadata as { name: string }).name} is valid`,
     );
   }
+  const policy = crds.find((c) => (c.metadata as { name: string }).name.startsWith('promotionpolicies.')) as {
+    spec: {
+      versions: Array<{
+        schema: { openAPIV3Schema: { properties: { spec: { properties: { action: { enum: string[] } } } } } };
+      }>;
+    };
+  };
+  t.same(
+    policy.spec.versions[0]!.schema.openAPIV3Schema.properties.spec.properties.action.enum,
+    ['commit', 'pr', 'no-commit'],
+    'a policy commits, proposes a pull request, or only gates',
+  );
   const [, role] = gitopsOperatorRbac('argocd', 'hosted-runtime') as [
     unknown,
     { rules: Array<{ resources: string[]; verbs: string[] }> },
