@@ -289,6 +289,7 @@ t.test('a refused action is shown as the API says it', async (t) => {
   ]);
   const { page, problems } = await openPage(browser, server.url);
   await signIn(page, server.url, tenantKey);
+  await page.locator('table.products').waitFor(); // signed in: the tenant's page, then the product's
   await page.evaluate(`location.hash = '#/tenants/${tenantId}/products/argocd/shop'`);
   await page.locator('section.promotion[data-phase="Running"]').waitFor();
   // The runtime has meanwhile finished it (the double answers as the app-proxy does for a finished one).
