@@ -43,7 +43,7 @@ import { createTestApi } from '../helpers/api.ts';
 import http from 'node:http';
 import { once } from 'node:events';
 import { createKey } from '../../provisioner/store/keys.ts';
-import { main as cliMain } from '../../provisioner/cli/main.ts';
+import { cliAgainst } from '../helpers/cli.ts';
 import { AGENTS } from '../../runtime/component/agents.ts';
 import { buildAppProxy } from '../../runtime/agents/app-proxy/app.ts';
 import { argoObjects, loadKubeConfig } from '../../runtime/agents/app-proxy/kube.ts';
@@ -415,16 +415,8 @@ if (unavailable) {
     await proxy.close();
   });
   /** The CLI as the tenant runs it. */
-  const cli = async (...args: string[]) => {
-    const out: string[] = [];
-    const err: string[] = [];
-    const code = await cliMain(['--url', base, '--token', tenant.apiKey, ...args], {
-      out: (x) => out.push(x),
-      err: (x) => err.push(x),
-      env: {},
-    });
-    return { code, out: out.join('\n'), err: err.join('\n') };
-  };
+  const runCli = cliAgainst(base, tenant.apiKey);
+  const cli = (...args: string[]) => runCli(args);
   const audited = async (action: string) => {
     const res = await api.request('GET', `/v1/audit?targetType=tenant&targetId=${tenant.tenantId}&limit=500`, {
       key: api.operatorKey,

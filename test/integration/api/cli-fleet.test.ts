@@ -8,6 +8,7 @@ import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { until } from '../../helpers/wait.ts';
 import { main } from '../../../provisioner/cli/main.ts';
+import { cliAgainst } from '../../helpers/cli.ts';
 import { parseWaves } from '../../../provisioner/cli/fleet-commands.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 
@@ -15,16 +16,7 @@ const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(() => api.close());
 
-async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main(['--url', url, '--token', api.operatorKey, ...args], {
-    out: (s) => out.push(s),
-    err: (s) => err.push(s),
-    env: {},
-  });
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
+const cli = cliAgainst(url, api.operatorKey);
 
 await insertCluster(api.db.pool, {
   name: 'cli-root',

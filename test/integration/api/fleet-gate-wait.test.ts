@@ -9,7 +9,7 @@
  */
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
-import { main } from '../../../provisioner/cli/main.ts';
+import { cliAgainst } from '../../helpers/cli.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import type { FleetUpgrade, RuntimePage } from '../../../provisioner/http/api-types.ts';
@@ -18,16 +18,7 @@ const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(() => api.close());
 
-async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main(['--url', url, '--token', api.operatorKey, ...args], {
-    out: (s) => out.push(s),
-    err: (s) => err.push(s),
-    env: {},
-  });
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
+const cli = cliAgainst(url, api.operatorKey);
 
 async function get<T>(path: string): Promise<{ status: number; body: T }> {
   const res = await fetch(`${url}${path}`, { headers: { authorization: `Bearer ${api.operatorKey}` } });

@@ -16,6 +16,7 @@ import { EVENTS_PATH, type UpsertItem } from '../../../runtime/protocol/events.t
 import type { RuntimeObjectDetail, RuntimeObjectPage } from '../../../provisioner/http/api-types.ts';
 import { main } from '../../../provisioner/cli/main.ts';
 import { until } from '../../../sandbox/processes.ts';
+import { cliAgainst } from '../../helpers/cli.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -160,16 +161,7 @@ t.test('the CLI: products with their releases, promotions with their timeline, -
   await post([item('Product', { ...product, metadata: { ...product.metadata, resourceVersion: String(++rv) } })]);
   await post([item('Promotion', running())]);
 
-  const cli = async (args: string[]) => {
-    const out: string[] = [];
-    const err: string[] = [];
-    const code = await main(['--url', url, '--token', tenant.apiKey, ...args], {
-      out: (s) => out.push(s),
-      err: (s) => err.push(s),
-      env: {},
-    });
-    return { code, out: out.join('\n'), err: err.join('\n') };
-  };
+  const cli = cliAgainst(url, tenant.apiKey);
   const products = await cli(['products', 'list', tenant.tenantId]);
   t.equal(products.code, 0, products.err);
   t.match(products.out, /argocd\s+shop\s+dev-to-prod\s+dev=1\.2\.0 staging=1\.2\.0 prod=1\.1\.0/, 'each release');
