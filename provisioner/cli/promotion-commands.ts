@@ -64,7 +64,7 @@ export function promotionTimeline(o: RuntimeObject, now = Date.now()): string {
     ...head,
     '',
     table(
-      ['STEP', 'PHASE', 'COMMIT', 'REVERT', 'TOOK', 'PRE-ACTION', 'POST-ACTION', 'MESSAGE'],
+      ['STEP', 'PHASE', 'GIT COMMIT', 'REVERT', 'TOOK', 'PRE-ACTION', 'POST-ACTION', 'MESSAGE'],
       steps.map((s) => [
         s.environment,
         s.phase,
