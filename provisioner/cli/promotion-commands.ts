@@ -155,6 +155,48 @@ const actionPath = (tenant: string, path: Path, namespace: string, name: string,
 export function addPromotionCommands(program: Command, io: Io): void {
   const client = () => apiClientOf(program, io);
   const json = (): boolean => program.opts<{ json?: boolean }>().json === true;
+  const printPromotion = (x: RuntimeObject) => io.out(json() ? JSON.stringify(x, null, 2) : promotionTimeline(x));
+
+  /**
+   * A promotion's timeline, printed again at every change until it ends. The change stream replays
+   * every live promotion first (after=0), so nothing falls between a read and the watch; one not
+   * reported yet (just asked for: the runtime's reporter sends it within seconds) is waited for.
+   */
+  async function follow(c: ApiClient, tenant: string, name: string, namespace: string | undefined): Promise<void> {
+    let last: string | undefined;
+    let seen = false;
+    const waiting = setTimeout(() => {
+      if (!seen && !json()) io.out(`waiting for the runtime to report promotion ${name}…`);
+    }, 2000);
+    try {
+      for await (const ev of c.events<RuntimeObjectChangeEvents>(
+        `/v1/tenants/${encodeURIComponent(tenant)}/changes?after=0&kind=promotion`,
+        io.signal,
+      )) {
+        if (ev.event === 'error') throw new Error(`${ev.data.code}: ${ev.data.message}`);
+        if (ev.event !== 'change') continue;
+        const { deleted, item } = ev.data;
+        if (item.name !== name || (namespace !== undefined && item.namespace !== namespace)) continue;
+        namespace = item.namespace;
+        if (deleted) {
+          if (seen) io.out(`promotion ${namespace}/${name} was deleted`);
+          if (seen) return;
+          continue;
+        }
+        if (item.resourceVersion === last) continue;
+        if (seen && !json()) io.out('');
+        seen = true;
+        last = item.resourceVersion;
+        printPromotion(item);
+        if (FINAL.has(promotionOf(item).phase ?? '')) return;
+      }
+    } catch (err) {
+      if (io.signal?.aborted) return;
+      throw err;
+    } finally {
+      clearTimeout(waiting);
+    }
+  }
 
   const products = program
     .command('products')
@@ -200,7 +242,8 @@ export function addPromotionCommands(program: Command, io: Io): void {
     )
     .option('-n, --namespace <ns>', "the product's namespace (default: the one it was reported in)")
     .option('--release <release>', "the release to promote (default: what the flow's trigger environment holds)")
-    .action(async (tenant: string, name: string, o: { namespace?: string; release?: string }) => {
+    .option('-w, --watch', "then follow the promotion's timeline until it ends")
+    .action(async (tenant: string, name: string, o: { namespace?: string; release?: string; watch?: boolean }) => {
       const c = client();
       const namespace = await namespaceOf(c, tenant, 'products', name, o.namespace);
       const created = await c.request<{
@@ -211,8 +254,12 @@ export function addPromotionCommands(program: Command, io: Io): void {
         actionPath(tenant, 'products', namespace, name, 'promote'),
         o.release !== undefined ? { release: o.release } : undefined,
       );
-      if (json()) return io.out(JSON.stringify(created, null, 2));
+      if (json() && !o.watch) return io.out(JSON.stringify(created, null, 2));
       const promotion = created.metadata?.name ?? '?';
+      if (o.watch && created.metadata?.name) {
+        if (!json()) io.out(cellText(`promotion ${namespace}/${promotion} of ${name} started`));
+        return follow(c, tenant, created.metadata.name, namespace);
+      }
       io.out(
         [
           `promotion ${namespace}/${promotion} of ${name} ${created.spec?.release ?? "(the trigger environment's release)"} started`,
@@ -269,36 +316,9 @@ export function addPromotionCommands(program: Command, io: Io): void {
     .option('-w, --watch', 'print the timeline again at every change until the promotion ends')
     .action(async (tenant: string, name: string, o: { namespace?: string; watch?: boolean }) => {
       const c = client();
+      if (o.watch) return follow(c, tenant, name, o.namespace);
       const namespace = await namespaceOf(c, tenant, 'promotions', name, o.namespace);
-      const first = await c.request<RuntimeObject>('GET', objectPath(tenant, 'promotions', namespace, name));
-      const print = (x: RuntimeObject) => io.out(json() ? JSON.stringify(x, null, 2) : promotionTimeline(x));
-      print(first);
-      if (!o.watch || FINAL.has(promotionOf(first).phase ?? '')) return;
-      // The change stream replays every live promotion first (after=0): nothing falls between the read and the watch.
-      let last = first.resourceVersion;
-      try {
-        for await (const ev of c.events<RuntimeObjectChangeEvents>(
-          `/v1/tenants/${encodeURIComponent(tenant)}/changes?after=0&kind=promotion`,
-          io.signal,
-        )) {
-          if (ev.event === 'error') throw new Error(`${ev.data.code}: ${ev.data.message}`);
-          if (ev.event !== 'change') continue;
-          const { deleted, item } = ev.data;
-          if (item.namespace !== namespace || item.name !== name) continue;
-          if (deleted) {
-            io.out(`promotion ${namespace}/${name} was deleted`);
-            return;
-          }
-          if (item.resourceVersion === last) continue;
-          last = item.resourceVersion;
-          if (!json()) io.out('');
-          print(item);
-          if (FINAL.has(promotionOf(item).phase ?? '')) return;
-        }
-      } catch (err) {
-        if (io.signal?.aborted) return;
-        throw err;
-      }
+      printPromotion(await c.request<RuntimeObject>('GET', objectPath(tenant, 'promotions', namespace, name)));
     });
 
   for (const [act, description] of [

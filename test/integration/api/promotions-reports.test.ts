@@ -196,6 +196,18 @@ t.test('the CLI: products with their releases, promotions with their timeline, -
   );
   const none = await cli(['promotions', 'list', tenant.tenantId, '--phase', 'Running']);
   t.notMatch(none.out, /shop-1-2-0/, 'filtered by phase');
+  // Following a promotion just asked for: the runtime has not reported it yet; it is waited for.
+  const later: string[] = [];
+  const waitingFor = main(
+    ['--url', url, '--token', tenant.apiKey, 'promotions', 'get', tenant.tenantId, 'shop-x7k2p', '--watch'],
+    { out: (s) => later.push(s), err: (s) => later.push(s), env: {} },
+  );
+  await until('the CLI to say it waits', 10_000, async () => later.join('\n').includes('waiting for the runtime'));
+  const p = promotion(++rv, 'Succeeded', [{ environment: 'staging', phase: 'Succeeded', commit: 'abc' }]);
+  await post([item('Promotion', { ...p, metadata: { ...p.metadata, name: 'shop-x7k2p', uid: 'uid-x7k2p' } })]);
+  t.equal(await waitingFor, 0, 'once reported and finished, --watch ends');
+  t.match(later.join('\n'), /promotion:\s+argocd\/shop-x7k2p[\s\S]*phase:\s+Succeeded/, 'with its timeline');
+
   const offline = await cli(['promotions', 'retry', tenant.tenantId, 'shop-1-2-0-ab12cd34']);
   t.equal(offline.code, 1, 'retry needs the runtime');
   t.match(offline.err, /RUNTIME_UNREACHABLE/, 'and says it is not connected');
