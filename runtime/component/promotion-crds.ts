@@ -75,6 +75,7 @@ const SPECS: Record<PromotionKind, Schema> = {
         maxItems: 50,
         items: { type: 'object', required: ['environment'], properties: { environment: name, dependsOn: names } },
       },
+      hooks: { type: 'object', properties: { onStart: action, onSuccess: action, onFail: action } },
     },
   },
   PromotionPolicy: {

@@ -103,9 +103,16 @@ export interface FlowStep {
   dependsOn?: string[];
 }
 
+export type HookName = 'onStart' | 'onSuccess' | 'onFail';
+
 export interface PromotionFlowSpec {
   triggerEnvironment: string;
   steps: FlowStep[];
+  /**
+   * Workflows run when a promotion starts, succeeds or fails (notifications, tickets): started once
+   * each, never waited for and never a gate.
+   */
+  hooks?: Partial<Record<HookName, WorkflowAction>>;
 }
 
 export interface WorkflowAction {
@@ -187,6 +194,8 @@ export interface PromotionStatus {
   steps?: StepStatus[];
   /** The spec.retry value handled last. */
   observedRetry?: number;
+  /** The flow's hooks started for this promotion (one per hook and attempt). */
+  hooks?: Array<{ hook: HookName; workflow: string }>;
 }
 
 export interface Resource<S, T = unknown> {

@@ -168,6 +168,11 @@ if (unavailable) {
     res('PromotionFlow', 'dev-to-prod', {
       triggerEnvironment: 'dev',
       steps: [{ environment: 'staging' }, { environment: 'prod', dependsOn: ['staging'] }],
+      hooks: {
+        onStart: { workflowTemplate: 'announce' },
+        onSuccess: { workflowTemplate: 'announce' },
+        onFail: { workflowTemplate: 'page-on-call' },
+      },
     }),
     res('PromotionPolicy', 'prod-gate', {
       selector: { environments: ['prod'] },
@@ -519,6 +524,25 @@ if (unavailable) {
       'reported with its release and each step (staging’s commit, prod’s failure)',
     );
     t.match(String(seen.summary.message), /smoke tests failed/, 'and why it stopped');
+    t.same(
+      failed.status?.hooks?.map((h) => h.hook),
+      ['onStart', 'onFail'],
+      "the flow's hooks: one when it started, one when it failed",
+    );
+    const onFail = await kubectl([
+      'get',
+      'workflow.argoproj.io',
+      failed.status!.hooks![1]!.workflow,
+      '-n',
+      ns,
+      '-o',
+      'jsonpath={.spec.workflowTemplateRef.name} {.metadata.labels.promotions\\.hosted-runtimes\\.io/environment}',
+    ]);
+    t.equal(
+      onFail.stdout,
+      'page-on-call prod',
+      "the onFail hook's Workflow, from its template, names the failed environment",
+    );
   });
 
   t.test('retry after the gate is fixed reaches prod', async (t) => {
@@ -555,6 +579,11 @@ if (unavailable) {
     );
     t.equal((await promotionCommits(first, 'staging')).length, 1, 'staging: still one commit');
     t.equal((await promotionCommits(first, 'prod')).length, 1, 'prod: one commit');
+    t.same(
+      done.status?.hooks?.map((h) => h.hook),
+      ['onStart', 'onFail', 'onSuccess'],
+      'the retry did not start again; its success ran onSuccess',
+    );
     const cm = await until('prod runs 1.1.0', 120_000, async () => {
       const r = await kubectl([
         'get',

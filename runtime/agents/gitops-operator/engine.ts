@@ -35,10 +35,12 @@ import {
   TRAILER_PROMOTION,
   TRAILER_REVERT,
   type FlowStep,
+  type HookName,
   type Product,
   type Promotion,
   type PromotionFlow,
   type PromotionPolicy,
+  type PromotionStatus,
   type PromotionTemplate,
   type StepStatus,
 } from '../../protocol/promotions.ts';
@@ -315,6 +317,7 @@ export class PromotionEngine {
       ));
     const release = held;
     const sourceRevision = read.head;
+    const hooks = await this.#hook(flow, 'onStart', p, release, '', p.status?.hooks);
     await this.#writeStatus('promotions', p, {
       phase: 'Running',
       release,
@@ -322,6 +325,7 @@ export class PromotionEngine {
       startedAt: this.#now().toISOString(),
       steps: steps.map((s) => ({ environment: s.environment, phase: 'Pending' })),
       observedRetry: p.spec.retry ?? 0,
+      ...(hooks ? { hooks } : {}),
     });
   }
 
@@ -348,6 +352,15 @@ export class PromotionEngine {
     if (p.spec.abort) return this.#abort(product, p, status, index);
     if (index < 0) {
       const failed = steps.find((s) => s.phase === 'Failed');
+      const hooks = await this.#hook(
+        flow,
+        failed ? 'onFail' : 'onSuccess',
+        p,
+        status.release ?? '',
+        failed?.environment ?? '',
+        status.hooks,
+      );
+      if (hooks) status.hooks = hooks;
       Object.assign(
         status,
         failed
@@ -371,10 +384,12 @@ export class PromotionEngine {
     const timeout =
       policies.find((x) => x.spec.syncTimeoutSeconds)?.spec.syncTimeoutSeconds ?? this.#o.syncTimeoutSeconds ?? 900;
     const attempt = status.observedRetry ?? 0;
-    const failStep = (msg: string) => {
+    const failStep = async (msg: string) => {
       Object.assign(step, { phase: 'Failed', finishedAt: now, message: msg });
       for (const s of steps.slice(index + 1)) if (s.phase === 'Pending') s.phase = 'Skipped';
       Object.assign(status, { phase: 'Failed', finishedAt: now, message: `${env}: ${msg}` });
+      const hooks = await this.#hook(flow, 'onFail', p, status.release ?? '', env, status.hooks);
+      if (hooks) status.hooks = hooks;
       return write();
     };
 
@@ -687,6 +702,7 @@ export class PromotionEngine {
     p: Promotion,
     environment: string,
     release: string,
+    hook?: HookName,
   ): Promise<{ phase?: string; message?: string }> {
     const path = `/apis/argoproj.io/v1alpha1/namespaces/${this.#o.namespace}/workflows`;
     let res = await this.#o.kube.request(`${path}/${name}`);
@@ -702,6 +718,7 @@ export class PromotionEngine {
             labels: {
               [`${PROMOTIONS_GROUP}/promotion`]: p.metadata.name,
               [`${PROMOTIONS_GROUP}/environment`]: environment,
+              ...(hook ? { [`${PROMOTIONS_GROUP}/hook`]: hook } : {}),
             },
           },
           spec: {
@@ -724,6 +741,33 @@ export class PromotionEngine {
     if (res.status !== 200) throw new Error(`reading Workflow ${name}: HTTP ${res.status}`);
     const st = (res.body as { status?: { phase?: string; message?: string } }).status ?? {};
     return { ...(st.phase ? { phase: st.phase } : {}), ...(st.message ? { message: st.message } : {}) };
+  }
+
+  /**
+   * Starts the flow's `hook` Workflow for this attempt of the promotion, once (its name is derived
+   * from both: found again after a restart), without waiting for it. Answers the promotion's hooks
+   * with it added, or undefined when the flow has no such hook or it was started already.
+   */
+  async #hook(
+    flow: PromotionFlow,
+    hook: HookName,
+    p: Promotion,
+    release: string,
+    environment: string,
+    started: PromotionStatus['hooks'],
+  ): Promise<PromotionStatus['hooks'] | undefined> {
+    const action = flow.spec.hooks?.[hook];
+    if (!action) return undefined;
+    const attempt = p.spec.retry ?? 0;
+    const name = hookWorkflowName(p, hook, attempt);
+    if (started?.some((h) => h.workflow === name)) return undefined;
+    try {
+      await this.#workflow(name, action.workflowTemplate, p, environment, release, hook);
+    } catch (err) {
+      // A hook never holds a promotion up: its failure to start is logged, and recorded as such.
+      this.#o.log.warn({ promotion: p.metadata.name, hook, err: message(err) }, 'hook Workflow not started');
+    }
+    return [...(started ?? []), { hook, workflow: name }];
   }
 
   /** Holds or takes the operator's Lease; false while another live operator holds it. */
@@ -783,6 +827,15 @@ export function promotionName(product: string, release: string): string {
 /** The branch a `pr` step proposes its change on: the operator's own, one per promotion and environment. */
 export function proposalBranch(p: Promotion, environment: string): string {
   return `promotions/${p.metadata.name}/${environment}`;
+}
+
+/** The Workflow of a flow's hook for one attempt of a promotion. */
+function hookWorkflowName(p: Promotion, hook: HookName, attempt: number): string {
+  const hash = createHash('sha256')
+    .update(`${p.metadata.uid ?? p.metadata.name}\0${hook}\0${attempt}`)
+    .digest('hex')
+    .slice(0, 10);
+  return `promotion-hook-${hook.toLowerCase()}-${hash}`;
 }
 
 /** The Workflow of a step's action in one attempt (a retry makes new ones). */
