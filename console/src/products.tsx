@@ -160,6 +160,12 @@ function Timeline({ promotion }: { promotion: RuntimeObject }) {
         Promotion {promotion.name} <span class={`phase phase-${phase.toLowerCase()}`}>{phase}</span>
       </h3>
       <p>
+        {p.rollback && (
+          <>
+            Rollback of <strong>{p.rollback}</strong>
+            {p.rollbackFrom ? ` from ${p.rollbackFrom}` : ''}.{' '}
+          </>
+        )}
         Release <strong>{p.release ?? "the trigger environment's"}</strong>, asked by {p.requestedBy ?? 'unknown'}
         {p.startedAt && (
           <>
@@ -247,6 +253,18 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
       },
     );
   };
+  const rollback = (environment: string, release: string | undefined) => {
+    if (
+      !confirm(
+        `Roll ${environment} back from ${release ?? 'its release'} to the release it held before? The GitOps Operator commits it.`,
+      )
+    )
+      return;
+    void act(`products/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/rollback`, { environment }, (a) => {
+      if (a.metadata?.name) setSelected(a.metadata.name);
+      return `Rollback ${a.metadata?.name ?? ''} of ${environment} started: the GitOps Operator restores the release it held before.`;
+    });
+  };
   const onPromotion = (p: RuntimeObject, what: 'retry' | 'abort') =>
     void act(`promotions/${encodeURIComponent(p.namespace)}/${encodeURIComponent(p.name)}/${what}`, undefined, () =>
       what === 'retry'
@@ -287,6 +305,15 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
                         {promotionOf(running!).release} {step.phase}
                       </span>
                     )}
+                    <button
+                      type="button"
+                      class="link"
+                      disabled={busy}
+                      aria-label={`Roll back ${e.environment}`}
+                      onClick={() => rollback(e.environment, e.release)}
+                    >
+                      Roll back
+                    </button>
                   </li>
                 );
               })}

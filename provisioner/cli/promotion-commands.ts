@@ -48,7 +48,12 @@ export function promotionTimeline(o: RuntimeObject, now = Date.now()): string {
   const head = keyValues([
     ['promotion', `${o.namespace}/${o.name}`],
     ['product', p.product ?? '-'],
-    ['release', p.release ?? "the trigger environment's (read when it starts)"],
+    ...(p.rollback ? ([['rollback', `${p.rollback}${p.rollbackFrom ? ` from ${p.rollbackFrom}` : ''}`]] as const) : []),
+    [
+      'release',
+      p.release ??
+        (p.rollback ? 'the one before (read when it starts)' : "the trigger environment's (read when it starts)"),
+    ],
     ['phase', `${p.phase ?? 'Pending'}${p.message ? ` — ${p.message}` : ''}`],
     ['requested by', p.requestedBy ?? '-'],
     [
@@ -268,6 +273,33 @@ export function addPromotionCommands(program: Command, io: Io): void {
           .map(cellText)
           .join('\n'),
       );
+    });
+
+  products
+    .command('rollback <tenant> <product> <environment>')
+    .description(
+      'roll an environment back to the release it held before its current one (a promotion of one step, with its gates)',
+    )
+    .option('-n, --namespace <ns>', "the product's namespace (default: the one it was reported in)")
+    .option('-w, --watch', "then follow the rollback's timeline until it ends")
+    .action(async (tenant: string, name: string, environment: string, o: { namespace?: string; watch?: boolean }) => {
+      const c = client();
+      const namespace = await namespaceOf(c, tenant, 'products', name, o.namespace);
+      const created = await c.request<{ metadata?: { name?: string } }>(
+        'POST',
+        actionPath(tenant, 'products', namespace, name, 'rollback'),
+        { environment },
+      );
+      if (json() && !o.watch) return io.out(JSON.stringify(created, null, 2));
+      const promotion = created.metadata?.name ?? '?';
+      if (!json())
+        io.out(
+          cellText(
+            `rollback ${namespace}/${promotion} of ${name} in ${environment} started: the GitOps Operator restores the release ${environment} held before`,
+          ),
+        );
+      if (o.watch && created.metadata?.name) return follow(c, tenant, created.metadata.name, namespace);
+      if (!json()) io.out(`follow it: provisioner promotions get ${cellText(tenant)} ${cellText(promotion)} --watch`);
     });
 
   const promotions = program

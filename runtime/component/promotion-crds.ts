@@ -98,6 +98,7 @@ const SPECS: Record<PromotionKind, Schema> = {
       requestedBy: str({ maxLength: 256 }),
       abort: { type: 'boolean' },
       retry: { type: 'integer', minimum: 0 },
+      rollback: { type: 'object', required: ['environment'], properties: { environment: name } },
     },
   },
 };

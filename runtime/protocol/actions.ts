@@ -10,7 +10,7 @@ export const ACTION_RESOURCES = {
   applications: { kind: 'Application', actions: ['refresh', 'sync'] },
   rollouts: { kind: 'Rollout', actions: ['promote', 'abort', 'retry'] },
   workflows: { kind: 'Workflow', actions: ['terminate', 'stop', 'retry'] },
-  products: { kind: 'Product', actions: ['promote'] },
+  products: { kind: 'Product', actions: ['promote', 'rollback'] },
   promotions: { kind: 'Promotion', actions: ['retry', 'abort'] },
 } as const;
 

@@ -144,6 +144,12 @@ export interface PromotionSpec {
   abort?: boolean;
   /** Raised by one to run a failed promotion again from its failed step. */
   retry?: number;
+  /**
+   * Roll this environment back to the release it held before its current one (the newest earlier
+   * release in the environment's Git history), as a promotion of one step; not the trigger
+   * environment (a change there is a new release to promote).
+   */
+  rollback?: { environment: string };
 }
 
 export type PromotionPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Aborted' | 'Superseded';
@@ -186,8 +192,10 @@ export interface StepStatus {
 export interface PromotionStatus {
   phase?: PromotionPhase;
   release?: string;
-  /** The trigger environment's head the release was read at. */
+  /** The trigger environment's head the release was read at (a rollback: the commit it restores). */
   sourceRevision?: string;
+  /** A rollback: the release the environment held when it started. */
+  rollbackFrom?: string;
   startedAt?: string;
   finishedAt?: string;
   message?: string;
@@ -290,6 +298,8 @@ export interface PromotionSummary {
   phase?: string; // status.phase: Pending | Running | Succeeded | Failed | Aborted | Superseded
   message?: string; // status.message
   requestedBy?: string; // spec.requestedBy
+  rollback?: string; // spec.rollback.environment: a rollback of that environment
+  rollbackFrom?: string; // status.rollbackFrom: the release it held when the rollback started
   startedAt?: string;
   finishedAt?: string;
   steps?: {

@@ -69,6 +69,8 @@ const appProxy = http.createServer((req, res) => {
       res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
     if (path === '/api/promotions/argocd/shop-1-2-0-ab12cd34/retry')
       return send(200, { metadata: { name: 'shop-1-2-0-ab12cd34' }, spec: { retry: 1 } });
+    if (path === '/api/products/argocd/shop/rollback')
+      return send(201, { kind: 'Promotion', metadata: { name: 'shop-r8m4q', namespace: 'argocd' }, spec: body });
     if (path === '/api/products/argocd/shop/promote')
       return send(201, { kind: 'Promotion', metadata: { name: 'shop-7xk2p', namespace: 'argocd' }, spec: body });
     if (path === '/api/promotions/argocd/shop-1-2-0-ab12cd34/abort')
@@ -197,7 +199,7 @@ t.test("a product's environments side by side, the failed promotion's timeline, 
   await envs.nth(2).waitFor();
   t.same(
     (await envs.allInnerTexts()).map((x) => x.replace(/\s+/g, ' ').trim()),
-    ['dev 1.2.0 aaaaaaa', 'staging 1.2.0 aaaaaaa', 'prod 1.1.0 aaaaaaa'],
+    ['dev 1.2.0 aaaaaaa Roll back', 'staging 1.2.0 aaaaaaa Roll back', 'prod 1.1.0 aaaaaaa Roll back'],
     'the environments side by side, in the flow’s order, with the release and revision of each',
   );
   const timeline = page.locator('section.promotion');
@@ -278,6 +280,15 @@ t.test("a product's environments side by side, the failed promotion's timeline, 
     asked.at(-1),
     { method: 'POST', path: '/api/products/argocd/shop/promote', body: { release: '1.3.0' } },
     'promote asked the runtime for the release typed',
+  );
+
+  page.once('dialog', (d) => void d.accept());
+  await page.getByRole('button', { name: 'Roll back prod' }).click();
+  await page.getByText(/Rollback shop-r8m4q of prod started/).waitFor();
+  t.match(
+    asked.at(-1),
+    { method: 'POST', path: '/api/products/argocd/shop/rollback', body: { environment: 'prod' } },
+    'after a confirmation, roll back asked the runtime for that environment',
   );
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();

@@ -785,4 +785,54 @@ if (unavailable) {
     t.equal(left.stdout.trim(), '', 'its branch deleted');
     t.match(await fileAt('shop/staging/release.yaml'), /version: "1\.4\.0"/, 'staging untouched');
   });
+
+  t.test('roll prod back to the release before, through the control plane; the trigger cannot be', async (t) => {
+    decide = () => 'Succeeded';
+    t.match(await fileAt('shop/prod/release.yaml'), /version: "1\.4\.0"/, 'prod holds 1.4.0');
+    const asked = await cli('products', 'rollback', tenant.tenantId, 'shop', 'prod');
+    t.equal(asked.code, 0, `rollback asked: ${asked.err}`);
+    const name = /rollback \S+\/(\S+) of shop in prod started/.exec(asked.out)?.[1];
+    t.ok(name, `the CLI names it: ${asked.out}`);
+    const p = await get<Promotion>('promotions', name!);
+    const done = await finalPhase(p, ['Succeeded', 'Failed']);
+    t.equal(done.status?.phase, 'Succeeded', `rolled back: ${done.status?.message}`);
+    t.equal(done.status?.release, '1.2.0', 'to 1.2.0, what prod held before 1.4.0');
+    t.equal(done.status?.rollbackFrom, '1.4.0', 'from 1.4.0');
+    t.match(
+      await fileAt('shop/prod/release.yaml'),
+      /version: "1\.2\.0"\n {2}image: nginx:1\.27\.2/,
+      'prod’s file holds 1.2.0 and its image again',
+    );
+    const [commit, ...more] = await promotionCommits(p, 'prod');
+    t.equal(more.length, 0, 'one commit');
+    t.match(commit?.body, /^Roll shop back to 1\.2\.0 in prod/, 'its message says it rolls back');
+    t.same(
+      done.status?.steps?.map((s) => s.environment),
+      ['prod'],
+      'one step: prod, with its gates',
+    );
+    const cm = await until('Argo CD synced prod back to 1.2.0', 120_000, async () => {
+      const r = await kubectl([
+        'get',
+        'configmap',
+        'shop-release',
+        '-n',
+        'shop-prod',
+        '-o',
+        'jsonpath={.data.version}',
+      ]);
+      return r.stdout === '1.2.0' ? r.stdout : undefined;
+    });
+    t.equal(cm, '1.2.0', 'prod runs 1.2.0');
+    t.match(await fileAt('shop/staging/release.yaml'), /version: "1\.4\.0"/, 'staging untouched');
+
+    const trigger = await cli('products', 'rollback', tenant.tenantId, 'shop', 'dev');
+    const refused = await get<Promotion>('promotions', /rollback \S+\/(\S+) of/.exec(trigger.out)![1]!);
+    const failed = await finalPhase(refused, ['Failed', 'Succeeded']);
+    t.match(
+      failed.status?.message,
+      /dev is the flow's trigger environment/,
+      'the trigger environment is not rolled back',
+    );
+  });
 }

@@ -259,6 +259,21 @@ t.test('npm run sandbox: a demo tenant Ready, the console answers, Ctrl-C leaves
       );
     }
     t.match(output, /^ {2}\S+ products promote \S+ shop/m, 'and a products promote line');
+    const rollbackLine = /^ {2}(\S+) (products rollback \S+ shop prod --watch)/m.exec(output);
+    t.ok(rollbackLine, 'and a products rollback line');
+    if (rollbackLine && productLine) {
+      const ran = await runPrinted(rollbackLine[1]!, rollbackLine[2]!.split(/\s+/), REPO_ROOT);
+      t.equal(
+        ran.code,
+        0,
+        `the printed rollback line exits 0 when the rollback ends${ran.code === 0 ? '' : `: ${ran.out.slice(-800)}`}`,
+      );
+      t.match(
+        ran.out,
+        /prod rolled back from 1\.1\.0 to 1\.0\.0/,
+        'it followed the rollback to its end: prod holds 1.0.0 again',
+      );
+    }
   } else {
     t.match(output, /pods do not run/, 'the sandbox says that pods do not run, and why');
   }

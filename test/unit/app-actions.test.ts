@@ -249,6 +249,8 @@ void t.test('bad bodies and names are refused before the API server is asked', a
     'promote takes release only',
   );
   t.equal(await fieldOf(run('promotions', 'retry', { step: 'prod' })), 'step', 'retry takes no body');
+  t.equal(await fieldOf(run('products', 'rollback', {})), 'environment', 'rollback needs the environment');
+  t.equal(await fieldOf(run('products', 'rollback', { environment: 'Prod!' })), 'environment', 'a DNS label');
 });
 
 /** An ArgoObjects double: one stored object, recorded writes, scripted failures (the real API server is in the e2e tier). */
@@ -464,6 +466,20 @@ void t.test(
       subject: 'key-9',
     });
     t.same(made.calls, ['get products/shop', 'create promotions'], 'the product is read, then the promotion created');
+    t.match(runtimeActionOf('POST', '/api/products/argocd/shop/rollback'), { auditAction: 'runtime.product.rollback' });
+    await runAction(made.objects, {
+      resource: 'products',
+      namespace: 'argocd',
+      name: 'shop',
+      action: 'rollback',
+      body: { environment: 'prod' },
+      subject: 'key-9',
+    });
+    t.match(
+      made.patches.at(-1),
+      { kind: 'Promotion', spec: { product: 'shop', rollback: { environment: 'prod' }, requestedBy: 'key-9' } },
+      'a rollback is a Promotion of that environment for the operator',
+    );
     t.equal(created.metadata?.name, 'created-1', 'the created Promotion is answered');
   },
 );

@@ -20,6 +20,8 @@
  *    for the GitOps Operator with `requestedBy` = the caller's key id and the release asked for (by
  *    default the operator takes what the trigger environment holds). The operator serializes a
  *    product's promotions: a newer one supersedes one still waiting.
+ *  - Product rollback (`{"environment"}`): a Promotion of one step that restores the release the
+ *    environment held before its current one (the operator finds it in the environment's history).
  *  - Promotion retry / abort: `spec.retry` raised by one (a Failed promotion, from its failed step)
  *    or `spec.abort` set (one not finished; the operator reverts a change already pushed for the
  *    running step). Written with the read resourceVersion as precondition, as sync is.
@@ -80,7 +82,7 @@ function obj(v: unknown): Json {
 
 // ---- request bodies ----
 
-type FieldType = 'boolean' | 'revision' | 'refreshType' | 'release';
+type FieldType = 'boolean' | 'revision' | 'refreshType' | 'release' | 'environment';
 /** A git revision, tag, branch or chart version: printable ASCII without spaces. */
 const REVISION = /^[\x21-\x7e]{1,256}$/;
 /** A product's release as a template's `version` field holds it (e.g. `1.4.2`): printable ASCII without spaces. */
@@ -113,6 +115,8 @@ function parseBody(raw: unknown, fields: Readonly<Record<string, FieldType>>): J
         key,
         `'${key}' must be a release as the product's files hold it (1 to 128 characters, no spaces)`,
       );
+    if (type === 'environment' && (typeof value !== 'string' || value.length > 63 || !DNS_LABEL.test(value)))
+      throw new InvalidInput(key, `'${key}' must be an environment's name (a DNS label: a-z, 0-9, '-', at most 63)`);
     if (type === 'refreshType' && value !== 'hard' && value !== 'normal')
       throw new InvalidInput(key, `'${key}' must be 'hard' or 'normal'`);
     out[key] = value;
@@ -276,7 +280,12 @@ export function refuseWorkflowRetry(wf: KubeObject): never {
 }
 
 /** The Promotion a promote action creates for the GitOps Operator. */
-export function promotionRequest(product: KubeObject, release: string | undefined, requestedBy: string): KubeObject {
+export function promotionRequest(
+  product: KubeObject,
+  release: string | undefined,
+  requestedBy: string,
+  rollback?: string,
+): KubeObject {
   const name = product.metadata?.name ?? '';
   const namespace = product.metadata?.namespace ?? '';
   if (product.metadata?.deletionTimestamp)
@@ -291,7 +300,12 @@ export function promotionRequest(product: KubeObject, release: string | undefine
       namespace,
       labels: { [`${PROMOTIONS_GROUP}/product`]: name },
     },
-    spec: { product: name, ...(release !== undefined ? { release } : {}), requestedBy },
+    spec: {
+      product: name,
+      ...(release !== undefined ? { release } : {}),
+      ...(rollback !== undefined ? { rollback: { environment: rollback } } : {}),
+      requestedBy,
+    },
   } as KubeObject;
 }
 
@@ -458,6 +472,17 @@ export async function runAction(objects: ArgoObjects, input: ActionInput): Promi
       const product = await objects.get('products', namespace, name);
       const release = typeof body.release === 'string' ? body.release : undefined;
       return objects.create('promotions', namespace, promotionRequest(product, release, input.subject ?? 'api'));
+    }
+    case 'products/rollback': {
+      const body = parseBody(input.body, { environment: 'environment' });
+      if (typeof body.environment !== 'string')
+        throw new InvalidInput('environment', "'environment' is required: the environment to roll back");
+      const product = await objects.get('products', namespace, name);
+      return objects.create(
+        'promotions',
+        namespace,
+        promotionRequest(product, undefined, input.subject ?? 'api', body.environment),
+      );
     }
     case 'promotions/retry':
       parseBody(input.body, {});

@@ -135,6 +135,8 @@ function promotionSummary(obj: Obj): PromotionSummary {
     phase: bounded(status.phase) ?? 'Pending',
     message: bounded(status.message),
     requestedBy: bounded(spec.requestedBy),
+    rollback: bounded(rec(spec.rollback).environment),
+    rollbackFrom: bounded(status.rollbackFrom),
     startedAt: bounded(status.startedAt),
     finishedAt: bounded(status.finishedAt),
     steps: steps.length

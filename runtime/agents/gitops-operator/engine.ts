@@ -303,6 +303,7 @@ export class PromotionEngine {
     } catch (err) {
       return void (await fail(`the flow cannot run: ${message(err)}`));
     }
+    if (p.spec.rollback) return this.#beginRollback(product, flow, template, p, p.spec.rollback.environment, fail);
     // What the trigger environment holds is what the promotion moves: a release asked for (by the
     // API) must be that one, or the steps would copy another under its name.
     const env = product.spec.environments.find((e) => e.environment === flow.spec.triggerEnvironment)!;
@@ -324,6 +325,57 @@ export class PromotionEngine {
       ...(sourceRevision ? { sourceRevision } : {}),
       startedAt: this.#now().toISOString(),
       steps: steps.map((s) => ({ environment: s.environment, phase: 'Pending' })),
+      observedRetry: p.spec.retry ?? 0,
+      ...(hooks ? { hooks } : {}),
+    });
+  }
+
+  /** Histories read for a rollback: the environment's last changes of its version file. */
+  static readonly ROLLBACK_HISTORY = 100;
+
+  /**
+   * Pending → Running for a rollback: the release the environment held before its current one, and
+   * the commit that last held it (what its step restores), fixed in the status.
+   */
+  async #beginRollback(
+    product: Product,
+    flow: PromotionFlow,
+    template: PromotionTemplate,
+    p: Promotion,
+    environment: string,
+    fail: (msg: string) => Promise<void>,
+  ): Promise<void> {
+    const env = product.spec.environments.find((e) => e.environment === environment);
+    if (!env) return fail(`the product has no environment '${environment}'`);
+    if (environment === flow.spec.triggerEnvironment)
+      return fail(
+        `${environment} is the flow's trigger environment: a change there is a new release to promote; commit the release wanted there instead`,
+      );
+    const file = repoPath(env.path, template.spec.version.file);
+    const history = await this.#o.git.history(
+      product.spec.repository,
+      product.spec.branch,
+      file,
+      PromotionEngine.ROLLBACK_HISTORY,
+    );
+    const releases = history.map((h) => ({
+      commit: h.commit,
+      release: releaseText(getField(h.content, template.spec.version.jsonPath)),
+    }));
+    const current = releases[0]?.release;
+    const before = releases.find((r) => r.release !== undefined && r.release !== current);
+    if (current === undefined || before?.release === undefined)
+      return fail(
+        `${environment} holds no release before ${current ?? 'its current one'} in the last ${PromotionEngine.ROLLBACK_HISTORY} changes of ${file}`,
+      );
+    const hooks = await this.#hook(flow, 'onStart', p, before.release, environment, p.status?.hooks);
+    await this.#writeStatus('promotions', p, {
+      phase: 'Running',
+      release: before.release,
+      sourceRevision: before.commit,
+      rollbackFrom: current,
+      startedAt: this.#now().toISOString(),
+      steps: [{ environment, phase: 'Pending' }],
       observedRetry: p.spec.retry ?? 0,
       ...(hooks ? { hooks } : {}),
     });
@@ -368,7 +420,9 @@ export class PromotionEngine {
           : {
               phase: 'Succeeded',
               finishedAt: now,
-              message: `${status.release} reached ${steps.map((s) => s.environment).join(', ')}`,
+              message: p.spec.rollback
+                ? `${p.spec.rollback.environment} rolled back from ${status.rollbackFrom ?? '?'} to ${status.release ?? '?'}`
+                : `${status.release} reached ${steps.map((s) => s.environment).join(', ')}`,
             },
       );
       return void (await write());
@@ -438,16 +492,29 @@ export class PromotionEngine {
         const trailers = { [TRAILER_PROMOTION]: p.metadata.uid ?? p.metadata.name, [TRAILER_ENVIRONMENT]: env };
         let commit = await this.#o.git.findCommit(product.spec.repository, product.spec.branch, trailers);
         if (!commit) {
-          const from = product.spec.environments.find((e) => e.environment === sourceEnvironment(flow.spec, flowStep))!;
+          // A promotion copies from the environment before; a rollback from this environment as it
+          // was at the commit that last held the release before.
+          const rollback = p.spec.rollback !== undefined;
+          const from = rollback
+            ? target
+            : product.spec.environments.find((e) => e.environment === sourceEnvironment(flow.spec, flowStep))!;
+          const at = rollback ? status.sourceRevision : undefined;
           const versionFile = repoPath(from.path, template.spec.version.file);
-          const paths = [
-            versionFile,
-            ...template.spec.files.flatMap((f) => [repoPath(from.path, f.path), repoPath(target.path, f.path)]),
-          ];
-          const read = await this.#o.git.read(product.spec.repository, product.spec.branch, paths);
+          const sources = [versionFile, ...template.spec.files.map((f) => repoPath(from.path, f.path))];
+          const dests = template.spec.files.map((f) => repoPath(target.path, f.path));
+          const read = await this.#o.git.read(
+            product.spec.repository,
+            product.spec.branch,
+            rollback ? dests : [...sources, ...dests],
+          );
+          if (rollback) {
+            const old = await this.#o.git.read(product.spec.repository, product.spec.branch, sources, at);
+            for (const [k, v] of old.files) read.files.set(`@${k}`, v);
+          }
+          const source = (path: string) => read.files.get(rollback ? `@${path}` : path);
           // The environment before must still hold this promotion's release (a newer release
           // committed there meanwhile is a promotion of its own, never copied under this one's name).
-          const held = releaseText(getField(read.files.get(versionFile), template.spec.version.jsonPath));
+          const held = releaseText(getField(source(versionFile), template.spec.version.jsonPath));
           if (held !== status.release)
             return void (await failStep(
               `${from.environment} now holds ${held ?? 'no release'}, not ${status.release ?? ''}: nothing of another release is copied under this promotion`,
@@ -455,7 +522,7 @@ export class PromotionEngine {
           const changes: Array<{ path: string; content: string }> = [];
           try {
             for (const f of template.spec.files) {
-              const src = read.files.get(repoPath(from.path, f.path));
+              const src = source(repoPath(from.path, f.path));
               const dstPath = repoPath(target.path, f.path);
               let dst = read.files.get(dstPath);
               if (src === undefined) throw new Error(`${repoPath(from.path, f.path)} does not exist`);
@@ -472,7 +539,9 @@ export class PromotionEngine {
           }
           if (changes.length > 0) {
             const msg = [
-              `Promote ${product.metadata.name} ${status.release ?? ''} to ${env}`,
+              rollback
+                ? `Roll ${product.metadata.name} back to ${status.release ?? ''} in ${env}`
+                : `Promote ${product.metadata.name} ${status.release ?? ''} to ${env}`,
               '',
               `Promotion ${p.metadata.name}${p.spec.requestedBy ? `, asked by ${p.spec.requestedBy}` : ''}.`,
               '',

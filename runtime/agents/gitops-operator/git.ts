@@ -66,17 +66,40 @@ export class PromotionGit {
     this.#timeoutMs = o.timeoutMs;
   }
 
-  /** Fetches `branch` and answers its head and the files asked for there (undefined: no such file). */
+  /**
+   * Fetches `branch` and answers its head and the files asked for there (undefined: no such file),
+   * or at `revision`, a commit of the branch's history.
+   */
   async read(
     repoURL: string,
     branch: string,
     paths: string[],
+    revision?: string,
   ): Promise<{ head: string; files: Map<string, string | undefined> }> {
+    if (revision !== undefined && !FULL_SHA.test(revision))
+      throw new PromotionGitError('failed', `'${revision}' is not a commit`);
     return this.#serial(repoURL, async (clone) => {
       const head = await this.#sync(clone, repoURL, branch);
       const files = new Map<string, string | undefined>();
-      for (const p of paths) files.set(p, await this.#show(clone, head, p));
+      for (const p of paths) files.set(p, await this.#show(clone, revision ?? head, p));
       return { head, files };
+    });
+  }
+
+  /** The last `limit` commits of the branch that changed `path`, newest first, with its content after each. */
+  async history(
+    repoURL: string,
+    branch: string,
+    path: string,
+    limit: number,
+  ): Promise<Array<{ commit: string; content: string | undefined }>> {
+    return this.#serial(repoURL, async (clone) => {
+      const head = await this.#sync(clone, repoURL, branch);
+      const { stdout } = await this.#git(clone, ['log', `-${limit}`, '--format=%H', head, '--', repoPath(path)]);
+      const out: Array<{ commit: string; content: string | undefined }> = [];
+      for (const commit of stdout.split('\n').filter((x) => FULL_SHA.test(x)))
+        out.push({ commit, content: await this.#show(clone, commit, path) });
+      return out;
     });
   }
 
