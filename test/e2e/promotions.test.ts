@@ -210,8 +210,21 @@ if (unavailable) {
   const main = fileURLToPath(new URL('../../runtime/agents/gitops-operator/main.ts', import.meta.url));
   let operator: ManagedProcess | undefined;
   let starts = 0;
+  let operatorPort = 0;
+  /** Resolves once the operator has finished `n` more rounds (its /readyz reports each round's time). */
+  const operatorRounds = async (n: number) => {
+    const seen = new Set<number>();
+    const since = Date.now();
+    await until(`${n} operator rounds`, 60_000, async () => {
+      const r = await fetch(`http://127.0.0.1:${operatorPort}/readyz`).catch(() => undefined);
+      const at = ((await r?.json().catch(() => undefined)) as { at?: number } | undefined)?.at;
+      if (at !== undefined && at > since) seen.add(at);
+      return seen.size >= n;
+    });
+  };
   const startOperator = async () => {
     const port = await serverPort();
+    operatorPort = port;
     starts++;
     operator = startProcess('gitops-operator', process.execPath, [main], join(dir, `operator-${starts}.log`), {
       env: {
@@ -295,6 +308,21 @@ if (unavailable) {
     })().catch(() => undefined);
   }, 500);
   t.teardown(() => clearInterval(workflowDouble));
+
+  /** The release the prod namespace runs (its ConfigMap, as Argo CD synced it), once it is `version`. */
+  const prodRuns = (version: string) =>
+    until(`prod runs ${version}`, 120_000, async () => {
+      const r = await kubectl([
+        'get',
+        'configmap',
+        'shop-release',
+        '-n',
+        'shop-prod',
+        '-o',
+        'jsonpath={.data.version}',
+      ]);
+      return r.stdout === version ? r.stdout : undefined;
+    });
 
   /** The commits on main: sha, author, and the trailers of each. */
   const commits = async () => {
@@ -584,18 +612,7 @@ if (unavailable) {
       ['onStart', 'onFail', 'onSuccess'],
       'the retry did not start again; its success ran onSuccess',
     );
-    const cm = await until('prod runs 1.1.0', 120_000, async () => {
-      const r = await kubectl([
-        'get',
-        'configmap',
-        'shop-release',
-        '-n',
-        'shop-prod',
-        '-o',
-        'jsonpath={.data.version}',
-      ]);
-      return r.stdout === '1.1.0' ? r.stdout : undefined;
-    });
+    const cm = await prodRuns('1.1.0');
     t.equal(cm, '1.1.0', 'Argo CD synced prod to 1.1.0');
     const product = await until('the product shows 1.1.0 in prod', 60_000, async () => {
       const p = await get<Product>('products', 'shop');
@@ -732,7 +749,7 @@ if (unavailable) {
     const onBranch = (await run('git', ['--git-dir', bare, 'show', `${proposal.branch}:shop/staging/release.yaml`]))
       .stdout;
     t.match(onBranch, /version: "1\.4\.0"\n {2}image: nginx:1\.27\.4/, 'the branch holds the change');
-    await new Promise((r) => setTimeout(r, 3000));
+    await operatorRounds(2);
     t.equal(
       (await get<Promotion>('promotions', p.metadata.name)).status?.steps?.[0]?.phase,
       'AwaitingMerge',
@@ -811,18 +828,7 @@ if (unavailable) {
       ['prod'],
       'one step: prod, with its gates',
     );
-    const cm = await until('Argo CD synced prod back to 1.2.0', 120_000, async () => {
-      const r = await kubectl([
-        'get',
-        'configmap',
-        'shop-release',
-        '-n',
-        'shop-prod',
-        '-o',
-        'jsonpath={.data.version}',
-      ]);
-      return r.stdout === '1.2.0' ? r.stdout : undefined;
-    });
+    const cm = await prodRuns('1.2.0');
     t.equal(cm, '1.2.0', 'prod runs 1.2.0');
     t.match(await fileAt('shop/staging/release.yaml'), /version: "1\.4\.0"/, 'staging untouched');
 

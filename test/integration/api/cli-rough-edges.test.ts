@@ -7,7 +7,7 @@
  */
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
-import { main } from '../../../provisioner/cli/main.ts';
+import { cliAgainst } from '../../helpers/cli.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 
@@ -15,16 +15,7 @@ const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.exa
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(() => api.close());
 
-async function cli(args: string[], token = api.adminKey): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await main(['--url', url, '--token', token, ...args], {
-    out: (s) => out.push(s),
-    err: (s) => err.push(s),
-    env: {},
-  });
-  return { code, out: out.join('\n'), err: err.join('\n') };
-}
+const cli = (args: string[], token = api.adminKey) => cliAgainst(url, token)(args);
 
 const { tenantId } = await api.signup();
 
