@@ -507,11 +507,10 @@ export class PromotionEngine {
             product.spec.branch,
             rollback ? dests : [...sources, ...dests],
           );
-          if (rollback) {
-            const old = await this.#o.git.read(product.spec.repository, product.spec.branch, sources, at);
-            for (const [k, v] of old.files) read.files.set(`@${k}`, v);
-          }
-          const source = (path: string) => read.files.get(rollback ? `@${path}` : path);
+          const copied = rollback
+            ? await this.#o.git.read(product.spec.repository, product.spec.branch, sources, at)
+            : read;
+          const source = (path: string) => copied.files.get(path);
           // The environment before must still hold this promotion's release (a newer release
           // committed there meanwhile is a promotion of its own, never copied under this one's name).
           const held = releaseText(getField(source(versionFile), template.spec.version.jsonPath));
