@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { ConfigError, int, type Env } from '../runtime/agents/common/config.ts';
 import { chartRepositoryProblem, vclusterServerTemplateProblem } from '../tenants/config.ts';
+import { PLAN_NAMES } from '../tenants/plans.ts';
 import { DEFAULT_RECONCILER_SETTINGS } from './reconciler/settings.ts';
 import { defaultEngineMemoryMb } from './reconciler/memory-budget.ts';
 import { DEFAULT_TUNNEL_LIMITS, tunnelLimitProblems, type TunnelLimits } from './tunnel/limits.ts';
@@ -73,6 +74,24 @@ export interface Config {
   budgets: TenantBudgets;
   /** Hybrid runtimes, installed in customers' clusters (docs/api.md "Runtimes"). */
   hybrid: HybridConfig;
+  /** Idle hosted runtimes sleep and wake on demand (docs/operations.md "Sleep"). */
+  sleep: SleepConfig;
+}
+
+export interface SleepConfig {
+  /**
+   * Seconds without activity after which a Ready tenant of a plan is put to sleep
+   * (PROVISIONER_SLEEP_IDLE_SECONDS, `plan=seconds` pairs, comma-separated; default `free=1800`:
+   * free tenants after 30 minutes, the other plans never). A plan absent or at 0 never sleeps.
+   */
+  idleSeconds: Readonly<Record<string, number>>;
+  /** How often the `idle-sleep` loop looks for idle tenants (PROVISIONER_SLEEP_CHECK_SECONDS, default 60, 1..3600). */
+  checkSeconds: number;
+  /**
+   * How long a request to a sleeping runtime's API waits for the runtime to be back before it is
+   * answered 503 TENANT_WAKING with Retry-After (PROVISIONER_WAKE_WAIT_SECONDS, default 20, 0..120).
+   */
+  wakeWaitSeconds: number;
 }
 
 export interface HybridConfig {
@@ -583,6 +602,11 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       bootstrapImage: env.PROVISIONER_MANAGED_CLUSTER_BOOTSTRAP_IMAGE || undefined,
     },
     budgets: loadBudgets(env),
+    sleep: {
+      idleSeconds: idleSeconds(env.PROVISIONER_SLEEP_IDLE_SECONDS),
+      checkSeconds: int(env, 'PROVISIONER_SLEEP_CHECK_SECONDS', 60, 1, 3600),
+      wakeWaitSeconds: int(env, 'PROVISIONER_WAKE_WAIT_SECONDS', 20, 0, 120),
+    },
     hybrid: {
       // Without a trailing slash: the bundle and the bootstrap Job append paths to it.
       publicUrl: publicUrl(env)?.replace(/\/+$/, ''),
@@ -598,6 +622,25 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       bundleCacheBytes: int(env, 'PROVISIONER_HYBRID_BUNDLE_CACHE_MB', 64, 0, 4096) * 1024 * 1024,
     },
   };
+}
+
+/** PROVISIONER_SLEEP_IDLE_SECONDS: `plan=seconds` pairs of known plans (0: never). */
+function idleSeconds(raw: string | undefined): Record<string, number> {
+  const name = 'PROVISIONER_SLEEP_IDLE_SECONDS';
+  if (raw === undefined) return { free: 1800 };
+  const out: Record<string, number> = {};
+  for (const part of raw.split(',').map((p) => p.trim())) {
+    if (part === '') continue;
+    const m = /^([a-z][a-z0-9-]*)=(\d{1,7})$/.exec(part);
+    if (!m) throw new ConfigError(name, `'${part}' is not plan=seconds (for example free=1800)`);
+    const [, plan, seconds] = m;
+    if (!PLAN_NAMES.includes(plan!))
+      throw new ConfigError(name, `unknown plan '${plan}' (plans: ${PLAN_NAMES.join(', ')})`);
+    const n = Number(seconds);
+    if (n !== 0 && n < 10) throw new ConfigError(name, `${plan}=${n}: at least 10 seconds, or 0 for never`);
+    out[plan!] = n;
+  }
+  return out;
 }
 
 /** The managed clusters' token lifetime and renewal interval (the renewal always before the expiry). */

@@ -176,6 +176,11 @@ export const ERROR_CODES = {
     status: 409,
     description: 'retry of a tenant that is neither stalled nor failing and has no operation under way',
   },
+  NOT_SLEEPABLE: {
+    status: 409,
+    description:
+      'sleep of a tenant that is not a Ready, awake hosted tenant (suspended, asleep already, provisioning, failing, deleted or in a fleet upgrade); the message says which',
+  },
   TENANT_IN_FLEET_UPGRADE: {
     status: 409,
     description:
@@ -265,6 +270,11 @@ export const ERROR_CODES = {
     status: 503,
     description:
       "the tunnel (per tunnel, or all of the tenant's tunnels together: `PROVISIONER_TUNNEL_MAX_STREAMS_PER_TENANT`), or an ingress-based runtime (`PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_RUNTIME`; all of the tenant's ingress runtimes together: `PROVISIONER_HYBRID_INGRESS_REQUESTS_PER_TENANT`), has as many requests in flight as it allows",
+  },
+  TENANT_WAKING: {
+    status: 503,
+    description:
+      "the tenant was asleep (no activity for its plan's idle time): the request woke it, and its runtime is not back yet; retry after `Retry-After` seconds (`details.operationId` is the wake operation)",
   },
   SHUTTING_DOWN: { status: 503, description: 'the replica is shutting down; retry (another replica serves it)' },
   AUTH_TIMEOUT: { status: 503, description: "a tunnel upgrade's authentication took too long" },
@@ -452,6 +462,14 @@ export const errors = {
         : `the batch would store ${usage} bytes of runtime objects for this tenant, over its budget of ${limit} (${setting}): nothing of it was stored; trim or delete objects in the runtime or ask the operator for a larger budget`,
       { details: { budget, usage, limit, setting } },
     ),
+  tenantWaking: (operationId: string, retryAfterSeconds: number) =>
+    new AppError(
+      'TENANT_WAKING',
+      `the tenant's runtime was asleep and is waking up (operation ${operationId}); retry in ${retryAfterSeconds} s`,
+      { details: { operationId, retryAfterSeconds } },
+    ),
+  notSleepable: (tenantId: string, why: string) =>
+    new AppError('NOT_SLEEPABLE', `tenant ${tenantId} cannot be put to sleep: ${why}`),
   runtimeUnreachable: (message: string) => new AppError('RUNTIME_UNREACHABLE', message),
   databaseUnavailable: (retryAfterSeconds: number, cause?: unknown) =>
     new AppError('DATABASE_UNAVAILABLE', `the database is unavailable; retry in ${retryAfterSeconds} s`, { cause }),

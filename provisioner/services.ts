@@ -64,6 +64,7 @@ import { FleetUpgradeService } from './fleet/service.ts';
 import { FleetDriver } from './fleet/driver.ts';
 import { LoopManager, serviceRunnable } from './loops/manager.ts';
 import { Pruner } from './loops/pruner.ts';
+import { SleepService } from './sleep/service.ts';
 import { pruneKeys } from './store/idempotency.ts';
 import { purgeRemovedRuntimes } from './store/runtimes.ts';
 import {
@@ -153,6 +154,8 @@ export interface Services {
   logHub: OperationLogHub;
   /** The fleet's change stream: tenants as they change, woken through the notifications hub (channel tenant_changed). */
   tenantChanges: TenantChangeService;
+  /** Idle sleep and wake on demand (sleep/service.ts; the `idle-sleep` loop). */
+  sleep: SleepService;
   /** The application state runtimes report: ingestion, reads, change followers (channel runtime_object). */
   runtimeObjects: RuntimeObjectService;
   /** Purges runtime objects' old tombstones (one replica at a time), started with the services. */
@@ -366,6 +369,15 @@ export async function buildServices(
     logger?.child({ component: 'app-history-pruner' }),
   );
   const tenantChanges = new TenantChangeService({ pool, notifications });
+  const sleep = new SleepService({
+    pool,
+    config: config.sleep,
+    connected: async (tenantId) =>
+      tunnel.status(tenantId).connected || (await tunnelDirectory.owner(tenantId)) !== undefined,
+    // Sleep is applied by the reconciler: a replica without one puts no tenant to sleep.
+    idleLoop: reconcilerParts !== undefined,
+    logger: logger?.child({ component: 'idle-sleep' }),
+  });
   // Stored signup and registration answers hold secrets (API keys, bootstrap tokens): kept no longer than they are replayed.
   const idempotencyPruner = new Pruner({
     name: 'idempotency-pruner',
@@ -395,6 +407,7 @@ export async function buildServices(
       { phase: 'services', runnable: idempotencyPruner.loop },
       { phase: 'services', runnable: removedRuntimePurger.loop },
       { phase: 'services', runnable: appHistoryPruner.loop },
+      { phase: 'services', runnable: sleep.loop },
       driftWatch && { phase: 'services', runnable: serviceRunnable('drift-watch', driftWatch, driftWatch.health) },
       // Its stop waits for running attempts within the grace period.
       reconcilerParts && {
@@ -461,6 +474,7 @@ export async function buildServices(
     idempotencyPruner,
     removedRuntimePurger,
     tenantChanges,
+    sleep,
     reconciler: reconcilerParts?.reconciler,
     engine: reconcilerParts?.engine,
     fleetDriver,

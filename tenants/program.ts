@@ -11,6 +11,7 @@ import * as pulumi from '@pulumi/pulumi';
 import type { Catalog } from '../runtime/catalog.ts';
 import { CONFIG_NAMESPACE, readTenantConfig } from './config.ts';
 import type { SecretWaiter } from './kubeconfig-wait.ts';
+import type { SyncedPodsEvictor } from './synced-pods.ts';
 import type { RootAccess } from './root-access.ts';
 import { Tenant } from './tenant.ts';
 
@@ -19,6 +20,8 @@ export interface TenantProgramOptions {
   catalog?: Catalog;
   /** How to wait for the vcluster's exported kubeconfig (the default polls the root cluster). */
   waitForSecret?: SecretWaiter;
+  /** How to delete the vcluster's synced pods when suspended (the default deletes them on the root cluster). */
+  evictSyncedPods?: SyncedPodsEvictor;
   /** How to ask the root cluster who the program is and whether its namespace binding is in effect (the default asks it). */
   rootAccess?: RootAccess;
 }
@@ -36,6 +39,7 @@ export function createTenantProgram(options: TenantProgramOptions = {}): () => P
       rootProvider,
       catalog: options.catalog,
       waitForSecret: options.waitForSecret,
+      evictSyncedPods: options.evictSyncedPods,
       rootAccess: options.rootAccess,
     });
     return Promise.resolve({ ...tenant.outputs });

@@ -10,8 +10,9 @@
  *    RoleBinding), so granted cluster-wide (the admission policy keeps the writes in `tenant-…`);
  *  - `bound`: in each tenant namespace, through the RoleBinding the program creates there right
  *    after the Namespace (binding TENANT_CLUSTER_ROLE), or through a cluster-wide grant.
- * Keep this list in step with what tenant.ts, tenant-namespace.ts, quota.ts, network-policies.ts
- * and virtual-cluster.ts create and with what provisioner/drift-watch/objects.ts watches.
+ * Keep this list in step with what tenant.ts, tenant-namespace.ts, quota.ts, network-policies.ts,
+ * virtual-cluster.ts and synced-pods.ts create or delete and with what provisioner/drift-watch/objects.ts
+ * watches.
  */
 
 /** The ClusterRole infra/ defines and the program binds in each tenant namespace (never cluster-wide). */
@@ -124,6 +125,14 @@ export const ROOT_CLUSTER_PERMISSIONS: readonly RootPermission[] = Object.freeze
   ...managed(RBAC, 'roles', "the vcluster's Role (the vcluster chart)"),
   ...managed(RBAC, 'rolebindings', "the vcluster's RoleBinding (the vcluster chart)"),
   { verb: 'list', group: '', resource: 'pods', scope: 'bound', why: "Helm waits for the vcluster's pods to be ready" },
+  // Suspending a tenant deletes the pods its vcluster synced, as `vcluster pause` does (synced-pods.ts).
+  {
+    verb: 'delete',
+    group: '',
+    resource: 'pods',
+    scope: 'bound',
+    why: "a suspended tenant's pods synced by its vcluster are deleted (synced-pods.ts)",
+  },
   // RBAC refuses to create a Role granting what its creator does not hold (no `escalate`): the
   // vcluster's Role grants these to its syncer on every pinned chart version.
   ...(['patch', 'update'] as const).map((verb): RootPermission => ({

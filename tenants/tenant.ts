@@ -3,10 +3,13 @@
  * `rootProvider`): TenantNamespace and VirtualCluster. Into the vcluster (its own provider): the
  * GitOpsRuntime.
  *
- * Suspension scales the vcluster control plane to zero and leaves the runtime's desired state
- * exactly as it was, so an update while suspended changes only the vcluster release (the
- * runtime objects are unchanged and Pulumi does not touch the stopped vcluster). Resuming
- * scales it back; the runtime needs no change.
+ * Suspension scales the vcluster control plane to zero and then deletes the pods the vcluster had
+ * synced onto the tenant namespace (label `vcluster.loft.sh/managed-by=vcluster`), as `vcluster
+ * pause` does: without the syncer they would keep running and keep the runtime's whole footprint
+ * on the root cluster. It leaves the runtime's desired state exactly as it was, so an update
+ * while suspended changes only the vcluster release (the runtime objects are unchanged and Pulumi
+ * does not touch the stopped vcluster). Resuming scales the control plane back, and its syncer
+ * recreates the pods from the vcluster's store (kept on its volume); the runtime needs no change.
  */
 import type * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
@@ -16,6 +19,7 @@ import { GitOpsRuntime } from '../runtime/component/gitops-runtime.ts';
 import type { TenantSettings } from './config.ts';
 import { planOf } from './plans.ts';
 import type { SecretWaiter } from './kubeconfig-wait.ts';
+import type { SyncedPodsEvictor } from './synced-pods.ts';
 import type { RootAccess } from './root-access.ts';
 import { TenantNamespace, tenantNamespaceName } from './tenant-namespace.ts';
 import { VirtualCluster } from './virtual-cluster.ts';
@@ -31,6 +35,8 @@ export interface TenantArgs {
   readonly catalog?: Catalog;
   /** How to wait for the exported kubeconfig (the default polls the root cluster). */
   readonly waitForSecret?: SecretWaiter;
+  /** How to delete the vcluster's synced pods when suspended (the default deletes them on the root cluster). */
+  readonly evictSyncedPods?: SyncedPodsEvictor;
   /** How to ask the root cluster who the program is and whether its namespace binding is in effect. */
   readonly rootAccess?: RootAccess;
 }
@@ -89,6 +95,7 @@ export class Tenant extends pulumi.ComponentResource {
         kubeconfigTimeoutSeconds: s.kubeconfigTimeoutSeconds,
         chartRepositories: s.chartRepositories,
         waitForSecret: args.waitForSecret,
+        evictSyncedPods: args.evictSyncedPods,
       },
       { ...root, dependsOn: [ns] },
     );

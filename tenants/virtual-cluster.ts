@@ -2,6 +2,10 @@
  * VirtualCluster: the tenant's vcluster Helm release in its namespace on the root cluster, the
  * kubeconfig it exports (Secret `vc-<release>`, key `config`) read as a Pulumi secret after a
  * bounded wait, and a kubernetes Provider for the virtual cluster built from it.
+ *
+ * Suspended, the release runs no control plane, and once it is applied the pods the vcluster had
+ * synced onto the namespace are deleted (synced-pods.ts, as `vcluster pause` does): without the
+ * syncer they would keep running. Never in a preview.
  */
 import * as k8s from '@pulumi/kubernetes';
 import * as pulumi from '@pulumi/pulumi';
@@ -10,6 +14,7 @@ import { chartSource, type ChartRepositories } from '../runtime/component/chart-
 import { waitForSecretKey, type SecretWaiter } from './kubeconfig-wait.ts';
 import type { KubeconfigPolicy } from '../kubeconfig-policy/policy.ts';
 import { planOf } from './plans.ts';
+import { deleteSyncedPods, syncedPodSelector, type SyncedPodsEvictor } from './synced-pods.ts';
 import { vclusterValues } from './vcluster-values.ts';
 
 export const VIRTUAL_CLUSTER_TYPE = 'hosted:tenant:VirtualCluster';
@@ -26,7 +31,7 @@ export interface VirtualClusterArgs {
   readonly catalog?: Catalog;
   /** Plan name: control plane resources and volume size. */
   readonly plan: string;
-  /** Scale the control plane to zero replicas. */
+  /** Scale the control plane to zero replicas and delete the pods the vcluster synced. */
   readonly suspended: boolean;
   /** Server URL template for the exported kubeconfig ({release}, {namespace}). */
   readonly serverTemplate: string;
@@ -42,6 +47,8 @@ export interface VirtualClusterArgs {
   readonly chartRepositories?: ChartRepositories;
   /** How to wait for the Secret (the default polls the root cluster's API). */
   readonly waitForSecret?: SecretWaiter;
+  /** How to delete the synced pods when suspended (the default deletes them through the root cluster's API). */
+  readonly evictSyncedPods?: SyncedPodsEvictor;
 }
 
 export function exportServer(template: string, release: string, namespace: string): string {
@@ -56,6 +63,8 @@ export class VirtualCluster extends pulumi.ComponentResource {
   /** Provider for the virtual cluster. */
   public readonly provider: k8s.Provider;
   public readonly release: k8s.helm.v3.Release;
+  /** How many synced pods this run deleted (suspended only; 0 otherwise and in a preview). */
+  public readonly evictedPods: pulumi.Output<number>;
 
   constructor(name: string, args: VirtualClusterArgs, opts?: pulumi.ComponentResourceOptions) {
     super(VIRTUAL_CLUSTER_TYPE, name, {}, opts);
@@ -73,6 +82,7 @@ export class VirtualCluster extends pulumi.ComponentResource {
     }
     const { vcluster, kubernetes } = version.components;
     const waiter = args.waitForSecret ?? waitForSecretKey;
+    const evict = args.evictSyncedPods ?? deleteSyncedPods;
 
     this.endpoint = pulumi
       .output(args.namespace)
@@ -103,9 +113,39 @@ export class VirtualCluster extends pulumi.ComponentResource {
       { parent: this },
     );
 
+    // Suspended: once the release has scaled the control plane to zero, nothing stops the pods
+    // its syncer made; they go as with `vcluster pause`, and the syncer recreates them on resume.
+    // A count, not a secret (it only comes through the root kubeconfig's secrecy).
+    this.evictedPods = args.suspended
+      ? pulumi.unsecret(
+          pulumi
+            .all([this.release.status, args.namespace, args.rootKubeconfig])
+            .apply(async ([status, ns, kubeconfig]) => {
+              void status;
+              // A preview changes nothing on the cluster.
+              if (pulumi.runtime.isDryRun()) return 0;
+              try {
+                return await evict({
+                  kubeconfig,
+                  namespace: ns,
+                  labelSelector: syncedPodSelector(VCLUSTER_RELEASE),
+                  ...(args.kubeconfigPolicy ? { policy: args.kubeconfigPolicy } : {}),
+                });
+              } catch (err) {
+                throw new pulumi.ResourceError(
+                  `VirtualCluster ${name}: ${err instanceof Error ? err.message : String(err)}`,
+                  this,
+                  true,
+                );
+              }
+            }),
+        )
+      : pulumi.output(0);
+
     const secretName = `vc-${VCLUSTER_RELEASE}`;
+    // The read waits for the eviction too, so that a failed one fails the run.
     const secretId = pulumi
-      .all([this.release.status, args.namespace, args.rootKubeconfig])
+      .all([this.release.status, args.namespace, args.rootKubeconfig, this.evictedPods])
       .apply(async ([status, ns, kubeconfig]) => {
         if (!args.suspended) {
           await waiter({
@@ -143,6 +183,6 @@ export class VirtualCluster extends pulumi.ComponentResource {
       },
       { parent: this },
     );
-    this.registerOutputs({ endpoint: this.endpoint, kubeconfig: this.kubeconfig });
+    this.registerOutputs({ endpoint: this.endpoint, kubeconfig: this.kubeconfig, evictedPods: this.evictedPods });
   }
 }

@@ -12,7 +12,7 @@ import { healthOf } from '../db/availability.ts';
 import { errors } from '../errors.ts';
 import type { Services } from '../services.ts';
 import { tunnelRoutes } from '../tunnel/index.ts';
-import { actorOf, registerAuth } from './auth.ts';
+import { actorOf, registerAuth, requesterOf } from './auth.ts';
 import { beginRuntimeActionAudit, finishRuntimeActionAudit } from '../store/audit.ts';
 import { getRuntimeByName } from '../store/runtimes.ts';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandler } from './error-handler.ts';
@@ -157,6 +157,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     canAccessTenant: async (_request, tenantId) => (await services.reads.tenant(tenantId)) !== undefined,
     routeConfig: { roles: ['operator', 'tenant'] },
     subjectOf: (request) => request.auth?.keyId,
+    beforeHosted: (request, tenantId) => services.sleep.beforeForward(tenantId, requesterOf(request)),
     auditAction: async (request, tenantId, action, runtime) => {
       const id = await beginRuntimeActionAudit(services.pool, actorOf(request), {
         action: action.auditAction,

@@ -125,7 +125,11 @@ export function installErrorHandler(app: FastifyInstance, opts: { health?: Datab
     const err = toAppError(raw, request);
     if (err.code === 'DATABASE_UNAVAILABLE') opts.health?.down(err.cause ?? raw);
     const retryAfter = err.details?.retryAfterSeconds;
-    if (err.statusCode === 429 && typeof retryAfter === 'number' && !reply.hasHeader('retry-after'))
+    if (
+      (err.statusCode === 429 || err.code === 'TENANT_WAKING') &&
+      typeof retryAfter === 'number' &&
+      !reply.hasHeader('retry-after')
+    )
       reply.header('retry-after', String(retryAfter));
     if (err.statusCode === 503) {
       if (!reply.hasHeader('retry-after'))

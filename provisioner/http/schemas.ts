@@ -203,6 +203,25 @@ export const Tenant = Type.Object(
           { description: 'present while suspended' },
         ),
       ),
+      sleep: Type.Optional(
+        Type.Object(
+          {
+            asleep: Type.Boolean({
+              description:
+                'put to sleep (phase Sleeping once applied); the next request to its runtime, POST …/wake or a spec change wakes it',
+            }),
+            since: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+              description: 'when it was put to sleep; null while awake',
+            }),
+            lastActivityAt: Type.String({
+              format: 'date-time',
+              description:
+                'the last request that reached its runtime (written at most every 30 s); the plan sleeps after its idle time without one',
+            }),
+          },
+          { description: 'idle sleep (docs/operations.md "Sleep")' },
+        ),
+      ),
     }),
     maintenanceWindows: Type.Array(MaintenanceWindowSchema, {
       description: 'when fleet upgrades may upgrade the tenant (PATCH maintenanceWindows); empty: any time',

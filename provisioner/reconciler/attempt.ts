@@ -26,6 +26,8 @@ export interface StartedAttempt {
 export function runningPhase(t: ClaimedTenant, kind: OperationKind): Phase {
   if (t.deleted) return 'Deleting';
   if (kind === 'resync') return t.phase;
+  if (kind === 'wake') return 'Waking';
+  if (kind === 'sleep') return 'Sleeping';
   return t.actual_runtime_version === null ? 'Provisioning' : 'Updating';
 }
 
@@ -35,6 +37,8 @@ const REASONS: Record<Phase, string> = {
   Ready: 'Resyncing',
   Updating: 'Updating',
   Suspended: 'Resyncing',
+  Sleeping: 'FallingAsleep',
+  Waking: 'Waking',
   Failed: 'Retrying',
   Deleting: 'Deleting',
   Deleted: 'Deleted',
@@ -62,9 +66,13 @@ export async function startAttempt(
     ? 'deleting the runtime'
     : chosen.kind === 'resync'
       ? 'checking for drift'
-      : phase === 'Provisioning'
-        ? 'provisioning the runtime'
-        : 'updating the runtime';
+      : chosen.kind === 'sleep'
+        ? 'putting the idle runtime to sleep'
+        : chosen.kind === 'wake'
+          ? 'waking the runtime'
+          : phase === 'Provisioning'
+            ? 'provisioning the runtime'
+            : 'updating the runtime';
   const conditions = mergeConditions(t.conditions, [
     condition('Reconciling', 'True', REASONS[phase], `${verb} (operation ${chosen.id}, attempt ${chosen.attempt + 1})`),
   ]);

@@ -30,6 +30,9 @@ export const ENGINE_RUN_PEAK_MB = Object.freeze({
   upgrade: 672, // 648 + 19
   suspend: 544, // 502 + 25
   resume: 512, // 494 + 18
+  // Sleep and wake are a suspend and a resume of the control plane (the same program run).
+  sleep: 544,
+  wake: 512,
   delete: 480, // 475 + 4 (2026-11-27; estimated 448 from the double's ratio to create until then)
   // A periodic resync previews with refresh first (its refresh starts a second pair of provider
   // plugins), then may refresh and update one after the other.

@@ -48,14 +48,29 @@ function successStatus(
   current: { generation: number; deleted: boolean; conditions: Condition[] },
 ): SuccessStatus & { moved: boolean } {
   const moved = current.generation > t.generation;
-  const phase: Phase = t.deleted ? 'Deleted' : current.deleted ? 'Deleting' : t.suspended ? 'Suspended' : 'Ready';
+  const phase: Phase = t.deleted
+    ? 'Deleted'
+    : current.deleted
+      ? 'Deleting'
+      : t.suspended
+        ? 'Suspended'
+        : t.sleeping
+          ? 'Sleeping'
+          : 'Ready';
   const version = t.deleted ? t.actual_runtime_version : (str(outputs.runtimeVersion) ?? t.runtime_version);
   const ready =
     phase === 'Deleted'
       ? condition('Ready', 'False', 'Deleted', 'the runtime and its virtual cluster were deleted')
       : phase === 'Suspended'
         ? condition('Ready', 'False', 'Suspended', 'the runtime is suspended')
-        : condition('Ready', 'True', 'Ready', version ? `runtime ${version} is ready` : 'the runtime is ready');
+        : phase === 'Sleeping'
+          ? condition(
+              'Ready',
+              'False',
+              'Sleeping',
+              'the runtime is asleep after a time without activity; the next request to it wakes it',
+            )
+          : condition('Ready', 'True', 'Ready', version ? `runtime ${version} is ready` : 'the runtime is ready');
   const updates: Condition[] = [
     ready,
     moved

@@ -638,7 +638,7 @@ export class Reconciler implements Runnable {
   #describe(log: LogWriter, t: ClaimedTenant, s: StartedAttempt): void {
     const action = t.deleted ? 'destroy' : s.kind === 'resync' ? 'refresh + update (resync)' : 'update';
     log.line(
-      `attempt ${s.attempt} of ${s.kind} operation ${s.operationId}: ${action} for generation ${t.generation} (runtime ${t.runtime_version}, plan ${t.plan}${t.suspended ? ', suspended' : ''}) by ${this.owner}`,
+      `attempt ${s.attempt} of ${s.kind} operation ${s.operationId}: ${action} for generation ${t.generation} (runtime ${t.runtime_version}, plan ${t.plan}${t.suspended ? ', suspended' : t.sleeping ? ', asleep' : ''}) by ${this.owner}`,
     );
     if (s.superseded.length > 0)
       log.line(`coalesced ${s.superseded.length} older operation(s) into this one: ${s.superseded.join(', ')}`);
@@ -724,7 +724,9 @@ export class Reconciler implements Runnable {
       organization: t.organization,
       plan: t.plan,
       runtimeVersion: t.runtime_version,
-      suspended: t.suspended,
+      // A sleeping tenant is suspended as far as the program goes: the same run scales the
+      // virtual cluster's control plane to zero and deletes the pods it synced (provisioner/sleep/).
+      suspended: t.suspended || t.sleeping,
       clusterName: cluster.name,
       rootKubeconfig: cluster.kubeconfig,
       runtimeToken,

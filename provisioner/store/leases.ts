@@ -18,6 +18,7 @@ const CLAIMED_COLUMNS = [
   'plan',
   'runtime_version',
   'suspended',
+  'sleeping',
   'deleted',
   'generation',
   'phase',

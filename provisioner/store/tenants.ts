@@ -66,6 +66,12 @@ export interface Tenant {
     lastOperationId: string | null;
     /** While suspended: who suspended it (an operator's suspension only an operator lifts) and why. */
     suspension?: { by: 'operator' | 'tenant'; reason: string | null };
+    /**
+     * Idle sleep (provisioner/sleep/): whether the control plane put the runtime to sleep, since
+     * when, and the last activity that counts (a request with the tenant's own key or one that
+     * reached its runtime). Absent from rows read without it.
+     */
+    sleep?: { asleep: boolean; since: string | null; lastActivityAt: string };
     /** Once the runtime's event reporter has reported (store/reporting.ts). */
     reporting?: ReportingStatus;
     /** The tenant's managed clusters and whether each is reachable (their Reachable condition). */
@@ -95,6 +101,11 @@ export interface TenantRow {
   /** Who suspended it (migration 005); null when not suspended. */
   suspended_by: 'operator' | 'tenant' | null;
   suspension_reason: string | null;
+  /** Put to sleep by the control plane (migration 034): applied as a suspension; cleared by activity or a spec change. */
+  sleeping: boolean;
+  asleep_since: Date | null;
+  /** Absent from writes' RETURNING that do not name it. */
+  last_activity_at?: Date;
   deleted: boolean;
   generation: number;
   phase: Phase;
@@ -129,7 +140,7 @@ export interface TenantRow {
  * The columns of a TenantRow, named (not `t.*`): the reconciler's bookkeeping columns (lease,
  * backoff) are not read, so the hot read parses and transfers only what toTenant() needs.
  */
-export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, t.runtime_version, t.suspended, t.suspended_by, t.suspension_reason, t.deleted, t.generation,
+export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, t.runtime_version, t.suspended, t.suspended_by, t.suspension_reason, t.sleeping, t.asleep_since, t.last_activity_at, t.deleted, t.generation,
   t.phase, t.observed_generation, t.actual_runtime_version, t.previous_runtime_version, t.cluster_id, c.name AS cluster_name,
   t.endpoints, t.conditions, t.last_operation_id, t.created_at, t.updated_at, t.deleted_at, t.created_at::text AS cursor_ts,
   t.last_reconciled_at, t.maintenance_windows,
@@ -217,6 +228,15 @@ export function toTenant(r: TenantRow): Tenant {
       conditions: computed.length ? [...r.conditions, ...computed] : r.conditions,
       lastOperationId: r.last_operation_id,
       ...(r.suspended && r.suspended_by ? { suspension: { by: r.suspended_by, reason: r.suspension_reason } } : {}),
+      ...(r.last_activity_at
+        ? {
+            sleep: {
+              asleep: r.sleeping,
+              since: r.asleep_since ? r.asleep_since.toISOString() : null,
+              lastActivityAt: r.last_activity_at.toISOString(),
+            },
+          }
+        : {}),
       ...(reporting ? { reporting: reporting.status } : {}),
       ...(managed ? { managedClusters: managed.summary } : {}),
     },
@@ -347,7 +367,14 @@ export interface QueuedOperation {
 }
 
 /** A change of the spec fields an API call sets (`deleted` by a delete); the others keep their value. */
-export type SpecChange = Partial<Pick<TenantSpec, 'plan' | 'runtimeVersion' | 'suspended' | 'deleted'>>;
+/**
+ * `sleeping` is the control plane's half of the spec (provisioner/sleep/): only the sleep and wake
+ * operations set it; any other change wakes a sleeping tenant, since the engine needs its virtual
+ * cluster running to apply it.
+ */
+export type SpecChange = Partial<Pick<TenantSpec, 'plan' | 'runtimeVersion' | 'suspended' | 'deleted'>> & {
+  sleeping?: boolean;
+};
 
 /**
  * Applies a spec change in the caller's transaction: bumps the generation, marks the tenant
@@ -366,6 +393,7 @@ export async function changeSpec(
     runtimeVersion: change.runtimeVersion ?? tenant.runtime_version,
     suspended: change.suspended ?? tenant.suspended,
     deleted: change.deleted ?? tenant.deleted,
+    sleeping: change.sleeping ?? (kind === 'sleep' ? true : false),
   };
   const generation = tenant.generation + 1;
   const updates = [condition('Reconciling', 'True', 'SpecChanged', message)];
@@ -383,6 +411,7 @@ export async function changeSpec(
        VALUES ($1, $8, $6, $9, $10) RETURNING id),
      upd AS (
        UPDATE tenants SET plan = $2, runtime_version = $3, suspended = $4, deleted = $5, generation = $6,
+              sleeping = $13, asleep_since = CASE WHEN $13 THEN coalesce(asleep_since, now()) END,
               conditions = $7, stalled = false, consecutive_failures = 0, next_attempt_at = NULL,
               phase = CASE WHEN $5 AND phase <> 'Deleted' THEN 'Deleting' ELSE phase END,
               deleted_at = CASE WHEN $5 THEN coalesce(deleted_at, now()) ELSE deleted_at END,
@@ -402,6 +431,7 @@ export async function changeSpec(
       spec.runtimeVersion,
       TENANT_CHANNEL,
       tenant.id,
+      spec.sleeping,
     ],
   );
   const opId = rows[0]!.id;

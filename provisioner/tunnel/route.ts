@@ -61,6 +61,12 @@ export interface TunnelRouteOptions {
    * route is not served.
    */
   runtimeByName?: (tenantId: string, name: string) => Promise<ProxiedRuntime | undefined>;
+  /**
+   * Called before a request goes to the tenant's hosted runtime (not for a relayed one, which the
+   * relaying replica checked): records the activity and wakes a sleeping runtime, waiting for it
+   * within a bound, or throws (503 TENANT_WAKING). provisioner/sleep/service.ts.
+   */
+  beforeHosted?: (request: FastifyRequest, tenantId: string) => Promise<void>;
   /** How runtimes registered with `access: ingress` are reached; without it they answer 503 RUNTIME_UNREACHABLE. */
   ingress?: IngressForwarder;
   /**
@@ -237,6 +243,11 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
     if (!(await opts.canAccessTenant(request, tenantId))) throw errors.notFound('tenant', tenantId);
   };
 
+  const beforeHosted = async (request: FastifyRequest, tenantId: string): Promise<void> => {
+    if (opts.beforeHosted && request.raw.headers[RELAY_HEADER] === undefined)
+      await opts.beforeHosted(request, tenantId);
+  };
+
   /** The tenant's hosted runtime, through the tenant's tunnel. */
   const hostedTarget = (tenantId: string, base: string, segments: number, prefix?: string): ForwardTarget => ({
     tenantId,
@@ -395,6 +406,7 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
       handler: async (request, reply) => {
         const tenantId = request.params.id;
         await checkTenant(request, tenantId);
+        await beforeHosted(request, tenantId);
         return forwardTo(request, reply, hostedTarget(tenantId, `/v1/tenants/${tenantId}/${segment}`, 4, prefix));
       },
     });
@@ -423,7 +435,10 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
       const base = `/v1/tenants/${tenantId}/runtimes/${name}/proxy`;
       const runtime = await runtimeByName(tenantId, name);
       if (!runtime) throw errors.notFound('runtime', name);
-      if (runtime.mode === 'hosted') return forwardTo(request, reply, hostedTarget(tenantId, base, 6));
+      if (runtime.mode === 'hosted') {
+        await beforeHosted(request, tenantId);
+        return forwardTo(request, reply, hostedTarget(tenantId, base, 6));
+      }
       if (runtime.state !== 'installed')
         throw new AppError(
           'RUNTIME_NOT_INSTALLED',

@@ -395,6 +395,39 @@ export const tenantRoutes =
     );
 
     app.post(
+      '/v1/tenants/:id/sleep',
+      {
+        config: { roles: READ },
+        schema: {
+          summary: "Put a tenant's runtime to sleep now",
+          tags: ['tenants'],
+          description:
+            'As the idle loop does after the plan\'s idle time (docs/operations.md "Sleep"): a `sleep` operation scales the vcluster\'s control plane to zero and deletes the pods it synced; the data stays. Only a Ready, awake tenant that is not suspended or in a fleet upgrade (409 NOT_SLEEPABLE names why). The next request to its runtime, `POST …/wake` or any spec change wakes it. Asleep already: 202 with `queued: false`.',
+          params: IdParams,
+          response: withErrors({ 202: Accepted }),
+        },
+      },
+      async (request, reply) => reply.status(202).send(await ctx.sleep.sleep(request.params.id, requesterOf(request))),
+    );
+
+    app.post(
+      '/v1/tenants/:id/wake',
+      {
+        config: { roles: READ },
+        schema: {
+          summary: "Wake a sleeping tenant's runtime",
+          tags: ['tenants'],
+          description:
+            'Queues a `wake` operation (phase Waking, then Ready once the vcluster and its runtime run again). Not asleep: 202 with `queued: false` and its last operation.',
+          params: IdParams,
+          response: withErrors({ 202: Accepted }),
+        },
+      },
+      async (request, reply) =>
+        reply.status(202).send(await ctx.sleep.wake(request.params.id, requesterOf(request), 'asked through the API')),
+    );
+
+    app.post(
       '/v1/tenants/:id/retry',
       {
         config: { roles: READ },

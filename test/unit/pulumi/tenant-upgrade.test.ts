@@ -11,9 +11,16 @@ import type { VclusterValues } from '../../../tenants/vcluster-values.ts';
 import { releaseOf, runProgram, type Registered } from './harness.ts';
 import { recordingWaiter, tenantConfig, ROOT_ACCESS } from './fixtures.ts';
 
+/** Suspended runs delete no pod: there is no cluster (tenants/synced-pods.ts; suspended-pods.test.ts). */
+const noEviction = () => Promise.resolve(0);
+
 const run = (runtimeVersion: string, suspended = false) =>
   runProgram(
-    createTenantProgram({ rootAccess: ROOT_ACCESS, waitForSecret: recordingWaiter().waiter }),
+    createTenantProgram({
+      rootAccess: ROOT_ACCESS,
+      waitForSecret: recordingWaiter().waiter,
+      evictSyncedPods: noEviction,
+    }),
     tenantConfig({ runtimeVersion, suspended }),
   );
 
@@ -111,7 +118,7 @@ t.test('suspension scales the vcluster to zero and leaves the runtime untouched'
 t.test('while suspended the program does not wait for the kubeconfig to (re)appear', async (t) => {
   const waiter = recordingWaiter();
   await runProgram(
-    createTenantProgram({ rootAccess: ROOT_ACCESS, waitForSecret: waiter.waiter }),
+    createTenantProgram({ rootAccess: ROOT_ACCESS, waitForSecret: waiter.waiter, evictSyncedPods: noEviction }),
     tenantConfig({ suspended: true }),
   );
   t.equal(waiter.calls.length, 0);

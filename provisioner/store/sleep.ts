@@ -1,0 +1,69 @@
+/**
+ * Idle sleep's statements on tenant rows (migration 034): the last activity, the idle tenants the
+ * `idle-sleep` loop puts to sleep, and the counts the metrics and the console show. The spec
+ * change itself (`sleeping`, a generation, a sleep or wake operation) is store/tenants.ts's
+ * changeSpec, as for any other change.
+ */
+import type { Queryable } from '../db/tx.ts';
+
+/** At most one activity write per tenant in this window (the column is read in minutes). */
+export const ACTIVITY_WRITE_EVERY_SECONDS = 30;
+
+/** Moves the tenants' last activity to now, where it is older than the write window. */
+export async function touchActivity(db: Queryable, tenantIds: readonly string[]): Promise<number> {
+  if (tenantIds.length === 0) return 0;
+  const { rowCount } = await db.query(
+    `UPDATE tenants SET last_activity_at = now()
+      WHERE id = ANY($1::uuid[]) AND last_activity_at < now() - make_interval(secs => $2)`,
+    [tenantIds, ACTIVITY_WRITE_EVERY_SECONDS],
+  );
+  return rowCount ?? 0;
+}
+
+/**
+ * Awake Ready tenants idle for longer than their plan's idle time, oldest activity first, locked
+ * for the caller's transaction (rows another replica's round holds are skipped). Not those with a
+ * spec change pending, a retry timer, a live lease, or a place in a fleet upgrade under way.
+ */
+export async function lockIdleTenants(
+  db: Queryable,
+  idle: Readonly<Record<string, number>>,
+  limit: number,
+): Promise<Array<{ id: string; idle_seconds: number }>> {
+  const plans = Object.entries(idle).filter(([, seconds]) => seconds > 0);
+  if (plans.length === 0) return [];
+  const { rows } = await db.query<{ id: string; idle_seconds: number }>(
+    `SELECT t.id, extract(epoch FROM now() - t.last_activity_at)::int AS idle_seconds
+       FROM tenants t JOIN unnest($1::text[], $2::int[]) AS p(plan, secs) ON p.plan = t.plan
+      WHERE t.phase = 'Ready' AND NOT t.sleeping AND NOT t.suspended AND NOT t.deleted AND NOT t.stalled
+        AND t.generation = t.observed_generation AND t.next_attempt_at IS NULL
+        AND (t.lease_expires_at IS NULL OR t.lease_expires_at < now())
+        AND t.last_activity_at < now() - make_interval(secs => p.secs)
+        AND NOT EXISTS (SELECT 1 FROM fleet_upgrade_tenants ft WHERE ft.tenant_id = t.id AND ft.active)
+      ORDER BY t.last_activity_at
+      LIMIT $3
+      FOR UPDATE OF t SKIP LOCKED`,
+    [plans.map(([plan]) => plan), plans.map(([, seconds]) => seconds), limit],
+  );
+  return rows;
+}
+
+export interface SleepCounts {
+  plan: string;
+  /** Awake: any phase but Sleeping, Waking, Deleted (a sleep under way counts as awake until it is done). */
+  awake: number;
+  asleep: number;
+  waking: number;
+}
+
+/** Tenants per plan awake, asleep and waking (not the deleted). */
+export async function sleepCounts(db: Queryable): Promise<SleepCounts[]> {
+  const { rows } = await db.query<SleepCounts>(
+    `SELECT plan,
+            count(*) FILTER (WHERE phase NOT IN ('Sleeping', 'Waking'))::int AS awake,
+            count(*) FILTER (WHERE phase = 'Sleeping')::int AS asleep,
+            count(*) FILTER (WHERE phase = 'Waking')::int AS waking
+       FROM tenants WHERE NOT deleted GROUP BY plan ORDER BY plan`,
+  );
+  return rows;
+}

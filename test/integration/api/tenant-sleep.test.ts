@@ -1,0 +1,265 @@
+/**
+ * Idle sleep and wake on demand through the control plane: the idle round puts an idle free tenant
+ * to sleep (not a team tenant, not one with recent activity), the reconciler applies it as a
+ * suspension (phase Sleeping, Ready=False Sleeping, no alarm), a request to the sleeping runtime
+ * wakes it and is answered once the runtime's tunnel is back, a runtime that is not back in time
+ * gives 503 TENANT_WAKING with Retry-After, and the sleep/wake routes, audit rows and a spec
+ * change's wake. Real Postgres, the real app on loopback, the real reconciler and tunnel client;
+ * the engine is the ScriptedEngine TEST DOUBLE, whose script connects the runtime's tunnel when a
+ * run leaves the runtime up and closes it when a run suspends it (what the vcluster's pods do;
+ * the real engine and vcluster run in test/e2e/tenant-sleep.test.ts).
+ */
+import t from 'tap';
+import http from 'node:http';
+import { once } from 'node:events';
+import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
+import { createTestApi } from '../../helpers/api.ts';
+import { connectRuntime, type ConnectedRuntime } from '../../helpers/runtime.ts';
+import { until } from '../../helpers/wait.ts';
+
+const KUBECONFIG =
+  'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
+  'users: [{name: u, user: {token: root-cluster-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
+
+const api = await createTestApi({
+  env: { PROVISIONER_SLEEP_IDLE_SECONDS: 'free=600', PROVISIONER_WAKE_WAIT_SECONDS: '5' },
+});
+const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
+t.teardown(() => api.close());
+
+// The runtime's request router, as the tunnel client forwards to it.
+const upstream = http.createServer((req, res) => {
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify({ path: req.url }));
+});
+upstream.listen(0, '127.0.0.1');
+await once(upstream, 'listening');
+t.teardown(() => upstream.close());
+
+/** The runtime of each tenant while its engine run left it up (what its pods do). */
+const runtimes = new Map<string, ConnectedRuntime>();
+/** Every runtime started, so that the test's end closes each (one may connect after the last check). */
+const connecting = new Set<Promise<ConnectedRuntime>>();
+/** Tenants whose runtime does not come back after a wake (a slow start). */
+const slow = new Set<string>();
+// TEST DOUBLE engine: an up that suspends closes the runtime's tunnel; one that does not opens it.
+const engine = new ScriptedEngine({
+  script: (c) => {
+    if (c.kind !== 'up') return undefined;
+    return { outputs: { runtimeVersion: c.input.runtimeVersion, suspended: c.input.suspended } };
+  },
+  onStart: (c) => {
+    if (c.kind !== 'up') return;
+    if (c.input.suspended) {
+      const r = runtimes.get(c.tenantId);
+      runtimes.delete(c.tenantId);
+      void r?.client.close();
+    } else if (!slow.has(c.tenantId) && !runtimes.has(c.tenantId)) {
+      connecting.add(
+        connectRuntime(api, url, c.tenantId, upstream).then((r) => {
+          runtimes.set(c.tenantId, r);
+          return r;
+        }),
+      );
+    }
+  },
+});
+const reconciler = new Reconciler({ pool: api.db.pool, engine, box: api.services.box, pollMs: 100, logFlushMs: 10 });
+await reconciler.start();
+t.teardown(async () => {
+  await reconciler.stop({ graceMs: 0 });
+  await Promise.all([...connecting].map(async (p) => (await p).client.close()));
+});
+
+t.equal(
+  (
+    await api.request('POST', '/v1/clusters', {
+      key: api.operatorKey,
+      body: { name: 'root-sleep', region: 'eu', capacity: 100, kubeconfig: KUBECONFIG, force: true },
+    })
+  ).statusCode,
+  201,
+  'a root cluster is registered',
+);
+
+interface View {
+  spec: { plan: string; suspended: boolean };
+  status: {
+    phase: string;
+    lastOperationId: string;
+    conditions: Array<{ type: string; status: string; reason: string; message: string }>;
+    sleep?: { asleep: boolean; since: string | null; lastActivityAt: string };
+  };
+}
+const view = async (id: string) =>
+  (await api.request('GET', `/v1/tenants/${id}`, { key: api.operatorKey })).json<View>();
+const phaseIs = (id: string, phase: string) =>
+  until(`tenant ${id} in phase ${phase}`, async () => (await view(id)).status.phase === phase, 30_000, 50);
+/** Asleep once the sleep operation is done (the phase says Sleeping while it runs, too). */
+const asleepDone = (id: string) =>
+  until(
+    `tenant ${id} asleep`,
+    async () => {
+      const v = await view(id);
+      return (
+        v.status.phase === 'Sleeping' && v.status.conditions.some((c) => c.type === 'Ready' && c.reason === 'Sleeping')
+      );
+    },
+    30_000,
+    50,
+  );
+const connected = (id: string) => api.services.tunnel.status(id).connected;
+
+/** A signed-up tenant of the plan, Ready with its runtime connected. */
+async function readyTenant(plan = 'free'): Promise<{ id: string; key: string }> {
+  const s = await api.signup();
+  if (plan !== 'free')
+    await api.request('PATCH', `/v1/tenants/${s.tenantId}`, { key: api.operatorKey, body: { plan } });
+  await phaseIs(s.tenantId, 'Ready');
+  await until('the runtime tunnel', () => connected(s.tenantId), 10_000);
+  return { id: s.tenantId, key: s.apiKey };
+}
+
+/** Moves the tenant's last activity back (instead of waiting out its idle time). */
+const idleFor = (id: string, seconds: number) =>
+  api.db.pool.query(`UPDATE tenants SET last_activity_at = now() - make_interval(secs => $2) WHERE id = $1`, [
+    id,
+    seconds,
+  ]);
+
+const operation = async (id: string) =>
+  (await api.request('GET', `/v1/operations/${id}`, { key: api.operatorKey })).json<{ kind: string; state: string }>();
+
+t.test('an idle free tenant sleeps; a team tenant and a recently active one do not', async (t) => {
+  const idle = await readyTenant();
+  const team = await readyTenant('team');
+  const active = await readyTenant();
+  await idleFor(idle.id, 3600);
+  await idleFor(team.id, 3600);
+  await idleFor(active.id, 60);
+
+  t.equal(await api.services.sleep.sleepIdle(), 1, 'one tenant put to sleep by the round');
+  const v = await view(idle.id);
+  t.equal(v.status.sleep?.asleep, true, 'the idle free tenant is asleep in its status');
+  t.ok(v.status.sleep?.since, 'with the time it was put to sleep');
+  t.equal((await operation(v.status.lastOperationId)).kind, 'sleep', 'through a sleep operation');
+  await asleepDone(idle.id);
+  const asleep = await view(idle.id);
+  t.match(
+    asleep.status.conditions.find((c) => c.type === 'Ready'),
+    { status: 'False', reason: 'Sleeping', message: /next request to it wakes it/ },
+    'Ready=False, Sleeping, says how it wakes',
+  );
+  t.notOk(
+    asleep.status.conditions.some((c) => c.type === 'RuntimeConnected'),
+    'no RuntimeConnected alarm for a runtime that sleeps',
+  );
+  const run = engine.calls.filter((c) => c.tenantId === idle.id && c.kind === 'up').at(-1);
+  t.equal(run?.input.suspended, true, 'the engine ran the program with the runtime suspended');
+  await until('the runtime tunnel closed', () => !connected(idle.id));
+
+  t.equal((await view(team.id)).status.sleep?.asleep, false, 'the team plan never sleeps (not configured)');
+  t.equal((await view(active.id)).status.phase, 'Ready', 'a tenant active a minute ago stays awake');
+  t.equal(await api.services.sleep.sleepIdle(), 0, 'the next round finds nothing more');
+
+  const audit = await api.db.pool.query<{ actor: string; actor_role: string; after: { idleSeconds: number } }>(
+    `SELECT actor, actor_role, after FROM audit_log WHERE target_id = $1 AND action = 'tenant.sleep'`,
+    [idle.id],
+  );
+  t.match(audit.rows, [{ actor: 'idle-sleep', actor_role: 'system' }], 'audited as the idle loop');
+  t.ok(audit.rows[0]!.after.idleSeconds >= 3600, 'with how long it was idle');
+
+  await t.test('a request to the sleeping runtime wakes it and is answered after the wake', async (t) => {
+    const before = Date.now();
+    const res = await fetch(`${url}/v1/tenants/${idle.id}/runtime/api/applications`, {
+      headers: { authorization: `Bearer ${idle.key}` },
+    });
+    t.equal(res.status, 200, 'answered by the runtime');
+    t.same(await res.json(), { path: '/api/applications' }, 'the runtime served the request');
+    const woken = await view(idle.id);
+    t.equal(woken.status.sleep?.asleep, false, 'awake again');
+    const wake = await api.db.pool.query<{ kind: string; state: string }>(
+      `SELECT kind, state FROM operations WHERE tenant_id = $1 ORDER BY created_at DESC LIMIT 1`,
+      [idle.id],
+    );
+    t.equal(wake.rows[0]?.kind, 'wake', 'through a wake operation');
+    await phaseIs(idle.id, 'Ready');
+    t.ok(
+      Date.parse(woken.status.sleep!.lastActivityAt) >= before - 1000,
+      'the request counts as activity: last activity moved',
+    );
+    const audit = await api.db.pool.query<{ action: string; after: { reason: string } }>(
+      `SELECT action, after FROM audit_log WHERE target_id = $1 AND action = 'tenant.wake'`,
+      [idle.id],
+    );
+    t.match(audit.rows[0]?.after.reason, /a request to its runtime/, 'the wake is audited with what woke it');
+  });
+});
+
+t.test('a runtime that is not back within the wait: 503 TENANT_WAKING with Retry-After', async (t) => {
+  const tenant = await readyTenant();
+  slow.add(tenant.id);
+  t.equal(
+    (await api.request('POST', `/v1/tenants/${tenant.id}/sleep`, { key: tenant.key })).statusCode,
+    202,
+    'the tenant puts itself to sleep',
+  );
+  await asleepDone(tenant.id);
+  const [a, b] = await Promise.all(
+    [1, 2].map(() =>
+      fetch(`${url}/v1/tenants/${tenant.id}/runtime/api/version`, {
+        headers: { authorization: `Bearer ${tenant.key}` },
+      }),
+    ),
+  );
+  for (const res of [a!, b!]) {
+    t.equal(res.status, 503, 'not back in time');
+    t.equal(res.headers.get('retry-after'), '10', 'Retry-After says when to try again');
+    const body = (await res.json()) as { error: { code: string; message: string; details: { operationId: string } } };
+    t.equal(body.error.code, 'TENANT_WAKING');
+    t.match(body.error.message, /asleep and is waking up/, 'the body says it is waking');
+    t.equal((await operation(body.error.details.operationId)).kind, 'wake', 'and names the wake operation');
+  }
+  const wakes = await api.db.pool.query(`SELECT 1 FROM operations WHERE tenant_id = $1 AND kind = 'wake'`, [tenant.id]);
+  t.equal(wakes.rowCount, 1, 'two requests at once queue one wake');
+  await phaseIs(tenant.id, 'Ready');
+  slow.delete(tenant.id);
+});
+
+t.test('the sleep and wake routes: what may sleep, repeats, and a spec change wakes', async (t) => {
+  const tenant = await readyTenant();
+  const suspended = await readyTenant();
+  await api.request('POST', `/v1/tenants/${suspended.id}/suspend`, { key: api.operatorKey });
+  await phaseIs(suspended.id, 'Suspended');
+  const refused = await api.request('POST', `/v1/tenants/${suspended.id}/sleep`, { key: api.operatorKey });
+  t.equal(refused.statusCode, 409, 'a suspended tenant does not sleep');
+  t.equal(refused.json().error.code, 'NOT_SLEEPABLE');
+  t.match(refused.json().error.message, /suspended/, 'the message says why');
+
+  const first = await api.request('POST', `/v1/tenants/${tenant.id}/sleep`, { key: api.operatorKey });
+  t.equal(first.statusCode, 202);
+  t.equal(first.json().queued, true, 'queued a sleep');
+  const again = await api.request('POST', `/v1/tenants/${tenant.id}/sleep`, { key: api.operatorKey });
+  t.equal(again.json().queued, false, 'asleep already: nothing queued');
+  await asleepDone(tenant.id);
+
+  const other = await api.signup();
+  const hidden = await api.request('POST', `/v1/tenants/${tenant.id}/wake`, { key: other.apiKey });
+  t.equal(hidden.statusCode, 404, "another tenant's key cannot wake it");
+
+  // An upgrade of a sleeping tenant wakes it: the engine needs its virtual cluster running.
+  const patched = await api.request('PATCH', `/v1/tenants/${tenant.id}`, {
+    key: api.operatorKey,
+    body: { plan: 'team' },
+  });
+  t.equal(patched.statusCode, 202);
+  t.equal(patched.json().tenant.status.sleep.asleep, false, 'a spec change wakes the tenant');
+  await phaseIs(tenant.id, 'Ready');
+  const run = engine.calls.filter((c) => c.tenantId === tenant.id && c.kind === 'up').at(-1);
+  t.equal(run?.input.suspended, false, 'the change ran with the runtime up');
+
+  const notAsleep = await api.request('POST', `/v1/tenants/${tenant.id}/wake`, { key: tenant.key });
+  t.equal(notAsleep.statusCode, 202);
+  t.equal(notAsleep.json().queued, false, 'waking an awake tenant queues nothing');
+});
