@@ -30,6 +30,7 @@ import {
   registerDriftMetrics,
   registerManagedClusterTokenMetrics,
   registerFleetMetrics,
+  registerSleepMetrics,
   registerDriftWatchMetrics,
   registerReconcilerMetrics,
   registerReadMetrics,
@@ -378,6 +379,7 @@ export async function buildServices(
     idleLoop: reconcilerParts !== undefined,
     logger: logger?.child({ component: 'idle-sleep' }),
   });
+  registerSleepMetrics(metrics, pool, sleep);
   // Stored signup and registration answers hold secrets (API keys, bootstrap tokens): kept no longer than they are replayed.
   const idempotencyPruner = new Pruner({
     name: 'idempotency-pruner',

@@ -224,6 +224,8 @@ export function tenantStatus(t: Tenant, long = false): string {
     long && c ? `${short} (${c.reason}): ${c.message}` : short;
   if (t.spec.deleted) return t.status.phase === 'Deleted' ? '-' : 'deleting';
   if (t.status.phase === 'Suspended') return 'suspended';
+  if (t.status.phase === 'Sleeping') return say('asleep', cond('Ready', 'False'));
+  if (t.status.phase === 'Waking') return 'waking';
   const runtime = cond('RuntimeConnected', 'False');
   if (runtime) return say(NOT_CONNECTED[runtime.reason] ?? `runtime: ${runtime.reason}`, runtime);
   const stalled = cond('Stalled', 'True');
@@ -264,6 +266,16 @@ export function addApiCommands(program: Command, io: Io): void {
         ['region', t.spec.region ?? 'any'],
         ['version', `${t.status.runtimeVersion ?? '-'} (desired ${t.spec.runtimeVersion})`],
         ['suspended', String(t.spec.suspended)],
+        ...(t.status.sleep
+          ? ([
+              [
+                'sleep',
+                t.status.sleep.asleep
+                  ? `asleep since ${t.status.sleep.since ?? '-'}; the next request to its runtime (or tenants wake) wakes it`
+                  : `awake, last activity ${t.status.sleep.lastActivityAt} (${age(t.status.sleep.lastActivityAt)} ago)`,
+              ],
+            ] as Array<[string, string]>)
+          : []),
         ['generation', `${t.generation} (observed ${t.status.observedGeneration})`],
         ['cluster', t.status.cluster ?? '-'],
         ...Object.entries(t.status.endpoints),
@@ -396,6 +408,28 @@ export function addApiCommands(program: Command, io: Io): void {
         await client().request<Accepted>('POST', `/v1/tenants/${encodeURIComponent(id)}/resume`),
         'resuming',
         () => 'is not suspended',
+      );
+    });
+  tenants
+    .command('sleep <id>')
+    .description(
+      'put an idle runtime to sleep now (vcluster and runtime scaled to zero, data kept); the next request to it wakes it',
+    )
+    .action(async (id: string) => {
+      accepted(
+        await client().request<Accepted>('POST', `/v1/tenants/${encodeURIComponent(id)}/sleep`),
+        'putting to sleep',
+        () => 'is already asleep',
+      );
+    });
+  tenants
+    .command('wake <id>')
+    .description('wake a sleeping runtime now (a request to its runtime does too)')
+    .action(async (id: string) => {
+      accepted(
+        await client().request<Accepted>('POST', `/v1/tenants/${encodeURIComponent(id)}/wake`),
+        'waking',
+        (a) => `is not asleep (phase ${a.tenant.status.phase})`,
       );
     });
   tenants

@@ -17,6 +17,7 @@ import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { connectRuntime, type ConnectedRuntime } from '../../helpers/runtime.ts';
 import { until } from '../../helpers/wait.ts';
+import { cliAgainst } from '../../helpers/cli.ts';
 
 const KUBECONFIG =
   'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
@@ -262,4 +263,44 @@ t.test('the sleep and wake routes: what may sleep, repeats, and a spec change wa
   const notAsleep = await api.request('POST', `/v1/tenants/${tenant.id}/wake`, { key: tenant.key });
   t.equal(notAsleep.statusCode, 202);
   t.equal(notAsleep.json().queued, false, 'waking an awake tenant queues nothing');
+});
+
+t.test('the CLI and /metrics show sleep', async (t) => {
+  const tenant = await readyTenant();
+  const cli = cliAgainst(url, api.operatorKey);
+  const awake = await cli(['tenants', 'get', tenant.id]);
+  t.match(awake.out, /sleep:\s+awake, last activity \S+ \(/, 'tenants get: awake, with its last activity');
+  const slept = await cli(['tenants', 'sleep', tenant.id]);
+  t.equal(slept.code, 0, `tenants sleep: ${slept.err}`);
+  t.match(slept.out, /putting to sleep .*operation [0-9a-f-]{36}/, 'names the sleep operation');
+  await asleepDone(tenant.id);
+  const again = await cli(['tenants', 'sleep', tenant.id]);
+  t.equal(again.code, 4, 'sleeping one that sleeps: nothing to do (exit 4)');
+  t.match(again.out, /nothing to do: .*is already asleep/);
+  const got = await cli(['tenants', 'get', tenant.id]);
+  t.match(got.out, /sleep:\s+asleep since \S+; the next request to its runtime/, 'tenants get says it is asleep');
+  t.match(got.out, /status:\s+asleep \(Sleeping\)/, 'and its status line says why it is not Ready');
+  const list = await cli(['tenants', 'list']);
+  t.match(
+    list.out.split('\n').find((l) => l.includes(tenant.id)),
+    /Sleeping.*asleep/,
+    'tenants list: phase Sleeping, status asleep',
+  );
+
+  const metrics = (await api.request('GET', '/metrics', { key: null })).body;
+  const asleep = Number(/^provisioner_tenants_sleep\{plan="free",state="asleep"\} (\d+)/m.exec(metrics)?.[1]);
+  const { rows } = await api.db.pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM tenants WHERE plan = 'free' AND phase = 'Sleeping' AND NOT deleted`,
+  );
+  t.equal(asleep, rows[0]!.n, `/metrics counts the sleeping free tenants (${asleep})`);
+  t.ok(asleep >= 1);
+  t.match(metrics, /^provisioner_sleep_events_total\{event="woken_by_request"\} [1-9]/m, 'and the wakes by request');
+
+  const woke = await cli(['tenants', 'wake', tenant.id]);
+  t.equal(woke.code, 0, `tenants wake: ${woke.err}`);
+  t.match(woke.out, /waking .*operation/);
+  await phaseIs(tenant.id, 'Ready');
+  const notAsleep = await cli(['tenants', 'wake', tenant.id]);
+  t.equal(notAsleep.code, 4, 'waking an awake tenant: nothing to do');
+  t.match(notAsleep.out, /nothing to do: .*is not asleep \(phase Ready\)/);
 });
