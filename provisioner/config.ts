@@ -76,6 +76,17 @@ export interface Config {
   hybrid: HybridConfig;
   /** Idle hosted runtimes sleep and wake on demand (docs/operations.md "Sleep"). */
   sleep: SleepConfig;
+  /** Git webhooks kept for tenants' runtimes (docs/operations.md "Webhooks while asleep"). */
+  webhooks: WebhookConfig;
+}
+
+export interface WebhookConfig {
+  /** Largest webhook body accepted (PROVISIONER_WEBHOOK_MAX_BYTES, default 1048576, 1024..26214400). */
+  maxBytes: number;
+  /** Webhooks one tenant may have waiting for its runtime (PROVISIONER_WEBHOOK_QUEUE_PER_TENANT, default 100, 1..10000). */
+  queuePerTenant: number;
+  /** Their bytes together (PROVISIONER_WEBHOOK_QUEUE_BYTES_PER_TENANT, default 16777216, 1024..1073741824). */
+  queueBytesPerTenant: number;
 }
 
 export interface SleepConfig {
@@ -606,6 +617,11 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       idleSeconds: idleSeconds(env.PROVISIONER_SLEEP_IDLE_SECONDS),
       checkSeconds: int(env, 'PROVISIONER_SLEEP_CHECK_SECONDS', 60, 1, 3600),
       wakeWaitSeconds: int(env, 'PROVISIONER_WAKE_WAIT_SECONDS', 20, 0, 120),
+    },
+    webhooks: {
+      maxBytes: int(env, 'PROVISIONER_WEBHOOK_MAX_BYTES', 1024 * 1024, 1024, 25 * 1024 * 1024),
+      queuePerTenant: int(env, 'PROVISIONER_WEBHOOK_QUEUE_PER_TENANT', 100, 1, 10_000),
+      queueBytesPerTenant: int(env, 'PROVISIONER_WEBHOOK_QUEUE_BYTES_PER_TENANT', 16 * 1024 * 1024, 1024, 1024 ** 3),
     },
     hybrid: {
       // Without a trailing slash: the bundle and the bootstrap Job append paths to it.

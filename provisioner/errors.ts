@@ -276,6 +276,11 @@ export const ERROR_CODES = {
     description:
       "the tenant was asleep (no activity for its plan's idle time): the request woke it, and its runtime is not back yet; retry after `Retry-After` seconds (`details.operationId` is the wake operation)",
   },
+  WEBHOOK_QUEUE_FULL: {
+    status: 503,
+    description:
+      "the tenant's webhooks waiting for its runtime are at their budget (`PROVISIONER_WEBHOOK_QUEUE_PER_TENANT`, `PROVISIONER_WEBHOOK_QUEUE_BYTES_PER_TENANT`); retry after `Retry-After` seconds",
+  },
   SHUTTING_DOWN: { status: 503, description: 'the replica is shutting down; retry (another replica serves it)' },
   AUTH_TIMEOUT: { status: 503, description: "a tunnel upgrade's authentication took too long" },
   AUTH_UNAVAILABLE: { status: 503, description: 'a tunnel upgrade could not be authenticated right now' },

@@ -66,6 +66,7 @@ import { FleetDriver } from './fleet/driver.ts';
 import { LoopManager, serviceRunnable } from './loops/manager.ts';
 import { Pruner } from './loops/pruner.ts';
 import { SleepService } from './sleep/service.ts';
+import { WebhookService } from './webhooks/service.ts';
 import { pruneKeys } from './store/idempotency.ts';
 import { purgeRemovedRuntimes } from './store/runtimes.ts';
 import {
@@ -157,6 +158,8 @@ export interface Services {
   tenantChanges: TenantChangeService;
   /** Idle sleep and wake on demand (sleep/service.ts; the `idle-sleep` loop). */
   sleep: SleepService;
+  /** Git webhooks at a public per-tenant URL, kept until the runtime takes them (webhooks/service.ts). */
+  webhooks: WebhookService;
   /** The application state runtimes report: ingestion, reads, change followers (channel runtime_object). */
   runtimeObjects: RuntimeObjectService;
   /** Purges runtime objects' old tombstones (one replica at a time), started with the services. */
@@ -380,6 +383,14 @@ export async function buildServices(
     logger: logger?.child({ component: 'idle-sleep' }),
   });
   registerSleepMetrics(metrics, pool, sleep);
+  const webhooks = new WebhookService({
+    pool,
+    config: config.webhooks,
+    tunnel,
+    notifications,
+    wake: (tenantId, by, reason) => sleep.wake(tenantId, by, reason),
+    logger: logger?.child({ component: 'webhook-delivery' }),
+  });
   // Stored signup and registration answers hold secrets (API keys, bootstrap tokens): kept no longer than they are replayed.
   const idempotencyPruner = new Pruner({
     name: 'idempotency-pruner',
@@ -410,6 +421,7 @@ export async function buildServices(
       { phase: 'services', runnable: removedRuntimePurger.loop },
       { phase: 'services', runnable: appHistoryPruner.loop },
       { phase: 'services', runnable: sleep.loop },
+      { phase: 'services', runnable: webhooks.loop },
       driftWatch && { phase: 'services', runnable: serviceRunnable('drift-watch', driftWatch, driftWatch.health) },
       // Its stop waits for running attempts within the grace period.
       reconcilerParts && {
@@ -477,6 +489,7 @@ export async function buildServices(
     removedRuntimePurger,
     tenantChanges,
     sleep,
+    webhooks,
     reconciler: reconcilerParts?.reconciler,
     engine: reconcilerParts?.engine,
     fleetDriver,

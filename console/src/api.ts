@@ -96,6 +96,7 @@ export function query(params: Record<string, string | number | undefined | null>
  * here.
  */
 export type {
+  Accepted,
   ApplicationDiff,
   ApplicationHistoryEntry,
   ApplicationHistoryEvents,

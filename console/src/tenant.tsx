@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import {
   api,
   ApiError,
+  type Accepted,
   type Identity,
   type Operation,
   type PathInfo,
@@ -15,9 +16,50 @@ import { LogView } from './log-view.tsx';
 import { TenantFleetUpgrades } from './fleet-upgrades.tsx';
 import { TenantRuntimes } from './runtimes.tsx';
 import { openStream, type StreamStatus } from './sse.ts';
-import { Banner, ErrorBox, notConnectedOf, PhaseBadge, Time, when, words } from './util.tsx';
+import { Banner, ErrorBox, notConnectedOf, PhaseBadge, sleepStateOf, Time, when, words } from './util.tsx';
 
-type Action = 'upgrade' | 'suspend' | 'resume' | 'retry' | 'delete';
+type Action = 'upgrade' | 'suspend' | 'resume' | 'sleep' | 'wake' | 'retry' | 'delete';
+
+/**
+ * The tenant's idle sleep in words (status.sleep, docs/operations.md "Sleep"): asleep since when,
+ * going to sleep, waking up, or awake with its last activity.
+ */
+function SleepFact({ tenant: t }: { tenant: Tenant }) {
+  const state = sleepStateOf(t);
+  const s = t.status.sleep;
+  const last = s && (
+    <>
+      last activity <Time iso={s.lastActivityAt} ago />
+    </>
+  );
+  if (state === 'asleep')
+    return (
+      <>
+        asleep
+        {s?.since && (
+          <>
+            {' '}
+            since <Time iso={s.since} /> (<Time iso={s.since} ago />)
+          </>
+        )}
+        ; the next request to its runtime wakes it{last && <>; {last}</>}
+      </>
+    );
+  if (state === 'falling-asleep')
+    return (
+      <>
+        going to sleep
+        {s?.since && (
+          <>
+            , asked <Time iso={s.since} ago />
+          </>
+        )}
+        ; the next request to its runtime wakes it
+      </>
+    );
+  if (state === 'waking') return <>waking up: its runtime and virtual cluster start again</>;
+  return <>awake{last && <>, {last}</>}</>;
+}
 
 export function TenantPage({ me, id, operationId }: { me: Identity; id: string; operationId?: string | undefined }) {
   const [tenant, setTenant] = useState<Tenant | null>(null);
@@ -113,6 +155,10 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
               {t.spec.suspended
                 ? `yes, by ${t.status.suspension?.by ?? '?'}${t.status.suspension?.reason ? `: ${t.status.suspension.reason}` : ''}`
                 : 'no'}
+            </dd>
+            <dt>Sleep</dt>
+            <dd data-sleep={sleepStateOf(t)}>
+              <SleepFact tenant={t} />
             </dd>
             <dt>Created</dt>
             <dd>
@@ -265,6 +311,10 @@ function Actions({
   const path = paths.find((p) => p.from === current && p.to === target);
   // A tenant key may not lift an operator's suspension: that button is not shown to it.
   const canResume = t.spec.suspended && (operator || t.status.suspension?.by !== 'operator');
+  // Only a Ready, awake tenant that is not suspended sleeps (the API says why otherwise: 409
+  // NOT_SLEEPABLE); one asleep, or still Sleeping with a wake asked, can be woken.
+  const sleepable = t.status.phase === 'Ready' && !t.spec.suspended && !t.status.sleep?.asleep;
+  const wakeable = t.status.sleep?.asleep === true || t.status.phase === 'Sleeping';
   const retryable =
     t.status.phase === 'Failed' || t.status.conditions.some((c) => c.type === 'Stalled' && c.status === 'True');
   const choices = versions.filter((v) => v.version !== current && (operator || v.availability === 'available'));
@@ -272,14 +322,22 @@ function Actions({
   const run = async (action: Action) => {
     setBusy(true);
     setError(null);
+    let said = `${action} accepted`;
     try {
       const base = `/v1/tenants/${t.id}`;
       if (action === 'upgrade') await api('POST', `${base}/upgrade`, { body: { version: target } });
       else if (action === 'suspend')
         await api('POST', `${base}/suspend`, operator && reason ? { body: { reason } } : {});
       else if (action === 'delete') await api('DELETE', base);
-      else await api('POST', `${base}/${action}`);
-      setDone(`${action} accepted`);
+      else if (action === 'sleep' || action === 'wake') {
+        const a = await api<Accepted>('POST', `${base}/${action}`);
+        said = a.queued
+          ? `${action} accepted`
+          : action === 'sleep'
+            ? 'already asleep: nothing queued'
+            : 'not asleep, or already waking: nothing queued';
+      } else await api('POST', `${base}/${action}`);
+      setDone(said);
       setPending(null);
       setTyped('');
       onDone();
@@ -289,9 +347,14 @@ function Actions({
       setBusy(false);
     }
   };
-  const confirm = (action: Action, label: string, enabled = true) => (
+  const confirm = (action: Action, label: string, enabled = true, danger = true) => (
     <div class="confirm" role="group" aria-label={`Confirm ${action}`}>
-      <button type="button" class="danger" disabled={!enabled || busy} onClick={() => void run(action)}>
+      <button
+        type="button"
+        class={danger ? 'danger' : undefined}
+        disabled={!enabled || busy}
+        onClick={() => void run(action)}
+      >
         {label}
       </button>
       <button type="button" onClick={() => (setPending(null), setError(null), setTyped(''))}>
@@ -368,6 +431,30 @@ function Actions({
               Resume…
             </button>
           )}
+        </div>
+      )}
+      {sleepable && (
+        <div class="action">
+          {pending === 'sleep' ? (
+            <>
+              <p class="hint">
+                Its runtime and virtual cluster scale to zero; its data is kept. The next request to its runtime, Wake
+                or any change of its spec wakes it.
+              </p>
+              {confirm('sleep', 'Confirm sleep', true, false)}
+            </>
+          ) : (
+            <button type="button" onClick={() => (setPending('sleep'), setError(null), setDone(''))}>
+              Sleep…
+            </button>
+          )}
+        </div>
+      )}
+      {wakeable && (
+        <div class="action">
+          <button type="button" disabled={busy} onClick={() => (setPending(null), setDone(''), void run('wake'))}>
+            Wake
+          </button>
         </div>
       )}
       {retryable && (

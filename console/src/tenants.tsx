@@ -16,7 +16,7 @@ import {
 } from './api.ts';
 import { BlockingBanner, useDoctor } from './doctor.tsx';
 import { openStream, type StreamStatus } from './sse.ts';
-import { Banner, ErrorBox, notConnectedOf, PhaseBadge, Time, when } from './util.tsx';
+import { Banner, ErrorBox, notConnectedOf, PhaseBadge, sleepStateOf, Time, when } from './util.tsx';
 
 interface Filters {
   q: string;
@@ -34,6 +34,8 @@ type Sort = 'createdAt' | 'updatedAt' | 'organization' | 'phase';
  * while stalled, otherwise its Ready condition while False, as the API gives them to the caller.
  * A Ready tenant has a why too while its runtime is not connected (RuntimeConnected=False) or it
  * needs the customer's action (ActionRequired=True): Ready says provisioned, not running.
+ * A tenant asleep or waking has none unless stalled: sleep is settled, not a problem (SleepNote
+ * says where it is).
  */
 export function whyOf(t: Tenant): { reason: string; message: string } | null {
   if (t.status.phase === 'Ready' && !t.spec.suspended) {
@@ -44,9 +46,38 @@ export function whyOf(t: Tenant): { reason: string; message: string } | null {
   }
   if (['Ready', 'Suspended', 'Deleted'].includes(t.status.phase)) return null;
   const stalled = t.status.conditions.find((c) => c.type === 'Stalled' && c.status === 'True');
+  if (!stalled && (t.status.phase === 'Sleeping' || t.status.phase === 'Waking')) return null;
   const ready = t.status.conditions.find((c) => c.type === 'Ready' && c.status === 'False');
   const c = stalled ?? ready;
   return c ? { reason: c.reason, message: c.message } : null;
+}
+
+/**
+ * The Why of a tenant asleep, going to sleep or waking up (util.tsx's sleepStateOf), in calm words:
+ * no reason in bold, since nothing is wrong; the next request to its runtime wakes it.
+ */
+export function SleepNote({ tenant: t, now }: { tenant: Tenant; now?: number }) {
+  const state = sleepStateOf(t);
+  if (state === 'awake') return null;
+  const since = t.status.sleep?.since;
+  return (
+    <span class="sleep-note" data-sleep={state}>
+      {state === 'waking' ? (
+        'waking up: its runtime and virtual cluster start again'
+      ) : (
+        <>
+          {state === 'asleep' ? 'asleep' : 'going to sleep'}
+          {since && (
+            <>
+              {state === 'asleep' ? ' since ' : ', asked '}
+              <Time iso={since} ago now={now} />
+            </>
+          )}
+          ; the next request to its runtime wakes it
+        </>
+      )}
+    </span>
+  );
 }
 
 const PAGE_SIZE = 50;
@@ -308,7 +339,9 @@ export function TenantsPage({ me }: { me: Identity }) {
                     <>
                       <span class="reason">{why.reason}</span>: {why.message}
                     </>
-                  ) : null;
+                  ) : (
+                    <SleepNote tenant={t} now={now} />
+                  );
                 })()}
               </td>
               <td class="status">

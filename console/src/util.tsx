@@ -1,5 +1,5 @@
 import type { ComponentChildren } from 'preact';
-import type { ApiError } from './api.ts';
+import type { ApiError, Tenant } from './api.ts';
 
 /** "3d", "5h", "12m", "40s" since `iso`. */
 export function age(iso: string | null | undefined, now = Date.now()): string {
@@ -94,7 +94,7 @@ export function PhaseBadge({
   if (notConnected)
     return (
       <span
-        class="phase phase-degraded"
+        class={notConnected.reason === 'Waking' ? 'phase phase-waking' : 'phase phase-degraded'}
         data-degraded={notConnected.reason}
         title={`${notConnected.reason}: ${notConnected.message}`}
       >
@@ -104,11 +104,37 @@ export function PhaseBadge({
   return <span class={`phase phase-${phase.toLowerCase()}`}>{phase}</span>;
 }
 
+/**
+ * Where a tenant is in idle sleep (provisioner/sleep/, docs/operations.md "Sleep"), from its phase,
+ * its Ready condition and `status.sleep`:
+ * - `asleep`: phase Sleeping with Ready=False reason Sleeping (the sleep is applied);
+ * - `falling-asleep`: a sleep asked (status.sleep.asleep) and not applied yet;
+ * - `waking`: phase Waking, or still Sleeping with a wake asked;
+ * - `awake`: anything else.
+ * Sleep is a settled state, not a problem: the next request to its runtime wakes it.
+ */
+export type SleepState = 'awake' | 'falling-asleep' | 'asleep' | 'waking';
+export function sleepStateOf(t: Tenant): SleepState {
+  if (t.spec.deleted) return 'awake';
+  const asked = t.status.sleep?.asleep;
+  if (t.status.phase === 'Waking') return 'waking';
+  if (t.status.phase === 'Sleeping') {
+    if (asked === false) return 'waking';
+    const applied = t.status.conditions.some(
+      (c) => c.type === 'Ready' && c.status === 'False' && c.reason === 'Sleeping',
+    );
+    return applied ? 'asleep' : 'falling-asleep';
+  }
+  return asked ? 'falling-asleep' : 'awake';
+}
+
 /** RuntimeConnected=False reasons (provisioner/http/tenant-view.ts) in a few words. */
 const NOT_CONNECTED_WORDS: Record<string, string> = {
   TunnelNotConnected: 'not connected',
   NeverReported: 'never reported',
   ReportingStale: 'not reporting',
+  // Just woken from sleep: its pods are starting (not an alarm).
+  Waking: 'waking up',
 };
 
 /** A Ready tenant's (or hosted runtime's) RuntimeConnected=False condition, if it has one. */

@@ -208,6 +208,7 @@ function describeVersion(v: RuntimeVersionInfo, from: PathInfo[], to: PathInfo[]
 /** What `RuntimeConnected=False` reasons read as in a table cell. */
 const NOT_CONNECTED: Record<string, string> = {
   TunnelNotConnected: 'runtime not connected',
+  Waking: 'waking (runtime starting)',
   NeverReported: 'runtime never reported',
   ReportingStale: 'runtime stopped reporting',
 };

@@ -49,6 +49,7 @@ import { appHistoryRoutes } from './routes/app-history.ts';
 import { runtimeVersionRoutes } from './routes/runtime-versions.ts';
 import { signupRoutes } from './routes/signup.ts';
 import { tenantRoutes } from './routes/tenants.ts';
+import { webhookRoutes } from './routes/webhooks.ts';
 import { fleetUpgradeRoutes } from './routes/fleet-upgrades.ts';
 
 export async function buildApp(services: Services): Promise<FastifyInstance> {
@@ -145,6 +146,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     appHistoryRoutes,
     fleetUpgradeRoutes,
     doctorRoutes,
+    webhookRoutes,
   ]) {
     await app.register(routes(services));
   }

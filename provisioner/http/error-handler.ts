@@ -126,7 +126,7 @@ export function installErrorHandler(app: FastifyInstance, opts: { health?: Datab
     if (err.code === 'DATABASE_UNAVAILABLE') opts.health?.down(err.cause ?? raw);
     const retryAfter = err.details?.retryAfterSeconds;
     if (
-      (err.statusCode === 429 || err.code === 'TENANT_WAKING') &&
+      (err.statusCode === 429 || err.statusCode === 503) &&
       typeof retryAfter === 'number' &&
       !reply.hasHeader('retry-after')
     )

@@ -213,6 +213,10 @@ export const Tenant = Type.Object(
             since: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
               description: 'when it was put to sleep; null while awake',
             }),
+            wokeAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+              description:
+                'when it was last woken; for a few minutes after, until its runtime is connected again, requests wait for it (or get 503 TENANT_WAKING) and RuntimeConnected says Waking, not an alarm',
+            }),
             lastActivityAt: Type.String({
               format: 'date-time',
               description:

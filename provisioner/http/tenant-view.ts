@@ -5,6 +5,7 @@
  * nothing there is the tenant's to do. Their reason stays (NoCapacity, EngineUnavailable), and so do
  * the conditions that name the tenant's own actions (ActionRequired: connect a managed cluster).
  */
+import { WAKE_CONNECT_GRACE_SECONDS } from '../store/sleep.ts';
 import type { Condition } from '../store/states.ts';
 import { RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
 
@@ -72,11 +73,22 @@ export function runtimeConnected(
       phase: string;
       conditions: readonly Condition[];
       reporting?: { lastHeartbeatAt: string; stale: boolean } | undefined;
+      sleep?: { wokeAt: string | null } | undefined;
     };
   },
   tunnel: { connected: boolean; since: string | null },
+  now = Date.now(),
 ): Condition | undefined {
   if (t.status.phase !== 'Ready' || t.spec.suspended || t.spec.deleted) return undefined;
+  const wokeAt = t.status.sleep?.wokeAt;
+  if (!tunnel.connected && wokeAt && now - Date.parse(wokeAt) < WAKE_CONNECT_GRACE_SECONDS * 1000)
+    return {
+      type: 'RuntimeConnected',
+      status: 'False',
+      reason: 'Waking',
+      message: `the runtime was woken at ${wokeAt} and its pods are starting again; requests to it wait for it (or get 503 TENANT_WAKING with Retry-After) until its tunnel connects`,
+      lastTransitionTime: wokeAt,
+    };
   const readySince =
     t.status.conditions.find((c) => c.type === 'Ready')?.lastTransitionTime ?? new Date().toISOString();
   const reporting = t.status.reporting;

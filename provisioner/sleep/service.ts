@@ -23,7 +23,12 @@ import { errors } from '../errors.ts';
 import { PeriodicLoop } from '../loops/periodic.ts';
 import { writeAudit, type Actor, type Requester } from '../store/audit.ts';
 import { fleetUpgradeOf } from '../store/fleet-upgrades.ts';
-import { ACTIVITY_WRITE_EVERY_SECONDS, lockIdleTenants, touchActivity } from '../store/sleep.ts';
+import {
+  ACTIVITY_WRITE_EVERY_SECONDS,
+  WAKE_CONNECT_GRACE_SECONDS,
+  lockIdleTenants,
+  touchActivity,
+} from '../store/sleep.ts';
 import { changeSpec, getTenantRow, toTenant, type Tenant, type TenantRow } from '../store/tenants.ts';
 
 export interface SleepServiceOptions {
@@ -210,7 +215,11 @@ export class SleepService {
     if (await this.#o.connected(tenantId)) return;
     const row = await getTenantRow(this.#o.pool, tenantId);
     if (!row || row.deleted) return;
-    if (!row.sleeping && row.phase !== 'Sleeping' && row.phase !== 'Waking') return;
+    const justWoken =
+      row.phase === 'Ready' &&
+      row.woke_at != null &&
+      Date.now() - row.woke_at.getTime() < WAKE_CONNECT_GRACE_SECONDS * 1000;
+    if (!row.sleeping && row.phase !== 'Sleeping' && row.phase !== 'Waking' && !justWoken) return;
     const { operationId, queued } = row.sleeping
       ? await this.wake(tenantId, by, `a request to its runtime (${by.requestId})`)
       : { operationId: row.last_operation_id!, queued: false };

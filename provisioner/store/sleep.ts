@@ -6,6 +6,13 @@
  */
 import type { Queryable } from '../db/tx.ts';
 
+/**
+ * How long after a wake a runtime whose tunnel is not back yet counts as waking (its pods are
+ * recreated by the vcluster's syncer once its control plane runs, a minute or so): requests wait
+ * for it and the not-connected alarm stays off. Past it, a runtime that did not come back is flagged.
+ */
+export const WAKE_CONNECT_GRACE_SECONDS = 300;
+
 /** At most one activity write per tenant in this window (the column is read in minutes). */
 export const ACTIVITY_WRITE_EVERY_SECONDS = 30;
 

@@ -71,7 +71,7 @@ export interface Tenant {
      * when, and the last activity that counts (a request with the tenant's own key or one that
      * reached its runtime). Absent from rows read without it.
      */
-    sleep?: { asleep: boolean; since: string | null; lastActivityAt: string };
+    sleep?: { asleep: boolean; since: string | null; wokeAt: string | null; lastActivityAt: string };
     /** Once the runtime's event reporter has reported (store/reporting.ts). */
     reporting?: ReportingStatus;
     /** The tenant's managed clusters and whether each is reachable (their Reachable condition). */
@@ -104,6 +104,8 @@ export interface TenantRow {
   /** Put to sleep by the control plane (migration 034): applied as a suspension; cleared by activity or a spec change. */
   sleeping: boolean;
   asleep_since: Date | null;
+  /** When it was last woken (migration 034); absent from writes' RETURNING that do not name it. */
+  woke_at?: Date | null;
   /** Absent from writes' RETURNING that do not name it. */
   last_activity_at?: Date;
   deleted: boolean;
@@ -140,7 +142,7 @@ export interface TenantRow {
  * The columns of a TenantRow, named (not `t.*`): the reconciler's bookkeeping columns (lease,
  * backoff) are not read, so the hot read parses and transfers only what toTenant() needs.
  */
-export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, t.runtime_version, t.suspended, t.suspended_by, t.suspension_reason, t.sleeping, t.asleep_since, t.last_activity_at, t.deleted, t.generation,
+export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, t.runtime_version, t.suspended, t.suspended_by, t.suspension_reason, t.sleeping, t.asleep_since, t.woke_at, t.last_activity_at, t.deleted, t.generation,
   t.phase, t.observed_generation, t.actual_runtime_version, t.previous_runtime_version, t.cluster_id, c.name AS cluster_name,
   t.endpoints, t.conditions, t.last_operation_id, t.created_at, t.updated_at, t.deleted_at, t.created_at::text AS cursor_ts,
   t.last_reconciled_at, t.maintenance_windows,
@@ -233,6 +235,7 @@ export function toTenant(r: TenantRow): Tenant {
             sleep: {
               asleep: r.sleeping,
               since: r.asleep_since ? r.asleep_since.toISOString() : null,
+              wokeAt: r.woke_at ? r.woke_at.toISOString() : null,
               lastActivityAt: r.last_activity_at.toISOString(),
             },
           }
@@ -412,6 +415,7 @@ export async function changeSpec(
      upd AS (
        UPDATE tenants SET plan = $2, runtime_version = $3, suspended = $4, deleted = $5, generation = $6,
               sleeping = $13, asleep_since = CASE WHEN $13 THEN coalesce(asleep_since, now()) END,
+              woke_at = CASE WHEN sleeping AND NOT $13 THEN now() ELSE woke_at END,
               conditions = $7, stalled = false, consecutive_failures = 0, next_attempt_at = NULL,
               phase = CASE WHEN $5 AND phase <> 'Deleted' THEN 'Deleting' ELSE phase END,
               deleted_at = CASE WHEN $5 THEN coalesce(deleted_at, now()) ELSE deleted_at END,

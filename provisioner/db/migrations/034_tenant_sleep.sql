@@ -8,7 +8,10 @@
 ALTER TABLE tenants
   ADD COLUMN sleeping boolean NOT NULL DEFAULT false,
   ADD COLUMN last_activity_at timestamptz NOT NULL DEFAULT now(),
-  ADD COLUMN asleep_since timestamptz;
+  ADD COLUMN asleep_since timestamptz,
+  -- When it was last woken: until its runtime's tunnel is back (a few minutes at most) a request
+  -- waits for it and its status says Waking instead of raising the not-connected alarm.
+  ADD COLUMN woke_at timestamptz;
 
 ALTER TABLE tenants DROP CONSTRAINT tenants_phase_check;
 ALTER TABLE tenants

@@ -19,7 +19,7 @@ import type { ClusterProbe } from '../../clusters/service.ts';
 import type { LoopStatus } from '../../loops/manager.ts';
 import { describeMissing } from '../../../tenants/root-permissions.ts';
 import { toTenant } from '../../store/tenants.ts';
-import { runtimeConnected, tunnelView } from '../tenant-view.ts';
+import { RUNTIME_NOT_CONNECTED_REASONS, runtimeConnected, tunnelView } from '../tenant-view.ts';
 
 type Check = Static<typeof DoctorCheck>;
 
@@ -169,7 +169,7 @@ async function runtimeChecks(ctx: AppContext): Promise<Check[]> {
   for (const row of rows) {
     const t = toTenant(row);
     const c = runtimeConnected(t, tunnelView(ctx.tunnel.status(t.id), row, ctx.tunnelDirectory.replicaId));
-    if (c?.status !== 'False') continue;
+    if (c?.status !== 'False' || !RUNTIME_NOT_CONNECTED_REASONS.has(c.reason)) continue;
     dark.push({
       name: `tenant/${t.organization}`,
       status: 'warning',

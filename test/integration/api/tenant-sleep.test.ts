@@ -24,13 +24,41 @@ const KUBECONFIG =
   'users: [{name: u, user: {token: root-cluster-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
 
 const api = await createTestApi({
-  env: { PROVISIONER_SLEEP_IDLE_SECONDS: 'free=600', PROVISIONER_WAKE_WAIT_SECONDS: '5' },
+  env: {
+    PROVISIONER_SLEEP_IDLE_SECONDS: 'free=600',
+    PROVISIONER_WAKE_WAIT_SECONDS: '5',
+    PROVISIONER_WEBHOOK_MAX_BYTES: '4096',
+    PROVISIONER_WEBHOOK_QUEUE_PER_TENANT: '3',
+  },
 });
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(() => api.close());
 
+/** Webhooks the runtime's event source received (through its request router's /webhooks/*), per tenant. */
+const received = new Map<string, Array<{ path: string; headers: http.IncomingHttpHeaders; body: string }>>();
+/** Answers the event source gives next (500: it is not ready), per path; then 200. */
+const failures = new Map<string, number>();
 // The runtime's request router, as the tunnel client forwards to it.
 const upstream = http.createServer((req, res) => {
+  if (req.url?.startsWith('/webhooks/')) {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const left = failures.get(req.url!) ?? 0;
+      if (left > 0) {
+        failures.set(req.url!, left - 1);
+        res.statusCode = 500;
+        return res.end('event source not ready');
+      }
+      const tenant = String(req.headers['x-tenant-under-test']);
+      received.set(tenant, [
+        ...(received.get(tenant) ?? []),
+        { path: req.url!, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') },
+      ]);
+      res.end('ok');
+    });
+    return;
+  }
   res.setHeader('content-type', 'application/json');
   res.end(JSON.stringify({ path: req.url }));
 });
@@ -303,4 +331,98 @@ t.test('the CLI and /metrics show sleep', async (t) => {
   const notAsleep = await cli(['tenants', 'wake', tenant.id]);
   t.equal(notAsleep.code, 4, 'waking an awake tenant: nothing to do');
   t.match(notAsleep.out, /nothing to do: .*is not asleep \(phase Ready\)/);
+});
+
+t.test('webhooks: a public per-tenant URL; kept, delivered in order, also after a sleep', async (t) => {
+  const tenant = await readyTenant();
+  const minted = await api.request('POST', `/v1/tenants/${tenant.id}/webhook-url`, { key: tenant.key });
+  t.equal(minted.statusCode, 201, 'the tenant gets a webhook URL');
+  const hookUrl = new URL(minted.json<{ url: string }>().url);
+  t.match(hookUrl.pathname, new RegExp(`^/v1/webhooks/${tenant.id}/[A-Za-z0-9_-]{43}/$`), 'with a secret in it');
+  const post = (path: string, body: string, headers: Record<string, string> = {}, base = hookUrl.pathname) =>
+    fetch(`${url}${base}${path}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-github-event': 'push',
+        'x-hub-signature-256': 'sha256=feedface',
+        'x-tenant-under-test': tenant.id,
+        authorization: 'Bearer not-forwarded',
+        ...headers,
+      },
+      body,
+    });
+  const queued = async () =>
+    Number(
+      (
+        await api.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM tenant_webhooks WHERE tenant_id = $1', [
+          tenant.id,
+        ])
+      ).rows[0]!.n,
+    );
+
+  await t.test('awake: delivered to the event source as sent', async (t) => {
+    const res = await post('github?source=repo-a', '{"ref":"refs/heads/main"}');
+    t.equal(res.status, 202, 'accepted');
+    t.match(await res.json(), { queued: true, waking: false });
+    const got = await until('the event source to receive it', () => received.get(tenant.id)?.[0]);
+    t.equal(got.path, '/webhooks/github?source=repo-a', 'at its path under /webhooks, with the query');
+    t.equal(got.body, '{"ref":"refs/heads/main"}', 'the body byte for byte');
+    t.equal(got.headers['x-github-event'], 'push', "the provider's event header");
+    t.equal(got.headers['x-hub-signature-256'], 'sha256=feedface', 'and its signature header');
+    t.notOk(got.headers.authorization, "the caller's Authorization is not passed on");
+    await until('the queue to be empty', async () => (await queued()) === 0);
+  });
+
+  await t.test('a wrong or replaced secret is a 404; too large a body 413', async (t) => {
+    const wrong = await post('github', '{}', {}, `/v1/webhooks/${tenant.id}/${'A'.repeat(43)}/`);
+    t.equal(wrong.status, 404, 'a wrong secret');
+    const big = await post('github', 'x'.repeat(5000));
+    t.equal(big.status, 413, 'over PROVISIONER_WEBHOOK_MAX_BYTES');
+    const again = await api.request('POST', `/v1/tenants/${tenant.id}/webhook-url`, { key: api.operatorKey });
+    const old = await post('github', '{}');
+    t.equal(old.status, 404, 'the previous URL stops working once a new one is minted');
+    hookUrl.pathname = new URL(again.json<{ url: string }>().url).pathname;
+    t.equal((await post('github', '{"n":0}')).status, 202, 'the new one works');
+    await until('delivered', async () => (await queued()) === 0);
+    received.delete(tenant.id);
+  });
+
+  await t.test('asleep: kept, the tenant woken, delivered in order after the wake', async (t) => {
+    t.equal((await api.request('POST', `/v1/tenants/${tenant.id}/sleep`, { key: tenant.key })).statusCode, 202);
+    await asleepDone(tenant.id);
+    slow.add(tenant.id); // the runtime is not back before the test says so
+    const first = await post('github', '{"n":1}');
+    t.equal(first.status, 202);
+    t.match(await first.json(), { queued: true, waking: true }, 'the answer says the tenant is waking for it');
+    t.equal((await post('github', '{"n":2}')).status, 202);
+    t.equal((await post('github', '{"n":3}')).status, 202);
+    const full = await post('github', '{"n":4}');
+    t.equal(full.status, 503, "the fourth is over the tenant's queue budget of 3");
+    t.equal(full.headers.get('retry-after'), '60', 'with Retry-After');
+    t.equal(((await full.json()) as { error: { code: string } }).error.code, 'WEBHOOK_QUEUE_FULL');
+    t.equal(await queued(), 3, 'three kept while the runtime is away');
+    t.equal(received.get(tenant.id), undefined, 'none delivered yet');
+    const wake = await api.db.pool.query<{ actor: string }>(
+      `SELECT actor FROM audit_log WHERE target_id = $1 AND action = 'tenant.wake' ORDER BY id DESC LIMIT 1`,
+      [tenant.id],
+    );
+    t.equal(wake.rows[0]?.actor, 'webhook', 'the webhook woke the tenant (audited)');
+    await phaseIs(tenant.id, 'Ready');
+    failures.set('/webhooks/github', 1); // the event source is not ready at first
+    slow.delete(tenant.id);
+    runtimes.delete(tenant.id);
+    connecting.add(connectRuntime(api, url, tenant.id, upstream).then((r) => (runtimes.set(tenant.id, r), r)));
+    const got = await until(
+      'all three delivered',
+      () => (received.get(tenant.id)?.length === 3 ? received.get(tenant.id) : undefined),
+      30_000,
+    );
+    t.same(
+      got.map((g) => g.body),
+      ['{"n":1}', '{"n":2}', '{"n":3}'],
+      'in the order they came, the first after a 500 from the event source was retried',
+    );
+    t.equal(await queued(), 0, 'nothing left in the queue');
+  });
 });

@@ -1,0 +1,62 @@
+/**
+ * Idle sleep's pure rules: the configuration of idle times per plan, the idle time as words, and
+ * what RuntimeConnected says for a runtime just woken (Waking, not an alarm) and one that did not
+ * come back within the grace (the alarm again).
+ */
+import t from 'tap';
+import { loadConfig } from '../../provisioner/config.ts';
+import { formatIdle } from '../../provisioner/sleep/service.ts';
+import { RUNTIME_NOT_CONNECTED_REASONS, runtimeConnected } from '../../provisioner/http/tenant-view.ts';
+import { WAKE_CONNECT_GRACE_SECONDS } from '../../provisioner/store/sleep.ts';
+
+t.test('PROVISIONER_SLEEP_IDLE_SECONDS: plan=seconds pairs of known plans', async (t) => {
+  t.same(loadConfig({}).sleep.idleSeconds, { free: 1800 }, 'free tenants after 30 minutes by default');
+  t.same(loadConfig({ PROVISIONER_SLEEP_IDLE_SECONDS: 'free=600, team=14400' }).sleep.idleSeconds, {
+    free: 600,
+    team: 14400,
+  });
+  t.same(loadConfig({ PROVISIONER_SLEEP_IDLE_SECONDS: 'free=0' }).sleep.idleSeconds, { free: 0 }, '0: never');
+  for (const [value, message] of [
+    ['gold=60', /unknown plan 'gold' \(plans: free, team/],
+    ['free', /'free' is not plan=seconds/],
+    ['free=5', /free=5: at least 10 seconds, or 0 for never/],
+    ['free=-1', /'free=-1' is not plan=seconds/],
+  ] as const) {
+    t.throws(() => loadConfig({ PROVISIONER_SLEEP_IDLE_SECONDS: value }), {
+      message: new RegExp(`PROVISIONER_SLEEP_IDLE_SECONDS.*${message.source}`),
+    });
+  }
+  t.throws(() => loadConfig({ PROVISIONER_WAKE_WAIT_SECONDS: '600' }), /PROVISIONER_WAKE_WAIT_SECONDS/);
+});
+
+t.test('idle times read as words', async (t) => {
+  t.equal(formatIdle(1800), '30m');
+  t.equal(formatIdle(3725), '1h2m5s');
+  t.equal(formatIdle(45), '45s');
+  t.equal(formatIdle(0), '0s');
+});
+
+t.test('RuntimeConnected: Waking for a runtime just woken, the alarm once the grace is over', async (t) => {
+  const now = Date.parse('2026-11-29T10:00:00Z');
+  const tenant = (wokeAt: string | null) => ({
+    spec: { suspended: false, deleted: false },
+    status: {
+      phase: 'Ready',
+      conditions: [],
+      sleep: { wokeAt },
+    },
+  });
+  const down = { connected: false, since: null };
+  const woken = runtimeConnected(tenant(new Date(now - 60_000).toISOString()), down, now);
+  t.match(woken, { status: 'False', reason: 'Waking', message: /woken at .* TENANT_WAKING/ });
+  t.notOk(RUNTIME_NOT_CONNECTED_REASONS.has(woken!.reason), 'Waking is not an alarm reason');
+  const late = runtimeConnected(
+    tenant(new Date(now - (WAKE_CONNECT_GRACE_SECONDS + 1) * 1000).toISOString()),
+    down,
+    now,
+  );
+  t.equal(late?.reason, 'TunnelNotConnected', 'past the grace, a runtime that did not come back is flagged');
+  t.equal(runtimeConnected(tenant(null), down, now)?.reason, 'TunnelNotConnected', 'never woken: as before');
+  const up = runtimeConnected(tenant(new Date(now - 1000).toISOString()), { connected: true, since: null }, now);
+  t.equal(up?.reason, 'NeverReported', 'connected: the usual checks, whatever the wake');
+});
