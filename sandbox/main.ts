@@ -184,6 +184,9 @@ async function main(): Promise<void> {
           `  ${cli} products promote ${id} shop --watch   # a promotion through the control plane and the tunnel, followed to its end`,
           `  ${cli} products rollback ${id} shop prod --watch   # prod back to the release it held before (1.0.0), by a commit`,
           `  (console: Products → argocd/shop shows the environments side by side and each promotion's timeline; docs/promotions.md)`,
+          `  ${cli} tenants sleep ${id}   # its vcluster and runtime to zero, data kept (idle free tenants sleep by themselves: docs/operations.md "Sleep")`,
+          `  ${cli} tenants wake ${id}   # or any request to its runtime: 503 TENANT_WAKING with Retry-After until it is back`,
+          `  ${cli} tenants webhook-url ${id}   # a public URL for a Git provider's webhooks, kept and delivered also while it sleeps`,
         ]
       : []),
     `  ${cli} clusters list`,

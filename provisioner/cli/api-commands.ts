@@ -434,6 +434,21 @@ export function addApiCommands(program: Command, io: Io): void {
       );
     });
   tenants
+    .command('webhook-url <id>')
+    .description(
+      "a new public URL for the tenant's Git provider's webhooks (the previous one stops working); its secret is shown only now",
+    )
+    .action(async (id: string) => {
+      const a = await client().request<{ url: string }>('POST', `/v1/tenants/${encodeURIComponent(id)}/webhook-url`);
+      print(a, () =>
+        [
+          a.url,
+          "add the event source's path after it in the Git provider (for example …/github for an event source on /github);",
+          'webhooks sent there are kept and delivered to the runtime in order, also while it sleeps',
+        ].join('\n'),
+      );
+    });
+  tenants
     .command('retry <id>')
     .description('a new attempt now for a Stalled or failing tenant')
     .action(async (id: string) => {

@@ -326,8 +326,16 @@ t.test('the CLI and /metrics show sleep', async (t) => {
 
   const woke = await cli(['tenants', 'wake', tenant.id]);
   t.equal(woke.code, 0, `tenants wake: ${woke.err}`);
-  t.match(woke.out, /waking .*operation/);
+  t.match(woke.out, /waking .*operation [0-9a-f-]{36}/, 'names the wake operation');
   await phaseIs(tenant.id, 'Ready');
+  const hook = await cli(['tenants', 'webhook-url', tenant.id]);
+  t.equal(hook.code, 0, `tenants webhook-url: ${hook.err}`);
+  const hookUrl = hook.out.split('\n')[0]!;
+  t.match(hookUrl, new RegExp(`/v1/webhooks/${tenant.id}/[A-Za-z0-9_-]{43}/$`), 'prints the URL first');
+  const kept = await fetch(`${hookUrl}github`, { method: 'POST', body: '{}' });
+  t.equal(kept.status, 202, 'the printed URL takes webhooks');
+  t.match(await kept.json(), { queued: true, waking: false }, 'for the awake tenant');
+
   const notAsleep = await cli(['tenants', 'wake', tenant.id]);
   t.equal(notAsleep.code, 4, 'waking an awake tenant: nothing to do');
   t.match(notAsleep.out, /nothing to do: .*is not asleep \(phase Ready\)/);
