@@ -11,9 +11,9 @@
  */
 import { join } from 'node:path';
 import t from 'tap';
-import { CustomObjectsApi } from '@kubernetes/client-node';
+import { CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
-import { kube } from './harness/kube.ts';
+import { kube, type Kube } from './harness/kube.ts';
 import { until } from '../../sandbox/processes.ts';
 import { startGitServer } from '../../sandbox/git-server.ts';
 import { catalog } from '../../runtime/catalog.ts';
@@ -38,12 +38,66 @@ interface Condition {
 }
 interface TenantView {
   id: string;
-  status: { phase: string; conditions?: Condition[] };
+  generation?: number;
+  status: {
+    phase: string;
+    observedGeneration?: number;
+    conditions?: Condition[];
+    tunnel?: { connected: boolean; since: string | null };
+    sleep?: { asleep: boolean; since: string | null; lastActivityAt: string };
+  };
+}
+
+/** A CPU quantity in millicores ("250m", "1", "0.5"). */
+function millicores(q: string): number {
+  return q.endsWith('m') ? Number(q.slice(0, -1)) : Number(q) * 1000;
+}
+
+/** A memory quantity in bytes ("128Mi", "1G", "512k", "1e6"). */
+function bytes(q: string): number {
+  const m = /^([0-9.e+-]+)([KMGTPE]i?|k|m)?$/.exec(q);
+  if (!m) return Number.NaN;
+  const unit = m[2] ?? '';
+  const binary: Record<string, number> = {
+    Ki: 2 ** 10,
+    Mi: 2 ** 20,
+    Gi: 2 ** 30,
+    Ti: 2 ** 40,
+    Pi: 2 ** 50,
+    Ei: 2 ** 60,
+  };
+  const decimal: Record<string, number> = { k: 1e3, K: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18, m: 1e-3 };
+  return Number(m[1]) * (binary[unit] ?? decimal[unit] ?? 1);
+}
+
+/** What the pods hold on the root cluster: the sum of their containers' requests (the scheduler's reservation). */
+function reservation(pods: V1Pod[]): { cpuMillicores: number; memoryBytes: number } {
+  let cpuMillicores = 0;
+  let memoryBytes = 0;
+  for (const pod of pods)
+    for (const c of pod.spec?.containers ?? []) {
+      const r = c.resources?.requests ?? {};
+      if (r.cpu) cpuMillicores += millicores(r.cpu);
+      if (r.memory) memoryBytes += bytes(r.memory);
+    }
+  return { cpuMillicores, memoryBytes };
+}
+
+function describeReservation(r: { cpuMillicores: number; memoryBytes: number }, pods: number): string {
+  return `${pods} pod(s), CPU ${r.cpuMillicores}m, memory ${(r.memoryBytes / 2 ** 20).toFixed(0)} Mi requested`;
+}
+
+/** The pods of the tenant's vcluster on the root cluster: its control plane (`app=vcluster`) and the pods it synced. */
+async function vclusterPodsOnRoot(root: Kube, namespace: string): Promise<V1Pod[]> {
+  const all = await root.core.listNamespacedPod({ namespace });
+  return all.items.filter(
+    (p) => p.metadata?.labels?.app === 'vcluster' || p.metadata?.labels?.['vcluster.loft.sh/managed-by'] !== undefined,
+  );
 }
 
 await provisioningSuite(
   t,
-  async (e2e) => {
+  async (e2e, root) => {
     const runner = e2e.runtimePods!;
     t.comment(`runtime pods' Redis: ${runner.redis}`);
     const started = Date.now();
@@ -183,6 +237,220 @@ await provisioningSuite(
         t.ok(synced, `the control plane shows demo Synced (commit ${sha.slice(0, 8)})`);
       },
     );
+
+    await t.test('sleep and wake: the runtime’s pods go, a request wakes it, nothing is lost', async (t) => {
+      const asTenant = e2e.api.withToken(signup.apiKey);
+      const tenantView = () => e2e.api.expect<TenantView>(200, 'GET', `/v1/tenants/${tenantId}`);
+      const awakePods = await vclusterPodsOnRoot(root, ns);
+      t.comment(`awake reservation in ${ns}: ${describeReservation(reservation(awakePods), awakePods.length)}`);
+
+      // 1. To sleep, on the tenant's own key.
+      const slept = Date.now();
+      const accepted = await asTenant.expect<{ operationId: string; queued: boolean }>(
+        202,
+        'POST',
+        `/v1/tenants/${tenantId}/sleep`,
+      );
+      t.ok(accepted.queued, `the tenant's key put it to sleep (operation ${accepted.operationId})`);
+      t.equal((await e2e.api.operation(accepted.operationId)).kind, 'sleep', 'through a sleep operation');
+      // The phase reads Sleeping while the operation runs: applied is Ready=False, Sleeping with the spec observed.
+      const asleep = await until(
+        'Sleeping with Ready=False reason Sleeping',
+        300_000,
+        async () => {
+          const v = await tenantView();
+          const ready = v.status.conditions?.find((c) => c.type === 'Ready');
+          const op = await e2e.api.operation(accepted.operationId);
+          if (op.state === 'failed') throw new Error(`sleep operation failed: ${JSON.stringify(op.error)}`);
+          return v.status.phase === 'Sleeping' &&
+            ready?.status === 'False' &&
+            ready.reason === 'Sleeping' &&
+            v.status.observedGeneration === v.generation
+            ? v
+            : undefined;
+        },
+        1000,
+      );
+      e2e.timing('sleep: POST …/sleep → Sleeping (Ready=False, Sleeping)', (Date.now() - slept) / 1000);
+      t.equal(asleep.status.sleep?.asleep, true, `status.sleep says asleep since ${asleep.status.sleep?.since ?? '?'}`);
+
+      // 2. Nothing of the vcluster or its runtime runs on the root cluster; terminating pods count once gone.
+      const left = await until(
+        `the vcluster's pods in ${ns} to be gone`,
+        180_000,
+        async () => {
+          const pods = await vclusterPodsOnRoot(root, ns);
+          return pods.length === 0 ? pods : undefined;
+        },
+        1000,
+      ).catch(async (err: Error) => {
+        const pods = await vclusterPodsOnRoot(root, ns);
+        throw new Error(
+          `${err.message}; left: ${pods.map((p) => `${p.metadata?.name} (${p.status?.phase ?? '?'}${p.metadata?.deletionTimestamp ? ', terminating' : ''})`).join(', ')}`,
+          { cause: err },
+        );
+      });
+      t.same(left, [], `no pod of the vcluster or of its runtime is left in ${ns}`);
+      e2e.timing('sleep: POST …/sleep → no pod of the tenant left on the root', (Date.now() - slept) / 1000);
+      await until('the runtime pods runner to stop the tenant’s processes', 60_000, () => runner.pods(ns).length === 0);
+      t.same(
+        runner.pods(ns).map((p) => p.name),
+        [],
+        'no process runs for the tenant’s runtime any more',
+      );
+      const rest = (await root.core.listNamespacedPod({ namespace: ns })).items;
+      const sleeping = reservation(rest);
+      t.comment(`sleeping reservation in ${ns}: ${describeReservation(sleeping, rest.length)}`);
+      t.same(sleeping, { cpuMillicores: 0, memoryBytes: 0 }, 'asleep, the tenant reserves no CPU or memory');
+      const sts = await root.apps.readNamespacedStatefulSet({ name: 'vcluster', namespace: ns });
+      t.equal(sts.spec?.replicas, 0, 'the vcluster’s control plane is scaled to zero');
+
+      // 3. The tunnel is down, and that is no alarm.
+      const down = await until(
+        'the tunnel to be seen down',
+        60_000,
+        async () => {
+          const v = await tenantView();
+          return v.status.tunnel?.connected !== true ? v : undefined;
+        },
+        1000,
+      );
+      t.notOk(down.status.tunnel?.connected, 'the tunnel is down');
+      t.notOk(
+        down.status.conditions?.some((c) => c.type === 'RuntimeConnected' && c.status === 'False'),
+        `no RuntimeConnected=False alarm while asleep (conditions: ${(down.status.conditions ?? []).map((c) => `${c.type}=${c.status}/${c.reason ?? ''}`).join(', ')})`,
+      );
+
+      // 4. A request through the tunnel wakes it: TENANT_WAKING (Retry-After) until the runtime answers.
+      const view = await e2e.api.expect<TenantView & { status: { endpoints?: { argoCdUrl?: string } } }>(
+        200,
+        'GET',
+        `/v1/tenants/${tenantId}`,
+      );
+      const path = new URL(view.status.endpoints?.argoCdUrl ?? '').pathname;
+      const woke = Date.now();
+      const answers: string[] = [];
+      const wakeOps = new Set<string>();
+      let waking = 0;
+      const unexpected: string[] = [];
+      const alarms: string[] = [];
+      let first = true;
+      const version = await until(
+        'a request through the tunnel to be answered 200',
+        300_000,
+        async () => {
+          const res = await fetch(`${e2e.api.url}${path}api/version`, {
+            headers: { authorization: `Bearer ${signup.apiKey}` },
+            signal: AbortSignal.timeout(60_000),
+          });
+          const text = await res.text();
+          const body = (text ? JSON.parse(text) : {}) as {
+            Version?: string;
+            error?: { code: string; details?: { operationId?: string } };
+          };
+          // What the tenant reads meanwhile: its phase and whether a RuntimeConnected=False alarm shows.
+          const seen = await tenantView();
+          const rc = seen.status.conditions?.find((c) => c.type === 'RuntimeConnected');
+          // Until its runtime is connected again, a request waits for it or is told it is waking;
+          // once connected, the runtime's own components may still be starting (Argo CD's server:
+          // 502/504 from its router), as after any restart of them.
+          if (res.status !== 200 && body.error?.code !== 'TENANT_WAKING' && rc?.status !== 'True')
+            unexpected.push(body.error?.code ?? String(res.status));
+          // Waking (just woken, its pods starting) is not an alarm; the others are.
+          if (rc?.status === 'False' && rc.reason !== 'Waking') alarms.push(rc.reason ?? '');
+          answers.push(
+            `${res.status}${body.error ? ` ${body.error.code}` : ''} at ${((Date.now() - woke) / 1000).toFixed(1)} s` +
+              ` (${seen.status.phase}${rc ? `, RuntimeConnected=${rc.status}/${rc.reason ?? ''}` : ''})`,
+          );
+          if (first) {
+            first = false;
+            t.ok(
+              res.status === 200 || body.error?.code === 'TENANT_WAKING',
+              `the first request woke it: ${res.status} ${body.error?.code ?? ''}`,
+            );
+          }
+          if (res.status === 200) return body;
+          if (body.error?.code === 'TENANT_WAKING') {
+            waking++;
+            t.equal(res.headers.get('retry-after'), '10', 'TENANT_WAKING asks to retry after 10 s');
+            const opId = body.error.details?.operationId ?? '';
+            if (!wakeOps.has(opId)) {
+              wakeOps.add(opId);
+              t.equal((await e2e.api.operation(opId)).kind, 'wake', `details.operationId ${opId} is a wake operation`);
+            }
+          }
+          return undefined;
+        },
+        // Retry-After is advice: retried sooner here, to measure the latency.
+        1000,
+      );
+      const latency = (Date.now() - woke) / 1000;
+      e2e.timing('wake: first request while asleep → first 200 through the tunnel', latency);
+      t.comment(`answers while waking: ${answers.join('; ')}`);
+      t.match(
+        version.Version ?? '',
+        /^v3\./,
+        `Argo CD answered through the tunnel after the wake (${version.Version ?? ''})`,
+      );
+      t.ok(waking > 0 || answers.length === 1, `${waking} TENANT_WAKING answer(s) before it`);
+      t.ok(wakeOps.size <= 1, 'one wake operation for all of them');
+      // The wake operation ends (phase Ready) once the vcluster's control plane runs, before its
+      // syncer has the runtime's pods back: until the tunnel connects requests still wait for it
+      // (TENANT_WAKING) and RuntimeConnected says Waking, not an alarm.
+      t.same(unexpected, [], 'until the runtime is connected again, every answer is TENANT_WAKING');
+      t.same(alarms, [], 'no RuntimeConnected=False alarm while it wakes');
+
+      // 5. Awake again, nothing lost.
+      const ready = await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
+      t.equal(ready.status.phase, 'Ready', 'the tenant is Ready again');
+      const ops = await e2e.api.operations(tenantId);
+      t.ok(
+        ops.some((o) => o.kind === 'wake' && o.state === 'succeeded'),
+        `a wake operation succeeded (${ops.find((o) => o.kind === 'wake')?.id ?? 'none'})`,
+      );
+      const connected = await until(
+        'RuntimeConnected=True after the wake',
+        180_000,
+        async () => {
+          const v = await tenantView();
+          return v.status.conditions?.find((c) => c.type === 'RuntimeConnected' && c.status === 'True');
+        },
+        1000,
+      );
+      t.ok(connected, `RuntimeConnected=True again: ${connected.message ?? ''}`);
+      e2e.timing('wake: first request → RuntimeConnected=True', (Date.now() - woke) / 1000);
+      const awake = await tenantView();
+      t.equal(awake.status.sleep?.asleep ?? false, false, 'status.sleep says awake');
+      t.equal(awake.status.tunnel?.connected, true, 'the tunnel is up');
+
+      const vc = kube(await e2e.tenantKubeconfig(tenantId));
+      const app = (await vc.kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
+        group: 'argoproj.io',
+        version: 'v1alpha1',
+        namespace: 'argocd',
+        plural: 'applications',
+        name: 'demo',
+      })) as { spec?: { source?: { path?: string } } };
+      t.equal(app.spec?.source?.path, 'demo', 'the demo Application is still in the vcluster');
+      const cm = await vc.core.readNamespacedConfigMap({ name: 'demo-config', namespace: 'demo' });
+      t.equal(cm.data?.greeting, 'hello from git', 'and what it synced is still there');
+      type Page = { items: Array<{ name: string; sync: string | null }> };
+      const synced = await until(
+        'demo reported Synced after the wake',
+        180_000,
+        async () => {
+          const page = await asTenant.expect<Page>(200, 'GET', `/v1/tenants/${tenantId}/applications`);
+          return page.items.find((i) => i.name === 'demo' && i.sync === 'Synced');
+        },
+        1000,
+      );
+      t.ok(synced, 'the control plane reports demo Synced, read with the tenant’s key: the key still works');
+      await until('the runtime pods to run again', 180_000, () =>
+        runner.pods(ns).some((p) => p.virtual.name.startsWith('tunnel-client')),
+      );
+      t.comment(`running again: ${runner.pods(ns).length} runtime pod processes`);
+      e2e.timing('sleep and wake subtest', (Date.now() - slept) / 1000);
+    });
 
     await t.test(
       `a fleet upgrade ${VERSION} → ${TARGET} with the tunnel and Applications gates on passes them`,

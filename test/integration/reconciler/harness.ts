@@ -21,7 +21,7 @@ import {
   requestRetry,
   TENANT_CHANNEL,
   type TenantRow,
-  type TenantSpec,
+  type SpecChange,
 } from '../../../provisioner/store/tenants.ts';
 import type { OperationKind } from '../../../provisioner/store/states.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
@@ -47,7 +47,7 @@ export interface Harness {
     runtimeVersion?: string;
     region?: string;
   }): Promise<{ id: string; operationId: string }>;
-  change(id: string, change: Partial<TenantSpec>, kind: OperationKind): Promise<string>;
+  change(id: string, change: SpecChange, kind: OperationKind): Promise<string>;
   retry(id: string): Promise<string>;
   tenant(id: string): Promise<
     TenantRow & {

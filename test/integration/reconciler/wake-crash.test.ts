@@ -1,0 +1,54 @@
+/**
+ * A wake is an operation like the others: a provisioner killed while it wakes a tenant (no outcome
+ * written, no lease handed back) leaves it to the next owner, which recovers the stack and finishes
+ * the wake: the tenant is Ready, awake, with the runtime up. Real Postgres and reconcilers; the
+ * engine is the ScriptedEngine TEST DOUBLE (the doomed worker's never finishes), the real engine
+ * and vcluster wake a tenant in test/e2e/hosted-runtime.test.ts.
+ */
+import t from 'tap';
+import { createHarness, scripted, until } from './harness.ts';
+
+t.setTimeout(300_000);
+const h = await createHarness();
+t.teardown(() => h.close());
+await h.addCluster('root-wake', { capacity: 100 });
+
+t.test('a provisioner killed during a wake: the survivor finishes the wake', async (t) => {
+  const { id } = await h.createTenant();
+  const first = await h.reconciler(scripted(), { owner: 'first' });
+  await until('Ready', async () => (await h.tenant(id)).phase === 'Ready');
+  await h.change(id, { sleeping: true }, 'sleep');
+  await until('asleep', async () => {
+    const row = await h.tenant(id);
+    return row.phase === 'Sleeping' && row.observed_generation === row.generation;
+  });
+  await first.stop({ graceMs: 0 });
+
+  const doomed = await h.doomedWorker({ owner: 'dies-while-waking', leaseTtlMs: 60_000 });
+  const wake = await h.change(id, { sleeping: false }, 'wake');
+  await doomed.started(id);
+  t.equal((await h.tenant(id)).phase, 'Waking', 'the wake runs: phase Waking');
+  await doomed.kill();
+  t.equal((await h.tenant(id)).lease_owner, 'dies-while-waking', 'the dead provisioner still holds the lease');
+
+  const engine = scripted();
+  await h.reconciler(engine, { owner: 'survivor', pollMs: 50 });
+  // The lease's TTL passing, without sleeping it.
+  await h.db.pool.query(`UPDATE tenants SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+  const row = await until('Ready after the takeover', async () => {
+    const x = await h.tenant(id);
+    return x.phase === 'Ready' && x;
+  });
+  t.equal(row.sleeping, false, 'awake');
+  t.equal(row.observed_generation, row.generation, 'the wake is applied');
+  const calls = engine.callsFor(id);
+  t.same(
+    calls.map((c) => c.kind),
+    ['cancel', 'interrupted', 'refresh', 'up'],
+    'the survivor recovered the stack first, then ran the wake',
+  );
+  t.equal(calls.at(-1)?.input.suspended, false, 'with the runtime up');
+  const op = (await h.operations(id)).find((o) => o.id === wake);
+  t.match(op, { kind: 'wake', state: 'succeeded', owner: 'survivor' }, 'the wake operation finished by the survivor');
+  t.ok((op?.attempt ?? 0) >= 2, 'in a second attempt');
+});
