@@ -33,6 +33,8 @@ import {
 } from '../store/webhooks.ts';
 import { getTenantRow } from '../store/tenants.ts';
 import type { TunnelServer } from '../tunnel/server.ts';
+import { RELAY_HEADER } from '../tunnel/relay.ts';
+import { REQUEST_TOKEN_HEADER } from '../../runtime/protocol/request-token.ts';
 
 /** Delivery attempts before a webhook is given up (logged with its tenant and path). */
 export const MAX_ATTEMPTS = 10;
@@ -51,7 +53,7 @@ export function keptHeaders(raw: Record<string, string | string[] | undefined>):
       n === 'user-agent' ||
       (n.startsWith('x-') &&
         !n.startsWith('x-forwarded-') &&
-        !['x-real-ip', 'x-request-id', 'x-hrt-relay', 'x-hrt-request-token'].includes(n));
+        !['x-real-ip', 'x-request-id', RELAY_HEADER, REQUEST_TOKEN_HEADER].includes(n));
     if (!keep || value === undefined) continue;
     for (const v of Array.isArray(value) ? value : [value]) {
       bytes += n.length + v.length;

@@ -25,7 +25,8 @@ import {
   withErrors,
 } from '../schemas.ts';
 import type { ApplicationHistoryEntry, ApplicationHistoryEvents } from '../api-types.ts';
-import { authOf } from '../auth.ts';
+import { authOf, requesterOf } from '../auth.ts';
+import { RELAY_HEADER } from '../../tunnel/relay.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { serveEventStream } from '../streams.ts';
 import { decodeStreamCursor, encodeStreamCursor, STREAM_CURSOR } from '../stream-cursor.ts';
@@ -211,6 +212,9 @@ export const appHistoryRoutes =
       routePath: string,
     ) => {
       const q = revision === undefined ? '' : `?${new URLSearchParams({ revision }).toString()}`;
+      // A diff is asked of the runtime: activity, and it wakes a sleeping one (docs/operations.md "Sleep").
+      if (r.runtime.mode === 'hosted' && request.headers[RELAY_HEADER] === undefined)
+        await ctx.sleep.beforeForward(r.runtime.tenantId, requesterOf(request));
       const result = await ctx.appHistory.diff(request, r.runtime, {
         namespace: r.app.namespace,
         name: r.app.name,

@@ -18,6 +18,8 @@ import { createTestApi } from '../../helpers/api.ts';
 import { connectRuntime, type ConnectedRuntime } from '../../helpers/runtime.ts';
 import { until } from '../../helpers/wait.ts';
 import { cliAgainst } from '../../helpers/cli.ts';
+import { application, batch } from '../../helpers/events.ts';
+import { EVENTS_PATH } from '../../../runtime/protocol/events.ts';
 
 const KUBECONFIG =
   'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
@@ -433,4 +435,23 @@ t.test('webhooks: a public per-tenant URL; kept, delivered in order, also after 
     );
     t.equal(await queued(), 0, 'nothing left in the queue');
   });
+});
+
+t.test("a diff asked of a sleeping tenant's runtime wakes it too", async (t) => {
+  const tenant = await readyTenant();
+  const reporter = runtimes.get(tenant.id)!.runtimeKey.key;
+  const posted = await api.request('POST', EVENTS_PATH, {
+    key: reporter,
+    body: batch('reporter-0', [application('web', 1)]),
+  });
+  t.equal(posted.statusCode, 200, 'the runtime reported an Application');
+  t.equal((await api.request('POST', `/v1/tenants/${tenant.id}/sleep`, { key: tenant.key })).statusCode, 202);
+  await asleepDone(tenant.id);
+  slow.add(tenant.id);
+  const res = await api.request('GET', `/v1/tenants/${tenant.id}/applications/argocd/web/diff`, { key: tenant.key });
+  t.equal(res.statusCode, 503, 'the runtime is not back within the wait');
+  t.equal(res.json().error.code, 'TENANT_WAKING', 'the answer says it is waking');
+  t.equal((await operation(res.json().error.details.operationId)).kind, 'wake', 'the diff queued a wake');
+  await phaseIs(tenant.id, 'Ready');
+  slow.delete(tenant.id);
 });
