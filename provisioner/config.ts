@@ -10,6 +10,8 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { ConfigError, int, type Env } from '../runtime/agents/common/config.ts';
 import { chartRepositoryProblem, vclusterServerTemplateProblem } from '../tenants/config.ts';
 import { PLAN_NAMES } from '../tenants/plans.ts';
+import { checkWindow } from './fleet/windows.ts';
+import type { MaintenanceWindow } from './store/tenants.ts';
 import { DEFAULT_RECONCILER_SETTINGS } from './reconciler/settings.ts';
 import { defaultEngineMemoryMb } from './reconciler/memory-budget.ts';
 import { DEFAULT_TUNNEL_LIMITS, tunnelLimitProblems, type TunnelLimits } from './tunnel/limits.ts';
@@ -96,6 +98,12 @@ export interface SleepConfig {
    * free tenants after 30 minutes, the other plans never). A plan absent or at 0 never sleeps.
    */
   idleSeconds: Readonly<Record<string, number>>;
+  /**
+   * Windows during which a plan's tenants are kept awake whatever their activity (business hours):
+   * PROVISIONER_SLEEP_AWAKE_WINDOWS, `plan=RRULE TIME-ZONE MINUTES` entries separated by `|`, e.g.
+   * `team=FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;BYHOUR=8 Europe/Berlin 600` (a maintenance window's form).
+   */
+  awakeWindows: Readonly<Record<string, readonly MaintenanceWindow[]>>;
   /** How often the `idle-sleep` loop looks for idle tenants (PROVISIONER_SLEEP_CHECK_SECONDS, default 60, 1..3600). */
   checkSeconds: number;
   /**
@@ -615,6 +623,7 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
     budgets: loadBudgets(env),
     sleep: {
       idleSeconds: idleSeconds(env.PROVISIONER_SLEEP_IDLE_SECONDS),
+      awakeWindows: awakeWindows(env.PROVISIONER_SLEEP_AWAKE_WINDOWS),
       checkSeconds: int(env, 'PROVISIONER_SLEEP_CHECK_SECONDS', 60, 1, 3600),
       wakeWaitSeconds: int(env, 'PROVISIONER_WAKE_WAIT_SECONDS', 20, 0, 120),
     },
@@ -655,6 +664,35 @@ function idleSeconds(raw: string | undefined): Record<string, number> {
     const n = Number(seconds);
     if (n !== 0 && n < 10) throw new ConfigError(name, `${plan}=${n}: at least 10 seconds, or 0 for never`);
     out[plan!] = n;
+  }
+  return out;
+}
+
+/** PROVISIONER_SLEEP_AWAKE_WINDOWS: `plan=RRULE TIME-ZONE MINUTES [DTSTART]` entries separated by `|`. */
+function awakeWindows(raw: string | undefined): Record<string, MaintenanceWindow[]> {
+  const name = 'PROVISIONER_SLEEP_AWAKE_WINDOWS';
+  const out: Record<string, MaintenanceWindow[]> = {};
+  for (const entry of (raw ?? '').split('|').map((e) => e.trim())) {
+    if (entry === '') continue;
+    const m = /^([a-z][a-z0-9-]*)=(\S+)\s+(\S+)\s+(\d{1,5})(?:\s+(\S+))?$/.exec(entry);
+    if (!m)
+      throw new ConfigError(
+        name,
+        `'${entry}' is not plan=RRULE TIME-ZONE MINUTES (for example team=FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;BYHOUR=8 Europe/Berlin 600)`,
+      );
+    const [, plan, rrule, timeZone, minutes, dtstart] = m;
+    if (!PLAN_NAMES.includes(plan!))
+      throw new ConfigError(name, `unknown plan '${plan}' (plans: ${PLAN_NAMES.join(', ')})`);
+    let window: MaintenanceWindow;
+    try {
+      window = checkWindow(
+        { rrule: rrule!, timeZone: timeZone!, durationMinutes: Number(minutes), ...(dtstart ? { dtstart } : {}) },
+        plan!,
+      );
+    } catch (err) {
+      throw new ConfigError(name, `${plan}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    (out[plan!] ??= []).push(window);
   }
   return out;
 }

@@ -29,7 +29,15 @@ import {
   lockIdleTenants,
   touchActivity,
 } from '../store/sleep.ts';
-import { changeSpec, getTenantRow, toTenant, type Tenant, type TenantRow } from '../store/tenants.ts';
+import {
+  changeSpec,
+  getTenantRow,
+  toTenant,
+  type MaintenanceWindow,
+  type Tenant,
+  type TenantRow,
+} from '../store/tenants.ts';
+import { occurrences } from '../fleet/windows.ts';
 
 export interface SleepServiceOptions {
   pool: pg.Pool;
@@ -118,11 +126,12 @@ export class SleepService {
    * One round of the idle loop: idle tenants put to sleep, a batch per transaction (each with its
    * operation and audit row). Answers how many.
    */
-  async sleepIdle(): Promise<number> {
+  async sleepIdle(now = Date.now()): Promise<number> {
+    const idleSeconds = withoutAwakePlans(this.#o.config.idleSeconds, this.#o.config.awakeWindows, now);
     let total = 0;
     for (let i = 0; i < IDLE_BATCHES_PER_ROUND; i++) {
       const n = await withTx(this.#o.pool, async (tx) => {
-        const idle = await lockIdleTenants(tx, this.#o.config.idleSeconds, IDLE_BATCH);
+        const idle = await lockIdleTenants(tx, idleSeconds, IDLE_BATCH);
         for (const { id, idle_seconds } of idle) {
           const row = (await getTenantRow(tx, id))!;
           const op = await changeSpec(
@@ -244,6 +253,25 @@ export class SleepService {
     }
     return false;
   }
+}
+
+/**
+ * The idle times of the plans that may sleep at `now`: a plan inside one of its keep-awake windows
+ * (PROVISIONER_SLEEP_AWAKE_WINDOWS) is left out.
+ */
+export function withoutAwakePlans(
+  idle: Readonly<Record<string, number>>,
+  windows: Readonly<Record<string, readonly MaintenanceWindow[]>>,
+  now: number,
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [plan, seconds] of Object.entries(idle)) {
+    const open = (windows[plan] ?? []).some((w) =>
+      occurrences(w, now, now + 1).some((i) => i.start <= now && now < i.end),
+    );
+    if (!open) out[plan] = seconds;
+  }
+  return out;
 }
 
 /** 1800 → "30m", 90 → "1m30s", 45 → "45s". */

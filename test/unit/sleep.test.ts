@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { loadConfig } from '../../provisioner/config.ts';
-import { formatIdle } from '../../provisioner/sleep/service.ts';
+import { formatIdle, withoutAwakePlans } from '../../provisioner/sleep/service.ts';
 import { RUNTIME_NOT_CONNECTED_REASONS, runtimeConnected } from '../../provisioner/http/tenant-view.ts';
 import { WAKE_CONNECT_GRACE_SECONDS } from '../../provisioner/store/sleep.ts';
 
@@ -59,4 +59,34 @@ t.test('RuntimeConnected: Waking for a runtime just woken, the alarm once the gr
   t.equal(runtimeConnected(tenant(null), down, now)?.reason, 'TunnelNotConnected', 'never woken: as before');
   const up = runtimeConnected(tenant(new Date(now - 1000).toISOString()), { connected: true, since: null }, now);
   t.equal(up?.reason, 'NeverReported', 'connected: the usual checks, whatever the wake');
+});
+
+t.test('keep-awake windows: a plan inside one of its windows is not put to sleep', async (t) => {
+  const config = loadConfig({
+    PROVISIONER_SLEEP_IDLE_SECONDS: 'free=600,team=3600',
+    PROVISIONER_SLEEP_AWAKE_WINDOWS: 'team=FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;BYHOUR=8 Europe/Berlin 600',
+  }).sleep;
+  t.equal(config.awakeWindows.team?.[0]?.timeZone, 'Europe/Berlin');
+  // Monday 2026-11-30 10:00 in Berlin (09:00 UTC): inside; 20:00 in Berlin: outside; Saturday: outside.
+  const monday = Date.parse('2026-11-30T09:00:00Z');
+  t.same(withoutAwakePlans(config.idleSeconds, config.awakeWindows, monday), { free: 600 }, 'team kept awake');
+  t.same(
+    withoutAwakePlans(config.idleSeconds, config.awakeWindows, Date.parse('2026-11-30T19:00:00Z')),
+    { free: 600, team: 3600 },
+    'after hours: both may sleep',
+  );
+  t.same(
+    withoutAwakePlans(config.idleSeconds, config.awakeWindows, Date.parse('2026-11-28T09:00:00Z')),
+    { free: 600, team: 3600 },
+    'on a Saturday too',
+  );
+  for (const [value, message] of [
+    ['team=FREQ=WEEKLY;BYDAY=MO Europe/Berlin', /is not plan=RRULE TIME-ZONE MINUTES/],
+    ['gold=FREQ=DAILY;BYHOUR=8 UTC 60', /unknown plan 'gold'/],
+    ['team=FREQ=DAILY;BYHOUR=8 Mars/Olympus 60', /team: .*Mars\/Olympus/],
+  ] as const) {
+    t.throws(() => loadConfig({ PROVISIONER_SLEEP_AWAKE_WINDOWS: value }), {
+      message: new RegExp(`PROVISIONER_SLEEP_AWAKE_WINDOWS.*${message.source}`),
+    });
+  }
 });
