@@ -80,6 +80,20 @@ export interface Config {
   sleep: SleepConfig;
   /** Git webhooks kept for tenants' runtimes (docs/operations.md "Webhooks while asleep"). */
   webhooks: WebhookConfig;
+  /** Runtimes provisioned ahead of signups (docs/operations.md "Warm pool"). */
+  warmPool: WarmPoolConfig;
+}
+
+export interface WarmPoolConfig {
+  /**
+   * Unclaimed Ready entries to keep per plan, at the catalog's default version (PROVISIONER_WARM_POOL,
+   * `plan=count` pairs, comma-separated, 0..100; default none: every signup starts cold).
+   */
+  size: Readonly<Record<string, number>>;
+  /** Entries provisioning at once, all plans (PROVISIONER_WARM_POOL_PARALLELISM, default 1, 1..32): the refill's CPU budget. */
+  parallelism: number;
+  /** How often the `warm-pool` loop looks at the pool (PROVISIONER_WARM_POOL_CHECK_SECONDS, default 30, 1..3600). */
+  checkSeconds: number;
 }
 
 export interface WebhookConfig {
@@ -627,6 +641,11 @@ export function loadConfig(env: Env = process.env, cwd = process.cwd()): Config 
       checkSeconds: int(env, 'PROVISIONER_SLEEP_CHECK_SECONDS', 60, 1, 3600),
       wakeWaitSeconds: int(env, 'PROVISIONER_WAKE_WAIT_SECONDS', 20, 0, 120),
     },
+    warmPool: {
+      size: poolSizes(env.PROVISIONER_WARM_POOL),
+      parallelism: int(env, 'PROVISIONER_WARM_POOL_PARALLELISM', 1, 1, 32),
+      checkSeconds: int(env, 'PROVISIONER_WARM_POOL_CHECK_SECONDS', 30, 1, 3600),
+    },
     webhooks: {
       maxBytes: int(env, 'PROVISIONER_WEBHOOK_MAX_BYTES', 1024 * 1024, 1024, 25 * 1024 * 1024),
       queuePerTenant: int(env, 'PROVISIONER_WEBHOOK_QUEUE_PER_TENANT', 100, 1, 10_000),
@@ -664,6 +683,23 @@ function idleSeconds(raw: string | undefined): Record<string, number> {
     const n = Number(seconds);
     if (n !== 0 && n < 10) throw new ConfigError(name, `${plan}=${n}: at least 10 seconds, or 0 for never`);
     out[plan!] = n;
+  }
+  return out;
+}
+
+/** PROVISIONER_WARM_POOL: `plan=count` pairs of known plans. */
+function poolSizes(raw: string | undefined): Record<string, number> {
+  const name = 'PROVISIONER_WARM_POOL';
+  const out: Record<string, number> = {};
+  for (const part of (raw ?? '').split(',').map((p) => p.trim())) {
+    if (part === '') continue;
+    const m = /^([a-z][a-z0-9-]*)=(\d{1,3})$/.exec(part);
+    if (!m) throw new ConfigError(name, `'${part}' is not plan=count (for example free=2)`);
+    const [, plan, count] = m;
+    if (!PLAN_NAMES.includes(plan!))
+      throw new ConfigError(name, `unknown plan '${plan}' (plans: ${PLAN_NAMES.join(', ')})`);
+    if (Number(count) > 100) throw new ConfigError(name, `${plan}=${count}: at most 100 entries per plan`);
+    out[plan!] = Number(count);
   }
   return out;
 }

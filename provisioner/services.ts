@@ -31,6 +31,7 @@ import {
   registerManagedClusterTokenMetrics,
   registerFleetMetrics,
   registerSleepMetrics,
+  registerPoolMetrics,
   registerDriftWatchMetrics,
   registerReconcilerMetrics,
   registerReadMetrics,
@@ -67,6 +68,8 @@ import { LoopManager, serviceRunnable } from './loops/manager.ts';
 import { Pruner } from './loops/pruner.ts';
 import { SleepService } from './sleep/service.ts';
 import { WebhookService } from './webhooks/service.ts';
+import { WarmPool } from './pool/service.ts';
+import { currentDefaultVersion } from './runtime-versions/service.ts';
 import { pruneKeys } from './store/idempotency.ts';
 import { purgeRemovedRuntimes } from './store/runtimes.ts';
 import {
@@ -160,6 +163,10 @@ export interface Services {
   sleep: SleepService;
   /** Git webhooks at a public per-tenant URL, kept until the runtime takes them (webhooks/service.ts). */
   webhooks: WebhookService;
+  /** Runtimes provisioned ahead of signups (pool/service.ts; the `warm-pool` loop). */
+  warmPool: WarmPool;
+  /** Counts a signup, served from the warm pool or cold (metrics). */
+  onSignup: (warm: boolean) => void;
   /** The application state runtimes report: ingestion, reads, change followers (channel runtime_object). */
   runtimeObjects: RuntimeObjectService;
   /** Purges runtime objects' old tombstones (one replica at a time), started with the services. */
@@ -383,6 +390,15 @@ export async function buildServices(
     logger: logger?.child({ component: 'idle-sleep' }),
   });
   registerSleepMetrics(metrics, pool, sleep);
+  const warmPool = new WarmPool({
+    pool,
+    config: config.warmPool,
+    defaultVersion: () => currentDefaultVersion(pool, catalog),
+    // Entries are provisioned by the reconciler: a replica without one adds none.
+    enabled: reconcilerParts !== undefined,
+    logger: logger?.child({ component: 'warm-pool' }),
+  });
+  const onSignup = registerPoolMetrics(metrics, pool);
   const webhooks = new WebhookService({
     pool,
     config: config.webhooks,
@@ -422,6 +438,7 @@ export async function buildServices(
       { phase: 'services', runnable: appHistoryPruner.loop },
       { phase: 'services', runnable: sleep.loop },
       { phase: 'services', runnable: webhooks.loop },
+      { phase: 'services', runnable: warmPool.loop },
       driftWatch && { phase: 'services', runnable: serviceRunnable('drift-watch', driftWatch, driftWatch.health) },
       // Its stop waits for running attempts within the grace period.
       reconcilerParts && {
@@ -470,7 +487,7 @@ export async function buildServices(
     tunnel,
     ingress,
     tunnelDirectory,
-    tenants: new TenantService({ pool, box, catalog }),
+    tenants: new TenantService({ pool, box, catalog, warmPool: config.warmPool.size }),
     clusters: new ClusterService({ pool, box, kubeconfigPolicy: config.kubeconfig }),
     managedClusters,
     runtimes,
@@ -490,6 +507,8 @@ export async function buildServices(
     tenantChanges,
     sleep,
     webhooks,
+    warmPool,
+    onSignup,
     reconciler: reconcilerParts?.reconciler,
     engine: reconcilerParts?.engine,
     fleetDriver,

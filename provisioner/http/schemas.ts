@@ -404,6 +404,12 @@ export const SignupResponse = Type.Object({
   tenant: Type.Ref('Tenant'),
   apiKey: Type.String({ description: 'the tenant API key; shown only in this response' }),
   operationId: Type.String({ format: 'uuid' }),
+  warm: Type.Optional(
+    Type.Boolean({
+      description:
+        "served from the warm pool: a runtime provisioned ahead of the signup, Ready now; operationId is the `bind` operation that applies the tenant's names to it",
+    }),
+  ),
 });
 
 /** A page of `GET /v1/tenants/:id/operations`. */

@@ -25,7 +25,8 @@ export interface StartedAttempt {
 
 export function runningPhase(t: ClaimedTenant, kind: OperationKind): Phase {
   if (t.deleted) return 'Deleting';
-  if (kind === 'resync') return t.phase;
+  // A resync, and the binding of a claimed warm pool entry, keep the phase: the runtime runs.
+  if (kind === 'resync' || kind === 'bind') return t.phase;
   if (kind === 'wake') return 'Waking';
   if (kind === 'sleep') return 'Sleeping';
   return t.actual_runtime_version === null ? 'Provisioning' : 'Updating';
@@ -66,13 +67,15 @@ export async function startAttempt(
     ? 'deleting the runtime'
     : chosen.kind === 'resync'
       ? 'checking for drift'
-      : chosen.kind === 'sleep'
-        ? 'putting the idle runtime to sleep'
-        : chosen.kind === 'wake'
-          ? 'waking the runtime'
-          : phase === 'Provisioning'
-            ? 'provisioning the runtime'
-            : 'updating the runtime';
+      : chosen.kind === 'bind'
+        ? "applying its tenant's names to the warm runtime it was given"
+        : chosen.kind === 'sleep'
+          ? 'putting the idle runtime to sleep'
+          : chosen.kind === 'wake'
+            ? 'waking the runtime'
+            : phase === 'Provisioning'
+              ? 'provisioning the runtime'
+              : 'updating the runtime';
   const conditions = mergeConditions(t.conditions, [
     condition('Reconciling', 'True', REASONS[phase], `${verb} (operation ${chosen.id}, attempt ${chosen.attempt + 1})`),
   ]);

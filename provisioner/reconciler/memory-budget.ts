@@ -33,6 +33,8 @@ export const ENGINE_RUN_PEAK_MB = Object.freeze({
   // Sleep and wake are a suspend and a resume of the control plane (the same program run).
   sleep: 544,
   wake: 512,
+  // A claimed warm pool entry's names applied: an update of the whole program.
+  bind: 672,
   delete: 480, // 475 + 4 (2026-11-27; estimated 448 from the double's ratio to create until then)
   // A periodic resync previews with refresh first (its refresh starts a second pair of provider
   // plugins), then may refresh and update one after the other.

@@ -176,7 +176,8 @@ export async function selectCandidates(
   db: Queryable,
   s: Selector,
 ): Promise<{ candidates: Candidate[]; unknownIds: string[] }> {
-  const where = ['NOT t.deleted'];
+  // Unclaimed warm pool entries are not upgraded: the pool recycles those of another version.
+  const where = ['NOT t.deleted', 't.pool_state IS NULL'];
   const args: unknown[] = [];
   const add = (sql: string, v: unknown): void => {
     args.push(v);

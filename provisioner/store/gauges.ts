@@ -6,7 +6,7 @@ import type { Queryable } from '../db/tx.ts';
 
 export async function tenantsByPhase(db: Queryable): Promise<Array<{ phase: string; n: number }>> {
   const { rows } = await db.query<{ phase: string; n: number }>(
-    'SELECT phase, count(*)::int AS n FROM tenants GROUP BY phase',
+    'SELECT phase, count(*)::int AS n FROM tenants WHERE pool_state IS NULL GROUP BY phase',
   );
   return rows;
 }

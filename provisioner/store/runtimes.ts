@@ -164,6 +164,7 @@ export async function listAllRuntimes(
   const { rows } = await db.query<RuntimeRow & { cursor_ts: string }>(
     `SELECT ${COLUMNS}, r.created_at::text AS cursor_ts FROM runtimes r
       WHERE r.removed_at IS NULL AND ($1::timestamptz IS NULL OR (r.created_at, r.id) > ($1::timestamptz, $2::uuid))
+        AND NOT EXISTS (SELECT 1 FROM tenants p WHERE p.id = r.tenant_id AND p.pool_state IS NOT NULL)
         AND ($4::text IS NULL OR r.mode = $4)
       ORDER BY r.created_at, r.id LIMIT $3`,
     [q.after?.ts ?? null, q.after?.id ?? null, q.limit, q.mode ?? null],

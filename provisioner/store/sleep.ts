@@ -43,6 +43,7 @@ export async function lockIdleTenants(
     `SELECT t.id, extract(epoch FROM now() - t.last_activity_at)::int AS idle_seconds
        FROM tenants t JOIN unnest($1::text[], $2::int[]) AS p(plan, secs) ON p.plan = t.plan
       WHERE t.phase = 'Ready' AND NOT t.sleeping AND NOT t.suspended AND NOT t.deleted AND NOT t.stalled
+        AND t.pool_state IS NULL
         AND t.generation = t.observed_generation AND t.next_attempt_at IS NULL
         AND (t.lease_expires_at IS NULL OR t.lease_expires_at < now())
         AND t.last_activity_at < now() - make_interval(secs => p.secs)
@@ -70,7 +71,7 @@ export async function sleepCounts(db: Queryable): Promise<SleepCounts[]> {
             count(*) FILTER (WHERE phase NOT IN ('Sleeping', 'Waking'))::int AS awake,
             count(*) FILTER (WHERE phase = 'Sleeping')::int AS asleep,
             count(*) FILTER (WHERE phase = 'Waking')::int AS waking
-       FROM tenants WHERE NOT deleted GROUP BY plan ORDER BY plan`,
+       FROM tenants WHERE NOT deleted AND pool_state IS NULL GROUP BY plan ORDER BY plan`,
   );
   return rows;
 }

@@ -35,6 +35,7 @@ export const OPERATION_KINDS = [
   'resume',
   'sleep',
   'wake',
+  'bind',
   'delete',
   'resync',
   'retry',

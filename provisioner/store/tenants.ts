@@ -525,7 +525,8 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 /** The WHERE clauses of a filter; `withPhase` false leaves the phase out (counts per phase). */
 function tenantWhere(f: TenantFilter, args: unknown[], withPhase = true): string[] {
-  const where: string[] = [];
+  // Unclaimed warm pool entries (store/pool.ts) are nobody's tenants.
+  const where: string[] = ['t.pool_state IS NULL'];
   const add = (sql: string, v: unknown) => {
     args.push(v);
     where.push(sql.replaceAll('?', `$${args.length}`));
@@ -631,7 +632,7 @@ export async function readTenantChanges(
   if (onlyId) args.push(onlyId);
   const { rows } = await db.query<TenantRow>(
     `SELECT ${TENANT_COLUMNS}, t.change_seq::text AS change_seq FROM ${TENANT_FROM}
-      WHERE t.change_seq > $1::bigint${onlyId ? ' AND t.id = $3' : ''}
+      WHERE t.change_seq > $1::bigint AND t.pool_state IS NULL${onlyId ? ' AND t.id = $3' : ''}
       ORDER BY t.change_seq LIMIT $2`,
     args,
   );
@@ -684,7 +685,7 @@ export async function retryState(
 export async function readyTenantRows(db: Queryable, limit: number): Promise<TenantRow[]> {
   const { rows } = await db.query<TenantRow>(
     `SELECT ${TENANT_COLUMNS} FROM ${TENANT_FROM}
-      WHERE t.phase = 'Ready' AND NOT t.suspended AND NOT t.deleted
+      WHERE t.phase = 'Ready' AND NOT t.suspended AND NOT t.deleted AND t.pool_state IS NULL
       ORDER BY t.created_at, t.id LIMIT $1`,
     [limit],
   );

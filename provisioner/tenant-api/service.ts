@@ -42,12 +42,15 @@ import { planOf, PLAN_NAMES, DEFAULT_PLAN } from '../../tenants/plans.ts';
 import type { Queryable } from '../db/tx.ts';
 import { fleetUpgradeOf } from '../store/fleet-upgrades.ts';
 import { checkWindows } from '../fleet/windows.ts';
+import { bindClaimedEntry, claimPoolEntry } from '../store/pool.ts';
 import type { MaintenanceWindow } from '../store/tenants.ts';
 
 export interface TenantServiceDeps {
   pool: pg.Pool;
   box: SecretBox;
   catalog: Catalog;
+  /** Warm pool entries kept per plan (PROVISIONER_WARM_POOL): a signup of such a plan claims one when it can. */
+  warmPool?: Readonly<Record<string, number>>;
 }
 
 export interface SignupInput {
@@ -62,6 +65,8 @@ export interface SignupResult {
   tenant: Tenant;
   apiKey: string;
   operationId: string;
+  /** Served from the warm pool (store/pool.ts): the runtime was already running. */
+  warm?: boolean;
 }
 
 /** A change of a tenant's spec, and who asks for it. */
@@ -186,8 +191,43 @@ export class TenantService {
       const operationId = randomUUID();
       const keyId = randomUUID();
       const key = generateKey('tenant');
+      const audit = {
+        organization: input.organization,
+        email: input.email,
+        spec: { plan, runtimeVersion, region: input.region ?? null },
+        operationId,
+        apiKeyId: keyId,
+      };
       let row;
       try {
+        // A warm runtime of the plan and version, when the pool has one Ready: no wait for a cold start.
+        const warm =
+          (this.#deps.warmPool?.[plan] ?? 0) > 0
+            ? await claimPoolEntry(tx, {
+                organization: input.organization,
+                email: input.email,
+                plan,
+                runtimeVersion,
+                region: input.region ?? null,
+              })
+            : undefined;
+        if (warm) {
+          await bindClaimedEntry(tx, {
+            tenantId: warm.id,
+            operationId,
+            key: { id: keyId, hash: hashKey(key), prefix: keyPrefix(key) },
+            audit: { after: { ...audit, warmPool: true }, requestId },
+          });
+          const result: SignupResult = {
+            tenant: toTenant((await getTenantRow(tx, warm.id))!),
+            apiKey: key,
+            operationId,
+            warm: true,
+          };
+          if (idempotencyKey !== undefined)
+            await storeResponse(tx, this.#deps.box, 'signup', idempotencyKey, 202, result);
+          return { status: 202, body: result };
+        }
         row = await insertSignup(tx, {
           tenantId,
           operationId,
@@ -197,16 +237,7 @@ export class TenantService {
           runtimeVersion,
           region: input.region ?? null,
           key: { id: keyId, hash: hashKey(key), prefix: keyPrefix(key) },
-          audit: {
-            after: {
-              organization: input.organization,
-              email: input.email,
-              spec: { plan, runtimeVersion, region: input.region ?? null },
-              operationId,
-              apiKeyId: keyId,
-            },
-            requestId,
-          },
+          audit: { after: audit, requestId },
         });
       } catch (err) {
         if (pgCode(err) === '23505' && pgConstraint(err) === 'tenants_organization_live')

@@ -43,6 +43,8 @@ export interface SignupBody {
     status: Record<string, unknown>;
   };
   apiKey: string;
+  /** Served from the warm pool. */
+  warm?: boolean;
   operationId: string;
 }
 

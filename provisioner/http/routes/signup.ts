@@ -55,6 +55,7 @@ export const signupRoutes =
         // The schema checked the key's form (IDEMPOTENCY_KEY).
         const key = request.headers['idempotency-key'];
         const { status, body } = await ctx.tenants.signup(request.body, key, request.id);
+        ctx.onSignup(body.warm === true);
         return reply.status(status as 202).send(body);
       },
     );

@@ -1,0 +1,202 @@
+/**
+ * The warm pool: the `warm-pool` loop's round provisions entries up to the plan's size within its
+ * parallelism, they stay out of every tenant listing, a signup of the plan claims a Ready one and is
+ * Ready at once (its names applied by a `bind` operation that keeps it Ready), a signup past the
+ * pool falls back to the cold path, the pool refills, and entries of another plan or version are
+ * recycled. 100 concurrent claims on 10 entries never give one entry twice. Real Postgres, the real
+ * app and reconciler; the engine is the ScriptedEngine TEST DOUBLE (docs/e2e.md names the e2e gap).
+ */
+import t from 'tap';
+import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
+import { WarmPool } from '../../../provisioner/pool/service.ts';
+import { withTx } from '../../../provisioner/db/tx.ts';
+import { claimPoolEntry, insertPoolEntry } from '../../../provisioner/store/pool.ts';
+import { catalog } from '../../../runtime/catalog.ts';
+import { createTestApi } from '../../helpers/api.ts';
+import { until } from '../../helpers/wait.ts';
+
+const KUBECONFIG =
+  'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
+  'users: [{name: u, user: {token: root-cluster-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
+
+const api = await createTestApi({ env: { PROVISIONER_WARM_POOL: 'free=2' } });
+t.teardown(() => api.close());
+// TEST DOUBLE engine: every run succeeds at once, reporting the version it installed.
+const engine = new ScriptedEngine({
+  script: (c) => (c.kind === 'up' ? { outputs: { runtimeVersion: c.input.runtimeVersion } } : undefined),
+});
+const reconciler = new Reconciler({ pool: api.db.pool, engine, box: api.services.box, pollMs: 100, logFlushMs: 10 });
+await reconciler.start();
+t.teardown(() => reconciler.stop({ graceMs: 0 }));
+t.equal(
+  (
+    await api.request('POST', '/v1/clusters', {
+      key: api.operatorKey,
+      body: { name: 'root-pool', region: 'eu', capacity: 200, kubeconfig: KUBECONFIG, force: true },
+    })
+  ).statusCode,
+  201,
+);
+
+const pooled = async () =>
+  (
+    await api.db.pool.query<{ id: string; phase: string; organization: string }>(
+      `SELECT id, phase, organization FROM tenants WHERE pool_state = 'pooled' AND NOT deleted ORDER BY created_at`,
+    )
+  ).rows;
+const readyPooled = async (n: number) =>
+  until(
+    `${n} Ready pool entries`,
+    async () => (await pooled()).filter((p) => p.phase === 'Ready').length === n,
+    30_000,
+    50,
+  );
+
+t.test('the pool fills up to its size, one entry in flight at a time, and stays out of the listings', async (t) => {
+  const first = await api.services.warmPool.refill();
+  t.same(first, { added: 1, recycled: 0 }, 'one entry added: the parallelism is 1');
+  t.same((await api.services.warmPool.refill()).added, 0, 'none more while it provisions');
+  await readyPooled(1);
+  t.same((await api.services.warmPool.refill()).added, 1, 'the second once the first is Ready');
+  await readyPooled(2);
+  t.same((await api.services.warmPool.refill()).added, 0, 'full: nothing added');
+  const entries = await pooled();
+  t.match(entries[0]?.organization, /^warm-pool-[0-9a-f]{8}$/, 'an entry has no customer name');
+
+  const listing = (await api.request('GET', '/v1/tenants?limit=200', { key: api.operatorKey })).json<{
+    items: Array<{ id: string }>;
+  }>();
+  t.notOk(
+    listing.items.some((i) => entries.some((e) => e.id === i.id)),
+    'GET /v1/tenants lists no pool entry',
+  );
+  const summary = (await api.request('GET', '/v1/tenants/summary', { key: api.operatorKey })).json<{
+    total: number;
+  }>();
+  t.equal(summary.total, 0, 'and the counts count none');
+  const metrics = (await api.request('GET', '/metrics', { key: null })).body;
+  t.match(
+    metrics,
+    new RegExp(
+      `provisioner_warm_pool_entries\\{plan="free",version="${catalog.defaultVersion().replaceAll('.', '\\.')}",state="ready"\\} 2`,
+    ),
+    '/metrics: two Ready entries',
+  );
+});
+
+t.test('signups claim Ready entries and are Ready at once; past the pool, the cold path', async (t) => {
+  const entries = await pooled();
+  const started = Date.now();
+  const res = await api.signup({ organization: 'acme-warm', plan: 'free' });
+  const ms = Date.now() - started;
+  t.comment(`signup → Ready from the warm pool: ${ms} ms`);
+  t.equal(res.body.warm, true, 'served warm');
+  t.equal(res.body.tenant.status.phase, 'Ready', 'Ready in the signup answer');
+  t.equal(res.tenantId, entries[0]!.id, 'the oldest entry, its id (and namespace) kept');
+  t.equal(res.body.tenant.organization, 'acme-warm', 'named for its customer');
+  const op = (await api.request('GET', `/v1/operations/${res.body.operationId}`, { key: res.apiKey })).json<{
+    kind: string;
+  }>();
+  t.equal(op.kind, 'bind', "the signup's operation binds the entry to the tenant");
+  const own = await api.request('GET', `/v1/tenants/${res.tenantId}`, { key: res.apiKey });
+  t.equal(own.statusCode, 200, "the tenant's key reads its tenant");
+  await until('the bind applied', async () => {
+    const v = own.json<{ generation: number }>();
+    const now = (await api.request('GET', `/v1/tenants/${res.tenantId}`, { key: res.apiKey })).json<{
+      generation: number;
+      status: { observedGeneration: number; phase: string };
+    }>();
+    return now.status.observedGeneration === now.generation && now.generation > v.generation - 1 && now;
+  });
+  const bindRun = engine.calls.filter((c) => c.tenantId === res.tenantId && c.kind === 'up').at(-1);
+  t.equal(bindRun?.input.organization, 'acme-warm', "the bind ran the program with the customer's name");
+  const phases = await api.db.pool.query<{ phase: string }>('SELECT phase FROM tenants WHERE id = $1', [res.tenantId]);
+  t.equal(phases.rows[0]?.phase, 'Ready', 'and it stayed Ready');
+
+  const second = await api.signup({ organization: 'globex-warm', plan: 'free' });
+  t.equal(second.body.warm, true, 'the second signup: warm too');
+  t.equal(second.tenantId, entries[1]!.id);
+  const third = await api.signup({ organization: 'initech-cold', plan: 'free' });
+  t.notOk(third.body.warm, 'the third: the pool is empty, the cold path');
+  t.not(third.body.tenant.status.phase, 'Ready', 'not Ready at signup');
+  const team = await api.signup({ organization: 'team-cold', plan: 'team' });
+  t.notOk(team.body.warm, 'a plan without a pool: cold');
+
+  const taken = await api.request('POST', '/v1/signup', {
+    key: null,
+    body: { organization: 'acme-warm', email: 'x@example.com' },
+  });
+  t.equal(taken.statusCode, 409, 'an organization already signed up is refused as before');
+  t.equal((await pooled()).length, 0, 'and took no entry');
+
+  t.same((await api.services.warmPool.refill()).added, 1, 'the pool refills');
+  await readyPooled(1);
+  const audit = await api.db.pool.query<{ after: { warmPool?: boolean } }>(
+    `SELECT after FROM audit_log WHERE action = 'tenant.signup' AND target_id = $1`,
+    [res.tenantId],
+  );
+  t.equal(audit.rows[0]?.after.warmPool, true, 'the signup audit says it was served warm');
+  t.match(
+    (await api.request('GET', '/metrics', { key: null })).body,
+    /provisioner_signups_total\{source="warm"\} 2/,
+    '/metrics: two signups served warm',
+  );
+});
+
+t.test('entries of a plan or version the pool no longer keeps are recycled', async (t) => {
+  await readyPooled(1);
+  const [entry] = await pooled();
+  const other = new WarmPool({
+    pool: api.db.pool,
+    config: { size: { team: 0 }, parallelism: 1, checkSeconds: 30 },
+    defaultVersion: async () => catalog.defaultVersion(),
+    enabled: false,
+  });
+  t.same(await other.refill(), { added: 0, recycled: 1 }, 'the free entry is recycled when free is not pooled');
+  const row = await api.db.pool.query<{ deleted: boolean }>('SELECT deleted FROM tenants WHERE id = $1', [entry!.id]);
+  t.equal(row.rows[0]?.deleted, true, 'deleted (its stack destroyed by the reconciler)');
+  const recycle = await api.db.pool.query(
+    `SELECT 1 FROM audit_log WHERE action = 'warm_pool.recycle' AND target_id = $1`,
+    [entry!.id],
+  );
+  t.equal(recycle.rowCount, 1, 'audited');
+});
+
+t.test('100 concurrent claims on 10 entries: each entry goes to one claim', async (t) => {
+  const version = catalog.defaultVersion();
+  const ids: string[] = [];
+  for (let i = 0; i < 10; i++) {
+    const e = await withTx(api.db.pool, (tx) => insertPoolEntry(tx, 'enterprise', version, `race-${i}`));
+    ids.push(e.id);
+  }
+  // Ready without waiting for the engine: what a claim looks at.
+  await api.db.pool.query(
+    `UPDATE tenants SET phase = 'Ready', observed_generation = generation, actual_runtime_version = runtime_version
+      WHERE id = ANY($1::uuid[])`,
+    [ids],
+  );
+  await reconciler.stop({ graceMs: 0 }); // nothing else touches them meanwhile
+  const claims = await Promise.all(
+    Array.from({ length: 100 }, (_, i) =>
+      withTx(api.db.pool, (tx) =>
+        claimPoolEntry(tx, {
+          organization: `racer-${i}`,
+          email: 'r@example.com',
+          plan: 'enterprise',
+          runtimeVersion: version,
+          region: null,
+        }),
+      ),
+    ),
+  );
+  const won = claims.filter((c) => c !== undefined).map((c) => c.id);
+  t.equal(won.length, 10, 'ten claims got an entry');
+  t.equal(new Set(won).size, 10, 'ten different entries');
+  t.same([...won].sort(), [...ids].sort(), 'exactly the ten entries');
+  const owners = await api.db.pool.query<{ n: number }>(
+    `SELECT count(DISTINCT organization)::int AS n FROM tenants WHERE id = ANY($1::uuid[]) AND organization LIKE 'racer-%'`,
+    [ids],
+  );
+  t.equal(owners.rows[0]?.n, 10, 'each named for the one claim that got it');
+});
