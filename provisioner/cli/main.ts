@@ -24,6 +24,7 @@ import { addAppCommands } from './app-commands.ts';
 import { addFleetCommands } from './fleet-commands.ts';
 import { addDoctorCommand, ExitCode } from './doctor.ts';
 import { addManagedClusterCommands } from './managed-cluster-commands.ts';
+import { addCapacityCommands } from './capacity-commands.ts';
 import { addPromotionCommands } from './promotion-commands.ts';
 import { addRuntimeCommands } from './runtime-commands.ts';
 import { addRuntimesCommands } from './runtimes-commands.ts';
@@ -79,6 +80,7 @@ export async function main(argv: string[], rawIo: Io = defaultIo): Promise<numbe
   addDoctorCommand(program, io);
   addManagedClusterCommands(program, io);
   addPromotionCommands(program, io);
+  addCapacityCommands(program, io);
   addRuntimeCommands(program, io);
   addRuntimesCommands(program, io);
 

@@ -50,6 +50,7 @@ import { runtimeVersionRoutes } from './routes/runtime-versions.ts';
 import { signupRoutes } from './routes/signup.ts';
 import { tenantRoutes } from './routes/tenants.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
+import { capacityRoutes } from './routes/capacity.ts';
 import { fleetUpgradeRoutes } from './routes/fleet-upgrades.ts';
 
 export async function buildApp(services: Services): Promise<FastifyInstance> {
@@ -147,6 +148,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     fleetUpgradeRoutes,
     doctorRoutes,
     webhookRoutes,
+    capacityRoutes,
   ]) {
     await app.register(routes(services));
   }

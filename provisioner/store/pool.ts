@@ -146,3 +146,18 @@ export async function bindClaimedEntry(
     ],
   );
 }
+
+/** Signups of the last `hours`: served from the pool (claimed) and cold, per plan. */
+export async function signupSources(
+  db: Queryable,
+  hours: number,
+): Promise<Array<{ plan: string; warm: number; cold: number }>> {
+  const { rows } = await db.query<{ plan: string; warm: number; cold: number }>(
+    `SELECT plan, count(*) FILTER (WHERE claimed_at IS NOT NULL)::int AS warm,
+            count(*) FILTER (WHERE claimed_at IS NULL)::int AS cold
+       FROM tenants WHERE pool_state IS NULL AND created_at > now() - make_interval(hours => $1)
+      GROUP BY plan ORDER BY plan`,
+    [hours],
+  );
+  return rows;
+}

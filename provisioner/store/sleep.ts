@@ -75,3 +75,18 @@ export async function sleepCounts(db: Queryable): Promise<SleepCounts[]> {
   );
   return rows;
 }
+
+/** Wake operations that succeeded in the last `hours`: how many, and their run time's median and maximum (seconds). */
+export async function wakeDurations(
+  db: Queryable,
+  hours: number,
+): Promise<{ count: number; p50: number | null; max: number | null }> {
+  const { rows } = await db.query<{ count: number; p50: number | null; max: number | null }>(
+    `SELECT count(*)::int AS count,
+            percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at))::float8 AS p50,
+            max(extract(epoch FROM finished_at - started_at))::float8 AS max
+       FROM operations WHERE kind = 'wake' AND state = 'succeeded' AND finished_at > now() - make_interval(hours => $1)`,
+    [hours],
+  );
+  return rows[0]!;
+}

@@ -15,6 +15,7 @@ import { claimPoolEntry, insertPoolEntry } from '../../../provisioner/store/pool
 import { catalog } from '../../../runtime/catalog.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { until } from '../../helpers/wait.ts';
+import { cliAgainst } from '../../helpers/cli.ts';
 
 const KUBECONFIG =
   'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
@@ -164,6 +165,8 @@ t.test('entries of a plan or version the pool no longer keeps are recycled', asy
 });
 
 t.test('100 concurrent claims on 10 entries: each entry goes to one claim', async (t) => {
+  // No reconciler from here: an entry it leased (to provision it) is rightly not claimable.
+  await reconciler.stop({ graceMs: 0 });
   const version = catalog.defaultVersion();
   const ids: string[] = [];
   for (let i = 0; i < 10; i++) {
@@ -176,7 +179,6 @@ t.test('100 concurrent claims on 10 entries: each entry goes to one claim', asyn
       WHERE id = ANY($1::uuid[])`,
     [ids],
   );
-  await reconciler.stop({ graceMs: 0 }); // nothing else touches them meanwhile
   const claims = await Promise.all(
     Array.from({ length: 100 }, (_, i) =>
       withTx(api.db.pool, (tx) =>
@@ -199,4 +201,71 @@ t.test('100 concurrent claims on 10 entries: each entry goes to one claim', asyn
     [ids],
   );
   t.equal(owners.rows[0]?.n, 10, 'each named for the one claim that got it');
+});
+
+t.test(
+  'GET /v1/capacity: per plan the tenants awake and asleep, what they reserve, the pool, signups warm and cold',
+  async (t) => {
+    const res = await api.request('GET', '/v1/capacity', { key: api.operatorKey });
+    t.equal(res.statusCode, 200);
+    const c = res.json<{
+      defaultVersion: string;
+      plans: Array<{
+        plan: string;
+        tenants: { awake: number; asleep: number; waking: number };
+        reservation: {
+          awakeTenant: { cpuMillicores: number };
+          asleepTenant: { cpuMillicores: number; memoryBytes: number };
+          now: { cpuMillicores: number };
+        };
+        sleepAfterSeconds: number | null;
+        warmPool: { size: number; ready: number };
+        signups24h: { warm: number; cold: number };
+      }>;
+    }>();
+    t.equal(c.defaultVersion, catalog.defaultVersion());
+    const free = c.plans.find((p) => p.plan === 'free')!;
+    const { rows } = await api.db.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM tenants WHERE plan = 'free' AND pool_state IS NULL AND NOT deleted`,
+    );
+    t.equal(
+      free.tenants.awake + free.tenants.asleep + free.tenants.waking,
+      rows[0]!.n,
+      'the free tenants, pool entries left out',
+    );
+    t.same(free.signups24h, { warm: 2, cold: 1 }, 'two free signups served warm, one cold');
+    t.equal(free.warmPool.size, 2, 'the pool size configured for free');
+    t.equal(free.sleepAfterSeconds, 1800, 'free tenants sleep after 30 minutes (the default)');
+    t.ok(
+      free.reservation.awakeTenant.cpuMillicores > 0,
+      `an awake free tenant reserves ${free.reservation.awakeTenant.cpuMillicores}m CPU`,
+    );
+    t.same(free.reservation.asleepTenant, { cpuMillicores: 0, memoryBytes: 0 }, 'an asleep one nothing');
+    t.equal(
+      free.reservation.now.cpuMillicores,
+      (free.tenants.awake + free.tenants.waking) * free.reservation.awakeTenant.cpuMillicores,
+      'the plan now: its awake tenants',
+    );
+    t.equal(c.plans.find((p) => p.plan === 'team')?.sleepAfterSeconds, null, 'team never sleeps');
+    const tenantKey = (await api.signup({ plan: 'team' })).apiKey;
+    t.equal(
+      (await api.request('GET', '/v1/capacity', { key: tenantKey })).statusCode,
+      403,
+      "a tenant's key may not read it",
+    );
+  },
+);
+
+t.test('provisioner capacity prints it as a table', async (t) => {
+  const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
+  const run = await cliAgainst(url, api.operatorKey)(['capacity']);
+  t.equal(run.code, 0, run.err);
+  const free = run.out.split('\n').find((l) => l.startsWith('free'));
+  t.match(
+    free,
+    /free\s+\d+\s+\d+\s+\d+\s+\S+, \S+\s+.*\s+30m\s+\d+\/2 ready.*2 warm, 1 cold/,
+    'the free plan: sleeps after 30m, the pool, 2 warm and 1 cold',
+  );
+  t.match(run.out, /an asleep tenant reserves nothing/);
+  t.match(run.out, /wakes in 24 h: 0/);
 });

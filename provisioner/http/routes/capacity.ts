@@ -1,0 +1,120 @@
+/**
+ * `GET /v1/capacity`: what tenants cost on the root clusters and how fast they start, per plan —
+ * tenants awake, asleep and waking with what each reserves, the warm pool against its size, where
+ * the last day's signups' runtimes came from, and the last day's wakes (docs/operations.md "Sleep",
+ * "Warm pool"). The console's Capacity card and `provisioner capacity` read it.
+ */
+import { Type } from 'typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { withErrors } from '../schemas.ts';
+import { sleepCounts, wakeDurations } from '../../store/sleep.ts';
+import { poolCounts, signupSources } from '../../store/pool.ts';
+import { currentDefaultVersion } from '../../runtime-versions/service.ts';
+import { planBudget, totals } from '../../../runtime/render/budget.ts';
+import { PLANS } from '../../../tenants/plans.ts';
+import type { AppContext } from '../context.ts';
+
+const Reservation = Type.Object({
+  cpuMillicores: Type.Integer(),
+  memoryBytes: Type.Integer(),
+});
+
+export const Capacity = Type.Object({
+  defaultVersion: Type.String({ description: 'what new tenants and warm pool entries run' }),
+  plans: Type.Array(
+    Type.Object({
+      plan: Type.String(),
+      tenants: Type.Object({ awake: Type.Integer(), asleep: Type.Integer(), waking: Type.Integer() }),
+      reservation: Type.Object(
+        {
+          awakeTenant: Reservation,
+          asleepTenant: Reservation,
+          now: Reservation,
+        },
+        {
+          description:
+            "requests one tenant reserves awake (its runtime at the default version, steady state) and asleep (nothing: no pod), and the plan's tenants together now (awake and waking counted awake)",
+        },
+      ),
+      sleepAfterSeconds: Type.Union([Type.Integer(), Type.Null()], {
+        description: 'PROVISIONER_SLEEP_IDLE_SECONDS for the plan; null: never sleeps',
+      }),
+      warmPool: Type.Object({
+        size: Type.Integer({ description: 'PROVISIONER_WARM_POOL for the plan (0: no pool)' }),
+        ready: Type.Integer(),
+        provisioning: Type.Integer(),
+        failing: Type.Integer(),
+        oldestReadySeconds: Type.Union([Type.Integer(), Type.Null()]),
+      }),
+      signups24h: Type.Object({
+        warm: Type.Integer({ description: 'served from the warm pool: Ready at signup' }),
+        cold: Type.Integer(),
+      }),
+    }),
+  ),
+  wakes24h: Type.Object({
+    count: Type.Integer(),
+    p50Seconds: Type.Union([Type.Number(), Type.Null()], { description: "the wake operation's run, median" }),
+    maxSeconds: Type.Union([Type.Number(), Type.Null()]),
+  }),
+});
+
+export const capacityRoutes =
+  (ctx: AppContext): FastifyPluginAsyncTypebox =>
+  async (app) => {
+    app.get(
+      '/v1/capacity',
+      {
+        config: { roles: ['operator'] },
+        schema: {
+          summary:
+            'Tenants awake and asleep per plan with what they reserve, the warm pool, signups warm and cold, wakes',
+          tags: ['tenants'],
+          response: withErrors({ 200: Capacity }),
+        },
+      },
+      async () => {
+        const [version, sleep, pool, signups, wakes] = await Promise.all([
+          currentDefaultVersion(ctx.pool, ctx.catalog),
+          sleepCounts(ctx.pool),
+          poolCounts(ctx.pool),
+          signupSources(ctx.pool, 24),
+          wakeDurations(ctx.pool, 24),
+        ]);
+        const reservation = (cpuMillicores: number, memoryBytes: number) => ({
+          cpuMillicores: Math.round(cpuMillicores),
+          memoryBytes: Math.round(memoryBytes),
+        });
+        return {
+          defaultVersion: version,
+          plans: Object.values(PLANS).map((plan) => {
+            const s = sleep.find((x) => x.plan === plan.name) ?? { awake: 0, asleep: 0, waking: 0 };
+            const p = pool.find((x) => x.plan === plan.name && x.runtime_version === version);
+            const g = signups.find((x) => x.plan === plan.name);
+            const one = totals(planBudget(plan, version), true);
+            const awake = s.awake + s.waking;
+            const idle = ctx.config.sleep.idleSeconds[plan.name] ?? 0;
+            return {
+              plan: plan.name,
+              tenants: { awake: s.awake, asleep: s.asleep, waking: s.waking },
+              reservation: {
+                awakeTenant: reservation(one.requestsCpu, one.requestsMemory),
+                asleepTenant: reservation(0, 0),
+                now: reservation(awake * one.requestsCpu, awake * one.requestsMemory),
+              },
+              sleepAfterSeconds: idle > 0 ? idle : null,
+              warmPool: {
+                size: ctx.config.warmPool.size[plan.name] ?? 0,
+                ready: p?.ready ?? 0,
+                provisioning: p?.provisioning ?? 0,
+                failing: p?.failing ?? 0,
+                oldestReadySeconds: p?.oldest_ready_seconds ?? null,
+              },
+              signups24h: { warm: g?.warm ?? 0, cold: g?.cold ?? 0 },
+            };
+          }),
+          wakes24h: { count: wakes.count, p50Seconds: wakes.p50, maxSeconds: wakes.max },
+        };
+      },
+    );
+  };
