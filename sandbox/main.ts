@@ -189,6 +189,7 @@ async function main(): Promise<void> {
           `  ${cli} tenants webhook-url ${id}   # a public URL for a Git provider's webhooks, kept and delivered also while it sleeps`,
         ]
       : []),
+    `  ${cli} capacity   # per plan: tenants awake and asleep, what they reserve, the warm pool (PROVISIONER_WARM_POOL), signups warm and cold`,
     `  ${cli} clusters list`,
     `  ${cli} doctor`,
     `  ${cli} runtimes register ${id} edge --access tunnel --argo new --out edge.yaml   # a hybrid runtime's install manifest (agents, Source Server)`,

@@ -2,6 +2,7 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, session, setUnauthorizedHandler, type Identity } from './api.ts';
 import { ApplicationPage, segment } from './application-page.tsx';
+import { CapacityPage } from './capacity.tsx';
 import { ClustersPage, VersionsPage } from './fleet.tsx';
 import { ProductPage } from './products.tsx';
 import { FleetUpgradePage, FleetUpgradesPage } from './fleet-upgrades.tsx';
@@ -139,6 +140,7 @@ function App() {
   else if (parts[0] === 'tenants' && parts[1])
     page = <TenantPage me={me} id={parts[1]} operationId={parts[2] === 'operations' ? parts[3] : undefined} />;
   else if (parts[0] === 'clusters' && operator) page = <ClustersPage />;
+  else if (parts[0] === 'capacity' && operator) page = <CapacityPage />;
   else if (parts[0] === 'runtimes' && operator) page = <RuntimesPage />;
   else if (parts[0] === 'versions') page = <VersionsPage operator={operator} />;
   else if (parts[0] === 'fleet-upgrades' && operator)
@@ -169,6 +171,11 @@ function App() {
           {operator && (
             <a href="#/clusters" aria-current={here === 'clusters' ? 'page' : undefined}>
               Clusters
+            </a>
+          )}
+          {operator && (
+            <a href="#/capacity" aria-current={here === 'capacity' ? 'page' : undefined}>
+              Capacity
             </a>
           )}
           {operator && (
