@@ -25,6 +25,14 @@ import { catalog } from '../runtime/catalog.ts';
 
 const ORGANIZATION = process.env.SANDBOX_ORGANIZATION || 'demo';
 const READY_TIMEOUT_MS = 10 * 60_000;
+/** Settings of idle sleep and the warm pool passed on to the sandbox's provisioner when set (docs/operations.md). */
+const PASSED_THROUGH = [
+  'PROVISIONER_SLEEP_IDLE_SECONDS',
+  'PROVISIONER_SLEEP_AWAKE_WINDOWS',
+  'PROVISIONER_WAKE_WAIT_SECONDS',
+  'PROVISIONER_WARM_POOL',
+  'PROVISIONER_WARM_POOL_PARALLELISM',
+];
 const started = Number(process.env.SANDBOX_STARTED_MS) || Date.now();
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
 const say = (line: string) => process.stdout.write(`sandbox: ${line}\n`);
@@ -92,7 +100,11 @@ async function main(): Promise<void> {
     rootClusterName: 'local-root',
     keyPrefix: 'sandbox',
     port,
-    extraEnv: { PROVISIONER_PUBLIC_URL: `http://127.0.0.1:${port}` },
+    extraEnv: {
+      PROVISIONER_PUBLIC_URL: `http://127.0.0.1:${port}`,
+      // The sleep and warm pool settings, when given to `npm run sandbox`, are its provisioner's.
+      ...Object.fromEntries(PASSED_THROUGH.flatMap((name) => (process.env[name] ? [[name, process.env[name]]] : []))),
+    },
     ...(runtime.vcluster && runtime.argocdBin
       ? {
           realVclusters: { bin: runtime.vcluster.bin, versions: runtime.vcluster.versions },
@@ -190,6 +202,7 @@ async function main(): Promise<void> {
         ]
       : []),
     `  ${cli} capacity   # per plan: tenants awake and asleep, what they reserve, the warm pool (PROVISIONER_WARM_POOL), signups warm and cold`,
+    `  (PROVISIONER_WARM_POOL=team=1 npm run sandbox keeps a runtime provisioned ahead: the next team signup is Ready at once, "warm": true)`,
     `  ${cli} clusters list`,
     `  ${cli} doctor`,
     `  ${cli} runtimes register ${id} edge --access tunnel --argo new --out edge.yaml   # a hybrid runtime's install manifest (agents, Source Server)`,
