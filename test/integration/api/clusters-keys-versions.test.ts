@@ -195,8 +195,12 @@ t.test('health, readiness, metrics, OpenAPI and unknown routes', async (t) => {
       ['idempotency-pruner', 'running'],
       ['removed-runtime-purger', 'running'],
       ['app-history-pruner', 'running'],
+      // Sleep and the warm pool are applied by a reconciler: without one they do not run.
+      ['idle-sleep', 'disabled'],
+      ['webhook-delivery', 'running'],
+      ['warm-pool', 'disabled'],
     ],
-    '/readyz lists every loop of this replica (engine none: no reconciler, fleet driver or drift watch) by name, running',
+    '/readyz lists every loop of this replica (engine none: no reconciler, fleet driver or drift watch; no idle sleep or warm pool) by name',
   );
   t.equal(
     ready.loops.filter((l: Record<string, unknown>) => 'lastError' in l).length,
