@@ -398,7 +398,7 @@ export async function buildServices(
     enabled: reconcilerParts !== undefined,
     logger: logger?.child({ component: 'warm-pool' }),
   });
-  const onSignup = registerPoolMetrics(metrics, pool);
+  const onSignup = registerPoolMetrics(metrics, pool, config.warmPool.size);
   const webhooks = new WebhookService({
     pool,
     config: config.webhooks,

@@ -137,31 +137,9 @@ export type {
 
 export { PHASES } from '../../provisioner/store/states.ts';
 
-/** CPU and memory requests: what a tenant's pods reserve on a root cluster. */
-export interface Reservation {
-  cpuMillicores: number;
-  memoryBytes: number;
-}
-
-/**
- * `GET /v1/capacity` (provisioner/http/routes/capacity.ts; operators only). Written here, as the
- * CLI does (cli/capacity-commands.ts): its schema lives beside the route, whose module needs
- * Node.js, not in schemas.ts, so api-types.ts does not derive it.
- */
-export interface Capacity {
-  defaultVersion: string;
-  plans: Array<{
-    plan: string;
-    tenants: { awake: number; asleep: number; waking: number };
-    reservation: { awakeTenant: Reservation; asleepTenant: Reservation; now: Reservation };
-    /** null: the plan never sleeps. */
-    sleepAfterSeconds: number | null;
-    /** size 0: no pool for the plan. */
-    warmPool: { size: number; ready: number; provisioning: number; failing: number; oldestReadySeconds: number | null };
-    signups24h: { warm: number; cold: number };
-  }>;
-  wakes24h: { count: number; p50Seconds: number | null; maxSeconds: number | null };
-}
+/** `GET /v1/capacity` (operators only) and one of its CPU-and-memory reservations. */
+export type { Capacity } from '../../provisioner/http/api-types.ts';
+export type Reservation = import('../../provisioner/http/api-types.ts').Capacity['plans'][number]['reservation']['now'];
 
 /** What the runtime's Source Server says changed an application (runtime/protocol/sources.ts). */
 export type { ImageChange, ResourceChange, ResourceDiff } from '../../runtime/protocol/sources.ts';

@@ -7,23 +7,9 @@
 import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
 import { table } from './format.ts';
+import type { Capacity } from '../http/api-types.ts';
 
-interface Reservation {
-  cpuMillicores: number;
-  memoryBytes: number;
-}
-interface Capacity {
-  defaultVersion: string;
-  plans: Array<{
-    plan: string;
-    tenants: { awake: number; asleep: number; waking: number };
-    reservation: { awakeTenant: Reservation; asleepTenant: Reservation; now: Reservation };
-    sleepAfterSeconds: number | null;
-    warmPool: { size: number; ready: number; provisioning: number; failing: number; oldestReadySeconds: number | null };
-    signups24h: { warm: number; cold: number };
-  }>;
-  wakes24h: { count: number; p50Seconds: number | null; maxSeconds: number | null };
-}
+type Reservation = Capacity['plans'][number]['reservation']['now'];
 
 const cpu = (m: number) => (m >= 1000 ? `${(m / 1000).toFixed(m % 1000 === 0 ? 0 : 2)}` : `${m}m`);
 const mem = (b: number) => (b >= 1024 ** 3 ? `${(b / 1024 ** 3).toFixed(2)}Gi` : `${Math.round(b / 1024 ** 2)}Mi`);

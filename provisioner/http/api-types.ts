@@ -36,6 +36,7 @@ export type TenantPage = Wire<typeof S.TenantPage>;
 export type TenantSummary = Wire<typeof S.TenantSummary>;
 export type Accepted = Wire<typeof S.Accepted>;
 export type SignupResponse = Wire<typeof S.SignupResponse>;
+export type Capacity = Wire<typeof S.Capacity>;
 export type Operation = Wire<typeof S.Operation>;
 export type OperationPage = Wire<typeof S.OperationPage>;
 export type LogLine = Wire<typeof S.LogLine>;

@@ -532,8 +532,22 @@ export function registerSleepMetrics(metrics: Metrics, pool: pg.Pool, sleep: Sle
  * the oldest Ready one's age (read at scrape time), and this replica's signups by where their
  * runtime came from. Answers the signup counter's increment.
  */
-export function registerPoolMetrics(metrics: Metrics, pool: pg.Pool): (warm: boolean) => void {
+export function registerPoolMetrics(
+  metrics: Metrics,
+  pool: pg.Pool,
+  sizes: Readonly<Record<string, number>>,
+): (warm: boolean) => void {
   const registers = [metrics.registry];
+  new client.Gauge({
+    name: 'provisioner_warm_pool_size',
+    help: 'Unclaimed Ready entries the warm pool keeps per plan (PROVISIONER_WARM_POOL)',
+    labelNames: ['plan'] as const,
+    registers,
+    collect() {
+      this.reset();
+      for (const [plan, n] of Object.entries(sizes)) this.set({ plan }, n);
+    },
+  });
   new client.Gauge({
     name: 'provisioner_warm_pool_entries',
     help: 'Unclaimed warm pool entries by plan, runtime version and state (ready, provisioning, failing)',

@@ -1098,3 +1098,49 @@ export function withErrors<T extends Record<number, TSchema>>(ok: T) {
     503: ref,
   };
 }
+
+/** `GET /v1/capacity` (routes/capacity.ts): per plan what tenants reserve awake and asleep, the warm pool, signups, wakes. */
+const CapacityReservation = Type.Object({
+  cpuMillicores: Type.Integer(),
+  memoryBytes: Type.Integer(),
+});
+
+export const Capacity = Type.Object({
+  defaultVersion: Type.String({ description: 'what new tenants and warm pool entries run' }),
+  plans: Type.Array(
+    Type.Object({
+      plan: Type.String(),
+      tenants: Type.Object({ awake: Type.Integer(), asleep: Type.Integer(), waking: Type.Integer() }),
+      reservation: Type.Object(
+        {
+          awakeTenant: CapacityReservation,
+          asleepTenant: CapacityReservation,
+          now: CapacityReservation,
+        },
+        {
+          description:
+            "requests one tenant reserves awake (its runtime at the default version, steady state) and asleep (nothing: no pod), and the plan's tenants together now (awake and waking counted awake)",
+        },
+      ),
+      sleepAfterSeconds: Type.Union([Type.Integer(), Type.Null()], {
+        description: 'PROVISIONER_SLEEP_IDLE_SECONDS for the plan; null: never sleeps',
+      }),
+      warmPool: Type.Object({
+        size: Type.Integer({ description: 'PROVISIONER_WARM_POOL for the plan (0: no pool)' }),
+        ready: Type.Integer(),
+        provisioning: Type.Integer(),
+        failing: Type.Integer(),
+        oldestReadySeconds: Type.Union([Type.Integer(), Type.Null()]),
+      }),
+      signups24h: Type.Object({
+        warm: Type.Integer({ description: 'served from the warm pool: Ready at signup' }),
+        cold: Type.Integer(),
+      }),
+    }),
+  ),
+  wakes24h: Type.Object({
+    count: Type.Integer(),
+    p50Seconds: Type.Union([Type.Number(), Type.Null()], { description: "the wake operation's run, median" }),
+    maxSeconds: Type.Union([Type.Number(), Type.Null()]),
+  }),
+});

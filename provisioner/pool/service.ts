@@ -74,19 +74,31 @@ export class WarmPool {
       );
       if (!rows[0]!.locked) return { added: 0, recycled: 0 };
       let recycled = 0;
+      /** Plans one of whose entries failed: no new entry for them this round (a create that always fails must not churn). */
+      const failedPlans = new Set<string>();
       for (const row of await stalePoolEntries(tx, keep, 20)) {
+        const failed = row.stalled || row.phase === 'Failed';
+        if (failed) {
+          failedPlans.add(row.plan);
+          this.#o.logger?.warn(
+            { tenantId: row.id, plan: row.plan, runtimeVersion: row.runtime_version },
+            'warm pool entry failed to provision: recycled; its operation log says why',
+          );
+        }
         const op = await changeSpec(
           tx,
           row,
           { deleted: true },
           'delete',
-          `warm pool entry recycled: the pool keeps ${keep.length ? keep.map((k) => `${k.plan} at ${k.runtimeVersion}`).join(', ') : 'nothing'}`,
+          failed
+            ? 'warm pool entry recycled: it failed to provision'
+            : `warm pool entry recycled: the pool keeps ${keep.length ? keep.map((k) => `${k.plan} at ${k.runtimeVersion}`).join(', ') : 'nothing'}`,
         );
         await writeAudit(tx, ACTOR, {
           action: 'warm_pool.recycle',
           targetType: 'tenant',
           targetId: row.id,
-          after: { plan: row.plan, runtimeVersion: row.runtime_version, operationId: op.id },
+          after: { plan: row.plan, runtimeVersion: row.runtime_version, operationId: op.id, failed },
         });
         recycled += 1;
       }
@@ -94,6 +106,7 @@ export class WarmPool {
       let inFlight = counts.reduce((n, c) => n + c.provisioning, 0);
       let added = 0;
       for (const { plan, runtimeVersion } of keep) {
+        if (failedPlans.has(plan)) continue;
         const c = counts.find((x) => x.plan === plan && x.runtime_version === runtimeVersion);
         let have = (c?.ready ?? 0) + (c?.provisioning ?? 0);
         while (have < sizes[plan]! && inFlight < this.#o.config.parallelism) {

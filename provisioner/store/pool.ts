@@ -76,7 +76,8 @@ export async function poolCounts(db: Queryable): Promise<PoolEntryCounts[]> {
   const { rows } = await db.query<PoolEntryCounts>(
     `SELECT plan, runtime_version,
             count(*) FILTER (WHERE phase = 'Ready' AND generation = observed_generation)::int AS ready,
-            count(*) FILTER (WHERE phase NOT IN ('Ready', 'Failed') OR generation <> observed_generation)::int AS provisioning,
+            count(*) FILTER (WHERE NOT stalled AND phase <> 'Failed'
+                               AND (phase <> 'Ready' OR generation <> observed_generation))::int AS provisioning,
             count(*) FILTER (WHERE phase = 'Failed' OR stalled)::int AS failing,
             extract(epoch FROM now() - min(created_at) FILTER (WHERE phase = 'Ready'))::int AS oldest_ready_seconds
        FROM tenants WHERE pool_state = 'pooled' AND NOT deleted
@@ -85,17 +86,21 @@ export async function poolCounts(db: Queryable): Promise<PoolEntryCounts[]> {
   return rows;
 }
 
-/** Unclaimed entries to recycle: of another version than the plan's current one, or of a plan no longer pooled. */
+/**
+ * Unclaimed entries to recycle: of another version than the plan's current one, of a plan no longer
+ * pooled, or stalled (their create failed past its retries: they would hold a place in the pool forever).
+ */
 export async function stalePoolEntries(
   db: Queryable,
   keep: ReadonlyArray<{ plan: string; runtimeVersion: string }>,
   limit: number,
-): Promise<TenantRow[]> {
-  const { rows } = await db.query<TenantRow>(
+): Promise<Array<TenantRow & { stalled: boolean }>> {
+  const { rows } = await db.query<TenantRow & { stalled: boolean }>(
     `SELECT t.* FROM tenants t
       WHERE t.pool_state = 'pooled' AND NOT t.deleted
-        AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS k(plan, version)
-                         WHERE k.plan = t.plan AND k.version = t.runtime_version)
+        AND (t.stalled OR t.phase = 'Failed'
+             OR NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS k(plan, version)
+                             WHERE k.plan = t.plan AND k.version = t.runtime_version))
       ORDER BY t.created_at LIMIT $3 FOR UPDATE SKIP LOCKED`,
     [keep.map((k) => k.plan), keep.map((k) => k.runtimeVersion), limit],
   );

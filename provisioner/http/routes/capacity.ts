@@ -2,62 +2,16 @@
  * `GET /v1/capacity`: what tenants cost on the root clusters and how fast they start, per plan —
  * tenants awake, asleep and waking with what each reserves, the warm pool against its size, where
  * the last day's signups' runtimes came from, and the last day's wakes (docs/operations.md "Sleep",
- * "Warm pool"). The console's Capacity card and `provisioner capacity` read it.
+ * "Warm pool"). The console's Capacity page and `provisioner capacity` read it.
  */
-import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { withErrors } from '../schemas.ts';
+import { Capacity, withErrors } from '../schemas.ts';
 import { sleepCounts, wakeDurations } from '../../store/sleep.ts';
 import { poolCounts, signupSources } from '../../store/pool.ts';
 import { currentDefaultVersion } from '../../runtime-versions/service.ts';
 import { planBudget, totals } from '../../../runtime/render/budget.ts';
 import { PLANS } from '../../../tenants/plans.ts';
 import type { AppContext } from '../context.ts';
-
-const Reservation = Type.Object({
-  cpuMillicores: Type.Integer(),
-  memoryBytes: Type.Integer(),
-});
-
-export const Capacity = Type.Object({
-  defaultVersion: Type.String({ description: 'what new tenants and warm pool entries run' }),
-  plans: Type.Array(
-    Type.Object({
-      plan: Type.String(),
-      tenants: Type.Object({ awake: Type.Integer(), asleep: Type.Integer(), waking: Type.Integer() }),
-      reservation: Type.Object(
-        {
-          awakeTenant: Reservation,
-          asleepTenant: Reservation,
-          now: Reservation,
-        },
-        {
-          description:
-            "requests one tenant reserves awake (its runtime at the default version, steady state) and asleep (nothing: no pod), and the plan's tenants together now (awake and waking counted awake)",
-        },
-      ),
-      sleepAfterSeconds: Type.Union([Type.Integer(), Type.Null()], {
-        description: 'PROVISIONER_SLEEP_IDLE_SECONDS for the plan; null: never sleeps',
-      }),
-      warmPool: Type.Object({
-        size: Type.Integer({ description: 'PROVISIONER_WARM_POOL for the plan (0: no pool)' }),
-        ready: Type.Integer(),
-        provisioning: Type.Integer(),
-        failing: Type.Integer(),
-        oldestReadySeconds: Type.Union([Type.Integer(), Type.Null()]),
-      }),
-      signups24h: Type.Object({
-        warm: Type.Integer({ description: 'served from the warm pool: Ready at signup' }),
-        cold: Type.Integer(),
-      }),
-    }),
-  ),
-  wakes24h: Type.Object({
-    count: Type.Integer(),
-    p50Seconds: Type.Union([Type.Number(), Type.Null()], { description: "the wake operation's run, median" }),
-    maxSeconds: Type.Union([Type.Number(), Type.Null()]),
-  }),
-});
 
 export const capacityRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>

@@ -164,6 +164,33 @@ t.test('entries of a plan or version the pool no longer keeps are recycled', asy
   t.equal(recycle.rowCount, 1, 'audited');
 });
 
+t.test('an entry that failed to provision is recycled, and the pool refills after it', async (t) => {
+  const stuck = await withTx(api.db.pool, (tx) => insertPoolEntry(tx, 'free', catalog.defaultVersion(), 'stuck000'));
+  await until('the entry provisioned', async () =>
+    (await pooled()).some((p) => p.id === stuck.id && p.phase === 'Ready'),
+  );
+  // What a create that failed past its retries leaves (the reconciler's Stalled state).
+  await api.db.pool.query(`UPDATE tenants SET stalled = true, phase = 'Failed' WHERE id = $1`, [stuck.id]);
+  const first = await api.services.warmPool.refill();
+  t.ok(first.recycled >= 1, 'the failed entry is recycled');
+  t.equal(
+    first.added,
+    0,
+    'and no entry is added for its plan in the same round (no churn on a create that always fails)',
+  );
+  const row = await api.db.pool.query<{ deleted: boolean }>('SELECT deleted FROM tenants WHERE id = $1', [stuck.id]);
+  t.equal(row.rows[0]?.deleted, true, 'deleted');
+  const audit = await api.db.pool.query<{ after: { failed: boolean } }>(
+    `SELECT after FROM audit_log WHERE action = 'warm_pool.recycle' AND target_id = $1`,
+    [stuck.id],
+  );
+  t.equal(audit.rows[0]?.after.failed, true, 'audited as failed');
+  t.ok(
+    (await api.services.warmPool.refill()).added >= 1,
+    'the next round refills: the failed entry no longer holds a place',
+  );
+});
+
 t.test('100 concurrent claims on 10 entries: each entry goes to one claim', async (t) => {
   // No reconciler from here: an entry it leased (to provision it) is rightly not claimable.
   await reconciler.stop({ graceMs: 0 });
