@@ -69,6 +69,7 @@ import { Pruner } from './loops/pruner.ts';
 import { SleepService } from './sleep/service.ts';
 import { WebhookService } from './webhooks/service.ts';
 import { WarmPool } from './pool/service.ts';
+import { CapacityService } from './pool/capacity.ts';
 import { currentDefaultVersion } from './runtime-versions/service.ts';
 import { pruneKeys } from './store/idempotency.ts';
 import { purgeRemovedRuntimes } from './store/runtimes.ts';
@@ -165,6 +166,8 @@ export interface Services {
   webhooks: WebhookService;
   /** Runtimes provisioned ahead of signups (pool/service.ts; the `warm-pool` loop). */
   warmPool: WarmPool;
+  /** GET /v1/capacity's figures (pool/capacity.ts). */
+  capacity: CapacityService;
   /** Counts a signup, served from the warm pool or cold (metrics). */
   onSignup: (warm: boolean) => void;
   /** The application state runtimes report: ingestion, reads, change followers (channel runtime_object). */
@@ -508,6 +511,7 @@ export async function buildServices(
     sleep,
     webhooks,
     warmPool,
+    capacity: new CapacityService({ pool, catalog, sleep: config.sleep, warmPool: config.warmPool }),
     onSignup,
     reconciler: reconcilerParts?.reconciler,
     engine: reconcilerParts?.engine,

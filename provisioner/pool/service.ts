@@ -17,7 +17,7 @@ import type { WarmPoolConfig } from '../config.ts';
 import { withTx } from '../db/tx.ts';
 import { PeriodicLoop } from '../loops/periodic.ts';
 import { writeAudit, type Actor } from '../store/audit.ts';
-import { insertPoolEntry, poolCounts, stalePoolEntries, type PoolEntryCounts } from '../store/pool.ts';
+import { insertPoolEntry, poolCounts, stalePoolEntries, tryPoolLock, type PoolEntryCounts } from '../store/pool.ts';
 import { changeSpec } from '../store/tenants.ts';
 
 const ACTOR: Actor = { id: 'warm-pool', role: 'system' };
@@ -69,10 +69,7 @@ export class WarmPool {
       .filter(([, n]) => n > 0)
       .map(([plan]) => ({ plan, runtimeVersion: version }));
     const round = await withTx(this.#o.pool, async (tx) => {
-      const { rows } = await tx.query<{ locked: boolean }>(
-        "SELECT pg_try_advisory_xact_lock(hashtext('warm-pool')) AS locked",
-      );
-      if (!rows[0]!.locked) return { added: 0, recycled: 0 };
+      if (!(await tryPoolLock(tx))) return { added: 0, recycled: 0 };
       let recycled = 0;
       /** Plans one of whose entries failed: no new entry for them this round (a create that always fails must not churn). */
       const failedPlans = new Set<string>();

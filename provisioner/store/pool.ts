@@ -166,3 +166,11 @@ export async function signupSources(
   );
   return rows;
 }
+
+/** The pool's round lock for the caller's transaction: one replica's round at a time (false: another holds it). */
+export async function tryPoolLock(db: Queryable): Promise<boolean> {
+  const { rows } = await db.query<{ locked: boolean }>(
+    "SELECT pg_try_advisory_xact_lock(hashtext('warm-pool')) AS locked",
+  );
+  return rows[0]!.locked;
+}

@@ -6,11 +6,6 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Capacity, withErrors } from '../schemas.ts';
-import { sleepCounts, wakeDurations } from '../../store/sleep.ts';
-import { poolCounts, signupSources } from '../../store/pool.ts';
-import { currentDefaultVersion } from '../../runtime-versions/service.ts';
-import { planBudget, totals } from '../../../runtime/render/budget.ts';
-import { PLANS } from '../../../tenants/plans.ts';
 import type { AppContext } from '../context.ts';
 
 export const capacityRoutes =
@@ -27,48 +22,6 @@ export const capacityRoutes =
           response: withErrors({ 200: Capacity }),
         },
       },
-      async () => {
-        const [version, sleep, pool, signups, wakes] = await Promise.all([
-          currentDefaultVersion(ctx.pool, ctx.catalog),
-          sleepCounts(ctx.pool),
-          poolCounts(ctx.pool),
-          signupSources(ctx.pool, 24),
-          wakeDurations(ctx.pool, 24),
-        ]);
-        const reservation = (cpuMillicores: number, memoryBytes: number) => ({
-          cpuMillicores: Math.round(cpuMillicores),
-          memoryBytes: Math.round(memoryBytes),
-        });
-        return {
-          defaultVersion: version,
-          plans: Object.values(PLANS).map((plan) => {
-            const s = sleep.find((x) => x.plan === plan.name) ?? { awake: 0, asleep: 0, waking: 0 };
-            const p = pool.find((x) => x.plan === plan.name && x.runtime_version === version);
-            const g = signups.find((x) => x.plan === plan.name);
-            const one = totals(planBudget(plan, version), true);
-            const awake = s.awake + s.waking;
-            const idle = ctx.config.sleep.idleSeconds[plan.name] ?? 0;
-            return {
-              plan: plan.name,
-              tenants: { awake: s.awake, asleep: s.asleep, waking: s.waking },
-              reservation: {
-                awakeTenant: reservation(one.requestsCpu, one.requestsMemory),
-                asleepTenant: reservation(0, 0),
-                now: reservation(awake * one.requestsCpu, awake * one.requestsMemory),
-              },
-              sleepAfterSeconds: idle > 0 ? idle : null,
-              warmPool: {
-                size: ctx.config.warmPool.size[plan.name] ?? 0,
-                ready: p?.ready ?? 0,
-                provisioning: p?.provisioning ?? 0,
-                failing: p?.failing ?? 0,
-                oldestReadySeconds: p?.oldest_ready_seconds ?? null,
-              },
-              signups24h: { warm: g?.warm ?? 0, cold: g?.cold ?? 0 },
-            };
-          }),
-          wakes24h: { count: wakes.count, p50Seconds: wakes.p50, maxSeconds: wakes.max },
-        };
-      },
+      async () => ctx.capacity.read(),
     );
   };
