@@ -389,6 +389,8 @@ t.test('webhooks: a public per-tenant URL; kept, delivered in order, also after 
   await t.test('a wrong or replaced secret is a 404; too large a body 413', async (t) => {
     const wrong = await post('github', '{}', {}, `/v1/webhooks/${tenant.id}/${'A'.repeat(43)}/`);
     t.equal(wrong.status, 404, 'a wrong secret');
+    const escaping = await post('..%2Fapi%2Fapplications', '{}');
+    t.equal(escaping.status, 400, 'a path with an encoded slash is refused: it could leave /webhooks on the runtime');
     const big = await post('github', 'x'.repeat(5000));
     t.equal(big.status, 413, 'over PROVISIONER_WEBHOOK_MAX_BYTES');
     const again = await api.request('POST', `/v1/tenants/${tenant.id}/webhook-url`, { key: api.operatorKey });
