@@ -1,10 +1,13 @@
 /**
- * The root-cluster watch at fleet size, on real kube-apiservers and real Postgres: 10,000
- * tenants' objects (namespace, quota, limit range, network policy each: 40,000 objects) on three
- * root clusters, written by the test, the watch started in this process against them. Measured and printed: the time to
- * its first lists, its memory (heap after a full GC) and its CPU at rest; asserted: one object
- * changed by hand → exactly one resync requested, for exactly that tenant. The figures go to
- * docs/benchmarks.md.
+ * The root-cluster watch over many tenants, on real kube-apiservers and real Postgres: 2,000
+ * tenants' objects here (namespace, quota, limit range, network policy each: 8,000 objects) on
+ * three root clusters, written by the test, the watch started in this process against them.
+ * Asserted: the watch knows every object, requests nothing for its first lists or at rest, and one
+ * object changed by hand → exactly one resync requested, for exactly that tenant. Measured and
+ * printed: the time to its first lists, its memory (heap after a full GC) and its CPU at rest. The
+ * fleet-size targets (10,000 tenants: heap < 300 MiB, CPU at rest < 0.1 core) are a benchmark:
+ * `npm run bench -- drift-watch` runs this file at 10,000 tenants and checks them
+ * (bench/drift-watch.bench.ts; figures in docs/benchmarks.md).
  *
  * No KWOK nodes: nothing here runs pods (no controllers), and the watched objects do not need
  * nodes to exist.
@@ -26,7 +29,7 @@ import { until } from '../../sandbox/processes.ts';
 import { insertReadyTenants, OBJECTS_PER_TENANT, seedTenantObjects } from './harness/tenant-objects.ts';
 
 t.setTimeout(20 * 60_000);
-const TENANTS = Number(process.env.DRIFT_WATCH_TENANTS ?? 10_000);
+const TENANTS = Number(process.env.DRIFT_WATCH_TENANTS ?? 2_000);
 /** Root clusters the tenants are spread over (the issue's sizing: 10,000 tenants on 3). */
 const CLUSTERS = 3;
 
@@ -111,7 +114,6 @@ t.test(`the watch over ${TENANTS} tenants' objects: cost at rest, and one change
   await new Promise((resolve) => setTimeout(resolve, 20_000));
   const cpu = process.cpuUsage(cpu0);
   const cores = (cpu.user + cpu.system) / 1000 / (Number(process.hrtime.bigint() - wall0) / 1e6);
-  t.ok(cores < 0.1, `the watch uses under 0.1 core at rest (${cores.toFixed(3)}, whole test process)`);
   t.equal(watch.stats.requested, 0, 'nothing was requested for the first lists');
 
   // One change by hand → exactly one resync, for that tenant.
@@ -134,10 +136,10 @@ t.test(`the watch over ${TENANTS} tenants' objects: cost at rest, and one change
   await watch.stop();
   watch = undefined;
   const heap = heapWith - heapMiB();
+  // One line bench/drift-watch.bench.ts reads (keep its shape).
   t.comment(
     `watch over ${objects} objects: first lists ${listSeconds.toFixed(1)} s; retained heap ${heap.toFixed(1)} MiB ` +
       `(${((heap * 2 ** 20) / objects).toFixed(0)} B/object); process RSS ${rssMiB.toFixed(0)} MiB; ` +
       `CPU at rest ${(cores * 100).toFixed(2)} % of a core (whole test process)`,
   );
-  t.ok(heap < 300, `the watch's heap for ${TENANTS} tenants is under 300 MiB (${heap.toFixed(1)} MiB)`);
 });
