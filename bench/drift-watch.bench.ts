@@ -38,7 +38,12 @@ const figures =
     text,
   );
 if (code !== 0 || !figures) {
-  console.log(text.split('\n').filter((l) => /not ok|# \{|Error|timed out/.test(l)).join('\n'));
+  console.log(
+    text
+      .split('\n')
+      .filter((l) => /not ok|# \{|Error|timed out/.test(l))
+      .join('\n'),
+  );
   console.error(`drift-watch bench: the scale run failed (tap exit ${code}${figures ? '' : ', no figures printed'})`);
   process.exit(1);
 }

@@ -100,7 +100,9 @@ await provisioningSuite(
       const fix = await correctingResync(e2e, idA, opsBefore, WATCH_CORRECTS_WITHIN_S * 1000);
       const seconds = (Date.now() - deletedAt) / 1000;
       e2e.timing('drift (quota deleted) → corrected, watch-driven', seconds);
-      t.comment(`the quota deleted by hand was restored ${seconds.toFixed(1)} s after the deletion (resync period 24 h)`);
+      t.comment(
+        `the quota deleted by hand was restored ${seconds.toFixed(1)} s after the deletion (resync period 24 h)`,
+      );
       t.ok(
         fix.lines.includes(`resync requested by the root-cluster watch: ResourceQuota ${nsA}/tenant-quota: deleted`),
         'the operation log says the watch asked for it, and why',
@@ -158,7 +160,9 @@ await provisioningSuite(
       const fixB = await correctingResync(e2e, idB, beforeB, WATCH_CORRECTS_WITHIN_S * 1000);
       const secondsB = (Date.now() - changedAt) / 1000;
       e2e.timing('drift after a root API server restart → corrected', secondsB);
-      t.comment(`after the root API server restarted, a limit range deleted by hand was restored in ${secondsB.toFixed(1)} s`);
+      t.comment(
+        `after the root API server restarted, a limit range deleted by hand was restored in ${secondsB.toFixed(1)} s`,
+      );
       t.ok(
         fixB.lines.includes(`resync requested by the root-cluster watch: LimitRange ${nsB}/tenant-limits: deleted`),
         'by a resync the watch asked for',
