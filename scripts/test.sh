@@ -286,6 +286,10 @@ e2e_tier() {
   done
   bg_wait toolchain argo-crds
   if ! e2e_prepare early; then return 0; fi
+  # Each file's CPU (its process and every child it reaped), printed beside its wall time.
+  export HRT_E2E_CPU_FILE="$logdir/e2e-cpu.jsonl"
+  local node_options_before="${NODE_OPTIONS:-}"
+  export NODE_OPTIONS="--import=$ROOT/test/e2e/harness/cpu-record.ts${NODE_OPTIONS:+ $NODE_OPTIONS}"
   echo "== e2e early phase (${#early[@]} files, prepared in $((SECONDS - t0)) s): ${early[*]#test/e2e/}"
   HRT_E2E_PHASE=early tap --reporter=tap "${early[@]}" > "$early_out" 2>&1 &
   early_pid=$!
@@ -308,14 +312,33 @@ e2e_tier() {
   tap_count "e2e late phase" "$out" "$status"
   e2e_file_times "$out"
   echo "== e2e: both phases ended $((SECONDS - t0)) s after the tier started"
+  e2e_cpu_total
+  if [ -n "$node_options_before" ]; then export NODE_OPTIONS="$node_options_before"; else unset NODE_OPTIONS; fi
 }
 
-# e2e_file_times TAP: each file's wall time, from tap's top-level result lines (where the tier's time
-# goes; docs/toolchain.md).
+# e2e_file_times TAP: each file's wall time, from tap's top-level result lines, and its CPU (its
+# process and the children it reaped: test/e2e/harness/cpu-record.ts) where recorded: where the
+# tier's time goes (docs/toolchain.md).
 e2e_file_times() {
   grep -E '^(not )?ok [0-9]+ - test/e2e/.* # time=[0-9.]+ms' "$1" |
     sed -E 's/^(not ok|ok) [0-9]+ - (test\/e2e\/[^ ]+).* # time=([0-9]+)(\.[0-9]+)?ms.*/\3 \2 \1/' |
-    awk '{ printf "    %-48s %5.0f s%s\n", $2, $1 / 1000, ($3 == "not" ? " (failed)" : "") }'
+    while read -r ms file status; do
+      local cpu=""
+      if [ -f "${HRT_E2E_CPU_FILE:-}" ]; then
+        cpu="$(grep -F "\"file\":\"$file\"" "$HRT_E2E_CPU_FILE" | tail -1 |
+          sed -nE 's/.*"selfCpuSeconds":([0-9]+),"childrenCpuSeconds":([0-9]+).*/\1 \2/p' |
+          awk '{ printf "  CPU %5d s", $1 + $2 }')"
+      fi
+      awk -v ms="$ms" -v f="$file" -v st="$status" -v cpu="$cpu" \
+        'BEGIN { printf "    %-48s %5.0f s%s%s\n", f, ms / 1000, cpu, (st ~ /^not/ ? " (failed)" : "") }'
+    done
+}
+
+# e2e_cpu_total: the CPU every recorded e2e file used, in all.
+e2e_cpu_total() {
+  [ -f "${HRT_E2E_CPU_FILE:-}" ] || return 0
+  sed -nE 's/.*"selfCpuSeconds":([0-9]+),"childrenCpuSeconds":([0-9]+).*/\1 \2/p' "$HRT_E2E_CPU_FILE" |
+    awk '{ s += $1 + $2; n++ } END { if (n) printf "== e2e: %d files used %d CPU-s (their processes and the children they reaped)\n", n, s }'
 }
 
 # e2e_prepare [early]: sources test/e2e/prepare.sh (HRT_PREPARE_FOR=early: only the toolchain and the
