@@ -50,8 +50,18 @@ tap_tier() { # tier
   if [ ${#files[@]} -eq 0 ]; then echo "== $tier: no tests"; return 0; fi
   echo "== $tier (${#files[@]} files)"
   local out="$logdir/$tier.tap" status
+  local t0=$SECONDS
   tap --reporter=tap "${files[@]}" 2>&1 | tee "$out" | grep -Ev '^\s*(ok |# time=|1\.\.)' ; status=${PIPESTATUS[0]}
   tap_count "$tier" "$out" "$status"
+  echo "== $tier: $((SECONDS - t0)) s; its slowest files:"
+  slowest_files "$out" 5
+}
+
+# slowest_files TAP N: the N files of a tier that took longest (tap's top-level result lines).
+slowest_files() {
+  grep -E '^(not )?ok [0-9]+ - test/.* # time=[0-9.]+ms' "$1" |
+    sed -E 's/^(not ok|ok) [0-9]+ - (test\/[^ ]+).* # time=([0-9]+)(\.[0-9]+)?ms.*/\3 \2/' |
+    sort -rn | head -n "$2" | awk '{ printf "    %-56s %5.0f s\n", $2, $1 / 1000 }'
 }
 
 tap_count() { # name, tap output file, tap's exit code: adds the file's summary to the totals
