@@ -9,11 +9,8 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { SecretBox } from '../../../provisioner/crypto.ts';
-import {
-  RuntimeService,
-  hashRuntimeBootstrapToken,
-  newRuntimeBootstrapToken,
-} from '../../../provisioner/runtimes/service.ts';
+import { RuntimeService } from '../../../provisioner/runtimes/service.ts';
+import { hashRuntimeBootstrapToken, newRuntimeBootstrapToken } from '../../../provisioner/runtimes/bootstrap.ts';
 import {
   claimRuntimeBootstrap,
   insertHybridRuntime,
