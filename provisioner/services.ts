@@ -42,7 +42,7 @@ import {
   type Metrics,
   type RelayOutcome,
 } from './http/metrics.ts';
-import { KeyStreams } from './http/streams.ts';
+import { KeyStreams } from './keys/streams.ts';
 import { OperationLogHub } from './reconciler/log-follow.ts';
 import { RuntimeObjectService } from './runtime-objects/service.ts';
 import { TombstonePurger } from './runtime-objects/purge.ts';

@@ -31,7 +31,8 @@ import type {
 import type { UpgraderAssignment, UpgraderReportBody } from '../../runtime/protocol/upgrade.ts';
 import type { BundleCacheStats } from './bundle-cache.ts';
 import { runtimesOf, type Reader, type Runtimes, type RuntimeServiceDeps } from './context.ts';
-import { runtimeNamed, runtimesPage, tenantRuntimes } from './views.ts';
+import type { ProxiedRuntime } from '../tunnel/route.ts';
+import { proxiedRuntime, runtimeNamed, runtimesPage, tenantRuntimes } from './views.ts';
 import { registerRuntime, removeRuntime, type RegisterRuntime } from './registration.ts';
 import { installText, redeemBootstrap } from './bootstrap.ts';
 import { askUpgradesByAgent, runtimeBundle, upgradeRuntime } from './upgrades.ts';
@@ -63,6 +64,11 @@ export class RuntimeService {
 
   get(tenantId: string, name: string, reader: Reader): Promise<Runtime> {
     return runtimeNamed(this.#rt, tenantId, name, reader);
+  }
+
+  /** A tenant's runtime of that name, not removed, as the runtime proxy needs it (undefined: none). */
+  proxied(tenantId: string, name: string): Promise<ProxiedRuntime | undefined> {
+    return proxiedRuntime(this.#rt, tenantId, name);
   }
 
   /** Every tenant's runtimes in creation order, a page after `after`. */

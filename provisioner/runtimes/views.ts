@@ -14,8 +14,9 @@ import {
   type RuntimeRow,
 } from '../store/runtimes.ts';
 import { getTenantRows, toTenant, type TenantRow } from '../store/tenants.ts';
-import { conditionsWithRuntime, tunnelView } from '../http/tenant-view.ts';
+import { conditionsWithRuntime, tunnelView } from '../tenant-api/tenant-view.ts';
 import type { Runtime } from '../http/api-types.ts';
+import type { ProxiedRuntime } from '../tunnel/route.ts';
 import { hybridConditions } from './conditions.ts';
 import { iso, tenantOf, type Reader, type Runtimes } from './context.ts';
 
@@ -132,4 +133,23 @@ export function runtimeView(rt: Runtimes, r: RuntimeRow, tenantRow: TenantRow, r
     keyIssued: r.key_live,
     lastHeartbeatAt: iso(r.last_heartbeat_at),
   };
+}
+
+/** A tenant's runtime of that name as the runtime proxy needs it (tunnel/route.ts), or undefined. */
+export async function proxiedRuntime(
+  rt: Runtimes,
+  tenantId: string,
+  name: string,
+): Promise<ProxiedRuntime | undefined> {
+  const row = await getRuntimeByName(rt.deps.pool, tenantId, name);
+  return (
+    row && {
+      id: row.id,
+      name: row.name,
+      mode: row.mode,
+      access: row.access,
+      ingressUrl: row.ingress_url,
+      state: row.state,
+    }
+  );
 }
