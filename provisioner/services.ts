@@ -25,23 +25,18 @@ import { createEngine } from './engine/create.ts';
 import type { Engine } from './engine/engine.ts';
 import { hashKeyBase64 } from './store/key-format.ts';
 import { KeyCache } from './keys/cache.ts';
-import {
-  createMetrics,
-  registerDriftMetrics,
-  registerManagedClusterTokenMetrics,
-  registerFleetMetrics,
-  registerSleepMetrics,
-  registerPoolMetrics,
-  registerDriftWatchMetrics,
-  registerReconcilerMetrics,
-  registerReadMetrics,
-  registerRuntimeObjectMetrics,
-  registerRuntimeActionMetrics,
-  registerTunnelMetrics,
-  registerLoopMetrics,
-  type Metrics,
-  type RelayOutcome,
-} from './http/metrics.ts';
+import { createMetrics, type Metrics } from './metrics/registry.ts';
+import { registerDriftMetrics, registerDriftWatchMetrics } from './metrics/drift.ts';
+import { registerFleetMetrics } from './metrics/fleet.ts';
+import { registerLoopMetrics } from './metrics/loops.ts';
+import { registerManagedClusterTokenMetrics } from './metrics/managed-clusters.ts';
+import { registerPoolMetrics } from './metrics/pool.ts';
+import { registerReadMetrics } from './metrics/reads.ts';
+import { registerReconcilerMetrics } from './metrics/reconciler.ts';
+import { registerRuntimeActionMetrics } from './metrics/runtime-actions.ts';
+import { registerRuntimeObjectMetrics } from './metrics/runtime-objects.ts';
+import { registerSleepMetrics } from './metrics/sleep.ts';
+import { registerTunnelMetrics, type RelayOutcome } from './metrics/tunnel.ts';
 import { KeyStreams } from './keys/streams.ts';
 import { OperationLogHub } from './reconciler/log-follow.ts';
 import { RuntimeObjectService } from './runtime-objects/service.ts';
