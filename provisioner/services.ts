@@ -50,8 +50,8 @@ import { KEY_REVOKED_CHANNEL } from './store/keys.ts';
 import { ClusterService } from './clusters/service.ts';
 import { KeyService } from './keys/service.ts';
 import { AuditService } from './audit/service.ts';
-import { RuntimeService } from './runtimes/service.ts';
-import { ArgoCharts } from './runtimes/argo-charts.ts';
+import { RuntimeService } from './runtime-registry/service.ts';
+import { ArgoCharts } from './runtime-registry/argo-charts.ts';
 import { ManagedClusterService } from './managed-clusters/service.ts';
 import { ManagedClusterProber } from './managed-clusters/health.ts';
 import { ManagedClusterTokenRefresher } from './managed-clusters/tokens.ts';
@@ -118,7 +118,7 @@ export interface Services {
   notifications: Notifications;
   /** Batched reads of a tenant and of an API key (store/batched-reads.ts). */
   reads: HotReads;
-  /** Resolved API keys, briefly (auth/key-cache.ts). */
+  /** Resolved API keys, briefly (keys/cache.ts). */
   keyCache: KeyCache;
   /** Open event streams by API key: a revoked key's streams end at once. */
   streams: KeyStreams;
@@ -139,7 +139,7 @@ export interface Services {
   clusters: ClusterService;
   /** Tenants' managed clusters: registration, removal, reads (managed-clusters/service.ts). */
   managedClusters: ManagedClusterService;
-  /** Hosted and hybrid runtimes: registration, bootstrap exchange, removal, reads (runtimes/service.ts). */
+  /** Hosted and hybrid runtimes: registration, bootstrap exchange, removal, reads (runtime-registry/service.ts). */
   runtimes: RuntimeService;
   /** Their health probe (managed-clusters/health.ts), started with the services. */
   managedClusterProber: ManagedClusterProber;

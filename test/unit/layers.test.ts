@@ -245,7 +245,7 @@ t.test('provisioner/store/ imports nothing above it', async (t) => {
 t.test('service modules import nothing of provisioner/http/ but the API types', async (t) => {
   const services = PROVISIONER.filter(isServiceModule);
   t.ok(
-    services.includes('provisioner/runtimes/service.ts') &&
+    services.includes('provisioner/runtime-registry/service.ts') &&
       services.includes('provisioner/services.ts') &&
       !services.some((p) => p.startsWith('provisioner/http/') || p.startsWith('provisioner/cli/')) &&
       !services.includes('provisioner/server.ts'),
@@ -259,7 +259,7 @@ t.test('service modules import nothing of provisioner/http/ but the API types', 
   t.same(upward, [], 'no service module imports http/ (but `import type` of http/api-types.ts)');
   // The check refuses what it must: a value of http/, a type of another http/ module, a dynamic import.
   const made = (text: string) =>
-    importsWithKind('provisioner/runtimes/example.ts', text)
+    importsWithKind('provisioner/runtime-registry/example.ts', text)
       .filter((i) => !serviceMayImport(i.target, i.typeOnly))
       .map((i) => i.spec);
   t.same(
