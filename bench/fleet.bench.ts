@@ -22,7 +22,7 @@ import { createPool } from '../provisioner/db/database.ts';
 import { startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
 import { migrate } from '../provisioner/db/migrate.ts';
 import { Notifications } from '../provisioner/db/notifications.ts';
-import { ScriptedEngine } from '../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine } from '../test/helpers/scripted-engine.ts';
 import { FleetDriver } from '../provisioner/fleet/driver.ts';
 import { FleetUpgradeService } from '../provisioner/fleet/service.ts';
 import { Reconciler } from '../provisioner/reconciler/reconciler.ts';

@@ -7,7 +7,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import type { SecretBox } from '../provisioner/crypto.ts';
-import { ScriptedEngine } from '../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine } from '../test/helpers/scripted-engine.ts';
 import { Reconciler } from '../provisioner/reconciler/reconciler.ts';
 import type { ChildMessage, ChildStats } from './provisioner-child.ts';
 

@@ -15,7 +15,7 @@
  */
 import { loadConfig } from '../provisioner/config.ts';
 import { createPool } from '../provisioner/db/database.ts';
-import { ScriptedEngine } from '../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine } from '../test/helpers/scripted-engine.ts';
 import { buildApp } from '../provisioner/http/app.ts';
 import { createLogger } from '../provisioner/logger.ts';
 import { bootstrapAdmin } from '../provisioner/server.ts';

@@ -24,7 +24,7 @@ import { startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
 import { migrate } from '../provisioner/db/migrate.ts';
 import { Notifications } from '../provisioner/db/notifications.ts';
 import { withTx } from '../provisioner/db/tx.ts';
-import { ScriptedEngine } from '../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine } from '../test/helpers/scripted-engine.ts';
 import { Reconciler } from '../provisioner/reconciler/reconciler.ts';
 import { createWritePool } from '../provisioner/reconciler/write-pool.ts';
 import { changeSpec, getTenantRow } from '../provisioner/store/tenants.ts';

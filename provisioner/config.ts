@@ -144,7 +144,7 @@ export interface HybridConfig {
    */
   removedRetentionHours: number;
   /**
-   * Bytes of generated bundles and diffs kept in this process (runtimes/bundle-cache.ts;
+   * Bytes of generated bundles and diffs kept in this process (runtime-registry/bundle-cache.ts;
    * PROVISIONER_HYBRID_BUNDLE_CACHE_MB, default 64, 0..4096; 0 keeps none).
    */
   bundleCacheBytes: number;

@@ -485,3 +485,9 @@ export const errors = {
 export function isAppError(err: unknown): err is AppError {
   return err instanceof AppError;
 }
+
+/** A caller-supplied value quoted in a message: printable ASCII only, at most 100 characters. */
+export function quoted(value: string): string {
+  const printable = value.replace(/[^\x20-\x7e]/g, '?');
+  return printable.length > 100 ? `${printable.slice(0, 100)}…` : printable;
+}

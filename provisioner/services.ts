@@ -25,24 +25,19 @@ import { createEngine } from './engine/create.ts';
 import type { Engine } from './engine/engine.ts';
 import { hashKeyBase64 } from './store/key-format.ts';
 import { KeyCache } from './keys/cache.ts';
-import {
-  createMetrics,
-  registerDriftMetrics,
-  registerManagedClusterTokenMetrics,
-  registerFleetMetrics,
-  registerSleepMetrics,
-  registerPoolMetrics,
-  registerDriftWatchMetrics,
-  registerReconcilerMetrics,
-  registerReadMetrics,
-  registerRuntimeObjectMetrics,
-  registerRuntimeActionMetrics,
-  registerTunnelMetrics,
-  registerLoopMetrics,
-  type Metrics,
-  type RelayOutcome,
-} from './http/metrics.ts';
-import { KeyStreams } from './http/streams.ts';
+import { createMetrics, type Metrics } from './metrics/registry.ts';
+import { registerDriftMetrics, registerDriftWatchMetrics } from './metrics/drift.ts';
+import { registerFleetMetrics } from './metrics/fleet.ts';
+import { registerLoopMetrics } from './metrics/loops.ts';
+import { registerManagedClusterTokenMetrics } from './metrics/managed-clusters.ts';
+import { registerPoolMetrics } from './metrics/pool.ts';
+import { registerReadMetrics } from './metrics/reads.ts';
+import { registerReconcilerMetrics } from './metrics/reconciler.ts';
+import { registerRuntimeActionMetrics } from './metrics/runtime-actions.ts';
+import { registerRuntimeObjectMetrics } from './metrics/runtime-objects.ts';
+import { registerSleepMetrics } from './metrics/sleep.ts';
+import { registerTunnelMetrics, type RelayOutcome } from './metrics/tunnel.ts';
+import { KeyStreams } from './keys/streams.ts';
 import { OperationLogHub } from './reconciler/log-follow.ts';
 import { RuntimeObjectService } from './runtime-objects/service.ts';
 import { TombstonePurger } from './runtime-objects/purge.ts';
@@ -55,8 +50,8 @@ import { KEY_REVOKED_CHANNEL } from './store/keys.ts';
 import { ClusterService } from './clusters/service.ts';
 import { KeyService } from './keys/service.ts';
 import { AuditService } from './audit/service.ts';
-import { RuntimeService } from './runtimes/service.ts';
-import { ArgoCharts } from './runtimes/argo-charts.ts';
+import { RuntimeService } from './runtime-registry/service.ts';
+import { ArgoCharts } from './runtime-registry/argo-charts.ts';
 import { ManagedClusterService } from './managed-clusters/service.ts';
 import { ManagedClusterProber } from './managed-clusters/health.ts';
 import { ManagedClusterTokenRefresher } from './managed-clusters/tokens.ts';
@@ -123,7 +118,7 @@ export interface Services {
   notifications: Notifications;
   /** Batched reads of a tenant and of an API key (store/batched-reads.ts). */
   reads: HotReads;
-  /** Resolved API keys, briefly (auth/key-cache.ts). */
+  /** Resolved API keys, briefly (keys/cache.ts). */
   keyCache: KeyCache;
   /** Open event streams by API key: a revoked key's streams end at once. */
   streams: KeyStreams;
@@ -144,7 +139,7 @@ export interface Services {
   clusters: ClusterService;
   /** Tenants' managed clusters: registration, removal, reads (managed-clusters/service.ts). */
   managedClusters: ManagedClusterService;
-  /** Hosted and hybrid runtimes: registration, bootstrap exchange, removal, reads (runtimes/service.ts). */
+  /** Hosted and hybrid runtimes: registration, bootstrap exchange, removal, reads (runtime-registry/service.ts). */
   runtimes: RuntimeService;
   /** Their health probe (managed-clusters/health.ts), started with the services. */
   managedClusterProber: ManagedClusterProber;

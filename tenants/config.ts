@@ -70,7 +70,7 @@ export interface TenantInput {
   argoCdUrlTemplate?: string;
   /** Managed clusters registered in the tenant's Argo CD; `config` holds credentials (secret). */
   managedClusters?: { name: string; server: string; namespaces?: string[]; config: ManagedClusterConfig }[];
-  /** The kubeconfig policy the operator configured (default: strict, provisioner/kubeconfig/policy.ts). */
+  /** The kubeconfig policy the operator configured (default: strict, kubeconfig-policy/policy.ts). */
   kubeconfigPolicy?: KubeconfigPolicy;
 }
 

@@ -26,7 +26,7 @@ import { addDoctorCommand, ExitCode } from './doctor.ts';
 import { addManagedClusterCommands } from './managed-cluster-commands.ts';
 import { addCapacityCommands } from './capacity-commands.ts';
 import { addPromotionCommands } from './promotion-commands.ts';
-import { addRuntimeCommands } from './runtime-commands.ts';
+import { addRuntimeRenderCommands } from './render-commands.ts';
 import { addRuntimesCommands } from './runtimes-commands.ts';
 import { ApiError } from './client.ts';
 import { terminalSafeOutput } from './format.ts';
@@ -81,7 +81,7 @@ export async function main(argv: string[], rawIo: Io = defaultIo): Promise<numbe
   addManagedClusterCommands(program, io);
   addPromotionCommands(program, io);
   addCapacityCommands(program, io);
-  addRuntimeCommands(program, io);
+  addRuntimeRenderCommands(program, io);
   addRuntimesCommands(program, io);
 
   // Only as the first argument: a program option is recognised after a subcommand too, where

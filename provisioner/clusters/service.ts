@@ -22,9 +22,9 @@ import {
   type RootCluster,
 } from '../store/clusters.ts';
 import { PLAN_NAMES } from '../../tenants/plans.ts';
-import { admitKubeconfig } from '../kubeconfig/admit.ts';
+import { admitKubeconfig } from './admit-kubeconfig.ts';
 import { describeRefusal, type KubeconfigPolicy } from '../../kubeconfig-policy/policy.ts';
-import { probeCluster, type ProbeResult } from '../kubeconfig/probe.ts';
+import { probeCluster, type ProbeResult } from './probe.ts';
 import { AppError } from '../errors.ts';
 import { ROOT_CLUSTER_PERMISSIONS, describePermission, describeScope } from '../../tenants/root-permissions.ts';
 

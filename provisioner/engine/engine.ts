@@ -3,7 +3,8 @@
  * the spec (up), reads drift (refresh), tears everything down (destroy), reads outputs, and
  * clears a stale lock (cancel). The reconciler owns the when and the bookkeeping; the engine
  * only runs the program. Implementations: PulumiEngine (pulumi.ts) and, for tests only,
- * ScriptedEngine (scripted-engine.ts).
+ * ScriptedEngine (test/helpers/scripted-engine.ts: a test double for the tests and benchmarks; no
+ * configuration of the process selects it).
  */
 
 import type { DeploymentSetting, TenantInput } from '../../tenants/config.ts';

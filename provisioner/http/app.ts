@@ -13,8 +13,6 @@ import { errors } from '../errors.ts';
 import type { Services } from '../services.ts';
 import { tunnelRoutes } from '../tunnel/index.ts';
 import { actorOf, registerAuth, requesterOf } from './auth.ts';
-import { beginRuntimeActionAudit, finishRuntimeActionAudit } from '../store/audit.ts';
-import { getRuntimeByName } from '../store/runtimes.ts';
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandler } from './error-handler.ts';
 import { installRequestRules } from './request-rules.ts';
 import { checkRequestTargets } from './request-target.ts';
@@ -163,7 +161,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     subjectOf: (request) => request.auth?.keyId,
     beforeHosted: (request, tenantId) => services.sleep.beforeForward(tenantId, requesterOf(request)),
     auditAction: async (request, tenantId, action, runtime) => {
-      const id = await beginRuntimeActionAudit(services.pool, actorOf(request), {
+      const finish = await services.audit.beginRuntimeAction(actorOf(request), {
         action: action.auditAction,
         tenantId,
         ...(runtime !== undefined ? { runtime } : {}),
@@ -172,22 +170,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       });
       return async (outcome) => {
         services.onRuntimeAction(action.auditAction, outcome.status);
-        await finishRuntimeActionAudit(services.pool, id, outcome);
+        await finish(outcome);
       };
     },
-    runtimeByName: async (tenantId, name) => {
-      const row = await getRuntimeByName(services.pool, tenantId, name);
-      return (
-        row && {
-          id: row.id,
-          name: row.name,
-          mode: row.mode,
-          access: row.access,
-          ingressUrl: row.ingress_url,
-          state: row.state,
-        }
-      );
-    },
+    runtimeByName: (tenantId, name) => services.runtimes.proxied(tenantId, name),
     ingress: services.ingress,
     peers: {
       replicaId: tunnelDirectory.replicaId,

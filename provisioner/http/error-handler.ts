@@ -11,7 +11,7 @@ import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DATABASE_RETRY_AFTER_SECONDS, isConnectionError, type DatabaseHealth } from '../db/availability.ts';
-import { AppError, errors, isAppError, type ErrorCode } from '../errors.ts';
+import { AppError, errors, isAppError, quoted, type ErrorCode } from '../errors.ts';
 import { RateLimitedLog } from '../logger.ts';
 import { PATTERN_MEANINGS } from './schemas.ts';
 import { API_CSP } from './security-headers.ts';
@@ -59,12 +59,6 @@ function describe(e: AjvError, field: string | undefined): string {
     default:
       return `${where} ${e.message ?? 'is invalid'}`;
   }
-}
-
-/** A caller-supplied value quoted in a message: printable ASCII only, at most 100 characters. */
-export function quoted(value: string): string {
-  const printable = value.replace(/[^\x20-\x7e]/g, '?');
-  return printable.length > 100 ? `${printable.slice(0, 100)}…` : printable;
 }
 
 /** Statuses of errors from fastify, its plugins and Node's parser, and the code each answers with. */

@@ -1,6 +1,6 @@
 /**
  * Requests to a tenant's managed cluster with the credentials the tenant gave. Only what the
- * kubeconfig policy let through is used (provisioner/kubeconfig/policy.ts): inline CA, token,
+ * kubeconfig policy let through is used (kubeconfig-policy/policy.ts): inline CA, token,
  * client certificate or basic auth; nothing is read from disk or executed, and the connection goes
  * to the address the policy checked (pinKubeconfig), never to a second DNS answer. Answers are
  * bounded in size and time.

@@ -17,7 +17,7 @@ import { pgCode, pgConstraint, withTx, type Queryable } from '../db/tx.ts';
 import { DEFAULT_TENANT_BUDGETS } from '../config.ts';
 import { AppError, errors } from '../errors.ts';
 import { hostOf } from '../../kubeconfig-policy/address.ts';
-import { admitKubeconfig } from '../kubeconfig/admit.ts';
+import { admitKubeconfig } from '../clusters/admit-kubeconfig.ts';
 import { checkKubeconfig, KubeconfigPolicyError, type KubeconfigPolicy } from '../../kubeconfig-policy/policy.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import {

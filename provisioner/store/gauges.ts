@@ -1,5 +1,5 @@
 /**
- * The counts the metrics endpoint reports (http/metrics.ts), read when a scrape collects them:
+ * The counts the metrics endpoint reports (provisioner/metrics/), read when a scrape collects them:
  * each a statement over committed state, so every replica reports the same figures.
  */
 import type { Queryable } from '../db/tx.ts';

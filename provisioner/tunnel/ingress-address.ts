@@ -12,7 +12,7 @@
  */
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { quoted } from '../http/error-handler.ts';
+import { quoted } from '../errors.ts';
 import {
   addressProblem,
   AddressRefusedError,

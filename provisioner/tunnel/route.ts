@@ -20,7 +20,7 @@ import { REQUEST_TOKEN_HEADER } from '../../runtime/protocol/request-token.ts';
 import { runtimeActionOf, type RuntimeAction } from '../../runtime/protocol/actions.ts';
 import type { TunnelOwner } from './directory.ts';
 import { RELAY_HEADER, relayToReplica } from './relay.ts';
-import { proxiedPathProblem, requestTargetProblem } from '../http/request-target.ts';
+import { proxiedPathProblem, requestTargetProblem } from '../request-target-rules.ts';
 import { TunnelError, type ForwardRequest, type TunnelServer } from './server.ts';
 import type { HeaderList } from '../../runtime/protocol/frames.ts';
 import type { IngressForwarder } from './ingress.ts';
@@ -263,7 +263,7 @@ export const tunnelRoutes: FastifyPluginAsync<TunnelRouteOptions> = async (app, 
   const forwardTo = async (request: FastifyRequest, reply: FastifyReply, target: ForwardTarget) => {
     const { tenantId } = target;
     const raw = request.raw;
-    // The server refuses most such targets before routing (http/request-target.ts); checked here
+    // The server refuses most such targets before routing (request-target-rules.ts); checked here
     // too, as this path is passed on and this plugin may be served without that check.
     const targetProblem = requestTargetProblem(raw.url ?? '') ?? proxiedPathProblem(raw.url ?? '');
     if (targetProblem !== undefined) throw errors.badRequest(400, targetProblem);

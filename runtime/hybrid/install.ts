@@ -4,7 +4,7 @@
  * charts rendered by the control plane at the catalog's pins with the hosted runtime's values
  * (plain objects: no helm and no chart repository on the customer's side), then the install
  * bundle (bundle.ts: the runtime's namespace, agents, bootstrap Secret and Job). Pure: no I/O;
- * the control plane renders the charts (provisioner/runtimes/argo-charts.ts) and passes them here.
+ * the control plane renders the charts (provisioner/runtime-registry/argo-charts.ts) and passes them here.
  *
  * One apply must work, so the order is Namespaces, then CustomResourceDefinitions, then every
  * other object, the bootstrap Job last; and the install creates no object of a kind its own CRDs

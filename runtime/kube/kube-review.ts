@@ -1,6 +1,6 @@
 /**
  * What the probes of a Kubernetes API server ask and read (the root clusters' probe,
- * kubeconfig/probe.ts, and the managed clusters' validation, managed-clusters/validate.ts): the
+ * clusters/probe.ts, and the managed clusters' validation, managed-clusters/validate.ts): the
  * `/version` answer's git version and SelfSubjectAccessReviews, built and read in one place.
  */
 

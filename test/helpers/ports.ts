@@ -35,3 +35,9 @@ export async function portOutsideEphemeralRange(): Promise<number> {
   }
   throw new Error(`no free port between ${low} and ${high} after 200 tries`);
 }
+
+/**
+ * A port the kernel just had free (listen on 0): the embedded Postgres's own port picker
+ * (provisioner/db/embedded.ts), the one tests take their ports from.
+ */
+export { freePort } from '../../provisioner/db/embedded.ts';

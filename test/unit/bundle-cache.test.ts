@@ -1,10 +1,10 @@
 /**
- * The cache of generated bundles (provisioner/runtimes/bundle-cache.ts): bounded by entries and
+ * The cache of generated bundles (provisioner/runtime-registry/bundle-cache.ts): bounded by entries and
  * by bytes, least recently used out first, entries frozen; queued builds shared by concurrent
  * requests for one key and served one tenant at a time in turn.
  */
 import t from 'tap';
-import { BuildQueue, BundleCache, bundleCacheKey } from '../../provisioner/runtimes/bundle-cache.ts';
+import { BuildQueue, BundleCache, bundleCacheKey } from '../../provisioner/runtime-registry/bundle-cache.ts';
 
 t.test('an entry is built once and shared, frozen', async (t) => {
   const cache = new BundleCache();

@@ -2,7 +2,10 @@
  * The layers of provisioner/ hold (docs/architecture.md "Layers"): SQL is written only in
  * provisioner/store/ (one module per aggregate) and provisioner/db/ (migrations, transactions,
  * the LISTEN connection); a module of store/ imports only store/, db/, the wire protocol's
- * constants (runtime/protocol/) and packages, never a module above it; and no import cycle,
+ * constants (runtime/protocol/) and packages, never a module above it; a service module (every
+ * module of provisioner/ but http/, cli/ and server.ts) imports nothing of http/ but the API's
+ * types (`import type` of http/api-types.ts); no module of http/ (routes, app.ts and its hooks,
+ * the other http/ modules) calls a store/ function with the pool; and no import cycle,
  * type-only ones included, runs through provisioner/, runtime/ or tenants/. The tenants program
  * (tenants/) and the kubeconfig policy it shares with the provisioner (kubeconfig-policy/) import
  * nothing of provisioner/: the program does not reach into its runner.
@@ -63,6 +66,123 @@ function importsOf(path: string): Array<{ spec: string; target: string }> {
   }));
 }
 
+/**
+ * The imports of a file's text with whether each is type-only (`import type`, `export type … from`,
+ * or every name of it marked `type`), resolved to repository paths as importsOf does.
+ */
+function importsWithKind(path: string, text: string): Array<{ spec: string; target: string; typeOnly: boolean }> {
+  const file = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
+  const out: Array<{ spec: string; target: string; typeOnly: boolean }> = [];
+  const add = (spec: string, typeOnly: boolean): void => {
+    const target = spec.startsWith('.')
+      ? relative(ROOT, resolve(ROOT, dirname(path), spec))
+          .split(sep)
+          .join('/')
+      : spec;
+    out.push({ spec, target, typeOnly });
+  };
+  for (const node of file.statements) {
+    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
+      const clause = node.importClause;
+      const bindings = clause?.namedBindings;
+      const allTyped =
+        clause !== undefined &&
+        clause.name === undefined &&
+        bindings !== undefined &&
+        ts.isNamedImports(bindings) &&
+        bindings.elements.length > 0 &&
+        bindings.elements.every((e) => e.isTypeOnly);
+      add(node.moduleSpecifier.text, clause?.isTypeOnly === true || allTyped);
+    } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+      const named = node.exportClause;
+      const allTyped =
+        named !== undefined &&
+        ts.isNamedExports(named) &&
+        named.elements.length > 0 &&
+        named.elements.every((e) => e.isTypeOnly);
+      add(node.moduleSpecifier.text, node.isTypeOnly || allTyped);
+    }
+  }
+  // Dynamic imports and import('…') types: never type-only here (a dynamic import runs).
+  const visit = (node: ts.Node): void => {
+    if (
+      ts.isCallExpression(node) &&
+      node.expression.kind === ts.SyntaxKind.ImportKeyword &&
+      node.arguments[0] &&
+      ts.isStringLiteralLike(node.arguments[0])
+    )
+      add(node.arguments[0].text, false);
+    ts.forEachChild(node, visit);
+  };
+  visit(file);
+  return out;
+}
+
+/**
+ * A service module: every module of provisioner/ but the HTTP layer (http/: routes, app.ts and
+ * its hooks, the HTTP helpers), the CLI (cli/, a client of the API) and server.ts (the process's
+ * entry point, which builds the services and the app). services.ts, which builds the services,
+ * is one: buildApp takes its result, never the reverse.
+ */
+const isServiceModule = (path: string): boolean =>
+  path.startsWith('provisioner/') && !/^provisioner\/(http|cli)\//.test(path) && path !== 'provisioner/server.ts';
+
+/**
+ * What a service module may import of provisioner/http/: the API's types only, type-only
+ * (http/api-types.ts: the shapes a service answers with, the contract of the API, erased at
+ * run time). Anything else of http/ (a value, any other module) is a layer above it.
+ */
+function serviceMayImport(target: string, typeOnly: boolean): boolean {
+  if (!target.startsWith('provisioner/http/')) return true;
+  return typeOnly && target === 'provisioner/http/api-types.ts';
+}
+
+/**
+ * Where an http/ module calls a store/ function with the pool (`ctx.pool`, `services.pool`,
+ * `pool`) as an argument, as `line: call`: a route or an app hook reaches the database only
+ * through a service. db/ functions (the health of the database itself) are not store/ ones.
+ */
+function storeCallsWithPool(path: string, text: string): string[] {
+  const file = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
+  const fromStore = new Set<string>();
+  const namespaces = new Set<string>();
+  for (const node of file.statements) {
+    if (!ts.isImportDeclaration(node) || !ts.isStringLiteral(node.moduleSpecifier)) continue;
+    const spec = node.moduleSpecifier.text;
+    const target = relative(ROOT, resolve(ROOT, dirname(path), spec))
+      .split(sep)
+      .join('/');
+    if (!spec.startsWith('.') || !target.startsWith('provisioner/store/')) continue;
+    const clause = node.importClause;
+    if (!clause || clause.isTypeOnly) continue;
+    if (clause.name) fromStore.add(clause.name.text);
+    const bindings = clause.namedBindings;
+    if (bindings && ts.isNamespaceImport(bindings)) namespaces.add(bindings.name.text);
+    if (bindings && ts.isNamedImports(bindings))
+      for (const e of bindings.elements) if (!e.isTypeOnly) fromStore.add(e.name.text);
+  }
+  const isPool = (arg: ts.Expression): boolean =>
+    (ts.isIdentifier(arg) && arg.text === 'pool') || (ts.isPropertyAccessExpression(arg) && arg.name.text === 'pool');
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isCallExpression(node)) {
+      const callee = node.expression;
+      const storeFn =
+        (ts.isIdentifier(callee) && fromStore.has(callee.text)) ||
+        (ts.isPropertyAccessExpression(callee) &&
+          ts.isIdentifier(callee.expression) &&
+          namespaces.has(callee.expression.text));
+      if (storeFn && node.arguments.some(isPool))
+        found.push(
+          `${path}:${file.getLineAndCharacterOfPosition(node.getStart()).line + 1}: ${node.getText().slice(0, 80)}`,
+        );
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(file);
+  return found;
+}
+
 /** What a module of store/ may import: the store, db/, the wire protocol's constants, Node.js and packages. */
 function storeMayImport(target: string, spec: string): boolean {
   if (!spec.startsWith('.')) return true; // node:… and packages
@@ -120,6 +240,87 @@ t.test('provisioner/store/ imports nothing above it', async (t) => {
   t.same(upward, [], 'every import of store/ is of store/, db/, runtime/protocol/ or a package');
   t.notOk(storeMayImport('provisioner/fleet/windows.ts', '../fleet/windows.ts'), 'an import of fleet/ is refused');
   t.notOk(storeMayImport('provisioner/crypto.ts', '../crypto.ts'), 'an import of provisioner/crypto.ts is refused');
+});
+
+t.test('service modules import nothing of provisioner/http/ but the API types', async (t) => {
+  const services = PROVISIONER.filter(isServiceModule);
+  t.ok(
+    services.includes('provisioner/runtime-registry/service.ts') &&
+      services.includes('provisioner/services.ts') &&
+      !services.some((p) => p.startsWith('provisioner/http/') || p.startsWith('provisioner/cli/')) &&
+      !services.includes('provisioner/server.ts'),
+    `the service modules were told apart (${services.length}: not http/, cli/ or server.ts)`,
+  );
+  const upward = services.flatMap((p) =>
+    importsWithKind(p, readFileSync(join(ROOT, p), 'utf8'))
+      .filter((i) => !serviceMayImport(i.target, i.typeOnly))
+      .map((i) => `${p} imports ${i.spec}${i.typeOnly ? ' (types)' : ''}`),
+  );
+  t.same(upward, [], 'no service module imports http/ (but `import type` of http/api-types.ts)');
+  // The check refuses what it must: a value of http/, a type of another http/ module, a dynamic import.
+  const made = (text: string) =>
+    importsWithKind('provisioner/runtime-registry/example.ts', text)
+      .filter((i) => !serviceMayImport(i.target, i.typeOnly))
+      .map((i) => i.spec);
+  t.same(
+    made(
+      [
+        "import { conditionsWithRuntime } from '../http/tenant-view.ts';",
+        "import type { Runtime } from '../http/api-types.ts';",
+        "import { type Runtime as R } from '../http/api-types.ts';",
+        "import { Runtime } from '../http/schemas.ts';",
+        "import type { EventStream } from '../http/streams.ts';",
+        "export { quoted } from '../http/error-handler.ts';",
+        "const m = await import('../http/app.ts');",
+        "import { errors } from '../errors.ts';",
+      ].join('\n'),
+    ),
+    [
+      '../http/tenant-view.ts',
+      '../http/schemas.ts',
+      '../http/streams.ts',
+      '../http/error-handler.ts',
+      '../http/app.ts',
+    ],
+    'a value import of http/, a type of another http/ module, a re-export and a dynamic import are refused; the API types and errors.ts are not',
+  );
+  t.notOk(serviceMayImport('provisioner/http/api-types.ts', false), 'a value import of the API types is refused');
+  t.notOk(isServiceModule('provisioner/http/routes/runtimes.ts'), 'a route is not a service module');
+  t.ok(isServiceModule('provisioner/services.ts'), 'services.ts is one');
+});
+
+t.test('no route or app hook calls a store/ function with the pool', async (t) => {
+  const http = PROVISIONER.filter((p) => p.startsWith('provisioner/http/'));
+  t.ok(
+    http.includes('provisioner/http/app.ts') &&
+      http.filter((p) => p.startsWith('provisioner/http/routes/')).length > 10,
+    `the http/ modules were found (${http.length}, with app.ts and the routes)`,
+  );
+  const calls = http.flatMap((p) => storeCallsWithPool(p, readFileSync(join(ROOT, p), 'utf8')));
+  t.same(calls, [], 'every route and hook reaches the store through a service');
+  // The check finds what it must, and not a db/ call, a service's call or a store function without the pool.
+  const found = storeCallsWithPool(
+    'provisioner/http/app.ts',
+    [
+      "import { getRuntimeByName } from '../store/runtimes.ts';",
+      "import * as audit from '../store/audit.ts';",
+      "import { toTenant } from '../store/tenants.ts';",
+      "import { healthOf } from '../db/availability.ts';",
+      'export async function hook(services, ctx, pool) {',
+      "  await getRuntimeByName(services.pool, 't', 'n');",
+      '  await audit.beginRuntimeActionAudit(ctx.pool, actor, {});',
+      "  await getRuntimeByName(pool, 't', 'n');",
+      '  healthOf(services.pool);',
+      "  await services.runtimes.proxied('t', 'n');",
+      '  toTenant(row);',
+      '}',
+    ].join('\n'),
+  );
+  t.same(
+    found.map((f) => f.split(': ')[0]),
+    ['provisioner/http/app.ts:6', 'provisioner/http/app.ts:7', 'provisioner/http/app.ts:8'],
+    'the store calls with services.pool, ctx.pool and pool are found; healthOf (db/), a service call and toTenant are not',
+  );
 });
 
 t.test('the tenants program and the kubeconfig policy import nothing of provisioner/', async (t) => {

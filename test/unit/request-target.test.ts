@@ -1,10 +1,10 @@
 /**
- * The request-target rules (provisioner/http/request-target.ts): which targets the server refuses
+ * The request-target rules (provisioner/request-target-rules.ts): which targets the server refuses
  * before routing, and which extra paths the runtime proxy refuses. The same rules over real
  * sockets, on two replicas: test/integration/runtime/relay-security.test.ts.
  */
 import t from 'tap';
-import { proxiedPathProblem, requestTargetProblem } from '../../provisioner/http/request-target.ts';
+import { proxiedPathProblem, requestTargetProblem } from '../../provisioner/request-target-rules.ts';
 
 t.test('served: origin-form paths, dots within names, anything in the query', async (t) => {
   for (const target of [

@@ -6,7 +6,7 @@
 import t from 'tap';
 import { loadConfig } from '../../provisioner/config.ts';
 import { formatIdle, withoutAwakePlans } from '../../provisioner/sleep/service.ts';
-import { RUNTIME_NOT_CONNECTED_REASONS, runtimeConnected } from '../../provisioner/http/tenant-view.ts';
+import { RUNTIME_NOT_CONNECTED_REASONS, runtimeConnected } from '../../provisioner/tenant-api/tenant-view.ts';
 import { WAKE_CONNECT_GRACE_SECONDS } from '../../provisioner/store/sleep.ts';
 
 t.test('PROVISIONER_SLEEP_IDLE_SECONDS: plan=seconds pairs of known plans', async (t) => {

@@ -19,7 +19,7 @@ import type { ClusterProbe } from '../../clusters/service.ts';
 import type { LoopStatus } from '../../loops/manager.ts';
 import { describeMissing } from '../../../tenants/root-permissions.ts';
 import { toTenant } from '../../store/tenants.ts';
-import { RUNTIME_NOT_CONNECTED_REASONS, runtimeConnected, tunnelView } from '../tenant-view.ts';
+import { RUNTIME_NOT_CONNECTED_REASONS, runtimeConnected, tunnelView } from '../../tenant-api/tenant-view.ts';
 
 type Check = Static<typeof DoctorCheck>;
 

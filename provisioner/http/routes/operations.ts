@@ -5,7 +5,7 @@ import { BoundedInteger, IdParams, LogPage, OperationPage, StringEnum, withError
 import type { OperationLogEvents } from '../api-types.ts';
 import { authOf } from '../auth.ts';
 import { serveEventStream } from '../streams.ts';
-import { logLineForTenant } from '../tenant-view.ts';
+import { logLineForTenant } from '../../tenant-api/tenant-view.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors } from '../../errors.ts';
 import type { Operation } from '../../store/operations.ts';

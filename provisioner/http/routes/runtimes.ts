@@ -24,7 +24,7 @@ import type { AppContext } from '../context.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { AppError } from '../../errors.ts';
 import { INSTALL_PATH_PREFIX } from '../../../runtime/hybrid/install.ts';
-import type { Reader } from '../../runtimes/service.ts';
+import type { Reader } from '../../runtime-registry/service.ts';
 
 const ROLES = ['operator', 'tenant'] as const;
 

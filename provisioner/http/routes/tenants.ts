@@ -22,7 +22,7 @@ import { errors, isAppError } from '../../errors.ts';
 import { PHASES } from '../../store/states.ts';
 import { TENANT_SORTS, toTenant, type TenantFilter, type TenantRow, type TenantSort } from '../../store/tenants.ts';
 import { serveEventStream } from '../streams.ts';
-import { conditionsWithRuntime, tunnelView } from '../tenant-view.ts';
+import { conditionsWithRuntime, tunnelView } from '../../tenant-api/tenant-view.ts';
 import { decodeStreamCursor, encodeStreamCursor, STREAM_CURSOR } from '../stream-cursor.ts';
 
 import type { SpecChangeRequest } from '../../tenant-api/service.ts';

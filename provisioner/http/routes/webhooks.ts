@@ -8,7 +8,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { IdParams, Uuid, withErrors } from '../schemas.ts';
 import { requesterOf } from '../auth.ts';
 import { errors } from '../../errors.ts';
-import { proxiedPathProblem } from '../request-target.ts';
+import { proxiedPathProblem } from '../../request-target-rules.ts';
 import { keptHeaders } from '../../webhooks/service.ts';
 import type { AppContext } from '../context.ts';
 
@@ -76,7 +76,7 @@ export const webhookRoutes =
           const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
           if (path.length > 2048) throw errors.validation('the webhook path is longer than 2048 characters', 'path');
           // Passed on to the runtime as every proxied path is: no encoded slash or backslash (dot
-          // segments are refused for every request before routing, http/request-target.ts).
+          // segments are refused for every request before routing, request-target-rules.ts).
           const problem = proxiedPathProblem(path);
           if (problem !== undefined) throw errors.badRequest(400, problem);
           const { id, waking } = await ctx.webhooks.receive(request.params.tenantId, request.params.secret, {

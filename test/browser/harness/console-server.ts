@@ -12,7 +12,7 @@
  */
 import { loadConfig } from '../../../provisioner/config.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
-import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 import { startReplica } from '../../helpers/api.ts';
 
 const url = process.env.DATABASE_URL;

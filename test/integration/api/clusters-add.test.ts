@@ -18,7 +18,7 @@ import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-no
 import { createTestApi } from '../../helpers/api.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbox/control-plane.ts';
 import { createClientCert, kubeconfigFor } from '../../../sandbox/pki.ts';
-import { freePort } from '../../../provisioner/db/embedded.ts';
+import { freePort } from '../../helpers/ports.ts';
 import {
   ROOT_CLUSTER_PERMISSIONS,
   TENANT_CLUSTER_ROLE,

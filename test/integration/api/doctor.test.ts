@@ -15,7 +15,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { createTestDatabase } from '../../helpers/postgres.ts';
 import { until } from '../../helpers/wait.ts';
-import { freePort } from '../../../provisioner/db/embedded.ts';
+import { freePort } from '../../helpers/ports.ts';
 
 const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
 t.setTimeout(240_000);

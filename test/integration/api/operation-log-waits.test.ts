@@ -6,7 +6,7 @@
  * conditions; the tenant's own key reads a plain line instead.
  */
 import t from 'tap';
-import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { createTestApi } from '../../helpers/api.ts';
 

@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { EngineError } from '../../../provisioner/engine/engine.ts';
-import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 import { ENGINE_RUN_PEAK_MB } from '../../../provisioner/reconciler/memory-budget.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';

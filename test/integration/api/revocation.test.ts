@@ -11,7 +11,7 @@ import { connectRuntime } from '../../helpers/runtime.ts';
 import { until } from '../../helpers/wait.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
-import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 
 const a = await createTestApi();
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });

@@ -10,7 +10,7 @@ import { application, batch, deletion } from '../../helpers/events.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { hashKeyBase64 } from '../../../provisioner/store/key-format.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
-import { freePort } from '../../../provisioner/db/embedded.ts';
+import { freePort } from '../../helpers/ports.ts';
 import { EVENTS_PATH, ownerOf, type EventBatchResult } from '../../../runtime/protocol/events.ts';
 
 // Nine subtests with their own replicas and a database outage: about a minute on a quiet machine,

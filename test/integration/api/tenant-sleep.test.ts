@@ -12,7 +12,7 @@
 import t from 'tap';
 import http from 'node:http';
 import { once } from 'node:events';
-import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { connectRuntime, type ConnectedRuntime } from '../../helpers/runtime.ts';

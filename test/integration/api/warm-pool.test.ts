@@ -7,7 +7,7 @@
  * app and reconciler; the engine is the ScriptedEngine TEST DOUBLE (docs/e2e.md names the e2e gap).
  */
 import t from 'tap';
-import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { WarmPool } from '../../../provisioner/pool/service.ts';
 import { withTx } from '../../../provisioner/db/tx.ts';

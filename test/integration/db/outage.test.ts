@@ -17,10 +17,11 @@ import pg from 'pg';
 import { until } from '../../helpers/wait.ts';
 import { loadConfig } from '../../../provisioner/config.ts';
 import { startServer, type Running } from '../../../provisioner/server.ts';
-import { freePort, startEmbeddedPostgres, type EmbeddedServer } from '../../../provisioner/db/embedded.ts';
+import { startEmbeddedPostgres, type EmbeddedServer } from '../../../provisioner/db/embedded.ts';
+import { freePort } from '../../helpers/ports.ts';
 import { SecretBox } from '../../../provisioner/crypto.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
-import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { KUBECONFIG } from '../reconciler/harness.ts';
 

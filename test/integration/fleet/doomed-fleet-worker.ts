@@ -9,7 +9,7 @@
 import { SecretBox } from '../../../provisioner/crypto.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { Notifications } from '../../../provisioner/db/notifications.ts';
-import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 import { FleetDriver } from '../../../provisioner/fleet/driver.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { catalog } from '../../../runtime/catalog.ts';

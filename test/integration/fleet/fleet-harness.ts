@@ -5,7 +5,7 @@
  * fleet upgrade service, drivers with an injectable clock, and bounded waits.
  */
 import { EngineError } from '../../../provisioner/engine/engine.ts';
-import { ScriptedEngine, type EngineCall } from '../../../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine, type EngineCall } from '../../helpers/scripted-engine.ts';
 import { FleetDriver, type FleetDriverOptions } from '../../../provisioner/fleet/driver.ts';
 import { FleetUpgradeService, type FleetUpgradeRequest } from '../../../provisioner/fleet/service.ts';
 import { catalog } from '../../../runtime/catalog.ts';

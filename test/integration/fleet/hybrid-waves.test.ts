@@ -9,11 +9,11 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { SecretBox } from '../../../provisioner/crypto.ts';
+import { RuntimeService } from '../../../provisioner/runtime-registry/service.ts';
 import {
-  RuntimeService,
   hashRuntimeBootstrapToken,
   newRuntimeBootstrapToken,
-} from '../../../provisioner/runtimes/service.ts';
+} from '../../../provisioner/runtime-registry/bootstrap.ts';
 import {
   claimRuntimeBootstrap,
   insertHybridRuntime,

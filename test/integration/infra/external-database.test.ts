@@ -20,7 +20,7 @@ import t from 'tap';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { ISecret } from 'kubernetes-models/v1';
 import { infraProgram } from '../../../infra/program.ts';
-import { freePort } from '../../../provisioner/db/embedded.ts';
+import { freePort } from '../../helpers/ports.ts';
 import { createTestDatabase } from '../../helpers/postgres.ts';
 import { inputsOf, runProgram, type RunResult } from '../../unit/pulumi/harness.ts';
 

@@ -8,7 +8,7 @@
 import { SecretBox } from '../../../provisioner/crypto.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { Notifications } from '../../../provisioner/db/notifications.ts';
-import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 
 const [url, keyHex, owner, leaseTtlMs] = process.argv.slice(2);

@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline';
 import { SecretBox } from '../../../provisioner/crypto.ts';
 import { Notifications } from '../../../provisioner/db/notifications.ts';
 import { withTx } from '../../../provisioner/db/tx.ts';
-import { ScriptedEngine, type ScriptedEngineOptions } from '../../../provisioner/engine/scripted-engine.ts';
+import { ScriptedEngine, type ScriptedEngineOptions } from '../../helpers/scripted-engine.ts';
 import { Reconciler, type ReconcilerOptions } from '../../../provisioner/reconciler/reconciler.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import {

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { EngineError, type ResourceStep } from '../../../provisioner/engine/engine.ts';
-import type { CallScript } from '../../../provisioner/engine/scripted-engine.ts';
+import type { CallScript } from '../../helpers/scripted-engine.ts';
 import { checkKubeconfig } from '../../../kubeconfig-policy/policy.ts';
 import { createKey, lookupKey } from '../../../provisioner/store/keys.ts';
 import { createHarness, gate, scripted, until, KUBECONFIG } from './harness.ts';

@@ -1,6 +1,7 @@
 import t from 'tap';
 import client from 'prom-client';
-import { registerDriftMetrics, type Metrics } from '../../../provisioner/http/metrics.ts';
+import { registerDriftMetrics } from '../../../provisioner/metrics/drift.ts';
+import type { Metrics } from '../../../provisioner/metrics/registry.ts';
 import type { ResourceStep } from '../../../provisioner/engine/engine.ts';
 import {
   changedPaths,

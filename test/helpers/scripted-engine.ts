@@ -14,7 +14,7 @@ import {
   type ResourceStep,
   type RunOptions,
   type StackInput,
-} from './engine.ts';
+} from '../../provisioner/engine/engine.ts';
 
 export type EngineCallKind = 'up' | 'preview' | 'refresh' | 'destroy' | 'outputs' | 'cancel' | 'interrupted';
 

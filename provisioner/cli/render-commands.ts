@@ -37,7 +37,7 @@ async function writeWhole(path: string, text: string): Promise<void> {
   await rename(tmp, path);
 }
 
-export function addRuntimeCommands(program: Command, io: Io): void {
+export function addRuntimeRenderCommands(program: Command, io: Io): void {
   const runtime = program
     .command('runtime')
     .description('render a runtime version offline from a chart mirror, and diff two versions');
