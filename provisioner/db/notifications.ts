@@ -17,7 +17,7 @@
  */
 import type pg from 'pg';
 import pino, { type BaseLogger } from 'pino';
-import { LoopHealth } from '../loops/manager.ts';
+import { LoopHealth } from '../../runtime/loops/health.ts';
 
 export const NOTIFICATIONS_APPLICATION_NAME = 'provisioner-notifications';
 

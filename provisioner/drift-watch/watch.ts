@@ -27,7 +27,7 @@ import type { KubeconfigPolicy } from '../../kubeconfig-policy/policy.ts';
 import { fingerprint, objectKey, tenantOf, WATCHED_KINDS, type WatchedKind } from './objects.ts';
 import { ENGINE_ECHO_MS, requestResyncs, type ResyncRequest } from '../store/resync-requests.ts';
 import { sealedClusterKubeconfigs } from '../store/clusters.ts';
-import { LoopHealth } from '../loops/manager.ts';
+import { LoopHealth } from '../../runtime/loops/health.ts';
 
 type Obj = Record<string, unknown>;
 

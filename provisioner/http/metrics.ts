@@ -22,7 +22,7 @@ import type pg from 'pg';
 import type { TunnelServer } from '../tunnel/index.ts';
 import type { HotReads } from '../store/batched-reads.ts';
 import type { OperationResult } from '../reconciler/reconciler.ts';
-import type { LoopStatus } from '../loops/manager.ts';
+import type { LoopStatus } from '../../runtime/loops/health.ts';
 
 export interface Metrics {
   registry: client.Registry;

@@ -18,8 +18,8 @@ import type { SecretBox } from '../crypto.ts';
 import { DatabaseHealth, healthOf, isConnectionError } from '../db/availability.ts';
 import { withTx } from '../db/tx.ts';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
-import { PeriodicLoop, type RoundResult } from '../loops/periodic.ts';
-import type { LoopStatus, Runnable } from '../loops/manager.ts';
+import { PeriodicLoop, type RoundResult } from '../../runtime/loops/periodic.ts';
+import type { LoopStatus, Runnable } from '../../runtime/loops/health.ts';
 import { getClusterKubeconfig } from '../store/clusters.ts';
 import { appendLog } from '../store/operations.ts';
 import { TENANT_CHANNEL, wakeWaiters } from '../store/tenants.ts';
@@ -180,7 +180,7 @@ export class Reconciler implements Runnable {
   #unsubscribe: Unsubscribe | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #engineCheck: NodeJS.Timeout | undefined;
-  /** The claim loop (loops/periodic.ts): a claim round every pollMs, at once when kicked. */
+  /** The claim loop (runtime/loops/periodic.ts): a claim round every pollMs, at once when kicked. */
   readonly #loop: PeriodicLoop;
   #stopping = false;
   #lastRenewOk = Date.now();

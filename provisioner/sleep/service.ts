@@ -20,7 +20,7 @@ import type { Logger } from 'pino';
 import type { SleepConfig } from '../config.ts';
 import { withTx, type Queryable } from '../db/tx.ts';
 import { errors } from '../errors.ts';
-import { PeriodicLoop } from '../loops/periodic.ts';
+import { PeriodicLoop } from '../../runtime/loops/periodic.ts';
 import { writeAudit, type Actor, type Requester } from '../store/audit.ts';
 import { fleetUpgradeOf } from '../store/fleet-upgrades.ts';
 import {

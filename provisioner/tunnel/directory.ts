@@ -31,7 +31,7 @@ import {
   writeTunnel,
 } from '../store/tunnels.ts';
 import type { TunnelInfo, TunnelServer } from './server.ts';
-import { LoopHealth } from '../loops/manager.ts';
+import { LoopHealth } from '../../runtime/loops/health.ts';
 
 /** The replica holding a runtime's tunnel, as the table says. */
 export interface TunnelOwner {
