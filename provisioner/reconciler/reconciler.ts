@@ -19,6 +19,7 @@ import { DatabaseHealth, healthOf, isConnectionError } from '../db/availability.
 import { withTx } from '../db/tx.ts';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
 import { PeriodicLoop, type RoundResult } from '../../runtime/loops/periodic.ts';
+import { wait } from '../../runtime/loops/wait.ts';
 import type { LoopStatus, Runnable } from '../../runtime/loops/health.ts';
 import { getClusterKubeconfig } from '../store/clusters.ts';
 import { appendLog } from '../store/operations.ts';
@@ -491,7 +492,7 @@ export class Reconciler implements Runnable {
         const leaseAge = Date.now() - this.#lastRenewOk;
         if (!isConnectionError(err) || run.reason || this.#stopping || leaseAge + delay >= this.#settings.leaseTtlMs)
           throw err;
-        await new Promise((r) => setTimeout(r, delay));
+        await wait(delay);
       }
     }
   }

@@ -10,8 +10,8 @@
 export interface ArmedWait {
   /** Resolves once the wait ended (woken, timed out or aborted); never rejects. */
   readonly done: Promise<void>;
-  /** Ends the wait now (idempotent). */
-  wake(): void;
+  /** Ends the wait now (idempotent; a plain function, to hand on as it is). */
+  readonly wake: () => void;
 }
 
 /** A wait of at most `ms` (negative: none), ended early by `wake()` or by `signal` aborting. */
