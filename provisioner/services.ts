@@ -59,7 +59,7 @@ import { RuntimeVersionService } from './runtime-versions/service.ts';
 import { TenantService } from './tenant-api/service.ts';
 import { FleetUpgradeService } from './fleet/service.ts';
 import { FleetDriver } from './fleet/driver.ts';
-import { LoopManager, serviceRunnable } from './loops/manager.ts';
+import { LoopManager } from './loops/manager.ts';
 import { Pruner } from './loops/pruner.ts';
 import { SleepService } from './sleep/service.ts';
 import { WebhookService } from './webhooks/service.ts';
@@ -426,8 +426,8 @@ export async function buildServices(
   // `services` start with the services, `workers` once the HTTP server listens (server.ts).
   const loops = new LoopManager(
     [
-      { phase: 'services', runnable: serviceRunnable('notifications', notifications, notifications.health) },
-      { phase: 'services', runnable: serviceRunnable('tunnel-directory', tunnelDirectory, tunnelDirectory.health) },
+      { phase: 'services', runnable: notifications.loop },
+      { phase: 'services', runnable: tunnelDirectory },
       { phase: 'services', runnable: managedClusterProber.loop },
       { phase: 'services', runnable: managedClusterTokens.loop },
       { phase: 'services', runnable: tombstonePurger.loop },
@@ -437,13 +437,20 @@ export async function buildServices(
       { phase: 'services', runnable: sleep.loop },
       { phase: 'services', runnable: webhooks.loop },
       { phase: 'services', runnable: warmPool.loop },
-      driftWatch && { phase: 'services', runnable: serviceRunnable('drift-watch', driftWatch, driftWatch.health) },
+      // The requests' writes stop after the watches that gather them.
+      driftWatch && { phase: 'services', runnable: driftWatch.flushLoop },
+      driftWatch && { phase: 'services', runnable: driftWatch.loop },
+      // Renews the running attempts' leases: listed before the reconciler, so it is stopped after it
+      // (the reconciler stops it itself once its grace period ended and the leases are handed back).
+      reconcilerParts && { phase: 'workers', runnable: reconcilerParts.reconciler.heartbeat },
       // Its stop waits for running attempts within the grace period.
       reconcilerParts && {
         phase: 'workers',
         runnable: reconcilerParts.reconciler,
         stopMs: config.reconciler.shutdownGraceSeconds * 1000 + 10_000,
       },
+      // Started by the reconciler once the engine's first start is done; stopped before it.
+      reconcilerParts && { phase: 'workers', runnable: reconcilerParts.reconciler.engineCheck },
       fleetDriver && { phase: 'workers', runnable: fleetDriver },
     ],
     child('loops'),

@@ -6,6 +6,7 @@
  * follower arms; after a lost connection every follower reads again. The runtime objects' and the
  * application history's change streams follow their channels with it.
  */
+import { armWait } from '../../runtime/loops/wait.ts';
 import type { Notifications, Unsubscribe } from './notifications.ts';
 
 export interface ArmedWait {
@@ -33,20 +34,13 @@ export class ChannelWaiters {
     let set = this.#waiters.get(key);
     if (!set) this.#waiters.set(key, (set = new Set()));
     const waiters = set;
-    let finish: () => void = () => {};
-    const done = new Promise<void>((resolve) => {
-      const timer = setTimeout(() => finish(), ms);
-      finish = () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', finish);
-        waiters.delete(finish);
-        if (waiters.size === 0 && this.#waiters.get(key) === waiters) this.#waiters.delete(key);
-        resolve();
-      };
+    const wait = armWait(ms, signal);
+    waiters.add(wait.wake);
+    const done = wait.done.then(() => {
+      waiters.delete(wait.wake);
+      if (waiters.size === 0 && this.#waiters.get(key) === waiters) this.#waiters.delete(key);
     });
-    signal.addEventListener('abort', finish, { once: true });
-    waiters.add(finish);
-    return { done, cancel: finish };
+    return { done, cancel: wait.wake };
   }
 
   /** Wakes every follower (they see their signal) and stops listening. */

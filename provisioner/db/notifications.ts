@@ -11,17 +11,25 @@
  * - A lost connection (error, end, a failed LISTEN) is replaced with backoff: 100 ms doubling to
  *   `maxBackoffMs` (10 s), with jitter. Errors on the connection are handled here, never left as an
  *   unhandled 'error' event.
+ * - The connecting is the `notifications` loop (runtime/loops/periodic.ts, under the loop
+ *   manager): a round connects and LISTENs when there is no connection (a loss is a failed round,
+ *   then the backoff), and does nothing while the connection is up; a lost connection wakes it.
+ *   One attempt at a time; a stop ends the attempt in flight without waiting on the database.
  *
  * The connection announces itself as application_name `provisioner-notifications`, so an operator
  * (or a test) can find it in pg_stat_activity.
  */
 import type pg from 'pg';
 import pino, { type BaseLogger } from 'pino';
-import { LoopHealth } from '../loops/manager.ts';
+import type { LoopHealth } from '../../runtime/loops/health.ts';
+import { PeriodicLoop } from '../../runtime/loops/periodic.ts';
 
 export const NOTIFICATIONS_APPLICATION_NAME = 'provisioner-notifications';
 
 export type Unsubscribe = () => void;
+
+/** A round while the connection is up does nothing; a loss wakes the loop at once. */
+const CONNECTED_ROUND_MS = 3_600_000;
 
 interface Subscriber {
   onNotify: (payload: string) => void;
@@ -45,19 +53,43 @@ export class Notifications {
   #client: pg.PoolClient | undefined;
   /** LISTEN/UNLISTEN statements on the current connection, one after the other. */
   #commands: Promise<void> = Promise.resolve();
-  #started = false;
-  #stopped = false;
-  #attempt = 0;
-  #timer: NodeJS.Timeout | undefined;
-  /** Its connection attempts as rounds: a connection made, or lost or refused (the loop manager reports them). */
-  readonly health = new LoopHealth('notifications');
-  /** The first connection attempt (start() resolves after it). */
-  #first: Promise<void> | undefined;
+  /** Why the connection was lost, until the next round counts it as a failure. */
+  #lostBy: { err: unknown } | undefined;
+  /**
+   * Its connection attempts as rounds: a connection made, or lost or refused (the loop manager
+   * starts, stops and reports it). start() resolves after the first attempt.
+   */
+  readonly loop: PeriodicLoop;
 
   constructor(opts: NotificationsOptions) {
     this.#pool = opts.pool;
     this.#log = opts.logger ?? pino({ enabled: false });
     this.#maxBackoffMs = opts.maxBackoffMs ?? 10_000;
+    this.loop = new PeriodicLoop({
+      name: 'notifications',
+      round: (signal) => this.#round(signal),
+      intervalMs: () => CONNECTED_ROUND_MS,
+      retryMs: (failures) => Math.min(this.#maxBackoffMs, 100 * 2 ** (failures - 1)) * (0.8 + 0.4 * Math.random()),
+      onFailure: (err, retryInMs, failures) => {
+        // Said when the connection is lost, then every tenth failed attempt: an outage is not a line per retry.
+        if (failures === 1 || failures % 10 === 0)
+          this.#log.warn(
+            { err: message(err), retryInMs: Math.round(retryInMs), attempts: failures },
+            'notifications: the LISTEN connection was lost; reconnecting',
+          );
+      },
+      startAfterFirstRound: true,
+      tearDown: () => this.#close(),
+    });
+  }
+
+  /** The loop's health record (rounds: connection attempts). */
+  get health(): LoopHealth {
+    return this.loop.health;
+  }
+
+  get #stopped(): boolean {
+    return this.loop.stopping;
   }
 
   /** The LISTEN connection is up. */
@@ -95,26 +127,36 @@ export class Notifications {
 
   /** Connects and LISTENs on the channels subscribed so far; resolves after the first attempt (a failed one is retried). */
   start(): Promise<void> {
-    if (!this.#started) {
-      this.#started = true;
-      this.#first = this.#connect();
-    }
-    return this.#first ?? Promise.resolve();
+    return this.loop.start();
   }
 
   /**
    * Stops reconnecting and closes the connection (its LISTENs end with the session). Never waits
-   * on the database, which may be gone: a connection attempt still under way releases its client
-   * itself when it sees the stop.
+   * on the database, which may be gone: the attempt in flight ends its round at once and releases
+   * its client itself when it sees the stop.
    */
   stop(): Promise<void> {
-    this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
+    return this.loop.stop();
+  }
+
+  /** A round of the loop: a loss since the last one is its failure; without a connection, connects. */
+  async #round(signal: AbortSignal): Promise<void> {
+    const lost = this.#lostBy;
+    this.#lostBy = undefined;
+    if (lost) throw lost.err;
+    if (this.#client || signal.aborted) return;
+    await new Promise<void>((resolve, reject) => {
+      signal.addEventListener('abort', () => resolve(), { once: true });
+      this.#connect().then(resolve, reject);
+    });
+  }
+
+  /** After the last round: the connection closes (its LISTENs end with the session). */
+  #close(): void {
     const c = this.#client;
     this.#client = undefined;
     this.#listening.clear();
     if (c) this.#destroy(c);
-    return Promise.resolve();
   }
 
   /** Drops the connection as if the network failed. For tests of reconnects and missed notifications only. */
@@ -147,8 +189,6 @@ export class Notifications {
       this.#commands = Promise.resolve();
       this.#listening.clear();
       for (const ch of channels) this.#listening.add(ch);
-      this.#attempt = 0;
-      this.health.succeed();
       // Subscribed while the LISTENs above ran: listen now.
       for (const ch of this.#subscribers.keys()) if (!this.#listening.has(ch)) this.#command(c, ch, 'LISTEN');
       // Unsubscribed meanwhile: stop listening.
@@ -156,7 +196,7 @@ export class Notifications {
       for (const ch of channels) this.#resync(ch);
     } catch (err) {
       if (client) this.#destroy(client);
-      this.#retry(err);
+      throw err;
     }
   }
 
@@ -203,7 +243,10 @@ export class Notifications {
     this.#client = undefined;
     this.#listening.clear();
     this.#destroy(c);
-    this.#retry(err);
+    if (this.#stopped) return;
+    // The next round (now) counts the loss as a failure; the one after it reconnects after the backoff.
+    this.#lostBy = { err };
+    this.loop.kick();
   }
 
   #destroy(c: pg.PoolClient): void {
@@ -212,24 +255,6 @@ export class Notifications {
     } catch {
       // already released
     }
-  }
-
-  #retry(err: unknown): void {
-    if (this.#stopped) return;
-    this.health.fail(err);
-    this.#attempt += 1;
-    const delay = Math.min(this.#maxBackoffMs, 100 * 2 ** (this.#attempt - 1)) * (0.8 + 0.4 * Math.random());
-    // Said when the connection is lost, then every tenth failed attempt: an outage is not a line per retry.
-    if (this.#attempt === 1 || this.#attempt % 10 === 0) {
-      this.#log.warn(
-        { err: message(err), retryInMs: Math.round(delay), attempts: this.#attempt },
-        'notifications: the LISTEN connection was lost; reconnecting',
-      );
-    }
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      void this.#connect();
-    }, delay);
   }
 }
 

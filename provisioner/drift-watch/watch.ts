@@ -13,6 +13,10 @@
  * read again every `clusterRefreshMs` (10 s): a new cluster is watched, a removed one is let go, a
  * rotated kubeconfig restarts that cluster's watches.
  *
+ * Two loops under the loop manager (runtime/loops/periodic.ts): `drift-watch` (its rounds: the
+ * reads of the registered clusters; its stop stops the watches) and `drift-watch-flush` (its
+ * rounds: the writes of the gathered resync requests every `flushMs`). Watch events are not rounds.
+ *
  * Not client-node's informer: an informer caches whole objects (a Helm release record carries the
  * whole release), which at 10,000 tenants is gigabytes; this keeps ~100 bytes per object.
  */
@@ -27,7 +31,8 @@ import type { KubeconfigPolicy } from '../../kubeconfig-policy/policy.ts';
 import { fingerprint, objectKey, tenantOf, WATCHED_KINDS, type WatchedKind } from './objects.ts';
 import { ENGINE_ECHO_MS, requestResyncs, type ResyncRequest } from '../store/resync-requests.ts';
 import { sealedClusterKubeconfigs } from '../store/clusters.ts';
-import { LoopHealth } from '../loops/manager.ts';
+import type { LoopHealth } from '../../runtime/loops/health.ts';
+import { PeriodicLoop } from '../../runtime/loops/periodic.ts';
 
 type Obj = Record<string, unknown>;
 
@@ -77,14 +82,11 @@ export class DriftWatch {
   readonly #options: Required<Omit<DriftWatchOptions, 'log'>> & { log: Logger };
   readonly #clusters = new Map<string, ClusterWatch>();
   #pending = new Map<string, Signal>();
-  #refreshTimer: NodeJS.Timeout | undefined;
-  #flushTimer: NodeJS.Timeout | undefined;
-  #flushing: Promise<void> | undefined;
-  #refreshing: Promise<void> | undefined;
-  #stopped = false;
   #flushFailing = false;
-  /** Its reads of the registered clusters as rounds, and failed writes of resync requests (the loop manager reports them). */
-  readonly health = new LoopHealth('drift-watch');
+  /** Reads the registered clusters and starts, restarts or stops their watches; its stop stops them. */
+  readonly loop: PeriodicLoop;
+  /** Writes the gathered resync requests. */
+  readonly flushLoop: PeriodicLoop;
   readonly stats: DriftWatchStats = {
     events: { changed: 0, unchanged: 0, ignored: 0 },
     signalled: 0,
@@ -103,25 +105,58 @@ export class DriftWatch {
       echoMs: o.echoMs ?? ENGINE_ECHO_MS,
       kinds: o.kinds ?? WATCHED_KINDS,
     };
+    const refreshMs = () => this.#options.clusterRefreshMs;
+    this.loop = new PeriodicLoop({
+      name: 'drift-watch',
+      round: () => this.#refresh(),
+      intervalMs: refreshMs,
+      retryMs: refreshMs,
+      onFailure: (err) =>
+        this.#options.log.warn(
+          { err: (err as Error).message },
+          'drift watch: could not read the root clusters; trying again',
+        ),
+      // start() resolves once the clusters were read (the lists go on in the background).
+      startAfterFirstRound: true,
+      tearDown: async () => {
+        await Promise.all([...this.#clusters.values()].map((c) => c.stop()));
+        this.#clusters.clear();
+      },
+    });
+    const flushMs = () => this.#options.flushMs;
+    this.flushLoop = new PeriodicLoop({
+      name: 'drift-watch-flush',
+      round: () => this.#flush(),
+      firstDelayMs: flushMs,
+      intervalMs: flushMs,
+      retryMs: flushMs,
+      onFailure: (err) => {
+        // The database is away: said once, until a write succeeds again.
+        if (!this.#flushFailing)
+          this.#options.log.warn(
+            { err: (err as Error).message },
+            'drift watch: could not record resync requests; retrying',
+          );
+        this.#flushFailing = true;
+      },
+    });
+  }
+
+  /** The cluster reads' health (rounds of `drift-watch`). */
+  get health(): LoopHealth {
+    return this.loop.health;
   }
 
   /** Starts watching the registered clusters (resolves once they were read; the lists go on in the background). */
   async start(): Promise<void> {
-    await this.refresh();
-    this.#refreshTimer = setInterval(() => void this.refresh(), this.#options.clusterRefreshMs);
-    this.#refreshTimer.unref();
-    this.#flushTimer = setInterval(() => void this.flush(), this.#options.flushMs);
-    this.#flushTimer.unref();
+    await this.flushLoop.start();
+    await this.loop.start();
   }
 
+  /** Stops the cluster reads and the watches (waiting for the read in flight), then the writes of requests. */
   async stop(): Promise<void> {
-    this.#stopped = true;
-    clearInterval(this.#refreshTimer);
-    clearInterval(this.#flushTimer);
-    await this.#refreshing;
-    await Promise.all([...this.#clusters.values()].map((c) => c.stop()));
-    this.#clusters.clear();
-    await this.#flushing;
+    await this.loop.stop();
+    await this.flushLoop.stop();
   }
 
   /** Per cluster and kind: whether the first list is done and how many objects are known. */
@@ -134,26 +169,15 @@ export class DriftWatch {
     return this.status().every((s) => s.synced);
   }
 
-  /** Reads the registered clusters and starts, restarts or stops their watches. */
+  /** Reads the registered clusters and starts, restarts or stops their watches (a round of the loop now, waited for). */
   refresh(): Promise<void> {
-    this.#refreshing ??= this.#refresh().finally(() => (this.#refreshing = undefined));
-    return this.#refreshing;
+    return this.loop.runNow();
   }
 
+  /** A round of `drift-watch`: a failed read of the clusters throws (the loop says it and tries again). */
   async #refresh(): Promise<void> {
-    let rows: Array<{ id: string; name: string; kubeconfig_enc: Buffer }>;
-    try {
-      rows = await sealedClusterKubeconfigs(this.#options.pool);
-    } catch (err) {
-      this.health.fail(err);
-      this.#options.log.warn(
-        { err: (err as Error).message },
-        'drift watch: could not read the root clusters; trying again',
-      );
-      return;
-    }
-    this.health.succeed();
-    if (this.#stopped) return;
+    const rows = await sealedClusterKubeconfigs(this.#options.pool);
+    if (this.loop.stopping) return;
     const seen = new Set<string>();
     for (const row of rows) {
       seen.add(row.id);
@@ -202,10 +226,9 @@ export class DriftWatch {
     }
   }
 
-  /** Writes the gathered requests (also called by the timer). */
+  /** Writes the gathered requests (a round of `drift-watch-flush` now, waited for). */
   flush(): Promise<void> {
-    this.#flushing ??= this.#flush().finally(() => (this.#flushing = undefined));
-    return this.#flushing;
+    return this.flushLoop.runNow();
   }
 
   async #flush(): Promise<void> {
@@ -229,15 +252,9 @@ export class DriftWatch {
       for (const id of taken)
         this.#options.log.info({ tenantId: id, change: byId.get(id) }, 'drift watch: resync requested');
     } catch (err) {
-      this.health.fail(err);
-      // The database is away: keep the changes (newer ones win) and try again on the next tick.
+      // The database is away: keep the changes (newer ones win) and try again on the next round.
       for (const [id, s] of batch) if (!this.#pending.has(id)) this.#pending.set(id, s);
-      if (!this.#flushFailing)
-        this.#options.log.warn(
-          { err: (err as Error).message },
-          'drift watch: could not record resync requests; retrying',
-        );
-      this.#flushFailing = true;
+      throw err;
     }
   }
 }

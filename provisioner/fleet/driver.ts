@@ -23,8 +23,8 @@ import pino from 'pino';
 import { withTx } from '../db/tx.ts';
 import { isConnectionError } from '../db/availability.ts';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
-import { PeriodicLoop } from '../loops/periodic.ts';
-import type { LoopStatus, Runnable } from '../loops/manager.ts';
+import { PeriodicLoop } from '../../runtime/loops/periodic.ts';
+import type { LoopStatus, Runnable } from '../../runtime/loops/health.ts';
 import {
   ACTIVE_FLEET_STATES,
   FLEET_CHANNEL,
@@ -81,7 +81,7 @@ export class FleetDriver implements Runnable {
   /** What every round of this driver shares. */
   readonly #round: DriverContext;
   #unsubscribe: Unsubscribe | undefined;
-  /** The loop (loops/periodic.ts): tickAll() every pollMs, or at once when kicked. */
+  /** The loop (runtime/loops/periodic.ts): tickAll() every pollMs, or at once when kicked. */
   readonly #loop: PeriodicLoop;
   readonly name = 'fleet-driver';
 

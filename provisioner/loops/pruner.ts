@@ -10,7 +10,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { withTx, type Queryable } from '../db/tx.ts';
-import { PeriodicLoop } from './periodic.ts';
+import { PeriodicLoop } from '../../runtime/loops/periodic.ts';
 
 export interface PrunerOptions {
   /** The loop's name (the manager's list, /readyz, GET /v1/doctor, /metrics). */
@@ -31,7 +31,7 @@ export interface PrunerOptions {
 
 export class Pruner {
   readonly #options: PrunerOptions;
-  /** The background loop (loops/periodic.ts). */
+  /** The background loop (runtime/loops/periodic.ts). */
   readonly loop: PeriodicLoop;
 
   constructor(o: PrunerOptions) {

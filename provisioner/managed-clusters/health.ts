@@ -28,7 +28,7 @@ import { connectionFor, type StoredCredentials } from './kube-api.ts';
 import { checkError, serverVersion } from './validate.ts';
 import type { TunnelServer } from '../tunnel/server.ts';
 import { checkThroughRuntime, RuntimeCheckError } from './via-runtime.ts';
-import { PeriodicLoop } from '../loops/periodic.ts';
+import { PeriodicLoop } from '../../runtime/loops/periodic.ts';
 
 export interface ProberOptions {
   pool: pg.Pool;
@@ -53,7 +53,7 @@ const PROBE_TIMEOUT_MS = 10_000;
 export class ManagedClusterProber {
   readonly #options: Required<Omit<ProberOptions, 'logger' | 'tunnel' | 'replicaId'>> &
     Pick<ProberOptions, 'logger' | 'tunnel' | 'replicaId'>;
-  /** The background loop (loops/periodic.ts): a round every stepMs, off when intervalMs is 0. */
+  /** The background loop (runtime/loops/periodic.ts): a round every stepMs, off when intervalMs is 0. */
   readonly loop: PeriodicLoop;
 
   constructor(o: ProberOptions) {

@@ -29,7 +29,7 @@ import { appendLog } from '../store/operations.ts';
 import { changeSpec, getTenantRow } from '../store/tenants.ts';
 import type { KubeconfigPolicy } from '../../kubeconfig-policy/policy.ts';
 import { connectionFor, kubeRequest, type ClusterConnection, type StoredCredentials } from './kube-api.ts';
-import { PeriodicLoop } from '../loops/periodic.ts';
+import { PeriodicLoop } from '../../runtime/loops/periodic.ts';
 
 /** The shortest lifetime the Kubernetes API server grants a requested token. */
 export const MIN_TOKEN_LIFETIME_SECONDS = 600;
@@ -257,7 +257,7 @@ const SYSTEM = { id: 'token-refresher', role: 'system' };
 
 export class ManagedClusterTokenRefresher {
   readonly #options: RefresherOptions & { batch: number };
-  /** The background loop (loops/periodic.ts): a round every stepMs, off when refreshMs is 0. */
+  /** The background loop (runtime/loops/periodic.ts): a round every stepMs, off when refreshMs is 0. */
   readonly loop: PeriodicLoop;
 
   constructor(o: RefresherOptions) {

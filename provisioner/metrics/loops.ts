@@ -2,7 +2,7 @@
  * The background loops (loops/manager.ts).
  */
 import client from 'prom-client';
-import type { LoopStatus } from '../loops/manager.ts';
+import type { LoopStatus } from '../../runtime/loops/health.ts';
 import type { Metrics } from './registry.ts';
 
 /** What the loop metrics read: each loop's status by name (loops/manager.ts). */

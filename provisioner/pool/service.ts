@@ -15,7 +15,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { WarmPoolConfig } from '../config.ts';
 import { withTx } from '../db/tx.ts';
-import { PeriodicLoop } from '../loops/periodic.ts';
+import { PeriodicLoop } from '../../runtime/loops/periodic.ts';
 import { writeAudit, type Actor } from '../store/audit.ts';
 import { insertPoolEntry, poolCounts, stalePoolEntries, tryPoolLock, type PoolEntryCounts } from '../store/pool.ts';
 import { changeSpec } from '../store/tenants.ts';

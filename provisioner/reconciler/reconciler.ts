@@ -18,8 +18,9 @@ import type { SecretBox } from '../crypto.ts';
 import { DatabaseHealth, healthOf, isConnectionError } from '../db/availability.ts';
 import { withTx } from '../db/tx.ts';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
-import { PeriodicLoop, type RoundResult } from '../loops/periodic.ts';
-import type { LoopStatus, Runnable } from '../loops/manager.ts';
+import { PeriodicLoop, type RoundResult } from '../../runtime/loops/periodic.ts';
+import { wait } from '../../runtime/loops/wait.ts';
+import type { LoopStatus, Runnable } from '../../runtime/loops/health.ts';
 import { getClusterKubeconfig } from '../store/clusters.ts';
 import { appendLog } from '../store/operations.ts';
 import { TENANT_CHANNEL, wakeWaiters } from '../store/tenants.ts';
@@ -178,11 +179,24 @@ export class Reconciler implements Runnable {
   };
   readonly #notifications: Notifications | undefined;
   #unsubscribe: Unsubscribe | undefined;
-  #heartbeat: NodeJS.Timeout | undefined;
-  #engineCheck: NodeJS.Timeout | undefined;
-  /** The claim loop (loops/periodic.ts): a claim round every pollMs, at once when kicked. */
+  /** The claim loop (runtime/loops/periodic.ts): a claim round every pollMs, at once when kicked. */
   readonly #loop: PeriodicLoop;
+  /**
+   * The lease heartbeat: renews the running attempts' leases every heartbeatMs (a round at most
+   * every heartbeatMs, never two at once: a slow renewal delays the next instead of overlapping
+   * it). Started by start(), stopped by stop() once the leases are handed back; listed by the
+   * loop manager before the reconciler, so it outlives the reconciler's grace period.
+   */
+  readonly heartbeat: PeriodicLoop;
+  /**
+   * The engine re-check: while the engine is unavailable, starts it again every engineRetryMs and,
+   * once it is available, wakes the tenants waiting for it. Started by start() after the engine's
+   * first start, stopped first by stop().
+   */
+  readonly engineCheck: PeriodicLoop;
   #stopping = false;
+  /** The engine's first start left it unavailable, and no re-check has found it since. */
+  #engineMissing = false;
   #lastRenewOk = Date.now();
   readonly #kubeconfigs = new Map<string, { name: string; kubeconfig: string; until: number }>();
 
@@ -222,6 +236,30 @@ export class Reconciler implements Runnable {
       intervalMs: () => this.#settings.pollMs,
       retryMs: (failures, err) => Math.min(isConnectionError(err) ? PAUSED_RETRY_MS : 10_000, 100 * 2 ** failures),
       onFailure: (err, retryInMs) => this.#claimFailed(err, retryInMs),
+      secrets: () => this.#settings.logSecrets,
+    });
+    let beganAt = 0;
+    // A fixed rate as a timer would keep, less the round's own time; never two renewals at once.
+    const nextBeat = () => Math.max(0, this.#settings.heartbeatMs - (performance.now() - beganAt));
+    this.heartbeat = new PeriodicLoop({
+      name: 'lease-heartbeat',
+      round: () => {
+        beganAt = performance.now();
+        return this.#beat();
+      },
+      firstDelayMs: () => this.#settings.heartbeatMs,
+      intervalMs: nextBeat,
+      retryMs: nextBeat,
+      onFailure: () => {}, // said by #beat (or by the database health, once per outage)
+      secrets: () => this.#settings.logSecrets,
+    });
+    this.engineCheck = new PeriodicLoop({
+      name: 'engine-check',
+      round: () => this.#recheckEngine(),
+      firstDelayMs: () => this.#settings.engineRetryMs,
+      intervalMs: () => this.#settings.engineRetryMs,
+      retryMs: () => this.#settings.engineRetryMs,
+      onFailure: (err) => this.#log.error({ err: String(err) }, 'engine start failed'),
       secrets: () => this.#settings.logSecrets,
     });
   }
@@ -264,7 +302,8 @@ export class Reconciler implements Runnable {
       (id) => this.#onNotify(id),
       () => this.kick(),
     );
-    this.#heartbeat = setInterval(() => void this.#beat(), this.#settings.heartbeatMs);
+    await this.heartbeat.start();
+    await this.engineCheck.start();
     this.#health.on('up', this.#onDatabaseUp);
     await this.#loop.start(signal);
     this.#log.info(
@@ -281,27 +320,24 @@ export class Reconciler implements Runnable {
     }
     const a = this.#settings.engine.availability();
     if (a.available) return;
+    this.#engineMissing = true;
     this.#log.warn(
       { message: a.message },
       'engine unavailable: due tenants get condition EngineUnavailable; re-checking periodically',
     );
-    this.#engineCheck = setTimeout(() => void this.#recheckEngine(), this.#settings.engineRetryMs);
   }
 
+  /** A round of the engine re-check: nothing once the engine was found; else start it again. */
   async #recheckEngine(): Promise<void> {
-    this.#engineCheck = undefined;
-    if (this.#stopping) return;
-    try {
-      await this.#settings.engine.start();
-    } catch (err) {
-      this.#log.error({ err: String(err) }, 'engine start failed');
-    }
-    if (this.#settings.engine.availability().available) {
+    const engine = this.#settings.engine;
+    if (this.#stopping || !this.#engineMissing) return;
+    // A throw is a failed round: said by the loop ('engine start failed'), tried again after engineRetryMs.
+    await engine.start();
+    if (engine.availability().available) {
+      this.#engineMissing = false;
       const woken = await wakeWaiters(this.#settings.pool, 'EngineUnavailable').catch(() => 0);
       this.#log.info({ woken }, 'engine available again');
       this.kick();
-    } else if (!this.#stopping) {
-      this.#engineCheck = setTimeout(() => void this.#recheckEngine(), this.#settings.engineRetryMs);
     }
   }
 
@@ -407,6 +443,7 @@ export class Reconciler implements Runnable {
     run.controller.abort(new Error(reason));
   }
 
+  /** A round of the lease heartbeat: renews the running attempts' leases; aborts the runs whose lease is gone. */
   async #beat(): Promise<void> {
     const ids = [...this.#active.keys()];
     if (ids.length === 0) {
@@ -436,6 +473,7 @@ export class Reconciler implements Runnable {
         // The leases have expired by now: another process may own these tenants.
         for (const run of this.#active.values()) this.#abort(run, 'lease-lost');
       }
+      throw err; // a failed round of the heartbeat loop (its status, /metrics)
     }
   }
 
@@ -454,7 +492,7 @@ export class Reconciler implements Runnable {
         const leaseAge = Date.now() - this.#lastRenewOk;
         if (!isConnectionError(err) || run.reason || this.#stopping || leaseAge + delay >= this.#settings.leaseTtlMs)
           throw err;
-        await new Promise((r) => setTimeout(r, delay));
+        await wait(delay);
       }
     }
   }
@@ -743,7 +781,7 @@ export class Reconciler implements Runnable {
     if (this.#stopping) return;
     this.#stopping = true;
     this.#health.off('up', this.#onDatabaseUp);
-    if (this.#engineCheck) clearTimeout(this.#engineCheck);
+    await this.engineCheck.stop();
     await this.#loop.stop();
     const grace = opts.graceMs ?? this.#settings.shutdownGraceMs;
     const pending = [...this.#active.values()];
@@ -767,7 +805,7 @@ export class Reconciler implements Runnable {
     ).catch(() => 0);
     this.stats.handedBack += handed;
     if (handed > 0) this.#log.info({ handed }, 'leases handed back at shutdown');
-    if (this.#heartbeat) clearInterval(this.#heartbeat);
+    await this.heartbeat.stop();
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
     await this.#settings.engine.close();

@@ -15,7 +15,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import { tryLockForTransaction, withTx } from '../db/tx.ts';
 import { lockTenantObjects, oldestTombstoneRuntime, purgeTombstones } from '../store/runtime-objects.ts';
-import { PeriodicLoop } from '../loops/periodic.ts';
+import { PeriodicLoop } from '../../runtime/loops/periodic.ts';
 
 /** The key of the advisory lock one purging replica holds per batch (key space of hashtextextended). */
 const PURGE_LOCK = 'runtime_objects:purge';
@@ -41,7 +41,7 @@ export interface PurgeRound {
 
 export class TombstonePurger {
   readonly #options: PurgeOptions;
-  /** The background loop (loops/periodic.ts): a round every intervalMs (±10 %), the first within a minute. */
+  /** The background loop (runtime/loops/periodic.ts): a round every intervalMs (±10 %), the first within a minute. */
   readonly loop: PeriodicLoop;
 
   constructor(o: PurgeOptions) {

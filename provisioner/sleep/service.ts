@@ -20,7 +20,8 @@ import type { Logger } from 'pino';
 import type { SleepConfig } from '../config.ts';
 import { withTx, type Queryable } from '../db/tx.ts';
 import { errors } from '../errors.ts';
-import { PeriodicLoop } from '../loops/periodic.ts';
+import { PeriodicLoop } from '../../runtime/loops/periodic.ts';
+import { wait } from '../../runtime/loops/wait.ts';
 import { writeAudit, type Actor, type Requester } from '../store/audit.ts';
 import { fleetUpgradeOf } from '../store/fleet-upgrades.ts';
 import {
@@ -248,7 +249,7 @@ export class SleepService {
   async #waitConnected(tenantId: string, ms: number): Promise<boolean> {
     const deadline = Date.now() + ms;
     while (Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, Math.min(WAKE_POLL_MS, Math.max(0, deadline - Date.now()))));
+      await wait(Math.min(WAKE_POLL_MS, deadline - Date.now()));
       if (await this.#o.connected(tenantId)) return true;
     }
     return false;

@@ -12,6 +12,7 @@
 import type pg from 'pg';
 import type { Notifications, Unsubscribe } from '../db/notifications.ts';
 import { latestTenantChange, readTenantChanges, type TenantRow } from '../store/tenants.ts';
+import { armWait } from '../../runtime/loops/wait.ts';
 
 export const TENANT_CHANGE_CHANNEL = 'tenant_changed';
 const LOOKBACK = 256n;
@@ -82,19 +83,10 @@ export class TenantChangeService {
   /** A wait armed before reading: resolves on a notification, after `ms`, or on abort. */
   #arm(ms: number, signal: AbortSignal): { done: Promise<void>; cancel: () => void } {
     this.#ensureListening();
-    let finish: () => void = () => {};
-    const done = new Promise<void>((resolve) => {
-      const timer = setTimeout(() => finish(), ms);
-      finish = () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', finish);
-        this.#waiters.delete(finish);
-        resolve();
-      };
-    });
-    signal.addEventListener('abort', finish, { once: true });
-    this.#waiters.add(finish);
-    return { done, cancel: finish };
+    const wait = armWait(ms, signal);
+    this.#waiters.add(wait.wake);
+    const done = wait.done.then(() => void this.#waiters.delete(wait.wake));
+    return { done, cancel: wait.wake };
   }
 
   /** Wakes every follower (they see their signal) and stops listening. */

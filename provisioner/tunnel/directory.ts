@@ -11,7 +11,10 @@
  *   with CloseCode.replaced, as it does for a newer connection to itself.
  * - Every `renewMs` the replica renews `seen_at` of its rows and repairs the difference between
  *   the table and its tunnels (rows lost, rows left behind). A row not renewed within
- *   TUNNEL_LEASE_SECONDS (its replica died) is ignored by readers and later swept.
+ *   TUNNEL_LEASE_SECONDS (its replica died) is ignored by readers and later swept. The renewals
+ *   are the rounds of the `tunnel-directory` loop (runtime/loops/periodic.ts, under the loop
+ *   manager): one at a time, at once after the notifications' catch-up, and a stop waits for the
+ *   one in flight before it deletes this replica's rows.
  *
  * The tunnel server itself stays free of the database; this module follows its events.
  */
@@ -31,7 +34,8 @@ import {
   writeTunnel,
 } from '../store/tunnels.ts';
 import type { TunnelInfo, TunnelServer } from './server.ts';
-import { LoopHealth } from '../loops/manager.ts';
+import type { LoopHealth, LoopStatus, Runnable } from '../../runtime/loops/health.ts';
+import { PeriodicLoop } from '../../runtime/loops/periodic.ts';
 
 /** The replica holding a runtime's tunnel, as the table says. */
 export interface TunnelOwner {
@@ -75,7 +79,8 @@ interface Local {
   written: boolean;
 }
 
-export class TunnelDirectory {
+export class TunnelDirectory implements Runnable {
+  readonly name = 'tunnel-directory';
   readonly #options: TunnelDirectoryOptions;
   readonly #log: BaseLogger;
   /** This replica's tunnels, by slot(). */
@@ -83,11 +88,11 @@ export class TunnelDirectory {
   /** Writes per tunnel (slot()) run in order (connect, then disconnect of the same connection). */
   readonly #queue = new Map<string, Promise<void>>();
   #unsubscribe: Unsubscribe[] = [];
-  #timer: NodeJS.Timeout | undefined;
-  #renewing: Promise<void> | undefined;
+  #started = false;
   #stopped = false;
-  /** Its renewals as rounds (the loop manager reports them). */
-  readonly health = new LoopHealth('tunnel-directory');
+  #stopping: Promise<void> | undefined;
+  /** The renewals: a round every renewMs, at once when kicked. */
+  readonly loop: PeriodicLoop;
 
   readonly #onConnect = (_id: unknown, info: TunnelInfo): void => {
     const key = keyOf(info);
@@ -105,13 +110,34 @@ export class TunnelDirectory {
   constructor(opts: TunnelDirectoryOptions) {
     this.#options = opts;
     this.#log = opts.logger ?? pino({ enabled: false });
+    const every = () => opts.renewMs ?? 10_000;
+    this.loop = new PeriodicLoop({
+      name: this.name,
+      round: () => this.#renewOnce(),
+      firstDelayMs: every,
+      intervalMs: every,
+      retryMs: every,
+      onFailure: (err) =>
+        this.#log.warn({ err: message(err) }, 'tunnel directory renewal failed; retrying at the next interval'),
+    });
+  }
+
+  /** Its renewals as rounds (the loop manager reports them). */
+  get health(): LoopHealth {
+    return this.loop.health;
+  }
+
+  status(): LoopStatus {
+    return this.loop.status();
   }
 
   get replicaId(): string {
     return this.#options.replicaId;
   }
 
-  async start(): Promise<void> {
+  async start(signal?: AbortSignal): Promise<void> {
+    if (this.#started || this.#stopped) return;
+    this.#started = true;
     const events = this.#options.tunnel.events;
     events.on('connect', this.#onConnect);
     events.on('disconnect', this.#onDisconnect);
@@ -125,15 +151,17 @@ export class TunnelDirectory {
         () => this.#renewSoon(),
       ),
     );
-    const every = this.#options.renewMs ?? 10_000;
-    this.#timer = setInterval(() => this.#renewSoon(), every);
-    this.#timer.unref();
+    await this.loop.start(signal);
   }
 
-  /** Call after the tunnel server closed its tunnels: waits for pending writes, deletes this replica's rows. */
-  async stop(): Promise<void> {
+  /** Call after the tunnel server closed its tunnels: waits for the renewal and writes in flight, deletes this replica's rows. */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  async #stop(): Promise<void> {
     this.#stopped = true;
-    clearInterval(this.#timer);
     const events = this.#options.tunnel.events;
     events.off('connect', this.#onConnect);
     events.off('disconnect', this.#onDisconnect);
@@ -141,7 +169,7 @@ export class TunnelDirectory {
     events.off('hybrid-disconnect', this.#onDisconnect);
     for (const unsubscribe of this.#unsubscribe) unsubscribe();
     this.#unsubscribe = [];
-    await this.#renewing;
+    await this.loop.stop();
     await Promise.all([...this.#queue.values()]);
     try {
       await deleteReplicaTunnels(this.#options.pool, this.#options.replicaId);
@@ -172,9 +200,7 @@ export class TunnelDirectory {
   /** Waits for pending writes, renews now and waits for the repairs it started. */
   async renew(): Promise<void> {
     await Promise.all([...this.#queue.values()]);
-    await this.#renewing;
-    this.#renewSoon();
-    await this.#renewing;
+    if (!this.#stopped) await this.loop.runNow();
     await Promise.all([...this.#queue.values()]);
   }
 
@@ -239,17 +265,9 @@ export class TunnelDirectory {
     return true;
   }
 
+  /** A renewal now (or right after the one under way), unless the directory stops. */
   #renewSoon(): void {
-    if (this.#stopped || this.#renewing) return;
-    this.#renewing = this.#renewOnce()
-      .then(() => this.health.succeed())
-      .catch((err: unknown) => {
-        this.health.fail(err);
-        this.#log.warn({ err: message(err) }, 'tunnel directory renewal failed; retrying at the next interval');
-      })
-      .finally(() => {
-        this.#renewing = undefined;
-      });
+    if (!this.#stopped) this.loop.kick();
   }
 
   /** Renews our rows, then repairs: rows of tunnels we no longer hold go, tunnels without a row get one (or close if replaced). */

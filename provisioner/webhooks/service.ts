@@ -19,7 +19,7 @@ import type { WebhookConfig } from '../config.ts';
 import { withTx } from '../db/tx.ts';
 import type { Notifications } from '../db/notifications.ts';
 import { AppError, errors } from '../errors.ts';
-import { PeriodicLoop } from '../loops/periodic.ts';
+import { PeriodicLoop } from '../../runtime/loops/periodic.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import {
   WEBHOOK_CHANNEL,

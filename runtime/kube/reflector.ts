@@ -18,6 +18,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { statusError, type KubeTransport } from './transport.ts';
 import { backoffDelay } from '../agents/common/backoff.ts';
+import { armWait } from '../loops/wait.ts';
 
 type Obj = Record<string, unknown>;
 
@@ -110,14 +111,9 @@ export class Reflector<ReportedKind extends string = string> {
   }
 
   private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
-    });
+    const wait = armWait(ms);
+    this.wake = wait.wake;
+    return wait.done;
   }
 
   /**

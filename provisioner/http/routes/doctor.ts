@@ -16,7 +16,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { DoctorCheck, withErrors } from '../schemas.ts';
 import type { AppContext } from '../context.ts';
 import type { ClusterProbe } from '../../clusters/service.ts';
-import type { LoopStatus } from '../../loops/manager.ts';
+import type { LoopStatus } from '../../../runtime/loops/health.ts';
 import { describeMissing } from '../../../tenants/root-permissions.ts';
 import { toTenant } from '../../store/tenants.ts';
 import { RUNTIME_NOT_CONNECTED_REASONS, runtimeConnected, tunnelView } from '../../tenant-api/tenant-view.ts';

@@ -21,6 +21,7 @@ import { errors } from '../../errors.ts';
 import { FLEET_CHANNEL } from '../../store/fleet-upgrades.ts';
 import { FLEET_STATES, SKIPPABLE_GATE_CHECKS } from '../../store/states.ts';
 import { serveEventStream } from '../streams.ts';
+import { armWait } from '../../../runtime/loops/wait.ts';
 import type { AppContext } from '../context.ts';
 
 const OPERATOR = ['operator'] as const;
@@ -357,17 +358,10 @@ export const fleetUpgradeRoutes =
                   return;
                 }
                 if (pending) continue;
-                await new Promise<void>((resolve) => {
-                  const timer = setTimeout(done, 5000);
-                  function done(): void {
-                    clearTimeout(timer);
-                    wake = undefined;
-                    stream.signal.removeEventListener('abort', done);
-                    resolve();
-                  }
-                  wake = done;
-                  stream.signal.addEventListener('abort', done);
-                });
+                const armed = armWait(5000, stream.signal);
+                wake = armed.wake;
+                await armed.done;
+                wake = undefined;
                 if (stream.signal.aborted) return;
               }
             },

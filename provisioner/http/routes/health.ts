@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { describeConnectionError, healthOf, isConnectionError, pingDatabase } from '../../db/availability.ts';
 import { migrationsApplied } from '../../db/migrate.ts';
 import type { AppContext } from '../context.ts';
-import type { LoopStatus } from '../../loops/manager.ts';
+import type { LoopStatus } from '../../../runtime/loops/health.ts';
 
 /** A background loop as /readyz shows it: no error text (the route is public; GET /v1/doctor has it). */
 const LoopView = Type.Object({

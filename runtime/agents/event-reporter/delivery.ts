@@ -18,6 +18,7 @@ import {
   type Heartbeat,
 } from '../../protocol/events.ts';
 import { backoffDelay, slowRetryDelay } from '../common/backoff.ts';
+import { armWait, wait } from '../../loops/wait.ts';
 import type { ReporterMetrics } from './metrics.ts';
 import type { QueueEntry, ReportQueue } from './queue.ts';
 
@@ -102,20 +103,15 @@ export class Sender {
   }
 
   private pause(ms: number): Promise<void> {
-    return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+    return wait(ms);
   }
 
   /** Waits up to `ms`, or less when poked or when the queue gets work. */
   private idle(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, Math.max(0, ms));
-      function done() {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
-      void this.o.queue.waitForWork().then(done);
-    });
+    const armed = armWait(ms);
+    this.wake = armed.wake;
+    void this.o.queue.waitForWork().then(armed.wake);
+    return armed.done;
   }
 
   private async run(): Promise<void> {
@@ -217,16 +213,11 @@ export class Sender {
 
   /** Waits out a retry delay, ending early only when stopped (not on new work). */
   private idleFor(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, Math.max(0, ms));
-      function done() {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = () => {
-        if (this.stopped) done();
-      };
-    });
+    const armed = armWait(ms);
+    this.wake = () => {
+      if (this.stopped) armed.wake();
+    };
+    return armed.done;
   }
 
   private async post(body: string): Promise<PostResult> {

@@ -3,11 +3,14 @@
  * LEASE_LABEL) renewed every `leaseDuration / 5`, lists every replica's Lease on the same tick and
  * hands them to the MemberTracker. On a graceful shutdown it deletes its Lease so the others take
  * its objects over on their next tick instead of after the whole duration. Leases of replicas
- * dead for ten durations (at least 5 minutes) are deleted by whoever sees them.
+ * dead for ten durations (at least 5 minutes) are deleted by whoever sees them. The ticks are the
+ * rounds of a loop (runtime/loops/periodic.ts): one at a time, and the resignation waits for the
+ * one in flight before it deletes the Lease.
  */
 import type { Logger } from 'pino';
 import { statusError, type KubeTransport } from '../../kube/transport.ts';
 import { MemberTracker } from './members.ts';
+import { PeriodicLoop } from '../../loops/periodic.ts';
 
 /** The fields of a coordination.k8s.io/v1 Lease this replica reads and writes. */
 interface Lease {
@@ -87,10 +90,9 @@ export class LeaseKeeper {
   readonly tracker: MemberTracker;
   private readonly api: LeaseApi;
   private readonly opts: LeaseKeeperOptions;
-  private timer: NodeJS.Timeout | undefined;
-  private ticking: Promise<void> | undefined;
+  /** Renews and lists the Leases every leaseDuration / 5 (a tick), one tick at a time. */
+  readonly loop: PeriodicLoop;
   private lastMembers = '';
-  private stopped = false;
   private warned = false;
   private lease: Lease | undefined;
 
@@ -98,6 +100,14 @@ export class LeaseKeeper {
     this.opts = opts;
     this.api = new LeaseApi(opts.kube, opts.namespace);
     this.tracker = new MemberTracker(opts.replica, opts.leaseDurationSeconds);
+    const period = () => Math.max(500, (opts.leaseDurationSeconds * 1000) / 5);
+    this.loop = new PeriodicLoop({
+      name: 'membership',
+      round: () => this.tick(),
+      intervalMs: period,
+      retryMs: period,
+      onFailure: () => {}, // said by tick(), once per outage
+    });
   }
 
   get members(): string[] {
@@ -110,21 +120,12 @@ export class LeaseKeeper {
   }
 
   start(): void {
-    const period = Math.max(500, (this.opts.leaseDurationSeconds * 1000) / 5);
-    const loop = async () => {
-      if (this.stopped) return;
-      this.ticking = this.tick();
-      await this.ticking;
-      if (!this.stopped) this.timer = setTimeout(() => void loop(), period);
-    };
-    void loop();
+    void this.loop.start();
   }
 
-  /** Stops renewing and deletes this replica's Lease (the others take over at their next tick). */
+  /** Stops renewing (waiting for the tick in flight) and deletes this replica's Lease (the others take over at their next tick). */
   async resign(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.ticking;
+    await this.loop.stop();
     this.tracker.resigned();
     try {
       await this.api.remove(leaseName(this.opts.replica));
@@ -158,8 +159,10 @@ export class LeaseKeeper {
           'could not renew or list leases; this replica gives up its objects once its lease expires',
         );
       this.warned = true;
+      throw err; // a failed round (the loop's health)
+    } finally {
+      this.publish();
     }
-    this.publish();
   }
 
   /** Reports the live replicas if they changed (also called between ticks, so expiry is seen). */

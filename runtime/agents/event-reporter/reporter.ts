@@ -37,6 +37,8 @@ import { createMetrics, type ReporterMetrics } from './metrics.ts';
 import { ReportQueue, type QueueEntry, type QueueItem } from './queue.ts';
 import { Reflector, type WatchSink } from '../../kube/reflector.ts';
 import type { KubeTransport } from '../../kube/transport.ts';
+import { PeriodicLoop } from '../../loops/periodic.ts';
+import { wait } from '../../loops/wait.ts';
 
 type Obj = Record<string, unknown>;
 
@@ -77,7 +79,8 @@ export class EventReporter implements WatchSink<ReportedKind> {
   private readonly watchers: Reflector<ReportedKind>[];
   private readonly sender: Sender;
   private server: Server | undefined;
-  private digestTimer: NodeJS.Timeout | undefined;
+  /** Asks for every kind's digest every DIGEST_INTERVAL_SECONDS (the sender sends them). */
+  private readonly digestLoop: PeriodicLoop;
   private ownedCache: { at: number; counts: Partial<Record<ReportedKind, number>> } | undefined;
   private closing = false;
   /** With a Source Server: what changed each owned Application. */
@@ -130,6 +133,13 @@ export class EventReporter implements WatchSink<ReportedKind> {
         metrics: this.metrics,
         settled: (key) => void this.changeSettled(key),
       });
+    const digestEvery = () => o.config.digestIntervalSeconds * 1000;
+    this.digestLoop = new PeriodicLoop({
+      name: 'digests',
+      round: () => Promise.resolve(this.requestDigest(...REPORTED_KIND_NAMES)),
+      firstDelayMs: digestEvery,
+      intervalMs: digestEvery,
+    });
     this.sender = new Sender({
       controlPlaneUrl: o.config.controlPlaneUrl,
       token: o.config.token,
@@ -173,11 +183,7 @@ export class EventReporter implements WatchSink<ReportedKind> {
     this.leases.start();
     for (const w of this.watchers) w.start();
     this.sender.start();
-    this.digestTimer = setInterval(
-      () => this.requestDigest(...REPORTED_KIND_NAMES),
-      this.o.config.digestIntervalSeconds * 1000,
-    );
-    this.digestTimer.unref();
+    await this.digestLoop.start();
     return port;
   }
 
@@ -186,7 +192,7 @@ export class EventReporter implements WatchSink<ReportedKind> {
     if (this.closing) return;
     this.closing = true;
     const deadline = Date.now() + this.o.config.shutdownGraceSeconds * 1000;
-    clearInterval(this.digestTimer);
+    await this.digestLoop.stop();
     await Promise.all(this.watchers.map((w) => w.stop()));
     // Held reports go out as they are: the queue is what is delivered before the handover.
     this.changes?.close();
@@ -481,7 +487,7 @@ export class EventReporter implements WatchSink<ReportedKind> {
       } catch (err) {
         if (attempt === 0)
           this.log.warn({ err: (err as Error).message, object: key }, 'could not read a taken-over object; retrying');
-        await new Promise((r) => setTimeout(r, 1000));
+        await wait(1000);
       }
     }
   }

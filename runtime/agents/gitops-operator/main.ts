@@ -12,6 +12,7 @@ import { argoCdRepoCredentials } from '../source-server/credentials.ts';
 import { loadOperatorConfig } from './config.ts';
 import { PromotionEngine } from './engine.ts';
 import { PromotionGit } from './git.ts';
+import { PeriodicLoop } from '../../loops/periodic.ts';
 
 let kube: KubeTransport | undefined;
 
@@ -37,22 +38,23 @@ await runService(
       syncTimeoutSeconds: config.syncTimeoutSeconds,
       log,
     });
-    let stopped = false;
     let lastRound: { at: number; ok: boolean; leader: boolean; error?: string } | undefined;
-    let timer: NodeJS.Timeout | undefined;
-    let running: Promise<void> | undefined;
-    const round = async () => {
-      try {
+    // One round at a time; close() waits for the one in flight.
+    const loop = new PeriodicLoop({
+      name: 'promotions',
+      round: async () => {
         const leader = await engine.tick();
         lastRound = { at: Date.now(), ok: true, leader };
-      } catch (err) {
+      },
+      intervalMs: () => config.pollMs,
+      retryMs: () => config.pollMs,
+      onFailure: (err) => {
         const error = err instanceof Error ? err.message : String(err);
         lastRound = { at: Date.now(), ok: false, leader: lastRound?.leader ?? false, error };
         log.warn({ err: error }, 'promotion round failed; the next one retries');
-      }
-      if (!stopped) timer = setTimeout(() => (running = round()), config.pollMs);
-    };
-    running = round();
+      },
+    });
+    await loop.start();
     const server = http.createServer((req, res) => {
       if (req.url === '/healthz') return void res.writeHead(200).end('ok');
       if (req.url === '/readyz') {
@@ -67,9 +69,7 @@ await runService(
     log.info({ port: config.port, namespace: config.namespace, identity: config.identity }, 'gitops-operator started');
     return {
       close: async () => {
-        stopped = true;
-        if (timer) clearTimeout(timer);
-        await running;
+        await loop.stop();
         await new Promise<void>((ok) => server.close(() => ok()));
       },
     };

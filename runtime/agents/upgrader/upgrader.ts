@@ -37,6 +37,8 @@ import {
 } from '../../protocol/upgrade.ts';
 import { planRefusal } from '../../protocol/upgrade-check.ts';
 import { closeServer, listen } from '../common/service.ts';
+import { PeriodicLoop } from '../../loops/periodic.ts';
+import { wait as sleep } from '../../loops/wait.ts';
 import type { UpgraderConfig } from './config.ts';
 
 /** The field manager of the upgrader's server-side applies. */
@@ -57,8 +59,6 @@ class UpgradeFailure extends Error {}
 /** The control plane says the upgrade is no longer the one asked (409): stop, pick up the new one next cycle. */
 class Superseded extends Error {}
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
 const PATHS: Record<string, (ns: string, name: string) => string> = {
   'apps/v1/Deployment': (ns, name) => `/apis/apps/v1/namespaces/${ns}/deployments/${encodeURIComponent(name)}`,
   'v1/ConfigMap': (ns, name) => `/api/v1/namespaces/${ns}/configmaps/${encodeURIComponent(name)}`,
@@ -73,9 +73,8 @@ export class Upgrader {
   readonly #log: Logger;
   readonly #rolloutPollMs: number;
   #server: Server | undefined;
-  #stopped = false;
-  #wake: (() => void) | undefined;
-  #loop: Promise<void> | undefined;
+  /** A cycle every POLL_SECONDS (runtime/loops/periodic.ts): one at a time, and close() waits for the one in flight. */
+  readonly loop: PeriodicLoop;
   #lastCycleOk = false;
 
   constructor(deps: UpgraderDeps) {
@@ -83,6 +82,21 @@ export class Upgrader {
     this.#kube = deps.kube;
     this.#log = deps.log;
     this.#rolloutPollMs = deps.rolloutPollMs ?? 2_000;
+    // Jitter: runtimes started together do not ask together.
+    const poll = () => this.#config.pollSeconds * 1000 * (0.8 + Math.random() * 0.4);
+    this.loop = new PeriodicLoop({
+      name: 'upgrader',
+      round: async () => {
+        await this.cycle();
+        this.#lastCycleOk = true;
+      },
+      intervalMs: poll,
+      retryMs: poll,
+      onFailure: (err) => {
+        this.#lastCycleOk = false;
+        this.#log.warn({ err: (err as Error).message }, 'upgrade check failed; trying again');
+      },
+    });
   }
 
   /** Serves /healthz and /readyz (ready once a cycle reached the control plane) and starts the loop; resolves with the port. */
@@ -94,37 +108,13 @@ export class Upgrader {
       res.end(known ? (ready ? 'ok\n' : 'not yet reached the control plane\n') : 'not found\n');
     });
     const port = await listen(this.#server, this.#config.port, this.#config.host);
-    this.#loop = this.#run();
+    await this.loop.start();
     return port;
   }
 
   async close(): Promise<void> {
-    this.#stopped = true;
-    this.#wake?.();
-    await this.#loop;
+    await this.loop.stop();
     if (this.#server) await closeServer(this.#server);
-  }
-
-  async #run(): Promise<void> {
-    while (!this.#stopped) {
-      try {
-        await this.cycle();
-        this.#lastCycleOk = true;
-      } catch (err) {
-        this.#lastCycleOk = false;
-        this.#log.warn({ err: (err as Error).message }, 'upgrade check failed; trying again');
-      }
-      if (this.#stopped) break;
-      // Jitter: runtimes started together do not ask together.
-      const wait = this.#config.pollSeconds * 1000 * (0.8 + Math.random() * 0.4);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, wait);
-        this.#wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
   }
 
   /** One check: applies the upgrade the control plane asks for, if any. Throws when the control plane cannot be asked. */

@@ -16,7 +16,7 @@ import { createKey } from '../../../provisioner/store/keys.ts';
 import { EVENTS_PATH, type ApplicationSummary, type UpsertItem } from '../../../runtime/protocol/events.ts';
 import type { ApplicationChange } from '../../../runtime/protocol/sources.ts';
 import type { ApplicationHistoryEntry, ApplicationHistoryPage } from '../../../provisioner/http/api-types.ts';
-import type { PeriodicLoop } from '../../../provisioner/loops/periodic.ts';
+import type { PeriodicLoop } from '../../../runtime/loops/periodic.ts';
 
 const CAP = 4;
 const api = await createTestApi({ env: { PROVISIONER_APP_HISTORY_MAX_PER_TENANT: String(CAP) } });

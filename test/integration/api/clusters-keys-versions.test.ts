@@ -1,6 +1,7 @@
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { catalog } from '../../../runtime/catalog.ts';
+import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -229,6 +230,61 @@ t.test('health, readiness, metrics, OpenAPI and unknown routes', async (t) => {
   t.equal(nf.statusCode, 404);
   t.equal(nf.json().error.code, 'ROUTE_NOT_FOUND');
 });
+
+t.test(
+  '/readyz and /metrics list the loops of a replica with a reconciler, the drift watch and its heartbeat',
+  async (t) => {
+    // TEST DOUBLE engine (everything else real): a replica that runs a reconciler, as `provisioner serve` with an engine.
+    const other = await createTestApi({ engine: new ScriptedEngine() });
+    t.teardown(() => other.close());
+    await other.services.startWorkers();
+    const ready = (await other.request('GET', '/readyz', { key: null })).json();
+    const loops = new Map(ready.loops.map((l: { name: string; state: string }) => [l.name, l.state]));
+    t.same(
+      [...loops.keys()].slice(0, 2),
+      ['notifications', 'tunnel-directory'],
+      'the LISTEN connection and the tunnel directory are loops, first in the list',
+    );
+    t.same(
+      [...loops.keys()].slice(-7),
+      [
+        'warm-pool',
+        'drift-watch-flush',
+        'drift-watch',
+        'lease-heartbeat',
+        'reconciler',
+        'engine-check',
+        'fleet-driver',
+      ],
+      "the drift watch's two loops, then the workers: the lease heartbeat before the reconciler, its engine re-check after it",
+    );
+    for (const name of [
+      'notifications',
+      'tunnel-directory',
+      'drift-watch',
+      'drift-watch-flush',
+      'lease-heartbeat',
+      'engine-check',
+    ])
+      t.equal(loops.get(name), 'running', `${name} runs`);
+    const metrics = (await other.request('GET', '/metrics', { key: null })).body;
+    for (const name of ['notifications', 'drift-watch', 'lease-heartbeat', 'engine-check'])
+      t.match(metrics, new RegExp(`provisioner_loop_running\\{loop="${name}"\\} 1`), `/metrics: ${name} runs`);
+    await other.services.stopWorkers();
+    t.same(
+      other.services.loops
+        .status()
+        .filter((l) => ['lease-heartbeat', 'reconciler', 'engine-check'].includes(l.name))
+        .map((l) => [l.name, l.state]),
+      [
+        ['lease-heartbeat', 'stopped'],
+        ['reconciler', 'stopped'],
+        ['engine-check', 'stopped'],
+      ],
+      'stopping the workers stops the heartbeat and the engine re-check with the reconciler',
+    );
+  },
+);
 
 t.test('readiness fails when the database is unreachable', async (t) => {
   const other = await createTestApi();

@@ -10,7 +10,7 @@ import t from 'tap';
 import { createHash, randomUUID } from 'node:crypto';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { until } from '../../helpers/wait.ts';
-import type { PeriodicLoop } from '../../../provisioner/loops/periodic.ts';
+import type { PeriodicLoop } from '../../../runtime/loops/periodic.ts';
 import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
 
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });

@@ -5,8 +5,9 @@
  */
 import t from 'tap';
 import { EventEmitter, once } from 'node:events';
-import { LoopHealth, LoopManager, serviceRunnable, type Runnable } from '../../../provisioner/loops/manager.ts';
-import { PeriodicLoop } from '../../../provisioner/loops/periodic.ts';
+import { LoopManager, serviceRunnable } from '../../../provisioner/loops/manager.ts';
+import { LoopHealth, type Runnable } from '../../../runtime/loops/health.ts';
+import { PeriodicLoop } from '../../../runtime/loops/periodic.ts';
 import { until } from '../../helpers/wait.ts';
 import { loopChecks } from '../../../provisioner/http/routes/doctor.ts';
 

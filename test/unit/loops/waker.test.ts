@@ -1,5 +1,5 @@
 import t from 'tap';
-import { Waker } from '../../../provisioner/loops/waker.ts';
+import { Waker } from '../../../runtime/loops/waker.ts';
 
 /** Whether `p` settles within `ms` (a sleep of a minute must not). */
 async function settlesWithin(p: Promise<void>, ms: number): Promise<boolean> {
