@@ -29,6 +29,9 @@ export const MAX_PATH_PARAM_LENGTH = 256;
 
 /** A string without NUL characters (PostgreSQL's text cannot hold one): every request string follows it (request-rules.ts). */
 export const NUL_FREE = '^[^\\u0000]*$';
+/** What a stream cursor looks like (the pattern of a stream's `after=`; http/stream-cursor.ts reads them). */
+export const STREAM_CURSOR = '^(0|[A-Za-z0-9_-]{40,200})$';
+
 /** A string without control characters (C0, DEL and C1): names and labels people read. */
 export const CONTROL_FREE = '^[^\\u0000-\\u001f\\u007f-\\u009f]*$';
 

@@ -7,7 +7,7 @@ import type { Queryable } from '../db/tx.ts';
 import { liveTunnel } from './tunnels.ts';
 import { reportingOf, type ReporterRow, type ReportingStatus } from './reporting.ts';
 
-import { PHASES, type Condition, type OperationKind, type Phase } from './states.ts';
+import { PHASES, type Condition, type OperationKind, type Phase, type TenantSort } from './states.ts';
 
 /** A recurring window: when it opens (the rule, in local time of `timeZone`) and for how long. */
 export interface MaintenanceWindow {
@@ -498,8 +498,8 @@ export const TENANT_SORTS = {
   updatedAt: { column: 't.updated_at', text: 't.updated_at::text', cast: 'timestamptz' },
   organization: { column: 't.organization', text: 't.organization', cast: 'text' },
   phase: { column: 't.phase', text: 't.phase', cast: 'text' },
-} as const;
-export type TenantSort = keyof typeof TENANT_SORTS;
+} as const satisfies Record<TenantSort, unknown>;
+export type { TenantSort };
 
 export interface TenantFilter {
   phase?: Phase;
