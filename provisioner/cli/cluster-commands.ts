@@ -1,7 +1,7 @@
 /** `provisioner clusters …`: root clusters (list, add, import from the root infra's output, cordon). */
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { commandContext, readKubeconfig, readStdin, UsageError, type Io } from './api-commands.ts';
+import { commandContext, readKubeconfig, readStdin, UsageError, type Io } from './command-context.ts';
 import { table } from './format.ts';
 import type { ClusterPutAnswer } from '../http/api-types.ts';
 

@@ -1,6 +1,6 @@
 /** `provisioner keys …`: API keys (admin): create (shown once), list, revoke. */
 import type { Command } from 'commander';
-import { commandContext, type Io } from './api-commands.ts';
+import { commandContext, type Io } from './command-context.ts';
 import { age, table } from './format.ts';
 import type { CreatedKey } from '../http/api-types.ts';
 

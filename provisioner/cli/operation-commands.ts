@@ -1,6 +1,6 @@
 /** `provisioner operations …`: a tenant's operations and their logs (followed live with --follow). */
 import type { Command } from 'commander';
-import { commandContext, type Io } from './api-commands.ts';
+import { commandContext, type Io } from './command-context.ts';
 import { age, table } from './format.ts';
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'superseded']);

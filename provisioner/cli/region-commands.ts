@@ -1,6 +1,6 @@
 /** `provisioner regions`: the root clusters' regions and whether they accept new tenants. */
 import type { Command } from 'commander';
-import { commandContext, type Io } from './api-commands.ts';
+import { commandContext, type Io } from './command-context.ts';
 import { table } from './format.ts';
 
 export function addRegionCommands(program: Command, io: Io): void {

@@ -1,6 +1,6 @@
 /** `provisioner tenants …`: list, inspect and change tenants; `tenants signup` signs one up. */
 import type { Command } from 'commander';
-import { commandContext, NothingToDo, UsageError, type Io } from './api-commands.ts';
+import { commandContext, NothingToDo, UsageError, type Io } from './command-context.ts';
 import { age, keyValues, table } from './format.ts';
 import type { Accepted, MaintenanceWindow, Tenant, TenantPage } from '../http/api-types.ts';
 import type { Phase } from '../store/states.ts';

@@ -1,6 +1,6 @@
 /** `provisioner versions …`: the runtime version catalog, one version's paths, its availability. */
 import type { Command } from 'commander';
-import { commandContext, UsageError, type Io } from './api-commands.ts';
+import { commandContext, UsageError, type Io } from './command-context.ts';
 import { keyValues, table } from './format.ts';
 import type { PathInfo, RuntimeVersionInfo } from '../http/api-types.ts';
 import type { Availability } from '../store/states.ts';
