@@ -7,6 +7,7 @@
  * pods above all). The per-plan table with the sums and that headroom is in docs/operations.md
  * ("Resource budgets per plan"); test/unit/plans.test.ts keeps it in step with this file.
  */
+import type { PlanName } from './plan-names.ts';
 import { resources, type ContainerResources, type RuntimeResources } from '../runtime/component/resources.ts';
 
 export interface Plan {
@@ -131,7 +132,8 @@ const ENTERPRISE_RUNTIME: RuntimeResources = {
   },
 };
 
-export const PLANS: Readonly<Record<string, Plan>> = {
+/** Every plan under its name: exactly the names of plan-names.ts. */
+const PLAN_TABLE = {
   free: {
     name: 'free',
     // Limits 8.5 and 12.5Gi (8 and 12Gi before 1.8.0): the GitOps Operator's limits are burst room
@@ -190,9 +192,10 @@ export const PLANS: Readonly<Record<string, Plan>> = {
     runtime: ENTERPRISE_RUNTIME,
     tenantHeadroom: { cpu: '56', memory: '112Gi', limits: { cpu: '96', memory: '160Gi' }, pods: 360 },
   },
-};
+} satisfies Record<PlanName, Plan>;
 
-export const PLAN_NAMES: readonly string[] = Object.keys(PLANS);
+export const PLANS: Readonly<Record<string, Plan>> = PLAN_TABLE;
+export { PLAN_NAMES } from './plan-names.ts';
 export const DEFAULT_PLAN = 'free';
 
 /**

@@ -290,7 +290,8 @@ function DiffView({ base, entry, title }: { base: string; entry?: ApplicationHis
     setDiff(null);
     setError(null);
     api<ApplicationDiff>('GET', `${base}/diff${query({ revision })}`, { signal: abort.signal }).then(setDiff, (e) => {
-      if (!abort.signal.aborted) setError(e instanceof ApiError ? e : new ApiError(0, 'UNREACHABLE', String(e)));
+      if (!abort.signal.aborted)
+        setError(e instanceof ApiError ? e : new ApiError({ status: 0, code: 'UNREACHABLE', message: String(e) }));
     });
     return () => abort.abort();
   }, [base, revision]);

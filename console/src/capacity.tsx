@@ -8,7 +8,7 @@
  * and every 15 s, since warm pool entries are nobody's tenant and not on that stream.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError, type Capacity, type Reservation, type TenantStreamEvents } from './api.ts';
+import { client, ApiError, type Capacity, type Reservation, type TenantStreamEvents } from './api.ts';
 import { openStream, type StreamStatus } from './sse.ts';
 import { Banner, duration, ErrorBox, plural } from './util.tsx';
 
@@ -52,7 +52,7 @@ export function CapacityPage() {
   const [stream, setStream] = useState<StreamStatus>('connecting');
   const load = useRef(() => {});
   load.current = () => {
-    api<Capacity>('GET', '/v1/capacity').then(
+    client.call('GET /v1/capacity').then(
       (c) => (setCapacity(c), setError(null)),
       (e: unknown) => setError(e as ApiError),
     );

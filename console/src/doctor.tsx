@@ -4,7 +4,7 @@
  * probed now). Operators only; a tenant key gets none.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, type DoctorCheck, type DoctorReport } from './api.ts';
+import { client, type DoctorCheck, type DoctorReport } from './api.ts';
 
 export interface Doctor {
   report: DoctorReport | null;
@@ -19,7 +19,7 @@ export function useDoctor(enabled: boolean): Doctor {
   const load = useRef(() => {});
   load.current = () => {
     if (!enabled) return;
-    api<DoctorReport>('GET', '/v1/doctor').then(
+    client.call('GET /v1/doctor').then(
       (r) => (setReport(r), setCheckedAt(new Date().toISOString())),
       () => {},
     );

@@ -1,14 +1,14 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import {
-  api,
+  client,
   ApiError,
   type Cluster,
   type DoctorCheck,
   type PathInfo,
-  type RegionInfo,
   type RuntimeVersionInfo,
   type TenantStreamEvents,
   type TenantSummary,
+  type Availability,
 } from './api.ts';
 import { BlockingBanner, useDoctor } from './doctor.tsx';
 import { openStream, type StreamStatus } from './sse.ts';
@@ -37,11 +37,11 @@ export function ClustersPage() {
   const [stream, setStream] = useState<StreamStatus>('connecting');
   const load = useRef(() => {});
   load.current = () => {
-    api<{ items: Cluster[] }>('GET', '/v1/clusters').then(
+    client.call('GET /v1/clusters').then(
       (r) => setClusters(r.items),
       (e: unknown) => setError(e as ApiError),
     );
-    void api<{ items: RegionInfo[] }>('GET', '/v1/regions').then((r) => setRegions(r.items));
+    void client.call('GET /v1/regions').then((r) => setRegions(r.items));
   };
   useEffect(() => {
     load.current();
@@ -59,7 +59,7 @@ export function ClustersPage() {
   const act = async (c: Cluster) => {
     setError(null);
     try {
-      await api('POST', `/v1/clusters/${c.name}/${c.cordoned ? 'uncordon' : 'cordon'}`);
+      await client.call(`POST /v1/clusters/:name/${c.cordoned ? 'uncordon' : 'cordon'}`, { params: { name: c.name } });
       setPending(null);
       load.current();
       doctor.reload();
@@ -165,21 +165,24 @@ export function VersionsPage({ operator }: { operator: boolean }) {
   const [counts, setCounts] = useState<TenantSummary['runtimeVersions'] | undefined>(undefined);
   const [error, setError] = useState<ApiError | null>(null);
   const load = () => {
-    void api<TenantSummary>('GET', '/v1/tenants/summary').then(
+    void client.call('GET /v1/tenants/summary').then(
       (r) => setCounts(r.runtimeVersions),
       () => {},
     );
-    api<{ items: RuntimeVersionInfo[] }>('GET', '/v1/runtime-versions').then(
+    client.call('GET /v1/runtime-versions').then(
       (r) => setVersions(r.items),
       (e: unknown) => setError(e as ApiError),
     );
-    void api<{ items: PathInfo[] }>('GET', '/v1/runtime-versions/paths').then((r) => setPaths(r.items));
+    void client.call('GET /v1/runtime-versions/paths').then((r) => setPaths(r.items));
   };
   useEffect(load, []);
-  const setAvailability = async (version: string, availability: string) => {
+  const setAvailability = async (version: string, availability: Availability) => {
     setError(null);
     try {
-      await api('PUT', `/v1/runtime-versions/${version}/availability`, { body: { availability } });
+      await client.call('PUT /v1/runtime-versions/:version/availability', {
+        params: { version },
+        body: { availability },
+      });
       load();
     } catch (e) {
       setError(e as ApiError);
@@ -215,7 +218,7 @@ export function VersionsPage({ operator }: { operator: boolean }) {
                   <select
                     aria-label={`Availability of ${v.version}`}
                     value={v.availability}
-                    onChange={(e) => void setAvailability(v.version, e.currentTarget.value)}
+                    onChange={(e) => void setAvailability(v.version, e.currentTarget.value as Availability)}
                   >
                     <option value="available">available</option>
                     <option value="deprecated">deprecated</option>

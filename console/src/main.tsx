@@ -1,6 +1,6 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, session, setUnauthorizedHandler, type Identity } from './api.ts';
+import { client, ApiError, session, setUnauthorizedHandler, type Identity } from './api.ts';
 import { ApplicationPage, segment } from './application-page.tsx';
 import { CapacityPage } from './capacity.tsx';
 import { ClustersPage, VersionsPage } from './fleet.tsx';
@@ -23,7 +23,7 @@ function useHash(): string {
 }
 
 async function whoami(key: string): Promise<Identity> {
-  return api<Identity>('GET', '/v1/whoami', { key });
+  return client.call('GET /v1/whoami', { token: key });
 }
 
 function SignIn({ onSignedIn, notice }: { onSignedIn: (me: Identity) => void; notice: ApiError | string | null }) {
@@ -46,11 +46,19 @@ function SignIn({ onSignedIn, notice }: { onSignedIn: (me: Identity) => void; no
       onSignedIn(me);
     } catch (err) {
       setError(
-        err instanceof ApiError
+        err instanceof ApiError && err.status !== 0
           ? err.code === 'INVALID_API_KEY'
-            ? new ApiError(err.status, err.code, 'This API key is not valid or has been revoked.')
+            ? new ApiError({
+                status: err.status,
+                code: err.code,
+                message: 'This API key is not valid or has been revoked.',
+              })
             : err.code === 'UNAUTHENTICATED'
-              ? new ApiError(err.status, err.code, 'That is not an API key: keys start with hrt_ and the role.')
+              ? new ApiError({
+                  status: err.status,
+                  code: err.code,
+                  message: 'That is not an API key: keys start with hrt_ and the role.',
+                })
               : err
           : 'The provisioner cannot be reached.',
       );

@@ -111,7 +111,7 @@ export function openStream<M extends { error: StreamError }>(path: string, opts:
             opts.onEvents(batch);
             if (batch.some((e) => e.event === 'end')) finished = true;
             if (stop) {
-              setStatus('failed', new ApiError(0, stop.code, stop.message));
+              setStatus('failed', new ApiError({ status: 0, code: stop.code, message: stop.message }));
               return;
             }
           }
@@ -119,7 +119,10 @@ export function openStream<M extends { error: StreamError }>(path: string, opts:
       } catch (err) {
         if (abort.signal.aborted) break;
         if (err instanceof SyntaxError) {
-          setStatus('failed', new ApiError(0, 'BAD_STREAM', 'the stream sent an event that is not JSON'));
+          setStatus(
+            'failed',
+            new ApiError({ status: 0, code: 'BAD_STREAM', message: 'the stream sent an event that is not JSON' }),
+          );
           return;
         }
       }

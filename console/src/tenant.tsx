@@ -1,8 +1,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import {
-  api,
+  client,
   ApiError,
-  type Accepted,
   type Identity,
   type Operation,
   type PathInfo,
@@ -71,7 +70,7 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
   const operator = me.role === 'operator' || me.role === 'admin';
 
   const loadOperations = () =>
-    api<{ items: Operation[] }>('GET', `/v1/tenants/${id}/operations?limit=50`).then(
+    client.call('GET /v1/tenants/:id/operations', { params: { id }, query: { limit: 50 } }).then(
       (r) => setOperations(r.items),
       () => {},
     );
@@ -79,10 +78,10 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
   useEffect(() => {
     setTenant(null);
     setLoadError(null);
-    api<Tenant>('GET', `/v1/tenants/${id}`).then(setTenant, (e: unknown) => setLoadError(e as ApiError));
+    client.call('GET /v1/tenants/:id', { params: { id } }).then(setTenant, (e: unknown) => setLoadError(e as ApiError));
     void loadOperations();
-    void api<{ items: RuntimeVersionInfo[] }>('GET', '/v1/runtime-versions').then((r) => setVersions(r.items));
-    void api<{ items: PathInfo[] }>('GET', '/v1/runtime-versions/paths').then((r) => setPaths(r.items));
+    void client.call('GET /v1/runtime-versions').then((r) => setVersions(r.items));
+    void client.call('GET /v1/runtime-versions/paths').then((r) => setPaths(r.items));
     let lastOp: string | null | undefined;
     const s = openStream<TenantStreamEvents>(`/v1/tenants/events?id=${encodeURIComponent(id)}`, {
       onStatus: (st) => setStream(st),
@@ -324,19 +323,23 @@ function Actions({
     setError(null);
     let said = `${action} accepted`;
     try {
-      const base = `/v1/tenants/${t.id}`;
-      if (action === 'upgrade') await api('POST', `${base}/upgrade`, { body: { version: target } });
+      const params = { id: t.id };
+      if (action === 'upgrade')
+        await client.call('POST /v1/tenants/:id/upgrade', { params, body: { version: target } });
       else if (action === 'suspend')
-        await api('POST', `${base}/suspend`, operator && reason ? { body: { reason } } : {});
-      else if (action === 'delete') await api('DELETE', base);
+        await client.call('POST /v1/tenants/:id/suspend', {
+          params,
+          ...(operator && reason ? { body: { reason } } : {}),
+        });
+      else if (action === 'delete') await client.call('DELETE /v1/tenants/:id', { params });
       else if (action === 'sleep' || action === 'wake') {
-        const a = await api<Accepted>('POST', `${base}/${action}`);
+        const a = await client.call(`POST /v1/tenants/:id/${action}`, { params });
         said = a.queued
           ? `${action} accepted`
           : action === 'sleep'
             ? 'already asleep: nothing queued'
             : 'not asleep, or already waking: nothing queued';
-      } else await api('POST', `${base}/${action}`);
+      } else await client.call(`POST /v1/tenants/:id/${action}`, { params });
       setDone(said);
       setPending(null);
       setTyped('');

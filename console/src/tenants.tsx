@@ -1,14 +1,11 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import {
+  client,
   api,
   ApiError,
   PHASES,
   query,
-  type Cluster,
   type Identity,
-  type PlanInfo,
-  type RegionInfo,
-  type RuntimeVersionList,
   type Tenant,
   type TenantStreamEvents,
   type TenantPage,
@@ -104,11 +101,10 @@ export function TenantsPage({ me }: { me: Identity }) {
   const listQuery = query({ ...filters, sort, order, limit: PAGE_SIZE, cursor: cursors.at(-1) || undefined });
 
   useEffect(() => {
-    void api<RuntimeVersionList>('GET', '/v1/runtime-versions').then((r) => setVersions(r.items.map((v) => v.version)));
-    void api<{ items: RegionInfo[] }>('GET', '/v1/regions').then((r) => setRegions(r.items.map((v) => v.name)));
-    void api<{ items: PlanInfo[] }>('GET', '/v1/plans').then((r) => setPlans(r.items.map((v) => v.name)));
-    if (operator)
-      void api<{ items: Cluster[] }>('GET', '/v1/clusters').then((r) => setClusters(r.items.map((v) => v.name)));
+    void client.call('GET /v1/runtime-versions').then((r) => setVersions(r.items.map((v) => v.version)));
+    void client.call('GET /v1/regions').then((r) => setRegions(r.items.map((v) => v.name)));
+    void client.call('GET /v1/plans').then((r) => setPlans(r.items.map((v) => v.name)));
+    if (operator) void client.call('GET /v1/clusters').then((r) => setClusters(r.items.map((v) => v.name)));
   }, [operator]);
 
   // The page: every change of filters, order or page aborts the request before it.

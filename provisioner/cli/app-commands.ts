@@ -85,7 +85,7 @@ export function addAppCommands(program: Command, io: Io): void {
         const q = new URLSearchParams({ limit: o.limit });
         for (const [k, v] of filters) if (v !== undefined) q.set(k, v);
         if (cursor) q.set('cursor', cursor);
-        const page: RuntimeObjectPage = await client().request(
+        const page: RuntimeObjectPage = await client().untyped(
           'GET',
           `/v1/tenants/${encodeURIComponent(tenant)}/${path}?${q.toString()}`,
         );
@@ -112,7 +112,7 @@ export function addAppCommands(program: Command, io: Io): void {
     const kind = path.replace(/s$/, '');
     if (!json()) io.out(table(['EVENT', ...HEADERS], []));
     try {
-      for await (const ev of client().events<RuntimeObjectChangeEvents>(
+      for await (const ev of client().untypedEvents<RuntimeObjectChangeEvents>(
         `/v1/tenants/${encodeURIComponent(tenant)}/changes?after=0&kind=${kind}`,
         io.signal,
       )) {
@@ -140,7 +140,7 @@ export function addAppCommands(program: Command, io: Io): void {
     .command('get <tenant> <kind> <namespace> <name>')
     .description('one object with its stored state (kind: application | rollout | workflow | product | promotion)')
     .action(async (tenant: string, kind: string, namespace: string, name: string) => {
-      const o = await client().request<
+      const o = await client().untyped<
         StoredObject & { uid: string; observedAt: string; object: unknown; truncated: boolean }
       >(
         'GET',
@@ -195,7 +195,7 @@ export function addAppCommands(program: Command, io: Io): void {
           ...(o.normal ? { type: 'normal' } : {}),
           ...(o.full ? { full: true } : {}),
         };
-        const after = await client().request<{ metadata?: { resourceVersion?: string } }>(
+        const after = await client().untyped<{ metadata?: { resourceVersion?: string } }>(
           'POST',
           `/v1/tenants/${encodeURIComponent(tenant)}/runtime/api/${kindPath(kind)}/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/${encodeURIComponent(action)}`,
           Object.keys(body).length > 0 ? body : undefined,

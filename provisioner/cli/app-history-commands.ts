@@ -143,13 +143,13 @@ function resourceDiffText(r: ResourceDiff, d: ApplicationDiff): string[] {
 function unreachable(err: unknown): unknown {
   if (!(err instanceof ApiError) || err.status !== 503) return err;
   const when = err.retryAfterSeconds !== undefined ? `, retry in ${err.retryAfterSeconds} s` : '';
-  return new ApiError(
-    err.status,
-    err.code,
-    `runtime unreachable${when}: ${err.message}`,
-    err.field,
-    err.retryAfterSeconds,
-  );
+  return new ApiError({
+    status: err.status,
+    code: err.code,
+    message: `runtime unreachable${when}: ${err.message}`,
+    field: err.field,
+    retryAfterSeconds: err.retryAfterSeconds,
+  });
 }
 
 /** Adds `history` and `diff` to `provisioner apps`. */
@@ -169,7 +169,7 @@ export function addAppHistoryCommands(
     .action(async (tenant: string, ref: string, o: { runtime?: string; limit: string }) => {
       const app = parseApplication(ref);
       const q = new URLSearchParams({ limit: o.limit });
-      const page = await client().request<ApplicationHistoryPage>(
+      const page = await client().untyped<ApplicationHistoryPage>(
         'GET',
         `${applicationPath(tenant, app, o.runtime)}/history?${q.toString()}`,
       );
@@ -191,7 +191,7 @@ export function addAppHistoryCommands(
       const q = o.revision !== undefined ? `?${new URLSearchParams({ revision: o.revision }).toString()}` : '';
       let d: ApplicationDiff;
       try {
-        d = await client().request<ApplicationDiff>('GET', `${applicationPath(tenant, app, o.runtime)}/diff${q}`);
+        d = await client().untyped<ApplicationDiff>('GET', `${applicationPath(tenant, app, o.runtime)}/diff${q}`);
       } catch (err) {
         throw unreachable(err);
       }

@@ -68,7 +68,7 @@ export function addCapacityCommands(program: Command, io: Io): void {
       'tenants awake and asleep per plan with what they reserve, the warm pool, signups warm and cold, wakes',
     )
     .action(async () => {
-      const c = await apiClientOf(program, io).request<Capacity>('GET', '/v1/capacity');
+      const c = await apiClientOf(program, io).call('GET /v1/capacity');
       io.out(program.opts<{ json?: boolean }>().json ? JSON.stringify(c, null, 2) : capacityText(c));
     });
 }

@@ -124,7 +124,7 @@ export async function runDoctor(base: string, token: string | undefined): Promis
   }
   let report: { version: string; checks: DoctorCheck[] };
   try {
-    report = await new ApiClient({ url, token }).request('GET', '/v1/doctor');
+    report = await new ApiClient({ baseUrl: url, token }).call('GET /v1/doctor');
   } catch (err) {
     const e = err as ApiError;
     checks.push({

@@ -7,8 +7,9 @@ import type { Command } from 'commander';
 import { apiClientOf, NothingToDo, UsageError, type Io } from './api-commands.ts';
 import { ApiError, type ApiClient } from './client.ts';
 import { age, table } from './format.ts';
-import type { FleetEvent, FleetPlan, FleetUpgrade, FleetUpgradeEvents, FleetUpgradeTenant } from '../http/api-types.ts';
-import { SKIPPABLE_GATE_CHECKS } from '../store/states.ts';
+import type { FleetEvent, FleetPlan, FleetUpgrade, FleetUpgradeTenant } from '../http/api-types.ts';
+import { SKIPPABLE_GATE_CHECKS, type SkippableGateCheck } from '../store/states.ts';
+import type { BodyOf } from '../http/api-client.ts';
 
 interface PlanOptions {
   all?: boolean;
@@ -66,8 +67,9 @@ export function parseWaves(s: string): Array<{ count: number } | { percent: numb
   });
 }
 
-function requestBody(version: string, o: PlanOptions): Record<string, unknown> {
-  const selector: Record<string, unknown> = {};
+/** The fleet upgrade the options ask for (what the options leave unchecked, the API checks: a 400 names the field). */
+function requestBody(version: string, o: PlanOptions): BodyOf<'POST /v1/fleet-upgrades'> {
+  const selector: BodyOf<'POST /v1/fleet-upgrades'>['selector'] = {};
   if (o.all) selector.all = true;
   if (o.fromVersion) selector.versions = list(o.fromVersion);
   if (o.plan) selector.plans = list(o.plan);
@@ -78,7 +80,7 @@ function requestBody(version: string, o: PlanOptions): Record<string, unknown> {
     throw new UsageError('say which tenants: --all, or --from-version, --plan, --region, --cluster, --tenants');
   const maxFailures = int('--max-failures', o.maxFailures);
   const maxPercent = int('--max-failure-percent', o.maxFailurePercent);
-  const body: Record<string, unknown> = {
+  const body: BodyOf<'POST /v1/fleet-upgrades'> = {
     targetVersion: version,
     selector,
     ...(o.waves ? { waves: parseWaves(o.waves) } : {}),
@@ -259,9 +261,9 @@ export function gateActions(f: FleetUpgrade, t: FleetUpgradeTenant): string[] {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A tenant of the fleet upgrade by its id, or by its organization (looked up among the fleet upgrade's tenants). */
-async function tenantOfFleet(api: ApiClient, path: string, id: string, tenant: string): Promise<string> {
+async function tenantOfFleet(api: ApiClient, id: string, tenant: string): Promise<string> {
   if (UUID.test(tenant)) return tenant;
-  const f = await api.request<FleetUpgrade>('GET', path);
+  const f = await api.call('GET /v1/fleet-upgrades/:id', { params: { id } });
   const found = (f.tenants ?? []).filter((t) => t.organization === tenant);
   if (found.length === 1) return found[0]!.tenantId;
   if (found.length === 0)
@@ -289,19 +291,21 @@ function retryable(err: unknown): boolean {
  * come, and resumes with Last-Event-ID after a dropped connection, so no decision is missed or
  * shown twice. Returns when it completed; a UsageError (exit 1) when it halted or was aborted.
  */
-async function followFleet(client: ApiClient, path: string, io: Io, json: boolean): Promise<void> {
+async function followFleet(client: ApiClient, id: string, io: Io, json: boolean): Promise<void> {
   let lastId: string | undefined;
   let last = '';
   let view: FleetUpgrade | undefined;
   let failures = 0;
   const deferred = new Map<string, string>();
   const stopped = (state: string): UsageError =>
-    new UsageError(
-      `fleet upgrade ${view?.id ?? path.split('/').at(-1)} is ${state}${view?.stateReason ? `: ${view.stateReason}` : ''}`,
-    );
+    new UsageError(`fleet upgrade ${view?.id ?? id} is ${state}${view?.stateReason ? `: ${view.stateReason}` : ''}`);
   for (;;) {
     try {
-      for await (const ev of client.events<FleetUpgradeEvents>(`${path}/events`, io.signal, lastId)) {
+      for await (const ev of client.events('GET /v1/fleet-upgrades/:id/events', {
+        params: { id },
+        lastEventId: lastId,
+        ...(io.signal ? { signal: io.signal } : {}),
+      })) {
         failures = 0;
         if (ev.id !== undefined) lastId = ev.id;
         if (ev.event === 'event') {
@@ -420,7 +424,12 @@ export function addFleetCommands(program: Command, io: Io): void {
 
   planOptions(fleet.command('plan <version>').description('what a fleet upgrade would do (nothing is changed)')).action(
     async (version: string, o: PlanOptions) => {
-      const p = await client().request<FleetPlan>('POST', '/v1/fleet-upgrades?dryRun=1', requestBody(version, o));
+      const answer = await client().call('POST /v1/fleet-upgrades', {
+        query: { dryRun: '1' },
+        body: requestBody(version, o),
+      });
+      // A dry run answers the plan alone (200); the created fleet upgrade's answer holds it too.
+      const p = 'fleetUpgrade' in answer ? answer.plan : answer;
       if (json()) io.out(JSON.stringify(p, null, 2));
       else printPlan(p);
       // `fleet start` would be refused (NOTHING_TO_UPGRADE): say so, and exit 4.
@@ -435,11 +444,8 @@ export function addFleetCommands(program: Command, io: Io): void {
 
   planOptions(fleet.command('start <version>').description('start a fleet upgrade')).action(
     async (version: string, o: PlanOptions) => {
-      const out = await client().request<{ fleetUpgrade: FleetUpgrade; plan: FleetPlan }>(
-        'POST',
-        '/v1/fleet-upgrades',
-        requestBody(version, o),
-      );
+      const out = await client().call('POST /v1/fleet-upgrades', { body: requestBody(version, o) });
+      if (!('fleetUpgrade' in out)) throw new Error('the provisioner answered with a plan, not a fleet upgrade');
       if (json()) return io.out(JSON.stringify(out, null, 2));
       printPlan(out.plan);
       io.out(`started fleet upgrade ${out.fleetUpgrade.id}`);
@@ -447,7 +453,7 @@ export function addFleetCommands(program: Command, io: Io): void {
   );
 
   const listFleetUpgrades = async () => {
-    const { items } = await client().request<{ items: FleetUpgrade[] }>('GET', '/v1/fleet-upgrades');
+    const { items } = await client().call('GET /v1/fleet-upgrades');
     if (json()) return io.out(JSON.stringify({ items }, null, 2));
     io.out(
       table(
@@ -481,9 +487,8 @@ export function addFleetCommands(program: Command, io: Io): void {
     )
     .action(async (id: string | undefined, o: { follow?: boolean }) => {
       if (!id) return listFleetUpgrades();
-      const path = `/v1/fleet-upgrades/${encodeURIComponent(id)}`;
-      if (o.follow) return followFleet(client(), path, io, json());
-      const f = await client().request<FleetUpgrade>('GET', path);
+      if (o.follow) return followFleet(client(), id, io, json());
+      const f = await client().call('GET /v1/fleet-upgrades/:id', { params: { id } });
       if (json()) return io.out(JSON.stringify(f, null, 2));
       io.out(describeFleet(f).join('\n'));
       const failed = (f.tenants ?? []).filter((t) => t.reason && t.state !== 'excluded');
@@ -501,15 +506,11 @@ export function addFleetCommands(program: Command, io: Io): void {
     if (name !== 'resume') cmd.option('--reason <text>', 'why (audited)');
     if (name === 'abort') cmd.option('--rollback', 'roll the moved tenants back, newest wave first');
     cmd.action(async (id: string, o: { reason?: string; rollback?: boolean }) => {
-      const body =
+      const body = { ...(o.reason ? { reason: o.reason } : {}), ...(o.rollback ? { rollback: true } : {}) };
+      const f =
         name === 'resume'
-          ? undefined
-          : { ...(o.reason ? { reason: o.reason } : {}), ...(o.rollback ? { rollback: true } : {}) };
-      const f = await client().request<FleetUpgrade>(
-        'POST',
-        `/v1/fleet-upgrades/${encodeURIComponent(id)}/${name}`,
-        body,
-      );
+          ? await client().call('POST /v1/fleet-upgrades/:id/resume', { params: { id } })
+          : await client().call(`POST /v1/fleet-upgrades/:id/${name}`, { params: { id }, body });
       io.out(json() ? JSON.stringify(f, null, 2) : describeFleet(f).join('\n'));
     });
   };
@@ -518,11 +519,10 @@ export function addFleetCommands(program: Command, io: Io): void {
     .description('start its tenants without waiting for their maintenance windows (freezes still hold); audited')
     .requiredOption('--reason <text>', 'why (required, audited)')
     .action(async (id: string, o: { reason: string }) => {
-      const f = await client().request<FleetUpgrade>(
-        'POST',
-        `/v1/fleet-upgrades/${encodeURIComponent(id)}/override-windows`,
-        { reason: o.reason },
-      );
+      const f = await client().call('POST /v1/fleet-upgrades/:id/override-windows', {
+        params: { id },
+        body: { reason: o.reason },
+      });
       io.out(json() ? JSON.stringify(f, null, 2) : describeFleet(f).join('\n'));
     });
   fleet
@@ -541,11 +541,10 @@ export function addFleetCommands(program: Command, io: Io): void {
       if (o.check.length === 0)
         throw new UsageError(`say which checks to skip: --check ${SKIPPABLE_GATE_CHECKS.join(' and/or --check ')}`);
       const api = client();
-      const path = `/v1/fleet-upgrades/${encodeURIComponent(id)}`;
-      const tenantId = await tenantOfFleet(api, path, id, tenant);
-      const f = await api.request<FleetUpgrade>('POST', `${path}/tenants/${encodeURIComponent(tenantId)}/skip-gate`, {
-        checks: o.check,
-        reason: o.reason,
+      const tenantId = await tenantOfFleet(api, id, tenant);
+      const f = await api.call('POST /v1/fleet-upgrades/:id/tenants/:tenantId/skip-gate', {
+        params: { id, tenantId },
+        body: { checks: o.check as SkippableGateCheck[], reason: o.reason }, // as given: the API checks them
       });
       if (json()) return io.out(JSON.stringify(f, null, 2));
       const t = f.tenants?.[0];

@@ -58,7 +58,7 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
     .description('the clusters a tenant\'s Argo CD deploys to (docs/api.md "Managed clusters")');
 
   group.command('list <tenant>').action(async (tenant: string) => {
-    const { items } = await client().request<{ items: ManagedCluster[] }>('GET', path(tenant));
+    const { items } = await client().untyped<{ items: ManagedCluster[] }>('GET', path(tenant));
     print({ items }, () =>
       table(
         ['NAME', 'SERVER', 'NAMESPACES', 'REACHABLE', 'VERSION', 'PROBED'],
@@ -115,7 +115,7 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
             ...(o.caFile !== undefined ? { caData: await readSecretFile('--ca-file', o.caFile) } : {}),
           };
         }
-        const out = await client().request<{ managedCluster: ManagedCluster; operationId: string }>(
+        const out = await client().untyped<{ managedCluster: ManagedCluster; operationId: string }>(
           'POST',
           path(tenant),
           {
@@ -162,12 +162,12 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
         let registration: ManagedCluster | undefined;
         if (o.removeRbac) {
           try {
-            registration = await api.request<ManagedCluster>('GET', path(tenant, name));
+            registration = await api.untyped<ManagedCluster>('GET', path(tenant, name));
           } catch (err) {
             if (!(err instanceof ApiError && err.code === 'MANAGED_CLUSTER_NOT_FOUND')) throw err;
           }
         }
-        const out = await api.request<
+        const out = await api.untyped<
           | {
               operationId: string;
               revocation?: {
@@ -292,7 +292,7 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
             : undefined;
 
         const api = client();
-        const { bootstrap } = await api.request<{ bootstrap: { token: string; expiresAt: string } }>(
+        const { bootstrap } = await api.untyped<{ bootstrap: { token: string; expiresAt: string } }>(
           'POST',
           path(tenant),
           {
@@ -311,8 +311,8 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
         });
         const token = issued.status?.token;
         if (!token) throw new UsageError('the cluster answered the TokenRequest without a token');
-        const redeemer = new ApiClient({ url: apiUrlOf(program, io), token: bootstrap.token });
-        const out = await redeemer.request<{ managedCluster: ManagedCluster; operationId: string }>(
+        const redeemer = new ApiClient({ baseUrl: apiUrlOf(program, io), token: bootstrap.token });
+        const out = await redeemer.untyped<{ managedCluster: ManagedCluster; operationId: string }>(
           'POST',
           '/v1/managed-clusters/redeem',
           { server, token, ...(caData ? { caData } : {}) },

@@ -117,7 +117,7 @@ async function listAll(client: ApiClient, tenant: string, path: Path, query: Rec
   do {
     const q = new URLSearchParams({ limit: '500', ...query });
     if (cursor) q.set('cursor', cursor);
-    const page: RuntimeObjectPage = await client.request(
+    const page: RuntimeObjectPage = await client.untyped(
       'GET',
       `/v1/tenants/${encodeURIComponent(tenant)}/${path}?${q.toString()}`,
     );
@@ -174,7 +174,7 @@ export function addPromotionCommands(program: Command, io: Io): void {
       if (!seen && !json()) io.out(`waiting for the runtime to report promotion ${name}…`);
     }, 2000);
     try {
-      for await (const ev of c.events<RuntimeObjectChangeEvents>(
+      for await (const ev of c.untypedEvents<RuntimeObjectChangeEvents>(
         `/v1/tenants/${encodeURIComponent(tenant)}/changes?after=0&kind=promotion`,
         io.signal,
       )) {
@@ -230,7 +230,7 @@ export function addPromotionCommands(program: Command, io: Io): void {
     .action(async (tenant: string, name: string, o: { namespace?: string }) => {
       const c = client();
       const namespace = await namespaceOf(c, tenant, 'products', name, o.namespace);
-      const product = await c.request<RuntimeObject>('GET', objectPath(tenant, 'products', namespace, name));
+      const product = await c.untyped<RuntimeObject>('GET', objectPath(tenant, 'products', namespace, name));
       const promotions = (await listAll(c, tenant, 'promotions', { namespace }))
         .filter((x) => promotionOf(x).product === name)
         .sort((a, b) =>
@@ -251,7 +251,7 @@ export function addPromotionCommands(program: Command, io: Io): void {
     .action(async (tenant: string, name: string, o: { namespace?: string; release?: string; watch?: boolean }) => {
       const c = client();
       const namespace = await namespaceOf(c, tenant, 'products', name, o.namespace);
-      const created = await c.request<{
+      const created = await c.untyped<{
         metadata?: { name?: string; namespace?: string };
         spec?: { release?: string };
       }>(
@@ -285,7 +285,7 @@ export function addPromotionCommands(program: Command, io: Io): void {
     .action(async (tenant: string, name: string, environment: string, o: { namespace?: string; watch?: boolean }) => {
       const c = client();
       const namespace = await namespaceOf(c, tenant, 'products', name, o.namespace);
-      const created = await c.request<{ metadata?: { name?: string } }>(
+      const created = await c.untyped<{ metadata?: { name?: string } }>(
         'POST',
         actionPath(tenant, 'products', namespace, name, 'rollback'),
         { environment },
@@ -350,7 +350,7 @@ export function addPromotionCommands(program: Command, io: Io): void {
       const c = client();
       if (o.watch) return follow(c, tenant, name, o.namespace);
       const namespace = await namespaceOf(c, tenant, 'promotions', name, o.namespace);
-      printPromotion(await c.request<RuntimeObject>('GET', objectPath(tenant, 'promotions', namespace, name)));
+      printPromotion(await c.untyped<RuntimeObject>('GET', objectPath(tenant, 'promotions', namespace, name)));
     });
 
   for (const [act, description] of [
@@ -364,7 +364,7 @@ export function addPromotionCommands(program: Command, io: Io): void {
       .action(async (tenant: string, name: string, o: { namespace?: string }) => {
         const c = client();
         const namespace = await namespaceOf(c, tenant, 'promotions', name, o.namespace);
-        const after = await c.request<{ spec?: { retry?: number } }>(
+        const after = await c.untyped<{ spec?: { retry?: number } }>(
           'POST',
           actionPath(tenant, 'promotions', namespace, name, act),
         );

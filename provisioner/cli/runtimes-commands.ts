@@ -120,17 +120,17 @@ export function addRuntimesCommands(program: Command, io: Io): void {
       const own =
         positional ??
         o.tenant ??
-        (await client().request<{ role: string; tenantId: string | null }>('GET', '/v1/whoami')).tenantId ??
+        (await client().untyped<{ role: string; tenantId: string | null }>('GET', '/v1/whoami')).tenantId ??
         undefined;
       if (own !== undefined) {
-        const { items } = await client().request<{ items: Runtime[] }>('GET', path(own));
+        const { items } = await client().untyped<{ items: Runtime[] }>('GET', path(own));
         print({ items }, () => table(HEADERS, items.map(row)));
         return;
       }
       const items: Runtime[] = [];
       let cursor: string | null = null;
       do {
-        const page: RuntimePage = await client().request<RuntimePage>(
+        const page: RuntimePage = await client().untyped<RuntimePage>(
           'GET',
           `/v1/runtimes?limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
         );
@@ -146,7 +146,7 @@ export function addRuntimesCommands(program: Command, io: Io): void {
     });
 
   group.command('get <tenant> <name>').action(async (tenant: string, name: string) => {
-    const r = await client().request<Runtime>('GET', path(tenant, name));
+    const r = await client().untyped<Runtime>('GET', path(tenant, name));
     print(r, () =>
       [
         table(HEADERS, [row(r)]),
@@ -204,7 +204,7 @@ export function addRuntimesCommands(program: Command, io: Io): void {
         if (o.argo !== 'new' && o.argo !== 'existing')
           throw new UsageError(`--argo: '${o.argo}' is neither new nor existing`);
         const file = o.out ?? `hybrid-runtime-${name}.yaml`;
-        const out = await client().request<RuntimeRegistered>('POST', path(tenant), {
+        const out = await client().untyped<RuntimeRegistered>('POST', path(tenant), {
           name,
           mode: 'hybrid',
           access: o.access,
@@ -295,7 +295,7 @@ export function addRuntimesCommands(program: Command, io: Io): void {
     .option('--out <file>', 'where to write the manifest (default: hybrid-runtime-NAME-VERSION.yaml)')
     .option('--diff', 'print the unified diff of the two bundles too')
     .action(async (tenant: string, name: string, o: { runtimeVersion: string; out?: string; diff?: boolean }) => {
-      const out = await client().request<RuntimeUpgraded>('POST', `${path(tenant, name)}/upgrade`, {
+      const out = await client().untyped<RuntimeUpgraded>('POST', `${path(tenant, name)}/upgrade`, {
         version: o.runtimeVersion,
       });
       await showUpgrade(
@@ -340,7 +340,7 @@ export function addRuntimesCommands(program: Command, io: Io): void {
         if (o.runtimeVersion !== undefined) q.set('version', o.runtimeVersion);
         if (o.from !== undefined) q.set('from', o.from);
         const qs = q.toString();
-        const u = await client().request<RuntimeUpgradeBundle>(
+        const u = await client().untyped<RuntimeUpgradeBundle>(
           'GET',
           `${path(tenant, name)}/bundle${qs ? `?${qs}` : ''}`,
         );
@@ -359,7 +359,7 @@ export function addRuntimesCommands(program: Command, io: Io): void {
     .option('--yes', "remove without asking to type the runtime's name (needed without a terminal)")
     .action(async (tenant: string, name: string, o: { yes?: boolean }) => {
       if (o.yes !== true) await confirmRemove(tenant, name);
-      const out = await client().request<RuntimeRemoved>('DELETE', path(tenant, name));
+      const out = await client().untyped<RuntimeRemoved>('DELETE', path(tenant, name));
       print(out, () =>
         [
           `removed hybrid runtime ${name}: its runtime key is revoked; delete what the install created in your cluster with:`,

@@ -17,7 +17,7 @@ import { Temporal } from 'temporal-polyfill';
 import { RRuleTemporal } from 'rrule-temporal';
 import { errors } from '../errors.ts';
 import type { MaintenanceWindow } from '../store/tenants.ts';
-import { MAX_DURATION_MINUTES, MIN_DURATION_MINUTES } from '../store/states.ts';
+import { MAX_DURATION_MINUTES, MAX_FREEZES, MAX_WINDOWS, MIN_DURATION_MINUTES } from '../store/states.ts';
 
 /** A deny period: an absolute interval, or a recurring one like a window. */
 export type Freeze =
@@ -29,8 +29,7 @@ export interface Interval {
   end: number;
 }
 
-export const MAX_WINDOWS = 20;
-export const MAX_FREEZES = 50;
+export { MAX_FREEZES, MAX_WINDOWS };
 export const DEFAULT_DTSTART = '2020-01-01T00:00:00';
 
 const FREQS = new Set(['DAILY', 'WEEKLY', 'MONTHLY', 'YEARLY']);

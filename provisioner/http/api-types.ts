@@ -14,7 +14,7 @@ import type { Static, TSchema } from 'typebox';
 import type * as S from './schemas.ts';
 
 /** The schemas `Type.Ref` names by their `$id`: a reference is typed as what it names. */
-type Refs = {
+export type WireRefs = {
   Tenant: typeof S.Tenant;
   Operation: typeof S.Operation;
   Cluster: typeof S.Cluster;
@@ -25,7 +25,7 @@ type Refs = {
   FleetUpgrade: typeof S.FleetUpgrade;
   Runtime: typeof S.Runtime;
 };
-type Wire<T extends TSchema> = Static<T, Refs>;
+type Wire<T extends TSchema> = Static<T, WireRefs>;
 
 export type ErrorBody = Wire<typeof S.ErrorBody>;
 export type Condition = Wire<typeof S.Condition>;

@@ -7,8 +7,6 @@ import {
   AVAILABILITIES,
   FLEET_STATES,
   FLEET_TENANT_STATES,
-  MAX_DURATION_MINUTES,
-  MIN_DURATION_MINUTES,
   OPERATION_KINDS,
   OPERATION_STATES,
   PHASES,
@@ -16,6 +14,7 @@ import {
   WAVE_STATES,
 } from '../store/states.ts';
 import { ERROR_CODES, type ErrorCode } from '../errors.ts';
+import { MaintenanceWindowSchema, TenantSpecSchema } from '../store/tenant-shapes.ts';
 import { REPORTED_KIND_NAMES } from '../../runtime/protocol/kinds.ts';
 
 export const StringEnum = <T extends readonly string[]>(values: T, opts: { description?: string } = {}) =>
@@ -29,6 +28,9 @@ export const MAX_PATH_PARAM_LENGTH = 256;
 
 /** A string without NUL characters (PostgreSQL's text cannot hold one): every request string follows it (request-rules.ts). */
 export const NUL_FREE = '^[^\\u0000]*$';
+/** What a stream cursor looks like (the pattern of a stream's `after=`; http/stream-cursor.ts reads them). */
+export const STREAM_CURSOR = '^(0|[A-Za-z0-9_-]{40,200})$';
+
 /** A string without control characters (C0, DEL and C1): names and labels people read. */
 export const CONTROL_FREE = '^[^\\u0000-\\u001f\\u007f-\\u009f]*$';
 
@@ -94,45 +96,9 @@ export const Condition = Type.Object({
   lastTransitionTime: Type.String({ format: 'date-time' }),
 });
 
-export const TenantSpec = Type.Object({
-  plan: Type.String(),
-  region: Type.Union([Type.String(), Type.Null()], {
-    description: 'region placement is restricted to; null: any region',
-  }),
-  runtimeVersion: Type.String(),
-  suspended: Type.Boolean(),
-  deleted: Type.Boolean(),
-});
-
-/** A maintenance window (fleet/windows.ts): an RFC 5545 rule in a time zone, open for durationMinutes of wall-clock time. */
-export const MaintenanceWindowSchema = Type.Object(
-  {
-    rrule: Type.String({
-      minLength: 1,
-      maxLength: 500,
-      description:
-        'RFC 5545 RRULE value, FREQ DAILY, WEEKLY, MONTHLY or YEARLY; the local time of day from BYHOUR/BYMINUTE or dtstart (e.g. FREQ=WEEKLY;BYDAY=SA;BYHOUR=2;BYMINUTE=0)',
-    }),
-    timeZone: Type.String({
-      minLength: 1,
-      maxLength: 64,
-      description: 'IANA time zone of the local times (e.g. Europe/Berlin); DST-correct',
-    }),
-    durationMinutes: BoundedInteger({
-      minimum: MIN_DURATION_MINUTES,
-      maximum: MAX_DURATION_MINUTES,
-      description:
-        'wall-clock minutes from each start: 02:00 for 120 is 02:00–04:00 local, also on the nights the clocks change',
-    }),
-    dtstart: Type.Optional(
-      Type.String({
-        maxLength: 19,
-        description: 'DTSTART as a local date-time (2026-01-03T02:00); default 2020-01-01T00:00',
-      }),
-    ),
-  },
-  { additionalProperties: false },
-);
+/** The spec and the maintenance windows are defined with the store's types (store/tenant-shapes.ts): one definition. */
+export const TenantSpec = TenantSpecSchema;
+export { MaintenanceWindowSchema };
 
 export const Tenant = Type.Object(
   {

@@ -7,9 +7,9 @@
  */
 import type { SecretBox } from '../crypto.ts';
 import { errors } from '../errors.ts';
+import { STREAM_CURSOR } from './schemas.ts';
 
-/** What a stream cursor looks like (the OpenAPI pattern of `after=`). */
-export const STREAM_CURSOR = '^(0|[A-Za-z0-9_-]{40,200})$';
+export { STREAM_CURSOR };
 const CURSOR = new RegExp(STREAM_CURSOR);
 
 const aad = (scope: string) => `stream-cursor/v1/${scope}`;

@@ -81,3 +81,10 @@ export type SkippableGateCheck = (typeof SKIPPABLE_GATE_CHECKS)[number];
 /** A maintenance window's length in minutes: at least 15, at most 7 days (fleet/windows.ts checks it). */
 export const MIN_DURATION_MINUTES = 15;
 export const MAX_DURATION_MINUTES = 7 * 24 * 60;
+/** At most this many maintenance windows per tenant, and freezes per fleet upgrade (fleet/windows.ts). */
+export const MAX_WINDOWS = 20;
+export const MAX_FREEZES = 50;
+
+/** The orders a tenant listing may take (store/tenants.ts has each one's column). */
+export const TENANT_SORT_NAMES = ['createdAt', 'updatedAt', 'organization', 'phase'] as const;
+export type TenantSort = (typeof TENANT_SORT_NAMES)[number];

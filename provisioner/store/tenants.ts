@@ -7,19 +7,14 @@ import type { Queryable } from '../db/tx.ts';
 import { liveTunnel } from './tunnels.ts';
 import { reportingOf, type ReporterRow, type ReportingStatus } from './reporting.ts';
 
-import { PHASES, type Condition, type OperationKind, type Phase } from './states.ts';
+import { PHASES, type Condition, type OperationKind, type Phase, type TenantSort } from './states.ts';
+import type { MaintenanceWindow, TenantSpec } from './tenant-shapes.ts';
 
-/** A recurring window: when it opens (the rule, in local time of `timeZone`) and for how long. */
-export interface MaintenanceWindow {
-  /** RFC 5545 RRULE value (FREQ DAILY, WEEKLY, MONTHLY or YEARLY), e.g. FREQ=WEEKLY;BYDAY=SA;BYHOUR=2;BYMINUTE=0. */
-  rrule: string;
-  /** IANA time zone the rule's local times are in. */
-  timeZone: string;
-  /** Minutes of wall-clock time from each occurrence's start. */
-  durationMinutes: number;
-  /** DTSTART as a local date-time (2026-01-03T02:00); default 2020-01-01T00:00 (Wednesday). */
-  dtstart?: string | undefined;
-}
+/**
+ * A tenant's spec, and a recurring maintenance window (when it opens, in the local time of
+ * `timeZone`, and for how long): the types of the API's schemas (tenant-shapes.ts), one definition.
+ */
+export type { MaintenanceWindow, TenantSpec };
 
 /** The channel workers LISTEN on; the payload is the tenant id. */
 export const TENANT_CHANNEL = 'tenant_due';
@@ -38,15 +33,6 @@ export async function wakeWaiters(db: Queryable, reason: 'NoCapacity' | 'EngineU
   );
   if (rowCount) await db.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, '']);
   return rowCount ?? 0;
-}
-
-export interface TenantSpec {
-  plan: string;
-  /** Region placement is restricted to; null: any region. */
-  region: string | null;
-  runtimeVersion: string;
-  suspended: boolean;
-  deleted: boolean;
 }
 
 export interface Tenant {
@@ -498,8 +484,8 @@ export const TENANT_SORTS = {
   updatedAt: { column: 't.updated_at', text: 't.updated_at::text', cast: 'timestamptz' },
   organization: { column: 't.organization', text: 't.organization', cast: 'text' },
   phase: { column: 't.phase', text: 't.phase', cast: 'text' },
-} as const;
-export type TenantSort = keyof typeof TENANT_SORTS;
+} as const satisfies Record<TenantSort, unknown>;
+export type { TenantSort };
 
 export interface TenantFilter {
   phase?: Phase;

@@ -11,52 +11,21 @@
  *   against the cluster), fetched on demand from the runtime's Source Server through its tunnel
  *   (app-history/diff.ts).
  */
-import { Type, type Static } from 'typebox';
+import { type Static } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import {
-  ApplicationDiff,
-  ApplicationHistoryPage,
-  BoundedInteger,
-  CONTROL_FREE,
-  DnsLabel,
-  Revision,
-  Uuid,
-  withErrors,
-} from '../schemas.ts';
 import type { ApplicationHistoryEntry, ApplicationHistoryEvents } from '../api-types.ts';
 import { authOf, requesterOf } from '../auth.ts';
 import { RELAY_HEADER } from '../../tunnel/relay.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { serveEventStream } from '../streams.ts';
-import { decodeStreamCursor, encodeStreamCursor, STREAM_CURSOR } from '../stream-cursor.ts';
+import { decodeStreamCursor, encodeStreamCursor } from '../stream-cursor.ts';
 import { AppError, errors } from '../../errors.ts';
 import type { ApplicationRef, HistoryRow } from '../../store/application-history.ts';
 import type { DiffRuntime } from '../../app-history/diff.ts';
+import { endpoint } from '../api-routes.ts';
+import { HistoryQuery, HistoryStreamQuery } from '../route-schemas.ts';
 import type { AppContext } from '../context.ts';
-
-const Name = Type.String({ minLength: 1, maxLength: 253, pattern: CONTROL_FREE });
-const TenantAppParams = Type.Object({ id: Uuid, namespace: Name, name: Name }, { additionalProperties: false });
-const RuntimeAppParams = Type.Object(
-  { id: Uuid, name: DnsLabel, namespace: Name, objectName: Name },
-  { additionalProperties: false },
-);
-const HistoryQuery = Type.Object(
-  {
-    limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 200, default: 50 })),
-    cursor: Type.Optional(Type.String({ maxLength: 1024 })),
-  },
-  { additionalProperties: false },
-);
-const DiffQuery = Type.Object({ revision: Type.Optional(Revision) }, { additionalProperties: false });
-const StreamQuery = Type.Object(
-  {
-    after: Type.Optional(
-      Type.String({ pattern: STREAM_CURSOR, description: 'start after the event with this id (0: from the start)' }),
-    ),
-  },
-  { additionalProperties: false },
-);
 
 const READ = ['operator', 'tenant'] as const;
 
@@ -159,43 +128,31 @@ export const appHistoryRoutes =
       'and its result (pending, running, succeeded, failed). Pass nextCursor back as cursor for the next page. ' +
       '404 RUNTIME_OBJECT_NOT_FOUND when the runtime never reported the application.';
 
-    app.get(
-      '/v1/tenants/:id/applications/:namespace/:name/history',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: "An application's history: its deployments by change revision (the tenant's hosted runtime)",
-          description: historyDescription,
-          tags: ['runtime state'],
-          params: TenantAppParams,
-          querystring: HistoryQuery,
-          response: withErrors({ 200: ApplicationHistoryPage }),
-        },
-      },
-      async (request) => {
+    app.route({
+      ...endpoint('GET /v1/tenants/:id/applications/:namespace/:name/history', {
+        summary: "An application's history: its deployments by change revision (the tenant's hosted runtime)",
+        description: historyDescription,
+        tags: ['runtime state'],
+      }),
+      config: { roles: READ },
+      handler: async (request) => {
         const { id, namespace, name } = request.params;
         return historyPage(await hostedApp(id, namespace, name), request.query);
       },
-    );
+    });
 
-    app.get(
-      '/v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/history',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: "An application's history in one runtime of the tenant (`hosted` or a hybrid runtime by name)",
-          description: historyDescription,
-          tags: ['runtime state'],
-          params: RuntimeAppParams,
-          querystring: HistoryQuery,
-          response: withErrors({ 200: ApplicationHistoryPage }),
-        },
-      },
-      async (request) => {
+    app.route({
+      ...endpoint('GET /v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/history', {
+        summary: "An application's history in one runtime of the tenant (`hosted` or a hybrid runtime by name)",
+        description: historyDescription,
+        tags: ['runtime state'],
+      }),
+      config: { roles: READ },
+      handler: async (request) => {
         const { id, name, namespace, objectName } = request.params;
         return historyPage(await runtimeApp(id, name, namespace, objectName), request.query);
       },
-    );
+    });
 
     const diffDescription =
       "Fetched on demand from the runtime's Source Server through its tunnel (the same request signing and limits as " +
@@ -230,20 +187,14 @@ export const appHistoryRoutes =
     };
     const seg = encodeURIComponent;
 
-    app.get(
-      '/v1/tenants/:id/applications/:namespace/:name/diff',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: "An application's diff from its runtime's Source Server (the tenant's hosted runtime)",
-          description: diffDescription,
-          tags: ['runtime state'],
-          params: TenantAppParams,
-          querystring: DiffQuery,
-          response: withErrors({ 200: ApplicationDiff }),
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('GET /v1/tenants/:id/applications/:namespace/:name/diff', {
+        summary: "An application's diff from its runtime's Source Server (the tenant's hosted runtime)",
+        description: diffDescription,
+        tags: ['runtime state'],
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) => {
         const { id, namespace, name } = request.params;
         return serveDiff(
           request,
@@ -253,22 +204,16 @@ export const appHistoryRoutes =
           `/v1/tenants/${id}/applications/${seg(namespace)}/${seg(name)}/diff`,
         );
       },
-    );
+    });
 
-    app.get(
-      '/v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/diff',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: "An application's diff from the Source Server of one runtime of the tenant",
-          description: diffDescription,
-          tags: ['runtime state'],
-          params: RuntimeAppParams,
-          querystring: DiffQuery,
-          response: withErrors({ 200: ApplicationDiff }),
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('GET /v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/diff', {
+        summary: "An application's diff from the Source Server of one runtime of the tenant",
+        description: diffDescription,
+        tags: ['runtime state'],
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) => {
         const { id, name, namespace, objectName } = request.params;
         return serveDiff(
           request,
@@ -278,7 +223,7 @@ export const appHistoryRoutes =
           `/v1/tenants/${id}/runtimes/${name}/objects/applications/${seg(namespace)}/${seg(objectName)}/diff`,
         );
       },
-    );
+    });
 
     const streamDescription =
       'Each event is `entry` with id = an opaque cursor (pass it back unchanged) and data {item}: a history entry created ' +
@@ -287,7 +232,7 @@ export const appHistoryRoutes =
       "Entries stored through any replica reach every replica's streams.";
 
     const serveStream = async (
-      request: FastifyRequest<{ Querystring: Static<typeof StreamQuery> }>,
+      request: FastifyRequest<{ Querystring: Static<typeof HistoryStreamQuery> }>,
       reply: FastifyReply,
       resolve: () => Promise<Resolved>,
     ): Promise<void> => {
@@ -324,40 +269,29 @@ export const appHistoryRoutes =
       }
     };
 
-    app.get(
-      '/v1/tenants/:id/applications/:namespace/:name/history/stream',
-      {
-        config: { roles: READ },
-        schema: {
-          summary:
-            "Server-Sent Events: an application's history entries as they are created or updated (hosted runtime)",
-          description: streamDescription,
-          tags: ['runtime state'],
-          params: TenantAppParams,
-          querystring: StreamQuery,
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('GET /v1/tenants/:id/applications/:namespace/:name/history/stream', {
+        summary: "Server-Sent Events: an application's history entries as they are created or updated (hosted runtime)",
+        description: streamDescription,
+        tags: ['runtime state'],
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) => {
         const { id, namespace, name } = request.params;
         await serveStream(request, reply, () => hostedApp(id, namespace, name));
       },
-    );
+    });
 
-    app.get(
-      '/v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/history/stream',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: "Server-Sent Events: an application's history entries in one runtime of the tenant",
-          description: streamDescription,
-          tags: ['runtime state'],
-          params: RuntimeAppParams,
-          querystring: StreamQuery,
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('GET /v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/history/stream', {
+        summary: "Server-Sent Events: an application's history entries in one runtime of the tenant",
+        description: streamDescription,
+        tags: ['runtime state'],
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) => {
         const { id, name, namespace, objectName } = request.params;
         await serveStream(request, reply, () => runtimeApp(id, name, namespace, objectName));
       },
-    );
+    });
   };

@@ -5,23 +5,19 @@
  * "Warm pool"). The console's Capacity page and `provisioner capacity` read it.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Capacity, withErrors } from '../schemas.ts';
+import { endpoint } from '../api-routes.ts';
 import type { AppContext } from '../context.ts';
 
 export const capacityRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>
   async (app) => {
-    app.get(
-      '/v1/capacity',
-      {
-        config: { roles: ['operator'] },
-        schema: {
-          summary:
-            'Tenants awake and asleep per plan with what they reserve, the warm pool, signups warm and cold, wakes',
-          tags: ['tenants'],
-          response: withErrors({ 200: Capacity }),
-        },
-      },
-      async () => ctx.capacity.read(),
-    );
+    app.route({
+      ...endpoint('GET /v1/capacity', {
+        summary:
+          'Tenants awake and asleep per plan with what they reserve, the warm pool, signups warm and cold, wakes',
+        tags: ['tenants'],
+      }),
+      config: { roles: ['operator'] },
+      handler: async () => ctx.capacity.read(),
+    });
   };

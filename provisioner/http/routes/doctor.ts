@@ -11,9 +11,10 @@
  * which tenants are dark and what to check.
  */
 import { readFileSync } from 'node:fs';
-import { Type, type Static } from 'typebox';
+import { type Static } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { DoctorCheck, withErrors } from '../schemas.ts';
+import { DoctorCheck } from '../schemas.ts';
+import { endpoint } from '../api-routes.ts';
 import type { AppContext } from '../context.ts';
 import type { ClusterProbe } from '../../clusters/service.ts';
 import type { LoopStatus } from '../../../runtime/loops/health.ts';
@@ -202,24 +203,20 @@ async function runtimeChecks(ctx: AppContext): Promise<Check[]> {
 export const doctorRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>
   async (app) => {
-    app.get(
-      '/v1/doctor',
-      {
-        config: { roles: ['operator'] },
-        schema: {
-          summary: 'What a tenant needs to be provisioned here: the engine and the root clusters, each with a fix',
-          description:
-            'Answers 200 whatever the checks found; a check with status `problem` keeps tenants from being provisioned. The database is checked by `/readyz`. Each cluster is probed now (at most 5 s).',
-          tags: ['health'],
-          response: withErrors({ 200: Type.Ref('DoctorReport') }),
-        },
-      },
-      async () => {
+    app.route({
+      ...endpoint('GET /v1/doctor', {
+        summary: 'What a tenant needs to be provisioned here: the engine and the root clusters, each with a fix',
+        description:
+          'Answers 200 whatever the checks found; a check with status `problem` keeps tenants from being provisioned. The database is checked by `/readyz`. Each cluster is probed now (at most 5 s).',
+        tags: ['health'],
+      }),
+      config: { roles: ['operator'] },
+      handler: async () => {
         const [probes, runtimes] = await Promise.all([ctx.clusters.probeAll({ timeoutMs: 5000 }), runtimeChecks(ctx)]);
         return {
           version: VERSION,
           checks: [...engineChecks(ctx), ...clusterChecks(probes), ...runtimes, ...loopChecks(ctx.loops.status())],
         };
       },
-    );
+    });
   };

@@ -1,7 +1,5 @@
-import { Type } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { BoundedInteger, IdParams, LogPage, OperationPage, StringEnum, withErrors } from '../schemas.ts';
 import type { OperationLogEvents } from '../api-types.ts';
 import { authOf } from '../auth.ts';
 import { serveEventStream } from '../streams.ts';
@@ -9,6 +7,7 @@ import { logLineForTenant } from '../../tenant-api/tenant-view.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors } from '../../errors.ts';
 import type { Operation } from '../../store/operations.ts';
+import { endpoint } from '../api-routes.ts';
 import type { AppContext } from '../context.ts';
 
 const READ = ['operator', 'tenant'] as const;
@@ -25,27 +24,13 @@ export const operationRoutes =
       return op;
     };
 
-    app.get(
-      '/v1/tenants/:id/operations',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: "List a tenant's operations, newest first",
-          tags: ['operations'],
-          params: IdParams,
-          querystring: Type.Object(
-            {
-              limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 200, default: 50 })),
-              cursor: Type.Optional(Type.String({ maxLength: 512 })),
-            },
-            { additionalProperties: false },
-          ),
-          response: withErrors({
-            200: OperationPage,
-          }),
-        },
-      },
-      async (request) => {
+    app.route({
+      ...endpoint('GET /v1/tenants/:id/operations', {
+        summary: "List a tenant's operations, newest first",
+        tags: ['operations'],
+      }),
+      config: { roles: READ },
+      handler: async (request) => {
         const limit = request.query.limit ?? 50;
         const rows = await ctx.tenants.operations(request.params.id, {
           limit: limit + 1,
@@ -61,54 +46,27 @@ export const operationRoutes =
               : null,
         };
       },
-    );
+    });
 
-    app.get(
-      '/v1/operations/:id',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: 'Get an operation',
-          tags: ['operations'],
-          params: IdParams,
-          response: withErrors({ 200: Type.Ref('Operation') }),
-        },
-      },
-      async (request) => visibleOperation(request, request.params.id),
-    );
+    app.route({
+      ...endpoint('GET /v1/operations/:id', {
+        summary: 'Get an operation',
+        tags: ['operations'],
+      }),
+      config: { roles: READ },
+      handler: async (request) => visibleOperation(request, request.params.id),
+    });
 
-    app.get(
-      '/v1/operations/:id/log',
-      {
-        config: { roles: READ },
-        schema: {
-          summary:
-            "An operation's log; with follow=1, a Server-Sent Events stream of new lines until the operation ends",
-          description:
-            'SSE events: `state` (data {state}) first, `line` (data {seq, stream, line, at}, id = seq) per line, `end` (data {state}) last. ' +
-            'Reconnect with Last-Event-ID (or after=) to resume.',
-          tags: ['operations'],
-          params: IdParams,
-          querystring: Type.Object(
-            {
-              follow: Type.Optional(
-                StringEnum(['1', '0', 'true', 'false'] as const, {
-                  description: '1 or true: stream with Server-Sent Events',
-                }),
-              ),
-              after: Type.Optional(
-                BoundedInteger({ minimum: 0, description: 'return lines after this sequence number' }),
-              ),
-              limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 5000, default: 1000 })),
-            },
-            { additionalProperties: false },
-          ),
-          response: withErrors({
-            200: LogPage,
-          }),
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('GET /v1/operations/:id/log', {
+        summary: "An operation's log; with follow=1, a Server-Sent Events stream of new lines until the operation ends",
+        description:
+          'SSE events: `state` (data {state}) first, `line` (data {seq, stream, line, at}, id = seq) per line, `end` (data {state}) last. ' +
+          'Reconnect with Last-Event-ID (or after=) to resume.',
+        tags: ['operations'],
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) => {
         const lastEventId = Number(request.headers['last-event-id']);
         const after = request.query.after ?? (Number.isSafeInteger(lastEventId) && lastEventId > 0 ? lastEventId : 0);
         const follow = request.query.follow === '1' || request.query.follow === 'true';
@@ -142,5 +100,5 @@ export const operationRoutes =
           slot.release();
         }
       },
-    );
+    });
   };

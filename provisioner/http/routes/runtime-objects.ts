@@ -15,23 +15,12 @@
 import { Type, type Static } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import {
-  BoundedInteger,
-  CONTROL_FREE,
-  DnsLabel,
-  Revision,
-  RuntimeObjectDetail,
-  RuntimeObjectPage,
-  Semver,
-  StringEnum,
-  Uuid,
-  withErrors,
-} from '../schemas.ts';
+import { BoundedInteger, CONTROL_FREE, Revision, Semver, StringEnum, withErrors } from '../schemas.ts';
 import type { RuntimeObject, RuntimeObjectChangeEvents } from '../api-types.ts';
 import { authOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { serveEventStream } from '../streams.ts';
-import { decodeStreamCursor, encodeStreamCursor, STREAM_CURSOR } from '../stream-cursor.ts';
+import { decodeStreamCursor, encodeStreamCursor } from '../stream-cursor.ts';
 import { AppError, errors } from '../../errors.ts';
 import type { RuntimeObjectRow, RuntimeRef } from '../../store/runtime-objects.ts';
 import {
@@ -50,29 +39,12 @@ import {
   MAX_COMMIT_MESSAGE_CHARS,
   MAX_IMAGE_CHANGES,
 } from '../../../runtime/protocol/sources.ts';
+import { endpoint } from '../api-routes.ts';
+import { ChangesQuery, KIND_PATHS, KIND_FILTER, ObjectName, RuntimeObjectListQuery } from '../route-schemas.ts';
 import type { AppContext } from '../context.ts';
 
 /** The events route's body limit: a full batch and room for the JSON around it. */
 export const EVENTS_BODY_LIMIT = MAX_BATCH_BYTES + 64 * 1024;
-
-/** The paths of the three kinds, and the singular the change stream's `kind` filter takes. */
-export const KIND_PATHS = {
-  applications: 'Application',
-  rollouts: 'Rollout',
-  workflows: 'Workflow',
-  products: 'Product',
-  promotions: 'Promotion',
-} as const;
-const KIND_FILTER = {
-  application: 'Application',
-  rollout: 'Rollout',
-  workflow: 'Workflow',
-  product: 'Product',
-  promotion: 'Promotion',
-} as const;
-
-// Names a runtime reports are shown in terminals and the console: no control characters (400 naming the field).
-const Name = Type.String({ minLength: 1, maxLength: 253, pattern: CONTROL_FREE });
 /** A reported object's namespace ('' for a cluster-scoped object, which the watched kinds are not). */
 const Namespace = Type.String({ maxLength: 253, pattern: CONTROL_FREE });
 const Kind = StringEnum(REPORTED_KIND_NAMES);
@@ -137,7 +109,7 @@ const Item = Type.Object(
     type: StringEnum(['upsert', 'delete'] as const),
     kind: Kind,
     namespace: Namespace,
-    name: Name,
+    name: ObjectName,
     uid: Type.String({ minLength: 1, maxLength: 128, pattern: CONTROL_FREE }),
     resourceVersion: Rv,
     observedAt: Type.String({ format: 'date-time' }),
@@ -180,7 +152,7 @@ const BatchBody = Type.Object(
               Type.Object(
                 {
                   namespace: Namespace,
-                  name: Name,
+                  name: ObjectName,
                   uid: Type.String({ maxLength: 128, pattern: CONTROL_FREE }),
                   resourceVersion: Rv,
                 },
@@ -216,27 +188,7 @@ function toItem(r: RuntimeObjectRow): RuntimeObject {
     ageSeconds: Math.max(0, Math.round(r.age_seconds)),
   };
 }
-
-const Filter = Type.String({ minLength: 1, maxLength: 63 });
-const ListQuery = Type.Object(
-  {
-    health: Type.Optional(Filter),
-    sync: Type.Optional(Filter),
-    phase: Type.Optional(Filter),
-    namespace: Type.Optional(Type.String({ minLength: 1, maxLength: 253 })),
-    namePrefix: Type.Optional(Type.String({ minLength: 1, maxLength: 253 })),
-    limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 500, default: 100 })),
-    cursor: Type.Optional(Type.String({ maxLength: 1024 })),
-  },
-  { additionalProperties: false },
-);
-const ObjectParams = Type.Object({ id: Uuid, namespace: Name, name: Name }, { additionalProperties: false });
-const RuntimeParams = Type.Object({ id: Uuid, name: DnsLabel }, { additionalProperties: false });
-const RuntimeObjectParams = Type.Object(
-  { id: Uuid, name: DnsLabel, namespace: Name, objectName: Name },
-  { additionalProperties: false },
-);
-type ListQueryValue = Static<typeof ListQuery>;
+type ListQueryValue = Static<typeof RuntimeObjectListQuery>;
 /** A change's sequence number: up to 18 digits, always within PostgreSQL's bigint. */
 
 const READ = ['operator', 'tenant'] as const;
@@ -323,97 +275,56 @@ export const runtimeObjectRoutes =
     );
 
     for (const [path, kind] of Object.entries(KIND_PATHS) as [keyof typeof KIND_PATHS, ReportedKind][]) {
-      app.get(
-        `/v1/tenants/:id/${path}`,
-        {
-          config: { roles: READ },
-          schema: {
-            summary: `List the ${kind}s the tenant's runtime reported`,
-            description:
-              'Deleted objects are not listed. Filters: health, sync, phase, namespace, namePrefix. ' +
-              'Ordered by namespace and name; pass nextCursor back as cursor for the next page.',
-            tags: ['runtime state'],
-            params: Type.Object({ id: Uuid }, { additionalProperties: false }),
-            querystring: ListQuery,
-            response: withErrors({
-              200: RuntimeObjectPage,
-            }),
-          },
-        },
-        async (request) => listPage(await hostedOf(request.params.id), path, kind, request.query),
-      );
+      app.route({
+        ...endpoint(`GET /v1/tenants/:id/${path}`, {
+          summary: `List the ${kind}s the tenant's runtime reported`,
+          description:
+            'Deleted objects are not listed. Filters: health, sync, phase, namespace, namePrefix. ' +
+            'Ordered by namespace and name; pass nextCursor back as cursor for the next page.',
+          tags: ['runtime state'],
+        }),
+        config: { roles: READ },
+        handler: async (request) => listPage(await hostedOf(request.params.id), path, kind, request.query),
+      });
 
-      app.get(
-        `/v1/tenants/:id/${path}/:namespace/:name`,
-        {
-          config: { roles: READ },
-          schema: {
-            summary: `Get one ${kind} the tenant's runtime reported, with the stored object`,
-            tags: ['runtime state'],
-            params: ObjectParams,
-            response: withErrors({
-              200: RuntimeObjectDetail,
-            }),
-          },
-        },
-        async (request) => {
+      app.route({
+        ...endpoint(`GET /v1/tenants/:id/${path}/:namespace/:name`, {
+          summary: `Get one ${kind} the tenant's runtime reported, with the stored object`,
+          tags: ['runtime state'],
+        }),
+        config: { roles: READ },
+        handler: async (request) => {
           const { id, namespace, name } = request.params;
           return detail(await hostedOf(id), kind, namespace, name, "the tenant's runtime");
         },
-      );
+      });
 
-      app.get(
-        `/v1/tenants/:id/runtimes/:name/objects/${path}`,
-        {
-          config: { roles: READ },
-          schema: {
-            summary: `List the ${kind}s one runtime of the tenant reported (\`hosted\` or a hybrid runtime by name)`,
-            description:
-              'As the tenant-level listing, for the named runtime: its own objects only. Deleted objects are not listed. ' +
-              'Filters: health, sync, phase, namespace, namePrefix. Ordered by namespace and name; pass nextCursor back as cursor.',
-            tags: ['runtime state'],
-            params: RuntimeParams,
-            querystring: ListQuery,
-            response: withErrors({
-              200: RuntimeObjectPage,
-            }),
-          },
-        },
-        async (request) => listPage(await runtimeOf(request.params.id, request.params.name), path, kind, request.query),
-      );
+      app.route({
+        ...endpoint(`GET /v1/tenants/:id/runtimes/:name/objects/${path}`, {
+          summary: `List the ${kind}s one runtime of the tenant reported (\`hosted\` or a hybrid runtime by name)`,
+          description:
+            'As the tenant-level listing, for the named runtime: its own objects only. Deleted objects are not listed. ' +
+            'Filters: health, sync, phase, namespace, namePrefix. Ordered by namespace and name; pass nextCursor back as cursor.',
+          tags: ['runtime state'],
+        }),
+        config: { roles: READ },
+        handler: async (request) =>
+          listPage(await runtimeOf(request.params.id, request.params.name), path, kind, request.query),
+      });
 
-      app.get(
-        `/v1/tenants/:id/runtimes/:name/objects/${path}/:namespace/:objectName`,
-        {
-          config: { roles: READ },
-          schema: {
-            summary: `Get one ${kind} a runtime of the tenant reported, with the stored object`,
-            tags: ['runtime state'],
-            params: RuntimeObjectParams,
-            response: withErrors({
-              200: RuntimeObjectDetail,
-            }),
-          },
-        },
-        async (request) => {
+      app.route({
+        ...endpoint(`GET /v1/tenants/:id/runtimes/:name/objects/${path}/:namespace/:objectName`, {
+          summary: `Get one ${kind} a runtime of the tenant reported, with the stored object`,
+          tags: ['runtime state'],
+        }),
+        config: { roles: READ },
+        handler: async (request) => {
           const { id, name, namespace, objectName } = request.params;
           return detail(await runtimeOf(id, name), kind, namespace, objectName, `runtime '${name}'`);
         },
-      );
+      });
     }
 
-    const ChangesQuery = Type.Object(
-      {
-        kind: Type.Optional(StringEnum(Object.keys(KIND_FILTER) as (keyof typeof KIND_FILTER)[])),
-        after: Type.Optional(
-          Type.String({
-            pattern: STREAM_CURSOR,
-            description: 'start after the event with this id (0: from the start)',
-          }),
-        ),
-      },
-      { additionalProperties: false },
-    );
     const changesDescription =
       'Each event is `change` with id = an opaque cursor (pass it back unchanged) and data {deleted, item}. Without Last-Event-ID or after, the stream starts with ' +
       'the next change; after=0 replays every live object first. Reconnect with Last-Event-ID to resume. ' +
@@ -480,47 +391,37 @@ export const runtimeObjectRoutes =
       }
     };
 
-    app.get(
-      '/v1/tenants/:id/changes',
-      {
-        config: { roles: READ },
-        schema: {
-          summary:
-            "Server-Sent Events: changes to the applications, rollouts and workflows of the tenant's hosted runtime",
-          description: changesDescription,
-          tags: ['runtime state'],
-          params: Type.Object({ id: Uuid }, { additionalProperties: false }),
-          querystring: ChangesQuery,
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('GET /v1/tenants/:id/changes', {
+        summary:
+          "Server-Sent Events: changes to the applications, rollouts and workflows of the tenant's hosted runtime",
+        description: changesDescription,
+        tags: ['runtime state'],
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) => {
         const tenantId = request.params.id;
         await serveChanges(request, reply, async () => ({
           runtime: await hostedOf(tenantId),
           scope: `changes/${tenantId}`,
         }));
       },
-    );
+    });
 
-    app.get(
-      '/v1/tenants/:id/runtimes/:name/objects/changes',
-      {
-        config: { roles: READ },
-        schema: {
-          summary:
-            'Server-Sent Events: changes to the objects one runtime of the tenant reported (`hosted` or a hybrid runtime by name)',
-          description: changesDescription,
-          tags: ['runtime state'],
-          params: RuntimeParams,
-          querystring: ChangesQuery,
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('GET /v1/tenants/:id/runtimes/:name/objects/changes', {
+        summary:
+          'Server-Sent Events: changes to the objects one runtime of the tenant reported (`hosted` or a hybrid runtime by name)',
+        description: changesDescription,
+        tags: ['runtime state'],
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) => {
         const { id, name } = request.params;
         await serveChanges(request, reply, async () => {
           const runtime = await runtimeOf(id, name);
           return { runtime, scope: `changes/${runtime.runtimeId}` };
         });
       },
-    );
+    });
   };

@@ -1,25 +1,10 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
-import {
-  BoundedInteger,
-  DnsLabel,
-  IDEMPOTENCY_KEY,
-  NUL_FREE,
-  RuntimeBootstrapAnswer,
-  RuntimePage,
-  RuntimeRegistered,
-  RuntimeRemoved,
-  RuntimeUpgradeBundle,
-  RuntimeUpgraded,
-  Semver,
-  StringEnum,
-  UpgraderAssignment,
-  Uuid,
-  withErrors,
-} from '../schemas.ts';
+import { NUL_FREE, Semver, StringEnum, UpgraderAssignment, withErrors } from '../schemas.ts';
 import { UPGRADER_PATH, UPGRADER_REPORTS } from '../../../runtime/protocol/upgrade.ts';
 import { authOf, requesterOf } from '../auth.ts';
+import { endpoint } from '../api-routes.ts';
 import type { AppContext } from '../context.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { AppError } from '../../errors.ts';
@@ -27,68 +12,6 @@ import { INSTALL_PATH_PREFIX } from '../../../runtime/hybrid/install.ts';
 import type { Reader } from '../../runtime-registry/service.ts';
 
 const ROLES = ['operator', 'tenant'] as const;
-
-const TenantParams = Type.Object({ id: Uuid }, { additionalProperties: false });
-const NameParams = Type.Object({ id: Uuid, name: DnsLabel }, { additionalProperties: false });
-
-const RegisterBody = Type.Object(
-  {
-    name: DnsLabel,
-    mode: StringEnum(['hosted', 'hybrid'] as const, {
-      description: "`hybrid` (a tenant's hosted runtime comes with its signup: `hosted` is refused with 409)",
-    }),
-    access: StringEnum(['tunnel', 'ingress'] as const, {
-      description:
-        "how the control plane reaches the runtime: `tunnel` (its tunnel client dials out over WSS) or `ingress` (the customer's ingress, ingressUrl)",
-    }),
-    ingressUrl: Type.Optional(
-      Type.String({
-        minLength: 1,
-        maxLength: 2048,
-        pattern: NUL_FREE,
-        description:
-          "access=ingress: the https origin the customer's ingress serves the runtime at (`https://host[:port]`: no credentials, path, query, fragment, whitespace or control character); stored as its origin (lower-case host, default port dropped)",
-      }),
-    ),
-    argo: StringEnum(['new', 'existing'] as const, {
-      description:
-        "`new`: the install brings its own Argo CD; `existing`: beside the customer's Argo CD (argoNamespace)",
-    }),
-    argoNamespace: Type.Optional(
-      Type.String({
-        minLength: 1,
-        maxLength: 63,
-        pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
-        description: "argo=existing: the namespace of the customer's Argo CD",
-      }),
-    ),
-    upgrades: Type.Optional(
-      StringEnum(['customer', 'agent'] as const, {
-        description:
-          'who applies upgrades: `customer` (default: the API gives the new bundle) or `agent` (the in-cluster upgrader, opted in at install)',
-      }),
-    ),
-    version: Type.Optional(Semver),
-  },
-  { additionalProperties: false },
-);
-
-const BundleQuery = Type.Object(
-  {
-    version: Type.Optional({
-      ...Semver,
-      description: "the catalog version of the bundle (default: the version the runtime's customer is asked to run)",
-    }),
-    from: Type.Optional({
-      ...Semver,
-      description:
-        'the version to compare with (default: the version before the last change when `version` is the current one, else the current one)',
-    }),
-  },
-  { additionalProperties: false },
-);
-
-const UpgradeRuntimeBody = Type.Object({ version: Semver }, { additionalProperties: false });
 
 const UpgraderReportBody = Type.Object(
   {
@@ -110,73 +33,39 @@ const InstallParams = Type.Object(
   { additionalProperties: false },
 );
 
-const ListAllQuery = Type.Object(
-  {
-    limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 200, default: 50 })),
-    cursor: Type.Optional(Type.String({ maxLength: 1024, pattern: NUL_FREE })),
-    mode: Type.Optional(StringEnum(['hosted', 'hybrid'] as const)),
-  },
-  { additionalProperties: false },
-);
-
 /** A tenant's own key reads the hosted runtime's conditions as it reads its tenant's (tenant-view.ts). */
 const readerOf = (request: FastifyRequest): Reader => (authOf(request).role === 'tenant' ? 'tenant' : 'operator');
 
 export const runtimeRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>
   async (app) => {
-    app.get(
-      '/v1/tenants/:id/runtimes',
-      {
-        config: { roles: ROLES },
-        schema: {
-          summary: "List the tenant's runtimes: the hosted one and the hybrid ones not removed",
-          tags: ['runtimes'],
-          params: TenantParams,
-          response: withErrors({ 200: Type.Object({ items: Type.Array(Type.Ref('Runtime')) }) }),
-        },
-      },
-      async (request) => ({ items: await ctx.runtimes.list(request.params.id, readerOf(request)) }),
-    );
+    app.route({
+      ...endpoint('GET /v1/tenants/:id/runtimes', {
+        summary: "List the tenant's runtimes: the hosted one and the hybrid ones not removed",
+        tags: ['runtimes'],
+      }),
+      config: { roles: ROLES },
+      handler: async (request) => ({ items: await ctx.runtimes.list(request.params.id, readerOf(request)) }),
+    });
 
-    app.get(
-      '/v1/tenants/:id/runtimes/:name',
-      {
-        config: { roles: ROLES },
-        schema: {
-          summary: 'Get a runtime (`hosted`, or a hybrid runtime by its name)',
-          tags: ['runtimes'],
-          params: NameParams,
-          response: withErrors({ 200: Type.Ref('Runtime') }),
-        },
-      },
-      async (request) => ctx.runtimes.get(request.params.id, request.params.name, readerOf(request)),
-    );
+    app.route({
+      ...endpoint('GET /v1/tenants/:id/runtimes/:name', {
+        summary: 'Get a runtime (`hosted`, or a hybrid runtime by its name)',
+        tags: ['runtimes'],
+      }),
+      config: { roles: ROLES },
+      handler: async (request) => ctx.runtimes.get(request.params.id, request.params.name, readerOf(request)),
+    });
 
-    app.post(
-      '/v1/tenants/:id/runtimes',
-      {
-        config: { roles: ROLES },
-        schema: {
-          summary: "Register a hybrid runtime, installed in the customer's own cluster",
-          description:
-            "The answer holds a single-use bootstrap token (stored hashed; valid for PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS, default a day) and the install: the manifests (the only secret in them is the bootstrap token), the Argo charts for argo=new, the one command that applies them, and the command that removes them. The bundle's Job exchanges the token for the runtime key inside the cluster (POST /v1/runtimes/bootstrap). Honors Idempotency-Key: the same key and body answer the first answer again for an hour. At most PROVISIONER_HYBRID_REGISTRATIONS_PER_HOUR registrations per tenant (replays included): more, 429 RATE_LIMITED with Retry-After.",
-          tags: ['runtimes'],
-          params: TenantParams,
-          body: RegisterBody,
-          headers: Type.Object({
-            'idempotency-key': Type.Optional(
-              Type.String({
-                pattern: IDEMPOTENCY_KEY,
-                description:
-                  'a secret of 22 to 255 characters of A-Z, a-z, 0-9, - and _: the same key and body replay the first answer, with its bootstrap token, for an hour',
-              }),
-            ),
-          }),
-          response: withErrors({ 201: RuntimeRegistered }),
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('POST /v1/tenants/:id/runtimes', {
+        summary: "Register a hybrid runtime, installed in the customer's own cluster",
+        description:
+          "The answer holds a single-use bootstrap token (stored hashed; valid for PROVISIONER_HYBRID_BOOTSTRAP_TTL_SECONDS, default a day) and the install: the manifests (the only secret in them is the bootstrap token), the Argo charts for argo=new, the one command that applies them, and the command that removes them. The bundle's Job exchanges the token for the runtime key inside the cluster (POST /v1/runtimes/bootstrap). Honors Idempotency-Key: the same key and body answer the first answer again for an hour. At most PROVISIONER_HYBRID_REGISTRATIONS_PER_HOUR registrations per tenant (replays included): more, 429 RATE_LIMITED with Retry-After.",
+        tags: ['runtimes'],
+      }),
+      config: { roles: ROLES },
+      handler: async (request, reply) => {
         const { status, body } = await ctx.runtimes.register(
           request.params.id,
           request.body,
@@ -189,57 +78,41 @@ export const runtimeRoutes =
           .header('location', `/v1/tenants/${request.params.id}/runtimes/${body.runtime.name}`)
           .send(body);
       },
-    );
+    });
 
-    app.delete(
-      '/v1/tenants/:id/runtimes/:name',
-      {
-        config: { roles: ROLES },
-        schema: {
-          summary: 'Remove a hybrid runtime',
-          description:
-            "Revokes the runtime's key (every replica drops it and closes what it holds open) and marks it removed; the answer holds the command that deletes what the install created in the customer's cluster (the control plane holds no credentials there). The hosted runtime goes with its tenant: 409 HOSTED_RUNTIME_NOT_REMOVABLE.",
-          tags: ['runtimes'],
-          params: NameParams,
-          response: withErrors({ 200: RuntimeRemoved }),
-        },
-      },
-      async (request) =>
+    app.route({
+      ...endpoint('DELETE /v1/tenants/:id/runtimes/:name', {
+        summary: 'Remove a hybrid runtime',
+        description:
+          "Revokes the runtime's key (every replica drops it and closes what it holds open) and marks it removed; the answer holds the command that deletes what the install created in the customer's cluster (the control plane holds no credentials there). The hosted runtime goes with its tenant: 409 HOSTED_RUNTIME_NOT_REMOVABLE.",
+        tags: ['runtimes'],
+      }),
+      config: { roles: ROLES },
+      handler: async (request) =>
         ctx.runtimes.remove(request.params.id, request.params.name, requesterOf(request), readerOf(request)),
-    );
+    });
 
-    app.get(
-      '/v1/tenants/:id/runtimes/:name/bundle',
-      {
-        config: { roles: ROLES },
-        schema: {
-          summary: "A hybrid runtime's upgrade bundle at a catalog version, with its diff",
-          description:
-            "The bundle the customer applies over the installed runtime (no bootstrap token or Job), the command that applies it, and what it changes against `from`: a unified diff and the objects and Argo charts added, changed and removed. Changes nothing. The hosted runtime has none: 409 HOSTED_RUNTIME_NO_BUNDLE. A withdrawn version's bundle is refused (422 RUNTIME_VERSION_UNAVAILABLE), and a deprecated one's for a tenant key unless the runtime runs it, as an upgrade to it would be. Within the tenant's and the runtime's bundle rates (PROVISIONER_HYBRID_BUNDLES_PER_MINUTE, PROVISIONER_HYBRID_BUNDLES_PER_RUNTIME_PER_MINUTE, shared with the upgrade route): more, 429 RATE_LIMITED with Retry-After.",
-          tags: ['runtimes'],
-          params: NameParams,
-          querystring: BundleQuery,
-          response: withErrors({ 200: RuntimeUpgradeBundle }),
-        },
-      },
-      async (request) => ctx.runtimes.bundle(request.params.id, request.params.name, request.query, readerOf(request)),
-    );
+    app.route({
+      ...endpoint('GET /v1/tenants/:id/runtimes/:name/bundle', {
+        summary: "A hybrid runtime's upgrade bundle at a catalog version, with its diff",
+        description:
+          "The bundle the customer applies over the installed runtime (no bootstrap token or Job), the command that applies it, and what it changes against `from`: a unified diff and the objects and Argo charts added, changed and removed. Changes nothing. The hosted runtime has none: 409 HOSTED_RUNTIME_NO_BUNDLE. A withdrawn version's bundle is refused (422 RUNTIME_VERSION_UNAVAILABLE), and a deprecated one's for a tenant key unless the runtime runs it, as an upgrade to it would be. Within the tenant's and the runtime's bundle rates (PROVISIONER_HYBRID_BUNDLES_PER_MINUTE, PROVISIONER_HYBRID_BUNDLES_PER_RUNTIME_PER_MINUTE, shared with the upgrade route): more, 429 RATE_LIMITED with Retry-After.",
+        tags: ['runtimes'],
+      }),
+      config: { roles: ROLES },
+      handler: async (request) =>
+        ctx.runtimes.bundle(request.params.id, request.params.name, request.query, readerOf(request)),
+    });
 
-    app.post(
-      '/v1/tenants/:id/runtimes/:name/upgrade',
-      {
-        config: { roles: ROLES },
-        schema: {
-          summary: 'Upgrade (or roll back) a hybrid runtime: the customer applies the answered bundle',
-          description:
-            "Checked like a tenant's own upgrade (the catalog's upgrade paths and stepping stones; a rollback only to the version before, where the catalog allows it; not withdrawn, and not deprecated for a tenant key) and recorded as the version the runtime's customer is asked to run. The control plane holds no credentials to the customer's cluster: the answer's upgrade bundle and command are for the customer to apply; the runtime's agents then report the new version (`reportedVersion`, `versionSkew`). The version the runtime already has answers 200 with `changed: false`. Counts against the bundle rates like GET …/bundle (429 RATE_LIMITED with Retry-After).",
-          tags: ['runtimes'],
-          params: NameParams,
-          body: UpgradeRuntimeBody,
-          response: withErrors({ 200: RuntimeUpgraded }),
-        },
-      },
-      async (request) =>
+    app.route({
+      ...endpoint('POST /v1/tenants/:id/runtimes/:name/upgrade', {
+        summary: 'Upgrade (or roll back) a hybrid runtime: the customer applies the answered bundle',
+        description:
+          "Checked like a tenant's own upgrade (the catalog's upgrade paths and stepping stones; a rollback only to the version before, where the catalog allows it; not withdrawn, and not deprecated for a tenant key) and recorded as the version the runtime's customer is asked to run. The control plane holds no credentials to the customer's cluster: the answer's upgrade bundle and command are for the customer to apply; the runtime's agents then report the new version (`reportedVersion`, `versionSkew`). The version the runtime already has answers 200 with `changed: false`. Counts against the bundle rates like GET …/bundle (429 RATE_LIMITED with Retry-After).",
+        tags: ['runtimes'],
+      }),
+      config: { roles: ROLES },
+      handler: async (request) =>
         ctx.runtimes.upgrade(
           request.params.id,
           request.params.name,
@@ -247,21 +120,16 @@ export const runtimeRoutes =
           requesterOf(request),
           readerOf(request),
         ),
-    );
+    });
 
-    app.get(
-      '/v1/runtimes',
-      {
-        config: { roles: ['operator'] },
-        schema: {
-          summary: "Every tenant's runtimes, hosted and hybrid, not removed",
-          description: 'In creation order; pass nextCursor back as cursor for the next page.',
-          tags: ['runtimes'],
-          querystring: ListAllQuery,
-          response: withErrors({ 200: RuntimePage }),
-        },
-      },
-      async (request) => {
+    app.route({
+      ...endpoint('GET /v1/runtimes', {
+        summary: "Every tenant's runtimes, hosted and hybrid, not removed",
+        description: 'In creation order; pass nextCursor back as cursor for the next page.',
+        tags: ['runtimes'],
+      }),
+      config: { roles: ['operator'] },
+      handler: async (request) => {
         const q = request.query;
         const page = await ctx.runtimes.listAll({
           after: q.cursor ? decodeCursor(ctx.box, 'runtimes', q.cursor) : undefined,
@@ -273,7 +141,7 @@ export const runtimeRoutes =
           nextCursor: page.more && page.last ? encodeCursor(ctx.box, 'runtimes', page.last) : null,
         };
       },
-    );
+    });
 
     app.get(
       UPGRADER_PATH,
@@ -339,20 +207,15 @@ export const runtimeRoutes =
       },
     );
 
-    app.post(
-      '/v1/runtimes/bootstrap',
-      {
-        config: { public: true, rateLimit: { max: ctx.config.signupRateLimit, timeWindow: 60_000 } },
-        schema: {
-          summary: "Exchange a hybrid runtime's bootstrap token for its runtime key (the install's bootstrap Job)",
-          description:
-            'Authenticated by the bootstrap token only (`Authorization: Bearer hrth_…`), single-use: the exchange that redeems it makes the runtime key and marks the runtime installed, at once. 401 BOOTSTRAP_TOKEN_INVALID for a token that is unknown, expired, already redeemed or of a removed runtime (one answer for all). Rate-limited per client address like signup.',
-          tags: ['runtimes'],
-          body: Type.Optional(Type.Object({}, { additionalProperties: false })),
-          response: withErrors({ 200: RuntimeBootstrapAnswer }),
-        },
-      },
-      async (request) => {
+    app.route({
+      ...endpoint('POST /v1/runtimes/bootstrap', {
+        summary: "Exchange a hybrid runtime's bootstrap token for its runtime key (the install's bootstrap Job)",
+        description:
+          'Authenticated by the bootstrap token only (`Authorization: Bearer hrth_…`), single-use: the exchange that redeems it makes the runtime key and marks the runtime installed, at once. 401 BOOTSTRAP_TOKEN_INVALID for a token that is unknown, expired, already redeemed or of a removed runtime (one answer for all). Rate-limited per client address like signup.',
+        tags: ['runtimes'],
+      }),
+      config: { public: true, rateLimit: { max: ctx.config.signupRateLimit, timeWindow: 60_000 } },
+      handler: async (request) => {
         const m = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
         if (!m)
           throw new AppError('BOOTSTRAP_TOKEN_INVALID', 'give the bootstrap token as Authorization: Bearer <token>', {
@@ -360,5 +223,5 @@ export const runtimeRoutes =
           });
         return ctx.runtimes.redeem(m[1]!, request.id);
       },
-    );
+    });
   };

@@ -1,75 +1,23 @@
-import { Type, type Static } from 'typebox';
+import { type Static } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import {
-  Accepted,
-  BoundedInteger,
-  CONTROL_FREE,
-  IdParams,
-  MaintenanceWindowSchema,
-  Semver,
-  StringEnum,
-  TenantPage,
-  TenantSummary,
-  Uuid,
-  withErrors,
-} from '../schemas.ts';
+import { CONTROL_FREE } from '../schemas.ts';
 import type { TenantStreamEvents } from '../api-types.ts';
-import { MAX_WINDOWS } from '../../fleet/windows.ts';
 import { authOf, requesterOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors, isAppError } from '../../errors.ts';
-import { PHASES } from '../../store/states.ts';
-import { TENANT_SORTS, toTenant, type TenantFilter, type TenantRow, type TenantSort } from '../../store/tenants.ts';
+import { toTenant, type TenantFilter, type TenantRow, type TenantSort } from '../../store/tenants.ts';
 import { serveEventStream } from '../streams.ts';
 import { conditionsWithRuntime, tunnelView } from '../../tenant-api/tenant-view.ts';
-import { decodeStreamCursor, encodeStreamCursor, STREAM_CURSOR } from '../stream-cursor.ts';
+import { decodeStreamCursor, encodeStreamCursor } from '../stream-cursor.ts';
 
 import type { SpecChangeRequest } from '../../tenant-api/service.ts';
+import { endpoint } from '../api-routes.ts';
+import { TenantListQuery } from '../route-schemas.ts';
 import type { AppContext } from '../context.ts';
 
 /** The scope of the tenant events stream's ids (one sequence for every tenant). */
 const TENANT_EVENTS = 'tenants';
-
-const ListQuery = Type.Object(
-  {
-    phase: Type.Optional(StringEnum(PHASES)),
-    runtimeVersion: Type.Optional(Semver),
-    cluster: Type.Optional(Type.String({ maxLength: 63 })),
-    plan: Type.Optional(Type.String({ maxLength: 40 })),
-    region: Type.Optional(Type.String({ maxLength: 63 })),
-    q: Type.Optional(
-      Type.String({
-        minLength: 1,
-        maxLength: 100,
-        description: 'part of the organization (case-insensitive) or a tenant id',
-      }),
-    ),
-    sort: Type.Optional(StringEnum(Object.keys(TENANT_SORTS) as TenantSort[], { description: 'default createdAt' })),
-    order: Type.Optional(StringEnum(['asc', 'desc'] as const, { description: 'default asc' })),
-    limit: Type.Optional(BoundedInteger({ minimum: 1, maximum: 200, default: 50 })),
-    cursor: Type.Optional(Type.String({ maxLength: 512 })),
-  },
-  { additionalProperties: false },
-);
-
-const PatchBody = Type.Object(
-  {
-    plan: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
-    runtimeVersion: Type.Optional(Semver),
-    suspended: Type.Optional(Type.Boolean()),
-    maintenanceWindows: Type.Optional(
-      Type.Array(MaintenanceWindowSchema, {
-        maxItems: MAX_WINDOWS,
-        description:
-          'when fleet upgrades may upgrade the tenant (replaces the list; [] = any time); not a spec change: no operation is queued',
-      }),
-    ),
-  },
-  { additionalProperties: false, minProperties: 1 },
-);
-
-const UpgradeBody = Type.Object({ version: Semver }, { additionalProperties: false });
 /** The suspend route's body is optional (no body at all is the common case): checked here, not by the schema. */
 function suspendReason(body: unknown): string | undefined {
   if (body === undefined || body === null) return undefined;
@@ -128,7 +76,7 @@ export const tenantRoutes =
     };
 
     /** The filters of a listing query, and what a tenant key restricts them to. */
-    const filterOf = (request: FastifyRequest, q: Static<typeof ListQuery>): TenantFilter => {
+    const filterOf = (request: FastifyRequest, q: Static<typeof TenantListQuery>): TenantFilter => {
       const auth = authOf(request);
       return {
         ...(q.phase ? { phase: q.phase } : {}),
@@ -144,20 +92,13 @@ export const tenantRoutes =
     const cursorKind = (sort: TenantSort, order: 'asc' | 'desc') =>
       sort === 'createdAt' && order === 'asc' ? 'tenants' : `tenants:${sort}:${order}`;
 
-    app.get(
-      '/v1/tenants',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: 'List tenants',
-          tags: ['tenants'],
-          querystring: ListQuery,
-          response: withErrors({
-            200: TenantPage,
-          }),
-        },
-      },
-      async (request) => {
+    app.route({
+      ...endpoint('GET /v1/tenants', {
+        summary: 'List tenants',
+        tags: ['tenants'],
+      }),
+      config: { roles: READ },
+      handler: async (request) => {
         const q = request.query;
         const limit = q.limit ?? 50;
         const sort = q.sort ?? 'createdAt';
@@ -178,57 +119,35 @@ export const tenantRoutes =
             rows.length > limit && last ? encodeCursor(ctx.box, kind, { ts: last.sort_key, id: last.id }) : null,
         };
       },
-    );
+    });
 
-    app.get(
-      '/v1/tenants/summary',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: 'Count tenants by phase, suspension and runtime version',
-          description:
-            'The tenants the same filters as GET /v1/tenants select (phase aside), counted by phase, and their total (Deleted tenants included in the phase counts, not in the total). ' +
-            '`suspended` counts the tenants whose spec is suspended, also those whose suspension is not applied yet (their phase is still the one before); `runtimeVersions` counts per version the tenants whose spec names it and those running it.',
-          tags: ['tenants'],
-          querystring: Type.Omit(ListQuery, ['phase', 'sort', 'order', 'limit', 'cursor']),
-          response: withErrors({
-            200: TenantSummary,
-          }),
-        },
-      },
-      async (request) => {
+    app.route({
+      ...endpoint('GET /v1/tenants/summary', {
+        summary: 'Count tenants by phase, suspension and runtime version',
+        description:
+          'The tenants the same filters as GET /v1/tenants select (phase aside), counted by phase, and their total (Deleted tenants included in the phase counts, not in the total). ' +
+          '`suspended` counts the tenants whose spec is suspended, also those whose suspension is not applied yet (their phase is still the one before); `runtimeVersions` counts per version the tenants whose spec names it and those running it.',
+        tags: ['tenants'],
+      }),
+      config: { roles: READ },
+      handler: async (request) => {
         const counts = await ctx.tenants.count(filterOf(request, request.query));
         const total = Object.entries(counts.phases).reduce((n, [p, c]) => (p === 'Deleted' ? n : n + c), 0);
         return { phases: counts.phases, total, suspended: counts.suspended, runtimeVersions: counts.runtimeVersions };
       },
-    );
+    });
 
-    app.get(
-      '/v1/tenants/events',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: 'Server-Sent Events: tenants as they change',
-          description:
-            'Each event is `tenant` with id = an opaque cursor (pass it back unchanged) and data the tenant (as GET /v1/tenants/:id answers it), sent at its latest change. ' +
-            'Starts with a `ready` event {after} and then the next change, or after `after=` or Last-Event-ID to resume. ' +
-            '`id=` follows one tenant. A tenant key sees its own tenant only. Changes written by any replica reach every stream.',
-          tags: ['tenants'],
-          querystring: Type.Object(
-            {
-              id: Type.Optional(Uuid),
-              after: Type.Optional(
-                Type.String({
-                  pattern: STREAM_CURSOR,
-                  description: 'start after the event with this id (0: from the start)',
-                }),
-              ),
-            },
-            { additionalProperties: false },
-          ),
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('GET /v1/tenants/events', {
+        summary: 'Server-Sent Events: tenants as they change',
+        description:
+          'Each event is `tenant` with id = an opaque cursor (pass it back unchanged) and data the tenant (as GET /v1/tenants/:id answers it), sent at its latest change. ' +
+          'Starts with a `ready` event {after} and then the next change, or after `after=` or Last-Event-ID to resume. ' +
+          '`id=` follows one tenant. A tenant key sees its own tenant only. Changes written by any replica reach every stream.',
+        tags: ['tenants'],
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) => {
         const auth = authOf(request);
         const lastEventId = request.headers['last-event-id'];
         const resumeAt =
@@ -267,39 +186,28 @@ export const tenantRoutes =
           slot.release();
         }
       },
-    );
+    });
 
-    app.get(
-      '/v1/tenants/:id',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: 'Get a tenant',
-          tags: ['tenants'],
-          params: IdParams,
-          response: withErrors({ 200: Type.Ref('Tenant') }),
-        },
-      },
-      async (request) => {
+    app.route({
+      ...endpoint('GET /v1/tenants/:id', {
+        summary: 'Get a tenant',
+        tags: ['tenants'],
+      }),
+      config: { roles: READ },
+      handler: async (request) => {
         const row = await ctx.reads.tenant(request.params.id);
         if (!row) throw errors.notFound('tenant', request.params.id);
         return withTunnel(row, request);
       },
-    );
+    });
 
-    app.patch(
-      '/v1/tenants/:id',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: 'Change a tenant spec (plan, runtimeVersion, suspended) or its maintenance windows',
-          tags: ['tenants'],
-          params: IdParams,
-          body: PatchBody,
-          response: withErrors({ 202: Accepted }),
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('PATCH /v1/tenants/:id', {
+        summary: 'Change a tenant spec (plan, runtimeVersion, suspended) or its maintenance windows',
+        tags: ['tenants'],
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) => {
         const by = changerOf(request);
         if (by.actor.role === 'tenant' && request.body.plan !== undefined) {
           throw errors.forbidden('a tenant key cannot change its plan; contact an operator');
@@ -314,21 +222,15 @@ export const tenantRoutes =
         });
         return reply.status(202).send(out);
       },
-    );
+    });
 
-    app.post(
-      '/v1/tenants/:id/upgrade',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: 'Upgrade (or roll back) the tenant runtime',
-          tags: ['tenants'],
-          params: IdParams,
-          body: UpgradeBody,
-          response: withErrors({ 202: Accepted }),
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('POST /v1/tenants/:id/upgrade', {
+        summary: 'Upgrade (or roll back) the tenant runtime',
+        tags: ['tenants'],
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) => {
         const out = await ctx.tenants
           .change({
             tenantId: request.params.id,
@@ -339,22 +241,17 @@ export const tenantRoutes =
           .catch(asVersionField);
         return reply.status(202).send(out);
       },
-    );
+    });
 
-    app.post(
-      '/v1/tenants/:id/suspend',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: 'Suspend a tenant',
-          tags: ['tenants'],
-          description:
-            'Optional body {"reason": "…"} (operators only; the tenant sees it). An operator\'s suspension can only be lifted by an operator; a tenant\'s own by either.',
-          params: IdParams,
-          response: withErrors({ 202: Accepted }),
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('POST /v1/tenants/:id/suspend', {
+        summary: 'Suspend a tenant',
+        tags: ['tenants'],
+        description:
+          'Optional body {"reason": "…"} (operators only; the tenant sees it). An operator\'s suspension can only be lifted by an operator; a tenant\'s own by either.',
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) => {
         const by = changerOf(request);
         const reason = suspendReason(request.body);
         if (reason !== undefined && by.actor.role === 'tenant')
@@ -368,22 +265,17 @@ export const tenantRoutes =
         });
         return reply.status(202).send(out);
       },
-    );
+    });
 
-    app.post(
-      '/v1/tenants/:id/resume',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: 'Resume a tenant',
-          tags: ['tenants'],
-          description:
-            'A tenant key resumes only a suspension the tenant applied itself (403 SUSPENDED_BY_OPERATOR otherwise).',
-          params: IdParams,
-          response: withErrors({ 202: Accepted }),
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('POST /v1/tenants/:id/resume', {
+        summary: 'Resume a tenant',
+        tags: ['tenants'],
+        description:
+          'A tenant key resumes only a suspension the tenant applied itself (403 SUSPENDED_BY_OPERATOR otherwise).',
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) => {
         const out = await ctx.tenants.change({
           tenantId: request.params.id,
           change: { suspended: false },
@@ -392,68 +284,49 @@ export const tenantRoutes =
         });
         return reply.status(202).send(out);
       },
-    );
+    });
 
-    app.post(
-      '/v1/tenants/:id/sleep',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: "Put a tenant's runtime to sleep now",
-          tags: ['tenants'],
-          description:
-            'As the idle loop does after the plan\'s idle time (docs/operations.md "Sleep"): a `sleep` operation scales the vcluster\'s control plane to zero and deletes the pods it synced; the data stays. Only a Ready, awake tenant that is not suspended or in a fleet upgrade (409 NOT_SLEEPABLE names why). The next request to its runtime, `POST …/wake` or any spec change wakes it. Asleep already: 202 with `queued: false`.',
-          params: IdParams,
-          response: withErrors({ 202: Accepted }),
-        },
-      },
-      async (request, reply) => reply.status(202).send(await ctx.sleep.sleep(request.params.id, requesterOf(request))),
-    );
+    app.route({
+      ...endpoint('POST /v1/tenants/:id/sleep', {
+        summary: "Put a tenant's runtime to sleep now",
+        tags: ['tenants'],
+        description:
+          'As the idle loop does after the plan\'s idle time (docs/operations.md "Sleep"): a `sleep` operation scales the vcluster\'s control plane to zero and deletes the pods it synced; the data stays. Only a Ready, awake tenant that is not suspended or in a fleet upgrade (409 NOT_SLEEPABLE names why). The next request to its runtime, `POST …/wake` or any spec change wakes it. Asleep already: 202 with `queued: false`.',
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) =>
+        reply.status(202).send(await ctx.sleep.sleep(request.params.id, requesterOf(request))),
+    });
 
-    app.post(
-      '/v1/tenants/:id/wake',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: "Wake a sleeping tenant's runtime",
-          tags: ['tenants'],
-          description:
-            'Queues a `wake` operation (phase Waking, then Ready once the vcluster and its runtime run again). Not asleep: 202 with `queued: false` and its last operation.',
-          params: IdParams,
-          response: withErrors({ 202: Accepted }),
-        },
-      },
-      async (request, reply) =>
+    app.route({
+      ...endpoint('POST /v1/tenants/:id/wake', {
+        summary: "Wake a sleeping tenant's runtime",
+        tags: ['tenants'],
+        description:
+          'Queues a `wake` operation (phase Waking, then Ready once the vcluster and its runtime run again). Not asleep: 202 with `queued: false` and its last operation.',
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) =>
         reply.status(202).send(await ctx.sleep.wake(request.params.id, requesterOf(request), 'asked through the API')),
-    );
+    });
 
-    app.post(
-      '/v1/tenants/:id/retry',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: 'Retry a stalled or failing tenant now',
-          tags: ['tenants'],
-          params: IdParams,
-          response: withErrors({ 202: Accepted }),
-        },
-      },
-      async (request, reply) =>
+    app.route({
+      ...endpoint('POST /v1/tenants/:id/retry', {
+        summary: 'Retry a stalled or failing tenant now',
+        tags: ['tenants'],
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) =>
         reply.status(202).send(await ctx.tenants.retry(request.params.id, requesterOf(request))),
-    );
+    });
 
-    app.delete(
-      '/v1/tenants/:id',
-      {
-        config: { roles: READ },
-        schema: {
-          summary: 'Delete a tenant (a tombstone is kept)',
-          tags: ['tenants'],
-          params: IdParams,
-          response: withErrors({ 202: Accepted }),
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('DELETE /v1/tenants/:id', {
+        summary: 'Delete a tenant (a tombstone is kept)',
+        tags: ['tenants'],
+      }),
+      config: { roles: READ },
+      handler: async (request, reply) => {
         const out = await ctx.tenants.change({
           tenantId: request.params.id,
           change: { deleted: true },
@@ -462,5 +335,5 @@ export const tenantRoutes =
         });
         return reply.status(202).send(out);
       },
-    );
+    });
   };

@@ -5,11 +5,12 @@
  */
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { IdParams, Uuid, withErrors } from '../schemas.ts';
+import { Uuid, withErrors } from '../schemas.ts';
 import { requesterOf } from '../auth.ts';
 import { errors } from '../../errors.ts';
 import { proxiedPathProblem } from '../../request-target-rules.ts';
 import { keptHeaders } from '../../webhooks/service.ts';
+import { endpoint } from '../api-routes.ts';
 import type { AppContext } from '../context.ts';
 
 const READ = ['operator', 'tenant'] as const;
@@ -18,24 +19,19 @@ const SECRET = '^[A-Za-z0-9_-]{43}$';
 export const webhookRoutes =
   (ctx: AppContext): FastifyPluginAsyncTypebox =>
   async (app) => {
-    app.post(
-      '/v1/tenants/:id/webhook-url',
-      {
-        config: { roles: [...READ] },
-        schema: {
-          summary: "A new webhook URL for the tenant's Git provider (the previous one stops working)",
-          tags: ['tenants'],
-          description:
-            'The URL holds a secret shown only in this answer. Webhooks posted under it are kept by the control plane and delivered to the runtime\'s event source (its `/webhooks/*`), also when the tenant was asleep (docs/operations.md "Webhooks while asleep").',
-          params: IdParams,
-          response: withErrors({ 201: Type.Object({ url: Type.String({ format: 'uri' }) }) }),
-        },
-      },
-      async (request, reply) => {
+    app.route({
+      ...endpoint('POST /v1/tenants/:id/webhook-url', {
+        summary: "A new webhook URL for the tenant's Git provider (the previous one stops working)",
+        tags: ['tenants'],
+        description:
+          'The URL holds a secret shown only in this answer. Webhooks posted under it are kept by the control plane and delivered to the runtime\'s event source (its `/webhooks/*`), also when the tenant was asleep (docs/operations.md "Webhooks while asleep").',
+      }),
+      config: { roles: [...READ] },
+      handler: async (request, reply) => {
         const base = ctx.config.hybrid.publicUrl ?? `${request.protocol}://${request.host}`;
         return reply.status(201).send(await ctx.webhooks.mintUrl(request.params.id, base, requesterOf(request)));
       },
-    );
+    });
 
     await app.register(async (scope) => {
       scope.removeAllContentTypeParsers();

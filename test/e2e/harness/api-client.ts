@@ -5,7 +5,8 @@
 import { join } from 'node:path';
 import { REPO_ROOT } from '../../../sandbox/provisioner-process.ts';
 import { run, StopWaiting, until } from '../../../sandbox/processes.ts';
-import type { LogPage, Operation, SignupResponse, Tenant } from '../../../provisioner/http/api-types.ts';
+import { ApiClient as TypedClient } from '../../../provisioner/http/api-client.ts';
+import type { Operation, SignupResponse, Tenant } from '../../../provisioner/http/api-types.ts';
 /** The API's answers, as its route schemas define them. */
 export type { Operation, SignupResponse, Tenant };
 
@@ -17,10 +18,13 @@ export interface ApiResponse<T> {
 export class ApiClient {
   readonly url: string;
   readonly token: string;
+  /** The API's one client (provisioner/http/api-client.ts), typed from the route map. */
+  readonly api: TypedClient;
 
   constructor(url: string, token: string) {
     this.url = url;
     this.token = token;
+    this.api = new TypedClient({ baseUrl: url, token: token || undefined });
   }
 
   withToken(token: string): ApiClient {
@@ -56,20 +60,27 @@ export class ApiClient {
   }
 
   tenant(id: string): Promise<Tenant> {
-    return this.expect<Tenant>(200, 'GET', `/v1/tenants/${id}`);
+    return this.api.call('GET /v1/tenants/:id', { params: { id }, signal: AbortSignal.timeout(30_000) });
   }
 
   async operations(tenantId: string): Promise<Operation[]> {
-    return (await this.expect<{ items: Operation[] }>(200, 'GET', `/v1/tenants/${tenantId}/operations?limit=100`))
-      .items;
+    const page = await this.api.call('GET /v1/tenants/:id/operations', {
+      params: { id: tenantId },
+      query: { limit: 100 },
+      signal: AbortSignal.timeout(30_000),
+    });
+    return page.items;
   }
 
   operation(id: string): Promise<Operation> {
-    return this.expect<Operation>(200, 'GET', `/v1/operations/${id}`);
+    return this.api.call('GET /v1/operations/:id', { params: { id }, signal: AbortSignal.timeout(30_000) });
   }
 
   async logLines(operationId: string): Promise<string[]> {
-    const log = await this.expect<LogPage>(200, 'GET', `/v1/operations/${operationId}/log`);
+    const log = await this.api.call('GET /v1/operations/:id/log', {
+      params: { id: operationId },
+      signal: AbortSignal.timeout(30_000),
+    });
     return log.items.map((l) => l.line);
   }
 
