@@ -6,11 +6,11 @@
 import net from 'node:net';
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
-import { until } from '../../helpers/wait.ts';
 import { main } from '../../../provisioner/cli/main.ts';
 import { cliAgainst } from '../../helpers/cli.ts';
 import { parseWaves } from '../../../provisioner/cli/fleet-commands.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -189,7 +189,7 @@ async function proxy(target: string) {
 }
 
 async function waitFor(what: string, ok: () => boolean, timeoutMs = 10_000): Promise<void> {
-  await until(what, () => ok() || undefined, timeoutMs);
+  await until(what, timeoutMs, () => ok() || undefined);
 }
 
 t.test('fleet status --follow reads the progress stream and resumes after a dropped connection', async (t) => {

@@ -5,9 +5,9 @@
  */
 import t from 'tap';
 import { createTestApi, type TestApi } from '../../helpers/api.ts';
-import { until } from '../../helpers/wait.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { catalog } from '../../../runtime/catalog.ts';
+import { until } from '../../../sandbox/until.ts';
 
 interface PlanBody {
   waves: Array<{ wave: number; size: number; tenants: string[]; maxConcurrency: number }>;
@@ -335,7 +335,7 @@ t.test('the progress stream: every decision as an event, live, resumable with La
   // Live: the stream has sent the start (it is open and has caught up) before pause and abort happen.
   let started = false;
   const live = readEvents(url, auth, 100, (e) => (started ||= e.event === 'event' && e.data.action === 'start'));
-  await until('the start event on the open stream', () => started);
+  await until('the start event on the open stream', 10_000, () => started);
   await api.request('POST', `/v1/fleet-upgrades/${id}/pause`, { key: api.operatorKey });
   await api.request('POST', `/v1/fleet-upgrades/${id}/abort`, { key: api.operatorKey });
   const events = await live;

@@ -8,10 +8,10 @@ import http from 'node:http';
 import { once } from 'node:events';
 import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
-import { until } from '../../helpers/wait.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const a = await createTestApi();
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
@@ -135,7 +135,7 @@ t.test(
           status: { phase: string };
         }
       ).status.phase;
-    await until('the tenant Ready on replica B', async () => (await phase()) === 'Ready', 30_000, 50);
+    await until('the tenant Ready on replica B', 30_000, async () => (await phase()) === 'Ready', 50);
     // Replica B has the tenant's key in its cache (PROVISIONER_KEY_CACHE_MS, 2 s by default).
     t.equal((await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { headers: auth(tenant.apiKey) })).status, 200);
     const del = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}`, {
@@ -143,7 +143,7 @@ t.test(
       headers: auth(tenant.apiKey),
     });
     t.equal(del.status, 202);
-    await until('the tenant Deleted on replica B', async () => (await phase()) === 'Deleted', 30_000, 25);
+    await until('the tenant Deleted on replica B', 30_000, async () => (await phase()) === 'Deleted', 25);
     const deletedAt = Date.now();
     let refused = false;
     while (!refused && Date.now() - deletedAt < 1000) {

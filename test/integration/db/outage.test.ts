@@ -14,7 +14,6 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { until } from '../../helpers/wait.ts';
 import { loadConfig } from '../../../provisioner/config.ts';
 import { startServer, type Running } from '../../../provisioner/server.ts';
 import { freePort, startEmbeddedPostgres, type EmbeddedServer } from '../../../provisioner/db/embedded.ts';
@@ -23,6 +22,7 @@ import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { ScriptedEngine } from '../../../provisioner/engine/scripted-engine.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { KUBECONFIG } from '../reconciler/harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 // The 20 s outage under load, the reconciler's catch-up and two PostgreSQL restarts.
 t.setTimeout(480_000); // about 2 min on a quiet machine; 255 s was seen beside two other test tiers
@@ -384,7 +384,7 @@ t.test(
     });
     t.equal(res.status, 202, 'the signup is acknowledged');
     const { tenant, operationId } = (await res.json()) as { tenant: { id: string }; operationId: string };
-    await until('the create to reach the engine', () => engine.callsFor(tenant.id).length > 0, 10_000);
+    await until('the create to reach the engine', 10_000, () => engine.callsFor(tenant.id).length > 0);
     t.equal(engine.callsFor(tenant.id).length, 1, 'the create is running in the engine');
 
     await s.server.stop();
@@ -392,8 +392,8 @@ t.test(
     // Both have happened with PostgreSQL down: the engine returned, and the reconciler found the database gone.
     await until(
       'the engine run to end and the reconciler to pause for the outage',
-      () => engine.running === 0 && reconciler.paused,
       30_000,
+      () => engine.running === 0 && reconciler.paused,
     );
     await restartPostgres(s);
     const check = new pg.Client({ connectionString: dbUrl });
@@ -401,12 +401,12 @@ t.test(
     t.teardown(() => check.end());
     const state = await until(
       'the operation to be recorded as succeeded',
+      30_000,
       async () => {
         const st = (await check.query<{ state: string }>('SELECT state FROM operations WHERE id = $1', [operationId]))
           .rows[0]!.state;
         return st === 'succeeded' && st;
       },
-      30_000,
       50,
     );
     t.equal(state, 'succeeded', 'the operation is recorded as succeeded once PostgreSQL is back');

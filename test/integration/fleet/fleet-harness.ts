@@ -9,7 +9,8 @@ import { ScriptedEngine, type EngineCall } from '../../../provisioner/engine/scr
 import { FleetDriver, type FleetDriverOptions } from '../../../provisioner/fleet/driver.ts';
 import { FleetUpgradeService, type FleetUpgradeRequest } from '../../../provisioner/fleet/service.ts';
 import { catalog } from '../../../runtime/catalog.ts';
-import { createHarness, until, type Harness } from '../reconciler/harness.ts';
+import { createHarness, type Harness } from '../reconciler/harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 export const OPERATOR = { actor: { id: 'test-operator', role: 'operator' }, requestId: 'test' };
 
@@ -128,11 +129,11 @@ export async function createFleetHarness(): Promise<FleetHarness> {
     async waitState(id, states, timeoutMs = 20_000) {
       return until(
         `fleet upgrade ${id} to be ${states.join(' or ')}`,
+        timeoutMs,
         async () => {
           const f = await self.fleet(id);
           return states.includes(f.state) ? f.state : undefined;
         },
-        timeoutMs,
         50,
       );
     },

@@ -8,7 +8,7 @@ import t from 'tap';
 import { request, startControlPlane, startRuntime, ready, StubCallers, StubRuntimeTokens } from './harness.ts';
 import { SUBPROTOCOL } from '../../../runtime/protocol/frames.ts';
 import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
-import { until } from '../../helpers/wait.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
@@ -43,11 +43,11 @@ void t.test(
     const listening = Date.now();
     const served = await until(
       'a request through the tunnel answered 200',
+      30_000,
       async () => {
         const res = await request(`${cp.base}/v1/tenants/${tenantId}/runtime/api/runtime`, { headers: admin });
         return res.status === 200 && Date.now();
       },
-      30_000,
       50,
     );
     t.ok(
