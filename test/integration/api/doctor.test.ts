@@ -98,10 +98,10 @@ t.test(
       LOG_LEVEL: 'info',
     });
     // The reconciler starts the engine after listening: wait for its verdict on the CLI.
-    for (let i = 0; i < 600 && !logs.some((l) => l.msg === 'pulumi CLI not found'); i++)
-      await new Promise((r) => setTimeout(r, 50));
     t.ok(
-      logs.some((l) => l.msg === 'pulumi CLI not found'),
+      await until('the provisioner logging that it found no Pulumi CLI', 60_000, () =>
+        logs.some((l) => l.msg === 'pulumi CLI not found'),
+      ),
       'the provisioner logged that it found no Pulumi CLI',
     );
 

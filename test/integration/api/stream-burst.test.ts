@@ -8,6 +8,7 @@ import t, { type Test } from 'tap';
 import http from 'node:http';
 import { createTestApi } from '../../helpers/api.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const LIMIT = 5;
 const BURST = 300;
@@ -62,12 +63,7 @@ async function keyIdOf(key: string): Promise<string> {
 
 /** Polls (a wait, not a claim about speed) until the key holds no stream on the server. */
 async function noStreamsLeft(keyId: string, what: string): Promise<void> {
-  const until = Date.now() + 60_000;
-  while (api.services.streams.count(keyId) !== 0) {
-    if (Date.now() > until)
-      throw new Error(`${what}: the key still holds ${api.services.streams.count(keyId)} streams after 60 s`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until(`no stream left on the key ${what}`, 60_000, () => api.services.streams.count(keyId) === 0, 50);
 }
 
 async function burst(t: Test, path: string, key: string): Promise<void> {

