@@ -11,6 +11,7 @@ import { cliAgainst } from '../../helpers/cli.ts';
 import { parseWaves } from '../../../provisioner/cli/fleet-commands.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { until } from '../../../sandbox/until.ts';
+import { markReconciled } from '../../helpers/tenants.ts';
 
 const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -28,11 +29,11 @@ await insertCluster(api.db.pool, {
 });
 async function ready(version: string, suspended = false): Promise<string> {
   const { tenantId } = await api.signup({ runtimeVersion: version });
-  await api.db.pool.query(
-    `UPDATE tenants SET phase = $2, observed_generation = generation, actual_runtime_version = runtime_version, suspended = $3,
-            cluster_id = (SELECT id FROM root_clusters WHERE name = 'cli-root') WHERE id = $1`,
-    [tenantId, suspended ? 'Suspended' : 'Ready', suspended],
-  );
+  await markReconciled(api.db.pool, tenantId, {
+    phase: suspended ? 'Suspended' : 'Ready',
+    suspended,
+    cluster: 'cli-root',
+  });
   return tenantId;
 }
 

@@ -16,6 +16,7 @@ import { catalog } from '../../../runtime/catalog.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { cliAgainst } from '../../helpers/cli.ts';
 import { until } from '../../../sandbox/until.ts';
+import { markReconciled } from '../../helpers/tenants.ts';
 
 const KUBECONFIG =
   'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
@@ -201,11 +202,7 @@ t.test('100 concurrent claims on 10 entries: each entry goes to one claim', asyn
     ids.push(e.id);
   }
   // Ready without waiting for the engine: what a claim looks at.
-  await api.db.pool.query(
-    `UPDATE tenants SET phase = 'Ready', observed_generation = generation, actual_runtime_version = runtime_version
-      WHERE id = ANY($1::uuid[])`,
-    [ids],
-  );
+  await markReconciled(api.db.pool, ids);
   const claims = await Promise.all(
     Array.from({ length: 100 }, (_, i) =>
       withTx(api.db.pool, (tx) =>
