@@ -16,6 +16,7 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { startTunnelClient, type TunnelClient } from '../runtime/agents/tunnel-client/client.ts';
 import { startControlPlane, StubCallers, StubRuntimeTokens } from '../test/integration/tunnel/harness.ts';
+import { until } from '../sandbox/until.ts';
 
 const N = Number(process.env.BENCH_RUNTIMES ?? 10_000);
 const DOWN_MS = Number(process.env.BENCH_DOWN_SECONDS ?? 10) * 1000;
@@ -68,12 +69,10 @@ function stats(child: ChildProcess): Promise<Extract<Msg, { type: 'stats' }>> {
   });
 }
 
-async function until(what: string, check: () => boolean): Promise<number> {
+/** Waits for `check` (sandbox/until.ts, polling every 50 ms) and returns how long it took, in ms. */
+async function timed(what: string, check: () => boolean): Promise<number> {
   const began = Date.now();
-  while (!check()) {
-    if (Date.now() - began > TIMEOUT_MS) throw new Error(`${what}: not within ${TIMEOUT_MS / 1000} s`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until(what, TIMEOUT_MS, check, 50);
   return Date.now() - began;
 }
 
@@ -89,19 +88,19 @@ async function main(): Promise<void> {
     clients.push(c);
     if (i % 500 === 499) await new Promise((r) => setTimeout(r, 20)); // the first connect is not the storm measured
   }
-  const initialMs = await until('all connected at first', () => connected >= N);
+  const initialMs = await timed('all connected at first', () => connected >= N);
   const atRest = await stats(first.child);
   console.log(
     `${N} runtimes connected in ${(initialMs / 1000).toFixed(1)} s; control plane RSS ${(atRest.rss / 2 ** 20).toFixed(0)} MiB with ${N} tunnels`,
   );
 
   first.child.kill('SIGKILL');
-  await until('all disconnected', () => connected <= 0);
+  await timed('all disconnected', () => connected <= 0);
   await new Promise((r) => setTimeout(r, DOWN_MS));
   const loadBefore = os.loadavg()[0]!;
   const second = await startCp(first.port);
   const began = Date.now();
-  const allMs = await until('all reconnected', () => connected >= N);
+  const allMs = await timed('all reconnected', () => connected >= N);
   const s = await stats(second.child);
   const wall = Date.now() - began;
   console.log(

@@ -1,7 +1,7 @@
 /**
  * Child processes of the end-to-end harness: every process runs in its own process group
  * (detached), writes to a log file, and is killed with its whole group on teardown, even when a
- * test failed. Also bounded polling (`until`) and free loopback ports.
+ * test failed. Also free loopback ports, and `until` (sandbox/until.ts) re-exported.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
@@ -187,45 +187,10 @@ export function killAllStarted(): void {
 }
 process.once('exit', killAllStarted);
 
-export class TimeoutError extends Error {
-  override name = 'TimeoutError';
-}
-
-/** Thrown by an `until` check to stop waiting at once (the awaited state can no longer come). */
-export class StopWaiting extends Error {
-  override name = 'StopWaiting';
-}
-
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 export { sleep };
 
-/**
- * Polls `check` until it returns a truthy value (returned) or `timeoutMs` passes (throws with the
- * description and the last error or value). Errors thrown by `check` count as "not yet", except
- * StopWaiting, which ends the wait with that error.
- */
-export async function until<T>(
-  what: string,
-  timeoutMs: number,
-  check: () => Promise<T | undefined | null | false> | T | undefined | null | false,
-  intervalMs = 500,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: string;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value) return value;
-      last = `last value: ${JSON.stringify(value)?.slice(0, 300)}`;
-    } catch (err) {
-      if (err instanceof StopWaiting) throw err;
-      last = `last error: ${err instanceof Error ? err.message.slice(0, 500) : String(err)}`;
-    }
-    if (Date.now() >= deadline)
-      throw new TimeoutError(`timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${what} (${last})`);
-    await sleep(Math.min(intervalMs, Math.max(0, deadline - Date.now())));
-  }
-}
+export { StopWaiting, TimeoutError, until } from './until.ts';
 
 /** A free TCP port on 127.0.0.1 (the provisioner's own helper). */
 import { freePort } from '../provisioner/db/embedded.ts';

@@ -17,7 +17,6 @@ import type { Browser, Page } from 'playwright-core';
 import { createKey } from '../../provisioner/store/keys.ts';
 import { KUBECONFIG } from '../integration/reconciler/harness.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
-import { until } from '../helpers/wait.ts';
 import {
   axeViolations,
   chromiumAvailable,
@@ -32,6 +31,7 @@ import {
   type ServerProcess,
   type WatchedPage,
 } from './harness/browser.ts';
+import { until } from '../../sandbox/until.ts';
 
 t.setTimeout(6 * 60_000);
 if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
@@ -121,6 +121,7 @@ async function signup(organization: string, plan: string): Promise<{ id: string;
 async function settled(id: string, want = 'Ready'): Promise<void> {
   await until(
     `${id} ${want}, its spec applied, nothing pending`,
+    120_000,
     async () => {
       const v = (await ok('GET', `/v1/tenants/${id}`)) as {
         generation: number;
@@ -130,7 +131,6 @@ async function settled(id: string, want = 'Ready'): Promise<void> {
       const ops = (await ok('GET', `/v1/tenants/${id}/operations?limit=50`)) as { items: { state: string }[] };
       return ops.items.every((o) => o.state === 'succeeded' || o.state === 'failed');
     },
-    120_000,
     100,
   );
 }
@@ -138,11 +138,11 @@ async function settled(id: string, want = 'Ready'): Promise<void> {
 async function putToSleep(id: string): Promise<void> {
   await until(
     'sleep accepted',
-    async () => (await call('POST', `/v1/tenants/${id}/sleep`)).status === 202,
     60_000,
+    async () => (await call('POST', `/v1/tenants/${id}/sleep`)).status === 202,
     100,
   );
-  await until(`${id} asleep`, async () => (await phase(id)) === 'Sleeping', 60_000, 100);
+  await until(`${id} asleep`, 60_000, async () => (await phase(id)) === 'Sleeping', 100);
 }
 
 async function signedIn(key = operatorKey): Promise<WatchedPage> {
@@ -166,8 +166,8 @@ t.test('per plan: awake, asleep, reservations, sleep, warm pool, signups; the wa
   // The warm-pool loop provisions the free plan's entry (the reconciler runs it, scripted).
   await until(
     'the free pool entry Ready',
-    async () => planOf(await capacity(), 'free').warmPool.ready === 1,
     120_000,
+    async () => planOf(await capacity(), 'free').warmPool.ready === 1,
     200,
   );
   const a = await signup('warm-org', 'free');
@@ -185,11 +185,11 @@ t.test('per plan: awake, asleep, reservations, sleep, warm pool, signups; the wa
   // The pool refilled after the claim.
   await until(
     'the free pool full again',
+    120_000,
     async () => {
       const p = planOf(await capacity(), 'free').warmPool;
       return p.ready === 1 && p.provisioning === 0;
     },
-    120_000,
     200,
   );
 

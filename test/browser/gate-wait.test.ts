@@ -19,7 +19,6 @@ import { createKey } from '../../provisioner/store/keys.ts';
 import { insertOperation } from '../../provisioner/store/tenants.ts';
 import { KUBECONFIG } from '../integration/reconciler/harness.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
-import { until } from '../helpers/wait.ts';
 import type { FleetUpgrade } from '../../provisioner/http/api-types.ts';
 import {
   axeViolations,
@@ -35,6 +34,7 @@ import {
   type ServerProcess,
   type WatchedPage,
 } from './harness/browser.ts';
+import { until } from '../../sandbox/until.ts';
 
 t.setTimeout(6 * 60_000);
 if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
@@ -88,10 +88,10 @@ async function signup(organization: string, runtimeVersion: string): Promise<str
   const id = res.json.tenant.id;
   await until(
     `${organization} Ready`,
+    60_000,
     async () =>
       (await db.pool.query<{ phase: string }>('SELECT phase FROM tenants WHERE id = $1', [id])).rows[0]?.phase ===
         'Ready' || undefined,
-    60_000,
   );
   return id;
 }
@@ -117,12 +117,12 @@ const fleetId = created.json.fleetUpgrade.id;
 // connects one): the state the pages are read in.
 const wait = await until(
   'the fleet upgrade waiting on the tunnel gate',
+  120_000,
   async () => {
     const f = (await call<FleetUpgrade>('GET', `/v1/fleet-upgrades/${fleetId}`)).json;
     const w = f.tenants?.find((x) => x.tenantId === tenant)?.gateWait;
     return w && w.waitingOn.some((c) => c.name === 'tunnel') ? w : undefined;
   },
-  120_000,
   250,
 );
 

@@ -35,6 +35,7 @@ import {
 } from './harness/browser.ts';
 import { seedTenants } from './harness/seed.ts';
 import { portOutsideEphemeralRange } from '../helpers/ports.ts';
+import { until } from '../../sandbox/until.ts';
 
 // Chromium and a provisioner process on a shared 2-core machine: more than tap's default of 120 s.
 t.setTimeout(10 * 60_000);
@@ -78,16 +79,6 @@ async function call(
   return { status: res.status, json: (await res.json().catch(() => null)) as { tenant: { id: string } } | null };
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 const phaseOf = async (id: string) =>
   (await db.pool.query<{ phase: string }>('SELECT phase FROM tenants WHERE id = $1', [id])).rows[0]?.phase;
 
@@ -99,7 +90,7 @@ async function signup(organization: string, runtimeVersion?: string): Promise<st
   });
   if (res.status !== 202) throw new Error(`signup: ${res.status} ${JSON.stringify(res.json)}`);
   const id = res.json!.tenant.id;
-  await waitFor(`${organization} Ready`, async () => ((await phaseOf(id)) === 'Ready' ? true : undefined));
+  await until(`${organization} Ready`, 30_000, async () => (await phaseOf(id)) === 'Ready', 25);
   return id;
 }
 
@@ -133,7 +124,7 @@ t.test('a phase change appears without reload within 2 s', async (t) => {
   await cell('Ready').waitFor();
   t.equal((await call('POST', `/v1/tenants/${id}/suspend`)).status, 202, 'suspend accepted');
   const [tDb, tDom] = await Promise.all([
-    waitFor('Suspended in the database', async () => ((await phaseOf(id)) === 'Suspended' ? Date.now() : undefined)),
+    until('Suspended in the database', 30_000, async () => (await phaseOf(id)) === 'Suspended' && Date.now(), 25),
     cell('Suspended')
       .waitFor({ timeout: 30_000 })
       .then(() => Date.now()),

@@ -14,7 +14,6 @@ import type { Browser } from 'playwright-core';
 import { createKey } from '../../provisioner/store/keys.ts';
 import { KUBECONFIG } from '../integration/reconciler/harness.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
-import { until } from '../helpers/wait.ts';
 import { startTunnelClient } from '../../runtime/agents/tunnel-client/client.ts';
 import { EVENTS_PATH } from '../../runtime/protocol/events.ts';
 import {
@@ -31,6 +30,7 @@ import {
   type PageGlobals,
   type ServerProcess,
 } from './harness/browser.ts';
+import { until } from '../../sandbox/until.ts';
 
 t.setTimeout(5 * 60_000);
 if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
@@ -76,8 +76,8 @@ async function provisioned(organization: string): Promise<string> {
   const id = s.tenant.id;
   await until(
     `${organization} Ready`,
-    async () => ((await call('GET', `/v1/tenants/${id}`)) as { status: { phase: string } }).status.phase === 'Ready',
     120_000,
+    async () => ((await call('GET', `/v1/tenants/${id}`)) as { status: { phase: string } }).status.phase === 'Ready',
     100,
   );
   return id;

@@ -18,7 +18,6 @@ import type { Browser, Page } from 'playwright-core';
 import { createKey } from '../../provisioner/store/keys.ts';
 import { KUBECONFIG } from '../integration/reconciler/harness.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
-import { until } from '../helpers/wait.ts';
 import {
   axeViolations,
   chromiumAvailable,
@@ -33,6 +32,7 @@ import {
   type ServerProcess,
   type WatchedPage,
 } from './harness/browser.ts';
+import { until } from '../../sandbox/until.ts';
 
 t.setTimeout(5 * 60_000);
 if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
@@ -98,11 +98,11 @@ async function provisioned(organization: string): Promise<string> {
   const id = s.tenant.id;
   await until(
     `${organization} Ready`,
+    120_000,
     async () => {
       const v = await tenant(id);
       return v.status.phase === 'Ready' && v.generation === v.status.observedGeneration;
     },
-    120_000,
     100,
   );
   return id;
@@ -112,6 +112,7 @@ async function provisioned(organization: string): Promise<string> {
 async function holdLease(id: string): Promise<void> {
   await until(
     'the tenant free of any lease',
+    30_000,
     async () =>
       (
         await db.pool.query(
@@ -120,7 +121,6 @@ async function holdLease(id: string): Promise<void> {
           [id],
         )
       ).rowCount === 1,
-    30_000,
     50,
   );
 }
@@ -198,12 +198,12 @@ t.test('Sleep… puts a Ready tenant to sleep; asleep, it is calm in the list an
   // The reconciler (scripted engine) applies it: phase Sleeping, Ready=False reason Sleeping.
   const asleep = await until(
     'the sleep applied',
+    60_000,
     async () => {
       const v = await tenant(id);
       const ready = v.status.conditions.find((c) => c.type === 'Ready');
       return v.status.phase === 'Sleeping' && ready?.status === 'False' && ready.reason === 'Sleeping' && v;
     },
-    60_000,
     100,
   );
   t.ok(asleep.status.sleep?.since, 'the API says since when it sleeps');

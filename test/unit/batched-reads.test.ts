@@ -22,19 +22,25 @@ class HeldBatches {
     });
 
   /** Waits until `n` batches have been sent. */
-  async until(n: number): Promise<void> {
+  async sentBatches(n: number): Promise<void> {
     for (let i = 0; i < 100 && this.sent.length < n; i++) await new Promise((r) => setImmediate(r));
     if (this.sent.length < n) throw new Error(`expected ${n} batches, ${this.sent.length} were sent`);
   }
 }
 
-const settle = () => new Promise((r) => setTimeout(r, 20));
+/**
+ * BatchedReads sends a batch from a setImmediate callback: after ten turns of the event loop, a
+ * batch it would send now has been sent (the positive signal before asserting that none was).
+ */
+const settle = async () => {
+  for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+};
 
 t.test('reads made together go in one batch, each key once; every read gets its own value or undefined', async (t) => {
   const db = new HeldBatches();
   const reads = new BatchedReads(db.load);
   const pending = [reads.get('a'), reads.get('b'), reads.get('a'), reads.get('c')];
-  await db.until(1);
+  await db.sentBatches(1);
   t.same(db.sent[0]!.keys, ['a', 'b', 'c'], 'one batch, duplicates once');
   db.sent[0]!.answer(['a', 'c']);
   t.same(await Promise.all(pending), ['value of a', undefined, 'value of a', 'value of c']);
@@ -47,14 +53,14 @@ t.test(
     const db = new HeldBatches();
     const reads = new BatchedReads(db.load);
     const first = reads.get('a');
-    await db.until(1);
+    await db.sentBatches(1);
     const later = [reads.get('a'), reads.get('b')];
     await settle();
     t.equal(db.sent.length, 1, 'nothing more is sent while the first batch runs (concurrency 1)');
     t.same(db.sent[0]!.keys, ['a'], 'the batch already sent did not grow');
     db.sent[0]!.answer();
     t.equal(await first, 'value of a');
-    await db.until(2);
+    await db.sentBatches(2);
     t.same(db.sent[1]!.keys, ['a', 'b'], 'the reads that waited go together');
     db.sent[1]!.answer();
     t.same(await Promise.all(later), ['value of a', 'value of b']);
@@ -65,14 +71,14 @@ t.test('with concurrency 2 a second batch goes while the first runs, a third wai
   const db = new HeldBatches();
   const reads = new BatchedReads(db.load, { concurrency: 2 });
   const a = reads.get('a');
-  await db.until(1);
+  await db.sentBatches(1);
   const b = reads.get('b');
-  await db.until(2);
+  await db.sentBatches(2);
   const c = reads.get('c');
   await settle();
   t.equal(db.sent.length, 2);
   db.sent[1]!.answer();
-  await db.until(3);
+  await db.sentBatches(3);
   t.same(db.sent[2]!.keys, ['c']);
   db.sent[0]!.answer();
   db.sent[2]!.answer();
@@ -83,11 +89,11 @@ t.test('a failed batch fails its own reads only; the reads go on', async (t) => 
   const db = new HeldBatches();
   const reads = new BatchedReads(db.load);
   const failing = reads.get('a');
-  await db.until(1);
+  await db.sentBatches(1);
   const next = reads.get('b');
   db.sent[0]!.fail(new Error('connection terminated'));
   await t.rejects(failing, /connection terminated/);
-  await db.until(2);
+  await db.sentBatches(2);
   db.sent[1]!.answer();
   t.equal(await next, 'value of b');
 });
@@ -96,10 +102,10 @@ t.test('batches are capped at maxBatchSize; concurrency must be a positive integ
   const db = new HeldBatches();
   const reads = new BatchedReads(db.load, { maxBatchSize: 2 });
   const pending = ['a', 'b', 'c'].map((k) => reads.get(k));
-  await db.until(1);
+  await db.sentBatches(1);
   t.same(db.sent[0]!.keys, ['a', 'b']);
   db.sent[0]!.answer();
-  await db.until(2);
+  await db.sentBatches(2);
   t.same(db.sent[1]!.keys, ['c']);
   db.sent[1]!.answer();
   t.same(await Promise.all(pending), ['value of a', 'value of b', 'value of c']);

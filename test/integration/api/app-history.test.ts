@@ -11,12 +11,12 @@
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { application, batch } from '../../helpers/events.ts';
-import { until } from '../../helpers/wait.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { EVENTS_PATH, type ApplicationSummary, type UpsertItem } from '../../../runtime/protocol/events.ts';
 import type { ApplicationChange } from '../../../runtime/protocol/sources.ts';
 import type { ApplicationHistoryEntry, ApplicationHistoryPage } from '../../../provisioner/http/api-types.ts';
 import type { PeriodicLoop } from '../../../runtime/loops/periodic.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const CAP = 4;
 const api = await createTestApi({ env: { PROVISIONER_APP_HISTORY_MAX_PER_TENANT: String(CAP) } });
@@ -327,7 +327,7 @@ t.test("the tenant's cap deletes its oldest entries; the retention loop deletes 
   const loop: PeriodicLoop = api.services.appHistoryPruner.loop;
   const before = loop.status().rounds;
   loop.kick();
-  await until('a round of app-history-pruner', () => loop.status().rounds > before);
+  await until('a round of app-history-pruner', 10_000, () => loop.status().rounds > before);
   t.equal(loop.status().consecutiveFailures, 0, 'the round succeeded');
   t.same(
     revisions(await history(tenant.tenantId, 'busy')),
@@ -447,19 +447,19 @@ t.test("the change stream sends this application's entries only, as they are wri
       // aborted
     }
   })();
-  await until('the stream to start', () => started);
-  await until('the existing entry', () => entries.length >= 1);
+  await until('the stream to start', 10_000, () => started);
+  await until('the existing entry', 10_000, () => entries.length >= 1);
   t.equal(entries[0]!.item.changeRevision, sha('h1'), 'after=0 sends the existing entry first');
 
   // The neighbour's commit, then ours: the next event is ours.
   await ingest(key, [report('neighbour', 902, { syncStatus: 'OutOfSync' }, change(sha('h2')))]);
   await ingest(key, [report('streamed', 903, { syncStatus: 'OutOfSync' }, change(sha('h3')))]);
-  await until('the new entry', () => entries.length >= 2);
+  await until('the new entry', 10_000, () => entries.length >= 2);
   t.equal(entries[1]!.item.changeRevision, sha('h3'), "the next event is this application's new entry");
   t.equal(entries[1]!.item.application.name, 'streamed', "the neighbour's entry was not sent");
 
   await ingest(key, [report('streamed', 904, { syncStatus: 'Synced', revision: sha('h3') }, change(sha('h3')))]);
-  await until('the entry updated', () => entries.length >= 3);
+  await until('the entry updated', 10_000, () => entries.length >= 3);
   t.match(
     entries[2]!.item,
     { changeRevision: sha('h3'), result: 'succeeded' },

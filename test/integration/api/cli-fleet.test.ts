@@ -6,11 +6,12 @@
 import net from 'node:net';
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
-import { until } from '../../helpers/wait.ts';
 import { main } from '../../../provisioner/cli/main.ts';
 import { cliAgainst } from '../../helpers/cli.ts';
 import { parseWaves } from '../../../provisioner/cli/fleet-commands.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
+import { until } from '../../../sandbox/until.ts';
+import { markReconciled } from '../../helpers/tenants.ts';
 
 const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -28,11 +29,11 @@ await insertCluster(api.db.pool, {
 });
 async function ready(version: string, suspended = false): Promise<string> {
   const { tenantId } = await api.signup({ runtimeVersion: version });
-  await api.db.pool.query(
-    `UPDATE tenants SET phase = $2, observed_generation = generation, actual_runtime_version = runtime_version, suspended = $3,
-            cluster_id = (SELECT id FROM root_clusters WHERE name = 'cli-root') WHERE id = $1`,
-    [tenantId, suspended ? 'Suspended' : 'Ready', suspended],
-  );
+  await markReconciled(api.db.pool, tenantId, {
+    phase: suspended ? 'Suspended' : 'Ready',
+    suspended,
+    cluster: 'cli-root',
+  });
   return tenantId;
 }
 
@@ -188,10 +189,6 @@ async function proxy(target: string) {
   };
 }
 
-async function waitFor(what: string, ok: () => boolean, timeoutMs = 10_000): Promise<void> {
-  await until(what, () => ok() || undefined, timeoutMs);
-}
-
 t.test('fleet status --follow reads the progress stream and resumes after a dropped connection', async (t) => {
   const a = await ready('1.4.1');
   const b = await ready('1.4.1');
@@ -213,23 +210,23 @@ t.test('fleet status --follow reads the progress stream and resumes after a drop
   void following.finally(() => (ended = true));
   const count = (re: RegExp) => (text().match(new RegExp(re.source, `g${re.flags}`)) ?? []).length;
 
-  await waitFor('the first drawing', () => /to 1\.5\.0: running/.test(text()));
+  await until('the first drawing', 10_000, () => /to 1\.5\.0: running/.test(text()));
   t.match(text(), /canary\s+\[\.{20}\] 0\/1 done/, 'the first drawing has a progress bar per wave');
   // The drawing comes from the fleet upgrade's state; the decisions follow as the stream replays them.
-  await waitFor('the start decision (the stream replays from the first event)', () => / start\b/.test(text()));
+  await until('the start decision (the stream replays from the first event)', 10_000, () => / start\b/.test(text()));
   t.notOk(
     p.requests.some((r) => /GET \/v1\/fleet-upgrades\/[^/ ]+ HTTP/.test(r)),
     'the fleet upgrade is not polled: only its events are read',
   );
 
   t.equal((await cli(['fleet', 'pause', id, '--reason', 'night'])).code, 0, 'pause');
-  await waitFor('the pause', () => /: paused \(night\)/.test(text()));
+  await until('the pause', 10_000, () => /: paused \(night\)/.test(text()));
   // The state drawing and the decision's line come as two stream events, in either order.
-  await waitFor('the pause decision shown as it happens', () => /Z pause$/m.test(text()));
+  await until('the pause decision shown as it happens', 10_000, () => /Z pause$/m.test(text()));
 
   // The connection drops; while it is down the fleet upgrade goes on: those decisions must still be shown.
   p.cut();
-  await waitFor('the CLI to notice the drop', () => err.some((e) => /interrupted/.test(e)));
+  await until('the CLI to notice the drop', 10_000, () => err.some((e) => /interrupted/.test(e)));
   t.equal((await cli(['fleet', 'resume', id])).code, 0, 'resume while the follower is cut off');
   t.equal(
     (await cli(['fleet', 'override-windows', id, '--reason', 'CVE-2026-1234'])).code,
@@ -238,7 +235,7 @@ t.test('fleet status --follow reads the progress stream and resumes after a drop
   );
   t.notOk(ended, 'the follower keeps trying while the connection is down');
   p.restore();
-  await waitFor('the decisions made meanwhile', () => / override_windows: CVE-2026-1234/.test(text()));
+  await until('the decisions made meanwhile', 10_000, () => / override_windows: CVE-2026-1234/.test(text()));
   t.match(text(), / resume\b/, 'the resume made while disconnected is shown after the reconnect');
   const { rows } = await api.db.pool.query<{ seq: string }>(
     `SELECT seq FROM fleet_upgrade_events WHERE fleet_upgrade_id = $1 AND action = 'pause'`,
@@ -254,7 +251,7 @@ t.test('fleet status --follow reads the progress stream and resumes after a drop
   );
   t.equal(count(/ start\b/), 1, 'no event is shown twice after the reconnect (start)');
   t.equal(count(/Z pause$/m), 1, 'no event is shown twice after the reconnect (pause)');
-  await waitFor('the redraw', () => /maintenance windows overridden by .*: CVE-2026-1234/.test(text()));
+  await until('the redraw', 10_000, () => /maintenance windows overridden by .*: CVE-2026-1234/.test(text()));
 
   t.equal((await cli(['fleet', 'abort', id])).code, 0, 'abort');
   const code = await following;

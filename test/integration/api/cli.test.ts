@@ -10,6 +10,7 @@ import { createKey } from '../../../provisioner/store/keys.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { EVENTS_PATH, type EventBatch } from '../../../runtime/protocol/events.ts';
 import { application, batch, deletion } from '../../helpers/events.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -444,23 +445,28 @@ t.test(
     );
 
     await api.db.pool.query(`UPDATE operations SET state = 'running' WHERE id = $1`, [operationId]);
-    const following = cli(['operations', 'logs', operationId, '--follow']);
-    // Write more lines while the CLI follows, then finish the operation.
-    const writer = (async () => {
-      for (let i = 1; i <= 5; i++) {
-        await new Promise((r) => setTimeout(r, 30));
-        await appendLog(api.db.pool, operationId, [{ line: `step ${i}` }]);
-        await api.db.pool.query(`SELECT pg_notify('operation_log', $1)`, [operationId]);
-      }
-      await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE id = $1`, [
-        operationId,
-      ]);
+    const printed: string[] = [];
+    const errors: string[] = [];
+    const following = main(['--url', url, '--token', api.adminKey, 'operations', 'logs', operationId, '--follow'], {
+      out: (s) => printed.push(s),
+      err: (s) => errors.push(s),
+      env: {},
+    });
+    // Each line is written only once the CLI has printed everything before it: a CLI that prints
+    // the backlog and stops (or never reads past it) does not print step 1.
+    await until('the CLI printing the backlog', 30_000, () => printed.length >= 2);
+    for (let i = 1; i <= 5; i++) {
+      await appendLog(api.db.pool, operationId, [{ line: `step ${i}` }]);
       await api.db.pool.query(`SELECT pg_notify('operation_log', $1)`, [operationId]);
-    })();
-    const [res] = await Promise.all([following, writer]);
-    t.equal(res.code, 0, res.err);
-    t.same(res.lines, ['Updating (tenant-x)', '+ namespace created', 'step 1', 'step 2', 'step 3', 'step 4', 'step 5']);
-    t.match(res.err, /ended: succeeded/);
+      await until(`the CLI printing step ${i}, written after it started`, 30_000, () => printed.includes(`step ${i}`));
+    }
+    await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE id = $1`, [
+      operationId,
+    ]);
+    await api.db.pool.query(`SELECT pg_notify('operation_log', $1)`, [operationId]);
+    t.equal(await following, 0, errors.join('\n'));
+    t.same(printed, ['Updating (tenant-x)', '+ namespace created', 'step 1', 'step 2', 'step 3', 'step 4', 'step 5']);
+    t.match(errors.join('\n'), /ended: succeeded/);
 
     const other = await api.signup();
     const foreign = await api.request('GET', `/v1/operations/${operationId}/log`, { key: other.apiKey });
@@ -508,26 +514,16 @@ t.test('apps list/get show what the runtime reported; --watch prints changes as 
   // --watch: the current objects, then each change, until interrupted.
   const abort = new AbortController();
   const out: string[] = [];
-  let seen: () => void = () => {};
   const watching = main(['--url', url, '--token', apiKey, 'apps', 'list', tenantId, '--watch'], {
-    out: (s) => {
-      out.push(s);
-      seen();
-    },
+    out: (s) => out.push(s),
     err: () => {},
     env: {},
     signal: abort.signal,
   });
-  const waitFor = async (re: RegExp, what: string) => {
-    const deadline = Date.now() + 10_000;
-    while (!out.some((l) => re.test(l))) {
-      if (Date.now() > deadline) throw new Error(`--watch did not print ${what}; it printed:\n${out.join('\n')}`);
-      await new Promise<void>((r) => {
-        seen = r;
-        setTimeout(r, 500);
-      });
-    }
-  };
+  const waitFor = (re: RegExp, what: string) =>
+    until(`--watch printing ${what}`, 10_000, () => out.some((l) => re.test(l)), 50).catch((err: Error) => {
+      throw new Error(`${err.message}; it printed:\n${out.join('\n')}`);
+    });
   await waitFor(/UPDATED\s+argocd\s+billing/, 'the current objects');
   await report([application('billing', 20, { health: 'Degraded' })]);
   await waitFor(/UPDATED\s+argocd\s+billing\s+Degraded/, 'the change');

@@ -6,9 +6,9 @@
  */
 import t from 'tap';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
-import { until } from '../../helpers/wait.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { catalog } from '../../../runtime/catalog.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -204,7 +204,7 @@ t.test(
     t.equal(res.headers.get('content-type'), 'text/event-stream; charset=utf-8');
     const reading = read(res, () => events.some((e) => e.event === 'tenant' && e.data.id === target.id), first.abort);
     // `ready` is sent once the stream's starting point is fixed: every change after it is sent.
-    await until("the stream's ready event", () => events.some((e) => e.event === 'ready'));
+    await until("the stream's ready event", 10_000, () => events.some((e) => e.event === 'ready'));
     t.equal((await api.request('POST', `/v1/tenants/${target.id}/suspend`)).statusCode, 202);
     t.ok(await reading, 'the suspended tenant is sent within 10 s');
     t.equal(events[0]?.event, 'ready', 'the stream starts with ready');
@@ -217,7 +217,7 @@ t.test(
     events.length = 0;
     const again = open({ 'last-event-id': change.id! });
     const resumed = read(await again.res, () => events.some((e) => e.event === 'tenant'), again.abort);
-    await until("the resumed stream's ready event", () => events.some((e) => e.event === 'ready'));
+    await until("the resumed stream's ready event", 10_000, () => events.some((e) => e.event === 'ready'));
     await api.request('POST', `/v1/tenants/${target.id}/resume`);
     t.ok(await resumed, 'a change after the Last-Event-ID is sent within 10 s');
     const after = events.filter((e) => e.event === 'tenant');

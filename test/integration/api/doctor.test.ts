@@ -14,8 +14,8 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { createTestDatabase } from '../../helpers/postgres.ts';
-import { until } from '../../helpers/wait.ts';
 import { freePort } from '../../helpers/ports.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
 t.setTimeout(240_000);
@@ -98,10 +98,10 @@ t.test(
       LOG_LEVEL: 'info',
     });
     // The reconciler starts the engine after listening: wait for its verdict on the CLI.
-    for (let i = 0; i < 600 && !logs.some((l) => l.msg === 'pulumi CLI not found'); i++)
-      await new Promise((r) => setTimeout(r, 50));
     t.ok(
-      logs.some((l) => l.msg === 'pulumi CLI not found'),
+      await until('the provisioner logging that it found no Pulumi CLI', 60_000, () =>
+        logs.some((l) => l.msg === 'pulumi CLI not found'),
+      ),
       'the provisioner logged that it found no Pulumi CLI',
     );
 
@@ -182,13 +182,13 @@ t.test(
     let latest = report;
     await until(
       'a doctor report in which every loop is ok',
+      60_000,
       async () => {
         if (notOk(latest).length === 0) return true;
         const again = await doctor(['--url', url, '--token', admin, '--json']);
         latest = JSON.parse(again.stdout) as { problems: number; checks: Check[] };
         return notOk(latest).length === 0;
       },
-      60_000,
       1000,
     ).catch(() => undefined);
     t.same(notOk(latest), [], 'every loop runs and its last round succeeded (or does so again within 60 s)');

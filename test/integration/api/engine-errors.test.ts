@@ -11,7 +11,7 @@ import { EngineError } from '../../../provisioner/engine/engine.ts';
 import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { createTestApi } from '../../helpers/api.ts';
-import { until } from '../../helpers/wait.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const ROOT_TOKEN = 'root-cluster-token-0123456789abcdef';
 const KUBECONFIG =
@@ -70,6 +70,7 @@ t.test(
 
     const op = await until(
       'the operation to fail',
+      30_000,
       async () => {
         const o = (await api.request('GET', `/v1/operations/${tenant.operationId}`, { key: tenant.apiKey })).json<{
           state: string;
@@ -77,7 +78,6 @@ t.test(
         }>();
         return o.state === 'failed' && o;
       },
-      30_000,
       50,
     );
     t.equal(op.state, 'failed', 'the operation failed');

@@ -13,6 +13,7 @@ import { cliAgainst } from '../../helpers/cli.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import type { FleetUpgrade, RuntimePage } from '../../../provisioner/http/api-types.ts';
+import { markReconciled } from '../../helpers/tenants.ts';
 
 const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -35,11 +36,7 @@ await insertCluster(api.db.pool, {
 });
 async function ready(version: string, organization: string): Promise<string> {
   const { tenantId } = await api.signup({ runtimeVersion: version, organization });
-  await api.db.pool.query(
-    `UPDATE tenants SET phase = 'Ready', observed_generation = generation, actual_runtime_version = runtime_version,
-            cluster_id = (SELECT id FROM root_clusters WHERE name = 'gate-root') WHERE id = $1`,
-    [tenantId],
-  );
+  await markReconciled(api.db.pool, tenantId, { cluster: 'gate-root' });
   return tenantId;
 }
 

@@ -13,6 +13,7 @@ import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import type { ErrorBody, FleetUpgrade } from '../../../provisioner/http/api-types.ts';
+import { markReconciled } from '../../helpers/tenants.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -30,13 +31,7 @@ await insertCluster(api.db.pool, {
 /** A tenant Ready on `version` whose tunnel connected once, an hour ago (it never reconnects). */
 async function ready(version: string, organization: string): Promise<{ id: string; key: string }> {
   const { tenantId, apiKey } = await api.signup({ runtimeVersion: version, organization });
-  await api.db.pool.query(
-    `UPDATE tenants SET phase = 'Ready', observed_generation = generation, actual_runtime_version = runtime_version,
-            cluster_id = (SELECT id FROM root_clusters WHERE name = 'skip-root'),
-            conditions = '[{"type":"Ready","status":"True","reason":"Reconciled","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]'
-      WHERE id = $1`,
-    [tenantId],
-  );
+  await markReconciled(api.db.pool, tenantId, { cluster: 'skip-root', readyCondition: true });
   await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE tenant_id = $1`, [
     tenantId,
   ]);

@@ -5,9 +5,10 @@
  */
 import t from 'tap';
 import { createTestApi, type TestApi } from '../../helpers/api.ts';
-import { until } from '../../helpers/wait.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { catalog } from '../../../runtime/catalog.ts';
+import { until } from '../../../sandbox/until.ts';
+import { markReconciled } from '../../helpers/tenants.ts';
 
 interface PlanBody {
   waves: Array<{ wave: number; size: number; tenants: string[]; maxConcurrency: number }>;
@@ -25,19 +26,13 @@ t.teardown(() => api.close());
 /** A signed-up tenant made to look provisioned: Ready on its version, placed on `cluster`. */
 async function readyTenant(version: string, o: { cluster: string; plan?: string; state?: 'suspended' | 'stalled' }) {
   const { tenantId } = await api.signup({ runtimeVersion: version, plan: o.plan ?? 'team' });
-  await api.db.pool.query(
-    `UPDATE tenants SET phase = $2, observed_generation = generation, actual_runtime_version = runtime_version,
-            cluster_id = (SELECT id FROM root_clusters WHERE name = $3), suspended = $4, stalled = $5,
-            conditions = '[{"type":"Ready","status":"True","reason":"Reconciled","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]'
-      WHERE id = $1`,
-    [
-      tenantId,
-      o.state === 'suspended' ? 'Suspended' : 'Ready',
-      o.cluster,
-      o.state === 'suspended',
-      o.state === 'stalled',
-    ],
-  );
+  await markReconciled(api.db.pool, tenantId, {
+    phase: o.state === 'suspended' ? 'Suspended' : 'Ready',
+    cluster: o.cluster,
+    suspended: o.state === 'suspended',
+    stalled: o.state === 'stalled',
+    readyCondition: true,
+  });
   await api.db.pool.query(`UPDATE operations SET state = 'succeeded' WHERE tenant_id = $1`, [tenantId]);
   return tenantId;
 }
@@ -335,7 +330,7 @@ t.test('the progress stream: every decision as an event, live, resumable with La
   // Live: the stream has sent the start (it is open and has caught up) before pause and abort happen.
   let started = false;
   const live = readEvents(url, auth, 100, (e) => (started ||= e.event === 'event' && e.data.action === 'start'));
-  await until('the start event on the open stream', () => started);
+  await until('the start event on the open stream', 10_000, () => started);
   await api.request('POST', `/v1/fleet-upgrades/${id}/pause`, { key: api.operatorKey });
   await api.request('POST', `/v1/fleet-upgrades/${id}/abort`, { key: api.operatorKey });
   const events = await live;

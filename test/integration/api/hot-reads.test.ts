@@ -8,7 +8,7 @@ import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { HOT_READS_APPLICATION_NAME } from '../../../provisioner/store/batched-reads.ts';
-import { until } from '../../helpers/wait.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -174,6 +174,7 @@ t.test(
     await other.services.stop();
     await until(
       'the hot-read connection closed after the services stopped',
+      10_000,
       async () => (await readerSessions()) === 0,
     );
     t.equal(await readerSessions(), 0, 'closed when the services stopped');

@@ -9,9 +9,9 @@
 import t from 'tap';
 import { createHash, randomUUID } from 'node:crypto';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
-import { until } from '../../helpers/wait.ts';
 import type { PeriodicLoop } from '../../../runtime/loops/periodic.ts';
 import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
 t.teardown(() => api.close());
@@ -20,7 +20,7 @@ t.teardown(() => api.close());
 async function oneRound(loop: PeriodicLoop): Promise<void> {
   const before = loop.status().rounds;
   loop.kick();
-  await until(`a round of ${loop.name}`, () => loop.status().rounds > before);
+  await until(`a round of ${loop.name}`, 10_000, () => loop.status().rounds > before);
   const status = loop.status();
   if (status.consecutiveFailures > 0) throw new Error(`${loop.name} failed: ${status.lastError}`);
 }

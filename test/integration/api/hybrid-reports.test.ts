@@ -12,12 +12,12 @@ import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { application, batch, deletion } from '../../helpers/events.ts';
-import { until } from '../../helpers/wait.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { EVENTS_PATH, STALE_AFTER_SECONDS } from '../../../runtime/protocol/events.ts';
 import type { ReportedKind } from '../../../runtime/protocol/kinds.ts';
 import type { Runtime, RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
+import { until } from '../../../sandbox/until.ts';
 
 /** The tenant's stored-object budget here: small, so that the shared limit is reached with a few objects. */
 const OBJECTS = 6;
@@ -223,12 +223,12 @@ t.test("a runtime's change stream carries its own changes only", async (t) => {
       // aborted at the end
     }
   })();
-  await until('the replay of its live object', () => (names.length >= 1 ? true : undefined), 10_000);
+  await until('the replay of its live object', 10_000, () => (names.length >= 1 ? true : undefined));
   t.equal((await report(edge.key, batch('edge-0', [application('fresh', 8)]))).status, 200);
-  await until('its new object', () => (names.includes('fresh') ? true : undefined), 10_000);
+  await until('its new object', 10_000, () => (names.includes('fresh') ? true : undefined));
   t.equal((await report(hostedA, batch('hosted-0', [application('hosted-new', 101)]))).status, 200);
   t.equal((await report(edge.key, batch('edge-0', [application('last', 9)]))).status, 200);
-  await until('its next object', () => (names.includes('last') ? true : undefined), 10_000);
+  await until('its next object', 10_000, () => (names.includes('last') ? true : undefined));
   abort.abort();
   await reader;
   t.same(
@@ -294,14 +294,10 @@ t.test("a hybrid runtime's heartbeat, reported version, skew and conditions come
     backoff: { initialMs: 50, maxMs: 200 },
   });
   t.teardown(() => client.close());
-  const ready = await until(
-    'the runtime Ready with its tunnel connected',
-    async () => {
-      const r = await get();
-      return cond(r, 'Ready')?.status === 'True' ? r : undefined;
-    },
-    30_000,
-  );
+  const ready = await until('the runtime Ready with its tunnel connected', 30_000, async () => {
+    const r = await get();
+    return cond(r, 'Ready')?.status === 'True' ? r : undefined;
+  });
   t.match(cond(ready, 'Ready'), { reason: 'Ready' }, 'Ready is True: installed, reporting, tunnel connected');
 
   const storedAt = async () =>

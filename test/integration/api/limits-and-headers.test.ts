@@ -11,7 +11,7 @@ import net from 'node:net';
 import { once } from 'node:events';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
-import { until } from '../../helpers/wait.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const api = await createTestApi({
   env: { PROVISIONER_REQUEST_TIMEOUT_SECONDS: '2', PROVISIONER_SSE_STREAMS_PER_KEY: '2' },
@@ -76,12 +76,12 @@ t.test('one key holds at most PROVISIONER_SSE_STREAMS_PER_KEY log streams', asyn
   // The server frees the place when it sees the close, a moment after the client aborts.
   const reopened = await until(
     'a stream to open again after one was closed',
+    10_000,
     async () => {
       const r = await open();
       void r.body?.cancel();
       return r.status === 200 && r.status;
     },
-    10_000,
     50,
   );
   t.equal(reopened, 200, 'a closed stream frees its place');

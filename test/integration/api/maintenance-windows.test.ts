@@ -7,6 +7,7 @@
 import t from 'tap';
 import { createTestApi, type TestApi } from '../../helpers/api.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
+import { markReconciled } from '../../helpers/tenants.ts';
 
 let api: TestApi;
 t.before(async () => {
@@ -110,13 +111,7 @@ t.test(
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
       const { tenantId } = await api.signup({ runtimeVersion: '1.4.1' });
-      await api.db.pool.query(
-        `UPDATE tenants SET phase = 'Ready', observed_generation = generation, actual_runtime_version = runtime_version,
-              cluster_id = (SELECT id FROM root_clusters WHERE name = 'windows-root'),
-              conditions = '[{"type":"Ready","status":"True","reason":"Reconciled","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]'
-        WHERE id = $1`,
-        [tenantId],
-      );
+      await markReconciled(api.db.pool, tenantId, { cluster: 'windows-root', readyCondition: true });
       await api.db.pool.query(`UPDATE operations SET state = 'succeeded' WHERE tenant_id = $1`, [tenantId]);
       ids.push(tenantId);
     }

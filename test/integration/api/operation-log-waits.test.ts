@@ -9,16 +9,7 @@ import t from 'tap';
 import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { createTestApi } from '../../helpers/api.ts';
-
-async function until<T>(what: string, fn: () => Promise<T | false>, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+import { until } from '../../../sandbox/until.ts';
 
 t.test('signup with no root cluster registered: the operation log says why the tenant waits, once', async (t) => {
   const api = await createTestApi();
@@ -48,7 +39,7 @@ t.test('signup with no root cluster registered: the operation log says why the t
       .json<{ status: { conditions: Array<{ type: string; reason: string; message: string }> } }>()
       .status.conditions.find((c) => c.type === 'Ready');
   const PLAIN = 'The service is provisioning your runtime; no action is needed from you.';
-  const first = await until('a waiting line', async () => {
+  const first = await until('a waiting line', 10_000, async () => {
     const l = await log();
     return l.items.length > 0 && l;
   });
@@ -70,11 +61,11 @@ t.test('signup with no root cluster registered: the operation log says why the t
   );
   t.match(await ready(apiKey), { reason: 'NoCapacity', message: PLAIN }, "the tenant's view of the condition");
   const retries = reconciler.stats.waiting;
-  await until('five more retries', async () => reconciler.stats.waiting >= retries + 5);
+  await until('five more retries', 10_000, async () => reconciler.stats.waiting >= retries + 5);
   t.equal((await log()).items.length, 1, 'five more retries for the same reason add no line');
 
   engine.setAvailability({ available: false, message: 'the Pulumi CLI was not found on PATH: install it' });
-  const second = await until('a line for the new reason', async () => {
+  const second = await until('a line for the new reason', 10_000, async () => {
     const l = await log();
     return l.items.length > 1 && l;
   });
@@ -88,13 +79,13 @@ t.test('signup with no root cluster registered: the operation log says why the t
     /install|Pulumi CLI/,
     "the tenant's key reads nothing of the engine's remediation in the log",
   );
-  const tenantReady = await until('the EngineUnavailable condition', async () => {
+  const tenantReady = await until('the EngineUnavailable condition', 10_000, async () => {
     const c = await ready(apiKey);
     return c?.reason === 'EngineUnavailable' && c;
   });
   t.equal(tenantReady.message, PLAIN, 'nor in its conditions');
   t.match(await ready(api.operatorKey), { message: /install it/ }, 'while the operator reads the remediation');
   const again = reconciler.stats.waiting;
-  await until('five more retries', async () => reconciler.stats.waiting >= again + 5);
+  await until('five more retries', 10_000, async () => reconciler.stats.waiting >= again + 5);
   t.equal((await log()).items.length, 2, 'and is not repeated either');
 });

@@ -10,16 +10,7 @@ import { ENGINE_RUN_PEAK_MB } from '../../../provisioner/reconciler/memory-budge
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { KUBECONFIG } from '../reconciler/harness.ts';
-
-async function until<T>(what: string, fn: () => Promise<T | false>, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+import { until } from '../../../sandbox/until.ts';
 
 t.test('after reconciles with the scripted engine, /metrics has the reconciler with plausible values', async (t) => {
   let openGate: () => void = () => {};
@@ -60,6 +51,7 @@ t.test('after reconciles with the scripted engine, /metrics has the reconciler w
   // (reconciler.running) is there before it.
   await until(
     'the create running in the engine',
+    15_000,
     async () => reconciler.running.includes(ok.tenantId) && engine.running === 1,
   );
   t.equal(await metric('provisioner_reconciler_leases'), 1, 'one lease held while the create runs');
@@ -76,7 +68,7 @@ t.test('after reconciles with the scripted engine, /metrics has the reconciler w
   );
 
   await api.signup({ organization: failing });
-  await until('the failure recorded', async () => reconciler.stats.failed === 1);
+  await until('the failure recorded', 15_000, async () => reconciler.stats.failed === 1);
   t.equal(await metric('provisioner_operations_total', '{kind="create",result="failed"}'), 1, 'one create failed');
   t.equal(
     await metric('provisioner_reconcile_queue', '{state="retry_backoff"}'),
@@ -85,7 +77,7 @@ t.test('after reconciles with the scripted engine, /metrics has the reconciler w
   );
 
   openGate();
-  await until('the create succeeded', async () => reconciler.stats.succeeded === 1);
+  await until('the create succeeded', 15_000, async () => reconciler.stats.succeeded === 1);
   t.equal(
     await metric('provisioner_operations_total', '{kind="create",result="succeeded"}'),
     1,

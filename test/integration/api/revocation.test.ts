@@ -1,22 +1,29 @@
 /**
- * Revocation is immediate on every replica: two replicas on one database, a runtime's tunnel on
- * replica A. Deleting the tenant through replica B closes the tunnel on A within a second;
- * revoking a key through A ends the log streams opened with it on B within a second.
+ * Revocation reaches every replica by its notice, not by a cache expiring: two replicas on one
+ * database, a runtime's tunnel on replica A. Deleting the tenant through replica B closes the
+ * tunnel on A; revoking a key through A ends the log streams opened with it on B. Replica B caches
+ * keys for an hour, so whatever B refuses within the tests' bounds it refuses because of the notice.
  */
 import t from 'tap';
 import http from 'node:http';
 import { once } from 'node:events';
 import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
-import { until } from '../../helpers/wait.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const a = await createTestApi();
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
 const poolB = createPool(a.db.url, 5);
-const b = await startReplica(a.config, { pool: poolB, url: a.db.url }, { replicaId: 'replica-b' });
+/** Replica B's key cache: far longer than any wait here, so only a notice can make B refuse a key. */
+const B_KEY_CACHE_MS = 60 * 60_000;
+const b = await startReplica(
+  { ...a.config, keyCacheMs: B_KEY_CACHE_MS },
+  { pool: poolB, url: a.db.url },
+  { replicaId: 'replica-b' },
+);
 const baseB = await b.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(async () => {
   await b.close();
@@ -55,7 +62,7 @@ async function follow(
   return { opened: openedP, ended };
 }
 
-t.test('deleting a tenant through another replica closes its tunnel within 1 s', async (t) => {
+t.test('deleting a tenant through another replica closes its tunnel on the replica that holds it', async (t) => {
   const tenant = await a.signup();
   const runtime = await connectRuntime(a, baseA, tenant.tenantId, upstream);
   t.teardown(() => runtime.client.close());
@@ -67,15 +74,16 @@ t.test('deleting a tenant through another replica closes its tunnel within 1 s',
     200,
     'reachable through B before',
   );
-  const disconnected = once(runtime.client.events, 'disconnected');
-  const started = Date.now();
+  let disconnected = false;
+  runtime.client.events.once('disconnected', () => (disconnected = true));
   t.equal(
     (await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { method: 'DELETE', headers: auth(a.operatorKey) })).status,
     202,
   );
-  await disconnected;
-  const took = Date.now() - started;
-  t.ok(took < 1000, `the tunnel on replica A closed ${took} ms after the delete on B (limit 1000 ms)`);
+  t.ok(
+    await until('the tunnel on replica A closed after the delete on B', 30_000, () => disconnected),
+    'the tunnel on replica A closed after the delete on B',
+  );
   const after = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/x`, { headers: auth(a.operatorKey) });
   t.equal(after.status, 503, "the deleted tenant's runtime is not reached any more");
   t.equal(((await after.json()) as { error: { code: string } }).error.code, 'RUNTIME_UNREACHABLE');
@@ -86,7 +94,7 @@ t.test('deleting a tenant through another replica closes its tunnel within 1 s',
   t.ok(runtimeKeys.length > 0 && runtimeKeys.every((k) => k.revokedAt !== null), 'its runtime keys are revoked');
 });
 
-t.test('revoking a key through one replica ends its log streams on another within 1 s', async (t) => {
+t.test('revoking a key through one replica ends its log streams on another', async (t) => {
   const tenant = await a.signup();
   // No reconciler runs here: the create operation stays queued, so the stream only ends when something ends it.
   const stream = await follow(baseB, tenant.operationId, tenant.apiKey);
@@ -95,11 +103,10 @@ t.test('revoking a key through one replica ends its log streams on another withi
     items: Array<{ id: string; role: string }>;
   }>();
   const keyId = keys.items.find((k) => k.role === 'tenant')!.id;
-  const started = Date.now();
+  let text: string | undefined;
+  void stream.ended.then((s) => (text = s));
   t.equal((await a.request('DELETE', `/v1/keys/${keyId}`)).statusCode, 200);
-  const text = await stream.ended;
-  const took = Date.now() - started;
-  t.ok(took < 1000, `the stream on replica B ended ${took} ms after the revocation on A (limit 1000 ms)`);
+  await until('the stream on replica B ended after the revocation on A', 30_000, () => text !== undefined);
   t.match(text, /event: error\ndata: \{"code":"INVALID_API_KEY"/, 'the stream says why it ended');
 });
 
@@ -135,25 +142,22 @@ t.test(
           status: { phase: string };
         }
       ).status.phase;
-    await until('the tenant Ready on replica B', async () => (await phase()) === 'Ready', 30_000, 50);
-    // Replica B has the tenant's key in its cache (PROVISIONER_KEY_CACHE_MS, 2 s by default).
+    await until('the tenant Ready on replica B', 30_000, async () => (await phase()) === 'Ready', 50);
+    // Replica B has the tenant's key in its cache (for an hour: B_KEY_CACHE_MS).
     t.equal((await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { headers: auth(tenant.apiKey) })).status, 200);
     const del = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}`, {
       method: 'DELETE',
       headers: auth(tenant.apiKey),
     });
     t.equal(del.status, 202);
-    await until('the tenant Deleted on replica B', async () => (await phase()) === 'Deleted', 30_000, 25);
-    const deletedAt = Date.now();
-    let refused = false;
-    while (!refused && Date.now() - deletedAt < 1000) {
-      refused =
-        (await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { headers: auth(tenant.apiKey) })).status === 401;
-      if (!refused) await new Promise((r) => setTimeout(r, 20));
-    }
+    await until('the tenant Deleted on replica B', 30_000, async () => (await phase()) === 'Deleted', 25);
+    // A wait, not a claim about speed: its bound is far below B's cache, so a refusal is the notice's.
     t.ok(
-      refused,
-      `replica B refused the deleted tenant's key within 1 s of the destroy (cache alone would keep it 2 s)`,
+      await until("replica B refusing the deleted tenant's key", 60_000, async () => {
+        const res = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { headers: auth(tenant.apiKey) });
+        return res.status === 401;
+      }),
+      "replica B refused the deleted tenant's key, which its cache alone would keep for an hour",
     );
   },
 );

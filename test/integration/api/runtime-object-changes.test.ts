@@ -10,6 +10,7 @@ import { application, batch, deletion } from '../../helpers/events.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { EVENTS_PATH } from '../../../runtime/protocol/events.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const a = await createTestApi();
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
@@ -46,7 +47,6 @@ interface Change {
 function openStream(base: string, opts: { lastEventId?: string; query?: string; key?: string } = {}) {
   const abort = new AbortController();
   const changes: Change[] = [];
-  let notify: () => void = () => {};
   const ready = fetch(`${base}/v1/tenants/${tenant.tenantId}/changes${opts.query ?? ''}`, {
     headers: {
       authorization: `Bearer ${opts.key ?? tenant.apiKey}`,
@@ -72,7 +72,6 @@ function openStream(base: string, opts: { lastEventId?: string; query?: string; 
               const data = /^data: (.*)$/m.exec(block)?.[1];
               if (/^event: change$/m.test(block) && id && data) {
                 changes.push({ id, ...(JSON.parse(data) as Omit<Change, 'id'>) });
-                notify();
               }
             }
           }
@@ -87,17 +86,8 @@ function openStream(base: string, opts: { lastEventId?: string; query?: string; 
     ready,
     changes,
     /** Waits until `n` changes arrived (bounded). */
-    async until(n: number, what: string): Promise<Change[]> {
-      const deadline = Date.now() + 10_000;
-      while (changes.length < n) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${changes.length} of ${n} changes`);
-        await new Promise<void>((resolve) => {
-          notify = resolve;
-          setTimeout(resolve, 500);
-        });
-      }
-      return changes.slice(0, n);
-    },
+    arrived: (n: number, what: string): Promise<Change[]> =>
+      until(`${what} (${n} changes)`, 10_000, () => changes.length >= n && changes.slice(0, n), 50),
     close: () => abort.abort(),
   };
 }
@@ -106,7 +96,7 @@ t.test('a change posted through one replica reaches a stream on the other; Last-
   const onB = openStream(baseB);
   await onB.ready;
   await post(baseA, batch('reporter-0', [application('guestbook', 10), application('billing', 11)]));
-  const first = await onB.until(2, 'the first two changes on replica B');
+  const first = await onB.arrived(2, 'the first two changes on replica B');
   t.same(
     first.map((c) => c.item.name).sort(),
     ['billing', 'guestbook'],
@@ -127,14 +117,14 @@ t.test('a change posted through one replica reaches a stream on the other; Last-
 
   const resumed = openStream(baseA, { lastEventId: lastSeen });
   await resumed.ready;
-  const missed = await resumed.until(3, 'the three missed changes');
+  const missed = await resumed.arrived(3, 'the three missed changes');
   t.same(
     missed.map((c) => `${c.item.name}:${c.deleted ? 'deleted' : c.item.health}:${c.item.resourceVersion}`),
     ['guestbook:Degraded:20', 'billing:deleted:21', 'web:Healthy:22'],
     'the resumed stream (on the other replica) gets exactly the missed changes, in order, the stale state not among them',
   );
   await post(baseB, batch('reporter-1', [application('web', 30, { health: 'Degraded' })]));
-  const live = await resumed.until(4, 'a live change after the replay');
+  const live = await resumed.arrived(4, 'a live change after the replay');
   t.equal(live[3]!.item.resourceVersion, '30', 'and then live changes posted through the other replica');
   t.equal(resumed.changes.length, 4, 'nothing twice');
   resumed.close();
@@ -143,14 +133,14 @@ t.test('a change posted through one replica reaches a stream on the other; Last-
 t.test('after=0 replays every live object, then changes; kind filters; bad Last-Event-ID is a 400', async (t) => {
   const all = openStream(baseB, { query: '?after=0&kind=application' });
   await all.ready;
-  const replay = await all.until(2, 'the replay');
+  const replay = await all.arrived(2, 'the replay');
   t.same(
     replay.map((c) => `${c.item.name}:${c.item.resourceVersion}`).sort(),
     ['guestbook:20', 'web:30'],
     'one event per live object at its latest state (the object deleted earlier is left out)',
   );
   await post(baseA, batch('reporter-0', [deletion('Application', 'argocd', 'web', 35)]));
-  const gone = await all.until(3, 'a deletion after the replay');
+  const gone = await all.arrived(3, 'a deletion after the replay');
   t.match(gone[2], { deleted: true, item: { name: 'web' } }, 'a deletion after the stream began is sent');
   all.close();
   const rollouts = openStream(baseA, { query: '?after=0&kind=rollout' });
@@ -158,7 +148,7 @@ t.test('after=0 replays every live object, then changes; kind filters; bad Last-
   await post(baseA, batch('reporter-0', [application('another', 40)]));
   const other = openStream(baseA, { query: '?after=0&kind=application' });
   await other.ready;
-  await other.until(2, 'the application stream catching up');
+  await other.arrived(2, 'the application stream catching up');
   t.equal(rollouts.changes.length, 0, 'a rollout stream gets no application changes');
   rollouts.close();
   other.close();

@@ -13,6 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const a = await createTestApi();
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
@@ -67,12 +68,7 @@ const runtime = await connectRuntime(
   'runtime',
 );
 t.teardown(() => runtime.client.close());
-/** Waits (bounded) until `check` holds; the client hears its hello before the server has registered it. */
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 1000 && !check(); i++) await new Promise((r) => setTimeout(r, 10)); // up to 10 s on a loaded machine
-  if (!check()) throw new Error(`timed out waiting until ${what}`);
-}
-await until(() => a.services.tunnel.status(tenant.tenantId).connected, 'A holds the tunnel');
+await until('A holds the tunnel', 10_000, () => a.services.tunnel.status(tenant.tenantId).connected);
 const auth = { authorization: `Bearer ${tenant.apiKey}` };
 
 t.test(
@@ -89,7 +85,7 @@ t.test(
     const closingA = a.app.close();
     await draining;
     await reconnected;
-    await until(() => b.services.tunnel.status(tenant.tenantId).connected, 'B holds the tunnel');
+    await until('B holds the tunnel', 10_000, () => b.services.tunnel.status(tenant.tenantId).connected);
     t.equal(b.services.tunnel.status(tenant.tenantId).connected, true, 'the runtime reconnected, to B');
     await b.services.tunnelDirectory.renew();
 

@@ -15,6 +15,7 @@ import type {
   RuntimeUpgradeBundle,
   RuntimeUpgraded,
 } from '../../../provisioner/http/api-types.ts';
+import { markReconciled } from '../../helpers/tenants.ts';
 
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
 t.teardown(() => api.close());
@@ -210,13 +211,7 @@ t.test('a fleet upgrade of the tenant lists its hybrid runtimes as needing their
     plans: [],
     kubeconfigEnc: api.services.box.encrypt('x', 'cluster/upgrade-root'),
   });
-  await api.db.pool.query(
-    `UPDATE tenants SET phase = 'Ready', observed_generation = generation, actual_runtime_version = runtime_version,
-            cluster_id = (SELECT id FROM root_clusters WHERE name = 'upgrade-root'),
-            conditions = '[{"type":"Ready","status":"True","reason":"Reconciled","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]'
-      WHERE id = $1`,
-    [tenant.tenantId],
-  );
+  await markReconciled(api.db.pool, tenant.tenantId, { cluster: 'upgrade-root', readyCondition: true });
   await api.db.pool.query(`UPDATE operations SET state = 'succeeded' WHERE tenant_id = $1`, [tenant.tenantId]);
   const start = await call<{ fleetUpgrade: FleetUpgrade }>('POST', '/v1/fleet-upgrades', api.operatorKey, {
     targetVersion: '1.5.0',

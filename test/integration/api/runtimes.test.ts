@@ -13,7 +13,6 @@ import http from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { connectRuntime } from '../../helpers/runtime.ts';
-import { until } from '../../helpers/wait.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import type {
   Runtime,
@@ -21,6 +20,7 @@ import type {
   RuntimeRegistered,
   RuntimeRemoved,
 } from '../../../provisioner/http/api-types.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const logged: string[] = [];
 const sink = new Writable({
@@ -201,14 +201,10 @@ t.test(
     t.teardown(() => upstream.close());
     const hosted = await connectRuntime(api, base, b.tenantId, upstream, 'hosted agents');
     t.teardown(() => hosted.client.close());
-    const before = await until(
-      "the hosted runtime's tunnel registered by the server",
-      () => {
-        const s = api.services.tunnel.status(b.tenantId);
-        return s.connected ? s : undefined;
-      },
-      30_000,
-    );
+    const before = await until("the hosted runtime's tunnel registered by the server", 30_000, () => {
+      const s = api.services.tunnel.status(b.tenantId);
+      return s.connected ? s : undefined;
+    });
 
     const reg = await register(b.tenantId, b.apiKey, { name: 'tun' });
     t.equal(reg.status, 201);
@@ -224,8 +220,8 @@ t.test(
     if (!client.connected) await once(client.events, 'connected');
     await until(
       "the hybrid runtime's tunnel registered by the server",
-      () => api.services.tunnel.runtimeStatus(reg.body.runtime.id).connected || undefined,
       30_000,
+      () => api.services.tunnel.runtimeStatus(reg.body.runtime.id).connected || undefined,
     );
 
     const after = api.services.tunnel.status(b.tenantId);
@@ -245,6 +241,7 @@ t.test(
     t.equal(hostedView.body.tunnel.connected, true, 'the hosted runtime shows its own tunnel connected');
     const recorded = await until(
       "the hybrid runtime's tunnel recorded in the tunnel directory",
+      30_000,
       async () =>
         (
           await api.db.pool.query<{ replica_id: string }>(
@@ -252,7 +249,6 @@ t.test(
             [reg.body.runtime.id],
           )
         ).rows[0]?.replica_id,
-      30_000,
     );
     t.equal(recorded, api.services.tunnelDirectory.replicaId, 'the row names the replica holding the tunnel');
 
@@ -269,10 +265,10 @@ t.test(
     t.ok(
       await until(
         "the closed tunnel's directory row deleted",
+        30_000,
         async () =>
           (await api.db.pool.query('SELECT 1 FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [reg.body.runtime.id]))
             .rowCount === 0,
-        30_000,
       ),
       'the removed runtime has no tunnel row',
     );

@@ -8,6 +8,8 @@ import t, { type Test } from 'tap';
 import http from 'node:http';
 import { createTestApi } from '../../helpers/api.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
+import { until } from '../../../sandbox/until.ts';
+import { markReconciled } from '../../helpers/tenants.ts';
 
 const LIMIT = 5;
 const BURST = 300;
@@ -62,12 +64,7 @@ async function keyIdOf(key: string): Promise<string> {
 
 /** Polls (a wait, not a claim about speed) until the key holds no stream on the server. */
 async function noStreamsLeft(keyId: string, what: string): Promise<void> {
-  const until = Date.now() + 60_000;
-  while (api.services.streams.count(keyId) !== 0) {
-    if (Date.now() > until)
-      throw new Error(`${what}: the key still holds ${api.services.streams.count(keyId)} streams after 60 s`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until(`no stream left on the key ${what}`, 60_000, () => api.services.streams.count(keyId) === 0, 50);
 }
 
 async function burst(t: Test, path: string, key: string): Promise<void> {
@@ -113,13 +110,7 @@ t.test('GET /v1/fleet-upgrades/:id/events', async (t) => {
     kubeconfigEnc: api.services.box.encrypt('x', 'cluster/burst-root'),
   });
   const { tenantId } = await api.signup({ runtimeVersion: '1.4.1', plan: 'team' });
-  await api.db.pool.query(
-    `UPDATE tenants SET phase = 'Ready', observed_generation = generation, actual_runtime_version = runtime_version,
-            cluster_id = (SELECT id FROM root_clusters WHERE name = 'burst-root'),
-            conditions = '[{"type":"Ready","status":"True","reason":"Reconciled","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]'
-      WHERE id = $1`,
-    [tenantId],
-  );
+  await markReconciled(api.db.pool, tenantId, { cluster: 'burst-root', readyCondition: true });
   await api.db.pool.query(`UPDATE operations SET state = 'succeeded' WHERE tenant_id = $1`, [tenantId]);
   const start = await api.request('POST', '/v1/fleet-upgrades', {
     key: api.operatorKey,

@@ -16,10 +16,10 @@ import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 import { Reconciler } from '../../../provisioner/reconciler/reconciler.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { connectRuntime, type ConnectedRuntime } from '../../helpers/runtime.ts';
-import { until } from '../../helpers/wait.ts';
 import { cliAgainst } from '../../helpers/cli.ts';
 import { application, batch } from '../../helpers/events.ts';
 import { EVENTS_PATH } from '../../../runtime/protocol/events.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const KUBECONFIG =
   'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
@@ -128,18 +128,18 @@ interface View {
 const view = async (id: string) =>
   (await api.request('GET', `/v1/tenants/${id}`, { key: api.operatorKey })).json<View>();
 const phaseIs = (id: string, phase: string) =>
-  until(`tenant ${id} in phase ${phase}`, async () => (await view(id)).status.phase === phase, 30_000, 50);
+  until(`tenant ${id} in phase ${phase}`, 30_000, async () => (await view(id)).status.phase === phase, 50);
 /** Asleep once the sleep operation is done (the phase says Sleeping while it runs, too). */
 const asleepDone = (id: string) =>
   until(
     `tenant ${id} asleep`,
+    30_000,
     async () => {
       const v = await view(id);
       return (
         v.status.phase === 'Sleeping' && v.status.conditions.some((c) => c.type === 'Ready' && c.reason === 'Sleeping')
       );
     },
-    30_000,
     50,
   );
 const connected = (id: string) => api.services.tunnel.status(id).connected;
@@ -150,7 +150,7 @@ async function readyTenant(plan = 'free'): Promise<{ id: string; key: string }> 
   if (plan !== 'free')
     await api.request('PATCH', `/v1/tenants/${s.tenantId}`, { key: api.operatorKey, body: { plan } });
   await phaseIs(s.tenantId, 'Ready');
-  await until('the runtime tunnel', () => connected(s.tenantId), 10_000);
+  await until('the runtime tunnel', 10_000, () => connected(s.tenantId));
   return { id: s.tenantId, key: s.apiKey };
 }
 
@@ -190,7 +190,7 @@ t.test('an idle free tenant sleeps; a team tenant and a recently active one do n
   );
   const run = engine.calls.filter((c) => c.tenantId === idle.id && c.kind === 'up').at(-1);
   t.equal(run?.input.suspended, true, 'the engine ran the program with the runtime suspended');
-  await until('the runtime tunnel closed', () => !connected(idle.id));
+  await until('the runtime tunnel closed', 10_000, () => !connected(idle.id));
 
   t.equal((await view(team.id)).status.sleep?.asleep, false, 'the team plan never sleeps (not configured)');
   t.equal((await view(active.id)).status.phase, 'Ready', 'a tenant active a minute ago stays awake');
@@ -377,13 +377,13 @@ t.test('webhooks: a public per-tenant URL; kept, delivered in order, also after 
     const res = await post('github?source=repo-a', '{"ref":"refs/heads/main"}');
     t.equal(res.status, 202, 'accepted');
     t.match(await res.json(), { queued: true, waking: false });
-    const got = await until('the event source to receive it', () => received.get(tenant.id)?.[0]);
+    const got = await until('the event source to receive it', 10_000, () => received.get(tenant.id)?.[0]);
     t.equal(got.path, '/webhooks/github?source=repo-a', 'at its path under /webhooks, with the query');
     t.equal(got.body, '{"ref":"refs/heads/main"}', 'the body byte for byte');
     t.equal(got.headers['x-github-event'], 'push', "the provider's event header");
     t.equal(got.headers['x-hub-signature-256'], 'sha256=feedface', 'and its signature header');
     t.notOk(got.headers.authorization, "the caller's Authorization is not passed on");
-    await until('the queue to be empty', async () => (await queued()) === 0);
+    await until('the queue to be empty', 10_000, async () => (await queued()) === 0);
   });
 
   await t.test('a wrong or replaced secret is a 404; too large a body 413', async (t) => {
@@ -398,7 +398,7 @@ t.test('webhooks: a public per-tenant URL; kept, delivered in order, also after 
     t.equal(old.status, 404, 'the previous URL stops working once a new one is minted');
     hookUrl.pathname = new URL(again.json<{ url: string }>().url).pathname;
     t.equal((await post('github', '{"n":0}')).status, 202, 'the new one works');
-    await until('delivered', async () => (await queued()) === 0);
+    await until('delivered', 10_000, async () => (await queued()) === 0);
     received.delete(tenant.id);
   });
 
@@ -427,10 +427,8 @@ t.test('webhooks: a public per-tenant URL; kept, delivered in order, also after 
     slow.delete(tenant.id);
     runtimes.delete(tenant.id);
     connecting.add(connectRuntime(api, url, tenant.id, upstream).then((r) => (runtimes.set(tenant.id, r), r)));
-    const got = await until(
-      'all three delivered',
-      () => (received.get(tenant.id)?.length === 3 ? received.get(tenant.id) : undefined),
-      30_000,
+    const got = await until('all three delivered', 30_000, () =>
+      received.get(tenant.id)?.length === 3 ? received.get(tenant.id) : undefined,
     );
     t.same(
       got.map((g) => g.body),
@@ -438,7 +436,10 @@ t.test('webhooks: a public per-tenant URL; kept, delivered in order, also after 
       'in the order they came, the first after a 500 from the event source was retried',
     );
     // Deleted once the runtime's answer is back, a moment after the event source has it.
-    t.ok(await until('nothing left in the queue', async () => (await queued()) === 0), 'nothing left in the queue');
+    t.ok(
+      await until('nothing left in the queue', 10_000, async () => (await queued()) === 0),
+      'nothing left in the queue',
+    );
   });
 });
 

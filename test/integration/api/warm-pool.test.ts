@@ -14,8 +14,9 @@ import { withTx } from '../../../provisioner/db/tx.ts';
 import { claimPoolEntry, insertPoolEntry } from '../../../provisioner/store/pool.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { createTestApi } from '../../helpers/api.ts';
-import { until } from '../../helpers/wait.ts';
 import { cliAgainst } from '../../helpers/cli.ts';
+import { until } from '../../../sandbox/until.ts';
+import { markReconciled } from '../../helpers/tenants.ts';
 
 const KUBECONFIG =
   'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
@@ -49,8 +50,8 @@ const pooled = async () =>
 const readyPooled = async (n: number) =>
   until(
     `${n} Ready pool entries`,
-    async () => (await pooled()).filter((p) => p.phase === 'Ready').length === n,
     30_000,
+    async () => (await pooled()).filter((p) => p.phase === 'Ready').length === n,
     50,
   );
 
@@ -102,7 +103,7 @@ t.test('signups claim Ready entries and are Ready at once; past the pool, the co
   t.equal(op.kind, 'bind', "the signup's operation binds the entry to the tenant");
   const own = await api.request('GET', `/v1/tenants/${res.tenantId}`, { key: res.apiKey });
   t.equal(own.statusCode, 200, "the tenant's key reads its tenant");
-  await until('the bind applied', async () => {
+  await until('the bind applied', 10_000, async () => {
     const v = own.json<{ generation: number }>();
     const now = (await api.request('GET', `/v1/tenants/${res.tenantId}`, { key: res.apiKey })).json<{
       generation: number;
@@ -166,7 +167,7 @@ t.test('entries of a plan or version the pool no longer keeps are recycled', asy
 
 t.test('an entry that failed to provision is recycled, and the pool refills after it', async (t) => {
   const stuck = await withTx(api.db.pool, (tx) => insertPoolEntry(tx, 'free', catalog.defaultVersion(), 'stuck000'));
-  await until('the entry provisioned', async () =>
+  await until('the entry provisioned', 10_000, async () =>
     (await pooled()).some((p) => p.id === stuck.id && p.phase === 'Ready'),
   );
   // What a create that failed past its retries leaves (the reconciler's Stalled state).
@@ -201,11 +202,7 @@ t.test('100 concurrent claims on 10 entries: each entry goes to one claim', asyn
     ids.push(e.id);
   }
   // Ready without waiting for the engine: what a claim looks at.
-  await api.db.pool.query(
-    `UPDATE tenants SET phase = 'Ready', observed_generation = generation, actual_runtime_version = runtime_version
-      WHERE id = ANY($1::uuid[])`,
-    [ids],
-  );
+  await markReconciled(api.db.pool, ids);
   const claims = await Promise.all(
     Array.from({ length: 100 }, (_, i) =>
       withTx(api.db.pool, (tx) =>

@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { until } from '../../../sandbox/until.ts';
 
 const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
 // Starts and kills several provisioners and PostgreSQL servers: more than tap's default file timeout on a loaded machine.
@@ -44,14 +45,6 @@ function alive(pid: number): boolean {
 
 async function postmasterPid(dataDir: string): Promise<number> {
   return Number((await readFile(join(dataDir, 'postgres', 'pgdata', 'postmaster.pid'), 'utf8')).split('\n')[0]);
-}
-
-async function until(what: string, check: () => boolean | Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 function startProvisioner(t: Test, env: Record<string, string>): Promise<Provisioner> {
@@ -141,16 +134,12 @@ t.test(
     let recoveredAt = 0;
     let n = 0;
     const gap: number[] = [];
-    await until(
-      'a signup succeeding after the PostgreSQL kill',
-      async () => {
-        const res = await signup(second.url, `after-${process.pid}-${n++}`);
-        if (res.status === 202) recoveredAt = Date.now();
-        else gap.push(res.status);
-        return res.status === 202;
-      },
-      30_000,
-    ).catch((err: unknown) => {
+    await until('a signup succeeding after the PostgreSQL kill', 30_000, async () => {
+      const res = await signup(second.url, `after-${process.pid}-${n++}`);
+      if (res.status === 202) recoveredAt = Date.now();
+      else gap.push(res.status);
+      return res.status === 202;
+    }).catch((err: unknown) => {
       t.comment(
         `provisioner log since the kill: ${JSON.stringify(second.logs.filter((l) => (l.level ?? 0) >= 40).slice(-10))}; answers: ${JSON.stringify(gap.slice(-5))}`,
       );

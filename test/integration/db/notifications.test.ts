@@ -12,7 +12,7 @@ import { loadConfig } from '../../../provisioner/config.ts';
 import { Notifications, NOTIFICATIONS_APPLICATION_NAME } from '../../../provisioner/db/notifications.ts';
 import { startServer } from '../../../provisioner/server.ts';
 import { createTestDatabase } from '../../helpers/postgres.ts';
-import { until } from '../reconciler/harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const db = await createTestDatabase();
 t.teardown(() => db.drop());
@@ -52,7 +52,7 @@ t.test(
     );
     const offC = hub.subscribe('chan_a', c.fn);
     await db.pool.query(`SELECT pg_notify('chan_a', 'one'), pg_notify('chan_b', 'two')`);
-    await until('both delivered', async () => a.got.length === 1 && b.got.length === 1 && c.got.length === 1);
+    await until('both delivered', 10_000, async () => a.got.length === 1 && b.got.length === 1 && c.got.length === 1);
     t.same([a.got, b.got, c.got], [['one'], ['two'], ['one']], "each subscriber got its own channel's payloads");
     t.equal((await backends()).hub, 1, 'one connection for all three subscriptions');
 
@@ -61,7 +61,7 @@ t.test(
     offC();
     t.notOk(hub.listening('chan_a'), 'chan_a is no longer listened once its last subscriber left');
     await db.pool.query(`SELECT pg_notify('chan_a', 'late'), pg_notify('chan_b', 'three')`);
-    await until('chan_b delivered', async () => b.got.length === 2);
+    await until('chan_b delivered', 10_000, async () => b.got.length === 2);
     t.same([a.got, c.got], [['one'], ['one']], 'nothing is delivered after unsubscribing');
   },
 );
@@ -76,7 +76,7 @@ t.test('a subscriber failing does not stop the others', async (t) => {
   hub.subscribe('chan_fail', ok.fn);
   await hub.start();
   await db.pool.query(`SELECT pg_notify('chan_fail', 'x')`);
-  await until('the second subscriber got it', async () => ok.got.length === 1);
+  await until('the second subscriber got it', 10_000, async () => ok.got.length === 1);
   t.ok(hub.connected, 'the connection stays up');
 });
 
@@ -93,19 +93,19 @@ t.test('after a lost connection the hub reconnects, listens again and tells subs
 
   hub.simulateDisconnect();
   t.notOk(hub.listening('chan_r'), 'not listening while disconnected');
-  await until('resynced after the simulated disconnect', async () => resyncs === 2, 5000);
+  await until('resynced after the simulated disconnect', 5000, async () => resyncs === 2);
   t.ok(hub.listening('chan_r'), 'listening again');
 
   // The server ends the connection (an error event on the client): handled, replaced.
   const { hubPids } = await backends();
   t.equal(hubPids.length, 1, 'one hub connection before the server ends it');
   await db.pool.query('SELECT pg_terminate_backend($1)', [hubPids[0]]);
-  await until('resynced after the server ended the connection', async () => resyncs === 3, 5000);
+  await until('resynced after the server ended the connection', 5000, async () => resyncs === 3);
   const after = await backends();
   t.equal(after.hub, 1, 'one hub connection after the reconnect');
   t.not(after.hubPids[0], hubPids[0], 'a new backend');
   await db.pool.query(`SELECT pg_notify('chan_r', 'after')`);
-  await until('delivered on the new connection', async () => n.got.includes('after'), 5000);
+  await until('delivered on the new connection', 5000, async () => n.got.includes('after'));
   t.equal(n.got.filter((x) => x === 'after').length, 1, 'delivered once after reconnecting');
 });
 
@@ -127,7 +127,7 @@ t.test(
     });
     const running = await startServer(config, { out: () => {} });
     t.teardown(() => running.close());
-    await until('the reconciler listens for due tenants', async () => running.reconciler?.listening === true, 5000);
+    await until('the reconciler listens for due tenants', 5000, async () => running.reconciler?.listening === true);
     const signup = await fetch(`${running.url}/v1/signup`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -141,17 +141,13 @@ t.test(
       signal: abort.signal,
     });
     t.equal(follow.status, 200, 'the log follow started');
-    await until(
-      "the log followers' channel is listened",
-      async () => {
-        const { rows } = await db.pool.query<{ query: string }>(
-          `SELECT query FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`,
-          [NOTIFICATIONS_APPLICATION_NAME],
-        );
-        return rows.some((r) => r.query.includes('operation_log'));
-      },
-      5000,
-    );
+    await until("the log followers' channel is listened", 5000, async () => {
+      const { rows } = await db.pool.query<{ query: string }>(
+        `SELECT query FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`,
+        [NOTIFICATIONS_APPLICATION_NAME],
+      );
+      return rows.some((r) => r.query.includes('operation_log'));
+    });
     const seen = await backends();
     t.equal(seen.hub, 1, 'one notifications connection');
     t.equal(seen.listening, 1, 'no other backend of the process ran LISTEN');

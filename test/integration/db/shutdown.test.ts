@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase } from '../../helpers/postgres.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
-import { until } from '../../helpers/wait.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
 
@@ -92,16 +92,12 @@ t.test('SIGTERM: requests through a tunnel finish, the runtime is told to go awa
     backoff: { initialMs: 50, maxMs: 200 },
   });
   t.teardown(() => client.close());
-  const connected = await until(
-    'the provisioner to report the runtime connected',
-    async () => {
-      const s = (await (
-        await fetch(`${base}/v1/tenants/${tenant.id}`, { headers: { authorization: `Bearer ${apiKey}` } })
-      ).json()) as { status: { tunnel: { connected: boolean } } };
-      return s.status.tunnel.connected;
-    },
-    10_000,
-  );
+  const connected = await until('the provisioner to report the runtime connected', 10_000, async () => {
+    const s = (await (
+      await fetch(`${base}/v1/tenants/${tenant.id}`, { headers: { authorization: `Bearer ${apiKey}` } })
+    ).json()) as { status: { tunnel: { connected: boolean } } };
+    return s.status.tunnel.connected;
+  });
   t.equal(connected, true, 'the provisioner reports the runtime connected before the shutdown');
 
   const slow = fetch(`${base}/v1/tenants/${tenant.id}/runtime/api/slow`, {

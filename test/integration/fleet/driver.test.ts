@@ -5,8 +5,8 @@
  * rollback in reverse wave order, multi-hop paths.
  */
 import t from 'tap';
-import { until } from '../reconciler/harness.ts';
 import { createFleetHarness, OPERATOR, type FleetHarness } from './fleet-harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 let f: FleetHarness;
 t.beforeEach(async () => {
@@ -143,7 +143,7 @@ t.test('the gate judges post-upgrade state only: a stale Ready status with an ol
   const ids = await f.readyTenants(1, '1.4.0', 'root-a');
   const id = await f.start({ targetVersion: '1.4.1', gateTimeoutSeconds: 60 }, ids);
   const d = f.driver({ pollMs: 60_000 });
-  await until('the upgrade to start', async () => (await f.tenants(id)).get(ids[0]!)!.state === 'upgrading');
+  await until('the upgrade to start', 10_000, async () => (await f.tenants(id)).get(ids[0]!)!.state === 'upgrading');
   for (let i = 0; i < 3; i++) await d.tickAll();
   const { rows } = await f.h.db.pool.query('SELECT gate FROM fleet_upgrade_tenants WHERE fleet_upgrade_id = $1', [id]);
   const failing = rows[0].gate.checks.filter((c: { ok: boolean }) => !c.ok).map((c: { name: string }) => c.name);
@@ -202,6 +202,7 @@ t.test('Applications worse than before the upgrade fail the gate; as good pass',
   // The canary's upgrade finishes; its runtime then reports the Application as Degraded.
   await until(
     'the canary upgrade to finish',
+    10_000,
     async () => (await f.h.tenant(ids[0]!)).actual_runtime_version === '1.4.1',
   );
   await app(ids[0]!, 'guestbook', 'Degraded', 2);
@@ -215,7 +216,11 @@ t.test('Applications worse than before the upgrade fail the gate; as good pass',
     'rolling_back',
     'fewer Healthy and Synced Applications fail the gate',
   );
-  await until('the rollback to finish', async () => (await f.h.tenant(ids[0]!)).actual_runtime_version === '1.4.0');
+  await until(
+    'the rollback to finish',
+    10_000,
+    async () => (await f.h.tenant(ids[0]!)).actual_runtime_version === '1.4.0',
+  );
   await d.tickAll();
   t.match(
     (await f.tenants(fleetId)).get(ids[0]!)!.reason,
@@ -223,7 +228,7 @@ t.test('Applications worse than before the upgrade fail the gate; as good pass',
     'the reason gives the counts',
   );
   // The second tenant: the same Application stays Healthy, reported after the upgrade.
-  await until('the second upgrade to finish', async () => {
+  await until('the second upgrade to finish', 10_000, async () => {
     await d.tickAll();
     return (await f.h.tenant(ids[1]!)).actual_runtime_version === '1.4.1';
   });
@@ -238,12 +243,17 @@ t.test('pause stops new starts at once; resume goes on; multi-hop paths run hop 
   await f.h.reconciler(engine, { workers: 8 });
   const id = await f.start({ targetVersion: '1.5.0', waves: [{ count: 1 }, { percent: 100 }], maxConcurrency: 1 }, ids);
   const driver = f.driver();
-  await until('the second wave to start', async () => (await f.tenants(id)).get(ids[1]!)!.state === 'upgrading');
+  await until(
+    'the second wave to start',
+    10_000,
+    async () => (await f.tenants(id)).get(ids[1]!)!.state === 'upgrading',
+  );
   const paused = await f.service.pause(id, OPERATOR, 'night shift');
   const pausedAt = Date.now();
   t.equal(paused.state, 'paused', 'pause answers the paused fleet upgrade');
   await until(
     'the running tenant to finish its path',
+    10_000,
     async () => (await f.tenants(id)).get(ids[1]!)!.state === 'succeeded',
   );
   // Two whole rounds of the driver after it: a start would be decided in them.
@@ -281,9 +291,13 @@ t.test(
       ids,
     );
     f.driver();
-    await until('the canary to soak', async () => (await f.service.get(id, false))!.waves[0]!.state === 'soaking');
+    await until(
+      'the canary to soak',
+      10_000,
+      async () => (await f.service.get(id, false))!.waves[0]!.state === 'soaking',
+    );
     f.clock.now += 3_601_000;
-    await until('wave 1 to soak', async () => (await f.service.get(id, false))!.waves[1]!.state === 'soaking');
+    await until('wave 1 to soak', 10_000, async () => (await f.service.get(id, false))!.waves[1]!.state === 'soaking');
     const abortedAt = Date.now();
     const abort = await f.service.abort(id, OPERATOR, { rollback: true, reason: 'bad release' });
     t.equal(abort.state, 'aborting', 'an abort with tenants to roll back is aborting');

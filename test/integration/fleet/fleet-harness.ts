@@ -9,7 +9,9 @@ import { ScriptedEngine, type EngineCall } from '../../helpers/scripted-engine.t
 import { FleetDriver, type FleetDriverOptions } from '../../../provisioner/fleet/driver.ts';
 import { FleetUpgradeService, type FleetUpgradeRequest } from '../../../provisioner/fleet/service.ts';
 import { catalog } from '../../../runtime/catalog.ts';
-import { createHarness, until, type Harness } from '../reconciler/harness.ts';
+import { createHarness, type Harness } from '../reconciler/harness.ts';
+import { until } from '../../../sandbox/until.ts';
+import { markReconciled } from '../../helpers/tenants.ts';
 
 export const OPERATOR = { actor: { id: 'test-operator', role: 'operator' }, requestId: 'test' };
 
@@ -69,13 +71,7 @@ export async function createFleetHarness(): Promise<FleetHarness> {
       const ids: string[] = [];
       for (let i = 0; i < n; i++) {
         const { id } = await h.createTenant({ runtimeVersion: version });
-        await pool.query(
-          `UPDATE tenants SET phase = 'Ready', observed_generation = generation, actual_runtime_version = runtime_version, last_reconciled_at = now(),
-                  cluster_id = (SELECT id FROM root_clusters WHERE name = $2),
-                  conditions = '[{"type":"Ready","status":"True","reason":"Reconciled","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]'
-            WHERE id = $1`,
-          [id, cluster],
-        );
+        await markReconciled(pool, id, { cluster, readyCondition: true, reconciledNow: true });
         await pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE tenant_id = $1`, [id]);
         await pool.query(
           `INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at, seen_at)
@@ -128,11 +124,11 @@ export async function createFleetHarness(): Promise<FleetHarness> {
     async waitState(id, states, timeoutMs = 20_000) {
       return until(
         `fleet upgrade ${id} to be ${states.join(' or ')}`,
+        timeoutMs,
         async () => {
           const f = await self.fleet(id);
           return states.includes(f.state) ? f.state : undefined;
         },
-        timeoutMs,
         50,
       );
     },

@@ -7,9 +7,9 @@
  * injected (the service plans with the same clock).
  */
 import t from 'tap';
-import { until } from '../reconciler/harness.ts';
 import { createFleetHarness, OPERATOR, type FleetHarness } from './fleet-harness.ts';
 import type { MaintenanceWindow } from '../../../provisioner/store/tenants.ts';
+import { until } from '../../../sandbox/until.ts';
 
 let f: FleetHarness;
 t.beforeEach(async () => {
@@ -52,7 +52,7 @@ async function scenario(lateWindows: MaintenanceWindow[] = [saturdays]) {
   const id = out.fleetUpgrade.id;
   const driver = f.driver({ clusterParallelism: 10 });
   const state = async (tenant: string) => (await f.tenants(id)).get(tenant)!.state;
-  await until('wave 1 under way', async () => ((await state(second!)) === 'upgrading' ? true : undefined), 20_000, 50);
+  await until('wave 1 under way', 20_000, async () => ((await state(second!)) === 'upgrading' ? true : undefined), 50);
   return { id, canary: canary!, second: second!, late: late!, release, state, plan: out.plan, driver };
 }
 
@@ -68,8 +68,8 @@ t.test('a tenant the plan excluded for its windows is upgraded in its wave once 
   await setWindows(s.late, [middays]);
   await until(
     'the tenant to be started',
-    async () => ((await s.state(s.late)) !== 'excluded' ? true : undefined),
     10_000,
+    async () => ((await s.state(s.late)) !== 'excluded' ? true : undefined),
     50,
   );
   s.release();
@@ -99,8 +99,8 @@ t.test('an override picks up the tenants left out for their windows while their 
   await f.service.overrideWindows(s.id, OPERATOR, 'CVE-2026-0002');
   await until(
     'the tenant to be started',
-    async () => ((await s.state(s.late)) !== 'excluded' ? true : undefined),
     10_000,
+    async () => ((await s.state(s.late)) !== 'excluded' ? true : undefined),
     50,
   );
   s.release();
@@ -120,13 +120,13 @@ t.test('a tenant the driver skipped for its windows is taken back when they chan
   t.equal(await s.state(s.late), 'pending', 'planned in wave 1, waiting for 13:00');
   // Its windows move to Saturdays: none opens before the deadline, so the driver skips it.
   await setWindows(s.late, [saturdays]);
-  await until('the skip', async () => ((await s.state(s.late)) === 'skipped' ? true : undefined), 10_000, 50);
+  await until('the skip', 10_000, async () => ((await s.state(s.late)) === 'skipped' ? true : undefined), 50);
   // And back to a window open now, while wave 1 still runs: it is taken back and upgraded.
   await setWindows(s.late, [middays]);
   await until(
     'the late tenant to start',
-    async () => ((await s.state(s.late)) === 'upgrading' ? true : undefined),
     10_000,
+    async () => ((await s.state(s.late)) === 'upgrading' ? true : undefined),
     50,
   );
   s.release();

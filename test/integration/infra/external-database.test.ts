@@ -17,6 +17,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import t from 'tap';
+import { StopWaiting, until } from '../../../sandbox/until.ts';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { ISecret } from 'kubernetes-models/v1';
 import { infraProgram } from '../../../infra/program.ts';
@@ -135,18 +136,12 @@ t.test(
     child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     const url = `http://127.0.0.1:${port}`;
-    const deadline = Date.now() + 120_000;
-    let readyz: { status?: string };
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`provisioner exited with ${child.exitCode}: ${stderr}${stdout}`);
-      const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(3000) }).catch(() => undefined);
-      if (res?.status === 200) {
-        readyz = (await res.json()) as { status?: string };
-        break;
-      }
-      if (Date.now() > deadline) throw new Error(`provisioner not ready within 120 s: ${stderr}${stdout}`);
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
+    const readyz = await until('the provisioner ready (/readyz 200)', 120_000, async () => {
+      if (child.exitCode !== null)
+        throw new StopWaiting(`provisioner exited with ${child.exitCode}: ${stderr}${stdout}`);
+      const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(3000) });
+      return res.status === 200 && ((await res.json()) as { status?: string });
+    });
     t.equal(readyz.status, 'ready', '/readyz answers 200 with status ready');
     t.notMatch(stdout, /using embedded PostgreSQL/, 'it uses the external database, not an embedded one');
 

@@ -253,9 +253,6 @@ export function scripted(o?: ScriptedEngineOptions): ScriptedEngine {
   return new ScriptedEngine(o);
 }
 
-/** The shared test wait (test/helpers/wait.ts), kept here for the files that import it from the harness. */
-export { until } from '../../helpers/wait.ts';
-
 /** A promise with its resolve function (gates for the scripted engine). */
 export function gate(): { promise: Promise<void>; open: () => void } {
   let open: () => void = () => {};

@@ -7,7 +7,8 @@
  */
 import t from 'tap';
 import type pg from 'pg';
-import { createHarness, gate, scripted, until } from './harness.ts';
+import { createHarness, gate, scripted } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
@@ -44,9 +45,9 @@ t.test('a slow lease renewal delays the next one instead of overlapping it; stop
   const engine = scripted({ script: () => ({ gate: g.promise }) });
   const r = await h.reconciler(engine, { pool, leaseTtlMs: 5000, heartbeatMs: 100 });
   const { id } = await h.createTenant();
-  await until('running', async () => engine.callsFor(id).length === 1);
+  await until('running', 10_000, async () => engine.callsFor(id).length === 1);
   const first = (await h.tenant(id)).lease_expires_at!;
-  await until('four renewals done', async () => seen.done >= 4, 20_000);
+  await until('four renewals done', 20_000, async () => seen.done >= 4);
   t.equal(seen.most, 1, 'never two renewals in flight at once');
   t.ok((await h.tenant(id)).lease_expires_at!.getTime() > first.getTime(), 'the slow renewals still renewed the lease');
   const status = r.heartbeat.status();
@@ -54,7 +55,7 @@ t.test('a slow lease renewal delays the next one instead of overlapping it; stop
   t.ok(status.rounds >= 4 && status.failures === 0, `its rounds are counted (${status.rounds}), none failed`);
 
   // Stop while a renewal is in flight: the stop waits for it.
-  await until('a renewal in flight', async () => seen.inFlight === 1, 5_000);
+  await until('a renewal in flight', 5_000, async () => seen.inFlight === 1);
   g.open();
   await r.stop();
   t.equal(seen.inFlight, 0, 'no renewal is left running once stop() resolved');

@@ -6,8 +6,9 @@
 import t from 'tap';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { waitForSecretKey } from '../../../tenants/kubeconfig-wait.ts';
-import { createHarness, scripted, until } from './harness.ts';
+import { createHarness, scripted } from './harness.ts';
 import { execMarkerKubeconfig } from '../../helpers/exec-kubeconfig.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
@@ -44,7 +45,7 @@ t.test(
     });
     await h.reconciler(engine);
     const { id, operationId } = await h.createTenant();
-    const failed = await until('the operation to fail', async () => {
+    const failed = await until('the operation to fail', 10_000, async () => {
       const [op] = await h.operations(id);
       return op?.state === 'failed' || op?.state === 'succeeded' || (op?.error ? op : undefined) ? op : undefined;
     });

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { createPool } from '../../../provisioner/db/database.ts';
-import { createHarness, gate, scripted, until } from './harness.ts';
+import { createHarness, gate, scripted } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 // The file starts worker processes (doomed workers, a second reconciler's pool): on a loaded
 // 2-core machine it ran past tap's 120 s limit (.taprc); alone it took 20–70 s.
@@ -25,7 +26,7 @@ t.test(
     const r2 = await h.reconciler(engine2, { owner: 'survivor', pollMs: 50 });
     // Three looks for due tenants (each one a claim transaction that would have taken the lease).
     const polled = r2.stats.polls;
-    await until('three polls by the survivor', async () => r2.stats.polls >= polled + 3);
+    await until('three polls by the survivor', 10_000, async () => r2.stats.polls >= polled + 3);
     t.equal(
       (await h.tenant(id)).lease_owner,
       'crashing-worker',
@@ -34,7 +35,7 @@ t.test(
     t.equal(engine2.callsFor(id).length, 0, 'and the survivor ran nothing for the tenant');
     // Simulate the passage of the TTL instead of sleeping it.
     await h.db.pool.query(`UPDATE tenants SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
-    const row = await until('Ready on the survivor', async () => {
+    const row = await until('Ready on the survivor', 10_000, async () => {
       const x = await h.tenant(id);
       return x.phase === 'Ready' && x;
     });
@@ -71,30 +72,30 @@ t.test("heartbeats keep a long operation's lease alive", async (t) => {
   // A TTL of 20 heartbeats: a loaded machine may delay a heartbeat, not twenty in a row.
   const r = await h.reconciler(engine, { leaseTtlMs: 2000, heartbeatMs: 100 });
   const { id } = await h.createTenant();
-  await until('running', async () => engine.callsFor(id).length === 1);
+  await until('running', 10_000, async () => engine.callsFor(id).length === 1);
   const first = (await h.tenant(id)).lease_expires_at!;
-  await until('lease renewed', async () => (await h.tenant(id)).lease_expires_at!.getTime() > first.getTime() + 150);
+  await until(
+    'lease renewed',
+    10_000,
+    async () => (await h.tenant(id)).lease_expires_at!.getTime() > first.getTime() + 150,
+  );
   const other = scripted();
   const r2 = await h.reconciler(other, { pollMs: 50 });
   // Wait until the first lease would have expired (by the database's clock), plus several polls.
-  await until(
-    "the first lease's expiry passed",
-    async () => {
-      const { rows } = await h.db.pool.query<{ past: boolean }>(
-        "SELECT now() > $1::timestamptz + interval '300 milliseconds' AS past",
-        [first],
-      );
-      return rows[0]!.past;
-    },
-    10_000,
-  );
+  await until("the first lease's expiry passed", 10_000, async () => {
+    const { rows } = await h.db.pool.query<{ past: boolean }>(
+      "SELECT now() > $1::timestamptz + interval '300 milliseconds' AS past",
+      [first],
+    );
+    return rows[0]!.past;
+  });
   t.ok(
     (await h.tenant(id)).lease_expires_at!.getTime() > first.getTime(),
     'the lease was renewed past its first expiry',
   );
   t.equal(other.callsFor(id).length, 0, 'nobody took over the renewed lease after its first expiry passed');
   g.open();
-  await until('Ready', async () => (await h.tenant(id)).phase === 'Ready');
+  await until('Ready', 10_000, async () => (await h.tenant(id)).phase === 'Ready');
   await r.stop();
   await r2.stop();
 });
@@ -122,6 +123,7 @@ t.test('two reconcilers on one database never run one tenant twice', async (t) =
   for (const id of ids.slice(0, 100)) await h.change(id, { runtimeVersion: '1.1.0' }, 'upgrade');
   await until(
     'all applied',
+    60_000,
     async () => {
       const { rows } = await h.db.pool.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM tenants WHERE id = ANY($1::uuid[]) AND observed_generation = generation AND phase = 'Ready'`,
@@ -129,7 +131,6 @@ t.test('two reconcilers on one database never run one tenant twice', async (t) =
       );
       return rows[0]!.n === ids.length;
     },
-    60_000,
     100,
   );
   t.same(engine.violations, [], 'the in-engine detector saw no overlapping calls on one tenant');
@@ -163,7 +164,7 @@ t.test('graceful shutdown waits for running operations, then hands leases back',
   const r = await h.reconciler(engine, { owner: 'leaving', leaseTtlMs: 60_000 });
   const a = await h.createTenant();
   const b = await h.createTenant();
-  await until('both running', async () => engine.calls.length === 2);
+  await until('both running', 10_000, async () => engine.calls.length === 2);
   // The grace is long enough for the released operation to finish on a loaded machine; the
   // other one stays gated, so the stop waits the whole grace before handing it back.
   const stopping = r.stop({ graceMs: 3000 });
@@ -181,7 +182,7 @@ t.test('graceful shutdown waits for running operations, then hands leases back',
   t.ok((await h.logLines(op!.id)).some((l) => l.includes('shutting down')));
   const next = scripted();
   const r2 = await h.reconciler(next, { owner: 'next' });
-  await until('taken over at once', async () => (await h.tenant(second)).phase === 'Ready', 5000);
+  await until('taken over at once', 5000, async () => (await h.tenant(second)).phase === 'Ready');
   t.same(
     next.callsFor(second).map((c) => c.kind),
     ['cancel', 'interrupted', 'refresh', 'up'],
@@ -200,10 +201,14 @@ t.test('per-cluster parallelism holds across processes', async (t) => {
   const b = await h.reconciler(engine, { workers: 5, clusterParallelism: 3, pollMs: 50 });
   const ids: string[] = [];
   for (let i = 0; i < 8; i++) ids.push((await h.createTenant()).id);
-  await until('3 running', async () => engine.running === 3);
+  await until('3 running', 10_000, async () => engine.running === 3);
   // Three more looks for due tenants by each process, each a claim that would have taken a fourth.
   const [pa, pb] = [a.stats.polls, b.stats.polls];
-  await until('three more polls by each process', async () => a.stats.polls >= pa + 3 && b.stats.polls >= pb + 3);
+  await until(
+    'three more polls by each process',
+    10_000,
+    async () => a.stats.polls >= pa + 3 && b.stats.polls >= pb + 3,
+  );
   t.equal(engine.running, 3, 'still 3 running on the cluster after three more polls by each process (10 workers free)');
   const { rows } = await h.db.pool.query<{ n: number }>(
     'SELECT count(*)::int AS n FROM tenants WHERE cluster_id = $1 AND lease_owner IS NOT NULL',
@@ -211,7 +216,7 @@ t.test('per-cluster parallelism holds across processes', async (t) => {
   );
   t.equal(rows[0]!.n, 3, 'three live leases on the cluster');
   g.open();
-  await until('all Ready', async () => {
+  await until('all Ready', 10_000, async () => {
     const { rows: r } = await h.db.pool.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM tenants WHERE id = ANY($1::uuid[]) AND phase = 'Ready'`,
       [ids],

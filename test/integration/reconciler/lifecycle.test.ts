@@ -3,7 +3,8 @@ import { EngineError, type ResourceStep } from '../../../provisioner/engine/engi
 import type { CallScript } from '../../helpers/scripted-engine.ts';
 import { checkKubeconfig } from '../../../kubeconfig-policy/policy.ts';
 import { createKey, lookupKey } from '../../../provisioner/store/keys.ts';
-import { createHarness, gate, scripted, until, KUBECONFIG } from './harness.ts';
+import { createHarness, gate, scripted, KUBECONFIG } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
@@ -13,7 +14,7 @@ t.test('a new tenant is provisioned: Ready, outputs in status, operation succeed
   const engine = scripted({ script: () => ({ lines: ['creating namespace', 'creating vcluster'] }) });
   const r = await h.reconciler(engine);
   const { id, operationId } = await h.createTenant({ runtimeVersion: '1.2.0' });
-  const row = await until('Ready', async () => {
+  const row = await until('Ready', 10_000, async () => {
     const x = await h.tenant(id);
     return x.phase === 'Ready' && x;
   });
@@ -55,11 +56,11 @@ t.test('two quick changes while an operation runs coalesce into one more run of 
   const engine = scripted({ script: (c) => (c.input.runtimeVersion === '1.0.0' ? { gate: g.promise } : undefined) });
   const r = await h.reconciler(engine);
   const { id } = await h.createTenant({ runtimeVersion: '1.0.0' });
-  await until('create running', async () => engine.callsFor(id).length === 1);
+  await until('create running', 10_000, async () => engine.callsFor(id).length === 1);
   const up1 = await h.change(id, { runtimeVersion: '1.1.0' }, 'upgrade');
   const up2 = await h.change(id, { runtimeVersion: '1.2.0' }, 'upgrade');
   g.open();
-  const row = await until('generation 3 applied', async () => {
+  const row = await until('generation 3 applied', 10_000, async () => {
     const x = await h.tenant(id);
     return x.observed_generation === 3 && x;
   });
@@ -89,14 +90,10 @@ t.test('failures back off with growing delays, then the tenant is Stalled; a ret
   });
   const r = await h.reconciler(engine, { maxFailures: 3, backoff: { baseMs: 150, capMs: 5000, jitter: 0 } });
   const { id } = await h.createTenant();
-  const row = await until(
-    'Stalled',
-    async () => {
-      const x = await h.tenant(id);
-      return x.stalled && x;
-    },
-    15_000,
-  );
+  const row = await until('Stalled', 15_000, async () => {
+    const x = await h.tenant(id);
+    return x.stalled && x;
+  });
   const calls = engine.callsFor(id);
   t.equal(calls.length, 3);
   const gaps = [calls[1]!.startedAt - calls[0]!.endedAt!, calls[2]!.startedAt - calls[1]!.endedAt!];
@@ -121,13 +118,13 @@ t.test('failures back off with growing delays, then the tenant is Stalled; a ret
   t.match(ops[0]!.error, { code: 'ProgramFailed', message: /boom/ });
   // Stalled: nothing runs any more. Three looks for due tenants, each of which would claim a retry.
   const polled = r.stats.polls;
-  await until('three polls after the third failure', async () => r.stats.polls >= polled + 3);
+  await until('three polls after the third failure', 10_000, async () => r.stats.polls >= polled + 3);
   t.equal((await h.tenant(id)).lease_owner, null, 'a stalled tenant is not claimed again in three polls');
   t.equal(engine.callsFor(id).length, 3, 'a stalled tenant is not retried by itself');
 
   failing = false;
   const retryOp = await h.retry(id);
-  const ready = await until('Ready after retry', async () => {
+  const ready = await until('Ready after retry', 10_000, async () => {
     const x = await h.tenant(id);
     return x.phase === 'Ready' && x;
   });
@@ -149,9 +146,9 @@ t.test('a spec change clears Stalled and runs again', async (t) => {
   });
   const r = await h.reconciler(engine, { maxFailures: 1 });
   const { id } = await h.createTenant({ runtimeVersion: '1.0.0' });
-  await until('Stalled', async () => (await h.tenant(id)).stalled);
+  await until('Stalled', 10_000, async () => (await h.tenant(id)).stalled);
   await h.change(id, { runtimeVersion: '1.1.0' }, 'upgrade');
-  const row = await until('Ready', async () => {
+  const row = await until('Ready', 10_000, async () => {
     const x = await h.tenant(id);
     return x.phase === 'Ready' && x;
   });
@@ -166,9 +163,9 @@ t.test('a delete during a create cancels the create, then destroys; keys revoked
   const { id, operationId } = await h.createTenant();
   const tenantKey = (await createKey(h.db.pool, { role: 'tenant', tenantId: id, name: 'owner', createdBy: 'test' }))
     .key;
-  await until('create running', async () => engine.callsFor(id).length === 1);
+  await until('create running', 10_000, async () => engine.callsFor(id).length === 1);
   const del = await h.change(id, { deleted: true }, 'delete');
-  const row = await until('Deleted', async () => {
+  const row = await until('Deleted', 10_000, async () => {
     const x = await h.tenant(id);
     return x.phase === 'Deleted' && x;
   });
@@ -211,7 +208,7 @@ t.test('status and operation result are written in one transaction', async (t) =
   const engine = scripted();
   const r = await h.reconciler(engine, { maxFailures: 1 });
   const { id, operationId } = await h.createTenant();
-  const row = await until('attempt recorded', async () => {
+  const row = await until('attempt recorded', 10_000, async () => {
     const x = await h.tenant(id);
     return x.stalled && x;
   });
@@ -261,8 +258,8 @@ t.test('a resync runs refresh + up and logs which objects drifted and what the u
   });
   const r = await h.reconciler(engine, { resyncMs: 300 });
   const { id } = await h.createTenant();
-  await until('Ready', async () => (await h.tenant(id)).phase === 'Ready');
-  const resync = await until('a resync ran', async () =>
+  await until('Ready', 10_000, async () => (await h.tenant(id)).phase === 'Ready');
+  const resync = await until('a resync ran', 10_000, async () =>
     (await h.operations(id)).find((o) => o.kind === 'resync' && o.state === 'succeeded'),
   );
   const lines = await h.logLines(resync.id);
@@ -333,7 +330,7 @@ t.test('a resync of an untouched tenant: no drift, nothing to correct', async (t
   });
   const r = await h.reconciler(engine, { resyncMs: 300 });
   const { id } = await h.createTenant();
-  const resync = await until('a resync ran', async () =>
+  const resync = await until('a resync ran', 10_000, async () =>
     (await h.operations(id)).find((o) => o.kind === 'resync' && o.state === 'succeeded'),
   );
   const lines = await h.logLines(resync.id);
@@ -349,7 +346,7 @@ t.test('a periodic resync whose preview finds nothing to change runs no refresh 
   });
   const r = await h.reconciler(engine, { resyncMs: 300 });
   const { id } = await h.createTenant();
-  const resync = await until('a resync ran', async () =>
+  const resync = await until('a resync ran', 10_000, async () =>
     (await h.operations(id)).find((o) => o.kind === 'resync' && o.state === 'succeeded'),
   );
   await r.stop();

@@ -5,7 +5,8 @@ import {
   OperationLogHub,
   OperationNotFoundError,
 } from '../../../provisioner/reconciler/log-follow.ts';
-import { createHarness, gate, scripted, until } from './harness.ts';
+import { createHarness, gate, scripted } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
@@ -23,12 +24,12 @@ t.test('following a running operation streams lines as they are written and ends
     await notifications.stop();
   });
   const { id, operationId } = await h.createTenant();
-  await until('running', async () => engine.callsFor(id).length === 1);
+  await until('running', 10_000, async () => engine.callsFor(id).length === 1);
   const got: Array<{ line: string; at: number }> = [];
   const following = (async () => {
     for await (const l of hub.follow(operationId, { pollMs: 60_000 })) got.push({ line: l.line, at: Date.now() });
   })();
-  await until('first lines streamed', async () => got.some((l) => l.line === 'step two'), 5000, 5);
+  await until('first lines streamed', 5000, async () => got.some((l) => l.line === 'step two'), 5);
   t.ok(!got.some((l) => l.line.startsWith('operation succeeded')), 'the operation is still running');
   const opened = Date.now();
   g.open();
@@ -79,7 +80,7 @@ t.test('an unknown operation is an error; an abort ends the follow', async (t) =
     ended = true;
   });
   // The existence check, then three polls of an operation that never finishes.
-  await until('three polls of the unfinished operation', async () => stateReads >= 4);
+  await until('three polls of the unfinished operation', 10_000, async () => stateReads >= 4);
   t.equal(ended, false, 'the follow of an unfinished operation keeps waiting after three polls');
   ac.abort();
   await following; // the abort ends it (otherwise the test times out here)

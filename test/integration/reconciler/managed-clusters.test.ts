@@ -16,7 +16,8 @@ import {
   insertManagedCluster,
 } from '../../../provisioner/store/managed-clusters.ts';
 import { changeSpec, getTenantRow } from '../../../provisioner/store/tenants.ts';
-import { createHarness, scripted, until } from './harness.ts';
+import { createHarness, scripted } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
@@ -47,7 +48,7 @@ t.test(
     });
     await h.reconciler(engine, { managedClusters: (id) => service.forProgram(h.db.pool, id) });
     const { id } = await h.createTenant();
-    await until('Ready', async () => (await h.tenant(id)).phase === 'Ready');
+    await until('Ready', 10_000, async () => (await h.tenant(id)).phase === 'Ready');
     t.equal(engine.calls.at(-1)?.input.managedClusters, undefined, 'no registration: no managed clusters in the input');
 
     const config = { bearerToken: TOKEN, tlsClientConfig: { insecure: false, caData: 'Y2E=', keyData: KEY } };
@@ -69,7 +70,7 @@ t.test(
       });
       return changeSpec(tx, (await getTenantRow(tx, id, true))!, {}, 'update', "managed cluster 'prod' registered");
     });
-    await until('the registration reconciled', async () => {
+    await until('the registration reconciled', 10_000, async () => {
       const row = await h.tenant(id);
       return row.observed_generation === register.generation && row.phase === 'Ready';
     });
@@ -97,7 +98,7 @@ t.test(
       await deleteManagedCluster(tx, id, 'prod');
       return changeSpec(tx, (await getTenantRow(tx, id, true))!, {}, 'update', "managed cluster 'prod' removed");
     });
-    await until('the removal reconciled', async () => {
+    await until('the removal reconciled', 10_000, async () => {
       const row = await h.tenant(id);
       return row.observed_generation === remove.generation && row.phase === 'Ready';
     });

@@ -5,7 +5,8 @@
  */
 import t from 'tap';
 import { ENGINE_RUN_PEAK_MB, LARGEST_RUN_MB } from '../../../provisioner/reconciler/memory-budget.ts';
-import { createHarness, gate, scripted, until } from './harness.ts';
+import { createHarness, gate, scripted } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
@@ -16,7 +17,7 @@ async function readyTenants(n: number): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < n; i++) ids.push((await h.createTenant({ runtimeVersion: '1.0.0' })).id);
   const r = await h.reconciler(scripted(), { workers: n, clusterParallelism: 1000, pollMs: 50, engineMemoryMb: 0 });
-  await until(`${n} tenants Ready`, async () => (await phases(ids)).every((p) => p === 'Ready'), 20_000);
+  await until(`${n} tenants Ready`, 20_000, async () => (await phases(ids)).every((p) => p === 'Ready'));
   await r.stop();
   return ids;
 }
@@ -50,7 +51,7 @@ t.test('a burst of upgrades is admitted in budget-sized batches, and every one c
 
   for (let batch = 1; batch <= 3; batch++) {
     const done = batch * 3;
-    await until(`batch ${batch}: three upgrades running`, async () => engine.running === 3);
+    await until(`batch ${batch}: three upgrades running`, 10_000, async () => engine.running === 3);
     t.equal(
       r.memory.inUseMb,
       3 * ENGINE_RUN_PEAK_MB.upgrade,
@@ -60,9 +61,9 @@ t.test('a burst of upgrades is admitted in budget-sized batches, and every one c
     const opened = current;
     current = gate();
     opened.open();
-    await until(`batch ${batch} finished`, async () => (await upgradedReady(ids, '1.1.0')) >= done);
+    await until(`batch ${batch} finished`, 10_000, async () => (await upgradedReady(ids, '1.1.0')) >= done);
   }
-  await until('all nine upgraded and Ready', async () => (await upgradedReady(ids, '1.1.0')) === 9);
+  await until('all nine upgraded and Ready', 10_000, async () => (await upgradedReady(ids, '1.1.0')) === 9);
   t.equal(engine.peakConcurrency, 3, 'never more than three engine runs at once, though nine workers were idle');
   t.same(engine.violations, [], 'no tenant ran twice at once');
   t.equal(r.memory.inUseMb, 0, 'nothing reserved once the burst is done');
@@ -75,7 +76,7 @@ t.test('a budget smaller than one run admits one run at a time: no deadlock', as
   const budget = Math.floor(ENGINE_RUN_PEAK_MB.upgrade / 2);
   const r = await h.reconciler(engine, { workers: 4, clusterParallelism: 1000, pollMs: 50, engineMemoryMb: budget });
   for (const id of ids) await h.change(id, { runtimeVersion: '1.1.0' }, 'upgrade');
-  await until('all four upgraded and Ready', async () => (await upgradedReady(ids, '1.1.0')) === 4, 20_000);
+  await until('all four upgraded and Ready', 20_000, async () => (await upgradedReady(ids, '1.1.0')) === 4);
   t.equal(
     engine.peakConcurrency,
     1,
@@ -90,9 +91,9 @@ t.test('budget 0: the worker count alone admits runs', async (t) => {
   const engine = scripted({ script: () => ({ gate: g.promise }) });
   const r = await h.reconciler(engine, { workers: 4, clusterParallelism: 1000, pollMs: 50, engineMemoryMb: 0 });
   for (const id of ids) await h.change(id, { runtimeVersion: '1.1.0' }, 'upgrade');
-  await until('four upgrades running at once', async () => engine.running === 4);
+  await until('four upgrades running at once', 10_000, async () => engine.running === 4);
   t.same(r.memory, { budgetMb: 0, inUseMb: 4 * ENGINE_RUN_PEAK_MB.upgrade }, 'no budget; the reservations still count');
   g.open();
-  await until('all four upgraded and Ready', async () => (await upgradedReady(ids, '1.1.0')) === 4);
+  await until('all four upgraded and Ready', 10_000, async () => (await upgradedReady(ids, '1.1.0')) === 4);
   await r.stop();
 });

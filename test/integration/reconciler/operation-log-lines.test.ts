@@ -8,7 +8,8 @@
  */
 import t from 'tap';
 import { WITHHELD } from '../../../provisioner/reconciler/visible-text.ts';
-import { createHarness, scripted, until } from './harness.ts';
+import { createHarness, scripted } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
@@ -51,7 +52,7 @@ t.test('each resource step is one line, with no engine event names; outputs are 
   const r = await h.reconciler(engine);
   t.teardown(() => r.stop());
   const { operationId } = await h.createTenant();
-  await until('the operation ends', async () => (await lines(operationId)).some((l) => /^operation /.test(l)));
+  await until('the operation ends', 10_000, async () => (await lines(operationId)).some((l) => /^operation /.test(l)));
   const log = await lines(operationId);
   for (const step of ['kubernetes:core/v1:Namespace tenant-x', 'kubernetes:helm.sh/v3:Release vcluster']) {
     t.equal(
@@ -89,7 +90,7 @@ t.test('the only root cluster is cordoned: the log names the command that uncord
   const r = await h.reconciler(scripted(), { noCapacityRetryMs: 50 });
   t.teardown(() => r.stop());
   const { operationId } = await h.createTenant({ region: 'eu-cordon' });
-  const line = await until('a waiting line', async () => {
+  const line = await until('a waiting line', 10_000, async () => {
     const l = (await lines(operationId)).find((x) => x.startsWith('waiting for a root cluster'));
     return l ?? false;
   });

@@ -1,7 +1,8 @@
 import t from 'tap';
 import { backoffMs } from '../../../provisioner/reconciler/backoff.ts';
 import { choosePlacement, type ClusterLoad } from '../../../provisioner/reconciler/placement.ts';
-import { createHarness, scripted, until } from './harness.ts';
+import { createHarness, scripted } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const FREE = { plan: 'free', region: null };
 const cluster = (o: Partial<ClusterLoad> & { name: string }): ClusterLoad => ({
@@ -95,17 +96,17 @@ t.test('placement, capacity, cordon and NoCapacity against the database', async 
   const big = await h.addCluster('root-big', { capacity: 10, plans: ['team', 'enterprise'] });
   const r = await h.reconciler(engine);
   const first = await h.createTenant({ plan: 'free' });
-  await until('placed', async () => (await h.tenant(first.id)).phase === 'Ready');
+  await until('placed', 10_000, async () => (await h.tenant(first.id)).phase === 'Ready');
   t.equal((await h.tenant(first.id)).cluster_id, small, 'free plan goes where free is allowed');
   const team = await h.createTenant({ plan: 'team' });
-  await until('placed', async () => (await h.tenant(team.id)).phase === 'Ready');
+  await until('placed', 10_000, async () => (await h.tenant(team.id)).phase === 'Ready');
   t.equal((await h.tenant(team.id)).cluster_id, big, 'least loaded eligible cluster (0/10 beats 1/2)');
   const second = await h.createTenant({ plan: 'free' });
-  await until('placed', async () => (await h.tenant(second.id)).phase === 'Ready');
+  await until('placed', 10_000, async () => (await h.tenant(second.id)).phase === 'Ready');
   t.equal((await h.tenant(second.id)).cluster_id, small);
 
   const third = await h.createTenant({ plan: 'free' });
-  const row = await until('NoCapacity', async () => {
+  const row = await until('NoCapacity', 10_000, async () => {
     const x = await h.tenant(third.id);
     return x.conditions.some((c) => c.type === 'Ready' && c.reason === 'NoCapacity') && x;
   });
@@ -121,7 +122,7 @@ t.test('placement, capacity, cordon and NoCapacity against the database', async 
 
   // Deleting a tenant frees a slot; the waiting tenant is placed on the next retry.
   await h.change(first.id, { deleted: true }, 'delete');
-  const placed = await until('placed after a slot freed', async () => {
+  const placed = await until('placed after a slot freed', 10_000, async () => {
     const x = await h.tenant(third.id);
     return x.phase === 'Ready' && x;
   });
@@ -130,15 +131,15 @@ t.test('placement, capacity, cordon and NoCapacity against the database', async 
   // Cordon: no new tenants, existing ones stay (sticky).
   await h.db.pool.query('UPDATE root_clusters SET cordoned = true WHERE id = $1', [big]);
   const fourth = await h.createTenant({ plan: 'team' });
-  await until('NoCapacity on cordon', async () =>
+  await until('NoCapacity on cordon', 10_000, async () =>
     (await h.tenant(fourth.id)).conditions.some((c) => c.reason === 'NoCapacity'),
   );
   t.match((await h.tenant(fourth.id)).conditions.find((c) => c.reason === 'NoCapacity')?.message, /root-big: cordoned/);
   await h.change(team.id, { runtimeVersion: '1.1.0' }, 'upgrade');
-  await until('upgrade applied', async () => (await h.tenant(team.id)).observed_generation === 2);
+  await until('upgrade applied', 10_000, async () => (await h.tenant(team.id)).observed_generation === 2);
   t.equal((await h.tenant(team.id)).cluster_id, big, 'placement is sticky, even on a cordoned cluster');
   await h.db.pool.query('UPDATE root_clusters SET cordoned = false WHERE id = $1', [big]);
-  await until('placed after uncordon', async () => (await h.tenant(fourth.id)).phase === 'Ready');
+  await until('placed after uncordon', 10_000, async () => (await h.tenant(fourth.id)).phase === 'Ready');
   await r.stop();
 });
 
@@ -148,9 +149,11 @@ t.test('a tenant deleted before it was ever placed is marked Deleted without the
   t.teardown(() => h.db.pool.query('UPDATE root_clusters SET cordoned = false'));
   const r = await h.reconciler(engine);
   const x = await h.createTenant({ plan: 'free' });
-  await until('NoCapacity', async () => (await h.tenant(x.id)).conditions.some((c) => c.reason === 'NoCapacity'));
+  await until('NoCapacity', 10_000, async () =>
+    (await h.tenant(x.id)).conditions.some((c) => c.reason === 'NoCapacity'),
+  );
   await h.change(x.id, { deleted: true }, 'delete');
-  const row = await until('Deleted', async () => {
+  const row = await until('Deleted', 10_000, async () => {
     const y = await h.tenant(x.id);
     return y.phase === 'Deleted' && y;
   });
@@ -173,10 +176,10 @@ t.test(
     await h.addCluster('root-eu-empty', { capacity: 100, region: 'eu-9' });
     const r = await h.reconciler(engine);
     const inUs = await h.createTenant({ plan: 'free', region: 'us-9' });
-    await until('placed', async () => (await h.tenant(inUs.id)).phase === 'Ready');
+    await until('placed', 10_000, async () => (await h.tenant(inUs.id)).phase === 'Ready');
     t.equal((await h.tenant(inUs.id)).cluster_id, us);
     const nowhere = await h.createTenant({ plan: 'free', region: 'ap-9' });
-    const row = await until('NoCapacity', async () => {
+    const row = await until('NoCapacity', 10_000, async () => {
       const x = await h.tenant(nowhere.id);
       return x.conditions.some((c) => c.reason === 'NoCapacity') && x;
     });

@@ -6,7 +6,8 @@
  */
 import t from 'tap';
 import { requestResyncs } from '../../../provisioner/store/resync-requests.ts';
-import { createHarness, gate, scripted, until } from './harness.ts';
+import { createHarness, gate, scripted } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
@@ -31,11 +32,11 @@ t.test('a request for a Ready tenant runs one resync that says why; the request 
   const engine = scripted();
   const r = await h.reconciler(engine, { resyncMs: 0 });
   const { id } = await h.createTenant();
-  await until('Ready', async () => (await h.tenant(id)).phase === 'Ready');
+  await until('Ready', 10_000, async () => (await h.tenant(id)).phase === 'Ready');
   await ranAgo(id, 60_000);
   const reason = `ResourceQuota tenant-${id}/tenant-quota: deleted`;
   t.same(await requestResyncs(h.db.pool, [{ tenantId: id, reason, ageMs: 100 }]), [id], 'the request is taken');
-  const op = await until('a resync ran', async () =>
+  const op = await until('a resync ran', 10_000, async () =>
     (await h.operations(id)).find((o) => o.kind === 'resync' && o.state === 'succeeded'),
   );
   const lines = await h.logLines(op.id);
@@ -60,14 +61,14 @@ t.test('requests that are not taken', async (t) => {
   });
   const r = await h.reconciler(engine, { resyncMs: 0 });
   const busy = await h.createTenant({ runtimeVersion: '1.0.0' });
-  await until('the create runs', async () => engine.callsFor(busy.id).length === 1);
+  await until('the create runs', 10_000, async () => engine.callsFor(busy.id).length === 1);
   t.same(
     await requestResyncs(h.db.pool, [{ tenantId: busy.id, reason: 'Namespace x: changed', ageMs: 0 }]),
     [],
     'not for a tenant being provisioned (its objects are the engine run in progress)',
   );
   g.open();
-  await until('Ready', async () => (await h.tenant(busy.id)).phase === 'Ready');
+  await until('Ready', 10_000, async () => (await h.tenant(busy.id)).phase === 'Ready');
 
   // The run just ended: a change seen now is taken as the run's own write arriving late.
   t.same(
@@ -92,7 +93,7 @@ t.test('requests that are not taken', async (t) => {
     [],
     'a tenant with a request pending takes no second one (one resync answers both)',
   );
-  await until('the requested resync ran', async () =>
+  await until('the requested resync ran', 10_000, async () =>
     (await h.operations(busy.id)).some((o) => o.kind === 'resync' && o.state === 'succeeded'),
   );
   t.same(
@@ -109,7 +110,7 @@ t.test("the engine's own changes queue nothing: no run follows a run by itself",
   const engine = scripted();
   const r = await h.reconciler(engine, { resyncMs: 0 });
   const { id } = await h.createTenant();
-  await until('Ready', async () => (await h.tenant(id)).phase === 'Ready');
+  await until('Ready', 10_000, async () => (await h.tenant(id)).phase === 'Ready');
   // What the watch does for every object the create wrote, as the events arrive just after it.
   t.same(
     await requestResyncs(h.db.pool, [{ tenantId: id, reason: `Namespace tenant-${id}: created`, ageMs: 0 }]),
@@ -118,7 +119,7 @@ t.test("the engine's own changes queue nothing: no run follows a run by itself",
   );
   // Three looks for due tenants after it: each would have claimed a run that was queued.
   const polled = r.stats.polls;
-  await until('three polls after the watch events', async () => r.stats.polls >= polled + 3);
+  await until('three polls after the watch events', 10_000, async () => r.stats.polls >= polled + 3);
   t.equal((await h.tenant(id)).lease_owner, null, 'no run claimed the tenant in three polls');
   t.same(
     engine.callsFor(id).map((c) => c.kind),

@@ -8,7 +8,8 @@ import { SecretBox } from '../../../provisioner/crypto.ts';
 import { startServer } from '../../../provisioner/server.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { createTestDatabase } from '../../helpers/postgres.ts';
-import { KUBECONFIG, until } from './harness.ts';
+import { KUBECONFIG } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 t.test(
   'the server runs the reconciler; without a Pulumi CLI tenants get EngineUnavailable and the API keeps serving',
@@ -48,7 +49,7 @@ t.test(
     });
     t.equal(res.status, 202);
     const body = (await res.json()) as { tenant: { id: string } };
-    const conditions = await until('EngineUnavailable', async () => {
+    const conditions = await until('EngineUnavailable', 10_000, async () => {
       const { rows } = await db.pool.query<{ conditions: Array<{ type: string; reason: string; message: string }> }>(
         'SELECT conditions FROM tenants WHERE id = $1',
         [body.tenant.id],

@@ -6,7 +6,8 @@
  * and vcluster wake a tenant in test/e2e/hosted-runtime.test.ts.
  */
 import t from 'tap';
-import { createHarness, scripted, until } from './harness.ts';
+import { createHarness, scripted } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 t.setTimeout(300_000);
 const h = await createHarness();
@@ -16,9 +17,9 @@ await h.addCluster('root-wake', { capacity: 100 });
 t.test('a provisioner killed during a wake: the survivor finishes the wake', async (t) => {
   const { id } = await h.createTenant();
   const first = await h.reconciler(scripted(), { owner: 'first' });
-  await until('Ready', async () => (await h.tenant(id)).phase === 'Ready');
+  await until('Ready', 10_000, async () => (await h.tenant(id)).phase === 'Ready');
   await h.change(id, { sleeping: true }, 'sleep');
-  await until('asleep', async () => {
+  await until('asleep', 10_000, async () => {
     const row = await h.tenant(id);
     return row.phase === 'Sleeping' && row.observed_generation === row.generation;
   });
@@ -35,7 +36,7 @@ t.test('a provisioner killed during a wake: the survivor finishes the wake', asy
   await h.reconciler(engine, { owner: 'survivor', pollMs: 50 });
   // The lease's TTL passing, without sleeping it.
   await h.db.pool.query(`UPDATE tenants SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
-  const row = await until('Ready after the takeover', async () => {
+  const row = await until('Ready after the takeover', 10_000, async () => {
     const x = await h.tenant(id);
     return x.phase === 'Ready' && x;
   });

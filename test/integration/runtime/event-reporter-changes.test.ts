@@ -27,7 +27,7 @@ import {
   sampleApplication,
   startArgoApiServer,
 } from '../../e2e/harness/argo.ts';
-import { until } from '../../helpers/wait.ts';
+import { until } from '../../../sandbox/until.ts';
 
 type Obj = Record<string, unknown>;
 const NS = 'argocd';
@@ -141,7 +141,7 @@ async function run(): Promise<void> {
 
   await t.test("an Application's report carries its change revision and commit, asked once per revision", async (t) => {
     let rv = await write('web', applicationStatus({ revision: R1, phase: 'Running', health: 'Progressing' }));
-    const first = await until('the first report of web', () => apps('web')[0], 60_000);
+    const first = await until('the first report of web', 60_000, () => apps('web')[0]);
     t.equal(first.change?.changeRevision, `c${R1.slice(1)}`, 'the first report already carries the change');
     t.equal(summary(first).changeRevision, `c${R1.slice(1)}`, 'the summary names the change revision');
     t.equal(first.change?.commit?.author, 'Dana <dana@example.test>', 'with the commit’s author');
@@ -156,10 +156,8 @@ async function run(): Promise<void> {
 
     // Health and operation move, the revision does not: the same change, no new question.
     rv = await write('web', applicationStatus({ revision: R1, phase: 'Succeeded', health: 'Healthy' }), rv);
-    const done = await until(
-      'the report of web with its sync succeeded',
-      () => apps('web').find((i) => i.resourceVersion === rv),
-      60_000,
+    const done = await until('the report of web with its sync succeeded', 60_000, () =>
+      apps('web').find((i) => i.resourceVersion === rv),
     );
     t.equal(summary(done).operationPhase, 'Succeeded', 'the later report has the finished operation');
     t.ok(summary(done).operationFinishedAt, 'with its finish time');
@@ -168,10 +166,8 @@ async function run(): Promise<void> {
 
     // The revision moves: a new question, a new change, and no report of R2 without it.
     rv = await write('web', applicationStatus({ revision: R2, phase: 'Succeeded' }), rv);
-    const moved = await until(
-      'the report of web at the new revision',
-      () => apps('web').find((i) => i.resourceVersion === rv),
-      60_000,
+    const moved = await until('the report of web at the new revision', 60_000, () =>
+      apps('web').find((i) => i.resourceVersion === rv),
     );
     t.equal(moved.change?.changeRevision, `c${R2.slice(1)}`, 'the change moved with the revision');
     t.same(asked.filter((a) => a.app === `${NS}/web`).at(-1), { app: `${NS}/web`, revision: R2 }, 'asked for R2');
@@ -184,14 +180,12 @@ async function run(): Promise<void> {
   await t.test('a Source Server that is down delays nothing: the report goes again once it answers', async (t) => {
     down = true;
     await write('api', applicationStatus({ revision: R1 }));
-    const without = await until('the report of api', () => apps('api')[0], 60_000);
+    const without = await until('the report of api', 60_000, () => apps('api')[0]);
     t.equal(without.change, undefined, 'reported without a change while the Source Server fails');
     t.equal(summary(without).revision, R1, 'with its revision');
     down = false;
-    const withChange = await until(
-      'the report of api with its change',
-      () => apps('api').find((i) => i.change !== undefined),
-      60_000,
+    const withChange = await until('the report of api with its change', 60_000, () =>
+      apps('api').find((i) => i.change !== undefined),
     );
     t.equal(withChange.change?.changeRevision, `c${R1.slice(1)}`, 'sent again with the change once it answers');
     t.equal(summary(withChange).changeRevision, `c${R1.slice(1)}`, 'the summary names it too');

@@ -22,11 +22,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../helpers/ports.ts';
-import { until } from '../../helpers/wait.ts';
 import { APPLICATION_CRD, missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
 import { hybridInstallBundle, manifestFileName } from '../../../runtime/hybrid/bundle.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const main = fileURLToPath(new URL('../../../runtime/agents/bootstrap/main.ts', import.meta.url));
 const reporterMain = fileURLToPath(new URL('../../../runtime/agents/event-reporter/main.ts', import.meta.url));
@@ -319,10 +319,8 @@ if (missing && process.env.CI === 'true') {
         batches.flatMap((b) =>
           ((JSON.parse(b) as { items?: Item[] }).items ?? []).map((i) => `${i.kind} ${i.namespace}/${i.name}`),
         );
-      await until(
-        'the event reporter to report Application gitops/web',
-        () => reported().includes('Application gitops/web'),
-        60_000,
+      await until('the event reporter to report Application gitops/web', 60_000, () =>
+        reported().includes('Application gitops/web'),
       ).catch((err: Error) => t.fail(`${err.message}; its output: ${output.slice(-2000)}`));
       t.ok(reported().includes('Application gitops/web'), 'Application gitops/web is reported');
       t.notOk(

@@ -23,11 +23,11 @@ import type { AddressInfo } from 'node:net';
 import { parseAllDocuments } from 'yaml';
 import { createTestApi } from '../../helpers/api.ts';
 import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
-import { until } from '../../helpers/wait.ts';
 import { APPLICATION_CRD, missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
 import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provisioner/http/api-types.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const main = fileURLToPath(new URL('../../../runtime/agents/bootstrap/main.ts', import.meta.url));
 const reporterMain = fileURLToPath(new URL('../../../runtime/agents/event-reporter/main.ts', import.meta.url));
@@ -178,8 +178,8 @@ if (missing && process.env.CI === 'true') {
       t.equal((await kubectl(['apply', '-f', crd])).code, 0, "the customer's Argo CD has the Application CRD");
       await until(
         'the Application CRD served',
-        async () => (await kubectl(['get', 'applications.argoproj.io', '-n', 'gitops'])).code === 0 || undefined,
         30_000,
+        async () => (await kubectl(['get', 'applications.argoproj.io', '-n', 'gitops'])).code === 0 || undefined,
       );
       const app = join(dir, 'application.json');
       await writeFile(
@@ -241,18 +241,14 @@ if (missing && process.env.CI === 'true') {
       });
 
       type Page = { items: Array<{ namespace: string; name: string; health: string | null }> };
-      const listed = await until(
-        "the reporter's Application listed under the runtime",
-        async () => {
-          const page = await call<Page>(
-            'GET',
-            `/v1/tenants/${tenant.tenantId}/runtimes/plant-b/objects/applications`,
-            tenant.apiKey,
-          );
-          return page.body.items.length > 0 ? page.body : undefined;
-        },
-        60_000,
-      ).catch((err: Error): Page => {
+      const listed = await until("the reporter's Application listed under the runtime", 60_000, async () => {
+        const page = await call<Page>(
+          'GET',
+          `/v1/tenants/${tenant.tenantId}/runtimes/plant-b/objects/applications`,
+          tenant.apiKey,
+        );
+        return page.body.items.length > 0 ? page.body : undefined;
+      }).catch((err: Error): Page => {
         t.fail(`${err.message}; its output: ${output.slice(-2000)}`);
         return { items: [] };
       });
@@ -265,11 +261,11 @@ if (missing && process.env.CI === 'true') {
       t.same(hosted.body.items, [], "the hosted runtime's listing does not show it");
       const view = await until(
         'the runtime showing the version and Argo CD reachability the reporter stated',
+        30_000,
         async () => {
           const v = await call<Runtime>('GET', `/v1/tenants/${tenant.tenantId}/runtimes/plant-b`, tenant.apiKey);
           return v.body.conditions.some((c) => c.type === 'ArgoCDReachable') ? v.body : undefined;
         },
-        30_000,
       );
       t.equal(view.reportedVersion, registered.runtime.version, 'reportedVersion is the bundle’s version');
       t.equal(view.versionSkew, false, 'no version skew');
@@ -304,14 +300,10 @@ if (missing && process.env.CI === 'true') {
     });
     t.teardown(() => client.close());
     if (!client.connected) await once(client.events, 'connected');
-    const connected = await until(
-      'the runtime shows its tunnel connected',
-      async () => {
-        const v = await call<Runtime>('GET', `/v1/tenants/${tenant.tenantId}/runtimes/plant-b`, tenant.apiKey);
-        return v.body.tunnel?.connected ? v.body : undefined;
-      },
-      30_000,
-    );
+    const connected = await until('the runtime shows its tunnel connected', 30_000, async () => {
+      const v = await call<Runtime>('GET', `/v1/tenants/${tenant.tenantId}/runtimes/plant-b`, tenant.apiKey);
+      return v.body.tunnel?.connected ? v.body : undefined;
+    });
     t.equal(connected.tunnel?.connected, true, 'the hybrid runtime is connected through its own tunnel');
 
     const closed = once(client.events, 'disconnected');

@@ -12,8 +12,8 @@ import {
   startRuntime,
   StubCallers,
   StubRuntimeTokens,
-  until,
 } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
@@ -217,5 +217,5 @@ void t.test('a key revoked elsewhere is noticed by revalidation and its tunnel c
   const closed = new Promise<number>((resolve) => rt.client.events.once('disconnected', (code) => resolve(code)));
   tokens.revoke(issued.keyId);
   t.equal(await closed, CloseCode.revoked);
-  await until(() => !cp.tunnel.status(tenant).connected, 10_000, 'tunnel gone');
+  await until('tunnel gone', 10_000, () => !cp.tunnel.status(tenant).connected);
 });

@@ -6,7 +6,8 @@ import t from 'tap';
 import WebSocket, { WebSocketServer } from 'ws';
 import { SUBPROTOCOL } from '../../../runtime/protocol/frames.ts';
 import { Mux } from '../../../runtime/protocol/mux.ts';
-import { ready, request, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens, until } from './harness.ts';
+import { ready, request, startControlPlane, startRuntime, StubCallers, StubRuntimeTokens } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const WINDOW = 256 * 1024;
 const CHUNK = 64 * 1024;
@@ -50,7 +51,7 @@ void t.test('a receiver that stops reading holds at most one window; the sender 
     client.close(1000, 'done');
     await new Promise((resolve) => wss.close(resolve));
   });
-  await until(() => server.ready && client.ready, 10_000, 'hello exchanged');
+  await until('hello exchanged', 10_000, () => server.ready && client.ready);
 
   let produced = 0;
   client.on('stream', (stream) => {
@@ -73,17 +74,13 @@ void t.test('a receiver that stops reading holds at most one window; the sender 
   // Nobody reads stream.body. Wait until the producer has stalled.
   let last = -1;
   let stableSince = Date.now();
-  await until(
-    () => {
-      if (produced !== last) {
-        last = produced;
-        stableSince = Date.now();
-      }
-      return Date.now() - stableSince > 300;
-    },
-    5000,
-    'producer stalled',
-  );
+  await until('producer stalled', 5000, () => {
+    if (produced !== last) {
+      last = produced;
+      stableSince = Date.now();
+    }
+    return Date.now() - stableSince > 300;
+  });
   // Bound: the window (credited, not yet handed on) + the body Readable's buffer (64 KiB + one chunk).
   t.ok(stream.bufferedBytes <= WINDOW + 2 * CHUNK, `receiver holds ${stream.bufferedBytes} bytes (window ${WINDOW})`);
   t.ok(produced <= WINDOW + 16 * 1024 + 2 * CHUNK, `sender produced ${produced} bytes of 1 GiB`);
@@ -130,18 +127,14 @@ void t.test('end to end: a caller that stops reading a 1 GiB response stalls onl
   let last = -1;
   let stableSince = Date.now();
   let peakBuffered = 0;
-  await until(
-    () => {
-      peakBuffered = Math.max(peakBuffered, cp.tunnel.stats().bufferedBytes);
-      if (runtime.state.produced !== last) {
-        last = runtime.state.produced;
-        stableSince = Date.now();
-      }
-      return Date.now() - stableSince > 500;
-    },
-    10_000,
-    'producer stalled',
-  );
+  await until('producer stalled', 10_000, () => {
+    peakBuffered = Math.max(peakBuffered, cp.tunnel.stats().bufferedBytes);
+    if (runtime.state.produced !== last) {
+      last = runtime.state.produced;
+      stableSince = Date.now();
+    }
+    return Date.now() - stableSince > 500;
+  });
   const limit = cp.tunnel.limits.streamWindow;
   t.ok(
     peakBuffered <= limit + 2 * CHUNK,
@@ -160,6 +153,6 @@ void t.test('end to end: a caller that stops reading a 1 GiB response stalls onl
   t.equal(other.body.length, 2 * 1024 * 1024, 'other requests on the tunnel still flow');
 
   req.destroy();
-  await until(() => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0, 10_000, 'the abandoned stream is reset');
+  await until('the abandoned stream is reset', 10_000, () => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0);
   t.equal(cp.tunnel.status(tenantId).activeStreams ?? 0, 0, 'the abandoned stream was reset when the caller went away');
 });

@@ -26,6 +26,7 @@ import {
   type TunnelClient,
   type TunnelClientOptions,
 } from '../../../runtime/agents/tunnel-client/client.ts';
+import { until } from '../../../sandbox/until.ts';
 
 export const KEYS = generateRequestSigningKeys();
 
@@ -371,16 +372,7 @@ export function connected(client: TunnelClient, timeoutMs = 5000): Promise<void>
 /** Both ends see the tunnel: the client got the server's hello and the server registered the client's. */
 export async function ready(cp: ControlPlane, runtime: Runtime, timeoutMs = 5000): Promise<void> {
   await connected(runtime.client, timeoutMs);
-  await until(() => cp.tunnel.status(runtime.tenantId).connected, timeoutMs, 'server sees the tunnel');
-}
-
-/** Polls `fn` until it returns true, at most `timeoutMs`. */
-export async function until(fn: () => boolean, timeoutMs = 5000, what = 'condition'): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!fn()) {
-    if (Date.now() > end) throw new Error(`${what} not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  await until('server sees the tunnel', timeoutMs, () => cp.tunnel.status(runtime.tenantId).connected);
 }
 
 export interface Res {

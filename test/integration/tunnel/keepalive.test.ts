@@ -9,7 +9,8 @@ import net, { type AddressInfo } from 'node:net';
 import t from 'tap';
 import { createRouter } from '../../../runtime/agents/request-router/router.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
-import { connected, json, request, startControlPlane, StubCallers, StubRuntimeTokens, until } from './harness.ts';
+import { connected, json, request, startControlPlane, StubCallers, StubRuntimeTokens } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 /**
  * TEST DOUBLE upstream: answers the first request on each connection (keep-alive), then resets
@@ -100,7 +101,7 @@ void t.test(
       await cp.close();
     });
     await connected(client);
-    await until(() => cp.tunnel.status(tenantId).connected, 10_000, 'server sees the tunnel');
+    await until('server sees the tunnel', 10_000, () => cp.tunnel.status(tenantId).connected);
     const base = `${cp.base}/v1/tenants/${tenantId}/runtime`;
     for (let i = 0; i < 3; i++) {
       const res = await request(`${base}/api/x`, { headers: admin });

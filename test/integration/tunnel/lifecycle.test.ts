@@ -18,9 +18,9 @@ import {
   startRuntime,
   StubCallers,
   StubRuntimeTokens,
-  until,
 } from './harness.ts';
 import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
@@ -44,7 +44,7 @@ async function heldRequest(
   const headers = { authorization: `Bearer ${callers.add('admin')}` };
   const base = `${cp.base}/v1/tenants/${tenantId}/runtime`;
   const held = request(`${base}/api/test/barrier?n=1000`, { headers });
-  await until(() => rt.state.barrierWaiting.length === 1, 10_000, 'request held at the runtime');
+  await until('request held at the runtime', 10_000, () => rt.state.barrierWaiting.length === 1);
   return { tenantId, token, cp, rt, headers, base, held };
 }
 
@@ -232,7 +232,7 @@ void t.test('a runtime that does not understand goaway is closed with going-away
       hello: { version: PROTOCOL_VERSION, window: 65536, maxMessageBytes: 1 << 20, maxStreams: 8 },
     }),
   );
-  await until(() => cp.tunnel.status(tenantId).connected, 10_000, 'tunnel up');
+  await until('tunnel up', 10_000, () => cp.tunnel.status(tenantId).connected);
   const frames: string[] = [];
   ws.on('message', (data: Buffer) => frames.push(decodeFrame(data).type));
   const code = new Promise<number>((resolve) => ws.once('close', resolve));
@@ -252,9 +252,9 @@ void t.test(
     t.teardown(() => second.close());
     await connected(second.client);
     await until(
-      () => cp.tunnel.status(tenantId).connected && second.client.connected,
-      10_000,
       'the second runtime holds the tunnel',
+      10_000,
+      () => cp.tunnel.status(tenantId).connected && second.client.connected,
     );
     const fresh = await request(`${base}/webhooks/hook`, { method: 'POST', headers, body: Buffer.from('x') });
     t.equal(fresh.status, 200);
@@ -271,7 +271,7 @@ void t.test(
 void t.test('a runtime closing with a grace lets its open requests finish first', async (t) => {
   const { tenantId, cp, rt, headers, base, held } = await heldRequest(t);
   const closing = rt.client.close({ graceMs: 5000 });
-  await until(() => !cp.tunnel.status(tenantId).connected, 10_000, 'the control plane routes nothing new to it');
+  await until('the control plane routes nothing new to it', 10_000, () => !cp.tunnel.status(tenantId).connected);
   const fresh = await request(`${base}/api/runtime`, { headers });
   t.equal(fresh.status, 503, 'a new request is not sent to a runtime that is going away');
   t.equal((json(fresh) as { error: { code: string } }).error.code, 'RUNTIME_UNREACHABLE');

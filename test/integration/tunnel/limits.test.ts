@@ -13,8 +13,8 @@ import {
   startRuntime,
   StubCallers,
   StubRuntimeTokens,
-  until,
 } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
@@ -59,7 +59,7 @@ async function rawTunnel(): Promise<WebSocket> {
       hello: { version: PROTOCOL_VERSION, window: 65536, maxMessageBytes: 1 << 20, maxStreams: 10 },
     }),
   );
-  await until(() => cp.tunnel.status(other).connected, 10_000, 'raw tunnel registered');
+  await until('raw tunnel registered', 10_000, () => cp.tunnel.status(other).connected);
   return ws;
 }
 
@@ -125,14 +125,14 @@ void t.test('a response head over the limit from the runtime → 502, the tunnel
 
 void t.test('more concurrent requests than maxStreams → 503 RUNTIME_BUSY for the extra one', async (t) => {
   const held = Array.from({ length: 5 }, () => request(`${base}/api/test/barrier?n=1000`, { headers: admin }));
-  await until(() => runtime.state.barrierWaiting.length === 5, 10_000, 'five requests held at the runtime');
+  await until('five requests held at the runtime', 10_000, () => runtime.state.barrierWaiting.length === 5);
   const extra = await request(`${base}/api/runtime`, { headers: admin });
   t.equal(extra.status, 503);
   t.equal(code(extra), 'RUNTIME_BUSY');
   for (const release of runtime.state.barrierWaiting.splice(0)) release();
   const statuses = (await Promise.all(held)).map((r) => r.status);
   t.same(statuses, [200, 200, 200, 200, 200], 'the five held requests are answered normally');
-  await until(() => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0, 10_000, 'streams released');
+  await until('streams released', 10_000, () => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0);
   t.equal(await stillServing(), 200);
 });
 
@@ -193,7 +193,7 @@ void t.test('a chunked request body that grows past the limit → 413 naming the
   t.equal(res.status, 413);
   t.equal(code(res), 'PAYLOAD_TOO_LARGE');
   t.match((json(res) as { error: { message: string } }).error.message, `limit of ${LIMIT} bytes`);
-  await until(() => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0, 10_000, 'the stream was reset');
+  await until('the stream was reset', 10_000, () => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0);
   t.equal(cp.tunnel.status(tenantId).connected, true);
   t.equal(await stillServing(), 200);
 });
@@ -249,11 +249,13 @@ void t.test(
     const gone = new Promise((resolve) => held[0]!.once('close', resolve));
     held[0]!.close();
     await gone;
+    // The server sees the close a moment after the client: the upgrade is retried until it is accepted.
     let again = await silent(token);
-    for (let i = 0; i < 50 && again.status !== 101; i++) {
-      await new Promise((r) => setTimeout(r, 20)); // the server sees the close a moment after the client
-      again = await silent(token);
-    }
+    if (again.status !== 101)
+      again = await until('an upgrade of that tenant accepted again', 10_000, async () => {
+        const a = await silent(token);
+        return a.status === 101 && a;
+      });
     held.push(again.ws);
     t.equal(again.status, 101, 'after one of them closed, a new connection of that tenant is upgraded');
     t.equal(await stillServing(), 200);

@@ -10,8 +10,8 @@ import {
   startRuntime,
   StubCallers,
   StubRuntimeTokens,
-  until,
 } from './harness.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
@@ -93,12 +93,12 @@ void t.test('500 concurrent streams on one tunnel', async (t) => {
   const pending = Promise.all(
     Array.from({ length: 500 }, () => request(`${base}/api/test/barrier?n=100000`, { headers: auth })),
   );
-  await until(() => runtime.state.barrierWaiting.length === 500, 30_000, 'all 500 requests held at the runtime');
+  await until('all 500 requests held at the runtime', 30_000, () => runtime.state.barrierWaiting.length === 500);
   t.equal(cp.tunnel.status(tenantId).activeStreams, 500, 'the tunnel carries 500 streams at once');
   for (const release of runtime.state.barrierWaiting.splice(0)) release();
   const results = await pending;
   t.equal(results.filter((r) => r.status === 200).length, 500, 'all 500 answered');
-  await until(() => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0, 10_000, 'streams released');
+  await until('streams released', 10_000, () => (cp.tunnel.status(tenantId).activeStreams ?? 0) === 0);
   t.equal((await request(`${base}/api/runtime`, { headers: auth })).status, 200, 'still serving afterwards');
 });
 

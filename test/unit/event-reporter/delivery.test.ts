@@ -6,6 +6,7 @@ import { retryAfterMs, Sender } from '../../../runtime/agents/event-reporter/del
 import { createMetrics } from '../../../runtime/agents/event-reporter/metrics.ts';
 import { ReportQueue, type QueueItem } from '../../../runtime/agents/event-reporter/queue.ts';
 import { prepare } from '../../../runtime/agents/event-reporter/items.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const TOKEN = 'rt_' + 'x'.repeat(40);
 const item = (name: string, rv: number): QueueItem =>
@@ -102,7 +103,12 @@ void t.test('a 503 with Retry-After is retried after the delay, with the latest 
   queue.put('a', item('a', 1), 100);
   const { s, metrics } = sender(cp.url, queue);
   s.start();
-  await new Promise((r) => setTimeout(r, 300));
+  // The refused batch is counted once the sender has read the 503 and waits out its Retry-After.
+  await until(
+    'the refused batch handled',
+    10_000,
+    async () => (await counter(metrics, 'event_reporter_batches_total')) >= 1,
+  );
   queue.put('a', item('a', 2), 100);
   t.ok(await s.drain(10_000), 'delivered after the outage');
   t.equal(cp.batches.length, 2, 'one refused batch, one accepted');

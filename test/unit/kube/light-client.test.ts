@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { connectionFromKubeconfig, connectionInCluster, lightTransport } from '../../../runtime/kube/light-client.ts';
 import { microTime } from '../../../runtime/agents/event-reporter/leases.ts';
+import { until } from '../../../sandbox/until.ts';
 
 const dir = await mkdtemp(join(tmpdir(), 'light-client-'));
 t.teardown(() => rm(dir, { recursive: true, force: true }));
@@ -133,7 +134,7 @@ t.test('requests and watches against a loopback API server', async (t) => {
     (err) => ended(err),
   );
   await t.resolves(
-    until(() => events.length === 2),
+    until('the watch events', 5000, () => events.length === 2),
     'both events arrive',
   );
   t.same(events, ['ADDED:5', 'MODIFIED:6'], 'events in order, a line split across writes joined, a bad line skipped');
@@ -151,11 +152,3 @@ t.test('requests and watches against a loopback API server', async (t) => {
 t.test('Lease times are MicroTimes: six fractional digits', async (t) => {
   t.equal(microTime(new Date('2026-11-23T21:00:00.123Z')), '2026-11-23T21:00:00.123000Z');
 });
-
-async function until(ok: () => boolean): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}

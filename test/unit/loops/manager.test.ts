@@ -8,8 +8,8 @@ import { EventEmitter, once } from 'node:events';
 import { LoopManager, serviceRunnable } from '../../../provisioner/loops/manager.ts';
 import { LoopHealth, type Runnable } from '../../../runtime/loops/health.ts';
 import { PeriodicLoop } from '../../../runtime/loops/periodic.ts';
-import { until } from '../../helpers/wait.ts';
 import { loopChecks } from '../../../provisioner/http/routes/doctor.ts';
+import { until } from '../../../sandbox/until.ts';
 
 function recorder(name: string, log: string[], o: { hang?: Promise<void> } = {}): Runnable {
   return serviceRunnable(name, {
@@ -105,7 +105,7 @@ t.test('a periodic loop: rounds, a growing wait after failures, kick, health by 
   });
   t.equal(loop.status().state, 'idle', 'idle before start');
   await loop.start();
-  await until('the fourth round recorded in the health', () => loop.status().rounds >= 4, 10_000);
+  await until('the fourth round recorded in the health', 10_000, () => loop.status().rounds >= 4);
   t.same(waits, [1, 2, 3], 'the retry wait is asked with the count of failures in a row');
   const s = loop.status();
   t.equal(s.state, 'running', 'running');

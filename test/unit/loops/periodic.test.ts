@@ -7,7 +7,7 @@
 import t from 'tap';
 import { PeriodicLoop } from '../../../runtime/loops/periodic.ts';
 import { armWait, wait } from '../../../runtime/loops/wait.ts';
-import { until } from '../../helpers/wait.ts';
+import { until } from '../../../sandbox/until.ts';
 
 /** A loop whose rounds each wait for `release()`, counting rounds in flight. */
 function gatedLoop(o: { startAfterFirstRound?: boolean } = {}) {
@@ -37,13 +37,13 @@ function gatedLoop(o: { startAfterFirstRound?: boolean } = {}) {
 t.test('kicks during a round make one more round after it, never a second one beside it', async (t) => {
   const { loop, seen, release } = gatedLoop();
   await loop.start();
-  await until('the first round', async () => seen.begun === 1);
+  await until('the first round', 10_000, async () => seen.begun === 1);
   for (let i = 0; i < 5; i++) loop.kick();
   release();
-  await until('the round the kicks asked for', async () => seen.begun === 2);
+  await until('the round the kicks asked for', 10_000, async () => seen.begun === 2);
   t.equal(seen.most, 1, 'one round at a time');
   release();
-  await until('it ended', async () => seen.ended === 2);
+  await until('it ended', 10_000, async () => seen.ended === 2);
   await wait(50);
   t.equal(seen.begun, 2, 'five kicks during a round made one more round, not five');
   const stopped = loop.stop();
@@ -54,7 +54,7 @@ t.test('kicks during a round make one more round after it, never a second one be
 t.test('a stop waits for the round in flight', async (t) => {
   const { loop, seen, release } = gatedLoop();
   await loop.start();
-  await until('a round in flight', async () => seen.inFlight === 1);
+  await until('a round in flight', 10_000, async () => seen.inFlight === 1);
   let done = false;
   const stopped = loop.stop().then(() => (done = true));
   await wait(50);
@@ -69,19 +69,19 @@ t.test('a stop waits for the round in flight', async (t) => {
 t.test('runNow waits for a round that began after it was called', async (t) => {
   const { loop, seen, release } = gatedLoop();
   await loop.start();
-  await until('the first round', async () => seen.inFlight === 1);
+  await until('the first round', 10_000, async () => seen.inFlight === 1);
   let done = false;
   const now = loop.runNow().then(() => (done = true));
   release();
-  await until('the first round ended', async () => seen.ended === 1);
+  await until('the first round ended', 10_000, async () => seen.ended === 1);
   await wait(20);
   t.notOk(done, 'the round under way at the call does not count');
-  await until('the next round', async () => seen.begun === 2);
+  await until('the next round', 10_000, async () => seen.begun === 2);
   release();
   await now;
   t.equal(seen.ended, 2, 'resolved once the round it asked for ended');
   const pending = loop.runNow();
-  await until('a round for it', async () => seen.inFlight === 1);
+  await until('a round for it', 10_000, async () => seen.inFlight === 1);
   const stopped = loop.stop();
   release();
   await pending;
@@ -93,10 +93,10 @@ t.test('while the loop does not run, runNow runs the round itself, one at a time
   const { loop, seen, release } = gatedLoop();
   const a = loop.runNow();
   const b = loop.runNow();
-  await until('a round', async () => seen.inFlight === 1);
+  await until('a round', 10_000, async () => seen.inFlight === 1);
   release();
   await a;
-  await until('the second', async () => seen.begun === 2);
+  await until('the second', 10_000, async () => seen.begun === 2);
   t.equal(seen.most, 1, 'one at a time');
   release();
   await b;
@@ -107,7 +107,7 @@ t.test('startAfterFirstRound: start() resolves once the first round ended', asyn
   const { loop, seen, release } = gatedLoop({ startAfterFirstRound: true });
   let started = false;
   const starting = loop.start().then(() => (started = true));
-  await until('the first round', async () => seen.inFlight === 1);
+  await until('the first round', 10_000, async () => seen.inFlight === 1);
   await wait(20);
   t.notOk(started, 'not yet');
   release();
