@@ -34,7 +34,7 @@ t.test('two slots by default: a third file waits until one is released', async (
   t.same((await readdir(LOCK)).sort(), ['slot-0', 'slot-1'], 'the lock folder holds one file per slot taken');
   await t.rejects(
     acquireRunLock(1_500),
-    /timed out after 2 s waiting for a slot/,
+    /timed out after 1500 ms waiting for a slot/,
     'a third file does not get a slot in 1.5 s while two are held',
   );
   const waiting = acquireRunLock(10_000);
