@@ -16,6 +16,7 @@ import { limitRangeSpec, quotaSpec } from './quota.ts';
 import { tenantNetworkPolicies } from './network-policies.ts';
 import { kubeRootAccess, type RootAccess } from './root-access.ts';
 import { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING } from './root-permissions.ts';
+import { tenantNamespaceName } from './names.ts';
 
 /** How long the binding may take to be in effect (it takes milliseconds). */
 const ACCESS_TIMEOUT_MS = 60_000;
@@ -46,9 +47,7 @@ export interface TenantNamespaceArgs {
   readonly rootAccess?: RootAccess;
 }
 
-export function tenantNamespaceName(tenantId: string): string {
-  return `tenant-${tenantId}`;
-}
+export { tenantNamespaceName } from './names.ts';
 
 export function ownershipLabels(tenantId: string, plan: string): Record<string, string> {
   return {

@@ -16,10 +16,11 @@ import type { KubeconfigPolicy } from '../kubeconfig-policy/policy.ts';
 import { planOf } from './plans.ts';
 import { deleteSyncedPods, syncedPodSelector, type SyncedPodsEvictor } from './synced-pods.ts';
 import { vclusterValues } from './vcluster-values.ts';
+import { VCLUSTER_RELEASE } from './names.ts';
 
 export const VIRTUAL_CLUSTER_TYPE = 'hosted:tenant:VirtualCluster';
 /** Helm release name of every tenant's vcluster (the namespace tells tenants apart). */
-export const VCLUSTER_RELEASE = 'vcluster';
+export { VCLUSTER_RELEASE } from './names.ts';
 export const KUBECONFIG_KEY = 'config';
 
 export interface VirtualClusterArgs {

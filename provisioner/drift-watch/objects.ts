@@ -10,7 +10,8 @@
 import { createHash } from 'node:crypto';
 
 /** The tenants program's Helm release name of every vcluster (tenants/virtual-cluster.ts; a unit test keeps them equal). */
-export const VCLUSTER_RELEASE = 'vcluster';
+import { VCLUSTER_RELEASE } from '../../tenants/names.ts';
+export { VCLUSTER_RELEASE };
 
 interface Obj {
   metadata?: Meta;

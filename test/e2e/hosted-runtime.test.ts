@@ -10,11 +10,13 @@
  * the runtime through the tunnel and is applied by the tenant's Argo CD.
  */
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { kube, type Kube } from './harness/kube.ts';
-import { until } from '../../sandbox/processes.ts';
+import type { E2E } from './harness/environment.ts';
+import type { RuntimePods } from '../../sandbox/runtime-pods.ts';
+import { StopWaiting, until } from '../../sandbox/processes.ts';
 import { startGitServer } from '../../sandbox/git-server.ts';
 import { catalog } from '../../runtime/catalog.ts';
 
@@ -93,6 +95,58 @@ async function vclusterPodsOnRoot(root: Kube, namespace: string): Promise<V1Pod[
   return all.items.filter(
     (p) => p.metadata?.labels?.app === 'vcluster' || p.metadata?.labels?.['vcluster.loft.sh/managed-by'] !== undefined,
   );
+}
+
+/**
+ * Where a wake's time went, from what the system recorded (seconds after `t0`, the first request
+ * or the wake's POST): the operation's start and end, its head start and the vcluster release's
+ * upgrade in its log, the control plane's pod on the root cluster (created, Ready), the runtime's
+ * pods synced again (first, last), the tunnel client's and Argo CD server's processes, and the
+ * tunnel's connection. Kubernetes timestamps have one-second resolution.
+ */
+async function wakeTimeline(
+  e2e: E2E,
+  root: Kube,
+  runner: RuntimePods,
+  tenantId: string,
+  operationId: string,
+  t0: number,
+): Promise<Array<[string, number]>> {
+  const ns = `tenant-${tenantId}`;
+  const at = (iso: string | null | undefined | Date) =>
+    iso === null || iso === undefined ? undefined : (new Date(iso).getTime() - t0) / 1000;
+  const op = await e2e.api.operation(operationId);
+  const log = await e2e.api.api.call('GET /v1/operations/:id/log', { params: { id: operationId } });
+  const lineAt = (re: RegExp) => at(log.items.find((l) => re.test(l.line))?.at);
+  const pods = await vclusterPodsOnRoot(root, ns);
+  const control = pods.find((p) => p.metadata?.labels?.app === 'vcluster');
+  const synced = pods
+    .filter((p) => p.metadata?.labels?.app !== 'vcluster')
+    .map((p) => at(p.metadata?.creationTimestamp))
+    .filter((n): n is number => n !== undefined)
+    .sort((a, b) => a - b);
+  const process = (prefix: string) => {
+    const p = runner.pods(ns).find((x) => x.virtual.name.startsWith(prefix));
+    return p ? (p.startedAt - t0) / 1000 : undefined;
+  };
+  const tenant = await e2e.api.tenant(tenantId);
+  const events: Array<[string, number | undefined]> = [
+    ['wake operation started', at(op.startedAt)],
+    ['head start logged', lineAt(/^head start/)],
+    ['vcluster release upgrade logged', lineAt(/Release.*vcluster.*updat/)],
+    ['wake operation finished', at(op.finishedAt)],
+    ['control plane pod created', at(control?.metadata?.creationTimestamp)],
+    [
+      'control plane pod Ready',
+      at(control?.status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'True')?.lastTransitionTime),
+    ],
+    ['first runtime pod synced', synced[0]],
+    ['last runtime pod synced', synced.at(-1)],
+    ['tunnel client process started', process('tunnel-client')],
+    ['Argo CD server process started', process('argocd-server')],
+    ['tunnel connected', at((tenant.status as { tunnel?: { since?: string | null } }).tunnel?.since)],
+  ];
+  return events.filter((e): e is [string, number] => e[1] !== undefined).sort((a, b) => a[1] - b[1]);
 }
 
 await provisioningSuite(
@@ -399,6 +453,8 @@ await provisioningSuite(
       // (TENANT_WAKING) and RuntimeConnected says Waking, not an alarm.
       t.same(unexpected, [], 'until the runtime is connected again, every answer is TENANT_WAKING');
       t.same(alarms, [], 'no RuntimeConnected=False alarm while it wakes');
+      for (const [what, seconds] of await wakeTimeline(e2e, root, runner, tenantId, [...wakeOps][0] ?? '', woke))
+        e2e.timing(`wake by request, ${what}`, seconds);
 
       // 5. Awake again, nothing lost.
       const ready = await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
@@ -451,6 +507,159 @@ await provisioningSuite(
       t.comment(`running again: ${runner.pods(ns).length} runtime pod processes`);
       e2e.timing('sleep and wake subtest', (Date.now() - slept) / 1000);
     });
+
+    await t.test(
+      'two more sleep/wake cycles, one with the provisioner killed during the wake: nothing is lost',
+      async (t) => {
+        const asTenant = e2e.api.withToken(signup.apiKey);
+        const tenantView = () => e2e.api.expect<TenantView>(200, 'GET', `/v1/tenants/${tenantId}`);
+        /** Puts it to sleep on its own key and waits until no process runs for it. */
+        const sleepNow = async (cycle: number) => {
+          const accepted = await asTenant.expect<{ operationId: string }>(202, 'POST', `/v1/tenants/${tenantId}/sleep`);
+          await until(
+            `cycle ${cycle}: asleep, with no pod left`,
+            300_000,
+            async () => {
+              const v = await tenantView();
+              const op = await e2e.api.operation(accepted.operationId);
+              if (op.state === 'failed') throw new StopWaiting(`sleep failed: ${JSON.stringify(op.error)}`);
+              return (
+                op.state === 'succeeded' &&
+                v.status.phase === 'Sleeping' &&
+                (await vclusterPodsOnRoot(root, ns)).length === 0 &&
+                runner.pods(ns).length === 0
+              );
+            },
+            1000,
+          );
+        };
+        /** Connected again, and what the tenant stored is there: the Application, what it synced, its key. */
+        const nothingLost = async (t: Test, cycle: number) => {
+          const connected = await until(
+            `cycle ${cycle}: RuntimeConnected=True`,
+            300_000,
+            async () => {
+              const v = await tenantView();
+              return v.status.conditions?.find((c) => c.type === 'RuntimeConnected' && c.status === 'True');
+            },
+            1000,
+          );
+          t.ok(connected, `cycle ${cycle}: the runtime is connected again`);
+          const vc = kube(await e2e.tenantKubeconfig(tenantId));
+          const app = (await vc.kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
+            group: 'argoproj.io',
+            version: 'v1alpha1',
+            namespace: 'argocd',
+            plural: 'applications',
+            name: 'demo',
+          })) as { spec?: { source?: { path?: string } } };
+          t.equal(app.spec?.source?.path, 'demo', `cycle ${cycle}: the demo Application is still there`);
+          const cm = await vc.core.readNamespacedConfigMap({ name: 'demo-config', namespace: 'demo' });
+          t.equal(cm.data?.greeting, 'hello from git', `cycle ${cycle}: and what it synced`);
+          type Page = { items: Array<{ name: string; sync: string | null }> };
+          const synced = await until(
+            `cycle ${cycle}: demo reported Synced`,
+            180_000,
+            async () => {
+              const page = await asTenant.expect<Page>(200, 'GET', `/v1/tenants/${tenantId}/applications`);
+              return page.items.find((i) => i.name === 'demo' && i.sync === 'Synced');
+            },
+            1000,
+          );
+          t.ok(synced, `cycle ${cycle}: demo reported Synced, read with the tenant's key`);
+        };
+
+        // Cycle 2: woken by POST …/wake; the provisioner is killed in the middle of the wake's engine run.
+        await sleepNow(2);
+        const woke = Date.now();
+        const wake = await asTenant.expect<{ operationId: string; queued: boolean }>(
+          202,
+          'POST',
+          `/v1/tenants/${tenantId}/wake`,
+        );
+        t.ok(wake.queued, `the tenant's key woke it (operation ${wake.operationId})`);
+        // The vcluster's Helm release being upgraded: the engine is in the middle of the wake.
+        await until(
+          "the wake's Helm upgrade of the vcluster to be under way",
+          180_000,
+          async () => {
+            const pending = await root.core.listNamespacedSecret({
+              namespace: ns,
+              labelSelector: 'owner=helm,name=vcluster,status=pending-upgrade',
+            });
+            return pending.items.length > 0;
+          },
+          100,
+        );
+        await e2e.provisioner.process.kill();
+        await t.rejects(
+          fetch(`${e2e.provisioner.url}/healthz`),
+          'the provisioner, killed with SIGKILL during the wake, no longer answers',
+        );
+        await e2e.restartProvisioner();
+        const finished = await until(
+          'the restarted provisioner to finish the wake',
+          PROVISION_TIMEOUT,
+          async () => {
+            const op = await e2e.api.operation(wake.operationId);
+            return op.state === 'succeeded' || op.state === 'failed' ? op : undefined;
+          },
+          1000,
+        );
+        t.equal(finished.state, 'succeeded', `the wake succeeded after the restart (attempt ${finished.attempt})`);
+        const lines = await e2e.api.logLines(wake.operationId);
+        t.ok(
+          lines.some((l) => l.startsWith('recovery: done')),
+          'the new owner recovered the stack first',
+        );
+        t.equal((await tenantView()).status.phase, 'Ready', 'the tenant is Ready');
+        await nothingLost(t, 2);
+        e2e.timing(
+          'wake with a provisioner killed during it: POST …/wake → RuntimeConnected=True',
+          (Date.now() - woke) / 1000,
+        );
+
+        // Cycle 3: woken by a request through the tunnel again, timed part by part.
+        await sleepNow(3);
+        const view = await e2e.api.expect<TenantView & { status: { endpoints?: { argoCdUrl?: string } } }>(
+          200,
+          'GET',
+          `/v1/tenants/${tenantId}`,
+        );
+        const path = new URL(view.status.endpoints?.argoCdUrl ?? '').pathname;
+        const requested = Date.now();
+        let operationId = '';
+        await until(
+          'cycle 3: a request through the tunnel to be answered 200',
+          300_000,
+          async () => {
+            const res = await fetch(`${e2e.api.url}${path}api/version`, {
+              headers: { authorization: `Bearer ${signup.apiKey}` },
+              signal: AbortSignal.timeout(60_000),
+            });
+            const text = await res.text();
+            const body = (text ? JSON.parse(text) : {}) as { error?: { details?: { operationId?: string } } };
+            operationId ||= body.error?.details?.operationId ?? '';
+            return res.status === 200;
+          },
+          1000,
+        );
+        e2e.timing(
+          'wake (cycle 3): first request while asleep → first 200 through the tunnel',
+          (Date.now() - requested) / 1000,
+        );
+        if (operationId)
+          for (const [what, seconds] of await wakeTimeline(e2e, root, runner, tenantId, operationId, requested))
+            e2e.timing(`wake by request (cycle 3), ${what}`, seconds);
+        await nothingLost(t, 3);
+        const wakes = (await e2e.api.operations(tenantId)).filter((o) => o.kind === 'wake');
+        t.equal(wakes.length, 3, 'three wake operations over the three cycles');
+        t.ok(
+          wakes.every((o) => o.state === 'succeeded'),
+          `each succeeded (${wakes.map((o) => o.state).join(', ')})`,
+        );
+      },
+    );
 
     await t.test(
       `a fleet upgrade ${VERSION} → ${TARGET} with the tunnel and Applications gates on passes them`,
