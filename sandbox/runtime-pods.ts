@@ -67,6 +67,8 @@ const ARGOCD_SERVERS = new Set(['argocd-application-controller', 'argocd-repo-se
 const NAME_ANNOTATION = 'vcluster.loft.sh/object-name';
 const NAMESPACE_ANNOTATION = 'vcluster.loft.sh/object-namespace';
 const MANAGED_BY_LABEL = 'vcluster.loft.sh/managed-by';
+/** Pods started at once (a kubelet starts a node's pods in parallel). */
+const START_PARALLELISM = 4;
 
 export interface RuntimePodsOptions {
   root: KubeConfig;
@@ -324,17 +326,29 @@ export class RuntimePods {
       }
       await this.#stopOne(rp);
     }
-    for (const [key, want] of wanted) {
-      if (this.#running.has(key) || this.#stopped || (this.#notBefore.get(key) ?? 0) > Date.now()) continue;
-      if (this.#ran.has(want.pod.metadata!.uid!)) continue;
-      try {
-        await this.#startOne(want.pod, want.container, want.program, services.get(want.pod.metadata!.namespace!)!);
-      } catch (err) {
-        const msg = err instanceof Error ? err.message : String(err);
-        if (this.#waiting.get(key) !== msg) this.#o.log?.(`runtime pod ${key} waits: ${msg}`);
-        this.#waiting.set(key, msg);
+    // Started side by side, as a kubelet starts a node's pods (a few at a time: each start runs a
+    // dozen short processes); their Services are routed once all have started, below.
+    const startable = [...wanted].filter(
+      ([key, want]) =>
+        !this.#running.has(key) &&
+        !this.#stopped &&
+        (this.#notBefore.get(key) ?? 0) <= Date.now() &&
+        !this.#ran.has(want.pod.metadata!.uid!),
+    );
+    const next = startable.values();
+    const worker = async (): Promise<void> => {
+      for (const [key, want] of next) {
+        if (this.#stopped) return;
+        try {
+          await this.#startOne(want.pod, want.container, want.program, services.get(want.pod.metadata!.namespace!)!);
+        } catch (err) {
+          const msg = err instanceof Error ? err.message : String(err);
+          if (this.#waiting.get(key) !== msg) this.#o.log?.(`runtime pod ${key} waits: ${msg}`);
+          this.#waiting.set(key, msg);
+        }
       }
-    }
+    };
+    await Promise.all(Array.from({ length: Math.min(START_PARALLELISM, startable.length) }, worker));
     for (const key of [...this.#waiting.keys()])
       if (!wanted.has(key) || this.#running.has(key)) this.#waiting.delete(key);
     for (const ns of namespaces) await this.#route(ns, services.get(ns) ?? []);
@@ -620,7 +634,6 @@ export class RuntimePods {
         dir,
         hosts,
       });
-      await this.#route(ns, services);
       this.#o.log?.(
         `runtime pod ${key} (${pod.metadata?.annotations?.[NAMESPACE_ANNOTATION] ?? '?'}/${pod.metadata?.annotations?.[NAME_ANNOTATION] ?? '?'}): ${basename(program.command)}${program.env.ARGOCD_BINARY_NAME ? ` as ${program.env.ARGOCD_BINARY_NAME}` : ''} at ${ip}${starts > 1 ? `, start ${starts}` : ''}`,
       );
@@ -699,18 +712,21 @@ export class RuntimePods {
     const table =
       `table ip hrt\ndelete table ip hrt\ntable ip hrt {\n  chain out {\n    type nat hook output priority -100; policy accept;\n${rules.join('\n')}\n  }\n` +
       `  chain post {\n    type nat hook postrouting priority 100; policy accept;\n    oifname "eth0" ip saddr 127.0.0.0/8 masquerade\n  }\n}\n`;
-    for (const p of pods) {
-      if (this.#rules.get(p.netns) === table) continue;
-      const file = join(this.#o.dir, ns, `${p.name}.nft`);
-      await writeFile(file, table);
-      try {
-        await run('ip', ['netns', 'exec', p.netns, 'nft', '-f', file]);
-        this.#rules.set(p.netns, table);
-      } catch (err) {
-        const e = err as { stderr?: string; message: string };
-        this.#o.log?.(`runtime pod ${ns}/${p.name}: nft: ${(e.stderr ?? e.message).trim()}`);
-      }
-    }
+    // Each pod's table is its own network namespace's: written side by side.
+    await Promise.all(
+      pods.map(async (p) => {
+        if (this.#rules.get(p.netns) === table) return;
+        const file = join(this.#o.dir, ns, `${p.name}.nft`);
+        await writeFile(file, table);
+        try {
+          await run('ip', ['netns', 'exec', p.netns, 'nft', '-f', file]);
+          this.#rules.set(p.netns, table);
+        } catch (err) {
+          const e = err as { stderr?: string; message: string };
+          this.#o.log?.(`runtime pod ${ns}/${p.name}: nft: ${(e.stderr ?? e.message).trim()}`);
+        }
+      }),
+    );
   }
 
   readonly #kubeIp = new Map<string, string>();
