@@ -201,6 +201,7 @@ async function main(): Promise<void> {
           `  ${cli} tenants webhook-url ${id}   # a public URL for a Git provider's webhooks, kept and delivered also while it sleeps`,
         ]
       : []),
+    `  ${cli} tenants signup globex --email ops@globex.example --plan team   # another tenant, as a customer signs up (its key is shown once)`,
     `  ${cli} capacity   # per plan: tenants awake and asleep, what they reserve, the warm pool (PROVISIONER_WARM_POOL), signups warm and cold`,
     `  (PROVISIONER_WARM_POOL=team=1 npm run sandbox keeps a runtime provisioned ahead: the next team signup is Ready at once, "warm": true)`,
     `  ${cli} clusters list`,
