@@ -116,6 +116,8 @@ export interface SleepConfig {
    * Windows during which a plan's tenants are kept awake whatever their activity (business hours):
    * PROVISIONER_SLEEP_AWAKE_WINDOWS, `plan=RRULE TIME-ZONE MINUTES` entries separated by `|`, e.g.
    * `team=FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;BYHOUR=8 Europe/Berlin 600` (a maintenance window's form).
+   * A tenant with a time zone of its own (`timeZone`) has the window's local times read in it; the
+   * entry's zone applies to the tenants without one (sleep/service.ts idlePlans).
    */
   awakeWindows: Readonly<Record<string, readonly MaintenanceWindow[]>>;
   /** How often the `idle-sleep` loop looks for idle tenants (PROVISIONER_SLEEP_CHECK_SECONDS, default 60, 1..3600). */

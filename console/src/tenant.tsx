@@ -19,6 +19,11 @@ import { Banner, ErrorBox, notConnectedOf, PhaseBadge, sleepStateOf, Time, when,
 
 type Action = 'upgrade' | 'suspend' | 'resume' | 'sleep' | 'wake' | 'retry' | 'delete';
 
+/** The IANA zones the browser knows, offered as the time zone's suggestions (the API checks the name). */
+const timeZones: readonly string[] = Intl.supportedValuesOf?.('timeZone') ?? [];
+/** The browser's own zone: the time zone field's placeholder while the tenant has none. */
+const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || 'Europe/Berlin';
+
 /**
  * The tenant's idle sleep in words (status.sleep, docs/operations.md "Sleep"): asleep since when,
  * going to sleep, waking up, or awake with its last activity.
@@ -136,6 +141,8 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
             <dd>{t.spec.plan}</dd>
             <dt>Region</dt>
             <dd>{t.spec.region ?? 'any'}</dd>
+            <dt>Time zone</dt>
+            <dd data-time-zone={t.timeZone ?? ''}>{t.timeZone ?? 'not set'}</dd>
             <dt>Runtime version</dt>
             <dd>
               {t.status.runtimeVersion ?? '—'} (wanted {t.spec.runtimeVersion}
@@ -290,6 +297,7 @@ function Actions({
   const [error, setError] = useState<ApiError | null>(null);
   const [done, setDone] = useState('');
   const [busy, setBusy] = useState(false);
+  const [zone, setZone] = useState('');
   const operator = me.role === 'operator' || me.role === 'admin';
   const t = tenant;
   if (t.spec.deleted)
@@ -344,6 +352,21 @@ function Actions({
       setPending(null);
       setTyped('');
       onDone();
+    } catch (err) {
+      setError(err as ApiError);
+    } finally {
+      setBusy(false);
+    }
+  };
+  /** Sets or clears the time zone (a setting: PATCH timeZone, no operation); the page follows the tenant's stream. */
+  const saveZone = async (timeZone: string | null) => {
+    setBusy(true);
+    setError(null);
+    setPending(null);
+    try {
+      const a = await client.call('PATCH /v1/tenants/:id', { params: { id: t.id }, body: { timeZone } });
+      setDone(a.tenant.timeZone === null ? 'time zone cleared' : `time zone set to ${a.tenant.timeZone}`);
+      setZone('');
     } catch (err) {
       setError(err as ApiError);
     } finally {
@@ -406,6 +429,42 @@ function Actions({
           </button>
         )}
       </div>
+      <form
+        class="action"
+        aria-label="Time zone"
+        onSubmit={(e) => (e.preventDefault(), setDone(''), void saveZone(zone.trim()))}
+      >
+        <label>
+          Time zone (IANA)
+          <input
+            name="time-zone"
+            list="time-zones"
+            value={zone}
+            placeholder={t.timeZone ?? browserZone}
+            maxLength={64}
+            autoComplete="off"
+            onInput={(e) => (setZone(e.currentTarget.value), setError(null))}
+          />
+        </label>
+        <datalist id="time-zones">
+          {timeZones.map((z) => (
+            <option value={z} key={z} />
+          ))}
+        </datalist>
+        <p class="hint">
+          Its plan's keep-awake windows (business hours) are read in this zone; not set, in the window's own.
+        </p>
+        <div class="confirm">
+          <button type="submit" disabled={busy || zone.trim() === ''}>
+            Set time zone
+          </button>
+          {t.timeZone !== null && (
+            <button type="button" disabled={busy} onClick={() => (setDone(''), void saveZone(null))}>
+              Clear time zone
+            </button>
+          )}
+        </div>
+      </form>
       {!t.spec.suspended && (
         <div class="action">
           {pending === 'suspend' ? (

@@ -67,6 +67,7 @@ export function addTenantCommands(program: Command, io: Io): void {
         ['status', tenantStatus(t, true)],
         ['plan', t.spec.plan],
         ['region', t.spec.region ?? 'any'],
+        ['time zone', t.timeZone ?? "none (a plan's keep-awake windows are read in their own zone)"],
         ['version', `${t.status.runtimeVersion ?? '-'} (desired ${t.spec.runtimeVersion})`],
         ['suspended', String(t.spec.suspended)],
         ...(t.status.sleep
@@ -129,13 +130,24 @@ export function addTenantCommands(program: Command, io: Io): void {
     .option('--region <region>', 'place the runtime in this region (provisioner regions); default any')
     .option('--version <version>', "runtime version; default the catalog's default")
     .option(
+      '--time-zone <zone>',
+      "the tenant's IANA time zone, e.g. Europe/Berlin: its plan's keep-awake windows are read in it; default none",
+    )
+    .option(
       '--idempotency-key <key>',
       'a random secret of 22+ characters (a UUID): the same key and input give the first answer again, with its key, for an hour',
     )
     .action(
       async (
         organization: string,
-        o: { email: string; plan?: string; region?: string; version?: string; idempotencyKey?: string },
+        o: {
+          email: string;
+          plan?: string;
+          region?: string;
+          version?: string;
+          timeZone?: string;
+          idempotencyKey?: string;
+        },
       ) => {
         const s = await client().call('POST /v1/signup', {
           body: {
@@ -144,13 +156,14 @@ export function addTenantCommands(program: Command, io: Io): void {
             ...(o.plan !== undefined ? { plan: o.plan } : {}),
             ...(o.region !== undefined ? { region: o.region } : {}),
             ...(o.version !== undefined ? { runtimeVersion: o.version } : {}),
+            ...(o.timeZone !== undefined ? { timeZone: o.timeZone } : {}),
           },
           ...(o.idempotencyKey !== undefined ? { headers: { 'idempotency-key': o.idempotencyKey } } : {}),
         });
         const t = s.tenant;
         print(s, () =>
           [
-            `signed up ${t.organization} (${t.id}): plan ${t.spec.plan}, region ${t.spec.region ?? 'any'}, runtime ${t.spec.runtimeVersion}`,
+            `signed up ${t.organization} (${t.id}): plan ${t.spec.plan}, region ${t.spec.region ?? 'any'}, runtime ${t.spec.runtimeVersion}${t.timeZone ? `, time zone ${t.timeZone}` : ''}`,
             s.warm === true
               ? `a runtime from the warm pool is Ready; operation ${s.operationId} gives it the tenant's names`
               : `provisioning: operation ${s.operationId} (follow it with: provisioner operations logs ${s.operationId} --follow)`,
@@ -321,6 +334,23 @@ export function addTenantCommands(program: Command, io: Io): void {
         windows.length === 0
           ? `${a.tenant.organization} (${a.tenant.id}): no maintenance windows, fleet upgrades may upgrade it any time`
           : `${a.tenant.organization} (${a.tenant.id}): ${windows.length} maintenance window${windows.length === 1 ? '' : 's'} set`,
+      );
+    });
+  tenants
+    .command('set-time-zone <id> [zone]')
+    .description(
+      "set the tenant's IANA time zone (e.g. Europe/Berlin): its plan's keep-awake windows are read in it (no operation)",
+    )
+    .option('--clear', "no time zone: a plan's keep-awake windows are read in their own zone")
+    .action(async (id: string, zone: string | undefined, o: { clear?: boolean }) => {
+      if (o.clear === true && zone !== undefined) throw new UsageError('give a zone or --clear, not both');
+      if (o.clear !== true && zone === undefined)
+        throw new UsageError('give an IANA time zone (e.g. Europe/Berlin), or --clear');
+      const a = await client().call('PATCH /v1/tenants/:id', { params: { id }, body: { timeZone: zone ?? null } });
+      print(a, () =>
+        a.tenant.timeZone === null
+          ? `${a.tenant.organization} (${a.tenant.id}): no time zone, its plan's keep-awake windows are read in their own zone`
+          : `${a.tenant.organization} (${a.tenant.id}): time zone ${a.tenant.timeZone}`,
       );
     });
   tenants.command('delete <id>').action(async (id: string) => {

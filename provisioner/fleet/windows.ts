@@ -117,8 +117,12 @@ function ruleParts(rrule: string, field: string): Map<string, string> {
   return parts;
 }
 
-/** The zone's canonical IANA name, or a 400 naming `field`. */
-function zoneOf(timeZone: string, field: string): string {
+/**
+ * The zone's IANA name as the time zone database spells it (`europe/berlin` → `Europe/Berlin`), or
+ * a 400 naming `field` and the value, with examples: a window's zone, and a tenant's own
+ * (`timeZone`, PATCH /v1/tenants/:id and signup).
+ */
+export function checkTimeZone(timeZone: string, field = 'timeZone'): string {
   // Offsets (+01:00) are not IANA zones: they know no daylight saving time.
   if (!/^[A-Za-z]/.test(timeZone))
     throw errors.validation(
@@ -193,7 +197,7 @@ function ruleOf(w: MaintenanceWindow): CompiledRule {
 export function checkWindow(w: MaintenanceWindow, field: string): MaintenanceWindow {
   const parts = ruleParts(w.rrule, `${field}.rrule`);
   const rrule = [...parts].map(([k, v]) => `${k}=${v}`).join(';');
-  const timeZone = zoneOf(w.timeZone, `${field}.timeZone`);
+  const timeZone = checkTimeZone(w.timeZone, `${field}.timeZone`);
   if (
     !Number.isInteger(w.durationMinutes) ||
     w.durationMinutes < MIN_DURATION_MINUTES ||

@@ -16,9 +16,10 @@ import {
   Semver,
   STREAM_CURSOR,
   StringEnum,
+  TenantSettingsSchema,
   Uuid,
 } from './schemas.ts';
-import { MAX_FREEZES, MAX_WINDOWS, PHASES, TENANT_SORT_NAMES } from '../store/states.ts';
+import { MAX_FREEZES, PHASES, TENANT_SORT_NAMES } from '../store/states.ts';
 import { PLAN_NAMES } from '../../tenants/plan-names.ts';
 
 // ---- from routes/signup.ts
@@ -38,6 +39,7 @@ export const SignupBody = Type.Object(
       }),
     ),
     runtimeVersion: Type.Optional(Semver),
+    timeZone: Type.Optional(TenantSettingsSchema.properties.timeZone),
   },
   { additionalProperties: false },
 );
@@ -71,13 +73,8 @@ export const TenantPatchBody = Type.Object(
     plan: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
     runtimeVersion: Type.Optional(Semver),
     suspended: Type.Optional(Type.Boolean()),
-    maintenanceWindows: Type.Optional(
-      Type.Array(MaintenanceWindowSchema, {
-        maxItems: MAX_WINDOWS,
-        description:
-          'when fleet upgrades may upgrade the tenant (replaces the list; [] = any time); not a spec change: no operation is queued',
-      }),
-    ),
+    // Every setting of the tenant (store/tenant-shapes.ts: maintenanceWindows, timeZone), each optional.
+    ...Type.Partial(TenantSettingsSchema).properties,
   },
   { additionalProperties: false, minProperties: 1 },
 );

@@ -14,7 +14,7 @@ import {
   WAVE_STATES,
 } from '../store/states.ts';
 import { ERROR_CODES, type ErrorCode } from '../errors.ts';
-import { MaintenanceWindowSchema, TenantSpecSchema } from '../store/tenant-shapes.ts';
+import { MaintenanceWindowSchema, TenantSettingsSchema, TenantSpecSchema } from '../store/tenant-shapes.ts';
 import { REPORTED_KIND_NAMES } from '../../runtime/protocol/kinds.ts';
 
 export const StringEnum = <T extends readonly string[]>(values: T, opts: { description?: string } = {}) =>
@@ -96,9 +96,9 @@ export const Condition = Type.Object({
   lastTransitionTime: Type.String({ format: 'date-time' }),
 });
 
-/** The spec and the maintenance windows are defined with the store's types (store/tenant-shapes.ts): one definition. */
+/** The spec and the settings (maintenance windows, time zone) are defined with the store's types (store/tenant-shapes.ts): one definition. */
 export const TenantSpec = TenantSpecSchema;
-export { MaintenanceWindowSchema };
+export { MaintenanceWindowSchema, TenantSettingsSchema };
 
 export const Tenant = Type.Object(
   {
@@ -193,9 +193,8 @@ export const Tenant = Type.Object(
         ),
       ),
     }),
-    maintenanceWindows: Type.Array(MaintenanceWindowSchema, {
-      description: 'when fleet upgrades may upgrade the tenant (PATCH maintenanceWindows); empty: any time',
-    }),
+    // The tenant's settings (maintenanceWindows, timeZone): set with PATCH, no operation.
+    ...TenantSettingsSchema.properties,
     createdAt: Type.String({ format: 'date-time' }),
     updatedAt: Type.String({ format: 'date-time' }),
     deletedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),

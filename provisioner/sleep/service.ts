@@ -4,10 +4,12 @@
  * - Activity: a request that reaches a tenant's runtime (its API through the tunnel, its Argo CD)
  *   moves the tenant's `last_activity_at`, written at most every 30 s per tenant, in batches.
  * - Sleep: the `idle-sleep` loop puts an awake Ready tenant to sleep once its plan's idle time
- *   passed with no activity (PROVISIONER_SLEEP_IDLE_SECONDS); `POST /v1/tenants/:id/sleep` does
- *   it at once. Sleep is a spec change of the control plane's own (`sleeping`, a generation, a
- *   `sleep` operation) that the reconciler applies as it applies a suspension: the vcluster's
- *   control plane at zero and the pods it synced deleted, the data on its volume kept.
+ *   passed with no activity (PROVISIONER_SLEEP_IDLE_SECONDS), unless one of its plan's keep-awake
+ *   windows is open in the tenant's time zone (PROVISIONER_SLEEP_AWAKE_WINDOWS; the window's own
+ *   zone for a tenant without one); `POST /v1/tenants/:id/sleep` does it at once. Sleep is a
+ *   spec change of the control plane's own (`sleeping`, a generation, a `sleep` operation) that
+ *   the reconciler applies as it applies a suspension: the vcluster's control plane at zero and
+ *   the pods it synced deleted, the data on its volume kept.
  * - Wake: a request to a sleeping tenant's runtime, `POST /v1/tenants/:id/wake`, or any spec
  *   change (an upgrade, a resume) queues a `wake` operation, leased, crash-safe and audited as any
  *   other; the request waits for the runtime's tunnel up to PROVISIONER_WAKE_WAIT_SECONDS, then is
@@ -28,7 +30,9 @@ import {
   ACTIVITY_WRITE_EVERY_SECONDS,
   WAKE_CONNECT_GRACE_SECONDS,
   lockIdleTenants,
+  tenantTimeZones,
   touchActivity,
+  type IdlePlan,
 } from '../store/sleep.ts';
 import {
   changeSpec,
@@ -128,11 +132,14 @@ export class SleepService {
    * operation and audit row). Answers how many.
    */
   async sleepIdle(now = Date.now()): Promise<number> {
-    const idleSeconds = withoutAwakePlans(this.#o.config.idleSeconds, this.#o.config.awakeWindows, now);
+    const { idleSeconds, awakeWindows } = this.#o.config;
+    // The zones tenants set matter only to a plan that sleeps and has keep-awake windows.
+    const windowed = Object.entries(idleSeconds).some(([plan, s]) => s > 0 && (awakeWindows[plan]?.length ?? 0) > 0);
+    const plans = idlePlans(idleSeconds, awakeWindows, windowed ? await tenantTimeZones(this.#o.pool) : [], now);
     let total = 0;
     for (let i = 0; i < IDLE_BATCHES_PER_ROUND; i++) {
       const n = await withTx(this.#o.pool, async (tx) => {
-        const idle = await lockIdleTenants(tx, idleSeconds, IDLE_BATCH);
+        const idle = await lockIdleTenants(tx, plans, IDLE_BATCH);
         for (const { id, idle_seconds } of idle) {
           const row = (await getTenantRow(tx, id))!;
           const op = await changeSpec(
@@ -257,22 +264,28 @@ export class SleepService {
 }
 
 /**
- * The idle times of the plans that may sleep at `now`: a plan inside one of its keep-awake windows
- * (PROVISIONER_SLEEP_AWAKE_WINDOWS) is left out.
+ * What the idle loop may put to sleep at `now` (store/sleep.ts IdlePlan): every tenant of a plan
+ * without keep-awake windows (PROVISIONER_SLEEP_AWAKE_WINDOWS); of a plan with some, the tenants
+ * for whose time zone none of its windows is open. A window's local times (rule, dtstart,
+ * duration) are read in the tenant's zone, or in the window's own for a tenant without one (null).
+ * `zones` are the zones tenants set (store/sleep.ts tenantTimeZones): each window is evaluated
+ * once per zone, not per tenant.
  */
-export function withoutAwakePlans(
+export function idlePlans(
   idle: Readonly<Record<string, number>>,
   windows: Readonly<Record<string, readonly MaintenanceWindow[]>>,
+  zones: readonly string[],
   now: number,
-): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const [plan, seconds] of Object.entries(idle)) {
-    const open = (windows[plan] ?? []).some((w) =>
-      occurrences(w, now, now + 1).some((i) => i.start <= now && now < i.end),
+): IdlePlan[] {
+  const open = (w: MaintenanceWindow) => occurrences(w, now, now + 1).some((i) => i.start <= now && now < i.end);
+  return Object.entries(idle).map(([plan, seconds]) => {
+    const planWindows = windows[plan] ?? [];
+    if (planWindows.length === 0) return { plan, seconds };
+    const asleepIn = [null, ...zones].filter(
+      (zone) => !planWindows.some((w) => open(zone === null ? w : { ...w, timeZone: zone })),
     );
-    if (!open) out[plan] = seconds;
-  }
-  return out;
+    return { plan, seconds, zones: asleepIn };
+  });
 }
 
 /** 1800 → "30m", 90 → "1m30s", 45 → "45s". */

@@ -3,7 +3,14 @@
  * provisioned by the reconciler like any tenant; a signup claims a Ready one in its transaction.
  */
 import type { Queryable } from '../db/tx.ts';
-import { initialConditions, TENANT_CHANNEL, type TenantRow } from './tenants.ts';
+import {
+  initialConditions,
+  SETTING_COLUMNS,
+  settingValues,
+  TENANT_CHANNEL,
+  type TenantRow,
+  type TenantSettings,
+} from './tenants.ts';
 
 /** The organization of an unclaimed entry: never a customer's (signup names are checked against it). */
 export const POOL_ORGANIZATION_PREFIX = 'warm-pool-';
@@ -15,6 +22,8 @@ export interface PoolClaim {
   runtimeVersion: string;
   /** A region the signup restricts placement to: the entry's cluster must be in it. */
   region: string | null;
+  /** Settings given with the signup; the others get their default. */
+  settings?: Partial<TenantSettings>;
 }
 
 /**
@@ -26,7 +35,8 @@ export interface PoolClaim {
 export async function claimPoolEntry(db: Queryable, c: PoolClaim): Promise<{ id: string } | undefined> {
   const { rows } = await db.query<{ id: string }>(
     `UPDATE tenants t SET organization = $1, email = $2, region = $5, pool_state = NULL, claimed_at = now(),
-            created_at = now(), updated_at = now(), last_activity_at = now()
+            created_at = now(), updated_at = now(), last_activity_at = now(),
+            ${SETTING_COLUMNS.map((c, i) => `${c} = $${6 + i}`).join(', ')}
       WHERE t.id = (
         SELECT p.id FROM tenants p LEFT JOIN root_clusters c ON c.id = p.cluster_id
          WHERE p.pool_state = 'pooled' AND NOT p.deleted AND p.plan = $3 AND p.runtime_version = $4
@@ -37,7 +47,7 @@ export async function claimPoolEntry(db: Queryable, c: PoolClaim): Promise<{ id:
          LIMIT 1
          FOR UPDATE OF p SKIP LOCKED)
       RETURNING t.id`,
-    [c.organization, c.email, c.plan, c.runtimeVersion, c.region],
+    [c.organization, c.email, c.plan, c.runtimeVersion, c.region, ...settingValues(c.settings)],
   );
   return rows[0];
 }

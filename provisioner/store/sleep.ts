@@ -28,20 +28,40 @@ export async function touchActivity(db: Queryable, tenantIds: readonly string[])
 }
 
 /**
- * Awake Ready tenants idle for longer than their plan's idle time, oldest activity first, locked
- * for the caller's transaction (rows another replica's round holds are skipped). Not those with a
- * spec change pending, a retry timer, a live lease, or a place in a fleet upgrade under way.
+ * Which tenants of a plan the idle loop may put to sleep after `seconds` without activity: all of
+ * them, or (`zones`, for a plan with keep-awake windows) only those whose time zone is listed —
+ * null for the tenants without one. An empty list: none of the plan's.
+ */
+export interface IdlePlan {
+  plan: string;
+  seconds: number;
+  zones?: ReadonlyArray<string | null>;
+}
+
+/**
+ * Awake Ready tenants idle for longer than their plan's idle time (and, for a plan that lists
+ * zones, in one of them), oldest activity first, locked for the caller's transaction (rows another
+ * replica's round holds are skipped). Not those with a spec change pending, a retry timer, a live
+ * lease, or a place in a fleet upgrade under way. One statement, whatever the zones.
  */
 export async function lockIdleTenants(
   db: Queryable,
-  idle: Readonly<Record<string, number>>,
+  plans: readonly IdlePlan[],
   limit: number,
 ): Promise<Array<{ id: string; idle_seconds: number }>> {
-  const plans = Object.entries(idle).filter(([, seconds]) => seconds > 0);
-  if (plans.length === 0) return [];
-  const { rows } = await db.query<{ id: string; idle_seconds: number }>(
+  // One row per plan (any zone), or per plan and zone: a tenant matches one row at most.
+  const rows = plans
+    .filter((p) => p.seconds > 0)
+    .flatMap((p) =>
+      p.zones === undefined
+        ? [{ plan: p.plan, seconds: p.seconds, any: true, zone: null }]
+        : p.zones.map((zone) => ({ plan: p.plan, seconds: p.seconds, any: false, zone })),
+    );
+  if (rows.length === 0) return [];
+  const { rows: idle } = await db.query<{ id: string; idle_seconds: number }>(
     `SELECT t.id, extract(epoch FROM now() - t.last_activity_at)::int AS idle_seconds
-       FROM tenants t JOIN unnest($1::text[], $2::int[]) AS p(plan, secs) ON p.plan = t.plan
+       FROM tenants t JOIN unnest($1::text[], $2::int[], $3::boolean[], $4::text[]) AS p(plan, secs, any_zone, zone)
+         ON p.plan = t.plan AND (p.any_zone OR p.zone IS NOT DISTINCT FROM t.time_zone)
       WHERE t.phase = 'Ready' AND NOT t.sleeping AND NOT t.suspended AND NOT t.deleted AND NOT t.stalled
         AND t.pool_state IS NULL
         AND t.generation = t.observed_generation AND t.next_attempt_at IS NULL
@@ -49,11 +69,29 @@ export async function lockIdleTenants(
         AND t.last_activity_at < now() - make_interval(secs => p.secs)
         AND NOT EXISTS (SELECT 1 FROM fleet_upgrade_tenants ft WHERE ft.tenant_id = t.id AND ft.active)
       ORDER BY t.last_activity_at
-      LIMIT $3
+      LIMIT $5
       FOR UPDATE OF t SKIP LOCKED`,
-    [plans.map(([plan]) => plan), plans.map(([, seconds]) => seconds), limit],
+    [rows.map((r) => r.plan), rows.map((r) => r.seconds), rows.map((r) => r.any), rows.map((r) => r.zone), limit],
   );
-  return rows;
+  return idle;
+}
+
+/**
+ * The distinct time zones tenants set (migration 037), in order: read by skipping through the
+ * partial index tenants_time_zone from one zone to the next, a few index probes per zone however
+ * many tenants share it (the idle loop evaluates the keep-awake windows once per zone, not per
+ * tenant). Deleted tenants' zones may be among them: one evaluation too many, no harm.
+ */
+export async function tenantTimeZones(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ zone: string }>(
+    `WITH RECURSIVE z(zone) AS (
+       (SELECT time_zone FROM tenants WHERE time_zone IS NOT NULL ORDER BY time_zone LIMIT 1)
+       UNION ALL
+       SELECT (SELECT t.time_zone FROM tenants t WHERE t.time_zone > z.zone ORDER BY t.time_zone LIMIT 1)
+         FROM z WHERE z.zone IS NOT NULL)
+     SELECT zone FROM z WHERE zone IS NOT NULL`,
+  );
+  return rows.map((r) => r.zone);
 }
 
 export interface SleepCounts {

@@ -1,13 +1,12 @@
 /**
- * A tenant's spec and its maintenance windows, defined once: these schemas are the API's (http/
- * schemas.ts uses them in every answer that holds a tenant, the PATCH body validates windows with
- * one), and the store's types are derived from them (store/tenants.ts), so the row's view, the
- * wire and the clients cannot disagree. In store/ because the store may import nothing above it;
- * it imports only the closed lists of states.ts and the schema package (the console's type-check
- * reads it).
+ * A tenant's spec and its settings, defined once: these schemas are the API's (http/schemas.ts
+ * uses them in every answer that holds a tenant, the PATCH body is made of the settings' schemas),
+ * and the store's types are derived from them (store/tenants.ts), so the row's view, the wire and
+ * the clients cannot disagree. In store/ because the store may import nothing above it; it imports
+ * only the closed lists of states.ts and the schema package (the console's type-check reads it).
  */
 import { Type, type Static } from 'typebox';
-import { MAX_DURATION_MINUTES, MIN_DURATION_MINUTES } from './states.ts';
+import { MAX_DURATION_MINUTES, MAX_WINDOWS, MIN_DURATION_MINUTES } from './states.ts';
 
 export const TenantSpecSchema = Type.Object({
   plan: Type.String(),
@@ -51,3 +50,35 @@ export const MaintenanceWindowSchema = Type.Object(
   { additionalProperties: false },
 );
 export type MaintenanceWindow = Static<typeof MaintenanceWindowSchema>;
+
+/**
+ * A tenant's settings: what its own key or an operator sets beside the spec with PATCH
+ * /v1/tenants/:id, that no engine run applies (no generation, no operation: stored, shown in every
+ * answer that holds the tenant, audited as `tenant.<column>` with the value before and after).
+ * A new setting is a property here, its entry in TENANT_SETTINGS and its column (a migration); the
+ * answers, the PATCH body, the store's reads and writes and the audit follow from these two
+ * (tenant-api/service.ts adds a check a schema cannot express, such as a time zone's).
+ */
+export const TenantSettingsSchema = Type.Object({
+  maintenanceWindows: Type.Array(MaintenanceWindowSchema, {
+    maxItems: MAX_WINDOWS,
+    description:
+      'when fleet upgrades may upgrade the tenant (PATCH replaces the list); [] (the default): any time. A setting, not a spec change: no operation is queued',
+  }),
+  timeZone: Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Null()], {
+    description:
+      'the tenant\'s IANA time zone (e.g. Europe/Berlin), as the time zone database names it; a plan\'s keep-awake windows are read in it (docs/operations.md "Sleep"); null (the default): not set. A setting, not a spec change: no operation is queued',
+  }),
+});
+export type TenantSettings = Static<typeof TenantSettingsSchema>;
+
+/** Each setting's column of `tenants`, and its value where a row was read without it (the column's default). */
+export const TENANT_SETTINGS = {
+  maintenanceWindows: { column: 'maintenance_windows', unset: [] as MaintenanceWindow[] },
+  timeZone: { column: 'time_zone', unset: null },
+} as const satisfies { [K in keyof TenantSettings]: { column: string; unset: TenantSettings[K] } };
+
+/** The settings' columns as a row of `tenants` holds them (absent from rows read without them). */
+export type TenantSettingColumns = {
+  [K in keyof TenantSettings as (typeof TENANT_SETTINGS)[K]['column']]?: TenantSettings[K];
+};

@@ -8,13 +8,20 @@ import { liveTunnel } from './tunnels.ts';
 import { reportingOf, type ReporterRow, type ReportingStatus } from './reporting.ts';
 
 import { PHASES, type Condition, type OperationKind, type Phase, type TenantSort } from './states.ts';
-import type { MaintenanceWindow, TenantSpec } from './tenant-shapes.ts';
+import {
+  TENANT_SETTINGS,
+  type MaintenanceWindow,
+  type TenantSettingColumns,
+  type TenantSettings,
+  type TenantSpec,
+} from './tenant-shapes.ts';
 
 /**
- * A tenant's spec, and a recurring maintenance window (when it opens, in the local time of
- * `timeZone`, and for how long): the types of the API's schemas (tenant-shapes.ts), one definition.
+ * A tenant's spec, its settings, and a recurring maintenance window (when it opens, in the local
+ * time of `timeZone`, and for how long): the types of the API's schemas (tenant-shapes.ts), one
+ * definition.
  */
-export type { MaintenanceWindow, TenantSpec };
+export type { MaintenanceWindow, TenantSettings, TenantSpec };
 
 /** The channel workers LISTEN on; the payload is the tenant id. */
 export const TENANT_CHANNEL = 'tenant_due';
@@ -35,7 +42,8 @@ export async function wakeWaiters(db: Queryable, reason: 'NoCapacity' | 'EngineU
   return rowCount ?? 0;
 }
 
-export interface Tenant {
+/** A tenant as the API answers it; its settings (maintenance windows, time zone) from tenant-shapes.ts. */
+export interface Tenant extends TenantSettings {
   id: string;
   organization: string;
   email: string;
@@ -63,8 +71,6 @@ export interface Tenant {
     /** The tenant's managed clusters and whether each is reachable (their Reachable condition). */
     managedClusters?: ManagedClusterSummary[];
   };
-  /** When fleet upgrades may upgrade it (fleet/windows.ts); empty: any time. */
-  maintenanceWindows: MaintenanceWindow[];
   createdAt: string;
   updatedAt: string;
   deletedAt: string | null;
@@ -76,7 +82,8 @@ export interface ManagedClusterSummary {
   reachable: Condition['status'];
 }
 
-export interface TenantRow {
+/** A row of `tenants` as read; its settings' columns (migrations 015, 037) from tenant-shapes.ts. */
+export interface TenantRow extends TenantSettingColumns {
   id: string;
   organization: string;
   email: string;
@@ -105,8 +112,6 @@ export interface TenantRow {
   endpoints: Record<string, string>;
   conditions: Condition[];
   last_operation_id: string | null;
-  /** Migration 015; absent from writes' RETURNING that do not name it. */
-  maintenance_windows?: MaintenanceWindow[];
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;
@@ -124,6 +129,21 @@ export interface TenantRow {
   managed_clusters?: Array<{ name: string; server: string; conditions: Condition[] }> | null;
 }
 
+/** The settings' columns (tenant-shapes.ts TENANT_SETTINGS), in one order. */
+const SETTING_KEYS = Object.keys(TENANT_SETTINGS) as Array<keyof TenantSettings>;
+export const SETTING_COLUMNS = SETTING_KEYS.map((k) => TENANT_SETTINGS[k].column);
+
+/** A setting's value as a query parameter: lists and objects as JSON (jsonb columns), the rest as they are. */
+const settingParam = (v: unknown): unknown => (v !== null && typeof v === 'object' ? JSON.stringify(v) : v);
+
+/** The tenant's settings from its row (a column the row was read without: its default). */
+export function settingsOf(r: TenantSettingColumns): TenantSettings {
+  const row = r as Record<string, unknown>;
+  return Object.fromEntries(
+    SETTING_KEYS.map((k) => [k, row[TENANT_SETTINGS[k].column] ?? TENANT_SETTINGS[k].unset]),
+  ) as TenantSettings;
+}
+
 /**
  * The columns of a TenantRow, named (not `t.*`): the reconciler's bookkeeping columns (lease,
  * backoff) are not read, so the hot read parses and transfers only what toTenant() needs.
@@ -131,7 +151,7 @@ export interface TenantRow {
 export const TENANT_COLUMNS = `t.id, t.organization, t.email, t.plan, t.region, t.runtime_version, t.suspended, t.suspended_by, t.suspension_reason, t.sleeping, t.asleep_since, t.woke_at, t.last_activity_at, t.deleted, t.generation,
   t.phase, t.observed_generation, t.actual_runtime_version, t.previous_runtime_version, t.cluster_id, c.name AS cluster_name,
   t.endpoints, t.conditions, t.last_operation_id, t.created_at, t.updated_at, t.deleted_at, t.created_at::text AS cursor_ts,
-  t.last_reconciled_at, t.maintenance_windows,
+  t.last_reconciled_at, ${SETTING_COLUMNS.map((c) => `t.${c}`).join(', ')},
   rt.replica_id AS tunnel_replica, rt.connected_at AS tunnel_since,
   (SELECT json_agg(json_build_object('replica', r.replica, 'lastSeen', r.last_seen, 'since', r.since,
           'ageSeconds', extract(epoch FROM now() - r.last_seen)::float8, 'owned', r.owned_objects))
@@ -229,7 +249,7 @@ export function toTenant(r: TenantRow): Tenant {
       ...(reporting ? { reporting: reporting.status } : {}),
       ...(managed ? { managedClusters: managed.summary } : {}),
     },
-    maintenanceWindows: r.maintenance_windows ?? [],
+    ...settingsOf(r),
     createdAt: r.created_at.toISOString(),
     updatedAt: r.updated_at.toISOString(),
     deletedAt: r.deleted_at ? r.deleted_at.toISOString() : null,
@@ -292,6 +312,13 @@ export interface InsertTenant {
   /** Region placement is restricted to (null: any). */
   region?: string | null;
   runtimeVersion: string;
+  /** Settings given with the signup; the others keep their column's default. */
+  settings?: Partial<TenantSettings>;
+}
+
+/** The settings' columns and their values for a new or claimed tenant (a setting not given: its default). */
+export function settingValues(s: Partial<TenantSettings> | undefined): unknown[] {
+  return SETTING_KEYS.map((k) => settingParam(s?.[k] ?? TENANT_SETTINGS[k].unset));
 }
 
 export async function insertTenant(db: Queryable, t: InsertTenant): Promise<string> {
@@ -318,10 +345,12 @@ export async function insertSignup(
   },
 ): Promise<TenantRow> {
   const conditions = initialConditions();
+  const settings = SETTING_COLUMNS.map((_, i) => `$${14 + i}`).join(', ');
   const { rows } = await db.query<TenantRow>(
     `WITH t AS (
-       INSERT INTO tenants (id, organization, email, plan, runtime_version, conditions, last_operation_id, region)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $13) RETURNING *),
+       INSERT INTO tenants (id, organization, email, plan, runtime_version, conditions, last_operation_id, region,
+                            ${SETTING_COLUMNS.join(', ')})
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $13, ${settings}) RETURNING *),
      op AS (INSERT INTO operations (id, tenant_id, kind, generation, to_version) SELECT $7, id, 'create', 1, runtime_version FROM t),
      k AS (INSERT INTO api_keys (id, key_hash, prefix, role, tenant_id, name, created_by)
            SELECT $8, $9, $10, 'tenant', id, 'signup', 'public' FROM t),
@@ -342,6 +371,7 @@ export async function insertSignup(
       JSON.stringify(s.audit.after),
       s.audit.requestId,
       s.region ?? null,
+      ...settingValues(s.settings),
     ],
   );
   return rows[0]!;
@@ -631,12 +661,15 @@ export async function tenantStalled(db: Queryable, tenantId: string): Promise<bo
   return rows[0]?.stalled;
 }
 
-/** Stores the tenant's maintenance windows (not part of the spec: no generation, no operation). */
-export async function setMaintenanceWindows(db: Queryable, id: string, windows: MaintenanceWindow[]): Promise<void> {
-  await db.query('UPDATE tenants SET maintenance_windows = $2, updated_at = now() WHERE id = $1', [
-    id,
-    JSON.stringify(windows),
-  ]);
+/** Stores the settings given (not part of the spec: no generation, no operation); the others keep their value. */
+export async function setTenantSettings(db: Queryable, id: string, settings: Partial<TenantSettings>): Promise<void> {
+  const keys = SETTING_KEYS.filter((k) => settings[k] !== undefined);
+  if (keys.length === 0) return;
+  await db.query(
+    `UPDATE tenants SET ${keys.map((k, i) => `${TENANT_SETTINGS[k].column} = $${i + 2}`).join(', ')}, updated_at = now()
+      WHERE id = $1`,
+    [id, ...keys.map((k) => settingParam(settings[k]))],
+  );
 }
 
 /** The vcluster endpoints of every live tenant but this one (a managed cluster may not be another tenant's vcluster). */

@@ -22,16 +22,19 @@ import {
   readyTenantRows,
   requestRetry,
   retryState,
-  setMaintenanceWindows,
   setSuspender,
+  setTenantSettings,
+  settingsOf,
   toTenant,
   type TenantCounts,
   type TenantFilter,
   type TenantPage,
   type Tenant,
   type TenantRow,
+  type TenantSettings,
   type SpecChange,
 } from '../store/tenants.ts';
+import { TENANT_SETTINGS } from '../store/tenant-shapes.ts';
 import type { OperationKind } from '../store/states.ts';
 import { getOperation, listOperations, readLog, type LogLine, type Operation } from '../store/operations.ts';
 import { availabilityOf } from '../store/versions.ts';
@@ -41,9 +44,8 @@ import type { Catalog } from '../../runtime/catalog.ts';
 import { planOf, PLAN_NAMES, DEFAULT_PLAN } from '../../tenants/plans.ts';
 import type { Queryable } from '../db/tx.ts';
 import { fleetUpgradeOf } from '../store/fleet-upgrades.ts';
-import { checkWindows } from '../fleet/windows.ts';
+import { checkTimeZone, checkWindows } from '../fleet/windows.ts';
 import { bindClaimedEntry, claimPoolEntry } from '../store/pool.ts';
-import type { MaintenanceWindow } from '../store/tenants.ts';
 
 export interface TenantServiceDeps {
   pool: pg.Pool;
@@ -53,12 +55,39 @@ export interface TenantServiceDeps {
   warmPool?: Readonly<Record<string, number>>;
 }
 
-export interface SignupInput {
+/** A signup: the tenant's names and spec, and the settings the signup's schema lets it give (a time zone). */
+export interface SignupInput extends Partial<TenantSettings> {
   organization: string;
   email: string;
   plan?: string | undefined;
   runtimeVersion?: string | undefined;
   region?: string | undefined;
+}
+
+/**
+ * Each setting's check beyond its schema (store/tenant-shapes.ts), a 400 naming the field with the
+ * value and an example; answers the value as it is stored. A setting without one is stored as the
+ * schema let it through.
+ */
+const SETTING_CHECKS: { [K in keyof TenantSettings]?: (v: TenantSettings[K]) => TenantSettings[K] } = {
+  maintenanceWindows: (w) => checkWindows(w),
+  timeZone: (z) => (z === null ? null : checkTimeZone(z)),
+};
+
+/** The settings among `given` (signup's input, a PATCH body), unchecked; the absent and undefined left out. */
+function settingsIn(given: Partial<TenantSettings>): Partial<TenantSettings> {
+  const keys = (Object.keys(TENANT_SETTINGS) as Array<keyof TenantSettings>).filter((k) => given[k] !== undefined);
+  return Object.fromEntries(keys.map((k) => [k, given[k]]));
+}
+
+/** The settings given, checked and normalised (SETTING_CHECKS). */
+export function checkSettings(given: Partial<TenantSettings>): Partial<TenantSettings> {
+  return Object.fromEntries(
+    Object.entries(settingsIn(given)).map(([k, v]) => {
+      const check = SETTING_CHECKS[k as keyof TenantSettings] as ((v: unknown) => unknown) | undefined;
+      return [k, check ? check(v) : v];
+    }),
+  );
 }
 
 export interface SignupResult {
@@ -79,8 +108,8 @@ export interface SpecChangeRequest {
   by: Requester & { actor: { role: Role } };
   /** Why the tenant is suspended (an operator's suspension; shown to the tenant when it tries to resume). */
   reason?: string | undefined;
-  /** The tenant's maintenance windows, replacing its list (not a spec change: no operation). */
-  maintenanceWindows?: MaintenanceWindow[] | undefined;
+  /** Settings of the tenant (its maintenance windows, its time zone), each replacing its value (not a spec change: no operation). */
+  settings?: Partial<TenantSettings> | undefined;
 }
 
 export interface Accepted {
@@ -162,12 +191,15 @@ export class TenantService {
   ): Promise<{ status: number; body: SignupResult }> {
     const plan = input.plan ?? DEFAULT_PLAN;
     if (!planOf(plan)) throw errors.unknownPlan(plan, PLAN_NAMES);
+    const given = settingsIn(input);
+    const settings = checkSettings(given);
     const body = {
       organization: input.organization,
       email: input.email,
       plan: input.plan,
       runtimeVersion: input.runtimeVersion,
       region: input.region,
+      ...given,
     };
     return withTx(this.#deps.pool, async (tx) => {
       if (idempotencyKey !== undefined) {
@@ -195,6 +227,7 @@ export class TenantService {
         organization: input.organization,
         email: input.email,
         spec: { plan, runtimeVersion, region: input.region ?? null },
+        ...(Object.keys(settings).length > 0 ? { settings } : {}),
         operationId,
         apiKeyId: keyId,
       };
@@ -209,6 +242,7 @@ export class TenantService {
                 plan,
                 runtimeVersion,
                 region: input.region ?? null,
+                settings,
               })
             : undefined;
         if (warm) {
@@ -236,6 +270,7 @@ export class TenantService {
           plan,
           runtimeVersion,
           region: input.region ?? null,
+          settings,
           key: { id: keyId, hash: hashKey(key), prefix: keyPrefix(key) },
           audit: { after: audit, requestId },
         });
@@ -263,7 +298,7 @@ export class TenantService {
       kind,
       by: { actor, requestId },
     } = request;
-    const windows = request.maintenanceWindows !== undefined ? checkWindows(request.maintenanceWindows) : undefined;
+    const settings = checkSettings(request.settings ?? {});
     return withTx(this.#deps.pool, async (tx) => {
       let row = await getTenantRow(tx, id, true);
       if (!row) throw errors.notFound('tenant', id);
@@ -302,17 +337,23 @@ export class TenantService {
           row = (await getTenantRow(tx, id, true))!; // the answer shows the suspension as it is now
         }
       }
-      if (windows !== undefined && JSON.stringify(windows) !== JSON.stringify(row.maintenance_windows ?? [])) {
-        // Windows are not part of the spec: stored and audited, no generation, no engine run.
-        await setMaintenanceWindows(tx, id, windows);
-        await writeAudit(tx, actor, {
-          action: 'tenant.maintenance_windows',
-          targetType: 'tenant',
-          targetId: id,
-          before: { maintenanceWindows: row.maintenance_windows ?? [] },
-          after: { maintenanceWindows: windows },
-          requestId,
-        });
+      // Settings are not part of the spec: stored and audited (one row per setting changed, as
+      // `tenant.<column>`), no generation, no engine run. One set to what it is changes nothing.
+      const current = settingsOf(row);
+      const changed = (Object.keys(settings) as Array<keyof TenantSettings>).filter(
+        (k) => JSON.stringify(settings[k]) !== JSON.stringify(current[k]),
+      );
+      if (changed.length > 0) {
+        await setTenantSettings(tx, id, Object.fromEntries(changed.map((k) => [k, settings[k]])));
+        for (const k of changed)
+          await writeAudit(tx, actor, {
+            action: `tenant.${TENANT_SETTINGS[k].column}`,
+            targetType: 'tenant',
+            targetId: id,
+            before: { [k]: current[k] },
+            after: { [k]: settings[k] },
+            requestId,
+          });
         row = (await getTenantRow(tx, id, true))!;
       }
       if (Object.keys(effective).length === 0)

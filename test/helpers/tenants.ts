@@ -55,3 +55,11 @@ export async function markReconciled(db: Queryable, ids: string | string[], o: R
     ],
   );
 }
+
+/** Moves the tenants' last activity `seconds` back (instead of waiting out their plan's idle time). */
+export async function markIdle(db: Queryable, ids: string | string[], seconds: number): Promise<void> {
+  await db.query(`UPDATE tenants SET last_activity_at = now() - make_interval(secs => $2) WHERE id = ANY($1::uuid[])`, [
+    typeof ids === 'string' ? [ids] : ids,
+    seconds,
+  ]);
+}

@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { loadConfig } from '../../provisioner/config.ts';
-import { formatIdle, withoutAwakePlans } from '../../provisioner/sleep/service.ts';
+import { formatIdle, idlePlans } from '../../provisioner/sleep/service.ts';
 import { RUNTIME_NOT_CONNECTED_REASONS, runtimeConnected } from '../../provisioner/tenant-api/tenant-view.ts';
 import { WAKE_CONNECT_GRACE_SECONDS } from '../../provisioner/store/sleep.ts';
 
@@ -67,17 +67,25 @@ t.test('keep-awake windows: a plan inside one of its windows is not put to sleep
     PROVISIONER_SLEEP_AWAKE_WINDOWS: 'team=FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;BYHOUR=8 Europe/Berlin 600',
   }).sleep;
   t.equal(config.awakeWindows.team?.[0]?.timeZone, 'Europe/Berlin');
+  const plans = (now: number, zones: string[] = []) => idlePlans(config.idleSeconds, config.awakeWindows, zones, now);
   // Monday 2026-11-30 10:00 in Berlin (09:00 UTC): inside; 20:00 in Berlin: outside; Saturday: outside.
   const monday = Date.parse('2026-11-30T09:00:00Z');
-  t.same(withoutAwakePlans(config.idleSeconds, config.awakeWindows, monday), { free: 600 }, 'team kept awake');
   t.same(
-    withoutAwakePlans(config.idleSeconds, config.awakeWindows, Date.parse('2026-11-30T19:00:00Z')),
-    { free: 600, team: 3600 },
-    'after hours: both may sleep',
+    plans(monday),
+    [
+      { plan: 'free', seconds: 600 },
+      { plan: 'team', seconds: 3600, zones: [] },
+    ],
+    'free: any tenant; team: none (tenants without a zone read the window in Berlin time, and it is open)',
   );
   t.same(
-    withoutAwakePlans(config.idleSeconds, config.awakeWindows, Date.parse('2026-11-28T09:00:00Z')),
-    { free: 600, team: 3600 },
+    plans(Date.parse('2026-11-30T19:00:00Z'))[1],
+    { plan: 'team', seconds: 3600, zones: [null] },
+    'after hours: team tenants without a zone may sleep',
+  );
+  t.same(
+    plans(Date.parse('2026-11-28T09:00:00Z'))[1],
+    { plan: 'team', seconds: 3600, zones: [null] },
     'on a Saturday too',
   );
   for (const [value, message] of [
@@ -89,4 +97,36 @@ t.test('keep-awake windows: a plan inside one of its windows is not put to sleep
       message: new RegExp(`PROVISIONER_SLEEP_AWAKE_WINDOWS.*${message.source}`),
     });
   }
+});
+
+t.test("keep-awake windows are read in the tenant's time zone", async (t) => {
+  const config = loadConfig({
+    PROVISIONER_SLEEP_IDLE_SECONDS: 'free=600',
+    PROVISIONER_SLEEP_AWAKE_WINDOWS: 'free=FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;BYHOUR=9 UTC 480',
+  }).sleep;
+  const zones = ['America/New_York', 'Asia/Tokyo', 'Europe/Berlin'];
+  // Monday 2026-11-30 14:00 UTC: 15:00 in Berlin and 09:00 in New York (inside 09:00–17:00), 23:00 in Tokyo (night).
+  t.same(
+    idlePlans(config.idleSeconds, config.awakeWindows, zones, Date.parse('2026-11-30T14:00:00Z')),
+    [{ plan: 'free', seconds: 600, zones: ['Asia/Tokyo'] }],
+    'only the tenants in Tokyo may sleep; those without a zone are in the window read in UTC',
+  );
+  // 08:30 UTC: 17:30 in Tokyo, 09:30 in Berlin, 03:30 in New York, 08:30 UTC (before the window).
+  t.same(
+    idlePlans(config.idleSeconds, config.awakeWindows, zones, Date.parse('2026-11-30T08:30:00Z'))[0]?.zones,
+    [null, 'America/New_York', 'Asia/Tokyo'],
+    'the zone decides: Berlin is at work, the others are not',
+  );
+  // Saturday 2026-12-05 12:00 UTC: the weekday is the tenant's local one.
+  t.same(
+    idlePlans(config.idleSeconds, config.awakeWindows, zones, Date.parse('2026-12-05T12:00:00Z'))[0]?.zones,
+    [null, ...zones],
+    'on a Saturday everywhere, all of them',
+  );
+  // Monday 2026-11-30 00:30 UTC is Monday 09:30 in Tokyo and still Sunday in New York.
+  t.same(
+    idlePlans(config.idleSeconds, config.awakeWindows, zones, Date.parse('2026-11-30T00:30:00Z'))[0]?.zones,
+    [null, 'America/New_York', 'Europe/Berlin'],
+    "a local Monday morning in Tokyo while it is Sunday night elsewhere: the tenant's weekday counts",
+  );
 });

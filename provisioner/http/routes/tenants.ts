@@ -1,7 +1,7 @@
 import { type Static } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { CONTROL_FREE } from '../schemas.ts';
+import { CONTROL_FREE, TenantSettingsSchema } from '../schemas.ts';
 import type { TenantStreamEvents } from '../api-types.ts';
 import { authOf, requesterOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
@@ -203,7 +203,7 @@ export const tenantRoutes =
 
     app.route({
       ...endpoint('PATCH /v1/tenants/:id', {
-        summary: 'Change a tenant spec (plan, runtimeVersion, suspended) or its maintenance windows',
+        summary: `Change a tenant spec (plan, runtimeVersion, suspended) or its settings (${Object.keys(TenantSettingsSchema.properties).join(', ')})`,
         tags: ['tenants'],
       }),
       config: { roles: READ },
@@ -212,13 +212,14 @@ export const tenantRoutes =
         if (by.actor.role === 'tenant' && request.body.plan !== undefined) {
           throw errors.forbidden('a tenant key cannot change its plan; contact an operator');
         }
-        const { maintenanceWindows, ...change } = request.body;
+        // The spec's fields; every other field of the body is a setting (store/tenant-shapes.ts).
+        const { plan, runtimeVersion, suspended, ...settings } = request.body;
         const out = await ctx.tenants.change({
           tenantId: request.params.id,
-          change,
+          change: { plan, runtimeVersion, suspended },
           kind: 'update',
           by,
-          ...(maintenanceWindows !== undefined ? { maintenanceWindows } : {}),
+          settings,
         });
         return reply.status(202).send(out);
       },

@@ -20,6 +20,7 @@ import { cliAgainst } from '../../helpers/cli.ts';
 import { application, batch } from '../../helpers/events.ts';
 import { EVENTS_PATH } from '../../../runtime/protocol/events.ts';
 import { until } from '../../../sandbox/until.ts';
+import { markIdle } from '../../helpers/tenants.ts';
 
 const KUBECONFIG =
   'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
@@ -155,11 +156,7 @@ async function readyTenant(plan = 'free'): Promise<{ id: string; key: string }> 
 }
 
 /** Moves the tenant's last activity back (instead of waiting out its idle time). */
-const idleFor = (id: string, seconds: number) =>
-  api.db.pool.query(`UPDATE tenants SET last_activity_at = now() - make_interval(secs => $2) WHERE id = $1`, [
-    id,
-    seconds,
-  ]);
+const idleFor = (id: string, seconds: number) => markIdle(api.db.pool, id, seconds);
 
 const operation = async (id: string) =>
   (await api.request('GET', `/v1/operations/${id}`, { key: api.operatorKey })).json<{ kind: string; state: string }>();
