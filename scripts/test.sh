@@ -314,6 +314,7 @@ e2e_tier() {
   grep -Ev '^\s*(ok |# time=|1\.\.)' "$early_out"
   tap_count "e2e early phase" "$early_out" "$early_status"
   e2e_file_times "$early_out"
+  e2e_timings "$early_out"
   echo "== e2e: early phase ended $((SECONDS - t0)) s after the tier started"
   [ ${#late[@]} -gt 0 ] || return 0
   echo "== e2e late phase (${#late[@]} files)"
@@ -321,6 +322,7 @@ e2e_tier() {
   tap --reporter=tap "${late[@]}" 2>&1 | tee "$out" | grep -Ev '^\s*(ok |# time=|1\.\.)' ; status=${PIPESTATUS[0]}
   tap_count "e2e late phase" "$out" "$status"
   e2e_file_times "$out"
+  e2e_timings "$out"
   echo "== e2e: both phases ended $((SECONDS - t0)) s after the tier started"
   e2e_cpu_total
   if [ -n "$node_options_before" ]; then export NODE_OPTIONS="$node_options_before"; else unset NODE_OPTIONS; fi
@@ -342,6 +344,16 @@ e2e_file_times() {
       awk -v ms="$ms" -v f="$file" -v st="$status" -v cpu="$cpu" \
         'BEGIN { printf "    %-48s %5.0f s%s%s\n", f, ms / 1000, cpu, (st ~ /^not/ ? " (failed)" : "") }'
     done
+}
+
+# e2e_timings TAP: the durations the files measured (their `timing: <what> = <n> s` comments, e2e.timing
+# in test/e2e/harness/environment.ts), which docs/benchmarks.md quotes: printed so a CI log keeps them.
+e2e_timings() {
+  local lines
+  lines="$(grep -hE '^ *# timing: ' "$1" | sed -E 's/^ *# timing: /    /')" || true
+  [ -z "$lines" ] && return 0
+  echo "== e2e timings:"
+  printf '%s\n' "$lines"
 }
 
 # e2e_cpu_total: the CPU every recorded e2e file used, in all.
