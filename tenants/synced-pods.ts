@@ -87,14 +87,14 @@ export const deleteSyncedPods: SyncedPodsEvictor = async (request) => {
 };
 
 /** The HTTP status or network error only: the error carries the upstream's answer body. */
-export function failure(err: unknown): string {
+function failure(err: unknown): string {
   const code = statusOf(err);
   return code === undefined
     ? `the API server could not be reached${networkCode(err)}`
     : `the API server answered HTTP ${code}`;
 }
 
-export function statusOf(err: unknown): number | undefined {
+function statusOf(err: unknown): number | undefined {
   if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
   return typeof err.code === 'number' ? err.code : undefined;
 }

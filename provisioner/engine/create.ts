@@ -95,6 +95,5 @@ export async function createEngine(config: EngineConfig, deps: EngineDeps): Prom
             'the control plane request-signing public key is not configured, so runtimes could not verify forwarded requests; configure the tunnel request-signing key',
         }),
     ...(deps.log ? { log: deps.log } : {}),
-    ...(deps.kubeconfigPolicy ? { kubeconfigPolicy: deps.kubeconfigPolicy } : {}),
   });
 }

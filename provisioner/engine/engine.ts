@@ -127,12 +127,6 @@ export interface Engine {
   /** Creates or updates the stack to match the input. */
   up(input: StackInput, opts?: RunOptions): Promise<EngineResult>;
   /**
-   * A wake's or a resume's head start (tenants/control-plane-scale.ts): the tenant's vcluster
-   * control plane scaled to one on its root cluster directly, before the `up` that confirms it.
-   * Changes nothing the next `up` would not; an engine without it leaves the scaling to `up`.
-   */
-  startControlPlane?(input: StackInput): Promise<'scaled' | 'unchanged'>;
-  /**
    * What an update would change, without changing anything (no state written); with `refresh`,
    * against the live objects read first (drift included) instead of the stored state. Only
    * `changes` is filled in.

@@ -3,9 +3,6 @@
  * project `tenants`, stack `tenant-<id>`, one work directory per tenant. What it does is planned
  * in pulumi-plan.ts (testable without the CLI); this file only carries the plans out.
  */
-import { scaleControlPlane } from '../../tenants/control-plane-scale.ts';
-import { tenantNamespaceName } from '../../tenants/names.ts';
-import type { KubeconfigPolicy } from '../../kubeconfig-policy/policy.ts';
 import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -62,8 +59,6 @@ export interface PulumiEngineOptions extends PulumiPlanOptions {
   log?: (msg: string, fields?: Record<string, unknown>) => void;
   /** A configuration problem that keeps the engine unavailable (shown to tenants as EngineUnavailable). */
   configProblem?: string;
-  /** What a root kubeconfig may hold, for what the engine does on the root cluster itself (a wake's head start). */
-  kubeconfigPolicy?: KubeconfigPolicy;
 }
 
 /**
@@ -485,15 +480,6 @@ export class PulumiEngine implements Engine {
     } catch (err) {
       throw mapError(err, opts?.signal);
     }
-  }
-
-  async startControlPlane(input: StackInput): Promise<'scaled' | 'unchanged'> {
-    return scaleControlPlane({
-      kubeconfig: input.rootKubeconfig,
-      namespace: tenantNamespaceName(input.tenantId),
-      replicas: 1,
-      ...(this.#options.kubeconfigPolicy ? { policy: this.#options.kubeconfigPolicy } : {}),
-    });
   }
 
   async preview(input: StackInput, opts?: RunOptions & { refresh?: boolean }): Promise<EngineResult> {

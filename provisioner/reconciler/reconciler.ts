@@ -107,8 +107,6 @@ export interface ReconcilerOptions {
   health?: DatabaseHealth;
   /** How long running attempts may finish when the loop manager stops the reconciler (stop() without graceMs). */
   shutdownGraceMs?: number;
-  /** How long a wake's head start (Engine.startControlPlane) may take before the engine run goes ahead without it. */
-  headStartTimeoutMs?: number;
 }
 
 /** Longest wait between claims while the database is unreachable. */
@@ -225,7 +223,6 @@ export class Reconciler implements Runnable {
       waitCapMs: opts.waitCapMs ?? DEFAULTS.waitCapMs,
       logFlushMs: opts.logFlushMs ?? DEFAULTS.logFlushMs,
       shutdownGraceMs: opts.shutdownGraceMs ?? DEFAULTS.shutdownGraceMs,
-      headStartTimeoutMs: opts.headStartTimeoutMs ?? DEFAULTS.headStartTimeoutMs,
     };
     this.#writePool = opts.writePool ?? opts.pool;
     this.#notifications = opts.notifications;
@@ -555,8 +552,6 @@ export class Reconciler implements Runnable {
       if (!input) {
         log.line('the tenant was never placed on a root cluster: nothing to destroy');
       } else {
-        if ((started.kind === 'wake' || started.kind === 'resume') && !t.deleted && !input.suspended)
-          await this.#headStart(log, engine, input);
         if (started.interrupted) await this.#recover(log, input, opts, started);
         if (t.deleted) {
           result = await engine.destroy(input, opts);
@@ -728,36 +723,6 @@ export class Reconciler implements Runnable {
       }
     }
     log.line('recovery: done');
-  }
-
-  /**
-   * A wake's (or a resume's) head start: the vcluster's control plane scaled to one on the root
-   * cluster before the engine run, which then confirms it (tenants/control-plane-scale.ts). Bounded
-   * and never fatal: whatever goes wrong, the run scales it as before.
-   */
-  async #headStart(log: LogWriter, engine: Engine, input: StackInput): Promise<void> {
-    if (!engine.startControlPlane) return;
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      const outcome = await Promise.race([
-        engine.startControlPlane(input),
-        new Promise<never>((_, reject) => {
-          const ms = this.#settings.headStartTimeoutMs;
-          timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000} s`)), ms);
-        }),
-      ]);
-      log.line(
-        outcome === 'scaled'
-          ? "head start: the vcluster's control plane scaled to 1 on the root cluster; the engine run below confirms it"
-          : "head start: the vcluster's control plane is already at 1 on the root cluster",
-      );
-    } catch (err) {
-      log.line(
-        `head start skipped (${tenantVisible(err instanceof Error ? err.message : String(err))}); the engine run below scales the control plane`,
-      );
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   /**

@@ -32,9 +32,4 @@ export const DEFAULT_RECONCILER_SETTINGS = Object.freeze({
   logFlushMs: 100,
   /** How long a stop waits for running attempts before handing their leases back. */
   shutdownGraceMs: 20_000,
-  /**
-   * How long a wake's head start (the vcluster's control plane scaled on the root cluster before
-   * the engine run) may take; past it the run goes ahead and does the scaling itself.
-   */
-  headStartTimeoutMs: 10_000,
 });

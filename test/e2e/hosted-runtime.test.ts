@@ -99,7 +99,7 @@ async function vclusterPodsOnRoot(root: Kube, namespace: string): Promise<V1Pod[
 
 /**
  * Where a wake's time went, from what the system recorded (seconds after `t0`, the first request
- * or the wake's POST): the operation's start and end, its head start and the vcluster release's
+ * or the wake's POST): the operation's start and end, the vcluster release's
  * upgrade in its log, the control plane's pod on the root cluster (created, Ready), the runtime's
  * pods synced again (first, last), the tunnel client's and Argo CD server's processes, and the
  * tunnel's connection. Kubernetes timestamps have one-second resolution.
@@ -132,7 +132,6 @@ async function wakeTimeline(
   const tenant = await e2e.api.tenant(tenantId);
   const events: Array<[string, number | undefined]> = [
     ['wake operation started', at(op.startedAt)],
-    ['head start logged', lineAt(/^head start/)],
     ['vcluster release upgrade logged', lineAt(/Release.*vcluster.*updat/)],
     ['wake operation finished', at(op.finishedAt)],
     ['control plane pod created', at(control?.metadata?.creationTimestamp)],

@@ -46,11 +46,6 @@ export interface CallScript {
 }
 
 export interface ScriptedEngineOptions {
-  /**
-   * A wake's or a resume's head start (Engine.startControlPlane): what it answers, or an error it
-   * throws, or a promise it waits for first; default 'scaled' at once.
-   */
-  controlPlane?: (tenantId: string) => 'scaled' | 'unchanged' | Error | Promise<'scaled' | 'unchanged' | Error>;
   /** Decides each call; default: succeed at once. */
   script?: (call: EngineCall) => CallScript | undefined;
   /** Starts unavailable with this message (see setAvailability()). */
@@ -68,12 +63,6 @@ export class ScriptedEngine implements Engine {
   #script: (call: EngineCall) => CallScript | undefined;
   #availability: EngineAvailability;
   readonly #onStart: ((call: EngineCall) => void) | undefined;
-  readonly #controlPlane: ScriptedEngineOptions['controlPlane'];
-  /**
-   * Head starts asked (startControlPlane), in order, kept apart from `calls` (it runs no stack):
-   * the tenant, when, and how many engine calls of the tenant were recorded before it.
-   */
-  readonly controlPlaneStarts: Array<{ tenantId: string; at: number; callsBefore: number }> = [];
   startCalls = 0;
   #peak = 0;
 
@@ -81,18 +70,6 @@ export class ScriptedEngine implements Engine {
     this.#script = opts.script ?? (() => undefined);
     this.#availability = opts.unavailable ? { available: false, message: opts.unavailable } : { available: true };
     this.#onStart = opts.onStart;
-    this.#controlPlane = opts.controlPlane;
-  }
-
-  async startControlPlane(input: StackInput): Promise<'scaled' | 'unchanged'> {
-    this.controlPlaneStarts.push({
-      tenantId: input.tenantId,
-      at: Date.now(),
-      callsBefore: this.calls.filter((c) => c.tenantId === input.tenantId).length,
-    });
-    const answer = (await this.#controlPlane?.(input.tenantId)) ?? 'scaled';
-    if (answer instanceof Error) throw answer;
-    return answer;
   }
 
   setScript(script: (call: EngineCall) => CallScript | undefined): void {

@@ -6,23 +6,21 @@
  * labelled ones go, the others and those of another namespace stay; the provisioner, holding only
  * what infra/ grants it in a tenant namespace (ClusterRole TENANT_CLUSTER_ROLE bound there), may
  * do it; a user without the grant and an unreachable server fail naming the namespace and the
- * selector. A wake's head start (tenants/control-plane-scale.ts) scales the vcluster's StatefulSet
- * there to one with the same grant, and names what was wrong when it cannot. Without the toolchain
- * the file is skipped with the reason; with CI=true that is a failure.
+ * selector. Without the toolchain the file is skipped with the reason; with CI=true that is a
+ * failure.
  */
 import t from 'tap';
 import { createServer } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AppsV1Api, CoreV1Api, RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
+import { CoreV1Api, RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
 import { missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
 import { createClientCert, kubeconfigFor } from '../../../sandbox/pki.ts';
 import { PROVISIONER_TENANT_RULES } from '../../../infra/provisioner-rbac.ts';
 import { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING } from '../../../tenants/root-permissions.ts';
 import { VCLUSTER_RELEASE } from '../../../tenants/virtual-cluster.ts';
 import { deleteSyncedPods, MANAGED_BY_LABEL, syncedPodSelector } from '../../../tenants/synced-pods.ts';
-import { scaleControlPlane } from '../../../tenants/control-plane-scale.ts';
 
 const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
 const missing = missingKubeToolchain(toolchainBin);
@@ -171,92 +169,6 @@ if (missing && process.env.CI === 'true') {
     });
     t.equal(provisioner, 1, "infra/'s grant allows listing and deleting them");
     t.same(await remaining('tenant-c'), ['own']);
-  });
-
-  t.test("a wake's head start scales the control plane to one, with infra/'s grant", async (t) => {
-    // Runs after the test above, which created the tenant ClusterRole.
-    const apps = plane.kc.makeApiClient(AppsV1Api);
-    await namespaceWith('tenant-d', {});
-    await rbac.createNamespacedRoleBinding({
-      namespace: 'tenant-d',
-      body: {
-        metadata: { name: TENANT_ROLE_BINDING },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: TENANT_CLUSTER_ROLE },
-        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'provisioner' }],
-      },
-    });
-    const labels = { app: 'vcluster', release: VCLUSTER_RELEASE };
-    await apps.createNamespacedStatefulSet({
-      namespace: 'tenant-d',
-      body: {
-        metadata: { name: VCLUSTER_RELEASE, labels },
-        spec: {
-          replicas: 0,
-          serviceName: `${VCLUSTER_RELEASE}-headless`,
-          selector: { matchLabels: labels },
-          template: {
-            metadata: { labels },
-            spec: { containers: [{ name: 'syncer', image: 'registry.invalid/vcluster:1' }] },
-          },
-        },
-      },
-    });
-    const as = async (user: string) =>
-      kubeconfigFor({
-        name: 'root',
-        server: plane.server,
-        ca: plane.ca,
-        client: await createClientCert(plane.ca, user, user, 'hrt-test'),
-      });
-    const replicas = async () =>
-      (await apps.readNamespacedStatefulSet({ name: VCLUSTER_RELEASE, namespace: 'tenant-d' })).spec?.replicas;
-
-    const refused = await scaleControlPlane({
-      kubeconfig: await as('nobody'),
-      namespace: 'tenant-d',
-      replicas: 1,
-      policy: LOOPBACK_POLICY,
-    }).then(
-      () => undefined,
-      (e: unknown) => e as Error,
-    );
-    t.equal(
-      refused?.message,
-      'scaling StatefulSet vcluster in namespace tenant-d on the root cluster to 1: reading it: the API server answered HTTP 403',
-      'a user without the grant: refused, naming the StatefulSet and the namespace',
-    );
-    t.equal(await replicas(), 0, 'and the control plane is still at 0');
-
-    const provisioner = await as('provisioner');
-    const first = await scaleControlPlane({
-      kubeconfig: provisioner,
-      namespace: 'tenant-d',
-      replicas: 1,
-      policy: LOOPBACK_POLICY,
-    });
-    t.equal(first, 'scaled', "infra/'s grant allows it");
-    t.equal(await replicas(), 1, 'the StatefulSet asks for one replica');
-    const again = await scaleControlPlane({
-      kubeconfig: provisioner,
-      namespace: 'tenant-d',
-      replicas: 1,
-      policy: LOOPBACK_POLICY,
-    });
-    t.equal(again, 'unchanged', 'a second call (a wake retried after a crash) changes nothing');
-
-    const missingSts = await scaleControlPlane({
-      kubeconfig: plane.kubeconfig,
-      namespace: 'tenant-b',
-      replicas: 1,
-      policy: LOOPBACK_POLICY,
-    }).then(
-      () => undefined,
-      (e: unknown) => e as Error,
-    );
-    t.equal(
-      missingSts?.message,
-      'scaling StatefulSet vcluster in namespace tenant-b on the root cluster to 1: the StatefulSet does not exist',
-    );
   });
 
   t.test('an unreachable API server fails naming the namespace, the selector and the network error', async (t) => {
