@@ -151,7 +151,8 @@ t.test(
     );
     t.match(
       text.stdout,
-      /^2 problems: tenants are not provisioned until they are fixed$/m,
+      // A loop whose round met a database timeout on a loaded machine is a warning, not a problem.
+      /^2 problems: tenants are not provisioned until they are fixed(; \d+ warnings? above to look at)?$/m,
       'the summary counts two problems',
     );
 
