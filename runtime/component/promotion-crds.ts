@@ -4,6 +4,11 @@
  * operator writes status only; the customer's Git, through Argo CD, writes spec). The schemas
  * refuse what the operator cannot run (an unknown action, an empty flow) at apply time, with the
  * API server's message naming the field.
+ *
+ * Installed by the hosted runtime (gitops-runtime.ts) and by a hybrid runtime's bundle
+ * (runtime/hybrid/bundle.ts), where one cluster's runtimes, of any catalog version, share them: a
+ * change here must stay compatible with every version's operator (new optional fields, a new
+ * served version beside the old), since the last runtime to apply them wins.
  */
 import { PROMOTIONS_GROUP, PROMOTIONS_VERSION, PROMOTION_KINDS, type PromotionKind } from '../protocol/promotions.ts';
 

@@ -19,6 +19,16 @@
  *    for the app-proxy. Nothing else of the customer's Argo CD is created or changed.
  *  - the Source Server (catalog versions that have it, agentsAt): reads the Argo CD beside it as
  *    sourceServerObjects() says for each mode.
+ *  - the GitOps Operator (catalog versions that have it, from 1.8.0): the promotion CRDs
+ *    (promotion-crds.ts, the hosted runtime's own), the operator's account and Deployment, and its
+ *    Role in the Argo CD beside it (agentObjects' `otherRoles`, moved to the customer's Argo CD
+ *    namespace with argo=existing, where PROMOTIONS_NAMESPACE names it too). The CRDs are the one
+ *    thing a bundle shares with other runtimes in the cluster: identical in every bundle and every
+ *    version, labelled managed-by only (no tenant or runtime label), so that a second runtime's
+ *    apply changes nothing of them, and the remove command never deletes them (deleting a CRD
+ *    deletes every object of its kind, cluster-wide); it says how to once no runtime needs them.
+ *    With argo=existing the app-proxy and event reporter also get the promotion rules of their
+ *    hosted ClusterRoles in their Roles there.
  *  - argo=new: `charts` lists the four Argo releases at the catalog's versions with the values the
  *    hosted runtime gets on the default plan; `command` installs them with helm before the apply.
  *  - upgrader (`upgrades: agent`): the in-cluster upgrader's Deployment, account and Role, which may
@@ -28,13 +38,16 @@
  *    pod template cannot be changed by an apply), everything else as at install. upgradeBundle()
  *    compares two of them (runtime/hybrid/upgrade.ts).
  *
- * Every object carries HYBRID_LABELS (managed-by, tenant, runtime); `removeCommand` deletes by them.
+ * Every object but the shared CRDs carries HYBRID_LABELS (managed-by, tenant, runtime);
+ * `removeCommand` deletes by them.
  *
  * Names are the runtime's own, so that two runtimes share a cluster: its namespace
  * (`hosted-runtime-<name>`, `runtime.namespace`) and the cluster-scoped RBAC named after it
- * (`<namespace>:<agent>`), and with argo=existing the Roles in the customer's Argo CD namespace
- * (`<namespace>-<agent>`). A runtime registered before names were per runtime has no namespace of
- * its own and keeps `hosted-runtime` and the names that go with it (its installed objects).
+ * (`<namespace>:<agent>`), the operator's Role in Argo CD's namespace likewise
+ * (`<namespace>:gitops-operator`, as agentObjects names it), and with argo=existing the other
+ * agents' Roles in the customer's Argo CD namespace (`<namespace>-<agent>`). A runtime registered
+ * before names were per runtime has no namespace of its own and keeps `hosted-runtime` and the
+ * names that go with it (its installed objects).
  *
  * Images: the agents' at the release's registry with the digest the release pipeline recorded
  * (images.ts); `unpinnedImages` lists those without one.
@@ -71,6 +84,8 @@ import { sourceServerArgoCdAccountValues } from '../component/source-server-acco
 import { UPSTREAM_REPOSITORIES } from '../component/chart-source.ts';
 import { restrictedContainerSecurityContext, restrictedPodSecurityContext } from '../component/pod-security.ts';
 import { runtimeNamespace, versionsConfigMap } from '../component/runtime-objects.ts';
+import { promotionCrds } from '../component/promotion-crds.ts';
+import { PROMOTIONS_GROUP } from '../protocol/promotions.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../protocol/bootstrap.ts';
 import type { KubeObject } from '../render/render.ts';
 import type { RuntimeVersion } from '../versions.ts';
@@ -148,13 +163,26 @@ export interface InstallBundle {
 }
 
 /**
- * The agents a hybrid runtime of `version` installs: the hosted runtime's, but the GitOps Operator,
- * which needs the promotion CRDs, cluster-scoped objects the bundle does not add to a customer's
- * cluster yet (docs/promotions.md "Hybrid runtimes").
+ * The agents a hybrid runtime of `version` installs: the hosted runtime's (agentsAt), the GitOps
+ * Operator and its promotion CRDs included from 1.8.0 (docs/promotions.md "Hybrid runtimes").
  */
 export function hybridAgents(version: string): AgentDefinition[] {
-  return agentsAt(version).filter((a) => a.name !== 'gitops-operator');
+  return agentsAt(version);
 }
+
+/**
+ * The promotion CRDs a hybrid runtime of `version` installs (with the GitOps Operator), as the hosted
+ * runtime installs them (promotion-crds.ts), labelled managed-by only: they are shared by every
+ * runtime in the cluster, so they name none (a tenant or runtime label would change with each
+ * runtime's apply, and make a server-side apply of another field manager conflict).
+ */
+export function hybridPromotionCrds(version: string): KubeObject[] {
+  if (!hybridAgents(version).some((a) => a.name === 'gitops-operator')) return [];
+  return promotionCrds().map((crd) => labelled(crd, { [HYBRID_LABELS.managedBy]: HYBRID_MANAGED_BY }));
+}
+
+/** Kinds a bundle holds that are shared with the cluster's other runtimes: never deleted by a runtime's removal or upgrade. */
+export const SHARED_KINDS: readonly string[] = ['CustomResourceDefinition'];
 
 /** The labels every object of a bundle carries. */
 export const HYBRID_LABELS = {
@@ -243,18 +271,27 @@ function labelled(object: unknown, labels: Record<string, string>): KubeObject {
   return o;
 }
 
-/** The agent's objects for a hybrid runtime: with existing Argo CD, its Argo rights move to a Role in that namespace. */
+/** The namespace of the Argo CD beside a hybrid runtime: the customer's (argo=existing) or the one its charts install. */
+const argoNamespaceOf = (r: HybridRuntimeSpec): string =>
+  r.argo === 'existing' ? r.argoNamespace! : ARGO_CD_NAMESPACE;
+
+/**
+ * The agent's objects for a hybrid runtime: with existing Argo CD, its Argo rights move to a Role in
+ * that namespace. `promotions`: the version has the GitOps Operator and its CRDs.
+ */
 function hybridAgentObjects(
   agent: AgentDefinition,
   input: InstallBundleInput,
   image: string,
   peers: AgentPeers,
+  promotions: boolean,
 ): unknown[] {
   const r = input.runtime;
   const resources = PLANS[DEFAULT_PLAN]!.runtime.agents[agent.name];
   const ns = namespaceOf(r);
   const o: AgentObjects = agentObjects(agent, image, r.tenantId, resources, ns, peers);
   if (agent.name === 'source-server') return sourceServerObjects(o, r);
+  if (agent.name === 'gitops-operator') return gitopsOperatorObjects(o, r);
   // (agentObjects gives plain values here: plain strings went in.)
   const container = (o.deployment.spec as { template: { spec: { containers: Array<{ env: unknown[] }> } } }).template
     .spec.containers[0]!;
@@ -277,11 +314,22 @@ function hybridAgentObjects(
   const out: unknown[] = [o.serviceAccount, o.role, o.roleBinding];
   const argoRules = existingArgoRules[agent.name];
   if (r.argo === 'existing' && argoRules) {
+    // With the operator, the promotion rules of its hosted ClusterRole too (Products and
+    // Promotions: the event reporter's reports, the app-proxy's promote, rollback, retry and
+    // abort), in that namespace only, where the operator keeps them.
+    const rules = promotions
+      ? [
+          ...argoRules,
+          ...(agent.clusterRules as unknown as Obj[]).filter((rule) =>
+            (rule.apiGroups as string[]).includes(PROMOTIONS_GROUP),
+          ),
+        ]
+      : argoRules;
     // Per runtime: two runtimes beside one Argo CD keep their Roles apart (`hosted-runtime-<agent>` before).
     const name = `${ns}-${agent.name}`;
     const metadata = { name, namespace: r.argoNamespace!, labels: { 'app.kubernetes.io/name': agent.name } };
     out.push(
-      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata, rules: argoRules },
+      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata, rules },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'RoleBinding',
@@ -370,6 +418,38 @@ function sourceServerObjects(o: AgentObjects, r: HybridRuntimeSpec): unknown[] {
     o.service,
     o.deployment,
   ].filter((x) => x !== undefined);
+}
+
+/**
+ * The GitOps Operator of a hybrid runtime (docs/promotions.md "Hybrid runtimes"): the hosted
+ * runtime's account, Deployment and Role (agentObjects), the Role in the Argo CD beside it. With
+ * argo=new that is `argocd`, as in the hosted runtime; with argo=existing the customer's Argo CD
+ * namespace, which PROMOTIONS_NAMESPACE then names: the promotion resources, the Applications, the
+ * actions' Workflows and its Lease are there. Its rights are all in that namespace (nothing
+ * cluster-wide), named `<namespace>:gitops-operator` so that two runtimes beside one Argo CD keep
+ * theirs apart; their operators then share the Lease `gitops-operator` there, one active at a time.
+ */
+function gitopsOperatorObjects(o: AgentObjects, r: HybridRuntimeSpec): unknown[] {
+  const argoNs = argoNamespaceOf(r);
+  const container = (o.deployment.spec as unknown as { template: { spec: PodSpecData } }).template.spec.containers[0]!;
+  const promotionsNs = container.env.find((e) => e.name === 'PROMOTIONS_NAMESPACE');
+  if (!promotionsNs) throw new Error('the GitOps Operator has no PROMOTIONS_NAMESPACE');
+  promotionsNs.value = argoNs;
+  const roles = (o.otherRoles ?? []).flatMap(({ namespace, role, roleBinding }) => {
+    // Its rights are in Argo CD's namespace (agents.ts otherNamespaceRules): the one beside this runtime.
+    if (namespace !== ARGO_CD_NAMESPACE)
+      throw new Error(`the GitOps Operator has rights in namespace ${namespace}, which a hybrid runtime does not have`);
+    const moved = (x: unknown) => {
+      const c = structuredClone(x) as KubeObject;
+      c.metadata.namespace = argoNs;
+      return c;
+    };
+    return [moved(role), moved(roleBinding)];
+  });
+  if (roles.length === 0) throw new Error("the GitOps Operator has no Role in Argo CD's namespace");
+  return [o.serviceAccount, o.role, o.roleBinding, ...roles, o.clusterRole, o.clusterRoleBinding, o.deployment].filter(
+    (x) => x !== undefined,
+  );
 }
 
 /**
@@ -475,9 +555,10 @@ function bootstrapObjects(input: InstallBundleInput & { bootstrapToken: string }
   ];
 }
 
-/** Apply order: namespace, configuration, accounts and rights, Services, workloads, the Job last. */
+/** Apply order: namespace, CRDs, configuration, accounts and rights, Services, workloads, the Job last. */
 const KIND_ORDER = [
   'Namespace',
+  'CustomResourceDefinition',
   'ConfigMap',
   'Secret',
   'ServiceAccount',
@@ -515,7 +596,8 @@ export const ARGO_CHART_KINDS = ['StatefulSet'] as const;
 
 /** The kinds the remove command deletes (by the bundle's labels), in delete order. */
 export function removableKinds(argo: HybridArgo, upgrade = false, present?: (kind: string) => boolean): string[] {
-  const kinds = [...KIND_ORDER, ...(argo === 'new' ? ARGO_CHART_KINDS : [])];
+  // The shared CRDs are never deleted by one runtime's removal (SHARED_KINDS).
+  const kinds = [...KIND_ORDER.filter((k) => !SHARED_KINDS.includes(k)), ...(argo === 'new' ? ARGO_CHART_KINDS : [])];
   // An upgrade bundle leaves out the bootstrap Job and Secret, which the install made: removal still deletes them.
   return kinds.filter(
     (k) =>
@@ -565,6 +647,21 @@ export const helmUninstall = (c: { release: string; namespace: string }): string
 const helmUninstallIfInstalled = (c: { release: string; namespace: string }): string =>
   `${shellCommand(['helm', 'status', c.release, '--namespace', c.namespace])} >/dev/null 2>&1 && ${helmUninstall(c)} || true`;
 
+/**
+ * The remove command's last lines when the bundle has the shared promotion CRDs: shell comments
+ * (the command runs as it is) saying they stay and how to delete them when the cluster's last
+ * runtime that uses them is gone.
+ */
+function sharedObjectsNote(crds: readonly KubeObject[]): string[] {
+  if (crds.length === 0) return [];
+  return [
+    `# The promotion CRDs (${PROMOTIONS_GROUP}) stay: other runtimes in this cluster may use them, and deleting`,
+    '# a CRD deletes every object of its kind in the cluster (every Product and Promotion). Once no runtime in',
+    '# this cluster runs the GitOps Operator any more, delete them with:',
+    `# ${shellCommand(['kubectl', 'delete', 'customresourcedefinitions.apiextensions.k8s.io', ...crds.map((c) => c.metadata.name), '--ignore-not-found'])}`,
+  ];
+}
+
 export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
   check(input);
   const r = input.runtime;
@@ -606,7 +703,9 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
     (agent) => !(agent.name === 'tunnel-client' && r.access === 'ingress'),
   );
   const peers: AgentPeers = { sourceServer: agents.some((a) => a.name === 'source-server') };
-  for (const agent of agents) raw.push(...hybridAgentObjects(agent, input, image(agent.name), peers));
+  const crds = hybridPromotionCrds(input.version.version);
+  const promotions = crds.length > 0;
+  for (const agent of agents) raw.push(...hybridAgentObjects(agent, input, image(agent.name), peers, promotions));
   if (r.upgrader)
     raw.push(
       ...upgraderObjects(
@@ -615,8 +714,7 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
         agents.map((a) => a.name),
       ),
     );
-  const objects = raw
-    .map((o) => labelled(o, labels))
+  const objects = [...raw.map((o) => labelled(o, labels)), ...crds]
     .map((o, i) => ({ o, i }))
     .sort((a, b) => KIND_ORDER.indexOf(a.o.kind) - KIND_ORDER.indexOf(b.o.kind) || a.i - b.i)
     .map(({ o }) => o);
@@ -646,7 +744,7 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
       (upgrade ? ': the upgrade bundle, applied over the installed runtime.' : '.'),
     '# Apply it with the install command: kubectl apply -f of this file' +
       (charts.length > 0 ? ', after helm installs the Argo charts.' : '.'),
-    `# Every object is labelled ${HYBRID_LABELS.managedBy}, ${HYBRID_LABELS.tenant} and ${HYBRID_LABELS.runtime};`,
+    `# Every object${promotions ? ' but the promotion CRDs' : ''} is labelled ${HYBRID_LABELS.managedBy}, ${HYBRID_LABELS.tenant} and ${HYBRID_LABELS.runtime};`,
     '# the remove command deletes by these labels.',
     ...(upgrade
       ? [`# No bootstrap token: the runtime keeps the credentials in Secret ${CREDENTIALS_SECRET}.`]
@@ -663,10 +761,33 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
           '# token. No tunnel client is installed.',
         ]
       : []),
+    ...(promotions
+      ? [
+          `# The GitOps Operator runs promotions (API group ${PROMOTIONS_GROUP}). Their CustomResourceDefinitions`,
+          '# are cluster-scoped and shared by every runtime in this cluster: the same objects in every bundle, labelled',
+          `# ${HYBRID_LABELS.managedBy} only, so that applying them again changes nothing. The remove command leaves`,
+          '# them (deleting a CRD deletes every object of its kind) and says how to delete them once no runtime needs them.',
+          "# The operator's Role is in Argo CD's namespace, nothing cluster-wide: it reads the promotion resources,",
+          '# creates Promotions and writes their status, gets and patches Applications (refresh), creates Workflows',
+          "# (actions, hooks), lists Secrets (Argo CD's repository credentials, to push its commits) and holds its Lease.",
+        ]
+      : []),
     ...(r.argo === 'existing'
       ? [
           "# argo=existing: the app-proxy and event reporter get a Role in your Argo CD's namespace (Applications:",
-          '# read; patch for refresh and sync). Nothing else of that Argo CD is created or changed.',
+          promotions
+            ? '# read; patch for refresh and sync; Products and Promotions: read; Promotions: create and patch for'
+            : '# read; patch for refresh and sync). Nothing else of that Argo CD is created or changed.',
+          ...(promotions
+            ? [
+                '# promote, roll back, retry and abort), and so does the GitOps Operator (above). Nothing else of that',
+                '# Argo CD is created or changed. Promotions run in that namespace: keep the promotion resources there,',
+                '# beside the Applications they name. Pre- and post-actions and flow hooks are Workflows the operator',
+                '# creates there; they need Argo Workflows in this cluster (its CRDs and a controller that runs Workflows',
+                '# in that namespace), which this install does not bring. Without it a step with an action waits and',
+                '# never ends and hooks do not start; promotions without actions or hooks need nothing more.',
+              ]
+            : []),
           ...(peers.sourceServer
             ? [
                 "# The Source Server gets a Role there that reads Secrets (Argo CD's repository credentials), and reads",
@@ -695,6 +816,7 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
   const removeCommand = [
     shellCommand(['kubectl', 'delete', kinds.join(','), '--all-namespaces', '--ignore-not-found', '-l', selector]),
     ...charts.map(helmUninstallIfInstalled),
+    ...sharedObjectsNote(crds),
   ].join('\n');
 
   return {

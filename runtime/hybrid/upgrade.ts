@@ -4,7 +4,8 @@
  * bundle of the version the runtime was moved from, as a unified diff of the two and as lists of
  * the objects and Argo charts added, changed and removed. The command upgrades the charts that
  * changed, applies the manifest, and deletes what the new version no longer has (an apply alone
- * leaves such objects behind). Pure: no I/O. Both bundles are functions of the runtime's settings
+ * leaves such objects behind), but the CRDs shared with the cluster's other runtimes
+ * (bundle.ts SHARED_KINDS), which stay. Pure: no I/O. Both bundles are functions of the runtime's settings
  * and the two catalog entries, so the diff is exactly what applying the new bundle changes in a
  * cluster that runs the old one as it was given.
  */
@@ -16,6 +17,7 @@ import {
   hybridInstallBundle,
   installCommand,
   manifestFileName,
+  SHARED_KINDS,
   type BundleChart,
   type InstallBundle,
   type InstallBundleInput,
@@ -114,7 +116,10 @@ export function compareBundles(
     if (!was) objects.push(change(o, 'added'));
     else if (stringify(was) !== stringify(o)) objects.push(change(o, 'changed'));
   }
-  const removed = [...old].filter(([key]) => !next.has(key)).map(([, o]) => o);
+  // The shared CRDs stay when a version without them follows (a rollback before the GitOps
+  // Operator): other runtimes in the cluster may use them, and deleting one deletes every object of
+  // its kind. Not deleted, they are not a change either.
+  const removed = [...old].filter(([key, o]) => !next.has(key) && !SHARED_KINDS.includes(o.kind)).map(([, o]) => o);
   objects.push(...removed.map((o) => change(o, 'removed')));
 
   const oldCharts = new Map(before.charts.map((c) => [chartKey(c), c]));

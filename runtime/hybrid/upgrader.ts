@@ -11,7 +11,9 @@
  * runs: `get` and `patch` of the agents' Deployments and of the versions ConfigMap, by name. It can
  * create, delete or widen nothing: an upgrade that adds or removes objects, changes any other
  * object (RBAC, Services, the credentials Secret) or an Argo chart (argo=new) is the customer's to
- * apply (`agentRefusal` names why), as with `upgrades: customer`.
+ * apply (`agentRefusal` names why), as with `upgrades: customer`. So is the version that adds the
+ * GitOps Operator (1.8.0): cluster-wide CRDs and a Role that lists Secrets in Argo CD's namespace
+ * are far beyond these rights (docs/decisions.md, issue 53).
  *
  * Within those rights it applies an upgrade and nothing else: before applying a plan it compares
  * each object with the one it runs and refuses the whole plan over any change a version upgrade
@@ -74,6 +76,9 @@ export function agentRefusal(
   );
   const charts = up.changes.charts;
   if (outside.length === 0 && charts.length === 0) return undefined;
+  // The Deployments first (an added agent is what the customer recognises), cluster-scoped objects last.
+  const rank = (c: ObjectChange) => (c.kind === 'Deployment' ? 0 : c.namespace === undefined ? 2 : 1);
+  outside.sort((a, b) => rank(a) - rank(b));
   const parts = [
     ...(outside.length > 0
       ? [

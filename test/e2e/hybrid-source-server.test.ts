@@ -7,10 +7,11 @@
  * sandbox/git-server.ts; the credentials in an Argo CD repository Secret).
  *
  * A runtime registered at the newest catalog version beside that Argo CD (`argo: existing`): its
- * bundle is applied with kubectl, the bootstrap program writes the runtime key, and its five
- * agents run as processes with their Deployments' environment and their own ServiceAccounts'
- * tokens (Services' addresses replaced by loopback ports; the token Secret's mounted file written
- * as the kubelet would).
+ * bundle is applied with kubectl, the bootstrap program writes the runtime key, and five of its
+ * agents (not the GitOps Operator, which the bundle installs too with the promotion CRDs; the
+ * promotions e2e file runs it) run as processes with their Deployments' environment and their
+ * own ServiceAccounts' tokens (Services' addresses replaced by loopback ports; the token Secret's
+ * mounted file written as the kubelet would).
  *
  *  - Until the customer creates the token, the Source Server answers 503 naming the Secret.
  *  - The customer declares the account and makes its token with Argo CD's own API, as

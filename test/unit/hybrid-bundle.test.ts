@@ -15,6 +15,7 @@ import { ConfigMap, Namespace, Secret, Service, ServiceAccount } from 'kubernete
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { Job } from 'kubernetes-models/batch/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import {
   ARGO_CHART_KINDS,
   BOOTSTRAP_JOB,
@@ -22,15 +23,25 @@ import {
   HYBRID_LABELS,
   hybridAgents,
   hybridInstallBundle,
+  hybridNamespace,
   INGRESS_URL_ANNOTATION,
+  type InstallBundle,
   manifestFileName,
   ROUTER_SERVICE,
   type InstallBundleInput,
   type KubeObject,
 } from '../../runtime/hybrid/bundle.ts';
-import { catalog } from '../../runtime/catalog.ts';
+import { catalog, compareVersions } from '../../runtime/catalog.ts';
 import { agentObjects } from '../../runtime/component/agent-objects.ts';
-import { agentsAt, CREDENTIALS_SECRET, RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
+import {
+  agentsAt,
+  CREDENTIALS_SECRET,
+  GITOPS_OPERATOR_AGENT,
+  RUNTIME_NAMESPACE,
+} from '../../runtime/component/agents.ts';
+import { GITOPS_OPERATOR_RULES, promotionCrds } from '../../runtime/component/promotion-crds.ts';
+import { loadOperatorConfig } from '../../runtime/agents/gitops-operator/config.ts';
+import { yamlText } from '../../runtime/hybrid/yaml-text.ts';
 import { ARGO_RELEASES, argoReleaseValues, mergeValues } from '../../runtime/component/argo-releases.ts';
 import { sourceServerArgoCdAccountValues } from '../../runtime/component/source-server-account.ts';
 import { loadSourceServerConfig } from '../../runtime/agents/source-server/config.ts';
@@ -91,6 +102,7 @@ const MODELS: Record<string, (d: never) => Validatable> = {
   RoleBinding: (d) => new RoleBinding(d),
   ClusterRole: (d) => new ClusterRole(d),
   ClusterRoleBinding: (d) => new ClusterRoleBinding(d),
+  CustomResourceDefinition: (d) => new CustomResourceDefinition(d),
 };
 
 const id = (o: KubeObject) => `${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`;
@@ -114,15 +126,23 @@ t.test('the manifest parses to the objects; each is valid, labelled, and named o
       const model = MODELS[o.kind];
       t.ok(model, `${mode}: ${id(o)} is a kind the bundle is meant to hold`);
       t.doesNotThrow(() => model!(o as never).validate(), `${mode}: ${id(o)} is valid against its schema`);
-      t.match(
-        o.metadata.labels,
-        {
-          'app.kubernetes.io/managed-by': 'hosted-runtimes',
-          'hosted-runtimes.io/tenant': TENANT,
-          'hosted-runtimes.io/runtime': 'plant-a',
-        },
-        `${mode}: ${id(o)} carries the managed-by, tenant and runtime labels`,
-      );
+      if (o.kind === 'CustomResourceDefinition') {
+        // Shared by every runtime in the cluster: it names none of them (below, "the promotion CRDs").
+        t.equal(o.metadata.labels?.['app.kubernetes.io/managed-by'], 'hosted-runtimes', `${mode}: ${id(o)} managed-by`);
+        t.notOk(
+          o.metadata.labels?.['hosted-runtimes.io/tenant'] ?? o.metadata.labels?.['hosted-runtimes.io/runtime'],
+          `${mode}: ${id(o)} carries no tenant or runtime label`,
+        );
+      } else
+        t.match(
+          o.metadata.labels,
+          {
+            'app.kubernetes.io/managed-by': 'hosted-runtimes',
+            'hosted-runtimes.io/tenant': TENANT,
+            'hosted-runtimes.io/runtime': 'plant-a',
+          },
+          `${mode}: ${id(o)} carries the managed-by, tenant and runtime labels`,
+        );
       t.notOk(names.has(id(o)), `${mode}: ${id(o)} appears once`);
       names.add(id(o));
     }
@@ -178,8 +198,8 @@ t.test(
         t.same(parsed, b.objects, `${what}: the YAML documents are exactly the bundle's objects, in order`);
         t.equal(
           b.objects.filter((o) => o.metadata.labels?.[HYBRID_LABELS.runtime] === 'plant-a').length,
-          b.objects.length,
-          `${what}: every object carries the bundle's labels`,
+          b.objects.filter((o) => o.kind !== 'CustomResourceDefinition').length,
+          `${what}: every object but the shared CRDs carries the bundle's labels`,
         );
         t.notOk(/[\u0085\u2028\u2029]/.test(b.manifests), `${what}: no YAML 1.1 line break is written raw`);
         const comments = b.manifests.split('\n---\n')[0]!;
@@ -312,6 +332,21 @@ t.test('the agents are the hosted runtime’s, at the catalog’s image tag', as
     const deployment = find(b.objects, 'Deployment', agent.name)!;
     type Pod = { containers: Array<{ env: Array<{ name: string; value?: string }> }> };
     const expected = structuredClone((hosted.deployment.spec as { template: { spec: Pod } }).template.spec);
+    if (agent.name === 'gitops-operator') {
+      // Nothing of the control plane's: with new Argo CD, the hosted runtime's pod spec as it is.
+      t.same(
+        (deployment.spec as { template: { spec: unknown } }).template.spec,
+        expected,
+        `${agent.name}: the pod spec is the hosted one (PROMOTIONS_NAMESPACE argocd, where the charts put Argo CD)`,
+      );
+      for (const other of hosted.otherRoles ?? [])
+        t.same(
+          find(b.objects, 'Role', `hosted-runtime:${agent.name}`, other.namespace)!.rules,
+          other.role.rules,
+          `${agent.name}: its hosted Role in ${other.namespace}, the same rules`,
+        );
+      continue;
+    }
     expected.containers[0]!.env.push({ name: 'RUNTIME_ID', value: input().runtime.runtimeId });
     // The event reporter states the version in its heartbeats (the runtime's reportedVersion).
     if (agent.name === 'event-reporter')
@@ -402,11 +437,13 @@ t.test(
         'Role gitops/hosted-runtime-app-proxy',
         'Role gitops/hosted-runtime-event-reporter',
         'Role gitops/hosted-runtime-source-server',
+        'Role gitops/hosted-runtime:gitops-operator',
         'RoleBinding gitops/hosted-runtime-app-proxy',
         'RoleBinding gitops/hosted-runtime-event-reporter',
         'RoleBinding gitops/hosted-runtime-source-server',
+        'RoleBinding gitops/hosted-runtime:gitops-operator',
       ],
-      'in the Argo CD namespace only the three Roles and their bindings',
+      "in the Argo CD namespace only the four Roles (the GitOps Operator's too, from 1.8.0) and their bindings",
     );
     t.same(
       find(b.objects, 'Role', 'hosted-runtime-source-server', 'gitops')!.rules,
@@ -415,17 +452,47 @@ t.test(
     );
     t.same(
       find(b.objects, 'Role', 'hosted-runtime-app-proxy', 'gitops')!.rules,
-      [{ apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'patch'] }],
-      'the app-proxy reads and patches (refresh, sync) Applications there',
+      [
+        { apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'patch'] },
+        { apiGroups: ['promotions.hosted-runtimes.io'], resources: ['products'], verbs: ['get'] },
+        { apiGroups: ['promotions.hosted-runtimes.io'], resources: ['promotions'], verbs: ['get', 'create', 'patch'] },
+      ],
+      'the app-proxy reads and patches (refresh, sync) Applications there, and promotes, retries and aborts',
     );
     t.same(
       find(b.objects, 'Role', 'hosted-runtime-event-reporter', 'gitops')!.rules,
-      [{ apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'list', 'watch'] }],
-      'the event reporter reads Applications there',
+      [
+        { apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'list', 'watch'] },
+        {
+          apiGroups: ['promotions.hosted-runtimes.io'],
+          resources: ['products', 'promotions'],
+          verbs: ['get', 'list', 'watch'],
+        },
+      ],
+      'the event reporter reads Applications, Products and Promotions there',
     );
-    for (const name of ['app-proxy', 'event-reporter', 'source-server'])
+    const before = hybridInstallBundle({
+      ...input({ argo: 'existing', argoNamespace: 'gitops' }),
+      version: catalog.get('1.7.0')!,
+    });
+    t.same(
+      find(before.objects, 'Role', 'hosted-runtime-app-proxy', 'gitops')!.rules,
+      [{ apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'patch'] }],
+      'before 1.8.0 (no promotion CRDs) the app-proxy gets Applications only',
+    );
+    t.same(
+      find(before.objects, 'Role', 'hosted-runtime-event-reporter', 'gitops')!.rules,
+      [{ apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'list', 'watch'] }],
+      'and the event reporter too',
+    );
+    for (const [name, role] of [
+      ['app-proxy', 'hosted-runtime-app-proxy'],
+      ['event-reporter', 'hosted-runtime-event-reporter'],
+      ['source-server', 'hosted-runtime-source-server'],
+      ['gitops-operator', 'hosted-runtime:gitops-operator'],
+    ])
       t.same(
-        find(b.objects, 'RoleBinding', `hosted-runtime-${name}`, 'gitops')!.subjects,
+        find(b.objects, 'RoleBinding', role!, 'gitops')!.subjects,
         [{ kind: 'ServiceAccount', name, namespace: RUNTIME_NAMESPACE }],
         `the ${name} Role is bound to the ${name} account`,
       );
@@ -525,8 +592,14 @@ t.test('the remove command deletes every kind the bundle created, by its labels'
       },
       `${mode}: it selects the runtime's labels`,
     );
-    // argo=new: also the kinds of the Argo charts' objects, which an install from the URL labels.
-    const kinds = [...new Set([...b.objects.map((o) => o.kind), ...(b.charts.length > 0 ? ARGO_CHART_KINDS : [])])];
+    // argo=new: also the kinds of the Argo charts' objects, which an install from the URL labels;
+    // never the shared CRDs.
+    const kinds = [
+      ...new Set([
+        ...b.objects.map((o) => o.kind).filter((k) => k !== 'CustomResourceDefinition'),
+        ...(b.charts.length > 0 ? ARGO_CHART_KINDS : []),
+      ]),
+    ];
     t.equal(
       resources.length,
       kinds.length,
@@ -538,7 +611,16 @@ t.test('the remove command deletes every kind the bundle created, by its labels'
         `${mode}: ${kind} objects are deleted`,
       );
     t.equal(resources.at(-1), 'namespaces', `${mode}: the namespace goes last`);
-    const helm = b.removeCommand.split('\n').slice(1);
+    t.notOk(
+      resources.some((r) => r.startsWith('customresourcedefinitions')),
+      `${mode}: no CRD is deleted (the promotion CRDs are shared with the cluster's other runtimes)`,
+    );
+    const lines = b.removeCommand.split('\n').slice(1);
+    const helm = lines.filter((l) => !l.startsWith('#'));
+    t.ok(
+      lines.slice(helm.length).every((l) => l.startsWith('# ')),
+      `${mode}: the note about the CRDs comes last, as shell comments`,
+    );
     t.equal(helm.length, b.charts.length, `${mode}: one helm uninstall per chart installed (${b.charts.length})`);
     for (const line of helm)
       t.match(
@@ -675,4 +757,189 @@ t.test('the Source Server reads the Argo CD beside it as each mode allows, and i
     named(podOf(older, 'event-reporter').containers[0].env, 'SOURCE_SERVER_URL'),
     'and its event reporter asks none',
   );
+});
+
+/** A runtime registered now: its own namespace (`hosted-runtime-<name>`), as registration gives it. */
+const own = (name: string, over: Partial<InstallBundleInput['runtime']> = {}): InstallBundleInput =>
+  input({ name, namespace: hybridNamespace(name), ...over });
+const withoutLabels = (o: KubeObject) => {
+  const c = structuredClone(o);
+  delete c.metadata.labels;
+  return c;
+};
+
+t.test('the GitOps Operator and the promotion CRDs: in the versions that have the operator, not before', async (t) => {
+  for (const version of catalog.versions) {
+    const has = compareVersions(version.version, GITOPS_OPERATOR_AGENT.since!) >= 0;
+    for (const [mode, over] of MODES) {
+      const b = hybridInstallBundle({ ...input(over), version });
+      const what = `${version.version}, ${mode}`;
+      const deployment = find(b.objects, 'Deployment', 'gitops-operator');
+      const crds = b.objects.filter((o) => o.kind === 'CustomResourceDefinition');
+      if (!has) {
+        t.notOk(deployment, `${what}: no operator`);
+        t.same(crds, [], `${what}: no CRD`);
+        t.notOk(
+          b.objects.some((o) => o.metadata.name.includes('gitops-operator')),
+          `${what}: nothing of the operator`,
+        );
+        continue;
+      }
+      t.ok(deployment, `${what}: the operator's Deployment`);
+      t.equal(
+        (deployment!.spec as { template: { spec: { containers: Array<{ image: string }> } } }).template.spec
+          .containers[0]!.image,
+        `hosted-runtimes/gitops-operator:${version.components.agents}`,
+        `${what}: its image is the catalog's agents tag, like the other agents'`,
+      );
+      t.ok(find(b.objects, 'ServiceAccount', 'gitops-operator'), `${what}: its account`);
+      t.same(
+        crds.map(withoutLabels),
+        promotionCrds().map((c) => withoutLabels(c as unknown as KubeObject)),
+        `${what}: the hosted runtime's promotion CRDs, all six, as promotion-crds.ts defines them`,
+      );
+      t.equal(
+        b.objects.findIndex((o) => o.kind === 'CustomResourceDefinition'),
+        1,
+        `${what}: the CRDs come right after the runtime's namespace`,
+      );
+      t.same(
+        b.objects.filter((o) => o.kind.startsWith('Cluster') && o.metadata.name.includes('gitops-operator')),
+        [],
+        `${what}: the operator has nothing cluster-wide`,
+      );
+    }
+  }
+});
+
+t.test('two runtimes in one cluster: identical CRD objects, every other name their own', async (t) => {
+  const pairs: Array<[string, InstallBundleInput, InstallBundleInput]> = [
+    ['new beside existing in argocd', own('plant-a'), own('plant-b', { argo: 'existing', argoNamespace: 'argocd' })],
+    [
+      'two beside one existing Argo CD',
+      own('plant-a', { argo: 'existing', argoNamespace: 'gitops' }),
+      own('plant-b', { argo: 'existing', argoNamespace: 'gitops', tenantId: 'another-tenant', runtimeId: 'x' }),
+    ],
+    [
+      'tunnel and ingress',
+      own('plant-a', { upgrader: true }),
+      own('plant-c', {
+        access: 'ingress',
+        ingressUrl: 'https://c.example.test',
+        argo: 'existing',
+        argoNamespace: 'argocd',
+      }),
+    ],
+  ];
+  for (const [what, one, two] of pairs) {
+    const a = hybridInstallBundle(one);
+    const b = hybridInstallBundle(two);
+    const crds = (x: InstallBundle) => x.objects.filter((o) => o.kind === 'CustomResourceDefinition');
+    t.equal(crds(a).length, 6, `${what}: the first bundle has the six CRDs`);
+    t.same(crds(b), crds(a), `${what}: the second's are the same objects, labels and all (its apply changes nothing)`);
+    t.equal(yamlText(crds(b)), yamlText(crds(a)), `${what}: written the same, byte for byte`);
+    // Every object the two could both name in the cluster: cluster-scoped (but the CRDs), or in a namespace both use.
+    const shared = (x: InstallBundle) =>
+      x.objects
+        .filter((o) => o.kind !== 'CustomResourceDefinition')
+        .filter((o) => o.metadata.namespace === undefined || o.metadata.namespace !== x.namespace)
+        .map(id);
+    const clash = shared(a).filter((k) => shared(b).includes(k));
+    t.same(clash, [], `${what}: no other object of one has the other's kind, namespace and name`);
+    t.not(a.namespace, b.namespace, `${what}: each has its own namespace`);
+    for (const x of [a, b]) {
+      const operatorRoles = x.objects.filter((o) => o.kind === 'Role' && o.metadata.name.endsWith(':gitops-operator'));
+      t.same(
+        operatorRoles.map((o) => o.metadata.name),
+        [`${x.namespace}:gitops-operator`],
+        `${what}: ${x.namespace}'s operator Role is named after its namespace`,
+      );
+    }
+  }
+});
+
+t.test('argo=existing: the operator runs in the Argo CD namespace the registration names', async (t) => {
+  const ns = hybridNamespace('plant-a');
+  const b = hybridInstallBundle(own('plant-a', { argo: 'existing', argoNamespace: 'gitops' }));
+  type Env = Array<{ name: string; value?: string; valueFrom?: unknown }>;
+  const env = (
+    find(b.objects, 'Deployment', 'gitops-operator', ns)!.spec as {
+      template: { spec: { containers: [{ env: Env }] } };
+    }
+  ).template.spec.containers[0].env;
+  t.equal(
+    env.find((e) => e.name === 'PROMOTIONS_NAMESPACE')?.value,
+    'gitops',
+    "PROMOTIONS_NAMESPACE is the customer's Argo CD namespace",
+  );
+  const loaded = loadOperatorConfig({
+    ...Object.fromEntries(env.map((e) => [e.name, e.valueFrom ? 'gitops-operator-0' : (e.value ?? '')])),
+    KUBERNETES_SERVICE_HOST: '10.0.0.1', // in a pod
+  });
+  t.equal(loaded.namespace, 'gitops', "the operator's own loader accepts that environment, in that namespace");
+  const role = find(b.objects, 'Role', `${ns}:gitops-operator`, 'gitops');
+  t.same(role?.rules, GITOPS_OPERATOR_RULES, 'its Role there has the hosted rules, nothing more');
+  t.same(
+    find(b.objects, 'RoleBinding', `${ns}:gitops-operator`, 'gitops')?.subjects,
+    [{ kind: 'ServiceAccount', name: 'gitops-operator', namespace: ns }],
+    'bound to its own account in the runtime namespace',
+  );
+  t.same(
+    b.objects.filter((o) => o.metadata.namespace === 'argocd').map(id),
+    [],
+    'nothing in argocd (the charts are not installed)',
+  );
+  t.match(
+    b.manifests,
+    /^# creates there; they need Argo Workflows in this cluster/m,
+    "the header says that actions and hooks need the customer's Argo Workflows",
+  );
+  t.match(
+    b.manifests,
+    /^# never ends and hooks do not start; promotions without actions or hooks need nothing more\.$/m,
+    'and what happens without it',
+  );
+  t.notMatch(b.manifests, /^#.*gitops\b/m, 'no comment line holds the namespace the caller gave');
+
+  const fresh = hybridInstallBundle(own('plant-a'));
+  t.ok(
+    find(fresh.objects, 'Role', `${ns}:gitops-operator`, 'argocd'),
+    "argo=new: its Role in argocd, the charts' Argo CD",
+  );
+  t.notMatch(fresh.manifests, /Argo Workflows in this cluster/, 'argo=new brings Argo Workflows: no caveat');
+});
+
+t.test('the remove command keeps the shared CRDs and says how to delete them', async (t) => {
+  for (const [mode, over] of MODES) {
+    const b = hybridInstallBundle(input(over));
+    const note = b.removeCommand.split('\n').filter((l) => l.startsWith('#'));
+    t.ok(note.length > 0, `${mode}: a note`);
+    const del = note.at(-1)!;
+    for (const crd of promotionCrds())
+      t.ok(
+        del.includes((crd.metadata as { name: string }).name),
+        `${mode}: its last line deletes ${(crd.metadata as { name: string }).name}, as a comment`,
+      );
+    t.match(note.join(' '), /deletes every object of its kind/, `${mode}: and says why they stay`);
+    // Run as the customer would: the comment runs nothing.
+    const dir = mkdtempSync(join(tmpdir(), 'hybrid-remove-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const ran = spawnSync(
+      'bash',
+      [
+        '--norc',
+        '--noprofile',
+        '-e',
+        '-c',
+        'kubectl() { echo "kubectl $*" >> "$DIR/log"; }\nhelm() { return 1; }\n' + b.removeCommand,
+      ],
+      { env: { PATH: process.env.PATH, DIR: dir }, encoding: 'utf8' },
+    );
+    t.equal(ran.status, 0, `${mode}: the command runs (${ran.stderr.trim() || 'no error'})`);
+    const log = readFileSync(join(dir, 'log'), 'utf8').trim().split('\n');
+    t.equal(log.length, 1, `${mode}: one kubectl call`);
+    t.notMatch(log[0], /customresourcedefinition/, `${mode}: which deletes no CRD`);
+  }
+  const older = hybridInstallBundle({ ...input(), version: catalog.get('1.7.0')! });
+  t.notMatch(older.removeCommand, /^#/m, 'a version without the CRDs has no note');
 });

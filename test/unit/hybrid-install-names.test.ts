@@ -79,6 +79,39 @@ t.test('images the catalog has digests for are pinned by registry and digest; th
   );
 });
 
+t.test("the GitOps Operator's image (1.8.0) is pinned and listed like every agent's", async (t) => {
+  const operatorEntry = catalog.get('1.8.0')!;
+  const registry = 'registry.example.test/hosted-runtimes';
+  const pinned: RuntimeVersion = {
+    ...operatorEntry,
+    images: { registry, agents: { 'gitops-operator': DIGEST } },
+  };
+  t.doesNotThrow(() => validateCatalog([...catalog.versions.filter((v) => v.version !== '1.8.0'), pinned]));
+  for (const over of [{}, { argo: 'new' as const, argoNamespace: undefined }]) {
+    const b = hybridInstallBundle(input(pinned, over));
+    t.ok(
+      imagesOf(b.objects).includes(`${registry}/gitops-operator:1.8.0@${DIGEST}`),
+      'the operator runs from the release registry, by tag and digest',
+    );
+    t.notOk(
+      b.unpinnedImages.some((i) => i.includes('/gitops-operator:')),
+      'and is not listed as unpinned',
+    );
+    t.ok(b.unpinnedImages.includes(`${registry}/app-proxy:1.8.0`), 'the agents without a digest are');
+  }
+  const none = hybridInstallBundle(input(operatorEntry));
+  t.ok(
+    none.unpinnedImages.includes('hosted-runtimes/gitops-operator:1.8.0'),
+    'without a recorded digest the operator image is listed as unpinned',
+  );
+  const bad: RuntimeVersion = { ...operatorEntry, images: { agents: { 'gitops-operator': 'sha256:nope' } } };
+  t.throws(
+    () => hybridInstallBundle(input(bad)),
+    { name: 'HybridBundleError', message: /images\.agents\['gitops-operator'\]/ },
+    "a bad digest of the operator's image is refused, naming it",
+  );
+});
+
 t.test('a digest must be sha256: and 64 hex digits, in the catalog and in a bundle', async (t) => {
   for (const digest of [
     `sha256:${'0'.repeat(63)}`,

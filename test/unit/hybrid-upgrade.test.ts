@@ -16,6 +16,7 @@ import {
 import { compareBundles, upgradeBundle, type UpgradeBundleInput } from '../../runtime/hybrid/upgrade.ts';
 import { catalog } from '../../runtime/catalog.ts';
 import { AGENTS } from '../../runtime/component/agents.ts';
+import { promotionCrds } from '../../runtime/component/promotion-crds.ts';
 import { BOOTSTRAP_SECRET } from '../../runtime/protocol/bootstrap.ts';
 import type { RuntimeVersion } from '../../runtime/versions.ts';
 
@@ -164,4 +165,66 @@ t.test('an object the new bundle no longer has is listed as removed and deleted 
   const apply = u.install.command.split('\n').findIndex((l) => l.startsWith('kubectl apply'));
   const firstDelete = u.install.command.split('\n').findIndex((l) => l.startsWith('kubectl delete'));
   t.ok(apply >= 0 && firstDelete > apply, 'deletes come after the apply (the new objects are in place first)');
+});
+
+t.test('1.7.0 -> 1.8.0 adds the GitOps Operator and the promotion CRDs; going back keeps the CRDs', async (t) => {
+  for (const over of [{}, { argo: 'existing' as const, argoNamespace: 'gitops' }]) {
+    const mode = over.argo ?? 'new';
+    const u = upgradeBundle(input(over), version('1.7.0'), version('1.8.0'));
+    const added = u.changes.objects.filter((o) => o.change === 'added').map((o) => `${o.kind} ${o.name}`);
+    const argoNs = over.argo === 'existing' ? 'gitops' : 'argocd';
+    t.same(
+      added.sort(),
+      [
+        ...promotionCrds().map((c) => `CustomResourceDefinition ${(c.metadata as { name: string }).name}`),
+        'Deployment gitops-operator',
+        'Role hosted-runtime:gitops-operator',
+        'RoleBinding hosted-runtime:gitops-operator',
+        'ServiceAccount gitops-operator',
+      ].sort(),
+      `${mode}: the six CRDs, the operator's account, Role (in ${argoNs}) and Deployment are added`,
+    );
+    t.same(
+      u.changes.objects.filter((o) => o.kind === 'Role' && o.name.endsWith(':gitops-operator')).map((o) => o.namespace),
+      [argoNs],
+      `${mode}: its Role is in the Argo CD beside the runtime`,
+    );
+    t.same(
+      u.changes.objects.filter((o) => o.change === 'removed'),
+      [],
+      `${mode}: nothing removed`,
+    );
+    t.match(
+      u.install.command,
+      /kubectl apply -f hybrid-runtime-plant-a-1\.8\.0\.yaml$/m,
+      `${mode}: one apply adds them`,
+    );
+    t.notMatch(u.install.command, /kubectl delete/, `${mode}: and deletes nothing`);
+    if (over.argo === 'existing')
+      t.ok(
+        u.changes.objects.some(
+          (o) => o.kind === 'Role' && o.name === 'hosted-runtime-app-proxy' && o.change === 'changed',
+        ),
+        "existing: the app-proxy's Role there gains the promotion rules",
+      );
+
+    const back = upgradeBundle(input(over), version('1.8.0'), version('1.7.0'));
+    const removed = back.changes.objects.filter((o) => o.change === 'removed').map((o) => `${o.kind} ${o.name}`);
+    t.same(
+      removed.sort(),
+      [
+        'Deployment gitops-operator',
+        'Role hosted-runtime:gitops-operator',
+        'RoleBinding hosted-runtime:gitops-operator',
+        'ServiceAccount gitops-operator',
+      ],
+      `${mode}: back to 1.7.0 the operator's objects go, the CRDs are no change (other runtimes may use them)`,
+    );
+    t.notMatch(back.install.command, /customresourcedefinition/i, `${mode}: the command deletes no CRD`);
+    t.match(
+      back.install.command,
+      /^kubectl delete deployment\.apps gitops-operator --namespace hosted-runtime --ignore-not-found$/m,
+      `${mode}: it deletes the operator`,
+    );
+  }
 });

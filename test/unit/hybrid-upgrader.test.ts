@@ -146,3 +146,37 @@ t.test(
     t.notMatch(rbac, /Deployment hosted-runtime\/app-proxy \(changed\)/, 'the changes it may make are not named');
   },
 );
+
+t.test(
+  'adding the GitOps Operator (1.7.0 → 1.8.0) is the customer’s: CRDs, a Role listing Secrets, a Deployment to create',
+  async (t) => {
+    for (const over of [{}, { argo: 'new' as const, argoNamespace: undefined }]) {
+      const mode = JSON.stringify(over);
+      const up = upgradeBundle(input(over), catalog.get('1.7.0')!, catalog.get('1.8.0')!);
+      const why = agentRefusal(up, upgraderPatchable(at('1.7.0', over)));
+      t.match(
+        why,
+        /^the in-cluster upgrader cannot apply this upgrade: it changes objects the upgrader may not: Deployment hosted-runtime\/gitops-operator \(added\)/,
+        `${mode}: refused, naming the operator's Deployment first: ${why}`,
+      );
+      t.match(why, /and \d+ more; apply the bundle yourself$/, `${mode}: the CRDs and RBAC among the rest`);
+      const role = named(at('1.8.0', over).objects, 'Role', UPGRADER) as unknown as { rules: Obj[] };
+      t.same(
+        role.rules.map((r) => [r.apiGroups, r.resources, r.verbs]),
+        [
+          [['apps'], ['deployments'], ['get', 'patch']],
+          [[''], ['configmaps'], ['get', 'patch']],
+        ],
+        `${mode}: its rights stay get and patch of named objects (the operator's Deployment now among them): nothing cluster-wide, no create`,
+      );
+      t.ok(
+        (role.rules[0]!.resourceNames as string[]).includes('gitops-operator'),
+        `${mode}: so later versions' operator images are its to apply`,
+      );
+      t.notOk(
+        at('1.8.0', over).objects.some((o) => o.kind === 'ClusterRole' && o.metadata.name.includes(UPGRADER)),
+        `${mode}: no ClusterRole for it`,
+      );
+    }
+  },
+);

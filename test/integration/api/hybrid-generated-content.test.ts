@@ -21,6 +21,7 @@ import {
   type KubeObject,
 } from '../../../runtime/hybrid/bundle.ts';
 import type { Runtime, RuntimeRegistered, RuntimeUpgradeBundle } from '../../../provisioner/http/api-types.ts';
+import { promotionCrds } from '../../../runtime/component/promotion-crds.ts';
 
 const api = await createTestApi({
   env: {
@@ -227,7 +228,11 @@ function generated(r: Runtime, purpose: 'install' | 'upgrade', version: string =
   return b.objects.map(key).sort();
 }
 
-/** The manifest parses without an error to exactly `expected`, each object with the bundle's labels. */
+/**
+ * The manifest parses without an error to exactly `expected`, each object with the bundle's labels;
+ * the promotion CRDs (versions with the GitOps Operator), shared by every runtime in a cluster, with
+ * the managed-by label alone and exactly as the hosted runtime defines them.
+ */
 function checkManifest(t: Test, what: string, manifests: string, r: Runtime, expected: string[]) {
   const docs = parseAllDocuments(manifests);
   t.same(
@@ -237,18 +242,33 @@ function checkManifest(t: Test, what: string, manifests: string, r: Runtime, exp
   );
   const objects = docs.map((d) => d.toJS() as KubeObject | null).filter((o): o is KubeObject => o !== null);
   t.same(objects.map(key).sort(), expected, `${what}: the objects are exactly the bundle's own`);
+  const shared = (o: KubeObject) => o.kind === 'CustomResourceDefinition';
   t.same(
     objects
       .filter(
         (o) =>
-          o.metadata.labels?.[HYBRID_LABELS.managedBy] !== HYBRID_MANAGED_BY ||
-          o.metadata.labels[HYBRID_LABELS.tenant] !== r.tenantId ||
-          o.metadata.labels[HYBRID_LABELS.runtime] !== r.name,
+          !shared(o) &&
+          (o.metadata.labels?.[HYBRID_LABELS.managedBy] !== HYBRID_MANAGED_BY ||
+            o.metadata.labels[HYBRID_LABELS.tenant] !== r.tenantId ||
+            o.metadata.labels[HYBRID_LABELS.runtime] !== r.name),
       )
       .map(key),
     [],
-    `${what}: every object carries the bundle's labels`,
+    `${what}: every object but the shared CRDs carries the bundle's labels`,
   );
+  const crds = objects.filter(shared);
+  if (crds.length > 0)
+    t.same(
+      crds,
+      promotionCrds().map((c) => ({
+        ...c,
+        metadata: {
+          ...(c.metadata as KubeObject['metadata']),
+          labels: { ...(c.metadata as KubeObject['metadata']).labels, [HYBRID_LABELS.managedBy]: HYBRID_MANAGED_BY },
+        },
+      })),
+      `${what}: the CRDs are the promotion CRDs as the hosted runtime defines them, labelled managed-by only`,
+    );
   t.notOk(/[\u0085\u2028\u2029]/.test(manifests), `${what}: no YAML 1.1 line break is written raw`);
 }
 

@@ -9,6 +9,13 @@
  * the bootstrap program, run as the Job would, does; after that, and after expiry, the URL answers
  * 410 with what to do, an unknown token 404. No log line of the control plane holds a token. The
  * argo=new runtime's remove command deletes the charts' objects and keeps their CRDs.
+ *
+ * Both runtimes are at the newest catalog version, which has the GitOps Operator: each install
+ * brings the same promotion CRDs, and the second server-side apply of them succeeds and changes
+ * nothing (no field manager conflict); each operator's Role is its own, in the Argo CD beside it.
+ * Removing one runtime leaves the CRDs, a promotion resource stored under them and the other
+ * runtime's operator; once the last runtime is removed, the command the remove command's note
+ * gives deletes the CRDs.
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
@@ -25,7 +32,13 @@ import { missingKubeToolchain, startCustomerCluster } from '../../helpers/kubect
 import { ChartToolMissingError, defaultChartsDir, findChartTool } from '../../../runtime/render/chart-tools.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
 import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provisioner/http/api-types.ts';
+import { catalog, compareVersions } from '../../../runtime/catalog.ts';
+import { promotionCrds } from '../../../runtime/component/promotion-crds.ts';
+import { until } from '../../../sandbox/until.ts';
 
+/** The newest catalog version: the GitOps Operator and the promotion CRDs are in it. */
+const VERSION = [...catalog.versions].sort((a, b) => compareVersions(b.version, a.version))[0]!.version;
+const PROMOTION_CRDS = promotionCrds().map((c) => (c.metadata as { name: string }).name);
 const bootstrapMain = fileURLToPath(new URL('../../../runtime/agents/bootstrap/main.ts', import.meta.url));
 const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
 const missing = missingKubeToolchain(toolchainBin);
@@ -111,6 +124,7 @@ if (why && process.env.CI === 'true') {
     const reg = await call<RuntimeRegistered>('POST', `/v1/tenants/${tenant.tenantId}/runtimes`, tenant.apiKey, {
       mode: 'hybrid',
       access: 'tunnel',
+      version: VERSION,
       ...body,
     });
     if (reg.status === 201) tokens.push(reg.body.bootstrapToken);
@@ -118,6 +132,38 @@ if (why && process.env.CI === 'true') {
   };
   let existing: RuntimeRegistered;
   let fresh: RuntimeRegistered;
+
+  type Crd = {
+    metadata: {
+      resourceVersion: string;
+      labels?: Record<string, string>;
+      managedFields?: Array<{ manager: string; operation: string }>;
+    };
+    status?: { conditions?: Array<{ type: string; status: string }> };
+  };
+  /** The promotion CRDs as the API server has them, by name (undefined: not there). */
+  const promotionCrdsInCluster = async (): Promise<Map<string, Crd>> => {
+    const r = await kubectl([
+      'get',
+      'crd',
+      ...PROMOTION_CRDS,
+      '-o',
+      'json',
+      '--ignore-not-found',
+      '--show-managed-fields',
+    ]);
+    const items = r.stdout.trim()
+      ? (JSON.parse(r.stdout) as { items: Array<Crd & { metadata: { name: string } }> }).items
+      : [];
+    return new Map(items.map((c) => [c.metadata.name, c]));
+  };
+  const established = (c: Crd | undefined) =>
+    c?.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True') === true;
+  /** Every promotion CRD established (the API server serves the kinds). */
+  const allEstablished = async () => {
+    const crds = await promotionCrdsInCluster();
+    return PROMOTION_CRDS.every((n) => established(crds.get(n))) ? crds : undefined;
+  };
 
   t.test(
     'argo=existing: the one command installs the runtime in its own namespace; fetching redeems nothing',
@@ -144,8 +190,10 @@ if (why && process.env.CI === 'true') {
       const deployments = await kubectl(['get', 'deployments', '-n', 'hosted-runtime-plant-a', '-o', 'name']);
       t.same(
         deployments.stdout.trim().split('\n').sort(),
-        ['app-proxy', 'event-reporter', 'request-router', 'tunnel-client'].map((d) => `deployment.apps/${d}`),
-        "the agents' Deployments are in the runtime's namespace",
+        ['app-proxy', 'event-reporter', 'gitops-operator', 'request-router', 'source-server', 'tunnel-client'].map(
+          (d) => `deployment.apps/${d}`,
+        ),
+        `the agents' Deployments are in the runtime's namespace, the GitOps Operator's among them (${VERSION})`,
       );
       const roles = await kubectl(['get', 'roles', '-n', 'gitops', '-o', 'name']);
       t.same(
@@ -153,8 +201,56 @@ if (why && process.env.CI === 'true') {
         [
           'role.rbac.authorization.k8s.io/hosted-runtime-plant-a-app-proxy',
           'role.rbac.authorization.k8s.io/hosted-runtime-plant-a-event-reporter',
+          'role.rbac.authorization.k8s.io/hosted-runtime-plant-a-source-server',
+          'role.rbac.authorization.k8s.io/hosted-runtime-plant-a:gitops-operator',
         ],
-        "its Roles in the customer's Argo CD namespace carry the runtime's namespace",
+        "its Roles in the customer's Argo CD namespace carry the runtime's namespace, the operator's too",
+      );
+      const crds = await until('the promotion CRDs established', 30_000, allEstablished);
+      t.same(
+        [...crds.keys()].sort(),
+        [...PROMOTION_CRDS].sort(),
+        'the six promotion CRDs are installed and established',
+      );
+      const env = await kubectl(['get', 'deployment', 'gitops-operator', '-n', 'hosted-runtime-plant-a', '-o', 'json']);
+      t.match(
+        env.stdout,
+        /"name": "PROMOTIONS_NAMESPACE",\s*"value": "gitops"/,
+        "the operator runs promotions in the customer's Argo CD namespace",
+      );
+      const can = async (verb: string, what: string, ...more: string[]) => {
+        const r = await kubectl([
+          'auth',
+          'can-i',
+          verb,
+          what,
+          ...more,
+          '-n',
+          'gitops',
+          '--as=system:serviceaccount:hosted-runtime-plant-a:gitops-operator',
+        ]);
+        return `${r.stdout.trim()}${r.code === 0 || r.stdout.trim() === 'no' ? '' : ` (${r.output.trim()})`}`;
+      };
+      t.equal(
+        await can('update', 'promotions.promotions.hosted-runtimes.io', '--subresource=status'),
+        'yes',
+        'it may write a Promotion’s status there',
+      );
+      t.equal(await can('list', 'products.promotions.hosted-runtimes.io'), 'yes', 'and read the Products there');
+      t.equal(await can('delete', 'promotions.promotions.hosted-runtimes.io'), 'no', 'it deletes nothing');
+      t.equal(
+        (
+          await kubectl([
+            'auth',
+            'can-i',
+            'list',
+            'promotions.promotions.hosted-runtimes.io',
+            '-A',
+            '--as=system:serviceaccount:hosted-runtime-plant-a:gitops-operator',
+          ])
+        ).stdout.trim(),
+        'no',
+        'and has nothing cluster-wide',
       );
 
       const again = await fetch(existing.install.url!);
@@ -250,9 +346,59 @@ if (why && process.env.CI === 'true') {
       fresh.install.unpinnedImages.some((i) => i.startsWith('quay.io/argoproj/argocd:')),
       `the images without a recorded digest are listed, the charts' too (${fresh.install.unpinnedImages.join(', ')})`,
     );
+    const before = await promotionCrdsInCluster();
+    t.equal(before.size, PROMOTION_CRDS.length, "plant-a's install put the promotion CRDs there");
     const applied = await runAsCustomer(fresh.install.command);
     t.equal(applied.code, 0, `the one command succeeds, CRDs and all: ${applied.output.slice(-2000)}`);
     t.notMatch(applied.output, /no matches for kind/, 'no object waited for a CRD of the same apply');
+    t.notMatch(applied.output, /conflict/i, 'no field manager conflict on the CRDs plant-a applied');
+    for (const name of PROMOTION_CRDS)
+      t.match(
+        applied.output,
+        new RegExp(
+          `customresourcedefinition\\.apiextensions\\.k8s\\.io/${name.replace(/\./g, '\\.')} serverside-applied`,
+        ),
+        `plant-b's apply takes ${name} as it is`,
+      );
+    const after = await until('the promotion CRDs still established', 30_000, allEstablished);
+    for (const name of PROMOTION_CRDS) {
+      t.equal(
+        after.get(name)?.metadata.resourceVersion,
+        before.get(name)?.metadata.resourceVersion,
+        `${name}: the second runtime's apply changed nothing (the same resourceVersion)`,
+      );
+      t.same(
+        after
+          .get(name)
+          ?.metadata.managedFields?.filter((f) => f.operation === 'Apply')
+          .map((f) => f.manager),
+        ['kubectl'],
+        `${name}: one applying field manager, the install command's (kubectl's server-side apply), for both runtimes`,
+      );
+      t.notOk(after.get(name)?.metadata.labels?.['hosted-runtimes.io/runtime'], `${name}: labelled for no runtime`);
+    }
+    const operatorRoles = await kubectl([
+      'get',
+      'roles',
+      '-A',
+      '-o',
+      'name',
+      '-l',
+      'app.kubernetes.io/name=gitops-operator',
+    ]);
+    t.same(
+      operatorRoles.stdout.trim().split('\n').sort(),
+      [
+        'role.rbac.authorization.k8s.io/hosted-runtime-plant-a:gitops-operator',
+        'role.rbac.authorization.k8s.io/hosted-runtime-plant-b:gitops-operator',
+      ],
+      "each runtime's operator has its own Role (plant-b's in argocd, beside the Argo CD its charts installed)",
+    );
+    t.equal(
+      (await kubectl(['get', 'role', 'hosted-runtime-plant-b:gitops-operator', '-n', 'argocd', '-o', 'name'])).code,
+      0,
+      "plant-b's is in argocd",
+    );
 
     const crd = await kubectl(['get', 'crd', 'applicationsets.argoproj.io', '-o', 'name']);
     t.equal(crd.code, 0, "Argo CD's CRDs are installed (the largest, ApplicationSet, too)");
@@ -318,6 +464,19 @@ if (why && process.env.CI === 'true') {
 
   t.test("argo=new: the remove command deletes the charts' objects and keeps their CRDs", async (t) => {
     t.ok(fresh, 'plant-b was installed');
+    // A promotion resource of the customer's, under the shared CRDs: removing plant-b must keep it.
+    const environment = join(dir, 'environment.json');
+    await writeFile(
+      environment,
+      JSON.stringify({
+        apiVersion: 'promotions.hosted-runtimes.io/v1alpha1',
+        kind: 'Environment',
+        metadata: { name: 'prod', namespace: 'gitops' },
+        spec: { kind: 'PROD' },
+      }),
+    );
+    const created = await kubectl(['create', '-f', environment]);
+    t.equal(created.code, 0, `an Environment in gitops: ${created.output}`);
     const removed = await call<RuntimeRemoved>(
       'DELETE',
       `/v1/tenants/${tenant.tenantId}/runtimes/plant-b`,
@@ -342,5 +501,74 @@ if (why && process.env.CI === 'true') {
     t.equal(crd.code, 0, "the charts' CRDs stay (deleting one deletes every object of its kind)");
     const a = await kubectl(['get', 'deployment', 'app-proxy', '-n', 'hosted-runtime-plant-a', '-o', 'name']);
     t.equal(a.code, 0, "plant-a's install is untouched");
+    t.ok(await allEstablished(), 'the promotion CRDs stay, established: plant-a uses them');
+    t.match(
+      removed.body.removeCommand,
+      /^# .*other runtimes in this cluster may use them/m,
+      'the remove command says why it keeps them',
+    );
+    const kept = await kubectl([
+      'get',
+      'environments.promotions.hosted-runtimes.io',
+      'prod',
+      '-n',
+      'gitops',
+      '-o',
+      'name',
+    ]);
+    t.equal(kept.code, 0, 'the Environment stored under them is still there');
+    for (const [kind, name, ns] of [
+      ['deployment', 'gitops-operator', 'hosted-runtime-plant-a'],
+      ['serviceaccount', 'gitops-operator', 'hosted-runtime-plant-a'],
+      ['role', 'hosted-runtime-plant-a:gitops-operator', 'gitops'],
+      ['rolebinding', 'hosted-runtime-plant-a:gitops-operator', 'gitops'],
+    ] as const)
+      t.equal(
+        (await kubectl(['get', kind, name, '-n', ns, '-o', 'name'])).code,
+        0,
+        `plant-a's operator ${kind} ${ns}/${name} is untouched`,
+      );
+    t.equal(
+      (
+        await kubectl([
+          'get',
+          'role',
+          'hosted-runtime-plant-b:gitops-operator',
+          '-n',
+          'argocd',
+          '-o',
+          'name',
+          '--ignore-not-found',
+        ])
+      ).stdout.trim(),
+      '',
+      "plant-b's operator Role is gone",
+    );
+  });
+
+  t.test("the last runtime removed: the CRDs stay until the remove command's note deletes them", async (t) => {
+    const removed = await call<RuntimeRemoved>(
+      'DELETE',
+      `/v1/tenants/${tenant.tenantId}/runtimes/plant-a`,
+      tenant.apiKey,
+    );
+    t.equal(removed.status, 200, 'plant-a removed');
+    const [deleteLine, ...rest] = removed.body.removeCommand.split('\n');
+    const ran = await runAsCustomer(`${deleteLine} --wait=false`);
+    t.equal(ran.code, 0, `its remove command succeeds: ${ran.output.slice(-1500)}`);
+    t.ok(await allEstablished(), 'the promotion CRDs are still there');
+    const note = rest.filter((l) => l.startsWith('# '));
+    const crdDelete = note.at(-1)!.replace(/^# /, '');
+    t.match(
+      crdDelete,
+      /^kubectl delete customresourcedefinitions\.apiextensions\.k8s\.io /,
+      `the note's last line: ${crdDelete}`,
+    );
+    const deleted = await runAsCustomer(crdDelete);
+    t.equal(deleted.code, 0, `run once no runtime needs them, it deletes them: ${deleted.output.slice(-1500)}`);
+    const left = await until('the promotion CRDs gone', 60_000, async () =>
+      (await promotionCrdsInCluster()).size === 0 ? true : undefined,
+    );
+    t.ok(left, 'no promotion CRD is left');
   });
 }

@@ -6,6 +6,12 @@
  * the objects the answer says change, and its apply moves the agents to the new images. The
  * install bundle of the new version could not be applied instead (a Job's pod template cannot be
  * changed): the reason the upgrade bundle has no bootstrap Job.
+ *
+ * A runtime with the in-cluster upgrader at 1.7.0 upgraded to 1.8.0, which adds the GitOps
+ * Operator: the answer says the customer applies it (the upgrader may create nothing, and the
+ * promotion CRDs are cluster-scoped), `kubectl diff` finds the objects it lists (the six CRDs
+ * among them), and its apply adds the CRDs, established, and the operator with its Role in the
+ * customer's Argo CD namespace; the upgrader's Role may then patch the operator's Deployment.
  */
 import t from 'tap';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -16,6 +22,10 @@ import { missingKubeToolchain, startCustomerCluster } from '../../helpers/kubect
 import { hybridInstallBundle } from '../../../runtime/hybrid/bundle.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import type { RuntimeRegistered, RuntimeUpgraded } from '../../../provisioner/http/api-types.ts';
+import { promotionCrds } from '../../../runtime/component/promotion-crds.ts';
+import { until } from '../../../sandbox/until.ts';
+
+const PROMOTION_CRDS = promotionCrds().map((c) => (c.metadata as { name: string }).name);
 
 const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
 const missing = missingKubeToolchain(toolchainBin);
@@ -119,6 +129,114 @@ if (missing && process.env.CI === 'true') {
       'json',
     ]);
     t.match(versions.stdout, /1\.5\.0/, 'the versions ConfigMap names 1.5.0');
+  });
+
+  t.test('1.7.0 → 1.8.0 adds the GitOps Operator and the promotion CRDs: the customer applies it', async (t) => {
+    const ns = 'hosted-runtime-plant-o';
+    const registration = await api.request('POST', `/v1/tenants/${tenant.tenantId}/runtimes`, {
+      key: tenant.apiKey,
+      body: {
+        name: 'plant-o',
+        mode: 'hybrid',
+        access: 'tunnel',
+        argo: 'existing',
+        argoNamespace: 'gitops',
+        upgrades: 'agent',
+        version: '1.7.0',
+      },
+    });
+    t.equal(registration.statusCode, 201, `registered at 1.7.0: ${registration.body.slice(0, 300)}`);
+    const o = registration.json<RuntimeRegistered>();
+    const file = join(dir, 'install-plant-o.yaml');
+    await writeFile(file, o.install.manifests, { mode: 0o600 });
+    const installed = await kubectl(['apply', '-f', file]);
+    t.equal(installed.code, 0, `its install bundle applies: ${installed.output}`);
+    const redeemed = await api.request('POST', '/v1/runtimes/bootstrap', { key: o.bootstrapToken, body: {} });
+    t.equal(redeemed.statusCode, 200, 'installed');
+    const operatorThere = async () =>
+      (
+        await kubectl(['get', 'deployment', 'gitops-operator', '-n', ns, '-o', 'name', '--ignore-not-found'])
+      ).stdout.trim();
+    t.equal(await operatorThere(), '', '1.7.0 has no operator');
+
+    const res = await api.request('POST', `/v1/tenants/${tenant.tenantId}/runtimes/plant-o/upgrade`, {
+      key: tenant.apiKey,
+      body: { version: '1.8.0' },
+    });
+    t.equal(res.statusCode, 200, `the upgrade is recorded: ${res.body.slice(0, 300)}`);
+    const answer = res.json<RuntimeUpgraded>();
+    t.equal(answer.appliedBy, 'customer', 'the in-cluster upgrader does not apply it');
+    t.match(
+      answer.customerActionReason,
+      /Deployment hosted-runtime-plant-o\/gitops-operator \(added\)/,
+      `the reason names the operator it would have to create: ${answer.customerActionReason}`,
+    );
+    const up = answer.upgrade;
+    const added = up.changes.objects.filter((c) => c.change === 'added').map((c) => `${c.kind} ${c.name}`);
+    for (const crd of PROMOTION_CRDS)
+      t.ok(added.includes(`CustomResourceDefinition ${crd}`), `the answer lists ${crd} as added`);
+    t.ok(added.includes('Deployment gitops-operator'), 'and the operator');
+
+    const upgradeFile = join(dir, 'hybrid-runtime-plant-o-1.8.0.yaml');
+    await writeFile(upgradeFile, up.install.manifests);
+    const diff = await kubectl(['diff', '-f', upgradeFile]);
+    t.equal(diff.code, 1, `kubectl diff finds differences (exit 1): ${diff.output.slice(0, 300)}`);
+    // <group>.<version>.<Kind>.<namespace>.<name>: the Kind is the first part that starts with a capital.
+    const live = new Set(
+      [...diff.stdout.matchAll(/^diff -u -N \S+\/(\S+?)\s/gm)].map((m) => {
+        const found = /\.([A-Z][A-Za-z]+)\.([^.]*)\.(.+)$/.exec(m[1]!)!;
+        return `${found[1]} ${found[3]}`;
+      }),
+    );
+    t.same(
+      [...live].sort(),
+      up.changes.objects.map((c) => `${c.kind} ${c.name}`).sort(),
+      'the objects kubectl diff finds are the ones the answer lists, the CRDs among them',
+    );
+
+    const applied = await kubectl(['apply', '-f', upgradeFile]);
+    t.equal(applied.code, 0, `the upgrade bundle applies: ${applied.output}`);
+    const crds = await until('the promotion CRDs established', 30_000, async () => {
+      const r = await kubectl(['get', 'crd', ...PROMOTION_CRDS, '-o', 'json']);
+      if (r.code !== 0) return undefined;
+      const items = (
+        JSON.parse(r.stdout) as {
+          items: Array<{ status?: { conditions?: Array<{ type: string; status: string }> } }>;
+        }
+      ).items;
+      return items.length === PROMOTION_CRDS.length &&
+        items.every((c) => c.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True'))
+        ? items
+        : undefined;
+    });
+    t.equal(crds.length, 6, 'the six promotion CRDs are added and established');
+    t.equal(await operatorThere(), 'deployment.apps/gitops-operator', 'the operator is added');
+    t.equal(
+      (await kubectl(['get', 'role', 'hosted-runtime-plant-o:gitops-operator', '-n', 'gitops', '-o', 'name'])).code,
+      0,
+      "with its Role in the customer's Argo CD namespace",
+    );
+    const can = async (verb: string, what: string, namespace: string) =>
+      (
+        await kubectl([
+          'auth',
+          'can-i',
+          verb,
+          what,
+          '-n',
+          namespace,
+          `--as=system:serviceaccount:${ns}:runtime-upgrader`,
+        ])
+      ).stdout.trim();
+    t.equal(
+      await can('patch', 'deployments/gitops-operator', ns),
+      'yes',
+      "the upgrader may patch the operator's Deployment now",
+    );
+    t.equal(await can('create', 'customresourcedefinitions', ''), 'no', 'and still creates nothing cluster-wide');
+    t.equal(await can('create', 'roles', 'gitops'), 'no', 'nor RBAC');
+    const again = await kubectl(['diff', '-f', upgradeFile]);
+    t.equal(again.code, 0, `after the apply, kubectl diff finds nothing: ${again.output.slice(0, 300)}`);
   });
 
   t.test('the new version as an install bundle could not be applied over it: the Job is immutable', async (t) => {
