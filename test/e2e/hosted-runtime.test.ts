@@ -605,8 +605,13 @@ await provisioningSuite(
           },
           1000,
         );
-        t.equal(finished.state, 'succeeded', `the wake succeeded after the restart (attempt ${finished.attempt})`);
         const lines = await e2e.api.logLines(wake.operationId);
+        t.equal(
+          finished.state,
+          'succeeded',
+          `the wake succeeded after the restart (attempt ${finished.attempt}${finished.error ? `; ${finished.error.code}: ${finished.error.message.slice(0, 600)}` : ''})`,
+        );
+        if (finished.state !== 'succeeded') t.comment(`the wake's log, last lines:\n${lines.slice(-40).join('\n')}`);
         t.ok(
           lines.some((l) => l.startsWith('recovery: done')),
           'the new owner recovered the stack first',
