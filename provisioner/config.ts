@@ -86,11 +86,12 @@ export interface Config {
 
 export interface WarmPoolConfig {
   /**
-   * Unclaimed Ready entries to keep per plan, at the catalog's default version (PROVISIONER_WARM_POOL,
-   * `plan=count` pairs, comma-separated, 0..100; default none: every signup starts cold).
+   * Unclaimed Ready entries to keep per plan on each root cluster that takes the plan, at the
+   * catalog's default version (PROVISIONER_WARM_POOL, `plan=count` pairs, comma-separated, 0..100
+   * per cluster; default none: every signup starts cold).
    */
   size: Readonly<Record<string, number>>;
-  /** Entries provisioning at once, all plans (PROVISIONER_WARM_POOL_PARALLELISM, default 1, 1..32): the refill's CPU budget. */
+  /** Entries provisioning at once, all plans and root clusters (PROVISIONER_WARM_POOL_PARALLELISM, default 1, 1..32): the refill's CPU budget. */
   parallelism: number;
   /** How often the `warm-pool` loop looks at the pool (PROVISIONER_WARM_POOL_CHECK_SECONDS, default 30, 1..3600). */
   checkSeconds: number;
@@ -689,7 +690,7 @@ function idleSeconds(raw: string | undefined): Record<string, number> {
   return out;
 }
 
-/** PROVISIONER_WARM_POOL: `plan=count` pairs of known plans. */
+/** PROVISIONER_WARM_POOL: `plan=count` pairs of known plans (the count is per root cluster). */
 function poolSizes(raw: string | undefined): Record<string, number> {
   const name = 'PROVISIONER_WARM_POOL';
   const out: Record<string, number> = {};
@@ -700,7 +701,8 @@ function poolSizes(raw: string | undefined): Record<string, number> {
     const [, plan, count] = m;
     if (!PLAN_NAMES.includes(plan!))
       throw new ConfigError(name, `unknown plan '${plan}' (plans: ${PLAN_NAMES.join(', ')})`);
-    if (Number(count) > 100) throw new ConfigError(name, `${plan}=${count}: at most 100 entries per plan`);
+    if (Number(count) > 100)
+      throw new ConfigError(name, `${plan}=${count}: at most 100 entries per plan and root cluster`);
     out[plan!] = Number(count);
   }
   return out;

@@ -1,8 +1,8 @@
 /**
  * Capacity (operators): per plan, the tenants awake, asleep and waking with what they reserve on
- * the root clusters, when the plan's tenants sleep, the warm pool against its size, and where the
- * last day's signups' runtimes came from; and the last day's wakes. GET /v1/capacity, as
- * `provisioner capacity` prints it (docs/operations.md "Sleep", "Warm pool").
+ * the root clusters, when the plan's tenants sleep, the warm pool against its size (in all, and per
+ * root cluster), and where the last day's signups' runtimes came from; and the last day's wakes.
+ * GET /v1/capacity, as `provisioner capacity` prints it (docs/operations.md "Sleep", "Warm pool").
  *
  * Live: read again (at most once a second) when a tenant changes on the tenants' change stream,
  * and every 15 s, since warm pool entries are nobody's tenant and not on that stream.
@@ -138,8 +138,12 @@ export function CapacityPage() {
                         <span class="none">no pool: every signup is cold</span>
                       ) : (
                         <>
-                          <span class="nowrap" data-pool-ready>
-                            {pool.ready}/{pool.size} ready
+                          <span
+                            class="nowrap"
+                            data-pool-ready
+                            title={`${pool.size} per root cluster that takes the plan`}
+                          >
+                            {pool.ready}/{pool.target} ready
                           </span>
                           {pool.provisioning > 0 && (
                             <span data-pool-provisioning>, {pool.provisioning} provisioning</span>
@@ -152,6 +156,16 @@ export function CapacityPage() {
                           {pool.oldestReadySeconds !== null && (
                             <div class="sub" data-pool-oldest>
                               oldest ready for {compact(pool.oldestReadySeconds)}
+                            </div>
+                          )}
+                          {pool.clusters.length > 0 && (
+                            <div class="sub" data-pool-clusters>
+                              {pool.clusters
+                                .map(
+                                  (c) =>
+                                    `${c.cluster}: ${c.ready}/${pool.size}${c.provisioning ? ` (+${c.provisioning})` : ''}${c.failing ? `, ${c.failing} failing` : ''}`,
+                                )
+                                .join('; ')}
                             </div>
                           )}
                         </>

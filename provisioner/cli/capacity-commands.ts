@@ -1,8 +1,8 @@
 /**
  * `provisioner capacity` (GET /v1/capacity): per plan, the tenants awake, asleep and waking and what
- * they reserve, when the plan sleeps, the warm pool against its size, and the last day's signups
- * (warm or cold) and wakes (docs/operations.md "Sleep", "Warm pool"). A table, or the API's JSON
- * with --json.
+ * they reserve, when the plan sleeps, the warm pool against its size (in all, and per root
+ * cluster), and the last day's signups (warm or cold) and wakes (docs/operations.md "Sleep", "Warm
+ * pool"). A table, or the API's JSON with --json.
  */
 import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
@@ -35,11 +35,23 @@ export function capacityText(c: Capacity): string {
     p.sleepAfterSeconds === null ? 'never' : duration(p.sleepAfterSeconds),
     p.warmPool.size === 0
       ? '-'
-      : `${p.warmPool.ready}/${p.warmPool.size} ready${p.warmPool.provisioning ? `, ${p.warmPool.provisioning} coming` : ''}${p.warmPool.failing ? `, ${p.warmPool.failing} failing` : ''}`,
+      : `${p.warmPool.ready}/${p.warmPool.target} ready${p.warmPool.provisioning ? `, ${p.warmPool.provisioning} coming` : ''}${p.warmPool.failing ? `, ${p.warmPool.failing} failing` : ''}`,
     duration(p.warmPool.oldestReadySeconds),
     `${p.signups24h.warm} warm, ${p.signups24h.cold} cold`,
   ]);
   const w = c.wakes24h;
+  // The pool per root cluster: one line per pooled plan with entries.
+  const perCluster = c.plans
+    .filter((p) => p.warmPool.size > 0 && p.warmPool.clusters.length > 0)
+    .map(
+      (p) =>
+        `warm pool ${p.plan} per root cluster (${p.warmPool.size} each): ${p.warmPool.clusters
+          .map(
+            (x) =>
+              `${x.cluster} ${x.ready}/${p.warmPool.size} ready${x.provisioning ? `, ${x.provisioning} coming` : ''}${x.failing ? `, ${x.failing} failing` : ''}`,
+          )
+          .join('; ')}`,
+    );
   return [
     table(
       [
@@ -56,6 +68,7 @@ export function capacityText(c: Capacity): string {
       ],
       rows,
     ),
+    ...perCluster,
     `an asleep tenant reserves nothing; new tenants and warm pool entries run ${c.defaultVersion}`,
     `wakes in 24 h: ${w.count}${w.count ? `, median ${duration(w.p50Seconds)}, longest ${duration(w.maxSeconds)} (the wake operation's run)` : ''}`,
   ].join('\n');

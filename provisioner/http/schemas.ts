@@ -1091,11 +1091,27 @@ export const Capacity = Type.Object({
         description: 'PROVISIONER_SLEEP_IDLE_SECONDS for the plan; null: never sleeps',
       }),
       warmPool: Type.Object({
-        size: Type.Integer({ description: 'PROVISIONER_WARM_POOL for the plan (0: no pool)' }),
-        ready: Type.Integer(),
+        size: Type.Integer({
+          description:
+            'PROVISIONER_WARM_POOL for the plan: entries kept on each root cluster that takes the plan (0: no pool)',
+        }),
+        target: Type.Integer({
+          description:
+            'entries kept in all: size × the root clusters that take the plan now (not cordoned, the plan allowed; a full cluster gets no new entry)',
+        }),
+        ready: Type.Integer({ description: 'Ready unclaimed entries at the default version, all root clusters' }),
         provisioning: Type.Integer(),
         failing: Type.Integer(),
         oldestReadySeconds: Type.Union([Type.Integer(), Type.Null()]),
+        clusters: Type.Array(
+          Type.Object({
+            cluster: Type.String({ description: 'the root cluster, by name' }),
+            ready: Type.Integer(),
+            provisioning: Type.Integer(),
+            failing: Type.Integer(),
+          }),
+          { description: "the plan's entries at the default version per root cluster (clusters with none left out)" },
+        ),
       }),
       signups24h: Type.Object({
         warm: Type.Integer({ description: 'served from the warm pool: Ready at signup' }),

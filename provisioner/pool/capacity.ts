@@ -2,13 +2,15 @@
  * What tenants cost on the root clusters and how fast they start, per plan (GET /v1/capacity,
  * `provisioner capacity`, the console's Capacity page): tenants awake, asleep and waking with what
  * each reserves (the plan's runtime at the default version, steady state; nothing asleep), the warm
- * pool against its size, the last day's signups warm and cold, and the last day's wakes.
+ * pool against its size (per root cluster, and in all), the last day's signups warm and cold, and
+ * the last day's wakes.
  */
 import type pg from 'pg';
 import type { SleepConfig, WarmPoolConfig } from '../config.ts';
 import type { Capacity } from '../http/api-types.ts';
 import { sleepCounts, wakeDurations } from '../store/sleep.ts';
 import { poolCounts, signupSources } from '../store/pool.ts';
+import { listClusters } from '../store/clusters.ts';
 import { currentDefaultVersion } from '../runtime-versions/service.ts';
 import { planBudget, totals } from '../../runtime/render/budget.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
@@ -34,12 +36,13 @@ export class CapacityService {
       catalog: this.#o.catalog,
       config: { sleep: this.#o.sleep, warmPool: this.#o.warmPool },
     };
-    const [version, sleep, pool, signups, wakes] = await Promise.all([
+    const [version, sleep, pool, signups, wakes, clusters] = await Promise.all([
       currentDefaultVersion(ctx.pool, ctx.catalog),
       sleepCounts(ctx.pool),
       poolCounts(ctx.pool),
       signupSources(ctx.pool, 24),
       wakeDurations(ctx.pool, 24),
+      listClusters(ctx.pool),
     ]);
     const reservation = (cpuMillicores: number, memoryBytes: number) => ({
       cpuMillicores: Math.round(cpuMillicores),
@@ -49,7 +52,13 @@ export class CapacityService {
       defaultVersion: version,
       plans: Object.values(PLANS).map((plan) => {
         const s = sleep.find((x) => x.plan === plan.name) ?? { awake: 0, asleep: 0, waking: 0 };
-        const p = pool.find((x) => x.plan === plan.name && x.runtime_version === version);
+        const entries = pool.filter((x) => x.plan === plan.name && x.runtime_version === version);
+        const sum = (f: (c: (typeof entries)[number]) => number) => entries.reduce((n, c) => n + f(c), 0);
+        const oldest = entries.flatMap((c) => (c.oldest_ready_seconds === null ? [] : [c.oldest_ready_seconds]));
+        const size = ctx.config.warmPool.size[plan.name] ?? 0;
+        const taking = clusters.filter(
+          (c) => !c.cordoned && (c.plans.length === 0 || c.plans.includes(plan.name)),
+        ).length;
         const g = signups.find((x) => x.plan === plan.name);
         const one = totals(planBudget(plan, version), true);
         const awake = s.awake + s.waking;
@@ -64,11 +73,18 @@ export class CapacityService {
           },
           sleepAfterSeconds: idle > 0 ? idle : null,
           warmPool: {
-            size: ctx.config.warmPool.size[plan.name] ?? 0,
-            ready: p?.ready ?? 0,
-            provisioning: p?.provisioning ?? 0,
-            failing: p?.failing ?? 0,
-            oldestReadySeconds: p?.oldest_ready_seconds ?? null,
+            size,
+            target: size * taking,
+            ready: sum((c) => c.ready),
+            provisioning: sum((c) => c.provisioning),
+            failing: sum((c) => c.failing),
+            oldestReadySeconds: oldest.length > 0 ? Math.max(...oldest) : null,
+            clusters: entries.map((c) => ({
+              cluster: c.cluster ?? '(none)',
+              ready: c.ready,
+              provisioning: c.provisioning,
+              failing: c.failing,
+            })),
           },
           signups24h: { warm: g?.warm ?? 0, cold: g?.cold ?? 0 },
         };

@@ -40,6 +40,12 @@ export interface SuccessInput {
   outputs: Record<string, unknown>;
   /** The tenant's conditions as the attempt left them (the fast path merges into these). */
   conditions: Condition[];
+  /**
+   * The sealed runtime key the run installed (the row's runtime_token_enc it read, or the key it
+   * minted): a claimed warm pool entry's pool credential is revoked by the success of a run that
+   * installed the tenant's current key (store/leases.ts writeSuccess).
+   */
+  installedKey?: Buffer | null;
 }
 
 function successStatus(
@@ -102,12 +108,13 @@ export async function recordSuccess(pool: pg.Pool, owner: string, s: SuccessInpu
   const t = s.tenant;
   // Fast path: the spec did not move (the common case): one statement.
   const fast = successStatus(t, s.outputs, { generation: t.generation, deleted: t.deleted, conditions: s.conditions });
-  if (await writeSuccess(pool, owner, t, s.operationId, t.generation, fast)) return true;
+  const key = s.installedKey ?? null;
+  if (await writeSuccess(pool, owner, t, s.operationId, t.generation, fast, key)) return true;
   return withTx(pool, async (db) => {
     const held = await lockHeldTenant(db, t.id, owner);
     if (!held) return false;
     const status = successStatus(t, s.outputs, held);
-    if (!(await writeSuccess(db, owner, t, s.operationId, held.generation, status))) return false;
+    if (!(await writeSuccess(db, owner, t, s.operationId, held.generation, status, key))) return false;
     if (status.moved) await notifyTenantDue(db, t.id);
     return true;
   });

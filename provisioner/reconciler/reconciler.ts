@@ -578,6 +578,8 @@ export class Reconciler implements Runnable {
         operationId: started.operationId,
         outputs: result.outputs,
         conditions: started.conditions,
+        // The key this run gave the runtime: its success revokes a claimed entry's pool credential.
+        installedKey: input ? (newKey?.enc ?? t.runtime_token_enc) : null,
       };
       if (await this.#whileLeaseHeld(run, () => recordSuccess(pool, this.owner, success))) {
         this.stats.succeeded += 1;

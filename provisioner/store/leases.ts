@@ -285,14 +285,19 @@ export async function lockHeldTenant(
 
 /** A runtime key to create with the attempt (its clear value goes to the engine). */
 export interface NewRuntimeKey {
+  id: string;
   hash: Buffer;
   prefix: string;
   enc: Buffer;
 }
 
+/** The name in api_keys of the runtime key a warm pool entry's runtime authenticates with while unclaimed. */
+export const POOL_CREDENTIAL_NAME = 'warm pool credential (made by the reconciler; revoked once the entry is bound)';
+
 /**
  * Marks the chosen operation running (attempt + 1), supersedes older open ones, shows the running
- * phase and Reconciling=True on the tenant and, on a first attempt, stores the runtime key: one
+ * phase and Reconciling=True on the tenant and, on a first attempt, stores the runtime key (an
+ * unclaimed warm pool entry's is its pool credential, recorded as such: pool_credential_id): one
  * statement, fenced by the lease (nothing changes when this owner lost it). Returns the attempt.
  */
 export async function markAttemptRunning(
@@ -313,12 +318,16 @@ export async function markAttemptRunning(
     `WITH held AS (
        UPDATE tenants SET phase = $4, conditions = $5, last_operation_id = $3, updated_at = now(),
               runtime_token_enc = coalesce(runtime_token_enc, $8),
+              pool_credential_id = CASE WHEN pool_state = 'pooled' AND runtime_token_enc IS NULL AND $8::bytea IS NOT NULL
+                                        THEN $11::uuid ELSE pool_credential_id END,
               resync_requested_at = CASE WHEN $10 THEN NULL ELSE resync_requested_at END,
               resync_reason = CASE WHEN $10 THEN NULL ELSE resync_reason END
-        WHERE id = $1 AND lease_owner = $2 RETURNING id),
+        WHERE id = $1 AND lease_owner = $2 RETURNING id, pool_state),
      key AS (
-       INSERT INTO api_keys (key_hash, prefix, role, tenant_id, name, created_by)
-       SELECT $6, $7, 'runtime', id, 'runtime agents (made by the reconciler)', 'system' FROM held WHERE $6::bytea IS NOT NULL),
+       INSERT INTO api_keys (id, key_hash, prefix, role, tenant_id, name, created_by)
+       SELECT $11, $6, $7, 'runtime', id,
+              CASE WHEN pool_state = 'pooled' THEN $12 ELSE 'runtime agents (made by the reconciler)' END, 'system'
+         FROM held WHERE $6::bytea IS NOT NULL),
      sup AS (
        UPDATE operations SET state = 'superseded', finished_at = now(),
               error = jsonb_build_object('code', 'Superseded', 'message', 'coalesced into operation ' || $3::text)
@@ -338,6 +347,8 @@ export async function markAttemptRunning(
       a.runtimeKey?.enc ?? null,
       a.older,
       a.resync,
+      a.runtimeKey?.id ?? null,
+      POOL_CREDENTIAL_NAME,
     ],
   );
   return rows[0]?.attempt;
@@ -356,6 +367,12 @@ export interface SuccessStatus {
  * operation, operations queued for this generation or older (a retry requested meanwhile: it is
  * satisfied), key revocation on delete, and the log NOTIFY. Fenced by the lease and by the
  * generation: returns false when either moved (the caller then takes the locking path).
+ *
+ * A claimed warm pool entry's pool credential (pool_credential_id) is revoked here, by the first
+ * success of a run that installed the tenant's current runtime key (`installedKey`, the sealed
+ * value the run read: equal to the row's, so a run of the entry's credential from before the claim
+ * revokes nothing), with its audit row (`warm_pool.credential_revoked`) and the revocation NOTIFY:
+ * until then both keys authenticate, so the runtime stays reachable while the new key reaches it.
  */
 export async function writeSuccess(
   db: Queryable,
@@ -364,10 +381,16 @@ export async function writeSuccess(
   operationId: string,
   expectedGeneration: number,
   status: SuccessStatus,
+  installedKey: Buffer | null = null,
 ): Promise<boolean> {
   const { rowCount } = await db.query(
-    `WITH ten AS (
+    `WITH cred AS (
+       SELECT pool_credential_id AS id FROM tenants
+        WHERE id = $1 AND NOT $8 AND pool_state IS NULL AND pool_credential_id IS NOT NULL
+          AND $11::bytea IS NOT NULL AND runtime_token_enc = $11::bytea),
+     ten AS (
        UPDATE tenants SET observed_generation = $3, phase = $4,
+              pool_credential_id = CASE WHEN EXISTS (SELECT 1 FROM cred) THEN NULL ELSE pool_credential_id END,
               previous_runtime_version = CASE WHEN actual_runtime_version IS NOT NULL AND actual_runtime_version IS DISTINCT FROM $5
                                               THEN actual_runtime_version ELSE previous_runtime_version END,
               actual_runtime_version = $5, endpoints = $6, conditions = $7,
@@ -377,6 +400,15 @@ export async function writeSuccess(
         WHERE id = $1 AND lease_owner = $2 AND generation = $10 RETURNING id),
      keys AS (
        UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND revoked_at IS NULL AND $8 AND EXISTS (SELECT 1 FROM ten) RETURNING id),
+     pool AS (
+       UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+        WHERE id = (SELECT id FROM cred) AND EXISTS (SELECT 1 FROM ten) RETURNING id),
+     pool_audit AS (
+       INSERT INTO audit_log (actor, actor_role, action, target_type, target_id, after)
+       SELECT 'warm-pool', 'system', 'warm_pool.credential_revoked', 'tenant', $1::text,
+              jsonb_build_object('keyId', id, 'operationId', $9::uuid::text,
+                                 'reason', 'the tenant''s runtime key is installed: the entry''s pool credential is revoked')
+         FROM pool),
      sup AS (
        UPDATE operations SET state = 'superseded', finished_at = now(),
               error = jsonb_build_object('code', 'Superseded', 'message', 'satisfied by operation ' || $9::text)
@@ -387,7 +419,9 @@ export async function writeSuccess(
      SELECT pg_notify('${OPERATION_LOG_CHANNEL}', id::text) FROM op
      UNION ALL
      -- The same notice as every other revocation: each replica closes the keys' tunnels and streams at once.
-     SELECT pg_notify('${KEY_REVOKED_CHANNEL}', id::text) FROM keys`,
+     SELECT pg_notify('${KEY_REVOKED_CHANNEL}', id::text) FROM keys
+     UNION ALL
+     SELECT pg_notify('${KEY_REVOKED_CHANNEL}', id::text) FROM pool`,
     [
       t.id,
       owner,
@@ -399,6 +433,7 @@ export async function writeSuccess(
       t.deleted,
       operationId,
       expectedGeneration,
+      installedKey,
     ],
   );
   return (rowCount ?? 0) > 0;

@@ -46,12 +46,13 @@ import type { Queryable } from '../db/tx.ts';
 import { fleetUpgradeOf } from '../store/fleet-upgrades.ts';
 import { checkTimeZone, checkWindows } from '../fleet/windows.ts';
 import { bindClaimedEntry, claimPoolEntry } from '../store/pool.ts';
+import { newRuntimeKey } from '../reconciler/runtime-token.ts';
 
 export interface TenantServiceDeps {
   pool: pg.Pool;
   box: SecretBox;
   catalog: Catalog;
-  /** Warm pool entries kept per plan (PROVISIONER_WARM_POOL): a signup of such a plan claims one when it can. */
+  /** Warm pool entries kept per plan on each root cluster (PROVISIONER_WARM_POOL): a signup of such a plan claims one when it can. */
   warmPool?: Readonly<Record<string, number>>;
 }
 
@@ -246,10 +247,17 @@ export class TenantService {
               })
             : undefined;
         if (warm) {
+          // The tenant's runtime key is minted now, in the claim's transaction, in exchange for the
+          // entry's pool credential (as a hybrid runtime's bootstrap exchange mints its key): the
+          // `bind` run installs it, and its success revokes the credential (docs/operations.md "Warm pool").
+          const { newKey: runtimeKey } = newRuntimeKey(this.#deps.box, warm.id);
           await bindClaimedEntry(tx, {
             tenantId: warm.id,
             operationId,
             key: { id: keyId, hash: hashKey(key), prefix: keyPrefix(key) },
+            runtimeKey,
+            poolCredentialId: warm.poolCredentialId,
+            clusterId: warm.clusterId,
             audit: { after: { ...audit, warmPool: true }, requestId },
           });
           const result: SignupResult = {

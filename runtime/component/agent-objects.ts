@@ -17,8 +17,9 @@ import {
   GITOPS_WORK_SIZE_LIMIT,
   RUNTIME_INFO_KEY,
   RUNTIME_NAMESPACE,
+  SECRET_FILES_DIR,
   SOURCE_SERVER_ARGOCD_ACCOUNT,
-  SOURCE_SERVER_ARGOCD_SECRET,
+  agentSecretFile,
   sourceServerUrl,
   VERSIONS_CONFIGMAP,
   type AgentDefinition,
@@ -65,10 +66,13 @@ function env(
   peers: AgentPeers,
   resources: ContainerResources,
 ): k8s.types.input.core.v1.EnvVar[] {
-  const vars: k8s.types.input.core.v1.EnvVar[] = Object.entries(agent.secretEnv).map(([name, key]) => ({
-    name,
-    valueFrom: { secretKeyRef: { name: CREDENTIALS_SECRET, key } },
-  }));
+  const vars: k8s.types.input.core.v1.EnvVar[] = [
+    ...Object.entries(agent.secretEnv).map(([name, key]) => ({
+      name,
+      valueFrom: { secretKeyRef: { name: CREDENTIALS_SECRET, key } },
+    })),
+    ...Object.entries(agent.secretFiles ?? {}).map(([name, file]) => ({ name, value: agentSecretFile(file) })),
+  ];
   switch (agent.name) {
     case 'tunnel-client':
       vars.push(
@@ -118,10 +122,7 @@ function env(
         { name: 'PORT', value: String(AGENT_PORT) },
         { name: 'ARGOCD_SERVER_URL', value: ARGOCD_SERVER_URL },
         { name: 'ARGOCD_USERNAME', value: SOURCE_SERVER_ARGOCD_ACCOUNT },
-        {
-          name: 'ARGOCD_PASSWORD',
-          valueFrom: { secretKeyRef: { name: SOURCE_SERVER_ARGOCD_SECRET, key: 'password' } },
-        },
+        // ARGOCD_PASSWORD_FILE: a secretFiles entry (agents.ts).
         { name: 'GIT_CACHE_DIR', value: GIT_CACHE_DIR },
         // Its in-memory cache of answers: a quarter of the container's memory limit.
         { name: 'CACHE_MAX_BYTES', value: String(Math.floor(bytes(resources.limits.memory) / 4)) },
@@ -144,6 +145,11 @@ export function agentPodSpec(
   peers: AgentPeers = {},
 ): k8s.types.input.core.v1.PodSpec {
   const runtimeInfo = agent.name === 'app-proxy';
+  // The Secrets of its secretFiles, one volume each with the keys it reads (no subPath: the kubelet
+  // updates such files when the Secret changes).
+  const secretVolumes = new Map<string, string[]>();
+  for (const f of Object.values(agent.secretFiles ?? {}))
+    secretVolumes.set(f.secret, [...(secretVolumes.get(f.secret) ?? []), f.key]);
   // Git clones: the Source Server's mirrors, the GitOps Operator's working clones.
   const gitCache =
     agent.name === 'source-server'
@@ -169,6 +175,11 @@ export function agentPodSpec(
         volumeMounts: [
           { name: 'tmp', mountPath: '/tmp' },
           ...(runtimeInfo ? [{ name: 'runtime-info', mountPath: RUNTIME_INFO_DIR, readOnly: true }] : []),
+          ...[...secretVolumes.keys()].map((secret) => ({
+            name: secretVolumeName(secret),
+            mountPath: `${SECRET_FILES_DIR}/${secret}`,
+            readOnly: true,
+          })),
           ...(gitCache ? [{ name: 'git-cache', mountPath: gitCache.path }] : []),
         ],
       },
@@ -183,10 +194,19 @@ export function agentPodSpec(
             },
           ]
         : []),
+      ...[...secretVolumes].map(([secret, keys]) => ({
+        name: secretVolumeName(secret),
+        secret: { secretName: secret, items: keys.map((key) => ({ key, path: key })) },
+      })),
       // Git clones of the repositories the Applications read (the Source Server's `git log`).
       ...(gitCache ? [{ name: 'git-cache', emptyDir: { sizeLimit: gitCache.size } }] : []),
     ],
   };
+}
+
+/** The volume of a secretFiles Secret in an agent's pod. */
+export function secretVolumeName(secret: string): string {
+  return `secret-${secret}`;
 }
 
 /** The Kubernetes objects of one agent, as the runtime creates them (also rendered offline). */

@@ -52,8 +52,15 @@ export interface AgentDefinition {
   service: boolean;
   /** Whether it talks to the Kubernetes API (otherwise no token is mounted). */
   apiAccess: boolean;
-  /** Credentials Secret keys exposed as environment variables (env name -> key). */
+  /** Credentials Secret keys exposed as environment variables (env name -> key): values read once, at start. */
   secretEnv: Readonly<Record<string, CredentialKey>>;
+  /**
+   * Secret keys mounted as files (a `<NAME>_FILE` env name -> the Secret and key; agentSecretFile
+   * says where): a value that changes (the runtime key exchanged when a warm pool entry is claimed,
+   * a rotated password) reaches the running agent, which reads the file again (the kubelet updates
+   * a mounted Secret's files; an environment variable keeps its first value).
+   */
+  secretFiles?: Readonly<Record<string, SecretFile>>;
   /** Rules granted cluster-wide inside the vcluster. */
   clusterRules: k8s.types.input.rbac.v1.PolicyRule[];
   /** Rules granted in the runtime namespace only. */
@@ -63,6 +70,25 @@ export interface AgentDefinition {
   /** The first runtime version that installs the agent; absent: every version. */
   since?: string;
 }
+
+/** A key of a Secret in the agent's namespace, mounted as a file. */
+export interface SecretFile {
+  secret: string;
+  key: string;
+}
+
+/** Where an agent's pod mounts the Secrets of its secretFiles: one folder per Secret. */
+export const SECRET_FILES_DIR = '/etc/hosted-runtime-secrets';
+
+/** The path of a secretFiles entry in the agent's container. */
+export function agentSecretFile(f: SecretFile): string {
+  return `${SECRET_FILES_DIR}/${f.secret}/${f.key}`;
+}
+
+/** The runtime key as a file: what the agents that present it read (tunnel client, event reporter). */
+const RUNTIME_TOKEN_FILE: Readonly<Record<string, SecretFile>> = {
+  RUNTIME_TOKEN_FILE: { secret: CREDENTIALS_SECRET, key: CREDENTIAL_KEYS.token },
+};
 
 export const AGENT_PORT = 8080;
 /** Namespace of the agents inside the vcluster. */
@@ -83,7 +109,9 @@ export const AGENTS: readonly AgentDefinition[] = [
     port: AGENT_PORT,
     service: false,
     apiAccess: false,
-    secretEnv: { RUNTIME_TOKEN: CREDENTIAL_KEYS.token, TUNNEL_URL: CREDENTIAL_KEYS.tunnelUrl },
+    secretEnv: { TUNNEL_URL: CREDENTIAL_KEYS.tunnelUrl },
+    // Read at every connect and checked every few seconds: a new key reconnects with it.
+    secretFiles: RUNTIME_TOKEN_FILE,
     clusterRules: [],
     namespaceRules: [],
   },
@@ -133,7 +161,9 @@ export const AGENTS: readonly AgentDefinition[] = [
     // (agent-workload.ts, docs/benchmarks.md "Event reporter"); its memory limit (per plan,
     // tenants/plans.ts, at least 512 MiB) leaves room for a queue of large objects (up to
     // QUEUE_LIMIT × 256 KiB).
-    secretEnv: { RUNTIME_TOKEN: CREDENTIAL_KEYS.token, CONTROL_PLANE_URL: CREDENTIAL_KEYS.controlPlaneUrl },
+    secretEnv: { CONTROL_PLANE_URL: CREDENTIAL_KEYS.controlPlaneUrl },
+    // Read before every batch.
+    secretFiles: RUNTIME_TOKEN_FILE,
     clusterRules: [
       {
         apiGroups: ['argoproj.io'],
@@ -187,6 +217,9 @@ export const SOURCE_SERVER_AGENT: AgentDefinition = {
   service: true,
   apiAccess: true,
   secretEnv: {},
+  // Its Argo CD password, derived from the runtime key (source-server-account.ts): read at every
+  // login, so the password the claim of a warm pool entry rotates is picked up without a restart.
+  secretFiles: { ARGOCD_PASSWORD_FILE: { secret: SOURCE_SERVER_ARGOCD_SECRET, key: 'password' } },
   since: '1.7.0',
   clusterRules: [],
   namespaceRules: [],

@@ -58,7 +58,7 @@
  * "Content the control plane generates for customers").
  */
 import { DEFAULT_PLAN, PLANS } from '../../tenants/plans.ts';
-import { agentObjects, type AgentObjects, type AgentPeers } from '../component/agent-objects.ts';
+import { agentObjects, secretVolumeName, type AgentObjects, type AgentPeers } from '../component/agent-objects.ts';
 import {
   AGENT_PORT,
   agentsAt,
@@ -379,8 +379,12 @@ function sourceServerObjects(o: AgentObjects, r: HybridRuntimeSpec): unknown[] {
   const argoNs = existing ? r.argoNamespace! : ARGO_CD_NAMESPACE;
   const pod = (o.deployment.spec as unknown as { template: { spec: PodSpecData } }).template.spec;
   const container = pod.containers[0]!;
-  const drop = new Set(['ARGOCD_SERVER_URL', 'ARGOCD_PASSWORD', ...(existing ? ['ARGOCD_USERNAME'] : [])]);
+  const drop = new Set(['ARGOCD_SERVER_URL', 'ARGOCD_PASSWORD_FILE', ...(existing ? ['ARGOCD_USERNAME'] : [])]);
   container.env = container.env.filter((e) => !drop.has(e.name));
+  // The hosted runtime's password file (a Secret the hybrid runtime does not have): not mounted.
+  const passwordVolume = secretVolumeName(SOURCE_SERVER_ARGOCD_SECRET);
+  container.volumeMounts = container.volumeMounts.filter((m) => m.name !== passwordVolume);
+  pod.volumes = pod.volumes.filter((v) => v.name !== passwordVolume);
   if (existing) {
     container.env.push(
       { name: 'ARGOCD_SERVER_URL', value: `https://argocd-server.${argoNs}.svc` },

@@ -64,7 +64,15 @@ interface PlanCapacity {
   tenants: { awake: number; asleep: number; waking: number };
   reservation: { awakeTenant: Reservation; asleepTenant: Reservation; now: Reservation };
   sleepAfterSeconds: number | null;
-  warmPool: { size: number; ready: number; provisioning: number; failing: number; oldestReadySeconds: number | null };
+  warmPool: {
+    size: number;
+    target: number;
+    ready: number;
+    provisioning: number;
+    failing: number;
+    oldestReadySeconds: number | null;
+    clusters: Array<{ cluster: string; ready: number; provisioning: number; failing: number }>;
+  };
   signups24h: { warm: number; cold: number };
 }
 interface Capacity {
@@ -207,6 +215,12 @@ t.test('per plan: awake, asleep, reservations, sleep, warm pool, signups; the wa
   t.equal(free.sleepAfterSeconds, 1800, 'free sleeps after 30 minutes (the default)');
   t.equal(teamPlan.sleepAfterSeconds, null, 'team never sleeps');
   t.same([free.warmPool.size, teamPlan.warmPool.size], [1, 0], 'the pool: free=1, none for team');
+  t.equal(free.warmPool.target, 1, 'one per root cluster, one cluster: a target of 1');
+  t.same(
+    free.warmPool.clusters.map((c) => [c.cluster, c.ready]),
+    [['eu-1a', 1]],
+    'its entry on eu-1a',
+  );
   const freeWarm = [a, b, c].filter((x) => x.warm).length;
   t.same(free.signups24h, { warm: freeWarm, cold: 3 - freeWarm }, 'the API counts the free signups warm and cold');
   t.same(teamPlan.signups24h, { warm: 0, cold: 1 }, 'the team signup was cold');
@@ -248,6 +262,7 @@ t.test('per plan: awake, asleep, reservations, sleep, warm pool, signups; the wa
   t.equal(await text(page, 'free', 'sleep-after'), 'sleeps after 30m', 'free: sleeps after 30m');
   t.equal(await text(page, 'team', 'sleep-after'), 'never sleeps', 'team: never sleeps');
   t.equal(await text(page, 'free', 'pool-ready'), '1/1 ready', 'the free pool: 1 ready of 1');
+  t.equal(await text(page, 'free', 'pool-clusters'), 'eu-1a: 1/1', 'per root cluster: eu-1a holds 1 of 1');
   t.match(await text(page, 'free', 'pool-oldest'), /^oldest ready for \d+[smh]/, "with its oldest entry's age");
   t.equal(await cell(page, 'free', 'pool-failing').count(), 0, 'no failing count while none fails');
   t.equal(await text(page, 'team', 'warm-pool'), 'no pool: every signup is cold', 'team: no pool');

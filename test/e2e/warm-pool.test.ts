@@ -8,13 +8,19 @@
  * shows; a free signup at the default version is served warm (Ready in the answer, the oldest
  * entry, well under a second), its `bind` operation applies the organization to the namespace while
  * the tenant stays Ready and its vcluster keeps running; a second signup is warm too, a third takes
- * the cold path (its create runs beside the refill's); the pool refills: a new entry Ready.
+ * the cold path (its create runs beside the refill's); the pool refills: a new entry Ready. The
+ * runtime key is exchanged at the claim: an entry's runtime holds its pool credential (the runtime
+ * credentials Secret in its vcluster, a key that authenticates as the entry's runtime); after the
+ * bind the Secret holds the tenant's own runtime key, another one, and the pool credential no
+ * longer authenticates. The suite's one root cluster keeps the pool's size (it is per root cluster).
  */
 import t from 'tap';
 import type { ApiResponse, Operation, SignupResponse, Tenant } from './harness/api-client.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { until } from '../../sandbox/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
+import { CREDENTIAL_KEYS, CREDENTIALS_SECRET, RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
+import { kube } from './harness/kube.ts';
 import { randomUUID } from 'node:crypto';
 
 const POOL_SIZE = 2;
@@ -43,20 +49,44 @@ await provisioningSuite(
     const seconds = (since: number) => (Date.now() - since) / 1000;
     const fileStarted = Date.now();
 
-    /** The `provisioner_warm_pool_entries` gauges of the free plan at VERSION, by state (absent: undefined). */
+    /**
+     * The `provisioner_warm_pool_entries` gauges of the free plan at VERSION, by state, summed over
+     * the root clusters (the gauge's `cluster` label; the suite has one) (absent: undefined).
+     */
     async function poolGauges(): Promise<Record<string, number | undefined>> {
       const text = await (
         await fetch(`${e2e.provisioner.url}/metrics`, { signal: AbortSignal.timeout(30_000) })
       ).text();
       const out: Record<string, number | undefined> = {};
       for (const state of ['ready', 'provisioning', 'failing']) {
-        const m = new RegExp(
-          `^provisioner_warm_pool_entries\\{plan="free",version="${VERSION.replaceAll('.', '\\.')}",state="${state}"\\} (\\d+)$`,
-          'm',
-        ).exec(text);
-        out[state] = m ? Number(m[1]) : undefined;
+        const found = [
+          ...text.matchAll(
+            new RegExp(
+              `^provisioner_warm_pool_entries\\{plan="free",version="${VERSION.replaceAll('.', '\\.')}",state="${state}",cluster="[^"]*"\\} (\\d+)$`,
+              'gm',
+            ),
+          ),
+        ];
+        out[state] = found.length > 0 ? found.reduce((n, m) => n + Number(m[1]), 0) : undefined;
       }
       return out;
+    }
+
+    /** The runtime key in a tenant's (or entry's) vcluster: the runtime credentials Secret the agents read. */
+    async function runtimeKeyIn(id: string): Promise<string> {
+      const vc = kube(await e2e.tenantKubeconfig(id));
+      const secret = await vc.core.readNamespacedSecret({ name: CREDENTIALS_SECRET, namespace: RUNTIME_NAMESPACE });
+      const data = secret.data?.[CREDENTIAL_KEYS.token];
+      if (!data) throw new Error(`tenant-${id}: Secret ${RUNTIME_NAMESPACE}/${CREDENTIALS_SECRET} has no runtime key`);
+      return Buffer.from(data, 'base64').toString('utf8');
+    }
+
+    /** GET /v1/whoami with a key: its status, and whose key it is. */
+    async function whoami(key: string): Promise<{ status: number; role?: string; tenantId?: string | null }> {
+      const res = await e2e.api.withToken(key).request<{ role: string; tenantId: string | null }>('GET', '/v1/whoami');
+      return res.status === 200
+        ? { status: 200, role: res.body.role, tenantId: res.body.tenantId }
+        : { status: res.status };
     }
 
     /** `provisioner_signups_total{source}` (absent: 0). */
@@ -142,6 +172,8 @@ await provisioningSuite(
 
     let entries: Array<{ id: string; organization: string; created: number }> = [];
     const uidsBefore = new Map<string, string | undefined>();
+    /** Each entry's pool credential, as its runtime holds it (the Secret in its vcluster). */
+    const poolCredentials = new Map<string, string>();
 
     await t.test(
       'the pool fills: two Ready entries, one provisioning at a time, on the root and in no listing',
@@ -166,6 +198,13 @@ await provisioningSuite(
           t.ok(e2e.vclusters.get(`tenant-${e.id}`), `tenant-${e.id}: a real vcluster runs for it`);
           uidsBefore.set(e.id, await vclusterPodUid(e.id));
           t.ok(uidsBefore.get(e.id), `tenant-${e.id}: its vcluster pod exists on the root`);
+          const credential = await runtimeKeyIn(e.id);
+          poolCredentials.set(e.id, credential);
+          t.same(
+            await whoami(credential),
+            { status: 200, role: 'runtime', tenantId: e.id },
+            `tenant-${e.id}: its runtime holds its pool credential, a runtime key of the entry`,
+          );
         }
 
         const listed = await listedTenantIds();
@@ -316,6 +355,27 @@ await provisioningSuite(
             uidsBefore.get(id),
             'its vcluster pod is the one that ran before the signup (the runtime was not restarted)',
           );
+          // The key exchanged at the claim: the bind installed the tenant's own runtime key, and
+          // its success revoked the entry's pool credential.
+          const credential = poolCredentials.get(id);
+          const runtimeKey = await runtimeKeyIn(id);
+          t.ok(credential, `the ${label} tenant's entry had a pool credential`);
+          t.not(runtimeKey, credential, "the runtime's key after the bind is another one than the entry's credential");
+          t.same(
+            await whoami(runtimeKey),
+            { status: 200, role: 'runtime', tenantId: id },
+            "it is the tenant's runtime key",
+          );
+          const refused = await until(
+            `the ${label} entry's pool credential refused`,
+            30_000,
+            async () => {
+              const w = await whoami(credential!);
+              return w.status === 401 ? w : undefined;
+            },
+            500,
+          );
+          t.same(refused, { status: 401 }, "the entry's pool credential no longer authenticates (revoked by the bind)");
           const own = await e2e.api.withToken(s.res.body.apiKey).request<Tenant>('GET', `/v1/tenants/${id}`);
           t.equal(own.status, 200, "the tenant's API key reads its tenant");
           t.equal(own.body.organization, org, 'named for its organization');

@@ -5,8 +5,11 @@
  * acknowledged the batch holding it (a retried batch is built again from the queue, so it carries
  * the latest states). Network errors, 5xx and 429 are retried with exponential backoff and full
  * jitter (Retry-After honoured), a batch that met a 5xx in halves; 401/403 are retried slowly
- * (a rotated token is read again on every try). Any other 4xx means the batch can never be accepted: a batch of several items is split in
- * halves until the offending item is alone, and that one is logged, counted and dropped.
+ * (a rotated token is read again on every try), and at once when the token read meanwhile is not
+ * the one refused (a mounted Secret updated after a warm pool entry's key was exchanged at its
+ * claim: the old key may be revoked before the new file arrives). Any other 4xx means the batch can
+ * never be accepted: a batch of several items is split in halves until the offending item is alone,
+ * and that one is logged, counted and dropped.
  */
 import type { Logger } from 'pino';
 import {
@@ -45,6 +48,8 @@ export interface SenderOptions {
   onDelivered?: (entries: readonly QueueEntry[]) => void;
   /** Per-request time limit (default 30 s). */
   requestTimeoutMs?: number;
+  /** How often the token is read again while waiting after a refusal (default 1 s). */
+  tokenCheckMs?: number;
 }
 
 type PostResult =
@@ -71,6 +76,8 @@ export class Sender {
   private lastHeartbeat = 0;
   private maxItems = MAX_BATCH_ITEMS;
   private inFlight: AbortController | undefined;
+  /** The token of the last post. */
+  private postedWith: string | undefined;
   /** Whether the last attempt reached the control plane and was accepted. */
   healthy = true;
 
@@ -179,7 +186,7 @@ export class Sender {
           if (this.healthy)
             log.error({ status: result.status }, 'the control plane refused the runtime token; retrying slowly');
           this.healthy = false;
-          await this.idleFor(slowRetryDelay());
+          await this.idleUntilNewToken(slowRetryDelay());
           break;
         }
         case 'rejected': {
@@ -211,6 +218,26 @@ export class Sender {
     }
   }
 
+  /** Waits out a slow retry after a refusal, ending early when stopped or when the token read now is another. */
+  private async idleUntilNewToken(ms: number): Promise<void> {
+    const refused = this.postedWith;
+    const deadline = Date.now() + ms;
+    const step = this.o.tokenCheckMs ?? 1000;
+    while (!this.stopped && Date.now() < deadline) {
+      await this.idleFor(Math.min(step, deadline - Date.now()));
+      let now: string | undefined;
+      try {
+        now = this.o.token();
+      } catch {
+        now = undefined; // said by the next post
+      }
+      if (now !== undefined && now !== refused) {
+        this.o.log.info('the runtime token changed: sending again with the new one');
+        return;
+      }
+    }
+  }
+
   /** Waits out a retry delay, ending early only when stopped (not on new work). */
   private idleFor(ms: number): Promise<void> {
     const armed = armWait(ms);
@@ -225,9 +252,11 @@ export class Sender {
     this.inFlight = controller;
     const timer = setTimeout(() => controller.abort(), this.o.requestTimeoutMs ?? 30_000);
     try {
+      const token = this.o.token();
+      this.postedWith = token;
       const res = await fetch(this.url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${this.o.token()}` },
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
         body,
         signal: controller.signal,
       });

@@ -2,6 +2,12 @@
  * The tunnel client: dials out to the control plane's tunnel endpoint with the runtime token,
  * serves every stream the control plane opens by making the same HTTP request to the request
  * router, and keeps the tunnel up (heartbeats; reconnect with exponential backoff and jitter).
+ *
+ * A runtime token read from a file (a mounted Secret) is read again at every connect and every
+ * `tokenCheckMs`: when it changed (a warm pool entry's key exchanged at its claim, a rotation), the
+ * client dials with the new one at once — beside the open connection, whose open requests finish
+ * while the control plane replaces it, or instead of a reconnect that was waiting (the old key
+ * revoked before the new file arrived) — so the runtime stays reachable through the change.
  */
 import { EventEmitter } from 'node:events';
 import http from 'node:http';
@@ -18,8 +24,13 @@ import { backoffDelay, type BackoffOptions, DEFAULT_BACKOFF, slowRetryDelay } fr
 export interface TunnelClientOptions {
   /** ws:// or wss:// URL of the control plane's /v1/tunnel. */
   url: string;
-  /** The runtime token; a function is called on every connect (a rotated Secret is picked up). */
+  /** The runtime token; a function is called on every connect and every `tokenCheckMs` (a rotated Secret is picked up). */
   token: string | (() => string);
+  /**
+   * How often a token function is called while connected or waiting to reconnect; a value other
+   * than the one last dialled with dials again at once (default 5 s; 0: only at connects).
+   */
+  tokenCheckMs?: number;
   /** Base URL of the request router, e.g. http://127.0.0.1:8081. */
   upstream: string;
   logger?: BaseLogger;
@@ -54,6 +65,8 @@ interface TunnelClientEvents {
   /** The control plane replica is going away: a new connection is being dialled, open requests finish on the old one. */
   draining: [string];
   reconnecting: [number, number];
+  /** The runtime token changed: the client dials with the new one. */
+  rekeying: [];
 }
 
 export interface TunnelClient {
@@ -94,6 +107,10 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
   let closed: (() => void) | null = null;
   /** Connections told to go away, finishing their open requests. */
   const draining = new Set<Mux>();
+  /** The token of the last dial (undefined before the first). */
+  let dialledWith: string | undefined;
+  /** Hands the live connection over to a new one (it finishes its open requests); set while one is up. */
+  let handOver: ((why: string) => void) | null = null;
 
   function serve(stream: TunnelStream, head: RequestHead): void {
     let bodyBytes = 0;
@@ -167,6 +184,7 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
       schedule(backoffDelay(attempt, backoff));
       return;
     }
+    dialledWith = token;
     /** Set when the server sent goaway on this connection and a new one was dialled. */
     let drained: Mux | null = null;
     const socket = new WebSocket(opts.url, SUBPROTOCOL, {
@@ -204,31 +222,33 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
         log.warn('control plane missed its heartbeat; redialling'),
       );
       m.on('stream', serve);
-      m.once('goaway', (message, reconnect) => {
-        if (!reconnect) {
-          // Another connection of this runtime (a newer pod) took over: finish the open requests;
-          // the server then closes this one as replaced.
-          log.info({ message, openRequests: m.streamCount }, 'tunnel replaced; finishing open requests');
-          return;
-        }
-        // This connection only finishes its open requests now; dial the next one at once.
-        if (ws !== socket || closing) return;
-        log.info(
-          { message, openRequests: m.streamCount },
-          'control plane is going away; reconnecting while open requests finish',
-        );
+      /** Hands this connection over: it only finishes its open requests from now; the next one is dialled at once. */
+      const handOverThis = (why: string, goaway?: string): void => {
+        if (ws !== socket || closing || drained) return;
+        log.info({ ...(goaway === undefined ? {} : { message: goaway }), openRequests: m.streamCount }, why);
+        if (goaway !== undefined) events.emit('draining', goaway);
+        handOver = null;
         drained = m;
         draining.add(m);
         ws = null;
         mux = null;
         since = null;
         attempt = 0;
-        events.emit('draining', message);
         connect();
+      };
+      m.once('goaway', (message, reconnect) => {
+        if (!reconnect) {
+          // Another connection of this runtime (a newer pod, or this client's own dial with a new
+          // token) took over: finish the open requests; the server then closes this one as replaced.
+          log.info({ message, openRequests: m.streamCount }, 'tunnel replaced; finishing open requests');
+          return;
+        }
+        handOverThis('control plane is going away; reconnecting while open requests finish', message);
       });
       m.once('ready', () => {
         attempt = 0;
         since = new Date();
+        if (ws === socket) handOver = handOverThis;
         log.info('tunnel connected');
         events.emit('connected');
       });
@@ -241,10 +261,12 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
         log.info({ code, reason }, 'drained tunnel closed');
         return;
       }
+      if (ws !== socket) return; // a connection already handed over (its successor is being dialled)
       const wasUp = since !== null;
       ws = null;
       mux = null;
       since = null;
+      handOver = null;
       if (wasUp) {
         log.info({ code, reason }, 'tunnel disconnected');
         events.emit('disconnected', code, reason);
@@ -262,6 +284,37 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
     });
   }
 
+  /**
+   * A round of the token check: a token other than the one last dialled with is dialled at once,
+   * handing the live connection over, or instead of the reconnect that waits (slowly, after a
+   * refusal or a revocation). A dial in flight is left to finish.
+   */
+  function checkToken(): void {
+    if (closing || typeof opts.token !== 'function') return;
+    let now: string;
+    try {
+      now = opts.token();
+    } catch {
+      return; // said at the next connect
+    }
+    if (now === dialledWith) return;
+    if (retryTimer) {
+      clearTimeout(retryTimer);
+      retryTimer = null;
+      attempt = 0;
+      log.info('the runtime token changed: reconnecting with the new one now');
+      events.emit('rekeying');
+      connect();
+    } else if (handOver) {
+      events.emit('rekeying');
+      handOver('the runtime token changed: dialling with the new one while open requests finish on this connection');
+    }
+  }
+  const tokenCheckMs = opts.tokenCheckMs ?? 5_000;
+  const tokenTimer =
+    typeof opts.token === 'function' && tokenCheckMs > 0 ? setInterval(checkToken, tokenCheckMs) : undefined;
+  tokenTimer?.unref();
+
   connect();
 
   return {
@@ -278,6 +331,7 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
     async close(opts = {}) {
       closing = true;
       if (retryTimer) clearTimeout(retryTimer);
+      clearInterval(tokenTimer);
       const graceMs = opts.graceMs ?? 0;
       if (graceMs > 0) {
         // Ask the control plane to send nothing new (a control plane without goaway keeps sending).

@@ -81,9 +81,9 @@ t.test('the pool fills up to its size, one entry in flight at a time, and stays 
   t.match(
     metrics,
     new RegExp(
-      `provisioner_warm_pool_entries\\{plan="free",version="${catalog.defaultVersion().replaceAll('.', '\\.')}",state="ready"\\} 2`,
+      `provisioner_warm_pool_entries\\{plan="free",version="${catalog.defaultVersion().replaceAll('.', '\\.')}",state="ready",cluster="root-pool"\\} 2`,
     ),
-    '/metrics: two Ready entries',
+    '/metrics: two Ready entries on the one root cluster',
   );
 });
 
@@ -243,7 +243,7 @@ t.test(
           now: { cpuMillicores: number };
         };
         sleepAfterSeconds: number | null;
-        warmPool: { size: number; ready: number };
+        warmPool: { size: number; target: number; ready: number };
         signups24h: { warm: number; cold: number };
       }>;
     }>();
@@ -258,7 +258,8 @@ t.test(
       'the free tenants, pool entries left out',
     );
     t.same(free.signups24h, { warm: 2, cold: 1 }, 'two free signups served warm, one cold');
-    t.equal(free.warmPool.size, 2, 'the pool size configured for free');
+    t.equal(free.warmPool.size, 2, 'the pool size configured for free (per root cluster)');
+    t.equal(free.warmPool.target, 2, 'one root cluster: two in all');
     t.equal(free.sleepAfterSeconds, 1800, 'free tenants sleep after 30 minutes (the default)');
     t.ok(
       free.reservation.awakeTenant.cpuMillicores > 0,

@@ -195,7 +195,8 @@ if (missing && process.env.CI === 'true') {
       t.equal((await kubectl(['apply', '-f', app])).code, 0, 'an Application in the Argo CD namespace');
 
       // The event reporter's pod: its ServiceAccount's token, the Deployment's plain environment,
-      // the Secret's values the bundle maps into it.
+      // the Secret's values the bundle maps into it (as variables, and the runtime key as the file
+      // of the mounted credentials Secret).
       const saToken = await kubectl(['create', 'token', 'event-reporter', '-n', RUNTIME_NS]);
       t.equal(saToken.code, 0, `a token for the event reporter's ServiceAccount: ${saToken.output}`);
       const doc = JSON.parse(plane.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
@@ -217,11 +218,18 @@ if (missing && process.env.CI === 'true') {
       );
       t.equal(env.RUNTIME_VERSION, registered.runtime.version, 'the bundle gives the reporter its runtime version');
       const credentials = await secret('runtime-credentials');
+      t.match(
+        env.RUNTIME_TOKEN_FILE,
+        /\/runtime-credentials\/runtime-token$/,
+        'the reporter reads the runtime key from the mounted credentials Secret',
+      );
+      const tokenFile = join(dir, 'runtime-token');
+      await writeFile(tokenFile, decoded(credentials, CREDENTIAL_KEYS.token) ?? '', { mode: 0o600 });
       const child = spawn(process.execPath, [reporterMain], {
         env: {
           PATH: process.env.PATH,
           ...env,
-          RUNTIME_TOKEN: runtimeToken,
+          RUNTIME_TOKEN_FILE: tokenFile,
           CONTROL_PLANE_URL: decoded(credentials, CREDENTIAL_KEYS.controlPlaneUrl)!,
           REPLICA_NAME: 'event-reporter-0',
           POD_NAMESPACE: RUNTIME_NS,

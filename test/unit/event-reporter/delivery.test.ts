@@ -40,7 +40,11 @@ async function controlPlane(answer: (batch: EventBatch, n: number, res: ServerRe
   return { url: `http://127.0.0.1:${port}`, batches, auth, close: () => new Promise((r) => server.close(r)) };
 }
 
-function sender(url: string, queue: ReportQueue) {
+function sender(
+  url: string,
+  queue: ReportQueue,
+  o: { token?: () => string; log?: pino.Logger; tokenCheckMs?: number } = {},
+) {
   const metrics = createMetrics({
     queueDepth: () => 0,
     oldestPendingSeconds: () => 0,
@@ -49,10 +53,11 @@ function sender(url: string, queue: ReportQueue) {
   });
   const s = new Sender({
     controlPlaneUrl: url,
-    token: () => TOKEN,
+    token: o.token ?? (() => TOKEN),
     replica: 'r-0',
     queue,
-    log: pino({ level: 'silent' }),
+    log: o.log ?? pino({ level: 'silent' }),
+    ...(o.tokenCheckMs === undefined ? {} : { tokenCheckMs: o.tokenCheckMs }),
     metrics,
     heartbeatIntervalMs: 60_000,
     retryMaxMs: 200,
@@ -137,6 +142,46 @@ void t.test('a 400 for one item: the batch is halved until that item is alone, t
   );
   t.equal(await counter(metrics, 'event_reporter_reports_failed_total'), 1, 'one report counted as failed (dropped)');
 });
+
+void t.test(
+  'a refused token: the batch is sent again as soon as the token file holds another one (a key exchanged at a warm pool claim)',
+  async (t) => {
+    const NEW = 'rt_' + 'n'.repeat(40);
+    const cp = await controlPlane((b, n, res) => {
+      // The old token is revoked: only the new one is accepted.
+      if (cp.auth.at(-1) !== `Bearer ${NEW}`) res.writeHead(401).end('{"error":{"code":"UNAUTHENTICATED"}}');
+      else ok(b, n, res);
+    });
+    t.teardown(cp.close);
+    let current = TOKEN;
+    const lines: string[] = [];
+    const log = pino(
+      { level: 'info' },
+      {
+        write: (line: string) => {
+          lines.push((JSON.parse(line) as { msg: string }).msg);
+        },
+      },
+    );
+    const queue = new ReportQueue(10);
+    queue.put('a', item('a', 1), 100);
+    const { s } = sender(cp.url, queue, { token: () => current, log, tokenCheckMs: 20 });
+    s.start();
+    await until('the old token refused', 10_000, async () => cp.batches.length >= 1);
+    // What the kubelet does to the mounted Secret's file once the new key was written into the Secret.
+    current = NEW;
+    t.ok(await s.drain(10_000), 'delivered with the new token');
+    t.same(
+      cp.auth,
+      [`Bearer ${TOKEN}`, `Bearer ${NEW}`],
+      'one refused try with the old token, then the new one (no slow retries in between)',
+    );
+    t.ok(
+      lines.includes('the runtime token changed: sending again with the new one'),
+      'sent again because the token changed, not after the slow retry delay',
+    );
+  },
+);
 
 void t.test('Retry-After in seconds or as a date', async (t) => {
   t.equal(retryAfterMs('3'), 3000, 'seconds');

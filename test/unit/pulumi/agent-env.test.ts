@@ -2,8 +2,8 @@
  * Contract between the tenants program and the runtime agents: each agent's Deployment is
  * rendered the way the program renders it, the environment a pod of it would get is built from
  * that Deployment (plain values, the credentials Secret and versions ConfigMap the program
- * writes, the downward API from a sample pod, ConfigMap volumes as files), and the agent's own
- * config loader runs on it: it must start, with the values the product intends.
+ * writes, the downward API from a sample pod, ConfigMap and Secret volumes as files), and the
+ * agent's own config loader runs on it: it must start, with the values the product intends.
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -62,10 +62,27 @@ function pod(name: string): { env: Env; container: IContainer; podName: string }
   const podMeta: Record<string, string> = { 'metadata.name': podName, 'metadata.namespace': d.metadata!.namespace! };
   // Set by the kubelet in every pod; the agents take it as "in a cluster, use the service account".
   const env: Env = { KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', HOSTNAME: podName };
-  // ConfigMap volumes become files under `root` + mountPath; values naming a mount path follow.
+  // ConfigMap and Secret volumes become files under `root` + mountPath; values naming a mount path follow.
   const mounts = new Map<string, string>();
   for (const m of container.volumeMounts ?? []) {
     const volume: IVolume | undefined = spec.volumes?.find((v) => v.name === m.name);
+    if (volume?.secret) {
+      const ref = volume.secret;
+      const secret = secrets.find(
+        (x) => x.metadata?.name === ref.secretName && x.metadata?.namespace === RUNTIME_NAMESPACE,
+      );
+      if (!secret) throw new Error(`${name}: volume ${m.name} names Secret ${ref.secretName}, which is not written`);
+      const dir = join(root, name, m.mountPath);
+      mkdirSync(dir, { recursive: true });
+      const items = ref.items ?? Object.keys(secret.stringData ?? {}).map((key) => ({ key, path: key }));
+      for (const item of items) {
+        const data = secret.stringData?.[item.key];
+        if (data === undefined) throw new Error(`${name}: Secret ${ref.secretName} has no key ${item.key}`);
+        writeFileSync(join(dir, item.path), data);
+      }
+      mounts.set(m.mountPath, dir);
+      continue;
+    }
     if (!volume?.configMap) continue;
     const cm = configMaps.find((c) => c.metadata?.name === volume.configMap!.name);
     if (!cm)
@@ -136,6 +153,18 @@ t.test('tunnel-client starts with the tenant token, the tunnel URL and serves he
   const config = loadTunnelClientConfig(env);
   t.equal(config.tunnelUrl, 'wss://control.example.test/v1/tunnel', 'tunnel URL derived from the control plane URL');
   t.equal(config.token(), runtimeToken, 'token is the runtime token');
+  t.equal(
+    env.RUNTIME_TOKEN,
+    undefined,
+    'read from the mounted Secret file, not the environment (a key exchanged later reaches the running agent)',
+  );
+  const mount = container.volumeMounts?.find((m) =>
+    env.RUNTIME_TOKEN_FILE?.startsWith(`${root}/tunnel-client${m.mountPath}/`),
+  );
+  t.ok(
+    mount && mount.subPath === undefined && mount.readOnly,
+    'a read-only mount of the whole Secret volume, no subPath (the kubelet updates it)',
+  );
   t.equal(config.routerUrl, `http://request-router.${RUNTIME_NAMESPACE}.svc:8080/`, 'router URL is the router Service');
   t.equal(config.healthPort, probePort(t, container), 'health endpoints are served on the port the probes call');
 });
