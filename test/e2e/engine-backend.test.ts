@@ -209,6 +209,12 @@ t.test(
       60_000,
       async () => (await configMap(names[0]!))?.data?.version === '2',
     );
+    // The first ConfigMap's update lands in the API server before the engine checkpoints it: kill
+    // only once the stack file records that update done and the second ConfigMap's create begun.
+    await until('the checkpoint to record the update and the pending create', 120_000, async () => {
+      const ops = interruptedResources(await s.exportStack());
+      return ops.length === 1 && ops[0]!.operation === 'creating';
+    });
     const killed = spawnSync('pkill', ['-KILL', '-f', `pulumi up .*${plan.stackName}`]);
     t.equal(killed.status, 0, 'the pulumi CLI process was killed');
     // The whole engine dies: its provider plugin too, with the create it was holding.

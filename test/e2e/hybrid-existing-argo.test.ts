@@ -123,7 +123,8 @@ if (unavailable) {
   /** The runtime's own namespace in the customer's cluster (per runtime). */
   const NS = runtimeNamespace('plant');
   const kubeconfigAs = (account: string) => kubeconfigAsAccount(kubectl, customer.kubeconfig, dir, account, NS);
-  const agentEnv = (kind: string, name: string) => workloadEnv(kubectl, registered.install.manifests, kind, name, NS);
+  const agentEnv = (kind: string, name: string) =>
+    workloadEnv(kubectl, registered.install.manifests, kind, name, NS, dir);
 
   let registered: RuntimeRegistered;
   let runtimeKey = '';

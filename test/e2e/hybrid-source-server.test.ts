@@ -197,7 +197,7 @@ if (unavailable) {
       const p = startProcess(`${name}-${agent}`, process.execPath, [main(agent)], join(dir, `${name}-${agent}.log`), {
         env: {
           PATH: process.env.PATH ?? '',
-          ...(await workloadEnv(kubectl, manifests, 'Deployment', agent, ns)),
+          ...(await workloadEnv(kubectl, manifests, 'Deployment', agent, ns, dir)),
           HOST: '127.0.0.1',
           ...env,
         },

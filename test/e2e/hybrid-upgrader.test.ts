@@ -207,7 +207,7 @@ t.test('an upgrade the cluster refuses: the upgrader rolls back to 1.4.1 and the
 
   // The upgrader's pod: its Deployment's environment (the runtime key and the control plane's URL from
   // the credentials Secret), its ServiceAccount's token.
-  const env = await workloadEnv(kubectl, registered.install.manifests, 'Deployment', 'runtime-upgrader', NS);
+  const env = await workloadEnv(kubectl, registered.install.manifests, 'Deployment', 'runtime-upgrader', NS, dir);
   t.equal(env.RUNTIME_TOKEN, runtimeKey, 'the upgrader gets the runtime key the bootstrap wrote');
   t.equal(env.CONTROL_PLANE_URL, publicUrl, "and the control plane's URL");
   const upgrader = startProcess('upgrader', process.execPath, [upgraderMain], join(dir, 'upgrader.log'), {

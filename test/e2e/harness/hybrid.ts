@@ -120,6 +120,9 @@ export async function secretValues(kubectl: Kubectl, name: string, namespace: st
 /**
  * A workload's container environment in `manifests` as its pod would get it: the plain values,
  * the Secrets' values it references (read from the cluster), the downward API's namespace and name.
+ * The Secret volumes its container mounts are written under `dir` (one folder per volume, the keys
+ * as files, as the kubelet would project them) and a variable naming a file under a mountPath
+ * (RUNTIME_TOKEN_FILE) names that file instead: the agent runs as a process, not in a mount namespace.
  */
 export async function workloadEnv(
   kubectl: Kubectl,
@@ -127,24 +130,51 @@ export async function workloadEnv(
   kind: string,
   name: string,
   namespace: string,
+  dir: string,
 ): Promise<Record<string, string>> {
   type Env = {
     name: string;
     value?: string;
     valueFrom?: { secretKeyRef?: { name: string; key: string }; fieldRef?: { fieldPath: string } };
   };
+  type Volume = { name: string; secret?: { secretName: string; items?: Array<{ key: string; path: string }> } };
   type W = {
     kind: string;
     metadata: { name: string };
-    spec: { template: { spec: { containers: Array<{ env?: Env[] }> } } };
+    spec: {
+      template: {
+        spec: {
+          containers: Array<{ env?: Env[]; volumeMounts?: Array<{ name: string; mountPath: string }> }>;
+          volumes?: Volume[];
+        };
+      };
+    };
   };
   const w = parseAllDocuments(manifests)
     .map((d) => d.toJS() as W)
     .find((o) => o?.kind === kind && o.metadata.name === name);
   if (!w) throw new Error(`the bundle has no ${kind} ${name}`);
+  const container = w.spec.template.spec.containers[0];
+  const mounts: Array<{ mountPath: string; local: string }> = [];
+  for (const m of container?.volumeMounts ?? []) {
+    const volume = (w.spec.template.spec.volumes ?? []).find((v) => v.name === m.name);
+    if (!volume?.secret) continue;
+    const local = join(dir, `${kind.toLowerCase()}-${name}-volumes`, m.name);
+    await mkdir(local, { recursive: true, mode: 0o700 });
+    const values = await secretValues(kubectl, volume.secret.secretName, namespace);
+    const items = volume.secret.items ?? Object.keys(values).map((key) => ({ key, path: key }));
+    for (const item of items) {
+      if (values[item.key] !== undefined) await writeFile(join(local, item.path), values[item.key]!, { mode: 0o600 });
+    }
+    mounts.push({ mountPath: m.mountPath.replace(/\/$/, ''), local });
+  }
+  const localPath = (value: string) => {
+    const m = mounts.find((x) => value.startsWith(`${x.mountPath}/`));
+    return m ? m.local + value.slice(m.mountPath.length) : value;
+  };
   const out: Record<string, string> = {};
-  for (const e of w.spec.template.spec.containers[0]?.env ?? []) {
-    if (e.value !== undefined) out[e.name] = e.value;
+  for (const e of container?.env ?? []) {
+    if (e.value !== undefined) out[e.name] = localPath(e.value);
     else if (e.valueFrom?.secretKeyRef)
       out[e.name] =
         (await secretValues(kubectl, e.valueFrom.secretKeyRef.name, namespace))[e.valueFrom.secretKeyRef.key] ?? '';
@@ -183,7 +213,7 @@ export async function runBootstrapProgram(
   await writeFile(tokenFile, (await secretValues(kubectl, BOOTSTRAP_SECRET, namespace))[BOOTSTRAP_TOKEN_KEY] ?? '');
   const env = {
     PATH: process.env.PATH ?? '',
-    ...(await workloadEnv(kubectl, manifests, 'Job', 'runtime-bootstrap', namespace)),
+    ...(await workloadEnv(kubectl, manifests, 'Job', 'runtime-bootstrap', namespace, dir)),
     BOOTSTRAP_TOKEN_FILE: tokenFile,
     KUBECONFIG: await kubeconfigAs(kubectl, adminKubeconfig, dir, 'runtime-bootstrap', namespace),
   };
