@@ -32,7 +32,7 @@ export class ArgoCdError extends Error {
 }
 
 export interface ArgoApplication {
-  metadata?: { name?: string; namespace?: string; uid?: string };
+  metadata?: { name?: string; namespace?: string; uid?: string; annotations?: Record<string, string> };
   spec?: {
     source?: ArgoSource;
     sources?: ArgoSource[];

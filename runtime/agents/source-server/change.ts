@@ -6,9 +6,11 @@
  * repository over http(s):
  *  1. the revision: the one asked for, else the Application's targetRevision resolved in the
  *     mirror (branch, tag, HEAD or SHA) after a fetch;
- *  2. the change revision: the last commit at or before it that changed the source path (`git
- *     log -2 -- <path>`; the whole repository for `.`), and the one before it. A commit elsewhere
- *     in a monorepo moves the branch head but not this: the application's change revision stays;
+ *  2. the change revision: the last commit at or before it that changed one of the paths its
+ *     manifests are generated from (manifest-paths.ts: the source path and the Helm value files it
+ *     names, or Argo CD's manifest-generate-paths annotation; `git log -2 -- <paths>`, the whole
+ *     repository for `.`), and the one before it. A commit elsewhere in a monorepo moves the branch
+ *     head but not this: the application's change revision stays;
  *  3. the commit: Argo CD's RevisionMetadata of the change revision, else Git's own;
  *  4. what changed: Argo CD's manifests at the previous change revision against those at the
  *     change revision (diff.ts); without a previous one, every resource is `added`. When Argo CD
@@ -36,6 +38,7 @@ import { type ArgoApplication, ArgoCdClient, ArgoCdError, type ArgoSource, type 
 import { ByteLruCache, cacheKey } from './cache.ts';
 import { boundChange, boundDiff, compareResources, type KubeObject, manifestsByKey, resourceKey } from './diff.ts';
 import { type GitMirrors, isHttpGitUrl, redactUrl, sourcePathspec } from './git.ts';
+import { manifestPaths } from './manifest-paths.ts';
 
 const MAX_AUTHOR_CHARS = 256;
 const MAX_TAGS = 20;
@@ -74,6 +77,8 @@ export interface SourceServiceOptions {
 interface GitSource {
   repoURL: string;
   path: string | undefined;
+  /** The paths whose commits change its manifests (manifest-paths.ts); undefined: the whole repository. */
+  paths: string[] | undefined;
   targetRevision: string;
   /** What else shapes the manifests Argo CD generates (Helm values, Kustomize options, destination). */
   specHash: string;
@@ -144,14 +149,14 @@ export class SourceService {
     const hit = this.cache.get(key);
     if (hit?.kind === 'change') return hit.change;
 
-    const [changeRevision, previousChangeRevision] = await this.#git.pathLog(source.repoURL, sha, source.path);
+    const [changeRevision, previousChangeRevision] = await this.#git.pathLog(source.repoURL, sha, source.paths);
     if (changeRevision === undefined)
       return {
         revision: sha,
         resources: [],
         images: [],
         truncated: false,
-        error: `no commit at or before ${sha} changes '${source.path ?? '.'}' in ${redactUrl(source.repoURL)}`,
+        error: `no commit at or before ${sha} changes ${(source.paths ?? ['.']).map((p) => `'${p}'`).join(', ')} in ${redactUrl(source.repoURL)}`,
       };
     const commit = boundCommit(
       (await this.#argo.revisionMetadata(namespace, name, changeRevision)) ??
@@ -205,7 +210,7 @@ export class SourceService {
     const source = gitSource(application);
     if (source instanceof UnsupportedSource) throw source;
     const sha = await this.#git.resolve(source.repoURL, revision);
-    const [last, previous] = await this.#git.pathLog(source.repoURL, sha, source.path);
+    const [last, previous] = await this.#git.pathLog(source.repoURL, sha, source.paths);
     // The change revision before `sha`: when `sha` itself changed the path, the one before it; else
     // the last one that did (and the diff is empty: this commit did not change the application).
     const baseRevision = last === sha ? previous : last;
@@ -336,13 +341,21 @@ export function gitSource(application: ArgoApplication): GitSource | Unsupported
       'not-git',
       `the Application's source ${redactUrl(src.repoURL)} is not a Git repository over http(s)`,
     );
+  const followed = manifestPaths(application);
   const specHash = createHash('sha256')
-    .update(JSON.stringify({ source: { ...src, targetRevision: undefined }, destination: spec.destination ?? {} }))
+    .update(
+      JSON.stringify({
+        source: { ...src, targetRevision: undefined },
+        destination: spec.destination ?? {},
+        paths: followed.paths ?? null,
+      }),
+    )
     .digest('hex')
     .slice(0, 32);
   return {
     repoURL: src.repoURL,
     path: sourcePathspec(typeof src.path === 'string' ? src.path : undefined),
+    paths: followed.paths,
     targetRevision: typeof src.targetRevision === 'string' ? src.targetRevision : 'HEAD',
     specHash,
   };

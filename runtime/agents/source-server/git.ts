@@ -165,14 +165,14 @@ export class GitMirrors {
   }
 
   /**
-   * The last `count` commits at or before `sha` that changed `path` (the whole repository when it
-   * is undefined), newest first. `sha` must come from resolve().
+   * The last `count` commits at or before `sha` that changed any of `paths` (the whole repository
+   * when undefined), newest first. `sha` must come from resolve().
    */
-  async pathLog(repoURL: string, sha: string, path: string | undefined, count = 2): Promise<string[]> {
+  async pathLog(repoURL: string, sha: string, paths: readonly string[] | undefined, count = 2): Promise<string[]> {
     if (!FULL_SHA.test(sha)) throw new Error(`pathLog needs a full SHA, not ${JSON.stringify(sha)}`);
     return this.#withMirror(repoURL, async (m) => {
       const args = ['--literal-pathspecs', 'log', `-${count}`, '--format=%H', sha];
-      const { stdout } = await this.#git(m, path === undefined ? args : [...args, '--', path]);
+      const { stdout } = await this.#git(m, paths === undefined ? args : [...args, '--', ...paths]);
       return stdout.split('\n').filter((l) => FULL_SHA.test(l));
     });
   }

@@ -12,7 +12,9 @@
  *    The e2e tier runs the real Argo CD (test/e2e), so the manifests here come from the double.
  *
  * What is checked: a commit to apps/a gives A that commit as change revision (with its author and
- * message) and leaves B's where it was; an image-only commit names the image before → after and
+ * message) and leaves B's where it was; a commit to a Helm value file outside H's path moves H's, one
+ * to a path K's manifest-generate-paths annotation names moves K's, and neither moves for a file
+ * they do not name; an image-only commit names the image before → after and
  * exactly one field; a commit Argo CD cannot render comes back with Argo CD's message (200 on
  * /change, 422 on /diff); a wrong Git password is a clear 502 and no password is logged; Argo CD
  * or Git down is a 503 with Retry-After; a multi-source Application has no change revision or commit
@@ -97,6 +99,9 @@ interface DoubleApp {
   multiSource?: boolean;
   /** Where Argo CD puts the manifests that name no namespace (spec.destination.namespace). */
   destinationNamespace?: string;
+  /** The source's Helm value files (spec.source.helm.valueFiles, relative to the path). */
+  valueFiles?: string[];
+  annotations?: Record<string, string>;
 }
 
 /**
@@ -123,6 +128,22 @@ async function startArgoCdApiDouble(opts: { gitRoot: string; apps: Record<string
       .split('\n')
       .filter((f) => /\.ya?ml$/.test(f));
     const out: string[] = [];
+    // The value files in the repository, as a chart would render them: one ConfigMap of their keys.
+    const values: Record<string, string> = {};
+    for (const f of app.valueFiles ?? []) {
+      if (/^https?:\/\//.test(f)) continue;
+      const text = await git(app.repo, 'show', `${sha}:${join(app.path ?? '.', f)}`);
+      for (const [k, v] of Object.entries((parseAllDocuments(text)[0]?.toJS() ?? {}) as Json)) values[k] = String(v);
+    }
+    if (app.valueFiles)
+      out.push(
+        JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name: 'values', namespace: 'x' },
+          data: values,
+        }),
+      );
     for (const file of files) {
       const text = await git(app.repo, 'show', `${sha}:${file}`);
       for (const doc of parseAllDocuments(text)) {
@@ -168,9 +189,19 @@ async function startArgoCdApiDouble(opts: { gitRoot: string; apps: Record<string
         const rest = m[2] ?? '';
         try {
           if (rest === '') {
-            const source = { repoURL, path: app.path, targetRevision: app.targetRevision ?? 'main' };
+            const source = {
+              repoURL,
+              path: app.path,
+              targetRevision: app.targetRevision ?? 'main',
+              ...(app.valueFiles ? { helm: { valueFiles: app.valueFiles } } : {}),
+            };
             return send(res, 200, {
-              metadata: { name, namespace: 'argocd', uid: `uid-${name}` },
+              metadata: {
+                name,
+                namespace: 'argocd',
+                uid: `uid-${name}`,
+                ...(app.annotations ? { annotations: app.annotations } : {}),
+              },
               spec: app.multiSource
                 ? { sources: [source, { ...source, path: 'apps/a' }], destination: { namespace: 'x' } }
                 : { source, destination: { namespace: 'x' } },
@@ -276,6 +307,18 @@ const argo = await startArgoCdApiDouble({
     multi: { repo: 'monorepo', path: 'apps/b', multiSource: true },
     o: { repo: 'other', path: 'apps/o' },
     c: { repo: 'monorepo', path: 'apps/c', destinationNamespace: 'team-c' },
+    // Helm value files shared outside the path (one remote, one leaving nothing of the repository).
+    h: {
+      repo: 'monorepo',
+      path: 'apps/h',
+      valueFiles: ['../../values/h-prod.yaml', 'https://values.example.test/h.yaml'],
+    },
+    // Argo CD's manifest-generate-paths annotation: its path and a base from the repository's root.
+    k: {
+      repo: 'monorepo',
+      path: 'apps/k',
+      annotations: { 'argocd.argoproj.io/manifest-generate-paths': '.;/bases/web' },
+    },
   },
 });
 t.teardown(() => argo.stop());
@@ -520,6 +563,55 @@ t.test('resources whose manifests name no namespace are named where Argo CD put 
     [['Deployment/team-c/c-web', 'registry.example.test/web:1.0', 'registry.example.test/web:2.0']],
     'and so is the workload whose image moved',
   );
+});
+
+t.test('paths outside the source path: Helm value files and the manifest-generate-paths annotation', async (t) => {
+  const first = await monorepo.commit(
+    {
+      'apps/h/cm.yaml': configMapYaml('info').replace('b-config', 'h-config'),
+      'values/h-prod.yaml': 'replicas: 2\n',
+      'values/other-prod.yaml': 'replicas: 1\n',
+      'apps/k/cm.yaml': configMapYaml('info').replace('b-config', 'k-config'),
+      'bases/web/cm.yaml': configMapYaml('info').replace('b-config', 'web-base'),
+    },
+    'h and k',
+    { author: ALICE },
+  );
+  t.equal((await change('h', first)).changeRevision, first, "H's first commit");
+  t.equal((await change('k', first)).changeRevision, first, "K's first commit");
+
+  const values = await monorepo.commit({ 'values/h-prod.yaml': 'replicas: 5\n' }, 'h: 5 replicas in prod', {
+    author: BOB,
+  });
+  const h = await change('h', values);
+  t.equal(h.changeRevision, values, "a commit to H's value file outside apps/h moves H's change revision");
+  t.equal(h.previousChangeRevision, first, 'the one before it is the first commit');
+  t.match(
+    h.commit,
+    { author: 'Bob Example <bob@example.test>', message: 'h: 5 replicas in prod' },
+    "with Bob's commit",
+  );
+  t.same(
+    h.resources.map((r) => [r.kind, r.name, r.action, r.fields]),
+    [['ConfigMap', 'values', 'modified', ['data.replicas']]],
+    'what the value changed in the manifests Argo CD generated',
+  );
+  t.equal((await change('k', values)).changeRevision, first, "K's change revision stays");
+  t.equal((await change('b', values)).changeRevision, c1, "B's change revision stays");
+
+  const base = await monorepo.commit(
+    { 'bases/web/cm.yaml': configMapYaml('debug').replace('b-config', 'web-base') },
+    'web base: debug',
+    { author: ALICE },
+  );
+  t.equal((await change('k', base)).changeRevision, base, "a commit to a path K's annotation names moves K's");
+  t.equal((await change('h', base)).changeRevision, values, "H's stays at its value file's commit");
+
+  const elsewhere = await monorepo.commit({ 'values/other-prod.yaml': 'replicas: 3\n' }, 'another value file', {
+    author: ALICE,
+  });
+  t.equal((await change('h', elsewhere)).changeRevision, values, 'a value file H does not name moves nothing of H');
+  t.equal((await change('k', elsewhere)).changeRevision, base, 'nor of K');
 });
 
 t.test('multi-source and unknown Applications', async (t) => {
