@@ -17,10 +17,11 @@ import {
   APPLICATION_HISTORY_CHANNEL,
   applicationReported,
   latestHistorySeq,
-  listHistory,
+  listHistoryJson,
   pruneHistory,
   readHistoryChanges,
   type ApplicationRef,
+  type HistoryJsonRow,
   type HistoryRow,
 } from '../store/application-history.ts';
 
@@ -81,9 +82,14 @@ export class AppHistoryService {
     return fetchDiff(this.#transport, request, runtime, diff);
   }
 
-  /** The application's entries newest first, after a keyset position of a previous page. */
-  list(app: ApplicationRef, limit: number, after?: { recordedKey: string; id: string }): Promise<HistoryRow[]> {
-    return listHistory(this.#pool, app, limit, after);
+  /** The application's entries newest first, after a keyset position of a previous page, each as the API's JSON text. */
+  listJson(
+    app: ApplicationRef,
+    runtimeName: string,
+    limit: number,
+    after?: { recordedKey: string; id: string },
+  ): Promise<HistoryJsonRow[]> {
+    return listHistoryJson(this.#pool, app, runtimeName, limit, after);
   }
 
   /** Whether the runtime ever reported the application (its history may be empty). */

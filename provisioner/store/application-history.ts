@@ -176,20 +176,50 @@ export async function notifyHistory(db: Queryable, runtimeId: string): Promise<v
   });
 }
 
-/** An application's entries newest first, after the keyset position `after` (recorded_key, id). */
-export async function listHistory(
+/** A timestamptz column as JSON: ISO 8601 in UTC with milliseconds, as Date.toISOString() writes it (null stays null). */
+const isoJson = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/**
+ * An entry as the API answers it (http/schemas.ts ApplicationHistoryEntry), built by Postgres as
+ * JSON text: a history page is sent as Postgres wrote it, without parsing its jsonb columns and
+ * timestamps into objects and serializing them again (docs/benchmarks.md "Change revisions and
+ * application history"). `$runtime` is the parameter holding the runtime's name.
+ */
+const entryJson = (runtime: string) => `json_build_object(
+    'id', id, 'runtime', ${runtime}::text, 'application', json_build_object('namespace', namespace, 'name', name),
+    'changeRevision', change_revision, 'revision', revision, 'previousChangeRevision', previous_change_revision,
+    'author', author, 'date', ${isoJson('date')}, 'message', message, 'tags', tags, 'images', images,
+    'resources', resources, 'truncated', truncated, 'result', result, 'resultMessage', result_message,
+    'startedAt', ${isoJson('started_at')}, 'finishedAt', ${isoJson('finished_at')}, 'durationMs', duration_ms,
+    'recordedAt', ${isoJson('recorded_at')}, 'updatedAt', ${isoJson('updated_at')})::text`;
+
+/** A page's entry as JSON text, with its keyset position. */
+export interface HistoryJsonRow {
+  id: string;
+  /** recorded_at at full precision, for the listing's keyset. */
+  recorded_key: string;
+  /** The entry as the API answers it (ApplicationHistoryEntry), JSON. */
+  entry: string;
+}
+
+/**
+ * An application's entries newest first, after the keyset position `after` (recorded_key, id), each as the API's JSON
+ * (the runtime named `runtimeName`), ready to send.
+ */
+export async function listHistoryJson(
   db: Queryable,
   app: ApplicationRef,
+  runtimeName: string,
   limit: number,
   after?: { recordedKey: string; id: string },
-): Promise<HistoryRow[]> {
-  const values: unknown[] = [app.runtimeId, app.namespace, app.name, limit];
+): Promise<HistoryJsonRow[]> {
+  const values: unknown[] = [app.runtimeId, app.namespace, app.name, limit, runtimeName];
   if (after) values.push(after.recordedKey, after.id);
-  const { rows } = await db.query<HistoryRow>({
-    name: after ? 'application-history-page' : 'application-history-first',
-    text: `SELECT ${COLUMNS} FROM application_history
+  const { rows } = await db.query<HistoryJsonRow>({
+    name: after ? 'application-history-page-json' : 'application-history-first-json',
+    text: `SELECT id, recorded_at::text AS recorded_key, ${entryJson('$5')} AS entry FROM application_history
             WHERE runtime_id = $1 AND namespace = $2 AND name = $3
-              ${after ? 'AND (recorded_at, id) < ($5::timestamptz, $6::uuid)' : ''}
+              ${after ? 'AND (recorded_at, id) < ($6::timestamptz, $7::uuid)' : ''}
             ORDER BY recorded_at DESC, id DESC LIMIT $4`,
     values,
   });

@@ -469,4 +469,12 @@ t.test("the change stream sends this application's entries only, as they are wri
     entries.every((e) => e.item.application.name === 'streamed'),
     'every event is about this application',
   );
+  // The page is JSON Postgres built, the stream's entries went through the schema's serializer:
+  // both say the same of each entry, field for field (timestamps to the millisecond included).
+  const page = await history(tenant.tenantId, 'streamed');
+  t.strictSame(
+    page.items,
+    [entries[2]!.item, entries[0]!.item],
+    'the history page and the stream agree on every field',
+  );
 });
