@@ -20,7 +20,7 @@ import { loadEventReporterConfig } from '../../../runtime/agents/event-reporter/
 import { EventReporter } from '../../../runtime/agents/event-reporter/reporter.ts';
 import { agentKubeTransport } from '../../../runtime/agents/common/kube.ts';
 import type { ApplicationSummary, EventBatch, UpsertItem } from '../../../runtime/protocol/events.ts';
-import type { ApplicationChange } from '../../../runtime/protocol/sources.ts';
+import { MAX_CHANGE_BYTES, type ApplicationChange } from '../../../runtime/protocol/sources.ts';
 import {
   applicationStatus,
   argoApiServerUnavailable,
@@ -71,7 +71,10 @@ async function run(): Promise<void> {
     asked.push({ app: `${m[1]}/${m[2]}`, revision: url.searchParams.get('revision') });
     if (down) return void res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{}}');
     const revision = url.searchParams.get('revision') ?? R1;
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(changeAt(revision)));
+    const change = changeAt(revision);
+    // `huge`: a change larger than a report may carry (MAX_CHANGE_BYTES), as a broken Source Server could answer.
+    if (m[2] === 'huge') change.commit!.message = 'x'.repeat(4 * MAX_CHANGE_BYTES);
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(change));
   });
   const sourceServerUrl = await listen(sourceServer);
 
@@ -192,5 +195,22 @@ async function run(): Promise<void> {
     const metrics = await reporter.metrics.registry.getSingleMetricAsString('event_reporter_change_lookups_total');
     t.match(metrics, /result="error"} [1-9]/, 'the failed lookups are counted');
     t.match(metrics, /result="ok"} [1-9]/, 'and the answered ones');
+  });
+
+  await t.test('an answer larger than a report may carry: the Application is reported without it', async (t) => {
+    await write('huge', applicationStatus({ revision: R1 }));
+    const reported = await until('the report of huge', 60_000, () => apps('huge')[0]);
+    await until('the lookup of huge', 60_000, () => asked.some((a) => a.app === `${NS}/huge`));
+    const metrics = await until('the too-large answer counted', 60_000, async () => {
+      const text = await reporter.metrics.registry.getSingleMetricAsString('event_reporter_change_lookups_total');
+      return /result="too_large"} 1/.test(text) ? text : undefined;
+    });
+    t.match(metrics, /result="too_large"} 1/, 'counted as too large, once: not retried');
+    t.equal(reported.change, undefined, 'reported without the change');
+    t.notOk(
+      apps('huge').some((i) => i.change !== undefined),
+      'and never with it',
+    );
+    t.equal(summary(reported).revision, R1, 'its state is reported all the same');
   });
 }
