@@ -14,11 +14,14 @@
  * in through the form. Each test still closes its own pages, and checks their problems itself.
  */
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { join } from 'node:path';
 import type { Browser, Locator, Page } from 'playwright-core';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { KUBECONFIG } from '../../integration/reconciler/harness.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
+import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
+import { EVENTS_PATH } from '../../../runtime/protocol/events.ts';
 import {
   chromiumAvailable,
   CHROMIUM,
@@ -32,6 +35,9 @@ import {
   type ServerProcess,
   type WatchedPage,
 } from './browser.ts';
+
+type CreatedKey = Awaited<ReturnType<typeof createKey>>;
+type TunnelClient = ReturnType<typeof startTunnelClient>;
 
 /** What the fixture needs of the file's tap object (the root `t`). */
 export interface FixtureTest {
@@ -70,43 +76,53 @@ export interface ConsoleFixture {
   shots: string;
   /** The operator key, made before the provisioner started. */
   operatorKey: string;
+  /** That key as createKey made it (its `info`: id, name, role). */
+  operator: CreatedKey;
   /** The provisioner process now running (a new one after `restart`). */
   readonly server: ServerProcess;
   /** Its base URL (http://127.0.0.1:<port>). */
   readonly url: string;
   /** One API request; `key` is the operator key unless given (`null`: no authorization header). */
-  call<T = unknown>(method: string, path: string, body?: unknown, key?: string | null): Promise<ApiAnswer<T>>;
+  call: <T = unknown>(method: string, path: string, body?: unknown, key?: string | null) => Promise<ApiAnswer<T>>;
   /** `call` that throws on a status of 300 or more, naming the request, and returns the body. */
-  ok<T = unknown>(method: string, path: string, body?: unknown, key?: string | null): Promise<T>;
+  ok: <T = unknown>(method: string, path: string, body?: unknown, key?: string | null) => Promise<T>;
   /**
    * Signs a tenant up through the API (`fields` beside the organization; the email is
    * `ops@<organization>.example` unless given); throws unless it was accepted.
    */
-  signup(
+  signup: (
     organization: string,
     fields?: Record<string, unknown>,
     key?: string | null,
-  ): Promise<{ id: string; apiKey: string; warm: boolean }>;
+  ) => Promise<{ id: string; apiKey: string; warm: boolean }>;
   /**
    * Registers the root cluster `eu-1a` (eu-west-1, capacity 50) at the integration kubeconfig's
    * documentation address, forced (its probe skipped: nobody answers there); throws unless 201.
    */
-  registerCluster(): Promise<void>;
+  registerCluster: () => Promise<void>;
+  /** POSTs `body` (an event batch) to the runtime events endpoint with the runtime `key`; throws unless 200. */
+  postEvents: (key: string, body: unknown) => Promise<void>;
+  /**
+   * A runtime's tunnel client dialling the provisioner with the runtime `key`, forwarding to
+   * `127.0.0.1:<upstreamPort>` (a test double of the runtime's services): connected when it
+   * returns, closed in the teardown.
+   */
+  tunnel: (key: string, upstreamPort: number) => Promise<TunnelClient>;
   /** A fresh watched page on the console, signed in with `key` through the form (nothing waited for). */
-  open(key: string): Promise<WatchedPage>;
+  open: (key: string) => Promise<WatchedPage>;
   /**
    * `open` with `key` (the operator key unless given), then waits for `landed` (the Tenants
    * heading unless given): the console has answered the sign-in.
    */
-  signedIn(key?: string, landed?: (page: Page) => Locator): Promise<WatchedPage>;
+  signedIn: (key?: string, landed?: (page: Page) => Locator) => Promise<WatchedPage>;
   /** Saves a screenshot of `page` as `file` in the screenshot folder. */
-  screenshot(page: Page, file: string, options?: { fullPage?: boolean }): Promise<void>;
+  screenshot: (page: Page, file: string, options?: { fullPage?: boolean }) => Promise<void>;
   /** Starts the provisioner again, same port and settings (after `server.kill()` or `server.stop()`). */
-  restart(): Promise<ServerProcess>;
+  restart: () => Promise<ServerProcess>;
   /** Registers something to close in the teardown, before Chromium; run in the order registered. */
-  onClose(fn: () => unknown): void;
+  onClose: (fn: () => unknown) => void;
   /** What the teardown does (once; later calls wait for the first). */
-  close(): Promise<void>;
+  close: () => Promise<void>;
 }
 
 export async function consoleFixture(t: FixtureTest, options: ConsoleFixtureOptions): Promise<ConsoleFixture> {
@@ -125,9 +141,12 @@ export async function consoleFixture(t: FixtureTest, options: ConsoleFixtureOpti
     })());
   t.teardown(close);
 
-  const operatorKey = (
-    await createKey(db.pool, { role: 'operator', name: options.operatorName ?? 'console test', createdBy: 'test' })
-  ).key;
+  const operator = await createKey(db.pool, {
+    role: 'operator',
+    name: options.operatorName ?? 'console test',
+    createdBy: 'test',
+  });
+  const operatorKey = operator.key;
   await options.beforeStart?.(db);
   const serverEnv = {
     databaseUrl: db.url,
@@ -176,6 +195,7 @@ export async function consoleFixture(t: FixtureTest, options: ConsoleFixtureOpti
     browser,
     shots,
     operatorKey,
+    operator,
     get server() {
       return running();
     },
@@ -202,6 +222,25 @@ export async function consoleFixture(t: FixtureTest, options: ConsoleFixtureOpti
         force: true,
       });
       if (res.status !== 201) throw new Error(`cluster: ${res.status} ${JSON.stringify(res.json)}`);
+    },
+    async postEvents(key, body) {
+      const res = await fetch(`${running().url}${EVENTS_PATH}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      if (res.status !== 200) throw new Error(`events: ${res.status} ${await res.text()}`);
+    },
+    async tunnel(key, upstreamPort) {
+      const client = startTunnelClient({
+        url: `${running().url.replace('http', 'ws')}/v1/tunnel`,
+        token: key,
+        upstream: `http://127.0.0.1:${upstreamPort}`,
+        backoff: { initialMs: 50, maxMs: 200 },
+      });
+      closers.push(() => client.close());
+      if (!client.connected) await once(client.events, 'connected');
+      return client;
     },
     open,
     async signedIn(key = operatorKey, landed = (page: Page) => page.getByRole('heading', { name: 'Tenants' })) {
