@@ -10,7 +10,6 @@ import http from 'node:http';
 import { once } from 'node:events';
 import t from 'tap';
 import { createKey } from '../../provisioner/store/keys.ts';
-import { startTunnelClient } from '../../runtime/agents/tunnel-client/client.ts';
 import { EVENTS_PATH } from '../../runtime/protocol/events.ts';
 import { axeViolations, type PageGlobals } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
@@ -44,14 +43,7 @@ const lit = await provisioned('lit-runtime');
 const runtimeKey = (await createKey(fx.db.pool, { role: 'runtime', tenantId: lit, name: 'runtime', createdBy: 'test' }))
   .key;
 const port = (upstream.address() as { port: number }).port;
-const tunnel = startTunnelClient({
-  url: `${fx.url.replace('http', 'ws')}/v1/tunnel`,
-  token: runtimeKey,
-  upstream: `http://127.0.0.1:${port}`,
-  backoff: { initialMs: 50, maxMs: 200 },
-});
-fx.onClose(() => tunnel.close());
-if (!tunnel.connected) await once(tunnel.events, 'connected');
+await fx.tunnel(runtimeKey, port);
 await fx.ok(
   'POST',
   EVENTS_PATH,

@@ -55,7 +55,7 @@ export interface ConsoleFixtureOptions {
   env?: Record<string, string | number>;
   /** The provisioner's port; a free one when not given (live.test.ts restarts it on a fixed one). */
   port?: number;
-  /** The operator key's name (`createdBy` and audit show it); 'console test' when not given. */
+  /** The operator key's name (pages show it as who acted: gate-wait.test.ts); 'console test' when not given. */
   operatorName?: string;
   /** Runs on the database before the provisioner starts (fleet.test.ts seeds its 10,000 tenants). */
   beforeStart?: (db: TestDatabase) => Promise<void>;
