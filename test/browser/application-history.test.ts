@@ -6,46 +6,21 @@
  * from a TEST DOUBLE of the runtime's app-proxy and Source Server (the e2e asks the real ones); a
  * runtime without a tunnel shown as unreachable with when to retry.
  */
-import { join } from 'node:path';
 import http from 'node:http';
 import { once } from 'node:events';
 import t from 'tap';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { createKey } from '../../provisioner/store/keys.ts';
-import { createTestDatabase } from '../helpers/postgres.ts';
 import { changedApplication, imageDiff, sha } from '../helpers/app-history.ts';
 import { batch } from '../helpers/events.ts';
-import { startTunnelClient } from '../../runtime/agents/tunnel-client/client.ts';
-import { EVENTS_PATH, type EventBatch } from '../../runtime/protocol/events.ts';
-import {
-  axeViolations,
-  chromiumAvailable,
-  CHROMIUM,
-  freePort,
-  launch,
-  newEncryptionKey,
-  openPage,
-  screenshotDir,
-  signIn,
-  startServer,
-  type ServerProcess,
-} from './harness/browser.ts';
+import type { EventBatch } from '../../runtime/protocol/events.ts';
+import { axeViolations } from './harness/browser.ts';
+import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
 
 t.setTimeout(5 * 60_000);
-if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
-
-const db = await createTestDatabase();
-const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'console test', createdBy: 'test' })).key;
-const server: ServerProcess = await startServer({
-  databaseUrl: db.url,
-  port: await freePort(),
-  encryptionKey: newEncryptionKey(),
-  CONSOLE_ENGINE: 'none',
-});
-const browser: Browser = await launch();
-const shots = screenshotDir('application-history');
-t.comment(`screenshots: ${shots}`);
+const fx = await consoleFixture(t, { name: 'application-history', env: { CONSOLE_ENGINE: 'none' } });
+const { db } = fx;
 
 const web = { namespace: 'argocd', name: 'web' };
 const [c1, c2, c3] = [sha('c1'), sha('c2'), sha('c3')];
@@ -83,29 +58,10 @@ const keyOf = async (tenantId: string) =>
 const litKey = await keyOf(lit);
 const darkKey = await keyOf(dark);
 
-const tunnel = startTunnelClient({
-  url: `${server.url.replace('http', 'ws')}/v1/tunnel`,
-  token: litKey,
-  upstream: `http://127.0.0.1:${(sourceServer.address() as { port: number }).port}`,
-  backoff: { initialMs: 50, maxMs: 200 },
-});
-if (!tunnel.connected) await once(tunnel.events, 'connected');
-t.teardown(async () => {
-  await tunnel.close();
-  sourceServer.close();
-  await browser.close();
-  await server.stop();
-  await db.drop();
-});
+await fx.tunnel(litKey, (sourceServer.address() as { port: number }).port);
+fx.onClose(() => sourceServer.close());
 
-async function report(key: string, items: EventBatch['items']): Promise<void> {
-  const res = await fetch(`${server.url}${EVENTS_PATH}`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify(batch('reporter-0', items)),
-  });
-  if (res.status !== 200) throw new Error(`events: ${res.status} ${await res.text()}`);
-}
+const report = (key: string, items: EventBatch['items']) => fx.postEvents(key, batch('reporter-0', items));
 
 await report(litKey, [
   changedApplication('web', 10, { commit: c1, author: 'Ada', message: 'scale web to 2', sync: 'Succeeded' }),
@@ -129,8 +85,7 @@ const timeline = (page: Page) =>
   page.locator('ol.timeline > li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-change-revision')));
 
 t.test("an application's history, its diff side by side, and a new change arriving live", async (t) => {
-  const { page, problems, requests } = await openPage(browser, server.url);
-  await signIn(page, server.url, operatorKey);
+  const { page, problems, requests } = await fx.open(fx.operatorKey);
   await page.getByRole('heading', { name: 'Tenants' }).waitFor();
   await page.evaluate(`location.hash = '#/tenants/${lit}'`);
   const row = page.locator('table.applications tbody tr', { hasText: 'argocd/web' });
@@ -194,7 +149,7 @@ t.test("an application's history, its diff side by side, and a new change arrivi
     /modified Deployment\.apps default\/web: spec\.template\.spec\.containers\[name=web\]\.image/,
     'the resources the change touched, with their action and fields',
   );
-  await page.screenshot({ path: join(shots, 'application-diff.png'), fullPage: true });
+  await fx.screenshot(page, 'application-diff.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the application page with a diff has no serious accessibility violation');
 
   const liveAsked = page.waitForRequest((r) => r.url().endsWith('/diff'));
@@ -234,8 +189,7 @@ t.test("an application's history, its diff side by side, and a new change arrivi
 t.test(
   'a runtime without a tunnel: the diff says the runtime is unreachable, the history is still shown',
   async (t) => {
-    const { page, problems } = await openPage(browser, server.url);
-    await signIn(page, server.url, operatorKey);
+    const { page, problems } = await fx.open(fx.operatorKey);
     await page.getByRole('heading', { name: 'Tenants' }).waitFor();
     await page.evaluate(`location.hash = '#/tenants/${dark}/applications/argocd/web'`);
     const entry = page.locator(`ol.timeline > li[data-change-revision="${c1}"]`);
@@ -255,7 +209,7 @@ t.test(
       /modified Deployment\.apps default\/web/,
       'what the change touched is still shown from the history',
     );
-    await page.screenshot({ path: join(shots, 'application-unreachable.png'), fullPage: true });
+    await fx.screenshot(page, 'application-unreachable.png', { fullPage: true });
     t.same(await axeViolations(page), [], 'the page with the error has no serious accessibility violation');
     t.same(
       problems.filter((p) => !/status of 503/.test(p)),

@@ -11,49 +11,18 @@
  * reload; a 403 is shown with the API's message and code; a tenant key is offered no Capacity page.
  * Accessibility (axe-core) and a screenshot.
  */
-import { join } from 'node:path';
 import t from 'tap';
-import type { Browser, Page } from 'playwright-core';
-import { createKey } from '../../provisioner/store/keys.ts';
-import { KUBECONFIG } from '../integration/reconciler/harness.ts';
-import { createTestDatabase } from '../helpers/postgres.ts';
-import {
-  axeViolations,
-  chromiumAvailable,
-  CHROMIUM,
-  freePort,
-  launch,
-  newEncryptionKey,
-  openPage,
-  screenshotDir,
-  signIn,
-  startServer,
-  type ServerProcess,
-  type WatchedPage,
-} from './harness/browser.ts';
+import type { Page } from 'playwright-core';
+import { axeViolations } from './harness/browser.ts';
+import { consoleFixture } from './harness/fixture.ts';
 import { until } from '../../sandbox/until.ts';
 
 t.setTimeout(6 * 60_000);
-if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
-
-const db = await createTestDatabase();
-const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'console test', createdBy: 'test' })).key;
-const server: ServerProcess = await startServer({
-  databaseUrl: db.url,
-  port: await freePort(),
-  encryptionKey: newEncryptionKey(),
-  CONSOLE_ENGINE_DELAY_MS: 50,
-  PROVISIONER_WARM_POOL: 'free=1',
-  PROVISIONER_WARM_POOL_CHECK_SECONDS: 1,
+const fx = await consoleFixture(t, {
+  name: 'capacity',
+  env: { CONSOLE_ENGINE_DELAY_MS: 50, PROVISIONER_WARM_POOL: 'free=1', PROVISIONER_WARM_POOL_CHECK_SECONDS: 1 },
 });
-const browser: Browser = await launch();
-const shots = screenshotDir('capacity');
-t.comment(`screenshots: ${shots}`);
-t.teardown(async () => {
-  await browser.close();
-  await server.stop();
-  await db.drop();
-});
+const { ok } = fx;
 
 interface Reservation {
   cpuMillicores: number;
@@ -81,26 +50,10 @@ interface Capacity {
   wakes24h: { count: number; p50Seconds: number | null; maxSeconds: number | null };
 }
 
-async function call(method: string, path: string, key = operatorKey): Promise<{ status: number; json: unknown }> {
-  const res = await fetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${key}` } });
-  return { status: res.status, json: await res.json().catch(() => null) };
-}
-async function ok(method: string, path: string, body?: unknown): Promise<unknown> {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${operatorKey}`,
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
-  return res.json();
-}
-const capacity = async () => (await ok('GET', '/v1/capacity')) as Capacity;
+const call = (method: string, path: string, key?: string) => fx.call(method, path, undefined, key);
+const capacity = async () => await ok<Capacity>('GET', '/v1/capacity');
 const planOf = (c: Capacity, plan: string) => c.plans.find((p) => p.plan === plan)!;
-const phase = async (id: string) =>
-  ((await ok('GET', `/v1/tenants/${id}`)) as { status: { phase: string } }).status.phase;
+const phase = async (id: string) => (await ok<{ status: { phase: string } }>('GET', `/v1/tenants/${id}`)).status.phase;
 
 // What the page writes, from the API's numbers (console/src/capacity.tsx).
 const cpu = (m: number) => `${Number((m / 1000).toFixed(3))} CPU`;
@@ -117,26 +70,19 @@ const runTime = (s: number) => {
   return min < 60 ? `${min} min` : `${Math.floor(min / 60)} h${min % 60 ? ` ${min % 60} min` : ''}`;
 };
 
-/** Signs up a tenant and waits for the reconciler to have it Ready, its spec applied; says whether it came warm. */
-async function signup(organization: string, plan: string): Promise<{ id: string; key: string; warm: boolean }> {
-  const s = (await ok('POST', '/v1/signup', { organization, email: `ops@${organization}.example`, plan })) as {
-    tenant: { id: string };
-    apiKey: string;
-    warm?: boolean;
-  };
-  return { id: s.tenant.id, key: s.apiKey, warm: s.warm === true };
-}
+/** Signs up a tenant; says whether it came warm. */
+const signup = (organization: string, plan: string) => fx.signup(organization, { plan });
 async function settled(id: string, want = 'Ready'): Promise<void> {
   await until(
     `${id} ${want}, its spec applied, nothing pending`,
     120_000,
     async () => {
-      const v = (await ok('GET', `/v1/tenants/${id}`)) as {
+      const v = await ok<{
         generation: number;
         status: { phase: string; observedGeneration: number };
-      };
+      }>('GET', `/v1/tenants/${id}`);
       if (v.status.phase !== want || v.generation !== v.status.observedGeneration) return false;
-      const ops = (await ok('GET', `/v1/tenants/${id}/operations?limit=50`)) as { items: { state: string }[] };
+      const ops = await ok<{ items: { state: string }[] }>('GET', `/v1/tenants/${id}/operations?limit=50`);
       return ops.items.every((o) => o.state === 'succeeded' || o.state === 'failed');
     },
     100,
@@ -153,22 +99,11 @@ async function putToSleep(id: string): Promise<void> {
   await until(`${id} asleep`, 60_000, async () => (await phase(id)) === 'Sleeping', 100);
 }
 
-async function signedIn(key = operatorKey): Promise<WatchedPage> {
-  const w = await openPage(browser, server.url);
-  await signIn(w.page, server.url, key);
-  await w.page.locator('header.top nav').waitFor();
-  return w;
-}
+const signedIn = (key?: string) => fx.signedIn(key, (page) => page.locator('header.top nav'));
 const cell = (page: Page, plan: string, what: string) => page.locator(`tr[data-plan="${plan}"] [data-${what}]`);
 const text = async (page: Page, plan: string, what: string) => (await cell(page, plan, what).innerText()).trim();
 
-await ok('POST', '/v1/clusters', {
-  name: 'eu-1a',
-  region: 'eu-west-1',
-  capacity: 50,
-  kubeconfig: KUBECONFIG,
-  force: true,
-});
+await fx.registerCluster();
 
 t.test('per plan: awake, asleep, reservations, sleep, warm pool, signups; the wakes', async (t) => {
   // The warm-pool loop provisions the free plan's entry (the reconciler runs it, scripted).
@@ -280,7 +215,7 @@ t.test('per plan: awake, asleep, reservations, sleep, warm pool, signups; the wa
     'the wakes of the last 24 h: count, median, longest, as the API says',
   );
   t.equal(await page.locator('[data-default-version]').innerText(), api.defaultVersion, 'the default version');
-  await page.screenshot({ path: join(shots, 'capacity.png'), fullPage: true });
+  await fx.screenshot(page, 'capacity.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the Capacity page has no serious accessibility violation');
 
   // Live: b falls asleep; the page follows (the tenants' change stream) without reload, well within its 15 s poll.
@@ -298,7 +233,7 @@ t.test('per plan: awake, asleep, reservations, sleep, warm pool, signups; the wa
 
 t.test('a 403 is shown as the API gave it; a tenant key has no Capacity page', async (t) => {
   const tenant = await signup('tenant-key-org', 'team');
-  const denied = await call('GET', '/v1/capacity', tenant.key);
+  const denied = await call('GET', '/v1/capacity', tenant.apiKey);
   t.equal(denied.status, 403, 'the API refuses a tenant key');
   const body = denied.json as { error: { code: string; message: string } };
 
@@ -322,7 +257,7 @@ t.test('a 403 is shown as the API gave it; a tenant key has no Capacity page', a
   );
   await page.context().close();
 
-  const w = await signedIn(tenant.key);
+  const w = await signedIn(tenant.apiKey);
   await w.page.getByRole('link', { name: 'My tenant' }).waitFor();
   t.equal(
     await w.page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Capacity' }).count(),

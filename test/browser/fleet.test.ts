@@ -6,64 +6,34 @@
  * the live tests are in live.test.ts.
  */
 import { loadavg } from 'node:os';
-import { join } from 'node:path';
 import t from 'tap';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { createKey } from '../../provisioner/store/keys.ts';
-import { createTestDatabase } from '../helpers/postgres.ts';
-import {
-  axeViolations,
-  chromiumAvailable,
-  CHROMIUM,
-  freePort,
-  launch,
-  median,
-  newEncryptionKey,
-  openPage,
-  p95,
-  screenshotDir,
-  signIn,
-  startServer,
-  type PageGlobals,
-  type ServerProcess,
-} from './harness/browser.ts';
+import { axeViolations, median, openPage, p95, signIn, type PageGlobals } from './harness/browser.ts';
+import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
 
 // Chromium and a provisioner process on a shared 2-core machine: more than tap's default of 120 s.
 t.setTimeout(5 * 60_000);
-if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
 
 const TENANTS = 10_000;
-const db = await createTestDatabase();
-await seedTenants(db.pool, TENANTS);
-const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'console test', createdBy: 'test' })).key;
+const fx = await consoleFixture(t, {
+  name: 'fleet',
+  env: { CONSOLE_ENGINE: 'none' },
+  beforeStart: (db) => seedTenants(db.pool, TENANTS),
+});
+const { db, operatorKey } = fx;
 const { rows } = await db.pool.query<{ id: string; organization: string }>(
   `SELECT id, organization FROM tenants WHERE organization IN ('fleet-00007', 'fleet-00008') ORDER BY organization`,
 );
 const [own, other] = rows as [{ id: string; organization: string }, { id: string; organization: string }];
 const tenantKey = (await createKey(db.pool, { role: 'tenant', tenantId: own.id, name: 'tenant', createdBy: 'test' }))
   .key;
-const port = await freePort();
-const server: ServerProcess = await startServer({
-  databaseUrl: db.url,
-  port,
-  encryptionKey: newEncryptionKey(),
-  CONSOLE_ENGINE: 'none',
-});
-const browser: Browser = await launch();
-const shots = screenshotDir('fleet');
-t.comment(`screenshots: ${shots}`);
-t.teardown(async () => {
-  await browser.close();
-  await server.stop();
-  await db.drop();
-});
 
 const rowsShown = 'table.tenants tbody tr[data-tenant]';
 
 t.test('a bad key is refused with a clear message, and nothing is kept', async (t) => {
-  const { page, problems } = await openPage(browser, server.url);
-  await signIn(page, server.url, `hrt_operator_${'x'.repeat(43)}`);
+  const { page, problems } = await fx.open(`hrt_operator_${'x'.repeat(43)}`);
   await page.getByRole('alert').waitFor();
   t.match(
     await page.getByRole('alert').innerText(),
@@ -71,11 +41,11 @@ t.test('a bad key is refused with a clear message, and nothing is kept', async (
     'an unknown key is named as not valid',
   );
   t.equal(await page.evaluate('sessionStorage.length'), 0, 'a refused key is not kept in sessionStorage');
-  await signIn(page, server.url, 'not-a-key');
+  await signIn(page, fx.url, 'not-a-key');
   await page.getByRole('alert').waitFor();
   t.match(await page.getByRole('alert').innerText(), /not valid/, 'a malformed key gets the same clear refusal');
   t.match(await page.getByRole('alert').innerText(), /INVALID_API_KEY/, "the refusal shows the API's error code");
-  await page.screenshot({ path: join(shots, 'sign-in-refused.png') });
+  await fx.screenshot(page, 'sign-in-refused.png');
   t.same(await axeViolations(page), [], 'the sign-in page has no serious accessibility violation');
   // The browser logs the refused requests (401) itself; nothing else may be logged.
   const unexpected = problems.filter((p) => !/status of 401/.test(p));
@@ -121,9 +91,9 @@ const pageTimings = (page: Page) =>
   page.evaluate(() => (globalThis as unknown as { __consoleTimings: PageTimings }).__consoleTimings);
 
 t.test('an operator key: the fleet, first render and filters timed', async (t) => {
-  const { page, problems, requests } = await openPage(browser, server.url);
+  const { page, problems, requests } = await openPage(fx.browser, fx.url);
   await page.addInitScript({ content: PAGE_TIMINGS });
-  await signIn(page, server.url, operatorKey);
+  await signIn(page, fx.url, operatorKey);
   await page.locator(rowsShown).nth(49).waitFor();
   t.equal(await page.locator(rowsShown).count(), 50, 'the first page shows 50 tenants');
   // The counts come from their own request (the summary): '…' until it answers.
@@ -277,21 +247,20 @@ t.test('an operator key: the fleet, first render and filters timed', async (t) =
   t.equal(grey, 'rgb(87, 96, 106)', 'its status cells are greyed');
   await search.fill('fleet-0100');
   await settled('q=fleet-0100');
-  await page.screenshot({ path: join(shots, 'tenants.png'), fullPage: true });
+  await fx.screenshot(page, 'tenants.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the tenants page has no serious accessibility violation');
 
   await page.locator(`${rowsShown} a`, { hasText: 'fleet-01001' }).click();
   await page.getByRole('heading', { name: /fleet-01001/ }).waitFor();
   await page.getByRole('heading', { name: 'Conditions' }).waitFor();
-  await page.screenshot({ path: join(shots, 'tenant.png'), fullPage: true });
+  await fx.screenshot(page, 'tenant.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the tenant page has no serious accessibility violation');
   t.same(problems, [], 'no console error, no uncaught exception, no request to another host');
   await page.context().close();
 });
 
 t.test('a tenant key sees its own tenant only', async (t) => {
-  const { page, problems } = await openPage(browser, server.url);
-  await signIn(page, server.url, tenantKey);
+  const { page, problems } = await fx.open(tenantKey);
   // A tenant key lands on its own tenant (the wait fails the test when it does not).
   await page.getByRole('heading', { name: new RegExp(own.organization) }).waitFor();
   t.equal(await page.getByRole('link', { name: 'Clusters' }).count(), 0, 'no Clusters page for a tenant key');
@@ -302,7 +271,7 @@ t.test('a tenant key sees its own tenant only', async (t) => {
   await page.evaluate(`location.hash = '#/tenants/${other.id}'`);
   await page.getByRole('alert').waitFor();
   t.match(await page.getByRole('alert').innerText(), /TENANT_NOT_FOUND/, "another tenant's page is not found");
-  await page.screenshot({ path: join(shots, 'tenant-key-other-tenant.png') });
+  await fx.screenshot(page, 'tenant-key-other-tenant.png');
   t.same(
     problems.filter((p) => !/status of 404/.test(p)),
     [],

@@ -10,82 +10,27 @@
  * lines numbered within their log; words, not field names; dates that do not wrap; the upgrade
  * graph's legend. Accessibility (axe-core) and a screenshot of each page.
  */
-import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import t from 'tap';
-import type { Browser } from 'playwright-core';
 import { appendLog } from '../../provisioner/store/operations.ts';
-import { createKey } from '../../provisioner/store/keys.ts';
 import { insertOperation } from '../../provisioner/store/tenants.ts';
-import { KUBECONFIG } from '../integration/reconciler/harness.ts';
-import { createTestDatabase } from '../helpers/postgres.ts';
 import type { FleetUpgrade } from '../../provisioner/http/api-types.ts';
-import {
-  axeViolations,
-  chromiumAvailable,
-  CHROMIUM,
-  freePort,
-  launch,
-  newEncryptionKey,
-  openPage,
-  screenshotDir,
-  signIn,
-  startServer,
-  type ServerProcess,
-  type WatchedPage,
-} from './harness/browser.ts';
+import { axeViolations } from './harness/browser.ts';
+import { consoleFixture } from './harness/fixture.ts';
 import { until } from '../../sandbox/until.ts';
 
 t.setTimeout(6 * 60_000);
-if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
-
-const db = await createTestDatabase();
-const operator = await createKey(db.pool, { role: 'operator', name: 'ops-alice', createdBy: 'test' });
-const server: ServerProcess = await startServer({
-  databaseUrl: db.url,
-  port: await freePort(),
-  encryptionKey: newEncryptionKey(),
-  CONSOLE_ENGINE_DELAY_MS: 200,
+const fx = await consoleFixture(t, {
+  name: 'gate-wait',
+  env: { CONSOLE_ENGINE_DELAY_MS: 200 },
+  operatorName: 'ops-alice',
+  signupIdempotencyKey: true,
 });
-const browser: Browser = await launch();
-const shots = screenshotDir('gate-wait');
-t.comment(`screenshots: ${shots}`);
-t.teardown(async () => {
-  await browser.close();
-  await server.stop();
-  await db.drop();
-});
+const { db, call, operator, signedIn } = fx;
 
-async function call<T>(method: string, path: string, body?: unknown): Promise<{ status: number; json: T }> {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${operator.key}`,
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-      ...(path === '/v1/signup' ? { 'idempotency-key': randomBytes(16).toString('hex') } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  return { status: res.status, json: (await res.json().catch(() => null)) as T };
-}
-
-const registered = await call('POST', '/v1/clusters', {
-  name: 'eu-1a',
-  region: 'eu-west-1',
-  capacity: 50,
-  kubeconfig: KUBECONFIG,
-  force: true,
-});
-if (registered.status !== 201) throw new Error(`cluster: ${registered.status} ${JSON.stringify(registered.json)}`);
+await fx.registerCluster();
 
 async function signup(organization: string, runtimeVersion: string): Promise<string> {
-  const res = await call<{ tenant: { id: string } }>('POST', '/v1/signup', {
-    organization,
-    email: 'ops@example.com',
-    runtimeVersion,
-  });
-  if (res.status !== 202) throw new Error(`signup: ${res.status} ${JSON.stringify(res.json)}`);
-  const id = res.json.tenant.id;
+  const { id } = await fx.signup(organization, { email: 'ops@example.com', runtimeVersion });
   await until(
     `${organization} Ready`,
     60_000,
@@ -94,13 +39,6 @@ async function signup(organization: string, runtimeVersion: string): Promise<str
         'Ready' || undefined,
   );
   return id;
-}
-
-async function signedIn(): Promise<WatchedPage> {
-  const w = await openPage(browser, server.url);
-  await signIn(w.page, server.url, operator.key);
-  await w.page.getByRole('heading', { name: 'Tenants' }).waitFor();
-  return w;
 }
 
 const GATE_TIMEOUT = 3600;
@@ -185,7 +123,7 @@ t.test('a fleet upgrade blocked on its gate shows the gate, since when, the time
   const by = await page.locator('[data-created-by]').innerText();
   t.equal(by, 'ops-alice (operator key)', 'started by the key named, with its role');
   t.notOk((await page.locator('main').innerText()).includes(operator.info.id), "the key's id is not shown as its name");
-  await page.screenshot({ path: join(shots, 'fleet-upgrade-blocked.png'), fullPage: true });
+  await fx.screenshot(page, 'fleet-upgrade-blocked.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the blocked fleet upgrade page has no serious accessibility violation');
 
   await page.locator(`[data-gate-wait="${tenant}"] a`).first().click();
@@ -202,7 +140,7 @@ t.test('a fleet upgrade blocked on its gate shows the gate, since when, the time
     /^tunnel \(not connected\)/,
     'and the gate its step waits on',
   );
-  await page.screenshot({ path: join(shots, 'tenant-in-fleet-upgrade.png'), fullPage: true });
+  await fx.screenshot(page, 'tenant-in-fleet-upgrade.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the tenant page has no serious accessibility violation');
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();
@@ -235,7 +173,7 @@ t.test('Skip gate… asks for a reason, skips the check for that step and the te
   await opener.click();
   const reason = 'INC-4711: its tunnel client is down for a DNS outage';
   await form.getByRole('textbox', { name: 'Reason (audited)' }).fill(reason);
-  await page.screenshot({ path: join(shots, 'skip-gate-form.png'), fullPage: true });
+  await fx.screenshot(page, 'skip-gate-form.png', { fullPage: true });
   await confirm.click();
   const notice = page.locator('[data-skip-notice]');
   await notice.waitFor();
@@ -276,7 +214,7 @@ t.test('Skip gate… asks for a reason, skips the check for that step and the te
     [[['tunnel'], reason, 'ops-alice']],
     'the API records the skip with the reason and the key',
   );
-  await page.screenshot({ path: join(shots, 'fleet-upgrade-gate-skipped.png'), fullPage: true });
+  await fx.screenshot(page, 'fleet-upgrade-gate-skipped.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the page after the skip has no serious accessibility violation');
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();
@@ -293,7 +231,7 @@ t.test('names, not ids or field names: runtimes by organization, words for field
     (await page.locator(`tr[data-tenant="${tenant}"]`).innerText()).includes(tenant),
     "the tenant's UUID is not what the row shows",
   );
-  await page.screenshot({ path: join(shots, 'runtimes.png'), fullPage: true });
+  await fx.screenshot(page, 'runtimes.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the runtimes page has no serious accessibility violation');
 
   await page.evaluate(`location.hash = '#/tenants/${tenant}'`);
@@ -367,7 +305,7 @@ t.test("an operation's log numbers its lines within the log shown", async (t) =>
     'the last one is line 3 of 3',
   );
   t.match(await page.locator('.log-stats').innerText(), /^3 lines/, 'the log has 3 lines');
-  await page.screenshot({ path: join(shots, 'log-numbered.png'), fullPage: true });
+  await fx.screenshot(page, 'log-numbered.png', { fullPage: true });
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();
 });
@@ -391,7 +329,7 @@ t.test('the upgrade-path graph has a legend for its marks', async (t) => {
     /argoCd|argoWorkflows/,
     'components are named in words, not by field name',
   );
-  await page.screenshot({ path: join(shots, 'versions-legend.png'), fullPage: true });
+  await fx.screenshot(page, 'versions-legend.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the versions page has no serious accessibility violation');
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();

@@ -7,89 +7,40 @@
  * versions pages, fleet upgrades, a tenant's reported applications; accessibility (axe-core) and
  * screenshots of each.
  */
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import t from 'tap';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { appendLog } from '../../provisioner/store/operations.ts';
 import { createKey } from '../../provisioner/store/keys.ts';
 import { insertOperation } from '../../provisioner/store/tenants.ts';
-import { KUBECONFIG } from '../integration/reconciler/harness.ts';
-import { createTestDatabase } from '../helpers/postgres.ts';
 import { application, batch, deletion } from '../helpers/events.ts';
-import { EVENTS_PATH } from '../../runtime/protocol/events.ts';
-import {
-  axeViolations,
-  chromiumAvailable,
-  CHROMIUM,
-  launch,
-  newEncryptionKey,
-  openPage,
-  screenshotDir,
-  signIn,
-  startServer,
-  type PageGlobals,
-  type ServerProcess,
-  type WatchedPage,
-} from './harness/browser.ts';
+import { axeViolations, type PageGlobals } from './harness/browser.ts';
+import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
 import { portOutsideEphemeralRange } from '../helpers/ports.ts';
 import { until } from '../../sandbox/until.ts';
 
 // Chromium and a provisioner process on a shared 2-core machine: more than tap's default of 120 s.
 t.setTimeout(10 * 60_000);
-if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
 
-const db = await createTestDatabase();
-const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'console test', createdBy: 'test' })).key;
-// The console server is killed and started again on this port: one outside the ephemeral range,
-// which nothing else takes in between.
-const port = await portOutsideEphemeralRange();
-const serverEnv = {
-  databaseUrl: db.url,
-  port,
-  encryptionKey: newEncryptionKey(),
-  CONSOLE_ENGINE_DELAY_MS: 1000,
-};
-let server: ServerProcess = await startServer(serverEnv);
-const browser: Browser = await launch();
-const shots = screenshotDir('live');
-t.comment(`screenshots: ${shots}`);
-t.teardown(async () => {
-  await browser.close();
-  await server.stop();
-  await db.drop();
+const fx = await consoleFixture(t, {
+  name: 'live',
+  env: { CONSOLE_ENGINE_DELAY_MS: 1000 },
+  // The console server is killed and started again on this port: one outside the ephemeral range,
+  // which nothing else takes in between.
+  port: await portOutsideEphemeralRange(),
+  signupIdempotencyKey: true,
 });
-
-async function call(
-  method: string,
-  path: string,
-  body?: unknown,
-): Promise<{ status: number; json: { tenant: { id: string } } | null }> {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${operatorKey}`,
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-      ...(path === '/v1/signup' ? { 'idempotency-key': randomBytes(16).toString('hex') } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  return { status: res.status, json: (await res.json().catch(() => null)) as { tenant: { id: string } } | null };
-}
+const { db, call, signedIn } = fx;
 
 const phaseOf = async (id: string) =>
   (await db.pool.query<{ phase: string }>('SELECT phase FROM tenants WHERE id = $1', [id])).rows[0]?.phase;
 
 async function signup(organization: string, runtimeVersion?: string): Promise<string> {
-  const res = await call('POST', '/v1/signup', {
-    organization,
+  const { id } = await fx.signup(organization, {
     email: 'ops@example.com',
     ...(runtimeVersion ? { runtimeVersion } : {}),
   });
-  if (res.status !== 202) throw new Error(`signup: ${res.status} ${JSON.stringify(res.json)}`);
-  const id = res.json!.tenant.id;
   await until(`${organization} Ready`, 30_000, async () => (await phaseOf(id)) === 'Ready', 25);
   return id;
 }
@@ -98,23 +49,7 @@ async function signup(organization: string, runtimeVersion?: string): Promise<st
 const connectionLost = (p: string) =>
   /ERR_CONNECTION_REFUSED|ERR_INCOMPLETE_CHUNKED_ENCODING|ERR_EMPTY_RESPONSE|network error|Failed to fetch/.test(p);
 
-const registered = await call('POST', '/v1/clusters', {
-  name: 'eu-1a',
-  region: 'eu-west-1',
-  capacity: 50,
-  kubeconfig: KUBECONFIG,
-  // The kubeconfig names a documentation address: no cluster answers there, and the scripted
-  // engine needs none (registration probes the cluster unless forced).
-  force: true,
-});
-if (registered.status !== 201) throw new Error(`cluster: ${registered.status} ${JSON.stringify(registered.json)}`);
-
-async function signedIn(): Promise<WatchedPage> {
-  const w = await openPage(browser, server.url);
-  await signIn(w.page, server.url, operatorKey);
-  await w.page.getByRole('heading', { name: 'Tenants' }).waitFor();
-  return w;
-}
+await fx.registerCluster();
 
 t.test('a phase change appears without reload within 2 s', async (t) => {
   const id = await signup('live-phase');
@@ -153,7 +88,7 @@ t.test('an upgrade refused by the catalog shows the path; delete needs the typed
   const text = await alert.innerText();
   t.match(text, /UPGRADE_PATH_REFUSED/, "the API's refusal is shown with its code");
   t.match(text, /Path to follow: 1\.4\.\d → 1\.5\.0/, "with the API's path to follow");
-  await page.screenshot({ path: join(shots, 'upgrade-refused.png'), fullPage: true });
+  await fx.screenshot(page, 'upgrade-refused.png', { fullPage: true });
 
   t.equal(await page.getByRole('button', { name: 'Resume…' }).count(), 0, 'no Resume button on a running tenant');
   await page.getByRole('button', { name: 'Delete…' }).click();
@@ -246,7 +181,7 @@ t.test('a 100,000-line log renders virtualised, searchable and downloadable', as
   const d = await downloaded(page);
   t.equal(d.count, 100_000, 'the download holds every line');
   t.ok(d.inOrder && d.seqsIncrease, 'in order, each once');
-  await page.screenshot({ path: join(shots, 'log-100k.png'), fullPage: true });
+  await fx.screenshot(page, 'log-100k.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the log view has no serious accessibility violation');
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();
@@ -286,7 +221,7 @@ t.test('a long log line wraps: all of it is shown, and the next line starts belo
     `nothing cut at the right (text ${wrapped!.scrollWidth} px wide in ${wrapped!.clientWidth} px)`,
   );
   t.ok(next!.top >= wrapped!.bottom, `the next line starts below it (${next!.top} ≥ ${wrapped!.bottom})`);
-  await page.screenshot({ path: join(shots, 'log-long-line.png'), fullPage: true });
+  await fx.screenshot(page, 'log-long-line.png', { fullPage: true });
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();
 });
@@ -317,12 +252,12 @@ t.test('a followed log survives the provisioner killed and started again: every 
   await page.waitForFunction(
     () => Number((globalThis as unknown as PageGlobals).document.querySelector('.log-stats')?.dataset.lines) > 300,
   );
-  await server.kill();
+  await fx.server.kill();
   // A banner says the connection is lost (the wait fails the test when it does not).
   await page.getByText('Connection to the provisioner lost — reconnecting…').first().waitFor({ timeout: 10_000 });
-  await page.screenshot({ path: join(shots, 'log-reconnecting.png') });
+  await fx.screenshot(page, 'log-reconnecting.png');
   await new Promise((r) => setTimeout(r, 1000));
-  server = await startServer(serverEnv);
+  await fx.restart();
   const restarted = Date.now();
   await page.waitForFunction(
     () => {
@@ -388,7 +323,7 @@ t.test('a suspended tenant is marked in the list; one never placed takes any ver
     /by operator: invoice 42 unpaid/,
     'the mark says who suspended it and why',
   );
-  await page.screenshot({ path: join(shots, 'suspended-mark.png'), fullPage: true });
+  await fx.screenshot(page, 'suspended-mark.png', { fullPage: true });
   await page.evaluate(`location.hash = '#/tenants/${id}'`);
   await page.getByRole('heading', { name: /never-placed/ }).waitFor();
   await page.getByLabel('Upgrade to').selectOption('1.5.0');
@@ -398,7 +333,7 @@ t.test('a suspended tenant is marked in the list; one never placed takes any ver
     'a never-placed tenant is offered the version directly, as the API accepts it',
   );
   t.equal(await page.locator('.path-refused').count(), 0, 'no upgrade path is asked for');
-  await page.screenshot({ path: join(shots, 'first-install.png'), fullPage: true });
+  await fx.screenshot(page, 'first-install.png', { fullPage: true });
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();
 });
@@ -413,7 +348,7 @@ t.test('clusters and runtime versions pages: cordon, the upgrade graph', async (
   await row.getByRole('button', { name: 'Confirm cordon' }).click();
   await row.getByText('cordoned').waitFor();
   t.equal(await cordoned('eu-1a'), true, 'cordoned from the page: the database has the cluster cordoned');
-  await page.screenshot({ path: join(shots, 'clusters.png'), fullPage: true });
+  await fx.screenshot(page, 'clusters.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the clusters page has no serious accessibility violation');
   await row.getByRole('button', { name: 'Uncordon…' }).click();
   await row.getByRole('button', { name: 'Confirm uncordon' }).click();
@@ -430,7 +365,7 @@ t.test('clusters and runtime versions pages: cordon, the upgrade graph', async (
     t.ok(m, `the caption counts the direct ${noun}s (${caption})`);
     t.equal(m?.[2] === '', m?.[1] === '1', `"${m?.[0]}": singular exactly when the count is 1`);
   }
-  await page.screenshot({ path: join(shots, 'versions.png'), fullPage: true });
+  await fx.screenshot(page, 'versions.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the runtime versions page has no serious accessibility violation');
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();
@@ -455,18 +390,14 @@ t.test('a fleet upgrade: its waves and tenants, pause, resume and abort from the
              now(), now(), 'test')`,
     [b],
   );
-  const created = await fetch(`${server.url}/v1/fleet-upgrades`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      targetVersion: '1.4.1',
-      selector: { tenantIds: [a, b] },
-      waves: [{ count: 1 }, { percent: 100 }],
-      gate: { tunnel: false, applications: false },
-    }),
+  const created = await call<{ fleetUpgrade: { id: string } }>('POST', '/v1/fleet-upgrades', {
+    targetVersion: '1.4.1',
+    selector: { tenantIds: [a, b] },
+    waves: [{ count: 1 }, { percent: 100 }],
+    gate: { tunnel: false, applications: false },
   });
   t.equal(created.status, 201, 'fleet upgrade started');
-  const { fleetUpgrade } = (await created.json()) as { fleetUpgrade: { id: string } };
+  const { fleetUpgrade } = created.json;
   const { page, problems } = await signedIn();
   await page.getByRole('link', { name: 'Fleet upgrades' }).click();
   const hint = await page.locator('section[aria-labelledby="fleet-title"] p.hint').innerText();
@@ -507,7 +438,7 @@ t.test('a fleet upgrade: its waves and tenants, pause, resume and abort from the
     ]);
     t.equal(rows[0]?.state, after, `${action}: the page and the database have the fleet upgrade ${after}`);
   }
-  await page.screenshot({ path: join(shots, 'fleet-upgrade.png'), fullPage: true });
+  await fx.screenshot(page, 'fleet-upgrade.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the fleet upgrade page has no serious accessibility violation');
   await page.getByRole('button', { name: 'Abort…' }).click();
   await page.getByRole('button', { name: 'Confirm abort' }).click();
@@ -521,14 +452,7 @@ t.test("a tenant's applications as its runtime reported them, updated live", asy
   const { id } = await tenantWithOperation('reporting', 'succeeded');
   const runtimeKey = (await createKey(db.pool, { role: 'runtime', tenantId: id, name: 'reporter', createdBy: 'test' }))
     .key;
-  const post = async (body: unknown) => {
-    const res = await fetch(`${server.url}${EVENTS_PATH}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${runtimeKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    if (res.status !== 200) throw new Error(`events: ${res.status} ${await res.text()}`);
-  };
+  const post = (body: unknown) => fx.postEvents(runtimeKey, body);
   await post(batch('reporter-0', [application('guestbook', 10), application('billing', 11)]));
   const { page, problems } = await signedIn();
   await page.evaluate(`location.hash = '#/tenants/${id}'`);
@@ -545,7 +469,7 @@ t.test("a tenant's applications as its runtime reported them, updated live", asy
   await post(batch('reporter-0', [deletion('Application', 'argocd', 'billing', 21)]));
   await rows.filter({ hasText: 'argocd/billing' }).waitFor({ state: 'detached', timeout: 10_000 });
   t.equal(await rows.count(), 1, 'a deleted application leaves the list');
-  await page.screenshot({ path: join(shots, 'tenant-applications.png'), fullPage: true });
+  await fx.screenshot(page, 'tenant-applications.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the tenant page with applications has no serious accessibility violation');
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();

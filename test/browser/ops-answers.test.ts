@@ -6,72 +6,20 @@
  * applied yet counted, tenants per runtime version, a cluster's health, and an operation's row
  * following its log without a reload. Screenshots of each page.
  */
-import { join } from 'node:path';
 import t from 'tap';
-import type { Browser } from 'playwright-core';
 import { appendLog } from '../../provisioner/store/operations.ts';
-import { createKey } from '../../provisioner/store/keys.ts';
 import { insertOperation } from '../../provisioner/store/tenants.ts';
-import { KUBECONFIG } from '../integration/reconciler/harness.ts';
-import { createTestDatabase } from '../helpers/postgres.ts';
-import {
-  axeViolations,
-  chromiumAvailable,
-  CHROMIUM,
-  freePort,
-  launch,
-  newEncryptionKey,
-  openPage,
-  screenshotDir,
-  signIn,
-  startServer,
-  type ServerProcess,
-  type WatchedPage,
-} from './harness/browser.ts';
+import { axeViolations } from './harness/browser.ts';
+import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
 
 t.setTimeout(5 * 60_000);
-if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
-
-const db = await createTestDatabase();
-const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'console test', createdBy: 'test' })).key;
-const server: ServerProcess = await startServer({
-  databaseUrl: db.url,
-  port: await freePort(),
-  encryptionKey: newEncryptionKey(),
-  CONSOLE_ENGINE: 'none',
-});
-const browser: Browser = await launch();
-const shots = screenshotDir('ops-answers');
-t.comment(`screenshots: ${shots}`);
-t.teardown(async () => {
-  await browser.close();
-  await server.stop();
-  await db.drop();
-});
-
-async function call(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${operatorKey}`,
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  return { status: res.status, json: await res.json().catch(() => null) };
-}
+const fx = await consoleFixture(t, { name: 'ops-answers', env: { CONSOLE_ENGINE: 'none' } });
+const { db, call, signedIn } = fx;
 
 // A root cluster at a documentation address: registered without its probe (force), so doctor
 // finds it unreachable.
-const registered = await call('POST', '/v1/clusters', {
-  name: 'eu-1a',
-  region: 'eu-west-1',
-  capacity: 50,
-  kubeconfig: KUBECONFIG,
-  force: true,
-});
-if (registered.status !== 201) throw new Error(`cluster: ${registered.status} ${JSON.stringify(registered.json)}`);
+await fx.registerCluster();
 
 /** One seeded tenant `<org>-00001` with the given state, as the reconciler would have left it. */
 async function tenant(
@@ -115,13 +63,6 @@ const suspending = await tenant('suspending', {
   installed: '1.4.1',
   conditions: [cond('Ready', 'True', 'Ready', 'runtime is ready')],
 });
-
-async function signedIn(): Promise<WatchedPage> {
-  const w = await openPage(browser, server.url);
-  await signIn(w.page, server.url, operatorKey);
-  await w.page.getByRole('heading', { name: 'Tenants' }).waitFor();
-  return w;
-}
 
 t.test(
   "the tenants page: doctor's blocking problems, why tenants wait, suspensions and versions counted",
@@ -168,7 +109,7 @@ t.test(
     );
     t.equal(await page.locator('[data-version-count="1.4.1"]').innerText(), '2', 'two tenants name 1.4.1');
     t.equal(await page.locator('[data-version-count="1.5.0"]').innerText(), '1', 'one tenant names 1.5.0');
-    await page.screenshot({ path: join(shots, 'tenants.png'), fullPage: true });
+    await fx.screenshot(page, 'tenants.png', { fullPage: true });
     t.same(await axeViolations(page), [], 'the tenants page has no serious accessibility violation');
 
     await page.locator('[data-version-count="1.5.0"]').click();
@@ -193,7 +134,7 @@ t.test("the clusters page: a cluster's health as doctor's probe finds it", async
   t.match(await row.locator('td.health').innerText(), /no/, 'Reachable: no');
   t.match(await row.innerText(), /0 \/ 50/, 'tenants placed / capacity');
   t.equal((await page.locator('.blocking').count()) > 0, true, 'the blocking banner is on the clusters page too');
-  await page.screenshot({ path: join(shots, 'clusters.png'), fullPage: true });
+  await fx.screenshot(page, 'clusters.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the clusters page has no serious accessibility violation');
 
   await page.getByRole('link', { name: 'Runtime versions' }).click();
@@ -211,7 +152,7 @@ t.test("the clusters page: a cluster's health as doctor's probe finds it", async
     '1.5.0: one tenant names it, none runs it',
   );
   t.equal(await page.locator('td[data-version-tenants="1.3.0"]').innerText(), '0 (0)', '1.3.0: no tenant');
-  await page.screenshot({ path: join(shots, 'versions.png'), fullPage: true });
+  await fx.screenshot(page, 'versions.png', { fullPage: true });
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();
 });
@@ -219,7 +160,7 @@ t.test("the clusters page: a cluster's health as doctor's probe finds it", async
 t.test("an operation's row follows its log: running, then succeeded, without a reload", async (t) => {
   const op = await insertOperation(db.pool, suspending, 'suspend', 1, null, null);
   const { page, problems } = await signedIn();
-  await page.goto(`${server.url}/console#/tenants/${suspending}`);
+  await page.goto(`${fx.url}/console#/tenants/${suspending}`);
   const state = page.locator('table.operations tbody tr.selected td:nth-child(2)');
   await page.locator('table.operations tbody tr.selected td:nth-child(2)', { hasText: 'queued' }).waitFor();
   t.equal(await state.innerText(), 'queued', 'the queued operation is shown queued');
@@ -235,7 +176,7 @@ t.test("an operation's row follows its log: running, then succeeded, without a r
   await page.locator('.log-stats', { hasText: 'operation succeeded' }).waitFor();
   await page.locator('table.operations tbody tr.selected td:nth-child(2)', { hasText: 'succeeded' }).waitFor();
   t.equal(await state.innerText(), 'succeeded', 'the row says succeeded as the log ends, with no reload');
-  await page.screenshot({ path: join(shots, 'operation-followed.png'), fullPage: true });
+  await fx.screenshot(page, 'operation-followed.png', { fullPage: true });
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();
 });

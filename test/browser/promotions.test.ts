@@ -7,45 +7,20 @@
  * through a real tunnel to a TEST DOUBLE of the runtime's app-proxy (the real one acts in
  * test/e2e/promotions.test.ts and test/e2e/app-actions.test.ts), a refusal shown as the API says it.
  */
-import { join } from 'node:path';
 import http from 'node:http';
 import { once } from 'node:events';
 import t from 'tap';
-import type { Browser } from 'playwright-core';
 import { createKey } from '../../provisioner/store/keys.ts';
-import { createTestDatabase } from '../helpers/postgres.ts';
 import { batch } from '../helpers/events.ts';
-import { startTunnelClient } from '../../runtime/agents/tunnel-client/client.ts';
 import { upsertItem } from '../../runtime/agents/event-reporter/items.ts';
-import { EVENTS_PATH, type UpsertItem } from '../../runtime/protocol/events.ts';
-import {
-  axeViolations,
-  chromiumAvailable,
-  CHROMIUM,
-  freePort,
-  launch,
-  newEncryptionKey,
-  openPage,
-  screenshotDir,
-  signIn,
-  startServer,
-  type ServerProcess,
-} from './harness/browser.ts';
+import type { UpsertItem } from '../../runtime/protocol/events.ts';
+import { axeViolations } from './harness/browser.ts';
+import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
 
 t.setTimeout(5 * 60_000);
-if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
-
-const db = await createTestDatabase();
-const server: ServerProcess = await startServer({
-  databaseUrl: db.url,
-  port: await freePort(),
-  encryptionKey: newEncryptionKey(),
-  CONSOLE_ENGINE: 'none',
-});
-const browser: Browser = await launch();
-const shots = screenshotDir('promotions');
-t.comment(`screenshots: ${shots}`);
+const fx = await consoleFixture(t, { name: 'promotions', env: { CONSOLE_ENGINE: 'none' } });
+const { db } = fx;
 
 await seedTenants(db.pool, 1, 'promo', 1_000_000);
 await db.pool.query(
@@ -86,20 +61,8 @@ const appProxy = http.createServer((req, res) => {
 });
 appProxy.listen(0, '127.0.0.1');
 await once(appProxy, 'listening');
-const tunnel = startTunnelClient({
-  url: `${server.url.replace('http', 'ws')}/v1/tunnel`,
-  token: runtimeKey,
-  upstream: `http://127.0.0.1:${(appProxy.address() as { port: number }).port}`,
-  backoff: { initialMs: 50, maxMs: 200 },
-});
-if (!tunnel.connected) await once(tunnel.events, 'connected');
-t.teardown(async () => {
-  await tunnel.close();
-  appProxy.close();
-  await browser.close();
-  await server.stop();
-  await db.drop();
-});
+await fx.tunnel(runtimeKey, (appProxy.address() as { port: number }).port);
+fx.onClose(() => appProxy.close());
 
 let rv = 10;
 /** Reports objects as the runtime's event reporter does (its own summaries). */
@@ -120,12 +83,7 @@ async function report(kind: 'Product' | 'Promotion', objects: Record<string, unk
     if (!it) throw new Error('no item');
     return it;
   });
-  const res = await fetch(`${server.url}${EVENTS_PATH}`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${runtimeKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify(batch('reporter-0', items)),
-  });
-  if (res.status !== 200) throw new Error(`events: ${res.status} ${await res.text()}`);
+  await fx.postEvents(runtimeKey, batch('reporter-0', items));
 }
 
 const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000).toISOString();
@@ -182,8 +140,7 @@ await report('Promotion', [
 ]);
 
 t.test("a product's environments side by side, the failed promotion's timeline, retry and promote", async (t) => {
-  const { page, problems } = await openPage(browser, server.url);
-  await signIn(page, server.url, tenantKey);
+  const { page, problems } = await fx.open(tenantKey);
   const card = page.locator('table.products');
   await card.locator('tbody tr', { hasText: 'argocd/shop' }).waitFor();
   t.match(
@@ -224,7 +181,7 @@ t.test("a product's environments side by side, the failed promotion's timeline, 
   t.match(prodText, /pre-action: promotion-pre-prod-3c4d Failed/, "prod's failed gate");
   t.match(prodText, /smoke tests failed: 2 of 14 checks/, 'and why');
   t.ok(await page.getByRole('button', { name: 'Abort' }).isDisabled(), 'a finished promotion cannot be aborted');
-  await page.screenshot({ path: join(shots, 'product-failed.png'), fullPage: true });
+  await fx.screenshot(page, 'product-failed.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the product page has no serious accessibility violation');
 
   await page.getByRole('button', { name: 'Retry' }).click();
@@ -298,8 +255,7 @@ t.test('a refused action is shown as the API says it', async (t) => {
   await report('Promotion', [
     { ...failed, status: { ...failed.status, phase: 'Running', finishedAt: undefined, message: undefined } },
   ]);
-  const { page, problems } = await openPage(browser, server.url);
-  await signIn(page, server.url, tenantKey);
+  const { page, problems } = await fx.open(tenantKey);
   await page.locator('table.products').waitFor(); // signed in: the tenant's page, then the product's
   await page.evaluate(`location.hash = '#/tenants/${tenantId}/products/argocd/shop'`);
   await page.locator('section.promotion[data-phase="Running"]').waitFor();

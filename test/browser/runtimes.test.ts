@@ -7,74 +7,27 @@
  * expired), then the Runtimes page (all of them, the mode filter), the tenant's page (hosted
  * first) and the removal of a hybrid runtime with its remove command. Screenshots of each page.
  */
-import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import t from 'tap';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import type { Runtime, RuntimeRegistered } from '../../provisioner/http/api-types.ts';
 import { createKey } from '../../provisioner/store/keys.ts';
-import { createTestDatabase } from '../helpers/postgres.ts';
 import { seedTenants } from './harness/seed.ts';
-import {
-  axeViolations,
-  chromiumAvailable,
-  CHROMIUM,
-  freePort,
-  launch,
-  newEncryptionKey,
-  openPage,
-  screenshotDir,
-  signIn,
-  startServer,
-  type ServerProcess,
-  type WatchedPage,
-} from './harness/browser.ts';
+import { axeViolations } from './harness/browser.ts';
+import { consoleFixture } from './harness/fixture.ts';
 
 t.setTimeout(5 * 60_000);
-if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
-
-const db = await createTestDatabase();
-const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'console test', createdBy: 'test' })).key;
-const server: ServerProcess = await startServer({
-  databaseUrl: db.url,
-  port: await freePort(),
-  encryptionKey: newEncryptionKey(),
-  CONSOLE_ENGINE: 'none',
-  // Registration needs the URL customers' clusters reach the control plane at (else 409).
-  PROVISIONER_PUBLIC_URL: 'https://cp.example.test',
+const fx = await consoleFixture(t, {
+  name: 'runtimes',
+  env: {
+    CONSOLE_ENGINE: 'none',
+    // Registration needs the URL customers' clusters reach the control plane at (else 409).
+    PROVISIONER_PUBLIC_URL: 'https://cp.example.test',
+  },
+  signupIdempotencyKey: true,
 });
-const browser: Browser = await launch();
-const shots = screenshotDir('runtimes');
-t.comment(`screenshots: ${shots}`);
-t.teardown(async () => {
-  await browser.close();
-  await server.stop();
-  await db.drop();
-});
+const { db, call, signedIn } = fx;
 
-async function call<T>(
-  method: string,
-  path: string,
-  body?: unknown,
-  key = operatorKey,
-): Promise<{ status: number; json: T }> {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${key}`,
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-      ...(path === '/v1/signup' ? { 'idempotency-key': randomBytes(16).toString('hex') } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  return { status: res.status, json: (await res.json().catch(() => null)) as T };
-}
-
-async function signup(organization: string): Promise<string> {
-  const res = await call<{ tenant: { id: string } }>('POST', '/v1/signup', { organization, email: 'ops@example.com' });
-  if (res.status !== 202) throw new Error(`signup: ${res.status} ${JSON.stringify(res.json)}`);
-  return res.json.tenant.id;
-}
+const signup = async (organization: string) => (await fx.signup(organization, { email: 'ops@example.com' })).id;
 async function register(tenantId: string, body: Record<string, unknown>): Promise<RuntimeRegistered> {
   const res = await call<RuntimeRegistered>('POST', `/v1/tenants/${tenantId}/runtimes`, { mode: 'hybrid', ...body });
   if (res.status !== 201) throw new Error(`register: ${res.status} ${JSON.stringify(res.json)}`);
@@ -107,13 +60,6 @@ await db.pool.query(
 await db.pool.query(`UPDATE runtimes SET bootstrap_expires_at = now() - interval '1 minute' WHERE id = $1`, [
   late.runtime.id,
 ]);
-
-async function signedIn(): Promise<WatchedPage> {
-  const w = await openPage(browser, server.url);
-  await signIn(w.page, server.url, operatorKey);
-  await w.page.getByRole('heading', { name: 'Tenants' }).waitFor();
-  return w;
-}
 
 /** The cells of a runtime's row (by tenant and name), by their data-cell name. */
 async function cells(page: Page, tenantId: string, name: string): Promise<Record<string, string>> {
@@ -192,7 +138,7 @@ t.test('the Runtimes page shows hosted and hybrid runtimes together, and filters
     'Deployment app-proxy did not roll out: FailedCreate',
     'with the reason on hover',
   );
-  await page.screenshot({ path: join(shots, 'runtimes.png'), fullPage: true });
+  await fx.screenshot(page, 'runtimes.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the Runtimes page has no serious accessibility violation');
 
   const mode = page.getByLabel('Mode');
@@ -217,7 +163,7 @@ t.test(
   "the tenant's page lists its runtimes, hosted first; a hybrid one is removed after typing its name",
   async (t) => {
     const { page, problems } = await signedIn();
-    await page.goto(`${server.url}/console#/tenants/${customer}`);
+    await page.goto(`${fx.url}/console#/tenants/${customer}`);
     const card = page.getByRole('region', { name: 'Runtimes' });
     await card.locator('tr[data-runtime="late"]').waitFor();
     t.same(
@@ -246,7 +192,7 @@ t.test(
       edge.install.removeCommand.trim(),
       "the remove command shown is the one that deletes what edge's install created",
     );
-    await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: fx.url });
     await notice.getByRole('button', { name: 'Copy the command' }).click();
     await notice.getByText('copied', { exact: true }).waitFor();
     t.equal(
@@ -266,7 +212,7 @@ t.test(
       ['hosted', 'onprem', 'late'],
       'the API lists the tenant without edge: it is removed',
     );
-    await page.screenshot({ path: join(shots, 'tenant-runtimes.png'), fullPage: true });
+    await fx.screenshot(page, 'tenant-runtimes.png', { fullPage: true });
     t.same(await axeViolations(page), [], "the tenant's page with its runtimes has no serious accessibility violation");
 
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Runtimes' }).click();
@@ -287,8 +233,7 @@ t.test(
 t.test('a tenant key sees its own runtimes on its page and no fleet-wide Runtimes link', async (t) => {
   const key = (await createKey(db.pool, { role: 'tenant', tenantId: other, name: 'tenant console', createdBy: 'test' }))
     .key;
-  const w = await openPage(browser, server.url);
-  await signIn(w.page, server.url, key);
+  const w = await fx.open(key);
   const card = w.page.getByRole('region', { name: 'Runtimes' });
   await card.locator('tr[data-runtime="hosted"]').waitFor();
   t.same(await shown(w.page), [`${other}/hosted`], 'only its hosted runtime: no other tenant’s');
@@ -307,7 +252,7 @@ t.test('the Runtimes page pages through more runtimes than fit one page', async 
   await seedTenants(db.pool, 60, 'paged');
   const total = 4 + 60;
   const { page, problems } = await signedIn();
-  await page.goto(`${server.url}/console#/runtimes`);
+  await page.goto(`${fx.url}/console#/runtimes`);
   await page.locator('table.runtimes tbody tr[data-runtime]').nth(49).waitFor();
   const first = await shown(page);
   t.equal(first.length, 50, 'the first page holds 50 runtimes (the page size)');
@@ -342,7 +287,7 @@ t.test('the Runtimes page pages through more runtimes than fit one page', async 
 t.test("removing a runtime already removed elsewhere shows the API's answer and drops its row", async (t) => {
   await register(other, { name: 'gone', access: 'tunnel', argo: 'new' });
   const { page, problems } = await signedIn();
-  await page.goto(`${server.url}/console#/tenants/${other}`);
+  await page.goto(`${fx.url}/console#/tenants/${other}`);
   const card = page.getByRole('region', { name: 'Runtimes' });
   await card.locator('tr[data-runtime="gone"]').waitFor();
   // Removed with the CLI (the API) while the page shows it.

@@ -12,47 +12,15 @@
  * test holds the tenant's reconciler lease in the database, as a replica in the middle of an
  * attempt would.
  */
-import { join } from 'node:path';
 import t from 'tap';
-import type { Browser, Page } from 'playwright-core';
-import { createKey } from '../../provisioner/store/keys.ts';
-import { KUBECONFIG } from '../integration/reconciler/harness.ts';
-import { createTestDatabase } from '../helpers/postgres.ts';
-import {
-  axeViolations,
-  chromiumAvailable,
-  CHROMIUM,
-  freePort,
-  launch,
-  newEncryptionKey,
-  openPage,
-  screenshotDir,
-  signIn,
-  startServer,
-  type ServerProcess,
-  type WatchedPage,
-} from './harness/browser.ts';
+import type { Page } from 'playwright-core';
+import { axeViolations } from './harness/browser.ts';
+import { consoleFixture } from './harness/fixture.ts';
 import { until } from '../../sandbox/until.ts';
 
 t.setTimeout(5 * 60_000);
-if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
-
-const db = await createTestDatabase();
-const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'console test', createdBy: 'test' })).key;
-const server: ServerProcess = await startServer({
-  databaseUrl: db.url,
-  port: await freePort(),
-  encryptionKey: newEncryptionKey(),
-  CONSOLE_ENGINE_DELAY_MS: 50,
-});
-const browser: Browser = await launch();
-const shots = screenshotDir('tenant-sleep');
-t.comment(`screenshots: ${shots}`);
-t.teardown(async () => {
-  await browser.close();
-  await server.stop();
-  await db.drop();
-});
+const fx = await consoleFixture(t, { name: 'tenant-sleep', env: { CONSOLE_ENGINE_DELAY_MS: 50 } });
+const { db, call, ok, signedIn } = fx;
 
 interface TenantView {
   generation: number;
@@ -70,32 +38,13 @@ interface OperationView {
   state: string;
 }
 
-async function call(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${operatorKey}`,
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  return { status: res.status, json: await res.json().catch(() => null) };
-}
-async function ok(method: string, path: string, body?: unknown): Promise<unknown> {
-  const res = await call(method, path, body);
-  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.json)}`);
-  return res.json;
-}
-const tenant = async (id: string) => (await ok('GET', `/v1/tenants/${id}`)) as TenantView;
+const tenant = async (id: string) => await ok<TenantView>('GET', `/v1/tenants/${id}`);
 const operations = async (id: string) =>
-  ((await ok('GET', `/v1/tenants/${id}/operations?limit=50`)) as { items: OperationView[] }).items;
+  (await ok<{ items: OperationView[] }>('GET', `/v1/tenants/${id}/operations?limit=50`)).items;
 
 /** A tenant signed up and provisioned by the reconciler: phase Ready, its spec applied. */
 async function provisioned(organization: string): Promise<string> {
-  const s = (await ok('POST', '/v1/signup', { organization, email: `ops@${organization}.example` })) as {
-    tenant: { id: string };
-  };
-  const id = s.tenant.id;
+  const { id } = await fx.signup(organization);
   await until(
     `${organization} Ready`,
     120_000,
@@ -128,12 +77,6 @@ async function releaseLease(id: string): Promise<void> {
   await db.pool.query(`UPDATE tenants SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`, [id]);
 }
 
-async function signedIn(): Promise<WatchedPage> {
-  const w = await openPage(browser, server.url);
-  await signIn(w.page, server.url, operatorKey);
-  await w.page.getByRole('heading', { name: 'Tenants' }).waitFor();
-  return w;
-}
 async function openTenant(page: Page, id: string, organization: string): Promise<void> {
   await page.evaluate(`location.hash = '#/tenants/${id}'`);
   await page.getByRole('heading', { name: new RegExp(organization) }).waitFor();
@@ -148,13 +91,7 @@ const colours = (badge: ReturnType<Page['locator']>) =>
   });
 
 // A root cluster at a documentation address (forced: nobody answers there); the scripted engine needs none.
-await ok('POST', '/v1/clusters', {
-  name: 'eu-1a',
-  region: 'eu-west-1',
-  capacity: 50,
-  kubeconfig: KUBECONFIG,
-  force: true,
-});
+await fx.registerCluster();
 
 t.test('Sleep… puts a Ready tenant to sleep; asleep, it is calm in the list and offers Wake', async (t) => {
   const id = await provisioned('sleepy-org');
@@ -224,7 +161,7 @@ t.test('Sleep… puts a Ready tenant to sleep; asleep, it is calm in the list an
   );
   await wakeButton.waitFor();
   t.equal(await sleepButton.count(), 0, 'an asleep tenant is offered no Sleep…');
-  await page.screenshot({ path: join(shots, 'tenant-asleep.png'), fullPage: true });
+  await fx.screenshot(page, 'tenant-asleep.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the tenant page asleep has no serious accessibility violation');
 
   // The list: the calm Sleeping badge and the Why.
@@ -247,7 +184,7 @@ t.test('Sleep… puts a Ready tenant to sleep; asleep, it is calm in the list an
   );
   t.equal(await why.locator('.reason').count(), 0, 'and raises no reason in bold: nothing is wrong');
   t.equal(await page.locator('[data-phase-count="Sleeping"]').innerText(), '1', 'the Sleeping count counts it');
-  await page.screenshot({ path: join(shots, 'tenants-asleep.png'), fullPage: true });
+  await fx.screenshot(page, 'tenants-asleep.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the tenants page with a tenant asleep has no serious accessibility violation');
 
   // Wake.
@@ -329,7 +266,7 @@ t.test('a suspended tenant is offered no Sleep…; a refusal shows the API messa
   t.match(text, /cannot be put to sleep: a change of its spec is not applied yet/, "the API's reason is shown");
   t.match(text, /NOT_SLEEPABLE/, 'with its code');
   t.equal((await tenant(busy)).status.sleep?.asleep, false, 'nothing was asked');
-  await page.screenshot({ path: join(shots, 'sleep-refused.png'), fullPage: true });
+  await fx.screenshot(page, 'sleep-refused.png', { fullPage: true });
   await db.pool.query(`UPDATE tenants SET generation = generation - 1 WHERE id = $1`, [busy]);
   await releaseLease(busy);
   t.same(

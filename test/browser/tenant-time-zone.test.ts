@@ -6,65 +6,17 @@
  * without reload; a zone the API refuses is shown with its message, the value and its code, and
  * nothing changes; an operator clears it. Accessibility (axe-core) and a screenshot.
  */
-import { join } from 'node:path';
 import t from 'tap';
-import type { Browser, Page } from 'playwright-core';
-import { createKey } from '../../provisioner/store/keys.ts';
-import { createTestDatabase } from '../helpers/postgres.ts';
-import {
-  axeViolations,
-  chromiumAvailable,
-  CHROMIUM,
-  freePort,
-  launch,
-  newEncryptionKey,
-  openPage,
-  screenshotDir,
-  signIn,
-  startServer,
-  type ServerProcess,
-} from './harness/browser.ts';
+import type { Page } from 'playwright-core';
+import { axeViolations } from './harness/browser.ts';
+import { consoleFixture } from './harness/fixture.ts';
 
 t.setTimeout(5 * 60_000);
-if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
+const fx = await consoleFixture(t, { name: 'tenant-time-zone', env: { CONSOLE_ENGINE: 'none' } });
+const zoneOf = async (id: string) => (await fx.ok<{ timeZone: string | null }>('GET', `/v1/tenants/${id}`)).timeZone;
 
-const db = await createTestDatabase();
-const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'console test', createdBy: 'test' })).key;
-const server: ServerProcess = await startServer({
-  databaseUrl: db.url,
-  port: await freePort(),
-  encryptionKey: newEncryptionKey(),
-  CONSOLE_ENGINE: 'none',
-});
-const browser: Browser = await launch();
-const shots = screenshotDir('tenant-time-zone');
-t.comment(`screenshots: ${shots}`);
-t.teardown(async () => {
-  await browser.close();
-  await server.stop();
-  await db.drop();
-});
-
-async function call(method: string, path: string, key: string | null, body?: unknown): Promise<unknown> {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      ...(key ? { authorization: `Bearer ${key}` } : {}),
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
-  return res.json();
-}
-const zoneOf = async (id: string) =>
-  ((await call('GET', `/v1/tenants/${id}`, operatorKey)) as { timeZone: string | null }).timeZone;
-
-const signup = (await call('POST', '/v1/signup', null, { organization: 'zoned-org', email: 'ops@zoned.example' })) as {
-  tenant: { id: string };
-  apiKey: string;
-};
-const id = signup.tenant.id;
+const signup = await fx.signup('zoned-org', { email: 'ops@zoned.example' }, null);
+const id = signup.id;
 
 /** The details' time zone, once it reads `text` (the page follows the tenant's stream). */
 const zoneShown = async (page: Page, text: string) => {
@@ -73,8 +25,7 @@ const zoneShown = async (page: Page, text: string) => {
 };
 
 t.test("the customer sets its tenant's time zone; a refused one is shown; an operator clears it", async (t) => {
-  const { page, problems } = await openPage(browser, server.url);
-  await signIn(page, server.url, signup.apiKey);
+  const { page, problems } = await fx.open(signup.apiKey);
   // A tenant key lands on its own tenant.
   await page.getByRole('heading', { name: /zoned-org/ }).waitFor();
   t.equal(await zoneShown(page, 'not set'), 'not set', 'the details say no time zone is set');
@@ -100,7 +51,7 @@ t.test("the customer sets its tenant's time zone; a refused one is shown; an ope
   );
   t.equal(await zoneOf(id), 'Asia/Tokyo', 'the API has it');
   t.equal(await input.inputValue(), '', 'the field is empty again');
-  await page.screenshot({ path: join(shots, 'tenant-time-zone.png'), fullPage: true });
+  await fx.screenshot(page, 'tenant-time-zone.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the tenant page with the time zone has no serious accessibility violation');
 
   await input.fill('Mars/Olympus');
@@ -123,8 +74,7 @@ t.test("the customer sets its tenant's time zone; a refused one is shown; an ope
   );
   await page.context().close();
 
-  const operator = await openPage(browser, server.url);
-  await signIn(operator.page, server.url, operatorKey);
+  const operator = await fx.open(fx.operatorKey);
   await operator.page.getByRole('heading', { name: 'Tenants' }).waitFor();
   await operator.page.evaluate(`location.hash = '#/tenants/${id}'`);
   await operator.page.getByRole('heading', { name: /zoned-org/ }).waitFor();
