@@ -3,7 +3,7 @@
  * (test/e2e/harness: a real kube-apiserver root cluster with KWOK nodes, the real vcluster of each
  * tenant, the real charts, the real Pulumi CLI and the real Kubernetes provider plugin that
  * HRT_KUBERNETES_PROVIDER names, built by scripts/kubernetes-provider.sh) and the real
- * provisioner process. For create, upgrade, suspend, resume, delete, a resync with nothing to
+ * provisioner process. For create, upgrade, suspend, resume, sleep, wake, delete, a resync with nothing to
  * change and a resync that corrects drift (a quota deleted by hand first): the engine's wall time
  * (operation started → finished), the CPU of the engine's process tree (the CLI and the provider
  * plugins, the provisioner's descendants) and of the provisioner process itself (which hosts the
@@ -17,7 +17,7 @@
  *   HRT_TOOLCHAIN_BIN=… HRT_KUBERNETES_PROVIDER=$(bash scripts/kubernetes-provider.sh | tail -1)/pulumi-resource-kubernetes npm run bench -- engine
  *
  * BENCH_ENGINE_ROUNDS (default 2): tenants taken through the whole life cycle one after the
- * other; BENCH_ENGINE_OPTION_RUNS (default 3): runs of each resync candidate.
+ * other; BENCH_ENGINE_OPTION_RUNS (default 3): runs of each resync candidate (0: none).
  */
 import { spawn } from 'node:child_process';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -168,7 +168,17 @@ async function lifecycle(e2e: E2E, round: number, options: boolean): Promise<voi
     return tenantId;
   });
   await measure(e2e, 'resync', () => resync(e2e, tenantId)).then((m) => (m.kind = 'resync (no change)'));
-  if (options) await resyncOptions(e2e, tenantId);
+  // Idle sleep and wake (issue 54): suspend's engine path plus the vcluster's synced pods deleted,
+  // and resume's; measured apart so that a plan's sleep schedule can be costed on its own.
+  await measure(e2e, 'sleep', async () => {
+    await api('sleep');
+    return tenantId;
+  });
+  await measure(e2e, 'wake', async () => {
+    await api('wake');
+    return tenantId;
+  });
+  if (options && OPTION_RUNS > 0) await resyncOptions(e2e, tenantId);
   await measure(e2e, 'delete', async () => {
     await e2e.api.expect(202, 'DELETE', `/v1/tenants/${tenantId}`);
     return tenantId;
@@ -296,7 +306,17 @@ function optionTable(byMode: Map<Mode, OptionResult[]>, seen: Map<Mode, Record<s
 }
 
 function kindTable(): void {
-  const kinds = ['create', 'upgrade', 'suspend', 'resume', 'delete', 'resync (no change)', 'resync (drift corrected)'];
+  const kinds = [
+    'create',
+    'upgrade',
+    'suspend',
+    'resume',
+    'sleep',
+    'wake',
+    'delete',
+    'resync (no change)',
+    'resync (drift corrected)',
+  ];
   console.log(`\nper operation kind (median of the runs; max for RSS), sampling every ${SAMPLE_MS} ms`);
   console.log(
     '| kind | runs | engine wall s | tree CPU s | sampled CPU s (error) | provisioner CPU s | CPU total s | peak tree RSS MiB | ΣHWM MiB | provisioner RSS growth MiB |',

@@ -297,6 +297,13 @@ function hybridAgentObjects(
     .spec.containers[0]!;
   // Which runtime the agents are: the app-proxy accepts only request tokens for this runtime.
   container.env.push({ name: 'RUNTIME_ID', value: r.runtimeId });
+  if (agent.name === 'request-router' && r.argo === 'existing') {
+    // Beside the customer's own Argo CD the router serves no `/argo-cd/*`: that API server is the
+    // customer's, served over its own TLS (which the router could not verify) at its own address.
+    // Without the variable the route answers 404 naming what the runtime serves, not a 502.
+    const env = container.env as Array<{ name: string }>;
+    container.env = env.filter((e) => e.name !== 'ARGOCD_SERVER_URL');
+  }
   if (agent.name === 'request-router' && r.access === 'ingress') {
     // Exposed on the customer's ingress: it refuses every request without the control plane's
     // request token for this runtime (nothing unsigned reaches the app-proxy or the event source).

@@ -721,7 +721,25 @@ t.test('the Source Server reads the Argo CD beside it as each mode allows, and i
       `the ${agent} asks the Source Server of its own runtime's namespace`,
     );
 
+  // The request router: `/argo-cd/*` to the Argo CD the bundle installs; none beside the customer's.
+  const routerEnv = (b: ReturnType<typeof hybridInstallBundle>, namespace?: string) =>
+    podOf(b, 'request-router', namespace).containers[0].env;
+  t.notOk(
+    named(routerEnv(existing, ns), 'ARGOCD_SERVER_URL'),
+    "argo=existing: the router proxies nothing to the customer's Argo CD API server",
+  );
+  t.equal(
+    loadRouterConfig(vars(routerEnv(existing, ns))).argoCdServerUrl,
+    undefined,
+    'so its /argo-cd/* answers 404 naming what it serves',
+  );
+
   const fresh = hybridInstallBundle(input());
+  t.equal(
+    named(routerEnv(fresh), 'ARGOCD_SERVER_URL')?.value,
+    'http://argocd-server.argocd.svc:80',
+    "argo=new: the router's /argo-cd/* reaches the Argo CD the bundle installs",
+  );
   const newEnv = podOf(fresh, 'source-server').containers[0].env;
   t.equal(
     named(newEnv, 'ARGOCD_SERVER_URL')?.value,
