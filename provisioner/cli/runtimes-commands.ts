@@ -17,14 +17,7 @@ import { askOnTerminal } from './terminal-prompt.ts';
 import { manifestFileName } from '../../runtime/hybrid/bundle.ts';
 import { agentsAt, SOURCE_SERVER_ARGOCD_SECRET } from '../../runtime/component/agents.ts';
 import { shellCommand } from '../../runtime/hybrid/shell.ts';
-import type {
-  Runtime,
-  RuntimePage,
-  RuntimeRegistered,
-  RuntimeRemoved,
-  RuntimeUpgradeBundle,
-  RuntimeUpgraded,
-} from '../http/api-types.ts';
+import type { Runtime, RuntimePage, RuntimeUpgradeBundle } from '../http/api-types.ts';
 
 /**
  * REPORTED is the version the runtime's own agents stated, so it is shown only once they reported
@@ -98,8 +91,6 @@ export function addRuntimesCommands(program: Command, io: Io): void {
   };
   const json = (): boolean => program.opts<{ json?: boolean }>().json === true;
   const print = (data: unknown, text: () => string) => io.out(json() ? JSON.stringify(data, null, 2) : text());
-  const path = (tenant: string, name?: string) =>
-    `/v1/tenants/${encodeURIComponent(tenant)}/runtimes${name ? `/${encodeURIComponent(name)}` : ''}`;
 
   const group = program
     .command('runtimes')
@@ -117,23 +108,18 @@ export function addRuntimesCommands(program: Command, io: Io): void {
           `runtimes list: the tenant is given twice, as '${positional}' and as --tenant '${o.tenant}': give it once`,
         );
       // A tenant's key lists its own tenant's runtimes without naming it.
-      const own =
-        positional ??
-        o.tenant ??
-        (await client().untyped<{ role: string; tenantId: string | null }>('GET', '/v1/whoami')).tenantId ??
-        undefined;
+      const own = positional ?? o.tenant ?? (await client().call('GET /v1/whoami')).tenantId ?? undefined;
       if (own !== undefined) {
-        const { items } = await client().untyped<{ items: Runtime[] }>('GET', path(own));
+        const { items } = await client().call('GET /v1/tenants/:id/runtimes', { params: { id: own } });
         print({ items }, () => table(HEADERS, items.map(row)));
         return;
       }
       const items: Runtime[] = [];
       let cursor: string | null = null;
       do {
-        const page: RuntimePage = await client().untyped<RuntimePage>(
-          'GET',
-          `/v1/runtimes?limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
-        );
+        const page: RuntimePage = await client().call('GET /v1/runtimes', {
+          query: { limit: 200, ...(cursor ? { cursor } : {}) },
+        });
         items.push(...page.items);
         cursor = page.nextCursor;
       } while (cursor !== null);
@@ -146,7 +132,7 @@ export function addRuntimesCommands(program: Command, io: Io): void {
     });
 
   group.command('get <tenant> <name>').action(async (tenant: string, name: string) => {
-    const r = await client().untyped<Runtime>('GET', path(tenant, name));
+    const r = await client().call('GET /v1/tenants/:id/runtimes/:name', { params: { id: tenant, name } });
     print(r, () =>
       [
         table(HEADERS, [row(r)]),
@@ -204,15 +190,18 @@ export function addRuntimesCommands(program: Command, io: Io): void {
         if (o.argo !== 'new' && o.argo !== 'existing')
           throw new UsageError(`--argo: '${o.argo}' is neither new nor existing`);
         const file = o.out ?? `hybrid-runtime-${name}.yaml`;
-        const out = await client().untyped<RuntimeRegistered>('POST', path(tenant), {
-          name,
-          mode: 'hybrid',
-          access: o.access,
-          ...(o.ingressUrl !== undefined ? { ingressUrl: o.ingressUrl } : {}),
-          argo: o.argo,
-          ...(o.argoNamespace !== undefined ? { argoNamespace: o.argoNamespace } : {}),
-          upgrades: o.upgrader ? 'agent' : 'customer',
-          ...(o.runtimeVersion !== undefined ? { version: o.runtimeVersion } : {}),
+        const out = await client().call('POST /v1/tenants/:id/runtimes', {
+          params: { id: tenant },
+          body: {
+            name,
+            mode: 'hybrid',
+            access: o.access,
+            ...(o.ingressUrl !== undefined ? { ingressUrl: o.ingressUrl } : {}),
+            argo: o.argo,
+            ...(o.argoNamespace !== undefined ? { argoNamespace: o.argoNamespace } : {}),
+            upgrades: o.upgrader ? 'agent' : 'customer',
+            ...(o.runtimeVersion !== undefined ? { version: o.runtimeVersion } : {}),
+          },
         });
         await writePrivate(file, out.install.manifests);
         // The files' command applies the manifest by its bundle name: point it at the file written.
@@ -295,8 +284,9 @@ export function addRuntimesCommands(program: Command, io: Io): void {
     .option('--out <file>', 'where to write the manifest (default: hybrid-runtime-NAME-VERSION.yaml)')
     .option('--diff', 'print the unified diff of the two bundles too')
     .action(async (tenant: string, name: string, o: { runtimeVersion: string; out?: string; diff?: boolean }) => {
-      const out = await client().untyped<RuntimeUpgraded>('POST', `${path(tenant, name)}/upgrade`, {
-        version: o.runtimeVersion,
+      const out = await client().call('POST /v1/tenants/:id/runtimes/:name/upgrade', {
+        params: { id: tenant, name },
+        body: { version: o.runtimeVersion },
       });
       await showUpgrade(
         name,
@@ -336,14 +326,13 @@ export function addRuntimesCommands(program: Command, io: Io): void {
         name: string,
         o: { runtimeVersion?: string; from?: string; out?: string; diff?: boolean },
       ) => {
-        const q = new URLSearchParams();
-        if (o.runtimeVersion !== undefined) q.set('version', o.runtimeVersion);
-        if (o.from !== undefined) q.set('from', o.from);
-        const qs = q.toString();
-        const u = await client().untyped<RuntimeUpgradeBundle>(
-          'GET',
-          `${path(tenant, name)}/bundle${qs ? `?${qs}` : ''}`,
-        );
+        const u = await client().call('GET /v1/tenants/:id/runtimes/:name/bundle', {
+          params: { id: tenant, name },
+          query: {
+            ...(o.runtimeVersion !== undefined ? { version: o.runtimeVersion } : {}),
+            ...(o.from !== undefined ? { from: o.from } : {}),
+          },
+        });
         await showUpgrade(name, u, o, '', {
           from: u.from,
           to: u.to,
@@ -359,7 +348,7 @@ export function addRuntimesCommands(program: Command, io: Io): void {
     .option('--yes', "remove without asking to type the runtime's name (needed without a terminal)")
     .action(async (tenant: string, name: string, o: { yes?: boolean }) => {
       if (o.yes !== true) await confirmRemove(tenant, name);
-      const out = await client().untyped<RuntimeRemoved>('DELETE', path(tenant, name));
+      const out = await client().call('DELETE /v1/tenants/:id/runtimes/:name', { params: { id: tenant, name } });
       print(out, () =>
         [
           `removed hybrid runtime ${name}: its runtime key is revoked; delete what the install created in your cluster with:`,
