@@ -22,15 +22,6 @@ export function parseApplication(ref: string): { namespace: string; name: string
   return { namespace: m[1]!, name: m[2]! };
 }
 
-/** The application's path under a tenant: the tenant-level routes (hosted) or one runtime's. */
-export function applicationPath(tenant: string, app: { namespace: string; name: string }, runtime?: string): string {
-  const t = encodeURIComponent(tenant);
-  const rest = `${encodeURIComponent(app.namespace)}/${encodeURIComponent(app.name)}`;
-  return runtime === undefined
-    ? `/v1/tenants/${t}/applications/${rest}`
-    : `/v1/tenants/${t}/runtimes/${encodeURIComponent(runtime)}/objects/applications/${rest}`;
-}
-
 const shortRevision = (r: string | null | undefined): string => (r ? r.slice(0, 7) : '-');
 
 /** `2026-11-28 14:05:33Z`: to the second, in UTC. */
@@ -168,11 +159,21 @@ export function addAppHistoryCommands(
     .option('--limit <n>', 'entries to show', '20')
     .action(async (tenant: string, ref: string, o: { runtime?: string; limit: string }) => {
       const app = parseApplication(ref);
-      const q = new URLSearchParams({ limit: o.limit });
-      const page = await client().untyped<ApplicationHistoryPage>(
-        'GET',
-        `${applicationPath(tenant, app, o.runtime)}/history?${q.toString()}`,
-      );
+      // A --limit that is not a number goes as it is: the API's 400 names it.
+      const query = { limit: Number(o.limit) };
+      const page: ApplicationHistoryPage =
+        o.runtime === undefined
+          ? await client().call('GET /v1/tenants/:id/applications/:namespace/:name/history', {
+              params: { id: tenant, ...app },
+              query,
+            })
+          : await client().call(
+              'GET /v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/history',
+              {
+                params: { id: tenant, name: o.runtime, namespace: app.namespace, objectName: app.name },
+                query,
+              },
+            );
       if (json()) return io.out(JSON.stringify(page, null, 2));
       if (page.items.length === 0) return io.out(`no change recorded for ${app.namespace}/${app.name} yet`);
       io.out([historyTable(page.items), ...failures(page.items)].join('\n'));
@@ -188,10 +189,22 @@ export function addAppHistoryCommands(
     .option('--runtime <name>', "one runtime of the tenant by name (default: the tenant's hosted runtime)")
     .action(async (tenant: string, ref: string, o: { revision?: string; runtime?: string }) => {
       const app = parseApplication(ref);
-      const q = o.revision !== undefined ? `?${new URLSearchParams({ revision: o.revision }).toString()}` : '';
+      const query = o.revision !== undefined ? { revision: o.revision } : {};
       let d: ApplicationDiff;
       try {
-        d = await client().untyped<ApplicationDiff>('GET', `${applicationPath(tenant, app, o.runtime)}/diff${q}`);
+        d =
+          o.runtime === undefined
+            ? await client().call('GET /v1/tenants/:id/applications/:namespace/:name/diff', {
+                params: { id: tenant, ...app },
+                query,
+              })
+            : await client().call(
+                'GET /v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/diff',
+                {
+                  params: { id: tenant, name: o.runtime, namespace: app.namespace, objectName: app.name },
+                  query,
+                },
+              );
       } catch (err) {
         throw unreachable(err);
       }

@@ -50,15 +50,12 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
   const client = () => apiClientOf(program, io);
   const json = (): boolean => program.opts<{ json?: boolean }>().json === true;
   const print = (data: unknown, text: () => string) => io.out(json() ? JSON.stringify(data, null, 2) : text());
-  const path = (tenant: string, name?: string) =>
-    `/v1/tenants/${encodeURIComponent(tenant)}/managed-clusters${name ? `/${encodeURIComponent(name)}` : ''}`;
-
   const group = program
     .command('managed-clusters')
     .description('the clusters a tenant\'s Argo CD deploys to (docs/api.md "Managed clusters")');
 
   group.command('list <tenant>').action(async (tenant: string) => {
-    const { items } = await client().untyped<{ items: ManagedCluster[] }>('GET', path(tenant));
+    const { items } = await client().call('GET /v1/tenants/:id/managed-clusters', { params: { id: tenant } });
     print({ items }, () =>
       table(
         ['NAME', 'SERVER', 'NAMESPACES', 'REACHABLE', 'VERSION', 'PROBED'],
@@ -115,16 +112,17 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
             ...(o.caFile !== undefined ? { caData: await readSecretFile('--ca-file', o.caFile) } : {}),
           };
         }
-        const out = await client().untyped<{ managedCluster: ManagedCluster; operationId: string }>(
-          'POST',
-          path(tenant),
-          {
+        const out = await client().call('POST /v1/tenants/:id/managed-clusters', {
+          params: { id: tenant },
+          body: {
             name,
             ...(o.namespace ? { namespaces: o.namespace } : {}),
-            ...(o.viaRuntime ? { reach: 'runtime' } : {}),
+            ...(o.viaRuntime ? { reach: 'runtime' as const } : {}),
             ...credentials,
           },
-        );
+        });
+        // Credentials given: the registration (a bootstrap's token is the other answer of this route).
+        if (!('managedCluster' in out)) throw new Error('the control plane answered a bootstrap to a registration');
         const m = out.managedCluster;
         print(
           out,
@@ -162,26 +160,17 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
         let registration: ManagedCluster | undefined;
         if (o.removeRbac) {
           try {
-            registration = await api.untyped<ManagedCluster>('GET', path(tenant, name));
+            registration = await api.call('GET /v1/tenants/:id/managed-clusters/:name', {
+              params: { id: tenant, name },
+            });
           } catch (err) {
             if (!(err instanceof ApiError && err.code === 'MANAGED_CLUSTER_NOT_FOUND')) throw err;
           }
         }
-        const out = await api.untyped<
-          | {
-              operationId: string;
-              revocation?: {
-                serviceAccount: string;
-                revoked: boolean;
-                removed?: string[];
-                binding?: string;
-                command?: string;
-                validUntil?: string;
-                error?: string;
-              };
-            }
-          | undefined
-        >('DELETE', `${path(tenant, name)}${o.removeRbac ? '?removeRbac=1' : ''}`);
+        const out = await api.call('DELETE /v1/tenants/:id/managed-clusters/:name', {
+          params: { id: tenant, name },
+          query: o.removeRbac ? { removeRbac: '1' } : {},
+        });
         const revocation = out?.revocation;
         // A bootstrap's account is deleted; a tenant's own account keeps existing, the Secret its
         // tokens are bound to is deleted (`binding`), or its unbound tokens run out (`validUntil`).
@@ -292,14 +281,16 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
             : undefined;
 
         const api = client();
-        const { bootstrap } = await api.untyped<{ bootstrap: { token: string; expiresAt: string } }>(
-          'POST',
-          path(tenant),
-          {
+        const asked = await api.call('POST /v1/tenants/:id/managed-clusters', {
+          params: { id: tenant },
+          body: {
             name,
             bootstrap: { ...(namespaces.length ? { namespaces } : {}), clusterWide: o.clusterWide === true, server },
           },
-        );
+        });
+        // A bootstrap asked: its token (a registration is the other answer of this route).
+        if (!('bootstrap' in asked)) throw new Error('the control plane answered a registration to a bootstrap');
+        const { bootstrap } = asked;
         const account = bootstrapAccount({ tenantId: tenant, name });
         const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
         for (const object of bootstrapObjects({ tenantId: tenant, name }, namespaces, o.clusterWide === true))
@@ -312,11 +303,9 @@ export function addManagedClusterCommands(program: Command, io: Io): void {
         const token = issued.status?.token;
         if (!token) throw new UsageError('the cluster answered the TokenRequest without a token');
         const redeemer = new ApiClient({ baseUrl: apiUrlOf(program, io), token: bootstrap.token });
-        const out = await redeemer.untyped<{ managedCluster: ManagedCluster; operationId: string }>(
-          'POST',
-          '/v1/managed-clusters/redeem',
-          { server, token, ...(caData ? { caData } : {}) },
-        );
+        const out = await redeemer.call('POST /v1/managed-clusters/redeem', {
+          body: { server, token, ...(caData ? { caData } : {}) },
+        });
         const m = out.managedCluster;
         print(
           out,
