@@ -28,6 +28,8 @@ import { FleetUpgradeService } from '../provisioner/fleet/service.ts';
 import { Reconciler } from '../provisioner/reconciler/reconciler.ts';
 import { catalog } from '../runtime/catalog.ts';
 import { addClusters } from './fleet.ts';
+import { setTenantStatus } from '../test/helpers/tenants.ts';
+import { setOperationState } from '../test/helpers/operations.ts';
 
 const ENGINE_MS = Number(process.env.BENCH_ENGINE_MS ?? 2000);
 const OPERATOR = { actor: { id: 'bench', role: 'operator' }, requestId: 'bench' };
@@ -144,13 +146,17 @@ async function decisionLoop(ids: string[]): Promise<number[]> {
       [id],
     );
     if (rows.length > 0) {
-      await pool.query(
-        `UPDATE tenants SET observed_generation = generation, actual_runtime_version = runtime_version WHERE id = ANY($1::uuid[])`,
-        [rows.map((r) => r.tenant_id)],
+      await setTenantStatus(
+        pool,
+        rows.map((r) => r.tenant_id),
+        { observed: true, runningSpec: true },
       );
-      await pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE id = ANY($1::uuid[])`, [
+      await setOperationState(
+        pool,
         rows.map((r) => r.operation_id),
-      ]);
+        'succeeded',
+        { finishedNow: true },
+      );
     }
     const { rows: f } = await pool.query<{ state: string }>('SELECT state FROM fleet_upgrades WHERE id = $1', [id]);
     if (f[0]!.state !== 'running') {

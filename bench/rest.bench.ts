@@ -55,6 +55,8 @@ import {
 } from './fleet.ts';
 import type { ChildStats } from './provisioner-child.ts';
 import { createCa, createServingCert } from '../sandbox/pki.ts';
+import { replaceClusterKubeconfig } from '../test/helpers/clusters.ts';
+import { releaseLease } from '../test/helpers/tenants.ts';
 
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 10_000);
 const WINDOW_S = Number(process.env.BENCH_WINDOW_SECONDS ?? 60);
@@ -271,11 +273,7 @@ async function clustersAt(pool: pg.Pool, box: SecretBox, server: string, caPem?:
     `{server: "${server}"${caPem ? `, certificate-authority-data: ${Buffer.from(caPem).toString('base64')}` : ''}}`,
   );
   const { rows } = await pool.query<{ name: string }>('SELECT name FROM root_clusters');
-  for (const { name } of rows)
-    await pool.query('UPDATE root_clusters SET kubeconfig_enc = $2 WHERE name = $1', [
-      name,
-      box.encrypt(kubeconfig, `cluster/${name}`),
-    ]);
+  for (const { name } of rows) await replaceClusterKubeconfig(pool, name, box.encrypt(kubeconfig, `cluster/${name}`));
 }
 
 async function main(): Promise<void> {
@@ -426,9 +424,7 @@ async function main(): Promise<void> {
           await stopProvisioner(child);
         }
         // A killed provisioner leaves leases behind: release them for the next scenario.
-        await pool.query(
-          'UPDATE tenants SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner IS NOT NULL',
-        );
+        await releaseLease(pool);
       } finally {
         await pool.end();
       }

@@ -1,6 +1,7 @@
 /**
- * Test-data builders for root clusters. Registering and cordoning go through the store; only the
- * fleet-wide cordon, which the store has no write for, is SQL here (the one place of the tests).
+ * Test-data builders for root clusters. Registering and cordoning go through the store; the
+ * fleet-wide cordon and a kubeconfig swapped alone, which the store has no write for, are SQL here
+ * (the one place of the tests).
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
 import { insertCluster, type RootCluster } from '../../provisioner/store/clusters.ts';
@@ -33,4 +34,9 @@ export async function addRootCluster(
 /** Cordons (or uncordons) every root cluster (one cluster: the store's setCordoned). */
 export async function setAllClustersCordoned(db: Queryable, cordoned: boolean): Promise<void> {
   await db.query('UPDATE root_clusters SET cordoned = $1', [cordoned]);
+}
+
+/** Replaces a root cluster's encrypted kubeconfig, nothing else (no waiters woken, updated_at kept). */
+export async function replaceClusterKubeconfig(db: Queryable, name: string, kubeconfigEnc: Buffer): Promise<void> {
+  await db.query('UPDATE root_clusters SET kubeconfig_enc = $2 WHERE name = $1', [name, kubeconfigEnc]);
 }

@@ -86,6 +86,8 @@ export interface TenantStatus {
   runtimeVersion?: string;
   /** Whether the current generation becomes the observed one. */
   observed?: boolean;
+  /** Whether the spec's runtime version becomes the one running (as after its operation succeeded). */
+  runningSpec?: boolean;
   /** The root cluster (by id) it is placed on (null: none). */
   clusterId?: string | null;
   /** The root cluster (by name) it is placed on. */
@@ -120,6 +122,7 @@ export async function setTenantStatus(db: Queryable, ids: string | readonly stri
   if (s.previousRuntimeVersion !== undefined) put('previous_runtime_version', s.previousRuntimeVersion);
   if (s.runtimeVersion !== undefined) put('runtime_version', s.runtimeVersion);
   if (s.observed) sets.push('observed_generation = generation');
+  if (s.runningSpec) sets.push('actual_runtime_version = runtime_version');
   if (s.clusterId !== undefined) put('cluster_id', s.clusterId);
   if (s.cluster !== undefined) put('cluster_id', s.cluster, (p) => `(SELECT id FROM root_clusters WHERE name = ${p})`);
   if (s.conditions !== undefined) put('conditions', JSON.stringify(s.conditions), (p) => `${p}::jsonb`);
