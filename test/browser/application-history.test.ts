@@ -31,6 +31,7 @@ import {
   type ServerProcess,
 } from './harness/browser.ts';
 import { seedTenants } from './harness/seed.ts';
+import { setTenantStatus } from '../helpers/tenants.ts';
 
 t.setTimeout(5 * 60_000);
 if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
@@ -69,14 +70,12 @@ await once(sourceServer, 'listening');
 
 /** Settled tenants on the Source Server's runtime version, not due for any reconciler. */
 await seedTenants(db.pool, 2, 'history', 1_000_000);
-await db.pool.query(
-  `UPDATE tenants SET runtime_version = '1.7.0', actual_runtime_version = '1.7.0', phase = 'Ready' WHERE organization LIKE 'history-%'`,
-);
 const tenantIds = (
   await db.pool.query<{ id: string }>(
     `SELECT id FROM tenants WHERE organization LIKE 'history-%' ORDER BY organization`,
   )
 ).rows.map((r) => r.id);
+await setTenantStatus(db.pool, tenantIds, { runtimeVersion: '1.7.0', actualRuntimeVersion: '1.7.0', phase: 'Ready' });
 const [lit, dark] = tenantIds as [string, string];
 const keyOf = async (tenantId: string) =>
   (await createKey(db.pool, { role: 'runtime', tenantId, name: 'runtime', createdBy: 'test' })).key;

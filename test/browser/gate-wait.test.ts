@@ -35,6 +35,7 @@ import {
   type WatchedPage,
 } from './harness/browser.ts';
 import { until } from '../../sandbox/until.ts';
+import { setOperationState } from '../helpers/operations.ts';
 
 t.setTimeout(6 * 60_000);
 if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
@@ -349,10 +350,7 @@ t.test("an operation's log numbers its lines within the log shown", async (t) =>
     Array.from({ length: 5 }, (_, i) => ({ line: `other ${i}` })),
   );
   const op = await insertOperation(db.pool, tenant, 'resync', 1, null, null);
-  await db.pool.query(
-    `UPDATE operations SET state = 'succeeded', started_at = now(), finished_at = now() WHERE id = ANY($1)`,
-    [[op, other]],
-  );
+  await setOperationState(db.pool, [op, other], 'succeeded', { startedNow: true, finishedNow: true });
   await appendLog(db.pool, op, [{ line: 'first' }, { line: 'second' }, { line: 'third' }]);
   const { page, problems } = await signedIn();
   await page.evaluate(`location.hash = '#/tenants/${tenant}/operations/${op}'`);

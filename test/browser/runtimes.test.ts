@@ -29,6 +29,7 @@ import {
   type ServerProcess,
   type WatchedPage,
 } from './harness/browser.ts';
+import { expireBootstrap, markUpgradeRolledBack } from '../helpers/runtimes.ts';
 
 t.setTimeout(5 * 60_000);
 if (!chromiumAvailable()) throw new Error(`no Chromium at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
@@ -97,16 +98,9 @@ const late = await register(customer, { name: 'late', access: 'tunnel', argo: 'n
 const exchanged = await call('POST', '/v1/runtimes/bootstrap', {}, onprem.bootstrapToken);
 if (exchanged.status !== 200) throw new Error(`bootstrap: ${exchanged.status} ${JSON.stringify(exchanged.json)}`);
 // onprem's in-cluster upgrader rolled an upgrade back (what its report records: hybrid-upgrader.test.ts).
-await db.pool.query(
-  `UPDATE runtimes SET upgrade_phase = 'rolled-back', upgrade_from = version, upgrade_to = '1.6.0',
-          upgrade_message = 'Deployment app-proxy did not roll out: FailedCreate', upgrade_updated_at = now()
-    WHERE id = $1`,
-  [onprem.runtime.id],
-);
+await markUpgradeRolledBack(db.pool, onprem.runtime.id, '1.6.0', 'Deployment app-proxy did not roll out: FailedCreate');
 // late's token expired before anyone applied the bundle.
-await db.pool.query(`UPDATE runtimes SET bootstrap_expires_at = now() - interval '1 minute' WHERE id = $1`, [
-  late.runtime.id,
-]);
+await expireBootstrap(db.pool, late.runtime.id, 60);
 
 async function signedIn(): Promise<WatchedPage> {
   const w = await openPage(browser, server.url);

@@ -1,9 +1,16 @@
 /**
- * Test-data builders for runtimes and their reporters: times moved back instead of waited out, and
- * states an agent would have reported. The store has no write for these (its writes stamp now()),
- * so this module is the one place of the tests that writes their SQL.
+ * Test-data builders for runtimes and their reporters: a runtime installed (through the store), times
+ * moved back instead of waited out, and states an agent would have reported. The store has no write
+ * for the latter (its writes stamp now()), so this module is the one place of the tests that writes
+ * their SQL.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
+import {
+  claimRuntimeBootstrap,
+  insertHybridRuntime,
+  type NewHybridRuntime,
+  type RuntimeRow,
+} from '../../provisioner/store/runtimes.ts';
 
 /** Makes a runtime's bootstrap token expired `seconds` ago (1 unless told). */
 export async function expireBootstrap(db: Queryable, runtimeId: string, seconds = 1): Promise<void> {
@@ -58,4 +65,18 @@ export async function setReportersSeenAgo(db: Queryable, tenantId: string, secon
     'UPDATE runtime_reporters SET last_seen = now() - make_interval(secs => $2::float8) WHERE tenant_id = $1',
     [tenantId, seconds],
   );
+}
+
+/**
+ * Registers a hybrid runtime and redeems its bootstrap token through the store, so that it is
+ * `installed` (as after its customer applied the bundle); no agent has reported yet.
+ */
+export async function addInstalledHybridRuntime(
+  db: Queryable,
+  r: Omit<NewHybridRuntime, 'ingressUrl' | 'ttlSeconds' | 'createdBy'> & { createdBy?: string },
+): Promise<RuntimeRow> {
+  await insertHybridRuntime(db, { ...r, ingressUrl: undefined, ttlSeconds: 3600, createdBy: r.createdBy ?? 'test' });
+  const claimed = await claimRuntimeBootstrap(db, r.tokenHash);
+  if (!claimed) throw new Error(`the bootstrap token of runtime ${r.name} could not be redeemed`);
+  return claimed;
 }

@@ -178,18 +178,23 @@ export async function setMaintenanceWindows(db: Queryable, id: string, windows: 
   await setTenantSettings(db, id, { maintenanceWindows: windows });
 }
 
-/** Makes `owner` hold the tenants' lease for `seconds` more (as a reconciler replica working on them). */
+/**
+ * Makes `owner` hold the tenants' lease for `seconds` more (as a reconciler replica working on
+ * them); with `ifFree`, only where no live lease is held. Answers how many leases it took.
+ */
 export async function holdLease(
   db: Queryable,
   ids: string | readonly string[],
   owner: string,
   seconds: number,
-): Promise<void> {
-  await db.query(
+  o: { ifFree?: boolean } = {},
+): Promise<number> {
+  const { rowCount } = await db.query(
     `UPDATE tenants SET lease_owner = $2, lease_expires_at = now() + make_interval(secs => $3::float8)
-      WHERE id = ANY($1::uuid[])`,
-    [idList(ids), owner, seconds],
+      WHERE id = ANY($1::uuid[]) AND (NOT $4 OR lease_expires_at IS NULL OR lease_expires_at < now())`,
+    [idList(ids), owner, seconds, o.ifFree ?? false],
   );
+  return rowCount ?? 0;
 }
 
 /** Lets the leases go: of the tenants given, or of every tenant holding one. */
