@@ -51,3 +51,54 @@ export async function scatterLastReconciled(db: Queryable, seconds: number): Pro
     seconds,
   ]);
 }
+
+const PHASE_MIX = ['Ready', 'Ready', 'Ready', 'Ready', 'Pending', 'Provisioning', 'Failed', 'Suspended', 'Updating'];
+const VERSIONS = ['1.3.0', '1.4.0', '1.4.1', '1.5.0'];
+const PLANS = ['free', 'team', 'enterprise'];
+
+/**
+ * The ops console's fleet (browser tier): `count` tenants named `<prefix>-00001`…, created a
+ * minute apart (the newest last), as the reconciler would have left them, phases mixed; every
+ * `staleEvery`-th one Ready with its last observation three days old (stale).
+ */
+export async function seedConsoleFleet(
+  db: Queryable,
+  count: number,
+  prefix = 'fleet',
+  staleEvery = 1000,
+): Promise<void> {
+  await db.query(
+    `INSERT INTO tenants (organization, email, plan, runtime_version, actual_runtime_version, suspended, generation,
+                          phase, observed_generation, conditions, last_reconciled_at, created_at, updated_at)
+     SELECT $1 || '-' || lpad(i::text, 5, '0'), 'ops+' || i || '@example.com',
+            ($3::text[])[1 + i % 3], ($4::text[])[1 + i % 4], ($4::text[])[1 + i % 4],
+            ph = 'Suspended', 1, ph, 1,
+            jsonb_build_array(jsonb_build_object('type', 'Ready', 'status', CASE WHEN ph = 'Ready' THEN 'True' ELSE 'False' END,
+              'reason', ph, 'message', 'seeded', 'lastTransitionTime', now())),
+            CASE WHEN i % $5 = 0 THEN now() - interval '3 days' ELSE now() END,
+            now() - (($2 - i) * interval '1 minute'),
+            CASE WHEN i % $5 = 0 THEN now() - interval '3 days' ELSE now() END
+       FROM generate_series(1, $2::int) AS i,
+            LATERAL (SELECT CASE WHEN i % $5 = 0 THEN 'Ready' ELSE ($6::text[])[1 + i % 9] END AS ph) AS p`,
+    [prefix, count, PLANS, VERSIONS, staleEvery, PHASE_MIX],
+  );
+}
+
+/**
+ * Inserts Ready tenants with the ids given (organization `org-<id>`), placed on `clusterId`, running
+ * 1.4.1, last reconciled an hour ago (the e2e tier's fleet of tenants whose objects it writes).
+ */
+export async function insertReadyTenantsWithIds(
+  db: Queryable,
+  ids: readonly string[],
+  clusterId: string,
+): Promise<void> {
+  await db.query(
+    `INSERT INTO tenants (id, organization, email, plan, runtime_version, phase, generation, observed_generation,
+                          actual_runtime_version, cluster_id, last_reconciled_at)
+     SELECT id, 'org-' || id::text, 'ops@example.test', 'starter', '1.4.1', 'Ready', 1, 1, '1.4.1', $2,
+            now() - interval '1 hour'
+       FROM unnest($1::uuid[]) AS id`,
+    [ids, clusterId],
+  );
+}

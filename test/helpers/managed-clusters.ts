@@ -66,3 +66,10 @@ export async function makeProbeDue(
     [tenantId, o.clearConditions ?? false],
   );
 }
+
+/** Makes the managed-cluster bootstrap named `name` expired a second ago (instead of waiting out its TTL). */
+export async function expireManagedClusterBootstrap(db: Queryable, name: string): Promise<void> {
+  await db.query(`UPDATE managed_cluster_bootstraps SET expires_at = now() - interval '1 second' WHERE name = $1`, [
+    name,
+  ]);
+}

@@ -32,3 +32,25 @@ export async function ageHistoryEntry(
     [tenantId, revision, seconds],
   );
 }
+
+/**
+ * Stores (or updates) an Application of the tenant's hosted runtime with `health`, Synced, at
+ * resource version `rv`, as reporter `r1` last reported it; an existing row changes its health and
+ * resource version only.
+ */
+export async function putHostedApplication(
+  db: Queryable,
+  tenantId: string,
+  name: string,
+  health: string,
+  rv: number,
+): Promise<void> {
+  await db.query(
+    `INSERT INTO runtime_objects (tenant_id, runtime_id, kind, namespace, name, uid, resource_version, health, sync,
+                                 reported_by, observed_at)
+     VALUES ($1, (SELECT id FROM runtimes WHERE tenant_id = $1 AND mode = 'hosted'), 'Application', 'argocd', $2, $2, $4, $3,
+             'Synced', 'r1', now())
+     ON CONFLICT (tenant_id, runtime_id, kind, namespace, name) DO UPDATE SET health = $3, resource_version = $4`,
+    [tenantId, name, health, rv],
+  );
+}
