@@ -4,6 +4,7 @@
  * notifies, audits). This module is the one place of the tests and benchmarks that writes that SQL.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
+import type { Condition } from '../../provisioner/store/states.ts';
 
 /**
  * Registers a root cluster without waking the tenants waiting for capacity (the store's
@@ -23,19 +24,39 @@ export async function insertRootClusterQuietly(
 }
 
 /**
- * Signs `count` tenants up in one statement: organizations `<prefix>-1` … `<prefix>-<count>`, the
- * columns' defaults otherwise (Pending, generation 1); with `createOperations`, each with its
- * queued create operation (generation 1, to `runtimeVersion`), as the API writes a signup.
+ * Signs `count` tenants up in one statement: organizations `<prefix>-1` … `<prefix>-<count>` (with
+ * `randomSuffix`, each followed by `-<32 hex>`, so that a second seed does not collide), `{n}` in
+ * `email` replaced by the number, `conditions` (the column's default unless given), the columns'
+ * defaults otherwise (Pending, generation 1); with `createOperations`, each with its queued create
+ * operation (generation 1, to `runtimeVersion`), as the API writes a signup. Answers how many.
  */
 export async function insertTenantsBulk(
   db: Queryable,
   count: number,
-  o: { prefix: string; email: string; plan: string; runtimeVersion: string; createOperations?: boolean },
-): Promise<void> {
-  await db.query(
-    `INSERT INTO tenants (organization, email, plan, runtime_version)
-     SELECT $2 || '-' || g, $3, $4, $5 FROM generate_series(1, $1) g`,
-    [count, o.prefix, o.email, o.plan, o.runtimeVersion],
+  o: {
+    prefix: string;
+    email: string;
+    plan: string;
+    runtimeVersion: string;
+    createOperations?: boolean;
+    randomSuffix?: boolean;
+    conditions?: Condition[];
+  },
+): Promise<number> {
+  const { rowCount } = await db.query(
+    `INSERT INTO tenants (organization, email, plan, runtime_version, conditions)
+     SELECT $2 || '-' || g || CASE WHEN $6 THEN '-' || md5(random()::text) ELSE '' END, replace($3, '{n}', g::text), $4, $5,
+            coalesce($7::jsonb, '[]'::jsonb)
+       FROM generate_series(1, $1) g`,
+    [
+      count,
+      o.prefix,
+      o.email,
+      o.plan,
+      o.runtimeVersion,
+      o.randomSuffix ?? false,
+      o.conditions ? JSON.stringify(o.conditions) : null,
+    ],
   );
   if (o.createOperations)
     await db.query(
@@ -43,6 +64,7 @@ export async function insertTenantsBulk(
        SELECT id, 'create', 1, $2 FROM tenants WHERE organization LIKE $1 || '-%'`,
       [o.prefix, o.runtimeVersion],
     );
+  return rowCount ?? 0;
 }
 
 /** Spreads every tenant's last reconcile evenly over the last `seconds` (a fleet at rest, resyncs staggered). */
@@ -100,5 +122,22 @@ export async function insertReadyTenantsWithIds(
             now() - interval '1 hour'
        FROM unnest($1::uuid[]) AS id`,
     [ids, clusterId],
+  );
+}
+
+/**
+ * Stores `count` Applications of the tenant's hosted runtime in one statement (`app-0`…, spread
+ * over 20 namespaces `team-<n>`, Healthy and Synced, each object padded to about 1.5 KB), as if its
+ * reporter `seed` had reported them: a tenant at its object budget without sending the reports.
+ */
+export async function insertApplicationsBulk(db: Queryable, tenantId: string, count: number): Promise<void> {
+  await db.query(
+    `INSERT INTO runtime_objects (tenant_id, runtime_id, kind, namespace, name, uid, resource_version, reported_by,
+                                 observed_at, summary, object)
+     SELECT $1, (SELECT id FROM runtimes WHERE tenant_id = $1 AND mode = 'hosted'), 'Application', 'team-' || (i % 20),
+            'app-' || i, 'uid-' || i, 1000 + i, 'seed', now(),
+            '{"healthStatus":"Healthy","syncStatus":"Synced"}', jsonb_build_object('pad', repeat('x', 1500))
+       FROM generate_series(0, $2::int - 1) i`,
+    [tenantId, count],
   );
 }
