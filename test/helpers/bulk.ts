@@ -141,3 +141,81 @@ export async function insertApplicationsBulk(db: Queryable, tenantId: string, co
     [tenantId, count],
   );
 }
+
+/**
+ * Inserts `count` tenants as the reconciler leaves them Ready on `runtimeVersion` (generation
+ * observed, Ready=True, reconciled now), spread over the root clusters in name order, created a
+ * microsecond apart; organizations `<prefix><n>`. Answers their ids in creation order.
+ */
+export async function insertReadyTenantsBulk(
+  db: Queryable,
+  count: number,
+  o: { prefix: string; email: string; plan: string; runtimeVersion: string },
+): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>(
+    `INSERT INTO tenants (organization, email, plan, runtime_version, phase, observed_generation, actual_runtime_version,
+                          cluster_id, conditions, last_reconciled_at, created_at)
+     SELECT $2 || g, $3, $4, $5, 'Ready', 1, $5,
+            (SELECT id FROM root_clusters ORDER BY name OFFSET (g % (SELECT count(*) FROM root_clusters)) LIMIT 1),
+            '[{"type":"Ready","status":"True","reason":"Reconciled","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]',
+            now(), now() + g * interval '1 microsecond'
+       FROM generate_series(1, $1) g RETURNING id`,
+    [count, o.prefix, o.email, o.plan, o.runtimeVersion],
+  );
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Gives every tenant one of `distinct` maintenance windows (2 h, at 6-minute steps of the day in
+ * five time zones, daily or at weekends), by creation order.
+ */
+export async function spreadMaintenanceWindows(db: Queryable, distinct: number): Promise<void> {
+  await db.query(
+    `UPDATE tenants t SET maintenance_windows = jsonb_build_array(jsonb_build_object(
+        'rrule', CASE WHEN w.n % 2 = 0 THEN 'FREQ=DAILY' ELSE 'FREQ=WEEKLY;BYDAY=SA,SU' END
+                 || ';BYHOUR=' || (w.n / 50 % 24) || ';BYMINUTE=' || (w.n / 5 % 10 * 6),
+        'timeZone', (ARRAY['Europe/Berlin', 'America/New_York', 'Asia/Tokyo', 'UTC', 'Australia/Sydney'])[w.n % 5 + 1],
+        'durationMinutes', 120))
+       FROM (SELECT id, (row_number() OVER (ORDER BY created_at) - 1) % $1 AS n FROM tenants) w
+      WHERE w.id = t.id`,
+    [distinct],
+  );
+}
+
+/** Takes every tenant's maintenance windows away. */
+export async function clearMaintenanceWindows(db: Queryable): Promise<void> {
+  await db.query(`UPDATE tenants SET maintenance_windows = '[]'`);
+}
+
+/**
+ * Spreads every tenant's last reconcile below its own jittered resync period (`resyncMs`, each
+ * tenant's period stretched by up to ±`jitter`/2 by a hash of its id, as the reconciler's
+ * selectResyncDue does): a fleet at rest, each tenant somewhere in its period.
+ */
+export async function scatterLastReconciledJittered(db: Queryable, resyncMs: number, jitter: number): Promise<void> {
+  await db.query(
+    `UPDATE tenants SET last_reconciled_at = now() - random() * make_interval(secs => $1::float8 / 1000 *
+       (1 - $2::float8 / 2 + $2::float8 * ((hashtext(id::text) & 65535) / 65535.0)))`,
+    [resyncMs, jitter],
+  );
+}
+
+/**
+ * Makes every tenant look waiting for `reason` since a day (its Ready condition's reason and time),
+ * its next try at a random time within `capMs`.
+ */
+export async function markAllWaitingLong(
+  db: Queryable,
+  reason: 'NoCapacity' | 'EngineUnavailable',
+  capMs: number,
+): Promise<void> {
+  await db.query(
+    `UPDATE tenants SET
+       conditions = (SELECT jsonb_agg(CASE WHEN c->>'type' = 'Ready'
+                                           THEN c || jsonb_build_object('reason', $1::text, 'lastTransitionTime', to_jsonb(now() - interval '1 day'))
+                                           ELSE c END)
+                       FROM jsonb_array_elements(conditions) c),
+       next_attempt_at = now() + random() * make_interval(secs => $2::float8 / 1000)`,
+    [reason, capMs],
+  );
+}
