@@ -42,6 +42,7 @@ import { buildServices } from '../provisioner/services.ts';
 import { createKey } from '../provisioner/store/keys.ts';
 import { catalog } from '../runtime/catalog.ts';
 import type { LoadRequest, LoadResult } from './load.ts';
+import { insertTenantsBulk } from '../test/helpers/bulk.ts';
 
 const TENANTS = 10_000;
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
@@ -53,11 +54,12 @@ const url = process.env.DATABASE_URL ?? pg!.url;
 const pool = createPool(url, Number(process.env.BENCH_POOL_SIZE ?? 20));
 await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public');
 await migrate(pool);
-await pool.query(
-  `INSERT INTO tenants (organization, email, plan, runtime_version)
-   SELECT 'bench-' || g, 'b@bench.io', 'free', $1 FROM generate_series(1, $2) g`,
-  [catalog.defaultVersion('stable'), TENANTS],
-);
+await insertTenantsBulk(pool, TENANTS, {
+  prefix: 'bench',
+  email: 'b@bench.io',
+  plan: 'free',
+  runtimeVersion: catalog.defaultVersion('stable'),
+});
 await pool.query('ANALYZE');
 const { rows } = await pool.query<{ id: string }>(`SELECT id FROM tenants ORDER BY random() LIMIT 1`);
 const tenantId = rows[0]!.id;

@@ -36,6 +36,7 @@ import { StopWaiting, until } from '../sandbox/processes.ts';
 import { provisionerEnv, REPO_ROOT, withHostsFile } from '../sandbox/provisioner-process.ts';
 import { backendUrlFor } from '../provisioner/engine/pulumi-plan.ts';
 import { quiescent, TreeSampler, type TreeUsage } from './proc-tree.ts';
+import { markLastReconciled } from '../test/helpers/tenants.ts';
 
 const FROM = '1.4.1';
 const TO = '1.5.0';
@@ -129,9 +130,7 @@ function line(m: Measured | (TreeUsage & { engineMs: number })): string {
 
 async function resync(e2e: E2E, tenantId: string): Promise<string> {
   // Today's resync timer (PROVISIONER_RESYNC_SECONDS=3600) made due now: as if the hour had passed.
-  await e2e.db.pool.query(`UPDATE tenants SET last_reconciled_at = now() - interval '2 hours' WHERE id = $1`, [
-    tenantId,
-  ]);
+  await markLastReconciled(e2e.db.pool, tenantId, 2 * 3600);
   await e2e.db.pool.query(`SELECT pg_notify('tenant_due', $1)`, [tenantId]);
   return tenantId;
 }

@@ -34,6 +34,7 @@ import { createPool } from '../provisioner/db/database.ts';
 import { startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
 import { migrate } from '../provisioner/db/migrate.ts';
 import { application } from '../test/helpers/events.ts';
+import { insertApplicationsBulk } from '../test/helpers/bulk.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const OBJECTS = Number(process.env.BENCH_OBJECTS ?? 20_000);
@@ -214,14 +215,7 @@ async function main(): Promise<void> {
     };
     const a = await tenant('a');
     const b = await tenant('b');
-    await pool.query(
-      `INSERT INTO runtime_objects (tenant_id, runtime_id, kind, namespace, name, uid, resource_version, reported_by,
-                                   observed_at, summary, object)
-       SELECT $1, (SELECT id FROM runtimes WHERE tenant_id = $1 AND mode = 'hosted'), 'Application', 'team-' || (i % 20), 'app-' || i, 'uid-' || i, 1000 + i, 'seed', now(),
-              '{"healthStatus":"Healthy","syncStatus":"Synced"}', jsonb_build_object('pad', repeat('x', 1500))
-         FROM generate_series(0, $2::int - 1) i`,
-      [a.tenantId, OBJECTS],
-    );
+    await insertApplicationsBulk(pool, a.tenantId, OBJECTS);
     const seedB = await fetch(url + EVENTS_PATH, {
       method: 'POST',
       headers: { authorization: `Bearer ${b.runtimeKey}`, 'content-type': 'application/json' },

@@ -28,6 +28,9 @@ import { FleetUpgradeService } from '../provisioner/fleet/service.ts';
 import { Reconciler } from '../provisioner/reconciler/reconciler.ts';
 import { catalog } from '../runtime/catalog.ts';
 import { addClusters } from './fleet.ts';
+import { setTenantStatus } from '../test/helpers/tenants.ts';
+import { setOperationState } from '../test/helpers/operations.ts';
+import { clearMaintenanceWindows, insertReadyTenantsBulk, spreadMaintenanceWindows } from '../test/helpers/bulk.ts';
 
 const ENGINE_MS = Number(process.env.BENCH_ENGINE_MS ?? 2000);
 const OPERATOR = { actor: { id: 'bench', role: 'operator' }, requestId: 'bench' };
@@ -43,17 +46,7 @@ const service = new FleetUpgradeService({ pool, catalog });
 
 /** Tenants Ready on 1.4.1 (generation observed, Ready=True), spread over the clusters; ids in creation order. */
 async function tenants(n: number, prefix: string): Promise<string[]> {
-  const { rows } = await pool.query<{ id: string }>(
-    `INSERT INTO tenants (organization, email, plan, runtime_version, phase, observed_generation, actual_runtime_version,
-                          cluster_id, conditions, last_reconciled_at, created_at)
-     SELECT $2 || g, 'b@bench.io', 'team', '1.4.1', 'Ready', 1, '1.4.1',
-            (SELECT id FROM root_clusters ORDER BY name OFFSET (g % 10) LIMIT 1),
-            '[{"type":"Ready","status":"True","reason":"Reconciled","message":"","lastTransitionTime":"2026-01-01T00:00:00Z"}]',
-            now(), now() + g * interval '1 microsecond'
-       FROM generate_series(1, $1) g RETURNING id`,
-    [n, prefix],
-  );
-  return rows.map((r) => r.id);
+  return insertReadyTenantsBulk(pool, n, { prefix, email: 'b@bench.io', plan: 'team', runtimeVersion: '1.4.1' });
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -90,15 +83,7 @@ console.log(
 // 1b. The same plan with maintenance windows: each tenant one of 1,200 distinct windows (every 6
 // minutes of the day in 5 zones, daily or at weekends, 2 h), and a freeze: the plan judges every
 // tenant's next window that fits (memoised per distinct window). Baseline: the plan without windows.
-await pool.query(
-  `UPDATE tenants t SET maintenance_windows = jsonb_build_array(jsonb_build_object(
-      'rrule', CASE WHEN w.n % 2 = 0 THEN 'FREQ=DAILY' ELSE 'FREQ=WEEKLY;BYDAY=SA,SU' END
-               || ';BYHOUR=' || (w.n / 50 % 24) || ';BYMINUTE=' || (w.n / 5 % 10 * 6),
-      'timeZone', (ARRAY['Europe/Berlin', 'America/New_York', 'Asia/Tokyo', 'UTC', 'Australia/Sydney'])[w.n % 5 + 1],
-      'durationMinutes', 120))
-     FROM (SELECT id, (row_number() OVER (ORDER BY created_at) - 1) % 1200 AS n FROM tenants) w
-    WHERE w.id = t.id`,
-);
+await spreadMaintenanceWindows(pool, 1200);
 const windowedMs: number[] = [];
 for (let i = 0; i < 3; i++) {
   const t0 = performance.now();
@@ -116,7 +101,7 @@ for (let i = 0; i < 3; i++) {
 console.log(
   `plan of 10,000 tenants with 1,200 distinct maintenance windows and a freeze: median ${ms(median(windowedMs))} (target < 2000 ms); without windows (baseline) ${ms(median(planMs))}; ratio ${(median(windowedMs) / median(planMs)).toFixed(1)}x`,
 );
-await pool.query(`UPDATE tenants SET maintenance_windows = '[]'`);
+await clearMaintenanceWindows(pool);
 
 // 2. The decision loop: 2,000 tenants at maxConcurrency 10, and 20 tenants (baseline).
 async function decisionLoop(ids: string[]): Promise<number[]> {
@@ -144,13 +129,17 @@ async function decisionLoop(ids: string[]): Promise<number[]> {
       [id],
     );
     if (rows.length > 0) {
-      await pool.query(
-        `UPDATE tenants SET observed_generation = generation, actual_runtime_version = runtime_version WHERE id = ANY($1::uuid[])`,
-        [rows.map((r) => r.tenant_id)],
+      await setTenantStatus(
+        pool,
+        rows.map((r) => r.tenant_id),
+        { observed: true, runningSpec: true },
       );
-      await pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE id = ANY($1::uuid[])`, [
+      await setOperationState(
+        pool,
         rows.map((r) => r.operation_id),
-      ]);
+        'succeeded',
+        { finishedNow: true },
+      );
     }
     const { rows: f } = await pool.query<{ state: string }>('SELECT state FROM fleet_upgrades WHERE id = $1', [id]);
     if (f[0]!.state !== 'running') {

@@ -10,6 +10,7 @@ import type { SecretBox } from '../provisioner/crypto.ts';
 import { ScriptedEngine } from '../test/helpers/scripted-engine.ts';
 import { Reconciler } from '../provisioner/reconciler/reconciler.ts';
 import type { ChildMessage, ChildStats } from './provisioner-child.ts';
+import { insertRootClusterQuietly, insertTenantsBulk } from '../test/helpers/bulk.ts';
 
 export const KUBECONFIG =
   'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\nusers: [{name: u, user: {token: bench-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
@@ -23,12 +24,12 @@ export async function sleep(ms: number): Promise<void> {
 export async function addClusters(pool: pg.Pool, box: SecretBox, count: number, capacityEach: number): Promise<void> {
   for (let i = 0; i < count; i++) {
     const n = `root-${i}`;
-    await pool.query('INSERT INTO root_clusters (name, region, capacity, kubeconfig_enc) VALUES ($1, $2, $3, $4)', [
-      n,
-      'eu-1',
-      capacityEach,
-      box.encrypt(KUBECONFIG, `cluster/${n}`),
-    ]);
+    await insertRootClusterQuietly(pool, {
+      name: n,
+      region: 'eu-1',
+      capacity: capacityEach,
+      kubeconfigEnc: box.encrypt(KUBECONFIG, `cluster/${n}`),
+    });
   }
 }
 
@@ -44,16 +45,13 @@ export async function seedTenants(
   o: { tenants: number; until: 'ready' | 'waiting'; timeoutMs: number; prefix?: string },
 ): Promise<number> {
   const prefix = o.prefix ?? 'bench';
-  await pool.query(
-    `INSERT INTO tenants (organization, email, plan, runtime_version)
-     SELECT $2 || '-' || g, 'bench@example.com', 'free', '1.0.0' FROM generate_series(1, $1) g`,
-    [o.tenants, prefix],
-  );
-  await pool.query(
-    `INSERT INTO operations (tenant_id, kind, generation, to_version)
-     SELECT id, 'create', 1, '1.0.0' FROM tenants WHERE organization LIKE $1 || '-%'`,
-    [prefix],
-  );
+  await insertTenantsBulk(pool, o.tenants, {
+    prefix,
+    email: 'bench@example.com',
+    plan: 'free',
+    runtimeVersion: '1.0.0',
+    createOperations: true,
+  });
   await pool.query('ANALYZE');
   const r = new Reconciler({
     pool,

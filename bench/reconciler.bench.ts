@@ -28,6 +28,7 @@ import { ScriptedEngine } from '../test/helpers/scripted-engine.ts';
 import { Reconciler } from '../provisioner/reconciler/reconciler.ts';
 import { createWritePool } from '../provisioner/reconciler/write-pool.ts';
 import { changeSpec, getTenantRow } from '../provisioner/store/tenants.ts';
+import { insertRootClusterQuietly, insertTenantsBulk } from '../test/helpers/bulk.ts';
 
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 10_000);
 const CLUSTERS = 10;
@@ -106,12 +107,12 @@ async function main(): Promise<void> {
     closers.push(() => notifications.stop());
     for (let i = 0; i < CLUSTERS; i++) {
       const n = `root-${i}`;
-      await pool.query('INSERT INTO root_clusters (name, region, capacity, kubeconfig_enc) VALUES ($1, $2, $3, $4)', [
-        n,
-        'eu-1',
-        Math.ceil((TENANTS * 1.2) / CLUSTERS) + TAKEOVER_TENANTS,
-        box.encrypt(KUBECONFIG, `cluster/${n}`),
-      ]);
+      await insertRootClusterQuietly(pool, {
+        name: n,
+        region: 'eu-1',
+        capacity: Math.ceil((TENANTS * 1.2) / CLUSTERS) + TAKEOVER_TENANTS,
+        kubeconfigEnc: box.encrypt(KUBECONFIG, `cluster/${n}`),
+      });
     }
 
     // Baseline: a bare SKIP LOCKED queue at the same concurrency.
@@ -133,14 +134,13 @@ async function main(): Promise<void> {
     say(`baseline: bare SKIP LOCKED queue, ${WORKERS} loops: ${baselinePerSec.toFixed(0)} jobs/s`);
 
     // Throughput: 10,000 creates.
-    await pool.query(
-      `INSERT INTO tenants (organization, email, plan, runtime_version)
-                      SELECT 'bench-' || g, 'bench@example.com', 'free', '1.0.0' FROM generate_series(1, $1) g`,
-      [TENANTS],
-    );
-    await pool.query(
-      `INSERT INTO operations (tenant_id, kind, generation, to_version) SELECT id, 'create', 1, '1.0.0' FROM tenants`,
-    );
+    await insertTenantsBulk(pool, TENANTS, {
+      prefix: 'bench',
+      email: 'bench@example.com',
+      plan: 'free',
+      runtimeVersion: '1.0.0',
+      createOperations: true,
+    });
     await pool.query('ANALYZE');
     const engine = new ScriptedEngine();
     let rssPeak = process.memoryUsage().rss;
@@ -227,13 +227,13 @@ async function main(): Promise<void> {
     );
 
     // Lease takeover after kill -9.
-    await pool.query(
-      `INSERT INTO tenants (organization, email, plan, runtime_version)
-                      SELECT 'takeover-' || g, 'bench@example.com', 'free', '1.0.0' FROM generate_series(1, $1) g`,
-      [TAKEOVER_TENANTS],
-    );
-    await pool.query(`INSERT INTO operations (tenant_id, kind, generation, to_version)
-                      SELECT id, 'create', 1, '1.0.0' FROM tenants WHERE organization LIKE 'takeover-%'`);
+    await insertTenantsBulk(pool, TAKEOVER_TENANTS, {
+      prefix: 'takeover',
+      email: 'bench@example.com',
+      plan: 'free',
+      runtimeVersion: '1.0.0',
+      createOperations: true,
+    });
     const proc = spawn(process.execPath, [process.argv[1]!, '--child', url, key.toString('hex')], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });

@@ -55,6 +55,9 @@ import {
 } from './fleet.ts';
 import type { ChildStats } from './provisioner-child.ts';
 import { createCa, createServingCert } from '../sandbox/pki.ts';
+import { replaceClusterKubeconfig } from '../test/helpers/clusters.ts';
+import { releaseLease } from '../test/helpers/tenants.ts';
+import { markAllWaitingLong, scatterLastReconciledJittered } from '../test/helpers/bulk.ts';
 
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 10_000);
 const WINDOW_S = Number(process.env.BENCH_WINDOW_SECONDS ?? 60);
@@ -271,11 +274,7 @@ async function clustersAt(pool: pg.Pool, box: SecretBox, server: string, caPem?:
     `{server: "${server}"${caPem ? `, certificate-authority-data: ${Buffer.from(caPem).toString('base64')}` : ''}}`,
   );
   const { rows } = await pool.query<{ name: string }>('SELECT name FROM root_clusters');
-  for (const { name } of rows)
-    await pool.query('UPDATE root_clusters SET kubeconfig_enc = $2 WHERE name = $1', [
-      name,
-      box.encrypt(kubeconfig, `cluster/${name}`),
-    ]);
+  for (const { name } of rows) await replaceClusterKubeconfig(pool, name, box.encrypt(kubeconfig, `cluster/${name}`));
 }
 
 async function main(): Promise<void> {
@@ -323,11 +322,7 @@ async function main(): Promise<void> {
       prepare: async (pool) => {
         // Steady state: each tenant resyncs when its last one is as old as its own (jittered)
         // period (lease.ts selectResyncDue), so its age is spread evenly below that period.
-        await pool.query(
-          `UPDATE tenants SET last_reconciled_at = now() - random() * make_interval(secs => $1::float8 / 1000 *
-             (1 - $2::float8 / 2 + $2::float8 * ((hashtext(id::text) & 65535) / 65535.0)))`,
-          [resyncMs, RESYNC_JITTER],
-        );
+        await scatterLastReconciledJittered(pool, resyncMs, RESYNC_JITTER);
       },
     },
     {
@@ -426,9 +421,7 @@ async function main(): Promise<void> {
           await stopProvisioner(child);
         }
         // A killed provisioner leaves leases behind: release them for the next scenario.
-        await pool.query(
-          'UPDATE tenants SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner IS NOT NULL',
-        );
+        await releaseLease(pool);
       } finally {
         await pool.end();
       }
@@ -455,15 +448,7 @@ async function main(): Promise<void> {
 
 /** Waiting for `reason` since long before the cap: the next try at a random time within the cap. */
 async function waitedLong(pool: pg.Pool, reason: 'NoCapacity' | 'EngineUnavailable', capMs: number): Promise<void> {
-  await pool.query(
-    `UPDATE tenants SET
-       conditions = (SELECT jsonb_agg(CASE WHEN c->>'type' = 'Ready'
-                                           THEN c || jsonb_build_object('reason', $1::text, 'lastTransitionTime', to_jsonb(now() - interval '1 day'))
-                                           ELSE c END)
-                       FROM jsonb_array_elements(conditions) c),
-       next_attempt_at = now() + random() * make_interval(secs => $2::float8 / 1000)`,
-    [reason, capMs],
-  );
+  await markAllWaitingLong(pool, reason, capMs);
 }
 
 function pct(core: number): string {

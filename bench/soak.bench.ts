@@ -42,6 +42,7 @@ import {
   stopProvisioner,
 } from './fleet.ts';
 import type { ChildStats } from './provisioner-child.ts';
+import { scatterLastReconciled } from '../test/helpers/bulk.ts';
 
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 10_000);
 const TUNNELS = Number(process.env.BENCH_TUNNELS ?? 1_000);
@@ -76,7 +77,7 @@ async function main(): Promise<void> {
     await addClusters(pool, box, 10, Math.ceil((TENANTS * 1.5) / 10) + SOAK_S * 3);
     const seeded = await seedTenants(pool, box, { tenants: TENANTS, until: 'ready', timeoutMs: TIMEOUT_MS });
     // Steady state: last resyncs spread over the default interval (1 h).
-    await pool.query(`UPDATE tenants SET last_reconciled_at = now() - random() * interval '1 hour'`);
+    await scatterLastReconciled(pool, 3600);
     await pool.query('VACUUM ANALYZE');
     const { rows: ids } = await pool.query<{ id: string }>('SELECT id FROM tenants ORDER BY random() LIMIT $1', [
       Math.max(READERS, TUNNELS),

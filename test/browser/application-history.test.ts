@@ -17,6 +17,7 @@ import type { EventBatch } from '../../runtime/protocol/events.ts';
 import { axeViolations } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
+import { setTenantStatus } from '../helpers/tenants.ts';
 
 t.setTimeout(5 * 60_000);
 const fx = await consoleFixture(t, { name: 'application-history', env: { CONSOLE_ENGINE: 'none' } });
@@ -44,14 +45,12 @@ await once(sourceServer, 'listening');
 
 /** Settled tenants on the Source Server's runtime version, not due for any reconciler. */
 await seedTenants(db.pool, 2, 'history', 1_000_000);
-await db.pool.query(
-  `UPDATE tenants SET runtime_version = '1.7.0', actual_runtime_version = '1.7.0', phase = 'Ready' WHERE organization LIKE 'history-%'`,
-);
 const tenantIds = (
   await db.pool.query<{ id: string }>(
     `SELECT id FROM tenants WHERE organization LIKE 'history-%' ORDER BY organization`,
   )
 ).rows.map((r) => r.id);
+await setTenantStatus(db.pool, tenantIds, { runtimeVersion: '1.7.0', actualRuntimeVersion: '1.7.0', phase: 'Ready' });
 const [lit, dark] = tenantIds as [string, string];
 const keyOf = async (tenantId: string) =>
   (await createKey(db.pool, { role: 'runtime', tenantId, name: 'runtime', createdBy: 'test' })).key;

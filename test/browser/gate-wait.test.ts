@@ -17,6 +17,7 @@ import type { FleetUpgrade } from '../../provisioner/http/api-types.ts';
 import { axeViolations } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { until } from '../../sandbox/until.ts';
+import { setOperationState } from '../helpers/operations.ts';
 
 t.setTimeout(6 * 60_000);
 const fx = await consoleFixture(t, {
@@ -287,10 +288,7 @@ t.test("an operation's log numbers its lines within the log shown", async (t) =>
     Array.from({ length: 5 }, (_, i) => ({ line: `other ${i}` })),
   );
   const op = await insertOperation(db.pool, tenant, 'resync', 1, null, null);
-  await db.pool.query(
-    `UPDATE operations SET state = 'succeeded', started_at = now(), finished_at = now() WHERE id = ANY($1)`,
-    [[op, other]],
-  );
+  await setOperationState(db.pool, [op, other], 'succeeded', { startedNow: true, finishedNow: true });
   await appendLog(db.pool, op, [{ line: 'first' }, { line: 'second' }, { line: 'third' }]);
   const { page, problems } = await signedIn();
   await page.evaluate(`location.hash = '#/tenants/${tenant}/operations/${op}'`);

@@ -12,13 +12,16 @@ import t from 'tap';
 import type { Page } from 'playwright-core';
 import { appendLog } from '../../provisioner/store/operations.ts';
 import { createKey } from '../../provisioner/store/keys.ts';
-import { insertOperation } from '../../provisioner/store/tenants.ts';
+import { insertOperation, insertTenant, setSuspender } from '../../provisioner/store/tenants.ts';
 import { application, batch, deletion } from '../helpers/events.ts';
 import { axeViolations, type PageGlobals } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
 import { portOutsideEphemeralRange } from '../helpers/ports.ts';
 import { until } from '../../sandbox/until.ts';
+import { setTenantStatus } from '../helpers/tenants.ts';
+import { finishOperations, setOperationState } from '../helpers/operations.ts';
+import { addInstalledHybridRuntime } from '../helpers/runtimes.ts';
 
 // Chromium and a provisioner process on a shared 2-core machine: more than tap's default of 120 s.
 t.setTimeout(10 * 60_000);
@@ -121,7 +124,7 @@ async function tenantWithOperation(org: string, state: 'running' | 'succeeded'):
   const id = (await db.pool.query<{ id: string }>('SELECT id FROM tenants WHERE organization = $1', [`${org}-00001`]))
     .rows[0]!.id;
   const op = await insertOperation(db.pool, id, 'resync', 1, null, null);
-  await db.pool.query(`UPDATE operations SET state = $2, started_at = now() WHERE id = $1`, [op, state]);
+  await setOperationState(db.pool, op, state, { startedNow: true });
   return { id, op };
 }
 const numbered = (from: number, to: number) =>
@@ -275,8 +278,7 @@ t.test('a followed log survives the provisioner killed and started again: every 
   writing = false;
   await writer;
   await write(50);
-  await db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE id = $1`, [op]);
-  await db.pool.query(`SELECT pg_notify('operation_log', $1)`, [op]);
+  await finishOperations(db.pool, op); // the store's write wakes the log's followers
   await page
     .locator(`.log-stats[data-lines="${written}"]`)
     .waitFor({ timeout: 15_000 })
@@ -300,15 +302,28 @@ t.test('a followed log survives the provisioner killed and started again: every 
 
 t.test('a suspended tenant is marked in the list; one never placed takes any version as a first install', async (t) => {
   // As a suspended signup waits when no cluster can take it: Pending, nothing installed, not due.
-  const { rows } = await db.pool.query<{ id: string }>(
-    `INSERT INTO tenants (organization, email, plan, runtime_version, suspended, suspended_by, suspension_reason,
-                          phase, generation, observed_generation, conditions, last_reconciled_at)
-     VALUES ('never-placed', 'ops@example.com', 'team', '1.3.0', true, 'operator', 'invoice 42 unpaid', 'Pending', 1, 1,
-             '[{"type": "Ready", "status": "False", "reason": "NoCapacity", "message": "no root cluster can take it", "lastTransitionTime": "2026-01-01T00:00:00Z"}]',
-             now())
-     RETURNING id`,
-  );
-  const id = rows[0]!.id;
+  const id = await insertTenant(db.pool, {
+    organization: 'never-placed',
+    email: 'ops@example.com',
+    plan: 'team',
+    runtimeVersion: '1.3.0',
+  });
+  await setTenantStatus(db.pool, id, {
+    suspended: true,
+    phase: 'Pending',
+    observed: true,
+    lastReconciledSecondsAgo: 0,
+    conditions: [
+      {
+        type: 'Ready',
+        status: 'False',
+        reason: 'NoCapacity',
+        message: 'no root cluster can take it',
+        lastTransitionTime: '2026-01-01T00:00:00Z',
+      },
+    ],
+  });
+  await setSuspender(db.pool, id, 'operator', 'invoice 42 unpaid');
   const { page, problems } = await signedIn();
   await page.getByRole('searchbox', { name: 'Search' }).fill('never-placed');
   const row = page.locator(`tr[data-tenant="${id}"]`);
@@ -376,20 +391,27 @@ t.test('a fleet upgrade: its waves and tenants, pause, resume and abort from the
   const b = await signup('fleet-wave-b', '1.4.0');
   // A hybrid runtime of tenant a, installed in its customer's cluster at 1.4.0: the fleet upgrade
   // does not move it, and the page lists it as needing its customer.
-  await db.pool.query(
-    `INSERT INTO runtimes (tenant_id, name, mode, access, argo, upgrades, version, state, bootstrap_token_hash,
-                           bootstrap_expires_at, bootstrap_redeemed_at, created_by)
-     VALUES ($1, 'edge', 'hybrid', 'tunnel', 'new', 'customer', '1.4.0', 'installed', 'seeded-hash', now(), now(), 'test')`,
-    [a],
-  );
+  await addInstalledHybridRuntime(db.pool, {
+    tenantId: a,
+    name: 'edge',
+    access: 'tunnel',
+    argo: 'new',
+    argoNamespace: undefined,
+    upgrades: 'customer',
+    version: '1.4.0',
+    tokenHash: 'seeded-hash',
+  });
   // One of tenant b that opted in to the in-cluster upgrader: the fleet upgrade moves it after b.
-  await db.pool.query(
-    `INSERT INTO runtimes (tenant_id, name, mode, access, argo, argo_namespace, upgrades, version, state,
-                           bootstrap_token_hash, bootstrap_expires_at, bootstrap_redeemed_at, created_by)
-     VALUES ($1, 'plant', 'hybrid', 'tunnel', 'existing', 'argocd', 'agent', '1.4.0', 'installed', 'seeded-hash-b',
-             now(), now(), 'test')`,
-    [b],
-  );
+  await addInstalledHybridRuntime(db.pool, {
+    tenantId: b,
+    name: 'plant',
+    access: 'tunnel',
+    argo: 'existing',
+    argoNamespace: 'argocd',
+    upgrades: 'agent',
+    version: '1.4.0',
+    tokenHash: 'seeded-hash-b',
+  });
   const created = await call<{ fleetUpgrade: { id: string } }>('POST', '/v1/fleet-upgrades', {
     targetVersion: '1.4.1',
     selector: { tenantIds: [a, b] },

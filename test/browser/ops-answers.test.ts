@@ -8,10 +8,13 @@
  */
 import t from 'tap';
 import { appendLog } from '../../provisioner/store/operations.ts';
-import { insertOperation } from '../../provisioner/store/tenants.ts';
+import { insertOperation, setSuspender } from '../../provisioner/store/tenants.ts';
+import type { Condition, Phase } from '../../provisioner/store/states.ts';
 import { axeViolations } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
+import { setTenantStatus } from '../helpers/tenants.ts';
+import { finishOperations, setOperationState } from '../helpers/operations.ts';
 
 t.setTimeout(5 * 60_000);
 const fx = await consoleFixture(t, { name: 'ops-answers', env: { CONSOLE_ENGINE: 'none' } });
@@ -24,17 +27,24 @@ await fx.registerCluster();
 /** One seeded tenant `<org>-00001` with the given state, as the reconciler would have left it. */
 async function tenant(
   org: string,
-  set: { phase: string; suspended?: boolean; version: string; installed: string | null; conditions: unknown[] },
+  set: { phase: Phase; suspended?: boolean; version: string; installed: string | null; conditions: Condition[] },
 ): Promise<string> {
   await seedTenants(db.pool, 1, org, 1_000_000);
-  const { rows } = await db.pool.query<{ id: string }>(
-    `UPDATE tenants SET phase = $2, suspended = $3, suspended_by = CASE WHEN $3 THEN 'operator' END, runtime_version = $4, actual_runtime_version = $5, conditions = $6
-      WHERE organization = $1 RETURNING id`,
-    [`${org}-00001`, set.phase, set.suspended ?? false, set.version, set.installed, JSON.stringify(set.conditions)],
-  );
-  return rows[0]!.id;
+  const { rows } = await db.pool.query<{ id: string }>('SELECT id FROM tenants WHERE organization = $1', [
+    `${org}-00001`,
+  ]);
+  const id = rows[0]!.id;
+  await setTenantStatus(db.pool, id, {
+    phase: set.phase,
+    suspended: set.suspended ?? false,
+    runtimeVersion: set.version,
+    actualRuntimeVersion: set.installed,
+    conditions: set.conditions,
+  });
+  await setSuspender(db.pool, id, set.suspended ? 'operator' : null, null);
+  return id;
 }
-const cond = (type: string, status: string, reason: string, message: string) => ({
+const cond = (type: string, status: Condition['status'], reason: string, message: string): Condition => ({
   type,
   status,
   reason,
@@ -164,15 +174,14 @@ t.test("an operation's row follows its log: running, then succeeded, without a r
   const state = page.locator('table.operations tbody tr.selected td:nth-child(2)');
   await page.locator('table.operations tbody tr.selected td:nth-child(2)', { hasText: 'queued' }).waitFor();
   t.equal(await state.innerText(), 'queued', 'the queued operation is shown queued');
-  await db.pool.query(`UPDATE operations SET state = 'running', started_at = now() WHERE id = $1`, [op]);
+  await setOperationState(db.pool, op, 'running', { startedNow: true });
   await appendLog(db.pool, op, [{ line: 'suspending the runtime' }]);
   await db.pool.query(`SELECT pg_notify('operation_log', $1)`, [op]);
   await page.locator('.log').getByText('suspending the runtime').waitFor();
   await page.locator('table.operations tbody tr.selected td:nth-child(2)', { hasText: 'running' }).waitFor();
   t.equal(await state.innerText(), 'running', 'the row says running once the log does');
   await appendLog(db.pool, op, [{ line: 'suspended' }]);
-  await db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE id = $1`, [op]);
-  await db.pool.query(`SELECT pg_notify('operation_log', $1)`, [op]);
+  await finishOperations(db.pool, op); // the store's write wakes the log's followers
   await page.locator('.log-stats', { hasText: 'operation succeeded' }).waitFor();
   await page.locator('table.operations tbody tr.selected td:nth-child(2)', { hasText: 'succeeded' }).waitFor();
   t.equal(await state.innerText(), 'succeeded', 'the row says succeeded as the log ends, with no reload');

@@ -17,17 +17,16 @@ import type { UpsertItem } from '../../runtime/protocol/events.ts';
 import { axeViolations } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
+import { setTenantStatus } from '../helpers/tenants.ts';
 
 t.setTimeout(5 * 60_000);
 const fx = await consoleFixture(t, { name: 'promotions', env: { CONSOLE_ENGINE: 'none' } });
 const { db } = fx;
 
 await seedTenants(db.pool, 1, 'promo', 1_000_000);
-await db.pool.query(
-  `UPDATE tenants SET runtime_version = '1.8.0', actual_runtime_version = '1.8.0', phase = 'Ready' WHERE organization LIKE 'promo-%'`,
-);
 const tenantId = (await db.pool.query<{ id: string }>(`SELECT id FROM tenants WHERE organization LIKE 'promo-%'`))
   .rows[0]!.id;
+await setTenantStatus(db.pool, tenantId, { runtimeVersion: '1.8.0', actualRuntimeVersion: '1.8.0', phase: 'Ready' });
 const tenantKey = (await createKey(db.pool, { role: 'tenant', tenantId, name: 'customer', createdBy: 'test' })).key;
 const runtimeKey = (await createKey(db.pool, { role: 'runtime', tenantId, name: 'runtime', createdBy: 'test' })).key;
 

@@ -14,6 +14,7 @@ import { createKey } from '../../provisioner/store/keys.ts';
 import { seedTenants } from './harness/seed.ts';
 import { axeViolations } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
+import { expireBootstrap, markUpgradeRolledBack } from '../helpers/runtimes.ts';
 
 t.setTimeout(5 * 60_000);
 const fx = await consoleFixture(t, {
@@ -50,16 +51,9 @@ const late = await register(customer, { name: 'late', access: 'tunnel', argo: 'n
 const exchanged = await call('POST', '/v1/runtimes/bootstrap', {}, onprem.bootstrapToken);
 if (exchanged.status !== 200) throw new Error(`bootstrap: ${exchanged.status} ${JSON.stringify(exchanged.json)}`);
 // onprem's in-cluster upgrader rolled an upgrade back (what its report records: hybrid-upgrader.test.ts).
-await db.pool.query(
-  `UPDATE runtimes SET upgrade_phase = 'rolled-back', upgrade_from = version, upgrade_to = '1.6.0',
-          upgrade_message = 'Deployment app-proxy did not roll out: FailedCreate', upgrade_updated_at = now()
-    WHERE id = $1`,
-  [onprem.runtime.id],
-);
+await markUpgradeRolledBack(db.pool, onprem.runtime.id, '1.6.0', 'Deployment app-proxy did not roll out: FailedCreate');
 // late's token expired before anyone applied the bundle.
-await db.pool.query(`UPDATE runtimes SET bootstrap_expires_at = now() - interval '1 minute' WHERE id = $1`, [
-  late.runtime.id,
-]);
+await expireBootstrap(db.pool, late.runtime.id, 60);
 
 /** The cells of a runtime's row (by tenant and name), by their data-cell name. */
 async function cells(page: Page, tenantId: string, name: string): Promise<Record<string, string>> {

@@ -17,6 +17,11 @@ import type { Page } from 'playwright-core';
 import { axeViolations } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { until } from '../../sandbox/until.ts';
+import {
+  holdLease as holdTenantLease,
+  releaseLease as releaseTenantLease,
+  setTenantStatus,
+} from '../helpers/tenants.ts';
 
 t.setTimeout(5 * 60_000);
 const fx = await consoleFixture(t, { name: 'tenant-sleep', env: { CONSOLE_ENGINE_DELAY_MS: 50 } });
@@ -62,19 +67,12 @@ async function holdLease(id: string): Promise<void> {
   await until(
     'the tenant free of any lease',
     30_000,
-    async () =>
-      (
-        await db.pool.query(
-          `UPDATE tenants SET lease_owner = 'tenant-sleep-test', lease_expires_at = now() + interval '1 hour'
-            WHERE id = $1 AND (lease_expires_at IS NULL OR lease_expires_at < now())`,
-          [id],
-        )
-      ).rowCount === 1,
+    async () => (await holdTenantLease(db.pool, id, 'tenant-sleep-test', 3600, { ifFree: true })) === 1,
     50,
   );
 }
 async function releaseLease(id: string): Promise<void> {
-  await db.pool.query(`UPDATE tenants SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1`, [id]);
+  await releaseTenantLease(db.pool, id);
 }
 
 async function openTenant(page: Page, id: string, organization: string): Promise<void> {
@@ -207,7 +205,7 @@ t.test('Sleep… puts a Ready tenant to sleep; asleep, it is calm in the list an
     'waking up: its runtime and virtual cluster start again',
     'the details say it is waking up, without reload',
   );
-  await db.pool.query(`UPDATE tenants SET phase = 'Waking' WHERE id = $1`, [id]);
+  await setTenantStatus(db.pool, id, { phase: 'Waking' });
   const waking = heading.locator('.phase', { hasText: 'Waking' });
   await waking.waitFor();
   t.equal(await waking.getAttribute('class'), 'phase phase-waking', 'the Waking badge');
@@ -256,7 +254,7 @@ t.test('a suspended tenant is offered no Sleep…; a refusal shows the API messa
 
   // A spec change not applied yet (lease held): the page offers Sleep…, the API refuses it.
   await holdLease(busy);
-  await db.pool.query(`UPDATE tenants SET generation = generation + 1 WHERE id = $1`, [busy]);
+  await setTenantStatus(db.pool, busy, { generationBy: 1 });
   await openTenant(page, busy, 'busy-org');
   await page.getByRole('button', { name: 'Sleep…' }).click();
   await page.getByRole('button', { name: 'Confirm sleep' }).click();
@@ -267,7 +265,7 @@ t.test('a suspended tenant is offered no Sleep…; a refusal shows the API messa
   t.match(text, /NOT_SLEEPABLE/, 'with its code');
   t.equal((await tenant(busy)).status.sleep?.asleep, false, 'nothing was asked');
   await fx.screenshot(page, 'sleep-refused.png', { fullPage: true });
-  await db.pool.query(`UPDATE tenants SET generation = generation - 1 WHERE id = $1`, [busy]);
+  await setTenantStatus(db.pool, busy, { generationBy: -1 });
   await releaseLease(busy);
   t.same(
     problems.filter((p) => !/status of 409/.test(p)),

@@ -42,6 +42,7 @@ import { kubeRequest } from '../../provisioner/managed-clusters/kube-api.ts';
 import { bootstrapAccount } from '../../provisioner/managed-clusters/bootstrap.ts';
 import { startApiServers } from '../../sandbox/control-plane.ts';
 import { grantRole } from './harness/kube.ts';
+import { expireManagedClusterBootstrap } from '../helpers/managed-clusters.ts';
 
 t.setTimeout(10 * 60_000);
 
@@ -371,9 +372,7 @@ t.test('an expired bootstrap token: 410 naming the expiry; refusals of the reque
   const res = await issue(bootTenant.tenantId, bootTenant.apiKey, 'late', { namespaces: ['apps'] });
   t.equal(res.statusCode, 201, 'issued');
   const b = res.json().bootstrap;
-  await api.db.pool.query(
-    "UPDATE managed_cluster_bootstraps SET expires_at = now() - interval '1 second' WHERE name = 'late'",
-  );
+  await expireManagedClusterBootstrap(api.db.pool, 'late');
   const late = await redeem(b.token, { server: own.server, token: await bootstrapAccountToken(), caData: ca });
   t.equal(late.statusCode, 410, 'an expired bootstrap token: 410');
   t.equal(late.json().error.code, 'BOOTSTRAP_TOKEN_EXPIRED', 'named as expired');

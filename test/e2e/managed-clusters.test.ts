@@ -18,6 +18,7 @@ import { CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { createTestApi, type TestApi } from '../helpers/api.ts';
 import { startApiServers } from '../../sandbox/control-plane.ts';
 import { freePort } from '../../sandbox/processes.ts';
+import { setTenantStatus } from '../helpers/tenants.ts';
 
 t.setTimeout(10 * 60_000);
 
@@ -301,10 +302,7 @@ t.test('refusals: each a 4xx with its code and message, nothing written', async 
     t.equal(res.json().error.code, 'MANAGED_CLUSTER_ISOLATION', `${server}: its code`);
     t.match(res.json().error.message, /one of the service's root clusters/, `${server}: the message says why`);
   }
-  await api.db.pool.query(`UPDATE tenants SET endpoints = $2 WHERE id = $1`, [
-    tenantC.tenantId,
-    JSON.stringify({ vclusterEndpoint: foreign.server }),
-  ]);
+  await setTenantStatus(api.db.pool, tenantC.tenantId, { endpoints: { vclusterEndpoint: foreign.server } });
   const vcluster = await post(
     { server: foreign.server, token: 'x', caData: Buffer.from(foreign.ca.certPem).toString('base64') },
     tenantA,

@@ -4,6 +4,11 @@
  * look reconciled), this module is the one place of the tests that writes the SQL.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
+import type { Condition, Phase } from '../../provisioner/store/states.ts';
+import { setTenantSettings } from '../../provisioner/store/tenants.ts';
+import type { MaintenanceWindow } from '../../provisioner/store/tenant-shapes.ts';
+
+const idList = (ids: string | readonly string[]): readonly string[] => (typeof ids === 'string' ? [ids] : ids);
 
 /** The Ready condition a reconciled tenant carries (its time fixed, so that tests can compare it). */
 export const READY_CONDITION = {
@@ -43,7 +48,7 @@ export async function markReconciled(db: Queryable, ids: string | string[], o: R
             last_reconciled_at = CASE WHEN $9 THEN now() ELSE last_reconciled_at END
       WHERE id = ANY($1::uuid[])`,
     [
-      typeof ids === 'string' ? [ids] : ids,
+      idList(ids),
       o.phase ?? 'Ready',
       o.actualRuntimeVersion ?? null,
       o.cluster ?? null,
@@ -59,7 +64,160 @@ export async function markReconciled(db: Queryable, ids: string | string[], o: R
 /** Moves the tenants' last activity `seconds` back (instead of waiting out their plan's idle time). */
 export async function markIdle(db: Queryable, ids: string | string[], seconds: number): Promise<void> {
   await db.query(`UPDATE tenants SET last_activity_at = now() - make_interval(secs => $2) WHERE id = ANY($1::uuid[])`, [
-    typeof ids === 'string' ? [ids] : ids,
+    idList(ids),
     seconds,
   ]);
+}
+
+/**
+ * Status columns a test sets directly (what the reconciler, the sleeper or the lease loop would
+ * have written). Each field left out is left as it is.
+ */
+export interface TenantStatus {
+  phase?: Phase;
+  suspended?: boolean;
+  stalled?: boolean;
+  consecutiveFailures?: number;
+  /** The runtime version running (null: none yet). */
+  actualRuntimeVersion?: string | null;
+  /** The runtime version that ran before the running one (null: none). */
+  previousRuntimeVersion?: string | null;
+  /** The spec's runtime version, written without a new generation or operation. */
+  runtimeVersion?: string;
+  /** Whether the current generation becomes the observed one. */
+  observed?: boolean;
+  /** Whether the spec's runtime version becomes the one running (as after its operation succeeded). */
+  runningSpec?: boolean;
+  /** The root cluster (by id) it is placed on (null: none). */
+  clusterId?: string | null;
+  /** The root cluster (by name) it is placed on. */
+  cluster?: string;
+  conditions?: Condition[];
+  /** The endpoints the reconciler published (stored as JSON). */
+  endpoints?: unknown;
+  email?: string;
+  /** Added to the generation (a spec change seen without its operation; negative undoes it). */
+  generationBy?: number;
+  /** last_reconciled_at becomes this many seconds ago (0: now). */
+  lastReconciledSecondsAgo?: number;
+  /** updated_at becomes this many seconds ago. */
+  updatedSecondsAgo?: number;
+  /** next_attempt_at becomes this many seconds from now. */
+  nextAttemptInSeconds?: number;
+}
+
+/** Sets the status columns given in `s` on the tenants (see TenantStatus); the others are left as they are. */
+export async function setTenantStatus(db: Queryable, ids: string | readonly string[], s: TenantStatus): Promise<void> {
+  const values: unknown[] = [idList(ids)];
+  const sets: string[] = [];
+  const put = (column: string, value: unknown, expr = (p: string) => p): void => {
+    values.push(value);
+    sets.push(`${column} = ${expr(`$${values.length}`)}`);
+  };
+  if (s.phase !== undefined) put('phase', s.phase);
+  if (s.suspended !== undefined) put('suspended', s.suspended);
+  if (s.stalled !== undefined) put('stalled', s.stalled);
+  if (s.consecutiveFailures !== undefined) put('consecutive_failures', s.consecutiveFailures);
+  if (s.actualRuntimeVersion !== undefined) put('actual_runtime_version', s.actualRuntimeVersion);
+  if (s.previousRuntimeVersion !== undefined) put('previous_runtime_version', s.previousRuntimeVersion);
+  if (s.runtimeVersion !== undefined) put('runtime_version', s.runtimeVersion);
+  if (s.observed) sets.push('observed_generation = generation');
+  if (s.runningSpec) sets.push('actual_runtime_version = runtime_version');
+  if (s.clusterId !== undefined) put('cluster_id', s.clusterId);
+  if (s.cluster !== undefined) put('cluster_id', s.cluster, (p) => `(SELECT id FROM root_clusters WHERE name = ${p})`);
+  if (s.conditions !== undefined) put('conditions', JSON.stringify(s.conditions), (p) => `${p}::jsonb`);
+  if (s.endpoints !== undefined) put('endpoints', JSON.stringify(s.endpoints), (p) => `${p}::jsonb`);
+  if (s.email !== undefined) put('email', s.email);
+  if (s.generationBy !== undefined) put('generation', s.generationBy, (p) => `generation + ${p}::int`);
+  const ago = (p: string) => `now() - make_interval(secs => ${p}::float8)`;
+  if (s.lastReconciledSecondsAgo !== undefined) put('last_reconciled_at', s.lastReconciledSecondsAgo, ago);
+  if (s.updatedSecondsAgo !== undefined) put('updated_at', s.updatedSecondsAgo, ago);
+  if (s.nextAttemptInSeconds !== undefined)
+    put('next_attempt_at', s.nextAttemptInSeconds, (p) => `now() + make_interval(secs => ${p}::float8)`);
+  if (sets.length === 0) return;
+  await db.query(`UPDATE tenants SET ${sets.join(', ')} WHERE id = ANY($1::uuid[])`, values);
+}
+
+/**
+ * Makes a tenant look stalled after failing: Failed, Stalled, `failures` attempts failed in a row,
+ * its next attempt an hour away, its conditions `conditions` (a Stalled one unless told).
+ */
+export async function markStalled(
+  db: Queryable,
+  id: string,
+  o: { failures?: number; conditions?: Condition[] } = {},
+): Promise<void> {
+  await setTenantStatus(db, id, {
+    phase: 'Failed',
+    stalled: true,
+    consecutiveFailures: o.failures ?? 5,
+    nextAttemptInSeconds: 3600,
+    conditions: o.conditions ?? [
+      {
+        type: 'Stalled',
+        status: 'True',
+        reason: 'UpdateFailed',
+        message: 'boom',
+        lastTransitionTime: '2026-01-01T00:00:00Z',
+      },
+    ],
+  });
+}
+
+/** Makes the tenants' last reconcile `seconds` ago (instead of waiting for their resync to come due). */
+export async function markLastReconciled(
+  db: Queryable,
+  ids: string | readonly string[],
+  seconds: number,
+): Promise<void> {
+  await setTenantStatus(db, ids, { lastReconciledSecondsAgo: seconds });
+}
+
+/** Sets a tenant's maintenance windows (through the store's settings write). */
+export async function setMaintenanceWindows(db: Queryable, id: string, windows: MaintenanceWindow[]): Promise<void> {
+  await setTenantSettings(db, id, { maintenanceWindows: windows });
+}
+
+/**
+ * Makes `owner` hold the tenants' lease for `seconds` more (as a reconciler replica working on
+ * them); with `ifFree`, only where no live lease is held. Answers how many leases it took.
+ */
+export async function holdLease(
+  db: Queryable,
+  ids: string | readonly string[],
+  owner: string,
+  seconds: number,
+  o: { ifFree?: boolean } = {},
+): Promise<number> {
+  const { rowCount } = await db.query(
+    `UPDATE tenants SET lease_owner = $2, lease_expires_at = now() + make_interval(secs => $3::float8)
+      WHERE id = ANY($1::uuid[]) AND (NOT $4 OR lease_expires_at IS NULL OR lease_expires_at < now())`,
+    [idList(ids), owner, seconds, o.ifFree ?? false],
+  );
+  return rowCount ?? 0;
+}
+
+/** Lets the leases go: of the tenants given, or of every tenant holding one. */
+export async function releaseLease(db: Queryable, ids?: string | readonly string[]): Promise<void> {
+  if (ids === undefined)
+    await db.query('UPDATE tenants SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner IS NOT NULL');
+  else
+    await db.query('UPDATE tenants SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ANY($1::uuid[])', [
+      idList(ids),
+    ]);
+}
+
+/**
+ * Makes leases expired a second ago (their owner left as it is, as after a replica died): of the
+ * tenants given, or of every tenant whose lease `owner` holds.
+ */
+export async function expireLease(db: Queryable, which: string | readonly string[] | { owner: string }): Promise<void> {
+  if (typeof which === 'object' && 'owner' in which)
+    await db.query(`UPDATE tenants SET lease_expires_at = now() - interval '1 second' WHERE lease_owner = $1`, [
+      which.owner,
+    ]);
+  else
+    await db.query(`UPDATE tenants SET lease_expires_at = now() - interval '1 second' WHERE id = ANY($1::uuid[])`, [
+      idList(which),
+    ]);
 }

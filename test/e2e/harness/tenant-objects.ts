@@ -10,6 +10,7 @@ import { Agent, request } from 'undici';
 import type { KubeControlPlane } from '../../../sandbox/control-plane.ts';
 import type pg from 'pg';
 import { ownershipLabels } from '../../../tenants/tenant-namespace.ts';
+import { insertReadyTenantsWithIds } from '../../helpers/bulk.ts';
 
 /** Objects written per tenant. */
 export const OBJECTS_PER_TENANT = 4;
@@ -75,13 +76,6 @@ export async function seedTenantObjects(
 /** Inserts `n` Ready tenants placed on `clusterId`, last reconciled an hour ago; returns their ids. */
 export async function insertReadyTenants(pool: pg.Pool, clusterId: string, n: number): Promise<string[]> {
   const ids = Array.from({ length: n }, () => randomUUID());
-  await pool.query(
-    `INSERT INTO tenants (id, organization, email, plan, runtime_version, phase, generation, observed_generation,
-                          actual_runtime_version, cluster_id, last_reconciled_at)
-     SELECT id, 'org-' || id::text, 'ops@example.test', 'starter', '1.4.1', 'Ready', 1, 1, '1.4.1', $2,
-            now() - interval '1 hour'
-       FROM unnest($1::uuid[]) AS id`,
-    [ids, clusterId],
-  );
+  await insertReadyTenantsWithIds(pool, ids, clusterId);
   return ids;
 }

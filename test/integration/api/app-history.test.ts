@@ -17,6 +17,7 @@ import type { ApplicationChange } from '../../../runtime/protocol/sources.ts';
 import type { ApplicationHistoryEntry, ApplicationHistoryPage } from '../../../provisioner/http/api-types.ts';
 import type { PeriodicLoop } from '../../../runtime/loops/periodic.ts';
 import { until } from '../../../sandbox/until.ts';
+import { ageHistoryEntry } from '../../helpers/runtime-objects.ts';
 
 const CAP = 4;
 const api = await createTestApi({ env: { PROVISIONER_APP_HISTORY_MAX_PER_TENANT: String(CAP) } });
@@ -320,10 +321,7 @@ t.test("the tenant's cap deletes its oldest entries; the retention loop deletes 
     api.services.loops.status().some((l) => l.name === 'app-history-pruner' && l.state === 'running'),
     'the app-history-pruner runs under the loop manager',
   );
-  await api.db.pool.query(
-    `UPDATE application_history SET recorded_at = now() - interval '91 days' WHERE tenant_id = $1 AND change_revision = $2`,
-    [tenant.tenantId, sha('e3')],
-  );
+  await ageHistoryEntry(api.db.pool, tenant.tenantId, sha('e3'), 91 * 86_400);
   const loop: PeriodicLoop = api.services.appHistoryPruner.loop;
   const before = loop.status().rounds;
   loop.kick();

@@ -3,6 +3,7 @@ import { createTestApi } from '../../helpers/api.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { until } from '../../../sandbox/until.ts';
+import { revokeKeyUnannounced } from '../../helpers/keys.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -188,7 +189,7 @@ t.test('missing, malformed, unknown and revoked keys are 401', async (t) => {
 t.test('a key revoked behind the API stops working within the key cache TTL', async (t) => {
   const created = (await api.request('POST', '/v1/keys', { body: { role: 'operator', name: 'elsewhere' } })).json();
   t.equal((await api.request('GET', '/v1/clusters', { key: created.key })).statusCode, 200, 'resolved and cached');
-  await api.db.pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [created.info.id]);
+  await revokeKeyUnannounced(api.db.pool, created.info.id);
   // A wait, not a claim about speed: the bound is the cache's TTL with a generous margin.
   const status = await until('the revoked key refused', api.config.keyCacheMs + 30_000, async () => {
     const s = (await api.request('GET', '/v1/clusters', { key: created.key })).statusCode;

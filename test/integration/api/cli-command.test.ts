@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { createTestApi } from '../../helpers/api.ts';
 import { catalog } from '../../../runtime/catalog.ts';
+import { insertTenantsBulk } from '../../helpers/bulk.ts';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const run = promisify(execFile);
@@ -106,17 +107,23 @@ process.on('exit', () => writeFileSync(${JSON.stringify(record)}, JSON.stringify
 
 t.test('a --json answer over 1 MiB piped into a slow reader arrives whole, with the exit code', async (t) => {
   // Enough tenants for the list to pass 1 MiB (the pipe takes 64 KiB before its reader does).
-  const { rows } = await api.db.pool.query<{ n: number }>(
-    `WITH ins AS (
-       INSERT INTO tenants (organization, email, plan, runtime_version, conditions)
-       SELECT 'pipe-' || g || '-' || md5(random()::text), 'ops-' || g || '@pipe.example', 'team', $1,
-              jsonb_build_array(jsonb_build_object('type', 'Ready', 'status', 'False', 'reason', 'NoCapacity',
-                'message', repeat('no root cluster can take a team tenant; ', 12), 'lastTransitionTime', now()))
-         FROM generate_series(1, 1200) AS g RETURNING 1)
-     SELECT count(*)::int AS n FROM ins`,
-    [catalog.versions[0]!.version],
-  );
-  t.equal(rows[0]!.n, 1200, 'precondition: 1200 tenants inserted');
+  const inserted = await insertTenantsBulk(api.db.pool, 1200, {
+    prefix: 'pipe',
+    randomSuffix: true,
+    email: 'ops-{n}@pipe.example',
+    plan: 'team',
+    runtimeVersion: catalog.versions[0]!.version,
+    conditions: [
+      {
+        type: 'Ready',
+        status: 'False',
+        reason: 'NoCapacity',
+        message: 'no root cluster can take a team tenant; '.repeat(12),
+        lastTransitionTime: new Date().toISOString(),
+      },
+    ],
+  });
+  t.equal(inserted, 1200, 'precondition: 1200 tenants inserted');
   const dir = await mkdtemp(join(tmpdir(), 'hrt-cli-pipe-'));
   const reader = join(dir, 'slow-reader.mjs');
   // Takes one chunk, then lets 10 ms pass before the next: a reader slower than the writer.

@@ -10,6 +10,8 @@ import { createTestApi } from '../../helpers/api.ts';
 import { cliAgainst } from '../../helpers/cli.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
+import { setTenantStatus } from '../../helpers/tenants.ts';
+import { settleTenantOperations } from '../../helpers/operations.ts';
 
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -45,10 +47,9 @@ t.test('runtime render without --out says it is required and what for', async (t
 });
 
 t.test('tenants get keeps every value in one column, a long key (vclusterEndpoint) too', async (t) => {
-  await api.db.pool.query(`UPDATE tenants SET endpoints = $2::jsonb WHERE id = $1`, [
-    tenantId,
-    JSON.stringify({ vclusterEndpoint: 'https://vc.example.test:443', argoCdUrl: 'https://a.example.test/' }),
-  ]);
+  await setTenantStatus(api.db.pool, tenantId, {
+    endpoints: { vclusterEndpoint: 'https://vc.example.test:443', argoCdUrl: 'https://a.example.test/' },
+  });
   const res = await cli(['tenants', 'get', tenantId]);
   t.equal(res.code, 0, res.err);
   const head = res.out.split('\nconditions:')[0]!.split('\n');
@@ -103,14 +104,8 @@ t.test('fleet list counts the tenants upgrading and shows ages, not raw timestam
     kubeconfigEnc: api.services.box.encrypt('x', 'cluster/fleet-list-1'),
   });
   const { tenantId: moving } = await api.signup({ runtimeVersion: from });
-  await api.db.pool.query(`UPDATE tenants SET cluster_id = $2, actual_runtime_version = $3 WHERE id = $1`, [
-    moving,
-    cluster.id,
-    from,
-  ]);
-  await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE tenant_id = $1`, [
-    moving,
-  ]);
+  await setTenantStatus(api.db.pool, moving, { clusterId: cluster.id, actualRuntimeVersion: from });
+  await settleTenantOperations(api.db.pool, moving);
   const started = await cli(['fleet', 'start', to, '--tenants', moving], api.operatorKey);
   t.equal(started.code, 0, started.err);
   const list = await cli(['fleet', 'list'], api.operatorKey);

@@ -12,6 +12,7 @@ import { createKey } from '../../../provisioner/store/keys.ts';
 import { EVENTS_PATH, type EventBatch } from '../../../runtime/protocol/events.ts';
 import { application, batch } from '../../helpers/events.ts';
 import { storedServerVersion } from '../../../provisioner/store/managed-clusters.ts';
+import { insertRawVersionManagedCluster } from '../../helpers/managed-clusters.ts';
 
 const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -97,12 +98,13 @@ t.test("a managed cluster's reported version is stored printable, and printed es
   t.equal(storedServerVersion('v1.30\u001b]52;c;eA==\u0007'), 'v1.30\ufffd]52;c;eA==\ufffd', 'controls become U+FFFD');
   t.equal(storedServerVersion('v'.repeat(200)).length, 64, 'cut to 64 characters');
   // A row written before the rule: the CLI still prints it escaped.
-  await api.db.pool.query(
-    `INSERT INTO managed_clusters (tenant_id, name, server, server_key, namespaces, auth_method, credentials_enc,
-            server_version, conditions, last_probe_at, probe_due_at)
-     VALUES ($1, 'edge', 'https://203.0.113.10:6443', 'https://203.0.113.10:6443', '{}', 'token', $2, $3, '[]', now(), now() + interval '1 hour')`,
-    [tenantId, api.services.box.encrypt('x', 'managed/edge'), 'v1.30\u001b]0;pwned\u0007'],
-  );
+  await insertRawVersionManagedCluster(api.db.pool, {
+    tenantId,
+    name: 'edge',
+    server: 'https://203.0.113.10:6443',
+    credentialsEnc: api.services.box.encrypt('x', 'managed/edge'),
+    serverVersion: 'v1.30\u001b]0;pwned\u0007',
+  });
   const list = await cli(['managed-clusters', 'list', tenantId], apiKey);
   t.equal(list.code, 0, list.err);
   t.match(list.out, /edge/, 'the cluster is listed');

@@ -11,6 +11,8 @@ import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { EVENTS_PATH, type EventBatch } from '../../../runtime/protocol/events.ts';
 import { application, batch, deletion } from '../../helpers/events.ts';
 import { until } from '../../../sandbox/until.ts';
+import { finishOperations, setOperationState, settleTenantOperations } from '../../helpers/operations.ts';
+import { setTenantStatus } from '../../helpers/tenants.ts';
 
 const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -48,7 +50,7 @@ t.test('tenants list/get print tables; --json prints the API answer', async (t) 
 
 t.test('upgrade through the CLI; a refused skip exits non-zero with the API code and the path', async (t) => {
   const { tenantId } = await api.signup({ runtimeVersion: v1 });
-  await api.db.pool.query(`UPDATE tenants SET actual_runtime_version = $2 WHERE id = $1`, [tenantId, v1]);
+  await setTenantStatus(api.db.pool, tenantId, { actualRuntimeVersion: v1 });
   const ok = await cli(['tenants', 'upgrade', tenantId, v2], api.operatorKey);
   t.equal(ok.code, 0, ok.err);
   t.match(ok.out, /operations logs [0-9a-f-]+ --follow/);
@@ -79,8 +81,7 @@ t.test('suspend, resume, retry, delete, and operations list', async (t) => {
   const { tenantId } = await api.signup();
   for (const verb of ['suspend', 'resume', 'retry', 'delete']) {
     // A retry is for a failing tenant (otherwise it answers the operation under way).
-    if (verb === 'retry')
-      await api.db.pool.query('UPDATE tenants SET consecutive_failures = 2 WHERE id = $1', [tenantId]);
+    if (verb === 'retry') await setTenantStatus(api.db.pool, tenantId, { consecutiveFailures: 2 });
     t.equal((await cli(['tenants', verb, tenantId])).code, 0, verb);
   }
   const ops = await cli(['operations', 'list', tenantId]);
@@ -122,14 +123,10 @@ t.test('suspend --reason; a suspend, resume or retry that has nothing to do says
   t.equal((JSON.parse(again.out) as { queued: boolean }).queued, false, '--json prints the answer, queued: false');
   t.match(again.err, /nothing to do: tenant .* is already suspended \(by operator\)/, 'and the line goes to stderr');
 
-  await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE tenant_id = $1`, [
-    tenantId,
-  ]);
+  await settleTenantOperations(api.db.pool, tenantId);
   const settled = await cli(['tenants', 'resume', tenantId]);
   t.equal(settled.code, 0, `resume of the suspended tenant exits 0 (${settled.err})`);
-  await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE tenant_id = $1`, [
-    tenantId,
-  ]);
+  await settleTenantOperations(api.db.pool, tenantId);
   const none = await cli(['tenants', 'retry', tenantId]);
   t.equal(none.code, 4, 'retry with no operation under way and no failure exits 4');
   t.match(none.err, /NOTHING_TO_RETRY: .*nothing to retry/, "with the API's NOTHING_TO_RETRY");
@@ -182,7 +179,7 @@ t.test(
       plans: [],
       kubeconfigEnc: api.services.box.encrypt('x', 'cluster/never-installed-1'),
     });
-    await api.db.pool.query(`UPDATE tenants SET cluster_id = $2 WHERE id = $1`, [placed.tenantId, cluster.id]);
+    await setTenantStatus(api.db.pool, placed.tenantId, { clusterId: cluster.id });
     const held = await cli(['tenants', 'upgrade', placed.tenantId, far], api.operatorKey);
     t.equal(held.code, 1, 'a tenant whose first install was placed on a cluster is held to the path');
     t.match(held.err, /UPGRADE_PATH_REFUSED/, 'with the API code');
@@ -403,10 +400,7 @@ t.test('PUT /v1/clusters/:name: a cluster holding tenants keeps its region', asy
     `SELECT c.name, c.region FROM root_clusters c WHERE c.name = 'imp-2'`,
   );
   const cluster = rows[0]!;
-  await api.db.pool.query(
-    'UPDATE tenants SET cluster_id = (SELECT id FROM root_clusters WHERE name = $2) WHERE id = $1',
-    [tenantId, cluster.name],
-  );
+  await setTenantStatus(api.db.pool, tenantId, { cluster: cluster.name });
   const res = await fetch(`${url}/v1/clusters/${cluster.name}`, {
     method: 'PUT',
     headers: { authorization: `Bearer ${api.operatorKey}`, 'content-type': 'application/json' },
@@ -444,7 +438,7 @@ t.test(
       ['+ namespace created'],
     );
 
-    await api.db.pool.query(`UPDATE operations SET state = 'running' WHERE id = $1`, [operationId]);
+    await setOperationState(api.db.pool, operationId, 'running');
     const printed: string[] = [];
     const errors: string[] = [];
     const following = main(['--url', url, '--token', api.adminKey, 'operations', 'logs', operationId, '--follow'], {
@@ -460,10 +454,7 @@ t.test(
       await api.db.pool.query(`SELECT pg_notify('operation_log', $1)`, [operationId]);
       await until(`the CLI printing step ${i}, written after it started`, 30_000, () => printed.includes(`step ${i}`));
     }
-    await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE id = $1`, [
-      operationId,
-    ]);
-    await api.db.pool.query(`SELECT pg_notify('operation_log', $1)`, [operationId]);
+    await finishOperations(api.db.pool, operationId); // the store's write wakes the log's followers
     t.equal(await following, 0, errors.join('\n'));
     t.same(printed, ['Updating (tenant-x)', '+ namespace created', 'step 1', 'step 2', 'step 3', 'step 4', 'step 5']);
     t.match(errors.join('\n'), /ended: succeeded/);

@@ -9,6 +9,7 @@ import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { until } from '../../../sandbox/until.ts';
+import { setTenantStatus } from '../../helpers/tenants.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -19,10 +20,9 @@ for (const n of ['c', 'a', 'e', 'b', 'd']) {
   const { tenantId, apiKey } = await api.signup({ organization: `${prefix}-${n}` });
   made.push({ id: tenantId, org: `${prefix}-${n}`, key: apiKey });
 }
-await api.db.pool.query(`UPDATE tenants SET phase = 'Ready' WHERE organization IN ($1, $2)`, [
-  `${prefix}-a`,
-  `${prefix}-b`,
-]);
+/** The id of the tenant made with organization `${prefix}-${n}`. */
+const idOf = (n: string): string => made.find((m) => m.org === `${prefix}-${n}`)!.id;
+await setTenantStatus(api.db.pool, [idOf('a'), idOf('b')], { phase: 'Ready' });
 
 type Page = {
   items: { id: string; organization: string; status: { phase: string; stale: boolean } }[];
@@ -76,16 +76,9 @@ t.test('counts by phase follow the filters; a tenant key counts only its tenant'
   t.equal(res.json().suspended, 0, 'no tenant suspended yet');
   // One suspended whose suspension is applied, one whose suspension is not applied yet (still Ready),
   // one running an older version.
-  await api.db.pool.query(`UPDATE tenants SET suspended = true, phase = 'Suspended' WHERE organization = $1`, [
-    `${prefix}-c`,
-  ]);
-  await api.db.pool.query(`UPDATE tenants SET suspended = true, actual_runtime_version = $2 WHERE organization = $1`, [
-    `${prefix}-a`,
-    version,
-  ]);
-  await api.db.pool.query(`UPDATE tenants SET actual_runtime_version = '1.0.0' WHERE organization = $1`, [
-    `${prefix}-b`,
-  ]);
+  await setTenantStatus(api.db.pool, idOf('c'), { suspended: true, phase: 'Suspended' });
+  await setTenantStatus(api.db.pool, idOf('a'), { suspended: true, actualRuntimeVersion: version });
+  await setTenantStatus(api.db.pool, idOf('b'), { actualRuntimeVersion: '1.0.0' });
   const after = (await api.request('GET', `/v1/tenants/summary?q=${prefix}`)).json();
   t.equal(after.phases.Suspended, 1, 'the phase counts hold the one tenant whose suspension is applied');
   t.equal(after.suspended, 2, 'suspended counts both suspended tenants, the one still Ready too');
@@ -97,13 +90,8 @@ t.test('counts by phase follow the filters; a tenant key counts only its tenant'
     ],
     'per version: tenants whose spec names it and tenants running it, oldest version first',
   );
-  await api.db.pool.query(`UPDATE tenants SET suspended = false, phase = 'Pending' WHERE organization = $1`, [
-    `${prefix}-c`,
-  ]);
-  await api.db.pool.query(
-    `UPDATE tenants SET suspended = false, actual_runtime_version = NULL WHERE organization IN ($1, $2)`,
-    [`${prefix}-a`, `${prefix}-b`],
-  );
+  await setTenantStatus(api.db.pool, idOf('c'), { suspended: false, phase: 'Pending' });
+  await setTenantStatus(api.db.pool, [idOf('a'), idOf('b')], { suspended: false, actualRuntimeVersion: null });
   const own = await api.request('GET', `/v1/tenants/summary?q=${prefix}`, { key: made[0]!.key });
   t.equal(own.json().total, 1, "a tenant key's counts hold its own tenant only");
   const list = (await api.request('GET', `/v1/tenants?q=${prefix}`, { key: made[0]!.key })).json<Page>();
@@ -143,10 +131,7 @@ t.test('the catalog paths: a skipped step is refused with the path to follow', a
 t.test('a settled status older than two resync periods is stale', async (t) => {
   const { id } = made[3]!; // Ready
   t.equal((await api.request('GET', `/v1/tenants/${id}`)).json().status.stale, false, 'fresh while just written');
-  await api.db.pool.query(
-    `UPDATE tenants SET last_reconciled_at = now() - interval '3 days', updated_at = now() - interval '3 days' WHERE id = $1`,
-    [id],
-  );
+  await setTenantStatus(api.db.pool, id, { lastReconciledSecondsAgo: 3 * 86_400, updatedSecondsAgo: 3 * 86_400 });
   const body = (await api.request('GET', `/v1/tenants/${id}`)).json();
   t.equal(body.status.stale, true, 'stale after three days with the default one-day resync');
   t.ok(body.status.observedAt, 'with when it was last observed');

@@ -17,6 +17,7 @@ import { createKey } from '../../../provisioner/store/keys.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { DEFAULT_TENANT_BUDGETS } from '../../../provisioner/config.ts';
 import { EVENTS_PATH, MAX_BATCH_ITEMS, MAX_DIGEST_MEMBERS, type EventBatch } from '../../../runtime/protocol/events.ts';
+import { insertApplicationsBulk } from '../../helpers/bulk.ts';
 
 const api = await createTestApi();
 const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -31,14 +32,7 @@ const keyB = (await createKey(api.db.pool, { role: 'runtime', tenantId: b.tenant
 
 // A's stored objects, at its budget: written in SQL (how they got there is not what is tested).
 const STORED = DEFAULT_TENANT_BUDGETS.runtimeObjects;
-await api.db.pool.query(
-  `INSERT INTO runtime_objects (tenant_id, runtime_id, kind, namespace, name, uid, resource_version, reported_by, observed_at,
-                               summary, object)
-   SELECT $1, (SELECT id FROM runtimes WHERE tenant_id = $1 AND mode = 'hosted'), 'Application', 'team-' || (i % 20), 'app-' || i, 'uid-' || i, 1000 + i, 'seed', now(),
-          '{"healthStatus":"Healthy","syncStatus":"Synced"}', jsonb_build_object('pad', repeat('x', 1500))
-     FROM generate_series(0, $2::int - 1) i`,
-  [a.tenantId, STORED],
-);
+await insertApplicationsBulk(api.db.pool, a.tenantId, STORED);
 // B has something to read.
 const seedB = await fetch(`${base}${EVENTS_PATH}`, {
   method: 'POST',

@@ -11,6 +11,7 @@ import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { cliAgainst } from '../../helpers/cli.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
+import { updateFleetTenant } from '../../../provisioner/store/fleet-upgrades.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import type { FleetUpgrade, RuntimePage } from '../../../provisioner/http/api-types.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
@@ -62,29 +63,24 @@ if (start.code !== 0) throw new Error(`fleet start: ${start.err}`);
 const fleetId = /started fleet upgrade (\S+)/.exec(start.out)![1]!;
 // The step as the driver leaves it while the gate waits: upgraded 10 minutes ago, every check
 // passing but the tunnel, which never connected again.
-const { rows } = await api.db.pool.query<{ started: Date }>(
-  `UPDATE fleet_upgrade_tenants
-      SET state = 'upgrading', step_from = '1.4.0', step_to = '1.4.1', started_at = now() - interval '10 minutes',
-          generation = 2,
-          step_started_at = now() - interval '10 minutes',
-          gate = $3
-    WHERE fleet_upgrade_id = $1 AND tenant_id = $2
-    RETURNING step_started_at AS started`,
-  [
-    fleetId,
-    blocked,
-    JSON.stringify({
-      passed: false,
-      at: new Date().toISOString(),
-      checks: [
-        { name: 'operation', ok: true, detail: 'succeeded' },
-        { name: 'ready', ok: true, detail: 'phase Ready, Ready' },
-        { name: 'tunnel', ok: false, detail: 'not connected' },
-      ],
-    }),
-  ],
-);
-const since = rows[0]!.started;
+const since = new Date(Date.now() - 10 * 60_000);
+await updateFleetTenant(api.db.pool, fleetId, blocked, {
+  state: 'upgrading',
+  step_from: '1.4.0',
+  step_to: '1.4.1',
+  started_at: since,
+  generation: 2,
+  step_started_at: since,
+  gate: JSON.stringify({
+    passed: false,
+    at: new Date().toISOString(),
+    checks: [
+      { name: 'operation', ok: true, detail: 'succeeded' },
+      { name: 'ready', ok: true, detail: 'phase Ready, Ready' },
+      { name: 'tunnel', ok: false, detail: 'not connected' },
+    ],
+  }),
+});
 
 t.test(
   'GET /v1/fleet-upgrades/:id: the step waiting on its gate, with the time left and what happens then',

@@ -14,6 +14,8 @@ import { createKey } from '../../../provisioner/store/keys.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import type { ErrorBody, FleetUpgrade } from '../../../provisioner/http/api-types.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
+import { completeQueuedUpgrades, settleTenantOperations } from '../../helpers/operations.ts';
+import { putTunnelRow } from '../../helpers/tunnels.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -32,27 +34,18 @@ await insertCluster(api.db.pool, {
 async function ready(version: string, organization: string): Promise<{ id: string; key: string }> {
   const { tenantId, apiKey } = await api.signup({ runtimeVersion: version, organization });
   await markReconciled(api.db.pool, tenantId, { cluster: 'skip-root', readyCondition: true });
-  await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE tenant_id = $1`, [
-    tenantId,
-  ]);
-  await api.db.pool.query(
-    `INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at, seen_at)
-     VALUES ($1, gen_random_uuid(), 'test-replica', 'http://127.0.0.1:1', now() - interval '1 hour', now())`,
-    [tenantId],
-  );
+  await settleTenantOperations(api.db.pool, tenantId);
+  await putTunnelRow(api.db.pool, tenantId, {
+    replicaId: 'test-replica',
+    replicaUrl: 'http://127.0.0.1:1',
+    connectedSecondsAgo: 3600,
+  });
   return { id: tenantId, key: apiKey };
 }
 
 /** What the reconciler does with every queued upgrade: the version runs and the tenant is Ready. */
 async function reconcileUpgrades(): Promise<void> {
-  await api.db.pool.query(
-    `UPDATE tenants SET observed_generation = generation, actual_runtime_version = runtime_version
-      WHERE id IN (SELECT tenant_id FROM operations WHERE kind = 'upgrade' AND state = 'queued')`,
-  );
-  await api.db.pool.query(
-    `UPDATE operations SET state = 'succeeded', started_at = now(), finished_at = now()
-      WHERE kind = 'upgrade' AND state = 'queued'`,
-  );
+  await completeQueuedUpgrades(api.db.pool);
 }
 
 async function call<T = FleetUpgrade>(

@@ -9,6 +9,7 @@ import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { until } from '../../../sandbox/until.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
+import { settleTenantOperations } from '../../helpers/operations.ts';
 
 interface PlanBody {
   waves: Array<{ wave: number; size: number; tenants: string[]; maxConcurrency: number }>;
@@ -33,7 +34,7 @@ async function readyTenant(version: string, o: { cluster: string; plan?: string;
     stalled: o.state === 'stalled',
     readyCondition: true,
   });
-  await api.db.pool.query(`UPDATE operations SET state = 'succeeded' WHERE tenant_id = $1`, [tenantId]);
+  await settleTenantOperations(api.db.pool, tenantId, { finishedNow: false });
   return tenantId;
 }
 

@@ -9,6 +9,8 @@ import { createTestApi } from '../../helpers/api.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { HOT_READS_APPLICATION_NAME } from '../../../provisioner/store/batched-reads.ts';
 import { until } from '../../../sandbox/until.ts';
+import { setTenantStatus } from '../../helpers/tenants.ts';
+import { revokeKeyUnannounced } from '../../helpers/keys.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -66,7 +68,7 @@ t.test('a write committed before a read is in its answer, while other reads keep
   });
   let stale = 0;
   for (let i = 1; i <= 60; i++) {
-    await api.db.pool.query(`UPDATE tenants SET email = $2 WHERE id = $1`, [tenantId, `round-${i}@example.com`]);
+    await setTenantStatus(api.db.pool, tenantId, { email: `round-${i}@example.com` });
     const res = await api.request('GET', `/v1/tenants/${tenantId}`, { key: api.operatorKey });
     if (res.json().email !== `round-${i}@example.com`) stale++;
   }
@@ -92,7 +94,7 @@ t.test(
       name: 'revoked',
       createdBy: 'test',
     });
-    await api.db.pool.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [revoked.info.id]);
+    await revokeKeyUnannounced(api.db.pool, revoked.info.id);
     const unknown = fresh.key.slice(0, -4) + (fresh.key.endsWith('AAAA') ? 'BBBB' : 'AAAA');
     const before = api.services.reads.stats().keys;
     const res = await Promise.all(

@@ -12,6 +12,9 @@ import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import type { PeriodicLoop } from '../../../runtime/loops/periodic.ts';
 import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
 import { until } from '../../../sandbox/until.ts';
+import { ageIdempotencyKey } from '../../helpers/housekeeping.ts';
+import { putHybridTunnelRow } from '../../helpers/tunnels.ts';
+import { markRemovedAgo } from '../../helpers/runtimes.ts';
 
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
 t.teardown(() => api.close());
@@ -41,9 +44,7 @@ t.test('idempotency records are deleted once past their replay window', async (t
   t.equal((await signup(oldOrg, oldKey)).statusCode, 202, 'a signup with a key');
   const fresh = await signup(freshOrg, freshKey);
   t.equal(fresh.statusCode, 202, 'another signup with another key');
-  await api.db.pool.query(`UPDATE idempotency_keys SET created_at = now() - interval '61 minutes' WHERE key = $1`, [
-    digest(oldKey),
-  ]);
+  await ageIdempotencyKey(api.db.pool, digest(oldKey), 61 * 60);
 
   await oneRound(api.services.idempotencyPruner.loop);
 
@@ -84,14 +85,15 @@ t.test('a hybrid runtime removed longer than the retention is purged with what n
   const recent = await register('recent');
   const live = await register('live');
   // A tunnel row left behind by a replica that died while it held the old runtime's tunnel.
-  await api.db.pool.query(
-    `INSERT INTO hybrid_runtime_tunnels (runtime_id, tenant_id, connection_id, replica_id, replica_url, connected_at, seen_at)
-     VALUES ($1, $2, $3, 'gone-replica', 'http://127.0.0.1:1', now() - interval '2 days', now() - interval '2 days')`,
-    [old.id, tenant.tenantId, randomUUID()],
-  );
+  await putHybridTunnelRow(api.db.pool, old.id, tenant.tenantId, {
+    replicaId: 'gone-replica',
+    replicaUrl: 'http://127.0.0.1:1',
+    connectedSecondsAgo: 2 * 86_400,
+    seenSecondsAgo: 2 * 86_400,
+  });
   await remove('old');
   await remove('recent');
-  await api.db.pool.query(`UPDATE runtimes SET removed_at = now() - interval '25 hours' WHERE id = $1`, [old.id]);
+  await markRemovedAgo(api.db.pool, old.id, 25 * 3600);
   // The name of a removed runtime may be registered again: the new one is not purged with the old.
   const again = await register('old');
 

@@ -22,6 +22,7 @@ import {
 } from '../../../runtime/hybrid/bundle.ts';
 import type { Runtime, RuntimeRegistered, RuntimeUpgradeBundle } from '../../../provisioner/http/api-types.ts';
 import { promotionCrds } from '../../../runtime/component/promotion-crds.ts';
+import { setIngressUrl } from '../../helpers/runtimes.ts';
 
 const api = await createTestApi({
   env: {
@@ -338,7 +339,7 @@ t.test('a value stored before the checks stays one value in every bundle and on 
   const res = await register({ name: 'legacy', access: 'ingress', ingressUrl: 'https://203.0.113.10' });
   t.equal(res.status, 201, 'registered');
   const stored = FINDING_INGRESS_URL;
-  await api.db.pool.query('UPDATE runtimes SET ingress_url = $1 WHERE id = $2', [stored, res.body.runtime.id]);
+  await setIngressUrl(api.db.pool, res.body.runtime.id, stored);
   const r = (await call<Runtime>('GET', `/v1/tenants/${tenantId}/runtimes/legacy`, apiKey)).body;
   t.equal(r.ingressUrl, stored, 'the API answers the stored value as it is (JSON keeps it one value)');
   await checkBundles(t, 'a stored injected ingressUrl', r);

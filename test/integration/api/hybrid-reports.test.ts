@@ -18,6 +18,7 @@ import { EVENTS_PATH, STALE_AFTER_SECONDS } from '../../../runtime/protocol/even
 import type { ReportedKind } from '../../../runtime/protocol/kinds.ts';
 import type { Runtime, RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
 import { until } from '../../../sandbox/until.ts';
+import { setHeartbeatAgo } from '../../helpers/runtimes.ts';
 
 /** The tenant's stored-object budget here: small, so that the shared limit is reached with a few objects. */
 const OBJECTS = 6;
@@ -337,10 +338,7 @@ t.test("a hybrid runtime's heartbeat, reported version, skew and conditions come
   t.not(await storedAt(), written, 'and the heartbeat time was written with them');
 
   // The last report grows old (moved into the past, as the database would see it later).
-  await api.db.pool.query(`UPDATE runtimes SET last_heartbeat_at = now() - make_interval(secs => $2) WHERE id = $1`, [
-    plant.id,
-    STALE_AFTER_SECONDS + 1,
-  ]);
+  await setHeartbeatAgo(api.db.pool, plant.id, STALE_AFTER_SECONDS + 1);
   const stale = await get();
   t.match(
     cond(stale, 'Reporting'),

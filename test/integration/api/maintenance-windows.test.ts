@@ -8,6 +8,7 @@ import t from 'tap';
 import { createTestApi, type TestApi } from '../../helpers/api.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
+import { settleTenantOperations } from '../../helpers/operations.ts';
 
 let api: TestApi;
 t.before(async () => {
@@ -112,7 +113,7 @@ t.test(
     for (let i = 0; i < 3; i++) {
       const { tenantId } = await api.signup({ runtimeVersion: '1.4.1' });
       await markReconciled(api.db.pool, tenantId, { cluster: 'windows-root', readyCondition: true });
-      await api.db.pool.query(`UPDATE operations SET state = 'succeeded' WHERE tenant_id = $1`, [tenantId]);
+      await settleTenantOperations(api.db.pool, tenantId, { finishedNow: false });
       ids.push(tenantId);
     }
     const [always, never, short] = ids as [string, string, string];

@@ -16,6 +16,8 @@ import { credentialsAad, insertManagedCluster } from '../../../provisioner/store
 import { condition } from '../../../provisioner/store/tenants.ts';
 import type { Condition } from '../../../provisioner/store/states.ts';
 import { createTestApi } from '../../helpers/api.ts';
+import { makeProbeDue } from '../../helpers/managed-clusters.ts';
+import { dropTunnelRow, putTunnelRow } from '../../helpers/tunnels.ts';
 
 // PROVISIONER_MANAGED_CLUSTER_PROBE_SECONDS=0: the services' own prober stays off; the test runs rounds itself.
 const api = await createTestApi({
@@ -91,7 +93,7 @@ t.test('a server that refuses connections is Reachable=False with the network er
     'GET lists it as unreachable',
   );
 
-  await api.db.pool.query(`UPDATE managed_clusters SET probe_due_at = now() WHERE tenant_id = $1`, [tenantId]);
+  await makeProbeDue(api.db.pool, tenantId);
   await prober().round();
   const second = await reachable(tenantId, 'gone');
   t.equal(
@@ -158,11 +160,7 @@ t.test(
         intervalMs: 60_000,
         replicaId,
       }).round();
-    await api.db.pool.query(
-      `INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at)
-       VALUES ($1, gen_random_uuid(), 'replica-b', 'http://127.0.0.1:9', now())`,
-      [tenantId],
-    );
+    await putTunnelRow(api.db.pool, tenantId, { replicaId: 'replica-b', replicaUrl: 'http://127.0.0.1:9' });
     await at('replica-a');
     t.equal(
       (await reachable(tenantId, 'behind')).condition?.reason,
@@ -174,11 +172,8 @@ t.test(
     t.equal(held?.reason, 'RuntimeUnreachable', 'the replica holding it (per the directory) probes it');
     t.equal(held?.message, "the runtime's tunnel is not connected", 'and says the tunnel is not connected here');
 
-    await api.db.pool.query('DELETE FROM runtime_tunnels WHERE tenant_id = $1', [tenantId]);
-    await api.db.pool.query(
-      `UPDATE managed_clusters SET probe_due_at = now(), conditions = '[]' WHERE tenant_id = $1`,
-      [tenantId],
-    );
+    await dropTunnelRow(api.db.pool, tenantId);
+    await makeProbeDue(api.db.pool, tenantId, { clearConditions: true });
     await at('replica-a');
     const none = (await reachable(tenantId, 'behind')).condition;
     t.equal(none?.status, 'False', 'no replica holds the tunnel: any replica probes it, Reachable=False');

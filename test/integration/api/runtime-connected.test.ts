@@ -16,6 +16,9 @@ import { main } from '../../../provisioner/cli/main.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { EVENTS_PATH } from '../../../runtime/protocol/events.ts';
 import { catalog } from '../../../runtime/catalog.ts';
+import { setTenantStatus } from '../../helpers/tenants.ts';
+import { addReachableManagedCluster } from '../../helpers/managed-clusters.ts';
+import { setReportersSeenAgo } from '../../helpers/runtimes.ts';
 
 const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -47,14 +50,21 @@ interface TenantView {
 /** A signed-up tenant the reconciler provisioned: phase Ready, Ready=True (what the engine leaves). */
 async function readyTenant(): Promise<{ tenantId: string; apiKey: string; organization: string }> {
   const s = await api.signup({ runtimeVersion: version });
-  await api.db.pool.query(
-    `UPDATE tenants SET phase = 'Ready', observed_generation = generation, actual_runtime_version = $2,
-            last_reconciled_at = now(),
-            conditions = jsonb_build_array(jsonb_build_object('type', 'Ready', 'status', 'True', 'reason', 'Ready',
-              'message', 'runtime ' || $2 || ' is ready', 'lastTransitionTime', now()))
-      WHERE id = $1`,
-    [s.tenantId, version],
-  );
+  await setTenantStatus(api.db.pool, s.tenantId, {
+    phase: 'Ready',
+    observed: true,
+    actualRuntimeVersion: version,
+    lastReconciledSecondsAgo: 0,
+    conditions: [
+      {
+        type: 'Ready',
+        status: 'True',
+        reason: 'Ready',
+        message: `runtime ${version} is ready`,
+        lastTransitionTime: new Date().toISOString(),
+      },
+    ],
+  });
   return { tenantId: s.tenantId, apiKey: s.apiKey, organization: s.body.tenant.organization };
 }
 
@@ -148,13 +158,7 @@ t.test('a Ready tenant whose real tunnel client is connected and whose reporter 
     'tenants list names no runtime problem, only the managed cluster the tenant still has to connect',
   );
   // A reachable managed cluster as the prober leaves one (not probed again within the test).
-  await api.db.pool.query(
-    `INSERT INTO managed_clusters (tenant_id, name, server, server_key, auth_method, credentials_enc, conditions, probe_due_at)
-     VALUES ($1, 'prod', 'https://prod.example:6443', 'prod.example:6443', 'token', '\\x00',
-             jsonb_build_array(jsonb_build_object('type', 'Reachable', 'status', 'True', 'reason', 'Probed',
-               'message', 'answers', 'lastTransitionTime', now())), now() + interval '1 day')`,
-    [lit.tenantId],
-  );
+  await addReachableManagedCluster(api.db.pool, lit.tenantId, 'prod');
   const healthy = await cli(['tenants', 'list', '--limit', '200']);
   t.match(rowOf(healthy.out, lit.tenantId), /\sReady\s+healthy\s/, 'with a reachable cluster too: healthy');
   const doctor = await cli(['doctor']);
@@ -167,10 +171,7 @@ t.test('a Ready tenant whose real tunnel client is connected and whose reporter 
   );
 
   // The reporter falls silent: its last heartbeat is now older than the stale window.
-  await api.db.pool.query(
-    `UPDATE runtime_reporters SET last_seen = now() - interval '61 seconds' WHERE tenant_id = $1`,
-    [lit.tenantId],
-  );
+  await setReportersSeenAgo(api.db.pool, lit.tenantId, 61);
   t.match(
     connectedOf(await view(lit.tenantId)),
     { status: 'False', reason: 'ReportingStale' },
@@ -186,7 +187,7 @@ t.test(
     const pending = await api.signup({ runtimeVersion: version });
     t.equal(connectedOf(await view(pending.tenantId)), undefined, 'a Pending tenant has none');
     const suspending = await readyTenant();
-    await api.db.pool.query(`UPDATE tenants SET suspended = true WHERE id = $1`, [suspending.tenantId]);
+    await setTenantStatus(api.db.pool, suspending.tenantId, { suspended: true });
     t.equal(connectedOf(await view(suspending.tenantId)), undefined, 'a tenant being suspended has none');
   },
 );

@@ -12,6 +12,7 @@ import { application, batch, deletion } from '../../helpers/events.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { encodeStreamCursor } from '../../../provisioner/http/stream-cursor.ts';
 import { EVENTS_PATH, type EventBatchResult } from '../../../runtime/protocol/events.ts';
+import { ageTombstones } from '../../helpers/runtime-objects.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -102,11 +103,7 @@ t.test('old tombstones are purged in bounded batches, by one replica at a time, 
     deletion('Application', 'argocd', 'fresh', 210),
   ]);
   // Five tombstones stored 25 hours ago (past the default retention of 24 h), one just now.
-  await api.db.pool.query(
-    `UPDATE runtime_objects SET updated_at = now() - interval '25 hours'
-      WHERE tenant_id = $1 AND deleted AND name <> 'fresh'`,
-    [tenant.tenantId],
-  );
+  await ageTombstones(api.db.pool, tenant.tenantId, 25 * 3600, ['fresh']);
 
   // Another replica purging: this one leaves the round to it.
   const other = await api.db.pool.connect();

@@ -12,6 +12,7 @@ import { hashKeyBase64 } from '../../../provisioner/store/key-format.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { freePort } from '../../helpers/ports.ts';
 import { EVENTS_PATH, ownerOf, type EventBatchResult } from '../../../runtime/protocol/events.ts';
+import { setReportersSeenAgo } from '../../helpers/runtimes.ts';
 
 // Nine subtests with their own replicas and a database outage: about a minute on a quiet machine,
 // near the 120 s per-file default of .taprc when two tiers share two busy cores.
@@ -342,10 +343,7 @@ t.test("heartbeats make the tenant's Reporting condition; silence makes it Stale
   t.match(v.status.reporting, { replicas: 2, objects: 42, stale: false }, 'two replicas owning 42 objects');
 
   // Both replicas fall silent: their last heartbeats are now older than the stale window.
-  await api.db.pool.query(
-    `UPDATE runtime_reporters SET last_seen = now() - interval '61 seconds' WHERE tenant_id = $1`,
-    [tenant.tenantId],
-  );
+  await setReportersSeenAgo(api.db.pool, tenant.tenantId, 61);
   v = await view();
   t.match(reporting(v), { status: 'False', reason: 'Stale' }, 'Reporting=False, reason Stale, after 60 s of silence');
   t.match(v.status.reporting, { replicas: 0, objects: 42, stale: true }, 'stale, with the last known object count');

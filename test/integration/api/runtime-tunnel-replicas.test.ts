@@ -13,6 +13,7 @@ import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { CloseCode, RELAY_HEADER } from '../../../provisioner/tunnel/index.ts';
+import { ageTunnelRow, dropTunnelRow, moveTunnelRow, putTunnelRow } from '../../helpers/tunnels.ts';
 
 const a = await createTestApi();
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
@@ -154,7 +155,7 @@ t.test('the runtime reconnecting to replica B replaces its tunnel on A; A then r
 });
 
 t.test('a lost directory row is written again at the next renewal', async (t) => {
-  await a.db.pool.query('DELETE FROM runtime_tunnels WHERE tenant_id = $1', [tenant.tenantId]);
+  await dropTunnelRow(a.db.pool, tenant.tenantId);
   t.equal((await tunnelOf(baseA, tenant.tenantId)).connected, false, 'without the row A cannot know');
   await b.services.tunnelDirectory.renew();
   await b.services.tunnelDirectory.renew();
@@ -172,10 +173,7 @@ t.test('a replacement whose notification was missed is found by the next renewal
     });
   });
   // Another replica's newer connection, written without a notification.
-  await a.db.pool.query(
-    `UPDATE runtime_tunnels SET connection_id = gen_random_uuid(), replica_id = 'replica-z', connected_at = now() WHERE tenant_id = $1`,
-    [third.tenantId],
-  );
+  await moveTunnelRow(a.db.pool, third.tenantId, 'replica-z');
   t.equal(a.services.tunnel.status(third.tenantId).connected, true, 'nothing told A yet');
   await a.services.tunnelDirectory.renew();
   t.equal(await closed, CloseCode.replaced);
@@ -185,7 +183,7 @@ t.test('a replacement whose notification was missed is found by the next renewal
     [{ replica_id: 'replica-z' }],
     "the other replica's row stays",
   );
-  await a.db.pool.query('DELETE FROM runtime_tunnels WHERE tenant_id = $1', [third.tenantId]);
+  await dropTunnelRow(a.db.pool, third.tenantId);
 });
 
 t.test('a runtime key revoked through one replica closes its tunnel on the other at once', async (t) => {
@@ -211,19 +209,17 @@ t.test('a replica that stopped renewing is not relayed to; one that cannot be re
   await once(closed, 'listening');
   const deadPort = (closed.address() as AddressInfo).port;
   closed.close();
-  await a.db.pool.query(
-    `INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at) VALUES ($1, gen_random_uuid(), 'replica-dead', $2, now())`,
-    [other.tenantId, `http://127.0.0.1:${deadPort}`],
-  );
+  await putTunnelRow(a.db.pool, other.tenantId, {
+    replicaId: 'replica-dead',
+    replicaUrl: `http://127.0.0.1:${deadPort}`,
+  });
   const res = await fetch(`${baseA}/v1/tenants/${other.tenantId}/runtime/api/info`, { headers: auth(other.apiKey) });
   t.equal(res.status, 503);
   const err = ((await res.json()) as { error: { code: string; message: string } }).error;
   t.equal(err.code, 'RUNTIME_UNREACHABLE');
   t.match(err.message, /replica-dead, which could not be reached/);
 
-  await a.db.pool.query(`UPDATE runtime_tunnels SET seen_at = now() - interval '1 hour' WHERE tenant_id = $1`, [
-    other.tenantId,
-  ]);
+  await ageTunnelRow(a.db.pool, 'hosted', other.tenantId, 3600);
   t.same(await tunnelOf(baseA, other.tenantId), { connected: false, since: null }, 'an expired row does not count');
   const stale = await fetch(`${baseA}/v1/tenants/${other.tenantId}/runtime/api/info`, { headers: auth(other.apiKey) });
   t.equal(stale.status, 503);

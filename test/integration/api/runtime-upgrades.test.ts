@@ -16,6 +16,7 @@ import type {
   RuntimeUpgraded,
 } from '../../../provisioner/http/api-types.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
+import { settleTenantOperations } from '../../helpers/operations.ts';
 
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
 t.teardown(() => api.close());
@@ -212,7 +213,7 @@ t.test('a fleet upgrade of the tenant lists its hybrid runtimes as needing their
     kubeconfigEnc: api.services.box.encrypt('x', 'cluster/upgrade-root'),
   });
   await markReconciled(api.db.pool, tenant.tenantId, { cluster: 'upgrade-root', readyCondition: true });
-  await api.db.pool.query(`UPDATE operations SET state = 'succeeded' WHERE tenant_id = $1`, [tenant.tenantId]);
+  await settleTenantOperations(api.db.pool, tenant.tenantId, { finishedNow: false });
   const start = await call<{ fleetUpgrade: FleetUpgrade }>('POST', '/v1/fleet-upgrades', api.operatorKey, {
     targetVersion: '1.5.0',
     selector: { tenantIds: [tenant.tenantId] },

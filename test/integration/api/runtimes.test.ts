@@ -21,6 +21,7 @@ import type {
   RuntimeRemoved,
 } from '../../../provisioner/http/api-types.ts';
 import { until } from '../../../sandbox/until.ts';
+import { expireBootstrap } from '../../helpers/runtimes.ts';
 
 const logged: string[] = [];
 const sink = new Writable({
@@ -291,9 +292,7 @@ t.test('an expired bootstrap token is refused and the runtime says so', async (t
   const reg = await register(a.tenantId, a.apiKey, { name: 'late' });
   t.equal(reg.status, 201);
   // The token's expiry moved into the past (no waiting for the TTL).
-  await api.db.pool.query(`UPDATE runtimes SET bootstrap_expires_at = now() - interval '1 second' WHERE id = $1`, [
-    reg.body.runtime.id,
-  ]);
+  await expireBootstrap(api.db.pool, reg.body.runtime.id, 1);
   const res = await exchange(reg.body.bootstrapToken);
   t.equal(res.status, 401, 'an expired token is refused');
   t.equal(res.body.error.code, 'BOOTSTRAP_TOKEN_INVALID');

@@ -3,6 +3,7 @@ import t from 'tap';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { setAvailability } from '../../../provisioner/store/versions.ts';
 import { catalog } from '../../../runtime/catalog.ts';
+import { ageIdempotencyKey } from '../../helpers/housekeeping.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -368,9 +369,7 @@ t.test('the replay window is bounded: after an hour the key no longer replays th
   const key = randomUUID();
   const first = await post(payload, { 'idempotency-key': key });
   t.equal(first.statusCode, 202);
-  await api.db.pool.query(`UPDATE idempotency_keys SET created_at = now() - interval '61 minutes' WHERE key = $1`, [
-    createHash('sha256').update(key).digest('hex'),
-  ]);
+  await ageIdempotencyKey(api.db.pool, createHash('sha256').update(key).digest('hex'), 61 * 60);
   const late = await post(payload, { 'idempotency-key': key });
   t.equal(late.statusCode, 409, 'treated as a new signup of a taken organization');
   t.equal(late.json().error.code, 'ORGANIZATION_TAKEN');

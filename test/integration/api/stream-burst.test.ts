@@ -10,6 +10,7 @@ import { createTestApi } from '../../helpers/api.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { until } from '../../../sandbox/until.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
+import { settleTenantOperations } from '../../helpers/operations.ts';
 
 const LIMIT = 5;
 const BURST = 300;
@@ -111,7 +112,7 @@ t.test('GET /v1/fleet-upgrades/:id/events', async (t) => {
   });
   const { tenantId } = await api.signup({ runtimeVersion: '1.4.1', plan: 'team' });
   await markReconciled(api.db.pool, tenantId, { cluster: 'burst-root', readyCondition: true });
-  await api.db.pool.query(`UPDATE operations SET state = 'succeeded' WHERE tenant_id = $1`, [tenantId]);
+  await settleTenantOperations(api.db.pool, tenantId, { finishedNow: false });
   const start = await api.request('POST', '/v1/fleet-upgrades', {
     key: api.operatorKey,
     body: { targetVersion: '1.5.0', selector: { tenantIds: [tenantId] } },

@@ -2,6 +2,9 @@ import t from 'tap';
 import pg from 'pg';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { catalog } from '../../../runtime/catalog.ts';
+import { addRootCluster } from '../../helpers/clusters.ts';
+import { settleTenantOperations } from '../../helpers/operations.ts';
+import { markStalled, setTenantStatus } from '../../helpers/tenants.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -11,10 +14,12 @@ const [v1, v2] = versions as [string, string, ...string[]];
 
 /** Marks the tenant as running `version` (what the reconciler records after a successful up). */
 async function observe(id: string, version: string, previous: string | null = null) {
-  await api.db.pool.query(
-    `UPDATE tenants SET actual_runtime_version = $2, previous_runtime_version = $3, observed_generation = generation, phase = 'Ready' WHERE id = $1`,
-    [id, version, previous],
-  );
+  await setTenantStatus(api.db.pool, id, {
+    actualRuntimeVersion: version,
+    previousRuntimeVersion: previous,
+    observed: true,
+    phase: 'Ready',
+  });
 }
 
 t.test('GET /v1/tenants/:id returns the tenant; an unknown id is 404; a malformed id is 400 naming id', async (t) => {
@@ -165,10 +170,11 @@ t.test('rollback returns only to the version the tenant last ran, when the catal
   if (!crossing) throw new Error('precondition: the catalog has a pair of versions whose rollback it refuses');
   const [hi, lo] = crossing;
   const third = await api.signup({ runtimeVersion: lo });
-  await api.db.pool.query(
-    `UPDATE tenants SET runtime_version = $2, actual_runtime_version = $2, previous_runtime_version = $3 WHERE id = $1`,
-    [third.tenantId, hi, lo],
-  );
+  await setTenantStatus(api.db.pool, third.tenantId, {
+    runtimeVersion: hi,
+    actualRuntimeVersion: hi,
+    previousRuntimeVersion: lo,
+  });
   const r = await api.request('POST', `/v1/tenants/${third.tenantId}/upgrade`, { body: { version: lo } });
   t.equal(r.statusCode, 422, `catalog refuses ${hi} -> ${lo} even though it ran before`);
   t.equal(r.json().error.message, (catalog.rollbackAnswer(hi, lo) as { reason: string }).reason);
@@ -224,7 +230,7 @@ t.test('delete keeps a tombstone, is idempotent, and refuses later changes with 
   }
   const read = await api.request('GET', `/v1/tenants/${tenantId}`);
   t.equal(read.statusCode, 200, 'the tombstone can still be read');
-  await api.db.pool.query(`UPDATE tenants SET phase = 'Deleted' WHERE id = $1`, [tenantId]);
+  await setTenantStatus(api.db.pool, tenantId, { phase: 'Deleted' });
   const reuse = await api.app.inject({
     method: 'POST',
     url: '/v1/signup',
@@ -235,11 +241,7 @@ t.test('delete keeps a tombstone, is idempotent, and refuses later changes with 
 
 t.test('retry clears Stalled and makes the tenant due at once without changing the spec', async (t) => {
   const { tenantId } = await api.signup();
-  await api.db.pool.query(
-    `UPDATE tenants SET stalled = true, consecutive_failures = 5, next_attempt_at = now() + interval '1 hour', phase = 'Failed',
-       conditions = '[{"type":"Stalled","status":"True","reason":"UpdateFailed","message":"boom","lastTransitionTime":"2026-01-01T00:00:00Z"}]' WHERE id = $1`,
-    [tenantId],
-  );
+  await markStalled(api.db.pool, tenantId, { failures: 5 });
   const res = await api.request('POST', `/v1/tenants/${tenantId}/retry`, { key: api.operatorKey });
   t.equal(res.statusCode, 202);
   t.equal(res.json().tenant.generation, 1, 'spec untouched');
@@ -267,10 +269,8 @@ t.test('retry queues nothing for a tenant that is neither stalled nor failing', 
   ]);
   t.equal(opsAfter.rows[0].n, opsBefore.rows[0].n, 'no second operation was queued');
 
-  await api.db.pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE tenant_id = $1`, [
-    tenantId,
-  ]);
-  await api.db.pool.query(`UPDATE tenants SET phase = 'Ready' WHERE id = $1`, [tenantId]);
+  await settleTenantOperations(api.db.pool, tenantId);
+  await setTenantStatus(api.db.pool, tenantId, { phase: 'Ready' });
   const settled = await api.request('POST', `/v1/tenants/${tenantId}/retry`, { key: api.operatorKey });
   t.equal(settled.statusCode, 409, 'a Ready tenant with nothing under way: 409');
   t.equal(settled.json().error.code, 'NOTHING_TO_RETRY');
@@ -315,13 +315,8 @@ t.test(
     // cluster (as the reconciler would record it), the others stay Pending and unplaced.
     const [placed, ...unplaced] = created as [string, ...string[]];
     const cluster = `list-filter-${Date.now()}`;
-    const {
-      rows: [{ id: clusterId }],
-    } = await api.db.pool.query(
-      `INSERT INTO root_clusters (name, region, capacity, kubeconfig_enc) VALUES ($1, 'eu-test-1', 10, '\\x00') RETURNING id`,
-      [cluster],
-    );
-    await api.db.pool.query(`UPDATE tenants SET phase = 'Ready', cluster_id = $2 WHERE id = $1`, [placed, clusterId]);
+    const { id: clusterId } = await addRootCluster(api.db.pool, cluster);
+    await setTenantStatus(api.db.pool, placed, { phase: 'Ready', clusterId });
     const ids = (body: { items: Array<{ id: string }> }): string[] => body.items.map((x) => x.id);
     const byReady = (await api.request('GET', `/v1/tenants?phase=Ready&plan=${plan}&limit=200`)).json();
     t.same(ids(byReady), [placed], 'phase=Ready lists the Ready tenant and no Pending one');

@@ -16,7 +16,7 @@ import { catalog } from '../../../runtime/catalog.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { cliAgainst } from '../../helpers/cli.ts';
 import { until } from '../../../sandbox/until.ts';
-import { markReconciled } from '../../helpers/tenants.ts';
+import { markReconciled, setTenantStatus } from '../../helpers/tenants.ts';
 
 const KUBECONFIG =
   'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
@@ -171,7 +171,7 @@ t.test('an entry that failed to provision is recycled, and the pool refills afte
     (await pooled()).some((p) => p.id === stuck.id && p.phase === 'Ready'),
   );
   // What a create that failed past its retries leaves (the reconciler's Stalled state).
-  await api.db.pool.query(`UPDATE tenants SET stalled = true, phase = 'Failed' WHERE id = $1`, [stuck.id]);
+  await setTenantStatus(api.db.pool, stuck.id, { stalled: true, phase: 'Failed' });
   const first = await api.services.warmPool.refill();
   t.ok(first.recycled >= 1, 'the failed entry is recycled');
   t.equal(

@@ -6,6 +6,8 @@
  */
 import t, { type Test } from 'tap';
 import { createFleetHarness, type FleetHarness } from './fleet-harness.ts';
+import { expireLease } from '../../helpers/tenants.ts';
+import { expireFleetLeases } from '../../helpers/fleet.ts';
 
 let f: FleetHarness;
 t.beforeEach(async () => {
@@ -60,10 +62,8 @@ t.test(
     const { rows: held } = await f.h.db.pool.query(`SELECT lease_owner FROM fleet_upgrades WHERE id = $1`, [fleetId]);
     t.equal(held[0].lease_owner, 'doomed-fleet', 'the killed process still holds the lease');
     // Its leases (60 s) have not run out: a restarted provisioner waits for them. The test moves them into the past.
-    await f.h.db.pool.query(`UPDATE fleet_upgrades SET lease_expires_at = now() - interval '1 second'`);
-    await f.h.db.pool.query(
-      `UPDATE tenants SET lease_expires_at = now() - interval '1 second' WHERE lease_owner = 'doomed-fleet'`,
-    );
+    await expireFleetLeases(f.h.db.pool);
+    await expireLease(f.h.db.pool, { owner: 'doomed-fleet' });
     const engine = f.engine();
     await f.h.reconciler(engine, { workers: 4 });
     f.driver();

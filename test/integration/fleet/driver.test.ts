@@ -7,6 +7,8 @@
 import t from 'tap';
 import { createFleetHarness, OPERATOR, type FleetHarness } from './fleet-harness.ts';
 import { until } from '../../../sandbox/until.ts';
+import { hostedRuntimeId, recordReporter } from '../../../provisioner/store/runtime-objects.ts';
+import { putHostedApplication } from '../../helpers/runtime-objects.ts';
 
 let f: FleetHarness;
 t.beforeEach(async () => {
@@ -168,20 +170,10 @@ t.test('Applications worse than before the upgrade fail the gate; as good pass',
   const ids = await f.readyTenants(2, '1.4.0', 'root-a');
   const pool = f.h.db.pool;
   const app = (tenant: string, name: string, health: string, rv: number) =>
-    pool.query(
-      `INSERT INTO runtime_objects (tenant_id, runtime_id, kind, namespace, name, uid, resource_version, health, sync,
-                                   reported_by, observed_at)
-       VALUES ($1, (SELECT id FROM runtimes WHERE tenant_id = $1 AND mode = 'hosted'), 'Application', 'argocd', $2, $2, $4, $3, 'Synced', 'r1', now())
-       ON CONFLICT (tenant_id, runtime_id, kind, namespace, name) DO UPDATE SET health = $3, resource_version = $4`,
-      [tenant, name, health, rv],
-    );
-  const heartbeat = (tenant: string) =>
-    pool.query(
-      `INSERT INTO runtime_reporters (tenant_id, runtime_id, replica, last_seen)
-       VALUES ($1, (SELECT id FROM runtimes WHERE tenant_id = $1 AND mode = 'hosted'), 'r1', now())
-       ON CONFLICT (tenant_id, runtime_id, replica) DO UPDATE SET last_seen = now()`,
-      [tenant],
-    );
+    putHostedApplication(pool, tenant, name, health, rv);
+  // Reporter r1 of the tenant's hosted runtime reported now (the store's write, without a heartbeat's figures).
+  const heartbeat = async (tenant: string) =>
+    recordReporter(pool, { tenantId: tenant, runtimeId: (await hostedRuntimeId(pool, tenant))! }, 'r1', undefined);
   for (const id of ids) {
     await app(id, 'guestbook', 'Healthy', 1);
     await heartbeat(id);

@@ -12,6 +12,8 @@ import { catalog } from '../../../runtime/catalog.ts';
 import { createHarness, type Harness } from '../reconciler/harness.ts';
 import { until } from '../../../sandbox/until.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
+import { putTunnelRow } from '../../helpers/tunnels.ts';
+import { settleTenantOperations } from '../../helpers/operations.ts';
 
 export const OPERATOR = { actor: { id: 'test-operator', role: 'operator' }, requestId: 'test' };
 
@@ -54,14 +56,7 @@ export async function createFleetHarness(): Promise<FleetHarness> {
   const drivers: FleetDriver[] = [];
   const pool = h.db.pool;
   const reconnect = (tenantId: string) =>
-    pool
-      .query(
-        `INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at, seen_at)
-         VALUES ($1, gen_random_uuid(), 'test-replica', 'http://127.0.0.1:1', now(), now())
-         ON CONFLICT (tenant_id) DO UPDATE SET connection_id = gen_random_uuid(), connected_at = now(), seen_at = now()`,
-        [tenantId],
-      )
-      .then(() => {});
+    putTunnelRow(pool, tenantId, { replicaId: 'test-replica', replicaUrl: 'http://127.0.0.1:1' });
   const self: FleetHarness = {
     h,
     service,
@@ -72,12 +67,12 @@ export async function createFleetHarness(): Promise<FleetHarness> {
       for (let i = 0; i < n; i++) {
         const { id } = await h.createTenant({ runtimeVersion: version });
         await markReconciled(pool, id, { cluster, readyCondition: true, reconciledNow: true });
-        await pool.query(`UPDATE operations SET state = 'succeeded', finished_at = now() WHERE tenant_id = $1`, [id]);
-        await pool.query(
-          `INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at, seen_at)
-           VALUES ($1, gen_random_uuid(), 'test-replica', 'http://127.0.0.1:1', now() - interval '1 minute', now())`,
-          [id],
-        );
+        await settleTenantOperations(pool, id);
+        await putTunnelRow(pool, id, {
+          replicaId: 'test-replica',
+          replicaUrl: 'http://127.0.0.1:1',
+          connectedSecondsAgo: 60,
+        });
         ids.push(id);
       }
       return ids;

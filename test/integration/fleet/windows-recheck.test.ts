@@ -10,6 +10,7 @@ import t from 'tap';
 import { createFleetHarness, OPERATOR, type FleetHarness } from './fleet-harness.ts';
 import type { MaintenanceWindow } from '../../../provisioner/store/tenants.ts';
 import { until } from '../../../sandbox/until.ts';
+import { setMaintenanceWindows } from '../../helpers/tenants.ts';
 
 let f: FleetHarness;
 t.beforeEach(async () => {
@@ -18,8 +19,7 @@ t.beforeEach(async () => {
 });
 t.afterEach(() => f.close());
 
-const setWindows = (id: string, windows: MaintenanceWindow[]) =>
-  f.h.db.pool.query('UPDATE tenants SET maintenance_windows = $2 WHERE id = $1', [id, JSON.stringify(windows)]);
+const setWindows = (id: string, windows: MaintenanceWindow[]) => setMaintenanceWindows(f.h.db.pool, id, windows);
 /** Saturdays 00:00-01:00 UTC: from a Wednesday noon, not within the 2-hour wave deadline used here. */
 const saturdays: MaintenanceWindow = { rrule: 'FREQ=WEEKLY;BYDAY=SA;BYHOUR=0', timeZone: 'UTC', durationMinutes: 60 };
 /** Every day 12:00-14:00 UTC: open at the test's clock. */

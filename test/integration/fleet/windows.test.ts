@@ -11,6 +11,8 @@ import { FleetDriver } from '../../../provisioner/fleet/driver.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { createFleetHarness, OPERATOR, type FleetHarness } from './fleet-harness.ts';
 import type { MaintenanceWindow } from '../../../provisioner/store/tenants.ts';
+import { setMaintenanceWindows } from '../../helpers/tenants.ts';
+import { insertPastOperation } from '../../helpers/operations.ts';
 
 let f: FleetHarness;
 let driver: FleetDriver;
@@ -26,8 +28,7 @@ t.afterEach(() => f.close());
 const at = (iso: string) => {
   f.clock.now = Date.parse(iso);
 };
-const setWindows = (id: string, windows: MaintenanceWindow[]) =>
-  f.h.db.pool.query('UPDATE tenants SET maintenance_windows = $2 WHERE id = $1', [id, JSON.stringify(windows)]);
+const setWindows = (id: string, windows: MaintenanceWindow[]) => setMaintenanceWindows(f.h.db.pool, id, windows);
 async function tenant(fleetId: string, tenantId: string) {
   const v = await f.service.get(fleetId);
   return v!.tenants!.find((x) => x.tenantId === tenantId)!;
@@ -124,19 +125,27 @@ t.test('duration fits: the p95 of the edge from the operations decides which ten
   const [early, late, history] = await f.readyTenants(3, '1.4.0', 'root-a');
   // 20 past upgrades 1.4.0 -> 1.4.1 lasting 1, 2, …, 20 minutes: p95 (continuous) = 19.05 min = 1143 s.
   for (let i = 1; i <= 20; i++)
-    await f.h.db.pool.query(
-      `INSERT INTO operations (tenant_id, kind, generation, from_version, to_version, state, created_at, started_at, finished_at)
-       VALUES ($1, 'upgrade', 1, '1.4.0', '1.4.1', 'succeeded', now() - interval '2 days', now() - interval '2 days',
-               now() - interval '2 days' + $2 * interval '1 minute')`,
-      [history, i],
-    );
+    await insertPastOperation(f.h.db.pool, history!, {
+      kind: 'upgrade',
+      fromVersion: '1.4.0',
+      toVersion: '1.4.1',
+      state: 'succeeded',
+      createdSecondsAgo: 2 * 86_400,
+      durationSeconds: i * 60,
+    });
   // A rollback of the edge and a failed upgrade do not count.
-  await f.h.db.pool.query(
-    `INSERT INTO operations (tenant_id, kind, generation, from_version, to_version, state, created_at, started_at, finished_at)
-     VALUES ($1, 'upgrade', 1, '1.4.1', '1.4.0', 'succeeded', now(), now(), now() + interval '5 hours'),
-            ($1, 'upgrade', 1, '1.4.0', '1.4.1', 'failed', now(), now(), now() + interval '5 hours')`,
-    [history],
-  );
+  for (const [fromVersion, toVersion, state] of [
+    ['1.4.1', '1.4.0', 'succeeded'],
+    ['1.4.0', '1.4.1', 'failed'],
+  ] as const)
+    await insertPastOperation(f.h.db.pool, history!, {
+      kind: 'upgrade',
+      fromVersion,
+      toVersion,
+      state,
+      createdSecondsAgo: 0,
+      durationSeconds: 5 * 3600,
+    });
   await setWindows(early!, [{ rrule: 'FREQ=DAILY;BYHOUR=0', timeZone: 'UTC', durationMinutes: 60 }]); // 00:00-01:00Z
   await setWindows(late!, [{ rrule: 'FREQ=DAILY;BYHOUR=0;BYMINUTE=20', timeZone: 'UTC', durationMinutes: 60 }]); // 00:20-01:20Z
   at('2026-06-10T00:45:00Z');

@@ -12,7 +12,7 @@ import { Notifications } from '../../../provisioner/db/notifications.ts';
 import { withTx } from '../../../provisioner/db/tx.ts';
 import { ScriptedEngine, type ScriptedEngineOptions } from '../../helpers/scripted-engine.ts';
 import { Reconciler, type ReconcilerOptions } from '../../../provisioner/reconciler/reconciler.ts';
-import { insertCluster } from '../../../provisioner/store/clusters.ts';
+import { insertCluster, setCordoned } from '../../../provisioner/store/clusters.ts';
 import {
   changeSpec,
   getTenantRow,
@@ -120,7 +120,7 @@ export async function createHarness(): Promise<Harness> {
         plans: o.plans ?? [],
         kubeconfigEnc: box.encrypt(KUBECONFIG, `cluster/${name}`),
       });
-      if (o.cordoned) await db.pool.query('UPDATE root_clusters SET cordoned = true WHERE id = $1', [c.id]);
+      if (o.cordoned) await setCordoned(db.pool, name, true);
       return c.id;
     },
     async createTenant(o = {}) {

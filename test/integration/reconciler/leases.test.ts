@@ -1,7 +1,10 @@
 import t from 'tap';
 import { createPool } from '../../../provisioner/db/database.ts';
+import { setCordoned } from '../../../provisioner/store/clusters.ts';
 import { createHarness, gate, scripted } from './harness.ts';
 import { until } from '../../../sandbox/until.ts';
+import { setAllClustersCordoned } from '../../helpers/clusters.ts';
+import { expireLease } from '../../helpers/tenants.ts';
 
 // The file starts worker processes (doomed workers, a second reconciler's pool): on a loaded
 // 2-core machine it ran past tap's 120 s limit (.taprc); alone it took 20–70 s.
@@ -34,7 +37,7 @@ t.test(
     );
     t.equal(engine2.callsFor(id).length, 0, 'and the survivor ran nothing for the tenant');
     // Simulate the passage of the TTL instead of sleeping it.
-    await h.db.pool.query(`UPDATE tenants SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+    await expireLease(h.db.pool, id);
     const row = await until('Ready on the survivor', 10_000, async () => {
       const x = await h.tenant(id);
       return x.phase === 'Ready' && x;
@@ -195,8 +198,8 @@ t.test('per-cluster parallelism holds across processes', async (t) => {
   const g = gate();
   const engine = scripted({ script: () => ({ gate: g.promise, delayMs: 20 }) });
   const clusterId = await h.addCluster('root-narrow', { capacity: 100 });
-  await h.db.pool.query('UPDATE root_clusters SET cordoned = true WHERE name IN ($1, $2)', ['root-a', 'root-b']);
-  t.teardown(() => h.db.pool.query('UPDATE root_clusters SET cordoned = false'));
+  for (const name of ['root-a', 'root-b']) await setCordoned(h.db.pool, name, true);
+  t.teardown(() => setAllClustersCordoned(h.db.pool, false));
   const a = await h.reconciler(engine, { workers: 5, clusterParallelism: 3, pollMs: 50 });
   const b = await h.reconciler(engine, { workers: 5, clusterParallelism: 3, pollMs: 50 });
   const ids: string[] = [];

@@ -1,8 +1,10 @@
 import t from 'tap';
 import { backoffMs } from '../../../provisioner/reconciler/backoff.ts';
 import { choosePlacement, type ClusterLoad } from '../../../provisioner/reconciler/placement.ts';
+import { setCordoned } from '../../../provisioner/store/clusters.ts';
 import { createHarness, scripted } from './harness.ts';
 import { until } from '../../../sandbox/until.ts';
+import { setAllClustersCordoned } from '../../helpers/clusters.ts';
 
 const FREE = { plan: 'free', region: null };
 const cluster = (o: Partial<ClusterLoad> & { name: string }): ClusterLoad => ({
@@ -129,7 +131,7 @@ t.test('placement, capacity, cordon and NoCapacity against the database', async 
   t.equal(placed.cluster_id, small);
 
   // Cordon: no new tenants, existing ones stay (sticky).
-  await h.db.pool.query('UPDATE root_clusters SET cordoned = true WHERE id = $1', [big]);
+  await setCordoned(h.db.pool, 'root-big', true);
   const fourth = await h.createTenant({ plan: 'team' });
   await until('NoCapacity on cordon', 10_000, async () =>
     (await h.tenant(fourth.id)).conditions.some((c) => c.reason === 'NoCapacity'),
@@ -138,15 +140,15 @@ t.test('placement, capacity, cordon and NoCapacity against the database', async 
   await h.change(team.id, { runtimeVersion: '1.1.0' }, 'upgrade');
   await until('upgrade applied', 10_000, async () => (await h.tenant(team.id)).observed_generation === 2);
   t.equal((await h.tenant(team.id)).cluster_id, big, 'placement is sticky, even on a cordoned cluster');
-  await h.db.pool.query('UPDATE root_clusters SET cordoned = false WHERE id = $1', [big]);
+  await setCordoned(h.db.pool, 'root-big', false);
   await until('placed after uncordon', 10_000, async () => (await h.tenant(fourth.id)).phase === 'Ready');
   await r.stop();
 });
 
 t.test('a tenant deleted before it was ever placed is marked Deleted without the engine', async (t) => {
   const engine = scripted();
-  await h.db.pool.query('UPDATE root_clusters SET cordoned = true');
-  t.teardown(() => h.db.pool.query('UPDATE root_clusters SET cordoned = false'));
+  await setAllClustersCordoned(h.db.pool, true);
+  t.teardown(() => setAllClustersCordoned(h.db.pool, false));
   const r = await h.reconciler(engine);
   const x = await h.createTenant({ plan: 'free' });
   await until('NoCapacity', 10_000, async () =>

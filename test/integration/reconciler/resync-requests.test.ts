@@ -8,6 +8,7 @@ import t from 'tap';
 import { requestResyncs } from '../../../provisioner/store/resync-requests.ts';
 import { createHarness, gate, scripted } from './harness.ts';
 import { until } from '../../../sandbox/until.ts';
+import { markLastReconciled } from '../../helpers/tenants.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
@@ -22,11 +23,7 @@ const requested = async (id: string) =>
   ).rows[0]!;
 
 /** Makes the tenant's last run look `agoMs` old (the echo rule compares against it). */
-const ranAgo = (id: string, agoMs: number) =>
-  h.db.pool.query(
-    `UPDATE tenants SET last_reconciled_at = now() - make_interval(secs => $2::float8 / 1000) WHERE id = $1`,
-    [id, agoMs],
-  );
+const ranAgo = (id: string, agoMs: number) => markLastReconciled(h.db.pool, id, agoMs / 1000);
 
 t.test('a request for a Ready tenant runs one resync that says why; the request is then cleared', async (t) => {
   const engine = scripted();

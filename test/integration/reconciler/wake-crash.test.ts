@@ -8,6 +8,7 @@
 import t from 'tap';
 import { createHarness, scripted } from './harness.ts';
 import { until } from '../../../sandbox/until.ts';
+import { expireLease } from '../../helpers/tenants.ts';
 
 t.setTimeout(300_000);
 const h = await createHarness();
@@ -35,7 +36,7 @@ t.test('a provisioner killed during a wake: the survivor finishes the wake', asy
   const engine = scripted();
   await h.reconciler(engine, { owner: 'survivor', pollMs: 50 });
   // The lease's TTL passing, without sleeping it.
-  await h.db.pool.query(`UPDATE tenants SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+  await expireLease(h.db.pool, id);
   const row = await until('Ready after the takeover', 10_000, async () => {
     const x = await h.tenant(id);
     return x.phase === 'Ready' && x;

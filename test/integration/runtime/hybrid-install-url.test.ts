@@ -35,6 +35,7 @@ import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provis
 import { catalog, compareVersions } from '../../../runtime/catalog.ts';
 import { promotionCrds } from '../../../runtime/component/promotion-crds.ts';
 import { until } from '../../../sandbox/until.ts';
+import { expireBootstrap } from '../../helpers/runtimes.ts';
 
 /** The newest catalog version: the GitOps Operator and the promotion CRDs are in it. */
 const VERSION = [...catalog.versions].sort((a, b) => compareVersions(b.version, a.version))[0]!.version;
@@ -435,9 +436,7 @@ if (why && process.env.CI === 'true') {
   t.test('an expired or unknown token is refused with what to do', async (t) => {
     const reg = await register({ name: 'plant-c', argo: 'existing', argoNamespace: 'gitops' });
     t.equal(reg.status, 201, 'registered');
-    await api.db.pool.query("UPDATE runtimes SET bootstrap_expires_at = now() - interval '1 second' WHERE id = $1", [
-      reg.body.runtime.id,
-    ]);
+    await expireBootstrap(api.db.pool, reg.body.runtime.id, 1);
     const expired = await fetch(reg.body.install.url!);
     t.equal(expired.status, 410, 'an expired install URL is gone');
     const body = (await expired.json()) as { error: { code: string; message: string } };

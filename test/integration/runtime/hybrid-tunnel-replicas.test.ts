@@ -25,6 +25,7 @@ import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../../runtime/agents/app-proxy/runtime-info.ts';
 import type { Runtime, RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
+import { ageTunnelRow } from '../../helpers/tunnels.ts';
 
 t.setTimeout(180_000);
 // Every replica signs with the same key (docs/tunnel.md): the runtime holds one public key.
@@ -330,10 +331,7 @@ t.test("replica A shows the tunnel replica B holds and renews; after B's lease r
     'TunnelConnected is True on A',
   );
   // B's renewal round renews its row: one aged to 20 s is fresh again after it.
-  await a.db.pool.query(
-    `UPDATE hybrid_runtime_tunnels SET seen_at = now() - interval '20 seconds' WHERE runtime_id = $1`,
-    [plant.runtime.id],
-  );
+  await ageTunnelRow(a.db.pool, 'hybrid', plant.runtime.id, 20);
   await b.services.tunnelDirectory.renew();
   const age = await a.db.pool.query<{ seconds: number }>(
     `SELECT extract(epoch FROM now() - seen_at)::float AS seconds FROM hybrid_runtime_tunnels WHERE runtime_id = $1`,
@@ -348,11 +346,8 @@ t.test("replica A shows the tunnel replica B holds and renews; after B's lease r
   // the table; its row is then aged past the lease instead of waiting TUNNEL_LEASE_SECONDS.
   // (pg's pool refuses every query from now on; its connections held open end when B closes.)
   poolBEnding = poolB.end();
-  const aged = await a.db.pool.query(
-    `UPDATE hybrid_runtime_tunnels SET seen_at = now() - make_interval(secs => $2 + 1) WHERE runtime_id = $1`,
-    [plant.runtime.id, TUNNEL_LEASE_SECONDS],
-  );
-  t.equal(aged.rowCount, 1, "B's row of the runtime was there to age");
+  const aged = await ageTunnelRow(a.db.pool, 'hybrid', plant.runtime.id, TUNNEL_LEASE_SECONDS + 1);
+  t.equal(aged, 1, "B's row of the runtime was there to age");
   const after = await view(baseA, 'plant');
   t.same(
     after.tunnel,
@@ -376,10 +371,7 @@ t.test("replica A shows the tunnel replica B holds and renews; after B's lease r
   );
 
   // Long past the lease, any replica's renewal round sweeps the row.
-  await a.db.pool.query(
-    `UPDATE hybrid_runtime_tunnels SET seen_at = now() - make_interval(secs => $2 + 1) WHERE runtime_id = $1`,
-    [plant.runtime.id, SWEEP_AFTER_SECONDS],
-  );
+  await ageTunnelRow(a.db.pool, 'hybrid', plant.runtime.id, SWEEP_AFTER_SECONDS + 1);
   await a.services.tunnelDirectory.renew();
   t.equal(
     (await a.db.pool.query('SELECT 1 FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [plant.runtime.id])).rowCount,

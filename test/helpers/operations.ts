@@ -1,0 +1,96 @@
+/**
+ * Test-data builders for operations: the states a reconciler would have moved them to, without
+ * running it. Where the store has a function for the write (an operation ended), the builder calls
+ * it; where it has none, this module is the one place of the tests that writes the SQL.
+ */
+import type { Queryable } from '../../provisioner/db/tx.ts';
+import { finishOperation } from '../../provisioner/store/operations.ts';
+import type { OperationKind, OperationState } from '../../provisioner/store/states.ts';
+
+const idList = (ids: string | readonly string[]): readonly string[] => (typeof ids === 'string' ? [ids] : ids);
+
+/**
+ * Ends operations succeeded through the store (finished now, no error, their log followers woken),
+ * or `state` when told.
+ */
+export async function finishOperations(
+  db: Queryable,
+  ids: string | readonly string[],
+  state: 'succeeded' | 'failed' | 'cancelled' = 'succeeded',
+): Promise<void> {
+  for (const id of idList(ids)) await finishOperation(db, id, state, null);
+}
+
+/**
+ * Sets operations' state, their start and end times becoming now when told (each left as it is
+ * otherwise): a running operation, or one ended without its log followers being told.
+ */
+export async function setOperationState(
+  db: Queryable,
+  ids: string | readonly string[],
+  state: OperationState,
+  o: { startedNow?: boolean; finishedNow?: boolean } = {},
+): Promise<void> {
+  await db.query(
+    `UPDATE operations SET state = $2,
+            started_at = CASE WHEN $3 THEN now() ELSE started_at END,
+            finished_at = CASE WHEN $4 THEN now() ELSE finished_at END
+      WHERE id = ANY($1::uuid[])`,
+    [idList(ids), state, o.startedNow ?? false, o.finishedNow ?? false],
+  );
+}
+
+/**
+ * Makes every operation of the tenant look succeeded (its queued create and what followed), so that
+ * nothing is under way; finished now unless `finishedNow` is false.
+ */
+export async function settleTenantOperations(
+  db: Queryable,
+  tenantId: string,
+  o: { finishedNow?: boolean } = {},
+): Promise<void> {
+  await db.query(
+    `UPDATE operations SET state = 'succeeded', finished_at = CASE WHEN $2 THEN now() ELSE finished_at END
+      WHERE tenant_id = $1`,
+    [tenantId, o.finishedNow ?? true],
+  );
+}
+
+/**
+ * Does what a reconciler does with the queued upgrades: their tenants observe their generation and
+ * run their spec's version, the operations end succeeded (started and finished now).
+ */
+export async function completeQueuedUpgrades(db: Queryable): Promise<void> {
+  await db.query(
+    `UPDATE tenants SET observed_generation = generation, actual_runtime_version = runtime_version
+      WHERE id IN (SELECT tenant_id FROM operations WHERE kind = 'upgrade' AND state = 'queued')`,
+  );
+  await db.query(
+    `UPDATE operations SET state = 'succeeded', started_at = now(), finished_at = now()
+      WHERE kind = 'upgrade' AND state = 'queued'`,
+  );
+}
+
+/** A past operation, for the history a planner reads: `createdSecondsAgo` back, lasting `durationSeconds`. */
+export interface PastOperation {
+  kind: OperationKind;
+  fromVersion: string | null;
+  toVersion: string | null;
+  state: 'succeeded' | 'failed' | 'cancelled';
+  /** Created and started this many seconds ago (0: now). */
+  createdSecondsAgo: number;
+  durationSeconds: number;
+  generation?: number;
+}
+
+/** Inserts a tenant's past (ended) operation with the times of `p`; answers its id. */
+export async function insertPastOperation(db: Queryable, tenantId: string, p: PastOperation): Promise<string> {
+  const { rows } = await db.query<{ id: string }>(
+    `INSERT INTO operations (tenant_id, kind, generation, from_version, to_version, state, created_at, started_at, finished_at)
+     SELECT $1, $2, $3, $4, $5, $6, at, at, at + make_interval(secs => $8::float8)
+       FROM (SELECT now() - make_interval(secs => $7::float8) AS at) t
+     RETURNING id`,
+    [tenantId, p.kind, p.generation ?? 1, p.fromVersion, p.toVersion, p.state, p.createdSecondsAgo, p.durationSeconds],
+  );
+  return rows[0]!.id;
+}

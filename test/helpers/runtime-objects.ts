@@ -1,0 +1,56 @@
+/**
+ * Test-data builders for what runtimes report: stored runtime objects and application history,
+ * their times moved back instead of waited out. The store has no write for these (its writes stamp
+ * now()), so this module is the one place of the tests that writes their SQL.
+ */
+import type { Queryable } from '../../provisioner/db/tx.ts';
+
+/** Makes the tenant's tombstones (deleted objects) stored `seconds` ago, but those named in `except`. */
+export async function ageTombstones(
+  db: Queryable,
+  tenantId: string,
+  seconds: number,
+  except: readonly string[] = [],
+): Promise<void> {
+  await db.query(
+    `UPDATE runtime_objects SET updated_at = now() - make_interval(secs => $2::float8)
+      WHERE tenant_id = $1 AND deleted AND NOT (name = ANY($3::text[]))`,
+    [tenantId, seconds, except],
+  );
+}
+
+/** Makes the tenant's application-history entry of a change revision recorded `seconds` ago. */
+export async function ageHistoryEntry(
+  db: Queryable,
+  tenantId: string,
+  revision: string,
+  seconds: number,
+): Promise<void> {
+  await db.query(
+    `UPDATE application_history SET recorded_at = now() - make_interval(secs => $3::float8)
+      WHERE tenant_id = $1 AND change_revision = $2`,
+    [tenantId, revision, seconds],
+  );
+}
+
+/**
+ * Stores (or updates) an Application of the tenant's hosted runtime with `health`, Synced, at
+ * resource version `rv`, as reporter `r1` last reported it; an existing row changes its health and
+ * resource version only.
+ */
+export async function putHostedApplication(
+  db: Queryable,
+  tenantId: string,
+  name: string,
+  health: string,
+  rv: number,
+): Promise<void> {
+  await db.query(
+    `INSERT INTO runtime_objects (tenant_id, runtime_id, kind, namespace, name, uid, resource_version, health, sync,
+                                 reported_by, observed_at)
+     VALUES ($1, (SELECT id FROM runtimes WHERE tenant_id = $1 AND mode = 'hosted'), 'Application', 'argocd', $2, $2, $4, $3,
+             'Synced', 'r1', now())
+     ON CONFLICT (tenant_id, runtime_id, kind, namespace, name) DO UPDATE SET health = $3, resource_version = $4`,
+    [tenantId, name, health, rv],
+  );
+}

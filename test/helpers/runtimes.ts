@@ -1,0 +1,82 @@
+/**
+ * Test-data builders for runtimes and their reporters: a runtime installed (through the store), times
+ * moved back instead of waited out, and states an agent would have reported. The store has no write
+ * for the latter (its writes stamp now()), so this module is the one place of the tests that writes
+ * their SQL.
+ */
+import type { Queryable } from '../../provisioner/db/tx.ts';
+import {
+  claimRuntimeBootstrap,
+  insertHybridRuntime,
+  type NewHybridRuntime,
+  type RuntimeRow,
+} from '../../provisioner/store/runtimes.ts';
+
+/** Makes a runtime's bootstrap token expired `seconds` ago (1 unless told). */
+export async function expireBootstrap(db: Queryable, runtimeId: string, seconds = 1): Promise<void> {
+  await db.query('UPDATE runtimes SET bootstrap_expires_at = now() - make_interval(secs => $2::float8) WHERE id = $1', [
+    runtimeId,
+    seconds,
+  ]);
+}
+
+/** Makes a hybrid runtime's last heartbeat `seconds` ago. */
+export async function setHeartbeatAgo(db: Queryable, runtimeId: string, seconds: number): Promise<void> {
+  await db.query('UPDATE runtimes SET last_heartbeat_at = now() - make_interval(secs => $2::float8) WHERE id = $1', [
+    runtimeId,
+    seconds,
+  ]);
+}
+
+/** Moves a removed runtime's removal `seconds` back (instead of waiting out the purge's retention). */
+export async function markRemovedAgo(db: Queryable, runtimeId: string, seconds: number): Promise<void> {
+  await db.query('UPDATE runtimes SET removed_at = now() - make_interval(secs => $2::float8) WHERE id = $1', [
+    runtimeId,
+    seconds,
+  ]);
+}
+
+/** Sets the ingress URL stored for a runtime (as an older version of the API stored it). */
+export async function setIngressUrl(db: Queryable, runtimeId: string, url: string | null): Promise<void> {
+  await db.query('UPDATE runtimes SET ingress_url = $2 WHERE id = $1', [runtimeId, url]);
+}
+
+/**
+ * Makes a hybrid runtime look as after its in-cluster upgrader rolled an upgrade to `to` back: its
+ * version unchanged (the one it came from), the upgrade rolled-back with `message`, reported now.
+ */
+export async function markUpgradeRolledBack(
+  db: Queryable,
+  runtimeId: string,
+  to: string,
+  message: string,
+): Promise<void> {
+  await db.query(
+    `UPDATE runtimes SET upgrade_phase = 'rolled-back', upgrade_from = version, upgrade_to = $2,
+            upgrade_message = $3, upgrade_updated_at = now()
+      WHERE id = $1`,
+    [runtimeId, to, message],
+  );
+}
+
+/** Makes the tenant's runtime reporters last seen `seconds` ago (a reporter fallen silent). */
+export async function setReportersSeenAgo(db: Queryable, tenantId: string, seconds: number): Promise<void> {
+  await db.query(
+    'UPDATE runtime_reporters SET last_seen = now() - make_interval(secs => $2::float8) WHERE tenant_id = $1',
+    [tenantId, seconds],
+  );
+}
+
+/**
+ * Registers a hybrid runtime and redeems its bootstrap token through the store, so that it is
+ * `installed` (as after its customer applied the bundle); no agent has reported yet.
+ */
+export async function addInstalledHybridRuntime(
+  db: Queryable,
+  r: Omit<NewHybridRuntime, 'ingressUrl' | 'ttlSeconds' | 'createdBy'> & { createdBy?: string },
+): Promise<RuntimeRow> {
+  await insertHybridRuntime(db, { ...r, ingressUrl: undefined, ttlSeconds: 3600, createdBy: r.createdBy ?? 'test' });
+  const claimed = await claimRuntimeBootstrap(db, r.tokenHash);
+  if (!claimed) throw new Error(`the bootstrap token of runtime ${r.name} could not be redeemed`);
+  return claimed;
+}

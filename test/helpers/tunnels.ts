@@ -1,0 +1,77 @@
+/**
+ * Test-data builders for the tunnel directory's rows (runtime_tunnels, hybrid_runtime_tunnels).
+ * The store's writeTunnel announces each write on the kind's channel; the tests here need rows
+ * written behind the replicas' backs (a row another replica wrote, aged, lost), so these builders
+ * write without a NOTIFY, and this module is the one place of the tests that writes that SQL.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Queryable } from '../../provisioner/db/tx.ts';
+import type { TunnelKind } from '../../provisioner/store/tunnels.ts';
+
+const TABLES: Record<TunnelKind, { table: string; key: string }> = {
+  hosted: { table: 'runtime_tunnels', key: 'tenant_id' },
+  hybrid: { table: 'hybrid_runtime_tunnels', key: 'runtime_id' },
+};
+
+export interface TunnelRow {
+  replicaId: string;
+  replicaUrl: string;
+  /** Connected this many seconds ago (0 unless told). */
+  connectedSecondsAgo?: number;
+  /** Last renewed this many seconds ago (0 unless told). */
+  seenSecondsAgo?: number;
+}
+
+/**
+ * Writes a hosted runtime's tunnel row (keyed by tenant) as if `replicaId` held its tunnel, with a
+ * new connection id; a row already there is replaced. No replica is told.
+ */
+export async function putTunnelRow(db: Queryable, tenantId: string, r: TunnelRow): Promise<void> {
+  await db.query(
+    `INSERT INTO runtime_tunnels (tenant_id, connection_id, replica_id, replica_url, connected_at, seen_at)
+     VALUES ($1, $2, $3, $4, now() - make_interval(secs => $5::float8), now() - make_interval(secs => $6::float8))
+     ON CONFLICT (tenant_id) DO UPDATE SET connection_id = EXCLUDED.connection_id, replica_id = EXCLUDED.replica_id,
+       replica_url = EXCLUDED.replica_url, connected_at = EXCLUDED.connected_at, seen_at = EXCLUDED.seen_at`,
+    [tenantId, randomUUID(), r.replicaId, r.replicaUrl, r.connectedSecondsAgo ?? 0, r.seenSecondsAgo ?? 0],
+  );
+}
+
+/** Writes a hybrid runtime's tunnel row (keyed by runtime) as if `replicaId` held it. No replica is told. */
+export async function putHybridTunnelRow(
+  db: Queryable,
+  runtimeId: string,
+  tenantId: string,
+  r: TunnelRow,
+): Promise<void> {
+  await db.query(
+    `INSERT INTO hybrid_runtime_tunnels (runtime_id, tenant_id, connection_id, replica_id, replica_url, connected_at, seen_at)
+     VALUES ($1, $2, $3, $4, $5, now() - make_interval(secs => $6::float8), now() - make_interval(secs => $7::float8))`,
+    [runtimeId, tenantId, randomUUID(), r.replicaId, r.replicaUrl, r.connectedSecondsAgo ?? 0, r.seenSecondsAgo ?? 0],
+  );
+}
+
+/**
+ * Moves a hosted runtime's tunnel row to another replica (a new connection, connected now; its URL
+ * and last renewal as they were), as when the runtime reconnected elsewhere. No replica is told.
+ */
+export async function moveTunnelRow(db: Queryable, tenantId: string, replicaId: string): Promise<void> {
+  await db.query(
+    'UPDATE runtime_tunnels SET connection_id = $2, replica_id = $3, connected_at = now() WHERE tenant_id = $1',
+    [tenantId, randomUUID(), replicaId],
+  );
+}
+
+/** Makes a tunnel row last renewed `seconds` ago; answers how many rows it aged (0 or 1). */
+export async function ageTunnelRow(db: Queryable, kind: TunnelKind, id: string, seconds: number): Promise<number> {
+  const { table, key } = TABLES[kind];
+  const { rowCount } = await db.query(
+    `UPDATE ${table} SET seen_at = now() - make_interval(secs => $2::float8) WHERE ${key} = $1`,
+    [id, seconds],
+  );
+  return rowCount ?? 0;
+}
+
+/** Deletes a hosted runtime's tunnel row (a lost directory row). No replica is told. */
+export async function dropTunnelRow(db: Queryable, tenantId: string): Promise<void> {
+  await db.query('DELETE FROM runtime_tunnels WHERE tenant_id = $1', [tenantId]);
+}
