@@ -165,10 +165,12 @@ export async function workloadEnv(
     const local = join(dir, `${kind.toLowerCase()}-${name}-volumes`, m.name);
     await mkdir(local, { recursive: true, mode: 0o700 });
     // An optional Secret that does not exist yet is an empty volume, as the kubelet mounts it.
-    const values = await secretValues(kubectl, volume.secret.secretName, namespace).catch((err: Error): Record<string, string> => {
-      if (volume.secret?.optional && /NotFound/.test(err.message)) return {};
-      throw err;
-    });
+    const values = await secretValues(kubectl, volume.secret.secretName, namespace).catch(
+      (err: Error): Record<string, string> => {
+        if (volume.secret?.optional && /NotFound/.test(err.message)) return {};
+        throw err;
+      },
+    );
     const items = volume.secret.items ?? Object.keys(values).map((key) => ({ key, path: key }));
     for (const item of items) {
       if (values[item.key] !== undefined) await writeFile(join(local, item.path), values[item.key]!, { mode: 0o600 });
