@@ -7,8 +7,8 @@
  * most once a second) when a tenant changes; after a skip, until the driver has judged that step.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { SKIPPABLE_GATE_CHECKS } from '../../provisioner/store/states.ts';
-import { api, ApiError, type FleetUpgrade, type FleetUpgradeTenant, type TenantStreamEvents } from './api.ts';
+import { SKIPPABLE_GATE_CHECKS, type SkippableGateCheck } from '../../provisioner/store/states.ts';
+import { ApiError, client, type FleetUpgrade, type FleetUpgradeTenant, type TenantStreamEvents } from './api.ts';
 import { openStream, type StreamStatus } from './sse.ts';
 import { Banner, duration, ErrorBox, Time, words } from './util.tsx';
 
@@ -103,6 +103,7 @@ function GateWaitDetail({
 }
 
 const SKIPPABLE: readonly string[] = SKIPPABLE_GATE_CHECKS;
+const isSkippable = (name: string): name is SkippableGateCheck => SKIPPABLE.includes(name);
 
 /** The skips of a tenant's gate checks, in words: which checks, of which step, by whom, why. */
 function skippedText(t: FleetUpgradeTenant): string {
@@ -127,11 +128,11 @@ function SkipGate({
 }: {
   fleetId: string;
   tenant: FleetUpgradeTenant;
-  checks: { name: string; detail: string }[];
+  checks: { name: SkippableGateCheck; detail: string }[];
   onSkipped: (answer: FleetUpgrade) => void;
 }) {
   const [open, setOpen] = useState(false);
-  const [chosen, setChosen] = useState<string[]>(checks.map((c) => c.name));
+  const [chosen, setChosen] = useState<SkippableGateCheck[]>(checks.map((c) => c.name));
   const [reason, setReason] = useState('');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<ApiError | null>(null);
@@ -153,11 +154,10 @@ function SkipGate({
     setBusy(true);
     setError(null);
     try {
-      const answer = await api<FleetUpgrade>(
-        'POST',
-        `/v1/fleet-upgrades/${fleetId}/tenants/${tenant.tenantId}/skip-gate`,
-        { body: { checks: chosen, reason: reason.trim() } },
-      );
+      const answer = await client.call('POST /v1/fleet-upgrades/:id/tenants/:tenantId/skip-gate', {
+        params: { id: fleetId, tenantId: tenant.tenantId },
+        body: { checks: chosen, reason: reason.trim() },
+      });
       setOpen(false);
       setReason('');
       onSkipped(answer);
@@ -251,7 +251,7 @@ function GateActions({
   onSkipped: (answer: FleetUpgrade) => void;
 }) {
   const wait = t.gateWait!;
-  const skippable = wait.waitingOn.filter((c) => SKIPPABLE.includes(c.name));
+  const skippable = wait.waitingOn.flatMap((c) => (isSkippable(c.name) ? [{ ...c, name: c.name }] : []));
   const others = wait.waitingOn.filter((c) => !SKIPPABLE.includes(c.name)).map((c) => words(c.name));
   return (
     <ul class="gate-actions" data-gate-actions={t.tenantId} aria-label={`What you can do about ${t.organization}`}>
@@ -320,7 +320,7 @@ export function FleetUpgradesPage() {
   const [items, setItems] = useState<FleetUpgrade[] | null>(null);
   const [error, setError] = useState<ApiError | null>(null);
   const load = () => {
-    api<{ items: FleetUpgrade[] }>('GET', '/v1/fleet-upgrades?limit=50').then(
+    client.call('GET /v1/fleet-upgrades', { query: { limit: 50 } }).then(
       (r) => setItems(r.items),
       (e: unknown) => setError(e as ApiError),
     );
@@ -392,7 +392,7 @@ export function FleetUpgradePage({ id }: { id: string }) {
   latest.current = f;
   const now = useNow(15_000);
   const load = () => {
-    api<FleetUpgrade>('GET', `/v1/fleet-upgrades/${id}`).then(
+    client.call('GET /v1/fleet-upgrades/:id', { params: { id } }).then(
       (answer) => (setF(answer), setLoadedAt(Date.now())),
       (e: unknown) => setError(e as ApiError),
     );
@@ -444,11 +444,9 @@ export function FleetUpgradePage({ id }: { id: string }) {
     setError(null);
     try {
       setF(
-        await api<FleetUpgrade>(
-          'POST',
-          `/v1/fleet-upgrades/${id}/${action}`,
-          action === 'abort' ? { body: { rollback } } : {},
-        ),
+        action === 'abort'
+          ? await client.call('POST /v1/fleet-upgrades/:id/abort', { params: { id }, body: { rollback } })
+          : await client.call(`POST /v1/fleet-upgrades/:id/${action}`, { params: { id } }),
       );
       setPending(null);
     } catch (e) {
@@ -742,7 +740,7 @@ export function TenantFleetUpgrades({ tenantId, version }: { tenantId: string; v
   const now = useNow(15_000);
   useEffect(() => {
     setItems(null);
-    api<{ items: FleetUpgrade[] }>('GET', `/v1/fleet-upgrades?tenantId=${encodeURIComponent(tenantId)}&limit=5`).then(
+    client.call('GET /v1/fleet-upgrades', { query: { tenantId, limit: 5 } }).then(
       (r) => (setItems(r.items), setLoadedAt(Date.now()), setError(null)),
       (e: unknown) => setError(e as ApiError),
     );

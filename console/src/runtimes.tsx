@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError, query, type Runtime, type RuntimePage, type RuntimeRemoved } from './api.ts';
+import { api, ApiError, client, query, type Runtime, type RuntimePage, type RuntimeRemoved } from './api.ts';
 import { ErrorBox, notConnectedOf, PhaseBadge, Time, when } from './util.tsx';
 
 const PAGE_SIZE = 50;
@@ -102,10 +102,9 @@ function RuntimeTable({
     setBusy(true);
     setError(null);
     try {
-      const removed = await api<RuntimeRemoved>(
-        'DELETE',
-        `/v1/tenants/${r.tenantId}/runtimes/${encodeURIComponent(r.name)}`,
-      );
+      const removed = await client.call('DELETE /v1/tenants/:id/runtimes/:name', {
+        params: { id: r.tenantId, name: r.name },
+      });
       setPending(null);
       setTyped('');
       onRemoved(removed);
@@ -344,7 +343,7 @@ export function TenantRuntimes({ tenantId, deleted }: { tenantId: string; delete
   const [removed, setRemoved] = useState<RuntimeRemoved | null>(null);
   const load = useRef(() => {});
   load.current = () => {
-    api<{ items: Runtime[] }>('GET', `/v1/tenants/${tenantId}/runtimes`).then(
+    client.call('GET /v1/tenants/:id/runtimes', { params: { id: tenantId } }).then(
       (r) => (setItems(r.items), setError(null)),
       (e: unknown) => setError(e as ApiError),
     );
