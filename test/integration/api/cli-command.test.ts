@@ -17,6 +17,10 @@ import { insertTenantsBulk } from '../../helpers/bulk.ts';
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const run = promisify(execFile);
 
+// Each subtest starts the CLI as a new process (Node.js booting the CLI's TypeScript): a few seconds
+// each on a quiet machine, many times that beside another tier's tests.
+t.setTimeout(300_000);
+
 const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(() => api.close());

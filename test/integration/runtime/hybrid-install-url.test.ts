@@ -563,11 +563,17 @@ if (why && process.env.CI === 'true') {
       /^kubectl delete customresourcedefinitions\.apiextensions\.k8s\.io /,
       `the note's last line: ${crdDelete}`,
     );
-    const deleted = await runAsCustomer(crdDelete);
+    // Asked without kubectl's own wait: the API server removes each CRD once its finalizer has
+    // deleted the instances, which a loaded machine can take minutes to do; the wait is below.
+    const deleted = await runAsCustomer(`${crdDelete} --wait=false`);
     t.equal(deleted.code, 0, `run once no runtime needs them, it deletes them: ${deleted.output.slice(-1500)}`);
-    const left = await until('the promotion CRDs gone', 60_000, async () =>
+    const left = await until('the promotion CRDs gone', 240_000, async () =>
       (await promotionCrdsInCluster()).size === 0 ? true : undefined,
-    );
+    ).catch(async (err: Error) => {
+      const crds = await kubectl(['get', 'crd', ...PROMOTION_CRDS, '--ignore-not-found', '-o', 'yaml']);
+      t.fail(`${err.message}; what is left: ${crds.stdout.slice(-3000)}`);
+      return false;
+    });
     t.ok(left, 'no promotion CRD is left');
   });
 }
