@@ -363,6 +363,7 @@ t.test(
       engine,
       box,
       pollMs: 100,
+      workers: 1,
       notifications: running.services.notifications,
     });
     await reconciler.start();
@@ -378,6 +379,16 @@ t.test(
     t.equal(engine.callsFor(tenant.id).length, 1, 'the create is running in the engine');
 
     await s.server.stop();
+    // Its only worker is busy with the run: no claim runs to notice the outage, but an API request
+    // that meets it pauses the claims all the same (its log line says so).
+    const gone = await fetch(`${running.url}/v1/signup`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ organization: `outage-run-2-${process.pid}`, email: 'o@example.com' }),
+    });
+    t.equal(gone.status, 503, 'a signup meets the outage');
+    await until('the busy reconciler to pause', 10_000, () => reconciler.paused).catch(() => undefined);
+    t.ok(reconciler.paused && engine.running === 1, 'the reconciler paused with its one worker still running');
     release(); // the engine run succeeds with the database gone
     // Both have happened with PostgreSQL down: the engine returned, and the reconciler found the database gone.
     await until(
