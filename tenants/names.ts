@@ -4,6 +4,9 @@
  * loading the Pulumi program.
  */
 
+/** The program's Kubernetes provider for the root cluster (every other one is a tenant's vcluster's). */
+export const ROOT_PROVIDER = 'root';
+
 /** The vcluster's Helm release, and with it its StatefulSet, Service and Secret names (`vc-<release>`). */
 export const VCLUSTER_RELEASE = 'vcluster';
 

@@ -14,6 +14,7 @@ import type { SecretWaiter } from './kubeconfig-wait.ts';
 import type { SyncedPodsEvictor } from './synced-pods.ts';
 import type { RootAccess } from './root-access.ts';
 import { Tenant } from './tenant.ts';
+import { ROOT_PROVIDER } from './names.ts';
 
 export interface TenantProgramOptions {
   /** Catalog (built-in by default). */
@@ -30,7 +31,7 @@ export interface TenantProgramOptions {
 export function createTenantProgram(options: TenantProgramOptions = {}): () => Promise<Record<string, unknown>> {
   return async () => {
     const settings = readTenantConfig(new pulumi.Config(CONFIG_NAMESPACE), options.catalog);
-    const rootProvider = new k8s.Provider('root', {
+    const rootProvider = new k8s.Provider(ROOT_PROVIDER, {
       kubeconfig: settings.rootKubeconfig,
       enableServerSideApply: true,
     });

@@ -38,6 +38,11 @@ export interface RunOptions {
   signal?: AbortSignal;
 }
 
+export interface RefreshOptions extends RunOptions {
+  clearPendingCreates?: boolean;
+  rootClusterOnly?: boolean;
+}
+
 /** Resource changes by kind (create, update, delete, same, …) as the engine counted them. */
 export type ChangeSummary = Record<string, number>;
 
@@ -132,8 +137,12 @@ export interface Engine {
    * `changes` is filled in.
    */
   preview(input: StackInput, opts?: RunOptions & { refresh?: boolean }): Promise<EngineResult>;
-  /** Reads the real state into the stack; `clearPendingCreates` drops creates a crash interrupted. */
-  refresh(input: StackInput, opts?: RunOptions & { clearPendingCreates?: boolean }): Promise<EngineResult>;
+  /**
+   * Reads the real state into the stack; `clearPendingCreates` drops creates a crash interrupted;
+   * `rootClusterOnly` reads only the resources on the root cluster (those in the tenant's vcluster
+   * keep their stored state): for a recovery while the vcluster's API server does not answer.
+   */
+  refresh(input: StackInput, opts?: RefreshOptions): Promise<EngineResult>;
   /** Destroys every resource of the stack and removes the stack. */
   destroy(input: StackInput, opts?: RunOptions): Promise<EngineResult>;
   outputs(input: StackInput): Promise<Record<string, unknown>>;

@@ -233,3 +233,33 @@ export function describeRepair(r: ReleaseRepair): string {
     return `${what}: nothing to remove (${r.found.length ? `records: ${r.found.join(', ')}` : 'no record at all'})`;
   return `${what}: removed record(s) ${r.deleted.join(', ')}`;
 }
+
+const KUBERNETES_PROVIDER_TYPE = 'pulumi:providers:kubernetes';
+
+/**
+ * The URNs of an exported deployment that live in a tenant's virtual cluster: every Kubernetes
+ * provider other than the root cluster's (named `rootProvider` at the program's top level), and
+ * every resource that uses one. A refresh that excludes them reads only what is on the root
+ * cluster: the recovery of a stack whose vcluster's API server does not answer (asleep, suspended,
+ * or half-way through a wake) can still clear its pending creates and read the vcluster's release.
+ */
+export function virtualClusterUrns(exported: unknown, rootProvider: string): string[] {
+  const deployment = isObject(exported) && isObject(exported.deployment) ? exported.deployment : undefined;
+  const resources = Array.isArray(deployment?.resources) ? deployment.resources.filter(isObject) : [];
+  const rootUrnSuffix = `::${KUBERNETES_PROVIDER_TYPE}::${rootProvider}`;
+  const inner = new Set<string>();
+  for (const r of resources) {
+    if (typeof r.urn !== 'string' || r.type !== KUBERNETES_PROVIDER_TYPE) continue;
+    // A default provider (`default_4_…`) is the ambient cluster's, not a vcluster's.
+    const name = r.urn.slice(r.urn.lastIndexOf('::') + 2);
+    if (!r.urn.endsWith(rootUrnSuffix) && !name.startsWith('default')) inner.add(r.urn);
+  }
+  const out = new Set(inner);
+  for (const r of resources) {
+    if (typeof r.urn !== 'string' || typeof r.provider !== 'string') continue;
+    // A provider reference is `<provider urn>::<provider id>`.
+    const providerUrn = r.provider.slice(0, r.provider.lastIndexOf('::'));
+    if (inner.has(providerUrn)) out.add(r.urn);
+  }
+  return [...out];
+}

@@ -30,10 +30,12 @@ import {
   type EngineResult,
   type InterruptedResource,
   type ResourceStep,
+  type RefreshOptions,
   type RunOptions,
   type StackInput,
 } from './engine.ts';
-import { interruptedResources } from './helm-recovery.ts';
+import { interruptedResources, virtualClusterUrns } from './helm-recovery.ts';
+import { ROOT_PROVIDER } from '../../tenants/names.ts';
 import { purgeRemovedStack } from './state-purge.ts';
 import {
   INSTALL_HINT,
@@ -492,13 +494,17 @@ export class PulumiEngine implements Engine {
     }
   }
 
-  async refresh(input: StackInput, opts?: RunOptions & { clearPendingCreates?: boolean }): Promise<EngineResult> {
+  async refresh(input: StackInput, opts?: RefreshOptions): Promise<EngineResult> {
     try {
       const { stack } = await this.#stack(input, true);
       const steps: ResourceStep[] = [];
+      // Excluded by URN, each one listed: what is left out does not depend on how the CLI walks
+      // provider references for --exclude-dependents.
+      const exclude = opts?.rootClusterOnly ? virtualClusterUrns(await stack.exportStack(), ROOT_PROVIDER) : [];
       const res = await stack.refresh({
         ...this.#handlers(opts, steps),
         ...(opts?.clearPendingCreates ? { clearPendingCreates: true } : {}),
+        ...(exclude.length > 0 ? { exclude } : {}),
       });
       return { outputs: plainOutputs(await stack.outputs()), changes: toChanges(res.summary.resourceChanges), steps };
     } catch (err) {

@@ -552,7 +552,7 @@ export class Reconciler implements Runnable {
       if (!input) {
         log.line('the tenant was never placed on a root cluster: nothing to destroy');
       } else {
-        if (started.interrupted) await this.#recover(log, input, opts, started);
+        if (started.interrupted) await this.#recover(log, input, opts, started, run);
         if (t.deleted) {
           result = await engine.destroy(input, opts);
           log.line('stack destroyed and removed; API keys of the tenant revoked');
@@ -690,7 +690,13 @@ export class Reconciler implements Runnable {
       );
   }
 
-  async #recover(log: LogWriter, input: StackInput, opts: RunOptions, s: StartedAttempt): Promise<void> {
+  async #recover(
+    log: LogWriter,
+    input: StackInput,
+    opts: RunOptions,
+    s: StartedAttempt,
+    run: ActiveRun,
+  ): Promise<void> {
     const prev = s.interruptedOperation;
     log.line(
       `recovery: operation ${prev?.id ?? '?'} (owner ${prev?.owner ?? 'unknown'}) did not finish and its lease is gone`,
@@ -721,7 +727,19 @@ export class Reconciler implements Runnable {
           );
         }
       } else {
-        await this.#settings.engine.refresh(input, { ...opts, clearPendingCreates: true });
+        try {
+          await this.#settings.engine.refresh(input, { ...opts, clearPendingCreates: true });
+        } catch (err) {
+          if (run.controller.signal.aborted) throw err;
+          // A vcluster whose API server does not answer (asleep, suspended, or killed half-way
+          // through a wake, before its control plane ran again) fails a refresh of its objects.
+          // The root cluster's part is what the next run needs read: it brings the control plane
+          // back first, and the objects inside keep their stored state as in any wake.
+          log.line(
+            `recovery: refresh failed (${tenantVisible(engineErrorOf(err).message).slice(-300)}): refreshing the root cluster's resources only; the vcluster's objects keep their stored state`,
+          );
+          await this.#settings.engine.refresh(input, { ...opts, clearPendingCreates: true, rootClusterOnly: true });
+        }
       }
     }
     log.line('recovery: done');

@@ -11,6 +11,7 @@ import {
   type EngineCheck,
   type EngineResult,
   type InterruptedResource,
+  type RefreshOptions,
   type ResourceStep,
   type RunOptions,
   type StackInput,
@@ -23,6 +24,8 @@ export interface EngineCall {
   tenantId: string;
   input: StackInput;
   clearPendingCreates: boolean;
+  /** A refresh of the root cluster's resources only. */
+  rootClusterOnly: boolean;
   startedAt: number;
   endedAt?: number;
   outcome?: 'ok' | 'failed' | 'cancelled';
@@ -122,7 +125,7 @@ export class ScriptedEngine implements Engine {
   async #run(
     kind: EngineCallKind,
     input: StackInput,
-    opts: RunOptions & { clearPendingCreates?: boolean } = {},
+    opts: RefreshOptions = {},
     onScript?: (s: CallScript) => void,
   ): Promise<EngineResult> {
     if (!this.#availability.available) throw new EngineError('EngineUnavailable', this.#availability.message);
@@ -131,6 +134,7 @@ export class ScriptedEngine implements Engine {
       tenantId: input.tenantId,
       input,
       clearPendingCreates: opts.clearPendingCreates === true,
+      rootClusterOnly: opts.rootClusterOnly === true,
       startedAt: Date.now(),
     };
     this.calls.push(call);
@@ -181,7 +185,7 @@ export class ScriptedEngine implements Engine {
     return { outputs: {}, changes: r.changes, steps: [] };
   }
 
-  refresh(input: StackInput, opts?: RunOptions & { clearPendingCreates?: boolean }): Promise<EngineResult> {
+  refresh(input: StackInput, opts?: RefreshOptions): Promise<EngineResult> {
     return this.#run('refresh', input, opts);
   }
 

@@ -9,6 +9,7 @@ import t from 'tap';
 import { createHarness, scripted } from './harness.ts';
 import { until } from '../../../sandbox/until.ts';
 import { expireLease } from '../../helpers/tenants.ts';
+import { EngineError } from '../../../provisioner/engine/engine.ts';
 
 t.setTimeout(300_000);
 const h = await createHarness();
@@ -54,3 +55,63 @@ t.test('a provisioner killed during a wake: the survivor finishes the wake', asy
   t.match(op, { kind: 'wake', state: 'succeeded', owner: 'survivor' }, 'the wake operation finished by the survivor');
   t.ok((op?.attempt ?? 0) >= 2, 'in a second attempt');
 });
+
+t.test(
+  'killed before the vcluster came back: the recovery refresh that cannot reach it reads the root cluster only, and the wake finishes',
+  async (t) => {
+    const { id } = await h.createTenant();
+    const first = await h.reconciler(scripted(), { owner: 'first-2' });
+    await until('Ready', 10_000, async () => (await h.tenant(id)).phase === 'Ready');
+    await h.change(id, { sleeping: true }, 'sleep');
+    await until('asleep', 10_000, async () => {
+      const row = await h.tenant(id);
+      return row.phase === 'Sleeping' && row.observed_generation === row.generation;
+    });
+    await first.stop({ graceMs: 0 });
+    const doomed = await h.doomedWorker({ owner: 'dies-early-in-wake', leaseTtlMs: 60_000 });
+    const wake = await h.change(id, { sleeping: false }, 'wake');
+    await doomed.started(id);
+    await doomed.kill();
+
+    // The real engine's refresh of a stack whose vcluster is still scaled to zero: its provider
+    // cannot reach the vcluster's API server.
+    const engine = scripted({
+      script: (call) =>
+        call.kind === 'refresh' && !call.rootClusterOnly
+          ? {
+              fail: new EngineError(
+                'ProgramFailed',
+                'error: configured Kubernetes cluster is unreachable: unable to load schema information from the API server',
+              ),
+            }
+          : undefined,
+    });
+    await h.reconciler(engine, { owner: 'survivor-2', pollMs: 50 });
+    await expireLease(h.db.pool, id);
+    const row = await until('Ready after the takeover', 10_000, async () => {
+      const x = await h.tenant(id);
+      return (x.phase === 'Ready' || x.phase === 'Failed') && x;
+    });
+    t.equal(row.phase, 'Ready', 'the wake finished: Ready');
+    t.equal(row.sleeping, false, 'awake');
+    const calls = engine.callsFor(id);
+    t.same(
+      calls.map((c) => `${c.kind}${c.rootClusterOnly ? ' (root cluster only)' : ''}`),
+      ['cancel', 'interrupted', 'refresh', 'refresh (root cluster only)', 'up'],
+      'the full refresh failed, the root cluster was read, then the wake ran',
+    );
+    t.ok(
+      calls.filter((c) => c.kind === 'refresh').every((c) => c.clearPendingCreates),
+      'both refreshes clear pending creates',
+    );
+    const op = (await h.operations(id)).find((o) => o.id === wake);
+    t.match(op, { kind: 'wake', state: 'succeeded', owner: 'survivor-2' }, 'the wake operation succeeded');
+    const lines = await h.logLines(wake);
+    t.ok(
+      lines.some((l) =>
+        /recovery: refresh failed \(.*unreachable.*\): refreshing the root cluster's resources only/.test(l),
+      ),
+      'its log says why only the root cluster was read',
+    );
+  },
+);

@@ -6,6 +6,7 @@ import {
   recordsToRemove,
   repairHelmReleases,
   revealSecrets,
+  virtualClusterUrns,
   type HelmRecord,
   type HelmRecordStore,
   type InterruptedResource,
@@ -209,4 +210,55 @@ t.test('recovery with a provider kubeconfig whose exec would write a marker runs
   const [r] = await repairHelmReleases(interruptedResources(state));
   t.match(describeRepair(r!), /not repaired, kubeconfig refused: users\[0\]\.user\.exec/);
   t.notOk(ran(), 'the exec command never ran');
+});
+
+t.test('virtualClusterUrns: the vcluster provider and what uses it, not the root cluster or the components', (t) => {
+  const stack = 'urn:pulumi:tenant-1::tenants::';
+  const tenant = 'hosted:tenant:Tenant';
+  const vc = `${tenant}$hosted:tenant:VirtualCluster`;
+  const vcProvider = `${stack}${vc}$pulumi:providers:kubernetes::tenant-1-vcluster-provider`;
+  const exported = {
+    deployment: {
+      resources: [
+        { urn: `${stack}pulumi:pulumi:Stack::tenants-tenant-1`, type: 'pulumi:pulumi:Stack' },
+        { urn: ROOT_PROVIDER, type: 'pulumi:providers:kubernetes', id: 'r1' },
+        { urn: `${stack}${tenant}::tenant-1`, type: tenant },
+        {
+          urn: `${stack}${vc}$kubernetes:helm.sh/v3:Release::vcluster`,
+          type: HELM_RELEASE_TYPE,
+          provider: `${ROOT_PROVIDER}::r1`,
+        },
+        { urn: vcProvider, type: 'pulumi:providers:kubernetes', id: 'v1' },
+        {
+          urn: `${stack}${tenant}$kubernetes:helm.sh/v3:Release::argo-cd`,
+          type: HELM_RELEASE_TYPE,
+          provider: `${vcProvider}::v1`,
+        },
+        {
+          urn: `${stack}${tenant}$kubernetes:core/v1:Secret::runtime-key`,
+          type: 'kubernetes:core/v1:Secret',
+          provider: `${vcProvider}::v1`,
+        },
+        // A reference to an older id of the same provider is still the vcluster's.
+        {
+          urn: `${stack}${tenant}$kubernetes:core/v1:ConfigMap::settings`,
+          type: 'kubernetes:core/v1:ConfigMap',
+          provider: `${vcProvider}::v0`,
+        },
+      ],
+    },
+  };
+  t.same(
+    virtualClusterUrns(exported, 'root').sort(),
+    [
+      vcProvider,
+      `${stack}${tenant}$kubernetes:helm.sh/v3:Release::argo-cd`,
+      `${stack}${tenant}$kubernetes:core/v1:Secret::runtime-key`,
+      `${stack}${tenant}$kubernetes:core/v1:ConfigMap::settings`,
+    ].sort(),
+    'the vcluster provider and its three resources; the root provider, the release it installs and the components stay',
+  );
+  t.same(virtualClusterUrns({}, 'root'), [], 'an empty export: nothing');
+  t.same(virtualClusterUrns({ deployment: { resources: 'x' } }, 'root'), [], 'a malformed export: nothing');
+  t.end();
 });
