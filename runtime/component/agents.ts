@@ -170,9 +170,6 @@ export const AGENTS: readonly AgentDefinition[] = [
         resources: ['applications', 'rollouts', 'workflows'],
         verbs: ['get', 'list', 'watch'],
       },
-      // Argo CD's refresh annotation on an Application whose comparison failed on a repo-server
-      // that was not answering yet (comparison-retry.ts): a merge patch of one annotation.
-      { apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['patch'] },
       // The GitOps Operator's products and promotions (runtime 1.8.0+; absent before: reported unavailable).
       {
         apiGroups: ['promotions.hosted-runtimes.io'],

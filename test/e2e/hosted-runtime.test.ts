@@ -24,10 +24,9 @@ import { catalog } from '../../runtime/catalog.ts';
  * How long a woken runtime may take to report demo Synced again. The runtime's pods start side by
  * side; when Argo CD's application controller compares before its repo-server answers, the
  * Application is Unknown (a ComparisonError) until the controller's next reconciliation, which
- * Argo CD runs every `timeout.reconciliation` (180 s by default) plus its jitter (seen once in CI:
- * Unknown for more than 180 s after a wake). The event reporter now asks a refresh 10, 30 and 90 s
- * after such a failure (runtime/agents/event-reporter/comparison-retry.ts); the bound stays that
- * of Argo CD's own reconciliation, for a runtime whose repo-server takes longer than those.
+ * Argo CD runs every `timeout.reconciliation` (180 s by default) plus its jitter. Seen once in CI
+ * (2026-11-29): Unknown for more than 180 s after a wake. Asking a refresh at wake would shorten it
+ * (docs/operations.md "Sleep" names that as not built).
  */
 const SYNCED_AFTER_WAKE_MS = 300_000;
 

@@ -13,7 +13,6 @@ export interface ReporterMetrics {
   backPressurePauses: client.Counter<'kind'>;
   membershipChanges: client.Counter;
   changeLookups: client.Counter<'result'>;
-  comparisonRefreshes: client.Counter<'outcome'>;
   changeLookupSeconds: client.Histogram;
 }
 
@@ -120,12 +119,6 @@ export function createMetrics(gauges: ReporterGauges): ReporterMetrics {
       name: 'event_reporter_change_lookups_total',
       help: 'Questions to the Source Server about what changed an Application, by result (ok, error, too_large)',
       labelNames: ['result'] as const,
-      registers,
-    }),
-    comparisonRefreshes: new client.Counter({
-      name: 'event_reporter_comparison_refreshes_total',
-      help: 'Refreshes asked of Argo CD for Applications whose comparison failed on an unreachable repo-server, by outcome (asked, failed, forbidden: no right to patch Applications, and no more asked)',
-      labelNames: ['outcome'] as const,
       registers,
     }),
     changeLookupSeconds: new client.Histogram({

@@ -29,7 +29,6 @@ import { REPORTED_KIND_NAMES, REPORTED_KINDS, type ReportedKind } from '../../pr
 import { closeServer, listen } from '../common/service.ts';
 import type { EventReporterConfig } from './config.ts';
 import { ChangeLookups, type Attached } from './changes.ts';
-import { ComparisonRetries } from './comparison-retry.ts';
 import { Sender, type PendingDigests } from './delivery.ts';
 import { deleteItem, metaOf, prepare, upsertItem, type CachedItem, type PreparedItem } from './items.ts';
 import { LeaseKeeper } from './leases.ts';
@@ -54,8 +53,6 @@ export interface ReporterOptions {
   changeHoldMs?: number;
   /** Bytes of JSON of Source Server answers kept (default 16 MiB). */
   changeCacheBytes?: number;
-  /** Delays of the refreshes of an Application whose comparison failed on an unreachable repo-server (comparison-retry.ts). */
-  comparisonRetryDelaysMs?: number[];
 }
 
 const kindOf = (key: string): ReportedKind => key.slice(0, key.indexOf('/')) as ReportedKind;
@@ -90,8 +87,6 @@ export class EventReporter implements WatchSink<ReportedKind> {
   private readonly changes: ChangeLookups | undefined;
   /** Applications whose report waits for its change, with the timer that lets it go without. */
   private readonly held = new Map<string, NodeJS.Timeout>();
-  /** Owned Applications whose comparison failed on an unreachable repo-server, refreshed again. */
-  private readonly comparisons: ComparisonRetries;
 
   constructor(o: ReporterOptions) {
     this.o = o;
@@ -104,12 +99,6 @@ export class EventReporter implements WatchSink<ReportedKind> {
       oldestPendingSeconds: () => this.queue.oldestPendingSeconds(),
       ownedObjects: () => this.ownedCounts(),
       members: () => this.members.length,
-    });
-    this.comparisons = new ComparisonRetries({
-      kube: o.kube,
-      log: o.log.child({ part: 'comparisons' }),
-      onRefresh: (outcome) => this.metrics.comparisonRefreshes.inc({ outcome }),
-      ...(o.comparisonRetryDelaysMs ? { delaysMs: o.comparisonRetryDelaysMs } : {}),
     });
     this.leases = new LeaseKeeper({
       kube: o.kube,
@@ -207,7 +196,6 @@ export class EventReporter implements WatchSink<ReportedKind> {
     await Promise.all(this.watchers.map((w) => w.stop()));
     // Held reports go out as they are: the queue is what is delivered before the handover.
     this.changes?.close();
-    this.comparisons.close();
     for (const [key, timer] of this.held) {
       clearTimeout(timer);
       const item = sendable(this.caches.get(kindOf(key))?.get(key));
@@ -245,7 +233,6 @@ export class EventReporter implements WatchSink<ReportedKind> {
     if (!raw) return true;
     const key = objectKeyString(raw);
     const owned = this.owns(key);
-    if (owned && kind === 'Application') this.comparisons.seen(key, obj);
     const hold = owned && this.attachChange(kind, key, raw) === 'pending';
     const item = prepare(raw);
     if (owned && !hold && !this.offer(kind, key, item)) return false;
@@ -262,7 +249,6 @@ export class EventReporter implements WatchSink<ReportedKind> {
     this.caches.get(kind)!.delete(key);
     this.takeover.delete(key);
     this.changes?.forget(key);
-    this.comparisons.forget(key);
     clearTimeout(this.held.get(key));
     this.held.delete(key);
     return true;
@@ -278,7 +264,6 @@ export class EventReporter implements WatchSink<ReportedKind> {
       const raw = upsertItem(kind, obj, observedAt);
       if (!raw) continue;
       const key = objectKeyString(raw);
-      if (kind === 'Application' && this.owns(key)) this.comparisons.seen(key, obj);
       const before = old.get(key);
       const moved = before?.resourceVersion !== raw.resourceVersion;
       if (moved && this.owns(key) && this.attachChange(kind, key, raw) === 'pending') holding.push(key);
@@ -307,7 +292,6 @@ export class EventReporter implements WatchSink<ReportedKind> {
     for (const [key, prev] of deleted) {
       this.takeover.delete(key);
       this.changes?.forget(key);
-      this.comparisons.forget(key);
       await this.offerWhenRoom(key, () => prepare(deleteItem(kind, prev, resourceVersion)));
     }
     for (const key of changed) await this.offerWhenRoom(key, () => sendable(this.caches.get(kind)!.get(key)));
@@ -370,7 +354,6 @@ export class EventReporter implements WatchSink<ReportedKind> {
     const dropped = this.queue.drop((key) => !this.owns(key));
     for (const key of [...this.takeover]) if (!this.owns(key)) this.takeover.delete(key);
     this.changes?.retain((key) => this.owns(key));
-    this.comparisons.retain((key) => this.owns(key));
     for (const [key, timer] of this.held)
       if (!this.owns(key)) {
         clearTimeout(timer);
