@@ -108,6 +108,50 @@ async function vclusterPodsOnRoot(root: Kube, namespace: string): Promise<V1Pod[
 }
 
 /**
+ * The states the demo Application goes through in the vcluster, each with when it was first seen:
+ * its sync status, reconciledAt, the refresh annotation and a ComparisonError's message.
+ */
+function demoStates(vc: Kube): { sample: () => Promise<void>; text: () => string } {
+  const began = Date.now();
+  const states: string[] = [];
+  const objects = vc.kc.makeApiClient(CustomObjectsApi);
+  return {
+    async sample() {
+      const app = (await objects
+        .getNamespacedCustomObject({
+          group: 'argoproj.io',
+          version: 'v1alpha1',
+          namespace: 'argocd',
+          plural: 'applications',
+          name: 'demo',
+        })
+        .catch((err: unknown) => ({ error: String(err) }))) as {
+        error?: string;
+        metadata?: { annotations?: Record<string, string> };
+        status?: {
+          sync?: { status?: string };
+          reconciledAt?: string;
+          conditions?: { type: string; message?: string }[];
+        };
+      };
+      const state = app.error
+        ? app.error.slice(0, 200)
+        : [
+            app.status?.sync?.status ?? '-',
+            `reconciledAt ${app.status?.reconciledAt ?? '-'}`,
+            app.metadata?.annotations?.['argocd.argoproj.io/refresh'] ? 'refresh asked' : '',
+            ...(app.status?.conditions ?? []).map((c) => `${c.type}: ${(c.message ?? '').slice(0, 300)}`),
+          ]
+            .filter(Boolean)
+            .join('; ');
+      if (states.at(-1)?.endsWith(state) !== true)
+        states.push(`+${((Date.now() - began) / 1000).toFixed(1)} s ${state}`);
+    },
+    text: () => states.join('\n'),
+  };
+}
+
+/**
  * Where a wake's time went, from what the system recorded (seconds after `t0`, the first request
  * or the wake's POST): the operation's start and end, the vcluster release's
  * upgrade in its log, the control plane's pod on the root cluster (created, Ready), the runtime's
@@ -500,16 +544,19 @@ await provisioningSuite(
       const cm = await vc.core.readNamespacedConfigMap({ name: 'demo-config', namespace: 'demo' });
       t.equal(cm.data?.greeting, 'hello from git', 'and what it synced is still there');
       type Page = { items: Array<{ name: string; sync: string | null }> };
-      // Argo CD's own pace after a wake: SYNCED_AFTER_WAKE_MS.
+      // Argo CD's own pace after a wake: SYNCED_AFTER_WAKE_MS. What the Application went through
+      // in the vcluster is printed (its sync status, ComparisonError, refresh annotation).
+      const seen = demoStates(vc);
       const synced = await until(
         'demo reported Synced after the wake',
         SYNCED_AFTER_WAKE_MS,
         async () => {
+          await seen.sample();
           const page = await asTenant.expect<Page>(200, 'GET', `/v1/tenants/${tenantId}/applications`);
           return page.items.find((i) => i.name === 'demo' && i.sync === 'Synced');
         },
         1000,
-      );
+      ).finally(() => t.comment(`demo in the vcluster after the wake:\n${seen.text()}`));
       t.ok(synced, 'the control plane reports demo Synced, read with the tenant’s key: the key still works');
       await until('the runtime pods to run again', 180_000, () =>
         runner.pods(ns).some((p) => p.virtual.name.startsWith('tunnel-client')),
