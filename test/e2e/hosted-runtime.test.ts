@@ -25,8 +25,8 @@ import { catalog } from '../../runtime/catalog.ts';
  * side; when Argo CD's application controller compares before its repo-server answers, the
  * Application is Unknown (a ComparisonError) until the controller's next reconciliation, which
  * Argo CD runs every `timeout.reconciliation` (180 s by default) plus its jitter. Seen once in CI
- * (2026-11-29): Unknown for more than 180 s after a wake. Asking a refresh at wake would shorten it
- * (docs/operations.md "Sleep" names that as not built).
+ * (2026-11-29): Unknown for more than 180 s after a wake. Asking refreshes does not shorten it
+ * (docs/operations.md "Sleep" says why); what the Application went through is printed.
  */
 const SYNCED_AFTER_WAKE_MS = 300_000;
 
