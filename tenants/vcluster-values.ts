@@ -61,6 +61,8 @@ export interface VclusterValues {
         image?: { tag: string };
         securityContext: ContainerSecurity;
         resources: { requests: Resources; limits: Resources };
+        /** Flags merged over the ones vcluster starts kube-controller-manager with (a same-named flag replaces its). */
+        controllerManager: { extraArgs: string[] };
       };
     };
     coredns: { deployment: { resources: { requests: Resources; limits: Resources } } };
@@ -97,9 +99,25 @@ export function vclusterValues(input: VclusterValuesInput): VclusterValues {
   const legacyVersionKey = compareVersions(input.chartVersion, '0.25.0') < 0;
   const { plan } = input;
   const init = copyResources(plan.controlPlaneInit);
+  // One control plane replica (highAvailability.replicas is 0 or 1): its kube-controller-manager
+  // needs no leader election. With it, every start (a wake, an upgrade) waited the dead
+  // instance's 15 s lease out before any controller ran, so no runtime pod came back before it.
+  const controllerManager = { extraArgs: ['--leader-elect=false'] };
   const k8s: VclusterValues['controlPlane']['distro']['k8s'] = legacyVersionKey
-    ? { enabled: true, version: input.kubernetes, securityContext: restrictedContainer(), resources: init }
-    : { enabled: true, image: { tag: input.kubernetes }, securityContext: restrictedContainer(), resources: init };
+    ? {
+        enabled: true,
+        version: input.kubernetes,
+        securityContext: restrictedContainer(),
+        resources: init,
+        controllerManager,
+      }
+    : {
+        enabled: true,
+        image: { tag: input.kubernetes },
+        securityContext: restrictedContainer(),
+        resources: init,
+        controllerManager,
+      };
   return {
     controlPlane: {
       distro: { k8s },

@@ -101,6 +101,11 @@ for (const planName of PLAN_NAMES) {
         t.equal(providerName(vcResource.provider), rootName);
         const values = vc.values;
         t.equal(values.controlPlane.statefulSet.highAvailability.replicas, 1);
+        t.same(
+          values.controlPlane.distro.k8s.controllerManager.extraArgs,
+          ['--leader-elect=false'],
+          "one replica: its controller manager does not wait a dead instance's lease out at each start",
+        );
         t.same(values.controlPlane.statefulSet.resources.requests, plan.controlPlane.requests);
         t.equal(values.controlPlane.statefulSet.persistence.volumeClaim.size, plan.controlPlane.storage);
         t.equal(values.exportKubeConfig.server, `https://vcluster.${ns}.svc:443`);
