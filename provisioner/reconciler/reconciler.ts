@@ -159,7 +159,17 @@ export class Reconciler implements Runnable {
   readonly #log: ReconcilerLog;
   readonly #random: () => number;
   readonly #health: DatabaseHealth;
+  /**
+   * A connection made or a query answered: claim now. Only a claim that reaches the database
+   * resumes the claims: a connection opened as the server went away can report `up` after the
+   * outage was seen, and would unpause a reconciler whose every worker is busy.
+   */
   readonly #onDatabaseUp = (): void => this.kick();
+  /**
+   * The outage as seen by any user of the pool (the API, the heartbeat, a run writing its outcome)
+   * pauses the claims too: with every worker busy retrying its outcome no claim runs to notice it.
+   */
+  readonly #onDatabaseDown = (reason: string): void => this.#pause(reason);
   #paused = false;
   readonly #active = new Map<string, ActiveRun>();
   readonly #memory: MemoryBudget;
@@ -305,6 +315,7 @@ export class Reconciler implements Runnable {
     await this.heartbeat.start();
     await this.engineCheck.start();
     this.#health.on('up', this.#onDatabaseUp);
+    this.#health.on('down', this.#onDatabaseDown);
     await this.#loop.start(signal);
     this.#log.info(
       { owner: this.owner, workers: this.#settings.workers, engine: this.#settings.engine.name },
@@ -370,10 +381,7 @@ export class Reconciler implements Runnable {
           }),
     });
     this.stats.polls += 1;
-    if (this.#paused) {
-      this.#paused = false;
-      this.#log.info('database reachable: reconciler resumed');
-    }
+    this.#resume();
     this.stats.waiting += waiting;
     if (list.length > 0 || waiting > 0) {
       this.stats.claims += 1;
@@ -388,16 +396,26 @@ export class Reconciler implements Runnable {
     if (isConnectionError(err)) {
       // An outage: pause (one line), try again soon; a reconnect anywhere in the process wakes it.
       this.#health.down(err);
-      if (!this.#paused) {
-        this.#paused = true;
-        this.#log.warn(
-          { err: String(err) },
-          'database unreachable: reconciler paused; running attempts keep their leases until the lease TTL',
-        );
-      }
+      this.#pause(String(err));
       return;
     }
     this.#log.error({ err: String(err), retryInMs }, 'claiming due tenants failed');
+  }
+
+  #resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.#log.info('database reachable: reconciler resumed');
+  }
+
+  /** Pauses the claims (one line per outage); the next claim that reaches the database resumes them. */
+  #pause(reason: string): void {
+    if (this.#paused || this.#stopping) return;
+    this.#paused = true;
+    this.#log.warn(
+      { err: reason },
+      'database unreachable: reconciler paused; running attempts keep their leases until the lease TTL',
+    );
   }
 
   #launch(t: ClaimedTenant): void {
@@ -801,6 +819,7 @@ export class Reconciler implements Runnable {
     if (this.#stopping) return;
     this.#stopping = true;
     this.#health.off('up', this.#onDatabaseUp);
+    this.#health.off('down', this.#onDatabaseDown);
     await this.engineCheck.stop();
     await this.#loop.stop();
     const grace = opts.graceMs ?? this.#settings.shutdownGraceMs;

@@ -66,6 +66,8 @@ t.test('a burst of upgrades is admitted in budget-sized batches, and every one c
   await until('all nine upgraded and Ready', 10_000, async () => (await upgradedReady(ids, '1.1.0')) === 9);
   t.equal(engine.peakConcurrency, 3, 'never more than three engine runs at once, though nine workers were idle');
   t.same(engine.violations, [], 'no tenant ran twice at once');
+  // A run's reservation is released just after its outcome is written (which the check above reads).
+  await until('the last runs to release their reservation', 10_000, () => r.memory.inUseMb === 0).catch(() => {});
   t.equal(r.memory.inUseMb, 0, 'nothing reserved once the burst is done');
   await r.stop();
 });

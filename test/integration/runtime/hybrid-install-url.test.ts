@@ -563,6 +563,14 @@ if (why && process.env.CI === 'true') {
       /^kubectl delete customresourcedefinitions\.apiextensions\.k8s\.io /,
       `the note's last line: ${crdDelete}`,
     );
+    // Each CRD served by the API server first: its finalizer lists the instances through the same
+    // handler, and one that runs before the handler has seen the CRD (re-created by the subtests
+    // above) fails with "storage is (re)initializing" and is retried with a backoff that can
+    // outgrow the wait below (seen in CI: the CRDs still there after 240 s).
+    await until('each promotion CRD to be served', 60_000, async () => {
+      for (const crd of PROMOTION_CRDS) if ((await kubectl(['get', crd, '-A', '-o', 'name'])).code !== 0) return false;
+      return true;
+    });
     // Asked without kubectl's own wait: the API server removes each CRD once its finalizer has
     // deleted the instances, which a loaded machine can take minutes to do; the wait is below.
     const deleted = await runAsCustomer(`${crdDelete} --wait=false`);
