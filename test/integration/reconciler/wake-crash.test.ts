@@ -35,7 +35,9 @@ t.test('a provisioner killed during a wake: the survivor finishes the wake', asy
   t.equal((await h.tenant(id)).lease_owner, 'dies-while-waking', 'the dead provisioner still holds the lease');
 
   const engine = scripted();
-  await h.reconciler(engine, { owner: 'survivor', pollMs: 50 });
+  const survivor = await h.reconciler(engine, { owner: 'survivor', pollMs: 50 });
+  // Stopped when this test ends: left running, it would claim the next test's wake before its doomed worker.
+  t.teardown(() => survivor.stop({ graceMs: 0 }));
   // The lease's TTL passing, without sleeping it.
   await expireLease(h.db.pool, id);
   const row = await until('Ready after the takeover', 10_000, async () => {
@@ -86,7 +88,8 @@ t.test(
             }
           : undefined,
     });
-    await h.reconciler(engine, { owner: 'survivor-2', pollMs: 50 });
+    const survivor = await h.reconciler(engine, { owner: 'survivor-2', pollMs: 50 });
+    t.teardown(() => survivor.stop({ graceMs: 0 }));
     await expireLease(h.db.pool, id);
     const row = await until('Ready after the takeover', 10_000, async () => {
       const x = await h.tenant(id);
