@@ -16,9 +16,16 @@ const h = await createHarness();
 t.teardown(() => h.close());
 await h.addCluster('root-wake', { capacity: 100 });
 
-t.test('a provisioner killed during a wake: the survivor finishes the wake', async (t) => {
+/**
+ * A Ready tenant put to sleep by reconciler `owner` (stopped afterwards), then woken by a doomed
+ * worker `doomedOwner` killed once its engine run started: the wake's lease is left held.
+ */
+async function wakeKilledMidway(
+  owner: string,
+  doomedOwner: string,
+): Promise<{ id: string; wake: string; phase: string }> {
   const { id } = await h.createTenant();
-  const first = await h.reconciler(scripted(), { owner: 'first' });
+  const first = await h.reconciler(scripted(), { owner });
   await until('Ready', 10_000, async () => (await h.tenant(id)).phase === 'Ready');
   await h.change(id, { sleeping: true }, 'sleep');
   await until('asleep', 10_000, async () => {
@@ -26,12 +33,17 @@ t.test('a provisioner killed during a wake: the survivor finishes the wake', asy
     return row.phase === 'Sleeping' && row.observed_generation === row.generation;
   });
   await first.stop({ graceMs: 0 });
-
-  const doomed = await h.doomedWorker({ owner: 'dies-while-waking', leaseTtlMs: 60_000 });
+  const doomed = await h.doomedWorker({ owner: doomedOwner, leaseTtlMs: 60_000 });
   const wake = await h.change(id, { sleeping: false }, 'wake');
   await doomed.started(id);
-  t.equal((await h.tenant(id)).phase, 'Waking', 'the wake runs: phase Waking');
+  const phase = (await h.tenant(id)).phase;
   await doomed.kill();
+  return { id, wake, phase };
+}
+
+t.test('a provisioner killed during a wake: the survivor finishes the wake', async (t) => {
+  const { id, wake, phase } = await wakeKilledMidway('first', 'dies-while-waking');
+  t.equal(phase, 'Waking', 'the wake runs: phase Waking');
   t.equal((await h.tenant(id)).lease_owner, 'dies-while-waking', 'the dead provisioner still holds the lease');
 
   const engine = scripted();
@@ -61,19 +73,7 @@ t.test('a provisioner killed during a wake: the survivor finishes the wake', asy
 t.test(
   'killed before the vcluster came back: the recovery refresh that cannot reach it reads the root cluster only, and the wake finishes',
   async (t) => {
-    const { id } = await h.createTenant();
-    const first = await h.reconciler(scripted(), { owner: 'first-2' });
-    await until('Ready', 10_000, async () => (await h.tenant(id)).phase === 'Ready');
-    await h.change(id, { sleeping: true }, 'sleep');
-    await until('asleep', 10_000, async () => {
-      const row = await h.tenant(id);
-      return row.phase === 'Sleeping' && row.observed_generation === row.generation;
-    });
-    await first.stop({ graceMs: 0 });
-    const doomed = await h.doomedWorker({ owner: 'dies-early-in-wake', leaseTtlMs: 60_000 });
-    const wake = await h.change(id, { sleeping: false }, 'wake');
-    await doomed.started(id);
-    await doomed.kill();
+    const { id, wake } = await wakeKilledMidway('first-2', 'dies-early-in-wake');
 
     // The real engine's refresh of a stack whose vcluster is still scaled to zero: its provider
     // cannot reach the vcluster's API server.
