@@ -78,7 +78,7 @@ export interface ImageChange {
 export interface ApplicationChange {
   /** The revision the change was computed at (the Application's synced or compared revision, or the head of its targetRevision). */
   revision: string;
-  /** The commit that last changed the application's source path at or before `revision`. */
+  /** The last commit at or before `revision` that changed a path its manifests are generated from (its source path, value files, Kustomize bases…). */
   changeRevision?: string;
   /** The change revision before it (the commit before `changeRevision` that touched the path); absent for the first. */
   previousChangeRevision?: string;

@@ -8,7 +8,8 @@
  *     mirror (branch, tag, HEAD or SHA) after a fetch;
  *  2. the change revision: the last commit at or before it that changed one of the paths its
  *     manifests are generated from (manifest-paths.ts: the source path and the Helm value files it
- *     names, or Argo CD's manifest-generate-paths annotation; `git log -2 -- <paths>`, the whole
+ *     names, the folders outside it its kustomization or Chart.yaml builds on (local-references.ts),
+ *     or Argo CD's manifest-generate-paths annotation; `git log -2 -- <paths>`, the whole
  *     repository for `.`), and the one before it. A commit elsewhere in a monorepo moves the branch
  *     head but not this: the application's change revision stays;
  *  3. the commit: Argo CD's RevisionMetadata of the change revision, else Git's own;
@@ -38,7 +39,8 @@ import { type ArgoApplication, ArgoCdClient, ArgoCdError, type ArgoSource, type 
 import { ByteLruCache, cacheKey } from './cache.ts';
 import { boundChange, boundDiff, compareResources, type KubeObject, manifestsByKey, resourceKey } from './diff.ts';
 import { type GitMirrors, isHttpGitUrl, redactUrl, sourcePathspec } from './git.ts';
-import { manifestPaths } from './manifest-paths.ts';
+import { localReferences, MAX_FOLDERS, type RepositoryTree } from './local-references.ts';
+import { MAX_PATHS, manifestPaths } from './manifest-paths.ts';
 
 const MAX_AUTHOR_CHARS = 256;
 const MAX_TAGS = 20;
@@ -65,7 +67,11 @@ export class ManifestGenerationFailed extends Error {
   }
 }
 
-type Cached = { kind: 'manifests'; texts: string[] } | { kind: 'change'; change: ApplicationChange };
+type Cached =
+  | { kind: 'manifests'; texts: string[] }
+  | { kind: 'change'; change: ApplicationChange }
+  | { kind: 'paths'; paths: string[] }
+  | { kind: 'text'; text: string };
 
 export interface SourceServiceOptions {
   argo: ArgoCdClient;
@@ -79,6 +85,8 @@ interface GitSource {
   path: string | undefined;
   /** The paths whose commits change its manifests (manifest-paths.ts); undefined: the whole repository. */
   paths: string[] | undefined;
+  /** Whether the folders its kustomization or Chart.yaml names are followed too (no annotation says what to follow). */
+  discover: boolean;
   targetRevision: string;
   /** What else shapes the manifests Argo CD generates (Helm values, Kustomize options, destination). */
   specHash: string;
@@ -149,14 +157,15 @@ export class SourceService {
     const hit = this.cache.get(key);
     if (hit?.kind === 'change') return hit.change;
 
-    const [changeRevision, previousChangeRevision] = await this.#git.pathLog(source.repoURL, sha, source.paths);
+    const paths = await this.#pathsAt(source, sha);
+    const [changeRevision, previousChangeRevision] = await this.#git.pathLog(source.repoURL, sha, paths);
     if (changeRevision === undefined)
       return {
         revision: sha,
         resources: [],
         images: [],
         truncated: false,
-        error: `no commit at or before ${sha} changes ${(source.paths ?? ['.']).map((p) => `'${p}'`).join(', ')} in ${redactUrl(source.repoURL)}`,
+        error: `no commit at or before ${sha} changes ${(paths ?? ['.']).map((p) => `'${p}'`).join(', ')} in ${redactUrl(source.repoURL)}`,
       };
     const commit = boundCommit(
       (await this.#argo.revisionMetadata(namespace, name, changeRevision)) ??
@@ -210,7 +219,7 @@ export class SourceService {
     const source = gitSource(application);
     if (source instanceof UnsupportedSource) throw source;
     const sha = await this.#git.resolve(source.repoURL, revision);
-    const [last, previous] = await this.#git.pathLog(source.repoURL, sha, source.paths);
+    const [last, previous] = await this.#git.pathLog(source.repoURL, sha, await this.#pathsAt(source, sha));
     // The change revision before `sha`: when `sha` itself changed the path, the one before it; else
     // the last one that did (and the diff is empty: this commit did not change the application).
     const baseRevision = last === sha ? previous : last;
@@ -231,6 +240,43 @@ export class SourceService {
       resources: bounded.resources,
       truncated: bounded.truncated,
     };
+  }
+
+  /**
+   * The paths whose commits change the application's manifests at `sha`: manifest-paths.ts's,
+   * and, without the annotation, the folders and files outside its source path that its
+   * kustomization or Chart.yaml names at that commit (local-references.ts). Cached by commit;
+   * the files read, by object id.
+   */
+  async #pathsAt(source: GitSource, sha: string): Promise<string[] | undefined> {
+    if (!source.discover || source.path === undefined || source.paths === undefined) return source.paths;
+    const key = cacheKey('paths', source.repoURL, sha, source.path);
+    const hit = this.cache.get(key);
+    if (hit?.kind === 'paths') return mergePaths(source.paths, hit.paths);
+    const repoURL = source.repoURL;
+    const tree: RepositoryTree = {
+      entries: (paths) => this.#git.treeEntries(repoURL, sha, paths),
+      text: async (oid) => {
+        const textKey = cacheKey('text', repoURL, oid);
+        const cached = this.cache.get(textKey);
+        if (cached?.kind === 'text') return cached.text;
+        const text = await this.#git.blobText(repoURL, oid);
+        this.cache.set(textKey, { kind: 'text', text }, Buffer.byteLength(text));
+        return text;
+      },
+    };
+    const found = await localReferences(tree, [source.path], source.paths);
+    if (found.truncated)
+      this.#log?.warn(
+        { repository: redactUrl(repoURL), path: source.path, revision: sha, followed: found.paths.length },
+        `more than ${MAX_FOLDERS} folders named by kustomizations: the rest are not followed`,
+      );
+    this.cache.set(
+      key,
+      { kind: 'paths', paths: found.paths },
+      found.paths.reduce((n, p) => n + p.length + 8, 64),
+    );
+    return mergePaths(source.paths, found.paths);
   }
 
   /**
@@ -313,6 +359,11 @@ export class SourceService {
   }
 }
 
+/** The followed paths and those found, sorted and without repeats, at most MAX_PATHS. */
+function mergePaths(paths: readonly string[], found: readonly string[]): string[] {
+  return [...new Set([...paths, ...found])].sort().slice(0, MAX_PATHS);
+}
+
 /** The resource identity Argo CD gives an item, on its state (a target state may lack its namespace). */
 function withKey(obj: KubeObject, item: ManagedResource): KubeObject {
   const metadata = typeof obj.metadata === 'object' && obj.metadata !== null ? (obj.metadata as KubeObject) : {};
@@ -356,6 +407,7 @@ export function gitSource(application: ArgoApplication): GitSource | Unsupported
     repoURL: src.repoURL,
     path: sourcePathspec(typeof src.path === 'string' ? src.path : undefined),
     paths: followed.paths,
+    discover: false && followed.from === 'source',
     targetRevision: typeof src.targetRevision === 'string' ? src.targetRevision : 'HEAD',
     specHash,
   };

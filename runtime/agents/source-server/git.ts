@@ -1,7 +1,8 @@
 /**
  * Git, for the one question Argo CD does not answer: which commit last changed an application's
  * source path. The Source Server keeps a bare, blobless mirror of each repository (commits and
- * trees, no file contents: `git log -- <path>` needs nothing more) under GIT_CACHE_DIR, fetched
+ * trees: `git log -- <path>` needs nothing more; the few files it reads, an application's
+ * kustomization or Chart.yaml, are fetched one blob at a time) under GIT_CACHE_DIR, fetched
  * when asked for a revision it does not hold and otherwise at most every GIT_REFRESH_SECONDS.
  *
  * How git is run, and why:
@@ -174,6 +175,50 @@ export class GitMirrors {
       const args = ['--literal-pathspecs', 'log', `-${count}`, '--format=%H', sha];
       const { stdout } = await this.#git(m, paths === undefined ? args : [...args, '--', ...paths]);
       return stdout.split('\n').filter((l) => FULL_SHA.test(l));
+    });
+  }
+
+  /**
+   * The entries of `sha`'s tree at `paths` (repository-relative, no trailing slash): each one's
+   * type and object id; paths the tree does not have are left out. Trees only: nothing is fetched.
+   */
+  async treeEntries(
+    repoURL: string,
+    sha: string,
+    paths: readonly string[],
+  ): Promise<Map<string, { type: 'blob' | 'tree'; oid: string }>> {
+    if (!FULL_SHA.test(sha)) throw new Error(`treeEntries needs a full SHA, not ${JSON.stringify(sha)}`);
+    const found = new Map<string, { type: 'blob' | 'tree'; oid: string }>();
+    if (paths.length === 0) return found;
+    return this.#withMirror(repoURL, async (m) => {
+      const { stdout } = await this.#git(m, [
+        '--literal-pathspecs',
+        'ls-tree',
+        '-z',
+        '--full-tree',
+        sha,
+        '--',
+        ...paths,
+      ]);
+      for (const record of stdout.split('\0')) {
+        const tab = record.indexOf('\t');
+        if (tab < 0) continue;
+        const [, type, oid] = record.slice(0, tab).split(' ');
+        if ((type === 'blob' || type === 'tree') && oid !== undefined) found.set(record.slice(tab + 1), { type, oid });
+      }
+      return found;
+    });
+  }
+
+  /**
+   * A blob's text (by object id, from treeEntries). The mirror holds no file contents, so git
+   * fetches this one blob from the remote, with the repository's credentials, the first time.
+   */
+  async blobText(repoURL: string, oid: string): Promise<string> {
+    if (!FULL_SHA.test(oid)) throw new Error(`blobText needs a full object id, not ${JSON.stringify(oid)}`);
+    return this.#withMirror(repoURL, async (m) => {
+      const credentials = (await this.#opts.credentials(repoURL)) ?? userinfo(repoURL);
+      return (await this.#git(m, ['cat-file', 'blob', oid], credentials)).stdout;
     });
   }
 

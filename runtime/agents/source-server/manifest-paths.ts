@@ -44,7 +44,7 @@ export interface ManifestPaths {
  * `entry` (relative to `base`, or to the root with a leading `/`) as a repository-relative path:
  * '' for the root, undefined when it is not a path of the repository.
  */
-function inRepository(base: string, entry: string): string | undefined {
+export function inRepository(base: string, entry: string): string | undefined {
   const text = entry.trim();
   if (text === '' || text.length > MAX_PATH_CHARS || text.includes('\0')) return undefined;
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(text) || text.startsWith('$')) return undefined;

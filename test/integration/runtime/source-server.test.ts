@@ -124,9 +124,10 @@ async function startArgoCdApiDouble(opts: { gitRoot: string; apps: Record<string
   const resolve = async (repo: string, rev: string) => (await git(repo, 'rev-parse', `${rev}^{commit}`)).trim();
   const manifests = async (app: DoubleApp, revision: string): Promise<string[]> => {
     const sha = await resolve(app.repo, revision);
+    // A kustomization is Kustomize's input, not a manifest (the double renders no Kustomize).
     const files = (await git(app.repo, 'ls-tree', '-r', '--name-only', sha, '--', app.path ?? '.'))
       .split('\n')
-      .filter((f) => /\.ya?ml$/.test(f));
+      .filter((f) => /\.ya?ml$/.test(f) && !/(^|\/)kustomization\.ya?ml$/.test(f));
     const out: string[] = [];
     // The value files in the repository, as a chart would render them: one ConfigMap of their keys.
     const values: Record<string, string> = {};
@@ -319,6 +320,8 @@ const argo = await startArgoCdApiDouble({
       path: 'apps/k',
       annotations: { 'argocd.argoproj.io/manifest-generate-paths': '.;/bases/web' },
     },
+    // A Kustomize overlay whose base is outside its path, and builds on a shared base in turn.
+    ko: { repo: 'monorepo', path: 'apps/ko/overlays/prod' },
   },
 });
 t.teardown(() => argo.stop());
@@ -612,6 +615,56 @@ t.test('paths outside the source path: Helm value files and the manifest-generat
   });
   t.equal((await change('h', elsewhere)).changeRevision, values, 'a value file H does not name moves nothing of H');
   t.equal((await change('k', elsewhere)).changeRevision, base, 'nor of K');
+});
+
+t.test('Kustomize: the bases an overlay builds on move its change revision, read from the Git server', async (t) => {
+  const kBefore = (await change('k')).changeRevision;
+  const first = await monorepo.commit(
+    {
+      'apps/ko/overlays/prod/kustomization.yaml': 'resources:\n  - ../../base\n  - cm.yaml\n',
+      'apps/ko/overlays/prod/cm.yaml': configMapYaml('info').replace('b-config', 'ko-config'),
+      'apps/ko/base/kustomization.yaml': 'resources:\n  - deploy.yaml\n  - ../../../bases/shared\n',
+      'apps/ko/base/deploy.yaml': deploymentYaml(1, 'registry.example.test/ko:1.0'),
+      'bases/shared/kustomization.yaml': 'resources: [cm.yaml]\n',
+      'bases/shared/cm.yaml': configMapYaml('info').replace('b-config', 'shared-config'),
+      'bases/unused/cm.yaml': configMapYaml('info').replace('b-config', 'unused-config'),
+    },
+    'ko: overlay and base',
+    { author: ALICE },
+  );
+  t.equal((await change('ko', first)).changeRevision, first, "KO's first commit");
+
+  const base = await monorepo.commit(
+    { 'apps/ko/base/deploy.yaml': deploymentYaml(1, 'registry.example.test/ko:2.0') },
+    'ko base: web 2.0',
+    { author: BOB },
+  );
+  const ko = await change('ko', base);
+  t.equal(ko.changeRevision, base, "a commit to the overlay's base (outside its path) moves its change revision");
+  t.equal(ko.previousChangeRevision, first, 'the one before it is the first commit');
+  t.match(ko.commit, { author: 'Bob Example <bob@example.test>', message: 'ko base: web 2.0' }, "with Bob's commit");
+
+  const shared = await monorepo.commit(
+    { 'bases/shared/cm.yaml': configMapYaml('debug').replace('b-config', 'shared-config') },
+    'shared base: debug',
+    { author: ALICE },
+  );
+  t.equal((await change('ko', shared)).changeRevision, shared, 'so does a commit to the base its base builds on');
+  const diff = await get<ApplicationDiff>(`/v1/applications/argocd/ko/diff?revision=${shared}`);
+  t.equal(diff.status, 200, 'the commit diff answers');
+  t.equal(diff.body.base, base, 'against the change revision before it (the base commit, not the overlay’s last)');
+
+  const unused = await monorepo.commit(
+    { 'bases/unused/cm.yaml': configMapYaml('debug').replace('b-config', 'unused-config') },
+    'a base KO does not use',
+    { author: ALICE },
+  );
+  t.equal((await change('ko', unused)).changeRevision, shared, 'a base it does not name moves nothing of KO');
+  t.equal(
+    (await change('k', shared)).changeRevision,
+    kBefore,
+    "K's annotation says what K follows: its kustomization is not read",
+  );
 });
 
 t.test('multi-source and unknown Applications', async (t) => {
