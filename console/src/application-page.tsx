@@ -171,7 +171,8 @@ export function ApplicationPage({
             {str(s.changeRevision) === undefined && (
               <span class="hint">
                 {' '}
-                not reported (the runtime has no Source Server, or the application has several sources)
+                not reported (the runtime has no Source Server, or none of the application’s sources is a Git repository
+                over HTTP)
               </span>
             )}
           </dd>

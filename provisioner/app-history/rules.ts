@@ -5,7 +5,7 @@
  *
  * - An entry is keyed by (runtime, application, change revision): a report whose `change` names a
  *   change revision the application has no entry for creates one; a report without a change
- *   revision (no Source Server, a multi-source Application) makes none.
+ *   revision (no Source Server, no Git source over http(s), or an older Source Server's multi-source answer) makes none.
  * - Its result, from the report: `failed` with Argo CD's message when the Source Server could not
  *   generate the manifests (`change.error`) or the Application has a ComparisonError or
  *   InvalidSpecError condition; else from Argo CD's operation when it ran at the change's revision

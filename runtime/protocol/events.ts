@@ -43,6 +43,7 @@ export interface ApplicationSummary {
   syncStatus?: string; // status.sync.status: Synced | OutOfSync | Unknown
   healthStatus?: string; // status.health.status: Healthy | Progressing | Degraded | Suspended | Missing | Unknown
   revision?: string; // status.sync.revision
+  revisions?: string[]; // status.sync.revisions: a multi-source Application's, one per source (revision is the first)
   operationPhase?: string; // status.operationState.phase: Running | Succeeded | Failed | Error | Terminating
   operationRevision?: string; // status.operationState.syncResult.revision (else operation.sync.revision)
   operationStartedAt?: string; // status.operationState.startedAt

@@ -70,8 +70,11 @@ export interface ImageChange {
  * with the previous change revision.
  *
  *  - The head moved but the application's path did not → `changeRevision` stays.
- *  - Multi-source Applications: `unsupported: 'multi-source'`, no change revision (the diff against
- *    the cluster still works).
+ *  - Multi-source Applications: each Git source has its change revision in its repository (its
+ *    path, or for a source with a `ref` the value files the others read through it); the
+ *    application's is the newest of them, with that commit and what it changed (the other
+ *    sources held at theirs). `revision` is the first source's. `unsupported: 'multi-source'`
+ *    is what a Source Server before this answered.
  *  - The manifests cannot be generated at `changeRevision` (Argo CD refuses them): `error` holds
  *    Argo CD's message; `commit` is still filled from Git and Argo CD when it can be.
  */
@@ -90,6 +93,7 @@ export interface ApplicationChange {
   truncated: boolean;
   /** Argo CD's message when the manifests could not be generated or compared. */
   error?: string;
+  /** No source is a Git repository over http(s) (`not-git`); `multi-source` only from older Source Servers. */
   unsupported?: 'multi-source' | 'not-git';
 }
 

@@ -3,7 +3,8 @@
  * (`GET {SOURCE_SERVER_URL}/v1/applications/:namespace/:name/change?revision=R`, sources.ts).
  *
  * A lookup is made only when what the answer depends on moved: the Application's repoURL, path,
- * targetRevision, synced revision (`status.sync.revision`; none asked — the head of targetRevision
+ * targetRevision, synced revision (`status.sync.revision`, and for a multi-source Application
+ * every source's, `status.sync.revisions`; none asked — the head of targetRevision
  * — while the sync status is Unknown or Argo CD reports a ComparisonError, when that revision is
  * the last one it could compare) and the message of its ComparisonError. Every other update of the Application (health,
  * operation progress) gets the last answer attached as it is. The answers are kept per
@@ -119,6 +120,8 @@ export function wantedOf(namespace: string, name: string, s: ApplicationSummary,
       src.path ?? '',
       src.targetRevision ?? '',
       revision ?? '',
+      // A multi-source Application's other sources move on their own.
+      revision === undefined ? [] : (s.revisions ?? []),
       comparisonError,
       epoch,
     ]),

@@ -31,6 +31,11 @@ function compact<T extends Obj>(o: T): T {
   return o;
 }
 
+/** Sources of a multi-source Application whose revisions are reported at most (Argo CD has no limit; 20 is many). */
+const MAX_SOURCES = 20;
+/** Longest revision kept (a SHA-256 commit is 64 characters; a chart version a few). */
+const MAX_REVISION_CHARS = 256;
+
 export function applicationSummary(app: Obj): ApplicationSummary {
   const spec = rec(app.spec);
   const status = rec(app.status);
@@ -51,6 +56,10 @@ export function applicationSummary(app: Obj): ApplicationSummary {
     syncStatus: text(sync.status),
     healthStatus: text(rec(status.health).status),
     revision: text(sync.revision) ?? text(revisions[0]),
+    revisions:
+      sources.length > 0 && revisions.length > 0
+        ? revisions.slice(0, MAX_SOURCES).map((r) => (typeof r === 'string' ? r.slice(0, MAX_REVISION_CHARS) : ''))
+        : undefined,
     operationPhase: text(opState.phase),
     // The revision the last (or running) sync is for: what it synced once it has a result, what
     // it was asked to sync before (the running operation's, else the state's own copy of it).

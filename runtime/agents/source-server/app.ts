@@ -13,7 +13,7 @@
  *    revision that is not a plain revision);
  *  - 404 APPLICATION_NOT_FOUND (Argo CD does not know it, or does not let this account see it),
  *    REVISION_NOT_FOUND;
- *  - 409 UNSUPPORTED_SOURCE for a commit diff of a multi-source or non-Git Application;
+ *  - 409 UNSUPPORTED_SOURCE for a commit diff of an Application with no Git source over http(s);
  *  - 422 MANIFEST_GENERATION_FAILED for a commit diff Argo CD cannot generate (its message);
  *  - 502 GIT_AUTHENTICATION_FAILED / GIT_REPOSITORY_NOT_FOUND: the Git server refused what Argo
  *    CD's repository Secret holds, or has no such repository (waiting will not fix it);

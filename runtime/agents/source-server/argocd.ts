@@ -137,13 +137,45 @@ export class ArgoCdClient {
     return { manifests, ...(typeof body.revision === 'string' ? { revision: body.revision } : {}) };
   }
 
-  /** Argo CD's RevisionMetadata of a commit, or undefined when it has none for it. */
-  async revisionMetadata(namespace: string, name: string, revision: string): Promise<CommitInfo | undefined> {
+  /**
+   * The manifests of a multi-source Application with some of its sources at the revisions given
+   * (`position`: 1-based index in spec.sources, as Argo CD's API takes it); the others at their
+   * targetRevision.
+   */
+  async multiSourceManifests(
+    namespace: string,
+    name: string,
+    pins: ReadonlyArray<{ position: number; revision: string }>,
+  ): Promise<ManifestResponse> {
+    const query: Array<[string, string]> = [['appNamespace', namespace]];
+    for (const p of pins) query.push(['sourcePositions', String(p.position)]);
+    for (const p of pins) query.push(['revisions', p.revision]);
+    const body = (await this.#get(
+      `/api/v1/applications/${enc(name)}/manifests`,
+      query,
+      `the manifests of ${app(namespace, name)} at ${pins.map((p) => `${p.position}:${p.revision}`).join(', ')}`,
+    )) as { manifests?: unknown };
+    const manifests = Array.isArray(body.manifests) ? body.manifests.filter((m) => typeof m === 'string') : [];
+    return { manifests };
+  }
+
+  /**
+   * Argo CD's RevisionMetadata of a commit, or undefined when it has none for it. `sourceIndex`:
+   * the source (0-based) of a multi-source Application the commit is of.
+   */
+  async revisionMetadata(
+    namespace: string,
+    name: string,
+    revision: string,
+    sourceIndex?: number,
+  ): Promise<CommitInfo | undefined> {
     let body: Record<string, unknown>;
     try {
       body = (await this.#get(
         `/api/v1/applications/${enc(name)}/revisions/${enc(revision)}/metadata`,
-        { appNamespace: namespace },
+        sourceIndex === undefined
+          ? { appNamespace: namespace }
+          : { appNamespace: namespace, sourceIndex: String(sourceIndex) },
         `the metadata of ${revision}`,
       )) as Record<string, unknown>;
     } catch (err) {
@@ -174,7 +206,7 @@ export class ArgoCdClient {
     return Array.isArray(body.items) ? (body.items as ManagedResource[]) : [];
   }
 
-  async #get(path: string, query: Record<string, string>, what: string): Promise<unknown> {
+  async #get(path: string, query: Record<string, string> | Array<[string, string]>, what: string): Promise<unknown> {
     const qs = new URLSearchParams(query).toString();
     const target = `${this.#opts.serverUrl}${path}${qs ? `?${qs}` : ''}`;
     for (let attempt = 0; ; attempt++) {

@@ -16,8 +16,10 @@
  *  4. what changed: Argo CD's manifests at the previous change revision against those at the
  *     change revision (diff.ts); without a previous one, every resource is `added`. When Argo CD
  *     cannot generate the manifests at the change revision, `error` is its message.
- * Multi-source Applications answer `unsupported: 'multi-source'`, Helm chart repositories and
- * non-http sources `unsupported: 'not-git'`.
+ * A multi-source Application: the same per Git source (gitSources: a path, or a `ref` other sources
+ * read value files through), the newest change revision of them the application's, its manifests
+ * asked with every source pinned (#multiSourceChange). Helm chart repositories and non-http
+ * sources are not followed; an Application with no other source answers `unsupported: 'not-git'`.
  *
  * Diff (`diff()`): with a revision, what that commit changed in the application's manifests
  * (see ApplicationDiff); without, Git against the cluster from Argo CD's managed resources.
@@ -38,9 +40,9 @@ import {
 import { type ArgoApplication, ArgoCdClient, ArgoCdError, type ArgoSource, type ManagedResource } from './argocd.ts';
 import { ByteLruCache, cacheKey } from './cache.ts';
 import { boundChange, boundDiff, compareResources, type KubeObject, manifestsByKey, resourceKey } from './diff.ts';
-import { type GitMirrors, isHttpGitUrl, redactUrl, sourcePathspec } from './git.ts';
+import { GitError, type GitMirrors, isHttpGitUrl, redactUrl, sourcePathspec } from './git.ts';
 import { localReferences, MAX_FOLDERS, type RepositoryTree } from './local-references.ts';
-import { MAX_PATHS, manifestPaths } from './manifest-paths.ts';
+import { annotationOf, MAX_PATHS, refFiles, sourceManifestPaths } from './manifest-paths.ts';
 
 const MAX_AUTHOR_CHARS = 256;
 const MAX_TAGS = 20;
@@ -132,6 +134,7 @@ export class SourceService {
 
   async change(namespace: string, name: string, revision?: string): Promise<ApplicationChange> {
     const application = await this.#argo.application(namespace, name);
+    if (isMultiSource(application)) return this.#multiSourceChange(namespace, name, application, revision);
     const syncRevision = application.status?.sync?.revision ?? '';
     const source = gitSource(application);
     if (source instanceof UnsupportedSource)
@@ -171,31 +174,164 @@ export class SourceService {
       (await this.#argo.revisionMetadata(namespace, name, changeRevision)) ??
         (await this.#git.commitInfo(source.repoURL, changeRevision)),
     );
-    const base = {
-      revision: sha,
-      changeRevision,
-      ...(previousChangeRevision !== undefined ? { previousChangeRevision } : {}),
-      commit,
-    };
-    let after: string[];
+    const at = (commitSha: string): Target => ({ kind: 'single', source, sha: commitSha });
+    const change = await this.#changeOf(
+      namespace,
+      name,
+      {
+        revision: sha,
+        changeRevision,
+        ...(previousChangeRevision !== undefined ? { previousChangeRevision } : {}),
+        commit,
+      },
+      at(changeRevision),
+      previousChangeRevision === undefined ? undefined : at(previousChangeRevision),
+    );
+    if (change.error === undefined)
+      this.cache.set(key, { kind: 'change', change }, Buffer.byteLength(JSON.stringify(change)));
+    return change;
+  }
+
+  /**
+   * A multi-source Application's change: each Git source followed (gitSources) has its own change
+   * revision in its repository; the application's is the newest of them (by committer date; in
+   * one repository within the same second, the descendant; else the first source), with its commit and what it changed — the manifests with every source
+   * at its change revision against the same with that one source at its previous change
+   * revision, the others held. Asked at a revision (the reporter's synced one), every source is
+   * taken at its synced revision (status.sync.revisions); without, at the head of its targetRevision.
+   */
+  async #multiSourceChange(
+    namespace: string,
+    name: string,
+    application: ArgoApplication,
+    revision: string | undefined,
+  ): Promise<ApplicationChange> {
+    const synced = application.status?.sync?.revisions ?? [];
+    const followed = gitSources(application);
+    const asked = revision ?? synced[0] ?? '';
+    if (followed.length === 0)
+      return {
+        revision: asked,
+        resources: [],
+        images: [],
+        truncated: false,
+        unsupported: 'not-git',
+      };
+    const shas = await Promise.all(
+      followed.map((s) => {
+        const pinned = revision !== undefined ? synced[s.index] : undefined;
+        return this.#git.resolve(s.repoURL, pinned !== undefined && pinned !== '' ? pinned : s.targetRevision, {
+          fresh: revision === undefined,
+        });
+      }),
+    );
+    const key = cacheKey(
+      'change',
+      application.metadata?.uid ?? `${namespace}/${name}`,
+      JSON.stringify(followed.map((s, k) => [s.index, shas[k]])),
+      asked,
+      followed[0]!.specHash,
+    );
+    const hit = this.cache.get(key);
+    if (hit?.kind === 'change') return hit.change;
+
+    const logs = await Promise.all(
+      followed.map(async (s, k) => {
+        const paths = await this.#pathsAt(s, shas[k]!);
+        const [last, previous] = await this.#git.pathLog(s.repoURL, shas[k]!, paths);
+        return { last, previous, paths };
+      }),
+    );
+    // The newest change revision among the sources: by committer date; within one second, in one
+    // repository, the descendant (commits pushed together share their second).
+    let chosen = -1;
+    let newest = -Infinity;
+    for (let k = 0; k < followed.length; k++) {
+      const last = logs[k]!.last;
+      if (last === undefined) continue;
+      const time = await this.#git.commitTime(followed[k]!.repoURL, last);
+      const best = chosen >= 0 ? logs[chosen]!.last! : undefined;
+      const newer =
+        time > newest ||
+        (time === newest &&
+          best !== undefined &&
+          best !== last &&
+          redactUrl(followed[chosen]!.repoURL) === redactUrl(followed[k]!.repoURL) &&
+          (await this.#git.isAncestor(followed[k]!.repoURL, best, last)));
+      if (newer) {
+        newest = time;
+        chosen = k;
+      }
+    }
+    const revisionField = revision ?? (followed[0]!.index === 0 ? shas[0]! : asked);
+    if (chosen < 0)
+      return {
+        revision: revisionField,
+        resources: [],
+        images: [],
+        truncated: false,
+        error: `no commit changes the paths of any of the Application's Git sources (${followed
+          .map(
+            (s, k) =>
+              `${redactUrl(s.repoURL)} at ${shas[k]}: ${(logs[k]!.paths ?? ['.']).map((p) => `'${p}'`).join(', ')}`,
+          )
+          .join('; ')})`,
+      };
+    const source = followed[chosen]!;
+    const changeRevision = logs[chosen]!.last!;
+    const previousChangeRevision = logs[chosen]!.previous;
+    const commit = boundCommit(
+      (await this.#argo.revisionMetadata(namespace, name, changeRevision, source.index)) ??
+        (await this.#git.commitInfo(source.repoURL, changeRevision)),
+    );
+    const pinsWith = (revisionOfChosen: string) =>
+      pinsOf(application, followed, (k) => (k === chosen ? revisionOfChosen : (logs[k]!.last ?? shas[k]!)), synced);
+    const target = (revisionOfChosen: string): Target => ({
+      kind: 'multi',
+      specHash: source.specHash,
+      pins: pinsWith(revisionOfChosen),
+    });
+    const change = await this.#changeOf(
+      namespace,
+      name,
+      {
+        revision: revisionField,
+        changeRevision,
+        ...(previousChangeRevision !== undefined ? { previousChangeRevision } : {}),
+        commit,
+      },
+      target(changeRevision),
+      previousChangeRevision === undefined ? undefined : target(previousChangeRevision),
+    );
+    if (change.error === undefined)
+      this.cache.set(key, { kind: 'change', change }, Buffer.byteLength(JSON.stringify(change)));
+    return change;
+  }
+
+  /** What the manifests at `after` changed compared with those at `before` (none: every resource added). */
+  async #changeOf(
+    namespace: string,
+    name: string,
+    base: Pick<ApplicationChange, 'revision' | 'changeRevision' | 'previousChangeRevision' | 'commit'>,
+    after: Target,
+    before: Target | undefined,
+  ): Promise<ApplicationChange> {
+    let afterTexts: string[];
     try {
-      after = await this.#manifests(namespace, name, source, changeRevision);
+      afterTexts = await this.#manifests(namespace, name, after);
     } catch (err) {
       if (err instanceof ArgoCdError && err.failure === 'failed')
         return { ...base, resources: [], images: [], truncated: false, error: cutText(err.message, MAX_ERROR_CHARS) };
       throw err;
     }
-    const before =
-      previousChangeRevision === undefined
-        ? []
-        : await this.#manifestsOrNone(namespace, name, source, previousChangeRevision);
-    const { resources, images } = compareResources(manifestsByKey(before), manifestsByKey(after));
+    const beforeTexts = before === undefined ? [] : await this.#manifestsOrNone(namespace, name, before);
+    const { resources, images } = compareResources(manifestsByKey(beforeTexts), manifestsByKey(afterTexts));
     const namespaceOf = await this.#namespacesOf(
       namespace,
       name,
       resources.some((r) => r.namespace === ''),
     );
-    const change = boundChange({
+    return boundChange({
       ...base,
       resources: resources.map(({ before: _b, after: _a, ...r }) =>
         r.namespace === '' ? { ...r, namespace: namespaceOf(r.group, r.kind, r.name) } : r,
@@ -209,28 +345,43 @@ export class SourceService {
       }),
       truncated: false,
     });
-    this.cache.set(key, { kind: 'change', change }, Buffer.byteLength(JSON.stringify(change)));
-    return change;
   }
 
   async diff(namespace: string, name: string, revision?: string): Promise<ApplicationDiff> {
     const application = await this.#argo.application(namespace, name);
     if (revision === undefined) return this.#liveDiff(namespace, name, application);
-    const source = gitSource(application);
-    if (source instanceof UnsupportedSource) throw source;
-    const sha = await this.#git.resolve(source.repoURL, revision);
-    const [last, previous] = await this.#git.pathLog(source.repoURL, sha, await this.#pathsAt(source, sha));
+    let sha: string;
+    let last: string | undefined;
+    let previous: string | undefined;
+    let at: (commitSha: string) => Target;
+    if (isMultiSource(application)) {
+      const found = await this.#multiSourceCommit(application, revision);
+      ({ sha, last, previous } = found);
+      const synced = application.status?.sync?.revisions ?? [];
+      const followed = found.followed;
+      at = (commitSha) => ({
+        kind: 'multi',
+        specHash: found.source.specHash,
+        pins: pinsOf(application, followed, (k) => (k === found.k ? commitSha : found.held[k]!), synced),
+      });
+    } else {
+      const source = gitSource(application);
+      if (source instanceof UnsupportedSource) throw source;
+      sha = await this.#git.resolve(source.repoURL, revision);
+      [last, previous] = await this.#git.pathLog(source.repoURL, sha, await this.#pathsAt(source, sha));
+      at = (commitSha) => ({ kind: 'single', source, sha: commitSha });
+    }
     // The change revision before `sha`: when `sha` itself changed the path, the one before it; else
     // the last one that did (and the diff is empty: this commit did not change the application).
     const baseRevision = last === sha ? previous : last;
     let after: string[];
     try {
-      after = await this.#manifests(namespace, name, source, sha);
+      after = await this.#manifests(namespace, name, at(sha));
     } catch (err) {
       if (err instanceof ArgoCdError && err.failure === 'failed') throw new ManifestGenerationFailed(err.message);
       throw err;
     }
-    const before = baseRevision === undefined ? [] : await this.#manifestsOrNone(namespace, name, source, baseRevision);
+    const before = baseRevision === undefined ? [] : await this.#manifestsOrNone(namespace, name, at(baseRevision));
     const { resources } = compareResources(manifestsByKey(before), manifestsByKey(after));
     const bounded = boundDiff(resources);
     return {
@@ -240,6 +391,50 @@ export class SourceService {
       resources: bounded.resources,
       truncated: bounded.truncated,
     };
+  }
+
+  /**
+   * Which Git source of a multi-source Application `revision` is a commit of: the one whose
+   * followed paths it changed, else the first whose repository has it (several sources can share
+   * one repository). The other sources are held at their synced revisions (status.sync.revisions),
+   * else at the head of their targetRevision.
+   */
+  async #multiSourceCommit(application: ArgoApplication, revision: string) {
+    const followed = gitSources(application);
+    if (followed.length === 0)
+      throw new UnsupportedSource('not-git', "none of the Application's sources is a Git repository over http(s)");
+    const synced = application.status?.sync?.revisions ?? [];
+    let first: { k: number; sha: string; last?: string; previous?: string } | undefined;
+    let notFound: unknown;
+    for (let k = 0; k < followed.length; k++) {
+      const s = followed[k]!;
+      let sha: string;
+      try {
+        sha = await this.#git.resolve(s.repoURL, revision);
+      } catch (err) {
+        if (err instanceof GitError && err.failure === 'revision-not-found') {
+          notFound = err;
+          continue;
+        }
+        throw err;
+      }
+      const [last, previous] = await this.#git.pathLog(s.repoURL, sha, await this.#pathsAt(s, sha));
+      const candidate = { k, sha, last, previous };
+      if (last === sha) {
+        first = candidate;
+        break;
+      }
+      first ??= candidate;
+    }
+    if (first === undefined) throw notFound;
+    const held = await Promise.all(
+      followed.map(async (s, k) => {
+        if (k === first.k) return first.sha;
+        const pinned = synced[s.index];
+        return this.#git.resolve(s.repoURL, pinned !== undefined && pinned !== '' ? pinned : s.targetRevision);
+      }),
+    );
+    return { ...first, followed, source: followed[first.k]!, held };
   }
 
   /**
@@ -334,11 +529,18 @@ export class SourceService {
     };
   }
 
-  async #manifests(namespace: string, name: string, source: GitSource, sha: string): Promise<string[]> {
-    const key = cacheKey('manifests', source.repoURL, sha, source.path ?? '', source.specHash);
+  /** What Argo CD generates for `target`, cached: what it generates at given commits does not change. */
+  async #manifests(namespace: string, name: string, target: Target): Promise<string[]> {
+    const key =
+      target.kind === 'single'
+        ? cacheKey('manifests', target.source.repoURL, target.sha, target.source.path ?? '', target.source.specHash)
+        : cacheKey('manifests-multi', JSON.stringify(target.pins), target.specHash);
     const hit = this.cache.get(key);
     if (hit?.kind === 'manifests') return hit.texts;
-    const { manifests } = await this.#argo.manifests(namespace, name, sha);
+    const { manifests } =
+      target.kind === 'single'
+        ? await this.#argo.manifests(namespace, name, target.sha)
+        : await this.#argo.multiSourceManifests(namespace, name, target.pins);
     this.cache.set(
       key,
       { kind: 'manifests', texts: manifests },
@@ -348,15 +550,43 @@ export class SourceService {
   }
 
   /** The manifests at an earlier revision; none when Argo CD cannot generate them there (that commit was broken). */
-  async #manifestsOrNone(namespace: string, name: string, source: GitSource, sha: string): Promise<string[]> {
+  async #manifestsOrNone(namespace: string, name: string, target: Target): Promise<string[]> {
     try {
-      return await this.#manifests(namespace, name, source, sha);
+      return await this.#manifests(namespace, name, target);
     } catch (err) {
       if (!(err instanceof ArgoCdError && err.failure === 'failed')) throw err;
-      this.#log?.info({ namespace, name, revision: sha, reason: err.message }, 'no manifests at the earlier revision');
+      this.#log?.info(
+        { namespace, name, revision: target.kind === 'single' ? target.sha : target.pins, reason: err.message },
+        'no manifests at the earlier revision',
+      );
       return [];
     }
   }
+}
+
+/** What Argo CD is asked the manifests of: a source at a commit, or a multi-source Application's sources pinned. */
+type Target =
+  | { kind: 'single'; source: GitSource; sha: string }
+  | { kind: 'multi'; specHash: string; pins: Array<{ position: number; revision: string }> };
+
+/**
+ * Every source of a multi-source Application pinned to a revision, for Argo CD's manifests: the
+ * followed ones (`followed[k]`) to `revisionOf(k)`, the others to their synced revision when Argo
+ * CD reported one (a chart's version), else left at their targetRevision.
+ */
+function pinsOf(
+  application: ArgoApplication,
+  followed: ReadonlyArray<GitSource & { index: number }>,
+  revisionOf: (k: number) => string,
+  synced: readonly string[],
+): Array<{ position: number; revision: string }> {
+  const pins: Array<{ position: number; revision: string }> = [];
+  (application.spec?.sources ?? []).forEach((_, index) => {
+    const k = followed.findIndex((s) => s.index === index);
+    const revision = k >= 0 ? revisionOf(k) : synced[index];
+    if (revision !== undefined && revision !== '') pins.push({ position: index + 1, revision });
+  });
+  return pins;
 }
 
 /** The followed paths and those found, sorted and without repeats, at most MAX_PATHS. */
@@ -374,12 +604,48 @@ function withKey(obj: KubeObject, item: ManagedResource): KubeObject {
 /** The Application's Git source, or why it has none the Source Server can follow. */
 export function gitSource(application: ArgoApplication): GitSource | UnsupportedSource {
   const spec = application.spec ?? {};
-  if (Array.isArray(spec.sources) && spec.sources.length > 0)
-    return new UnsupportedSource(
-      'multi-source',
-      'the Application has several sources: change revisions and commit diffs follow single-source Applications only',
-    );
   const src: ArgoSource = spec.source ?? {};
+  const followed = followedSource(src, annotationOf(application), []);
+  if (followed instanceof UnsupportedSource) return followed;
+  return { ...followed, specHash: specHashOf({ source: { ...src, targetRevision: undefined } }, spec, followed.paths) };
+}
+
+/** Whether the Application has several sources (`spec.sources`). */
+export function isMultiSource(application: ArgoApplication): boolean {
+  return Array.isArray(application.spec?.sources) && application.spec.sources.length > 0;
+}
+
+/**
+ * The Git sources of a multi-source Application the Source Server follows, by index in
+ * `spec.sources`: each one a path of a Git repository over http(s), or one whose `ref` other
+ * sources read value files through (refFiles). Helm chart repositories, other kinds of
+ * repository and a `ref` no source reads are not followed.
+ */
+export function gitSources(application: ArgoApplication): Array<GitSource & { index: number }> {
+  const spec = application.spec ?? {};
+  const sources = spec.sources ?? [];
+  const annotation = annotationOf(application);
+  // What every source's manifests depend on: the others' specs too (a value file read through a ref).
+  const shared = sources.map((s) => ({ ...s, targetRevision: undefined }));
+  const out: Array<GitSource & { index: number }> = [];
+  sources.forEach((src, index) => {
+    const ref = typeof src.ref === 'string' && src.ref !== '' ? src.ref : undefined;
+    const refs = ref !== undefined ? refFiles(sources, ref) : [];
+    const hasPath = typeof src.path === 'string' && src.path !== '';
+    if (ref !== undefined && !hasPath && refs.length === 0) return;
+    const followed = followedSource(src, annotation, refs);
+    if (followed instanceof UnsupportedSource) return;
+    out.push({ ...followed, index, specHash: specHashOf({ sources: shared }, spec, followed.paths) });
+  });
+  return out;
+}
+
+/** One source as the Source Server follows it (its specHash is the caller's). */
+function followedSource(
+  src: ArgoSource,
+  annotation: string | undefined,
+  refs: string[],
+): Omit<GitSource, 'specHash'> | UnsupportedSource {
   if (typeof src.repoURL !== 'string' || src.repoURL === '')
     return new UnsupportedSource('not-git', 'the Application has no source repository');
   if (typeof src.chart === 'string' && src.chart !== '')
@@ -392,23 +658,24 @@ export function gitSource(application: ArgoApplication): GitSource | Unsupported
       'not-git',
       `the Application's source ${redactUrl(src.repoURL)} is not a Git repository over http(s)`,
     );
-  const followed = manifestPaths(application);
-  const specHash = createHash('sha256')
-    .update(
-      JSON.stringify({
-        source: { ...src, targetRevision: undefined },
-        destination: spec.destination ?? {},
-        paths: followed.paths ?? null,
-      }),
-    )
-    .digest('hex')
-    .slice(0, 32);
+  const followed = sourceManifestPaths(src, annotation, refs);
   return {
     repoURL: src.repoURL,
     path: sourcePathspec(typeof src.path === 'string' ? src.path : undefined),
     paths: followed.paths,
-    discover: false && followed.from === 'source',
+    discover: followed.from === 'source',
     targetRevision: typeof src.targetRevision === 'string' ? src.targetRevision : 'HEAD',
-    specHash,
   };
+}
+
+/** What else shapes the manifests Argo CD generates (the sources without their revisions, the destination, the paths followed). */
+function specHashOf(
+  sources: Record<string, unknown>,
+  spec: NonNullable<ArgoApplication['spec']>,
+  paths: string[] | undefined,
+): string {
+  return createHash('sha256')
+    .update(JSON.stringify({ ...sources, destination: spec.destination ?? {}, paths: paths ?? null }))
+    .digest('hex')
+    .slice(0, 32);
 }

@@ -222,6 +222,29 @@ export class GitMirrors {
     });
   }
 
+  /** Whether commit `ancestor` is an ancestor of `sha` (or the same commit). */
+  async isAncestor(repoURL: string, ancestor: string, sha: string): Promise<boolean> {
+    if (!FULL_SHA.test(ancestor) || !FULL_SHA.test(sha)) throw new Error('isAncestor needs full SHAs');
+    return this.#withMirror(repoURL, async (m) => {
+      try {
+        await this.#git(m, ['merge-base', '--is-ancestor', ancestor, sha]);
+        return true;
+      } catch (err) {
+        if (err instanceof GitError && err.failure === 'failed') return false;
+        throw err;
+      }
+    });
+  }
+
+  /** When a commit was made (its committer date, seconds since the epoch): which of two sources' commits is newer. */
+  async commitTime(repoURL: string, sha: string): Promise<number> {
+    if (!FULL_SHA.test(sha)) throw new Error(`commitTime needs a full SHA, not ${JSON.stringify(sha)}`);
+    return this.#withMirror(repoURL, async (m) => {
+      const { stdout } = await this.#git(m, ['show', '-s', '--format=%ct', sha]);
+      return Number.parseInt(stdout.trim(), 10) || 0;
+    });
+  }
+
   /** Git's own metadata of a commit (used when Argo CD has none): author, date, message, tags. */
   async commitInfo(repoURL: string, sha: string): Promise<CommitInfo> {
     if (!FULL_SHA.test(sha)) throw new Error(`commitInfo needs a full SHA, not ${JSON.stringify(sha)}`);

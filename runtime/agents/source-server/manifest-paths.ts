@@ -12,16 +12,16 @@
  *    their application depends on (a Kustomize base elsewhere, a shared chart); it wins.
  *  - Otherwise the source path, and the Helm value files and file parameters the source names
  *    that are in the repository (relative to the source path, or from its root with a leading
- *    `/`). Remote value files (`https://…`), references to other sources (`$values/…`, a
- *    multi-source form) and paths leaving the repository are not Git paths of this repository:
- *    left out.
+ *    `/`). Remote value files (`https://…`) and paths leaving the repository are not Git paths
+ *    of this repository: left out. A value file another source reads through a multi-source
+ *    Application's `ref` (`$values/envs/prod.yaml`) is a path of the ref's source (refFiles).
  *
  * Answers repository-relative pathspecs, sorted and without repeats, or undefined for the whole
  * repository (a source path of `.`, or `/` in the annotation). At most MAX_PATHS (the rest is
  * dropped, said by `truncated`).
  */
 import { posix } from 'node:path';
-import type { ArgoApplication } from './argocd.ts';
+import type { ArgoApplication, ArgoSource } from './argocd.ts';
 import { sourcePathspec } from './git.ts';
 
 /** Argo CD's annotation listing the paths an Application's manifests are generated from. */
@@ -68,12 +68,52 @@ function climbsOut(path: string): boolean {
 
 /** The paths whose commits change `application`'s manifests (see the module's comment). */
 export function manifestPaths(application: ArgoApplication): ManifestPaths {
-  const src = application.spec?.source ?? {};
-  const base = sourcePathspec(typeof src.path === 'string' ? src.path : undefined) ?? '';
+  return sourceManifestPaths(application.spec?.source ?? {}, annotationOf(application));
+}
+
+/** Argo CD's manifest-generate-paths annotation of the Application, when set. */
+export function annotationOf(application: ArgoApplication): string | undefined {
   const annotation = application.metadata?.annotations?.[MANIFEST_PATHS_ANNOTATION];
-  const entries: string[] = [];
+  return typeof annotation === 'string' && annotation.trim() !== '' ? annotation : undefined;
+}
+
+/**
+ * The value files and file parameters the sources of a multi-source Application name in the
+ * source whose `ref` is `ref` (`$values/envs/prod.yaml` for `ref: values`), as paths from that
+ * repository's root (`/envs/prod.yaml`).
+ */
+export function refFiles(sources: readonly ArgoSource[], ref: string): string[] {
+  const prefix = `$${ref}/`;
+  const out: string[] = [];
+  for (const src of sources) {
+    const helm = isObject(src.helm) ? src.helm : {};
+    const named: unknown[] = [
+      ...(Array.isArray(helm.valueFiles) ? (helm.valueFiles as unknown[]) : []),
+      ...(Array.isArray(helm.fileParameters) ? helm.fileParameters.map((p) => (isObject(p) ? p.path : undefined)) : []),
+    ];
+    for (const f of named) if (typeof f === 'string' && f.startsWith(prefix)) out.push(`/${f.slice(prefix.length)}`);
+  }
+  return out;
+}
+
+/**
+ * The paths of one source (the Application's, or one of a multi-source Application's). `refs`:
+ * for a source with a `ref`, the files other sources name through it (refFiles); a source with a
+ * `ref` and no path generates no manifests itself and follows those files only. The annotation
+ * applies to a source with a path, relative to it, as Argo CD applies it to each source.
+ */
+export function sourceManifestPaths(
+  src: ArgoSource,
+  annotation: string | undefined,
+  refs: string[] = [],
+): ManifestPaths {
+  const base = sourcePathspec(typeof src.path === 'string' ? src.path : undefined) ?? '';
+  const refOnly = refs.length > 0 && (typeof src.path !== 'string' || src.path === '');
+  const entries: string[] = [...refs];
   let from: ManifestPaths['from'] = 'source';
-  if (typeof annotation === 'string' && annotation.trim() !== '') {
+  if (refOnly) {
+    // Only the files other sources read through its ref.
+  } else if (annotation !== undefined) {
     from = 'annotation';
     entries.push(...annotation.split(';'));
   } else {

@@ -96,7 +96,8 @@ interface DoubleApp {
   repo: string;
   path?: string;
   targetRevision?: string;
-  multiSource?: boolean;
+  /** A multi-source Application's sources (spec.sources), each a path of a repository at main. */
+  sources?: Array<{ repo: string; path: string }>;
   /** Where Argo CD puts the manifests that name no namespace (spec.destination.namespace). */
   destinationNamespace?: string;
   /** The source's Helm value files (spec.source.helm.valueFiles, relative to the path). */
@@ -110,13 +111,17 @@ interface DoubleApp {
  * revision (the YAML files under the source path, read from the Git server's bare repository at
  * that revision and answered as JSON texts, as Argo CD's repo-server answers for a directory
  * source; YAML that does not parse is Argo CD's manifest generation error: HTTP 500 with its
- * grpc-gateway error body), a revision's metadata (from git), and the managed resources (target
+ * grpc-gateway error body; a multi-source Application's with its sources pinned by
+ * `sourcePositions` and `revisions`, each source's files added up), a revision's metadata (from
+ * git; a multi-source Application's source by `sourceIndex`), and the managed resources (target
  * state at the head of the branch, live state as the test sets it). Unknown Applications are
  * 403 "permission denied", as Argo CD answers them.
  */
 async function startArgoCdApiDouble(opts: { gitRoot: string; apps: Record<string, DoubleApp> }) {
   const tokens = new Set<string>();
   const live = new Map<string, Json>();
+  /** The multi-source manifests asked for, as `position:revision …`. */
+  const multiSourceAsks: string[] = [];
   let logins = 0;
   const bare = (repo: string) => join(opts.gitRoot, `${repo}.git`);
   const git = async (repo: string, ...args: string[]) =>
@@ -203,11 +208,38 @@ async function startArgoCdApiDouble(opts: { gitRoot: string; apps: Record<string
                 uid: `uid-${name}`,
                 ...(app.annotations ? { annotations: app.annotations } : {}),
               },
-              spec: app.multiSource
-                ? { sources: [source, { ...source, path: 'apps/a' }], destination: { namespace: 'x' } }
+              spec: app.sources
+                ? {
+                    sources: app.sources.map((x) => ({
+                      repoURL: `${gitUrl}/${x.repo}.git`,
+                      path: x.path,
+                      targetRevision: 'main',
+                    })),
+                    destination: { namespace: 'x' },
+                  }
                 : { source, destination: { namespace: 'x' } },
-              status: { sync: { status: 'Synced', revision: await resolve(app.repo, 'main') } },
+              status: {
+                sync: app.sources
+                  ? { status: 'Synced', revisions: await Promise.all(app.sources.map((x) => resolve(x.repo, 'main'))) }
+                  : { status: 'Synced', revision: await resolve(app.repo, 'main') },
+              },
             });
+          }
+          if (rest === '/manifests' && app.sources) {
+            // Argo CD's multi-source form: sourcePositions (1-based) and revisions side by side.
+            const positions = url.searchParams.getAll('sourcePositions').map(Number);
+            const revisions = url.searchParams.getAll('revisions');
+            multiSourceAsks.push(positions.map((p, i) => `${p}:${revisions[i]}`).join(' '));
+            try {
+              const all: string[] = [];
+              for (const [i, x] of app.sources.entries()) {
+                const at = positions.indexOf(i + 1);
+                all.push(...(await manifests({ repo: x.repo, path: x.path }, at >= 0 ? revisions[at]! : 'main')));
+              }
+              return send(res, 200, { manifests: all });
+            } catch (err) {
+              return grpcError(res, 500, 2, (err as Error).message);
+            }
           }
           if (rest === '/manifests') {
             const revision = url.searchParams.get('revision') ?? 'main';
@@ -222,8 +254,10 @@ async function startArgoCdApiDouble(opts: { gitRoot: string; apps: Record<string
           }
           const meta = /^\/revisions\/([^/]+)\/metadata$/.exec(rest);
           if (meta) {
+            const index = url.searchParams.get('sourceIndex');
+            const repo = app.sources && index !== null ? app.sources[Number(index)]!.repo : app.repo;
             const [author, date, message] = (
-              await git(app.repo, 'show', '-s', '--format=%an <%ae>%x00%aI%x00%B', decodeURIComponent(meta[1]!))
+              await git(repo, 'show', '-s', '--format=%an <%ae>%x00%aI%x00%B', decodeURIComponent(meta[1]!))
             ).split('\u0000');
             return send(res, 200, { author, date, message: message!.trim(), tags: [] });
           }
@@ -264,6 +298,7 @@ async function startArgoCdApiDouble(opts: { gitRoot: string; apps: Record<string
     },
     /** Argo CD forgets every session (as after a restart with a new signing key). */
     forgetSessions: () => tokens.clear(),
+    multiSourceAsks,
     setLive: (key: string, obj: Json) => live.set(key, obj),
     stop: () =>
       new Promise<void>((ok) => {
@@ -305,7 +340,14 @@ const argo = await startArgoCdApiDouble({
   apps: {
     a: { repo: 'monorepo', path: 'apps/a' },
     b: { repo: 'monorepo', path: './apps/b/' },
-    multi: { repo: 'monorepo', path: 'apps/b', multiSource: true },
+    multi: {
+      repo: 'monorepo',
+      path: 'apps/b',
+      sources: [
+        { repo: 'monorepo', path: 'apps/b' },
+        { repo: 'monorepo', path: 'apps/m2' },
+      ],
+    },
     o: { repo: 'other', path: 'apps/o' },
     c: { repo: 'monorepo', path: 'apps/c', destinationNamespace: 'team-c' },
     // Helm value files shared outside the path (one remote, one leaving nothing of the repository).
@@ -667,24 +709,112 @@ t.test('Kustomize: the bases an overlay builds on move its change revision, read
   );
 });
 
-t.test('multi-source and unknown Applications', async (t) => {
-  const m = await change('multi');
-  t.equal(m.unsupported, 'multi-source', 'a multi-source Application is unsupported');
-  t.notOk(m.changeRevision, 'and has no change revision');
-  const d = await get<{ error: { code: string } }>(`/v1/applications/argocd/multi/diff?revision=${c3}`);
-  t.equal(d.status, 409, 'its commit diff is 409');
-  t.equal(d.body.error.code, 'UNSUPPORTED_SOURCE', 'UNSUPPORTED_SOURCE');
-  const live = await get<ApplicationDiff>('/v1/applications/argocd/multi/diff');
-  t.equal(
-    live.status,
-    200,
-    `its diff against the cluster works: Argo CD compares every source (${JSON.stringify(live.body).slice(0, 300)})`,
-  );
-  t.equal(live.body.base, 'live', 'Git against the live objects');
-  t.ok(
-    live.body.resources.some((r) => r.kind === 'ConfigMap' && r.name === 'b-config'),
-    'with the resources Argo CD generated from its sources',
-  );
+t.test(
+  'a multi-source Application: the newest change revision of its sources, what it changed, its commit diff',
+  async (t) => {
+    const bBefore = (await change('b')).changeRevision!;
+    const m1 = await monorepo.commit(
+      { 'apps/m2/cm.yaml': configMapYaml('info').replace('b-config', 'm2-config') },
+      'm2: first',
+      { author: ALICE },
+    );
+    const first = await change('multi');
+    t.equal(first.unsupported, undefined, 'a multi-source Application is followed');
+    t.equal(first.changeRevision, m1, "the second source's commit is the newest change of the application");
+    t.equal(first.previousChangeRevision, undefined, 'the first commit of that source path: none before it');
+    t.match(
+      first.commit,
+      { author: 'Alice Example <alice@example.test>', message: 'm2: first' },
+      "with Alice's commit",
+    );
+    t.same(
+      first.resources.map((r) => [r.kind, r.name, r.action]).sort(),
+      [
+        ['ConfigMap', 'b-config', 'added'],
+        ['ConfigMap', 'm2-config', 'added'],
+      ],
+      'no change before it: every resource of every source added, as for a first deployment',
+    );
+
+    const m2 = await monorepo.commit(
+      { 'apps/m2/cm.yaml': configMapYaml('debug').replace('b-config', 'm2-config') },
+      'm2: debug',
+      { author: BOB },
+    );
+    argo.multiSourceAsks.length = 0;
+    const second = await change('multi', m2);
+    t.equal(second.revision, m2, "computed at the revision asked (the first source's synced revision)");
+    t.equal(second.changeRevision, m2, "Bob's commit to the second source");
+    t.equal(second.previousChangeRevision, m1, 'after the first');
+    t.match(
+      second.commit,
+      { author: 'Bob Example <bob@example.test>', message: 'm2: debug' },
+      "Argo CD's metadata of that source's commit",
+    );
+    t.same(
+      second.resources.map((r) => [r.kind, r.name, r.action, r.fields]),
+      [['ConfigMap', 'm2-config', 'modified', ['data.LOG_LEVEL']]],
+      'one field of one resource',
+    );
+    t.same(
+      argo.multiSourceAsks,
+      [`1:${bBefore} 2:${m2}`],
+      'Argo CD asked for the manifests with every source pinned, the first at its change revision (those before: cached from the first answer)',
+    );
+
+    const b2 = await monorepo.commit({ 'apps/b/config.yaml': configMapYaml('warn') }, 'b: warn', { author: ALICE });
+    const third = await change('multi', b2);
+    t.equal(third.changeRevision, b2, 'a commit to the first source is now the newest');
+    t.equal(third.previousChangeRevision, bBefore, "after that path's last commit");
+    t.same(
+      third.resources.map((r) => [r.kind, r.name, r.fields]),
+      [['ConfigMap', 'b-config', ['data.LOG_LEVEL']]],
+      'the second source held at its change revision: only b-config changed',
+    );
+    const elsewhere = await monorepo.commit(
+      { 'apps/a/other.yaml': configMapYaml('x').replace('b-config', 'a-other') },
+      'a: other',
+      {
+        author: ALICE,
+      },
+    );
+    t.equal((await change('multi', elsewhere)).changeRevision, b2, 'a commit to neither source moves nothing');
+
+    const diff = await get<ApplicationDiff>(`/v1/applications/argocd/multi/diff?revision=${m2}`);
+    t.equal(
+      diff.status,
+      200,
+      `the commit diff of the second source's commit answers (${JSON.stringify(diff.body).slice(0, 200)})`,
+    );
+    t.equal(diff.body.base, m1, 'against that source’s change revision before it');
+    t.same(
+      diff.body.resources.map((r) => [r.kind, r.name, r.action]),
+      [['ConfigMap', 'm2-config', 'modified']],
+      'both sides of what it changed',
+    );
+    const bDiff = await get<ApplicationDiff>(`/v1/applications/argocd/multi/diff?revision=${b2}`);
+    t.equal(bDiff.body.base, bBefore, 'a commit of the first source: against its own previous change');
+    t.same(
+      bDiff.body.resources.map((r) => r.name),
+      ['b-config'],
+      'and only what it changed',
+    );
+
+    const live = await get<ApplicationDiff>('/v1/applications/argocd/multi/diff');
+    t.equal(
+      live.status,
+      200,
+      `its diff against the cluster works: Argo CD compares every source (${JSON.stringify(live.body).slice(0, 300)})`,
+    );
+    t.equal(live.body.base, 'live', 'Git against the live objects');
+    t.ok(
+      live.body.resources.some((r) => r.kind === 'ConfigMap' && r.name === 'b-config'),
+      'with the resources Argo CD generated from its sources',
+    );
+  },
+);
+
+t.test('unknown Applications', async (t) => {
   const none = await get<{ error: { code: string; message: string } }>('/v1/applications/argocd/nope/change');
   t.equal(none.status, 404, 'an Application Argo CD does not know is 404');
   t.equal(none.body.error.code, 'APPLICATION_NOT_FOUND', 'APPLICATION_NOT_FOUND');

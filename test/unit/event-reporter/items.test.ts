@@ -80,9 +80,10 @@ void t.test('Application summary: sync, health, revision, operation, conditions,
     {
       syncStatus: 'Synced',
       revision: 'r1',
+      revisions: ['r1', 'r2'],
       source: { repoURL: 'https://charts.example', chart: 'redis', targetRevision: '1.2.3' },
     },
-    'a multi-source Application: the first source and first revision',
+    'a multi-source Application: the first source and first revision, and every source’s revision',
   );
   t.same(
     summarize('Application', { metadata: { name: 'new' } }),

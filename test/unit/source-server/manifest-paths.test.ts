@@ -11,7 +11,9 @@ import {
   MANIFEST_PATHS_ANNOTATION,
   MAX_PATHS,
   manifestPaths,
+  refFiles,
 } from '../../../runtime/agents/source-server/manifest-paths.ts';
+import { gitSources, isMultiSource } from '../../../runtime/agents/source-server/change.ts';
 
 const app = (source: Record<string, unknown>, annotation?: string): ArgoApplication => ({
   metadata: {
@@ -88,5 +90,76 @@ t.test('bounded', async (t) => {
     manifestPaths(app({ path: 'apps/k' }, `/${'x'.repeat(2000)}`)).paths,
     ['apps/k'],
     'an absurdly long path is no path',
+  );
+});
+
+t.test('a multi-source Application: each Git source its paths, a ref its value files', async (t) => {
+  const application: ArgoApplication = {
+    metadata: { name: 'm' },
+    spec: {
+      sources: [
+        {
+          repoURL: 'https://charts.example.test',
+          chart: 'web',
+          targetRevision: '1.2.0',
+          helm: { valueFiles: ['$values/envs/prod/web.yaml', '$values/../outside.yaml', '$other/x.yaml'] },
+        },
+        { repoURL: 'https://git.example.test/config.git', targetRevision: 'main', ref: 'values' },
+        { repoURL: 'https://git.example.test/apps.git', path: 'apps/extra', targetRevision: 'main' },
+        { repoURL: 'https://git.example.test/unused.git', targetRevision: 'main', ref: 'unused' },
+        { repoURL: 'git@git.example.test:org/ssh.git', path: 'apps/ssh' },
+      ],
+    },
+  };
+  t.same(refFiles(application.spec!.sources!, 'values'), ['/envs/prod/web.yaml', '/../outside.yaml'], '$values/ files');
+  const followed = gitSources(application);
+  t.same(
+    followed.map((s) => [s.index, s.repoURL, s.paths]),
+    [
+      [1, 'https://git.example.test/config.git', ['envs/prod/web.yaml']],
+      [2, 'https://git.example.test/apps.git', ['apps/extra']],
+    ],
+    'the ref source follows the value file read through it (not one climbing out), the path source its path; a chart, a ref no source reads and an ssh source are not followed',
+  );
+  t.equal(followed[0]!.discover, true, 'kustomizations are read for each');
+  const sources = application.spec!.sources!;
+  const moved = gitSources({
+    ...application,
+    spec: {
+      sources: sources.map((src, i) =>
+        i === 0
+          ? {
+              ...src,
+              helm: { valueFiles: ['$values/envs/prod/web.yaml'], parameters: [{ name: 'replicas', value: '3' }] },
+            }
+          : src,
+      ),
+    },
+  });
+  t.not(
+    moved[0]!.specHash,
+    followed[0]!.specHash,
+    'what a source generates depends on the other sources’ specs: a chart parameter changes every hash',
+  );
+  t.equal(isMultiSource(application), true);
+  t.equal(isMultiSource({ spec: { source: { repoURL: 'https://git.example.test/a.git' } } }), false);
+});
+
+t.test('the annotation applies to each source with a path, relative to it', async (t) => {
+  const followed = gitSources({
+    metadata: { name: 'm', annotations: { [MANIFEST_PATHS_ANNOTATION]: '.;../shared' } },
+    spec: {
+      sources: [
+        { repoURL: 'https://git.example.test/a.git', path: 'apps/one' },
+        { repoURL: 'https://git.example.test/b.git', path: 'apps/two' },
+      ],
+    },
+  });
+  t.same(
+    followed.map((s) => [s.paths, s.discover]),
+    [
+      [['apps/one', 'apps/shared'], false],
+      [['apps/shared', 'apps/two'], false],
+    ],
   );
 });
