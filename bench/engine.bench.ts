@@ -150,12 +150,17 @@ async function lifecycle(e2e: E2E, round: number, options: boolean): Promise<voi
     tenantId = (await e2e.signup(`bench${round}`, FROM)).tenant.id;
     return tenantId;
   });
-  const api = (path: string) => e2e.api.expect(202, 'POST', `/v1/tenants/${tenantId}/${path}`);
+  const api = (action: 'suspend' | 'resume' | 'sleep' | 'wake') =>
+    e2e.api.expectStatus(`POST /v1/tenants/:id/${action}`, { params: { id: tenantId } }, 202);
   await measure(e2e, 'resync', () => resync(e2e, tenantId)).then((m) => (m.kind = 'resync (no change)'));
   await deleteQuota(e2e, tenantId);
   await measure(e2e, 'resync', () => resync(e2e, tenantId)).then((m) => (m.kind = 'resync (drift corrected)'));
   await measure(e2e, 'upgrade', async () => {
-    await e2e.api.expect(202, 'POST', `/v1/tenants/${tenantId}/upgrade`, { version: TO });
+    await e2e.api.expectStatus(
+      'POST /v1/tenants/:id/upgrade',
+      { params: { id: tenantId }, body: { version: TO } },
+      202,
+    );
     return tenantId;
   });
   await measure(e2e, 'suspend', async () => {
@@ -179,7 +184,7 @@ async function lifecycle(e2e: E2E, round: number, options: boolean): Promise<voi
   });
   if (options && OPTION_RUNS > 0) await resyncOptions(e2e, tenantId);
   await measure(e2e, 'delete', async () => {
-    await e2e.api.expect(202, 'DELETE', `/v1/tenants/${tenantId}`);
+    await e2e.api.expectStatus('DELETE /v1/tenants/:id', { params: { id: tenantId } }, 202);
     return tenantId;
   });
 }

@@ -21,7 +21,7 @@ import { argoCdUnavailable, gitRepository, startArgoCd } from './harness/argocd.
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { freePort, startProcess, StopWaiting, until } from '../../sandbox/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
-import type { RuntimeObjectPage } from '../../provisioner/http/api-types.ts';
+import { stringAt } from './harness/api-client.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const VERSION = '1.6.0';
@@ -124,9 +124,9 @@ if (argoCd) {
         t.equal((await live()).status?.sync?.revision, first, 'Argo CD synced the commit on main');
 
         const listed = async () =>
-          (await e2e.api.expect<RuntimeObjectPage>(200, 'GET', `/v1/tenants/${tenantId}/applications`)).items.find(
-            (i) => i.name === 'guestbook' && i.namespace === argocd.namespace,
-          );
+          (
+            await e2e.api.expectStatus('GET /v1/tenants/:id/applications', { params: { id: tenantId } }, 200)
+          ).items.find((i) => i.name === 'guestbook' && i.namespace === argocd.namespace);
         const reported = await until(
           'guestbook Synced and Healthy in the API',
           60_000,
@@ -165,16 +165,17 @@ if (argoCd) {
           'the stored Application at the second commit',
           30_000,
           async () => {
-            const res = await e2e.api.request<{ object?: App }>(
-              'GET',
-              `/v1/tenants/${tenantId}/applications/${argocd.namespace}/guestbook`,
-            );
-            return res.status === 200 && res.body.object?.status?.sync?.revision === second ? res.body : undefined;
+            const res = await e2e.api.request('GET /v1/tenants/:id/applications/:namespace/:name', {
+              params: { id: tenantId, namespace: argocd.namespace, name: 'guestbook' },
+            });
+            return res.status === 200 && res.ok && stringAt(res.body.object, 'status', 'sync', 'revision') === second
+              ? res.body
+              : undefined;
           },
           250,
         );
         t.equal(
-          object.object?.status?.sync?.revision,
+          stringAt(object.object, 'status', 'sync', 'revision'),
           second,
           'the stored object carries the revision Argo CD synced last',
         );
@@ -237,9 +238,9 @@ if (argoCd) {
           },
         });
         const item = async (name: string) =>
-          (await e2e.api.expect<RuntimeObjectPage>(200, 'GET', `/v1/tenants/${tenantId}/applications`)).items.find(
-            (i) => i.name === name && i.namespace === argocd.namespace,
-          );
+          (
+            await e2e.api.expectStatus('GET /v1/tenants/:id/applications', { params: { id: tenantId } }, 200)
+          ).items.find((i) => i.name === name && i.namespace === argocd.namespace);
         await until(
           'manual OutOfSync in the API',
           60_000,
@@ -253,7 +254,7 @@ if (argoCd) {
           'the sync action through the tunnel',
           60_000,
           async () => {
-            const res = await tenant.request<{ metadata?: { name?: string } }>('POST', action, {});
+            const res = await tenant.raw('POST', action, { body: {} });
             if (res.status === 200) return res;
             if (res.status !== 502 && res.status !== 503)
               throw new StopWaiting(`sync answered ${res.status}: ${JSON.stringify(res.body)}`);
@@ -261,7 +262,11 @@ if (argoCd) {
           },
           500,
         );
-        t.equal(answer.body.metadata?.name, 'manual', 'the action answered with the Application after the change');
+        t.equal(
+          stringAt(answer.body, 'metadata', 'name'),
+          'manual',
+          'the action answered with the Application after the change',
+        );
         const sentAt = Date.now();
         const synced = await until(
           'manual Synced in the API after the action',
@@ -274,10 +279,12 @@ if (argoCd) {
         );
         e2e.timing('sync action → Argo CD synced → visible in the API', (Date.now() - sentAt) / 1000);
         t.equal(synced.health, 'Healthy', 'the synced Application is reported Healthy');
-        const stored = await e2e.api.expect<{
-          object: { status?: { operationState?: { operation?: { initiatedBy?: { username?: string } } } } };
-        }>(200, 'GET', `/v1/tenants/${tenantId}/applications/${argocd.namespace}/manual`);
-        const by = stored.object.status?.operationState?.operation?.initiatedBy?.username;
+        const stored = await e2e.api.expectStatus(
+          'GET /v1/tenants/:id/applications/:namespace/:name',
+          { params: { id: tenantId, namespace: argocd.namespace, name: 'manual' } },
+          200,
+        );
+        const by = stringAt(stored.object, 'status', 'operationState', 'operation', 'initiatedBy', 'username');
         t.ok(by && by !== 'admin', `the reported operation was initiated by the caller's key (${by})`);
         t.ok(
           await core.readNamespacedConfigMap({ name: 'guestbook-config', namespace: 'manual' }),

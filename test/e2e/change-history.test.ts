@@ -25,33 +25,6 @@ import { catalog, compareVersions } from '../../runtime/catalog.ts';
 /** The newest runtime version: the Source Server is in it. */
 const VERSION = [...catalog.versions].sort((a, b) => compareVersions(b.version, a.version))[0]!.version;
 
-interface HistoryEntry {
-  changeRevision: string;
-  revision: string;
-  previousChangeRevision: string | null;
-  author: string | null;
-  message: string | null;
-  images: Array<{ resource: string; container: string; before?: string; after?: string }>;
-  resources: Array<{ kind: string; namespace: string; name: string; action: string; fields: string[] }>;
-  result: string;
-  resultMessage: string | null;
-  durationMs: number | null;
-}
-interface ResourceDiff {
-  kind: string;
-  name: string;
-  action: string;
-  fields: string[];
-  before: Record<string, unknown> | null;
-  after: Record<string, unknown> | null;
-}
-interface AppItem {
-  name: string;
-  sync: string | null;
-  revision?: string | null;
-  summary?: { changeRevision?: string; revision?: string };
-}
-
 const deployment = (image: string) => `apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -85,22 +58,20 @@ await provisioningSuite(
     const api = e2e.api.withToken(signup.apiKey);
     const history = async (app: string) =>
       (
-        await api.expect<{ items: HistoryEntry[] }>(
+        await api.expectStatus(
+          'GET /v1/tenants/:id/applications/:namespace/:name/history',
+          { params: { id: tenantId, namespace: 'argocd', name: app } },
           200,
-          'GET',
-          `/v1/tenants/${tenantId}/applications/argocd/${app}/history`,
         )
       ).items;
     const appItem = async (app: string) =>
-      (await api.expect<{ items: AppItem[] }>(200, 'GET', `/v1/tenants/${tenantId}/applications`)).items.find(
+      (await api.expectStatus('GET /v1/tenants/:id/applications', { params: { id: tenantId } }, 200)).items.find(
         (i) => i.name === app,
       );
     const refresh = async (app: string) => {
-      const res = await api.request<unknown>(
-        'POST',
-        `/v1/tenants/${tenantId}/runtime/api/applications/argocd/${app}/refresh`,
-        {},
-      );
+      const res = await api.raw('POST', `/v1/tenants/${tenantId}/runtime/api/applications/argocd/${app}/refresh`, {
+        body: {},
+      });
       if (res.status !== 200) throw new Error(`refresh ${app}: ${res.status} ${JSON.stringify(res.body)}`);
     };
     /** The entry of `app` for `sha`, once it is final (succeeded or failed). */
@@ -251,10 +222,10 @@ await provisioningSuite(
           [['Deployment', 'web', ['spec.template.spec.containers[name=web].image']]],
           'exactly one field of one resource changed',
         );
-        const diff = await api.expect<{ revision: string; base: string; resources: ResourceDiff[] }>(
+        const diff = await api.expectStatus(
+          'GET /v1/tenants/:id/applications/:namespace/:name/diff',
+          { params: { id: tenantId, namespace: 'argocd', name: 'a' }, query: { revision: c2 } },
           200,
-          'GET',
-          `/v1/tenants/${tenantId}/applications/argocd/a/diff?revision=${c2}`,
         );
         const web = diff.resources.find((r) => r.kind === 'Deployment' && r.name === 'web');
         const image = (o: Record<string, unknown> | null | undefined) =>
@@ -266,12 +237,11 @@ await provisioningSuite(
           'the diff’s before side, from Argo CD’s manifests at the previous change',
         );
         t.equal(image(web?.after), 'nginx:1.27.1', 'the diff’s after side, at the commit');
-        const live = await api.request<{ base?: string; resources?: ResourceDiff[] }>(
-          'GET',
-          `/v1/tenants/${tenantId}/applications/argocd/a/diff`,
-        );
+        const live = await api.request('GET /v1/tenants/:id/applications/:namespace/:name/diff', {
+          params: { id: tenantId, namespace: 'argocd', name: 'a' },
+        });
         t.equal(live.status, 200, `Git against the cluster answers too (${JSON.stringify(live.body).slice(0, 200)})`);
-        t.equal(live.body.base, 'live', 'compared with the live objects');
+        t.equal(live.ok ? live.body.base : undefined, 'live', 'compared with the live objects');
       },
     );
 

@@ -183,9 +183,11 @@ await provisioningSuite(t, async (e2e, root) => {
       namespace: marker.namespace,
       body: { metadata: { name: marker.name }, data: { vcluster: fromPins.vcluster } },
     });
-    const accepted = await e2e.api.expect<{ operationId: string }>(202, 'POST', `/v1/tenants/${tenantId}/upgrade`, {
-      version: UPGRADE_TO,
-    });
+    const accepted = await e2e.api.expectStatus(
+      'POST /v1/tenants/:id/upgrade',
+      { params: { id: tenantId }, body: { version: UPGRADE_TO } },
+      202,
+    );
     // Kill while Helm upgrades the vcluster release: its new revision's record is pending-upgrade.
     await until(
       'the vcluster Helm upgrade to be under way',
@@ -273,7 +275,7 @@ await provisioningSuite(t, async (e2e, root) => {
     const ns = `tenant-${tenantId}`;
     const stack = `tenant-${tenantId}`;
     await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
-    await e2e.api.expect(202, 'DELETE', `/v1/tenants/${tenantId}`);
+    await e2e.api.expectStatus('DELETE /v1/tenants/:id', { params: { id: tenantId } }, 202);
     // Kill while the destroy runs: Helm is uninstalling the vcluster release or the namespace is terminating.
     await until(
       'the destroy to be under way',

@@ -24,7 +24,6 @@ import t from 'tap';
 import type { Tenant } from './harness/api-client.ts';
 import type {
   FleetEvent,
-  FleetPlan,
   FleetUpgrade,
   FleetUpgradeEvents,
   FleetUpgradeTenant,
@@ -48,12 +47,10 @@ const BROKEN = NEVER_HEALTHY_VERSION;
 const RELEASE_TIMEOUT_SECONDS = 90;
 const HOOKS = fileURLToPath(new URL('./fixtures/test-catalog-hooks.ts', import.meta.url));
 
-/** GET /v1/fleet-upgrades/:id answers with every selected tenant. */
-type FleetView = FleetUpgrade & { tenants: FleetUpgradeTenant[] };
-/** POST /v1/fleet-upgrades' answer. */
-interface Created {
-  fleetUpgrade: FleetView;
-  plan: FleetPlan;
+/** A fleet upgrade's tenants: GET /v1/fleet-upgrades/:id answers with every selected tenant (a list omits them). */
+function tenantsOf(f: FleetUpgrade): FleetUpgradeTenant[] {
+  if (!f.tenants) throw new Error(`fleet upgrade ${f.id} answered without its tenants`);
+  return f.tenants;
 }
 
 await provisioningSuite(
@@ -119,20 +116,26 @@ await provisioningSuite(
       }
     }
 
-    const fleet = (id: string) => api.expect<FleetView>(200, 'GET', `/v1/fleet-upgrades/${id}`);
+    const fleet = (id: string) => api.expectStatus('GET /v1/fleet-upgrades/:id', { params: { id } }, 200);
 
     /** Starts a fleet upgrade of `ids` to `version`: the canary, then a wave of the other two. */
-    function start(version: string, ids: string[]): Promise<Created> {
-      return api.expect<Created>(201, 'POST', '/v1/fleet-upgrades', {
-        targetVersion: version,
-        selector: { tenantIds: ids },
-        waves: [{ count: 1 }, { count: 2 }],
-        maxConcurrency: 2,
-        soakSeconds: 0,
-        gateTimeoutSeconds: 600,
-        failureBudget: { maxFailures: 0 },
-        gate: { tunnel: false, applications: false },
-      });
+    function start(version: string, ids: string[]) {
+      return api.expectStatus(
+        'POST /v1/fleet-upgrades',
+        {
+          body: {
+            targetVersion: version,
+            selector: { tenantIds: ids },
+            waves: [{ count: 1 }, { count: 2 }],
+            maxConcurrency: 2,
+            soakSeconds: 0,
+            gateTimeoutSeconds: 600,
+            failureBudget: { maxFailures: 0 },
+            gate: { tunnel: false, applications: false },
+          },
+        },
+        201,
+      );
     }
 
     const names = ['alpha', 'bravo', 'charlie'];
@@ -204,7 +207,7 @@ await provisioningSuite(
         Date.parse(done.waves[1]!.startedAt!) >= Date.parse(done.waves[0]!.completedAt!),
         'GET: the second wave started at or after the canary wave completed',
       );
-      for (const ft of done.tenants)
+      for (const ft of tenantsOf(done))
         t.match(ft, { state: 'succeeded', fromVersion: FROM, path: [TO] }, `GET: tenant ${ft.tenantId} succeeded`);
 
       for (const x of tenants) {
@@ -274,7 +277,7 @@ await provisioningSuite(
           ],
           'the second wave never started',
         );
-        const canaryRow = halted.tenants.find((x) => x.tenantId === canary)!;
+        const canaryRow = tenantsOf(halted).find((x) => x.tenantId === canary)!;
         t.match(
           canaryRow,
           { state: 'quarantined', rolledBack: true, reason: /gate failed on 1\.5\.0 -> 1\.5\.1.*operation failed/ },
@@ -282,7 +285,7 @@ await provisioningSuite(
         );
         for (const other of others)
           t.match(
-            halted.tenants.find((x) => x.tenantId === other),
+            tenantsOf(halted).find((x) => x.tenantId === other),
             { state: 'pending' },
             `tenant ${other} is still pending`,
           );
@@ -361,12 +364,12 @@ await provisioningSuite(
         }
 
         // Ops end it: an abort without rollback cancels the tenants that never started.
-        await api.expect(200, 'POST', `/v1/fleet-upgrades/${id}/abort`, {});
+        await api.expectStatus('POST /v1/fleet-upgrades/:id/abort', { params: { id }, body: {} }, 200);
         const aborted = await fleet(id);
         t.equal(aborted.state, 'aborted', 'the halted fleet upgrade is aborted at once (nothing under way)');
         for (const other of others)
           t.match(
-            aborted.tenants.find((x) => x.tenantId === other),
+            tenantsOf(aborted).find((x) => x.tenantId === other),
             { state: 'cancelled' },
             `tenant ${other} cancelled`,
           );

@@ -15,6 +15,7 @@ import { CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { kube, type Kube } from './harness/kube.ts';
 import type { E2E } from './harness/environment.ts';
+import { stringAt } from './harness/api-client.ts';
 import type { RuntimePods } from '../../sandbox/runtime-pods.ts';
 import { StopWaiting, until } from '../../sandbox/processes.ts';
 import { startGitServer } from '../../sandbox/git-server.ts';
@@ -41,24 +42,6 @@ const TARGET = catalog.versions
       catalog.upgradePath(VERSION, v).path.length === 1 &&
       v > VERSION,
   )!;
-
-interface Condition {
-  type: string;
-  status: string;
-  reason?: string;
-  message?: string;
-}
-interface TenantView {
-  id: string;
-  generation?: number;
-  status: {
-    phase: string;
-    observedGeneration?: number;
-    conditions?: Condition[];
-    tunnel?: { connected: boolean; since: string | null };
-    sleep?: { asleep: boolean; since: string | null; lastActivityAt: string };
-  };
-}
 
 /** A CPU quantity in millicores ("250m", "1", "0.5"). */
 function millicores(q: string): number {
@@ -235,19 +218,15 @@ await provisioningSuite(
 
     await t.test('Ready means connected: the tunnel is up and the event reporter reports', async (t) => {
       const connected = await until('RuntimeConnected=True', 180_000, async () => {
-        const v = await e2e.api.expect<TenantView>(200, 'GET', `/v1/tenants/${tenantId}`);
+        const v = await e2e.api.expectStatus('GET /v1/tenants/:id', { params: { id: tenantId } }, 200);
         const c = v.status.conditions?.find((x) => x.type === 'RuntimeConnected');
         return c?.status === 'True' ? c : undefined;
       }).catch(async (err: Error) => {
-        const v = await e2e.api.expect<TenantView>(200, 'GET', `/v1/tenants/${tenantId}`);
+        const v = await e2e.api.expectStatus('GET /v1/tenants/:id', { params: { id: tenantId } }, 200);
         throw new Error(`${err.message}; conditions: ${JSON.stringify(v.status.conditions)}`, { cause: err });
       });
       t.equal(connected.reason, 'Connected', `RuntimeConnected: ${connected.message ?? ''}`);
-      const runtimes = await e2e.api.expect<{ items: Array<{ name: string; reportedVersion: string | null }> }>(
-        200,
-        'GET',
-        `/v1/tenants/${tenantId}/runtimes`,
-      );
+      const runtimes = await e2e.api.expectStatus('GET /v1/tenants/:id/runtimes', { params: { id: tenantId } }, 200);
       t.equal(
         runtimes.items.find((r) => r.name === 'hosted')?.reportedVersion,
         VERSION,
@@ -256,23 +235,19 @@ await provisioningSuite(
     });
 
     await t.test('argoCdUrl answers: the tenant’s Argo CD API server through the tunnel', async (t) => {
-      const view = await e2e.api.expect<TenantView & { status: { endpoints?: { argoCdUrl?: string } } }>(
-        200,
-        'GET',
-        `/v1/tenants/${tenantId}`,
-      );
+      const view = await e2e.api.expectStatus('GET /v1/tenants/:id', { params: { id: tenantId } }, 200);
       const argoCdUrl = view.status.endpoints?.argoCdUrl ?? '';
       t.match(argoCdUrl, new RegExp(`/v1/tenants/${tenantId}/argo-cd/$`), `argoCdUrl names the route (${argoCdUrl})`);
       const path = new URL(argoCdUrl).pathname;
       const version = await until('argocd-server to answer /api/version', 180_000, async () => {
-        const res = await e2e.api.request<{ Version?: string }>('GET', `${path}api/version`, undefined, {
-          authorization: `Bearer ${signup.apiKey}`,
+        const res = await e2e.api.raw('GET', `${path}api/version`, {
+          headers: { authorization: `Bearer ${signup.apiKey}` },
         });
-        return res.status === 200 ? res.body : undefined;
+        return res.status === 200 && res.body ? { Version: stringAt(res.body, 'Version') } : undefined;
       });
       t.match(version.Version ?? '', /^v3\./, `Argo CD's API server answered its version (${version.Version ?? ''})`);
-      const other = await e2e.api.request<unknown>('GET', `${path}api/version`, undefined, {
-        authorization: 'Bearer hrt_tenant_not-a-key',
+      const other = await e2e.api.raw('GET', `${path}api/version`, {
+        headers: { authorization: 'Bearer hrt_tenant_not-a-key' },
       });
       t.equal(other.status, 401, 'an unknown key does not reach it');
     });
@@ -309,25 +284,24 @@ await provisioningSuite(
             },
           },
         });
-        type Page = {
-          items: Array<{ name: string; sync: string | null; health: string | null; revision?: string | null }>;
-        };
         const reported = await until(
           'demo reported OutOfSync (compared by the tenant’s Argo CD)',
           180_000,
           async () => {
-            const page = await e2e.api.expect<Page>(200, 'GET', `/v1/tenants/${tenantId}/applications`);
+            const page = await e2e.api.expectStatus(
+              'GET /v1/tenants/:id/applications',
+              { params: { id: tenantId } },
+              200,
+            );
             return page.items.find((i) => i.name === 'demo' && i.sync === 'OutOfSync');
           },
         );
         t.ok(reported, 'the control plane shows demo OutOfSync, as Argo CD compared it with Git');
 
-        const res = await e2e.api.request<unknown>(
-          'POST',
-          `/v1/tenants/${tenantId}/runtime/api/applications/argocd/demo/sync`,
-          {},
-          { authorization: `Bearer ${signup.apiKey}` },
-        );
+        const res = await e2e.api.raw('POST', `/v1/tenants/${tenantId}/runtime/api/applications/argocd/demo/sync`, {
+          body: {},
+          headers: { authorization: `Bearer ${signup.apiKey}` },
+        });
         t.equal(
           res.status,
           200,
@@ -338,7 +312,11 @@ await provisioningSuite(
         );
         t.equal(cm.data?.greeting, 'hello from git', 'Argo CD applied the ConfigMap from Git');
         const synced = await until('demo reported Synced', 120_000, async () => {
-          const page = await e2e.api.expect<Page>(200, 'GET', `/v1/tenants/${tenantId}/applications`);
+          const page = await e2e.api.expectStatus(
+            'GET /v1/tenants/:id/applications',
+            { params: { id: tenantId } },
+            200,
+          );
           return page.items.find((i) => i.name === 'demo' && i.sync === 'Synced');
         });
         t.ok(synced, `the control plane shows demo Synced (commit ${sha.slice(0, 8)})`);
@@ -347,17 +325,13 @@ await provisioningSuite(
 
     await t.test('sleep and wake: the runtime’s pods go, a request wakes it, nothing is lost', async (t) => {
       const asTenant = e2e.api.withToken(signup.apiKey);
-      const tenantView = () => e2e.api.expect<TenantView>(200, 'GET', `/v1/tenants/${tenantId}`);
+      const tenantView = () => e2e.api.expectStatus('GET /v1/tenants/:id', { params: { id: tenantId } }, 200);
       const awakePods = await vclusterPodsOnRoot(root, ns);
       t.comment(`awake reservation in ${ns}: ${describeReservation(reservation(awakePods), awakePods.length)}`);
 
       // 1. To sleep, on the tenant's own key.
       const slept = Date.now();
-      const accepted = await asTenant.expect<{ operationId: string; queued: boolean }>(
-        202,
-        'POST',
-        `/v1/tenants/${tenantId}/sleep`,
-      );
+      const accepted = await asTenant.expectStatus('POST /v1/tenants/:id/sleep', { params: { id: tenantId } }, 202);
       t.ok(accepted.queued, `the tenant's key put it to sleep (operation ${accepted.operationId})`);
       t.equal((await e2e.api.operation(accepted.operationId)).kind, 'sleep', 'through a sleep operation');
       // The phase reads Sleeping while the operation runs: applied is Ready=False, Sleeping with the spec observed.
@@ -429,11 +403,7 @@ await provisioningSuite(
       );
 
       // 4. A request through the tunnel wakes it: TENANT_WAKING (Retry-After) until the runtime answers.
-      const view = await e2e.api.expect<TenantView & { status: { endpoints?: { argoCdUrl?: string } } }>(
-        200,
-        'GET',
-        `/v1/tenants/${tenantId}`,
-      );
+      const view = await e2e.api.expectStatus('GET /v1/tenants/:id', { params: { id: tenantId } }, 200);
       const path = new URL(view.status.endpoints?.argoCdUrl ?? '').pathname;
       const woke = Date.now();
       const answers: string[] = [];
@@ -547,7 +517,6 @@ await provisioningSuite(
       t.equal(app.spec?.source?.path, 'demo', 'the demo Application is still in the vcluster');
       const cm = await vc.core.readNamespacedConfigMap({ name: 'demo-config', namespace: 'demo' });
       t.equal(cm.data?.greeting, 'hello from git', 'and what it synced is still there');
-      type Page = { items: Array<{ name: string; sync: string | null }> };
       // Argo CD's own pace after a wake: SYNCED_AFTER_WAKE_MS. What the Application went through
       // in the vcluster is printed (its sync status, ComparisonError, refresh annotation).
       const seen = demoStates(vc);
@@ -556,7 +525,11 @@ await provisioningSuite(
         SYNCED_AFTER_WAKE_MS,
         async () => {
           await seen.sample();
-          const page = await asTenant.expect<Page>(200, 'GET', `/v1/tenants/${tenantId}/applications`);
+          const page = await asTenant.expectStatus(
+            'GET /v1/tenants/:id/applications',
+            { params: { id: tenantId } },
+            200,
+          );
           return page.items.find((i) => i.name === 'demo' && i.sync === 'Synced');
         },
         1000,
@@ -573,10 +546,10 @@ await provisioningSuite(
       'two more sleep/wake cycles, one with the provisioner killed during the wake: nothing is lost',
       async (t) => {
         const asTenant = e2e.api.withToken(signup.apiKey);
-        const tenantView = () => e2e.api.expect<TenantView>(200, 'GET', `/v1/tenants/${tenantId}`);
+        const tenantView = () => e2e.api.expectStatus('GET /v1/tenants/:id', { params: { id: tenantId } }, 200);
         /** Puts it to sleep on its own key and waits until no process runs for it. */
         const sleepNow = async (cycle: number) => {
-          const accepted = await asTenant.expect<{ operationId: string }>(202, 'POST', `/v1/tenants/${tenantId}/sleep`);
+          const accepted = await asTenant.expectStatus('POST /v1/tenants/:id/sleep', { params: { id: tenantId } }, 202);
           await until(
             `cycle ${cycle}: asleep, with no pod left`,
             300_000,
@@ -617,12 +590,15 @@ await provisioningSuite(
           t.equal(app.spec?.source?.path, 'demo', `cycle ${cycle}: the demo Application is still there`);
           const cm = await vc.core.readNamespacedConfigMap({ name: 'demo-config', namespace: 'demo' });
           t.equal(cm.data?.greeting, 'hello from git', `cycle ${cycle}: and what it synced`);
-          type Page = { items: Array<{ name: string; sync: string | null }> };
           const synced = await until(
             `cycle ${cycle}: demo reported Synced`,
             SYNCED_AFTER_WAKE_MS,
             async () => {
-              const page = await asTenant.expect<Page>(200, 'GET', `/v1/tenants/${tenantId}/applications`);
+              const page = await asTenant.expectStatus(
+                'GET /v1/tenants/:id/applications',
+                { params: { id: tenantId } },
+                200,
+              );
               return page.items.find((i) => i.name === 'demo' && i.sync === 'Synced');
             },
             1000,
@@ -635,11 +611,7 @@ await provisioningSuite(
         // vcluster's API server does not answer.
         await sleepNow(2);
         const woke = Date.now();
-        const wake = await asTenant.expect<{ operationId: string; queued: boolean }>(
-          202,
-          'POST',
-          `/v1/tenants/${tenantId}/wake`,
-        );
+        const wake = await asTenant.expectStatus('POST /v1/tenants/:id/wake', { params: { id: tenantId } }, 202);
         t.ok(wake.queued, `the tenant's key woke it (operation ${wake.operationId})`);
         await until(
           'the wake operation to run',
@@ -689,11 +661,7 @@ await provisioningSuite(
 
         // Cycle 3: woken by a request through the tunnel again, timed part by part.
         await sleepNow(3);
-        const view = await e2e.api.expect<TenantView & { status: { endpoints?: { argoCdUrl?: string } } }>(
-          200,
-          'GET',
-          `/v1/tenants/${tenantId}`,
-        );
+        const view = await e2e.api.expectStatus('GET /v1/tenants/:id', { params: { id: tenantId } }, 200);
         const path = new URL(view.status.endpoints?.argoCdUrl ?? '').pathname;
         const requested = Date.now();
         let operationId = '';
@@ -730,27 +698,28 @@ await provisioningSuite(
     await t.test(
       `a fleet upgrade ${VERSION} → ${TARGET} with the tunnel and Applications gates on passes them`,
       async (t) => {
-        interface FleetView {
-          id: string;
-          state: string;
-          tenants?: Array<{ tenantId: string; state: string; reason: string | null }>;
-        }
         const began = Date.now();
-        const created = await e2e.api.expect<{ fleetUpgrade: FleetView }>(201, 'POST', '/v1/fleet-upgrades', {
-          targetVersion: TARGET,
-          selector: { tenantIds: [tenantId] },
-          waves: [{ count: 1 }],
-          soakSeconds: 0,
-          gateTimeoutSeconds: 600,
-          failureBudget: { maxFailures: 0 },
-          gate: { tunnel: true, applications: true },
-        });
+        const created = await e2e.api.expectStatus(
+          'POST /v1/fleet-upgrades',
+          {
+            body: {
+              targetVersion: TARGET,
+              selector: { tenantIds: [tenantId] },
+              waves: [{ count: 1 }],
+              soakSeconds: 0,
+              gateTimeoutSeconds: 600,
+              failureBudget: { maxFailures: 0 },
+              gate: { tunnel: true, applications: true },
+            },
+          },
+          201,
+        );
         const id = created.fleetUpgrade.id;
         const done = await until(
           `fleet upgrade ${id} to end`,
           9 * 60_000,
           async () => {
-            const f = await e2e.api.expect<FleetView>(200, 'GET', `/v1/fleet-upgrades/${id}`);
+            const f = await e2e.api.expectStatus('GET /v1/fleet-upgrades/:id', { params: { id } }, 200);
             return ['completed', 'halted', 'aborted'].includes(f.state) ? f : undefined;
           },
           2000,
@@ -763,19 +732,14 @@ await provisioningSuite(
           'succeeded',
           `the tenant passed its gate, tunnel and Applications included (${row?.reason ?? ''})`,
         );
-        const v = await e2e.api.expect<TenantView & { status: { runtimeVersion?: string } }>(
-          200,
-          'GET',
-          `/v1/tenants/${tenantId}`,
-        );
+        const v = await e2e.api.expectStatus('GET /v1/tenants/:id', { params: { id: tenantId } }, 200);
         t.equal(v.status.runtimeVersion, TARGET, `the tenant runs ${TARGET}`);
         const connected = await until('RuntimeConnected=True after the upgrade', 180_000, async () => {
-          const now = await e2e.api.expect<TenantView>(200, 'GET', `/v1/tenants/${tenantId}`);
+          const now = await e2e.api.expectStatus('GET /v1/tenants/:id', { params: { id: tenantId } }, 200);
           return now.status.conditions?.find((c) => c.type === 'RuntimeConnected' && c.status === 'True');
         });
         t.ok(connected, 'and its upgraded runtime is connected and reporting');
-        type Page = { items: Array<{ name: string; sync: string | null }> };
-        const page = await e2e.api.expect<Page>(200, 'GET', `/v1/tenants/${tenantId}/applications`);
+        const page = await e2e.api.expectStatus('GET /v1/tenants/:id/applications', { params: { id: tenantId } }, 200);
         t.equal(page.items.find((i) => i.name === 'demo')?.sync, 'Synced', 'demo is still reported Synced');
       },
     );

@@ -42,7 +42,7 @@ import { PROVISIONER_DATA_DIR } from '../../infra/provisioner.ts';
 import { TENANT_CLUSTER_ROLE, TENANT_ROLE_BINDING } from '../../tenants/root-permissions.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
 import { catalog } from '../../runtime/catalog.ts';
-import { ApiClient, cli, type SignupResponse } from './harness/api-client.ts';
+import { ApiClient, cli } from './harness/api-client.ts';
 import { prepareTenantCharts, writePlatformCharts } from '../../sandbox/charts.ts';
 import {
   createPodNetwork,
@@ -499,18 +499,17 @@ async function main(): Promise<void> {
       const api = new ApiClient(url, adminKey);
       const seconds = (since: number) => (Date.now() - since) / 1000;
       started = Date.now();
-      const signup = await new ApiClient(url, '').request<SignupResponse>(
-        'POST',
-        '/v1/signup',
-        {
+      const signup = await new ApiClient(url, '').request('POST /v1/signup', {
+        body: {
           organization: 'least-privilege',
           email: 'ops@least-privilege.example',
           plan: 'team',
           runtimeVersion: '1.4.1',
         },
-        { 'idempotency-key': `e2e-infra-${randomBytes(16).toString('hex')}` },
-      );
+        headers: { 'idempotency-key': `e2e-infra-${randomBytes(16).toString('hex')}` },
+      });
       t.equal(signup.status, 202, 'signup accepted');
+      if (!signup.ok) throw new Error(`signup: ${signup.status} ${JSON.stringify(signup.body)}`);
       const id = signup.body.tenant.id;
       const namespace = `tenant-${id}`;
       await api.waitForPhase(id, 'Ready', 5 * 60_000);

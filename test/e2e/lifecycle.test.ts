@@ -349,9 +349,9 @@ await provisioningSuite(t, async (e2e, root) => {
     }
 
     // Tenant keys see only their own tenant.
-    const byB = await e2e.api.withToken(b.apiKey).request('GET', `/v1/tenants/${c.tenant.id}`);
+    const byB = await e2e.api.withToken(b.apiKey).request('GET /v1/tenants/:id', { params: { id: c.tenant.id } });
     t.equal(byB.status, 404, "bravo's key cannot see charlie");
-    const list = await e2e.api.withToken(b.apiKey).expect<{ items: Tenant[] }>(200, 'GET', '/v1/tenants');
+    const list = await e2e.api.withToken(b.apiKey).expectStatus('GET /v1/tenants', {}, 200);
     t.same(
       list.items.map((x) => x.id),
       [b.tenant.id],
@@ -539,7 +539,7 @@ await provisioningSuite(t, async (e2e, root) => {
       ),
       'the delete operation log says the leftovers were removed',
     );
-    const own = await e2e.api.withToken(gone.apiKey).request('GET', `/v1/tenants/${id}`);
+    const own = await e2e.api.withToken(gone.apiKey).request('GET /v1/tenants/:id', { params: { id } });
     t.equal(own.status, 401, "the deleted tenant's key is revoked");
 
     const after = await e2e.api.tenant(other.tenant.id);

@@ -15,7 +15,7 @@
  * longer authenticates. The suite's one root cluster keeps the pool's size (it is per root cluster).
  */
 import t from 'tap';
-import type { ApiResponse, Operation, SignupResponse, Tenant } from './harness/api-client.ts';
+import type { Operation, RouteResult, SignupResponse } from './harness/api-client.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { until } from '../../sandbox/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
@@ -36,7 +36,7 @@ const TENANT_ID_LABEL = 'hosted.gitops/tenant-id';
 const FILL_TIMEOUT = 2 * PROVISION_TIMEOUT;
 
 interface Signup {
-  res: ApiResponse<SignupResponse>;
+  res: RouteResult<'POST /v1/signup'>;
   /** The request's wall time, seconds. */
   seconds: number;
   /** When it was sent (ms since the epoch). */
@@ -83,8 +83,8 @@ await provisioningSuite(
 
     /** GET /v1/whoami with a key: its status, and whose key it is. */
     async function whoami(key: string): Promise<{ status: number; role?: string; tenantId?: string | null }> {
-      const res = await e2e.api.withToken(key).request<{ role: string; tenantId: string | null }>('GET', '/v1/whoami');
-      return res.status === 200
+      const res = await e2e.api.withToken(key).request('GET /v1/whoami');
+      return res.status === 200 && res.ok
         ? { status: 200, role: res.body.role, tenantId: res.body.tenantId }
         : { status: res.status };
     }
@@ -147,7 +147,7 @@ await provisioningSuite(
     }
 
     async function listedTenantIds(): Promise<string[]> {
-      return (await e2e.api.expect<{ items: Tenant[] }>(200, 'GET', '/v1/tenants?limit=200')).items.map((x) => x.id);
+      return (await e2e.api.expectStatus('GET /v1/tenants', { query: { limit: 200 } }, 200)).items.map((x) => x.id);
     }
 
     /** The root's vcluster control plane pod of a tenant namespace: its uid (undefined: none). */
@@ -159,15 +159,17 @@ await provisioningSuite(
     /** POST /v1/signup of plan free naming no version (the default), as a customer would. */
     async function signup(organization: string): Promise<Signup> {
       const started = Date.now();
-      const res = await e2e.api
-        .withToken('')
-        .request<SignupResponse>(
-          'POST',
-          '/v1/signup',
-          { organization, email: `ops@${organization}.example`, plan: 'free' },
-          { 'idempotency-key': `e2e-${organization}-${randomUUID()}` },
-        );
+      const res = await e2e.api.withToken('').request('POST /v1/signup', {
+        body: { organization, email: `ops@${organization}.example`, plan: 'free' },
+        headers: { 'idempotency-key': `e2e-${organization}-${randomUUID()}` },
+      });
       return { res, seconds: seconds(started), started };
+    }
+
+    /** A signup's answer; throws, naming its status and error, when it was not a success. */
+    function answered(s: Signup): SignupResponse {
+      if (!s.res.ok) throw new Error(`signup answered ${s.res.status}: ${JSON.stringify(s.res.body).slice(0, 300)}`);
+      return s.res.body;
     }
 
     let entries: Array<{ id: string; organization: string; created: number }> = [];
@@ -209,11 +211,7 @@ await provisioningSuite(
 
         const listed = await listedTenantIds();
         t.same(listed, [], 'GET /v1/tenants lists no entry (no tenant has signed up)');
-        const summary = await e2e.api.expect<{ total: number; phases: Record<string, number> }>(
-          200,
-          'GET',
-          '/v1/tenants/summary',
-        );
+        const summary = await e2e.api.expectStatus('GET /v1/tenants/summary', {}, 200);
         t.equal(summary.total, 0, 'GET /v1/tenants/summary counts none');
         t.equal(summary.phases.Ready ?? 0, 0, 'and no Ready tenant');
 
@@ -264,20 +262,21 @@ await provisioningSuite(
       first = await signup('acme-warm');
       const { res } = first;
       t.equal(res.status, 202, `signup answered 202 (${res.status}: ${JSON.stringify(res.body).slice(0, 300)})`);
+      const body = answered(first);
       e2e.timing('signup → Ready from the warm pool', first.seconds);
       t.ok(
         first.seconds < 3,
         `answered in ${(first.seconds * 1000).toFixed(0)} ms (bound checked: < 3 s; a cold signup is Ready in minutes)`,
       );
-      t.equal(res.body.warm, true, '"warm": true');
-      t.equal(res.body.tenant.status.phase, 'Ready', 'the tenant is Ready in the answer');
-      t.equal(res.body.tenant.id, entries[0]!.id, 'it is the oldest entry (its id, so its namespace and vcluster)');
-      t.equal(res.body.tenant.organization, 'acme-warm', "named for the customer's organization");
-      t.equal(res.body.tenant.spec.runtimeVersion, VERSION, `at the default version ${VERSION}`);
-      t.equal(res.body.tenant.status.runtimeVersion, VERSION, 'which runs');
-      const id = res.body.tenant.id;
+      t.equal(body.warm, true, '"warm": true');
+      t.equal(body.tenant.status.phase, 'Ready', 'the tenant is Ready in the answer');
+      t.equal(body.tenant.id, entries[0]!.id, 'it is the oldest entry (its id, so its namespace and vcluster)');
+      t.equal(body.tenant.organization, 'acme-warm', "named for the customer's organization");
+      t.equal(body.tenant.spec.runtimeVersion, VERSION, `at the default version ${VERSION}`);
+      t.equal(body.tenant.status.runtimeVersion, VERSION, 'which runs');
+      const id = body.tenant.id;
       watchPhase(id); // until its bind has ended (the bind's test)
-      const op = await e2e.api.operation(res.body.operationId);
+      const op = await e2e.api.operation(body.operationId);
       t.equal(op.kind, 'bind', "the signup's operation is a bind");
       t.equal(op.tenantId, id, 'of that tenant');
       t.equal(op.toVersion, VERSION, 'keeping its version');
@@ -287,21 +286,21 @@ await provisioningSuite(
       second = await signup('globex-warm');
       t.equal(second.res.status, 202, `second signup answered 202 (${second.res.status})`);
       e2e.timing('signup → Ready from the warm pool (second)', second.seconds);
-      t.equal(second.res.body.warm, true, 'the second: "warm": true');
-      watchPhase(second.res.body.tenant.id);
-      t.equal(second.res.body.tenant.status.phase, 'Ready', 'Ready in the answer');
-      t.equal(second.res.body.tenant.id, entries[1]!.id, 'the other entry');
+      t.equal(answered(second).warm, true, 'the second: "warm": true');
+      watchPhase(answered(second).tenant.id);
+      t.equal(answered(second).tenant.status.phase, 'Ready', 'Ready in the answer');
+      t.equal(answered(second).tenant.id, entries[1]!.id, 'the other entry');
       t.ok(second.seconds < 3, `answered in ${(second.seconds * 1000).toFixed(0)} ms (bound checked: < 3 s)`);
 
       third = await signup('initech-cold');
       t.equal(third.res.status, 202, `third signup answered 202 (${third.res.status})`);
-      t.notOk(third.res.body.warm, 'the third: not warm');
-      t.not(third.res.body.tenant.status.phase, 'Ready', `not Ready at once (${third.res.body.tenant.status.phase})`);
+      t.notOk(answered(third).warm, 'the third: not warm');
+      t.not(answered(third).tenant.status.phase, 'Ready', `not Ready at once (${answered(third).tenant.status.phase})`);
       t.notOk(
-        entries.some((e) => e.id === third!.res.body.tenant.id),
+        entries.some((e) => e.id === answered(third!).tenant.id),
         'a new tenant, none of the entries',
       );
-      const op = await e2e.api.operation(third.res.body.operationId);
+      const op = await e2e.api.operation(answered(third).operationId);
       t.equal(op.kind, 'create', 'its operation is a create');
     });
 
@@ -313,12 +312,12 @@ await provisioningSuite(
           ['first', first, 'acme-warm'],
           ['second', second, 'globex-warm'],
         ] as const) {
-          const id = s.res.body.tenant.id;
+          const id = answered(s).tenant.id;
           const op = await until(
-            `the ${label} warm signup's bind ${s.res.body.operationId} to end`,
+            `the ${label} warm signup's bind ${answered(s).operationId} to end`,
             PROVISION_TIMEOUT,
             async () => {
-              const o = await e2e.api.operation(s.res.body.operationId);
+              const o = await e2e.api.operation(answered(s).operationId);
               return o.state === 'succeeded' || o.state === 'failed' || o.state === 'cancelled' ? o : undefined;
             },
             500,
@@ -376,13 +375,13 @@ await provisioningSuite(
             500,
           );
           t.same(refused, { status: 401 }, "the entry's pool credential no longer authenticates (revoked by the bind)");
-          const own = await e2e.api.withToken(s.res.body.apiKey).request<Tenant>('GET', `/v1/tenants/${id}`);
+          const own = await e2e.api.withToken(answered(s).apiKey).request('GET /v1/tenants/:id', { params: { id } });
           t.equal(own.status, 200, "the tenant's API key reads its tenant");
-          t.equal(own.body.organization, org, 'named for its organization');
+          t.equal(own.ok ? own.body.organization : undefined, org, 'named for its organization');
           const other = s === first ? second : first;
           const foreign = await e2e.api
-            .withToken(s.res.body.apiKey)
-            .request('GET', `/v1/tenants/${other.res.body.tenant.id}`);
+            .withToken(answered(s).apiKey)
+            .request('GET /v1/tenants/:id', { params: { id: answered(other).tenant.id } });
           t.ok(foreign.status === 403 || foreign.status === 404, `and not the other warm tenant (${foreign.status})`);
           const seen = watched?.samples ?? [];
           t.ok(
@@ -410,12 +409,12 @@ await provisioningSuite(
       const g = await poolGauges();
       t.ok((g.provisioning ?? 0) <= 1, `/metrics: at most one provisioning (${g.provisioning ?? 0})`);
       t.equal(g.failing ?? 0, 0, 'none failing');
-      const cold = await e2e.api.operation(third!.res.body.operationId);
+      const cold = await e2e.api.operation(answered(third!).operationId);
       t.match(cold.kind, 'create', "the cold signup's create");
       t.not(cold.state, 'failed', `is under way or done (${cold.state})`);
-      const tenants = [first, second, third].map((s) => s!.res.body.tenant.id).sort();
+      const tenants = [first, second, third].map((s) => answered(s!).tenant.id).sort();
       t.same((await listedTenantIds()).sort(), tenants, 'GET /v1/tenants lists the three tenants and no entry');
-      const summary = await e2e.api.expect<{ total: number }>(200, 'GET', '/v1/tenants/summary');
+      const summary = await e2e.api.expectStatus('GET /v1/tenants/summary', {}, 200);
       t.equal(summary.total, 3, 'the summary counts three tenants');
       t.equal(await signupsCounted('warm'), 2, '/metrics: two signups served warm');
       t.equal(await signupsCounted('cold'), 1, '/metrics: one cold');

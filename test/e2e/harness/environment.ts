@@ -335,13 +335,12 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
       api,
       restartProvisioner: () => stack.restartProvisioner(),
       async signup(organization, runtimeVersion, plan = 'team') {
-        const res = await new ApiClient(stack.provisioner.url, '').request<SignupResponse>(
-          'POST',
-          '/v1/signup',
-          { organization, email: `ops@${organization}.example`, plan, runtimeVersion },
-          { 'idempotency-key': `e2e-${organization}-${randomUUID()}` },
-        );
-        if (res.status !== 202) throw new Error(`signup ${organization}: ${res.status} ${JSON.stringify(res.body)}`);
+        const res = await new ApiClient(stack.provisioner.url, '').request('POST /v1/signup', {
+          body: { organization, email: `ops@${organization}.example`, plan, runtimeVersion },
+          headers: { 'idempotency-key': `e2e-${organization}-${randomUUID()}` },
+        });
+        if (res.status !== 202 || !res.ok)
+          throw new Error(`signup ${organization}: ${res.status} ${JSON.stringify(res.body)}`);
         return res.body;
       },
       async tenantKubeconfig(tenantId) {
