@@ -11,7 +11,10 @@
  *    and leaves B's change revision where it was (B's revision moves, its history does not);
  *  - a commit changing only an image tag shows the image before → after and exactly one field;
  *    the diff route answers through the tunnel with both sides of the Deployment;
- *  - a commit A cannot render shows as a failed history entry with Argo CD's message.
+ *  - a commit A cannot render shows as a failed history entry with Argo CD's message;
+ *  - M, a multi-source Application (two paths of the monorepo): a commit to one of its sources is
+ *    its change (that commit's author from Argo CD's metadata of the source, what it changed with
+ *    the other source held), and the commits to A move its revision but make no entry.
  */
 import { join } from 'node:path';
 import t from 'tap';
@@ -121,6 +124,8 @@ await provisioningSuite(
           'apps/a/deployment.yaml': deployment('nginx:1.25.0'),
           'apps/a/config.yaml': configMap('a-config', 'info'),
           'apps/b/config.yaml': configMap('b-config', 'info'),
+          'apps/m/web/config.yaml': configMap('m-web', 'info'),
+          'apps/m/config/config.yaml': configMap('m-config', 'info'),
         },
         'apps a and b',
         { author: { name: 'Grace Hopper', email: 'grace@example.test' } },
@@ -153,11 +158,32 @@ await provisioningSuite(
             },
           },
         });
+      // M: a multi-source Application, two paths of the monorepo side by side.
+      await objects.createNamespacedCustomObject({
+        group: 'argoproj.io',
+        version: 'v1alpha1',
+        namespace: 'argocd',
+        plural: 'applications',
+        body: {
+          apiVersion: 'argoproj.io/v1alpha1',
+          kind: 'Application',
+          metadata: { name: 'm', namespace: 'argocd' },
+          spec: {
+            project: 'default',
+            sources: [
+              { repoURL: repo.url, path: 'apps/m/web', targetRevision: 'main' },
+              { repoURL: repo.url, path: 'apps/m/config', targetRevision: 'main' },
+            ],
+            destination: { server: 'https://kubernetes.default.svc', namespace: 'app-m' },
+            syncPolicy: { automated: {}, syncOptions: ['CreateNamespace=true'] },
+          },
+        },
+      });
       t.ok(c0, 'the first commit is pushed over HTTP with the credentials');
     });
 
     await t.test('the first deployment of each application is in its history', async (t) => {
-      for (const app of ['a', 'b']) {
+      for (const app of ['a', 'b', 'm']) {
         const e = await finalEntry(app, c0);
         t.equal(e.result, 'succeeded', `${app}: the first sync succeeded (${e.resultMessage ?? ''})`);
         t.equal(
@@ -257,6 +283,44 @@ await provisioningSuite(
       t.ok((e.resultMessage ?? '').length > 0, `with Argo CD's message: ${e.resultMessage ?? ''}`);
       t.equal(e.author, 'Ada Lovelace <ada@example.test>', 'and still names the commit and its author');
     });
+
+    await t.test(
+      'a multi-source application: a commit to one source is its change, the other held; commits elsewhere are not',
+      async (t) => {
+        const cm = await repo.commit(
+          { 'apps/m/config/config.yaml': configMap('m-config', 'debug') },
+          'm: debug config',
+          { author: { name: 'Ada Lovelace', email: 'ada@example.test' } },
+        );
+        await refresh('m');
+        const e = await finalEntry('m', cm);
+        t.equal(e.result, 'succeeded', `M synced the change (${e.resultMessage ?? ''})`);
+        t.equal(e.author, 'Ada Lovelace <ada@example.test>', 'the author, from Argo CD’s metadata of that source');
+        t.equal(e.message?.trim(), 'm: debug config', 'its message');
+        t.equal(e.previousChangeRevision, c0, 'after M’s first deployment');
+        t.same(
+          e.resources.map((r) => [r.kind, r.name, r.action, r.fields]),
+          [['ConfigMap', 'm-config', 'modified', ['data.LOG_LEVEL']]],
+          'one field of the changed source’s ConfigMap; the other source’s m-web is held where it was',
+        );
+        t.same(
+          (await history('m')).map((x) => x.changeRevision),
+          [cm, c0],
+          'the commits to A (three of them) moved M’s revision but made no entry for M',
+        );
+        const diff = await api.expectStatus(
+          'GET /v1/tenants/:id/applications/:namespace/:name/diff',
+          { params: { id: tenantId, namespace: 'argocd', name: 'm' }, query: { revision: cm } },
+          200,
+        );
+        t.equal(diff.base, c0, 'the commit diff through the tunnel: against the source’s change before it');
+        t.same(
+          diff.resources.map((r) => [r.kind, r.name, r.action]),
+          [['ConfigMap', 'm-config', 'modified']],
+          'with both sides of what it changed',
+        );
+      },
+    );
   },
   { runtimePods: true },
 );
