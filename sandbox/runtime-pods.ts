@@ -89,7 +89,7 @@ export interface RuntimePodsOptions {
 
 /** What runs for a container: a program, its arguments, and what the image would set. */
 interface Program {
-  kind: 'agent' | 'argocd' | 'redis' | 'job';
+  kind: 'agent' | 'argocd' | 'redis' | 'job' | 'stand-in';
   command: string;
   args: string[];
   env: Record<string, string>;
@@ -218,9 +218,29 @@ export class RuntimePods {
     }
   }
 
+  readonly #standIns = new Map<string, Program>();
+
+  /**
+   * Runs the pods of `image` (its name, without registry, tag or digest) as `node <script>`: a
+   * test's named stand-in for a component this runner has no process for (an Argo Events event
+   * source: docs/e2e.md). Pods of other unknown images stay on KWOK.
+   */
+  runImageAs(image: string, script: string): void {
+    this.#standIns.set(image, {
+      kind: 'stand-in',
+      command: process.execPath,
+      args: [script],
+      env: { NODE_ENV: 'production' },
+      cwd: REPO_ROOT,
+    });
+    for (const [key, img] of this.#kwokOnly) if (imageName(img) === image) this.#kwokOnly.delete(key);
+  }
+
   #program(c: V1Container): Program | undefined {
     const name = imageName(c.image ?? '');
     const argv = [...(c.command ?? []), ...(c.args ?? [])];
+    const standIn = this.#standIns.get(name);
+    if (standIn) return standIn;
     if (AGENTS.has(name)) {
       // The image's command (runtime/agents/Dockerfile): node runs the agent's TypeScript.
       return {

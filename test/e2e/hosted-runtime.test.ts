@@ -7,9 +7,14 @@
  * the tenant reaches Ready with its tunnel connected (TunnelConnected, RuntimeConnected), its
  * event reporter reporting (a heartbeat, the reported version), a demo Application from a Git
  * repository is reported with the state Argo CD wrote, and a sync asked through the API reaches
- * the runtime through the tunnel and is applied by the tenant's Argo CD.
+ * the runtime through the tunnel and is applied by the tenant's Argo CD. Asleep, its runtime's pods
+ * are gone, a request wakes it, and a webhook sent to its public URL while it sleeps is delivered to
+ * its event source once it is back (a named stand-in for Argo Events' webhook event source:
+ * fixtures/event-source-stand-in.ts).
  */
-import { join } from 'node:path';
+import { readdir, readFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
@@ -20,6 +25,33 @@ import type { RuntimePods } from '../../sandbox/runtime-pods.ts';
 import { StopWaiting, until } from '../../sandbox/processes.ts';
 import { startGitServer } from '../../sandbox/git-server.ts';
 import { catalog } from '../../runtime/catalog.ts';
+
+/** The stand-in event source's image (run by the runtime pods runner as fixtures/event-source-stand-in.ts). */
+const EVENT_SOURCE_IMAGE = 'e2e-event-source';
+const EVENT_SOURCE_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'event-source-stand-in.ts');
+
+interface WebhookSeen {
+  method: string;
+  path: string;
+  headers: Record<string, string | undefined>;
+  body: string;
+}
+
+/**
+ * Every request the stand-in event sources of `ns` logged, oldest pod first (a woken runtime's is a
+ * new pod with its own log): read from the runner's pod logs.
+ */
+async function webhooksSeen(podsDir: string): Promise<WebhookSeen[]> {
+  const out: WebhookSeen[] = [];
+  const files = (await readdir(podsDir)).filter((f) => f.startsWith('webhook-eventsource-') && f.endsWith('.log'));
+  for (const f of files)
+    for (const line of (await readFile(join(podsDir, f), 'utf8')).split('\n')) {
+      if (!line.startsWith('{')) continue;
+      const v = JSON.parse(line) as WebhookSeen & { standIn?: string };
+      if (v.standIn === 'event-source') out.push(v);
+    }
+  return out;
+}
 
 /**
  * How long a woken runtime may take to report demo Synced again. The runtime's pods start side by
@@ -326,6 +358,65 @@ await provisioningSuite(
     await t.test('sleep and wake: the runtime’s pods go, a request wakes it, nothing is lost', async (t) => {
       const asTenant = e2e.api.withToken(signup.apiKey);
       const tenantView = () => e2e.api.expectStatus('GET /v1/tenants/:id', { params: { id: tenantId } }, 200);
+      // 0. The tenant's webhook URL, and an event source behind its request router's /webhooks/*
+      // (a stand-in: no Argo Events process runs here), first seen working while awake.
+      runner.runImageAs(EVENT_SOURCE_IMAGE, EVENT_SOURCE_SCRIPT);
+      const events = kube(await e2e.tenantKubeconfig(tenantId));
+      const labels = { 'eventsource-name': 'webhook' };
+      await events.apps.createNamespacedDeployment({
+        namespace: 'argo-events',
+        body: {
+          metadata: { name: 'webhook-eventsource', labels },
+          spec: {
+            replicas: 1,
+            selector: { matchLabels: labels },
+            template: {
+              metadata: { labels },
+              spec: {
+                securityContext: { runAsNonRoot: true, runAsUser: 65534, seccompProfile: { type: 'RuntimeDefault' } },
+                containers: [
+                  {
+                    name: 'main',
+                    image: `${EVENT_SOURCE_IMAGE}:e2e`,
+                    ports: [{ name: 'http', containerPort: 12000 }],
+                    resources: {
+                      requests: { cpu: '10m', memory: '32Mi' },
+                      limits: { cpu: '100m', memory: '64Mi' },
+                    },
+                    securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+                  },
+                ],
+              },
+            },
+          },
+        },
+      });
+      await events.core.createNamespacedService({
+        namespace: 'argo-events',
+        body: {
+          metadata: { name: 'webhook-eventsource-svc' },
+          spec: { selector: labels, ports: [{ name: 'http', port: 12000, targetPort: 12000 }] },
+        },
+      });
+      const standIn = await until('the stand-in event source to run', 180_000, () =>
+        runner.pods(ns).find((p) => p.virtual.namespace === 'argo-events'),
+      );
+      const podsDir = dirname(standIn.dir);
+      const minted = await asTenant.expectStatus('POST /v1/tenants/:id/webhook-url', { params: { id: tenantId } }, 201);
+      const hookUrl = new URL(minted.url);
+      const postHook = (body: string) =>
+        fetch(`${e2e.api.url}${hookUrl.pathname}push?source=e2e`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-github-event': 'push' },
+          body,
+        });
+      const awakeHook = await postHook('{"n":"awake"}');
+      t.equal(awakeHook.status, 202, 'a webhook to the tenant’s URL is accepted while awake');
+      const seenAwake = await until('the event source to receive the webhook sent while awake', 120_000, async () =>
+        (await webhooksSeen(podsDir)).find((w) => w.body === '{"n":"awake"}'),
+      );
+      t.equal(seenAwake.path, '/push?source=e2e', 'at its path under /webhooks, with the query');
+
       const awakePods = await vclusterPodsOnRoot(root, ns);
       t.comment(`awake reservation in ${ns}: ${describeReservation(reservation(awakePods), awakePods.length)}`);
 
@@ -402,7 +493,11 @@ await provisioningSuite(
         `no RuntimeConnected=False alarm while asleep (conditions: ${(down.status.conditions ?? []).map((c) => `${c.type}=${c.status}/${c.reason ?? ''}`).join(', ')})`,
       );
 
-      // 4. A request through the tunnel wakes it: TENANT_WAKING (Retry-After) until the runtime answers.
+      // 4. A webhook while asleep is kept (and wakes it); a request through the tunnel waits for the
+      // wake: TENANT_WAKING (Retry-After) until the runtime answers.
+      const asleepHook = await postHook('{"n":"asleep"}');
+      t.equal(asleepHook.status, 202, 'a webhook sent while asleep is accepted');
+      t.match(await asleepHook.json(), { queued: true, waking: true }, 'kept, and the tenant woken for it');
       const view = await e2e.api.expectStatus('GET /v1/tenants/:id', { params: { id: tenantId } }, 200);
       const path = new URL(view.status.endpoints?.argoCdUrl ?? '').pathname;
       const woke = Date.now();
@@ -502,6 +597,17 @@ await provisioningSuite(
       );
       t.ok(connected, `RuntimeConnected=True again: ${connected.message ?? ''}`);
       e2e.timing('wake: first request → RuntimeConnected=True', (Date.now() - woke) / 1000);
+      const delivered = await until('the webhook sent while asleep to reach the event source', 180_000, async () => {
+        const seen = (await webhooksSeen(podsDir)).filter((w) => w.body === '{"n":"asleep"}');
+        return seen.length > 0 ? seen : undefined;
+      });
+      t.equal(delivered.length, 1, 'the webhook sent while asleep is delivered once, after the wake');
+      t.match(
+        delivered[0] ?? {},
+        { method: 'POST', path: '/push?source=e2e', headers: { 'x-github-event': 'push' } },
+        'as it was sent: its path, query and provider header',
+      );
+      e2e.timing('wake: webhook sent while asleep → delivered to the event source', (Date.now() - woke) / 1000);
       const awake = await tenantView();
       t.equal(awake.status.sleep?.asleep ?? false, false, 'status.sleep says awake');
       t.equal(awake.status.tunnel?.connected, true, 'the tunnel is up');
