@@ -44,19 +44,6 @@ export function authHeaders(key = session.key()): Record<string, string> {
 
 export const errorOf = (res: Response): Promise<ApiError> => ApiError.of(res);
 
-/**
- * A call by method and path with the answer's type chosen by the caller: what `client.call`
- * replaces. Only the call sites not migrated yet use it (docs/architecture.md "One API client").
- */
-export async function api<T>(
-  method: string,
-  path: string,
-  opts: { body?: unknown; signal?: AbortSignal } = {},
-): Promise<T> {
-  const res = await client.raw(method, path, opts);
-  return (await res.json()) as T;
-}
-
 /** A query string of the set values. */
 export { queryString as query } from '../../provisioner/http/api-client.ts';
 
@@ -106,7 +93,7 @@ export type {
 } from '../../provisioner/http/api-types.ts';
 
 export { PHASES } from '../../provisioner/store/states.ts';
-export type { Availability } from '../../provisioner/store/states.ts';
+export type { Availability, Phase } from '../../provisioner/store/states.ts';
 
 /** `GET /v1/capacity` (operators only) and one of its CPU-and-memory reservations. */
 export type { Capacity } from '../../provisioner/http/api-types.ts';

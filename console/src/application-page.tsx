@@ -6,21 +6,20 @@
  * through the tunnel (GET …/diff).
  */
 import { useEffect, useState } from 'preact/hooks';
+import type { QueryOf } from '../../provisioner/http/api-client.ts';
 import {
-  api,
   ApiError,
-  query,
+  client,
   type ApplicationDiff,
   type ApplicationHistoryEntry,
   type ApplicationHistoryEvents,
-  type ApplicationHistoryPage,
   type ImageChange,
   type ResourceChange,
   type ResourceDiff,
   type RuntimeObject,
 } from './api.ts';
 import { sideBySide, yamlLines } from './manifest-diff.ts';
-import { openStream, type StreamStatus } from './sse.ts';
+import { openStream, type StreamOptions, type StreamStatus } from './sse.ts';
 import { Banner, ErrorBox, Time } from './util.tsx';
 
 const HISTORY_PAGE = 50;
@@ -52,6 +51,50 @@ function took(ms: number | null): string | null {
 const resourceName = (r: Pick<ResourceChange, 'group' | 'kind' | 'namespace' | 'name'>) =>
   `${r.group ? `${r.kind}.${r.group}` : r.kind} ${r.namespace ? `${r.namespace}/` : ''}${r.name}`;
 
+type HistoryQuery = QueryOf<'GET /v1/tenants/:id/applications/:namespace/:name/history'>;
+type DiffQuery = QueryOf<'GET /v1/tenants/:id/applications/:namespace/:name/diff'>;
+
+/**
+ * An application's routes: the tenant's (its one runtime: /v1/tenants/:id/applications/…) or a
+ * named runtime's (/v1/tenants/:id/runtimes/:name/objects/applications/…), the same answers.
+ */
+function applicationRoutes(tenantId: string, namespace: string, name: string, runtime: string | undefined) {
+  if (runtime === undefined) {
+    const params = { id: tenantId, namespace, name };
+    return {
+      get: () => client.call('GET /v1/tenants/:id/applications/:namespace/:name', { params }),
+      history: (query: HistoryQuery) =>
+        client.call('GET /v1/tenants/:id/applications/:namespace/:name/history', { params, query }),
+      diff: (query: DiffQuery, signal: AbortSignal) =>
+        client.call('GET /v1/tenants/:id/applications/:namespace/:name/diff', { params, query, signal }),
+      stream: (opts: StreamOptions<ApplicationHistoryEvents>) =>
+        openStream('GET /v1/tenants/:id/applications/:namespace/:name/history/stream', { ...opts, params }),
+    };
+  }
+  const params = { id: tenantId, name: runtime, namespace, objectName: name };
+  return {
+    get: () =>
+      client.call('GET /v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName', { params }),
+    history: (query: HistoryQuery) =>
+      client.call('GET /v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/history', {
+        params,
+        query,
+      }),
+    diff: (query: DiffQuery, signal: AbortSignal) =>
+      client.call('GET /v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/diff', {
+        params,
+        query,
+        signal,
+      }),
+    stream: (opts: StreamOptions<ApplicationHistoryEvents>) =>
+      openStream('GET /v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/history/stream', {
+        ...opts,
+        params,
+      }),
+  };
+}
+type ApplicationRoutes = ReturnType<typeof applicationRoutes>;
+
 export function ApplicationPage({
   tenantId,
   namespace,
@@ -67,6 +110,7 @@ export function ApplicationPage({
     `/v1/tenants/${encodeURIComponent(tenantId)}/` +
     (runtime === undefined ? '' : `runtimes/${encodeURIComponent(runtime)}/objects/`) +
     `applications/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`;
+  const routes = applicationRoutes(tenantId, namespace, name, runtime);
   const [app, setApp] = useState<RuntimeObject | null>(null);
   const [appError, setAppError] = useState<ApiError | null>(null);
   const [entries, setEntries] = useState<Map<string, ApplicationHistoryEntry>>(new Map());
@@ -89,13 +133,13 @@ export function ApplicationPage({
       return next;
     });
   const loadApp = () =>
-    api<RuntimeObject>('GET', base).then(
+    routes.get().then(
       (a) => (setApp(a), setAppError(null)),
       (e: unknown) => setAppError(e as ApiError),
     );
   /** A page of the history: the newest (`cursor` null) or the one older than what is shown. */
   const loadHistory = (cursor: string | null, first: boolean) =>
-    api<ApplicationHistoryPage>('GET', `${base}/history${query({ limit: HISTORY_PAGE, cursor })}`).then(
+    routes.history({ limit: HISTORY_PAGE, cursor: cursor ?? undefined }).then(
       (page) => {
         merge(page.items);
         // Reading the newest page again (the stream reopened) keeps the cursor of the older pages shown.
@@ -115,7 +159,7 @@ export function ApplicationPage({
     // The stream sends what is written once it is open: the newest page is read each time it
     // opens (first, and after a lost connection), so nothing written in between is missed.
     let opened = false;
-    const s = openStream<ApplicationHistoryEvents>(`${base}/history/stream`, {
+    const s = routes.stream({
       onStatus: (st, err) => {
         setStream(st);
         setStreamError(err ?? null);
@@ -216,9 +260,9 @@ export function ApplicationPage({
               Select a change to see what it changed, or Git vs cluster to see what a sync would change.
             </p>
           ) : shown === 'live' ? (
-            <DiffView base={base} title="Git vs cluster" />
+            <DiffView base={base} routes={routes} title="Git vs cluster" />
           ) : (
-            <DiffView base={base} entry={shown} title={`Change ${shortRev(shown.changeRevision)}`} />
+            <DiffView base={base} routes={routes} entry={shown} title={`Change ${shortRev(shown.changeRevision)}`} />
           )}
         </div>
       </div>
@@ -282,7 +326,18 @@ function ImageText({ image: i }: { image: ImageChange }) {
 }
 
 /** The diff of a change (`entry`) or of Git against the cluster, fetched when shown. */
-function DiffView({ base, entry, title }: { base: string; entry?: ApplicationHistoryEntry; title: string }) {
+/** A diff of the application (`base`: its path, what the diff is read again for when it changes). */
+function DiffView({
+  base,
+  routes,
+  entry,
+  title,
+}: {
+  base: string;
+  routes: ApplicationRoutes;
+  entry?: ApplicationHistoryEntry;
+  title: string;
+}) {
   const [diff, setDiff] = useState<ApplicationDiff | null>(null);
   const [error, setError] = useState<ApiError | null>(null);
   const revision = entry?.changeRevision;
@@ -290,7 +345,7 @@ function DiffView({ base, entry, title }: { base: string; entry?: ApplicationHis
     const abort = new AbortController();
     setDiff(null);
     setError(null);
-    api<ApplicationDiff>('GET', `${base}/diff${query({ revision })}`, { signal: abort.signal }).then(setDiff, (e) => {
+    routes.diff({ revision }, abort.signal).then(setDiff, (e) => {
       if (!abort.signal.aborted)
         setError(e instanceof ApiError ? e : new ApiError({ status: 0, code: 'UNREACHABLE', message: String(e) }));
     });

@@ -4,14 +4,7 @@
  * application's page (application-page.tsx: its history and diffs).
  */
 import { useEffect, useState } from 'preact/hooks';
-import {
-  api,
-  ApiError,
-  type RuntimeObject as Application,
-  type RuntimeObjectChangeEvents,
-  type RuntimeObjectPage,
-  type Tenant,
-} from './api.ts';
+import { ApiError, client, type RuntimeObject as Application, type Tenant } from './api.ts';
 import { openStream, type StreamStatus } from './sse.ts';
 import { Banner, ErrorBox, Time } from './util.tsx';
 
@@ -27,11 +20,13 @@ export function Applications({ tenant }: { tenant: Tenant }) {
   const reported = tenant.status.reporting !== undefined;
   useEffect(() => {
     if (!reported) return;
-    api<RuntimeObjectPage>('GET', `/v1/tenants/${tenant.id}/applications?limit=500`).then(
+    client.call('GET /v1/tenants/:id/applications', { params: { id: tenant.id }, query: { limit: 500 } }).then(
       (r) => setApps(new Map(r.items.map((a) => [key(a), a]))),
       (e: unknown) => setError(e as ApiError),
     );
-    const s = openStream<RuntimeObjectChangeEvents>(`/v1/tenants/${tenant.id}/changes?kind=application`, {
+    const s = openStream('GET /v1/tenants/:id/changes', {
+      params: { id: tenant.id },
+      query: { kind: 'application' },
       onStatus: setStream,
       onEvents: (events) =>
         setApps((current) => {

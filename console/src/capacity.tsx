@@ -8,7 +8,7 @@
  * and every 15 s, since warm pool entries are nobody's tenant and not on that stream.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { client, ApiError, type Capacity, type Reservation, type TenantStreamEvents } from './api.ts';
+import { client, ApiError, type Capacity, type Reservation } from './api.ts';
 import { openStream, type StreamStatus } from './sse.ts';
 import { Banner, duration, ErrorBox, plural } from './util.tsx';
 
@@ -62,7 +62,7 @@ export function CapacityPage() {
     const poll = window.setInterval(() => load.current(), POLL_MS);
     // Tenants fall asleep, wake, sign up: read again (at most once a second) when one changes.
     let timer: number | undefined;
-    const s = openStream<TenantStreamEvents>('/v1/tenants/events', {
+    const s = openStream('GET /v1/tenants/events', {
       onStatus: setStream,
       onEvents: (events) => {
         if (!events.some((e) => e.event === 'tenant')) return;

@@ -8,7 +8,7 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { SKIPPABLE_GATE_CHECKS, type SkippableGateCheck } from '../../provisioner/store/states.ts';
-import { ApiError, client, type FleetUpgrade, type FleetUpgradeTenant, type TenantStreamEvents } from './api.ts';
+import { ApiError, client, type FleetUpgrade, type FleetUpgradeTenant } from './api.ts';
 import { openStream, type StreamStatus } from './sse.ts';
 import { Banner, duration, ErrorBox, Time, words } from './util.tsx';
 
@@ -292,7 +292,7 @@ function useLiveReload(load: () => void): StreamStatus {
   latest.current = load;
   useEffect(() => {
     let timer: number | undefined;
-    const s = openStream<TenantStreamEvents>('/v1/tenants/events', {
+    const s = openStream('GET /v1/tenants/events', {
       onStatus: setStatus,
       onEvents: (events) => {
         if (!events.some((e) => e.event === 'tenant')) return;

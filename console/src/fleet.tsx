@@ -6,7 +6,6 @@ import {
   type DoctorCheck,
   type PathInfo,
   type RuntimeVersionInfo,
-  type TenantStreamEvents,
   type TenantSummary,
   type Availability,
 } from './api.ts';
@@ -47,7 +46,7 @@ export function ClustersPage() {
     load.current();
     // Placements change with tenants: reload (at most once a second) when a tenant changes.
     let timer: number | undefined;
-    const s = openStream<TenantStreamEvents>('/v1/tenants/events', {
+    const s = openStream('GET /v1/tenants/events', {
       onStatus: setStream,
       onEvents: (events) => {
         if (!events.some((e) => e.event === 'tenant' && e.data.status)) return;

@@ -10,7 +10,7 @@
  * laying it out, and the rows' offsets are running sums of those heights.
  */
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, ApiError, type LogLine as Line, type LogPage, type Operation, type OperationLogEvents } from './api.ts';
+import { ApiError, client, type LogLine as Line, type LogPage, type Operation } from './api.ts';
 import { openStream, type Stream, type StreamStatus } from './sse.ts';
 import { Banner, ErrorBox } from './util.tsx';
 
@@ -90,7 +90,9 @@ export function LogView({ operationId, onState }: { operationId: string; onState
         const after = lines.current.at(-1)?.seq ?? 0;
         let page: LogPage;
         try {
-          page = await api('GET', `/v1/operations/${operationId}/log?after=${after}&limit=${PAGE}`, {
+          page = await client.call('GET /v1/operations/:id/log', {
+            params: { id: operationId },
+            query: { after, limit: PAGE },
             signal: abort.signal,
           });
         } catch (err) {
@@ -108,7 +110,9 @@ export function LogView({ operationId, onState }: { operationId: string; onState
       }
       if (abort.signal.aborted) return;
       const last = lines.current.at(-1)?.seq;
-      s = openStream<OperationLogEvents>(`/v1/operations/${operationId}/log?follow=1`, {
+      s = openStream('GET /v1/operations/:id/log', {
+        params: { id: operationId },
+        query: { follow: '1' },
         ...(last !== undefined ? { lastEventId: String(last) } : {}),
         onStatus: (st, err) => {
           setStatus(st);

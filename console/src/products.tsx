@@ -11,7 +11,8 @@
  *    `promotions retry | abort` do; a refusal or an unreachable runtime is shown as the API says it.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, type RuntimeObject, type RuntimeObjectChangeEvents, type RuntimeObjectPage } from './api.ts';
+import { ApiError, client, type RuntimeObject } from './api.ts';
+import type { ActionAnswers } from '../../runtime/protocol/actions.ts';
 import { openStream, type StreamStatus } from './sse.ts';
 import { Banner, ErrorBox, Time } from './util.tsx';
 import type { ProductSummary, PromotionSummary } from '../../runtime/protocol/promotions.ts';
@@ -51,11 +52,13 @@ function useReported(tenantId: string, kind: 'product' | 'promotion', filter?: (
     setItems(null);
     const keep = (o: RuntimeObject) => filter === undefined || filter(o);
     const load = () =>
-      api<RuntimeObjectPage>('GET', `/v1/tenants/${tenantId}/${kind}s?limit=500`).then(
+      client.call(`GET /v1/tenants/:id/${kind}s`, { params: { id: tenantId }, query: { limit: 500 } }).then(
         (r) => (setItems(new Map(r.items.filter(keep).map((o) => [key(o), o]))), setError(null)),
         (e: unknown) => setError(e as ApiError),
       );
-    const s = openStream<RuntimeObjectChangeEvents>(`/v1/tenants/${tenantId}/changes?kind=${kind}`, {
+    const s = openStream('GET /v1/tenants/:id/changes', {
+      params: { id: tenantId },
+      query: { kind },
       onStatus: (st) => {
         setStream(st);
         if (st === 'open' || st === 'failed') void load();
@@ -225,14 +228,18 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
   const list = [...(promotions.items?.values() ?? [])].filter((p) => promotionOf(p).product === name).sort(newestFirst);
   const shown = list.find((p) => p.name === selected) ?? list[0];
   const running = list.find((p) => !FINAL.has(promotionOf(p).phase ?? 'Pending'));
-  const runtimeApi = `/v1/tenants/${encodeURIComponent(tenantId)}/runtime/api`;
 
-  const act = async (path: string, body: unknown, done: (answer: { metadata?: { name?: string } }) => string) => {
+  /** An action through the tenant's runtime (runtime/protocol/actions.ts), its answer as the runtime gives it. */
+  const act = async <R extends 'products' | 'promotions'>(
+    target: { resource: R; namespace: string; name: string; action: string },
+    body: unknown,
+    done: (answer: ActionAnswers[R]) => string,
+  ) => {
     setBusy(true);
     setActionError(null);
     setNotice(null);
     try {
-      const answer = await api<{ metadata?: { name?: string } }>('POST', `${runtimeApi}/${path}`, { body });
+      const answer = await client.runtimeAction(tenantId, target, { body });
       setNotice(done(answer));
     } catch (err) {
       setActionError(err instanceof ApiError ? err : String(err));
@@ -243,15 +250,11 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
   const promote = (e: Event) => {
     e.preventDefault();
     const r = release.trim();
-    void act(
-      `products/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/promote`,
-      r ? { release: r } : {},
-      (a) => {
-        if (a.metadata?.name) setSelected(a.metadata.name);
-        setRelease('');
-        return `Promotion ${a.metadata?.name ?? ''} started: the GitOps Operator runs it; it shows here once the runtime reports it.`;
-      },
-    );
+    void act({ resource: 'products', namespace, name, action: 'promote' }, r ? { release: r } : {}, (a) => {
+      if (a.metadata?.name) setSelected(a.metadata.name);
+      setRelease('');
+      return `Promotion ${a.metadata?.name ?? ''} started: the GitOps Operator runs it; it shows here once the runtime reports it.`;
+    });
   };
   const rollback = (environment: string, release: string | undefined) => {
     if (
@@ -260,13 +263,13 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
       )
     )
       return;
-    void act(`products/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/rollback`, { environment }, (a) => {
+    void act({ resource: 'products', namespace, name, action: 'rollback' }, { environment }, (a) => {
       if (a.metadata?.name) setSelected(a.metadata.name);
       return `Rollback ${a.metadata?.name ?? ''} of ${environment} started: the GitOps Operator restores the release it held before.`;
     });
   };
   const onPromotion = (p: RuntimeObject, what: 'retry' | 'abort') =>
-    void act(`promotions/${encodeURIComponent(p.namespace)}/${encodeURIComponent(p.name)}/${what}`, undefined, () =>
+    void act({ resource: 'promotions', namespace: p.namespace, name: p.name, action: what }, undefined, () =>
       what === 'retry'
         ? `Retry of ${p.name} asked: the GitOps Operator runs it again from its failed step.`
         : `Abort of ${p.name} asked: the GitOps Operator stops it at the next safe point and reverts a change already pushed for the running step.`,

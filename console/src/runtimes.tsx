@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError, client, query, type Runtime, type RuntimePage, type RuntimeRemoved } from './api.ts';
+import { ApiError, client, query, type Runtime, type RuntimePage, type RuntimeRemoved } from './api.ts';
+import type { QueryOf } from '../../provisioner/http/api-client.ts';
 import { ErrorBox, notConnectedOf, PhaseBadge, Time, when } from './util.tsx';
 
 const PAGE_SIZE = 50;
@@ -267,11 +268,16 @@ export function RuntimesPage() {
   const [error, setError] = useState<ApiError | null>(null);
   const [removed, setRemoved] = useState<RuntimeRemoved | null>(null);
   const [reloads, setReloads] = useState(0);
-  const listQuery = query({ mode, limit: PAGE_SIZE, cursor: cursors.at(-1) || undefined });
+  const listParams: QueryOf<'GET /v1/runtimes'> = {
+    mode: mode === 'hosted' || mode === 'hybrid' ? mode : undefined,
+    limit: PAGE_SIZE,
+    cursor: cursors.at(-1) || undefined,
+  };
+  const listQuery = query(listParams);
 
   useEffect(() => {
     const abort = new AbortController();
-    api<RuntimePage>('GET', `/v1/runtimes${listQuery}`, { signal: abort.signal }).then(
+    client.call('GET /v1/runtimes', { query: listParams, signal: abort.signal }).then(
       (p) => {
         setPage(p);
         setShownQuery(listQuery);

@@ -6,6 +6,14 @@
  * event or a 4xx answer stops it with the API's error.
  */
 import { ApiError, authHeaders, errorOf, type StreamError, type StreamEventOf } from './api.ts';
+import {
+  pathOf,
+  queryString,
+  type ParamsOf,
+  type QueryOf,
+  type StreamKey,
+  type StreamRoutes,
+} from '../../provisioner/http/api-client.ts';
 
 /**
  * One event of a stream whose events are `M` (the API's types: `TenantStreamEvents`,
@@ -36,7 +44,17 @@ const sleep = (ms: number, signal: AbortSignal) =>
     signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
   });
 
-export function openStream<M extends { error: StreamError }>(path: string, opts: StreamOptions<M>): Stream {
+/** A stream route's options: its path parameters and query typed by the route map, its events by StreamRoutes. */
+export type StreamRouteOptions<K extends StreamKey> = StreamOptions<StreamRoutes[K]> &
+  ([ParamsOf<K>] extends [never] ? { params?: never } : { params: ParamsOf<K> }) & { query?: QueryOf<K> };
+
+/** A stream route of the API (`GET /v1/tenants/events`, …) by its key, its events typed by the route. */
+export function openStream<K extends StreamKey>(key: K, opts: StreamRouteOptions<K>): Stream {
+  const { params, query } = opts as { params?: Record<string, string>; query?: Record<string, string | undefined> };
+  return openPath<StreamRoutes[K]>(pathOf(key, params) + queryString(query), opts);
+}
+
+function openPath<M extends { error: StreamError }>(path: string, opts: StreamOptions<M>): Stream {
   const abort = new AbortController();
   let lastId = opts.lastEventId;
   let status: StreamStatus = 'connecting';

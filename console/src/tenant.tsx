@@ -7,7 +7,6 @@ import {
   type PathInfo,
   type RuntimeVersionInfo,
   type Tenant,
-  type TenantStreamEvents,
 } from './api.ts';
 import { Applications } from './applications.tsx';
 import { Products } from './products.tsx';
@@ -88,7 +87,8 @@ export function TenantPage({ me, id, operationId }: { me: Identity; id: string; 
     void client.call('GET /v1/runtime-versions').then((r) => setVersions(r.items));
     void client.call('GET /v1/runtime-versions/paths').then((r) => setPaths(r.items));
     let lastOp: string | null | undefined;
-    const s = openStream<TenantStreamEvents>(`/v1/tenants/events?id=${encodeURIComponent(id)}`, {
+    const s = openStream('GET /v1/tenants/events', {
+      query: { id },
       onStatus: (st) => setStream(st),
       onEvents: (events) => {
         for (const e of events)

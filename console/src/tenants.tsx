@@ -1,13 +1,12 @@
-import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import {
   client,
-  api,
   ApiError,
   PHASES,
   query,
   type Identity,
+  type Phase,
   type Tenant,
-  type TenantStreamEvents,
   type TenantPage,
   type TenantSummary,
 } from './api.ts';
@@ -17,13 +16,22 @@ import { Banner, ErrorBox, notConnectedOf, PhaseBadge, sleepStateOf, Time, when 
 
 interface Filters {
   q: string;
-  phase: string;
+  phase: Phase | '';
   runtimeVersion: string;
   plan: string;
   region: string;
   cluster: string;
 }
 const EMPTY: Filters = { q: '', phase: '', runtimeVersion: '', plan: '', region: '', cluster: '' };
+/** The filters as the list's query (`GET /v1/tenants`): one left empty is not sent. */
+const filterQueryOf = (f: Filters) => ({
+  q: f.q || undefined,
+  phase: f.phase || undefined,
+  runtimeVersion: f.runtimeVersion || undefined,
+  plan: f.plan || undefined,
+  region: f.region || undefined,
+  cluster: f.cluster || undefined,
+});
 type Sort = 'createdAt' | 'updatedAt' | 'organization' | 'phase';
 
 /**
@@ -97,8 +105,11 @@ export function TenantsPage({ me }: { me: Identity }) {
   const operator = me.role === 'operator' || me.role === 'admin';
   const doctor = useDoctor(operator);
 
-  const filterQuery = useMemo(() => query({ ...filters, phase: undefined }).replace(/^\?/, ''), [filters]);
-  const listQuery = query({ ...filters, sort, order, limit: PAGE_SIZE, cursor: cursors.at(-1) || undefined });
+  // The counts are of every phase: the summary's query is the filters but the phase.
+  const { phase: _everyPhase, ...summaryParams } = filterQueryOf(filters);
+  const filterQuery = query(summaryParams).replace(/^\?/, '');
+  const listParams = { ...filterQueryOf(filters), sort, order, limit: PAGE_SIZE, cursor: cursors.at(-1) || undefined };
+  const listQuery = query(listParams);
 
   useEffect(() => {
     void client.call('GET /v1/runtime-versions').then((r) => setVersions(r.items.map((v) => v.version)));
@@ -110,7 +121,7 @@ export function TenantsPage({ me }: { me: Identity }) {
   // The page: every change of filters, order or page aborts the request before it.
   useEffect(() => {
     const abort = new AbortController();
-    api<TenantPage>('GET', `/v1/tenants${listQuery}`, { signal: abort.signal }).then(
+    client.call('GET /v1/tenants', { query: listParams, signal: abort.signal }).then(
       (p) => {
         setPage(p);
         setShownQuery(listQuery);
@@ -127,9 +138,7 @@ export function TenantsPage({ me }: { me: Identity }) {
   useEffect(() => {
     const abort = new AbortController();
     const load = () => {
-      api<TenantSummary>('GET', `/v1/tenants/summary${filterQuery ? `?${filterQuery}` : ''}`, {
-        signal: abort.signal,
-      }).then(setSummary, () => {});
+      client.call('GET /v1/tenants/summary', { query: summaryParams, signal: abort.signal }).then(setSummary, () => {});
     };
     refreshSummary.current = load;
     load();
@@ -140,7 +149,7 @@ export function TenantsPage({ me }: { me: Identity }) {
   // (at most once a second).
   useEffect(() => {
     let timer: number | undefined;
-    const s = openStream<TenantStreamEvents>('/v1/tenants/events', {
+    const s = openStream('GET /v1/tenants/events', {
       onStatus: (st) => setStream(st),
       onEvents: (events) => {
         const changed = new Map<string, Tenant>();

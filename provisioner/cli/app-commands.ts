@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
 import { addAppHistoryCommands } from './app-history-commands.ts';
 import { age, cellText, table } from './format.ts';
-import type { RuntimeObject, RuntimeObjectChangeEvents, RuntimeObjectPage } from '../http/api-types.ts';
+import type { RuntimeObject, RuntimeObjectPage } from '../http/api-types.ts';
 
 /** A stored object as the API answers it (the route's schema; a type import, nothing of the server is loaded). */
 type StoredObject = RuntimeObject;
@@ -21,8 +21,21 @@ const KINDS = {
   promotion: 'promotions',
 } as const;
 type KindName = keyof typeof KINDS;
+/** A kind's path in the API's object routes (`GET /v1/tenants/:id/<path>`, …) and the runtime's actions. */
+type KindPath = (typeof KINDS)[KindName];
+/** The kind the change stream's `kind` filter takes, by its path. */
+const KIND_OF = Object.fromEntries(Object.entries(KINDS).map(([k, p]) => [p, k])) as Record<KindPath, KindName>;
 
-function kindPath(kind: string): (typeof KINDS)[KindName] {
+/** What `apps list` filters on: the list route's query, and what a watch prints. */
+interface Filters {
+  health: string | undefined;
+  sync: string | undefined;
+  phase: string | undefined;
+  namespace: string | undefined;
+  namePrefix: string | undefined;
+}
+
+function kindPath(kind: string): KindPath {
   const k = kind.toLowerCase().replace(/s$/, '') as KindName;
   if (!(k in KINDS)) throw new Error(`kind must be one of: ${Object.keys(KINDS).join(', ')} (got '${kind}')`);
   return KINDS[k];
@@ -71,24 +84,22 @@ export function addAppCommands(program: Command, io: Io): void {
     .option('-w, --watch', 'then print every change as it is reported, until interrupted')
     .action(async (tenant: string, o: ListOptions) => {
       const path = kindPath(o.kind);
-      const filters: [string, string | undefined][] = [
-        ['health', o.health],
-        ['sync', o.sync],
-        ['phase', o.phase],
-        ['namespace', o.namespace],
-        ['namePrefix', o.namePrefix],
-      ];
+      const filters: Filters = {
+        health: o.health,
+        sync: o.sync,
+        phase: o.phase,
+        namespace: o.namespace,
+        namePrefix: o.namePrefix,
+      };
       if (o.watch) return watch(tenant, path, filters);
       const items: StoredObject[] = [];
       let cursor: string | null = null;
       do {
-        const q = new URLSearchParams({ limit: o.limit });
-        for (const [k, v] of filters) if (v !== undefined) q.set(k, v);
-        if (cursor) q.set('cursor', cursor);
-        const page: RuntimeObjectPage = await client().untyped(
-          'GET',
-          `/v1/tenants/${encodeURIComponent(tenant)}/${path}?${q.toString()}`,
-        );
+        const page: RuntimeObjectPage = await client().call(`GET /v1/tenants/:id/${path}`, {
+          params: { id: tenant },
+          // A --limit that is not a number goes as it is: the API's 400 names it.
+          query: { limit: Number(o.limit), ...filters, ...(cursor ? { cursor } : {}) },
+        });
         items.push(...page.items);
         cursor = o.all ? page.nextCursor : null;
       } while (cursor);
@@ -100,8 +111,7 @@ export function addAppCommands(program: Command, io: Io): void {
    * so nothing falls between a listing and the watch. Filters apply to what is printed; a
    * deletion is printed when its namespace and name match.
    */
-  async function watch(tenant: string, path: string, filters: [string, string | undefined][]): Promise<void> {
-    const want = Object.fromEntries(filters.filter(([, v]) => v !== undefined)) as Record<string, string>;
+  async function watch(tenant: string, path: KindPath, want: Filters): Promise<void> {
     const matches = (o: StoredObject, deleted: boolean) =>
       (want.namespace === undefined || o.namespace === want.namespace) &&
       (want.namePrefix === undefined || o.name.startsWith(want.namePrefix)) &&
@@ -109,13 +119,14 @@ export function addAppCommands(program: Command, io: Io): void {
         ((want.health === undefined || o.health === want.health) &&
           (want.sync === undefined || o.sync === want.sync) &&
           (want.phase === undefined || o.phase === want.phase)));
-    const kind = path.replace(/s$/, '');
+    const kind = KIND_OF[path];
     if (!json()) io.out(table(['EVENT', ...HEADERS], []));
     try {
-      for await (const ev of client().untypedEvents<RuntimeObjectChangeEvents>(
-        `/v1/tenants/${encodeURIComponent(tenant)}/changes?after=0&kind=${kind}`,
-        io.signal,
-      )) {
+      for await (const ev of client().events('GET /v1/tenants/:id/changes', {
+        params: { id: tenant },
+        query: { after: '0', kind },
+        signal: io.signal,
+      })) {
         if (ev.event === 'error') {
           throw new Error(`${ev.data.code}: ${ev.data.message}`);
         }
@@ -140,12 +151,9 @@ export function addAppCommands(program: Command, io: Io): void {
     .command('get <tenant> <kind> <namespace> <name>')
     .description('one object with its stored state (kind: application | rollout | workflow | product | promotion)')
     .action(async (tenant: string, kind: string, namespace: string, name: string) => {
-      const o = await client().untyped<
-        StoredObject & { uid: string; observedAt: string; object: unknown; truncated: boolean }
-      >(
-        'GET',
-        `/v1/tenants/${encodeURIComponent(tenant)}/${kindPath(kind)}/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`,
-      );
+      const o = await client().call(`GET /v1/tenants/:id/${kindPath(kind)}/:namespace/:name`, {
+        params: { id: tenant, namespace, name },
+      });
       if (json()) return io.out(JSON.stringify(o, null, 2));
       const s = o.summary;
       // Every reported value on one line of its own: its newlines and tabs escaped (cellText).
@@ -195,10 +203,10 @@ export function addAppCommands(program: Command, io: Io): void {
           ...(o.normal ? { type: 'normal' } : {}),
           ...(o.full ? { full: true } : {}),
         };
-        const after = await client().untyped<{ metadata?: { resourceVersion?: string } }>(
-          'POST',
-          `/v1/tenants/${encodeURIComponent(tenant)}/runtime/api/${kindPath(kind)}/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/${encodeURIComponent(action)}`,
-          Object.keys(body).length > 0 ? body : undefined,
+        const after = await client().runtimeAction(
+          tenant,
+          { resource: kindPath(kind), namespace, name, action },
+          Object.keys(body).length > 0 ? { body } : {},
         );
         if (json()) return io.out(JSON.stringify(after, null, 2));
         io.out(

@@ -10,7 +10,7 @@ import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
 import type { ApiClient } from './client.ts';
 import { age, cellText, keyValues, table } from './format.ts';
-import type { RuntimeObject, RuntimeObjectChangeEvents, RuntimeObjectPage } from '../http/api-types.ts';
+import type { RuntimeObject, RuntimeObjectPage } from '../http/api-types.ts';
 import type { ProductSummary, PromotionSummary } from '../../runtime/protocol/events.ts';
 
 type Path = 'products' | 'promotions';
@@ -111,16 +111,17 @@ export function productView(o: RuntimeObject, promotions: RuntimeObject[], now =
   ].join('\n');
 }
 
-async function listAll(client: ApiClient, tenant: string, path: Path, query: Record<string, string>) {
+/** What the commands filter a listing on (the list route's query). */
+type ListQuery = { namePrefix?: string; namespace?: string; phase?: string };
+
+async function listAll(client: ApiClient, tenant: string, path: Path, query: ListQuery) {
   const items: RuntimeObject[] = [];
   let cursor: string | null = null;
   do {
-    const q = new URLSearchParams({ limit: '500', ...query });
-    if (cursor) q.set('cursor', cursor);
-    const page: RuntimeObjectPage = await client.untyped(
-      'GET',
-      `/v1/tenants/${encodeURIComponent(tenant)}/${path}?${q.toString()}`,
-    );
+    const page: RuntimeObjectPage = await client.call(`GET /v1/tenants/:id/${path}`, {
+      params: { id: tenant },
+      query: { limit: 500, ...query, ...(cursor ? { cursor } : {}) },
+    });
     items.push(...page.items);
     cursor = page.nextCursor;
   } while (cursor);
@@ -152,10 +153,9 @@ async function namespaceOf(
   return found[0]!.namespace;
 }
 
-const objectPath = (tenant: string, path: Path, namespace: string, name: string) =>
-  `/v1/tenants/${encodeURIComponent(tenant)}/${path}/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`;
-const actionPath = (tenant: string, path: Path, namespace: string, name: string, act: string) =>
-  `/v1/tenants/${encodeURIComponent(tenant)}/runtime/api/${path}/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/${act}`;
+/** A product or promotion as the runtime reported it (its stored object). */
+const objectOf = (client: ApiClient, tenant: string, path: Path, namespace: string, name: string) =>
+  client.call(`GET /v1/tenants/:id/${path}/:namespace/:name`, { params: { id: tenant, namespace, name } });
 
 export function addPromotionCommands(program: Command, io: Io): void {
   const client = () => apiClientOf(program, io);
@@ -174,10 +174,11 @@ export function addPromotionCommands(program: Command, io: Io): void {
       if (!seen && !json()) io.out(`waiting for the runtime to report promotion ${name}…`);
     }, 2000);
     try {
-      for await (const ev of c.untypedEvents<RuntimeObjectChangeEvents>(
-        `/v1/tenants/${encodeURIComponent(tenant)}/changes?after=0&kind=promotion`,
-        io.signal,
-      )) {
+      for await (const ev of c.events('GET /v1/tenants/:id/changes', {
+        params: { id: tenant },
+        query: { after: '0', kind: 'promotion' },
+        signal: io.signal,
+      })) {
         if (ev.event === 'error') throw new Error(`${ev.data.code}: ${ev.data.message}`);
         if (ev.event !== 'change') continue;
         const { deleted, item } = ev.data;
@@ -230,7 +231,7 @@ export function addPromotionCommands(program: Command, io: Io): void {
     .action(async (tenant: string, name: string, o: { namespace?: string }) => {
       const c = client();
       const namespace = await namespaceOf(c, tenant, 'products', name, o.namespace);
-      const product = await c.untyped<RuntimeObject>('GET', objectPath(tenant, 'products', namespace, name));
+      const product = await objectOf(c, tenant, 'products', namespace, name);
       const promotions = (await listAll(c, tenant, 'promotions', { namespace }))
         .filter((x) => promotionOf(x).product === name)
         .sort((a, b) =>
@@ -251,13 +252,10 @@ export function addPromotionCommands(program: Command, io: Io): void {
     .action(async (tenant: string, name: string, o: { namespace?: string; release?: string; watch?: boolean }) => {
       const c = client();
       const namespace = await namespaceOf(c, tenant, 'products', name, o.namespace);
-      const created = await c.untyped<{
-        metadata?: { name?: string; namespace?: string };
-        spec?: { release?: string };
-      }>(
-        'POST',
-        actionPath(tenant, 'products', namespace, name, 'promote'),
-        o.release !== undefined ? { release: o.release } : undefined,
+      const created = await c.runtimeAction(
+        tenant,
+        { resource: 'products', namespace, name, action: 'promote' },
+        o.release !== undefined ? { body: { release: o.release } } : {},
       );
       if (json() && !o.watch) return io.out(JSON.stringify(created, null, 2));
       const promotion = created.metadata?.name ?? '?';
@@ -285,10 +283,10 @@ export function addPromotionCommands(program: Command, io: Io): void {
     .action(async (tenant: string, name: string, environment: string, o: { namespace?: string; watch?: boolean }) => {
       const c = client();
       const namespace = await namespaceOf(c, tenant, 'products', name, o.namespace);
-      const created = await c.untyped<{ metadata?: { name?: string } }>(
-        'POST',
-        actionPath(tenant, 'products', namespace, name, 'rollback'),
-        { environment },
+      const created = await c.runtimeAction(
+        tenant,
+        { resource: 'products', namespace, name, action: 'rollback' },
+        { body: { environment } },
       );
       if (json() && !o.watch) return io.out(JSON.stringify(created, null, 2));
       const promotion = created.metadata?.name ?? '?';
@@ -350,7 +348,7 @@ export function addPromotionCommands(program: Command, io: Io): void {
       const c = client();
       if (o.watch) return follow(c, tenant, name, o.namespace);
       const namespace = await namespaceOf(c, tenant, 'promotions', name, o.namespace);
-      printPromotion(await c.untyped<RuntimeObject>('GET', objectPath(tenant, 'promotions', namespace, name)));
+      printPromotion(await objectOf(c, tenant, 'promotions', namespace, name));
     });
 
   for (const [act, description] of [
@@ -364,10 +362,7 @@ export function addPromotionCommands(program: Command, io: Io): void {
       .action(async (tenant: string, name: string, o: { namespace?: string }) => {
         const c = client();
         const namespace = await namespaceOf(c, tenant, 'promotions', name, o.namespace);
-        const after = await c.untyped<{ spec?: { retry?: number } }>(
-          'POST',
-          actionPath(tenant, 'promotions', namespace, name, act),
-        );
+        const after = await c.runtimeAction(tenant, { resource: 'promotions', namespace, name, action: act });
         if (json()) return io.out(JSON.stringify(after, null, 2));
         io.out(
           cellText(

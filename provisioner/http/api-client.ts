@@ -22,6 +22,7 @@ import type {
   TenantStreamEvents,
   WireRefs,
 } from './api-types.ts';
+import type { ActionAnswers, ActionResource } from '../../runtime/protocol/actions.ts';
 
 export type { RouteKey };
 
@@ -229,6 +230,22 @@ export class ApiClient {
   }
 
   /**
+   * An action on an object in the tenant's runtime, through its tunnel (runtime/protocol/actions.ts:
+   * `POST /v1/tenants/:id/runtime/api/<resource>/<namespace>/<name>/<action>`, each segment
+   * URL-encoded): the runtime's answer, typed by its protocol (`ActionAnswers`, not checked at run
+   * time); an ApiError unless a success.
+   */
+  async runtimeAction<R extends ActionResource>(
+    tenant: string,
+    target: { resource: R; namespace: string; name: string; action: string },
+    opts: { body?: unknown; signal?: AbortSignal } = {},
+  ): Promise<ActionAnswers[R]> {
+    const path = [target.resource, target.namespace, target.name, target.action].map(encodeURIComponent).join('/');
+    const res = await this.raw('POST', `/v1/tenants/${encodeURIComponent(tenant)}/runtime/api/${path}`, opts);
+    return (res.status === 204 ? undefined : await res.json()) as ActionAnswers[R];
+  }
+
+  /**
    * The Server-Sent Events of a stream route: each event's name, data (typed by the route's
    * payload schema, not checked at run time) and id, until the stream ends or `signal` aborts.
    * `lastEventId` resumes a stream.
@@ -244,25 +261,6 @@ export class ApiClient {
     yield* this.#stream<StreamRoutes[K]>(
       () => this.#checked(key, { ...(opts as Loose), headers }, 'text/event-stream'),
       opts.signal,
-    );
-  }
-
-  /**
-   * A call by method and path whose answer's type the caller chooses: what `call` replaces. Only
-   * call sites not migrated yet use it (docs/architecture.md "One API client" lists them); a new
-   * one is not written.
-   */
-  async untyped<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const res = await this.raw(method, path, { body });
-    return (res.status === 204 ? undefined : await res.json()) as T;
-  }
-
-  /** `events` by path, the events' type chosen by the caller: like `untyped`, for call sites not migrated yet. */
-  untypedEvents<M>(path: string, signal?: AbortSignal, lastEventId?: string): AsyncGenerator<StreamEventOf<M>> {
-    const headers: Record<string, string> = lastEventId !== undefined ? { 'last-event-id': lastEventId } : {};
-    return this.#stream<M>(
-      () => this.raw('GET', path, { headers, accept: 'text/event-stream', ...(signal ? { signal } : {}) }),
-      signal,
     );
   }
 

@@ -5,6 +5,7 @@
  * on the runtime, i.e. `POST /v1/tenants/:id/runtime/api/<resource>/<namespace>/<name>/<action>`
  * on the control plane.
  */
+import type { Metadata, PromotionSpec, PromotionStatus } from './promotions.ts';
 
 export const ACTION_RESOURCES = {
   applications: { kind: 'Application', actions: ['refresh', 'sync'] },
@@ -16,6 +17,30 @@ export const ACTION_RESOURCES = {
 
 export type ActionResource = keyof typeof ACTION_RESOURCES;
 export type ActionKind = (typeof ACTION_RESOURCES)[ActionResource]['kind'];
+
+/**
+ * An object as the runtime answers an action on it (the Kubernetes API server's object after the
+ * action). Not checked when read: every field may be absent.
+ */
+export interface ActionObject<S = Record<string, unknown>, T = unknown> {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: Partial<Metadata>;
+  spec?: Partial<S>;
+  status?: T;
+}
+
+/**
+ * What each resource's actions answer: the Argo object they changed; a product's promote and
+ * rollback the Promotion they created; a promotion's retry and abort the Promotion they changed.
+ */
+export interface ActionAnswers {
+  applications: ActionObject;
+  rollouts: ActionObject;
+  workflows: ActionObject;
+  products: ActionObject<PromotionSpec, PromotionStatus>;
+  promotions: ActionObject<PromotionSpec, PromotionStatus>;
+}
 
 export interface RuntimeAction {
   resource: ActionResource;
