@@ -13,6 +13,12 @@
  * credentials Secret in its vcluster, a key that authenticates as the entry's runtime); after the
  * bind the Secret holds the tenant's own runtime key, another one, and the pool credential no
  * longer authenticates. The suite's one root cluster keeps the pool's size (it is per root cluster).
+ * Then, with the free plan's idle time shortened to IDLE_SECONDS: the first warm tenant, left alone,
+ * goes to sleep by itself (the idle loop's sleep operation and audit row), nothing of its vcluster
+ * runs on the root any more (no pod, no CPU or memory reserved, the control plane at zero), and a
+ * request through its argoCdUrl wakes it (503 TENANT_WAKING naming the wake operation, which
+ * succeeds: the control plane back). What a request is answered once the runtime is back is
+ * hosted-runtime.test.ts's, where the runtime's pods run as processes.
  */
 import t from 'tap';
 import type { Operation, RouteResult, SignupResponse } from './harness/api-client.ts';
@@ -24,6 +30,12 @@ import { kube } from './harness/kube.ts';
 import { randomUUID } from 'node:crypto';
 
 const POOL_SIZE = 2;
+/**
+ * The free plan's idle time in this file (PROVISIONER_SLEEP_IDLE_SECONDS): long enough for the
+ * warm tenants' binds to be checked Ready on a loaded machine (a bind took 11–13 s on a quiet one),
+ * short enough for the file to wait for a tenant to go to sleep by itself.
+ */
+const IDLE_SECONDS = 120;
 /** The version a signup that names none gets, and the pool keeps: the shipped catalog's default. */
 const VERSION = catalog.defaultVersion();
 /** The annotation tenants/tenant-namespace.ts sets from the tenant's organization. */
@@ -418,6 +430,80 @@ await provisioningSuite(
       t.equal(summary.total, 3, 'the summary counts three tenants');
       t.equal(await signupsCounted('warm'), 2, '/metrics: two signups served warm');
       t.equal(await signupsCounted('cold'), 1, '/metrics: one cold');
+    });
+
+    await t.test('an idle free tenant goes to sleep by itself; a request through its argoCdUrl wakes it', async (t) => {
+      if (!first) throw new Error('no warm signup');
+      const id = answered(first).tenant.id;
+      const ns = `tenant-${id}`;
+      const asleep = await until(
+        `the first warm tenant to go to sleep by itself (free plan idle after ${IDLE_SECONDS} s)`,
+        (IDLE_SECONDS + 300) * 1000,
+        async () => {
+          const v = await e2e.api.tenant(id);
+          return v.status.phase === 'Sleeping' &&
+            v.status.sleep?.asleep === true &&
+            v.status.observedGeneration === v.generation
+            ? v
+            : undefined;
+        },
+        1000,
+      );
+      e2e.timing('idle sleep: warm signup → asleep by itself', seconds(first.started));
+      const audit = await e2e.api.expectStatus(
+        'GET /v1/audit',
+        { query: { targetType: 'tenant', targetId: id, limit: 50 } },
+        200,
+      );
+      const slept = audit.items.find((a) => a.action === 'tenant.sleep');
+      t.equal(slept?.actor, 'idle-sleep', 'put to sleep by the idle loop, not by a request');
+      const idle = (slept?.after as { idleSeconds?: number; operationId?: string } | undefined) ?? {};
+      t.ok((idle.idleSeconds ?? 0) >= IDLE_SECONDS, `after ${idle.idleSeconds ?? '?'} s without activity`);
+      const op = await e2e.api.operation(idle.operationId ?? '');
+      t.equal(op.kind, 'sleep', 'through a sleep operation');
+      t.equal(op.state, 'succeeded', 'which succeeded');
+
+      const left = await until(
+        `no pod of ${ns} left on the root`,
+        180_000,
+        async () => {
+          const pods = (await root.core.listNamespacedPod({ namespace: ns })).items;
+          return pods.length === 0 ? pods : undefined;
+        },
+        1000,
+      );
+      t.same(left, [], 'no pod of its vcluster or runtime runs on the root: it reserves no CPU or memory');
+      const sts = await root.apps.readNamespacedStatefulSet({ name: 'vcluster', namespace: ns });
+      t.equal(sts.spec?.replicas, 0, 'its vcluster’s control plane is at zero');
+
+      const path = new URL(asleep.status.endpoints?.argoCdUrl ?? '').pathname;
+      const woke = Date.now();
+      const res = await fetch(`${e2e.api.url}${path}api/version`, {
+        headers: { authorization: `Bearer ${answered(first).apiKey}` },
+        signal: AbortSignal.timeout(60_000),
+      });
+      const body = (await res.json()) as { error?: { code?: string; details?: { operationId?: string } } };
+      t.equal(res.status, 503, 'a request through its argoCdUrl waits, then is answered 503');
+      t.equal(body.error?.code, 'TENANT_WAKING', 'TENANT_WAKING');
+      t.ok(res.headers.get('retry-after'), `with Retry-After (${res.headers.get('retry-after') ?? ''})`);
+      const wakeId = body.error?.details?.operationId ?? '';
+      const wake = await until(
+        `the wake operation ${wakeId} to end`,
+        PROVISION_TIMEOUT,
+        async () => {
+          const o = await e2e.api.operation(wakeId);
+          return o.state === 'succeeded' || o.state === 'failed' || o.state === 'cancelled' ? o : undefined;
+        },
+        1000,
+      );
+      t.equal(wake.kind, 'wake', 'the request queued a wake operation');
+      t.equal(wake.state, 'succeeded', `which succeeded${wake.error ? ` (${wake.error.message.slice(-300)})` : ''}`);
+      e2e.timing('idle sleep: request while asleep → wake operation succeeded', seconds(woke));
+      const awake = await e2e.api.tenant(id);
+      t.equal(awake.status.phase, 'Ready', 'the tenant is Ready again');
+      t.equal(awake.status.sleep?.asleep ?? false, false, 'and awake');
+      const back = await root.apps.readNamespacedStatefulSet({ name: 'vcluster', namespace: ns });
+      t.equal(back.spec?.replicas, 1, 'its vcluster’s control plane is back');
       t.comment(`the file's tests took ${seconds(fileStarted).toFixed(0)} s (environment start excluded)`);
     });
   },
@@ -425,6 +511,9 @@ await provisioningSuite(
     extraEnv: {
       PROVISIONER_WARM_POOL: `free=${POOL_SIZE}`,
       PROVISIONER_WARM_POOL_CHECK_SECONDS: '2',
+      PROVISIONER_SLEEP_IDLE_SECONDS: `free=${IDLE_SECONDS}`,
+      PROVISIONER_SLEEP_CHECK_SECONDS: '5',
+      PROVISIONER_WAKE_WAIT_SECONDS: '5',
     },
   },
 );
