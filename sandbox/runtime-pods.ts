@@ -31,8 +31,9 @@
  *    `name.namespace.svc.cluster.local`) at its cluster IP, plus the pod's hostAliases; and
  *    Service traffic routed as kube-proxy's nftables mode routes it: a DNAT table in each pod's
  *    namespace from every cluster IP and port to the ready endpoints (the pods this runner runs
- *    that the Service selects, at the target port), and from the `kubernetes` Service (port 443)
- *    to the vcluster pod's API server (8443), whose certificate names that cluster IP;
+ *    that the Service selects, at the target port), a port with none refused with a TCP reset
+ *    (as kube-proxy refuses a Service without endpoints), and from the `kubernetes` Service (port
+ *    443) to the vcluster pod's API server (8443), whose certificate names that cluster IP;
  *  - the pod's runAsUser and runAsGroup, no capabilities; a container that exits is started again
  *    with the kubelet's back-off (a Job's pod runs once).
  *
@@ -698,6 +699,8 @@ export class RuntimePods {
     }
     const vc = this.#o.vclusters.get(ns);
     const rules: string[] = [];
+    /** Service ports with no endpoint running: refused at once, as kube-proxy refuses them. */
+    const rejects: string[] = [];
     const kubeIps = new Set<string>();
     for (const svc of services) {
       const clusterIp = svc.spec?.clusterIP;
@@ -713,7 +716,10 @@ export class RuntimePods {
             return n === undefined ? undefined : { ip: p.ip, port: n };
           })
           .filter((x): x is { ip: string; port: number } => x !== undefined);
-        if (targets.length === 0) continue;
+        if (targets.length === 0) {
+          rejects.push(`    ip daddr ${clusterIp} tcp dport ${port.port} reject with tcp reset`);
+          continue;
+        }
         const to =
           targets.length === 1
             ? `${targets[0]!.ip}:${targets[0]!.port}`
@@ -729,8 +735,12 @@ export class RuntimePods {
     // The control plane's loopback ports, as a pod on the host network would reach them.
     for (const port of this.#o.hostPorts)
       rules.push(`    ip daddr 127.0.0.1 tcp dport ${port} dnat to ${this.#o.network.hostIp}:${port}`);
+    // A Service port whose pods do not run yet is refused (a TCP reset), as kube-proxy's nftables
+    // mode refuses a Service without endpoints: a client sees ECONNREFUSED at once instead of a
+    // connection to nowhere that waits out its timeout (the request router's is 30 s).
     const table =
       `table ip hrt\ndelete table ip hrt\ntable ip hrt {\n  chain out {\n    type nat hook output priority -100; policy accept;\n${rules.join('\n')}\n  }\n` +
+      `  chain refuse {\n    type filter hook output priority 0; policy accept;\n${rejects.join('\n')}\n  }\n` +
       `  chain post {\n    type nat hook postrouting priority 100; policy accept;\n    oifname "eth0" ip saddr 127.0.0.0/8 masquerade\n  }\n}\n`;
     // Each pod's table is its own network namespace's: written side by side.
     await Promise.all(
