@@ -69,7 +69,7 @@ const NAME_ANNOTATION = 'vcluster.loft.sh/object-name';
 const NAMESPACE_ANNOTATION = 'vcluster.loft.sh/object-namespace';
 const MANAGED_BY_LABEL = 'vcluster.loft.sh/managed-by';
 /** Pods started at once (a kubelet starts a node's pods in parallel). */
-const START_PARALLELISM = 4;
+const START_PARALLELISM = 8;
 
 export interface RuntimePodsOptions {
   root: KubeConfig;

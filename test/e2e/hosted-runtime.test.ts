@@ -523,10 +523,11 @@ await provisioningSuite(
           // What the tenant reads meanwhile: its phase and whether a RuntimeConnected=False alarm shows.
           const seen = await tenantView();
           const rc = seen.status.conditions?.find((c) => c.type === 'RuntimeConnected');
-          // Until its runtime is connected again, a request waits for it or is told it is waking;
-          // once connected, the runtime's own components may still be starting (Argo CD's server:
-          // 502/504 from its router), as after any restart of them.
-          if (res.status !== 200 && body.error?.code !== 'TENANT_WAKING' && rc?.status !== 'True')
+          // Until its runtime is connected again (its tunnel up), a request waits for it or is told
+          // it is waking; once connected, the runtime's own components may still be starting (Argo
+          // CD's server: 502 RUNTIME_UPSTREAM_ERROR from its router, at once), as after any restart.
+          const tunnelUp = seen.status.tunnel?.connected === true || rc?.status === 'True';
+          if (res.status !== 200 && body.error?.code !== 'TENANT_WAKING' && !tunnelUp)
             unexpected.push(body.error?.code ?? String(res.status));
           // Waking (just woken, its pods starting) is not an alarm; the others are.
           if (rc?.status === 'False' && rc.reason !== 'Waking') alarms.push(rc.reason ?? '');
