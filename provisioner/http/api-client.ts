@@ -143,6 +143,11 @@ export interface ApiClientOptions {
   token?: string | undefined | (() => string | null | undefined);
   /** Called on a 401 to a call made with the client's own key (the key stopped working). */
   onUnauthorized?: (err: ApiError) => void;
+  /**
+   * The fetch the client sends with; the platform's when not given (the console, the CLI). The
+   * tests give one over fastify's inject (test/helpers/inject-fetch.ts): the API in process, no socket.
+   */
+  fetch?: typeof fetch;
 }
 
 /** The path of a route with its parameters filled in (each one URL-encoded). */
@@ -332,7 +337,7 @@ export class ApiClient {
     if (key) headers.authorization = `Bearer ${key}`;
     if (body !== undefined) headers['content-type'] = 'application/json';
     try {
-      return await fetch(this.baseUrl + path, {
+      return await (this.#options.fetch ?? fetch)(this.baseUrl + path, {
         method,
         headers,
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),

@@ -16,44 +16,21 @@ import type { Page } from 'playwright-core';
 import { axeViolations } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { until } from '../../sandbox/until.ts';
+import type { AnswerOf } from '../../provisioner/http/api-client.ts';
 
 t.setTimeout(6 * 60_000);
 const fx = await consoleFixture(t, {
   name: 'capacity',
   env: { CONSOLE_ENGINE_DELAY_MS: 50, PROVISIONER_WARM_POOL: 'free=1', PROVISIONER_WARM_POOL_CHECK_SECONDS: 1 },
 });
-const { ok } = fx;
+const { client } = fx;
 
-interface Reservation {
-  cpuMillicores: number;
-  memoryBytes: number;
-}
-interface PlanCapacity {
-  plan: string;
-  tenants: { awake: number; asleep: number; waking: number };
-  reservation: { awakeTenant: Reservation; asleepTenant: Reservation; now: Reservation };
-  sleepAfterSeconds: number | null;
-  warmPool: {
-    size: number;
-    target: number;
-    ready: number;
-    provisioning: number;
-    failing: number;
-    oldestReadySeconds: number | null;
-    clusters: Array<{ cluster: string; ready: number; provisioning: number; failing: number }>;
-  };
-  signups24h: { warm: number; cold: number };
-}
-interface Capacity {
-  defaultVersion: string;
-  plans: PlanCapacity[];
-  wakes24h: { count: number; p50Seconds: number | null; maxSeconds: number | null };
-}
-
-const call = (method: string, path: string, key?: string) => fx.call(method, path, undefined, key);
-const capacity = async () => await ok<Capacity>('GET', '/v1/capacity');
+type Capacity = AnswerOf<'GET /v1/capacity'>;
+type Reservation = Capacity['plans'][number]['reservation']['now'];
+const capacity = () => client.call('GET /v1/capacity');
 const planOf = (c: Capacity, plan: string) => c.plans.find((p) => p.plan === plan)!;
-const phase = async (id: string) => (await ok<{ status: { phase: string } }>('GET', `/v1/tenants/${id}`)).status.phase;
+const tenant = (id: string) => client.call('GET /v1/tenants/:id', { params: { id } });
+const phase = async (id: string) => (await tenant(id)).status.phase;
 
 // What the page writes, from the API's numbers (console/src/capacity.tsx).
 const cpu = (m: number) => `${Number((m / 1000).toFixed(3))} CPU`;
@@ -77,12 +54,9 @@ async function settled(id: string, want = 'Ready'): Promise<void> {
     `${id} ${want}, its spec applied, nothing pending`,
     120_000,
     async () => {
-      const v = await ok<{
-        generation: number;
-        status: { phase: string; observedGeneration: number };
-      }>('GET', `/v1/tenants/${id}`);
+      const v = await tenant(id);
       if (v.status.phase !== want || v.generation !== v.status.observedGeneration) return false;
-      const ops = await ok<{ items: { state: string }[] }>('GET', `/v1/tenants/${id}/operations?limit=50`);
+      const ops = await client.call('GET /v1/tenants/:id/operations', { params: { id }, query: { limit: 50 } });
       return ops.items.every((o) => o.state === 'succeeded' || o.state === 'failed');
     },
     100,
@@ -93,7 +67,7 @@ async function putToSleep(id: string): Promise<void> {
   await until(
     'sleep accepted',
     60_000,
-    async () => (await call('POST', `/v1/tenants/${id}/sleep`)).status === 202,
+    async () => (await client.request('POST /v1/tenants/:id/sleep', { params: { id } })).status === 202,
     100,
   );
   await until(`${id} asleep`, 60_000, async () => (await phase(id)) === 'Sleeping', 100);
@@ -122,7 +96,7 @@ t.test('per plan: awake, asleep, reservations, sleep, warm pool, signups; the wa
 
   // c: asleep, then woken (a wake of the last 24 h); a: asleep.
   await putToSleep(c.id);
-  t.equal((await call('POST', `/v1/tenants/${c.id}/wake`)).status, 202, 'wake accepted');
+  t.equal((await client.request('POST /v1/tenants/:id/wake', { params: { id: c.id } })).status, 202, 'wake accepted');
   await settled(c.id);
   await putToSleep(a.id);
   // The pool refilled after the claim.
@@ -232,10 +206,11 @@ t.test('per plan: awake, asleep, reservations, sleep, warm pool, signups; the wa
 });
 
 t.test('a 403 is shown as the API gave it; a tenant key has no Capacity page', async (t) => {
-  const tenant = await signup('tenant-key-org', 'team');
-  const denied = await call('GET', '/v1/capacity', tenant.apiKey);
+  const signedUp = await signup('tenant-key-org', 'team');
+  const denied = await fx.as(signedUp.apiKey).request('GET /v1/capacity');
   t.equal(denied.status, 403, 'the API refuses a tenant key');
-  const body = denied.json as { error: { code: string; message: string } };
+  if (denied.ok) throw new Error('precondition: the API refused the tenant key');
+  const body = denied.body;
 
   // The operator's page, answered the API's own 403.
   const { page, problems } = await signedIn();
@@ -257,7 +232,7 @@ t.test('a 403 is shown as the API gave it; a tenant key has no Capacity page', a
   );
   await page.context().close();
 
-  const w = await signedIn(tenant.apiKey);
+  const w = await signedIn(signedUp.apiKey);
   await w.page.getByRole('link', { name: 'My tenant' }).waitFor();
   t.equal(
     await w.page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Capacity' }).count(),

@@ -9,7 +9,7 @@
  */
 import t from 'tap';
 import type { Page } from 'playwright-core';
-import type { Runtime, RuntimeRegistered } from '../../provisioner/http/api-types.ts';
+import type { BodyOf } from '../../provisioner/http/api-client.ts';
 import { createKey } from '../../provisioner/store/keys.ts';
 import { seedTenants } from './harness/seed.ts';
 import { axeViolations } from './harness/browser.ts';
@@ -26,14 +26,11 @@ const fx = await consoleFixture(t, {
   },
   signupIdempotencyKey: true,
 });
-const { db, call, signedIn } = fx;
+const { db, client, signedIn } = fx;
 
 const signup = async (organization: string) => (await fx.signup(organization, { email: 'ops@example.com' })).id;
-async function register(tenantId: string, body: Record<string, unknown>): Promise<RuntimeRegistered> {
-  const res = await call<RuntimeRegistered>('POST', `/v1/tenants/${tenantId}/runtimes`, { mode: 'hybrid', ...body });
-  if (res.status !== 201) throw new Error(`register: ${res.status} ${JSON.stringify(res.json)}`);
-  return res.json;
-}
+const register = (tenantId: string, body: Omit<BodyOf<'POST /v1/tenants/:id/runtimes'>, 'mode'>) =>
+  client.call('POST /v1/tenants/:id/runtimes', { params: { id: tenantId }, body: { mode: 'hybrid', ...body } });
 
 const customer = await signup('hybrid-customer');
 const other = await signup('hosted-only');
@@ -48,8 +45,7 @@ const onprem = await register(customer, {
 });
 const late = await register(customer, { name: 'late', access: 'tunnel', argo: 'new' });
 // The install's bootstrap Job does this inside the customer's cluster: onprem becomes installed.
-const exchanged = await call('POST', '/v1/runtimes/bootstrap', {}, onprem.bootstrapToken);
-if (exchanged.status !== 200) throw new Error(`bootstrap: ${exchanged.status} ${JSON.stringify(exchanged.json)}`);
+await client.call('POST /v1/runtimes/bootstrap', { body: {}, token: onprem.bootstrapToken });
 // onprem's in-cluster upgrader rolled an upgrade back (what its report records: hybrid-upgrader.test.ts).
 await markUpgradeRolledBack(db.pool, onprem.runtime.id, '1.6.0', 'Deployment app-proxy did not roll out: FailedCreate');
 // late's token expired before anyone applied the bundle.
@@ -200,9 +196,9 @@ t.test(
       [`${customer}/hosted`, `${customer}/onprem`, `${customer}/late`],
       'edge is gone from the list',
     );
-    const api = await call<{ items: Runtime[] }>('GET', `/v1/tenants/${customer}/runtimes`);
+    const listed = await client.call('GET /v1/tenants/:id/runtimes', { params: { id: customer } });
     t.same(
-      api.json.items.map((r) => r.name),
+      listed.items.map((r) => r.name),
       ['hosted', 'onprem', 'late'],
       'the API lists the tenant without edge: it is removed',
     );
@@ -285,7 +281,11 @@ t.test("removing a runtime already removed elsewhere shows the API's answer and 
   const card = page.getByRole('region', { name: 'Runtimes' });
   await card.locator('tr[data-runtime="gone"]').waitFor();
   // Removed with the CLI (the API) while the page shows it.
-  t.equal((await call('DELETE', `/v1/tenants/${other}/runtimes/gone`)).status, 200, 'removed through the API');
+  t.equal(
+    (await client.request('DELETE /v1/tenants/:id/runtimes/:name', { params: { id: other, name: 'gone' } })).status,
+    200,
+    'removed through the API',
+  );
   await card.getByRole('button', { name: 'Remove gone…' }).click();
   await card.locator('input[name="confirm-runtime"]').fill('gone');
   await card.getByRole('button', { name: 'Remove gone', exact: true }).click();

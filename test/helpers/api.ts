@@ -1,18 +1,28 @@
 /**
  * An API under test: the process's services and the real fastify app over them, built the way
  * `provisioner serve` builds them (buildServices, buildApp), on a fresh, migrated database, with
- * an admin key and an operator key, and small helpers for requests through app.inject(). No
- * reconciler runs (PROVISIONER_ENGINE=none unless the env says otherwise).
+ * an admin key and an operator key. Tests call it with the one API client
+ * (provisioner/http/api-client.ts) over app.inject() (inject-fetch.ts): `api.client` (the admin
+ * key), `api.as(key)` (another key, or `null`: none):
+ *
+ *     const { tenant } = await api.client.call('GET /v1/tenants/:id', { params: { id } });
+ *     await t.rejects(api.as(tenantKey).call('GET /v1/keys'), { status: 403, code: 'FORBIDDEN' });
+ *
+ * `request` is the one raw request, for what the client cannot send: malformed bodies, wrong
+ * types, raw headers, paths outside the route map. No reconciler runs (PROVISIONER_ENGINE=none
+ * unless the env says otherwise).
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import type { LightMyRequestResponse } from 'fastify';
 import type pg from 'pg';
 import { loadConfig, type Config } from '../../provisioner/config.ts';
+import { ApiClient, type AnswerOf, type BodyOf } from '../../provisioner/http/api-client.ts';
 import { buildApp } from '../../provisioner/http/app.ts';
 import { buildServices, type Services, type ServicesOptions } from '../../provisioner/services.ts';
 import { createKey } from '../../provisioner/store/keys.ts';
 import type { Catalog } from '../../runtime/catalog.ts';
+import { injectFetch } from './inject-fetch.ts';
 import { createTestDatabase, type TestDatabase } from './postgres.ts';
 
 export interface TestApi {
@@ -22,30 +32,25 @@ export interface TestApi {
   config: Config;
   adminKey: string;
   operatorKey: string;
+  /** The one API client over app.inject(), with the admin key. */
+  client: ApiClient;
+  /** The client with another key (`null`: no key at all). */
+  as(key: string | null): ApiClient;
+  /**
+   * A raw request through app.inject() (the admin key unless `key` says another, `null`: none):
+   * only for what the client cannot send (malformed input, raw headers, routes outside the map).
+   */
   request(
     method: InjectOptions['method'],
     url: string,
     opts?: { key?: string | null; body?: unknown; headers?: Record<string, string> },
   ): Promise<LightMyRequestResponse>;
+  /** POST /v1/signup (a unique organization unless `body` names one), with no key; throws unless accepted. */
   signup(
-    body?: Record<string, unknown>,
+    body?: Partial<BodyOf<'POST /v1/signup'>>,
     headers?: Record<string, string>,
-  ): Promise<{ tenantId: string; apiKey: string; operationId: string; body: SignupBody }>;
+  ): Promise<{ tenantId: string; apiKey: string; operationId: string; body: AnswerOf<'POST /v1/signup'> }>;
   close(): Promise<void>;
-}
-
-export interface SignupBody {
-  tenant: {
-    id: string;
-    organization: string;
-    generation: number;
-    spec: Record<string, unknown>;
-    status: Record<string, unknown>;
-  };
-  apiKey: string;
-  /** Served from the warm pool. */
-  warm?: boolean;
-  operationId: string;
 }
 
 let orgCounter = 0;
@@ -112,8 +117,11 @@ export async function createTestApi(
   const { app, services } = replica;
   const adminKey = (await createKey(db.pool, { role: 'admin', name: 'test admin', createdBy: 'test' })).key;
   const operatorKey = (await createKey(db.pool, { role: 'operator', name: 'test operator', createdBy: 'test' })).key;
+  const client = new ApiClient({ token: adminKey, fetch: injectFetch(app) });
   const api: TestApi = {
     app,
+    client,
+    as: (key) => client.withToken(key ?? undefined),
     services,
     db,
     config,
@@ -125,14 +133,11 @@ export async function createTestApi(
       return app.inject({ method, url, headers, ...(o.body !== undefined ? { payload: o.body as object } : {}) });
     },
     async signup(body = {}, headers = {}) {
-      const res = await app.inject({
-        method: 'POST',
-        url: '/v1/signup',
+      const parsed = await client.call('POST /v1/signup', {
+        body: { organization: uniqueOrg(), email: 'owner@example.com', ...body },
         headers,
-        payload: { organization: uniqueOrg(), email: 'owner@example.com', ...body },
+        token: '',
       });
-      if (res.statusCode !== 202) throw new Error(`signup failed: ${res.statusCode} ${res.body}`);
-      const parsed = res.json<SignupBody>();
       return { tenantId: parsed.tenant.id, apiKey: parsed.apiKey, operationId: parsed.operationId, body: parsed };
     },
     async close() {

@@ -10,7 +10,10 @@
  *   await fx.screenshot(page, 'capacity.png', { fullPage: true });
  *
  * Its API helpers talk to the provisioner with the operator key unless told another (or `null`, no
- * key at all); its page helpers open a fresh watched page (harness/browser.ts `openPage`) and sign
+ * key at all): `client` is the one API client (provisioner/http/api-client.ts), called by route
+ * key (`fx.client.call('GET /v1/capacity')`, `fx.as(key)` for another key); `call` and `ok`, by
+ * method and path with the answer's type chosen by the caller, are what the files not moved onto
+ * the client still use (docs/architecture.md "One API client"); its page helpers open a fresh watched page (harness/browser.ts `openPage`) and sign
  * in through the form. Each test still closes its own pages, and checks their problems itself.
  */
 import { randomBytes } from 'node:crypto';
@@ -22,6 +25,7 @@ import { KUBECONFIG } from '../../integration/reconciler/harness.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { EVENTS_PATH } from '../../../runtime/protocol/events.ts';
+import { ApiClient, type BodyOf } from '../../../provisioner/http/api-client.ts';
 import {
   chromiumAvailable,
   CHROMIUM,
@@ -82,6 +86,10 @@ export interface ConsoleFixture {
   readonly server: ServerProcess;
   /** Its base URL (http://127.0.0.1:<port>). */
   readonly url: string;
+  /** The one API client, on the provisioner now running, with the operator key. */
+  readonly client: ApiClient;
+  /** The client with another key (`null`: none). */
+  as: (key: string | null) => ApiClient;
   /** One API request; `key` is the operator key unless given (`null`: no authorization header). */
   call: <T = unknown>(method: string, path: string, body?: unknown, key?: string | null) => Promise<ApiAnswer<T>>;
   /** `call` that throws on a status of 300 or more, naming the request, and returns the body. */
@@ -92,7 +100,7 @@ export interface ConsoleFixture {
    */
   signup: (
     organization: string,
-    fields?: Record<string, unknown>,
+    fields?: Partial<BodyOf<'POST /v1/signup'>>,
     key?: string | null,
   ) => Promise<{ id: string; apiKey: string; warm: boolean }>;
   /**
@@ -184,6 +192,8 @@ export async function consoleFixture(t: FixtureTest, options: ConsoleFixtureOpti
     if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.json)}`);
     return res.json;
   };
+  // The provisioner keeps its port across restarts: one client for the fixture's life.
+  const client = new ApiClient({ baseUrl: running().url, token: operatorKey });
   const open = async (key: string): Promise<WatchedPage> => {
     const w = await openPage(browser, running().url);
     await signIn(w.page, running().url, key);
@@ -202,26 +212,22 @@ export async function consoleFixture(t: FixtureTest, options: ConsoleFixtureOpti
     get url() {
       return running().url;
     },
+    client,
+    as: (key) => client.withToken(key ?? undefined),
     call,
     ok,
     async signup(organization, fields = {}, key) {
-      const s = await ok<{ tenant: { id: string }; apiKey: string; warm?: boolean }>(
-        'POST',
-        '/v1/signup',
-        { organization, email: `ops@${organization}.example`, ...fields },
-        key,
-      );
+      const s = await client.call('POST /v1/signup', {
+        body: { organization, email: `ops@${organization}.example`, ...fields },
+        headers: options.signupIdempotencyKey ? { 'idempotency-key': randomBytes(16).toString('hex') } : {},
+        ...(key !== undefined ? { token: key ?? '' } : {}),
+      });
       return { id: s.tenant.id, apiKey: s.apiKey, warm: s.warm === true };
     },
     async registerCluster() {
-      const res = await call('POST', '/v1/clusters', {
-        name: 'eu-1a',
-        region: 'eu-west-1',
-        capacity: 50,
-        kubeconfig: KUBECONFIG,
-        force: true,
+      await client.call('POST /v1/clusters', {
+        body: { name: 'eu-1a', region: 'eu-west-1', capacity: 50, kubeconfig: KUBECONFIG, force: true },
       });
-      if (res.status !== 201) throw new Error(`cluster: ${res.status} ${JSON.stringify(res.json)}`);
     },
     async postEvents(key, body) {
       const res = await fetch(`${running().url}${EVENTS_PATH}`, {

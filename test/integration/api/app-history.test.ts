@@ -9,6 +9,7 @@
  * change stream sends this application's entries only.
  */
 import t from 'tap';
+import type { QueryOf } from '../../../provisioner/http/api-client.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { application, batch } from '../../helpers/events.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
@@ -78,13 +79,18 @@ function report(name: string, rv: number, summary: Partial<ApplicationSummary>, 
   };
 }
 
-const history = async (tenantId: string, name: string, query = '', key?: string) => {
-  const res = await api.request('GET', `/v1/tenants/${tenantId}/applications/argocd/${name}/history${query}`, {
-    ...(key ? { key } : {}),
+type HistoryQuery = QueryOf<'GET /v1/tenants/:id/applications/:namespace/:name/history'>;
+/** An argocd Application's history (the admin key unless `key` says another): an ApiError unless 200. */
+const history = (tenantId: string, name: string, query: HistoryQuery = {}, key = api.adminKey) =>
+  api.as(key).call('GET /v1/tenants/:id/applications/:namespace/:name/history', {
+    params: { id: tenantId, namespace: 'argocd', name },
+    query,
   });
-  if (res.statusCode !== 200) throw new Error(`history: ${res.statusCode} ${res.body}`);
-  return res.json<ApplicationHistoryPage>();
-};
+/** The same, the client's answer (status and body), never thrown. */
+const historyAnswer = (tenantId: string, name: string, key = api.adminKey) =>
+  api.as(key).request('GET /v1/tenants/:id/applications/:namespace/:name/history', {
+    params: { id: tenantId, namespace: 'argocd', name },
+  });
 const revisions = (p: ApplicationHistoryPage) => p.items.map((i) => i.changeRevision);
 
 t.test('reports with a change revision become entries, newest first and paged', async (t) => {
@@ -116,29 +122,24 @@ t.test('reports with a change revision become entries, newest first and paged', 
     'the entry carries the commit, the images before → after and the changed field',
   );
 
-  const p1 = await history(tenant.tenantId, 'web', '?limit=2');
+  const p1 = await history(tenant.tenantId, 'web', { limit: 2 });
   t.same(revisions(p1), [sha(3), sha(2)], 'the first page holds the two newest');
   t.type(p1.nextCursor, 'string', 'a cursor while more remain');
-  const p2 = await history(tenant.tenantId, 'web', `?limit=2&cursor=${encodeURIComponent(p1.nextCursor!)}`);
+  const p2 = await history(tenant.tenantId, 'web', { limit: 2, cursor: p1.nextCursor! });
   t.same(revisions(p2), [sha(1)], 'the second page continues after the first');
   t.equal(p2.nextCursor, null, 'no cursor after the last page');
 
-  const runtimeScoped = await api.request(
-    'GET',
-    `/v1/tenants/${tenant.tenantId}/runtimes/hosted/objects/applications/argocd/web/history`,
-    { key: tenant.apiKey },
+  const runtimeScoped = await api
+    .as(tenant.apiKey)
+    .call('GET /v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/history', {
+      params: { id: tenant.tenantId, name: 'hosted', namespace: 'argocd', objectName: 'web' },
+    });
+  t.same(revisions(runtimeScoped), [sha(3), sha(2), sha(1)], 'the runtime-scoped route serves the same history');
+  await t.rejects(
+    history(tenant.tenantId, 'other', { cursor: p1.nextCursor! }),
+    { status: 400, code: 'INVALID_CURSOR' },
+    "another application's cursor is refused as INVALID_CURSOR",
   );
-  t.same(
-    revisions(runtimeScoped.json<ApplicationHistoryPage>()),
-    [sha(3), sha(2), sha(1)],
-    'the runtime-scoped route serves the same history',
-  );
-  const foreign = await api.request(
-    'GET',
-    `/v1/tenants/${tenant.tenantId}/applications/argocd/other/history?cursor=${encodeURIComponent(p1.nextCursor!)}`,
-  );
-  t.equal(foreign.statusCode, 400, "another application's cursor is refused");
-  t.equal(foreign.json<{ error: { code: string } }>().error.code, 'INVALID_CURSOR', 'as INVALID_CURSOR');
 });
 
 t.test('a monorepo commit that changes application A makes an entry for A only', async (t) => {
@@ -310,7 +311,7 @@ t.test("the tenant's cap deletes its oldest entries; the retention loop deletes 
   const key = await runtimeKey(tenant.tenantId);
   for (let i = 1; i <= CAP + 2; i++)
     await ingest(key, [report('busy', 600 + i, { syncStatus: 'OutOfSync' }, change(sha(`e${i}`)))]);
-  const kept = revisions(await history(tenant.tenantId, 'busy', '?limit=200'));
+  const kept = revisions(await history(tenant.tenantId, 'busy', { limit: 200 }));
   t.same(
     kept,
     [sha('e6'), sha('e5'), sha('e4'), sha('e3')],
@@ -376,9 +377,11 @@ t.test('bad change shapes are refused with 400 naming the field; nothing is stor
   await refused({ ...ok, change: big }, 'items.0.change', 'a change over MAX_CHANGE_BYTES');
   const rollout = { ...ok, kind: 'Rollout' };
   await refused(rollout, 'items.0.change', 'a change on a Rollout');
-  const missing = await api.request('GET', `/v1/tenants/${tenant.tenantId}/applications/argocd/shapes/history`);
-  t.equal(missing.statusCode, 404, 'nothing of the refused batches was stored: the application is unknown');
-  t.equal(missing.json<{ error: { code: string } }>().error.code, 'RUNTIME_OBJECT_NOT_FOUND', 'with its code');
+  await t.rejects(
+    history(tenant.tenantId, 'shapes'),
+    { status: 404, code: 'RUNTIME_OBJECT_NOT_FOUND' },
+    'nothing of the refused batches was stored: the application is unknown, with its code',
+  );
 });
 
 t.test('another tenant cannot read the history; a known application without entries has an empty one', async (t) => {
@@ -387,25 +390,21 @@ t.test('another tenant cannot read the history; a known application without entr
   const key = await runtimeKey(a.tenantId);
   await ingest(key, [report('private', 800, {}, change(sha('g1')))]);
   await ingest(key, [report('quiet', 801, {})]);
-  const own = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/private/history`, {
-    key: a.apiKey,
-  });
-  t.equal(own.statusCode, 200, 'the tenant reads its own');
-  const cross = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/private/history`, {
-    key: b.apiKey,
-  });
-  t.equal(cross.statusCode, 404, "another tenant's key gets 404");
-  t.notMatch(cross.body, /g1/, 'and learns nothing of the entries');
-  const asRuntime = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/private/history`, {
-    key,
-  });
-  t.equal(asRuntime.statusCode, 403, 'a runtime key may not read');
+  const own = await historyAnswer(a.tenantId, 'private', a.apiKey);
+  t.equal(own.status, 200, 'the tenant reads its own');
+  const cross = await historyAnswer(a.tenantId, 'private', b.apiKey);
+  t.equal(cross.status, 404, "another tenant's key gets 404");
+  t.notMatch(JSON.stringify(cross.body), /g1/, 'and learns nothing of the entries');
+  const asRuntime = await historyAnswer(a.tenantId, 'private', key);
+  t.equal(asRuntime.status, 403, 'a runtime key may not read');
   t.same((await history(a.tenantId, 'quiet')).items, [], 'an application reported without changes: an empty history');
-  const unknownRuntime = await api.request(
-    'GET',
-    `/v1/tenants/${a.tenantId}/runtimes/nope/objects/applications/argocd/private/history`,
+  await t.rejects(
+    api.client.call('GET /v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/history', {
+      params: { id: a.tenantId, name: 'nope', namespace: 'argocd', objectName: 'private' },
+    }),
+    { code: 'RUNTIME_NOT_FOUND' },
+    'an unknown runtime',
   );
-  t.equal(unknownRuntime.json<{ error: { code: string } }>().error.code, 'RUNTIME_NOT_FOUND', 'an unknown runtime');
 });
 
 t.test("the change stream sends this application's entries only, as they are written", async (t) => {
@@ -419,6 +418,7 @@ t.test("the change stream sends this application's entries only, as they are wri
   t.teardown(() => abort.abort());
   const entries: { id: string; item: ApplicationHistoryEntry }[] = [];
   let started = false;
+  // read raw: the test checks the stream's `: after` comment, which the client's events skip
   const res = await fetch(`${base}/v1/tenants/${tenant.tenantId}/applications/argocd/streamed/history/stream?after=0`, {
     headers: { authorization: `Bearer ${tenant.apiKey}`, accept: 'text/event-stream' },
     signal: abort.signal,

@@ -5,6 +5,8 @@ import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
+const client = api.client;
+const operator = api.as(api.operatorKey);
 
 const kubeconfig = (server = 'https://203.0.113.10:6443') => `apiVersion: v1
 kind: Config
@@ -15,8 +17,7 @@ current-context: x
 `;
 
 t.test('a root cluster is registered with its kubeconfig encrypted at rest and never returned', async (t) => {
-  const res = await api.request('POST', '/v1/clusters', {
-    key: api.operatorKey,
+  const res = await operator.request('POST /v1/clusters', {
     body: {
       name: 'eu-west-1a',
       region: 'eu-west-1',
@@ -28,8 +29,8 @@ t.test('a root cluster is registered with its kubeconfig encrypted at rest and n
       force: true,
     },
   });
-  t.equal(res.statusCode, 201);
-  t.match(res.json(), {
+  t.equal(res.status, 201);
+  t.match(res.body, {
     name: 'eu-west-1a',
     region: 'eu-west-1',
     capacity: 50,
@@ -38,7 +39,7 @@ t.test('a root cluster is registered with its kubeconfig encrypted at rest and n
     cordoned: false,
     tenants: 0,
   });
-  t.notMatch(res.body, /very-secret-token/);
+  t.notMatch(JSON.stringify(res.body), /very-secret-token/);
   const { rows } = await api.db.pool.query<{ kubeconfig_enc: Buffer }>(
     `SELECT kubeconfig_enc FROM root_clusters WHERE name = 'eu-west-1a'`,
   );
@@ -49,9 +50,9 @@ t.test('a root cluster is registered with its kubeconfig encrypted at rest and n
     'decrypts back',
   );
   t.throws(() => api.services.box.decrypt(rows[0]!.kubeconfig_enc, 'cluster/other'), 'bound to its cluster name');
-  const list = (await api.request('GET', '/v1/clusters')).json();
+  const list = await client.call('GET /v1/clusters');
   t.same(
-    list.items.map((c: { name: string }) => c.name),
+    list.items.map((c) => c.name),
     ['eu-west-1a'],
   );
   t.notMatch(JSON.stringify(list), /very-secret-token/);
@@ -80,63 +81,66 @@ t.test('cluster registration refuses bad input with the field named', async (t) 
     [{ name: 'c2', region: 'eu', capacity: 1, plans: ['gold'], kubeconfig: kubeconfig() }, 400, 'UNKNOWN_PLAN', 'plan'],
     [{ name: 'c2', region: 'eu', capacity: 1 }, 400, 'VALIDATION_FAILED', 'kubeconfig'],
   ];
+  // some bodies are of the wrong shape: all sent raw
   for (const [body, status, code, field] of cases) {
     const res = await api.request('POST', '/v1/clusters', { body });
     t.equal(res.statusCode, status, JSON.stringify(body).slice(0, 60));
     t.match(res.json().error, { code, field });
   }
-  t.equal((await api.request('GET', '/v1/clusters')).json().items.length, 1, 'nothing half-written');
+  t.equal((await client.call('GET /v1/clusters')).items.length, 1, 'nothing half-written');
 });
 
 t.test('cordon and uncordon are recorded and audited; unknown clusters are 404', async (t) => {
-  const c = await api.request('POST', '/v1/clusters/eu-west-1a/cordon', { key: api.operatorKey });
-  t.equal(c.statusCode, 200);
-  t.equal(c.json().cordoned, true);
-  t.equal((await api.request('GET', '/v1/clusters/eu-west-1a')).json().cordoned, true);
-  const u = await api.request('POST', '/v1/clusters/eu-west-1a/uncordon', { key: api.operatorKey });
-  t.equal(u.json().cordoned, false);
+  const params = { name: 'eu-west-1a' };
+  const c = await operator.request('POST /v1/clusters/:name/cordon', { params });
+  t.equal(c.status, 200);
+  t.equal(c.ok && c.body.cordoned, true);
+  t.equal((await client.call('GET /v1/clusters/:name', { params })).cordoned, true);
+  const u = await operator.call('POST /v1/clusters/:name/uncordon', { params });
+  t.equal(u.cordoned, false);
   const audit = await api.db.pool.query(`SELECT action FROM audit_log WHERE target_type = 'cluster' ORDER BY id`);
   t.same(
     audit.rows.map((r) => r.action),
     ['cluster.register', 'cluster.cordon', 'cluster.uncordon'],
   );
-  const missing = await api.request('POST', '/v1/clusters/nope/cordon');
-  t.equal(missing.statusCode, 404);
-  t.equal(missing.json().error.code, 'CLUSTER_NOT_FOUND');
+  await t.rejects(client.call('POST /v1/clusters/:name/cordon', { params: { name: 'nope' } }), {
+    status: 404,
+    code: 'CLUSTER_NOT_FOUND',
+  });
 });
 
 t.test('runtime versions list the catalog with availability and the default; ops change availability', async (t) => {
-  const res = (await api.request('GET', '/v1/runtime-versions', { key: null })).json();
+  const anonymous = api.as(null);
+  const res = await anonymous.call('GET /v1/runtime-versions');
   t.same(
-    res.items.map((v: { version: string }) => v.version),
+    res.items.map((v) => v.version),
     catalog.versions.map((v) => v.version),
   );
   t.equal(res.defaultVersion, catalog.defaultVersion('stable'));
-  t.equal(res.items.filter((v: { default: boolean }) => v.default).length, 1);
-  t.ok(
-    res.items.every(
-      (v: { availability: string; components: Record<string, string> }) =>
-        v.availability === 'available' && v.components.argoCd,
-    ),
-  );
+  t.equal(res.items.filter((v) => v.default).length, 1);
+  t.ok(res.items.every((v) => v.availability === 'available' && v.components.argoCd));
   const version = catalog.versions[0]!.version;
-  const put = await api.request('PUT', `/v1/runtime-versions/${version}/availability`, {
-    key: api.operatorKey,
+  const put = await operator.request('PUT /v1/runtime-versions/:version/availability', {
+    params: { version },
     body: { availability: 'deprecated' },
   });
-  t.equal(put.statusCode, 200);
-  t.equal(put.json().availability, 'deprecated');
-  const after = (await api.request('GET', '/v1/runtime-versions', { key: null })).json();
-  t.equal(after.items.find((v: { version: string }) => v.version === version).availability, 'deprecated');
+  t.equal(put.status, 200);
+  t.equal(put.ok && put.body.availability, 'deprecated');
+  const after = await anonymous.call('GET /v1/runtime-versions');
+  t.equal(after.items.find((v) => v.version === version)!.availability, 'deprecated');
+  // an availability outside the list: sent raw
   const bad = await api.request('PUT', `/v1/runtime-versions/${version}/availability`, {
     body: { availability: 'gone' },
   });
   t.equal(bad.statusCode, 400);
   t.match(bad.json().error, { code: 'VALIDATION_FAILED', field: 'availability' });
-  const unknown = await api.request('PUT', '/v1/runtime-versions/9.9.9/availability', {
-    body: { availability: 'withdrawn' },
-  });
-  t.equal(unknown.statusCode, 404);
+  await t.rejects(
+    client.call('PUT /v1/runtime-versions/:version/availability', {
+      params: { version: '9.9.9' },
+      body: { availability: 'withdrawn' },
+    }),
+    { name: 'ApiError', status: 404 },
+  );
   const audit = await api.db.pool.query(
     `SELECT before, after FROM audit_log WHERE action = 'runtime_version.availability'`,
   );
@@ -144,29 +148,35 @@ t.test('runtime versions list the catalog with availability and the default; ops
 });
 
 t.test('admin creates and revokes keys; keys are shown once and listed without secrets', async (t) => {
-  const created = await api.request('POST', '/v1/keys', { body: { role: 'operator', name: 'oncall' } });
-  t.equal(created.statusCode, 201);
-  const { key, info } = created.json();
+  const created = await client.request('POST /v1/keys', { body: { role: 'operator', name: 'oncall' } });
+  t.equal(created.status, 201);
+  if (!created.ok) throw new Error('precondition: the key was created');
+  const { key, info } = created.body;
   t.match(key, /^hrt_operator_/);
   t.equal(info.prefix, key.slice(0, info.prefix.length));
-  const list = await api.request('GET', '/v1/keys');
-  t.notMatch(list.body, new RegExp(key.slice(15)), 'listing never contains a key');
-  t.ok(list.json().items.some((k: { id: string }) => k.id === info.id));
+  const list = await client.call('GET /v1/keys');
+  t.notMatch(JSON.stringify(list), new RegExp(key.slice(15)), 'listing never contains a key');
+  t.ok(list.items.some((k) => k.id === info.id));
+  // a role outside the list: sent raw
   const badRole = await api.request('POST', '/v1/keys', { body: { role: 'root', name: 'x' } });
   t.match(badRole.json().error, { code: 'VALIDATION_FAILED', field: 'role' });
-  const unbound = await api.request('POST', '/v1/keys', { body: { role: 'tenant', name: 'x' } });
-  t.match(unbound.json().error, { code: 'VALIDATION_FAILED', field: 'tenantId' });
-  const self = await api.request(
-    'DELETE',
-    `/v1/keys/${(await api.request('GET', '/v1/keys')).json().items.find((k: { name: string }) => k.name === 'test admin').id}`,
+  await t.rejects(client.call('POST /v1/keys', { body: { role: 'tenant', name: 'x' } }), {
+    code: 'VALIDATION_FAILED',
+    field: 'tenantId',
+  });
+  const admin = (await client.call('GET /v1/keys')).items.find((k) => k.name === 'test admin')!;
+  await t.rejects(
+    client.call('DELETE /v1/keys/:id', { params: { id: admin.id } }),
+    { name: 'ApiError', status: 409 },
+    'an admin key cannot revoke itself',
   );
-  t.equal(self.statusCode, 409, 'an admin key cannot revoke itself');
-  const revoke = await api.request('DELETE', `/v1/keys/${info.id}`);
-  t.equal(revoke.statusCode, 200);
-  const again = await api.request('DELETE', `/v1/keys/${info.id}`);
-  t.equal(again.json().revokedAt, revoke.json().revokedAt, 'revoking twice keeps the first time');
-  const listed = (await api.request('GET', '/v1/keys?includeRevoked=true')).json();
-  t.ok(listed.items.find((k: { id: string }) => k.id === info.id).revokedAt);
+  const revoke = await client.request('DELETE /v1/keys/:id', { params: { id: info.id } });
+  t.equal(revoke.status, 200);
+  if (!revoke.ok) throw new Error('precondition: the key was revoked');
+  const again = await client.call('DELETE /v1/keys/:id', { params: { id: info.id } });
+  t.equal(again.revokedAt, revoke.body.revokedAt, 'revoking twice keeps the first time');
+  const listed = await client.call('GET /v1/keys', { query: { includeRevoked: true } });
+  t.ok(listed.items.find((k) => k.id === info.id)!.revokedAt);
   const audit = await api.db.pool.query(
     `SELECT action FROM audit_log WHERE target_type = 'api_key' AND target_id = $1 ORDER BY id`,
     [info.id],
@@ -226,6 +236,7 @@ t.test('health, readiness, metrics, OpenAPI and unknown routes', async (t) => {
   ]) {
     t.ok(spec.paths[path], `OpenAPI documents ${path}`);
   }
+  // health, metrics, the OpenAPI document and unknown routes are outside the route map: raw
   const nf = await api.request('GET', '/v1/nothing');
   t.equal(nf.statusCode, 404);
   t.equal(nf.json().error.code, 'ROUTE_NOT_FOUND');

@@ -44,11 +44,10 @@ t.test(
     });
     t.equal(
       (
-        await api.request('POST', '/v1/clusters', {
-          key: api.operatorKey,
+        await api.as(api.operatorKey).request('POST /v1/clusters', {
           body: { name: 'root-upstream', region: 'eu', capacity: 10, kubeconfig: KUBECONFIG, force: true },
         })
-      ).statusCode,
+      ).status,
       201,
       'the root cluster is registered',
     );
@@ -67,26 +66,22 @@ t.test(
     await reconciler.start();
     t.teardown(() => reconciler.stop({ graceMs: 0 }));
     const tenant = await api.signup();
+    const asTenant = api.as(tenant.apiKey);
 
     const op = await until(
       'the operation to fail',
       30_000,
       async () => {
-        const o = (await api.request('GET', `/v1/operations/${tenant.operationId}`, { key: tenant.apiKey })).json<{
-          state: string;
-          error: { code: string; message: string } | null;
-        }>();
+        const o = await asTenant.call('GET /v1/operations/:id', { params: { id: tenant.operationId } });
         return o.state === 'failed' && o;
       },
       50,
     );
     t.equal(op.state, 'failed', 'the operation failed');
 
-    const log = (await api.request('GET', `/v1/operations/${tenant.operationId}/log`, { key: tenant.apiKey })).json<{
-      items: Array<{ stream: string; line: string }>;
-    }>();
+    const log = await asTenant.call('GET /v1/operations/:id/log', { params: { id: tenant.operationId } });
     const text = log.items.map((l) => l.line).join('\n');
-    const tenantView = (await api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key: tenant.apiKey })).body;
+    const tenantView = JSON.stringify(await asTenant.call('GET /v1/tenants/:id', { params: { id: tenant.tenantId } }));
     const opView = JSON.stringify(op);
     for (const [where, seen] of [
       ['the operation log', text],

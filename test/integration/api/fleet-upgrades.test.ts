@@ -10,17 +10,15 @@ import { catalog } from '../../../runtime/catalog.ts';
 import { until } from '../../../sandbox/until.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
 import { settleTenantOperations } from '../../helpers/operations.ts';
-
-interface PlanBody {
-  waves: Array<{ wave: number; size: number; tenants: string[]; maxConcurrency: number }>;
-  tenants: Array<{ tenantId: string; path: string[]; wave: number; fromVersion: string }>;
-  excluded: Array<{ tenantId: string; reason: string }>;
-  counts: { selected: number; upgradeable: number; excluded: number };
-}
+import { planFleetUpgrade, startFleetUpgrade } from '../../helpers/fleet.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 
 let api: TestApi;
+/** The client with the operator key. */
+let operator: ApiClient;
 t.before(async () => {
   api = await createTestApi();
+  operator = api.as(api.operatorKey);
 });
 t.teardown(() => api.close());
 
@@ -66,12 +64,13 @@ t.test(
     const done = await readyTenant('1.5.0', { cluster: c1 });
     const unknown = '00000000-0000-4000-8000-000000000001';
     const ids = [a, b, c, old, suspended, stalled, done, unknown];
-    const res = await api.request('POST', '/v1/fleet-upgrades?dryRun=1', {
-      key: api.operatorKey,
+    const res = await operator.request('POST /v1/fleet-upgrades', {
+      query: { dryRun: '1' },
       body: { targetVersion: '1.5.0', selector: { tenantIds: ids }, waves: [{ count: 1 }, { percent: 100 }] },
     });
-    t.equal(res.statusCode, 200, `a dry run answers 200 with the plan (${res.body.slice(0, 300)})`);
-    const plan = res.json<PlanBody>();
+    t.equal(res.status, 200, `a dry run answers 200 with the plan (${JSON.stringify(res.body).slice(0, 300)})`);
+    if (!res.ok || 'fleetUpgrade' in res.body) throw new Error('precondition: a plan');
+    const plan = res.body;
     t.same(
       plan.tenants.map((p) => p.tenantId),
       [a, b, c, old],
@@ -97,27 +96,24 @@ t.test(
     t.match(reasons.get(done), /already on 1\.5\.0/, 'a tenant on the target is listed as excluded');
     t.match(reasons.get(unknown), /no such tenant/, 'an id that is no tenant is listed, not silently dropped');
     t.same(plan.counts, { selected: 8, upgradeable: 4, excluded: 4 }, 'the counts add up to every id sent');
-    const list = await api.request('GET', '/v1/fleet-upgrades', { key: api.operatorKey });
-    t.same(list.json().items, [], 'a dry run writes no fleet upgrade');
+    const list = await operator.call('GET /v1/fleet-upgrades');
+    t.same(list.items, [], 'a dry run writes no fleet upgrade');
 
     // Selecting by cluster and version.
     const c2 = await addCluster('us-1');
     const elsewhere = await readyTenant('1.4.1', { cluster: c2 });
-    const byCluster = await api.request('POST', '/v1/fleet-upgrades?dryRun=1', {
-      key: api.operatorKey,
-      body: { targetVersion: '1.5.0', selector: { clusters: [c2], versions: ['1.4.1'] } },
+    const byCluster = await planFleetUpgrade(operator, {
+      targetVersion: '1.5.0',
+      selector: { clusters: [c2], versions: ['1.4.1'] },
     });
     t.same(
-      byCluster.json<PlanBody>().tenants.map((p) => p.tenantId),
+      byCluster.tenants.map((p) => p.tenantId),
       [elsewhere],
       'a selector by cluster and version takes only the tenants matching both',
     );
-    const byRegion = await api.request('POST', '/v1/fleet-upgrades?dryRun=1', {
-      key: api.operatorKey,
-      body: { targetVersion: '1.5.0', selector: { regions: ['us-1'] } },
-    });
+    const byRegion = await planFleetUpgrade(operator, { targetVersion: '1.5.0', selector: { regions: ['us-1'] } });
     t.same(
-      byRegion.json<PlanBody>().tenants.map((p) => p.tenantId),
+      byRegion.tenants.map((p) => p.tenantId),
       [elsewhere],
       "a selector by region takes the tenants of that region's clusters",
     );
@@ -130,8 +126,7 @@ t.test(
     const c1 = await addCluster();
     const a = await readyTenant('1.4.1', { cluster: c1 });
     const b = await readyTenant('1.4.1', { cluster: c1 });
-    const start = await api.request('POST', '/v1/fleet-upgrades', {
-      key: api.operatorKey,
+    const start = await operator.request('POST /v1/fleet-upgrades', {
       body: {
         targetVersion: '1.5.0',
         selector: { tenantIds: [a, b] },
@@ -139,15 +134,17 @@ t.test(
         maxConcurrency: 1,
       },
     });
-    t.equal(start.statusCode, 201, `the start answers 201 (${start.body.slice(0, 300)})`);
-    const id = start.json().fleetUpgrade.id as string;
-    t.equal(start.headers.location, `/v1/fleet-upgrades/${id}`, 'Location names the new fleet upgrade');
-    const got = await api.request('GET', `/v1/fleet-upgrades/${id}`, { key: api.operatorKey });
-    t.equal(got.statusCode, 200, 'the fleet upgrade can be read');
-    const f = got.json();
+    t.equal(start.status, 201, `the start answers 201 (${JSON.stringify(start.body).slice(0, 300)})`);
+    if (!start.ok || !('fleetUpgrade' in start.body)) throw new Error('precondition: a started fleet upgrade');
+    const id = start.body.fleetUpgrade.id;
+    t.equal(start.headers.get('location'), `/v1/fleet-upgrades/${id}`, 'Location names the new fleet upgrade');
+    const got = await operator.request('GET /v1/fleet-upgrades/:id', { params: { id } });
+    t.equal(got.status, 200, 'the fleet upgrade can be read');
+    if (!got.ok) throw new Error('precondition: the fleet upgrade was read');
+    const f = got.body;
     t.equal(f.state, 'running', 'a started fleet upgrade is running');
     t.same(
-      f.waves.map((w: { name: string; size: number; state: string }) => [w.name, w.size, w.state]),
+      f.waves.map((w) => [w.name, w.size, w.state]),
       [
         ['canary', 1, 'pending'],
         ['wave 1', 1, 'pending'],
@@ -155,7 +152,7 @@ t.test(
       'the waves are stored as planned',
     );
     t.same(
-      f.tenants.map((x: { tenantId: string; state: string; path: string[] }) => [x.tenantId, x.state, x.path]),
+      (f.tenants ?? []).map((x) => [x.tenantId, x.state, x.path]),
       [
         [a, 'pending', ['1.5.0']],
         [b, 'pending', ['1.5.0']],
@@ -163,64 +160,50 @@ t.test(
       'every tenant is pending with its path',
     );
 
-    const up = await api.request('POST', `/v1/tenants/${a}/upgrade`, {
-      key: api.operatorKey,
-      body: { version: '1.5.0' },
-    });
-    t.equal(up.statusCode, 409, 'an individual upgrade of a held tenant is refused');
-    t.equal(up.json().error.code, 'TENANT_IN_FLEET_UPGRADE', 'the refusal has code TENANT_IN_FLEET_UPGRADE');
-    t.match(up.json().error.message, id, 'the message names the fleet upgrade');
-    t.equal(up.json().error.details.fleetUpgradeId, id, 'details name the fleet upgrade');
-    const patch = await api.request('PATCH', `/v1/tenants/${b}`, {
-      key: api.operatorKey,
+    const upgrade = (tenantId: string) =>
+      operator.request('POST /v1/tenants/:id/upgrade', { params: { id: tenantId }, body: { version: '1.5.0' } });
+    const up = await upgrade(a);
+    t.equal(up.status, 409, 'an individual upgrade of a held tenant is refused');
+    t.match(up.body, { error: { code: 'TENANT_IN_FLEET_UPGRADE' } }, 'the refusal has code TENANT_IN_FLEET_UPGRADE');
+    t.match(up.body, { error: { message: id } }, 'the message names the fleet upgrade');
+    t.match(up.body, { error: { details: { fleetUpgradeId: id } } }, 'details name the fleet upgrade');
+    const patch = await operator.request('PATCH /v1/tenants/:id', {
+      params: { id: b },
       body: { runtimeVersion: '1.5.0' },
     });
-    t.equal(patch.statusCode, 409, 'a PATCH of the version of a held tenant is refused too');
-    const suspend = await api.request('POST', `/v1/tenants/${b}/suspend`, { key: api.operatorKey });
-    t.equal(suspend.statusCode, 202, 'other changes of a held tenant are allowed');
+    t.equal(patch.status, 409, 'a PATCH of the version of a held tenant is refused too');
+    const suspend = await operator.request('POST /v1/tenants/:id/suspend', { params: { id: b } });
+    t.equal(suspend.status, 202, 'other changes of a held tenant are allowed');
 
-    const again = await api.request('POST', '/v1/fleet-upgrades?dryRun=1', {
-      key: api.operatorKey,
-      body: { targetVersion: '1.5.0', selector: { tenantIds: [a] } },
-    });
-    t.match(
-      again.json<PlanBody>().excluded[0]?.reason,
-      `part of fleet upgrade ${id}`,
-      'a second plan lists a held tenant as excluded',
+    const again = await planFleetUpgrade(operator, { targetVersion: '1.5.0', selector: { tenantIds: [a] } });
+    t.match(again.excluded[0]?.reason, `part of fleet upgrade ${id}`, 'a second plan lists a held tenant as excluded');
+    await t.rejects(
+      startFleetUpgrade(operator, { targetVersion: '1.5.0', selector: { tenantIds: [a] } }),
+      { status: 422, code: 'NOTHING_TO_UPGRADE' },
+      'a start that takes no tenant is refused with code NOTHING_TO_UPGRADE',
     );
-    const second = await api.request('POST', '/v1/fleet-upgrades', {
-      key: api.operatorKey,
-      body: { targetVersion: '1.5.0', selector: { tenantIds: [a] } },
-    });
-    t.equal(second.statusCode, 422, 'a start that takes no tenant is refused');
-    t.equal(second.json().error.code, 'NOTHING_TO_UPGRADE', 'the refusal has code NOTHING_TO_UPGRADE');
 
-    const pause = await api.request('POST', `/v1/fleet-upgrades/${id}/pause`, {
-      key: api.operatorKey,
-      body: { reason: 'night' },
-    });
-    t.equal(pause.statusCode, 200, 'pause answers 200');
-    t.equal(pause.json().state, 'paused', 'pause answers the paused fleet upgrade');
-    const pauseAgain = await api.request('POST', `/v1/fleet-upgrades/${id}/pause`, { key: api.operatorKey });
-    t.equal(pauseAgain.statusCode, 409, 'pausing a paused fleet upgrade is a 409');
-    t.equal(pauseAgain.json().error.code, 'FLEET_UPGRADE_STATE', 'the refusal has code FLEET_UPGRADE_STATE');
+    const params = { id };
+    const pause = await operator.request('POST /v1/fleet-upgrades/:id/pause', { params, body: { reason: 'night' } });
+    t.equal(pause.status, 200, 'pause answers 200');
+    t.equal(pause.ok && pause.body.state, 'paused', 'pause answers the paused fleet upgrade');
+    await t.rejects(
+      operator.call('POST /v1/fleet-upgrades/:id/pause', { params }),
+      { status: 409, code: 'FLEET_UPGRADE_STATE' },
+      'pausing a paused fleet upgrade is a 409 with code FLEET_UPGRADE_STATE',
+    );
     t.equal(
-      (await api.request('POST', `/v1/fleet-upgrades/${id}/resume`, { key: api.operatorKey })).json().state,
+      (await operator.call('POST /v1/fleet-upgrades/:id/resume', { params })).state,
       'running',
       'resume answers the running fleet upgrade',
     );
-    const abort = await api.request('POST', `/v1/fleet-upgrades/${id}/abort`, {
-      key: api.operatorKey,
-      body: { rollback: true },
-    });
-    t.equal(abort.statusCode, 200, 'abort answers 200');
-    t.equal(abort.json().state, 'aborted', 'an abort with nothing started ends at once');
-    t.equal(abort.json().counts.cancelled, 2, 'the tenants not started are cancelled');
-    const free = await api.request('POST', `/v1/tenants/${a}/upgrade`, {
-      key: api.operatorKey,
-      body: { version: '1.5.0' },
-    });
-    t.equal(free.statusCode, 202, 'after the abort the tenant can be upgraded on its own');
+    const abort = await operator.request('POST /v1/fleet-upgrades/:id/abort', { params, body: { rollback: true } });
+    t.equal(abort.status, 200, 'abort answers 200');
+    if (!abort.ok) throw new Error('precondition: the abort was answered');
+    t.equal(abort.body.state, 'aborted', 'an abort with nothing started ends at once');
+    t.equal(abort.body.counts.cancelled, 2, 'the tenants not started are cancelled');
+    const free = await upgrade(a);
+    t.equal(free.status, 202, 'after the abort the tenant can be upgraded on its own');
 
     const { rows } = await api.db.pool.query<{ action: string }>(
       `SELECT action FROM audit_log WHERE target_type = 'fleet_upgrade' AND target_id = $1 ORDER BY id`,
@@ -235,6 +218,7 @@ t.test(
 );
 
 t.test('bad requests are 4xx naming the field; only operators may call', async (t) => {
+  // some bodies are of the wrong shape: all sent raw
   const bad = async (body: unknown, field: string, code = 'VALIDATION_FAILED') => {
     const res = await api.request('POST', '/v1/fleet-upgrades?dryRun=1', { key: api.operatorKey, body });
     t.equal(res.statusCode, 400, `${JSON.stringify(body)} is a 400`);
@@ -252,68 +236,46 @@ t.test('bad requests are 4xx naming the field; only operators may call', async (
   await bad({ targetVersion: '1.5.0', selector: { all: true, plans: ['team'] } }, 'selector.all');
   await bad({ targetVersion: '1.5.0', selector: { plans: [] } }, 'selector.plans');
   const { apiKey } = await api.signup();
-  const asTenant = await api.request('POST', '/v1/fleet-upgrades?dryRun=1', {
-    key: apiKey,
-    body: { targetVersion: '1.5.0', selector: { all: true } },
-  });
-  t.equal(asTenant.statusCode, 403, 'a tenant key may not plan a fleet upgrade');
-  const missing = await api.request('GET', '/v1/fleet-upgrades/00000000-0000-4000-8000-000000000002', {
-    key: api.operatorKey,
-  });
-  t.equal(missing.statusCode, 404, 'an unknown fleet upgrade is a 404');
-  t.equal(missing.json().error.code, 'FLEET_UPGRADE_NOT_FOUND', 'with code FLEET_UPGRADE_NOT_FOUND');
+  await t.rejects(
+    planFleetUpgrade(api.as(apiKey), { targetVersion: '1.5.0', selector: { all: true } }),
+    { name: 'ApiError', status: 403 },
+    'a tenant key may not plan a fleet upgrade',
+  );
+  await t.rejects(
+    operator.call('GET /v1/fleet-upgrades/:id', { params: { id: '00000000-0000-4000-8000-000000000002' } }),
+    { status: 404, code: 'FLEET_UPGRADE_NOT_FOUND' },
+    'an unknown fleet upgrade is a 404 with code FLEET_UPGRADE_NOT_FOUND',
+  );
 });
 
 let base: string | undefined;
-/** The API on a loopback port (listening once for the whole file). */
-async function listening(): Promise<string> {
+/** The operator's client on a loopback port (the API listening once for the whole file): streams need a socket. */
+async function listening(): Promise<ApiClient> {
   base ??= await api.app.listen({ port: 0, host: '127.0.0.1' });
-  return base;
+  return new ApiClient({ baseUrl: base, token: api.operatorKey });
 }
 
+type StreamEvent = { event: string; id?: string; data: Record<string, unknown> };
 /**
- * Reads a Server-Sent Events answer until `end` (or `max` events): each event's name, id and data;
- * `seen` gets each event as it arrives.
+ * Reads a fleet upgrade's progress stream until `end` (or `max` events): each event's name, id
+ * and data; `seen` gets each event as it arrives.
  */
 async function readEvents(
-  url: string,
-  headers: Record<string, string>,
+  id: string,
+  opts: { lastEventId?: string; after?: number } = {},
   max = 100,
-  seen: (e: { event: string; id?: string; data: Record<string, unknown> }) => void = () => {},
-): Promise<Array<{ event: string; id?: string; data: Record<string, unknown> }>> {
-  const res = await fetch(url, { headers: { accept: 'text/event-stream', ...headers } });
-  if (res.status !== 200) throw new Error(`events: ${res.status} ${await res.text()}`);
-  const out: Array<{ event: string; id?: string; data: Record<string, unknown> }> = [];
-  const decoder = new TextDecoder();
-  let buffer = '';
-  const reader = res.body!.getReader();
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buffer += decoder.decode(value, { stream: true });
-    let at;
-    while ((at = buffer.indexOf('\n\n')) !== -1) {
-      const block = buffer.slice(0, at);
-      buffer = buffer.slice(at + 2);
-      const fields = Object.fromEntries(
-        block
-          .split('\n')
-          .filter((l) => !l.startsWith(':'))
-          .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]),
-      );
-      if (!fields.event) continue;
-      const e = {
-        event: fields.event,
-        ...(fields.id ? { id: fields.id } : {}),
-        data: JSON.parse(fields.data ?? 'null'),
-      };
-      out.push(e);
-      seen(e);
-      if (fields.event === 'end' || out.length >= max) {
-        await reader.cancel();
-        return out;
-      }
-    }
+  seen: (e: StreamEvent) => void = () => {},
+): Promise<StreamEvent[]> {
+  const out: StreamEvent[] = [];
+  const stream = (await listening()).events('GET /v1/fleet-upgrades/:id/events', {
+    params: { id },
+    ...(opts.after !== undefined ? { query: { after: opts.after } } : {}),
+    lastEventId: opts.lastEventId,
+  });
+  for await (const e of stream) {
+    out.push(e);
+    seen(e);
+    if (e.event === 'end' || out.length >= max) break;
   }
   return out;
 }
@@ -321,19 +283,14 @@ async function readEvents(
 t.test('the progress stream: every decision as an event, live, resumable with Last-Event-ID', async (t) => {
   const c1 = await addCluster();
   const a = await readyTenant('1.4.1', { cluster: c1 });
-  const start = await api.request('POST', '/v1/fleet-upgrades', {
-    key: api.operatorKey,
-    body: { targetVersion: '1.5.0', selector: { tenantIds: [a] } },
-  });
-  const id = start.json().fleetUpgrade.id as string;
-  const url = `${await listening()}/v1/fleet-upgrades/${id}/events`;
-  const auth = { authorization: `Bearer ${api.operatorKey}` };
+  const start = await startFleetUpgrade(operator, { targetVersion: '1.5.0', selector: { tenantIds: [a] } });
+  const id = start.fleetUpgrade.id;
   // Live: the stream has sent the start (it is open and has caught up) before pause and abort happen.
   let started = false;
-  const live = readEvents(url, auth, 100, (e) => (started ||= e.event === 'event' && e.data.action === 'start'));
+  const live = readEvents(id, {}, 100, (e) => (started ||= e.event === 'event' && e.data.action === 'start'));
   await until('the start event on the open stream', 10_000, () => started);
-  await api.request('POST', `/v1/fleet-upgrades/${id}/pause`, { key: api.operatorKey });
-  await api.request('POST', `/v1/fleet-upgrades/${id}/abort`, { key: api.operatorKey });
+  await operator.call('POST /v1/fleet-upgrades/:id/pause', { params: { id } });
+  await operator.call('POST /v1/fleet-upgrades/:id/abort', { params: { id } });
   const events = await live;
   t.equal(events[0]!.event, 'state', 'the stream starts with the state');
   const decisions = events.filter((e) => e.event === 'event');
@@ -347,7 +304,7 @@ t.test('the progress stream: every decision as an event, live, resumable with La
     "each event's id is its seq (for Last-Event-ID)",
   );
   t.same(events.at(-1), { event: 'end', data: { state: 'aborted' } }, 'the stream ends when the fleet upgrade does');
-  const resumed = await readEvents(url, { ...auth, 'last-event-id': decisions[1]!.id! });
+  const resumed = await readEvents(id, { lastEventId: decisions[1]!.id! });
   t.same(
     resumed.filter((e) => e.event === 'event').map((e) => e.data.action),
     ['abort', 'aborted'],
@@ -360,22 +317,19 @@ t.test(
   async (t) => {
     const c1 = await addCluster();
     const a = await readyTenant('1.4.1', { cluster: c1 });
-    const start = await api.request('POST', '/v1/fleet-upgrades', {
-      key: api.operatorKey,
-      body: { targetVersion: '1.5.0', selector: { tenantIds: [a] } },
-    });
-    const id = start.json().fleetUpgrade.id as string;
-    t.equal(start.json().fleetUpgrade.windowsOverride, null, 'no override at first');
-    const over = await api.request('POST', `/v1/fleet-upgrades/${id}/override-windows`, {
-      key: api.operatorKey,
+    const start = await startFleetUpgrade(operator, { targetVersion: '1.5.0', selector: { tenantIds: [a] } });
+    const id = start.fleetUpgrade.id;
+    const params = { id };
+    t.equal(start.fleetUpgrade.windowsOverride, null, 'no override at first');
+    const over = await operator.request('POST /v1/fleet-upgrades/:id/override-windows', {
+      params,
       body: { reason: 'CVE at 3 a.m.' },
     });
-    t.equal(over.statusCode, 200, `the override answers the fleet upgrade (${over.body.slice(0, 200)})`);
-    t.match(over.json().windowsOverride, { by: String, reason: 'CVE at 3 a.m.', at: String }, 'with the override');
-    await api.request('POST', `/v1/fleet-upgrades/${id}/abort`, { key: api.operatorKey });
-    const events = await readEvents(`${await listening()}/v1/fleet-upgrades/${id}/events?after=0`, {
-      authorization: `Bearer ${api.operatorKey}`,
-    });
+    t.equal(over.status, 200, `the override answers the fleet upgrade (${JSON.stringify(over.body).slice(0, 200)})`);
+    if (!over.ok) throw new Error('precondition: the override was answered');
+    t.match(over.body.windowsOverride, { by: String, reason: 'CVE at 3 a.m.', at: String }, 'with the override');
+    await operator.call('POST /v1/fleet-upgrades/:id/abort', { params });
+    const events = await readEvents(id, { after: 0 });
     t.match(
       events[0],
       { event: 'state', data: { windowsOverride: { reason: 'CVE at 3 a.m.' } } },
@@ -389,14 +343,13 @@ t.test(
     );
     t.match(
       decisions[1]!.data.data,
-      { by: over.json().windowsOverride.by, reason: 'CVE at 3 a.m.' },
+      { by: over.body.windowsOverride?.by, reason: 'CVE at 3 a.m.' },
       'the event names the operator and the reason',
     );
-    const late = await api.request('POST', `/v1/fleet-upgrades/${id}/override-windows`, {
-      key: api.operatorKey,
-      body: { reason: 'too late' },
-    });
-    t.equal(late.statusCode, 409, 'an aborted fleet upgrade cannot be overridden');
-    t.equal(late.json().error.code, 'FLEET_UPGRADE_STATE', 'FLEET_UPGRADE_STATE');
+    await t.rejects(
+      operator.call('POST /v1/fleet-upgrades/:id/override-windows', { params, body: { reason: 'too late' } }),
+      { status: 409, code: 'FLEET_UPGRADE_STATE' },
+      'an aborted fleet upgrade cannot be overridden: FLEET_UPGRADE_STATE',
+    );
   },
 );

@@ -5,7 +5,7 @@
  * keep batches at the database.
  */
 import t from 'tap';
-import { createTestApi } from '../../helpers/api.ts';
+import { createTestApi, type TestApi } from '../../helpers/api.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { HOT_READS_APPLICATION_NAME } from '../../../provisioner/store/batched-reads.ts';
 import { until } from '../../../sandbox/until.ts';
@@ -16,6 +16,11 @@ const api = await createTestApi();
 t.teardown(() => api.close());
 
 const tenants = await Promise.all(Array.from({ length: 20 }, () => api.signup()));
+/** GET /v1/tenants/:id with `key` (the admin key unless given): the client's answer, never thrown. */
+const read = (id: string, key: string = api.adminKey, on: TestApi = api) =>
+  on.as(key).request('GET /v1/tenants/:id', { params: { id } });
+/** The answer's tenant id, or its error code. */
+const idOrCode = (r: Awaited<ReturnType<typeof read>>) => (r.ok ? r.body.id : r.body.error.code);
 
 t.test(
   '200 reads of 20 tenants at once, each with its own key: each gets its own tenant, in fewer statements',
@@ -24,17 +29,15 @@ t.test(
     const res = await Promise.all(
       Array.from({ length: 200 }, (_, i) => {
         const tenant = tenants[i % tenants.length]!;
-        return api
-          .request('GET', `/v1/tenants/${tenant.tenantId}`, { key: tenant.apiKey })
-          .then((r) => ({ r, tenant }));
+        return read(tenant.tenantId, tenant.apiKey).then((r) => ({ r, tenant }));
       }),
     );
     t.same(
-      res.map(({ r }) => r.statusCode),
+      res.map(({ r }) => r.status),
       res.map(() => 200),
     );
     t.same(
-      res.map(({ r }) => `${r.json().id} ${r.json().organization}`),
+      res.map(({ r }) => (r.ok ? `${r.body.id} ${r.body.organization}` : r.body.error.code)),
       res.map(({ tenant }) => `${tenant.tenantId} ${tenant.body.tenant.organization}`),
       'every read answered with its own tenant',
     );
@@ -61,7 +64,7 @@ t.test('a write committed before a read is in its answer, while other reads keep
     let n = 0;
     while (!stop) {
       const other = tenants[1 + (i % (tenants.length - 1))]!;
-      await api.request('GET', `/v1/tenants/${other.tenantId}`, { key: other.apiKey });
+      await read(other.tenantId, other.apiKey);
       n++;
     }
     return n;
@@ -69,8 +72,8 @@ t.test('a write committed before a read is in its answer, while other reads keep
   let stale = 0;
   for (let i = 1; i <= 60; i++) {
     await setTenantStatus(api.db.pool, tenantId, { email: `round-${i}@example.com` });
-    const res = await api.request('GET', `/v1/tenants/${tenantId}`, { key: api.operatorKey });
-    if (res.json().email !== `round-${i}@example.com`) stale++;
+    const res = await read(tenantId, api.operatorKey);
+    if (!res.ok || res.body.email !== `round-${i}@example.com`) stale++;
   }
   stop = true;
   const polled = (await Promise.all(pollers)).reduce((a, b) => a + b, 0);
@@ -98,24 +101,20 @@ t.test(
     const unknown = fresh.key.slice(0, -4) + (fresh.key.endsWith('AAAA') ? 'BBBB' : 'AAAA');
     const before = api.services.reads.stats().keys;
     const res = await Promise.all(
-      [fresh.key, revoked.key, unknown, fresh.key].map((key) =>
-        api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key }),
-      ),
+      [fresh.key, revoked.key, unknown, fresh.key].map((key) => read(tenant.tenantId, key)),
     );
     t.same(
-      res.map((r) => r.statusCode),
+      res.map((r) => r.status),
       [200, 401, 401, 200],
     );
-    t.same(
-      res.map((r) => (r.statusCode === 200 ? r.json().id : r.json().error.code)),
-      [tenant.tenantId, 'INVALID_API_KEY', 'INVALID_API_KEY', tenant.tenantId],
-    );
+    t.same(res.map(idOrCode), [tenant.tenantId, 'INVALID_API_KEY', 'INVALID_API_KEY', tenant.tenantId]);
     t.ok(api.services.reads.stats().keys.batches - before.batches <= 2, 'looked up together');
   },
 );
 
 t.test('/metrics counts the reads and the statements that answered them, by kind', async (t) => {
   const scrape = async () => {
+    // /metrics is outside the route map: raw
     const text = (await api.request('GET', '/metrics', { key: null })).body;
     const value = (name: string, kind: string) =>
       Number(new RegExp(`^${name}\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
@@ -133,7 +132,7 @@ t.test('/metrics counts the reads and the statements that answered them, by kind
     name: 'never used',
     createdBy: 'test',
   });
-  await Promise.all(Array.from({ length: 30 }, () => api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key })));
+  await Promise.all(Array.from({ length: 30 }, () => read(tenant.tenantId, key)));
   const after = await scrape();
   t.equal(after.tenantReads - before.tenantReads, 30);
   t.ok(
@@ -144,13 +143,13 @@ t.test('/metrics counts the reads and the statements that answered them, by kind
 });
 
 t.test("unknown ids and other tenants' ids answer as before", async (t) => {
-  const missing = await api.request('GET', '/v1/tenants/00000000-0000-4000-8000-000000000000');
-  t.equal(missing.statusCode, 404);
-  t.equal(missing.json().error.code, 'TENANT_NOT_FOUND');
+  const missing = await read('00000000-0000-4000-8000-000000000000');
+  t.equal(missing.status, 404);
+  t.equal(idOrCode(missing), 'TENANT_NOT_FOUND');
   const [a, b] = [tenants[2]!, tenants[3]!];
-  const cross = await api.request('GET', `/v1/tenants/${b.tenantId}`, { key: a.apiKey });
-  t.equal(cross.statusCode, 404, 'tenant A cannot see B (not even that it exists)');
-  t.equal(cross.json().error.code, 'TENANT_NOT_FOUND');
+  const cross = await read(b.tenantId, a.apiKey);
+  t.equal(cross.status, 404, 'tenant A cannot see B (not even that it exists)');
+  t.equal(idOrCode(cross), 'TENANT_NOT_FOUND');
 });
 
 t.test(
@@ -167,7 +166,7 @@ t.test(
         )
       ).rows[0]!.n;
     const { tenantId } = await other.signup();
-    t.equal((await other.request('GET', `/v1/tenants/${tenantId}`)).statusCode, 200);
+    t.equal((await read(tenantId, other.adminKey, other)).status, 200);
     t.equal(await readerSessions(), 1, 'one connection for tenant reads (concurrency 1)');
     const { rows } = await other.db.pool.query<{ plan: string }>(`SELECT current_setting('plan_cache_mode') AS plan`);
     t.equal(rows[0]!.plan, 'auto', 'the API pool keeps the default plan cache mode');

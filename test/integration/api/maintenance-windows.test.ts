@@ -9,6 +9,8 @@ import { createTestApi, type TestApi } from '../../helpers/api.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
 import { settleTenantOperations } from '../../helpers/operations.ts';
+import { planFleetUpgrade, startFleetUpgrade } from '../../helpers/fleet.ts';
+import type { BodyOf } from '../../../provisioner/http/api-client.ts';
 
 let api: TestApi;
 t.before(async () => {
@@ -16,32 +18,33 @@ t.before(async () => {
 });
 t.teardown(() => api.close());
 
+type Windows = NonNullable<BodyOf<'PATCH /v1/tenants/:id'>['maintenanceWindows']>;
+/** Sets a tenant's windows with `key`. */
+const setWindows = (key: string, id: string, maintenanceWindows: Windows) =>
+  api.as(key).request('PATCH /v1/tenants/:id', { params: { id }, body: { maintenanceWindows } });
+const windowsOf = async (key: string, id: string) =>
+  (await api.as(key).call('GET /v1/tenants/:id', { params: { id } })).maintenanceWindows;
+
 const weekly = { rrule: 'FREQ=WEEKLY;BYDAY=SA;BYHOUR=2;BYMINUTE=0', timeZone: 'Europe/Berlin', durationMinutes: 240 };
 
 t.test('a tenant sets its own windows; GET shows them; audited; no operation is queued', async (t) => {
   const { tenantId, apiKey, operationId } = await api.signup();
-  const before = await api.request('GET', `/v1/tenants/${tenantId}`, { key: apiKey });
-  t.same(before.json().maintenanceWindows, [], 'a new tenant has no windows (any time)');
-  const res = await api.request('PATCH', `/v1/tenants/${tenantId}`, {
-    key: apiKey,
-    body: {
-      maintenanceWindows: [
-        { ...weekly, rrule: 'RRULE:freq=weekly;byday=sa;byhour=2;byminute=0', timeZone: 'europe/berlin' },
-        {
-          rrule: 'FREQ=DAILY;BYHOUR=3',
-          timeZone: 'America/New_York',
-          durationMinutes: 60,
-          dtstart: '2026-01-01T03:00',
-        },
-      ],
+  t.same(await windowsOf(apiKey, tenantId), [], 'a new tenant has no windows (any time)');
+  const res = await setWindows(apiKey, tenantId, [
+    { ...weekly, rrule: 'RRULE:freq=weekly;byday=sa;byhour=2;byminute=0', timeZone: 'europe/berlin' },
+    {
+      rrule: 'FREQ=DAILY;BYHOUR=3',
+      timeZone: 'America/New_York',
+      durationMinutes: 60,
+      dtstart: '2026-01-01T03:00',
     },
-  });
-  t.equal(res.statusCode, 202, `the tenant's own key sets its windows (${res.body.slice(0, 200)})`);
-  t.equal(res.json().operationId, operationId, 'no operation is queued: the answer names the last one (the signup)');
-  t.equal(res.json().tenant.generation, 1, 'windows are not a spec change: the generation stays');
-  const got = await api.request('GET', `/v1/tenants/${tenantId}`, { key: apiKey });
+  ]);
+  t.equal(res.status, 202, `the tenant's own key sets its windows (${JSON.stringify(res.body).slice(0, 200)})`);
+  if (!res.ok) throw new Error('precondition: the windows were set');
+  t.equal(res.body.operationId, operationId, 'no operation is queued: the answer names the last one (the signup)');
+  t.equal(res.body.tenant.generation, 1, 'windows are not a spec change: the generation stays');
   t.same(
-    got.json().maintenanceWindows,
+    await windowsOf(apiKey, tenantId),
     [
       weekly,
       { rrule: 'FREQ=DAILY;BYHOUR=3', timeZone: 'America/New_York', durationMinutes: 60, dtstart: '2026-01-01T03:00' },
@@ -54,18 +57,12 @@ t.test('a tenant sets its own windows; GET shows them; audited; no operation is 
   );
   t.equal(audit.rows.length, 1, 'the change is audited once');
   t.equal(audit.rows[0].actor_role, 'tenant', 'the audit row names the tenant as the actor');
-  const again = await api.request('PATCH', `/v1/tenants/${tenantId}`, {
-    key: api.operatorKey,
-    body: { maintenanceWindows: [] },
-  });
-  t.equal(again.statusCode, 202, 'an operator may set any tenant its windows');
-  t.same(again.json().tenant.maintenanceWindows, [], 'an empty list: any time again');
+  const again = await setWindows(api.operatorKey, tenantId, []);
+  t.equal(again.status, 202, 'an operator may set any tenant its windows');
+  t.same(again.ok && again.body.tenant.maintenanceWindows, [], 'an empty list: any time again');
   const other = await api.signup();
-  const foreign = await api.request('PATCH', `/v1/tenants/${other.tenantId}`, {
-    key: apiKey,
-    body: { maintenanceWindows: [weekly] },
-  });
-  t.equal(foreign.statusCode, 404, "a tenant key cannot set another tenant's windows (it does not see it)");
+  const foreign = await setWindows(apiKey, other.tenantId, [weekly]);
+  t.equal(foreign.status, 404, "a tenant key cannot set another tenant's windows (it does not see it)");
 });
 
 t.test('bad windows are refused with a 400 naming the field, and nothing is written', async (t) => {
@@ -79,6 +76,7 @@ t.test('bad windows are refused with a 400 naming the field, and nothing is writ
     ['an unknown field', { ...weekly, start: '02:00' }, 'maintenanceWindows.0.start', /./],
     ['a bad dtstart', { ...weekly, dtstart: '2026-13-01T02:00' }, 'maintenanceWindows.0.dtstart', /valid/],
   ];
+  // some windows are of the wrong shape: all sent raw
   for (const [what, w, field, message] of cases) {
     const r = await api.request('PATCH', `/v1/tenants/${tenantId}`, {
       key: apiKey,
@@ -88,14 +86,10 @@ t.test('bad windows are refused with a 400 naming the field, and nothing is writ
     t.equal(r.json().error?.field, field, `${what}: names ${field}`);
     t.match(r.json().error?.message, message, `${what}: says why (${r.json().error?.message})`);
   }
-  const many = await api.request('PATCH', `/v1/tenants/${tenantId}`, {
-    key: apiKey,
-    body: { maintenanceWindows: Array(21).fill(weekly) },
-  });
-  t.equal(many.statusCode, 400, 'more than 20 windows: 400');
-  t.equal(many.json().error?.field, 'maintenanceWindows', 'names maintenanceWindows');
-  const got = await api.request('GET', `/v1/tenants/${tenantId}`, { key: apiKey });
-  t.same(got.json().maintenanceWindows, [], 'nothing was written');
+  const many = await setWindows(apiKey, tenantId, Array<typeof weekly>(21).fill(weekly));
+  t.equal(many.status, 400, 'more than 20 windows: 400');
+  t.match(many.body, { error: { field: 'maintenanceWindows' } }, 'names maintenanceWindows');
+  t.same(await windowsOf(apiKey, tenantId), [], 'nothing was written');
 });
 
 t.test(
@@ -117,26 +111,19 @@ t.test(
       ids.push(tenantId);
     }
     const [always, never, short] = ids as [string, string, string];
-    const patch = (id: string, maintenanceWindows: unknown) =>
-      api.request('PATCH', `/v1/tenants/${id}`, { key: api.operatorKey, body: { maintenanceWindows } });
+    const patch = (id: string, maintenanceWindows: Windows) => setWindows(api.operatorKey, id, maintenanceWindows);
     // A window that ended in 2020 (COUNT) never opens again; a 15-minute window cannot hold a 30-minute upgrade.
-    t.equal((await patch(never, [{ ...weekly, rrule: 'FREQ=DAILY;BYHOUR=2;COUNT=1' }])).statusCode, 202);
-    t.equal(
-      (await patch(short, [{ rrule: 'FREQ=DAILY;BYHOUR=2', timeZone: 'UTC', durationMinutes: 15 }])).statusCode,
-      202,
-    );
+    t.equal((await patch(never, [{ ...weekly, rrule: 'FREQ=DAILY;BYHOUR=2;COUNT=1' }])).status, 202);
+    t.equal((await patch(short, [{ rrule: 'FREQ=DAILY;BYHOUR=2', timeZone: 'UTC', durationMinutes: 15 }])).status, 202);
+    const operator = api.as(api.operatorKey);
     const body = { targetVersion: '1.5.0', selector: { tenantIds: ids }, waves: [{ count: 1 }, { percent: 100 }] };
-    const plan = await api.request('POST', '/v1/fleet-upgrades?dryRun=1', { key: api.operatorKey, body });
-    t.equal(plan.statusCode, 200, `the dry run answers (${plan.body.slice(0, 300)})`);
-    const p = plan.json();
+    const p = await planFleetUpgrade(operator, body);
     t.same(
-      p.tenants.map((x: { tenantId: string }) => x.tenantId),
+      p.tenants.map((x) => x.tenantId),
       [always],
       'only the tenant without windows is planned',
     );
-    const reasons = Object.fromEntries(
-      p.excluded.map((e: { tenantId: string; reason: string }) => [e.tenantId, e.reason]),
-    );
+    const reasons = Object.fromEntries(p.excluded.map((e) => [e.tenantId, e.reason]));
     t.match(
       reasons[never],
       /^outside every maintenance window: none of its windows opens before /,
@@ -147,29 +134,29 @@ t.test(
       /^outside every maintenance window: no window before .* has 30 min left \(1\.4\.1 -> 1\.5\.0 has no history: default 30 min\)/,
       'windows too short for the expected duration (the default, no history)',
     );
-    const refused = await api.request('POST', '/v1/fleet-upgrades?dryRun=1', {
-      key: api.operatorKey,
-      body: { ...body, overrideWindows: { reason: '' } },
-    });
-    t.equal(refused.statusCode, 400, 'an override without a reason is refused');
-    t.equal(refused.json().error?.field, 'overrideWindows.reason', 'naming overrideWindows.reason');
-    const badFreeze = await api.request('POST', '/v1/fleet-upgrades?dryRun=1', {
-      key: api.operatorKey,
-      body: { ...body, freezes: [{ from: '2026-12-27T00:00:00Z', until: '2026-12-24T00:00:00Z' }] },
-    });
-    t.equal(badFreeze.statusCode, 400, 'a freeze ending before it begins is refused');
-    t.equal(badFreeze.json().error?.field, 'freezes.0.until', 'naming freezes.0.until');
+    await t.rejects(
+      planFleetUpgrade(operator, { ...body, overrideWindows: { reason: '' } }),
+      { name: 'ApiError', status: 400, field: 'overrideWindows.reason' },
+      'an override without a reason is refused, naming overrideWindows.reason',
+    );
+    await t.rejects(
+      planFleetUpgrade(operator, {
+        ...body,
+        freezes: [{ from: '2026-12-27T00:00:00Z', until: '2026-12-24T00:00:00Z' }],
+      }),
+      { name: 'ApiError', status: 400, field: 'freezes.0.until' },
+      'a freeze ending before it begins is refused, naming freezes.0.until',
+    );
 
-    const started = await api.request('POST', '/v1/fleet-upgrades', {
-      key: api.operatorKey,
-      body: { ...body, overrideWindows: { reason: 'CVE-2026-1234, approved by the CTO' } },
+    const started = await startFleetUpgrade(operator, {
+      ...body,
+      overrideWindows: { reason: 'CVE-2026-1234, approved by the CTO' },
     });
-    t.equal(started.statusCode, 201, `the override starts all three (${started.body.slice(0, 300)})`);
-    t.equal(started.json().plan.counts.upgradeable, 3, 'with the override every tenant is planned');
-    const id = started.json().fleetUpgrade.id;
-    const got = await api.request('GET', `/v1/fleet-upgrades/${id}`, { key: api.operatorKey });
+    t.equal(started.plan.counts.upgradeable, 3, 'the override starts all three: with it every tenant is planned');
+    const id = started.fleetUpgrade.id;
+    const got = await operator.call('GET /v1/fleet-upgrades/:id', { params: { id } });
     t.match(
-      got.json().windowsOverride,
+      got.windowsOverride,
       { by: String, reason: 'CVE-2026-1234, approved by the CTO', at: String },
       'GET shows the override, by whom and why',
     );
@@ -179,18 +166,19 @@ t.test(
     );
     t.equal(audit.rows.length, 1, 'the override has its audit row');
     t.equal(audit.rows[0].after.reason, 'CVE-2026-1234, approved by the CTO', 'the audit row has the reason');
-    t.equal(audit.rows[0].actor_id, got.json().windowsOverride.by, 'the audit row names the operator (its key id)');
+    t.equal(audit.rows[0].actor_id, got.windowsOverride?.by, 'the audit row names the operator (its key id)');
     t.equal(audit.rows[0].actor_role, 'operator', 'an operator');
     const events = await api.db.pool.query(
       `SELECT data FROM fleet_upgrade_events WHERE fleet_upgrade_id = $1 AND action = 'override_windows'`,
       [id],
     );
     t.equal(events.rows[0]?.data.reason, 'CVE-2026-1234, approved by the CTO', 'the progress stream has the override');
+    // an override body without its reason: sent raw
     const noReason = await api.request('POST', `/v1/fleet-upgrades/${id}/override-windows`, {
       key: api.operatorKey,
       body: {},
     });
     t.equal(noReason.statusCode, 400, 'overriding a running fleet upgrade needs a reason');
-    await api.request('POST', `/v1/fleet-upgrades/${id}/abort`, { key: api.operatorKey, body: {} });
+    await operator.call('POST /v1/fleet-upgrades/:id/abort', { params: { id }, body: {} });
   },
 );

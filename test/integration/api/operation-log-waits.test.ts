@@ -29,15 +29,12 @@ t.test('signup with no root cluster registered: the operation log says why the t
   t.teardown(() => reconciler.stop({ graceMs: 0 }));
 
   const { operationId, apiKey, tenantId } = await api.signup();
-  const log = async (key = api.operatorKey) =>
-    (await api.request('GET', `/v1/operations/${operationId}/log`, { key })).json<{
-      items: Array<{ stream: string; line: string }>;
-      state: string;
-    }>();
+  const log = (key = api.operatorKey) =>
+    api.as(key).call('GET /v1/operations/:id/log', { params: { id: operationId } });
   const ready = async (key: string) =>
-    (await api.request('GET', `/v1/tenants/${tenantId}`, { key }))
-      .json<{ status: { conditions: Array<{ type: string; reason: string; message: string }> } }>()
-      .status.conditions.find((c) => c.type === 'Ready');
+    (await api.as(key).call('GET /v1/tenants/:id', { params: { id: tenantId } })).status.conditions.find(
+      (c) => c.type === 'Ready',
+    );
   const PLAIN = 'The service is provisioning your runtime; no action is needed from you.';
   const first = await until('a waiting line', 10_000, async () => {
     const l = await log();

@@ -13,7 +13,6 @@ import { batch } from '../../helpers/events.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { summarize, upsertItem } from '../../../runtime/agents/event-reporter/items.ts';
 import { EVENTS_PATH, type UpsertItem } from '../../../runtime/protocol/events.ts';
-import type { RuntimeObjectDetail, RuntimeObjectPage } from '../../../provisioner/http/api-types.ts';
 import { main } from '../../../provisioner/cli/main.ts';
 import { until } from '../../../sandbox/processes.ts';
 import { cliAgainst } from '../../helpers/cli.ts';
@@ -70,10 +69,14 @@ t.test('reported, stored and listed; a newer state replaces the older', async (t
     item('Product', product),
     item('Promotion', promotion(11, 'Running', [{ environment: 'staging', phase: 'Syncing', commit: 'abc' }])),
   ]);
-  const list = async (path: string, id = tenant.tenantId) => {
-    const res = await api.request('GET', `/v1/tenants/${id}/${path}`);
-    t.equal(res.statusCode, 200, `GET ${path}`);
-    return res.json<RuntimeObjectPage>();
+  const list = async (path: 'products' | 'promotions', id = tenant.tenantId, phase?: string) => {
+    const res = await api.client.request(`GET /v1/tenants/:id/${path}`, {
+      params: { id },
+      ...(phase ? { query: { phase } } : {}),
+    });
+    t.equal(res.status, 200, `GET ${path}`);
+    if (!res.ok) throw new Error(`precondition: GET ${path}`);
+    return res.body;
   };
   const products = await list('products');
   t.same(
@@ -100,8 +103,9 @@ t.test('reported, stored and listed; a newer state replaces the older', async (t
       ]),
     ),
   ]);
-  const one = await api.request('GET', `/v1/tenants/${tenant.tenantId}/promotions/argocd/shop-1-2-0-ab12cd34`);
-  const detail = one.json<RuntimeObjectDetail>();
+  const detail = await api.client.call('GET /v1/tenants/:id/promotions/:namespace/:name', {
+    params: { id: tenant.tenantId, namespace: 'argocd', name: 'shop-1-2-0-ab12cd34' },
+  });
   t.equal(detail.phase, 'Succeeded', 'the newer state replaced the older');
   t.same(
     (detail.summary.steps as Array<{ environment: string; commit: string }>).map((s) => [s.environment, s.commit]),
@@ -112,8 +116,8 @@ t.test('reported, stored and listed; a newer state replaces the older', async (t
     'each step with its commit',
   );
   t.match(detail.object, { spec: { product: 'shop' } }, 'with the object');
-  t.same((await list('promotions?phase=Running')).items, [], 'none Running any more');
-  t.same((await list('promotions?phase=Succeeded')).items.length, 1, 'one Succeeded');
+  t.same((await list('promotions', tenant.tenantId, 'Running')).items, [], 'none Running any more');
+  t.same((await list('promotions', tenant.tenantId, 'Succeeded')).items.length, 1, 'one Succeeded');
   t.same((await list('promotions', other.tenantId)).items, [], 'another tenant sees none of it');
 });
 

@@ -7,6 +7,7 @@
 import t from 'tap';
 import http from 'node:http';
 import { once } from 'node:events';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
@@ -35,8 +36,11 @@ const upstream = http.createServer((_req, res) => res.end('runtime')).listen(0, 
 await once(upstream, 'listening');
 t.teardown(() => upstream.close());
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
+/** The one API client on replica A or B (listening: the tunnel's relay and the streams need sockets) with `key`. */
+const onA = (key: string) => new ApiClient({ baseUrl: baseA, token: key });
+const onB = (key: string) => new ApiClient({ baseUrl: baseB, token: key });
 
-/** Opens an SSE follow of an operation on `base` with `key`; resolves with the events once the stream ends. */
+/** Opens an SSE follow (read raw: the tests match the stream's text, its error event included) of an operation on `base` with `key`; resolves with the events once the stream ends. */
 async function follow(
   base: string,
   operationId: string,
@@ -69,28 +73,26 @@ t.test('deleting a tenant through another replica closes its tunnel on the repli
   // The directory row that lets B relay to A is written right after the tunnel connects; renew()
   // waits for that write.
   await a.services.tunnelDirectory.renew();
-  t.equal(
-    (await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/x`, { headers: auth(a.operatorKey) })).status,
-    200,
-    'reachable through B before',
-  );
+  // the runtime's API through the tunnel is outside the route map: the client's raw
+  const runtimePath = `/v1/tenants/${tenant.tenantId}/runtime/x`;
+  t.equal((await onB(a.operatorKey).raw('GET', runtimePath)).status, 200, 'reachable through B before');
   let disconnected = false;
   runtime.client.events.once('disconnected', () => (disconnected = true));
   t.equal(
-    (await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { method: 'DELETE', headers: auth(a.operatorKey) })).status,
+    (await onB(a.operatorKey).request('DELETE /v1/tenants/:id', { params: { id: tenant.tenantId } })).status,
     202,
   );
   t.ok(
     await until('the tunnel on replica A closed after the delete on B', 30_000, () => disconnected),
     'the tunnel on replica A closed after the delete on B',
   );
-  const after = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/x`, { headers: auth(a.operatorKey) });
-  t.equal(after.status, 503, "the deleted tenant's runtime is not reached any more");
-  t.equal(((await after.json()) as { error: { code: string } }).error.code, 'RUNTIME_UNREACHABLE');
-  const key = await a.request('GET', `/v1/keys?tenantId=${tenant.tenantId}&includeRevoked=true`);
-  const runtimeKeys = key
-    .json<{ items: Array<{ role: string; revokedAt: string | null }> }>()
-    .items.filter((k) => k.role === 'runtime');
+  await t.rejects(
+    onB(a.operatorKey).raw('GET', runtimePath),
+    { status: 503, code: 'RUNTIME_UNREACHABLE' },
+    "the deleted tenant's runtime is not reached any more",
+  );
+  const keys = await a.client.call('GET /v1/keys', { query: { tenantId: tenant.tenantId, includeRevoked: true } });
+  const runtimeKeys = keys.items.filter((k) => k.role === 'runtime');
   t.ok(runtimeKeys.length > 0 && runtimeKeys.every((k) => k.revokedAt !== null), 'its runtime keys are revoked');
 });
 
@@ -99,13 +101,11 @@ t.test('revoking a key through one replica ends its log streams on another', asy
   // No reconciler runs here: the create operation stays queued, so the stream only ends when something ends it.
   const stream = await follow(baseB, tenant.operationId, tenant.apiKey);
   await stream.opened;
-  const keys = (await a.request('GET', `/v1/keys?tenantId=${tenant.tenantId}`)).json<{
-    items: Array<{ id: string; role: string }>;
-  }>();
+  const keys = await a.client.call('GET /v1/keys', { query: { tenantId: tenant.tenantId } });
   const keyId = keys.items.find((k) => k.role === 'tenant')!.id;
   let text: string | undefined;
   void stream.ended.then((s) => (text = s));
-  t.equal((await a.request('DELETE', `/v1/keys/${keyId}`)).statusCode, 200);
+  t.equal((await a.client.request('DELETE /v1/keys/:id', { params: { id: keyId } })).status, 200);
   await until('the stream on replica B ended after the revocation on A', 30_000, () => text !== undefined);
   t.match(text, /event: error\ndata: \{"code":"INVALID_API_KEY"/, 'the stream says why it ended');
 });
@@ -118,11 +118,10 @@ t.test(
       'users: [{name: u, user: {token: root-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
     t.equal(
       (
-        await a.request('POST', '/v1/clusters', {
-          key: a.operatorKey,
+        await a.as(a.operatorKey).request('POST /v1/clusters', {
           body: { name: 'revoke-root', region: 'eu', capacity: 10, kubeconfig, force: true },
         })
-      ).statusCode,
+      ).status,
       201,
     );
     // TEST DOUBLE engine: every call succeeds at once (the reconciler, database and notices are real).
@@ -136,25 +135,18 @@ t.test(
     await reconciler.start();
     t.teardown(() => reconciler.stop({ graceMs: 0 }));
     const tenant = await a.signup();
-    const phase = async () =>
-      (
-        (await (await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { headers: auth(a.operatorKey) })).json()) as {
-          status: { phase: string };
-        }
-      ).status.phase;
+    const params = { id: tenant.tenantId };
+    const phase = async () => (await onB(a.operatorKey).call('GET /v1/tenants/:id', { params })).status.phase;
     await until('the tenant Ready on replica B', 30_000, async () => (await phase()) === 'Ready', 50);
     // Replica B has the tenant's key in its cache (for an hour: B_KEY_CACHE_MS).
-    t.equal((await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { headers: auth(tenant.apiKey) })).status, 200);
-    const del = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}`, {
-      method: 'DELETE',
-      headers: auth(tenant.apiKey),
-    });
+    t.equal((await onB(tenant.apiKey).request('GET /v1/tenants/:id', { params })).status, 200);
+    const del = await onA(tenant.apiKey).request('DELETE /v1/tenants/:id', { params });
     t.equal(del.status, 202);
     await until('the tenant Deleted on replica B', 30_000, async () => (await phase()) === 'Deleted', 25);
     // A wait, not a claim about speed: its bound is far below B's cache, so a refusal is the notice's.
     t.ok(
       await until("replica B refusing the deleted tenant's key", 60_000, async () => {
-        const res = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}`, { headers: auth(tenant.apiKey) });
+        const res = await onB(tenant.apiKey).request('GET /v1/tenants/:id', { params });
         return res.status === 401;
       }),
       "replica B refused the deleted tenant's key, which its cache alone would keep for an hour",

@@ -5,6 +5,7 @@
  * tenant's Reporting condition, the metrics, and a 503 when the database cannot be reached.
  */
 import t from 'tap';
+import type { AnswerOf, QueryOf } from '../../../provisioner/http/api-client.ts';
 import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { application, batch, deletion } from '../../helpers/events.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
@@ -28,27 +29,21 @@ const runtimeKey = async (tenantId: string) =>
 const keyA = await runtimeKey(a.tenantId);
 const keyB = await runtimeKey(b.tenantId);
 
+// the runtime's event reports are outside the route map (and the bad-input cases are malformed): raw
 const post = (key: string, body: unknown) => api.request('POST', EVENTS_PATH, { key, body });
 const ingest = async (key: string, body: unknown): Promise<EventBatchResult> => {
   const res = await post(key, body);
   if (res.statusCode !== 200) throw new Error(`POST ${EVENTS_PATH}: ${res.statusCode} ${res.body}`);
   return res.json<EventBatchResult>();
 };
-interface Item {
-  name: string;
-  namespace: string;
-  health: string | null;
-  sync: string | null;
-  resourceVersion: string;
-  ageSeconds: number;
-  updatedAt: string;
-  summary: Record<string, unknown>;
-}
-const list = async (tenantId: string, query = '', key?: string) => {
-  const res = await api.request('GET', `/v1/tenants/${tenantId}/applications${query}`, key ? { key } : {});
-  if (res.statusCode !== 200) throw new Error(`list: ${res.statusCode} ${res.body}`);
-  return res.json<{ items: Item[]; nextCursor: string | null }>();
-};
+type ListQuery = QueryOf<'GET /v1/tenants/:id/applications'>;
+const list = (tenantId: string, query: ListQuery = {}, key = api.adminKey) =>
+  api.as(key).call('GET /v1/tenants/:id/applications', { params: { id: tenantId }, query });
+/** One Application of the tenant (argocd namespace unless given). */
+const getApp = (tenantId: string, name: string, key = api.adminKey, namespace = 'argocd') =>
+  api
+    .as(key)
+    .request('GET /v1/tenants/:id/applications/:namespace/:name', { params: { id: tenantId, namespace, name } });
 
 t.test('a batch is stored and listed, filtered and paged; one object is served with its object', async (t) => {
   const items = [
@@ -72,47 +67,47 @@ t.test('a batch is stored and listed, filtered and paged; one object is served w
   t.ok(g.ageSeconds >= 0 && g.ageSeconds < 30 && !Number.isNaN(Date.parse(g.updatedAt)), 'item carries its age');
 
   t.same(
-    (await list(a.tenantId, '?health=Degraded')).items.map((i) => i.name),
+    (await list(a.tenantId, { health: 'Degraded' })).items.map((i) => i.name),
     ['guestbook'],
     'health filter',
   );
   t.same(
-    (await list(a.tenantId, '?sync=Synced&namespace=argocd')).items.map((i) => i.name),
+    (await list(a.tenantId, { sync: 'Synced', namespace: 'argocd' })).items.map((i) => i.name),
     ['billing', 'web'],
     'sync + namespace',
   );
   t.same(
-    (await list(a.tenantId, '?namePrefix=bill')).items.map((i) => i.name),
+    (await list(a.tenantId, { namePrefix: 'bill' })).items.map((i) => i.name),
     ['billing', 'billing-api'],
     'name prefix',
   );
 
-  const p1 = await list(a.tenantId, '?limit=3');
+  const p1 = await list(a.tenantId, { limit: 3 });
   t.equal(p1.items.length, 3, 'first page holds 3');
   t.type(p1.nextCursor, 'string', 'a next cursor while more remain');
-  const p2 = await list(a.tenantId, `?limit=3&cursor=${encodeURIComponent(p1.nextCursor!)}`);
+  const p2 = await list(a.tenantId, { limit: 3, cursor: p1.nextCursor! });
   t.same(
     p2.items.map((i) => i.name),
     ['billing-api'],
     'second page continues after the first',
   );
   t.equal(p2.nextCursor, null, 'no cursor after the last page');
-  const bad = await api.request(
-    'GET',
-    `/v1/tenants/${a.tenantId}/applications?cursor=${encodeURIComponent(p1.nextCursor! + 'x')}`,
+  await t.rejects(
+    list(a.tenantId, { cursor: p1.nextCursor! + 'x' }),
+    { code: 'INVALID_CURSOR' },
+    'an altered cursor is refused',
   );
-  t.equal(bad.json<{ error: { code: string } }>().error.code, 'INVALID_CURSOR', 'an altered cursor is refused');
 
-  const one = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/guestbook`, { key: a.apiKey });
-  t.equal(one.statusCode, 200, 'the tenant gets its own object');
-  const body = one.json<{ object: { spec: { project: string } }; truncated: boolean }>();
-  t.equal(body.object.spec.project, 'default', 'the stored object is served');
-  t.equal(body.truncated, false, 'truncated as reported');
-  const missing = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/nope`);
-  t.equal(missing.statusCode, 404, 'an unknown object is a 404');
-  t.equal(missing.json<{ error: { code: string } }>().error.code, 'RUNTIME_OBJECT_NOT_FOUND', 'with its code');
-  const rollouts = await api.request('GET', `/v1/tenants/${a.tenantId}/rollouts`);
-  t.same(rollouts.json<{ items: unknown[] }>().items, [], 'applications are not listed as rollouts');
+  const one = await getApp(a.tenantId, 'guestbook', a.apiKey);
+  t.equal(one.status, 200, 'the tenant gets its own object');
+  if (!one.ok) throw new Error('precondition: the object was read');
+  t.match(one.body.object, { spec: { project: 'default' } }, 'the stored object is served');
+  t.equal(one.body.truncated, false, 'truncated as reported');
+  const missing = await getApp(a.tenantId, 'nope');
+  t.equal(missing.status, 404, 'an unknown object is a 404');
+  t.match(missing.body, { error: { code: 'RUNTIME_OBJECT_NOT_FOUND' } }, 'with its code');
+  const rollouts = await api.client.call('GET /v1/tenants/:id/rollouts', { params: { id: a.tenantId } });
+  t.same(rollouts.items, [], 'applications are not listed as rollouts');
 });
 
 t.test('an older state never overwrites a newer one, also across a delete and a re-creation', async (t) => {
@@ -121,8 +116,8 @@ t.test('an older state never overwrites a newer one, also across a delete and a 
   t.same(stale, { applied: 0, stale: 1, removedByDigest: 0 }, 'the older state counts as stale');
   const again = await ingest(keyA, batch('reporter-0', [application('order', 200, { health: 'Degraded' })]));
   t.equal(again.stale, 1, 'the same resourceVersion again is not newer either');
-  let got = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/order`);
-  t.equal(got.json<Item>().health, 'Healthy', 'the newer state stays');
+  let got = await getApp(a.tenantId, 'order');
+  t.match(got.body, { health: 'Healthy' }, 'the newer state stays');
 
   // Within one batch, the newest of several states of one object wins whatever their order.
   const dup = await ingest(
@@ -133,16 +128,16 @@ t.test('an older state never overwrites a newer one, also across a delete and a 
     ]),
   );
   t.same(dup, { applied: 1, stale: 1, removedByDigest: 0 }, 'one of two states of one object stored');
-  got = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/order`);
-  t.equal(got.json<Item>().resourceVersion, '260', 'the larger resourceVersion of the batch is stored');
+  got = await getApp(a.tenantId, 'order');
+  t.match(got.body, { resourceVersion: '260' }, 'the larger resourceVersion of the batch is stored');
 
   t.equal(
     (await ingest(keyA, batch('reporter-0', [deletion('Application', 'argocd', 'order', 300)]))).applied,
     1,
     'deleted',
   );
-  got = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/order`);
-  t.equal(got.statusCode, 404, 'a deleted object is a 404');
+  got = await getApp(a.tenantId, 'order');
+  t.equal(got.status, 404, 'a deleted object is a 404');
   t.notOk(
     (await list(a.tenantId)).items.some((i) => i.name === 'order'),
     'and is not listed',
@@ -150,11 +145,7 @@ t.test('an older state never overwrites a newer one, also across a delete and a 
 
   const late = await ingest(keyA, batch('reporter-1', [application('order', 280)]));
   t.equal(late.stale, 1, 'a state older than the deletion is refused');
-  t.equal(
-    (await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/order`)).statusCode,
-    404,
-    'it does not bring the deleted object back',
-  );
+  t.equal((await getApp(a.tenantId, 'order')).status, 404, 'it does not bring the deleted object back');
 
   // A delete of an object the control plane never heard of leaves a tombstone too.
   await ingest(keyA, batch('reporter-0', [deletion('Application', 'argocd', 'ghost', 500)]));
@@ -162,18 +153,14 @@ t.test('an older state never overwrites a newer one, also across a delete and a 
 
   const recreated = await ingest(keyA, batch('reporter-0', [application('order', 400, { uid: 'uid-new' })]));
   t.equal(recreated.applied, 1, 'the re-created object (new uid, larger resourceVersion) is stored');
-  got = await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/order`);
-  t.equal(got.statusCode, 200, 'the re-created object is served');
+  got = await getApp(a.tenantId, 'order');
+  t.equal(got.status, 200, 'the re-created object is served');
   const lateDelete = await ingest(
     keyA,
     batch('reporter-1', [deletion('Application', 'argocd', 'order', 300, 'uid-order')]),
   );
   t.equal(lateDelete.stale, 1, 'the old deletion arriving again does not delete the re-created object');
-  t.equal(
-    (await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/order`)).statusCode,
-    200,
-    'still there',
-  );
+  t.equal((await getApp(a.tenantId, 'order')).status, 200, 'still there');
 });
 
 t.test('a digest removes the objects its replica owns that it no longer lists', async (t) => {
@@ -212,7 +199,7 @@ t.test('a digest removes the objects its replica owns that it no longer lists', 
     }),
   );
   t.equal(result.removedByDigest, 3, 'the 3 objects missing from the digest are removed');
-  const listed = (await list(tenant.tenantId, '?limit=100')).items.map((i) => i.name);
+  const listed = (await list(tenant.tenantId, { limit: 100 })).items.map((i) => i.name);
   for (const n of gone) t.notOk(listed.includes(n), `${n} (missing from the digest) is gone`);
   t.ok(listed.includes(newer), 'an object newer than the digest stays');
   t.equal(listed.length, 40 - 3, "the other replica's objects stay");
@@ -232,18 +219,25 @@ t.test('who may post and read', async (t) => {
     "B's object is B's",
   );
 
-  const readOther = await api.request('GET', `/v1/tenants/${b.tenantId}/applications`, { key: keyA });
-  t.equal(readOther.statusCode, 403, "a runtime key cannot read the listings (not even its own tenant's)");
-  const tenantOther = await api.request('GET', `/v1/tenants/${b.tenantId}/applications`, { key: a.apiKey });
-  t.equal(tenantOther.statusCode, 404, "a tenant key gets 404 for another tenant's listing");
-  t.equal(tenantOther.json<{ error: { code: string } }>().error.code, 'TENANT_NOT_FOUND', 'as for an unknown tenant');
-  const getOther = await api.request('GET', `/v1/tenants/${b.tenantId}/applications/argocd/only-b`, { key: a.apiKey });
-  t.equal(getOther.statusCode, 404, "and for another tenant's object");
-  t.equal((await list(a.tenantId, '', a.apiKey)).items.length > 0, true, 'a tenant key reads its own');
-  const byOperator = await api.request('GET', `/v1/tenants/${b.tenantId}/applications`, { key: api.operatorKey });
-  t.equal(byOperator.statusCode, 200, "an operator reads any tenant's");
-  const unknown = await api.request('GET', `/v1/tenants/00000000-0000-4000-8000-000000000000/applications`);
-  t.equal(unknown.json<{ error: { code: string } }>().error.code, 'TENANT_NOT_FOUND', 'an unknown tenant is a 404');
+  await t.rejects(
+    list(b.tenantId, {}, keyA),
+    { name: 'ApiError', status: 403 },
+    "a runtime key cannot read the listings (not even its own tenant's)",
+  );
+  await t.rejects(
+    list(b.tenantId, {}, a.apiKey),
+    { status: 404, code: 'TENANT_NOT_FOUND' },
+    "a tenant key gets 404 for another tenant's listing, as for an unknown tenant",
+  );
+  const getOther = await getApp(b.tenantId, 'only-b', a.apiKey);
+  t.equal(getOther.status, 404, "and for another tenant's object");
+  t.equal((await list(a.tenantId, {}, a.apiKey)).items.length > 0, true, 'a tenant key reads its own');
+  t.ok(await list(b.tenantId, {}, api.operatorKey), "an operator reads any tenant's");
+  await t.rejects(
+    list('00000000-0000-4000-8000-000000000000'),
+    { code: 'TENANT_NOT_FOUND' },
+    'an unknown tenant is a 404',
+  );
 
   for (const [who, key] of [
     ['a tenant key', a.apiKey],
@@ -297,11 +291,7 @@ t.test('bad input is a 400 naming the field, and nothing of the batch is stored'
     t.equal(err.code, 'VALIDATION_FAILED', `${what}: VALIDATION_FAILED`);
     t.equal(err.field, field, `${what}: names ${field} (${err.message})`);
   }
-  t.equal(
-    (await api.request('GET', `/v1/tenants/${a.tenantId}/applications/argocd/never-stored`)).statusCode,
-    404,
-    'the valid item of a refused batch was not stored',
-  );
+  t.equal((await getApp(a.tenantId, 'never-stored')).status, 404, 'the valid item of a refused batch was not stored');
   const big = await post(keyA, batch('r', [application('huge', 10, { padBytes: 1200 * 1024 })]));
   t.equal(big.statusCode, 413, 'a body over the batch limit is a 413');
   const object = await post(keyA, batch('r', [application('fat', 10, { padBytes: 300 * 1024 })]));
@@ -320,14 +310,8 @@ t.test('bad input is a 400 naming the field, and nothing of the batch is stored'
 t.test("heartbeats make the tenant's Reporting condition; silence makes it Stale", async (t) => {
   const tenant = await api.signup();
   const key = await runtimeKey(tenant.tenantId);
-  interface View {
-    status: {
-      conditions: { type: string; status: string; reason: string; lastTransitionTime: string }[];
-      reporting?: { lastHeartbeatAt: string; replicas: number; objects: number; stale: boolean };
-    };
-  }
-  const view = async () =>
-    (await api.request('GET', `/v1/tenants/${tenant.tenantId}`, { key: tenant.apiKey })).json<View>();
+  type View = AnswerOf<'GET /v1/tenants/:id'>;
+  const view = () => api.as(tenant.apiKey).call('GET /v1/tenants/:id', { params: { id: tenant.tenantId } });
   const reporting = (v: View) => v.status.conditions.find((c) => c.type === 'Reporting');
 
   let v = await view();
@@ -347,14 +331,13 @@ t.test("heartbeats make the tenant's Reporting condition; silence makes it Stale
   v = await view();
   t.match(reporting(v), { status: 'False', reason: 'Stale' }, 'Reporting=False, reason Stale, after 60 s of silence');
   t.match(v.status.reporting, { replicas: 0, objects: 42, stale: true }, 'stale, with the last known object count');
-  const listed = (await api.request('GET', `/v1/tenants?limit=200`, { key: api.operatorKey })).json<{
-    items: (View & { id: string })[];
-  }>();
+  const listed = await api.as(api.operatorKey).call('GET /v1/tenants', { query: { limit: 200 } });
   t.match(
     reporting(listed.items.find((i) => i.id === tenant.tenantId)!),
     { status: 'False', reason: 'Stale' },
     'the tenant listing shows it too',
   );
+  // /metrics is outside the route map: raw
   const metrics = await api.request('GET', '/metrics', { key: null });
   t.match(metrics.body, /provisioner_runtime_reporting_stale [1-9]/, 'the stale runtime is counted in the metrics');
 

@@ -6,6 +6,7 @@
 import t from 'tap';
 import http from 'node:http';
 import { once } from 'node:events';
+import { ApiClient, type ApiError } from '../../../provisioner/http/api-client.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { createRouter } from '../../../runtime/agents/request-router/router.ts';
@@ -19,6 +20,14 @@ t.teardown(() => api.close());
 
 const a = await api.signup();
 const b = await api.signup();
+/** GET of the runtime's API of `tenantId` through the tunnel with `key` (outside the route map: the client's raw), as a status. */
+const runtimeStatus = (tenantId: string, key: string | null) =>
+  new ApiClient({ baseUrl: base, ...(key ? { token: key } : {}) })
+    .raw('GET', `/v1/tenants/${tenantId}/runtime/api/runtime`)
+    .then(
+      (res) => res,
+      (err: unknown) => err as ApiError,
+    );
 
 const proxy = await buildAppProxy({
   tenantId: a.tenantId,
@@ -38,34 +47,27 @@ t.teardown(async () => {
 });
 
 t.test('a tenant reaches its own runtime through the tunnel; status shows the tunnel', async (t) => {
-  const res = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, {
-    headers: { authorization: `Bearer ${a.apiKey}` },
-  });
+  const res = await runtimeStatus(a.tenantId, a.apiKey);
   t.equal(res.status, 200);
-  t.match(await res.json(), { runtimeVersion: '1.4.0' });
-  const tenant = (await api.request('GET', `/v1/tenants/${a.tenantId}`)).json();
-  t.equal(tenant.status.tunnel.connected, true);
-  t.ok(Date.parse(tenant.status.tunnel.since) > 0);
-  const other = (await api.request('GET', `/v1/tenants/${b.tenantId}`)).json();
+  t.match(res instanceof Response ? await res.json() : res, { runtimeVersion: '1.4.0' });
+  const tenant = await api.client.call('GET /v1/tenants/:id', { params: { id: a.tenantId } });
+  t.equal(tenant.status.tunnel?.connected, true);
+  t.ok(Date.parse(tenant.status.tunnel?.since ?? '') > 0);
+  const other = await api.client.call('GET /v1/tenants/:id', { params: { id: b.tenantId } });
   t.same(other.status.tunnel, { connected: false, since: null });
 });
 
 t.test("no tunnel is 503 RUNTIME_UNREACHABLE; another tenant's key is 404", async (t) => {
-  const none = await fetch(`${base}/v1/tenants/${b.tenantId}/runtime/api/runtime`, {
-    headers: { authorization: `Bearer ${b.apiKey}` },
-  });
+  const none = await runtimeStatus(b.tenantId, b.apiKey);
   t.equal(none.status, 503);
-  t.equal(((await none.json()) as { error: { code: string } }).error.code, 'RUNTIME_UNREACHABLE');
-  const cross = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, {
-    headers: { authorization: `Bearer ${b.apiKey}` },
-  });
-  t.equal(cross.status, 404);
-  const asRuntime = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, {
-    headers: { authorization: `Bearer ${runtimeKey.key}` },
-  });
-  t.equal(asRuntime.status, 403, 'a runtime key cannot call its own runtime through the API');
-  const noKey = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`);
-  t.equal(noKey.status, 401);
+  t.match(none, { code: 'RUNTIME_UNREACHABLE' });
+  t.equal((await runtimeStatus(a.tenantId, b.apiKey)).status, 404);
+  t.equal(
+    (await runtimeStatus(a.tenantId, runtimeKey.key)).status,
+    403,
+    'a runtime key cannot call its own runtime through the API',
+  );
+  t.equal((await runtimeStatus(a.tenantId, null)).status, 401);
 });
 
 t.test(
@@ -81,14 +83,11 @@ t.test(
     t.equal(status, 401);
     const rejected = once(client.events, 'rejected');
     const down = once(client.events, 'disconnected');
-    const revoke = await api.request('DELETE', `/v1/keys/${runtimeKey.info.id}`);
-    t.equal(revoke.statusCode, 200);
+    const revoke = await api.client.request('DELETE /v1/keys/:id', { params: { id: runtimeKey.info.id } });
+    t.equal(revoke.status, 200);
     const [code] = (await down) as [number];
     t.equal(code, 4003, 'closed with the revoked close code');
     t.same(await rejected, [401], 'the reconnect is refused');
-    const res = await fetch(`${base}/v1/tenants/${a.tenantId}/runtime/api/runtime`, {
-      headers: { authorization: `Bearer ${a.apiKey}` },
-    });
-    t.equal(res.status, 503);
+    t.equal((await runtimeStatus(a.tenantId, a.apiKey)).status, 503);
   },
 );

@@ -6,6 +6,7 @@
  */
 import t, { type Test } from 'tap';
 import http from 'node:http';
+import { startFleetUpgrade } from '../../helpers/fleet.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { until } from '../../../sandbox/until.ts';
@@ -60,7 +61,9 @@ function open(path: string, key: string, headers: Record<string, string> = {}): 
 }
 
 async function keyIdOf(key: string): Promise<string> {
-  return (await api.request('GET', '/v1/whoami', { key })).json<{ keyId: string }>().keyId;
+  const { keyId } = await api.as(key).call('GET /v1/whoami');
+  if (!keyId) throw new Error('precondition: whoami names the key');
+  return keyId;
 }
 
 /** Polls (a wait, not a claim about speed) until the key holds no stream on the server. */
@@ -113,13 +116,11 @@ t.test('GET /v1/fleet-upgrades/:id/events', async (t) => {
   const { tenantId } = await api.signup({ runtimeVersion: '1.4.1', plan: 'team' });
   await markReconciled(api.db.pool, tenantId, { cluster: 'burst-root', readyCondition: true });
   await settleTenantOperations(api.db.pool, tenantId, { finishedNow: false });
-  const start = await api.request('POST', '/v1/fleet-upgrades', {
-    key: api.operatorKey,
-    body: { targetVersion: '1.5.0', selector: { tenantIds: [tenantId] } },
+  const start = await startFleetUpgrade(api.as(api.operatorKey), {
+    targetVersion: '1.5.0',
+    selector: { tenantIds: [tenantId] },
   });
-  if (start.statusCode !== 201 && start.statusCode !== 202)
-    throw new Error(`precondition: the fleet upgrade starts (got ${start.statusCode} ${start.body})`);
-  const id = start.json<{ fleetUpgrade: { id: string } }>().fleetUpgrade.id;
+  const id = start.fleetUpgrade.id;
   await burst(t, `/v1/fleet-upgrades/${id}/events`, api.operatorKey);
 });
 
@@ -152,16 +153,13 @@ t.test('a route that refuses after taking a place gives it back (404 on an unkno
 });
 
 t.test('a revoked key gives back the places of a burst, streams and opens under way alike', async (t) => {
-  const created = await api.request('POST', '/v1/keys', {
-    key: api.adminKey,
+  const { key, info } = await api.client.call('POST /v1/keys', {
     body: { role: 'tenant', name: 'burst', tenantId: tenant.tenantId },
   });
-  if (created.statusCode !== 201) throw new Error(`precondition: a second tenant key (got ${created.statusCode})`);
-  const { key, info } = created.json<{ key: string; info: { id: string } }>();
   const keyId = info.id;
   const pending = Array.from({ length: BURST }, () => open(`/v1/tenants/${tenant.tenantId}/changes`, key));
-  const revoked = await api.request('DELETE', `/v1/keys/${keyId}`, { key: api.adminKey });
-  t.equal(revoked.statusCode, 200, 'the key is revoked');
+  const revoked = await api.client.request('DELETE /v1/keys/:id', { params: { id: keyId } });
+  t.equal(revoked.status, 200, 'the key is revoked');
   const all = await Promise.all(pending.map((p) => p.catch(() => ({ status: 0, close() {} }))));
   await noStreamsLeft(keyId, 'after the revocation');
   t.ok(all.filter((o) => o.status === 200).length <= LIMIT, `at most ${LIMIT} of the burst were streams`);

@@ -1,5 +1,6 @@
 import t from 'tap';
 import pg from 'pg';
+import type { AnswerOf, ApiError, QueryOf } from '../../../provisioner/http/api-client.ts';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { addRootCluster } from '../../helpers/clusters.ts';
@@ -8,6 +9,8 @@ import { markStalled, setTenantStatus } from '../../helpers/tenants.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
+const client = api.client;
+const operator = api.as(api.operatorKey);
 
 const versions = catalog.versions.map((v) => v.version);
 const [v1, v2] = versions as [string, string, ...string[]];
@@ -24,15 +27,17 @@ async function observe(id: string, version: string, previous: string | null = nu
 
 t.test('GET /v1/tenants/:id returns the tenant; an unknown id is 404; a malformed id is 400 naming id', async (t) => {
   const { tenantId } = await api.signup();
-  const res = await api.request('GET', `/v1/tenants/${tenantId}`);
-  t.equal(res.statusCode, 200);
-  t.equal(res.json().id, tenantId);
-  const missing = await api.request('GET', '/v1/tenants/00000000-0000-4000-8000-000000000000');
-  t.equal(missing.statusCode, 404);
-  t.equal(missing.json().error.code, 'TENANT_NOT_FOUND');
-  const bad = await api.request('GET', '/v1/tenants/not-a-uuid');
-  t.equal(bad.statusCode, 400);
-  t.match(bad.json(), { error: { code: 'VALIDATION_FAILED', field: 'id' } });
+  const tenant = await client.call('GET /v1/tenants/:id', { params: { id: tenantId } });
+  t.equal(tenant.id, tenantId);
+  await t.rejects(client.call('GET /v1/tenants/:id', { params: { id: '00000000-0000-4000-8000-000000000000' } }), {
+    status: 404,
+    code: 'TENANT_NOT_FOUND',
+  });
+  await t.rejects(client.call('GET /v1/tenants/:id', { params: { id: 'not-a-uuid' } }), {
+    status: 400,
+    code: 'VALIDATION_FAILED',
+    field: 'id',
+  });
 });
 
 t.test('every spec change bumps the generation, queues one operation, writes an audit row and NOTIFYs', async (t) => {
@@ -46,16 +51,17 @@ t.test('every spec change bumps the generation, queues one operation, writes an 
     }),
   );
 
-  const res = await api.request('POST', `/v1/tenants/${tenantId}/suspend`, { key: api.operatorKey });
-  t.equal(res.statusCode, 202);
-  const body = res.json();
+  const res = await operator.request('POST /v1/tenants/:id/suspend', { params: { id: tenantId } });
+  t.equal(res.status, 202);
+  if (!res.ok) throw new Error('precondition: the suspend was accepted');
+  const body = res.body;
   t.equal(body.tenant.generation, 2);
   t.equal(body.tenant.spec.suspended, true);
   t.match(
-    body.tenant.status.conditions.find((c: { type: string }) => c.type === 'Reconciling'),
+    body.tenant.status.conditions.find((c) => c.type === 'Reconciling'),
     { status: 'True', reason: 'SpecChanged' },
   );
-  const op = (await api.request('GET', `/v1/operations/${body.operationId}`)).json();
+  const op = await client.call('GET /v1/operations/:id', { params: { id: body.operationId } });
   t.match(op, { kind: 'suspend', state: 'queued', generation: 2 });
   const audit = await api.db.pool.query(
     `SELECT action, before, after FROM audit_log WHERE target_id = $1 AND action = 'tenant.suspend'`,
@@ -72,17 +78,19 @@ t.test('every spec change bumps the generation, queues one operation, writes an 
 
 t.test('suspend and resume are idempotent: repeating them queues nothing', async (t) => {
   const { tenantId } = await api.signup();
-  const first = (await api.request('POST', `/v1/tenants/${tenantId}/suspend`)).json();
-  const again = await api.request('POST', `/v1/tenants/${tenantId}/suspend`);
-  t.equal(again.statusCode, 202);
-  t.equal(again.json().operationId, first.operationId);
-  t.equal(again.json().tenant.generation, first.tenant.generation);
-  const resumed = (await api.request('POST', `/v1/tenants/${tenantId}/resume`)).json();
+  const params = { id: tenantId };
+  const first = await client.call('POST /v1/tenants/:id/suspend', { params });
+  const again = await client.request('POST /v1/tenants/:id/suspend', { params });
+  t.equal(again.status, 202);
+  if (!again.ok) throw new Error('precondition: the second suspend was accepted');
+  t.equal(again.body.operationId, first.operationId);
+  t.equal(again.body.tenant.generation, first.tenant.generation);
+  const resumed = await client.call('POST /v1/tenants/:id/resume', { params });
   t.equal(resumed.tenant.spec.suspended, false);
   t.equal(resumed.tenant.generation, first.tenant.generation + 1);
-  const ops = (await api.request('GET', `/v1/tenants/${tenantId}/operations`)).json();
+  const ops = await client.call('GET /v1/tenants/:id/operations', { params });
   t.same(
-    ops.items.map((o: { kind: string }) => o.kind),
+    ops.items.map((o) => o.kind),
     ['resume', 'suspend', 'create'],
     'newest first, no duplicates',
   );
@@ -90,10 +98,11 @@ t.test('suspend and resume are idempotent: repeating them queues nothing', async
 
 t.test('PATCH changes plan, version and suspension; bad bodies name the field', async (t) => {
   const { tenantId } = await api.signup({ runtimeVersion: v1 });
-  const res = await api.request('PATCH', `/v1/tenants/${tenantId}`, { body: { plan: 'team' }, key: api.operatorKey });
-  t.equal(res.statusCode, 202);
-  t.equal(res.json().tenant.spec.plan, 'team');
-  const op = (await api.request('GET', `/v1/operations/${res.json().operationId}`)).json();
+  const res = await operator.request('PATCH /v1/tenants/:id', { params: { id: tenantId }, body: { plan: 'team' } });
+  t.equal(res.status, 202);
+  if (!res.ok) throw new Error('precondition: the PATCH was accepted');
+  t.equal(res.body.tenant.spec.plan, 'team');
+  const op = await client.call('GET /v1/operations/:id', { params: { id: res.body.operationId } });
   t.equal(op.kind, 'update');
   const cases: Array<[unknown, number, string, string]> = [
     [{}, 400, 'VALIDATION_FAILED', 'body'],
@@ -102,6 +111,7 @@ t.test('PATCH changes plan, version and suspension; bad bodies name the field', 
     [{ runtimeVersion: '0.0.1' }, 400, 'UNKNOWN_RUNTIME_VERSION', 'runtimeVersion'],
     [{ owner: 'me' }, 400, 'VALIDATION_FAILED', 'owner'],
   ];
+  // bodies of the wrong shape: sent raw
   for (const [body, status, code, field] of cases) {
     const r = await api.request('PATCH', `/v1/tenants/${tenantId}`, { body });
     t.equal(r.statusCode, status, JSON.stringify(body));
@@ -119,27 +129,26 @@ t.test(
     );
     t.ok(refused, 'the catalog has a version that cannot be reached directly from the oldest');
     const answer = catalog.upgradePath(v1, refused!);
-    const skip = await api.request('POST', `/v1/tenants/${tenantId}/upgrade`, { body: { version: refused } });
-    t.equal(skip.statusCode, 422);
-    t.match(skip.json().error, { code: 'UPGRADE_PATH_REFUSED', field: 'version' });
-    t.match(skip.json().error.message, `cannot be reached from ${v1}`);
-    t.same(skip.json().error.details.path, answer.path, 'the error carries the path to follow');
-    const viaPatch = await api.request('PATCH', `/v1/tenants/${tenantId}`, { body: { runtimeVersion: refused } });
-    t.match(
-      viaPatch.json().error,
+    const params = { id: tenantId };
+    const skip = await t.rejects(client.call('POST /v1/tenants/:id/upgrade', { params, body: { version: refused! } }), {
+      status: 422,
+      code: 'UPGRADE_PATH_REFUSED',
+      field: 'version',
+    });
+    t.match((skip as ApiError).message, `cannot be reached from ${v1}`);
+    t.same((skip as ApiError).details?.path, answer.path, 'the error carries the path to follow');
+    await t.rejects(
+      client.call('PATCH /v1/tenants/:id', { params, body: { runtimeVersion: refused! } }),
       { code: 'UPGRADE_PATH_REFUSED', field: 'runtimeVersion' },
       'through PATCH the same refusal names runtimeVersion, the field sent',
     );
-    const unknown = await api.request('POST', `/v1/tenants/${tenantId}/upgrade`, { body: { version: '0.0.9' } });
-    t.equal(unknown.statusCode, 400, 'an upgrade to a version outside the catalog is a 400');
-    t.match(
-      unknown.json().error,
-      { code: 'UNKNOWN_RUNTIME_VERSION', field: 'version' },
-      'the upgrade error names version, the field sent',
+    await t.rejects(
+      client.call('POST /v1/tenants/:id/upgrade', { params, body: { version: '0.0.9' } }),
+      { status: 400, code: 'UNKNOWN_RUNTIME_VERSION', field: 'version' },
+      'an upgrade to a version outside the catalog is a 400; the error names version, the field sent',
     );
-    const up = await api.request('POST', `/v1/tenants/${tenantId}/upgrade`, { body: { version: v2 } });
-    t.equal(up.statusCode, 202);
-    const op = (await api.request('GET', `/v1/operations/${up.json().operationId}`)).json();
+    const up = await client.call('POST /v1/tenants/:id/upgrade', { params, body: { version: v2 } });
+    const op = await client.call('GET /v1/operations/:id', { params: { id: up.operationId } });
     t.match(op, { kind: 'upgrade', fromVersion: v1, toVersion: v2 });
   },
 );
@@ -152,17 +161,20 @@ t.test('rollback returns only to the version the tenant last ran, when the catal
   const [from, to] = pair!;
   const { tenantId } = await api.signup({ runtimeVersion: to });
   await observe(tenantId, to);
-  t.equal((await api.request('POST', `/v1/tenants/${tenantId}/upgrade`, { body: { version: from } })).statusCode, 202);
+  const upgrade = (id: string, version: string) =>
+    client.call('POST /v1/tenants/:id/upgrade', { params: { id }, body: { version } });
+  t.ok(await upgrade(tenantId, from), 'the upgrade is accepted');
   await observe(tenantId, from, to);
-  const back = await api.request('POST', `/v1/tenants/${tenantId}/upgrade`, { body: { version: to } });
-  t.equal(back.statusCode, 202);
-  t.equal(back.json().tenant.spec.runtimeVersion, to);
+  const back = await upgrade(tenantId, to);
+  t.equal(back.tenant.spec.runtimeVersion, to);
 
   const other = await api.signup({ runtimeVersion: from });
   await observe(other.tenantId, from);
-  const noHistory = await api.request('POST', `/v1/tenants/${other.tenantId}/upgrade`, { body: { version: to } });
-  t.equal(noHistory.statusCode, 422, 'no rollback without a recorded previous version');
-  t.match(noHistory.json().error, { code: 'UPGRADE_PATH_REFUSED', message: /last ran/ });
+  await t.rejects(
+    upgrade(other.tenantId, to),
+    { status: 422, code: 'UPGRADE_PATH_REFUSED', message: /last ran/ },
+    'no rollback without a recorded previous version',
+  );
 
   const crossing = versions
     .flatMap((a) => versions.map((b) => [a, b] as const))
@@ -175,9 +187,11 @@ t.test('rollback returns only to the version the tenant last ran, when the catal
     actualRuntimeVersion: hi,
     previousRuntimeVersion: lo,
   });
-  const r = await api.request('POST', `/v1/tenants/${third.tenantId}/upgrade`, { body: { version: lo } });
-  t.equal(r.statusCode, 422, `catalog refuses ${hi} -> ${lo} even though it ran before`);
-  t.equal(r.json().error.message, (catalog.rollbackAnswer(hi, lo) as { reason: string }).reason);
+  await t.rejects(
+    upgrade(third.tenantId, lo),
+    { status: 422, message: (catalog.rollbackAnswer(hi, lo) as { reason: string }).reason },
+    `catalog refuses ${hi} -> ${lo} even though it ran before`,
+  );
 });
 
 function compareDesc(a: string, b: string): boolean {
@@ -186,67 +200,73 @@ function compareDesc(a: string, b: string): boolean {
 
 t.test('a tenant key cannot upgrade to a deprecated version; an operator can; nobody to a withdrawn one', async (t) => {
   const { tenantId, apiKey } = await api.signup({ runtimeVersion: v1 });
-  await api.request('PUT', `/v1/runtime-versions/${v2}/availability`, {
+  const availability = { params: { version: v2 } };
+  await operator.call('PUT /v1/runtime-versions/:version/availability', {
+    ...availability,
     body: { availability: 'deprecated' },
-    key: api.operatorKey,
   });
-  const byTenant = await api.request('POST', `/v1/tenants/${tenantId}/upgrade`, { key: apiKey, body: { version: v2 } });
-  t.equal(byTenant.statusCode, 422);
-  t.equal(byTenant.json().error.code, 'RUNTIME_VERSION_UNAVAILABLE');
-  const byOperator = await api.request('POST', `/v1/tenants/${tenantId}/upgrade`, {
-    key: api.operatorKey,
-    body: { version: v2 },
+  const upgrade = { params: { id: tenantId }, body: { version: v2 } };
+  await t.rejects(api.as(apiKey).call('POST /v1/tenants/:id/upgrade', upgrade), {
+    status: 422,
+    code: 'RUNTIME_VERSION_UNAVAILABLE',
   });
-  t.equal(byOperator.statusCode, 202);
+  const byOperator = await operator.request('POST /v1/tenants/:id/upgrade', upgrade);
+  t.equal(byOperator.status, 202);
   const second = await api.signup({ runtimeVersion: v1 });
-  await api.request('PUT', `/v1/runtime-versions/${v2}/availability`, { body: { availability: 'withdrawn' } });
-  const withdrawn = await api.request('POST', `/v1/tenants/${second.tenantId}/upgrade`, {
-    key: api.operatorKey,
-    body: { version: v2 },
+  await client.call('PUT /v1/runtime-versions/:version/availability', {
+    ...availability,
+    body: { availability: 'withdrawn' },
   });
-  t.equal(withdrawn.statusCode, 422);
-  t.match(withdrawn.json().error.message, /withdrawn/);
-  await api.request('PUT', `/v1/runtime-versions/${v2}/availability`, { body: { availability: 'available' } });
+  await t.rejects(
+    operator.call('POST /v1/tenants/:id/upgrade', { params: { id: second.tenantId }, body: { version: v2 } }),
+    { status: 422, message: /withdrawn/ },
+  );
+  await client.call('PUT /v1/runtime-versions/:version/availability', {
+    ...availability,
+    body: { availability: 'available' },
+  });
 });
 
 t.test('delete keeps a tombstone, is idempotent, and refuses later changes with 409', async (t) => {
   const { tenantId, apiKey } = await api.signup();
-  const del = await api.request('DELETE', `/v1/tenants/${tenantId}`, { key: apiKey });
-  t.equal(del.statusCode, 202);
-  t.equal(del.json().tenant.spec.deleted, true);
-  t.equal(del.json().tenant.status.phase, 'Deleting');
-  t.ok(del.json().tenant.deletedAt);
-  const again = await api.request('DELETE', `/v1/tenants/${tenantId}`);
-  t.equal(again.statusCode, 202);
-  t.equal(again.json().operationId, del.json().operationId, 'second delete queues nothing');
-  for (const [method, url, body] of [
-    ['POST', `/v1/tenants/${tenantId}/suspend`, undefined],
-    ['PATCH', `/v1/tenants/${tenantId}`, { plan: 'team' }],
-    ['POST', `/v1/tenants/${tenantId}/upgrade`, { version: v2 }],
-  ] as const) {
-    const r = await api.request(method, url, body ? { body } : {});
-    t.equal(r.statusCode, 409, `${method} ${url}`);
-    t.equal(r.json().error.code, 'TENANT_DELETED');
-  }
-  const read = await api.request('GET', `/v1/tenants/${tenantId}`);
-  t.equal(read.statusCode, 200, 'the tombstone can still be read');
+  const params = { id: tenantId };
+  const del = await api.as(apiKey).request('DELETE /v1/tenants/:id', { params });
+  t.equal(del.status, 202);
+  if (!del.ok) throw new Error('precondition: the delete was accepted');
+  t.equal(del.body.tenant.spec.deleted, true);
+  t.equal(del.body.tenant.status.phase, 'Deleting');
+  t.ok(del.body.tenant.deletedAt);
+  const again = await client.request('DELETE /v1/tenants/:id', { params });
+  t.equal(again.status, 202);
+  t.equal(again.ok && again.body.operationId, del.body.operationId, 'second delete queues nothing');
+  for (const [name, change] of [
+    ['POST /v1/tenants/:id/suspend', () => client.call('POST /v1/tenants/:id/suspend', { params })],
+    ['PATCH /v1/tenants/:id', () => client.call('PATCH /v1/tenants/:id', { params, body: { plan: 'team' } })],
+    [
+      'POST /v1/tenants/:id/upgrade',
+      () => client.call('POST /v1/tenants/:id/upgrade', { params, body: { version: v2 } }),
+    ],
+  ] as const)
+    await t.rejects(change(), { status: 409, code: 'TENANT_DELETED' }, name);
+  const read = await client.request('GET /v1/tenants/:id', { params });
+  t.equal(read.status, 200, 'the tombstone can still be read');
+  if (!read.ok) throw new Error('precondition: the tombstone was read');
   await setTenantStatus(api.db.pool, tenantId, { phase: 'Deleted' });
-  const reuse = await api.app.inject({
-    method: 'POST',
-    url: '/v1/signup',
-    payload: { organization: read.json().organization, email: 'n@n.io' },
+  const reuse = await api.as(null).request('POST /v1/signup', {
+    body: { organization: read.body.organization, email: 'n@n.io' },
   });
-  t.equal(reuse.statusCode, 202, 'a deleted organization name can be signed up again');
+  t.equal(reuse.status, 202, 'a deleted organization name can be signed up again');
 });
 
 t.test('retry clears Stalled and makes the tenant due at once without changing the spec', async (t) => {
   const { tenantId } = await api.signup();
   await markStalled(api.db.pool, tenantId, { failures: 5 });
-  const res = await api.request('POST', `/v1/tenants/${tenantId}/retry`, { key: api.operatorKey });
-  t.equal(res.statusCode, 202);
-  t.equal(res.json().tenant.generation, 1, 'spec untouched');
+  const res = await operator.request('POST /v1/tenants/:id/retry', { params: { id: tenantId } });
+  t.equal(res.status, 202);
+  if (!res.ok) throw new Error('precondition: the retry was accepted');
+  t.equal(res.body.tenant.generation, 1, 'spec untouched');
   t.match(
-    res.json().tenant.status.conditions.find((c: { type: string }) => c.type === 'Stalled'),
+    res.body.tenant.status.conditions.find((c) => c.type === 'Stalled'),
     { status: 'False', reason: 'RetryRequested' },
   );
   const { rows } = await api.db.pool.query(
@@ -261,9 +281,10 @@ t.test('retry queues nothing for a tenant that is neither stalled nor failing', 
   const opsBefore = await api.db.pool.query('SELECT count(*)::int AS n FROM operations WHERE tenant_id = $1', [
     tenantId,
   ]);
-  const under = await api.request('POST', `/v1/tenants/${tenantId}/retry`, { key: api.operatorKey });
-  t.equal(under.statusCode, 202, 'a tenant whose create is queued: accepted');
-  t.equal(under.json().operationId, operationId, 'the answer is the operation already under way');
+  const retry = () => operator.call('POST /v1/tenants/:id/retry', { params: { id: tenantId } });
+  const under = await retry();
+  t.ok(under, 'a tenant whose create is queued: accepted');
+  t.equal(under.operationId, operationId, 'the answer is the operation already under way');
   const opsAfter = await api.db.pool.query('SELECT count(*)::int AS n FROM operations WHERE tenant_id = $1', [
     tenantId,
   ]);
@@ -271,10 +292,11 @@ t.test('retry queues nothing for a tenant that is neither stalled nor failing', 
 
   await settleTenantOperations(api.db.pool, tenantId);
   await setTenantStatus(api.db.pool, tenantId, { phase: 'Ready' });
-  const settled = await api.request('POST', `/v1/tenants/${tenantId}/retry`, { key: api.operatorKey });
-  t.equal(settled.statusCode, 409, 'a Ready tenant with nothing under way: 409');
-  t.equal(settled.json().error.code, 'NOTHING_TO_RETRY');
-  t.match(settled.json().error.message, /is Ready/, 'the message names the state');
+  await t.rejects(
+    retry(),
+    { status: 409, code: 'NOTHING_TO_RETRY', message: /is Ready/ },
+    'a Ready tenant with nothing under way: 409; the message names the state',
+  );
   const opsSettled = await api.db.pool.query('SELECT count(*)::int AS n FROM operations WHERE tenant_id = $1', [
     tenantId,
   ]);
@@ -291,26 +313,26 @@ t.test(
     let cursor: string | null = null;
     let pages = 0;
     do {
-      const q: string = `/v1/tenants?plan=${plan}&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
-      const res = await api.request('GET', q);
-      t.equal(res.statusCode, 200);
-      const body = res.json();
+      const body: AnswerOf<'GET /v1/tenants'> = await client.call('GET /v1/tenants', {
+        query: { plan, limit: 2, ...(cursor ? { cursor } : {}) },
+      });
       t.ok(body.items.length <= 2);
-      seen.push(...body.items.map((x: { id: string }) => x.id));
+      seen.push(...body.items.map((x) => x.id));
       cursor = body.nextCursor;
       pages++;
     } while (cursor && pages < 10);
     t.same(seen, created, 'all five, in creation order, no duplicates');
     t.equal(pages, 3);
 
-    const first = (await api.request('GET', `/v1/tenants?plan=${plan}&limit=2`)).json();
-    const [body, mac] = (first.nextCursor as string).split('.');
+    const first = await client.call('GET /v1/tenants', { query: { plan, limit: 2 } });
+    const [body, mac] = first.nextCursor!.split('.');
     const forged = Buffer.from(JSON.stringify(['tenants', '1970-01-01 00:00:00+00', created[0]])).toString('base64url');
-    for (const bad of [`${forged}.${mac}`, `${body}.AAAA`, 'garbage', `${body}`]) {
-      const r = await api.request('GET', `/v1/tenants?cursor=${encodeURIComponent(bad)}`);
-      t.equal(r.statusCode, 400);
-      t.match(r.json().error, { code: 'INVALID_CURSOR', field: 'cursor' });
-    }
+    for (const bad of [`${forged}.${mac}`, `${body}.AAAA`, 'garbage', `${body}`])
+      await t.rejects(client.call('GET /v1/tenants', { query: { cursor: bad } }), {
+        status: 400,
+        code: 'INVALID_CURSOR',
+        field: 'cursor',
+      });
     // Positive and negative cases for each filter: one of the five is made Ready and placed on a
     // cluster (as the reconciler would record it), the others stay Pending and unplaced.
     const [placed, ...unplaced] = created as [string, ...string[]];
@@ -318,21 +340,22 @@ t.test(
     const { id: clusterId } = await addRootCluster(api.db.pool, cluster);
     await setTenantStatus(api.db.pool, placed, { phase: 'Ready', clusterId });
     const ids = (body: { items: Array<{ id: string }> }): string[] => body.items.map((x) => x.id);
-    const byReady = (await api.request('GET', `/v1/tenants?phase=Ready&plan=${plan}&limit=200`)).json();
+    const list = (query: QueryOf<'GET /v1/tenants'>) => client.call('GET /v1/tenants', { query });
+    const byReady = await list({ phase: 'Ready', plan, limit: 200 });
     t.same(ids(byReady), [placed], 'phase=Ready lists the Ready tenant and no Pending one');
-    const byPending = (await api.request('GET', `/v1/tenants?phase=Pending&plan=${plan}&limit=200`)).json();
+    const byPending = await list({ phase: 'Pending', plan, limit: 200 });
     t.same(ids(byPending), unplaced, 'phase=Pending lists the four Pending tenants and not the Ready one');
-    const byVersion = (await api.request('GET', `/v1/tenants?runtimeVersion=${v1}&limit=200`)).json();
+    const byVersion = await list({ runtimeVersion: v1, limit: 200 });
     t.ok(
-      byVersion.items.length > 0 &&
-        byVersion.items.every((x: { spec: { runtimeVersion: string } }) => x.spec.runtimeVersion === v1),
+      byVersion.items.length > 0 && byVersion.items.every((x) => x.spec.runtimeVersion === v1),
       `runtimeVersion=${v1} lists at least one tenant, each on ${v1}`,
     );
-    const byCluster = (await api.request('GET', `/v1/tenants?cluster=${cluster}&limit=200`)).json();
+    const byCluster = await list({ cluster, limit: 200 });
     t.same(ids(byCluster), [placed], 'cluster= lists exactly the tenant placed there');
-    t.equal(byCluster.items[0].status.cluster, cluster, 'and shows the cluster in its status');
-    const byNowhere = (await api.request('GET', '/v1/tenants?cluster=nowhere')).json();
+    t.equal(byCluster.items[0]!.status.cluster, cluster, 'and shows the cluster in its status');
+    const byNowhere = await list({ cluster: 'nowhere' });
     t.same(byNowhere.items, [], 'an unknown cluster lists nothing');
+    // queries outside the schema: sent raw
     for (const q of ['limit=0', 'limit=201', 'limit=ten', 'phase=Happy', 'sort=name']) {
       const r = await api.request('GET', `/v1/tenants?${q}`);
       t.equal(r.statusCode, 400, q);
@@ -343,21 +366,25 @@ t.test(
 
 t.test('operations list pages newest first and a missing operation is 404', async (t) => {
   const { tenantId } = await api.signup();
-  for (const a of ['suspend', 'resume', 'suspend', 'resume']) await api.request('POST', `/v1/tenants/${tenantId}/${a}`);
-  const p1 = (await api.request('GET', `/v1/tenants/${tenantId}/operations?limit=3`)).json();
+  const params = { id: tenantId };
+  for (const a of ['suspend', 'resume', 'suspend', 'resume'] as const)
+    await client.call(`POST /v1/tenants/:id/${a}`, { params });
+  const p1 = await client.call('GET /v1/tenants/:id/operations', { params, query: { limit: 3 } });
   t.same(
-    p1.items.map((o: { kind: string }) => o.kind),
+    p1.items.map((o) => o.kind),
     ['resume', 'suspend', 'resume'],
   );
-  const p2 = (
-    await api.request('GET', `/v1/tenants/${tenantId}/operations?limit=3&cursor=${encodeURIComponent(p1.nextCursor)}`)
-  ).json();
+  const p2 = await client.call('GET /v1/tenants/:id/operations', {
+    params,
+    query: { limit: 3, cursor: p1.nextCursor! },
+  });
   t.same(
-    p2.items.map((o: { kind: string }) => o.kind),
+    p2.items.map((o) => o.kind),
     ['suspend', 'create'],
   );
   t.equal(p2.nextCursor, null);
-  const missing = await api.request('GET', '/v1/operations/00000000-0000-4000-8000-000000000000');
-  t.equal(missing.statusCode, 404);
-  t.equal(missing.json().error.code, 'OPERATION_NOT_FOUND');
+  await t.rejects(client.call('GET /v1/operations/:id', { params: { id: '00000000-0000-4000-8000-000000000000' } }), {
+    status: 404,
+    code: 'OPERATION_NOT_FOUND',
+  });
 });

@@ -79,11 +79,9 @@ for (const [name, region, capacity] of [
   ['root-eu', 'eu', 10],
   ['root-us', 'us', 200],
 ] as const) {
-  const res = await api.request('POST', '/v1/clusters', {
-    key: api.operatorKey,
+  await api.as(api.operatorKey).call('POST /v1/clusters', {
     body: { name, region, capacity, kubeconfig: KUBECONFIG, force: true },
   });
-  if (res.statusCode !== 201) throw new Error(`root cluster ${name}: ${res.statusCode} ${res.body}`);
 }
 
 // A router for the runtimes' tunnels: nothing is forwarded through it here.
@@ -139,11 +137,8 @@ async function storedKey(tenantId: string): Promise<string> {
   return api.services.box.decrypt(rows[0]!.runtime_token_enc, runtimeTokenAad(tenantId)).toString('utf8');
 }
 const whoami = async (key: string) => {
-  const res = await api.request('GET', '/v1/whoami', { key });
-  return {
-    status: res.statusCode,
-    body: res.statusCode === 200 ? res.json<{ role: string; tenantId: string }>() : null,
-  };
+  const res = await api.as(key).request('GET /v1/whoami');
+  return { status: res.status, body: res.ok ? res.body : null };
 };
 const clusterOf = async (tenantId: string) =>
   (
@@ -153,7 +148,7 @@ const clusterOf = async (tenantId: string) =>
     )
   ).rows[0]?.name;
 const operationState = async (id: string) =>
-  (await api.request('GET', `/v1/operations/${id}`)).json<{ state: string }>().state;
+  (await api.client.call('GET /v1/operations/:id', { params: { id } })).state;
 
 /**
  * A runtime's tunnel client reading its key from a file, as the agents read the mounted Secret
@@ -189,8 +184,7 @@ async function startRuntime(id: string, key: string): Promise<Runtime> {
   return { client, seen, write: (k: string) => writeFileSync(file, k) };
 }
 const tunnelConnected = async (tenantId: string) =>
-  (await api.request('GET', `/v1/tenants/${tenantId}`)).json<{ status: { tunnel: { connected: boolean } } }>().status
-    .tunnel.connected;
+  (await api.client.call('GET /v1/tenants/:id', { params: { id: tenantId } })).status.tunnel?.connected;
 
 t.test('the pool keeps its size on each root cluster, each entry pinned to its cluster', async (t) => {
   const round = await api.services.warmPool.refill();
@@ -234,12 +228,7 @@ t.test('the pool keeps its size on each root cluster, each entry pinned to its c
       ),
       `/metrics: two Ready entries on ${c}`,
     );
-  const capacity = (await api.request('GET', '/v1/capacity', { key: api.operatorKey })).json<{
-    plans: Array<{
-      plan: string;
-      warmPool: { size: number; target: number; ready: number; clusters: Array<{ cluster: string; ready: number }> };
-    }>;
-  }>();
+  const capacity = await api.as(api.operatorKey).call('GET /v1/capacity');
   const free = capacity.plans.find((p) => p.plan === 'free')!.warmPool;
   t.same(
     { size: free.size, target: free.target, ready: free.ready },
@@ -259,7 +248,8 @@ t.test('the pool keeps its size on each root cluster, each entry pinned to its c
 t.test('cordoning a cluster recycles its entries; the other keeps its two', async (t) => {
   const before = await entries();
   const onUs = before.filter((e) => e.cluster === 'root-us').map((e) => e.id);
-  t.equal((await api.request('POST', '/v1/clusters/root-us/cordon', { key: api.operatorKey })).statusCode, 200);
+  const rootUs = { params: { name: 'root-us' } };
+  t.equal((await api.as(api.operatorKey).request('POST /v1/clusters/:name/cordon', rootUs)).status, 200);
   t.same(await api.services.warmPool.refill(), { added: 0, recycled: 2 }, "root-us's two entries recycled, none added");
   t.same(perCluster(await entries()), { 'root-eu': 2 }, 'root-eu keeps its two');
   const recycled = await api.db.pool.query<{ target_id: string; cluster: string }>(
@@ -277,7 +267,7 @@ t.test('cordoning a cluster recycles its entries; the other keeps its two', asyn
   t.ok(deleted.rows.length === 2 && deleted.rows.every((r) => r.deleted), 'deleted (their stacks destroyed)');
   t.same((await api.services.warmPool.refill()).added, 0, 'no entry added on the cordoned cluster');
 
-  t.equal((await api.request('POST', '/v1/clusters/root-us/uncordon', { key: api.operatorKey })).statusCode, 200);
+  t.equal((await api.as(api.operatorKey).request('POST /v1/clusters/:name/uncordon', rootUs)).status, 200);
   t.same((await api.services.warmPool.refill()).added, 2, 'uncordoned: its two entries come back');
   await fullPool({ 'root-eu': 2, 'root-us': 2 });
 });

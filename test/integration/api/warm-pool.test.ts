@@ -31,13 +31,13 @@ const engine = new ScriptedEngine({
 const reconciler = new Reconciler({ pool: api.db.pool, engine, box: api.services.box, pollMs: 100, logFlushMs: 10 });
 await reconciler.start();
 t.teardown(() => reconciler.stop({ graceMs: 0 }));
+const operator = api.as(api.operatorKey);
 t.equal(
   (
-    await api.request('POST', '/v1/clusters', {
-      key: api.operatorKey,
+    await operator.request('POST /v1/clusters', {
       body: { name: 'root-pool', region: 'eu', capacity: 200, kubeconfig: KUBECONFIG, force: true },
     })
-  ).statusCode,
+  ).status,
   201,
 );
 
@@ -66,17 +66,14 @@ t.test('the pool fills up to its size, one entry in flight at a time, and stays 
   const entries = await pooled();
   t.match(entries[0]?.organization, /^warm-pool-[0-9a-f]{8}$/, 'an entry has no customer name');
 
-  const listing = (await api.request('GET', '/v1/tenants?limit=200', { key: api.operatorKey })).json<{
-    items: Array<{ id: string }>;
-  }>();
+  const listing = await operator.call('GET /v1/tenants', { query: { limit: 200 } });
   t.notOk(
     listing.items.some((i) => entries.some((e) => e.id === i.id)),
     'GET /v1/tenants lists no pool entry',
   );
-  const summary = (await api.request('GET', '/v1/tenants/summary', { key: api.operatorKey })).json<{
-    total: number;
-  }>();
+  const summary = await operator.call('GET /v1/tenants/summary');
   t.equal(summary.total, 0, 'and the counts count none');
+  // /metrics is outside the route map: raw
   const metrics = (await api.request('GET', '/metrics', { key: null })).body;
   t.match(
     metrics,
@@ -97,18 +94,15 @@ t.test('signups claim Ready entries and are Ready at once; past the pool, the co
   t.equal(res.body.tenant.status.phase, 'Ready', 'Ready in the signup answer');
   t.equal(res.tenantId, entries[0]!.id, 'the oldest entry, its id (and namespace) kept');
   t.equal(res.body.tenant.organization, 'acme-warm', 'named for its customer');
-  const op = (await api.request('GET', `/v1/operations/${res.body.operationId}`, { key: res.apiKey })).json<{
-    kind: string;
-  }>();
+  const asTenant = api.as(res.apiKey);
+  const op = await asTenant.call('GET /v1/operations/:id', { params: { id: res.body.operationId } });
   t.equal(op.kind, 'bind', "the signup's operation binds the entry to the tenant");
-  const own = await api.request('GET', `/v1/tenants/${res.tenantId}`, { key: res.apiKey });
-  t.equal(own.statusCode, 200, "the tenant's key reads its tenant");
+  const own = await asTenant.request('GET /v1/tenants/:id', { params: { id: res.tenantId } });
+  t.equal(own.status, 200, "the tenant's key reads its tenant");
+  if (!own.ok) throw new Error('precondition: the tenant was read');
   await until('the bind applied', 10_000, async () => {
-    const v = own.json<{ generation: number }>();
-    const now = (await api.request('GET', `/v1/tenants/${res.tenantId}`, { key: res.apiKey })).json<{
-      generation: number;
-      status: { observedGeneration: number; phase: string };
-    }>();
+    const v = own.body;
+    const now = await asTenant.call('GET /v1/tenants/:id', { params: { id: res.tenantId } });
     return now.status.observedGeneration === now.generation && now.generation > v.generation - 1 && now;
   });
   const bindRun = engine.calls.filter((c) => c.tenantId === res.tenantId && c.kind === 'up').at(-1);
@@ -125,11 +119,10 @@ t.test('signups claim Ready entries and are Ready at once; past the pool, the co
   const team = await api.signup({ organization: 'team-cold', plan: 'team' });
   t.notOk(team.body.warm, 'a plan without a pool: cold');
 
-  const taken = await api.request('POST', '/v1/signup', {
-    key: null,
+  const taken = await api.as(null).request('POST /v1/signup', {
     body: { organization: 'acme-warm', email: 'x@example.com' },
   });
-  t.equal(taken.statusCode, 409, 'an organization already signed up is refused as before');
+  t.equal(taken.status, 409, 'an organization already signed up is refused as before');
   t.equal((await pooled()).length, 0, 'and took no entry');
 
   t.same((await api.services.warmPool.refill()).added, 1, 'the pool refills');
@@ -230,23 +223,10 @@ t.test('100 concurrent claims on 10 entries: each entry goes to one claim', asyn
 t.test(
   'GET /v1/capacity: per plan the tenants awake and asleep, what they reserve, the pool, signups warm and cold',
   async (t) => {
-    const res = await api.request('GET', '/v1/capacity', { key: api.operatorKey });
-    t.equal(res.statusCode, 200);
-    const c = res.json<{
-      defaultVersion: string;
-      plans: Array<{
-        plan: string;
-        tenants: { awake: number; asleep: number; waking: number };
-        reservation: {
-          awakeTenant: { cpuMillicores: number };
-          asleepTenant: { cpuMillicores: number; memoryBytes: number };
-          now: { cpuMillicores: number };
-        };
-        sleepAfterSeconds: number | null;
-        warmPool: { size: number; target: number; ready: number };
-        signups24h: { warm: number; cold: number };
-      }>;
-    }>();
+    const res = await operator.request('GET /v1/capacity');
+    t.equal(res.status, 200);
+    if (!res.ok) throw new Error('precondition: the capacity was read');
+    const c = res.body;
     t.equal(c.defaultVersion, catalog.defaultVersion());
     const free = c.plans.find((p) => p.plan === 'free')!;
     const { rows } = await api.db.pool.query<{ n: number }>(
@@ -273,11 +253,7 @@ t.test(
     );
     t.equal(c.plans.find((p) => p.plan === 'team')?.sleepAfterSeconds, null, 'team never sleeps');
     const tenantKey = (await api.signup({ plan: 'team' })).apiKey;
-    t.equal(
-      (await api.request('GET', '/v1/capacity', { key: tenantKey })).statusCode,
-      403,
-      "a tenant's key may not read it",
-    );
+    t.equal((await api.as(tenantKey).request('GET /v1/capacity')).status, 403, "a tenant's key may not read it");
   },
 );
 
