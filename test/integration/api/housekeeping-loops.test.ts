@@ -11,7 +11,6 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import type { PeriodicLoop } from '../../../runtime/loops/periodic.ts';
 import type { BodyOf } from '../../../provisioner/http/api-client.ts';
-import type { RuntimeBootstrapAnswer } from '../../../provisioner/http/api-types.ts';
 import { until } from '../../../sandbox/until.ts';
 import { ageIdempotencyKey } from '../../helpers/housekeeping.ts';
 import { putHybridTunnelRow } from '../../helpers/tunnels.ts';
@@ -74,9 +73,8 @@ t.test('a hybrid runtime removed longer than the retention is purged with what n
     });
     if (res.status !== 201 || !res.ok) throw new Error(`registration of ${name} answered ${res.status}`);
     const reg = res.body;
-    const redeemed = await api.request('POST', '/v1/runtimes/bootstrap', { key: reg.bootstrapToken, body: {} });
-    if (redeemed.statusCode !== 200) throw new Error(`bootstrap of ${name} answered ${redeemed.statusCode}`);
-    return { id: reg.runtime.id, key: redeemed.json<RuntimeBootstrapAnswer>().runtimeToken };
+    const redeemed = await api.as(reg.bootstrapToken).call('POST /v1/runtimes/bootstrap', { body: {} });
+    return { id: reg.runtime.id, key: redeemed.runtimeToken };
   };
   const remove = async (name: string) => {
     const res = await client.request('DELETE /v1/tenants/:id/runtimes/:name', {

@@ -13,7 +13,7 @@ import t from 'tap';
 import type { AddressInfo } from 'node:net';
 import { createTestApi } from '../../helpers/api.ts';
 import type { AnswerOf, ApiResult, RouteKey } from '../../../provisioner/http/api-client.ts';
-import type { Runtime, RuntimeBootstrapAnswer } from '../../../provisioner/http/api-types.ts';
+import type { Runtime } from '../../../provisioner/http/api-types.ts';
 import type { UpgraderAssignment } from '../../../runtime/protocol/upgrade.ts';
 
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
@@ -54,9 +54,9 @@ async function hybrid(
     }),
   );
   if (reg.status !== 201) throw new Error(`registration answered ${reg.status}: ${JSON.stringify(reg.body)}`);
-  const res = await api.request('POST', '/v1/runtimes/bootstrap', { key: reg.body.bootstrapToken, body: {} });
-  if (res.statusCode !== 200) throw new Error(`bootstrap answered ${res.statusCode}`);
-  return { registered: reg.body, key: res.json<RuntimeBootstrapAnswer>().runtimeToken };
+  const res = await api.as(reg.body.bootstrapToken).request('POST /v1/runtimes/bootstrap', { body: {} });
+  if (res.status !== 200 || !res.ok) throw new Error(`bootstrap answered ${res.status}`);
+  return { registered: reg.body, key: res.body.runtimeToken };
 }
 
 const upgrade = (name: string, version: string) =>

@@ -8,7 +8,6 @@ import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import type { AnswerOf, ApiResult, BodyOf, RouteKey } from '../../../provisioner/http/api-client.ts';
-import type { RuntimeBootstrapAnswer } from '../../../provisioner/http/api-types.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
 import { settleTenantOperations } from '../../helpers/operations.ts';
 
@@ -61,9 +60,8 @@ async function hybrid(name: string, version: string, o: { install?: boolean; arg
   if (reg.status !== 201)
     throw new Error(`registration of ${name} answered ${reg.status}: ${JSON.stringify(reg.body)}`);
   if (o.install !== false) {
-    const res = await api.request('POST', '/v1/runtimes/bootstrap', { key: reg.body.bootstrapToken, body: {} });
-    if (res.statusCode !== 200) throw new Error(`bootstrap of ${name} answered ${res.statusCode}`);
-    res.json<RuntimeBootstrapAnswer>();
+    const res = await api.as(reg.body.bootstrapToken).request('POST /v1/runtimes/bootstrap', { body: {} });
+    if (res.status !== 200) throw new Error(`bootstrap of ${name} answered ${res.status}`);
   }
   return reg.body;
 }
