@@ -11,7 +11,6 @@ import { application, batch } from '../../helpers/events.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { EVENTS_PATH, type UpsertItem } from '../../../runtime/protocol/events.ts';
 import type { ApplicationChange } from '../../../runtime/protocol/sources.ts';
-import type { ApplicationHistoryPage } from '../../../provisioner/http/api-types.ts';
 
 const BUDGET = 1024 * 1024; // the smallest the setting allows
 const api = await createTestApi({
@@ -55,9 +54,11 @@ const report = (name: string, rv: number, c: ApplicationChange): UpsertItem => {
   return { ...item, summary: { ...item.summary, syncStatus: 'OutOfSync' }, change: c };
 };
 const history = async (tenantId: string, name: string) => {
-  const res = await api.request('GET', `/v1/tenants/${tenantId}/applications/argocd/${name}/history?limit=200`);
-  if (res.statusCode !== 200) throw new Error(`history: ${res.statusCode} ${res.body}`);
-  return res.json<ApplicationHistoryPage>().items.map((i) => i.changeRevision);
+  const page = await api.client.call('GET /v1/tenants/:id/applications/:namespace/:name/history', {
+    params: { id: tenantId, namespace: 'argocd', name },
+    query: { limit: 200 },
+  });
+  return page.items.map((i) => i.changeRevision);
 };
 const bytes = async (tenantId: string) =>
   Number(

@@ -216,9 +216,8 @@ t.test('apps diff --revision prints a unified diff of the YAML per resource, fet
 
 t.test('apps diff of a runtime without a tunnel: runtime unreachable, with when to retry', async (t) => {
   await report(
-    (
-      await api.request('POST', '/v1/keys', { body: { role: 'runtime', name: 'r', tenantId: unreachable.tenantId } })
-    ).json<{ key: string }>().key,
+    (await api.client.call('POST /v1/keys', { body: { role: 'runtime', name: 'r', tenantId: unreachable.tenantId } }))
+      .key,
     [changedApplication('web', 10, { commit: c1, author: 'Ada', message: 'first', sync: 'Succeeded' })],
   );
   const d = await cli(['apps', 'diff', unreachable.tenantId, 'argocd/web', '--revision', c1], unreachable.apiKey);

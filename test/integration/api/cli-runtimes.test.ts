@@ -262,7 +262,7 @@ t.test('with --upgrader, an upgrade is left to the in-cluster upgrader, and get 
   );
   t.equal(reg.code, 0, `register: ${reg.err}`);
   t.match(await readFile(installFile, 'utf8'), /name: runtime-upgrader/, 'the bundle has the upgrader');
-  await api.request('POST', '/v1/runtimes/bootstrap', { key: await tokenIn(installFile), body: {} });
+  await api.as(await tokenIn(installFile)).call('POST /v1/runtimes/bootstrap', { body: {} });
   const up = await cli(
     ['runtimes', 'upgrade', tenantId, 'forge', '--runtime-version', '1.5.0', '--out', join(dir, 'forge-next.yaml')],
     apiKey,
@@ -294,8 +294,8 @@ t.test('upgrade and bundle write the upgrade bundle and print what changes and t
     apiKey,
   );
   t.equal(reg.code, 0, `register at 1.4.1: ${reg.err}`);
-  const redeemed = await api.request('POST', '/v1/runtimes/bootstrap', { key: await tokenIn(installFile), body: {} });
-  t.equal(redeemed.statusCode, 200, "the bundle's Job would redeem the token: installed");
+  const redeemed = await api.as(await tokenIn(installFile)).request('POST /v1/runtimes/bootstrap', { body: {} });
+  t.equal(redeemed.status, 200, "the bundle's Job would redeem the token: installed");
 
   const file = join(dir, 'mill-next.yaml');
   const up = await cli(

@@ -401,20 +401,20 @@ t.test('PUT /v1/clusters/:name: a cluster holding tenants keeps its region', asy
   );
   const cluster = rows[0]!;
   await setTenantStatus(api.db.pool, tenantId, { cluster: cluster.name });
-  const res = await fetch(`${url}/v1/clusters/${cluster.name}`, {
-    method: 'PUT',
-    headers: { authorization: `Bearer ${api.operatorKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      force: true,
-      region: `${cluster.region}-moved`,
-      capacity: 5,
-      kubeconfig:
-        'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n',
+  await t.rejects(
+    api.as(api.operatorKey).call('PUT /v1/clusters/:name', {
+      params: { name: cluster.name },
+      body: {
+        force: true,
+        region: `${cluster.region}-moved`,
+        capacity: 5,
+        kubeconfig:
+          'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n',
+      },
     }),
-  });
-  t.equal(res.status, 409);
-  const body = (await res.json()) as { error: { code: string; field: string } };
-  t.match(body.error, { code: 'CLUSTER_IN_USE', field: 'region' }, 'the refusal names the code and the field');
+    { status: 409, code: 'CLUSTER_IN_USE', field: 'region' },
+    'the refusal names the code and the field',
+  );
   const after = await api.db.pool.query<{ region: string }>('SELECT region FROM root_clusters WHERE name = $1', [
     cluster.name,
   ]);
@@ -426,15 +426,18 @@ t.test(
   async (t) => {
     const { operationId } = await api.signup();
     await appendLog(api.db.pool, operationId, [{ line: 'Updating (tenant-x)' }, { line: '+ namespace created' }]);
-    const whole = await api.request('GET', `/v1/operations/${operationId}/log`);
+    const whole = await api.client.call('GET /v1/operations/:id/log', { params: { id: operationId } });
     t.same(
-      whole.json().items.map((l: { line: string }) => l.line),
+      whole.items.map((l) => l.line),
       ['Updating (tenant-x)', '+ namespace created'],
     );
-    t.equal(whole.json().state, 'queued');
-    const after = await api.request('GET', `/v1/operations/${operationId}/log?after=${whole.json().items[0].seq}`);
+    t.equal(whole.state, 'queued');
+    const after = await api.client.call('GET /v1/operations/:id/log', {
+      params: { id: operationId },
+      query: { after: whole.items[0]!.seq },
+    });
     t.same(
-      after.json().items.map((l: { line: string }) => l.line),
+      after.items.map((l) => l.line),
       ['+ namespace created'],
     );
 
@@ -460,8 +463,8 @@ t.test(
     t.match(errors.join('\n'), /ended: succeeded/);
 
     const other = await api.signup();
-    const foreign = await api.request('GET', `/v1/operations/${operationId}/log`, { key: other.apiKey });
-    t.equal(foreign.statusCode, 404, "another tenant cannot read this tenant's log");
+    const foreign = await api.as(other.apiKey).request('GET /v1/operations/:id/log', { params: { id: operationId } });
+    t.equal(foreign.status, 404, "another tenant cannot read this tenant's log");
   },
 );
 

@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
 import { createTestApi } from '../../helpers/api.ts';
+import type { ApiResult } from '../../../provisioner/http/api-client.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../../sandbox/control-plane.ts';
 import { createClientCert, kubeconfigFor } from '../../../sandbox/pki.ts';
 import { freePort } from '../../helpers/ports.ts';
@@ -85,15 +86,19 @@ if (missing && process.env.CI === 'true') {
   const api = await createTestApi({ env: { PROVISIONER_CLUSTER_ALLOWED_CIDRS: '127.0.0.0/8' } });
   t.teardown(() => api.close());
   const register = (name: string, kubeconfig: string, force?: boolean) =>
-    api.request('POST', '/v1/clusters', {
-      key: api.operatorKey,
+    api.as(api.operatorKey).request('POST /v1/clusters', {
       body: { name, region: 'local', capacity: 5, kubeconfig, ...(force ? { force } : {}) },
     });
+  /** The refusal's error body (a registration that was not refused fails the test here). */
+  const errorOf = (res: ApiResult<'POST /v1/clusters'>) => {
+    if (res.ok) throw new Error(`the registration was not refused: ${res.status}`);
+    return res.body.error;
+  };
 
   t.test('an unreachable API server: 422 CLUSTER_UNREACHABLE with the network error', async (t) => {
     const res = await register('unreachable', unreachable);
-    t.equal(res.statusCode, 422, 'answered 422');
-    const error = res.json().error;
+    t.equal(res.status, 422, 'answered 422');
+    const error = errorOf(res);
     t.equal(error.code, 'CLUSTER_UNREACHABLE', 'code CLUSTER_UNREACHABLE');
     t.equal(error.field, 'kubeconfig', 'the kubeconfig is the field at fault');
     t.match(error.message, `cannot reach https://127.0.0.1:${closedPort}`, 'the message names the server');
@@ -103,27 +108,27 @@ if (missing && process.env.CI === 'true') {
 
   t.test('credentials the API server refuses: 422 CLUSTER_UNAUTHORIZED', async (t) => {
     const res = await register('bad-token', withToken('not-a-valid-token'));
-    t.equal(res.statusCode, 422, 'answered 422');
-    t.equal(res.json().error.code, 'CLUSTER_UNAUTHORIZED', 'code CLUSTER_UNAUTHORIZED');
-    t.match(res.json().error.message, /refused the kubeconfig's credentials \(HTTP 401\)/, 'the message says why');
+    t.equal(res.status, 422, 'answered 422');
+    t.equal(errorOf(res).code, 'CLUSTER_UNAUTHORIZED', 'code CLUSTER_UNAUTHORIZED');
+    t.match(errorOf(res).message, /refused the kubeconfig's credentials \(HTTP 401\)/, 'the message says why');
   });
 
   t.test('credentials without the permissions: 422 CLUSTER_PERMISSIONS_MISSING listing each', async (t) => {
     const res = await register('ns-only', as(namespacesOnly));
-    t.equal(res.statusCode, 422, 'answered 422');
-    const error = res.json().error;
+    t.equal(res.status, 422, 'answered 422');
+    const error = errorOf(res);
     t.equal(error.code, 'CLUSTER_PERMISSIONS_MISSING', 'code CLUSTER_PERMISSIONS_MISSING');
     const held = ['create', 'get', 'patch', 'delete'];
     const expected = ROOT_CLUSTER_PERMISSIONS.filter(
       (p) => !(p.resource === 'namespaces' && held.includes(p.verb)),
     ).map(describePermission);
     t.same(
-      (error.details.missing as Array<{ permission: string }>).map((m) => m.permission),
+      (error.details?.missing as Array<{ permission: string }>).map((m) => m.permission),
       expected,
       'details.missing lists every permission but the namespace ones the user has',
     );
     t.match(
-      (error.details.missing as Array<{ permission: string }>).find((m) => m.permission === 'list namespaces'),
+      (error.details?.missing as Array<{ permission: string }>).find((m) => m.permission === 'list namespaces'),
       { where: 'cluster-wide', why: /root-cluster watch/ },
       'each with where it is needed and why',
     );
@@ -136,23 +141,25 @@ if (missing && process.env.CI === 'true') {
     t.notMatch(error.message, /create namespaces/, 'a granted permission is not listed');
 
     const none = await register('nobody', as(nobody));
-    t.equal(none.json().error.code, 'CLUSTER_PERMISSIONS_MISSING', 'a user without any role: the same code');
-    t.equal(none.json().error.details.missing.length, ROOT_CLUSTER_PERMISSIONS.length, 'with every permission missing');
+    t.equal(errorOf(none).code, 'CLUSTER_PERMISSIONS_MISSING', 'a user without any role: the same code');
+    t.equal(
+      (errorOf(none).details?.missing as unknown[]).length,
+      ROOT_CLUSTER_PERMISSIONS.length,
+      'with every permission missing',
+    );
   });
 
   t.test('nothing refused was stored; force stores anyway; full permissions register', async (t) => {
-    const before = (await api.request('GET', '/v1/clusters')).json().items as unknown[];
+    const before = (await api.client.call('GET /v1/clusters')).items;
     t.equal(before.length, 0, 'no refused registration was stored');
     const forced = await register('forced', unreachable, true);
-    t.equal(forced.statusCode, 201, 'force: true registers the unreachable cluster');
+    t.equal(forced.status, 201, 'force: true registers the unreachable cluster');
     const ok = await register('root', plane.kubeconfig);
-    t.equal(ok.statusCode, 201, 'a reachable cluster with every permission registers');
+    t.equal(ok.status, 201, 'a reachable cluster with every permission registers');
   });
 
   t.test('provisioner doctor reports each registered cluster as the probe finds it', async (t) => {
-    const report = (await api.request('GET', '/v1/doctor')).json<{
-      checks: Array<{ name: string; status: string; message: string; detail: Record<string, string> }>;
-    }>();
+    const report = await api.client.call('GET /v1/doctor');
     const root = report.checks.find((c) => c.name === 'cluster/root');
     t.equal(root?.status, 'ok', 'the registered cluster is ok');
     t.match(root?.message, /answers \(Kubernetes v1\.\d+/, 'with its Kubernetes version');
@@ -199,14 +206,14 @@ if (missing && process.env.CI === 'true') {
         },
       });
       const lacking = await register('infra-grants', as(provisioner));
-      t.equal(lacking.statusCode, 422, 'without the tenant ClusterRole: 422');
+      t.equal(lacking.status, 422, 'without the tenant ClusterRole: 422');
       t.match(
-        lacking.json().error.message,
+        errorOf(lacking).message,
         `ClusterRole ${TENANT_CLUSTER_ROLE} does not exist`,
         'naming the ClusterRole that is missing',
       );
       t.ok(
-        (lacking.json().error.details.missing as Array<{ permission: string; where: string }>).every((m) =>
+        (errorOf(lacking).details?.missing as Array<{ permission: string; where: string }>).every((m) =>
           m.where.startsWith('in each tenant namespace'),
         ),
         'and only tenant-namespace permissions are missing: the cluster-wide grants are enough for the rest',
@@ -217,9 +224,9 @@ if (missing && process.env.CI === 'true') {
       const withoutSecrets = rules.map((r) => ({ ...r, resources: r.resources?.filter((x) => x !== 'secrets') }));
       await rbac.createClusterRole({ body: { metadata: { name: TENANT_CLUSTER_ROLE }, rules: withoutSecrets } });
       const noSecrets = await register('infra-grants', as(provisioner));
-      t.equal(noSecrets.statusCode, 422, 'a tenant ClusterRole without Secrets: 422');
+      t.equal(noSecrets.status, 422, 'a tenant ClusterRole without Secrets: 422');
       t.same(
-        (noSecrets.json().error.details.missing as Array<{ permission: string }>).map((m) => m.permission),
+        (errorOf(noSecrets).details?.missing as Array<{ permission: string }>).map((m) => m.permission),
         ROOT_CLUSTER_PERMISSIONS.filter((p) => p.resource === 'secrets').map(describePermission),
         'listing exactly the Secret permissions of tenant namespaces',
       );
@@ -229,7 +236,7 @@ if (missing && process.env.CI === 'true') {
         body: { metadata: { name: TENANT_CLUSTER_ROLE }, rules },
       });
       const ok = await register('infra-grants', as(provisioner));
-      t.equal(ok.statusCode, 201, `with infra/'s two ClusterRoles it registers without force (${ok.body})`);
+      t.equal(ok.status, 201, `with infra/'s two ClusterRoles it registers without force (${JSON.stringify(ok.body)})`);
     },
   );
 }

@@ -12,6 +12,7 @@ import { FleetDriver } from '../../../provisioner/fleet/driver.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { catalog } from '../../../runtime/catalog.ts';
+import type { AnswerOf, BodyOf } from '../../../provisioner/http/api-client.ts';
 import type { ErrorBody, FleetUpgrade } from '../../../provisioner/http/api-types.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
 import { completeQueuedUpgrades, settleTenantOperations } from '../../helpers/operations.ts';
@@ -48,32 +49,39 @@ async function reconcileUpgrades(): Promise<void> {
   await completeQueuedUpgrades(api.db.pool);
 }
 
-async function call<T = FleetUpgrade>(
-  method: 'GET' | 'POST',
-  url: string,
-  body?: unknown,
-  key: string = operator.key,
-): Promise<{ status: number; json: T }> {
-  const res = await api.request(method, url, { key, ...(body !== undefined ? { body } : {}) });
-  return { status: res.statusCode, json: res.json<T>() };
+const SKIP = 'POST /v1/fleet-upgrades/:id/tenants/:tenantId/skip-gate';
+/** A skip through the typed client: the status, and the answer or its error (the assertions read either). */
+async function skip(fleet: string, tenant: string, body: BodyOf<typeof SKIP>, key: string = operator.key) {
+  const res = await api.as(key).request(SKIP, { params: { id: fleet, tenantId: tenant }, body });
+  return { status: res.status, json: res.body as AnswerOf<typeof SKIP> & ErrorBody };
 }
-
-const skipUrl = (fleet: string, tenant: string) => `/v1/fleet-upgrades/${fleet}/tenants/${tenant}/skip-gate`;
+/** A body the route's types refuse on purpose (a check that is no skippable one, no reason): the raw request. */
+async function skipRaw(fleet: string, tenant: string, body: unknown) {
+  const res = await api.request('POST', `/v1/fleet-upgrades/${fleet}/tenants/${tenant}/skip-gate`, {
+    key: operator.key,
+    body,
+  });
+  return { status: res.statusCode, json: res.json<ErrorBody>() };
+}
+const operatorClient = api.as(operator.key);
 const REASON = 'INC-4711: the reporter and tunnel client of this tenant are down for a cluster DNS outage';
 
 const a = await ready('1.4.0', 'skip-a-org');
 const b = await ready('1.4.0', 'skip-b-org');
 const outside = await ready('1.4.0', 'skip-outside-org');
-const started = await call<{ fleetUpgrade: FleetUpgrade }>('POST', '/v1/fleet-upgrades', {
-  targetVersion: '1.4.1',
-  selector: { tenantIds: [a.id, b.id] },
-  waves: [{ count: 2 }],
-  maxConcurrency: 2,
-  soakSeconds: 0,
-  gateTimeoutSeconds: 3600,
+const started = await operatorClient.request('POST /v1/fleet-upgrades', {
+  body: {
+    targetVersion: '1.4.1',
+    selector: { tenantIds: [a.id, b.id] },
+    waves: [{ count: 2 }],
+    maxConcurrency: 2,
+    soakSeconds: 0,
+    gateTimeoutSeconds: 3600,
+  },
 });
-if (started.status !== 201) throw new Error(`fleet start: ${started.status} ${JSON.stringify(started.json)}`);
-const fleetId = started.json.fleetUpgrade.id;
+if (started.status !== 201 || !started.ok || !('fleetUpgrade' in started.body))
+  throw new Error(`fleet start: ${started.status} ${JSON.stringify(started.body)}`);
+const fleetId = started.body.fleetUpgrade.id;
 
 // The driver starts both steps, the "reconciler" applies them, and the next judgment waits on the tunnel.
 const first = new FleetDriver({ pool: api.db.pool, catalog, owner: 'replica-1' });
@@ -83,7 +91,8 @@ await first.tickAll();
 // Another replica judges from here on: the first hands its lease back, as at a shutdown.
 await first.stop();
 
-const view = async (): Promise<FleetUpgrade> => (await call('GET', `/v1/fleet-upgrades/${fleetId}`)).json;
+const view = (): Promise<FleetUpgrade> =>
+  operatorClient.call('GET /v1/fleet-upgrades/:id', { params: { id: fleetId } });
 const row = (f: FleetUpgrade, id: string) => f.tenants!.find((x) => x.tenantId === id)!;
 {
   const f = await view();
@@ -97,30 +106,30 @@ const row = (f: FleetUpgrade, id: string) => f.tenants!.find((x) => x.tenantId =
 }
 
 t.test('the request is checked before anything is written: 4xx naming what was wrong', async (t) => {
-  const unknown = await call<ErrorBody>('POST', skipUrl(fleetId, a.id), { checks: ['operation'], reason: REASON });
+  const unknown = await skipRaw(fleetId, a.id, { checks: ['operation'], reason: REASON });
   t.equal(unknown.status, 400, 'a check that cannot be skipped is a 400');
   t.equal(unknown.json.error.field, 'checks.0', 'naming the field checks.0');
   t.match(unknown.json.error.message, /tunnel, applications/, 'and saying which checks can be skipped');
-  const made = await call<ErrorBody>('POST', skipUrl(fleetId, a.id), { checks: ['bogus'], reason: REASON });
+  const made = await skipRaw(fleetId, a.id, { checks: ['bogus'], reason: REASON });
   t.equal(made.status, 400, 'an unknown check name is a 400 too');
-  const noReason = await call<ErrorBody>('POST', skipUrl(fleetId, a.id), { checks: ['tunnel'] });
+  const noReason = await skipRaw(fleetId, a.id, { checks: ['tunnel'] });
   t.equal(noReason.status, 400, 'a skip without a reason is a 400');
   t.equal(noReason.json.error.field, 'reason', 'naming the field reason');
-  const empty = await call<ErrorBody>('POST', skipUrl(fleetId, a.id), { checks: [], reason: REASON });
+  const empty = await skip(fleetId, a.id, { checks: [], reason: REASON });
   t.equal(empty.status, 400, 'a skip of no check is a 400');
   t.equal(empty.json.error.field, 'checks', 'naming the field checks');
 
-  const noFleet = await call<ErrorBody>('POST', skipUrl('00000000-0000-4000-8000-000000000000', a.id), {
+  const noFleet = await skip('00000000-0000-4000-8000-000000000000', a.id, {
     checks: ['tunnel'],
     reason: REASON,
   });
   t.equal(noFleet.status, 404, 'an unknown fleet upgrade is a 404');
   t.equal(noFleet.json.error.code, 'FLEET_UPGRADE_NOT_FOUND', 'FLEET_UPGRADE_NOT_FOUND');
-  const notPart = await call<ErrorBody>('POST', skipUrl(fleetId, outside.id), { checks: ['tunnel'], reason: REASON });
+  const notPart = await skip(fleetId, outside.id, { checks: ['tunnel'], reason: REASON });
   t.equal(notPart.status, 404, 'a tenant the fleet upgrade does not upgrade is a 404');
   t.equal(notPart.json.error.code, 'TENANT_NOT_FOUND', 'TENANT_NOT_FOUND');
 
-  const notWaiting = await call<ErrorBody>('POST', skipUrl(fleetId, a.id), {
+  const notWaiting = await skip(fleetId, a.id, {
     checks: ['applications'],
     reason: REASON,
   });
@@ -132,12 +141,7 @@ t.test('the request is checked before anything is written: 4xx naming what was w
     'saying what it waits on',
   );
 
-  const tenantKey = await call<ErrorBody>(
-    'POST',
-    skipUrl(fleetId, a.id),
-    { checks: ['tunnel'], reason: REASON },
-    a.key,
-  );
+  const tenantKey = await skip(fleetId, a.id, { checks: ['tunnel'], reason: REASON }, a.key);
   t.equal(tenantKey.status, 403, "the tenant's own key may not skip its gate");
 
   const { rows } = await api.db.pool.query(
@@ -149,7 +153,7 @@ t.test('the request is checked before anything is written: 4xx naming what was w
 });
 
 t.test('a skip moves that tenant on at the next judgment while the other still waits', async (t) => {
-  const skipped = await call('POST', skipUrl(fleetId, a.id), { checks: ['tunnel'], reason: REASON });
+  const skipped = await skip(fleetId, a.id, { checks: ['tunnel'], reason: REASON });
   t.equal(skipped.status, 200, `the skip is accepted (${JSON.stringify(skipped.json)})`);
   t.same(
     skipped.json.tenants?.map((x) => x.tenantId),
@@ -231,7 +235,7 @@ t.test('a skip moves that tenant on at the next judgment while the other still w
 });
 
 t.test('a repeat changes nothing; a step that moved on or a check not waited on is a 409', async (t) => {
-  const again = await call('POST', skipUrl(fleetId, a.id), { checks: ['tunnel'], reason: REASON });
+  const again = await skip(fleetId, a.id, { checks: ['tunnel'], reason: REASON });
   t.equal(again.status, 200, 'the same skip repeated is answered 200');
   t.equal(again.json.tenants?.[0]?.gateSkipped.length, 1, 'with the one skip recorded');
   const { rows } = await api.db.pool.query<{ n: number }>(
@@ -240,7 +244,7 @@ t.test('a repeat changes nothing; a step that moved on or a check not waited on 
   );
   t.equal(rows[0]!.n, 2, 'and no second audit row or decision');
 
-  const moved = await call<ErrorBody>('POST', skipUrl(fleetId, a.id), { checks: ['applications'], reason: REASON });
+  const moved = await skip(fleetId, a.id, { checks: ['applications'], reason: REASON });
   t.equal(moved.status, 409, 'a skip for a tenant whose step is over is a 409');
   t.equal(moved.json.error.code, 'GATE_NOT_WAITING', 'GATE_NOT_WAITING');
   t.match(
@@ -251,14 +255,14 @@ t.test('a repeat changes nothing; a step that moved on or a check not waited on 
 });
 
 t.test('once the fleet upgrade ended, its gates cannot be skipped', async (t) => {
-  const last = await call('POST', skipUrl(fleetId, b.id), { checks: ['tunnel'], reason: REASON });
+  const last = await skip(fleetId, b.id, { checks: ['tunnel'], reason: REASON });
   t.equal(last.status, 200, 'the other tenant’s tunnel check is skipped too');
   const driver = new FleetDriver({ pool: api.db.pool, catalog, owner: 'replica-3' });
   t.teardown(() => driver.stop());
   await driver.tickAll();
   const f = await view();
   t.equal(f.state, 'completed', 'the fleet upgrade completed');
-  const late = await call<ErrorBody>('POST', skipUrl(fleetId, b.id), { checks: ['applications'], reason: REASON });
+  const late = await skip(fleetId, b.id, { checks: ['applications'], reason: REASON });
   t.equal(late.status, 409, 'a skip in an ended fleet upgrade is a 409');
   t.equal(late.json.error.code, 'FLEET_UPGRADE_STATE', 'FLEET_UPGRADE_STATE');
   t.match(late.json.error.message, /is completed/, 'naming its state');

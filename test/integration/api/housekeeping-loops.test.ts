@@ -10,7 +10,7 @@ import t from 'tap';
 import { createHash, randomUUID } from 'node:crypto';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import type { PeriodicLoop } from '../../../runtime/loops/periodic.ts';
-import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
+import type { BodyOf } from '../../../provisioner/http/api-client.ts';
 import { until } from '../../../sandbox/until.ts';
 import { ageIdempotencyKey } from '../../helpers/housekeeping.ts';
 import { putHybridTunnelRow } from '../../helpers/tunnels.ts';
@@ -39,11 +39,11 @@ t.test('idempotency records are deleted once past their replay window', async (t
   const freshKey = randomUUID();
   const oldOrg = { organization: uniqueOrg('old'), email: 'old@example.com' };
   const freshOrg = { organization: uniqueOrg('fresh'), email: 'fresh@example.com' };
-  const signup = (body: object, key: string) =>
-    api.app.inject({ method: 'POST', url: '/v1/signup', headers: { 'idempotency-key': key }, payload: body });
-  t.equal((await signup(oldOrg, oldKey)).statusCode, 202, 'a signup with a key');
+  const signup = (body: BodyOf<'POST /v1/signup'>, key: string) =>
+    api.as(null).request('POST /v1/signup', { body, headers: { 'idempotency-key': key } });
+  t.equal((await signup(oldOrg, oldKey)).status, 202, 'a signup with a key');
   const fresh = await signup(freshOrg, freshKey);
-  t.equal(fresh.statusCode, 202, 'another signup with another key');
+  t.equal(fresh.status, 202, 'another signup with another key');
   await ageIdempotencyKey(api.db.pool, digest(oldKey), 61 * 60);
 
   await oneRound(api.services.idempotencyPruner.loop);
@@ -58,28 +58,29 @@ t.test('idempotency records are deleted once past their replay window', async (t
     'the record within the window stays',
   );
   const replay = await signup(freshOrg, freshKey);
-  t.equal(replay.statusCode, 202, 'and still replays its answer');
-  t.equal(replay.json().apiKey, fresh.json().apiKey, 'the same answer');
+  t.equal(replay.status, 202, 'and still replays its answer');
+  t.equal(replay.ok && replay.body.apiKey, fresh.ok && fresh.body.apiKey, 'the same answer');
 });
 
 t.test('a hybrid runtime removed longer than the retention is purged with what names it', async (t) => {
   t.equal(api.config.hybrid.removedRetentionHours, 24, 'the default retention is a day');
   const tenant = await api.signup();
-  const base = `/v1/tenants/${tenant.tenantId}/runtimes`;
+  const client = api.as(tenant.apiKey);
   const register = async (name: string) => {
-    const res = await api.request('POST', base, {
-      key: tenant.apiKey,
+    const res = await client.request('POST /v1/tenants/:id/runtimes', {
+      params: { id: tenant.tenantId },
       body: { name, mode: 'hybrid', access: 'tunnel', argo: 'new' },
     });
-    if (res.statusCode !== 201) throw new Error(`registration of ${name} answered ${res.statusCode}`);
-    const reg = res.json<RuntimeRegistered>();
-    const redeemed = await api.request('POST', '/v1/runtimes/bootstrap', { key: reg.bootstrapToken, body: {} });
-    if (redeemed.statusCode !== 200) throw new Error(`bootstrap of ${name} answered ${redeemed.statusCode}`);
-    return { id: reg.runtime.id, key: redeemed.json<RuntimeBootstrapAnswer>().runtimeToken };
+    if (res.status !== 201 || !res.ok) throw new Error(`registration of ${name} answered ${res.status}`);
+    const reg = res.body;
+    const redeemed = await api.as(reg.bootstrapToken).call('POST /v1/runtimes/bootstrap', { body: {} });
+    return { id: reg.runtime.id, key: redeemed.runtimeToken };
   };
   const remove = async (name: string) => {
-    const res = await api.request('DELETE', `${base}/${name}`, { key: tenant.apiKey });
-    if (res.statusCode !== 200) throw new Error(`removal of ${name} answered ${res.statusCode}`);
+    const res = await client.request('DELETE /v1/tenants/:id/runtimes/:name', {
+      params: { id: tenant.tenantId, name },
+    });
+    if (res.status !== 200) throw new Error(`removal of ${name} answered ${res.status}`);
   };
   const old = await register('old');
   const recent = await register('recent');
@@ -122,14 +123,11 @@ t.test('a hybrid runtime removed longer than the retention is purged with what n
     ['runtime.register', 'runtime.bootstrap', 'runtime.remove'],
     'its audit rows stay',
   );
-  const liveKey = await api.request('GET', '/v1/whoami', { key: live.key });
-  t.equal(liveKey.statusCode, 200, "a live runtime's key still works");
-  const listed = await api.request('GET', base, { key: tenant.apiKey });
+  const liveKey = await api.as(live.key).request('GET /v1/whoami');
+  t.equal(liveKey.status, 200, "a live runtime's key still works");
+  const listed = await client.call('GET /v1/tenants/:id/runtimes', { params: { id: tenant.tenantId } });
   t.same(
-    listed
-      .json<{ items: Array<{ name: string }> }>()
-      .items.map((r) => r.name)
-      .sort(),
+    listed.items.map((r) => r.name).sort(),
     ['hosted', 'live', 'old'],
     'the tenant lists its hosted runtime and the live ones',
   );

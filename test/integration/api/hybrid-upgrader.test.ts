@@ -12,49 +12,62 @@
 import t from 'tap';
 import type { AddressInfo } from 'node:net';
 import { createTestApi } from '../../helpers/api.ts';
-import type {
-  Runtime,
-  RuntimeBootstrapAnswer,
-  RuntimeRegistered,
-  RuntimeUpgraded,
-} from '../../../provisioner/http/api-types.ts';
+import type { AnswerOf, ApiResult, RouteKey } from '../../../provisioner/http/api-client.ts';
+import type { Runtime } from '../../../provisioner/http/api-types.ts';
 import type { UpgraderAssignment } from '../../../runtime/protocol/upgrade.ts';
 
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
 t.teardown(() => api.close());
 
 type ErrorAnswer = { error: { code: string; field?: string; message: string } };
+/** The upgrader's own routes (outside the route map): the raw request, its body read as either answer. */
 async function call<T>(method: 'GET' | 'POST', url: string, key: string | null, body?: unknown) {
   const res = await api.request(method, url, { key, ...(body !== undefined ? { body } : {}) });
   return { status: res.statusCode, body: res.json<T & ErrorAnswer>() };
 }
+/** The client's answer, its body read as the route's answer or its error (the assertions read either). */
+async function answer<K extends RouteKey>(res: Promise<ApiResult<K>>) {
+  const r = await res;
+  return { status: r.status, body: r.body as AnswerOf<K> & ErrorAnswer };
+}
 
 const tenant = await api.signup();
-const base = `/v1/tenants/${tenant.tenantId}/runtimes`;
+const client = api.as(tenant.apiKey);
 
 /** Registers an installed runtime; answers its runtime key. */
 async function hybrid(
   name: string,
   o: { upgrades: 'agent' | 'customer'; argo?: 'new' | 'existing'; version?: string },
 ) {
-  const reg = await call<RuntimeRegistered>('POST', base, tenant.apiKey, {
-    name,
-    mode: 'hybrid',
-    access: 'tunnel',
-    argo: o.argo ?? 'existing',
-    ...((o.argo ?? 'existing') === 'existing' ? { argoNamespace: 'argocd' } : {}),
-    upgrades: o.upgrades,
-    version: o.version ?? '1.4.1',
-  });
+  const reg = await answer(
+    client.request('POST /v1/tenants/:id/runtimes', {
+      params: { id: tenant.tenantId },
+      body: {
+        name,
+        mode: 'hybrid',
+        access: 'tunnel',
+        argo: o.argo ?? 'existing',
+        ...((o.argo ?? 'existing') === 'existing' ? { argoNamespace: 'argocd' } : {}),
+        upgrades: o.upgrades,
+        version: o.version ?? '1.4.1',
+      },
+    }),
+  );
   if (reg.status !== 201) throw new Error(`registration answered ${reg.status}: ${JSON.stringify(reg.body)}`);
-  const res = await api.request('POST', '/v1/runtimes/bootstrap', { key: reg.body.bootstrapToken, body: {} });
-  if (res.statusCode !== 200) throw new Error(`bootstrap answered ${res.statusCode}`);
-  return { registered: reg.body, key: res.json<RuntimeBootstrapAnswer>().runtimeToken };
+  const res = await api.as(reg.body.bootstrapToken).request('POST /v1/runtimes/bootstrap', { body: {} });
+  if (res.status !== 200 || !res.ok) throw new Error(`bootstrap answered ${res.status}`);
+  return { registered: reg.body, key: res.body.runtimeToken };
 }
 
 const upgrade = (name: string, version: string) =>
-  call<RuntimeUpgraded>('POST', `${base}/${name}/upgrade`, tenant.apiKey, { version });
-const runtime = async (name: string) => (await call<Runtime>('GET', `${base}/${name}`, tenant.apiKey)).body;
+  answer(
+    client.request('POST /v1/tenants/:id/runtimes/:name/upgrade', {
+      params: { id: tenant.tenantId, name },
+      body: { version },
+    }),
+  );
+const runtime = (name: string) =>
+  client.call('GET /v1/tenants/:id/runtimes/:name', { params: { id: tenant.tenantId, name } });
 const pull = (key: string) => call<UpgraderAssignment>('GET', '/v1/runtime/upgrade', key);
 const report = (key: string, to: string, phase: string, message?: string) =>
   call<{ runtime: Runtime }>('POST', '/v1/runtime/upgrade', key, { to, phase, ...(message ? { message } : {}) });

@@ -9,11 +9,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { stringify } from 'yaml';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
+import type { ErrorBody } from '../../../provisioner/http/api-types.ts';
 import { createTestApi } from '../../helpers/api.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
 const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
+// Over the socket: the FIFO case asks /healthz while a registration is handled.
+const operator = new ApiClient({ baseUrl: base, token: api.operatorKey });
 const dir = mkdtempSync(join(tmpdir(), 'kubeconfig-policy-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -29,21 +33,14 @@ const kubeconfig = (cluster: Doc = {}, user: Doc = {}): string =>
   });
 
 let n = 0;
-async function register(
-  text: string,
-): Promise<{ status: number; body: { error?: { code: string; message: string; field?: string } } }> {
+async function register(text: string): Promise<{ status: number; body: Partial<ErrorBody> }> {
   n += 1;
-  const res = await fetch(`${base}/v1/clusters`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${api.operatorKey}` },
+  const res = await operator.request('POST /v1/clusters', {
     // force: the servers here are made up; the policy applies with force too (the probe is
     // tested against a real API server in clusters-add.test.ts).
-    body: JSON.stringify({ name: `c-${n}`, region: 'eu', capacity: 1, kubeconfig: text, force: true }),
+    body: { name: `c-${n}`, region: 'eu', capacity: 1, kubeconfig: text, force: true },
   });
-  return {
-    status: res.status,
-    body: (await res.json()) as { error?: { code: string; message: string; field?: string } },
-  };
+  return { status: res.status, body: res.ok ? {} : res.body };
 }
 
 t.test('each refused kubeconfig field is a 400 naming it; nothing is stored', async (t) => {
@@ -89,9 +86,7 @@ t.test('each refused kubeconfig field is a 400 naming it; nothing is stored', as
     t.match(res.body.error?.message, path, `${path}: the message names the field`);
   }
   t.notOk(existsSync(marker), 'the exec command never ran');
-  const list = await fetch(`${base}/v1/clusters`, { headers: { authorization: `Bearer ${api.operatorKey}` } }).then(
-    (r) => r.json() as Promise<{ items: unknown[] }>,
-  );
+  const list = await operator.call('GET /v1/clusters');
   t.equal(list.items.length, 0, 'nothing was registered');
 });
 
@@ -157,17 +152,16 @@ t.test('an operator may allow loopback ranges at start-up; link-local stays refu
   const allowing = await createTestApi({ env: { PROVISIONER_CLUSTER_ALLOWED_CIDRS: '127.0.0.0/8,::1/128' } });
   t.teardown(() => allowing.close());
   const send = (server: string, name: string) =>
-    allowing.request('POST', '/v1/clusters', {
-      key: allowing.operatorKey,
+    allowing.as(allowing.operatorKey).request('POST /v1/clusters', {
       body: { name, region: 'eu', capacity: 1, kubeconfig: kubeconfig({ server }), force: true },
     });
   t.equal(
-    (await send('https://127.0.0.1:6443', 'loop')).statusCode,
+    (await send('https://127.0.0.1:6443', 'loop')).status,
     201,
     'loopback allowed by PROVISIONER_CLUSTER_ALLOWED_CIDRS',
   );
-  t.equal((await send('https://localhost:6443', 'loop-name')).statusCode, 201, 'a name resolving to loopback too');
+  t.equal((await send('https://localhost:6443', 'loop-name')).status, 201, 'a name resolving to loopback too');
   const metadata = await send('https://169.254.169.254', 'meta');
-  t.equal(metadata.statusCode, 400, 'link-local is never allowed');
-  t.match(metadata.json().error.message, /link-local/);
+  t.equal(metadata.status, 400, 'link-local is never allowed');
+  t.match(metadata.ok ? undefined : metadata.body.error.message, /link-local/);
 });

@@ -86,9 +86,9 @@ t.test('a server that refuses connections is Reachable=False with the network er
   t.equal(first.condition?.reason, 'Unreachable', 'reason Unreachable');
   t.match(first.condition?.message, /could not be reached: ECONNREFUSED/, 'the message names the network error');
   t.ok(first.probedAt! > registered.probedAt!, 'lastProbeAt moves on from the registration');
-  const listed = await api.request('GET', `/v1/tenants/${tenantId}/managed-clusters`);
+  const listed = await api.client.call('GET /v1/tenants/:id/managed-clusters', { params: { id: tenantId } });
   t.match(
-    listed.json().items,
+    listed.items,
     [{ name: 'gone', conditions: [{ type: 'Reachable', status: 'False' }] }],
     'GET lists it as unreachable',
   );
@@ -121,7 +121,8 @@ t.test('stored credentials the policy refuses now are Reachable=False (Refused),
 t.test("a deleted tenant's registrations are not probed", async (t) => {
   const { tenantId, apiKey } = await api.signup();
   await register(tenantId, 'orphan', `https://127.0.0.1:${await closedPort()}`);
-  t.equal((await api.request('DELETE', `/v1/tenants/${tenantId}`, { key: apiKey })).statusCode, 202, 'tenant deleted');
+  const deleted = await api.as(apiKey).request('DELETE /v1/tenants/:id', { params: { id: tenantId } });
+  t.equal(deleted.status, 202, 'tenant deleted');
   const before = await reachable(tenantId, 'orphan');
   await prober().round();
   const after = await reachable(tenantId, 'orphan');

@@ -54,21 +54,11 @@ const runtime = await connectRuntime(a, baseA, tenant.tenantId, runtimeDouble, '
 t.teardown(() => runtime.client.close());
 await a.services.tunnelDirectory.renew();
 
-interface AuditRow {
-  actor: string;
-  actorRole: string;
-  action: string;
-  targetType: string;
-  targetId: string;
-  after: { kind: string; namespace: string; name: string; status: number | null; error?: string };
-  requestId: string;
-}
-
-async function runtimeRows(tenantId: string): Promise<AuditRow[]> {
-  const res = await a.request('GET', `/v1/audit?targetType=tenant&targetId=${tenantId}&limit=500`, {
-    key: a.operatorKey,
+async function runtimeRows(tenantId: string) {
+  const { items } = await a.as(a.operatorKey).call('GET /v1/audit', {
+    query: { targetType: 'tenant', targetId: tenantId, limit: 500 },
   });
-  return res.json<{ items: AuditRow[] }>().items.filter((r) => r.action.startsWith('runtime.'));
+  return items.filter((r) => r.action.startsWith('runtime.'));
 }
 
 async function post(base: string, tenantId: string, key: string, path: string): Promise<Response> {

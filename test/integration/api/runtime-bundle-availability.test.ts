@@ -5,28 +5,30 @@
  */
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
-import type { RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
 
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
 t.teardown(() => api.close());
 
 const tenant = await api.signup({ runtimeVersion: '1.4.1' });
-const base = `/v1/tenants/${tenant.tenantId}/runtimes`;
-const reg = await api.request('POST', base, {
-  key: tenant.apiKey,
+const reg = await api.as(tenant.apiKey).request('POST /v1/tenants/:id/runtimes', {
+  params: { id: tenant.tenantId },
   body: { name: 'plant', mode: 'hybrid', access: 'tunnel', argo: 'new', version: '1.4.1' },
 });
-if (reg.statusCode !== 201) throw new Error(`registration answered ${reg.statusCode}`);
-reg.json<RuntimeRegistered>();
+if (reg.status !== 201) throw new Error(`registration answered ${reg.status}`);
 
+const operator = api.as(api.operatorKey);
 const availability = async (version: string, value: 'available' | 'deprecated' | 'withdrawn') => {
-  const res = await api.request('PUT', `/v1/runtime-versions/${version}/availability`, {
-    key: api.operatorKey,
+  const res = await operator.request('PUT /v1/runtime-versions/:version/availability', {
+    params: { version },
     body: { availability: value },
   });
-  if (res.statusCode !== 200) throw new Error(`availability of ${version} answered ${res.statusCode}`);
+  if (res.status !== 200) throw new Error(`availability of ${version} answered ${res.status}`);
 };
-const bundle = (query: string, key: string) => api.request('GET', `${base}/plant/bundle${query}`, { key });
+const bundle = (version: string | undefined, key: string) =>
+  api.as(key).request('GET /v1/tenants/:id/runtimes/:name/bundle', {
+    params: { id: tenant.tenantId, name: 'plant' },
+    query: version ? { version } : {},
+  });
 
 t.test("a withdrawn version's bundle is refused, for a tenant key and an operator key", async (t) => {
   await availability('1.5.0', 'withdrawn');
@@ -35,16 +37,16 @@ t.test("a withdrawn version's bundle is refused, for a tenant key and an operato
     ['tenant', tenant.apiKey],
     ['operator', api.operatorKey],
   ] as const) {
-    const res = await bundle('?version=1.5.0', key);
-    t.equal(res.statusCode, 422, `${who} key: refused with 422`);
+    const res = await bundle('1.5.0', key);
+    t.equal(res.status, 422, `${who} key: refused with 422`);
     t.match(
-      res.json(),
+      res.body,
       { error: { code: 'RUNTIME_VERSION_UNAVAILABLE', field: 'version', message: /'1\.5\.0' is withdrawn/ } },
       `${who} key: naming the version and the field`,
     );
   }
-  const own = await bundle('', tenant.apiKey);
-  t.equal(own.statusCode, 200, 'the bundle of the version the runtime runs still answers (it is not withdrawn)');
+  const own = await bundle(undefined, tenant.apiKey);
+  t.equal(own.status, 200, 'the bundle of the version the runtime runs still answers (it is not withdrawn)');
 });
 
 t.test("a deprecated version's bundle: refused for a tenant key unless the runtime runs it", async (t) => {
@@ -54,11 +56,11 @@ t.test("a deprecated version's bundle: refused for a tenant key unless the runti
     await availability('1.5.0', 'available');
     await availability('1.4.1', 'available');
   });
-  const tenantAsks = await bundle('?version=1.5.0', tenant.apiKey);
-  t.equal(tenantAsks.statusCode, 422, 'a tenant key cannot have a deprecated version it does not run');
-  t.match(tenantAsks.json(), { error: { code: 'RUNTIME_VERSION_UNAVAILABLE', field: 'version' } }, 'naming the field');
-  const operatorAsks = await bundle('?version=1.5.0', api.operatorKey);
-  t.equal(operatorAsks.statusCode, 200, 'an operator key can (as it can upgrade to it)');
-  const runs = await bundle('', tenant.apiKey);
-  t.equal(runs.statusCode, 200, 'the deprecated version the runtime runs still answers for a tenant key');
+  const tenantAsks = await bundle('1.5.0', tenant.apiKey);
+  t.equal(tenantAsks.status, 422, 'a tenant key cannot have a deprecated version it does not run');
+  t.match(tenantAsks.body, { error: { code: 'RUNTIME_VERSION_UNAVAILABLE', field: 'version' } }, 'naming the field');
+  const operatorAsks = await bundle('1.5.0', api.operatorKey);
+  t.equal(operatorAsks.status, 200, 'an operator key can (as it can upgrade to it)');
+  const runs = await bundle(undefined, tenant.apiKey);
+  t.equal(runs.status, 200, 'the deprecated version the runtime runs still answers for a tenant key');
 });

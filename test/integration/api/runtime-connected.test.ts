@@ -13,6 +13,7 @@ import { createTestApi } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { batch } from '../../helpers/events.ts';
 import { main } from '../../../provisioner/cli/main.ts';
+import type { Tenant } from '../../../provisioner/http/api-types.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { EVENTS_PATH } from '../../../runtime/protocol/events.ts';
 import { catalog } from '../../../runtime/catalog.ts';
@@ -36,17 +37,6 @@ async function cli(args: string[], token = api.operatorKey): Promise<{ code: num
   return { code, out: out.join('\n') };
 }
 
-interface Condition {
-  type: string;
-  status: string;
-  reason: string;
-  message: string;
-}
-interface TenantView {
-  id: string;
-  status: { phase: string; conditions: Condition[] };
-}
-
 /** A signed-up tenant the reconciler provisioned: phase Ready, Ready=True (what the engine leaves). */
 async function readyTenant(): Promise<{ tenantId: string; apiKey: string; organization: string }> {
   const s = await api.signup({ runtimeVersion: version });
@@ -68,9 +58,8 @@ async function readyTenant(): Promise<{ tenantId: string; apiKey: string; organi
   return { tenantId: s.tenantId, apiKey: s.apiKey, organization: s.body.tenant.organization };
 }
 
-const view = async (id: string, key = api.operatorKey) =>
-  (await api.request('GET', `/v1/tenants/${id}`, { key })).json<TenantView>();
-const connectedOf = (v: TenantView) => v.status.conditions.find((c) => c.type === 'RuntimeConnected');
+const view = (id: string, key = api.operatorKey) => api.as(key).call('GET /v1/tenants/:id', { params: { id } });
+const connectedOf = (v: Tenant) => v.status.conditions.find((c) => c.type === 'RuntimeConnected');
 const rowOf = (out: string, id: string) => out.split('\n').find((l) => l.includes(id)) ?? '';
 
 const dark = await readyTenant();

@@ -7,14 +7,7 @@
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
-import type {
-  Runtime,
-  RuntimeBootstrapAnswer,
-  RuntimeRegistered,
-  FleetUpgrade,
-  RuntimeUpgradeBundle,
-  RuntimeUpgraded,
-} from '../../../provisioner/http/api-types.ts';
+import type { AnswerOf, ApiResult, BodyOf, RouteKey } from '../../../provisioner/http/api-client.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
 import { settleTenantOperations } from '../../helpers/operations.ts';
 
@@ -22,38 +15,60 @@ const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.exa
 t.teardown(() => api.close());
 
 type ErrorAnswer = { error: { code: string; field?: string; message: string; details?: Record<string, unknown> } };
-async function call<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, key: string | null, body?: unknown) {
-  const res = await api.request(method, url, { key, ...(body !== undefined ? { body } : {}) });
-  return { status: res.statusCode, body: res.json<T & ErrorAnswer>() };
+/** The client's answer, its body read as the route's answer or its error (the assertions read either). */
+async function answer<K extends RouteKey>(res: Promise<ApiResult<K>>) {
+  const r = await res;
+  return { status: r.status, body: r.body as AnswerOf<K> & ErrorAnswer };
 }
 
 const tenant = await api.signup({ runtimeVersion: '1.4.1' });
 const other = await api.signup();
-const base = `/v1/tenants/${tenant.tenantId}/runtimes`;
+const operator = api.as(api.operatorKey);
+const getRuntime = (name: string, key = tenant.apiKey) =>
+  answer(api.as(key).request('GET /v1/tenants/:id/runtimes/:name', { params: { id: tenant.tenantId, name } }));
+const getBundle = (name: string, key = tenant.apiKey, query: { version?: string; from?: string } = {}) =>
+  answer(
+    api.as(key).request('GET /v1/tenants/:id/runtimes/:name/bundle', { params: { id: tenant.tenantId, name }, query }),
+  );
+const upgrade = (name: string, body: BodyOf<'POST /v1/tenants/:id/runtimes/:name/upgrade'>, key = tenant.apiKey) =>
+  answer(
+    api.as(key).request('POST /v1/tenants/:id/runtimes/:name/upgrade', { params: { id: tenant.tenantId, name }, body }),
+  );
+const availability = (version: string, value: 'available' | 'deprecated') =>
+  answer(
+    operator.request('PUT /v1/runtime-versions/:version/availability', {
+      params: { version },
+      body: { availability: value },
+    }),
+  );
 
 /** Registers a runtime at `version` and, unless `install` is false, redeems its token as the bundle's Job would. */
 async function hybrid(name: string, version: string, o: { install?: boolean; argo?: 'new' | 'existing' } = {}) {
-  const reg = await call<RuntimeRegistered>('POST', base, tenant.apiKey, {
-    name,
-    mode: 'hybrid',
-    access: 'tunnel',
-    argo: o.argo ?? 'new',
-    ...(o.argo === 'existing' ? { argoNamespace: 'argocd' } : {}),
-    version,
-  });
+  const reg = await answer(
+    api.as(tenant.apiKey).request('POST /v1/tenants/:id/runtimes', {
+      params: { id: tenant.tenantId },
+      body: {
+        name,
+        mode: 'hybrid',
+        access: 'tunnel',
+        argo: o.argo ?? 'new',
+        ...(o.argo === 'existing' ? { argoNamespace: 'argocd' } : {}),
+        version,
+      },
+    }),
+  );
   if (reg.status !== 201)
     throw new Error(`registration of ${name} answered ${reg.status}: ${JSON.stringify(reg.body)}`);
   if (o.install !== false) {
-    const res = await api.request('POST', '/v1/runtimes/bootstrap', { key: reg.body.bootstrapToken, body: {} });
-    if (res.statusCode !== 200) throw new Error(`bootstrap of ${name} answered ${res.statusCode}`);
-    res.json<RuntimeBootstrapAnswer>();
+    const res = await api.as(reg.body.bootstrapToken).request('POST /v1/runtimes/bootstrap', { body: {} });
+    if (res.status !== 200) throw new Error(`bootstrap of ${name} answered ${res.status}`);
   }
   return reg.body;
 }
 
 t.test('the bundle of the version a runtime runs, and of another, with what changes', async (t) => {
   await hybrid('plant-a', '1.4.1');
-  const same = await call<RuntimeUpgradeBundle>('GET', `${base}/plant-a/bundle`, tenant.apiKey);
+  const same = await getBundle('plant-a');
   t.equal(same.status, 200, `GET …/bundle answers 200 (got ${JSON.stringify(same.body).slice(0, 300)})`);
   t.equal(same.body.from, '1.4.1', 'never changed: from its own version');
   t.equal(same.body.to, '1.4.1');
@@ -61,7 +76,7 @@ t.test('the bundle of the version a runtime runs, and of another, with what chan
   t.notOk(same.body.install.manifests.includes('hrth_'), 'no bootstrap token in a bundle fetched later');
   t.notOk(/kind: Job/.test(same.body.install.manifests), 'no bootstrap Job in it');
 
-  const next = await call<RuntimeUpgradeBundle>('GET', `${base}/plant-a/bundle?version=1.5.0`, tenant.apiKey);
+  const next = await getBundle('plant-a', tenant.apiKey, { version: '1.5.0' });
   t.equal(next.status, 200);
   t.equal(next.body.from, '1.4.1', 'compared with the version it runs');
   t.ok(
@@ -69,23 +84,23 @@ t.test('the bundle of the version a runtime runs, and of another, with what chan
     'the app-proxy Deployment changes',
   );
   t.match(next.body.diff, /app-proxy:1\.5\.0/, 'the diff shows the new app-proxy image');
-  const runtime = await call<Runtime>('GET', `${base}/plant-a`, tenant.apiKey);
+  const runtime = await getRuntime('plant-a');
   t.equal(runtime.body.version, '1.4.1', 'fetching a bundle changes nothing');
   t.equal(runtime.body.previousVersion, null, 'never changed: no version before');
-  const hosted = await call<Runtime>('GET', `${base}/hosted`, tenant.apiKey);
+  const hosted = await getRuntime('hosted');
   t.equal(hosted.body.versionChangedAt, null, "the hosted runtime's versions are its tenant's");
 
-  const unknown = await call('GET', `${base}/plant-a/bundle?version=9.9.9`, tenant.apiKey);
+  const unknown = await getBundle('plant-a', tenant.apiKey, { version: '9.9.9' });
   t.equal(unknown.status, 400, 'a version not in the catalog is refused');
   t.equal(unknown.body.error.field, 'version', 'naming the field');
-  const bad = await call('GET', `${base}/plant-a/bundle?from=latest`, tenant.apiKey);
+  const bad = await getBundle('plant-a', tenant.apiKey, { from: 'latest' });
   t.equal(bad.status, 400, 'a from that is not a version is refused');
 });
 
 t.test(
   'an upgrade along the catalog: recorded, audited, answered with the bundle; repeated, nothing changes',
   async (t) => {
-    const res = await call<RuntimeUpgraded>('POST', `${base}/plant-a/upgrade`, tenant.apiKey, { version: '1.5.0' });
+    const res = await upgrade('plant-a', { version: '1.5.0' });
     t.equal(res.status, 200, `the upgrade answers 200 (got ${JSON.stringify(res.body).slice(0, 300)})`);
     t.equal(res.body.changed, true, 'changed');
     t.equal(res.body.runtime.version, '1.5.0', "the runtime's version is the asked one");
@@ -113,7 +128,7 @@ t.test(
       'one audit row with the versions before and after',
     );
 
-    const again = await call<RuntimeUpgraded>('POST', `${base}/plant-a/upgrade`, tenant.apiKey, { version: '1.5.0' });
+    const again = await upgrade('plant-a', { version: '1.5.0' });
     t.equal(again.status, 200, 'the same version again answers 200');
     t.equal(again.body.changed, false, 'changed: false');
     t.equal(again.body.upgrade.from, '1.4.1', 'with the same bundle and diff as the change');
@@ -123,7 +138,7 @@ t.test(
     );
     t.equal(rows.rowCount, 1, 'and no second audit row');
 
-    const bundle = await call<RuntimeUpgradeBundle>('GET', `${base}/plant-a/bundle`, tenant.apiKey);
+    const bundle = await getBundle('plant-a');
     t.equal(
       `${bundle.body.from} -> ${bundle.body.to}`,
       '1.4.1 -> 1.5.0',
@@ -134,44 +149,42 @@ t.test(
 
 t.test("the catalog's rules, as for a tenant's own upgrade", async (t) => {
   await hybrid('plant-b', '1.4.0');
-  const jump = await call('POST', `${base}/plant-b/upgrade`, tenant.apiKey, { version: '1.6.0' });
+  const jump = await upgrade('plant-b', { version: '1.6.0' });
   t.equal(jump.status, 422, 'jumping over the 1.5.0 stepping stone is refused');
   t.equal(jump.body.error.code, 'UPGRADE_PATH_REFUSED');
   t.same(jump.body.error.details?.path, ['1.5.0', '1.6.0'], 'naming the path to follow');
 
   // plant-a: 1.4.1 -> 1.5.0 above; 1.5.0 cannot be rolled back (Argo CD 3.0).
-  const back = await call('POST', `${base}/plant-a/upgrade`, tenant.apiKey, { version: '1.4.1' });
+  const back = await upgrade('plant-a', { version: '1.4.1' });
   t.equal(back.status, 422, 'a rollback the catalog forbids is refused');
   t.match(back.body.error.message, /Argo CD 3\.0/, "with the catalog's reason");
 
   await hybrid('plant-c', '1.4.0');
-  const up = await call<RuntimeUpgraded>('POST', `${base}/plant-c/upgrade`, tenant.apiKey, { version: '1.4.1' });
+  const up = await upgrade('plant-c', { version: '1.4.1' });
   t.equal(up.status, 200, '1.4.0 -> 1.4.1');
-  const older = await call('POST', `${base}/plant-c/upgrade`, tenant.apiKey, { version: '1.3.0' });
+  const older = await upgrade('plant-c', { version: '1.3.0' });
   t.equal(older.status, 422, 'a rollback to a version it did not run before is refused');
   t.match(older.body.error.message, /only return to the version the runtime ran before \(1\.4\.0\)/);
-  const rollback = await call<RuntimeUpgraded>('POST', `${base}/plant-c/upgrade`, tenant.apiKey, { version: '1.4.0' });
+  const rollback = await upgrade('plant-c', { version: '1.4.0' });
   t.equal(rollback.status, 200, 'back to the version before is allowed');
   t.equal(rollback.body.runtime.version, '1.4.0');
 
-  const withdraw = await call('PUT', '/v1/runtime-versions/1.4.1/availability', api.operatorKey, {
-    availability: 'deprecated',
-  });
+  const withdraw = await availability('1.4.1', 'deprecated');
   t.equal(withdraw.status, 200, 'an operator deprecates 1.4.1');
-  const deprecated = await call('POST', `${base}/plant-c/upgrade`, tenant.apiKey, { version: '1.4.1' });
+  const deprecated = await upgrade('plant-c', { version: '1.4.1' });
   t.equal(deprecated.status, 422, 'a tenant key cannot move to a deprecated version');
   t.equal(deprecated.body.error.code, 'RUNTIME_VERSION_UNAVAILABLE');
-  const byOperator = await call('POST', `${base}/plant-c/upgrade`, api.operatorKey, { version: '1.4.1' });
+  const byOperator = await upgrade('plant-c', { version: '1.4.1' }, api.operatorKey);
   t.equal(byOperator.status, 200, 'an operator can');
-  await call('PUT', '/v1/runtime-versions/1.4.1/availability', api.operatorKey, { availability: 'available' });
+  await availability('1.4.1', 'available');
 
-  const unknown = await call('POST', `${base}/plant-c/upgrade`, tenant.apiKey, { version: '2.0.0' });
+  const unknown = await upgrade('plant-c', { version: '2.0.0' });
   t.equal(unknown.status, 400, 'a version not in the catalog is refused');
   t.equal(unknown.body.error.field, 'version');
 });
 
 t.test('refused: the hosted runtime, a runtime not installed, another tenant, a removed runtime', async (t) => {
-  const hosted = await call('POST', `${base}/hosted/upgrade`, tenant.apiKey, { version: '1.5.0' });
+  const hosted = await upgrade('hosted', { version: '1.5.0' });
   t.equal(hosted.status, 409, 'the hosted runtime is upgraded by the control plane');
   t.equal(hosted.body.error.code, 'HOSTED_RUNTIME_NO_BUNDLE');
   t.match(
@@ -179,27 +192,35 @@ t.test('refused: the hosted runtime, a runtime not installed, another tenant, a 
     new RegExp(`POST /v1/tenants/${tenant.tenantId}/upgrade`),
     'naming the route that does',
   );
-  const hostedBundle = await call('GET', `${base}/hosted/bundle`, tenant.apiKey);
+  const hostedBundle = await getBundle('hosted');
   t.equal(hostedBundle.body.error.code, 'HOSTED_RUNTIME_NO_BUNDLE', 'nor has it a bundle');
 
   await hybrid('plant-d', '1.4.0', { install: false });
-  const pending = await call('POST', `${base}/plant-d/upgrade`, tenant.apiKey, { version: '1.4.1' });
+  const pending = await upgrade('plant-d', { version: '1.4.1' });
   t.equal(pending.status, 409, 'a runtime whose install was not applied is not upgraded');
   t.equal(pending.body.error.code, 'RUNTIME_NOT_INSTALLED');
 
-  const foreign = await call('POST', `${base}/plant-a/upgrade`, other.apiKey, { version: '1.6.0' });
+  const foreign = await upgrade('plant-a', { version: '1.6.0' }, other.apiKey);
   t.equal(foreign.status, 404, "another tenant's key finds no such tenant");
-  const foreignBundle = await call('GET', `${base}/plant-a/bundle`, other.apiKey);
+  const foreignBundle = await getBundle('plant-a', other.apiKey);
   t.equal(foreignBundle.status, 404, 'nor its bundle');
 
-  const removed = await call('DELETE', `${base}/plant-d`, tenant.apiKey);
+  const removed = await answer(
+    api.as(tenant.apiKey).request('DELETE /v1/tenants/:id/runtimes/:name', {
+      params: { id: tenant.tenantId, name: 'plant-d' },
+    }),
+  );
   t.equal(removed.status, 200, 'plant-d removed');
-  const gone = await call('POST', `${base}/plant-d/upgrade`, tenant.apiKey, { version: '1.4.1' });
+  const gone = await upgrade('plant-d', { version: '1.4.1' });
   t.equal(gone.status, 404, 'a removed runtime is not found');
   t.equal(gone.body.error.code, 'RUNTIME_NOT_FOUND');
 
-  const extra = await call('POST', `${base}/plant-a/upgrade`, tenant.apiKey, { version: '1.6.0', force: true });
-  t.equal(extra.status, 400, 'an unknown field is refused');
+  // A field the route's types refuse: the raw request.
+  const extra = await api.request('POST', `/v1/tenants/${tenant.tenantId}/runtimes/plant-a/upgrade`, {
+    key: tenant.apiKey,
+    body: { version: '1.6.0', force: true },
+  });
+  t.equal(extra.statusCode, 400, 'an unknown field is refused');
 });
 
 t.test('a fleet upgrade of the tenant lists its hybrid runtimes as needing their customer', async (t) => {
@@ -214,13 +235,15 @@ t.test('a fleet upgrade of the tenant lists its hybrid runtimes as needing their
   });
   await markReconciled(api.db.pool, tenant.tenantId, { cluster: 'upgrade-root', readyCondition: true });
   await settleTenantOperations(api.db.pool, tenant.tenantId, { finishedNow: false });
-  const start = await call<{ fleetUpgrade: FleetUpgrade }>('POST', '/v1/fleet-upgrades', api.operatorKey, {
-    targetVersion: '1.5.0',
-    selector: { tenantIds: [tenant.tenantId] },
-  });
+  const start = await answer(
+    operator.request('POST /v1/fleet-upgrades', {
+      body: { targetVersion: '1.5.0', selector: { tenantIds: [tenant.tenantId] } },
+    }),
+  );
   t.equal(start.status, 201, `the fleet upgrade starts (got ${JSON.stringify(start.body).slice(0, 300)})`);
-  const fleet = await call<FleetUpgrade>('GET', `/v1/fleet-upgrades/${start.body.fleetUpgrade.id}`, api.operatorKey);
-  const actions = Object.fromEntries((fleet.body.customerActionNeeded ?? []).map((a) => [a.runtime, a]));
+  if (!('fleetUpgrade' in start.body)) throw new Error('the start answered a plan only');
+  const fleet = await operator.call('GET /v1/fleet-upgrades/:id', { params: { id: start.body.fleetUpgrade.id } });
+  const actions = Object.fromEntries((fleet.customerActionNeeded ?? []).map((a) => [a.runtime, a]));
   t.same(
     Object.keys(actions).sort(),
     ['plant-a', 'plant-b', 'plant-c'],
@@ -235,10 +258,10 @@ t.test('a fleet upgrade of the tenant lists its hybrid runtimes as needing their
     'with the command that asks',
   );
   t.equal(
-    fleet.body.tenants?.some((x) => x.tenantId === tenant.tenantId),
+    fleet.tenants?.some((x) => x.tenantId === tenant.tenantId),
     true,
     'the tenant itself (its hosted runtime) is in the fleet upgrade',
   );
-  const list = await call<{ items: FleetUpgrade[] }>('GET', '/v1/fleet-upgrades', api.operatorKey);
-  t.equal(list.body.items[0]?.customerActionNeeded, undefined, 'the list leaves them out, as it leaves out tenants');
+  const list = await operator.call('GET /v1/fleet-upgrades');
+  t.equal(list.items[0]?.customerActionNeeded, undefined, 'the list leaves them out, as it leaves out tenants');
 });

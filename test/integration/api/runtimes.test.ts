@@ -562,14 +562,12 @@ t.test('without PROVISIONER_PUBLIC_URL a registration is refused naming the sett
   const bare = await createTestApi();
   t.teardown(() => bare.close());
   const tenant = await bare.signup();
-  const res = await bare.request('POST', `/v1/tenants/${tenant.tenantId}/runtimes`, {
-    key: tenant.apiKey,
-    body: { name: 'x', mode: 'hybrid', access: 'tunnel', argo: 'new' },
-  });
-  t.equal(res.statusCode, 409);
-  t.match(
-    res.json<ErrorAnswer>().error,
-    { code: 'HYBRID_RUNTIMES_NOT_CONFIGURED', details: { setting: 'PROVISIONER_PUBLIC_URL' } },
+  await t.rejects(
+    bare.as(tenant.apiKey).call('POST /v1/tenants/:id/runtimes', {
+      params: { id: tenant.tenantId },
+      body: { name: 'x', mode: 'hybrid', access: 'tunnel', argo: 'new' },
+    }),
+    { status: 409, code: 'HYBRID_RUNTIMES_NOT_CONFIGURED', details: { setting: 'PROVISIONER_PUBLIC_URL' } },
     'the refusal names PROVISIONER_PUBLIC_URL',
   );
 });
