@@ -140,8 +140,9 @@ await provisioningSuite(
         },
       });
       const objects = vc.kc.makeApiClient(CustomObjectsApi);
-      for (const app of ['a', 'b'])
-        await objects.createNamespacedCustomObject({
+      /** An Application deploying `sources` into app-<name>, synced automatically. */
+      const application = (app: string, sources: Record<string, unknown>) =>
+        objects.createNamespacedCustomObject({
           group: 'argoproj.io',
           version: 'v1alpha1',
           namespace: 'argocd',
@@ -152,32 +153,20 @@ await provisioningSuite(
             metadata: { name: app, namespace: 'argocd' },
             spec: {
               project: 'default',
-              source: { repoURL: repo.url, path: `apps/${app}`, targetRevision: 'main' },
+              ...sources,
               destination: { server: 'https://kubernetes.default.svc', namespace: `app-${app}` },
               syncPolicy: { automated: {}, syncOptions: ['CreateNamespace=true'] },
             },
           },
         });
+      for (const app of ['a', 'b'])
+        await application(app, { source: { repoURL: repo.url, path: `apps/${app}`, targetRevision: 'main' } });
       // M: a multi-source Application, two paths of the monorepo side by side.
-      await objects.createNamespacedCustomObject({
-        group: 'argoproj.io',
-        version: 'v1alpha1',
-        namespace: 'argocd',
-        plural: 'applications',
-        body: {
-          apiVersion: 'argoproj.io/v1alpha1',
-          kind: 'Application',
-          metadata: { name: 'm', namespace: 'argocd' },
-          spec: {
-            project: 'default',
-            sources: [
-              { repoURL: repo.url, path: 'apps/m/web', targetRevision: 'main' },
-              { repoURL: repo.url, path: 'apps/m/config', targetRevision: 'main' },
-            ],
-            destination: { server: 'https://kubernetes.default.svc', namespace: 'app-m' },
-            syncPolicy: { automated: {}, syncOptions: ['CreateNamespace=true'] },
-          },
-        },
+      await application('m', {
+        sources: [
+          { repoURL: repo.url, path: 'apps/m/web', targetRevision: 'main' },
+          { repoURL: repo.url, path: 'apps/m/config', targetRevision: 'main' },
+        ],
       });
       t.ok(c0, 'the first commit is pushed over HTTP with the credentials');
     });

@@ -170,34 +170,21 @@ export class SourceService {
         truncated: false,
         error: `no commit at or before ${sha} changes ${(paths ?? ['.']).map((p) => `'${p}'`).join(', ')} in ${redactUrl(source.repoURL)}`,
       };
-    const commit = boundCommit(
-      (await this.#argo.revisionMetadata(namespace, name, changeRevision)) ??
-        (await this.#git.commitInfo(source.repoURL, changeRevision)),
-    );
-    const at = (commitSha: string): Target => ({ kind: 'single', source, sha: commitSha });
-    const change = await this.#changeOf(
-      namespace,
-      name,
-      {
-        revision: sha,
-        changeRevision,
-        ...(previousChangeRevision !== undefined ? { previousChangeRevision } : {}),
-        commit,
-      },
-      at(changeRevision),
-      previousChangeRevision === undefined ? undefined : at(previousChangeRevision),
-    );
-    if (change.error === undefined)
-      this.cache.set(key, { kind: 'change', change }, Buffer.byteLength(JSON.stringify(change)));
-    return change;
+    return this.#changeAt(namespace, name, key, {
+      revision: sha,
+      repoURL: source.repoURL,
+      changeRevision,
+      previousChangeRevision,
+      at: (commitSha) => ({ kind: 'single', source, sha: commitSha }),
+    });
   }
 
   /**
    * A multi-source Application's change: each Git source followed (gitSources) has its own change
    * revision in its repository; the application's is the newest of them (by committer date; in
-   * one repository within the same second, the descendant; else the first source), with its commit and what it changed — the manifests with every source
-   * at its change revision against the same with that one source at its previous change
-   * revision, the others held. Asked at a revision (the reporter's synced one), every source is
+   * one repository within the same second, the descendant; else the first source), with its
+   * commit and what it changed — the manifests with every source at its change revision against
+   * the same with that one source at its previous change revision, the others held. Asked at a revision (the reporter's synced one), every source is
    * taken at its synced revision (status.sync.revisions); without, at the head of its targetRevision.
    */
   async #multiSourceChange(
@@ -280,28 +267,59 @@ export class SourceService {
     const source = followed[chosen]!;
     const changeRevision = logs[chosen]!.last!;
     const previousChangeRevision = logs[chosen]!.previous;
-    const commit = boundCommit(
-      (await this.#argo.revisionMetadata(namespace, name, changeRevision, source.index)) ??
-        (await this.#git.commitInfo(source.repoURL, changeRevision)),
-    );
-    const pinsWith = (revisionOfChosen: string) =>
-      pinsOf(application, followed, (k) => (k === chosen ? revisionOfChosen : (logs[k]!.last ?? shas[k]!)), synced);
-    const target = (revisionOfChosen: string): Target => ({
-      kind: 'multi',
-      specHash: source.specHash,
-      pins: pinsWith(revisionOfChosen),
+    return this.#changeAt(namespace, name, key, {
+      revision: revisionField,
+      repoURL: source.repoURL,
+      sourceIndex: source.index,
+      changeRevision,
+      previousChangeRevision,
+      at: (revisionOfChosen) => ({
+        kind: 'multi',
+        specHash: source.specHash,
+        pins: pinsOf(
+          application,
+          followed,
+          (k) => (k === chosen ? revisionOfChosen : (logs[k]!.last ?? shas[k]!)),
+          synced,
+        ),
+      }),
     });
+  }
+
+  /**
+   * The change whose change revision is known: its commit (Argo CD's RevisionMetadata, of the
+   * source `sourceIndex` of a multi-source Application, else Git's own) and what the manifests at
+   * `at(changeRevision)` changed against those at `at(previousChangeRevision)`; kept under `key`
+   * unless it carries an error.
+   */
+  async #changeAt(
+    namespace: string,
+    name: string,
+    key: string,
+    o: {
+      revision: string;
+      repoURL: string;
+      sourceIndex?: number;
+      changeRevision: string;
+      previousChangeRevision: string | undefined;
+      at: (sha: string) => Target;
+    },
+  ): Promise<ApplicationChange> {
+    const commit = boundCommit(
+      (await this.#argo.revisionMetadata(namespace, name, o.changeRevision, o.sourceIndex)) ??
+        (await this.#git.commitInfo(o.repoURL, o.changeRevision)),
+    );
     const change = await this.#changeOf(
       namespace,
       name,
       {
-        revision: revisionField,
-        changeRevision,
-        ...(previousChangeRevision !== undefined ? { previousChangeRevision } : {}),
+        revision: o.revision,
+        changeRevision: o.changeRevision,
+        ...(o.previousChangeRevision !== undefined ? { previousChangeRevision: o.previousChangeRevision } : {}),
         commit,
       },
-      target(changeRevision),
-      previousChangeRevision === undefined ? undefined : target(previousChangeRevision),
+      o.at(o.changeRevision),
+      o.previousChangeRevision === undefined ? undefined : o.at(o.previousChangeRevision),
     );
     if (change.error === undefined)
       this.cache.set(key, { kind: 'change', change }, Buffer.byteLength(JSON.stringify(change)));
