@@ -43,20 +43,42 @@
  * (`network.hostIp`), where this runner relays to that port on the machine's 127.0.0.1: a pod
  * reaches the control plane as a pod on the host network would.
  *
- * What stays simulated: pod status (KWOK's: Running and Ready when scheduled, whatever the process
- * does), resource limits, readOnlyRootFilesystem, init containers (Argo CD's copyutil), image file
- * systems (a container sees the machine's files beside its volumes), and DNS (the hosts file stands
- * for the cluster's DNS service).
+ * Pod status is the processes', as a kubelet reports it (KWOK leaves these pods alone:
+ * `runtimePodsKwokQuery`): Running with the container's start time once its process starts; Ready
+ * only once its readiness probe (httpGet or tcpSocket, at the probe's initial delay, period,
+ * timeout and thresholds) passes, or when started without one; not Ready when the process exits,
+ * with its exit code and reason as the container's last state and the restart counted when it
+ * starts again; a Job's pod Succeeded or Failed by its exit code. vcluster syncs that status into
+ * the virtual cluster.
+ *
+ * What stays simulated: liveness and startup probes and exec/grpc readiness probes (not run: a
+ * container with one of those only is Ready when started), Service routing (every running process
+ * is an endpoint, Ready or not), resource limits, readOnlyRootFilesystem, init containers (Argo
+ * CD's copyutil: reported completed), image file systems (a container sees the machine's files
+ * beside its volumes), and DNS (the hosts file stands for the cluster's DNS service).
  */
 import { RUNTIME_AGENTS } from '../runtime/component/agents.ts';
-import { CoreV1Api, type KubeConfig, type V1Container, type V1Pod, type V1Service } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  type KubeConfig,
+  type V1Container,
+  type V1ContainerState,
+  type V1Pod,
+  type V1PodCondition,
+  type V1Probe,
+  type V1Service,
+} from '@kubernetes/client-node';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { constants as osConstants } from 'node:os';
 import { chmod, chown, mkdir, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import type { KwokPodQuery } from './control-plane.ts';
 import { sleep, startProcess, type ManagedProcess } from './processes.ts';
 import { clearNetns, createPodNetns, startTcpRelay, type PodNetwork, type VclusterPods } from './vcluster-pods.ts';
 
@@ -71,11 +93,16 @@ const MANAGED_BY_LABEL = 'vcluster.loft.sh/managed-by';
 /** Pods started at once (a kubelet starts a node's pods in parallel). */
 const START_PARALLELISM = 8;
 
+/** What the runner needs of the vclusters (sandbox/vcluster-pods.ts `VclusterPods`). */
+export type PodVclusters = Pick<VclusterPods, 'namespaces' | 'allocate' | 'release'> & {
+  get(namespace: string): { ready: boolean; ip: string } | undefined;
+};
+
 export interface RuntimePodsOptions {
   root: KubeConfig;
   network: PodNetwork;
   /** The tenants' vclusters: which namespaces run one, their addresses, and the address slots. */
-  vclusters: VclusterPods;
+  vclusters: PodVclusters;
   /** Folder with `argocd` and `redis-standin` (scripts/argocd.sh); without it Argo CD stays on KWOK. */
   argocdBin?: string | undefined;
   /** `redis-server` to run for Redis pods; default: the one on PATH, else the build's redis-standin. */
@@ -86,6 +113,29 @@ export interface RuntimePodsOptions {
   hostPorts: readonly number[];
   pollMs?: number;
   log?: (msg: string) => void;
+  /**
+   * Images (their names, without registry, tag or digest) whose pods run as `node <script>`: a
+   * test's named stand-ins for components this runner has no process for (an Argo Events event
+   * source: docs/e2e.md). Pods of other unknown images stay on KWOK.
+   */
+  standIns?: Readonly<Record<string, string>>;
+}
+
+/** The container's readiness as its probe found it (the kubelet's prober worker). */
+interface Readiness {
+  ready: boolean;
+  successes: number;
+  failures: number;
+  timer?: NodeJS.Timeout;
+}
+
+/** A container's exit, as the kubelet reports it in `state`/`lastState.terminated`. */
+interface Termination {
+  exitCode: number;
+  reason: string;
+  signal?: string;
+  startedAt: Date;
+  finishedAt: Date;
 }
 
 /** What runs for a container: a program, its arguments, and what the image would set. */
@@ -112,6 +162,10 @@ export interface RunningPod {
   process: ManagedProcess;
   starts: number;
   startedAt: number;
+  /** Restarts of this pod's container (the pod's uid), and its last exit. */
+  restartCount: number;
+  lastTerminated?: Termination | undefined;
+  readiness: Readiness;
   labels: Record<string, string>;
   /** Container ports by name (Services' named target ports). */
   ports: Map<string, number>;
@@ -145,11 +199,117 @@ function decode(data: Record<string, string> | undefined, key: string): string |
   return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
 }
 
+/** The Redis the runner runs for Redis pods: `redisServer`, else `redis-server` on PATH, else the build's stand-in. */
+function redisFor(o: Pick<RuntimePodsOptions, 'argocdBin' | 'redisServer'>): string {
+  return o.redisServer ?? onPath('redis-server') ?? (o.argocdBin ? join(o.argocdBin, 'redis-standin') : 'redis-server');
+}
+
+/**
+ * The KWOK query that selects the pods this runner runs (vcluster's synced pods whose container's
+ * image and command are one of `#program`'s), so that KWOK leaves their status to it: a jq
+ * expression over the pod, `true` for them (control-plane.ts `kwokLeavesPods`).
+ */
+export function runtimePodsKwokQuery(
+  o: Pick<RuntimePodsOptions, 'argocdBin' | 'redisServer' | 'standIns'>,
+): KwokPodQuery {
+  const q = (v: string) => JSON.stringify(v);
+  const anyOf = (v: string, values: Iterable<string>) =>
+    `(${[...values].map((x) => `${v} == ${q(x)}`).join(' or ') || 'false'})`;
+  const images = [...AGENTS, ...Object.keys(o.standIns ?? {})];
+  const argocd = o.argocdBin
+    ? `($img == "argocd" and (${anyOf('$first', ARGOCD_SERVERS)} or ($first == "argocd" and $argv[1] == "admin" and $argv[2] == "redis-initial-password")))`
+    : 'false';
+  const redis = o.argocdBin || basename(redisFor(o)) === 'redis-server' ? '$img == "redis"' : 'false';
+  const key =
+    `(.metadata.labels[${q(MANAGED_BY_LABEL)}] != null) and ([.spec.containers[]? | ` +
+    `((.image // "") | split("@")[0] | split("/") | last | sub(":[^:]*$"; "")) as $img | ` +
+    `((.command // []) + (.args // [])) as $argv | (($argv[0] // "") | split("/") | last) as $first | ` +
+    `(${anyOf('$img', images)} or ${argocd} or (${redis}))] | any)`;
+  return { key, values: ['true'] };
+}
+
+/** Whether a probe's answer counts as success (the kubelet's rules: HTTP 200–399, a TCP connection). */
+function probeOnce(probe: V1Probe, ip: string, ports: Map<string, number>): Promise<boolean> {
+  const timeoutMs = (probe.timeoutSeconds ?? 1) * 1000;
+  const port = (p: number | string) => (typeof p === 'number' ? p : /^\d+$/.test(p) ? Number(p) : ports.get(p));
+  return new Promise((resolve) => {
+    if (probe.httpGet) {
+      const g = probe.httpGet;
+      const n = port(g.port);
+      if (n === undefined) return resolve(false);
+      const https = (g.scheme ?? 'HTTP').toUpperCase() === 'HTTPS';
+      const req = (https ? httpsRequest : httpRequest)(
+        {
+          host: g.host || ip,
+          port: n,
+          path: g.path ?? '/',
+          method: 'GET',
+          headers: Object.fromEntries((g.httpHeaders ?? []).map((h) => [h.name, h.value])),
+          timeout: timeoutMs,
+          ...(https ? { rejectUnauthorized: false } : {}),
+        },
+        (res) => {
+          res.resume();
+          resolve((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 400);
+        },
+      );
+      req.once('timeout', () => req.destroy());
+      req.once('error', () => resolve(false));
+      req.end();
+    } else if (probe.tcpSocket) {
+      const n = port(probe.tcpSocket.port);
+      if (n === undefined) return resolve(false);
+      const socket = net.connect({ host: probe.tcpSocket.host || ip, port: n, timeout: timeoutMs });
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('timeout', () => {
+        socket.destroy();
+        resolve(false);
+      });
+      socket.once('error', () => resolve(false));
+    } else resolve(true);
+  });
+}
+
+/** Whether the runner runs this readiness probe (httpGet, tcpSocket); others leave the container Ready when started. */
+function runsProbe(probe: V1Probe | undefined): probe is V1Probe {
+  return probe?.httpGet !== undefined || probe?.tcpSocket !== undefined;
+}
+
+function termination(exit: { code: number | null; signal: NodeJS.Signals | null }, startedAt: number): Termination {
+  const exitCode = exit.code ?? 128 + (exit.signal ? (osConstants.signals[exit.signal] ?? 0) : 0);
+  return {
+    exitCode,
+    reason: exitCode === 0 ? 'Completed' : 'Error',
+    ...(exit.signal ? { signal: exit.signal } : {}),
+    startedAt: new Date(startedAt),
+    finishedAt: new Date(),
+  };
+}
+
+function terminatedState(t: Termination): V1ContainerState {
+  return {
+    terminated: {
+      exitCode: t.exitCode,
+      reason: t.reason,
+      ...(t.signal ? { message: `killed by ${t.signal}` } : {}),
+      startedAt: t.startedAt,
+      finishedAt: t.finishedAt,
+    },
+  };
+}
+
 export class RuntimePods {
   readonly #o: RuntimePodsOptions;
   readonly #core: CoreV1Api;
   readonly #running = new Map<string, RunningPod>();
   readonly #starts = new Map<string, number>();
+  /** Pods whose container waits to restart (`namespace/pod` → uid): their address slot is kept. */
+  readonly #restarting = new Map<string, string>();
+  /** Per pod uid: its container's restarts and last exit (kept across restarts, as a kubelet keeps them). */
+  readonly #history = new Map<string, { restarts: number; last?: Termination }>();
   readonly #notBefore = new Map<string, number>();
   /** Pods of a Job that ran (by uid): a Job's pod runs once. */
   readonly #ran = new Set<string>();
@@ -166,8 +326,15 @@ export class RuntimePods {
   constructor(o: RuntimePodsOptions) {
     this.#o = o;
     this.#core = o.root.makeApiClient(CoreV1Api);
-    this.#redis =
-      o.redisServer ?? onPath('redis-server') ?? (o.argocdBin ? join(o.argocdBin, 'redis-standin') : 'redis-server');
+    this.#redis = redisFor(o);
+    for (const [image, script] of Object.entries(o.standIns ?? {}))
+      this.#standIns.set(image, {
+        kind: 'stand-in',
+        command: process.execPath,
+        args: [script],
+        env: { NODE_ENV: 'production' },
+        cwd: REPO_ROOT,
+      });
   }
 
   /** The pod network's gateway: an address of this machine every pod reaches (a Git server may listen there). */
@@ -220,22 +387,6 @@ export class RuntimePods {
   }
 
   readonly #standIns = new Map<string, Program>();
-
-  /**
-   * Runs the pods of `image` (its name, without registry, tag or digest) as `node <script>`: a
-   * test's named stand-in for a component this runner has no process for (an Argo Events event
-   * source: docs/e2e.md). Pods of other unknown images stay on KWOK.
-   */
-  runImageAs(image: string, script: string): void {
-    this.#standIns.set(image, {
-      kind: 'stand-in',
-      command: process.execPath,
-      args: [script],
-      env: { NODE_ENV: 'production' },
-      cwd: REPO_ROOT,
-    });
-    for (const [key, img] of this.#kwokOnly) if (imageName(img) === image) this.#kwokOnly.delete(key);
-  }
 
   #program(c: V1Container): Program | undefined {
     const name = imageName(c.image ?? '');
@@ -329,21 +480,52 @@ export class RuntimePods {
       const ns = key.split('/')[0]!;
       if (!namespaces.includes(ns)) this.#kwokOnly.delete(key);
     }
+    for (const [key, uid] of this.#restarting) {
+      if (wanted.get(key)?.pod.metadata?.uid === uid) continue;
+      // Deleted (or replaced) while its container waited to restart.
+      this.#restarting.delete(key);
+      this.#history.delete(uid);
+      if (!this.#running.has(key)) this.#o.vclusters.release(key);
+    }
     for (const [key, rp] of this.#running) {
       const want = wanted.get(key);
-      if (want?.pod.metadata?.uid === rp.uid && rp.process.running()) continue;
+      if (want?.pod.metadata?.uid === rp.uid && rp.process.running()) {
+        // The kubelet's status sync: what the pod says is what the process does (vcluster's first
+        // status sync may have dropped a condition meanwhile).
+        if (!this.#statusCurrent(want.pod, rp)) await this.#report(rp);
+        continue;
+      }
       if (want?.pod.metadata?.uid === rp.uid && !rp.process.running()) {
         const exit = await rp.process.exited;
-        if (rp.kind === 'job' && exit.code === 0) {
-          // A Job's pod that succeeded is done; one that failed is tried again (the Job's retries).
+        const ended = termination(exit, rp.startedAt);
+        const history = this.#history.get(rp.uid) ?? { restarts: 0 };
+        history.last = ended;
+        this.#history.set(rp.uid, history);
+        rp.lastTerminated = ended;
+        const policy = want.pod.spec?.restartPolicy ?? 'Always';
+        if (policy === 'Never' || (policy === 'OnFailure' && ended.exitCode === 0)) {
+          // A pod that does not restart ends Succeeded or Failed; a failed Job's pod is replaced by
+          // the Job controller (its backoffLimit), not restarted here.
           this.#ran.add(rp.uid);
-          this.#o.log?.(`runtime pod ${key}: job container completed`);
-        } else {
-          const msg = `runtime pod ${key} (${rp.container}) exited (${JSON.stringify(exit)}): ${await rp.process.tail(10)}`;
-          this.errors.push(msg);
-          this.#o.log?.(msg);
-          this.#notBefore.set(key, Date.now() + Math.min(30_000, 1000 * 2 ** Math.min(5, rp.starts - 1)));
+          if (ended.exitCode === 0) this.#o.log?.(`runtime pod ${key}: container completed`);
+          else {
+            const msg = `runtime pod ${key} (${rp.container}) failed (exit code ${ended.exitCode}): ${await rp.process.tail(10)}`;
+            this.errors.push(msg);
+            this.#o.log?.(msg);
+          }
+          await this.#stopOne(rp);
+          await this.#report(rp, ended);
+          continue;
         }
+        const msg = `runtime pod ${key} (${rp.container}) exited (${JSON.stringify(exit)}): ${await rp.process.tail(10)}`;
+        this.errors.push(msg);
+        this.#o.log?.(msg);
+        this.#notBefore.set(key, Date.now() + Math.min(30_000, 1000 * 2 ** Math.min(5, rp.starts - 1)));
+        // The container restarts in the same pod: its address and slot stay.
+        await this.#stopOne(rp, { keepSlot: true });
+        this.#restarting.set(key, rp.uid);
+        await this.#report(rp, ended);
+        continue;
       }
       await this.#stopOne(rp);
     }
@@ -599,6 +781,9 @@ export class RuntimePods {
       await run('ip', ['netns', 'exec', netns, 'sysctl', '-q', '-w', 'net.ipv4.conf.all.route_localnet=1']);
       const starts = (this.#starts.get(key) ?? 0) + 1;
       this.#starts.set(key, starts);
+      const history = this.#history.get(pod.metadata!.uid!);
+      if (history?.last) history.restarts += 1;
+      this.#restarting.delete(key);
       const args = program.args.map((a) => expand(a, env));
       const proc = startProcess(
         `runtime-pod-${name}`,
@@ -649,12 +834,18 @@ export class RuntimePods {
         process: proc,
         starts,
         startedAt: Date.now(),
+        restartCount: history?.restarts ?? 0,
+        lastTerminated: history?.last,
+        readiness: { ready: !runsProbe(c.readinessProbe), successes: 0, failures: 0 },
         labels: { ...(pod.metadata?.labels ?? {}) },
         ports,
         pod,
         dir,
         hosts,
       });
+      const rp = this.#running.get(key)!;
+      await this.#report(rp);
+      this.#probe(rp, c.readinessProbe);
       this.#o.log?.(
         `runtime pod ${key} (${pod.metadata?.annotations?.[NAMESPACE_ANNOTATION] ?? '?'}/${pod.metadata?.annotations?.[NAME_ANNOTATION] ?? '?'}): ${basename(program.command)}${program.env.ARGOCD_BINARY_NAME ? ` as ${program.env.ARGOCD_BINARY_NAME}` : ''} at ${ip}${starts > 1 ? `, start ${starts}` : ''}`,
       );
@@ -770,14 +961,175 @@ export class RuntimePods {
     return host;
   }
 
-  async #stopOne(rp: RunningPod): Promise<void> {
+  async #stopOne(rp: RunningPod, o: { keepSlot?: boolean } = {}): Promise<void> {
     const key = `${rp.namespace}/${rp.name}`;
     this.#running.delete(key);
+    clearTimeout(rp.readiness.timer);
+    rp.readiness.ready = false;
     await rp.process.stop(5000);
     await clearNetns(rp.netns);
     this.#rules.delete(rp.netns);
     this.#kubeIp.delete(`${key}/${rp.uid}`);
-    this.#o.vclusters.release(key);
+    if (!o.keepSlot) {
+      this.#o.vclusters.release(key);
+      this.#history.delete(rp.uid);
+    }
+  }
+
+  /**
+   * The readiness probe as the kubelet's prober runs it: after `initialDelaySeconds`, every
+   * `periodSeconds` (10), each try bounded by `timeoutSeconds` (1); Ready after
+   * `successThreshold` (1) successes in a row, not Ready after `failureThreshold` (3) failures in
+   * a row. Each change is reported on the pod.
+   */
+  #probe(rp: RunningPod, probe: V1Probe | undefined): void {
+    if (!runsProbe(probe)) {
+      if (probe)
+        this.#o.log?.(
+          `runtime pod ${rp.namespace}/${rp.name}: readiness probe not run here (exec/grpc); Ready when started`,
+        );
+      return;
+    }
+    const r = rp.readiness;
+    const periodMs = (probe.periodSeconds ?? 10) * 1000;
+    const tick = async (): Promise<void> => {
+      if (this.#running.get(`${rp.namespace}/${rp.name}`) !== rp || !rp.process.running()) return;
+      const ok = await probeOnce(probe, rp.ip, rp.ports);
+      if (this.#running.get(`${rp.namespace}/${rp.name}`) !== rp || !rp.process.running()) return;
+      if (ok) {
+        r.failures = 0;
+        r.successes += 1;
+      } else {
+        r.successes = 0;
+        r.failures += 1;
+      }
+      const ready = r.ready ? r.failures < (probe.failureThreshold ?? 3) : r.successes >= (probe.successThreshold ?? 1);
+      if (ready !== r.ready) {
+        r.ready = ready;
+        this.#o.log?.(`runtime pod ${rp.namespace}/${rp.name}: ${ready ? 'Ready' : 'not Ready'} (readiness probe)`);
+        await this.#report(rp).catch((err: unknown) =>
+          this.#o.log?.(
+            `runtime pod ${rp.namespace}/${rp.name}: status: ${err instanceof Error ? err.message : String(err)}`,
+          ),
+        );
+      }
+      r.timer = setTimeout(() => void tick(), periodMs);
+    };
+    r.timer = setTimeout(() => void tick(), (probe.initialDelaySeconds ?? 0) * 1000);
+  }
+
+  /** The Ready condition, phase and restarts the pod's status should show for `rp`. */
+  #statusCurrent(pod: V1Pod, rp: RunningPod): boolean {
+    const st = pod.status;
+    const ready = st?.conditions?.find((c) => c.type === 'Ready')?.status === (rp.readiness.ready ? 'True' : 'False');
+    const cs = st?.containerStatuses?.find((c) => c.name === rp.container);
+    return (
+      st?.phase === 'Running' &&
+      ready &&
+      cs?.restartCount === rp.restartCount &&
+      cs.state?.running !== undefined &&
+      st.podIP === rp.ip
+    );
+  }
+
+  /**
+   * Writes the pod's status as a kubelet reports it: Running at the pod's address with the
+   * container's start time and readiness, or, with `ended`, the container's exit: not Ready,
+   * waiting to restart with the exit as its last state, or (a pod that does not restart)
+   * Succeeded/Failed with the exit as its state.
+   */
+  async #report(rp: RunningPod, ended?: Termination): Promise<void> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const pod = await this.#core
+        .readNamespacedPodStatus({ name: rp.name, namespace: rp.namespace })
+        .catch(() => undefined);
+      if (!pod || pod.metadata?.uid !== rp.uid || pod.metadata.deletionTimestamp) return;
+      const finished = ended !== undefined && this.#ran.has(rp.uid);
+      const ready = !ended && rp.readiness.ready;
+      const now = new Date();
+      const old = new Map((pod.status?.conditions ?? []).map((c) => [c.type, c]));
+      const condition = (type: string, status: 'True' | 'False', reason?: string): V1PodCondition => {
+        const before = old.get(type);
+        return {
+          type,
+          status,
+          lastTransitionTime: before?.status === status && before.lastTransitionTime ? before.lastTransitionTime : now,
+          ...(reason ? { reason } : {}),
+        };
+      };
+      const state: V1ContainerState = !ended
+        ? { running: { startedAt: new Date(rp.startedAt) } }
+        : finished
+          ? terminatedState(ended)
+          : {
+              waiting: { reason: 'CrashLoopBackOff', message: `back-off restarting failed container ${rp.container}` },
+            };
+      const last = finished ? undefined : (ended ?? rp.lastTerminated);
+      pod.status = {
+        ...pod.status,
+        phase: finished ? (ended.exitCode === 0 ? 'Succeeded' : 'Failed') : 'Running',
+        podIP: rp.ip,
+        podIPs: [{ ip: rp.ip }],
+        hostIP: this.#o.network.hostIp,
+        hostIPs: [{ ip: this.#o.network.hostIp }],
+        startTime: pod.status?.startTime ?? new Date(rp.startedAt),
+        conditions: [
+          condition('PodScheduled', 'True'),
+          condition('Initialized', 'True'),
+          condition(
+            'ContainersReady',
+            ready ? 'True' : 'False',
+            ready ? undefined : finished ? 'PodCompleted' : 'ContainersNotReady',
+          ),
+          condition(
+            'Ready',
+            ready ? 'True' : 'False',
+            ready ? undefined : finished ? 'PodCompleted' : 'ContainersNotReady',
+          ),
+        ],
+        // Init containers do not run here (docs/e2e.md): reported completed, as KWOK did.
+        initContainerStatuses: (pod.spec?.initContainers ?? []).map((c) => ({
+          name: c.name,
+          image: c.image ?? '',
+          imageID: '',
+          ready: true,
+          restartCount: 0,
+          state: { terminated: { exitCode: 0, reason: 'Completed', startedAt: now, finishedAt: now } },
+        })),
+        containerStatuses: (pod.spec?.containers ?? []).map((c) =>
+          c.name === rp.container
+            ? {
+                name: c.name,
+                image: c.image ?? '',
+                imageID: '',
+                ready,
+                started: !ended,
+                restartCount: rp.restartCount,
+                state,
+                ...(last ? { lastState: terminatedState(last) } : {}),
+              }
+            : {
+                // One container per pod runs here (the charts' pods that run have one).
+                name: c.name,
+                image: c.image ?? '',
+                imageID: '',
+                ready: false,
+                started: false,
+                restartCount: 0,
+                state: { waiting: { reason: 'NotRun', message: 'the runtime pods runner runs one container per pod' } },
+              },
+        ),
+      };
+      try {
+        await this.#core.replaceNamespacedPodStatus({ name: rp.name, namespace: rp.namespace, body: pod });
+        return;
+      } catch (err) {
+        // Changed meanwhile (409): read again; gone (404): nothing to report.
+        const code = (err as { code?: number }).code;
+        if (code === 404) return;
+        if (code !== 409) throw err;
+      }
+    }
   }
 
   async stop(): Promise<void> {

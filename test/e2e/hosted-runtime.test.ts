@@ -360,7 +360,6 @@ await provisioningSuite(
       const tenantView = () => e2e.api.expectStatus('GET /v1/tenants/:id', { params: { id: tenantId } }, 200);
       // 0. The tenant's webhook URL, and an event source behind its request router's /webhooks/*
       // (a stand-in: no Argo Events process runs here), first seen working while awake.
-      runner.runImageAs(EVENT_SOURCE_IMAGE, EVENT_SOURCE_SCRIPT);
       const events = kube(await e2e.tenantKubeconfig(tenantId));
       const labels = { 'eventsource-name': 'webhook' };
       await events.apps.createNamespacedDeployment({
@@ -851,5 +850,5 @@ await provisioningSuite(
       },
     );
   },
-  { runtimePods: true },
+  { runtimePods: { standIns: { [EVENT_SOURCE_IMAGE]: EVENT_SOURCE_SCRIPT } } },
 );
