@@ -1,5 +1,6 @@
 /**
- * The app-proxy's HTTP app. Every route but /healthz requires the control plane's request token
+ * The app-proxy's HTTP app. Every route but /healthz and /readyz (its Deployment's liveness and
+ * readiness probes: it is ready once it serves) requires the control plane's request token
  * (x-hrt-request-token): a request that did not come through the control plane gets 401. The
  * routes: runtime information, the actions on Argo objects, the managed-cluster check
  * (managed-clusters.ts) and an Application's diff from the Source Server (diff.ts).
@@ -57,6 +58,7 @@ export async function buildAppProxy(opts: AppProxyOptions): Promise<FastifyInsta
   });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/readyz', async () => ({ status: 'ok' }));
 
   await app.register(async (api) => {
     api.addHook('onRequest', async (request, reply) => {
