@@ -61,11 +61,13 @@ import { RUNTIME_AGENTS } from '../runtime/component/agents.ts';
 import {
   CoreV1Api,
   type KubeConfig,
+  type V1ConfigMap,
   type V1Container,
   type V1ContainerState,
   type V1Pod,
   type V1PodCondition,
   type V1Probe,
+  type V1Secret,
   type V1Service,
 } from '@kubernetes/client-node';
 import { execFile } from 'node:child_process';
@@ -73,7 +75,7 @@ import { existsSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { constants as osConstants } from 'node:os';
-import { chmod, chown, mkdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -92,6 +94,8 @@ const NAMESPACE_ANNOTATION = 'vcluster.loft.sh/object-namespace';
 const MANAGED_BY_LABEL = 'vcluster.loft.sh/managed-by';
 /** Pods started at once (a kubelet starts a node's pods in parallel). */
 const START_PARALLELISM = 8;
+/** How often the runner looks for pods to start (a start does not wait for the next look). */
+const POLL_MS = 300;
 
 /** What the runner needs of the vclusters (sandbox/vcluster-pods.ts `VclusterPods`). */
 export type PodVclusters = Pick<VclusterPods, 'namespaces' | 'allocate' | 'release'> & {
@@ -146,6 +150,14 @@ interface Program {
   env: Record<string, string>;
   /** Set over the pod's environment: what the image has that this machine does not. */
   forcedEnv?: Record<string, string>;
+  /** A folder of programs the image has on its PATH, bound read-only at /run/hrt-pod/bin. */
+  bin?: string;
+  /**
+   * Ports the program binds on the pod's loopback only where the image binds all addresses:
+   * forwarded from the pod's address to 127.0.0.1 in its network namespace, so its probe and its
+   * Service reach them as in the image.
+   */
+  loopbackPorts?: number[];
   cwd: string;
 }
 
@@ -174,6 +186,77 @@ export interface RunningPod {
   /** The pod's folder, and its hosts file as last written. */
   dir: string;
   hosts: string;
+  /** The `kubernetes` Service's address in the pod's environment (vcluster writes it). */
+  kubernetesIp?: string | undefined;
+  /** Program.loopbackPorts. */
+  loopbackPorts: number[];
+  timings: StartTimings;
+}
+
+/** Where a pod's start went (ms): see `RuntimePods.startTimings`. */
+export interface StartTimings {
+  env: number;
+  volumes: number;
+  files: number;
+  netns: number;
+  /** From the spawn to the container's exec (mounts and routing in runtime-pod.sh). */
+  exec: number | undefined;
+  /** From the start's beginning to the spawn. */
+  total: number;
+}
+
+/** The table forwarding `ports` from the pod's address to its loopback (Program.loopbackPorts); route_localnet is on. */
+function loopbackTable(ports: number[]): string {
+  if (ports.length === 0) return '';
+  const rules = ports.map((p) => `    iifname "eth0" tcp dport ${p} dnat to 127.0.0.1:${p}`).join('\n');
+  return `table ip hrtpod\ndelete table ip hrtpod\ntable ip hrtpod {\n  chain pre {\n    type nat hook prerouting priority -100; policy accept;\n${rules}\n  }\n}\n`;
+}
+
+/** A bind mount of a pod: its source on this machine, its target in the pod. */
+interface Mount {
+  source: string;
+  target: string;
+  ro: boolean;
+  /** The machine's path of the target's mount point (inside an earlier mount's source, or the target). */
+  within: string | undefined;
+}
+
+/** `path` for an fstab field (whitespace and backslashes in octal, as fstab(5) reads them). */
+function fstabPath(path: string): string {
+  return path.replace(/[\s\\]/g, (ch) => `\\${ch.charCodeAt(0).toString(8).padStart(3, '0')}`);
+}
+
+/**
+ * The fstab of a pod's mounts, in order, after making each mount point (a folder, or an empty file
+ * for a file) where it will be: inside the source of an earlier mount that covers the target (so
+ * a volume mounted inside another finds its mount point there), else on the machine's own file
+ * system, once. Sources under the pod's folder are named under /run/hrt-pod, where the first
+ * mount puts the folder.
+ */
+async function fstab(mounts: Mount[], podDir: string): Promise<string> {
+  const lines: string[] = [];
+  for (const [i, m] of mounts.entries()) {
+    let within = m.target;
+    for (const earlier of mounts.slice(0, i))
+      if (m.target.startsWith(`${earlier.target}/`) && (!m.within || earlier.target.length > m.within.length)) {
+        m.within = earlier.target;
+        within = join(earlier.source, m.target.slice(earlier.target.length));
+      }
+    const isDir = (await stat(m.source)).isDirectory();
+    const there = await stat(within).catch(() => undefined);
+    if (isDir) {
+      if (there && !there.isDirectory())
+        throw new Error(`${m.target} exists and is not a folder; cannot mount a volume there`);
+      if (!there) await mkdir(within, { recursive: true });
+    } else if (!there) {
+      await mkdir(dirname(within), { recursive: true });
+      await writeFile(within, '', { flag: 'a' });
+    }
+    const source =
+      i > 0 && m.source.startsWith(`${podDir}/`) ? `/run/hrt-pod/${m.source.slice(podDir.length + 1)}` : m.source;
+    lines.push(`${fstabPath(source)} ${fstabPath(m.target)} none ${m.ro ? 'bind,ro' : 'bind'} 0 0`);
+  }
+  return `${lines.join('\n')}\n`;
 }
 
 function imageName(image: string): string {
@@ -308,6 +391,8 @@ export class RuntimePods {
   readonly #starts = new Map<string, number>();
   /** Pods whose container waits to restart (`namespace/pod` → uid): their address slot is kept. */
   readonly #restarting = new Map<string, string>();
+  /** Starts under way (`namespace/pod`). */
+  readonly #starting = new Map<string, Promise<void>>();
   /** Per pod uid: its container's restarts and last exit (kept across restarts, as a kubelet keeps them). */
   readonly #history = new Map<string, { restarts: number; last?: Termination }>();
   readonly #notBefore = new Map<string, number>();
@@ -382,7 +467,7 @@ export class RuntimePods {
       } catch (err) {
         this.#o.log?.(`runtime pods: ${err instanceof Error ? err.message : String(err)}`);
       }
-      await sleep(this.#o.pollMs ?? 1000);
+      await sleep(this.#o.pollMs ?? POLL_MS);
     }
   }
 
@@ -413,9 +498,14 @@ export class RuntimePods {
           // The image has the one binary on PATH as `argocd` too: the repo-server gives git
           // credentials through it (GIT_ASKPASS=argocd, run as argocd-git-ask-pass). runtime-pod.sh
           // binds the build at /run/hrt-pod/bin, where the pod's user can reach it.
+          bin: this.#o.argocdBin,
+          // The build binds the application controller's metrics server (its readiness probe's
+          // /healthz) to 127.0.0.1, where the image binds 0.0.0.0 (scripts/argocd.sh).
+          ...(first === 'argocd-application-controller'
+            ? { loopbackPorts: [c.ports?.find((p) => p.name === 'metrics')?.containerPort ?? 8082] }
+            : {}),
           env: {
             ARGOCD_BINARY_NAME: first,
-            HRT_POD_BIN: this.#o.argocdBin,
             PATH: `/run/hrt-pod/bin:${process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}`,
           },
           // The image's gpg-wrapper.sh is not on this machine: GnuPG commit verification is off.
@@ -447,6 +537,7 @@ export class RuntimePods {
   }
 
   async #tick(): Promise<void> {
+    this.#reads = new Map();
     const namespaces = this.#o.vclusters.namespaces();
     const wanted = new Map<string, { pod: V1Pod; container: V1Container; program: Program }>();
     const services = new Map<string, V1Service[]>();
@@ -529,32 +620,66 @@ export class RuntimePods {
       }
       await this.#stopOne(rp);
     }
-    // Started side by side, as a kubelet starts a node's pods (a few at a time: each start runs a
-    // dozen short processes); their Services are routed once all have started, below.
+    // Started side by side and as soon as they are seen, as a kubelet starts a node's pods: each
+    // start goes on in the background (up to START_PARALLELISM at once) while the next rounds
+    // look for more; each writes its own routing, and the others' follow in the round after.
     const startable = [...wanted].filter(
       ([key, want]) =>
         !this.#running.has(key) &&
+        !this.#starting.has(key) &&
         !this.#stopped &&
         (this.#notBefore.get(key) ?? 0) <= Date.now() &&
         !this.#ran.has(want.pod.metadata!.uid!),
     );
-    const next = startable.values();
-    const worker = async (): Promise<void> => {
-      for (const [key, want] of next) {
-        if (this.#stopped) return;
-        try {
-          await this.#startOne(want.pod, want.container, want.program, services.get(want.pod.metadata!.namespace!)!);
-        } catch (err) {
+    for (const [key, want] of startable) {
+      if (this.#starting.size >= START_PARALLELISM) break;
+      const start = this.#startOne(
+        want.pod,
+        want.container,
+        want.program,
+        services.get(want.pod.metadata!.namespace!)!,
+      ).then(
+        () => {
+          this.#waiting.delete(key);
+        },
+        (err: unknown) => {
           const msg = err instanceof Error ? err.message : String(err);
           if (this.#waiting.get(key) !== msg) this.#o.log?.(`runtime pod ${key} waits: ${msg}`);
           this.#waiting.set(key, msg);
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(START_PARALLELISM, startable.length) }, worker));
+        },
+      );
+      this.#starting.set(
+        key,
+        start.finally(() => this.#starting.delete(key)),
+      );
+    }
     for (const key of [...this.#waiting.keys()])
-      if (!wanted.has(key) || this.#running.has(key)) this.#waiting.delete(key);
+      if (!wanted.has(key) || this.#running.has(key) || this.#starting.has(key)) this.#waiting.delete(key);
     for (const ns of namespaces) await this.#route(ns, services.get(ns) ?? []);
+  }
+
+  /**
+   * Secrets and ConfigMaps read for the pods started in one round, shared by them (the pods of a
+   * runtime mostly read the same few): one read each per round instead of one per pod.
+   */
+  #reads = new Map<string, Promise<V1Secret | V1ConfigMap | undefined>>();
+  #secret(namespace: string, name: string): Promise<V1Secret | undefined> {
+    const key = `secret/${namespace}/${name}`;
+    if (!this.#reads.has(key))
+      this.#reads.set(
+        key,
+        this.#core.readNamespacedSecret({ name, namespace }).catch(() => undefined),
+      );
+    return this.#reads.get(key) as Promise<V1Secret | undefined>;
+  }
+  #configMap(namespace: string, name: string): Promise<V1ConfigMap | undefined> {
+    const key = `configmap/${namespace}/${name}`;
+    if (!this.#reads.has(key))
+      this.#reads.set(
+        key,
+        this.#core.readNamespacedConfigMap({ name, namespace }).catch(() => undefined),
+      );
+    return this.#reads.get(key) as Promise<V1ConfigMap | undefined>;
   }
 
   async #env(pod: V1Pod, c: V1Container, ip: string): Promise<Record<string, string>> {
@@ -566,22 +691,15 @@ export class RuntimePods {
       if (!secrets.has(name))
         secrets.set(
           name,
-          await this.#core.readNamespacedSecret({ name, namespace: ns }).then(
-            (s) => Object.fromEntries(Object.keys(s.data ?? {}).map((k) => [k, decode(s.data, k)!])),
-            () => undefined,
+          await this.#secret(ns, name).then((s) =>
+            s ? Object.fromEntries(Object.keys(s.data ?? {}).map((k) => [k, decode(s.data, k)!])) : undefined,
           ),
         );
       return secrets.get(name);
     };
     const configMap = async (name: string) => {
       if (!configMaps.has(name))
-        configMaps.set(
-          name,
-          await this.#core.readNamespacedConfigMap({ name, namespace: ns }).then(
-            (m) => ({ ...(m.data ?? {}) }),
-            () => undefined,
-          ),
-        );
+        configMaps.set(name, await this.#configMap(ns, name).then((m) => (m ? { ...(m.data ?? {}) } : undefined)));
       return configMaps.get(name);
     };
     for (const from of c.envFrom ?? []) {
@@ -683,16 +801,12 @@ export class RuntimePods {
       out.set(v.name, join('volumes', v.name));
       const mode = 0o644;
       if (v.secret) {
-        const s = await this.#core
-          .readNamespacedSecret({ name: v.secret.secretName!, namespace: ns })
-          .catch(() => undefined);
+        const s = await this.#secret(ns, v.secret.secretName!);
         if (!s && !v.secret.optional) throw new Error(`Secret ${v.secret.secretName} (volume ${v.name}) is missing`);
         const data = Object.fromEntries(Object.keys(s?.data ?? {}).map((k) => [k, decode(s?.data, k)!]));
         await writeItems(target, data, v.secret.items, v.secret.defaultMode ?? mode);
       } else if (v.configMap) {
-        const m = await this.#core
-          .readNamespacedConfigMap({ name: v.configMap.name!, namespace: ns })
-          .catch(() => undefined);
+        const m = await this.#configMap(ns, v.configMap.name!);
         if (!m && !v.configMap.optional) throw new Error(`ConfigMap ${v.configMap.name} (volume ${v.name}) is missing`);
         await writeItems(target, m?.data ?? {}, v.configMap.items, v.configMap.defaultMode ?? mode);
       } else if (v.downwardAPI) {
@@ -705,16 +819,12 @@ export class RuntimePods {
       } else if (v.projected) {
         for (const src of v.projected.sources ?? []) {
           if (src.secret) {
-            const s = await this.#core
-              .readNamespacedSecret({ name: src.secret.name!, namespace: ns })
-              .catch(() => undefined);
+            const s = await this.#secret(ns, src.secret.name!);
             if (!s && !src.secret.optional) throw new Error(`Secret ${src.secret.name} (volume ${v.name}) is missing`);
             const data = Object.fromEntries(Object.keys(s?.data ?? {}).map((k) => [k, decode(s?.data, k)!]));
             await writeItems(target, data, src.secret.items, v.projected.defaultMode ?? mode);
           } else if (src.configMap) {
-            const m = await this.#core
-              .readNamespacedConfigMap({ name: src.configMap.name!, namespace: ns })
-              .catch(() => undefined);
+            const m = await this.#configMap(ns, src.configMap.name!);
             if (!m && !src.configMap.optional)
               throw new Error(`ConfigMap ${src.configMap.name} (volume ${v.name}) is missing`);
             await writeItems(target, m?.data ?? {}, src.configMap.items, v.projected.defaultMode ?? mode);
@@ -750,35 +860,75 @@ export class RuntimePods {
     const ip = this.#o.network.podIp(n);
     const dir = join(this.#o.dir, ns, name);
     let netns: string | undefined;
+    const began = Date.now();
+    let mark = began;
+    const timings: StartTimings = { env: 0, volumes: 0, files: 0, netns: 0, exec: undefined, total: 0 };
+    const lap = (phase: 'env' | 'volumes' | 'files' | 'netns') => {
+      const now = Date.now();
+      timings[phase] = now - mark;
+      mark = now;
+    };
     try {
       const env = await this.#env(pod, c, ip);
+      lap('env');
       await mkdir(dir, { recursive: true });
       const volumes = await this.#volumes(pod, dir, uid, gid, ip);
-      const mounts: string[] = [];
+      lap('volumes');
+      const home = join(dir, 'home');
+      await mkdir(home, { recursive: true });
+      await chown(home, uid, gid);
+      // The pod's folder at /run/hrt-pod, the image's programs, its volumes, its hosts and
+      // resolv.conf, in mount order (runtime-pod.sh mounts them with one `mount --all`).
+      const mounts: Mount[] = [{ source: dir, target: '/run/hrt-pod', ro: false, within: undefined }];
+      if (program.bin) {
+        await mkdir(join(dir, 'bin'), { recursive: true });
+        mounts.push({ source: program.bin, target: '/run/hrt-pod/bin', ro: true, within: undefined });
+      }
       for (const m of c.volumeMounts ?? []) {
         const src = volumes.get(m.name);
         // vcluster's own /etc/hosts (an init container writes it) is the runner's hosts file here.
         if (!src || m.mountPath === '/etc/hosts') continue;
-        mounts.push(`${m.subPath ? join(src, m.subPath) : src}\t${m.mountPath}\t${m.readOnly ? 'ro' : 'rw'}`);
+        mounts.push({
+          source: join(dir, m.subPath ? join(src, m.subPath) : src),
+          target: m.mountPath,
+          ro: !!m.readOnly,
+          within: undefined,
+        });
       }
-      const home = join(dir, 'home');
-      await mkdir(home, { recursive: true });
-      await chown(home, uid, gid);
       // The image's working directory (Argo CD's /home/argocd, Redis's /data) is the pod's own.
-      if (program.cwd !== REPO_ROOT) mounts.push(`home\t${program.cwd}\trw`);
+      if (program.cwd !== REPO_ROOT) mounts.push({ source: home, target: program.cwd, ro: false, within: undefined });
       const hosts = this.#hosts(pod, ip, services);
-      await writeFile(join(dir, 'hosts'), hosts);
+      await writeFile(join(dir, 'hosts'), hosts, { mode: 0o644 });
       // No DNS server: names resolve through the hosts file; any other lookup fails at once.
-      await writeFile(join(dir, 'resolv.conf'), 'nameserver 127.0.0.1\noptions ndots:1 attempts:1 timeout:1\n');
+      await writeFile(join(dir, 'resolv.conf'), 'nameserver 127.0.0.1\noptions ndots:1 attempts:1 timeout:1\n', {
+        mode: 0o644,
+      });
       await chmod(join(dir, 'hosts'), 0o644);
       await chmod(join(dir, 'resolv.conf'), 0o644);
-      mounts.push('hosts\t/etc/hosts\tro', 'resolv.conf\t/etc/resolv.conf\tro');
-      await writeFile(join(dir, 'mounts'), `${mounts.join('\n')}\n`);
+      mounts.push(
+        { source: join(dir, 'hosts'), target: '/etc/hosts', ro: true, within: undefined },
+        { source: join(dir, 'resolv.conf'), target: '/etc/resolv.conf', ro: true, within: undefined },
+      );
+      await writeFile(join(dir, 'fstab'), await fstab(mounts, dir));
+      await rm(join(dir, 'exec-at'), { force: true });
+      // The pod's Service routing, with itself among the endpoints, applied before its container
+      // starts (runtime-pod.sh): its first connection is routed.
+      const ports = new Map<string, number>();
+      for (const p of c.ports ?? []) if (p.name) ports.set(p.name, p.containerPort);
+      const kubernetesIp = c.env?.find((e) => e.name === 'KUBERNETES_SERVICE_HOST')?.value;
+      const labels = { ...(pod.metadata?.labels ?? {}) };
+      const loopbackPorts = program.loopbackPorts ?? [];
+      const table =
+        this.#table(ns, services, [
+          ...this.pods(ns).filter((p) => p.process.running()),
+          { ip, ports, labels, kubernetesIp },
+        ]) + loopbackTable(loopbackPorts);
+      await writeFile(join(dir, 'nft'), table);
+      lap('files');
 
       netns = await createPodNetns(this.#o.network, n);
-      this.#rules.delete(netns);
-      // Loopback addresses may be routed out of eth0 (the DNAT to the control plane's relay).
-      await run('ip', ['netns', 'exec', netns, 'sysctl', '-q', '-w', 'net.ipv4.conf.all.route_localnet=1']);
+      this.#rules.set(netns, table);
+      lap('netns');
       const starts = (this.#starts.get(key) ?? 0) + 1;
       this.#starts.set(key, starts);
       const history = this.#history.get(pod.metadata!.uid!);
@@ -817,8 +967,8 @@ export class RuntimePods {
           },
         },
       );
-      const ports = new Map<string, number>();
-      for (const p of c.ports ?? []) if (p.name) ports.set(p.name, p.containerPort);
+      const startedAt = Date.now();
+      timings.total = startedAt - began;
       this.#running.set(key, {
         namespace: ns,
         name,
@@ -833,27 +983,47 @@ export class RuntimePods {
         netns,
         process: proc,
         starts,
-        startedAt: Date.now(),
+        startedAt,
         restartCount: history?.restarts ?? 0,
         lastTerminated: history?.last,
         readiness: { ready: !runsProbe(c.readinessProbe), successes: 0, failures: 0 },
-        labels: { ...(pod.metadata?.labels ?? {}) },
+        labels,
         ports,
+        kubernetesIp,
+        loopbackPorts,
         pod,
         dir,
         hosts,
+        timings,
       });
       const rp = this.#running.get(key)!;
+      this.#o.log?.(
+        `runtime pod ${key} (${pod.metadata?.annotations?.[NAMESPACE_ANNOTATION] ?? '?'}/${pod.metadata?.annotations?.[NAME_ANNOTATION] ?? '?'}): ${basename(program.command)}${program.env.ARGOCD_BINARY_NAME ? ` as ${program.env.ARGOCD_BINARY_NAME}` : ''} at ${ip}${starts > 1 ? `, start ${starts}` : ''} (${timings.total} ms: env ${timings.env}, volumes ${timings.volumes}, files ${timings.files}, netns ${timings.netns})`,
+      );
       await this.#report(rp);
       this.#probe(rp, c.readinessProbe);
-      this.#o.log?.(
-        `runtime pod ${key} (${pod.metadata?.annotations?.[NAMESPACE_ANNOTATION] ?? '?'}/${pod.metadata?.annotations?.[NAME_ANNOTATION] ?? '?'}): ${basename(program.command)}${program.env.ARGOCD_BINARY_NAME ? ` as ${program.env.ARGOCD_BINARY_NAME}` : ''} at ${ip}${starts > 1 ? `, start ${starts}` : ''}`,
-      );
     } catch (err) {
       if (netns) await clearNetns(netns);
       this.#o.vclusters.release(key);
       throw err;
     }
+  }
+
+  /**
+   * Each running pod's start, by phase (ms): the environment's and the volumes' reads and files,
+   * the pod's other files, its network namespace, and from the spawn to the container's exec
+   * (runtime-pod.sh's mounts and routing; read from the pod's `exec-at`, undefined until then).
+   */
+  async startTimings(namespace?: string): Promise<Array<{ pod: RunningPod; timings: StartTimings }>> {
+    const out: Array<{ pod: RunningPod; timings: StartTimings }> = [];
+    for (const p of this.pods(namespace)) {
+      if (p.timings.exec === undefined) {
+        const at = await readFile(join(p.dir, 'exec-at'), 'utf8').catch(() => '');
+        if (at.trim()) p.timings.exec = Math.round(Number(at.trim()) * 1000) - p.startedAt;
+      }
+      out.push({ pod: p, timings: { ...p.timings } });
+    }
+    return out;
   }
 
   /** The pod's /etc/hosts: itself, its hostAliases (the `kubernetes` Service), every Service by its virtual names. */
@@ -888,6 +1058,31 @@ export class RuntimePods {
       await writeFile(join(p.dir, 'hosts'), hosts, { flag: 'w' });
       p.hosts = hosts;
     }
+    const shared = this.#table(ns, services, pods);
+    // Each pod's table is its own network namespace's: written side by side.
+    await Promise.all(
+      pods.map(async (p) => {
+        const table = shared + loopbackTable(p.loopbackPorts);
+        if (this.#rules.get(p.netns) === table) return;
+        const file = join(this.#o.dir, ns, `${p.name}.nft`);
+        await writeFile(file, table);
+        try {
+          await run('ip', ['netns', 'exec', p.netns, 'nft', '-f', file]);
+          this.#rules.set(p.netns, table);
+        } catch (err) {
+          const e = err as { stderr?: string; message: string };
+          this.#o.log?.(`runtime pod ${ns}/${p.name}: nft: ${(e.stderr ?? e.message).trim()}`);
+        }
+      }),
+    );
+  }
+
+  /** The nftables table of the pods of `ns` with `pods` as the running endpoints. */
+  #table(
+    ns: string,
+    services: V1Service[],
+    pods: Array<Pick<RunningPod, 'ip' | 'ports' | 'labels' | 'kubernetesIp'>>,
+  ): string {
     const vc = this.#o.vclusters.get(ns);
     const rules: string[] = [];
     /** Service ports with no endpoint running: refused at once, as kube-proxy refuses them. */
@@ -918,10 +1113,7 @@ export class RuntimePods {
         rules.push(`    ip daddr ${clusterIp} tcp dport ${port.port} dnat to ${to}`);
       }
     }
-    for (const p of pods) {
-      const host = await this.#kubernetesIp(p);
-      if (host) kubeIps.add(host);
-    }
+    for (const p of pods) if (p.kubernetesIp) kubeIps.add(p.kubernetesIp);
     if (vc) for (const kip of kubeIps) rules.push(`    ip daddr ${kip} tcp dport 443 dnat to ${vc.ip}:8443`);
     // The control plane's loopback ports, as a pod on the host network would reach them.
     for (const port of this.#o.hostPorts)
@@ -929,36 +1121,11 @@ export class RuntimePods {
     // A Service port whose pods do not run yet is refused (a TCP reset), as kube-proxy's nftables
     // mode refuses a Service without endpoints: a client sees ECONNREFUSED at once instead of a
     // connection to nowhere that waits out its timeout (the request router's is 30 s).
-    const table =
+    return (
       `table ip hrt\ndelete table ip hrt\ntable ip hrt {\n  chain out {\n    type nat hook output priority -100; policy accept;\n${rules.join('\n')}\n  }\n` +
       `  chain refuse {\n    type filter hook output priority 0; policy accept;\n${rejects.join('\n')}\n  }\n` +
-      `  chain post {\n    type nat hook postrouting priority 100; policy accept;\n    oifname "eth0" ip saddr 127.0.0.0/8 masquerade\n  }\n}\n`;
-    // Each pod's table is its own network namespace's: written side by side.
-    await Promise.all(
-      pods.map(async (p) => {
-        if (this.#rules.get(p.netns) === table) return;
-        const file = join(this.#o.dir, ns, `${p.name}.nft`);
-        await writeFile(file, table);
-        try {
-          await run('ip', ['netns', 'exec', p.netns, 'nft', '-f', file]);
-          this.#rules.set(p.netns, table);
-        } catch (err) {
-          const e = err as { stderr?: string; message: string };
-          this.#o.log?.(`runtime pod ${ns}/${p.name}: nft: ${(e.stderr ?? e.message).trim()}`);
-        }
-      }),
+      `  chain post {\n    type nat hook postrouting priority 100; policy accept;\n    oifname "eth0" ip saddr 127.0.0.0/8 masquerade\n  }\n}\n`
     );
-  }
-
-  readonly #kubeIp = new Map<string, string>();
-  async #kubernetesIp(p: RunningPod): Promise<string | undefined> {
-    const key = `${p.namespace}/${p.name}/${p.uid}`;
-    if (this.#kubeIp.has(key)) return this.#kubeIp.get(key);
-    const pod = await this.#core.readNamespacedPod({ name: p.name, namespace: p.namespace }).catch(() => undefined);
-    const c = pod?.spec?.containers?.find((x) => x.name === p.container);
-    const host = c?.env?.find((e) => e.name === 'KUBERNETES_SERVICE_HOST')?.value;
-    if (host) this.#kubeIp.set(key, host);
-    return host;
   }
 
   async #stopOne(rp: RunningPod, o: { keepSlot?: boolean } = {}): Promise<void> {
@@ -969,7 +1136,6 @@ export class RuntimePods {
     await rp.process.stop(5000);
     await clearNetns(rp.netns);
     this.#rules.delete(rp.netns);
-    this.#kubeIp.delete(`${key}/${rp.uid}`);
     if (!o.keepSlot) {
       this.#o.vclusters.release(key);
       this.#history.delete(rp.uid);
@@ -1135,6 +1301,7 @@ export class RuntimePods {
   async stop(): Promise<void> {
     this.#stopped = true;
     await this.#loop;
+    await Promise.all(this.#starting.values());
     await Promise.allSettled([...this.#running.values()].map((rp) => this.#stopOne(rp)));
     for (const socket of this.#relayed) socket.destroy();
     await Promise.all(this.#relays.map((s) => new Promise<void>((ok) => s.close(() => ok()))));
