@@ -92,8 +92,12 @@ const ARGOCD_SERVERS = new Set(['argocd-application-controller', 'argocd-repo-se
 const NAME_ANNOTATION = 'vcluster.loft.sh/object-name';
 const NAMESPACE_ANNOTATION = 'vcluster.loft.sh/object-namespace';
 const MANAGED_BY_LABEL = 'vcluster.loft.sh/managed-by';
-/** Pods started at once (a kubelet starts a node's pods in parallel). */
-const START_PARALLELISM = 8;
+/**
+ * Pods started at once (a kubelet starts a node's pods in parallel): a runtime's pods all at once
+ * now that a start is a few processes (eight before; the Argo CD server was in a wake's second
+ * round).
+ */
+const START_PARALLELISM = 16;
 /** How often the runner looks for pods to start (a start does not wait for the next look). */
 const POLL_MS = 300;
 
