@@ -1,10 +1,11 @@
 /**
  * Test-data builders for operations: the states a reconciler would have moved them to, without
  * running it. Where the store has a function for the write (an operation ended), the builder calls
- * it; where it has none, this module is the one place of the tests that writes the SQL.
+ * it; where it has none, this module is the one place of the tests that writes the SQL. The reader
+ * (tenantOperations) reads through the store.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
-import { finishOperation } from '../../provisioner/store/operations.ts';
+import { finishOperation, listOperations, type Operation } from '../../provisioner/store/operations.ts';
 import type { OperationKind, OperationState } from '../../provisioner/store/states.ts';
 
 const idList = (ids: string | readonly string[]): readonly string[] => (typeof ids === 'string' ? [ids] : ids);
@@ -93,4 +94,23 @@ export async function insertPastOperation(db: Queryable, tenantId: string, p: Pa
     [tenantId, p.kind, p.generation ?? 1, p.fromVersion, p.toVersion, p.state, p.createdSecondsAgo, p.durationSeconds],
   );
   return rows[0]!.id;
+}
+
+/** Which of a tenant's operations tenantOperations answers; each field left out selects all. */
+export interface OperationFilter {
+  kind?: OperationKind;
+  /** Any of these states. */
+  states?: readonly OperationState[];
+  toVersion?: string;
+}
+
+/** A tenant's operations (the store's read), oldest first; those `f` selects when told. */
+export async function tenantOperations(db: Queryable, tenantId: string, f: OperationFilter = {}): Promise<Operation[]> {
+  const ops = (await listOperations(db, tenantId, { limit: 100_000 })).reverse();
+  return ops.filter(
+    (o) =>
+      (f.kind === undefined || o.kind === f.kind) &&
+      (f.states === undefined || f.states.includes(o.state)) &&
+      (f.toVersion === undefined || o.toVersion === f.toVersion),
+  );
 }
