@@ -89,3 +89,11 @@ export async function auditCountsByAction(db: Queryable, f: AuditFilter = {}): P
   );
   return Object.fromEntries(rows.map((r) => [r.action, r.n]));
 }
+
+/**
+ * Drops the audit log, so that every write that audits fails from then on (a database broken on
+ * purpose, for the error path of a file's own throwaway database).
+ */
+export async function dropAuditLog(db: Queryable): Promise<void> {
+  await db.query('DROP TABLE audit_log');
+}

@@ -2,10 +2,10 @@
  * Test-data builders for operations: the states a reconciler would have moved them to, without
  * running it. Where the store has a function for the write (an operation ended), the builder calls
  * it; where it has none, this module is the one place of the tests that writes the SQL. The reader
- * (tenantOperations) reads through the store.
+ * (tenantOperations, tenantLogLines) read through the store.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
-import { finishOperation, listOperations, type Operation } from '../../provisioner/store/operations.ts';
+import { finishOperation, listOperations, readLog, type Operation } from '../../provisioner/store/operations.ts';
 import type { OperationKind, OperationState } from '../../provisioner/store/states.ts';
 
 const idList = (ids: string | readonly string[]): readonly string[] => (typeof ids === 'string' ? [ids] : ids);
@@ -113,4 +113,12 @@ export async function tenantOperations(db: Queryable, tenantId: string, f: Opera
       (f.states === undefined || f.states.includes(o.state)) &&
       (f.toVersion === undefined || o.toVersion === f.toVersion),
   );
+}
+
+/** Every log line of a tenant's operations (the store's read), oldest operation first. */
+export async function tenantLogLines(db: Queryable, tenantId: string): Promise<string[]> {
+  const lines: string[] = [];
+  for (const op of await tenantOperations(db, tenantId))
+    for (const l of await readLog(db, op.id, 0, 100_000)) lines.push(l.line);
+  return lines;
 }

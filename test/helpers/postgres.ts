@@ -59,3 +59,32 @@ export async function createTestDatabase(opts: { migrate?: boolean } = {}): Prom
     },
   };
 }
+
+/** A connection of its own that LISTENs on a channel: what the product NOTIFYs there, seen by a test. */
+export interface Listener {
+  /** Resolves with the payload once a notification carrying it has come (since the listener started). */
+  notified(payload: string): Promise<string>;
+  end(): Promise<void>;
+}
+
+/** LISTENs on `channel` of the database at `url` on a connection of its own (answers once it listens). */
+export async function listenTo(url: string, channel: string): Promise<Listener> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const seen = new Set<string>();
+  const waiting = new Map<string, Array<(payload: string) => void>>();
+  client.on('notification', (n) => {
+    const payload = n.payload ?? '';
+    seen.add(payload);
+    for (const resolve of waiting.get(payload) ?? []) resolve(payload);
+    waiting.delete(payload);
+  });
+  await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+  return {
+    notified: (payload) =>
+      seen.has(payload)
+        ? Promise.resolve(payload)
+        : new Promise((resolve) => waiting.set(payload, [...(waiting.get(payload) ?? []), resolve])),
+    end: () => client.end(),
+  };
+}
