@@ -55,7 +55,6 @@ const STILL_TO_MOVE = new Set([
   'test/integration/api/app-history-bytes.test.ts',
   'test/integration/api/cli-fleet.test.ts',
   'test/integration/api/cli-signup.test.ts',
-  'test/integration/api/cli.test.ts',
   'test/integration/api/clusters-keys-versions.test.ts',
   'test/integration/api/fleet-skip-gate.test.ts',
   'test/integration/api/hot-reads.test.ts',
