@@ -58,7 +58,6 @@ const STILL_TO_MOVE = new Set([
   'test/integration/api/clusters-keys-versions.test.ts',
   'test/integration/api/fleet-skip-gate.test.ts',
   'test/integration/api/hot-reads.test.ts',
-  'test/integration/api/housekeeping-loops.test.ts',
   'test/integration/api/hybrid-reports.test.ts',
   'test/integration/api/hybrid-upgrader.test.ts',
   'test/integration/api/managed-cluster-probe.test.ts',
@@ -66,7 +65,6 @@ const STILL_TO_MOVE = new Set([
   'test/integration/api/runtime-events-digests.test.ts',
   'test/integration/api/runtime-object-purge.test.ts',
   'test/integration/api/runtime-objects.test.ts',
-  'test/integration/api/runtime-tunnel-replicas.test.ts',
   'test/integration/api/runtimes.test.ts',
   'test/integration/api/signup.test.ts',
   'test/integration/api/tenant-budgets.test.ts',
@@ -82,9 +80,7 @@ const STILL_TO_MOVE = new Set([
   'test/integration/reconciler/operation-log-lines.test.ts',
   'test/integration/reconciler/resync-requests.test.ts',
   'test/integration/reconciler/server.test.ts',
-  'test/integration/runtime/hybrid-tunnel-replicas.test.ts',
   'test/integration/runtime/hybrid-upgrader-plan.test.ts',
-  'test/integration/runtime/relay-security.test.ts',
 ]);
 
 const FILES = [...sources('test'), ...sources('bench')];
