@@ -88,3 +88,9 @@ export async function listenTo(url: string, channel: string): Promise<Listener> 
     end: () => client.end(),
   };
 }
+
+/** The database's clock (what its leases and timestamps are compared with). */
+export async function databaseNow(db: pg.Pool | pg.PoolClient): Promise<Date> {
+  const { rows } = await db.query<{ now: Date }>('SELECT now() AS now');
+  return rows[0]!.now;
+}

@@ -255,6 +255,8 @@ export interface TenantRecord {
   /** The warm pool entry's runtime key (its id), while it is one. */
   pool_credential_id: string | null;
   runtime_token_enc: Buffer | null;
+  lease_owner: string | null;
+  lease_expires_at: Date | null;
   resync_requested_at: Date | null;
   resync_reason: string | null;
   created_at: Date;
@@ -263,6 +265,8 @@ export interface TenantRecord {
 /** Which tenants findTenants answers; each field left out selects all. */
 export interface TenantSelector {
   ids?: readonly string[];
+  /** Placed on this root cluster (by id). */
+  clusterId?: string;
   organization?: string;
   plan?: string;
   phase?: Phase;
@@ -284,6 +288,7 @@ export async function findTenants(db: Queryable, s: TenantSelector = {}): Promis
     where.push(clause.replace('?', `$${values.length}`));
   };
   if (s.ids !== undefined) add('t.id = ANY(?::uuid[])', s.ids);
+  if (s.clusterId !== undefined) add('t.cluster_id = ?', s.clusterId);
   if (s.organization !== undefined) add('t.organization = ?', s.organization);
   if (s.plan !== undefined) add('t.plan = ?', s.plan);
   if (s.phase !== undefined) add('t.phase = ?', s.phase);
