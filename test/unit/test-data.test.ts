@@ -54,7 +54,6 @@ const STILL_TO_MOVE = new Set([
   // advisory locks and triggers held to force a race or a failure.
   'test/integration/api/app-history-bytes.test.ts',
   'test/integration/api/cli-fleet.test.ts',
-  'test/integration/api/fleet-skip-gate.test.ts',
   'test/integration/api/hot-reads.test.ts',
   'test/integration/api/hybrid-reports.test.ts',
   'test/integration/api/hybrid-upgrader.test.ts',
@@ -65,7 +64,6 @@ const STILL_TO_MOVE = new Set([
   'test/integration/api/runtime-objects.test.ts',
   'test/integration/api/runtimes.test.ts',
   'test/integration/api/tenant-budgets.test.ts',
-  'test/integration/api/tenant-sleep.test.ts',
   'test/integration/infra/external-database.test.ts',
   'test/integration/reconciler/harness.ts',
   'test/integration/reconciler/leases.test.ts',
