@@ -65,14 +65,7 @@ const STILL_TO_MOVE = new Set([
   'test/integration/api/runtimes.test.ts',
   'test/integration/api/tenant-budgets.test.ts',
   'test/integration/infra/external-database.test.ts',
-  'test/integration/reconciler/harness.ts',
-  'test/integration/reconciler/leases.test.ts',
-  'test/integration/reconciler/lifecycle.test.ts',
   'test/integration/reconciler/log-follow.test.ts',
-  'test/integration/reconciler/memory-budget.test.ts',
-  'test/integration/reconciler/operation-log-lines.test.ts',
-  'test/integration/reconciler/resync-requests.test.ts',
-  'test/integration/reconciler/server.test.ts',
   'test/integration/runtime/hybrid-upgrader-plan.test.ts',
 ]);
 
