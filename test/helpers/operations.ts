@@ -163,3 +163,11 @@ export async function refuseCreateSuccess(db: Queryable): Promise<() => Promise<
     await db.query('DROP TRIGGER test_refuse ON operations; DROP FUNCTION test_refuse_success()');
   };
 }
+
+/**
+ * Whether a statement the pool was given is the store's read of an operation's state
+ * (operationState), for a test that counts a follower's polls on the real pool.
+ */
+export function isOperationStateRead(statement: unknown): boolean {
+  return typeof statement === 'string' && statement.startsWith('SELECT state FROM operations');
+}

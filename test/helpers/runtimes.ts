@@ -88,3 +88,15 @@ export async function runtimeRowIds(db: Queryable, tenantId: string): Promise<st
   ]);
   return rows.map((r) => r.id);
 }
+
+/** The tenant's event reporters' rows as stored: each replica and the oldest age of what it has pending. */
+export async function reporterRows(
+  db: Queryable,
+  tenantId: string,
+): Promise<Array<{ replica: string; oldest_pending_seconds: number | null }>> {
+  const { rows } = await db.query<{ replica: string; oldest_pending_seconds: number | null }>(
+    'SELECT replica, oldest_pending_seconds FROM runtime_reporters WHERE tenant_id = $1 ORDER BY replica',
+    [tenantId],
+  );
+  return rows;
+}
