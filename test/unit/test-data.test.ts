@@ -52,20 +52,14 @@ const STILL_TO_MOVE = new Set([
   'test/e2e/managed-clusters.test.ts',
   // Integration: reads of tenants, operations, keys, tunnels, fleet upgrades and the audit log;
   // advisory locks and triggers held to force a race or a failure.
-  'test/integration/api/app-history-bytes.test.ts',
-  'test/integration/api/cli-fleet.test.ts',
   'test/integration/api/hot-reads.test.ts',
   'test/integration/api/hybrid-reports.test.ts',
   'test/integration/api/hybrid-upgrader.test.ts',
-  'test/integration/api/managed-cluster-probe.test.ts',
   'test/integration/api/runtime-actions-audit.test.ts',
-  'test/integration/api/runtime-events-digests.test.ts',
   'test/integration/api/runtime-object-purge.test.ts',
-  'test/integration/api/runtime-objects.test.ts',
   'test/integration/api/runtimes.test.ts',
   'test/integration/api/tenant-budgets.test.ts',
   'test/integration/infra/external-database.test.ts',
-  'test/integration/reconciler/log-follow.test.ts',
   'test/integration/runtime/hybrid-upgrader-plan.test.ts',
 ]);
 
