@@ -97,3 +97,18 @@ export async function auditCountsByAction(db: Queryable, f: AuditFilter = {}): P
 export async function dropAuditLog(db: Queryable): Promise<void> {
   await db.query('DROP TABLE audit_log');
 }
+
+/**
+ * Makes the database refuse every audit row of a runtime action (`runtime.…`, a trigger raising an
+ * error), so that the audit write before the action fails; answers the undo.
+ */
+export async function refuseRuntimeAudits(db: Queryable): Promise<() => Promise<void>> {
+  await db.query(`
+    CREATE FUNCTION refuse_runtime_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'audit refused by the test'; END $$;
+    CREATE TRIGGER refuse_runtime_audit BEFORE INSERT ON audit_log
+      FOR EACH ROW WHEN (NEW.action LIKE 'runtime.%') EXECUTE FUNCTION refuse_runtime_audit();`);
+  return async () => {
+    await db.query('DROP TRIGGER refuse_runtime_audit ON audit_log; DROP FUNCTION refuse_runtime_audit();');
+  };
+}

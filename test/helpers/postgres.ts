@@ -94,3 +94,47 @@ export async function databaseNow(db: pg.Pool | pg.PoolClient): Promise<Date> {
   const { rows } = await db.query<{ now: Date }>('SELECT now() AS now');
   return rows[0]!.now;
 }
+
+/** A transaction held open on a connection of its own, with the locks it took, until released. */
+export interface HeldTransaction {
+  /** Ends the transaction (rolled back: it only held locks) and gives the connection back. */
+  release(): Promise<void>;
+}
+
+/**
+ * Opens a transaction on a connection of its own, lets `take` take its locks in it (the store's or
+ * db/'s lock functions, as another replica would), and holds them until `release()`.
+ */
+export async function holdTransaction(
+  pool: pg.Pool,
+  take: (c: pg.PoolClient) => Promise<unknown>,
+): Promise<HeldTransaction> {
+  const c = await pool.connect();
+  try {
+    await c.query('BEGIN');
+    await take(c);
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => {});
+    c.release();
+    throw err;
+  }
+  return {
+    release: async () => {
+      try {
+        await c.query('ROLLBACK');
+      } finally {
+        c.release();
+      }
+    },
+  };
+}
+
+/** How many advisory lock requests of this database (not the server's others) are waiting. */
+export async function waitingAdvisoryLocks(db: pg.Pool | pg.PoolClient): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM pg_locks
+      WHERE locktype = 'advisory' AND NOT granted
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+  );
+  return rows[0]!.n;
+}
