@@ -9,7 +9,8 @@
  * HEAD is answered as GET without a body.
  *
  * An agent with a server of its own (the event reporter's /metrics, the request router) calls
- * `handle(req, res)` first in its handler; the others serve `healthServer(health)` on their port.
+ * `handle(req, res)` first in its handler, one on a framework (the Source Server's fastify) routes
+ * to `answer(path)`; the others serve `healthServer(health)` on their port.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { LoopStatus } from '../../loops/health.ts';
@@ -140,18 +141,25 @@ export class AgentHealth {
     return { ...fields, ready: notReady.length === 0, notReady, loops };
   }
 
+  /** The answer to GET `/healthz` or `/readyz`: its status and JSON body (for an agent on a framework of its own). */
+  answer(path: '/healthz' | '/readyz'): { status: 200 | 503; body: Readiness | { status: 'ok' } } {
+    if (path === '/healthz') return { status: 200, body: { status: 'ok' } };
+    const ready = this.readiness();
+    return { status: ready.ready ? 200 : 503, body: ready };
+  }
+
   /** Answers GET/HEAD /healthz and /readyz (the query ignored); false for any other request. */
   handle(req: IncomingMessage, res: ServerResponse): boolean {
     const path = (req.url ?? '/').split('?', 1)[0];
     if ((path !== '/healthz' && path !== '/readyz') || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
-    const ready = path === '/readyz' ? this.readiness() : undefined;
-    const body = JSON.stringify(ready ?? { status: 'ok' }) + '\n';
-    res.writeHead(ready && !ready.ready ? 503 : 200, {
+    const { status, body } = this.answer(path);
+    const text = JSON.stringify(body) + '\n';
+    res.writeHead(status, {
       'content-type': 'application/json',
       'cache-control': 'no-store',
-      'content-length': Buffer.byteLength(body),
+      'content-length': Buffer.byteLength(text),
     });
-    res.end(req.method === 'HEAD' ? undefined : body);
+    res.end(req.method === 'HEAD' ? undefined : text);
     return true;
   }
 }
