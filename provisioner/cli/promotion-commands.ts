@@ -10,7 +10,7 @@ import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
 import type { ApiClient } from './client.ts';
 import { age, cellText, keyValues, table } from './format.ts';
-import type { RuntimeObject, RuntimeObjectPage } from '../http/api-types.ts';
+import type { RuntimeObject, RuntimeObjectPage } from '../api/types.ts';
 import type { ProductSummary, PromotionSummary } from '../../runtime/protocol/events.ts';
 
 type Path = 'products' | 'promotions';

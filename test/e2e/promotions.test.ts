@@ -51,7 +51,7 @@ import { loadPublicKey } from '../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../runtime/agents/app-proxy/runtime-info.ts';
 import { createRouter } from '../../runtime/agents/request-router/router.ts';
 import { connectRuntime } from '../helpers/runtime.ts';
-import type { RuntimeObjectPage } from '../../provisioner/http/api-types.ts';
+import type { RuntimeObjectPage } from '../../provisioner/api/types.ts';
 import { gitopsOperatorRbac, promotionCrds } from '../../runtime/component/promotion-crds.ts';
 import {
   PROMOTIONS_API_VERSION,

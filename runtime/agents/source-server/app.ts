@@ -2,8 +2,9 @@
  * The Source Server's HTTP app (inside the runtime; the event reporter and the app-proxy call it,
  * nothing outside the runtime reaches it):
  *
- *  - `GET /healthz`, `GET /readyz` (the same: when Argo CD or Git is down the Source Server still
- *    answers, with 503 and Retry-After, so it stays behind its Service and its callers hear why)
+ *  - `GET /healthz`, `GET /readyz` (runtime/agents/common/health.ts; it has no loops and is ready
+ *    while it answers: when Argo CD or Git is down the Source Server still answers, with 503 and
+ *    Retry-After, so it stays behind its Service and its callers hear why)
  *  - `GET /metrics`: Prometheus (cache hits, misses, bytes; answers by route and status)
  *  - `GET /v1/applications/:namespace/:name/change[?revision=R]` → ApplicationChange
  *  - `GET /v1/applications/:namespace/:name/diff[?revision=R]` → ApplicationDiff
@@ -27,6 +28,7 @@ import Fastify, {
 } from 'fastify';
 import client from 'prom-client';
 import { SOURCE_SERVER_PATH_PREFIX } from '../../protocol/sources.ts';
+import { AgentHealth } from '../common/health.ts';
 import { ArgoCdError } from './argocd.ts';
 import { ManifestGenerationFailed, type SourceService, UnsupportedSource } from './change.ts';
 import { GitError } from './git.ts';
@@ -183,8 +185,12 @@ export async function buildSourceServer(opts: SourceServerAppOptions): Promise<F
     return handle(err, request, reply, 'the request');
   });
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async () => ({ status: 'ok' }));
+  const health = new AgentHealth();
+  for (const path of ['/healthz', '/readyz'] as const)
+    app.get(path, async (_request, reply) => {
+      const { status, body } = health.answer(path);
+      return reply.code(status).header('cache-control', 'no-store').send(body);
+    });
   app.get('/metrics', async (_request, reply) =>
     reply.header('content-type', registry.contentType).send(await registry.metrics()),
   );
