@@ -1,15 +1,18 @@
 /**
- * Promotions with the GitOps Operator (docs/promotions.md), every part real but the Workflow
- * controller: a kube-apiserver with the real Argo CRDs and the promotion CRDs
- * (runtime/component/promotion-crds.ts); a real Argo CD (application controller, repo-server,
- * Redis) syncing a product's six Applications (web and api in dev, staging, prod) from one
- * configuration repository on a real Git server over HTTP with credentials (git's own
- * http-backend; the credentials in an Argo CD repository Secret, which the operator pushes with);
- * the operator as a process with its own ServiceAccount's token and Role.
+ * Promotions with the GitOps Operator (docs/promotions.md), every part real: a kube-apiserver with
+ * the controller-manager, scheduler and KWOK, the real Argo CRDs (the argo-workflows chart's for
+ * Workflows) and the promotion CRDs (runtime/component/promotion-crds.ts); a real Argo CD
+ * (application controller, repo-server, Redis) syncing a product's six Applications (web and api
+ * in dev, staging, prod) from one configuration repository on a real Git server over HTTP with
+ * credentials (git's own http-backend; the credentials in an Argo CD repository Secret, which the
+ * operator pushes with); the operator as a process with its own ServiceAccount's token and Role;
+ * a real Argo Workflows controller (harness/argo-workflows.ts) running the pre- and post-action
+ * Workflows the operator creates from the customer's WorkflowTemplates.
  *
- * TEST DOUBLE `decideWorkflows`: no Argo Workflows controller runs here (docs/e2e.md "What is
- * simulated"): the test ends each pre- and post-action Workflow the operator creates Succeeded or
- * Failed, as the scenario decides, the way the controller writes `status.phase`.
+ * Pods do not run here: KWOK ends each Workflow pod (WORKFLOW_POD_STAGE) Succeeded, or Failed with
+ * the exit code and message a template's pod annotations name, or leaves it Running (held): the
+ * scenario sets those annotations on the WorkflowTemplates (`outcome`), and the controller turns
+ * the pod into the Workflow's phase and message.
  *
  *  - A new release committed to dev starts a promotion: staging gets the operator's commit (its
  *    author, the release, the promotion's trailers), Argo CD syncs it, the post-action runs; prod's
@@ -36,6 +39,15 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { argoApiServerUnavailable, ARGO_GROUP, ARGO_VERSION, startArgoApiServer } from './harness/argo.ts';
 import { argoCdUnavailable, startArgoCd } from './harness/argocd.ts';
+import {
+  argoWorkflowsCrds,
+  argoWorkflowsUnavailable,
+  startWorkflowController,
+  WORKFLOW_EXIT_CODE,
+  WORKFLOW_EXIT_MESSAGE,
+  WORKFLOW_HOLD,
+  WORKFLOW_POD_STAGE,
+} from './harness/argo-workflows.ts';
 import { kubectlRunner } from '../helpers/kubectl.ts';
 import { serverPort, startProcess, until, type ManagedProcess } from '../../sandbox/processes.ts';
 import { startGitServer } from '../../sandbox/git-server.ts';
@@ -74,16 +86,30 @@ const release = (version: string, image: string) =>
 const apiConfig = (env: string) =>
   `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shop-api\ndata:\n  environment: ${env}\n`;
 
-const unavailable = argoApiServerUnavailable() ?? argoCdUnavailable();
+const unavailable = argoApiServerUnavailable() ?? argoCdUnavailable() ?? argoWorkflowsUnavailable();
 if (unavailable) {
-  if (process.env.CI === 'true') t.fail(`a real Argo CD cannot run: ${unavailable}`);
+  if (process.env.CI === 'true') t.fail(`a real Argo CD and Argo Workflows controller cannot run: ${unavailable}`);
   else t.plan(0, unavailable);
 } else {
   const bin = process.env.HRT_TOOLCHAIN_BIN!;
-  const cluster = await startArgoApiServer(t, { name: 'promotions' });
+  const cluster = await startArgoApiServer(t, {
+    name: 'promotions',
+    // Workflows: the argo-workflows chart's CRDs, all of those the controller watches (below).
+    crds: ['applications', 'appprojects', 'rollouts'],
+    pods: { extraKwokStages: WORKFLOW_POD_STAGE },
+  });
   const dir = join(cluster.dir, 'promotions');
   await mkdir(dir, { recursive: true });
   const kubectl = kubectlRunner(bin, cluster.kubeconfigFile);
+  const workflowCrds = await argoWorkflowsCrds();
+  await writeFile(join(dir, 'argo-workflows-crds.yaml'), workflowCrds.yaml);
+  for (const args of [
+    ['create', '-f', join(dir, 'argo-workflows-crds.yaml')],
+    ['wait', '--for=condition=Established', '--timeout=120s', ...workflowCrds.names.map((n) => `crd/${n}`)],
+  ]) {
+    const r = await kubectl(args);
+    if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.output}`);
+  }
   const apply = async (name: string, objects: unknown[]) => {
     const file = join(dir, `${name}.json`);
     await writeFile(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
@@ -105,6 +131,12 @@ if (unavailable) {
     dir: join(dir, 'argocd'),
   });
   const ns = argocd.namespace;
+  const workflowController = await startWorkflowController(t, {
+    kubeconfigFile: cluster.kubeconfigFile,
+    namespace: ns,
+    dir,
+    kubectl,
+  });
   const git = await startGitServer(join(dir, 'git'), '127.0.0.1', {
     credentials: { username: GIT_USER, password: GIT_PASSWORD },
   });
@@ -197,6 +229,65 @@ if (unavailable) {
     }),
   ]);
 
+  /**
+   * The customer's WorkflowTemplates the flow and the policies name: one container step each,
+   * whose pod KWOK ends as `outcomes` says (default: exit code 0).
+   */
+  type Outcome = 'pass' | { exitCode: number; message: string } | 'hold';
+  const outcomes: Record<string, Outcome> = {
+    announce: 'pass',
+    'page-on-call': 'pass',
+    'smoke-tests': 'pass',
+    notify: 'pass',
+  };
+  const workflowTemplate = (name: string, outcome: Outcome) => ({
+    apiVersion: `${ARGO_GROUP}/${ARGO_VERSION}`,
+    kind: 'WorkflowTemplate',
+    metadata: { name, namespace: ns },
+    spec: {
+      entrypoint: 'main',
+      arguments: {
+        parameters: ['product', 'environment', 'release', 'promotion'].map((p) => ({ name: p, value: '' })),
+      },
+      templates: [
+        {
+          name: 'main',
+          metadata: {
+            annotations:
+              outcome === 'pass'
+                ? {}
+                : outcome === 'hold'
+                  ? { [WORKFLOW_HOLD]: 'true' }
+                  : { [WORKFLOW_EXIT_CODE]: String(outcome.exitCode), [WORKFLOW_EXIT_MESSAGE]: outcome.message },
+          },
+          container: {
+            image: `registry.example.test/${name}:1.0`,
+            command: [name, '{{workflow.parameters.environment}}', '{{workflow.parameters.release}}'],
+          },
+        },
+      ],
+    },
+  });
+  /** The templates' outcomes from now on (a Workflow keeps the template it started with). */
+  const outcome = async (set: Record<string, Outcome>) => {
+    Object.assign(outcomes, set);
+    await apply(
+      'workflow-templates',
+      Object.entries(outcomes).map(([name, o]) => workflowTemplate(name, o)),
+    );
+  };
+  await outcome({});
+  const workflowPhase = async (name: string) =>
+    (
+      (await cluster.objects.getNamespacedCustomObject({
+        group: ARGO_GROUP,
+        version: ARGO_VERSION,
+        namespace: ns,
+        plural: 'workflows',
+        name,
+      })) as { status?: { phase?: string } }
+    ).status?.phase;
+
   // The operator's account and rights; a kubeconfig with its token.
   await kubectl(['create', 'namespace', RUNTIME_NS]);
   await apply('operator-rbac', gitopsOperatorRbac(ns, RUNTIME_NS));
@@ -268,46 +359,12 @@ if (unavailable) {
     until(`the promotion of ${version}`, 120_000, async () =>
       (await promotions()).find((p) => p.spec.release === version),
     );
-  /** TEST DOUBLE of the Workflow controller: ends each Workflow as `decide` says (undefined: leaves it running). */
-  let decide: (wf: {
-    name: string;
-    environment: string;
-    which: 'pre' | 'post';
-  }) => 'Succeeded' | 'Failed' | undefined = () => 'Succeeded';
-  const decided = new Map<string, string>();
-  const workflowDouble = setInterval(() => {
-    void (async () => {
-      const list = (await cluster.objects.listNamespacedCustomObject({
-        group: ARGO_GROUP,
-        version: ARGO_VERSION,
-        namespace: ns,
-        plural: 'workflows',
-      })) as {
-        items: Array<{ metadata: { name: string; labels?: Record<string, string> }; status?: { phase?: string } }>;
-      };
-      for (const wf of list.items) {
-        if (wf.status?.phase === 'Succeeded' || wf.status?.phase === 'Failed') continue;
-        const environment = wf.metadata.labels?.[`${PROMOTIONS_GROUP}/environment`] ?? '';
-        const which = wf.metadata.name.startsWith('promotion-pre-') ? 'pre' : 'post';
-        const phase = decide({ name: wf.metadata.name, environment, which });
-        if (!phase) continue;
-        const message = phase === 'Failed' ? 'smoke tests failed: 2 of 14 checks' : undefined;
-        const patched = await kubectl([
-          'patch',
-          'workflow.argoproj.io',
-          wf.metadata.name,
-          '-n',
-          ns,
-          '--type',
-          'merge',
-          '-p',
-          JSON.stringify({ status: { phase, ...(message ? { message } : {}) } }),
-        ]);
-        if (patched.code === 0) decided.set(wf.metadata.name, phase);
-      }
-    })().catch(() => undefined);
-  }, 500);
-  t.teardown(() => clearInterval(workflowDouble));
+  t.teardown(async () => {
+    if (!workflowController.running()) return;
+    // What the controller made of the Workflows, for a failure's log.
+    const r = await kubectl(['get', 'workflows.argoproj.io', '-n', ns, '-o', 'wide']).catch(() => undefined);
+    if (r) await writeFile(join(dir, 'workflows.txt'), r.output);
+  });
 
   /** The release the prod namespace runs (its ConfigMap, as Argo CD synced it), once it is `version`. */
   const prodRuns = (version: string) =>
@@ -484,7 +541,7 @@ if (unavailable) {
 
   let first!: Promotion;
   t.test('a release committed to dev reaches staging; prod’s failing gate stops it there', async (t) => {
-    decide = ({ environment, which }) => (environment === 'prod' && which === 'pre' ? 'Failed' : 'Succeeded');
+    await outcome({ 'smoke-tests': { exitCode: 1, message: 'smoke tests failed: 2 of 14 checks' } });
     await repo.commit({ 'shop/dev/release.yaml': release('1.1.0', 'nginx:1.27.1') }, 'dev: shop 1.1.0', {
       author: { name: 'Ada Lovelace', email: 'ada@example.test' },
     });
@@ -494,14 +551,21 @@ if (unavailable) {
     t.equal(failed.status?.phase, 'Failed', 'the promotion failed');
     t.match(
       failed.status?.message,
-      /prod: pre-action Workflow .* failed: smoke tests failed/,
+      // The Workflow's message, as the controller wrote it from the step's pod.
+      /^prod: pre-action Workflow \S+ failed: main: Error \(exit code 1\): smoke tests failed: 2 of 14 checks$/,
       `with the gate’s message: ${failed.status?.message}`,
     );
     const [staging, prod] = failed.status!.steps!;
     t.equal(staging!.phase, 'Succeeded', 'staging succeeded');
-    t.ok(
-      staging!.postAction?.workflow && decided.get(staging!.postAction.workflow) === 'Succeeded',
-      'after its post-action ran',
+    t.equal(
+      staging!.postAction?.workflow && (await workflowPhase(staging!.postAction.workflow)),
+      'Succeeded',
+      'after its post-action ran: the controller ended its Workflow Succeeded',
+    );
+    t.equal(
+      prod!.preAction?.workflow && (await workflowPhase(prod!.preAction.workflow)),
+      'Failed',
+      'prod’s pre-action Workflow: Failed, as its pod ended',
     );
     t.equal(prod!.phase, 'Failed', 'prod failed at its gate');
     t.notOk(prod!.commit, 'prod got no commit');
@@ -574,7 +638,7 @@ if (unavailable) {
   });
 
   t.test('retry after the gate is fixed reaches prod', async (t) => {
-    decide = () => 'Succeeded';
+    await outcome({ 'smoke-tests': 'pass' });
     const retried = await cli('promotions', 'retry', tenant.tenantId, first.metadata.name);
     t.equal(retried.code, 0, `retry asked through the control plane: ${retried.err}`);
     t.match(retried.out, /retry 1 asked/, 'the CLI says so');
@@ -642,7 +706,6 @@ if (unavailable) {
   });
 
   t.test('killed in the middle again and again: exactly one commit per environment', async (t) => {
-    decide = () => 'Succeeded';
     await repo.commit({ 'shop/dev/release.yaml': release('1.2.0', 'nginx:1.27.2') }, 'dev: shop 1.2.0');
     const p = await promotionOf('1.2.0');
     let kills = 0;
@@ -667,7 +730,7 @@ if (unavailable) {
   });
 
   t.test('abort during staging’s post-action: its commit reverted, prod untouched', async (t) => {
-    decide = ({ environment, which }) => (environment === 'staging' && which === 'post' ? undefined : 'Succeeded');
+    await outcome({ notify: 'hold' });
     const before = await fileAt('shop/staging/release.yaml');
     await repo.commit({ 'shop/dev/release.yaml': release('1.3.0', 'nginx:1.27.3') }, 'dev: shop 1.3.0');
     const p = await promotionOf('1.3.0');
@@ -724,7 +787,7 @@ if (unavailable) {
   });
 
   t.test('action pr: staging’s change proposed on a branch, merged by the provider; abort withdraws one', async (t) => {
-    decide = () => 'Succeeded';
+    await outcome({ notify: 'pass' });
     const policy = await kubectl([
       'patch',
       'promotionpolicy.' + PROMOTIONS_GROUP,
@@ -804,7 +867,6 @@ if (unavailable) {
   });
 
   t.test('roll prod back to the release before, through the control plane; the trigger cannot be', async (t) => {
-    decide = () => 'Succeeded';
     t.match(await fileAt('shop/prod/release.yaml'), /version: "1\.4\.0"/, 'prod holds 1.4.0');
     const asked = await cli('products', 'rollback', tenant.tenantId, 'shop', 'prod');
     t.equal(asked.code, 0, `rollback asked: ${asked.err}`);
