@@ -213,7 +213,8 @@ function dryRunSummary(v: unknown): StepDryRun | undefined {
     applications: d.applications.slice(0, MAX_DRY_RUN_APPLICATIONS).map((a) => {
       const x = rec(a);
       const resources = Array.isArray(x.resources) ? x.resources.slice(0, MAX_DRY_RUN_RESOURCES) : [];
-      const more = (num(x.moreResources) ?? 0) + (Array.isArray(x.resources) ? x.resources.length - resources.length : 0);
+      const more =
+        (num(x.moreResources) ?? 0) + (Array.isArray(x.resources) ? x.resources.length - resources.length : 0);
       return compact({
         application: bounded(x.application) ?? '',
         current: bounded(x.current),

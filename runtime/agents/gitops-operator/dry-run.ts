@@ -41,8 +41,7 @@ export function sourceServerPreview(baseUrl: string, namespace: string, timeoutM
       throw new PreviewError(`the Source Server cannot be reached: ${(err as Error).message}`, true);
     }
     const body = (await res.json().catch(() => undefined)) as
-      | (ApplicationPreview & { error?: { code?: string; message?: string } })
-      | undefined;
+      (ApplicationPreview & { error?: { code?: string; message?: string } }) | undefined;
     if (res.ok && body) return body;
     const why = body?.error ? `${body.error.code ?? ''}: ${body.error.message ?? ''}` : `HTTP ${res.status}`;
     throw new PreviewError(`the Source Server: ${why}`, res.status === 503 || res.status >= 504);

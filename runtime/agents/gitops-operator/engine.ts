@@ -186,7 +186,9 @@ export class PromotionEngine {
       // The first release seen is where the product stands, not a change to promote.
       if (
         status.lastTriggeredRelease !== undefined &&
-        !promotions.some((p) => p.spec.product === product.metadata.name && p.spec.release === trigger && !p.spec.dryRun)
+        !promotions.some(
+          (p) => p.spec.product === product.metadata.name && p.spec.release === trigger && !p.spec.dryRun,
+        )
       )
         start = trigger;
       status.lastTriggeredRelease = trigger;
@@ -730,7 +732,13 @@ export class PromotionEngine {
       return void (await fail(`${from.environment} now holds ${held ?? 'no release'}, not ${status.release ?? ''}`));
     let changes: FileChange[];
     try {
-      changes = templateChanges(template, from.path, target.path, (x) => read.files.get(x), (x) => read.files.get(x));
+      changes = templateChanges(
+        template,
+        from.path,
+        target.path,
+        (x) => read.files.get(x),
+        (x) => read.files.get(x),
+      );
     } catch (err) {
       return void (await fail(`the template cannot be applied: ${message(err)}`));
     }

@@ -455,7 +455,12 @@ export class SourceService {
     const where = new Map<string, string>();
     for (const item of items) {
       if (item.hook) continue;
-      const id = { group: item.group ?? '', kind: item.kind ?? '', namespace: item.namespace ?? '', name: item.name ?? '' };
+      const id = {
+        group: item.group ?? '',
+        kind: item.kind ?? '',
+        namespace: item.namespace ?? '',
+        name: item.name ?? '',
+      };
       where.set(`${id.group}/${id.kind}/${id.name}`, id.namespace);
       const state = parseState(item.normalizedLiveState) ?? parseState(item.liveState);
       if (state) live.set(resourceKey(id), withKey(state, item));
@@ -467,7 +472,8 @@ export class SourceService {
       for (const obj of manifestsByKey(texts).values()) {
         const id = resourceId(obj);
         if (id.namespace === '')
-          id.namespace = where.get(`${id.group}/${id.kind}/${id.name}`) ?? (CLUSTER_KINDS.has(id.kind) ? '' : destination);
+          id.namespace =
+            where.get(`${id.group}/${id.kind}/${id.name}`) ?? (CLUSTER_KINDS.has(id.kind) ? '' : destination);
         out.set(resourceKey(id), obj);
       }
       return out;
