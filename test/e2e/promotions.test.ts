@@ -960,7 +960,21 @@ if (unavailable) {
     };
     await patch('staging-notify', { action: 'commit' });
     await patch('prod-gate', { dryRun: { onlyTemplateChanges: true } });
-    // Someone changes prod's api ConfigMap by hand (Argo CD does not self-heal here).
+    // Someone changes prod's api ConfigMap by hand, and Argo CD does not sync it back: no automated
+    // sync for that Application here (with one, the staging step's commit moves main's head and
+    // Argo CD syncs prod's api again, which would undo the drift before prod's step).
+    const manual = await kubectl([
+      'patch',
+      'application.' + ARGO_GROUP,
+      appName('prod', 'api'),
+      '-n',
+      ns,
+      '--type',
+      'json',
+      '-p',
+      JSON.stringify([{ op: 'remove', path: '/spec/syncPolicy/automated' }]),
+    ]);
+    t.equal(manual.code, 0, `prod's api is synced by hand only: ${manual.output}`);
     const drift = await kubectl([
       'patch',
       'configmap',

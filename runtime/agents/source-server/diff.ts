@@ -459,7 +459,9 @@ export function previewResources(
     const l = live.get(key);
     const a = after.get(key);
     const c = current.get(key);
-    const id = resourceId((a ?? l)!);
+    // The key names the resource as the caller placed it (a manifest may omit its namespace).
+    const [group = '', kind = '', namespace = '', ...name] = key.split('/');
+    const id = { group, kind, namespace, name: name.join('/') };
     if (a && !l) {
       out.push({ ...id, action: 'added', fields: [], ...(c ? { notFromChange: ['.'] } : {}) });
       continue;
