@@ -18,7 +18,6 @@ import {
 } from '../../protocol/events.ts';
 import type { ReportedKind } from '../../protocol/kinds.ts';
 import {
-  type DryRunApplication,
   type DryRunResource,
   MAX_DRY_RUN_FIELDS,
   MAX_DRY_RUN_RESOURCES,
@@ -235,9 +234,9 @@ function dryRunSummary(v: unknown): StepDryRun | undefined {
             notFromChange: outside.length > 0 ? outside : undefined,
           }) as unknown as DryRunResource;
         }),
-      }) as unknown as DryRunApplication;
+      });
     }),
-  }) as unknown as StepDryRun;
+  });
 }
 
 function proposalSummary(v: unknown): { branch: string; commit?: string } | undefined {
