@@ -6,8 +6,9 @@
  *  - on the tenant page, each product with the release each environment holds;
  *  - a product's page (#/tenants/<id>/products/<ns>/<name>): its environments side by side, its
  *    promotions newest first, and the chosen one's timeline (each step's phase, commit, gates and
- *    timing, live). Promote, retry and abort go through the tenant's runtime
- *    (POST /v1/tenants/:id/runtime/api/…), as the CLI's `products promote` and
+ *    timing, live; a dry run's previewed changes per environment, application and resource).
+ *    Promote, Preview (dry run), retry and abort go through the tenant's runtime
+ *    (POST /v1/tenants/:id/runtime/api/…), as the CLI's `products promote [--dry-run]` and
  *    `promotions retry | abort` do; a refusal or an unreachable runtime is shown as the API says it.
  */
 import { useEffect, useState } from 'preact/hooks';

@@ -18,6 +18,11 @@
  * failed at it, or Degraded health, fails the step) → PostAction → Succeeded. `spec.abort` stops
  * at the next tick and reverts the running step's commit (the environments before keep theirs);
  * `spec.retry` raised by one runs a failed promotion again from its failed step.
+ *
+ * A dry run (`spec.dryRun`) runs beside the product's promotions: each environment's change is
+ * committed on a scratch branch, previewed by the Source Server, the branch deleted; nothing else
+ * happens (#advanceDryRun). A policy's `dryRun` runs the same preview in a real step before its
+ * commit, and with `onlyTemplateChanges` fails the step on changes the Git change does not cause.
  */
 import { createHash } from 'node:crypto';
 import { isMap, isSeq, parseDocument } from 'yaml';
