@@ -503,7 +503,7 @@ void t.test(
         body: { environment: 'prod' },
         subject: 'key-9',
       }),
-      { field: 'environment' },
+      { name: 'InvalidInput', message: /'environment' is not a field of this action/ },
       'a field it does not take is refused, named',
     );
     t.equal(created.metadata?.name, 'created-1', 'the created Promotion is answered');
