@@ -27,6 +27,10 @@
  *    app-proxy acting as its own ServiceAccount with exactly its RBAC; each is audited with the
  *    caller, who is the promotion's `requestedBy`. A release the trigger environment does not hold
  *    is refused by the operator, naming what it holds, and Git is untouched.
+ *  - A dry run (`products promote --dry-run --watch`), previewed through a Source Server beside
+ *    Argo CD's API server: each environment's release ConfigMap's fields, nothing pushed, no
+ *    branch left; a policy allowing only the template's changes refuses prod's step when prod's
+ *    api ConfigMap drifted.
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
