@@ -48,6 +48,10 @@ export function sourceServerPreview(baseUrl: string, namespace: string, timeoutM
   };
 }
 
+/** Longest field path kept in the status (characters; longer ones end in `…`). */
+const MAX_FIELD_CHARS = 200;
+const cut = (f: string) => (f.length <= MAX_FIELD_CHARS ? f : `${f.slice(0, MAX_FIELD_CHARS - 1)}…`);
+
 /** A preview as the Promotion's status keeps it: at most MAX_DRY_RUN_RESOURCES resources and MAX_DRY_RUN_FIELDS fields each. */
 export function boundPreview(application: string, preview: ApplicationPreview): DryRunApplication {
   const resources = preview.resources.slice(0, MAX_DRY_RUN_RESOURCES).map((r) => {
@@ -58,9 +62,9 @@ export function boundPreview(application: string, preview: ApplicationPreview): 
       namespace: r.namespace,
       name: r.name,
       action: r.action,
-      fields: r.fields.slice(0, MAX_DRY_RUN_FIELDS),
+      fields: r.fields.slice(0, MAX_DRY_RUN_FIELDS).map(cut),
       ...(more > 0 || r.fieldsTruncated ? { moreFields: Math.max(more, 0) } : {}),
-      ...(r.notFromChange?.length ? { notFromChange: r.notFromChange.slice(0, MAX_DRY_RUN_FIELDS) } : {}),
+      ...(r.notFromChange?.length ? { notFromChange: r.notFromChange.slice(0, MAX_DRY_RUN_FIELDS).map(cut) } : {}),
     };
   });
   const more = preview.resources.length - resources.length;
