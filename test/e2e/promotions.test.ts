@@ -30,6 +30,10 @@
  *    app-proxy acting as its own ServiceAccount with exactly its RBAC; each is audited with the
  *    caller, who is the promotion's `requestedBy`. A release the trigger environment does not hold
  *    is refused by the operator, naming what it holds, and Git is untouched.
+ *  - A dry run (`products promote --dry-run --watch`), previewed through a Source Server beside
+ *    Argo CD's API server: each environment's release ConfigMap's fields, nothing pushed, no
+ *    branch left; a policy allowing only the template's changes refuses prod's step when prod's
+ *    api ConfigMap drifted.
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
@@ -38,7 +42,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { argoApiServerUnavailable, ARGO_GROUP, ARGO_VERSION, startArgoApiServer } from './harness/argo.ts';
-import { argoCdUnavailable, startArgoCd } from './harness/argocd.ts';
+import { argoCdUnavailable, selfSignedCertificate, startArgoCd } from './harness/argocd.ts';
 import {
   argoWorkflowsCrds,
   argoWorkflowsUnavailable,
@@ -125,10 +129,12 @@ if (unavailable) {
   ]);
   if (established.code !== 0) throw new Error(`the promotion CRDs: ${established.output}`);
 
+  // Argo CD's API server too: the Source Server asks it for manifests (the dry runs' previews).
   const argocd = await startArgoCd(t, {
     kubeconfigFile: cluster.kubeconfigFile,
     kc: cluster.kc,
     dir: join(dir, 'argocd'),
+    server: { certificate: await selfSignedCertificate(join(dir, 'tls'), ['127.0.0.1']) },
   });
   const ns = argocd.namespace;
   const workflowController = await startWorkflowController(t, {
@@ -137,6 +143,37 @@ if (unavailable) {
     dir,
     kubectl,
   });
+  // The Source Server's Argo CD account (read-only), as the runtime's Argo CD values declare it;
+  // the Source Server sets its password up itself (ARGOCD_ACCOUNT_SETUP=argocd-secret).
+  for (const [cm, data] of [
+    ['argocd-cm', { 'accounts.source-server': 'login' }],
+    ['argocd-rbac-cm', { 'policy.csv': 'g, source-server, role:readonly\n' }],
+  ] as const) {
+    const r = await kubectl(['patch', 'configmap', cm, '-n', ns, '--type', 'merge', '-p', JSON.stringify({ data })]);
+    if (r.code !== 0) throw new Error(`${cm}: ${r.output}`);
+  }
+  const sourceServerPort = await serverPort();
+  const sourceServer = startProcess(
+    'source-server',
+    process.execPath,
+    [fileURLToPath(new URL('../../runtime/agents/source-server/main.ts', import.meta.url))],
+    join(dir, 'source-server.log'),
+    {
+      env: {
+        PATH: process.env.PATH ?? '',
+        PORT: String(sourceServerPort),
+        HOST: '127.0.0.1',
+        KUBECONFIG: cluster.kubeconfigFile,
+        ARGOCD_SERVER_URL: argocd.serverUrl!,
+        ARGOCD_CA_SECRET: 'argocd-server-tls',
+        ARGOCD_NAMESPACE: ns,
+        ARGOCD_ACCOUNT_SETUP: 'argocd-secret',
+        RUNTIME_TOKEN: 'e2e-promotions-runtime-token',
+        GIT_CACHE_DIR: join(dir, 'source-server-git'),
+      },
+    },
+  );
+  t.teardown(() => sourceServer.stop());
   const git = await startGitServer(join(dir, 'git'), '127.0.0.1', {
     credentials: { username: GIT_USER, password: GIT_PASSWORD },
   });
@@ -329,6 +366,7 @@ if (unavailable) {
         GIT_WORK_DIR: join(dir, `operator-git-${starts}`),
         POLL_MS: '500',
         SYNC_TIMEOUT_SECONDS: '240',
+        SOURCE_SERVER_URL: `http://127.0.0.1:${sourceServerPort}`,
       },
     });
     await until('the operator’s /healthz', 60_000, async () => {
@@ -902,5 +940,139 @@ if (unavailable) {
       /dev is the flow's trigger environment/,
       'the trigger environment is not rolled back',
     );
+  });
+
+  /** The branches of the configuration repository. */
+  const branches = async () =>
+    (await run('git', ['--git-dir', bare, 'for-each-ref', '--format=%(refname:short)', 'refs/heads/'])).stdout
+      .split('\n')
+      .filter(Boolean);
+
+  t.test('a dry run through the control plane: each environment’s change previewed, nothing pushed', async (t) => {
+    await outcome({ announce: 'pass', 'page-on-call': 'pass', 'smoke-tests': 'pass', notify: 'pass' });
+    t.match(await fileAt('shop/dev/release.yaml'), /version: "1\.5\.0"/, 'dev holds 1.5.0 (its promotion was aborted)');
+    const before = { commits: (await commits()).length, branches: await branches() };
+    const staging = await fileAt('shop/staging/release.yaml');
+    const prod = await fileAt('shop/prod/release.yaml');
+    const r = await cli('products', 'promote', tenant.tenantId, 'shop', '--dry-run', '--watch');
+    t.equal(r.code, 0, `the dry run followed to its end: ${r.err}`);
+    const name = /dry run \S+\/(\S+) of shop started/.exec(r.out)?.[1];
+    t.ok(name, `the CLI names it: ${r.out.slice(0, 300)}`);
+    const p = await get<Promotion>('promotions', name!);
+    t.equal(p.spec.dryRun, true, 'a Promotion with dryRun: true');
+    const [row] = await audited('runtime.product.dry-run');
+    t.equal(p.spec.requestedBy, row?.actor, 'audited as runtime.product.dry-run, the caller its requestedBy');
+    t.equal(p.status?.phase, 'Succeeded', `it ended: ${p.status?.message}`);
+    const steps = p.status?.steps ?? [];
+    t.same(
+      steps.map((s) => s.environment),
+      ['staging', 'prod'],
+      'every environment after the trigger, in the flow’s order',
+    );
+    const expected = { staging: ['1.4.0', 'nginx:1.27.4'], prod: ['1.2.0', 'nginx:1.27.2'] };
+    for (const step of steps) {
+      const d = step.dryRun!;
+      t.ok(d?.commit, `${step.environment}: previewed at a scratch commit`);
+      t.same(d.files, [`shop/${step.environment}/release.yaml`], `${step.environment}: the template's file`);
+      const web = d.applications.find((a) => a.application === `shop-${step.environment}-web`);
+      const api = d.applications.find((a) => a.application === `shop-${step.environment}-api`);
+      t.same(
+        web?.resources.map((x) => [x.kind, x.namespace, x.name, x.action, [...x.fields].sort(), x.notFromChange]),
+        [
+          [
+            'ConfigMap',
+            `shop-${step.environment}`,
+            'shop-release',
+            'modified',
+            ['data.image', 'data.version'],
+            undefined,
+          ],
+        ],
+        `${step.environment}: web's release ConfigMap gets the release and its image (${expected[step.environment as 'staging' | 'prod'].join(', ')} → 1.5.0, nginx:1.27.5), all from the change`,
+      );
+      t.same(api?.resources, [], `${step.environment}: api is unchanged`);
+      t.notOk(api?.error, `${step.environment}: api previewed`);
+    }
+    t.match(r.out, /staging: the change \(shop\/staging\/release\.yaml\) previewed/, 'the CLI prints each environment');
+    t.match(
+      r.out,
+      /shop-prod-web\s+ConfigMap shop-prod\/shop-release\s+modified\s+data\.(version|image), data\.(image|version)/,
+      'and each resource with its fields',
+    );
+    t.equal((await commits()).length, before.commits, 'no commit on main');
+    t.equal(await fileAt('shop/staging/release.yaml'), staging, 'staging’s file untouched');
+    t.equal(await fileAt('shop/prod/release.yaml'), prod, 'prod’s file untouched');
+    t.same(await branches(), before.branches, 'no scratch branch left, no other branch moved');
+    const shown = await cli('promotions', 'get', tenant.tenantId, name!);
+    t.match(shown.out, /dry run: nothing is changed/, '`promotions get` says it is a dry run');
+    t.match(shown.out, /shop-staging-web\s+ConfigMap shop-staging\/shop-release/, 'and shows the preview');
+  });
+
+  t.test('a policy allowing only the template’s changes refuses a step when prod drifted', async (t) => {
+    await outcome({ announce: 'pass', 'page-on-call': 'pass', 'smoke-tests': 'pass', notify: 'pass' });
+    const patch = async (policy: string, spec: unknown) => {
+      const r = await kubectl([
+        'patch',
+        'promotionpolicy.' + PROMOTIONS_GROUP,
+        policy,
+        '-n',
+        ns,
+        '--type',
+        'merge',
+        '-p',
+        JSON.stringify({ spec }),
+      ]);
+      t.equal(r.code, 0, `policy ${policy}: ${r.output}`);
+    };
+    await patch('staging-notify', { action: 'commit' });
+    await patch('prod-gate', { dryRun: { onlyTemplateChanges: true } });
+    // Someone changes prod's api ConfigMap by hand, and Argo CD does not sync it back: no automated
+    // sync for that Application here (with one, the staging step's commit moves main's head and
+    // Argo CD syncs prod's api again, which would undo the drift before prod's step).
+    const manual = await kubectl([
+      'patch',
+      'application.' + ARGO_GROUP,
+      appName('prod', 'api'),
+      '-n',
+      ns,
+      '--type',
+      'json',
+      '-p',
+      JSON.stringify([{ op: 'remove', path: '/spec/syncPolicy/automated' }]),
+    ]);
+    t.equal(manual.code, 0, `prod's api is synced by hand only: ${manual.output}`);
+    const drift = await kubectl([
+      'patch',
+      'configmap',
+      'shop-api',
+      '-n',
+      'shop-prod',
+      '--type',
+      'merge',
+      '-p',
+      JSON.stringify({ data: { environment: 'hand-edited' } }),
+    ]);
+    t.equal(drift.code, 0, `prod drifted: ${drift.output}`);
+    const before = await branches();
+    const prodFile = await fileAt('shop/prod/release.yaml');
+    const promoted = await cli('products', 'promote', tenant.tenantId, 'shop');
+    t.equal(promoted.code, 0, `promotion asked: ${promoted.err}`);
+    const name = /promotion \S+\/(\S+) of shop/.exec(promoted.out)?.[1];
+    const p = await get<Promotion>('promotions', name!);
+    const done = await finalPhase(p, ['Succeeded', 'Failed']);
+    t.equal(done.status?.phase, 'Failed', 'the promotion fails');
+    const [staging, prodStep] = done.status!.steps!;
+    t.equal(staging?.phase, 'Succeeded', 'staging (no such policy) was promoted');
+    t.equal(prodStep?.phase, 'Failed', 'prod’s step refused');
+    t.match(
+      prodStep?.message,
+      /only the template's changes.*shop-prod-api: ConfigMap shop-prod\/shop-api data\.environment/,
+      `naming the resource and the field: ${prodStep?.message}`,
+    );
+    t.equal(prodStep?.preAction?.phase, 'Succeeded', 'after its pre-action');
+    t.ok(prodStep?.dryRun, 'the dry run is recorded in the step');
+    t.equal(await fileAt('shop/prod/release.yaml'), prodFile, 'prod’s file untouched');
+    t.equal((await promotionCommits(p, 'prod')).length, 0, 'no commit for prod');
+    t.same(await branches(), before, 'no scratch branch left');
   });
 }

@@ -13,6 +13,7 @@ import { argoCdRepoCredentials } from '../source-server/credentials.ts';
 import { loadOperatorConfig } from './config.ts';
 import { PromotionEngine } from './engine.ts';
 import { PromotionGit } from './git.ts';
+import { sourceServerPreview } from './dry-run.ts';
 import { PeriodicLoop } from '../../loops/periodic.ts';
 
 let kube: KubeTransport | undefined;
@@ -37,6 +38,7 @@ await runService(
       identity: config.identity,
       author: config.author,
       syncTimeoutSeconds: config.syncTimeoutSeconds,
+      ...(config.sourceServerUrl ? { preview: sourceServerPreview(config.sourceServerUrl, config.namespace) } : {}),
       log,
     });
     let lastRound: { at: number; ok: boolean; leader: boolean } | undefined;

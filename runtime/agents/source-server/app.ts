@@ -8,6 +8,8 @@
  *  - `GET /metrics`: Prometheus (cache hits, misses, bytes; answers by route and status)
  *  - `GET /v1/applications/:namespace/:name/change[?revision=R]` → ApplicationChange
  *  - `GET /v1/applications/:namespace/:name/diff[?revision=R]` → ApplicationDiff
+ *  - `GET /v1/applications/:namespace/:name/preview?revision=R` → ApplicationPreview (what a sync
+ *    to R would change in what runs now; the GitOps Operator's promotion dry runs ask it)
  *
  * Errors, in the platform's shape `{"error": {code, message, field?, requestId}}`:
  *  - 400 VALIDATION_FAILED naming the field (a namespace or name that is not a Kubernetes name, a
@@ -175,7 +177,7 @@ export async function buildSourceServer(opts: SourceServerAppOptions): Promise<F
   app.setNotFoundHandler((request, reply) =>
     fail(request, reply, 404, {
       code: 'ROUTE_NOT_FOUND',
-      message: `no route ${request.method} ${request.url.split('?')[0]}: the Source Server serves GET ${SOURCE_SERVER_PATH_PREFIX}/:namespace/:name/change and …/diff`,
+      message: `no route ${request.method} ${request.url.split('?')[0]}: the Source Server serves GET ${SOURCE_SERVER_PATH_PREFIX}/:namespace/:name/change, …/diff and …/preview`,
     }),
   );
   app.setErrorHandler((err: Error & { statusCode?: number }, request, reply) => {
@@ -195,7 +197,7 @@ export async function buildSourceServer(opts: SourceServerAppOptions): Promise<F
     reply.header('content-type', registry.contentType).send(await registry.metrics()),
   );
 
-  for (const route of ['change', 'diff'] as const) {
+  for (const route of ['change', 'diff', 'preview'] as const) {
     app.get<{ Params: Params; Querystring: Query }>(
       `${SOURCE_SERVER_PATH_PREFIX}/:namespace/:name/${route}`,
       async (request, reply) => {
@@ -212,6 +214,11 @@ export async function buildSourceServer(opts: SourceServerAppOptions): Promise<F
                 `'${key.slice(0, 40)}' is not a parameter of this route; it takes 'revision'`,
               );
           const revision = checkRevision(request.query.revision);
+          if (route === 'preview') {
+            if (revision === undefined)
+              throw new InvalidInput('revision', "'revision' is required: the commit whose manifests are previewed");
+            return await service.preview(namespace, name, revision);
+          }
           return route === 'change'
             ? await service.change(namespace, name, revision)
             : await service.diff(namespace, name, revision);
