@@ -13,7 +13,7 @@
 import t from 'tap';
 import { appendLog } from '../../provisioner/store/operations.ts';
 import { insertOperation } from '../../provisioner/store/tenants.ts';
-import type { FleetUpgrade } from '../../provisioner/http/api-types.ts';
+import type { FleetUpgrade } from '../../provisioner/api/types.ts';
 import { axeViolations } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { until } from '../../sandbox/until.ts';

@@ -13,7 +13,7 @@ import { cliAgainst } from '../../helpers/cli.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { updateFleetTenant } from '../../../provisioner/store/fleet-upgrades.ts';
 import { catalog } from '../../../runtime/catalog.ts';
-import type { FleetUpgrade, RuntimePage } from '../../../provisioner/http/api-types.ts';
+import type { FleetUpgrade, RuntimePage } from '../../../provisioner/api/types.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
 
 const api = await createTestApi();

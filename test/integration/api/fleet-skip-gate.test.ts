@@ -13,7 +13,7 @@ import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import type { AnswerOf, BodyOf } from '../../../provisioner/http/api-client.ts';
-import type { ErrorBody, FleetUpgrade } from '../../../provisioner/http/api-types.ts';
+import type { ErrorBody, FleetUpgrade } from '../../../provisioner/api/types.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
 import { completeQueuedUpgrades, settleTenantOperations } from '../../helpers/operations.ts';
 import { putTunnelRow } from '../../helpers/tunnels.ts';

@@ -20,7 +20,7 @@ import {
   hybridInstallBundle,
   type KubeObject,
 } from '../../../runtime/hybrid/bundle.ts';
-import type { Runtime, RuntimeRegistered, RuntimeUpgradeBundle } from '../../../provisioner/http/api-types.ts';
+import type { Runtime, RuntimeRegistered, RuntimeUpgradeBundle } from '../../../provisioner/api/types.ts';
 import { promotionCrds } from '../../../runtime/component/promotion-crds.ts';
 import { setIngressUrl } from '../../helpers/runtimes.ts';
 

@@ -16,7 +16,7 @@ import { createKey } from '../../../provisioner/store/keys.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { EVENTS_PATH, STALE_AFTER_SECONDS } from '../../../runtime/protocol/events.ts';
 import type { ReportedKind } from '../../../runtime/protocol/kinds.ts';
-import type { Runtime, RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
+import type { Runtime, RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/api/types.ts';
 import { until } from '../../../sandbox/until.ts';
 import { setHeartbeatAgo } from '../../helpers/runtimes.ts';
 

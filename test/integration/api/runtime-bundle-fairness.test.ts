@@ -10,7 +10,7 @@
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { DEFAULT_TENANT_BUDGETS } from '../../../provisioner/config.ts';
-import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
+import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/api/types.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });

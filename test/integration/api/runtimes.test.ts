@@ -19,7 +19,7 @@ import type {
   RuntimeBootstrapAnswer,
   RuntimeRegistered,
   RuntimeRemoved,
-} from '../../../provisioner/http/api-types.ts';
+} from '../../../provisioner/api/types.ts';
 import { until } from '../../../sandbox/until.ts';
 import { expireBootstrap } from '../../helpers/runtimes.ts';
 

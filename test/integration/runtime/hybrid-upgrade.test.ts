@@ -21,7 +21,7 @@ import { createTestApi } from '../../helpers/api.ts';
 import { missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
 import { hybridInstallBundle } from '../../../runtime/hybrid/bundle.ts';
 import { catalog } from '../../../runtime/catalog.ts';
-import type { RuntimeRegistered, RuntimeUpgraded } from '../../../provisioner/http/api-types.ts';
+import type { RuntimeRegistered, RuntimeUpgraded } from '../../../provisioner/api/types.ts';
 import { promotionCrds } from '../../../runtime/component/promotion-crds.ts';
 import { until } from '../../../sandbox/until.ts';
 

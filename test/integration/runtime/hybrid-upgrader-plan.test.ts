@@ -34,7 +34,7 @@ import type {
   RuntimeBootstrapAnswer,
   RuntimeRegistered,
   RuntimeUpgraded,
-} from '../../../provisioner/http/api-types.ts';
+} from '../../../provisioner/api/types.ts';
 
 const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
 const missing = missingKubeToolchain(toolchainBin);

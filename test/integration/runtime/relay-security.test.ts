@@ -30,7 +30,7 @@ import { createRouter } from '../../../runtime/agents/request-router/router.ts';
 import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../../runtime/agents/app-proxy/runtime-info.ts';
-import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
+import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/api/types.ts';
 import { auditRows } from '../../helpers/audit.ts';
 
 t.setTimeout(180_000);
