@@ -10,48 +10,14 @@
  * (tenants/) and the kubeconfig policy it shares with the provisioner (kubeconfig-policy/) import
  * nothing of provisioner/: the program does not reach into its runner.
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import ts from 'typescript';
-
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-
-function sources(dir: string): string[] {
-  const out: string[] = [];
-  for (const name of readdirSync(join(ROOT, dir))) {
-    const path = join(dir, name);
-    if (statSync(join(ROOT, path)).isDirectory()) out.push(...sources(path));
-    else if (name.endsWith('.ts')) out.push(path.split(sep).join('/'));
-  }
-  return out;
-}
+import { ROOT, sources, sqlIn } from '../helpers/sql-scan.ts';
 
 const PROVISIONER = sources('provisioner');
 const SQL_HOME = /^provisioner\/(store|db)\//;
-/** A string that starts like a statement (keywords in capitals, as every statement here is written). */
-const STATEMENT =
-  /^\s*(SELECT|INSERT INTO|UPDATE \w+ (\w+ )?SET|DELETE FROM|WITH \w+ AS \(|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE SAVEPOINT|LISTEN|NOTIFY)\b/;
-
-/** Where a file runs SQL: `.query(` calls and statement literals, as `line: text`. */
-function sqlIn(path: string, text: string): string[] {
-  const file = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
-  const found: string[] = [];
-  const at = (node: ts.Node, what: string) =>
-    found.push(`${path}:${file.getLineAndCharacterOfPosition(node.getStart()).line + 1}: ${what}`);
-  const visit = (node: ts.Node): void => {
-    if (ts.isCallExpression(node) && ts.isPropertyAccessExpression(node.expression)) {
-      if (node.expression.name.text === 'query') at(node, `${node.expression.getText().slice(0, 60)}(…)`);
-    }
-    if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateHead(node)) {
-      if (STATEMENT.test(node.text)) at(node, `statement '${node.text.trim().slice(0, 60)}'`);
-    }
-    ts.forEachChild(node, visit);
-  };
-  visit(file);
-  return found;
-}
 
 /** The relative imports of a file (static, type-only and re-exports), resolved to repository paths. */
 function importsOf(path: string): Array<{ spec: string; target: string }> {

@@ -16,6 +16,7 @@ import {
   ownerOf,
   type EventBatch,
 } from '../../../runtime/protocol/events.ts';
+import { storedObjects } from '../../helpers/runtime-objects.ts';
 
 const api = await createTestApi();
 const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -181,10 +182,7 @@ t.test(
       `the other tenant's listing answered within ${BOUND_MS} ms meanwhile (${timings.otherTenantRead.length} requests, slowest ${slowest(timings.otherTenantRead)} ms)`,
     );
 
-    const { rows } = await api.db.pool.query<{ name: string }>(
-      `SELECT name FROM runtime_objects WHERE tenant_id = $1 AND deleted`,
-      [reporter.tenantId],
-    );
+    const rows = (await storedObjects(api.db.pool, reporter.tenantId)).filter((o) => o.deleted);
     t.same(
       rows.map((r) => r.name).sort(),
       mine.map((n) => n.name).sort(),

@@ -13,7 +13,12 @@ import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { CloseCode, RELAY_HEADER } from '../../../provisioner/tunnel/index.ts';
-import { ageTunnelRow, dropTunnelRow, moveTunnelRow, putTunnelRow } from '../../helpers/tunnels.ts';
+import type { Queryable } from '../../../provisioner/db/tx.ts';
+import { ageTunnelRow, dropTunnelRow, moveTunnelRow, putTunnelRow, tunnelRows } from '../../helpers/tunnels.ts';
+
+/** The replicas holding hosted runtimes' tunnel rows (of one tenant when told), as stored. */
+const tunnelReplicas = async (db: Queryable, tenantId?: string) =>
+  (await tunnelRows(db, 'hosted', tenantId)).map((r) => r.replicaId);
 
 const a = await createTestApi();
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
@@ -150,8 +155,8 @@ t.test('the runtime reconnecting to replica B replaces its tunnel on A; A then r
   t.equal(viaA.status, 201);
   t.same(await tunnelOf(baseA, tenant.tenantId), await tunnelOf(baseB, tenant.tenantId));
 
-  const rows = await a.db.pool.query('SELECT replica_id FROM runtime_tunnels WHERE tenant_id = $1', [tenant.tenantId]);
-  t.same(rows.rows, [{ replica_id: 'replica-b' }], 'one row, held by B');
+  const rows = await tunnelReplicas(a.db.pool, tenant.tenantId);
+  t.same(rows, ['replica-b'], 'one row, held by B');
 });
 
 t.test('a lost directory row is written again at the next renewal', async (t) => {
@@ -178,11 +183,7 @@ t.test('a replacement whose notification was missed is found by the next renewal
   await a.services.tunnelDirectory.renew();
   t.equal(await closed, CloseCode.replaced);
   t.equal(a.services.tunnel.status(third.tenantId).connected, false);
-  t.same(
-    (await a.db.pool.query('SELECT replica_id FROM runtime_tunnels WHERE tenant_id = $1', [third.tenantId])).rows,
-    [{ replica_id: 'replica-z' }],
-    "the other replica's row stays",
-  );
+  t.same(await tunnelReplicas(a.db.pool, third.tenantId), ['replica-z'], "the other replica's row stays");
   await dropTunnelRow(a.db.pool, third.tenantId);
 });
 
@@ -225,11 +226,7 @@ t.test('a replica that stopped renewing is not relayed to; one that cannot be re
   t.equal(stale.status, 503);
   t.match(((await stale.json()) as { error: { message: string } }).error.message, /is not connected/);
   await a.services.tunnelDirectory.renew();
-  t.same(
-    (await a.db.pool.query('SELECT 1 FROM runtime_tunnels WHERE tenant_id = $1', [other.tenantId])).rows,
-    [],
-    'swept',
-  );
+  t.same(await tunnelReplicas(a.db.pool, other.tenantId), [], 'swept');
 });
 
 t.test('metrics: tunnels per replica, connects and disconnects by close code, relays by outcome', async (t) => {
@@ -255,12 +252,12 @@ t.test('metrics: tunnels per replica, connects and disconnects by close code, re
 t.test(
   'a replica shutting down removes its rows; the runtime is then unreachable through the others until it reconnects',
   async (t) => {
-    t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels')).rows, [{ replica_id: 'replica-b' }]);
+    t.same(await tunnelReplicas(a.db.pool), ['replica-b']);
     const told = once(runtimeOnB!.client.events, 'draining');
     // Returns promptly with a tunnel open: tunnels close before the HTTP server waits for its sockets.
     await b.close();
     t.match(((await told) as [string])[0], /shutting down/, 'the runtime was told to reconnect elsewhere');
-    t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels')).rows, []);
+    t.same(await tunnelReplicas(a.db.pool), []);
     t.same(await tunnelOf(baseA, tenant.tenantId), { connected: false, since: null });
     const res = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtime/api/info`, {
       headers: auth(tenant.apiKey),

@@ -10,6 +10,7 @@ import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { createTestDatabase } from '../../helpers/postgres.ts';
 import { KUBECONFIG } from './harness.ts';
 import { until } from '../../../sandbox/until.ts';
+import { tenantRecord } from '../../helpers/tenants.ts';
 
 t.test(
   'the server runs the reconciler; without a Pulumi CLI tenants get EngineUnavailable and the API keeps serving',
@@ -50,11 +51,8 @@ t.test(
     t.equal(res.status, 202);
     const body = (await res.json()) as { tenant: { id: string } };
     const conditions = await until('EngineUnavailable', 10_000, async () => {
-      const { rows } = await db.pool.query<{ conditions: Array<{ type: string; reason: string; message: string }> }>(
-        'SELECT conditions FROM tenants WHERE id = $1',
-        [body.tenant.id],
-      );
-      const ready = rows[0]!.conditions.find((c) => c.type === 'Ready');
+      const { conditions } = await tenantRecord(db.pool, body.tenant.id);
+      const ready = conditions.find((c) => c.type === 'Ready');
       return ready?.reason === 'EngineUnavailable' && ready;
     });
     t.match(conditions.message, /Pulumi CLI was not found .*no-cli-here.*install the Pulumi CLI 3\.181\.0 or newer/);

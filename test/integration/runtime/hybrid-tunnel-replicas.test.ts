@@ -25,7 +25,8 @@ import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../../runtime/agents/app-proxy/runtime-info.ts';
 import type { Runtime, RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/api/types.ts';
-import { ageTunnelRow } from '../../helpers/tunnels.ts';
+import { ageTunnelRow, tunnelRows } from '../../helpers/tunnels.ts';
+import { auditRows } from '../../helpers/audit.ts';
 
 t.setTimeout(180_000);
 // Every replica signs with the same key (docs/tunnel.md): the runtime holds one public key.
@@ -206,13 +207,10 @@ t.test('an action on a hybrid runtime is audited with its name by the replica th
   const res = await proxy<ErrorBody>(baseA, 'plant', '/api/applications/apps/guestbook/refresh', 'POST');
   // This app-proxy has no Argo objects to act on: its router answers 404; the attempt is audited all the same.
   t.equal(res.status, 404, "the runtime's own answer comes back");
-  const rows = await a.db.pool.query<{ actor_role: string; after: { runtime?: string; name: string; status: number } }>(
-    `SELECT actor_role, after FROM audit_log WHERE target_id = $1 AND after->>'runtime' = 'plant' ORDER BY id DESC LIMIT 1`,
-    [tenant.tenantId],
-  );
+  const rows = (await auditRows(a.db.pool, { targetId: tenant.tenantId })).filter((r) => r.after?.runtime === 'plant');
   t.match(
-    rows.rows[0],
-    { actor_role: 'tenant', after: { runtime: 'plant', name: 'guestbook', status: 404 } },
+    rows.at(-1),
+    { actorRole: 'tenant', after: { runtime: 'plant', name: 'guestbook', status: 404 } },
     "the audit row names the runtime, the Application and the runtime's answer",
   );
 });
@@ -305,10 +303,12 @@ t.test(
     t.equal(a.services.tunnel.runtimeStatus(plant.runtime.id).connected, true, 'A holds it');
     const viaB = await proxy<{ runtimeVersion: string }>(baseB, 'plant', '/api/runtime');
     t.same([viaB.status, viaB.body.runtimeVersion], [200, 'plant on a'], 'B relays to A, reaching the new connection');
-    const rows = await a.db.pool.query('SELECT replica_id FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [
-      plant.runtime.id,
-    ]);
-    t.same(rows.rows, [{ replica_id: a.services.tunnelDirectory.replicaId }], 'one row, held by A');
+    const rows = await tunnelRows(a.db.pool, 'hybrid', plant.runtime.id);
+    t.same(
+      rows.map((r) => r.replicaId),
+      [a.services.tunnelDirectory.replicaId],
+      'one row, held by A',
+    );
 
     // And back to B for what follows.
     t.equal(
@@ -333,13 +333,10 @@ t.test("replica A shows the tunnel replica B holds and renews; after B's lease r
   // B's renewal round renews its row: one aged to 20 s is fresh again after it.
   await ageTunnelRow(a.db.pool, 'hybrid', plant.runtime.id, 20);
   await b.services.tunnelDirectory.renew();
-  const age = await a.db.pool.query<{ seconds: number }>(
-    `SELECT extract(epoch FROM now() - seen_at)::float AS seconds FROM hybrid_runtime_tunnels WHERE runtime_id = $1`,
-    [plant.runtime.id],
-  );
+  const [row] = await tunnelRows(a.db.pool, 'hybrid', plant.runtime.id);
   t.ok(
-    age.rows[0]!.seconds < 10,
-    `B's renewal round renewed the row it holds (age ${age.rows[0]!.seconds} s, under 10 s)`,
+    row!.seenSecondsAgo < 10,
+    `B's renewal round renewed the row it holds (age ${row!.seenSecondsAgo} s, under 10 s)`,
   );
 
   // B dies without cleaning up: its database connection goes, so no renewal and no delete reach
@@ -374,7 +371,7 @@ t.test("replica A shows the tunnel replica B holds and renews; after B's lease r
   await ageTunnelRow(a.db.pool, 'hybrid', plant.runtime.id, SWEEP_AFTER_SECONDS + 1);
   await a.services.tunnelDirectory.renew();
   t.equal(
-    (await a.db.pool.query('SELECT 1 FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [plant.runtime.id])).rowCount,
+    (await tunnelRows(a.db.pool, 'hybrid', plant.runtime.id)).length,
     0,
     `A's renewal round swept the row not renewed for more than ${SWEEP_AFTER_SECONDS} s`,
   );
