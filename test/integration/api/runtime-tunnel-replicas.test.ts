@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import { CloseCode, RELAY_HEADER } from '../../../provisioner/tunnel/index.ts';
 import type { Queryable } from '../../../provisioner/db/tx.ts';
 import { ageTunnelRow, dropTunnelRow, moveTunnelRow, putTunnelRow, tunnelRows } from '../../helpers/tunnels.ts';
@@ -79,12 +80,13 @@ let runtimeOnB: Awaited<ReturnType<typeof connectRuntime>> | undefined;
 t.teardown(() => runtimeOnB?.client.close());
 
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
-const tunnelOf = async (base: string, id: string) =>
-  (
-    (await (await fetch(`${base}/v1/tenants/${id}`, { headers: auth(a.operatorKey) })).json()) as {
-      status: { tunnel: { connected: boolean; since: string | null } };
-    }
-  ).status.tunnel;
+/** The one client over a replica's socket, with the operator key. */
+const operatorAt = (base: string) => new ApiClient({ baseUrl: base, token: a.operatorKey });
+const tunnelOf = async (base: string, id: string) => {
+  const { tunnel } = (await operatorAt(base).call('GET /v1/tenants/:id', { params: { id } })).status;
+  if (!tunnel) throw new Error(`the view of tenant ${id} through ${base} shows no tunnel`);
+  return tunnel;
+};
 
 t.test('a runtime connected to replica A is reached through replica B, bodies streamed both ways', async (t) => {
   const get = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/info?x=1`, {
@@ -120,10 +122,8 @@ t.test('tenant status through either replica shows the tunnel, with the same sin
   t.equal(viaA.connected, true);
   t.same(viaB, viaA);
   t.same(await tunnelOf(baseB, other.tenantId), { connected: false, since: null });
-  const list = (await (await fetch(`${baseB}/v1/tenants?limit=200`, { headers: auth(a.operatorKey) })).json()) as {
-    items: Array<{ id: string; status: { tunnel: { connected: boolean } } }>;
-  };
-  t.equal(list.items.find((i) => i.id === tenant.tenantId)?.status.tunnel.connected, true, 'the list shows it too');
+  const list = await operatorAt(baseB).call('GET /v1/tenants', { query: { limit: 200 } });
+  t.equal(list.items.find((i) => i.id === tenant.tenantId)?.status.tunnel?.connected, true, 'the list shows it too');
 });
 
 t.test('authorization is checked before relaying; a relayed request is never relayed again', async (t) => {
@@ -192,9 +192,8 @@ t.test('a runtime key revoked through one replica closes its tunnel on the other
   const runtime = await connectRuntime(a, baseB, fourth.tenantId, upstream, 'runtime of the fourth tenant');
   t.teardown(() => runtime.client.close());
   const closed = new Promise<number>((resolve) => runtime.client.events.once('disconnected', resolve));
-  const revoke = await fetch(`${baseA}/v1/keys/${runtime.runtimeKey.info.id}`, {
-    method: 'DELETE',
-    headers: auth(a.adminKey),
+  const revoke = await new ApiClient({ baseUrl: baseA, token: a.adminKey }).request('DELETE /v1/keys/:id', {
+    params: { id: runtime.runtimeKey.info.id },
   });
   t.equal(revoke.status, 200);
   t.equal(

@@ -24,7 +24,8 @@ import { createRouter } from '../../../runtime/agents/request-router/router.ts';
 import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../../runtime/agents/app-proxy/runtime-info.ts';
-import type { Runtime, RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/api/types.ts';
+import type { Runtime, RuntimeBootstrapAnswer } from '../../../provisioner/api/types.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import { ageTunnelRow, tunnelRows } from '../../helpers/tunnels.ts';
 import { auditRows } from '../../helpers/audit.ts';
 
@@ -50,6 +51,9 @@ t.teardown(async () => {
 
 const tenant = await a.signup();
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
+/** The one client over a replica's socket, with a key (the tenant's unless given). */
+const at = (base: string, key = tenant.apiKey) => new ApiClient({ baseUrl: base, token: key });
+/** A request to the runtime's API through the tunnel (outside the route map): its status, headers and JSON body. */
 async function call<T>(base: string, method: string, path: string, key: string, body?: unknown) {
   const res = await fetch(base + path, {
     method,
@@ -60,18 +64,18 @@ async function call<T>(base: string, method: string, path: string, key: string, 
   return { status: res.status, headers: res.headers, body: (text ? JSON.parse(text) : null) as T };
 }
 
+/** Registers a hybrid runtime (tunnel, a new Argo CD) through A; a refusal is thrown. */
+const register = (name: string) =>
+  at(baseA).call('POST /v1/tenants/:id/runtimes', {
+    params: { id: tenant.tenantId },
+    body: { name, mode: 'hybrid', access: 'tunnel', argo: 'new' },
+  });
+
 /** Registers a hybrid runtime and exchanges its bootstrap token, as the install's Job does. */
 async function install(name: string): Promise<{ runtime: Runtime; answer: RuntimeBootstrapAnswer }> {
-  const reg = await call<RuntimeRegistered>(baseA, 'POST', `/v1/tenants/${tenant.tenantId}/runtimes`, tenant.apiKey, {
-    name,
-    mode: 'hybrid',
-    access: 'tunnel',
-    argo: 'new',
-  });
-  if (reg.status !== 201) throw new Error(`registration answered ${reg.status}`);
-  const ex = await call<RuntimeBootstrapAnswer>(baseA, 'POST', '/v1/runtimes/bootstrap', reg.body.bootstrapToken, {});
-  if (ex.status !== 200) throw new Error(`bootstrap exchange answered ${ex.status}`);
-  return { runtime: reg.body.runtime, answer: ex.body };
+  const reg = await register(name);
+  const answer = await at(baseA, reg.bootstrapToken).call('POST /v1/runtimes/bootstrap', { body: {} });
+  return { runtime: reg.runtime, answer };
 }
 
 /** The runtime's agents: app-proxy (its own runtime's tokens only) behind the request router, the tunnel client to `base`. */
@@ -122,12 +126,10 @@ let plantAgents = await agents(plant.answer, baseB);
 t.teardown(() => plantAgents.close());
 // The tenant's hosted runtime: a runtime key without a runtime, its own app-proxy (no RUNTIME_ID), connected to A.
 const hostedKey = (
-  await call<{ key: string }>(baseA, 'POST', '/v1/keys', a.adminKey, {
-    role: 'runtime',
-    name: 'hosted agents',
-    tenantId: tenant.tenantId,
+  await at(baseA, a.adminKey).call('POST /v1/keys', {
+    body: { role: 'runtime', name: 'hosted agents', tenantId: tenant.tenantId },
   })
-).body.key;
+).key;
 const hostedAgents = await agents(
   { tenantId: tenant.tenantId, publicKey: plant.answer.publicKey, runtimeToken: hostedKey, name: 'hosted' },
   baseA,
@@ -216,19 +218,8 @@ t.test('an action on a hybrid runtime is audited with its name by the replica th
 });
 
 t.test('a runtime awaiting install, removed, unknown or not connected is refused, naming why', async (t) => {
-  const pending = await call<RuntimeRegistered>(
-    baseA,
-    'POST',
-    `/v1/tenants/${tenant.tenantId}/runtimes`,
-    tenant.apiKey,
-    {
-      name: 'pending',
-      mode: 'hybrid',
-      access: 'tunnel',
-      argo: 'new',
-    },
-  );
-  t.equal(pending.status, 201);
+  const pending = await register('pending');
+  t.equal(pending.runtime.state, 'awaiting-install', 'registered, awaiting its install');
   const awaiting = await proxy<ErrorBody>(baseA, 'pending', '/api/runtime');
   t.match(
     [awaiting.status, awaiting.body.error],
@@ -245,7 +236,10 @@ t.test('a runtime awaiting install, removed, unknown or not connected is refused
   );
   t.ok(Number(unreachable.headers.get('retry-after')) > 0, 'with Retry-After');
 
-  t.equal((await call(baseA, 'DELETE', `/v1/tenants/${tenant.tenantId}/runtimes/idle`, tenant.apiKey)).status, 200);
+  const idle = await at(baseA).call('DELETE /v1/tenants/:id/runtimes/:name', {
+    params: { id: tenant.tenantId, name: 'idle' },
+  });
+  t.equal(idle.runtime.state, 'removed', 'the idle runtime is removed');
   const removed = await proxy<ErrorBody>(baseA, 'idle', '/api/runtime');
   t.match(
     [removed.status, removed.body.error],
@@ -270,8 +264,8 @@ t.test('a runtime awaiting install, removed, unknown or not connected is refused
   t.equal(runtimeKey.status, 403, "the runtime's own key cannot call the route");
 });
 
-const view = async (base: string, name: string) =>
-  (await call<Runtime>(base, 'GET', `/v1/tenants/${tenant.tenantId}/runtimes/${name}`, tenant.apiKey)).body;
+const view = (base: string, name: string) =>
+  at(base).call('GET /v1/tenants/:id/runtimes/:name', { params: { id: tenant.tenantId, name } });
 
 /**
  * The plant runtime restarted with its tunnel client dialling `base`: the new connection's row
@@ -356,9 +350,7 @@ t.test("replica A shows the tunnel replica B holds and renews; after B's lease r
     { status: 'False', reason: 'ReplicaLost', message: /stopped renewing it/ },
     'TunnelConnected is False, saying the replica holding the tunnel stopped renewing it',
   );
-  const listed = (
-    await call<{ items: Runtime[] }>(baseA, 'GET', `/v1/tenants/${tenant.tenantId}/runtimes`, tenant.apiKey)
-  ).body;
+  const listed = await at(baseA).call('GET /v1/tenants/:id/runtimes', { params: { id: tenant.tenantId } });
   t.equal(listed.items.find((r) => r.name === 'plant')?.tunnel.connected, false, 'the list says the same');
   const relayed = await proxy<ErrorBody>(baseA, 'plant', '/api/runtime');
   t.match(
