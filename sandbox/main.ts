@@ -193,6 +193,7 @@ async function main(): Promise<void> {
           `  (console: Applications → demo shows the same timeline and a side-by-side diff)`,
           `  ${cli} products get ${id} shop   # the release in dev and prod, and the promotion of 1.1.0 the sandbox's commit to dev started`,
           `  ${cli} promotions list ${id}   # each promotion with its steps; promotions get ${id} <name> --watch follows one`,
+          `  ${cli} products promote ${id} shop --dry-run --watch   # what each environment would get, per resource, previewed through the Source Server; nothing changes`,
           `  ${cli} products promote ${id} shop --watch   # a promotion through the control plane and the tunnel, followed to its end`,
           `  ${cli} products rollback ${id} shop prod --watch   # prod back to the release it held before (1.0.0), by a commit`,
           `  (console: Products → argocd/shop shows the environments side by side and each promotion's timeline; docs/promotions.md)`,

@@ -14,6 +14,7 @@
 #                    the hybrid runtimes' bundles)
 #   argo-crds        scripts/argo-crds.sh                                     (e2e)
 #   argocd           scripts/argocd.sh                                        (e2e)
+#   argo-workflows   scripts/argo-workflows.sh                                (e2e)
 #   vcluster         scripts/vcluster.sh                                      (e2e)
 #   kubernetes-provider  scripts/kubernetes-provider.sh                       (e2e)
 #
@@ -42,6 +43,7 @@ command_for() { # step -> the command, one word per line
       --only kube-scheduler --only kwok --only pulumi --only pulumi-language-nodejs ;;
     argo-crds) printf '%s\n' "$ROOT/scripts/argo-crds.sh" ;;
     argocd) printf '%s\n' "$ROOT/scripts/argocd.sh" ;;
+    argo-workflows) printf '%s\n' "$ROOT/scripts/argo-workflows.sh" ;;
     vcluster) printf '%s\n' "$ROOT/scripts/vcluster.sh" ;;
     kubernetes-provider) printf '%s\n' "$ROOT/scripts/kubernetes-provider.sh" ;;
     *) return 1 ;;
@@ -61,6 +63,7 @@ modules_for() { # step -> the tools module folders it builds from, one per line
     vcluster) (cd "$ROOT/tools" && printf '%s\n' vcluster-* kine) ;;
     kubernetes-provider) printf '%s\n' pulumi-kubernetes ;;
     argocd) printf '%s\n' argocd ;;
+    argo-workflows) printf '%s\n' argo-workflows ;;
   esac
 }
 

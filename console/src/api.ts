@@ -48,7 +48,7 @@ export const errorOf = (res: Response): Promise<ApiError> => ApiError.of(res);
 export { queryString as query } from '../../provisioner/http/api-client.ts';
 
 /**
- * The API's types, derived from the provisioner's route schemas (provisioner/http/api-types.ts):
+ * The API's types, derived from the provisioner's route schemas (provisioner/api/types.ts):
  * type-only, so nothing of the server reaches the bundle, and a changed field is a compile error
  * here.
  */
@@ -90,14 +90,14 @@ export type {
   TenantPage,
   TenantStreamEvents,
   TenantSummary,
-} from '../../provisioner/http/api-types.ts';
+} from '../../provisioner/api/types.ts';
 
 export { PHASES } from '../../provisioner/store/states.ts';
 export type { Availability, Phase } from '../../provisioner/store/states.ts';
 
 /** `GET /v1/capacity` (operators only) and one of its CPU-and-memory reservations. */
-export type { Capacity } from '../../provisioner/http/api-types.ts';
-export type Reservation = import('../../provisioner/http/api-types.ts').Capacity['plans'][number]['reservation']['now'];
+export type { Capacity } from '../../provisioner/api/types.ts';
+export type Reservation = import('../../provisioner/api/types.ts').Capacity['plans'][number]['reservation']['now'];
 
 /** What the runtime's Source Server says changed an application (runtime/protocol/sources.ts). */
 export type { ImageChange, ResourceChange, ResourceDiff } from '../../runtime/protocol/sources.ts';

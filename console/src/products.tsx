@@ -6,8 +6,9 @@
  *  - on the tenant page, each product with the release each environment holds;
  *  - a product's page (#/tenants/<id>/products/<ns>/<name>): its environments side by side, its
  *    promotions newest first, and the chosen one's timeline (each step's phase, commit, gates and
- *    timing, live). Promote, retry and abort go through the tenant's runtime
- *    (POST /v1/tenants/:id/runtime/api/…), as the CLI's `products promote` and
+ *    timing, live; a dry run's previewed changes per environment, application and resource).
+ *    Promote, Preview (dry run), retry and abort go through the tenant's runtime
+ *    (POST /v1/tenants/:id/runtime/api/…), as the CLI's `products promote [--dry-run]` and
  *    `promotions retry | abort` do; a refusal or an unreachable runtime is shown as the API says it.
  */
 import { useEffect, useState } from 'preact/hooks';
@@ -153,6 +154,93 @@ function Gate({ label, action }: { label: string; action: Step['preAction'] }) {
   );
 }
 
+/** A step's dry run: per application, each resource that would change from what runs, and what the change does not cause. */
+function DryRunView({ dryRun }: { dryRun: NonNullable<Step['dryRun']> }) {
+  return (
+    <div class="dry-run" aria-label="dry run">
+      <p class="muted">
+        {dryRun.commit ? (
+          <>
+            The change to {dryRun.files.join(', ')}, previewed at scratch commit{' '}
+            <code title={dryRun.commit}>{shortSha(dryRun.commit)}</code> (its branch deleted).
+          </>
+        ) : (
+          'No Git change: previewed at the branch head.'
+        )}
+      </p>
+      <table class="dry-run-diff">
+        <thead>
+          <tr>
+            <th scope="col">Application</th>
+            <th scope="col">Resource</th>
+            <th scope="col">Change</th>
+            <th scope="col">Fields</th>
+          </tr>
+        </thead>
+        <tbody>
+          {dryRun.applications.flatMap((a) => {
+            if (a.error)
+              return [
+                <tr key={a.application}>
+                  <td>{a.application}</td>
+                  <td colSpan={3} class="error">
+                    not previewed: {a.error}
+                  </td>
+                </tr>,
+              ];
+            if (a.resources.length === 0 && !a.moreResources)
+              return [
+                <tr key={a.application}>
+                  <td>{a.application}</td>
+                  <td colSpan={3} class="muted">
+                    unchanged
+                  </td>
+                </tr>,
+              ];
+            return [
+              ...a.resources.map((r) => (
+                <tr
+                  key={`${a.application}/${r.kind}/${r.namespace}/${r.name}`}
+                  class={r.notFromChange?.length ? 'outside-template' : undefined}
+                >
+                  <td>{a.application}</td>
+                  <td>
+                    {r.kind} {r.namespace ? `${r.namespace}/` : ''}
+                    {r.name}
+                  </td>
+                  <td>{r.action}</td>
+                  <td>
+                    {r.fields.map((f) => (
+                      <code key={f}>{f} </code>
+                    ))}
+                    {r.moreFields ? <span class="muted"> +{r.moreFields} more</span> : null}
+                    {r.notFromChange?.length ? (
+                      <div class="warning">
+                        not from the change:{' '}
+                        {r.notFromChange.includes('.') ? 'the whole resource' : r.notFromChange.join(', ')}
+                      </div>
+                    ) : null}
+                  </td>
+                </tr>
+              )),
+              ...(a.moreResources
+                ? [
+                    <tr key={`${a.application}/more`}>
+                      <td>{a.application}</td>
+                      <td colSpan={3} class="muted">
+                        {a.moreResources} more resources
+                      </td>
+                    </tr>,
+                  ]
+                : []),
+            ];
+          })}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
 /** One promotion: what it moves, who asked, and each step. */
 function Timeline({ promotion }: { promotion: RuntimeObject }) {
   const p = promotionOf(promotion);
@@ -160,8 +248,10 @@ function Timeline({ promotion }: { promotion: RuntimeObject }) {
   return (
     <section class="promotion" aria-label={`Promotion ${promotion.name}`} data-phase={phase}>
       <h3>
-        Promotion {promotion.name} <span class={`phase phase-${phase.toLowerCase()}`}>{phase}</span>
+        {p.dryRun ? 'Dry run' : 'Promotion'} {promotion.name}{' '}
+        <span class={`phase phase-${phase.toLowerCase()}`}>{phase}</span>
       </h3>
+      {p.dryRun && <p class="muted">A preview of what each environment would get: nothing is changed.</p>}
       <p>
         {p.rollback && (
           <>
@@ -208,6 +298,7 @@ function Timeline({ promotion }: { promotion: RuntimeObject }) {
               <Gate label="post-action" action={s.postAction} />
             </div>
             {s.message && <div class="step-message">{s.message}</div>}
+            {s.dryRun && <DryRunView dryRun={s.dryRun} />}
           </li>
         ))}
       </ol>
@@ -227,7 +318,8 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
   const product = products?.get(`${namespace}/${name}`);
   const list = [...(promotions.items?.values() ?? [])].filter((p) => promotionOf(p).product === name).sort(newestFirst);
   const shown = list.find((p) => p.name === selected) ?? list[0];
-  const running = list.find((p) => !FINAL.has(promotionOf(p).phase ?? 'Pending'));
+  // A dry run changes no environment: not shown as arriving there.
+  const running = list.find((p) => !FINAL.has(promotionOf(p).phase ?? 'Pending') && !promotionOf(p).dryRun);
 
   /** An action through the tenant's runtime (runtime/protocol/actions.ts), its answer as the runtime gives it. */
   const act = async <R extends 'products' | 'promotions'>(
@@ -254,6 +346,13 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
       if (a.metadata?.name) setSelected(a.metadata.name);
       setRelease('');
       return `Promotion ${a.metadata?.name ?? ''} started: the GitOps Operator runs it; it shows here once the runtime reports it.`;
+    });
+  };
+  const preview = () => {
+    const r = release.trim();
+    void act({ resource: 'products', namespace, name, action: 'dry-run' }, r ? { release: r } : {}, (a) => {
+      if (a.metadata?.name) setSelected(a.metadata.name);
+      return `Dry run ${a.metadata?.name ?? ''} started: each environment's change is previewed against what runs there; nothing is changed.`;
     });
   };
   const rollback = (environment: string, release: string | undefined) => {
@@ -333,6 +432,9 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
               </label>
               <button type="submit" disabled={busy}>
                 Promote
+              </button>{' '}
+              <button type="button" disabled={busy} onClick={preview}>
+                Preview (dry run)
               </button>
             </form>
             {notice && (
@@ -373,7 +475,10 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
                             </button>
                           </td>
                           <td>{s.release ?? '—'}</td>
-                          <td>{s.phase ?? 'Pending'}</td>
+                          <td>
+                            {s.phase ?? 'Pending'}
+                            {s.dryRun ? ' (dry run)' : ''}
+                          </td>
                           <td>{s.startedAt ? <Time iso={s.startedAt} ago /> : '—'}</td>
                         </tr>
                       );

@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
 import { addAppHistoryCommands } from './app-history-commands.ts';
 import { age, cellText, table } from './format.ts';
-import type { RuntimeObject, RuntimeObjectPage } from '../http/api-types.ts';
+import type { RuntimeObject, RuntimeObjectPage } from '../api/types.ts';
 
 /** A stored object as the API answers it (the route's schema; a type import, nothing of the server is loaded). */
 type StoredObject = RuntimeObject;

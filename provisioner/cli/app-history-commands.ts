@@ -9,7 +9,7 @@ import { createTwoFilesPatch, FILE_HEADERS_ONLY } from 'diff';
 import { stringify } from 'yaml';
 import type { ApplicationDiff, ImageChange, ResourceChange, ResourceDiff } from '../../runtime/protocol/sources.ts';
 // Type imports: nothing of the server is loaded.
-import type { ApplicationHistoryEntry, ApplicationHistoryPage } from '../http/api-types.ts';
+import type { ApplicationHistoryEntry, ApplicationHistoryPage } from '../api/types.ts';
 import { UsageError } from './api-commands.ts';
 import type { ApiClient } from './client.ts';
 import { ApiError } from './client.ts';

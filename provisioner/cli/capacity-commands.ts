@@ -7,7 +7,7 @@
 import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
 import { table } from './format.ts';
-import type { Capacity } from '../http/api-types.ts';
+import type { Capacity } from '../api/types.ts';
 
 type Reservation = Capacity['plans'][number]['reservation']['now'];
 

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { commandContext, readKubeconfig, readStdin, UsageError, type Io } from './command-context.ts';
 import { table } from './format.ts';
-import type { ClusterPutAnswer } from '../http/api-types.ts';
+import type { ClusterPutAnswer } from '../api/types.ts';
 
 /** One entry of the root infra's `clusters` stack output (infra/root-cluster.ts, ClusterRegistryEntry). */
 export interface ImportedCluster {

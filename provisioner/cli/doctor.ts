@@ -10,7 +10,7 @@ import type { Command } from 'commander';
 import { ApiClient, ApiError } from './client.ts';
 import type { Io } from './api-commands.ts';
 
-import type { DoctorCheck } from '../http/api-types.ts';
+import type { DoctorCheck } from '../api/types.ts';
 
 /** Ends the command with an exit code, after the command printed what it had to say. */
 export class ExitCode extends Error {

@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import { apiClientOf, NothingToDo, UsageError, type Io } from './api-commands.ts';
 import { ApiError, type ApiClient } from './client.ts';
 import { age, table } from './format.ts';
-import type { FleetEvent, FleetPlan, FleetUpgrade, FleetUpgradeTenant } from '../http/api-types.ts';
+import type { FleetEvent, FleetPlan, FleetUpgrade, FleetUpgradeTenant } from '../api/types.ts';
 import { SKIPPABLE_GATE_CHECKS, type SkippableGateCheck } from '../store/states.ts';
 import type { BodyOf } from '../http/api-client.ts';
 

@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { commandContext, type Io } from './command-context.ts';
 import { age, table } from './format.ts';
-import type { CreatedKey } from '../http/api-types.ts';
+import type { CreatedKey } from '../api/types.ts';
 
 export function addKeyCommands(program: Command, io: Io): void {
   const { client, print } = commandContext(program, io);

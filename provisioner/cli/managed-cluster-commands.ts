@@ -29,7 +29,7 @@ import {
   type KubeObject,
 } from '../managed-clusters/bootstrap.ts';
 import { age, table } from './format.ts';
-import type { ManagedCluster } from '../http/api-types.ts';
+import type { ManagedCluster } from '../api/types.ts';
 
 async function readSecretFile(option: string, file: string): Promise<string> {
   try {

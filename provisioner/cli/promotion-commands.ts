@@ -10,8 +10,9 @@ import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
 import type { ApiClient } from './client.ts';
 import { age, cellText, keyValues, table } from './format.ts';
-import type { RuntimeObject, RuntimeObjectPage } from '../http/api-types.ts';
+import type { RuntimeObject, RuntimeObjectPage } from '../api/types.ts';
 import type { ProductSummary, PromotionSummary } from '../../runtime/protocol/events.ts';
+import type { DryRunResource } from '../../runtime/protocol/promotions.ts';
 
 type Path = 'products' | 'promotions';
 type Step = NonNullable<PromotionSummary['steps']>[number];
@@ -46,7 +47,7 @@ const short = (sha: string | undefined): string | undefined => sha?.slice(0, 12)
 export function promotionTimeline(o: RuntimeObject, now = Date.now()): string {
   const p = promotionOf(o);
   const head = keyValues([
-    ['promotion', `${o.namespace}/${o.name}`],
+    ['promotion', `${o.namespace}/${o.name}${p.dryRun ? ' (dry run: nothing is changed)' : ''}`],
     ['product', p.product ?? '-'],
     ...(p.rollback ? ([['rollback', `${p.rollback}${p.rollbackFrom ? ` from ${p.rollbackFrom}` : ''}`]] as const) : []),
     [
@@ -65,6 +66,7 @@ export function promotionTimeline(o: RuntimeObject, now = Date.now()): string {
   ]);
   const steps = p.steps ?? [];
   if (steps.length === 0) return head.join('\n');
+  const previews = dryRunLines(p);
   return [
     ...head,
     '',
@@ -81,7 +83,47 @@ export function promotionTimeline(o: RuntimeObject, now = Date.now()): string {
         s.message,
       ]),
     ),
+    ...(previews.length > 0 ? ['', ...previews] : []),
   ].join('\n');
+}
+
+/** `data.image, data.version (+3 more)`. */
+function fieldList(r: DryRunResource): string {
+  if (r.action !== 'modified') return '-';
+  return `${r.fields.join(', ')}${r.moreFields ? ` (+${r.moreFields} more)` : ''}` || '-';
+}
+
+/**
+ * Each environment's dry run: per application, every resource that would change from what runs
+ * there now, its fields, and what of it the promotion's Git change does not cause.
+ */
+export function dryRunLines(p: PromotionSummary): string[] {
+  const out: string[] = [];
+  for (const s of p.steps ?? []) {
+    const d = s.dryRun;
+    if (!d) continue;
+    out.push(
+      `${s.environment}: ${d.commit ? `the change (${d.files.join(', ')}) previewed at scratch commit ${short(d.commit)}` : 'no Git change: previewed at the branch head'}`,
+    );
+    const rows: Array<Array<string | undefined>> = [];
+    for (const a of d.applications) {
+      if (a.error) rows.push([a.application, '-', '-', '-', `not previewed: ${a.error}`]);
+      else if (a.resources.length === 0 && !a.moreResources) rows.push([a.application, '-', 'unchanged', '-', '-']);
+      for (const r of a.resources)
+        rows.push([
+          a.application,
+          `${r.kind} ${r.namespace ? `${r.namespace}/` : ''}${r.name}`,
+          r.action,
+          fieldList(r),
+          r.notFromChange?.length
+            ? `not from the change: ${r.notFromChange.includes('.') ? 'the whole resource' : r.notFromChange.join(', ')}`
+            : '-',
+        ]);
+      if (a.moreResources) rows.push([a.application, `… ${a.moreResources} more`, '-', '-', '-']);
+    }
+    out.push(table(['APPLICATION', 'RESOURCE', 'CHANGE', 'FIELDS', 'OUTSIDE THE TEMPLATE'], rows));
+  }
+  return out;
 }
 
 /** A product with its release in each environment. */
@@ -248,30 +290,41 @@ export function addPromotionCommands(program: Command, io: Io): void {
     )
     .option('-n, --namespace <ns>', "the product's namespace (default: the one it was reported in)")
     .option('--release <release>', "the release to promote (default: what the flow's trigger environment holds)")
+    .option(
+      '--dry-run',
+      "only show what each environment would get: each step's change previewed against what runs there (no Git change, no sync)",
+    )
     .option('-w, --watch', "then follow the promotion's timeline until it ends")
-    .action(async (tenant: string, name: string, o: { namespace?: string; release?: string; watch?: boolean }) => {
-      const c = client();
-      const namespace = await namespaceOf(c, tenant, 'products', name, o.namespace);
-      const created = await c.runtimeAction(
-        tenant,
-        { resource: 'products', namespace, name, action: 'promote' },
-        o.release !== undefined ? { body: { release: o.release } } : {},
-      );
-      if (json() && !o.watch) return io.out(JSON.stringify(created, null, 2));
-      const promotion = created.metadata?.name ?? '?';
-      if (o.watch && created.metadata?.name) {
-        if (!json()) io.out(cellText(`promotion ${namespace}/${promotion} of ${name} started`));
-        return follow(c, tenant, created.metadata.name, namespace);
-      }
-      io.out(
-        [
-          `promotion ${namespace}/${promotion} of ${name} ${created.spec?.release ?? "(the trigger environment's release)"} started`,
-          `follow it: provisioner promotions get ${tenant} ${promotion} --watch`,
-        ]
-          .map(cellText)
-          .join('\n'),
-      );
-    });
+    .action(
+      async (
+        tenant: string,
+        name: string,
+        o: { namespace?: string; release?: string; watch?: boolean; dryRun?: boolean },
+      ) => {
+        const c = client();
+        const namespace = await namespaceOf(c, tenant, 'products', name, o.namespace);
+        const created = await c.runtimeAction(
+          tenant,
+          { resource: 'products', namespace, name, action: o.dryRun ? 'dry-run' : 'promote' },
+          o.release !== undefined ? { body: { release: o.release } } : {},
+        );
+        if (json() && !o.watch) return io.out(JSON.stringify(created, null, 2));
+        const promotion = created.metadata?.name ?? '?';
+        const what = o.dryRun ? 'dry run' : 'promotion';
+        if (o.watch && created.metadata?.name) {
+          if (!json()) io.out(cellText(`${what} ${namespace}/${promotion} of ${name} started`));
+          return follow(c, tenant, created.metadata.name, namespace);
+        }
+        io.out(
+          [
+            `${what} ${namespace}/${promotion} of ${name} ${created.spec?.release ?? "(the trigger environment's release)"} started${o.dryRun ? ': nothing is changed' : ''}`,
+            `follow it: provisioner promotions get ${tenant} ${promotion} --watch`,
+          ]
+            .map(cellText)
+            .join('\n'),
+        );
+      },
+    );
 
   products
     .command('rollback <tenant> <product> <environment>')

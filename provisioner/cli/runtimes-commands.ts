@@ -17,7 +17,7 @@ import { askOnTerminal } from './terminal-prompt.ts';
 import { manifestFileName } from '../../runtime/hybrid/bundle.ts';
 import { agentsAt, SOURCE_SERVER_ARGOCD_SECRET } from '../../runtime/component/agents.ts';
 import { shellCommand } from '../../runtime/hybrid/shell.ts';
-import type { Runtime, RuntimePage, RuntimeUpgradeBundle } from '../http/api-types.ts';
+import type { Runtime, RuntimePage, RuntimeUpgradeBundle } from '../api/types.ts';
 
 /**
  * REPORTED is the version the runtime's own agents stated, so it is shown only once they reported

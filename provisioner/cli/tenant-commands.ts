@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { commandContext, NothingToDo, UsageError, type Io } from './command-context.ts';
 import { age, keyValues, table } from './format.ts';
-import type { Accepted, MaintenanceWindow, Tenant, TenantPage } from '../http/api-types.ts';
+import type { Accepted, MaintenanceWindow, Tenant, TenantPage } from '../api/types.ts';
 import type { Phase } from '../store/states.ts';
 
 /** `RRULE ZONE MINUTES [DTSTART]`, e.g. `FREQ=WEEKLY;BYDAY=SA;BYHOUR=2 Europe/Berlin 240` (the API checks the rest). */

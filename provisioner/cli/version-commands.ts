@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { commandContext, UsageError, type Io } from './command-context.ts';
 import { keyValues, table } from './format.ts';
-import type { PathInfo, RuntimeVersionInfo } from '../http/api-types.ts';
+import type { PathInfo, RuntimeVersionInfo } from '../api/types.ts';
 import type { Availability } from '../store/states.ts';
 
 /** The Argo applications a version runs, by the names users know them, with their chart's key. */

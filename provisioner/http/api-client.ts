@@ -21,7 +21,7 @@ import type {
   StreamEventOf,
   TenantStreamEvents,
   WireRefs,
-} from './api-types.ts';
+} from '../api/types.ts';
 import type { ActionAnswers, ActionResource } from '../../runtime/protocol/actions.ts';
 
 export type { RouteKey };
@@ -65,7 +65,7 @@ type CallArgs<K extends RouteKey> =
   // eslint-disable-next-line @typescript-eslint/no-empty-object-type
   {} extends CallOptions<K> ? [opts?: CallOptions<K>] : [opts: CallOptions<K>];
 
-/** The Server-Sent Events routes and their events by name (api-types.ts). */
+/** The Server-Sent Events routes and their events by name (api/types.ts). */
 export interface StreamRoutes {
   'GET /v1/tenants/events': TenantStreamEvents;
   'GET /v1/operations/:id/log': OperationLogEvents;

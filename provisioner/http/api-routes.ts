@@ -50,7 +50,7 @@ import {
   TenantSummary,
   Uuid,
   withErrors,
-} from './schemas.ts';
+} from '../api/schemas.ts';
 import * as R from './route-schemas.ts';
 import { AVAILABILITIES, FLEET_STATES, SKIPPABLE_GATE_CHECKS } from '../store/states.ts';
 

@@ -32,7 +32,7 @@ import {
   Operation,
   Runtime,
   Tenant,
-} from './schemas.ts';
+} from '../api/schemas.ts';
 import { auditRoutes } from './routes/audit.ts';
 import { consoleRoutes } from './routes/console.ts';
 import { clusterRoutes } from './routes/clusters.ts';

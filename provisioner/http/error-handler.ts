@@ -13,7 +13,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { DATABASE_RETRY_AFTER_SECONDS, isConnectionError, type DatabaseHealth } from '../db/availability.ts';
 import { AppError, errors, isAppError, quoted, type ErrorCode } from '../errors.ts';
 import { RateLimitedLog } from '../logger.ts';
-import { PATTERN_MEANINGS } from './schemas.ts';
+import { PATTERN_MEANINGS } from '../api/schemas.ts';
 import { API_CSP } from './security-headers.ts';
 
 /** Retry-After of each 503 code (seconds); others get DEFAULT_RETRY_AFTER_SECONDS. */

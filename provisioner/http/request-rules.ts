@@ -15,7 +15,7 @@
  */
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { errors } from '../errors.ts';
-import { MAX_PATH_PARAM_LENGTH, NUL_FREE } from './schemas.ts';
+import { MAX_PATH_PARAM_LENGTH, NUL_FREE } from '../api/schemas.ts';
 
 type Schema = Record<string, unknown>;
 

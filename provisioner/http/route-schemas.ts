@@ -18,7 +18,7 @@ import {
   StringEnum,
   TenantSettingsSchema,
   Uuid,
-} from './schemas.ts';
+} from '../api/schemas.ts';
 import { MAX_FREEZES, PHASES, TENANT_SORT_NAMES } from '../store/states.ts';
 import { PLAN_NAMES } from '../../tenants/plan-names.ts';
 

@@ -7,7 +7,7 @@
  */
 import type { SecretBox } from '../crypto.ts';
 import { errors } from '../errors.ts';
-import { STREAM_CURSOR } from './schemas.ts';
+import { STREAM_CURSOR } from '../api/schemas.ts';
 
 export { STREAM_CURSOR };
 const CURSOR = new RegExp(STREAM_CURSOR);

@@ -3,12 +3,12 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { StreamSlot } from '../keys/streams.ts';
-import type { StreamError } from './api-types.ts';
+import type { StreamError } from '../api/types.ts';
 import { SECURITY_HEADERS } from './security-headers.ts';
 
 /**
  * What a stream's body writes with (see serveEventStream). `M` maps each event's name to its
- * payload's type (http/api-types.ts: `TenantStreamEvents`, `OperationLogEvents`, …), the types the
+ * payload's type (api/types.ts: `TenantStreamEvents`, `OperationLogEvents`, …), the types the
  * clients read: a payload that does not match its schema is a compile error here.
  */
 export interface EventStream<M> {

@@ -7,7 +7,7 @@
  */
 import type pg from 'pg';
 import type { SleepConfig, WarmPoolConfig } from '../config.ts';
-import type { Capacity } from '../http/api-types.ts';
+import type { Capacity } from '../api/types.ts';
 import { sleepCounts, wakeDurations } from '../store/sleep.ts';
 import { poolCounts, signupSources } from '../store/pool.ts';
 import { listClusters } from '../store/clusters.ts';

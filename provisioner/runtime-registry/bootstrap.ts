@@ -10,7 +10,7 @@ import { AppError } from '../errors.ts';
 import { writeAudit } from '../store/audit.ts';
 import { createKey } from '../store/keys.ts';
 import { claimRuntimeBootstrap, runtimeByBootstrapToken, setRuntimeKey } from '../store/runtimes.ts';
-import type { RuntimeBootstrapAnswer } from '../http/api-types.ts';
+import type { RuntimeBootstrapAnswer } from '../api/types.ts';
 import { chartsPart, EMPTY_CHARTS_PART, installDocument, type ChartsPart } from '../../runtime/hybrid/install.ts';
 import { BOOTSTRAP_TOKEN_PATTERN, type BootstrapAnswer } from '../../runtime/protocol/bootstrap.ts';
 import { bundleCacheKey } from './bundle-cache.ts';

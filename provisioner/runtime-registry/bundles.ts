@@ -6,7 +6,7 @@
  */
 import { errors } from '../errors.ts';
 import type { RuntimeRow } from '../store/runtimes.ts';
-import type { RuntimeUpgradeBundle } from '../http/api-types.ts';
+import type { RuntimeUpgradeBundle } from '../api/types.ts';
 import { hybridInstallBundle, type InstallBundle, type InstallBundleInput } from '../../runtime/hybrid/bundle.ts';
 import { chartObjects, InstallDocumentError, type RenderedChart } from '../../runtime/hybrid/install.ts';
 import { unpinnedImages } from '../../runtime/hybrid/images.ts';

@@ -23,7 +23,7 @@ import {
 import { getTenantRow } from '../store/tenants.ts';
 import { deleteRuntimeObjects, lockTenantObjects } from '../store/runtime-objects.ts';
 import { availabilityOf } from '../store/versions.ts';
-import type { RuntimeRegistered, RuntimeRemoved } from '../http/api-types.ts';
+import type { RuntimeRegistered, RuntimeRemoved } from '../api/types.ts';
 import { HybridBundleError, hybridNamespace, type InstallBundle } from '../../runtime/hybrid/bundle.ts';
 import { installPath, installUrlCommand } from '../../runtime/hybrid/install.ts';
 import { RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';

@@ -27,7 +27,7 @@ import type {
   RuntimeRemoved,
   RuntimeUpgradeBundle,
   RuntimeUpgraded,
-} from '../http/api-types.ts';
+} from '../api/types.ts';
 import type { UpgraderAssignment, UpgraderReportBody } from '../../runtime/protocol/upgrade.ts';
 import type { BundleCacheStats } from './bundle-cache.ts';
 import { runtimesOf, type Reader, type Runtimes, type RuntimeServiceDeps } from './context.ts';

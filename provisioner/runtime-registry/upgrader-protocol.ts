@@ -8,7 +8,7 @@ import { AppError, errors } from '../errors.ts';
 import { writeAudit, type Requester } from '../store/audit.ts';
 import { getRuntimeById, recordUpgraderReport, type RuntimeRow } from '../store/runtimes.ts';
 import { getTenantRow } from '../store/tenants.ts';
-import type { Runtime } from '../http/api-types.ts';
+import type { Runtime } from '../api/types.ts';
 import { upgraderPlan } from '../../runtime/hybrid/upgrader.ts';
 import { UPGRADER_NEXT, type UpgraderAssignment, type UpgraderReportBody } from '../../runtime/protocol/upgrade.ts';
 import { bundleAt } from './bundles.ts';

@@ -10,7 +10,7 @@ import { writeAudit, type Requester } from '../store/audit.ts';
 import { getRuntimeByName, listTenantRuntimes, setHybridRuntimeVersion, type RuntimeRow } from '../store/runtimes.ts';
 import { getTenantRow } from '../store/tenants.ts';
 import { availabilityOf } from '../store/versions.ts';
-import type { RuntimeUpgradeBundle, RuntimeUpgraded } from '../http/api-types.ts';
+import type { RuntimeUpgradeBundle, RuntimeUpgraded } from '../api/types.ts';
 import { agentRefusal } from '../../runtime/hybrid/upgrader.ts';
 import { checkVersionChange } from '../runtime-versions/service.ts';
 import { patchable, upgradeBundleOf } from './bundles.ts';

@@ -15,7 +15,7 @@ import {
 } from '../store/runtimes.ts';
 import { getTenantRows, toTenant, type TenantRow } from '../store/tenants.ts';
 import { conditionsWithRuntime, tunnelView } from '../tenant-api/tenant-view.ts';
-import type { Runtime } from '../http/api-types.ts';
+import type { Runtime } from '../api/types.ts';
 import type { ProxiedRuntime } from '../tunnel/route.ts';
 import { hybridConditions } from './conditions.ts';
 import { iso, tenantOf, type Reader, type Runtimes } from './context.ts';

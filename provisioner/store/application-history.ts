@@ -180,7 +180,7 @@ export async function notifyHistory(db: Queryable, runtimeId: string): Promise<v
 const isoJson = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 /**
- * An entry as the API answers it (http/schemas.ts ApplicationHistoryEntry), built by Postgres as
+ * An entry as the API answers it (api/schemas.ts ApplicationHistoryEntry), built by Postgres as
  * JSON text: a history page is sent as Postgres wrote it, without parsing its jsonb columns and
  * timestamps into objects and serializing them again (docs/benchmarks.md "Change revisions and
  * application history"). `$runtime` is the parameter holding the runtime's name.

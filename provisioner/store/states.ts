@@ -2,7 +2,7 @@
  * The closed lists of states and kinds the store keeps and the API shows: a tenant's phases (in
  * lifecycle order) and the shape of its conditions, operations' kinds and states, runtime versions' availability, fleet upgrades'
  * states; and the bounds of a maintenance window's length. Shared by the server (store, schemas, routes) and, through the API's types
- * (http/api-types.ts), the console and the CLI, so this module imports nothing.
+ * (api/types.ts), the console and the CLI, so this module imports nothing.
  */
 export const PHASES = [
   'Pending',

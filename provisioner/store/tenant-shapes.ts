@@ -1,5 +1,5 @@
 /**
- * A tenant's spec and its settings, defined once: these schemas are the API's (http/schemas.ts
+ * A tenant's spec and its settings, defined once: these schemas are the API's (api/schemas.ts
  * uses them in every answer that holds a tenant, the PATCH body is made of the settings' schemas),
  * and the store's types are derived from them (store/tenants.ts), so the row's view, the wire and
  * the clients cannot disagree. In store/ because the store may import nothing above it; it imports

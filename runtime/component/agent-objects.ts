@@ -116,6 +116,8 @@ function env(
         { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
         { name: 'GIT_WORK_DIR', value: GITOPS_WORK_DIR },
       );
+      // Dry runs ask the Source Server what a scratch commit would change (docs/promotions.md).
+      if (peers.sourceServer) vars.push({ name: 'SOURCE_SERVER_URL', value: sourceServerUrl(namespace) });
       break;
     case 'source-server':
       vars.push(

@@ -92,6 +92,10 @@ const SPECS: Record<PromotionKind, Schema> = {
       preAction: action,
       postAction: action,
       syncTimeoutSeconds: { type: 'integer', minimum: 10, maximum: 86_400 },
+      dryRun: {
+        type: 'object',
+        properties: { required: { type: 'boolean' }, onlyTemplateChanges: { type: 'boolean' } },
+      },
     },
   },
   Promotion: {
@@ -104,6 +108,7 @@ const SPECS: Record<PromotionKind, Schema> = {
       abort: { type: 'boolean' },
       retry: { type: 'integer', minimum: 0 },
       rollback: { type: 'object', required: ['environment'], properties: { environment: name } },
+      dryRun: { type: 'boolean' },
     },
   },
 };

@@ -11,7 +11,7 @@ export const ACTION_RESOURCES = {
   applications: { kind: 'Application', actions: ['refresh', 'sync'] },
   rollouts: { kind: 'Rollout', actions: ['promote', 'abort', 'retry'] },
   workflows: { kind: 'Workflow', actions: ['terminate', 'stop', 'retry'] },
-  products: { kind: 'Product', actions: ['promote', 'rollback'] },
+  products: { kind: 'Product', actions: ['promote', 'rollback', 'dry-run'] },
   promotions: { kind: 'Promotion', actions: ['retry', 'abort'] },
 } as const;
 
@@ -31,8 +31,8 @@ export interface ActionObject<S = Record<string, unknown>, T = unknown> {
 }
 
 /**
- * What each resource's actions answer: the Argo object they changed; a product's promote and
- * rollback the Promotion they created; a promotion's retry and abort the Promotion they changed.
+ * What each resource's actions answer: the Argo object they changed; a product's promote,
+ * rollback and dry-run the Promotion they created; a promotion's retry and abort the Promotion they changed.
  */
 export interface ActionAnswers {
   applications: ActionObject;

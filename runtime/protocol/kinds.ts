@@ -1,7 +1,7 @@
 /**
  * The kinds a runtime reports (Argo's, and the GitOps Operator's products and promotions), with the API group/version/plural the reporter watches: the
  * closed list the event reporter (events.ts), the control plane's store and the API's schemas
- * share. It imports nothing, so the API's types (provisioner/http/api-types.ts) can name it where
+ * share. It imports nothing, so the API's types (provisioner/api/types.ts) can name it where
  * Node.js is not available (the console's type-check).
  */
 export const REPORTED_KINDS = {

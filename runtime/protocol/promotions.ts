@@ -132,6 +132,13 @@ export interface PromotionPolicySpec {
   postAction?: WorkflowAction;
   /** Longest wait for the applications to be synced and healthy (default 900). */
   syncTimeoutSeconds?: number;
+  /**
+   * A dry run before the step's commit (after its pre-action): `required` previews the step's
+   * change in each of the environment's applications (recorded in the step's `dryRun`);
+   * `onlyTemplateChanges` (implies `required`) fails the step when what runs there would change
+   * in ways the promotion's Git change does not cause (drift, commits not synced yet).
+   */
+  dryRun?: { required?: boolean; onlyTemplateChanges?: boolean };
 }
 
 export interface PromotionSpec {
@@ -150,6 +157,13 @@ export interface PromotionSpec {
    * environment (a change there is a new release to promote).
    */
   rollback?: { environment: string };
+  /**
+   * A dry run: every step computes its Git change, commits it on a scratch branch
+   * (`promotions/<promotion>/dry-run/<environment>`, deleted again) and records what it would
+   * change in each application (`status.steps[].dryRun`); nothing is pushed to the product's
+   * branch, nothing syncs, no action or hook runs.
+   */
+  dryRun?: boolean;
 }
 
 export type PromotionPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Aborted' | 'Superseded';
@@ -187,6 +201,65 @@ export interface StepStatus {
   message?: string;
   preAction?: ActionStatus;
   postAction?: ActionStatus;
+  /** A dry run's result for this environment (a dry-run promotion, or a policy that requires one). */
+  dryRun?: StepDryRun;
+}
+
+/** Resources kept per application, and fields per resource, in a dry run's result (the rest counted). */
+export const MAX_DRY_RUN_RESOURCES = 20;
+export const MAX_DRY_RUN_FIELDS = 10;
+
+/** One resource of a dry run: how it would change from what runs now (the Source Server's preview). */
+export interface DryRunResource {
+  group?: string;
+  kind: string;
+  namespace: string;
+  name: string;
+  action: 'added' | 'removed' | 'modified';
+  fields: string[];
+  /** How many more fields changed than `fields` names. */
+  moreFields?: number;
+  /** Fields the promotion's Git change does not cause (`['.']`: the whole resource); see sources.ts PreviewResource. */
+  notFromChange?: string[];
+}
+
+export interface DryRunApplication {
+  application: string;
+  /** The revision Argo CD synced it to when it was previewed. */
+  current?: string;
+  resources: DryRunResource[];
+  /** How many more resources would change than `resources` lists. */
+  moreResources?: number;
+  /** Why it could not be previewed. */
+  error?: string;
+}
+
+export interface StepDryRun {
+  at: string;
+  /** The scratch commit previewed (its branch deleted afterwards); absent: the files already hold the release. */
+  commit?: string;
+  /** The files the step's commit would change. */
+  files: string[];
+  applications: DryRunApplication[];
+}
+
+/**
+ * The changes of a dry run its Git change does not cause, one line each
+ * (`shop-prod-api: ConfigMap shop-prod/shop-api data.color`); empty when there are none.
+ */
+export function changesOutsideTemplate(d: StepDryRun): string[] {
+  const out: string[] = [];
+  for (const app of d.applications)
+    for (const r of app.resources) {
+      if (!r.notFromChange?.length) continue;
+      const what = `${r.kind} ${r.namespace ? `${r.namespace}/` : ''}${r.name}`;
+      out.push(
+        r.notFromChange.includes('.')
+          ? `${app.application}: ${what} ${r.action === 'added' ? 'missing from' : r.action === 'removed' ? 'only in' : 'differs in'} the cluster`
+          : `${app.application}: ${what} ${r.notFromChange.join(', ')}`,
+      );
+    }
+  return out;
 }
 
 export interface PromotionStatus {
@@ -315,5 +388,8 @@ export interface PromotionSummary {
     postAction?: { workflow: string; phase?: string; message?: string };
     /** `action: pr`: the branch the change is proposed on, until it is merged. */
     proposal?: { branch: string; commit?: string };
+    /** The dry run's result (status.steps[].dryRun), within the report's budget. */
+    dryRun?: StepDryRun;
   }[];
+  dryRun?: boolean; // spec.dryRun
 }

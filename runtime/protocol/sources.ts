@@ -117,3 +117,32 @@ export interface ApplicationDiff {
   resources: ResourceDiff[];
   truncated: boolean;
 }
+
+/** A resource of a preview: how it changes from what runs now to the manifests at the revision asked. */
+export interface PreviewResource extends ResourceChange {
+  /**
+   * Fields of `fields` the Git change alone does not cause: they differ between what runs and the
+   * manifests at the Application's synced revision too (drift, or commits not synced yet). For an
+   * added or removed resource, `['.']` when the synced revision already has it that way. Absent:
+   * the Git change accounts for the whole change.
+   */
+  notFromChange?: string[];
+}
+
+/**
+ * `GET /v1/applications/:namespace/:name/preview?revision=R` (R required: a commit, or a branch
+ * or tag resolved to one). What a sync to R would change in what runs now, per resource: the
+ * manifests Argo CD generates at R against the live objects (Argo CD's normalized live state) —
+ * only the fields the manifests set are compared, so what the API server fills in is not a change
+ * — and, for each change, whether the Git change from the synced revision (`current`) to R causes
+ * it (`notFromChange` otherwise). Single-source Applications (409 UNSUPPORTED_SOURCE otherwise).
+ * At most MAX_CHANGED_RESOURCES resources and MAX_CHANGED_FIELDS fields each (`truncated`).
+ */
+export interface ApplicationPreview {
+  application: { namespace: string; name: string };
+  revision: string;
+  /** The revision Argo CD synced the Application to (empty: none yet). */
+  current: string;
+  resources: PreviewResource[];
+  truncated: boolean;
+}

@@ -13,11 +13,11 @@
 import t from 'tap';
 import { appendLog } from '../../provisioner/store/operations.ts';
 import { insertOperation } from '../../provisioner/store/tenants.ts';
-import type { FleetUpgrade } from '../../provisioner/http/api-types.ts';
 import { axeViolations } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { until } from '../../sandbox/until.ts';
 import { setOperationState } from '../helpers/operations.ts';
+import { startFleetUpgrade } from '../helpers/fleet.ts';
 
 t.setTimeout(6 * 60_000);
 const fx = await consoleFixture(t, {
@@ -26,7 +26,7 @@ const fx = await consoleFixture(t, {
   operatorName: 'ops-alice',
   signupIdempotencyKey: true,
 });
-const { db, call, operator, signedIn } = fx;
+const { db, client, operator, signedIn } = fx;
 
 await fx.registerCluster();
 
@@ -44,21 +44,21 @@ async function signup(organization: string, runtimeVersion: string): Promise<str
 
 const GATE_TIMEOUT = 3600;
 const tenant = await signup('gated-org', '1.4.0');
-const created = await call<{ fleetUpgrade: { id: string } }>('POST', '/v1/fleet-upgrades', {
+const created = await startFleetUpgrade(client, {
   targetVersion: '1.4.1',
   selector: { tenantIds: [tenant] },
   waves: [{ count: 1 }],
   gateTimeoutSeconds: GATE_TIMEOUT,
 });
-if (created.status !== 201) throw new Error(`fleet upgrade: ${created.status} ${JSON.stringify(created.json)}`);
-const fleetId = created.json.fleetUpgrade.id;
+const fleetId = created.fleetUpgrade.id;
+const fleetView = () => client.call('GET /v1/fleet-upgrades/:id', { params: { id: fleetId } });
 // The driver upgrades the tenant, then its gate waits on the tunnel (no agent of the double
 // connects one): the state the pages are read in.
 const wait = await until(
   'the fleet upgrade waiting on the tunnel gate',
   120_000,
   async () => {
-    const f = (await call<FleetUpgrade>('GET', `/v1/fleet-upgrades/${fleetId}`)).json;
+    const f = await fleetView();
     const w = f.tenants?.find((x) => x.tenantId === tenant)?.gateWait;
     return w && w.waitingOn.some((c) => c.name === 'tunnel') ? w : undefined;
   },
@@ -209,7 +209,7 @@ t.test('Skip gate… asks for a reason, skips the check for that step and the te
     0,
     'nothing waits on the health gate any more',
   );
-  const f = (await call<FleetUpgrade>('GET', `/v1/fleet-upgrades/${fleetId}`)).json;
+  const f = await fleetView();
   t.same(
     f.tenants?.find((x) => x.tenantId === tenant)?.gateSkipped.map((x) => [x.checks, x.reason, x.byKey?.name]),
     [[['tunnel'], reason, 'ops-alice']],
@@ -238,8 +238,7 @@ t.test('names, not ids or field names: runtimes by organization, words for field
   await page.evaluate(`location.hash = '#/tenants/${tenant}'`);
   await page.getByRole('heading', { name: 'Conditions' }).waitFor();
   const facts = await page.locator('dl.facts dt').allInnerTexts();
-  const endpoints = (await call<{ status: { endpoints: Record<string, string> } }>('GET', `/v1/tenants/${tenant}`)).json
-    .status.endpoints;
+  const endpoints = (await client.call('GET /v1/tenants/:id', { params: { id: tenant } })).status.endpoints;
   const camel = Object.keys(endpoints).filter((k) => /[a-z][A-Z]/.test(k));
   if (camel.length === 0)
     throw new Error(`precondition: an endpoint named in camelCase (${Object.keys(endpoints).join(', ')})`);

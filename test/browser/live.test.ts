@@ -17,6 +17,7 @@ import { application, batch, deletion } from '../helpers/events.ts';
 import { axeViolations, type PageGlobals } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
+import { startFleetUpgrade } from '../helpers/fleet.ts';
 import { portOutsideEphemeralRange } from '../helpers/ports.ts';
 import { until } from '../../sandbox/until.ts';
 import { setTenantStatus } from '../helpers/tenants.ts';
@@ -34,7 +35,7 @@ const fx = await consoleFixture(t, {
   port: await portOutsideEphemeralRange(),
   signupIdempotencyKey: true,
 });
-const { db, call, signedIn } = fx;
+const { db, client, signedIn } = fx;
 
 const phaseOf = async (id: string) =>
   (await db.pool.query<{ phase: string }>('SELECT phase FROM tenants WHERE id = $1', [id])).rows[0]?.phase;
@@ -60,7 +61,8 @@ t.test('a phase change appears without reload within 2 s', async (t) => {
   await page.getByRole('searchbox', { name: 'Search' }).fill('live-phase');
   const cell = (phase: string) => page.locator(`tr[data-tenant="${id}"] td[data-phase="${phase}"]`);
   await cell('Ready').waitFor();
-  t.equal((await call('POST', `/v1/tenants/${id}/suspend`)).status, 202, 'suspend accepted');
+  const suspend = await client.request('POST /v1/tenants/:id/suspend', { params: { id } });
+  t.equal(suspend.status, 202, 'suspend accepted');
   const [tDb, tDom] = await Promise.all([
     until('Suspended in the database', 30_000, async () => (await phaseOf(id)) === 'Suspended' && Date.now(), 25),
     cell('Suspended')
@@ -412,14 +414,13 @@ t.test('a fleet upgrade: its waves and tenants, pause, resume and abort from the
     version: '1.4.0',
     tokenHash: 'seeded-hash-b',
   });
-  const created = await call<{ fleetUpgrade: { id: string } }>('POST', '/v1/fleet-upgrades', {
+  const { fleetUpgrade } = await startFleetUpgrade(client, {
     targetVersion: '1.4.1',
     selector: { tenantIds: [a, b] },
     waves: [{ count: 1 }, { percent: 100 }],
     gate: { tunnel: false, applications: false },
   });
-  t.equal(created.status, 201, 'fleet upgrade started');
-  const { fleetUpgrade } = created.json;
+  t.equal(fleetUpgrade.targetVersion, '1.4.1', 'fleet upgrade started');
   const { page, problems } = await signedIn();
   await page.getByRole('link', { name: 'Fleet upgrades' }).click();
   const hint = await page.locator('section[aria-labelledby="fleet-title"] p.hint').innerText();

@@ -18,7 +18,7 @@ import { finishOperations, setOperationState } from '../helpers/operations.ts';
 
 t.setTimeout(5 * 60_000);
 const fx = await consoleFixture(t, { name: 'ops-answers', env: { CONSOLE_ENGINE: 'none' } });
-const { db, call, signedIn } = fx;
+const { db, client, signedIn } = fx;
 
 // A root cluster at a documentation address: registered without its probe (force), so doctor
 // finds it unreachable.
@@ -78,9 +78,7 @@ t.test(
   "the tenants page: doctor's blocking problems, why tenants wait, suspensions and versions counted",
   async (t) => {
     const { page, problems } = await signedIn();
-    const doctor = (await call('GET', '/v1/doctor')).json as {
-      checks: { name: string; status: string; message: string }[];
-    };
+    const doctor = await client.call('GET /v1/doctor');
     const blocking = doctor.checks.filter((c) => c.status === 'problem');
     t.same(
       blocking.map((c) => c.name).sort(),

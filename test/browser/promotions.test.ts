@@ -45,6 +45,12 @@ const appProxy = http.createServer((req, res) => {
       return send(200, { metadata: { name: 'shop-1-2-0-ab12cd34' }, spec: { retry: 1 } });
     if (path === '/api/products/argocd/shop/rollback')
       return send(201, { kind: 'Promotion', metadata: { name: 'shop-r8m4q', namespace: 'argocd' }, spec: body });
+    if (path === '/api/products/argocd/shop/dry-run')
+      return send(201, {
+        kind: 'Promotion',
+        metadata: { name: 'shop-dry9z', namespace: 'argocd' },
+        spec: { ...(body as object), dryRun: true },
+      });
     if (path === '/api/products/argocd/shop/promote')
       return send(201, { kind: 'Promotion', metadata: { name: 'shop-7xk2p', namespace: 'argocd' }, spec: body });
     if (path === '/api/promotions/argocd/shop-1-2-0-ab12cd34/abort')
@@ -271,5 +277,116 @@ t.test('a refused action is shown as the API says it', async (t) => {
     [],
     'no console error other than the refused request',
   );
+  await page.context().close();
+});
+
+t.test('Preview (dry run): started from the product page, each environment’s changes shown', async (t) => {
+  await report('Promotion', [failed]); // nothing runs but the dry run
+  const { page, problems } = await fx.open(tenantKey);
+  await page.locator('table.products').waitFor();
+  await page.evaluate(`location.hash = '#/tenants/${tenantId}/products/argocd/shop'`);
+  await page.getByRole('heading', { name: 'Product argocd/shop' }).waitFor();
+  await page.getByRole('button', { name: 'Preview (dry run)' }).click();
+  await page.getByText(/Dry run shop-dry9z started/).waitFor();
+  t.match(
+    asked.at(-1),
+    { method: 'POST', path: '/api/products/argocd/shop/dry-run', body: {} },
+    'the dry run asked of the runtime',
+  );
+  const preview = (environment: string, outside: boolean) => ({
+    environment,
+    phase: 'Succeeded',
+    startedAt: minutesAgo(0),
+    finishedAt: minutesAgo(0),
+    dryRun: {
+      at: minutesAgo(0),
+      commit: 'feedbeef0123456789abcdef',
+      files: [`shop/${environment}/release.yaml`],
+      applications: [
+        {
+          application: `shop-${environment}-web`,
+          resources: [
+            {
+              group: 'apps',
+              kind: 'Deployment',
+              namespace: `shop-${environment}`,
+              name: 'web',
+              action: 'modified',
+              fields: ['spec.template.spec.containers[name=web].image'],
+            },
+          ],
+        },
+        {
+          application: `shop-${environment}-api`,
+          resources: outside
+            ? [
+                {
+                  kind: 'ConfigMap',
+                  namespace: `shop-${environment}`,
+                  name: 'shop-api',
+                  action: 'modified',
+                  fields: ['data.color'],
+                  notFromChange: ['data.color'],
+                },
+              ]
+            : [],
+        },
+      ],
+    },
+  });
+  // While it runs (staging previewed, prod next), no environment shows a release arriving.
+  await report('Promotion', [
+    {
+      metadata: { name: 'shop-dry9z' },
+      spec: { product: 'shop', requestedBy: 'customer', dryRun: true },
+      status: {
+        phase: 'Running',
+        release: '1.2.0',
+        startedAt: minutesAgo(0),
+        steps: [preview('staging', false), { environment: 'prod', phase: 'Pending' }],
+      },
+    },
+  ]);
+  await page.locator('section.promotion[aria-label="Promotion shop-dry9z"][data-phase="Running"]').waitFor();
+  t.notMatch(
+    (await page.locator('ol.environments').innerText()).replace(/\s+/g, ' '),
+    /Succeeded|Pending|Running/,
+    'a dry run is not shown as arriving in any environment',
+  );
+  await report('Promotion', [
+    {
+      metadata: { name: 'shop-dry9z' },
+      spec: { product: 'shop', requestedBy: 'customer', dryRun: true },
+      status: {
+        phase: 'Succeeded',
+        release: '1.2.0',
+        startedAt: minutesAgo(0),
+        finishedAt: minutesAgo(0),
+        message: 'dry run of 1.2.0: staging 1 resource, prod 2 resources; nothing was changed',
+        steps: [preview('staging', false), preview('prod', true)],
+      },
+    },
+  ]);
+  const section = page.locator('section.promotion[aria-label="Promotion shop-dry9z"]');
+  await section.waitFor({ timeout: 15_000 });
+  t.match(await section.locator('h3').innerText(), /^Dry run shop-dry9z/, 'shown as a dry run');
+  const prod = section.locator('li[data-environment="prod"] table.dry-run-diff');
+  const rows = (await prod.locator('tbody tr').allInnerTexts()).map((x) => x.replace(/\s+/g, ' ').trim());
+  t.same(
+    rows,
+    [
+      'shop-prod-web Deployment shop-prod/web modified spec.template.spec.containers[name=web].image',
+      'shop-prod-api ConfigMap shop-prod/shop-api modified data.color not from the change: data.color',
+    ],
+    "prod's previewed changes, per application and resource, with what the change does not cause",
+  );
+  t.match(
+    await section.locator('li[data-environment="staging"]').innerText(),
+    /shop-staging-api\s+unchanged/,
+    'an application without changes',
+  );
+  await fx.screenshot(page, 'product-dry-run.png', { fullPage: true });
+  t.same(await axeViolations(page), [], 'no serious accessibility violation');
+  t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();
 });

@@ -10,7 +10,6 @@ import http from 'node:http';
 import { once } from 'node:events';
 import t from 'tap';
 import { createKey } from '../../provisioner/store/keys.ts';
-import { EVENTS_PATH } from '../../runtime/protocol/events.ts';
 import { axeViolations, type PageGlobals } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { until } from '../../sandbox/until.ts';
@@ -27,7 +26,7 @@ async function provisioned(organization: string): Promise<string> {
   await until(
     `${organization} Ready`,
     120_000,
-    async () => (await fx.ok<{ status: { phase: string } }>('GET', `/v1/tenants/${id}`)).status.phase === 'Ready',
+    async () => (await fx.client.call('GET /v1/tenants/:id', { params: { id } })).status.phase === 'Ready',
     100,
   );
   return id;
@@ -44,16 +43,11 @@ const runtimeKey = (await createKey(fx.db.pool, { role: 'runtime', tenantId: lit
   .key;
 const port = (upstream.address() as { port: number }).port;
 await fx.tunnel(runtimeKey, port);
-await fx.ok(
-  'POST',
-  EVENTS_PATH,
-  {
-    replica: 'reporter-0',
-    items: [],
-    heartbeat: { replica: 'reporter-0', ownedObjects: 0, queueDepth: 0, oldestPendingSeconds: 0 },
-  },
-  runtimeKey,
-);
+await fx.postEvents(runtimeKey, {
+  replica: 'reporter-0',
+  items: [],
+  heartbeat: { replica: 'reporter-0', ownedObjects: 0, queueDepth: 0, oldestPendingSeconds: 0 },
+});
 
 t.test('a Ready tenant whose runtime is not connected is amber and says why; a connected one is green', async (t) => {
   const { page, problems } = await fx.signedIn();

@@ -25,27 +25,11 @@ import {
 
 t.setTimeout(5 * 60_000);
 const fx = await consoleFixture(t, { name: 'tenant-sleep', env: { CONSOLE_ENGINE_DELAY_MS: 50 } });
-const { db, call, ok, signedIn } = fx;
+const { db, client, signedIn } = fx;
 
-interface TenantView {
-  generation: number;
-  spec: { suspended: boolean };
-  status: {
-    phase: string;
-    observedGeneration: number;
-    conditions: { type: string; status: string; reason: string }[];
-    sleep?: { asleep: boolean; since: string | null; lastActivityAt: string };
-  };
-}
-interface OperationView {
-  id: string;
-  kind: string;
-  state: string;
-}
-
-const tenant = async (id: string) => await ok<TenantView>('GET', `/v1/tenants/${id}`);
+const tenant = (id: string) => client.call('GET /v1/tenants/:id', { params: { id } });
 const operations = async (id: string) =>
-  (await ok<{ items: OperationView[] }>('GET', `/v1/tenants/${id}/operations?limit=50`)).items;
+  (await client.call('GET /v1/tenants/:id/operations', { params: { id }, query: { limit: 50 } })).items;
 
 /** A tenant signed up and provisioned by the reconciler: phase Ready, its spec applied. */
 async function provisioned(organization: string): Promise<string> {
@@ -231,7 +215,8 @@ t.test('a suspended tenant is offered no Sleep…; a refusal shows the API messa
 
   // Suspended, the suspension not applied yet (lease held): phase still Ready, spec suspended.
   await holdLease(suspended);
-  t.equal((await call('POST', `/v1/tenants/${suspended}/suspend`)).status, 202, 'suspend accepted');
+  const suspend = await client.request('POST /v1/tenants/:id/suspend', { params: { id: suspended } });
+  t.equal(suspend.status, 202, 'suspend accepted');
   await openTenant(page, suspended, 'suspended-org');
   await page.getByRole('button', { name: 'Resume…' }).waitFor();
   t.equal(

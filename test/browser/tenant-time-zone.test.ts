@@ -13,7 +13,7 @@ import { consoleFixture } from './harness/fixture.ts';
 
 t.setTimeout(5 * 60_000);
 const fx = await consoleFixture(t, { name: 'tenant-time-zone', env: { CONSOLE_ENGINE: 'none' } });
-const zoneOf = async (id: string) => (await fx.ok<{ timeZone: string | null }>('GET', `/v1/tenants/${id}`)).timeZone;
+const zoneOf = async (id: string) => (await fx.client.call('GET /v1/tenants/:id', { params: { id } })).timeZone;
 
 const signup = await fx.signup('zoned-org', { email: 'ops@zoned.example' }, null);
 const id = signup.id;

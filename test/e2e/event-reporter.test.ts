@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { objectKeyString, ownerOf } from '../../runtime/protocol/events.ts';
 import { REPORTED_KINDS, type ReportedKind } from '../../runtime/protocol/kinds.ts';
-import type { RuntimeObjectPage } from '../../provisioner/http/api-types.ts';
+import type { RuntimeObjectPage } from '../../provisioner/api/types.ts';
 import { createKey } from '../../provisioner/store/keys.ts';
 import { createTestApi, startReplica, type TestReplica } from '../helpers/api.ts';
 import {

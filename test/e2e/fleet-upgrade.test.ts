@@ -28,7 +28,7 @@ import type {
   FleetUpgradeEvents,
   FleetUpgradeTenant,
   StreamEventOf,
-} from '../../provisioner/http/api-types.ts';
+} from '../../provisioner/api/types.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import {
   availableDeployments,

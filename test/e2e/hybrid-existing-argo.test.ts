@@ -39,7 +39,7 @@ import {
   startHybridControlPlane,
   workloadEnv,
 } from './harness/hybrid.ts';
-import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../provisioner/http/api-types.ts';
+import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../provisioner/api/types.ts';
 
 t.setTimeout(12 * 60_000);
 

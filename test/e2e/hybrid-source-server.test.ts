@@ -44,7 +44,7 @@ import {
   workloadEnv,
 } from './harness/hybrid.ts';
 import { catalog, compareVersions } from '../../runtime/catalog.ts';
-import type { Runtime, RuntimeRegistered } from '../../provisioner/http/api-types.ts';
+import type { Runtime, RuntimeRegistered } from '../../provisioner/api/types.ts';
 
 t.setTimeout(12 * 60_000);
 

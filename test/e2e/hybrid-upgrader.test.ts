@@ -31,7 +31,7 @@ import {
   startHybridControlPlane,
   workloadEnv,
 } from './harness/hybrid.ts';
-import type { Runtime, RuntimeRegistered, RuntimeRemoved, RuntimeUpgraded } from '../../provisioner/http/api-types.ts';
+import type { Runtime, RuntimeRegistered, RuntimeRemoved, RuntimeUpgraded } from '../../provisioner/api/types.ts';
 
 t.setTimeout(10 * 60_000);
 

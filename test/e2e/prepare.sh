@@ -24,6 +24,10 @@
 # 5-8 minutes of 2 cores, docs/toolchain.md): exported as HRT_ARGOCD_BIN. A failed build stops the
 # tier (a failure with CI=true), with the build's reason.
 #
+# Argo Workflows' workflow-controller v3.7.2, built from its Go module by scripts/argo-workflows.sh
+# (its own cache; a cold build takes about 300 CPU-s, docs/toolchain.md "Argo Workflows"): exported
+# as HRT_ARGO_WORKFLOWS_BIN. A failed build stops the tier (a failure with CI=true), with the reason.
+#
 # vcluster (one binary per version the catalog pins) and kine, built from their Go modules by
 # scripts/vcluster.sh (its own cache; a cold build takes about 1,450 CPU-s, docs/toolchain.md): exported as HRT_VCLUSTER_BIN. Every tenant's vcluster
 # in this tier is the real one (sandbox/vcluster-pods.ts), which needs root (network and mount
@@ -34,7 +38,7 @@
 # (toolchain, chart mirror, provider plugin) and, as root unless SANDBOX_RUNTIME=0, what runs its
 # tenant's runtime (Argo CD, vcluster, nftables and redis-server); the Argo CRDs are skipped.
 # HRT_PREPARE_FOR=early (scripts/test.sh, the tier's early phase): only the chart mirror, the
-# toolchain and the Argo CRDs; Argo CD, vcluster and the provider plugin are left to the full
+# toolchain and the Argo CRDs; Argo CD, Argo Workflows, vcluster and the provider plugin are left to the full
 # preparation that follows (on a cold machine they are still compiling in the background).
 
 _hrt_e2e_prepare() {
@@ -143,6 +147,17 @@ _hrt_e2e_prepare() {
         return 1
       fi
     fi
+  fi
+  if [ "${HRT_PREPARE_FOR:-}" != sandbox ]; then
+    echo "e2e: building or reusing the Argo Workflows controller (scripts/argo-workflows.sh; a cold build takes several minutes)"
+    out="$(bash "$root/scripts/argo-workflows.sh")"
+    rc=$?
+    if [ "$rc" != 0 ]; then
+      echo "e2e: skipped: the Argo Workflows controller did not build from its Go module (scripts/argo-workflows.sh exited with $rc; its reason is printed above)"
+      return 1
+    fi
+    export HRT_ARGO_WORKFLOWS_BIN="$(printf '%s\n' "$out" | tail -n 1)"
+    echo "e2e: Argo Workflows $HRT_ARGO_WORKFLOWS_BIN/workflow-controller"
   fi
   echo "e2e: building or reusing the Kubernetes provider plugin (scripts/kubernetes-provider.sh; a cold build takes long)"
   out="$(bash "$root/scripts/kubernetes-provider.sh")"

@@ -1,15 +1,18 @@
 /**
- * Promotions with the GitOps Operator (docs/promotions.md), every part real but the Workflow
- * controller: a kube-apiserver with the real Argo CRDs and the promotion CRDs
- * (runtime/component/promotion-crds.ts); a real Argo CD (application controller, repo-server,
- * Redis) syncing a product's six Applications (web and api in dev, staging, prod) from one
- * configuration repository on a real Git server over HTTP with credentials (git's own
- * http-backend; the credentials in an Argo CD repository Secret, which the operator pushes with);
- * the operator as a process with its own ServiceAccount's token and Role.
+ * Promotions with the GitOps Operator (docs/promotions.md), every part real: a kube-apiserver with
+ * the controller-manager, scheduler and KWOK, the real Argo CRDs (the argo-workflows chart's for
+ * Workflows) and the promotion CRDs (runtime/component/promotion-crds.ts); a real Argo CD
+ * (application controller, repo-server, Redis) syncing a product's six Applications (web and api
+ * in dev, staging, prod) from one configuration repository on a real Git server over HTTP with
+ * credentials (git's own http-backend; the credentials in an Argo CD repository Secret, which the
+ * operator pushes with); the operator as a process with its own ServiceAccount's token and Role;
+ * a real Argo Workflows controller (harness/argo-workflows.ts) running the pre- and post-action
+ * Workflows the operator creates from the customer's WorkflowTemplates.
  *
- * TEST DOUBLE `decideWorkflows`: no Argo Workflows controller runs here (docs/e2e.md "What is
- * simulated"): the test ends each pre- and post-action Workflow the operator creates Succeeded or
- * Failed, as the scenario decides, the way the controller writes `status.phase`.
+ * Pods do not run here: KWOK ends each Workflow pod (WORKFLOW_POD_STAGE) Succeeded, or Failed with
+ * the exit code and message a template's pod annotations name, or leaves it Running (held): the
+ * scenario sets those annotations on the WorkflowTemplates (`outcome`), and the controller turns
+ * the pod into the Workflow's phase and message.
  *
  *  - A new release committed to dev starts a promotion: staging gets the operator's commit (its
  *    author, the release, the promotion's trailers), Argo CD syncs it, the post-action runs; prod's
@@ -27,6 +30,10 @@
  *    app-proxy acting as its own ServiceAccount with exactly its RBAC; each is audited with the
  *    caller, who is the promotion's `requestedBy`. A release the trigger environment does not hold
  *    is refused by the operator, naming what it holds, and Git is untouched.
+ *  - A dry run (`products promote --dry-run --watch`), previewed through a Source Server beside
+ *    Argo CD's API server: each environment's release ConfigMap's fields, nothing pushed, no
+ *    branch left; a policy allowing only the template's changes refuses prod's step when prod's
+ *    api ConfigMap drifted.
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
@@ -35,7 +42,16 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { argoApiServerUnavailable, ARGO_GROUP, ARGO_VERSION, startArgoApiServer } from './harness/argo.ts';
-import { argoCdUnavailable, startArgoCd } from './harness/argocd.ts';
+import { argoCdUnavailable, selfSignedCertificate, startArgoCd } from './harness/argocd.ts';
+import {
+  argoWorkflowsCrds,
+  argoWorkflowsUnavailable,
+  startWorkflowController,
+  WORKFLOW_EXIT_CODE,
+  WORKFLOW_EXIT_MESSAGE,
+  WORKFLOW_HOLD,
+  WORKFLOW_POD_STAGE,
+} from './harness/argo-workflows.ts';
 import { kubectlRunner } from '../helpers/kubectl.ts';
 import { serverPort, startProcess, until, type ManagedProcess } from '../../sandbox/processes.ts';
 import { startGitServer } from '../../sandbox/git-server.ts';
@@ -51,7 +67,7 @@ import { loadPublicKey } from '../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../runtime/agents/app-proxy/runtime-info.ts';
 import { createRouter } from '../../runtime/agents/request-router/router.ts';
 import { connectRuntime } from '../helpers/runtime.ts';
-import type { RuntimeObjectPage } from '../../provisioner/http/api-types.ts';
+import type { RuntimeObjectPage } from '../../provisioner/api/types.ts';
 import { gitopsOperatorRbac, promotionCrds } from '../../runtime/component/promotion-crds.ts';
 import {
   PROMOTIONS_API_VERSION,
@@ -74,16 +90,30 @@ const release = (version: string, image: string) =>
 const apiConfig = (env: string) =>
   `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shop-api\ndata:\n  environment: ${env}\n`;
 
-const unavailable = argoApiServerUnavailable() ?? argoCdUnavailable();
+const unavailable = argoApiServerUnavailable() ?? argoCdUnavailable() ?? argoWorkflowsUnavailable();
 if (unavailable) {
-  if (process.env.CI === 'true') t.fail(`a real Argo CD cannot run: ${unavailable}`);
+  if (process.env.CI === 'true') t.fail(`a real Argo CD and Argo Workflows controller cannot run: ${unavailable}`);
   else t.plan(0, unavailable);
 } else {
   const bin = process.env.HRT_TOOLCHAIN_BIN!;
-  const cluster = await startArgoApiServer(t, { name: 'promotions' });
+  const cluster = await startArgoApiServer(t, {
+    name: 'promotions',
+    // Workflows: the argo-workflows chart's CRDs, all of those the controller watches (below).
+    crds: ['applications', 'appprojects', 'rollouts'],
+    pods: { extraKwokStages: WORKFLOW_POD_STAGE },
+  });
   const dir = join(cluster.dir, 'promotions');
   await mkdir(dir, { recursive: true });
   const kubectl = kubectlRunner(bin, cluster.kubeconfigFile);
+  const workflowCrds = await argoWorkflowsCrds();
+  await writeFile(join(dir, 'argo-workflows-crds.yaml'), workflowCrds.yaml);
+  for (const args of [
+    ['create', '-f', join(dir, 'argo-workflows-crds.yaml')],
+    ['wait', '--for=condition=Established', '--timeout=120s', ...workflowCrds.names.map((n) => `crd/${n}`)],
+  ]) {
+    const r = await kubectl(args);
+    if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.output}`);
+  }
   const apply = async (name: string, objects: unknown[]) => {
     const file = join(dir, `${name}.json`);
     await writeFile(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
@@ -99,12 +129,51 @@ if (unavailable) {
   ]);
   if (established.code !== 0) throw new Error(`the promotion CRDs: ${established.output}`);
 
+  // Argo CD's API server too: the Source Server asks it for manifests (the dry runs' previews).
   const argocd = await startArgoCd(t, {
     kubeconfigFile: cluster.kubeconfigFile,
     kc: cluster.kc,
     dir: join(dir, 'argocd'),
+    server: { certificate: await selfSignedCertificate(join(dir, 'tls'), ['127.0.0.1']) },
   });
   const ns = argocd.namespace;
+  const workflowController = await startWorkflowController(t, {
+    kubeconfigFile: cluster.kubeconfigFile,
+    namespace: ns,
+    dir,
+    kubectl,
+  });
+  // The Source Server's Argo CD account (read-only), as the runtime's Argo CD values declare it;
+  // the Source Server sets its password up itself (ARGOCD_ACCOUNT_SETUP=argocd-secret).
+  for (const [cm, data] of [
+    ['argocd-cm', { 'accounts.source-server': 'login' }],
+    ['argocd-rbac-cm', { 'policy.csv': 'g, source-server, role:readonly\n' }],
+  ] as const) {
+    const r = await kubectl(['patch', 'configmap', cm, '-n', ns, '--type', 'merge', '-p', JSON.stringify({ data })]);
+    if (r.code !== 0) throw new Error(`${cm}: ${r.output}`);
+  }
+  const sourceServerPort = await serverPort();
+  const sourceServer = startProcess(
+    'source-server',
+    process.execPath,
+    [fileURLToPath(new URL('../../runtime/agents/source-server/main.ts', import.meta.url))],
+    join(dir, 'source-server.log'),
+    {
+      env: {
+        PATH: process.env.PATH ?? '',
+        PORT: String(sourceServerPort),
+        HOST: '127.0.0.1',
+        KUBECONFIG: cluster.kubeconfigFile,
+        ARGOCD_SERVER_URL: argocd.serverUrl!,
+        ARGOCD_CA_SECRET: 'argocd-server-tls',
+        ARGOCD_NAMESPACE: ns,
+        ARGOCD_ACCOUNT_SETUP: 'argocd-secret',
+        RUNTIME_TOKEN: 'e2e-promotions-runtime-token',
+        GIT_CACHE_DIR: join(dir, 'source-server-git'),
+      },
+    },
+  );
+  t.teardown(() => sourceServer.stop());
   const git = await startGitServer(join(dir, 'git'), '127.0.0.1', {
     credentials: { username: GIT_USER, password: GIT_PASSWORD },
   });
@@ -197,6 +266,65 @@ if (unavailable) {
     }),
   ]);
 
+  /**
+   * The customer's WorkflowTemplates the flow and the policies name: one container step each,
+   * whose pod KWOK ends as `outcomes` says (default: exit code 0).
+   */
+  type Outcome = 'pass' | { exitCode: number; message: string } | 'hold';
+  const outcomes: Record<string, Outcome> = {
+    announce: 'pass',
+    'page-on-call': 'pass',
+    'smoke-tests': 'pass',
+    notify: 'pass',
+  };
+  const workflowTemplate = (name: string, outcome: Outcome) => ({
+    apiVersion: `${ARGO_GROUP}/${ARGO_VERSION}`,
+    kind: 'WorkflowTemplate',
+    metadata: { name, namespace: ns },
+    spec: {
+      entrypoint: 'main',
+      arguments: {
+        parameters: ['product', 'environment', 'release', 'promotion'].map((p) => ({ name: p, value: '' })),
+      },
+      templates: [
+        {
+          name: 'main',
+          metadata: {
+            annotations:
+              outcome === 'pass'
+                ? {}
+                : outcome === 'hold'
+                  ? { [WORKFLOW_HOLD]: 'true' }
+                  : { [WORKFLOW_EXIT_CODE]: String(outcome.exitCode), [WORKFLOW_EXIT_MESSAGE]: outcome.message },
+          },
+          container: {
+            image: `registry.example.test/${name}:1.0`,
+            command: [name, '{{workflow.parameters.environment}}', '{{workflow.parameters.release}}'],
+          },
+        },
+      ],
+    },
+  });
+  /** The templates' outcomes from now on (a Workflow keeps the template it started with). */
+  const outcome = async (set: Record<string, Outcome>) => {
+    Object.assign(outcomes, set);
+    await apply(
+      'workflow-templates',
+      Object.entries(outcomes).map(([name, o]) => workflowTemplate(name, o)),
+    );
+  };
+  await outcome({});
+  const workflowPhase = async (name: string) =>
+    (
+      (await cluster.objects.getNamespacedCustomObject({
+        group: ARGO_GROUP,
+        version: ARGO_VERSION,
+        namespace: ns,
+        plural: 'workflows',
+        name,
+      })) as { status?: { phase?: string } }
+    ).status?.phase;
+
   // The operator's account and rights; a kubeconfig with its token.
   await kubectl(['create', 'namespace', RUNTIME_NS]);
   await apply('operator-rbac', gitopsOperatorRbac(ns, RUNTIME_NS));
@@ -238,6 +366,7 @@ if (unavailable) {
         GIT_WORK_DIR: join(dir, `operator-git-${starts}`),
         POLL_MS: '500',
         SYNC_TIMEOUT_SECONDS: '240',
+        SOURCE_SERVER_URL: `http://127.0.0.1:${sourceServerPort}`,
       },
     });
     await until('the operator’s /healthz', 60_000, async () => {
@@ -268,46 +397,12 @@ if (unavailable) {
     until(`the promotion of ${version}`, 120_000, async () =>
       (await promotions()).find((p) => p.spec.release === version),
     );
-  /** TEST DOUBLE of the Workflow controller: ends each Workflow as `decide` says (undefined: leaves it running). */
-  let decide: (wf: {
-    name: string;
-    environment: string;
-    which: 'pre' | 'post';
-  }) => 'Succeeded' | 'Failed' | undefined = () => 'Succeeded';
-  const decided = new Map<string, string>();
-  const workflowDouble = setInterval(() => {
-    void (async () => {
-      const list = (await cluster.objects.listNamespacedCustomObject({
-        group: ARGO_GROUP,
-        version: ARGO_VERSION,
-        namespace: ns,
-        plural: 'workflows',
-      })) as {
-        items: Array<{ metadata: { name: string; labels?: Record<string, string> }; status?: { phase?: string } }>;
-      };
-      for (const wf of list.items) {
-        if (wf.status?.phase === 'Succeeded' || wf.status?.phase === 'Failed') continue;
-        const environment = wf.metadata.labels?.[`${PROMOTIONS_GROUP}/environment`] ?? '';
-        const which = wf.metadata.name.startsWith('promotion-pre-') ? 'pre' : 'post';
-        const phase = decide({ name: wf.metadata.name, environment, which });
-        if (!phase) continue;
-        const message = phase === 'Failed' ? 'smoke tests failed: 2 of 14 checks' : undefined;
-        const patched = await kubectl([
-          'patch',
-          'workflow.argoproj.io',
-          wf.metadata.name,
-          '-n',
-          ns,
-          '--type',
-          'merge',
-          '-p',
-          JSON.stringify({ status: { phase, ...(message ? { message } : {}) } }),
-        ]);
-        if (patched.code === 0) decided.set(wf.metadata.name, phase);
-      }
-    })().catch(() => undefined);
-  }, 500);
-  t.teardown(() => clearInterval(workflowDouble));
+  t.teardown(async () => {
+    if (!workflowController.running()) return;
+    // What the controller made of the Workflows, for a failure's log.
+    const r = await kubectl(['get', 'workflows.argoproj.io', '-n', ns, '-o', 'wide']).catch(() => undefined);
+    if (r) await writeFile(join(dir, 'workflows.txt'), r.output);
+  });
 
   /** The release the prod namespace runs (its ConfigMap, as Argo CD synced it), once it is `version`. */
   const prodRuns = (version: string) =>
@@ -484,7 +579,7 @@ if (unavailable) {
 
   let first!: Promotion;
   t.test('a release committed to dev reaches staging; prod’s failing gate stops it there', async (t) => {
-    decide = ({ environment, which }) => (environment === 'prod' && which === 'pre' ? 'Failed' : 'Succeeded');
+    await outcome({ 'smoke-tests': { exitCode: 1, message: 'smoke tests failed: 2 of 14 checks' } });
     await repo.commit({ 'shop/dev/release.yaml': release('1.1.0', 'nginx:1.27.1') }, 'dev: shop 1.1.0', {
       author: { name: 'Ada Lovelace', email: 'ada@example.test' },
     });
@@ -494,14 +589,21 @@ if (unavailable) {
     t.equal(failed.status?.phase, 'Failed', 'the promotion failed');
     t.match(
       failed.status?.message,
-      /prod: pre-action Workflow .* failed: smoke tests failed/,
+      // The Workflow's message, as the controller wrote it from the step's pod.
+      /^prod: pre-action Workflow \S+ failed: main: Error \(exit code 1\): smoke tests failed: 2 of 14 checks$/,
       `with the gate’s message: ${failed.status?.message}`,
     );
     const [staging, prod] = failed.status!.steps!;
     t.equal(staging!.phase, 'Succeeded', 'staging succeeded');
-    t.ok(
-      staging!.postAction?.workflow && decided.get(staging!.postAction.workflow) === 'Succeeded',
-      'after its post-action ran',
+    t.equal(
+      staging!.postAction?.workflow && (await workflowPhase(staging!.postAction.workflow)),
+      'Succeeded',
+      'after its post-action ran: the controller ended its Workflow Succeeded',
+    );
+    t.equal(
+      prod!.preAction?.workflow && (await workflowPhase(prod!.preAction.workflow)),
+      'Failed',
+      'prod’s pre-action Workflow: Failed, as its pod ended',
     );
     t.equal(prod!.phase, 'Failed', 'prod failed at its gate');
     t.notOk(prod!.commit, 'prod got no commit');
@@ -574,7 +676,7 @@ if (unavailable) {
   });
 
   t.test('retry after the gate is fixed reaches prod', async (t) => {
-    decide = () => 'Succeeded';
+    await outcome({ 'smoke-tests': 'pass' });
     const retried = await cli('promotions', 'retry', tenant.tenantId, first.metadata.name);
     t.equal(retried.code, 0, `retry asked through the control plane: ${retried.err}`);
     t.match(retried.out, /retry 1 asked/, 'the CLI says so');
@@ -642,7 +744,6 @@ if (unavailable) {
   });
 
   t.test('killed in the middle again and again: exactly one commit per environment', async (t) => {
-    decide = () => 'Succeeded';
     await repo.commit({ 'shop/dev/release.yaml': release('1.2.0', 'nginx:1.27.2') }, 'dev: shop 1.2.0');
     const p = await promotionOf('1.2.0');
     let kills = 0;
@@ -667,7 +768,7 @@ if (unavailable) {
   });
 
   t.test('abort during staging’s post-action: its commit reverted, prod untouched', async (t) => {
-    decide = ({ environment, which }) => (environment === 'staging' && which === 'post' ? undefined : 'Succeeded');
+    await outcome({ notify: 'hold' });
     const before = await fileAt('shop/staging/release.yaml');
     await repo.commit({ 'shop/dev/release.yaml': release('1.3.0', 'nginx:1.27.3') }, 'dev: shop 1.3.0');
     const p = await promotionOf('1.3.0');
@@ -724,7 +825,7 @@ if (unavailable) {
   });
 
   t.test('action pr: staging’s change proposed on a branch, merged by the provider; abort withdraws one', async (t) => {
-    decide = () => 'Succeeded';
+    await outcome({ notify: 'pass' });
     const policy = await kubectl([
       'patch',
       'promotionpolicy.' + PROMOTIONS_GROUP,
@@ -804,7 +905,6 @@ if (unavailable) {
   });
 
   t.test('roll prod back to the release before, through the control plane; the trigger cannot be', async (t) => {
-    decide = () => 'Succeeded';
     t.match(await fileAt('shop/prod/release.yaml'), /version: "1\.4\.0"/, 'prod holds 1.4.0');
     const asked = await cli('products', 'rollback', tenant.tenantId, 'shop', 'prod');
     t.equal(asked.code, 0, `rollback asked: ${asked.err}`);
@@ -840,5 +940,139 @@ if (unavailable) {
       /dev is the flow's trigger environment/,
       'the trigger environment is not rolled back',
     );
+  });
+
+  /** The branches of the configuration repository. */
+  const branches = async () =>
+    (await run('git', ['--git-dir', bare, 'for-each-ref', '--format=%(refname:short)', 'refs/heads/'])).stdout
+      .split('\n')
+      .filter(Boolean);
+
+  t.test('a dry run through the control plane: each environment’s change previewed, nothing pushed', async (t) => {
+    await outcome({ announce: 'pass', 'page-on-call': 'pass', 'smoke-tests': 'pass', notify: 'pass' });
+    t.match(await fileAt('shop/dev/release.yaml'), /version: "1\.5\.0"/, 'dev holds 1.5.0 (its promotion was aborted)');
+    const before = { commits: (await commits()).length, branches: await branches() };
+    const staging = await fileAt('shop/staging/release.yaml');
+    const prod = await fileAt('shop/prod/release.yaml');
+    const r = await cli('products', 'promote', tenant.tenantId, 'shop', '--dry-run', '--watch');
+    t.equal(r.code, 0, `the dry run followed to its end: ${r.err}`);
+    const name = /dry run \S+\/(\S+) of shop started/.exec(r.out)?.[1];
+    t.ok(name, `the CLI names it: ${r.out.slice(0, 300)}`);
+    const p = await get<Promotion>('promotions', name!);
+    t.equal(p.spec.dryRun, true, 'a Promotion with dryRun: true');
+    const [row] = await audited('runtime.product.dry-run');
+    t.equal(p.spec.requestedBy, row?.actor, 'audited as runtime.product.dry-run, the caller its requestedBy');
+    t.equal(p.status?.phase, 'Succeeded', `it ended: ${p.status?.message}`);
+    const steps = p.status?.steps ?? [];
+    t.same(
+      steps.map((s) => s.environment),
+      ['staging', 'prod'],
+      'every environment after the trigger, in the flow’s order',
+    );
+    const expected = { staging: ['1.4.0', 'nginx:1.27.4'], prod: ['1.2.0', 'nginx:1.27.2'] };
+    for (const step of steps) {
+      const d = step.dryRun!;
+      t.ok(d?.commit, `${step.environment}: previewed at a scratch commit`);
+      t.same(d.files, [`shop/${step.environment}/release.yaml`], `${step.environment}: the template's file`);
+      const web = d.applications.find((a) => a.application === `shop-${step.environment}-web`);
+      const api = d.applications.find((a) => a.application === `shop-${step.environment}-api`);
+      t.same(
+        web?.resources.map((x) => [x.kind, x.namespace, x.name, x.action, [...x.fields].sort(), x.notFromChange]),
+        [
+          [
+            'ConfigMap',
+            `shop-${step.environment}`,
+            'shop-release',
+            'modified',
+            ['data.image', 'data.version'],
+            undefined,
+          ],
+        ],
+        `${step.environment}: web's release ConfigMap gets the release and its image (${expected[step.environment as 'staging' | 'prod'].join(', ')} → 1.5.0, nginx:1.27.5), all from the change`,
+      );
+      t.same(api?.resources, [], `${step.environment}: api is unchanged`);
+      t.notOk(api?.error, `${step.environment}: api previewed`);
+    }
+    t.match(r.out, /staging: the change \(shop\/staging\/release\.yaml\) previewed/, 'the CLI prints each environment');
+    t.match(
+      r.out,
+      /shop-prod-web\s+ConfigMap shop-prod\/shop-release\s+modified\s+data\.(version|image), data\.(image|version)/,
+      'and each resource with its fields',
+    );
+    t.equal((await commits()).length, before.commits, 'no commit on main');
+    t.equal(await fileAt('shop/staging/release.yaml'), staging, 'staging’s file untouched');
+    t.equal(await fileAt('shop/prod/release.yaml'), prod, 'prod’s file untouched');
+    t.same(await branches(), before.branches, 'no scratch branch left, no other branch moved');
+    const shown = await cli('promotions', 'get', tenant.tenantId, name!);
+    t.match(shown.out, /dry run: nothing is changed/, '`promotions get` says it is a dry run');
+    t.match(shown.out, /shop-staging-web\s+ConfigMap shop-staging\/shop-release/, 'and shows the preview');
+  });
+
+  t.test('a policy allowing only the template’s changes refuses a step when prod drifted', async (t) => {
+    await outcome({ announce: 'pass', 'page-on-call': 'pass', 'smoke-tests': 'pass', notify: 'pass' });
+    const patch = async (policy: string, spec: unknown) => {
+      const r = await kubectl([
+        'patch',
+        'promotionpolicy.' + PROMOTIONS_GROUP,
+        policy,
+        '-n',
+        ns,
+        '--type',
+        'merge',
+        '-p',
+        JSON.stringify({ spec }),
+      ]);
+      t.equal(r.code, 0, `policy ${policy}: ${r.output}`);
+    };
+    await patch('staging-notify', { action: 'commit' });
+    await patch('prod-gate', { dryRun: { onlyTemplateChanges: true } });
+    // Someone changes prod's api ConfigMap by hand, and Argo CD does not sync it back: no automated
+    // sync for that Application here (with one, the staging step's commit moves main's head and
+    // Argo CD syncs prod's api again, which would undo the drift before prod's step).
+    const manual = await kubectl([
+      'patch',
+      'application.' + ARGO_GROUP,
+      appName('prod', 'api'),
+      '-n',
+      ns,
+      '--type',
+      'json',
+      '-p',
+      JSON.stringify([{ op: 'remove', path: '/spec/syncPolicy/automated' }]),
+    ]);
+    t.equal(manual.code, 0, `prod's api is synced by hand only: ${manual.output}`);
+    const drift = await kubectl([
+      'patch',
+      'configmap',
+      'shop-api',
+      '-n',
+      'shop-prod',
+      '--type',
+      'merge',
+      '-p',
+      JSON.stringify({ data: { environment: 'hand-edited' } }),
+    ]);
+    t.equal(drift.code, 0, `prod drifted: ${drift.output}`);
+    const before = await branches();
+    const prodFile = await fileAt('shop/prod/release.yaml');
+    const promoted = await cli('products', 'promote', tenant.tenantId, 'shop');
+    t.equal(promoted.code, 0, `promotion asked: ${promoted.err}`);
+    const name = /promotion \S+\/(\S+) of shop/.exec(promoted.out)?.[1];
+    const p = await get<Promotion>('promotions', name!);
+    const done = await finalPhase(p, ['Succeeded', 'Failed']);
+    t.equal(done.status?.phase, 'Failed', 'the promotion fails');
+    const [staging, prodStep] = done.status!.steps!;
+    t.equal(staging?.phase, 'Succeeded', 'staging (no such policy) was promoted');
+    t.equal(prodStep?.phase, 'Failed', 'prod’s step refused');
+    t.match(
+      prodStep?.message,
+      /only the template's changes.*shop-prod-api: ConfigMap shop-prod\/shop-api data\.environment/,
+      `naming the resource and the field: ${prodStep?.message}`,
+    );
+    t.equal(prodStep?.preAction?.phase, 'Succeeded', 'after its pre-action');
+    t.ok(prodStep?.dryRun, 'the dry run is recorded in the step');
+    t.equal(await fileAt('shop/prod/release.yaml'), prodFile, 'prod’s file untouched');
+    t.equal((await promotionCommits(p, 'prod')).length, 0, 'no commit for prod');
+    t.same(await branches(), before, 'no scratch branch left');
   });
 }

@@ -1,7 +1,7 @@
 /**
- * Test-data builders for rows the housekeeping loops prune: their times moved back instead of
- * waited out. The store has no write for these, so this module is the one place of the tests that
- * writes their SQL.
+ * Test-data builders and readers for rows the housekeeping loops prune: their times moved back
+ * instead of waited out, and what is stored. The store has no write or read for these, so this
+ * module is the one place of the tests that writes their SQL.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
 
@@ -11,4 +11,10 @@ export async function ageIdempotencyKey(db: Queryable, digest: string, seconds: 
     digest,
     seconds,
   ]);
+}
+
+/** The stored idempotency keys (their digests, as stored). */
+export async function storedIdempotencyKeys(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ key: string }>('SELECT key FROM idempotency_keys ORDER BY created_at');
+  return rows.map((r) => r.key);
 }

@@ -1,7 +1,8 @@
 /**
  * Test-data builders for tenants' managed clusters. A registration goes through the store
  * (insertManagedCluster, recordProbe); what the store has no write for (a probe made due now, a row
- * as an older version stored it) is SQL here, the one place of the tests that writes it.
+ * as an older version stored it) is SQL here, the one place of the tests that writes it, and so is
+ * the read of the prober's bookkeeping (managedClusterProbes).
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
 import { insertManagedCluster, type ManagedCluster } from '../../provisioner/store/managed-clusters.ts';
@@ -72,4 +73,26 @@ export async function expireManagedClusterBootstrap(db: Queryable, name: string)
   await db.query(`UPDATE managed_cluster_bootstraps SET expires_at = now() - interval '1 second' WHERE name = $1`, [
     name,
   ]);
+}
+
+/** A managed cluster's probe state as stored: its conditions, last probe and next one. */
+export interface ManagedClusterProbe {
+  name: string;
+  conditions: Condition[];
+  last_probe_at: Date | null;
+  probe_due_at: Date | null;
+}
+
+/** The tenant's managed clusters' probe state (of one cluster when told), by name. */
+export async function managedClusterProbes(
+  db: Queryable,
+  tenantId: string,
+  name?: string,
+): Promise<ManagedClusterProbe[]> {
+  const { rows } = await db.query<ManagedClusterProbe>(
+    `SELECT name, conditions, last_probe_at, probe_due_at FROM managed_clusters
+      WHERE tenant_id = $1 AND ($2::text IS NULL OR name = $2) ORDER BY name`,
+    [tenantId, name ?? null],
+  );
+  return rows;
 }

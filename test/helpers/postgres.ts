@@ -59,3 +59,82 @@ export async function createTestDatabase(opts: { migrate?: boolean } = {}): Prom
     },
   };
 }
+
+/** A connection of its own that LISTENs on a channel: what the product NOTIFYs there, seen by a test. */
+export interface Listener {
+  /** Resolves with the payload once a notification carrying it has come (since the listener started). */
+  notified(payload: string): Promise<string>;
+  end(): Promise<void>;
+}
+
+/** LISTENs on `channel` of the database at `url` on a connection of its own (answers once it listens). */
+export async function listenTo(url: string, channel: string): Promise<Listener> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const seen = new Set<string>();
+  const waiting = new Map<string, Array<(payload: string) => void>>();
+  client.on('notification', (n) => {
+    const payload = n.payload ?? '';
+    seen.add(payload);
+    for (const resolve of waiting.get(payload) ?? []) resolve(payload);
+    waiting.delete(payload);
+  });
+  await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+  return {
+    notified: (payload) =>
+      seen.has(payload)
+        ? Promise.resolve(payload)
+        : new Promise((resolve) => waiting.set(payload, [...(waiting.get(payload) ?? []), resolve])),
+    end: () => client.end(),
+  };
+}
+
+/** The database's clock (what its leases and timestamps are compared with). */
+export async function databaseNow(db: pg.Pool | pg.PoolClient): Promise<Date> {
+  const { rows } = await db.query<{ now: Date }>('SELECT now() AS now');
+  return rows[0]!.now;
+}
+
+/** A transaction held open on a connection of its own, with the locks it took, until released. */
+export interface HeldTransaction {
+  /** Ends the transaction (rolled back: it only held locks) and gives the connection back. */
+  release(): Promise<void>;
+}
+
+/**
+ * Opens a transaction on a connection of its own, lets `take` take its locks in it (the store's or
+ * db/'s lock functions, as another replica would), and holds them until `release()`.
+ */
+export async function holdTransaction(
+  pool: pg.Pool,
+  take: (c: pg.PoolClient) => Promise<unknown>,
+): Promise<HeldTransaction> {
+  const c = await pool.connect();
+  try {
+    await c.query('BEGIN');
+    await take(c);
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => {});
+    c.release();
+    throw err;
+  }
+  return {
+    release: async () => {
+      try {
+        await c.query('ROLLBACK');
+      } finally {
+        c.release();
+      }
+    },
+  };
+}
+
+/** How many advisory lock requests of this database (not the server's others) are waiting. */
+export async function waitingAdvisoryLocks(db: pg.Pool | pg.PoolClient): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM pg_locks
+      WHERE locktype = 'advisory' AND NOT granted
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+  );
+  return rows[0]!.n;
+}

@@ -1,7 +1,8 @@
 /**
  * Test-data builders for what runtimes report: stored runtime objects and application history,
  * their times moved back instead of waited out. The store has no write for these (its writes stamp
- * now()), so this module is the one place of the tests that writes their SQL.
+ * now()), so this module is the one place of the tests that writes their SQL; it also reads them
+ * as stored (storedObjects, historyBytes), which the store's reads answer per runtime and page.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
 
@@ -53,4 +54,35 @@ export async function putHostedApplication(
      ON CONFLICT (tenant_id, runtime_id, kind, namespace, name) DO UPDATE SET health = $3, resource_version = $4`,
     [tenantId, name, health, rv],
   );
+}
+
+/** A stored runtime object as tests read it (tombstones included). */
+export interface StoredObject {
+  kind: string;
+  namespace: string;
+  name: string;
+  deleted: boolean;
+  /** The resource version as text (a bigint). */
+  resourceVersion: string;
+  /** Its number in the change stream, as text (a bigint). */
+  seq: string;
+}
+
+/** The tenant's stored runtime objects, tombstones included, by name. */
+export async function storedObjects(db: Queryable, tenantId: string): Promise<StoredObject[]> {
+  const { rows } = await db.query<StoredObject>(
+    `SELECT kind, namespace, name, deleted, resource_version::text AS "resourceVersion", seq::text AS seq
+       FROM runtime_objects WHERE tenant_id = $1 ORDER BY name, kind, namespace`,
+    [tenantId],
+  );
+  return rows;
+}
+
+/** The bytes the tenant's application history holds (its entries' sizes summed). */
+export async function historyBytes(db: Queryable, tenantId: string): Promise<number> {
+  const { rows } = await db.query<{ b: string }>(
+    'SELECT coalesce(sum(size_bytes), 0)::text AS b FROM application_history WHERE tenant_id = $1',
+    [tenantId],
+  );
+  return Number(rows[0]!.b);
 }

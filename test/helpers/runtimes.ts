@@ -80,3 +80,23 @@ export async function addInstalledHybridRuntime(
   if (!claimed) throw new Error(`the bootstrap token of runtime ${r.name} could not be redeemed`);
   return claimed;
 }
+
+/** The ids of every runtime row of the tenant, removed ones not yet purged included. */
+export async function runtimeRowIds(db: Queryable, tenantId: string): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>('SELECT id FROM runtimes WHERE tenant_id = $1 ORDER BY created_at', [
+    tenantId,
+  ]);
+  return rows.map((r) => r.id);
+}
+
+/** The tenant's event reporters' rows as stored: each replica and the oldest age of what it has pending. */
+export async function reporterRows(
+  db: Queryable,
+  tenantId: string,
+): Promise<Array<{ replica: string; oldest_pending_seconds: number | null }>> {
+  const { rows } = await db.query<{ replica: string; oldest_pending_seconds: number | null }>(
+    'SELECT replica, oldest_pending_seconds FROM runtime_reporters WHERE tenant_id = $1 ORDER BY replica',
+    [tenantId],
+  );
+  return rows;
+}

@@ -221,3 +221,94 @@ export async function expireLease(db: Queryable, which: string | readonly string
       idList(which),
     ]);
 }
+
+/**
+ * A tenant's own row as tests read it, the bookkeeping columns the store's reads leave out
+ * included (backoff, change number, warm pool state, the runtime token).
+ */
+export interface TenantRecord {
+  id: string;
+  organization: string;
+  plan: string;
+  region: string | null;
+  phase: Phase;
+  deleted: boolean;
+  suspended: boolean;
+  stalled: boolean;
+  consecutive_failures: number;
+  generation: number;
+  observed_generation: number;
+  runtime_version: string;
+  actual_runtime_version: string | null;
+  cluster_id: string | null;
+  /** The root cluster's name it is placed on (null: none). */
+  cluster_name: string | null;
+  conditions: Condition[];
+  /** When the next attempt is due (null: none planned). */
+  next_attempt_at: Date | null;
+  /** Whether next_attempt_at has come, by the database's clock. */
+  due: boolean;
+  /** The tenant's latest number in the fleet's change stream (as text: a bigint). */
+  change_seq: string;
+  /** 'pooled' for an unclaimed warm pool entry; null for a customer's tenant. */
+  pool_state: 'pooled' | null;
+  /** The warm pool entry's runtime key (its id), while it is one. */
+  pool_credential_id: string | null;
+  runtime_token_enc: Buffer | null;
+  lease_owner: string | null;
+  lease_expires_at: Date | null;
+  resync_requested_at: Date | null;
+  resync_reason: string | null;
+  created_at: Date;
+}
+
+/** Which tenants findTenants answers; each field left out selects all. */
+export interface TenantSelector {
+  ids?: readonly string[];
+  /** Placed on this root cluster (by id). */
+  clusterId?: string;
+  organization?: string;
+  plan?: string;
+  phase?: Phase;
+  deleted?: boolean;
+  /** true: unclaimed warm pool entries only; false: customers' tenants only. */
+  pooled?: boolean;
+}
+
+const RECORD = `SELECT t.*, c.name AS cluster_name, t.change_seq::text AS change_seq,
+         t.next_attempt_at IS NOT NULL AND t.next_attempt_at <= now() AS due
+    FROM tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id`;
+
+/** The tenants' rows `s` selects (every row, deleted and pooled ones too, unless told), oldest first. */
+export async function findTenants(db: Queryable, s: TenantSelector = {}): Promise<TenantRecord[]> {
+  const values: unknown[] = [];
+  const where: string[] = [];
+  const add = (clause: string, value: unknown): void => {
+    values.push(value);
+    where.push(clause.replace('?', `$${values.length}`));
+  };
+  if (s.ids !== undefined) add('t.id = ANY(?::uuid[])', s.ids);
+  if (s.clusterId !== undefined) add('t.cluster_id = ?', s.clusterId);
+  if (s.organization !== undefined) add('t.organization = ?', s.organization);
+  if (s.plan !== undefined) add('t.plan = ?', s.plan);
+  if (s.phase !== undefined) add('t.phase = ?', s.phase);
+  if (s.deleted !== undefined) add('t.deleted = ?', s.deleted);
+  if (s.pooled !== undefined) where.push(s.pooled ? `t.pool_state = 'pooled'` : 't.pool_state IS NULL');
+  const { rows } = await db.query<TenantRecord>(
+    `${RECORD} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY t.created_at, t.id`,
+    values,
+  );
+  return rows;
+}
+
+/** One tenant's row (see TenantRecord); throws when there is none. */
+export async function tenantRecord(db: Queryable, id: string): Promise<TenantRecord> {
+  const [row] = await findTenants(db, { ids: [id] });
+  if (!row) throw new Error(`no tenant ${id}`);
+  return row;
+}
+
+/** How many tenants' rows `s` selects (every row, deleted and pooled ones too, unless told). */
+export async function countTenantRecords(db: Queryable, s: TenantSelector = {}): Promise<number> {
+  return (await findTenants(db, s)).length;
+}

@@ -2,7 +2,8 @@
  * Test-data builders for the tunnel directory's rows (runtime_tunnels, hybrid_runtime_tunnels).
  * The store's writeTunnel announces each write on the kind's channel; the tests here need rows
  * written behind the replicas' backs (a row another replica wrote, aged, lost), so these builders
- * write without a NOTIFY, and this module is the one place of the tests that writes that SQL.
+ * write without a NOTIFY, and this module is the one place of the tests that writes that SQL. It
+ * also reads the rows as stored (tunnelRows), live or not, which the store's reads leave out.
  */
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../provisioner/db/tx.ts';
@@ -74,4 +75,24 @@ export async function ageTunnelRow(db: Queryable, kind: TunnelKind, id: string, 
 /** Deletes a hosted runtime's tunnel row (a lost directory row). No replica is told. */
 export async function dropTunnelRow(db: Queryable, tenantId: string): Promise<void> {
   await db.query('DELETE FROM runtime_tunnels WHERE tenant_id = $1', [tenantId]);
+}
+
+/** A tunnel directory row as tests read it, live or not. */
+export interface StoredTunnel {
+  /** The tenant (hosted) or the runtime (hybrid) whose tunnel it is. */
+  id: string;
+  replicaId: string;
+  /** Seconds since its last renewal, by the database's clock. */
+  seenSecondsAgo: number;
+}
+
+/** The kind's tunnel rows (of one tenant or runtime when told), live or not, as stored. */
+export async function tunnelRows(db: Queryable, kind: TunnelKind, id?: string): Promise<StoredTunnel[]> {
+  const { table, key } = TABLES[kind];
+  const { rows } = await db.query<StoredTunnel>(
+    `SELECT ${key}::text AS id, replica_id AS "replicaId", extract(epoch FROM now() - seen_at)::float8 AS "seenSecondsAgo"
+       FROM ${table} ${id === undefined ? '' : `WHERE ${key} = $1`} ORDER BY connected_at`,
+    id === undefined ? [] : [id],
+  );
+  return rows;
 }

@@ -480,6 +480,32 @@ void t.test(
       { kind: 'Promotion', spec: { product: 'shop', rollback: { environment: 'prod' }, requestedBy: 'key-9' } },
       'a rollback is a Promotion of that environment for the operator',
     );
+    t.match(runtimeActionOf('POST', '/api/products/argocd/shop/dry-run'), { auditAction: 'runtime.product.dry-run' });
+    await runAction(made.objects, {
+      resource: 'products',
+      namespace: 'argocd',
+      name: 'shop',
+      action: 'dry-run',
+      body: { release: '2.0.0' },
+      subject: 'key-9',
+    });
+    t.match(
+      made.patches.at(-1),
+      { kind: 'Promotion', spec: { product: 'shop', release: '2.0.0', dryRun: true, requestedBy: 'key-9' } },
+      'a dry run is a Promotion with dryRun for the operator',
+    );
+    await t.rejects(
+      runAction(made.objects, {
+        resource: 'products',
+        namespace: 'argocd',
+        name: 'shop',
+        action: 'dry-run',
+        body: { environment: 'prod' },
+        subject: 'key-9',
+      }),
+      { name: 'InvalidInput', message: /'environment' is not a field of this action/ },
+      'a field it does not take is refused, named',
+    );
     t.equal(created.metadata?.name, 'created-1', 'the created Promotion is answered');
   },
 );

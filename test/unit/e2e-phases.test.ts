@@ -7,6 +7,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import t from 'tap';
 import { argoCdUnavailable } from '../e2e/harness/argocd.ts';
+import { argoWorkflowsUnavailable } from '../e2e/harness/argo-workflows.ts';
 import { provisioningUnavailable } from '../e2e/harness/environment.ts';
 import { refuseInEarlyPhase } from '../e2e/harness/phase.ts';
 
@@ -35,6 +36,11 @@ t.test('in the early phase the provisioning and Argo CD checks fail instead of s
     /Argo CD was asked for in the end-to-end tier's early phase/,
     'argoCdUnavailable() throws in the early phase, naming it',
   );
+  t.throws(
+    () => withPhase('early', () => argoWorkflowsUnavailable()),
+    /the Argo Workflows controller was asked for in the end-to-end tier's early phase/,
+    'argoWorkflowsUnavailable() throws in the early phase, naming it',
+  );
   t.doesNotThrow(
     () => withPhase(undefined, () => refuseInEarlyPhase('anything')),
     'outside the early phase nothing is refused',
@@ -59,4 +65,8 @@ t.test("scripts/test.sh splits the files on the names the guard's message lists"
   t.ok(early.includes('argo-crds.test.ts'), 'argo-crds.test.ts (no tenant, no Argo CD) runs in the early phase');
   t.notOk(early.includes('lifecycle.test.ts'), 'lifecycle.test.ts (provisions tenants) runs in the late phase');
   t.notOk(early.includes('argocd.test.ts'), 'argocd.test.ts (a real Argo CD) runs in the late phase');
+  t.notOk(
+    early.includes('argo-workflows.test.ts'),
+    'argo-workflows.test.ts (a real Argo Workflows controller) runs in the late phase',
+  );
 });

@@ -3,55 +3,21 @@
  * provisioner/store/ (one module per aggregate) and provisioner/db/ (migrations, transactions,
  * the LISTEN connection); a module of store/ imports only store/, db/, the wire protocol's
  * constants (runtime/protocol/) and packages, never a module above it; a service module (every
- * module of provisioner/ but http/, cli/ and server.ts) imports nothing of http/ but the API's
- * types (`import type` of http/api-types.ts); no module of http/ (routes, app.ts and its hooks,
+ * module of provisioner/ but http/, cli/ and server.ts) imports nothing of http/, types included
+ * (the API's shapes and types are below it, in api/); no module of http/ (routes, app.ts and its hooks,
  * the other http/ modules) calls a store/ function with the pool; and no import cycle,
  * type-only ones included, runs through provisioner/, runtime/ or tenants/. The tenants program
  * (tenants/) and the kubeconfig policy it shares with the provisioner (kubeconfig-policy/) import
  * nothing of provisioner/: the program does not reach into its runner.
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import ts from 'typescript';
-
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-
-function sources(dir: string): string[] {
-  const out: string[] = [];
-  for (const name of readdirSync(join(ROOT, dir))) {
-    const path = join(dir, name);
-    if (statSync(join(ROOT, path)).isDirectory()) out.push(...sources(path));
-    else if (name.endsWith('.ts')) out.push(path.split(sep).join('/'));
-  }
-  return out;
-}
+import { ROOT, sources, sqlIn } from '../helpers/sql-scan.ts';
 
 const PROVISIONER = sources('provisioner');
 const SQL_HOME = /^provisioner\/(store|db)\//;
-/** A string that starts like a statement (keywords in capitals, as every statement here is written). */
-const STATEMENT =
-  /^\s*(SELECT|INSERT INTO|UPDATE \w+ (\w+ )?SET|DELETE FROM|WITH \w+ AS \(|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE SAVEPOINT|LISTEN|NOTIFY)\b/;
-
-/** Where a file runs SQL: `.query(` calls and statement literals, as `line: text`. */
-function sqlIn(path: string, text: string): string[] {
-  const file = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
-  const found: string[] = [];
-  const at = (node: ts.Node, what: string) =>
-    found.push(`${path}:${file.getLineAndCharacterOfPosition(node.getStart()).line + 1}: ${what}`);
-  const visit = (node: ts.Node): void => {
-    if (ts.isCallExpression(node) && ts.isPropertyAccessExpression(node.expression)) {
-      if (node.expression.name.text === 'query') at(node, `${node.expression.getText().slice(0, 60)}(…)`);
-    }
-    if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateHead(node)) {
-      if (STATEMENT.test(node.text)) at(node, `statement '${node.text.trim().slice(0, 60)}'`);
-    }
-    ts.forEachChild(node, visit);
-  };
-  visit(file);
-  return found;
-}
 
 /** The relative imports of a file (static, type-only and re-exports), resolved to repository paths. */
 function importsOf(path: string): Array<{ spec: string; target: string }> {
@@ -128,13 +94,11 @@ const isServiceModule = (path: string): boolean =>
   path.startsWith('provisioner/') && !/^provisioner\/(http|cli)\//.test(path) && path !== 'provisioner/server.ts';
 
 /**
- * What a service module may import of provisioner/http/: the API's types only, type-only
- * (http/api-types.ts: the shapes a service answers with, the contract of the API, erased at
- * run time). Anything else of http/ (a value, any other module) is a layer above it.
+ * What a service module may import of provisioner/http/: nothing, not even a type. The shapes a
+ * service answers with (the API's schemas and types) are below http/, in api/.
  */
-function serviceMayImport(target: string, typeOnly: boolean): boolean {
-  if (!target.startsWith('provisioner/http/')) return true;
-  return typeOnly && target === 'provisioner/http/api-types.ts';
+function serviceMayImport(target: string): boolean {
+  return !target.startsWith('provisioner/http/');
 }
 
 /**
@@ -242,7 +206,7 @@ t.test('provisioner/store/ imports nothing above it', async (t) => {
   t.notOk(storeMayImport('provisioner/crypto.ts', '../crypto.ts'), 'an import of provisioner/crypto.ts is refused');
 });
 
-t.test('service modules import nothing of provisioner/http/ but the API types', async (t) => {
+t.test('service modules import nothing of provisioner/http/, types included', async (t) => {
   const services = PROVISIONER.filter(isServiceModule);
   t.ok(
     services.includes('provisioner/runtime-registry/service.ts') &&
@@ -253,22 +217,23 @@ t.test('service modules import nothing of provisioner/http/ but the API types', 
   );
   const upward = services.flatMap((p) =>
     importsWithKind(p, readFileSync(join(ROOT, p), 'utf8'))
-      .filter((i) => !serviceMayImport(i.target, i.typeOnly))
+      .filter((i) => !serviceMayImport(i.target))
       .map((i) => `${p} imports ${i.spec}${i.typeOnly ? ' (types)' : ''}`),
   );
-  t.same(upward, [], 'no service module imports http/ (but `import type` of http/api-types.ts)');
-  // The check refuses what it must: a value of http/, a type of another http/ module, a dynamic import.
+  t.same(upward, [], 'no service module imports http/');
+  // The check refuses what it must: a value or a type of http/, a re-export, a dynamic import.
   const made = (text: string) =>
     importsWithKind('provisioner/runtime-registry/example.ts', text)
-      .filter((i) => !serviceMayImport(i.target, i.typeOnly))
+      .filter((i) => !serviceMayImport(i.target))
       .map((i) => i.spec);
   t.same(
     made(
       [
         "import { conditionsWithRuntime } from '../http/tenant-view.ts';",
-        "import type { Runtime } from '../http/api-types.ts';",
-        "import { type Runtime as R } from '../http/api-types.ts';",
-        "import { Runtime } from '../http/schemas.ts';",
+        "import type { Runtime } from '../api/types.ts';",
+        "import { Runtime as RuntimeSchema } from '../api/schemas.ts';",
+        "import type { ApiRoutes } from '../http/api-routes.ts';",
+        "import { type RouteKey as K } from '../http/api-routes.ts';",
         "import type { EventStream } from '../http/streams.ts';",
         "export { quoted } from '../http/error-handler.ts';",
         "const m = await import('../http/app.ts');",
@@ -277,14 +242,14 @@ t.test('service modules import nothing of provisioner/http/ but the API types', 
     ),
     [
       '../http/tenant-view.ts',
-      '../http/schemas.ts',
+      '../http/api-routes.ts',
+      '../http/api-routes.ts',
       '../http/streams.ts',
       '../http/error-handler.ts',
       '../http/app.ts',
     ],
-    'a value import of http/, a type of another http/ module, a re-export and a dynamic import are refused; the API types and errors.ts are not',
+    'a value or a type of http/, a re-export and a dynamic import are refused; the API types and schemas (api/) and errors.ts are not',
   );
-  t.notOk(serviceMayImport('provisioner/http/api-types.ts', false), 'a value import of the API types is refused');
   t.notOk(isServiceModule('provisioner/http/routes/runtimes.ts'), 'a route is not a service module');
   t.ok(isServiceModule('provisioner/services.ts'), 'services.ts is one');
 });

@@ -84,3 +84,39 @@ t.test('Argo CD builds every module it shares with the provider plugin and helm 
   t.same(differences(argocd, provider), [], 'no module Argo CD and the plugin require is at two versions');
   t.same(differences(argocd, helm), [], 'no module Argo CD and helm require is at two versions');
 });
+
+t.test(
+  'the Argo Workflows controller builds the Kubernetes client and gRPC modules at Argo CD’s versions',
+  async (t) => {
+    const workflows = await requires('argo-workflows');
+    const argocd = await requires('argocd');
+    t.equal(
+      workflows.get('github.com/argoproj/argo-workflows/v3'),
+      'v3.7.2',
+      'tools/argo-workflows builds Argo Workflows v3.7.2',
+    );
+    // The modules whose packages most of the controller's build is: equal, so that a cold run
+    // compiles them once (for Argo CD, before it) and the controller's build reuses them.
+    const shared = [
+      'k8s.io/api',
+      'k8s.io/apimachinery',
+      'k8s.io/client-go',
+      'k8s.io/kube-openapi',
+      'k8s.io/utils',
+      'sigs.k8s.io/yaml',
+      'golang.org/x/net',
+      'golang.org/x/sys',
+      'golang.org/x/text',
+      'google.golang.org/grpc',
+      'google.golang.org/protobuf',
+      'google.golang.org/genproto/googleapis/rpc',
+    ];
+    t.same(
+      shared
+        .filter((m) => workflows.get(m) !== argocd.get(m))
+        .map((m) => `${m}: ${workflows.get(m)} and ${argocd.get(m)}`),
+      [],
+      'each at one version in both',
+    );
+  },
+);

@@ -14,7 +14,7 @@
 import { type Static } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ApplicationHistoryEntry, ApplicationHistoryEvents } from '../api-types.ts';
+import type { ApplicationHistoryEntry, ApplicationHistoryEvents } from '../../api/types.ts';
 import { authOf, requesterOf } from '../auth.ts';
 import { RELAY_HEADER } from '../../tunnel/relay.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';

@@ -13,7 +13,7 @@
 import { readFileSync } from 'node:fs';
 import { type Static } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { DoctorCheck } from '../schemas.ts';
+import { DoctorCheck } from '../../api/schemas.ts';
 import { endpoint } from '../api-routes.ts';
 import type { AppContext } from '../context.ts';
 import type { ClusterProbe } from '../../clusters/service.ts';

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { CONTROL_FREE, FleetUpgrade } from '../schemas.ts';
-import type { FleetUpgradeEvents } from '../api-types.ts';
+import { CONTROL_FREE, FleetUpgrade } from '../../api/schemas.ts';
+import type { FleetUpgradeEvents } from '../../api/types.ts';
 import { requesterOf } from '../auth.ts';
 import { errors } from '../../errors.ts';
 import { FLEET_CHANNEL } from '../../store/fleet-upgrades.ts';

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { OperationLogEvents } from '../api-types.ts';
+import type { OperationLogEvents } from '../../api/types.ts';
 import { authOf } from '../auth.ts';
 import { serveEventStream } from '../streams.ts';
 import { logLineForTenant } from '../../tenant-api/tenant-view.ts';

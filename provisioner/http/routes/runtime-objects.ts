@@ -15,8 +15,8 @@
 import { Type, type Static } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { BoundedInteger, CONTROL_FREE, Revision, Semver, StringEnum, withErrors } from '../schemas.ts';
-import type { RuntimeObject, RuntimeObjectChangeEvents } from '../api-types.ts';
+import { BoundedInteger, CONTROL_FREE, Revision, Semver, StringEnum, withErrors } from '../../api/schemas.ts';
+import type { RuntimeObject, RuntimeObjectChangeEvents } from '../../api/types.ts';
 import { authOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { serveEventStream } from '../streams.ts';

@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
-import { NUL_FREE, Semver, StringEnum, UpgraderAssignment, withErrors } from '../schemas.ts';
+import { NUL_FREE, Semver, StringEnum, UpgraderAssignment, withErrors } from '../../api/schemas.ts';
 import { UPGRADER_PATH, UPGRADER_REPORTS } from '../../../runtime/protocol/upgrade.ts';
 import { authOf, requesterOf } from '../auth.ts';
 import { endpoint } from '../api-routes.ts';

@@ -1,8 +1,8 @@
 import { type Static } from 'typebox';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { CONTROL_FREE, TenantSettingsSchema } from '../schemas.ts';
-import type { TenantStreamEvents } from '../api-types.ts';
+import { CONTROL_FREE, TenantSettingsSchema } from '../../api/schemas.ts';
+import type { TenantStreamEvents } from '../../api/types.ts';
 import { authOf, requesterOf } from '../auth.ts';
 import { decodeCursor, encodeCursor } from '../cursor.ts';
 import { errors, isAppError } from '../../errors.ts';

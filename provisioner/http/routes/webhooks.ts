@@ -5,7 +5,7 @@
  */
 import { Type } from 'typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Uuid, withErrors } from '../schemas.ts';
+import { Uuid, withErrors } from '../../api/schemas.ts';
 import { requesterOf } from '../auth.ts';
 import { errors } from '../../errors.ts';
 import { proxiedPathProblem } from '../../request-target-rules.ts';

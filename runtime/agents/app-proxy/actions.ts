@@ -22,6 +22,8 @@
  *    product's promotions: a newer one supersedes one still waiting.
  *  - Product rollback (`{"environment"}`): a Promotion of one step that restores the release the
  *    environment held before its current one (the operator finds it in the environment's history).
+ *  - Product dry-run (`{"release"?}`): a Promotion with `dryRun: true`: the operator previews each
+ *    environment's change through the Source Server and changes nothing (docs/promotions.md).
  *  - Promotion retry / abort: `spec.retry` raised by one (a Failed promotion, from its failed step)
  *    or `spec.abort` set (one not finished; the operator reverts a change already pushed for the
  *    running step). Written with the read resourceVersion as precondition, as sync is.
@@ -285,6 +287,7 @@ export function promotionRequest(
   release: string | undefined,
   requestedBy: string,
   rollback?: string,
+  dryRun = false,
 ): KubeObject {
   const name = product.metadata?.name ?? '';
   const namespace = product.metadata?.namespace ?? '';
@@ -304,6 +307,7 @@ export function promotionRequest(
       product: name,
       ...(release !== undefined ? { release } : {}),
       ...(rollback !== undefined ? { rollback: { environment: rollback } } : {}),
+      ...(dryRun ? { dryRun: true } : {}),
       requestedBy,
     },
   } as KubeObject;
@@ -472,6 +476,16 @@ export async function runAction(objects: ArgoObjects, input: ActionInput): Promi
       const product = await objects.get('products', namespace, name);
       const release = typeof body.release === 'string' ? body.release : undefined;
       return objects.create('promotions', namespace, promotionRequest(product, release, input.subject ?? 'api'));
+    }
+    case 'products/dry-run': {
+      const body = parseBody(input.body, { release: 'release' });
+      const product = await objects.get('products', namespace, name);
+      const release = typeof body.release === 'string' ? body.release : undefined;
+      return objects.create(
+        'promotions',
+        namespace,
+        promotionRequest(product, release, input.subject ?? 'api', undefined, true),
+      );
     }
     case 'products/rollback': {
       const body = parseBody(input.body, { environment: 'environment' });

@@ -1,6 +1,6 @@
 /**
- * The app-proxy's HTTP app. Every route but /healthz and /readyz (its Deployment's liveness and
- * readiness probes: it is ready once it serves) requires the control plane's request token
+ * The app-proxy's HTTP app. Every route but /healthz and /readyz (its probes' paths,
+ * runtime/agents/common/health.ts; no loops: ready while it answers) requires the control plane's request token
  * (x-hrt-request-token): a request that did not come through the control plane gets 401. The
  * routes: runtime information, the actions on Argo objects, the managed-cluster check
  * (managed-clusters.ts) and an Application's diff from the Source Server (diff.ts).
@@ -12,6 +12,7 @@ import Fastify, {
   type FastifyRequest,
   type FastifyServerOptions,
 } from 'fastify';
+import { AgentHealth } from '../common/health.ts';
 import { REQUEST_TOKEN_HEADER } from '../../protocol/request-token.ts';
 import { actionRoutes } from './actions.ts';
 import { diffRoutes } from './diff.ts';
@@ -57,8 +58,12 @@ export async function buildAppProxy(opts: AppProxyOptions): Promise<FastifyInsta
     bodyLimit: 1024 * 1024,
   });
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async () => ({ status: 'ok' }));
+  const health = new AgentHealth();
+  for (const path of ['/healthz', '/readyz'] as const)
+    app.get(path, async (_request, reply) => {
+      const { status, body } = health.answer(path);
+      return reply.code(status).header('cache-control', 'no-store').send(body);
+    });
 
   await app.register(async (api) => {
     api.addHook('onRequest', async (request, reply) => {

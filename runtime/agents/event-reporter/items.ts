@@ -17,6 +17,12 @@ import {
   type WorkflowSummary,
 } from '../../protocol/events.ts';
 import type { ReportedKind } from '../../protocol/kinds.ts';
+import {
+  type DryRunResource,
+  MAX_DRY_RUN_FIELDS,
+  MAX_DRY_RUN_RESOURCES,
+  type StepDryRun,
+} from '../../protocol/promotions.ts';
 
 type Obj = Record<string, unknown>;
 
@@ -138,7 +144,7 @@ function promotionSummary(obj: Obj): PromotionSummary {
   const spec = rec(obj.spec);
   const status = rec(obj.status);
   const steps = Array.isArray(status.steps) ? status.steps.slice(0, MAX_PROMOTION_ITEMS) : [];
-  return compact({
+  const summary: PromotionSummary = compact({
     product: bounded(spec.product),
     release: bounded(status.release) ?? bounded(spec.release),
     phase: bounded(status.phase) ?? 'Pending',
@@ -162,9 +168,74 @@ function promotionSummary(obj: Obj): PromotionSummary {
             preAction: actionSummary(x.preAction),
             postAction: actionSummary(x.postAction),
             proposal: proposalSummary(x.proposal),
+            dryRun: dryRunSummary(x.dryRun),
           });
         })
       : undefined,
+    dryRun: spec.dryRun === true ? true : undefined,
+  });
+  // A dry run's results within MAX_DRY_RUN_SUMMARY_BYTES: the last steps' resources go first
+  // (counted in moreResources).
+  const results = (summary.steps ?? []).map((s) => s.dryRun).filter((d) => d !== undefined);
+  let size = Buffer.byteLength(JSON.stringify(results));
+  for (let i = results.length - 1; i >= 0 && size > MAX_DRY_RUN_SUMMARY_BYTES; i--)
+    for (const app of results[i]!.applications) {
+      if (app.resources.length === 0) continue;
+      const was = Buffer.byteLength(JSON.stringify(app));
+      app.moreResources = (app.moreResources ?? 0) + app.resources.length;
+      app.resources = [];
+      size += Buffer.byteLength(JSON.stringify(app)) - was;
+    }
+  return summary;
+}
+
+/** Bytes of JSON the dry-run results of one promotion's summary take at most. */
+export const MAX_DRY_RUN_SUMMARY_BYTES = 64 * 1024;
+const MAX_DRY_RUN_APPLICATIONS = 20;
+const MAX_FIELD_TEXT = 200;
+
+/** A step's dry run (protocol StepDryRun) as reported: bounded counts and texts. */
+function dryRunSummary(v: unknown): StepDryRun | undefined {
+  const d = rec(v);
+  if (!Array.isArray(d.applications)) return undefined;
+  const fields = (x: unknown) =>
+    Array.isArray(x)
+      ? x
+          .slice(0, MAX_DRY_RUN_FIELDS)
+          .map((f) => text(f)?.slice(0, MAX_FIELD_TEXT))
+          .filter((f) => f !== undefined)
+      : [];
+  return compact({
+    at: bounded(d.at) ?? '',
+    commit: bounded(d.commit),
+    files: fields(d.files),
+    applications: d.applications.slice(0, MAX_DRY_RUN_APPLICATIONS).map((a) => {
+      const x = rec(a);
+      const resources = Array.isArray(x.resources) ? x.resources.slice(0, MAX_DRY_RUN_RESOURCES) : [];
+      const more =
+        (num(x.moreResources) ?? 0) + (Array.isArray(x.resources) ? x.resources.length - resources.length : 0);
+      return compact({
+        application: bounded(x.application) ?? '',
+        current: bounded(x.current),
+        error: bounded(x.error),
+        moreResources: more > 0 ? more : undefined,
+        resources: resources.map((r) => {
+          const y = rec(r);
+          const action = y.action === 'added' || y.action === 'removed' ? y.action : 'modified';
+          const outside = fields(y.notFromChange);
+          return compact({
+            group: bounded(y.group),
+            kind: bounded(y.kind) ?? '',
+            namespace: bounded(y.namespace) ?? '',
+            name: bounded(y.name) ?? '',
+            action,
+            fields: fields(y.fields),
+            moreFields: num(y.moreFields),
+            notFromChange: outside.length > 0 ? outside : undefined,
+          }) as unknown as DryRunResource;
+        }),
+      });
+    }),
   });
 }
 

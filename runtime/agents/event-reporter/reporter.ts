@@ -26,6 +26,7 @@ import {
   type UpsertItem,
 } from '../../protocol/events.ts';
 import { REPORTED_KIND_NAMES, REPORTED_KINDS, type ReportedKind } from '../../protocol/kinds.ts';
+import { AgentHealth } from '../common/health.ts';
 import { closeServer, listen } from '../common/service.ts';
 import type { EventReporterConfig } from './config.ts';
 import { ChangeLookups, type Attached } from './changes.ts';
@@ -81,6 +82,11 @@ export class EventReporter implements WatchSink<ReportedKind> {
   private server: Server | undefined;
   /** Asks for every kind's digest every DIGEST_INTERVAL_SECONDS (the sender sends them). */
   private readonly digestLoop: PeriodicLoop;
+  /**
+   * /healthz and /readyz (runtime/agents/common/health.ts): ready once every kind is listed (or its
+   * CRD absent) and this replica holds its Lease, while the Lease's and the digests' loops run.
+   */
+  readonly health: AgentHealth;
   private ownedCache: { at: number; counts: Partial<Record<ReportedKind, number>> } | undefined;
   private closing = false;
   /** With a Source Server: what changed each owned Application. */
@@ -154,20 +160,52 @@ export class EventReporter implements WatchSink<ReportedKind> {
       digestsDue: () => this.digestsDue(),
       digests: () => this.pendingDigests(),
     });
+    this.health = new AgentHealth({
+      loops: [
+        // Five failed renewals in a row: the Lease expires about then and the others take over.
+        { loop: this.leases.loop, staleAfterMs: () => o.config.leaseDurationSeconds * 1000, failingAfter: 5 },
+        // The first digests come a whole interval after the start, on purpose.
+        { loop: this.digestLoop, staleAfterMs: () => 2 * digestEvery() + 60_000, readyBeforeFirstRound: true },
+      ],
+      checks: [
+        {
+          name: 'watches',
+          read: () => {
+            const listed = REPORTED_KIND_NAMES.filter((k) => this.listed.has(k));
+            const unavailable = REPORTED_KIND_NAMES.filter((k) => this.unavailable.has(k));
+            const waiting = REPORTED_KIND_NAMES.filter((k) => !this.listed.has(k) && !this.unavailable.has(k));
+            return {
+              ready: waiting.length === 0,
+              ...(waiting.length ? { reason: `not listed yet: ${waiting.join(', ')}` } : {}),
+              fields: { listed, unavailable },
+            };
+          },
+        },
+        {
+          name: 'lease',
+          read: () => {
+            const holdsLease = this.members.includes(this.self);
+            return {
+              ready: holdsLease,
+              ...(holdsLease ? {} : { reason: 'this replica holds no Lease' }),
+              fields: { holdsLease },
+            };
+          },
+        },
+        {
+          name: 'shutdown',
+          read: () => ({ ready: !this.closing, ...(this.closing ? { reason: 'shutting down' } : {}) }),
+        },
+      ],
+    });
   }
 
   /** Starts the health/metrics server (resolves with its port), the Lease, the watches and delivery. */
   async start(): Promise<number> {
     this.server = createServer((req, res) => {
+      if (this.health.handle(req, res)) return;
       const path = (req.url ?? '/').split('?')[0];
-      if (path === '/healthz') {
-        res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
-      } else if (path === '/readyz') {
-        const ready = this.readiness();
-        res
-          .writeHead(ready.ready ? 200 : 503, { 'content-type': 'application/json' })
-          .end(JSON.stringify(ready) + '\n');
-      } else if (path === '/metrics') {
+      if (path === '/metrics') {
         this.metrics.registry.metrics().then(
           (text) => res.writeHead(200, { 'content-type': this.metrics.registry.contentType }).end(text),
           (err: unknown) => {
@@ -212,14 +250,6 @@ export class EventReporter implements WatchSink<ReportedKind> {
         'shutdown grace over with reports still queued (the new owners report them)',
       );
     if (this.server) await closeServer(this.server);
-  }
-
-  readiness(): { ready: boolean; listed: ReportedKind[]; unavailable: ReportedKind[]; holdsLease: boolean } {
-    const listed = REPORTED_KIND_NAMES.filter((k) => this.listed.has(k));
-    const unavailable = REPORTED_KIND_NAMES.filter((k) => this.unavailable.has(k));
-    const holdsLease = this.members.includes(this.self);
-    const settled = REPORTED_KIND_NAMES.every((k) => this.listed.has(k) || this.unavailable.has(k));
-    return { ready: settled && holdsLease && !this.closing, listed, unavailable, holdsLease };
   }
 
   private owns(key: string, members = this.members): boolean {

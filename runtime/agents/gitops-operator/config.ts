@@ -1,5 +1,5 @@
 /** GitOps Operator configuration, from the environment (validated once at start). */
-import { ConfigError, type Env, int, kubeconfigFile, type LogLevel, logLevel, str } from '../common/config.ts';
+import { ConfigError, type Env, int, kubeconfigFile, type LogLevel, logLevel, str, url } from '../common/config.ts';
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
@@ -21,6 +21,11 @@ export interface OperatorConfig {
   syncTimeoutSeconds: number;
   /** COMMIT_AUTHOR_NAME, COMMIT_AUTHOR_EMAIL: the author of the promotions' commits. */
   author: { name: string; email: string };
+  /**
+   * SOURCE_SERVER_URL: the runtime's Source Server, asked what a dry run's scratch commit would
+   * change in each application (unset: dry runs fail, saying so). No trailing slash.
+   */
+  sourceServerUrl: string | undefined;
   kubeconfig: string | undefined;
   logLevel: LogLevel;
 }
@@ -46,6 +51,9 @@ export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
     pollMs: int(env, 'POLL_MS', 3000, 100, 600_000),
     syncTimeoutSeconds: int(env, 'SYNC_TIMEOUT_SECONDS', 900, 1, 86_400),
     author: { name, email },
+    sourceServerUrl: env.SOURCE_SERVER_URL
+      ? url(env, 'SOURCE_SERVER_URL', ['http:', 'https:']).toString().replace(/\/+$/, '')
+      : undefined,
     kubeconfig: kubeconfigFile(env),
     logLevel: logLevel(env),
   };

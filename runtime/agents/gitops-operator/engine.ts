@@ -18,6 +18,11 @@
  * failed at it, or Degraded health, fails the step) → PostAction → Succeeded. `spec.abort` stops
  * at the next tick and reverts the running step's commit (the environments before keep theirs);
  * `spec.retry` raised by one runs a failed promotion again from its failed step.
+ *
+ * A dry run (`spec.dryRun`) runs beside the product's promotions: each environment's change is
+ * committed on a scratch branch, previewed by the Source Server, the branch deleted; nothing else
+ * happens (#advanceDryRun). A policy's `dryRun` runs the same preview in a real step before its
+ * commit, and with `onlyTemplateChanges` fails the step on changes the Git change does not cause.
  */
 import { createHash } from 'node:crypto';
 import { isMap, isSeq, parseDocument } from 'yaml';
@@ -42,9 +47,13 @@ import {
   type PromotionPolicy,
   type PromotionStatus,
   type PromotionTemplate,
+  type ProductEnvironment,
+  type StepDryRun,
   type StepStatus,
+  changesOutsideTemplate,
 } from '../../protocol/promotions.ts';
-import { type Author, PromotionGit, PromotionGitError, repoPath } from './git.ts';
+import { type Author, type FileChange, PromotionGit, PromotionGitError, repoPath } from './git.ts';
+import { boundPreview, PreviewError, type PreviewSource, scratchBranch } from './dry-run.ts';
 
 export interface EngineLog {
   info(obj: object, msg: string): void;
@@ -65,6 +74,8 @@ export interface EngineOptions {
   syncTimeoutSeconds?: number;
   /** How long a Lease not renewed stays another operator's. */
   leaseSeconds?: number;
+  /** The Source Server's preview of an Application at a revision (dry runs); absent: dry runs fail, saying so. */
+  preview?: PreviewSource;
   now?: () => Date;
 }
 
@@ -138,8 +149,11 @@ export class PromotionEngine {
     }
     const productsByName = byName(products);
     const groups = new Map<string, Promotion[]>();
-    for (const p of promotions) groups.set(p.spec.product, [...(groups.get(p.spec.product) ?? []), p]);
-    for (const [productName, list] of groups) {
+    // Dry runs change no Git branch of the product's: they run beside its promotions, one at a time.
+    const groupOf = (p: Promotion) => `${p.spec.product}\0${p.spec.dryRun ? 'dry-run' : ''}`;
+    for (const p of promotions) groups.set(groupOf(p), [...(groups.get(groupOf(p)) ?? []), p]);
+    for (const [group, list] of groups) {
+      const productName = group.split('\0')[0]!;
       list.sort((a, b) => (a.metadata.creationTimestamp ?? '').localeCompare(b.metadata.creationTimestamp ?? ''));
       try {
         await this.#advanceProduct(productsByName.get(productName), list, ctx);
@@ -177,7 +191,9 @@ export class PromotionEngine {
       // The first release seen is where the product stands, not a change to promote.
       if (
         status.lastTriggeredRelease !== undefined &&
-        !promotions.some((p) => p.spec.product === product.metadata.name && p.spec.release === trigger)
+        !promotions.some(
+          (p) => p.spec.product === product.metadata.name && p.spec.release === trigger && !p.spec.dryRun,
+        )
       )
         start = trigger;
       status.lastTriggeredRelease = trigger;
@@ -303,6 +319,7 @@ export class PromotionEngine {
     } catch (err) {
       return void (await fail(`the flow cannot run: ${message(err)}`));
     }
+    if (p.spec.rollback && p.spec.dryRun) return void (await fail('a rollback has no dry run'));
     if (p.spec.rollback) return this.#beginRollback(product, flow, template, p, p.spec.rollback.environment, fail);
     // What the trigger environment holds is what the promotion moves: a release asked for (by the
     // API) must be that one, or the steps would copy another under its name.
@@ -318,7 +335,7 @@ export class PromotionEngine {
       ));
     const release = held;
     const sourceRevision = read.head;
-    const hooks = await this.#hook(flow, 'onStart', p, release, '', p.status?.hooks);
+    const hooks = p.spec.dryRun ? undefined : await this.#hook(flow, 'onStart', p, release, '', p.status?.hooks);
     await this.#writeStatus('promotions', p, {
       phase: 'Running',
       release,
@@ -401,6 +418,7 @@ export class PromotionEngine {
       });
       return void (await write());
     }
+    if (p.spec.dryRun) return this.#advanceDryRun(product, flow, template, p, status, index);
     if (p.spec.abort) return this.#abort(product, p, status, index);
     if (index < 0) {
       const failed = steps.find((s) => s.phase === 'Failed');
@@ -437,6 +455,7 @@ export class PromotionEngine {
     const post = policies.find((x) => x.spec.postAction)?.spec.postAction;
     const timeout =
       policies.find((x) => x.spec.syncTimeoutSeconds)?.spec.syncTimeoutSeconds ?? this.#o.syncTimeoutSeconds ?? 900;
+    const dryRunPolicy = policies.find((x) => x.spec.dryRun)?.spec.dryRun;
     const attempt = status.observedRetry ?? 0;
     const failStep = async (msg: string) => {
       Object.assign(step, { phase: 'Failed', finishedAt: now, message: msg });
@@ -518,23 +537,33 @@ export class PromotionEngine {
             return void (await failStep(
               `${from.environment} now holds ${held ?? 'no release'}, not ${status.release ?? ''}: nothing of another release is copied under this promotion`,
             ));
-          const changes: Array<{ path: string; content: string }> = [];
+          let changes: FileChange[];
           try {
-            for (const f of template.spec.files) {
-              const src = source(repoPath(from.path, f.path));
-              const dstPath = repoPath(target.path, f.path);
-              let dst = read.files.get(dstPath);
-              if (src === undefined) throw new Error(`${repoPath(from.path, f.path)} does not exist`);
-              if (dst === undefined) throw new Error(`${dstPath} does not exist`);
-              for (const jp of f.jsonPaths) {
-                const v = getField(src, jp);
-                if (v === undefined) throw new Error(`${repoPath(from.path, f.path)} has no ${jp}`);
-                if (JSON.stringify(getField(dst, jp)) !== JSON.stringify(v)) dst = setField(dst, jp, v);
-              }
-              if (dst !== read.files.get(dstPath)) changes.push({ path: dstPath, content: dst });
-            }
+            changes = templateChanges(template, from.path, target.path, source, (path) => read.files.get(path));
           } catch (err) {
             return void (await failStep(`the template cannot be applied: ${message(err)}`));
+          }
+          // A policy may ask for a dry run before the change (once per attempt: a retry runs it again).
+          if (!rollback && (dryRunPolicy?.required || dryRunPolicy?.onlyTemplateChanges) && !step.dryRun) {
+            let result: StepDryRun;
+            try {
+              result = await this.#dryRun(product, p, env, target, changes, read.head);
+            } catch (err) {
+              if (err instanceof PreviewError && err.transient) throw err; // asked again next round
+              return void (await failStep(`the dry run its policy requires failed: ${message(err)}`));
+            }
+            step.dryRun = result;
+            const failed = result.applications.filter((a) => a.error);
+            if (failed.length > 0)
+              return void (await failStep(
+                `the dry run its policy requires could not preview ${failed.map((a) => `${a.application} (${a.error ?? ''})`).join(', ')}`,
+              ));
+            const outside = dryRunPolicy.onlyTemplateChanges ? changesOutsideTemplate(result) : [];
+            if (outside.length > 0)
+              return void (await failStep(
+                `the policy allows only the template's changes, and what runs in ${env} would also change outside them (drift or unsynced commits): ${outside.slice(0, 10).join('; ')}${outside.length > 10 ? `; and ${outside.length - 10} more` : ''}`,
+              ));
+            return void (await write()); // the commit in the next round
           }
           if (changes.length > 0) {
             const msg = [
@@ -655,6 +684,140 @@ export class PromotionEngine {
       }
       default:
         return;
+    }
+  }
+
+  /**
+   * One round of a dry run: the next environment's change previewed (steps go Pending → Succeeded
+   * with their `dryRun`, or Failed when it cannot be computed); at the end, and on abort, every
+   * scratch branch is deleted again (one a crash left behind included).
+   */
+  async #advanceDryRun(
+    product: Product,
+    flow: PromotionFlow,
+    template: PromotionTemplate,
+    p: Promotion,
+    status: NonNullable<Promotion['status']>,
+    index: number,
+  ): Promise<void> {
+    const steps = status.steps ?? [];
+    const now = this.#now().toISOString();
+    if (p.spec.abort || index < 0) {
+      for (const s of steps) await this.#o.git.deleteBranch(product.spec.repository, scratchBranch(p, s.environment));
+      if (p.spec.abort) for (const s of steps) if (!['Succeeded', 'Failed'].includes(s.phase)) s.phase = 'Skipped';
+      const failed = steps.filter((s) => s.phase === 'Failed');
+      const outside = steps.filter((s) => s.dryRun && changesOutsideTemplate(s.dryRun).length > 0);
+      Object.assign(status, {
+        phase: p.spec.abort ? 'Aborted' : failed.length > 0 ? 'Failed' : 'Succeeded',
+        finishedAt: now,
+        message: p.spec.abort
+          ? 'dry run aborted; nothing was changed'
+          : failed.length > 0
+            ? `dry run: ${failed.map((s) => `${s.environment}: ${s.message ?? 'failed'}`).join('; ')}`
+            : `dry run of ${status.release ?? ''}: ${steps.map((s) => `${s.environment} ${dryRunCount(s.dryRun)}`).join(', ')}${outside.length > 0 ? `; changes outside the template in ${outside.map((s) => s.environment).join(', ')}` : ''}; nothing was changed`,
+      });
+      return void (await this.#writeStatus('promotions', p, status));
+    }
+    const step = steps[index]!;
+    const env = step.environment;
+    const target = product.spec.environments.find((e) => e.environment === env)!;
+    // Every step copies the trigger environment's fields: what each environment before would hold
+    // after its own step (the release).
+    const from = product.spec.environments.find((e) => e.environment === flow.spec.triggerEnvironment)!;
+    const versionFile = repoPath(from.path, template.spec.version.file);
+    const sources = [versionFile, ...template.spec.files.map((f) => repoPath(from.path, f.path))];
+    const dests = template.spec.files.map((f) => repoPath(target.path, f.path));
+    const read = await this.#o.git.read(product.spec.repository, product.spec.branch, [...sources, ...dests]);
+    const fail = (msg: string) => {
+      Object.assign(step, { phase: 'Failed', startedAt: step.startedAt ?? now, finishedAt: now, message: msg });
+      return this.#writeStatus('promotions', p, status);
+    };
+    const held = releaseText(getField(read.files.get(versionFile), template.spec.version.jsonPath));
+    if (held !== status.release)
+      return void (await fail(`${from.environment} now holds ${held ?? 'no release'}, not ${status.release ?? ''}`));
+    let changes: FileChange[];
+    try {
+      changes = templateChanges(
+        template,
+        from.path,
+        target.path,
+        (x) => read.files.get(x),
+        (x) => read.files.get(x),
+      );
+    } catch (err) {
+      return void (await fail(`the template cannot be applied: ${message(err)}`));
+    }
+    let result: StepDryRun;
+    try {
+      result = await this.#dryRun(product, p, env, target, changes, read.head);
+    } catch (err) {
+      if (err instanceof PreviewError && err.transient) throw err;
+      return void (await fail(`the dry run failed: ${message(err)}`));
+    }
+    const outside = changesOutsideTemplate(result);
+    Object.assign(step, {
+      phase: 'Succeeded',
+      startedAt: step.startedAt ?? now,
+      finishedAt: now,
+      dryRun: result,
+      message:
+        (changes.length === 0 ? `${env} already holds ${status.release ?? ''} in Git; ` : '') +
+        (outside.length > 0
+          ? `would also change outside the template's fields (drift or unsynced commits): ${outside.slice(0, 5).join('; ')}${outside.length > 5 ? `; and ${outside.length - 5} more` : ''}`
+          : `would change ${dryRunCount(result)}`),
+    });
+    await this.#writeStatus('promotions', p, status);
+  }
+
+  /**
+   * The step's change committed on its scratch branch (never the product's), each application
+   * previewed there by the Source Server, the branch deleted again (also when the preview fails).
+   * Without a change, the applications are previewed at the branch's head.
+   */
+  async #dryRun(
+    product: Product,
+    p: Promotion,
+    env: string,
+    target: ProductEnvironment,
+    changes: FileChange[],
+    head: string,
+  ): Promise<StepDryRun> {
+    const preview = this.#o.preview;
+    if (!preview) throw new Error('the runtime has no Source Server to preview with (SOURCE_SERVER_URL)');
+    const branch = scratchBranch(p, env);
+    let commit: string | undefined;
+    try {
+      if (changes.length > 0)
+        commit = await this.#o.git.commit(
+          product.spec.repository,
+          product.spec.branch,
+          changes,
+          [
+            `Dry run: ${product.metadata.name} ${p.status?.release ?? ''} in ${env}`,
+            '',
+            `Promotion ${p.metadata.name}. A scratch commit, previewed and deleted; never merged.`,
+            '',
+          ].join('\n'),
+          this.#o.author,
+          branch,
+        );
+      const applications = [];
+      for (const app of target.applications) {
+        try {
+          applications.push(boundPreview(app, await preview(app, commit ?? head)));
+        } catch (err) {
+          if (err instanceof PreviewError && err.transient) throw err;
+          applications.push({ application: app, resources: [], error: message(err).slice(0, 500) });
+        }
+      }
+      return {
+        at: this.#now().toISOString(),
+        ...(commit ? { commit } : {}),
+        files: changes.map((c) => c.path),
+        applications,
+      };
+    } finally {
+      if (commit) await this.#o.git.deleteBranch(product.spec.repository, branch);
     }
   }
 
@@ -881,6 +1044,35 @@ export class PromotionEngine {
   }
 }
 
+/**
+ * The files of the environment at `targetPath` with the template's fields copied from those at
+ * `fromPath` (only the files that change); an error names a missing file or field.
+ */
+export function templateChanges(
+  template: PromotionTemplate,
+  fromPath: string,
+  targetPath: string,
+  source: (path: string) => string | undefined,
+  dest: (path: string) => string | undefined,
+): FileChange[] {
+  const changes: FileChange[] = [];
+  for (const f of template.spec.files) {
+    const srcPath = repoPath(fromPath, f.path);
+    const src = source(srcPath);
+    const dstPath = repoPath(targetPath, f.path);
+    let dst = dest(dstPath);
+    if (src === undefined) throw new Error(`${srcPath} does not exist`);
+    if (dst === undefined) throw new Error(`${dstPath} does not exist`);
+    for (const jp of f.jsonPaths) {
+      const v = getField(src, jp);
+      if (v === undefined) throw new Error(`${srcPath} has no ${jp}`);
+      if (JSON.stringify(getField(dst, jp)) !== JSON.stringify(v)) dst = setField(dst, jp, v);
+    }
+    if (dst !== dest(dstPath)) changes.push({ path: dstPath, content: dst });
+  }
+  return changes;
+}
+
 /** A Promotion's name for a product's release (a DNS label of at most 63 characters). */
 export function promotionName(product: string, release: string): string {
   const slug = release
@@ -913,6 +1105,13 @@ function workflowName(p: Promotion, environment: string, which: 'pre' | 'post', 
     .digest('hex')
     .slice(0, 10);
   return `promotion-${which}-${environment.slice(0, 20)}-${hash}`;
+}
+
+/** `3 resources` (a dry run's count over its applications). */
+function dryRunCount(d: StepDryRun | undefined): string {
+  if (!d) return 'not previewed';
+  const n = d.applications.reduce((k, a) => k + a.resources.length + (a.moreResources ?? 0), 0);
+  return `${n} resource${n === 1 ? '' : 's'}`;
 }
 
 function message(err: unknown): string {

@@ -2,16 +2,18 @@
  * Entry point of the GitOps Operator agent: `node runtime/agents/gitops-operator/main.ts`. Runs the
  * promotion engine (engine.ts) every POLL_MS, one round at a time, and serves /healthz (the
  * process runs), /readyz (the last round finished, or this replica stands by for the Lease's
- * holder) on PORT.
+ * holder, and rounds keep ending: runtime/agents/common/health.ts; `at` is the last round's time,
+ * `leader` whether this replica holds the Lease) on PORT.
  */
-import http from 'node:http';
 import type { KubeTransport } from '../../kube/transport.ts';
 import { agentKubeTransport } from '../common/kube.ts';
-import { runService } from '../common/service.ts';
+import { AgentHealth, healthServer } from '../common/health.ts';
+import { closeServer, listen, runService } from '../common/service.ts';
 import { argoCdRepoCredentials } from '../source-server/credentials.ts';
 import { loadOperatorConfig } from './config.ts';
 import { PromotionEngine } from './engine.ts';
 import { PromotionGit } from './git.ts';
+import { sourceServerPreview } from './dry-run.ts';
 import { PeriodicLoop } from '../../loops/periodic.ts';
 
 let kube: KubeTransport | undefined;
@@ -36,9 +38,10 @@ await runService(
       identity: config.identity,
       author: config.author,
       syncTimeoutSeconds: config.syncTimeoutSeconds,
+      ...(config.sourceServerUrl ? { preview: sourceServerPreview(config.sourceServerUrl, config.namespace) } : {}),
       log,
     });
-    let lastRound: { at: number; ok: boolean; leader: boolean; error?: string } | undefined;
+    let lastRound: { at: number; ok: boolean; leader: boolean } | undefined;
     // One round at a time; close() waits for the one in flight.
     const loop = new PeriodicLoop({
       name: 'promotions',
@@ -50,27 +53,28 @@ await runService(
       retryMs: () => config.pollMs,
       onFailure: (err) => {
         const error = err instanceof Error ? err.message : String(err);
-        lastRound = { at: Date.now(), ok: false, leader: lastRound?.leader ?? false, error };
+        lastRound = { at: Date.now(), ok: false, leader: lastRound?.leader ?? false };
         log.warn({ err: error }, 'promotion round failed; the next one retries');
       },
     });
-    await loop.start();
-    const server = http.createServer((req, res) => {
-      if (req.url === '/healthz') return void res.writeHead(200).end('ok');
-      if (req.url === '/readyz') {
-        const ok = lastRound !== undefined && lastRound.ok;
-        return void res
-          .writeHead(ok ? 200 : 503, { 'content-type': 'application/json' })
-          .end(JSON.stringify({ ready: ok, ...lastRound }));
-      }
-      res.writeHead(404).end();
+    const health = new AgentHealth({
+      loops: [
+        {
+          loop,
+          // A round may wait for Argo CD's syncs and push to Git.
+          staleAfterMs: () => 3 * config.pollMs + config.syncTimeoutSeconds * 1000 + 2 * config.gitTimeoutMs,
+        },
+      ],
+      checks: [{ name: 'promotions', read: () => ({ ready: true, fields: { ...lastRound } }) }],
     });
-    await new Promise<void>((ok) => server.listen(config.port, config.host, ok));
+    await loop.start();
+    const server = healthServer(health);
+    await listen(server, config.port, config.host);
     log.info({ port: config.port, namespace: config.namespace, identity: config.identity }, 'gitops-operator started');
     return {
       close: async () => {
         await loop.stop();
-        await new Promise<void>((ok) => server.close(() => ok()));
+        await closeServer(server);
       },
     };
   },

@@ -1,11 +1,12 @@
 /**
  * The request router: the tunnel client's one upstream inside the runtime. `/api/*` goes to the
  * app-proxy, `/webhooks/*` to the Argo Events event source (with the `/webhooks` prefix removed),
- * `/argo-cd/*` to Argo CD's API server (prefix removed; a tenant's `argoCdUrl`), `/healthz` is its
- * own health, anything else is 404. Bodies are streamed both ways.
+ * `/argo-cd/*` to Argo CD's API server (prefix removed; a tenant's `argoCdUrl`), `/healthz` and
+ * `/readyz` are its own health (runtime/agents/common/health.ts), anything else is 404. Bodies are
+ * streamed both ways.
  *
  * In ingress mode (`requestTokens`) the router is what the customer's ingress exposes, so it
- * refuses every request but `/healthz` without a valid control-plane request token for this
+ * refuses every request but `/healthz` and `/readyz` without a valid control-plane request token for this
  * runtime (401, nothing forwarded): the same check as the app-proxy's, with its own replay cache.
  * Behind a tunnel it needs none: only the control plane reaches it there, and the app-proxy checks.
  */
@@ -16,6 +17,7 @@ import pino, { type BaseLogger } from 'pino';
 import { headerListFrom, headersObject } from '../../protocol/headers.ts';
 import { REQUEST_TOKEN_HEADER } from '../../protocol/request-token.ts';
 import { ReplayCache, verifyRequestToken } from '../app-proxy/request-token.ts';
+import { AgentHealth } from '../common/health.ts';
 import { refusedUpstreamConnection, retriableUpstreamError } from '../common/retry.ts';
 
 /** What the router needs to verify request tokens itself (ingress mode). */
@@ -91,6 +93,9 @@ export function createRouter(opts: RouterOptions): Router {
   const argoCd = opts.argoCdServerUrl ? upstream('argocd-server', opts.argoCdServerUrl, maxSockets) : undefined;
   const timeoutMs = opts.upstreamTimeoutMs ?? 30_000;
   const connectRetryMs = opts.connectRetryMs ?? 10_000;
+  // The router's own /healthz and /readyz (runtime/agents/common/health.ts): it has no loops; it is
+  // ready while it answers (an upstream down is that upstream's 502, not the router's).
+  const health = new AgentHealth();
 
   function proxy(target: Upstream, path: string, req: IncomingMessage, res: ServerResponse): void {
     const headers = headerListFrom(req.rawHeaders, new Set(['host']));
@@ -223,7 +228,7 @@ export function createRouter(opts: RouterOptions): Router {
       const rest = url.slice('/argo-cd'.length);
       proxy(argoCd, rest.startsWith('/') ? rest : `/${rest}`, req, res);
     } else if (isHealth) {
-      sendJson(res, 200, { status: 'ok' });
+      health.handle(req, res);
     } else {
       req.resume();
       sendJson(res, 404, {

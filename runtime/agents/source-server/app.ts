@@ -2,11 +2,14 @@
  * The Source Server's HTTP app (inside the runtime; the event reporter and the app-proxy call it,
  * nothing outside the runtime reaches it):
  *
- *  - `GET /healthz`, `GET /readyz` (the same: when Argo CD or Git is down the Source Server still
- *    answers, with 503 and Retry-After, so it stays behind its Service and its callers hear why)
+ *  - `GET /healthz`, `GET /readyz` (runtime/agents/common/health.ts; it has no loops and is ready
+ *    while it answers: when Argo CD or Git is down the Source Server still answers, with 503 and
+ *    Retry-After, so it stays behind its Service and its callers hear why)
  *  - `GET /metrics`: Prometheus (cache hits, misses, bytes; answers by route and status)
  *  - `GET /v1/applications/:namespace/:name/change[?revision=R]` → ApplicationChange
  *  - `GET /v1/applications/:namespace/:name/diff[?revision=R]` → ApplicationDiff
+ *  - `GET /v1/applications/:namespace/:name/preview?revision=R` → ApplicationPreview (what a sync
+ *    to R would change in what runs now; the GitOps Operator's promotion dry runs ask it)
  *
  * Errors, in the platform's shape `{"error": {code, message, field?, requestId}}`:
  *  - 400 VALIDATION_FAILED naming the field (a namespace or name that is not a Kubernetes name, a
@@ -27,6 +30,7 @@ import Fastify, {
 } from 'fastify';
 import client from 'prom-client';
 import { SOURCE_SERVER_PATH_PREFIX } from '../../protocol/sources.ts';
+import { AgentHealth } from '../common/health.ts';
 import { ArgoCdError } from './argocd.ts';
 import { ManifestGenerationFailed, type SourceService, UnsupportedSource } from './change.ts';
 import { GitError } from './git.ts';
@@ -173,7 +177,7 @@ export async function buildSourceServer(opts: SourceServerAppOptions): Promise<F
   app.setNotFoundHandler((request, reply) =>
     fail(request, reply, 404, {
       code: 'ROUTE_NOT_FOUND',
-      message: `no route ${request.method} ${request.url.split('?')[0]}: the Source Server serves GET ${SOURCE_SERVER_PATH_PREFIX}/:namespace/:name/change and …/diff`,
+      message: `no route ${request.method} ${request.url.split('?')[0]}: the Source Server serves GET ${SOURCE_SERVER_PATH_PREFIX}/:namespace/:name/change, …/diff and …/preview`,
     }),
   );
   app.setErrorHandler((err: Error & { statusCode?: number }, request, reply) => {
@@ -183,13 +187,17 @@ export async function buildSourceServer(opts: SourceServerAppOptions): Promise<F
     return handle(err, request, reply, 'the request');
   });
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async () => ({ status: 'ok' }));
+  const health = new AgentHealth();
+  for (const path of ['/healthz', '/readyz'] as const)
+    app.get(path, async (_request, reply) => {
+      const { status, body } = health.answer(path);
+      return reply.code(status).header('cache-control', 'no-store').send(body);
+    });
   app.get('/metrics', async (_request, reply) =>
     reply.header('content-type', registry.contentType).send(await registry.metrics()),
   );
 
-  for (const route of ['change', 'diff'] as const) {
+  for (const route of ['change', 'diff', 'preview'] as const) {
     app.get<{ Params: Params; Querystring: Query }>(
       `${SOURCE_SERVER_PATH_PREFIX}/:namespace/:name/${route}`,
       async (request, reply) => {
@@ -206,6 +214,11 @@ export async function buildSourceServer(opts: SourceServerAppOptions): Promise<F
                 `'${key.slice(0, 40)}' is not a parameter of this route; it takes 'revision'`,
               );
           const revision = checkRevision(request.query.revision);
+          if (route === 'preview') {
+            if (revision === undefined)
+              throw new InvalidInput('revision', "'revision' is required: the commit whose manifests are previewed");
+            return await service.preview(namespace, name, revision);
+          }
           return route === 'change'
             ? await service.change(namespace, name, revision)
             : await service.diff(namespace, name, revision);

@@ -34,12 +34,23 @@ import type { Logger } from 'pino';
 import {
   type ApplicationChange,
   type ApplicationDiff,
+  type ApplicationPreview,
   type CommitInfo,
+  MAX_CHANGED_RESOURCES,
   MAX_COMMIT_MESSAGE_CHARS,
 } from '../../protocol/sources.ts';
 import { type ArgoApplication, ArgoCdClient, ArgoCdError, type ArgoSource, type ManagedResource } from './argocd.ts';
 import { ByteLruCache, cacheKey } from './cache.ts';
-import { boundChange, boundDiff, compareResources, type KubeObject, manifestsByKey, resourceKey } from './diff.ts';
+import {
+  boundChange,
+  boundDiff,
+  compareResources,
+  type KubeObject,
+  manifestsByKey,
+  previewResources,
+  resourceId,
+  resourceKey,
+} from './diff.ts';
 import { GitError, type GitMirrors, isHttpGitUrl, redactUrl, sourcePathspec } from './git.ts';
 import { localReferences, MAX_FOLDERS, type RepositoryTree } from './local-references.ts';
 import { annotationOf, MAX_PATHS, refFiles, sourceManifestPaths } from './manifest-paths.ts';
@@ -412,6 +423,72 @@ export class SourceService {
   }
 
   /**
+   * What a sync to `revision` would change in what runs now (protocol ApplicationPreview): the
+   * manifests Argo CD generates at that commit against the managed resources' live state, each
+   * change checked against the Git change from the synced revision. Single-source Applications.
+   */
+  async preview(namespace: string, name: string, revision: string): Promise<ApplicationPreview> {
+    const application = await this.#argo.application(namespace, name);
+    if (isMultiSource(application))
+      throw new UnsupportedSource('multi-source', 'a preview covers single-source Applications only');
+    const source = gitSource(application);
+    if (source instanceof UnsupportedSource) throw source;
+    const sha = await this.#git.resolve(source.repoURL, revision);
+    const synced = application.status?.sync?.revision ?? '';
+    let afterTexts: string[];
+    try {
+      afterTexts = await this.#manifests(namespace, name, { kind: 'single', source, sha });
+    } catch (err) {
+      if (err instanceof ArgoCdError && err.failure === 'failed') throw new ManifestGenerationFailed(err.message);
+      throw err;
+    }
+    const currentTexts =
+      synced === ''
+        ? []
+        : await this.#manifestsOrNone(namespace, name, {
+            kind: 'single',
+            source,
+            sha: await this.#git.resolve(source.repoURL, synced),
+          });
+    const items = await this.#argo.managedResources(namespace, name);
+    const live = new Map<string, KubeObject>();
+    const where = new Map<string, string>();
+    for (const item of items) {
+      if (item.hook) continue;
+      const id = {
+        group: item.group ?? '',
+        kind: item.kind ?? '',
+        namespace: item.namespace ?? '',
+        name: item.name ?? '',
+      };
+      where.set(`${id.group}/${id.kind}/${id.name}`, id.namespace);
+      const state = parseState(item.normalizedLiveState) ?? parseState(item.liveState);
+      if (state) live.set(resourceKey(id), withKey(state, item));
+    }
+    // Manifests name no namespace for what Argo CD puts in the destination's: keyed as it did.
+    const destination = application.spec?.destination?.namespace ?? '';
+    const keyed = (texts: string[]) => {
+      const out = new Map<string, KubeObject>();
+      for (const obj of manifestsByKey(texts).values()) {
+        const id = resourceId(obj);
+        if (id.namespace === '')
+          id.namespace =
+            where.get(`${id.group}/${id.kind}/${id.name}`) ?? (CLUSTER_KINDS.has(id.kind) ? '' : destination);
+        out.set(resourceKey(id), obj);
+      }
+      return out;
+    };
+    const resources = previewResources(live, keyed(currentTexts), keyed(afterTexts));
+    return {
+      application: { namespace, name },
+      revision: sha,
+      current: synced,
+      resources: resources.slice(0, MAX_CHANGED_RESOURCES),
+      truncated: resources.length > MAX_CHANGED_RESOURCES || resources.some((r) => r.fieldsTruncated === true),
+    };
+  }
+
+  /**
    * Which Git source of a multi-source Application `revision` is a commit of: the one whose
    * followed paths it changed, else the first whose repository has it (several sources can share
    * one repository). The other sources are held at their synced revisions (status.sync.revisions),
@@ -581,6 +658,21 @@ export class SourceService {
     }
   }
 }
+
+/** Kinds that are never namespaced (a manifest without a namespace is not put in the destination's). */
+const CLUSTER_KINDS = new Set([
+  'Namespace',
+  'ClusterRole',
+  'ClusterRoleBinding',
+  'CustomResourceDefinition',
+  'PersistentVolume',
+  'StorageClass',
+  'PriorityClass',
+  'IngressClass',
+  'ValidatingWebhookConfiguration',
+  'MutatingWebhookConfiguration',
+  'APIService',
+]);
 
 /** What Argo CD is asked the manifests of: a source at a commit, or a multi-source Application's sources pinned. */
 type Target =

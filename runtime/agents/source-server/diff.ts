@@ -20,6 +20,7 @@
 import {
   type ApplicationChange,
   type ImageChange,
+  type PreviewResource,
   MAX_CHANGE_BYTES,
   MAX_CHANGED_FIELDS,
   MAX_CHANGED_RESOURCES,
@@ -389,4 +390,98 @@ export function boundDiff(
   // The names alone of a very long list: drop the last resources entirely.
   while (size > budget && out.length > 0) size -= bytes(out.pop()) + 1;
   return { resources: out, truncated };
+}
+
+/**
+ * Paths of the fields `desired` sets that `live` does not hold as set (missing or another value),
+ * the way an apply would change them: fields only the live object has (what the API server or a
+ * controller filled in) are not named. Lists are matched like changedFields (by `name`, else by
+ * index); a list of another length, or named items only one side has, is named by its path.
+ */
+export function appliedFields(live: unknown, desired: unknown, limit = Number.MAX_SAFE_INTEGER): string[] {
+  const out: string[] = [];
+  const walk = (a: unknown, b: unknown, path: string): void => {
+    if (out.length > limit) return;
+    if (isObject(b)) {
+      if (!isObject(a)) return void out.push(cut(path === '' ? '.' : path));
+      for (const k of Object.keys(b)) {
+        walk(a[k], b[k], join(path, keySegment(k)));
+        if (out.length > limit) return;
+      }
+      return;
+    }
+    if (Array.isArray(b)) {
+      if (!Array.isArray(a)) return void out.push(cut(path === '' ? '.' : path));
+      const named = namesOf(a, b);
+      if (named) {
+        const byName = new Map(a.map((item, i) => [named.a[i]!, item]));
+        const wanted = new Set(named.b);
+        b.forEach((item, i) => {
+          const name = named.b[i]!;
+          const child = path + nameSegment(name);
+          if (!byName.has(name)) out.push(cut(child));
+          else walk(byName.get(name), item, child);
+        });
+        for (const name of named.a) if (!wanted.has(name)) out.push(cut(path + nameSegment(name)));
+        return;
+      }
+      if (a.length !== b.length) return void out.push(cut(path === '' ? '.' : path));
+      for (let i = 0; i < b.length && out.length <= limit; i++) walk(a[i], b[i], `${path}[${i}]`);
+      return;
+    }
+    if (JSON.stringify(a) !== JSON.stringify(b)) out.push(cut(path === '' ? '.' : path));
+  };
+  walk(live, desired, '');
+  return out;
+}
+
+/** Whether field path `a` is `b`, inside it, or holds it. */
+function overlaps(a: string, b: string): boolean {
+  if (a === b || a === '.' || b === '.') return true;
+  const within = (x: string, y: string) => x.startsWith(y) && (x[y.length] === '.' || x[y.length] === '[');
+  return within(a, b) || within(b, a);
+}
+
+/**
+ * A preview's resources (protocol ApplicationPreview): what applying `after` (manifests at the
+ * revision asked) changes in `live`, each change marked `notFromChange` unless the Git change from
+ * `current` (the manifests at the synced revision) to `after` causes it. All three maps by
+ * resource key; `live` holds the Application's managed resources (their normalized live state).
+ */
+export function previewResources(
+  live: ReadonlyMap<string, KubeObject>,
+  current: ReadonlyMap<string, KubeObject>,
+  after: ReadonlyMap<string, KubeObject>,
+  fieldLimit = MAX_CHANGED_FIELDS,
+): PreviewResource[] {
+  const out: PreviewResource[] = [];
+  for (const key of [...new Set([...live.keys(), ...after.keys()])].sort()) {
+    const l = live.get(key);
+    const a = after.get(key);
+    const c = current.get(key);
+    // The key names the resource as the caller placed it (a manifest may omit its namespace).
+    const [group = '', kind = '', namespace = '', ...name] = key.split('/');
+    const id = { group, kind, namespace, name: name.join('/') };
+    if (a && !l) {
+      out.push({ ...id, action: 'added', fields: [], ...(c ? { notFromChange: ['.'] } : {}) });
+      continue;
+    }
+    if (l && !a) {
+      out.push({ ...id, action: 'removed', fields: [], ...(!c ? { notFromChange: ['.'] } : {}) });
+      continue;
+    }
+    const fields = appliedFields(withoutServerFields(l!), withoutServerFields(a!));
+    if (fields.length === 0) continue;
+    // What the Git change moves in this resource: everything when the synced revision lacks it.
+    const fromGit = c ? changedFields(withoutServerFields(c), withoutServerFields(a!)) : ['.'];
+    const notFromChange = fields.filter((f) => !fromGit.some((g) => overlaps(f, g)));
+    out.push({
+      ...id,
+      action: 'modified',
+      fields: fields.slice(0, fieldLimit),
+      ...(fields.length > fieldLimit ? { fieldsTruncated: true } : {}),
+      ...(notFromChange.length > 0 ? { notFromChange: notFromChange.slice(0, fieldLimit) } : {}),
+    });
+  }
+  return out;
 }

@@ -1,8 +1,9 @@
 /**
  * Entry point of the tunnel-client agent: `node runtime/agents/tunnel-client/main.ts`.
- * Health: GET /healthz (process up), GET /readyz (200 only while the tunnel is connected).
+ * Health (runtime/agents/common/health.ts): GET /healthz (process up), GET /readyz (200 only
+ * while the tunnel is connected; `status`, `since` and `activeStreams` say the tunnel's state).
  */
-import http from 'node:http';
+import { AgentHealth, healthServer } from '../common/health.ts';
 import { closeServer, listen, runService } from '../common/service.ts';
 import { startTunnelClient } from './client.ts';
 import { loadTunnelClientConfig } from './config.ts';
@@ -21,18 +22,24 @@ await runService(
       window: config.window,
       heartbeatIntervalMs: config.heartbeatIntervalMs,
     });
-    const health = http.createServer((req, res) => {
-      const body = {
-        status: client.connected ? 'connected' : 'disconnected',
-        since: client.since?.toISOString() ?? null,
-        activeStreams: client.activeStreams,
-      };
-      const ok = req.url === '/healthz' || (req.url === '/readyz' && client.connected);
-      res.writeHead(req.url === '/healthz' || req.url === '/readyz' ? (ok ? 200 : 503) : 404, {
-        'content-type': 'application/json',
-      });
-      res.end(JSON.stringify(body));
-    });
+    const health = healthServer(
+      new AgentHealth({
+        checks: [
+          {
+            name: 'tunnel',
+            read: () => ({
+              ready: client.connected,
+              ...(client.connected ? {} : { reason: 'not connected to the control plane' }),
+              fields: {
+                status: client.connected ? 'connected' : 'disconnected',
+                since: client.since?.toISOString() ?? null,
+                activeStreams: client.activeStreams,
+              },
+            }),
+          },
+        ],
+      }),
+    );
     const port = await listen(health, config.healthPort, config.healthHost);
     log.info({ port, tunnelUrl: config.tunnelUrl, routerUrl: config.routerUrl }, 'tunnel client started');
     return {

@@ -23,7 +23,7 @@
  * another ServiceAccount, volume or Secret mount, fails the upgrade unapplied, and the report
  * names the object and the field.
  */
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import type { KubeTransport } from '../../kube/transport.ts';
 import {
@@ -36,6 +36,7 @@ import {
   VERSIONS_CONFIGMAP,
 } from '../../protocol/upgrade.ts';
 import { planRefusal } from '../../protocol/upgrade-check.ts';
+import { AgentHealth, healthServer } from '../common/health.ts';
 import { closeServer, listen } from '../common/service.ts';
 import { PeriodicLoop } from '../../loops/periodic.ts';
 import { wait as sleep } from '../../loops/wait.ts';
@@ -75,7 +76,8 @@ export class Upgrader {
   #server: Server | undefined;
   /** A cycle every POLL_SECONDS (runtime/loops/periodic.ts): one at a time, and close() waits for the one in flight. */
   readonly loop: PeriodicLoop;
-  #lastCycleOk = false;
+  /** /readyz: ready while the last cycle reached the control plane and cycles keep ending. */
+  readonly health: AgentHealth;
 
   constructor(deps: UpgraderDeps) {
     this.#config = deps.config;
@@ -88,25 +90,27 @@ export class Upgrader {
       name: 'upgrader',
       round: async () => {
         await this.cycle();
-        this.#lastCycleOk = true;
       },
       intervalMs: poll,
       retryMs: poll,
       onFailure: (err) => {
-        this.#lastCycleOk = false;
         this.#log.warn({ err: (err as Error).message }, 'upgrade check failed; trying again');
       },
     });
+    // A cycle may apply an upgrade and its rollback, each waiting for a rollout, and make a few calls.
+    const longestCycleSeconds = () => 2 * this.#config.rolloutTimeoutSeconds + 6 * this.#config.requestTimeoutSeconds;
+    this.health = new AgentHealth({
+      loops: [{ loop: this.loop, staleAfterMs: () => 1000 * (1.2 * this.#config.pollSeconds + longestCycleSeconds()) }],
+    });
   }
 
-  /** Serves /healthz and /readyz (ready once a cycle reached the control plane) and starts the loop; resolves with the port. */
+  /**
+   * Serves /healthz and /readyz (ready once a cycle reached the control plane, until one fails or
+   * none ends for longer than a poll and the longest cycle: runtime/agents/common/health.ts) and
+   * starts the loop; resolves with the port.
+   */
   async start(): Promise<number> {
-    this.#server = createServer((req, res) => {
-      const ready = req.url === '/readyz' ? this.#lastCycleOk : true;
-      const known = req.url === '/healthz' || req.url === '/readyz';
-      res.writeHead(known ? (ready ? 200 : 503) : 404, { 'content-type': 'text/plain' });
-      res.end(known ? (ready ? 'ok\n' : 'not yet reached the control plane\n') : 'not found\n');
-    });
+    this.#server = healthServer(this.health);
     const port = await listen(this.#server, this.#config.port, this.#config.host);
     await this.loop.start();
     return port;

@@ -63,14 +63,8 @@ export interface ConsoleFixtureOptions {
   operatorName?: string;
   /** Runs on the database before the provisioner starts (fleet.test.ts seeds its 10,000 tenants). */
   beforeStart?: (db: TestDatabase) => Promise<void>;
-  /** `call` sends a fresh Idempotency-Key with each POST /v1/signup. */
+  /** `signup` sends a fresh Idempotency-Key with each POST /v1/signup. */
   signupIdempotencyKey?: boolean;
-}
-
-/** An API answer: its status and its JSON body (null when it has none). */
-export interface ApiAnswer<T> {
-  status: number;
-  json: T;
 }
 
 export interface ConsoleFixture {
@@ -90,10 +84,6 @@ export interface ConsoleFixture {
   readonly client: ApiClient;
   /** The client with another key (`null`: none). */
   as: (key: string | null) => ApiClient;
-  /** One API request; `key` is the operator key unless given (`null`: no authorization header). */
-  call: <T = unknown>(method: string, path: string, body?: unknown, key?: string | null) => Promise<ApiAnswer<T>>;
-  /** `call` that throws on a status of 300 or more, naming the request, and returns the body. */
-  ok: <T = unknown>(method: string, path: string, body?: unknown, key?: string | null) => Promise<T>;
   /**
    * Signs a tenant up through the API (`fields` beside the organization; the email is
    * `ops@<organization>.example` unless given); throws unless it was accepted.
@@ -168,30 +158,6 @@ export async function consoleFixture(t: FixtureTest, options: ConsoleFixtureOpti
   t.comment(`screenshots: ${shots}`);
 
   const running = () => server!;
-  const call = async <T = unknown>(
-    method: string,
-    path: string,
-    body?: unknown,
-    key: string | null = operatorKey,
-  ): Promise<ApiAnswer<T>> => {
-    const res = await fetch(`${running().url}${path}`, {
-      method,
-      headers: {
-        ...(key ? { authorization: `Bearer ${key}` } : {}),
-        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        ...(options.signupIdempotencyKey && method === 'POST' && path === '/v1/signup'
-          ? { 'idempotency-key': randomBytes(16).toString('hex') }
-          : {}),
-      },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    return { status: res.status, json: (await res.json().catch(() => null)) as T };
-  };
-  const ok = async <T = unknown>(method: string, path: string, body?: unknown, key?: string | null): Promise<T> => {
-    const res = await call<T>(method, path, body, key);
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.json)}`);
-    return res.json;
-  };
   // The provisioner keeps its port across restarts: one client for the fixture's life.
   const client = new ApiClient({ baseUrl: running().url, token: operatorKey });
   const open = async (key: string): Promise<WatchedPage> => {
@@ -214,8 +180,6 @@ export async function consoleFixture(t: FixtureTest, options: ConsoleFixtureOpti
     },
     client,
     as: (key) => client.withToken(key ?? undefined),
-    call,
-    ok,
     async signup(organization, fields = {}, key) {
       const s = await client.call('POST /v1/signup', {
         body: { organization, email: `ops@${organization}.example`, ...fields },

@@ -24,7 +24,7 @@ import {
   type RouteKey,
 } from '../../../provisioner/http/api-client.ts';
 import type { ApiRoutes } from '../../../provisioner/http/api-routes.ts';
-import type { ErrorBody, Operation, SignupResponse, Tenant, WireRefs } from '../../../provisioner/http/api-types.ts';
+import type { ErrorBody, Operation, SignupResponse, Tenant, WireRefs } from '../../../provisioner/api/types.ts';
 /** The API's answers, as its route schemas define them. */
 export type { Operation, SignupResponse, Tenant };
 export { ApiError };

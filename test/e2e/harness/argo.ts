@@ -12,7 +12,8 @@
  *    toolchain's cache folder for the current pins if it is complete — nothing is built here).
  *
  * `startArgoApiServer(t)` starts an etcd and a kube-apiserver alone (no controllers, scheduler or
- * nodes: a few seconds and about 300 MB), installs the CRDs, waits until every one is
+ * nodes: a few seconds and about 300 MB; with `pods`, also the controller-manager, scheduler and
+ * KWOK with one fake node), installs the CRDs, waits until every one is
  * Established and tears everything down in `t.teardown`. What the CRDs imply for writers:
  * an Application and a Workflow have NO status subresource (status is written with the object,
  * as Argo CD and the workflow controller do, and every status write bumps metadata.generation);
@@ -184,6 +185,11 @@ export interface ArgoApiServerOptions {
   crds?: readonly ArgoPlural[];
   /** Wait bound for the API server and the CRDs; default 3 minutes (a loaded 2-core machine). */
   timeoutMs?: number;
+  /**
+   * Pods too: the controller-manager, scheduler and KWOK with one fake node, and these KWOK stages
+   * besides the toolchain's (YAML `Stage` documents). Without it the API server runs alone.
+   */
+  pods?: { extraKwokStages?: string };
 }
 
 /**
@@ -218,8 +224,9 @@ export async function startArgoApiServer(
     dir: join(dir, name),
     etcd,
     etcdPrefix: `/${name}`,
-    nodes: 0,
-    apiServerOnly: true,
+    nodes: opts.pods ? 1 : 0,
+    apiServerOnly: !opts.pods,
+    ...(opts.pods?.extraKwokStages ? { extraKwokStages: opts.pods.extraKwokStages } : {}),
     timeoutMs,
   });
   stops.push(() => plane.stop());

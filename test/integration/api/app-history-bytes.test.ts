@@ -11,6 +11,7 @@ import { application, batch } from '../../helpers/events.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { EVENTS_PATH, type UpsertItem } from '../../../runtime/protocol/events.ts';
 import type { ApplicationChange } from '../../../runtime/protocol/sources.ts';
+import { historyBytes } from '../../helpers/runtime-objects.ts';
 
 const BUDGET = 1024 * 1024; // the smallest the setting allows
 const api = await createTestApi({
@@ -60,15 +61,7 @@ const history = async (tenantId: string, name: string) => {
   });
   return page.items.map((i) => i.changeRevision);
 };
-const bytes = async (tenantId: string) =>
-  Number(
-    (
-      await api.db.pool.query<{ b: string }>(
-        'SELECT coalesce(sum(size_bytes), 0)::text AS b FROM application_history WHERE tenant_id = $1',
-        [tenantId],
-      )
-    ).rows[0]!.b,
-  );
+const bytes = async (tenantId: string) => historyBytes(api.db.pool, tenantId);
 
 t.test('large entries: the oldest go once the bytes pass the budget, the newest that fit stay', async (t) => {
   const tenant = await api.signup();

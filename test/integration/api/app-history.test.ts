@@ -15,7 +15,7 @@ import { application, batch } from '../../helpers/events.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { EVENTS_PATH, type ApplicationSummary, type UpsertItem } from '../../../runtime/protocol/events.ts';
 import type { ApplicationChange } from '../../../runtime/protocol/sources.ts';
-import type { ApplicationHistoryEntry, ApplicationHistoryPage } from '../../../provisioner/http/api-types.ts';
+import type { ApplicationHistoryEntry, ApplicationHistoryPage } from '../../../provisioner/api/types.ts';
 import type { PeriodicLoop } from '../../../runtime/loops/periodic.ts';
 import { until } from '../../../sandbox/until.ts';
 import { ageHistoryEntry } from '../../helpers/runtime-objects.ts';

@@ -12,6 +12,7 @@ import { parseWaves } from '../../../provisioner/cli/fleet-commands.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { until } from '../../../sandbox/until.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
+import { fleetEventsOf } from '../../helpers/fleet.ts';
 
 const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -237,11 +238,7 @@ t.test('fleet status --follow reads the progress stream and resumes after a drop
   p.restore();
   await until('the decisions made meanwhile', 10_000, () => / override_windows: CVE-2026-1234/.test(text()));
   t.match(text(), / resume\b/, 'the resume made while disconnected is shown after the reconnect');
-  const { rows } = await api.db.pool.query<{ seq: string }>(
-    `SELECT seq FROM fleet_upgrade_events WHERE fleet_upgrade_id = $1 AND action = 'pause'`,
-    [id],
-  );
-  const pauseSeq = rows[0]!.seq;
+  const pauseSeq = String((await fleetEventsOf(api.db.pool, id, { action: 'pause' }))[0]!.seq);
   const streams = p.requests.filter((r) => /\/events HTTP/.test(r));
   t.ok(streams.length >= 2, 'the CLI opened the stream again after the drop');
   t.notMatch(streams[0]!, /last-event-id/i, 'the first connection starts from the beginning');

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { main } from '../../../provisioner/cli/main.ts';
 import { run } from '../../../sandbox/processes.ts';
+import { countTenantRecords } from '../../helpers/tenants.ts';
 
 const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -24,8 +25,7 @@ async function cli(args: string[], token?: string): Promise<{ code: number; out:
   return { code, out: out.join('\n'), err: err.join('\n') };
 }
 
-const tenantsNamed = async (organization: string) =>
-  (await api.db.pool.query('SELECT id FROM tenants WHERE organization = $1', [organization])).rowCount;
+const tenantsNamed = async (organization: string) => countTenantRecords(api.db.pool, { organization });
 
 t.test('signup without a key prints the tenant and its key once; the key reads the tenant', async (t) => {
   const organization = uniqueOrg('cli-signup');

@@ -4,15 +4,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestApi } from '../../helpers/api.ts';
 import { main } from '../../../provisioner/cli/main.ts';
-import { appendLog } from '../../../provisioner/store/operations.ts';
+import { appendLog, appendLogAndNotify } from '../../../provisioner/store/operations.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
-import { insertCluster } from '../../../provisioner/store/clusters.ts';
+import { getClusterByName, insertCluster } from '../../../provisioner/store/clusters.ts';
 import { EVENTS_PATH, type EventBatch } from '../../../runtime/protocol/events.ts';
 import { application, batch, deletion } from '../../helpers/events.ts';
 import { until } from '../../../sandbox/until.ts';
 import { finishOperations, setOperationState, settleTenantOperations } from '../../helpers/operations.ts';
 import { setTenantStatus } from '../../helpers/tenants.ts';
+import { auditRows } from '../../helpers/audit.ts';
 
 const api = await createTestApi();
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
@@ -327,11 +328,7 @@ t.test('clusters import registers or updates every cluster of the infra output, 
     'the first import registers both and says so',
   );
   const audits = async () =>
-    (
-      await api.db.pool.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM audit_log WHERE target_type = 'cluster' AND target_id LIKE 'imp-%'",
-      )
-    ).rows[0]!.n;
+    (await auditRows(api.db.pool, { targetType: 'cluster' })).filter((r) => r.targetId.startsWith('imp-')).length;
   const auditsAfterFirst = await audits();
   // Without --force: an unchanged kubeconfig is not probed again (its made-up server would time out).
   const again = await cli(['clusters', 'import', '-'], api.operatorKey, output(200, 'tok-1'));
@@ -363,13 +360,12 @@ t.test('clusters import registers or updates every cluster of the infra output, 
   );
   t.equal(items[0]!.cluster.capacity, 250, 'the capacity is updated');
   t.equal(items[0]!.cluster.cordoned, true, 'the cordon an operator set stays');
-  const stored = (
-    await api.db.pool.query<{ before: unknown; after: Record<string, unknown> }>(
-      "SELECT before, after FROM audit_log WHERE action = 'cluster.update' AND target_id = 'imp-1'",
-    )
-  ).rows;
+  const stored = (await auditRows(api.db.pool, { action: 'cluster.update', targetId: 'imp-1' })).map((r) => ({
+    before: r.before,
+    after: r.after,
+  }));
   t.equal(stored.length, 1, 'one audit row for the update');
-  t.equal(stored[0]!.after.kubeconfig, 'replaced', 'the audit row says the kubeconfig was replaced');
+  t.equal(stored[0]!.after?.kubeconfig, 'replaced', 'the audit row says the kubeconfig was replaced');
   t.notMatch(JSON.stringify(stored), /tok-1/, 'and holds no token');
 
   const hidden = await cli(
@@ -396,10 +392,7 @@ t.test('clusters import registers or updates every cluster of the infra output, 
 
 t.test('PUT /v1/clusters/:name: a cluster holding tenants keeps its region', async (t) => {
   const { tenantId } = await api.signup();
-  const { rows } = await api.db.pool.query<{ name: string; region: string }>(
-    `SELECT c.name, c.region FROM root_clusters c WHERE c.name = 'imp-2'`,
-  );
-  const cluster = rows[0]!;
+  const cluster = (await getClusterByName(api.db.pool, 'imp-2'))!;
   await setTenantStatus(api.db.pool, tenantId, { cluster: cluster.name });
   await t.rejects(
     api.as(api.operatorKey).call('PUT /v1/clusters/:name', {
@@ -415,10 +408,7 @@ t.test('PUT /v1/clusters/:name: a cluster holding tenants keeps its region', asy
     { status: 409, code: 'CLUSTER_IN_USE', field: 'region' },
     'the refusal names the code and the field',
   );
-  const after = await api.db.pool.query<{ region: string }>('SELECT region FROM root_clusters WHERE name = $1', [
-    cluster.name,
-  ]);
-  t.equal(after.rows[0]!.region, cluster.region, 'nothing was changed');
+  t.equal((await getClusterByName(api.db.pool, cluster.name))?.region, cluster.region, 'nothing was changed');
 });
 
 t.test(
@@ -453,8 +443,7 @@ t.test(
     // the backlog and stops (or never reads past it) does not print step 1.
     await until('the CLI printing the backlog', 30_000, () => printed.length >= 2);
     for (let i = 1; i <= 5; i++) {
-      await appendLog(api.db.pool, operationId, [{ line: `step ${i}` }]);
-      await api.db.pool.query(`SELECT pg_notify('operation_log', $1)`, [operationId]);
+      await appendLogAndNotify(api.db.pool, operationId, [{ stream: 'engine', line: `step ${i}` }]);
       await until(`the CLI printing step ${i}, written after it started`, 30_000, () => printed.includes(`step ${i}`));
     }
     await finishOperations(api.db.pool, operationId); // the store's write wakes the log's followers

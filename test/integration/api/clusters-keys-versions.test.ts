@@ -2,6 +2,8 @@ import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
+import { auditActions, auditRows } from '../../helpers/audit.ts';
+import { readClusterKubeconfig } from '../../../provisioner/store/clusters.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -40,24 +42,19 @@ t.test('a root cluster is registered with its kubeconfig encrypted at rest and n
     tenants: 0,
   });
   t.notMatch(JSON.stringify(res.body), /very-secret-token/);
-  const { rows } = await api.db.pool.query<{ kubeconfig_enc: Buffer }>(
-    `SELECT kubeconfig_enc FROM root_clusters WHERE name = 'eu-west-1a'`,
-  );
-  t.notOk(rows[0]!.kubeconfig_enc.toString('latin1').includes('very-secret-token'), 'not stored in clear');
-  t.equal(
-    api.services.box.decrypt(rows[0]!.kubeconfig_enc, 'cluster/eu-west-1a').toString(),
-    kubeconfig(),
-    'decrypts back',
-  );
-  t.throws(() => api.services.box.decrypt(rows[0]!.kubeconfig_enc, 'cluster/other'), 'bound to its cluster name');
+  const sealed = await readClusterKubeconfig(api.db.pool, 'eu-west-1a');
+  if (!sealed) throw new Error('precondition: the cluster was stored');
+  t.notOk(sealed.toString('latin1').includes('very-secret-token'), 'not stored in clear');
+  t.equal(api.services.box.decrypt(sealed, 'cluster/eu-west-1a').toString(), kubeconfig(), 'decrypts back');
+  t.throws(() => api.services.box.decrypt(sealed, 'cluster/other'), 'bound to its cluster name');
   const list = await client.call('GET /v1/clusters');
   t.same(
     list.items.map((c) => c.name),
     ['eu-west-1a'],
   );
   t.notMatch(JSON.stringify(list), /very-secret-token/);
-  const audit = await api.db.pool.query(`SELECT after::text FROM audit_log WHERE action = 'cluster.register'`);
-  t.notMatch(audit.rows[0].after, /very-secret-token/, 'audit row holds no kubeconfig');
+  const audit = await auditRows(api.db.pool, { action: 'cluster.register' });
+  t.notMatch(JSON.stringify(audit[0]!.after), /very-secret-token/, 'audit row holds no kubeconfig');
 });
 
 t.test('cluster registration refuses bad input with the field named', async (t) => {
@@ -98,11 +95,11 @@ t.test('cordon and uncordon are recorded and audited; unknown clusters are 404',
   t.equal((await client.call('GET /v1/clusters/:name', { params })).cordoned, true);
   const u = await operator.call('POST /v1/clusters/:name/uncordon', { params });
   t.equal(u.cordoned, false);
-  const audit = await api.db.pool.query(`SELECT action FROM audit_log WHERE target_type = 'cluster' ORDER BY id`);
-  t.same(
-    audit.rows.map((r) => r.action),
-    ['cluster.register', 'cluster.cordon', 'cluster.uncordon'],
-  );
+  t.same(await auditActions(api.db.pool, { targetType: 'cluster' }), [
+    'cluster.register',
+    'cluster.cordon',
+    'cluster.uncordon',
+  ]);
   await t.rejects(client.call('POST /v1/clusters/:name/cordon', { params: { name: 'nope' } }), {
     status: 404,
     code: 'CLUSTER_NOT_FOUND',
@@ -141,10 +138,8 @@ t.test('runtime versions list the catalog with availability and the default; ops
     }),
     { name: 'ApiError', status: 404 },
   );
-  const audit = await api.db.pool.query(
-    `SELECT before, after FROM audit_log WHERE action = 'runtime_version.availability'`,
-  );
-  t.match(audit.rows[0], { before: { availability: 'available' }, after: { availability: 'deprecated' } });
+  const audit = await auditRows(api.db.pool, { action: 'runtime_version.availability' });
+  t.match(audit[0], { before: { availability: 'available' }, after: { availability: 'deprecated' } });
 });
 
 t.test('admin creates and revokes keys; keys are shown once and listed without secrets', async (t) => {
@@ -177,14 +172,11 @@ t.test('admin creates and revokes keys; keys are shown once and listed without s
   t.equal(again.revokedAt, revoke.body.revokedAt, 'revoking twice keeps the first time');
   const listed = await client.call('GET /v1/keys', { query: { includeRevoked: true } });
   t.ok(listed.items.find((k) => k.id === info.id)!.revokedAt);
-  const audit = await api.db.pool.query(
-    `SELECT action FROM audit_log WHERE target_type = 'api_key' AND target_id = $1 ORDER BY id`,
-    [info.id],
-  );
-  t.same(
-    audit.rows.map((r) => r.action),
-    ['key.create', 'key.revoke', 'key.revoke'],
-  );
+  t.same(await auditActions(api.db.pool, { targetType: 'api_key', targetId: info.id }), [
+    'key.create',
+    'key.revoke',
+    'key.revoke',
+  ]);
 });
 
 t.test('health, readiness, metrics, OpenAPI and unknown routes', async (t) => {

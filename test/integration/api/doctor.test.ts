@@ -14,6 +14,7 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { createTestDatabase } from '../../helpers/postgres.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import { freePort } from '../../helpers/ports.ts';
 import { until } from '../../../sandbox/until.ts';
 
@@ -201,15 +202,9 @@ t.test(
     t.match(anonymous.stdout, /^ok\s+database/m, 'the database is still checked (through /readyz)');
     t.match(anonymous.stdout, /^skipped\s+engine\s+checked with an operator or admin key/m, 'the engine is skipped');
 
-    const tenantKey = (
-      (await (
-        await fetch(`${url}/v1/signup`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ organization: 'doctor-tenant', email: 'd@example.com' }),
-        })
-      ).json()) as { apiKey: string }
-    ).apiKey;
+    const { apiKey: tenantKey } = await new ApiClient({ baseUrl: url }).call('POST /v1/signup', {
+      body: { organization: 'doctor-tenant', email: 'd@example.com' },
+    });
     const tenant = await doctor(['--url', url, '--token', tenantKey, '--json']);
     const tenantReport = JSON.parse(tenant.stdout) as { checks: Check[] };
     t.match(

@@ -13,7 +13,6 @@ import { cliAgainst } from '../../helpers/cli.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { updateFleetTenant } from '../../../provisioner/store/fleet-upgrades.ts';
 import { catalog } from '../../../runtime/catalog.ts';
-import type { FleetUpgrade, RuntimePage } from '../../../provisioner/http/api-types.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
 
 const api = await createTestApi();
@@ -22,10 +21,9 @@ t.teardown(() => api.close());
 
 const cli = cliAgainst(url, api.operatorKey);
 
-async function get<T>(path: string): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${url}${path}`, { headers: { authorization: `Bearer ${api.operatorKey}` } });
-  return { status: res.status, body: (await res.json()) as T };
-}
+/** The API's reads with the operator key (the CLI above needs the socket; these go in process). */
+const operator = api.as(api.operatorKey);
+const fleetView = () => operator.call('GET /v1/fleet-upgrades/:id', { params: { id: fleetId } });
 
 await insertCluster(api.db.pool, {
   name: 'gate-root',
@@ -85,8 +83,8 @@ await updateFleetTenant(api.db.pool, fleetId, blocked, {
 t.test(
   'GET /v1/fleet-upgrades/:id: the step waiting on its gate, with the time left and what happens then',
   async (t) => {
-    const { status, body: f } = await get<FleetUpgrade>(`/v1/fleet-upgrades/${fleetId}`);
-    t.equal(status, 200, 'the fleet upgrade is answered');
+    const f = await fleetView();
+    t.equal(f.id, fleetId, 'the fleet upgrade is answered');
     const mine = f.tenants!.find((x) => x.tenantId === blocked)!;
     const w = mine.gateWait;
     t.ok(w, 'the blocked tenant has a gate wait');
@@ -119,28 +117,29 @@ t.test(
 );
 
 t.test('GET /v1/fleet-upgrades?tenantId=: the fleet upgrade a tenant is part of, with its own row alone', async (t) => {
-  const part = await get<{ items: FleetUpgrade[] }>(`/v1/fleet-upgrades?tenantId=${blocked}`);
-  t.equal(part.status, 200, 'answered');
+  const part = await operator.call('GET /v1/fleet-upgrades', { query: { tenantId: blocked } });
   t.same(
-    part.body.items.map((f) => f.id),
+    part.items.map((f) => f.id),
     [fleetId],
     'the blocked tenant is part of the fleet upgrade',
   );
   t.same(
-    part.body.items[0]?.tenants?.map((x) => x.tenantId),
+    part.items[0]?.tenants?.map((x) => x.tenantId),
     [blocked],
     'with the tenant alone in its tenants',
   );
   t.same(
-    part.body.items[0]?.tenants?.[0]?.gateWait?.waitingOn.map((c) => c.name),
+    part.items[0]?.tenants?.[0]?.gateWait?.waitingOn.map((c) => c.name),
     ['tunnel'],
     'and its gate wait',
   );
-  const none = await get<{ items: FleetUpgrade[] }>(`/v1/fleet-upgrades?tenantId=${outside}`);
-  t.same(none.body.items, [], 'a tenant in no fleet upgrade is in none');
-  const both = await get<{ error: { field?: string } }>(`/v1/fleet-upgrades?tenantId=${outside}&state=running`);
-  t.equal(both.status, 400, 'state and tenantId together are refused');
-  t.equal(both.body.error.field, 'state', 'naming the field');
+  const none = await operator.call('GET /v1/fleet-upgrades', { query: { tenantId: outside } });
+  t.same(none.items, [], 'a tenant in no fleet upgrade is in none');
+  await t.rejects(
+    operator.call('GET /v1/fleet-upgrades', { query: { tenantId: outside, state: 'running' } }),
+    { name: 'ApiError', status: 400, field: 'state' },
+    'state and tenantId together are refused, naming the field',
+  );
 });
 
 t.test('fleet status prints the gate a step waits on, since when, the time left and the actions', async (t) => {
@@ -195,7 +194,7 @@ t.test('fleet skip-gate takes the tenant by organization and says what the skip 
     `gated-org (${blocked}): tunnel skipped for its upgrade 1.4.0 -> 1.4.1; the driver moves it on at its next judgment if the other checks pass`,
     'it says which check was skipped for which step, and what happens next',
   );
-  const { body: f } = await get<FleetUpgrade>(`/v1/fleet-upgrades/${fleetId}`);
+  const f = await fleetView();
   const mine = f.tenants!.find((x) => x.tenantId === blocked)!;
   t.same(
     mine.gateSkipped.map((s) => [s.checks, s.reason, s.byKey?.name]),
@@ -212,7 +211,7 @@ t.test('fleet skip-gate takes the tenant by organization and says what the skip 
 });
 
 t.test('GET /v1/runtimes names each runtime by its tenant’s organization', async (t) => {
-  const { body } = await get<RuntimePage>('/v1/runtimes?limit=200');
+  const body = await operator.call('GET /v1/runtimes', { query: { limit: 200 } });
   const hosted = body.items.find((r) => r.tenantId === blocked && r.mode === 'hosted');
   t.ok(hosted, 'the tenant’s hosted runtime is listed');
   t.equal(hosted?.organization, 'gated-org', 'with its organization');

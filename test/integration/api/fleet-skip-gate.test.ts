@@ -13,10 +13,13 @@ import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import type { AnswerOf, BodyOf } from '../../../provisioner/http/api-client.ts';
-import type { ErrorBody, FleetUpgrade } from '../../../provisioner/http/api-types.ts';
+import type { ErrorBody, FleetUpgrade } from '../../../provisioner/api/types.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
 import { completeQueuedUpgrades, settleTenantOperations } from '../../helpers/operations.ts';
 import { putTunnelRow } from '../../helpers/tunnels.ts';
+import { auditCount, auditRows } from '../../helpers/audit.ts';
+import { fleetEventsOf } from '../../helpers/fleet.ts';
+import { fleetTenantRows } from '../../../provisioner/store/fleet-upgrades.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -144,12 +147,12 @@ t.test('the request is checked before anything is written: 4xx naming what was w
   const tenantKey = await skip(fleetId, a.id, { checks: ['tunnel'], reason: REASON }, a.key);
   t.equal(tenantKey.status, 403, "the tenant's own key may not skip its gate");
 
-  const { rows } = await api.db.pool.query(
-    `SELECT 1 FROM audit_log WHERE action = 'fleet_upgrade.gate_skipped'
-     UNION ALL SELECT 1 FROM fleet_upgrade_events WHERE action = 'gate_skipped'
-     UNION ALL SELECT 1 FROM fleet_upgrade_tenants WHERE gate_skips <> '[]'::jsonb`,
-  );
-  t.equal(rows.length, 0, 'none of the refused requests wrote a skip, an event or an audit row');
+  // The file's one fleet upgrade: its skips, its events and the audit log.
+  const written =
+    (await auditCount(api.db.pool, { action: 'fleet_upgrade.gate_skipped' })) +
+    (await fleetEventsOf(api.db.pool, fleetId, { action: 'gate_skipped' })).length +
+    (await fleetTenantRows(api.db.pool, fleetId)).filter((r) => r.gate_skips.length > 0).length;
+  t.equal(written, 0, 'none of the refused requests wrote a skip, an event or an audit row');
 });
 
 t.test('a skip moves that tenant on at the next judgment while the other still waits', async (t) => {
@@ -197,11 +200,14 @@ t.test('a skip moves that tenant on at the next judgment while the other still w
   t.same(row(f, b.id).gateSkipped, [], 'nothing was skipped for it');
   t.equal(f.state, 'running', 'the fleet upgrade runs on');
 
-  const audit = await api.db.pool.query<{ actor: string; actor_role: string; target_id: string; after: unknown }>(
-    `SELECT actor, actor_role, target_id, after FROM audit_log WHERE action = 'fleet_upgrade.gate_skipped'`,
-  );
+  const audit = (await auditRows(api.db.pool, { action: 'fleet_upgrade.gate_skipped' })).map((r) => ({
+    actor: r.actor,
+    actor_role: r.actorRole,
+    target_id: r.targetId,
+    after: r.after,
+  }));
   t.same(
-    audit.rows,
+    audit,
     [
       {
         actor: operator.info.id,
@@ -217,18 +223,16 @@ t.test('a skip moves that tenant on at the next judgment while the other still w
     ],
     'one audit row with the key, the tenant, the checks and the reason',
   );
-  const events = await api.db.pool.query<{ action: string; tenant_id: string; data: Record<string, unknown> }>(
-    `SELECT action, tenant_id, data FROM fleet_upgrade_events WHERE fleet_upgrade_id = $1 AND tenant_id = $2
-      AND action IN ('gate_skipped', 'tenant_succeeded') ORDER BY seq`,
-    [fleetId, a.id],
+  const events = (await fleetEventsOf(api.db.pool, fleetId, { tenantId: a.id })).filter((e) =>
+    ['gate_skipped', 'tenant_succeeded'].includes(e.action),
   );
   t.same(
-    events.rows.map((e) => e.action),
+    events.map((e) => e.action),
     ['gate_skipped', 'tenant_succeeded'],
     "the fleet upgrade's decisions say the gate was skipped, then the tenant succeeded",
   );
   t.match(
-    events.rows[0]?.data,
+    events[0]?.data,
     { checks: ['tunnel'], reason: REASON, by: operator.info.id },
     'the decision names the check, the reason and who',
   );
@@ -238,11 +242,10 @@ t.test('a repeat changes nothing; a step that moved on or a check not waited on 
   const again = await skip(fleetId, a.id, { checks: ['tunnel'], reason: REASON });
   t.equal(again.status, 200, 'the same skip repeated is answered 200');
   t.equal(again.json.tenants?.[0]?.gateSkipped.length, 1, 'with the one skip recorded');
-  const { rows } = await api.db.pool.query<{ n: number }>(
-    `SELECT (SELECT count(*) FROM audit_log WHERE action = 'fleet_upgrade.gate_skipped')::int
-          + (SELECT count(*) FROM fleet_upgrade_events WHERE action = 'gate_skipped')::int AS n`,
-  );
-  t.equal(rows[0]!.n, 2, 'and no second audit row or decision');
+  const written =
+    (await auditCount(api.db.pool, { action: 'fleet_upgrade.gate_skipped' })) +
+    (await fleetEventsOf(api.db.pool, fleetId, { action: 'gate_skipped' })).length;
+  t.equal(written, 2, 'and no second audit row or decision');
 
   const moved = await skip(fleetId, a.id, { checks: ['applications'], reason: REASON });
   t.equal(moved.status, 409, 'a skip for a tenant whose step is over is a 409');

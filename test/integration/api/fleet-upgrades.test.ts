@@ -12,6 +12,7 @@ import { markReconciled } from '../../helpers/tenants.ts';
 import { settleTenantOperations } from '../../helpers/operations.ts';
 import { planFleetUpgrade, startFleetUpgrade } from '../../helpers/fleet.ts';
 import { ApiClient } from '../../../provisioner/http/api-client.ts';
+import { auditActions } from '../../helpers/audit.ts';
 
 let api: TestApi;
 /** The client with the operator key. */
@@ -205,12 +206,8 @@ t.test(
     const free = await upgrade(a);
     t.equal(free.status, 202, 'after the abort the tenant can be upgraded on its own');
 
-    const { rows } = await api.db.pool.query<{ action: string }>(
-      `SELECT action FROM audit_log WHERE target_type = 'fleet_upgrade' AND target_id = $1 ORDER BY id`,
-      [id],
-    );
     t.same(
-      rows.map((r) => r.action),
+      await auditActions(api.db.pool, { targetType: 'fleet_upgrade', targetId: id }),
       ['fleet_upgrade.start', 'fleet_upgrade.pause', 'fleet_upgrade.resume', 'fleet_upgrade.abort'],
       'start, pause, resume and abort are audited',
     );

@@ -12,9 +12,11 @@ import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import type { PeriodicLoop } from '../../../runtime/loops/periodic.ts';
 import type { BodyOf } from '../../../provisioner/http/api-client.ts';
 import { until } from '../../../sandbox/until.ts';
-import { ageIdempotencyKey } from '../../helpers/housekeeping.ts';
-import { putHybridTunnelRow } from '../../helpers/tunnels.ts';
-import { markRemovedAgo } from '../../helpers/runtimes.ts';
+import { ageIdempotencyKey, storedIdempotencyKeys } from '../../helpers/housekeeping.ts';
+import { putHybridTunnelRow, tunnelRows } from '../../helpers/tunnels.ts';
+import { markRemovedAgo, runtimeRowIds } from '../../helpers/runtimes.ts';
+import { auditActions } from '../../helpers/audit.ts';
+import { storedKeys } from '../../helpers/keys.ts';
 
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
 t.teardown(() => api.close());
@@ -48,13 +50,13 @@ t.test('idempotency records are deleted once past their replay window', async (t
 
   await oneRound(api.services.idempotencyPruner.loop);
 
-  const { rows } = await api.db.pool.query<{ key: string }>('SELECT key FROM idempotency_keys');
+  const rows = await storedIdempotencyKeys(api.db.pool);
   t.notOk(
-    rows.some((r) => r.key === digest(oldKey)),
+    rows.some((r) => r === digest(oldKey)),
     'the record past the window (with its sealed API key) is gone',
   );
   t.ok(
-    rows.some((r) => r.key === digest(freshKey)),
+    rows.some((r) => r === digest(freshKey)),
     'the record within the window stays',
   );
   const replay = await signup(freshOrg, freshKey);
@@ -100,26 +102,17 @@ t.test('a hybrid runtime removed longer than the retention is purged with what n
 
   await oneRound(api.services.removedRuntimePurger.loop);
 
-  const ids = async () =>
-    new Set(
-      (
-        await api.db.pool.query<{ id: string }>('SELECT id FROM runtimes WHERE tenant_id = $1', [tenant.tenantId])
-      ).rows.map((r) => r.id),
-    );
+  const ids = async () => new Set(await runtimeRowIds(api.db.pool, tenant.tenantId));
   const left = await ids();
   t.notOk(left.has(old.id), 'the runtime removed 25 hours ago is gone');
   t.ok(left.has(recent.id), 'the runtime removed just now stays (within the retention)');
   t.ok(left.has(live.id) && left.has(again.id), 'the live runtimes stay, the new one of the same name included');
-  const keys = await api.db.pool.query('SELECT 1 FROM api_keys WHERE runtime_id = $1', [old.id]);
-  t.equal(keys.rowCount, 0, "its revoked runtime key's row is gone");
-  const tunnels = await api.db.pool.query('SELECT 1 FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [old.id]);
-  t.equal(tunnels.rowCount, 0, 'its tunnel row is gone');
-  const audit = await api.db.pool.query<{ action: string }>(
-    `SELECT action FROM audit_log WHERE target_type = 'runtime' AND target_id = $1 ORDER BY id`,
-    [old.id],
-  );
+  const keys = await storedKeys(api.db.pool, { runtimeId: old.id });
+  t.equal(keys.length, 0, "its revoked runtime key's row is gone");
+  const tunnels = await tunnelRows(api.db.pool, 'hybrid', old.id);
+  t.equal(tunnels.length, 0, 'its tunnel row is gone');
   t.same(
-    audit.rows.map((r) => r.action),
+    await auditActions(api.db.pool, { targetType: 'runtime', targetId: old.id }),
     ['runtime.register', 'runtime.bootstrap', 'runtime.remove'],
     'its audit rows stay',
   );

@@ -16,7 +16,8 @@ import { createKey } from '../../../provisioner/store/keys.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { EVENTS_PATH, STALE_AFTER_SECONDS } from '../../../runtime/protocol/events.ts';
 import type { ReportedKind } from '../../../runtime/protocol/kinds.ts';
-import type { Runtime, RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
+import type { ErrorBody, Runtime } from '../../../provisioner/api/types.ts';
 import { until } from '../../../sandbox/until.ts';
 import { setHeartbeatAgo } from '../../helpers/runtimes.ts';
 
@@ -30,54 +31,41 @@ const api = await createTestApi({
 const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(() => api.close());
 
-interface Answer<T> {
-  status: number;
-  body: T;
-}
-type ErrorAnswer = { error: { code: string; message: string; details?: Record<string, unknown> } };
-async function call<T = unknown>(method: string, path: string, key: string, body?: unknown): Promise<Answer<T>> {
-  const res = await fetch(base + path, {
-    method,
-    headers: {
-      authorization: `Bearer ${key}`,
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : null) as T };
-}
+/** The one client over the loopback socket (the tunnel and the change stream below need it). */
+const client = new ApiClient({ baseUrl: base });
+const as = (key: string) => client.withToken(key);
 
-interface Item {
-  namespace: string;
-  name: string;
-  health: string | null;
-  resourceVersion: string;
-}
-interface Page {
-  items: Item[];
-  nextCursor: string | null;
-}
-const names = (p: Page) => p.items.map((i) => `${i.namespace}/${i.name}`);
+const names = (p: { items: Array<{ namespace: string; name: string }> }) =>
+  p.items.map((i) => `${i.namespace}/${i.name}`);
 
 /** Registers a hybrid runtime and redeems its bootstrap token as the bundle's Job would: its id, version and runtime key. */
-async function hybrid(tenantId: string, tenantKey: string, body: Record<string, unknown>) {
-  const reg = await call<RuntimeRegistered>('POST', `/v1/tenants/${tenantId}/runtimes`, tenantKey, {
-    mode: 'hybrid',
-    access: 'tunnel',
-    argo: 'existing',
-    argoNamespace: 'argocd',
-    ...body,
+async function hybrid(tenantId: string, tenantKey: string, body: { name: string }) {
+  const reg = await as(tenantKey).call('POST /v1/tenants/:id/runtimes', {
+    params: { id: tenantId },
+    body: { mode: 'hybrid', access: 'tunnel', argo: 'existing', argoNamespace: 'argocd', ...body },
   });
-  if (reg.status !== 201) throw new Error(`register: ${reg.status} ${JSON.stringify(reg.body)}`);
-  const ex = await call<RuntimeBootstrapAnswer>('POST', '/v1/runtimes/bootstrap', reg.body.bootstrapToken, {});
-  if (ex.status !== 200) throw new Error(`bootstrap: ${ex.status} ${JSON.stringify(ex.body)}`);
-  return { id: reg.body.runtime.id, version: reg.body.runtime.version!, key: ex.body.runtimeToken };
+  const ex = await client.call('POST /v1/runtimes/bootstrap', { body: {}, token: reg.bootstrapToken });
+  return { id: reg.runtime.id, version: reg.runtime.version!, key: ex.runtimeToken };
 }
 const hostedKey = async (tenantId: string) =>
   (await createKey(api.db.pool, { role: 'runtime', tenantId, name: 'event reporter', createdBy: 'test' })).key;
-const report = (key: string, body: unknown) =>
-  call<{ applied: number; stale: number; removedByDigest: number } & ErrorAnswer>('POST', EVENTS_PATH, key, body);
+/** A runtime's event report (a runtimes' own route, outside the route map: the one raw request). */
+const report = async (key: string, body: unknown) => {
+  const res = await api.request('POST', EVENTS_PATH, { key, body });
+  return {
+    status: res.statusCode,
+    body: res.json<{ applied: number; stale: number; removedByDigest: number } & Partial<ErrorBody>>(),
+  };
+};
+/** A runtime's Applications as a tenant's key lists them. */
+const runtimeApps = (tenantId: string, key: string, name: string, query: { limit?: number; cursor?: string } = {}) =>
+  as(key).call('GET /v1/tenants/:id/runtimes/:name/objects/applications', { params: { id: tenantId, name }, query });
+/** The tenant's (its hosted runtime's) Applications. */
+const tenantApps = (tenantId: string, key: string) =>
+  as(key).call('GET /v1/tenants/:id/applications', { params: { id: tenantId } });
+/** A runtime as its tenant's key reads it. */
+const runtimeOf = (tenantId: string, key: string, name: string) =>
+  as(key).call('GET /v1/tenants/:id/runtimes/:name', { params: { id: tenantId, name } });
 
 const a = await api.signup();
 const b = await api.signup();
@@ -101,130 +89,98 @@ t.test(
       "both stored: its guestbook at resourceVersion 5 is not compared with the hosted runtime's at 100",
     );
 
-    const tenantLevel = await call<Page>('GET', `/v1/tenants/${a.tenantId}/applications`, a.apiKey);
-    t.same(
-      names(tenantLevel.body),
-      ['argocd/guestbook'],
-      "the tenant's listing shows the hosted runtime's objects only",
-    );
-    t.equal(tenantLevel.body.items[0]?.resourceVersion, '100', "and its guestbook is the hosted runtime's");
-    const hostedByName = await call<Page>(
-      'GET',
-      `/v1/tenants/${a.tenantId}/runtimes/hosted/objects/applications`,
-      a.apiKey,
-    );
+    const tenantLevel = await tenantApps(a.tenantId, a.apiKey);
+    t.same(names(tenantLevel), ['argocd/guestbook'], "the tenant's listing shows the hosted runtime's objects only");
+    t.equal(tenantLevel.items[0]?.resourceVersion, '100', "and its guestbook is the hosted runtime's");
+    const hostedByName = await runtimeApps(a.tenantId, a.apiKey, 'hosted');
     // ageSeconds counts from the time of each answer: it may tick between the two reads.
-    const withoutAge = (p: Page) => ({ ...p, items: p.items.map((i) => ({ ...i, ageSeconds: 0 })) });
+    const withoutAge = (p: typeof tenantLevel) => ({ ...p, items: p.items.map((i) => ({ ...i, ageSeconds: 0 })) });
     t.same(
-      withoutAge(hostedByName.body),
-      withoutAge(tenantLevel.body),
+      withoutAge(hostedByName),
+      withoutAge(tenantLevel),
       'the hosted runtime by name lists the same page as the tenant (ageSeconds aside)',
     );
 
-    const edgeList = await call<Page>('GET', `/v1/tenants/${a.tenantId}/runtimes/edge/objects/applications`, a.apiKey);
-    t.equal(edgeList.status, 200);
-    t.same(names(edgeList.body), ['argocd/edge-only', 'argocd/guestbook'], "the hybrid runtime's listing: its own two");
+    const edgeList = await runtimeApps(a.tenantId, a.apiKey, 'edge');
+    t.same(names(edgeList), ['argocd/edge-only', 'argocd/guestbook'], "the hybrid runtime's listing: its own two");
     t.same(
-      edgeList.body.items.map((i) => [i.name, i.health, i.resourceVersion]),
+      edgeList.items.map((i) => [i.name, i.health, i.resourceVersion]),
       [
         ['edge-only', 'Healthy', '6'],
         ['guestbook', 'Degraded', '5'],
       ],
       'each as the hybrid runtime reported it',
     );
-    const paged = await call<Page>(
-      'GET',
-      `/v1/tenants/${a.tenantId}/runtimes/edge/objects/applications?limit=1`,
-      a.apiKey,
-    );
-    t.same(names(paged.body), ['argocd/edge-only'], 'paged: the first of one');
-    const next = await call<Page>(
-      'GET',
-      `/v1/tenants/${a.tenantId}/runtimes/edge/objects/applications?limit=1&cursor=${encodeURIComponent(paged.body.nextCursor!)}`,
-      a.apiKey,
-    );
-    t.same(names(next.body), ['argocd/guestbook'], 'the next page after its cursor');
-    t.equal(next.body.nextCursor, null, 'and no further page');
-    const plantList = await call<Page>(
-      'GET',
-      `/v1/tenants/${a.tenantId}/runtimes/plant/objects/applications`,
-      a.apiKey,
-    );
-    t.same(names(plantList.body), [], 'another hybrid runtime of the tenant lists nothing it did not report');
+    const paged = await runtimeApps(a.tenantId, a.apiKey, 'edge', { limit: 1 });
+    t.same(names(paged), ['argocd/edge-only'], 'paged: the first of one');
+    const next = await runtimeApps(a.tenantId, a.apiKey, 'edge', { limit: 1, cursor: paged.nextCursor! });
+    t.same(names(next), ['argocd/guestbook'], 'the next page after its cursor');
+    t.equal(next.nextCursor, null, 'and no further page');
+    const plantList = await runtimeApps(a.tenantId, a.apiKey, 'plant');
+    t.same(names(plantList), [], 'another hybrid runtime of the tenant lists nothing it did not report');
 
-    const one = await call<Item & { object: { status: { health: { status: string } } } }>(
-      'GET',
-      `/v1/tenants/${a.tenantId}/runtimes/edge/objects/applications/argocd/guestbook`,
-      a.apiKey,
+    const one = await as(a.apiKey).call(
+      'GET /v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName',
+      { params: { id: a.tenantId, name: 'edge', namespace: 'argocd', objectName: 'guestbook' } },
     );
-    t.equal(one.status, 200);
-    t.equal(one.body.object.status.health.status, 'Degraded', "the detail route serves the hybrid runtime's object");
-    const notHosted = await call<ErrorAnswer>(
-      'GET',
-      `/v1/tenants/${a.tenantId}/applications/argocd/edge-only`,
-      a.apiKey,
+    t.match(
+      one.object,
+      { status: { health: { status: 'Degraded' } } },
+      "the detail route serves the hybrid runtime's object",
     );
-    t.equal(notHosted.status, 404, "the tenant's detail route does not serve a hybrid runtime's object");
-    t.equal(notHosted.body.error.code, 'RUNTIME_OBJECT_NOT_FOUND');
+    await t.rejects(
+      as(a.apiKey).call('GET /v1/tenants/:id/applications/:namespace/:name', {
+        params: { id: a.tenantId, namespace: 'argocd', name: 'edge-only' },
+      }),
+      { status: 404, code: 'RUNTIME_OBJECT_NOT_FOUND' },
+      "the tenant's detail route does not serve a hybrid runtime's object",
+    );
 
     const deleted = await report(edge.key, batch('edge-0', [deletion('Application', 'argocd', 'guestbook', 7)]));
     t.equal(deleted.body.applied, 1, "the hybrid runtime's deletion is stored");
-    const after = await call<Page>('GET', `/v1/tenants/${a.tenantId}/runtimes/edge/objects/applications`, a.apiKey);
-    t.same(names(after.body), ['argocd/edge-only'], 'its guestbook is gone from its listing');
-    const hostedAfter = await call<Page>('GET', `/v1/tenants/${a.tenantId}/applications`, a.apiKey);
-    t.same(names(hostedAfter.body), ['argocd/guestbook'], "the hosted runtime's guestbook of the same name stays");
+    const after = await runtimeApps(a.tenantId, a.apiKey, 'edge');
+    t.same(names(after), ['argocd/edge-only'], 'its guestbook is gone from its listing');
+    const hostedAfter = await tenantApps(a.tenantId, a.apiKey);
+    t.same(names(hostedAfter), ['argocd/guestbook'], "the hosted runtime's guestbook of the same name stays");
 
-    const unknown = await call<ErrorAnswer>(
-      'GET',
-      `/v1/tenants/${a.tenantId}/runtimes/nowhere/objects/applications`,
-      a.apiKey,
+    await t.rejects(
+      runtimeApps(a.tenantId, a.apiKey, 'nowhere'),
+      { name: 'ApiError', status: 404, message: /nowhere/ },
+      'an unknown runtime name is 404, naming the runtime',
     );
-    t.equal(unknown.status, 404, 'an unknown runtime name is 404');
-    t.match(unknown.body.error.message, /nowhere/, 'naming the runtime');
-    const otherTenant = await call<ErrorAnswer>(
-      'GET',
-      `/v1/tenants/${a.tenantId}/runtimes/edge/objects/applications`,
-      b.apiKey,
+    await t.rejects(
+      runtimeApps(a.tenantId, b.apiKey, 'edge'),
+      { name: 'ApiError', status: 404 },
+      "another tenant's key does not see the runtime's objects",
     );
-    t.equal(otherTenant.status, 404, "another tenant's key does not see the runtime's objects");
-    const asRuntime = await call<ErrorAnswer>(
-      'GET',
-      `/v1/tenants/${a.tenantId}/runtimes/edge/objects/applications`,
-      edge.key,
+    await t.rejects(
+      runtimeApps(a.tenantId, edge.key, 'edge'),
+      { name: 'ApiError', status: 403 },
+      'a runtime key cannot read the listings',
     );
-    t.equal(asRuntime.status, 403, 'a runtime key cannot read the listings');
   },
 );
 
 t.test("a runtime's change stream carries its own changes only", async (t) => {
   const abort = new AbortController();
   t.teardown(() => abort.abort());
-  const res = await fetch(`${base}/v1/tenants/${a.tenantId}/runtimes/edge/objects/changes?after=0`, {
-    headers: { authorization: `Bearer ${a.apiKey}`, accept: 'text/event-stream' },
-    signal: abort.signal,
-  });
-  t.equal(res.status, 200, 'the stream opens');
+  const changes = (name: string, signal?: AbortSignal) =>
+    as(a.apiKey).events('GET /v1/tenants/:id/runtimes/:name/objects/changes', {
+      params: { id: a.tenantId, name },
+      query: { after: '0' },
+      ...(signal ? { signal } : {}),
+    });
   const names: string[] = [];
+  let failed: unknown;
   const reader = (async () => {
-    const decoder = new TextDecoder();
-    let buf = '';
     try {
-      for await (const chunk of res.body!) {
-        buf += decoder.decode(chunk as Uint8Array, { stream: true });
-        let i: number;
-        while ((i = buf.indexOf('\n\n')) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (/^event: change$/m.test(block) && data)
-            names.push((JSON.parse(data) as { item: { name: string } }).item.name);
-        }
-      }
-    } catch {
-      // aborted at the end
+      for await (const e of changes('edge', abort.signal)) if (e.event === 'change') names.push(e.data.item.name);
+    } catch (err) {
+      failed = err; // the stream did not open (an abort ends the loop without one)
     }
   })();
-  await until('the replay of its live object', 10_000, () => (names.length >= 1 ? true : undefined));
+  await until('the replay of its live object', 10_000, () => (names.length >= 1 || failed ? true : undefined));
+  t.equal(failed, undefined, 'the stream opens');
   t.equal((await report(edge.key, batch('edge-0', [application('fresh', 8)]))).status, 200);
   await until('its new object', 10_000, () => (names.includes('fresh') ? true : undefined));
   t.equal((await report(hostedA, batch('hosted-0', [application('hosted-new', 101)]))).status, 200);
@@ -237,16 +193,11 @@ t.test("a runtime's change stream carries its own changes only", async (t) => {
     ['edge-only', 'fresh', 'last'],
     "its live object replayed, then its own changes in order; the hosted runtime's change between them is not sent",
   );
-  const unknown = await call<ErrorAnswer>(
-    'GET',
-    `/v1/tenants/${a.tenantId}/runtimes/nowhere/objects/changes`,
-    a.apiKey,
-  );
-  t.equal(unknown.status, 404, "an unknown runtime's stream is 404");
+  await t.rejects(changes('nowhere').next(), { name: 'ApiError', status: 404 }, "an unknown runtime's stream is 404");
 });
 
 t.test("a hybrid runtime's heartbeat, reported version, skew and conditions come from its reports", async (t) => {
-  const get = async () => (await call<Runtime>('GET', `/v1/tenants/${a.tenantId}/runtimes/plant`, a.apiKey)).body;
+  const get = () => runtimeOf(a.tenantId, a.apiKey, 'plant');
   const cond = (r: Runtime, type: string) => r.conditions.find((c) => c.type === type);
   const before = await get();
   t.same(
@@ -288,13 +239,13 @@ t.test("a hybrid runtime's heartbeat, reported version, skew and conditions come
   const upstream = http.createServer((_req, res) => res.end('{}')).listen(0, '127.0.0.1');
   await once(upstream, 'listening');
   t.teardown(() => upstream.close());
-  const client = startTunnelClient({
+  const tunnel = startTunnelClient({
     url: base.replace('http', 'ws') + '/v1/tunnel',
     token: plant.key,
     upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
     backoff: { initialMs: 50, maxMs: 200 },
   });
-  t.teardown(() => client.close());
+  t.teardown(() => tunnel.close());
   const ready = await until('the runtime Ready with its tunnel connected', 30_000, async () => {
     const r = await get();
     return cond(r, 'Ready')?.status === 'True' ? r : undefined;
@@ -346,16 +297,16 @@ t.test("a hybrid runtime's heartbeat, reported version, skew and conditions come
     `Reporting is False after ${STALE_AFTER_SECONDS} s without a report`,
   );
   t.match(cond(stale, 'Ready'), { status: 'False', reason: 'NotReporting' }, 'Ready is False: not reporting');
-  const listed = await call<{ items: Runtime[] }>('GET', `/v1/tenants/${a.tenantId}/runtimes`, a.apiKey);
+  const listed = await as(a.apiKey).call('GET /v1/tenants/:id/runtimes', { params: { id: a.tenantId } });
   t.match(
-    listed.body.items.find((r) => r.name === 'plant'),
+    listed.items.find((r) => r.name === 'plant'),
     { reportedVersion: '9.9.9', versionSkew: true, lastHeartbeatAt: stale.lastHeartbeatAt },
     "the tenant's runtime list shows the same",
   );
 
-  const hosted = await call<Runtime>('GET', `/v1/tenants/${a.tenantId}/runtimes/hosted`, a.apiKey);
+  const hosted = await runtimeOf(a.tenantId, a.apiKey, 'hosted');
   t.notOk(
-    hosted.body.conditions.some((c) => c.type === 'VersionSkew' || c.type === 'ArgoCDReachable'),
+    hosted.conditions.some((c) => c.type === 'VersionSkew' || c.type === 'ArgoCDReachable'),
     "the hosted runtime's conditions stay the tenant's",
   );
 });
@@ -380,9 +331,9 @@ t.test("a tenant's runtimes share its stored-object budget; removing one frees w
     { code: 'RUNTIME_OBJECT_BUDGET_EXCEEDED', details: { limit: OBJECTS } },
     `the refusal names the tenant's budget of ${OBJECTS}`,
   );
-  t.match(over.body.error.message, /PROVISIONER_RUNTIME_OBJECTS_PER_TENANT/, 'and its setting');
-  const siteList = () => call<Page>('GET', `/v1/tenants/${c.tenantId}/runtimes/site/objects/applications`, c.apiKey);
-  t.same(names((await siteList()).body), [], 'nothing of the refused batch was stored');
+  t.match(over.body.error?.message, /PROVISIONER_RUNTIME_OBJECTS_PER_TENANT/, 'and its setting');
+  const siteList = () => runtimeApps(c.tenantId, c.apiKey, 'site');
+  t.same(names(await siteList()), [], 'nothing of the refused batch was stored');
 
   const fits = await report(
     site.key,
@@ -392,12 +343,14 @@ t.test("a tenant's runtimes share its stored-object budget; removing one frees w
     ),
   );
   t.equal(fits.status, 200, `2 more make ${OBJECTS}: accepted`);
-  t.same(names((await siteList()).body), ['argocd/x', 'argocd/y'], 'the hybrid runtime holds its 2');
+  t.same(names(await siteList()), ['argocd/x', 'argocd/y'], 'the hybrid runtime holds its 2');
   const full = await report(hostedC, batch('h-0', [application('e', 30)]));
   t.equal(full.status, 413, "the hosted runtime's next object is refused: the budget is the tenant's");
 
-  const removed = await call('DELETE', `/v1/tenants/${c.tenantId}/runtimes/site`, c.apiKey);
-  t.equal(removed.status, 200, 'the hybrid runtime is removed');
+  const removed = await as(c.apiKey).call('DELETE /v1/tenants/:id/runtimes/:name', {
+    params: { id: c.tenantId, name: 'site' },
+  });
+  t.equal(removed.runtime.state, 'removed', 'the hybrid runtime is removed');
   const usage = await api.db.pool.query<{ objects: string }>(
     'SELECT objects::text FROM runtime_object_usage WHERE tenant_id = $1',
     [c.tenantId],

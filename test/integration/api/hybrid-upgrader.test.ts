@@ -13,7 +13,7 @@ import t from 'tap';
 import type { AddressInfo } from 'node:net';
 import { createTestApi } from '../../helpers/api.ts';
 import type { AnswerOf, ApiResult, RouteKey } from '../../../provisioner/http/api-client.ts';
-import type { Runtime } from '../../../provisioner/http/api-types.ts';
+import type { Runtime } from '../../../provisioner/api/types.ts';
 import type { UpgraderAssignment } from '../../../runtime/protocol/upgrade.ts';
 
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });

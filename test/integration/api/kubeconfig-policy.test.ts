@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { stringify } from 'yaml';
 import { ApiClient } from '../../../provisioner/http/api-client.ts';
-import type { ErrorBody } from '../../../provisioner/http/api-types.ts';
+import type { ErrorBody } from '../../../provisioner/api/types.ts';
 import { createTestApi } from '../../helpers/api.ts';
 
 const api = await createTestApi();

@@ -9,8 +9,9 @@ import { createTestApi, type TestApi } from '../../helpers/api.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
 import { settleTenantOperations } from '../../helpers/operations.ts';
-import { planFleetUpgrade, startFleetUpgrade } from '../../helpers/fleet.ts';
+import { fleetEventsOf, planFleetUpgrade, startFleetUpgrade } from '../../helpers/fleet.ts';
 import type { BodyOf } from '../../../provisioner/http/api-client.ts';
+import { auditRows } from '../../helpers/audit.ts';
 
 let api: TestApi;
 t.before(async () => {
@@ -51,12 +52,9 @@ t.test('a tenant sets its own windows; GET shows them; audited; no operation is 
     ],
     'GET shows the windows, normalised (rule upper-case without RRULE:, canonical zone)',
   );
-  const audit = await api.db.pool.query(
-    `SELECT actor_role, after FROM audit_log WHERE action = 'tenant.maintenance_windows' AND target_id = $1`,
-    [tenantId],
-  );
-  t.equal(audit.rows.length, 1, 'the change is audited once');
-  t.equal(audit.rows[0].actor_role, 'tenant', 'the audit row names the tenant as the actor');
+  const audit = await auditRows(api.db.pool, { action: 'tenant.maintenance_windows', targetId: tenantId });
+  t.equal(audit.length, 1, 'the change is audited once');
+  t.equal(audit[0]!.actorRole, 'tenant', 'the audit row names the tenant as the actor');
   const again = await setWindows(api.operatorKey, tenantId, []);
   t.equal(again.status, 202, 'an operator may set any tenant its windows');
   t.same(again.ok && again.body.tenant.maintenanceWindows, [], 'an empty list: any time again');
@@ -160,19 +158,13 @@ t.test(
       { by: String, reason: 'CVE-2026-1234, approved by the CTO', at: String },
       'GET shows the override, by whom and why',
     );
-    const audit = await api.db.pool.query(
-      `SELECT actor AS actor_id, actor_role, after FROM audit_log WHERE action = 'fleet_upgrade.override_windows' AND target_id = $1`,
-      [id],
-    );
-    t.equal(audit.rows.length, 1, 'the override has its audit row');
-    t.equal(audit.rows[0].after.reason, 'CVE-2026-1234, approved by the CTO', 'the audit row has the reason');
-    t.equal(audit.rows[0].actor_id, got.windowsOverride?.by, 'the audit row names the operator (its key id)');
-    t.equal(audit.rows[0].actor_role, 'operator', 'an operator');
-    const events = await api.db.pool.query(
-      `SELECT data FROM fleet_upgrade_events WHERE fleet_upgrade_id = $1 AND action = 'override_windows'`,
-      [id],
-    );
-    t.equal(events.rows[0]?.data.reason, 'CVE-2026-1234, approved by the CTO', 'the progress stream has the override');
+    const audit = await auditRows(api.db.pool, { action: 'fleet_upgrade.override_windows', targetId: id });
+    t.equal(audit.length, 1, 'the override has its audit row');
+    t.equal(audit[0]!.after?.reason, 'CVE-2026-1234, approved by the CTO', 'the audit row has the reason');
+    t.equal(audit[0]!.actor, got.windowsOverride?.by, 'the audit row names the operator (its key id)');
+    t.equal(audit[0]!.actorRole, 'operator', 'an operator');
+    const events = await fleetEventsOf(api.db.pool, id, { action: 'override_windows' });
+    t.equal(events[0]?.data.reason, 'CVE-2026-1234, approved by the CTO', 'the progress stream has the override');
     // an override body without its reason: sent raw
     const noReason = await api.request('POST', `/v1/fleet-upgrades/${id}/override-windows`, {
       key: api.operatorKey,

@@ -18,6 +18,7 @@ import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../../runtime/agents/app-proxy/runtime-info.ts';
 import { createRouter } from '../../../runtime/agents/request-router/router.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 
 const a = await createTestApi({ env: { PROVISIONER_MANAGED_CLUSTER_PROBE_SECONDS: '0' } });
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
@@ -59,13 +60,12 @@ async function closedPort(): Promise<number> {
 t.test('a registration through the runtime at the replica without the tunnel is checked by the runtime', async (t) => {
   t.equal(b.services.tunnel.status(tenant.tenantId).connected, false, 'replica B does not hold the tunnel');
   const server = `https://127.0.0.1:${await closedPort()}`;
-  const res = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/managed-clusters`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'behind', reach: 'runtime', server, token: 'some-token', namespaces: ['apps'] }),
-  });
-  const body = (await res.json()) as { error?: { code: string; message: string } };
-  t.equal(res.status, 422, `refused by the runtime's check (${JSON.stringify(body).slice(0, 200)})`);
-  t.equal(body.error?.code, 'MANAGED_CLUSTER_UNREACHABLE', 'MANAGED_CLUSTER_UNREACHABLE');
-  t.match(body.error?.message, /could not be reached: ECONNREFUSED/, "naming the runtime's network error");
+  await t.rejects(
+    new ApiClient({ baseUrl: baseB, token: tenant.apiKey }).call('POST /v1/tenants/:id/managed-clusters', {
+      params: { id: tenant.tenantId },
+      body: { name: 'behind', reach: 'runtime', server, token: 'some-token', namespaces: ['apps'] },
+    }),
+    { status: 422, code: 'MANAGED_CLUSTER_UNREACHABLE', message: /could not be reached: ECONNREFUSED/ },
+    "refused by the runtime's check: MANAGED_CLUSTER_UNREACHABLE, naming the runtime's network error",
+  );
 });

@@ -10,30 +10,20 @@ import { main } from '../../../provisioner/cli/main.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 
 const api = await createTestApi();
-const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(() => api.close());
 
 const INHERITED = ['constructor', '__proto__', 'toString', 'hasOwnProperty'];
 
-async function call(method: string, path: string, body?: unknown, key?: string) {
-  const res = await fetch(base + path, {
-    method,
-    headers: {
-      ...(key ? { authorization: `Bearer ${key}` } : {}),
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  return {
-    status: res.status,
-    body: (await res.json()) as { error?: { code: string; field?: string; message: string } },
-  };
+/** A request with a plan the route's types refuse on purpose (an inherited name): the one raw request. */
+async function call(method: 'POST' | 'PATCH', path: string, body: unknown, key: string | null) {
+  const res = await api.request(method, path, { key, body });
+  return { status: res.statusCode, body: res.json<{ error?: { code: string; field?: string; message: string } }>() };
 }
 
 t.test('signup refuses an inherited name as a plan, naming the field, and stores nothing', async (t) => {
   for (const plan of INHERITED) {
     const organization = uniqueOrg('plan');
-    const res = await call('POST', '/v1/signup', { organization, email: 'owner@example.com', plan });
+    const res = await call('POST', '/v1/signup', { organization, email: 'owner@example.com', plan }, null);
     t.equal(res.status, 400, `plan '${plan}': 400`);
     t.equal(res.body.error?.field, 'plan', `plan '${plan}': the error names plan`);
     t.match(
@@ -41,13 +31,11 @@ t.test('signup refuses an inherited name as a plan, naming the field, and stores
       /must be one of: free, team, enterprise/,
       `plan '${plan}': the message lists the plans`,
     );
-    const found = await call('GET', `/v1/tenants?q=${organization}`, undefined, api.adminKey);
-    t.same((found.body as unknown as { items: unknown[] }).items, [], `plan '${plan}': no tenant was stored`);
+    const found = await api.client.call('GET /v1/tenants', { query: { q: organization } });
+    t.same(found.items, [], `plan '${plan}': no tenant was stored`);
   }
-  const team = await call('POST', '/v1/signup', {
-    organization: uniqueOrg('plan'),
-    email: 'owner@example.com',
-    plan: 'team',
+  const team = await api.as(null).request('POST /v1/signup', {
+    body: { organization: uniqueOrg('plan'), email: 'owner@example.com', plan: 'team' },
   });
   t.equal(team.status, 202, 'a real plan is accepted');
 });
@@ -59,9 +47,7 @@ t.test("an operator's plan change refuses an inherited name", async (t) => {
     t.equal(res.status, 400, `plan '${plan}': 400`);
     t.equal(res.body.error?.field, 'plan', `plan '${plan}': the error names plan`);
   }
-  const tenant = (await call('GET', `/v1/tenants/${tenantId}`, undefined, api.operatorKey)).body as unknown as {
-    spec: { plan: string };
-  };
+  const tenant = await api.as(api.operatorKey).call('GET /v1/tenants/:id', { params: { id: tenantId } });
   t.equal(tenant.spec.plan, 'free', 'the plan is unchanged');
 });
 

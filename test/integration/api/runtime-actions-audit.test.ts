@@ -16,6 +16,7 @@ import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { main } from '../../../provisioner/cli/main.ts';
+import { refuseRuntimeAudits } from '../../helpers/audit.ts';
 
 const a = await createTestApi();
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
@@ -134,14 +135,7 @@ t.test('every spelling of an action path is audited; other requests are not', as
 });
 
 t.test('when the audit row cannot be written, the action does not reach the runtime', async (t) => {
-  await a.db.pool.query(`
-    CREATE FUNCTION refuse_runtime_audit() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN RAISE EXCEPTION 'audit refused by the test'; END $$;
-    CREATE TRIGGER refuse_runtime_audit BEFORE INSERT ON audit_log
-      FOR EACH ROW WHEN (NEW.action LIKE 'runtime.%') EXECUTE FUNCTION refuse_runtime_audit();`);
-  t.teardown(() =>
-    a.db.pool.query('DROP TRIGGER refuse_runtime_audit ON audit_log; DROP FUNCTION refuse_runtime_audit();'),
-  );
+  t.teardown(await refuseRuntimeAudits(a.db.pool));
   const count = received.length;
   const res = await post(baseA, tenant.tenantId, tenant.apiKey, '/api/workflows/team-a/build/stop');
   t.equal(res.status, 500, 'the caller gets an error');

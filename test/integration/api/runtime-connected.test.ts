@@ -13,7 +13,7 @@ import { createTestApi } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { batch } from '../../helpers/events.ts';
 import { main } from '../../../provisioner/cli/main.ts';
-import type { Tenant } from '../../../provisioner/http/api-types.ts';
+import type { Tenant } from '../../../provisioner/api/types.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { EVENTS_PATH } from '../../../runtime/protocol/events.ts';
 import { catalog } from '../../../runtime/catalog.ts';

@@ -12,7 +12,9 @@ import { application, batch, deletion } from '../../helpers/events.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { encodeStreamCursor } from '../../../provisioner/http/stream-cursor.ts';
 import { EVENTS_PATH, type EventBatchResult } from '../../../runtime/protocol/events.ts';
-import { ageTombstones } from '../../helpers/runtime-objects.ts';
+import { ageTombstones, storedObjects } from '../../helpers/runtime-objects.ts';
+import { holdTransaction } from '../../helpers/postgres.ts';
+import { tryLockForTransaction } from '../../../provisioner/db/tx.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -31,12 +33,11 @@ const ingest = async (items: Parameters<typeof batch>[1]): Promise<EventBatchRes
   return res.json<EventBatchResult>();
 };
 const rows = async () =>
-  (
-    await api.db.pool.query<{ name: string; deleted: boolean; rv: string }>(
-      `SELECT name, deleted, resource_version::text AS rv FROM runtime_objects WHERE tenant_id = $1 ORDER BY name`,
-      [tenant.tenantId],
-    )
-  ).rows;
+  (await storedObjects(api.db.pool, tenant.tenantId)).map((o) => ({
+    name: o.name,
+    deleted: o.deleted,
+    rv: o.resourceVersion,
+  }));
 const getApp = (name: string) =>
   api.as(tenant.apiKey).request('GET /v1/tenants/:id/applications/:namespace/:name', {
     params: { id: tenant.tenantId, namespace: 'argocd', name },
@@ -93,12 +94,7 @@ t.test('old tombstones are purged in bounded batches, by one replica at a time, 
     { applied: 7, stale: 0, removedByDigest: 0 },
     'seven objects stored',
   );
-  const keptSeq = (
-    await api.db.pool.query<{ seq: string }>(
-      `SELECT seq::text FROM runtime_objects WHERE tenant_id = $1 AND name = 'kept'`,
-      [tenant.tenantId],
-    )
-  ).rows[0]!.seq;
+  const keptSeq = (await storedObjects(api.db.pool, tenant.tenantId)).find((o) => o.name === 'kept')!.seq;
   await ingest([
     deletion('Application', 'argocd', 'gone', 200),
     ...[1, 2, 3, 4].map((i) => deletion('Application', 'argocd', `wf-${i}`, 200 + i)),
@@ -108,18 +104,15 @@ t.test('old tombstones are purged in bounded batches, by one replica at a time, 
   await ageTombstones(api.db.pool, tenant.tenantId, 25 * 3600, ['fresh']);
 
   // Another replica purging: this one leaves the round to it.
-  const other = await api.db.pool.connect();
+  const other = await holdTransaction(api.db.pool, (c) => tryLockForTransaction(c, 'runtime_objects:purge'));
   try {
-    await other.query('BEGIN');
-    await other.query(`SELECT pg_advisory_xact_lock(hashtextextended('runtime_objects:purge', 0))`);
     t.same(
       await purger.runOnce(),
       { purged: 0, batches: 0, busy: true },
       'while another replica holds the purge lock, this one purges nothing and says it was busy',
     );
   } finally {
-    await other.query('ROLLBACK');
-    other.release();
+    await other.release();
   }
 
   t.same(

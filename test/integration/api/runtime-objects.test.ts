@@ -13,7 +13,8 @@ import { hashKeyBase64 } from '../../../provisioner/store/key-format.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
 import { freePort } from '../../helpers/ports.ts';
 import { EVENTS_PATH, ownerOf, type EventBatchResult } from '../../../runtime/protocol/events.ts';
-import { setReportersSeenAgo } from '../../helpers/runtimes.ts';
+import { reporterRows, setReportersSeenAgo } from '../../helpers/runtimes.ts';
+import { storedKeys } from '../../helpers/keys.ts';
 
 // Nine subtests with their own replicas and a database outage: about a minute on a quiet machine,
 // near the 120 s per-file default of .taprc when two tiers share two busy cores.
@@ -366,10 +367,7 @@ t.test('a database that cannot be reached is a 503 with Retry-After, not a crash
     await down.close();
     await pool.end();
   });
-  const { rows } = await api.db.pool.query<{ id: string }>(
-    `SELECT id FROM api_keys WHERE tenant_id = $1 AND role = 'runtime' LIMIT 1`,
-    [a.tenantId],
-  );
+  const rows = await storedKeys(api.db.pool, { tenantId: a.tenantId, role: 'runtime' });
   down.services.keyCache.set(hashKeyBase64(keyA), { keyId: rows[0]!.id, role: 'runtime', tenantId: a.tenantId });
   const res = await down.app.inject({
     method: 'POST',
@@ -394,9 +392,8 @@ t.test('a heartbeat with a fractional oldest pending age (as the reporter sends 
       `heartbeat ${i + 1} (first insert, then update) is accepted: ${res.body.slice(0, 200)}`,
     );
   }
-  const { rows } = await api.db.pool.query<{ oldest_pending_seconds: number }>(
-    'SELECT oldest_pending_seconds FROM runtime_reporters WHERE tenant_id = $1',
-    [tenant.tenantId],
-  );
+  const rows = (await reporterRows(api.db.pool, tenant.tenantId)).map((r) => ({
+    oldest_pending_seconds: r.oldest_pending_seconds,
+  }));
   t.same(rows, [{ oldest_pending_seconds: 1.234 }], 'its oldest pending age is stored as sent');
 });

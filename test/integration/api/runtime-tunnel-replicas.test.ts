@@ -12,8 +12,14 @@ import type { AddressInfo } from 'node:net';
 import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import { CloseCode, RELAY_HEADER } from '../../../provisioner/tunnel/index.ts';
-import { ageTunnelRow, dropTunnelRow, moveTunnelRow, putTunnelRow } from '../../helpers/tunnels.ts';
+import type { Queryable } from '../../../provisioner/db/tx.ts';
+import { ageTunnelRow, dropTunnelRow, moveTunnelRow, putTunnelRow, tunnelRows } from '../../helpers/tunnels.ts';
+
+/** The replicas holding hosted runtimes' tunnel rows (of one tenant when told), as stored. */
+const tunnelReplicas = async (db: Queryable, tenantId?: string) =>
+  (await tunnelRows(db, 'hosted', tenantId)).map((r) => r.replicaId);
 
 const a = await createTestApi();
 const baseA = await a.app.listen({ port: 0, host: '127.0.0.1' });
@@ -74,12 +80,13 @@ let runtimeOnB: Awaited<ReturnType<typeof connectRuntime>> | undefined;
 t.teardown(() => runtimeOnB?.client.close());
 
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
-const tunnelOf = async (base: string, id: string) =>
-  (
-    (await (await fetch(`${base}/v1/tenants/${id}`, { headers: auth(a.operatorKey) })).json()) as {
-      status: { tunnel: { connected: boolean; since: string | null } };
-    }
-  ).status.tunnel;
+/** The one client over a replica's socket, with the operator key. */
+const operatorAt = (base: string) => new ApiClient({ baseUrl: base, token: a.operatorKey });
+const tunnelOf = async (base: string, id: string) => {
+  const { tunnel } = (await operatorAt(base).call('GET /v1/tenants/:id', { params: { id } })).status;
+  if (!tunnel) throw new Error(`the view of tenant ${id} through ${base} shows no tunnel`);
+  return tunnel;
+};
 
 t.test('a runtime connected to replica A is reached through replica B, bodies streamed both ways', async (t) => {
   const get = await fetch(`${baseB}/v1/tenants/${tenant.tenantId}/runtime/api/info?x=1`, {
@@ -115,10 +122,8 @@ t.test('tenant status through either replica shows the tunnel, with the same sin
   t.equal(viaA.connected, true);
   t.same(viaB, viaA);
   t.same(await tunnelOf(baseB, other.tenantId), { connected: false, since: null });
-  const list = (await (await fetch(`${baseB}/v1/tenants?limit=200`, { headers: auth(a.operatorKey) })).json()) as {
-    items: Array<{ id: string; status: { tunnel: { connected: boolean } } }>;
-  };
-  t.equal(list.items.find((i) => i.id === tenant.tenantId)?.status.tunnel.connected, true, 'the list shows it too');
+  const list = await operatorAt(baseB).call('GET /v1/tenants', { query: { limit: 200 } });
+  t.equal(list.items.find((i) => i.id === tenant.tenantId)?.status.tunnel?.connected, true, 'the list shows it too');
 });
 
 t.test('authorization is checked before relaying; a relayed request is never relayed again', async (t) => {
@@ -150,8 +155,8 @@ t.test('the runtime reconnecting to replica B replaces its tunnel on A; A then r
   t.equal(viaA.status, 201);
   t.same(await tunnelOf(baseA, tenant.tenantId), await tunnelOf(baseB, tenant.tenantId));
 
-  const rows = await a.db.pool.query('SELECT replica_id FROM runtime_tunnels WHERE tenant_id = $1', [tenant.tenantId]);
-  t.same(rows.rows, [{ replica_id: 'replica-b' }], 'one row, held by B');
+  const rows = await tunnelReplicas(a.db.pool, tenant.tenantId);
+  t.same(rows, ['replica-b'], 'one row, held by B');
 });
 
 t.test('a lost directory row is written again at the next renewal', async (t) => {
@@ -178,11 +183,7 @@ t.test('a replacement whose notification was missed is found by the next renewal
   await a.services.tunnelDirectory.renew();
   t.equal(await closed, CloseCode.replaced);
   t.equal(a.services.tunnel.status(third.tenantId).connected, false);
-  t.same(
-    (await a.db.pool.query('SELECT replica_id FROM runtime_tunnels WHERE tenant_id = $1', [third.tenantId])).rows,
-    [{ replica_id: 'replica-z' }],
-    "the other replica's row stays",
-  );
+  t.same(await tunnelReplicas(a.db.pool, third.tenantId), ['replica-z'], "the other replica's row stays");
   await dropTunnelRow(a.db.pool, third.tenantId);
 });
 
@@ -191,9 +192,8 @@ t.test('a runtime key revoked through one replica closes its tunnel on the other
   const runtime = await connectRuntime(a, baseB, fourth.tenantId, upstream, 'runtime of the fourth tenant');
   t.teardown(() => runtime.client.close());
   const closed = new Promise<number>((resolve) => runtime.client.events.once('disconnected', resolve));
-  const revoke = await fetch(`${baseA}/v1/keys/${runtime.runtimeKey.info.id}`, {
-    method: 'DELETE',
-    headers: auth(a.adminKey),
+  const revoke = await new ApiClient({ baseUrl: baseA, token: a.adminKey }).request('DELETE /v1/keys/:id', {
+    params: { id: runtime.runtimeKey.info.id },
   });
   t.equal(revoke.status, 200);
   t.equal(
@@ -225,11 +225,7 @@ t.test('a replica that stopped renewing is not relayed to; one that cannot be re
   t.equal(stale.status, 503);
   t.match(((await stale.json()) as { error: { message: string } }).error.message, /is not connected/);
   await a.services.tunnelDirectory.renew();
-  t.same(
-    (await a.db.pool.query('SELECT 1 FROM runtime_tunnels WHERE tenant_id = $1', [other.tenantId])).rows,
-    [],
-    'swept',
-  );
+  t.same(await tunnelReplicas(a.db.pool, other.tenantId), [], 'swept');
 });
 
 t.test('metrics: tunnels per replica, connects and disconnects by close code, relays by outcome', async (t) => {
@@ -255,12 +251,12 @@ t.test('metrics: tunnels per replica, connects and disconnects by close code, re
 t.test(
   'a replica shutting down removes its rows; the runtime is then unreachable through the others until it reconnects',
   async (t) => {
-    t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels')).rows, [{ replica_id: 'replica-b' }]);
+    t.same(await tunnelReplicas(a.db.pool), ['replica-b']);
     const told = once(runtimeOnB!.client.events, 'draining');
     // Returns promptly with a tunnel open: tunnels close before the HTTP server waits for its sockets.
     await b.close();
     t.match(((await told) as [string])[0], /shutting down/, 'the runtime was told to reconnect elsewhere');
-    t.same((await a.db.pool.query('SELECT replica_id FROM runtime_tunnels')).rows, []);
+    t.same(await tunnelReplicas(a.db.pool), []);
     t.same(await tunnelOf(baseA, tenant.tenantId), { connected: false, since: null });
     const res = await fetch(`${baseA}/v1/tenants/${tenant.tenantId}/runtime/api/info`, {
       headers: auth(tenant.apiKey),

@@ -10,6 +10,7 @@ import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import type { AnswerOf, ApiResult, BodyOf, RouteKey } from '../../../provisioner/http/api-client.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
 import { settleTenantOperations } from '../../helpers/operations.ts';
+import { auditCount, auditRows } from '../../helpers/audit.ts';
 
 const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: 'https://cp.example.test' } });
 t.teardown(() => api.close());
@@ -118,12 +119,9 @@ t.test(
       'with when the change was asked for',
     );
 
-    const audit = await api.db.pool.query<{ action: string; before: unknown; after: unknown }>(
-      `SELECT action, before, after FROM audit_log WHERE action = 'runtime.upgrade' AND target_id = $1`,
-      [res.body.runtime.id],
-    );
+    const audit = await auditRows(api.db.pool, { action: 'runtime.upgrade', targetId: res.body.runtime.id });
     t.same(
-      audit.rows.map((r) => [r.before, r.after]),
+      audit.map((r) => [r.before, r.after]),
       [[{ version: '1.4.1' }, { version: '1.5.0', appliedBy: 'customer' }]],
       'one audit row with the versions before and after',
     );
@@ -132,11 +130,11 @@ t.test(
     t.equal(again.status, 200, 'the same version again answers 200');
     t.equal(again.body.changed, false, 'changed: false');
     t.equal(again.body.upgrade.from, '1.4.1', 'with the same bundle and diff as the change');
-    const rows = await api.db.pool.query(
-      `SELECT 1 FROM audit_log WHERE action = 'runtime.upgrade' AND target_id = $1`,
-      [res.body.runtime.id],
+    t.equal(
+      await auditCount(api.db.pool, { action: 'runtime.upgrade', targetId: res.body.runtime.id }),
+      1,
+      'and no second audit row',
     );
-    t.equal(rows.rowCount, 1, 'and no second audit row');
 
     const bundle = await getBundle('plant-a');
     t.equal(

@@ -14,12 +14,8 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
-import type {
-  Runtime,
-  RuntimeBootstrapAnswer,
-  RuntimeRegistered,
-  RuntimeRemoved,
-} from '../../../provisioner/http/api-types.ts';
+import { ApiClient, type AnswerOf, type BodyOf } from '../../../provisioner/http/api-client.ts';
+import type { Runtime } from '../../../provisioner/api/types.ts';
 import { until } from '../../../sandbox/until.ts';
 import { expireBootstrap } from '../../helpers/runtimes.ts';
 
@@ -41,57 +37,61 @@ t.teardown(() => api.close());
 /** Every secret an answer showed: none may appear in the log. */
 const secrets: string[] = [];
 
-interface Answer<T> {
-  status: number;
-  body: T;
-  headers: Headers;
-}
-async function call<T = unknown>(
-  method: string,
-  path: string,
-  o: { key?: string | null; body?: unknown; headers?: Record<string, string> } = {},
-): Promise<Answer<T>> {
-  const key = o.key === undefined ? api.adminKey : o.key;
-  const res = await fetch(base + path, {
-    method,
-    headers: {
-      ...(key ? { authorization: `Bearer ${key}` } : {}),
-      ...(o.body !== undefined ? { 'content-type': 'application/json' } : {}),
-      ...o.headers,
-    },
-    ...(o.body !== undefined ? { body: JSON.stringify(o.body) } : {}),
-  });
-  const text = await res.text();
-  return { status: res.status, body: (text ? JSON.parse(text) : null) as T, headers: res.headers };
-}
-type ErrorAnswer = { error: { code: string; field?: string; message: string; details?: Record<string, unknown> } };
+/** The one client over the loopback socket (the tunnel below needs it): the admin key, or another. */
+const client = new ApiClient({ baseUrl: base, token: api.adminKey });
+const as = (key: string) => client.withToken(key);
+type RegisterBody = BodyOf<'POST /v1/tenants/:id/runtimes'>;
+type Registration = Partial<RegisterBody> & { name: string };
+const registration = (body: Registration): RegisterBody => ({ mode: 'hybrid', access: 'tunnel', argo: 'new', ...body });
 
-const register = async (tenantId: string, key: string, body: Record<string, unknown>, headers = {}) => {
-  const res = await call<RuntimeRegistered & ErrorAnswer>('POST', `/v1/tenants/${tenantId}/runtimes`, {
-    key,
-    body: { mode: 'hybrid', access: 'tunnel', argo: 'new', ...body },
+/** Registers a runtime (hybrid, tunnel, a new Argo CD unless `body` says); a refusal is the client's ApiError. */
+const register = async (tenantId: string, key: string, body: Registration, headers = {}) => {
+  const registered = await as(key).call('POST /v1/tenants/:id/runtimes', {
+    params: { id: tenantId },
+    body: registration(body),
     headers,
   });
-  if (res.status === 201) secrets.push(res.body.bootstrapToken);
-  return res;
+  secrets.push(registered.bootstrapToken);
+  return registered;
 };
-const exchange = async (token: string) => {
-  const res = await call<RuntimeBootstrapAnswer & ErrorAnswer>('POST', '/v1/runtimes/bootstrap', {
-    key: token,
-    body: {},
+/** The same registration's status, headers and answer or refusal, never thrown. */
+const registerRequest = async (tenantId: string, key: string, body: Registration, headers = {}) => {
+  const res = await as(key).request('POST /v1/tenants/:id/runtimes', {
+    params: { id: tenantId },
+    body: registration(body),
+    headers,
   });
-  if (res.status === 200) secrets.push(res.body.runtimeToken);
+  if (res.ok) secrets.push(res.body.bootstrapToken);
   return res;
 };
+/** The bootstrap exchange (the token is the request's key); a refusal is the client's ApiError. */
+const exchange = async (token: string) => {
+  const answer = await client.call('POST /v1/runtimes/bootstrap', { body: {}, token });
+  secrets.push(answer.runtimeToken);
+  return answer;
+};
+/** The same exchange's status and answer or refusal, never thrown. */
+const exchangeRequest = async (token: string) => {
+  const res = await client.request('POST /v1/runtimes/bootstrap', { body: {}, token });
+  if (res.ok) secrets.push(res.body.runtimeToken);
+  return res;
+};
+/** A runtime as its tenant's key reads it. */
+const runtimeOf = (tenantId: string, key: string, name: string) =>
+  as(key).call('GET /v1/tenants/:id/runtimes/:name', { params: { id: tenantId, name } });
+/** Removes a runtime with its tenant's key; a refusal is the client's ApiError. */
+const remove = (tenantId: string, key: string, name: string) =>
+  as(key).call('DELETE /v1/tenants/:id/runtimes/:name', { params: { id: tenantId, name } });
 
 const a = await api.signup();
 const b = await api.signup();
 secrets.push(a.apiKey, b.apiKey);
 
 t.test('registering a hybrid runtime answers its bootstrap token and the install bundle', async (t) => {
-  const res = await register(a.tenantId, a.apiKey, { name: 'edge', argo: 'existing', argoNamespace: 'argocd' });
+  const res = await registerRequest(a.tenantId, a.apiKey, { name: 'edge', argo: 'existing', argoNamespace: 'argocd' });
   t.equal(res.status, 201, `201 (got ${JSON.stringify(res.body)})`);
   t.equal(res.headers.get('location'), `/v1/tenants/${a.tenantId}/runtimes/edge`, 'Location names the runtime');
+  if (!res.ok) return;
   const { runtime, bootstrapToken, install } = res.body;
   t.match(bootstrapToken, /^hrth_[A-Za-z0-9_-]{43}$/, 'the token is hrth_ and 43 base64url characters');
   t.match(
@@ -108,7 +108,7 @@ t.test('registering a hybrid runtime answers its bootstrap token and the install
   );
   t.equal(runtime.upgrades, 'customer', 'upgrades default to the customer');
   t.equal(runtime.keyIssued, false, 'no runtime key before the exchange');
-  const tenant = (await call<{ spec: { runtimeVersion: string } }>('GET', `/v1/tenants/${a.tenantId}`)).body;
+  const tenant = await client.call('GET /v1/tenants/:id', { params: { id: a.tenantId } });
   t.equal(runtime.version, tenant.spec.runtimeVersion, "the version defaults to the tenant's");
   t.equal(
     runtime.conditions.find((c) => c.type === 'Installed')?.reason,
@@ -134,64 +134,70 @@ t.test('registering a hybrid runtime answers its bootstrap token and the install
   t.equal(typeof install.command, 'string', 'an install command is given');
   t.match(install.removeCommand, /kubectl delete/, 'the remove command deletes with kubectl');
 
-  const list = await call<{ items: Runtime[] }>('GET', `/v1/tenants/${a.tenantId}/runtimes`, { key: a.apiKey });
-  t.equal(list.status, 200);
+  const list = await as(a.apiKey).call('GET /v1/tenants/:id/runtimes', { params: { id: a.tenantId } });
   t.same(
-    list.body.items.map((r) => [r.name, r.mode]),
+    list.items.map((r) => [r.name, r.mode]),
     [
       ['hosted', 'hosted'],
       ['edge', 'hybrid'],
     ],
     'the list holds the hosted runtime first, then the hybrid one',
   );
-  const hosted = await call<Runtime>('GET', `/v1/tenants/${a.tenantId}/runtimes/hosted`, { key: a.apiKey });
-  const view = (await call<{ status: { phase: string } }>('GET', `/v1/tenants/${a.tenantId}`, { key: a.apiKey })).body;
-  t.equal(hosted.body.state, view.status.phase, "the hosted runtime's state is the tenant's phase");
-  t.equal(hosted.body.version, tenant.spec.runtimeVersion, "the hosted runtime's version is the tenant's");
-  t.equal(hosted.body.keyIssued, false, 'no reconcile ran: the hosted runtime holds no runtime key yet');
+  const hosted = await runtimeOf(a.tenantId, a.apiKey, 'hosted');
+  const view = await as(a.apiKey).call('GET /v1/tenants/:id', { params: { id: a.tenantId } });
+  t.equal(hosted.state, view.status.phase, "the hosted runtime's state is the tenant's phase");
+  t.equal(hosted.version, tenant.spec.runtimeVersion, "the hosted runtime's version is the tenant's");
+  t.equal(hosted.keyIssued, false, 'no reconcile ran: the hosted runtime holds no runtime key yet');
   // The key the reconciler makes for the tenant's agents (names no hybrid runtime).
   await createKey(api.db.pool, { role: 'runtime', tenantId: a.tenantId, name: 'agents', createdBy: 'test' });
-  const keyed = await call<Runtime>('GET', `/v1/tenants/${a.tenantId}/runtimes/hosted`, { key: a.apiKey });
-  t.equal(keyed.body.keyIssued, true, "with the agents' runtime key the hosted runtime shows its key issued");
-  const edge = await call<Runtime>('GET', `/v1/tenants/${a.tenantId}/runtimes/edge`, { key: a.apiKey });
-  t.equal(edge.body.keyIssued, false, "the hosted runtime's key is not the hybrid runtime's");
+  const keyed = await runtimeOf(a.tenantId, a.apiKey, 'hosted');
+  t.equal(keyed.keyIssued, true, "with the agents' runtime key the hosted runtime shows its key issued");
+  const edge = await runtimeOf(a.tenantId, a.apiKey, 'edge');
+  t.equal(edge.keyIssued, false, "the hosted runtime's key is not the hybrid runtime's");
 });
 
 t.test('the bootstrap token is exchanged once for a runtime key that works as a hybrid runtime key', async (t) => {
   const reg = await register(a.tenantId, a.apiKey, { name: 'plant' });
-  t.equal(reg.status, 201);
-  t.ok(reg.body.install.charts.length > 0, 'argo=new lists the Argo charts to install');
-  t.match(reg.body.install.command, /helm upgrade --install/, 'the command installs the charts first');
-  const first = await exchange(reg.body.bootstrapToken);
-  t.equal(first.status, 200, `the first exchange is answered 200 (got ${JSON.stringify(first.body)})`);
+  t.ok(reg.install.charts.length > 0, 'argo=new lists the Argo charts to install');
+  t.match(reg.install.command, /helm upgrade --install/, 'the command installs the charts first');
+  const first = await exchange(reg.bootstrapToken);
   t.match(
-    first.body,
+    first,
     {
       tenantId: a.tenantId,
-      runtimeId: reg.body.runtime.id,
+      runtimeId: reg.runtime.id,
       name: 'plant',
       controlPlaneUrl: 'https://cp.example.test',
       tunnelUrl: 'wss://cp.example.test/v1/tunnel',
     },
-    'the answer names the runtime and the URLs the agents use',
+    'the first exchange answers the runtime and the URLs the agents use',
   );
-  t.equal(first.body.publicKey, api.services.signer.publicKeyPem, "the answer holds the control plane's public key");
-  const who = await call<{ role: string; tenantId: string }>('GET', '/v1/whoami', { key: first.body.runtimeToken });
-  t.equal(who.status, 200, 'the runtime key authenticates');
-  t.same([who.body.role, who.body.tenantId], ['runtime', a.tenantId], "it is a runtime key of the runtime's tenant");
-  const got = await call<Runtime>('GET', `/v1/tenants/${a.tenantId}/runtimes/plant`, { key: a.apiKey });
-  t.match(got.body, { state: 'installed', keyIssued: true }, 'the runtime is installed, its key issued');
-  t.ok(got.body.installedAt, 'installedAt is set');
+  t.equal(first.publicKey, api.services.signer.publicKeyPem, "the answer holds the control plane's public key");
+  const who = await as(first.runtimeToken).call('GET /v1/whoami');
+  t.same(
+    [who.role, who.tenantId],
+    ['runtime', a.tenantId],
+    "the runtime key authenticates as a runtime key of the runtime's tenant",
+  );
+  const got = await runtimeOf(a.tenantId, a.apiKey, 'plant');
+  t.match(got, { state: 'installed', keyIssued: true }, 'the runtime is installed, its key issued');
+  t.ok(got.installedAt, 'installedAt is set');
 
-  const second = await exchange(reg.body.bootstrapToken);
-  t.equal(second.status, 401, 'a second exchange of the same token is refused');
-  t.equal(second.body.error.code, 'BOOTSTRAP_TOKEN_INVALID');
+  await t.rejects(
+    exchange(reg.bootstrapToken),
+    { status: 401, code: 'BOOTSTRAP_TOKEN_INVALID' },
+    'a second exchange of the same token is refused',
+  );
 
-  const events = await call('POST', '/v1/runtime/events', {
-    key: first.body.runtimeToken,
+  const events = await api.request('POST', '/v1/runtime/events', {
+    key: first.runtimeToken,
     body: { replica: 'r-1', items: [] },
   });
-  t.equal(events.status, 200, "the runtime key reports its runtime's events (stored under it: hybrid-reports.test.ts)");
+  t.equal(
+    events.statusCode,
+    200,
+    "the runtime key reports its runtime's events (stored under it: hybrid-reports.test.ts)",
+  );
 });
 
 t.test(
@@ -208,21 +214,19 @@ t.test(
     });
 
     const reg = await register(b.tenantId, b.apiKey, { name: 'tun' });
-    t.equal(reg.status, 201);
-    const ex = await exchange(reg.body.bootstrapToken);
-    t.equal(ex.status, 200);
-    const client = startTunnelClient({
+    const ex = await exchange(reg.bootstrapToken);
+    const tunnel = startTunnelClient({
       url: base.replace('http', 'ws') + '/v1/tunnel',
-      token: ex.body.runtimeToken,
+      token: ex.runtimeToken,
       upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
       backoff: { initialMs: 50, maxMs: 200 },
     });
-    t.teardown(() => client.close());
-    if (!client.connected) await once(client.events, 'connected');
+    t.teardown(() => tunnel.close());
+    if (!tunnel.connected) await once(tunnel.events, 'connected');
     await until(
       "the hybrid runtime's tunnel registered by the server",
       30_000,
-      () => api.services.tunnel.runtimeStatus(reg.body.runtime.id).connected || undefined,
+      () => api.services.tunnel.runtimeStatus(reg.runtime.id).connected || undefined,
     );
 
     const after = api.services.tunnel.status(b.tenantId);
@@ -231,15 +235,15 @@ t.test(
       [true, before.connectionId],
       "the hosted runtime's tunnel stays connected, the same connection (not replaced)",
     );
-    const got = await call<Runtime>('GET', `/v1/tenants/${b.tenantId}/runtimes/tun`, { key: b.apiKey });
-    t.equal(got.body.tunnel.connected, true, 'the hybrid runtime shows its tunnel connected');
+    const got = await runtimeOf(b.tenantId, b.apiKey, 'tun');
+    t.equal(got.tunnel.connected, true, 'the hybrid runtime shows its tunnel connected');
     t.match(
-      got.body.conditions.find((c) => c.type === 'TunnelConnected'),
+      got.conditions.find((c) => c.type === 'TunnelConnected'),
       { status: 'True', reason: 'Connected' },
       'condition TunnelConnected is True',
     );
-    const hostedView = await call<Runtime>('GET', `/v1/tenants/${b.tenantId}/runtimes/hosted`, { key: b.apiKey });
-    t.equal(hostedView.body.tunnel.connected, true, 'the hosted runtime shows its own tunnel connected');
+    const hostedView = await runtimeOf(b.tenantId, b.apiKey, 'hosted');
+    t.equal(hostedView.tunnel.connected, true, 'the hosted runtime shows its own tunnel connected');
     const recorded = await until(
       "the hybrid runtime's tunnel recorded in the tunnel directory",
       30_000,
@@ -247,15 +251,14 @@ t.test(
         (
           await api.db.pool.query<{ replica_id: string }>(
             'SELECT replica_id FROM hybrid_runtime_tunnels WHERE runtime_id = $1',
-            [reg.body.runtime.id],
+            [reg.runtime.id],
           )
         ).rows[0]?.replica_id,
     );
     t.equal(recorded, api.services.tunnelDirectory.replicaId, 'the row names the replica holding the tunnel');
 
-    const closed = once(client.events, 'disconnected');
-    const del = await call<RuntimeRemoved>('DELETE', `/v1/tenants/${b.tenantId}/runtimes/tun`, { key: b.apiKey });
-    t.equal(del.status, 200);
+    const closed = once(tunnel.events, 'disconnected');
+    await remove(b.tenantId, b.apiKey, 'tun');
     const [code] = (await closed) as [number];
     t.equal(code, 4003, "removal closes the hybrid runtime's tunnel with the revoked close code");
     t.equal(
@@ -268,7 +271,7 @@ t.test(
         "the closed tunnel's directory row deleted",
         30_000,
         async () =>
-          (await api.db.pool.query('SELECT 1 FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [reg.body.runtime.id]))
+          (await api.db.pool.query('SELECT 1 FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [reg.runtime.id]))
             .rowCount === 0,
       ),
       'the removed runtime has no tunnel row',
@@ -278,33 +281,33 @@ t.test(
 
 t.test('two exchanges of one token at once: exactly one gets a runtime key', async (t) => {
   const reg = await register(b.tenantId, b.apiKey, { name: 'race' });
-  t.equal(reg.status, 201);
-  const both = await Promise.all([exchange(reg.body.bootstrapToken), exchange(reg.body.bootstrapToken)]);
+  const both = await Promise.all([exchangeRequest(reg.bootstrapToken), exchangeRequest(reg.bootstrapToken)]);
   t.same(both.map((r) => r.status).sort(), [200, 401], 'one exchange is answered 200, the other 401');
   const keys = await api.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM api_keys WHERE runtime_id = $1', [
-    reg.body.runtime.id,
+    reg.runtime.id,
   ]);
   t.equal(keys.rows[0]!.n, 1, 'one runtime key was made for the runtime');
-  t.equal((await call('DELETE', `/v1/tenants/${b.tenantId}/runtimes/race`, { key: b.apiKey })).status, 200);
+  await remove(b.tenantId, b.apiKey, 'race');
 });
 
 t.test('an expired bootstrap token is refused and the runtime says so', async (t) => {
   const reg = await register(a.tenantId, a.apiKey, { name: 'late' });
-  t.equal(reg.status, 201);
   // The token's expiry moved into the past (no waiting for the TTL).
-  await expireBootstrap(api.db.pool, reg.body.runtime.id, 1);
-  const res = await exchange(reg.body.bootstrapToken);
-  t.equal(res.status, 401, 'an expired token is refused');
-  t.equal(res.body.error.code, 'BOOTSTRAP_TOKEN_INVALID');
-  const got = await call<Runtime>('GET', `/v1/tenants/${a.tenantId}/runtimes/late`, { key: a.apiKey });
-  t.equal(got.body.state, 'awaiting-install', 'the runtime still awaits its install');
+  await expireBootstrap(api.db.pool, reg.runtime.id, 1);
+  await t.rejects(
+    exchange(reg.bootstrapToken),
+    { status: 401, code: 'BOOTSTRAP_TOKEN_INVALID' },
+    'an expired token is refused',
+  );
+  const got = await runtimeOf(a.tenantId, a.apiKey, 'late');
+  t.equal(got.state, 'awaiting-install', 'the runtime still awaits its install');
   t.equal(
-    got.body.conditions.find((c) => c.type === 'Installed')?.reason,
+    got.conditions.find((c) => c.type === 'Installed')?.reason,
     'BootstrapExpired',
     'condition Installed says the token expired',
   );
-  const del = await call<RuntimeRemoved>('DELETE', `/v1/tenants/${a.tenantId}/runtimes/late`, { key: a.apiKey });
-  t.equal(del.status, 200, 'it is removed (back under the budget)');
+  const del = await remove(a.tenantId, a.apiKey, 'late');
+  t.equal(del.runtime.state, 'removed', 'it is removed (back under the budget)');
 });
 
 t.test('removal revokes the runtime key, refuses the token and answers the remove command', async (t) => {
@@ -313,37 +316,41 @@ t.test('removal revokes the runtime key, refuses the token and answers the remov
     access: 'ingress',
     ingressUrl: 'https://gone.example.test',
   });
-  t.equal(reg.status, 201);
-  const ex = await exchange(reg.body.bootstrapToken);
-  t.equal(ex.status, 200);
-  const key = ex.body.runtimeToken;
-  t.equal((await call('GET', '/v1/whoami', { key })).status, 200, 'the runtime key works before the removal');
+  const ex = await exchange(reg.bootstrapToken);
+  const key = ex.runtimeToken;
+  const who = await as(key).call('GET /v1/whoami');
+  t.equal(who.role, 'runtime', 'the runtime key works before the removal');
 
-  const del = await call<RuntimeRemoved>('DELETE', `/v1/tenants/${a.tenantId}/runtimes/gone`, { key: a.apiKey });
-  t.equal(del.status, 200);
-  t.equal(del.body.runtime.state, 'removed', 'the answer shows the runtime removed');
-  t.ok(del.body.runtime.removedAt, 'removedAt is set');
-  t.equal(del.body.runtime.keyIssued, false, 'the removed runtime holds no live key');
-  t.equal(del.body.removeCommand, reg.body.install.removeCommand, "the remove command is the install's");
-  const after = await call<ErrorAnswer>('GET', '/v1/whoami', { key });
-  t.equal(after.status, 401, 'the runtime key is refused after the removal');
-  t.equal(after.body.error.code, 'INVALID_API_KEY');
-  const get = await call<ErrorAnswer>('GET', `/v1/tenants/${a.tenantId}/runtimes/gone`, { key: a.apiKey });
-  t.equal(get.status, 404, 'a removed runtime is not found');
-  t.equal(get.body.error.code, 'RUNTIME_NOT_FOUND');
+  const del = await remove(a.tenantId, a.apiKey, 'gone');
+  t.equal(del.runtime.state, 'removed', 'the answer shows the runtime removed');
+  t.ok(del.runtime.removedAt, 'removedAt is set');
+  t.equal(del.runtime.keyIssued, false, 'the removed runtime holds no live key');
+  t.equal(del.removeCommand, reg.install.removeCommand, "the remove command is the install's");
+  await t.rejects(
+    as(key).call('GET /v1/whoami'),
+    { status: 401, code: 'INVALID_API_KEY' },
+    'the runtime key is refused after the removal',
+  );
+  await t.rejects(
+    runtimeOf(a.tenantId, a.apiKey, 'gone'),
+    { status: 404, code: 'RUNTIME_NOT_FOUND' },
+    'a removed runtime is not found',
+  );
 
   // A removed runtime's token never redeems, even unused.
   const unused = await register(a.tenantId, a.apiKey, { name: 'gone' });
-  t.equal(unused.status, 201, "a removed runtime's name may be registered again");
-  t.equal((await call('DELETE', `/v1/tenants/${a.tenantId}/runtimes/gone`, { key: a.apiKey })).status, 200);
-  const res = await exchange(unused.body.bootstrapToken);
-  t.equal(res.status, 401, 'the token of a removed runtime is refused');
-  t.equal(res.body.error.code, 'BOOTSTRAP_TOKEN_INVALID');
+  t.equal(unused.runtime.name, 'gone', "a removed runtime's name may be registered again");
+  await remove(a.tenantId, a.apiKey, 'gone');
+  await t.rejects(
+    exchange(unused.bootstrapToken),
+    { status: 401, code: 'BOOTSTRAP_TOKEN_INVALID' },
+    'the token of a removed runtime is refused',
+  );
 
   const audit = await api.db.pool.query<{ action: string; text: string }>(
     `SELECT action, coalesce(before::text, '') || coalesce(after::text, '') AS text FROM audit_log
       WHERE target_type = 'runtime' AND target_id = $1 ORDER BY id`,
-    [reg.body.runtime.id],
+    [reg.runtime.id],
   );
   t.same(
     audit.rows.map((r) => r.action),
@@ -351,32 +358,39 @@ t.test('removal revokes the runtime key, refuses the token and answers the remov
     'register, bootstrap and remove each wrote an audit row',
   );
   t.notOk(
-    audit.rows.some((r) => r.text.includes(reg.body.bootstrapToken) || r.text.includes(key)),
+    audit.rows.some((r) => r.text.includes(reg.bootstrapToken) || r.text.includes(key)),
     'no audit row holds the bootstrap token or the runtime key',
   );
 });
 
 t.test("a tenant's key neither sees nor changes another tenant's runtimes", async (t) => {
   const mine = await register(b.tenantId, b.apiKey, { name: 'bees' });
-  t.equal(mine.status, 201, 'B registers its own runtime');
-  for (const [method, path, body] of [
-    ['GET', `/v1/tenants/${b.tenantId}/runtimes`],
-    ['GET', `/v1/tenants/${b.tenantId}/runtimes/bees`],
-    ['DELETE', `/v1/tenants/${b.tenantId}/runtimes/bees`],
-    ['POST', `/v1/tenants/${b.tenantId}/runtimes`, { name: 'intruder', mode: 'hybrid', access: 'tunnel', argo: 'new' }],
-  ] as const) {
-    const res = await call<ErrorAnswer>(method, path, { key: a.apiKey, ...(body ? { body } : {}) });
-    t.equal(res.status, 404, `A's key: ${method} ${path} is 404`);
-    t.equal(res.body.error.code, 'TENANT_NOT_FOUND', `A's key: ${method} ${path} names no runtime of B`);
-  }
-  const still = await call<Runtime>('GET', `/v1/tenants/${b.tenantId}/runtimes/bees`, { key: b.apiKey });
-  t.equal(still.body.state, 'awaiting-install', "B's runtime is untouched");
-  const all = await call<ErrorAnswer>('GET', '/v1/runtimes', { key: a.apiKey });
-  t.equal(all.status, 403, 'a tenant key cannot list every runtime');
+  t.equal(mine.runtime.name, 'bees', 'B registers its own runtime');
+  const asA = as(a.apiKey);
+  const id = b.tenantId;
+  const attempts: Array<[string, () => Promise<unknown>]> = [
+    ['GET /v1/tenants/:id/runtimes', () => asA.call('GET /v1/tenants/:id/runtimes', { params: { id } })],
+    ['GET /v1/tenants/:id/runtimes/:name', () => runtimeOf(id, a.apiKey, 'bees')],
+    ['DELETE /v1/tenants/:id/runtimes/:name', () => remove(id, a.apiKey, 'bees')],
+    ['POST /v1/tenants/:id/runtimes', () => register(id, a.apiKey, { name: 'intruder' })],
+  ];
+  for (const [what, attempt] of attempts)
+    await t.rejects(
+      attempt(),
+      { status: 404, code: 'TENANT_NOT_FOUND' },
+      `A's key: ${what} of B is 404, naming no runtime of B`,
+    );
+  const still = await runtimeOf(b.tenantId, b.apiKey, 'bees');
+  t.equal(still.state, 'awaiting-install', "B's runtime is untouched");
+  await t.rejects(
+    asA.call('GET /v1/runtimes'),
+    { name: 'ApiError', status: 403 },
+    'a tenant key cannot list every runtime',
+  );
 });
 
 t.test('bad registrations are refused naming the field', async (t) => {
-  const cases: Array<[string, Record<string, unknown>, number, string, string]> = [
+  const cases: Array<[string, Registration, number, string, string]> = [
     ['a name that is not a DNS label', { name: 'Bad_Name' }, 400, 'VALIDATION_FAILED', 'name'],
     ["the reserved name 'hosted'", { name: 'hosted' }, 400, 'VALIDATION_FAILED', 'name'],
     ['ingress without a URL', { name: 'in1', access: 'ingress' }, 400, 'VALIDATION_FAILED', 'ingressUrl'],
@@ -446,30 +460,25 @@ t.test('bad registrations are refused naming the field', async (t) => {
     ['an unknown version', { name: 'v1', version: '9.9.9' }, 400, 'UNKNOWN_RUNTIME_VERSION', 'version'],
     ['mode hosted', { name: 'h1', mode: 'hosted' }, 409, 'HOSTED_RUNTIME_EXISTS', 'mode'],
   ];
-  for (const [what, body, status, code, field] of cases) {
-    const res = await register(a.tenantId, a.apiKey, body);
-    t.same(
-      [res.status, res.body.error?.code, res.body.error?.field],
-      [status, code, field],
+  for (const [what, body, status, code, field] of cases)
+    await t.rejects(
+      register(a.tenantId, a.apiKey, body),
+      { status, code, field },
       `${what}: ${status} ${code} naming ${field}`,
     );
-  }
-  const loopback = await register(a.tenantId, a.apiKey, {
-    name: 'in9',
-    access: 'ingress',
-    ingressUrl: 'https://127.0.0.1:8443',
-  });
-  t.match(
-    loopback.body.error.message,
-    /127\.0\.0\.1 is a loopback address.*PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS/,
+  await t.rejects(
+    register(a.tenantId, a.apiKey, { name: 'in9', access: 'ingress', ingressUrl: 'https://127.0.0.1:8443' }),
+    { message: /127\.0\.0\.1 is a loopback address.*PROVISIONER_HYBRID_INGRESS_ALLOWED_CIDRS/ },
     'a loopback ingressUrl is refused naming the address and the setting that would allow it',
   );
-  const taken = await register(a.tenantId, a.apiKey, { name: 'edge' });
-  t.same([taken.status, taken.body.error.code], [409, 'RUNTIME_EXISTS'], 'a name in use: 409 RUNTIME_EXISTS');
-  const hosted = await call<ErrorAnswer>('DELETE', `/v1/tenants/${a.tenantId}/runtimes/hosted`, { key: a.apiKey });
-  t.same(
-    [hosted.status, hosted.body.error.code],
-    [409, 'HOSTED_RUNTIME_NOT_REMOVABLE'],
+  await t.rejects(
+    register(a.tenantId, a.apiKey, { name: 'edge' }),
+    { status: 409, code: 'RUNTIME_EXISTS' },
+    'a name in use: 409 RUNTIME_EXISTS',
+  );
+  await t.rejects(
+    remove(a.tenantId, a.apiKey, 'hosted'),
+    { status: 409, code: 'HOSTED_RUNTIME_NOT_REMOVABLE' },
     'the hosted runtime cannot be deleted as a runtime',
   );
 });
@@ -478,44 +487,51 @@ t.test('a tenant registers at most PROVISIONER_HYBRID_RUNTIMES_PER_TENANT (3 her
   const c = await api.signup();
   secrets.push(c.apiKey);
   for (const name of ['one', 'two', 'three'])
-    t.equal((await register(c.tenantId, c.apiKey, { name })).status, 201, `${name}: registered`);
-  const over = await register(c.tenantId, c.apiKey, { name: 'four' });
-  t.equal(over.status, 409, 'the fourth is refused');
-  t.match(
-    over.body.error,
-    { code: 'TENANT_LIMIT_REACHED', details: { limit: 3, setting: 'PROVISIONER_HYBRID_RUNTIMES_PER_TENANT' } },
-    'the refusal names the limit and its setting',
+    t.equal((await register(c.tenantId, c.apiKey, { name })).runtime.name, name, `${name}: registered`);
+  await t.rejects(
+    register(c.tenantId, c.apiKey, { name: 'four' }),
+    {
+      status: 409,
+      code: 'TENANT_LIMIT_REACHED',
+      details: { limit: 3, setting: 'PROVISIONER_HYBRID_RUNTIMES_PER_TENANT' },
+    },
+    'the fourth is refused, naming the limit and its setting',
   );
-  t.equal((await call('DELETE', `/v1/tenants/${c.tenantId}/runtimes/two`, { key: c.apiKey })).status, 200);
-  t.equal((await register(c.tenantId, c.apiKey, { name: 'four' })).status, 201, 'after a removal one more fits');
+  await remove(c.tenantId, c.apiKey, 'two');
+  t.equal(
+    (await register(c.tenantId, c.apiKey, { name: 'four' })).runtime.name,
+    'four',
+    'after a removal one more fits',
+  );
 });
 
 t.test('an Idempotency-Key replays the first registration; with another body it is refused', async (t) => {
   const headers = { 'idempotency-key': 'runtime-register-key-0123456789' };
   const first = await register(b.tenantId, b.apiKey, { name: 'idem' }, headers);
-  t.equal(first.status, 201);
-  const again = await register(b.tenantId, b.apiKey, { name: 'idem' }, headers);
+  const again = await registerRequest(b.tenantId, b.apiKey, { name: 'idem' }, headers);
   t.equal(again.status, 201, 'the replay answers 201');
-  t.equal(again.body.bootstrapToken, first.body.bootstrapToken, 'the replay holds the same token');
-  t.equal(again.body.runtime.id, first.body.runtime.id, 'one runtime was registered');
-  const other = await register(b.tenantId, b.apiKey, { name: 'idem2' }, headers);
-  t.same([other.status, other.body.error.code], [409, 'IDEMPOTENCY_KEY_REUSED'], 'another body with the key: 409');
+  if (!again.ok) return;
+  t.equal(again.body.bootstrapToken, first.bootstrapToken, 'the replay holds the same token');
+  t.equal(again.body.runtime.id, first.runtime.id, 'one runtime was registered');
+  await t.rejects(
+    register(b.tenantId, b.apiKey, { name: 'idem2' }, headers),
+    { status: 409, code: 'IDEMPOTENCY_KEY_REUSED' },
+    'another body with the key: 409',
+  );
 });
 
 t.test('GET /v1/runtimes lists hosted and hybrid runtimes of every tenant, page by page', async (t) => {
+  const operator = as(api.operatorKey);
   const seen: Runtime[] = [];
   let cursor: string | null = null;
   let pages = 0;
   do {
-    const res: Answer<{ items: Runtime[]; nextCursor: string | null }> = await call(
-      'GET',
-      `/v1/runtimes?limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
-      { key: api.operatorKey },
-    );
-    t.equal(res.status, 200);
-    t.ok(res.body.items.length <= 2, 'a page holds at most limit (2) runtimes');
-    seen.push(...res.body.items);
-    cursor = res.body.nextCursor;
+    const page: AnswerOf<'GET /v1/runtimes'> = await operator.call('GET /v1/runtimes', {
+      query: { limit: 2, ...(cursor ? { cursor } : {}) },
+    });
+    t.ok(page.items.length <= 2, 'a page holds at most limit (2) runtimes');
+    seen.push(...page.items);
+    cursor = page.nextCursor;
     pages++;
   } while (cursor !== null && pages < 50);
   t.equal(cursor, null, 'the pages end');
@@ -533,19 +549,17 @@ t.test('GET /v1/runtimes lists hosted and hybrid runtimes of every tenant, page 
     seen.some((r) => r.state === 'removed'),
     'removed runtimes are not listed',
   );
-  const hybrid = await call<{ items: Runtime[] }>('GET', '/v1/runtimes?mode=hybrid&limit=200', {
-    key: api.operatorKey,
-  });
+  const hybrid = await operator.call('GET /v1/runtimes', { query: { mode: 'hybrid', limit: 200 } });
   t.ok(
-    hybrid.body.items.length > 0 && hybrid.body.items.every((r) => r.mode === 'hybrid'),
+    hybrid.items.length > 0 && hybrid.items.every((r) => r.mode === 'hybrid'),
     'mode=hybrid lists only hybrid runtimes',
   );
 });
 
 t.test('the runtimes gauge counts what GET /v1/runtimes lists, by mode and state', async (t) => {
-  const listed = await call<{ items: Runtime[] }>('GET', '/v1/runtimes?limit=200', { key: api.operatorKey });
+  const listed = await as(api.operatorKey).call('GET /v1/runtimes', { query: { limit: 200 } });
   const counts = new Map<string, number>();
-  for (const r of listed.body.items) counts.set(`${r.mode}/${r.state}`, (counts.get(`${r.mode}/${r.state}`) ?? 0) + 1);
+  for (const r of listed.items) counts.set(`${r.mode}/${r.state}`, (counts.get(`${r.mode}/${r.state}`) ?? 0) + 1);
   t.equal(counts.get('hybrid/installed'), 1, "precondition: one installed hybrid runtime ('plant')");
   const text = await (await fetch(`${base}/metrics`)).text();
   for (const [key, n] of counts) {

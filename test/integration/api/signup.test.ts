@@ -4,7 +4,10 @@ import type { ApiResult, BodyOf } from '../../../provisioner/http/api-client.ts'
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { setAvailability } from '../../../provisioner/store/versions.ts';
 import { catalog } from '../../../runtime/catalog.ts';
-import { ageIdempotencyKey } from '../../helpers/housekeeping.ts';
+import { ageIdempotencyKey, storedIdempotencyKeys } from '../../helpers/housekeeping.ts';
+import { auditRows, dropAuditLog } from '../../helpers/audit.ts';
+import { storedKeys } from '../../helpers/keys.ts';
+import { countTenantRecords } from '../../helpers/tenants.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -44,10 +47,7 @@ t.test(
       toVersion: body.tenant.spec.runtimeVersion,
     });
     t.equal((await own.call('GET /v1/tenants/:id', { params: { id: body.tenant.id } })).id, body.tenant.id);
-    const { rows } = await api.db.pool.query<{ key_hash: Buffer }>(
-      'SELECT key_hash FROM api_keys WHERE tenant_id = $1',
-      [body.tenant.id],
-    );
+    const rows = await storedKeys(api.db.pool, { tenantId: body.tenant.id });
     t.equal(rows.length, 1, 'one key stored for the tenant');
     t.not(rows[0]!.key_hash.toString('utf8'), body.apiKey, 'the key is not stored in clear');
   },
@@ -55,10 +55,7 @@ t.test(
 
 t.test('signup writes an audit row without the API key', async (t) => {
   const { tenantId, apiKey } = await api.signup();
-  const { rows } = await api.db.pool.query<{ action: string; actor: string; after: unknown }>(
-    `SELECT action, actor, after FROM audit_log WHERE target_id = $1`,
-    [tenantId],
-  );
+  const rows = await auditRows(api.db.pool, { targetId: tenantId });
   t.equal(rows.length, 1);
   t.equal(rows[0]!.action, 'tenant.signup');
   t.equal(rows[0]!.actor, 'public');
@@ -81,8 +78,7 @@ t.test('Idempotency-Key: the same key and body return the first answer', async (
   t.equal(first.status, 202);
   t.equal(second.status, 202);
   t.same(second.body, first.body, 'replayed body is identical, including the API key');
-  const { rows } = await api.db.pool.query('SELECT id FROM tenants WHERE organization = $1', [payload.organization]);
-  t.equal(rows.length, 1, 'one tenant created');
+  t.equal(await countTenantRecords(api.db.pool, { organization: payload.organization }), 1, 'one tenant created');
 });
 
 t.test('Idempotency-Key: the same key with a different body is 409', async (t) => {
@@ -104,10 +100,7 @@ t.test('a second signup with the same Idempotency-Key under concurrency creates 
   );
   const ids = new Set(results.map((r) => accepted(r).tenant.id));
   t.equal(ids.size, 1, 'all answers name the same tenant');
-  const { rows } = await api.db.pool.query('SELECT count(*)::int AS n FROM tenants WHERE organization = $1', [
-    payload.organization,
-  ]);
-  t.equal(rows[0].n, 1);
+  t.equal(await countTenantRecords(api.db.pool, { organization: payload.organization }), 1);
 });
 
 t.test('concurrent signups for one organization without a key: one wins, the others get 409', async (t) => {
@@ -115,15 +108,11 @@ t.test('concurrent signups for one organization without a key: one wins, the oth
   const results = await Promise.all(Array.from({ length: 8 }, () => post({ organization: org, email: 'd@d.io' })));
   t.equal(results.filter((r) => r.status === 202).length, 1);
   t.equal(results.filter((r) => r.status === 409).length, 7);
-  const { rows } = await api.db.pool.query(
-    'SELECT count(*)::int AS n FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE t.organization = $1',
-    [org],
-  );
-  t.equal(rows[0].n, 1, 'losers left no keys behind');
+  t.equal((await storedKeys(api.db.pool, { organization: org })).length, 1, 'losers left no keys behind');
 });
 
 t.test('bad input is a 4xx naming what was wrong, and writes nothing', async (t) => {
-  const before = (await api.db.pool.query('SELECT count(*)::int AS n FROM tenants')).rows[0].n;
+  const before = await countTenantRecords(api.db.pool);
   // bad input on purpose (malformed JSON, wrong types, unknown fields, raw headers): sent raw
   const cases: Array<
     [
@@ -252,7 +241,7 @@ t.test('bad input is a 4xx naming what was wrong, and writes nothing', async (t)
     t.equal(body.error.code, code, `${name}: code`);
     if (field) t.equal(body.error.field, field, `${name}: field`);
   }
-  const after = (await api.db.pool.query('SELECT count(*)::int AS n FROM tenants')).rows[0].n;
+  const after = await countTenantRecords(api.db.pool);
   t.equal(after, before, 'no tenant was written');
 });
 
@@ -273,7 +262,7 @@ t.test('withdrawn and deprecated versions cannot be chosen at signup', async (t)
 
 t.test('5xx answers leak no internals', async (t) => {
   const broken = await createTestApi();
-  await broken.db.pool.query('DROP TABLE audit_log');
+  await dropAuditLog(broken.db.pool);
   const res = await broken
     .as(null)
     .request('POST /v1/signup', { body: { organization: uniqueOrg(), email: 'a@b.io' } });
@@ -282,8 +271,7 @@ t.test('5xx answers leak no internals', async (t) => {
   t.same(Object.keys(res.body.error).sort(), ['code', 'message', 'requestId']);
   t.equal(res.body.error.message, 'internal error');
   t.notMatch(JSON.stringify(res.body), /audit_log|relation|postgres/i);
-  const { rows } = await broken.db.pool.query('SELECT count(*)::int AS n FROM tenants');
-  t.equal(rows[0].n, 0, 'the failed signup left no tenant behind');
+  t.equal(await countTenantRecords(broken.db.pool), 0, 'the failed signup left no tenant behind');
   await broken.close();
 });
 
@@ -356,13 +344,13 @@ t.test('an idempotency replay never hands the API key to a stranger', async (t) 
   t.equal(stranger.status, 409, 'the stranger gets a conflict on the organization');
   t.notOk(JSON.stringify(stranger.body).includes(accepted(first).apiKey), "and not the victim's key");
   // The key is stored only as its hash.
-  const { rows } = await api.db.pool.query<{ key: string }>('SELECT key FROM idempotency_keys');
+  const rows = await storedIdempotencyKeys(api.db.pool);
   t.notOk(
-    rows.some((r) => r.key === key),
+    rows.some((r) => r === key),
     'the raw key is not stored',
   );
   t.ok(
-    rows.some((r) => r.key === createHash('sha256').update(key).digest('hex')),
+    rows.some((r) => r === createHash('sha256').update(key).digest('hex')),
     'its SHA-256 is',
   );
 });

@@ -5,6 +5,7 @@
 import t from 'tap';
 import type { BodyOf } from '../../../provisioner/http/api-client.ts';
 import { createTestApi, type TestApi } from '../../helpers/api.ts';
+import { auditRows } from '../../helpers/audit.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -69,9 +70,6 @@ t.test("an operator's suspension takes over a tenant's own; a tenant cannot give
   const withReason = await own.suspend('x');
   t.equal(withReason.status, 400);
   t.match(withReason.body, { error: { field: 'reason' } });
-  const audit = await api.db.pool.query<{ after: { suspendedBy?: string; reason?: string } }>(
-    `SELECT after FROM audit_log WHERE target_id = $1 AND action = 'tenant.suspend' ORDER BY id`,
-    [tenant.tenantId],
-  );
-  t.equal(audit.rows[0]?.after.suspendedBy, 'tenant', 'the audit row says who suspended');
+  const audit = await auditRows(api.db.pool, { targetId: tenant.tenantId, action: 'tenant.suspend' });
+  t.equal(audit[0]?.after?.suspendedBy, 'tenant', 'the audit row says who suspended');
 });

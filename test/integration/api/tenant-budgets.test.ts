@@ -12,6 +12,8 @@ import { createKey } from '../../../provisioner/store/keys.ts';
 import { EVENTS_PATH, type EventBatch } from '../../../runtime/protocol/events.ts';
 import { MAX_BATCHES_IN_FLIGHT_PER_TENANT } from '../../../provisioner/runtime-objects/service.ts';
 import { until } from '../../../sandbox/until.ts';
+import { holdTransaction, waitingAdvisoryLocks } from '../../helpers/postgres.ts';
+import { lockTenantObjects } from '../../../provisioner/store/runtime-objects.ts';
 
 const OBJECTS = 50;
 const BYTES = 1024 * 1024;
@@ -243,22 +245,13 @@ t.test(
   async (t) => {
     const tenant = await tenantWithRuntime();
     // A barrier: the tenant's ingest lock, held by the test, so that batches stay in progress.
-    const holder = await api.db.pool.connect();
-    await holder.query('BEGIN');
-    await holder.query(`SELECT pg_advisory_xact_lock(hashtextextended('runtime_objects:' || $1::text, 0))`, [
-      tenant.tenantId,
-    ]);
+    const holder = await holdTransaction(api.db.pool, (c) => lockTenantObjects(c, tenant.tenantId));
     const post = (name: string) =>
       call('POST', EVENTS_PATH, tenant.runtimeKey, { replica: 'r', items: [application(name, 1)] });
     const held = Array.from({ length: MAX_BATCHES_IN_FLIGHT_PER_TENANT }, (_, i) => post(`held-${i}`));
     // Waiting advisory locks of this test's own database only: the server is shared with other tests.
     await until(`${MAX_BATCHES_IN_FLIGHT_PER_TENANT} batches waiting on the tenant's lock`, 30_000, async () => {
-      const { rows } = await api.db.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pg_locks
-          WHERE locktype = 'advisory' AND NOT granted
-            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
-      );
-      return rows[0]!.n >= MAX_BATCHES_IN_FLIGHT_PER_TENANT;
+      return (await waitingAdvisoryLocks(api.db.pool)) >= MAX_BATCHES_IN_FLIGHT_PER_TENANT;
     });
     const extra = await post('extra');
     t.equal(
@@ -268,8 +261,7 @@ t.test(
     );
     t.ok(Number(extra.headers.get('retry-after')) >= 1, `with Retry-After (${extra.headers.get('retry-after')})`);
     t.match(extra.json.error?.message, /in progress/, `the message says why (${extra.json.error?.message})`);
-    await holder.query('COMMIT');
-    holder.release();
+    await holder.release();
     t.same(
       (await Promise.all(held)).map((r) => r.status),
       Array.from({ length: MAX_BATCHES_IN_FLIGHT_PER_TENANT }, () => 200),

@@ -21,7 +21,10 @@ import { cliAgainst } from '../../helpers/cli.ts';
 import { application, batch } from '../../helpers/events.ts';
 import { EVENTS_PATH } from '../../../runtime/protocol/events.ts';
 import { until } from '../../../sandbox/until.ts';
-import { markIdle } from '../../helpers/tenants.ts';
+import { countTenantRecords, markIdle } from '../../helpers/tenants.ts';
+import { auditRows } from '../../helpers/audit.ts';
+import { tenantOperations } from '../../helpers/operations.ts';
+import { queuedWebhooks } from '../../../provisioner/store/webhooks.ts';
 
 const KUBECONFIG =
   'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
@@ -187,12 +190,9 @@ t.test('an idle free tenant sleeps; a team tenant and a recently active one do n
   t.equal((await view(active.id)).status.phase, 'Ready', 'a tenant active a minute ago stays awake');
   t.equal(await api.services.sleep.sleepIdle(), 0, 'the next round finds nothing more');
 
-  const audit = await api.db.pool.query<{ actor: string; actor_role: string; after: { idleSeconds: number } }>(
-    `SELECT actor, actor_role, after FROM audit_log WHERE target_id = $1 AND action = 'tenant.sleep'`,
-    [idle.id],
-  );
-  t.match(audit.rows, [{ actor: 'idle-sleep', actor_role: 'system' }], 'audited as the idle loop');
-  t.ok(audit.rows[0]!.after.idleSeconds >= 3600, 'with how long it was idle');
+  const audit = await auditRows(api.db.pool, { targetId: idle.id, action: 'tenant.sleep' });
+  t.match(audit, [{ actor: 'idle-sleep', actorRole: 'system' }], 'audited as the idle loop');
+  t.ok(Number(audit[0]!.after?.idleSeconds) >= 3600, 'with how long it was idle');
 
   await t.test('a request to the sleeping runtime wakes it and is answered after the wake', async (t) => {
     const before = Date.now();
@@ -201,21 +201,15 @@ t.test('an idle free tenant sleeps; a team tenant and a recently active one do n
     t.same(await res.json(), { path: '/api/applications' }, 'the runtime served the request');
     const woken = await view(idle.id);
     t.equal(woken.status.sleep?.asleep, false, 'awake again');
-    const wake = await api.db.pool.query<{ kind: string; state: string }>(
-      `SELECT kind, state FROM operations WHERE tenant_id = $1 ORDER BY created_at DESC LIMIT 1`,
-      [idle.id],
-    );
-    t.equal(wake.rows[0]?.kind, 'wake', 'through a wake operation');
+    const wake = await tenantOperations(api.db.pool, idle.id);
+    t.equal(wake.at(-1)?.kind, 'wake', 'through a wake operation');
     await phaseIs(idle.id, 'Ready');
     t.ok(
       Date.parse(woken.status.sleep!.lastActivityAt) >= before - 1000,
       'the request counts as activity: last activity moved',
     );
-    const audit = await api.db.pool.query<{ action: string; after: { reason: string } }>(
-      `SELECT action, after FROM audit_log WHERE target_id = $1 AND action = 'tenant.wake'`,
-      [idle.id],
-    );
-    t.match(audit.rows[0]?.after.reason, /a request to its runtime/, 'the wake is audited with what woke it');
+    const audit = await auditRows(api.db.pool, { targetId: idle.id, action: 'tenant.wake' });
+    t.match(audit[0]?.after?.reason, /a request to its runtime/, 'the wake is audited with what woke it');
   });
 });
 
@@ -240,8 +234,8 @@ t.test('a runtime that is not back within the wait: 503 TENANT_WAKING with Retry
     t.match(err?.message, /asleep and is waking up/, 'the body says it is waking');
     t.equal((await operation(String(err?.details?.operationId))).kind, 'wake', 'and names the wake operation');
   }
-  const wakes = await api.db.pool.query(`SELECT 1 FROM operations WHERE tenant_id = $1 AND kind = 'wake'`, [tenant.id]);
-  t.equal(wakes.rowCount, 1, 'two requests at once queue one wake');
+  const wakes = await tenantOperations(api.db.pool, tenant.id, { kind: 'wake' });
+  t.equal(wakes.length, 1, 'two requests at once queue one wake');
   await phaseIs(tenant.id, 'Ready');
   slow.delete(tenant.id);
 });
@@ -309,10 +303,11 @@ t.test('the CLI and /metrics show sleep', async (t) => {
 
   const metrics = (await api.request('GET', '/metrics', { key: null })).body;
   const asleep = Number(/^provisioner_tenants_sleep\{plan="free",state="asleep"\} (\d+)/m.exec(metrics)?.[1]);
-  const { rows } = await api.db.pool.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM tenants WHERE plan = 'free' AND phase = 'Sleeping' AND NOT deleted`,
+  t.equal(
+    asleep,
+    await countTenantRecords(api.db.pool, { plan: 'free', phase: 'Sleeping', deleted: false }),
+    `/metrics counts the sleeping free tenants (${asleep})`,
   );
-  t.equal(asleep, rows[0]!.n, `/metrics counts the sleeping free tenants (${asleep})`);
   t.ok(asleep >= 1);
   t.match(metrics, /^provisioner_sleep_events_total\{event="woken_by_request"\} [1-9]/m, 'and the wakes by request');
 
@@ -355,14 +350,7 @@ t.test('webhooks: a public per-tenant URL; kept, delivered in order, also after 
       },
       body,
     });
-  const queued = async () =>
-    Number(
-      (
-        await api.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM tenant_webhooks WHERE tenant_id = $1', [
-          tenant.id,
-        ])
-      ).rows[0]!.n,
-    );
+  const queued = async () => Number((await queuedWebhooks(api.db.pool, tenant.id)).count);
 
   await t.test('awake: delivered to the event source as sent', async (t) => {
     const res = await post('github?source=repo-a', '{"ref":"refs/heads/main"}');
@@ -408,11 +396,8 @@ t.test('webhooks: a public per-tenant URL; kept, delivered in order, also after 
     t.equal(((await full.json()) as { error: { code: string } }).error.code, 'WEBHOOK_QUEUE_FULL');
     t.equal(await queued(), 3, 'three kept while the runtime is away');
     t.equal(received.get(tenant.id), undefined, 'none delivered yet');
-    const wake = await api.db.pool.query<{ actor: string }>(
-      `SELECT actor FROM audit_log WHERE target_id = $1 AND action = 'tenant.wake' ORDER BY id DESC LIMIT 1`,
-      [tenant.id],
-    );
-    t.equal(wake.rows[0]?.actor, 'webhook', 'the webhook woke the tenant (audited)');
+    const wake = await auditRows(api.db.pool, { targetId: tenant.id, action: 'tenant.wake' });
+    t.equal(wake.at(-1)?.actor, 'webhook', 'the webhook woke the tenant (audited)');
     await phaseIs(tenant.id, 'Ready');
     failures.set('/webhooks/github', 1); // the event source is not ready at first
     slow.delete(tenant.id);

@@ -10,7 +10,8 @@
  */
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
-import { markIdle, markReconciled } from '../../helpers/tenants.ts';
+import { countTenantRecords, markIdle, markReconciled, tenantRecord } from '../../helpers/tenants.ts';
+import { auditRows } from '../../helpers/audit.ts';
 
 const api = await createTestApi({
   env: {
@@ -61,12 +62,11 @@ const patch = <T = { tenant: TenantView; operationId: string; queued: boolean }>
   body: unknown,
 ) => call<T>('PATCH', `/v1/tenants/${id}`, key, body);
 const audits = async (id: string) =>
-  (
-    await api.db.pool.query<{ actor_role: string; before: unknown; after: unknown }>(
-      `SELECT actor_role, before, after FROM audit_log WHERE action = 'tenant.time_zone' AND target_id = $1 ORDER BY id`,
-      [id],
-    )
-  ).rows;
+  (await auditRows(api.db.pool, { action: 'tenant.time_zone', targetId: id })).map((r) => ({
+    actor_role: r.actorRole,
+    before: r.before,
+    after: r.after,
+  }));
 
 t.test('set at signup (optional), stored as the time zone database spells it, shown in every answer', async (t) => {
   const [status, body] = await signup({ timeZone: 'europe/berlin' });
@@ -80,7 +80,7 @@ t.test('set at signup (optional), stored as the time zone database spells it, sh
   t.equal(none.tenant.timeZone, null, 'not given: null (not set)');
   t.equal((await get(none.tenant.id)).timeZone, null);
 
-  const before = (await api.db.pool.query('SELECT count(*)::int AS n FROM tenants')).rows[0].n;
+  const before = await countTenantRecords(api.db.pool);
   const [bad, refused] = await signup({ timeZone: 'Mars/Olympus' });
   t.equal(bad, 400, 'a zone the database does not know is refused');
   t.equal(refused.error?.code, 'VALIDATION_FAILED');
@@ -90,14 +90,13 @@ t.test('set at signup (optional), stored as the time zone database spells it, sh
     /'Mars\/Olympus' is not a known IANA time zone \(e\.g\. Europe\/Berlin/,
     'and the value, with an example',
   );
-  t.equal((await api.db.pool.query('SELECT count(*)::int AS n FROM tenants')).rows[0].n, before, 'nothing was created');
+  t.equal(await countTenantRecords(api.db.pool), before, 'nothing was created');
 });
 
 t.test('PATCH: the tenant sets and clears its own; an operator any; audited; no operation', async (t) => {
   const [, s] = await signup();
   const id = s.tenant.id;
-  const seq = async () =>
-    (await api.db.pool.query('SELECT change_seq FROM tenants WHERE id = $1', [id])).rows[0].change_seq;
+  const seq = async () => (await tenantRecord(api.db.pool, id)).change_seq;
   const seqBefore = await seq();
 
   const [status, set] = await patch(id, s.apiKey, { timeZone: 'America/New_York' });

@@ -1,11 +1,13 @@
 import t from 'tap';
-import pg from 'pg';
 import type { AnswerOf, ApiError, QueryOf } from '../../../provisioner/http/api-client.ts';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { addRootCluster } from '../../helpers/clusters.ts';
-import { settleTenantOperations } from '../../helpers/operations.ts';
-import { markStalled, setTenantStatus } from '../../helpers/tenants.ts';
+import { settleTenantOperations, tenantOperations } from '../../helpers/operations.ts';
+import { markStalled, setTenantStatus, tenantRecord } from '../../helpers/tenants.ts';
+import { auditRows } from '../../helpers/audit.ts';
+import { listenTo } from '../../helpers/postgres.ts';
+import { TENANT_CHANNEL } from '../../../provisioner/store/tenants.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -42,14 +44,8 @@ t.test('GET /v1/tenants/:id returns the tenant; an unknown id is 404; a malforme
 
 t.test('every spec change bumps the generation, queues one operation, writes an audit row and NOTIFYs', async (t) => {
   const { tenantId } = await api.signup({ runtimeVersion: v1 });
-  const listener = new pg.Client({ connectionString: api.db.url });
-  await listener.connect();
-  await listener.query('LISTEN tenant_due');
-  const notified = new Promise<string>((resolve) =>
-    listener.on('notification', (n) => {
-      if (n.payload === tenantId) resolve(n.payload);
-    }),
-  );
+  const listener = await listenTo(api.db.url, TENANT_CHANNEL);
+  const notified = listener.notified(tenantId);
 
   const res = await operator.request('POST /v1/tenants/:id/suspend', { params: { id: tenantId } });
   t.equal(res.status, 202);
@@ -63,12 +59,9 @@ t.test('every spec change bumps the generation, queues one operation, writes an 
   );
   const op = await client.call('GET /v1/operations/:id', { params: { id: body.operationId } });
   t.match(op, { kind: 'suspend', state: 'queued', generation: 2 });
-  const audit = await api.db.pool.query(
-    `SELECT action, before, after FROM audit_log WHERE target_id = $1 AND action = 'tenant.suspend'`,
-    [tenantId],
-  );
-  t.equal(audit.rows.length, 1);
-  t.match(audit.rows[0], { before: { suspended: false }, after: { suspended: true } });
+  const audit = await auditRows(api.db.pool, { targetId: tenantId, action: 'tenant.suspend' });
+  t.equal(audit.length, 1);
+  t.match(audit[0], { before: { suspended: false }, after: { suspended: true } });
   const timeout = new Promise<string>((resolve) =>
     setTimeout(() => resolve('no notification within 10 s'), 10_000).unref(),
   );
@@ -269,26 +262,18 @@ t.test('retry clears Stalled and makes the tenant due at once without changing t
     res.body.tenant.status.conditions.find((c) => c.type === 'Stalled'),
     { status: 'False', reason: 'RetryRequested' },
   );
-  const { rows } = await api.db.pool.query(
-    'SELECT stalled, consecutive_failures, next_attempt_at <= now() AS due FROM tenants WHERE id = $1',
-    [tenantId],
-  );
-  t.same(rows[0], { stalled: false, consecutive_failures: 0, due: true });
+  const { stalled, consecutive_failures, due } = await tenantRecord(api.db.pool, tenantId);
+  t.same({ stalled, consecutive_failures, due }, { stalled: false, consecutive_failures: 0, due: true });
 });
 
 t.test('retry queues nothing for a tenant that is neither stalled nor failing', async (t) => {
   const { tenantId, operationId } = await api.signup();
-  const opsBefore = await api.db.pool.query('SELECT count(*)::int AS n FROM operations WHERE tenant_id = $1', [
-    tenantId,
-  ]);
+  const opsBefore = (await tenantOperations(api.db.pool, tenantId)).length;
   const retry = () => operator.call('POST /v1/tenants/:id/retry', { params: { id: tenantId } });
   const under = await retry();
   t.ok(under, 'a tenant whose create is queued: accepted');
   t.equal(under.operationId, operationId, 'the answer is the operation already under way');
-  const opsAfter = await api.db.pool.query('SELECT count(*)::int AS n FROM operations WHERE tenant_id = $1', [
-    tenantId,
-  ]);
-  t.equal(opsAfter.rows[0].n, opsBefore.rows[0].n, 'no second operation was queued');
+  t.equal((await tenantOperations(api.db.pool, tenantId)).length, opsBefore, 'no second operation was queued');
 
   await settleTenantOperations(api.db.pool, tenantId);
   await setTenantStatus(api.db.pool, tenantId, { phase: 'Ready' });
@@ -297,10 +282,7 @@ t.test('retry queues nothing for a tenant that is neither stalled nor failing', 
     { status: 409, code: 'NOTHING_TO_RETRY', message: /is Ready/ },
     'a Ready tenant with nothing under way: 409; the message names the state',
   );
-  const opsSettled = await api.db.pool.query('SELECT count(*)::int AS n FROM operations WHERE tenant_id = $1', [
-    tenantId,
-  ]);
-  t.equal(opsSettled.rows[0].n, opsBefore.rows[0].n, 'still no operation queued');
+  t.equal((await tenantOperations(api.db.pool, tenantId)).length, opsBefore, 'still no operation queued');
 });
 
 t.test(

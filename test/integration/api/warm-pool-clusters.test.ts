@@ -29,6 +29,10 @@ import { startTunnelClient, type TunnelClient } from '../../../runtime/agents/tu
 import { catalog } from '../../../runtime/catalog.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { until } from '../../../sandbox/until.ts';
+import { auditCount, auditRows } from '../../helpers/audit.ts';
+import { storedKeys } from '../../helpers/keys.ts';
+import { tenantLogLines } from '../../helpers/operations.ts';
+import { findTenants, tenantRecord } from '../../helpers/tenants.ts';
 
 const KUBECONFIG =
   'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
@@ -102,13 +106,12 @@ interface Entry {
   pool_credential_id: string | null;
 }
 const entries = async () =>
-  (
-    await api.db.pool.query<Entry>(
-      `SELECT t.id, t.phase, c.name AS cluster, t.pool_credential_id FROM tenants t
-         LEFT JOIN root_clusters c ON c.id = t.cluster_id
-        WHERE t.pool_state = 'pooled' AND NOT t.deleted ORDER BY t.created_at`,
-    )
-  ).rows;
+  (await findTenants(api.db.pool, { pooled: true, deleted: false })).map((r): Entry => ({
+    id: r.id,
+    phase: r.phase,
+    cluster: r.cluster_name,
+    pool_credential_id: r.pool_credential_id,
+  }));
 const perCluster = (list: Entry[]) => {
   const out: Record<string, number> = {};
   for (const e of list) out[e.cluster ?? '(none)'] = (out[e.cluster ?? '(none)'] ?? 0) + 1;
@@ -130,23 +133,15 @@ const fullPool = (want: Record<string, number>) =>
   );
 /** The clear runtime key stored (sealed) on a tenant row. */
 async function storedKey(tenantId: string): Promise<string> {
-  const { rows } = await api.db.pool.query<{ runtime_token_enc: Buffer }>(
-    'SELECT runtime_token_enc FROM tenants WHERE id = $1',
-    [tenantId],
-  );
-  return api.services.box.decrypt(rows[0]!.runtime_token_enc, runtimeTokenAad(tenantId)).toString('utf8');
+  const { runtime_token_enc: sealed } = await tenantRecord(api.db.pool, tenantId);
+  if (!sealed) throw new Error(`precondition: tenant ${tenantId} holds a runtime token`);
+  return api.services.box.decrypt(sealed, runtimeTokenAad(tenantId)).toString('utf8');
 }
 const whoami = async (key: string) => {
   const res = await api.as(key).request('GET /v1/whoami');
   return { status: res.status, body: res.ok ? res.body : null };
 };
-const clusterOf = async (tenantId: string) =>
-  (
-    await api.db.pool.query<{ name: string }>(
-      'SELECT c.name FROM tenants t JOIN root_clusters c ON c.id = t.cluster_id WHERE t.id = $1',
-      [tenantId],
-    )
-  ).rows[0]?.name;
+const clusterOf = async (tenantId: string) => (await tenantRecord(api.db.pool, tenantId)).cluster_name ?? undefined;
 const operationState = async (id: string) =>
   (await api.client.call('GET /v1/operations/:id', { params: { id } })).state;
 
@@ -189,11 +184,9 @@ const tunnelConnected = async (tenantId: string) =>
 t.test('the pool keeps its size on each root cluster, each entry pinned to its cluster', async (t) => {
   const round = await api.services.warmPool.refill();
   t.same(round, { added: 4, recycled: 0 }, 'two entries per cluster added in one round (parallelism 4)');
-  const added = await api.db.pool.query<{ cluster: string }>(
-    `SELECT after->>'cluster' AS cluster FROM audit_log WHERE action = 'warm_pool.add'`,
-  );
+  const added = await auditRows(api.db.pool, { action: 'warm_pool.add' });
   t.same(
-    added.rows.map((r) => r.cluster).sort(),
+    added.map((r) => r.after?.cluster).sort(),
     ['root-eu', 'root-eu', 'root-us', 'root-us'],
     'each added for its cluster (audited)',
   );
@@ -209,13 +202,12 @@ t.test('the pool keeps its size on each root cluster, each entry pinned to its c
   }
   t.same((await api.services.warmPool.refill()).added, 0, 'full: nothing added');
 
-  const creds = await api.db.pool.query<{ name: string; role: string; revoked_at: Date | null }>(
-    `SELECT k.name, k.role, k.revoked_at FROM tenants t JOIN api_keys k ON k.id = t.pool_credential_id
-      WHERE t.pool_state = 'pooled' AND NOT t.deleted`,
-  );
-  t.equal(creds.rowCount, 4, 'each entry has a pool credential');
+  const creds = [];
+  for (const e of await entries())
+    if (e.pool_credential_id) creds.push(...(await storedKeys(api.db.pool, { id: e.pool_credential_id })));
+  t.equal(creds.length, 4, 'each entry has a pool credential');
   t.ok(
-    creds.rows.every((k) => k.role === 'runtime' && k.name === POOL_CREDENTIAL_NAME && k.revoked_at === null),
+    creds.every((k) => k.role === 'runtime' && k.name === POOL_CREDENTIAL_NAME && k.revoked_at === null),
     'a runtime key named as the pool credential, live',
   );
 
@@ -252,19 +244,14 @@ t.test('cordoning a cluster recycles its entries; the other keeps its two', asyn
   t.equal((await api.as(api.operatorKey).request('POST /v1/clusters/:name/cordon', rootUs)).status, 200);
   t.same(await api.services.warmPool.refill(), { added: 0, recycled: 2 }, "root-us's two entries recycled, none added");
   t.same(perCluster(await entries()), { 'root-eu': 2 }, 'root-eu keeps its two');
-  const recycled = await api.db.pool.query<{ target_id: string; cluster: string }>(
-    `SELECT target_id, after->>'cluster' AS cluster FROM audit_log WHERE action = 'warm_pool.recycle' AND target_id = ANY($1)`,
-    [onUs],
-  );
+  const recycled = await auditRows(api.db.pool, { action: 'warm_pool.recycle', targetId: onUs });
   t.same(
-    recycled.rows.map((r) => r.cluster),
+    recycled.map((r) => r.after?.cluster),
     ['root-us', 'root-us'],
     'audited as recycled from root-us',
   );
-  const deleted = await api.db.pool.query<{ deleted: boolean }>('SELECT deleted FROM tenants WHERE id = ANY($1)', [
-    onUs,
-  ]);
-  t.ok(deleted.rows.length === 2 && deleted.rows.every((r) => r.deleted), 'deleted (their stacks destroyed)');
+  const deleted = await findTenants(api.db.pool, { ids: onUs });
+  t.ok(deleted.length === 2 && deleted.every((r) => r.deleted), 'deleted (their stacks destroyed)');
   t.same((await api.services.warmPool.refill()).added, 0, 'no entry added on the cordoned cluster');
 
   t.equal((await api.as(api.operatorKey).request('POST /v1/clusters/:name/uncordon', rootUs)).status, 200);
@@ -283,10 +270,7 @@ t.test('a signup with a region claims on its cluster; without one, on the least 
   const eu = await api.signup({ plan: 'free', region: 'eu' });
   t.equal(eu.body.warm, true, 'region eu: served warm');
   t.equal(await clusterOf(eu.tenantId), 'root-eu', 'on root-eu');
-  const claims = await api.db.pool.query<{ target_id: string; cluster_id: string }>(
-    `SELECT target_id, after->>'clusterId' AS cluster_id FROM audit_log WHERE action = 'warm_pool.claim'`,
-  );
-  t.equal(claims.rowCount, 3, 'each claim audited');
+  t.equal(await auditCount(api.db.pool, { action: 'warm_pool.claim' }), 3, 'each claim audited');
   const none = await api.signup({ plan: 'free', region: 'us' });
   t.notOk(none.body.warm, "root-us's entries taken: a region us signup is cold (the entry on root-eu is not in us)");
   for (const s of [us, any, eu])
@@ -315,12 +299,9 @@ t.test(
 
     const key = await storedKey(id);
     t.not(key, credential, "the tenant's runtime key is a new one, not the entry's credential");
-    const row = await api.db.pool.query<{ name: string; role: string; revoked_at: Date | null; created_by: string }>(
-      'SELECT name, role, revoked_at, created_by FROM api_keys WHERE key_hash = $1',
-      [hashKey(key)],
-    );
+    const [row] = await storedKeys(api.db.pool, { keyHash: hashKey(key) });
     t.same(
-      row.rows[0] && { name: row.rows[0].name, role: row.rows[0].role, revoked: row.rows[0].revoked_at !== null },
+      row && { name: row.name, role: row.role, revoked: row.revoked_at !== null },
       { name: CLAIM_RUNTIME_KEY_NAME, role: 'runtime', revoked: false },
       'made in the claim: a runtime key of the tenant (its hash in api_keys)',
     );
@@ -348,24 +329,19 @@ t.test(
     await until('the bind succeeded', 10_000, async () => (await operationState(signup.operationId)) === 'succeeded');
     await until('the pool credential refused', 10_000, async () => (await whoami(credential)).status === 401);
     t.match(await whoami(key), { status: 200, body: { tenantId: id } }, "the tenant's runtime key still authenticates");
-    const after = await api.db.pool.query<{ pool_credential_id: string | null }>(
-      'SELECT pool_credential_id FROM tenants WHERE id = $1',
-      [id],
+    t.equal(
+      (await tenantRecord(api.db.pool, id)).pool_credential_id,
+      null,
+      'the tenant holds no pool credential any more',
     );
-    t.equal(after.rows[0]?.pool_credential_id, null, 'the tenant holds no pool credential any more');
     t.ok(await tunnelConnected(id), "the tenant's tunnel is connected (with the new key)");
     t.notOk(runtime.seen.includes('disconnected'), 'the revocation did not drop it');
     t.ok(runtime.client.connected, 'the tunnel client is connected');
 
-    const audit = await api.db.pool.query<{ action: string; actor: string; after: Record<string, unknown> }>(
-      `SELECT action, actor, after FROM audit_log WHERE target_id = $1 AND action LIKE 'warm_pool.%' ORDER BY id`,
-      [id],
-    );
-    const claim = audit.rows.find((r) => r.action === 'warm_pool.claim');
-    const revoked = audit.rows.find((r) => r.action === 'warm_pool.credential_revoked');
-    const credentialId = (
-      await api.db.pool.query<{ id: string }>('SELECT id FROM api_keys WHERE key_hash = $1', [hashKey(credential)])
-    ).rows[0]!.id;
+    const audit = await auditRows(api.db.pool, { targetId: id, actionPrefix: 'warm_pool.' });
+    const claim = audit.find((r) => r.action === 'warm_pool.claim');
+    const revoked = audit.find((r) => r.action === 'warm_pool.credential_revoked');
+    const credentialId = (await storedKeys(api.db.pool, { keyHash: hashKey(credential) }))[0]!.id;
     t.match(
       claim?.after,
       {
@@ -378,16 +354,9 @@ t.test(
     );
     t.match(revoked?.after, { keyId: credentialId, operationId: signup.operationId }, 'the revocation is audited');
     t.equal(revoked?.actor, 'warm-pool', 'by the warm pool');
-    const all = JSON.stringify((await api.db.pool.query('SELECT * FROM audit_log WHERE target_id = $1', [id])).rows);
+    const all = JSON.stringify(await auditRows(api.db.pool, { targetId: id }));
     t.notOk(all.includes(key) || all.includes(credential), 'no key in any audit row of the tenant');
-    const logs = JSON.stringify(
-      (
-        await api.db.pool.query(
-          'SELECT l.* FROM operation_logs l JOIN operations o ON o.id = l.operation_id WHERE o.tenant_id = $1',
-          [id],
-        )
-      ).rows,
-    );
+    const logs = JSON.stringify(await tenantLogLines(api.db.pool, id));
     t.notOk(logs.includes(key) || logs.includes(credential), 'nor in its operation logs');
   },
 );
@@ -425,11 +394,8 @@ t.test(
 
     release();
     await until('the retry succeeded', 10_000, async () => {
-      const { rows } = await api.db.pool.query<{ ok: boolean }>(
-        `SELECT observed_generation = generation AND phase = 'Ready' AND consecutive_failures = 0 AS ok FROM tenants WHERE id = $1`,
-        [id],
-      );
-      return rows[0]?.ok;
+      const r = await tenantRecord(api.db.pool, id);
+      return r.observed_generation === r.generation && r.phase === 'Ready' && r.consecutive_failures === 0;
     });
     await until('the pool credential refused', 10_000, async () => (await whoami(credential)).status === 401);
     t.equal((await whoami(key)).status, 200, "the tenant's runtime key authenticates");
@@ -456,9 +422,6 @@ t.test('20 concurrent signups on the pool of two clusters: each entry to one sig
   const warm = results.filter((r) => r.body.warm).map((r) => r.tenantId);
   t.equal(warm.length, 4, 'four signups served warm');
   t.equal(new Set(warm).size, 4, 'by four different entries');
-  const keys = await api.db.pool.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM api_keys WHERE tenant_id = ANY($1) AND role = 'runtime' AND name = $2`,
-    [warm, CLAIM_RUNTIME_KEY_NAME],
-  );
-  t.equal(keys.rows[0]?.n, 4, 'each with its own new runtime key');
+  const keys = await storedKeys(api.db.pool, { tenantIds: warm, role: 'runtime', name: CLAIM_RUNTIME_KEY_NAME });
+  t.equal(keys.length, 4, 'each with its own new runtime key');
 });

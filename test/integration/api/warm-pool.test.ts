@@ -16,7 +16,14 @@ import { catalog } from '../../../runtime/catalog.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { cliAgainst } from '../../helpers/cli.ts';
 import { until } from '../../../sandbox/until.ts';
-import { markReconciled, setTenantStatus } from '../../helpers/tenants.ts';
+import {
+  countTenantRecords,
+  findTenants,
+  markReconciled,
+  setTenantStatus,
+  tenantRecord,
+} from '../../helpers/tenants.ts';
+import { auditCount, auditRows } from '../../helpers/audit.ts';
 
 const KUBECONFIG =
   'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\n' +
@@ -41,12 +48,7 @@ t.equal(
   201,
 );
 
-const pooled = async () =>
-  (
-    await api.db.pool.query<{ id: string; phase: string; organization: string }>(
-      `SELECT id, phase, organization FROM tenants WHERE pool_state = 'pooled' AND NOT deleted ORDER BY created_at`,
-    )
-  ).rows;
+const pooled = async () => findTenants(api.db.pool, { pooled: true, deleted: false });
 const readyPooled = async (n: number) =>
   until(
     `${n} Ready pool entries`,
@@ -107,8 +109,7 @@ t.test('signups claim Ready entries and are Ready at once; past the pool, the co
   });
   const bindRun = engine.calls.filter((c) => c.tenantId === res.tenantId && c.kind === 'up').at(-1);
   t.equal(bindRun?.input.organization, 'acme-warm', "the bind ran the program with the customer's name");
-  const phases = await api.db.pool.query<{ phase: string }>('SELECT phase FROM tenants WHERE id = $1', [res.tenantId]);
-  t.equal(phases.rows[0]?.phase, 'Ready', 'and it stayed Ready');
+  t.equal((await tenantRecord(api.db.pool, res.tenantId)).phase, 'Ready', 'and it stayed Ready');
 
   const second = await api.signup({ organization: 'globex-warm', plan: 'free' });
   t.equal(second.body.warm, true, 'the second signup: warm too');
@@ -127,11 +128,8 @@ t.test('signups claim Ready entries and are Ready at once; past the pool, the co
 
   t.same((await api.services.warmPool.refill()).added, 1, 'the pool refills');
   await readyPooled(1);
-  const audit = await api.db.pool.query<{ after: { warmPool?: boolean } }>(
-    `SELECT after FROM audit_log WHERE action = 'tenant.signup' AND target_id = $1`,
-    [res.tenantId],
-  );
-  t.equal(audit.rows[0]?.after.warmPool, true, 'the signup audit says it was served warm');
+  const audit = await auditRows(api.db.pool, { action: 'tenant.signup', targetId: res.tenantId });
+  t.equal(audit[0]?.after?.warmPool, true, 'the signup audit says it was served warm');
   t.match(
     (await api.request('GET', '/metrics', { key: null })).body,
     /provisioner_signups_total\{source="warm"\} 2/,
@@ -149,13 +147,12 @@ t.test('entries of a plan or version the pool no longer keeps are recycled', asy
     enabled: false,
   });
   t.same(await other.refill(), { added: 0, recycled: 1 }, 'the free entry is recycled when free is not pooled');
-  const row = await api.db.pool.query<{ deleted: boolean }>('SELECT deleted FROM tenants WHERE id = $1', [entry!.id]);
-  t.equal(row.rows[0]?.deleted, true, 'deleted (its stack destroyed by the reconciler)');
-  const recycle = await api.db.pool.query(
-    `SELECT 1 FROM audit_log WHERE action = 'warm_pool.recycle' AND target_id = $1`,
-    [entry!.id],
+  t.equal(
+    (await tenantRecord(api.db.pool, entry!.id)).deleted,
+    true,
+    'deleted (its stack destroyed by the reconciler)',
   );
-  t.equal(recycle.rowCount, 1, 'audited');
+  t.equal(await auditCount(api.db.pool, { action: 'warm_pool.recycle', targetId: entry!.id }), 1, 'audited');
 });
 
 t.test('an entry that failed to provision is recycled, and the pool refills after it', async (t) => {
@@ -172,13 +169,9 @@ t.test('an entry that failed to provision is recycled, and the pool refills afte
     0,
     'and no entry is added for its plan in the same round (no churn on a create that always fails)',
   );
-  const row = await api.db.pool.query<{ deleted: boolean }>('SELECT deleted FROM tenants WHERE id = $1', [stuck.id]);
-  t.equal(row.rows[0]?.deleted, true, 'deleted');
-  const audit = await api.db.pool.query<{ after: { failed: boolean } }>(
-    `SELECT after FROM audit_log WHERE action = 'warm_pool.recycle' AND target_id = $1`,
-    [stuck.id],
-  );
-  t.equal(audit.rows[0]?.after.failed, true, 'audited as failed');
+  t.equal((await tenantRecord(api.db.pool, stuck.id)).deleted, true, 'deleted');
+  const audit = await auditRows(api.db.pool, { action: 'warm_pool.recycle', targetId: stuck.id });
+  t.equal(audit[0]?.after?.failed, true, 'audited as failed');
   t.ok(
     (await api.services.warmPool.refill()).added >= 1,
     'the next round refills: the failed entry no longer holds a place',
@@ -213,11 +206,10 @@ t.test('100 concurrent claims on 10 entries: each entry goes to one claim', asyn
   t.equal(won.length, 10, 'ten claims got an entry');
   t.equal(new Set(won).size, 10, 'ten different entries');
   t.same([...won].sort(), [...ids].sort(), 'exactly the ten entries');
-  const owners = await api.db.pool.query<{ n: number }>(
-    `SELECT count(DISTINCT organization)::int AS n FROM tenants WHERE id = ANY($1::uuid[]) AND organization LIKE 'racer-%'`,
-    [ids],
+  const owners = new Set(
+    (await findTenants(api.db.pool, { ids })).map((r) => r.organization).filter((o) => o.startsWith('racer-')),
   );
-  t.equal(owners.rows[0]?.n, 10, 'each named for the one claim that got it');
+  t.equal(owners.size, 10, 'each named for the one claim that got it');
 });
 
 t.test(
@@ -229,12 +221,9 @@ t.test(
     const c = res.body;
     t.equal(c.defaultVersion, catalog.defaultVersion());
     const free = c.plans.find((p) => p.plan === 'free')!;
-    const { rows } = await api.db.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM tenants WHERE plan = 'free' AND pool_state IS NULL AND NOT deleted`,
-    );
     t.equal(
       free.tenants.awake + free.tenants.asleep + free.tenants.waking,
-      rows[0]!.n,
+      await countTenantRecords(api.db.pool, { plan: 'free', pooled: false, deleted: false }),
       'the free tenants, pool entries left out',
     );
     t.same(free.signups24h, { warm: 2, cold: 1 }, 'two free signups served warm, one cold');

@@ -6,6 +6,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../../provisioner/config.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import { startServer } from '../../../provisioner/server.ts';
 
 const run = promisify(execFile);
@@ -23,13 +24,12 @@ t.test('the embedded database keeps data across restarts, and the admin key is g
   const first = await startServer(loadConfig(env), { out: (l) => printed.push(l) });
   const adminKey = printed.map((l) => l.trim()).find((l) => l.startsWith('hrt_admin_'));
   t.ok(adminKey, 'a generated admin key is printed');
-  const signup = await fetch(`${first.url}/v1/signup`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ organization: 'persisted', email: 'p@p.io' }),
+  const signup = await new ApiClient({ baseUrl: first.url }).request('POST /v1/signup', {
+    body: { organization: 'persisted', email: 'p@p.io' },
   });
   t.equal(signup.status, 202);
-  const { tenant } = (await signup.json()) as { tenant: { id: string } };
+  if (!signup.ok) return;
+  const { tenant } = signup.body;
   const keyFile = await readFile(join(dataDir, 'encryption.key'), 'utf8');
   const passphrase = await readFile(join(dataDir, 'pulumi-passphrase'), 'utf8');
   await first.close();
@@ -47,11 +47,11 @@ t.test('the embedded database keeps data across restarts, and the admin key is g
     passphrase,
     'the development Pulumi passphrase is kept',
   );
-  const res = await fetch(`${second.url}/v1/tenants/${tenant.id}`, {
-    headers: { authorization: `Bearer ${adminKey}` },
+  const res = await new ApiClient({ baseUrl: second.url, token: adminKey }).request('GET /v1/tenants/:id', {
+    params: { id: tenant.id },
   });
   t.equal(res.status, 200, 'the first admin key still works');
-  t.equal(((await res.json()) as { organization: string }).organization, 'persisted');
+  t.equal(res.ok && res.body.organization, 'persisted');
 });
 
 t.test('a bad configuration value stops start-up with a message naming it', async (t) => {

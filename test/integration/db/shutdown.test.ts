@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import { createTestDatabase } from '../../helpers/postgres.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { until } from '../../../sandbox/until.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 
 const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
 
@@ -60,20 +61,13 @@ t.test('SIGTERM: requests through a tunnel finish, the runtime is told to go awa
     });
     void exited.then((code) => reject(new Error(`provisioner exited with ${String(code)} before listening`)));
   });
-  const admin = { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' };
-  const signup = await fetch(`${base}/v1/signup`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ organization: 'shutdown', email: 'o@example.com' }),
+  const api = new ApiClient({ baseUrl: base });
+  const { tenant, apiKey } = await api.call('POST /v1/signup', {
+    body: { organization: 'shutdown', email: 'o@example.com' },
   });
-  const { tenant, apiKey } = (await signup.json()) as { tenant: { id: string }; apiKey: string };
-  const runtimeKey = (await (
-    await fetch(`${base}/v1/keys`, {
-      method: 'POST',
-      headers: admin,
-      body: JSON.stringify({ role: 'runtime', name: 'runtime', tenantId: tenant.id }),
-    })
-  ).json()) as { key: string };
+  const runtimeKey = await api.withToken(adminToken).call('POST /v1/keys', {
+    body: { role: 'runtime', name: 'runtime', tenantId: tenant.id },
+  });
 
   let release: () => void = () => {};
   let arrived: () => void = () => {};
@@ -93,10 +87,8 @@ t.test('SIGTERM: requests through a tunnel finish, the runtime is told to go awa
   });
   t.teardown(() => client.close());
   const connected = await until('the provisioner to report the runtime connected', 10_000, async () => {
-    const s = (await (
-      await fetch(`${base}/v1/tenants/${tenant.id}`, { headers: { authorization: `Bearer ${apiKey}` } })
-    ).json()) as { status: { tunnel: { connected: boolean } } };
-    return s.status.tunnel.connected;
+    const s = await api.withToken(apiKey).call('GET /v1/tenants/:id', { params: { id: tenant.id } });
+    return s.status.tunnel?.connected;
   });
   t.equal(connected, true, 'the provisioner reports the runtime connected before the shutdown');
 
@@ -160,10 +152,8 @@ t.test(
         reject(new Error(`provisioner exited with ${String(code)} before listening: ${stderr}`)),
       );
     });
-    const signup = await fetch(`${base}/v1/signup`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ organization: 'ctrl-c', email: 'o@example.com' }),
+    const signup = await new ApiClient({ baseUrl: base }).request('POST /v1/signup', {
+      body: { organization: 'ctrl-c', email: 'o@example.com' },
     });
     t.equal(signup.status, 202, 'the provisioner serves from its embedded PostgreSQL before the signal');
     const postmaster = Number(

@@ -8,6 +8,8 @@ import t, { type Test } from 'tap';
 import { createFleetHarness, type FleetHarness } from './fleet-harness.ts';
 import { expireLease } from '../../helpers/tenants.ts';
 import { expireFleetLeases } from '../../helpers/fleet.ts';
+import { auditCount, auditRows } from '../../helpers/audit.ts';
+import { getFleetRow } from '../../../provisioner/store/fleet-upgrades.ts';
 
 let f: FleetHarness;
 t.beforeEach(async () => {
@@ -17,10 +19,9 @@ t.beforeEach(async () => {
 t.afterEach(() => f.close());
 
 async function exactlyOnce(t: Test, fleetId: string, ids: string[], version: string): Promise<void> {
-  const { rows } = await f.h.db.pool.query<{ target_id: string; n: number }>(
-    `SELECT target_id, count(*)::int AS n FROM audit_log WHERE action = 'fleet_upgrade.tenant_upgrade' GROUP BY target_id`,
-  );
-  const audited = new Map(rows.map((r) => [r.target_id, r.n]));
+  const audited = new Map<string, number>();
+  for (const r of await auditRows(f.h.db.pool, { action: 'fleet_upgrade.tenant_upgrade' }))
+    audited.set(r.targetId, (audited.get(r.targetId) ?? 0) + 1);
   const states = await f.tenants(fleetId);
   for (const id of ids) {
     t.equal(await f.upgradesTo(id, version), 1, `tenant ${id} got exactly one upgrade operation to ${version}`);
@@ -59,8 +60,11 @@ t.test(
       ['upgrading', 'upgrading', 'pending'],
       'the kill came in the middle of the second wave',
     );
-    const { rows: held } = await f.h.db.pool.query(`SELECT lease_owner FROM fleet_upgrades WHERE id = $1`, [fleetId]);
-    t.equal(held[0].lease_owner, 'doomed-fleet', 'the killed process still holds the lease');
+    t.equal(
+      (await getFleetRow(f.h.db.pool, fleetId))?.lease_owner,
+      'doomed-fleet',
+      'the killed process still holds the lease',
+    );
     // Its leases (60 s) have not run out: a restarted provisioner waits for them. The test moves them into the past.
     await expireFleetLeases(f.h.db.pool);
     await expireLease(f.h.db.pool, { owner: 'doomed-fleet' });
@@ -107,10 +111,7 @@ t.test(
     t.ok(peak <= 3, `at most maxConcurrency (3) upgrades ran at once across both replicas (peak ${peak})`);
     const decided = drivers.map((d) => d.stats.decisions.get('started') ?? 0);
     t.equal(decided[0]! + decided[1]!, 8, 'the two drivers together started each tenant once');
-    const { rows } = await f.h.db.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM audit_log WHERE action = 'fleet_upgrade.wave_start'`,
-    );
-    t.equal(rows[0]!.n, 3, 'each wave was started once');
+    t.equal(await auditCount(f.h.db.pool, { action: 'fleet_upgrade.wave_start' }), 3, 'each wave was started once');
   },
 );
 

@@ -9,6 +9,9 @@ import { createFleetHarness, OPERATOR, type FleetHarness } from './fleet-harness
 import { until } from '../../../sandbox/until.ts';
 import { hostedRuntimeId, recordReporter } from '../../../provisioner/store/runtime-objects.ts';
 import { putHostedApplication } from '../../helpers/runtime-objects.ts';
+import { auditCountsByAction } from '../../helpers/audit.ts';
+import { fleetEventsOf, heldFleetTenants } from '../../helpers/fleet.ts';
+import { fleetTenantRows } from '../../../provisioner/store/fleet-upgrades.ts';
 
 let f: FleetHarness;
 t.beforeEach(async () => {
@@ -62,10 +65,7 @@ t.test('waves run in order within maxConcurrency; every tenant is upgraded exact
     Array(7).fill('succeeded'),
     'every tenant succeeded',
   );
-  const { rows } = await f.h.db.pool.query<{ action: string; n: number }>(
-    `SELECT action, count(*)::int AS n FROM audit_log WHERE action LIKE 'fleet_upgrade.%' GROUP BY action`,
-  );
-  const audit = Object.fromEntries(rows.map((r) => [r.action, r.n]));
+  const audit = await auditCountsByAction(f.h.db.pool, { actionPrefix: 'fleet_upgrade.' });
   t.match(
     audit,
     {
@@ -78,13 +78,9 @@ t.test('waves run in order within maxConcurrency; every tenant is upgraded exact
     },
     'every decision has its audit row',
   );
-  const events = await f.h.db.pool.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM fleet_upgrade_events WHERE fleet_upgrade_id = $1 AND action = 'tenant_succeeded'`,
-    [id],
-  );
-  t.equal(events.rows[0]!.n, 7, "every tenant's success is an event of the progress stream");
-  const after = await f.h.db.pool.query(`SELECT count(*)::int AS n FROM fleet_upgrade_tenants WHERE active`);
-  t.equal(after.rows[0].n, 0, 'a completed fleet upgrade holds no tenant any more');
+  const events = await fleetEventsOf(f.h.db.pool, id, { action: 'tenant_succeeded' });
+  t.equal(events.length, 7, "every tenant's success is an event of the progress stream");
+  t.equal(await heldFleetTenants(f.h.db.pool), 0, 'a completed fleet upgrade holds no tenant any more');
 });
 
 t.test(
@@ -147,8 +143,8 @@ t.test('the gate judges post-upgrade state only: a stale Ready status with an ol
   const d = f.driver({ pollMs: 60_000 });
   await until('the upgrade to start', 10_000, async () => (await f.tenants(id)).get(ids[0]!)!.state === 'upgrading');
   for (let i = 0; i < 3; i++) await d.tickAll();
-  const { rows } = await f.h.db.pool.query('SELECT gate FROM fleet_upgrade_tenants WHERE fleet_upgrade_id = $1', [id]);
-  const failing = rows[0].gate.checks.filter((c: { ok: boolean }) => !c.ok).map((c: { name: string }) => c.name);
+  const [row] = await fleetTenantRows(f.h.db.pool, id);
+  const failing = row!.gate!.checks.filter((c) => !c.ok).map((c) => c.name);
   t.same(
     failing,
     ['operation', 'observedGeneration', 'version', 'ready', 'tunnel'],

@@ -13,7 +13,8 @@ import { createHarness, type Harness } from '../reconciler/harness.ts';
 import { until } from '../../../sandbox/until.ts';
 import { markReconciled } from '../../helpers/tenants.ts';
 import { putTunnelRow } from '../../helpers/tunnels.ts';
-import { settleTenantOperations } from '../../helpers/operations.ts';
+import { settleTenantOperations, tenantOperations } from '../../helpers/operations.ts';
+import { fleetTenantRows, getFleetRow } from '../../../provisioner/store/fleet-upgrades.ts';
 
 export const OPERATOR = { actor: { id: 'test-operator', role: 'operator' }, requestId: 'test' };
 
@@ -104,17 +105,12 @@ export async function createFleetHarness(): Promise<FleetHarness> {
       return d;
     },
     async fleet(id) {
-      const { rows } = await pool.query('SELECT state, current_wave, state_reason FROM fleet_upgrades WHERE id = $1', [
-        id,
-      ]);
-      return rows[0];
+      const row = await getFleetRow(pool, id);
+      if (!row) throw new Error(`no fleet upgrade ${id}`);
+      return row;
     },
     async tenants(id) {
-      const { rows } = await pool.query(
-        'SELECT tenant_id, state, wave, reason, rolled_back FROM fleet_upgrade_tenants WHERE fleet_upgrade_id = $1',
-        [id],
-      );
-      return new Map(rows.map((r) => [r.tenant_id as string, r]));
+      return new Map((await fleetTenantRows(pool, id)).map((r) => [r.tenant_id, r]));
     },
     async waitState(id, states, timeoutMs = 20_000) {
       return until(
@@ -128,11 +124,7 @@ export async function createFleetHarness(): Promise<FleetHarness> {
       );
     },
     async upgradesTo(tenantId, version) {
-      const { rows } = await pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM operations WHERE tenant_id = $1 AND kind = 'upgrade' AND to_version = $2`,
-        [tenantId, version],
-      );
-      return rows[0]!.n;
+      return (await tenantOperations(pool, tenantId, { kind: 'upgrade', toVersion: version })).length;
     },
     async close() {
       for (const d of drivers) await d.stop().catch(() => {});

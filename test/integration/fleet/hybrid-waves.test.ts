@@ -16,11 +16,14 @@ import {
 } from '../../../provisioner/runtime-registry/bootstrap.ts';
 import {
   claimRuntimeBootstrap,
+  getRuntimeByName,
   insertHybridRuntime,
   recordUpgraderReport,
 } from '../../../provisioner/store/runtimes.ts';
 import { catalog } from '../../../runtime/catalog.ts';
 import { createFleetHarness, type FleetHarness } from './fleet-harness.ts';
+import { auditRows } from '../../helpers/audit.ts';
+import { fleetEventsOf } from '../../helpers/fleet.ts';
 
 let f: FleetHarness;
 t.before(async () => {
@@ -78,40 +81,30 @@ t.test('opted-in hybrid runtimes follow their tenant in its wave; the others nee
   });
   t.equal(await f.waitState(id, ['completed', 'halted']), 'completed', 'the fleet upgrade completes');
 
-  const rows = await pool.query<{ tenant_id: string; name: string; version: string; upgrade_phase: string | null }>(
-    `SELECT tenant_id, name, version, upgrade_phase FROM runtimes WHERE mode = 'hybrid' ORDER BY tenant_id, name`,
-  );
-  const of = (tenant: string, name: string) => rows.rows.find((r) => r.tenant_id === tenant && r.name === name);
-  t.match(of(a!, 'edge'), { version: '1.5.0', upgrade_phase: 'pending' }, "tenant A's opted-in runtime is asked");
-  t.match(of(b!, 'edge'), { version: '1.5.0', upgrade_phase: 'pending' }, "tenant B's too, in its own wave");
-  t.match(of(a!, 'lab'), { version: '1.4.1', upgrade_phase: null }, 'argo=new (Argo charts change): not asked');
-  t.match(of(a!, 'plant'), { version: '1.4.1', upgrade_phase: null }, 'upgrades: customer: not asked');
+  const of = (tenant: string, name: string) => getRuntimeByName(pool, tenant, name);
+  t.match(await of(a!, 'edge'), { version: '1.5.0', upgrade_phase: 'pending' }, "tenant A's opted-in runtime is asked");
+  t.match(await of(b!, 'edge'), { version: '1.5.0', upgrade_phase: 'pending' }, "tenant B's too, in its own wave");
+  t.match(await of(a!, 'lab'), { version: '1.4.1', upgrade_phase: null }, 'argo=new (Argo charts change): not asked');
+  t.match(await of(a!, 'plant'), { version: '1.4.1', upgrade_phase: null }, 'upgrades: customer: not asked');
 
-  const events = await pool.query<{ action: string; tenant_id: string; data: { runtimes: string[] } }>(
-    `SELECT action, tenant_id, data FROM fleet_upgrade_events WHERE fleet_upgrade_id = $1 AND action = 'hybrid_upgrades_asked' ORDER BY seq`,
-    [id],
-  );
+  const events = await fleetEventsOf(pool, id, { action: 'hybrid_upgrades_asked' });
   t.same(
-    events.rows.map((e) => [e.tenant_id, e.data.runtimes]),
+    events.map((e) => [e.tenantId, e.data.runtimes]),
     [
       [a!, ['edge']],
       [b!, ['edge']],
     ],
     'a fleet event per tenant whose runtimes were asked, in wave order',
   );
-  const audit = await pool.query<{ actor: string; after: Record<string, unknown> }>(
-    `SELECT actor, after FROM audit_log WHERE action = 'runtime.upgrade' ORDER BY id`,
-  );
-  t.equal(audit.rows.length, 2, 'one audit row per runtime asked');
-  t.match(audit.rows[0], {
+  const audit = await auditRows(pool, { action: 'runtime.upgrade' });
+  t.equal(audit.length, 2, 'one audit row per runtime asked');
+  t.match(audit[0], {
     actor: /^fleet-driver:/,
     after: { version: '1.5.0', appliedBy: 'agent', fleetUpgradeId: id },
   });
 
   // Tenant B's upgrader reports success; tenant A's rolls back.
-  const runtimeId = async (tenant: string, name: string) =>
-    (await pool.query<{ id: string }>(`SELECT id FROM runtimes WHERE tenant_id = $1 AND name = $2`, [tenant, name]))
-      .rows[0]!.id;
+  const runtimeId = async (tenant: string, name: string) => (await of(tenant, name))!.id;
   await recordUpgraderReport(pool, await runtimeId(b!, 'edge'), '1.5.0', 'succeeded', 'runs 1.5.0');
   await recordUpgraderReport(pool, await runtimeId(a!, 'edge'), '1.5.0', 'rolled-back', 'app-proxy did not roll out');
 

@@ -11,6 +11,8 @@ import { createFleetHarness, OPERATOR, type FleetHarness } from './fleet-harness
 import type { MaintenanceWindow } from '../../../provisioner/store/tenants.ts';
 import { until } from '../../../sandbox/until.ts';
 import { setMaintenanceWindows } from '../../helpers/tenants.ts';
+import { auditRows } from '../../helpers/audit.ts';
+import { fleetEventsOf } from '../../helpers/fleet.ts';
 
 let f: FleetHarness;
 t.beforeEach(async () => {
@@ -81,16 +83,13 @@ t.test('a tenant the plan excluded for its windows is upgraded in its wave once 
   }
   t.equal(states.get(s.late)!.wave, 1, 'the late tenant went in wave 1, the wave it would have had');
   t.equal((await f.service.get(s.id))!.waves[1]!.size, 2, 'wave 1 counts the tenant it took back');
-  const ev = await f.h.db.pool.query<{ action: string; data: { reason?: string } }>(
-    `SELECT action, data FROM fleet_upgrade_events WHERE fleet_upgrade_id = $1 AND tenant_id = $2 ORDER BY seq`,
-    [s.id, s.late],
-  );
+  const ev = await fleetEventsOf(f.h.db.pool, s.id, { tenantId: s.late });
   t.same(
-    ev.rows.map((r) => r.action),
+    ev.map((r) => r.action),
     ['tenant_requeued', 'tenant_upgrade', 'tenant_succeeded'],
     'the stream says it was taken back, then upgraded',
   );
-  t.match(ev.rows[0]!.data.reason, /maintenance windows changed/, 'saying why');
+  t.match(ev[0]!.data.reason, /maintenance windows changed/, 'saying why');
 });
 
 t.test('an override picks up the tenants left out for their windows while their wave runs', async (t) => {
@@ -107,11 +106,8 @@ t.test('an override picks up the tenants left out for their windows while their 
   t.equal(await f.waitState(s.id, ['completed', 'halted']), 'completed', 'the fleet upgrade completes');
   t.equal((await f.tenants(s.id)).get(s.late)!.state, 'succeeded', 'the tenant excluded for its windows succeeded');
   t.equal(await f.upgradesTo(s.late, '1.5.0'), 1, 'with one upgrade');
-  const audit = await f.h.db.pool.query(
-    `SELECT after FROM audit_log WHERE action = 'fleet_upgrade.tenant_requeued' AND target_id = $1`,
-    [s.late],
-  );
-  t.match(audit.rows[0]?.after, { reason: /overridden/ }, 'audited, naming the override');
+  const audit = await auditRows(f.h.db.pool, { action: 'fleet_upgrade.tenant_requeued', targetId: s.late });
+  t.match(audit[0]?.after, { reason: /overridden/ }, 'audited, naming the override');
 });
 
 t.test('a tenant the driver skipped for its windows is taken back when they change while its wave runs', async (t) => {
@@ -134,12 +130,9 @@ t.test('a tenant the driver skipped for its windows is taken back when they chan
   t.equal((await f.tenants(s.id)).get(s.late)!.state, 'succeeded', 'the tenant skipped for its windows succeeded');
   t.equal(await f.upgradesTo(s.late, '1.5.0'), 1, 'with one upgrade');
   t.equal((await f.service.get(s.id))!.waves[1]!.size, 2, 'wave 1 still counts it once');
-  const ev = await f.h.db.pool.query<{ action: string }>(
-    `SELECT action FROM fleet_upgrade_events WHERE fleet_upgrade_id = $1 AND tenant_id = $2 ORDER BY seq`,
-    [s.id, s.late],
-  );
+  const ev = await fleetEventsOf(f.h.db.pool, s.id, { tenantId: s.late });
   t.same(
-    ev.rows.map((r) => r.action),
+    ev.map((r) => r.action),
     ['tenant_deferred', 'tenant_skipped', 'tenant_requeued', 'tenant_upgrade', 'tenant_succeeded'],
     'deferred, skipped, taken back, upgraded',
   );

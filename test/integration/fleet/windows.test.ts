@@ -13,6 +13,8 @@ import { createFleetHarness, OPERATOR, type FleetHarness } from './fleet-harness
 import type { MaintenanceWindow } from '../../../provisioner/store/tenants.ts';
 import { setMaintenanceWindows } from '../../helpers/tenants.ts';
 import { insertPastOperation } from '../../helpers/operations.ts';
+import { auditRows } from '../../helpers/audit.ts';
+import { fleetEventsOf } from '../../helpers/fleet.ts';
 
 let f: FleetHarness;
 let driver: FleetDriver;
@@ -58,16 +60,13 @@ t.test('Europe/Berlin, spring forward: a 02:00-04:00 window opens at 03:00 CEST 
   t.equal(s.state, 'upgrading', 'at 01:00Z the window is open: started');
   t.equal(s.deferredUntil, null, 'no longer deferred');
   t.equal(await f.upgradesTo(id!, '1.4.1'), 1, 'one upgrade was queued');
-  const events = await f.h.db.pool.query<{ action: string; data: { until?: string } }>(
-    `SELECT action, data FROM fleet_upgrade_events WHERE fleet_upgrade_id = $1 AND tenant_id = $2 ORDER BY seq`,
-    [fleet, id],
-  );
+  const events = await fleetEventsOf(f.h.db.pool, fleet, { tenantId: id! });
   t.same(
-    events.rows.map((e) => e.action),
+    events.map((e) => e.action),
     ['tenant_deferred', 'tenant_upgrade'],
     'the stream says it was deferred once (not every tick), then upgraded',
   );
-  t.equal(events.rows[0]!.data.until, '2026-03-29T01:00:00.000Z', 'the deferral event names the instant');
+  t.equal(events[0]!.data.until, '2026-03-29T01:00:00.000Z', 'the deferral event names the instant');
 });
 
 t.test('Berlin: with 10 min needed and 5 min left of the change night window, the next night is taken', async (t) => {
@@ -184,18 +183,12 @@ t.test('override at 3 a.m.: a waiting tenant starts at once; audited with the op
   t.equal((await tenant(fleet, id!)).deferredUntil, null, 'the override clears the deferral');
   await driver.tickAll();
   t.equal((await tenant(fleet, id!)).state, 'upgrading', 'the next tick starts it');
-  const audit = await f.h.db.pool.query(
-    `SELECT actor, after FROM audit_log WHERE action = 'fleet_upgrade.override_windows' AND target_id = $1`,
-    [fleet],
-  );
-  t.equal(audit.rows.length, 1, 'one audit row');
-  t.equal(audit.rows[0].actor, 'test-operator', 'naming the operator');
-  t.equal(audit.rows[0].after.reason, 'CVE-2026-0001: cannot wait for Saturday', 'and the reason');
-  const ev = await f.h.db.pool.query(
-    `SELECT data FROM fleet_upgrade_events WHERE fleet_upgrade_id = $1 AND action = 'override_windows'`,
-    [fleet],
-  );
-  t.match(ev.rows[0]?.data, { by: 'test-operator', reason: 'CVE-2026-0001: cannot wait for Saturday' }, 'an event');
+  const audit = await auditRows(f.h.db.pool, { action: 'fleet_upgrade.override_windows', targetId: fleet });
+  t.equal(audit.length, 1, 'one audit row');
+  t.equal(audit[0]!.actor, 'test-operator', 'naming the operator');
+  t.equal(audit[0]!.after?.reason, 'CVE-2026-0001: cannot wait for Saturday', 'and the reason');
+  const ev = await fleetEventsOf(f.h.db.pool, fleet, { action: 'override_windows' });
+  t.match(ev[0]?.data, { by: 'test-operator', reason: 'CVE-2026-0001: cannot wait for Saturday' }, 'an event');
   await f.service.abort(fleet, OPERATOR, { rollback: false });
   await t.rejects(
     f.service.overrideWindows(fleet, OPERATOR, 'too late'),
@@ -227,9 +220,6 @@ t.test("a tenant whose window will not open before the wave's deadline is skippe
   t.equal(s.state, 'skipped', 'the canary is skipped');
   t.match(s.reason, /^outside every maintenance window: .*the wave's deadline/, 'reason outside-window');
   t.equal((await tenant(fleet, next!)).state, 'upgrading', 'the next wave started: no deadlock');
-  const audit = await f.h.db.pool.query(
-    `SELECT after FROM audit_log WHERE action = 'fleet_upgrade.tenant_skipped' AND target_id = $1`,
-    [canary],
-  );
-  t.equal(audit.rows[0]?.after.outsideWindow, true, 'the skip is audited as outside-window');
+  const audit = await auditRows(f.h.db.pool, { action: 'fleet_upgrade.tenant_skipped', targetId: canary! });
+  t.equal(audit[0]?.after?.outsideWindow, true, 'the skip is audited as outside-window');
 });

@@ -22,6 +22,7 @@ import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { ISecret } from 'kubernetes-models/v1';
 import { infraProgram } from '../../../infra/program.ts';
 import { freePort } from '../../helpers/ports.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import { createTestDatabase } from '../../helpers/postgres.ts';
 import { inputsOf, runProgram, type RunResult } from '../../unit/pulumi/harness.ts';
 
@@ -160,8 +161,9 @@ t.test(
 
     const key = /A bootstrap admin API key was generated[^\n]*\n\s*(\S+)/.exec(stdout)?.[1];
     t.ok(key, 'the first start prints the bootstrap admin key once');
-    t.equal((await fetch(`${url}/v1/runtime-versions`)).status, 200, 'it serves the public API');
-    const clusters = await fetch(`${url}/v1/clusters`, { headers: { authorization: `Bearer ${key}` } });
+    const api = new ApiClient({ baseUrl: url });
+    t.equal((await api.request('GET /v1/runtime-versions')).status, 200, 'it serves the public API');
+    const clusters = await api.request('GET /v1/clusters', { token: key ?? '' });
     t.equal(clusters.status, 200, 'and the admin key is accepted (read from the external database)');
     const development = stdout.split('\n').filter((l) => /"level":40/.test(l) && /is not set/.test(l));
     t.same(development, [], 'no secret is left to a development default (encryption key, passphrase, signing key)');

@@ -19,12 +19,14 @@ import {
   insertOperation,
   insertTenant,
   requestRetry,
-  TENANT_CHANNEL,
   type TenantRow,
   type SpecChange,
 } from '../../../provisioner/store/tenants.ts';
 import type { OperationKind } from '../../../provisioner/store/states.ts';
 import { createTestDatabase, type TestDatabase } from '../../helpers/postgres.ts';
+import { notifyTenantDue } from '../../../provisioner/store/leases.ts';
+import { logLinesOf, operationRecords } from '../../helpers/operations.ts';
+import { tenantRecord } from '../../helpers/tenants.ts';
 
 export const KUBECONFIG = `apiVersion: v1
 kind: Config
@@ -135,7 +137,7 @@ export async function createHarness(): Promise<Harness> {
           region: o.region ?? null,
         });
         const operationId = await insertOperation(tx, id, 'create', 1, null, version);
-        await tx.query('SELECT pg_notify($1, $2)', [TENANT_CHANNEL, id]);
+        await notifyTenantDue(tx, id);
         return { id, operationId };
       });
     },
@@ -149,25 +151,13 @@ export async function createHarness(): Promise<Harness> {
       return withTx(db.pool, async (tx) => (await requestRetry(tx, (await getTenantRow(tx, id, true))!)).id);
     },
     async tenant(id) {
-      const { rows } = await db.pool.query(
-        `SELECT t.*, c.name AS cluster_name FROM tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id WHERE t.id = $1`,
-        [id],
-      );
-      return rows[0] as Awaited<ReturnType<Harness['tenant']>>;
+      return (await tenantRecord(db.pool, id)) as unknown as Awaited<ReturnType<Harness['tenant']>>;
     },
     async operations(id) {
-      const { rows } = await db.pool.query(
-        `SELECT id, kind, state, attempt, owner, generation, error FROM operations WHERE tenant_id = $1 ORDER BY created_at, id`,
-        [id],
-      );
-      return rows as Awaited<ReturnType<Harness['operations']>>;
+      return operationRecords(db.pool, id);
     },
     async logLines(operationId) {
-      const { rows } = await db.pool.query<{ line: string }>(
-        'SELECT line FROM operation_logs WHERE operation_id = $1 ORDER BY seq',
-        [operationId],
-      );
-      return rows.map((r) => r.line);
+      return logLinesOf(db.pool, operationId);
     },
     async reconciler(engine, { listen = true, ...o } = {}) {
       const notifications = listen ? new Notifications({ pool: o.pool ?? db.pool }) : undefined;

@@ -4,7 +4,9 @@ import { setCordoned } from '../../../provisioner/store/clusters.ts';
 import { createHarness, gate, scripted } from './harness.ts';
 import { until } from '../../../sandbox/until.ts';
 import { setAllClustersCordoned } from '../../helpers/clusters.ts';
-import { expireLease } from '../../helpers/tenants.ts';
+import { countTenantRecords, expireLease, findTenants } from '../../helpers/tenants.ts';
+import { databaseNow } from '../../helpers/postgres.ts';
+import { operationRecords } from '../../helpers/operations.ts';
 
 // The file starts worker processes (doomed workers, a second reconciler's pool): on a loaded
 // 2-core machine it ran past tap's 120 s limit (.taprc); alone it took 20–70 s.
@@ -86,11 +88,7 @@ t.test("heartbeats keep a long operation's lease alive", async (t) => {
   const r2 = await h.reconciler(other, { pollMs: 50 });
   // Wait until the first lease would have expired (by the database's clock), plus several polls.
   await until("the first lease's expiry passed", 10_000, async () => {
-    const { rows } = await h.db.pool.query<{ past: boolean }>(
-      "SELECT now() > $1::timestamptz + interval '300 milliseconds' AS past",
-      [first],
-    );
-    return rows[0]!.past;
+    return (await databaseNow(h.db.pool)).getTime() > first.getTime() + 300;
   });
   t.ok(
     (await h.tenant(id)).lease_expires_at!.getTime() > first.getTime(),
@@ -128,31 +126,22 @@ t.test('two reconcilers on one database never run one tenant twice', async (t) =
     'all applied',
     60_000,
     async () => {
-      const { rows } = await h.db.pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM tenants WHERE id = ANY($1::uuid[]) AND observed_generation = generation AND phase = 'Ready'`,
-        [ids],
-      );
-      return rows[0]!.n === ids.length;
+      const ready = await findTenants(h.db.pool, { ids, phase: 'Ready' });
+      return ready.filter((r) => r.observed_generation === r.generation).length === ids.length;
     },
     100,
   );
   t.same(engine.violations, [], 'the in-engine detector saw no overlapping calls on one tenant');
-  const { rows: running } = await h.db.pool.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM operations WHERE tenant_id = ANY($1::uuid[]) AND state IN ('queued', 'running')`,
-    [ids],
+  const ops = (await Promise.all(ids.map((id) => operationRecords(h.db.pool, id)))).flat();
+  t.equal(ops.filter((o) => o.state === 'queued' || o.state === 'running').length, 0, 'no operation left open');
+  const succeeded = (await Promise.all(ids.map((id) => operationRecords(h.db.pool, id)))).map((list) =>
+    list.filter((o) => o.state === 'succeeded'),
   );
-  t.equal(running[0]!.n, 0, 'no operation left open');
-  const { rows: overlaps } = await h.db.pool.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM operations a JOIN operations b ON a.tenant_id = b.tenant_id AND a.id < b.id
-      WHERE a.tenant_id = ANY($1::uuid[]) AND a.state = 'succeeded' AND b.state = 'succeeded' AND a.generation = b.generation`,
-    [ids],
-  );
-  t.equal(overlaps[0]!.n, 0, 'no generation succeeded twice');
-  const { rows: owners } = await h.db.pool.query<{ owner: string; n: number }>(
-    `SELECT owner, count(*)::int AS n FROM operations WHERE tenant_id = ANY($1::uuid[]) AND state = 'succeeded' GROUP BY owner`,
-    [ids],
-  );
-  t.equal(owners.length, 2, `both pools did work (${owners.map((o) => `${o.owner}: ${o.n}`).join(', ')})`);
+  const twice = succeeded.filter((list) => new Set(list.map((o) => o.generation)).size < list.length).length;
+  t.equal(twice, 0, 'no generation succeeded twice');
+  const owners = new Map<string | null, number>();
+  for (const o of succeeded.flat()) owners.set(o.owner, (owners.get(o.owner) ?? 0) + 1);
+  t.equal(owners.size, 2, `both pools did work (${[...owners].map(([owner, n]) => `${owner}: ${n}`).join(', ')})`);
   const ups = engine.calls.filter((c) => ids.includes(c.tenantId) && c.kind === 'up').length;
   t.ok(ups >= 300 && ups <= 400, `${ups} engine runs for 300 creates + 100 upgrades (coalescing may save some)`);
   await a.stop();
@@ -213,18 +202,11 @@ t.test('per-cluster parallelism holds across processes', async (t) => {
     async () => a.stats.polls >= pa + 3 && b.stats.polls >= pb + 3,
   );
   t.equal(engine.running, 3, 'still 3 running on the cluster after three more polls by each process (10 workers free)');
-  const { rows } = await h.db.pool.query<{ n: number }>(
-    'SELECT count(*)::int AS n FROM tenants WHERE cluster_id = $1 AND lease_owner IS NOT NULL',
-    [clusterId],
-  );
-  t.equal(rows[0]!.n, 3, 'three live leases on the cluster');
+  const leased = (await findTenants(h.db.pool, { clusterId })).filter((r) => r.lease_owner !== null);
+  t.equal(leased.length, 3, 'three live leases on the cluster');
   g.open();
   await until('all Ready', 10_000, async () => {
-    const { rows: r } = await h.db.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM tenants WHERE id = ANY($1::uuid[]) AND phase = 'Ready'`,
-      [ids],
-    );
-    return r[0]!.n === ids.length;
+    return (await countTenantRecords(h.db.pool, { ids, phase: 'Ready' })) === ids.length;
   });
   t.ok(engine.peakConcurrency <= 3, `peak ${engine.peakConcurrency} concurrent engine calls`);
   await a.stop();

@@ -5,6 +5,8 @@ import { checkKubeconfig } from '../../../kubeconfig-policy/policy.ts';
 import { createKey, lookupKey } from '../../../provisioner/store/keys.ts';
 import { createHarness, gate, scripted, KUBECONFIG } from './harness.ts';
 import { until } from '../../../sandbox/until.ts';
+import { storedKeys } from '../../helpers/keys.ts';
+import { refuseCreateSuccess } from '../../helpers/operations.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
@@ -189,22 +191,17 @@ t.test('a delete during a create cancels the create, then destroys; keys revoked
   t.equal(row.deleted, true);
   t.ok(row.deleted_at, 'tombstone keeps its deletion time');
   t.equal(await lookupKey(h.db.pool, tenantKey), undefined, 'tenant key revoked');
-  const { rows } = await h.db.pool.query(
-    'SELECT count(*)::int AS n FROM api_keys WHERE tenant_id = $1 AND revoked_at IS NULL',
-    [id],
+  t.equal(
+    (await storedKeys(h.db.pool, { tenantId: id })).filter((k) => k.revoked_at === null).length,
+    0,
+    'runtime key revoked too',
   );
-  t.equal(rows[0].n, 0, 'runtime key revoked too');
   t.same(row.endpoints, {});
   await r.stop();
 });
 
 t.test('status and operation result are written in one transaction', async (t) => {
-  await h.db.pool.query(`CREATE FUNCTION test_refuse_success() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN IF NEW.state = 'succeeded' AND NEW.kind = 'create' THEN RAISE EXCEPTION 'refused by test'; END IF; RETURN NEW; END $$`);
-  await h.db.pool.query(
-    `CREATE TRIGGER test_refuse BEFORE UPDATE ON operations FOR EACH ROW EXECUTE FUNCTION test_refuse_success()`,
-  );
-  t.teardown(() => h.db.pool.query('DROP TRIGGER test_refuse ON operations; DROP FUNCTION test_refuse_success()'));
+  t.teardown(await refuseCreateSuccess(h.db.pool));
   const engine = scripted();
   const r = await h.reconciler(engine, { maxFailures: 1 });
   const { id, operationId } = await h.createTenant();

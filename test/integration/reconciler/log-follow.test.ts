@@ -7,6 +7,7 @@ import {
 } from '../../../provisioner/reconciler/log-follow.ts';
 import { createHarness, gate, scripted } from './harness.ts';
 import { until } from '../../../sandbox/until.ts';
+import { isOperationStateRead } from '../../helpers/operations.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
@@ -66,7 +67,7 @@ t.test('an unknown operation is an error; an abort ends the follow', async (t) =
       const v = Reflect.get(target, prop, target) as unknown;
       if (prop !== 'query' || typeof v !== 'function') return typeof v === 'function' ? v.bind(target) : v;
       return (...args: unknown[]) => {
-        if (typeof args[0] === 'string' && args[0].startsWith('SELECT state FROM operations')) stateReads += 1;
+        if (isOperationStateRead(args[0])) stateReads += 1;
         return (v as (...a: unknown[]) => unknown).apply(target, args);
       };
     },

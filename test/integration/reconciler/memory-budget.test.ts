@@ -7,6 +7,7 @@ import t from 'tap';
 import { ENGINE_RUN_PEAK_MB, LARGEST_RUN_MB } from '../../../provisioner/reconciler/memory-budget.ts';
 import { createHarness, gate, scripted } from './harness.ts';
 import { until } from '../../../sandbox/until.ts';
+import { findTenants } from '../../helpers/tenants.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
@@ -23,19 +24,13 @@ async function readyTenants(n: number): Promise<string[]> {
 }
 
 async function phases(ids: string[]): Promise<string[]> {
-  const { rows } = await h.db.pool.query<{ phase: string }>('SELECT phase FROM tenants WHERE id = ANY($1::uuid[])', [
-    ids,
-  ]);
-  return rows.map((r) => r.phase);
+  return (await findTenants(h.db.pool, { ids })).map((r) => r.phase);
 }
 
 async function upgradedReady(ids: string[], version: string): Promise<number> {
-  const { rows } = await h.db.pool.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM tenants
-      WHERE id = ANY($1::uuid[]) AND phase = 'Ready' AND actual_runtime_version = $2 AND observed_generation = generation`,
-    [ids, version],
-  );
-  return rows[0]!.n;
+  return (await findTenants(h.db.pool, { ids, phase: 'Ready' })).filter(
+    (r) => r.actual_runtime_version === version && r.observed_generation === r.generation,
+  ).length;
 }
 
 t.test('a burst of upgrades is admitted in budget-sized batches, and every one completes', async (t) => {

@@ -10,16 +10,12 @@ import t from 'tap';
 import { WITHHELD } from '../../../provisioner/reconciler/visible-text.ts';
 import { createHarness, scripted } from './harness.ts';
 import { until } from '../../../sandbox/until.ts';
+import { logLinesOf } from '../../helpers/operations.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
 
-const lines = async (operationId: string): Promise<string[]> =>
-  (
-    await h.db.pool.query<{ line: string }>('SELECT line FROM operation_logs WHERE operation_id = $1 ORDER BY seq', [
-      operationId,
-    ])
-  ).rows.map((r) => r.line);
+const lines = async (operationId: string): Promise<string[]> => logLinesOf(h.db.pool, operationId);
 
 /** The Pulumi CLI's text for an up creating two resources (progress lines, end lines, outputs). */
 const PULUMI_UP = [

@@ -8,19 +8,14 @@ import t from 'tap';
 import { requestResyncs } from '../../../provisioner/store/resync-requests.ts';
 import { createHarness, gate, scripted } from './harness.ts';
 import { until } from '../../../sandbox/until.ts';
-import { markLastReconciled } from '../../helpers/tenants.ts';
+import { markLastReconciled, tenantRecord } from '../../helpers/tenants.ts';
 
 const h = await createHarness();
 t.teardown(() => h.close());
 await h.addCluster('root-a');
 
 const requested = async (id: string) =>
-  (
-    await h.db.pool.query<{ at: Date | null; reason: string | null }>(
-      'SELECT resync_requested_at AS at, resync_reason AS reason FROM tenants WHERE id = $1',
-      [id],
-    )
-  ).rows[0]!;
+  tenantRecord(h.db.pool, id).then((r) => ({ at: r.resync_requested_at, reason: r.resync_reason }));
 
 /** Makes the tenant's last run look `agoMs` old (the echo rule compares against it). */
 const ranAgo = (id: string, agoMs: number) => markLastReconciled(h.db.pool, id, agoMs / 1000);

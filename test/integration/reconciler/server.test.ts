@@ -5,11 +5,13 @@ import { join } from 'node:path';
 import t from 'tap';
 import { loadConfig } from '../../../provisioner/config.ts';
 import { SecretBox } from '../../../provisioner/crypto.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import { startServer } from '../../../provisioner/server.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { createTestDatabase } from '../../helpers/postgres.ts';
 import { KUBECONFIG } from './harness.ts';
 import { until } from '../../../sandbox/until.ts';
+import { tenantRecord } from '../../helpers/tenants.ts';
 
 t.test(
   'the server runs the reconciler; without a Pulumi CLI tenants get EngineUnavailable and the API keeps serving',
@@ -42,19 +44,13 @@ t.test(
     });
     const running = await startServer(config, { out: () => {} });
     t.ok(running.reconciler, 'a reconciler runs');
-    const res = await fetch(`${running.url}/v1/signup`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ organization: `org-${randomBytes(3).toString('hex')}`, email: 'a@example.com' }),
+    const body = await new ApiClient({ baseUrl: running.url }).call('POST /v1/signup', {
+      body: { organization: `org-${randomBytes(3).toString('hex')}`, email: 'a@example.com' },
     });
-    t.equal(res.status, 202);
-    const body = (await res.json()) as { tenant: { id: string } };
+    t.ok(body.operationId, 'the signup is accepted');
     const conditions = await until('EngineUnavailable', 10_000, async () => {
-      const { rows } = await db.pool.query<{ conditions: Array<{ type: string; reason: string; message: string }> }>(
-        'SELECT conditions FROM tenants WHERE id = $1',
-        [body.tenant.id],
-      );
-      const ready = rows[0]!.conditions.find((c) => c.type === 'Ready');
+      const { conditions } = await tenantRecord(db.pool, body.tenant.id);
+      const ready = conditions.find((c) => c.type === 'Ready');
       return ready?.reason === 'EngineUnavailable' && ready;
     });
     t.match(conditions.message, /Pulumi CLI was not found .*no-cli-here.*install the Pulumi CLI 3\.181\.0 or newer/);

@@ -27,7 +27,7 @@ import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../../runtime/agents/app-proxy/runtime-info.ts';
 import { REQUEST_TOKEN_HEADER } from '../../../runtime/protocol/request-token.ts';
-import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
+import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/api/types.ts';
 
 const dir = await mkdtemp(join(tmpdir(), 'hybrid-ingress-route-'));
 t.teardown(() => rm(dir, { recursive: true, force: true }));

@@ -31,7 +31,7 @@ import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
 import { missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
 import { ChartToolMissingError, defaultChartsDir, findChartTool } from '../../../runtime/render/chart-tools.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
-import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provisioner/http/api-types.ts';
+import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provisioner/api/types.ts';
 import { catalog, compareVersions } from '../../../runtime/catalog.ts';
 import { promotionCrds } from '../../../runtime/component/promotion-crds.ts';
 import { until } from '../../../sandbox/until.ts';

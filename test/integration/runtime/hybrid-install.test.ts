@@ -26,7 +26,7 @@ import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
 import { APPLICATION_CRD, missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
-import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provisioner/http/api-types.ts';
+import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provisioner/api/types.ts';
 import { until } from '../../../sandbox/until.ts';
 
 const main = fileURLToPath(new URL('../../../runtime/agents/bootstrap/main.ts', import.meta.url));

@@ -24,8 +24,10 @@ import { createRouter } from '../../../runtime/agents/request-router/router.ts';
 import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../../runtime/agents/app-proxy/runtime-info.ts';
-import type { Runtime, RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
-import { ageTunnelRow } from '../../helpers/tunnels.ts';
+import type { Runtime, RuntimeBootstrapAnswer } from '../../../provisioner/api/types.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
+import { ageTunnelRow, tunnelRows } from '../../helpers/tunnels.ts';
+import { auditRows } from '../../helpers/audit.ts';
 
 t.setTimeout(180_000);
 // Every replica signs with the same key (docs/tunnel.md): the runtime holds one public key.
@@ -49,6 +51,9 @@ t.teardown(async () => {
 
 const tenant = await a.signup();
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
+/** The one client over a replica's socket, with a key (the tenant's unless given). */
+const at = (base: string, key = tenant.apiKey) => new ApiClient({ baseUrl: base, token: key });
+/** A request to the runtime's API through the tunnel (outside the route map): its status, headers and JSON body. */
 async function call<T>(base: string, method: string, path: string, key: string, body?: unknown) {
   const res = await fetch(base + path, {
     method,
@@ -59,18 +64,18 @@ async function call<T>(base: string, method: string, path: string, key: string, 
   return { status: res.status, headers: res.headers, body: (text ? JSON.parse(text) : null) as T };
 }
 
+/** Registers a hybrid runtime (tunnel, a new Argo CD) through A; a refusal is thrown. */
+const register = (name: string) =>
+  at(baseA).call('POST /v1/tenants/:id/runtimes', {
+    params: { id: tenant.tenantId },
+    body: { name, mode: 'hybrid', access: 'tunnel', argo: 'new' },
+  });
+
 /** Registers a hybrid runtime and exchanges its bootstrap token, as the install's Job does. */
 async function install(name: string): Promise<{ runtime: Runtime; answer: RuntimeBootstrapAnswer }> {
-  const reg = await call<RuntimeRegistered>(baseA, 'POST', `/v1/tenants/${tenant.tenantId}/runtimes`, tenant.apiKey, {
-    name,
-    mode: 'hybrid',
-    access: 'tunnel',
-    argo: 'new',
-  });
-  if (reg.status !== 201) throw new Error(`registration answered ${reg.status}`);
-  const ex = await call<RuntimeBootstrapAnswer>(baseA, 'POST', '/v1/runtimes/bootstrap', reg.body.bootstrapToken, {});
-  if (ex.status !== 200) throw new Error(`bootstrap exchange answered ${ex.status}`);
-  return { runtime: reg.body.runtime, answer: ex.body };
+  const reg = await register(name);
+  const answer = await at(baseA, reg.bootstrapToken).call('POST /v1/runtimes/bootstrap', { body: {} });
+  return { runtime: reg.runtime, answer };
 }
 
 /** The runtime's agents: app-proxy (its own runtime's tokens only) behind the request router, the tunnel client to `base`. */
@@ -121,12 +126,10 @@ let plantAgents = await agents(plant.answer, baseB);
 t.teardown(() => plantAgents.close());
 // The tenant's hosted runtime: a runtime key without a runtime, its own app-proxy (no RUNTIME_ID), connected to A.
 const hostedKey = (
-  await call<{ key: string }>(baseA, 'POST', '/v1/keys', a.adminKey, {
-    role: 'runtime',
-    name: 'hosted agents',
-    tenantId: tenant.tenantId,
+  await at(baseA, a.adminKey).call('POST /v1/keys', {
+    body: { role: 'runtime', name: 'hosted agents', tenantId: tenant.tenantId },
   })
-).body.key;
+).key;
 const hostedAgents = await agents(
   { tenantId: tenant.tenantId, publicKey: plant.answer.publicKey, runtimeToken: hostedKey, name: 'hosted' },
   baseA,
@@ -206,31 +209,17 @@ t.test('an action on a hybrid runtime is audited with its name by the replica th
   const res = await proxy<ErrorBody>(baseA, 'plant', '/api/applications/apps/guestbook/refresh', 'POST');
   // This app-proxy has no Argo objects to act on: its router answers 404; the attempt is audited all the same.
   t.equal(res.status, 404, "the runtime's own answer comes back");
-  const rows = await a.db.pool.query<{ actor_role: string; after: { runtime?: string; name: string; status: number } }>(
-    `SELECT actor_role, after FROM audit_log WHERE target_id = $1 AND after->>'runtime' = 'plant' ORDER BY id DESC LIMIT 1`,
-    [tenant.tenantId],
-  );
+  const rows = (await auditRows(a.db.pool, { targetId: tenant.tenantId })).filter((r) => r.after?.runtime === 'plant');
   t.match(
-    rows.rows[0],
-    { actor_role: 'tenant', after: { runtime: 'plant', name: 'guestbook', status: 404 } },
+    rows.at(-1),
+    { actorRole: 'tenant', after: { runtime: 'plant', name: 'guestbook', status: 404 } },
     "the audit row names the runtime, the Application and the runtime's answer",
   );
 });
 
 t.test('a runtime awaiting install, removed, unknown or not connected is refused, naming why', async (t) => {
-  const pending = await call<RuntimeRegistered>(
-    baseA,
-    'POST',
-    `/v1/tenants/${tenant.tenantId}/runtimes`,
-    tenant.apiKey,
-    {
-      name: 'pending',
-      mode: 'hybrid',
-      access: 'tunnel',
-      argo: 'new',
-    },
-  );
-  t.equal(pending.status, 201);
+  const pending = await register('pending');
+  t.equal(pending.runtime.state, 'awaiting-install', 'registered, awaiting its install');
   const awaiting = await proxy<ErrorBody>(baseA, 'pending', '/api/runtime');
   t.match(
     [awaiting.status, awaiting.body.error],
@@ -247,7 +236,10 @@ t.test('a runtime awaiting install, removed, unknown or not connected is refused
   );
   t.ok(Number(unreachable.headers.get('retry-after')) > 0, 'with Retry-After');
 
-  t.equal((await call(baseA, 'DELETE', `/v1/tenants/${tenant.tenantId}/runtimes/idle`, tenant.apiKey)).status, 200);
+  const idle = await at(baseA).call('DELETE /v1/tenants/:id/runtimes/:name', {
+    params: { id: tenant.tenantId, name: 'idle' },
+  });
+  t.equal(idle.runtime.state, 'removed', 'the idle runtime is removed');
   const removed = await proxy<ErrorBody>(baseA, 'idle', '/api/runtime');
   t.match(
     [removed.status, removed.body.error],
@@ -272,8 +264,8 @@ t.test('a runtime awaiting install, removed, unknown or not connected is refused
   t.equal(runtimeKey.status, 403, "the runtime's own key cannot call the route");
 });
 
-const view = async (base: string, name: string) =>
-  (await call<Runtime>(base, 'GET', `/v1/tenants/${tenant.tenantId}/runtimes/${name}`, tenant.apiKey)).body;
+const view = (base: string, name: string) =>
+  at(base).call('GET /v1/tenants/:id/runtimes/:name', { params: { id: tenant.tenantId, name } });
 
 /**
  * The plant runtime restarted with its tunnel client dialling `base`: the new connection's row
@@ -305,10 +297,12 @@ t.test(
     t.equal(a.services.tunnel.runtimeStatus(plant.runtime.id).connected, true, 'A holds it');
     const viaB = await proxy<{ runtimeVersion: string }>(baseB, 'plant', '/api/runtime');
     t.same([viaB.status, viaB.body.runtimeVersion], [200, 'plant on a'], 'B relays to A, reaching the new connection');
-    const rows = await a.db.pool.query('SELECT replica_id FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [
-      plant.runtime.id,
-    ]);
-    t.same(rows.rows, [{ replica_id: a.services.tunnelDirectory.replicaId }], 'one row, held by A');
+    const rows = await tunnelRows(a.db.pool, 'hybrid', plant.runtime.id);
+    t.same(
+      rows.map((r) => r.replicaId),
+      [a.services.tunnelDirectory.replicaId],
+      'one row, held by A',
+    );
 
     // And back to B for what follows.
     t.equal(
@@ -333,13 +327,10 @@ t.test("replica A shows the tunnel replica B holds and renews; after B's lease r
   // B's renewal round renews its row: one aged to 20 s is fresh again after it.
   await ageTunnelRow(a.db.pool, 'hybrid', plant.runtime.id, 20);
   await b.services.tunnelDirectory.renew();
-  const age = await a.db.pool.query<{ seconds: number }>(
-    `SELECT extract(epoch FROM now() - seen_at)::float AS seconds FROM hybrid_runtime_tunnels WHERE runtime_id = $1`,
-    [plant.runtime.id],
-  );
+  const [row] = await tunnelRows(a.db.pool, 'hybrid', plant.runtime.id);
   t.ok(
-    age.rows[0]!.seconds < 10,
-    `B's renewal round renewed the row it holds (age ${age.rows[0]!.seconds} s, under 10 s)`,
+    row!.seenSecondsAgo < 10,
+    `B's renewal round renewed the row it holds (age ${row!.seenSecondsAgo} s, under 10 s)`,
   );
 
   // B dies without cleaning up: its database connection goes, so no renewal and no delete reach
@@ -359,9 +350,7 @@ t.test("replica A shows the tunnel replica B holds and renews; after B's lease r
     { status: 'False', reason: 'ReplicaLost', message: /stopped renewing it/ },
     'TunnelConnected is False, saying the replica holding the tunnel stopped renewing it',
   );
-  const listed = (
-    await call<{ items: Runtime[] }>(baseA, 'GET', `/v1/tenants/${tenant.tenantId}/runtimes`, tenant.apiKey)
-  ).body;
+  const listed = await at(baseA).call('GET /v1/tenants/:id/runtimes', { params: { id: tenant.tenantId } });
   t.equal(listed.items.find((r) => r.name === 'plant')?.tunnel.connected, false, 'the list says the same');
   const relayed = await proxy<ErrorBody>(baseA, 'plant', '/api/runtime');
   t.match(
@@ -374,7 +363,7 @@ t.test("replica A shows the tunnel replica B holds and renews; after B's lease r
   await ageTunnelRow(a.db.pool, 'hybrid', plant.runtime.id, SWEEP_AFTER_SECONDS + 1);
   await a.services.tunnelDirectory.renew();
   t.equal(
-    (await a.db.pool.query('SELECT 1 FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [plant.runtime.id])).rowCount,
+    (await tunnelRows(a.db.pool, 'hybrid', plant.runtime.id)).length,
     0,
     `A's renewal round swept the row not renewed for more than ${SWEEP_AFTER_SECONDS} s`,
   );

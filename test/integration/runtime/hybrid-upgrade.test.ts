@@ -21,7 +21,6 @@ import { createTestApi } from '../../helpers/api.ts';
 import { missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
 import { hybridInstallBundle } from '../../../runtime/hybrid/bundle.ts';
 import { catalog } from '../../../runtime/catalog.ts';
-import type { RuntimeRegistered, RuntimeUpgraded } from '../../../provisioner/http/api-types.ts';
 import { promotionCrds } from '../../../runtime/component/promotion-crds.ts';
 import { until } from '../../../sandbox/until.ts';
 
@@ -54,8 +53,9 @@ if (missing && process.env.CI === 'true') {
   };
 
   const tenant = await api.signup();
-  const reg = await api.request('POST', `/v1/tenants/${tenant.tenantId}/runtimes`, {
-    key: tenant.apiKey,
+  const asTenant = api.as(tenant.apiKey);
+  const registered = await asTenant.call('POST /v1/tenants/:id/runtimes', {
+    params: { id: tenant.tenantId },
     body: {
       name: 'plant-u',
       mode: 'hybrid',
@@ -65,18 +65,17 @@ if (missing && process.env.CI === 'true') {
       version: '1.4.1',
     },
   });
-  const registered = reg.json<RuntimeRegistered>();
 
   t.test('installed at 1.4.1 from its install bundle', async (t) => {
-    t.equal(reg.statusCode, 201, 'registered');
+    t.equal(registered.runtime.version, '1.4.1', 'registered at 1.4.1');
     const file = join(dir, 'install.yaml');
     await writeFile(file, registered.install.manifests, { mode: 0o600 });
     t.equal((await kubectl(['create', 'namespace', 'gitops'])).code, 0, "the customer's Argo CD namespace");
     const applied = await kubectl(['apply', '-f', file]);
     t.equal(applied.code, 0, `the install bundle applies: ${applied.output}`);
     // The bundle's Job would redeem the token; the route is the same.
-    const redeemed = await api.request('POST', '/v1/runtimes/bootstrap', { key: registered.bootstrapToken, body: {} });
-    t.equal(redeemed.statusCode, 200, 'the bootstrap token is redeemed: the runtime is installed');
+    const redeemed = await api.as(registered.bootstrapToken).call('POST /v1/runtimes/bootstrap', { body: {} });
+    t.equal(redeemed.runtimeId, registered.runtime.id, 'the bootstrap token is redeemed: the runtime is installed');
     t.same(
       new Set(Object.values(await images()).map((i) => i.split(':').at(-1))),
       new Set(['1.4.1']),
@@ -85,12 +84,12 @@ if (missing && process.env.CI === 'true') {
   });
 
   t.test('upgraded to 1.5.0: kubectl diff agrees with the answer, and the apply moves the agents', async (t) => {
-    const res = await api.request('POST', `/v1/tenants/${tenant.tenantId}/runtimes/plant-u/upgrade`, {
-      key: tenant.apiKey,
+    const res = await asTenant.call('POST /v1/tenants/:id/runtimes/:name/upgrade', {
+      params: { id: tenant.tenantId, name: 'plant-u' },
       body: { version: '1.5.0' },
     });
-    t.equal(res.statusCode, 200, `the upgrade is recorded: ${res.body.slice(0, 300)}`);
-    const up = res.json<RuntimeUpgraded>().upgrade;
+    t.equal(res.changed, true, 'the upgrade is recorded');
+    const up = res.upgrade;
     const file = join(dir, 'hybrid-runtime-plant-u-1.5.0.yaml');
     await writeFile(file, up.install.manifests);
 
@@ -133,8 +132,8 @@ if (missing && process.env.CI === 'true') {
 
   t.test('1.7.0 → 1.8.0 adds the GitOps Operator and the promotion CRDs: the customer applies it', async (t) => {
     const ns = 'hosted-runtime-plant-o';
-    const registration = await api.request('POST', `/v1/tenants/${tenant.tenantId}/runtimes`, {
-      key: tenant.apiKey,
+    const o = await asTenant.call('POST /v1/tenants/:id/runtimes', {
+      params: { id: tenant.tenantId },
       body: {
         name: 'plant-o',
         mode: 'hybrid',
@@ -145,26 +144,24 @@ if (missing && process.env.CI === 'true') {
         version: '1.7.0',
       },
     });
-    t.equal(registration.statusCode, 201, `registered at 1.7.0: ${registration.body.slice(0, 300)}`);
-    const o = registration.json<RuntimeRegistered>();
+    t.equal(o.runtime.version, '1.7.0', 'registered at 1.7.0');
     const file = join(dir, 'install-plant-o.yaml');
     await writeFile(file, o.install.manifests, { mode: 0o600 });
     const installed = await kubectl(['apply', '-f', file]);
     t.equal(installed.code, 0, `its install bundle applies: ${installed.output}`);
-    const redeemed = await api.request('POST', '/v1/runtimes/bootstrap', { key: o.bootstrapToken, body: {} });
-    t.equal(redeemed.statusCode, 200, 'installed');
+    const redeemed = await api.as(o.bootstrapToken).call('POST /v1/runtimes/bootstrap', { body: {} });
+    t.equal(redeemed.runtimeId, o.runtime.id, 'installed');
     const operatorThere = async () =>
       (
         await kubectl(['get', 'deployment', 'gitops-operator', '-n', ns, '-o', 'name', '--ignore-not-found'])
       ).stdout.trim();
     t.equal(await operatorThere(), '', '1.7.0 has no operator');
 
-    const res = await api.request('POST', `/v1/tenants/${tenant.tenantId}/runtimes/plant-o/upgrade`, {
-      key: tenant.apiKey,
+    const answer = await asTenant.call('POST /v1/tenants/:id/runtimes/:name/upgrade', {
+      params: { id: tenant.tenantId, name: 'plant-o' },
       body: { version: '1.8.0' },
     });
-    t.equal(res.statusCode, 200, `the upgrade is recorded: ${res.body.slice(0, 300)}`);
-    const answer = res.json<RuntimeUpgraded>();
+    t.equal(answer.changed, true, 'the upgrade is recorded');
     t.equal(answer.appliedBy, 'customer', 'the in-cluster upgrader does not apply it');
     t.match(
       answer.customerActionReason,

@@ -29,12 +29,6 @@ import { agentKubeTransport } from '../../../runtime/agents/common/kube.ts';
 import { FIELD_MANAGER, Upgrader } from '../../../runtime/agents/upgrader/upgrader.ts';
 import { planRefusal } from '../../../runtime/protocol/upgrade-check.ts';
 import { VERSIONS_CONFIGMAP, type PlannedObject, type UpgraderAssignment } from '../../../runtime/protocol/upgrade.ts';
-import type {
-  Runtime,
-  RuntimeBootstrapAnswer,
-  RuntimeRegistered,
-  RuntimeUpgraded,
-} from '../../../provisioner/http/api-types.ts';
 
 const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
 const missing = missingKubeToolchain(toolchainBin);
@@ -75,9 +69,9 @@ if (missing && process.env.CI === 'true') {
   };
 
   const tenant = await api.signup();
-  const base = `/v1/tenants/${tenant.tenantId}/runtimes`;
-  const reg = await api.request('POST', base, {
-    key: tenant.apiKey,
+  const asTenant = api.as(tenant.apiKey);
+  const registered = await asTenant.call('POST /v1/tenants/:id/runtimes', {
+    params: { id: tenant.tenantId },
     body: {
       name: 'plant-p',
       mode: 'hybrid',
@@ -88,25 +82,24 @@ if (missing && process.env.CI === 'true') {
       version: '1.4.1',
     },
   });
-  const registered = reg.json<RuntimeRegistered>();
   let runtimeKey = '';
 
   t.test('installed at 1.4.1 with kubectl; the upgrade to 1.5.0 is left to the upgrader', async (t) => {
-    t.equal(reg.statusCode, 201, `registered: ${reg.body.slice(0, 300)}`);
+    t.match(registered.runtime, { version: '1.4.1', upgrades: 'agent' }, 'registered at 1.4.1, upgrades by the agent');
     const file = join(dir, 'install.yaml');
     await writeFile(file, registered.install.manifests, { mode: 0o600 });
     t.equal((await kubectl(['create', 'namespace', 'gitops'])).code, 0, "the customer's Argo CD namespace");
     const applied = await kubectl(['apply', '-f', file]);
     t.equal(applied.code, 0, `the install bundle applies: ${applied.output.slice(-500)}`);
-    const redeemed = await api.request('POST', '/v1/runtimes/bootstrap', { key: registered.bootstrapToken, body: {} });
-    t.equal(redeemed.statusCode, 200, 'the bootstrap token is redeemed: the runtime is installed');
-    runtimeKey = redeemed.json<RuntimeBootstrapAnswer>().runtimeToken;
-    const asked = await api.request('POST', `${base}/plant-p/upgrade`, {
-      key: tenant.apiKey,
+    const redeemed = await api.as(registered.bootstrapToken).call('POST /v1/runtimes/bootstrap', { body: {} });
+    t.equal(redeemed.runtimeId, registered.runtime.id, 'the bootstrap token is redeemed: the runtime is installed');
+    runtimeKey = redeemed.runtimeToken;
+    const asked = await asTenant.call('POST /v1/tenants/:id/runtimes/:name/upgrade', {
+      params: { id: tenant.tenantId, name: 'plant-p' },
       body: { version: '1.5.0' },
     });
-    t.equal(asked.statusCode, 200, `the upgrade is asked: ${asked.body.slice(0, 300)}`);
-    t.equal(asked.json<RuntimeUpgraded>().appliedBy, 'agent', 'the upgrader is to apply it');
+    t.equal(asked.changed, true, 'the upgrade is asked');
+    t.equal(asked.appliedBy, 'agent', 'the upgrader is to apply it');
   });
 
   t.test("the control plane's plan passes the check against the objects as the API server has them", async (t) => {
@@ -221,8 +214,10 @@ if (missing && process.env.CI === 'true') {
         'the versions ConfigMap, first in the plan, is untouched too',
       );
 
-      const shown = await api.request('GET', `${base}/plant-p`, { key: tenant.apiKey });
-      const upgrade = shown.json<Runtime>().upgrade;
+      const shown = await asTenant.call('GET /v1/tenants/:id/runtimes/:name', {
+        params: { id: tenant.tenantId, name: 'plant-p' },
+      });
+      const upgrade = shown.upgrade;
       t.equal(upgrade?.phase, 'failed', 'the control plane shows the upgrade failed');
       for (const field of [
         /Deployment hosted-runtime-plant-p\/app-proxy: spec\.template\.spec\.serviceAccountName differs/,

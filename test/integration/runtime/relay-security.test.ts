@@ -30,7 +30,8 @@ import { createRouter } from '../../../runtime/agents/request-router/router.ts';
 import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../../runtime/agents/app-proxy/runtime-info.ts';
-import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/http/api-types.ts';
+import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/api/types.ts';
+import { auditRows } from '../../helpers/audit.ts';
 
 t.setTimeout(180_000);
 
@@ -263,13 +264,9 @@ t.test('a normal relayed request still reaches the runtime, with its path and qu
 t.test('an action relayed from A to B is audited once, with the caller, and A logs the relay', async (t) => {
   const whoami = await call<{ keyId: string }>('GET', '/v1/whoami', tenant.apiKey);
   const count = async () =>
-    (
-      await a.db.pool.query<{ actor: string; actor_role: string; status: number | null }>(
-        `SELECT actor, actor_role, (after->>'status')::int AS status FROM audit_log
-          WHERE target_id = $1 AND action = 'runtime.application.refresh' AND after->>'runtime' = 'plant'`,
-        [tenant.tenantId],
-      )
-    ).rows;
+    (await auditRows(a.db.pool, { targetId: tenant.tenantId, action: 'runtime.application.refresh' }))
+      .filter((r) => r.after?.runtime === 'plant')
+      .map((r) => ({ actor: r.actor, actor_role: r.actorRole, status: r.after?.status }));
   const before = (await count()).length;
   const res = await fetch(`${baseA}${proxyBase}/api/applications/apps/guestbook/refresh`, {
     method: 'POST',

@@ -45,7 +45,7 @@ import {
   SECRET_TYPE_LABEL,
 } from '../../../runtime/agents/source-server/credentials.ts';
 import { type CredentialSource, GitMirrors } from '../../../runtime/agents/source-server/git.ts';
-import type { ApplicationChange, ApplicationDiff } from '../../../runtime/protocol/sources.ts';
+import type { ApplicationChange, ApplicationDiff, ApplicationPreview } from '../../../runtime/protocol/sources.ts';
 
 const run = promisify(execFile);
 const toolchainBin = process.env.HRT_TOOLCHAIN_BIN;
@@ -566,6 +566,31 @@ t.test('Git against the cluster, from Argo CD’s managed resources', async (t) 
     'the live image differs from Git; status is not a difference',
   );
 });
+
+t.test(
+  'a preview: what a sync to a revision changes in what runs, and what the Git change does not cause',
+  async (t) => {
+    // Live (the test before): a-web runs 3 replicas of web:1.0 while Git (main, synced) says web:1.1.
+    const back = await get<ApplicationPreview>(`/v1/applications/argocd/a/preview?revision=${c1}`);
+    t.equal(back.status, 200, `answers 200: ${JSON.stringify(back.body).slice(0, 300)}`);
+    t.equal(back.body.revision, c1, 'at the revision asked');
+    t.equal(back.body.current, c3, 'against the synced revision');
+    t.same(
+      back.body.resources.map((r) => [r.kind, r.namespace, r.name, r.action, r.fields, r.notFromChange]),
+      [['Deployment', 'team-a', 'a-web', 'modified', ['spec.replicas'], undefined]],
+      'the first commit: 2 replicas, from the Git change; the image it names already runs (status is no change)',
+    );
+    const head = await get<ApplicationPreview>(`/v1/applications/argocd/a/preview?revision=${c3}`);
+    t.same(
+      head.body.resources.map((r) => [r.name, r.fields, r.notFromChange]),
+      [['a-web', ['spec.template.spec.containers[name=web].image'], ['spec.template.spec.containers[name=web].image']]],
+      'at the synced revision: the live image differs, and no Git change causes it (drift)',
+    );
+    const missingRevision = await get<{ error: { code: string; field: string } }>('/v1/applications/argocd/a/preview');
+    t.equal(missingRevision.status, 400, 'without a revision: 400');
+    t.equal(missingRevision.body.error.field, 'revision', 'naming the field');
+  },
+);
 
 t.test('a commit Argo CD cannot render: its message, on /change and /diff', async (t) => {
   const broken = await monorepo.commit({ 'apps/a/deploy.yaml': 'apiVersion: apps/v1\nkind: [unclosed\n' }, 'break a', {

@@ -180,8 +180,11 @@ void t.test('a request that did not come through the control plane is refused by
   );
 
   t.equal((await request(`${runtimeA.appProxyBase}/healthz`)).status, 200, 'health needs no token');
-  // The Deployment's readiness probe (runtime/component/agent-objects.ts) calls it without one.
-  t.equal((await request(`${runtimeA.appProxyBase}/readyz`)).status, 200, 'readiness needs no token');
+  t.equal(
+    (await request(`${runtimeA.appProxyBase}/readyz`)).status,
+    200,
+    'nor does readiness (the path its readiness probe calls)',
+  );
 });
 
 void t.test('a caller cannot smuggle its own request token through the control plane', async (t) => {

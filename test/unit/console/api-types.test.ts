@@ -1,6 +1,6 @@
 /**
  * The console takes the API's types from the provisioner's route schemas
- * (provisioner/http/api-types.ts) with `import type` only: the browser bundle must hold no server
+ * (provisioner/api/types.ts) with `import type` only: the browser bundle must hold no server
  * module, and the console's type-check (DOM types, no Node.js types) must not pull in Node.js's
  * types through the schemas' imports.
  */
@@ -11,7 +11,7 @@ import ts from 'typescript';
 import type { FleetEvent as StoredFleetEvent } from '../../../provisioner/store/fleet-upgrades.ts';
 import type { Operation as StoredOperation } from '../../../provisioner/store/operations.ts';
 import type { Tenant as StoredTenant } from '../../../provisioner/store/tenants.ts';
-import type { FleetEvent, Operation, Tenant } from '../../../provisioner/http/api-types.ts';
+import type { FleetEvent, Operation, Tenant } from '../../../provisioner/api/types.ts';
 
 /**
  * Checked by the type-check (`npm run typecheck` reads test/), not at run time: the store's view of
@@ -68,8 +68,8 @@ t.test("the console's type-check reads the API's types and no Node.js types", as
   const parsed = ts.parseJsonConfigFileContent(config.config, ts.sys, join(root, 'console'));
   const program = ts.createProgram({ rootNames: parsed.fileNames, options: parsed.options });
   const files = program.getSourceFiles().map((f) => rel(f.fileName));
-  t.ok(files.includes('provisioner/http/api-types.ts'), "the console's program reads provisioner/http/api-types.ts");
-  t.ok(files.includes('provisioner/http/schemas.ts'), "the console's program reads provisioner/http/schemas.ts");
+  t.ok(files.includes('provisioner/api/types.ts'), "the console's program reads provisioner/api/types.ts");
+  t.ok(files.includes('provisioner/api/schemas.ts'), "the console's program reads provisioner/api/schemas.ts");
   t.same(
     files.filter((f) => f.startsWith('node_modules/@types/node/') || f.startsWith('node_modules/@types/pg/')),
     [],

@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { describeFleet } from '../../../provisioner/cli/fleet-commands.ts';
-import type { FleetUpgrade } from '../../../provisioner/http/api-types.ts';
+import type { FleetUpgrade } from '../../../provisioner/api/types.ts';
 
 const counts = {
   excluded: 0,

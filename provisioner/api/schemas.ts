@@ -1,6 +1,9 @@
 /**
- * JSON schemas (TypeBox) shared by routes: request types are derived from them and fastify
- * validates requests and serializes responses with them, so nothing is written twice.
+ * The API's shapes as JSON schemas (TypeBox): the answers, the streams' events and the pieces the
+ * routes' request schemas (http/route-schemas.ts) are built from. Fastify validates requests and
+ * serializes answers with them, the OpenAPI document is generated from them and the API's types
+ * (types.ts) derive from them, so nothing is written twice. Below http/: services answer with
+ * these shapes.
  */
 import { Type, type TSchema } from 'typebox';
 import {
@@ -714,7 +717,7 @@ export const RuntimeObjectDetail = Type.Intersect([
 /*
  * The payloads of the Server-Sent Events streams (`data:` of each event, JSON). No route validates
  * them (a stream's answer is text/event-stream); the streams write them through a typed sender
- * (http/streams.ts) and the clients read them with the types api-types.ts derives from these, so a
+ * (http/streams.ts) and the clients read them with the types types.ts derives from these, so a
  * field changed here is a compile error on both sides. docs/api.md describes each stream.
  */
 

@@ -1,8 +1,9 @@
 /**
- * The API's wire types, derived from the route schemas (schemas.ts) and written nowhere else: the
+ * The API's wire types, derived from the API's schemas (schemas.ts) and written nowhere else: the
  * console (console/src/api.ts), the CLI (cli/) and the end-to-end tier's client take their types
  * from here, so a field added to a schema reaches them without a copy, and one renamed or removed
- * is a compile error where they read it.
+ * is a compile error where they read it. Services answer with them: this folder is below http/
+ * (docs/architecture.md "Layers"), so a service imports it as any other module below it.
  *
  * The console imports this module with `import type` only: esbuild drops it from the browser
  * bundle, and the console's type-check (console/tsconfig.json, DOM types, no Node.js types) reads

@@ -1,0 +1,241 @@
+/**
+ * A real Argo Workflows controller for the end-to-end tier: `workflow-controller` v3.7.2, built
+ * from its Go module by scripts/argo-workflows.sh (test/e2e/prepare.sh exports its bin folder as
+ * HRT_ARGO_WORKFLOWS_BIN; without it the script's cache folder for the current pins is used when
+ * complete — nothing is built here), against an API server with the CRDs of the real
+ * argo-workflows chart (rendered by the chart tools' helm from the chart mirror).
+ *
+ * Pods do not run here: KWOK ends each Workflow pod. `WORKFLOW_POD_STAGE` is the KWOK Stage that
+ * does it, in place of a kubelet and Argo's executor: once KWOK has made a pod of a Workflow
+ * (label `workflows.argoproj.io/workflow`) Running, the stage ends it — every container and init
+ * container terminated, `main` with the exit code the pod's annotation `WORKFLOW_EXIT_CODE`
+ * names (default 0) and the message of `WORKFLOW_EXIT_MESSAGE`, the pod Succeeded (0) or Failed;
+ * a pod annotated `WORKFLOW_HOLD` is left Running.
+ * The test decides the outcome by setting those annotations on a template's `metadata` (Argo
+ * copies a template's metadata onto its pod).
+ *
+ * What the controller needs to finish a node whose pod ends without an executor (checked in the
+ * v3.7.2 source, workflow/controller/operator.go and taskresult.go): a pod node starts with
+ * `taskResultSynced: true`, and only a WorkflowTaskResult labelled
+ * `workflows.argoproj.io/report-outputs-completed: "false"` (which the executor's wait container
+ * writes) marks it incomplete; with no executor no task result exists, so the pod's phase and
+ * container statuses alone decide the node. The `wait` container must be terminated too: while it
+ * is running the controller keeps the node's phase ("wait container is not yet terminated"). A
+ * failed node's message is the main container's `<reason> (exit code N): <message>`.
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { VERSIONS } from '../../../runtime/versions.ts';
+import { findChartTool } from '../../../runtime/render/chart-tools.ts';
+import { startProcess, type ManagedProcess } from '../../../sandbox/processes.ts';
+import type { KubectlRun } from '../../helpers/kubectl.ts';
+import { refuseInEarlyPhase } from './phase.ts';
+
+const run = promisify(execFile);
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+
+/** The controller's version (scripts/argo-workflows.sh builds it). */
+export const ARGO_WORKFLOWS_VERSION = 'v3.7.2';
+
+/** Pod annotation: the exit code KWOK gives the `main` container (default 0: the pod Succeeded). */
+export const WORKFLOW_EXIT_CODE = 'e2e.hosted-runtimes.test/exit-code';
+/** Pod annotation: the `main` container's termination message. */
+export const WORKFLOW_EXIT_MESSAGE = 'e2e.hosted-runtimes.test/exit-message';
+/** Pod annotation: KWOK leaves the pod Running (its Workflow runs until something stops it). */
+export const WORKFLOW_HOLD = 'e2e.hosted-runtimes.test/hold';
+
+/** The KWOK Stage that ends every Workflow pod KWOK made Running (module comment). */
+export const WORKFLOW_POD_STAGE = `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-complete-argo-workflow
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '.metadata.labels["workflows.argoproj.io/workflow"]'
+      operator: 'Exists'
+    - key: '.metadata.annotations["${WORKFLOW_HOLD}"]'
+      operator: 'DoesNotExist'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $code := "0" }}
+      {{ $message := "" }}
+      {{ with .metadata.annotations }}
+      {{ with index . "${WORKFLOW_EXIT_CODE}" }}{{ $code = . }}{{ end }}
+      {{ with index . "${WORKFLOW_EXIT_MESSAGE}" }}{{ $message = . }}{{ end }}
+      {{ end }}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated:
+            {{ if and (eq .name "main") (ne $code "0") }}
+            exitCode: {{ $code }}
+            reason: Error
+            {{ with $message }}message: {{ . | Quote }}{{ end }}
+            {{ else }}
+            exitCode: 0
+            reason: Completed
+            {{ end }}
+            finishedAt: {{ $now | Quote }}
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      initContainerStatuses:
+      {{ range .spec.initContainers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: 0
+            finishedAt: {{ $now | Quote }}
+            reason: Completed
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
+`;
+
+/** The argo-workflows chart whose appVersion is the controller's (the catalog's newest such pin). */
+export function argoWorkflowsChartVersion(): string {
+  const v = [...VERSIONS].reverse().find((r) => r.appVersions?.argoWorkflows === ARGO_WORKFLOWS_VERSION);
+  if (!v) throw new Error(`no runtime version in runtime/versions.ts runs Argo Workflows ${ARGO_WORKFLOWS_VERSION}`);
+  return v.components.argoWorkflows;
+}
+
+function chartFile(): string {
+  const mirror = process.env.HRT_CHART_MIRROR ?? join(REPO, '..', 'shared', 'charts');
+  return join(mirror, `argo-workflows-${argoWorkflowsChartVersion()}.tgz`);
+}
+
+function controllerBin(): string | { unavailable: string } {
+  const env = process.env.HRT_ARGO_WORKFLOWS_BIN;
+  let bin = env;
+  if (!bin) {
+    try {
+      bin = join(
+        execFileSync('bash', [join(REPO, 'scripts', 'argo-workflows.sh'), '--print-dir'], {
+          encoding: 'utf8',
+          stdio: ['ignore', 'pipe', 'pipe'],
+        }).trim(),
+        'bin',
+      );
+    } catch (err) {
+      return { unavailable: `scripts/argo-workflows.sh --print-dir failed: ${(err as Error).message.slice(0, 300)}` };
+    }
+  }
+  return existsSync(join(bin, 'workflow-controller'))
+    ? bin
+    : {
+        unavailable: `${env ? `HRT_ARGO_WORKFLOWS_BIN=${env}` : bin} lacks workflow-controller: run bash scripts/argo-workflows.sh, or the tier through scripts/test.sh e2e`,
+      };
+}
+
+/** Why a real workflow controller cannot run here (no build, no chart, no helm), or undefined. */
+export function argoWorkflowsUnavailable(): string | undefined {
+  refuseInEarlyPhase('the Argo Workflows controller');
+  const bin = controllerBin();
+  if (typeof bin !== 'string') return bin.unavailable;
+  const chart = chartFile();
+  if (!existsSync(chart)) return `the chart mirror has no ${chart} (HRT_CHART_MIRROR)`;
+  try {
+    findChartTool('helm');
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return undefined;
+}
+
+/** The chart's CRDs, as its `crds.install` renders them (helm template of the real chart). */
+export async function argoWorkflowsCrds(): Promise<{ yaml: string; names: string[]; chart: string }> {
+  const chart = chartFile();
+  const { stdout: list } = await run('tar', ['-tzf', chart]);
+  const templates = list
+    .split('\n')
+    .filter((f) => /^argo-workflows\/templates\/crds\/.+\.yaml$/.test(f))
+    .map((f) => f.replace(/^argo-workflows\//, ''));
+  if (templates.length === 0) throw new Error(`${chart} has no templates/crds/*.yaml`);
+  const { stdout: yaml } = await run(
+    findChartTool('helm'),
+    ['template', 'argo-workflows', chart, ...templates.flatMap((f) => ['--show-only', f])],
+    { maxBuffer: 64 * 1024 * 1024 },
+  );
+  const names = [...yaml.matchAll(/^kind: CustomResourceDefinition\nmetadata:\n {2}name: (\S+)/gm)].map((m) => m[1]!);
+  if (names.length !== templates.length)
+    throw new Error(`helm template of ${chart} rendered ${names.length} CRDs for ${templates.length} templates`);
+  return { yaml, names, chart };
+}
+
+export interface WorkflowControllerOptions {
+  kubeconfigFile: string;
+  /** The namespace it runs in and manages (`--namespaced`), where its ConfigMap is written. */
+  namespace: string;
+  /** Folder for its ConfigMap file and log. */
+  dir: string;
+  kubectl: (args: string[]) => Promise<KubectlRun>;
+}
+
+/**
+ * Installs nothing but its ConfigMap (metrics off: no port opened) and starts the controller as a
+ * process, namespaced, without leader election. Stopped in `t.teardown`.
+ */
+export async function startWorkflowController(
+  t: { teardown(fn: () => unknown): void },
+  o: WorkflowControllerOptions,
+): Promise<ManagedProcess> {
+  refuseInEarlyPhase('startWorkflowController (the Argo Workflows controller)');
+  const bin = controllerBin();
+  if (typeof bin !== 'string') throw new Error(bin.unavailable);
+  const configMap = join(o.dir, 'workflow-controller-configmap.json');
+  await writeFile(
+    configMap,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'workflow-controller-configmap', namespace: o.namespace },
+      data: { metricsConfig: 'enabled: false\n', telemetryConfig: 'enabled: false\n' },
+    }),
+  );
+  const applied = await o.kubectl(['apply', '-f', configMap]);
+  if (applied.code !== 0) throw new Error(`the workflow controller's ConfigMap: ${applied.output}`);
+  const proc = startProcess(
+    'workflow-controller',
+    join(bin, 'workflow-controller'),
+    [
+      '--kubeconfig',
+      o.kubeconfigFile,
+      '--namespace',
+      o.namespace,
+      '--namespaced',
+      '--managed-namespace',
+      o.namespace,
+      // Nothing pulls it: KWOK runs the pods (WORKFLOW_POD_STAGE).
+      '--executor-image',
+      `argoproj/argoexec:${ARGO_WORKFLOWS_VERSION}`,
+      '--workflow-workers',
+      '4',
+    ],
+    join(o.dir, 'workflow-controller.log'),
+    { env: { PATH: process.env.PATH ?? '', HOME: o.dir, LEADER_ELECTION_DISABLE: 'true' } },
+  );
+  t.teardown(() => proc.stop());
+  return proc;
+}
