@@ -52,12 +52,6 @@ const STILL_TO_MOVE = new Set([
   'test/e2e/managed-cluster-bound-tokens.test.ts',
   'test/e2e/managed-cluster-tokens.test.ts',
   'test/e2e/managed-clusters.test.ts',
-  // Integration, the hybrid runtimes' files (being reworked separately; their moves come after):
-  // runtime rows, upgrader reports and audit rows read with SQL.
-  'test/integration/api/hybrid-reports.test.ts',
-  'test/integration/api/hybrid-upgrader.test.ts',
-  'test/integration/api/runtimes.test.ts',
-  'test/integration/runtime/hybrid-upgrader-plan.test.ts',
   // Integration, the database seen from outside the store: the hot reads' sessions in
   // pg_stat_activity and their plan cache setting; an external database's applied migrations.
   'test/integration/api/hot-reads.test.ts',
