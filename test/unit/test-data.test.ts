@@ -34,14 +34,6 @@ const STILL_TO_MOVE = new Set([
   'bench/reporter.bench.ts',
   'bench/rest.bench.ts',
   'bench/soak.bench.ts',
-  // The browser tier: the console's fleet and history seeded and read with SQL (the tier is being
-  // reworked separately; its moves come after).
-  'test/browser/application-history.test.ts',
-  'test/browser/fleet.test.ts',
-  'test/browser/gate-wait.test.ts',
-  'test/browser/live.test.ts',
-  'test/browser/ops-answers.test.ts',
-  'test/browser/promotions.test.ts',
   // The e2e tier: reads of the Pulumi state's keys, the event reporter's rows, managed clusters'
   // stored credentials and their audit rows, a tenant's resync requests and operation log.
   'test/e2e/crash.test.ts',
