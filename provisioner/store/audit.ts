@@ -128,29 +128,23 @@ export interface AuditRow {
   requestId: string | null;
 }
 
-export async function listAudit(
-  db: Queryable,
-  q: { targetType?: string; targetId?: string; beforeId?: number; limit: number },
-): Promise<AuditRow[]> {
-  const { rows } = await db.query<{
-    id: number;
-    at: Date;
-    actor: string;
-    actor_role: string;
-    action: string;
-    target_type: string;
-    target_id: string;
-    before: unknown;
-    after: unknown;
-    request_id: string | null;
-  }>(
-    `SELECT * FROM audit_log
-      WHERE ($1::text IS NULL OR target_type = $1) AND ($2::text IS NULL OR target_id = $2)
-        AND ($3::bigint IS NULL OR id < $3)
-      ORDER BY id DESC LIMIT $4`,
-    [q.targetType ?? null, q.targetId ?? null, q.beforeId ?? null, q.limit],
-  );
-  return rows.map((r) => ({
+/** An audit_log row as Postgres gives it. */
+export interface AuditRecord {
+  id: number;
+  at: Date;
+  actor: string;
+  actor_role: string;
+  action: string;
+  target_type: string;
+  target_id: string;
+  before: unknown;
+  after: unknown;
+  request_id: string | null;
+}
+
+/** The row as the API answers it. */
+export function auditRowOf(r: AuditRecord): AuditRow {
+  return {
     id: r.id,
     at: r.at.toISOString(),
     actor: r.actor,
@@ -161,5 +155,19 @@ export async function listAudit(
     before: r.before,
     after: r.after,
     requestId: r.request_id,
-  }));
+  };
+}
+
+export async function listAudit(
+  db: Queryable,
+  q: { targetType?: string; targetId?: string; beforeId?: number; limit: number },
+): Promise<AuditRow[]> {
+  const { rows } = await db.query<AuditRecord>(
+    `SELECT * FROM audit_log
+      WHERE ($1::text IS NULL OR target_type = $1) AND ($2::text IS NULL OR target_id = $2)
+        AND ($3::bigint IS NULL OR id < $3)
+      ORDER BY id DESC LIMIT $4`,
+    [q.targetType ?? null, q.targetId ?? null, q.beforeId ?? null, q.limit],
+  );
+  return rows.map(auditRowOf);
 }

@@ -17,7 +17,7 @@ import type { EventBatch } from '../../runtime/protocol/events.ts';
 import { axeViolations } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
-import { setTenantStatus } from '../helpers/tenants.ts';
+import { findTenants, setTenantStatus } from '../helpers/tenants.ts';
 
 t.setTimeout(5 * 60_000);
 const fx = await consoleFixture(t, { name: 'application-history', env: { CONSOLE_ENGINE: 'none' } });
@@ -45,11 +45,10 @@ await once(sourceServer, 'listening');
 
 /** Settled tenants on the Source Server's runtime version, not due for any reconciler. */
 await seedTenants(db.pool, 2, 'history', 1_000_000);
-const tenantIds = (
-  await db.pool.query<{ id: string }>(
-    `SELECT id FROM tenants WHERE organization LIKE 'history-%' ORDER BY organization`,
-  )
-).rows.map((r) => r.id);
+const tenantIds = (await findTenants(db.pool))
+  .filter((r) => r.organization.startsWith('history-'))
+  .sort((a, b) => a.organization.localeCompare(b.organization))
+  .map((r) => r.id);
 await setTenantStatus(db.pool, tenantIds, { runtimeVersion: '1.7.0', actualRuntimeVersion: '1.7.0', phase: 'Ready' });
 const [lit, dark] = tenantIds as [string, string];
 const keyOf = async (tenantId: string) =>

@@ -12,6 +12,7 @@ import { createKey } from '../../provisioner/store/keys.ts';
 import { axeViolations, median, openPage, p95, signIn, type PageGlobals } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
+import { findTenants } from '../helpers/tenants.ts';
 
 // Chromium and a provisioner process on a shared 2-core machine: more than tap's default of 120 s.
 t.setTimeout(5 * 60_000);
@@ -23,10 +24,8 @@ const fx = await consoleFixture(t, {
   beforeStart: (db) => seedTenants(db.pool, TENANTS),
 });
 const { db, operatorKey } = fx;
-const { rows } = await db.pool.query<{ id: string; organization: string }>(
-  `SELECT id, organization FROM tenants WHERE organization IN ('fleet-00007', 'fleet-00008') ORDER BY organization`,
-);
-const [own, other] = rows as [{ id: string; organization: string }, { id: string; organization: string }];
+const tenantOf = async (organization: string) => (await findTenants(db.pool, { organization }))[0]!;
+const [own, other] = [await tenantOf('fleet-00007'), await tenantOf('fleet-00008')];
 const tenantKey = (await createKey(db.pool, { role: 'tenant', tenantId: own.id, name: 'tenant', createdBy: 'test' }))
   .key;
 

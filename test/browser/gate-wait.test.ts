@@ -18,6 +18,7 @@ import { consoleFixture } from './harness/fixture.ts';
 import { until } from '../../sandbox/until.ts';
 import { setOperationState } from '../helpers/operations.ts';
 import { startFleetUpgrade } from '../helpers/fleet.ts';
+import { findTenants } from '../helpers/tenants.ts';
 
 t.setTimeout(6 * 60_000);
 const fx = await consoleFixture(t, {
@@ -35,9 +36,7 @@ async function signup(organization: string, runtimeVersion: string): Promise<str
   await until(
     `${organization} Ready`,
     60_000,
-    async () =>
-      (await db.pool.query<{ phase: string }>('SELECT phase FROM tenants WHERE id = $1', [id])).rows[0]?.phase ===
-        'Ready' || undefined,
+    async () => (await findTenants(db.pool, { ids: [id] }))[0]?.phase === 'Ready' || undefined,
   );
   return id;
 }

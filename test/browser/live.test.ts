@@ -9,8 +9,8 @@
  */
 import { readFileSync } from 'node:fs';
 import t from 'tap';
+import { appendLog, appendLogAndNotify } from '../../provisioner/store/operations.ts';
 import type { Page } from 'playwright-core';
-import { appendLog } from '../../provisioner/store/operations.ts';
 import { createKey } from '../../provisioner/store/keys.ts';
 import { insertOperation, insertTenant, setSuspender } from '../../provisioner/store/tenants.ts';
 import { application, batch, deletion } from '../helpers/events.ts';
@@ -20,9 +20,11 @@ import { seedTenants } from './harness/seed.ts';
 import { startFleetUpgrade } from '../helpers/fleet.ts';
 import { portOutsideEphemeralRange } from '../helpers/ports.ts';
 import { until } from '../../sandbox/until.ts';
-import { setTenantStatus } from '../helpers/tenants.ts';
+import { findTenants, setTenantStatus } from '../helpers/tenants.ts';
 import { finishOperations, setOperationState } from '../helpers/operations.ts';
 import { addInstalledHybridRuntime } from '../helpers/runtimes.ts';
+import { getClusterByName } from '../../provisioner/store/clusters.ts';
+import { getFleetRow } from '../../provisioner/store/fleet-upgrades.ts';
 
 // Chromium and a provisioner process on a shared 2-core machine: more than tap's default of 120 s.
 t.setTimeout(10 * 60_000);
@@ -37,8 +39,7 @@ const fx = await consoleFixture(t, {
 });
 const { db, client, signedIn } = fx;
 
-const phaseOf = async (id: string) =>
-  (await db.pool.query<{ phase: string }>('SELECT phase FROM tenants WHERE id = $1', [id])).rows[0]?.phase;
+const phaseOf = async (id: string) => (await findTenants(db.pool, { ids: [id] }))[0]?.phase;
 
 async function signup(organization: string, runtimeVersion?: string): Promise<string> {
   const { id } = await fx.signup(organization, {
@@ -123,8 +124,7 @@ t.test('an upgrade refused by the catalog shows the path; delete needs the typed
 /** A settled tenant (not due for the reconciler) with one operation, for the log tests. */
 async function tenantWithOperation(org: string, state: 'running' | 'succeeded'): Promise<{ id: string; op: string }> {
   await seedTenants(db.pool, 1, org, 1_000_000);
-  const id = (await db.pool.query<{ id: string }>('SELECT id FROM tenants WHERE organization = $1', [`${org}-00001`]))
-    .rows[0]!.id;
+  const id = (await findTenants(db.pool, { organization: `${org}-00001` }))[0]!.id;
   const op = await insertOperation(db.pool, id, 'resync', 1, null, null);
   await setOperationState(db.pool, op, state, { startedNow: true });
   return { id, op };
@@ -132,9 +132,7 @@ async function tenantWithOperation(org: string, state: 'running' | 'succeeded'):
 const numbered = (from: number, to: number) =>
   Array.from({ length: to - from + 1 }, (_, i) => ({ line: `line ${String(from + i).padStart(6, '0')} of the test` }));
 const stats = (page: Page) => page.locator('.log-stats');
-const cordoned = async (cluster: string) =>
-  (await db.pool.query<{ cordoned: boolean }>('SELECT cordoned FROM root_clusters WHERE name = $1', [cluster])).rows[0]
-    ?.cordoned;
+const cordoned = async (cluster: string) => (await getClusterByName(db.pool, cluster))?.cordoned;
 /** Every line of the downloaded log, checked: numbered 1..n in order, seqs strictly increasing. */
 async function downloaded(page: Page): Promise<{ count: number; inOrder: boolean; seqsIncrease: boolean }> {
   const [download] = await Promise.all([
@@ -235,9 +233,12 @@ t.test('a followed log survives the provisioner killed and started again: every 
   const { id, op } = await tenantWithOperation('followed', 'running');
   let written = 0;
   const write = async (n: number) => {
-    await appendLog(db.pool, op, numbered(written + 1, written + n));
+    await appendLogAndNotify(
+      db.pool,
+      op,
+      numbered(written + 1, written + n).map((l) => ({ stream: 'engine', ...l })),
+    );
     written += n;
-    await db.pool.query(`SELECT pg_notify('operation_log', $1)`, [op]);
   };
   await write(200);
   const { page, problems } = await signedIn();
@@ -456,10 +457,11 @@ t.test('a fleet upgrade: its waves and tenants, pause, resume and abort from the
     await page.getByRole('button', { name: `${action[0]!.toUpperCase()}${action.slice(1)}…` }).click();
     await page.getByRole('button', { name: `Confirm ${action}` }).click();
     await page.locator(`[data-fleet-state="${after}"]`).waitFor();
-    const { rows } = await db.pool.query<{ state: string }>('SELECT state FROM fleet_upgrades WHERE id = $1', [
-      fleetUpgrade.id,
-    ]);
-    t.equal(rows[0]?.state, after, `${action}: the page and the database have the fleet upgrade ${after}`);
+    t.equal(
+      (await getFleetRow(db.pool, fleetUpgrade.id))?.state,
+      after,
+      `${action}: the page and the database have the fleet upgrade ${after}`,
+    );
   }
   await fx.screenshot(page, 'fleet-upgrade.png', { fullPage: true });
   t.same(await axeViolations(page), [], 'the fleet upgrade page has no serious accessibility violation');

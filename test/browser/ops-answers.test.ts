@@ -7,13 +7,13 @@
  * following its log without a reload. Screenshots of each page.
  */
 import t from 'tap';
-import { appendLog } from '../../provisioner/store/operations.ts';
+import { appendLog, appendLogAndNotify } from '../../provisioner/store/operations.ts';
 import { insertOperation, setSuspender } from '../../provisioner/store/tenants.ts';
 import type { Condition, Phase } from '../../provisioner/store/states.ts';
 import { axeViolations } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
-import { setTenantStatus } from '../helpers/tenants.ts';
+import { findTenants, setTenantStatus } from '../helpers/tenants.ts';
 import { finishOperations, setOperationState } from '../helpers/operations.ts';
 
 t.setTimeout(5 * 60_000);
@@ -30,10 +30,7 @@ async function tenant(
   set: { phase: Phase; suspended?: boolean; version: string; installed: string | null; conditions: Condition[] },
 ): Promise<string> {
   await seedTenants(db.pool, 1, org, 1_000_000);
-  const { rows } = await db.pool.query<{ id: string }>('SELECT id FROM tenants WHERE organization = $1', [
-    `${org}-00001`,
-  ]);
-  const id = rows[0]!.id;
+  const id = (await findTenants(db.pool, { organization: `${org}-00001` }))[0]!.id;
   await setTenantStatus(db.pool, id, {
     phase: set.phase,
     suspended: set.suspended ?? false,
@@ -173,8 +170,7 @@ t.test("an operation's row follows its log: running, then succeeded, without a r
   await page.locator('table.operations tbody tr.selected td:nth-child(2)', { hasText: 'queued' }).waitFor();
   t.equal(await state.innerText(), 'queued', 'the queued operation is shown queued');
   await setOperationState(db.pool, op, 'running', { startedNow: true });
-  await appendLog(db.pool, op, [{ line: 'suspending the runtime' }]);
-  await db.pool.query(`SELECT pg_notify('operation_log', $1)`, [op]);
+  await appendLogAndNotify(db.pool, op, [{ stream: 'engine', line: 'suspending the runtime' }]);
   await page.locator('.log').getByText('suspending the runtime').waitFor();
   await page.locator('table.operations tbody tr.selected td:nth-child(2)', { hasText: 'running' }).waitFor();
   t.equal(await state.innerText(), 'running', 'the row says running once the log does');

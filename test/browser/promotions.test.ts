@@ -17,15 +17,14 @@ import type { UpsertItem } from '../../runtime/protocol/events.ts';
 import { axeViolations } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
-import { setTenantStatus } from '../helpers/tenants.ts';
+import { findTenants, setTenantStatus } from '../helpers/tenants.ts';
 
 t.setTimeout(5 * 60_000);
 const fx = await consoleFixture(t, { name: 'promotions', env: { CONSOLE_ENGINE: 'none' } });
 const { db } = fx;
 
 await seedTenants(db.pool, 1, 'promo', 1_000_000);
-const tenantId = (await db.pool.query<{ id: string }>(`SELECT id FROM tenants WHERE organization LIKE 'promo-%'`))
-  .rows[0]!.id;
+const tenantId = (await findTenants(db.pool)).find((r) => r.organization.startsWith('promo-'))!.id;
 await setTenantStatus(db.pool, tenantId, { runtimeVersion: '1.8.0', actualRuntimeVersion: '1.8.0', phase: 'Ready' });
 const tenantKey = (await createKey(db.pool, { role: 'tenant', tenantId, name: 'customer', createdBy: 'test' })).key;
 const runtimeKey = (await createKey(db.pool, { role: 'runtime', tenantId, name: 'runtime', createdBy: 'test' })).key;

@@ -5,7 +5,7 @@
  * reads audit_log with SQL.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
-import type { AuditRow } from '../../provisioner/store/audit.ts';
+import { auditRowOf, type AuditRecord, type AuditRow } from '../../provisioner/store/audit.ts';
 
 /** An audit row as tests read it: `before` and `after` are the JSON objects written (null: none). */
 export interface AuditRead extends Omit<AuditRow, 'before' | 'after'> {
@@ -42,29 +42,12 @@ function where(f: AuditFilter): { sql: string; values: unknown[] } {
 /** The audit rows the filter selects, oldest first. */
 export async function auditRows(db: Queryable, f: AuditFilter = {}): Promise<AuditRead[]> {
   const w = where(f);
-  const { rows } = await db.query<{
-    id: string;
-    at: Date;
-    actor: string;
-    actor_role: string;
-    action: string;
-    target_type: string;
-    target_id: string;
-    before: Record<string, unknown> | null;
-    after: Record<string, unknown> | null;
-    request_id: string | null;
-  }>(`SELECT * FROM audit_log ${w.sql} ORDER BY id`, w.values);
+  const { rows } = await db.query<AuditRecord>(`SELECT * FROM audit_log ${w.sql} ORDER BY id`, w.values);
   return rows.map((r) => ({
+    ...auditRowOf(r),
     id: Number(r.id),
-    at: r.at.toISOString(),
-    actor: r.actor,
-    actorRole: r.actor_role,
-    action: r.action,
-    targetType: r.target_type,
-    targetId: r.target_id,
-    before: r.before,
-    after: r.after,
-    requestId: r.request_id,
+    before: r.before as AuditRead['before'],
+    after: r.after as AuditRead['after'],
   }));
 }
 

@@ -28,6 +28,15 @@ export async function setHeartbeatAgo(db: Queryable, runtimeId: string, seconds:
   ]);
 }
 
+/** A runtime's last heartbeat as stored (Postgres' text, to the microsecond: equal only if unchanged), or undefined. */
+export async function storedHeartbeatAt(db: Queryable, runtimeId: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ at: string | null }>(
+    'SELECT last_heartbeat_at::text AS at FROM runtimes WHERE id = $1',
+    [runtimeId],
+  );
+  return rows[0]?.at ?? undefined;
+}
+
 /** Moves a removed runtime's removal `seconds` back (instead of waiting out the purge's retention). */
 export async function markRemovedAgo(db: Queryable, runtimeId: string, seconds: number): Promise<void> {
   await db.query('UPDATE runtimes SET removed_at = now() - make_interval(secs => $2::float8) WHERE id = $1', [

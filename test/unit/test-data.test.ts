@@ -34,14 +34,6 @@ const STILL_TO_MOVE = new Set([
   'bench/reporter.bench.ts',
   'bench/rest.bench.ts',
   'bench/soak.bench.ts',
-  // The browser tier: the console's fleet and history seeded and read with SQL (the tier is being
-  // reworked separately; its moves come after).
-  'test/browser/application-history.test.ts',
-  'test/browser/fleet.test.ts',
-  'test/browser/gate-wait.test.ts',
-  'test/browser/live.test.ts',
-  'test/browser/ops-answers.test.ts',
-  'test/browser/promotions.test.ts',
   // The e2e tier: reads of the Pulumi state's keys, the event reporter's rows, managed clusters'
   // stored credentials and their audit rows, a tenant's resync requests and operation log.
   'test/e2e/crash.test.ts',
@@ -52,12 +44,6 @@ const STILL_TO_MOVE = new Set([
   'test/e2e/managed-cluster-bound-tokens.test.ts',
   'test/e2e/managed-cluster-tokens.test.ts',
   'test/e2e/managed-clusters.test.ts',
-  // Integration, the hybrid runtimes' files (being reworked separately; their moves come after):
-  // runtime rows, upgrader reports and audit rows read with SQL.
-  'test/integration/api/hybrid-reports.test.ts',
-  'test/integration/api/hybrid-upgrader.test.ts',
-  'test/integration/api/runtimes.test.ts',
-  'test/integration/runtime/hybrid-upgrader-plan.test.ts',
   // Integration, the database seen from outside the store: the hot reads' sessions in
   // pg_stat_activity and their plan cache setting; an external database's applied migrations.
   'test/integration/api/hot-reads.test.ts',

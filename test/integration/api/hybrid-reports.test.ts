@@ -19,7 +19,8 @@ import type { ReportedKind } from '../../../runtime/protocol/kinds.ts';
 import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import type { ErrorBody, Runtime } from '../../../provisioner/api/types.ts';
 import { until } from '../../../sandbox/until.ts';
-import { setHeartbeatAgo } from '../../helpers/runtimes.ts';
+import { setHeartbeatAgo, storedHeartbeatAt } from '../../helpers/runtimes.ts';
+import { readUsage } from '../../../provisioner/store/runtime-objects.ts';
 
 /** The tenant's stored-object budget here: small, so that the shared limit is reached with a few objects. */
 const OBJECTS = 6;
@@ -252,12 +253,7 @@ t.test("a hybrid runtime's heartbeat, reported version, skew and conditions come
   });
   t.match(cond(ready, 'Ready'), { reason: 'Ready' }, 'Ready is True: installed, reporting, tunnel connected');
 
-  const storedAt = async () =>
-    (
-      await api.db.pool.query<{ at: string }>('SELECT last_heartbeat_at::text AS at FROM runtimes WHERE id = $1', [
-        plant.id,
-      ])
-    ).rows[0]!.at;
+  const storedAt = async () => storedHeartbeatAt(api.db.pool, plant.id);
   const written = await storedAt();
   const again = await report(plant.key, batch('plant-0', [], { heartbeat: heartbeat(plant.version, ['Application']) }));
   t.equal(again.status, 200);
@@ -351,15 +347,8 @@ t.test("a tenant's runtimes share its stored-object budget; removing one frees w
     params: { id: c.tenantId, name: 'site' },
   });
   t.equal(removed.runtime.state, 'removed', 'the hybrid runtime is removed');
-  const usage = await api.db.pool.query<{ objects: string }>(
-    'SELECT objects::text FROM runtime_object_usage WHERE tenant_id = $1',
-    [c.tenantId],
-  );
-  t.equal(
-    usage.rows[0]?.objects,
-    '4',
-    "the removed runtime's objects no longer count: the hosted runtime's 4 are left",
-  );
+  const usage = await readUsage(api.db.pool, c.tenantId);
+  t.equal(usage.objects, 4, "the removed runtime's objects no longer count: the hosted runtime's 4 are left");
   t.equal(
     (await report(hostedC, batch('h-0', [application('e', 30)]))).status,
     200,

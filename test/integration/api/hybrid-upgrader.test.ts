@@ -12,6 +12,7 @@
 import t from 'tap';
 import type { AddressInfo } from 'node:net';
 import { createTestApi } from '../../helpers/api.ts';
+import { auditRows } from '../../helpers/audit.ts';
 import type { AnswerOf, ApiResult, RouteKey } from '../../../provisioner/http/api-client.ts';
 import type { Runtime } from '../../../provisioner/api/types.ts';
 import type { UpgraderAssignment } from '../../../runtime/protocol/upgrade.ts';
@@ -71,13 +72,7 @@ const runtime = (name: string) =>
 const pull = (key: string) => call<UpgraderAssignment>('GET', '/v1/runtime/upgrade', key);
 const report = (key: string, to: string, phase: string, message?: string) =>
   call<{ runtime: Runtime }>('POST', '/v1/runtime/upgrade', key, { to, phase, ...(message ? { message } : {}) });
-const audits = async (runtimeId: string) =>
-  (
-    await api.db.pool.query<{ action: string; actor_role: string; after: Record<string, unknown> }>(
-      `SELECT action, actor_role, after FROM audit_log WHERE target_id = $1 ORDER BY id`,
-      [runtimeId],
-    )
-  ).rows;
+const audits = async (runtimeId: string) => auditRows(api.db.pool, { targetId: runtimeId });
 
 t.test('opted in: the upgrader gets the upgrade, pulls its plan, and reports it through to success', async (t) => {
   const { registered, key } = await hybrid('plant-a', { upgrades: 'agent' });
@@ -133,7 +128,7 @@ t.test('opted in: the upgrader gets the upgrade, pulls its plan, and reports it 
   t.same(
     (await audits(registered.runtime.id))
       .filter((a) => a.action.startsWith('runtime.upgrade'))
-      .map((a) => [a.action, a.actor_role]),
+      .map((a) => [a.action, a.actorRole]),
     [
       ['runtime.upgrade', 'tenant'],
       ['runtime.upgrade.applying', 'runtime'],
@@ -264,7 +259,7 @@ t.test(
 
     const rows = (await audits(registered.runtime.id)).filter((a) => a.action.startsWith('runtime.upgrade'));
     t.same(
-      rows.map((a) => [a.action, a.actor_role, (a.after as { phase?: string }).phase]),
+      rows.map((a) => [a.action, a.actorRole, (a.after as { phase?: string }).phase]),
       [
         ['runtime.upgrade', 'tenant', undefined],
         ['runtime.upgrade.applying', 'runtime', 'applying'],

@@ -18,6 +18,9 @@ import { ApiClient, type AnswerOf, type BodyOf } from '../../../provisioner/http
 import type { Runtime } from '../../../provisioner/api/types.ts';
 import { until } from '../../../sandbox/until.ts';
 import { expireBootstrap } from '../../helpers/runtimes.ts';
+import { tunnelRows } from '../../helpers/tunnels.ts';
+import { storedKeys } from '../../helpers/keys.ts';
+import { auditRows } from '../../helpers/audit.ts';
 
 const logged: string[] = [];
 const sink = new Writable({
@@ -247,13 +250,7 @@ t.test(
     const recorded = await until(
       "the hybrid runtime's tunnel recorded in the tunnel directory",
       30_000,
-      async () =>
-        (
-          await api.db.pool.query<{ replica_id: string }>(
-            'SELECT replica_id FROM hybrid_runtime_tunnels WHERE runtime_id = $1',
-            [reg.runtime.id],
-          )
-        ).rows[0]?.replica_id,
+      async () => (await tunnelRows(api.db.pool, 'hybrid', reg.runtime.id))[0]?.replicaId,
     );
     t.equal(recorded, api.services.tunnelDirectory.replicaId, 'the row names the replica holding the tunnel');
 
@@ -270,9 +267,7 @@ t.test(
       await until(
         "the closed tunnel's directory row deleted",
         30_000,
-        async () =>
-          (await api.db.pool.query('SELECT 1 FROM hybrid_runtime_tunnels WHERE runtime_id = $1', [reg.runtime.id]))
-            .rowCount === 0,
+        async () => (await tunnelRows(api.db.pool, 'hybrid', reg.runtime.id)).length === 0,
       ),
       'the removed runtime has no tunnel row',
     );
@@ -283,10 +278,8 @@ t.test('two exchanges of one token at once: exactly one gets a runtime key', asy
   const reg = await register(b.tenantId, b.apiKey, { name: 'race' });
   const both = await Promise.all([exchangeRequest(reg.bootstrapToken), exchangeRequest(reg.bootstrapToken)]);
   t.same(both.map((r) => r.status).sort(), [200, 401], 'one exchange is answered 200, the other 401');
-  const keys = await api.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM api_keys WHERE runtime_id = $1', [
-    reg.runtime.id,
-  ]);
-  t.equal(keys.rows[0]!.n, 1, 'one runtime key was made for the runtime');
+  const keys = await storedKeys(api.db.pool, { runtimeId: reg.runtime.id });
+  t.equal(keys.length, 1, 'one runtime key was made for the runtime');
   await remove(b.tenantId, b.apiKey, 'race');
 });
 
@@ -347,18 +340,17 @@ t.test('removal revokes the runtime key, refuses the token and answers the remov
     'the token of a removed runtime is refused',
   );
 
-  const audit = await api.db.pool.query<{ action: string; text: string }>(
-    `SELECT action, coalesce(before::text, '') || coalesce(after::text, '') AS text FROM audit_log
-      WHERE target_type = 'runtime' AND target_id = $1 ORDER BY id`,
-    [reg.runtime.id],
-  );
+  const audit = await auditRows(api.db.pool, { targetType: 'runtime', targetId: reg.runtime.id });
   t.same(
-    audit.rows.map((r) => r.action),
+    audit.map((r) => r.action),
     ['runtime.register', 'runtime.bootstrap', 'runtime.remove'],
     'register, bootstrap and remove each wrote an audit row',
   );
   t.notOk(
-    audit.rows.some((r) => r.text.includes(reg.bootstrapToken) || r.text.includes(key)),
+    audit.some((r) => {
+      const text = JSON.stringify([r.before, r.after]);
+      return text.includes(reg.bootstrapToken) || text.includes(key);
+    }),
     'no audit row holds the bootstrap token or the runtime key',
   );
 });

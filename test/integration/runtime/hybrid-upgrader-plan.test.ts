@@ -24,6 +24,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { createTestApi } from '../../helpers/api.ts';
+import { auditActions } from '../../helpers/audit.ts';
 import { missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
 import { agentKubeTransport } from '../../../runtime/agents/common/kube.ts';
 import { FIELD_MANAGER, Upgrader } from '../../../runtime/agents/upgrader/upgrader.ts';
@@ -227,12 +228,8 @@ if (missing && process.env.CI === 'true') {
         /nothing was applied/,
       ])
         t.match(upgrade?.message, field, `the report says ${String(field)}`);
-      const audit = await api.db.pool.query<{ action: string }>(
-        `SELECT action FROM audit_log WHERE target_id = $1 AND action LIKE 'runtime.upgrade.%' ORDER BY id`,
-        [registered.runtime.id],
-      );
       t.same(
-        audit.rows.map((r) => r.action),
+        await auditActions(api.db.pool, { targetId: registered.runtime.id, actionPrefix: 'runtime.upgrade.' }),
         ['runtime.upgrade.failed'],
         'audited as failed, straight from pending (it never reported applying)',
       );
