@@ -102,6 +102,18 @@ export interface Application {
 }
 
 /**
+ * Whether an Application's Degraded health fails a step: only once Argo CD has applied the promoted
+ * revision (`reached`: its synced revision is the commit or a later one) and reports it Synced.
+ * Argo CD moves the synced revision to a new commit when it compares, before its sync applies it:
+ * while it is OutOfSync there its health is still the old live state's — a Rollout aborted by the
+ * previous release's failed analysis stays Degraded until the new revision reaches it.
+ */
+export function degradedAt(app: Application, reached: boolean): boolean {
+  const st = app.status ?? {};
+  return reached && st.sync?.status === 'Synced' && st.health?.status === 'Degraded';
+}
+
+/**
  * Why a promotion's step fails on an Application Argo CD reports Degraded at the promoted revision,
  * naming what is degraded: each resource whose persisted health is Degraded, with Argo CD's
  * message for it (for a Rollout whose canary analysis failed: "Rollout aborted update to revision
@@ -694,7 +706,7 @@ export class PromotionEngine {
             return void (await failStep(
               `${name}: Argo CD's sync ${op.phase.toLowerCase()}: ${op.message ?? ''}`.trim(),
             ));
-          if (reached && st.health?.status === 'Degraded') return void (await failStep(degradedReason(name, app)));
+          if (degradedAt(app, reached)) return void (await failStep(degradedReason(name, app)));
           if (!(reached && st.sync?.status === 'Synced' && st.health?.status === 'Healthy'))
             waiting.push(
               `${name} (${st.sync?.status ?? 'Unknown'}/${st.health?.status ?? 'Unknown'} at ${at.slice(0, 12) || 'no revision'})`,

@@ -21,6 +21,7 @@ import {
   type PromotionPolicy,
 } from '../../../runtime/protocol/promotions.ts';
 import {
+  degradedAt,
   degradedReason,
   getField,
   promotionName,
@@ -228,4 +229,19 @@ t.test('a Degraded Application fails the step naming what is degraded', async (t
     'shop-prod is Degraded at the promoted revision: a hook failed',
     'no Rollout: the Application’s own message',
   );
+});
+
+t.test('Degraded fails a step only once Argo CD has applied the promoted revision', async (t) => {
+  const app = (sync: string, health: string) => ({
+    metadata: { name: 'shop-prod' },
+    status: { sync: { status: sync, revision: 'c0ffee' }, health: { status: health } },
+  });
+  t.equal(degradedAt(app('Synced', 'Degraded'), true), true, 'Synced at the promoted revision and Degraded: fails');
+  t.equal(
+    degradedAt(app('OutOfSync', 'Degraded'), true),
+    false,
+    'OutOfSync at it: the health is still the old live state’s (the previous release’s aborted Rollout), it waits',
+  );
+  t.equal(degradedAt(app('Synced', 'Degraded'), false), false, 'Degraded at an older revision: it waits');
+  t.equal(degradedAt(app('Synced', 'Progressing'), true), false, 'Progressing: it waits');
 });
