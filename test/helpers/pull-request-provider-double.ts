@@ -34,6 +34,8 @@ export interface ProviderDouble {
   requests: RecordedRequest[];
   /** The next `count` requests (matching `method`, when given) answer `status` (0: the connection is dropped; -1: never answered). */
   failNext(status: number, count?: number, method?: string): void;
+  /** The next create makes its pull request but never answers (a lost answer: the client times out, or its process dies). */
+  holdNextCreate(): void;
   /** Merges pull request `number` (the provider's merge button). */
   merge(number: number): void;
   close(): Promise<void>;
@@ -50,6 +52,7 @@ export async function startProviderDouble(o: {
   const pulls: DoublePull[] = [];
   const requests: RecordedRequest[] = [];
   const failures: { status: number; method?: string }[] = [];
+  let hold = false;
   let origin = '';
   const prefix = o.kind === 'gitea' ? '/api/v1' : o.kind === 'gitlab' ? '/api/v4' : '';
   const repoPath = `${prefix}/repos/${o.owner}/${o.repo}/pulls`;
@@ -164,6 +167,10 @@ export async function startProviderDouble(o: {
           merged: false,
         };
         pulls.push(p);
+        if (hold) {
+          hold = false;
+          return; // made, never answered
+        }
         return send(201, view(p));
       }
       const m = /^\/(\d+)$/.exec(rest);
@@ -185,6 +192,9 @@ export async function startProviderDouble(o: {
     requests,
     failNext(status, count = 1, method) {
       for (let i = 0; i < count; i++) failures.push({ status, ...(method ? { method } : {}) });
+    },
+    holdNextCreate() {
+      hold = true;
     },
     merge(number) {
       const p = pulls.find((x) => x.number === number);
