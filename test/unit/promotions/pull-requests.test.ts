@@ -24,6 +24,16 @@ const ask = {
   body: 'Promotion shop-1-4-0',
 };
 
+/** The ProviderError a call ends in (the test fails when it succeeds). */
+async function failure(call: Promise<unknown>): Promise<ProviderError> {
+  const err = await call.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(err instanceof ProviderError)) throw new Error(`expected a ProviderError, got ${String(err)}`);
+  return err;
+}
+
 const fast = { timeoutMs: 500, attempts: 3, backoffMs: 5 };
 
 t.test('repoRef: owner and name from the clone URL', async (t) => {
@@ -34,7 +44,7 @@ t.test('repoRef: owner and name from the clone URL', async (t) => {
 });
 
 for (const kind of ['github', 'gitea', 'gitlab'] as ProviderKind[]) {
-  t.test(`${kind}: opens one pull request per head branch, finds it again, closes it`, async (t) => {
+  t.test(`${kind} (a test double): opens one pull request per head branch, finds it again, closes it`, async (t) => {
     const double = await startProviderDouble({ kind, owner: 'acme', repo: 'config', token: TOKEN });
     t.teardown(() => double.close());
     const client = new PullRequestClient({ kind, apiUrl: double.apiUrl, token: TOKEN, ...fast });
@@ -132,24 +142,21 @@ t.test('provider errors: clear messages, never the token; 5xx and timeouts retri
   const client = new PullRequestClient({ kind: 'github', apiUrl: double.apiUrl, token: TOKEN, ...fast });
 
   const wrong = new PullRequestClient({ kind: 'github', apiUrl: double.apiUrl, token: 'not-the-token', ...fast });
-  const e401 = await wrong.open(repo, ask).catch((e: unknown) => e);
-  t.ok(e401 instanceof ProviderError);
+  const e401 = await failure(wrong.open(repo, ask));
   t.match(
-    (e401 as ProviderError).message,
+    e401.message,
     /^GitHub answered 401 Unauthorized to GET \/repos\/acme\/config\/pulls: Bad credentials — the token \(the password of the repository credentials Secret\) is not accepted$/,
   );
-  t.equal((e401 as ProviderError).transient, false, '401 is not retried');
-  t.notMatch((e401 as ProviderError).message, /not-the-token/, 'the token is not in the message');
+  t.equal(e401.transient, false, '401 is not retried');
+  t.notMatch(e401.message, /not-the-token/, 'the token is not in the message');
 
-  const e404 = await client.open({ owner: 'acme', name: 'gone' }, ask).catch((e: unknown) => e as ProviderError);
+  const e404 = await failure(client.open({ owner: 'acme', name: 'gone' }, ask));
   t.match(
     e404.message,
     /GitHub answered 404 Not Found to GET \/repos\/acme\/gone\/pulls: Not Found — no such repository or API at this URL/,
   );
 
-  const e422 = await client
-    .open(repo, { ...ask, head: 'promotions/missing/staging' })
-    .catch((e: unknown) => e as ProviderError);
+  const e422 = await failure(client.open(repo, { ...ask, head: 'promotions/missing/staging' }));
   t.match(
     e422.message,
     /GitHub answered 422 Unprocessable Entity to POST \/repos\/acme\/config\/pulls: Validation Failed: head promotions\/missing\/staging does not exist/,
@@ -164,7 +171,7 @@ t.test('provider errors: clear messages, never the token; 5xx and timeouts retri
   t.equal(double.requests.slice(before).filter((r) => r.method === 'POST').length, 3, 'three attempts');
 
   double.failNext(503, 3);
-  const e5xx = await client.find(repo, ask.head, 'main').catch((e: unknown) => e as ProviderError);
+  const e5xx = await failure(client.find(repo, ask.head, 'main'));
   t.match(
     e5xx.message,
     /^GitHub answered 503 Service Unavailable to GET \/repos\/acme\/config\/pulls: the double answers 503 \(3 attempts\)$/,
@@ -172,7 +179,7 @@ t.test('provider errors: clear messages, never the token; 5xx and timeouts retri
   t.equal(e5xx.transient, true, '5xx is transient');
 
   double.failNext(-1, 3);
-  const slow = await client.find(repo, ask.head, 'main').catch((e: unknown) => e as ProviderError);
+  const slow = await failure(client.find(repo, ask.head, 'main'));
   t.equal(slow.message, 'GitHub did not answer GET /repos/acme/config/pulls within 500 ms (3 attempts)');
   t.equal(slow.transient, true);
 
@@ -185,7 +192,7 @@ t.test('provider errors: clear messages, never the token; 5xx and timeouts retri
     token: TOKEN,
     ...fast,
   });
-  const down = await closedPort.find(repo, ask.head, 'main').catch((e: unknown) => e as ProviderError);
+  const down = await failure(closedPort.find(repo, ask.head, 'main'));
   t.match(down.message, /^Gitea could not be reached for GET \/repos\/acme\/config\/pulls: .*\(3 attempts\)$/);
 
   t.throws(
