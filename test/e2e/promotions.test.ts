@@ -829,9 +829,9 @@ if (unavailable) {
     'action pr (provider: a test double): staging’s pull request opened once (a restart between its create and its answer), merged by the provider; abort closes one',
     async (t) => {
       await outcome({ notify: 'pass' });
-      // The provider's pull-request API: a TEST DOUBLE (Gitea's API v1 shapes, on loopback; no real
-      // provider runs in the tests: docs/testing.md, "Pull requests"). Its token is the password of
-      // the repository Secret, as a real provider's would be.
+      // The provider's pull-request API: a TEST DOUBLE (Gitea's API v1 shapes, on loopback; the
+      // client against a real Gitea: gitea-pull-requests.test.ts, docs/testing.md "Pull requests").
+      // Its token is the password of the repository Secret, as a real provider's would be.
       const provider = await startProviderDouble({ kind: 'gitea', owner: 'acme', repo: 'config', token: GIT_PASSWORD });
       t.teardown(() => provider.close());
       // The first create is made but never answered, and the operator is killed while it waits.

@@ -3,8 +3,9 @@
  * Gitea's/Forgejo's API v1 shapes (`/repos/{owner}/{repo}/pulls`, list, create, get, PATCH
  * state) and GitLab's merge requests (`/projects/{id}/merge_requests`), kept in memory. It is not
  * a provider: it checks the token and the request shapes the operator's client sends, answers as
- * those APIs document, and can be told to fail (`failNext`). No real provider runs in the test
- * tiers (docs/testing.md, "Pull requests": what a real provider run would add).
+ * those APIs document, and can be told to fail (`failNext`). A real Gitea runs in
+ * test/e2e/gitea-pull-requests.test.ts; GitHub and GitLab run nowhere here (docs/testing.md,
+ * "Pull requests").
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { serverPort, startProcess, until, type ManagedProcess } from '../../../sandbox/processes.ts';
+import { refuseInEarlyPhase } from './phase.ts';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -46,6 +47,7 @@ async function giteaBin(): Promise<string | undefined> {
 
 /** Why a real Gitea cannot run here, or undefined. */
 export async function giteaUnavailable(): Promise<string | undefined> {
+  refuseInEarlyPhase('Gitea');
   if (process.env.HRT_GITEA_SKIP) return process.env.HRT_GITEA_SKIP;
   if (!process.env.TEST_PG_URL) return 'TEST_PG_URL is not set (Gitea keeps its data in the tests’ PostgreSQL)';
   const bin = await giteaBin();

@@ -3,8 +3,8 @@
  * against a loopback TEST DOUBLE of each provider's API (test/helpers/pull-request-provider-double.ts):
  * the requests it sends (paths, bodies, the token's header), find-or-create opening exactly one
  * pull request per head branch, closing, and the step messages a provider's errors become
- * (401, 404, 422, 5xx and timeouts, the transient ones retried). No real provider runs here
- * (docs/testing.md, "Pull requests").
+ * (401, 404, 422, 5xx and timeouts, the transient ones retried). The client against a real
+ * Gitea: test/e2e/gitea-pull-requests.test.ts (docs/testing.md, "Pull requests").
  */
 import t from 'tap';
 import {
