@@ -11,7 +11,7 @@ export function refuseInEarlyPhase(what: string): void {
     `${what} was asked for in the end-to-end tier's early phase (HRT_E2E_PHASE=early), which has only the ` +
       'toolchain and the Argo CRDs: scripts/test.sh puts a file in the early phase when it names none of ' +
       'provisioningSuite, startE2E, provisioningUnavailable, startArgoCd, argoCdUnavailable, ' +
-      'argoWorkflowsUnavailable and giteaUnavailable; call one of ' +
+      'argoWorkflowsUnavailable, argoRolloutsUnavailable and giteaUnavailable; call one of ' +
       'those directly in this file so that it runs in the late phase',
   );
 }
