@@ -44,10 +44,6 @@ const STILL_TO_MOVE = new Set([
   'test/e2e/managed-cluster-bound-tokens.test.ts',
   'test/e2e/managed-cluster-tokens.test.ts',
   'test/e2e/managed-clusters.test.ts',
-  // Integration, the database seen from outside the store: the hot reads' sessions in
-  // pg_stat_activity and their plan cache setting; an external database's applied migrations.
-  'test/integration/api/hot-reads.test.ts',
-  'test/integration/infra/external-database.test.ts',
 ]);
 
 const FILES = [...sources('test'), ...sources('bench')];
