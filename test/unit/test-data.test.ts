@@ -38,12 +38,9 @@ const STILL_TO_MOVE = new Set([
   // stored credentials and their audit rows, a tenant's resync requests and operation log.
   'test/e2e/crash.test.ts',
   'test/e2e/drift-watch-scale.test.ts',
-  'test/e2e/engine-backend.test.ts',
   'test/e2e/event-reporter.test.ts',
   'test/e2e/lifecycle.test.ts',
   'test/e2e/managed-cluster-bound-tokens.test.ts',
-  'test/e2e/managed-cluster-tokens.test.ts',
-  'test/e2e/managed-clusters.test.ts',
 ]);
 
 const FILES = [...sources('test'), ...sources('bench')];
