@@ -174,3 +174,13 @@ export async function appliedMigrations(db: Queryable): Promise<number[] | undef
   const { rows } = await db.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
   return rows.map((r) => Number(r.version));
 }
+
+/** Empties a database a benchmark was given (DATABASE_URL) or started: its public schema dropped and made again, for migrate. */
+export async function emptyPublicSchema(db: Queryable): Promise<void> {
+  await db.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public');
+}
+
+/** Refreshes the planner's statistics after a seed (ANALYZE; with `vacuum`, VACUUM ANALYZE: the dead rows of the seed's updates reclaimed too). */
+export async function refreshStatistics(db: Queryable, o: { vacuum?: boolean } = {}): Promise<void> {
+  await db.query(o.vacuum ? 'VACUUM ANALYZE' : 'ANALYZE');
+}

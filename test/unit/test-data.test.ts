@@ -24,16 +24,11 @@ const SQL_HOME = /^test\/(helpers|integration\/db|integration\/store)\//;
 const STILL_TO_MOVE = new Set([
   // Benchmarks: seed and cleanup of their own databases, counts of what a run did, PostgreSQL's
   // statistics (pg_stat_*), a job table of the baseline run.
-  'bench/api.bench.ts',
   'bench/engine.bench.ts',
   'bench/fleet.bench.ts',
-  'bench/fleet.ts',
-  'bench/history.bench.ts',
-  'bench/ingest.bench.ts',
   'bench/reconciler.bench.ts',
   'bench/reporter.bench.ts',
   'bench/rest.bench.ts',
-  'bench/soak.bench.ts',
   // The e2e tier: reads of the Pulumi state's keys, the event reporter's rows, managed clusters'
   // stored credentials and their audit rows, a tenant's resync requests and operation log.
   'test/e2e/crash.test.ts',
