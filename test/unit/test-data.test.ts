@@ -31,7 +31,6 @@ const STILL_TO_MOVE = new Set([
   'bench/rest.bench.ts',
   // The e2e tier: reads of the Pulumi state's keys, the event reporter's rows, managed clusters'
   // stored credentials and their audit rows, a tenant's resync requests and operation log.
-  'test/e2e/crash.test.ts',
   'test/e2e/lifecycle.test.ts',
 ]);
 
