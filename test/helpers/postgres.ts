@@ -142,17 +142,17 @@ export async function waitingAdvisoryLocks(db: pg.Pool | pg.PoolClient): Promise
 
 /**
  * The sessions of this database (the caller's own left out) whose connection is named
- * `applicationName` and whose statement starts with `statementStart` (pg_stat_activity cuts the
- * text at track_activity_query_size, 1 KiB: match its start).
+ * `applicationName` and whose statement holds `statementPart` (pg_stat_activity cuts the text
+ * at track_activity_query_size, 1 KiB: give a part near its start).
  */
 export async function sessionCount(
   db: Queryable,
-  s: { applicationName: string; statementStart: string },
+  s: { applicationName: string; statementPart: string },
 ): Promise<number> {
   const { rows } = await db.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
-        AND application_name = $1 AND starts_with(query, $2)`,
-    [s.applicationName, s.statementStart],
+        AND application_name = $1 AND position($2 in query) > 0`,
+    [s.applicationName, s.statementPart],
   );
   return rows[0]!.n;
 }
