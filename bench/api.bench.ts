@@ -43,6 +43,8 @@ import { createKey } from '../provisioner/store/keys.ts';
 import { catalog } from '../runtime/catalog.ts';
 import type { LoadRequest, LoadResult } from './load.ts';
 import { insertTenantsBulk } from '../test/helpers/bulk.ts';
+import { emptyPublicSchema, refreshStatistics } from '../test/helpers/postgres.ts';
+import { randomTenantIds } from '../test/helpers/tenants.ts';
 
 const TENANTS = 10_000;
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
@@ -52,7 +54,7 @@ const dir = await mkdtemp(join(tmpdir(), 'hrt-bench-'));
 const pg = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgres(dir);
 const url = process.env.DATABASE_URL ?? pg!.url;
 const pool = createPool(url, Number(process.env.BENCH_POOL_SIZE ?? 20));
-await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public');
+await emptyPublicSchema(pool);
 await migrate(pool);
 await insertTenantsBulk(pool, TENANTS, {
   prefix: 'bench',
@@ -60,14 +62,12 @@ await insertTenantsBulk(pool, TENANTS, {
   plan: 'free',
   runtimeVersion: catalog.defaultVersion('stable'),
 });
-await pool.query('ANALYZE');
-const { rows } = await pool.query<{ id: string }>(`SELECT id FROM tenants ORDER BY random() LIMIT 1`);
-const tenantId = rows[0]!.id;
+await refreshStatistics(pool);
+const [tenantId] = (await randomTenantIds(pool, 1)) as [string];
 const tenantKey = (await createKey(pool, { role: 'tenant', tenantId, name: 'bench', createdBy: 'bench' })).key;
 const POLLERS = 1000;
 const pollers: { path: string; authorization: string }[] = [];
-for (const { id } of (await pool.query<{ id: string }>(`SELECT id FROM tenants ORDER BY random() LIMIT $1`, [POLLERS]))
-  .rows) {
+for (const id of await randomTenantIds(pool, POLLERS)) {
   const key = (await createKey(pool, { role: 'tenant', tenantId: id, name: 'bench', createdBy: 'bench' })).key;
   pollers.push({ path: `/v1/tenants/${id}`, authorization: `Bearer ${key}` });
 }

@@ -11,6 +11,8 @@ import { ScriptedEngine } from '../test/helpers/scripted-engine.ts';
 import { Reconciler } from '../provisioner/reconciler/reconciler.ts';
 import type { ChildMessage, ChildStats } from './provisioner-child.ts';
 import { insertRootClusterQuietly, insertTenantsBulk } from '../test/helpers/bulk.ts';
+import { refreshStatistics } from '../test/helpers/postgres.ts';
+import { countTenantRecords } from '../test/helpers/tenants.ts';
 
 export const KUBECONFIG =
   'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://203.0.113.10:6443"}}]\nusers: [{name: u, user: {token: bench-token-0123456789}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n';
@@ -52,7 +54,7 @@ export async function seedTenants(
     runtimeVersion: '1.0.0',
     createOperations: true,
   });
-  await pool.query('ANALYZE');
+  await refreshStatistics(pool);
   const r = new Reconciler({
     pool,
     engine: new ScriptedEngine(),
@@ -66,13 +68,12 @@ export async function seedTenants(
   const began = Date.now();
   try {
     for (;;) {
-      const { rows: n } = await pool.query<{ n: number }>(
-        o.until === 'ready'
-          ? `SELECT count(*)::int AS n FROM tenants WHERE phase = 'Ready'`
-          : `SELECT count(*)::int AS n FROM tenants WHERE next_attempt_at IS NOT NULL AND conditions @> '[{"type":"Ready","reason":"NoCapacity"}]'`,
+      const n = await countTenantRecords(
+        pool,
+        o.until === 'ready' ? { phase: 'Ready' } : { attemptPlanned: true, readyReason: 'NoCapacity' },
       );
-      if (n[0]!.n >= o.tenants) break;
-      if (Date.now() - began > o.timeoutMs) throw new Error(`seeding: only ${n[0]!.n} of ${o.tenants} ${o.until}`);
+      if (n >= o.tenants) break;
+      if (Date.now() - began > o.timeoutMs) throw new Error(`seeding: only ${n} of ${o.tenants} ${o.until}`);
       await sleep(500);
     }
   } finally {

@@ -35,6 +35,7 @@ import { application } from '../test/helpers/events.ts';
 import { changedApplication, sha } from '../test/helpers/app-history.ts';
 import type { LoadRequest, LoadResult } from './load.ts';
 import { postgresCpuUs } from './proc-tree.ts';
+import { historyEntryCount } from '../test/helpers/runtime-objects.ts';
 
 const APPS = Number(process.env.BENCH_APPS ?? 20);
 const CHANGES = Number(process.env.BENCH_CHANGES ?? 500);
@@ -144,11 +145,7 @@ async function main(): Promise<void> {
         `${((withChange.controlPlaneUs + withChange.postgresUs) / (without.controlPlaneUs + without.postgresUs)).toFixed(2)}× the CPU per item (control plane + Postgres)`,
     );
 
-    const { rows } = await pool.query<{ n: string }>(
-      'SELECT count(*) AS n FROM application_history WHERE tenant_id = $1',
-      [tenantId],
-    );
-    console.log(`history entries of the tenant: ${rows[0]!.n}`);
+    console.log(`history entries of the tenant: ${await historyEntryCount(pool, tenantId)}`);
 
     // A cursor 400 entries deep into app-0's history.
     let cursor: string | null = null;

@@ -35,6 +35,7 @@ import { createPool } from '../provisioner/db/database.ts';
 import { startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
 import { migrate } from '../provisioner/db/migrate.ts';
 import { application } from '../test/helpers/events.ts';
+import { storedObjectCount } from '../test/helpers/runtime-objects.ts';
 
 const OBJECTS = Number(process.env.BENCH_OBJECTS ?? 10_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -217,9 +218,9 @@ async function main(): Promise<void> {
   console.log(`  = ${((parallel.objects / parallel.seconds / baseline) * 100).toFixed(0)} % of the baseline`);
 
   t0 = performance.now();
-  const { rows } = await db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM runtime_objects');
+  const storedRows = await storedObjectCount(db.pool);
   seconds = (performance.now() - t0) / 1000;
-  console.log(`rows stored: ${rows[0]!.n} (counted in ${(seconds * 1000).toFixed(0)} ms)`);
+  console.log(`rows stored: ${storedRows} (counted in ${(seconds * 1000).toFixed(0)} ms)`);
   console.log(
     `load average after: ${loadavg()
       .map((l) => l.toFixed(2))

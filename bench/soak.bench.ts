@@ -43,6 +43,8 @@ import {
 } from './fleet.ts';
 import type { ChildStats } from './provisioner-child.ts';
 import { scatterLastReconciled } from '../test/helpers/bulk.ts';
+import { refreshStatistics } from '../test/helpers/postgres.ts';
+import { randomTenantIds } from '../test/helpers/tenants.ts';
 
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 10_000);
 const TUNNELS = Number(process.env.BENCH_TUNNELS ?? 1_000);
@@ -78,18 +80,16 @@ async function main(): Promise<void> {
     const seeded = await seedTenants(pool, box, { tenants: TENANTS, until: 'ready', timeoutMs: TIMEOUT_MS });
     // Steady state: last resyncs spread over the default interval (1 h).
     await scatterLastReconciled(pool, 3600);
-    await pool.query('VACUUM ANALYZE');
-    const { rows: ids } = await pool.query<{ id: string }>('SELECT id FROM tenants ORDER BY random() LIMIT $1', [
-      Math.max(READERS, TUNNELS),
-    ]);
+    await refreshStatistics(pool, { vacuum: true });
+    const ids = await randomTenantIds(pool, Math.max(READERS, TUNNELS));
     const readers: { id: string; key: string }[] = [];
-    for (const { id } of ids.slice(0, READERS))
+    for (const id of ids.slice(0, READERS))
       readers.push({
         id,
         key: (await createKey(pool, { role: 'tenant', tenantId: id, name: 'bench', createdBy: 'bench' })).key,
       });
     const runtimes: { id: string; token: string }[] = [];
-    for (const { id } of ids.slice(0, TUNNELS))
+    for (const id of ids.slice(0, TUNNELS))
       runtimes.push({
         id,
         token: (await createKey(pool, { role: 'runtime', tenantId: id, name: 'bench', createdBy: 'bench' })).key,

@@ -16,6 +16,7 @@
 import t from 'tap';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
 import { exists, helmHistory, kube, vclusterChartVersion } from './harness/kube.ts';
+import { stateKeys } from '../helpers/pulumi-state.ts';
 import { until } from '../../sandbox/processes.ts';
 import { catalog } from '../../runtime/catalog.ts';
 
@@ -120,12 +121,7 @@ await provisioningSuite(t, async (e2e, root) => {
     t.ok(resources.length > 20, `the stack holds the tenant's resources (${resources.length})`);
     const urns = resources.filter((r) => !r.delete).map((r) => r.urn);
     t.equal(new Set(urns).size, urns.length, 'no resource is in the stack twice');
-    const locks = await e2e.db.pool.query<{ key: string }>(`SELECT key FROM pulumi_state WHERE key LIKE '%/locks/%'`);
-    t.same(
-      locks.rows.map((r) => r.key),
-      [],
-      'no lock is left in the state backend',
-    );
+    t.same(await stateKeys(e2e.db.pool, { under: 'locks' }), [], 'no lock is left in the state backend');
 
     // And in the clusters: one vcluster, one Helm release record of it, one of each runtime release.
     const sets = await root.apps.listNamespacedStatefulSet({ namespace: ns });
@@ -319,12 +315,8 @@ await provisioningSuite(t, async (e2e, root) => {
       async () => !(await exists(() => root.core.readNamespace({ name: ns }))),
     );
     t.notOk(await exists(() => root.core.readNamespace({ name: ns })), 'the namespace is gone from the root');
-    const keys = await e2e.db.pool.query<{ key: string }>(
-      `SELECT key FROM pulumi_state WHERE key LIKE '%/' || $1 || '%'`,
-      [stack],
-    );
     t.same(
-      keys.rows.map((r) => r.key),
+      await stateKeys(e2e.db.pool, { containing: `/${stack}` }),
       [],
       'nothing of the stack is left in the state backend',
     );

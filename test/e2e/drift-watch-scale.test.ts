@@ -24,6 +24,7 @@ import { DriftWatch } from '../../provisioner/drift-watch/watch.ts';
 import { STRICT_KUBECONFIG_POLICY } from '../../kubeconfig-policy/policy.ts';
 import { insertCluster } from '../../provisioner/store/clusters.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
+import { findTenants } from '../helpers/tenants.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from '../../sandbox/control-plane.ts';
 import { until } from '../../sandbox/processes.ts';
 import { insertReadyTenants, OBJECTS_PER_TENANT, seedTenantObjects } from './harness/tenant-objects.ts';
@@ -123,11 +124,9 @@ t.test(`the watch over ${TENANTS} tenants' objects: cost at rest, and one change
     .kc.makeApiClient(CoreV1Api)
     .deleteNamespacedResourceQuota({ name: 'tenant-quota', namespace: `tenant-${target}` });
   await until('the resync request', 30_000, async () => watch!.stats.requested === 1, 100);
-  const { rows } = await db.pool.query<{ id: string; resync_reason: string }>(
-    'SELECT id, resync_reason FROM tenants WHERE resync_requested_at IS NOT NULL',
-  );
+  const requested = await findTenants(db.pool, { resyncRequested: true });
   t.same(
-    rows,
+    requested.map(({ id, resync_reason }) => ({ id, resync_reason })),
     [{ id: target, resync_reason: `ResourceQuota tenant-${target}/tenant-quota: deleted` }],
     'exactly one tenant has a resync requested: the one whose quota was deleted, with the reason',
   );

@@ -25,6 +25,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { backendUrlFor, planStack, recoveryPlan } from '../../provisioner/engine/pulumi-plan.ts';
 import { interruptedResources, repairHelmReleases } from '../../provisioner/engine/helm-recovery.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
+import { stateKeys } from '../helpers/pulumi-state.ts';
 import { startEtcd, startKubeControlPlane, toolchainFrom } from '../../sandbox/control-plane.ts';
 import { statusOf } from './harness/kube.ts';
 import { until } from '../../sandbox/processes.ts';
@@ -158,11 +159,7 @@ async function configMap(name: string) {
 }
 async function stackKeys(): Promise<string[]> {
   // The stack file itself (history and backups are kept by the backend on purpose).
-  const { rows } = await db.pool.query<{ key: string }>(
-    `SELECT key::text AS key FROM pulumi_state WHERE key::text LIKE '%/stacks/%' AND position($1 in key::text) > 0`,
-    [plan.stackName],
-  );
-  return rows.map((r) => r.key);
+  return stateKeys(db.pool, { under: 'stacks', containing: plan.stackName });
 }
 
 t.test('up creates the resources in the API server and keeps the stack in the provisioner database', async (t) => {

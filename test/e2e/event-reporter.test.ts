@@ -25,6 +25,8 @@ import { REPORTED_KINDS, type ReportedKind } from '../../runtime/protocol/kinds.
 import type { RuntimeObjectPage } from '../../provisioner/api/types.ts';
 import { createKey } from '../../provisioner/store/keys.ts';
 import { createTestApi, startReplica, type TestReplica } from '../helpers/api.ts';
+import { storedObjects } from '../helpers/runtime-objects.ts';
+import { reporterRows } from '../helpers/runtimes.ts';
 import {
   applicationStatus,
   argoApiServerUnavailable,
@@ -221,30 +223,14 @@ async function run(): Promise<void> {
     object: Obj | null;
   }
   /** The tenant's stored objects: key → row. */
-  const stored = async (): Promise<Map<string, Row>> => {
-    const { rows } = await api.db.pool.query<{
-      kind: ReportedKind;
-      namespace: string;
-      name: string;
-      resource_version: string;
-      deleted: boolean;
-      reported_by: string;
-      object: Obj | null;
-    }>(
-      `SELECT kind, namespace, name, resource_version::text, deleted, reported_by, object
-         FROM runtime_objects WHERE tenant_id = $1`,
-      [tenant.tenantId],
-    );
-    return new Map(
-      rows.map((r) => {
-        const key = objectKeyString({ kind: r.kind, namespace: r.namespace, name: r.name });
-        return [
-          key,
-          { key, resourceVersion: r.resource_version, deleted: r.deleted, reportedBy: r.reported_by, object: r.object },
-        ];
+  const stored = async (): Promise<Map<string, Row>> =>
+    new Map(
+      (await storedObjects(api.db.pool, tenant.tenantId)).map((r) => {
+        const key = objectKeyString({ kind: r.kind as ReportedKind, namespace: r.namespace, name: r.name });
+        const { resourceVersion, deleted, reportedBy, object } = r;
+        return [key, { key, resourceVersion, deleted, reportedBy, object }];
       }),
     );
-  };
   /** Differences between the API server and the stored rows (none when every final state is stored). */
   const differences = async (): Promise<string[]> => {
     const [want, have] = await Promise.all([apiState(), stored()]);
@@ -577,10 +563,7 @@ async function run(): Promise<void> {
           `replica ${name} paused its watch when its queue of 100 was full`,
         );
       }
-      const { rows: beats } = await api.db.pool.query<{ replica: string; queue_depth: number }>(
-        'SELECT replica, queue_depth FROM runtime_reporters WHERE tenant_id = $1 ORDER BY replica',
-        [tenant.tenantId],
-      );
+      const beats = await reporterRows(api.db.pool, tenant.tenantId);
       t.ok(
         beats.some((b) => b.replica === 'a') && beats.every((b) => b.queue_depth <= 100),
         `heartbeats are stored, none with a queue deeper than its limit (${beats.map((b) => `${b.replica}: ${b.queue_depth}`).join(', ')})`,

@@ -14,6 +14,7 @@ import t from 'tap';
 import { cli, type Tenant } from './harness/api-client.ts';
 import { ROOT_CLUSTER } from './harness/environment.ts';
 import { PROVISION_TIMEOUT, provisioningSuite } from './harness/suite.ts';
+import { stateKeys } from '../helpers/pulumi-state.ts';
 import {
   availableDeployments,
   describeInstalledCharts,
@@ -492,13 +493,7 @@ await provisioningSuite(t, async (e2e, root) => {
     const id = gone.tenant.id;
     const stack = `tenant-${id}`;
     // The DIY backend keeps one row per object: the stack itself is `.pulumi/stacks/tenants/<stack>.json`.
-    const stackKeys = async () =>
-      (
-        await e2e.db.pool.query<{ key: string }>(
-          `SELECT key FROM pulumi_state WHERE key LIKE '%/' || $1 || '%' ORDER BY key`,
-          [stack],
-        )
-      ).rows.map((r) => r.key);
+    const stackKeys = () => stateKeys(e2e.db.pool, { containing: `/${stack}` });
     const isStackFile = (k: string) => k.endsWith(`/${stack}.json`);
     t.ok((await stackKeys()).some(isStackFile), 'the stack is in the state backend (pulumi_state) before the delete');
     t.match((await e2e.pulumi(['stack', 'ls', '--all', '--json'])).stdout, stack, 'and pulumi stack ls lists it');

@@ -18,6 +18,7 @@ import { createTestApi, type TestApi } from '../helpers/api.ts';
 import { kubeRequest } from '../../provisioner/managed-clusters/kube-api.ts';
 import { startApiServers } from '../../sandbox/control-plane.ts';
 import { grantRole } from './harness/kube.ts';
+import { auditRows } from '../helpers/audit.ts';
 
 t.setTimeout(8 * 60_000);
 
@@ -188,13 +189,12 @@ t.test('tokens bound to a per-registration Secret: issued, renewed, revoked by D
     t.ok(seconds <= 60, `${what} was refused within 60 s of the removal (took ${seconds.toFixed(1)} s)`);
   }
   t.equal(await poll(last), 200, "the other tenant's token, bound to its own Secret, still works");
-  const audit = await api.db.pool.query<{ after: string }>(
-    `SELECT after::text FROM audit_log WHERE action = 'managed-cluster.remove' AND target_id = $1`,
-    [first.tenantId],
+  const audit = (await auditRows(api.db.pool, { action: 'managed-cluster.remove', targetId: first.tenantId })).map(
+    (r) => JSON.stringify(r.after),
   );
-  t.match(audit.rows[0]?.after, /"revoked": ?true/, 'the removal is audited with its revocation');
+  t.match(audit[0], /"revoked": ?true/, 'the removal is audited with its revocation');
   t.ok(
-    audit.rows.every((r) => ![held, renewed, binderToken].some((s) => r.after.includes(s))),
+    audit.every((after) => ![held, renewed, binderToken].some((s) => after.includes(s))),
     'the audit row holds no token',
   );
 });

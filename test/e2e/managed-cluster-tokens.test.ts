@@ -42,7 +42,10 @@ import { kubeRequest } from '../../provisioner/managed-clusters/kube-api.ts';
 import { bootstrapAccount } from '../../provisioner/managed-clusters/bootstrap.ts';
 import { startApiServers } from '../../sandbox/control-plane.ts';
 import { grantRole } from './harness/kube.ts';
-import { expireManagedClusterBootstrap } from '../helpers/managed-clusters.ts';
+import { expireManagedClusterBootstrap, storedBootstraps } from '../helpers/managed-clusters.ts';
+import { auditRows } from '../helpers/audit.ts';
+import { tenantLogLines } from '../helpers/operations.ts';
+import { getManagedCluster, sealedManagedClusters } from '../../provisioner/store/managed-clusters.ts';
 
 t.setTimeout(10 * 60_000);
 
@@ -162,30 +165,22 @@ t.test('a ServiceAccount token that may renew itself: rotated across three renew
     t.equal(await poll(token), 200, `token #${i} is still accepted after it was replaced (valid until its expiry)`);
   }
 
-  const { rows } = await api.db.pool.query<{ token_rotations: number; credentials_enc: Buffer }>(
-    'SELECT token_rotations, credentials_enc FROM managed_clusters WHERE tenant_id = $1 AND name = $2',
-    [tenant.tenantId, 'prod'],
-  );
-  const rotations = rows[0]!.token_rotations;
+  const rotations = (await getManagedCluster(api.db.pool, tenant.tenantId, 'prod'))!.tokenRotation!.rotations;
   t.ok(rotations >= 3, `the registration counts its renewals (${rotations})`);
-  t.notOk(rows[0]!.credentials_enc.toString('latin1').includes(seen.at(-1)!), 'the stored token is sealed');
-  const audit = await api.db.pool.query<{ actor_role: string; after: string }>(
-    `SELECT actor_role, after::text FROM audit_log WHERE action = 'managed-cluster.rotate-token' AND target_id = $1`,
-    [tenant.tenantId],
-  );
-  t.ok(audit.rows.length >= rotations, `every renewal is audited (${audit.rows.length} rows, ${rotations} renewals)`);
+  const [sealed] = (await sealedManagedClusters(api.db.pool, tenant.tenantId)).filter((c) => c.name === 'prod');
+  t.notOk(sealed!.credentialsEnc.toString('latin1').includes(seen.at(-1)!), 'the stored token is sealed');
+  const audit = await auditRows(api.db.pool, { action: 'managed-cluster.rotate-token', targetId: tenant.tenantId });
+  t.ok(audit.length >= rotations, `every renewal is audited (${audit.length} rows, ${rotations} renewals)`);
   t.ok(
-    audit.rows.every((r) => r.actor_role === 'system' && seen.every((s) => !r.after.includes(s))),
+    audit.every((r) => r.actorRole === 'system' && seen.every((s) => !JSON.stringify(r.after).includes(s))),
     'the audit rows name the system and hold no token',
   );
-  const logs = await api.db.pool.query<{ line: string }>(
-    `SELECT l.line FROM operation_logs l JOIN operations o ON o.id = l.operation_id
-      WHERE o.tenant_id = $1 AND l.line LIKE '%token of deployer/renewer renewed%'`,
-    [tenant.tenantId],
+  const logs = (await tenantLogLines(api.db.pool, tenant.tenantId)).filter((l) =>
+    l.includes('token of deployer/renewer renewed'),
   );
-  t.ok(logs.rows.length >= rotations, `each renewal's operation logs it (${logs.rows.length} lines)`);
+  t.ok(logs.length >= rotations, `each renewal's operation logs it (${logs.length} lines)`);
   t.ok(
-    logs.rows.every((r) => seen.every((s) => !r.line.includes(s))),
+    logs.every((line) => seen.every((s) => !line.includes(s))),
     'the operation log lines hold no token',
   );
   const after = await generation();
@@ -305,9 +300,8 @@ t.test('a bootstrap token: Job manifest, redeemed once with the new account, lea
     'the Job redeems at the control plane',
   );
   t.equal(container.env.find((e) => e.name === 'SERVER')?.value, own.server, 'for the server given');
-  const stored = await api.db.pool.query('SELECT row_to_json(b)::text AS row FROM managed_cluster_bootstraps b');
   t.ok(
-    stored.rows.every((r: { row: string }) => !r.row.includes(b.token)),
+    (await storedBootstraps(api.db.pool)).every((row) => !row.includes(b.token)),
     'the bootstrap token is stored hashed only',
   );
   const listed = await api.request('GET', bootBase, { key: bootTenant.apiKey });

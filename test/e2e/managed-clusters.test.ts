@@ -19,6 +19,8 @@ import { createTestApi, type TestApi } from '../helpers/api.ts';
 import { startApiServers } from '../../sandbox/control-plane.ts';
 import { freePort } from '../../sandbox/processes.ts';
 import { setTenantStatus } from '../helpers/tenants.ts';
+import { auditCount, auditRows } from '../helpers/audit.ts';
+import { sealedManagedClusters } from '../../provisioner/store/managed-clusters.ts';
 
 t.setTimeout(10 * 60_000);
 
@@ -131,21 +133,12 @@ t.test('registration by a kubeconfig with a least-privilege ServiceAccount token
   t.equal(op.json().state, 'queued', 'the operation that writes the cluster Secret is queued');
   t.equal(op.json().generation, after.generation, 'for the new generation');
 
-  const { rows } = await api.db.pool.query<{ credentials_enc: Buffer }>(
-    'SELECT credentials_enc FROM managed_clusters WHERE name = $1',
-    ['prod'],
-  );
-  t.notOk(
-    rows[0]!.credentials_enc.includes(Buffer.from(deployerToken)),
-    'the token is stored sealed, not in plaintext',
-  );
-  const audit = await api.db.pool.query<{ actor_role: string; after: string }>(
-    `SELECT actor_role, after::text FROM audit_log WHERE action = 'managed-cluster.register' AND target_id = $1`,
-    [tenantA.tenantId],
-  );
-  t.equal(audit.rows.length, 1, 'the registration is audited once');
-  t.equal(audit.rows[0]!.actor_role, 'tenant', 'by the tenant');
-  t.notMatch(audit.rows[0]!.after, deployerToken, 'the audit row holds no credentials');
+  const sealed = (await sealedManagedClusters(api.db.pool, tenantA.tenantId)).find((c) => c.name === 'prod');
+  t.notOk(sealed!.credentialsEnc.includes(Buffer.from(deployerToken)), 'the token is stored sealed, not in plaintext');
+  const audit = await auditRows(api.db.pool, { action: 'managed-cluster.register', targetId: tenantA.tenantId });
+  t.equal(audit.length, 1, 'the registration is audited once');
+  t.equal(audit[0]!.actorRole, 'tenant', 'by the tenant');
+  t.notMatch(JSON.stringify(audit[0]!.after), deployerToken, 'the audit row holds no credentials');
 
   const forProgram = await api.services.managedClusters.forProgram(api.db.pool, tenantA.tenantId);
   t.same(
@@ -327,11 +320,11 @@ t.test('refusals: each a 4xx with its code and message, nothing written', async 
 
   await unchanged(t, tenantA.tenantId, tenantA.apiKey, generationA);
   await unchanged(t, tenantC.tenantId, tenantC.apiKey, generationC);
-  const audits = await api.db.pool.query(
-    `SELECT count(*)::int AS n FROM audit_log WHERE action LIKE 'managed-cluster.%' AND target_id = ANY($1::text[])`,
-    [[tenantA.tenantId, tenantC.tenantId]],
+  t.equal(
+    await auditCount(api.db.pool, { actionPrefix: 'managed-cluster.', targetId: [tenantA.tenantId, tenantC.tenantId] }),
+    1,
+    'no refusal was audited as a registration (only the first registration of tenant A)',
   );
-  t.equal(audits.rows[0].n, 1, 'no refusal was audited as a registration (only the first registration of tenant A)');
 });
 
 t.test('reads and removal', async (t) => {
@@ -359,6 +352,5 @@ t.test('reads and removal', async (t) => {
     [],
     "and gone from the program's input",
   );
-  const audit = await api.db.pool.query(`SELECT before::text FROM audit_log WHERE action = 'managed-cluster.remove'`);
-  t.equal(audit.rows.length, 1, 'the removal is audited once');
+  t.equal(await auditCount(api.db.pool, { action: 'managed-cluster.remove' }), 1, 'the removal is audited once');
 });

@@ -96,3 +96,11 @@ export async function managedClusterProbes(
   );
   return rows;
 }
+
+/** Every stored managed-cluster bootstrap row, each as its JSON text (to check what a row holds, whatever the column). */
+export async function storedBootstraps(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ row: string }>(
+    'SELECT row_to_json(b)::text AS row FROM managed_cluster_bootstraps b ORDER BY b.created_at',
+  );
+  return rows.map((r) => r.row);
+}

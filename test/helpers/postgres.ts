@@ -3,6 +3,7 @@
  * DATABASE_URL when set (it must allow CREATE DATABASE), else TEST_PG_URL (the embedded server
  * scripts/test.sh starts for a whole run), else an embedded server started for this file.
  */
+import type { Queryable } from '../../provisioner/db/tx.ts';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -137,4 +138,49 @@ export async function waitingAdvisoryLocks(db: pg.Pool | pg.PoolClient): Promise
         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
   );
   return rows[0]!.n;
+}
+
+/**
+ * The sessions of this database (the caller's own left out) whose connection is named
+ * `applicationName` and whose statement holds `statementPart` (pg_stat_activity cuts the text
+ * at track_activity_query_size, 1 KiB: give a part near its start).
+ */
+export async function sessionCount(
+  db: Queryable,
+  s: { applicationName: string; statementPart: string },
+): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+        AND application_name = $1 AND position($2 in query) > 0`,
+    [s.applicationName, s.statementPart],
+  );
+  return rows[0]!.n;
+}
+
+/** A run-time setting's value on the connection that runs the query (`plan_cache_mode`, …). */
+export async function sessionSetting(db: Queryable, name: string): Promise<string> {
+  const { rows } = await db.query<{ value: string }>('SELECT current_setting($1) AS value', [name]);
+  return rows[0]!.value;
+}
+
+/**
+ * The migrations applied to a database, as its schema_migrations table records them (ascending);
+ * undefined when it has no such table (never migrated). For a database the test reaches from
+ * outside, as a provisioner pointed at it leaves it.
+ */
+export async function appliedMigrations(db: Queryable): Promise<number[] | undefined> {
+  const { rows: table } = await db.query<{ t: string | null }>("SELECT to_regclass('public.schema_migrations') AS t");
+  if (!table[0]?.t) return undefined;
+  const { rows } = await db.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
+  return rows.map((r) => Number(r.version));
+}
+
+/** Empties a database a benchmark was given (DATABASE_URL) or started: its public schema dropped and made again, for migrate. */
+export async function emptyPublicSchema(db: Queryable): Promise<void> {
+  await db.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public');
+}
+
+/** Refreshes the planner's statistics after a seed (ANALYZE; with `vacuum`, VACUUM ANALYZE: the dead rows of the seed's updates reclaimed too). */
+export async function refreshStatistics(db: Queryable, o: { vacuum?: boolean } = {}): Promise<void> {
+  await db.query(o.vacuum ? 'VACUUM ANALYZE' : 'ANALYZE');
 }

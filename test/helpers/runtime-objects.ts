@@ -66,12 +66,17 @@ export interface StoredObject {
   resourceVersion: string;
   /** Its number in the change stream, as text (a bigint). */
   seq: string;
+  /** The reporter replica that stored its current state. */
+  reportedBy: string;
+  /** The object as stored (null for a tombstone). */
+  object: Record<string, unknown> | null;
 }
 
 /** The tenant's stored runtime objects, tombstones included, by name. */
 export async function storedObjects(db: Queryable, tenantId: string): Promise<StoredObject[]> {
   const { rows } = await db.query<StoredObject>(
-    `SELECT kind, namespace, name, deleted, resource_version::text AS "resourceVersion", seq::text AS seq
+    `SELECT kind, namespace, name, deleted, resource_version::text AS "resourceVersion", seq::text AS seq,
+            reported_by AS "reportedBy", object
        FROM runtime_objects WHERE tenant_id = $1 ORDER BY name, kind, namespace`,
     [tenantId],
   );
@@ -85,4 +90,19 @@ export async function historyBytes(db: Queryable, tenantId: string): Promise<num
     [tenantId],
   );
   return Number(rows[0]!.b);
+}
+
+/** How many runtime objects are stored, every tenant's (tombstones included). */
+export async function storedObjectCount(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM runtime_objects');
+  return rows[0]!.n;
+}
+
+/** How many entries the tenant's application history holds. */
+export async function historyEntryCount(db: Queryable, tenantId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM application_history WHERE tenant_id = $1',
+    [tenantId],
+  );
+  return rows[0]!.n;
 }

@@ -98,13 +98,17 @@ export async function runtimeRowIds(db: Queryable, tenantId: string): Promise<st
   return rows.map((r) => r.id);
 }
 
-/** The tenant's event reporters' rows as stored: each replica and the oldest age of what it has pending. */
-export async function reporterRows(
-  db: Queryable,
-  tenantId: string,
-): Promise<Array<{ replica: string; oldest_pending_seconds: number | null }>> {
-  const { rows } = await db.query<{ replica: string; oldest_pending_seconds: number | null }>(
-    'SELECT replica, oldest_pending_seconds FROM runtime_reporters WHERE tenant_id = $1 ORDER BY replica',
+/** One event reporter replica's row as stored: its queue's depth and the oldest age of what it has pending. */
+export interface ReporterRow {
+  replica: string;
+  queue_depth: number;
+  oldest_pending_seconds: number | null;
+}
+
+/** The tenant's event reporters' rows as stored, by replica. */
+export async function reporterRows(db: Queryable, tenantId: string): Promise<ReporterRow[]> {
+  const { rows } = await db.query<ReporterRow>(
+    'SELECT replica, queue_depth, oldest_pending_seconds FROM runtime_reporters WHERE tenant_id = $1 ORDER BY replica',
     [tenantId],
   );
   return rows;

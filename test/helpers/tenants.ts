@@ -273,14 +273,19 @@ export interface TenantSelector {
   deleted?: boolean;
   /** true: unclaimed warm pool entries only; false: customers' tenants only. */
   pooled?: boolean;
+  /** true: the tenants with a resync requested (and not yet run); false: those without. */
+  resyncRequested?: boolean;
+  /** The reason of their Ready condition (`NoCapacity`: waiting for a root cluster). */
+  readyReason?: string;
+  /** true: a next attempt is planned (next_attempt_at set); false: none. */
+  attemptPlanned?: boolean;
 }
 
 const RECORD = `SELECT t.*, c.name AS cluster_name, t.change_seq::text AS change_seq,
          t.next_attempt_at IS NOT NULL AND t.next_attempt_at <= now() AS due
     FROM tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id`;
 
-/** The tenants' rows `s` selects (every row, deleted and pooled ones too, unless told), oldest first. */
-export async function findTenants(db: Queryable, s: TenantSelector = {}): Promise<TenantRecord[]> {
+function whereOf(s: TenantSelector): { sql: string; values: unknown[] } {
   const values: unknown[] = [];
   const where: string[] = [];
   const add = (clause: string, value: unknown): void => {
@@ -294,10 +299,18 @@ export async function findTenants(db: Queryable, s: TenantSelector = {}): Promis
   if (s.phase !== undefined) add('t.phase = ?', s.phase);
   if (s.deleted !== undefined) add('t.deleted = ?', s.deleted);
   if (s.pooled !== undefined) where.push(s.pooled ? `t.pool_state = 'pooled'` : 't.pool_state IS NULL');
-  const { rows } = await db.query<TenantRecord>(
-    `${RECORD} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY t.created_at, t.id`,
-    values,
-  );
+  if (s.resyncRequested !== undefined)
+    where.push(`t.resync_requested_at IS ${s.resyncRequested ? 'NOT NULL' : 'NULL'}`);
+  if (s.readyReason !== undefined)
+    add(`t.conditions @> jsonb_build_array(jsonb_build_object('type', 'Ready', 'reason', ?::text))`, s.readyReason);
+  if (s.attemptPlanned !== undefined) where.push(`t.next_attempt_at IS ${s.attemptPlanned ? 'NOT NULL' : 'NULL'}`);
+  return { sql: where.length ? `WHERE ${where.join(' AND ')}` : '', values };
+}
+
+/** The tenants' rows `s` selects (every row, deleted and pooled ones too, unless told), oldest first. */
+export async function findTenants(db: Queryable, s: TenantSelector = {}): Promise<TenantRecord[]> {
+  const w = whereOf(s);
+  const { rows } = await db.query<TenantRecord>(`${RECORD} ${w.sql} ORDER BY t.created_at, t.id`, w.values);
   return rows;
 }
 
@@ -310,5 +323,13 @@ export async function tenantRecord(db: Queryable, id: string): Promise<TenantRec
 
 /** How many tenants' rows `s` selects (every row, deleted and pooled ones too, unless told). */
 export async function countTenantRecords(db: Queryable, s: TenantSelector = {}): Promise<number> {
-  return (await findTenants(db, s)).length;
+  const w = whereOf(s);
+  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM tenants t ${w.sql}`, w.values);
+  return rows[0]!.n;
+}
+
+/** `n` tenants' ids picked at random (fewer when there are fewer), for a benchmark's readers. */
+export async function randomTenantIds(db: Queryable, n: number): Promise<string[]> {
+  const { rows } = await db.query<{ id: string }>('SELECT id FROM tenants ORDER BY random() LIMIT $1', [n]);
+  return rows.map((r) => r.id);
 }

@@ -13,6 +13,7 @@ import http from 'node:http';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { createTestApi } from '../../helpers/api.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { createRouter } from '../../../runtime/agents/request-router/router.ts';
 import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
@@ -125,17 +126,24 @@ t.teardown(async () => {
   sourceServer.close();
 });
 
-const get = (path: string, key: string) => fetch(`${base}${path}`, { headers: { authorization: `Bearer ${key}` } });
-const codeOf = async (res: Response) => ((await res.json()) as { error: { code: string; message: string } }).error;
+const client = new ApiClient({ baseUrl: base });
+/** An application's diff (argocd namespace) asked with `key`: the status, headers and answer or error body. */
+const diff = (tenant: string, key: string, name: string, revision?: string) =>
+  client.withToken(key).request('GET /v1/tenants/:id/applications/:namespace/:name/diff', {
+    params: { id: tenant, namespace: 'argocd', name },
+    ...(revision !== undefined ? { query: { revision } } : {}),
+  });
+/** The error body of an answer that is not a success (undefined for a success). */
+const errorOf = (res: Awaited<ReturnType<typeof diff>>) => (res.ok ? undefined : res.body.error);
 
 t.test("the diff comes from the runtime's Source Server through the tunnel", async (t) => {
   const rev = 'a'.repeat(40);
-  const res = await get(`/v1/tenants/${a.tenantId}/applications/argocd/web/diff?revision=${rev}`, a.apiKey);
+  const res = await diff(a.tenantId, a.apiKey, 'web', rev);
   t.equal(res.status, 200, 'the diff is answered');
-  const diff = (await res.json()) as ApplicationDiff;
+  if (!res.ok) return void t.fail(res.body.error.message);
   t.equal(asked.at(-1), rev, 'the Source Server was asked for the revision');
   t.match(
-    diff,
+    res.body,
     {
       application: { namespace: 'argocd', name: 'web' },
       revision: rev,
@@ -151,50 +159,54 @@ t.test("the diff comes from the runtime's Source Server through the tunnel", asy
     },
     'both sides of the changed resource, for a side-by-side view',
   );
-  const live = await get(`/v1/tenants/${a.tenantId}/runtimes/hosted/objects/applications/argocd/web/diff`, a.apiKey);
+  const live = await client
+    .withToken(a.apiKey)
+    .request('GET /v1/tenants/:id/runtimes/:name/objects/applications/:namespace/:objectName/diff', {
+      params: { id: a.tenantId, name: 'hosted', namespace: 'argocd', objectName: 'web' },
+    });
   t.equal(live.status, 200, 'the runtime-scoped route answers too');
-  t.equal(((await live.json()) as ApplicationDiff).base, 'live', 'without a revision: Git against the cluster');
+  t.equal(live.ok ? live.body.base : undefined, 'live', 'without a revision: Git against the cluster');
   t.equal(asked.at(-1), null, 'and no revision was passed on');
 });
 
 t.test('what the runtime refuses becomes a clear error', async (t) => {
-  const none = await get(`/v1/tenants/${b.tenantId}/applications/argocd/web/diff`, b.apiKey);
+  const none = await diff(b.tenantId, b.apiKey, 'web');
   t.equal(none.status, 409, 'a runtime whose app-proxy has no Source Server: 409');
-  const e = await codeOf(none);
+  const e = errorOf(none)!;
   t.equal(e.code, 'SOURCE_SERVER_NOT_INSTALLED', 'SOURCE_SERVER_NOT_INSTALLED');
   t.match(e.message, /1\.7\.0/, 'naming the runtime version needed');
 
-  const older = await get(`/v1/tenants/${c.tenantId}/applications/argocd/web/diff`, c.apiKey);
+  const older = await diff(c.tenantId, c.apiKey, 'web');
   t.equal(older.status, 409, 'an app-proxy without the route (a runtime before 1.7.0): 409');
-  t.equal((await codeOf(older)).code, 'SOURCE_SERVER_NOT_INSTALLED', 'SOURCE_SERVER_NOT_INSTALLED as well');
+  t.equal(errorOf(older)?.code, 'SOURCE_SERVER_NOT_INSTALLED', 'SOURCE_SERVER_NOT_INSTALLED as well');
 
-  const missing = await get(`/v1/tenants/${a.tenantId}/applications/argocd/missing/diff`, a.apiKey);
+  const missing = await diff(a.tenantId, a.apiKey, 'missing');
   t.equal(missing.status, 404, 'an application the runtime does not have: 404');
-  t.equal((await codeOf(missing)).code, 'RUNTIME_OBJECT_NOT_FOUND', 'RUNTIME_OBJECT_NOT_FOUND');
+  t.equal(errorOf(missing)?.code, 'RUNTIME_OBJECT_NOT_FOUND', 'RUNTIME_OBJECT_NOT_FOUND');
 
-  const down = await get(`/v1/tenants/${a.tenantId}/applications/argocd/down/diff`, a.apiKey);
+  const down = await diff(a.tenantId, a.apiKey, 'down');
   t.equal(down.status, 503, 'the Source Server cannot reach Argo CD: 503');
   t.ok(Number(down.headers.get('retry-after')) > 0, 'with Retry-After');
-  const downError = await codeOf(down);
+  const downError = errorOf(down)!;
   t.equal(downError.code, 'RUNTIME_UNREACHABLE', 'RUNTIME_UNREACHABLE');
   t.match(downError.message, /Argo CD API server unreachable/, "with the runtime's message");
 
-  const huge = await get(`/v1/tenants/${c.tenantId}/applications/argocd/huge/diff`, c.apiKey);
+  const huge = await diff(c.tenantId, c.apiKey, 'huge');
   t.equal(huge.status, 502, 'an answer larger than a Source Server sends is refused');
-  t.equal((await codeOf(huge)).code, 'RUNTIME_BAD_RESPONSE', 'as RUNTIME_BAD_RESPONSE');
+  t.equal(errorOf(huge)?.code, 'RUNTIME_BAD_RESPONSE', 'as RUNTIME_BAD_RESPONSE');
 
   const count = asked.length;
-  const badRevision = await get(`/v1/tenants/${a.tenantId}/applications/argocd/web/diff?revision=a%20b`, a.apiKey);
+  const badRevision = await diff(a.tenantId, a.apiKey, 'web', 'a b');
   t.equal(badRevision.status, 400, 'a revision with a space is refused');
-  t.equal(((await badRevision.json()) as { error: { field: string } }).error.field, 'revision', 'naming revision');
+  t.equal(errorOf(badRevision)?.field, 'revision', 'naming revision');
   t.equal(asked.length, count, 'before the runtime is asked');
 });
 
 t.test('a runtime that is not connected: 503 RUNTIME_UNREACHABLE with Retry-After', async (t) => {
-  const res = await get(`/v1/tenants/${d.tenantId}/applications/argocd/web/diff`, d.apiKey);
+  const res = await diff(d.tenantId, d.apiKey, 'web');
   t.equal(res.status, 503, '503');
   t.ok(Number(res.headers.get('retry-after')) > 0, 'with Retry-After');
-  t.equal((await codeOf(res)).code, 'RUNTIME_UNREACHABLE', 'RUNTIME_UNREACHABLE');
-  const cross = await get(`/v1/tenants/${a.tenantId}/applications/argocd/web/diff`, d.apiKey);
+  t.equal(errorOf(res)?.code, 'RUNTIME_UNREACHABLE', 'RUNTIME_UNREACHABLE');
+  const cross = await diff(a.tenantId, d.apiKey, 'web');
   t.equal(cross.status, 404, "another tenant's key cannot ask this tenant's runtime");
 });

@@ -11,6 +11,7 @@ import { HOT_READS_APPLICATION_NAME } from '../../../provisioner/store/batched-r
 import { until } from '../../../sandbox/until.ts';
 import { setTenantStatus } from '../../helpers/tenants.ts';
 import { revokeKeyUnannounced } from '../../helpers/keys.ts';
+import { sessionCount, sessionSetting } from '../../helpers/postgres.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -156,20 +157,20 @@ t.test(
   "the hot reads run on a connection of their own, leave the API pool's settings alone, and close when the provisioner stops",
   async (t) => {
     const other = await createTestApi();
-    const readerSessions = async () =>
-      (
-        await other.db.pool.query<{ n: number }>(
-          // The statement's text is cut at track_activity_query_size (1 KiB): match its start.
-          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
-             AND application_name = $1 AND query LIKE 'SELECT t.id, t.organization,%'`,
-          [HOT_READS_APPLICATION_NAME],
-        )
-      ).rows[0]!.n;
+    const readerSessions = () =>
+      sessionCount(other.db.pool, {
+        applicationName: HOT_READS_APPLICATION_NAME,
+        // The tenant read's columns (the key lookups run on connections of the same name).
+        statementPart: 't.id, t.organization,',
+      });
     const { tenantId } = await other.signup();
     t.equal((await read(tenantId, other.adminKey, other)).status, 200);
     t.equal(await readerSessions(), 1, 'one connection for tenant reads (concurrency 1)');
-    const { rows } = await other.db.pool.query<{ plan: string }>(`SELECT current_setting('plan_cache_mode') AS plan`);
-    t.equal(rows[0]!.plan, 'auto', 'the API pool keeps the default plan cache mode');
+    t.equal(
+      await sessionSetting(other.db.pool, 'plan_cache_mode'),
+      'auto',
+      'the API pool keeps the default plan cache mode',
+    );
     // Stopped as `provisioner serve` stops: the app, then the services (which own the hot reads).
     await other.app.close();
     await other.services.stop();

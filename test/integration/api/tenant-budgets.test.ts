@@ -6,6 +6,7 @@
  * Retry-After), managed clusters and API keys per tenant (409 TENANT_LIMIT_REACHED).
  */
 import t from 'tap';
+import { ApiClient, type BodyOf } from '../../../provisioner/http/api-client.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { application, deletion } from '../../helpers/events.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
@@ -36,6 +37,7 @@ interface ErrorBody {
   error?: { code: string; message: string; details?: Record<string, unknown> };
 }
 
+/** The runtime's own route (outside the route map), over the socket with a runtime key. */
 const call = async (method: string, path: string, key: string, body?: unknown) => {
   const res = await fetch(`${base}${path}`, {
     method,
@@ -54,10 +56,13 @@ async function tenantWithRuntime() {
   return { ...tenant, runtimeKey };
 }
 
+/** The mapped routes, with the typed client at the socket. */
+const client = new ApiClient({ baseUrl: base });
 const names = async (tenantId: string, key: string) => {
-  const res = await call('GET', `/v1/tenants/${tenantId}/applications?limit=500`, key);
-  if (res.status !== 200) throw new Error(`listing answered ${res.status}`);
-  return (res.json.items as { name: string }[]).map((i) => i.name).sort();
+  const page = await client
+    .withToken(key)
+    .call('GET /v1/tenants/:id/applications', { params: { id: tenantId }, query: { limit: 500 } });
+  return page.items.map((i) => i.name).sort();
 };
 
 const refusals = async (budget: string) => {
@@ -193,25 +198,29 @@ t.test(
   'a tenant has at most 1 managed cluster here: another bootstrap or registration is 409 TENANT_LIMIT_REACHED',
   async (t) => {
     const tenant = await api.signup();
-    const path = `/v1/tenants/${tenant.tenantId}/managed-clusters`;
-    const first = await call('POST', path, tenant.apiKey, { name: 'prod', bootstrap: { namespaces: ['apps'] } });
+    const register = (body: BodyOf<'POST /v1/tenants/:id/managed-clusters'>) =>
+      client
+        .withToken(tenant.apiKey)
+        .request('POST /v1/tenants/:id/managed-clusters', { params: { id: tenant.tenantId }, body });
+    const first = await register({ name: 'prod', bootstrap: { namespaces: ['apps'] } });
     t.equal(first.status, 201, 'the first bootstrap token is issued');
-    const second = await call('POST', path, tenant.apiKey, { name: 'staging', bootstrap: { namespaces: ['apps'] } });
+    const second = await register({ name: 'staging', bootstrap: { namespaces: ['apps'] } });
     t.equal(second.status, 409, 'a second bootstrap is refused with 409');
-    t.equal(second.json.error?.code, 'TENANT_LIMIT_REACHED', 'TENANT_LIMIT_REACHED');
+    const refused = second.ok ? undefined : second.body.error;
+    t.equal(refused?.code, 'TENANT_LIMIT_REACHED', 'TENANT_LIMIT_REACHED');
     t.match(
-      second.json.error?.details,
+      refused?.details,
       { limit: 1, setting: 'PROVISIONER_MANAGED_CLUSTERS_PER_TENANT' },
       'naming the limit and setting',
     );
-    const register = await call('POST', path, tenant.apiKey, {
+    const direct = await register({
       name: 'direct',
       server: 'https://127.0.0.1:1',
       token: 'a-token',
       namespaces: ['apps'],
     });
     t.equal(
-      register.json.error?.code,
+      direct.ok ? undefined : direct.body.error.code,
       'TENANT_LIMIT_REACHED',
       'a registration with credentials is refused too, before any connection',
     );
@@ -220,22 +229,20 @@ t.test(
 
 t.test('a tenant has at most 2 unrevoked keys here: a third is 409 TENANT_LIMIT_REACHED', async (t) => {
   const tenant = await tenantWithRuntime(); // its signup key and a runtime key
-  const third = await call('POST', '/v1/keys', api.adminKey, {
-    role: 'runtime',
-    tenantId: tenant.tenantId,
-    name: 'third',
+  const admin = client.withToken(api.adminKey);
+  const third = await admin.request('POST /v1/keys', {
+    body: { role: 'runtime', tenantId: tenant.tenantId, name: 'third' },
   });
   t.equal(third.status, 409, 'a third key is refused with 409');
-  t.equal(third.json.error?.code, 'TENANT_LIMIT_REACHED', 'TENANT_LIMIT_REACHED');
-  t.match(third.json.error?.message, /PROVISIONER_KEYS_PER_TENANT/, 'the message names the setting');
-  const listed = await call('GET', `/v1/keys?tenantId=${tenant.tenantId}`, api.adminKey);
-  const signupKey = (listed.json.items as { id: string; role: string }[] | undefined)?.find((k) => k.role === 'tenant');
-  if (!signupKey) throw new Error(`precondition: the tenant's signup key is listed (${JSON.stringify(listed.json)})`);
-  t.equal((await call('DELETE', `/v1/keys/${signupKey.id}`, api.adminKey)).status, 200, 'one is revoked');
-  const again = await call('POST', '/v1/keys', api.adminKey, {
-    role: 'tenant',
-    tenantId: tenant.tenantId,
-    name: 'again',
+  const refused = third.ok ? undefined : third.body.error;
+  t.equal(refused?.code, 'TENANT_LIMIT_REACHED', 'TENANT_LIMIT_REACHED');
+  t.match(refused?.message, /PROVISIONER_KEYS_PER_TENANT/, 'the message names the setting');
+  const listed = await admin.call('GET /v1/keys', { query: { tenantId: tenant.tenantId } });
+  const signupKey = listed.items.find((k) => k.role === 'tenant');
+  if (!signupKey) throw new Error(`precondition: the tenant's signup key is listed (${JSON.stringify(listed)})`);
+  t.equal((await admin.request('DELETE /v1/keys/:id', { params: { id: signupKey.id } })).status, 200, 'one is revoked');
+  const again = await admin.request('POST /v1/keys', {
+    body: { role: 'tenant', tenantId: tenant.tenantId, name: 'again' },
   });
   t.equal(again.status, 201, 'then a new key is created: revoked keys do not count');
 });

@@ -12,6 +12,7 @@ import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { countTenantRecords, markIdle, markReconciled, tenantRecord } from '../../helpers/tenants.ts';
 import { auditRows } from '../../helpers/audit.ts';
+import { ApiClient, type BodyOf } from '../../../provisioner/http/api-client.ts';
 
 const api = await createTestApi({
   env: {
@@ -23,44 +24,33 @@ const api = await createTestApi({
 const url = await api.app.listen({ port: 0, host: '127.0.0.1' });
 t.teardown(() => api.close());
 
-interface TenantView {
-  id: string;
-  generation: number;
-  timeZone: string | null;
-  status: { lastOperationId: string; sleep?: { asleep: boolean } };
-}
-interface ErrorView {
-  error: { code: string; message: string; field?: string };
-}
-
-async function call<T>(method: string, path: string, key: string | null, body?: unknown): Promise<[number, T]> {
-  const res = await fetch(`${url}${path}`, {
-    method,
-    headers: {
-      ...(key ? { authorization: `Bearer ${key}` } : {}),
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-    },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  return [res.status, (await res.json()) as T];
-}
+/** The client at the socket, with a key (`null`: none). */
+const client = new ApiClient({ baseUrl: url });
+const as = (key: string | null) => client.withToken(key ?? undefined);
 
 let orgs = 0;
-type SignupAnswer = { tenant: TenantView; apiKey: string } & Partial<ErrorView>;
-async function signup(extra: Record<string, unknown> = {}): Promise<[number, SignupAnswer]> {
+/** POST /v1/signup with no key: the status and the answer, or the error body. */
+async function signup(extra: Partial<BodyOf<'POST /v1/signup'>> = {}) {
   orgs += 1;
-  return call('POST', '/v1/signup', null, {
-    organization: `tz-${orgs}-${process.pid}`,
-    email: 'o@example.com',
-    ...extra,
+  return as(null).request('POST /v1/signup', {
+    body: { organization: `tz-${orgs}-${process.pid}`, email: 'o@example.com', ...extra },
   });
 }
-const get = async (id: string, key = api.operatorKey) => (await call<TenantView>('GET', `/v1/tenants/${id}`, key))[1];
-const patch = <T = { tenant: TenantView; operationId: string; queued: boolean }>(
-  id: string,
-  key: string,
-  body: unknown,
-) => call<T>('PATCH', `/v1/tenants/${id}`, key, body);
+/** A signup the test needs accepted: its answer. */
+async function signedUp(extra: Partial<BodyOf<'POST /v1/signup'>> = {}) {
+  const res = await signup(extra);
+  if (!res.ok) throw new Error(`signup refused: ${res.status} ${res.body.error.message}`);
+  return res.body;
+}
+const get = (id: string, key = api.operatorKey) => as(key).call('GET /v1/tenants/:id', { params: { id } });
+const patch = (id: string, key: string, body: BodyOf<'PATCH /v1/tenants/:id'>) =>
+  as(key).request('PATCH /v1/tenants/:id', { params: { id }, body });
+/** A PATCH the test needs accepted: its answer. */
+async function patched(id: string, key: string, body: BodyOf<'PATCH /v1/tenants/:id'>) {
+  const res = await patch(id, key, body);
+  if (!res.ok) throw new Error(`PATCH refused: ${res.status} ${res.body.error.message}`);
+  return res.body;
+}
 const audits = async (id: string) =>
   (await auditRows(api.db.pool, { action: 'tenant.time_zone', targetId: id })).map((r) => ({
     actor_role: r.actorRole,
@@ -69,24 +59,27 @@ const audits = async (id: string) =>
   }));
 
 t.test('set at signup (optional), stored as the time zone database spells it, shown in every answer', async (t) => {
-  const [status, body] = await signup({ timeZone: 'europe/berlin' });
-  t.equal(status, 202);
+  const res = await signup({ timeZone: 'europe/berlin' });
+  t.equal(res.status, 202);
+  if (!res.ok) return void t.fail(res.body.error.message);
+  const body = res.body;
   t.equal(body.tenant.timeZone, 'Europe/Berlin', "the signup's answer has the zone, as the database spells it");
   t.equal((await get(body.tenant.id, body.apiKey)).timeZone, 'Europe/Berlin', 'GET with its own key shows it');
-  const [, page] = await call<{ items: TenantView[] }>('GET', '/v1/tenants?limit=200', api.operatorKey);
+  const page = await as(api.operatorKey).call('GET /v1/tenants', { query: { limit: 200 } });
   t.equal(page.items.find((i) => i.id === body.tenant.id)?.timeZone, 'Europe/Berlin', 'so does the listing');
 
-  const [, none] = await signup();
+  const none = await signedUp();
   t.equal(none.tenant.timeZone, null, 'not given: null (not set)');
   t.equal((await get(none.tenant.id)).timeZone, null);
 
   const before = await countTenantRecords(api.db.pool);
-  const [bad, refused] = await signup({ timeZone: 'Mars/Olympus' });
-  t.equal(bad, 400, 'a zone the database does not know is refused');
-  t.equal(refused.error?.code, 'VALIDATION_FAILED');
-  t.equal(refused.error?.field, 'timeZone', 'naming the field');
+  const refused = await signup({ timeZone: 'Mars/Olympus' });
+  t.equal(refused.status, 400, 'a zone the database does not know is refused');
+  const error = refused.ok ? undefined : refused.body.error;
+  t.equal(error?.code, 'VALIDATION_FAILED');
+  t.equal(error?.field, 'timeZone', 'naming the field');
   t.match(
-    refused.error?.message,
+    error?.message,
     /'Mars\/Olympus' is not a known IANA time zone \(e\.g\. Europe\/Berlin/,
     'and the value, with an example',
   );
@@ -94,13 +87,15 @@ t.test('set at signup (optional), stored as the time zone database spells it, sh
 });
 
 t.test('PATCH: the tenant sets and clears its own; an operator any; audited; no operation', async (t) => {
-  const [, s] = await signup();
+  const s = await signedUp();
   const id = s.tenant.id;
   const seq = async () => (await tenantRecord(api.db.pool, id)).change_seq;
   const seqBefore = await seq();
 
-  const [status, set] = await patch(id, s.apiKey, { timeZone: 'America/New_York' });
-  t.equal(status, 202, "the tenant's own key sets its time zone");
+  const res = await patch(id, s.apiKey, { timeZone: 'America/New_York' });
+  t.equal(res.status, 202, "the tenant's own key sets its time zone");
+  if (!res.ok) return void t.fail(res.body.error.message);
+  const set = res.body;
   t.equal(set.tenant.timeZone, 'America/New_York', 'the answer shows it');
   t.equal(set.queued, false, 'not a spec change: nothing queued');
   t.equal(set.operationId, s.tenant.status.lastOperationId, 'the answer names the last operation (the signup)');
@@ -113,56 +108,59 @@ t.test('PATCH: the tenant sets and clears its own; an operator any; audited; no 
     'audited as tenant.time_zone, with the value before and after',
   );
 
-  t.equal((await patch(id, s.apiKey, { timeZone: 'America/New_York' }))[0], 202, 'the same zone again');
+  t.equal((await patch(id, s.apiKey, { timeZone: 'America/New_York' })).status, 202, 'the same zone again');
   t.equal((await audits(id)).length, 1, 'changes nothing: no second audit row');
 
-  const [, byOperator] = await patch(id, api.operatorKey, { timeZone: 'Asia/Tokyo' });
+  const byOperator = await patched(id, api.operatorKey, { timeZone: 'Asia/Tokyo' });
   t.equal(byOperator.tenant.timeZone, 'Asia/Tokyo', "an operator sets a tenant's time zone");
   t.equal((await audits(id)).at(-1)?.actor_role, 'operator', 'audited as the operator');
 
-  const [, cleared] = await patch(id, s.apiKey, { timeZone: null });
+  const cleared = await patched(id, s.apiKey, { timeZone: null });
   t.equal(cleared.tenant.timeZone, null, 'null clears it');
   t.equal((await get(id, s.apiKey)).timeZone, null);
 
-  const [, other] = await signup();
-  const [foreign] = await patch(other.tenant.id, s.apiKey, { timeZone: 'Europe/Berlin' });
-  t.equal(foreign, 404, "a tenant key cannot set another tenant's (it does not see it)");
+  const other = await signedUp();
+  const foreign = await patch(other.tenant.id, s.apiKey, { timeZone: 'Europe/Berlin' });
+  t.equal(foreign.status, 404, "a tenant key cannot set another tenant's (it does not see it)");
   t.equal((await get(other.tenant.id)).timeZone, null, 'nothing was written');
 
-  const [withPlan, planRefused] = await patch<ErrorView>(id, s.apiKey, { plan: 'team', timeZone: 'Europe/Berlin' });
-  t.equal(withPlan, 403, 'with a plan change a tenant key may not make, the whole request is refused');
-  t.match(planRefused.error.message, /cannot change its plan/);
+  const withPlan = await patch(id, s.apiKey, { plan: 'team', timeZone: 'Europe/Berlin' });
+  t.equal(withPlan.status, 403, 'with a plan change a tenant key may not make, the whole request is refused');
+  t.match(withPlan.ok ? undefined : withPlan.body.error.message, /cannot change its plan/);
   t.equal((await get(id)).timeZone, null, 'and the zone is not set either');
 
-  const [both, withSpec] = await patch(id, api.operatorKey, { suspended: true, timeZone: 'Europe/Berlin' });
-  t.equal(both, 202, 'a spec change and the zone in one request');
+  const both = await patch(id, api.operatorKey, { suspended: true, timeZone: 'Europe/Berlin' });
+  t.equal(both.status, 202, 'a spec change and the zone in one request');
+  if (!both.ok) return void t.fail(both.body.error.message);
+  const withSpec = both.body;
   t.equal(withSpec.queued, true, 'the spec change queues its operation');
   t.equal(withSpec.tenant.timeZone, 'Europe/Berlin', 'and the zone is set with it');
 });
 
 t.test('a bad zone is a 400 naming timeZone and the value, with an example; nothing is written', async (t) => {
-  const [, s] = await signup({ timeZone: 'Europe/Berlin' });
+  const s = await signedUp({ timeZone: 'Europe/Berlin' });
   for (const [zone, message] of [
     ['Europe/Atlantis', /'Europe\/Atlantis' is not a known IANA time zone \(e\.g\. Europe\/Berlin/],
     ['+01:00', /'\+01:00' is not an IANA time zone \(e\.g\. Europe\/Berlin/],
     ['Berlin time', /'Berlin time' is not a known IANA time zone/],
   ] as const) {
-    const [status, body] = await patch<ErrorView>(s.tenant.id, s.apiKey, { timeZone: zone });
-    t.equal(status, 400, `${zone}: 400`);
-    t.equal(body.error.field, 'timeZone', `${zone}: naming the field`);
-    t.match(body.error.message, message, `${zone}: the value and an example`);
+    const res = await patch(s.tenant.id, s.apiKey, { timeZone: zone });
+    t.equal(res.status, 400, `${zone}: 400`);
+    const error = res.ok ? undefined : res.body.error;
+    t.equal(error?.field, 'timeZone', `${zone}: naming the field`);
+    t.match(error?.message, message, `${zone}: the value and an example`);
   }
-  const [long, tooLong] = await patch<ErrorView>(s.tenant.id, s.apiKey, { timeZone: `Europe/${'x'.repeat(60)}` });
-  t.equal(long, 400, 'longer than 64 characters: refused by the schema');
-  t.equal(tooLong.error.field, 'timeZone', 'naming the field');
+  const tooLong = await patch(s.tenant.id, s.apiKey, { timeZone: `Europe/${'x'.repeat(60)}` });
+  t.equal(tooLong.status, 400, 'longer than 64 characters: refused by the schema');
+  t.equal(tooLong.ok ? undefined : tooLong.body.error.field, 'timeZone', 'naming the field');
   t.equal((await get(s.tenant.id)).timeZone, 'Europe/Berlin', 'the zone is unchanged');
   t.equal((await audits(s.tenant.id)).length, 0, 'and nothing audited');
 });
 
 t.test("the keep-awake window is read in each tenant's zone: only the one where it is night sleeps", async (t) => {
-  const [, day] = await signup({ timeZone: 'Europe/Berlin' });
-  const [, night] = await signup({ timeZone: 'Asia/Tokyo' });
-  const [, plain] = await signup();
+  const day = await signedUp({ timeZone: 'Europe/Berlin' });
+  const night = await signedUp({ timeZone: 'Asia/Tokyo' });
+  const plain = await signedUp();
   const ids = [day.tenant.id, night.tenant.id, plain.tenant.id];
   await markReconciled(api.db.pool, ids);
   await markIdle(api.db.pool, ids, 3600);
@@ -173,11 +171,7 @@ t.test("the keep-awake window is read in each tenant's zone: only the one where 
   t.equal((await get(night.tenant.id)).status.sleep?.asleep, true, 'the tenant in Tokyo, where it is night');
   t.equal((await get(day.tenant.id)).status.sleep?.asleep, false, 'not the one in Berlin, in its business hours');
   t.equal((await get(plain.tenant.id)).status.sleep?.asleep, false, 'nor the one without a zone (the window in UTC)');
-  const [, ops] = await call<{ items: Array<{ kind: string }> }>(
-    'GET',
-    `/v1/tenants/${night.tenant.id}/operations`,
-    api.operatorKey,
-  );
+  const ops = await as(api.operatorKey).call('GET /v1/tenants/:id/operations', { params: { id: night.tenant.id } });
   t.equal(ops.items[0]?.kind, 'sleep', 'through a sleep operation');
 
   // Tuesday 2026-12-01 01:00 UTC: 10:00 in Tokyo (asleep already), 02:00 in Berlin, 01:00 UTC.
@@ -187,7 +181,7 @@ t.test("the keep-awake window is read in each tenant's zone: only the one where 
 });
 
 t.test("a tenant's zone changed applies from the next round", async (t) => {
-  const [, s] = await signup({ timeZone: 'Asia/Tokyo' });
+  const s = await signedUp({ timeZone: 'Asia/Tokyo' });
   await markReconciled(api.db.pool, s.tenant.id);
   await markIdle(api.db.pool, s.tenant.id, 3600);
   const mondayAfternoonUtc = Date.parse('2026-11-30T14:00:00Z');

@@ -23,7 +23,8 @@ import type { ISecret } from 'kubernetes-models/v1';
 import { infraProgram } from '../../../infra/program.ts';
 import { freePort } from '../../helpers/ports.ts';
 import { ApiClient } from '../../../provisioner/http/api-client.ts';
-import { createTestDatabase } from '../../helpers/postgres.ts';
+import { appliedMigrations, createTestDatabase } from '../../helpers/postgres.ts';
+import { storedKeys } from '../../helpers/keys.ts';
 import { inputsOf, runProgram, type RunResult } from '../../unit/pulumi/harness.ts';
 
 t.setTimeout(240_000);
@@ -104,9 +105,9 @@ t.test(
     t.equal(env.DATABASE_URL, db.url, "DATABASE_URL is the configured DSN, from the program's Secret");
     const before = new pg.Client({ connectionString: db.url });
     await before.connect();
-    const { rows: tables } = await before.query("SELECT to_regclass('public.schema_migrations') AS t");
+    const beforeStart = await appliedMigrations(before);
     await before.end();
-    t.equal(tables[0]?.t, null, 'precondition: the database is empty');
+    t.equal(beforeStart, undefined, 'precondition: the database is empty (no migration table)');
 
     const port = await freePort();
     const volume = join(dir, 'volume');
@@ -149,15 +150,14 @@ t.test(
     const files = (await readdir(migrationsDir)).filter((f) => /^\d{3}_.*\.sql$/.test(f));
     const client = new pg.Client({ connectionString: db.url });
     await client.connect();
-    const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
     t.same(
-      rows.map((r) => Number(r.version)),
+      await appliedMigrations(client),
       files.map((f) => Number(f.slice(0, 3))).sort((a, b) => a - b),
       `every migration (${files.length}) was applied to the external database`,
     );
-    const { rows: keys } = await client.query<{ n: string }>("SELECT count(*) AS n FROM api_keys WHERE role = 'admin'");
+    const admins = await storedKeys(client, { role: 'admin' });
     await client.end();
-    t.equal(Number(keys[0]?.n), 1, 'the bootstrap admin key is stored there (as a hash)');
+    t.equal(admins.length, 1, 'the bootstrap admin key is stored there (as a hash)');
 
     const key = /A bootstrap admin API key was generated[^\n]*\n\s*(\S+)/.exec(stdout)?.[1];
     t.ok(key, 'the first start prints the bootstrap admin key once');

@@ -21,13 +21,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import { createCa, createServingCert } from '../../../sandbox/pki.ts';
 import { createRouter, type Router } from '../../../runtime/agents/request-router/router.ts';
 import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../../runtime/agents/app-proxy/runtime-info.ts';
 import { REQUEST_TOKEN_HEADER } from '../../../runtime/protocol/request-token.ts';
-import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/api/types.ts';
+import type { RuntimeBootstrapAnswer } from '../../../provisioner/api/types.ts';
 
 const dir = await mkdtemp(join(tmpdir(), 'hybrid-ingress-route-'));
 t.teardown(() => rm(dir, { recursive: true, force: true }));
@@ -92,6 +93,7 @@ t.teardown(async () => {
 const ingressUrl = `https://localhost:${(ingress.address() as AddressInfo).port}`;
 
 const tenant = await api.signup();
+/** The runtimes' own routes and the runtime's API through the proxy (outside the route map), over the socket. */
 async function call(method: string, path: string, key: string | null, body?: unknown) {
   const res = await fetch(base + path, {
     method,
@@ -107,15 +109,13 @@ async function call(method: string, path: string, key: string | null, body?: unk
 
 /** Registers an ingress-based runtime at `url` and redeems its bootstrap token (installed). */
 async function install(name: string, url: string) {
-  const reg = await call('POST', `/v1/tenants/${tenant.tenantId}/runtimes`, tenant.apiKey, {
-    name,
-    mode: 'hybrid',
-    access: 'ingress',
-    ingressUrl: url,
-    argo: 'new',
-  });
-  if (reg.status !== 201) throw new Error(`precondition: registration answered ${reg.status} ${reg.text}`);
-  const registered = JSON.parse(reg.text) as RuntimeRegistered;
+  const registered = await new ApiClient({ baseUrl: base, token: tenant.apiKey }).call(
+    'POST /v1/tenants/:id/runtimes',
+    {
+      params: { id: tenant.tenantId },
+      body: { name, mode: 'hybrid', access: 'ingress', ingressUrl: url, argo: 'new' },
+    },
+  );
   const exchange = await call('POST', '/v1/runtimes/bootstrap', registered.bootstrapToken, {});
   if (exchange.status !== 200) throw new Error(`precondition: bootstrap answered ${exchange.status} ${exchange.text}`);
   return { registered, credentials: JSON.parse(exchange.text) as RuntimeBootstrapAnswer };

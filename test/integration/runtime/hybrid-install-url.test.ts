@@ -31,7 +31,8 @@ import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
 import { missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
 import { ChartToolMissingError, defaultChartsDir, findChartTool } from '../../../runtime/render/chart-tools.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
-import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provisioner/api/types.ts';
+import type { RuntimeRegistered } from '../../../provisioner/api/types.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import { catalog, compareVersions } from '../../../runtime/catalog.ts';
 import { promotionCrds } from '../../../runtime/component/promotion-crds.ts';
 import { until } from '../../../sandbox/until.ts';
@@ -88,17 +89,6 @@ if (why && process.env.CI === 'true') {
   });
   await api.app.listen({ port, host: '127.0.0.1' });
   t.teardown(() => api.close());
-  const call = async <T>(method: string, path: string, key: string, body?: unknown) => {
-    const res = await fetch(publicUrl + path, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-      },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-    });
-    return { status: res.status, body: (await res.json()) as T };
-  };
 
   const { plane, kubectl } = await startCustomerCluster(t, toolchainBin!, dir);
   /** A command as the customer runs it: bash, the toolchain's kubectl first on PATH, no helm. */
@@ -120,15 +110,16 @@ if (why && process.env.CI === 'true') {
     data?.[key] === undefined ? undefined : Buffer.from(data[key], 'base64').toString('utf8');
 
   const tenant = await api.signup();
+  /** The tenant's client at the public URL (the socket the install URLs name). */
+  const client = new ApiClient({ baseUrl: publicUrl, token: tenant.apiKey });
   const tokens: string[] = [];
-  const register = async (body: Record<string, unknown>) => {
-    const reg = await call<RuntimeRegistered>('POST', `/v1/tenants/${tenant.tenantId}/runtimes`, tenant.apiKey, {
-      mode: 'hybrid',
-      access: 'tunnel',
-      version: VERSION,
-      ...body,
+  const register = async (body: { name: string; argo: 'new' | 'existing'; argoNamespace?: string }) => {
+    const reg = await client.request('POST /v1/tenants/:id/runtimes', {
+      params: { id: tenant.tenantId },
+      body: { mode: 'hybrid', access: 'tunnel', version: VERSION, ...body },
     });
-    if (reg.status === 201) tokens.push(reg.body.bootstrapToken);
+    if (!reg.ok) throw new Error(`registration answered ${reg.status}: ${reg.body.error.message}`);
+    tokens.push(reg.body.bootstrapToken);
     return reg;
   };
   let existing: RuntimeRegistered;
@@ -258,8 +249,10 @@ if (why && process.env.CI === 'true') {
       t.equal(again.status, 200, 'the URL still serves the install: fetching it redeemed nothing');
       t.match(again.headers.get('content-type'), /^application\/yaml/, 'as YAML');
       t.equal(again.headers.get('cache-control'), 'no-store', 'never cached');
-      const view = await call<Runtime>('GET', `/v1/tenants/${tenant.tenantId}/runtimes/plant-a`, tenant.apiKey);
-      t.equal(view.body.state, 'awaiting-install', 'the runtime still awaits its install');
+      const view = await client.call('GET /v1/tenants/:id/runtimes/:name', {
+        params: { id: tenant.tenantId, name: 'plant-a' },
+      });
+      t.equal(view.state, 'awaiting-install', 'the runtime still awaits its install');
     },
   );
 
@@ -476,14 +469,14 @@ if (why && process.env.CI === 'true') {
     );
     const created = await kubectl(['create', '-f', environment]);
     t.equal(created.code, 0, `an Environment in gitops: ${created.output}`);
-    const removed = await call<RuntimeRemoved>(
-      'DELETE',
-      `/v1/tenants/${tenant.tenantId}/runtimes/plant-b`,
-      tenant.apiKey,
-    );
-    t.equal(removed.status, 200, 'removal answers 200');
+    const removal = await client.request('DELETE /v1/tenants/:id/runtimes/:name', {
+      params: { id: tenant.tenantId, name: 'plant-b' },
+    });
+    t.equal(removal.status, 200, 'removal answers 200');
+    if (!removal.ok) return;
+    const removed = removal.body;
     // No namespace controller here: do not wait for the namespaces to go.
-    const command = removed.body.removeCommand.replace(/ --ignore-not-found /, ' --ignore-not-found --wait=false ');
+    const command = removed.removeCommand.replace(/ --ignore-not-found /, ' --ignore-not-found --wait=false ');
     const ran = await runAsCustomer(command);
     t.equal(ran.code, 0, `the remove command succeeds without helm: ${ran.output.slice(-1500)}`);
     const left = await kubectl([
@@ -502,7 +495,7 @@ if (why && process.env.CI === 'true') {
     t.equal(a.code, 0, "plant-a's install is untouched");
     t.ok(await allEstablished(), 'the promotion CRDs stay, established: plant-a uses them');
     t.match(
-      removed.body.removeCommand,
+      removed.removeCommand,
       /^# .*other runtimes in this cluster may use them/m,
       'the remove command says why it keeps them',
     );
@@ -546,13 +539,13 @@ if (why && process.env.CI === 'true') {
   });
 
   t.test("the last runtime removed: the CRDs stay until the remove command's note deletes them", async (t) => {
-    const removed = await call<RuntimeRemoved>(
-      'DELETE',
-      `/v1/tenants/${tenant.tenantId}/runtimes/plant-a`,
-      tenant.apiKey,
-    );
-    t.equal(removed.status, 200, 'plant-a removed');
-    const [deleteLine, ...rest] = removed.body.removeCommand.split('\n');
+    const removal = await client.request('DELETE /v1/tenants/:id/runtimes/:name', {
+      params: { id: tenant.tenantId, name: 'plant-a' },
+    });
+    t.equal(removal.status, 200, 'plant-a removed');
+    if (!removal.ok) return;
+    const removed = removal.body;
+    const [deleteLine, ...rest] = removed.removeCommand.split('\n');
     const ran = await runAsCustomer(`${deleteLine} --wait=false`);
     t.equal(ran.code, 0, `its remove command succeeds: ${ran.output.slice(-1500)}`);
     t.ok(await allEstablished(), 'the promotion CRDs are still there');

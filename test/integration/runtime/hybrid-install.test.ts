@@ -26,7 +26,8 @@ import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
 import { APPLICATION_CRD, missingKubeToolchain, startCustomerCluster } from '../../helpers/kubectl.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../../runtime/protocol/bootstrap.ts';
-import type { Runtime, RuntimeRegistered, RuntimeRemoved } from '../../../provisioner/api/types.ts';
+import type { RuntimeRegistered } from '../../../provisioner/api/types.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import { until } from '../../../sandbox/until.ts';
 
 const main = fileURLToPath(new URL('../../../runtime/agents/bootstrap/main.ts', import.meta.url));
@@ -58,6 +59,7 @@ if (missing && process.env.CI === 'true') {
   const api = await createTestApi({ env: { PROVISIONER_PUBLIC_URL: publicUrl } });
   await api.app.listen({ port, host: '127.0.0.1' });
   t.teardown(() => api.close());
+  /** The runtimes' own routes (outside the route map), at the public URL. */
   const call = async <T>(method: string, path: string, key: string, body?: unknown) => {
     const res = await fetch(publicUrl + path, {
       method,
@@ -80,18 +82,20 @@ if (missing && process.env.CI === 'true') {
     s?.data?.[key] === undefined ? undefined : Buffer.from(s.data[key], 'base64').toString('utf8');
 
   const tenant = await api.signup();
+  /** The tenant's client at the public URL (the socket its bundles name), for the mapped routes. */
+  const asTenant = new ApiClient({ baseUrl: publicUrl, token: tenant.apiKey });
+  const runtimeView = () =>
+    asTenant.call('GET /v1/tenants/:id/runtimes/:name', { params: { id: tenant.tenantId, name: 'plant-b' } });
   let registered: RuntimeRegistered;
   let runtimeToken = '';
 
   t.test('registered at the control plane, applied with kubectl, bootstrapped by the Job program', async (t) => {
-    const reg = await call<RuntimeRegistered>('POST', `/v1/tenants/${tenant.tenantId}/runtimes`, tenant.apiKey, {
-      name: 'plant-b',
-      mode: 'hybrid',
-      access: 'tunnel',
-      argo: 'existing',
-      argoNamespace: 'gitops',
+    const reg = await asTenant.request('POST /v1/tenants/:id/runtimes', {
+      params: { id: tenant.tenantId },
+      body: { name: 'plant-b', mode: 'hybrid', access: 'tunnel', argo: 'existing', argoNamespace: 'gitops' },
     });
     t.equal(reg.status, 201, `registration answers 201 (got ${JSON.stringify(reg.body)})`);
+    if (!reg.ok) return;
     registered = reg.body;
     t.equal(registered.runtime.state, 'awaiting-install', 'the runtime awaits its install');
 
@@ -162,9 +166,9 @@ if (missing && process.env.CI === 'true') {
     );
     t.equal(await secret(BOOTSTRAP_SECRET), undefined, 'the bootstrap Secret is deleted');
 
-    const view = await call<Runtime>('GET', `/v1/tenants/${tenant.tenantId}/runtimes/plant-b`, tenant.apiKey);
-    t.equal(view.body.state, 'installed', 'the control plane shows the runtime installed');
-    t.equal(view.body.keyIssued, true, 'the control plane shows its key issued');
+    const view = await runtimeView();
+    t.equal(view.state, 'installed', 'the control plane shows the runtime installed');
+    t.equal(view.keyIssued, true, 'the control plane shows its key issued');
     const again = await call('POST', '/v1/runtimes/bootstrap', registered.bootstrapToken, {});
     t.equal(again.status, 401, 'the redeemed bootstrap token is refused afterwards');
   });
@@ -250,12 +254,10 @@ if (missing && process.env.CI === 'true') {
 
       type Page = { items: Array<{ namespace: string; name: string; health: string | null }> };
       const listed = await until("the reporter's Application listed under the runtime", 60_000, async () => {
-        const page = await call<Page>(
-          'GET',
-          `/v1/tenants/${tenant.tenantId}/runtimes/plant-b/objects/applications`,
-          tenant.apiKey,
-        );
-        return page.body.items.length > 0 ? page.body : undefined;
+        const page = await asTenant.call('GET /v1/tenants/:id/runtimes/:name/objects/applications', {
+          params: { id: tenant.tenantId, name: 'plant-b' },
+        });
+        return page.items.length > 0 ? page : undefined;
       }).catch((err: Error): Page => {
         t.fail(`${err.message}; its output: ${output.slice(-2000)}`);
         return { items: [] };
@@ -265,14 +267,14 @@ if (missing && process.env.CI === 'true') {
         [['gitops', 'web', 'Healthy']],
         "the customer's Application, as the reporter saw it",
       );
-      const hosted = await call<Page>('GET', `/v1/tenants/${tenant.tenantId}/applications`, tenant.apiKey);
-      t.same(hosted.body.items, [], "the hosted runtime's listing does not show it");
+      const hosted = await asTenant.call('GET /v1/tenants/:id/applications', { params: { id: tenant.tenantId } });
+      t.same(hosted.items, [], "the hosted runtime's listing does not show it");
       const view = await until(
         'the runtime showing the version and Argo CD reachability the reporter stated',
         30_000,
         async () => {
-          const v = await call<Runtime>('GET', `/v1/tenants/${tenant.tenantId}/runtimes/plant-b`, tenant.apiKey);
-          return v.body.conditions.some((c) => c.type === 'ArgoCDReachable') ? v.body : undefined;
+          const v = await runtimeView();
+          return v.conditions.some((c) => c.type === 'ArgoCDReachable') ? v : undefined;
         },
       );
       t.equal(view.reportedVersion, registered.runtime.version, 'reportedVersion is the bundle’s version');
@@ -309,26 +311,26 @@ if (missing && process.env.CI === 'true') {
     t.teardown(() => client.close());
     if (!client.connected) await once(client.events, 'connected');
     const connected = await until('the runtime shows its tunnel connected', 30_000, async () => {
-      const v = await call<Runtime>('GET', `/v1/tenants/${tenant.tenantId}/runtimes/plant-b`, tenant.apiKey);
-      return v.body.tunnel?.connected ? v.body : undefined;
+      const v = await runtimeView();
+      return v.tunnel?.connected ? v : undefined;
     });
     t.equal(connected.tunnel?.connected, true, 'the hybrid runtime is connected through its own tunnel');
 
     const closed = once(client.events, 'disconnected');
-    const removed = await call<RuntimeRemoved>(
-      'DELETE',
-      `/v1/tenants/${tenant.tenantId}/runtimes/plant-b`,
-      tenant.apiKey,
-    );
-    t.equal(removed.status, 200, 'removal answers 200');
-    t.equal(removed.body.runtime.state, 'removed', 'the runtime is removed');
+    const removal = await asTenant.request('DELETE /v1/tenants/:id/runtimes/:name', {
+      params: { id: tenant.tenantId, name: 'plant-b' },
+    });
+    t.equal(removal.status, 200, 'removal answers 200');
+    if (!removal.ok) return;
+    const removed = removal.body;
+    t.equal(removed.runtime.state, 'removed', 'the runtime is removed');
     const [code] = (await closed) as [number];
     t.equal(code, 4003, "removal closes the runtime's tunnel with the revoked close code");
-    const whoami = await fetch(publicUrl + '/v1/whoami', { headers: { authorization: `Bearer ${runtimeToken}` } });
+    const whoami = await asTenant.withToken(runtimeToken).request('GET /v1/whoami');
     t.equal(whoami.status, 401, 'the runtime key is refused after removal');
 
     // The remove command, as the customer runs it (no namespace controller here: do not wait).
-    const [deleteLine, ...rest] = removed.body.removeCommand.split('\n');
+    const [deleteLine, ...rest] = removed.removeCommand.split('\n');
     t.same(rest, [], 'existing Argo CD: the remove command is one kubectl delete, no helm');
     const command = `${deleteLine} --wait=false`;
     const del = await new Promise<Run>((resolve) =>

@@ -30,7 +30,8 @@ import { createRouter } from '../../../runtime/agents/request-router/router.ts';
 import { buildAppProxy } from '../../../runtime/agents/app-proxy/app.ts';
 import { loadPublicKey } from '../../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../../runtime/agents/app-proxy/runtime-info.ts';
-import type { RuntimeBootstrapAnswer, RuntimeRegistered } from '../../../provisioner/api/types.ts';
+import type { RuntimeBootstrapAnswer } from '../../../provisioner/api/types.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 import { auditRows } from '../../helpers/audit.ts';
 
 t.setTimeout(180_000);
@@ -83,6 +84,9 @@ t.teardown(() => {
 
 const tenant = await a.signup();
 const auth = { authorization: `Bearer ${tenant.apiKey}` };
+/** The tenant's client at replica A's socket, for the mapped routes. */
+const atA = new ApiClient({ baseUrl: baseA, token: tenant.apiKey });
+/** The runtimes' own routes (outside the route map), at replica A's socket. */
 async function call<T>(method: string, path: string, key: string, body?: unknown) {
   const res = await fetch(baseA + path, {
     method,
@@ -94,14 +98,11 @@ async function call<T>(method: string, path: string, key: string, body?: unknown
 }
 
 // The hybrid runtime 'plant', registered and its bootstrap token exchanged as the install's Job does.
-const reg = await call<RuntimeRegistered>('POST', `/v1/tenants/${tenant.tenantId}/runtimes`, tenant.apiKey, {
-  name: 'plant',
-  mode: 'hybrid',
-  access: 'tunnel',
-  argo: 'new',
+const registered = await atA.call('POST /v1/tenants/:id/runtimes', {
+  params: { id: tenant.tenantId },
+  body: { name: 'plant', mode: 'hybrid', access: 'tunnel', argo: 'new' },
 });
-if (reg.status !== 201) throw new Error(`registration answered ${reg.status}`);
-const exchange = await call<RuntimeBootstrapAnswer>('POST', '/v1/runtimes/bootstrap', reg.body.bootstrapToken, {});
+const exchange = await call<RuntimeBootstrapAnswer>('POST', '/v1/runtimes/bootstrap', registered.bootstrapToken, {});
 if (exchange.status !== 200) throw new Error(`bootstrap exchange answered ${exchange.status}`);
 const answer = exchange.body;
 
@@ -262,7 +263,7 @@ t.test('a normal relayed request still reaches the runtime, with its path and qu
 });
 
 t.test('an action relayed from A to B is audited once, with the caller, and A logs the relay', async (t) => {
-  const whoami = await call<{ keyId: string }>('GET', '/v1/whoami', tenant.apiKey);
+  const whoami = await atA.call('GET /v1/whoami');
   const count = async () =>
     (await auditRows(a.db.pool, { targetId: tenant.tenantId, action: 'runtime.application.refresh' }))
       .filter((r) => r.after?.runtime === 'plant')
@@ -278,7 +279,7 @@ t.test('an action relayed from A to B is audited once, with the caller, and A lo
   t.equal(rows.length, before + 1, 'one audit row for the one action (B serves it; A relays it and does not audit)');
   t.match(
     rows.at(-1),
-    { actor: whoami.body.keyId, actor_role: 'tenant', status: 404 },
+    { actor: whoami.keyId, actor_role: 'tenant', status: 404 },
     "the row names the caller's key and the runtime's answer",
   );
   const relayLine = linesOfA.find(
