@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
+import { createTestDatabase } from '../../helpers/postgres.ts';
 import { serverPort, startProcess, until, type ManagedProcess } from '../../../sandbox/processes.ts';
 import { refuseInEarlyPhase } from './phase.ts';
 
@@ -58,15 +58,10 @@ export async function giteaUnavailable(): Promise<string | undefined> {
 
 export async function startGitea(dir: string): Promise<Gitea> {
   const bin = (await giteaBin())!;
-  const pgUrl = new URL(process.env.TEST_PG_URL!);
-  const database = `gitea_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: pgUrl.toString() });
-  await admin.connect();
-  try {
-    await admin.query(`CREATE DATABASE ${database}`);
-  } finally {
-    await admin.end();
-  }
+  // An empty database of its own (Gitea makes its tables), dropped when it stops.
+  const db = await createTestDatabase({ migrate: false });
+  const pgUrl = new URL(db.url);
+  const database = pgUrl.pathname.slice(1);
   const port = await serverPort();
   await mkdir(join(dir, 'custom', 'conf'), { recursive: true });
   const config = join(dir, 'custom', 'conf', 'app.ini');
@@ -157,5 +152,16 @@ export async function startGitea(dir: string): Promise<Gitea> {
     .split('\n')
     .at(-1)!
     .trim();
-  return { url, apiUrl: `${url}/api/v1`, user, password, token, process: proc, stop: () => proc.stop() };
+  return {
+    url,
+    apiUrl: `${url}/api/v1`,
+    user,
+    password,
+    token,
+    process: proc,
+    stop: async () => {
+      await proc.stop();
+      await db.drop();
+    },
+  };
 }
