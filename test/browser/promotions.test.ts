@@ -51,12 +51,10 @@ const appProxy = http.createServer((req, res) => {
         spec: { ...(body as object), product: 'shop' },
       });
     if (path === '/api/promotionpreviews/argocd/shop-dry9z/abort')
-      return send(409, {
-        error: {
-          code: 'ACTION_REFUSED',
-          reason: 'Finished',
-          message: "PromotionPreview 'argocd/shop-dry9z' has finished (Succeeded): nothing to abort",
-        },
+      return send(200, {
+        kind: 'PromotionPreview',
+        metadata: { name: 'shop-dry9z', namespace: 'argocd' },
+        spec: { product: 'shop', abort: true },
       });
     if (path === '/api/products/argocd/shop/promote')
       return send(201, { kind: 'Promotion', metadata: { name: 'shop-7xk2p', namespace: 'argocd' }, spec: body });
@@ -397,7 +395,7 @@ t.test('Preview (dry run): started from the product page, each environment’s c
     'an application without changes',
   );
   await fx.screenshot(page, 'product-dry-run.png', { fullPage: true });
-  // While it ran, Abort went to the preview's own action (here refused: it has finished meanwhile).
+  // A running preview is aborted through its own action.
   await report('PromotionPreview', [
     {
       metadata: { name: 'shop-dry9z' },
@@ -407,7 +405,7 @@ t.test('Preview (dry run): started from the product page, each environment’s c
   ]);
   await page.locator('section.promotion[aria-label="Preview shop-dry9z"][data-phase="Running"]').waitFor();
   await page.getByRole('button', { name: 'Abort' }).click();
-  await page.getByText(/PromotionPreview 'argocd\/shop-dry9z' has finished/).waitFor();
+  await page.getByText(/Abort of preview shop-dry9z asked/).waitFor();
   t.match(
     asked.at(-1),
     { method: 'POST', path: '/api/promotionpreviews/argocd/shop-dry9z/abort' },
