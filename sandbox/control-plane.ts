@@ -204,15 +204,44 @@ export interface ControlPlaneOptions {
   /** KWOK stages added to the toolchain's (YAML, one or more `Stage` documents). */
   extraKwokStages?: string;
   /**
-   * Pods with this label (`key=value`) are not started by KWOK (the toolchain's `pod-ready` stage
-   * leaves them Pending): something else runs them and reports their status, as a kubelet would.
+   * Pods KWOK leaves to something else that runs them and reports their status, as a kubelet
+   * would: a pod for which any of these KWOK queries (a label, or a jq expression over the pod)
+   * yields one of its values gets none of KWOK's pod stages (the toolchain's and
+   * `extraKwokStages`) but its deletion (`pod-delete`). It stays Pending until its runner reports.
    */
-  kwokLeavesPods?: { label: string; value: string };
+  kwokLeavesPods?: readonly KwokPodQuery[];
+}
+
+/** A KWOK selector query over a pod (a label, or a jq expression) and the values that select it. */
+export interface KwokPodQuery {
+  key: string;
+  values: readonly string[];
+}
+
+/** The pods with label `label=value`, as a KWOK query. */
+export function kwokLabelQuery(label: string, value: string): KwokPodQuery {
+  return { key: `.metadata.labels["${label}"]`, values: [value] };
 }
 
 interface KwokStage {
   metadata?: { name?: string };
-  spec: { selector: { matchExpressions: Array<{ key: string; operator: string; values?: string[] }> } };
+  spec: {
+    resourceRef?: { kind?: string };
+    selector: { matchExpressions: Array<{ key: string; operator: string; values?: string[] }> };
+  };
+}
+
+/** `yaml` (KWOK Stage documents) with every pod stage but `pod-delete` skipping the pods of `leave`. */
+function leavePods(yaml: string, leave: readonly KwokPodQuery[]): string {
+  const docs = parseAllDocuments(yaml)
+    .map((d) => d.toJS() as KwokStage | null)
+    .filter((d): d is KwokStage => d !== null);
+  for (const d of docs) {
+    if (d.spec.resourceRef?.kind !== 'Pod' || d.metadata?.name === 'pod-delete') continue;
+    for (const q of leave)
+      d.spec.selector.matchExpressions.push({ key: q.key, operator: 'NotIn', values: [...q.values] });
+  }
+  return docs.map((d) => stringify(d)).join('---\n');
 }
 
 /** The AdmissionConfiguration of `podSecurityDefault`: enforce and warn `level` at `latest`, no exemptions. */
@@ -403,29 +432,18 @@ export async function startKubeControlPlane(tc: Toolchain, o: ControlPlaneOption
     );
     processes.push(sched);
     let stages = tc.kwokStages;
-    if (o.kwokLeavesPods) {
-      const docs = parseAllDocuments(await readFile(tc.kwokStages, 'utf8')).map((d) => d.toJS() as KwokStage | null);
-      const ready = docs.find((d) => d?.metadata?.name === 'pod-ready');
-      if (!ready)
-        throw new Error(`${tc.kwokStages} has no pod-ready stage to leave ${o.kwokLeavesPods.label} pods out of`);
-      ready.spec.selector.matchExpressions.push({
-        key: `.metadata.labels["${o.kwokLeavesPods.label}"]`,
-        operator: 'NotIn',
-        values: [o.kwokLeavesPods.value],
-      });
+    const leave = o.kwokLeavesPods ?? [];
+    if (leave.length > 0) {
+      const yaml = await readFile(tc.kwokStages, 'utf8');
+      if (!/name: pod-ready\b/.test(yaml))
+        throw new Error(`${tc.kwokStages} has no pod-ready stage to leave pods out of`);
       stages = join(o.dir, 'kwok-stages.yaml');
-      await writeFile(
-        stages,
-        docs
-          .filter((d) => d)
-          .map((d) => stringify(d))
-          .join('---\n'),
-      );
+      await writeFile(stages, leavePods(yaml, leave));
     }
     const stageConfigs = ['--config', stages];
     if (o.extraKwokStages) {
       const file = join(o.dir, 'kwok-extra-stages.yaml');
-      await writeFile(file, o.extraKwokStages);
+      await writeFile(file, leave.length > 0 ? leavePods(o.extraKwokStages, leave) : o.extraKwokStages);
       stageConfigs.push('--config', file);
     }
     const kwok = startProcess(

@@ -18,6 +18,7 @@ import { CoreV1Api, SchedulingV1Api, StorageV1Api, type KubeConfig } from '@kube
 import { catalog as shippedCatalog, type Catalog } from '../runtime/catalog.ts';
 import { prepareTenantCharts, type DerivedChart, type TenantCharts } from './charts.ts';
 import {
+  kwokLabelQuery,
   startEtcd,
   startKubeControlPlane,
   toolchainFrom,
@@ -26,7 +27,7 @@ import {
   type Toolchain,
 } from './control-plane.ts';
 import { serverPort, StopWaiting, until } from './processes.ts';
-import { RuntimePods } from './runtime-pods.ts';
+import { RuntimePods, runtimePodsKwokQuery } from './runtime-pods.ts';
 import {
   newSecrets,
   preparePulumiHome,
@@ -169,7 +170,7 @@ export interface LocalStackOptions {
    * agents, and Argo CD from `argocdBin` (scripts/argocd.sh) when given; the pods reach the
    * provisioner at its loopback port, as pods on the host network would.
    */
-  runtimePods?: { argocdBin?: string | undefined };
+  runtimePods?: { argocdBin?: string | undefined; standIns?: Readonly<Record<string, string>> };
   /** Lines about what was started (the emulator's, the charts'). */
   log: (msg: string) => void;
   /** Called as each step completes, with its duration. */
@@ -252,7 +253,11 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
           ? {
               servingIps: [network.hostIp],
               extraKwokStages: SYNCED_JOB_POD_STAGE,
-              kwokLeavesPods: VCLUSTER_POD_LABEL,
+              // The vcluster pods and the runtime pods that run as processes report their own status.
+              kwokLeavesPods: [
+                kwokLabelQuery(VCLUSTER_POD_LABEL.label, VCLUSTER_POD_LABEL.value),
+                ...(o.runtimePods ? [runtimePodsKwokQuery(o.runtimePods)] : []),
+              ],
             }
           : {}),
       }),
@@ -281,6 +286,7 @@ export async function startLocalStack(o: LocalStackOptions): Promise<LocalStack>
           network,
           vclusters: vclusterPods,
           argocdBin: o.runtimePods.argocdBin,
+          ...(o.runtimePods.standIns ? { standIns: o.runtimePods.standIns } : {}),
           dir: join(o.dir, 'runtime-pods'),
           hostPorts: [port],
           log: o.log,

@@ -34,9 +34,9 @@
  * Root only (network and mount namespaces): `available()` says why not.
  */
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, rm, chown, writeFile } from 'node:fs/promises';
 import { request as httpsRequest } from 'node:https';
 import net from 'node:net';
@@ -108,20 +108,47 @@ export async function clearNetns(netns: string, veth?: string): Promise<void> {
 /**
  * The network namespace of the n-th pod of `network`: a veth pair whose host end is on the
  * bridge, the pod's address on its `eth0`, the bridge as its default route. Anything left by an
- * earlier pod of that slot is cleared first. Returns the namespace's name.
+ * earlier pod of that slot is cleared first. Two `ip -batch` processes (the host's side, then the
+ * namespace's), not one process per step. Returns the namespace's name.
  */
 export async function createPodNetns(network: PodNetwork, n: number): Promise<string> {
   const netns = `hrt${network.id}-${n}`;
   const veth = `hv${network.id}${n}`;
-  await clearNetns(netns, veth);
-  await ip('netns', 'add', netns);
-  await ip('link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', netns);
-  await ip('link', 'set', veth, 'master', network.bridge, 'up');
-  await ip('-n', netns, 'addr', 'add', `${network.podIp(n)}/24`, 'dev', 'eth0');
-  await ip('-n', netns, 'link', 'set', 'eth0', 'up');
-  await ip('-n', netns, 'link', 'set', 'lo', 'up');
-  await ip('-n', netns, 'route', 'add', 'default', 'via', network.hostIp);
+  if (existsSync(`/run/netns/${netns}`) || existsSync(`/sys/class/net/${veth}`)) await clearNetns(netns, veth);
+  await ipBatch(
+    [],
+    [
+      `netns add ${netns}`,
+      `link add ${veth} type veth peer name eth0 netns ${netns}`,
+      `link set ${veth} master ${network.bridge} up`,
+    ],
+  );
+  await ipBatch(
+    ['-n', netns],
+    [
+      `addr add ${network.podIp(n)}/24 dev eth0`,
+      'link set eth0 up',
+      'link set lo up',
+      `route add default via ${network.hostIp}`,
+    ],
+  );
   return netns;
+}
+
+/** `ip [options] -batch -` with `lines` as its commands (stopping at the first that fails). */
+function ipBatch(options: string[], lines: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('ip', [...options, '-batch', '-'], { stdio: ['pipe', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('error', reject);
+    child.once('close', (code) =>
+      code === 0
+        ? resolve()
+        : reject(new Error(`ip ${options.join(' ')} -batch (${lines.join('; ')}): ${stderr.trim() || `exit ${code}`}`)),
+    );
+    child.stdin.end(`${lines.join('\n')}\n`);
+  });
 }
 
 async function ip(...args: string[]): Promise<void> {

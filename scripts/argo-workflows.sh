@@ -58,31 +58,15 @@ NICE="${TOOLCHAIN_NICE:-15}"
 ldflags="-s -w -X $PKG.version=$ARGO_WORKFLOWS_VERSION -X $PKG.gitTag=$ARGO_WORKFLOWS_VERSION"
 
 # One line of the controller is changed at build time: it serves /healthz on ":6060" (every
-# interface, no flag to change it), and the tests run every server on loopback only. The build uses
-# a copy of the module (in the cache folder, removed after the build, never committed) whose
-# cmd/workflow-controller/main.go says 127.0.0.1:6060, through a go.mod copy with a `replace` to
-# it — as scripts/argocd.sh does for Argo CD's metrics address. Its Prometheus server is off in the
-# controller's ConfigMap (test/e2e/harness/argo-workflows.ts) and opens no port.
-patched_source() {
-  local src file
-  src="$(cd "$MOD" && go mod download -json "$PKG" 2>/dev/null | sed -nE 's/^[[:space:]]*"Dir": "(.*)",?$/\1/p')"
-  [ -n "$src" ] && [ -d "$src" ] || { log "FAILED workflow-controller: go mod download $PKG gave no folder"; return 1; }
-  rm -rf "$DIR/src"
-  mkdir -p "$DIR/src"
-  cp -r "$src" "$DIR/src/argo-workflows" && chmod -R u+w "$DIR/src/argo-workflows" || return 1
-  file="$DIR/src/argo-workflows/cmd/workflow-controller/main.go"
-  sed -i 's/http.ListenAndServe(":6060", nil)/http.ListenAndServe("127.0.0.1:6060", nil)/' "$file"
-  if ! grep -q 'http.ListenAndServe("127.0.0.1:6060", nil)' "$file"; then
-    log "FAILED workflow-controller: the /healthz address line was not found in $src/cmd/workflow-controller/main.go"
-    return 1
-  fi
-  cp "$MOD/go.mod" "$MOD/go.sum" "$DIR/src/"
-  printf '\nreplace %s => %s\n' "$PKG" "$DIR/src/argo-workflows" >> "$DIR/src/go.mod"
-}
-
+# interface, no flag to change it), and the tests run every server on loopback only.
+# hrt_patched_module (scripts/go-build-env.sh) compiles a copy of the module (in the cache folder,
+# removed after the build, never committed) whose cmd/workflow-controller/main.go says
+# 127.0.0.1:6060 — as scripts/argocd.sh does for Argo CD's metrics address. Its Prometheus server
+# is off in the controller's ConfigMap (test/e2e/harness/argo-workflows.ts) and opens no port.
 rc=0
 log "Argo Workflows $ARGO_WORKFLOWS_VERSION: a cold build downloads about 1.3 GB of modules and compiles for several minutes (docs/toolchain.md)"
-if patched_source; then
+if reason="$(hrt_patched_module "$MOD" "$PKG" "$DIR" cmd/workflow-controller/main.go \
+  'http.ListenAndServe(":6060", nil)' 'http.ListenAndServe("127.0.0.1:6060", nil)' 2>&1)"; then
   logf="$DIR/logs/workflow-controller.log"
   start=$(date +%s)
   log "building workflow-controller from $PKG/cmd/workflow-controller"
@@ -96,10 +80,11 @@ if patched_source; then
     tail -n 15 "$logf" | sed 's/^/    /' >&2
     rc=1
   fi
-  rm -rf "$DIR/src"
 else
+  log "FAILED workflow-controller: $reason"
   rc=1
 fi
+rm -rf "$DIR/src"
 # Builds for other pins are not used again.
 [ "$rc" = 0 ] && find "$CACHE_ROOT" -mindepth 1 -maxdepth 1 ! -name "$HASH" ! -name "$HASH.lock" -exec rm -rf {} +
 echo "$BIN"

@@ -15,6 +15,7 @@
 #   argo-crds        scripts/argo-crds.sh                                     (e2e)
 #   argocd           scripts/argocd.sh                                        (e2e)
 #   argo-workflows   scripts/argo-workflows.sh                                (e2e)
+#   argo-rollouts    scripts/argo-rollouts.sh                                 (e2e)
 #   vcluster         scripts/vcluster.sh                                      (e2e)
 #   kubernetes-provider  scripts/kubernetes-provider.sh                       (e2e)
 #
@@ -44,6 +45,7 @@ command_for() { # step -> the command, one word per line
     argo-crds) printf '%s\n' "$ROOT/scripts/argo-crds.sh" ;;
     argocd) printf '%s\n' "$ROOT/scripts/argocd.sh" ;;
     argo-workflows) printf '%s\n' "$ROOT/scripts/argo-workflows.sh" ;;
+    argo-rollouts) printf '%s\n' "$ROOT/scripts/argo-rollouts.sh" ;;
     vcluster) printf '%s\n' "$ROOT/scripts/vcluster.sh" ;;
     kubernetes-provider) printf '%s\n' "$ROOT/scripts/kubernetes-provider.sh" ;;
     *) return 1 ;;
@@ -64,6 +66,7 @@ modules_for() { # step -> the tools module folders it builds from, one per line
     kubernetes-provider) printf '%s\n' pulumi-kubernetes ;;
     argocd) printf '%s\n' argocd ;;
     argo-workflows) printf '%s\n' argo-workflows ;;
+    argo-rollouts) printf '%s\n' argo-rollouts ;;
   esac
 }
 

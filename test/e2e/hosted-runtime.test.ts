@@ -217,6 +217,34 @@ async function wakeTimeline(
   return events.filter((e): e is [string, number] => e[1] !== undefined).sort((a, b) => a[1] - b[1]);
 }
 
+/**
+ * Where the runtime pods runner's starts went (seconds, the median over the tenant's running pods):
+ * reading the environment's and the volumes' Secrets and ConfigMaps, the pod's other files, its
+ * network namespace, from the spawn to the container's exec (runtime-pod.sh: routing and mounts),
+ * and the whole start.
+ */
+async function startPhases(runner: RuntimePods, ns: string): Promise<Array<[string, number]>> {
+  const starts = await runner.startTimings(ns);
+  const median = (xs: number[]) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    return sorted.length === 0 ? 0 : sorted[Math.floor((sorted.length - 1) / 2)]!;
+  };
+  const of = (pick: (s: (typeof starts)[number]['timings']) => number | undefined) =>
+    median(starts.map((s) => pick(s.timings)).filter((n): n is number => n !== undefined)) / 1000;
+  const n = starts.length;
+  return [
+    [`runtime pod start: env (median of ${n})`, of((x) => x.env)],
+    [`runtime pod start: volumes (median of ${n})`, of((x) => x.volumes)],
+    [`runtime pod start: other files and routing (median of ${n})`, of((x) => x.files)],
+    [`runtime pod start: network namespace (median of ${n})`, of((x) => x.netns)],
+    [`runtime pod start: spawn → exec, mounts and routing (median of ${n})`, of((x) => x.exec)],
+    [
+      `runtime pod start: whole, to exec (median of ${n})`,
+      of((x) => (x.exec === undefined ? undefined : x.total + x.exec)),
+    ],
+  ];
+}
+
 await provisioningSuite(
   t,
   async (e2e, root) => {
@@ -360,7 +388,6 @@ await provisioningSuite(
       const tenantView = () => e2e.api.expectStatus('GET /v1/tenants/:id', { params: { id: tenantId } }, 200);
       // 0. The tenant's webhook URL, and an event source behind its request router's /webhooks/*
       // (a stand-in: no Argo Events process runs here), first seen working while awake.
-      runner.runImageAs(EVENT_SOURCE_IMAGE, EVENT_SOURCE_SCRIPT);
       const events = kube(await e2e.tenantKubeconfig(tenantId));
       const labels = { 'eventsource-name': 'webhook' };
       await events.apps.createNamespacedDeployment({
@@ -578,6 +605,7 @@ await provisioningSuite(
       t.ok(wakeOp, `the wake's operation: ${wakeOp}`);
       for (const [what, seconds] of await wakeTimeline(e2e, root, runner, tenantId, wakeOp, woke))
         e2e.timing(`wake by request, ${what}`, seconds);
+      for (const [what, seconds] of await startPhases(runner, ns)) e2e.timing(`wake by request, ${what}`, seconds);
 
       // 5. Awake again, nothing lost.
       const ready = await e2e.api.waitForPhase(tenantId, 'Ready', PROVISION_TIMEOUT);
@@ -795,6 +823,8 @@ await provisioningSuite(
         operationId ||= (await e2e.api.operations(tenantId)).find((o) => o.kind === 'wake')?.id ?? '';
         for (const [what, seconds] of await wakeTimeline(e2e, root, runner, tenantId, operationId, requested))
           e2e.timing(`wake by request (cycle 3), ${what}`, seconds);
+        for (const [what, seconds] of await startPhases(runner, ns))
+          e2e.timing(`wake by request (cycle 3), ${what}`, seconds);
         await nothingLost(t, 3);
         const wakes = (await e2e.api.operations(tenantId)).filter((o) => o.kind === 'wake');
         t.ok(wakes.length >= 3, `a wake operation per cycle (${wakes.map((o) => o.state).join(', ')}, newest first)`);
@@ -851,5 +881,5 @@ await provisioningSuite(
       },
     );
   },
-  { runtimePods: true },
+  { runtimePods: { standIns: { [EVENT_SOURCE_IMAGE]: EVENT_SOURCE_SCRIPT } } },
 );

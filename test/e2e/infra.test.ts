@@ -51,7 +51,13 @@ import {
   VclusterPods,
 } from '../../sandbox/vcluster-pods.ts';
 import { VCLUSTER_SERVER_TEMPLATE } from '../../sandbox/stack.ts';
-import { startEtcd, startKubeControlPlane, toolchainFrom, type KubeControlPlane } from '../../sandbox/control-plane.ts';
+import {
+  kwokLabelQuery,
+  startEtcd,
+  startKubeControlPlane,
+  toolchainFrom,
+  type KubeControlPlane,
+} from '../../sandbox/control-plane.ts';
 import {
   acquireRunLock,
   describeKubernetesProvider,
@@ -125,7 +131,7 @@ async function main(): Promise<void> {
     nodes: 3,
     servingIps: [network.hostIp],
     extraKwokStages: SYNCED_JOB_POD_STAGE,
-    kwokLeavesPods: VCLUSTER_POD_LABEL,
+    kwokLeavesPods: [kwokLabelQuery(VCLUSTER_POD_LABEL.label, VCLUSTER_POD_LABEL.value)],
   });
   cleanups.push(() => root.stop());
   await recordTiming(t, 'root control plane start (etcd excluded)', root.startSeconds);

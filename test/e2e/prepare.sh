@@ -28,6 +28,11 @@
 # (its own cache; a cold build takes about 300 CPU-s, docs/toolchain.md "Argo Workflows"): exported
 # as HRT_ARGO_WORKFLOWS_BIN. A failed build stops the tier (a failure with CI=true), with the reason.
 #
+# Argo Rollouts' rollouts-controller v1.8.3, built from its Go module by scripts/argo-rollouts.sh
+# (its own cache; docs/toolchain.md "Argo Rollouts"): exported as HRT_ARGO_ROLLOUTS_BIN. Only
+# argo-rollouts.test.ts uses it: a failed build is reported and skips that file (fails it with
+# CI=true), the rest of the tier runs.
+#
 # vcluster (one binary per version the catalog pins) and kine, built from their Go modules by
 # scripts/vcluster.sh (its own cache; a cold build takes about 1,450 CPU-s, docs/toolchain.md): exported as HRT_VCLUSTER_BIN. Every tenant's vcluster
 # in this tier is the real one (sandbox/vcluster-pods.ts), which needs root (network and mount
@@ -38,7 +43,7 @@
 # (toolchain, chart mirror, provider plugin) and, as root unless SANDBOX_RUNTIME=0, what runs its
 # tenant's runtime (Argo CD, vcluster, nftables and redis-server); the Argo CRDs are skipped.
 # HRT_PREPARE_FOR=early (scripts/test.sh, the tier's early phase): only the chart mirror, the
-# toolchain and the Argo CRDs; Argo CD, Argo Workflows, vcluster and the provider plugin are left to the full
+# toolchain and the Argo CRDs; Argo CD, Argo Workflows, Argo Rollouts, vcluster and the provider plugin are left to the full
 # preparation that follows (on a cold machine they are still compiling in the background).
 
 _hrt_e2e_prepare() {
@@ -158,6 +163,18 @@ _hrt_e2e_prepare() {
     fi
     export HRT_ARGO_WORKFLOWS_BIN="$(printf '%s\n' "$out" | tail -n 1)"
     echo "e2e: Argo Workflows $HRT_ARGO_WORKFLOWS_BIN/workflow-controller"
+    # Only argo-rollouts.test.ts uses it: a failed build skips that file (fails it with CI=true),
+    # not the tier.
+    echo "e2e: building or reusing the Argo Rollouts controller (scripts/argo-rollouts.sh; a cold build takes several minutes)"
+    out="$(bash "$root/scripts/argo-rollouts.sh")"
+    rc=$?
+    if [ "$rc" = 0 ]; then
+      export HRT_ARGO_ROLLOUTS_BIN="$(printf '%s\n' "$out" | tail -n 1)"
+      echo "e2e: Argo Rollouts $HRT_ARGO_ROLLOUTS_BIN/rollouts-controller"
+    else
+      unset HRT_ARGO_ROLLOUTS_BIN
+      echo "e2e: argo-rollouts.test.ts will be skipped: the Argo Rollouts controller did not build from its Go module (scripts/argo-rollouts.sh exited with $rc; its reason is printed above)"
+    fi
   fi
   echo "e2e: building or reusing the Kubernetes provider plugin (scripts/kubernetes-provider.sh; a cold build takes long)"
   out="$(bash "$root/scripts/kubernetes-provider.sh")"

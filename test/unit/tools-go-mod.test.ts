@@ -120,3 +120,22 @@ t.test(
     );
   },
 );
+
+t.test('the Argo Rollouts controller builds every module it shares with Argo CD at Argo CD’s version', async (t) => {
+  const rollouts = await requires('argo-rollouts');
+  const argocd = await requires('argocd');
+  t.equal(
+    rollouts.get('github.com/argoproj/argo-rollouts'),
+    'v1.8.3',
+    'tools/argo-rollouts builds Argo Rollouts v1.8.3',
+  );
+  t.equal(
+    rollouts.get('k8s.io/kubernetes'),
+    argocd.get('k8s.io/kubernetes'),
+    'one k8s.io/kubernetes: the controller imports some of its packages, as Argo CD does',
+  );
+  t.equal(rollouts.get('k8s.io/client-go'), argocd.get('k8s.io/client-go'), 'one client-go');
+  // Every shared module, not a list: the controller's build is Kubernetes, gRPC, the cloud SDKs
+  // and the notifications engine, nearly all of which Argo CD's build compiled before it.
+  t.same(differences(rollouts, argocd), [], 'no module the controller and Argo CD require is at two versions');
+});

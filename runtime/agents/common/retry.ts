@@ -12,3 +12,13 @@ export function retriableUpstreamError(req: ClientRequest, err: Error, method: s
     req.reusedSocket && (err as NodeJS.ErrnoException).code === 'ECONNRESET' && IDEMPOTENT.has(method.toUpperCase())
   );
 }
+
+/**
+ * The upstream refused the connection (nothing listens at its address yet: a Service without
+ * ready endpoints, a server still starting after a wake). The request never reached it, so it may
+ * be sent again for any method once no body has been read from the client; the caller bounds how
+ * long it keeps trying.
+ */
+export function refusedUpstreamConnection(err: Error): boolean {
+  return (err as NodeJS.ErrnoException).code === 'ECONNREFUSED';
+}

@@ -91,13 +91,62 @@ const ARGO = 'argoproj.io/v1alpha1';
 
 type Obj = Record<string, unknown>;
 
-interface Application {
+export interface Application {
   metadata: { name: string };
   status?: {
     sync?: { status?: string; revision?: string };
     health?: { status?: string; message?: string };
     operationState?: { phase?: string; message?: string; syncResult?: { revision?: string } };
+    /** Its resources; `health` only where Argo CD persists resource health in the Application. */
+    resources?: Array<{
+      group?: string;
+      kind?: string;
+      namespace?: string;
+      name?: string;
+      health?: { status?: string; message?: string };
+    }>;
   };
+}
+
+/**
+ * Whether an Application's Degraded health fails a step: only once Argo CD has applied the promoted
+ * revision (`reached`: its synced revision is the commit or a later one) and reports it Synced.
+ * Argo CD moves the synced revision to a new commit when it compares, before its sync applies it:
+ * while it is OutOfSync there its health is still the old live state's — a Rollout aborted by the
+ * previous release's failed analysis stays Degraded until the new revision reaches it.
+ */
+export function degradedAt(app: Application, reached: boolean): boolean {
+  const st = app.status ?? {};
+  return reached && st.sync?.status === 'Synced' && st.health?.status === 'Degraded';
+}
+
+/**
+ * Why a promotion's step fails on an Application Argo CD reports Degraded at the promoted revision,
+ * naming what is degraded: each resource whose persisted health is Degraded, with Argo CD's
+ * message for it (for a Rollout whose canary analysis failed: "Rollout aborted update to revision
+ * 2: Metric "…" assessed Failed …"). Argo CD 3 keeps resource health in its resource tree rather
+ * than in the Application unless `controller.resource.health.persist` is on; then the Rollouts
+ * among the Application's resources are named (a failed canary analysis is what degrades an
+ * Application at a new revision most often), else only the Application's own health message.
+ */
+export function degradedReason(name: string, app: Application): string {
+  const resources = app.status?.resources ?? [];
+  const id = (r: (typeof resources)[number]) =>
+    `${r.kind ?? 'resource'} ${r.namespace ? `${r.namespace}/` : ''}${r.name ?? ''}`;
+  const degraded = resources.filter((r) => r.health?.status === 'Degraded');
+  if (degraded.length > 0)
+    return `${name} is Degraded at the promoted revision: ${degraded
+      .map((r) => `${id(r)}: ${r.health?.message || 'Degraded'}`)
+      .join('; ')}`;
+  const rollouts = resources.filter((r) => r.kind === 'Rollout' && r.group === 'argoproj.io' && !r.health);
+  const message = app.status?.health?.message ?? '';
+  if (rollouts.length > 0) {
+    const names = rollouts.map((r) => `${r.namespace ? `${r.namespace}/` : ''}${r.name ?? ''}`).join(', ');
+    return `${name} is Degraded at the promoted revision${message ? ` (${message})` : ''}: check its ${
+      rollouts.length === 1 ? 'Rollout' : 'Rollouts'
+    } ${names} (a failed canary analysis aborts a Rollout and degrades it)`;
+  }
+  return `${name} is Degraded at the promoted revision: ${message}`.trim();
 }
 
 /** A YAML text with the field at `path` set to `value` (comments and layout kept); an error names a missing parent. */
@@ -721,10 +770,7 @@ export class PromotionEngine {
             return void (await failStep(
               `${name}: Argo CD's sync ${op.phase.toLowerCase()}: ${op.message ?? ''}`.trim(),
             ));
-          if (reached && st.health?.status === 'Degraded')
-            return void (await failStep(
-              `${name} is Degraded at the promoted revision: ${st.health.message ?? ''}`.trim(),
-            ));
+          if (degradedAt(app, reached)) return void (await failStep(degradedReason(name, app)));
           if (!(reached && st.sync?.status === 'Synced' && st.health?.status === 'Healthy'))
             waiting.push(
               `${name} (${st.sync?.status ?? 'Unknown'}/${st.health?.status ?? 'Unknown'} at ${at.slice(0, 12) || 'no revision'})`,

@@ -16,6 +16,8 @@ export interface RouterConfig {
   /** ARGOCD_SERVER_URL: Argo CD's API server, for `/argo-cd/*` (unset: that route answers 404). */
   argoCdServerUrl: string | undefined;
   upstreamTimeoutMs: number;
+  /** UPSTREAM_CONNECT_RETRY_MS: how long a request without a body is tried again while its upstream refuses connections (default 10000; 0: never). */
+  connectRetryMs: number;
   /**
    * ACCESS_MODE: `tunnel` (default: only the tunnel client calls the router) or `ingress` (the
    * customer's ingress exposes it): then TENANT_ID, RUNTIME_ID and CONTROL_PLANE_PUBLIC_KEY (or
@@ -51,6 +53,7 @@ export function loadRouterConfig(env: Env = process.env): RouterConfig {
     eventSourceUrl: url(env, 'EVENT_SOURCE_URL', ['http:', 'https:']).toString(),
     argoCdServerUrl: env.ARGOCD_SERVER_URL ? url(env, 'ARGOCD_SERVER_URL', ['http:', 'https:']).toString() : undefined,
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', 30_000, 100, 600_000),
+    connectRetryMs: int(env, 'UPSTREAM_CONNECT_RETRY_MS', 10_000, 0, 120_000),
     requestTokens: loadTokenCheck(env),
     logLevel: logLevel(env),
   };

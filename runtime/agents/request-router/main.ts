@@ -14,6 +14,7 @@ await runService(
       ...(config.argoCdServerUrl ? { argoCdServerUrl: config.argoCdServerUrl } : {}),
       logger: log,
       upstreamTimeoutMs: config.upstreamTimeoutMs,
+      connectRetryMs: config.connectRetryMs,
       ...(config.requestTokens ? { requestTokens: config.requestTokens } : {}),
     });
     const server = http.createServer({ maxHeaderSize: 16 * 1024 }, router.handler);

@@ -18,7 +18,7 @@ import { headerListFrom, headersObject } from '../../protocol/headers.ts';
 import { REQUEST_TOKEN_HEADER } from '../../protocol/request-token.ts';
 import { ReplayCache, verifyRequestToken } from '../app-proxy/request-token.ts';
 import { AgentHealth } from '../common/health.ts';
-import { retriableUpstreamError } from '../common/retry.ts';
+import { refusedUpstreamConnection, retriableUpstreamError } from '../common/retry.ts';
 
 /** What the router needs to verify request tokens itself (ingress mode). */
 export interface RouterTokenCheck {
@@ -43,6 +43,12 @@ export interface RouterOptions {
   maxSockets?: number;
   /** Upstream response head timeout (default 30 s). */
   upstreamTimeoutMs?: number;
+  /**
+   * How long a request without a body is tried again while its upstream refuses connections
+   * (default 10 s; 0: answer 502 at once). A woken runtime's tunnel can be up before Argo CD's
+   * server listens: the first requests then wait for it instead of failing.
+   */
+  connectRetryMs?: number;
   /** Ingress mode: every request but /healthz needs a valid request token for this runtime. */
   requestTokens?: RouterTokenCheck;
 }
@@ -86,6 +92,7 @@ export function createRouter(opts: RouterOptions): Router {
   const events = upstream('event-source', opts.eventSourceUrl, maxSockets);
   const argoCd = opts.argoCdServerUrl ? upstream('argocd-server', opts.argoCdServerUrl, maxSockets) : undefined;
   const timeoutMs = opts.upstreamTimeoutMs ?? 30_000;
+  const connectRetryMs = opts.connectRetryMs ?? 10_000;
   // The router's own /healthz and /readyz (runtime/agents/common/health.ts): it has no loops; it is
   // ready while it answers (an upstream down is that upstream's 502, not the router's).
   const health = new AgentHealth();
@@ -99,9 +106,13 @@ export function createRouter(opts: RouterOptions): Router {
       bodyBytes += c.length;
     });
     let current: http.ClientRequest | null = null;
+    let pause: NodeJS.Timeout | undefined;
     res.on('close', () => {
+      clearTimeout(pause);
       if (!res.writableFinished) current?.destroy();
     });
+    const refusedUntil = Date.now() + connectRetryMs;
+    let refusals = 0;
     const send = (retry: boolean): void => {
       const up = target.request({
         protocol: target.url.protocol,
@@ -135,6 +146,22 @@ export function createRouter(opts: RouterOptions): Router {
             'kept-alive upstream connection was closed under the request; retrying on a new one',
           );
           send(true);
+          return;
+        }
+        if (
+          refusedUpstreamConnection(err) &&
+          !res.headersSent &&
+          !res.destroyed &&
+          bodyBytes === 0 &&
+          req.complete &&
+          Date.now() < refusedUntil
+        ) {
+          // Nothing listens yet (a server starting): the request was never delivered. Try again
+          // after 100 ms, doubling to 1 s, until connectRetryMs has passed.
+          const wait = Math.min(1_000, 100 * 2 ** refusals++, Math.max(0, refusedUntil - Date.now()));
+          if (refusals === 1)
+            log.info({ upstream: target.name, path }, 'upstream refused the connection; trying again');
+          pause = setTimeout(() => send(true), wait);
           return;
         }
         log.warn({ upstream: target.name, err: err.message, path }, 'upstream request failed');

@@ -425,31 +425,54 @@ export class SourceService {
   /**
    * What a sync to `revision` would change in what runs now (protocol ApplicationPreview): the
    * manifests Argo CD generates at that commit against the managed resources' live state, each
-   * change checked against the Git change from the synced revision. Single-source Applications.
+   * change checked against the Git change from the synced revision. A multi-source Application's
+   * preview moves the source `revision` is a commit of (the one whose followed paths it changed,
+   * as for a change revision) and holds the others at their synced revisions; `revision` and
+   * `current` then name that source's commits.
    */
   async preview(namespace: string, name: string, revision: string): Promise<ApplicationPreview> {
     const application = await this.#argo.application(namespace, name);
-    if (isMultiSource(application))
-      throw new UnsupportedSource('multi-source', 'a preview covers single-source Applications only');
-    const source = gitSource(application);
-    if (source instanceof UnsupportedSource) throw source;
-    const sha = await this.#git.resolve(source.repoURL, revision);
-    const synced = application.status?.sync?.revision ?? '';
+    let sha: string;
+    let synced: string;
+    let after: Target;
+    let now: (() => Promise<Target>) | undefined;
+    if (isMultiSource(application)) {
+      const found = await this.#multiSourceCommit(application, revision);
+      const revisions = application.status?.sync?.revisions ?? [];
+      const pins = (revisionOf: (k: number) => string): Target => ({
+        kind: 'multi',
+        specHash: found.source.specHash,
+        pins: pinsOf(application, found.followed, revisionOf, revisions),
+      });
+      sha = found.sha;
+      synced = revisions[found.source.index] ?? '';
+      after = pins((k) => found.held[k]!);
+      const syncedHere = synced;
+      // What runs was made from every source at its synced revision: without one for the source
+      // that moves, nothing is known to run from it.
+      if (syncedHere !== '')
+        now = async () => {
+          const from = await this.#git.resolve(found.source.repoURL, syncedHere);
+          return pins((k) => (k === found.k ? from : found.held[k]!));
+        };
+    } else {
+      const source = gitSource(application);
+      if (source instanceof UnsupportedSource) throw source;
+      sha = await this.#git.resolve(source.repoURL, revision);
+      synced = application.status?.sync?.revision ?? '';
+      after = { kind: 'single', source, sha };
+      const syncedHere = synced;
+      if (syncedHere !== '')
+        now = async () => ({ kind: 'single', source, sha: await this.#git.resolve(source.repoURL, syncedHere) });
+    }
     let afterTexts: string[];
     try {
-      afterTexts = await this.#manifests(namespace, name, { kind: 'single', source, sha });
+      afterTexts = await this.#manifests(namespace, name, after);
     } catch (err) {
       if (err instanceof ArgoCdError && err.failure === 'failed') throw new ManifestGenerationFailed(err.message);
       throw err;
     }
-    const currentTexts =
-      synced === ''
-        ? []
-        : await this.#manifestsOrNone(namespace, name, {
-            kind: 'single',
-            source,
-            sha: await this.#git.resolve(source.repoURL, synced),
-          });
+    const currentTexts = now === undefined ? [] : await this.#manifestsOrNone(namespace, name, await now());
     const items = await this.#argo.managedResources(namespace, name);
     const live = new Map<string, KubeObject>();
     const where = new Map<string, string>();

@@ -29,6 +29,7 @@ import { writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { parseAllDocuments } from 'yaml';
 import { VERSIONS } from '../../../runtime/versions.ts';
 import { findChartTool } from '../../../runtime/render/chart-tools.ts';
 import { startProcess, type ManagedProcess } from '../../../sandbox/processes.ts';
@@ -166,19 +167,33 @@ export function argoWorkflowsUnavailable(): string | undefined {
 
 /** The chart's CRDs, as its `crds.install` renders them (helm template of the real chart). */
 export async function argoWorkflowsCrds(): Promise<{ yaml: string; names: string[]; chart: string }> {
-  const chart = chartFile();
+  return chartCrds('argo-workflows', chartFile());
+}
+
+/**
+ * The CRDs an Argo chart's `templates/crds/*.yaml` render (helm template of the real chart, by the
+ * chart tools' helm): the YAML, the CRDs' names, and the chart file. Also for argo-rollouts.
+ */
+export async function chartCrds(
+  release: string,
+  chart: string,
+): Promise<{ yaml: string; names: string[]; chart: string }> {
   const { stdout: list } = await run('tar', ['-tzf', chart]);
+  const prefix = `${release}/`;
   const templates = list
     .split('\n')
-    .filter((f) => /^argo-workflows\/templates\/crds\/.+\.yaml$/.test(f))
-    .map((f) => f.replace(/^argo-workflows\//, ''));
+    .filter((f) => f.startsWith(`${prefix}templates/crds/`) && f.endsWith('.yaml'))
+    .map((f) => f.slice(prefix.length));
   if (templates.length === 0) throw new Error(`${chart} has no templates/crds/*.yaml`);
   const { stdout: yaml } = await run(
     findChartTool('helm'),
-    ['template', 'argo-workflows', chart, ...templates.flatMap((f) => ['--show-only', f])],
+    ['template', release, chart, ...templates.flatMap((f) => ['--show-only', f])],
     { maxBuffer: 64 * 1024 * 1024 },
   );
-  const names = [...yaml.matchAll(/^kind: CustomResourceDefinition\nmetadata:\n {2}name: (\S+)/gm)].map((m) => m[1]!);
+  const names = parseAllDocuments(yaml)
+    .map((d) => d.toJS() as { kind?: string; metadata?: { name?: string } } | null)
+    .filter((d) => d?.kind === 'CustomResourceDefinition' && d.metadata?.name)
+    .map((d) => d!.metadata!.name!);
   if (names.length !== templates.length)
     throw new Error(`helm template of ${chart} rendered ${names.length} CRDs for ${templates.length} templates`);
   return { yaml, names, chart };

@@ -68,9 +68,10 @@ export interface E2EOptions {
   /**
    * Run the tenants' runtime pods as processes (sandbox/runtime-pods.ts): the agents, Argo CD's
    * application controller, repo-server and Redis (HRT_ARGOCD_BIN), so a tenant's tunnel
-   * connects, its reporter reports and its Argo CD syncs.
+   * connects, its reporter reports and its Argo CD syncs. `standIns`: images whose pods run as
+   * `node <script>`, a test's named stand-ins (RuntimePodsOptions.standIns).
    */
-  runtimePods?: boolean;
+  runtimePods?: boolean | { standIns: Readonly<Record<string, string>> };
 }
 
 export interface E2E {
@@ -297,7 +298,14 @@ export async function startE2E(t: E2EHost, opts: E2EOptions = {}): Promise<E2E> 
       ...(opts.resyncSeconds !== undefined ? { resyncSeconds: opts.resyncSeconds } : {}),
       ...(opts.extraEnv ? { extraEnv: opts.extraEnv } : {}),
       realVclusters: { bin: vcluster.bin, versions: vcluster.versions },
-      ...(opts.runtimePods ? { runtimePods: { argocdBin: runtimeArgoCd() } } : {}),
+      ...(opts.runtimePods
+        ? {
+            runtimePods: {
+              argocdBin: runtimeArgoCd(),
+              ...(typeof opts.runtimePods === 'object' ? { standIns: opts.runtimePods.standIns } : {}),
+            },
+          }
+        : {}),
       log,
       cleanups,
     });

@@ -17,9 +17,9 @@
  * they do not name; an image-only commit names the image before → after and
  * exactly one field; a commit Argo CD cannot render comes back with Argo CD's message (200 on
  * /change, 422 on /diff); a wrong Git password is a clear 502 and no password is logged; Argo CD
- * or Git down is a 503 with Retry-After; a multi-source Application has no change revision or commit
- * diff (said as unsupported) but its diff against the cluster works; bad input is
- * a 400 naming the field; a session Argo CD forgot is renewed by one login.
+ * or Git down is a 503 with Retry-After; a multi-source Application's change revision, commit diff
+ * and preview move the source a commit changed and hold the others at their synced revisions; bad
+ * input is a 400 naming the field; a session Argo CD forgot is renewed by one login.
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
@@ -262,7 +262,10 @@ async function startArgoCdApiDouble(opts: { gitRoot: string; apps: Record<string
             return send(res, 200, { author, date, message: message!.trim(), tags: [] });
           }
           if (rest === '/managed-resources') {
-            const items = (await manifests(app, 'main')).map((text) => {
+            const generated = app.sources
+              ? (await Promise.all(app.sources.map((x) => manifests({ repo: x.repo, path: x.path }, 'main')))).flat()
+              : await manifests(app, 'main');
+            const items = generated.map((text) => {
               const obj = JSON.parse(text) as {
                 apiVersion: string;
                 kind: string;
@@ -835,6 +838,48 @@ t.test(
     t.ok(
       live.body.resources.some((r) => r.kind === 'ConfigMap' && r.name === 'b-config'),
       'with the resources Argo CD generated from its sources',
+    );
+
+    // A preview: what runs is main of both sources (b-config at warn, m2-config at debug).
+    for (const [name, level] of [
+      ['b-config', 'warn'],
+      ['m2-config', 'debug'],
+    ] as const)
+      argo.setLive(`ConfigMap/team-b/${name}`, {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name, namespace: 'team-b' },
+        data: { LOG_LEVEL: level },
+      });
+    argo.multiSourceAsks.length = 0;
+    const preview = await get<ApplicationPreview>(`/v1/applications/argocd/multi/preview?revision=${m1}`);
+    t.equal(preview.status, 200, `a multi-source preview answers 200: ${JSON.stringify(preview.body).slice(0, 300)}`);
+    t.equal(preview.body.revision, m1, 'at the second source’s commit asked');
+    t.equal(preview.body.current, elsewhere, 'against that source’s synced revision');
+    t.same(
+      preview.body.resources.map((r) => [r.kind, r.namespace, r.name, r.action, r.fields, r.notFromChange]),
+      [['ConfigMap', 'team-b', 'm2-config', 'modified', ['data.LOG_LEVEL'], undefined]],
+      'only the moved source’s ConfigMap changes, from the Git change; the first source held at its synced revision (b-config stays at warn)',
+    );
+    t.ok(
+      argo.multiSourceAsks.includes(`1:${elsewhere} 2:${elsewhere}`) &&
+        argo.multiSourceAsks.every((ask) => ask.startsWith(`1:${elsewhere} 2:`)),
+      `Argo CD asked for both sources pinned, the held one at its synced revision (the commit's side was cached by the diff above): ${argo.multiSourceAsks.join(', ')}`,
+    );
+    argo.setLive('ConfigMap/team-b/b-config', {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'b-config', namespace: 'team-b' },
+      data: { LOG_LEVEL: 'trace' },
+    });
+    const drifted = await get<ApplicationPreview>(`/v1/applications/argocd/multi/preview?revision=${m1}`);
+    t.same(
+      drifted.body.resources.map((r) => [r.name, r.fields, r.notFromChange]).sort(),
+      [
+        ['b-config', ['data.LOG_LEVEL'], ['data.LOG_LEVEL']],
+        ['m2-config', ['data.LOG_LEVEL'], undefined],
+      ],
+      'a hand edit of the held source’s ConfigMap: listed as not caused by the change',
     );
   },
 );

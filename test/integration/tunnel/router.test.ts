@@ -1,6 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
+import { until } from '../../../sandbox/until.ts';
+import type { BaseLogger } from 'pino';
 import { createRouter } from '../../../runtime/agents/request-router/router.ts';
 import { json, pattern, request, sha256, startRuntimeServices } from './harness.ts';
 
@@ -42,7 +44,11 @@ void t.test('an unreachable upstream is a 502 that names it', async (t) => {
   await new Promise<void>((resolve) => dead.listen(0, '127.0.0.1', resolve));
   const port = (dead.address() as AddressInfo).port;
   await new Promise((resolve) => dead.close(resolve));
-  const router = createRouter({ appProxyUrl: `http://127.0.0.1:${port}`, eventSourceUrl: `http://127.0.0.1:${port}` });
+  const router = createRouter({
+    appProxyUrl: `http://127.0.0.1:${port}`,
+    eventSourceUrl: `http://127.0.0.1:${port}`,
+    connectRetryMs: 0,
+  });
   const server = http.createServer(router.handler);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.teardown(() => {
@@ -90,3 +96,85 @@ void t.test(
     t.equal(without.status, 404, 'a router without ARGOCD_SERVER_URL has no such route');
   },
 );
+
+/** A port nothing listens on (bound, then closed), and a router whose upstreams are all there. */
+async function refusingRouter(t: { teardown(fn: () => void): void }, connectRetryMs: number) {
+  const probe = http.createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const port = (probe.address() as AddressInfo).port;
+  await new Promise((resolve) => probe.close(resolve));
+  const refused: string[] = [];
+  const failed: string[] = [];
+  const logger = {
+    level: 'info',
+    info: (o: { path?: string }, msg?: string) => {
+      if (msg?.includes('refused the connection')) refused.push(o.path ?? '');
+    },
+    warn: (o: { path?: string }) => failed.push(o.path ?? ''),
+    debug: () => {},
+    error: () => {},
+    fatal: () => {},
+    trace: () => {},
+    silent: () => {},
+  } as unknown as BaseLogger;
+  const upstreamUrl = `http://127.0.0.1:${port}`;
+  const router = createRouter({
+    appProxyUrl: upstreamUrl,
+    eventSourceUrl: upstreamUrl,
+    argoCdServerUrl: upstreamUrl,
+    connectRetryMs,
+    logger,
+  });
+  const server = http.createServer(router.handler);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    router.close();
+    server.closeAllConnections();
+    server.close();
+  });
+  return { port, refused, failed, base: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+void t.test(
+  'a server that starts after the first request (a woken runtime): the request waits for it instead of a 502',
+  async (t) => {
+    const { port, refused, base } = await refusingRouter(t, 60_000);
+    const answer = request(`${base}/argo-cd/api/version`);
+    await until('the router logs the refusal', 30_000, () => refused.length > 0);
+    t.same(refused, ['/api/version'], 'refused once, tried again');
+    const seen: string[] = [];
+    const argocd = http.createServer((req, res) => {
+      seen.push(req.url ?? '');
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ Version: 'v3.1.5' }));
+    });
+    await new Promise<void>((resolve) => argocd.listen(port, '127.0.0.1', resolve));
+    t.teardown(() => {
+      argocd.closeAllConnections();
+      argocd.close();
+    });
+    const res = await answer;
+    t.equal(res.status, 200, 'answered by the server once it listened');
+    t.same(json(res), { Version: 'v3.1.5' });
+    t.same(seen, ['/api/version'], 'delivered once');
+  },
+);
+
+void t.test('refused for longer than the budget: a 502 naming the upstream', async (t) => {
+  const { refused, failed, base } = await refusingRouter(t, 300);
+  const res = await request(`${base}/argo-cd/api/version`);
+  t.equal(res.status, 502);
+  t.match((json(res) as { error: { message: string } }).error.message, /argocd-server could not be reached/);
+  t.same(refused, ['/api/version'], 'it was tried again first');
+  t.same(failed, ['/api/version'], 'then failed, logged once');
+});
+
+void t.test('a request with a body is not sent again (its body was read): a 502 at once', async (t) => {
+  const { refused, base } = await refusingRouter(t, 60_000);
+  const res = await request(`${base}/webhooks/github`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: Buffer.from('{"ref":"refs/heads/main"}'),
+  });
+  t.equal(res.status, 502);
+  t.same(refused, [], 'never retried');
+});

@@ -3,7 +3,9 @@
  * a flow's steps in dependency order (a cycle, an unknown environment or the trigger as a step
  * refused, naming it); the JSON paths templates use; a field set in a YAML file with its comments
  * and layout kept; the policies that apply to a step; Promotion names that are DNS labels; the
- * CRDs valid and refusing what the operator cannot run; the operator's configuration.
+ * CRDs valid and refusing what the operator cannot run; the operator's configuration; the reason a
+ * step fails on a Degraded Application, naming the Rollout (test/e2e/argo-rollouts.test.ts has it
+ * from a real Argo CD and Rollouts controller).
  */
 import t from 'tap';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -19,6 +21,8 @@ import {
   type PromotionPolicy,
 } from '../../../runtime/protocol/promotions.ts';
 import {
+  degradedAt,
+  degradedReason,
   getField,
   promotionName,
   proposalBranch,
@@ -223,4 +227,56 @@ t.test('configuration', async (t) => {
   t.equal(refused({ COMMIT_AUTHOR_EMAIL: 'nobody' }), 'COMMIT_AUTHOR_EMAIL');
   t.equal(refused({ COMMIT_AUTHOR_NAME: 'x <y>' }), 'COMMIT_AUTHOR_NAME');
   t.equal(refused({ GIT_WORK_DIR: 'relative' }), 'GIT_WORK_DIR');
+});
+
+t.test('a Degraded Application fails the step naming what is degraded', async (t) => {
+  const rollout = { group: 'argoproj.io', kind: 'Rollout', namespace: 'shop-prod', name: 'web' };
+  const service = { group: '', kind: 'Service', namespace: 'shop-prod', name: 'web' };
+  const aborted =
+    'Rollout aborted update to revision 2: Metric "smoke" assessed Failed due to failed (1) > failureLimit (0)';
+  t.equal(
+    degradedReason('shop-prod', {
+      metadata: { name: 'shop-prod' },
+      status: {
+        health: { status: 'Degraded' },
+        resources: [
+          { ...service, health: { status: 'Healthy' } },
+          { ...rollout, health: { status: 'Degraded', message: aborted } },
+        ],
+      },
+    }),
+    `shop-prod is Degraded at the promoted revision: Rollout shop-prod/web: ${aborted}`,
+    'with resource health in the Application: each Degraded resource and Argo CD’s message for it',
+  );
+  t.equal(
+    degradedReason('shop-prod', {
+      metadata: { name: 'shop-prod' },
+      status: { health: { status: 'Degraded' }, resources: [service, rollout] },
+    }),
+    'shop-prod is Degraded at the promoted revision: check its Rollout shop-prod/web (a failed canary analysis aborts a Rollout and degrades it)',
+    'without it (Argo CD 3’s default): the Application’s Rollouts',
+  );
+  t.equal(
+    degradedReason('shop-prod', {
+      metadata: { name: 'shop-prod' },
+      status: { health: { status: 'Degraded', message: 'a hook failed' }, resources: [service] },
+    }),
+    'shop-prod is Degraded at the promoted revision: a hook failed',
+    'no Rollout: the Application’s own message',
+  );
+});
+
+t.test('Degraded fails a step only once Argo CD has applied the promoted revision', async (t) => {
+  const app = (sync: string, health: string) => ({
+    metadata: { name: 'shop-prod' },
+    status: { sync: { status: sync, revision: 'c0ffee' }, health: { status: health } },
+  });
+  t.equal(degradedAt(app('Synced', 'Degraded'), true), true, 'Synced at the promoted revision and Degraded: fails');
+  t.equal(
+    degradedAt(app('OutOfSync', 'Degraded'), true),
+    false,
+    'OutOfSync at it: the health is still the old live state’s (the previous release’s aborted Rollout), it waits',
+  );
+  t.equal(degradedAt(app('Synced', 'Degraded'), false), false, 'Degraded at an older revision: it waits');
+  t.equal(degradedAt(app('Synced', 'Progressing'), true), false, 'Progressing: it waits');
 });
