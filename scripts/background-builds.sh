@@ -18,6 +18,8 @@
 #   argo-rollouts    scripts/argo-rollouts.sh                                 (e2e)
 #   vcluster         scripts/vcluster.sh                                      (e2e)
 #   kubernetes-provider  scripts/kubernetes-provider.sh                       (e2e)
+#   gitea            scripts/gitea.sh: the real Git provider of the pull-request test (e2e; a
+#                    failed build skips only that test)
 #
 # For each step: DIR/STEP.out (the script's stdout: its last line is the folder it built),
 # DIR/STEP.log (its stderr: progress, and the reason when it failed) and, when it has finished,
@@ -48,6 +50,7 @@ command_for() { # step -> the command, one word per line
     argo-rollouts) printf '%s\n' "$ROOT/scripts/argo-rollouts.sh" ;;
     vcluster) printf '%s\n' "$ROOT/scripts/vcluster.sh" ;;
     kubernetes-provider) printf '%s\n' "$ROOT/scripts/kubernetes-provider.sh" ;;
+    gitea) printf '%s\n' "$ROOT/scripts/gitea.sh" ;;
     *) return 1 ;;
   esac
 }
@@ -67,6 +70,7 @@ modules_for() { # step -> the tools module folders it builds from, one per line
     argocd) printf '%s\n' argocd ;;
     argo-workflows) printf '%s\n' argo-workflows ;;
     argo-rollouts) printf '%s\n' argo-rollouts ;;
+    gitea) printf '%s\n' gitea ;;
   esac
 }
 

@@ -118,7 +118,7 @@ if command -v go >/dev/null 2>&1; then
   has_tier integration && [ -z "${HRT_TOOLCHAIN_BIN:-}" ] && bg_steps+=(api-servers)
   if has_tier e2e; then
     bg_steps+=(toolchain argo-crds argocd argo-workflows argo-rollouts vcluster)
-    bg_steps+=(kubernetes-provider)
+    bg_steps+=(kubernetes-provider gitea)
   fi
 fi
 if [ ${#bg_steps[@]} -gt 0 ]; then
@@ -288,7 +288,7 @@ e2e_tier() {
   local all early=() late=() f t0=$SECONDS early_pid="" early_status=0 early_out="$logdir/e2e-early.tap"
   mapfile -t all < <(find test/e2e -name '*.test.ts' | sort)
   for f in "${all[@]}"; do
-    if grep -qE 'provisioningSuite|startE2E|provisioningUnavailable|startArgoCd|argoCdUnavailable|argoWorkflowsUnavailable|argoRolloutsUnavailable' "$f"; then
+    if grep -qE 'provisioningSuite|startE2E|provisioningUnavailable|startArgoCd|argoCdUnavailable|argoWorkflowsUnavailable|argoRolloutsUnavailable|giteaUnavailable' "$f"; then
       late+=("$f")
     else
       early+=("$f")
@@ -303,10 +303,10 @@ e2e_tier() {
   echo "== e2e early phase (${#early[@]} files, prepared in $((SECONDS - t0)) s): ${early[*]#test/e2e/}"
   HRT_E2E_PHASE=early tap --reporter=tap "${early[@]}" > "$early_out" 2>&1 &
   early_pid=$!
-  bg_wait argocd argo-workflows argo-rollouts vcluster kubernetes-provider
+  bg_wait argocd argo-workflows argo-rollouts vcluster kubernetes-provider gitea
   if e2e_prepare; then
     echo "== e2e: prepared in $((SECONDS - t0)) s"
-    for s in toolchain argo-crds argocd argo-workflows argo-rollouts vcluster kubernetes-provider; do bg_used "$s"; done
+    for s in toolchain argo-crds argocd argo-workflows argo-rollouts vcluster kubernetes-provider gitea; do bg_used "$s"; done
   else
     late=()
   fi
@@ -369,7 +369,7 @@ e2e_cpu_total() {
 e2e_prepare() {
   local s
   if HRT_PREPARE_FOR="${1:-}" source test/e2e/prepare.sh; then return 0; fi
-  for s in toolchain argo-crds argocd argo-workflows argo-rollouts vcluster kubernetes-provider; do bg_log "$s"; done
+  for s in toolchain argo-crds argocd argo-workflows argo-rollouts vcluster kubernetes-provider gitea; do bg_log "$s"; done
   if [ "${CI:-}" = "true" ]; then
     failed=$((failed + 1)); failures+=("e2e-prepare")
   else

@@ -76,12 +76,12 @@ hash_inputs() {
   printf 'format=%s\nk8s=%s\netcd=%s\nkwok=%s\npulumi=%s\nnodejs-host=%s\nkubernetes-provider=%s\ngo=%s\n' \
     "$TOOLCHAIN_FORMAT" "$K8S_VERSION" "$ETCD_VERSION" "$KWOK_VERSION" "$PULUMI_VERSION" \
     "$PULUMI_NODEJS_HOST_VERSION" "$PULUMI_KUBERNETES_WANTED" "$GO_VERSION"
-  # tools/argocd, tools/argo-workflows, tools/argo-rollouts, tools/chart-tools,
+  # tools/argocd, tools/argo-workflows, tools/argo-rollouts, tools/gitea, tools/chart-tools,
   # tools/pulumi-kubernetes, tools/vcluster-<version> and tools/kine are built by scripts/argocd.sh,
-  # scripts/argo-workflows.sh, scripts/argo-rollouts.sh, scripts/chart-tools.sh,
+  # scripts/argo-workflows.sh, scripts/argo-rollouts.sh, scripts/gitea.sh, scripts/chart-tools.sh,
   # scripts/kubernetes-provider.sh and scripts/vcluster.sh under their own cache keys: not part of
   # this hash.
-  (cd "$TOOLS" && find . \( -path ./argocd -o -path ./argo-workflows -o -path ./argo-rollouts -o -path ./chart-tools -o -path ./pulumi-kubernetes -o -path './vcluster-*' -o -path ./kine \) -prune -o \( -name go.mod -o -name go.sum -o -name '*.go' \) -print |
+  (cd "$TOOLS" && find . \( -path ./argocd -o -path ./argo-workflows -o -path ./argo-rollouts -o -path ./gitea -o -path ./chart-tools -o -path ./pulumi-kubernetes -o -path './vcluster-*' -o -path ./kine \) -prune -o \( -name go.mod -o -name go.sum -o -name '*.go' \) -print |
     LC_ALL=C sort | while read -r f; do
     printf '%s ' "$f"; sha256sum < "$f"
   done)

@@ -302,6 +302,17 @@ function Timeline({ promotion }: { promotion: RuntimeObject }) {
                 proposed on branch <code>{s.proposal.branch}</code>
               </>
             )}
+            {s.proposal?.pullRequest && (
+              <>
+                {' '}
+                <a class="pull-request" href={s.proposal.pullRequest.url} target="_blank" rel="noreferrer">
+                  pull request #{s.proposal.pullRequest.number}
+                </a>
+                {s.proposal.pullRequest.state && s.proposal.pullRequest.state !== 'open' && (
+                  <span class="muted"> ({s.proposal.pullRequest.state})</span>
+                )}
+              </>
+            )}
             {s.startedAt && <span class="muted"> {took(s.startedAt, s.finishedAt)}</span>}
             <div class="gates">
               <Gate label="pre-action" action={s.preAction} />

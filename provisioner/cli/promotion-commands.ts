@@ -72,6 +72,16 @@ export function promotionTimeline(o: RuntimeObject, now = Date.now()): string {
   const steps = p.steps ?? [];
   if (steps.length === 0) return head.join('\n');
   const previews = dryRunLines(p);
+  const pulls = steps.flatMap((s) => {
+    const pr = s.proposal?.pullRequest;
+    return pr
+      ? [
+          `${s.environment}: pull request #${pr.number}${pr.state && pr.state !== 'open' ? ` (${pr.state})` : ''} ${pr.url} from ${s.proposal!.branch}`,
+        ]
+      : s.proposal && !s.commit
+        ? [`${s.environment}: proposed on branch ${s.proposal.branch}`]
+        : [];
+  });
   return [
     ...head,
     '',
@@ -88,6 +98,7 @@ export function promotionTimeline(o: RuntimeObject, now = Date.now()): string {
         s.message,
       ]),
     ),
+    ...(pulls.length > 0 ? ['', ...pulls] : []),
     ...(previews.length > 0 ? ['', ...previews] : []),
   ].join('\n');
 }

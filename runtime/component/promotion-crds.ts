@@ -89,6 +89,15 @@ const SPECS: Record<PromotionKind, Schema> = {
     properties: {
       selector: { type: 'object', properties: { products: names, environments: names } },
       action: str({ enum: ['commit', 'pr', 'no-commit'] }),
+      pullRequest: {
+        type: 'object',
+        required: ['provider', 'apiUrl'],
+        properties: {
+          provider: str({ enum: ['github', 'gitea', 'gitlab'] }),
+          apiUrl: str({ pattern: '^https?://', maxLength: 512 }),
+          repository: str({ pattern: '^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$', maxLength: 512 }),
+        },
+      },
       preAction: action,
       postAction: action,
       syncTimeoutSeconds: { type: 'integer', minimum: 10, maximum: 86_400 },

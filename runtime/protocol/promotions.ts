@@ -132,6 +132,13 @@ export interface PromotionPolicySpec {
    * it is merged; `no-commit`: a gate only.
    */
   action: 'commit' | 'pr' | 'no-commit';
+  /**
+   * `action: pr`: the Git provider whose API the operator opens (and on abort closes) the pull
+   * request in. The token is the password of the repository's credentials Secret (the Argo CD
+   * repository Secret the operator pushes with). Absent: the branch is pushed and the customer
+   * opens the pull request.
+   */
+  pullRequest?: PullRequestProvider;
   preAction?: WorkflowAction;
   postAction?: WorkflowAction;
   /** Longest wait for the applications to be synced and healthy (default 900). */
@@ -143,6 +150,24 @@ export interface PromotionPolicySpec {
    * in ways the promotion's Git change does not cause (drift, commits not synced yet).
    */
   dryRun?: { required?: boolean; onlyTemplateChanges?: boolean };
+}
+
+export interface PullRequestProvider {
+  /** `github` (REST v3), `gitea` (Gitea and Forgejo, API v1), `gitlab` (merge requests, API v4). */
+  provider: 'github' | 'gitea' | 'gitlab';
+  /** The API's base URL: `https://api.github.com`, `https://HOST/api/v3`, `https://HOST/api/v1`, `https://HOST/api/v4`. */
+  apiUrl: string;
+  /** The repository there as `owner/name` (GitLab: `group/subgroup/name`); default: the path of the product's repository URL. */
+  repository?: string;
+}
+
+/** A pull request the operator opened for a step (its provider's number and page). */
+export interface StepPullRequest {
+  provider: 'github' | 'gitea' | 'gitlab';
+  number: number;
+  url: string;
+  /** `closed`: the promotion was aborted and its pull request closed. */
+  state?: 'open' | 'closed' | 'merged';
 }
 
 export interface PromotionSpec {
@@ -219,7 +244,7 @@ export interface StepStatus {
   /** Its revert, when the promotion was aborted during this step. */
   revert?: string;
   /** `action: pr`: the branch the change was proposed on and its commit, until it is merged. */
-  proposal?: { branch: string; commit: string };
+  proposal?: { branch: string; commit: string; pullRequest?: StepPullRequest };
   /** When the proposal was found merged (the sync's timeout counts from then). */
   mergedAt?: string;
   startedAt?: string;
@@ -415,7 +440,7 @@ export interface PromotionSummary {
     preAction?: { workflow: string; phase?: string; message?: string };
     postAction?: { workflow: string; phase?: string; message?: string };
     /** `action: pr`: the branch the change is proposed on, until it is merged. */
-    proposal?: { branch: string; commit?: string };
+    proposal?: { branch: string; commit?: string; pullRequest?: StepPullRequest };
     /** The dry run's result (status.steps[].dryRun), within the report's budget. */
     dryRun?: StepDryRun;
   }[];

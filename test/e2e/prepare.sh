@@ -176,6 +176,20 @@ _hrt_e2e_prepare() {
       echo "e2e: argo-rollouts.test.ts will be skipped: the Argo Rollouts controller did not build from its Go module (scripts/argo-rollouts.sh exited with $rc; its reason is printed above)"
     fi
   fi
+  if [ "${HRT_PREPARE_FOR:-}" != sandbox ]; then
+    # Gitea, the real Git provider of test/e2e/gitea-pull-requests.test.ts: a failed build skips
+    # only that test (with this reason), never the tier.
+    echo "e2e: building or reusing Gitea (scripts/gitea.sh; a cold build takes several minutes)"
+    out="$(bash "$root/scripts/gitea.sh")"
+    rc=$?
+    if [ "$rc" = 0 ] && [ -x "$(printf '%s\n' "$out" | tail -n 1)/gitea" ]; then
+      export HRT_GITEA_BIN="$(printf '%s\n' "$out" | tail -n 1)"
+      echo "e2e: Gitea $HRT_GITEA_BIN/gitea"
+    else
+      export HRT_GITEA_SKIP="Gitea did not build from its Go module (scripts/gitea.sh exited with $rc; its reason is printed above)"
+      echo "e2e: the Gitea pull-request test skips: $HRT_GITEA_SKIP"
+    fi
+  fi
   echo "e2e: building or reusing the Kubernetes provider plugin (scripts/kubernetes-provider.sh; a cold build takes long)"
   out="$(bash "$root/scripts/kubernetes-provider.sh")"
   rc=$?

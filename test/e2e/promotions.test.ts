@@ -57,6 +57,7 @@ import {
 import { kubectlRunner } from '../helpers/kubectl.ts';
 import { serverPort, startProcess, until, type ManagedProcess } from '../../sandbox/processes.ts';
 import { startGitServer } from '../../sandbox/git-server.ts';
+import { startProviderDouble } from '../helpers/pull-request-provider-double.ts';
 import { createTestApi } from '../helpers/api.ts';
 import http from 'node:http';
 import { once } from 'node:events';
@@ -828,85 +829,151 @@ if (unavailable) {
     t.match(shown, /requested by:\s+\S+/, "the CLI's timeline names who asked");
   });
 
-  t.test('action pr: staging’s change proposed on a branch, merged by the provider; abort withdraws one', async (t) => {
-    await outcome({ notify: 'pass' });
-    const policy = await kubectl([
-      'patch',
-      'promotionpolicy.' + PROMOTIONS_GROUP,
-      'staging-notify',
-      '-n',
-      ns,
-      '--type',
-      'merge',
-      '-p',
-      JSON.stringify({ spec: { action: 'pr' } }),
-    ]);
-    t.equal(policy.code, 0, `staging's policy asks for a pull request: ${policy.output}`);
-    const stagingBefore = await fileAt('shop/staging/release.yaml');
-    await repo.commit({ 'shop/dev/release.yaml': release('1.4.0', 'nginx:1.27.4') }, 'dev: shop 1.4.0');
-    const p = await promotionOf('1.4.0');
-    const awaiting = await until('staging’s change proposed', 120_000, async () => {
-      const x = await get<Promotion>('promotions', p.metadata.name);
-      return x.status?.steps?.[0]?.phase === 'AwaitingMerge' ? x : undefined;
-    });
-    const proposal = awaiting.status!.steps![0]!.proposal!;
-    t.equal(proposal.branch, `promotions/${p.metadata.name}/staging`, 'on a branch of its own');
-    const onBranch = (await run('git', ['--git-dir', bare, 'show', `${proposal.branch}:shop/staging/release.yaml`]))
-      .stdout;
-    t.match(onBranch, /version: "1\.4\.0"\n {2}image: nginx:1\.27\.4/, 'the branch holds the change');
-    await operatorRounds(2);
-    t.equal(
-      (await get<Promotion>('promotions', p.metadata.name)).status?.steps?.[0]?.phase,
-      'AwaitingMerge',
-      'unmerged, the step waits',
-    );
-    t.equal(await fileAt('shop/staging/release.yaml'), stagingBefore, 'and main is untouched');
+  t.test(
+    'action pr (provider: a test double): staging’s pull request opened once (a restart between its create and its answer), merged by the provider; abort closes one',
+    async (t) => {
+      await outcome({ notify: 'pass' });
+      // The provider's pull-request API: a TEST DOUBLE (Gitea's API v1 shapes, on loopback; the
+      // client against a real Gitea: gitea-pull-requests.test.ts, docs/testing.md "Pull requests").
+      // Its token is the password of the repository Secret, as a real provider's would be.
+      const provider = await startProviderDouble({ kind: 'gitea', owner: 'acme', repo: 'config', token: GIT_PASSWORD });
+      t.teardown(() => provider.close());
+      // The first create is made but never answered, and the operator is killed while it waits.
+      provider.holdNextCreate();
+      const policy = await kubectl([
+        'patch',
+        'promotionpolicy.' + PROMOTIONS_GROUP,
+        'staging-notify',
+        '-n',
+        ns,
+        '--type',
+        'merge',
+        '-p',
+        JSON.stringify({
+          spec: {
+            action: 'pr',
+            pullRequest: { provider: 'gitea', apiUrl: provider.apiUrl, repository: 'acme/config' },
+          },
+        }),
+      ]);
+      t.equal(policy.code, 0, `staging's policy asks for a pull request: ${policy.output}`);
+      const stagingBefore = await fileAt('shop/staging/release.yaml');
+      await repo.commit({ 'shop/dev/release.yaml': release('1.4.0', 'nginx:1.27.4') }, 'dev: shop 1.4.0');
+      const p = await promotionOf('1.4.0');
+      await until('the pull request created (its answer held)', 120_000, () => provider.pulls.length === 1);
+      await operator!.kill();
+      await startOperator();
+      const awaiting = await until('staging’s pull request recorded', 120_000, async () => {
+        const x = await get<Promotion>('promotions', p.metadata.name);
+        const s = x.status?.steps?.[0];
+        return s?.phase === 'AwaitingMerge' && s.proposal?.pullRequest ? x : undefined;
+      });
+      const proposal = awaiting.status!.steps![0]!.proposal!;
+      t.equal(proposal.branch, `promotions/${p.metadata.name}/staging`, 'on a branch of its own');
+      t.equal(provider.pulls.length, 1, 'the restarted operator opened no second pull request');
+      const pr = provider.pulls[0]!;
+      t.match(
+        pr,
+        { number: 1, head: proposal.branch, base: 'main', title: 'Promote shop 1.4.0 to staging', state: 'open' },
+        'from the branch into main, named after the promotion',
+      );
+      t.ok(
+        pr.body.includes(
+          `Promotion \`${p.metadata.name}\` of product \`shop\`: release \`1.4.0\` to environment \`staging\``,
+        ),
+        `its description says which promotion, release and environment: ${pr.body}`,
+      );
+      t.match(
+        proposal.pullRequest,
+        { provider: 'gitea', number: 1, url: /\/acme\/config\/pull\/1$/ },
+        'kept in the step',
+      );
+      t.match(
+        awaiting.status!.steps![0]!.message,
+        /^pull request #1 \(http:\/\/127\.0\.0\.1:\d+\/acme\/config\/pull\/1\) waits to be merged into main$/,
+      );
+      const shownPr = await until('the CLI shows the pull request', 60_000, async () => {
+        const r = await cli('promotions', 'get', tenant.tenantId, p.metadata.name);
+        return r.code === 0 &&
+          /staging: pull request #1 http:\/\/127\.0\.0\.1:\d+\/acme\/config\/pull\/1 from promotions\//.test(r.out)
+          ? r.out
+          : undefined;
+      });
+      t.ok(shownPr, 'promotions get names the pull request');
+      const onBranch = (await run('git', ['--git-dir', bare, 'show', `${proposal.branch}:shop/staging/release.yaml`]))
+        .stdout;
+      t.match(onBranch, /version: "1\.4\.0"\n {2}image: nginx:1\.27\.4/, 'the branch holds the change');
+      await operatorRounds(2);
+      t.equal(
+        (await get<Promotion>('promotions', p.metadata.name)).status?.steps?.[0]?.phase,
+        'AwaitingMerge',
+        'unmerged, the step waits',
+      );
+      t.equal(await fileAt('shop/staging/release.yaml'), stagingBefore, 'and main is untouched');
 
-    // The provider merges the pull request (a merge commit).
-    const work = join(dir, 'provider-merge');
-    await run('git', ['clone', '-q', bare, work]);
-    const env = {
-      ...process.env,
-      GIT_AUTHOR_NAME: 'Reviewer',
-      GIT_AUTHOR_EMAIL: 'reviewer@example.test',
-      GIT_COMMITTER_NAME: 'Reviewer',
-      GIT_COMMITTER_EMAIL: 'reviewer@example.test',
-    };
-    await run(
-      'git',
-      ['-C', work, 'merge', '-q', '--no-ff', '-m', 'Merge pull request #7', `origin/${proposal.branch}`],
-      { env },
-    );
-    await run('git', ['-C', work, 'push', '-q', 'origin', 'main'], { env });
-    const done = await finalPhase(p, ['Succeeded', 'Failed']);
-    t.equal(done.status?.phase, 'Succeeded', `merged, the promotion went on to the end: ${done.status?.message}`);
-    const [staging, prod] = done.status!.steps!;
-    t.equal(prod!.phase, 'Succeeded', 'prod succeeded after it');
-    t.equal(staging!.commit, proposal.commit, 'staging’s commit is the proposed one, now on main');
-    t.equal(staging!.proposal?.branch, proposal.branch, 'the step keeps the branch it was proposed on');
-    t.ok(staging!.mergedAt, 'and when it was found merged');
-    t.match(await fileAt('shop/staging/release.yaml'), /version: "1\.4\.0"/, 'staging holds 1.4.0');
-    t.equal((await promotionCommits(p, 'prod')).length, 1, 'prod (action commit) got its commit');
-    t.match(await fileAt('shop/prod/release.yaml'), /version: "1\.4\.0"/, 'prod holds 1.4.0');
+      // The provider merges the pull request (a merge commit; the double does not hold the Git
+      // repository, so the merge is pushed as a provider's would be).
+      provider.merge(1);
+      const work = join(dir, 'provider-merge');
+      await run('git', ['clone', '-q', bare, work]);
+      const env = {
+        ...process.env,
+        GIT_AUTHOR_NAME: 'Reviewer',
+        GIT_AUTHOR_EMAIL: 'reviewer@example.test',
+        GIT_COMMITTER_NAME: 'Reviewer',
+        GIT_COMMITTER_EMAIL: 'reviewer@example.test',
+      };
+      await run(
+        'git',
+        ['-C', work, 'merge', '-q', '--no-ff', '-m', 'Merge pull request #7', `origin/${proposal.branch}`],
+        { env },
+      );
+      await run('git', ['-C', work, 'push', '-q', 'origin', 'main'], { env });
+      const done = await finalPhase(p, ['Succeeded', 'Failed']);
+      t.equal(done.status?.phase, 'Succeeded', `merged, the promotion went on to the end: ${done.status?.message}`);
+      const [staging, prod] = done.status!.steps!;
+      t.equal(prod!.phase, 'Succeeded', 'prod succeeded after it');
+      t.equal(staging!.commit, proposal.commit, 'staging’s commit is the proposed one, now on main');
+      t.equal(staging!.proposal?.branch, proposal.branch, 'the step keeps the branch it was proposed on');
+      t.ok(staging!.mergedAt, 'and when it was found merged');
+      t.match(await fileAt('shop/staging/release.yaml'), /version: "1\.4\.0"/, 'staging holds 1.4.0');
+      t.equal((await promotionCommits(p, 'prod')).length, 1, 'prod (action commit) got its commit');
+      t.match(await fileAt('shop/prod/release.yaml'), /version: "1\.4\.0"/, 'prod holds 1.4.0');
 
-    await repo.commit({ 'shop/dev/release.yaml': release('1.5.0', 'nginx:1.27.5') }, 'dev: shop 1.5.0');
-    const next = await promotionOf('1.5.0');
-    const proposed = await until('1.5.0 proposed for staging', 120_000, async () => {
-      const x = await get<Promotion>('promotions', next.metadata.name);
-      return x.status?.steps?.[0]?.phase === 'AwaitingMerge' ? x : undefined;
-    });
-    const branch = proposed.status!.steps![0]!.proposal!.branch;
-    await until('the control plane has it', 60_000, async () =>
-      (await reported('promotions')).some((x) => x.name === next.metadata.name),
-    );
-    const aborting = await cli('promotions', 'abort', tenant.tenantId, next.metadata.name);
-    t.equal(aborting.code, 0, `abort asked: ${aborting.err}`);
-    const aborted = await finalPhase(next, ['Aborted']);
-    t.match(aborted.status?.steps?.[0]?.message, /proposal withdrawn/, 'the proposal is withdrawn');
-    const left = await run('git', ['--git-dir', bare, 'branch', '--list', branch]);
-    t.equal(left.stdout.trim(), '', 'its branch deleted');
-    t.match(await fileAt('shop/staging/release.yaml'), /version: "1\.4\.0"/, 'staging untouched');
-  });
+      await repo.commit({ 'shop/dev/release.yaml': release('1.5.0', 'nginx:1.27.5') }, 'dev: shop 1.5.0');
+      const next = await promotionOf('1.5.0');
+      const proposed = await until('1.5.0 proposed for staging', 120_000, async () => {
+        const x = await get<Promotion>('promotions', next.metadata.name);
+        return x.status?.steps?.[0]?.phase === 'AwaitingMerge' ? x : undefined;
+      });
+      const branch = proposed.status!.steps![0]!.proposal!.branch;
+      await until('1.5.0’s pull request opened', 60_000, async () =>
+        (await get<Promotion>('promotions', next.metadata.name)).status?.steps?.[0]?.proposal?.pullRequest
+          ? true
+          : undefined,
+      );
+      await until('the control plane has it', 60_000, async () =>
+        (await reported('promotions')).some((x) => x.name === next.metadata.name),
+      );
+      const aborting = await cli('promotions', 'abort', tenant.tenantId, next.metadata.name);
+      t.equal(aborting.code, 0, `abort asked: ${aborting.err}`);
+      const aborted = await finalPhase(next, ['Aborted']);
+      t.match(
+        aborted.status?.steps?.[0]?.message,
+        /proposal withdrawn \(pull request #2 closed, branch promotions\/.+\/staging deleted\)/,
+        'the proposal is withdrawn',
+      );
+      t.match(
+        provider.pulls[1],
+        { number: 2, head: branch, state: 'closed', merged: false },
+        'its pull request closed',
+      );
+      t.equal(aborted.status?.steps?.[0]?.proposal?.pullRequest?.state, 'closed', 'and shown closed');
+      const left = await run('git', ['--git-dir', bare, 'branch', '--list', branch]);
+      t.equal(left.stdout.trim(), '', 'its branch deleted');
+      t.match(await fileAt('shop/staging/release.yaml'), /version: "1\.4\.0"/, 'staging untouched');
+    },
+  );
 
   t.test('roll prod back to the release before, through the control plane; the trigger cannot be', async (t) => {
     t.match(await fileAt('shop/prod/release.yaml'), /version: "1\.4\.0"/, 'prod holds 1.4.0');

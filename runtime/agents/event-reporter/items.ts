@@ -239,11 +239,22 @@ function dryRunSummary(v: unknown): StepDryRun | undefined {
   });
 }
 
-function proposalSummary(v: unknown): { branch: string; commit?: string } | undefined {
+function proposalSummary(v: unknown): NonNullable<PromotionSummary['steps']>[number]['proposal'] {
   const a = rec(v);
   const branch = bounded(a.branch);
-  return branch === undefined ? undefined : compact({ branch, commit: bounded(a.commit) });
+  const pr = rec(a.pullRequest);
+  const provider = PULL_REQUEST_PROVIDERS.find((x) => x === pr.provider);
+  const number = typeof pr.number === 'number' && Number.isSafeInteger(pr.number) ? pr.number : undefined;
+  const url = bounded(pr.url);
+  const state = (['open', 'closed', 'merged'] as const).find((x) => x === pr.state);
+  const pullRequest =
+    provider && number !== undefined && url && /^https?:\/\//.test(url)
+      ? compact({ provider, number, url, state })
+      : undefined;
+  return branch === undefined ? undefined : compact({ branch, commit: bounded(a.commit), pullRequest });
 }
+
+const PULL_REQUEST_PROVIDERS = ['github', 'gitea', 'gitlab'] as const;
 
 function actionSummary(v: unknown): { workflow: string; phase?: string; message?: string } | undefined {
   const a = rec(v);

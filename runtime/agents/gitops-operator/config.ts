@@ -26,6 +26,11 @@ export interface OperatorConfig {
    * change in each application (unset: dry runs fail, saying so). No trailing slash.
    */
   sourceServerUrl: string | undefined;
+  /**
+   * PRODUCTS_URL: the console's page of the runtime's products (`<PRODUCTS_URL>/<product>` is a
+   * product's), linked from the pull requests of `action: pr` (unset: they name the CLI command).
+   */
+  productsUrl: string | undefined;
   kubeconfig: string | undefined;
   logLevel: LogLevel;
 }
@@ -53,6 +58,9 @@ export function loadOperatorConfig(env: Env = process.env): OperatorConfig {
     author: { name, email },
     sourceServerUrl: env.SOURCE_SERVER_URL
       ? url(env, 'SOURCE_SERVER_URL', ['http:', 'https:']).toString().replace(/\/+$/, '')
+      : undefined,
+    productsUrl: env.PRODUCTS_URL
+      ? url(env, 'PRODUCTS_URL', ['http:', 'https:']).toString().replace(/\/+$/, '')
       : undefined,
     kubeconfig: kubeconfigFile(env),
     logLevel: logLevel(env),

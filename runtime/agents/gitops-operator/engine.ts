@@ -59,7 +59,15 @@ import {
   type StepStatus,
   changesOutsideTemplate,
 } from '../../protocol/promotions.ts';
-import { type Author, type FileChange, PromotionGit, PromotionGitError, repoPath } from './git.ts';
+import {
+  type Author,
+  type CredentialSource,
+  type FileChange,
+  PromotionGit,
+  PromotionGitError,
+  repoPath,
+} from './git.ts';
+import { ProviderError, PullRequestClient, repoRef, type RepoRef } from './pull-requests.ts';
 import { boundPreview, PreviewError, type PreviewSource, scratchBranch } from './dry-run.ts';
 
 export interface EngineLog {
@@ -81,6 +89,15 @@ export interface EngineOptions {
   syncTimeoutSeconds?: number;
   /** How long a Lease not renewed stays another operator's. */
   leaseSeconds?: number;
+  /**
+   * `action: pr` with a policy's `pullRequest`: the repository credentials whose password is the
+   * provider's token (absent: such a step fails, saying so).
+   */
+  credentials?: CredentialSource;
+  /** The product's page that a pull request's description links back to (`<base>/<product>`); absent: no link. */
+  productLinkBase?: string;
+  /** Options of the provider client (tests: shorter timeouts and backoff). */
+  pullRequestClient?: { timeoutMs?: number; attempts?: number; backoffMs?: number };
   /** The Source Server's preview of an Application at a revision (dry runs); absent: dry runs fail, saying so. */
   preview?: PreviewSource;
   now?: () => Date;
@@ -532,7 +549,7 @@ export class PromotionEngine {
       return void (await write());
     }
     if (isPreview(p)) return this.#advanceDryRun(product, flow, template, p, status, index);
-    if (p.spec.abort) return this.#abort(product, p, status, index);
+    if (p.spec.abort) return this.#abort(product, p, status, index, ctx.policies);
     if (index < 0) {
       const failed = steps.find((s) => s.phase === 'Failed');
       const hooks = await this.#hook(
@@ -569,6 +586,7 @@ export class PromotionEngine {
     const timeout =
       policies.find((x) => x.spec.syncTimeoutSeconds)?.spec.syncTimeoutSeconds ?? this.#o.syncTimeoutSeconds ?? 900;
     const dryRunPolicy = policies.find((x) => x.spec.dryRun)?.spec.dryRun;
+    const pullRequest = policies.find((x) => x.spec.pullRequest)?.spec.pullRequest;
     const attempt = status.observedRetry ?? 0;
     const failStep = async (msg: string) => {
       Object.assign(step, { phase: 'Failed', finishedAt: now, message: msg });
@@ -708,7 +726,9 @@ export class PromotionEngine {
               Object.assign(step, {
                 phase: 'AwaitingMerge',
                 proposal: { branch, commit: proposed },
-                message: `proposed on branch ${branch}: waiting for it to be merged into ${product.spec.branch}`,
+                message: pullRequest
+                  ? `proposed on branch ${branch}: opening its pull request into ${product.spec.branch}`
+                  : `proposed on branch ${branch}: waiting for it to be merged into ${product.spec.branch} (no pullRequest provider in the policy: open the pull request in your Git provider)`,
               });
               return void (await write());
             }
@@ -738,12 +758,48 @@ export class PromotionEngine {
         // the branch. Until then nothing changes; abort withdraws the proposal.
         const trailers = { [TRAILER_PROMOTION]: p.metadata.uid ?? p.metadata.name, [TRAILER_ENVIRONMENT]: env };
         const merged = await this.#o.git.findCommit(product.spec.repository, product.spec.branch, trailers);
-        if (!merged) return;
+        if (!merged) {
+          if (!pullRequest || !step.proposal || step.proposal.pullRequest) return;
+          // The pull request: the open one from the step's branch, found again (a restart between
+          // the push and this, or between this and the status write, opens no second one), else a new one.
+          let opened: { number: number; url: string; created: boolean };
+          try {
+            const { client, repo } = await this.#pullRequests(product, pullRequest);
+            opened = await client.open(repo, {
+              head: step.proposal.branch,
+              base: product.spec.branch,
+              title: `Promote ${product.metadata.name} ${status.release ?? ''} to ${env}`,
+              body: this.#pullRequestBody(product, p, env, status.release ?? '', step.proposal.branch),
+            });
+          } catch (err) {
+            if (!(err instanceof ProviderError)) throw err;
+            const msg = `the pull request could not be opened: ${err.message}`;
+            if (!err.transient) return void (await failStep(msg));
+            if (step.message !== `${msg}; trying again`) {
+              step.message = `${msg}; trying again`;
+              await write();
+            }
+            return;
+          }
+          step.proposal.pullRequest = {
+            provider: pullRequest.provider,
+            number: opened.number,
+            url: opened.url,
+            state: 'open',
+          };
+          step.message = `pull request #${opened.number} (${opened.url}) waits to be merged into ${product.spec.branch}`;
+          this.#o.log.info(
+            { promotion: p.metadata.name, environment: env, number: opened.number, created: opened.created },
+            opened.created ? 'pull request opened' : 'pull request found again',
+          );
+          return void (await write());
+        }
+        if (step.proposal?.pullRequest) step.proposal.pullRequest.state = 'merged';
         Object.assign(step, {
           phase: 'Syncing',
           commit: merged,
           mergedAt: now,
-          message: `merged into ${product.spec.branch} from ${step.proposal?.branch ?? 'its proposal'}`,
+          message: `merged into ${product.spec.branch} from ${step.proposal?.pullRequest ? `pull request #${step.proposal.pullRequest.number}, ` : ''}${step.proposal?.branch ?? 'its proposal'}`,
         });
         for (const app of target.applications) await this.#refresh(app);
         return void (await write());
@@ -932,7 +988,13 @@ export class PromotionEngine {
   }
 
   /** Aborted: the running step's pushed change reverted (exactly once), the rest skipped. */
-  async #abort(product: Product, p: Promotion, status: NonNullable<Promotion['status']>, index: number): Promise<void> {
+  async #abort(
+    product: Product,
+    p: Promotion,
+    status: NonNullable<Promotion['status']>,
+    index: number,
+    allPolicies: PromotionPolicy[],
+  ): Promise<void> {
     const steps = status.steps ?? [];
     const now = this.#now().toISOString();
     const step: StepStatus | undefined = index >= 0 ? steps[index] : undefined;
@@ -970,6 +1032,33 @@ export class PromotionEngine {
         if (revert) step.revert = revert;
         step.commit = commit;
       } else if (step.proposal) {
+        const provider = policiesFor(allPolicies, product.metadata.name, step.environment).find(
+          (x) => x.spec.pullRequest,
+        )?.spec.pullRequest;
+        if (provider) {
+          // Its pull request closed (the one recorded, or one opened before a restart and found by its branch).
+          try {
+            const { client, repo } = await this.#pullRequests(product, provider);
+            const number =
+              step.proposal.pullRequest?.number ??
+              (await client.find(repo, step.proposal.branch, product.spec.branch))?.number;
+            if (number !== undefined) {
+              const closed = await client.close(repo, number);
+              step.proposal.pullRequest = { provider: provider.provider, number, url: closed.url, state: closed.state };
+            }
+          } catch (err) {
+            if (!(err instanceof ProviderError)) throw err;
+            if (err.transient) {
+              const msg = `aborting: its pull request could not be closed yet: ${err.message}; trying again`;
+              if (step.message !== msg) {
+                step.message = msg;
+                await this.#writeStatus('promotions', p, status);
+              }
+              return;
+            }
+            step.message = `its pull request could not be closed: ${err.message}`;
+          }
+        }
         await this.#o.git.deleteBranch(product.spec.repository, step.proposal.branch);
       }
       Object.assign(step, {
@@ -978,7 +1067,7 @@ export class PromotionEngine {
         message: commit
           ? `aborted; its commit reverted`
           : step.proposal
-            ? `aborted; its proposal withdrawn (branch ${step.proposal.branch} deleted)`
+            ? `aborted; its proposal withdrawn (${step.proposal.pullRequest?.state === 'closed' ? `pull request #${step.proposal.pullRequest.number} closed, ` : ''}branch ${step.proposal.branch} deleted)${step.message?.startsWith('its pull request could not be closed') ? `; ${step.message}` : ''}`
             : 'aborted',
       });
     }
@@ -989,6 +1078,45 @@ export class PromotionEngine {
       message: `aborted${step ? ` during ${step.environment}` : ''}`,
     });
     await this.#writeStatus(pluralOf(p), p, status);
+  }
+
+  /** The provider's client for the product's repository, its token the repository credentials' password. */
+  async #pullRequests(
+    product: Product,
+    provider: NonNullable<PromotionPolicy['spec']['pullRequest']>,
+  ): Promise<{ client: PullRequestClient; repo: RepoRef }> {
+    const repo = provider.repository
+      ? { owner: provider.repository.split('/').slice(0, -1).join('/'), name: provider.repository.split('/').at(-1)! }
+      : repoRef(product.spec.repository);
+    const creds = await this.#o.credentials?.(product.spec.repository);
+    if (!creds?.password)
+      throw new ProviderError(
+        `no repository credentials Secret for ${product.spec.repository} gives a token (its password) for ${provider.provider}`,
+        undefined,
+        false,
+      );
+    const client = new PullRequestClient({
+      kind: provider.provider,
+      apiUrl: provider.apiUrl,
+      token: creds.password,
+      ...this.#o.pullRequestClient,
+    });
+    return { client, repo };
+  }
+
+  #pullRequestBody(product: Product, p: Promotion, env: string, release: string, branch: string): string {
+    const link = this.#o.productLinkBase
+      ? `${this.#o.productLinkBase.replace(/\/+$/, '')}/${product.metadata.name}`
+      : undefined;
+    return [
+      `Promotion \`${p.metadata.name}\` of product \`${product.metadata.name}\`: release \`${release}\` to environment \`${env}\`${p.spec.requestedBy ? `, asked by ${p.spec.requestedBy}` : ''}.`,
+      '',
+      `Merging this pull request into \`${product.spec.branch}\` continues the promotion; aborting the promotion closes it and deletes the branch \`${branch}\`.`,
+      '',
+      link ? `The promotion: ${link}` : `The promotion: \`promotions get <tenant> ${p.metadata.name}\``,
+      '',
+      'Opened by the GitOps Operator.',
+    ].join('\n');
   }
 
   // ---------------------------------------------------------------- Kubernetes

@@ -26,14 +26,14 @@ await runService(
     return config;
   },
   async (config, log) => {
+    // Argo CD's repository Secrets: the operator pushes with the credentials Argo CD pulls with,
+    // and opens `action: pr`'s pull requests with their password as the provider's token.
+    const credentials = argoCdRepoCredentials(kube!, config.namespace);
     const engine = new PromotionEngine({
       kube: kube!,
-      git: new PromotionGit({
-        dir: config.gitWorkDir,
-        // Argo CD's repository Secrets: the operator pushes with the credentials Argo CD pulls with.
-        credentials: argoCdRepoCredentials(kube!, config.namespace),
-        timeoutMs: config.gitTimeoutMs,
-      }),
+      git: new PromotionGit({ dir: config.gitWorkDir, credentials, timeoutMs: config.gitTimeoutMs }),
+      credentials,
+      ...(config.productsUrl ? { productLinkBase: config.productsUrl } : {}),
       namespace: config.namespace,
       identity: config.identity,
       author: config.author,
