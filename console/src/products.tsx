@@ -1,15 +1,16 @@
 /**
  * A tenant's products and their promotions (docs/promotions.md), as the runtime's event reporter
  * reported the GitOps Operator's resources, live through the tenant's change stream
- * (GET /v1/tenants/:id/changes?kind=product | promotion):
+ * (GET /v1/tenants/:id/changes?kind=product | promotion | promotionpreview):
  *
  *  - on the tenant page, each product with the release each environment holds;
  *  - a product's page (#/tenants/<id>/products/<ns>/<name>): its environments side by side, its
- *    promotions newest first, and the chosen one's timeline (each step's phase, commit, gates and
- *    timing, live; a dry run's previewed changes per environment, application and resource).
- *    Promote, Preview (dry run), retry and abort go through the tenant's runtime
- *    (POST /v1/tenants/:id/runtime/api/…), as the CLI's `products promote [--dry-run]` and
- *    `promotions retry | abort` do; a refusal or an unreachable runtime is shown as the API says it.
+ *    promotions and previews (dry runs, kind PromotionPreview) newest first, and the chosen one's
+ *    timeline (each step's phase, commit, gates and timing, live; a preview's changes per
+ *    environment, application and resource). Promote, Preview (dry run), retry and abort go
+ *    through the tenant's runtime (POST /v1/tenants/:id/runtime/api/…), as the CLI's
+ *    `products promote [--dry-run]` and `promotions retry | abort` do; a refusal or an unreachable
+ *    runtime is shown as the API says it.
  */
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, client, type RuntimeObject } from './api.ts';
@@ -28,6 +29,10 @@ const startedOf = (o: RuntimeObject) => promotionOf(o).startedAt ?? o.updatedAt;
 const newestFirst = (a: RuntimeObject, b: RuntimeObject) =>
   startedOf(b).localeCompare(startedOf(a)) || b.name.localeCompare(a.name);
 const shortSha = (s: string | undefined) => (s ? s.slice(0, 7) : undefined);
+/** A preview (a promotion's dry run, kind PromotionPreview), listed beside the promotions. */
+const isPreview = (o: RuntimeObject) => o.kind === 'PromotionPreview';
+/** A promotion's or a preview's key in the list (the two kinds may share a name). */
+const runKey = (o: RuntimeObject) => `${o.kind}/${o.name}`;
 
 /** The product's page. */
 export const productHref = (tenantId: string, p: { namespace: string; name: string }) =>
@@ -45,7 +50,11 @@ function took(from: string | undefined, to: string | undefined): string | null {
  * The tenant's reported objects of one kind, kept current by its change stream: a page read each
  * time the stream opens (first, and after a lost connection), then every change.
  */
-function useReported(tenantId: string, kind: 'product' | 'promotion', filter?: (o: RuntimeObject) => boolean) {
+function useReported(
+  tenantId: string,
+  kind: 'product' | 'promotion' | 'promotionpreview',
+  filter?: (o: RuntimeObject) => boolean,
+) {
   const [items, setItems] = useState<Map<string, RuntimeObject> | null>(null);
   const [error, setError] = useState<ApiError | null>(null);
   const [stream, setStream] = useState<StreamStatus>('connecting');
@@ -241,17 +250,18 @@ function DryRunView({ dryRun }: { dryRun: NonNullable<Step['dryRun']> }) {
   );
 }
 
-/** One promotion: what it moves, who asked, and each step. */
+/** One promotion or preview: what it moves, who asked, and each step. */
 function Timeline({ promotion }: { promotion: RuntimeObject }) {
   const p = promotionOf(promotion);
   const phase = p.phase ?? 'Pending';
+  const preview = isPreview(promotion);
   return (
-    <section class="promotion" aria-label={`Promotion ${promotion.name}`} data-phase={phase}>
+    <section class="promotion" aria-label={`${preview ? 'Preview' : 'Promotion'} ${promotion.name}`} data-phase={phase}>
       <h3>
-        {p.dryRun ? 'Dry run' : 'Promotion'} {promotion.name}{' '}
+        {preview ? 'Preview (dry run)' : 'Promotion'} {promotion.name}{' '}
         <span class={`phase phase-${phase.toLowerCase()}`}>{phase}</span>
       </h3>
-      {p.dryRun && <p class="muted">A preview of what each environment would get: nothing is changed.</p>}
+      {preview && <p class="muted">A preview of what each environment would get: nothing is changed.</p>}
       <p>
         {p.rollback && (
           <>
@@ -320,6 +330,7 @@ function Timeline({ promotion }: { promotion: RuntimeObject }) {
 export function ProductPage({ tenantId, namespace, name }: { tenantId: string; namespace: string; name: string }) {
   const { items: products, error, stream } = useReported(tenantId, 'product');
   const promotions = useReported(tenantId, 'promotion', (o) => o.namespace === namespace);
+  const previews = useReported(tenantId, 'promotionpreview', (o) => o.namespace === namespace);
   const [selected, setSelected] = useState<string | null>(null);
   const [release, setRelease] = useState('');
   const [busy, setBusy] = useState(false);
@@ -327,13 +338,17 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
   const [notice, setNotice] = useState<string | null>(null);
 
   const product = products?.get(`${namespace}/${name}`);
-  const list = [...(promotions.items?.values() ?? [])].filter((p) => promotionOf(p).product === name).sort(newestFirst);
-  const shown = list.find((p) => p.name === selected) ?? list[0];
-  // A dry run changes no environment: not shown as arriving there.
-  const running = list.find((p) => !FINAL.has(promotionOf(p).phase ?? 'Pending') && !promotionOf(p).dryRun);
+  const list = [...(promotions.items?.values() ?? []), ...(previews.items?.values() ?? [])]
+    .filter((p) => promotionOf(p).product === name)
+    .sort(newestFirst);
+  const shown = list.find((p) => runKey(p) === selected) ?? list[0];
+  // A preview changes no environment: not shown as arriving there.
+  const running = list.find(
+    (p) => !FINAL.has(promotionOf(p).phase ?? 'Pending') && !isPreview(p) && !promotionOf(p).dryRun,
+  );
 
   /** An action through the tenant's runtime (runtime/protocol/actions.ts), its answer as the runtime gives it. */
-  const act = async <R extends 'products' | 'promotions'>(
+  const act = async <R extends 'products' | 'promotions' | 'promotionpreviews'>(
     target: { resource: R; namespace: string; name: string; action: string },
     body: unknown,
     done: (answer: ActionAnswers[R]) => string,
@@ -354,7 +369,7 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
     e.preventDefault();
     const r = release.trim();
     void act({ resource: 'products', namespace, name, action: 'promote' }, r ? { release: r } : {}, (a) => {
-      if (a.metadata?.name) setSelected(a.metadata.name);
+      if (a.metadata?.name) setSelected(`Promotion/${a.metadata.name}`);
       setRelease('');
       return `Promotion ${a.metadata?.name ?? ''} started: the GitOps Operator runs it; it shows here once the runtime reports it.`;
     });
@@ -362,8 +377,8 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
   const preview = () => {
     const r = release.trim();
     void act({ resource: 'products', namespace, name, action: 'dry-run' }, r ? { release: r } : {}, (a) => {
-      if (a.metadata?.name) setSelected(a.metadata.name);
-      return `Dry run ${a.metadata?.name ?? ''} started: each environment's change is previewed against what runs there; nothing is changed.`;
+      if (a.metadata?.name) setSelected(`PromotionPreview/${a.metadata.name}`);
+      return `Preview ${a.metadata?.name ?? ''} started: each environment's change is previewed against what runs there; nothing is changed.`;
     });
   };
   const rollback = (environment: string, release: string | undefined) => {
@@ -374,16 +389,22 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
     )
       return;
     void act({ resource: 'products', namespace, name, action: 'rollback' }, { environment }, (a) => {
-      if (a.metadata?.name) setSelected(a.metadata.name);
+      if (a.metadata?.name) setSelected(`Promotion/${a.metadata.name}`);
       return `Rollback ${a.metadata?.name ?? ''} of ${environment} started: the GitOps Operator restores the release it held before.`;
     });
   };
   const onPromotion = (p: RuntimeObject, what: 'retry' | 'abort') =>
-    void act({ resource: 'promotions', namespace: p.namespace, name: p.name, action: what }, undefined, () =>
-      what === 'retry'
-        ? `Retry of ${p.name} asked: the GitOps Operator runs it again from its failed step.`
-        : `Abort of ${p.name} asked: the GitOps Operator stops it at the next safe point and reverts a change already pushed for the running step.`,
-    );
+    isPreview(p)
+      ? void act(
+          { resource: 'promotionpreviews', namespace: p.namespace, name: p.name, action: 'abort' },
+          undefined,
+          () => `Abort of preview ${p.name} asked: the GitOps Operator stops it and deletes its scratch branches.`,
+        )
+      : void act({ resource: 'promotions', namespace: p.namespace, name: p.name, action: what }, undefined, () =>
+          what === 'retry'
+            ? `Retry of ${p.name} asked: the GitOps Operator runs it again from its failed step.`
+            : `Abort of ${p.name} asked: the GitOps Operator stops it at the next safe point and reverts a change already pushed for the running step.`,
+        );
 
   const shownPhase = shown ? (promotionOf(shown).phase ?? 'Pending') : undefined;
   return (
@@ -395,7 +416,7 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
         Product {namespace}/{name}
       </h1>
       <Banner status={stream} />
-      <ErrorBox error={error ?? promotions.error} />
+      <ErrorBox error={error ?? promotions.error ?? previews.error} />
       {products !== null && !product ? (
         <p>The runtime has reported no product {`${namespace}/${name}`}.</p>
       ) : (
@@ -456,7 +477,7 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
             <ErrorBox error={actionError} />
           </div>
           <div class="card">
-            <h2>Promotions</h2>
+            <h2>Promotions and previews</h2>
             {list.length === 0 ? (
               <p>No promotion of this product reported yet.</p>
             ) : (
@@ -475,20 +496,20 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
                       const s = promotionOf(p);
                       return (
                         <tr
-                          key={p.name}
+                          key={runKey(p)}
                           class={`clickable${shown === p ? ' selected' : ''}`}
                           aria-selected={shown === p}
-                          onClick={() => setSelected(p.name)}
+                          onClick={() => setSelected(runKey(p))}
                         >
                           <td>
-                            <button type="button" class="link" onClick={() => setSelected(p.name)}>
+                            <button type="button" class="link" onClick={() => setSelected(runKey(p))}>
                               {p.name}
                             </button>
                           </td>
                           <td>{s.release ?? '—'}</td>
                           <td>
                             {s.phase ?? 'Pending'}
-                            {s.dryRun ? ' (dry run)' : ''}
+                            {isPreview(p) ? ' (dry run)' : s.dryRun ? ' (spec.dryRun: refused)' : ''}
                           </td>
                           <td>{s.startedAt ? <Time iso={s.startedAt} ago /> : '—'}</td>
                         </tr>
@@ -502,7 +523,7 @@ export function ProductPage({ tenantId, namespace, name }: { tenantId: string; n
                     <p class="actions">
                       <button
                         type="button"
-                        disabled={busy || shownPhase !== 'Failed'}
+                        disabled={busy || shownPhase !== 'Failed' || isPreview(shown)}
                         onClick={() => onPromotion(shown, 'retry')}
                       >
                         Retry

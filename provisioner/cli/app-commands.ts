@@ -19,6 +19,7 @@ const KINDS = {
   workflow: 'workflows',
   product: 'products',
   promotion: 'promotions',
+  promotionpreview: 'promotionpreviews',
 } as const;
 type KindName = keyof typeof KINDS;
 /** A kind's path in the API's object routes (`GET /v1/tenants/:id/<path>`, …) and the runtime's actions. */
@@ -73,7 +74,7 @@ export function addAppCommands(program: Command, io: Io): void {
 
   apps
     .command('list <tenant>')
-    .option('--kind <kind>', 'application | rollout | workflow | product | promotion', 'application')
+    .option('--kind <kind>', 'application | rollout | workflow | product | promotion | promotionpreview', 'application')
     .option('--health <status>', 'e.g. Healthy, Degraded, Progressing')
     .option('--sync <status>', 'Synced | OutOfSync | Unknown')
     .option('--phase <phase>', 'operation phase, rollout or workflow phase')
@@ -149,7 +150,9 @@ export function addAppCommands(program: Command, io: Io): void {
 
   apps
     .command('get <tenant> <kind> <namespace> <name>')
-    .description('one object with its stored state (kind: application | rollout | workflow | product | promotion)')
+    .description(
+      'one object with its stored state (kind: application | rollout | workflow | product | promotion | promotionpreview)',
+    )
     .action(async (tenant: string, kind: string, namespace: string, name: string) => {
       const o = await client().call(`GET /v1/tenants/:id/${kindPath(kind)}/:namespace/:name`, {
         params: { id: tenant, namespace, name },

@@ -1,10 +1,11 @@
 /**
  * `provisioner products` and `provisioner promotions` (docs/promotions.md "What the control plane
  * sees and can do"): the GitOps Operator's products, with the release each environment holds, and
- * its promotions, with each step's phase, timing, commit and gates, as the tenant's hosted runtime
- * reported them (GET /v1/tenants/:id/products, …/promotions, the change stream for --watch); and
- * the actions on them through the runtime (POST /v1/tenants/:id/runtime/api/products/…/promote,
- * …/promotions/…/retry | abort). Tables by default, the API's JSON with --json.
+ * its promotions, with each step's phase, timing, commit and gates, and its previews (dry runs,
+ * kind PromotionPreview), as the tenant's hosted runtime reported them (GET /v1/tenants/:id/products,
+ * …/promotions, …/promotionpreviews, the change stream for --watch); and the actions on them through
+ * the runtime (POST /v1/tenants/:id/runtime/api/products/…/promote | dry-run, …/promotions/…/retry |
+ * abort, …/promotionpreviews/…/abort). Tables by default, the API's JSON with --json.
  */
 import type { Command } from 'commander';
 import { apiClientOf, type Io } from './api-commands.ts';
@@ -14,7 +15,9 @@ import type { RuntimeObject, RuntimeObjectPage } from '../api/types.ts';
 import type { ProductSummary, PromotionSummary } from '../../runtime/protocol/events.ts';
 import type { DryRunResource } from '../../runtime/protocol/promotions.ts';
 
-type Path = 'products' | 'promotions';
+type Path = 'products' | 'promotions' | 'promotionpreviews';
+/** A promotion or a preview (a promotion's dry run). */
+type RunPath = Exclude<Path, 'products'>;
 type Step = NonNullable<PromotionSummary['steps']>[number];
 
 const FINAL = new Set(['Succeeded', 'Failed', 'Aborted', 'Superseded']);
@@ -47,7 +50,9 @@ const short = (sha: string | undefined): string | undefined => sha?.slice(0, 12)
 export function promotionTimeline(o: RuntimeObject, now = Date.now()): string {
   const p = promotionOf(o);
   const head = keyValues([
-    ['promotion', `${o.namespace}/${o.name}${p.dryRun ? ' (dry run: nothing is changed)' : ''}`],
+    o.kind === 'PromotionPreview'
+      ? ['preview', `${o.namespace}/${o.name} (dry run: nothing is changed)`]
+      : ['promotion', `${o.namespace}/${o.name}${p.dryRun ? ' (spec.dryRun, refused: never run)' : ''}`],
     ['product', p.product ?? '-'],
     ...(p.rollback ? ([['rollback', `${p.rollback}${p.rollbackFrom ? ` from ${p.rollbackFrom}` : ''}`]] as const) : []),
     [
@@ -194,7 +199,7 @@ async function namespaceOf(
 ): Promise<string> {
   if (namespace !== undefined) return namespace;
   const found = (await listAll(client, tenant, path, { namePrefix: name })).filter((o) => o.name === name);
-  const what = path === 'products' ? 'product' : 'promotion';
+  const what = WHAT[path];
   if (found.length === 0)
     throw new Error(
       `the tenant's runtime has reported no ${what} '${name}' (see 'provisioner ${path} list ${tenant}'; a new one shows once its event reporter reports it)`,
@@ -206,7 +211,36 @@ async function namespaceOf(
   return found[0]!.namespace;
 }
 
-/** A product or promotion as the runtime reported it (its stored object). */
+const WHAT: Record<Path, string> = { products: 'product', promotions: 'promotion', promotionpreviews: 'preview' };
+
+/**
+ * Whether a name is a promotion's or a preview's (previews when `preview`, else the promotions first,
+ * then the previews), and its namespace.
+ */
+async function runOf(
+  client: ApiClient,
+  tenant: string,
+  name: string,
+  namespace: string | undefined,
+  preview: boolean | undefined,
+): Promise<{ path: RunPath; namespace: string }> {
+  if (preview)
+    return {
+      path: 'promotionpreviews',
+      namespace: await namespaceOf(client, tenant, 'promotionpreviews', name, namespace),
+    };
+  try {
+    return { path: 'promotions', namespace: await namespaceOf(client, tenant, 'promotions', name, namespace) };
+  } catch (err) {
+    const previews = (await listAll(client, tenant, 'promotionpreviews', { namePrefix: name })).filter(
+      (o) => o.name === name && (namespace === undefined || o.namespace === namespace),
+    );
+    if (previews.length === 1) return { path: 'promotionpreviews', namespace: previews[0]!.namespace };
+    throw err;
+  }
+}
+
+/** A product, promotion or preview as the runtime reported it (its stored object). */
 const objectOf = (client: ApiClient, tenant: string, path: Path, namespace: string, name: string) =>
   client.call(`GET /v1/tenants/:id/${path}/:namespace/:name`, { params: { id: tenant, namespace, name } });
 
@@ -220,16 +254,23 @@ export function addPromotionCommands(program: Command, io: Io): void {
    * every live promotion first (after=0), so nothing falls between a read and the watch; one not
    * reported yet (just asked for: the runtime's reporter sends it within seconds) is waited for.
    */
-  async function follow(c: ApiClient, tenant: string, name: string, namespace: string | undefined): Promise<void> {
+  async function follow(
+    c: ApiClient,
+    tenant: string,
+    name: string,
+    namespace: string | undefined,
+    path: RunPath = 'promotions',
+  ): Promise<void> {
     let last: string | undefined;
     let seen = false;
+    const what = WHAT[path];
     const waiting = setTimeout(() => {
-      if (!seen && !json()) io.out(`waiting for the runtime to report promotion ${name}…`);
+      if (!seen && !json()) io.out(`waiting for the runtime to report ${what} ${name}…`);
     }, 2000);
     try {
       for await (const ev of c.events('GET /v1/tenants/:id/changes', {
         params: { id: tenant },
-        query: { after: '0', kind: 'promotion' },
+        query: { after: '0', kind: path === 'promotions' ? 'promotion' : 'promotionpreview' },
         signal: io.signal,
       })) {
         if (ev.event === 'error') throw new Error(`${ev.data.code}: ${ev.data.message}`);
@@ -238,7 +279,7 @@ export function addPromotionCommands(program: Command, io: Io): void {
         if (item.name !== name || (namespace !== undefined && item.namespace !== namespace)) continue;
         namespace = item.namespace;
         if (deleted) {
-          if (seen) io.out(`promotion ${namespace}/${name} was deleted`);
+          if (seen) io.out(`${what} ${namespace}/${name} was deleted`);
           if (seen) return;
           continue;
         }
@@ -303,7 +344,7 @@ export function addPromotionCommands(program: Command, io: Io): void {
     .option('--release <release>', "the release to promote (default: what the flow's trigger environment holds)")
     .option(
       '--dry-run',
-      "only show what each environment would get: each step's change previewed against what runs there (no Git change, no sync)",
+      "only show what each environment would get: a PromotionPreview, each step's change previewed against what runs there (no Git change, no sync)",
     )
     .option('-w, --watch', "then follow the promotion's timeline until it ends")
     .action(
@@ -324,12 +365,12 @@ export function addPromotionCommands(program: Command, io: Io): void {
         const what = o.dryRun ? 'dry run' : 'promotion';
         if (o.watch && created.metadata?.name) {
           if (!json()) io.out(cellText(`${what} ${namespace}/${promotion} of ${name} started`));
-          return follow(c, tenant, created.metadata.name, namespace);
+          return follow(c, tenant, created.metadata.name, namespace, o.dryRun ? 'promotionpreviews' : 'promotions');
         }
         io.out(
           [
-            `${what} ${namespace}/${promotion} of ${name} ${created.spec?.release ?? "(the trigger environment's release)"} started${o.dryRun ? ': nothing is changed' : ''}`,
-            `follow it: provisioner promotions get ${tenant} ${promotion} --watch`,
+            `${what} ${namespace}/${promotion} of ${name} ${created.spec?.release ?? "(the trigger environment's release)"} started${o.dryRun ? ' (a PromotionPreview): nothing is changed' : ''}`,
+            `follow it: provisioner promotions get ${tenant} ${promotion}${o.dryRun ? ' --preview' : ''} --watch`,
           ]
             .map(cellText)
             .join('\n'),
@@ -375,8 +416,10 @@ export function addPromotionCommands(program: Command, io: Io): void {
     .description('promotions, newest first')
     .option('--product <product>', "only this product's")
     .option('--phase <phase>', 'Pending | Running | Succeeded | Failed | Aborted | Superseded')
-    .action(async (tenant: string, o: { product?: string; phase?: string }) => {
-      const items = (await listAll(client(), tenant, 'promotions', o.phase ? { phase: o.phase } : {}))
+    .option('--previews', 'the previews (dry runs) instead of the promotions')
+    .action(async (tenant: string, o: { product?: string; phase?: string; previews?: boolean }) => {
+      const path = o.previews ? 'promotionpreviews' : 'promotions';
+      const items = (await listAll(client(), tenant, path, o.phase ? { phase: o.phase } : {}))
         .filter((x) => o.product === undefined || promotionOf(x).product === o.product)
         .sort((a, b) =>
           (promotionOf(b).startedAt ?? b.updatedAt).localeCompare(promotionOf(a).startedAt ?? a.updatedAt),
@@ -405,35 +448,60 @@ export function addPromotionCommands(program: Command, io: Io): void {
 
   promotions
     .command('get <tenant> <promotion>')
-    .description("a promotion's timeline: each step's phase, commit, gates and timing")
+    .description(
+      "a promotion's timeline: each step's phase, commit, gates and timing; a preview's: each environment's previewed changes",
+    )
     .option('-n, --namespace <ns>', "the promotion's namespace (default: the one it was reported in)")
+    .option('--preview', 'the name is a preview (a dry run, kind PromotionPreview); found by itself once reported')
     .option('-w, --watch', 'print the timeline again at every change until the promotion ends')
-    .action(async (tenant: string, name: string, o: { namespace?: string; watch?: boolean }) => {
+    .action(async (tenant: string, name: string, o: { namespace?: string; watch?: boolean; preview?: boolean }) => {
       const c = client();
-      if (o.watch) return follow(c, tenant, name, o.namespace);
-      const namespace = await namespaceOf(c, tenant, 'promotions', name, o.namespace);
-      printPromotion(await objectOf(c, tenant, 'promotions', namespace, name));
+      if (o.watch) {
+        // One not reported yet is waited for as the kind asked for (a promotion by default).
+        const known = await runOf(c, tenant, name, o.namespace, o.preview).catch(() => undefined);
+        return follow(
+          c,
+          tenant,
+          name,
+          known?.namespace ?? o.namespace,
+          known?.path ?? (o.preview ? 'promotionpreviews' : 'promotions'),
+        );
+      }
+      const { path, namespace } = await runOf(c, tenant, name, o.namespace, o.preview);
+      printPromotion(await objectOf(c, tenant, path, namespace, name));
     });
 
   for (const [act, description] of [
     ['retry', 'run a Failed promotion again from its failed step'],
-    ['abort', 'stop a promotion at the next safe point; a change already pushed for the running step is reverted'],
+    [
+      'abort',
+      'stop a promotion at the next safe point (a change already pushed for the running step is reverted), or a preview (its scratch branches deleted)',
+    ],
   ] as const) {
     promotions
       .command(`${act} <tenant> <promotion>`)
       .description(description)
       .option('-n, --namespace <ns>', "the promotion's namespace (default: the one it was reported in)")
-      .action(async (tenant: string, name: string, o: { namespace?: string }) => {
+      .option('--preview', 'the name is a preview (a dry run, kind PromotionPreview)')
+      .action(async (tenant: string, name: string, o: { namespace?: string; preview?: boolean }) => {
         const c = client();
-        const namespace = await namespaceOf(c, tenant, 'promotions', name, o.namespace);
-        const after = await c.runtimeAction(tenant, { resource: 'promotions', namespace, name, action: act });
+        // Only promotions are retried: a preview is asked for again instead.
+        const { path, namespace } =
+          act === 'retry'
+            ? { path: 'promotions' as const, namespace: await namespaceOf(c, tenant, 'promotions', name, o.namespace) }
+            : await runOf(c, tenant, name, o.namespace, o.preview);
+        const after =
+          path === 'promotions'
+            ? await c.runtimeAction(tenant, { resource: 'promotions', namespace, name, action: act })
+            : await c.runtimeAction(tenant, { resource: 'promotionpreviews', namespace, name, action: 'abort' });
         if (json()) return io.out(JSON.stringify(after, null, 2));
         io.out(
           cellText(
             act === 'retry'
-              ? `promotion ${namespace}/${name}: retry ${after.spec?.retry ?? '?'} asked; the GitOps Operator runs it again from its failed step`
-              : `promotion ${namespace}/${name}: abort asked; the GitOps Operator stops it at the next safe point`,
-          ) + `\nfollow it: provisioner promotions get ${cellText(tenant)} ${cellText(name)} --watch`,
+              ? `promotion ${namespace}/${name}: retry ${(after.spec as { retry?: number } | undefined)?.retry ?? '?'} asked; the GitOps Operator runs it again from its failed step`
+              : `${WHAT[path]} ${namespace}/${name}: abort asked; the GitOps Operator stops it at the next ${path === 'promotions' ? 'safe point' : 'round'}`,
+          ) +
+            `\nfollow it: provisioner promotions get ${cellText(tenant)} ${cellText(name)}${path === 'promotionpreviews' ? ' --preview' : ''} --watch`,
         );
       });
   }

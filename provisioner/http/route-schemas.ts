@@ -560,6 +560,7 @@ export const KIND_PATHS = {
   workflows: 'Workflow',
   products: 'Product',
   promotions: 'Promotion',
+  promotionpreviews: 'PromotionPreview',
 } as const;
 
 export const KIND_FILTER = {
@@ -568,6 +569,7 @@ export const KIND_FILTER = {
   workflow: 'Workflow',
   product: 'Product',
   promotion: 'Promotion',
+  promotionpreview: 'PromotionPreview',
 } as const;
 
 // Names a runtime reports are shown in terminals and the console: no control characters (400 naming the field).

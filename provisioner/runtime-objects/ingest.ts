@@ -37,6 +37,7 @@ export function filterColumns(item: UpsertItem): Pick<ObjectWrite, 'health' | 's
       return { health: str(s.phase), sync: null, phase: str(s.phase) };
     case 'Workflow':
     case 'Promotion':
+    case 'PromotionPreview':
       return { health: null, sync: null, phase: str(s.phase) };
     case 'Product':
       return { health: null, sync: null, phase: null };

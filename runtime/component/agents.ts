@@ -145,6 +145,12 @@ export const AGENTS: readonly AgentDefinition[] = [
       // patch of its spec). Runtime 1.8.0+; before, the group does not exist and the actions answer 404.
       { apiGroups: ['promotions.hosted-runtimes.io'], resources: ['products'], verbs: ['get'] },
       { apiGroups: ['promotions.hosted-runtimes.io'], resources: ['promotions'], verbs: ['get', 'create', 'patch'] },
+      // A product's dry run (a new PromotionPreview) and its abort (a patch of its spec).
+      {
+        apiGroups: ['promotions.hosted-runtimes.io'],
+        resources: ['promotionpreviews'],
+        verbs: ['get', 'create', 'patch'],
+      },
     ],
     namespaceRules: [
       { apiGroups: [''], resources: ['configmaps'], resourceNames: [VERSIONS_CONFIGMAP], verbs: ['get', 'watch'] },
@@ -170,10 +176,10 @@ export const AGENTS: readonly AgentDefinition[] = [
         resources: ['applications', 'rollouts', 'workflows'],
         verbs: ['get', 'list', 'watch'],
       },
-      // The GitOps Operator's products and promotions (runtime 1.8.0+; absent before: reported unavailable).
+      // The GitOps Operator's products, promotions and previews (runtime 1.8.0+; absent before: reported unavailable).
       {
         apiGroups: ['promotions.hosted-runtimes.io'],
-        resources: ['products', 'promotions'],
+        resources: ['products', 'promotions', 'promotionpreviews'],
         verbs: ['get', 'list', 'watch'],
       },
     ],

@@ -117,19 +117,43 @@ const SPECS: Record<PromotionKind, Schema> = {
       abort: { type: 'boolean' },
       retry: { type: 'integer', minimum: 0 },
       rollback: { type: 'object', required: ['environment'], properties: { environment: name } },
+      // Kept in the schema (an unknown field would be pruned, and an operator that predates dry runs
+      // would then run the object as a real promotion) and refused by the rule below: a dry run is a
+      // PromotionPreview.
       dryRun: { type: 'boolean' },
+    },
+    'x-kubernetes-validations': [
+      {
+        rule: '!has(self.dryRun) || !self.dryRun',
+        message:
+          'spec.dryRun is not supported on a Promotion: create a PromotionPreview (promotions.hosted-runtimes.io/v1alpha1) for a dry run',
+        fieldPath: '.dryRun',
+      },
+    ],
+  },
+  PromotionPreview: {
+    type: 'object',
+    required: ['product'],
+    properties: {
+      product: name,
+      release: str({ minLength: 1, maxLength: 256 }),
+      requestedBy: str({ maxLength: 256 }),
+      abort: { type: 'boolean' },
     },
   },
 };
 
+const PROMOTION_COLUMNS = [
+  { name: 'Product', type: 'string', jsonPath: '.spec.product' },
+  { name: 'Release', type: 'string', jsonPath: '.status.release' },
+  { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+  { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
+  { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+];
+
 const COLUMNS: Partial<Record<PromotionKind, unknown[]>> = {
-  Promotion: [
-    { name: 'Product', type: 'string', jsonPath: '.spec.product' },
-    { name: 'Release', type: 'string', jsonPath: '.status.release' },
-    { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
-    { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
-    { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-  ],
+  Promotion: PROMOTION_COLUMNS,
+  PromotionPreview: PROMOTION_COLUMNS,
   Product: [
     { name: 'Repository', type: 'string', jsonPath: '.spec.repository' },
     { name: 'Flow', type: 'string', jsonPath: '.spec.flow' },
@@ -183,7 +207,13 @@ export const GITOPS_OPERATOR_RULES = [
   // The promotion resources: read; Promotions created (a new release) and every status written.
   { apiGroups: [PROMOTIONS_GROUP], resources: Object.values(PROMOTION_KINDS), verbs: ['get', 'list', 'watch'] },
   { apiGroups: [PROMOTIONS_GROUP], resources: ['promotions'], verbs: ['create'] },
-  { apiGroups: [PROMOTIONS_GROUP], resources: ['products/status', 'promotions/status'], verbs: ['update'] },
+  {
+    apiGroups: [PROMOTIONS_GROUP],
+    resources: ['products/status', 'promotions/status', 'promotionpreviews/status'],
+    verbs: ['update'],
+  },
+  // Finished previews beyond MAX_FINISHED_PREVIEWS per product, oldest first (the one kind it deletes).
+  { apiGroups: [PROMOTIONS_GROUP], resources: ['promotionpreviews'], verbs: ['delete'] },
   // Argo CD's Applications: read, and a refresh annotation after a commit.
   { apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'patch'] },
   // The actions: a Workflow from a template, then its result.

@@ -667,7 +667,7 @@ function sharedObjectsNote(crds: readonly KubeObject[]): string[] {
   if (crds.length === 0) return [];
   return [
     `# The promotion CRDs (${PROMOTIONS_GROUP}) stay: other runtimes in this cluster may use them, and deleting`,
-    '# a CRD deletes every object of its kind in the cluster (every Product and Promotion). Once no runtime in',
+    '# a CRD deletes every object of its kind in the cluster (every Product, Promotion and preview). Once no runtime in',
     '# this cluster runs the GitOps Operator any more, delete them with:',
     `# ${shellCommand(['kubectl', 'delete', 'customresourcedefinitions.apiextensions.k8s.io', ...crds.map((c) => c.metadata.name), '--ignore-not-found'])}`,
   ];
@@ -779,7 +779,8 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
           `# ${HYBRID_LABELS.managedBy} only, so that applying them again changes nothing. The remove command leaves`,
           '# them (deleting a CRD deletes every object of its kind) and says how to delete them once no runtime needs them.',
           "# The operator's Role is in Argo CD's namespace, nothing cluster-wide: it reads the promotion resources,",
-          '# creates Promotions and writes their status, gets and patches Applications (refresh), creates Workflows',
+          "# creates Promotions, writes their and PromotionPreviews' status, deletes finished PromotionPreviews beyond",
+          '# the 10 kept per product, gets and patches Applications (refresh), creates Workflows',
           "# (actions, hooks), lists Secrets (Argo CD's repository credentials, to push its commits) and holds its Lease.",
         ]
       : []),
@@ -787,11 +788,12 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
       ? [
           "# argo=existing: the app-proxy and event reporter get a Role in your Argo CD's namespace (Applications:",
           promotions
-            ? '# read; patch for refresh and sync; Products and Promotions: read; Promotions: create and patch for'
+            ? '# read; patch for refresh and sync; Products, Promotions and PromotionPreviews: read; Promotions: create'
             : '# read; patch for refresh and sync). Nothing else of that Argo CD is created or changed.',
           ...(promotions
             ? [
-                '# promote, roll back, retry and abort), and so does the GitOps Operator (above). Nothing else of that',
+                '# and patch for promote, roll back, retry and abort; PromotionPreviews: create and patch for a dry run',
+                '# and its abort), and so does the GitOps Operator (above). Nothing else of that',
                 '# Argo CD is created or changed. Promotions run in that namespace: keep the promotion resources there,',
                 '# beside the Applications they name. Pre- and post-actions and flow hooks are Workflows the operator',
                 '# creates there; they need Argo Workflows in this cluster (its CRDs and a controller that runs Workflows',

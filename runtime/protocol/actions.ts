@@ -5,7 +5,7 @@
  * on the runtime, i.e. `POST /v1/tenants/:id/runtime/api/<resource>/<namespace>/<name>/<action>`
  * on the control plane.
  */
-import type { Metadata, PromotionSpec, PromotionStatus } from './promotions.ts';
+import type { Metadata, PromotionPreviewSpec, PromotionSpec, PromotionStatus } from './promotions.ts';
 
 export const ACTION_RESOURCES = {
   applications: { kind: 'Application', actions: ['refresh', 'sync'] },
@@ -13,6 +13,7 @@ export const ACTION_RESOURCES = {
   workflows: { kind: 'Workflow', actions: ['terminate', 'stop', 'retry'] },
   products: { kind: 'Product', actions: ['promote', 'rollback', 'dry-run'] },
   promotions: { kind: 'Promotion', actions: ['retry', 'abort'] },
+  promotionpreviews: { kind: 'PromotionPreview', actions: ['abort'] },
 } as const;
 
 export type ActionResource = keyof typeof ACTION_RESOURCES;
@@ -31,15 +32,17 @@ export interface ActionObject<S = Record<string, unknown>, T = unknown> {
 }
 
 /**
- * What each resource's actions answer: the Argo object they changed; a product's promote,
- * rollback and dry-run the Promotion they created; a promotion's retry and abort the Promotion they changed.
+ * What each resource's actions answer: the Argo object they changed; a product's promote and
+ * rollback the Promotion they created, its dry-run the PromotionPreview it created; a promotion's
+ * retry and abort the Promotion they changed; a preview's abort the PromotionPreview.
  */
 export interface ActionAnswers {
   applications: ActionObject;
   rollouts: ActionObject;
   workflows: ActionObject;
-  products: ActionObject<PromotionSpec, PromotionStatus>;
+  products: ActionObject<PromotionSpec & PromotionPreviewSpec, PromotionStatus>;
   promotions: ActionObject<PromotionSpec, PromotionStatus>;
+  promotionpreviews: ActionObject<PromotionPreviewSpec, PromotionStatus>;
 }
 
 export interface RuntimeAction {

@@ -10,9 +10,9 @@
 import { hash } from 'node:crypto';
 import { REPORTED_KIND_NAMES, type ReportedKind } from './kinds.ts';
 import type { ApplicationChange } from './sources.ts';
-import type { ProductSummary, PromotionSummary } from './promotions.ts';
+import type { ProductSummary, PromotionPreviewSummary, PromotionSummary } from './promotions.ts';
 
-export type { ProductSummary, PromotionSummary };
+export type { ProductSummary, PromotionPreviewSummary, PromotionSummary };
 
 export const EVENTS_PATH = '/v1/runtime/events';
 /** A batch holds at most this many items and this many bytes of JSON. */
@@ -74,7 +74,8 @@ export interface WorkflowSummary {
   message?: string; // status.message
 }
 
-export type ObjectSummary = ApplicationSummary | RolloutSummary | WorkflowSummary | ProductSummary | PromotionSummary;
+export type ObjectSummary =
+  ApplicationSummary | RolloutSummary | WorkflowSummary | ProductSummary | PromotionSummary | PromotionPreviewSummary;
 
 /** The current state of an object (from a list, an ADDED or a MODIFIED watch event). */
 export interface UpsertItem extends ObjectKey {

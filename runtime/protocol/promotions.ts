@@ -17,6 +17,9 @@
  *    Workflow from a WorkflowTemplate; its result decides).
  *  - Promotion: one release of a product moved through the flow; its status is the operator's
  *    whole state (crash-safe: every step idempotent, docs/promotions.md "Crashes").
+ *  - PromotionPreview: a dry run of a promotion (each environment's change previewed, nothing
+ *    changed). A kind of its own, not a Promotion flag, so that an operator that predates previews
+ *    (and does not watch the kind) can never run one as a real promotion.
  */
 
 export const PROMOTIONS_GROUP = 'promotions.hosted-runtimes.io';
@@ -30,6 +33,7 @@ export const PROMOTION_KINDS = {
   PromotionFlow: 'promotionflows',
   PromotionPolicy: 'promotionpolicies',
   Promotion: 'promotions',
+  PromotionPreview: 'promotionpreviews',
 } as const;
 export type PromotionKind = keyof typeof PROMOTION_KINDS;
 
@@ -183,13 +187,35 @@ export interface PromotionSpec {
    */
   rollback?: { environment: string };
   /**
-   * A dry run: every step computes its Git change, commits it on a scratch branch
-   * (`promotions/<promotion>/dry-run/<environment>`, deleted again) and records what it would
-   * change in each application (`status.steps[].dryRun`); nothing is pushed to the product's
-   * branch, nothing syncs, no action or hook runs.
+   * Refused: the former way to ask for a dry run, which an operator that predates dry runs would
+   * ignore (running a real promotion). The CRD rejects `true`, and the operator fails a Promotion
+   * that has it without running it; a dry run is a PromotionPreview.
    */
   dryRun?: boolean;
 }
+
+/**
+ * A dry run of a promotion (docs/promotions.md "Previews"): every step of the flow computes its Git
+ * change, commits it on a scratch branch (`promotions/<preview>/dry-run/<environment>`, deleted
+ * again) and records what it would change in each application (`status.steps[].dryRun`); nothing is
+ * pushed to the product's branch, nothing syncs, no action or hook runs.
+ */
+export interface PromotionPreviewSpec {
+  product: string;
+  /** The release to preview; default: what the trigger environment holds at the branch's head. */
+  release?: string;
+  /** Who asked (a user's key id, `api`). */
+  requestedBy?: string;
+  /** Set true to stop it at the next round (its scratch branches are deleted). */
+  abort?: boolean;
+}
+
+/** The previews kept per product once finished: the operator deletes the oldest beyond this. */
+export const MAX_FINISHED_PREVIEWS = 10;
+
+/** The message the operator fails a Promotion with `spec.dryRun` with (it never runs it). */
+export const DRY_RUN_PROMOTION_REFUSED =
+  'spec.dryRun is not supported on a Promotion: a dry run is a PromotionPreview (promotions.hosted-runtimes.io/v1alpha1); this Promotion was not run and changed nothing';
 
 export type PromotionPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Aborted' | 'Superseded';
 export type StepPhase =
@@ -317,6 +343,8 @@ export type PromotionTemplate = Resource<PromotionTemplateSpec>;
 export type PromotionFlow = Resource<PromotionFlowSpec>;
 export type PromotionPolicy = Resource<PromotionPolicySpec>;
 export type Promotion = Resource<PromotionSpec, PromotionStatus>;
+/** A preview's status has the shape of a promotion's: its steps carry their `dryRun`. */
+export type PromotionPreview = Resource<PromotionPreviewSpec, PromotionStatus>;
 export type Environment = Resource<EnvironmentSpec>;
 
 export const FINAL_PHASES: readonly PromotionPhase[] = ['Succeeded', 'Failed', 'Aborted', 'Superseded'];
@@ -416,5 +444,9 @@ export interface PromotionSummary {
     /** The dry run's result (status.steps[].dryRun), within the report's budget. */
     dryRun?: StepDryRun;
   }[];
-  dryRun?: boolean; // spec.dryRun
+  /** spec.dryRun: a Promotion of the refused former dry-run form (failed by the operator, never run). */
+  dryRun?: boolean;
 }
+
+/** PromotionPreview: a promotion's dry run, reported like a promotion (its steps with their `dryRun`). */
+export type PromotionPreviewSummary = Omit<PromotionSummary, 'rollback' | 'rollbackFrom' | 'dryRun'>;

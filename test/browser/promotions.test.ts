@@ -46,9 +46,15 @@ const appProxy = http.createServer((req, res) => {
       return send(201, { kind: 'Promotion', metadata: { name: 'shop-r8m4q', namespace: 'argocd' }, spec: body });
     if (path === '/api/products/argocd/shop/dry-run')
       return send(201, {
-        kind: 'Promotion',
+        kind: 'PromotionPreview',
         metadata: { name: 'shop-dry9z', namespace: 'argocd' },
-        spec: { ...(body as object), dryRun: true },
+        spec: { ...(body as object), product: 'shop' },
+      });
+    if (path === '/api/promotionpreviews/argocd/shop-dry9z/abort')
+      return send(200, {
+        kind: 'PromotionPreview',
+        metadata: { name: 'shop-dry9z', namespace: 'argocd' },
+        spec: { product: 'shop', abort: true },
       });
     if (path === '/api/products/argocd/shop/promote')
       return send(201, { kind: 'Promotion', metadata: { name: 'shop-7xk2p', namespace: 'argocd' }, spec: body });
@@ -70,7 +76,10 @@ fx.onClose(() => appProxy.close());
 
 let rv = 10;
 /** Reports objects as the runtime's event reporter does (its own summaries). */
-async function report(kind: 'Product' | 'Promotion', objects: Record<string, unknown>[]): Promise<void> {
+async function report(
+  kind: 'Product' | 'Promotion' | 'PromotionPreview',
+  objects: Record<string, unknown>[],
+): Promise<void> {
   const items = objects.map((o): UpsertItem => {
     const it = upsertItem(kind, {
       apiVersion: 'promotions.hosted-runtimes.io/v1alpha1',
@@ -286,7 +295,7 @@ t.test('Preview (dry run): started from the product page, each environment’s c
   await page.evaluate(`location.hash = '#/tenants/${tenantId}/products/argocd/shop'`);
   await page.getByRole('heading', { name: 'Product argocd/shop' }).waitFor();
   await page.getByRole('button', { name: 'Preview (dry run)' }).click();
-  await page.getByText(/Dry run shop-dry9z started/).waitFor();
+  await page.getByText(/Preview shop-dry9z started/).waitFor();
   t.match(
     asked.at(-1),
     { method: 'POST', path: '/api/products/argocd/shop/dry-run', body: {} },
@@ -334,10 +343,10 @@ t.test('Preview (dry run): started from the product page, each environment’s c
     },
   });
   // While it runs (staging previewed, prod next), no environment shows a release arriving.
-  await report('Promotion', [
+  await report('PromotionPreview', [
     {
       metadata: { name: 'shop-dry9z' },
-      spec: { product: 'shop', requestedBy: 'customer', dryRun: true },
+      spec: { product: 'shop', requestedBy: 'customer' },
       status: {
         phase: 'Running',
         release: '1.2.0',
@@ -346,16 +355,16 @@ t.test('Preview (dry run): started from the product page, each environment’s c
       },
     },
   ]);
-  await page.locator('section.promotion[aria-label="Promotion shop-dry9z"][data-phase="Running"]').waitFor();
+  await page.locator('section.promotion[aria-label="Preview shop-dry9z"][data-phase="Running"]').waitFor();
   t.notMatch(
     (await page.locator('ol.environments').innerText()).replace(/\s+/g, ' '),
     /Succeeded|Pending|Running/,
     'a dry run is not shown as arriving in any environment',
   );
-  await report('Promotion', [
+  await report('PromotionPreview', [
     {
       metadata: { name: 'shop-dry9z' },
-      spec: { product: 'shop', requestedBy: 'customer', dryRun: true },
+      spec: { product: 'shop', requestedBy: 'customer' },
       status: {
         phase: 'Succeeded',
         release: '1.2.0',
@@ -366,9 +375,10 @@ t.test('Preview (dry run): started from the product page, each environment’s c
       },
     },
   ]);
-  const section = page.locator('section.promotion[aria-label="Promotion shop-dry9z"]');
+  const section = page.locator('section.promotion[aria-label="Preview shop-dry9z"][data-phase="Succeeded"]');
   await section.waitFor({ timeout: 15_000 });
-  t.match(await section.locator('h3').innerText(), /^Dry run shop-dry9z/, 'shown as a dry run');
+  t.match(await section.locator('h3').innerText(), /^Preview \(dry run\) shop-dry9z/, 'shown as a preview');
+  t.ok(await page.getByRole('button', { name: 'Retry' }).isDisabled(), 'a preview is not retried');
   const prod = section.locator('li[data-environment="prod"] table.dry-run-diff');
   const rows = (await prod.locator('tbody tr').allInnerTexts()).map((x) => x.replace(/\s+/g, ' ').trim());
   t.same(
@@ -385,6 +395,22 @@ t.test('Preview (dry run): started from the product page, each environment’s c
     'an application without changes',
   );
   await fx.screenshot(page, 'product-dry-run.png', { fullPage: true });
+  // A running preview is aborted through its own action.
+  await report('PromotionPreview', [
+    {
+      metadata: { name: 'shop-dry9z' },
+      spec: { product: 'shop', requestedBy: 'customer' },
+      status: { phase: 'Running', release: '1.2.0', startedAt: minutesAgo(0), steps: [preview('staging', false)] },
+    },
+  ]);
+  await page.locator('section.promotion[aria-label="Preview shop-dry9z"][data-phase="Running"]').waitFor();
+  await page.getByRole('button', { name: 'Abort' }).click();
+  await page.getByText(/Abort of preview shop-dry9z asked/).waitFor();
+  t.match(
+    asked.at(-1),
+    { method: 'POST', path: '/api/promotionpreviews/argocd/shop-dry9z/abort' },
+    "Abort asked of the preview's own action",
+  );
   t.same(await axeViolations(page), [], 'no serious accessibility violation');
   t.same(problems, [], 'no console error, no request to another host');
   await page.context().close();

@@ -447,6 +447,42 @@ async function suite(): Promise<void> {
       const abortFailed = await actA(`promotions/${NS}/${other}/abort`);
       t.equal(abortFailed.status, 409, 'a finished promotion cannot be aborted');
       t.equal(abortFailed.body.error.reason, 'Finished', 'with the reason Finished');
+
+      // A dry run is a PromotionPreview, a kind of its own; its abort is its own action.
+      const previewed = await actA(`products/${NS}/shop/dry-run`, { release: '2.0.0' });
+      t.equal(previewed.status, 201, 'dry-run answers 201 with the PromotionPreview it created');
+      t.match(
+        previewed.body,
+        { kind: 'PromotionPreview', spec: { product: 'shop', release: '2.0.0', requestedBy: /\S/ } },
+        'a PromotionPreview of the release asked for, naming who asked',
+      );
+      t.notOk('dryRun' in previewed.body.spec, 'no Promotion with dryRun');
+      const preview = previewed.body.metadata.name as string;
+      const previewAborted = await actA(`promotionpreviews/${NS}/${preview}/abort`);
+      t.equal(previewAborted.status, 200, 'abort of a preview answers 200');
+      t.equal(previewAborted.body.spec.abort, true, 'its spec.abort is set');
+      const previewAbortAgain = await actA(`promotionpreviews/${NS}/${preview}/abort`);
+      t.equal(previewAbortAgain.body.error?.reason, 'AlreadyAborting', 'a second abort is refused');
+      // A client that still asks for a dry run the former way is refused by the CRD, naming the kind.
+      const oldForm = await custom
+        .createNamespacedCustomObject({
+          ...promo('promotions'),
+          body: {
+            apiVersion: PROMOTIONS_API_VERSION,
+            kind: 'Promotion',
+            metadata: { name: 'shop-old-dry-run', namespace: NS },
+            spec: { product: 'shop', dryRun: true },
+          },
+        })
+        .then(
+          () => 'created',
+          (err: { code?: number; body?: unknown }) => `${err.code ?? '?'} ${String(err.body)}`,
+        );
+      t.match(
+        oldForm,
+        /^422 .*spec\.dryRun.*create a PromotionPreview/s,
+        'a Promotion with spec.dryRun is refused at create (422)',
+      );
     },
   );
 
@@ -513,6 +549,17 @@ async function suite(): Promise<void> {
           asProxy.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: NS, plural: 'applications' }),
       ],
       ['read a Secret', () => proxyKc.makeApiClient(CoreV1Api).readNamespacedSecret({ name: 'x', namespace: NS })],
+      [
+        'delete a PromotionPreview',
+        () =>
+          asProxy.deleteNamespacedCustomObject({
+            group: PROMOTIONS_GROUP,
+            version: PROMOTIONS_VERSION,
+            namespace: NS,
+            plural: 'promotionpreviews',
+            name: 'x',
+          }),
+      ],
       [
         'delete a Promotion',
         () =>

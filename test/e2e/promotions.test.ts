@@ -30,10 +30,12 @@
  *    app-proxy acting as its own ServiceAccount with exactly its RBAC; each is audited with the
  *    caller, who is the promotion's `requestedBy`. A release the trigger environment does not hold
  *    is refused by the operator, naming what it holds, and Git is untouched.
- *  - A dry run (`products promote --dry-run --watch`), previewed through a Source Server beside
- *    Argo CD's API server: each environment's release ConfigMap's fields, nothing pushed, no
- *    branch left; a policy allowing only the template's changes refuses prod's step when prod's
- *    api ConfigMap drifted.
+ *  - A dry run (`products promote --dry-run --watch`: a PromotionPreview), previewed through a
+ *    Source Server beside Argo CD's API server: each environment's release ConfigMap's fields,
+ *    nothing pushed, no branch left; finished previews beyond the kept number deleted, oldest
+ *    first; a Promotion with the former `spec.dryRun` refused by the CRD and, where an older CRD
+ *    let it in, failed by the operator without a commit or a branch; a policy allowing only the
+ *    template's changes refuses prod's step when prod's api ConfigMap drifted.
  */
 import t from 'tap';
 import { execFile } from 'node:child_process';
@@ -74,8 +76,10 @@ import {
   PROMOTIONS_API_VERSION,
   PROMOTIONS_GROUP,
   PROMOTIONS_VERSION,
+  MAX_FINISHED_PREVIEWS,
   type Product,
   type Promotion,
+  type PromotionPreview,
 } from '../../runtime/protocol/promotions.ts';
 
 t.setTimeout(20 * 60_000);
@@ -1025,8 +1029,12 @@ if (unavailable) {
     t.equal(r.code, 0, `the dry run followed to its end: ${r.err}`);
     const name = /dry run \S+\/(\S+) of shop started/.exec(r.out)?.[1];
     t.ok(name, `the CLI names it: ${r.out.slice(0, 300)}`);
-    const p = await get<Promotion>('promotions', name!);
-    t.equal(p.spec.dryRun, true, 'a Promotion with dryRun: true');
+    const p = await get<PromotionPreview>('promotionpreviews', name!);
+    t.equal(p.kind, 'PromotionPreview', 'a PromotionPreview, a kind an operator before previews never runs');
+    t.notOk(
+      (await promotions()).some((x) => x.metadata.name === name),
+      'no Promotion was made for it',
+    );
     const [row] = await audited('runtime.product.dry-run');
     t.equal(p.spec.requestedBy, row?.actor, 'audited as runtime.product.dry-run, the caller its requestedBy');
     t.equal(p.status?.phase, 'Succeeded', `it ended: ${p.status?.message}`);
@@ -1073,6 +1081,100 @@ if (unavailable) {
     const shown = await cli('promotions', 'get', tenant.tenantId, name!);
     t.match(shown.out, /dry run: nothing is changed/, '`promotions get` says it is a dry run');
     t.match(shown.out, /shop-staging-web\s+ConfigMap shop-staging\/shop-release/, 'and shows the preview');
+  });
+
+  const previews = async () =>
+    (
+      (await cluster.objects.listNamespacedCustomObject({
+        group: PROMOTIONS_GROUP,
+        version: PROMOTIONS_VERSION,
+        namespace: ns,
+        plural: 'promotionpreviews',
+      })) as { items: PromotionPreview[] }
+    ).items;
+
+  t.test('finished previews beyond the kept number are deleted, oldest first', async (t) => {
+    const first = (await previews()).map((p) => p.metadata.name);
+    t.equal(first.length, 1, 'the dry run above is kept');
+    // Asked for and aborted at once: each ends without a preview (cheap), and counts as finished.
+    const made: string[] = [];
+    for (let i = 0; i < MAX_FINISHED_PREVIEWS + 2; i++) {
+      const created = (await cluster.objects.createNamespacedCustomObject({
+        group: PROMOTIONS_GROUP,
+        version: PROMOTIONS_VERSION,
+        namespace: ns,
+        plural: 'promotionpreviews',
+        body: {
+          apiVersion: PROMOTIONS_API_VERSION,
+          kind: 'PromotionPreview',
+          metadata: { generateName: 'shop-keep-', namespace: ns },
+          spec: { product: 'shop', requestedBy: 'e2e', abort: true },
+        },
+      })) as PromotionPreview;
+      made.push(created.metadata.name);
+    }
+    const kept = await until(`${MAX_FINISHED_PREVIEWS} previews kept`, 60_000, async () => {
+      const all = await previews();
+      return all.length === MAX_FINISHED_PREVIEWS &&
+        all.every((p) => ['Aborted', 'Superseded'].includes(p.status?.phase ?? ''))
+        ? all
+        : undefined;
+    });
+    t.equal(kept.length, MAX_FINISHED_PREVIEWS, `the product keeps ${MAX_FINISHED_PREVIEWS} finished previews`);
+    t.notOk(
+      kept.some((p) => first.includes(p.metadata.name)),
+      'the oldest finished (the dry run above) is deleted first',
+    );
+    t.ok(
+      kept.every((p) => made.includes(p.metadata.name)),
+      'the newest are kept',
+    );
+  });
+
+  t.test('a Promotion with spec.dryRun is refused and never pushes anything', async (t) => {
+    const before = { commits: (await commits()).length, branches: await branches() };
+    const dryRunPromotion = (name: string) => ({
+      apiVersion: PROMOTIONS_API_VERSION,
+      kind: 'Promotion',
+      metadata: { name, namespace: ns },
+      spec: { product: 'shop', requestedBy: 'an-old-client', dryRun: true },
+    });
+    await writeFile(join(dir, 'dry-run-promotion.json'), JSON.stringify(dryRunPromotion('shop-old-form')));
+    const refused = await kubectl(['create', '-f', join(dir, 'dry-run-promotion.json')]);
+    t.not(refused.code, 0, 'the CRD refuses it at create');
+    t.match(refused.output, /spec\.dryRun.*create a PromotionPreview/s, 'naming the field and the kind to use');
+    // A hybrid cluster where a runtime of an earlier build applied the CRDs last: its Promotion CRD
+    // has no such rule, so an old client's dry run gets in. This operator must still never run it.
+    const older = promotionCrds().map((crd) => {
+      const c = structuredClone(crd) as {
+        metadata: { name: string };
+        spec: { versions: Array<{ schema: { openAPIV3Schema: { properties: { spec: Record<string, unknown> } } } }> };
+      };
+      if (c.metadata.name.startsWith('promotions.'))
+        delete c.spec.versions[0]!.schema.openAPIV3Schema.properties.spec['x-kubernetes-validations'];
+      return c;
+    });
+    await apply('crds-without-the-rule', older);
+    const created = await until('the older CRD takes a dryRun Promotion', 30_000, async () => {
+      const r = await kubectl(['create', '-f', join(dir, 'dry-run-promotion.json')]);
+      return r.code === 0 || /AlreadyExists/.test(r.output) ? true : undefined;
+    });
+    t.ok(created, 'created under the older CRD');
+    const failed = await until('the operator refuses it', 60_000, async () => {
+      const p = await get<Promotion>('promotions', 'shop-old-form');
+      return p.status?.phase ? p : undefined;
+    });
+    t.equal(failed.status?.phase, 'Failed', 'failed at once');
+    t.match(
+      failed.status?.message,
+      /spec\.dryRun is not supported.*PromotionPreview.*was not run/,
+      'naming the kind to use',
+    );
+    t.same(failed.status?.steps ?? [], [], 'no step ran');
+    t.equal((await commits()).length, before.commits, 'no commit on main');
+    t.same(await branches(), before.branches, 'no branch pushed');
+    await kubectl(['delete', 'promotion.' + PROMOTIONS_GROUP, 'shop-old-form', '-n', ns]);
+    await apply('crds', promotionCrds());
   });
 
   t.test('a policy allowing only the template’s changes refuses a step when prod drifted', async (t) => {

@@ -491,8 +491,41 @@ void t.test(
     });
     t.match(
       made.patches.at(-1),
-      { kind: 'Promotion', spec: { product: 'shop', release: '2.0.0', dryRun: true, requestedBy: 'key-9' } },
-      'a dry run is a Promotion with dryRun for the operator',
+      { kind: 'PromotionPreview', spec: { product: 'shop', release: '2.0.0', requestedBy: 'key-9' } },
+      'a dry run is a PromotionPreview for the operator',
+    );
+    t.notOk(Object.hasOwn((made.patches.at(-1) as { spec: object }).spec, 'dryRun'), 'never a Promotion with dryRun');
+    t.equal(made.calls.at(-1), 'create promotionpreviews', 'created as its own kind');
+    t.match(runtimeActionOf('POST', '/api/promotionpreviews/argocd/shop-x/abort'), {
+      kind: 'PromotionPreview',
+      auditAction: 'runtime.promotionpreview.abort',
+    });
+    const previewing = recordingObjects(
+      { ...promotion({ phase: 'Running' }), kind: 'PromotionPreview' },
+      () => undefined,
+    );
+    await runAction(previewing.objects, {
+      resource: 'promotionpreviews',
+      namespace: 'argocd',
+      name: 'shop-1',
+      action: 'abort',
+      body: undefined,
+      subject: 'k',
+    });
+    t.same(
+      previewing.calls,
+      ['get promotionpreviews/shop-1', 'patch promotionpreviews/shop-1'],
+      "a preview's abort: its spec.abort, guarded like a promotion's",
+    );
+    t.equal(
+      reasonOf(() => promotionAbortPatch({ ...promotion({ phase: 'Succeeded' }), kind: 'PromotionPreview' })),
+      'Finished',
+      'a finished preview: nothing to abort',
+    );
+    t.equal(
+      runtimeActionOf('POST', '/api/promotionpreviews/argocd/shop-x/retry'),
+      undefined,
+      'a preview is not retried',
     );
     await t.rejects(
       runAction(made.objects, {

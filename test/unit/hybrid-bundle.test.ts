@@ -456,8 +456,13 @@ t.test(
         { apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'patch'] },
         { apiGroups: ['promotions.hosted-runtimes.io'], resources: ['products'], verbs: ['get'] },
         { apiGroups: ['promotions.hosted-runtimes.io'], resources: ['promotions'], verbs: ['get', 'create', 'patch'] },
+        {
+          apiGroups: ['promotions.hosted-runtimes.io'],
+          resources: ['promotionpreviews'],
+          verbs: ['get', 'create', 'patch'],
+        },
       ],
-      'the app-proxy reads and patches (refresh, sync) Applications there, and promotes, retries and aborts',
+      'the app-proxy reads and patches (refresh, sync) Applications there, promotes, retries and aborts, and asks for previews',
     );
     t.same(
       find(b.objects, 'Role', 'hosted-runtime-event-reporter', 'gitops')!.rules,
@@ -465,11 +470,11 @@ t.test(
         { apiGroups: ['argoproj.io'], resources: ['applications'], verbs: ['get', 'list', 'watch'] },
         {
           apiGroups: ['promotions.hosted-runtimes.io'],
-          resources: ['products', 'promotions'],
+          resources: ['products', 'promotions', 'promotionpreviews'],
           verbs: ['get', 'list', 'watch'],
         },
       ],
-      'the event reporter reads Applications, Products and Promotions there',
+      'the event reporter reads Applications, Products, Promotions and PromotionPreviews there',
     );
     const before = hybridInstallBundle({
       ...input({ argo: 'existing', argoNamespace: 'gitops' }),
@@ -814,7 +819,7 @@ t.test('the GitOps Operator and the promotion CRDs: in the versions that have th
       t.same(
         crds.map(withoutLabels),
         promotionCrds().map((c) => withoutLabels(c as unknown as KubeObject)),
-        `${what}: the hosted runtime's promotion CRDs, all six, as promotion-crds.ts defines them`,
+        `${what}: the hosted runtime's promotion CRDs, all seven, as promotion-crds.ts defines them`,
       );
       t.equal(
         b.objects.findIndex((o) => o.kind === 'CustomResourceDefinition'),
@@ -853,7 +858,7 @@ t.test('two runtimes in one cluster: identical CRD objects, every other name the
     const a = hybridInstallBundle(one);
     const b = hybridInstallBundle(two);
     const crds = (x: InstallBundle) => x.objects.filter((o) => o.kind === 'CustomResourceDefinition');
-    t.equal(crds(a).length, 6, `${what}: the first bundle has the six CRDs`);
+    t.equal(crds(a).length, 7, `${what}: the first bundle has the seven CRDs`);
     t.same(crds(b), crds(a), `${what}: the second's are the same objects, labels and all (its apply changes nothing)`);
     t.equal(yamlText(crds(b)), yamlText(crds(a)), `${what}: written the same, byte for byte`);
     // Every object the two could both name in the cluster: cluster-scoped (but the CRDs), or in a namespace both use.

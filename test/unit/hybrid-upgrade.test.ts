@@ -182,7 +182,7 @@ t.test('1.7.0 -> 1.8.0 adds the GitOps Operator and the promotion CRDs; going ba
         'RoleBinding hosted-runtime:gitops-operator',
         'ServiceAccount gitops-operator',
       ].sort(),
-      `${mode}: the six CRDs, the operator's account, Role (in ${argoNs}) and Deployment are added`,
+      `${mode}: the seven CRDs, the operator's account, Role (in ${argoNs}) and Deployment are added`,
     );
     t.same(
       u.changes.objects.filter((o) => o.kind === 'Role' && o.name.endsWith(':gitops-operator')).map((o) => o.namespace),

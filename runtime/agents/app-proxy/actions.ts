@@ -22,8 +22,10 @@
  *    product's promotions: a newer one supersedes one still waiting.
  *  - Product rollback (`{"environment"}`): a Promotion of one step that restores the release the
  *    environment held before its current one (the operator finds it in the environment's history).
- *  - Product dry-run (`{"release"?}`): a Promotion with `dryRun: true`: the operator previews each
- *    environment's change through the Source Server and changes nothing (docs/promotions.md).
+ *  - Product dry-run (`{"release"?}`): a PromotionPreview of the product (a kind of its own, which
+ *    an operator that predates it never runs): the operator previews each environment's change
+ *    through the Source Server and changes nothing (docs/promotions.md "Previews").
+ *  - PromotionPreview abort: `spec.abort` set (one not finished), guarded like a promotion's.
  *  - Promotion retry / abort: `spec.retry` raised by one (a Failed promotion, from its failed step)
  *    or `spec.abort` set (one not finished; the operator reverts a change already pushed for the
  *    running step). Written with the read resourceVersion as precondition, as sync is.
@@ -281,13 +283,13 @@ export function refuseWorkflowRetry(wf: KubeObject): never {
   );
 }
 
-/** The Promotion a promote action creates for the GitOps Operator. */
+/** The Promotion a promote action creates for the GitOps Operator (a PromotionPreview for a dry run). */
 export function promotionRequest(
   product: KubeObject,
   release: string | undefined,
   requestedBy: string,
   rollback?: string,
-  dryRun = false,
+  preview = false,
 ): KubeObject {
   const name = product.metadata?.name ?? '';
   const namespace = product.metadata?.namespace ?? '';
@@ -295,7 +297,7 @@ export function promotionRequest(
     throw new ActionRefused('Deleting', `Product '${namespace}/${name}' is being deleted; it cannot be promoted`);
   return {
     apiVersion: PROMOTIONS_API_VERSION,
-    kind: 'Promotion',
+    kind: preview ? 'PromotionPreview' : 'Promotion',
     metadata: {
       // generateName: every request is a promotion of its own (the operator names the ones a new
       // release starts after the release, so those are never started twice).
@@ -307,7 +309,6 @@ export function promotionRequest(
       product: name,
       ...(release !== undefined ? { release } : {}),
       ...(rollback !== undefined ? { rollback: { environment: rollback } } : {}),
-      ...(dryRun ? { dryRun: true } : {}),
       requestedBy,
     },
   } as KubeObject;
@@ -316,7 +317,7 @@ export function promotionRequest(
 function promotionState(p: KubeObject): { name: string; phase: PromotionPhase | undefined; spec: Json; status: Json } {
   const status = obj(p.status);
   return {
-    name: `Promotion '${p.metadata?.namespace ?? ''}/${p.metadata?.name ?? ''}'`,
+    name: `${p.kind === 'PromotionPreview' ? 'PromotionPreview' : 'Promotion'} '${p.metadata?.namespace ?? ''}/${p.metadata?.name ?? ''}'`,
     phase: typeof status.phase === 'string' ? (status.phase as PromotionPhase) : undefined,
     spec: obj(p.spec),
     status,
@@ -482,7 +483,7 @@ export async function runAction(objects: ArgoObjects, input: ActionInput): Promi
       const product = await objects.get('products', namespace, name);
       const release = typeof body.release === 'string' ? body.release : undefined;
       return objects.create(
-        'promotions',
+        'promotionpreviews',
         namespace,
         promotionRequest(product, release, input.subject ?? 'api', undefined, true),
       );
@@ -504,6 +505,9 @@ export async function runAction(objects: ArgoObjects, input: ActionInput): Promi
     case 'promotions/abort':
       parseBody(input.body, {});
       return guardedPatch(objects, 'promotions', namespace, name, promotionAbortPatch);
+    case 'promotionpreviews/abort':
+      parseBody(input.body, {});
+      return guardedPatch(objects, 'promotionpreviews', namespace, name, promotionAbortPatch);
     default:
       throw new Error(`no action ${key}`);
   }

@@ -276,6 +276,11 @@ export function summarize(kind: ReportedKind, obj: Obj): ObjectSummary {
       return productSummary(obj);
     case 'Promotion':
       return promotionSummary(obj);
+    case 'PromotionPreview': {
+      // A preview is reported like a promotion, within the same budgets (no rollback, no dryRun flag).
+      const { rollback: _r, rollbackFrom: _f, dryRun: _d, ...summary } = promotionSummary(obj);
+      return summary;
+    }
   }
 }
 

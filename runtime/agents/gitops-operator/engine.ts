@@ -19,16 +19,22 @@
  * at the next tick and reverts the running step's commit (the environments before keep theirs);
  * `spec.retry` raised by one runs a failed promotion again from its failed step.
  *
- * A dry run (`spec.dryRun`) runs beside the product's promotions: each environment's change is
- * committed on a scratch branch, previewed by the Source Server, the branch deleted; nothing else
- * happens (#advanceDryRun). A policy's `dryRun` runs the same preview in a real step before its
- * commit, and with `onlyTemplateChanges` fails the step on changes the Git change does not cause.
+ * A dry run is a PromotionPreview, a kind of its own (an operator that predates it does not watch
+ * it, so it can never run one as a real promotion). Previews run beside the product's promotions,
+ * one at a time per product, with the promotions' lifecycle (Pending, superseded, abort): each
+ * environment's change is committed on a scratch branch, previewed by the Source Server, the branch
+ * deleted; nothing else happens (#advanceDryRun). The finished ones beyond MAX_FINISHED_PREVIEWS per
+ * product are deleted, oldest first. A Promotion with the former `spec.dryRun` is failed at once,
+ * never run. A policy's `dryRun` runs the same preview in a real step before its commit, and with
+ * `onlyTemplateChanges` fails the step on changes the Git change does not cause.
  */
 import { createHash } from 'node:crypto';
 import { isMap, isSeq, parseDocument } from 'yaml';
 import type { KubeTransport } from '../../kube/transport.ts';
 import {
+  DRY_RUN_PROMOTION_REFUSED,
   FINAL_PHASES,
+  MAX_FINISHED_PREVIEWS,
   orderSteps,
   parseJsonPath,
   policiesFor,
@@ -44,6 +50,7 @@ import {
   type Product,
   type Promotion,
   type PromotionFlow,
+  type PromotionPreview,
   type PromotionPolicy,
   type PromotionStatus,
   type PromotionTemplate,
@@ -197,13 +204,21 @@ export class PromotionEngine {
   /** One round; answers false when another operator holds the Lease (nothing done). */
   async tick(): Promise<boolean> {
     if (!(await this.#lease())) return false;
-    const [products, templates, flows, policies, promotions] = await Promise.all([
+    const [products, templates, flows, policies, listed, previews] = await Promise.all([
       this.#list<Product>('products'),
       this.#list<PromotionTemplate>('promotiontemplates'),
       this.#list<PromotionFlow>('promotionflows'),
       this.#list<PromotionPolicy>('promotionpolicies'),
       this.#list<Promotion>('promotions'),
+      // A cluster whose CRDs an older runtime's bundle applied may lack the kind: no previews then.
+      this.#list<PromotionPreview>('promotionpreviews', true),
     ]);
+    // The former dry-run form is never run: failed at once, naming the kind to use.
+    const promotions: Promotion[] = [];
+    for (const p of listed) {
+      if (p.spec.dryRun !== true) promotions.push(p);
+      else if (!FINAL_PHASES.includes(p.status?.phase ?? 'Pending')) await this.#refuseDryRunPromotion(p, products);
+    }
     const byName = <T extends { metadata: { name: string } }>(xs: T[]) => new Map(xs.map((x) => [x.metadata.name, x]));
     const ctx = { templates: byName(templates), flows: byName(flows), policies };
     for (const product of products) {
@@ -215,19 +230,71 @@ export class PromotionEngine {
     }
     const productsByName = byName(products);
     const groups = new Map<string, Promotion[]>();
-    // Dry runs change no Git branch of the product's: they run beside its promotions, one at a time.
-    const groupOf = (p: Promotion) => `${p.spec.product}\0${p.spec.dryRun ? 'dry-run' : ''}`;
-    for (const p of promotions) groups.set(groupOf(p), [...(groups.get(groupOf(p)) ?? []), p]);
+    // Previews change no Git branch of the product's: they run beside its promotions, one at a time.
+    const groupOf = (p: Promotion) => `${p.spec.product}\0${isPreview(p) ? 'preview' : ''}`;
+    for (const p of [...promotions, ...previews.map((x) => ({ ...x, kind: 'PromotionPreview' }))])
+      groups.set(groupOf(p), [...(groups.get(groupOf(p)) ?? []), p]);
     for (const [group, list] of groups) {
       const productName = group.split('\0')[0]!;
       list.sort((a, b) => (a.metadata.creationTimestamp ?? '').localeCompare(b.metadata.creationTimestamp ?? ''));
       try {
         await this.#advanceProduct(productsByName.get(productName), list, ctx);
+        if (isPreview(list[0]!)) await this.#prunePreviews(list);
       } catch (err) {
         this.#o.log.warn({ product: productName, err: message(err) }, 'promotions not advanced this round');
       }
     }
     return true;
+  }
+
+  /**
+   * A Promotion with `spec.dryRun` (the former dry-run form, which an operator that predates dry
+   * runs would run as a real promotion): failed at once, never run. One an earlier operator had
+   * started as a dry run has its scratch branches deleted.
+   */
+  async #refuseDryRunPromotion(p: Promotion, products: Product[]): Promise<void> {
+    const product = products.find((x) => x.metadata.name === p.spec.product);
+    const steps = p.status?.steps ?? [];
+    const committed = steps.filter((s) => s.commit && !s.dryRun).map((s) => `${s.environment} (${s.commit ?? ''})`);
+    if (product)
+      for (const s of steps)
+        if (s.dryRun) await this.#o.git.deleteBranch(product.spec.repository, scratchBranch(p, s.environment));
+    const now = this.#now().toISOString();
+    await this.#writeStatus(pluralOf(p), p, {
+      ...p.status,
+      phase: 'Failed',
+      finishedAt: now,
+      steps: steps.map((s) => (FINAL_STEP_PHASES.includes(s.phase) ? s : { ...s, phase: 'Skipped' as const })),
+      message:
+        committed.length === 0
+          ? DRY_RUN_PROMOTION_REFUSED
+          : `${DRY_RUN_PROMOTION_REFUSED.replace(/; this Promotion was not run and changed nothing$/, '')}; an operator without this check had run it as a promotion: its commits stay (${committed.join(', ')})`,
+    });
+    this.#o.log.warn(
+      { promotion: p.metadata.name },
+      'a Promotion with spec.dryRun refused: a dry run is a PromotionPreview',
+    );
+  }
+
+  /** Finished previews of one product beyond MAX_FINISHED_PREVIEWS deleted, oldest first. */
+  async #prunePreviews(list: Promotion[]): Promise<void> {
+    const finished = list
+      .filter((p) => FINAL_PHASES.includes(p.status?.phase ?? 'Pending'))
+      .sort((a, b) =>
+        (b.status?.finishedAt ?? b.metadata.creationTimestamp ?? '').localeCompare(
+          a.status?.finishedAt ?? a.metadata.creationTimestamp ?? '',
+        ),
+      );
+    for (const old of finished.slice(MAX_FINISHED_PREVIEWS)) {
+      const res = await this.#o.kube.request(`${this.#base}/promotionpreviews/${old.metadata.name}`, {
+        method: 'DELETE',
+        body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: old.metadata.uid } },
+      });
+      if (res.status !== 200 && res.status !== 202 && res.status !== 404 && res.status !== 409)
+        throw new Error(`deleting PromotionPreview ${old.metadata.name}: HTTP ${res.status}`);
+      if (res.status === 200 || res.status === 202)
+        this.#o.log.info({ preview: old.metadata.name }, 'finished preview deleted (the oldest beyond the kept ones)');
+    }
   }
 
   // ---------------------------------------------------------------- products and triggers
@@ -257,9 +324,7 @@ export class PromotionEngine {
       // The first release seen is where the product stands, not a change to promote.
       if (
         status.lastTriggeredRelease !== undefined &&
-        !promotions.some(
-          (p) => p.spec.product === product.metadata.name && p.spec.release === trigger && !p.spec.dryRun,
-        )
+        !promotions.some((p) => p.spec.product === product.metadata.name && p.spec.release === trigger)
       )
         start = trigger;
       status.lastTriggeredRelease = trigger;
@@ -318,7 +383,7 @@ export class PromotionEngine {
             : s,
         );
         const running = list.some((o) => o !== p && o.status?.phase === 'Running');
-        await this.#writeStatus('promotions', p, {
+        await this.#writeStatus(pluralOf(p), p, {
           ...p.status,
           phase: running ? 'Pending' : 'Running',
           steps,
@@ -339,7 +404,7 @@ export class PromotionEngine {
     // None runs: the newest waiting one starts, the older waiting ones are superseded by it.
     const newest = open[open.length - 1]!;
     for (const older of open.slice(0, -1))
-      await this.#writeStatus('promotions', older, {
+      await this.#writeStatus(pluralOf(older), older, {
         ...older.status,
         phase: 'Superseded',
         finishedAt: this.#now().toISOString(),
@@ -355,7 +420,7 @@ export class PromotionEngine {
     ctx: { templates: Map<string, PromotionTemplate>; flows: Map<string, PromotionFlow> },
   ): Promise<void> {
     const fail = (msg: string) =>
-      this.#writeStatus('promotions', p, {
+      this.#writeStatus(pluralOf(p), p, {
         ...p.status,
         phase: 'Failed',
         message: msg,
@@ -363,7 +428,7 @@ export class PromotionEngine {
         steps: p.status?.steps ?? [],
       });
     if (p.spec.abort) {
-      await this.#writeStatus('promotions', p, {
+      await this.#writeStatus(pluralOf(p), p, {
         ...p.status,
         phase: 'Aborted',
         finishedAt: this.#now().toISOString(),
@@ -385,7 +450,6 @@ export class PromotionEngine {
     } catch (err) {
       return void (await fail(`the flow cannot run: ${message(err)}`));
     }
-    if (p.spec.rollback && p.spec.dryRun) return void (await fail('a rollback has no dry run'));
     if (p.spec.rollback) return this.#beginRollback(product, flow, template, p, p.spec.rollback.environment, fail);
     // What the trigger environment holds is what the promotion moves: a release asked for (by the
     // API) must be that one, or the steps would copy another under its name.
@@ -401,8 +465,8 @@ export class PromotionEngine {
       ));
     const release = held;
     const sourceRevision = read.head;
-    const hooks = p.spec.dryRun ? undefined : await this.#hook(flow, 'onStart', p, release, '', p.status?.hooks);
-    await this.#writeStatus('promotions', p, {
+    const hooks = isPreview(p) ? undefined : await this.#hook(flow, 'onStart', p, release, '', p.status?.hooks);
+    await this.#writeStatus(pluralOf(p), p, {
       phase: 'Running',
       release,
       ...(sourceRevision ? { sourceRevision } : {}),
@@ -452,7 +516,7 @@ export class PromotionEngine {
         `${environment} holds no release before ${current ?? 'its current one'} in the last ${PromotionEngine.ROLLBACK_HISTORY} changes of ${file}`,
       );
     const hooks = await this.#hook(flow, 'onStart', p, before.release, environment, p.status?.hooks);
-    await this.#writeStatus('promotions', p, {
+    await this.#writeStatus(pluralOf(p), p, {
       phase: 'Running',
       release: before.release,
       sourceRevision: before.commit,
@@ -472,7 +536,7 @@ export class PromotionEngine {
     const status = structuredClone(p.status ?? {});
     const steps = status.steps ?? [];
     const now = this.#now().toISOString();
-    const write = () => this.#writeStatus('promotions', p, status);
+    const write = () => this.#writeStatus(pluralOf(p), p, status);
     const index = steps.findIndex((s) => !['Succeeded', 'Failed', 'Aborted', 'Skipped'].includes(s.phase));
     const flow = product ? ctx.flows.get(product.spec.flow) : undefined;
     const template = product ? ctx.templates.get(product.spec.template) : undefined;
@@ -484,7 +548,7 @@ export class PromotionEngine {
       });
       return void (await write());
     }
-    if (p.spec.dryRun) return this.#advanceDryRun(product, flow, template, p, status, index);
+    if (isPreview(p)) return this.#advanceDryRun(product, flow, template, p, status, index);
     if (p.spec.abort) return this.#abort(product, p, status, index, ctx.policies);
     if (index < 0) {
       const failed = steps.find((s) => s.phase === 'Failed');
@@ -818,7 +882,7 @@ export class PromotionEngine {
             ? `dry run: ${failed.map((s) => `${s.environment}: ${s.message ?? 'failed'}`).join('; ')}`
             : `dry run of ${status.release ?? ''}: ${steps.map((s) => `${s.environment} ${dryRunCount(s.dryRun)}`).join(', ')}${outside.length > 0 ? `; changes outside the template in ${outside.map((s) => s.environment).join(', ')}` : ''}; nothing was changed`,
       });
-      return void (await this.#writeStatus('promotions', p, status));
+      return void (await this.#writeStatus(pluralOf(p), p, status));
     }
     const step = steps[index]!;
     const env = step.environment;
@@ -832,7 +896,7 @@ export class PromotionEngine {
     const read = await this.#o.git.read(product.spec.repository, product.spec.branch, [...sources, ...dests]);
     const fail = (msg: string) => {
       Object.assign(step, { phase: 'Failed', startedAt: step.startedAt ?? now, finishedAt: now, message: msg });
-      return this.#writeStatus('promotions', p, status);
+      return this.#writeStatus(pluralOf(p), p, status);
     };
     const held = releaseText(getField(read.files.get(versionFile), template.spec.version.jsonPath));
     if (held !== status.release)
@@ -868,7 +932,7 @@ export class PromotionEngine {
           ? `would also change outside the template's fields (drift or unsynced commits): ${outside.slice(0, 5).join('; ')}${outside.length > 5 ? `; and ${outside.length - 5} more` : ''}`
           : `would change ${dryRunCount(result)}`),
     });
-    await this.#writeStatus('promotions', p, status);
+    await this.#writeStatus(pluralOf(p), p, status);
   }
 
   /**
@@ -897,7 +961,7 @@ export class PromotionEngine {
           [
             `Dry run: ${product.metadata.name} ${p.status?.release ?? ''} in ${env}`,
             '',
-            `Promotion ${p.metadata.name}. A scratch commit, previewed and deleted; never merged.`,
+            `${isPreview(p) ? 'Preview' : 'Promotion'} ${p.metadata.name}. A scratch commit, previewed and deleted; never merged.`,
             '',
           ].join('\n'),
           this.#o.author,
@@ -1013,7 +1077,7 @@ export class PromotionEngine {
       finishedAt: now,
       message: `aborted${step ? ` during ${step.environment}` : ''}`,
     });
-    await this.#writeStatus('promotions', p, status);
+    await this.#writeStatus(pluralOf(p), p, status);
   }
 
   /** The provider's client for the product's repository, its token the repository credentials' password. */
@@ -1057,8 +1121,10 @@ export class PromotionEngine {
 
   // ---------------------------------------------------------------- Kubernetes
 
-  async #list<T>(plural: string): Promise<T[]> {
+  /** The objects of a kind in the namespace; `optional`: a kind whose CRD is not installed lists as none. */
+  async #list<T>(plural: string, optional = false): Promise<T[]> {
     const res = await this.#o.kube.request(`${this.#base}/${plural}`);
+    if (optional && res.status === 404) return [];
     if (res.status !== 200) throw new Error(`listing ${plural}: HTTP ${res.status}`);
     return (res.body as { items?: T[] }).items ?? [];
   }
@@ -1290,4 +1356,17 @@ function dryRunCount(d: StepDryRun | undefined): string {
 
 function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** Step phases that end a step. */
+const FINAL_STEP_PHASES: readonly StepStatus['phase'][] = ['Succeeded', 'Failed', 'Aborted', 'Skipped'];
+
+/** A PromotionPreview (a promotion's dry run), as the engine lists it beside the Promotions. */
+function isPreview(p: Promotion): boolean {
+  return p.kind === 'PromotionPreview';
+}
+
+/** The plural of a promotion's or a preview's kind (where its status is written). */
+function pluralOf(p: Promotion): 'promotions' | 'promotionpreviews' {
+  return isPreview(p) ? 'promotionpreviews' : 'promotions';
 }

@@ -48,7 +48,7 @@ const promotion = (rv: number, phase: string, steps: unknown[]) => ({
 });
 
 /** The item the event reporter makes of an object (its own code). */
-const item = (kind: 'Product' | 'Promotion', obj: Record<string, unknown>): UpsertItem => {
+const item = (kind: 'Product' | 'Promotion' | 'PromotionPreview', obj: Record<string, unknown>): UpsertItem => {
   const it = upsertItem(kind, obj);
   if (!it) throw new Error('no item');
   t.same(it.summary, summarize(kind, obj));
@@ -217,84 +217,105 @@ t.test('the CLI: products with their releases, promotions with their timeline, -
   t.match(offline.err, /RUNTIME_UNREACHABLE/, 'and says it is not connected');
 });
 
-t.test('a dry run: stored with each environment’s preview, shown by the API and the CLI', async (t) => {
-  // The server the CLI test listens on (it runs before this one).
-  const url = api.app.server.listening
-    ? `http://127.0.0.1:${(api.app.server.address() as { port: number }).port}`
-    : await api.app.listen({ port: 0, host: '127.0.0.1' });
-  const tenant = await api.signup();
-  const key = (
-    await createKey(api.db.pool, { role: 'runtime', tenantId: tenant.tenantId, name: 'reporter', createdBy: 'test' })
-  ).key;
-  const dryRun = (environment: string, outside: boolean) => ({
-    at: '2026-11-30T07:00:00Z',
-    commit: 'feedbeef0123456789',
-    files: [`shop/${environment}/release.yaml`],
-    applications: [
-      {
-        application: `shop-${environment}-web`,
-        resources: [
-          {
-            kind: 'Deployment',
-            group: 'apps',
-            namespace: `shop-${environment}`,
-            name: 'web',
-            action: 'modified',
-            fields: ['spec.template.spec.containers[name=web].image'],
-          },
-        ],
-      },
-      {
-        application: `shop-${environment}-api`,
-        resources: outside
-          ? [
-              {
-                kind: 'ConfigMap',
-                namespace: `shop-${environment}`,
-                name: 'shop-api',
-                action: 'modified',
-                fields: ['data.color'],
-                notFromChange: ['data.color'],
-              },
-            ]
-          : [],
-      },
-    ],
-  });
-  const p = promotion(200, 'Succeeded', [
-    { environment: 'staging', phase: 'Succeeded', dryRun: dryRun('staging', false) },
-    { environment: 'prod', phase: 'Succeeded', dryRun: dryRun('prod', true) },
-  ]);
-  const obj = {
-    ...p,
-    metadata: { ...p.metadata, name: 'shop-dry1', uid: 'uid-dry1' },
-    spec: { ...p.spec, dryRun: true },
-  };
-  const res = await api.request('POST', EVENTS_PATH, { key, body: batch('reporter-0', [item('Promotion', obj)]) });
-  t.equal(res.statusCode, 200, res.body.slice(0, 200));
-  const detail = await api.client.call('GET /v1/tenants/:id/promotions/:namespace/:name', {
-    params: { id: tenant.tenantId, namespace: 'argocd', name: 'shop-dry1' },
-  });
-  const summary = detail.summary as { dryRun?: boolean; steps: Array<{ dryRun?: { applications: unknown[] } }> };
-  t.equal(summary.dryRun, true, 'the API says it is a dry run');
-  t.equal(summary.steps[1]?.dryRun?.applications.length, 2, 'with each environment’s applications');
-  const shown = await cliAgainst(url, tenant.apiKey)(['promotions', 'get', tenant.tenantId, 'shop-dry1']);
-  t.equal(shown.code, 0, shown.err);
-  t.match(shown.out, /argocd\/shop-dry1 \(dry run: nothing is changed\)/, 'the CLI says so');
-  t.match(
-    shown.out,
-    /prod: the change \(shop\/prod\/release\.yaml\) previewed at scratch commit feedbeef0123/,
-    'each environment’s change',
-  );
-  t.match(
-    shown.out,
-    /shop-prod-web\s+Deployment shop-prod\/web\s+modified\s+spec\.template\.spec\.containers\[name=web\]\.image\s+-/,
-    'each resource with its fields',
-  );
-  t.match(
-    shown.out,
-    /shop-prod-api\s+ConfigMap shop-prod\/shop-api\s+modified\s+data\.color\s+not from the change: data\.color/,
-    'and what the change does not cause',
-  );
-  t.match(shown.out, /shop-staging-api\s+-\s+unchanged/, 'an application without changes');
-});
+t.test(
+  'a preview (kind PromotionPreview): stored with each environment’s changes, shown by the API and the CLI',
+  async (t) => {
+    // The server the CLI test listens on (it runs before this one).
+    const url = api.app.server.listening
+      ? `http://127.0.0.1:${(api.app.server.address() as { port: number }).port}`
+      : await api.app.listen({ port: 0, host: '127.0.0.1' });
+    const tenant = await api.signup();
+    const key = (
+      await createKey(api.db.pool, { role: 'runtime', tenantId: tenant.tenantId, name: 'reporter', createdBy: 'test' })
+    ).key;
+    const dryRun = (environment: string, outside: boolean) => ({
+      at: '2026-11-30T07:00:00Z',
+      commit: 'feedbeef0123456789',
+      files: [`shop/${environment}/release.yaml`],
+      applications: [
+        {
+          application: `shop-${environment}-web`,
+          resources: [
+            {
+              kind: 'Deployment',
+              group: 'apps',
+              namespace: `shop-${environment}`,
+              name: 'web',
+              action: 'modified',
+              fields: ['spec.template.spec.containers[name=web].image'],
+            },
+          ],
+        },
+        {
+          application: `shop-${environment}-api`,
+          resources: outside
+            ? [
+                {
+                  kind: 'ConfigMap',
+                  namespace: `shop-${environment}`,
+                  name: 'shop-api',
+                  action: 'modified',
+                  fields: ['data.color'],
+                  notFromChange: ['data.color'],
+                },
+              ]
+            : [],
+        },
+      ],
+    });
+    const p = promotion(200, 'Succeeded', [
+      { environment: 'staging', phase: 'Succeeded', dryRun: dryRun('staging', false) },
+      { environment: 'prod', phase: 'Succeeded', dryRun: dryRun('prod', true) },
+    ]);
+    const obj = {
+      ...p,
+      kind: 'PromotionPreview',
+      metadata: { ...p.metadata, name: 'shop-dry1', uid: 'uid-dry1' },
+      spec: { product: 'shop', requestedBy: 'key-9' },
+    };
+    const res = await api.request('POST', EVENTS_PATH, {
+      key,
+      body: batch('reporter-0', [item('PromotionPreview', obj)]),
+    });
+    t.equal(res.statusCode, 200, res.body.slice(0, 200));
+    const detail = await api.client.call('GET /v1/tenants/:id/promotionpreviews/:namespace/:name', {
+      params: { id: tenant.tenantId, namespace: 'argocd', name: 'shop-dry1' },
+    });
+    t.equal(detail.kind, 'PromotionPreview', 'stored as its own kind');
+    t.equal(detail.phase, 'Succeeded', 'its phase a column to filter on');
+    const summary = detail.summary as { product?: string; steps: Array<{ dryRun?: { applications: unknown[] } }> };
+    t.equal(summary.product, 'shop');
+    t.equal(summary.steps[1]?.dryRun?.applications.length, 2, 'with each environment’s applications');
+    const promotions = await api.client.call('GET /v1/tenants/:id/promotions', { params: { id: tenant.tenantId } });
+    t.notOk(
+      promotions.items.some((x) => x.name === 'shop-dry1'),
+      'not among the promotions',
+    );
+    const cliOf = cliAgainst(url, tenant.apiKey);
+    const listed = await cliOf(['promotions', 'list', tenant.tenantId, '--previews']);
+    t.match(listed.out, /argocd\s+shop-dry1\s+shop/, '`promotions list --previews` lists it');
+    const shown = await cliOf(['promotions', 'get', tenant.tenantId, 'shop-dry1']);
+    t.equal(shown.code, 0, shown.err);
+    t.match(
+      shown.out,
+      /preview:\s+argocd\/shop-dry1 \(dry run: nothing is changed\)/,
+      'the CLI finds it by name and says so',
+    );
+    t.match(
+      shown.out,
+      /prod: the change \(shop\/prod\/release\.yaml\) previewed at scratch commit feedbeef0123/,
+      'each environment’s change',
+    );
+    t.match(
+      shown.out,
+      /shop-prod-web\s+Deployment shop-prod\/web\s+modified\s+spec\.template\.spec\.containers\[name=web\]\.image\s+-/,
+      'each resource with its fields',
+    );
+    t.match(
+      shown.out,
+      /shop-prod-api\s+ConfigMap shop-prod\/shop-api\s+modified\s+data\.color\s+not from the change: data\.color/,
+      'and what the change does not cause',
+    );
+    t.match(shown.out, /shop-staging-api\s+-\s+unchanged/, 'an application without changes');
+  },
+);

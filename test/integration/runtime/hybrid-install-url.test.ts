@@ -202,7 +202,7 @@ if (why && process.env.CI === 'true') {
       t.same(
         [...crds.keys()].sort(),
         [...PROMOTION_CRDS].sort(),
-        'the six promotion CRDs are installed and established',
+        'the seven promotion CRDs are installed and established',
       );
       const env = await kubectl(['get', 'deployment', 'gitops-operator', '-n', 'hosted-runtime-plant-a', '-o', 'json']);
       t.match(

@@ -9,7 +9,7 @@
  *
  * A runtime with the in-cluster upgrader at 1.7.0 upgraded to 1.8.0, which adds the GitOps
  * Operator: the answer says the customer applies it (the upgrader may create nothing, and the
- * promotion CRDs are cluster-scoped), `kubectl diff` finds the objects it lists (the six CRDs
+ * promotion CRDs are cluster-scoped), `kubectl diff` finds the objects it lists (the seven CRDs
  * among them), and its apply adds the CRDs, established, and the operator with its Role in the
  * customer's Argo CD namespace; the upgrader's Role may then patch the operator's Deployment.
  */
@@ -206,7 +206,7 @@ if (missing && process.env.CI === 'true') {
         ? items
         : undefined;
     });
-    t.equal(crds.length, 6, 'the six promotion CRDs are added and established');
+    t.equal(crds.length, 7, 'the seven promotion CRDs are added and established');
     t.equal(await operatorThere(), 'deployment.apps/gitops-operator', 'the operator is added');
     t.equal(
       (await kubectl(['get', 'role', 'hosted-runtime-plant-o:gitops-operator', '-n', 'gitops', '-o', 'name'])).code,

@@ -192,7 +192,11 @@ void t.test('a preview bounded into the status; the scratch branch is the promot
   t.equal(b.resources[0]!.fields.length, MAX_DRY_RUN_FIELDS);
   t.equal(b.resources[0]!.moreFields, 3, 'and the fields');
   t.equal(b.current, 'c'.repeat(40));
-  t.equal(scratchBranch({ metadata: { name: 'shop-abc' } } as Promotion, 'prod'), 'promotions/shop-abc/dry-run/prod');
+  t.equal(
+    scratchBranch({ kind: 'PromotionPreview', metadata: { name: 'shop-abc' } } as Promotion, 'prod'),
+    'promotions/shop-abc/dry-run/prod',
+    "a preview's scratch branch: its own, one per environment",
+  );
 });
 
 void t.test('templateChanges: the template’s fields copied, only the files that change', async (t) => {
@@ -217,7 +221,7 @@ void t.test('templateChanges: the template’s fields copied, only the files tha
   );
 });
 
-void t.test('the event reporter reports a dry run within its budget', async (t) => {
+void t.test('the event reporter reports a preview (kind PromotionPreview) within its budget', async (t) => {
   const resource = (i: number) => ({
     kind: 'ConfigMap',
     namespace: 'shop-prod',
@@ -237,16 +241,24 @@ void t.test('the event reporter reports a dry run within its budget', async (t) 
       })),
     },
   });
-  const s = summarize('Promotion', {
+  const s = summarize('PromotionPreview', {
+    kind: 'PromotionPreview',
     metadata: { name: 'p' },
-    spec: { product: 'shop', dryRun: true },
-    status: { phase: 'Succeeded', steps: [step('staging'), step('prod')] },
-  }) as { dryRun?: boolean; steps: Array<{ dryRun: StepDryRun }> };
-  t.equal(s.dryRun, true, 'it says it is a dry run');
+    spec: { product: 'shop', requestedBy: 'key-9' },
+    status: { phase: 'Succeeded', release: '1.5.0', steps: [step('staging'), step('prod')] },
+  }) as { product?: string; release?: string; requestedBy?: string; steps: Array<{ dryRun: StepDryRun }> };
+  t.match(s, { product: 'shop', release: '1.5.0', requestedBy: 'key-9' }, 'what it previews and who asked');
+  t.notOk('dryRun' in s || 'rollback' in s, 'nothing of a real promotion');
   const results = s.steps.map((x) => x.dryRun);
   t.ok(Buffer.byteLength(JSON.stringify(results)) <= MAX_DRY_RUN_SUMMARY_BYTES, 'within the budget');
   t.equal(results[0]!.applications[0]!.resources.length, MAX_DRY_RUN_RESOURCES, 'the first step keeps its resources');
   const last = results[1]!.applications.at(-1)!;
   t.equal(last.resources.length, 0, 'the last step’s last application gives them up first');
   t.equal(last.moreResources, 40, 'counted');
+  const refused = summarize('Promotion', {
+    metadata: { name: 'q' },
+    spec: { product: 'shop', dryRun: true },
+    status: { phase: 'Failed', message: 'spec.dryRun is not supported on a Promotion' },
+  }) as { dryRun?: boolean; phase?: string };
+  t.match(refused, { dryRun: true, phase: 'Failed' }, 'a Promotion of the refused former form says so');
 });

@@ -142,7 +142,7 @@ t.test('Promotion names', async (t) => {
 
 t.test('the CRDs and the operator’s Role', async (t) => {
   const crds = promotionCrds();
-  t.equal(crds.length, 6, 'six kinds');
+  t.equal(crds.length, 7, 'seven kinds');
   for (const crd of crds) {
     t.doesNotThrow(
       () => new CustomResourceDefinition(crd as never).validate(),
@@ -161,15 +161,50 @@ t.test('the CRDs and the operator’s Role', async (t) => {
     ['commit', 'pr', 'no-commit'],
     'a policy commits, proposes a pull request, or only gates',
   );
+  const spec = (plural: string) =>
+    (
+      crds.find((c) => (c.metadata as { name: string }).name.startsWith(`${plural}.`)) as {
+        spec: {
+          names: { kind: string };
+          versions: Array<{
+            subresources: object;
+            schema: { openAPIV3Schema: { properties: { spec: Record<string, unknown> } } };
+          }>;
+        };
+      }
+    ).spec;
+  const preview = spec('promotionpreviews');
+  t.equal(preview.names.kind, 'PromotionPreview', 'a dry run is a kind of its own');
+  t.same(preview.versions[0]!.subresources, { status: {} }, 'with a status the operator writes');
+  t.same(
+    Object.keys(preview.versions[0]!.schema.openAPIV3Schema.properties.spec.properties as object).sort(),
+    ['abort', 'product', 'release', 'requestedBy'],
+    'a product, a release, who asked, abort: nothing of a real promotion',
+  );
+  const promotion = spec('promotions').versions[0]!.schema.openAPIV3Schema.properties.spec as {
+    properties: Record<string, unknown>;
+    'x-kubernetes-validations': Array<{ rule: string; message: string }>;
+  };
+  t.ok(promotion.properties.dryRun, "a Promotion's dryRun stays in the schema (an unknown field would be pruned)");
+  t.match(
+    promotion['x-kubernetes-validations'],
+    [{ rule: '!has(self.dryRun) || !self.dryRun', message: /create a PromotionPreview/ }],
+    'and is refused at create, naming the kind to use',
+  );
   const [, role] = gitopsOperatorRbac('argocd', 'hosted-runtime') as [
     unknown,
     { rules: Array<{ resources: string[]; verbs: string[] }> },
   ];
   const secrets = role.rules.find((r) => r.resources.includes('secrets'))!;
   t.same(secrets.verbs, ['list'], 'Secrets: list only (Argo CD’s repository credentials), never written');
-  t.notOk(
-    role.rules.some((r) => r.verbs.includes('delete')),
-    'it deletes nothing',
+  t.same(
+    role.rules.filter((r) => r.verbs.includes('delete')).map((r) => r.resources),
+    [['promotionpreviews']],
+    'it deletes finished previews beyond the kept ones, nothing else',
+  );
+  t.ok(
+    role.rules.some((r) => r.resources.includes('promotionpreviews/status') && r.verbs.includes('update')),
+    "it writes a preview's status",
   );
 });
 
