@@ -22,3 +22,28 @@ export function retriableUpstreamError(req: ClientRequest, err: Error, method: s
 export function refusedUpstreamConnection(err: Error): boolean {
   return (err as NodeJS.ErrnoException).code === 'ECONNREFUSED';
 }
+
+/**
+ * Paces the tries of a request whose upstream refuses connections: 100 ms, doubling to 1 s, until
+ * `budgetMs` has passed since the request came (0: no second try).
+ */
+export class RefusedConnectionRetry {
+  readonly #until: number;
+  #tries = 0;
+
+  constructor(budgetMs: number) {
+    this.#until = Date.now() + budgetMs;
+  }
+
+  /** The wait before the next try, or undefined once the budget is spent. */
+  next(): number | undefined {
+    const left = this.#until - Date.now();
+    if (left <= 0) return undefined;
+    return Math.min(1_000, 100 * 2 ** this.#tries++, left);
+  }
+
+  /** How many tries were paced so far. */
+  get tries(): number {
+    return this.#tries;
+  }
+}

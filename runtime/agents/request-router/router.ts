@@ -18,7 +18,7 @@ import { headerListFrom, headersObject } from '../../protocol/headers.ts';
 import { REQUEST_TOKEN_HEADER } from '../../protocol/request-token.ts';
 import { ReplayCache, verifyRequestToken } from '../app-proxy/request-token.ts';
 import { AgentHealth } from '../common/health.ts';
-import { refusedUpstreamConnection, retriableUpstreamError } from '../common/retry.ts';
+import { RefusedConnectionRetry, refusedUpstreamConnection, retriableUpstreamError } from '../common/retry.ts';
 
 /** What the router needs to verify request tokens itself (ingress mode). */
 export interface RouterTokenCheck {
@@ -111,8 +111,7 @@ export function createRouter(opts: RouterOptions): Router {
       clearTimeout(pause);
       if (!res.writableFinished) current?.destroy();
     });
-    const refusedUntil = Date.now() + connectRetryMs;
-    let refusals = 0;
+    const refused = new RefusedConnectionRetry(connectRetryMs);
     const send = (retry: boolean): void => {
       const up = target.request({
         protocol: target.url.protocol,
@@ -148,18 +147,14 @@ export function createRouter(opts: RouterOptions): Router {
           send(true);
           return;
         }
-        if (
-          refusedUpstreamConnection(err) &&
-          !res.headersSent &&
-          !res.destroyed &&
-          bodyBytes === 0 &&
-          req.complete &&
-          Date.now() < refusedUntil
-        ) {
-          // Nothing listens yet (a server starting): the request was never delivered. Try again
-          // after 100 ms, doubling to 1 s, until connectRetryMs has passed.
-          const wait = Math.min(1_000, 100 * 2 ** refusals++, Math.max(0, refusedUntil - Date.now()));
-          if (refusals === 1)
+        // Nothing listens yet (a server starting): the request was never delivered. Tried again
+        // after 100 ms, doubling to 1 s, until connectRetryMs has passed.
+        const wait =
+          refusedUpstreamConnection(err) && !res.headersSent && !res.destroyed && bodyBytes === 0 && req.complete
+            ? refused.next()
+            : undefined;
+        if (wait !== undefined) {
+          if (refused.tries === 1)
             log.info({ upstream: target.name, path }, 'upstream refused the connection; trying again');
           pause = setTimeout(() => send(true), wait);
           return;

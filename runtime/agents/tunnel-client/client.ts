@@ -18,7 +18,7 @@ import { CloseCode, type RequestHead, ResetCode, SUBPROTOCOL } from '../../proto
 import { headerListFrom, headersObject } from '../../protocol/headers.ts';
 import { startHeartbeat } from '../../protocol/heartbeat.ts';
 import { Mux, type TunnelStream } from '../../protocol/mux.ts';
-import { retriableUpstreamError } from '../common/retry.ts';
+import { RefusedConnectionRetry, refusedUpstreamConnection, retriableUpstreamError } from '../common/retry.ts';
 import { backoffDelay, type BackoffOptions, DEFAULT_BACKOFF, slowRetryDelay } from '../common/backoff.ts';
 
 export interface TunnelClientOptions {
@@ -53,6 +53,11 @@ export interface TunnelClientOptions {
   backoff?: Partial<BackoffOptions>;
   /** Upstream keep-alive sockets (default 256). */
   maxUpstreamSockets?: number;
+  /**
+   * How long a request without a body is tried again while the router refuses connections (its pod
+   * still starting after a wake; default 10 s, 100 ms doubling to 1 s; 0: never).
+   */
+  upstreamConnectRetryMs?: number;
 }
 
 interface TunnelClientEvents {
@@ -97,6 +102,7 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
   const request = isHttps ? https.request : http.request;
   const backoff: BackoffOptions = { ...DEFAULT_BACKOFF, ...opts.backoff };
   const maxPayload = opts.maxPayload ?? 1024 * 1024;
+  const connectRetryMs = opts.upstreamConnectRetryMs ?? 10_000;
   const events = new EventEmitter<TunnelClientEvents>();
   let ws: WebSocket | null = null;
   let mux: Mux | null = null;
@@ -118,7 +124,12 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
       bodyBytes += c.length;
     });
     let current: http.ClientRequest | null = null;
-    stream.once('reset', () => current?.destroy());
+    let pause: NodeJS.Timeout | undefined;
+    stream.once('reset', () => {
+      clearTimeout(pause);
+      current?.destroy();
+    });
+    const refused = new RefusedConnectionRetry(connectRetryMs);
     const send = (retry: boolean): void => {
       const req = request({
         protocol: upstream.protocol,
@@ -150,6 +161,20 @@ export function startTunnelClient(opts: TunnelClientOptions): TunnelClient {
             'kept-alive router connection was closed under the request; retrying on a new one',
           );
           send(true);
+          return;
+        }
+        // The router not listening yet (its pod starting beside this one after a wake): the
+        // request was never delivered, so it is tried again, paced, within connectRetryMs.
+        const wait =
+          refusedUpstreamConnection(err) && !answered && bodyBytes === 0 && stream.body.readableEnded
+            ? refused.next()
+            : undefined;
+        if (wait !== undefined) {
+          if (refused.tries === 1)
+            log.info({ path: head.path }, 'the request router refused the connection; trying again');
+          pause = setTimeout(() => {
+            if (!stream.closed) send(true);
+          }, wait);
           return;
         }
         stream.reset(ResetCode.upstream, `request router: ${err.message}`);

@@ -16,6 +16,8 @@ export interface TunnelClientConfig {
   maxStreams: number;
   window: number;
   heartbeatIntervalMs: number;
+  /** ROUTER_CONNECT_RETRY_MS: how long a request without a body is tried again while the router refuses connections (default 10000; 0: never). */
+  routerConnectRetryMs: number;
   logLevel: LogLevel;
 }
 
@@ -43,6 +45,7 @@ export function loadTunnelClientConfig(env: Env = process.env): TunnelClientConf
     maxStreams: int(env, 'TUNNEL_MAX_STREAMS', 512, 1, 100_000),
     window: int(env, 'TUNNEL_STREAM_WINDOW', 256 * 1024, 16 * 1024, 64 * 1024 * 1024),
     heartbeatIntervalMs: int(env, 'TUNNEL_HEARTBEAT_MS', 15_000, 100, 600_000),
+    routerConnectRetryMs: int(env, 'ROUTER_CONNECT_RETRY_MS', 10_000, 0, 120_000),
     logLevel: logLevel(env),
   };
 }

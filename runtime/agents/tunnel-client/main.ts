@@ -21,6 +21,7 @@ await runService(
       maxStreams: config.maxStreams,
       window: config.window,
       heartbeatIntervalMs: config.heartbeatIntervalMs,
+      upstreamConnectRetryMs: config.routerConnectRetryMs,
     });
     const health = healthServer(
       new AgentHealth({
