@@ -142,8 +142,13 @@ export function dryRunLines(p: PromotionSummary): string[] {
   return out;
 }
 
-/** A product with its release in each environment. */
-export function productView(o: RuntimeObject, promotions: RuntimeObject[], now = Date.now()): string {
+/** A product with its release in each environment, its promotions and its previews (dry runs). */
+export function productView(
+  o: RuntimeObject,
+  promotions: RuntimeObject[],
+  previews: RuntimeObject[] = [],
+  now = Date.now(),
+): string {
   const p = productOf(o);
   return [
     ...keyValues([
@@ -166,6 +171,19 @@ export function productView(o: RuntimeObject, promotions: RuntimeObject[], now =
             return [x.name, s.release, s.phase, stepsLine(s), s.requestedBy, age(s.startedAt ?? x.updatedAt, now)];
           }),
         ),
+    ...(previews.length === 0
+      ? []
+      : [
+          '',
+          table(
+            ['PREVIEW (DRY RUN)', 'RELEASE', 'PHASE', 'STEPS', 'REQUESTED BY', 'AGE'],
+            previews.map((x) => {
+              const s = promotionOf(x);
+              return [x.name, s.release, s.phase, stepsLine(s), s.requestedBy, age(s.startedAt ?? x.updatedAt, now)];
+            }),
+          ),
+          `a preview's changes: provisioner promotions get <tenant> <preview> --preview`,
+        ]),
   ].join('\n');
 }
 
@@ -320,19 +338,24 @@ export function addPromotionCommands(program: Command, io: Io): void {
 
   products
     .command('get <tenant> <product>')
-    .description("a product's release in each environment and its promotions, newest first")
+    .description("a product's release in each environment, its promotions and its previews (dry runs), newest first")
     .option('-n, --namespace <ns>', "the product's namespace (default: the one it was reported in)")
     .action(async (tenant: string, name: string, o: { namespace?: string }) => {
       const c = client();
       const namespace = await namespaceOf(c, tenant, 'products', name, o.namespace);
       const product = await objectOf(c, tenant, 'products', namespace, name);
-      const promotions = (await listAll(c, tenant, 'promotions', { namespace }))
-        .filter((x) => promotionOf(x).product === name)
-        .sort((a, b) =>
-          (promotionOf(b).startedAt ?? b.updatedAt).localeCompare(promotionOf(a).startedAt ?? a.updatedAt),
-        );
-      if (json()) return io.out(JSON.stringify({ product, promotions }, null, 2));
-      io.out(productView(product, promotions.slice(0, 10)));
+      const newestFirst = (items: RuntimeObject[]) =>
+        items
+          .filter((x) => promotionOf(x).product === name)
+          .sort((a, b) =>
+            (promotionOf(b).startedAt ?? b.updatedAt).localeCompare(promotionOf(a).startedAt ?? a.updatedAt),
+          );
+      const [promotions, previews] = await Promise.all([
+        listAll(c, tenant, 'promotions', { namespace }).then(newestFirst),
+        listAll(c, tenant, 'promotionpreviews', { namespace }).then(newestFirst),
+      ]);
+      if (json()) return io.out(JSON.stringify({ product, promotions, previews }, null, 2));
+      io.out(productView(product, promotions.slice(0, 10), previews.slice(0, 5)));
     });
 
   products

@@ -275,7 +275,7 @@ t.test(
     };
     const res = await api.request('POST', EVENTS_PATH, {
       key,
-      body: batch('reporter-0', [item('PromotionPreview', obj)]),
+      body: batch('reporter-0', [item('Product', product), item('PromotionPreview', obj)]),
     });
     t.equal(res.statusCode, 200, res.body.slice(0, 200));
     const detail = await api.client.call('GET /v1/tenants/:id/promotionpreviews/:namespace/:name', {
@@ -317,5 +317,13 @@ t.test(
       'and what the change does not cause',
     );
     t.match(shown.out, /shop-staging-api\s+-\s+unchanged/, 'an application without changes');
+    const productShown = await cliOf(['products', 'get', tenant.tenantId, 'shop']);
+    t.equal(productShown.code, 0, productShown.err);
+    t.match(productShown.out, /no promotions reported/, 'the product page: no promotion');
+    t.match(
+      productShown.out,
+      /PREVIEW \(DRY RUN\)[\s\S]*shop-dry1\s+\S+\s+Succeeded\s+staging:Succeeded prod:Succeeded/,
+      '`products get` lists the product’s previews apart from its promotions',
+    );
   },
 );
