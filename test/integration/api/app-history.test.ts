@@ -9,7 +9,7 @@
  * change stream sends this application's entries only.
  */
 import t from 'tap';
-import type { QueryOf } from '../../../provisioner/http/api-client.ts';
+import { ApiClient, type QueryOf } from '../../../provisioner/http/api-client.ts';
 import { createTestApi } from '../../helpers/api.ts';
 import { application, batch } from '../../helpers/events.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
@@ -417,35 +417,18 @@ t.test("the change stream sends this application's entries only, as they are wri
   const abort = new AbortController();
   t.teardown(() => abort.abort());
   const entries: { id: string; item: ApplicationHistoryEntry }[] = [];
-  let started = false;
-  // read raw: the test checks the stream's `: after` comment, which the client's events skip
-  const res = await fetch(`${base}/v1/tenants/${tenant.tenantId}/applications/argocd/streamed/history/stream?after=0`, {
-    headers: { authorization: `Bearer ${tenant.apiKey}`, accept: 'text/event-stream' },
-    signal: abort.signal,
-  });
-  t.equal(res.status, 200, 'the stream opens');
+  // after=0 fixes where the stream starts: the existing entry first, then every entry written later.
+  const stream = new ApiClient({ baseUrl: base, token: tenant.apiKey }).events(
+    'GET /v1/tenants/:id/applications/:namespace/:name/history/stream',
+    {
+      params: { id: tenant.tenantId, namespace: 'argocd', name: 'streamed' },
+      query: { after: '0' },
+      signal: abort.signal,
+    },
+  );
   void (async () => {
-    const decoder = new TextDecoder();
-    let buf = '';
-    try {
-      for await (const chunk of res.body!) {
-        buf += decoder.decode(chunk as Uint8Array, { stream: true });
-        let i: number;
-        while ((i = buf.indexOf('\n\n')) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          if (block.startsWith(': after')) started = true;
-          const id = /^id: (.*)$/m.exec(block)?.[1];
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (/^event: entry$/m.test(block) && id && data)
-            entries.push({ id, ...(JSON.parse(data) as { item: ApplicationHistoryEntry }) });
-        }
-      }
-    } catch {
-      // aborted
-    }
-  })();
-  await until('the stream to start', 10_000, () => started);
+    for await (const e of stream) if (e.event === 'entry' && e.id) entries.push({ id: e.id, item: e.data.item });
+  })().catch((err: unknown) => t.fail(`the stream failed: ${String(err)}`));
   await until('the existing entry', 10_000, () => entries.length >= 1);
   t.equal(entries[0]!.item.changeRevision, sha('h1'), 'after=0 sends the existing entry first');
 

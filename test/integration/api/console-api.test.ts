@@ -5,7 +5,8 @@
  * files under /console.
  */
 import t from 'tap';
-import type { AnswerOf, ApiResult, QueryOf } from '../../../provisioner/http/api-client.ts';
+import { ApiClient, type AnswerOf, type ApiResult, type QueryOf } from '../../../provisioner/http/api-client.ts';
+import type { StreamEventOf, TenantStreamEvents } from '../../../provisioner/api/types.ts';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { createKey } from '../../../provisioner/store/keys.ts';
 import { catalog } from '../../../runtime/catalog.ts';
@@ -144,86 +145,66 @@ t.test('a settled status older than two resync periods is stale', async (t) => {
 t.test(
   'the change stream sends a tenant at each change, resumes without repeats, and keeps tenant keys to their own',
   async (t) => {
-    const address = await api.app.listen({ host: '127.0.0.1', port: 0 });
-    const events: { event: string; id?: string; data: { id?: string; generation?: number; after?: string } }[] = [];
-    /** Reads events until `enough()` (true) or 10 s pass (false). */
-    const read = async (res: Response, enough: () => boolean, abort: AbortController): Promise<boolean> => {
-      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-      let buf = '';
-      const deadline = setTimeout(() => abort.abort(), 10_000);
-      try {
-        while (!enough()) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          buf += value;
-          let i: number;
-          while ((i = buf.indexOf('\n\n')) >= 0) {
-            const block = buf.slice(0, i);
-            buf = buf.slice(i + 2);
-            const f = Object.fromEntries(
-              block
-                .split('\n')
-                .filter((l) => !l.startsWith(':'))
-                .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 2)]),
-            );
-            if (f.event) events.push({ event: f.event, id: f.id, data: JSON.parse(f.data ?? '{}') });
-          }
-        }
-      } catch {
-        // aborted at the deadline: the answer below says whether it got what it waited for
-      } finally {
-        clearTimeout(deadline);
-        abort.abort();
-      }
-      return enough();
-    };
-    const target = made[4]!;
-    const open = (headers: Record<string, string> = {}, q = '') => {
+    // A stream needs a socket: the typed client at the listening app.
+    const socket = new ApiClient({ baseUrl: await api.app.listen({ host: '127.0.0.1', port: 0 }) });
+    const operator = socket.withToken(api.operatorKey);
+    type Event = StreamEventOf<TenantStreamEvents>;
+    /** Follows the fleet's change stream (from `lastEventId` when given): the events as they arrive. */
+    const follow = (lastEventId?: string) => {
       const abort = new AbortController();
+      const events: Event[] = [];
+      const reading = (async () => {
+        for await (const e of operator.events('GET /v1/tenants/events', { lastEventId, signal: abort.signal }))
+          events.push(e);
+      })();
+      t.teardown(() => abort.abort());
       return {
-        abort,
-        res: fetch(`${address}/v1/tenants/events${q}`, {
-          headers: { authorization: `Bearer ${api.operatorKey}`, ...headers },
-          signal: abort.signal,
-        }),
+        events,
+        /** Closes the stream (a failure of the read is the test's). */
+        stop: async () => {
+          abort.abort();
+          await reading;
+        },
       };
     };
-    const first = open();
-    const res = await first.res;
-    t.equal(res.headers.get('content-type'), 'text/event-stream; charset=utf-8');
-    const reading = read(res, () => events.some((e) => e.event === 'tenant' && e.data.id === target.id), first.abort);
+    const target = made[4]!;
+    const isTarget = (e: Event) => e.event === 'tenant' && e.data.id === target.id;
+
+    // The stream's media type, on the answer as sent.
+    const head = new AbortController();
+    const answer = await operator.fetch('GET /v1/tenants/events', { accept: 'text/event-stream', signal: head.signal });
+    t.equal(answer.headers.get('content-type'), 'text/event-stream; charset=utf-8');
+    head.abort();
+    await answer.body?.cancel().catch(() => {});
+
+    const first = follow();
     // `ready` is sent once the stream's starting point is fixed: every change after it is sent.
-    await until("the stream's ready event", 10_000, () => events.some((e) => e.event === 'ready'));
-    t.ok(await client.call('POST /v1/tenants/:id/suspend', { params: { id: target.id } }), 'the suspend is accepted');
-    t.ok(await reading, 'the suspended tenant is sent within 10 s');
-    t.equal(events[0]?.event, 'ready', 'the stream starts with ready');
-    const change = events.find((e) => e.event === 'tenant' && e.data.id === target.id)!;
-    t.ok(change, 'the suspended tenant is sent');
+    await until("the stream's ready event", 10_000, () => first.events.some((e) => e.event === 'ready'));
+    t.ok(await operator.call('POST /v1/tenants/:id/suspend', { params: { id: target.id } }), 'the suspend is accepted');
+    await until('the suspended tenant on the stream', 10_000, () => first.events.some(isTarget));
+    await first.stop();
+    t.equal(first.events[0]?.event, 'ready', 'the stream starts with ready');
+    const change = first.events.find(isTarget);
+    if (change?.event !== 'tenant') return void t.fail('the suspended tenant is sent');
     t.equal(change.data.generation, 2, 'at its new generation');
     t.match(change.id, /^[A-Za-z0-9_-]{40,}$/, 'its id is an opaque cursor, not the platform-wide change number');
 
     // Resuming from the change: only what came after it.
-    events.length = 0;
-    const again = open({ 'last-event-id': change.id! });
-    const resumed = read(await again.res, () => events.some((e) => e.event === 'tenant'), again.abort);
-    await until("the resumed stream's ready event", 10_000, () => events.some((e) => e.event === 'ready'));
-    await client.call('POST /v1/tenants/:id/resume', { params: { id: target.id } });
-    t.ok(await resumed, 'a change after the Last-Event-ID is sent within 10 s');
-    const after = events.filter((e) => e.event === 'tenant');
+    const again = follow(change.id);
+    await until("the resumed stream's ready event", 10_000, () => again.events.some((e) => e.event === 'ready'));
+    await operator.call('POST /v1/tenants/:id/resume', { params: { id: target.id } });
+    await until('a change after the Last-Event-ID', 10_000, () => again.events.some((e) => e.event === 'tenant'));
+    await again.stop();
+    const after = again.events.flatMap((e) => (e.event === 'tenant' ? [e] : []));
     t.ok(
-      after.length >= 1 &&
-        after.every((e) => e.id !== change.id && (e.data.id !== target.id || (e.data.generation as number) > 2)),
+      after.length >= 1 && after.every((e) => e.id !== change.id && (e.data.id !== target.id || e.data.generation > 2)),
       'nothing at or before the Last-Event-ID is sent again (the change at generation 2 is not repeated)',
     );
     t.equal(after[0]!.data.generation, 3, 'the resume is sent');
 
-    const other = await fetch(`${address}/v1/tenants/events?id=${target.id}`, {
-      headers: { authorization: `Bearer ${made[0]!.key}` },
-    });
+    const other = await socket.withToken(made[0]!.key).request('GET /v1/tenants/events', { query: { id: target.id } });
     t.equal(other.status, 404, "a tenant key asking for another tenant's changes gets 404");
-    const badId = await fetch(`${address}/v1/tenants/events`, {
-      headers: { authorization: `Bearer ${api.operatorKey}`, 'last-event-id': 'x' },
-    });
+    const badId = await operator.request('GET /v1/tenants/events', { headers: { 'last-event-id': 'x' } });
     t.equal(badId.status, 400, 'a Last-Event-ID that is not a number is a 400');
   },
 );

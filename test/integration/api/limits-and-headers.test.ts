@@ -12,6 +12,7 @@ import { once } from 'node:events';
 import { createTestApi, uniqueOrg } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { until } from '../../../sandbox/until.ts';
+import { ApiClient, ApiError } from '../../../provisioner/http/api-client.ts';
 
 const api = await createTestApi({
   env: { PROVISIONER_REQUEST_TIMEOUT_SECONDS: '2', PROVISIONER_SSE_STREAMS_PER_KEY: '2' },
@@ -19,6 +20,8 @@ const api = await createTestApi({
 t.teardown(() => api.close());
 const base = await api.app.listen({ port: 0, host: '127.0.0.1' });
 const port = Number(new URL(base).port);
+/** The typed client at the socket, with no key (`withToken` gives one). */
+const socket = new ApiClient({ baseUrl: base });
 
 t.test('a request body sent one byte at a time is cut off after the request timeout', async (t) => {
   const socket = net.connect(port, '127.0.0.1');
@@ -43,44 +46,42 @@ t.test('a request body sent one byte at a time is cut off after the request time
 
 t.test('one key holds at most PROVISIONER_SSE_STREAMS_PER_KEY log streams', async (t) => {
   const tenant = await api.signup();
-  const open = async () =>
-    fetch(`${base}/v1/operations/${tenant.operationId}/log?follow=1`, {
-      headers: { authorization: `Bearer ${tenant.apiKey}` },
-    });
+  /**
+   * Opens the signup's operation log as a stream with `key`: its status, or the refusal's error.
+   * With `signal` the stream stays open until it aborts; without, it is closed at once.
+   */
+  const open = async (key: string, signal?: AbortSignal): Promise<{ status: number; code?: string }> => {
+    try {
+      const res = await socket.withToken(key).fetch('GET /v1/operations/:id/log', {
+        params: { id: tenant.operationId },
+        query: { follow: '1' },
+        accept: 'text/event-stream',
+        ...(signal ? { signal } : {}),
+      });
+      if (!signal) await res.body?.cancel();
+      return { status: res.status };
+    } catch (err) {
+      if (err instanceof ApiError) return { status: err.status, code: err.code };
+      throw err;
+    }
+  };
   const controllers: AbortController[] = [];
-  const streams = [];
   for (let i = 0; i < 2; i++) {
     const c = new AbortController();
     controllers.push(c);
-    const res = await fetch(`${base}/v1/operations/${tenant.operationId}/log?follow=1`, {
-      headers: { authorization: `Bearer ${tenant.apiKey}` },
-      signal: c.signal,
-    });
-    t.equal(res.status, 200, `stream ${i + 1} opens`);
-    streams.push(res);
+    t.teardown(() => c.abort());
+    t.equal((await open(tenant.apiKey, c.signal)).status, 200, `stream ${i + 1} opens`);
   }
-  const third = await open();
-  t.equal(third.status, 429, 'the third is refused');
-  t.equal(((await third.json()) as { error: { code: string } }).error.code, 'TOO_MANY_STREAMS');
-  t.equal(
-    await fetch(`${base}/v1/operations/${tenant.operationId}/log?follow=1`, {
-      headers: { authorization: `Bearer ${api.operatorKey}` },
-    }).then((r) => {
-      void r.body?.cancel();
-      return r.status;
-    }),
-    200,
-    'another key is not affected',
-  );
+  t.same(await open(tenant.apiKey), { status: 429, code: 'TOO_MANY_STREAMS' }, 'the third is refused');
+  t.equal((await open(api.operatorKey)).status, 200, 'another key is not affected');
   controllers[0]!.abort();
   // The server frees the place when it sees the close, a moment after the client aborts.
   const reopened = await until(
     'a stream to open again after one was closed',
     10_000,
     async () => {
-      const r = await open();
-      void r.body?.cancel();
-      return r.status === 200 && r.status;
+      const { status } = await open(tenant.apiKey);
+      return status === 200 && status;
     },
     50,
   );
@@ -93,34 +94,32 @@ t.test('the signup rate limit keys on the address a trusted proxy reports', asyn
     env: { PROVISIONER_SIGNUP_RATE_LIMIT: '2', PROVISIONER_TRUSTED_PROXIES: '127.0.0.1' },
   });
   t.teardown(() => proxied.close());
-  const send = (app: typeof proxied, client: string) =>
-    app.app.inject({
-      method: 'POST',
-      url: '/v1/signup',
-      remoteAddress: '127.0.0.1',
-      headers: { 'x-forwarded-for': client },
-      payload: { organization: uniqueOrg(), email: 'a@b.io' },
-    });
-  t.equal((await send(proxied, '198.51.100.1')).statusCode, 202);
-  t.equal((await send(proxied, '198.51.100.1')).statusCode, 202);
-  t.equal((await send(proxied, '198.51.100.1')).statusCode, 429, 'the third from one client is limited');
-  t.equal((await send(proxied, '198.51.100.2')).statusCode, 202, 'another client behind the same ingress is not');
+  // The in-process client's requests come from 127.0.0.1 (fastify's inject): the ingress's address.
+  const send = async (app: typeof proxied, client: string) =>
+    (
+      await app.as(null).request('POST /v1/signup', {
+        headers: { 'x-forwarded-for': client },
+        body: { organization: uniqueOrg(), email: 'a@b.io' },
+      })
+    ).status;
+  t.equal(await send(proxied, '198.51.100.1'), 202);
+  t.equal(await send(proxied, '198.51.100.1'), 202);
+  t.equal(await send(proxied, '198.51.100.1'), 429, 'the third from one client is limited');
+  t.equal(await send(proxied, '198.51.100.2'), 202, 'another client behind the same ingress is not');
   const direct = await createTestApi({ env: { PROVISIONER_SIGNUP_RATE_LIMIT: '2' } });
   t.teardown(() => direct.close());
-  t.equal((await send(direct, '198.51.100.3')).statusCode, 202);
-  t.equal((await send(direct, '198.51.100.4')).statusCode, 202);
-  t.equal(
-    (await send(direct, '198.51.100.5')).statusCode,
-    429,
-    'without a trusted proxy a made-up X-Forwarded-For buys no budget',
-  );
+  t.equal(await send(direct, '198.51.100.3'), 202);
+  t.equal(await send(direct, '198.51.100.4'), 202);
+  t.equal(await send(direct, '198.51.100.5'), 429, 'without a trusted proxy a made-up X-Forwarded-For buys no budget');
 });
 
 t.test('every API answer says nosniff with a restrictive CSP; /docs keeps a working UI with its own', async (t) => {
-  for (const path of ['/healthz', '/v1/tenants', '/no-such-route']) {
-    const res = await fetch(`${base}${path}`);
-    t.equal(res.headers.get('x-content-type-options'), 'nosniff', `${path}: nosniff`);
-    t.match(res.headers.get('content-security-policy'), /default-src 'none'/, `${path}: CSP default-src 'none'`);
+  // A mapped route's answer (a refusal: no key) through the client; /healthz and an unknown path are outside the map.
+  const answers: [string, Headers][] = [['/v1/tenants', (await socket.request('GET /v1/tenants')).headers]];
+  for (const path of ['/healthz', '/no-such-route']) answers.push([path, (await fetch(`${base}${path}`)).headers]);
+  for (const [path, headers] of answers) {
+    t.equal(headers.get('x-content-type-options'), 'nosniff', `${path}: nosniff`);
+    t.match(headers.get('content-security-policy'), /default-src 'none'/, `${path}: CSP default-src 'none'`);
   }
   const docs = await fetch(`${base}/docs/`, { redirect: 'follow' });
   t.equal(docs.status, 200, '/docs answers');

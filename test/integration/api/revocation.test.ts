@@ -8,6 +8,7 @@ import t from 'tap';
 import http from 'node:http';
 import { once } from 'node:events';
 import { ApiClient } from '../../../provisioner/http/api-client.ts';
+import type { OperationLogEvents, StreamEventOf } from '../../../provisioner/api/types.ts';
 import { createTestApi, startReplica } from '../../helpers/api.ts';
 import { connectRuntime } from '../../helpers/runtime.ts';
 import { createPool } from '../../../provisioner/db/database.ts';
@@ -35,34 +36,32 @@ t.teardown(async () => {
 const upstream = http.createServer((_req, res) => res.end('runtime')).listen(0, '127.0.0.1');
 await once(upstream, 'listening');
 t.teardown(() => upstream.close());
-const auth = (key: string) => ({ authorization: `Bearer ${key}` });
 /** The one API client on replica A or B (listening: the tunnel's relay and the streams need sockets) with `key`. */
 const onA = (key: string) => new ApiClient({ baseUrl: baseA, token: key });
 const onB = (key: string) => new ApiClient({ baseUrl: baseB, token: key });
 
-/** Opens an SSE follow (read raw: the tests match the stream's text, its error event included) of an operation on `base` with `key`; resolves with the events once the stream ends. */
-async function follow(
-  base: string,
-  operationId: string,
-  key: string,
-): Promise<{ opened: Promise<void>; ended: Promise<string> }> {
-  const res = await fetch(`${base}/v1/operations/${operationId}/log?follow=1`, { headers: auth(key) });
-  if (res.status !== 200 || !res.body) throw new Error(`follow answered ${res.status}`);
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
-  let text = '';
+/**
+ * Follows an operation's log on `client` (a replica, a key) with the typed client's stream reader:
+ * `opened` once its state event arrived; `ended` with every event once the stream ends.
+ */
+function follow(client: ApiClient, operationId: string) {
   let opened!: () => void;
   const openedP = new Promise<void>((r) => {
     opened = r;
   });
   const ended = (async () => {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return text;
-      text += decoder.decode(value, { stream: true });
-      if (text.includes('event: state')) opened();
+    const events: StreamEventOf<OperationLogEvents>[] = [];
+    for await (const e of client.events('GET /v1/operations/:id/log', {
+      params: { id: operationId },
+      query: { follow: '1' },
+    })) {
+      events.push(e);
+      if (e.event === 'state') opened();
     }
+    return events;
   })();
+  // A stream that fails before its state event fails the wait on `opened` too.
+  void ended.catch(() => opened());
   return { opened: openedP, ended };
 }
 
@@ -99,15 +98,15 @@ t.test('deleting a tenant through another replica closes its tunnel on the repli
 t.test('revoking a key through one replica ends its log streams on another', async (t) => {
   const tenant = await a.signup();
   // No reconciler runs here: the create operation stays queued, so the stream only ends when something ends it.
-  const stream = await follow(baseB, tenant.operationId, tenant.apiKey);
+  const stream = follow(onB(tenant.apiKey), tenant.operationId);
   await stream.opened;
   const keys = await a.client.call('GET /v1/keys', { query: { tenantId: tenant.tenantId } });
   const keyId = keys.items.find((k) => k.role === 'tenant')!.id;
-  let text: string | undefined;
-  void stream.ended.then((s) => (text = s));
+  let events: StreamEventOf<OperationLogEvents>[] | undefined;
+  void stream.ended.then((e) => (events = e));
   t.equal((await a.client.request('DELETE /v1/keys/:id', { params: { id: keyId } })).status, 200);
-  await until('the stream on replica B ended after the revocation on A', 30_000, () => text !== undefined);
-  t.match(text, /event: error\ndata: \{"code":"INVALID_API_KEY"/, 'the stream says why it ended');
+  await until('the stream on replica B ended after the revocation on A', 30_000, () => events !== undefined);
+  t.match(events?.at(-1), { event: 'error', data: { code: 'INVALID_API_KEY' } }, 'the stream says why it ended');
 });
 
 t.test(

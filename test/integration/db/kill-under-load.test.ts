@@ -17,6 +17,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import http from 'node:http';
 import { createTestDatabase } from '../../helpers/postgres.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 
 const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
 t.setTimeout(180_000);
@@ -78,7 +79,8 @@ t.test(
       LOG_LEVEL: 'info', // the 'provisioner listening' line gives the URL
     };
     const first = await serve(t, env);
-    // One connection per signup, so that all 200 are in flight at once.
+    // One connection per signup, so that all 200 are in flight at once: the signups are sent with
+    // node:http and this agent (raw on purpose: the typed client's fetch has no per-request agent).
     const agent = new http.Agent({ keepAlive: false, maxSockets: SIGNUPS + 10 });
     t.teardown(() => agent.destroy());
 
@@ -144,15 +146,15 @@ t.test(
       second.child.kill('SIGTERM');
       await second.exited;
     });
-    const adminGet = (path: string, key = admin) =>
-      fetch(`${second.url}${path}`, { headers: { authorization: `Bearer ${key}` } });
+    // The reads after the restart: the typed client at the second process's socket.
+    const on = (key: string) => new ApiClient({ baseUrl: second.url, token: key });
     let whole = 0;
     for (const s of ok) {
       const { tenant, apiKey, operationId } = s.answer!.body;
       const [byAdmin, byTenant, op] = await Promise.all([
-        adminGet(`/v1/tenants/${tenant!.id}`),
-        adminGet(`/v1/tenants/${tenant!.id}`, apiKey),
-        adminGet(`/v1/operations/${operationId}`),
+        on(admin).request('GET /v1/tenants/:id', { params: { id: tenant!.id } }),
+        on(apiKey!).request('GET /v1/tenants/:id', { params: { id: tenant!.id } }),
+        on(admin).request('GET /v1/operations/:id', { params: { id: operationId! } }),
       ]);
       if (byAdmin.status === 200 && byTenant.status === 200 && op.status === 200) whole += 1;
     }

@@ -13,6 +13,7 @@ import { Notifications, NOTIFICATIONS_APPLICATION_NAME } from '../../../provisio
 import { startServer } from '../../../provisioner/server.ts';
 import { createTestDatabase } from '../../helpers/postgres.ts';
 import { until } from '../../../sandbox/until.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 
 const db = await createTestDatabase();
 t.teardown(() => db.drop());
@@ -128,16 +129,16 @@ t.test(
     const running = await startServer(config, { out: () => {} });
     t.teardown(() => running.close());
     await until('the reconciler listens for due tenants', 5000, async () => running.reconciler?.listening === true);
-    const signup = await fetch(`${running.url}/v1/signup`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ organization: `org-${randomBytes(3).toString('hex')}`, email: 'a@example.com' }),
+    // The mapped routes through the typed client at the server's socket.
+    const { operationId, apiKey } = await new ApiClient({ baseUrl: running.url }).call('POST /v1/signup', {
+      body: { organization: `org-${randomBytes(3).toString('hex')}`, email: 'a@example.com' },
     });
-    const { operationId, apiKey } = (await signup.json()) as { operationId: string; apiKey: string };
     // A live log follower (the operation stays queued: no engine can run it).
     const abort = new AbortController();
-    const follow = await fetch(`${running.url}/v1/operations/${operationId}/log?follow=1`, {
-      headers: { authorization: `Bearer ${apiKey}` },
+    const follow = await new ApiClient({ baseUrl: running.url, token: apiKey }).fetch('GET /v1/operations/:id/log', {
+      params: { id: operationId },
+      query: { follow: '1' },
+      accept: 'text/event-stream',
       signal: abort.signal,
     });
     t.equal(follow.status, 200, 'the log follow started');

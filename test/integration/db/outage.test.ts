@@ -24,6 +24,7 @@ import { ScriptedEngine } from '../../helpers/scripted-engine.ts';
 import { insertCluster } from '../../../provisioner/store/clusters.ts';
 import { KUBECONFIG } from '../reconciler/harness.ts';
 import { until } from '../../../sandbox/until.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 
 // The 20 s outage under load, the reconciler's catch-up and two PostgreSQL restarts.
 t.setTimeout(480_000); // about 2 min on a quiet machine; 255 s was seen beside two other test tiers
@@ -92,6 +93,10 @@ async function provisionerOn(s: OwnServer, t: Test): Promise<{ running: Running;
   );
   return { running, dbUrl: url.toString() };
 }
+
+/** POST /v1/signup at the provisioner's socket, with the typed client: the status and answer, or the error body. */
+const signup = (url: string, organization: string) =>
+  new ApiClient({ baseUrl: url }).request('POST /v1/signup', { body: { organization, email: 'o@example.com' } });
 
 interface Answer {
   at: number;
@@ -162,21 +167,17 @@ for (const [how, stop, gapMs] of outages)
           const org = `outage-${process.pid}-${n++}`;
           const sent = Date.now();
           try {
-            const res = await fetch(`${running.url}/v1/signup`, {
-              method: 'POST',
-              headers: { 'content-type': 'application/json' },
-              body: JSON.stringify({ organization: org, email: 'o@example.com' }),
-            });
-            const body = (await res.json()) as { tenant?: { id: string }; error?: { code: string } };
+            const res = await signup(running.url, org);
             answers.push({
               at: Date.now(),
               ms: Date.now() - sent,
               status: res.status,
               retryAfter: res.headers.get('retry-after'),
-              code: body.error?.code,
-              tenantId: body.tenant?.id,
+              code: res.ok ? undefined : res.body.error.code,
+              tenantId: res.ok ? res.body.tenant.id : undefined,
             });
           } catch {
+            // the client's ApiError of status 0: the provisioner could not be reached
             answers.push({ at: Date.now(), ms: Date.now() - sent, status: 'socket error', retryAfter: null });
           }
           // Bounded pace: a load, not a busy loop on a shared machine.
@@ -315,18 +316,10 @@ t.test('shutdown with the database gone takes at most 2 s', async (t) => {
   });
   await reconciler.start();
   // A signup before, and a request while the database is gone: connections of every kind exist.
-  const ok = await fetch(`${running.url}/v1/signup`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ organization: `down-${process.pid}`, email: 'o@example.com' }),
-  });
+  const ok = await signup(running.url, `down-${process.pid}`);
   t.equal(ok.status, 202);
   await killPostgres(s);
-  const gone = await fetch(`${running.url}/v1/signup`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ organization: `down2-${process.pid}`, email: 'o@example.com' }),
-  });
+  const gone = await signup(running.url, `down2-${process.pid}`);
   t.equal(gone.status, 503, 'a signup with the database gone answers 503');
   const began = Date.now();
   await Promise.all([reconciler.stop({ graceMs: 0 }), running.close()]);
@@ -368,24 +361,17 @@ t.test(
     });
     await reconciler.start();
     t.teardown(() => reconciler.stop({ graceMs: 0 }));
-    const res = await fetch(`${running.url}/v1/signup`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ organization: `outage-run-${process.pid}`, email: 'o@example.com' }),
-    });
+    const res = await signup(running.url, `outage-run-${process.pid}`);
     t.equal(res.status, 202, 'the signup is acknowledged');
-    const { tenant, operationId } = (await res.json()) as { tenant: { id: string }; operationId: string };
+    if (!res.ok) throw new Error(`signup refused: ${res.status} ${res.body.error.message}`);
+    const { tenant, operationId } = res.body;
     await until('the create to reach the engine', 10_000, () => engine.callsFor(tenant.id).length > 0);
     t.equal(engine.callsFor(tenant.id).length, 1, 'the create is running in the engine');
 
     await s.server.stop();
     // Its only worker is busy with the run: no claim runs to notice the outage, but an API request
     // that meets it pauses the claims all the same (its log line says so).
-    const gone = await fetch(`${running.url}/v1/signup`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ organization: `outage-run-2-${process.pid}`, email: 'o@example.com' }),
-    });
+    const gone = await signup(running.url, `outage-run-2-${process.pid}`);
     t.equal(gone.status, 503, 'a signup meets the outage');
     await until('the busy reconciler to pause', 10_000, () => reconciler.paused).catch(() => undefined);
     t.ok(reconciler.paused && engine.running === 1, 'the reconciler paused with its one worker still running');

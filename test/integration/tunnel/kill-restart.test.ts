@@ -20,6 +20,7 @@ import { createTestDatabase } from '../../helpers/postgres.ts';
 import { portOutsideEphemeralRange } from '../../helpers/ports.ts';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { until } from '../../../sandbox/until.ts';
+import { ApiClient } from '../../../provisioner/http/api-client.ts';
 
 const bin = fileURLToPath(new URL('../../../bin/provisioner.ts', import.meta.url));
 t.setTimeout(180_000);
@@ -86,21 +87,14 @@ t.test('a tunnel client reconnects to its SIGKILLed control plane once it listen
   await once(upstream, 'listening');
   t.teardown(() => new Promise<void>((r) => upstream.close(() => r())));
 
-  const signup = (await (
-    await fetch(`${cp.url}/v1/signup`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ organization: `tunnel-kill-${process.pid}`, email: 't@example.com' }),
-    })
-  ).json()) as { tenant: { id: string } };
+  // The mapped routes through the typed client at the provisioner's socket.
+  const signup = await new ApiClient({ baseUrl: cp.url }).call('POST /v1/signup', {
+    body: { organization: `tunnel-kill-${process.pid}`, email: 't@example.com' },
+  });
   const tenantId = signup.tenant.id;
-  const runtimeKey = (await (
-    await fetch(`${cp.url}/v1/keys`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${admin}` },
-      body: JSON.stringify({ role: 'runtime', name: 'runtime', tenantId }),
-    })
-  ).json()) as { key: string };
+  const runtimeKey = await new ApiClient({ baseUrl: cp.url, token: admin }).call('POST /v1/keys', {
+    body: { role: 'runtime', name: 'runtime', tenantId },
+  });
   // The production backoff (DEFAULT_BACKOFF: 200 ms doubling to 4 s, full jitter).
   const client = startTunnelClient({
     url: `${cp.url.replace('http', 'ws')}/v1/tunnel`,
