@@ -7,6 +7,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import http, { type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
+import type { BaseLogger } from 'pino';
 import Fastify, {
   type FastifyError,
   type FastifyInstance,
@@ -403,4 +404,35 @@ export function request(
 
 export function json(res: Res): unknown {
   return JSON.parse(res.body.toString('utf8'));
+}
+
+/** A loopback port nothing listens on (bound, then closed): an upstream that refuses connections. */
+export async function freedPort(): Promise<number> {
+  const probe = http.createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const port = (probe.address() as AddressInfo).port;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+/**
+ * A logger that records the paths an agent logs a refused connection for (`refused`, at info)
+ * and, at warn, a request that failed for good (`failed`).
+ */
+export function refusalLog(): { logger: BaseLogger; refused: string[]; failed: string[] } {
+  const refused: string[] = [];
+  const failed: string[] = [];
+  const logger = {
+    level: 'info',
+    info: (o: { path?: string }, msg?: string) => {
+      if (msg?.includes('refused the connection')) refused.push(o.path ?? '');
+    },
+    warn: (o: { path?: string }) => failed.push(o.path ?? ''),
+    debug: () => {},
+    error: () => {},
+    fatal: () => {},
+    trace: () => {},
+    silent: () => {},
+  } as unknown as BaseLogger;
+  return { logger, refused, failed };
 }

@@ -8,44 +8,21 @@
  */
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import type { BaseLogger } from 'pino';
 import t from 'tap';
 import { startTunnelClient } from '../../../runtime/agents/tunnel-client/client.ts';
 import { until } from '../../../sandbox/until.ts';
-import { json, request, startControlPlane, StubCallers, StubRuntimeTokens } from './harness.ts';
+import { freedPort, json, refusalLog, request, startControlPlane, StubCallers, StubRuntimeTokens } from './harness.ts';
 
 const tokens = new StubRuntimeTokens();
 const callers = new StubCallers();
 const cp = await startControlPlane({ tokens, callers });
 t.teardown(() => cp.close());
 
-/** A port nothing listens on (bound, then closed). */
-async function freedPort(): Promise<number> {
-  const probe = http.createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const port = (probe.address() as AddressInfo).port;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
-
 /** A tunnel client for a new tenant whose router is at a port nothing listens on yet. */
 async function runtimeWithoutRouter(t: { teardown(fn: () => unknown): void }, retryMs: number) {
   const tenantId = randomUUID();
   const port = await freedPort();
-  const refused: string[] = [];
-  const logger = {
-    level: 'info',
-    info: (o: { path?: string }, msg?: string) => {
-      if (msg?.includes('refused the connection')) refused.push(o.path ?? '');
-    },
-    warn: () => {},
-    debug: () => {},
-    error: () => {},
-    fatal: () => {},
-    trace: () => {},
-    silent: () => {},
-  } as unknown as BaseLogger;
+  const { logger, refused } = refusalLog();
   const client = startTunnelClient({
     url: cp.wsUrl,
     token: tokens.issue(tenantId).token,

@@ -2,9 +2,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { until } from '../../../sandbox/until.ts';
-import type { BaseLogger } from 'pino';
 import { createRouter } from '../../../runtime/agents/request-router/router.ts';
-import { json, pattern, request, sha256, startRuntimeServices } from './harness.ts';
+import { freedPort, json, pattern, refusalLog, request, sha256, startRuntimeServices } from './harness.ts';
 
 const services = await startRuntimeServices('tenant-router');
 t.teardown(() => services.close());
@@ -99,24 +98,8 @@ void t.test(
 
 /** A port nothing listens on (bound, then closed), and a router whose upstreams are all there. */
 async function refusingRouter(t: { teardown(fn: () => void): void }, connectRetryMs: number) {
-  const probe = http.createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const port = (probe.address() as AddressInfo).port;
-  await new Promise((resolve) => probe.close(resolve));
-  const refused: string[] = [];
-  const failed: string[] = [];
-  const logger = {
-    level: 'info',
-    info: (o: { path?: string }, msg?: string) => {
-      if (msg?.includes('refused the connection')) refused.push(o.path ?? '');
-    },
-    warn: (o: { path?: string }) => failed.push(o.path ?? ''),
-    debug: () => {},
-    error: () => {},
-    fatal: () => {},
-    trace: () => {},
-    silent: () => {},
-  } as unknown as BaseLogger;
+  const port = await freedPort();
+  const { logger, refused, failed } = refusalLog();
   const upstreamUrl = `http://127.0.0.1:${port}`;
   const router = createRouter({
     appProxyUrl: upstreamUrl,
