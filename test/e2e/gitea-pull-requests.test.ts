@@ -16,6 +16,7 @@
  * Gitea's shapes (docs/testing.md, "Pull requests").
  */
 import t from 'tap';
+import { backgroundBuild } from './harness/background-build.ts';
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -26,6 +27,9 @@ import { ProviderError, PullRequestClient } from '../../runtime/agents/gitops-op
 
 const run = promisify(execFile);
 
+// In scripts/test.sh's late phase this build may still be compiling: wait for it.
+await backgroundBuild(t, 'gitea');
+t.setTimeout(10 * 60_000);
 const unavailable = await giteaUnavailable();
 if (unavailable) {
   // A Gitea that did not build skips this file only (test/e2e/prepare.sh prints the build's
