@@ -42,6 +42,9 @@
 # HRT_PREPARE_FOR=sandbox (scripts/sandbox.sh): what a local root cluster with the provisioner needs
 # (toolchain, chart mirror, provider plugin) and, as root unless SANDBOX_RUNTIME=0, what runs its
 # tenant's runtime (Argo CD, vcluster, nftables and redis-server); the Argo CRDs are skipped.
+# HRT_E2E_DEFERRED_BUILDS (scripts/test.sh, with background builds): the builds among
+# argo-workflows, argo-rollouts and gitea left out here; the files that use them wait for their
+# background build themselves (test/e2e/harness/background-build.ts), so the late phase need not.
 # HRT_PREPARE_FOR=early (scripts/test.sh, the tier's early phase): only the chart mirror, the
 # toolchain and the Argo CRDs; Argo CD, Argo Workflows, Argo Rollouts, vcluster and the provider plugin are left to the full
 # preparation that follows (on a cold machine they are still compiling in the background).
