@@ -341,13 +341,39 @@ e2e_tier() {
   [ ${#late[@]} -gt 0 ] || return 0
   echo "== e2e late phase (${#late[@]} files, in this order): ${late[*]#test/e2e/}"
   local out="$logdir/e2e.tap" status
-  tap --reporter=tap "${late[@]}" 2>&1 | tee "$out" | grep -Ev '^\s*(ok |# time=|1\.\.)' ; status=${PIPESTATUS[0]}
+  tap_in_order "$out" "${late[@]}"; status=$?
   tap_count "e2e late phase" "$out" "$status"
   e2e_file_times "$out"
   e2e_timings "$out"
   echo "== e2e: both phases ended $((SECONDS - t0)) s after the tier started"
   e2e_cpu_total
   if [ -n "$node_options_before" ]; then export NODE_OPTIONS="$node_options_before"; else unset NODE_OPTIONS; fi
+}
+
+# tap_in_order OUT FILE...: runs the test files two at a time (tap's `jobs`) in the order given,
+# which one tap run does not keep (it sorts the files it is given), each file in a tap run of its
+# own; prints each file's lines but its passes when it ends, and writes the outputs to OUT in the
+# given order followed by one summary line adding theirs up (for tap_count). Non-zero when a file
+# failed.
+tap_in_order() {
+  local out="$1" dir f i=0 rc=0 sum
+  shift
+  dir="$(mktemp -d "$logdir/in-order.XXXXXX")"
+  for f in "$@"; do printf '%03d %s\n' "$i" "$f"; i=$((i + 1)); done |
+    xargs -P 2 -L 1 bash -c 'tap --reporter=tap "$2" > "$0/$1.tap" 2>&1; echo $? > "$0/$1.rc"
+      grep -Ev "^\s*(ok |# time=|1\.\.)|^(TAP version|# No coverage|# \{ total: )" "$0/$1.tap"' "$dir"
+  : > "$out"
+  for f in "$dir"/*.tap; do
+    [ -e "$f" ] || continue
+    cat "$f" >> "$out"
+    [ "$(cat "${f%.tap}.rc" 2>/dev/null)" = 0 ] || rc=1
+  done
+  [ "$i" -eq "$(find "$dir" -name '*.rc' | wc -l)" ] || rc=1
+  sum="$(for f in "$dir"/*.tap; do grep -E '^# \{ total: ' "$f" | tail -1; done |
+    awk '{ for (i = 1; i <= NF; i++) { k = $i; sub(/:$/, "", k); if (k ~ /^(total|pass|fail|skip|todo)$/) { v = $(i + 1); sub(/[^0-9].*/, "", v); n[k] += v } } }
+      END { printf "# { total: %d, pass: %d, fail: %d, skip: %d, todo: %d }", n["total"], n["pass"], n["fail"], n["skip"], n["todo"] }')"
+  echo "$sum" >> "$out"
+  return "$rc"
 }
 
 # e2e_file_times TAP: each file's wall time, from tap's top-level result lines, and its CPU (its
