@@ -368,7 +368,8 @@ tap_in_order() {
     cat "$f" >> "$out"
     [ "$(cat "${f%.tap}.rc" 2>/dev/null)" = 0 ] || rc=1
   done
-  [ "$i" -eq "$(find "$dir" -name '*.rc' | wc -l)" ] || rc=1
+  # A file whose tap run left no exit code (xargs stopped) counts as failed.
+  [ "$#" -eq "$(find "$dir" -name '*.rc' | wc -l)" ] || rc=1
   sum="$(for f in "$dir"/*.tap; do grep -E '^# \{ total: ' "$f" | tail -1; done |
     awk '{ for (i = 1; i <= NF; i++) { k = $i; sub(/:$/, "", k); if (k ~ /^(total|pass|fail|skip|todo)$/) { v = $(i + 1); sub(/[^0-9].*/, "", v); n[k] += v } } }
       END { printf "# { total: %d, pass: %d, fail: %d, skip: %d, todo: %d }", n["total"], n["pass"], n["fail"], n["skip"], n["todo"] }')"
