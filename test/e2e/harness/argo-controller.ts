@@ -21,29 +21,32 @@ import { refuseInEarlyPhase } from './phase.ts';
 const run = promisify(execFile);
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
-/** One Argo controller of the tier: its build, its chart and its pins. */
+/**
+ * One Argo controller of the tier. Its chart's name (`argo-rollouts`) names the rest: the build
+ * script scripts/argo-rollouts.sh, the variable HRT_ARGO_ROLLOUTS_BIN that test/e2e/prepare.sh sets
+ * to the build's bin folder, and the chart's key `argoRollouts` in runtime/versions.ts.
+ */
 export interface ArgoController {
   /** What messages call it ('the Argo Rollouts controller'). */
   title: string;
   /** The controller's version (its build script builds it). */
   version: string;
-  /** The catalog's key of its chart in runtime/versions.ts (`components`, `appVersions`). */
-  component: 'argoRollouts' | 'argoWorkflows';
   /** The chart's name: its file in the chart mirror and the release its CRDs are rendered as. */
-  chart: string;
-  /** The build script in scripts/ (`--print-dir` prints its cache folder). */
-  script: string;
-  /** The environment variable test/e2e/prepare.sh sets to the build's bin folder. */
-  binEnv: string;
-  /** The binary in that folder. */
+  chart: 'argo-rollouts' | 'argo-workflows';
+  /** The binary in the build's bin folder. */
   binary: string;
 }
 
+const componentOf = (c: ArgoController) => (c.chart === 'argo-rollouts' ? 'argoRollouts' : 'argoWorkflows');
+const scriptOf = (c: ArgoController) => `${c.chart}.sh`;
+const binEnvOf = (c: ArgoController) => `HRT_${c.chart.toUpperCase().replace('-', '_')}_BIN`;
+
 /** The chart whose appVersion is the controller's (the catalog's newest such pin). */
-export function argoChartVersion(c: ArgoController): string {
-  const v = [...VERSIONS].reverse().find((r) => r.appVersions?.[c.component] === c.version);
+function argoChartVersion(c: ArgoController): string {
+  const component = componentOf(c);
+  const v = [...VERSIONS].reverse().find((r) => r.appVersions?.[component] === c.version);
   if (!v) throw new Error(`no runtime version in runtime/versions.ts runs ${c.title} ${c.version}`);
-  return v.components[c.component];
+  return v.components[component];
 }
 
 function chartFile(c: ArgoController): string {
@@ -53,25 +56,26 @@ function chartFile(c: ArgoController): string {
 
 /** The controller's bin folder, or why there is none. */
 function controllerBin(c: ArgoController): string | { unavailable: string } {
-  const env = process.env[c.binEnv];
+  const [script, binEnv] = [scriptOf(c), binEnvOf(c)];
+  const env = process.env[binEnv];
   let bin = env;
   if (!bin) {
     try {
       bin = join(
-        execFileSync('bash', [join(REPO, 'scripts', c.script), '--print-dir'], {
+        execFileSync('bash', [join(REPO, 'scripts', script), '--print-dir'], {
           encoding: 'utf8',
           stdio: ['ignore', 'pipe', 'pipe'],
         }).trim(),
         'bin',
       );
     } catch (err) {
-      return { unavailable: `scripts/${c.script} --print-dir failed: ${(err as Error).message.slice(0, 300)}` };
+      return { unavailable: `scripts/${script} --print-dir failed: ${(err as Error).message.slice(0, 300)}` };
     }
   }
   return existsSync(join(bin, c.binary))
     ? bin
     : {
-        unavailable: `${env ? `${c.binEnv}=${env}` : bin} lacks ${c.binary}: run bash scripts/${c.script}, or the tier through scripts/test.sh e2e`,
+        unavailable: `${env ? `${binEnv}=${env}` : bin} lacks ${c.binary}: run bash scripts/${script}, or the tier through scripts/test.sh e2e`,
       };
 }
 

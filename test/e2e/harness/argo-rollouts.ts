@@ -14,7 +14,6 @@
 import { serverPort, type ManagedProcess } from '../../../sandbox/processes.ts';
 import {
   argoChartCrds,
-  argoChartVersion,
   argoControllerUnavailable,
   startArgoController,
   type ArgoController,
@@ -26,27 +25,15 @@ export const ARGO_ROLLOUTS_VERSION = 'v1.8.3';
 const ROLLOUTS: ArgoController = {
   title: 'the Argo Rollouts controller',
   version: ARGO_ROLLOUTS_VERSION,
-  component: 'argoRollouts',
   chart: 'argo-rollouts',
-  script: 'argo-rollouts.sh',
-  binEnv: 'HRT_ARGO_ROLLOUTS_BIN',
   binary: 'rollouts-controller',
 };
 
-/** The argo-rollouts chart whose appVersion is the controller's (the catalog's newest such pin). */
-export function argoRolloutsChartVersion(): string {
-  return argoChartVersion(ROLLOUTS);
-}
-
 /** Why a real Rollouts controller cannot run here (no build, no chart, no helm), or undefined. */
-export function argoRolloutsUnavailable(): string | undefined {
-  return argoControllerUnavailable(ROLLOUTS);
-}
+export const argoRolloutsUnavailable = (): string | undefined => argoControllerUnavailable(ROLLOUTS);
 
 /** The argo-rollouts chart's CRDs, as its `installCRDs` renders them. */
-export function argoRolloutsCrds(): Promise<{ yaml: string; names: string[]; chart: string }> {
-  return argoChartCrds(ROLLOUTS);
-}
+export const argoRolloutsCrds = (): ReturnType<typeof argoChartCrds> => argoChartCrds(ROLLOUTS);
 
 export interface RolloutsControllerOptions {
   kubeconfigFile: string;

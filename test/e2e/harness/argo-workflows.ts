@@ -28,7 +28,6 @@ import type { ManagedProcess } from '../../../sandbox/processes.ts';
 import type { KubectlRun } from '../../helpers/kubectl.ts';
 import {
   argoChartCrds,
-  argoChartVersion,
   argoControllerUnavailable,
   startArgoController,
   type ArgoController,
@@ -114,27 +113,15 @@ spec:
 const WORKFLOWS: ArgoController = {
   title: 'the Argo Workflows controller',
   version: ARGO_WORKFLOWS_VERSION,
-  component: 'argoWorkflows',
   chart: 'argo-workflows',
-  script: 'argo-workflows.sh',
-  binEnv: 'HRT_ARGO_WORKFLOWS_BIN',
   binary: 'workflow-controller',
 };
 
-/** The argo-workflows chart whose appVersion is the controller's (the catalog's newest such pin). */
-export function argoWorkflowsChartVersion(): string {
-  return argoChartVersion(WORKFLOWS);
-}
-
 /** Why a real workflow controller cannot run here (no build, no chart, no helm), or undefined. */
-export function argoWorkflowsUnavailable(): string | undefined {
-  return argoControllerUnavailable(WORKFLOWS);
-}
+export const argoWorkflowsUnavailable = (): string | undefined => argoControllerUnavailable(WORKFLOWS);
 
 /** The chart's CRDs, as its `crds.install` renders them (helm template of the real chart). */
-export async function argoWorkflowsCrds(): Promise<{ yaml: string; names: string[]; chart: string }> {
-  return argoChartCrds(WORKFLOWS);
-}
+export const argoWorkflowsCrds = (): ReturnType<typeof argoChartCrds> => argoChartCrds(WORKFLOWS);
 
 export interface WorkflowControllerOptions {
   kubeconfigFile: string;
