@@ -37,6 +37,10 @@ import { provisionerEnv, REPO_ROOT, withHostsFile } from '../sandbox/provisioner
 import { backendUrlFor } from '../provisioner/engine/pulumi-plan.ts';
 import { quiescent, TreeSampler, type TreeUsage } from './proc-tree.ts';
 import { markLastReconciled } from '../test/helpers/tenants.ts';
+import { tenantOperations } from '../test/helpers/operations.ts';
+import { databaseNow } from '../test/helpers/postgres.ts';
+import { notifyTenantDue } from '../provisioner/store/leases.ts';
+import type { OperationKind } from '../provisioner/store/states.ts';
 
 const FROM = '1.4.1';
 const TO = '1.5.0';
@@ -81,34 +85,26 @@ interface Measured extends TreeUsage {
 
 const results: Measured[] = [];
 
-async function waitOperation(e2e: E2E, tenantId: string, kind: string, after: Date): Promise<number> {
+async function waitOperation(e2e: E2E, tenantId: string, kind: OperationKind, after: Date): Promise<number> {
   return until(
     `${kind} of ${tenantId} to finish`,
     OP_TIMEOUT,
     async () => {
-      const { rows } = await e2e.db.pool.query<{
-        state: string;
-        ms: number | null;
-        error: unknown;
-      }>(
-        `SELECT state, extract(epoch FROM finished_at - started_at) * 1000 AS ms, error FROM operations
-          WHERE tenant_id = $1 AND kind = $2 AND created_at >= $3 ORDER BY created_at DESC LIMIT 1`,
-        [tenantId, kind, after],
-      );
-      const op = rows[0];
+      const op = (await tenantOperations(e2e.db.pool, tenantId, { kind }))
+        .filter((o) => Date.parse(o.createdAt) >= after.getTime())
+        .at(-1);
       if (op?.state === 'failed') throw new StopWaiting(`${kind} failed: ${JSON.stringify(op.error)}`);
-      return op?.state === 'succeeded' ? Number(op.ms) : undefined;
+      return op?.state === 'succeeded' ? Date.parse(op.finishedAt!) - Date.parse(op.startedAt!) : undefined;
     },
     100,
   );
 }
 
 /** Measures one operation: samples the provisioner's tree from the trigger until the run's processes are gone. */
-async function measure(e2e: E2E, kind: string, trigger: () => Promise<string>): Promise<Measured> {
+async function measure(e2e: E2E, kind: OperationKind, trigger: () => Promise<string>): Promise<Measured> {
   const pid = e2e.provisioner.process.pid;
   if (!(await quiescent(pid, 30_000))) throw new Error(`the provisioner still runs engine processes before ${kind}`);
-  const { rows } = await e2e.db.pool.query<{ now: Date }>('SELECT now()');
-  const after = rows[0]!.now;
+  const after = await databaseNow(e2e.db.pool);
   const sampler = new TreeSampler(pid, SAMPLE_MS);
   sampler.start();
   const tenantId = await trigger();
@@ -131,7 +127,7 @@ function line(m: Measured | (TreeUsage & { engineMs: number })): string {
 async function resync(e2e: E2E, tenantId: string): Promise<string> {
   // Today's resync timer (PROVISIONER_RESYNC_SECONDS=3600) made due now: as if the hour had passed.
   await markLastReconciled(e2e.db.pool, tenantId, 2 * 3600);
-  await e2e.db.pool.query(`SELECT pg_notify('tenant_due', $1)`, [tenantId]);
+  await notifyTenantDue(e2e.db.pool, tenantId);
   return tenantId;
 }
 

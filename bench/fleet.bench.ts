@@ -30,6 +30,8 @@ import { catalog } from '../runtime/catalog.ts';
 import { addClusters } from './fleet.ts';
 import { setTenantStatus } from '../test/helpers/tenants.ts';
 import { setOperationState } from '../test/helpers/operations.ts';
+import { emptyPublicSchema } from '../test/helpers/postgres.ts';
+import { fleetUpgradeState, readPlanRows, succeededStepTimes, upgradingSteps } from '../test/helpers/fleet.ts';
 import { clearMaintenanceWindows, insertReadyTenantsBulk, spreadMaintenanceWindows } from '../test/helpers/bulk.ts';
 
 const ENGINE_MS = Number(process.env.BENCH_ENGINE_MS ?? 2000);
@@ -39,7 +41,7 @@ const server = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgre
 const url = process.env.DATABASE_URL ?? server!.url;
 const pool = createPool(url, 20);
 const box = new SecretBox(randomBytes(32));
-await pool.query('DROP SCHEMA public CASCADE; CREATE SCHEMA public');
+await emptyPublicSchema(pool);
 await migrate(pool);
 await addClusters(pool, box, 10, 100_000);
 const service = new FleetUpgradeService({ pool, catalog });
@@ -66,10 +68,7 @@ const planMs: number[] = [];
 const readMs: number[] = [];
 for (let i = 0; i < 5; i++) {
   let t0 = performance.now();
-  await pool.query(
-    `SELECT t.id, t.organization, t.runtime_version, t.actual_runtime_version, t.phase, t.suspended, t.stalled, c.name
-       FROM tenants t LEFT JOIN root_clusters c ON c.id = t.cluster_id WHERE NOT t.deleted ORDER BY t.created_at, t.id`,
-  );
+  await readPlanRows(pool);
   readMs.push(performance.now() - t0);
   t0 = performance.now();
   const plan = await service.plan({ targetVersion: '1.5.0', selector: { all: true } });
@@ -124,26 +123,23 @@ async function decisionLoop(ids: string[]): Promise<number[]> {
     await driver.tickAll();
     ticks.push(performance.now() - t0);
     // The engine's part: every step under way is done (its operation succeeded, the status observed).
-    const { rows } = await pool.query<{ tenant_id: string; operation_id: string }>(
-      `SELECT tenant_id, operation_id FROM fleet_upgrade_tenants WHERE fleet_upgrade_id = $1 AND state = 'upgrading'`,
-      [id],
-    );
-    if (rows.length > 0) {
+    const steps = await upgradingSteps(pool, id);
+    if (steps.length > 0) {
       await setTenantStatus(
         pool,
-        rows.map((r) => r.tenant_id),
+        steps.map((s) => s.tenantId),
         { observed: true, runningSpec: true },
       );
       await setOperationState(
         pool,
-        rows.map((r) => r.operation_id),
+        steps.map((s) => s.operationId),
         'succeeded',
         { finishedNow: true },
       );
     }
-    const { rows: f } = await pool.query<{ state: string }>('SELECT state FROM fleet_upgrades WHERE id = $1', [id]);
-    if (f[0]!.state !== 'running') {
-      if (f[0]!.state !== 'completed') throw new Error(`fleet upgrade ended ${f[0]!.state}`);
+    const state = await fleetUpgradeState(pool, id);
+    if (state !== 'running') {
+      if (state !== 'completed') throw new Error(`fleet upgrade ended ${state}`);
       break;
     }
   }
@@ -198,27 +194,13 @@ const created = await service.create(
 );
 driver.kick();
 for (;;) {
-  const { rows } = await pool.query<{ state: string }>('SELECT state FROM fleet_upgrades WHERE id = $1', [
-    created.fleetUpgrade.id,
-  ]);
-  if (rows[0]!.state !== 'running') break;
+  if ((await fleetUpgradeState(pool, created.fleetUpgrade.id)) !== 'running') break;
   if (performance.now() - began > 600_000) throw new Error('the fleet upgrade did not finish in 10 minutes');
   await new Promise((r) => setTimeout(r, 50));
 }
 const wall = (performance.now() - began) / 1000;
 const ideal = (Math.ceil(1 / 1) + Math.ceil(99 / 10)) * (ENGINE_MS / 1000);
-const { rows: steps } = await pool.query<{
-  tenant_id: string;
-  started_at: Date;
-  finished_at: Date;
-  op_started_at: Date;
-  op_finished_at: Date;
-}>(
-  `SELECT ft.tenant_id, ft.started_at, ft.finished_at, o.started_at AS op_started_at, o.finished_at AS op_finished_at
-     FROM fleet_upgrade_tenants ft JOIN operations o ON o.id = ft.operation_id
-    WHERE ft.fleet_upgrade_id = $1 AND ft.state = 'succeeded'`,
-  [created.fleetUpgrade.id],
-);
+const steps = await succeededStepTimes(pool, created.fleetUpgrade.id);
 const overheads: number[] = [];
 // Where the control plane's time of a step goes (database times are transaction starts):
 // the step's start to its attempt's start (the driver's commit, the NOTIFY, the claim), the
@@ -231,15 +213,15 @@ const phases = {
   toGate: [] as number[],
 };
 const shares = steps.map((s) => {
-  const call = engine.calls.find((c) => c.kind === 'up' && c.tenantId === s.tenant_id)!;
-  const stepMs = s.finished_at.getTime() - s.started_at.getTime();
+  const call = engine.calls.find((c) => c.kind === 'up' && c.tenantId === s.tenantId)!;
+  const stepMs = s.finishedAt.getTime() - s.startedAt.getTime();
   overheads.push(stepMs - (call.endedAt! - call.startedAt));
-  phases.toAttempt.push(s.op_started_at.getTime() - s.started_at.getTime());
-  const committed = commits.find((c) => c >= s.started_at.getTime());
-  if (committed !== undefined) phases.toCommit.push(committed - s.started_at.getTime());
-  phases.toEngine.push(call.startedAt - s.op_started_at.getTime());
-  phases.toOutcome.push(s.op_finished_at.getTime() - call.endedAt!);
-  phases.toGate.push(s.finished_at.getTime() - s.op_finished_at.getTime());
+  phases.toAttempt.push(s.operationStartedAt.getTime() - s.startedAt.getTime());
+  const committed = commits.find((c) => c >= s.startedAt.getTime());
+  if (committed !== undefined) phases.toCommit.push(committed - s.startedAt.getTime());
+  phases.toEngine.push(call.startedAt - s.operationStartedAt.getTime());
+  phases.toOutcome.push(s.operationFinishedAt.getTime() - call.endedAt!);
+  phases.toGate.push(s.finishedAt.getTime() - s.operationFinishedAt.getTime());
   return (stepMs - (call.endedAt! - call.startedAt)) / stepMs;
 });
 console.log(

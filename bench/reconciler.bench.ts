@@ -13,14 +13,10 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { cpus, loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { cpus, loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
-import pg from 'pg';
 import { SecretBox } from '../provisioner/crypto.ts';
 import { createPool } from '../provisioner/db/database.ts';
-import { startEmbeddedPostgres } from '../provisioner/db/embedded.ts';
 import { migrate } from '../provisioner/db/migrate.ts';
 import { Notifications } from '../provisioner/db/notifications.ts';
 import { withTx } from '../provisioner/db/tx.ts';
@@ -29,6 +25,8 @@ import { Reconciler } from '../provisioner/reconciler/reconciler.ts';
 import { createWritePool } from '../provisioner/reconciler/write-pool.ts';
 import { changeSpec, getTenantRow } from '../provisioner/store/tenants.ts';
 import { insertRootClusterQuietly, insertTenantsBulk } from '../test/helpers/bulk.ts';
+import { bareJobQueue, createTestDatabase, refreshStatistics } from '../test/helpers/postgres.ts';
+import { countTenantRecords, randomTenantIds } from '../test/helpers/tenants.ts';
 
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 10_000);
 const CLUSTERS = 10;
@@ -73,19 +71,9 @@ async function main(): Promise<void> {
   const say = (s: string) => {
     if (!json) console.log(s);
   };
-  const given = process.env.DATABASE_URL || process.env.TEST_PG_URL;
-  const dir = await mkdtemp(join(tmpdir(), 'hrt-bench-rec-'));
-  await chmod(dir, 0o755); // PostgreSQL may run as another user (when the benchmark runs as root)
-  const server = given ? undefined : await startEmbeddedPostgres(join(dir, 'pg'));
-  const adminUrl = given ?? server!.url;
-  const name = `bench_reconciler_${randomBytes(3).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const u = new URL(adminUrl);
-  u.pathname = `/${name}`;
-  const url = u.toString();
-  const pool = createPool(url, 40);
+  // A database of its own on DATABASE_URL's or TEST_PG_URL's server, or on an embedded one.
+  const db = await createTestDatabase({ migrate: false, poolSize: 40 });
+  const { url, pool } = db;
   const closers: Array<() => Promise<void>> = [];
   const results: Record<string, unknown> = {
     date: new Date().toISOString(),
@@ -116,17 +104,11 @@ async function main(): Promise<void> {
     }
 
     // Baseline: a bare SKIP LOCKED queue at the same concurrency.
-    await pool.query('CREATE TABLE bench_jobs (id int PRIMARY KEY, done boolean NOT NULL DEFAULT false)');
-    await pool.query('INSERT INTO bench_jobs SELECT g FROM generate_series(1, $1) g', [TENANTS]);
+    const queue = await bareJobQueue(pool, TENANTS);
     let t0 = performance.now();
     await Promise.all(
       Array.from({ length: WORKERS }, async () => {
-        for (;;) {
-          const { rowCount } = await pool.query(
-            `UPDATE bench_jobs SET done = true WHERE id = (SELECT id FROM bench_jobs WHERE NOT done LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id`,
-          );
-          if (!rowCount) return;
-        }
+        while (await queue.claimOne());
       }),
     );
     const baselinePerSec = TENANTS / ((performance.now() - t0) / 1000);
@@ -141,7 +123,7 @@ async function main(): Promise<void> {
       runtimeVersion: '1.0.0',
       createOperations: true,
     });
-    await pool.query('ANALYZE');
+    await refreshStatistics(pool);
     const engine = new ScriptedEngine();
     let rssPeak = process.memoryUsage().rss;
     const sampler = setInterval(() => {
@@ -162,8 +144,7 @@ async function main(): Promise<void> {
     t0 = performance.now();
     await fast.start();
     for (;;) {
-      const { rows } = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM tenants WHERE phase = 'Ready'`);
-      if (rows[0]!.n >= TENANTS) break;
+      if ((await countTenantRecords(pool, { phase: 'Ready' })) >= TENANTS) break;
       await new Promise((r) => setTimeout(r, 250));
     }
     const seconds = (performance.now() - t0) / 1000;
@@ -204,12 +185,10 @@ async function main(): Promise<void> {
       pollMs: 2000,
     });
     await idle.start();
-    const { rows: some } = await pool.query<{ id: string }>(`SELECT id FROM tenants ORDER BY random() LIMIT $1`, [
-      LATENCY_CHANGES,
-    ]);
+    const some = await randomTenantIds(pool, LATENCY_CHANGES);
     const changedAt = new Map<string, number>();
     // One change at a time: the time from its commit to its engine start, on an idle reconciler.
-    for (const { id } of some) {
+    for (const id of some) {
       await withTx(pool, async (tx) =>
         changeSpec(tx, (await getTenantRow(tx, id, true))!, { runtimeVersion: '1.1.0' }, 'upgrade', 'bench'),
       );
@@ -219,7 +198,7 @@ async function main(): Promise<void> {
       await new Promise((r) => setTimeout(r, 5));
     }
     await idle.stop();
-    const lat = some.map(({ id }) => (started.get(id) ?? Infinity) - changedAt.get(id)!).sort((a, b) => a - b);
+    const lat = some.map((id) => (started.get(id) ?? Infinity) - changedAt.get(id)!).sort((a, b) => a - b);
     results.latencyP50Ms = Number(pct(lat, 50).toFixed(1));
     results.latencyP99Ms = Number(pct(lat, 99).toFixed(1));
     say(
@@ -285,11 +264,7 @@ async function main(): Promise<void> {
     if (json) console.log(JSON.stringify(results));
   } finally {
     for (const c of closers) await c();
-    await pool.end();
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
-    await admin.end();
-    await server?.stop();
-    await rm(dir, { recursive: true, force: true });
+    await db.drop();
   }
 }
 

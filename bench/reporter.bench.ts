@@ -42,6 +42,8 @@ import { applicationStatus, sampleApplication, startArgoApiServer } from '../tes
 import { freePort, startProcess, until } from '../sandbox/processes.ts';
 import type { ApplicationChange } from '../runtime/protocol/sources.ts';
 import { upsertItem } from '../runtime/agents/event-reporter/items.ts';
+import { databaseNow } from '../test/helpers/postgres.ts';
+import { countLiveAnnotated, historyEntryCount, storeLatency } from '../test/helpers/runtime-objects.ts';
 
 const OBJECTS = Number(process.env.BENCH_OBJECTS ?? 10_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 1);
@@ -262,12 +264,7 @@ try {
   };
 
   const storedAt = async (tenantId: string, round: number): Promise<number> => {
-    const { rows } = await api.db.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM runtime_objects
-        WHERE tenant_id = $1 AND NOT deleted AND coalesce(object->'metadata'->'annotations'->>'bench/round', '0') = $2`,
-      [tenantId, String(round)],
-    );
-    return rows[0]!.n;
+    return countLiveAnnotated(api.db.pool, tenantId, { name: 'bench/round', value: String(round), absentAs: '0' });
   };
 
   /**
@@ -283,7 +280,7 @@ try {
     feed: () => Promise<void>,
   ) => {
     const before = usage(pid);
-    const storedBefore = await api.db.pool.query<{ now: Date }>('SELECT now()');
+    const storedBefore = await databaseNow(api.db.pool);
     const started = Date.now();
     await feed();
     const writeSecs = (Date.now() - started) / 1000;
@@ -296,17 +293,12 @@ try {
     );
     const lastAfter = (Date.now() - started) / 1000 - writeSecs;
     const after = usage(pid);
-    const { rows } = await api.db.pool.query<{ p50: number; p99: number }>(
-      `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM updated_at - observed_at)) AS p50,
-              percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM updated_at - observed_at)) AS p99
-         FROM runtime_objects WHERE tenant_id = $1 AND updated_at >= $2`,
-      [tenantId, storedBefore.rows[0]!.now],
-    );
+    const latency = await storeLatency(api.db.pool, tenantId, storedBefore);
     const phaseSecs = (Date.now() - started) / 1000;
     const cpuPerEvent = Math.max(0, after.cpu - before.cpu - idleRate * phaseSecs) / OBJECTS;
     const totalSecs = writeSecs + lastAfter;
     console.log(
-      `| ${label} | ${OBJECTS} | ${Math.round(OBJECTS / writeSecs)} | ${Math.round(storedWhileWriting / writeSecs)} (${Math.round(OBJECTS / totalSecs)} until the last) | ${lastAfter.toFixed(1)} s | ${(rows[0]!.p50 * 1000).toFixed(0)} / ${(rows[0]!.p99 * 1000).toFixed(0)} ms | ${(cpuPerEvent * 1e6).toFixed(0)} µs | ${cpuPerEvent > 0 ? Math.round(1 / cpuPerEvent) : '∞'} | ${after.rssMiB.toFixed(0)} MiB | ${load()} |`,
+      `| ${label} | ${OBJECTS} | ${Math.round(OBJECTS / writeSecs)} | ${Math.round(storedWhileWriting / writeSecs)} (${Math.round(OBJECTS / totalSecs)} until the last) | ${lastAfter.toFixed(1)} s | ${latency ? `${(latency.p50 * 1000).toFixed(0)} / ${(latency.p99 * 1000).toFixed(0)} ms` : 'none stored'} | ${(cpuPerEvent * 1e6).toFixed(0)} µs | ${cpuPerEvent > 0 ? Math.round(1 / cpuPerEvent) : '∞'} | ${after.rssMiB.toFixed(0)} MiB | ${load()} |`,
     );
   };
 
@@ -427,10 +419,7 @@ try {
         1,
         () => replay(1, REPLAY_RATE),
       );
-      const { rows } = await api.db.pool.query<{ n: number }>(
-        'SELECT count(*)::int AS n FROM application_history WHERE tenant_id = $1',
-        [rt2.tenantId],
-      );
+      const historyEntries = await historyEntryCount(api.db.pool, rt2.tenantId);
       // What the reporter sends of one Application (a listed object carries its resourceVersion).
       const listed = { ...state(1, 1), metadata: { ...(state(1, 1).metadata as Obj), resourceVersion: '1' } };
       const plain = JSON.stringify(upsertItem('Application', listed));
@@ -439,7 +428,7 @@ try {
         change: sources.changeOf('app-1', 'r1'.padEnd(40, '0')),
       });
       console.log(
-        `Source Server lookups answered: ${sources.requests}; history entries stored: ${rows[0]!.n}; ` +
+        `Source Server lookups answered: ${sources.requests}; history entries stored: ${historyEntries}; ` +
           `report size per application item: ${plain.length} B without a change, ${changed.length} B with (${(changed.length / plain.length).toFixed(2)}×)`,
       );
       await withSources.reporter.stop(5000);

@@ -42,7 +42,7 @@ import {
   selectRetryDue,
   selectSpecChanged,
 } from '../provisioner/store/leases.ts';
-import type { Queryable } from '../provisioner/db/tx.ts';
+import { listClusters } from '../provisioner/store/clusters.ts';
 import {
   ADMIN_TOKEN,
   addClusters,
@@ -58,6 +58,14 @@ import { createCa, createServingCert } from '../sandbox/pki.ts';
 import { replaceClusterKubeconfig } from '../test/helpers/clusters.ts';
 import { releaseLease } from '../test/helpers/tenants.ts';
 import { markAllWaitingLong, scatterLastReconciledJittered } from '../test/helpers/bulk.ts';
+import {
+  checkpoint,
+  createDatabase,
+  databaseTransactions,
+  explainedPlans,
+  refreshStatistics,
+  tableScans,
+} from '../test/helpers/postgres.ts';
 
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 10_000);
 const WINDOW_S = Number(process.env.BENCH_WINDOW_SECONDS ?? 60);
@@ -106,21 +114,14 @@ interface DbCounters {
 }
 
 async function counters(admin: pg.Client, db: string): Promise<DbCounters> {
-  // A fresh snapshot each time; the statistics are read from `postgres`, so reading them commits nothing in `db`.
-  await admin.query('SELECT pg_stat_clear_snapshot()');
-  const { rows } = await admin.query<{ c: string; r: string }>(
-    'SELECT xact_commit AS c, xact_rollback AS r FROM pg_stat_database WHERE datname = $1',
-    [db],
-  );
-  return { commits: Number(rows[0]!.c), rollbacks: Number(rows[0]!.r), seqScans: 0, seqTupRead: 0, idxScans: 0 };
+  // The statistics are read from `postgres`, so reading them commits nothing in `db`.
+  const { commits, rollbacks } = await databaseTransactions(admin, db);
+  return { commits, rollbacks, seqScans: 0, seqTupRead: 0, idxScans: 0 };
 }
 
 /** Sequential and index scans of `tenants` so far (read in the database itself). */
 async function tenantScans(pool: pg.Pool): Promise<Pick<DbCounters, 'seqScans' | 'seqTupRead' | 'idxScans'>> {
-  const { rows } = await pool.query<{ s: string; t: string; i: string }>(
-    `SELECT seq_scan AS s, seq_tup_read AS t, coalesce(idx_scan, 0) AS i FROM pg_stat_user_tables WHERE relname = 'tenants'`,
-  );
-  return { seqScans: Number(rows[0]!.s), seqTupRead: Number(rows[0]!.t), idxScans: Number(rows[0]!.i) };
+  return tableScans(pool, 'tenants');
 }
 
 interface Measure {
@@ -178,41 +179,17 @@ async function measure(
  * functions, with EXPLAIN put in front of each statement): any sequential scan of `tenants`?
  */
 async function explainClaims(pool: pg.Pool): Promise<string[]> {
-  const client = await pool.connect();
-  const out: string[] = [];
-  let current = '';
-  const explaining: Queryable = {
-    query: (async (sql: string, params?: unknown[]) => {
-      const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params);
-      const nodes = rows
-        .map((r) =>
-          /(Seq Scan|Index Only Scan|Bitmap Index Scan|Index Scan)(?: using (\S+))? on (\w+)/.exec(r['QUERY PLAN']),
-        )
-        .filter((m): m is RegExpExecArray => m !== null)
-        .map((m) => `${m[1]}${m[2] ? ` using ${m[2]}` : ''} on ${m[3]}`);
-      out.push(`${current}: ${nodes.join(', ') || rows[0]!['QUERY PLAN']}`);
-      return { rows: [], rowCount: 0 };
-    }) as unknown as Queryable['query'],
-  };
-  try {
-    await client.query('BEGIN');
-    const { rows: ids } = await client.query<{ id: string }>('SELECT id FROM root_clusters');
-    current = 'spec changed';
+  return explainedPlans(pool, async (explaining, label, read) => {
+    const ids = (await listClusters(read)).map((c) => c.id);
+    label('spec changed');
     await selectSpecChanged(explaining, 6);
-    current = 'retry due';
+    label('retry due');
     await selectRetryDue(explaining, 6);
-    current = 'resync due';
+    label('resync due');
     await selectResyncDue(explaining, 6, DEFAULT_RECONCILER_SETTINGS.resyncMs);
-    current = 'cluster leases, cluster tenants';
-    await countClusterLoad(
-      explaining,
-      ids.map((r) => r.id),
-    );
-    await client.query('ROLLBACK');
-  } finally {
-    client.release();
-  }
-  return out;
+    label('cluster leases, cluster tenants');
+    await countClusterLoad(explaining, ids);
+  });
 }
 
 interface Scenario {
@@ -273,8 +250,8 @@ async function clustersAt(pool: pg.Pool, box: SecretBox, server: string, caPem?:
     '{server: "https://203.0.113.10:6443"}',
     `{server: "${server}"${caPem ? `, certificate-authority-data: ${Buffer.from(caPem).toString('base64')}` : ''}}`,
   );
-  const { rows } = await pool.query<{ name: string }>('SELECT name FROM root_clusters');
-  for (const { name } of rows) await replaceClusterKubeconfig(pool, name, box.encrypt(kubeconfig, `cluster/${name}`));
+  for (const { name } of await listClusters(pool))
+    await replaceClusterKubeconfig(pool, name, box.encrypt(kubeconfig, `cluster/${name}`));
 }
 
 async function main(): Promise<void> {
@@ -298,8 +275,7 @@ async function main(): Promise<void> {
   /** A database with TENANTS tenants reconciled by a fast reconciler: all Ready, or all waiting (no cluster). */
   async function seed(kind: 'ready' | 'waiting'): Promise<string> {
     const name = `bench_rest_${kind}`;
-    await admin.query(`CREATE DATABASE ${name}`);
-    const pool = createPool(dbUrl(name), 20);
+    const pool = createPool(await createDatabase(server.url, name), 20);
     try {
       await migrate(pool);
       if (kind === 'ready') await addClusters(pool, box, CLUSTERS, Math.ceil((TENANTS * 1.2) / CLUSTERS));
@@ -353,8 +329,8 @@ async function main(): Promise<void> {
       seed: 'waiting',
       env: { BENCH_ENGINE: 'unavailable' },
       prepare: async (pool) => {
-        const { rows: n } = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM root_clusters');
-        if (n[0]!.n === 0) await addClusters(pool, box, CLUSTERS, Math.ceil((TENANTS * 1.2) / CLUSTERS));
+        if ((await listClusters(pool)).length === 0)
+          await addClusters(pool, box, CLUSTERS, Math.ceil((TENANTS * 1.2) / CLUSTERS));
         await waitedLong(pool, 'EngineUnavailable', cap);
       },
     },
@@ -380,8 +356,8 @@ async function main(): Promise<void> {
         await s.prepare?.(prep);
         if (s.clusters === 'unreachable') await clustersAt(prep, box, 'https://203.0.113.10:6443');
         else await clustersAt(prep, box, apiServer.url, apiServer.caPem);
-        await prep.query('VACUUM ANALYZE');
-        await prep.query('CHECKPOINT');
+        await refreshStatistics(prep, { vacuum: true });
+        await checkpoint(prep);
         if (s.name === 'ready-resync' || s.name === 'no-capacity')
           for (const line of await explainClaims(prep)) console.log(`  plan, ${line}`);
       } finally {

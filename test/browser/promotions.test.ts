@@ -18,6 +18,7 @@ import { axeViolations } from './harness/browser.ts';
 import { consoleFixture } from './harness/fixture.ts';
 import { seedTenants } from './harness/seed.ts';
 import { findTenants, setTenantStatus } from '../helpers/tenants.ts';
+import { shopDryRun } from '../helpers/promotions.ts';
 
 t.setTimeout(5 * 60_000);
 const fx = await consoleFixture(t, { name: 'promotions', env: { CONSOLE_ENGINE: 'none' } });
@@ -306,41 +307,7 @@ t.test('Preview (dry run): started from the product page, each environment’s c
     phase: 'Succeeded',
     startedAt: minutesAgo(0),
     finishedAt: minutesAgo(0),
-    dryRun: {
-      at: minutesAgo(0),
-      commit: 'feedbeef0123456789abcdef',
-      files: [`shop/${environment}/release.yaml`],
-      applications: [
-        {
-          application: `shop-${environment}-web`,
-          resources: [
-            {
-              group: 'apps',
-              kind: 'Deployment',
-              namespace: `shop-${environment}`,
-              name: 'web',
-              action: 'modified',
-              fields: ['spec.template.spec.containers[name=web].image'],
-            },
-          ],
-        },
-        {
-          application: `shop-${environment}-api`,
-          resources: outside
-            ? [
-                {
-                  kind: 'ConfigMap',
-                  namespace: `shop-${environment}`,
-                  name: 'shop-api',
-                  action: 'modified',
-                  fields: ['data.color'],
-                  notFromChange: ['data.color'],
-                },
-              ]
-            : [],
-        },
-      ],
-    },
+    dryRun: shopDryRun(environment, { outside, at: minutesAgo(0) }),
   });
   // While it runs (staging previewed, prod next), no environment shows a release arriving.
   await report('PromotionPreview', [

@@ -35,27 +35,48 @@ async function serverUrl(): Promise<{ url: string; stop: () => Promise<void> }> 
   };
 }
 
-export async function createTestDatabase(opts: { migrate?: boolean } = {}): Promise<TestDatabase> {
+/** Creates an empty database `name` on the server at `serverUrl` (a maintenance database's URL); answers its URL. */
+export async function createDatabase(serverUrl: string, name: string): Promise<string> {
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** Drops the database `name` of the server at `serverUrl`, its sessions ended first; nothing when there is none. */
+export async function dropDatabase(serverUrl: string, name: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
+}
+
+/**
+ * A database of its own for a test file or a benchmark, migrated unless told (`migrate: false`),
+ * with a pool of `poolSize` connections (the product's default unless told).
+ */
+export async function createTestDatabase(opts: { migrate?: boolean; poolSize?: number } = {}): Promise<TestDatabase> {
   const server = await serverUrl();
   const name = `test_${process.pid}_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: server.url });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(server.url);
-  url.pathname = `/${name}`;
-  const pool = createPool(url.toString());
+  const url = await createDatabase(server.url, name);
+  const pool = opts.poolSize === undefined ? createPool(url) : createPool(url, opts.poolSize);
   if (opts.migrate !== false) await migrate(pool);
   return {
-    url: url.toString(),
+    url,
     pool,
     adminUrl: server.url,
     async drop() {
       await pool.end();
-      const c = new pg.Client({ connectionString: server.url });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
+      await dropDatabase(server.url, name);
       await server.stop();
     },
   };
@@ -183,4 +204,99 @@ export async function emptyPublicSchema(db: Queryable): Promise<void> {
 /** Refreshes the planner's statistics after a seed (ANALYZE; with `vacuum`, VACUUM ANALYZE: the dead rows of the seed's updates reclaimed too). */
 export async function refreshStatistics(db: Queryable, o: { vacuum?: boolean } = {}): Promise<void> {
   await db.query(o.vacuum ? 'VACUUM ANALYZE' : 'ANALYZE');
+}
+
+/** Writes every dirty buffer out now (CHECKPOINT): a benchmark's measure then starts without a pending one. */
+export async function checkpoint(db: Queryable): Promise<void> {
+  await db.query('CHECKPOINT');
+}
+
+/** A database's transactions so far, committed and rolled back, as the server's statistics count them. */
+export interface TransactionCounts {
+  commits: number;
+  rollbacks: number;
+}
+
+/**
+ * The transactions of database `name` so far (pg_stat_database), from a fresh statistics snapshot.
+ * Read over a connection to another database (the server's maintenance one), the read commits
+ * nothing in `name`.
+ */
+export async function databaseTransactions(db: Queryable, name: string): Promise<TransactionCounts> {
+  await db.query('SELECT pg_stat_clear_snapshot()');
+  const { rows } = await db.query<{ c: string; r: string }>(
+    'SELECT xact_commit AS c, xact_rollback AS r FROM pg_stat_database WHERE datname = $1',
+    [name],
+  );
+  return { commits: Number(rows[0]!.c), rollbacks: Number(rows[0]!.r) };
+}
+
+/** How a table of the database was read so far: sequential scans, the rows they read, index scans (pg_stat_user_tables). */
+export interface TableScans {
+  seqScans: number;
+  seqTupRead: number;
+  idxScans: number;
+}
+
+/** The scans of `table` so far (read in the database itself: the read is one transaction there). */
+export async function tableScans(db: Queryable, table: string): Promise<TableScans> {
+  const { rows } = await db.query<{ s: string; t: string; i: string }>(
+    'SELECT seq_scan AS s, seq_tup_read AS t, coalesce(idx_scan, 0) AS i FROM pg_stat_user_tables WHERE relname = $1',
+    [table],
+  );
+  return { seqScans: Number(rows[0]!.s), seqTupRead: Number(rows[0]!.t), idxScans: Number(rows[0]!.i) };
+}
+
+/**
+ * The plans of the statements `run` sends through the Queryable it is given: each statement is
+ * EXPLAINed (not run) in a transaction of its own connection, rolled back at the end. Each plan is
+ * answered as `label: <its scans>` (`Seq Scan on tenants`, `Index Scan using … on …`), under the
+ * label `run` last set; `run` reads real rows through `read` (in the same transaction).
+ */
+export async function explainedPlans(
+  pool: pg.Pool,
+  run: (explaining: Queryable, label: (name: string) => void, read: Queryable) => Promise<void>,
+): Promise<string[]> {
+  const client = await pool.connect();
+  const out: string[] = [];
+  let current = '';
+  const explaining: Queryable = {
+    query: (async (sql: string, params?: unknown[]) => {
+      const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql}`, params);
+      const nodes = rows
+        .map((r) =>
+          /(Seq Scan|Index Only Scan|Bitmap Index Scan|Index Scan)(?: using (\S+))? on (\w+)/.exec(r['QUERY PLAN']),
+        )
+        .filter((m): m is RegExpExecArray => m !== null)
+        .map((m) => `${m[1]}${m[2] ? ` using ${m[2]}` : ''} on ${m[3]}`);
+      out.push(`${current}: ${nodes.join(', ') || rows[0]!['QUERY PLAN']}`);
+      return { rows: [], rowCount: 0 };
+    }) as unknown as Queryable['query'],
+  };
+  try {
+    await client.query('BEGIN');
+    await run(explaining, (name) => (current = name), client);
+    await client.query('ROLLBACK');
+  } finally {
+    client.release();
+  }
+  return out;
+}
+
+/**
+ * A bare job queue (a table `bench_jobs` of `n` rows, not the product's): a benchmark's baseline
+ * for what a Postgres-backed loop can reach on the machine. `claimOne` claims and completes one job
+ * in one statement (FOR UPDATE SKIP LOCKED), false when none is left.
+ */
+export async function bareJobQueue(db: Queryable, n: number): Promise<{ claimOne(): Promise<boolean> }> {
+  await db.query('CREATE TABLE bench_jobs (id int PRIMARY KEY, done boolean NOT NULL DEFAULT false)');
+  await db.query('INSERT INTO bench_jobs SELECT g FROM generate_series(1, $1) g', [n]);
+  return {
+    async claimOne() {
+      const { rowCount } = await db.query(
+        `UPDATE bench_jobs SET done = true WHERE id = (SELECT id FROM bench_jobs WHERE NOT done LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id`,
+      );
+      return (rowCount ?? 0) > 0;
+    },
+  };
 }

@@ -1,8 +1,9 @@
 /**
  * Test-data builders for what runtimes report: stored runtime objects and application history,
  * their times moved back instead of waited out. The store has no write for these (its writes stamp
- * now()), so this module is the one place of the tests that writes their SQL; it also reads them
- * as stored (storedObjects, historyBytes), which the store's reads answer per runtime and page.
+ * now()), so this module is the one place of the tests and benchmarks that writes their SQL; it
+ * also reads them as stored (storedObjects, historyBytes, counts, the store latency of a
+ * benchmark), which the store's reads answer per runtime and page.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
 
@@ -105,4 +106,41 @@ export async function historyEntryCount(db: Queryable, tenantId: string): Promis
     [tenantId],
   );
   return rows[0]!.n;
+}
+
+/**
+ * How many of the tenant's stored objects are live (not tombstones) and carry the annotation
+ * `name` with `value` (an object without the annotation counts as `absentAs`, when told).
+ */
+export async function countLiveAnnotated(
+  db: Queryable,
+  tenantId: string,
+  a: { name: string; value: string; absentAs?: string },
+): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM runtime_objects
+      WHERE tenant_id = $1 AND NOT deleted AND coalesce(object->'metadata'->'annotations'->>$2, $4) = $3`,
+    [tenantId, a.name, a.value, a.absentAs ?? null],
+  );
+  return rows[0]!.n;
+}
+
+/**
+ * The median and 99th percentile, in seconds, of how long after its observation each of the
+ * tenant's objects stored since `since` was stored (the row's updated_at minus the reporter's
+ * observedAt), over the rows updated since then; null when none was.
+ */
+export async function storeLatency(
+  db: Queryable,
+  tenantId: string,
+  since: Date,
+): Promise<{ p50: number; p99: number } | null> {
+  const { rows } = await db.query<{ p50: number | null; p99: number | null }>(
+    `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM updated_at - observed_at)) AS p50,
+            percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM updated_at - observed_at)) AS p99
+       FROM runtime_objects WHERE tenant_id = $1 AND updated_at >= $2`,
+    [tenantId, since],
+  );
+  const r = rows[0]!;
+  return r.p50 === null || r.p99 === null ? null : { p50: Number(r.p50), p99: Number(r.p99) };
 }

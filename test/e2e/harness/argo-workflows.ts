@@ -1,8 +1,7 @@
 /**
  * A real Argo Workflows controller for the end-to-end tier: `workflow-controller` v3.7.2, built
- * from its Go module by scripts/argo-workflows.sh (test/e2e/prepare.sh exports its bin folder as
- * HRT_ARGO_WORKFLOWS_BIN; without it the script's cache folder for the current pins is used when
- * complete — nothing is built here), against an API server with the CRDs of the real
+ * from its Go module by scripts/argo-workflows.sh (its bin folder HRT_ARGO_WORKFLOWS_BIN, found as
+ * harness/argo-controller.ts says), against an API server with the CRDs of the real
  * argo-workflows chart (rendered by the chart tools' helm from the chart mirror).
  *
  * Pods do not run here: KWOK ends each Workflow pod. `WORKFLOW_POD_STAGE` is the KWOK Stage that
@@ -23,21 +22,17 @@
  * is running the controller keeps the node's phase ("wait container is not yet terminated"). A
  * failed node's message is the main container's `<reason> (exit code N): <message>`.
  */
-import { execFile, execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import { parseAllDocuments } from 'yaml';
-import { VERSIONS } from '../../../runtime/versions.ts';
-import { findChartTool } from '../../../runtime/render/chart-tools.ts';
-import { startProcess, type ManagedProcess } from '../../../sandbox/processes.ts';
+import { join } from 'node:path';
+import type { ManagedProcess } from '../../../sandbox/processes.ts';
 import type { KubectlRun } from '../../helpers/kubectl.ts';
+import {
+  argoChartCrds,
+  argoControllerUnavailable,
+  startArgoController,
+  type ArgoController,
+} from './argo-controller.ts';
 import { refuseInEarlyPhase } from './phase.ts';
-
-const run = promisify(execFile);
-const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
 /** The controller's version (scripts/argo-workflows.sh builds it). */
 export const ARGO_WORKFLOWS_VERSION = 'v3.7.2';
@@ -115,89 +110,18 @@ spec:
       phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
 `;
 
-/** The argo-workflows chart whose appVersion is the controller's (the catalog's newest such pin). */
-export function argoWorkflowsChartVersion(): string {
-  const v = [...VERSIONS].reverse().find((r) => r.appVersions?.argoWorkflows === ARGO_WORKFLOWS_VERSION);
-  if (!v) throw new Error(`no runtime version in runtime/versions.ts runs Argo Workflows ${ARGO_WORKFLOWS_VERSION}`);
-  return v.components.argoWorkflows;
-}
-
-function chartFile(): string {
-  const mirror = process.env.HRT_CHART_MIRROR ?? join(REPO, '..', 'shared', 'charts');
-  return join(mirror, `argo-workflows-${argoWorkflowsChartVersion()}.tgz`);
-}
-
-function controllerBin(): string | { unavailable: string } {
-  const env = process.env.HRT_ARGO_WORKFLOWS_BIN;
-  let bin = env;
-  if (!bin) {
-    try {
-      bin = join(
-        execFileSync('bash', [join(REPO, 'scripts', 'argo-workflows.sh'), '--print-dir'], {
-          encoding: 'utf8',
-          stdio: ['ignore', 'pipe', 'pipe'],
-        }).trim(),
-        'bin',
-      );
-    } catch (err) {
-      return { unavailable: `scripts/argo-workflows.sh --print-dir failed: ${(err as Error).message.slice(0, 300)}` };
-    }
-  }
-  return existsSync(join(bin, 'workflow-controller'))
-    ? bin
-    : {
-        unavailable: `${env ? `HRT_ARGO_WORKFLOWS_BIN=${env}` : bin} lacks workflow-controller: run bash scripts/argo-workflows.sh, or the tier through scripts/test.sh e2e`,
-      };
-}
+const WORKFLOWS: ArgoController = {
+  title: 'the Argo Workflows controller',
+  version: ARGO_WORKFLOWS_VERSION,
+  chart: 'argo-workflows',
+  binary: 'workflow-controller',
+};
 
 /** Why a real workflow controller cannot run here (no build, no chart, no helm), or undefined. */
-export function argoWorkflowsUnavailable(): string | undefined {
-  refuseInEarlyPhase('the Argo Workflows controller');
-  const bin = controllerBin();
-  if (typeof bin !== 'string') return bin.unavailable;
-  const chart = chartFile();
-  if (!existsSync(chart)) return `the chart mirror has no ${chart} (HRT_CHART_MIRROR)`;
-  try {
-    findChartTool('helm');
-  } catch (err) {
-    return (err as Error).message;
-  }
-  return undefined;
-}
+export const argoWorkflowsUnavailable = (): string | undefined => argoControllerUnavailable(WORKFLOWS);
 
 /** The chart's CRDs, as its `crds.install` renders them (helm template of the real chart). */
-export async function argoWorkflowsCrds(): Promise<{ yaml: string; names: string[]; chart: string }> {
-  return chartCrds('argo-workflows', chartFile());
-}
-
-/**
- * The CRDs an Argo chart's `templates/crds/*.yaml` render (helm template of the real chart, by the
- * chart tools' helm): the YAML, the CRDs' names, and the chart file. Also for argo-rollouts.
- */
-export async function chartCrds(
-  release: string,
-  chart: string,
-): Promise<{ yaml: string; names: string[]; chart: string }> {
-  const { stdout: list } = await run('tar', ['-tzf', chart]);
-  const prefix = `${release}/`;
-  const templates = list
-    .split('\n')
-    .filter((f) => f.startsWith(`${prefix}templates/crds/`) && f.endsWith('.yaml'))
-    .map((f) => f.slice(prefix.length));
-  if (templates.length === 0) throw new Error(`${chart} has no templates/crds/*.yaml`);
-  const { stdout: yaml } = await run(
-    findChartTool('helm'),
-    ['template', release, chart, ...templates.flatMap((f) => ['--show-only', f])],
-    { maxBuffer: 64 * 1024 * 1024 },
-  );
-  const names = parseAllDocuments(yaml)
-    .map((d) => d.toJS() as { kind?: string; metadata?: { name?: string } } | null)
-    .filter((d) => d?.kind === 'CustomResourceDefinition' && d.metadata?.name)
-    .map((d) => d!.metadata!.name!);
-  if (names.length !== templates.length)
-    throw new Error(`helm template of ${chart} rendered ${names.length} CRDs for ${templates.length} templates`);
-  return { yaml, names, chart };
-}
+export const argoWorkflowsCrds = (): ReturnType<typeof argoChartCrds> => argoChartCrds(WORKFLOWS);
 
 export interface WorkflowControllerOptions {
   kubeconfigFile: string;
@@ -217,8 +141,6 @@ export async function startWorkflowController(
   o: WorkflowControllerOptions,
 ): Promise<ManagedProcess> {
   refuseInEarlyPhase('startWorkflowController (the Argo Workflows controller)');
-  const bin = controllerBin();
-  if (typeof bin !== 'string') throw new Error(bin.unavailable);
   const configMap = join(o.dir, 'workflow-controller-configmap.json');
   await writeFile(
     configMap,
@@ -231,10 +153,8 @@ export async function startWorkflowController(
   );
   const applied = await o.kubectl(['apply', '-f', configMap]);
   if (applied.code !== 0) throw new Error(`the workflow controller's ConfigMap: ${applied.output}`);
-  const proc = startProcess(
-    'workflow-controller',
-    join(bin, 'workflow-controller'),
-    [
+  return startArgoController(t, WORKFLOWS, {
+    args: [
       '--kubeconfig',
       o.kubeconfigFile,
       '--namespace',
@@ -248,9 +168,7 @@ export async function startWorkflowController(
       '--workflow-workers',
       '4',
     ],
-    join(o.dir, 'workflow-controller.log'),
-    { env: { PATH: process.env.PATH ?? '', HOME: o.dir, LEADER_ELECTION_DISABLE: 'true' } },
-  );
-  t.teardown(() => proc.stop());
-  return proc;
+    dir: o.dir,
+    env: { LEADER_ELECTION_DISABLE: 'true' },
+  });
 }

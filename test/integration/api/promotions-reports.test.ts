@@ -16,6 +16,7 @@ import { EVENTS_PATH, type UpsertItem } from '../../../runtime/protocol/events.t
 import { main } from '../../../provisioner/cli/main.ts';
 import { until } from '../../../sandbox/processes.ts';
 import { cliAgainst } from '../../helpers/cli.ts';
+import { shopDryRun } from '../../helpers/promotions.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -228,44 +229,10 @@ t.test(
     const key = (
       await createKey(api.db.pool, { role: 'runtime', tenantId: tenant.tenantId, name: 'reporter', createdBy: 'test' })
     ).key;
-    const dryRun = (environment: string, outside: boolean) => ({
-      at: '2026-11-30T07:00:00Z',
-      commit: 'feedbeef0123456789',
-      files: [`shop/${environment}/release.yaml`],
-      applications: [
-        {
-          application: `shop-${environment}-web`,
-          resources: [
-            {
-              kind: 'Deployment',
-              group: 'apps',
-              namespace: `shop-${environment}`,
-              name: 'web',
-              action: 'modified',
-              fields: ['spec.template.spec.containers[name=web].image'],
-            },
-          ],
-        },
-        {
-          application: `shop-${environment}-api`,
-          resources: outside
-            ? [
-                {
-                  kind: 'ConfigMap',
-                  namespace: `shop-${environment}`,
-                  name: 'shop-api',
-                  action: 'modified',
-                  fields: ['data.color'],
-                  notFromChange: ['data.color'],
-                },
-              ]
-            : [],
-        },
-      ],
-    });
+    const at = '2026-11-30T07:00:00Z';
     const p = promotion(200, 'Succeeded', [
-      { environment: 'staging', phase: 'Succeeded', dryRun: dryRun('staging', false) },
-      { environment: 'prod', phase: 'Succeeded', dryRun: dryRun('prod', true) },
+      { environment: 'staging', phase: 'Succeeded', dryRun: shopDryRun('staging', { outside: false, at }) },
+      { environment: 'prod', phase: 'Succeeded', dryRun: shopDryRun('prod', { outside: true, at }) },
     ]);
     const obj = {
       ...p,
