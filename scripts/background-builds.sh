@@ -14,12 +14,11 @@
 #                    the hybrid runtimes' bundles)
 #   argo-crds        scripts/argo-crds.sh                                     (e2e)
 #   argocd           scripts/argocd.sh                                        (e2e)
-#   argo-workflows   scripts/argo-workflows.sh                                (e2e)
-#   argo-rollouts    scripts/argo-rollouts.sh                                 (e2e)
 #   vcluster         scripts/vcluster.sh                                      (e2e)
 #   kubernetes-provider  scripts/kubernetes-provider.sh                       (e2e)
-#   gitea            scripts/gitea.sh: the real Git provider of the pull-request test (e2e; a
-#                    failed build skips only that test)
+#   argo-workflows   scripts/argo-workflows.sh   (e2e: the four files that use these three wait
+#   argo-rollouts    scripts/argo-rollouts.sh     for them themselves, beside the late phase:
+#   gitea            scripts/gitea.sh             test/e2e/harness/background-build.ts)
 #
 # For each step: DIR/STEP.out (the script's stdout: its last line is the folder it built),
 # DIR/STEP.log (its stderr: progress, and the reason when it failed) and, when it has finished,

@@ -117,8 +117,10 @@ if command -v go >/dev/null 2>&1; then
   { has_tier unit || has_tier integration; } && [ -z "${HRT_CHART_TOOLS_BIN:-}" ] && bg_steps+=(chart-tools)
   has_tier integration && [ -z "${HRT_TOOLCHAIN_BIN:-}" ] && bg_steps+=(api-servers)
   if has_tier e2e; then
-    bg_steps+=(toolchain argo-crds argocd argo-workflows argo-rollouts vcluster)
-    bg_steps+=(kubernetes-provider gitea)
+    # Argo CD, vcluster and the provider plugin first: the late phase's files all wait for them. The
+    # three after them are used by four files only, which wait for them themselves (e2e_tier below).
+    bg_steps+=(toolchain argo-crds argocd vcluster kubernetes-provider)
+    bg_steps+=(argo-workflows argo-rollouts gitea)
   fi
 fi
 if [ ${#bg_steps[@]} -gt 0 ]; then
@@ -281,11 +283,20 @@ check lint lint
 # starts as soon as those are built, so on a cold machine it runs while Argo CD, vcluster and the
 # provider plugin are still compiling instead of after them; with HRT_E2E_PHASE=early, a file that
 # asks for a provisioning environment or Argo CD fails (it was put in the wrong phase) instead of
-# skipping. The late phase (every other file) starts when its builds are ready and the early phase
-# has ended, so that at most two files run at once, as the run lock's slots expect (docs/e2e.md).
+# skipping. The late phase (every other file) starts when Argo CD, vcluster and the provider plugin
+# are built and the early phase has ended, so that at most two files run at once, as the run lock's
+# slots expect (docs/e2e.md). The Argo Workflows and Rollouts controllers and Gitea, which only four
+# files use, keep building beside it: those files wait for their build themselves
+# (test/e2e/harness/background-build.ts; HRT_E2E_DEFERRED_BUILDS). The late files start longest
+# first (E2E_LONGEST_FIRST: the file times of the clean-clone run of 2026-11-30, 522 s down to
+# 75 s, then the files of the builds built last), so that the phase does not end with one long
+# file running alone; a file not listed starts after these.
+E2E_LONGEST_FIRST=(hosted-runtime fleet-upgrade crash infra lifecycle warm-pool drift-watch promotions drift
+  change-history sandbox hybrid-source-server argocd-reporting managed-cluster-secret hybrid-existing-argo
+  argocd argo-workflows argo-rollouts gitea-pull-requests)
 e2e_tier() {
   [ -f test/e2e/prepare.sh ] || return 0
-  local all early=() late=() f t0=$SECONDS early_pid="" early_status=0 early_out="$logdir/e2e-early.tap"
+  local all early=() late=() first=() rest=() f n t0=$SECONDS early_pid="" early_status=0 early_out="$logdir/e2e-early.tap"
   mapfile -t all < <(find test/e2e -name '*.test.ts' | sort)
   for f in "${all[@]}"; do
     if grep -qE 'provisioningSuite|startE2E|provisioningUnavailable|startArgoCd|argoCdUnavailable|argoWorkflowsUnavailable|argoRolloutsUnavailable|giteaUnavailable' "$f"; then
@@ -294,6 +305,17 @@ e2e_tier() {
       early+=("$f")
     fi
   done
+  for n in "${E2E_LONGEST_FIRST[@]}"; do
+    for f in "${late[@]}"; do [ "$f" = "test/e2e/$n.test.ts" ] && first+=("$f"); done
+  done
+  for f in "${late[@]}"; do [[ " ${first[*]} " == *" $f "* ]] || rest+=("$f"); done
+  late=("${first[@]}" "${rest[@]}")
+  # The builds the late phase leaves to the files that use them (only with background builds).
+  local deferred=()
+  for s in argo-workflows argo-rollouts gitea; do [[ " ${bg_steps[*]} " == *" $s "* ]] && deferred+=("$s"); done
+  if [ ${#deferred[@]} -gt 0 ]; then
+    export HRT_E2E_BUILDS_DIR="$builds" HRT_E2E_DEFERRED_BUILDS="${deferred[*]}"
+  fi
   bg_wait toolchain argo-crds
   if ! e2e_prepare early; then return 0; fi
   # Each file's CPU (its process and every child it reaped), printed beside its wall time.
@@ -303,10 +325,10 @@ e2e_tier() {
   echo "== e2e early phase (${#early[@]} files, prepared in $((SECONDS - t0)) s): ${early[*]#test/e2e/}"
   HRT_E2E_PHASE=early tap --reporter=tap "${early[@]}" > "$early_out" 2>&1 &
   early_pid=$!
-  bg_wait argocd argo-workflows argo-rollouts vcluster kubernetes-provider gitea
+  bg_wait argocd vcluster kubernetes-provider
   if e2e_prepare; then
-    echo "== e2e: prepared in $((SECONDS - t0)) s"
-    for s in toolchain argo-crds argocd argo-workflows argo-rollouts vcluster kubernetes-provider gitea; do bg_used "$s"; done
+    echo "== e2e: prepared in $((SECONDS - t0)) s${deferred[*]:+ (still building, waited for by the files that use them: ${deferred[*]})}"
+    for s in toolchain argo-crds argocd vcluster kubernetes-provider; do bg_used "$s"; done
   else
     late=()
   fi
@@ -317,15 +339,42 @@ e2e_tier() {
   e2e_timings "$early_out"
   echo "== e2e: early phase ended $((SECONDS - t0)) s after the tier started"
   [ ${#late[@]} -gt 0 ] || return 0
-  echo "== e2e late phase (${#late[@]} files)"
+  echo "== e2e late phase (${#late[@]} files, in this order): ${late[*]#test/e2e/}"
   local out="$logdir/e2e.tap" status
-  tap --reporter=tap "${late[@]}" 2>&1 | tee "$out" | grep -Ev '^\s*(ok |# time=|1\.\.)' ; status=${PIPESTATUS[0]}
+  tap_in_order "$out" "${late[@]}"; status=$?
   tap_count "e2e late phase" "$out" "$status"
   e2e_file_times "$out"
   e2e_timings "$out"
   echo "== e2e: both phases ended $((SECONDS - t0)) s after the tier started"
   e2e_cpu_total
   if [ -n "$node_options_before" ]; then export NODE_OPTIONS="$node_options_before"; else unset NODE_OPTIONS; fi
+}
+
+# tap_in_order OUT FILE...: runs the test files two at a time (tap's `jobs`) in the order given,
+# which one tap run does not keep (it sorts the files it is given), each file in a tap run of its
+# own; prints each file's lines but its passes when it ends, and writes the outputs to OUT in the
+# given order followed by one summary line adding theirs up (for tap_count). Non-zero when a file
+# failed.
+tap_in_order() {
+  local out="$1" dir f i=0 rc=0 sum
+  shift
+  dir="$(mktemp -d "$logdir/in-order.XXXXXX")"
+  for f in "$@"; do printf '%03d %s\n' "$i" "$f"; i=$((i + 1)); done |
+    xargs -P 2 -L 1 bash -c 'tap --reporter=tap "$2" > "$0/$1.tap" 2>&1; echo $? > "$0/$1.rc"
+      grep -Ev "^\s*(ok |# time=|1\.\.)|^(TAP version|# No coverage|# \{ total: )" "$0/$1.tap"' "$dir"
+  : > "$out"
+  for f in "$dir"/*.tap; do
+    [ -e "$f" ] || continue
+    cat "$f" >> "$out"
+    [ "$(cat "${f%.tap}.rc" 2>/dev/null)" = 0 ] || rc=1
+  done
+  # A file whose tap run left no exit code (xargs stopped) counts as failed.
+  [ "$#" -eq "$(find "$dir" -name '*.rc' | wc -l)" ] || rc=1
+  sum="$(for f in "$dir"/*.tap; do grep -E '^# \{ total: ' "$f" | tail -1; done |
+    awk '{ for (i = 1; i <= NF; i++) { k = $i; sub(/:$/, "", k); if (k ~ /^(total|pass|fail|skip|todo)$/) { v = $(i + 1); sub(/[^0-9].*/, "", v); n[k] += v } } }
+      END { printf "# { total: %d, pass: %d, fail: %d, skip: %d, todo: %d }", n["total"], n["pass"], n["fail"], n["skip"], n["todo"] }')"
+  echo "$sum" >> "$out"
+  return "$rc"
 }
 
 # e2e_file_times TAP: each file's wall time, from tap's top-level result lines, and its CPU (its

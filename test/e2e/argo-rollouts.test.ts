@@ -21,6 +21,7 @@
  *    and prod's Rollout is Healthy at it.
  */
 import t from 'tap';
+import { backgroundBuild } from './harness/background-build.ts';
 import http from 'node:http';
 import { once } from 'node:events';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -46,6 +47,8 @@ import {
   type Promotion,
 } from '../../runtime/protocol/promotions.ts';
 
+// In scripts/test.sh's late phase this build may still be compiling: wait for it.
+await backgroundBuild(t, 'argo-rollouts');
 t.setTimeout(20 * 60_000);
 
 const GIT_USER = 'platform';

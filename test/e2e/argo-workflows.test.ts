@@ -12,6 +12,7 @@
  * step's message, which is what the operator shows as the action's reason.
  */
 import t from 'tap';
+import { backgroundBuild } from './harness/background-build.ts';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { argoApiServerUnavailable, ARGO_GROUP, ARGO_VERSION, startArgoApiServer } from './harness/argo.ts';
@@ -27,6 +28,8 @@ import {
 import { kubectlRunner } from '../helpers/kubectl.ts';
 import { until } from '../../sandbox/processes.ts';
 
+// In scripts/test.sh's late phase this build may still be compiling: wait for it.
+await backgroundBuild(t, 'argo-workflows');
 t.setTimeout(10 * 60_000);
 
 const unavailable = argoApiServerUnavailable() ?? argoWorkflowsUnavailable();

@@ -17,6 +17,7 @@
  * while the operator is killed; docs/testing.md, "Pull requests").
  */
 import t from 'tap';
+import { backgroundBuild } from './harness/background-build.ts';
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -27,6 +28,9 @@ import { ProviderError, PullRequestClient } from '../../runtime/agents/gitops-op
 
 const run = promisify(execFile);
 
+// In scripts/test.sh's late phase this build may still be compiling: wait for it.
+await backgroundBuild(t, 'gitea');
+t.setTimeout(10 * 60_000);
 const unavailable = await giteaUnavailable();
 if (unavailable) {
   // A Gitea that did not build skips this file only (test/e2e/prepare.sh prints the build's

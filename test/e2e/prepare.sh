@@ -42,10 +42,20 @@
 # HRT_PREPARE_FOR=sandbox (scripts/sandbox.sh): what a local root cluster with the provisioner needs
 # (toolchain, chart mirror, provider plugin) and, as root unless SANDBOX_RUNTIME=0, what runs its
 # tenant's runtime (Argo CD, vcluster, nftables and redis-server); the Argo CRDs are skipped.
+# HRT_E2E_DEFERRED_BUILDS (scripts/test.sh, with background builds): the builds among
+# argo-workflows, argo-rollouts and gitea left out here; the files that use them wait for their
+# background build themselves (test/e2e/harness/background-build.ts), so the late phase need not.
 # HRT_PREPARE_FOR=early (scripts/test.sh, the tier's early phase): only the chart mirror, the
 # toolchain and the Argo CRDs; Argo CD, Argo Workflows, Argo Rollouts, vcluster and the provider plugin are left to the full
 # preparation that follows (on a cold machine they are still compiling in the background).
 
+# _hrt_e2e_deferred STEP WHAT: true when scripts/test.sh left STEP's build to the late phase's files
+# that use it (HRT_E2E_DEFERRED_BUILDS): they wait for its background build themselves
+# (test/e2e/harness/background-build.ts), so the other late files need not.
+_hrt_e2e_deferred() {
+  [ -n "${HRT_E2E_BUILDS_DIR:-}" ] && [[ " ${HRT_E2E_DEFERRED_BUILDS:-} " == *" $1 "* ]] || return 1
+  echo "e2e: $2: left to the files that use it, which wait for its background build (scripts/test.sh)"
+}
 _hrt_e2e_prepare() {
   local root out rc bin missing b provider mirror
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -153,7 +163,8 @@ _hrt_e2e_prepare() {
       fi
     fi
   fi
-  if [ "${HRT_PREPARE_FOR:-}" != sandbox ]; then
+  if [ "${HRT_PREPARE_FOR:-}" != sandbox ] && _hrt_e2e_deferred argo-workflows "the Argo Workflows controller"; then :
+  elif [ "${HRT_PREPARE_FOR:-}" != sandbox ]; then
     echo "e2e: building or reusing the Argo Workflows controller (scripts/argo-workflows.sh; a cold build takes several minutes)"
     out="$(bash "$root/scripts/argo-workflows.sh")"
     rc=$?
@@ -163,6 +174,9 @@ _hrt_e2e_prepare() {
     fi
     export HRT_ARGO_WORKFLOWS_BIN="$(printf '%s\n' "$out" | tail -n 1)"
     echo "e2e: Argo Workflows $HRT_ARGO_WORKFLOWS_BIN/workflow-controller"
+  fi
+  if [ "${HRT_PREPARE_FOR:-}" != sandbox ] && _hrt_e2e_deferred argo-rollouts "the Argo Rollouts controller"; then :
+  elif [ "${HRT_PREPARE_FOR:-}" != sandbox ]; then
     # Only argo-rollouts.test.ts uses it: a failed build skips that file (fails it with CI=true),
     # not the tier.
     echo "e2e: building or reusing the Argo Rollouts controller (scripts/argo-rollouts.sh; a cold build takes several minutes)"
@@ -176,7 +190,8 @@ _hrt_e2e_prepare() {
       echo "e2e: argo-rollouts.test.ts will be skipped: the Argo Rollouts controller did not build from its Go module (scripts/argo-rollouts.sh exited with $rc; its reason is printed above)"
     fi
   fi
-  if [ "${HRT_PREPARE_FOR:-}" != sandbox ]; then
+  if [ "${HRT_PREPARE_FOR:-}" != sandbox ] && _hrt_e2e_deferred gitea Gitea; then :
+  elif [ "${HRT_PREPARE_FOR:-}" != sandbox ]; then
     # Gitea, the real Git provider of test/e2e/gitea-pull-requests.test.ts: a failed build skips
     # only that test (with this reason), never the tier.
     echo "e2e: building or reusing Gitea (scripts/gitea.sh; a cold build takes several minutes)"
@@ -204,5 +219,5 @@ _hrt_e2e_prepare() {
 }
 
 if _hrt_e2e_prepare; then _hrt_e2e_rc=0; else _hrt_e2e_rc=$?; fi
-unset -f _hrt_e2e_prepare
+unset -f _hrt_e2e_prepare _hrt_e2e_deferred
 return "$_hrt_e2e_rc"

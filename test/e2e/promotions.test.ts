@@ -38,6 +38,7 @@
  *    template's changes refuses prod's step when prod's api ConfigMap drifted.
  */
 import t from 'tap';
+import { backgroundBuild } from './harness/background-build.ts';
 import { execFile } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -83,6 +84,8 @@ import {
   type PromotionPreview,
 } from '../../runtime/protocol/promotions.ts';
 
+// In scripts/test.sh's late phase this build may still be compiling: wait for it.
+await backgroundBuild(t, 'argo-workflows');
 t.setTimeout(20 * 60_000);
 
 const run = promisify(execFile);

@@ -4,12 +4,15 @@
  * are built; in that phase the functions refuse (a failure naming the cause) instead of reporting
  * "unavailable", which would make the file skip.
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
 import { argoCdUnavailable } from '../e2e/harness/argocd.ts';
 import { argoWorkflowsUnavailable } from '../e2e/harness/argo-workflows.ts';
 import { provisioningUnavailable } from '../e2e/harness/environment.ts';
 import { refuseInEarlyPhase } from '../e2e/harness/phase.ts';
+import { backgroundBuild, deferred } from '../e2e/harness/background-build.ts';
 
 const root = new URL('../../', import.meta.url);
 
@@ -69,4 +72,61 @@ t.test("scripts/test.sh splits the files on the names the guard's message lists"
     early.includes('argo-workflows.test.ts'),
     'argo-workflows.test.ts (a real Argo Workflows controller) runs in the late phase',
   );
+});
+
+t.test('a late file that uses a build the late phase does not wait for waits for that build itself', async (t) => {
+  const script = await readFile(new URL('scripts/test.sh', root), 'utf8');
+  const waited = /\n {2}bg_wait (argocd[^\n]*)\n {2}if e2e_prepare; then/.exec(script)?.[1]?.split(' ');
+  t.ok(waited, "scripts/test.sh's late phase waits for a list of background builds");
+  const dir = new URL('test/e2e/', root);
+  const uses: Record<string, string> = {
+    argoWorkflowsUnavailable: 'argo-workflows',
+    argoRolloutsUnavailable: 'argo-rollouts',
+    giteaUnavailable: 'gitea',
+  };
+  let checked = 0;
+  for (const f of (await readdir(dir)).filter((f) => f.endsWith('.test.ts')).sort()) {
+    const text = await readFile(new URL(f, dir), 'utf8');
+    for (const [fn, step] of Object.entries(uses)) {
+      if (!new RegExp(`\\b${fn}\\(`).test(text)) continue;
+      t.notOk(waited!.includes(step), `the late phase does not wait for ${step} (${f} does)`);
+      const call = text.indexOf(`await backgroundBuild(t, '${step}')`);
+      t.ok(
+        call >= 0 && call < text.indexOf(`${fn}()`),
+        `${f} waits for the background build of ${step} before it calls ${fn}()`,
+      );
+      checked++;
+    }
+  }
+  t.ok(checked >= 4, `the files that use the deferred builds were found (${checked})`);
+});
+
+t.test('backgroundBuild waits for the step, then exports the folder it built', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'hrt-bg-build-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const saved = { ...process.env };
+  t.teardown(() => {
+    for (const k of ['HRT_E2E_BUILDS_DIR', 'HRT_E2E_DEFERRED_BUILDS', 'HRT_GITEA_BIN', 'HRT_ARGO_ROLLOUTS_BIN'])
+      if (saved[k] === undefined) delete process.env[k];
+      else process.env[k] = saved[k];
+  });
+  delete process.env.HRT_GITEA_BIN;
+  delete process.env.HRT_ARGO_ROLLOUTS_BIN;
+  process.env.HRT_E2E_BUILDS_DIR = dir;
+  process.env.HRT_E2E_DEFERRED_BUILDS = 'argo-workflows gitea';
+
+  t.equal(deferred('argo-rollouts'), false, 'a step scripts/test.sh did not defer is not waited for');
+  await backgroundBuild(t, 'argo-rollouts');
+  t.equal(process.env.HRT_ARGO_ROLLOUTS_BIN, undefined, 'and nothing is exported for it');
+
+  t.equal(deferred('gitea'), true, 'a deferred step is waited for');
+  let ended = false;
+  const waiting = backgroundBuild(t, 'gitea').then(() => (ended = true));
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+  t.equal(ended, false, 'while the build has not ended (no gitea.rc), the file waits');
+  await writeFile(join(dir, 'gitea.out'), 'progress\n/cache/gitea/abc/bin\n');
+  await writeFile(join(dir, 'gitea.rc'), '0\n');
+  await waiting;
+  t.equal(process.env.HRT_GITEA_BIN, '/cache/gitea/abc/bin', 'then the last line of its output is the folder');
+  t.equal(deferred('gitea'), false, 'once exported, the step is no longer waited for');
 });
