@@ -18,6 +18,7 @@
  * Skips, saying why, when Gitea or Argo CD could not be built (test/e2e/prepare.sh).
  */
 import t from 'tap';
+import { backgroundBuild } from './harness/background-build.ts';
 import { execFile } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -35,6 +36,8 @@ import {
   type Promotion,
 } from '../../runtime/protocol/promotions.ts';
 
+// In scripts/test.sh's late phase Gitea may still be compiling: wait for its build.
+await backgroundBuild(t, 'gitea');
 t.setTimeout(10 * 60_000);
 
 const run = promisify(execFile);
