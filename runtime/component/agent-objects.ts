@@ -57,6 +57,8 @@ export const EVENT_REPORTER_NODE_OPTIONS = '--max-semi-space-size=1 --max-old-sp
 export interface AgentPeers {
   /** The runtime has a Source Server (agentsAt(version)): the event reporter and the app-proxy get its URL. */
   sourceServer?: boolean;
+  /** The console's page of the tenant's products (agents.ts productsUrl): the GitOps Operator's PRODUCTS_URL. */
+  productsUrl?: pulumi.Input<string>;
 }
 
 function env(
@@ -118,6 +120,8 @@ function env(
       );
       // Dry runs ask the Source Server what a scratch commit would change (docs/promotions.md).
       if (peers.sourceServer) vars.push({ name: 'SOURCE_SERVER_URL', value: sourceServerUrl(namespace) });
+      // Its pull requests link back to the product's page in the console.
+      if (peers.productsUrl) vars.push({ name: 'PRODUCTS_URL', value: peers.productsUrl });
       break;
     case 'source-server':
       vars.push(

@@ -211,6 +211,14 @@ export const ARGOCD_SERVER_TLS_SECRET = 'argocd-server-tls';
 export const SOURCE_SERVER_ARGOCD_ACCOUNT = 'source-server';
 /** The Source Server's address inside a runtime whose agents are in `namespace` (its Service), for the event reporter and the app-proxy. */
 export const sourceServerUrl = (namespace: string): string => `http://source-server.${namespace}.svc:${AGENT_PORT}`;
+/**
+ * The console's page of a tenant's products whose resources are in Argo CD namespace `namespace`
+ * (`<it>/<product>` is one product's page): the GitOps Operator's PRODUCTS_URL, which its pull
+ * requests link back to. `controlPlaneUrl` is the control plane's public URL (the console is at
+ * `/console/`).
+ */
+export const productsUrl = (controlPlaneUrl: string, tenantId: string, namespace: string): string =>
+  `${controlPlaneUrl.replace(/\/+$/, '')}/console/#/tenants/${encodeURIComponent(tenantId)}/products/${encodeURIComponent(namespace)}`;
 /** The hosted runtime's Source Server. */
 export const SOURCE_SERVER_URL = sourceServerUrl(RUNTIME_NAMESPACE);
 /** Where a hybrid runtime beside an existing Argo CD mounts the Source Server's Argo CD token (Secret SOURCE_SERVER_ARGOCD_SECRET, key `token`). */

@@ -20,6 +20,7 @@ import {
   CREDENTIAL_KEYS,
   CREDENTIALS_SECRET,
   DEFAULT_AGENT_IMAGE_REPOSITORY,
+  productsUrl as productsUrlOf,
   RUNTIME_NAMESPACE,
   SOURCE_SERVER_ARGOCD_SECRET,
 } from './agents.ts';
@@ -210,6 +211,10 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
         )
       : [];
 
+    // The console's products page, which the GitOps Operator's pull requests link back to.
+    const productsUrl = pulumi
+      .all([args.controlPlaneUrl, args.tenantId])
+      .apply(([url, tenantId]) => productsUrlOf(url, tenantId, ARGO_CD_NAMESPACE));
     for (const agent of agents) {
       createAgentWorkload({
         name,
@@ -229,7 +234,7 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
                 ? // Its Role is in Argo CD's namespace; it reads the promotion resources and Workflows.
                   [namespace, credentials, versions, releases.argoCd, releases.argoWorkflows, ...promotionCrdResources]
                 : [namespace, credentials, versions],
-        peers: { sourceServer },
+        peers: { sourceServer, productsUrl },
       });
     }
 

@@ -65,6 +65,7 @@ import {
   ARGOCD_SECRET,
   ARGOCD_SERVER_TLS_SECRET,
   CREDENTIALS_SECRET,
+  productsUrl,
   RUNTIME_NAMESPACE,
   SOURCE_SERVER_ARGOCD_ACCOUNT,
   SOURCE_SERVER_ARGOCD_SECRET,
@@ -713,7 +714,11 @@ export function hybridInstallBundle(input: InstallBundleInput): InstallBundle {
   const agents = hybridAgents(input.version.version).filter(
     (agent) => !(agent.name === 'tunnel-client' && r.access === 'ingress'),
   );
-  const peers: AgentPeers = { sourceServer: agents.some((a) => a.name === 'source-server') };
+  const peers: AgentPeers = {
+    sourceServer: agents.some((a) => a.name === 'source-server'),
+    // The GitOps Operator's pull requests link back to the products' page in the console.
+    productsUrl: productsUrl(input.controlPlaneUrl, r.tenantId, argoNamespaceOf(r)),
+  };
   const crds = hybridPromotionCrds(input.version.version);
   const promotions = crds.length > 0;
   for (const agent of agents) raw.push(...hybridAgentObjects(agent, input, image(agent.name), peers, promotions));

@@ -320,7 +320,11 @@ export function agentsObjects(entry: RuntimeVersion, plan: Plan, tenantId: strin
   if (agents.some((a) => a.name === 'gitops-operator')) objects.push(...promotionCrds());
   for (const agent of agents) {
     const image = `${DEFAULT_AGENT_IMAGE_REPOSITORY}/${agent.name}:${entry.components.agents}`;
-    const o = agentObjects(agent, image, tenantId, plan.runtime.agents[agent.name], undefined, { sourceServer });
+    // The GitOps Operator's PRODUCTS_URL is the control plane's public URL's console page (per tenant).
+    const o = agentObjects(agent, image, tenantId, plan.runtime.agents[agent.name], undefined, {
+      sourceServer,
+      productsUrl: PER_TENANT,
+    });
     objects.push(
       ...[
         o.serviceAccount,

@@ -12,8 +12,9 @@
  *    head branch that does not exist.
  *
  * Skips, saying why, when scripts/gitea.sh could not build Gitea (test/e2e/prepare.sh). The
- * operator's whole `action: pr` step runs in promotions.test.ts against a provider double with
- * Gitea's shapes (docs/testing.md, "Pull requests").
+ * operator's whole `action: pr` step runs against a real Gitea in gitea-promotions.test.ts, and in
+ * promotions.test.ts against a provider double with Gitea's shapes (a create whose answer is lost
+ * while the operator is killed; docs/testing.md, "Pull requests").
  */
 import t from 'tap';
 import { backgroundBuild } from './harness/background-build.ts';

@@ -56,7 +56,7 @@ import {
   WORKFLOW_POD_STAGE,
 } from './harness/argo-workflows.ts';
 import { kubectlRunner } from '../helpers/kubectl.ts';
-import { serverPort, startProcess, until, type ManagedProcess } from '../../sandbox/processes.ts';
+import { serverPort, startProcess, until } from '../../sandbox/processes.ts';
 import { startGitServer } from '../../sandbox/git-server.ts';
 import { startProviderDouble } from '../helpers/pull-request-provider-double.ts';
 import { createTestApi } from '../helpers/api.ts';
@@ -72,7 +72,8 @@ import { staticRuntimeInfo } from '../../runtime/agents/app-proxy/runtime-info.t
 import { createRouter } from '../../runtime/agents/request-router/router.ts';
 import { connectRuntime } from '../helpers/runtime.ts';
 import type { RuntimeObjectPage } from '../../provisioner/api/types.ts';
-import { gitopsOperatorRbac, promotionCrds } from '../../runtime/component/promotion-crds.ts';
+import { promotionCrds } from '../../runtime/component/promotion-crds.ts';
+import { applier, argoCdRepositorySecret, gitopsOperator, installPromotionCrds } from './harness/promotions.ts';
 import {
   PROMOTIONS_API_VERSION,
   PROMOTIONS_GROUP,
@@ -122,20 +123,8 @@ if (unavailable) {
     const r = await kubectl(args);
     if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.output}`);
   }
-  const apply = async (name: string, objects: unknown[]) => {
-    const file = join(dir, `${name}.json`);
-    await writeFile(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
-    const r = await kubectl(['apply', '-f', file]);
-    if (r.code !== 0) throw new Error(`kubectl apply ${name}: ${r.output}`);
-  };
-  await apply('crds', promotionCrds());
-  const established = await kubectl([
-    'wait',
-    '--for=condition=Established',
-    '--timeout=60s',
-    ...promotionCrds().map((c) => `crd/${(c.metadata as { name: string }).name}`),
-  ]);
-  if (established.code !== 0) throw new Error(`the promotion CRDs: ${established.output}`);
+  const apply = applier(kubectl, dir);
+  await installPromotionCrds(kubectl, dir);
 
   // Argo CD's API server too: the Source Server asks it for manifests (the dry runs' previews).
   const argocd = await startArgoCd(t, {
@@ -196,20 +185,12 @@ if (unavailable) {
   await repo.commit(files, 'the shop in dev, staging and prod', {
     author: { name: 'Grace Hopper', email: 'grace@example.test' },
   });
-  const secret = await kubectl([
-    'create',
-    'secret',
-    'generic',
-    'config-repo',
-    '-n',
-    ns,
-    '--from-literal=type=git',
-    `--from-literal=url=${repo.url}`,
-    `--from-literal=username=${GIT_USER}`,
-    `--from-literal=password=${GIT_PASSWORD}`,
-  ]);
-  if (secret.code !== 0) throw new Error(`the repository Secret: ${secret.output}`);
-  await kubectl(['label', 'secret', 'config-repo', '-n', ns, 'argocd.argoproj.io/secret-type=repository']);
+  await argoCdRepositorySecret(kubectl, ns, {
+    name: 'config-repo',
+    url: repo.url,
+    username: GIT_USER,
+    password: GIT_PASSWORD,
+  });
 
   const appName = (env: string, part: string) => `shop-${env}-${part}`;
   const applications = ENVS.flatMap((env) =>
@@ -333,56 +314,17 @@ if (unavailable) {
       })) as { status?: { phase?: string } }
     ).status?.phase;
 
-  // The operator's account and rights; a kubeconfig with its token.
-  await kubectl(['create', 'namespace', RUNTIME_NS]);
-  await apply('operator-rbac', gitopsOperatorRbac(ns, RUNTIME_NS));
-  const token = await kubectl(['create', 'token', 'gitops-operator', '-n', RUNTIME_NS, '--duration', '2h']);
-  if (token.code !== 0) throw new Error(`no token: ${token.output}`);
-  const doc = JSON.parse(cluster.kubeconfig) as { users: Array<{ user: Record<string, string> }> };
-  doc.users[0]!.user = { token: token.stdout.trim() };
-  const operatorKubeconfig = join(dir, 'gitops-operator.kubeconfig');
-  await writeFile(operatorKubeconfig, JSON.stringify(doc), { mode: 0o600 });
-
-  const main = fileURLToPath(new URL('../../runtime/agents/gitops-operator/main.ts', import.meta.url));
-  let operator: ManagedProcess | undefined;
-  let starts = 0;
-  let operatorPort = 0;
-  /** Resolves once the operator has finished `n` more rounds (its /readyz reports each round's time). */
-  const operatorRounds = async (n: number) => {
-    const seen = new Set<number>();
-    const since = Date.now();
-    await until(`${n} operator rounds`, 60_000, async () => {
-      const r = await fetch(`http://127.0.0.1:${operatorPort}/readyz`).catch(() => undefined);
-      const at = ((await r?.json().catch(() => undefined)) as { at?: number } | undefined)?.at;
-      if (at !== undefined && at > since) seen.add(at);
-      return seen.size >= n;
-    });
-  };
-  const startOperator = async () => {
-    const port = await serverPort();
-    operatorPort = port;
-    starts++;
-    operator = startProcess('gitops-operator', process.execPath, [main], join(dir, `operator-${starts}.log`), {
-      env: {
-        PATH: process.env.PATH ?? '',
-        KUBECONFIG: operatorKubeconfig,
-        PROMOTIONS_NAMESPACE: ns,
-        // A container restarted in its pod keeps the pod's name: it holds the Lease again at once.
-        POD_NAME: 'gitops-operator-0',
-        PORT: String(port),
-        HOST: '127.0.0.1',
-        GIT_WORK_DIR: join(dir, `operator-git-${starts}`),
-        POLL_MS: '500',
-        SYNC_TIMEOUT_SECONDS: '240',
-        SOURCE_SERVER_URL: `http://127.0.0.1:${sourceServerPort}`,
-      },
-    });
-    await until('the operator’s /healthz', 60_000, async () => {
-      if (!operator!.running()) throw new Error(`the operator exited: ${await operator!.tail(20)}`);
-      return (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined))?.ok ?? false;
-    });
-  };
-  t.teardown(() => operator?.stop());
+  // The operator, as its own ServiceAccount with its Role.
+  const operator = await gitopsOperator(t, {
+    kubectl,
+    adminKubeconfig: cluster.kubeconfig,
+    namespace: ns,
+    runtimeNamespace: RUNTIME_NS,
+    dir,
+    env: { SOURCE_SERVER_URL: `http://127.0.0.1:${sourceServerPort}` },
+  });
+  const startOperator = () => operator.start();
+  const operatorRounds = (n: number) => operator.rounds(n);
 
   const get = async <T>(plural: string, name: string) =>
     (await cluster.objects.getNamespacedCustomObject({
@@ -451,7 +393,7 @@ if (unavailable) {
     }).catch(async (err: Error) => {
       const x = await get<Promotion>('promotions', p.metadata.name);
       throw new Error(
-        `${err.message}; it is ${JSON.stringify(x.status).slice(0, 1500)}; the operator: ${await operator?.tail(15)}`,
+        `${err.message}; it is ${JSON.stringify(x.status).slice(0, 1500)}; the operator: ${await operator.tail(15)}`,
         {
           cause: err,
         },
@@ -762,7 +704,7 @@ if (unavailable) {
       if (x.status?.phase === 'Succeeded') break;
       const step = x.status?.steps?.find((s) => !['Succeeded', 'Skipped'].includes(s.phase));
       killedAt.add(step ? `${step.environment} ${step.phase}` : (x.status?.phase ?? 'not started'));
-      await operator!.kill();
+      await operator.process()!.kill();
       kills++;
       await startOperator();
     }
@@ -836,8 +778,9 @@ if (unavailable) {
     'action pr (provider: a test double): staging’s pull request opened once (a restart between its create and its answer), merged by the provider; abort closes one',
     async (t) => {
       await outcome({ notify: 'pass' });
-      // The provider's pull-request API: a TEST DOUBLE (Gitea's API v1 shapes, on loopback; the
-      // client against a real Gitea: gitea-pull-requests.test.ts, docs/testing.md "Pull requests").
+      // The provider's pull-request API: a TEST DOUBLE (Gitea's API v1 shapes, on loopback), for
+      // what a real provider cannot be made to do (an answer lost while the operator dies); the
+      // whole step against a real Gitea: gitea-promotions.test.ts (docs/testing.md "Pull requests").
       // Its token is the password of the repository Secret, as a real provider's would be.
       const provider = await startProviderDouble({ kind: 'gitea', owner: 'acme', repo: 'config', token: GIT_PASSWORD });
       t.teardown(() => provider.close());
@@ -864,7 +807,7 @@ if (unavailable) {
       await repo.commit({ 'shop/dev/release.yaml': release('1.4.0', 'nginx:1.27.4') }, 'dev: shop 1.4.0');
       const p = await promotionOf('1.4.0');
       await until('the pull request created (its answer held)', 120_000, () => provider.pulls.length === 1);
-      await operator!.kill();
+      await operator.process()!.kill();
       await startOperator();
       const awaiting = await until('staging’s pull request recorded', 120_000, async () => {
         const x = await get<Promotion>('promotions', p.metadata.name);
@@ -888,17 +831,17 @@ if (unavailable) {
       );
       t.match(
         proposal.pullRequest,
-        { provider: 'gitea', number: 1, url: /\/acme\/config\/pull\/1$/ },
+        { provider: 'gitea', number: 1, url: /\/acme\/config\/pulls\/1$/ },
         'kept in the step',
       );
       t.match(
         awaiting.status!.steps![0]!.message,
-        /^pull request #1 \(http:\/\/127\.0\.0\.1:\d+\/acme\/config\/pull\/1\) waits to be merged into main$/,
+        /^pull request #1 \(http:\/\/127\.0\.0\.1:\d+\/acme\/config\/pulls\/1\) waits to be merged into main$/,
       );
       const shownPr = await until('the CLI shows the pull request', 60_000, async () => {
         const r = await cli('promotions', 'get', tenant.tenantId, p.metadata.name);
         return r.code === 0 &&
-          /staging: pull request #1 http:\/\/127\.0\.0\.1:\d+\/acme\/config\/pull\/1 from promotions\//.test(r.out)
+          /staging: pull request #1 http:\/\/127\.0\.0\.1:\d+\/acme\/config\/pulls\/1 from promotions\//.test(r.out)
           ? r.out
           : undefined;
       });

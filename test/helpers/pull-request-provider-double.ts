@@ -4,8 +4,8 @@
  * state) and GitLab's merge requests (`/projects/{id}/merge_requests`), kept in memory. It is not
  * a provider: it checks the token and the request shapes the operator's client sends, answers as
  * those APIs document, and can be told to fail (`failNext`). A real Gitea runs in
- * test/e2e/gitea-pull-requests.test.ts; GitHub and GitLab run nowhere here (docs/testing.md,
- * "Pull requests").
+ * test/e2e/gitea-pull-requests.test.ts (the client) and test/e2e/gitea-promotions.test.ts (the
+ * operator's whole step); GitHub and GitLab run nowhere here (docs/testing.md, "Pull requests").
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -71,7 +71,7 @@ export async function startProviderDouble(o: {
         }
       : {
           number: p.number,
-          html_url: `${origin}/${o.owner}/${o.repo}/pull/${p.number}`,
+          html_url: `${origin}/${o.owner}/${o.repo}/${o.kind === 'gitea' ? 'pulls' : 'pull'}/${p.number}`,
           state: p.state,
           merged: p.merged,
           merged_at: p.merged ? new Date().toISOString() : null,

@@ -37,12 +37,18 @@ import {
   agentsAt,
   CREDENTIALS_SECRET,
   GITOPS_OPERATOR_AGENT,
+  productsUrl,
   RUNTIME_NAMESPACE,
 } from '../../runtime/component/agents.ts';
 import { GITOPS_OPERATOR_RULES, promotionCrds } from '../../runtime/component/promotion-crds.ts';
 import { loadOperatorConfig } from '../../runtime/agents/gitops-operator/config.ts';
 import { yamlText } from '../../runtime/hybrid/yaml-text.ts';
-import { ARGO_RELEASES, argoReleaseValues, mergeValues } from '../../runtime/component/argo-releases.ts';
+import {
+  ARGO_CD_NAMESPACE,
+  ARGO_RELEASES,
+  argoReleaseValues,
+  mergeValues,
+} from '../../runtime/component/argo-releases.ts';
 import { sourceServerArgoCdAccountValues } from '../../runtime/component/source-server-account.ts';
 import { loadSourceServerConfig } from '../../runtime/agents/source-server/config.ts';
 import { BOOTSTRAP_SECRET, BOOTSTRAP_TOKEN_KEY, CREDENTIAL_KEYS } from '../../runtime/protocol/bootstrap.ts';
@@ -318,7 +324,10 @@ t.test('the bootstrap Job may touch only its two Secrets, by name', async (t) =>
 t.test('the agents are the hosted runtime’s, at the catalog’s image tag', async (t) => {
   const b = hybridInstallBundle(input());
   const budget = PLANS[DEFAULT_PLAN]!.runtime;
-  const peers = { sourceServer: agentsAt(entry.version).some((a) => a.name === 'source-server') };
+  const peers = {
+    sourceServer: agentsAt(entry.version).some((a) => a.name === 'source-server'),
+    productsUrl: productsUrl('https://cp.example.test', TENANT, ARGO_CD_NAMESPACE),
+  };
   // The Source Server reaches the Argo CD beside it as the mode allows: its own test below.
   for (const agent of hybridAgents(entry.version).filter((a) => a.name !== 'source-server')) {
     const hosted = agentObjects(
@@ -333,7 +342,16 @@ t.test('the agents are the hosted runtime’s, at the catalog’s image tag', as
     type Pod = { containers: Array<{ env: Array<{ name: string; value?: string }> }> };
     const expected = structuredClone((hosted.deployment.spec as { template: { spec: Pod } }).template.spec);
     if (agent.name === 'gitops-operator') {
-      // Nothing of the control plane's: with new Argo CD, the hosted runtime's pod spec as it is.
+      const env = (deployment.spec as { template: { spec: Pod } }).template.spec.containers[0]!.env;
+      t.equal(
+        loadOperatorConfig({
+          KUBERNETES_SERVICE_HOST: '10.96.0.1',
+          PRODUCTS_URL: env.find((e) => e.name === 'PRODUCTS_URL')?.value,
+        }).productsUrl,
+        `https://cp.example.test/console/#/tenants/${TENANT}/products/argocd`,
+        'its pull requests link to the products page in the console of the control plane it was installed from',
+      );
+      // With new Argo CD, the hosted runtime's pod spec as it is (its PRODUCTS_URL included).
       t.same(
         (deployment.spec as { template: { spec: unknown } }).template.spec,
         expected,
@@ -900,6 +918,11 @@ t.test('argo=existing: the operator runs in the Argo CD namespace the registrati
     KUBERNETES_SERVICE_HOST: '10.0.0.1', // in a pod
   });
   t.equal(loaded.namespace, 'gitops', "the operator's own loader accepts that environment, in that namespace");
+  t.equal(
+    loaded.productsUrl,
+    `https://cp.example.test/console/#/tenants/${TENANT}/products/gitops`,
+    'its pull requests link to the products of that namespace in the console',
+  );
   const role = find(b.objects, 'Role', `${ns}:gitops-operator`, 'gitops');
   t.same(role?.rules, GITOPS_OPERATOR_RULES, 'its Role there has the hosted rules, nothing more');
   t.same(

@@ -1,6 +1,6 @@
 /**
  * Builds the end-to-end tier's late phase does not wait for (scripts/test.sh): the Argo Workflows
- * and Argo Rollouts controllers and Gitea are used by four files only, so on a cold machine the late
+ * and Argo Rollouts controllers and Gitea are used by five files only, so on a cold machine the late
  * phase starts its other files once Argo CD, vcluster and the provider plugin are built, and these
  * three keep compiling in the background beside them. scripts/test.sh names them in
  * HRT_E2E_DEFERRED_BUILDS and the background builds' folder in HRT_E2E_BUILDS_DIR

@@ -16,13 +16,19 @@ import { catalog } from '../../../runtime/catalog.ts';
 import {
   CREDENTIALS_SECRET,
   GIT_CACHE_DIR,
+  GITOPS_WORK_DIR,
   RUNTIME_NAMESPACE,
   SOURCE_SERVER_URL,
   VERSIONS_CONFIGMAP,
 } from '../../../runtime/component/agents.ts';
 import { sourceServerPassword } from '../../../runtime/component/source-server-account.ts';
 import { loadSourceServerConfig } from '../../../runtime/agents/source-server/config.ts';
-import { ARGOCD_SERVER_URL, WEBHOOK_EVENT_SOURCE_URL } from '../../../runtime/component/argo-releases.ts';
+import { loadOperatorConfig } from '../../../runtime/agents/gitops-operator/config.ts';
+import {
+  ARGO_CD_NAMESPACE,
+  ARGOCD_SERVER_URL,
+  WEBHOOK_EVENT_SOURCE_URL,
+} from '../../../runtime/component/argo-releases.ts';
 import { loadAppProxyConfig } from '../../../runtime/agents/app-proxy/config.ts';
 import { loadEventReporterConfig } from '../../../runtime/agents/event-reporter/config.ts';
 import { loadRouterConfig } from '../../../runtime/agents/request-router/config.ts';
@@ -220,6 +226,25 @@ t.test(
     );
   },
 );
+
+t.test('gitops-operator starts with its namespace, its clones’ folder and the console’s products page', async (t) => {
+  const { env, container, podName } = pod('gitops-operator');
+  const config = loadOperatorConfig(env);
+  t.equal(config.namespace, ARGO_CD_NAMESPACE, 'reads the promotion resources in Argo CD’s namespace');
+  t.equal(config.identity, podName, 'holds its Lease as its pod');
+  t.equal(config.gitWorkDir, GITOPS_WORK_DIR, 'clones into its work folder');
+  t.ok(
+    container.volumeMounts?.some((m) => m.mountPath === GITOPS_WORK_DIR && !m.readOnly),
+    'the work folder is a writable mount',
+  );
+  t.equal(config.sourceServerUrl, SOURCE_SERVER_URL, 'dry runs ask the Source Server Service');
+  t.equal(
+    config.productsUrl,
+    `https://control.example.test/console/#/tenants/${tenantId}/products/${ARGO_CD_NAMESPACE}`,
+    'its pull requests link to the tenant’s products page in the console of the control plane’s public URL',
+  );
+  t.equal(config.port, probePort(t, container), 'serves health on the port the probes call');
+});
 
 t.test(
   'source-server starts with Argo CD’s address, its account’s password and its Git cache on the probed port',
