@@ -16,7 +16,7 @@
 #   argocd           scripts/argocd.sh                                        (e2e)
 #   vcluster         scripts/vcluster.sh                                      (e2e)
 #   kubernetes-provider  scripts/kubernetes-provider.sh                       (e2e)
-#   argo-workflows   scripts/argo-workflows.sh   (e2e: the four files that use these three wait
+#   argo-workflows   scripts/argo-workflows.sh   (e2e: the five files that use these three wait
 #   argo-rollouts    scripts/argo-rollouts.sh     for them themselves, beside the late phase:
 #   gitea            scripts/gitea.sh             test/e2e/harness/background-build.ts)
 #

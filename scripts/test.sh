@@ -118,7 +118,7 @@ if command -v go >/dev/null 2>&1; then
   has_tier integration && [ -z "${HRT_TOOLCHAIN_BIN:-}" ] && bg_steps+=(api-servers)
   if has_tier e2e; then
     # Argo CD, vcluster and the provider plugin first: the late phase's files all wait for them. The
-    # three after them are used by four files only, which wait for them themselves (e2e_tier below).
+    # three after them are used by five files only, which wait for them themselves (e2e_tier below).
     bg_steps+=(toolchain argo-crds argocd vcluster kubernetes-provider)
     bg_steps+=(argo-workflows argo-rollouts gitea)
   fi
@@ -285,7 +285,7 @@ check lint lint
 # asks for a provisioning environment or Argo CD fails (it was put in the wrong phase) instead of
 # skipping. The late phase (every other file) starts when Argo CD, vcluster and the provider plugin
 # are built and the early phase has ended, so that at most two files run at once, as the run lock's
-# slots expect (docs/e2e.md). The Argo Workflows and Rollouts controllers and Gitea, which only four
+# slots expect (docs/e2e.md). The Argo Workflows and Rollouts controllers and Gitea, which only five
 # files use, keep building beside it: those files wait for their build themselves
 # (test/e2e/harness/background-build.ts; HRT_E2E_DEFERRED_BUILDS). The late files start longest
 # first (E2E_LONGEST_FIRST: the file times of the clean-clone run of 2026-11-30, 522 s down to
@@ -293,7 +293,7 @@ check lint lint
 # file running alone; a file not listed starts after these.
 E2E_LONGEST_FIRST=(hosted-runtime fleet-upgrade crash infra lifecycle warm-pool drift-watch promotions drift
   change-history sandbox hybrid-source-server argocd-reporting managed-cluster-secret hybrid-existing-argo
-  argocd argo-workflows argo-rollouts gitea-pull-requests)
+  argocd argo-workflows argo-rollouts gitea-promotions gitea-pull-requests)
 e2e_tier() {
   [ -f test/e2e/prepare.sh ] || return 0
   local all early=() late=() first=() rest=() f n t0=$SECONDS early_pid="" early_status=0 early_out="$logdir/e2e-early.tap"
