@@ -74,6 +74,7 @@ if (unavailable) {
     status?: {
       phase?: string;
       message?: string;
+      storedWorkflowTemplateSpec?: unknown;
       nodes?: Record<string, { type: string; phase: string; message?: string; outputs?: { exitCode?: string } }>;
     };
   };
@@ -179,8 +180,21 @@ if (unavailable) {
         name: 'smoke-tests',
         body: { ...failing, metadata: { ...failing.metadata, resourceVersion: current.metadata.resourceVersion } },
       });
-      await submit('promotion-pre-prod-2');
-      const wf = await finished('promotion-pre-prod-2');
+      // The controller reads WorkflowTemplates from its informer's cache, which sees the change a
+      // moment after the API server has it: a Workflow submitted within that moment runs the old
+      // template (the one it stores in status.storedWorkflowTemplateSpec). Submit again until one
+      // ran the changed template; that one must fail.
+      let name = 'promotion-pre-prod-2';
+      let wf: Workflow | undefined;
+      for (let attempt = 1; ; attempt++) {
+        await submit(name);
+        wf = await finished(name);
+        if (JSON.stringify(wf.status?.storedWorkflowTemplateSpec ?? {}).includes('smoke tests failed')) break;
+        t.comment(`${name} ran the template as it was before the change (the controller's cache); submitting again`);
+        t.ok(attempt < 10, 'the controller runs the changed template within ten Workflows');
+        if (attempt >= 10) return;
+        name = `promotion-pre-prod-2-${attempt}`;
+      }
       t.equal(wf.status?.phase, 'Failed', 'the controller marks the Workflow Failed');
       const pods = Object.values(wf.status?.nodes ?? {}).filter((n) => n.type === 'Pod');
       t.equal(pods[0]?.phase, 'Failed', 'its pod node Failed');
@@ -191,7 +205,7 @@ if (unavailable) {
       );
       t.match(wf.status?.message, /smoke tests failed: 2 of 14 checks/, 'the Workflow’s message carries it');
       t.comment(`Workflow message: ${wf.status?.message}`);
-      t.match(await podOf('promotion-pre-prod-2'), /^Failed .*main=3/, 'the pod KWOK ended: Failed, main exited 3');
+      t.match(await podOf(name), /^Failed .*main=3/, 'the pod KWOK ended: Failed, main exited 3');
       const first = (await objects.getNamespacedCustomObject({
         ...ref,
         plural: 'workflows',
