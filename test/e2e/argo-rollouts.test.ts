@@ -39,7 +39,8 @@ import {
 import { kubectlRunner } from '../helpers/kubectl.ts';
 import { serverPort, startProcess, until, type ManagedProcess } from '../../sandbox/processes.ts';
 import { startGitServer } from '../../sandbox/git-server.ts';
-import { gitopsOperatorRbac, promotionCrds } from '../../runtime/component/promotion-crds.ts';
+import { gitopsOperatorRbac } from '../../runtime/component/promotion-crds.ts';
+import { applier, installPromotionCrds } from './harness/promotions.ts';
 import {
   PROMOTIONS_API_VERSION,
   PROMOTIONS_GROUP,
@@ -126,20 +127,8 @@ if (unavailable) {
     if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.output}`);
   }
   t.comment(`argo-rollouts chart CRDs from ${crds.chart}: ${crds.names.join(', ')}`);
-  const apply = async (name: string, objects: unknown[]) => {
-    const file = join(dir, `${name}.json`);
-    await writeFile(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
-    const r = await kubectl(['apply', '-f', file]);
-    if (r.code !== 0) throw new Error(`kubectl apply ${name}: ${r.output}`);
-  };
-  await apply('promotion-crds', promotionCrds());
-  const established = await kubectl([
-    'wait',
-    '--for=condition=Established',
-    '--timeout=60s',
-    ...promotionCrds().map((c) => `crd/${(c.metadata as { name: string }).name}`),
-  ]);
-  if (established.code !== 0) throw new Error(`the promotion CRDs: ${established.output}`);
+  const apply = applier(kubectl, dir);
+  await installPromotionCrds(kubectl, dir);
   const controller = await startRolloutsController(t, { kubeconfigFile: cluster.kubeconfigFile, dir });
   const argocd = await startArgoCd(t, {
     kubeconfigFile: cluster.kubeconfigFile,
