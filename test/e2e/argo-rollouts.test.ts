@@ -40,13 +40,8 @@ import { kubectlRunner } from '../helpers/kubectl.ts';
 import { serverPort, startProcess, until, type ManagedProcess } from '../../sandbox/processes.ts';
 import { startGitServer } from '../../sandbox/git-server.ts';
 import { gitopsOperatorRbac } from '../../runtime/component/promotion-crds.ts';
-import { applier, installPromotionCrds } from './harness/promotions.ts';
-import {
-  PROMOTIONS_API_VERSION,
-  PROMOTIONS_GROUP,
-  PROMOTIONS_VERSION,
-  type Promotion,
-} from '../../runtime/protocol/promotions.ts';
+import { applier, installPromotionCrds, promotionObject } from './harness/promotions.ts';
+import { PROMOTIONS_GROUP, PROMOTIONS_VERSION, type Promotion } from '../../runtime/protocol/promotions.ts';
 
 // In scripts/test.sh's late phase this build may still be compiling: wait for it.
 await backgroundBuild(t, 'argo-rollouts');
@@ -195,12 +190,7 @@ if (unavailable) {
       },
     })),
   );
-  const res = (kind: string, name: string, spec: unknown) => ({
-    apiVersion: PROMOTIONS_API_VERSION,
-    kind,
-    metadata: { name, namespace: ns },
-    spec,
-  });
+  const res = promotionObject(ns);
   const releaseField = '$.spec.template.metadata.annotations.release';
   await apply('promotion-resources', [
     res('Environment', 'dev', { kind: 'NON_PROD' }),

@@ -26,15 +26,16 @@ import { promisify } from 'node:util';
 import { argoApiServerUnavailable, ARGO_GROUP, ARGO_VERSION, startArgoApiServer } from './harness/argo.ts';
 import { argoCdUnavailable, startArgoCd } from './harness/argocd.ts';
 import { giteaUnavailable, startGitea } from './harness/gitea.ts';
-import { applier, argoCdRepositorySecret, gitopsOperator, installPromotionCrds } from './harness/promotions.ts';
+import {
+  applier,
+  argoCdRepositorySecret,
+  gitopsOperator,
+  installPromotionCrds,
+  promotionObject,
+} from './harness/promotions.ts';
 import { kubectlRunner } from '../helpers/kubectl.ts';
 import { until } from '../../sandbox/processes.ts';
-import {
-  PROMOTIONS_API_VERSION,
-  PROMOTIONS_GROUP,
-  PROMOTIONS_VERSION,
-  type Promotion,
-} from '../../runtime/protocol/promotions.ts';
+import { PROMOTIONS_GROUP, PROMOTIONS_VERSION, type Promotion } from '../../runtime/protocol/promotions.ts';
 
 // In scripts/test.sh's late phase Gitea may still be compiling: wait for its build.
 await backgroundBuild(t, 'gitea');
@@ -149,12 +150,7 @@ if (unavailable) {
       },
     })),
   );
-  const res = (kind: string, name: string, spec: unknown) => ({
-    apiVersion: PROMOTIONS_API_VERSION,
-    kind,
-    metadata: { name, namespace: ns },
-    spec,
-  });
+  const res = promotionObject(ns);
   await apply('promotion-resources', [
     res('Environment', 'dev', { kind: 'NON_PROD' }),
     res('Environment', 'staging', { kind: 'NON_PROD' }),

@@ -73,7 +73,13 @@ import { createRouter } from '../../runtime/agents/request-router/router.ts';
 import { connectRuntime } from '../helpers/runtime.ts';
 import type { RuntimeObjectPage } from '../../provisioner/api/types.ts';
 import { promotionCrds } from '../../runtime/component/promotion-crds.ts';
-import { applier, argoCdRepositorySecret, gitopsOperator, installPromotionCrds } from './harness/promotions.ts';
+import {
+  applier,
+  argoCdRepositorySecret,
+  gitopsOperator,
+  installPromotionCrds,
+  promotionObject,
+} from './harness/promotions.ts';
 import {
   PROMOTIONS_API_VERSION,
   PROMOTIONS_GROUP,
@@ -209,12 +215,7 @@ if (unavailable) {
   await apply('applications', applications);
 
   // The product, as the customer keeps it in Git (applied here directly).
-  const res = (kind: string, name: string, spec: unknown) => ({
-    apiVersion: PROMOTIONS_API_VERSION,
-    kind,
-    metadata: { name, namespace: ns },
-    spec,
-  });
+  const res = promotionObject(ns);
   await apply('promotion-resources', [
     res('Environment', 'dev', { kind: 'NON_PROD' }),
     res('Environment', 'staging', { kind: 'NON_PROD' }),

@@ -4,6 +4,7 @@
  * Secret (which the operator pushes with, and whose password is the pull requests' token), and
  * the operator itself as a process with its own ServiceAccount's token and exactly its Role.
  */
+import { PROMOTIONS_API_VERSION } from '../../../runtime/protocol/promotions.ts';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +22,16 @@ export function applier(kubectl: Kubectl, dir: string) {
     const r = await kubectl(['apply', '-f', file]);
     if (r.code !== 0) throw new Error(`kubectl apply ${name}: ${r.output}`);
   };
+}
+
+/** A promotion object (Environment, PromotionTemplate, Policy, Flow, Product…) in namespace NS. */
+export function promotionObject(ns: string) {
+  return (kind: string, name: string, spec: unknown) => ({
+    apiVersion: PROMOTIONS_API_VERSION,
+    kind,
+    metadata: { name, namespace: ns },
+    spec,
+  });
 }
 
 /** The promotion CRDs (runtime/component/promotion-crds.ts), applied and Established. */
