@@ -5,6 +5,7 @@
  * the map (so the clients are not typed from it), or one left in the map after its removal, fails
  * here.
  */
+import { readFile } from 'node:fs/promises';
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { API_ROUTES } from '../../../provisioner/http/api-routes.ts';
@@ -63,6 +64,42 @@ t.test(
     t.notOk(
       doc.paths['/v1/tenants/{id}/suspend']?.post?.requestBody,
       "suspend's optional body is checked by its handler, not declared to the validator",
+    );
+  },
+);
+
+t.test(
+  "the fuzzer's configuration lets every listing with a signed cursor refuse a made-up one with 400",
+  async (t) => {
+    // A schema cannot say which cursors the server signed: a listing the configuration
+    // (test/fuzz/schemathesis.toml) misses fails the fuzz tier on the first made-up cursor
+    // (INVALID_CURSOR, 400) it sends, as GET /v1/tenants/{id}/promotionpreviews once did.
+    const toml = await readFile(new URL('../../fuzz/schemathesis.toml', import.meta.url), 'utf8');
+    const accepting400: RegExp[] = [];
+    let regex: RegExp | undefined;
+    for (const line of toml.split('\n')) {
+      if (line.startsWith('[')) regex = undefined;
+      const include = /^include-path-regex = (".*")$/.exec(line);
+      if (include) regex = new RegExp(JSON.parse(include[1]!) as string);
+      const statuses = /^checks\.positive_data_acceptance\.expected-statuses = (\[.*\])$/.exec(line);
+      if (regex && statuses && (JSON.parse(statuses[1]!) as string[]).includes('400')) {
+        accepting400.push(regex);
+      }
+    }
+    t.ok(accepting400.length >= 2, `the configuration was read (${accepting400.length} blocks)`);
+    const doc = (await api.app.inject({ method: 'GET', url: '/docs/json' })).json<{
+      paths: Record<string, Record<string, { parameters?: { in: string; name: string }[] }>>;
+    }>();
+    const withCursor = Object.entries(doc.paths).flatMap(([path, item]) =>
+      Object.values(item).some((op) => op.parameters?.some((p) => p.in === 'query' && p.name === 'cursor'))
+        ? [path]
+        : [],
+    );
+    t.ok(withCursor.length >= 10, `listings with a cursor (${withCursor.length})`);
+    t.same(
+      withCursor.filter((path) => !accepting400.some((re) => re.test(path))),
+      [],
+      'every listing with a cursor is named in the configuration',
     );
   },
 );
