@@ -92,7 +92,10 @@ export interface StepTimes {
   operationFinishedAt: Date;
 }
 
-/** The times of a fleet upgrade's succeeded steps, each with its operation's (for a benchmark's breakdown of a step). */
+/**
+ * The times of a fleet upgrade's succeeded steps, each with its operation's (for a benchmark's
+ * breakdown of a step); a step whose operation never ran (no start or end) is left out.
+ */
 export async function succeededStepTimes(db: Queryable, fleetUpgradeId: string): Promise<StepTimes[]> {
   const out: StepTimes[] = [];
   for (const step of await fleetTenantRows(db, fleetUpgradeId)) {
