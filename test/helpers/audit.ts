@@ -1,11 +1,11 @@
 /**
- * Test-data readers for the audit log: what tests assert was audited. The store's listAudit
- * answers the API's page (newest first, by target); tests also ask by action, by an action's
- * prefix and by several targets, oldest first, so this module is the one place of the tests that
- * reads audit_log with SQL.
+ * Test-data readers for the audit log: what tests assert was audited, read through the store's
+ * listAudit (the API's page: newest first, by target type and id) and narrowed here by action, by
+ * an action's prefix and by several targets, oldest first. The SQL left here is fault injection:
+ * the audit log dropped, or a trigger that refuses some of its rows.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
-import { auditRowOf, type AuditRecord, type AuditRow } from '../../provisioner/store/audit.ts';
+import { listAudit, type AuditRow } from '../../provisioner/store/audit.ts';
 
 /** An audit row as tests read it: `before` and `after` are the JSON objects written (null: none). */
 export interface AuditRead extends Omit<AuditRow, 'before' | 'after'> {
@@ -24,31 +24,31 @@ export interface AuditFilter {
   targetId?: string | readonly string[];
 }
 
-function where(f: AuditFilter): { sql: string; values: unknown[] } {
-  const values: unknown[] = [];
-  const clauses: string[] = [];
-  const add = (clause: string, value: unknown): void => {
-    values.push(value);
-    clauses.push(clause.replace('?', `$${values.length}`));
-  };
-  if (f.action !== undefined) add('action = ?', f.action);
-  if (f.actionPrefix !== undefined) add(`starts_with(action, ?)`, f.actionPrefix);
-  if (f.targetType !== undefined) add('target_type = ?', f.targetType);
-  if (typeof f.targetId === 'string') add('target_id = ?', f.targetId);
-  else if (f.targetId !== undefined) add('target_id = ANY(?::text[])', f.targetId);
-  return { sql: clauses.length ? `WHERE ${clauses.join(' AND ')}` : '', values };
-}
+/** Every audit row a test's database holds fits one page of this size. */
+const ALL = 1_000_000;
 
 /** The audit rows the filter selects, oldest first. */
 export async function auditRows(db: Queryable, f: AuditFilter = {}): Promise<AuditRead[]> {
-  const w = where(f);
-  const { rows } = await db.query<AuditRecord>(`SELECT * FROM audit_log ${w.sql} ORDER BY id`, w.values);
-  return rows.map((r) => ({
-    ...auditRowOf(r),
-    id: Number(r.id),
-    before: r.before as AuditRead['before'],
-    after: r.after as AuditRead['after'],
-  }));
+  const page = await listAudit(db, {
+    targetType: f.targetType,
+    targetId: typeof f.targetId === 'string' ? f.targetId : undefined,
+    limit: ALL,
+  });
+  const ids = typeof f.targetId === 'object' ? new Set(f.targetId) : undefined;
+  return page
+    .filter(
+      (r) =>
+        (f.action === undefined || r.action === f.action) &&
+        (f.actionPrefix === undefined || r.action.startsWith(f.actionPrefix)) &&
+        (ids === undefined || ids.has(r.targetId)),
+    )
+    .reverse()
+    .map((r) => ({
+      ...r,
+      id: Number(r.id),
+      before: r.before as AuditRead['before'],
+      after: r.after as AuditRead['after'],
+    }));
 }
 
 /** The actions of the audit rows the filter selects, oldest first. */
@@ -58,20 +58,17 @@ export async function auditActions(db: Queryable, f: AuditFilter = {}): Promise<
 
 /** How many audit rows the filter selects. */
 export async function auditCount(db: Queryable, f: AuditFilter = {}): Promise<number> {
-  const w = where(f);
-  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM audit_log ${w.sql}`, w.values);
-  return rows[0]!.n;
+  return (await auditRows(db, f)).length;
 }
 
 /** How many audit rows the filter selects, per action. */
 export async function auditCountsByAction(db: Queryable, f: AuditFilter = {}): Promise<Record<string, number>> {
-  const w = where(f);
-  const { rows } = await db.query<{ action: string; n: number }>(
-    `SELECT action, count(*)::int AS n FROM audit_log ${w.sql} GROUP BY action`,
-    w.values,
-  );
-  return Object.fromEntries(rows.map((r) => [r.action, r.n]));
+  const counts: Record<string, number> = {};
+  for (const r of await auditRows(db, f)) counts[r.action] = (counts[r.action] ?? 0) + 1;
+  return counts;
 }
+
+// Fault injection: a database broken on purpose. No production path drops a table or refuses a row.
 
 /**
  * Drops the audit log, so that every write that audits fails from then on (a database broken on

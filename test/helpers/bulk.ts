@@ -2,6 +2,9 @@
  * Test-data builders for seeds at scale (benchmarks, the browser tier's fleet): set-based writes of
  * thousands of rows in one statement, where the store writes one row at a time (and wakes waiters,
  * notifies, audits). This module is the one place of the tests and benchmarks that writes that SQL.
+ * Every statement here is a seed at scale: states no production path writes in one statement
+ * (thousands of tenants made Ready, waiting, with windows), some with their times moved back
+ * (scattered last reconciles).
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
 import type { Condition } from '../../provisioner/store/states.ts';

@@ -1,10 +1,10 @@
 /**
- * Test-data builders for root clusters. Registering and cordoning go through the store; the
- * fleet-wide cordon and a kubeconfig swapped alone, which the store has no write for, are SQL here
- * (the one place of the tests).
+ * Test-data builders for root clusters. Registering and cordoning (one cluster or all) go through
+ * the store; a kubeconfig swapped alone, which no production path writes (the store's update also
+ * stamps the row and wakes waiting tenants), is SQL here (the one place of the tests).
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
-import { insertCluster, type RootCluster } from '../../provisioner/store/clusters.ts';
+import { insertCluster, listClusters, setCordoned, type RootCluster } from '../../provisioner/store/clusters.ts';
 
 /**
  * Registers a root cluster through the store: region `eu-test-1`, capacity 10, every plan, no
@@ -31,11 +31,12 @@ export async function addRootCluster(
   });
 }
 
-/** Cordons (or uncordons) every root cluster (one cluster: the store's setCordoned). */
+/** Cordons (or uncordons) every root cluster, each through the store's setCordoned (an uncordon wakes waiting tenants). */
 export async function setAllClustersCordoned(db: Queryable, cordoned: boolean): Promise<void> {
-  await db.query('UPDATE root_clusters SET cordoned = $1', [cordoned]);
+  for (const c of await listClusters(db)) await setCordoned(db, c.name, cordoned);
 }
 
+// SQL: a state no production path writes.
 /** Replaces a root cluster's encrypted kubeconfig, nothing else (no waiters woken, updated_at kept). */
 export async function replaceClusterKubeconfig(db: Queryable, name: string, kubeconfigEnc: Buffer): Promise<void> {
   await db.query('UPDATE root_clusters SET kubeconfig_enc = $2 WHERE name = $1', [name, kubeconfigEnc]);

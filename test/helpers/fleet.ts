@@ -1,15 +1,23 @@
 /**
- * Test-data builders and readers for fleet upgrades' own rows (the store has no write that ends a
- * lease without its owner, no count of the tenants every fleet upgrade holds and no read of its
- * steps' times, so this module is the one place of the tests and benchmarks that writes that SQL;
- * the progress stream and the state are read through the store),
- * and the plan and start of a fleet upgrade through the one API client, their answers narrowed.
+ * Test-data builders and readers for fleet upgrades: the progress stream, the state and the steps
+ * (those under way, the succeeded ones' times) read through the store, and the plan and start of a
+ * fleet upgrade through the one API client, their answers narrowed. The SQL left here is a lease
+ * moved back in time (the store has no write that ends a lease without its owner), a count of the
+ * tenants every fleet upgrade holds (a column no store read answers) and a benchmark's bare read.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
 import type { AnswerOf, ApiClient, BodyOf } from '../../provisioner/http/api-client.ts';
-import { fleetEvents, getFleetRow, type FleetEvent } from '../../provisioner/store/fleet-upgrades.ts';
+import { getOperation } from '../../provisioner/store/operations.ts';
+import {
+  fleetEvents,
+  fleetTenantRows,
+  getFleetRow,
+  inFlightSteps,
+  type FleetEvent,
+} from '../../provisioner/store/fleet-upgrades.ts';
 import type { FleetState } from '../../provisioner/store/states.ts';
 
+// SQL: time moved back (the store ends a lease only as its owner).
 /** Makes every fleet upgrade's lease expired a second ago (as when its holder died), owner left as it is. */
 export async function expireFleetLeases(db: Queryable): Promise<void> {
   await db.query(`UPDATE fleet_upgrades SET lease_expires_at = now() - interval '1 second'`);
@@ -50,6 +58,7 @@ export async function fleetEventsOf(
   );
 }
 
+// SQL: a column no store read answers (fleet_upgrade_tenants.active, over every fleet upgrade).
 /** How many tenants any fleet upgrade still holds (its active rows; a finished or aborted one holds none). */
 export async function heldFleetTenants(db: Queryable): Promise<number> {
   const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM fleet_upgrade_tenants WHERE active');
@@ -61,12 +70,10 @@ export async function upgradingSteps(
   db: Queryable,
   fleetUpgradeId: string,
 ): Promise<Array<{ tenantId: string; operationId: string }>> {
-  const { rows } = await db.query<{ tenantId: string; operationId: string }>(
-    `SELECT tenant_id AS "tenantId", operation_id AS "operationId" FROM fleet_upgrade_tenants
-      WHERE fleet_upgrade_id = $1 AND state = 'upgrading'`,
-    [fleetUpgradeId],
-  );
-  return rows;
+  const steps = await inFlightSteps(db, fleetUpgradeId);
+  return steps
+    .filter((s) => s.state === 'upgrading')
+    .map((s) => ({ tenantId: s.tenant_id, operationId: s.operation_id! }));
 }
 
 /** A fleet upgrade's state (the store's read); throws when there is none. */
@@ -85,18 +92,28 @@ export interface StepTimes {
   operationFinishedAt: Date;
 }
 
-/** The times of a fleet upgrade's succeeded steps, each with its operation's (for a benchmark's breakdown of a step). */
+/**
+ * The times of a fleet upgrade's succeeded steps, each with its operation's (for a benchmark's
+ * breakdown of a step); a step whose operation never ran (no start or end) is left out.
+ */
 export async function succeededStepTimes(db: Queryable, fleetUpgradeId: string): Promise<StepTimes[]> {
-  const { rows } = await db.query<StepTimes>(
-    `SELECT ft.tenant_id AS "tenantId", ft.started_at AS "startedAt", ft.finished_at AS "finishedAt",
-            o.started_at AS "operationStartedAt", o.finished_at AS "operationFinishedAt"
-       FROM fleet_upgrade_tenants ft JOIN operations o ON o.id = ft.operation_id
-      WHERE ft.fleet_upgrade_id = $1 AND ft.state = 'succeeded'`,
-    [fleetUpgradeId],
-  );
-  return rows;
+  const out: StepTimes[] = [];
+  for (const step of await fleetTenantRows(db, fleetUpgradeId)) {
+    if (step.state !== 'succeeded' || step.operation_id === null) continue;
+    const op = await getOperation(db, step.operation_id);
+    if (!op?.startedAt || !op.finishedAt || !step.started_at || !step.finished_at) continue;
+    out.push({
+      tenantId: step.tenant_id,
+      startedAt: step.started_at,
+      finishedAt: step.finished_at,
+      operationStartedAt: new Date(op.startedAt),
+      operationFinishedAt: new Date(op.finishedAt),
+    });
+  }
+  return out;
 }
 
+// SQL: a raw read, the benchmark's baseline.
 /**
  * Reads the live tenants' columns a fleet plan judges, with their root cluster's name, in plan
  * order, as one bare query: a benchmark's baseline for the plan (what reading the rows alone costs).

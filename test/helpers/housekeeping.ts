@@ -5,6 +5,7 @@
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
 
+// SQL: time moved back.
 /** Makes a stored idempotency key (by its digest) created `seconds` ago. */
 export async function ageIdempotencyKey(db: Queryable, digest: string, seconds: number): Promise<void> {
   await db.query('UPDATE idempotency_keys SET created_at = now() - make_interval(secs => $2::float8) WHERE key = $1', [
@@ -13,6 +14,7 @@ export async function ageIdempotencyKey(db: Queryable, digest: string, seconds: 
   ]);
 }
 
+// SQL: a read no store read answers (the store looks a key up by its digest only).
 /** The stored idempotency keys (their digests, as stored). */
 export async function storedIdempotencyKeys(db: Queryable): Promise<string[]> {
   const { rows } = await db.query<{ key: string }>('SELECT key FROM idempotency_keys ORDER BY created_at');

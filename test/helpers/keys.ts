@@ -6,6 +6,7 @@
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
 
+// SQL: a state no production path writes (a revocation without its NOTIFY).
 /**
  * Revokes a key behind the API's back: revoked now, without the NOTIFY of the store's revokeKey,
  * so that a replica only learns of it when its cached entry expires.
@@ -14,6 +15,7 @@ export async function revokeKeyUnannounced(db: Queryable, id: string): Promise<v
   await db.query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [id]);
 }
 
+// SQL: a read of columns no store read answers (the stored hash, the runtime, the revocation of any key).
 /** An API key's stored row as tests read it (the hash, never the key, is stored). */
 export interface StoredKey {
   id: string;

@@ -39,6 +39,7 @@ export async function addReachableManagedCluster(
   });
 }
 
+// SQL: a state no production path writes any more (a row as an older version stored it).
 /**
  * Inserts a managed cluster row as a version before storedServerVersion stored it: its reported
  * version kept as the cluster answered (terminal controls and all), probed now, due in an hour.
@@ -55,6 +56,7 @@ export async function insertRawVersionManagedCluster(
   );
 }
 
+// SQL: time moved back (a probe made due, a bootstrap expired).
 /** Makes the tenant's managed clusters due for a probe now; `clearConditions`: as never probed. */
 export async function makeProbeDue(
   db: Queryable,
@@ -75,6 +77,7 @@ export async function expireManagedClusterBootstrap(db: Queryable, name: string)
   ]);
 }
 
+// SQL: reads of columns no store read answers (the next probe; a bootstrap row as a whole).
 /** A managed cluster's probe state as stored: its conditions, last probe and next one. */
 export interface ManagedClusterProbe {
   name: string;

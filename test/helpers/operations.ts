@@ -23,6 +23,7 @@ export async function finishOperations(
   for (const id of idList(ids)) await finishOperation(db, id, state, null);
 }
 
+// SQL: states no production path writes (an operation's state set without a run, or ended without telling its followers).
 /**
  * Sets operations' state, their start and end times becoming now when told (each left as it is
  * otherwise): a running operation, or one ended without its log followers being told.
@@ -42,6 +43,7 @@ export async function setOperationState(
   );
 }
 
+// SQL: states no production path writes (runs ended without the reconciler: no lease, no attempt).
 /**
  * Makes every operation of the tenant look succeeded (its queued create and what followed), so that
  * nothing is under way; finished now unless `finishedNow` is false.
@@ -73,6 +75,7 @@ export async function completeQueuedUpgrades(db: Queryable): Promise<void> {
   );
 }
 
+// SQL: time moved back (an operation created and ended in the past).
 /** A past operation, for the history a planner reads: `createdSecondsAgo` back, lasting `durationSeconds`. */
 export interface PastOperation {
   kind: OperationKind;
@@ -123,6 +126,7 @@ export async function tenantLogLines(db: Queryable, tenantId: string): Promise<s
   return lines;
 }
 
+// SQL: a read of a column no store read answers (the reconciler that ran each operation).
 /** An operation's row with the bookkeeping the store's Operation leaves out (the reconciler that ran it). */
 export interface OperationRecord {
   id: string;
@@ -149,6 +153,7 @@ export async function logLinesOf(db: Queryable, operationId: string): Promise<st
   return (await readLog(db, operationId, 0, 100_000)).map((l) => l.line);
 }
 
+// SQL: fault injection (a trigger).
 /**
  * Makes the database refuse to mark a create operation succeeded (a trigger raising an error), so
  * that the write of a run's end fails; answers the undo.

@@ -2,6 +2,10 @@
  * Test databases. Each test file gets its own freshly migrated database on one server:
  * DATABASE_URL when set (it must allow CREATE DATABASE), else TEST_PG_URL (the embedded server
  * scripts/test.sh starts for a whole run), else an embedded server started for this file.
+ *
+ * Every statement here is a database-level fact or act, not a product's row: databases made and
+ * dropped, the clock, locks, sessions, settings, statistics and migrations as Postgres shows them,
+ * a schema emptied, and the bare job queue that is a benchmark's baseline.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
 import { randomBytes } from 'node:crypto';

@@ -6,6 +6,7 @@
 import type { Queryable } from '../../provisioner/db/tx.ts';
 import { STATE_TABLE } from '../../provisioner/engine/pulumi-plan.ts';
 
+// SQL: a read no store read answers (the store only deletes from the Pulumi CLI's table).
 /** Which keys to read: those that hold a text, those under a folder of the backend (`stacks`, `locks`, …). */
 export interface StateKeySelector {
   containing?: string;

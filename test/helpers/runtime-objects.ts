@@ -1,11 +1,15 @@
 /**
- * Test-data builders for what runtimes report: stored runtime objects and application history,
- * their times moved back instead of waited out. The store has no write for these (its writes stamp
- * now()), so this module is the one place of the tests and benchmarks that writes their SQL; it
- * also reads them as stored (storedObjects, historyBytes, counts, the store latency of a
- * benchmark), which the store's reads answer per runtime and page.
+ * Test-data builders for what runtimes report: an Application stored through the reporter's own
+ * write (the store's upsertObjects), and stored runtime objects and application history with their
+ * times moved back instead of waited out (the store's writes stamp now(), so this module is the one
+ * place of the tests and benchmarks that writes that SQL). It also reads them as stored
+ * (storedObjects, historyBytes, counts, the store latency of a benchmark): columns and totals the
+ * store's reads, per runtime and page, do not answer.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
+import { hostedRuntimeId, upsertObjects } from '../../provisioner/store/runtime-objects.ts';
+
+// SQL: time moved back (ageTombstones, ageHistoryEntry).
 
 /** Makes the tenant's tombstones (deleted objects) stored `seconds` ago, but those named in `except`. */
 export async function ageTombstones(
@@ -37,8 +41,8 @@ export async function ageHistoryEntry(
 
 /**
  * Stores (or updates) an Application of the tenant's hosted runtime with `health`, Synced, at
- * resource version `rv`, as reporter `r1` last reported it; an existing row changes its health and
- * resource version only.
+ * resource version `rv`, as reporter `r1` reports it (the store's upsertObjects: an existing row is
+ * replaced only by a higher resource version).
  */
 export async function putHostedApplication(
   db: Queryable,
@@ -47,16 +51,29 @@ export async function putHostedApplication(
   health: string,
   rv: number,
 ): Promise<void> {
-  await db.query(
-    `INSERT INTO runtime_objects (tenant_id, runtime_id, kind, namespace, name, uid, resource_version, health, sync,
-                                 reported_by, observed_at)
-     VALUES ($1, (SELECT id FROM runtimes WHERE tenant_id = $1 AND mode = 'hosted'), 'Application', 'argocd', $2, $2, $4, $3,
-             'Synced', 'r1', now())
-     ON CONFLICT (tenant_id, runtime_id, kind, namespace, name) DO UPDATE SET health = $3, resource_version = $4`,
-    [tenantId, name, health, rv],
-  );
+  const runtimeId = await hostedRuntimeId(db, tenantId);
+  if (!runtimeId) throw new Error(`no hosted runtime of tenant ${tenantId}`);
+  await upsertObjects(db, { tenantId, runtimeId }, 'r1', [
+    {
+      kind: 'Application',
+      namespace: 'argocd',
+      name,
+      uid: name,
+      rv: String(rv),
+      generation: 0,
+      health,
+      sync: 'Synced',
+      phase: null,
+      summary: {},
+      objectJson: null,
+      truncated: false,
+      deleted: false,
+      observed_at: new Date().toISOString(),
+    },
+  ]);
 }
 
+// SQL: reads of columns and totals no store read answers (tombstones, reporters, sizes, the benchmark's latency).
 /** A stored runtime object as tests read it (tombstones included). */
 export interface StoredObject {
   kind: string;

@@ -1,17 +1,20 @@
 /**
- * Test-data builders for runtimes and their reporters: a runtime installed (through the store), times
- * moved back instead of waited out, and states an agent would have reported. The store has no write
- * for the latter (its writes stamp now()), so this module is the one place of the tests that writes
- * their SQL.
+ * Test-data builders for runtimes and their reporters: a runtime installed and an upgrade rolled
+ * back by its in-cluster upgrader (through the store's writes), times moved back instead of waited
+ * out (the store's writes stamp now(), so this module is the one place of the tests that writes
+ * that SQL), and the rows as stored, where the store's reads leave them out.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
 import {
   claimRuntimeBootstrap,
   insertHybridRuntime,
+  recordUpgraderReport,
+  setHybridRuntimeVersion,
   type NewHybridRuntime,
   type RuntimeRow,
 } from '../../provisioner/store/runtimes.ts';
 
+// SQL: time moved back (expireBootstrap, setHeartbeatAgo, markRemovedAgo, setReportersSeenAgo).
 /** Makes a runtime's bootstrap token expired `seconds` ago (1 unless told). */
 export async function expireBootstrap(db: Queryable, runtimeId: string, seconds = 1): Promise<void> {
   await db.query('UPDATE runtimes SET bootstrap_expires_at = now() - make_interval(secs => $2::float8) WHERE id = $1', [
@@ -28,6 +31,7 @@ export async function setHeartbeatAgo(db: Queryable, runtimeId: string, seconds:
   ]);
 }
 
+// SQL: a read of a column as Postgres stores it (to the microsecond; the store answers a Date).
 /** A runtime's last heartbeat as stored (Postgres' text, to the microsecond: equal only if unchanged), or undefined. */
 export async function storedHeartbeatAt(db: Queryable, runtimeId: string): Promise<string | undefined> {
   const { rows } = await db.query<{ at: string | null }>(
@@ -45,14 +49,17 @@ export async function markRemovedAgo(db: Queryable, runtimeId: string, seconds: 
   ]);
 }
 
+// SQL: a state no production path writes any more (an older API's ingress URL).
 /** Sets the ingress URL stored for a runtime (as an older version of the API stored it). */
 export async function setIngressUrl(db: Queryable, runtimeId: string, url: string | null): Promise<void> {
   await db.query('UPDATE runtimes SET ingress_url = $2 WHERE id = $1', [runtimeId, url]);
 }
 
 /**
- * Makes a hybrid runtime look as after its in-cluster upgrader rolled an upgrade to `to` back: its
- * version unchanged (the one it came from), the upgrade rolled-back with `message`, reported now.
+ * Makes a hybrid runtime look as after its in-cluster upgrader rolled an upgrade to `to` back,
+ * through the store's writes: the upgrade to `to` asked of its upgrader (the runtime's upgrades
+ * must be `agent`), then the upgrader's `rolled-back` report with `message` (its version back to
+ * the one it came from).
  */
 export async function markUpgradeRolledBack(
   db: Queryable,
@@ -60,12 +67,9 @@ export async function markUpgradeRolledBack(
   to: string,
   message: string,
 ): Promise<void> {
-  await db.query(
-    `UPDATE runtimes SET upgrade_phase = 'rolled-back', upgrade_from = version, upgrade_to = $2,
-            upgrade_message = $3, upgrade_updated_at = now()
-      WHERE id = $1`,
-    [runtimeId, to, message],
-  );
+  if (!(await setHybridRuntimeVersion(db, runtimeId, to, true))) throw new Error(`no hybrid runtime ${runtimeId}`);
+  if (!(await recordUpgraderReport(db, runtimeId, to, 'rolled-back', message)))
+    throw new Error(`runtime ${runtimeId}: the rolled-back report was not recorded (are its upgrades 'agent'?)`);
 }
 
 /** Makes the tenant's runtime reporters last seen `seconds` ago (a reporter fallen silent). */
@@ -90,6 +94,7 @@ export async function addInstalledHybridRuntime(
   return claimed;
 }
 
+// SQL: reads no store read answers (removed runtimes not yet purged; the reporters' own rows).
 /** The ids of every runtime row of the tenant, removed ones not yet purged included. */
 export async function runtimeRowIds(db: Queryable, tenantId: string): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>('SELECT id FROM runtimes WHERE tenant_id = $1 ORDER BY created_at', [

@@ -1,10 +1,14 @@
 /**
  * Test-data builders for tenants: states a test starts from without running the reconciler. Where
- * the store has a function for a write, the builder calls it; where it has none (a tenant made to
- * look reconciled), this module is the one place of the tests that writes the SQL.
+ * the store has a function for a write, the builder calls it (the maintenance windows, a lease let
+ * go); where it has none, this module is the one place of the tests that writes the SQL: a tenant
+ * made to look reconciled (the reconciler's own writes are fenced by a lease and an operation it
+ * holds), times moved back, and the tenants' own rows read with the bookkeeping columns the
+ * store's reads leave out.
  */
 import type { Queryable } from '../../provisioner/db/tx.ts';
 import type { Condition, Phase } from '../../provisioner/store/states.ts';
+import { releaseLeases } from '../../provisioner/store/leases.ts';
 import { setTenantSettings } from '../../provisioner/store/tenants.ts';
 import type { MaintenanceWindow } from '../../provisioner/store/tenant-shapes.ts';
 
@@ -34,6 +38,7 @@ export interface Reconciled {
   reconciledNow?: boolean;
 }
 
+// SQL: states no production path writes (a reconciler's outcome without its lease and operation).
 /**
  * Makes tenants look reconciled: the phase reached, its generation observed, the spec's runtime
  * version running, and what `o` adds. Their operations are left as they are.
@@ -61,6 +66,7 @@ export async function markReconciled(db: Queryable, ids: string | string[], o: R
   );
 }
 
+// SQL: time moved back.
 /** Moves the tenants' last activity `seconds` back (instead of waiting out their plan's idle time). */
 export async function markIdle(db: Queryable, ids: string | string[], seconds: number): Promise<void> {
   await db.query(`UPDATE tenants SET last_activity_at = now() - make_interval(secs => $2) WHERE id = ANY($1::uuid[])`, [
@@ -69,6 +75,7 @@ export async function markIdle(db: Queryable, ids: string | string[], seconds: n
   ]);
 }
 
+// SQL: states no production path writes (status columns set without the reconciler, the sleeper or the lease loop).
 /**
  * Status columns a test sets directly (what the reconciler, the sleeper or the lease loop would
  * have written). Each field left out is left as it is.
@@ -178,6 +185,7 @@ export async function setMaintenanceWindows(db: Queryable, id: string, windows: 
   await setTenantSettings(db, id, { maintenanceWindows: windows });
 }
 
+// SQL: a state no production path writes (a lease taken outside a claim, only where none is live).
 /**
  * Makes `owner` hold the tenants' lease for `seconds` more (as a reconciler replica working on
  * them); with `ifFree`, only where no live lease is held. Answers how many leases it took.
@@ -197,16 +205,18 @@ export async function holdLease(
   return rowCount ?? 0;
 }
 
-/** Lets the leases go: of the tenants given, or of every tenant holding one. */
+/**
+ * Lets the leases go, each through its holder's release (the store's releaseLeases, as at a
+ * replica's graceful shutdown): of the tenants given, or of every tenant holding one.
+ */
 export async function releaseLease(db: Queryable, ids?: string | readonly string[]): Promise<void> {
-  if (ids === undefined)
-    await db.query('UPDATE tenants SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner IS NOT NULL');
-  else
-    await db.query('UPDATE tenants SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ANY($1::uuid[])', [
-      idList(ids),
-    ]);
+  const held = new Map<string, string[]>();
+  for (const t of await findTenants(db, ids === undefined ? {} : { ids: idList(ids) }))
+    if (t.lease_owner !== null) held.set(t.lease_owner, [...(held.get(t.lease_owner) ?? []), t.id]);
+  for (const [owner, leased] of held) await releaseLeases(db, owner, leased);
 }
 
+// SQL: time moved back (a lease expired without its holder).
 /**
  * Makes leases expired a second ago (their owner left as it is, as after a replica died): of the
  * tenants given, or of every tenant whose lease `owner` holds.
@@ -222,6 +232,7 @@ export async function expireLease(db: Queryable, which: string | readonly string
     ]);
 }
 
+// SQL: reads of columns no store read answers (backoff, change number, warm pool state, lease, runtime token).
 /**
  * A tenant's own row as tests read it, the bookkeeping columns the store's reads leave out
  * included (backoff, change number, warm pool state, the runtime token).

@@ -7,7 +7,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../provisioner/db/tx.ts';
-import type { TunnelKind } from '../../provisioner/store/tunnels.ts';
+import type pg from 'pg';
+import { deleteTunnel, tunnelRow, type TunnelKind } from '../../provisioner/store/tunnels.ts';
 
 const TABLES: Record<TunnelKind, { table: string; key: string }> = {
   hosted: { table: 'runtime_tunnels', key: 'tenant_id' },
@@ -23,6 +24,7 @@ export interface TunnelRow {
   seenSecondsAgo?: number;
 }
 
+// SQL: states no production path writes (rows written, moved or aged behind the replicas' backs: no NOTIFY).
 /**
  * Writes a hosted runtime's tunnel row (keyed by tenant) as if `replicaId` held its tunnel, with a
  * new connection id; a row already there is replaced. No replica is told.
@@ -72,11 +74,16 @@ export async function ageTunnelRow(db: Queryable, kind: TunnelKind, id: string, 
   return rowCount ?? 0;
 }
 
-/** Deletes a hosted runtime's tunnel row (a lost directory row). No replica is told. */
-export async function dropTunnelRow(db: Queryable, tenantId: string): Promise<void> {
-  await db.query('DELETE FROM runtime_tunnels WHERE tenant_id = $1', [tenantId]);
+/**
+ * Deletes a hosted runtime's tunnel row (a lost directory row), through the store's deleteTunnel of
+ * the connection it holds. No replica is told.
+ */
+export async function dropTunnelRow(pool: pg.Pool, tenantId: string): Promise<void> {
+  const row = await tunnelRow(pool, 'hosted', tenantId);
+  if (row) await deleteTunnel(pool, 'hosted', tenantId, row.connection_id);
 }
 
+// SQL: a read no store read answers (every row, live or not, with its age).
 /** A tunnel directory row as tests read it, live or not. */
 export interface StoredTunnel {
   /** The tenant (hosted) or the runtime (hybrid) whose tunnel it is. */
