@@ -37,8 +37,8 @@ TOOLS="$ROOT/tools"
 # ---- pinned versions -----------------------------------------------------------------
 # Bump TOOLCHAIN_FORMAT when the way binaries are built changes without a version change.
 TOOLCHAIN_FORMAT=2
-K8S_VERSION=v1.34.4             # tools/kubernetes: k8s.io/kubernetes + staging modules v0.34.4
-ETCD_VERSION=v3.6.5             # tools/etcd: the etcd release Kubernetes v1.34.4 is tested with
+K8S_VERSION=v1.35.0             # tools/kubernetes: k8s.io/kubernetes + staging modules v0.35.0, vcluster's versions
+ETCD_VERSION=v3.6.7             # tools/etcd: the etcd client modules of Kubernetes v1.35.0 (it names server 3.6.6)
 KWOK_VERSION=v0.8.0             # tools/kwok
 PULUMI_VERSION=v3.259.0         # tools/pulumi: newest pkg/v3 the Go module proxy serves
 PULUMI_NODEJS_HOST_VERSION=v3.68.0  # tools/pulumi-language-nodejs: last SDK release containing it

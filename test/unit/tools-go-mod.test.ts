@@ -139,3 +139,27 @@ t.test('the Argo Rollouts controller builds every module it shares with Argo CD 
   // and the notifications engine, nearly all of which Argo CD's build compiled before it.
   t.same(differences(rollouts, argocd), [], 'no module the controller and Argo CD require is at two versions');
 });
+
+t.test(
+  'the API servers build every module they share with vcluster at vcluster’s version, and etcd at theirs',
+  async (t) => {
+    const kubernetes = await requires('kubernetes');
+    const vcluster = await requires('vcluster-0.34.0');
+    const etcd = await requires('etcd');
+    t.equal(kubernetes.get('k8s.io/kubernetes'), 'v1.35.0', 'tools/kubernetes builds Kubernetes v1.35.0');
+    t.equal(
+      kubernetes.get('k8s.io/kubernetes'),
+      vcluster.get('k8s.io/kubernetes'),
+      'one k8s.io/kubernetes: vcluster links its packages, the API servers are built from it',
+    );
+    // k8s.io/kube-proxy: the API servers map it, as every staging module, to v0.35.0; vcluster's
+    // module graph resolves v0.33.0. One package of it is in both builds.
+    t.same(
+      differences(kubernetes, vcluster, 'k8s.io/kube-proxy'),
+      [],
+      'no other module the API servers and vcluster require is at two versions',
+    );
+    t.equal(etcd.get('go.etcd.io/etcd/server/v3'), 'v3.6.7', 'tools/etcd builds etcd v3.6.7');
+    t.same(differences(etcd, kubernetes), [], 'no module etcd and the API servers require is at two versions');
+  },
+);
