@@ -76,6 +76,10 @@ export const PROVISIONER_TENANT_RULES: k8s.types.input.rbac.v1.PolicyRule[] = [
   // The vcluster chart's Role grants its syncer these (every pinned chart version): the syncer
   // adds ephemeral containers (`kubectl debug` inside the vcluster) to the pods it synced.
   { apiGroups: [''], resources: ['pods/ephemeralcontainers'], verbs: ['patch', 'update'] },
+  // …and on a root cluster of Kubernetes 1.35 or newer, in-place resizes of those pods (the chart's
+  // Role adds `pods/resize` from that minor on; the conformance check renders it for the newest
+  // root version, NEWEST_ROOT_KUBERNETES).
+  { apiGroups: [''], resources: ['pods/resize'], verbs: ['patch', 'update'] },
   { apiGroups: ['apps'], resources: ['statefulsets', 'deployments', 'replicasets'], verbs: manage },
   { apiGroups: [RBAC], resources: ['roles', 'rolebindings'], verbs: manage },
   { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies', 'ingresses'], verbs: manage },

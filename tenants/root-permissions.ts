@@ -20,6 +20,14 @@ export const TENANT_CLUSTER_ROLE = 'hosted-platform:provisioner-tenant';
 /** The RoleBinding of TENANT_CLUSTER_ROLE in each tenant namespace. */
 export const TENANT_ROLE_BINDING = 'hosted-platform-provisioner';
 /**
+ * The newest root-cluster Kubernetes the provisioner is tested against (the toolchain's API
+ * servers). Charts grant more on newer roots (the vcluster chart's Role adds `pods/resize` from
+ * 1.35), so the conformance check renders the root releases for this version, and the
+ * provisioner's grants (infra/provisioner-rbac.ts, ROOT_CLUSTER_PERMISSIONS) must cover it.
+ */
+export const NEWEST_ROOT_KUBERNETES = 'v1.35.0';
+
+/**
  * A tenant namespace's name no tenant has: reviews of `tenant` and `bound` permissions are asked
  * in it (a cluster-wide grant answers for every namespace, existing or not).
  */
@@ -141,6 +149,14 @@ export const ROOT_CLUSTER_PERMISSIONS: readonly RootPermission[] = Object.freeze
     resource: 'pods/ephemeralcontainers',
     scope: 'bound',
     why: "the vcluster's Role grants it (the vcluster chart): a Role may grant only what its creator holds",
+  })),
+  // On a root cluster of Kubernetes 1.35 or newer the chart's Role also grants in-place resizes.
+  ...(['patch', 'update'] as const).map((verb): RootPermission => ({
+    verb,
+    group: '',
+    resource: 'pods/resize',
+    scope: 'bound',
+    why: "the vcluster's Role grants it on Kubernetes 1.35 and newer (the vcluster chart): a Role may grant only what its creator holds",
   })),
 ]);
 

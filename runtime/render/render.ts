@@ -92,6 +92,11 @@ export interface RenderOptions {
   tenantId?: string;
   /** Changes the values of a release before it is rendered (the conformance check's own tests use it). */
   transformValues?: (chart: string, values: Values) => Values;
+  /**
+   * The root cluster's Kubernetes version the root releases (the vcluster chart) are rendered for;
+   * helm's default when absent. The conformance check gives the newest the provisioner supports.
+   */
+  rootKubeVersion?: string;
 }
 
 /** What the render shows for a value derived from the tenant's runtime token. */
@@ -366,8 +371,12 @@ export async function renderRuntime(opts: RenderOptions): Promise<RenderedRuntim
         namespace: r.namespace,
         values: r.values,
         // The Argo charts are rendered for the vcluster's Kubernetes version; the vcluster chart
-        // for helm's default (the root cluster's version is not known offline).
-        ...(r.cluster === 'vcluster' ? { kubeVersion: entry.components.kubernetes } : {}),
+        // for the root version asked for, else helm's default (a root's version is not known offline).
+        ...(r.cluster === 'vcluster'
+          ? { kubeVersion: entry.components.kubernetes }
+          : opts.rootKubeVersion
+            ? { kubeVersion: opts.rootKubeVersion }
+            : {}),
       }),
     })),
   );

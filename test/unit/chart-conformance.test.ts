@@ -23,7 +23,7 @@ import {
 import { ChartMissingError, renderRuntime, type Values } from '../../runtime/render/render.ts';
 import { VERSIONS } from '../../runtime/versions.ts';
 import { PLAN_NAMES } from '../../tenants/plans.ts';
-import type { PolicyRule } from '../../tenants/root-permissions.ts';
+import { NEWEST_ROOT_KUBERNETES, type PolicyRule } from '../../tenants/root-permissions.ts';
 
 /**
  * The chart mirror: HRT_CHART_MIRROR (the e2e tier's variable), else PROVISIONER_CHARTS_DIR, else
@@ -49,7 +49,14 @@ if (typeof found === 'string') {
   t.setTimeout(600_000);
   const { helm, podSecurity } = found;
   const render = (version: string, plan: string, transformValues?: (chart: string, v: Values) => Values) =>
-    renderRuntime({ version, plan, chartsDir: CHARTS, helm, ...(transformValues ? { transformValues } : {}) });
+    renderRuntime({
+      version,
+      plan,
+      chartsDir: CHARTS,
+      helm,
+      rootKubeVersion: NEWEST_ROOT_KUBERNETES,
+      ...(transformValues ? { transformValues } : {}),
+    });
 
   for (const version of catalog.versions) {
     for (const plan of PLAN_NAMES) {
@@ -98,6 +105,29 @@ if (typeof found === 'string') {
       /^runtime [\d.]+, plan free, release vcluster: Role vc-vcluster: rules\[\d+\] grants patch pods\/ephemeralcontainers, update pods\/ephemeralcontainers, which the provisioner does not hold/,
       'the problem names the Role, its rule and the verbs the provisioner lacks',
     );
+  });
+
+  void t.test("on the newest root Kubernetes, without the resize grant, the vcluster's Role is refused", async (t) => {
+    // The chart's Role grants pods/resize on a root of Kubernetes 1.35 or newer only: a provisioner
+    // without it could not install a vcluster there (RBAC refuses a Role granting more than its creator).
+    const rendered = await render(newest, 'free');
+    const grants = (PROVISIONER_TENANT_RULES as PolicyRule[]).filter((r) => !r.resources?.includes('pods/resize'));
+    t.ok(grants.length < PROVISIONER_TENANT_RULES.length, 'the grant was taken out');
+    t.match(
+      rbacProblems(rendered, grants),
+      [
+        /Role vc-vcluster: rules\[\d+\] grants patch pods\/resize, update pods\/resize, which the provisioner does not hold/,
+      ],
+      'the Role and the resize verbs are named',
+    );
+    const older = await renderRuntime({
+      version: newest,
+      plan: 'free',
+      chartsDir: CHARTS,
+      helm,
+      rootKubeVersion: 'v1.34.0',
+    });
+    t.same(rbacProblems(older, grants), [], 'on a 1.34 root the chart does not grant it');
   });
 
   void t.test(
