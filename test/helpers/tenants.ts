@@ -212,7 +212,11 @@ export async function holdLease(
 export async function releaseLease(db: Queryable, ids?: string | readonly string[]): Promise<void> {
   const held = new Map<string, string[]>();
   for (const t of await findTenants(db, ids === undefined ? {} : { ids: idList(ids) }))
-    if (t.lease_owner !== null) held.set(t.lease_owner, [...(held.get(t.lease_owner) ?? []), t.id]);
+    if (t.lease_owner !== null) {
+      const leased = held.get(t.lease_owner);
+      if (leased) leased.push(t.id);
+      else held.set(t.lease_owner, [t.id]);
+    }
   for (const [owner, leased] of held) await releaseLeases(db, owner, leased);
 }
 
