@@ -22,7 +22,7 @@
 set -uo pipefail
 
 HELM_VERSION=v3.18.6
-POD_SECURITY_VERSION=v0.34.4
+POD_SECURITY_VERSION=v0.35.0
 FORMAT=2
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -163,3 +163,21 @@ t.test(
     t.same(differences(etcd, kubernetes), [], 'no module etcd and the API servers require is at two versions');
   },
 );
+
+t.test(
+  'pod-security (chart tools) builds the API servers’ Kubernetes, every shared module at their version',
+  async (t) => {
+    const podSecurity = await requires('chart-tools/pod-security');
+    const kubernetes = await requires('kubernetes');
+    t.equal(
+      podSecurity.get('k8s.io/pod-security-admission'),
+      kubernetes.get('k8s.io/pod-security-admission'),
+      'the evaluator is the PodSecurity admission of the API servers the e2e tier runs',
+    );
+    t.same(
+      differences(podSecurity, kubernetes),
+      [],
+      'no module pod-security and the API servers require is at two versions',
+    );
+  },
+);

@@ -112,7 +112,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	evaluator, err := policy.NewEvaluator(policy.DefaultChecks())
+	evaluator, err := policy.NewEvaluator(policy.DefaultChecks(), nil) // nil: no emulated older minor
 	if err != nil {
 		fail(err)
 	}
