@@ -19,7 +19,7 @@
 set -uo pipefail
 
 GITEA_VERSION=v1.26.0
-FORMAT=1
+FORMAT=2
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MOD="$ROOT/tools/gitea"
@@ -60,7 +60,7 @@ rc=0
 log "Gitea $GITEA_VERSION: a cold build downloads its modules and compiles for several minutes (docs/toolchain.md)"
 logf="$DIR/logs/gitea.log"
 start=$(date +%s)
-if (cd "$MOD" && nice -n "$NICE" go build \
+if (cd "$MOD" && nice -n "$NICE" go build -trimpath \
   -ldflags "-s -w -X main.Version=${GITEA_VERSION#v}" -o "$BIN/.gitea.tmp" "$PKG") > "$logf" 2>&1; then
   # The web server reads its templates, options (locales, licences) and public files from its
   # static root: the module's own folders, copied beside the binary.
