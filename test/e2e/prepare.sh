@@ -5,7 +5,7 @@
 # built); scripts/test.sh then skips the tier, or fails it when CI=true. See docs/e2e.md.
 #
 # The Kubernetes provider plugin: the real pulumi-resource-kubernetes 4.25.0, built from its Go
-# module by scripts/kubernetes-provider.sh (its own cache; a cold build takes about 1,250 CPU-s,
+# module by scripts/kubernetes-provider.sh (its own cache; a cold build takes about 350 CPU-s on its own,
 # docs/toolchain.md). Exported as HRT_KUBERNETES_PROVIDER. A failed build stops the tier (a
 # failure with CI=true), with the build's reason.
 #
