@@ -19,10 +19,12 @@ export GOFLAGS="-mod=readonly -buildvcs=false -gcflags=all=-dwarf=false"
 # listen address on every interface that the tests need on loopback, say (a Go -overlay cannot
 # replace files in the module cache). Copies the module into DIR/src/<PKG with / as _>, replaces
 # each fixed string FROM by its TO in its FILE, and writes DIR/src/go.mod (MOD's go.mod with a
-# `replace` of PKG to the copy) and go.sum: build with `-modfile DIR/src/go.mod` from MOD. Returns
-# 1, with the reason on stderr, when the module cannot be downloaded or a FROM is not in its FILE
-# (a new upstream version moved it). The caller removes DIR/src after the build. Used by
-# scripts/argo-workflows.sh and scripts/argo-rollouts.sh.
+# `replace` of PKG to the copy) and go.sum: build with `-modfile DIR/src/go.mod` from MOD. A FROM
+# may span lines; an empty FROM makes TO the whole of FILE (a file whose imports the build leaves
+# out becomes a stub, or its bare `package` clause). Returns 1, with the reason on stderr, when
+# the module cannot be downloaded, a FILE is not in it or a FROM is not in its FILE (a new
+# upstream version moved it). The caller removes DIR/src after the build. Used by
+# scripts/argo-workflows.sh, scripts/argo-rollouts.sh and scripts/toolchain.sh (the Pulumi CLI).
 hrt_patched_module() {
   local mod="$1" pkg="$2" dir="$3" src copy file from to
   shift 3
@@ -38,12 +40,21 @@ hrt_patched_module() {
   while [ $# -ge 3 ]; do
     file="$1" from="$2" to="$3"
     shift 3
-    if ! grep -qF -- "$from" "$copy/$file"; then
-      echo "the line to change ($from) was not found in $src/$file" >&2
+    if [ ! -f "$copy/$file" ]; then
+      echo "the file to change ($file) is not in $src" >&2
       return 1
     fi
-    FROM="$from" TO="$to" perl -pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/g' "$copy/$file" || return 1
-    grep -qF -- "$to" "$copy/$file" || return 1
+    if [ -z "$from" ]; then
+      printf '%s\n' "$to" > "$copy/$file" || return 1
+      continue
+    fi
+    # The file as one string (-0777, $/ undefined), so that a FROM may span lines.
+    if ! FROM="$from" perl -e 'local $/; exit(index(<STDIN> // "", $ENV{FROM}) < 0 ? 1 : 0)' < "$copy/$file"; then
+      echo "the text to change (${from%%$'\n'*}) was not found in $src/$file" >&2
+      return 1
+    fi
+    FROM="$from" TO="$to" perl -0777 -pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/g' "$copy/$file" || return 1
+    TO="$to" perl -e 'local $/; exit(index(<STDIN> // "", $ENV{TO}) < 0 ? 1 : 0)' < "$copy/$file" || return 1
   done
   cp "$mod/go.mod" "$mod/go.sum" "$dir/src/"
   printf '\nreplace %s => %s\n' "$pkg" "$copy" >> "$dir/src/go.mod"
