@@ -20,8 +20,10 @@ export GOFLAGS="-mod=readonly -buildvcs=false -gcflags=all=-dwarf=false"
 # replace files in the module cache). Copies the module into DIR/src/<PKG with / as _>, replaces
 # each fixed string FROM by its TO in its FILE, and writes DIR/src/go.mod (MOD's go.mod with a
 # `replace` of PKG to the copy) and go.sum: build with `-modfile DIR/src/go.mod` from MOD. A FROM
-# may span lines; an empty FROM makes TO the whole of FILE (a file whose imports the build leaves
-# out becomes a stub, or its bare `package` clause). Returns 1, with the reason on stderr, when
+# may span lines; a FROM `START…END` (an ellipsis, U+2026, between) stands for the text from START
+# to the first END after it, so that a block is named by its first and last lines; an empty FROM
+# makes TO the whole of FILE (a file whose imports the build leaves out becomes a stub, or its
+# bare `package` clause). Returns 1, with the reason on stderr, when
 # the module cannot be downloaded, a FILE is not in it or a FROM is not in its FILE (a new
 # upstream version moved it). The caller removes DIR/src after the build. Used by
 # scripts/argo-workflows.sh, scripts/argo-rollouts.sh and scripts/toolchain.sh (the Pulumi CLI).
@@ -48,12 +50,19 @@ hrt_patched_module() {
       printf '%s\n' "$to" > "$copy/$file" || return 1
       continue
     fi
-    # The file as one string (-0777, $/ undefined), so that a FROM may span lines.
-    if ! FROM="$from" perl -e 'local $/; exit(index(<STDIN> // "", $ENV{FROM}) < 0 ? 1 : 0)' < "$copy/$file"; then
+    # The file as one string (-0777, $/ undefined), so that a FROM may span lines. FROM is
+    # START…END or a fixed string (then START is all of it and END empty).
+    local start="${from%%…*}" end=""
+    [ "$start" = "$from" ] || end="${from#*…}"
+    if ! START="$start" END="$end" perl -0777 -ne 'exit((length $ENV{END} ? /\Q$ENV{START}\E.*?\Q$ENV{END}\E/s : index($_, $ENV{START}) >= 0) ? 0 : 1)' "$copy/$file"; then
       echo "the text to change (${from%%$'\n'*}) was not found in $src/$file" >&2
       return 1
     fi
-    FROM="$from" TO="$to" perl -0777 -pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/g' "$copy/$file" || return 1
+    if [ -n "$end" ]; then
+      START="$start" END="$end" TO="$to" perl -0777 -pi -e 's/\Q$ENV{START}\E.*?\Q$ENV{END}\E/$ENV{TO}/s' "$copy/$file" || return 1
+    else
+      FROM="$from" TO="$to" perl -0777 -pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/g' "$copy/$file" || return 1
+    fi
     TO="$to" perl -e 'local $/; exit(index(<STDIN> // "", $ENV{TO}) < 0 ? 1 : 0)' < "$copy/$file" || return 1
   done
   cp "$mod/go.mod" "$mod/go.sum" "$dir/src/"

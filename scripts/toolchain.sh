@@ -253,26 +253,10 @@ if to_build pulumi; then
     backend/diy/backend.go '"github.com/pulumi/pulumi/pkg/v3/authhelpers"' ''
     backend/diy/backend.go 'return blob.DefaultURLMux().ValidBucketScheme(u.Scheme)' \
       'return blob.DefaultURLMux().ValidBucketScheme(u.Scheme) || u.Scheme == "s3" || u.Scheme == "gs" || u.Scheme == "azblob"'
+    # The gs:// and azblob:// openers' set-up, from its first comment line to the end of the
+    # azblob block.
     backend/diy/backend.go "$(lines \
-      $'\t// for gcp we want to support additional credentials' \
-      $'\t// schemes on top of go-cloud\'s default credentials mux.' \
-      $'\tif p.Scheme == gcsblob.Scheme {' \
-      $'\t\tblobmux, err = authhelpers.GoogleCredentialsMux(ctx)' \
-      $'\t\tif err != nil {' \
-      $'\t\t\treturn nil, err' \
-      $'\t\t}' \
-      $'\t}' \
-      '' \
-      $'\t// go-cloud\'s default azblob opener refuses to open buckets when' \
-      $'\t// AZURE_STORAGE_SAS_TOKEN is set and the URL overrides the service' \
-      $'\t// endpoint, e.g. via the storage_account query parameter. The backend URL' \
-      $'\t// is provided by the user at login rather than an untrusted source, so use' \
-      $'\t// a custom opener without that restriction to keep such URLs working.' \
-      $'\tif p.Scheme == azureblob.Scheme {' \
-      $'\t\tblobmux = &blob.URLMux{}' \
-      $'\t\tblobmux.RegisterBucket(azureblob.Scheme, &azureblob.URLOpener{' \
-      $'\t\t\tMakeClient:        azureblob.NewDefaultClient,' \
-      $'\t\t\tServiceURLOptions: *azureblob.NewDefaultServiceURLOptions(),' \
+      $'\t// for gcp we want to support additional credentials…azureblob.NewDefaultServiceURLOptions(),' \
       $'\t\t})' \
       $'\t}')" "$(lines \
       $'\tif p.Scheme == "s3" || p.Scheme == "gs" || p.Scheme == "azblob" {' \
@@ -294,22 +278,7 @@ if to_build pulumi; then
     secrets/cloud/manager.go '_ "gocloud.dev/secrets/hashivault"    // support for hashivault://' ''
     secrets/cloud/manager.go '"google.golang.org/api/cloudkms/v1"' ''
     secrets/cloud/manager.go '"github.com/pulumi/pulumi/pkg/v3/authhelpers"' ''
-    secrets/cloud/manager.go "$(lines \
-      $'\tcase gcpkms.Scheme:' \
-      $'\t\tcredentials, err := authhelpers.ResolveGoogleCredentials(ctx, cloudkms.CloudkmsScope)' \
-      $'\t\tif err != nil {' \
-      $'\t\t\treturn nil, fmt.Errorf("missing google credentials: %w", err)' \
-      $'\t\t}' \
-      '' \
-      $'\t\tkmsClient, _, err := gcpkms.Dial(ctx, credentials.TokenSource)' \
-      $'\t\tif err != nil {' \
-      $'\t\t\treturn nil, fmt.Errorf("failed to connect to gcpkms: %w", err)' \
-      $'\t\t}' \
-      $'\t\topener := gcpkms.URLOpener{' \
-      $'\t\t\tClient: kmsClient,' \
-      $'\t\t}' \
-      '' \
-      $'\t\treturn opener.OpenKeeperURL(ctx, u)')" "$(lines \
+    secrets/cloud/manager.go $'\tcase gcpkms.Scheme:…\t\treturn opener.OpenKeeperURL(ctx, u)' "$(lines \
       $'\tcase "awskms", "azurekeyvault", "gcpkms", "hashivault":' \
       $'\t\treturn nil, fmt.Errorf("the %s:// secrets provider '"$LEFT_OUT"'", u.Scheme)')"
     # `pulumi logs` of aws (CloudWatch) and gcp (Cloud Logging) resources.
