@@ -36,6 +36,14 @@ if [ ! -f "$stamp" ] || ! cmp -s "$ROOT/package-lock.json" "$stamp"; then
 fi
 export PATH="$ROOT/node_modules/.bin:$PATH"
 
+# Node.js's compile cache for every Node process a script starts (tests, tap, the sandbox, their
+# children): the type-stripped TypeScript and V8's code for each module, kept per file, so that only
+# the first process to load a module compiles it (docs/benchmarks.md, "Start-up"). The folder is the
+# one bin/provisioner.ts uses; NODE_DISABLE_COMPILE_CACHE=1 turns it off.
+if [ -z "${NODE_DISABLE_COMPILE_CACHE:-}" ]; then
+  export NODE_COMPILE_CACHE="${NODE_COMPILE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hosted-runtimes/node-compile-cache}"
+fi
+
 # tap compiles its plugin set at install time; .taprc turns the ts-node plugin off (Node strips
 # types itself), so rebuild tap whenever a fresh install brought the default set back.
 if grep -q '@tapjs/typescript' "$ROOT/node_modules/@tapjs/test/test-built/dist/esm/index.js" 2>/dev/null; then

@@ -17,7 +17,7 @@ import { clientErrorHandler, frameworkErrorHandler, installErrorHandler } from '
 import { installRequestRules } from './request-rules.ts';
 import { checkRequestTargets } from './request-target.ts';
 import { documentPublicRoutes, swaggerOptions } from './openapi.ts';
-import { installValidation } from './validation.ts';
+import { schemaController } from './schema-controller.ts';
 import { RequestLog } from './request-log.ts';
 import { installSecurityHeaders } from './security-headers.ts';
 import http from 'node:http';
@@ -78,6 +78,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     // traffic until the endpoints change): requests then fail, if at all, with our own errors.
     return503OnClosing: false,
     routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
+    // Request validators and response serializers compiled once per distinct schema, at first use,
+    // in every context of the app (schema-controller.ts).
+    schemaController,
     // Errors raised before a route runs, by fastify's router and by Node's HTTP parser, answer in
     // the API's error shape too (error-handler.ts).
     frameworkErrors: frameworkErrorHandler,
@@ -88,7 +91,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   services.attachHttpServer(app.server);
   app.addHook('preClose', async () => services.tunnel.close());
   installErrorHandler(app, { health: healthOf(services.pool) });
-  installValidation(app);
   installRequestRules(app);
   // JSON only: without this parser text/plain bodies would reach validation instead of a 415.
   app.removeContentTypeParser('text/plain');

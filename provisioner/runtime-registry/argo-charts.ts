@@ -16,7 +16,7 @@ import { ARGO_RELEASES, argoReleaseValues } from '../../runtime/component/argo-r
 import { isLocalPath } from '../../runtime/component/chart-source.ts';
 import type { RenderedChart } from '../../runtime/hybrid/install.ts';
 import { ChartToolMissingError, findChartTool } from '../../runtime/render/chart-tools.ts';
-import { ChartMissingError, helmTemplate, mirroredChart } from '../../runtime/render/render.ts';
+import { ChartMissingError, helmTemplate, mirroredChart } from '../../runtime/render/helm.ts';
 import type { RuntimeVersion } from '../../runtime/versions.ts';
 import { DEFAULT_PLAN, PLANS } from '../../tenants/plans.ts';
 

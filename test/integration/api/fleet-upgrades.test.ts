@@ -232,6 +232,9 @@ t.test('bad requests are 4xx naming the field; only operators may call', async (
   await bad({ targetVersion: '1.5.0', selector: {} }, 'selector');
   await bad({ targetVersion: '1.5.0', selector: { all: true, plans: ['team'] } }, 'selector.all');
   await bad({ targetVersion: '1.5.0', selector: { plans: [] } }, 'selector.plans');
+  // strict like every other body: a string is not a number, an unknown field is refused, not dropped
+  await bad({ targetVersion: '1.5.0', selector: { all: true }, maxConcurrency: '2' }, 'maxConcurrency');
+  await bad({ targetVersion: '1.5.0', selector: { all: true }, maxConcurency: 2 }, 'maxConcurency');
   const { apiKey } = await api.signup();
   await t.rejects(
     planFleetUpgrade(api.as(apiKey), { targetVersion: '1.5.0', selector: { all: true } }),

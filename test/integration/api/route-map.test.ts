@@ -3,12 +3,16 @@
  * lists is a route of the map, registered from it, except the runtimes' own routes, the proxied
  * runtime paths, health and metrics; and every route of the map is served. A route added outside
  * the map (so the clients are not typed from it), or one left in the map after its removal, fails
- * here.
+ * here. Every request and response schema the app registers compiles (they are compiled at their
+ * first use, provisioner/http/serialization.ts and validation.ts, so a refused one would otherwise
+ * fail only when a request reaches it).
  */
 import { readFile } from 'node:fs/promises';
 import t from 'tap';
 import { createTestApi } from '../../helpers/api.ts';
 import { API_ROUTES } from '../../../provisioner/http/api-routes.ts';
+import { compileEverySerializer } from '../../../provisioner/http/serialization.ts';
+import { compileEveryValidator } from '../../../provisioner/http/validation.ts';
 
 const api = await createTestApi();
 t.teardown(() => api.close());
@@ -106,3 +110,14 @@ t.test(
     );
   },
 );
+
+t.test('every request and response schema the app registers compiles, each distinct one once', async (t) => {
+  const serializers = compileEverySerializer();
+  const validators = compileEveryValidator();
+  t.ok(serializers > 40, `the answers' serializers compile (${serializers} distinct)`);
+  t.ok(validators > 30, `the requests' validators compile (${validators} distinct)`);
+  const again = await createTestApi();
+  t.teardown(() => again.close());
+  t.equal(compileEverySerializer(), serializers, 'a second app in the process adds no serializer');
+  t.equal(compileEveryValidator(), validators, 'nor a validator');
+});
