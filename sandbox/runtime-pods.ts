@@ -393,6 +393,8 @@ export class RuntimePods {
   readonly #core: CoreV1Api;
   readonly #running = new Map<string, RunningPod>();
   readonly #starts = new Map<string, number>();
+  /** The Node.js compile cache folders made so far, one per user the Node.js pods run as. */
+  readonly #compileCaches = new Set<string>();
   /** Pods whose container waits to restart (`namespace/pod` → uid): their address slot is kept. */
   readonly #restarting = new Map<string, string>();
   /** Starts under way (`namespace/pod`). */
@@ -778,6 +780,22 @@ export class RuntimePods {
   }
 
   /** Writes the pod's volumes under `dir`; returns the folder (or file) of each by name. */
+  /**
+   * Node.js's compile cache for the Node.js pods (our agents) that run as `uid`: one folder per
+   * user in the runner's folder, shared by its pods, so that an agent's second start, on this
+   * tenant or another, does not type-strip and compile its modules again (docs/benchmarks.md,
+   * "Start-up"). A node's image would carry its own; here every pod runs the repository's files.
+   */
+  async #nodeCompileCache(uid: number, gid: number): Promise<string> {
+    const dir = join(this.#o.dir, 'node-compile-cache', String(uid));
+    if (!this.#compileCaches.has(dir)) {
+      await mkdir(dir, { recursive: true });
+      await chown(dir, uid, gid);
+      this.#compileCaches.add(dir);
+    }
+    return dir;
+  }
+
   async #volumes(pod: V1Pod, dir: string, uid: number, gid: number, ip: string): Promise<Map<string, string>> {
     const ns = pod.metadata!.namespace!;
     const out = new Map<string, string>();
@@ -965,6 +983,9 @@ export class RuntimePods {
             PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
             HOME: program.cwd === REPO_ROOT ? home : program.cwd,
             HOSTNAME: pod.spec?.hostname ?? name,
+            ...(program.command === process.execPath
+              ? { NODE_COMPILE_CACHE: await this.#nodeCompileCache(uid, gid) }
+              : {}),
             ...program.env,
             ...env,
             ...program.forcedEnv,
