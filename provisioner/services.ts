@@ -254,7 +254,7 @@ export async function buildServices(
   });
   const onRelay = registerTunnelMetrics(metrics, tunnel);
   const onRuntimeAction = registerRuntimeActionMetrics(metrics);
-  const streams = new KeyStreams();
+  const streams = new KeyStreams({ revoked: (keyId) => keyCache.revoked({ keyId }) });
   /** A key was revoked (here, or through another replica): drop it from the cache, close its tunnel and its streams here. */
   const onKeyRevoked = (keyId: string): void => {
     keyCache.revoke(keyId);

@@ -28,7 +28,9 @@ export async function authenticate(
   const cached = cache.get(cacheKey);
   if (cached) return cached;
   const identity = await lookup(cacheKey);
-  if (!identity) throw errors.invalidKey();
+  // A lookup that read the key before its revocation and answers after it: refused like the
+  // requests after it (and not cached).
+  if (!identity || cache.revoked(identity)) throw errors.invalidKey();
   cache.set(cacheKey, identity);
   return identity;
 }

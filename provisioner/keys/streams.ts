@@ -26,6 +26,15 @@ export interface StreamSlot {
  */
 export class KeyStreams {
   readonly #byKey = new Map<string, Set<() => void>>();
+  readonly #revoked: (keyId: string) => boolean;
+
+  /**
+   * `revoked`: whether a key was revoked lately (keys/cache.ts): a request authenticated just
+   * before its key's revocation reaches `reserve` after closeKey, and must open no stream then.
+   */
+  constructor(opts: { revoked?: (keyId: string) => boolean } = {}) {
+    this.#revoked = opts.revoked ?? (() => false);
+  }
 
   /** Streams open (or reserved) with this key now. */
   count(keyId: string): number {
@@ -34,7 +43,8 @@ export class KeyStreams {
 
   /**
    * Takes a place for a stream under the key, synchronously: throws TOO_MANY_STREAMS when the key
-   * already holds `limit`. A request without a key (none of today's stream routes) is not counted.
+   * already holds `limit`, INVALID_API_KEY when the key was revoked since the request was
+   * authenticated. A request without a key (none of today's stream routes) is not counted.
    * Call it before the route's first await and release the slot in a `finally`.
    */
   reserve(keyId: string | undefined, limit: number): StreamSlot {
@@ -43,6 +53,7 @@ export class KeyStreams {
     let released = false;
     let unregister = (): void => {};
     if (keyId !== undefined) {
+      if (this.#revoked(keyId)) throw errors.invalidKey();
       if (this.count(keyId) >= limit) throw errors.tooManyStreams(limit);
       unregister = this.#add(keyId, () => {
         revoked = true;

@@ -36,3 +36,21 @@ t.test('the cache is bounded and a zero TTL caches nothing', async (t) => {
   off.set('x', id('x'));
   t.equal(off.get('x'), undefined);
 });
+
+t.test('a revoked key, or a deleted tenant’s, is not cached again by a lookup that answers after it', async (t) => {
+  let now = 1000;
+  const cache = new KeyCache({ now: () => now, revokedMs: 60_000 });
+  cache.revoke('k1');
+  cache.revokeTenant('t9');
+  t.ok(cache.revoked({ keyId: 'k1' }), 'the revoked key is remembered');
+  t.ok(cache.revoked({ keyId: 'k5', tenantId: 't9' }), 'so is every key of the deleted tenant');
+  t.notOk(cache.revoked({ keyId: 'k2', tenantId: 't1' }), 'other keys are not');
+  cache.set('a', id('k1'));
+  cache.set('b', id('k5', 't9'));
+  t.equal(cache.get('a'), undefined, 'the revoked key is not cached again');
+  t.equal(cache.get('b'), undefined, 'nor a key of the deleted tenant');
+  now += 60_000;
+  cache.revoke('k3'); // forgets what is older than revokedMs
+  t.notOk(cache.revoked({ keyId: 'k1' }), 'forgotten after revokedMs (a lookup cannot take that long)');
+  t.ok(cache.revoked({ keyId: 'k3' }));
+});
