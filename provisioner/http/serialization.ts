@@ -21,13 +21,17 @@ type RouteDefinition = { method: string; url: string; httpStatus: string; schema
 
 const upstream = SerializerSelector();
 
+/** Each distinct set of shared schemas and options seen, by its JSON: a short id for the keys below. */
+const sharedIds = new Map<string, number>();
 /** Compiled (or to be compiled at first use) serializers of this process, by shared schemas and schema. */
 const serializers = new Map<string, { serialize: Serializer; compile: () => Serializer; route: RouteDefinition }>();
 
 /** For fastify's `schemaController.compilersFactory.buildSerializer`. */
 export function buildSerializer(externalSchemas?: unknown, options?: Parameters<typeof upstream>[1]) {
   const compile = upstream(externalSchemas, options);
-  const shared = JSON.stringify([externalSchemas ?? null, options ?? null]);
+  const sharedJson = JSON.stringify([externalSchemas ?? null, options ?? null]);
+  let shared = sharedIds.get(sharedJson);
+  if (shared === undefined) sharedIds.set(sharedJson, (shared = sharedIds.size));
   return (route: RouteDefinition): Serializer => {
     const key = `${shared}\n${JSON.stringify(route.schema ?? null)}`;
     const known = serializers.get(key);
