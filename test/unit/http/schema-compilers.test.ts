@@ -45,15 +45,15 @@ t.test('answers are serialized by their schema and requests validated and coerce
   const a = await app();
   t.teardown(() => a.close());
   let res = await a.inject({ method: 'GET', url: '/things/7?limit=3' });
-  t.equal(res.statusCode, 200);
+  t.equal(res.statusCode, 200, 'a valid read is answered');
   t.same(res.json(), { id: 'thing-7', count: 3 }, 'the shared schema shapes the answer; the querystring is coerced');
   res = await a.inject({ method: 'GET', url: '/things/7' });
   t.same(res.json(), { id: 'thing-7', count: 10 }, 'a default fills the querystring');
   res = await a.inject({ method: 'GET', url: '/things/404' });
   t.same(res.json(), { code: 'NOT_FOUND' }, 'each status its own schema');
   res = await a.inject({ method: 'GET', url: '/things/0' });
-  t.equal(res.statusCode, 400);
-  t.match(res.json().message, /params\/id must be >= 1/);
+  t.equal(res.statusCode, 400, 'a path parameter under its minimum is refused');
+  t.match(res.json().message, /params\/id must be >= 1/, 'naming the parameter and its minimum');
   res = await a.inject({ method: 'POST', url: '/things', payload: { name: 'x', extra: 1 } });
   t.equal(res.statusCode, 400, 'bodies are strict: an unknown field is refused');
   res = await a.inject({ method: 'POST', url: '/things', payload: { name: 5 } });
@@ -65,9 +65,13 @@ t.test('an app built again compiles nothing new', async (t) => {
   const serializers = compileEverySerializer();
   const validators = compileEveryValidator();
   const b = await app();
-  t.equal(compileEverySerializer(), serializers);
-  t.equal(compileEveryValidator(), validators);
-  t.equal((await b.inject({ method: 'GET', url: '/things/2?limit=1' })).json().count, 1);
+  t.equal(compileEverySerializer(), serializers, 'no new serializer for the second app');
+  t.equal(compileEveryValidator(), validators, 'no new validator for the second app');
+  t.equal(
+    (await b.inject({ method: 'GET', url: '/things/2?limit=1' })).json().count,
+    1,
+    'the second app answers with the shared functions',
+  );
   await a.close();
   await b.close();
 });
