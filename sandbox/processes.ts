@@ -15,7 +15,7 @@ export interface ManagedProcess {
   readonly logFile: string;
   /** Resolves with the exit code (or signal) once the process has exited. */
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  /** True until the process exits. */
+  readonly logClosed: Promise<void>;
   running(): boolean;
   /** SIGTERM to the group, then SIGKILL after `graceMs`; resolves when the process exited. */
   stop(graceMs?: number): Promise<void>;
@@ -125,17 +125,14 @@ export function startProcess(
       resolve({ code, signal });
     });
   });
-  void exited.then(() => {
-    live.delete(proc);
-    // Pipes may still hold the last lines; end the log shortly after.
-    setTimeout(() => out.end(), 200).unref();
-  });
+  const logClosed = exited.then(() => new Promise<void>((r) => setTimeout(() => out.end(r), 200)));
   if (child.pid === undefined) throw new Error(`${name}: spawn of ${command} failed`);
   const proc: ManagedProcess = {
     name,
     pid: child.pid,
     logFile,
     exited,
+    logClosed,
     running: () => alive,
     async stop(graceMs = 5000) {
       if (!alive) return;
