@@ -36,7 +36,7 @@ TOOLS="$ROOT/tools"
 
 # ---- pinned versions -----------------------------------------------------------------
 # Bump TOOLCHAIN_FORMAT when the way binaries are built changes without a version change.
-TOOLCHAIN_FORMAT=3              # 3: the Pulumi CLI without the cloud state and secrets backends
+TOOLCHAIN_FORMAT=4              # 3: the Pulumi CLI without the cloud state and secrets backends; 4: and without zxcvbn
 K8S_VERSION=v1.35.0             # tools/kubernetes: k8s.io/kubernetes + staging modules v0.35.0, vcluster's versions
 ETCD_VERSION=v3.6.7             # tools/etcd: the etcd client modules of Kubernetes v1.35.0 (it names server 3.6.6)
 KWOK_VERSION=v0.8.0             # tools/kwok
@@ -284,6 +284,17 @@ if to_build pulumi; then
     # `pulumi logs` of aws (CloudWatch) and gcp (Cloud Logging) resources.
     operations/operations_aws.go '' "$(pulumi_stub_logs AWSOperationsProvider aws)"
     operations/operations_gcp.go '' "$(pulumi_stub_logs GCPOperationsProvider gcp)"
+    # The "looks like a secret" refusal of `pulumi config set` and `pulumi env set` (a plaintext
+    # value under a key named like a password or token): its password-strength estimator, two
+    # copies of zxcvbn-go, loads its word lists at every start of the CLI, 93 of the 164 ms of
+    # package initialisation that every command pays (the Automation API runs five or six per
+    # stack operation). The provisioner and the tests say --secret or --plaintext themselves.
+    cmd/pulumi/config/config.go '"github.com/nbutton23/zxcvbn-go"' ''
+    cmd/pulumi/config/config.go $'\t// Compute the strength use the resulting entropy…entropyPerChar >= entropyPerCharThreshold)' \
+      $'\t// Not checked: this toolchain\'s CLI is built without the password-strength estimator.\n\treturn false'
+    cmd/esc/cli/env_set.go '"github.com/ccojocar/zxcvbn-go"' ''
+    cmd/esc/cli/env_set.go $'\t// Compute the strength use the resulting entropy…entropyPerChar >= entropyPerCharThreshold)' \
+      $'\t// Not checked: this toolchain\'s CLI is built without the password-strength estimator.\n\treturn false'
   )
   if reason="$(hrt_patched_module "$TOOLS/pulumi" github.com/pulumi/pulumi/pkg/v3 "$DIR" \
        "${PULUMI_SRC_PATCHES[@]}" 2>&1)"; then
