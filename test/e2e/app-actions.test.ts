@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import {
   CoreV1Api,
   CustomObjectsApi,
+  KubeConfig,
   PatchStrategy,
   RbacAuthorizationV1Api,
   setHeaderOptions,
@@ -31,7 +32,8 @@ import { AGENTS, RUNTIME_NAMESPACE } from '../../runtime/component/agents.ts';
 import { promotionCrds } from '../../runtime/component/promotion-crds.ts';
 import { PROMOTIONS_API_VERSION, PROMOTIONS_GROUP, PROMOTIONS_VERSION } from '../../runtime/protocol/promotions.ts';
 import { buildAppProxy } from '../../runtime/agents/app-proxy/app.ts';
-import { argoObjects, loadKubeConfig } from '../../runtime/agents/app-proxy/kube.ts';
+import { argoObjects } from '../../runtime/agents/app-proxy/kube.ts';
+import { loadLightTransport } from '../../runtime/kube/light-client.ts';
 import { loadPublicKey } from '../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../runtime/agents/app-proxy/runtime-info.ts';
 import { createRouter } from '../../runtime/agents/request-router/router.ts';
@@ -139,7 +141,9 @@ async function suite(): Promise<void> {
     }),
     { mode: 0o600 },
   );
-  const proxyKc = loadKubeConfig(kubeconfigFile);
+  /** The app-proxy's credentials, for the checks of what its account may do. */
+  const proxyKc = new KubeConfig();
+  proxyKc.loadFromFile(kubeconfigFile);
 
   // ---- the control plane, two tenants, and tenant a's runtime: tunnel client, router, app-proxy ----
 
@@ -150,7 +154,7 @@ async function suite(): Promise<void> {
     tenantId: a.tenantId,
     publicKey: loadPublicKey(api.services.signer.publicKeyPem),
     runtimeInfo: staticRuntimeInfo({ runtimeVersion: '1.4.0', components: {} }),
-    objects: argoObjects(proxyKc, { timeoutMs: 3000 }),
+    objects: argoObjects(loadLightTransport(kubeconfigFile), { timeoutMs: 3000 }),
   });
   const proxyUrl = await proxy.listen({ port: 0, host: '127.0.0.1' });
   const router = createRouter({ appProxyUrl: proxyUrl, eventSourceUrl: 'http://127.0.0.1:9' });

@@ -24,6 +24,7 @@ import { statusOf } from './harness/kube.ts';
 import { until } from '../../sandbox/processes.ts';
 import { runAction } from '../../runtime/agents/app-proxy/actions.ts';
 import { argoObjects } from '../../runtime/agents/app-proxy/kube.ts';
+import { clientNodeTransport } from '../../runtime/kube/client-node-transport.ts';
 
 t.setTimeout(8 * 60_000);
 
@@ -70,7 +71,7 @@ if (unavailable) {
     plural: 'applications',
     name,
   });
-  const actions = argoObjects(argo.kc);
+  const actions = argoObjects(clientNodeTransport(argo.kc));
   const getApp = async (name: string) => (await argo.objects.getNamespacedCustomObject(ref(name))) as App;
   const application = (name: string, path: string, automated: boolean) => {
     const app = sampleApplication(argocd.namespace, name, { repoURL: repo.url, path }) as {

@@ -66,7 +66,8 @@ import { createKey } from '../../provisioner/store/keys.ts';
 import { cliAgainst } from '../helpers/cli.ts';
 import { AGENTS } from '../../runtime/component/agents.ts';
 import { buildAppProxy } from '../../runtime/agents/app-proxy/app.ts';
-import { argoObjects, loadKubeConfig } from '../../runtime/agents/app-proxy/kube.ts';
+import { argoObjects } from '../../runtime/agents/app-proxy/kube.ts';
+import { loadLightTransport } from '../../runtime/kube/light-client.ts';
 import { loadPublicKey } from '../../runtime/agents/app-proxy/request-token.ts';
 import { staticRuntimeInfo } from '../../runtime/agents/app-proxy/runtime-info.ts';
 import { createRouter } from '../../runtime/agents/request-router/router.ts';
@@ -479,7 +480,7 @@ if (unavailable) {
     tenantId: tenant.tenantId,
     publicKey: loadPublicKey(api.services.signer.publicKeyPem),
     runtimeInfo: staticRuntimeInfo({ runtimeVersion: '1.8.0', components: {} }),
-    objects: argoObjects(loadKubeConfig(proxyKubeconfig)),
+    objects: argoObjects(loadLightTransport(proxyKubeconfig)),
   });
   const proxyUrl = await proxy.listen({ port: 0, host: '127.0.0.1' });
   const router = createRouter({ appProxyUrl: proxyUrl, eventSourceUrl: 'http://127.0.0.1:9' });

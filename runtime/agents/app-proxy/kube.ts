@@ -1,12 +1,13 @@
 /**
- * The app-proxy's access to the vcluster API server for its actions (@kubernetes/client-node):
- * read one Argo object or promotion resource, merge-patch it or its status subresource, create a
- * Promotion. Failures are classified once
- * here so that the actions answer with the right status: a missing object, a conflicting write,
- * a refusal by RBAC, or an API server that cannot be reached (503, retried by the caller).
+ * The app-proxy's access to the vcluster API server for its actions, over Node's own https
+ * (runtime/kube/light-client.ts; not @kubernetes/client-node, whose import alone cost each start of
+ * the agent about 0.8 CPU-s and 60 MiB): read one Argo object or promotion resource, merge-patch it
+ * or its status subresource, create a Promotion. Failures are classified once here so that the
+ * actions answer with the right status: a missing object, a conflicting write, a refusal by RBAC,
+ * or an API server that cannot be reached (503, retried by the caller).
  */
-import { ApiException, CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { PROMOTION_KINDS, PROMOTIONS_GROUP, PROMOTIONS_VERSION } from '../../protocol/promotions.ts';
+import type { KubeResponse, KubeTransport } from '../../kube/transport.ts';
 
 export const ARGO_GROUP = 'argoproj.io';
 export const ARGO_VERSION = 'v1alpha1';
@@ -71,104 +72,79 @@ function statusMessage(body: unknown): string | undefined {
   return undefined;
 }
 
-/** Maps a client-node failure to what the action answers. */
-export function classify(err: unknown, what: string): KubeError {
+/** Maps the API server's non-2xx answer to what the action answers. */
+export function classifyAnswer(status: number, body: unknown, what: string): KubeError {
+  const detail = statusMessage(body) ?? `HTTP ${status}`;
+  if (status === 404) return new KubeError({ kind: 'not-found' }, `${what}: not found`);
+  if (status === 409) return new KubeError({ kind: 'conflict' }, `${what}: ${detail}`);
+  if (status === 400 || status === 422)
+    return new KubeError({ kind: 'invalid', message: detail }, `${what}: ${detail}`);
+  if (status === 401 || status === 403)
+    return new KubeError({ kind: 'forbidden', message: detail }, `${what}: ${detail}`);
+  return new KubeError({ kind: 'unavailable', message: `HTTP ${status}` }, `${what}: HTTP ${status}: ${detail}`);
+}
+
+/** No answer at all: connection refused or reset, DNS, TLS, the time-out. */
+function unanswered(err: unknown, what: string, timeoutMs: number): KubeError {
   if (err instanceof KubeError) return err;
-  if (err instanceof ApiException) {
-    const code = err.code;
-    const detail = statusMessage(err.body) ?? `HTTP ${code}`;
-    if (code === 404) return new KubeError({ kind: 'not-found' }, `${what}: not found`, err);
-    if (code === 409) return new KubeError({ kind: 'conflict' }, `${what}: ${detail}`, err);
-    if (code === 400 || code === 422)
-      return new KubeError({ kind: 'invalid', message: detail }, `${what}: ${detail}`, err);
-    if (code === 401 || code === 403)
-      return new KubeError({ kind: 'forbidden', message: detail }, `${what}: ${detail}`, err);
-    return new KubeError({ kind: 'unavailable', message: `HTTP ${code}` }, `${what}: HTTP ${code}: ${detail}`, err);
-  }
-  // No answer at all: connection refused or reset, DNS, TLS, timeout.
+  if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError'))
+    return new KubeError({ kind: 'unavailable', message: `no answer within ${timeoutMs} ms` }, what, err);
   const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
   const message = `${err instanceof Error ? err.message : String(err)}${cause}`;
   return new KubeError({ kind: 'unavailable', message }, `${what}: ${message}`, err);
 }
 
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(
-      () => reject(new KubeError({ kind: 'unavailable', message: `no answer within ${ms} ms` }, what)),
-      ms,
-    );
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
+const path = (plural: string, namespace: string, name?: string, subresource?: 'status'): string => {
+  const { group, version } = groupOf(plural);
+  const base = `/apis/${group}/${version}/namespaces/${encodeURIComponent(namespace)}/${plural}`;
+  return name === undefined ? base : `${base}/${encodeURIComponent(name)}${subresource ? `/${subresource}` : ''}`;
+};
 
 /**
- * The kubeconfig the app-proxy acts with: the file KUBECONFIG names (tests, development), else
- * its pod's service account (in-cluster), whose RBAC runtime/component/agents.ts grants.
+ * The actions' objects through `kube`: the transport of KUBECONFIG (tests, development) or of the
+ * pod's service account (runtime/agents/common/kube.ts), whose RBAC runtime/component/agents.ts
+ * grants. Each request waits at most `timeoutMs` for its answer.
  */
-export function loadKubeConfig(kubeconfigFile: string | undefined): KubeConfig {
-  const kc = new KubeConfig();
-  if (kubeconfigFile !== undefined && kubeconfigFile !== '') kc.loadFromFile(kubeconfigFile);
-  else kc.loadFromCluster();
-  return kc;
-}
-
-export function argoObjects(kc: KubeConfig, opts: { timeoutMs?: number } = {}): ArgoObjects {
-  const api = kc.makeApiClient(CustomObjectsApi);
+export function argoObjects(kube: KubeTransport, opts: { timeoutMs?: number } = {}): ArgoObjects {
   const timeoutMs = opts.timeoutMs ?? 10_000;
-  const merge = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+  const call = async (
+    what: string,
+    p: string,
+    o: { method: 'GET' | 'PATCH' | 'POST'; body?: unknown; contentType?: string; query?: Record<string, string> },
+  ): Promise<KubeObject> => {
+    let res: KubeResponse;
+    try {
+      res = await kube.request(p, { ...o, signal: AbortSignal.timeout(timeoutMs) });
+    } catch (err) {
+      throw unanswered(err, what, timeoutMs);
+    }
+    if (res.status < 200 || res.status > 299) throw classifyAnswer(res.status, res.body, what);
+    if (typeof res.body !== 'object' || res.body === null)
+      throw new KubeError({ kind: 'unavailable', message: 'an answer that is not a JSON object' }, what);
+    return res.body as KubeObject;
+  };
   return {
-    async get(plural, namespace, name) {
-      const what = `get ${plural} ${namespace}/${name}`;
-      try {
-        return (await withTimeout(
-          api.getNamespacedCustomObject({ ...groupOf(plural), namespace, plural, name }),
-          timeoutMs,
-          what,
-        )) as KubeObject;
-      } catch (err) {
-        throw classify(err, what);
-      }
+    get(plural, namespace, name) {
+      return call(`get ${plural} ${namespace}/${name}`, path(plural, namespace, name), { method: 'GET' });
     },
-    async mergePatch(plural, namespace, name, patch, subresource) {
-      const what = `patch ${plural}${subresource ? `/${subresource}` : ''} ${namespace}/${name}`;
-      const req = {
-        ...groupOf(plural),
-        namespace,
-        plural,
-        name,
-        body: patch,
-        fieldManager: FIELD_MANAGER,
-      };
-      try {
-        return (await withTimeout(
-          subresource === 'status'
-            ? api.patchNamespacedCustomObjectStatus(req, merge)
-            : api.patchNamespacedCustomObject(req, merge),
-          timeoutMs,
-          what,
-        )) as KubeObject;
-      } catch (err) {
-        throw classify(err, what);
-      }
+    mergePatch(plural, namespace, name, patch, subresource) {
+      return call(
+        `patch ${plural}${subresource ? `/${subresource}` : ''} ${namespace}/${name}`,
+        path(plural, namespace, name, subresource),
+        {
+          method: 'PATCH',
+          body: patch,
+          contentType: 'application/merge-patch+json',
+          query: { fieldManager: FIELD_MANAGER },
+        },
+      );
     },
-    async create(plural, namespace, body) {
-      const what = `create ${plural} in ${namespace}`;
-      try {
-        return (await withTimeout(
-          api.createNamespacedCustomObject({
-            ...groupOf(plural),
-            namespace,
-            plural,
-            body,
-            fieldManager: FIELD_MANAGER,
-          }),
-          timeoutMs,
-          what,
-        )) as KubeObject;
-      } catch (err) {
-        throw classify(err, what);
-      }
+    create(plural, namespace, body) {
+      return call(`create ${plural} in ${namespace}`, path(plural, namespace), {
+        method: 'POST',
+        body,
+        query: { fieldManager: FIELD_MANAGER },
+      });
     },
   };
 }

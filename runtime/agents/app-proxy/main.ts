@@ -1,22 +1,15 @@
 /** Entry point of the app-proxy agent: `node runtime/agents/app-proxy/main.ts`. */
 import { runService } from '../common/service.ts';
 import { buildAppProxy } from './app.ts';
-import { ConfigError } from '../common/config.ts';
+import { agentKubeTransport } from '../common/kube.ts';
 import { loadAppProxyConfig } from './config.ts';
-import { argoObjects, loadKubeConfig } from './kube.ts';
+import { argoObjects } from './kube.ts';
 
 await runService(
   'app-proxy',
   () => {
     const config = loadAppProxyConfig();
-    try {
-      return { ...config, kube: loadKubeConfig(config.kubeconfigFile) };
-    } catch (err) {
-      const detail = err instanceof Error ? err.message : String(err);
-      throw config.kubeconfigFile
-        ? new ConfigError('KUBECONFIG', `cannot load '${config.kubeconfigFile}': ${detail}`)
-        : new ConfigError('KUBERNETES_SERVICE_HOST', `no in-cluster service account to act with: ${detail}`);
-    }
+    return { ...config, kube: agentKubeTransport(config.kubeconfigFile) };
   },
   async (config, log) => {
     const app = await buildAppProxy({
