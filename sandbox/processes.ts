@@ -125,7 +125,22 @@ export function startProcess(
       resolve({ code, signal });
     });
   });
-  const logClosed = exited.then(() => new Promise<void>((r) => setTimeout(() => out.end(r), 200)));
+  // The log ends when both pipes have closed, or shortly after the exit: a descendant that outlived
+  // the leader may hold the pipes open, and its later output must not be written to an ended log
+  // (a write after end, uncaught). The pipes are unpiped and closed first; such a descendant's next
+  // write fails (EPIPE).
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  const logClosed = exited.then(async () => {
+    live.delete(proc);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([closed, new Promise<void>((resolve) => (timer = setTimeout(resolve, 200)))]);
+    clearTimeout(timer);
+    for (const stream of [child.stdout, child.stderr]) {
+      stream?.unpipe(out);
+      stream?.destroy();
+    }
+    await new Promise<void>((resolve) => out.end(resolve));
+  });
   if (child.pid === undefined) throw new Error(`${name}: spawn of ${command} failed`);
   const proc: ManagedProcess = {
     name,
