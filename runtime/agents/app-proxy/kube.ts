@@ -73,7 +73,7 @@ function statusMessage(body: unknown): string | undefined {
 }
 
 /** Maps the API server's non-2xx answer to what the action answers. */
-export function classifyAnswer(status: number, body: unknown, what: string): KubeError {
+function classifyAnswer(status: number, body: unknown, what: string): KubeError {
   const detail = statusMessage(body) ?? `HTTP ${status}`;
   if (status === 404) return new KubeError({ kind: 'not-found' }, `${what}: not found`);
   if (status === 409) return new KubeError({ kind: 'conflict' }, `${what}: ${detail}`);
@@ -86,7 +86,6 @@ export function classifyAnswer(status: number, body: unknown, what: string): Kub
 
 /** No answer at all: connection refused or reset, DNS, TLS, the time-out. */
 function unanswered(err: unknown, what: string, timeoutMs: number): KubeError {
-  if (err instanceof KubeError) return err;
   if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError'))
     return new KubeError({ kind: 'unavailable', message: `no answer within ${timeoutMs} ms` }, what, err);
   const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
