@@ -110,6 +110,8 @@ export class VirtualCluster extends pulumi.ComponentResource {
         cleanupOnFail: true,
         maxHistory: 5,
         timeout: 900,
+        // No client-side schema check (docs/decisions.md, "Helm's OpenAPI validation off").
+        disableOpenapiValidation: true,
       },
       { parent: this },
     );

@@ -3,20 +3,23 @@
  * project `tenants`, stack `tenant-<id>`, one work directory per tenant. What it does is planned
  * in pulumi-plan.ts (testable without the CLI); this file only carries the plans out.
  */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { delimiter, join } from 'node:path';
+import { promisify } from 'node:util';
 import {
   CommandError,
   ConcurrentUpdateError,
   LocalWorkspace,
   PulumiCommand,
+  Stack,
   type EngineEvent,
   type OpMap,
   type OutputMap,
   type PulumiFn,
-  type Stack,
   type StepEventMetadata,
   type StepEventStateMetadata,
 } from '@pulumi/pulumi/automation/index.js';
@@ -123,6 +126,46 @@ function plainOutputs(outputs: OutputMap): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(outputs)) if (!v.secret) out[k] = v.value as unknown;
   return out;
+}
+
+const execFileAsync = promisify(execFile);
+
+/**
+ * The Automation API's reading of a stack's outputs, with one CLI run instead of two. The SDK runs
+ * `pulumi stack output --json` twice, masked and then with `--show-secrets`, to flag the secret
+ * outputs; the engine keeps only the plain ones (plainOutputs), which the masked run gives in full
+ * (a secret one reads "[secret]"). Only the run with `--show-secrets` decrypts: with the passphrase
+ * provider that derives the stack's key (PBKDF2, a million rounds) in that CLI process, about half
+ * a CPU-second (docs/reconciler.md, "What one operation costs").
+ */
+export function readOutputsMasked(ws: LocalWorkspace): void {
+  ws.stackOutputs = async (stackName: string): Promise<OutputMap> => {
+    // The environment the SDK gives each CLI run (LocalWorkspace's): PULUMI_HOME and the workspace's variables.
+    const { stdout } = await execFileAsync(
+      ws.pulumiCommand.command,
+      ['stack', 'output', '--json', '--stack', stackName],
+      {
+        cwd: ws.workDir,
+        env: { ...process.env, ...(ws.pulumiHome ? { PULUMI_HOME: ws.pulumiHome } : {}), ...ws.envVars },
+        maxBuffer: 64 * 1024 * 1024,
+      },
+    );
+    return maskedOutputMap(JSON.parse(stdout) as Record<string, unknown>);
+  };
+}
+
+/** `pulumi stack output --json` (masked) as the SDK's OutputMap: "[secret]" marks a secret output. */
+export function maskedOutputMap(masked: Record<string, unknown>): OutputMap {
+  const out: OutputMap = {};
+  for (const [k, value] of Object.entries(masked)) out[k] = { value, secret: value === '[secret]' };
+  return out;
+}
+
+/** A digest of a stack's config, kept in memory only (it covers secret values). */
+function configDigest(config: Record<string, { value: string; secret: boolean }>): string {
+  const h = createHash('sha256');
+  for (const k of Object.keys(config).sort()) h.update(JSON.stringify([k, config[k]!.value, config[k]!.secret]));
+  return h.digest('hex');
 }
 
 function mapError(err: unknown, signal: AbortSignal | undefined): EngineError {
@@ -417,22 +460,23 @@ export class PulumiEngine implements Engine {
     const pulumiCommand = this.#require();
     const plan = planStack(input, this.#options);
     await mkdir(plan.workDir, { recursive: true });
-    const select = (): Promise<Stack> =>
-      LocalWorkspace.createOrSelectStack(
-        { stackName: plan.stackName, projectName: plan.projectName, program: this.#options.program },
-        {
-          workDir: plan.workDir,
-          pulumiHome: this.#options.pulumiHome,
-          pulumiCommand,
-          envVars: plan.envVars,
-          secretsProvider: plan.secretsProvider,
-          projectSettings: {
-            name: plan.projectName,
-            runtime: 'nodejs',
-            backend: { url: plan.envVars.PULUMI_BACKEND_URL! },
-          },
+    const select = async (): Promise<Stack> => {
+      const ws = await LocalWorkspace.create({
+        program: this.#options.program,
+        workDir: plan.workDir,
+        pulumiHome: this.#options.pulumiHome,
+        pulumiCommand,
+        envVars: plan.envVars,
+        secretsProvider: plan.secretsProvider,
+        projectSettings: {
+          name: plan.projectName,
+          runtime: 'nodejs',
+          backend: { url: plan.envVars.PULUMI_BACKEND_URL! },
         },
-      );
+      });
+      readOutputsMasked(ws);
+      return Stack.createOrSelect(plan.stackName, ws);
+    };
     let stack: Stack;
     if (this.#backendReady) {
       await this.#backendReady;
@@ -447,8 +491,36 @@ export class PulumiEngine implements Engine {
       );
       stack = await first;
     }
-    if (withConfig) await stack.setAllConfig(plan.config);
+    if (withConfig) await this.#setConfig(stack, plan);
     return { stack, plan };
+  }
+
+  /**
+   * Per stack, the config this process last set (its digest) and the stack settings file as that
+   * left it: an operation whose config and file are both unchanged skips `pulumi config set-all`,
+   * a CLI run that, with secret values, derives the stack's key (readOutputsMasked). In memory
+   * only: a restarted provisioner sets the config again once.
+   */
+  readonly #configSet = new Map<string, { config: string; file: string }>();
+
+  async #setConfig(stack: Stack, plan: StackPlan): Promise<void> {
+    const settingsFile = join(plan.workDir, `Pulumi.${plan.stackName}.yaml`);
+    const fileDigest = async (): Promise<string | undefined> => {
+      try {
+        return createHash('sha256')
+          .update(await readFile(settingsFile))
+          .digest('hex');
+      } catch {
+        return undefined;
+      }
+    };
+    const config = configDigest(plan.config);
+    const set = this.#configSet.get(plan.stackName);
+    if (set && set.config === config && set.file === (await fileDigest())) return;
+    this.#configSet.delete(plan.stackName);
+    await stack.setAllConfig(plan.config);
+    const file = await fileDigest();
+    if (file) this.#configSet.set(plan.stackName, { config, file });
   }
 
   /** The Automation API's handlers for one command; the finished resource steps go to `steps`. */
@@ -477,7 +549,12 @@ export class PulumiEngine implements Engine {
     try {
       const { stack } = await this.#stack(input, true);
       const steps: ResourceStep[] = [];
-      const res = await stack.up({ ...this.#handlers(opts, steps), parallel: this.#options.parallel ?? 16 });
+      const res = await stack.up({
+        ...this.#handlers(opts, steps),
+        parallel: this.#options.parallel ?? 16,
+        // The update's summary is read without the config's secrets (no key derivation; readOutputsMasked).
+        showSecrets: false,
+      });
       return { outputs: plainOutputs(res.outputs), changes: toChanges(res.summary.resourceChanges), steps };
     } catch (err) {
       throw mapError(err, opts?.signal);
@@ -503,6 +580,7 @@ export class PulumiEngine implements Engine {
       const exclude = opts?.rootClusterOnly ? virtualClusterUrns(await stack.exportStack(), ROOT_PROVIDER) : [];
       const res = await stack.refresh({
         ...this.#handlers(opts, steps),
+        showSecrets: false,
         ...(opts?.clearPendingCreates ? { clearPendingCreates: true } : {}),
         ...(exclude.length > 0 ? { exclude } : {}),
       });
@@ -515,8 +593,9 @@ export class PulumiEngine implements Engine {
   async destroy(input: StackInput, opts?: RunOptions): Promise<EngineResult> {
     try {
       const { stack, plan } = await this.#stack(input, true);
-      const res = await stack.destroy({ ...this.#handlers(opts), remove: true });
+      const res = await stack.destroy({ ...this.#handlers(opts), remove: true, showSecrets: false });
       await rm(plan.workDir, { recursive: true, force: true });
+      this.#configSet.delete(plan.stackName);
       try {
         const purged = await purgeRemovedStack(plan.envVars.PULUMI_BACKEND_URL!, plan.projectName, plan.stackName);
         if (purged > 0)

@@ -142,6 +142,9 @@ export class GitOpsRuntime extends pulumi.ComponentResource {
           atomic: true,
           cleanupOnFail: true,
           maxHistory: 5,
+          // An install checks nothing client-side that the API server does not (docs/decisions.md,
+          // "Helm's OpenAPI validation off"), and fetching the schemas cost every install CPU.
+          disableOpenapiValidation: true,
           timeout: args.releaseTimeoutSeconds ?? 600,
         },
         child,

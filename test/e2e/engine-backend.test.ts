@@ -10,11 +10,13 @@
  * refresh and corrected by up; a CLI killed in the middle of an update leaves a stale lock and a
  * pending create, which the engine's recovery plan (cancel, refresh with pending creates
  * cleared) removes so that the next up succeeds with no resource twice; destroy with remove
- * takes the resources and the stack out of the backend.
+ * takes the resources and the stack out of the backend. And the provisioner's engine itself
+ * (PulumiEngine, through a CLI wrapper that notes each run): it reads outputs and the update's
+ * summary without decrypting the stack's secrets, and sets the stack's config only when it changed.
  */
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readlink, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, readlink, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -22,6 +24,7 @@ import { spawnSync } from 'node:child_process';
 import * as pulumi from '@pulumi/pulumi';
 import { LocalWorkspace, PulumiCommand, type Stack } from '@pulumi/pulumi/automation/index.js';
 import { CoreV1Api } from '@kubernetes/client-node';
+import { PulumiEngine } from '../../provisioner/engine/pulumi.ts';
 import { backendUrlFor, planStack, recoveryPlan } from '../../provisioner/engine/pulumi-plan.ts';
 import { interruptedResources, repairHelmReleases } from '../../provisioner/engine/helm-recovery.ts';
 import { createTestDatabase } from '../helpers/postgres.ts';
@@ -36,6 +39,8 @@ const bin = process.env.HRT_TOOLCHAIN_BIN;
 if (!bin) throw new Error('HRT_TOOLCHAIN_BIN is not set: run the tier through scripts/test.sh e2e');
 const require = createRequire(import.meta.url);
 const { provider } = require('./fixtures/configmap-provider.cjs') as { provider: pulumi.dynamic.ResourceProvider };
+/** The kubernetes provider version the engine installs at start (any version: this file never starts it). */
+const KUBERNETES_PLUGIN = '4.25.0';
 
 const dir = await mkdtemp(join(tmpdir(), 'hrt-e2e-engine-'));
 const toolchain = toolchainFrom(bin);
@@ -285,3 +290,106 @@ t.test('destroy with remove takes the resources and the stack out of the backend
     'the stack is gone from the backend',
   );
 });
+
+t.test(
+  "the provisioner's engine: outputs without decrypting, the config set only when it changed, each checked against the CLI runs it made",
+  async (t) => {
+    // The engine runs `<cliDir>/bin/pulumi`: here a script that notes each run's first two words,
+    // then runs the toolchain's CLI with every argument.
+    const cliDir = join(dir, 'engine-cli');
+    const runsLog = join(dir, 'engine-cli-runs.log');
+    await mkdir(join(cliDir, 'bin'), { recursive: true });
+    await writeFile(
+      join(cliDir, 'bin', 'pulumi'),
+      `#!/bin/sh\nprintf '%s %s%s\\n' "$1" "$2" "$(case " $* " in *" --show-secrets "*) echo ' --show-secrets';; esac)" >> ${runsLog}\nexec ${join(bin, 'pulumi')} "$@"\n`,
+      { mode: 0o755 },
+    );
+    const runs = async (): Promise<string[]> => {
+      const text = await readFile(runsLog, 'utf8').catch(() => '');
+      await writeFile(runsLog, '');
+      return text.split('\n').filter(Boolean);
+    };
+    // The engine installs the kubernetes provider at start; this program creates no Kubernetes
+    // resource, so a placeholder in the plugin cache stands for it and is never started.
+    const pulumiHome = join(dir, 'engine-pulumi-home');
+    const placeholder = join(pulumiHome, 'plugins', `resource-kubernetes-v${KUBERNETES_PLUGIN}`);
+    await mkdir(placeholder, { recursive: true });
+    await writeFile(join(placeholder, 'pulumi-resource-kubernetes'), '#!/bin/sh\nexit 1\n', { mode: 0o755 });
+
+    const engineTenant = randomUUID();
+    const engine = new PulumiEngine({
+      dataDir: join(dir, 'engine-data'),
+      backendUrl: backendUrlFor(undefined, dbUrl.toString()),
+      secretsProvider: 'passphrase',
+      passphrase: 'e2e-passphrase',
+      pulumiHome,
+      cliDir,
+      kubernetesPluginVersion: KUBERNETES_PLUGIN,
+      stackConfig: (input) => ({
+        'tenants:organization': { value: input.organization, secret: false },
+        'tenants:runtimeToken': { value: input.runtimeToken, secret: true },
+      }),
+      program: async () => {
+        const config = new pulumi.Config('tenants');
+        return { organization: config.require('organization'), token: config.requireSecret('runtimeToken') };
+      },
+    });
+    await engine.start();
+    t.ok(engine.availability().available, `the engine is ready: ${JSON.stringify(engine.availability())}`);
+    await runs();
+    const input = (organization: string, runtimeToken: string) => ({
+      tenantId: engineTenant,
+      organization,
+      plan: 'free',
+      runtimeVersion: '1.0.0',
+      suspended: false,
+      clusterName: 'engine',
+      rootKubeconfig: '',
+      runtimeToken,
+    });
+
+    const first = await engine.up(input('acme', 'token-1'));
+    t.same(first.outputs, { organization: 'acme' }, 'the plain output, and the secret one left out');
+    const firstRuns = await runs();
+    t.equal(firstRuns.filter((r) => r === 'config set-all').length, 1, 'the new stack gets its config');
+    t.same(
+      firstRuns.filter((r) => r.endsWith('--show-secrets')),
+      [],
+      `no run decrypts the stack's secrets to read outputs or the summary: ${firstRuns.join('; ')}`,
+    );
+    t.equal(firstRuns.filter((r) => r === 'stack output').length, 1, 'the outputs are read once');
+
+    const same = await engine.up(input('acme', 'token-1'));
+    t.same(same.outputs, { organization: 'acme' });
+    t.same(same.changes, { same: 1 }, 'nothing changed');
+    const sameRuns = await runs();
+    t.same(
+      sameRuns.filter((r) => r === 'config set-all'),
+      [],
+      `an unchanged config is not set again: ${sameRuns.join('; ')}`,
+    );
+
+    const changed = await engine.up(input('acme-renamed', 'token-2'));
+    t.same(changed.outputs, { organization: 'acme-renamed' }, 'a changed config is set and the program sees it');
+    t.equal((await runs()).filter((r) => r === 'config set-all').length, 1);
+
+    // The stack settings file changed behind the engine's back (here: removed): set again.
+    await rm(join(dir, 'engine-data', 'engine', engineTenant, `Pulumi.tenant-${engineTenant}.yaml`));
+    const restored = await engine.up(input('acme-renamed', 'token-2'));
+    t.same(restored.outputs, { organization: 'acme-renamed' });
+    t.equal(
+      (await runs()).filter((r) => r === 'config set-all').length,
+      1,
+      'a changed settings file: the config is set again',
+    );
+
+    const refreshed = await engine.refresh(input('acme-renamed', 'token-2'));
+    t.same(refreshed.outputs, { organization: 'acme-renamed' }, 'refresh reads the outputs too');
+    t.same(
+      (await runs()).filter((r) => r.endsWith('--show-secrets')),
+      [],
+      'without decrypting',
+    );
+    await engine.destroy(input('acme-renamed', 'token-2'));
+  },
+);

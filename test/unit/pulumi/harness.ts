@@ -193,6 +193,8 @@ export interface ReleaseInputs<V = Record<string, unknown>> {
   /** Helm undoes a failed install or upgrade itself (uninstall, or rollback to the last deployed revision). */
   atomic?: boolean;
   cleanupOnFail?: boolean;
+  /** Helm's client-side OpenAPI check of an install (docs/decisions.md). */
+  disableOpenapiValidation?: boolean;
   /** Seconds Helm waits for the release's workloads. */
   timeout?: number;
   values: V;

@@ -191,7 +191,17 @@ for (const planName of PLAN_NAMES) {
           // re-applies Pulumi's state, which still holds the previous inputs (test/e2e/fleet-upgrade.test.ts).
           t.equal(rel.atomic, true, `${rel.chart}: Helm rolls a failed upgrade back (atomic)`);
           t.equal(rel.cleanupOnFail, true, `${rel.chart}: and deletes what the failed upgrade created`);
+          t.equal(
+            rel.disableOpenapiValidation,
+            true,
+            `${rel.chart}: an install fetches no OpenAPI schema for a check the API server makes itself`,
+          );
         }
+        t.equal(
+          releaseOf(releases(r).find((x) => x.inputs.chart === 'vcluster')!).disableOpenapiValidation,
+          true,
+          'the vcluster release too',
+        );
       });
 
       t.test('the versions ConfigMap records the runtime and every component', async (t) => {
