@@ -52,6 +52,16 @@
 # _hrt_e2e_deferred STEP WHAT: true when scripts/test.sh left STEP's build to the late phase's files
 # that use it (HRT_E2E_DEFERRED_BUILDS): they wait for its background build themselves
 # (test/e2e/harness/background-build.ts), so the other late files need not.
+# The hosted runtime's pods (sandbox/runtime-pods.ts) route Service traffic with nftables and run
+# Redis as Debian's redis-server: installed with apt-get (root) when missing. Fails when nft is
+# still missing after that.
+_hrt_runtime_pod_packages() {
+  command -v nft >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 && return 0
+  echo "e2e: installing Debian's nftables and redis-server (apt-get; the runtime pods need them, docs/e2e.md)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables redis-server; } >/dev/null 2>&1
+  command -v nft >/dev/null 2>&1
+}
+
 _hrt_e2e_deferred() {
   [ -n "${HRT_E2E_BUILDS_DIR:-}" ] && [[ " ${HRT_E2E_DEFERRED_BUILDS:-} " == *" $1 "* ]] || return 1
   echo "e2e: $2: left to the files that use it, which wait for its background build (scripts/test.sh)"
@@ -118,8 +128,12 @@ _hrt_e2e_prepare() {
     fi
     export HRT_ARGO_CRDS_DIR="$(printf '%s\n' "$out" | tail -n 1)"
     echo "e2e: Argo CRDs $HRT_ARGO_CRDS_DIR"
-    # The tier's early phase (scripts/test.sh) needs only the toolchain and the Argo CRDs.
-    [ "${HRT_PREPARE_FOR:-}" != early ] || return 0
+    # The tier's early phase (scripts/test.sh) needs only the toolchain, the Argo CRDs and, for
+    # runtime-pods.test.ts, the runtime pods' packages (that file names what is missing itself).
+    if [ "${HRT_PREPARE_FOR:-}" = early ]; then
+      [ "$(id -u)" != 0 ] || _hrt_runtime_pod_packages || true
+      return 0
+    fi
   fi
   # The sandbox runs its tenant's runtime too (real vclusters and the runtime pods, root only)
   # unless SANDBOX_RUNTIME=0; then, and for non-root users, it emulates the vcluster (sandbox/main.ts).
@@ -152,15 +166,9 @@ _hrt_e2e_prepare() {
     fi
     export HRT_VCLUSTER_BIN="$(printf '%s\n' "$out" | tail -n 1)"
     echo "e2e: vcluster $HRT_VCLUSTER_BIN ($(cut -f2 "$HRT_VCLUSTER_BIN/versions.txt" | paste -sd, - | sed 's/,/, /g'))"
-    # The hosted runtime's pods (sandbox/runtime-pods.ts) route Service traffic with nftables and
-    # run Redis as Debian's redis-server: installed here (root) when missing.
-    if ! command -v nft >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1; then
-      echo "e2e: installing Debian's nftables and redis-server (apt-get; the runtime pods need them, docs/e2e.md)"
-      if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables redis-server; } >/dev/null 2>&1 \
-        || ! command -v nft >/dev/null 2>&1; then
-        echo "e2e: skipped: nftables (nft) could not be installed with apt-get; the runtime pods route Service traffic with it (docs/e2e.md)"
-        return 1
-      fi
+    if ! _hrt_runtime_pod_packages; then
+      echo "e2e: skipped: nftables (nft) could not be installed with apt-get; the runtime pods route Service traffic with it (docs/e2e.md)"
+      return 1
     fi
   fi
   if [ "${HRT_PREPARE_FOR:-}" != sandbox ] && _hrt_e2e_deferred argo-workflows "the Argo Workflows controller"; then :
