@@ -48,6 +48,7 @@ import {
   planStack,
   redactUrl,
   requiredPlugins,
+  type ConfigMap,
   type PulumiPlanOptions,
   type StackPlan,
 } from './pulumi-plan.ts';
@@ -155,14 +156,14 @@ export function readOutputsMasked(ws: LocalWorkspace): void {
 }
 
 /** `pulumi stack output --json` (masked) as the SDK's OutputMap: "[secret]" marks a secret output. */
-export function maskedOutputMap(masked: Record<string, unknown>): OutputMap {
+function maskedOutputMap(masked: Record<string, unknown>): OutputMap {
   const out: OutputMap = {};
   for (const [k, value] of Object.entries(masked)) out[k] = { value, secret: value === '[secret]' };
   return out;
 }
 
 /** A digest of a stack's config, kept in memory only (it covers secret values). */
-function configDigest(config: Record<string, { value: string; secret: boolean }>): string {
+function configDigest(config: ConfigMap): string {
   const h = createHash('sha256');
   for (const k of Object.keys(config).sort()) h.update(JSON.stringify([k, config[k]!.value, config[k]!.secret]));
   return h.digest('hex');

@@ -49,9 +49,6 @@
 # toolchain and the Argo CRDs; Argo CD, Argo Workflows, Argo Rollouts, vcluster and the provider plugin are left to the full
 # preparation that follows (on a cold machine they are still compiling in the background).
 
-# _hrt_e2e_deferred STEP WHAT: true when scripts/test.sh left STEP's build to the late phase's files
-# that use it (HRT_E2E_DEFERRED_BUILDS): they wait for its background build themselves
-# (test/e2e/harness/background-build.ts), so the other late files need not.
 # The hosted runtime's pods (sandbox/runtime-pods.ts) route Service traffic with nftables and run
 # Redis as Debian's redis-server: installed with apt-get (root) when missing. Fails when nft is
 # still missing after that.
@@ -62,6 +59,9 @@ _hrt_runtime_pod_packages() {
   command -v nft >/dev/null 2>&1
 }
 
+# _hrt_e2e_deferred STEP WHAT: true when scripts/test.sh left STEP's build to the late phase's files
+# that use it (HRT_E2E_DEFERRED_BUILDS): they wait for its background build themselves
+# (test/e2e/harness/background-build.ts), so the other late files need not.
 _hrt_e2e_deferred() {
   [ -n "${HRT_E2E_BUILDS_DIR:-}" ] && [[ " ${HRT_E2E_DEFERRED_BUILDS:-} " == *" $1 "* ]] || return 1
   echo "e2e: $2: left to the files that use it, which wait for its background build (scripts/test.sh)"
