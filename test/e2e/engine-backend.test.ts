@@ -360,7 +360,7 @@ t.test(
     t.equal(firstRuns.filter((r) => r === 'stack output').length, 1, 'the outputs are read once');
 
     const same = await engine.up(input('acme', 'token-1'));
-    t.same(same.outputs, { organization: 'acme' });
+    t.same(same.outputs, { organization: 'acme' }, 'an unchanged up reads the same plain output');
     t.same(same.changes, { same: 1 }, 'nothing changed');
     const sameRuns = await runs();
     t.same(
@@ -371,12 +371,12 @@ t.test(
 
     const changed = await engine.up(input('acme-renamed', 'token-2'));
     t.same(changed.outputs, { organization: 'acme-renamed' }, 'a changed config is set and the program sees it');
-    t.equal((await runs()).filter((r) => r === 'config set-all').length, 1);
+    t.equal((await runs()).filter((r) => r === 'config set-all').length, 1, 'the changed config is set once');
 
     // The stack settings file changed behind the engine's back (here: removed): set again.
     await rm(join(dir, 'engine-data', 'engine', engineTenant, `Pulumi.tenant-${engineTenant}.yaml`));
     const restored = await engine.up(input('acme-renamed', 'token-2'));
-    t.same(restored.outputs, { organization: 'acme-renamed' });
+    t.same(restored.outputs, { organization: 'acme-renamed' }, 'the up after the settings file went reads the config');
     t.equal(
       (await runs()).filter((r) => r === 'config set-all').length,
       1,
